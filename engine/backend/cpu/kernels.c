@@ -1,0 +1,421 @@
+#include "backend/cpu/kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+// OpenBLAS's own controls (declared in its cblas.h on Debian, repeated for clarity).
+void openblas_set_num_threads(int num_threads);
+
+// Columns handled by one thread in the column-split reductions: a multiple of 16 floats so
+// that threads never share a cache line of the output.
+static void column_range(int C, int *c0, int *c1) {
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int blocks = (C + 15) / 16;
+    int per = (blocks + nt - 1) / nt;
+    *c0 = t * per * 16;
+    *c1 = (t + 1) * per * 16;
+    if (*c0 > C) *c0 = C;
+    if (*c1 > C) *c1 = C;
+}
+
+// ---------------------------------------------------------------------------------------
+// linear
+
+void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
+                        int C, int OC) {
+    // (N,C) @ (OC,C)^T -> (N,OC)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC);
+    if (bias) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) {
+            float *o = out + (size_t)n * OC;
+            for (int j = 0; j < OC; j++) o[j] += bias[j];
+        }
+    }
+}
+
+void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight, int N, int C, int OC) {
+    // dinp (N,C) = dout (N,OC) @ weight (OC,C)
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f,
+                    dinp, C);
+    // dweight (OC,C) += dout^T (OC,N) @ inp (N,C)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dbias) {
+#pragma omp parallel
+        {
+            int j0, j1;
+            column_range(OC, &j0, &j1);
+            for (int n = 0; n < N; n++) {
+                const float *d = dout + (size_t)n * OC;
+                for (int j = j0; j < j1; j++) dbias[j] += d[j];
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// norms
+
+void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                           const float *weight, const float *bias, int N, int C, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *o = out + (size_t)n * C;
+        float m = 0.0f;
+        for (int i = 0; i < C; i++) m += x[i];
+        m /= (float)C;
+        float v = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float d = x[i] - m;
+            v += d * d;
+        }
+        v /= (float)C;
+        float s = 1.0f / sqrtf(v + eps);
+        for (int i = 0; i < C; i++) o[i] = (x[i] - m) * s * weight[i] + bias[i];
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, const float *mean,
+                            const float *rstd, int N, int C) {
+#pragma omp parallel
+    {
+        // dinp, row by row
+#pragma omp for schedule(static)
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            float *dx = dinp + (size_t)n * C;
+            const float m = mean[n], s = rstd[n];
+            float dnorm_mean = 0.0f, dnorm_xhat_mean = 0.0f;
+            for (int i = 0; i < C; i++) {
+                float dnorm = weight[i] * dy[i];
+                dnorm_mean += dnorm;
+                dnorm_xhat_mean += dnorm * (x[i] - m) * s;
+            }
+            dnorm_mean /= (float)C;
+            dnorm_xhat_mean /= (float)C;
+            for (int i = 0; i < C; i++) {
+                float xhat = (x[i] - m) * s;
+                dx[i] = (weight[i] * dy[i] - dnorm_mean - xhat * dnorm_xhat_mean) * s;
+            }
+        }
+        // dweight, dbias: each thread sums its columns over all rows
+        int c0, c1;
+        column_range(C, &c0, &c1);
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            const float m = mean[n], s = rstd[n];
+            for (int i = c0; i < c1; i++) {
+                dweight[i] += (x[i] - m) * s * dy[i];
+                dbias[i] += dy[i];
+            }
+        }
+    }
+}
+
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C,
+                         float eps) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *o = out + (size_t)n * C;
+        float ms = 0.0f;
+        for (int i = 0; i < C; i++) ms += x[i] * x[i];
+        float s = 1.0f / sqrtf(ms / (float)C + eps);
+        for (int i = 0; i < C; i++) o[i] = x[i] * s * weight[i];
+        rstd[n] = s;
+    }
+}
+
+void cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                          const float *weight, const float *rstd, int N, int C) {
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            float *dx = dinp + (size_t)n * C;
+            const float s = rstd[n];
+            float dnorm_xhat_mean = 0.0f;
+            for (int i = 0; i < C; i++) dnorm_xhat_mean += weight[i] * dy[i] * x[i] * s;
+            dnorm_xhat_mean /= (float)C;
+            for (int i = 0; i < C; i++) dx[i] = (weight[i] * dy[i] - x[i] * s * dnorm_xhat_mean) * s;
+        }
+        int c0, c1;
+        column_range(C, &c0, &c1);
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            const float s = rstd[n];
+            for (int i = c0; i < c1; i++) dweight[i] += x[i] * s * dy[i];
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// activations
+
+#define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
+
+void cpu_gelu_forward(float *out, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cube = 0.044715f * x * x * x;
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + cube)));
+    }
+}
+
+void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cube = 0.044715f * x * x * x;
+        float tanh_arg = GELU_SCALE * (x + cube);
+        float tanh_out = tanhf(tanh_arg);
+        float cosh_out = coshf(tanh_arg);
+        float sech2 = 1.0f / (cosh_out * cosh_out);
+        float grad = 0.5f * (1.0f + tanh_out) +
+                     x * 0.5f * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = grad * dout[i];
+    }
+}
+
+void cpu_swiglu_forward(float *out, const float *inp, int N, int F) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
+        float *o = out + (size_t)n * F;
+        for (int i = 0; i < F; i++) {
+            float sig = 1.0f / (1.0f + expf(-gate[i]));
+            o[i] = gate[i] * sig * up[i];
+        }
+    }
+}
+
+void cpu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
+        const float *dy = dout + (size_t)n * F;
+        float *dgate = dinp + (size_t)n * 2 * F, *dup = dgate + F;
+        for (int i = 0; i < F; i++) {
+            float g = gate[i];
+            float sig = 1.0f / (1.0f + expf(-g));
+            float silu = g * sig;
+            dgate[i] = dy[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
+            dup[i] = dy[i] * silu;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// residual
+
+void cpu_add(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void cpu_add_inplace(float *acc, const float *b, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) acc[i] += b[i];
+}
+
+// ---------------------------------------------------------------------------------------
+// attention core
+
+// P (T,T) = causal_softmax(scale · Q Kᵀ) for one (batch, head). Q and K rows are `ld`
+// floats apart inside the fused qkv. Entries above the diagonal are 0. Forward and the
+// recompute in backward both call this, so recomputed probabilities are bitwise equal.
+static void attention_probs(float *P, const float *q, const float *k, int T, int hs, int ld) {
+    const float scale = 1.0f / sqrtf((float)hs);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, ld, k, ld, 0.0f, P, T);
+    for (int i = 0; i < T; i++) {
+        float *row = P + (size_t)i * T;
+        float maxv = -INFINITY;
+        for (int j = 0; j <= i; j++) maxv = row[j] > maxv ? row[j] : maxv;
+        float sum = 0.0f;
+        for (int j = 0; j <= i; j++) {
+            row[j] = expf(row[j] - maxv);
+            sum += row[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j <= i; j++) row[j] *= inv;
+        for (int j = i + 1; j < T; j++) row[j] = 0.0f;
+    }
+}
+
+void cpu_attention_forward(float *out, float *probs, float *scratch, const float *qkv, int B, int T,
+                           int NH, int G, int hs) {
+    const int QKV = (NH + 2 * G) * hs, C = NH * hs, heads_per_group = NH / G;
+    for (int b = 0; b < B; b++) {
+        const float *base = qkv + (size_t)b * T * QKV;
+        for (int h = 0; h < NH; h++) {
+            int g = h / heads_per_group;
+            const float *q = base + h * hs;
+            const float *k = base + (NH + g) * hs;
+            const float *v = base + (NH + G + g) * hs;
+            float *P = probs ? probs + ((size_t)b * NH + h) * T * T : scratch;
+            attention_probs(P, q, k, T, hs, QKV);
+            // out_h (T,hs) = P (T,T) @ V (T,hs)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, v, QKV, 0.0f,
+                        out + (size_t)b * T * C + h * hs, C);
+        }
+    }
+}
+
+void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                            const float *probs, int B, int T, int NH, int G, int hs) {
+    const int QKV = (NH + 2 * G) * hs, C = NH * hs, heads_per_group = NH / G;
+    const float scale = 1.0f / sqrtf((float)hs);
+    // K and V gradients accumulate over the heads of a group.
+    memset(dqkv, 0, (size_t)B * T * QKV * sizeof(float));
+    float *dP = scratch + (size_t)T * T;
+    for (int b = 0; b < B; b++) {
+        const float *base = qkv + (size_t)b * T * QKV;
+        float *dbase = dqkv + (size_t)b * T * QKV;
+        for (int h = 0; h < NH; h++) {
+            int g = h / heads_per_group;
+            const float *q = base + h * hs, *k = base + (NH + g) * hs, *v = base + (NH + G + g) * hs;
+            float *dq = dbase + h * hs, *dk = dbase + (NH + g) * hs, *dv = dbase + (NH + G + g) * hs;
+            const float *dO = dout + (size_t)b * T * C + h * hs;
+            const float *P;
+            if (probs) {
+                P = probs + ((size_t)b * NH + h) * T * T;
+            } else {
+                attention_probs(scratch, q, k, T, hs, QKV);
+                P = scratch;
+            }
+            // dP (T,T) = dO (T,hs) @ V^T
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dO, C, v, QKV, 0.0f, dP, T);
+            // dV (T,hs) += P^T @ dO
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dO, C, 1.0f, dv, QKV);
+            // dS = P ⊙ (dP − rowsum(dP ⊙ P)), causal part only; written over dP
+            for (int i = 0; i < T; i++) {
+                const float *p = P + (size_t)i * T;
+                float *ds = dP + (size_t)i * T;
+                float dot = 0.0f;
+                for (int j = 0; j <= i; j++) dot += ds[j] * p[j];
+                for (int j = 0; j <= i; j++) ds[j] = p[j] * (ds[j] - dot);
+                for (int j = i + 1; j < T; j++) ds[j] = 0.0f;
+            }
+            // dQ (T,hs) = scale · dS @ K ; dK (T,hs) += scale · dS^T @ Q
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, dP, T, k, QKV, 0.0f, dq,
+                        QKV);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dP, T, q, QKV, 1.0f, dk,
+                        QKV);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// embedding
+
+void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                           int B, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *e = wte + (size_t)tokens[bt] * C, *p = wpe + (size_t)(bt % T) * C;
+        float *o = out + (size_t)bt * C;
+        for (int i = 0; i < C; i++) o[i] = e[i] + p[i];
+    }
+}
+
+void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
+                            int T, int C) {
+#pragma omp parallel
+    {
+        int c0, c1;
+        column_range(C, &c0, &c1);
+        for (int bt = 0; bt < B * T; bt++) {
+            const float *d = dout + (size_t)bt * C;
+            float *we = dwte + (size_t)tokens[bt] * C, *pe = dwpe + (size_t)(bt % T) * C;
+            for (int i = c0; i < c1; i++) {
+                we[i] += d[i];
+                pe[i] += d[i];
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// loss
+
+void cpu_cross_entropy_forward(float *logits, float *losses, const int32_t *targets, int N, int V,
+                               int Vp) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *row = logits + (size_t)n * Vp;
+        float maxv = -INFINITY;
+        for (int i = 0; i < V; i++) maxv = row[i] > maxv ? row[i] : maxv;
+        float sum = 0.0f;
+        for (int i = 0; i < V; i++) {
+            row[i] = expf(row[i] - maxv);
+            sum += row[i];
+        }
+        float inv = 1.0f / sum;
+        for (int i = 0; i < V; i++) row[i] *= inv;
+        for (int i = V; i < Vp; i++) row[i] = 0.0f;
+        losses[n] = -logf(row[targets[n]]);
+    }
+}
+
+void cpu_cross_entropy_backward(float *probs, const int32_t *targets, float dloss, int N, int V, int Vp) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *row = probs + (size_t)n * Vp;
+        for (int i = 0; i < V; i++) row[i] *= dloss;
+        row[targets[n]] -= dloss;
+        (void)Vp;  // padding columns already hold 0 from forward
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// reductions
+
+#define SUMSQ_BLOCK 65536
+
+double cpu_sum_squares(const float *x, size_t n) {
+    size_t nblocks = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
+    double total = 0.0;
+    // Blocks are summed in parallel, then added in block order: the same bits for any
+    // thread count.
+    enum { MAX_LOCAL = 4096 };
+    double partial[MAX_LOCAL];
+    for (size_t first = 0; first < nblocks; first += MAX_LOCAL) {
+        size_t count = nblocks - first < MAX_LOCAL ? nblocks - first : MAX_LOCAL;
+#pragma omp parallel for schedule(static)
+        for (size_t b = 0; b < count; b++) {
+            size_t lo = (first + b) * SUMSQ_BLOCK, hi = lo + SUMSQ_BLOCK < n ? lo + SUMSQ_BLOCK : n;
+            // eight independent accumulators keep the adder pipeline full
+            double s[8] = {0};
+            size_t i = lo;
+            for (; i + 8 <= hi; i += 8)
+                for (int l = 0; l < 8; l++) s[l] += (double)x[i + l] * x[i + l];
+            for (; i < hi; i++) s[0] += (double)x[i] * x[i];
+            partial[b] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+        }
+        for (size_t b = 0; b < count; b++) total += partial[b];
+    }
+    return total;
+}
+
+void cpu_scale(float *x, float s, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+void cpu_set_num_threads(int n) {
+    if (n <= 0) n = omp_get_num_procs();
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+int cpu_get_num_threads(void) { return omp_get_max_threads(); }

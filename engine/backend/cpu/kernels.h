@@ -1,0 +1,94 @@
+// kernels.h — the CPU backend: every numeric kernel of the model, forward and backward
+// side by side, fp32. Matmuls go to OpenBLAS sgemm; the rest are plain C loops over
+// contiguous rows, parallel over rows (or over columns for reductions across rows) with
+// OpenMP static schedules.
+//
+// Shapes use llm.c's letters: N = B·T rows (tokens), C channels, OC output channels,
+// F MLP hidden, NH heads, G query groups (key/value heads), hs head size, V vocab,
+// Vp padded vocab.
+//
+// Gradient convention: gradients of parameters ACCUMULATE (+=) — they are summed over
+// microbatches and zeroed once per step; gradients of activations are WRITTEN (=).
+//
+// Determinism: no result depends on the number of threads. Every reduction that crosses
+// rows (bias, norm-weight and embedding gradients) is split by column, so each output
+// element is summed by one thread in a fixed order.
+#ifndef TB_BACKEND_CPU_KERNELS_H
+#define TB_BACKEND_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// --- linear: out = inp @ weight^T + bias ----------------------------------------------
+// inp (N,C), weight (OC,C), bias (OC) or NULL → out (N,OC)
+void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
+                        int C, int OC);
+// dout (N,OC) → dinp (N,C) written (if not NULL); dweight (OC,C) and dbias (OC) accumulated
+// (dbias may be NULL).
+void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight, int N, int C, int OC);
+
+// --- norms ----------------------------------------------------------------------------
+// LayerNorm: out = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N).
+void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                           const float *weight, const float *bias, int N, int C, float eps);
+void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, const float *mean,
+                            const float *rstd, int N, int C);
+// RMSNorm: out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp²) + eps); saves rstd (N).
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C,
+                         float eps);
+void cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                          const float *weight, const float *rstd, int N, int C);
+
+// --- activations ----------------------------------------------------------------------
+// GELU, tanh approximation: (N·F) → (N·F)
+void cpu_gelu_forward(float *out, const float *inp, size_t n);
+void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+// SwiGLU: inp (N, 2F) = [gate | up] → out (N, F) = silu(gate) * up
+void cpu_swiglu_forward(float *out, const float *inp, int N, int F);
+void cpu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F);
+
+// --- residual -------------------------------------------------------------------------
+void cpu_add(float *out, const float *a, const float *b, size_t n);            // out = a + b
+void cpu_add_inplace(float *acc, const float *b, size_t n);                    // acc += b
+
+// --- attention core -------------------------------------------------------------------
+// Causal grouped-query attention over a fused qkv (B,T,(NH + 2G)·hs) laid out
+// [Q heads | K groups | V groups]; head h reads key/value group h / (NH/G).
+// out (B,T,NH·hs). probs (B,NH,T,T) is saved for backward; when probs is NULL the
+// probabilities live only in `scratch` (T·T floats) — the selective-recompute path.
+void cpu_attention_forward(float *out, float *probs, float *scratch, const float *qkv, int B, int T,
+                           int NH, int G, int hs);
+// dout (B,T,NH·hs) → dqkv (B,T,(NH+2G)·hs) written. probs as saved by forward, or NULL to
+// recompute them from qkv in `scratch` (2·T·T floats), bit for bit as forward did.
+void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                            const float *probs, int B, int T, int NH, int G, int hs);
+
+// --- embedding ------------------------------------------------------------------------
+// out (B,T,C) = wte[tokens] + wpe[t]
+void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                           int B, int T, int C);
+// dwte, dwpe accumulated
+void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
+                            int T, int C);
+
+// --- loss -----------------------------------------------------------------------------
+// logits (N,Vp) are turned into probabilities in place (columns ≥ V, the vocab padding,
+// get probability 0); losses (N) = -log p[target]. Targets must be < V.
+void cpu_cross_entropy_forward(float *logits_to_probs, float *losses, const int32_t *targets, int N,
+                               int V, int Vp);
+// probs (N,Vp) are turned into dlogits in place: (p - onehot(target)) · dloss.
+void cpu_cross_entropy_backward(float *probs_to_dlogits, const int32_t *targets, float dloss, int N,
+                                int V, int Vp);
+
+// --- reductions -----------------------------------------------------------------------
+// Σ x² in double, summed in fixed blocks so the result is independent of thread count.
+double cpu_sum_squares(const float *x, size_t n);
+void cpu_scale(float *x, float s, size_t n);
+
+// Sets OpenBLAS's and OpenMP's thread counts (0: all cores).
+void cpu_set_num_threads(int n);
+int cpu_get_num_threads(void);
+
+#endif

@@ -1,0 +1,147 @@
+#include "checkpoint/gpt_checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint/safetensors.h"
+
+// The shape a tensor has in files: Conv1D weights transposed, embeddings unpadded.
+static void file_shape(const gpt_param *p, int *ndim, int64_t shape[2]) {
+    *ndim = p->ndim;
+    if (p->ndim == 1) {
+        shape[0] = p->cols;
+    } else if (p->hf_transposed) {
+        shape[0] = p->cols;
+        shape[1] = p->rows;
+    } else {
+        shape[0] = p->hf_rows;
+        shape[1] = p->cols;
+    }
+}
+
+static void shape_string(char *buf, size_t len, int ndim, const int64_t *shape) {
+    size_t used = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+// (rows, cols) → (cols, rows)
+static void transpose(float *dst, const float *src, int rows, int cols) {
+    enum { TILE = 32 };
+    for (int r0 = 0; r0 < rows; r0 += TILE)
+        for (int c0 = 0; c0 < cols; c0 += TILE)
+            for (int r = r0; r < r0 + TILE && r < rows; r++)
+                for (int c = c0; c < c0 + TILE && c < cols; c++)
+                    dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+}
+
+int gpt_save_safetensors(const gpt_model *m, const char *path, tb_error *err) {
+    // Transposed copies of the Conv1D weights are staged in one workspace buffer.
+    size_t staged = 0;
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].hf_transposed) staged += m->params[i].numel;
+    float *stage = tb_alloc(m->mem, TB_MEM_WORKSPACE, staged * sizeof(float), "checkpoint staging");
+    tb_st_entry *entries = calloc((size_t)m->nparams, sizeof *entries);
+    if (!entries) {
+        tb_free(m->mem, stage);
+        return tb_fail(err, "%s: out of host memory for %d entries", path, m->nparams);
+    }
+    float *next = stage;
+    for (int i = 0; i < m->nparams; i++) {
+        const gpt_param *p = &m->params[i];
+        const float *src = m->param_memory + p->offset;
+        entries[i].name = p->name;
+        file_shape(p, &entries[i].ndim, entries[i].shape);
+        if (p->hf_transposed) {
+            transpose(next, src, p->rows, p->cols);
+            entries[i].data = next;
+            next += p->numel;
+        } else {
+            entries[i].data = src;
+        }
+    }
+    json_t *config = config_to_json(m->cfg);
+    char *config_text = json_dumps(config, JSON_COMPACT);
+    json_t *meta = json_pack("{s:s, s:s, s:s}", "format", "pt", "producer", "tracebook pretrain_gpt",
+                             "tracebook_config", config_text ? config_text : "{}");
+    int rc = tb_safetensors_write(path, entries, m->nparams, meta, err);
+    json_decref(meta);
+    json_decref(config);
+    free(config_text);
+    free(entries);
+    tb_free(m->mem, stage);
+    return rc;
+}
+
+// Buffers of the attention mask in Hugging Face's GPT-2, present in its files.
+static int is_hf_buffer(const char *name) {
+    int l, n = 0;
+    if (sscanf(name, "h.%d.attn.bias%n", &l, &n) == 1 && name[n] == '\0') return 1;
+    if (sscanf(name, "h.%d.attn.masked_bias%n", &l, &n) == 1 && name[n] == '\0') return 1;
+    return 0;
+}
+
+static const char *strip_prefix(const char *name) {
+    return strncmp(name, "transformer.", 12) == 0 ? name + 12 : name;
+}
+
+int gpt_load_safetensors(gpt_model *m, const char *path, tb_error *err) {
+    tb_safetensors st;
+    if (tb_safetensors_open(&st, path, err) != 0) return -1;
+    int rc = 0;
+    // Every tensor in the file must be one the model has.
+    for (int i = 0; i < st.ntensors && rc == 0; i++) {
+        const char *name = strip_prefix(st.tensors[i].name);
+        if (is_hf_buffer(name)) continue;
+        if (!strcmp(name, "lm_head.weight") && !m->cfg->untie_embeddings_and_output_weights) continue;
+        if (!gpt_find_param(m, name))
+            rc = tb_fail(err, "%s: tensor '%s' has no place in this model (%d layers, %s%s%s)", path,
+                         st.tensors[i].name, m->cfg->num_layers, m->spec.input_layernorm->name,
+                         m->cfg->disable_bias_linear ? ", no linear biases" : "",
+                         m->cfg->untie_embeddings_and_output_weights ? ", untied output layer" : "");
+    }
+    size_t largest = 0;
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].numel > largest) largest = m->params[i].numel;
+    float *buf = rc == 0 ? tb_alloc(m->mem, TB_MEM_WORKSPACE, largest * sizeof(float), "checkpoint staging")
+                         : NULL;
+    for (int i = 0; i < m->nparams && rc == 0; i++) {
+        const gpt_param *p = &m->params[i];
+        const tb_st_tensor *t = tb_safetensors_find(&st, p->name);
+        if (!t) {
+            char prefixed[80];
+            snprintf(prefixed, sizeof prefixed, "transformer.%s", p->name);
+            t = tb_safetensors_find(&st, prefixed);
+        }
+        int ndim;
+        int64_t want[2];
+        char want_s[64], have_s[160];
+        file_shape(p, &ndim, want);
+        shape_string(want_s, sizeof want_s, ndim, want);
+        if (!t) {
+            rc = tb_fail(err, "%s: tensor '%s' %s is missing", path, p->name, want_s);
+            break;
+        }
+        int same = t->ndim == ndim;
+        for (int d = 0; same && d < ndim; d++) same = t->shape[d] == want[d];
+        if (!same) {
+            shape_string(have_s, sizeof have_s, t->ndim, t->shape);
+            rc = tb_fail(err, "%s: tensor '%s' has shape %s, the model needs %s", path, p->name, have_s,
+                         want_s);
+            break;
+        }
+        float *dst = m->param_memory + p->offset;
+        if (p->hf_transposed) {
+            if ((rc = tb_safetensors_read_f32(&st, t, buf, err)) != 0) break;
+            transpose(dst, buf, p->cols, p->rows);
+        } else {
+            memset(dst, 0, p->numel * sizeof(float));  // padded vocabulary rows stay 0
+            if ((rc = tb_safetensors_read_f32(&st, t, dst, err)) != 0) break;
+        }
+    }
+    tb_free(m->mem, buf);
+    tb_safetensors_close(&st);
+    return rc;
+}

@@ -1,0 +1,585 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <float.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---------------------------------------------------------------------------------------
+// The option table
+
+#define OPT(flag, key, type, dflt, choices, group, help) \
+    {flag, #key, type, offsetof(tb_config, key), dflt, choices, group, help}
+
+const tb_option tb_config_options[] = {
+    // model
+    OPT("--num-layers", num_layers, TB_OPT_INT, "4", NULL, "model", "number of transformer layers"),
+    OPT("--hidden-size", hidden_size, TB_OPT_INT, "256", NULL, "model", "hidden size C"),
+    OPT("--ffn-hidden-size", ffn_hidden_size, TB_OPT_INT, "0", NULL, "model",
+        "MLP hidden size F (0: 4 x hidden size)"),
+    OPT("--num-attention-heads", num_attention_heads, TB_OPT_INT, "4", NULL, "model",
+        "attention heads NH"),
+    OPT("--num-query-groups", num_query_groups, TB_OPT_INT, "0", NULL, "model",
+        "key/value groups for grouped-query attention (0: one per head)"),
+    OPT("--seq-length", seq_length, TB_OPT_INT, "128", NULL, "model", "sequence length T"),
+    OPT("--max-position-embeddings", max_position_embeddings, TB_OPT_INT, "0", NULL, "model",
+        "rows of the position-embedding table (0: seq length; 1024 for GPT-2 weights)"),
+    OPT("--vocab-size", vocab_size, TB_OPT_INT, "50257", NULL, "model",
+        "tokenizer vocabulary (256 for preprocess_data's byte-level files)"),
+    OPT("--make-vocab-size-divisible-by", make_vocab_size_divisible_by, TB_OPT_INT, "128", NULL,
+        "model", "pad the vocabulary to a multiple of this x tensor-parallel size"),
+    OPT("--normalization", normalization, TB_OPT_CHOICE, "LayerNorm", "LayerNorm|RMSNorm", "model",
+        "norm layer"),
+    OPT("--norm-epsilon", norm_epsilon, TB_OPT_FLOAT, "1e-5", NULL, "model", "epsilon of the norms"),
+    OPT("--swiglu", swiglu, TB_OPT_BOOL, "false", NULL, "model",
+        "SwiGLU MLP (gated SiLU) instead of GELU"),
+    OPT("--disable-bias-linear", disable_bias_linear, TB_OPT_BOOL, "false", NULL, "model",
+        "no biases in the linear layers"),
+    OPT("--untie-embeddings-and-output-weights", untie_embeddings_and_output_weights, TB_OPT_BOOL,
+        "false", NULL, "model", "separate output-layer weight instead of the tied word embedding"),
+    OPT("--position-embedding-type", position_embedding_type, TB_OPT_CHOICE, "learned_absolute",
+        "learned_absolute|rope|none", "model", "position embedding"),
+    OPT("--init-method-std", init_method_std, TB_OPT_FLOAT, "0.02", NULL, "model",
+        "std of the normal weight init (output projections: std / sqrt(2 x layers))"),
+    OPT("--hidden-dropout", hidden_dropout, TB_OPT_FLOAT, "0", NULL, "model", "dropout after projections"),
+    OPT("--attention-dropout", attention_dropout, TB_OPT_FLOAT, "0", NULL, "model",
+        "dropout on attention probabilities"),
+    OPT("--num-experts", num_experts, TB_OPT_INT, "0", NULL, "model", "MoE experts per layer (0: dense)"),
+    // parallel
+    OPT("--world-size", world_size, TB_OPT_INT, "0", NULL, "parallel",
+        "number of ranks (0: tp x cp x pp); data-parallel size = world / (tp x cp x pp)"),
+    OPT("--tensor-model-parallel-size", tensor_model_parallel_size, TB_OPT_INT, "1", NULL, "parallel",
+        "tensor-parallel size tp"),
+    OPT("--pipeline-model-parallel-size", pipeline_model_parallel_size, TB_OPT_INT, "1", NULL,
+        "parallel", "pipeline-parallel size pp"),
+    OPT("--virtual-pipeline-model-parallel-size", virtual_pipeline_model_parallel_size, TB_OPT_INT, "0",
+        NULL, "parallel", "model chunks per pipeline rank (0: no interleaving)"),
+    OPT("--context-parallel-size", context_parallel_size, TB_OPT_INT, "1", NULL, "parallel",
+        "context-parallel size cp"),
+    OPT("--expert-model-parallel-size", expert_model_parallel_size, TB_OPT_INT, "1", NULL, "parallel",
+        "expert-parallel size ep"),
+    OPT("--sequence-parallel", sequence_parallel, TB_OPT_BOOL, "false", NULL, "parallel",
+        "shard norm regions along the sequence across the tensor-parallel group"),
+    OPT("--use-distributed-optimizer", use_distributed_optimizer, TB_OPT_BOOL, "false", NULL, "parallel",
+        "shard optimizer state and master weights across data-parallel ranks"),
+    // training
+    OPT("--micro-batch-size", micro_batch_size, TB_OPT_INT, "4", NULL, "training", "micro batch size B"),
+    OPT("--global-batch-size", global_batch_size, TB_OPT_INT, "0", NULL, "training",
+        "samples per step (0: micro batch x dp); microbatches = global / (micro x dp)"),
+    OPT("--train-iters", train_iters, TB_OPT_INT, "20", NULL, "training", "optimizer steps"),
+    OPT("--lr", lr, TB_OPT_FLOAT, "3e-4", NULL, "training", "peak learning rate"),
+    OPT("--min-lr", min_lr, TB_OPT_FLOAT, "0", NULL, "training", "learning rate at the end of decay"),
+    OPT("--lr-warmup-iters", lr_warmup_iters, TB_OPT_INT, "0", NULL, "training", "linear warm-up steps"),
+    OPT("--lr-decay-iters", lr_decay_iters, TB_OPT_INT, "0", NULL, "training",
+        "steps over which the lr decays (0: train iters)"),
+    OPT("--lr-decay-style", lr_decay_style, TB_OPT_CHOICE, "cosine", "cosine|linear|constant", "training",
+        "decay after warm-up"),
+    OPT("--weight-decay", weight_decay, TB_OPT_FLOAT, "0.01", NULL, "training",
+        "AdamW weight decay (not applied to norms and biases)"),
+    OPT("--adam-beta1", adam_beta1, TB_OPT_FLOAT, "0.9", NULL, "training", "AdamW beta1"),
+    OPT("--adam-beta2", adam_beta2, TB_OPT_FLOAT, "0.999", NULL, "training", "AdamW beta2"),
+    OPT("--adam-eps", adam_eps, TB_OPT_FLOAT, "1e-8", NULL, "training", "AdamW epsilon"),
+    OPT("--clip-grad", clip_grad, TB_OPT_FLOAT, "1.0", NULL, "training",
+        "clip the global gradient norm to this (0: off)"),
+    OPT("--seed", seed, TB_OPT_INT64, "1234", NULL, "training", "random seed (init, synthetic data)"),
+    OPT("--recompute-granularity", recompute_granularity, TB_OPT_CHOICE, "none", "none|selective|full",
+        "training", "activation recompute: selective = attention core, full = whole layers"),
+    OPT("--recompute-method", recompute_method, TB_OPT_CHOICE, "none", "none|uniform|block", "training",
+        "full recompute: uniform chunks of N layers, or the first N layers (block)"),
+    OPT("--recompute-num-layers", recompute_num_layers, TB_OPT_INT, "0", NULL, "training",
+        "N of --recompute-method"),
+    // data
+    OPT("--data-path", data_path, TB_OPT_STRING, "", NULL, "data",
+        "llm.c token file (make one with preprocess_data); empty: synthetic tokens"),
+    OPT("--mock-data", mock_data, TB_OPT_BOOL, "false", NULL, "data",
+        "seeded synthetic token stream (the default when --data-path is empty)"),
+    // I/O and instrumentation
+    OPT("--save", save, TB_OPT_STRING, "", NULL, "io", "write the final weights to this safetensors file"),
+    OPT("--load", load, TB_OPT_STRING, "", NULL, "io", "initialise weights from this safetensors file"),
+    OPT("--run-dir", run_dir, TB_OPT_STRING, "", NULL, "io",
+        "run directory (empty: artifacts/adhoc/<timestamp>)"),
+    OPT("--log-interval", log_interval, TB_OPT_INT, "1", NULL, "io", "print a table row every N steps"),
+    OPT("--memory-cap", memory_cap, TB_OPT_BYTES, "0", NULL, "io",
+        "per-rank memory cap in bytes (K/M/G suffixes); over it → OOM report (0: none)"),
+    OPT("--peak-tflops", peak_tflops, TB_OPT_FLOAT, "0", NULL, "io",
+        "per-rank peak TFLOP/s that MFU is measured against (0: MFU not reported)"),
+    OPT("--num-threads", num_threads, TB_OPT_INT, "0", NULL, "io",
+        "CPU threads for BLAS and kernels (0: all cores)"),
+    {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
+};
+
+static const tb_option *find_by_flag(const char *flag, size_t len) {
+    for (const tb_option *o = tb_config_options; o->flag; o++)
+        if (strlen(o->flag) == len && strncmp(o->flag, flag, len) == 0) return o;
+    return NULL;
+}
+
+static const tb_option *find_by_key(const char *key) {
+    for (const tb_option *o = tb_config_options; o->flag; o++)
+        if (strcmp(o->key, key) == 0) return o;
+    return NULL;
+}
+
+// Index of `value` in "a|b|c", or -1.
+static int choice_index(const char *choices, const char *value) {
+    int i = 0;
+    size_t n = strlen(value);
+    for (const char *p = choices; *p; i++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, value, n) == 0) return i;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return -1;
+}
+
+static const char *choice_at(const char *choices, int index, char *buf, size_t len) {
+    const char *p = choices;
+    for (int i = 0; i < index && p; i++) {
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    if (!p) return "?";
+    const char *bar = strchr(p, '|');
+    size_t n = bar ? (size_t)(bar - p) : strlen(p);
+    if (n >= len) n = len - 1;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+const char *config_choice_name(const char *key, int value) {
+    static _Thread_local char buf[64];
+    const tb_option *o = find_by_key(key);
+    return o && o->type == TB_OPT_CHOICE ? choice_at(o->choices, value, buf, sizeof buf) : "?";
+}
+
+// ---------------------------------------------------------------------------------------
+// Setting one value from text (flags, defaults) or JSON
+
+static int parse_bytes(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || v < 0) return -1;
+    int shift = 0;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    default: break;
+    }
+    if (shift && (*end == 'i' || *end == 'I')) end++;
+    if (shift && (*end == 'B' || *end == 'b')) end++;
+    if (*end) return -1;
+    if (v > (INT64_MAX >> shift)) return -1;
+    *out = (int64_t)v << shift;
+    return 0;
+}
+
+// `where` says where the value came from, for the message ("flag --num-layers", "file.json").
+static int set_from_text(tb_config *cfg, const tb_option *o, const char *value, const char *where,
+                         tb_error *err) {
+    char *field = (char *)cfg + o->offset;
+    char *end;
+    errno = 0;
+    switch (o->type) {
+    case TB_OPT_INT: {
+        long v = strtol(value, &end, 10);
+        if (errno || end == value || *end || v < INT_MIN || v > INT_MAX)
+            return tb_fail(err, "%s: '%s' is not an integer", where, value);
+        *(int *)field = (int)v;
+        return 0;
+    }
+    case TB_OPT_INT64: {
+        long long v = strtoll(value, &end, 10);
+        if (errno || end == value || *end) return tb_fail(err, "%s: '%s' is not an integer", where, value);
+        *(int64_t *)field = v;
+        return 0;
+    }
+    case TB_OPT_FLOAT: {
+        double v = strtod(value, &end);
+        if (errno || end == value || *end) return tb_fail(err, "%s: '%s' is not a number", where, value);
+        *(double *)field = v;
+        return 0;
+    }
+    case TB_OPT_BOOL:
+        if (!strcmp(value, "true") || !strcmp(value, "1")) *(int *)field = 1;
+        else if (!strcmp(value, "false") || !strcmp(value, "0")) *(int *)field = 0;
+        else return tb_fail(err, "%s: '%s' is not true or false", where, value);
+        return 0;
+    case TB_OPT_STRING:
+        if (strlen(value) >= TB_PATH_MAX)
+            return tb_fail(err, "%s: value is %zu characters, at most %d allowed", where, strlen(value),
+                           TB_PATH_MAX - 1);
+        strcpy(field, value);
+        return 0;
+    case TB_OPT_CHOICE: {
+        int i = choice_index(o->choices, value);
+        if (i < 0) return tb_fail(err, "%s: '%s' is not one of %s", where, value, o->choices);
+        *(int *)field = i;
+        return 0;
+    }
+    case TB_OPT_BYTES:
+        if (parse_bytes(value, (int64_t *)field) != 0)
+            return tb_fail(err, "%s: '%s' is not a byte count (e.g. 1048576, 512M, 2G)", where, value);
+        return 0;
+    }
+    return tb_fail(err, "%s: unknown option type", where);
+}
+
+static int set_from_json(tb_config *cfg, const tb_option *o, json_t *v, const char *where,
+                         tb_error *err) {
+    char text[64];
+    switch (o->type) {
+    case TB_OPT_STRING:
+    case TB_OPT_CHOICE:
+        if (!json_is_string(v)) return tb_fail(err, "%s: expected a string", where);
+        return set_from_text(cfg, o, json_string_value(v), where, err);
+    case TB_OPT_BOOL:
+        if (!json_is_boolean(v)) return tb_fail(err, "%s: expected true or false", where);
+        *(int *)((char *)cfg + o->offset) = json_is_true(v);
+        return 0;
+    case TB_OPT_INT:
+    case TB_OPT_INT64:
+        if (!json_is_integer(v)) return tb_fail(err, "%s: expected an integer", where);
+        snprintf(text, sizeof text, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return set_from_text(cfg, o, text, where, err);
+    case TB_OPT_BYTES:
+        if (json_is_string(v)) return set_from_text(cfg, o, json_string_value(v), where, err);
+        if (!json_is_integer(v)) return tb_fail(err, "%s: expected a byte count", where);
+        snprintf(text, sizeof text, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return set_from_text(cfg, o, text, where, err);
+    case TB_OPT_FLOAT:
+        if (!json_is_number(v)) return tb_fail(err, "%s: expected a number", where);
+        *(double *)((char *)cfg + o->offset) = json_number_value(v);
+        return 0;
+    }
+    return tb_fail(err, "%s: unknown option type", where);
+}
+
+void config_defaults(tb_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    for (const tb_option *o = tb_config_options; o->flag; o++) {
+        tb_error err;
+        if (set_from_text(cfg, o, o->default_value, o->flag, &err) != 0) {
+            fprintf(stderr, "internal error: default of %s: %s\n", o->flag, err.msg);
+            abort();
+        }
+    }
+}
+
+int config_load_json(tb_config *cfg, const char *path, tb_error *err) {
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root)
+        return tb_fail(err, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return tb_fail(err, "%s: expected a JSON object of config keys", path);
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (!strcmp(key, "derived")) continue;  // written by config_to_json; recomputed on load
+        const tb_option *o = find_by_key(key);
+        char where[TB_PATH_MAX + 128];
+        snprintf(where, sizeof where, "%s: key '%s'", path, key);
+        if (!o) {
+            json_decref(root);
+            return tb_fail(err, "%s: unknown config key (see pretrain_gpt --help)", where);
+        }
+        if (set_from_json(cfg, o, v, where, err) != 0) {
+            json_decref(root);
+            return -1;
+        }
+    }
+    json_decref(root);
+    return 0;
+}
+
+int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested, tb_error *err) {
+    *help_requested = 0;
+    // --config first, wherever it is, so the flags override the file.
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *file = NULL;
+        if (!strcmp(a, "--config")) {
+            if (i + 1 >= argc) return tb_fail(err, "flag --config: missing value (a JSON file)");
+            file = argv[++i];
+        } else if (!strncmp(a, "--config=", 9)) {
+            file = a + 9;
+        }
+        if (file && config_load_json(cfg, file, err) != 0) return tb_fail_prefix(err, "flag --config");
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            *help_requested = 1;
+            continue;
+        }
+        if (!strcmp(a, "--config")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(a, "--config=", 9)) continue;
+        if (strncmp(a, "--", 2) != 0)
+            return tb_fail(err, "argument %d: '%s' is not a flag (flags start with --; see --help)", i, a);
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const tb_option *o = find_by_flag(a, len);
+        if (!o) return tb_fail(err, "unknown flag '%.*s' (see pretrain_gpt --help)", (int)len, a);
+        char where[128];
+        snprintf(where, sizeof where, "flag %s", o->flag);
+        const char *value;
+        if (eq) value = eq + 1;
+        else if (o->type == TB_OPT_BOOL) value = "true";
+        else if (i + 1 < argc) value = argv[++i];
+        else return tb_fail(err, "%s: missing value", where);
+        if (set_from_text(cfg, o, value, where, err) != 0) return -1;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Derived values and rules
+
+void config_resolve(tb_config *c) {
+    if (c->ffn_hidden_size == 0) c->ffn_hidden_size = 4 * c->hidden_size;
+    if (c->num_query_groups == 0) c->num_query_groups = c->num_attention_heads;
+    if (c->max_position_embeddings == 0) c->max_position_embeddings = c->seq_length;
+    if (c->lr_decay_iters == 0) c->lr_decay_iters = c->train_iters;
+    int model_parallel = c->tensor_model_parallel_size * c->context_parallel_size *
+                         c->pipeline_model_parallel_size;
+    if (c->world_size == 0) c->world_size = model_parallel;
+    c->data_parallel_size = model_parallel > 0 ? c->world_size / model_parallel : 0;
+    if (c->global_batch_size == 0) c->global_batch_size = c->micro_batch_size * c->data_parallel_size;
+    int per_microbatch = c->micro_batch_size * c->data_parallel_size;
+    c->num_microbatches = per_microbatch > 0 ? c->global_batch_size / per_microbatch : 0;
+    int multiple = c->make_vocab_size_divisible_by * c->tensor_model_parallel_size;
+    c->padded_vocab_size =
+        multiple > 0 ? (c->vocab_size + multiple - 1) / multiple * multiple : c->vocab_size;
+}
+
+// Appends one violated rule to the message.
+typedef struct rules {
+    tb_error *err;
+    size_t used;
+    int count;
+} rules;
+
+__attribute__((format(printf, 2, 3))) static void violated(rules *r, const char *fmt, ...) {
+    r->count++;
+    if (!r->err) return;
+    size_t cap = sizeof r->err->msg;
+    if (r->used + 2 >= cap) return;
+    if (r->count > 1) r->err->msg[r->used++] = '\n';
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(r->err->msg + r->used, cap - r->used, fmt, ap);
+    va_end(ap);
+    if (n > 0) r->used += (size_t)n < cap - r->used ? (size_t)n : cap - r->used - 1;
+}
+
+#define POSITIVE(r, c, field) \
+    if ((c)->field < 1) violated(r, #field " (%d) must be at least 1", (c)->field)
+#define DIVISIBLE(r, a, aname, b, bname)                                                    \
+    if ((b) > 0 && (a) % (b) != 0)                                                          \
+    violated(r, "%s (%d) must be divisible by %s (%d)", aname, (int)(a), bname, (int)(b))
+
+int config_validate(const tb_config *c, tb_error *err) {
+    rules r = {err, 0, 0};
+    if (err) err->msg[0] = '\0';
+    const int tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size;
+    const int cp = c->context_parallel_size, ep = c->expert_model_parallel_size;
+    const int vpp = c->virtual_pipeline_model_parallel_size;
+
+    POSITIVE(&r, c, num_layers);
+    POSITIVE(&r, c, hidden_size);
+    POSITIVE(&r, c, ffn_hidden_size);
+    POSITIVE(&r, c, num_attention_heads);
+    POSITIVE(&r, c, num_query_groups);
+    POSITIVE(&r, c, seq_length);
+    POSITIVE(&r, c, vocab_size);
+    POSITIVE(&r, c, make_vocab_size_divisible_by);
+    POSITIVE(&r, c, micro_batch_size);
+    POSITIVE(&r, c, global_batch_size);
+    POSITIVE(&r, c, train_iters);
+    POSITIVE(&r, c, log_interval);
+    POSITIVE(&r, c, tensor_model_parallel_size);
+    POSITIVE(&r, c, pipeline_model_parallel_size);
+    POSITIVE(&r, c, context_parallel_size);
+    POSITIVE(&r, c, expert_model_parallel_size);
+    POSITIVE(&r, c, world_size);
+    if (r.count) return -1;  // the rules below divide by these
+
+    // Shapes
+    DIVISIBLE(&r, c->hidden_size, "hidden_size", c->num_attention_heads, "num_attention_heads");
+    DIVISIBLE(&r, c->num_attention_heads, "num_attention_heads", c->num_query_groups, "num_query_groups");
+    DIVISIBLE(&r, c->num_attention_heads, "num_attention_heads", tp, "tensor_model_parallel_size");
+    DIVISIBLE(&r, c->num_query_groups, "num_query_groups", tp, "tensor_model_parallel_size");
+    DIVISIBLE(&r, c->ffn_hidden_size, "ffn_hidden_size", tp, "tensor_model_parallel_size");
+    if (c->max_position_embeddings < c->seq_length)
+        violated(&r, "seq_length (%d) must be at most max_position_embeddings (%d)", c->seq_length,
+                 c->max_position_embeddings);
+    if (c->vocab_size > 65536)
+        violated(&r, "vocab_size (%d) must be at most 65536 (token files hold uint16 ids)", c->vocab_size);
+    if (c->norm_epsilon <= 0) violated(&r, "norm_epsilon (%g) must be positive", c->norm_epsilon);
+    if (c->init_method_std < 0) violated(&r, "init_method_std (%g) must be non-negative", c->init_method_std);
+
+    // Parallel layout
+    const int model_parallel = tp * cp * pp;
+    if (c->world_size % model_parallel != 0)
+        violated(&r,
+                 "world_size (%d) must be divisible by tensor_model_parallel_size x "
+                 "context_parallel_size x pipeline_model_parallel_size (%d x %d x %d = %d)",
+                 c->world_size, tp, cp, pp, model_parallel);
+    const int dp = c->data_parallel_size;
+    if (vpp < 0) violated(&r, "virtual_pipeline_model_parallel_size (%d) must be non-negative", vpp);
+    if (vpp > 0 && pp < 2)
+        violated(&r, "virtual_pipeline_model_parallel_size (%d) needs pipeline_model_parallel_size > 1 (is %d)",
+                 vpp, pp);
+    DIVISIBLE(&r, c->num_layers, "num_layers", pp * (vpp > 0 ? vpp : 1),
+              vpp > 0 ? "pipeline_model_parallel_size x virtual_pipeline_model_parallel_size"
+                      : "pipeline_model_parallel_size");
+    if (c->sequence_parallel) DIVISIBLE(&r, c->seq_length, "seq_length", tp, "tensor_model_parallel_size");
+    if (cp > 1) DIVISIBLE(&r, c->seq_length, "seq_length", 2 * cp, "2 x context_parallel_size");
+    if (c->num_experts > 0) DIVISIBLE(&r, c->num_experts, "num_experts", ep, "expert_model_parallel_size");
+    if (ep > 1 && c->num_experts == 0)
+        violated(&r, "expert_model_parallel_size (%d) needs num_experts > 0", ep);
+    if (ep > 1 && cp > 1)
+        violated(&r, "expert_model_parallel_size (%d) and context_parallel_size (%d) cannot both exceed 1",
+                 ep, cp);
+    if (ep > 1 && dp > 0 && (dp * cp) % ep != 0)
+        violated(&r, "data_parallel_size x context_parallel_size (%d) must be divisible by "
+                     "expert_model_parallel_size (%d)", dp * cp, ep);
+
+    // Batch
+    if (dp > 0) {
+        int per = c->micro_batch_size * dp;
+        if (c->global_batch_size % per != 0)
+            violated(&r,
+                     "global_batch_size (%d) must be divisible by micro_batch_size x data_parallel_size "
+                     "(%d x %d = %d)", c->global_batch_size, c->micro_batch_size, dp, per);
+        else {
+            int m = c->global_batch_size / per;
+            if (m < pp)
+                violated(&r, "num_microbatches (%d) must be at least pipeline_model_parallel_size (%d)", m, pp);
+            if (vpp > 0 && m % pp != 0)
+                violated(&r, "num_microbatches (%d) must be divisible by pipeline_model_parallel_size (%d) "
+                             "with an interleaved schedule", m, pp);
+        }
+    }
+
+    // Optimizer and schedule
+    if (c->lr < 0) violated(&r, "lr (%g) must be non-negative", c->lr);
+    if (c->min_lr < 0 || c->min_lr > c->lr)
+        violated(&r, "min_lr (%g) must be between 0 and lr (%g)", c->min_lr, c->lr);
+    if (c->lr_warmup_iters < 0) violated(&r, "lr_warmup_iters (%d) must be non-negative", c->lr_warmup_iters);
+    if (c->lr_decay_iters < 1) violated(&r, "lr_decay_iters (%d) must be at least 1", c->lr_decay_iters);
+    if (c->adam_beta1 < 0 || c->adam_beta1 >= 1) violated(&r, "adam_beta1 (%g) must be in [0, 1)", c->adam_beta1);
+    if (c->adam_beta2 < 0 || c->adam_beta2 >= 1) violated(&r, "adam_beta2 (%g) must be in [0, 1)", c->adam_beta2);
+    if (c->adam_eps <= 0) violated(&r, "adam_eps (%g) must be positive", c->adam_eps);
+    if (c->weight_decay < 0) violated(&r, "weight_decay (%g) must be non-negative", c->weight_decay);
+    if (c->clip_grad < 0) violated(&r, "clip_grad (%g) must be non-negative", c->clip_grad);
+
+    // Recompute
+    if (c->recompute_granularity == TB_RECOMPUTE_FULL) {
+        if (c->recompute_method == TB_RECOMPUTE_METHOD_NONE)
+            violated(&r, "recompute_granularity full needs recompute_method uniform or block");
+        int lo = c->recompute_method == TB_RECOMPUTE_BLOCK ? 0 : 1;
+        if (c->recompute_num_layers < lo || c->recompute_num_layers > c->num_layers)
+            violated(&r, "recompute_num_layers (%d) must be between %d and num_layers (%d)",
+                     c->recompute_num_layers, lo, c->num_layers);
+    } else if (c->recompute_method != TB_RECOMPUTE_METHOD_NONE) {
+        violated(&r, "recompute_method %s needs recompute_granularity full (is %s)",
+                 config_choice_name("recompute_method", c->recompute_method),
+                 config_choice_name("recompute_granularity", c->recompute_granularity));
+    }
+
+    // Instrumentation
+    if (c->memory_cap < 0) violated(&r, "memory_cap (%lld) must be non-negative", (long long)c->memory_cap);
+    if (c->peak_tflops < 0) violated(&r, "peak_tflops (%g) must be non-negative", c->peak_tflops);
+    if (c->num_threads < 0) violated(&r, "num_threads (%d) must be non-negative", c->num_threads);
+
+    if (r.count) return -1;
+
+    // What the engine cannot run yet: refused, never ignored.
+    if (c->world_size > 1)
+        violated(&r, "world_size %d (tp %d, cp %d, pp %d, dp %d): more than one rank is not supported yet",
+                 c->world_size, tp, cp, pp, dp);
+    if (vpp > 0) violated(&r, "virtual_pipeline_model_parallel_size %d: not supported yet", vpp);
+    if (ep > 1) violated(&r, "expert_model_parallel_size %d: not supported yet", ep);
+    if (c->sequence_parallel) violated(&r, "sequence_parallel: not supported yet");
+    if (c->use_distributed_optimizer) violated(&r, "use_distributed_optimizer: not supported yet");
+    if (c->num_experts > 0) violated(&r, "num_experts %d (MoE): not supported yet", c->num_experts);
+    if (c->position_embedding_type != TB_POS_LEARNED_ABSOLUTE)
+        violated(&r, "position_embedding_type %s: not supported yet (learned_absolute only)",
+                 config_choice_name("position_embedding_type", c->position_embedding_type));
+    if (c->hidden_dropout != 0) violated(&r, "hidden_dropout %g: dropout is not supported yet", c->hidden_dropout);
+    if (c->attention_dropout != 0)
+        violated(&r, "attention_dropout %g: dropout is not supported yet", c->attention_dropout);
+    if (c->mock_data && c->data_path[0])
+        violated(&r, "mock_data and data_path '%s' are exclusive", c->data_path);
+    return r.count ? -1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Output
+
+static json_t *option_to_json(const tb_config *cfg, const tb_option *o) {
+    const char *field = (const char *)cfg + o->offset;
+    char buf[64];
+    switch (o->type) {
+    case TB_OPT_INT: return json_integer(*(const int *)field);
+    case TB_OPT_INT64:
+    case TB_OPT_BYTES: return json_integer(*(const int64_t *)field);
+    case TB_OPT_FLOAT: return json_real(*(const double *)field);
+    case TB_OPT_BOOL: return json_boolean(*(const int *)field);
+    case TB_OPT_STRING: return json_string(field);
+    case TB_OPT_CHOICE: return json_string(choice_at(o->choices, *(const int *)field, buf, sizeof buf));
+    }
+    return json_null();
+}
+
+json_t *config_to_json(const tb_config *cfg) {
+    json_t *root = json_object();
+    for (const tb_option *o = tb_config_options; o->flag; o++)
+        json_object_set_new(root, o->key, option_to_json(cfg, o));
+    json_object_set_new(root, "derived",
+                        json_pack("{s:i, s:i, s:i, s:s}", "data_parallel_size", cfg->data_parallel_size,
+                                  "num_microbatches", cfg->num_microbatches, "padded_vocab_size",
+                                  cfg->padded_vocab_size, "global_batch_formula",
+                                  "global_batch_size = micro_batch_size x num_microbatches x "
+                                  "data_parallel_size"));
+    return root;
+}
+
+void config_print_help(FILE *out, const char *program) {
+    fprintf(out,
+            "usage: %s [--config FILE.json] [--FLAG VALUE ...]\n\n"
+            "Trains a GPT with Megatron-Core's concepts. Flags follow Megatron-LM's names; a JSON\n"
+            "config file uses the same keys with underscores, and flags override it.\n",
+            program);
+    const char *group = "";
+    for (const tb_option *o = tb_config_options; o->flag; o++) {
+        if (strcmp(group, o->group) != 0) {
+            group = o->group;
+            fprintf(out, "\n%s:\n", group);
+        }
+        char lhs[96];
+        if (o->type == TB_OPT_BOOL) snprintf(lhs, sizeof lhs, "%s", o->flag);
+        else if (o->type == TB_OPT_CHOICE) snprintf(lhs, sizeof lhs, "%s {%s}", o->flag, o->choices);
+        else snprintf(lhs, sizeof lhs, "%s VALUE", o->flag);
+        fprintf(out, "  %-44s %s (default: %s)\n", lhs, o->help,
+                o->default_value[0] ? o->default_value : "\"\"");
+    }
+    fprintf(out, "\nother:\n  %-44s %s\n  %-44s %s\n", "--config FILE.json",
+            "load settings from a JSON file (keys with underscores)", "--help", "this text");
+}

@@ -1,0 +1,142 @@
+// config.h — the engine's whole configuration: model, parallel layout, training, data, I/O.
+//
+// Megatron-Core's TransformerConfig + the training arguments of pretrain_gpt.py, in one
+// struct. Every field has one entry in a table (config.c) that gives its command-line flag
+// (Megatron-LM's name where one exists), its JSON key (the flag with underscores, as in
+// `--config FILE.json`), its type, default and help. Parsing, --help, the JSON config file
+// and the resolved config.json written to the run directory are all driven by that table,
+// so they cannot disagree.
+//
+// Life of a config: config_defaults → config_parse_args (which loads --config first, then
+// applies the flags over it) → config_resolve (derives what was left 0: ffn size, query
+// groups, world size, data-parallel size, microbatches, padded vocab) → config_validate
+// (every rule, each violation named with its numbers; values the engine cannot run yet are
+// refused as "not supported yet").
+#ifndef TB_CONFIG_H
+#define TB_CONFIG_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/error.h"
+
+#define TB_PATH_MAX 1024
+
+enum tb_normalization { TB_NORM_LAYERNORM, TB_NORM_RMSNORM };
+enum tb_position_embedding { TB_POS_LEARNED_ABSOLUTE, TB_POS_ROPE, TB_POS_NONE };
+enum tb_lr_decay_style { TB_LR_COSINE, TB_LR_LINEAR, TB_LR_CONSTANT };
+enum tb_recompute_granularity { TB_RECOMPUTE_NONE, TB_RECOMPUTE_SELECTIVE, TB_RECOMPUTE_FULL };
+enum tb_recompute_method { TB_RECOMPUTE_METHOD_NONE, TB_RECOMPUTE_UNIFORM, TB_RECOMPUTE_BLOCK };
+
+typedef struct tb_config {
+    // --- model (TransformerConfig) ---
+    int num_layers;
+    int hidden_size;
+    int ffn_hidden_size;          // 0 → 4 × hidden_size
+    int num_attention_heads;
+    int num_query_groups;         // 0 → num_attention_heads (multi-head attention)
+    int seq_length;
+    int max_position_embeddings;  // 0 → seq_length
+    int vocab_size;               // tokenizer vocabulary
+    int make_vocab_size_divisible_by;
+    int normalization;            // enum tb_normalization
+    double norm_epsilon;
+    int swiglu;
+    int disable_bias_linear;
+    int untie_embeddings_and_output_weights;
+    int position_embedding_type;  // enum tb_position_embedding
+    double init_method_std;
+    double hidden_dropout;
+    double attention_dropout;
+    int num_experts;              // 0 = dense MLP
+
+    // --- parallel layout ---
+    int world_size;               // 0 → tp × cp × pp (dp = 1)
+    int tensor_model_parallel_size;
+    int pipeline_model_parallel_size;
+    int virtual_pipeline_model_parallel_size;  // 0 = not interleaved
+    int context_parallel_size;
+    int expert_model_parallel_size;
+    int sequence_parallel;
+    int use_distributed_optimizer;
+
+    // --- training ---
+    int micro_batch_size;
+    int global_batch_size;        // 0 → micro_batch_size × dp
+    int train_iters;
+    double lr;
+    double min_lr;
+    int lr_warmup_iters;
+    int lr_decay_iters;           // 0 → train_iters
+    int lr_decay_style;           // enum tb_lr_decay_style
+    double weight_decay;
+    double adam_beta1;
+    double adam_beta2;
+    double adam_eps;
+    double clip_grad;             // 0 = no clipping
+    int64_t seed;
+    int recompute_granularity;    // enum tb_recompute_granularity
+    int recompute_method;         // enum tb_recompute_method
+    int recompute_num_layers;
+
+    // --- data ---
+    char data_path[TB_PATH_MAX];  // llm.c token file; empty → synthetic
+    int mock_data;
+
+    // --- checkpoints, run directory, instrumentation ---
+    char save[TB_PATH_MAX];
+    char load[TB_PATH_MAX];
+    char run_dir[TB_PATH_MAX];    // empty → artifacts/adhoc/<timestamp>
+    int log_interval;
+    int64_t memory_cap;           // bytes; 0 = no cap
+    double peak_tflops;           // per rank, for MFU; 0 = not set (MFU not reported)
+    int num_threads;              // 0 = all cores (one rank)
+
+    // --- derived by config_resolve ---
+    int data_parallel_size;
+    int num_microbatches;
+    int padded_vocab_size;
+} tb_config;
+
+typedef enum tb_option_type {
+    TB_OPT_INT,
+    TB_OPT_INT64,
+    TB_OPT_FLOAT,
+    TB_OPT_BOOL,
+    TB_OPT_STRING,
+    TB_OPT_CHOICE,  // stored as int: the index in the '|'-separated choices
+    TB_OPT_BYTES,   // int64 with an optional K/M/G/T suffix (powers of 1024)
+} tb_option_type;
+
+typedef struct tb_option {
+    const char *flag;           // "--num-layers"
+    const char *key;            // "num_layers" (JSON)
+    tb_option_type type;
+    size_t offset;              // in tb_config
+    const char *default_value;  // as the user would type it
+    const char *choices;        // TB_OPT_CHOICE: "LayerNorm|RMSNorm"
+    const char *group;
+    const char *help;
+} tb_option;
+
+// The table; terminated by an entry with flag == NULL.
+extern const tb_option tb_config_options[];
+
+void config_defaults(tb_config *cfg);
+// argv[0] is skipped. `--config FILE.json` anywhere on the line is applied first; flags
+// then override it. Non-option words, unknown flags, missing and malformed values are
+// errors naming the flag and the value. Recognises --help (sets *help_requested).
+int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested, tb_error *err);
+int config_load_json(tb_config *cfg, const char *path, tb_error *err);
+void config_resolve(tb_config *cfg);
+// Checks every rule; on failure err lists each violated rule on its own line.
+int config_validate(const tb_config *cfg, tb_error *err);
+// The resolved config as written to config.json: every key of the table plus "derived".
+json_t *config_to_json(const tb_config *cfg);
+// --help text: every flag, its default and help, grouped.
+void config_print_help(FILE *out, const char *program);
+// Name of a choice value, e.g. config_choice_name("normalization", TB_NORM_RMSNORM).
+const char *config_choice_name(const char *key, int value);
+
+#endif

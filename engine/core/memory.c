@@ -1,0 +1,126 @@
+#include "core/memory.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Every block is preceded by a 64-byte header that records its size and category, so
+// tb_free needs only the pointer and the accounting can never drift from the truth.
+typedef struct block_header {
+    size_t bytes;
+    uint32_t category;
+    uint32_t magic;
+    struct block_header *prev, *next;  // the live list
+    char what[TB_MEM_WHAT_MAX + 40];
+} block_header;
+
+_Static_assert(sizeof(block_header) % 64 == 0, "header keeps 64-byte alignment");
+
+#define BLOCK_MAGIC 0x7b6d656du
+
+static const char *const category_names[TB_MEM_NCATEGORIES] = {
+    "params", "grads", "optimizer", "activations", "workspace", "comm",
+};
+
+const char *tb_mem_category_name(tb_mem_category c) {
+    return (unsigned)c < TB_MEM_NCATEGORIES ? category_names[c] : "unknown";
+}
+
+void tb_allocator_init(tb_allocator *a, size_t cap, tb_oom_handler on_oom, void *owner) {
+    memset(a, 0, sizeof *a);
+    a->cap = cap;
+    a->on_oom = on_oom;
+    a->owner = owner;
+}
+
+static void oom(tb_allocator *a, tb_mem_category c, size_t bytes, const char *what) {
+    if (a->on_oom) a->on_oom(a->owner, a, c, bytes, what);
+    fprintf(stderr, "out of memory: %zu bytes for %s (%s)\n", bytes, what ? what : "?",
+            tb_mem_category_name(c));
+    exit(3);
+}
+
+static void take_snapshot(tb_allocator *a) {
+    a->nsnapshot = 0;
+    a->snapshot_dropped = 0;
+    for (const block_header *h = a->live; h; h = h->next) {
+        if (a->nsnapshot == TB_MEM_SNAPSHOT_MAX) {
+            a->snapshot_dropped++;
+            continue;
+        }
+        tb_mem_block_info *b = &a->snapshot[a->nsnapshot++];
+        memcpy(b->what, h->what, TB_MEM_WHAT_MAX);
+        b->category = (tb_mem_category)h->category;
+        b->bytes = h->bytes;
+    }
+}
+
+static void *alloc_impl(tb_allocator *a, tb_mem_category c, size_t bytes, const char *what,
+                        int zero) {
+    tb_mem_stats *s = &a->stats;
+    if (a->cap && s->total_current + bytes > a->cap) oom(a, c, bytes, what);
+    void *raw = NULL;
+    if (posix_memalign(&raw, 64, sizeof(block_header) + (bytes ? bytes : 1)) != 0)
+        oom(a, c, bytes, what);
+    block_header *h = raw;
+    h->bytes = bytes;
+    h->category = (uint32_t)c;
+    h->magic = BLOCK_MAGIC;
+    snprintf(h->what, TB_MEM_WHAT_MAX, "%s", what ? what : "?");
+    h->prev = NULL;
+    h->next = a->live;
+    if (h->next) h->next->prev = h;
+    a->live = h;
+    void *p = h + 1;
+    if (zero) memset(p, 0, bytes);
+
+    s->allocations++;
+    s->current[c] += bytes;
+    if (s->current[c] > s->peak[c]) s->peak[c] = s->current[c];
+    s->total_current += bytes;
+    if (s->total_current > s->total_peak) {
+        s->total_peak = s->total_current;
+        memcpy(s->at_total_peak, s->current, sizeof s->current);
+        take_snapshot(a);
+    }
+    return p;
+}
+
+void *tb_alloc(tb_allocator *a, tb_mem_category c, size_t bytes, const char *what) {
+    return alloc_impl(a, c, bytes, what, 0);
+}
+
+void *tb_calloc(tb_allocator *a, tb_mem_category c, size_t bytes, const char *what) {
+    return alloc_impl(a, c, bytes, what, 1);
+}
+
+void tb_free(tb_allocator *a, void *p) {
+    if (!p) return;
+    block_header *h = (block_header *)p - 1;
+    if (h->magic != BLOCK_MAGIC) {
+        fprintf(stderr, "tb_free: %p was not allocated by tb_alloc (or was freed twice)\n", p);
+        abort();
+    }
+    h->magic = 0;
+    if (h->prev) h->prev->next = h->next;
+    else a->live = h->next;
+    if (h->next) h->next->prev = h->prev;
+    a->stats.current[h->category] -= h->bytes;
+    a->stats.total_current -= h->bytes;
+    free(h);
+}
+
+void tb_allocator_reset_peaks(tb_allocator *a) {
+    tb_mem_stats *s = &a->stats;
+    memcpy(s->peak, s->current, sizeof s->peak);
+    s->total_peak = s->total_current;
+    memcpy(s->at_total_peak, s->current, sizeof s->current);
+    take_snapshot(a);
+}
+
+void tb_allocator_each_live(const tb_allocator *a, void (*fn)(void *arg, const char *what,
+                                                              tb_mem_category c, size_t bytes),
+                            void *arg) {
+    for (const block_header *h = a->live; h; h = h->next)
+        fn(arg, h->what, (tb_mem_category)h->category, h->bytes);
+}

@@ -1,0 +1,83 @@
+// memory.h — the one tagged allocator every engine allocation goes through.
+//
+// Each allocation carries a category; the allocator keeps current and peak bytes per
+// category and in total, so a step's memory can be explained by what holds it (the
+// figures Megatron users read from torch.cuda.memory_stats, split by purpose). An
+// optional cap turns an allocation that would cross it into an OOM: the allocator calls
+// the owner's OOM handler (which writes the report and ends the run) instead of
+// returning NULL, so call sites never test for NULL.
+#ifndef TB_CORE_MEMORY_H
+#define TB_CORE_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum tb_mem_category {
+    TB_MEM_PARAMS,
+    TB_MEM_GRADS,
+    TB_MEM_OPTIMIZER,
+    TB_MEM_ACTIVATIONS,
+    TB_MEM_WORKSPACE,
+    TB_MEM_COMM,
+    TB_MEM_NCATEGORIES
+} tb_mem_category;
+
+const char *tb_mem_category_name(tb_mem_category c);
+
+typedef struct tb_allocator tb_allocator;
+
+// Called when an allocation of `bytes` in `category` would exceed the cap (or the system
+// allocator fails). Must not return: it reports and exits.
+typedef void (*tb_oom_handler)(void *owner, const tb_allocator *a, tb_mem_category category,
+                               size_t bytes, const char *what);
+
+#define TB_MEM_WHAT_MAX 56
+#define TB_MEM_SNAPSHOT_MAX 512
+
+// One live buffer, as listed in the snapshot taken at the total peak.
+typedef struct tb_mem_block_info {
+    char what[TB_MEM_WHAT_MAX];
+    tb_mem_category category;
+    size_t bytes;
+} tb_mem_block_info;
+
+typedef struct tb_mem_stats {
+    size_t current[TB_MEM_NCATEGORIES];
+    size_t peak[TB_MEM_NCATEGORIES];
+    size_t total_current;
+    size_t total_peak;
+    // current bytes per category at the moment total_peak was reached
+    size_t at_total_peak[TB_MEM_NCATEGORIES];
+    uint64_t allocations;
+} tb_mem_stats;
+
+struct tb_allocator {
+    tb_mem_stats stats;
+    void *live;                 // doubly linked list of live blocks (newest first)
+    // The live buffers at the moment total_peak was reached (largest first when read
+    // through tb_allocator_peak_snapshot); nsnapshot may be capped at TB_MEM_SNAPSHOT_MAX.
+    tb_mem_block_info snapshot[TB_MEM_SNAPSHOT_MAX];
+    int nsnapshot;
+    size_t snapshot_dropped;    // live buffers not listed because the snapshot was full
+    size_t cap;                 // 0 = no cap
+    tb_oom_handler on_oom;
+    void *owner;
+};
+
+void tb_allocator_init(tb_allocator *a, size_t cap, tb_oom_handler on_oom, void *owner);
+
+// 64-byte aligned; tb_calloc zero-fills. `what` names the buffer in OOM reports and
+// snapshots (copied, so it may be a formatted stack buffer).
+void *tb_alloc(tb_allocator *a, tb_mem_category category, size_t bytes, const char *what);
+void *tb_calloc(tb_allocator *a, tb_mem_category category, size_t bytes, const char *what);
+void tb_free(tb_allocator *a, void *p);
+
+// Clears the peaks down to the current values (e.g. at the start of a step).
+void tb_allocator_reset_peaks(tb_allocator *a);
+
+// Visits every live buffer, newest first.
+void tb_allocator_each_live(const tb_allocator *a, void (*fn)(void *arg, const char *what,
+                                                              tb_mem_category c, size_t bytes),
+                            void *arg);
+
+#endif

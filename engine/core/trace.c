@@ -1,0 +1,159 @@
+#include "core/trace.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/fileio.h"
+
+#ifdef TB_HAVE_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+static _Thread_local tb_trace *current_trace;
+
+int64_t tb_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void tb_trace_init(tb_trace *t, int rank, int world_size, const char *rank_label, int64_t origin_ns,
+                   int recording) {
+    memset(t, 0, sizeof *t);
+    t->rank = rank;
+    t->world_size = world_size;
+    snprintf(t->rank_label, sizeof t->rank_label, "%s", rank_label);
+    t->origin_ns = origin_ns;
+    t->recording = recording;
+}
+
+void tb_trace_free(tb_trace *t) {
+    free(t->events);
+    free(t->strings);
+    t->events = NULL;
+    t->strings = NULL;
+}
+
+void tb_trace_bind(tb_trace *t) { current_trace = t; }
+tb_trace *tb_trace_current(void) { return current_trace; }
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return p;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    void *q = realloc(p, c * elem);
+    if (!q) {
+        fprintf(stderr, "trace: out of host memory for %zu events\n", need);
+        abort();
+    }
+    *cap = c;
+    return q;
+}
+
+static uint32_t intern(tb_trace *t, const char *s, size_t n) {
+    t->strings = grow(t->strings, &t->cap_strings, t->nstrings + n + 1, 1);
+    uint32_t off = (uint32_t)t->nstrings;
+    memcpy(t->strings + off, s, n + 1);
+    t->nstrings += n + 1;
+    return off;
+}
+
+void tb_range_push(const char *fmt, ...) {
+    char name[TB_RANGE_NAME_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    if (n < 0) n = 0;
+    if (n >= (int)sizeof name) n = sizeof name - 1;
+#ifdef TB_HAVE_NVTX
+    nvtxRangePushA(name);
+#endif
+    tb_trace *t = current_trace;
+    if (!t) return;
+    if (t->depth >= TB_TRACE_MAX_DEPTH) {
+        fprintf(stderr, "trace: ranges nested deeper than %d at '%s'\n", TB_TRACE_MAX_DEPTH, name);
+        abort();
+    }
+    memcpy(t->stack_names[t->depth], name, (size_t)n + 1);
+    if (t->recording) {
+        t->events = grow(t->events, &t->cap_events, t->nevents + 1, sizeof *t->events);
+        tb_trace_event *e = &t->events[t->nevents];
+        e->name = intern(t, name, (size_t)n);
+        e->depth = (uint32_t)t->depth;
+        e->dur_ns = -1;
+        e->arg_step = -1;
+        e->arg_microbatch = -1;
+        e->start_ns = tb_now_ns() - t->origin_ns;
+        t->stack[t->depth] = t->nevents++;
+    }
+    t->depth++;
+}
+
+void tb_range_pop(void) {
+#ifdef TB_HAVE_NVTX
+    nvtxRangePop();
+#endif
+    tb_trace *t = current_trace;
+    if (!t) return;
+    if (t->depth == 0) {
+        fprintf(stderr, "trace: TB_RANGE_POP without a matching push\n");
+        abort();
+    }
+    t->depth--;
+    if (t->recording) {
+        tb_trace_event *e = &t->events[t->stack[t->depth]];
+        e->dur_ns = tb_now_ns() - t->origin_ns - e->start_ns;
+    }
+}
+
+void tb_range_annotate(int64_t step, int64_t microbatch) {
+    tb_trace *t = current_trace;
+    if (!t || !t->recording || t->depth == 0) return;
+    tb_trace_event *e = &t->events[t->stack[t->depth - 1]];
+    e->arg_step = step;
+    e->arg_microbatch = microbatch;
+}
+
+void tb_trace_stack_string(const tb_trace *t, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; t && i < t->depth && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " > " : "", t->stack_names[i]);
+}
+
+static json_t *metadata_event(const char *what, int pid, const char *name) {
+    return json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", what, "ph", "M", "pid", pid, "tid", 0,
+                     "args", "name", name);
+}
+
+int tb_trace_write_chrome(const tb_trace *t, const char *path, tb_error *err) {
+    if (t->depth != 0)
+        return tb_fail(err, "%s: %d range(s) still open (innermost '%s')", path, t->depth,
+                       t->stack_names[t->depth - 1]);
+    json_t *events = json_array();
+    json_array_append_new(events, metadata_event("process_name", t->rank, t->rank_label));
+    json_array_append_new(events, metadata_event("thread_name", t->rank, "engine"));
+    for (size_t i = 0; i < t->nevents; i++) {
+        const tb_trace_event *e = &t->events[i];
+        json_t *ev = json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i}", "name", t->strings + e->name,
+                               "cat", "range", "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
+                               (double)e->dur_ns / 1000.0, "pid", t->rank, "tid", 0);
+        json_t *args = json_pack("{s:i}", "depth", (json_int_t)e->depth);
+        if (e->arg_step >= 0) json_object_set_new(args, "step", json_integer(e->arg_step));
+        if (e->arg_microbatch >= 0)
+            json_object_set_new(args, "microbatch", json_integer(e->arg_microbatch));
+        json_object_set_new(ev, "args", args);
+        json_array_append_new(events, ev);
+    }
+    json_t *root = json_pack("{s:o, s:s, s:{s:s, s:i, s:i}}", "traceEvents", events, "displayTimeUnit",
+                             "ms", "distributedInfo", "backend", "local", "rank", t->rank,
+                             "world_size", t->world_size);
+    int rc = tb_write_json_atomic(path, root, err);
+    json_decref(root);
+    return rc;
+}

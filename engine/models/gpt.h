@@ -1,0 +1,86 @@
+// gpt.h — the GPT model (Megatron-Core models/gpt/gpt_model.py): embedding (word +
+// learned position), the transformer block, the final norm, the output layer (tied to the
+// word embedding unless --untie-embeddings-and-output-weights), and the loss.
+//
+// All parameters live in one buffer and all gradients in another of the same layout
+// (llm.c's habit), described by a table of gpt_param entries in Hugging Face GPT-2 order
+// and names, so the optimizer, gradient clipping and checkpoints walk one array.
+//
+//   forward : tokens (B,T) → x (B,T,C) → block → ln_f → logits (B,T,Vp) → loss
+//   backward: the same in reverse; parameter gradients accumulate, so microbatches sum.
+#ifndef TB_MODELS_GPT_H
+#define TB_MODELS_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "core/error.h"
+#include "core/memory.h"
+#include "transformer/transformer_block.h"
+
+typedef struct gpt_param {
+    char name[64];        // Hugging Face GPT-2 name, e.g. "h.3.attn.c_attn.weight"
+    int ndim;             // 1 or 2
+    int rows, cols;       // engine shape (rows, cols); 1-D tensors have rows = 1
+    size_t offset;        // in floats from the start of the parameter buffer
+    size_t numel;
+    int decay;            // AdamW weight decay applies (weights of linears and embeddings)
+    int hf_transposed;    // stored as (cols, rows) in GPT-2 files (Conv1D weights)
+    int hf_rows;          // rows held in files (the unpadded vocab for embeddings)
+    float init_std;       // normal(0, init_std) for the first hf_rows rows; 0: constant
+    float init_value;
+} gpt_param;
+
+// Pointers into the parameter (or gradient) buffer.
+typedef struct gpt_weights {
+    float *wte;           // (Vp, C) word embedding
+    float *wpe;           // (maxT, C) position embedding
+    float *lnf_w, *lnf_b; // (C); lnf_b NULL for RMSNorm
+    float *lm_head;       // (Vp, C): == wte when tied
+} gpt_weights;
+
+typedef struct gpt_model {
+    const tb_config *cfg;
+    transformer_layer_spec spec;
+    tb_allocator *mem;
+    int B, T, C, V, Vp, maxT;
+
+    gpt_param *params;
+    int nparams;
+    size_t num_parameters;   // floats in the parameter buffer
+    float *param_memory;     // category params
+    float *grad_memory;      // category grads
+    gpt_weights w, g;
+    transformer_block block;
+
+    // the microbatch in flight (forward → backward)
+    const int32_t *inputs, *targets;       // (B,T), owned by the caller until backward
+    float *lnf, *lnf_mean, *lnf_rstd;      // (N,C), (N), (N)
+    float *logits;                         // (N,Vp): logits → probs → dlogits, in place
+    float *losses;                         // (N)
+    float *d_lnf;                          // (N,C) workspace
+    float *d_x;                            // (N,C) workspace
+} gpt_model;
+
+// Lays out and allocates parameters and gradients (zeroed) and initialises the weights
+// from cfg->seed: each tensor from its own stream, so a tensor's values do not depend on
+// which other tensors exist.
+void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem);
+void gpt_model_free(gpt_model *m);
+
+const gpt_param *gpt_find_param(const gpt_model *m, const char *name);
+
+// Forward of one microbatch; returns the mean loss over its B·T tokens and keeps what
+// backward needs.
+float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets);
+// Backward of the microbatch in flight for the objective loss_scale · mean loss
+// (loss_scale = 1 / num_microbatches under gradient accumulation). Gradients accumulate.
+void gpt_backward(gpt_model *m, float loss_scale);
+void gpt_zero_grad(gpt_model *m);
+
+// Model FLOPs per token of a training step (forward + backward), llm.c's and PaLM's
+// estimate: 6·N + 12·L·C·T, with N the parameters in the buffer.
+double gpt_flops_per_token(const gpt_model *m);
+
+#endif

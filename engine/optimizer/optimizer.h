@@ -1,0 +1,43 @@
+// optimizer.h — AdamW with fp32 state, global gradient-norm clipping and the learning-rate
+// schedule (Megatron-Core optimizer/, clip_grads.py, optimizer_param_scheduler.py).
+//
+// The optimizer walks the model's parameter table: weight decay applies only to entries
+// marked `decay` (linear and embedding weights), never to norms and biases, as Megatron's
+// default param groups do. Updates follow torch.optim.AdamW:
+//   p ← p · (1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
+//   p ← p − lr · (m / (1−β1ᵗ)) / (sqrt(v / (1−β2ᵗ)) + ε)
+#ifndef TB_OPTIMIZER_H
+#define TB_OPTIMIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "core/memory.h"
+#include "models/gpt.h"
+
+typedef struct tb_adamw {
+    float *m, *v;        // (num_parameters) each, category optimizer
+    size_t n;
+    int64_t t;           // updates taken
+    float beta1, beta2, eps, weight_decay;
+    tb_allocator *mem;
+} tb_adamw;
+
+void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t num_parameters, tb_allocator *mem);
+void adamw_free(tb_adamw *opt);
+// One update of every parameter in the table with learning rate lr.
+void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *params, const float *grads,
+                float lr);
+
+// Global L2 norm of the gradients (the whole buffer: padding holds zeros).
+double clip_grads_global_norm(const float *grads, size_t n);
+// Scales the gradients by max_norm / (norm + 1e-6) when that is below 1 (Megatron's
+// clip_grad_by_total_norm_fp32); returns the factor applied (1 when none).
+float clip_grads_by_total_norm(float *grads, size_t n, double norm, double max_norm);
+
+// Learning rate at 1-based step: linear warm-up to --lr over --lr-warmup-iters, then
+// cosine / linear decay to --min-lr at --lr-decay-iters (constant after), or constant.
+double lr_at_step(const tb_config *cfg, int64_t step);
+
+#endif

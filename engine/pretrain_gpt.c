@@ -1,0 +1,31 @@
+// pretrain_gpt.c — the entry point (Megatron-LM's pretrain_gpt.py):
+// arguments → config → validation → world → model → train.
+#include <stdio.h>
+
+#include "config.h"
+#include "training.h"
+
+int main(int argc, char **argv) {
+    tb_config cfg;
+    tb_error err;
+    int help = 0;
+    config_defaults(&cfg);
+    if (config_parse_args(&cfg, argc, argv, &help, &err) != 0) {
+        fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
+        return 2;
+    }
+    if (help) {
+        config_print_help(stdout, "pretrain_gpt");
+        return 0;
+    }
+    config_resolve(&cfg);
+    if (config_validate(&cfg, &err) != 0) {
+        fprintf(stderr, "pretrain_gpt: invalid configuration:\n%s\n", err.msg);
+        return 2;
+    }
+    if (pretrain(&cfg, &err) != 0) {
+        fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,315 @@
+#include "training.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/cpu/kernels.h"
+#include "checkpoint/gpt_checkpoint.h"
+#include "core/fileio.h"
+#include "datasets/gpt_dataset.h"
+#include "models/gpt.h"
+#include "optimizer/optimizer.h"
+#include "parallel_state.h"
+
+// ---------------------------------------------------------------------------------------
+// Run directory and reports
+
+static int make_run_dir(const tb_config *cfg, char *out, size_t len, tb_error *err) {
+    if (cfg->run_dir[0]) {
+        snprintf(out, len, "%s", cfg->run_dir);
+    } else {
+        char stamp[32];
+        time_t now = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", localtime(&now));
+        snprintf(out, len, "artifacts/adhoc/%s", stamp);
+        struct stat st;
+        for (int i = 1; stat(out, &st) == 0; i++) snprintf(out, len, "artifacts/adhoc/%s.%d", stamp, i);
+    }
+    return tb_mkdir_p(out, err);
+}
+
+static void rank_file(char *buf, size_t len, const tb_rank *rk, const char *kind, const char *ext) {
+    snprintf(buf, len, "%s/%s.rank-%05d.%s", rk->run_dir, kind, rk->rank, ext);
+}
+
+static json_t *bytes_by_category(const size_t *bytes) {
+    json_t *o = json_object();
+    size_t total = 0;
+    for (int c = 0; c < TB_MEM_NCATEGORIES; c++) {
+        json_object_set_new(o, tb_mem_category_name((tb_mem_category)c), json_integer((json_int_t)bytes[c]));
+        total += bytes[c];
+    }
+    json_object_set_new(o, "total", json_integer((json_int_t)total));
+    return o;
+}
+
+static int by_bytes_desc(const void *a, const void *b) {
+    const tb_mem_block_info *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : strcmp(x->what, y->what);
+}
+
+static json_t *memory_snapshot_json(tb_rank *rk) {
+    tb_allocator *a = &rk->mem;
+    qsort(a->snapshot, (size_t)a->nsnapshot, sizeof a->snapshot[0], by_bytes_desc);
+    json_t *live = json_array();
+    for (int i = 0; i < a->nsnapshot; i++)
+        json_array_append_new(live, json_pack("{s:s, s:s, s:I}", "what", a->snapshot[i].what, "category",
+                                              tb_mem_category_name(a->snapshot[i].category), "bytes",
+                                              (json_int_t)a->snapshot[i].bytes));
+    return json_pack("{s:i, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:I}", "rank", rk->rank, "rank_label",
+                     rk->label, "cap_bytes", (json_int_t)a->cap, "total_peak_bytes",
+                     (json_int_t)a->stats.total_peak, "at_total_peak", bytes_by_category(a->stats.at_total_peak),
+                     "peak_by_category", bytes_by_category(a->stats.peak), "live_at_total_peak", live,
+                     "current", bytes_by_category(a->stats.current), "live_not_listed",
+                     (json_int_t)a->snapshot_dropped);
+}
+
+typedef struct live_list {
+    json_t *array;
+} live_list;
+
+static void add_live(void *arg, const char *what, tb_mem_category c, size_t bytes) {
+    live_list *l = arg;
+    json_array_append_new(l->array, json_pack("{s:s, s:s, s:I}", "what", what, "category",
+                                              tb_mem_category_name(c), "bytes", (json_int_t)bytes));
+}
+
+// The allocator's OOM handler: the report goes to oom.json and stderr, then the run ends.
+static void report_oom(void *owner, const tb_allocator *a, tb_mem_category category, size_t bytes,
+                       const char *what) {
+    tb_rank *rk = owner;
+    char stack[1024];
+    tb_trace_stack_string(&rk->trace, stack, sizeof stack);
+    live_list live = {json_array()};
+    tb_allocator_each_live(a, add_live, &live);
+    json_t *report = json_pack(
+        "{s:s, s:i, s:s, s:{s:i, s:i, s:i, s:i}, s:I, s:i, s:s, s:s, s:I, s:s, s:I, s:o, s:o, s:o}", "kind",
+        "out_of_memory", "rank", rk->rank, "rank_label", rk->label, "coordinates", "tp", rk->coords.tp, "cp",
+        rk->coords.cp, "dp", rk->coords.dp, "pp", rk->coords.pp, "step", (json_int_t)rk->step, "microbatch",
+        rk->microbatch, "range_stack", stack, "requested_what", what ? what : "?", "requested_bytes",
+        (json_int_t)bytes, "requested_category", tb_mem_category_name(category), "cap_bytes",
+        (json_int_t)a->cap, "current", bytes_by_category(a->stats.current), "peak",
+        bytes_by_category(a->stats.peak), "live", live.array);
+    char path[TB_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/oom.json", rk->run_dir);
+    tb_error err;
+    int wrote = tb_write_json_atomic(path, report, &err) == 0;
+    json_decref(report);
+
+    fprintf(stderr, "\nOUT OF MEMORY on %s at step %lld, microbatch %d\n", rk->label, (long long)rk->step,
+            rk->microbatch);
+    fprintf(stderr, "  requested %zu bytes (%s, %s); cap %zu bytes, in use %zu bytes\n", bytes,
+            what ? what : "?", tb_mem_category_name(category), a->cap, a->stats.total_current);
+    fprintf(stderr, "  range stack: %s\n", stack[0] ? stack : "(none)");
+    fprintf(stderr, "  in use by category:");
+    for (int c = 0; c < TB_MEM_NCATEGORIES; c++)
+        fprintf(stderr, " %s %zu", tb_mem_category_name((tb_mem_category)c), a->stats.current[c]);
+    fprintf(stderr, "\n  report: %s\n", wrote ? path : err.msg);
+    fflush(NULL);
+    exit(3);
+}
+
+// ---------------------------------------------------------------------------------------
+// The loop
+
+typedef struct step_metrics {
+    int64_t step;
+    double loss, lr, grad_norm, step_ms, tokens_per_s, tflops, mfu;
+} step_metrics;
+
+static void print_header(const tb_config *c, const gpt_model *m, const char *run_dir) {
+    printf("pretrain_gpt: GPT %d layers, hidden %d, heads %d (query groups %d), ffn %d%s, %s, seq %d, "
+           "vocab %d (padded %d)\n",
+           c->num_layers, c->hidden_size, c->num_attention_heads, c->num_query_groups, c->ffn_hidden_size,
+           c->swiglu ? " SwiGLU" : " GELU", m->spec.input_layernorm->name, c->seq_length, c->vocab_size,
+           c->padded_vocab_size);
+    printf("parameters: %.2fM | world %d = tp %d x cp %d x dp %d x pp %d | threads %d | recompute %s%s%s\n",
+           (double)m->num_parameters / 1e6, c->world_size, c->tensor_model_parallel_size,
+           c->context_parallel_size, c->data_parallel_size, c->pipeline_model_parallel_size,
+           cpu_get_num_threads(), config_choice_name("recompute_granularity", c->recompute_granularity),
+           c->recompute_granularity == TB_RECOMPUTE_FULL ? " " : "",
+           c->recompute_granularity == TB_RECOMPUTE_FULL
+               ? config_choice_name("recompute_method", c->recompute_method)
+               : "");
+    printf("global batch %d = micro batch %d x microbatches %d x dp %d (%d tokens per step)\n",
+           c->global_batch_size, c->micro_batch_size, c->num_microbatches, c->data_parallel_size,
+           c->global_batch_size * c->seq_length);
+    if (c->data_path[0]) printf("data: %s\n", c->data_path);
+    else printf("data: synthetic token stream (seed %lld)\n", (long long)c->seed);
+    printf("run dir: %s\n\n", run_dir);
+    printf("%6s  %10s  %10s  %10s  %10s  %9s\n", "step", "loss", "lr", "grad norm", "tok/s", "ms");
+    fflush(stdout);
+}
+
+static json_t *metrics_line(const step_metrics *s, const tb_config *c, const tb_allocator *mem) {
+    json_t *o = json_pack("{s:I, s:f, s:f, s:f, s:f, s:I, s:f, s:f}", "step", (json_int_t)s->step, "loss",
+                          s->loss, "lr", s->lr, "grad_norm", s->grad_norm, "step_ms", s->step_ms, "tokens",
+                          (json_int_t)c->global_batch_size * c->seq_length, "tokens_per_s", s->tokens_per_s,
+                          "tflops", s->tflops);
+    json_object_set_new(o, "mfu", c->peak_tflops > 0 ? json_real(s->mfu) : json_null());
+    json_object_set_new(o, "mem_peak_bytes", bytes_by_category(mem->stats.peak));
+    json_object_set_new(o, "mem_total_peak_bytes", json_integer((json_int_t)mem->stats.total_peak));
+    return o;
+}
+
+int pretrain(const tb_config *cfg, tb_error *err) {
+    tb_rank rk_storage, *rk = &rk_storage;
+    memset(rk, 0, sizeof *rk);
+    rk->cfg = cfg;
+    rk->rank = 0;
+    rk->world_size = cfg->world_size;
+    rk->coords = parallel_state_coords(cfg, 0);
+    parallel_state_label(rk->label, sizeof rk->label, 0, rk->coords);
+    rk->microbatch = -1;
+    if (make_run_dir(cfg, rk->run_dir, sizeof rk->run_dir, err) != 0) return -1;
+
+    char path[TB_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/config.json", rk->run_dir);
+    json_t *resolved = config_to_json(cfg);
+    int rc = tb_write_json_atomic(path, resolved, err);
+    json_decref(resolved);
+    if (rc != 0) return -1;
+
+    cpu_set_num_threads(cfg->num_threads);
+    tb_allocator_init(&rk->mem, (size_t)cfg->memory_cap, report_oom, rk);
+    tb_trace_init(&rk->trace, rk->rank, rk->world_size, rk->label, tb_now_ns(), 1);
+    tb_trace_bind(&rk->trace);
+
+    tb_gpt_dataset data;
+    rc = cfg->data_path[0]
+             ? tb_gpt_dataset_open_file(&data, &rk->mem, cfg->data_path, cfg->seq_length, cfg->vocab_size, err)
+             : tb_gpt_dataset_open_synthetic(&data, (uint64_t)cfg->seed, cfg->seq_length, cfg->vocab_size,
+                                             &rk->mem, err);
+    if (rc != 0) {
+        tb_trace_bind(NULL);
+        tb_trace_free(&rk->trace);
+        return tb_fail_prefix(err, "flag --data-path");
+    }
+
+    gpt_model model;
+    gpt_model_init(&model, cfg, &rk->mem);
+    if (cfg->load[0] && gpt_load_safetensors(&model, cfg->load, err) != 0) {
+        tb_fail_prefix(err, "flag --load");
+        rc = -1;
+        goto done_model;
+    }
+    tb_adamw opt;
+    adamw_init(&opt, cfg, model.num_parameters, &rk->mem);
+
+    const int B = cfg->micro_batch_size, T = cfg->seq_length, M = cfg->num_microbatches;
+    int32_t *inputs = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, (size_t)B * T * sizeof(int32_t), "batch inputs");
+    int32_t *targets = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, (size_t)B * T * sizeof(int32_t), "batch targets");
+
+    rank_file(path, sizeof path, rk, "metrics", "jsonl");
+    FILE *metrics = fopen(path, "w");
+    if (!metrics) {
+        rc = tb_fail(err, "%s: cannot create metrics file", path);
+        goto done_opt;
+    }
+    print_header(cfg, &model, rk->run_dir);
+    const double flops_per_token = gpt_flops_per_token(&model);
+    const int64_t tokens_per_step = (int64_t)cfg->global_batch_size * T;
+
+    for (int64_t step = 1; step <= cfg->train_iters; step++) {
+        rk->step = step;
+        int64_t t0 = tb_now_ns();
+        TB_RANGE_PUSH("train_step");
+        tb_range_annotate(step, -1);
+        gpt_zero_grad(&model);
+        double loss = 0.0;
+        for (int mb = 0; mb < M; mb++) {
+            rk->microbatch = mb;
+            TB_RANGE_PUSH("microbatch");
+            tb_range_annotate(step, mb);
+            // global sample index: step-major, then microbatch, then dp rank, then row
+            uint64_t first = (uint64_t)(step - 1) * cfg->global_batch_size +
+                             (uint64_t)mb * B * cfg->data_parallel_size + (uint64_t)rk->coords.dp * B;
+            for (int b = 0; b < B; b++)
+                tb_gpt_dataset_get_sample(&data, first + b, inputs + (size_t)b * T, targets + (size_t)b * T);
+            loss += gpt_forward(&model, inputs, targets);
+            gpt_backward(&model, 1.0f / (float)M);
+            TB_RANGE_POP();
+        }
+        rk->microbatch = -1;
+        loss /= M;
+
+        TB_RANGE_PUSH("optimizer");
+        TB_RANGE_PUSH("optimizer.clip_grads");
+        double norm = clip_grads_global_norm(model.grad_memory, model.num_parameters);
+        clip_grads_by_total_norm(model.grad_memory, model.num_parameters, norm, cfg->clip_grad);
+        TB_RANGE_POP();
+        TB_RANGE_PUSH("optimizer.adamw");
+        double lr = lr_at_step(cfg, step);
+        adamw_step(&opt, model.params, model.nparams, model.param_memory, model.grad_memory, (float)lr);
+        TB_RANGE_POP();
+        TB_RANGE_POP();
+
+        TB_RANGE_POP();
+        double seconds = (double)(tb_now_ns() - t0) / 1e9;
+        step_metrics s = {step, loss, lr, norm, seconds * 1e3, (double)tokens_per_step / seconds, 0, 0};
+        s.tflops = flops_per_token * (double)tokens_per_step / seconds / 1e12;
+        s.mfu = cfg->peak_tflops > 0 ? s.tflops / cfg->peak_tflops : 0;
+        json_t *line = metrics_line(&s, cfg, &rk->mem);
+        char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        fprintf(metrics, "%s\n", text);
+        fflush(metrics);
+        free(text);
+        json_decref(line);
+        if (step % cfg->log_interval == 0 || step == cfg->train_iters) {
+            printf("%6lld  %10.6f  %10.3e  %10.4f  %10.1f  %9.1f\n", (long long)step, loss, lr, norm,
+                   s.tokens_per_s, s.step_ms);
+            fflush(stdout);
+        }
+    }
+    if (fclose(metrics) != 0) {
+        rc = tb_fail(err, "%s/metrics: write failed", rk->run_dir);
+        goto done_opt;
+    }
+
+    if (cfg->save[0]) {
+        if (gpt_save_safetensors(&model, cfg->save, err) != 0) {
+            tb_fail_prefix(err, "flag --save");
+            rc = -1;
+            goto done_opt;
+        }
+        printf("\nsaved weights: %s\n", cfg->save);
+    }
+
+    rank_file(path, sizeof path, rk, "memory", "json");
+    json_t *snap = memory_snapshot_json(rk);
+    rc = tb_write_json_atomic(path, snap, err);
+    json_decref(snap);
+    if (rc == 0) {
+        rank_file(path, sizeof path, rk, "trace", "json");
+        rc = tb_trace_write_chrome(&rk->trace, path, err);
+    }
+    if (rc == 0) {
+        printf("\nartifacts: %s\n", rk->run_dir);
+        printf("  config.json  metrics.rank-00000.jsonl  trace.rank-00000.json (open in Perfetto)  "
+               "memory.rank-00000.json\n");
+        printf("peak memory: %.1f MiB (params %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
+               "workspace %.1f)\n",
+               (double)rk->mem.stats.total_peak / 1048576.0,
+               (double)rk->mem.stats.at_total_peak[TB_MEM_PARAMS] / 1048576.0,
+               (double)rk->mem.stats.at_total_peak[TB_MEM_GRADS] / 1048576.0,
+               (double)rk->mem.stats.at_total_peak[TB_MEM_OPTIMIZER] / 1048576.0,
+               (double)rk->mem.stats.at_total_peak[TB_MEM_ACTIVATIONS] / 1048576.0,
+               (double)rk->mem.stats.at_total_peak[TB_MEM_WORKSPACE] / 1048576.0);
+    }
+
+done_opt:
+    tb_free(&rk->mem, inputs);
+    tb_free(&rk->mem, targets);
+    adamw_free(&opt);
+done_model:
+    gpt_model_free(&model);
+    tb_gpt_dataset_close(&data, &rk->mem);
+    tb_trace_bind(NULL);
+    tb_trace_free(&rk->trace);
+    return rc;
+}

@@ -1,0 +1,53 @@
+// attention.c — self-attention: ColumnParallel qkv → core attention → RowParallel proj.
+#include "core/trace.h"
+#include "tensor_parallel/layers.h"
+#include "transformer/transformer_layer.h"
+
+void self_attention_forward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
+                            const transformer_layer_params *p, transformer_layer_acts *a,
+                            transformer_workspace *ws, float *out) {
+    TB_RANGE_PUSH("layer.%d.attention", layer);
+
+    TB_RANGE_PUSH("layer.%d.attention.qkv", layer);
+    // (N,C) -> (N,QKV)
+    column_parallel_linear_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, d->N, d->C, d->QKV);
+    TB_RANGE_POP();
+
+    TB_RANGE_PUSH("layer.%d.attention.core", layer);
+    // (N,QKV) -> (N,C); probs (B,NH,T,T) saved unless selective recompute
+    spec->core_attention->forward(a->atty, a->probs, ws->attn_scratch, a->qkv, d->B, d->T, d->NH, d->G,
+                                  d->hs);
+    TB_RANGE_POP();
+
+    TB_RANGE_PUSH("layer.%d.attention.proj", layer);
+    // (N,C) -> (N,C)
+    row_parallel_linear_forward(out, a->atty, p->proj_w, p->proj_b, d->N, d->C, d->C);
+    TB_RANGE_POP();
+
+    TB_RANGE_POP();
+}
+
+void self_attention_backward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
+                             const transformer_layer_params *p, transformer_layer_params *g,
+                             const transformer_layer_acts *a, transformer_workspace *ws, const float *dout,
+                             float *dln1) {
+    TB_RANGE_PUSH("layer.%d.attention.backward", layer);
+
+    TB_RANGE_PUSH("layer.%d.attention.proj.backward", layer);
+    row_parallel_linear_backward(ws->d_atty, g->proj_w, g->proj_b, dout, a->atty, p->proj_w, d->N, d->C,
+                                 d->C);
+    TB_RANGE_POP();
+
+    TB_RANGE_PUSH("layer.%d.attention.core.backward", layer);
+    // probs == NULL (selective recompute): recomputed from qkv inside, bit for bit
+    spec->core_attention->backward(ws->d_qkv, ws->attn_scratch, ws->d_atty, a->qkv, a->probs, d->B, d->T,
+                                   d->NH, d->G, d->hs);
+    TB_RANGE_POP();
+
+    TB_RANGE_PUSH("layer.%d.attention.qkv.backward", layer);
+    column_parallel_linear_backward(dln1, g->qkv_w, g->qkv_b, ws->d_qkv, a->ln1, p->qkv_w, d->N, d->C,
+                                    d->QKV);
+    TB_RANGE_POP();
+
+    TB_RANGE_POP();
+}

@@ -1,0 +1,132 @@
+#include "transformer/transformer_block.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/trace.h"
+
+static void *host_calloc(size_t n, size_t size) {
+    void *p = calloc(n, size);
+    if (!p) {
+        fprintf(stderr, "transformer_block: out of host memory\n");
+        exit(3);
+    }
+    return p;
+}
+
+void transformer_block_init(transformer_block *b, const tb_config *cfg, const transformer_layer_spec *spec,
+                            tb_allocator *mem) {
+    memset(b, 0, sizeof *b);
+    b->L = cfg->num_layers;
+    b->d = tb_layer_dims_for(cfg, spec->activation->fc1_factor);
+    b->spec = spec;
+    b->mem = mem;
+    // Small bookkeeping arrays of pointers and ints: host memory, not model memory.
+    b->params = host_calloc((size_t)b->L, sizeof *b->params);
+    b->grads = host_calloc((size_t)b->L, sizeof *b->grads);
+    b->acts = host_calloc((size_t)b->L, sizeof *b->acts);
+    b->x = host_calloc((size_t)b->L + 1, sizeof *b->x);
+    b->chunk_start = host_calloc((size_t)b->L, sizeof(int));
+    b->chunk_len = host_calloc((size_t)b->L, sizeof(int));
+    b->recompute = host_calloc((size_t)b->L, sizeof(int));
+    b->selective = cfg->recompute_granularity == TB_RECOMPUTE_SELECTIVE;
+
+    int full = cfg->recompute_granularity == TB_RECOMPUTE_FULL, n = cfg->recompute_num_layers;
+    for (int l = 0; l < b->L; l++) {
+        if (full && cfg->recompute_method == TB_RECOMPUTE_UNIFORM) {
+            b->chunk_start[l] = l / n * n;
+            b->chunk_len[l] = n < b->L - b->chunk_start[l] ? n : b->L - b->chunk_start[l];
+            b->recompute[l] = 1;
+        } else {
+            b->chunk_start[l] = l;
+            b->chunk_len[l] = 1;
+            b->recompute[l] = full && cfg->recompute_method == TB_RECOMPUTE_BLOCK && l < n;
+        }
+    }
+
+    transformer_workspace_alloc(&b->ws, mem, &b->d);
+    size_t nc = (size_t)b->d.N * b->d.C * sizeof(float);
+    b->d_ping = tb_alloc(mem, TB_MEM_WORKSPACE, nc, "grad of residual stream (ping)");
+    b->d_pong = tb_alloc(mem, TB_MEM_WORKSPACE, nc, "grad of residual stream (pong)");
+    b->recompute_out = tb_alloc(mem, TB_MEM_WORKSPACE, nc, "recompute output");
+}
+
+void transformer_block_free(transformer_block *b) {
+    for (int l = 0; l <= b->L; l++) tb_free(b->mem, b->x[l]);
+    for (int l = 0; l < b->L; l++)
+        if (b->acts[l].memory) transformer_layer_acts_free(&b->acts[l], b->mem);
+    transformer_workspace_free(&b->ws, b->mem);
+    tb_free(b->mem, b->d_ping);
+    tb_free(b->mem, b->d_pong);
+    tb_free(b->mem, b->recompute_out);
+    free(b->params);
+    free(b->grads);
+    free(b->acts);
+    free(b->x);
+    free(b->chunk_start);
+    free(b->chunk_len);
+    free(b->recompute);
+}
+
+static float *alloc_stream(transformer_block *b, int l) {
+    char what[48];
+    snprintf(what, sizeof what, "residual stream x[%d]", l);
+    return tb_alloc(b->mem, TB_MEM_ACTIVATIONS, (size_t)b->d.N * b->d.C * sizeof(float), what);
+}
+
+float *transformer_block_input(transformer_block *b) {
+    b->x[0] = alloc_stream(b, 0);
+    return b->x[0];
+}
+
+const float *transformer_block_forward(transformer_block *b) {
+    for (int l = 0; l < b->L; l++) {
+        transformer_layer_acts_alloc(&b->acts[l], b->mem, &b->d, b->selective, l);
+        b->x[l + 1] = alloc_stream(b, l + 1);
+        transformer_layer_forward(b->spec, l, &b->d, &b->params[l], &b->acts[l], &b->ws, b->x[l],
+                                  b->x[l + 1]);
+        if (b->recompute[l]) {
+            // keep only the chunk's input: this layer's activations and its input (unless it
+            // is the chunk's first layer) are recomputed in backward
+            transformer_layer_acts_free(&b->acts[l], b->mem);
+            if (l > b->chunk_start[l]) {
+                tb_free(b->mem, b->x[l]);
+                b->x[l] = NULL;
+            }
+        }
+    }
+    return b->x[b->L];
+}
+
+// Re-runs the forward of the chunk [s, s + n): activations and inner inputs come back;
+// the last layer writes a scratch buffer since its output x[s + n] was kept.
+static void recompute_chunk(transformer_block *b, int s, int n) {
+    TB_RANGE_PUSH("recompute.layer.%d", s);
+    for (int l = s; l < s + n; l++) {
+        transformer_layer_acts_alloc(&b->acts[l], b->mem, &b->d, b->selective, l);
+        float *out = b->recompute_out;
+        if (l + 1 < s + n) out = b->x[l + 1] = alloc_stream(b, l + 1);
+        transformer_layer_forward(b->spec, l, &b->d, &b->params[l], &b->acts[l], &b->ws, b->x[l], out);
+    }
+    TB_RANGE_POP();
+}
+
+const float *transformer_block_backward(transformer_block *b, const float *dout) {
+    const float *dcur = dout;
+    float *dnext = b->d_ping;
+    for (int l = b->L - 1; l >= 0; l--) {
+        if (b->recompute[l] && l == b->chunk_start[l] + b->chunk_len[l] - 1)
+            recompute_chunk(b, b->chunk_start[l], b->chunk_len[l]);
+        transformer_layer_backward(b->spec, l, &b->d, &b->params[l], &b->grads[l], &b->acts[l], &b->ws,
+                                   b->x[l], dcur, dnext);
+        transformer_layer_acts_free(&b->acts[l], b->mem);
+        tb_free(b->mem, b->x[l + 1]);
+        b->x[l + 1] = NULL;
+        dcur = dnext;
+        dnext = dnext == b->d_ping ? b->d_pong : b->d_ping;
+    }
+    tb_free(b->mem, b->x[0]);
+    b->x[0] = NULL;
+    return dcur;
+}

@@ -1,0 +1,50 @@
+// transformer_block.h — the stack of layers and its activation recompute
+// (Megatron-Core transformer_block.py, _checkpointed_forward).
+//
+// The block owns the residual stream: x[l] is the input of layer l, x[L] the block's
+// output. Layers are grouped into chunks; a recomputed chunk keeps only its input x[s]
+// through forward (its layers' activations and inner x are freed as soon as the next layer
+// has consumed them) and re-runs its forward just before its backward:
+//   none                  chunks of one layer, nothing recomputed
+//   full, uniform, n      chunks of n consecutive layers, all recomputed
+//   full, block, n        the first n layers each recomputed alone, the rest not
+//   selective             like none, but each layer drops its attention probabilities
+//                         (the attention core is recomputed inside its backward)
+// Recompute re-runs the same kernels on the same inputs, so losses and gradients are
+// bitwise identical with and without it; only the activation memory differs.
+#ifndef TB_TRANSFORMER_BLOCK_H
+#define TB_TRANSFORMER_BLOCK_H
+
+#include "transformer/transformer_layer.h"
+
+typedef struct transformer_block {
+    int L;
+    tb_layer_dims d;
+    const transformer_layer_spec *spec;
+    tb_allocator *mem;
+    transformer_layer_params *params;  // (L) views into the model's parameter buffer
+    transformer_layer_params *grads;   // (L) views into the gradient buffer
+    transformer_layer_acts *acts;      // (L)
+    float **x;                         // (L+1) residual stream, NULL when not held
+    int *chunk_start;                  // (L) first layer of each layer's chunk
+    int *chunk_len;                    // (L)
+    int *recompute;                    // (L) layer is in a recomputed chunk
+    int selective;
+    transformer_workspace ws;
+    float *d_ping, *d_pong;            // (N,C) gradients of the residual stream
+    float *recompute_out;              // (N,C) where a recomputed chunk's last layer writes
+} transformer_block;
+
+void transformer_block_init(transformer_block *b, const tb_config *cfg, const transformer_layer_spec *spec,
+                            tb_allocator *mem);
+void transformer_block_free(transformer_block *b);
+
+// Allocates x[0] and returns it: the embedding writes the block's input there.
+float *transformer_block_input(transformer_block *b);
+// Runs the layers on x[0]; returns x[L] (held until backward).
+const float *transformer_block_forward(transformer_block *b);
+// dout (N,C) = gradient at x[L] → returns the gradient at x[0] (a block buffer, valid until
+// the next backward). Frees every activation the forward held.
+const float *transformer_block_backward(transformer_block *b, const float *dout);
+
+#endif

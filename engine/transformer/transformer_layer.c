@@ -1,0 +1,154 @@
+#include "transformer/transformer_layer.h"
+
+#include <stdio.h>
+
+#include "backend/cpu/kernels.h"
+#include "core/trace.h"
+
+tb_layer_dims tb_layer_dims_for(const tb_config *cfg, int fc1_factor) {
+    tb_layer_dims d;
+    d.B = cfg->micro_batch_size;
+    d.T = cfg->seq_length;
+    d.N = d.B * d.T;
+    d.C = cfg->hidden_size;
+    d.NH = cfg->num_attention_heads;
+    d.G = cfg->num_query_groups;
+    d.hs = d.C / d.NH;
+    d.QKV = (d.NH + 2 * d.G) * d.hs;
+    d.F = cfg->ffn_hidden_size;
+    d.F1 = fc1_factor * d.F;
+    d.eps = (float)cfg->norm_epsilon;
+    return d;
+}
+
+// The saved tensors of one layer, in carve order: {pointer slot, floats}.
+typedef struct acts_plan {
+    float **slot[12];
+    size_t count[12];
+    int n;
+} acts_plan;
+
+static acts_plan plan_for(transformer_layer_acts *a, const tb_layer_dims *d, int selective) {
+    const size_t N = (size_t)d->N;
+    acts_plan p = {0};
+#define SAVE(field, floats) (p.slot[p.n] = &a->field, p.count[p.n++] = (floats))
+    SAVE(ln1, N * d->C);
+    SAVE(ln1_mean, N);
+    SAVE(ln1_rstd, N);
+    SAVE(qkv, N * d->QKV);
+    SAVE(probs, selective ? 0 : (size_t)d->B * d->NH * d->T * d->T);
+    SAVE(atty, N * d->C);
+    SAVE(mid, N * d->C);
+    SAVE(ln2, N * d->C);
+    SAVE(ln2_mean, N);
+    SAVE(ln2_rstd, N);
+    SAVE(fc1, N * d->F1);
+    SAVE(act, N * d->F);
+#undef SAVE
+    return p;
+}
+
+// Each tensor starts on a 64-byte boundary.
+static size_t padded(size_t floats) { return (floats * sizeof(float) + 63) / 64 * 64; }
+
+size_t transformer_layer_acts_bytes(const tb_layer_dims *d, int selective_recompute) {
+    transformer_layer_acts dummy;
+    acts_plan p = plan_for(&dummy, d, selective_recompute);
+    size_t bytes = 0;
+    for (int i = 0; i < p.n; i++) bytes += padded(p.count[i]);
+    return bytes;
+}
+
+void transformer_layer_acts_alloc(transformer_layer_acts *a, tb_allocator *mem, const tb_layer_dims *d,
+                                  int selective_recompute, int layer) {
+    acts_plan p = plan_for(a, d, selective_recompute);
+    size_t bytes = 0;
+    for (int i = 0; i < p.n; i++) bytes += padded(p.count[i]);
+    char what[64];
+    snprintf(what, sizeof what, "layer.%d activations", layer);
+    char *base = tb_alloc(mem, TB_MEM_ACTIVATIONS, bytes, what);
+    a->memory = base;
+    for (int i = 0; i < p.n; i++) {
+        *p.slot[i] = p.count[i] ? (float *)base : NULL;
+        base += padded(p.count[i]);
+    }
+}
+
+void transformer_layer_acts_free(transformer_layer_acts *a, tb_allocator *mem) {
+    tb_free(mem, a->memory);
+    a->memory = NULL;
+}
+
+void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, const tb_layer_dims *d) {
+    const size_t N = (size_t)d->N, f = sizeof(float);
+    ws->branch = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->C * f, "layer branch output");
+    ws->d_norm_out = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->C * f, "grad at norm output");
+    ws->d_mid = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->C * f, "grad at mid residual");
+    ws->d_qkv = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->QKV * f, "grad of qkv");
+    ws->d_atty = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->C * f, "grad of attention output");
+    ws->d_fc1 = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F1 * f, "grad of fc1 output");
+    ws->d_act = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F * f, "grad of activation output");
+    ws->attn_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, 2 * (size_t)d->T * d->T * f, "attention scratch");
+}
+
+void transformer_workspace_free(transformer_workspace *ws, tb_allocator *mem) {
+    tb_free(mem, ws->branch);
+    tb_free(mem, ws->d_norm_out);
+    tb_free(mem, ws->d_mid);
+    tb_free(mem, ws->d_qkv);
+    tb_free(mem, ws->d_atty);
+    tb_free(mem, ws->d_fc1);
+    tb_free(mem, ws->d_act);
+    tb_free(mem, ws->attn_scratch);
+}
+
+void transformer_layer_forward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
+                               const transformer_layer_params *p, transformer_layer_acts *a,
+                               transformer_workspace *ws, const float *inp, float *out) {
+    const size_t NC = (size_t)d->N * d->C;
+    TB_RANGE_PUSH("layer.%d", layer);
+
+    TB_RANGE_PUSH("layer.%d.input_layernorm", layer);
+    spec->input_layernorm->forward(a->ln1, a->ln1_mean, a->ln1_rstd, inp, p->ln1_w, p->ln1_b, d->N, d->C,
+                                   d->eps);
+    TB_RANGE_POP();
+
+    self_attention_forward(spec, layer, d, p, a, ws, ws->branch);
+    cpu_add(a->mid, inp, ws->branch, NC);  // residual
+
+    TB_RANGE_PUSH("layer.%d.pre_mlp_layernorm", layer);
+    spec->pre_mlp_layernorm->forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, p->ln2_w, p->ln2_b, d->N,
+                                     d->C, d->eps);
+    TB_RANGE_POP();
+
+    mlp_forward(spec, layer, d, p, a, ws->branch);
+    cpu_add(out, a->mid, ws->branch, NC);  // residual
+
+    TB_RANGE_POP();
+}
+
+void transformer_layer_backward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
+                                const transformer_layer_params *p, transformer_layer_params *g,
+                                const transformer_layer_acts *a, transformer_workspace *ws,
+                                const float *inp, const float *dout, float *dinp) {
+    const size_t NC = (size_t)d->N * d->C;
+    TB_RANGE_PUSH("layer.%d.backward", layer);
+
+    // out = mid + mlp(ln2(mid)): dmid = dout + ln2ᵀ(mlpᵀ(dout))
+    mlp_backward(spec, layer, d, p, g, a, ws, dout, ws->d_norm_out);
+    TB_RANGE_PUSH("layer.%d.pre_mlp_layernorm.backward", layer);
+    spec->pre_mlp_layernorm->backward(ws->d_mid, g->ln2_w, g->ln2_b, ws->d_norm_out, a->mid, p->ln2_w,
+                                      a->ln2_mean, a->ln2_rstd, d->N, d->C);
+    TB_RANGE_POP();
+    cpu_add_inplace(ws->d_mid, dout, NC);
+
+    // mid = inp + attn(ln1(inp)): dinp = dmid + ln1ᵀ(attnᵀ(dmid))
+    self_attention_backward(spec, layer, d, p, g, a, ws, ws->d_mid, ws->d_norm_out);
+    TB_RANGE_PUSH("layer.%d.input_layernorm.backward", layer);
+    spec->input_layernorm->backward(dinp, g->ln1_w, g->ln1_b, ws->d_norm_out, inp, p->ln1_w, a->ln1_mean,
+                                    a->ln1_rstd, d->N, d->C);
+    TB_RANGE_POP();
+    cpu_add_inplace(dinp, ws->d_mid, NC);
+
+    TB_RANGE_POP();
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tracebook builds against (DESIGN.md, "Layout").
+# Idempotent: packages already present are skipped, and `apt-get update` runs once,
+# only when something must be installed. The CUDA toolkit is optional and not installed
+# here; CMake finds it at its standard location when present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libopenblas-dev      # sgemm for the engine's matmuls
+  libjansson-dev       # JSON: config, metrics, traces, safetensors headers
+  liblua5.4-dev        # runbook host
+  libgit2-dev          # run provenance
+  libclang-19-dev      # source indexer
+  libsqlite3-dev       # catalogue and index storage
+  libssl-dev           # SHA-256
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
