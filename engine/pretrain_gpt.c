@@ -2,10 +2,12 @@
 // arguments → config → validation → world → model → train.
 #include <stdio.h>
 
+#include "backend/cpu/kernels.h"
 #include "config.h"
 #include "training.h"
 
 int main(int argc, char **argv) {
+    cpu_blas_select_kernels(argv);
     tb_config cfg;
     tb_error err;
     int help = 0;

@@ -136,6 +136,7 @@ static void print_header(const tb_config *c, const gpt_model *m, const char *run
            c->recompute_granularity == TB_RECOMPUTE_FULL
                ? config_choice_name("recompute_method", c->recompute_method)
                : "");
+    printf("BLAS: %s\n", cpu_blas_name());
     printf("global batch %d = micro batch %d x microbatches %d x dp %d (%d tokens per step)\n",
            c->global_batch_size, c->micro_batch_size, c->num_microbatches, c->data_parallel_size,
            c->global_batch_size * c->seq_length);

@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libopenblas-dev      # sgemm for the engine's matmuls
+  libopenblas-openmp-dev  # sgemm for the engine's matmuls, threaded with OpenMP
   libjansson-dev       # JSON: config, metrics, traces, safetensors headers
   liblua5.4-dev        # runbook host
   libgit2-dev          # run provenance

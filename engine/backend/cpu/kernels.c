@@ -3,10 +3,16 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 // OpenBLAS's own controls (declared in its cblas.h on Debian, repeated for clarity).
 void openblas_set_num_threads(int num_threads);
+char *openblas_get_corename(void);
+char *openblas_get_config(void);
 
 // Columns handled by one thread in the column-split reductions: a multiple of 16 floats so
 // that threads never share a cache line of the output.
@@ -419,3 +425,26 @@ void cpu_set_num_threads(int n) {
 }
 
 int cpu_get_num_threads(void) { return omp_get_max_threads(); }
+
+const char *cpu_blas_name(void) {
+    static _Thread_local char name[160];
+    snprintf(name, sizeof name, "%s (%s)", openblas_get_config(), openblas_get_corename());
+    return name;
+}
+
+void cpu_blas_select_kernels(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE")) return;
+    const char *core = openblas_get_corename();
+    if (strcasecmp(core, "prescott") != 0 && strcasecmp(core, "core2") != 0 && strcasecmp(core, "nehalem") != 0)
+        return;
+    __builtin_cpu_init();
+    const char *better = __builtin_cpu_supports("avx512f")                                  ? "SkylakeX"
+                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell"
+                                                                                            : NULL;
+    if (!better) return;
+    setenv("OPENBLAS_CORETYPE", better, 1);
+    execv("/proc/self/exe", argv);
+    // exec failed: carry on with the generic kernels
+    fprintf(stderr, "note: OpenBLAS chose its generic '%s' kernels; re-exec with OPENBLAS_CORETYPE=%s failed\n",
+            core, better);
+}

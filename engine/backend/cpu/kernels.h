@@ -87,8 +87,18 @@ void cpu_cross_entropy_backward(float *probs_to_dlogits, const int32_t *targets,
 double cpu_sum_squares(const float *x, size_t n);
 void cpu_scale(float *x, float s, size_t n);
 
+// OpenBLAS picks its kernels from the CPU model when it loads. OpenBLAS 0.3.21 (Debian 12)
+// does not know recent Xeons and falls back to its generic SSE3 "Prescott" kernels, at a
+// third of the speed. Called first thing in main: when OPENBLAS_CORETYPE is unset and the
+// generic kernels were chosen on a CPU with AVX-512 (or AVX2 + FMA), it sets
+// OPENBLAS_CORETYPE=SkylakeX (or Haswell) and re-executes the program, once. A user's own
+// OPENBLAS_CORETYPE is always respected.
+void cpu_blas_select_kernels(char **argv);
+
 // Sets OpenBLAS's and OpenMP's thread counts (0: all cores).
 void cpu_set_num_threads(int n);
 int cpu_get_num_threads(void);
+// The BLAS in use, e.g. "OpenBLAS 0.3.21 Cooperlake" (the kernel set it chose for this CPU).
+const char *cpu_blas_name(void);
 
 #endif
