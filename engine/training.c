@@ -11,10 +11,6 @@
 #include "backend/cpu/kernels.h"
 #include "checkpoint/gpt_checkpoint.h"
 #include "core/fileio.h"
-#include "datasets/gpt_dataset.h"
-#include "models/gpt.h"
-#include "optimizer/optimizer.h"
-#include "parallel_state.h"
 
 // ---------------------------------------------------------------------------------------
 // Run directory and reports
@@ -158,8 +154,80 @@ static json_t *metrics_line(const step_metrics *s, const tb_config *c, const tb_
     return o;
 }
 
-int pretrain(const tb_config *cfg, tb_error *err) {
-    tb_rank rk_storage, *rk = &rk_storage;
+int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *err) {
+    memset(tr, 0, sizeof *tr);
+    tr->rk = rk;
+    tr->cfg = cfg;
+    int rc = cfg->data_path[0] ? tb_gpt_dataset_open_file(&tr->data, &rk->mem, cfg->data_path, cfg->seq_length,
+                                                          cfg->vocab_size, err)
+                               : tb_gpt_dataset_open_synthetic(&tr->data, (uint64_t)cfg->seed, cfg->seq_length,
+                                                               cfg->vocab_size, &rk->mem, err);
+    if (rc != 0) return tb_fail_prefix(err, "flag --data-path");
+    gpt_model_init(&tr->model, cfg, &rk->mem);
+    if (cfg->load[0] && gpt_load_safetensors(&tr->model, cfg->load, err) != 0) {
+        gpt_model_free(&tr->model);
+        tb_gpt_dataset_close(&tr->data, &rk->mem);
+        return tb_fail_prefix(err, "flag --load");
+    }
+    adamw_init(&tr->opt, cfg, tr->model.num_parameters, &rk->mem);
+    size_t tokens = (size_t)cfg->micro_batch_size * cfg->seq_length;
+    tr->inputs = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch inputs");
+    tr->targets = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch targets");
+    return 0;
+}
+
+void trainer_free(tb_trainer *tr) {
+    tb_allocator *mem = &tr->rk->mem;
+    tb_free(mem, tr->inputs);
+    tb_free(mem, tr->targets);
+    adamw_free(&tr->opt);
+    gpt_model_free(&tr->model);
+    tb_gpt_dataset_close(&tr->data, mem);
+}
+
+tb_step_result train_step(tb_trainer *tr, int64_t step) {
+    const tb_config *cfg = tr->cfg;
+    tb_rank *rk = tr->rk;
+    gpt_model *model = &tr->model;
+    const int B = cfg->micro_batch_size, T = cfg->seq_length, M = cfg->num_microbatches;
+    tb_step_result r = {0, 0, 0};
+    rk->step = step;
+
+    TB_RANGE_PUSH("train_step");
+    tb_range_annotate(step, -1);
+    gpt_zero_grad(model);
+    for (int mb = 0; mb < M; mb++) {
+        rk->microbatch = mb;
+        TB_RANGE_PUSH("microbatch");
+        tb_range_annotate(step, mb);
+        // global sample index: step-major, then microbatch, then dp rank, then row
+        uint64_t first = (uint64_t)(step - 1) * cfg->global_batch_size +
+                         (uint64_t)mb * B * cfg->data_parallel_size + (uint64_t)rk->coords.dp * B;
+        for (int b = 0; b < B; b++)
+            tb_gpt_dataset_get_sample(&tr->data, first + b, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
+        r.loss += gpt_forward(model, tr->inputs, tr->targets);
+        gpt_backward(model, 1.0f / (float)M);
+        TB_RANGE_POP();
+    }
+    rk->microbatch = -1;
+    r.loss /= M;
+
+    TB_RANGE_PUSH("optimizer");
+    TB_RANGE_PUSH("optimizer.clip_grads");
+    r.grad_norm = clip_grads_global_norm(model->grad_memory, model->num_parameters);
+    clip_grads_by_total_norm(model->grad_memory, model->num_parameters, r.grad_norm, cfg->clip_grad);
+    TB_RANGE_POP();
+    TB_RANGE_PUSH("optimizer.adamw");
+    r.lr = lr_at_step(cfg, step);
+    adamw_step(&tr->opt, model->params, model->nparams, model->param_memory, model->grad_memory, (float)r.lr);
+    TB_RANGE_POP();
+    TB_RANGE_POP();
+
+    TB_RANGE_POP();
+    return r;
+}
+
+void rank_init_single(tb_rank *rk, const tb_config *cfg) {
     memset(rk, 0, sizeof *rk);
     rk->cfg = cfg;
     rk->rank = 0;
@@ -167,6 +235,11 @@ int pretrain(const tb_config *cfg, tb_error *err) {
     rk->coords = parallel_state_coords(cfg, 0);
     parallel_state_label(rk->label, sizeof rk->label, 0, rk->coords);
     rk->microbatch = -1;
+}
+
+int pretrain(const tb_config *cfg, tb_error *err) {
+    tb_rank rk_storage, *rk = &rk_storage;
+    rank_init_single(rk, cfg);
     if (make_run_dir(cfg, rk->run_dir, sizeof rk->run_dir, err) != 0) return -1;
 
     char path[TB_PATH_MAX + 64];
@@ -181,78 +254,28 @@ int pretrain(const tb_config *cfg, tb_error *err) {
     tb_trace_init(&rk->trace, rk->rank, rk->world_size, rk->label, tb_now_ns(), 1);
     tb_trace_bind(&rk->trace);
 
-    tb_gpt_dataset data;
-    rc = cfg->data_path[0]
-             ? tb_gpt_dataset_open_file(&data, &rk->mem, cfg->data_path, cfg->seq_length, cfg->vocab_size, err)
-             : tb_gpt_dataset_open_synthetic(&data, (uint64_t)cfg->seed, cfg->seq_length, cfg->vocab_size,
-                                             &rk->mem, err);
-    if (rc != 0) {
+    tb_trainer tr;
+    if (trainer_init(&tr, cfg, rk, err) != 0) {
         tb_trace_bind(NULL);
         tb_trace_free(&rk->trace);
-        return tb_fail_prefix(err, "flag --data-path");
+        return -1;
     }
-
-    gpt_model model;
-    gpt_model_init(&model, cfg, &rk->mem);
-    if (cfg->load[0] && gpt_load_safetensors(&model, cfg->load, err) != 0) {
-        tb_fail_prefix(err, "flag --load");
-        rc = -1;
-        goto done_model;
-    }
-    tb_adamw opt;
-    adamw_init(&opt, cfg, model.num_parameters, &rk->mem);
-
-    const int B = cfg->micro_batch_size, T = cfg->seq_length, M = cfg->num_microbatches;
-    int32_t *inputs = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, (size_t)B * T * sizeof(int32_t), "batch inputs");
-    int32_t *targets = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, (size_t)B * T * sizeof(int32_t), "batch targets");
 
     rank_file(path, sizeof path, rk, "metrics", "jsonl");
     FILE *metrics = fopen(path, "w");
     if (!metrics) {
         rc = tb_fail(err, "%s: cannot create metrics file", path);
-        goto done_opt;
+        goto done;
     }
-    print_header(cfg, &model, rk->run_dir);
-    const double flops_per_token = gpt_flops_per_token(&model);
-    const int64_t tokens_per_step = (int64_t)cfg->global_batch_size * T;
+    print_header(cfg, &tr.model, rk->run_dir);
+    const double flops_per_token = gpt_flops_per_token(&tr.model);
+    const int64_t tokens_per_step = (int64_t)cfg->global_batch_size * cfg->seq_length;
 
     for (int64_t step = 1; step <= cfg->train_iters; step++) {
-        rk->step = step;
         int64_t t0 = tb_now_ns();
-        TB_RANGE_PUSH("train_step");
-        tb_range_annotate(step, -1);
-        gpt_zero_grad(&model);
-        double loss = 0.0;
-        for (int mb = 0; mb < M; mb++) {
-            rk->microbatch = mb;
-            TB_RANGE_PUSH("microbatch");
-            tb_range_annotate(step, mb);
-            // global sample index: step-major, then microbatch, then dp rank, then row
-            uint64_t first = (uint64_t)(step - 1) * cfg->global_batch_size +
-                             (uint64_t)mb * B * cfg->data_parallel_size + (uint64_t)rk->coords.dp * B;
-            for (int b = 0; b < B; b++)
-                tb_gpt_dataset_get_sample(&data, first + b, inputs + (size_t)b * T, targets + (size_t)b * T);
-            loss += gpt_forward(&model, inputs, targets);
-            gpt_backward(&model, 1.0f / (float)M);
-            TB_RANGE_POP();
-        }
-        rk->microbatch = -1;
-        loss /= M;
-
-        TB_RANGE_PUSH("optimizer");
-        TB_RANGE_PUSH("optimizer.clip_grads");
-        double norm = clip_grads_global_norm(model.grad_memory, model.num_parameters);
-        clip_grads_by_total_norm(model.grad_memory, model.num_parameters, norm, cfg->clip_grad);
-        TB_RANGE_POP();
-        TB_RANGE_PUSH("optimizer.adamw");
-        double lr = lr_at_step(cfg, step);
-        adamw_step(&opt, model.params, model.nparams, model.param_memory, model.grad_memory, (float)lr);
-        TB_RANGE_POP();
-        TB_RANGE_POP();
-
-        TB_RANGE_POP();
+        tb_step_result r = train_step(&tr, step);
         double seconds = (double)(tb_now_ns() - t0) / 1e9;
-        step_metrics s = {step, loss, lr, norm, seconds * 1e3, (double)tokens_per_step / seconds, 0, 0};
+        step_metrics s = {step, r.loss, r.lr, r.grad_norm, seconds * 1e3, (double)tokens_per_step / seconds, 0, 0};
         s.tflops = flops_per_token * (double)tokens_per_step / seconds / 1e12;
         s.mfu = cfg->peak_tflops > 0 ? s.tflops / cfg->peak_tflops : 0;
         json_t *line = metrics_line(&s, cfg, &rk->mem);
@@ -262,21 +285,20 @@ int pretrain(const tb_config *cfg, tb_error *err) {
         free(text);
         json_decref(line);
         if (step % cfg->log_interval == 0 || step == cfg->train_iters) {
-            printf("%6lld  %10.6f  %10.3e  %10.4f  %10.1f  %9.1f\n", (long long)step, loss, lr, norm,
+            printf("%6lld  %10.6f  %10.3e  %10.4f  %10.1f  %9.1f\n", (long long)step, s.loss, s.lr, s.grad_norm,
                    s.tokens_per_s, s.step_ms);
             fflush(stdout);
         }
     }
     if (fclose(metrics) != 0) {
         rc = tb_fail(err, "%s/metrics: write failed", rk->run_dir);
-        goto done_opt;
+        goto done;
     }
 
     if (cfg->save[0]) {
-        if (gpt_save_safetensors(&model, cfg->save, err) != 0) {
-            tb_fail_prefix(err, "flag --save");
-            rc = -1;
-            goto done_opt;
+        if (gpt_save_safetensors(&tr.model, cfg->save, err) != 0) {
+            rc = tb_fail_prefix(err, "flag --save");
+            goto done;
         }
         printf("\nsaved weights: %s\n", cfg->save);
     }
@@ -303,13 +325,8 @@ int pretrain(const tb_config *cfg, tb_error *err) {
                (double)rk->mem.stats.at_total_peak[TB_MEM_WORKSPACE] / 1048576.0);
     }
 
-done_opt:
-    tb_free(&rk->mem, inputs);
-    tb_free(&rk->mem, targets);
-    adamw_free(&opt);
-done_model:
-    gpt_model_free(&model);
-    tb_gpt_dataset_close(&data, &rk->mem);
+done:
+    trainer_free(&tr);
     tb_trace_bind(NULL);
     tb_trace_free(&rk->trace);
     return rc;

@@ -14,6 +14,37 @@
 
 #include "config.h"
 #include "core/error.h"
+#include "datasets/gpt_dataset.h"
+#include "models/gpt.h"
+#include "optimizer/optimizer.h"
+#include "parallel_state.h"
+
+// The state of training on one rank: its model, optimizer and data (Megatron's
+// model + optimizer + data iterator).
+typedef struct tb_trainer {
+    tb_rank *rk;
+    const tb_config *cfg;
+    gpt_model model;
+    tb_adamw opt;
+    tb_gpt_dataset data;
+    int32_t *inputs, *targets;  // (B,T) the microbatch in flight
+} tb_trainer;
+
+typedef struct tb_step_result {
+    double loss;        // mean over the global batch
+    double grad_norm;   // before clipping
+    double lr;
+} tb_step_result;
+
+// Opens the data, builds the model (loading --load if set) and the optimizer, all through
+// rk's allocator. rk must be initialised (allocator, trace bound to this thread).
+int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *err);
+void trainer_free(tb_trainer *tr);
+// One optimizer step (1-based): every microbatch's forward and backward, clipping, AdamW.
+tb_step_result train_step(tb_trainer *tr, int64_t step);
+
+// A world-of-one rank context for cfg (coordinates all 0); allocator and trace untouched.
+void rank_init_single(tb_rank *rk, const tb_config *cfg);
 
 // Runs a validated, resolved config to the end. Returns 0, or -1 with err set. An OOM
 // under --memory-cap does not return: it writes its report and exits with status 3.

@@ -1,0 +1,419 @@
+// Gradient checks: every module's backward against central finite differences of its
+// forward. Each module is checked on the objective L = Σ out ⊙ R (R fixed and random), whose
+// gradient at the output is R, so backward(R) must equal dL/dinput and dL/dparams.
+// Kernels run in fp32; the objective is summed in double. Tolerance: |analytic − numeric|
+// ≤ RTOL·max(|analytic|, |numeric|) + ATOL, tight enough that a wrong factor, sign, index or
+// missing term fails.
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "config.h"
+#include "core/memory.h"
+#include "core/rng.h"
+#include "models/gpt.h"
+#include "tb_test.h"
+#include "transformer/transformer_layer.h"
+
+#define RTOL 2e-2
+#define ATOL 2e-3
+
+static tb_rng rng;
+
+static float *randn(size_t n, float scale) {
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = scale * tb_rng_normal(&rng);
+    return x;
+}
+
+static float *zeros(size_t n) { return calloc(n, sizeof(float)); }
+
+static double dot(const float *a, const float *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+typedef double (*objective)(void *ctx);
+
+// Compares analytic[i] with the central difference of f around x[i] for `count` indices
+// spread over [0, n). Returns the number of mismatches (printed).
+static int check(const char *what, float *x, const float *analytic, size_t n, objective f, void *ctx,
+                 float eps, int count) {
+    int bad = 0;
+    double worst = 0;
+    size_t stride = n / (size_t)count > 0 ? n / (size_t)count : 1;
+    for (size_t i = (size_t)(tb_rng_u64(&rng) % stride); i < n; i += stride) {
+        float saved = x[i];
+        x[i] = saved + eps;
+        double fp = f(ctx);
+        x[i] = saved - eps;
+        double fm = f(ctx);
+        x[i] = saved;
+        double num = (fp - fm) / (2.0 * eps), ana = analytic[i];
+        double err = fabs(num - ana), lim = RTOL * fmax(fabs(num), fabs(ana)) + ATOL;
+        if (err / lim > worst) worst = err / lim;
+        if (err > lim) {
+            if (bad < 5) printf("    %s[%zu]: analytic %.6g numeric %.6g\n", what, i, ana, num);
+            bad++;
+        }
+    }
+    if (bad) printf("    %s: %d mismatches (worst %.2f x tolerance)\n", what, bad, worst);
+    return bad;
+}
+
+// ---------------------------------------------------------------------------------------
+// linear
+
+typedef struct {
+    int N, C, OC;
+    float *inp, *w, *b, *out, *R;
+} linear_case;
+
+static double linear_objective(void *p) {
+    linear_case *c = p;
+    cpu_matmul_forward(c->out, c->inp, c->w, c->b, c->N, c->C, c->OC);
+    return dot(c->out, c->R, (size_t)c->N * c->OC);
+}
+
+TB_TEST(linear_backward_matches_finite_differences) {
+    linear_case c = {6, 16, 24, NULL, NULL, NULL, NULL, NULL};
+    c.inp = randn((size_t)c.N * c.C, 1);
+    c.w = randn((size_t)c.OC * c.C, 0.3f);
+    c.b = randn((size_t)c.OC, 0.3f);
+    c.out = zeros((size_t)c.N * c.OC);
+    c.R = randn((size_t)c.N * c.OC, 1);
+    float *dinp = zeros((size_t)c.N * c.C), *dw = zeros((size_t)c.OC * c.C), *db = zeros((size_t)c.OC);
+    linear_objective(&c);
+    cpu_matmul_backward(dinp, dw, db, c.R, c.inp, c.w, c.N, c.C, c.OC);
+    TB_CHECK(check("dinp", c.inp, dinp, (size_t)c.N * c.C, linear_objective, &c, 1e-2f, 40) == 0, "dinp");
+    TB_CHECK(check("dweight", c.w, dw, (size_t)c.OC * c.C, linear_objective, &c, 1e-2f, 40) == 0, "dweight");
+    TB_CHECK(check("dbias", c.b, db, (size_t)c.OC, linear_objective, &c, 1e-2f, 24) == 0, "dbias");
+    // parameter gradients accumulate: a second backward doubles them
+    float *dw2 = malloc((size_t)c.OC * c.C * sizeof(float));
+    memcpy(dw2, dw, (size_t)c.OC * c.C * sizeof(float));
+    cpu_matmul_backward(dinp, dw, db, c.R, c.inp, c.w, c.N, c.C, c.OC);
+    int doubled = 1;
+    for (int i = 0; i < c.OC * c.C; i++) doubled &= fabsf(dw[i] - 2 * dw2[i]) <= 1e-5f * (1 + fabsf(dw[i]));
+    TB_CHECK(doubled, "dweight accumulates across backward calls");
+    free(c.inp), free(c.w), free(c.b), free(c.out), free(c.R), free(dinp), free(dw), free(db), free(dw2);
+}
+
+// ---------------------------------------------------------------------------------------
+// norms
+
+typedef struct {
+    int N, C, rms;
+    float *inp, *w, *b, *out, *mean, *rstd, *R;
+} norm_case;
+
+static double norm_objective(void *p) {
+    norm_case *c = p;
+    if (c->rms) cpu_rmsnorm_forward(c->out, c->rstd, c->inp, c->w, c->N, c->C, 1e-5f);
+    else cpu_layernorm_forward(c->out, c->mean, c->rstd, c->inp, c->w, c->b, c->N, c->C, 1e-5f);
+    return dot(c->out, c->R, (size_t)c->N * c->C);
+}
+
+static void norm_check(int rms) {
+    norm_case c = {5, 48, rms, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t n = (size_t)c.N * c.C;
+    c.inp = randn(n, 1);
+    for (size_t i = 0; i < n; i++) c.inp[i] += 0.5f;  // a non-zero mean to remove
+    c.w = randn((size_t)c.C, 1), c.b = randn((size_t)c.C, 1);
+    c.out = zeros(n), c.mean = zeros((size_t)c.N), c.rstd = zeros((size_t)c.N), c.R = randn(n, 1);
+    float *dinp = zeros(n), *dw = zeros((size_t)c.C), *db = zeros((size_t)c.C);
+    norm_objective(&c);
+    if (rms) cpu_rmsnorm_backward(dinp, dw, c.R, c.inp, c.w, c.rstd, c.N, c.C);
+    else cpu_layernorm_backward(dinp, dw, db, c.R, c.inp, c.w, c.mean, c.rstd, c.N, c.C);
+    TB_CHECK(check("dinp", c.inp, dinp, n, norm_objective, &c, 1e-2f, 60) == 0, "dinp (rms=%d)", rms);
+    TB_CHECK(check("dweight", c.w, dw, (size_t)c.C, norm_objective, &c, 1e-2f, 48) == 0, "dweight (rms=%d)", rms);
+    if (!rms) TB_CHECK(check("dbias", c.b, db, (size_t)c.C, norm_objective, &c, 1e-2f, 48) == 0, "dbias");
+    free(c.inp), free(c.w), free(c.b), free(c.out), free(c.mean), free(c.rstd), free(c.R);
+    free(dinp), free(dw), free(db);
+}
+
+TB_TEST(layernorm_backward_matches_finite_differences) { norm_check(0); }
+TB_TEST(rmsnorm_backward_matches_finite_differences) { norm_check(1); }
+
+// ---------------------------------------------------------------------------------------
+// activations
+
+typedef struct {
+    int N, F, swiglu;
+    float *inp, *out, *R;
+} act_case;
+
+static double act_objective(void *p) {
+    act_case *c = p;
+    if (c->swiglu) cpu_swiglu_forward(c->out, c->inp, c->N, c->F);
+    else cpu_gelu_forward(c->out, c->inp, (size_t)c->N * c->F);
+    return dot(c->out, c->R, (size_t)c->N * c->F);
+}
+
+static void act_check(int swiglu) {
+    act_case c = {4, 32, swiglu, NULL, NULL, NULL};
+    size_t nin = (size_t)c.N * c.F * (swiglu ? 2 : 1), nout = (size_t)c.N * c.F;
+    c.inp = randn(nin, 2), c.out = zeros(nout), c.R = randn(nout, 1);
+    float *dinp = zeros(nin);
+    act_objective(&c);
+    if (swiglu) cpu_swiglu_backward(dinp, c.inp, c.R, c.N, c.F);
+    else cpu_gelu_backward(dinp, c.inp, c.R, nout);
+    TB_CHECK(check("dinp", c.inp, dinp, nin, act_objective, &c, 1e-2f, 80) == 0, "swiglu=%d", swiglu);
+    free(c.inp), free(c.out), free(c.R), free(dinp);
+}
+
+TB_TEST(gelu_backward_matches_finite_differences) { act_check(0); }
+TB_TEST(swiglu_backward_matches_finite_differences) { act_check(1); }
+
+// ---------------------------------------------------------------------------------------
+// attention core
+
+typedef struct {
+    int B, T, NH, G, hs;
+    float *qkv, *out, *probs, *scratch, *R;
+} attn_case;
+
+static double attn_objective(void *p) {
+    attn_case *c = p;
+    cpu_attention_forward(c->out, c->probs, c->scratch, c->qkv, c->B, c->T, c->NH, c->G, c->hs);
+    return dot(c->out, c->R, (size_t)c->B * c->T * c->NH * c->hs);
+}
+
+static void attention_check(int NH, int G) {
+    attn_case c = {2, 7, NH, G, 8, NULL, NULL, NULL, NULL, NULL};
+    size_t nqkv = (size_t)c.B * c.T * (NH + 2 * G) * c.hs, nout = (size_t)c.B * c.T * NH * c.hs;
+    c.qkv = randn(nqkv, 1), c.out = zeros(nout), c.R = randn(nout, 1);
+    c.probs = zeros((size_t)c.B * NH * c.T * c.T), c.scratch = zeros(2 * (size_t)c.T * c.T);
+    float *dqkv = zeros(nqkv), *dqkv_recomputed = zeros(nqkv);
+    attn_objective(&c);
+    cpu_attention_backward(dqkv, c.scratch, c.R, c.qkv, c.probs, c.B, c.T, NH, G, c.hs);
+    TB_CHECK(check("dqkv", c.qkv, dqkv, nqkv, attn_objective, &c, 1e-2f, 120) == 0, "NH %d G %d", NH, G);
+    // the selective-recompute path (probabilities recomputed in backward) is bitwise equal
+    cpu_attention_backward(dqkv_recomputed, c.scratch, c.R, c.qkv, NULL, c.B, c.T, NH, G, c.hs);
+    TB_CHECK(memcmp(dqkv, dqkv_recomputed, nqkv * sizeof(float)) == 0,
+             "recomputed-probability backward differs from the saved-probability one");
+    // causality: the output at position 0 depends only on position 0
+    float *out0 = malloc(nout * sizeof(float));
+    memcpy(out0, c.out, nout * sizeof(float));
+    size_t last = (size_t)(c.T - 1) * (NH + 2 * G) * c.hs;  // perturb the last position of batch 0
+    for (int i = 0; i < (NH + 2 * G) * c.hs; i++) c.qkv[last + i] += 1.0f;
+    attn_objective(&c);
+    TB_CHECK(memcmp(out0, c.out, (size_t)NH * c.hs * sizeof(float)) == 0, "position 0 saw the future");
+    free(c.qkv), free(c.out), free(c.R), free(c.probs), free(c.scratch), free(dqkv), free(dqkv_recomputed);
+    free(out0);
+}
+
+TB_TEST(attention_backward_matches_finite_differences) { attention_check(4, 4); }
+TB_TEST(grouped_query_attention_backward_matches_finite_differences) { attention_check(4, 2); }
+
+// ---------------------------------------------------------------------------------------
+// embedding and loss
+
+typedef struct {
+    int B, T, C, V;
+    int32_t *tokens;
+    float *wte, *wpe, *out, *R;
+} emb_case;
+
+static double emb_objective(void *p) {
+    emb_case *c = p;
+    cpu_embedding_forward(c->out, c->tokens, c->wte, c->wpe, c->B, c->T, c->C);
+    return dot(c->out, c->R, (size_t)c->B * c->T * c->C);
+}
+
+TB_TEST(embedding_backward_matches_finite_differences) {
+    emb_case c = {2, 5, 16, 11, NULL, NULL, NULL, NULL, NULL};
+    c.tokens = malloc(10 * sizeof(int32_t));
+    for (int i = 0; i < 10; i++) c.tokens[i] = (int32_t)(i * 7 % 4);  // repeated ids accumulate
+    c.wte = randn((size_t)c.V * c.C, 1), c.wpe = randn((size_t)c.T * c.C, 1);
+    c.out = zeros((size_t)10 * c.C), c.R = randn((size_t)10 * c.C, 1);
+    float *dwte = zeros((size_t)c.V * c.C), *dwpe = zeros((size_t)c.T * c.C);
+    emb_objective(&c);
+    cpu_embedding_backward(dwte, dwpe, c.R, c.tokens, c.B, c.T, c.C);
+    TB_CHECK(check("dwte", c.wte, dwte, (size_t)c.V * c.C, emb_objective, &c, 1e-2f, 80) == 0, "dwte");
+    TB_CHECK(check("dwpe", c.wpe, dwpe, (size_t)c.T * c.C, emb_objective, &c, 1e-2f, 40) == 0, "dwpe");
+    free(c.tokens), free(c.wte), free(c.wpe), free(c.out), free(c.R), free(dwte), free(dwpe);
+}
+
+typedef struct {
+    int N, V, Vp;
+    int32_t *targets;
+    float *logits, *work, *losses;
+} ce_case;
+
+static double ce_objective(void *p) {
+    ce_case *c = p;
+    memcpy(c->work, c->logits, (size_t)c->N * c->Vp * sizeof(float));
+    cpu_cross_entropy_forward(c->work, c->losses, c->targets, c->N, c->V, c->Vp);
+    double s = 0;
+    for (int i = 0; i < c->N; i++) s += c->losses[i];
+    return s / c->N;
+}
+
+TB_TEST(cross_entropy_backward_matches_finite_differences_and_ignores_padding) {
+    ce_case c = {6, 13, 16, NULL, NULL, NULL, NULL};
+    c.targets = malloc((size_t)c.N * sizeof(int32_t));
+    for (int i = 0; i < c.N; i++) c.targets[i] = (int32_t)(tb_rng_u64(&rng) % (uint64_t)c.V);
+    c.logits = randn((size_t)c.N * c.Vp, 2), c.work = zeros((size_t)c.N * c.Vp), c.losses = zeros((size_t)c.N);
+    double loss = ce_objective(&c);
+    cpu_cross_entropy_backward(c.work, c.targets, 1.0f / c.N, c.N, c.V, c.Vp);
+    float *dlogits = malloc((size_t)c.N * c.Vp * sizeof(float));
+    memcpy(dlogits, c.work, (size_t)c.N * c.Vp * sizeof(float));
+    TB_CHECK(check("dlogits", c.logits, dlogits, (size_t)c.N * c.Vp, ce_objective, &c, 1e-2f, 96) == 0, "dlogits");
+    int padding_zero = 1;
+    for (int n = 0; n < c.N; n++)
+        for (int v = c.V; v < c.Vp; v++) padding_zero &= dlogits[(size_t)n * c.Vp + v] == 0.0f;
+    TB_CHECK(padding_zero, "padded vocabulary columns must get zero gradient");
+    // the padded logits take no part in the loss
+    for (int n = 0; n < c.N; n++) c.logits[(size_t)n * c.Vp + c.V] = 100.0f;
+    TB_CHECK(ce_objective(&c) == loss, "padded logits changed the loss");
+    free(c.targets), free(c.logits), free(c.work), free(c.losses), free(dlogits);
+}
+
+// ---------------------------------------------------------------------------------------
+// a whole transformer layer, through its spec
+
+typedef struct {
+    transformer_layer_spec spec;
+    tb_layer_dims d;
+    transformer_layer_params p;
+    transformer_layer_acts a;
+    transformer_workspace ws;
+    float *inp, *out, *R;
+} layer_case;
+
+static double layer_objective(void *ctx) {
+    layer_case *c = ctx;
+    transformer_layer_forward(&c->spec, 0, &c->d, &c->p, &c->a, &c->ws, c->inp, c->out);
+    return dot(c->out, c->R, (size_t)c->d.N * c->d.C);
+}
+
+static void layer_check(int rms, int swiglu, int G, int selective) {
+    tb_config cfg;
+    config_defaults(&cfg);
+    cfg.micro_batch_size = 2, cfg.seq_length = 5, cfg.hidden_size = 16, cfg.num_attention_heads = 4;
+    cfg.num_query_groups = G, cfg.ffn_hidden_size = 24, cfg.normalization = rms, cfg.swiglu = swiglu;
+    config_resolve(&cfg);
+    layer_case c;
+    memset(&c, 0, sizeof c);
+    transformer_layer_spec_for(&cfg, &c.spec);
+    c.d = tb_layer_dims_for(&cfg, c.spec.activation->fc1_factor);
+    tb_allocator mem;
+    tb_allocator_init(&mem, 0, NULL, NULL);
+    const tb_layer_dims *d = &c.d;
+    size_t sizes[12] = {(size_t)d->C, (size_t)d->C, (size_t)d->QKV * d->C, (size_t)d->QKV,
+                        (size_t)d->C * d->C, (size_t)d->C, (size_t)d->C, (size_t)d->C,
+                        (size_t)d->F1 * d->C, (size_t)d->F1, (size_t)d->C * d->F, (size_t)d->C};
+    const char *names[12] = {"ln1_w", "ln1_b", "qkv_w", "qkv_b", "proj_w", "proj_b",
+                             "ln2_w", "ln2_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b"};
+    float **pp = &c.p.ln1_w;  // the struct is 12 float pointers in this order
+    transformer_layer_params g;
+    float **gp = &g.ln1_w;
+    for (int i = 0; i < 12; i++) {
+        pp[i] = randn(sizes[i], 0.3f);
+        if (i == 0 || i == 6) for (size_t j = 0; j < sizes[i]; j++) pp[i][j] += 1.0f;
+        gp[i] = zeros(sizes[i]);
+    }
+    transformer_layer_acts_alloc(&c.a, &mem, d, selective, 0);
+    transformer_workspace_alloc(&c.ws, &mem, d);
+    c.inp = randn((size_t)d->N * d->C, 1), c.out = zeros((size_t)d->N * d->C), c.R = randn((size_t)d->N * d->C, 1);
+    float *dinp = zeros((size_t)d->N * d->C);
+    layer_objective(&c);
+    transformer_layer_backward(&c.spec, 0, d, &c.p, &g, &c.a, &c.ws, c.inp, c.R, dinp);
+    TB_CHECK(check("dinp", c.inp, dinp, (size_t)d->N * d->C, layer_objective, &c, 1e-2f, 60) == 0,
+             "layer dinp (rms %d swiglu %d G %d selective %d)", rms, swiglu, G, selective);
+    for (int i = 0; i < 12; i++) {
+        if (rms && (i == 1 || i == 7)) continue;  // RMSNorm has no bias
+        TB_CHECK(check(names[i], pp[i], gp[i], sizes[i], layer_objective, &c, 1e-2f, 24) == 0,
+                 "layer %s (rms %d swiglu %d G %d)", names[i], rms, swiglu, G);
+    }
+    for (int i = 0; i < 12; i++) free(pp[i]), free(gp[i]);
+    transformer_layer_acts_free(&c.a, &mem);
+    transformer_workspace_free(&c.ws, &mem);
+    free(c.inp), free(c.out), free(c.R), free(dinp);
+    TB_CHECK(mem.stats.total_current == 0, "layer buffers leaked: %zu bytes", mem.stats.total_current);
+}
+
+TB_TEST(transformer_layer_layernorm_gelu_backward_matches_finite_differences) { layer_check(0, 0, 4, 0); }
+TB_TEST(transformer_layer_rmsnorm_swiglu_gqa_backward_matches_finite_differences) { layer_check(1, 1, 2, 0); }
+TB_TEST(transformer_layer_selective_recompute_backward_matches_finite_differences) { layer_check(0, 0, 2, 1); }
+
+// ---------------------------------------------------------------------------------------
+// the whole model: loss → every parameter tensor
+
+typedef struct {
+    gpt_model *m;
+    int32_t *inputs, *targets;
+} model_case;
+
+static double model_objective(void *ctx) {
+    model_case *c = ctx;
+    double loss = gpt_forward(c->m, c->inputs, c->targets);
+    // release the activations the forward kept (a backward into scratch gradients would
+    // disturb the analytic ones, so free directly)
+    gpt_backward(c->m, 0.0f);
+    return loss;
+}
+
+static void model_check(int untied, int rms) {
+    tb_config cfg;
+    config_defaults(&cfg);
+    cfg.num_layers = 2, cfg.hidden_size = 16, cfg.num_attention_heads = 2, cfg.seq_length = 6;
+    cfg.micro_batch_size = 2, cfg.vocab_size = 37, cfg.make_vocab_size_divisible_by = 8;
+    cfg.untie_embeddings_and_output_weights = untied, cfg.normalization = rms, cfg.init_method_std = 0.2;
+    config_resolve(&cfg);
+    tb_allocator mem;
+    tb_allocator_init(&mem, 0, NULL, NULL);
+    gpt_model m;
+    gpt_model_init(&m, &cfg, &mem);
+    model_case c = {&m, malloc(12 * sizeof(int32_t)), malloc(12 * sizeof(int32_t))};
+    for (int i = 0; i < 12; i++) {
+        c.inputs[i] = (int32_t)(tb_rng_u64(&rng) % 37);
+        c.targets[i] = (int32_t)(tb_rng_u64(&rng) % 37);
+    }
+    // randomise the norm weights too, so their gradients are not trivially symmetric
+    for (int i = 0; i < m.nparams; i++)
+        if (m.params[i].ndim == 1)
+            for (size_t j = 0; j < m.params[i].numel; j++)
+                m.param_memory[m.params[i].offset + j] += 0.2f * tb_rng_normal(&rng);
+    float *grads = malloc(m.num_parameters * sizeof(float));
+    gpt_zero_grad(&m);
+    gpt_forward(&m, c.inputs, c.targets);
+    gpt_backward(&m, 1.0f);
+    memcpy(grads, m.grad_memory, m.num_parameters * sizeof(float));
+    for (int i = 0; i < m.nparams; i++) {
+        const gpt_param *p = &m.params[i];
+        size_t real = (size_t)p->hf_rows * p->cols;  // padded vocabulary rows: checked below
+        TB_CHECK(check(p->name, m.param_memory + p->offset, grads + p->offset, real, model_objective, &c,
+                       1e-2f, 12) == 0,
+                 "%s (untied %d, rms %d)", p->name, untied, rms);
+        for (size_t j = real; j < p->numel; j++)
+            TB_CHECK(grads[p->offset + j] == 0.0f, "%s: padded row gradient non-zero", p->name);
+    }
+    free(grads), free(c.inputs), free(c.targets);
+    gpt_model_free(&m);
+    TB_CHECK(mem.stats.total_current == 0, "model buffers leaked: %zu bytes", mem.stats.total_current);
+}
+
+TB_TEST(gpt_tied_layernorm_gradients_match_finite_differences) { model_check(0, 0); }
+TB_TEST(gpt_untied_rmsnorm_gradients_match_finite_differences) { model_check(1, 1); }
+
+int main(void) {
+    tb_rng_init(&rng, 42);
+    cpu_set_num_threads(2);
+    TB_RUN(linear_backward_matches_finite_differences);
+    TB_RUN(layernorm_backward_matches_finite_differences);
+    TB_RUN(rmsnorm_backward_matches_finite_differences);
+    TB_RUN(gelu_backward_matches_finite_differences);
+    TB_RUN(swiglu_backward_matches_finite_differences);
+    TB_RUN(attention_backward_matches_finite_differences);
+    TB_RUN(grouped_query_attention_backward_matches_finite_differences);
+    TB_RUN(embedding_backward_matches_finite_differences);
+    TB_RUN(cross_entropy_backward_matches_finite_differences_and_ignores_padding);
+    TB_RUN(transformer_layer_layernorm_gelu_backward_matches_finite_differences);
+    TB_RUN(transformer_layer_rmsnorm_swiglu_gqa_backward_matches_finite_differences);
+    TB_RUN(transformer_layer_selective_recompute_backward_matches_finite_differences);
+    TB_RUN(gpt_tied_layernorm_gradients_match_finite_differences);
+    TB_RUN(gpt_untied_rmsnorm_gradients_match_finite_differences);
+    return tb_test_summary();
+}
