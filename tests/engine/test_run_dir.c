@@ -1,0 +1,314 @@
+// pretrain_gpt end to end: the run directory holds the resolved config, per-step metrics,
+// a Chrome trace whose ranges nest and cover every module, and a memory snapshot; an
+// allocation over --memory-cap ends the run with an OOM report; bad data files are
+// refused by name; preprocess_data output trains.
+#include <jansson.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "datasets/gpt_dataset.h"
+#include "tb_test.h"
+
+#define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
+#define TINY                                                                                           \
+    " --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --vocab-size 64"        \
+    " --micro-batch-size 2 --global-batch-size 4 --num-threads 1"
+
+static char out_text[1 << 16], err_text[1 << 16];
+
+static void slurp(const char *path, char *buf, size_t len) {
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+// Runs a shell command; stdout and stderr land in out_text / err_text. Returns the exit status.
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[4400];
+    snprintf(full, sizeof full, "%s > %s/run.out 2> %s/run.err", cmd, TB_TEST_TMPDIR, TB_TEST_TMPDIR);
+    int status = system(full);
+    slurp(TB_TEST_TMPDIR "/run.out", out_text, sizeof out_text);
+    slurp(TB_TEST_TMPDIR "/run.err", err_text, sizeof err_text);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static json_t *load_json(const char *path) {
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    if (!j) printf("    %s: %s (line %d)\n", path, e.text, e.line);
+    return j;
+}
+
+#define RUN_DIR TB_TEST_TMPDIR "/run_dir_basic"
+
+TB_TEST(run_writes_resolved_config_and_per_step_metrics) {
+    TB_REQUIRE(run("rm -rf %s && %s" TINY " --train-iters 3 --run-dir %s", RUN_DIR, PRETRAIN, RUN_DIR) == 0,
+               "pretrain_gpt failed: %s", err_text);
+    TB_CHECK(strstr(out_text, "global batch 4 = micro batch 2 x microbatches 2 x dp 1"),
+             "the global-batch formula is printed:\n%s", out_text);
+    TB_CHECK(strstr(out_text, "artifacts: " RUN_DIR), "the run dir is named at the end");
+    json_t *cfg = load_json(RUN_DIR "/config.json");
+    TB_REQUIRE(cfg, "config.json");
+    TB_CHECK(json_integer_value(json_object_get(cfg, "num_layers")) == 2, "num_layers");
+    TB_CHECK(json_integer_value(json_object_get(cfg, "ffn_hidden_size")) == 128, "resolved ffn size");
+    TB_CHECK(json_integer_value(json_object_get(json_object_get(cfg, "derived"), "num_microbatches")) == 2,
+             "derived microbatches");
+    json_decref(cfg);
+
+    FILE *f = fopen(RUN_DIR "/metrics.rank-00000.jsonl", "r");
+    TB_REQUIRE(f, "metrics file");
+    char line[8192];
+    int steps = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_error_t e;
+        json_t *m = json_loads(line, 0, &e);
+        TB_REQUIRE(m, "metrics line %d is not JSON: %s", steps + 1, e.text);
+        steps++;
+        TB_CHECK(json_integer_value(json_object_get(m, "step")) == steps, "step numbers count up");
+        const char *numbers[] = {"loss", "lr", "grad_norm", "step_ms", "tokens_per_s", "tflops"};
+        for (int i = 0; i < 6; i++) {
+            json_t *v = json_object_get(m, numbers[i]);
+            TB_CHECK(json_is_number(v) && json_number_value(v) >= 0, "%s is a non-negative number", numbers[i]);
+        }
+        TB_CHECK(json_number_value(json_object_get(m, "step_ms")) > 0, "step_ms > 0");
+        TB_CHECK(json_integer_value(json_object_get(m, "tokens")) == 4 * 16, "tokens per step = 4 x 16");
+        TB_CHECK(json_is_null(json_object_get(m, "mfu")), "mfu is null without --peak-tflops");
+        json_t *mem = json_object_get(m, "mem_peak_bytes");
+        const char *cats[] = {"params", "grads", "optimizer", "activations", "workspace", "comm", "total"};
+        for (int i = 0; i < 7; i++) TB_CHECK(json_is_integer(json_object_get(mem, cats[i])), "mem %s", cats[i]);
+        TB_CHECK(json_integer_value(json_object_get(mem, "activations")) > 0, "activations were accounted");
+        json_decref(m);
+    }
+    fclose(f);
+    TB_CHECK(steps == 3, "3 metrics lines, got %d", steps);
+}
+
+TB_TEST(mfu_is_reported_against_the_peak_the_user_sets) {
+    TB_REQUIRE(run("rm -rf %s_mfu && %s" TINY " --train-iters 1 --peak-tflops 0.5 --run-dir %s_mfu", RUN_DIR,
+                   PRETRAIN, RUN_DIR) == 0, "%s", err_text);
+    FILE *f = fopen(RUN_DIR "_mfu/metrics.rank-00000.jsonl", "r");
+    TB_REQUIRE(f, "metrics");
+    char line[8192];
+    TB_REQUIRE(fgets(line, sizeof line, f), "a line");
+    fclose(f);
+    json_t *m = json_loads(line, 0, NULL);
+    double tflops = json_number_value(json_object_get(m, "tflops"));
+    double mfu = json_number_value(json_object_get(m, "mfu"));
+    TB_CHECK(fabs(mfu - tflops / 0.5) < 1e-9 * (1 + mfu), "mfu %g = tflops %g / 0.5", mfu, tflops);
+    json_decref(m);
+}
+
+typedef struct event {
+    const char *name;
+    double ts, end;
+    json_t *args;
+} event;
+
+static int by_start(const void *a, const void *b) {
+    const event *x = a, *y = b;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    return x->end > y->end ? -1 : x->end < y->end ? 1 : 0;  // the enclosing range first
+}
+
+static int count_named(const event *ev, int n, const char *name) {
+    int c = 0;
+    for (int i = 0; i < n; i++) c += !strcmp(ev[i].name, name);
+    return c;
+}
+
+
+TB_TEST(trace_ranges_nest_properly_and_cover_every_module) {
+    json_t *root = load_json(RUN_DIR "/trace.rank-00000.json");
+    TB_REQUIRE(root, "trace JSON");
+    TB_CHECK(json_integer_value(json_object_get(json_object_get(root, "distributedInfo"), "rank")) == 0,
+             "distributedInfo.rank for Holistic Trace Analysis");
+    json_t *events = json_object_get(root, "traceEvents");
+    TB_REQUIRE(json_is_array(events), "traceEvents array");
+    size_t total = json_array_size(events);
+    event *ev = calloc(total, sizeof *ev);
+    int n = 0;
+    for (size_t i = 0; i < total; i++) {
+        json_t *e = json_array_get(events, i);
+        if (strcmp(json_string_value(json_object_get(e, "ph")), "X") != 0) continue;
+        TB_CHECK(json_integer_value(json_object_get(e, "pid")) == 0, "pid is the rank");
+        ev[n].name = json_string_value(json_object_get(e, "name"));
+        ev[n].ts = json_number_value(json_object_get(e, "ts"));
+        ev[n].end = ev[n].ts + json_number_value(json_object_get(e, "dur"));
+        ev[n].args = json_object_get(e, "args");
+        TB_CHECK(json_number_value(json_object_get(e, "dur")) >= 0, "%s: negative duration", ev[n].name);
+        n++;
+    }
+    qsort(ev, (size_t)n, sizeof *ev, by_start);
+    // Nesting: with a stack of open ranges, each range must end inside its parent.
+    int *parent = malloc((size_t)n * sizeof(int)), stack[128], depth = 0, overlaps = 0;
+    const double slack = 0.002;  // µs: the JSON keeps ns resolution
+    for (int i = 0; i < n; i++) {
+        while (depth > 0 && ev[stack[depth - 1]].end <= ev[i].ts + slack) depth--;
+        parent[i] = depth > 0 ? stack[depth - 1] : -1;
+        if (depth > 0 && ev[i].end > ev[stack[depth - 1]].end + slack) {
+            if (overlaps++ < 3)
+                printf("    '%s' [%.3f, %.3f] partly overlaps '%s' [%.3f, %.3f]\n", ev[i].name, ev[i].ts, ev[i].end,
+                       ev[stack[depth - 1]].name, ev[stack[depth - 1]].ts, ev[stack[depth - 1]].end);
+        }
+        TB_REQUIRE(depth < 128, "nesting deeper than 128");
+        stack[depth++] = i;
+    }
+    TB_CHECK(overlaps == 0, "%d ranges partly overlap another", overlaps);
+
+    TB_CHECK(count_named(ev, n, "train_step") == 3, "3 train_step ranges");
+    TB_CHECK(count_named(ev, n, "microbatch") == 6, "6 microbatch ranges (3 steps x 2)");
+    const char *every_microbatch[] = {
+        "forward", "embedding", "layer.0", "layer.0.input_layernorm", "layer.0.attention", "layer.0.attention.qkv",
+        "layer.0.attention.core", "layer.0.attention.proj", "layer.0.pre_mlp_layernorm", "layer.0.mlp",
+        "layer.0.mlp.fc1", "layer.0.mlp.activation", "layer.0.mlp.fc2", "layer.1", "final_layernorm",
+        "output_layer", "loss", "backward", "loss.backward", "output_layer.backward", "final_layernorm.backward",
+        "layer.1.backward", "layer.0.mlp.fc2.backward", "layer.0.mlp.activation.backward", "layer.0.mlp.fc1.backward",
+        "layer.0.pre_mlp_layernorm.backward", "layer.0.attention.proj.backward", "layer.0.attention.core.backward",
+        "layer.0.attention.qkv.backward", "layer.0.input_layernorm.backward", "embedding.backward"};
+    for (size_t i = 0; i < sizeof every_microbatch / sizeof *every_microbatch; i++)
+        TB_CHECK(count_named(ev, n, every_microbatch[i]) == 6, "'%s' appears %d times, expected 6 (once per microbatch)",
+                 every_microbatch[i], count_named(ev, n, every_microbatch[i]));
+    TB_CHECK(count_named(ev, n, "optimizer") == 3 && count_named(ev, n, "optimizer.adamw") == 3, "optimizer per step");
+
+    // Parent chains: fc2 ⊂ mlp ⊂ layer.0 ⊂ forward ⊂ microbatch ⊂ train_step
+    const char *chain[] = {"layer.0.mlp.fc2", "layer.0.mlp", "layer.0", "forward", "microbatch", "train_step"};
+    const char *bchain[] = {"layer.0.mlp.fc2.backward", "layer.0.mlp.backward", "layer.0.backward", "backward",
+                            "microbatch", "train_step"};
+    for (int i = 0; i < n; i++) {
+        const char **c = !strcmp(ev[i].name, chain[0]) ? chain : !strcmp(ev[i].name, bchain[0]) ? bchain : NULL;
+        if (!c) continue;
+        int p = i;
+        for (int k = 1; k < 6; k++) {
+            p = parent[p];
+            TB_CHECK(p >= 0 && !strcmp(ev[p].name, c[k]), "parent of '%s' should be '%s', is '%s'", c[k - 1], c[k],
+                     p >= 0 ? ev[p].name : "(none)");
+            if (p < 0) break;
+        }
+        TB_CHECK(parent[p] == -1, "train_step is outermost");
+    }
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ev[i].name, "microbatch"))
+            TB_CHECK(json_is_integer(json_object_get(ev[i].args, "step")) &&
+                         json_is_integer(json_object_get(ev[i].args, "microbatch")),
+                     "microbatch ranges carry step and microbatch numbers");
+    free(ev);
+    free(parent);
+    json_decref(root);
+}
+
+TB_TEST(memory_snapshot_explains_the_peak) {
+    json_t *m = load_json(RUN_DIR "/memory.rank-00000.json");
+    TB_REQUIRE(m, "memory snapshot");
+    json_int_t peak = json_integer_value(json_object_get(m, "total_peak_bytes"));
+    json_t *at = json_object_get(m, "at_total_peak");
+    TB_CHECK(peak > 0 && json_integer_value(json_object_get(at, "total")) == peak, "categories at peak sum to the peak");
+    json_t *live = json_object_get(m, "live_at_total_peak");
+    json_int_t sum = 0;
+    size_t i;
+    json_t *b;
+    json_array_foreach(live, i, b) sum += json_integer_value(json_object_get(b, "bytes"));
+    TB_CHECK(sum == peak, "the live buffers listed at peak (%lld bytes) add up to the peak (%lld)", (long long)sum,
+             (long long)peak);
+    TB_CHECK(json_array_size(live) > 5, "several buffers listed");
+    json_decref(m);
+}
+
+TB_TEST(allocation_over_the_memory_cap_writes_an_oom_report_and_exits_nonzero) {
+    json_t *m = load_json(RUN_DIR "/memory.rank-00000.json");
+    TB_REQUIRE(m, "memory snapshot of the uncapped run");
+    json_int_t peak = json_integer_value(json_object_get(m, "total_peak_bytes"));
+    json_decref(m);
+    // One byte under the uncapped peak: the run must stop at the allocation that reaches it.
+    int status = run("rm -rf %s_oom && %s" TINY " --train-iters 3 --memory-cap %lld --run-dir %s_oom", RUN_DIR,
+                     PRETRAIN, (long long)peak - 1, RUN_DIR);
+    TB_CHECK(status == 3, "exit status %d, expected 3", status);
+    TB_CHECK(strstr(err_text, "OUT OF MEMORY on rank 0 (tp0 cp0 dp0 pp0)"), "stderr summary:\n%s", err_text);
+    json_t *r = load_json(RUN_DIR "_oom/oom.json");
+    TB_REQUIRE(r, "oom.json");
+    TB_CHECK(!strcmp(json_string_value(json_object_get(r, "rank_label")), "rank 0 (tp0 cp0 dp0 pp0)"), "rank label");
+    TB_CHECK(json_integer_value(json_object_get(r, "step")) >= 1, "step of the OOM");
+    TB_CHECK(json_integer_value(json_object_get(r, "microbatch")) >= 0, "microbatch of the OOM");
+    TB_CHECK(strstr(json_string_value(json_object_get(r, "range_stack")), "train_step > microbatch"),
+             "range stack: %s", json_string_value(json_object_get(r, "range_stack")));
+    json_int_t req = json_integer_value(json_object_get(r, "requested_bytes"));
+    json_int_t cur = json_integer_value(json_object_get(json_object_get(r, "current"), "total"));
+    TB_CHECK(req > 0 && cur + req > peak - 1, "requested %lld + in use %lld exceeds the cap", (long long)req,
+             (long long)cur);
+    TB_CHECK(json_array_size(json_object_get(r, "live")) > 0, "live buffers listed");
+    json_decref(r);
+
+    // A cap below the parameters fails at model construction, before any step.
+    status = run("rm -rf %s_oom0 && %s" TINY " --memory-cap 1K --run-dir %s_oom0", RUN_DIR, PRETRAIN, RUN_DIR);
+    TB_CHECK(status == 3, "exit status %d, expected 3", status);
+    r = load_json(RUN_DIR "_oom0/oom.json");
+    TB_REQUIRE(r, "oom.json at init");
+    TB_CHECK(json_integer_value(json_object_get(r, "step")) == 0, "OOM before training reports step 0");
+    json_decref(r);
+}
+
+TB_TEST(bad_data_files_are_refused_naming_the_file_and_offset) {
+    int status = run("%s" TINY " --data-path %s/no-such-file.bin --run-dir %s_bad", PRETRAIN, TB_TEST_TMPDIR, RUN_DIR);
+    TB_CHECK(status != 0 && strstr(err_text, "no-such-file.bin"), "missing file: status %d, stderr %s", status, err_text);
+    FILE *f = fopen(TB_TEST_TMPDIR "/wrong-magic.bin", "wb");
+    int header[256] = {12345, 1, 100};
+    fwrite(header, sizeof header, 1, f);
+    unsigned short tokens[100] = {0};
+    fwrite(tokens, sizeof tokens, 1, f);
+    fclose(f);
+    status = run("%s" TINY " --data-path %s/wrong-magic.bin --run-dir %s_bad", PRETRAIN, TB_TEST_TMPDIR, RUN_DIR);
+    TB_CHECK(status != 0 && strstr(err_text, "wrong-magic.bin: offset 0") && strstr(err_text, "12345"),
+             "wrong magic: status %d, stderr %s", status, err_text);
+    uint16_t toks[200];
+    for (int i = 0; i < 200; i++) toks[i] = (uint16_t)(i % 64);
+    toks[150] = 64;  // == vocab size
+    tb_error err;
+    TB_REQUIRE(tb_token_file_write(TB_TEST_TMPDIR "/big-id.bin", toks, 200, &err) == 0, "%s", err.msg);
+    status = run("%s" TINY " --data-path %s/big-id.bin --run-dir %s_bad", PRETRAIN, TB_TEST_TMPDIR, RUN_DIR);
+    TB_CHECK(status != 0 && strstr(err_text, "big-id.bin: offset 1324") && strstr(err_text, "64"),
+             "token id >= vocab: status %d, stderr %s", status, err_text);
+}
+
+TB_TEST(text_prepared_by_preprocess_data_trains_with_a_byte_vocabulary) {
+    FILE *f = fopen(TB_TEST_TMPDIR "/corpus.txt", "w");
+    for (int i = 0; i < 40; i++) fprintf(f, "the quick brown fox jumps over the lazy dog %d\n", i);
+    fclose(f);
+    TB_REQUIRE(run("%s/preprocess_data --input %s/corpus.txt --output %s/corpus.bin", TB_BIN_DIR, TB_TEST_TMPDIR,
+                   TB_TEST_TMPDIR) == 0, "preprocess_data: %s", err_text);
+    TB_REQUIRE(run("rm -rf %s_text && %s --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 32 "
+                   "--vocab-size 256 --train-iters 2 --data-path %s/corpus.bin --run-dir %s_text",
+                   RUN_DIR, PRETRAIN, TB_TEST_TMPDIR, RUN_DIR) == 0, "training on it: %s", err_text);
+    TB_CHECK(strstr(out_text, "data: " TB_TEST_TMPDIR "/corpus.bin"), "the data file is named");
+}
+
+TB_TEST(two_runs_of_the_binary_write_identical_losses) {
+    static char a[sizeof out_text], b[sizeof out_text];
+    TB_REQUIRE(run("rm -rf %s_d1 && %s" TINY " --train-iters 3 --run-dir %s_d1", RUN_DIR, PRETRAIN, RUN_DIR) == 0, "1");
+    TB_REQUIRE(run("rm -rf %s_d2 && %s" TINY " --train-iters 3 --run-dir %s_d2", RUN_DIR, PRETRAIN, RUN_DIR) == 0, "2");
+    TB_REQUIRE(run("grep -o '\"loss\": *[^,]*' %s_d1/metrics.rank-00000.jsonl", RUN_DIR) == 0, "grep");
+    snprintf(a, sizeof a, "%s", out_text);
+    TB_REQUIRE(run("grep -o '\"loss\": *[^,]*' %s_d2/metrics.rank-00000.jsonl", RUN_DIR) == 0, "grep");
+    snprintf(b, sizeof b, "%s", out_text);
+    TB_CHECK(strlen(a) > 20 && !strcmp(a, b), "losses differ:\n%s\nvs\n%s", a, b);
+}
+
+int main(void) {
+    TB_RUN(run_writes_resolved_config_and_per_step_metrics);
+    TB_RUN(mfu_is_reported_against_the_peak_the_user_sets);
+    TB_RUN(trace_ranges_nest_properly_and_cover_every_module);
+    TB_RUN(memory_snapshot_explains_the_peak);
+    TB_RUN(allocation_over_the_memory_cap_writes_an_oom_report_and_exits_nonzero);
+    TB_RUN(bad_data_files_are_refused_naming_the_file_and_offset);
+    TB_RUN(text_prepared_by_preprocess_data_trains_with_a_byte_vocabulary);
+    TB_RUN(two_runs_of_the_binary_write_identical_losses);
+    return tb_test_summary();
+}
