@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,9 +155,12 @@ static const char *choice_at(const char *choices, int index, char *buf, size_t l
 }
 
 const char *config_choice_name(const char *key, int value) {
-    static _Thread_local char buf[64];
+    // a ring of buffers, so several names can appear in one printf
+    static _Thread_local char ring[8][64];
+    static _Thread_local unsigned next;
+    char *buf = ring[next++ % 8];
     const tb_option *o = find_by_key(key);
-    return o && o->type == TB_OPT_CHOICE ? choice_at(o->choices, value, buf, sizeof buf) : "?";
+    return o && o->type == TB_OPT_CHOICE ? choice_at(o->choices, value, buf, sizeof ring[0]) : "?";
 }
 
 // ---------------------------------------------------------------------------------------
@@ -205,7 +209,9 @@ static int set_from_text(tb_config *cfg, const tb_option *o, const char *value, 
     }
     case TB_OPT_FLOAT: {
         double v = strtod(value, &end);
-        if (errno || end == value || *end) return tb_fail(err, "%s: '%s' is not a number", where, value);
+        if (end == value || *end) return tb_fail(err, "%s: '%s' is not a number", where, value);
+        if (errno == ERANGE || !isfinite(v))
+            return tb_fail(err, "%s: '%s' is not a finite number in double range", where, value);
         *(double *)field = v;
         return 0;
     }
@@ -278,8 +284,10 @@ void config_defaults(tb_config *cfg) {
 int config_load_json(tb_config *cfg, const char *path, tb_error *err) {
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
-    if (!root)
+    if (!root) {
+        if (jerr.line < 0) return tb_fail(err, "%s: %s", path, jerr.text);
         return tb_fail(err, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+    }
     if (!json_is_object(root)) {
         json_decref(root);
         return tb_fail(err, "%s: expected a JSON object of config keys", path);
@@ -306,7 +314,8 @@ int config_load_json(tb_config *cfg, const char *path, tb_error *err) {
 
 int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested, tb_error *err) {
     *help_requested = 0;
-    // --config first, wherever it is, so the flags override the file.
+    // --config first, wherever it is, so the flags override the file. (Values of other
+    // flags are skipped: `--save --config` saves to a file named --config.)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *file = NULL;
@@ -315,6 +324,9 @@ int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested
             file = argv[++i];
         } else if (!strncmp(a, "--config=", 9)) {
             file = a + 9;
+        } else if (!strncmp(a, "--", 2) && !strchr(a, '=')) {
+            const tb_option *o = find_by_flag(a, strlen(a));
+            if (o && o->type != TB_OPT_BOOL) i++;
         }
         if (file && config_load_json(cfg, file, err) != 0) return tb_fail_prefix(err, "flag --config");
     }
@@ -350,21 +362,25 @@ int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested
 // ---------------------------------------------------------------------------------------
 // Derived values and rules
 
+// Products of user-given ints, computed in 64 bits and saturated to INT_MAX so that absurd
+// inputs never overflow here; config_validate then refuses them by their size limits.
+static int sat(int64_t v) { return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; }
+
 void config_resolve(tb_config *c) {
-    if (c->ffn_hidden_size == 0) c->ffn_hidden_size = 4 * c->hidden_size;
+    if (c->ffn_hidden_size == 0) c->ffn_hidden_size = sat(4 * (int64_t)c->hidden_size);
     if (c->num_query_groups == 0) c->num_query_groups = c->num_attention_heads;
     if (c->max_position_embeddings == 0) c->max_position_embeddings = c->seq_length;
     if (c->lr_decay_iters == 0) c->lr_decay_iters = c->train_iters;
-    int model_parallel = c->tensor_model_parallel_size * c->context_parallel_size *
-                         c->pipeline_model_parallel_size;
-    if (c->world_size == 0) c->world_size = model_parallel;
-    c->data_parallel_size = model_parallel > 0 ? c->world_size / model_parallel : 0;
-    if (c->global_batch_size == 0) c->global_batch_size = c->micro_batch_size * c->data_parallel_size;
-    int per_microbatch = c->micro_batch_size * c->data_parallel_size;
-    c->num_microbatches = per_microbatch > 0 ? c->global_batch_size / per_microbatch : 0;
-    int multiple = c->make_vocab_size_divisible_by * c->tensor_model_parallel_size;
+    int64_t model_parallel = (int64_t)c->tensor_model_parallel_size * c->context_parallel_size *
+                             c->pipeline_model_parallel_size;
+    if (c->world_size == 0) c->world_size = sat(model_parallel);
+    c->data_parallel_size = model_parallel > 0 ? sat(c->world_size / model_parallel) : 0;
+    if (c->global_batch_size == 0) c->global_batch_size = sat((int64_t)c->micro_batch_size * c->data_parallel_size);
+    int64_t per_microbatch = (int64_t)c->micro_batch_size * c->data_parallel_size;
+    c->num_microbatches = per_microbatch > 0 ? sat(c->global_batch_size / per_microbatch) : 0;
+    int64_t multiple = (int64_t)c->make_vocab_size_divisible_by * c->tensor_model_parallel_size;
     c->padded_vocab_size =
-        multiple > 0 ? (c->vocab_size + multiple - 1) / multiple * multiple : c->vocab_size;
+        multiple > 0 ? sat((c->vocab_size + multiple - 1) / multiple * multiple) : c->vocab_size;
 }
 
 // Appends one violated rule to the message.
@@ -417,6 +433,29 @@ int config_validate(const tb_config *c, tb_error *err) {
     POSITIVE(&r, c, context_parallel_size);
     POSITIVE(&r, c, expert_model_parallel_size);
     POSITIVE(&r, c, world_size);
+    // Size limits keep every derived size and buffer length far from overflow.
+#define AT_MOST(field, limit)                                                                   \
+    if ((int64_t)c->field > (int64_t)(limit))                                                   \
+    violated(&r, #field " (%lld) exceeds the largest supported value %lld", (long long)c->field, \
+             (long long)(limit))
+    AT_MOST(num_layers, 1 << 16);
+    AT_MOST(hidden_size, 1 << 20);
+    AT_MOST(ffn_hidden_size, 1 << 22);
+    AT_MOST(num_attention_heads, 1 << 16);
+    AT_MOST(seq_length, 1 << 20);
+    AT_MOST(max_position_embeddings, 1 << 20);
+    AT_MOST(make_vocab_size_divisible_by, 1 << 16);
+    AT_MOST(padded_vocab_size, 1 << 20);
+    AT_MOST(micro_batch_size, 1 << 20);
+    AT_MOST(global_batch_size, 1 << 30);
+    AT_MOST(world_size, 1 << 20);
+    AT_MOST(tensor_model_parallel_size, 1 << 16);
+    AT_MOST(pipeline_model_parallel_size, 1 << 16);
+    AT_MOST(context_parallel_size, 1 << 16);
+    AT_MOST(expert_model_parallel_size, 1 << 16);
+#undef AT_MOST
+    if (c->mock_data && c->data_path[0])
+        violated(&r, "mock_data and data_path '%s' are exclusive", c->data_path);
     if (r.count) return -1;  // the rules below divide by these
 
     // Shapes
@@ -525,8 +564,6 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (c->hidden_dropout != 0) violated(&r, "hidden_dropout %g: dropout is not supported yet", c->hidden_dropout);
     if (c->attention_dropout != 0)
         violated(&r, "attention_dropout %g: dropout is not supported yet", c->attention_dropout);
-    if (c->mock_data && c->data_path[0])
-        violated(&r, "mock_data and data_path '%s' are exclusive", c->data_path);
     return r.count ? -1 : 0;
 }
 

@@ -215,11 +215,12 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     TB_RANGE_PUSH("optimizer");
     TB_RANGE_PUSH("optimizer.clip_grads");
     r.grad_norm = clip_grads_global_norm(model->grad_memory, model->num_parameters);
-    clip_grads_by_total_norm(model->grad_memory, model->num_parameters, r.grad_norm, cfg->clip_grad);
+    float clip = clip_grads_coefficient(r.grad_norm, cfg->clip_grad);
     TB_RANGE_POP();
     TB_RANGE_PUSH("optimizer.adamw");
     r.lr = lr_at_step(cfg, step);
-    adamw_step(&tr->opt, model->params, model->nparams, model->param_memory, model->grad_memory, (float)r.lr);
+    adamw_step(&tr->opt, model->params, model->nparams, model->param_memory, model->grad_memory, clip,
+               (float)r.lr);
     TB_RANGE_POP();
     TB_RANGE_POP();
 
@@ -251,6 +252,7 @@ int pretrain(const tb_config *cfg, tb_error *err) {
 
     cpu_set_num_threads(cfg->num_threads);
     tb_allocator_init(&rk->mem, (size_t)cfg->memory_cap, report_oom, rk);
+    tb_allocator_set_caching(&rk->mem, 1);
     tb_trace_init(&rk->trace, rk->rank, rk->world_size, rk->label, tb_now_ns(), 1);
     tb_trace_bind(&rk->trace);
 
@@ -327,6 +329,7 @@ int pretrain(const tb_config *cfg, tb_error *err) {
 
 done:
     trainer_free(&tr);
+    tb_allocator_release_cache(&rk->mem);
     tb_trace_bind(NULL);
     tb_trace_free(&rk->trace);
     return rc;

@@ -91,7 +91,8 @@ int gpt_load_safetensors(gpt_model *m, const char *path, tb_error *err) {
     tb_safetensors st;
     if (tb_safetensors_open(&st, path, err) != 0) return -1;
     int rc = 0;
-    // Every tensor in the file must be one the model has.
+    // Every tensor in the file must be one the model has, and only once (not both with and
+    // without the "transformer." prefix).
     for (int i = 0; i < st.ntensors && rc == 0; i++) {
         const char *name = strip_prefix(st.tensors[i].name);
         if (is_hf_buffer(name)) continue;
@@ -101,6 +102,9 @@ int gpt_load_safetensors(gpt_model *m, const char *path, tb_error *err) {
                          st.tensors[i].name, m->cfg->num_layers, m->spec.input_layernorm->name,
                          m->cfg->disable_bias_linear ? ", no linear biases" : "",
                          m->cfg->untie_embeddings_and_output_weights ? ", untied output layer" : "");
+        else if (name != st.tensors[i].name && tb_safetensors_find(&st, name))
+            rc = tb_fail(err, "%s: tensor '%s' appears both as '%s' and '%s'", path, name, name,
+                         st.tensors[i].name);
     }
     size_t largest = 0;
     for (int i = 0; i < m->nparams; i++)

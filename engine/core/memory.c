@@ -55,14 +55,49 @@ static void take_snapshot(tb_allocator *a) {
     }
 }
 
+// A cached block of exactly `bytes`, or NULL. Cached blocks are linked through `next`.
+static block_header *cache_take(tb_allocator *a, size_t bytes) {
+    for (int i = 0; i < TB_MEM_CACHE_BINS; i++) {
+        if (a->cache[i].bytes != bytes || !a->cache[i].head) continue;
+        block_header *h = a->cache[i].head;
+        a->cache[i].head = h->next;
+        return h;
+    }
+    return NULL;
+}
+
+// Keeps a freed block for reuse in the bin of its size (or an empty bin); returns 0 when
+// every bin holds blocks of other sizes.
+static int cache_put(tb_allocator *a, block_header *h) {
+    if (!a->caching || h->bytes == 0) return 0;
+    int slot = -1;
+    for (int i = 0; i < TB_MEM_CACHE_BINS; i++) {
+        if (a->cache[i].bytes == h->bytes) {
+            slot = i;
+            break;
+        }
+        if (slot < 0 && !a->cache[i].head) slot = i;
+    }
+    if (slot < 0) return 0;
+    a->cache[slot].bytes = h->bytes;
+    h->next = a->cache[slot].head;
+    a->cache[slot].head = h;
+    return 1;
+}
+
 static void *alloc_impl(tb_allocator *a, tb_mem_category c, size_t bytes, const char *what,
                         int zero) {
     tb_mem_stats *s = &a->stats;
     if (a->cap && s->total_current + bytes > a->cap) oom(a, c, bytes, what);
-    void *raw = NULL;
-    if (posix_memalign(&raw, 64, sizeof(block_header) + (bytes ? bytes : 1)) != 0)
-        oom(a, c, bytes, what);
-    block_header *h = raw;
+    block_header *h = cache_take(a, bytes);
+    if (!h) {
+        void *raw = NULL;
+        if (posix_memalign(&raw, 64, sizeof(block_header) + (bytes ? bytes : 1)) != 0)
+            oom(a, c, bytes, what);
+        h = raw;
+        s->reserved += bytes;
+        if (s->reserved > s->reserved_peak) s->reserved_peak = s->reserved;
+    }
     h->bytes = bytes;
     h->category = (uint32_t)c;
     h->magic = BLOCK_MAGIC;
@@ -107,7 +142,27 @@ void tb_free(tb_allocator *a, void *p) {
     if (h->next) h->next->prev = h->prev;
     a->stats.current[h->category] -= h->bytes;
     a->stats.total_current -= h->bytes;
-    free(h);
+    if (!cache_put(a, h)) {
+        a->stats.reserved -= h->bytes;
+        free(h);
+    }
+}
+
+void tb_allocator_set_caching(tb_allocator *a, int on) {
+    a->caching = on;
+    if (!on) tb_allocator_release_cache(a);
+}
+
+void tb_allocator_release_cache(tb_allocator *a) {
+    for (int i = 0; i < TB_MEM_CACHE_BINS; i++) {
+        while (a->cache[i].head) {
+            block_header *h = a->cache[i].head;
+            a->cache[i].head = h->next;
+            a->stats.reserved -= h->bytes;
+            free(h);
+        }
+        a->cache[i].bytes = 0;
+    }
 }
 
 void tb_allocator_reset_peaks(tb_allocator *a) {

@@ -6,6 +6,13 @@
 // optional cap turns an allocation that would cross it into an OOM: the allocator calls
 // the owner's OOM handler (which writes the report and ends the run) instead of
 // returning NULL, so call sites never test for NULL.
+//
+// With caching on (tb_allocator_set_caching), like PyTorch's caching allocator, freed blocks
+// are kept for reuse by the next request of
+// the same size instead of going back to the system: activations are freed and allocated
+// again every microbatch, and fresh pages from the kernel cost a page fault and a clear
+// each. The accounting (and the cap) count the bytes the engine holds, never the cache;
+// `reserved` says how much the process holds in all.
 #ifndef TB_CORE_MEMORY_H
 #define TB_CORE_MEMORY_H
 
@@ -49,17 +56,26 @@ typedef struct tb_mem_stats {
     // current bytes per category at the moment total_peak was reached
     size_t at_total_peak[TB_MEM_NCATEGORIES];
     uint64_t allocations;
+    size_t reserved;            // held from the system: in use + cached
+    size_t reserved_peak;
 } tb_mem_stats;
+
+#define TB_MEM_CACHE_BINS 128
 
 struct tb_allocator {
     tb_mem_stats stats;
     void *live;                 // doubly linked list of live blocks (newest first)
+    struct {                    // freed blocks kept for reuse, one list per exact size
+        size_t bytes;
+        void *head;
+    } cache[TB_MEM_CACHE_BINS];
     // The live buffers at the moment total_peak was reached (largest first when read
     // through tb_allocator_peak_snapshot); nsnapshot may be capped at TB_MEM_SNAPSHOT_MAX.
     tb_mem_block_info snapshot[TB_MEM_SNAPSHOT_MAX];
     int nsnapshot;
     size_t snapshot_dropped;    // live buffers not listed because the snapshot was full
     size_t cap;                 // 0 = no cap
+    int caching;                // keep freed blocks for reuse (off by default)
     tb_oom_handler on_oom;
     void *owner;
 };
@@ -74,6 +90,11 @@ void tb_free(tb_allocator *a, void *p);
 
 // Clears the peaks down to the current values (e.g. at the start of a step).
 void tb_allocator_reset_peaks(tb_allocator *a);
+
+void tb_allocator_set_caching(tb_allocator *a, int on);
+// Returns every cached block to the system (buffers in use are untouched). An allocator
+// with caching on must call this before it goes away.
+void tb_allocator_release_cache(tb_allocator *a);
 
 // Visits every live buffer, newest first.
 void tb_allocator_each_live(const tb_allocator *a, void (*fn)(void *arg, const char *what,

@@ -191,6 +191,13 @@ const gpt_param *gpt_find_param(const gpt_model *m, const char *name) {
     return NULL;
 }
 
+void gpt_release_activations(gpt_model *m) {
+    transformer_block_release(&m->block);
+    tb_free(m->mem, m->lnf);
+    tb_free(m->mem, m->logits);
+    m->lnf = m->logits = NULL;
+}
+
 void gpt_zero_grad(gpt_model *m) { memset(m->grad_memory, 0, m->num_parameters * sizeof(float)); }
 
 double gpt_flops_per_token(const gpt_model *m) {
@@ -205,6 +212,7 @@ double gpt_flops_per_token(const gpt_model *m) {
 float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets) {
     const int B = m->B, T = m->T, C = m->C, N = B * T;
     const transformer_layer_spec *spec = &m->spec;
+    gpt_release_activations(m);
     m->inputs = inputs;
     m->targets = targets;
 

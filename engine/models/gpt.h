@@ -72,12 +72,15 @@ void gpt_model_free(gpt_model *m);
 const gpt_param *gpt_find_param(const gpt_model *m, const char *name);
 
 // Forward of one microbatch; returns the mean loss over its B·T tokens and keeps what
-// backward needs.
+// backward needs (a forward not followed by backward first releases what the previous
+// one kept, so forward-only evaluation does not accumulate memory).
 float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets);
 // Backward of the microbatch in flight for the objective loss_scale · mean loss
 // (loss_scale = 1 / num_microbatches under gradient accumulation). Gradients accumulate.
 void gpt_backward(gpt_model *m, float loss_scale);
 void gpt_zero_grad(gpt_model *m);
+// Frees the activations a forward kept, without a backward.
+void gpt_release_activations(gpt_model *m);
 
 // Model FLOPs per token of a training step (forward + backward), llm.c's and PaLM's
 // estimate: 6·N + 12·L·C·T, with N the parameters in the buffer.

@@ -23,7 +23,7 @@ void adamw_free(tb_adamw *opt) {
 }
 
 void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *params, const float *grads,
-                float lr) {
+                float grad_scale, float lr) {
     opt->t++;
     const float b1 = opt->beta1, b2 = opt->beta2, eps = opt->eps;
     const float bc1 = 1.0f - powf(b1, (float)opt->t), bc2 = 1.0f - powf(b2, (float)opt->t);
@@ -37,7 +37,7 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
         const size_t n = e->numel;
 #pragma omp parallel for schedule(static)
         for (size_t j = 0; j < n; j++) {
-            float gj = g[j];
+            float gj = g[j] * grad_scale;
             float mj = b1 * m[j] + (1.0f - b1) * gj;
             float vj = b2 * v[j] + (1.0f - b2) * gj * gj;
             m[j] = mj;
@@ -49,12 +49,10 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
 
 double clip_grads_global_norm(const float *grads, size_t n) { return sqrt(cpu_sum_squares(grads, n)); }
 
-float clip_grads_by_total_norm(float *grads, size_t n, double norm, double max_norm) {
+float clip_grads_coefficient(double norm, double max_norm) {
     if (max_norm <= 0) return 1.0f;
     double coeff = max_norm / (norm + 1e-6);
-    if (coeff >= 1.0) return 1.0f;
-    cpu_scale(grads, (float)coeff, n);
-    return (float)coeff;
+    return coeff < 1.0 ? (float)coeff : 1.0f;
 }
 
 double lr_at_step(const tb_config *cfg, int64_t step) {

@@ -26,15 +26,18 @@ typedef struct tb_adamw {
 
 void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t num_parameters, tb_allocator *mem);
 void adamw_free(tb_adamw *opt);
-// One update of every parameter in the table with learning rate lr.
+// One update of every parameter in the table with learning rate lr, on the gradients
+// scaled by grad_scale (the clipping coefficient: folded into the update's read of each
+// gradient rather than a separate pass over the gradient buffer; the product g·grad_scale
+// is the same float either way).
 void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *params, const float *grads,
-                float lr);
+                float grad_scale, float lr);
 
 // Global L2 norm of the gradients (the whole buffer: padding holds zeros).
 double clip_grads_global_norm(const float *grads, size_t n);
-// Scales the gradients by max_norm / (norm + 1e-6) when that is below 1 (Megatron's
-// clip_grad_by_total_norm_fp32); returns the factor applied (1 when none).
-float clip_grads_by_total_norm(float *grads, size_t n, double norm, double max_norm);
+// Megatron's clip_grad_by_total_norm_fp32 coefficient: max_norm / (norm + 1e-6) when that
+// is below 1, else 1 (also 1 when max_norm is 0: clipping off).
+float clip_grads_coefficient(double norm, double max_norm);
 
 // Learning rate at 1-based step: linear warm-up to --lr over --lr-warmup-iters, then
 // cosine / linear decay to --min-lr at --lr-decay-iters (constant after), or constant.

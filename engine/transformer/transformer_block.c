@@ -52,10 +52,17 @@ void transformer_block_init(transformer_block *b, const tb_config *cfg, const tr
     b->recompute_out = tb_alloc(mem, TB_MEM_WORKSPACE, nc, "recompute output");
 }
 
-void transformer_block_free(transformer_block *b) {
-    for (int l = 0; l <= b->L; l++) tb_free(b->mem, b->x[l]);
+void transformer_block_release(transformer_block *b) {
+    for (int l = 0; l <= b->L; l++) {
+        tb_free(b->mem, b->x[l]);
+        b->x[l] = NULL;
+    }
     for (int l = 0; l < b->L; l++)
         if (b->acts[l].memory) transformer_layer_acts_free(&b->acts[l], b->mem);
+}
+
+void transformer_block_free(transformer_block *b) {
+    transformer_block_release(b);
     transformer_workspace_free(&b->ws, b->mem);
     tb_free(b->mem, b->d_ping);
     tb_free(b->mem, b->d_pong);

@@ -47,4 +47,7 @@ const float *transformer_block_forward(transformer_block *b);
 // the next backward). Frees every activation the forward held.
 const float *transformer_block_backward(transformer_block *b, const float *dout);
 
+// Frees whatever a forward left held (after a forward without backward).
+void transformer_block_release(transformer_block *b);
+
 #endif

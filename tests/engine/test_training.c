@@ -81,7 +81,7 @@ TB_TEST(tiny_model_overfits_one_batch_below_0_05) {
         loss = gpt_forward(&m, inputs, targets);
         if (step == 1) first = loss;
         gpt_backward(&m, 1.0f);
-        adamw_step(&opt, m.params, m.nparams, m.param_memory, m.grad_memory, 3e-3f);
+        adamw_step(&opt, m.params, m.nparams, m.param_memory, m.grad_memory, 1.0f, 3e-3f);
     }
     printf("    loss %.4f -> %.5f\n", first, loss);
     TB_CHECK(first > 3.5f, "initial loss %.4f should be near ln(64)", first);
@@ -191,7 +191,7 @@ TB_TEST(adamw_decays_matrices_but_not_norms_or_biases) {
     float *before = malloc(m.num_parameters * sizeof(float));
     memcpy(before, m.param_memory, m.num_parameters * sizeof(float));
     gpt_zero_grad(&m);  // zero gradients: only the decay moves a weight
-    adamw_step(&opt, m.params, m.nparams, m.param_memory, m.grad_memory, 0.5f);
+    adamw_step(&opt, m.params, m.nparams, m.param_memory, m.grad_memory, 1.0f, 0.5f);
     for (int i = 0; i < m.nparams; i++) {
         const gpt_param *p = &m.params[i];
         float want = p->decay ? 1.0f - 0.5f * 0.1f : 1.0f;
@@ -209,7 +209,7 @@ TB_TEST(adamw_decays_matrices_but_not_norms_or_biases) {
     const gpt_param *w = gpt_find_param(&m, "h.0.attn.c_attn.weight");
     m.grad_memory[w->offset] = 0.25f;
     m.grad_memory[w->offset + 1] = -4.0f;
-    adamw_step(&opt, m.params, m.nparams, m.param_memory, m.grad_memory, 0.01f);
+    adamw_step(&opt, m.params, m.nparams, m.param_memory, m.grad_memory, 1.0f, 0.01f);
     TB_CHECK(fabsf(m.param_memory[w->offset] - (before[w->offset] - 0.01f)) < 1e-6f, "first Adam step +g");
     TB_CHECK(fabsf(m.param_memory[w->offset + 1] - (before[w->offset + 1] + 0.01f)) < 1e-6f, "first Adam step -g");
     free(before);
@@ -224,10 +224,38 @@ TB_TEST(clipping_scales_gradients_to_the_max_norm) {
     double want = 0;
     for (int i = 0; i < 1000; i++) want += (double)g[i] * g[i];
     TB_CHECK(fabs(norm - sqrt(want)) < 1e-9 * sqrt(want), "norm %.9g vs %.9g", norm, sqrt(want));
-    float coeff = clip_grads_by_total_norm(g, 1000, norm, 1.0);
+    float coeff = clip_grads_coefficient(norm, 1.0);
+    for (int i = 0; i < 1000; i++) g[i] *= coeff;
     TB_CHECK(fabs(clip_grads_global_norm(g, 1000) - 1.0) < 1e-5, "clipped norm %.7f", clip_grads_global_norm(g, 1000));
-    TB_CHECK(coeff < 1.0f, "coefficient %g", coeff);
-    TB_CHECK(clip_grads_by_total_norm(g, 1000, 0.5, 1.0) == 1.0f, "a norm under the max is left alone");
+    TB_CHECK(clip_grads_coefficient(0.5, 1.0) == 1.0f, "a norm under the max is left alone");
+    TB_CHECK(clip_grads_coefficient(50.0, 0.0) == 1.0f, "max norm 0 turns clipping off");
+}
+
+TB_TEST(adamw_applies_the_clip_coefficient_to_every_gradient) {
+    // AdamW with the gradients scaled by c equals AdamW on gradients pre-multiplied by c.
+    tb_config cfg;
+    tiny_config(&cfg);
+    config_resolve(&cfg);
+    tb_allocator mem;
+    tb_allocator_init(&mem, 0, NULL, NULL);
+    gpt_model m;
+    gpt_model_init(&m, &cfg, &mem);
+    size_t n = m.num_parameters;
+    float *p0 = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float)), *scaled = malloc(n * sizeof(float));
+    memcpy(p0, m.param_memory, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) g[i] = (float)((int)(i % 11) - 5) * 0.1f, scaled[i] = g[i] * 0.37f;
+    tb_adamw a, b;
+    adamw_init(&a, &cfg, n, &mem);
+    adamw_init(&b, &cfg, n, &mem);
+    for (int step = 0; step < 3; step++) adamw_step(&a, m.params, m.nparams, m.param_memory, g, 0.37f, 1e-2f);
+    float *pa = malloc(n * sizeof(float));
+    memcpy(pa, m.param_memory, n * sizeof(float));
+    memcpy(m.param_memory, p0, n * sizeof(float));
+    for (int step = 0; step < 3; step++) adamw_step(&b, m.params, m.nparams, m.param_memory, scaled, 1.0f, 1e-2f);
+    TB_CHECK(memcmp(pa, m.param_memory, n * sizeof(float)) == 0, "scaled-in-update differs from pre-scaled");
+    TB_CHECK(memcmp(pa, p0, n * sizeof(float)) != 0, "the update moved nothing");
+    adamw_free(&a), adamw_free(&b), gpt_model_free(&m);
+    free(p0), free(g), free(scaled), free(pa);
 }
 
 TB_TEST(lr_warms_up_linearly_then_follows_cosine_to_min_lr) {
@@ -256,6 +284,7 @@ int main(void) {
     TB_RUN(gradient_accumulation_matches_one_large_microbatch);
     TB_RUN(adamw_decays_matrices_but_not_norms_or_biases);
     TB_RUN(clipping_scales_gradients_to_the_max_norm);
+    TB_RUN(adamw_applies_the_clip_coefficient_to_every_gradient);
     TB_RUN(lr_warms_up_linearly_then_follows_cosine_to_min_lr);
     return tb_test_summary();
 }

@@ -165,63 +165,6 @@ void cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const 
 }
 
 // ---------------------------------------------------------------------------------------
-// activations
-
-#define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
-
-void cpu_gelu_forward(float *out, const float *inp, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float cube = 0.044715f * x * x * x;
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + cube)));
-    }
-}
-
-void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float cube = 0.044715f * x * x * x;
-        float tanh_arg = GELU_SCALE * (x + cube);
-        float tanh_out = tanhf(tanh_arg);
-        float cosh_out = coshf(tanh_arg);
-        float sech2 = 1.0f / (cosh_out * cosh_out);
-        float grad = 0.5f * (1.0f + tanh_out) +
-                     x * 0.5f * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = grad * dout[i];
-    }
-}
-
-void cpu_swiglu_forward(float *out, const float *inp, int N, int F) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
-        float *o = out + (size_t)n * F;
-        for (int i = 0; i < F; i++) {
-            float sig = 1.0f / (1.0f + expf(-gate[i]));
-            o[i] = gate[i] * sig * up[i];
-        }
-    }
-}
-
-void cpu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
-        const float *dy = dout + (size_t)n * F;
-        float *dgate = dinp + (size_t)n * 2 * F, *dup = dgate + F;
-        for (int i = 0; i < F; i++) {
-            float g = gate[i];
-            float sig = 1.0f / (1.0f + expf(-g));
-            float silu = g * sig;
-            dgate[i] = dy[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
-            dup[i] = dy[i] * silu;
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // residual
 
 void cpu_add(float *out, const float *a, const float *b, size_t n) {
@@ -411,11 +354,6 @@ double cpu_sum_squares(const float *x, size_t n) {
         for (size_t b = 0; b < count; b++) total += partial[b];
     }
     return total;
-}
-
-void cpu_scale(float *x, float s, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
 void cpu_set_num_threads(int n) {

@@ -85,7 +85,6 @@ void cpu_cross_entropy_backward(float *probs_to_dlogits, const int32_t *targets,
 // --- reductions -----------------------------------------------------------------------
 // Σ x² in double, summed in fixed blocks so the result is independent of thread count.
 double cpu_sum_squares(const float *x, size_t n);
-void cpu_scale(float *x, float s, size_t n);
 
 // OpenBLAS picks its kernels from the CPU model when it loads. OpenBLAS 0.3.21 (Debian 12)
 // does not know recent Xeons and falls back to its generic SSE3 "Prescott" kernels, at a

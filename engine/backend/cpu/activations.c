@@ -1,0 +1,63 @@
+// activations.c — GELU and SwiGLU, forward and backward (declared in kernels.h).
+//
+// This file alone is compiled with -ffast-math (CMakeLists.txt): that lets GCC call glibc's
+// vector tanhf / expf (libmvec) and vectorise these elementwise loops, which otherwise cost
+// more than the GEMMs around them. Each output element depends on its own input only, so
+// results stay deterministic and independent of the thread count; they may differ from the
+// scalar libm in the last bits, which the gradient checks bound.
+#include <math.h>
+
+#include "backend/cpu/kernels.h"
+
+#define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi)
+
+void cpu_gelu_forward(float *out, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cube = 0.044715f * x * x * x;
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + cube)));
+    }
+}
+
+void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cube = 0.044715f * x * x * x;
+        float tanh_out = tanhf(GELU_SCALE * (x + cube));
+        float sech2 = 1.0f - tanh_out * tanh_out;
+        float grad = 0.5f * (1.0f + tanh_out) +
+                     x * 0.5f * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = grad * dout[i];
+    }
+}
+
+void cpu_swiglu_forward(float *out, const float *inp, int N, int F) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
+        float *o = out + (size_t)n * F;
+        for (int i = 0; i < F; i++) {
+            float sig = 1.0f / (1.0f + expf(-gate[i]));
+            o[i] = gate[i] * sig * up[i];
+        }
+    }
+}
+
+void cpu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
+        const float *dy = dout + (size_t)n * F;
+        float *dgate = dinp + (size_t)n * 2 * F, *dup = dgate + F;
+        for (int i = 0; i < F; i++) {
+            float g = gate[i];
+            float sig = 1.0f / (1.0f + expf(-g));
+            float silu = g * sig;
+            dgate[i] = dy[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
+            dup[i] = dy[i] * silu;
+        }
+    }
+}
+

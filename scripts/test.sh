@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite: set up (packages, configure, build with warnings as errors), run
+# ctest; then the same suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+./scripts/build.sh -DTB_WERROR=ON
+ctest --test-dir build --output-on-failure -j"$jobs"
+TB_BUILD_DIR=build-asan ./scripts/build.sh -DTB_WERROR=ON -DTB_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
+ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j"$jobs"
