@@ -1,10 +1,12 @@
-// activations.c — GELU and SwiGLU, forward and backward (declared in kernels.h).
+// activations.c — GELU, SwiGLU and the softmax cross-entropy, forward and backward
+// (declared in kernels.h).
 //
 // This file alone is compiled with -ffast-math (CMakeLists.txt): that lets GCC call glibc's
-// vector tanhf / expf (libmvec) and vectorise these elementwise loops, which otherwise cost
-// more than the GEMMs around them. Each output element depends on its own input only, so
+// vector tanhf / expf (libmvec) and vectorise these loops, which otherwise cost more than
+// the GEMMs around them. Every output row is computed by one thread from its own inputs, so
 // results stay deterministic and independent of the thread count; they may differ from the
-// scalar libm in the last bits, which the gradient checks bound.
+// scalar libm in the last bits, which the gradient checks bound. No code here relies on
+// infinities or NaNs (fast-math assumes there are none).
 #include <math.h>
 
 #include "backend/cpu/kernels.h"
@@ -61,3 +63,37 @@ void cpu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N
     }
 }
 
+
+// ---------------------------------------------------------------------------------------
+// softmax cross-entropy
+
+void cpu_cross_entropy_forward(float *logits, float *losses, const int32_t *targets, int N, int V,
+                               int Vp) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *row = logits + (size_t)n * Vp;
+        float maxv = row[0];
+        for (int i = 1; i < V; i++) maxv = row[i] > maxv ? row[i] : maxv;
+        const float target_logit = row[targets[n]];
+        float sum = 0.0f;
+        for (int i = 0; i < V; i++) {
+            row[i] = expf(row[i] - maxv);
+            sum += row[i];
+        }
+        const float inv = 1.0f / sum;
+        for (int i = 0; i < V; i++) row[i] *= inv;
+        for (int i = V; i < Vp; i++) row[i] = 0.0f;
+        // -log softmax[target] = log Σ exp(x - max) - (x_target - max): finite for any logits
+        losses[n] = logf(sum) - (target_logit - maxv);
+    }
+}
+
+void cpu_cross_entropy_backward(float *probs, const int32_t *targets, float dloss, int N, int V, int Vp) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *row = probs + (size_t)n * Vp;
+        for (int i = 0; i < V; i++) row[i] *= dloss;
+        row[targets[n]] -= dloss;
+        (void)Vp;  // padding columns already hold 0 from forward
+    }
+}

@@ -295,38 +295,6 @@ void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const i
 }
 
 // ---------------------------------------------------------------------------------------
-// loss
-
-void cpu_cross_entropy_forward(float *logits, float *losses, const int32_t *targets, int N, int V,
-                               int Vp) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        float *row = logits + (size_t)n * Vp;
-        float maxv = -INFINITY;
-        for (int i = 0; i < V; i++) maxv = row[i] > maxv ? row[i] : maxv;
-        float sum = 0.0f;
-        for (int i = 0; i < V; i++) {
-            row[i] = expf(row[i] - maxv);
-            sum += row[i];
-        }
-        float inv = 1.0f / sum;
-        for (int i = 0; i < V; i++) row[i] *= inv;
-        for (int i = V; i < Vp; i++) row[i] = 0.0f;
-        losses[n] = -logf(row[targets[n]]);
-    }
-}
-
-void cpu_cross_entropy_backward(float *probs, const int32_t *targets, float dloss, int N, int V, int Vp) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        float *row = probs + (size_t)n * Vp;
-        for (int i = 0; i < V; i++) row[i] *= dloss;
-        row[targets[n]] -= dloss;
-        (void)Vp;  // padding columns already hold 0 from forward
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // reductions
 
 #define SUMSQ_BLOCK 65536
