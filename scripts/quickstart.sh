@@ -6,10 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
 mkdir -p artifacts/quickstart
-cat README.md engine/*.c engine/*/*.c engine/*/*.h 2>/dev/null > artifacts/quickstart/corpus.txt
+find README.md engine -name '*.[ch]' -o -name '*.md' | sort | xargs cat > artifacts/quickstart/corpus.txt
 build/bin/preprocess_data --input artifacts/quickstart/corpus.txt --output artifacts/quickstart/corpus.bin
 exec build/bin/pretrain_gpt \
   --data-path artifacts/quickstart/corpus.bin --vocab-size 256 \
   --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 128 \
-  --micro-batch-size 8 --global-batch-size 16 --train-iters 40 \
-  --lr 3e-3 --min-lr 3e-4 --lr-warmup-iters 5 --log-interval 2 "$@"
+  --micro-batch-size 8 --global-batch-size 16 --train-iters 150 \
+  --lr 3e-3 --min-lr 3e-4 --lr-warmup-iters 10 --log-interval 10 "$@"
