@@ -67,6 +67,12 @@ const tb_option tb_config_options[] = {
         "shard norm regions along the sequence across the tensor-parallel group"),
     OPT("--use-distributed-optimizer", use_distributed_optimizer, TB_OPT_BOOL, "false", NULL, "parallel",
         "shard optimizer state and master weights across data-parallel ranks"),
+    OPT("--collective-timeout", collective_timeout, TB_OPT_FLOAT, "300", NULL, "parallel",
+        "seconds a communicator call may take before the run ends with a hang report"),
+    OPT("--inject-stall", inject_stall, TB_OPT_STRING, "", NULL, "parallel",
+        "RANK:STEP: that rank stops before its next collective at that step (fault drill)"),
+    OPT("--print-rank-layout", print_rank_layout, TB_OPT_BOOL, "false", NULL, "parallel",
+        "print rank -> coordinates -> members of each group, then exit without training"),
     // training
     OPT("--micro-batch-size", micro_batch_size, TB_OPT_INT, "4", NULL, "training", "micro batch size B"),
     OPT("--global-batch-size", global_batch_size, TB_OPT_INT, "0", NULL, "training",
@@ -220,12 +226,13 @@ static int set_from_text(tb_config *cfg, const tb_option *o, const char *value, 
         else if (!strcmp(value, "false") || !strcmp(value, "0")) *(int *)field = 0;
         else return tb_fail(err, "%s: '%s' is not true or false", where, value);
         return 0;
-    case TB_OPT_STRING:
-        if (strlen(value) >= TB_PATH_MAX)
-            return tb_fail(err, "%s: value is %zu characters, at most %d allowed", where, strlen(value),
-                           TB_PATH_MAX - 1);
+    case TB_OPT_STRING: {
+        size_t cap = o->offset == offsetof(tb_config, inject_stall) ? sizeof cfg->inject_stall : TB_PATH_MAX;
+        if (strlen(value) >= cap)
+            return tb_fail(err, "%s: value is %zu characters, at most %zu allowed", where, strlen(value), cap - 1);
         strcpy(field, value);
         return 0;
+    }
     case TB_OPT_CHOICE: {
         int i = choice_index(o->choices, value);
         if (i < 0) return tb_fail(err, "%s: '%s' is not one of %s", where, value, o->choices);
@@ -448,7 +455,9 @@ int config_validate(const tb_config *c, tb_error *err) {
     AT_MOST(padded_vocab_size, 1 << 20);
     AT_MOST(micro_batch_size, 1 << 20);
     AT_MOST(global_batch_size, 1 << 30);
-    AT_MOST(world_size, 1 << 20);
+    if (c->world_size > 64)
+        violated(&r, "world_size (%d) exceeds 64: ranks are threads of one process (multi-node launch is not "
+                     "supported yet)", c->world_size);
     AT_MOST(tensor_model_parallel_size, 1 << 16);
     AT_MOST(pipeline_model_parallel_size, 1 << 16);
     AT_MOST(context_parallel_size, 1 << 16);
@@ -546,17 +555,27 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (c->memory_cap < 0) violated(&r, "memory_cap (%lld) must be non-negative", (long long)c->memory_cap);
     if (c->peak_tflops < 0) violated(&r, "peak_tflops (%g) must be non-negative", c->peak_tflops);
     if (c->num_threads < 0) violated(&r, "num_threads (%d) must be non-negative", c->num_threads);
+    if (!(c->collective_timeout > 0))
+        violated(&r, "collective_timeout (%g) must be positive", c->collective_timeout);
+    if (c->inject_stall[0]) {
+        int rank, n = 0;
+        long long step;
+        if (sscanf(c->inject_stall, "%d:%lld%n", &rank, &step, &n) != 2 || c->inject_stall[n] != '\0')
+            violated(&r, "inject_stall '%s' must be RANK:STEP", c->inject_stall);
+        else if (rank < 0 || rank >= c->world_size || step < 1)
+            violated(&r, "inject_stall '%s': rank must be in [0, %d) and step at least 1", c->inject_stall,
+                     c->world_size);
+    }
 
     if (r.count) return -1;
 
     // What the engine cannot run yet: refused, never ignored.
-    if (c->world_size > 1)
-        violated(&r, "world_size %d (tp %d, cp %d, pp %d, dp %d): more than one rank is not supported yet",
-                 c->world_size, tp, cp, pp, dp);
+    if (pp > 1) violated(&r, "pipeline_model_parallel_size %d: not supported yet", pp);
+    if (cp > 1) violated(&r, "context_parallel_size %d: not supported yet", cp);
+    if (c->sequence_parallel && tp == 1)
+        violated(&r, "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)");
     if (vpp > 0) violated(&r, "virtual_pipeline_model_parallel_size %d: not supported yet", vpp);
     if (ep > 1) violated(&r, "expert_model_parallel_size %d: not supported yet", ep);
-    if (c->sequence_parallel) violated(&r, "sequence_parallel: not supported yet");
-    if (c->use_distributed_optimizer) violated(&r, "use_distributed_optimizer: not supported yet");
     if (c->num_experts > 0) violated(&r, "num_experts %d (MoE): not supported yet", c->num_experts);
     if (c->position_embedding_type != TB_POS_LEARNED_ABSOLUTE)
         violated(&r, "position_embedding_type %s: not supported yet (learned_absolute only)",

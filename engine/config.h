@@ -60,6 +60,9 @@ typedef struct tb_config {
     int expert_model_parallel_size;
     int sequence_parallel;
     int use_distributed_optimizer;
+    double collective_timeout;    // seconds before a communicator call becomes a hang report
+    char inject_stall[64];        // "RANK:STEP": that rank stops before its next collective
+    int print_rank_layout;
 
     // --- training ---
     int micro_batch_size;

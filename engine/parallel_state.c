@@ -1,6 +1,16 @@
 #include "parallel_state.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/local_backend.h"
+
+static const char *const kind_names[TB_NGROUP_KINDS] = {"tp", "cp", "dp", "dp_cp", "pp", "mp", "embedding", "world"};
+
+const char *tb_group_kind_name(tb_group_kind k) {
+    return (unsigned)k < TB_NGROUP_KINDS ? kind_names[k] : "?";
+}
 
 tb_coords parallel_state_coords(const tb_config *cfg, int rank) {
     tb_coords c;
@@ -17,4 +27,105 @@ tb_coords parallel_state_coords(const tb_config *cfg, int rank) {
 
 void parallel_state_label(char *buf, size_t len, int rank, tb_coords c) {
     snprintf(buf, len, "rank %d (tp%d cp%d dp%d pp%d)", rank, c.tp, c.cp, c.dp, c.pp);
+}
+
+// Does coordinate set b agree with a outside the group's own axes?
+static int same_group(const tb_config *cfg, tb_group_kind k, tb_coords a, tb_coords b) {
+    const int last = cfg->pipeline_model_parallel_size - 1;
+    switch (k) {
+    case TB_GROUP_TP: return a.cp == b.cp && a.dp == b.dp && a.pp == b.pp;
+    case TB_GROUP_CP: return a.tp == b.tp && a.dp == b.dp && a.pp == b.pp;
+    case TB_GROUP_DP: return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp;
+    case TB_GROUP_DP_CP: return a.tp == b.tp && a.pp == b.pp;
+    case TB_GROUP_PP: return a.tp == b.tp && a.cp == b.cp && a.dp == b.dp;
+    case TB_GROUP_MP: return a.cp == b.cp && a.dp == b.dp;
+    case TB_GROUP_EMBEDDING:
+        return a.tp == b.tp && a.cp == b.cp && a.dp == b.dp && (b.pp == 0 || b.pp == last);
+    case TB_GROUP_WORLD: return 1;
+    default: return 0;
+    }
+}
+
+int parallel_state_group_members(const tb_config *cfg, tb_group_kind k, int rank, int *members) {
+    tb_coords me = parallel_state_coords(cfg, rank);
+    int n = 0;
+    for (int r = 0; r < cfg->world_size; r++)
+        if (same_group(cfg, k, me, parallel_state_coords(cfg, r))) members[n++] = r;
+    return n;
+}
+
+int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err) {
+    memset(w, 0, sizeof *w);
+    w->cfg = cfg;
+    w->size = cfg->world_size;
+    w->collective_timeout_s = cfg->collective_timeout;
+    w->stall_rank = -1;
+    if (cfg->inject_stall[0] && sscanf(cfg->inject_stall, "%d:%lld", &w->stall_rank, (long long *)&w->stall_step) != 2)
+        return tb_fail(err, "flag --inject-stall: '%s' is not RANK:STEP", cfg->inject_stall);
+    w->ranks = calloc((size_t)w->size, sizeof *w->ranks);
+    w->local_groups = calloc((size_t)w->size * TB_NGROUP_KINDS, sizeof *w->local_groups);
+    if (!w->ranks || !w->local_groups) return tb_fail(err, "out of host memory for a world of %d ranks", w->size);
+    int *members = calloc((size_t)w->size, sizeof(int));
+    if (!members) return tb_fail(err, "out of host memory");
+    for (int r = 0; r < w->size; r++) {
+        tb_rank *rk = &w->ranks[r];
+        rk->rank = r;
+        rk->world_size = w->size;
+        rk->cfg = cfg;
+        rk->world = w;
+        rk->coords = parallel_state_coords(cfg, r);
+        parallel_state_label(rk->label, sizeof rk->label, r, rk->coords);
+        rk->microbatch = -1;
+        tb_flight_recorder_init(&rk->fr);
+        for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+            int n = parallel_state_group_members(cfg, (tb_group_kind)k, r, members);
+            if (n > TB_MAX_GROUP) {
+                free(members);
+                return tb_fail(err, "group %s of %d ranks: at most %d supported", kind_names[k], n, TB_MAX_GROUP);
+            }
+            tb_group *g = &rk->groups[k];
+            g->name = kind_names[k];
+            g->size = n;
+            memcpy(g->ranks, members, (size_t)n * sizeof(int));
+            for (int i = 0; i < n; i++)
+                if (members[i] == r) g->index = i;
+            g->id = k * w->size + members[0];
+            g->backend = &tb_local_backend;
+            void **shared = &w->local_groups[g->id];
+            if (!*shared) *shared = tb_local_group_create(n);
+            g->backend_state = *shared;
+            g->rk = rk;
+        }
+    }
+    free(members);
+    return 0;
+}
+
+void parallel_state_world_free(tb_world *w) {
+    for (int i = 0; w->local_groups && i < w->size * TB_NGROUP_KINDS; i++)
+        if (w->local_groups[i]) tb_local_group_destroy(w->local_groups[i]);
+    for (int r = 0; w->ranks && r < w->size; r++) tb_flight_recorder_destroy(&w->ranks[r].fr);
+    free(w->local_groups);
+    free(w->ranks);
+    memset(w, 0, sizeof *w);
+}
+
+void parallel_state_print_layout(FILE *out, const tb_config *c) {
+    fprintf(out, "world %d = tp %d x cp %d x dp %d x pp %d (order tp-cp-ep-dp-pp, tp fastest)\n", c->world_size,
+            c->tensor_model_parallel_size, c->context_parallel_size, c->data_parallel_size,
+            c->pipeline_model_parallel_size);
+    int *members = calloc((size_t)c->world_size, sizeof(int));
+    if (!members) return;
+    for (int r = 0; r < c->world_size; r++) {
+        char label[96];
+        parallel_state_label(label, sizeof label, r, parallel_state_coords(c, r));
+        fprintf(out, "%s\n", label);
+        for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+            int n = parallel_state_group_members(c, (tb_group_kind)k, r, members);
+            fprintf(out, "  %-9s [", kind_names[k]);
+            for (int i = 0; i < n; i++) fprintf(out, "%s%d", i ? ", " : "", members[i]);
+            fprintf(out, "]\n");
+        }
+    }
+    free(members);
 }

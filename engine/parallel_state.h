@@ -1,17 +1,23 @@
-// parallel_state.h — who a rank is: its coordinates in the tp × cp × dp × pp grid and the
-// per-rank context every module receives (Megatron-Core's parallel_state, without globals).
+// parallel_state.h — who a rank is: its coordinates in the tp × cp × dp × pp grid, its
+// groups, and the per-rank context every module receives (Megatron-Core's parallel_state,
+// without globals).
 //
 // Rank order is Megatron-Core's default "tp-cp-ep-dp-pp": tp varies fastest, pp slowest,
 //   rank = tp_rank + tp·(cp_rank + cp·(dp_rank + dp·pp_rank)).
+// A group holds the ranks that agree on every coordinate outside it, in increasing rank
+// order (Megatron's generate_masked_orthogonal_rank_groups). E.g. tp 2, cp 2, dp 2, pp 2:
+// tp [0,1] [2,3] ..; cp [0,2] [1,3] ..; dp [0,4] [1,5] ..; pp [0,8] [1,9] ..;
+// dp_cp [0,2,4,6] [1,3,5,7] ..; mp (tp × pp) [0,1,8,9] ..; embedding: the first and last
+// pipeline stage of each pipeline group.
 // Every report names a rank by its coordinates: "rank 13 (tp1 cp0 dp1 pp1)".
-//
-// The communication groups (tp, cp, dp, dp×cp, pp, model-parallel, embedding) and the
-// communicator arrive with the parallel core; today the engine runs a world of one rank.
 #ifndef TB_PARALLEL_STATE_H
 #define TB_PARALLEL_STATE_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
+#include "comm/comm.h"
+#include "comm/flight_recorder.h"
 #include "config.h"
 #include "core/memory.h"
 #include "core/trace.h"
@@ -20,10 +26,28 @@ typedef struct tb_coords {
     int tp, cp, dp, pp;
 } tb_coords;
 
+typedef enum tb_group_kind {
+    TB_GROUP_TP,
+    TB_GROUP_CP,
+    TB_GROUP_DP,
+    TB_GROUP_DP_CP,
+    TB_GROUP_PP,
+    TB_GROUP_MP,         // model parallel: tp × pp
+    TB_GROUP_EMBEDDING,  // first and last pipeline stage
+    TB_GROUP_WORLD,
+    TB_NGROUP_KINDS
+} tb_group_kind;
+
+const char *tb_group_kind_name(tb_group_kind k);
+
 // Coordinates of `rank` under the config's sizes (tp-cp-ep-dp-pp order).
 tb_coords parallel_state_coords(const tb_config *cfg, int rank);
 // "rank 13 (tp1 cp0 dp1 pp1)"
 void parallel_state_label(char *buf, size_t len, int rank, tb_coords c);
+// Members of the group of kind k that contains `rank`, in group order; returns the count.
+int parallel_state_group_members(const tb_config *cfg, tb_group_kind k, int rank, int *members);
+
+struct tb_world;
 
 // Everything that belongs to one rank. No engine state lives outside it.
 typedef struct tb_rank {
@@ -32,12 +56,38 @@ typedef struct tb_rank {
     tb_coords coords;
     char label[96];
     const tb_config *cfg;
+    struct tb_world *world;         // NULL for a rank built without a world (tests)
+    tb_group groups[TB_NGROUP_KINDS];
+    tb_flight_recorder fr;
     tb_allocator mem;
     tb_trace trace;
     char run_dir[TB_PATH_MAX];
     // where the rank is, for OOM and hang reports
-    int64_t step;        // 1-based; 0 before training
-    int microbatch;      // 0-based; -1 outside a microbatch
+    _Atomic int64_t step;           // 1-based; 0 before training
+    _Atomic int microbatch;         // 0-based; -1 outside a microbatch
 } tb_rank;
+
+// The ranks of this process and what they share: the local backend's group objects, the
+// collective timeout, the fault injection, the hang report's once-flag.
+typedef struct tb_world {
+    const tb_config *cfg;
+    int size;
+    tb_rank *ranks;                 // (size)
+    void **local_groups;            // (kinds × size) shared group objects, by first member
+    double collective_timeout_s;
+    int stall_rank;                 // --inject-stall RANK:STEP (-1: none)
+    int64_t stall_step;
+    atomic_int hang_reported;
+    char run_dir[TB_PATH_MAX];
+    int64_t origin_ns;              // ts = 0 of every rank's trace
+} tb_world;
+
+// Builds the world for cfg: every rank's coordinates and groups on the local backend.
+// Allocators, traces and run directories of the ranks are left to the caller.
+int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err);
+void parallel_state_world_free(tb_world *w);
+
+// Prints rank → coordinates → members of each group (pretrain_gpt --print-rank-layout).
+void parallel_state_print_layout(FILE *out, const tb_config *cfg);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "config.h"
+#include "parallel_state.h"
 #include "training.h"
 
 int main(int argc, char **argv) {
@@ -24,6 +25,10 @@ int main(int argc, char **argv) {
     if (config_validate(&cfg, &err) != 0) {
         fprintf(stderr, "pretrain_gpt: invalid configuration:\n%s\n", err.msg);
         return 2;
+    }
+    if (cfg.print_rank_layout) {
+        parallel_state_print_layout(stdout, &cfg);
+        return 0;
     }
     if (pretrain(&cfg, &err) != 0) {
         fprintf(stderr, "pretrain_gpt: %s\n", err.msg);

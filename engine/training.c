@@ -11,6 +11,8 @@
 #include "backend/cpu/kernels.h"
 #include "checkpoint/gpt_checkpoint.h"
 #include "core/fileio.h"
+#include "distributed/finalize_model_grads.h"
+#include <pthread.h>
 
 // ---------------------------------------------------------------------------------------
 // Run directory and reports
@@ -163,13 +165,15 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
                                : tb_gpt_dataset_open_synthetic(&tr->data, (uint64_t)cfg->seed, cfg->seq_length,
                                                                cfg->vocab_size, &rk->mem, err);
     if (rc != 0) return tb_fail_prefix(err, "flag --data-path");
-    gpt_model_init(&tr->model, cfg, &rk->mem);
+    tb_group *tp = rk->world ? &rk->groups[TB_GROUP_TP] : NULL;
+    gpt_model_init(&tr->model, cfg, &rk->mem, tp);
     if (cfg->load[0] && gpt_load_safetensors(&tr->model, cfg->load, err) != 0) {
         gpt_model_free(&tr->model);
         tb_gpt_dataset_close(&tr->data, &rk->mem);
         return tb_fail_prefix(err, "flag --load");
     }
-    adamw_init(&tr->opt, cfg, tr->model.num_parameters, &rk->mem);
+    const tb_group *dp = rk->world ? &rk->groups[TB_GROUP_DP_CP] : NULL;
+    adamw_init(&tr->opt, cfg, tr->model.padded_parameters, dp ? dp->index : 0, dp ? dp->size : 1, &rk->mem);
     size_t tokens = (size_t)cfg->micro_batch_size * cfg->seq_length;
     tr->inputs = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch inputs");
     tr->targets = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch targets");
@@ -190,6 +194,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     tb_rank *rk = tr->rk;
     gpt_model *model = &tr->model;
     const int B = cfg->micro_batch_size, T = cfg->seq_length, M = cfg->num_microbatches;
+    const int dp_rank = rk->world ? rk->groups[TB_GROUP_DP_CP].index : 0;
     tb_step_result r = {0, 0, 0};
     rk->step = step;
 
@@ -202,7 +207,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
         tb_range_annotate(step, mb);
         // global sample index: step-major, then microbatch, then dp rank, then row
         uint64_t first = (uint64_t)(step - 1) * cfg->global_batch_size +
-                         (uint64_t)mb * B * cfg->data_parallel_size + (uint64_t)rk->coords.dp * B;
+                         (uint64_t)mb * B * cfg->data_parallel_size + (uint64_t)dp_rank * B;
         for (int b = 0; b < B; b++)
             tb_gpt_dataset_get_sample(&tr->data, first + b, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
         r.loss += gpt_forward(model, tr->inputs, tr->targets);
@@ -212,18 +217,34 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     rk->microbatch = -1;
     r.loss /= M;
 
+    finalize_model_grads(model, rk, &tr->opt);
+
     TB_RANGE_PUSH("optimizer");
     TB_RANGE_PUSH("optimizer.clip_grads");
-    r.grad_norm = clip_grads_global_norm(model->grad_memory, model->num_parameters);
+    r.grad_norm = clip_grads_global_norm_parallel(model, rk, &tr->opt);
     float clip = clip_grads_coefficient(r.grad_norm, cfg->clip_grad);
     TB_RANGE_POP();
     TB_RANGE_PUSH("optimizer.adamw");
     r.lr = lr_at_step(cfg, step);
-    adamw_step(&tr->opt, model->params, model->nparams, model->param_memory, model->grad_memory, clip,
-               (float)r.lr);
+    adamw_step(&tr->opt, model->params, model->nparams, model->param_memory, model->grad_memory, clip, (float)r.lr);
     TB_RANGE_POP();
+    if (tr->opt.sharded) {
+        TB_RANGE_PUSH("optimizer.all_gather_params");
+        tb_all_gather(&rk->groups[TB_GROUP_DP_CP], model->param_memory + tr->opt.lo, model->param_memory,
+                      tr->opt.hi - tr->opt.lo);
+        TB_RANGE_POP();
+    }
     TB_RANGE_POP();
 
+    // the global batch's loss: the mean over data-parallel ranks
+    tb_group *dp = rk->world ? &rk->groups[TB_GROUP_DP_CP] : NULL;
+    if (dp && dp->size > 1) {
+        TB_RANGE_PUSH("loss_average");
+        float loss = (float)r.loss;
+        tb_all_reduce(dp, &loss, 1, TB_RED_SUM);
+        r.loss = loss / dp->size;
+        TB_RANGE_POP();
+    }
     TB_RANGE_POP();
     return r;
 }
@@ -232,36 +253,35 @@ void rank_init_single(tb_rank *rk, const tb_config *cfg) {
     memset(rk, 0, sizeof *rk);
     rk->cfg = cfg;
     rk->rank = 0;
-    rk->world_size = cfg->world_size;
+    rk->world_size = 1;
     rk->coords = parallel_state_coords(cfg, 0);
     parallel_state_label(rk->label, sizeof rk->label, 0, rk->coords);
     rk->microbatch = -1;
 }
 
-int pretrain(const tb_config *cfg, tb_error *err) {
-    tb_rank rk_storage, *rk = &rk_storage;
-    rank_init_single(rk, cfg);
-    if (make_run_dir(cfg, rk->run_dir, sizeof rk->run_dir, err) != 0) return -1;
+// ---------------------------------------------------------------------------------------
+// A rank's whole run: its thread, its allocator, trace, trainer and files.
 
+typedef struct rank_run {
+    tb_rank *rk;
+    int rc;
+    tb_error err;
+} rank_run;
+
+static int rank_train(tb_rank *rk, tb_error *err) {
+    const tb_config *cfg = rk->cfg;
+    const int lead = rk->rank == 0;
     char path[TB_PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/config.json", rk->run_dir);
-    json_t *resolved = config_to_json(cfg);
-    int rc = tb_write_json_atomic(path, resolved, err);
-    json_decref(resolved);
-    if (rc != 0) return -1;
-
-    cpu_set_num_threads(cfg->num_threads);
+    // one rank: every core; several rank threads: one core each (DESIGN.md)
+    cpu_set_num_threads(rk->world_size > 1 ? 1 : cfg->num_threads);
     tb_allocator_init(&rk->mem, (size_t)cfg->memory_cap, report_oom, rk);
     tb_allocator_set_caching(&rk->mem, 1);
-    tb_trace_init(&rk->trace, rk->rank, rk->world_size, rk->label, tb_now_ns(), 1);
+    tb_trace_init(&rk->trace, rk->rank, rk->world_size, rk->label, rk->world ? rk->world->origin_ns : tb_now_ns(), 1);
     tb_trace_bind(&rk->trace);
 
     tb_trainer tr;
-    if (trainer_init(&tr, cfg, rk, err) != 0) {
-        tb_trace_bind(NULL);
-        tb_trace_free(&rk->trace);
-        return -1;
-    }
+    int rc = trainer_init(&tr, cfg, rk, err);
+    if (rc != 0) goto out;
 
     rank_file(path, sizeof path, rk, "metrics", "jsonl");
     FILE *metrics = fopen(path, "w");
@@ -269,7 +289,7 @@ int pretrain(const tb_config *cfg, tb_error *err) {
         rc = tb_fail(err, "%s: cannot create metrics file", path);
         goto done;
     }
-    print_header(cfg, &tr.model, rk->run_dir);
+    if (lead) print_header(cfg, &tr.model, rk->run_dir);
     const double flops_per_token = gpt_flops_per_token(&tr.model);
     const int64_t tokens_per_step = (int64_t)cfg->global_batch_size * cfg->seq_length;
 
@@ -277,18 +297,22 @@ int pretrain(const tb_config *cfg, tb_error *err) {
         int64_t t0 = tb_now_ns();
         tb_step_result r = train_step(&tr, step);
         double seconds = (double)(tb_now_ns() - t0) / 1e9;
-        step_metrics s = {step, r.loss, r.lr, r.grad_norm, seconds * 1e3, (double)tokens_per_step / seconds, 0, 0};
-        s.tflops = flops_per_token * (double)tokens_per_step / seconds / 1e12;
+        // throughput is set by the slowest rank
+        float slowest = (float)seconds;
+        if (rk->world_size > 1) tb_all_reduce(&rk->groups[TB_GROUP_WORLD], &slowest, 1, TB_RED_MAX);
+        step_metrics s = {step, r.loss, r.lr, r.grad_norm, seconds * 1e3, (double)tokens_per_step / slowest, 0, 0};
+        s.tflops = flops_per_token * (double)tokens_per_step / slowest / 1e12 / rk->world_size;
         s.mfu = cfg->peak_tflops > 0 ? s.tflops / cfg->peak_tflops : 0;
         json_t *line = metrics_line(&s, cfg, &rk->mem);
+        json_object_set_new(line, "slowest_rank_step_ms", json_real(slowest * 1e3));
         char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
         fprintf(metrics, "%s\n", text);
         fflush(metrics);
         free(text);
         json_decref(line);
-        if (step % cfg->log_interval == 0 || step == cfg->train_iters) {
+        if (lead && (step % cfg->log_interval == 0 || step == cfg->train_iters)) {
             printf("%6lld  %10.6f  %10.3e  %10.4f  %10.1f  %9.1f\n", (long long)step, s.loss, s.lr, s.grad_norm,
-                   s.tokens_per_s, s.step_ms);
+                   s.tokens_per_s, slowest * 1e3);
             fflush(stdout);
         }
     }
@@ -302,7 +326,7 @@ int pretrain(const tb_config *cfg, tb_error *err) {
             rc = tb_fail_prefix(err, "flag --save");
             goto done;
         }
-        printf("\nsaved weights: %s\n", cfg->save);
+        if (lead) printf("\nsaved weights: %s\n", cfg->save);
     }
 
     rank_file(path, sizeof path, rk, "memory", "json");
@@ -313,24 +337,72 @@ int pretrain(const tb_config *cfg, tb_error *err) {
         rank_file(path, sizeof path, rk, "trace", "json");
         rc = tb_trace_write_chrome(&rk->trace, path, err);
     }
-    if (rc == 0) {
+    if (rc == 0 && lead) {
         printf("\nartifacts: %s\n", rk->run_dir);
-        printf("  config.json  metrics.rank-00000.jsonl  trace.rank-00000.json (open in Perfetto)  "
-               "memory.rank-00000.json\n");
-        printf("peak memory: %.1f MiB (params %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
-               "workspace %.1f)\n",
+        printf("  config.json  metrics.rank-NNNNN.jsonl  trace.rank-NNNNN.json (open in Perfetto)  "
+               "memory.rank-NNNNN.json  (%d rank%s)\n", rk->world_size, rk->world_size > 1 ? "s" : "");
+        printf("peak memory (rank 0): %.1f MiB (params %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
+               "workspace %.1f, comm %.1f)\n",
                (double)rk->mem.stats.total_peak / 1048576.0,
                (double)rk->mem.stats.at_total_peak[TB_MEM_PARAMS] / 1048576.0,
                (double)rk->mem.stats.at_total_peak[TB_MEM_GRADS] / 1048576.0,
                (double)rk->mem.stats.at_total_peak[TB_MEM_OPTIMIZER] / 1048576.0,
                (double)rk->mem.stats.at_total_peak[TB_MEM_ACTIVATIONS] / 1048576.0,
-               (double)rk->mem.stats.at_total_peak[TB_MEM_WORKSPACE] / 1048576.0);
+               (double)rk->mem.stats.at_total_peak[TB_MEM_WORKSPACE] / 1048576.0,
+               (double)rk->mem.stats.at_total_peak[TB_MEM_COMM] / 1048576.0);
     }
 
 done:
     trainer_free(&tr);
+out:
     tb_allocator_release_cache(&rk->mem);
     tb_trace_bind(NULL);
     tb_trace_free(&rk->trace);
+    return rc;
+}
+
+static void *rank_thread(void *arg) {
+    rank_run *run = arg;
+    run->rc = rank_train(run->rk, &run->err);
+    return NULL;
+}
+
+int pretrain(const tb_config *cfg, tb_error *err) {
+    tb_world world;
+    if (parallel_state_world_init(&world, cfg, err) != 0) return -1;
+    world.origin_ns = tb_now_ns();
+    int rc = make_run_dir(cfg, world.run_dir, sizeof world.run_dir, err);
+    if (rc == 0) {
+        char path[TB_PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/config.json", world.run_dir);
+        json_t *resolved = config_to_json(cfg);
+        rc = tb_write_json_atomic(path, resolved, err);
+        json_decref(resolved);
+    }
+    if (rc != 0) {
+        parallel_state_world_free(&world);
+        return -1;
+    }
+    rank_run *runs = calloc((size_t)world.size, sizeof *runs);
+    pthread_t *threads = calloc((size_t)world.size, sizeof *threads);
+    for (int r = 0; r < world.size; r++) {
+        runs[r].rk = &world.ranks[r];
+        snprintf(world.ranks[r].run_dir, sizeof world.ranks[r].run_dir, "%s", world.run_dir);
+    }
+    if (world.size == 1) {
+        rank_thread(&runs[0]);
+    } else {
+        for (int r = 0; r < world.size; r++) pthread_create(&threads[r], NULL, rank_thread, &runs[r]);
+        for (int r = 0; r < world.size; r++) pthread_join(threads[r], NULL);
+    }
+    for (int r = 0; r < world.size && rc == 0; r++)
+        if (runs[r].rc != 0) {
+            rc = -1;
+            if (err) *err = runs[r].err;
+            if (world.size > 1) tb_fail_prefix(err, "%s", world.ranks[r].label);
+        }
+    free(runs);
+    free(threads);
+    parallel_state_world_free(&world);
     return rc;
 }

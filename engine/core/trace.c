@@ -34,8 +34,10 @@ void tb_trace_init(tb_trace *t, int rank, int world_size, const char *rank_label
 void tb_trace_free(tb_trace *t) {
     free(t->events);
     free(t->strings);
+    free(t->comm_args);
     t->events = NULL;
     t->strings = NULL;
+    t->comm_args = NULL;
 }
 
 void tb_trace_bind(tb_trace *t) { current_trace = t; }
@@ -88,6 +90,7 @@ void tb_range_push(const char *fmt, ...) {
         e->dur_ns = -1;
         e->arg_step = -1;
         e->arg_microbatch = -1;
+        e->comm = -1;
         e->start_ns = tb_now_ns() - t->origin_ns;
         t->stack[t->depth] = t->nevents++;
     }
@@ -119,6 +122,14 @@ void tb_range_annotate(int64_t step, int64_t microbatch) {
     e->arg_microbatch = microbatch;
 }
 
+void tb_range_annotate_comm(const tb_trace_comm_args *args) {
+    tb_trace *t = current_trace;
+    if (!t || !t->recording || t->depth == 0) return;
+    t->comm_args = grow(t->comm_args, &t->cap_comm, t->ncomm + 1, sizeof *t->comm_args);
+    t->comm_args[t->ncomm] = *args;
+    t->events[t->stack[t->depth - 1]].comm = (int64_t)t->ncomm++;
+}
+
 void tb_trace_stack_string(const tb_trace *t, char *buf, size_t len) {
     size_t used = 0;
     buf[0] = '\0';
@@ -147,6 +158,16 @@ int tb_trace_write_chrome(const tb_trace *t, const char *path, tb_error *err) {
         if (e->arg_step >= 0) json_object_set_new(args, "step", json_integer(e->arg_step));
         if (e->arg_microbatch >= 0)
             json_object_set_new(args, "microbatch", json_integer(e->arg_microbatch));
+        if (e->comm >= 0) {
+            const tb_trace_comm_args *c = &t->comm_args[e->comm];
+            json_t *figures = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:i, s:s}", "group",
+                                               c->group, "op", c->op, "dtype", c->dtype, "group_id", c->group_id,
+                                               "group_size", c->group_size, "group_index", c->group_index, "seq",
+                                               (json_int_t)c->seq, "count", (json_int_t)c->count, "bytes",
+                                               (json_int_t)c->bytes, "peer", c->peer, "rank", t->rank_label);
+            json_object_update(args, figures);
+            json_decref(figures);
+        }
         json_object_set_new(ev, "args", args);
         json_array_append_new(events, ev);
     }

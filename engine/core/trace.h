@@ -36,7 +36,19 @@ typedef struct tb_trace_event {
     int64_t dur_ns;       // -1 while open
     int64_t arg_step;     // -1 = none; otherwise written as args.step
     int64_t arg_microbatch;
+    int64_t comm;         // index in tb_trace.comm_args, -1 = not a communicator call
 } tb_trace_event;
+
+// The figures a communicator call's range carries in its args.
+typedef struct tb_trace_comm_args {
+    const char *group;    // static strings
+    const char *op;
+    const char *dtype;
+    int group_id, group_size, group_index;
+    uint64_t seq;
+    size_t count, bytes;
+    int peer;             // -1: none
+} tb_trace_comm_args;
 
 typedef struct tb_trace {
     int rank;
@@ -49,6 +61,8 @@ typedef struct tb_trace {
     size_t nevents, cap_events;
     char *strings;
     size_t nstrings, cap_strings;
+    tb_trace_comm_args *comm_args;
+    size_t ncomm, cap_comm;
 
     size_t stack[TB_TRACE_MAX_DEPTH];  // indices of the open events
     char stack_names[TB_TRACE_MAX_DEPTH][TB_RANGE_NAME_MAX];
@@ -69,6 +83,8 @@ void tb_range_push(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tb_range_pop(void);
 // Attaches step / microbatch numbers to the innermost open range of this thread.
 void tb_range_annotate(int64_t step, int64_t microbatch);
+// Attaches a communicator call's figures to the innermost open range of this thread.
+void tb_range_annotate_comm(const tb_trace_comm_args *args);
 
 #define TB_RANGE_PUSH(...) tb_range_push(__VA_ARGS__)
 #define TB_RANGE_POP() tb_range_pop()

@@ -20,6 +20,8 @@ typedef struct layout {
     size_t offset;
 } layout;
 
+// A parameter of whole shape (rows, cols), split over `tp` ranks along `axis` in the given
+// segments (axis -1: replicated).
 static gpt_param *add_param(layout *lay, const char *name, int ndim, int rows, int cols) {
     if (lay->n == lay->cap) {
         lay->cap = lay->cap ? 2 * lay->cap : 64;
@@ -33,14 +35,32 @@ static gpt_param *add_param(layout *lay, const char *name, int ndim, int rows, i
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
     p->ndim = ndim;
-    p->rows = rows;
-    p->cols = cols;
+    p->rows = p->full_rows = rows;
+    p->cols = p->full_cols = cols;
     p->hf_rows = rows;
-    p->numel = (size_t)rows * cols;
-    // every tensor starts on a 64-byte boundary (16 floats)
-    p->offset = lay->offset;
-    lay->offset += (p->numel + 15) / 16 * 16;
+    p->split_axis = -1;
+    p->tp_duplicate = 1;
     return p;
+}
+
+// Splits p over tp ranks along axis, the whole extent made of the given segments.
+static void split(gpt_param *p, int tp, int axis, int nseg, int s0, int s1, int s2) {
+    p->split_axis = axis;
+    p->nseg = nseg;
+    p->seg[0] = s0, p->seg[1] = s1, p->seg[2] = s2;
+    p->tp_duplicate = 0;
+    if (axis == 0) p->rows = p->full_rows / tp;
+    else p->cols = p->full_cols / tp;
+}
+
+// Offsets in the buffer, once every shape is final: each tensor starts on a 64-byte boundary.
+static void place(layout *lay) {
+    for (int i = 0; i < lay->n; i++) {
+        gpt_param *p = &lay->params[i];
+        p->numel = (size_t)p->rows * p->cols;
+        p->offset = lay->offset;
+        lay->offset += (p->numel + 15) / 16 * 16;
+    }
 }
 
 static gpt_param *add_matrix(layout *lay, const char *name, int rows, int cols, float std) {
@@ -51,50 +71,109 @@ static gpt_param *add_matrix(layout *lay, const char *name, int rows, int cols, 
     return p;
 }
 
-static void add_vector(layout *lay, const char *name, int n, float value) {
+static gpt_param *add_vector(layout *lay, const char *name, int n, float value) {
     gpt_param *p = add_param(lay, name, 1, 1, n);
     p->init_value = value;
+    return p;
+}
+
+// Replicated over tp but, under sequence parallelism, summed over this rank's rows only.
+static void sp_partial(gpt_param *p) {
+    if (p) p->sp_partial = 1;
 }
 
 static void build_layout(gpt_model *m, layout *lay) {
     const tb_config *c = m->cfg;
-    const tb_layer_dims *d = &m->block.d;
+    const int tp = m->tp_size, C = m->C, hs = C / c->num_attention_heads;
+    const int NH = c->num_attention_heads, G = c->num_query_groups, F = c->ffn_hidden_size;
+    const int gated = m->spec.activation->fc1_factor == 2, F1 = gated ? 2 * F : F, QKV = (NH + 2 * G) * hs;
     const float std = (float)c->init_method_std;
     const float out_std = std / sqrtf(2.0f * (float)c->num_layers);  // Megatron's scaled init
     const int bias = !c->disable_bias_linear, norm_bias = m->spec.input_layernorm->has_bias;
     char name[64];
 
-    gpt_param *wte = add_param(lay, "wte.weight", 2, m->Vp, m->C);
+    gpt_param *wte = add_param(lay, "wte.weight", 2, m->Vp, C);
     wte->decay = 1;
     wte->hf_rows = m->V;
     wte->init_std = std;
-    gpt_param *wpe = add_param(lay, "wpe.weight", 2, m->maxT, m->C);
+    split(wte, tp, 0, 1, m->Vp, 0, 0);  // VocabParallelEmbedding
+    gpt_param *wpe = add_param(lay, "wpe.weight", 2, m->maxT, C);
     wpe->decay = 1;
     wpe->init_std = std;
     for (int l = 0; l < c->num_layers; l++) {
 #define NAME(suffix) (snprintf(name, sizeof name, "h.%d.%s", l, suffix), name)
-        add_vector(lay, NAME("ln_1.weight"), d->C, 1.0f);
-        if (norm_bias) add_vector(lay, NAME("ln_1.bias"), d->C, 0.0f);
-        add_matrix(lay, NAME("attn.c_attn.weight"), d->QKV, d->C, std);
-        if (bias) add_vector(lay, NAME("attn.c_attn.bias"), d->QKV, 0.0f);
-        add_matrix(lay, NAME("attn.c_proj.weight"), d->C, d->C, out_std);
-        if (bias) add_vector(lay, NAME("attn.c_proj.bias"), d->C, 0.0f);
-        add_vector(lay, NAME("ln_2.weight"), d->C, 1.0f);
-        if (norm_bias) add_vector(lay, NAME("ln_2.bias"), d->C, 0.0f);
-        add_matrix(lay, NAME("mlp.c_fc.weight"), d->F1, d->C, std);
-        if (bias) add_vector(lay, NAME("mlp.c_fc.bias"), d->F1, 0.0f);
-        add_matrix(lay, NAME("mlp.c_proj.weight"), d->C, d->F, out_std);
-        if (bias) add_vector(lay, NAME("mlp.c_proj.bias"), d->C, 0.0f);
+        sp_partial(add_vector(lay, NAME("ln_1.weight"), C, 1.0f));
+        if (norm_bias) sp_partial(add_vector(lay, NAME("ln_1.bias"), C, 0.0f));
+        split(add_matrix(lay, NAME("attn.c_attn.weight"), QKV, C, std), tp, 0, 3, NH * hs, G * hs, G * hs);
+        if (bias) split(add_vector(lay, NAME("attn.c_attn.bias"), QKV, 0.0f), tp, 1, 3, NH * hs, G * hs, G * hs);
+        split(add_matrix(lay, NAME("attn.c_proj.weight"), C, C, out_std), tp, 1, 1, C, 0, 0);
+        if (bias) sp_partial(add_vector(lay, NAME("attn.c_proj.bias"), C, 0.0f));
+        sp_partial(add_vector(lay, NAME("ln_2.weight"), C, 1.0f));
+        if (norm_bias) sp_partial(add_vector(lay, NAME("ln_2.bias"), C, 0.0f));
+        split(add_matrix(lay, NAME("mlp.c_fc.weight"), F1, C, std), tp, 0, gated ? 2 : 1, F, F, 0);
+        if (bias) split(add_vector(lay, NAME("mlp.c_fc.bias"), F1, 0.0f), tp, 1, gated ? 2 : 1, F, F, 0);
+        split(add_matrix(lay, NAME("mlp.c_proj.weight"), C, F, out_std), tp, 1, 1, F, 0, 0);
+        if (bias) sp_partial(add_vector(lay, NAME("mlp.c_proj.bias"), C, 0.0f));
 #undef NAME
     }
-    add_vector(lay, "ln_f.weight", m->C, 1.0f);
-    if (norm_bias) add_vector(lay, "ln_f.bias", m->C, 0.0f);
+    sp_partial(add_vector(lay, "ln_f.weight", C, 1.0f));
+    if (norm_bias) sp_partial(add_vector(lay, "ln_f.bias", C, 0.0f));
     if (c->untie_embeddings_and_output_weights) {
-        gpt_param *head = add_param(lay, "lm_head.weight", 2, m->Vp, m->C);
+        gpt_param *head = add_param(lay, "lm_head.weight", 2, m->Vp, C);
         head->decay = 1;
         head->hf_rows = m->V;
         head->init_std = std;
+        split(head, tp, 0, 1, m->Vp, 0, 0);  // ColumnParallelLinear over the vocabulary
     }
+    place(lay);
+}
+
+void gpt_param_shard_copy(const gpt_param *p, int tp, int rank, float *full, float *shard, int to_shard) {
+    const int R = p->full_rows, Cf = p->full_cols;
+    if (p->split_axis < 0 || tp == 1) {
+        if (to_shard) memcpy(shard, full, (size_t)R * Cf * sizeof(float));
+        else memcpy(full, shard, (size_t)R * Cf * sizeof(float));
+        return;
+    }
+    // Each segment of the split axis contributes its rank-th part, in segment order.
+    if (p->split_axis == 0) {
+        size_t at = 0, from = 0;
+        for (int s = 0; s < p->nseg; s++) {
+            size_t part = (size_t)p->seg[s] / tp;
+            float *f = full + (from + (size_t)rank * part) * Cf, *sh = shard + at * Cf;
+            if (to_shard) memcpy(sh, f, part * Cf * sizeof(float));
+            else memcpy(f, sh, part * Cf * sizeof(float));
+            at += part;
+            from += (size_t)p->seg[s];
+        }
+    } else {
+        const int cols = p->cols;
+        for (int r = 0; r < R; r++) {
+            size_t at = 0, from = 0;
+            for (int s = 0; s < p->nseg; s++) {
+                size_t part = (size_t)p->seg[s] / tp;
+                float *f = full + (size_t)r * Cf + from + (size_t)rank * part, *sh = shard + (size_t)r * cols + at;
+                if (to_shard) memcpy(sh, f, part * sizeof(float));
+                else memcpy(f, sh, part * sizeof(float));
+                at += part;
+                from += (size_t)p->seg[s];
+            }
+        }
+    }
+}
+
+void gpt_gather_param(gpt_model *m, int i, int grads, float *full) {
+    const gpt_param *p = &m->params[i];
+    float *local = (grads ? m->grad_memory : m->param_memory) + p->offset;
+    tb_group *tp = m->block.d.tp.tp;
+    if (p->split_axis < 0 || m->tp_size == 1) {
+        memcpy(full, local, p->numel * sizeof(float));
+        return;
+    }
+    float *shards = tb_alloc(m->mem, TB_MEM_COMM, p->numel * (size_t)m->tp_size * sizeof(float), "gather staging");
+    tb_all_gather(tp, local, shards, p->numel);
+    for (int r = 0; r < m->tp_size; r++) gpt_param_shard_copy(p, m->tp_size, r, full, shards + (size_t)r * p->numel, 0);
+    tb_free(m->mem, shards);
 }
 
 // Points the weight views (and each layer's) into a buffer laid out by the table.
@@ -128,22 +207,32 @@ static void bind_views(gpt_model *m, float *base, gpt_weights *w, transformer_la
     if (!w->lm_head) w->lm_head = w->wte;  // tied output layer
 }
 
+// Each tensor is drawn whole from its own stream (seed, tensor index) and this rank keeps
+// its shard, so every layout initialises to the same model as the single rank.
 static void init_weights(gpt_model *m) {
     for (int i = 0; i < m->nparams; i++) {
         const gpt_param *p = &m->params[i];
         float *x = m->param_memory + p->offset;
         if (p->init_std > 0) {
+            const int sharded = p->split_axis >= 0 && m->tp_size > 1;
+            size_t whole = (size_t)p->full_rows * p->full_cols;
+            float *full = sharded ? tb_alloc(m->mem, TB_MEM_WORKSPACE, whole * sizeof(float), "init staging") : x;
             tb_rng rng;
             tb_rng_init(&rng, tb_seed_mix((uint64_t)m->cfg->seed, tb_seed_mix(0x706172616d73ull, (uint64_t)i)));
-            size_t real = (size_t)p->hf_rows * p->cols;  // padded vocab rows stay 0
-            for (size_t j = 0; j < real; j++) x[j] = p->init_std * tb_rng_normal(&rng);
+            size_t real = (size_t)p->hf_rows * p->full_cols;  // padded vocab rows stay 0
+            for (size_t j = 0; j < real; j++) full[j] = p->init_std * tb_rng_normal(&rng);
+            memset(full + real, 0, (whole - real) * sizeof(float));
+            if (sharded) {
+                gpt_param_shard_copy(p, m->tp_size, m->tp_rank, full, x, 1);
+                tb_free(m->mem, full);
+            }
         } else {
             for (size_t j = 0; j < p->numel; j++) x[j] = p->init_value;
         }
     }
 }
 
-void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem) {
+void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_group *tp_group) {
     memset(m, 0, sizeof *m);
     m->cfg = cfg;
     m->mem = mem;
@@ -154,7 +243,11 @@ void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem) {
     m->V = cfg->vocab_size;
     m->Vp = cfg->padded_vocab_size;
     m->maxT = cfg->max_position_embeddings;
-    transformer_block_init(&m->block, cfg, &m->spec, mem);
+    m->tp_size = tp_group ? tp_group->size : 1;
+    m->tp_rank = tp_group ? tp_group->index : 0;
+    m->Vl = m->Vp / m->tp_size;
+    m->vocab_start = m->tp_rank * m->Vl;
+    transformer_block_init(&m->block, cfg, &m->spec, mem, tp_group);
 
     layout lay = {0};
     build_layout(m, &lay);
@@ -162,15 +255,21 @@ void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem) {
     m->nparams = lay.n;
     m->num_parameters = lay.offset;
 
-    m->param_memory = tb_calloc(mem, TB_MEM_PARAMS, m->num_parameters * sizeof(float), "parameters");
-    m->grad_memory = tb_calloc(mem, TB_MEM_GRADS, m->num_parameters * sizeof(float), "gradients");
+    // the distributed optimizer splits the flat buffer into dp equal ranges
+    size_t unit = 16 * (size_t)(cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1);
+    m->padded_parameters = (m->num_parameters + unit - 1) / unit * unit;
+    m->param_memory = tb_calloc(mem, TB_MEM_PARAMS, m->padded_parameters * sizeof(float), "parameters");
+    m->grad_memory = tb_calloc(mem, TB_MEM_GRADS, m->padded_parameters * sizeof(float), "gradients");
     bind_views(m, m->param_memory, &m->w, m->block.params);
     bind_views(m, m->grad_memory, &m->g, m->block.grads);
     init_weights(m);
 
-    const size_t N = (size_t)m->B * m->T, f = sizeof(float);
-    m->d_lnf = tb_alloc(mem, TB_MEM_WORKSPACE, N * m->C * f, "grad at final norm output");
-    m->d_x = tb_alloc(mem, TB_MEM_WORKSPACE, N * m->C * f, "grad at block output");
+    const size_t N = (size_t)m->B * m->T, Ns = (size_t)m->block.d.Ns, f = sizeof(float);
+    m->d_lnf = tb_alloc(mem, TB_MEM_WORKSPACE, Ns * m->C * f, "grad at final norm output");
+    m->d_x = tb_alloc(mem, TB_MEM_WORKSPACE, Ns * m->C * f, "grad at block output");
+    m->full = m->tp_size > 1 ? tb_alloc(mem, TB_MEM_WORKSPACE, N * m->C * f, "embedding / output-layer staging")
+                             : NULL;
+    m->ce_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, 3 * N * f, "cross-entropy statistics");
 }
 
 void gpt_model_free(gpt_model *m) {
@@ -179,6 +278,8 @@ void gpt_model_free(gpt_model *m) {
     tb_free(m->mem, m->logits);
     tb_free(m->mem, m->d_lnf);
     tb_free(m->mem, m->d_x);
+    tb_free(m->mem, m->full);
+    tb_free(m->mem, m->ce_scratch);
     tb_free(m->mem, m->param_memory);
     tb_free(m->mem, m->grad_memory);
     free(m->params);
@@ -198,7 +299,7 @@ void gpt_release_activations(gpt_model *m) {
     m->lnf = m->logits = NULL;
 }
 
-void gpt_zero_grad(gpt_model *m) { memset(m->grad_memory, 0, m->num_parameters * sizeof(float)); }
+void gpt_zero_grad(gpt_model *m) { memset(m->grad_memory, 0, m->padded_parameters * sizeof(float)); }
 
 double gpt_flops_per_token(const gpt_model *m) {
     const tb_config *c = m->cfg;
@@ -210,8 +311,10 @@ double gpt_flops_per_token(const gpt_model *m) {
 // Forward and backward
 
 float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets) {
-    const int B = m->B, T = m->T, C = m->C, N = B * T;
+    const int C = m->C, N = m->B * m->T, Ns = m->block.d.Ns;
     const transformer_layer_spec *spec = &m->spec;
+    const tb_tp_region *region = &m->block.d.tp;
+    const int sp = region->sp && m->tp_size > 1;
     gpt_release_activations(m);
     m->inputs = inputs;
     m->targets = targets;
@@ -220,31 +323,34 @@ float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets) {
 
     TB_RANGE_PUSH("embedding");
     float *x0 = transformer_block_input(&m->block);
-    vocab_parallel_embedding_forward(x0, inputs, m->w.wte, m->w.wpe, B, T, C);  // (B,T) -> (B,T,C)
+    // (B,T) -> (Ns,C)
+    vocab_parallel_embedding_forward(region, x0, m->full, inputs, m->w.wte, m->vocab_start, m->Vl, m->w.wpe);
     TB_RANGE_POP();
 
     const float *x = transformer_block_forward(&m->block);
 
     TB_RANGE_PUSH("final_layernorm");
-    // ln_f out (N,C), mean (N), rstd (N) in one activation allocation
-    m->lnf = tb_alloc(m->mem, TB_MEM_ACTIVATIONS, ((size_t)N * C + 2 * (size_t)N) * sizeof(float),
+    // ln_f out (N,C) gathered, mean (Ns), rstd (Ns) in one activation allocation
+    m->lnf = tb_alloc(m->mem, TB_MEM_ACTIVATIONS, ((size_t)N * C + 2 * (size_t)Ns) * sizeof(float),
                       "final layernorm");
     m->lnf_mean = m->lnf + (size_t)N * C;
-    m->lnf_rstd = m->lnf_mean + N;
-    spec->final_layernorm->forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, m->w.lnf_w, m->w.lnf_b, N, C,
+    m->lnf_rstd = m->lnf_mean + Ns;
+    float *norm_out = sp ? m->block.ws.norm_out : m->lnf;
+    spec->final_layernorm->forward(norm_out, m->lnf_mean, m->lnf_rstd, x, m->w.lnf_w, m->w.lnf_b, Ns, C,
                                    (float)m->cfg->norm_epsilon);
+    if (sp) gather_from_sequence_parallel_region(region, norm_out, m->lnf);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("output_layer");
-    // logits (N,Vp) and per-token losses (N)
-    m->logits = tb_alloc(m->mem, TB_MEM_ACTIVATIONS, ((size_t)N * m->Vp + (size_t)N) * sizeof(float),
-                         "logits");
-    m->losses = m->logits + (size_t)N * m->Vp;
-    column_parallel_linear_forward(m->logits, m->lnf, m->w.lm_head, NULL, N, C, m->Vp);
+    // logits (N,Vl) of this rank's vocabulary shard, and per-token losses (N)
+    m->logits = tb_alloc(m->mem, TB_MEM_ACTIVATIONS, ((size_t)N * m->Vl + (size_t)N) * sizeof(float), "logits");
+    m->losses = m->logits + (size_t)N * m->Vl;
+    column_parallel_linear_forward(m->logits, m->lnf, m->w.lm_head, NULL, N, C, m->Vl);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("loss");
-    vocab_parallel_cross_entropy_forward(m->logits, m->losses, targets, N, m->V, m->Vp);
+    vocab_parallel_cross_entropy_forward(region->tp, m->logits, m->losses, m->ce_scratch, targets, N, m->Vl,
+                                         m->vocab_start, m->V);
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += m->losses[i];
     TB_RANGE_POP();
@@ -254,25 +360,27 @@ float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets) {
 }
 
 void gpt_backward(gpt_model *m, float loss_scale) {
-    const int B = m->B, T = m->T, C = m->C, N = B * T;
+    const int C = m->C, N = m->B * m->T, Ns = m->block.d.Ns;
     const transformer_layer_spec *spec = &m->spec;
+    const tb_tp_region *region = &m->block.d.tp;
 
     TB_RANGE_PUSH("backward");
 
     TB_RANGE_PUSH("loss.backward");
-    vocab_parallel_cross_entropy_backward(m->logits, m->targets, loss_scale / (float)N, N, m->V, m->Vp);
+    vocab_parallel_cross_entropy_backward(m->logits, m->targets, loss_scale / (float)N, N, m->Vl, m->vocab_start);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("output_layer.backward");
-    column_parallel_linear_backward(m->d_lnf, m->g.lm_head, NULL, m->logits, m->lnf, m->w.lm_head, N, C,
-                                    m->Vp);
+    // dlogits (N,Vl) -> d ln_f (Ns,C), summed over tp
+    column_parallel_linear_backward(region, m->d_lnf, m->full, m->g.lm_head, NULL, m->logits, m->lnf, m->w.lm_head,
+                                    N, C, m->Vl);
     tb_free(m->mem, m->logits);
     m->logits = NULL;
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("final_layernorm.backward");
-    spec->final_layernorm->backward(m->d_x, m->g.lnf_w, m->g.lnf_b, m->d_lnf, m->block.x[m->block.L],
-                                    m->w.lnf_w, m->lnf_mean, m->lnf_rstd, N, C);
+    spec->final_layernorm->backward(m->d_x, m->g.lnf_w, m->g.lnf_b, m->d_lnf, m->block.x[m->block.L], m->w.lnf_w,
+                                    m->lnf_mean, m->lnf_rstd, Ns, C);
     tb_free(m->mem, m->lnf);
     m->lnf = NULL;
     TB_RANGE_POP();
@@ -280,7 +388,7 @@ void gpt_backward(gpt_model *m, float loss_scale) {
     const float *dx0 = transformer_block_backward(&m->block, m->d_x);
 
     TB_RANGE_PUSH("embedding.backward");
-    vocab_parallel_embedding_backward(m->g.wte, m->g.wpe, dx0, m->inputs, B, T, C);
+    vocab_parallel_embedding_backward(region, m->g.wte, m->g.wpe, m->full, dx0, m->inputs, m->vocab_start, m->Vl);
     TB_RANGE_POP();
 
     TB_RANGE_POP();

@@ -30,6 +30,16 @@ typedef struct gpt_param {
     int hf_rows;          // rows held in files (the unpadded vocab for embeddings)
     float init_std;       // normal(0, init_std) for the first hf_rows rows; 0: constant
     float init_value;
+    // Tensor parallelism: this rank holds a shard of the whole (full_rows, full_cols) tensor.
+    int full_rows, full_cols;
+    int split_axis;       // -1: replicated over tp; 0: rows split (column-parallel outputs,
+                          // vocabulary); 1: columns split (row-parallel inputs; 1-D biases of
+                          // column-parallel layers)
+    int nseg, seg[3];     // along the split axis, the whole tensor is nseg segments (e.g. Q, K, V
+                          // or gate, up), each split evenly over the tp ranks
+    int tp_duplicate;     // replicated over tp: counted once in the global gradient norm
+    int sp_partial;       // under sequence parallelism its gradient is a per-rank partial sum
+                          // (norms, row-parallel biases): all-reduced over tp at the step's end
 } gpt_param;
 
 // Pointers into the parameter (or gradient) buffer.
@@ -45,10 +55,13 @@ typedef struct gpt_model {
     transformer_layer_spec spec;
     tb_allocator *mem;
     int B, T, C, V, Vp, maxT;
+    int tp_size, tp_rank;
+    int vocab_start, Vl;     // this rank's rows of the padded vocabulary: [vocab_start, +Vl)
 
     gpt_param *params;
     int nparams;
     size_t num_parameters;   // floats in the parameter buffer
+    size_t padded_parameters;  // its allocated length: a multiple of 16 x data-parallel size
     float *param_memory;     // category params
     float *grad_memory;      // category grads
     gpt_weights w, g;
@@ -56,17 +69,27 @@ typedef struct gpt_model {
 
     // the microbatch in flight (forward → backward)
     const int32_t *inputs, *targets;       // (B,T), owned by the caller until backward
-    float *lnf, *lnf_mean, *lnf_rstd;      // (N,C), (N), (N)
-    float *logits;                         // (N,Vp): logits → probs → dlogits, in place
+    float *lnf, *lnf_mean, *lnf_rstd;      // (N,C) gathered, (Ns), (Ns)
+    float *logits;                         // (N,Vl): logits → probs → dlogits, in place
     float *losses;                         // (N)
-    float *d_lnf;                          // (N,C) workspace
-    float *d_x;                            // (N,C) workspace
+    float *d_lnf;                          // (Ns,C) workspace
+    float *d_x;                            // (Ns,C) workspace
+    float *full;                           // (N,C) workspace (tp > 1): embedding sums, partial grads
+    float *ce_scratch;                     // (3N) workspace
 } gpt_model;
 
 // Lays out and allocates parameters and gradients (zeroed) and initialises the weights
 // from cfg->seed: each tensor from its own stream, so a tensor's values do not depend on
-// which other tensors exist.
-void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem);
+// which other tensors exist, and a tensor-parallel rank's shard is exactly that slice of the
+// single-rank tensor. tp_group: the rank's tensor-parallel group (NULL with one rank).
+void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_group *tp_group);
+
+// Copies between a whole tensor (full_rows × full_cols) and tensor-parallel rank `rank`'s
+// shard of it. to_shard: full → shard; else shard → full (that rank's part only).
+void gpt_param_shard_copy(const gpt_param *p, int tp, int rank, float *full, float *shard, int to_shard);
+// The whole tensor of parameter i (or its gradient, grads != 0), assembled over tp: a
+// collective every tp rank must call. full holds full_rows × full_cols floats.
+void gpt_gather_param(gpt_model *m, int i, int grads, float *full);
 void gpt_model_free(gpt_model *m);
 
 const gpt_param *gpt_find_param(const gpt_model *m, const char *name);

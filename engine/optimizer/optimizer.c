@@ -3,23 +3,31 @@
 #include <math.h>
 
 #include "backend/cpu/kernels.h"
+#include "parallel_state.h"
 
-void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t num_parameters, tb_allocator *mem) {
-    opt->n = num_parameters;
+void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, int dp_rank, int dp_size,
+                tb_allocator *mem) {
+    opt->sharded = cfg->use_distributed_optimizer && dp_size > 1;
+    size_t shard = opt->sharded ? padded_parameters / (size_t)dp_size : padded_parameters;
+    opt->lo = opt->sharded ? shard * (size_t)dp_rank : 0;
+    opt->hi = opt->lo + shard;
+    opt->shard_grads = opt->sharded ? tb_alloc(mem, TB_MEM_GRADS, shard * sizeof(float), "reduce-scattered grads")
+                                    : NULL;
     opt->mem = mem;
     opt->t = 0;
     opt->beta1 = (float)cfg->adam_beta1;
     opt->beta2 = (float)cfg->adam_beta2;
     opt->eps = (float)cfg->adam_eps;
     opt->weight_decay = (float)cfg->weight_decay;
-    opt->m = tb_calloc(mem, TB_MEM_OPTIMIZER, num_parameters * sizeof(float), "adam exp_avg");
-    opt->v = tb_calloc(mem, TB_MEM_OPTIMIZER, num_parameters * sizeof(float), "adam exp_avg_sq");
+    opt->m = tb_calloc(mem, TB_MEM_OPTIMIZER, shard * sizeof(float), "adam exp_avg");
+    opt->v = tb_calloc(mem, TB_MEM_OPTIMIZER, shard * sizeof(float), "adam exp_avg_sq");
 }
 
 void adamw_free(tb_adamw *opt) {
     tb_free(opt->mem, opt->m);
     tb_free(opt->mem, opt->v);
-    opt->m = opt->v = NULL;
+    tb_free(opt->mem, opt->shard_grads);
+    opt->m = opt->v = opt->shard_grads = NULL;
 }
 
 void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *params, const float *grads,
@@ -31,10 +39,14 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
     const float step = lr / bc1, inv_sqrt_bc2 = 1.0f / sqrtf(bc2);
     for (int i = 0; i < nparams; i++) {
         const gpt_param *e = &table[i];
+        // the part of this tensor inside the rank's range
+        size_t lo = e->offset > opt->lo ? e->offset : opt->lo;
+        size_t hi = e->offset + e->numel < opt->hi ? e->offset + e->numel : opt->hi;
+        if (lo >= hi) continue;
         const float keep = e->decay ? 1.0f - lr * opt->weight_decay : 1.0f;
-        float *p = params + e->offset, *m = opt->m + e->offset, *v = opt->v + e->offset;
-        const float *g = grads + e->offset;
-        const size_t n = e->numel;
+        float *p = params + lo, *m = opt->m + (lo - opt->lo), *v = opt->v + (lo - opt->lo);
+        const float *g = grads + lo;
+        const size_t n = hi - lo;
 #pragma omp parallel for schedule(static)
         for (size_t j = 0; j < n; j++) {
             float gj = g[j] * grad_scale;
@@ -48,6 +60,26 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
 }
 
 double clip_grads_global_norm(const float *grads, size_t n) { return sqrt(cpu_sum_squares(grads, n)); }
+
+double clip_grads_global_norm_parallel(const gpt_model *m, struct tb_rank *rk, const tb_adamw *opt) {
+    const int tp_rank = rk && rk->world ? rk->coords.tp : 0;
+    const int dp_rank = rk && rk->world ? rk->groups[TB_GROUP_DP_CP].index : 0;
+    double sum = 0.0;
+    for (int i = 0; i < m->nparams; i++) {
+        const gpt_param *p = &m->params[i];
+        if (p->tp_duplicate && tp_rank != 0) continue;
+        if (!opt->sharded && dp_rank != 0) continue;
+        size_t lo = p->offset > opt->lo ? p->offset : opt->lo;
+        size_t hi = p->offset + p->numel < opt->hi ? p->offset + p->numel : opt->hi;
+        if (lo < hi) sum += cpu_sum_squares(m->grad_memory + lo, hi - lo);
+    }
+    if (rk && rk->world && rk->world_size > 1) {
+        float total = (float)sum;
+        tb_all_reduce(&rk->groups[TB_GROUP_WORLD], &total, 1, TB_RED_SUM);
+        sum = total;
+    }
+    return sqrt(sum);
+}
 
 float clip_grads_coefficient(double norm, double max_norm) {
     if (max_norm <= 0) return 1.0f;

@@ -16,15 +16,25 @@
 #include "core/memory.h"
 #include "models/gpt.h"
 
+// With the distributed optimizer (Megatron's DistributedOptimizer, ZeRO-1) a data-parallel
+// rank owns the contiguous range [lo, hi) of the flat parameter buffer: its gradients
+// arrive there by reduce-scatter, Adam's state exists for that range only (so optimizer
+// memory falls by 1/dp), it updates that range, and the updated ranges are all-gathered.
+// The fp32 parameters are the master weights themselves (Megatron's fp32/fp32 case).
 typedef struct tb_adamw {
-    float *m, *v;        // (num_parameters) each, category optimizer
-    size_t n;
+    float *m, *v;        // (hi - lo) each, category optimizer
+    size_t lo, hi;       // this rank's range of the flat buffer (everything when not sharded)
+    int sharded;
+    float *shard_grads;  // (hi - lo) reduce-scatter destination, category grads (sharded only)
     int64_t t;           // updates taken
     float beta1, beta2, eps, weight_decay;
     tb_allocator *mem;
 } tb_adamw;
 
-void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t num_parameters, tb_allocator *mem);
+// padded_parameters: the flat buffer's length (a multiple of dp). dp_rank / dp_size: this
+// rank's place in the data-parallel group; sharded only with --use-distributed-optimizer.
+void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, int dp_rank, int dp_size,
+                tb_allocator *mem);
 void adamw_free(tb_adamw *opt);
 // One update of every parameter in the table with learning rate lr, on the gradients
 // scaled by grad_scale (the clipping coefficient: folded into the update's read of each
@@ -35,6 +45,12 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
 
 // Global L2 norm of the gradients (the whole buffer: padding holds zeros).
 double clip_grads_global_norm(const float *grads, size_t n);
+// The exact global gradient norm of a model split over ranks: each element counted once —
+// parameters replicated over tp only by tp rank 0, and (without the distributed optimizer)
+// only by dp rank 0; with it, each rank counts its own range. The sum of squares is
+// all-reduced over the world. rk may be NULL (one rank).
+struct tb_rank;
+double clip_grads_global_norm_parallel(const gpt_model *m, struct tb_rank *rk, const tb_adamw *opt);
 // Megatron's clip_grad_by_total_norm_fp32 coefficient: max_norm / (norm + 1e-6) when that
 // is below 1, else 1 (also 1 when max_norm is 0: clipping off).
 float clip_grads_coefficient(double norm, double max_norm);

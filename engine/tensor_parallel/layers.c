@@ -1,37 +1,89 @@
 #include "tensor_parallel/layers.h"
 
+#include <string.h>
+
 #include "backend/cpu/kernels.h"
 
-void column_parallel_linear_forward(float *out, const float *inp, const float *weight,
-                                    const float *bias, int N, int C, int OC) {
-    // copy_to_tensor_model_parallel_region(inp): identity in forward
+static void add_bias(float *out, const float *bias, int rows, int OC) {
+    if (!bias) return;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < rows; n++) {
+        float *o = out + (size_t)n * OC;
+        for (int j = 0; j < OC; j++) o[j] += bias[j];
+    }
+}
+
+void column_parallel_linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
+                                    int C, int OC) {
     cpu_matmul_forward(out, inp, weight, bias, N, C, OC);
 }
 
-void column_parallel_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                                     const float *inp, const float *weight, int N, int C, int OC) {
-    cpu_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-    // copy_to_tensor_model_parallel_region backward: all-reduce of dinp over tp (one rank: none)
+void column_parallel_linear_backward(const tb_tp_region *r, float *dinp, float *partial, float *dweight,
+                                     float *dbias, const float *dout, const float *inp, const float *weight, int N,
+                                     int C, int OC) {
+    if (r->sp && tb_tp_size(r) > 1) {
+        cpu_matmul_backward(partial, dweight, dbias, dout, inp, weight, N, C, OC);
+        reduce_scatter_to_sequence_parallel_region(r, partial, dinp);
+    } else {
+        cpu_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+        reduce_from_tensor_model_parallel_region(r, dinp, (size_t)N * C);  // copy_to's backward
+    }
 }
 
-void row_parallel_linear_forward(float *out, const float *inp, const float *weight, const float *bias,
-                                 int N, int C, int OC) {
-    cpu_matmul_forward(out, inp, weight, bias, N, C, OC);
-    // reduce_from_tensor_model_parallel_region(out): all-reduce over tp (one rank: none)
+void row_parallel_linear_forward(const tb_tp_region *r, float *out, float *partial, const float *inp,
+                                 const float *weight, const float *bias, int N, int K, int OC) {
+    int rows = N;
+    if (r->sp && tb_tp_size(r) > 1) {
+        cpu_matmul_forward(partial, inp, weight, NULL, N, K, OC);
+        reduce_scatter_to_sequence_parallel_region(r, partial, out);
+        rows = N / tb_tp_size(r);
+    } else {
+        cpu_matmul_forward(out, inp, weight, NULL, N, K, OC);
+        reduce_from_tensor_model_parallel_region(r, out, (size_t)N * OC);
+    }
+    add_bias(out, bias, rows, OC);
 }
 
-void row_parallel_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                                  const float *inp, const float *weight, int N, int C, int OC) {
-    // reduce_from_tensor_model_parallel_region backward: identity
-    cpu_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+void row_parallel_linear_backward(const tb_tp_region *r, float *dinp, float *gathered, float *dweight,
+                                  float *dbias, const float *dout, const float *inp, const float *weight, int N,
+                                  int K, int OC) {
+    const float *d = dout;
+    int rows = N;
+    if (r->sp && tb_tp_size(r) > 1) {
+        gather_from_sequence_parallel_region(r, dout, gathered);
+        d = gathered;
+        rows = N / tb_tp_size(r);
+    }
+    cpu_matmul_backward(dinp, dweight, NULL, d, inp, weight, N, K, OC);
+    if (dbias) {
+        // the bias was added to this rank's rows only
+        for (int n = 0; n < rows; n++) {
+            const float *g = dout + (size_t)n * OC;
+            for (int j = 0; j < OC; j++) dbias[j] += g[j];
+        }
+    }
 }
 
-void vocab_parallel_embedding_forward(float *out, const int32_t *tokens, const float *wte,
-                                      const float *wpe, int B, int T, int C) {
-    cpu_embedding_forward(out, tokens, wte, wpe, B, T, C);
+void vocab_parallel_embedding_forward(const tb_tp_region *r, float *out, float *full, const int32_t *tokens,
+                                      const float *wte, int vocab_start, int vocab_local, const float *wpe) {
+    if (tb_tp_size(r) == 1) {
+        cpu_embedding_forward(out, tokens, wte, vocab_start, vocab_local, wpe, r->B, r->T, r->C);
+        return;
+    }
+    // each rank looks up the tokens of its vocabulary range; the all-reduce assembles them
+    cpu_embedding_forward(full, tokens, wte, vocab_start, vocab_local, NULL, r->B, r->T, r->C);
+    reduce_from_tensor_model_parallel_region(r, full, (size_t)r->B * r->T * r->C);
+    cpu_add_positions(full, wpe, r->B, r->T, r->C);
+    if (r->sp) scatter_to_sequence_parallel_region(r, full, out);
+    else memcpy(out, full, (size_t)r->B * r->T * r->C * sizeof(float));
 }
 
-void vocab_parallel_embedding_backward(float *dwte, float *dwpe, const float *dout,
-                                       const int32_t *tokens, int B, int T, int C) {
-    cpu_embedding_backward(dwte, dwpe, dout, tokens, B, T, C);
+void vocab_parallel_embedding_backward(const tb_tp_region *r, float *dwte, float *dwpe, float *full,
+                                       const float *dout, const int32_t *tokens, int vocab_start, int vocab_local) {
+    const float *d = dout;
+    if (r->sp && tb_tp_size(r) > 1) {
+        gather_from_sequence_parallel_region(r, dout, full);
+        d = full;
+    }
+    cpu_embedding_backward(dwte, dwpe, d, tokens, vocab_start, vocab_local, r->B, r->T, r->C);
 }

@@ -9,19 +9,19 @@ void self_attention_forward(const transformer_layer_spec *spec, int layer, const
     TB_RANGE_PUSH("layer.%d.attention", layer);
 
     TB_RANGE_PUSH("layer.%d.attention.qkv", layer);
-    // (N,C) -> (N,QKV)
+    // (N,C) -> (N,QKV): this rank's heads
     column_parallel_linear_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, d->N, d->C, d->QKV);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.attention.core", layer);
-    // (N,QKV) -> (N,C); probs (B,NH,T,T) saved unless selective recompute
+    // (N,QKV) -> (N,CA); probs (B,NH,T,T) saved unless selective recompute
     spec->core_attention->forward(a->atty, a->probs, ws->attn_scratch, a->qkv, d->B, d->T, d->NH, d->G,
                                   d->hs);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.attention.proj", layer);
-    // (N,C) -> (N,C)
-    row_parallel_linear_forward(out, a->atty, p->proj_w, p->proj_b, d->N, d->C, d->C);
+    // (N,CA) -> (Ns,C), summed over tp
+    row_parallel_linear_forward(&d->tp, out, ws->full, a->atty, p->proj_w, p->proj_b, d->N, d->CA, d->C);
     TB_RANGE_POP();
 
     TB_RANGE_POP();
@@ -34,8 +34,8 @@ void self_attention_backward(const transformer_layer_spec *spec, int layer, cons
     TB_RANGE_PUSH("layer.%d.attention.backward", layer);
 
     TB_RANGE_PUSH("layer.%d.attention.proj.backward", layer);
-    row_parallel_linear_backward(ws->d_atty, g->proj_w, g->proj_b, dout, a->atty, p->proj_w, d->N, d->C,
-                                 d->C);
+    row_parallel_linear_backward(&d->tp, ws->d_atty, ws->full, g->proj_w, g->proj_b, dout, a->atty, p->proj_w,
+                                 d->N, d->CA, d->C);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.attention.core.backward", layer);
@@ -45,8 +45,8 @@ void self_attention_backward(const transformer_layer_spec *spec, int layer, cons
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.attention.qkv.backward", layer);
-    column_parallel_linear_backward(dln1, g->qkv_w, g->qkv_b, ws->d_qkv, a->ln1, p->qkv_w, d->N, d->C,
-                                    d->QKV);
+    column_parallel_linear_backward(&d->tp, dln1, ws->full, g->qkv_w, g->qkv_b, ws->d_qkv, a->ln1, p->qkv_w,
+                                    d->N, d->C, d->QKV);
     TB_RANGE_POP();
 
     TB_RANGE_POP();

@@ -16,10 +16,10 @@ static void *host_calloc(size_t n, size_t size) {
 }
 
 void transformer_block_init(transformer_block *b, const tb_config *cfg, const transformer_layer_spec *spec,
-                            tb_allocator *mem) {
+                            tb_allocator *mem, tb_group *tp_group) {
     memset(b, 0, sizeof *b);
     b->L = cfg->num_layers;
-    b->d = tb_layer_dims_for(cfg, spec->activation->fc1_factor);
+    b->d = tb_layer_dims_for(cfg, spec->activation->fc1_factor, tp_group);
     b->spec = spec;
     b->mem = mem;
     // Small bookkeeping arrays of pointers and ints: host memory, not model memory.
@@ -46,7 +46,7 @@ void transformer_block_init(transformer_block *b, const tb_config *cfg, const tr
     }
 
     transformer_workspace_alloc(&b->ws, mem, &b->d);
-    size_t nc = (size_t)b->d.N * b->d.C * sizeof(float);
+    size_t nc = (size_t)b->d.Ns * b->d.C * sizeof(float);
     b->d_ping = tb_alloc(mem, TB_MEM_WORKSPACE, nc, "grad of residual stream (ping)");
     b->d_pong = tb_alloc(mem, TB_MEM_WORKSPACE, nc, "grad of residual stream (pong)");
     b->recompute_out = tb_alloc(mem, TB_MEM_WORKSPACE, nc, "recompute output");
@@ -79,7 +79,7 @@ void transformer_block_free(transformer_block *b) {
 static float *alloc_stream(transformer_block *b, int l) {
     char what[48];
     snprintf(what, sizeof what, "residual stream x[%d]", l);
-    return tb_alloc(b->mem, TB_MEM_ACTIVATIONS, (size_t)b->d.N * b->d.C * sizeof(float), what);
+    return tb_alloc(b->mem, TB_MEM_ACTIVATIONS, (size_t)b->d.Ns * b->d.C * sizeof(float), what);
 }
 
 float *transformer_block_input(transformer_block *b) {

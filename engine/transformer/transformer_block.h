@@ -31,19 +31,20 @@ typedef struct transformer_block {
     int *recompute;                    // (L) layer is in a recomputed chunk
     int selective;
     transformer_workspace ws;
-    float *d_ping, *d_pong;            // (N,C) gradients of the residual stream
-    float *recompute_out;              // (N,C) where a recomputed chunk's last layer writes
+    float *d_ping, *d_pong;            // (Ns,C) gradients of the residual stream
+    float *recompute_out;              // (Ns,C) where a recomputed chunk's last layer writes
 } transformer_block;
 
+// tp_group: the rank's tensor-parallel group (NULL with one rank).
 void transformer_block_init(transformer_block *b, const tb_config *cfg, const transformer_layer_spec *spec,
-                            tb_allocator *mem);
+                            tb_allocator *mem, tb_group *tp_group);
 void transformer_block_free(transformer_block *b);
 
-// Allocates x[0] and returns it: the embedding writes the block's input there.
+// Allocates x[0] (Ns,C) and returns it: the embedding writes the block's input there.
 float *transformer_block_input(transformer_block *b);
 // Runs the layers on x[0]; returns x[L] (held until backward).
 const float *transformer_block_forward(transformer_block *b);
-// dout (N,C) = gradient at x[L] → returns the gradient at x[0] (a block buffer, valid until
+// dout (Ns,C) = gradient at x[L] → returns the gradient at x[0] (a block buffer, valid until
 // the next backward). Frees every activation the forward held.
 const float *transformer_block_backward(transformer_block *b, const float *dout);
 

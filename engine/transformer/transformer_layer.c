@@ -5,19 +5,23 @@
 #include "backend/cpu/kernels.h"
 #include "core/trace.h"
 
-tb_layer_dims tb_layer_dims_for(const tb_config *cfg, int fc1_factor) {
+tb_layer_dims tb_layer_dims_for(const tb_config *cfg, int fc1_factor, tb_group *tp_group) {
     tb_layer_dims d;
+    const int tp = cfg->tensor_model_parallel_size;
     d.B = cfg->micro_batch_size;
     d.T = cfg->seq_length;
     d.N = d.B * d.T;
+    d.Ns = cfg->sequence_parallel ? d.N / tp : d.N;
     d.C = cfg->hidden_size;
-    d.NH = cfg->num_attention_heads;
-    d.G = cfg->num_query_groups;
-    d.hs = d.C / d.NH;
+    d.hs = d.C / cfg->num_attention_heads;
+    d.NH = cfg->num_attention_heads / tp;
+    d.G = cfg->num_query_groups / tp;
+    d.CA = d.NH * d.hs;
     d.QKV = (d.NH + 2 * d.G) * d.hs;
-    d.F = cfg->ffn_hidden_size;
+    d.F = cfg->ffn_hidden_size / tp;
     d.F1 = fc1_factor * d.F;
     d.eps = (float)cfg->norm_epsilon;
+    d.tp = (tb_tp_region){tp_group, cfg->sequence_parallel, d.B, d.T, d.C, NULL};
     return d;
 }
 
@@ -32,16 +36,17 @@ static acts_plan plan_for(transformer_layer_acts *a, const tb_layer_dims *d, int
     const size_t N = (size_t)d->N;
     acts_plan p = {0};
 #define SAVE(field, floats) (p.slot[p.n] = &a->field, p.count[p.n++] = (floats))
+    const size_t Ns = (size_t)d->Ns;
     SAVE(ln1, N * d->C);
-    SAVE(ln1_mean, N);
-    SAVE(ln1_rstd, N);
+    SAVE(ln1_mean, Ns);
+    SAVE(ln1_rstd, Ns);
     SAVE(qkv, N * d->QKV);
     SAVE(probs, selective ? 0 : (size_t)d->B * d->NH * d->T * d->T);
-    SAVE(atty, N * d->C);
-    SAVE(mid, N * d->C);
+    SAVE(atty, N * d->CA);
+    SAVE(mid, Ns * d->C);
     SAVE(ln2, N * d->C);
-    SAVE(ln2_mean, N);
-    SAVE(ln2_rstd, N);
+    SAVE(ln2_mean, Ns);
+    SAVE(ln2_rstd, Ns);
     SAVE(fc1, N * d->F1);
     SAVE(act, N * d->F);
 #undef SAVE
@@ -79,50 +84,61 @@ void transformer_layer_acts_free(transformer_layer_acts *a, tb_allocator *mem) {
     a->memory = NULL;
 }
 
-void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, const tb_layer_dims *d) {
-    const size_t N = (size_t)d->N, f = sizeof(float);
-    ws->branch = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->C * f, "layer branch output");
-    ws->d_norm_out = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->C * f, "grad at norm output");
-    ws->d_mid = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->C * f, "grad at mid residual");
+void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, tb_layer_dims *d) {
+    const size_t N = (size_t)d->N, Ns = (size_t)d->Ns, f = sizeof(float);
+    const int sp = d->tp.sp && tb_tp_size(&d->tp) > 1;
+    ws->branch = tb_alloc(mem, TB_MEM_WORKSPACE, Ns * d->C * f, "layer branch output");
+    ws->full = sp ? tb_alloc(mem, TB_MEM_WORKSPACE, N * d->C * f, "row-parallel partial sums") : NULL;
+    ws->norm_out = sp ? tb_alloc(mem, TB_MEM_WORKSPACE, Ns * d->C * f, "norm output shard") : NULL;
+    ws->d_norm_out = tb_alloc(mem, TB_MEM_WORKSPACE, Ns * d->C * f, "grad at norm output");
+    ws->d_mid = tb_alloc(mem, TB_MEM_WORKSPACE, Ns * d->C * f, "grad at mid residual");
     ws->d_qkv = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->QKV * f, "grad of qkv");
-    ws->d_atty = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->C * f, "grad of attention output");
+    ws->d_atty = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->CA * f, "grad of attention output");
     ws->d_fc1 = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F1 * f, "grad of fc1 output");
     ws->d_act = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F * f, "grad of activation output");
     ws->attn_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, 2 * (size_t)d->T * d->T * f, "attention scratch");
+    ws->staging = sp ? tb_alloc(mem, TB_MEM_COMM, N * d->C * f, "sequence-parallel staging") : NULL;
+    d->tp.staging = ws->staging;
 }
 
 void transformer_workspace_free(transformer_workspace *ws, tb_allocator *mem) {
-    tb_free(mem, ws->branch);
-    tb_free(mem, ws->d_norm_out);
-    tb_free(mem, ws->d_mid);
-    tb_free(mem, ws->d_qkv);
-    tb_free(mem, ws->d_atty);
-    tb_free(mem, ws->d_fc1);
-    tb_free(mem, ws->d_act);
-    tb_free(mem, ws->attn_scratch);
+    float **all[] = {&ws->branch, &ws->full,  &ws->norm_out, &ws->d_norm_out,   &ws->d_mid,  &ws->d_qkv,
+                     &ws->d_atty, &ws->d_fc1, &ws->d_act,    &ws->attn_scratch, &ws->staging};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        tb_free(mem, *all[i]);
+        *all[i] = NULL;
+    }
+}
+
+// A norm over this rank's rows; under sequence parallelism its output is then gathered
+// into the full (N,C) activation the column-parallel GEMM reads.
+static void norm_forward(const tb_norm_module *norm, const tb_layer_dims *d, transformer_workspace *ws,
+                         float *gathered, float *mean, float *rstd, const float *inp, const float *w,
+                         const float *b) {
+    const int sp = d->tp.sp && tb_tp_size(&d->tp) > 1;
+    norm->forward(sp ? ws->norm_out : gathered, mean, rstd, inp, w, b, d->Ns, d->C, d->eps);
+    if (sp) gather_from_sequence_parallel_region(&d->tp, ws->norm_out, gathered);
 }
 
 void transformer_layer_forward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
                                const transformer_layer_params *p, transformer_layer_acts *a,
                                transformer_workspace *ws, const float *inp, float *out) {
-    const size_t NC = (size_t)d->N * d->C;
+    const size_t NsC = (size_t)d->Ns * d->C;
     TB_RANGE_PUSH("layer.%d", layer);
 
     TB_RANGE_PUSH("layer.%d.input_layernorm", layer);
-    spec->input_layernorm->forward(a->ln1, a->ln1_mean, a->ln1_rstd, inp, p->ln1_w, p->ln1_b, d->N, d->C,
-                                   d->eps);
+    norm_forward(spec->input_layernorm, d, ws, a->ln1, a->ln1_mean, a->ln1_rstd, inp, p->ln1_w, p->ln1_b);
     TB_RANGE_POP();
 
     self_attention_forward(spec, layer, d, p, a, ws, ws->branch);
-    cpu_add(a->mid, inp, ws->branch, NC);  // residual
+    cpu_add(a->mid, inp, ws->branch, NsC);  // residual
 
     TB_RANGE_PUSH("layer.%d.pre_mlp_layernorm", layer);
-    spec->pre_mlp_layernorm->forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, p->ln2_w, p->ln2_b, d->N,
-                                     d->C, d->eps);
+    norm_forward(spec->pre_mlp_layernorm, d, ws, a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, p->ln2_w, p->ln2_b);
     TB_RANGE_POP();
 
-    mlp_forward(spec, layer, d, p, a, ws->branch);
-    cpu_add(out, a->mid, ws->branch, NC);  // residual
+    mlp_forward(spec, layer, d, p, a, ws, ws->branch);
+    cpu_add(out, a->mid, ws->branch, NsC);  // residual
 
     TB_RANGE_POP();
 }
@@ -131,24 +147,24 @@ void transformer_layer_backward(const transformer_layer_spec *spec, int layer, c
                                 const transformer_layer_params *p, transformer_layer_params *g,
                                 const transformer_layer_acts *a, transformer_workspace *ws,
                                 const float *inp, const float *dout, float *dinp) {
-    const size_t NC = (size_t)d->N * d->C;
+    const size_t NsC = (size_t)d->Ns * d->C;
     TB_RANGE_PUSH("layer.%d.backward", layer);
 
     // out = mid + mlp(ln2(mid)): dmid = dout + ln2ᵀ(mlpᵀ(dout))
     mlp_backward(spec, layer, d, p, g, a, ws, dout, ws->d_norm_out);
     TB_RANGE_PUSH("layer.%d.pre_mlp_layernorm.backward", layer);
     spec->pre_mlp_layernorm->backward(ws->d_mid, g->ln2_w, g->ln2_b, ws->d_norm_out, a->mid, p->ln2_w,
-                                      a->ln2_mean, a->ln2_rstd, d->N, d->C);
+                                      a->ln2_mean, a->ln2_rstd, d->Ns, d->C);
     TB_RANGE_POP();
-    cpu_add_inplace(ws->d_mid, dout, NC);
+    cpu_add_inplace(ws->d_mid, dout, NsC);
 
     // mid = inp + attn(ln1(inp)): dinp = dmid + ln1ᵀ(attnᵀ(dmid))
     self_attention_backward(spec, layer, d, p, g, a, ws, ws->d_mid, ws->d_norm_out);
     TB_RANGE_PUSH("layer.%d.input_layernorm.backward", layer);
     spec->input_layernorm->backward(dinp, g->ln1_w, g->ln1_b, ws->d_norm_out, inp, p->ln1_w, a->ln1_mean,
-                                    a->ln1_rstd, d->N, d->C);
+                                    a->ln1_rstd, d->Ns, d->C);
     TB_RANGE_POP();
-    cpu_add_inplace(dinp, ws->d_mid, NC);
+    cpu_add_inplace(dinp, ws->d_mid, NsC);
 
     TB_RANGE_POP();
 }

@@ -13,20 +13,30 @@
 //   pre_mlp_layernorm  ln2 (N,C), ln2_mean (N), ln2_rstd (N)
 //   mlp                fc1 (N,F1), act (N,F)                       F1 = fc1_factor · F
 // The layer input x is owned by the transformer block (it is the previous layer's output).
+//
+// Under tensor parallelism each rank holds NH/tp heads, G/tp query groups and F/tp MLP
+// columns (the dims below are this rank's); under sequence parallelism the residual stream
+// x, mid and the norm statistics hold this rank's Ns = N/tp sequence rows, while ln1 and ln2
+// are kept gathered (N,C) for the column-parallel GEMMs' weight gradients.
 #ifndef TB_TRANSFORMER_LAYER_H
 #define TB_TRANSFORMER_LAYER_H
 
 #include <stddef.h>
 
 #include "core/memory.h"
+#include "tensor_parallel/mappings.h"
 #include "transformer/spec.h"
 
 typedef struct tb_layer_dims {
     int B, T, N;        // micro batch, sequence, N = B·T
-    int C, NH, G, hs;   // hidden, heads, query groups, head size
+    int Ns;             // rows of the sequence-parallel regions: N / tp under SP, else N
+    int C, NH, G, hs;   // hidden; heads and query groups of this rank; head size
+    int CA;             // attention width of this rank: NH · hs
     int QKV;            // (NH + 2G) · hs
-    int F, F1;          // MLP hidden, fc1 output (F or 2F)
+    int F, F1;          // MLP hidden of this rank, fc1 output (F or 2F)
     float eps;
+    tb_tp_region tp;    // the tensor-parallel group and sequence parallelism (tp.staging is set
+                        // by transformer_workspace_alloc)
 } tb_layer_dims;
 
 // Parameters (or their gradients: same struct, same layout). Biases are NULL without
@@ -42,29 +52,34 @@ typedef struct transformer_layer_params {
 
 typedef struct transformer_layer_acts {
     void *memory;            // the one allocation the pointers below are carved from
-    float *ln1, *ln1_mean, *ln1_rstd;
-    float *qkv;
-    float *probs;            // NULL under selective recompute
-    float *atty;
-    float *mid;
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *fc1, *act;
+    float *ln1, *ln1_mean, *ln1_rstd;   // (N,C) gathered, (Ns), (Ns)
+    float *qkv;                         // (N,QKV)
+    float *probs;                       // (B,NH,T,T); NULL under selective recompute
+    float *atty;                        // (N,CA)
+    float *mid;                         // (Ns,C)
+    float *ln2, *ln2_mean, *ln2_rstd;   // (N,C) gathered, (Ns), (Ns)
+    float *fc1, *act;                   // (N,F1), (N,F)
 } transformer_layer_acts;
 
 // Buffers reused by every layer (category "workspace"): outputs of the projections before
 // the residual add, gradients flowing through a layer, the attention scratch.
 typedef struct transformer_workspace {
-    float *branch;           // (N,C) proj / fc2 output before the residual add
-    float *d_norm_out;       // (N,C) gradient at a norm's output
-    float *d_mid;            // (N,C) gradient at mid
+    float *branch;           // (Ns,C) proj / fc2 output (reduced, with bias) before the residual add
+    float *full;             // (N,C) row-parallel partial sums / gathered gradients (SP)
+    float *norm_out;         // (Ns,C) a norm's output before it is gathered (SP)
+    float *d_norm_out;       // (Ns,C) gradient at a norm's output
+    float *d_mid;            // (Ns,C) gradient at mid
     float *d_qkv;            // (N,QKV)
-    float *d_atty;           // (N,C)
+    float *d_atty;           // (N,CA)
     float *d_fc1;            // (N,F1)
     float *d_act;            // (N,F)
     float *attn_scratch;     // (2,T,T)
+    float *staging;          // (N,C) rank-major staging of the sequence-parallel mappings
 } transformer_workspace;
 
-tb_layer_dims tb_layer_dims_for(const tb_config *cfg, int fc1_factor);
+// This rank's dims for cfg (tp from the config); tp_group: the rank's tensor-parallel group
+// (NULL with one rank).
+tb_layer_dims tb_layer_dims_for(const tb_config *cfg, int fc1_factor, tb_group *tp_group);
 
 // Bytes of one layer's saved activations (selective: without the attention probabilities).
 size_t transformer_layer_acts_bytes(const tb_layer_dims *d, int selective_recompute);
@@ -72,32 +87,34 @@ void transformer_layer_acts_alloc(transformer_layer_acts *a, tb_allocator *mem, 
                                   int selective_recompute, int layer);
 void transformer_layer_acts_free(transformer_layer_acts *a, tb_allocator *mem);
 
-void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, const tb_layer_dims *d);
+// Also points d->tp.staging at the workspace's staging buffer.
+void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, tb_layer_dims *d);
 void transformer_workspace_free(transformer_workspace *ws, tb_allocator *mem);
 
-// inp (N,C) → out (N,C); fills a.
+// inp (Ns,C) → out (Ns,C); fills a.
 void transformer_layer_forward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
                                const transformer_layer_params *p, transformer_layer_acts *a,
                                transformer_workspace *ws, const float *inp, float *out);
-// dout (N,C) → dinp (N,C) written (must not alias dout); parameter grads g accumulated.
+// dout (Ns,C) → dinp (Ns,C) written (must not alias dout); parameter grads g accumulated.
 void transformer_layer_backward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
                                 const transformer_layer_params *p, transformer_layer_params *g,
                                 const transformer_layer_acts *a, transformer_workspace *ws,
                                 const float *inp, const float *dout, float *dinp);
 
 // The submodules, for tests and for the layer above.
-// ln1 (N,C) → out (N,C) (projection output, before the residual add)
+// ln1 (N,C) → out (Ns,C) (projection output with bias, before the residual add)
 void self_attention_forward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
                             const transformer_layer_params *p, transformer_layer_acts *a,
                             transformer_workspace *ws, float *out);
-// dout (N,C) → dln1 (N,C) written
+// dout (Ns,C) → dln1 (Ns,C) written, summed over tp
 void self_attention_backward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
                              const transformer_layer_params *p, transformer_layer_params *g,
                              const transformer_layer_acts *a, transformer_workspace *ws, const float *dout,
                              float *dln1);
-// ln2 (N,C) → out (N,C) (fc2 output, before the residual add)
+// ln2 (N,C) → out (Ns,C) (fc2 output with bias, before the residual add)
 void mlp_forward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
-                 const transformer_layer_params *p, transformer_layer_acts *a, float *out);
+                 const transformer_layer_params *p, transformer_layer_acts *a, transformer_workspace *ws,
+                 float *out);
 void mlp_backward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
                   const transformer_layer_params *p, transformer_layer_params *g,
                   const transformer_layer_acts *a, transformer_workspace *ws, const float *dout,

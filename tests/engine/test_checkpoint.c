@@ -58,7 +58,7 @@ static box *box_new(const tb_config *cfg, int64_t seed) {
     b->cfg = *cfg;
     b->cfg.seed = seed;
     tb_allocator_init(&b->mem, 0, NULL, NULL);
-    gpt_model_init(&b->m, &b->cfg, &b->mem);
+    gpt_model_init(&b->m, &b->cfg, &b->mem, NULL);
     return b;
 }
 

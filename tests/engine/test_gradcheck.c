@@ -12,6 +12,7 @@
 #include "core/memory.h"
 #include "core/rng.h"
 #include "models/gpt.h"
+#include "tensor_parallel/cross_entropy.h"
 #include "tb_test.h"
 #include "transformer/transformer_layer.h"
 
@@ -217,7 +218,7 @@ typedef struct {
 
 static double emb_objective(void *p) {
     emb_case *c = p;
-    cpu_embedding_forward(c->out, c->tokens, c->wte, c->wpe, c->B, c->T, c->C);
+    cpu_embedding_forward(c->out, c->tokens, c->wte, 0, c->V, c->wpe, c->B, c->T, c->C);
     return dot(c->out, c->R, (size_t)c->B * c->T * c->C);
 }
 
@@ -229,7 +230,7 @@ TB_TEST(embedding_backward_matches_finite_differences) {
     c.out = zeros((size_t)10 * c.C), c.R = randn((size_t)10 * c.C, 1);
     float *dwte = zeros((size_t)c.V * c.C), *dwpe = zeros((size_t)c.T * c.C);
     emb_objective(&c);
-    cpu_embedding_backward(dwte, dwpe, c.R, c.tokens, c.B, c.T, c.C);
+    cpu_embedding_backward(dwte, dwpe, c.R, c.tokens, 0, c.V, c.B, c.T, c.C);
     TB_CHECK(check("dwte", c.wte, dwte, (size_t)c.V * c.C, emb_objective, &c, 1e-2f, 80) == 0, "dwte");
     TB_CHECK(check("dwpe", c.wpe, dwpe, (size_t)c.T * c.C, emb_objective, &c, 1e-2f, 40) == 0, "dwpe");
     free(c.tokens), free(c.wte), free(c.wpe), free(c.out), free(c.R), free(dwte), free(dwpe);
@@ -244,7 +245,8 @@ typedef struct {
 static double ce_objective(void *p) {
     ce_case *c = p;
     memcpy(c->work, c->logits, (size_t)c->N * c->Vp * sizeof(float));
-    cpu_cross_entropy_forward(c->work, c->losses, c->targets, c->N, c->V, c->Vp);
+    float scratch[3 * 64];
+    vocab_parallel_cross_entropy_forward(NULL, c->work, c->losses, scratch, c->targets, c->N, c->Vp, 0, c->V);
     double s = 0;
     for (int i = 0; i < c->N; i++) s += c->losses[i];
     return s / c->N;
@@ -256,7 +258,7 @@ TB_TEST(cross_entropy_backward_matches_finite_differences_and_ignores_padding) {
     for (int i = 0; i < c.N; i++) c.targets[i] = (int32_t)(tb_rng_u64(&rng) % (uint64_t)c.V);
     c.logits = randn((size_t)c.N * c.Vp, 2), c.work = zeros((size_t)c.N * c.Vp), c.losses = zeros((size_t)c.N);
     double loss = ce_objective(&c);
-    cpu_cross_entropy_backward(c.work, c.targets, 1.0f / c.N, c.N, c.V, c.Vp);
+    vocab_parallel_cross_entropy_backward(c.work, c.targets, 1.0f / c.N, c.N, c.Vp, 0);
     float *dlogits = malloc((size_t)c.N * c.Vp * sizeof(float));
     memcpy(dlogits, c.work, (size_t)c.N * c.Vp * sizeof(float));
     TB_CHECK(check("dlogits", c.logits, dlogits, (size_t)c.N * c.Vp, ce_objective, &c, 1e-2f, 96) == 0, "dlogits");
@@ -297,7 +299,7 @@ static void layer_check(int rms, int swiglu, int G, int selective) {
     layer_case c;
     memset(&c, 0, sizeof c);
     transformer_layer_spec_for(&cfg, &c.spec);
-    c.d = tb_layer_dims_for(&cfg, c.spec.activation->fc1_factor);
+    c.d = tb_layer_dims_for(&cfg, c.spec.activation->fc1_factor, NULL);
     tb_allocator mem;
     tb_allocator_init(&mem, 0, NULL, NULL);
     const tb_layer_dims *d = &c.d;
@@ -315,7 +317,7 @@ static void layer_check(int rms, int swiglu, int G, int selective) {
         gp[i] = zeros(sizes[i]);
     }
     transformer_layer_acts_alloc(&c.a, &mem, d, selective, 0);
-    transformer_workspace_alloc(&c.ws, &mem, d);
+    transformer_workspace_alloc(&c.ws, &mem, &c.d);
     c.inp = randn((size_t)d->N * d->C, 1), c.out = zeros((size_t)d->N * d->C), c.R = randn((size_t)d->N * d->C, 1);
     float *dinp = zeros((size_t)d->N * d->C);
     layer_objective(&c);
@@ -365,7 +367,7 @@ static void model_check(int untied, int rms) {
     tb_allocator mem;
     tb_allocator_init(&mem, 0, NULL, NULL);
     gpt_model m;
-    gpt_model_init(&m, &cfg, &mem);
+    gpt_model_init(&m, &cfg, &mem, NULL);
     model_case c = {&m, malloc(12 * sizeof(int32_t)), malloc(12 * sizeof(int32_t))};
     for (int i = 0; i < 12; i++) {
         c.inputs[i] = (int32_t)(tb_rng_u64(&rng) % 37);

@@ -7,6 +7,7 @@
 // results stay deterministic and independent of the thread count; they may differ from the
 // scalar libm in the last bits, which the gradient checks bound. No code here relies on
 // infinities or NaNs (fast-math assumes there are none).
+#include <float.h>
 #include <math.h>
 
 #include "backend/cpu/kernels.h"
@@ -65,35 +66,66 @@ void cpu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N
 
 
 // ---------------------------------------------------------------------------------------
-// softmax cross-entropy
+// softmax cross-entropy over a vocabulary shard
 
-void cpu_cross_entropy_forward(float *logits, float *losses, const int32_t *targets, int N, int V,
-                               int Vp) {
+// Real (unpadded) columns of this shard: [0, valid).
+static int valid_columns(int Vl, int vocab_start, int V) {
+    int valid = V - vocab_start;
+    return valid < 0 ? 0 : valid > Vl ? Vl : valid;
+}
+
+void cpu_ce_row_max(const float *logits, float *rowmax, int N, int Vl, int vocab_start, int V) {
+    const int valid = valid_columns(Vl, vocab_start, V);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        float *row = logits + (size_t)n * Vp;
-        float maxv = row[0];
-        for (int i = 1; i < V; i++) maxv = row[i] > maxv ? row[i] : maxv;
-        const float target_logit = row[targets[n]];
-        float sum = 0.0f;
-        for (int i = 0; i < V; i++) {
-            row[i] = expf(row[i] - maxv);
-            sum += row[i];
-        }
-        const float inv = 1.0f / sum;
-        for (int i = 0; i < V; i++) row[i] *= inv;
-        for (int i = V; i < Vp; i++) row[i] = 0.0f;
-        // -log softmax[target] = log Σ exp(x - max) - (x_target - max): finite for any logits
-        losses[n] = logf(sum) - (target_logit - maxv);
+        const float *row = logits + (size_t)n * Vl;
+        float m = -FLT_MAX;
+        for (int i = 0; i < valid; i++) m = row[i] > m ? row[i] : m;
+        rowmax[n] = m;
     }
 }
 
-void cpu_cross_entropy_backward(float *probs, const int32_t *targets, float dloss, int N, int V, int Vp) {
+void cpu_ce_target_logit(const float *logits, const float *max, float *target, const int32_t *targets, int N,
+                         int Vl, int vocab_start) {
+    for (int n = 0; n < N; n++) {
+        int local = targets[n] - vocab_start;
+        target[n] = local >= 0 && local < Vl ? logits[(size_t)n * Vl + local] - max[n] : 0.0f;
+    }
+}
+
+void cpu_ce_exp_sum(float *logits, const float *max, float *sum, int N, int Vl, int vocab_start, int V) {
+    const int valid = valid_columns(Vl, vocab_start, V);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        float *row = probs + (size_t)n * Vp;
-        for (int i = 0; i < V; i++) row[i] *= dloss;
-        row[targets[n]] -= dloss;
-        (void)Vp;  // padding columns already hold 0 from forward
+        float *row = logits + (size_t)n * Vl;
+        const float m = max[n];
+        float s = 0.0f;
+        for (int i = 0; i < valid; i++) {
+            row[i] = expf(row[i] - m);
+            s += row[i];
+        }
+        for (int i = valid; i < Vl; i++) row[i] = 0.0f;
+        sum[n] = s;
+    }
+}
+
+void cpu_ce_normalize(float *probs, const float *sum, const float *target, float *losses, int N, int Vl) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *row = probs + (size_t)n * Vl;
+        const float inv = 1.0f / sum[n];
+        for (int i = 0; i < Vl; i++) row[i] *= inv;
+        // -log softmax[target] = log Σ exp(x - max) - (x_target - max): finite for any logits
+        losses[n] = logf(sum[n]) - target[n];
+    }
+}
+
+void cpu_cross_entropy_backward(float *probs, const int32_t *targets, float dloss, int N, int Vl, int vocab_start) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *row = probs + (size_t)n * Vl;
+        for (int i = 0; i < Vl; i++) row[i] *= dloss;  // padding columns hold 0 from forward
+        int local = targets[n] - vocab_start;
+        if (local >= 0 && local < Vl) row[local] -= dloss;
     }
 }

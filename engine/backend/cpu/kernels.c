@@ -267,28 +267,46 @@ void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, cons
 // ---------------------------------------------------------------------------------------
 // embedding
 
-void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
-                           int B, int T, int C) {
+void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
+                           const float *wpe, int B, int T, int C) {
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
-        const float *e = wte + (size_t)tokens[bt] * C, *p = wpe + (size_t)(bt % T) * C;
         float *o = out + (size_t)bt * C;
-        for (int i = 0; i < C; i++) o[i] = e[i] + p[i];
+        int local = tokens[bt] - vocab_start;
+        if (local >= 0 && local < vocab_local) memcpy(o, wte + (size_t)local * C, (size_t)C * sizeof(float));
+        else memset(o, 0, (size_t)C * sizeof(float));
+        if (wpe) {
+            const float *p = wpe + (size_t)(bt % T) * C;
+            for (int i = 0; i < C; i++) o[i] += p[i];
+        }
     }
 }
 
-void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
-                            int T, int C) {
+void cpu_add_positions(float *out, const float *wpe, int B, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        float *o = out + (size_t)bt * C;
+        const float *p = wpe + (size_t)(bt % T) * C;
+        for (int i = 0; i < C; i++) o[i] += p[i];
+    }
+}
+
+void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
+                            int vocab_local, int B, int T, int C) {
 #pragma omp parallel
     {
         int c0, c1;
         column_range(C, &c0, &c1);
         for (int bt = 0; bt < B * T; bt++) {
             const float *d = dout + (size_t)bt * C;
-            float *we = dwte + (size_t)tokens[bt] * C, *pe = dwpe + (size_t)(bt % T) * C;
-            for (int i = c0; i < c1; i++) {
-                we[i] += d[i];
-                pe[i] += d[i];
+            int local = tokens[bt] - vocab_start;
+            if (local >= 0 && local < vocab_local) {
+                float *we = dwte + (size_t)local * C;
+                for (int i = c0; i < c1; i++) we[i] += d[i];
+            }
+            if (dwpe) {
+                float *pe = dwpe + (size_t)(bt % T) * C;
+                for (int i = c0; i < c1; i++) pe[i] += d[i];
             }
         }
     }

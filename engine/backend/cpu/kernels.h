@@ -66,21 +66,32 @@ void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, cons
                             const float *probs, int B, int T, int NH, int G, int hs);
 
 // --- embedding ------------------------------------------------------------------------
-// out (B,T,C) = wte[tokens] + wpe[t]
-void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
-                           int B, int T, int C);
-// dwte, dwpe accumulated
-void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
-                            int T, int C);
+// out (B,T,C) = wte[token − vocab_start] (0 for tokens outside [vocab_start,
+// vocab_start + vocab_local): another tensor-parallel rank's rows) + wpe[t] if wpe is not NULL.
+void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
+                           const float *wpe, int B, int T, int C);
+// dwte (rows of this rank's vocabulary range) and dwpe (if not NULL) accumulated
+void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
+                            int vocab_local, int B, int T, int C);
+// out (B,T,C) += wpe[t]
+void cpu_add_positions(float *out, const float *wpe, int B, int T, int C);
 
-// --- loss -----------------------------------------------------------------------------
-// logits (N,Vp) are turned into probabilities in place (columns ≥ V, the vocab padding,
-// get probability 0); losses (N) = -log p[target]. Targets must be < V.
-void cpu_cross_entropy_forward(float *logits_to_probs, float *losses, const int32_t *targets, int N,
-                               int V, int Vp);
-// probs (N,Vp) are turned into dlogits in place: (p - onehot(target)) · dloss.
-void cpu_cross_entropy_backward(float *probs_to_dlogits, const int32_t *targets, float dloss, int N,
-                                int V, int Vp);
+// --- loss: softmax cross-entropy over a vocabulary shard -------------------------------
+// logits (N,Vl) hold columns [vocab_start, vocab_start + Vl) of the padded vocabulary; only
+// global columns < V are real. The stages let tensor parallelism all-reduce between them
+// (tensor_parallel/cross_entropy.c).
+// rowmax (N) = max over this shard's real columns (-FLT_MAX if it has none)
+void cpu_ce_row_max(const float *logits, float *rowmax, int N, int Vl, int vocab_start, int V);
+// target (N) = logit[target] − max when the target column is in this shard, else 0
+void cpu_ce_target_logit(const float *logits, const float *max, float *target, const int32_t *targets, int N,
+                         int Vl, int vocab_start);
+// logits → exp(logit − max) in place over real columns (padding → 0); sum (N) over the shard
+void cpu_ce_exp_sum(float *logits, const float *max, float *sum, int N, int Vl, int vocab_start, int V);
+// exp → probabilities (÷ sum); losses (N) = log(sum) − target
+void cpu_ce_normalize(float *probs, const float *sum, const float *target, float *losses, int N, int Vl);
+// probs (N,Vl) → dlogits in place: (p − onehot(target)) · dloss
+void cpu_cross_entropy_backward(float *probs_to_dlogits, const int32_t *targets, float dloss, int N, int Vl,
+                                int vocab_start);
 
 // --- reductions -----------------------------------------------------------------------
 // Σ x² in double, summed in fixed blocks so the result is independent of thread count.

@@ -1,0 +1,111 @@
+// comm.c — the communicator's front door: every call is recorded (range + flight
+// recorder), checked for injected faults, dispatched to the group's backend, and a timeout
+// turns into a hang report.
+#include "comm/comm.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include "comm/watchdog.h"
+#include "core/trace.h"
+#include "parallel_state.h"
+
+static const char *const op_names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
+                                       "broadcast",  "send",           "recv",       "barrier"};
+
+const char *tb_comm_op_name(tb_comm_op op) { return op_names[op]; }
+
+// The bookkeeping around one call.
+typedef struct call {
+    tb_group *g;
+    uint64_t slot;
+    int timed_out;
+    tb_error err;
+} call;
+
+// --inject-stall RANK:STEP: that rank stops for good before its next call at that step;
+// its peers time out and report the hang.
+static void maybe_stall(tb_rank *rk) {
+    tb_world *w = rk->world;
+    if (!w || w->stall_rank != rk->rank || rk->step != w->stall_step) return;
+    fprintf(stderr, "%s: --inject-stall: stopping before its next collective at step %lld\n", rk->label,
+            (long long)rk->step);
+    for (;;) pause();
+}
+
+static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
+    tb_rank *rk = g->rk;
+    c->g = g;
+    c->timed_out = 0;
+    maybe_stall(rk);
+    g->seq++;
+    TB_RANGE_PUSH("comm.%s.%s", g->name, op_names[op]);
+    tb_trace_comm_args args = {g->name, op_names[op], "float32", g->id, g->size, g->index, g->seq,
+                               count,   count * sizeof(float), peer};
+    tb_range_annotate_comm(&args);
+    tb_flight_entry e = {g->name, g->id, g->size, g->seq, op, count, count * sizeof(float), peer,
+                         tb_now_ns(), 0, rk->step, rk->microbatch};
+    c->slot = tb_flight_recorder_enter(&rk->fr, &e);
+}
+
+static void end(call *c, int rc) {
+    if (rc != 0) {
+        if (c->timed_out) tb_watchdog_report_hang(c->g, c->err.msg);
+        fprintf(stderr, "%s: communicator error: %s\n", c->g->rk->label, c->err.msg);
+        fflush(NULL);
+        _exit(4);
+    }
+    tb_flight_recorder_exit(&c->g->rk->fr, c->slot, tb_now_ns());
+    TB_RANGE_POP();
+}
+
+void tb_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op) {
+    call c;
+    begin(&c, g, TB_COMM_ALL_REDUCE, count, -1);
+    end(&c, g->backend->all_reduce(g, buf, count, op, &c.timed_out, &c.err));
+}
+
+void tb_reduce_scatter(tb_group *g, const float *send, float *recv, size_t recvcount) {
+    call c;
+    begin(&c, g, TB_COMM_REDUCE_SCATTER, recvcount * (size_t)g->size, -1);
+    end(&c, g->backend->reduce_scatter(g, send, recv, recvcount, &c.timed_out, &c.err));
+}
+
+void tb_all_gather(tb_group *g, const float *send, float *recv, size_t sendcount) {
+    call c;
+    begin(&c, g, TB_COMM_ALL_GATHER, sendcount * (size_t)g->size, -1);
+    end(&c, g->backend->all_gather(g, send, recv, sendcount, &c.timed_out, &c.err));
+}
+
+void tb_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
+                   const size_t *recvcounts) {
+    size_t total = 0;
+    for (int i = 0; i < g->size; i++) total += sendcounts[i];
+    call c;
+    begin(&c, g, TB_COMM_ALL_TO_ALL, total, -1);
+    end(&c, g->backend->all_to_all(g, send, sendcounts, recv, recvcounts, &c.timed_out, &c.err));
+}
+
+void tb_broadcast(tb_group *g, float *buf, size_t count, int root) {
+    call c;
+    begin(&c, g, TB_COMM_BROADCAST, count, root);
+    end(&c, g->backend->broadcast(g, buf, count, root, &c.timed_out, &c.err));
+}
+
+void tb_send(tb_group *g, const float *buf, size_t count, int peer) {
+    call c;
+    begin(&c, g, TB_COMM_SEND, count, peer);
+    end(&c, g->backend->send(g, buf, count, peer, &c.timed_out, &c.err));
+}
+
+void tb_recv(tb_group *g, float *buf, size_t count, int peer) {
+    call c;
+    begin(&c, g, TB_COMM_RECV, count, peer);
+    end(&c, g->backend->recv(g, buf, count, peer, &c.timed_out, &c.err));
+}
+
+void tb_barrier(tb_group *g) {
+    call c;
+    begin(&c, g, TB_COMM_BARRIER, 0, -1);
+    end(&c, g->backend->barrier(g, &c.timed_out, &c.err));
+}

@@ -1,0 +1,532 @@
+// nccl_backend.c — the communicator on NCCL (see nccl_backend.h). Compiled always: the
+// real backend with TB_HAVE_NCCL, a stub that says it was not built otherwise.
+#include "comm/nccl_backend.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/local_backend.h"
+#include "parallel_state.h"
+
+#define TB_NCCL_NOT_BUILT "NCCL backend not built (no CUDA toolkit / NCCL found at configure time)"
+
+#ifdef TB_HAVE_NCCL
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct tb_nccl_ids {
+    int n;                 // group ids 0 .. n-1 (kinds × world size)
+    unsigned char *have;   // (n) which ids the world uses
+    ncclUniqueId *id;      // (n)
+};
+
+// One group as one member sees it; what tb_group.backend_state points to.
+typedef struct nccl_group {
+    ncclComm_t comm;       // NULL once aborted
+    cudaStream_t stream;
+    int device;
+    float *scratch;        // one float on the device, for barrier
+    char name[64];         // the communicator's name in NCCL's logs
+} nccl_group;
+
+static nccl_group *state(const tb_group *g) { return g->backend == &tb_nccl_backend ? g->backend_state : NULL; }
+
+static double world_timeout(const struct tb_rank *rk) {
+    return rk && rk->world && rk->world->collective_timeout_s > 0 ? rk->world->collective_timeout_s : 300.0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// Spins briefly, then sleeps 10 µs, 20 µs, ... up to 1 ms between polls.
+static void backoff(unsigned *polls) {
+    unsigned n = (*polls)++;
+    if (n < 200) return;
+    long ns = 10000L << ((n - 200) / 50 < 7 ? (n - 200) / 50 : 7);
+    if (ns > 1000000L) ns = 1000000L;
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+}
+
+static const char *last_error(ncclComm_t comm) {
+    const char *s = ncclGetLastError(comm);
+    return s && *s ? s : "no further detail";
+}
+
+static void abort_comm(nccl_group *s) {
+    if (s->comm) ncclCommAbort(s->comm);
+    s->comm = NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Version and unique ids
+
+int tb_nccl_built(void) { return 1; }
+
+int tb_nccl_version(char *buf, size_t len) {
+    int v = 0;
+    ncclResult_t r = ncclGetVersion(&v);
+    if (r != ncclSuccess) {
+        snprintf(buf, len, "ncclGetVersion: %s", ncclGetErrorString(r));
+        return -1;
+    }
+    // Since 2.9 the code is MAJOR·10000 + MINOR·100 + PATCH; before, MAJOR·1000 + MINOR·100 + PATCH.
+    if (v >= 20900) snprintf(buf, len, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    else snprintf(buf, len, "%d.%d.%d", v / 1000, v / 100 % 10, v % 100);
+    return 0;
+}
+
+void tb_nccl_ids_free(tb_nccl_ids *ids) {
+    if (!ids) return;
+    free(ids->have);
+    free(ids->id);
+    free(ids);
+}
+
+int tb_nccl_ids_create(const tb_world *w, tb_nccl_ids **out, tb_error *err) {
+    *out = NULL;
+    tb_nccl_ids *ids = calloc(1, sizeof *ids);
+    if (!ids) return tb_fail(err, "NCCL unique ids: out of host memory");
+    ids->n = w->size * TB_NGROUP_KINDS;
+    ids->have = calloc((size_t)ids->n, 1);
+    ids->id = calloc((size_t)ids->n, sizeof *ids->id);
+    if (!ids->have || !ids->id) {
+        tb_nccl_ids_free(ids);
+        return tb_fail(err, "NCCL unique ids: out of host memory for %d groups", w->size * TB_NGROUP_KINDS);
+    }
+    for (int r = 0; r < w->size; r++)
+        for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+            const tb_group *g = &w->ranks[r].groups[k];
+            if (g->id < 0 || g->id >= ids->n) {
+                tb_nccl_ids_free(ids);
+                return tb_fail(err, "NCCL unique ids: group %s of rank %d has id %d, outside [0, %d)", g->name, r,
+                               g->id, w->size * TB_NGROUP_KINDS);
+            }
+            if (ids->have[g->id]) continue;
+            ncclResult_t res = ncclGetUniqueId(&ids->id[g->id]);
+            if (res != ncclSuccess) {
+                tb_nccl_ids_free(ids);
+                return tb_fail(err, "ncclGetUniqueId for group %s (id %d): %s (%s)", g->name, g->id,
+                               ncclGetErrorString(res), last_error(NULL));
+            }
+            ids->have[g->id] = 1;
+        }
+    *out = ids;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Setting up and tearing down a rank
+
+static void free_state(nccl_group *s, int abort) {
+    if (!s) return;
+    if (abort) abort_comm(s);
+    if (s->stream) cudaStreamDestroy(s->stream);
+    if (s->scratch) cudaFree(s->scratch);
+    free(s);
+}
+
+static void back_to_local(tb_group *g) {
+    tb_rank *rk = g->rk;
+    g->backend = &tb_local_backend;
+    g->backend_state = rk && rk->world && rk->world->local_groups ? rk->world->local_groups[g->id] : NULL;
+}
+
+int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
+    int ndev = 0;
+    cudaError_t ce = cudaGetDeviceCount(&ndev);
+    if (ce != cudaSuccess) return tb_fail(err, "%s: cudaGetDeviceCount: %s", rk->label, cudaGetErrorString(ce));
+    if (ndev == 0) return tb_fail(err, "%s: no CUDA device", rk->label);
+    int dev = rk->rank % ndev;
+    ce = cudaSetDevice(dev);
+    if (ce != cudaSuccess) return tb_fail(err, "%s: cudaSetDevice(%d): %s", rk->label, dev, cudaGetErrorString(ce));
+
+    nccl_group *st[TB_NGROUP_KINDS] = {0};
+    int rc = 0;
+    for (int k = 0; k < TB_NGROUP_KINDS && rc == 0; k++) {
+        tb_group *g = &rk->groups[k];
+        if (!ids || g->id < 0 || g->id >= ids->n || !ids->have[g->id]) {
+            rc = tb_fail(err, "%s: no NCCL unique id for group %s (id %d): tb_nccl_ids_create was not run on this world",
+                         rk->label, g->name, g->id);
+            break;
+        }
+        nccl_group *s = st[k] = calloc(1, sizeof *s);
+        if (!s) {
+            rc = tb_fail(err, "%s: out of host memory", rk->label);
+            break;
+        }
+        s->device = dev;
+        snprintf(s->name, sizeof s->name, "tb.%s.%d", g->name, g->id);
+        if ((ce = cudaStreamCreate(&s->stream)) != cudaSuccess ||
+            (ce = cudaMalloc((void **)&s->scratch, sizeof(float))) != cudaSuccess) {
+            rc = tb_fail(err, "%s: group %s on device %d: %s", rk->label, g->name, dev, cudaGetErrorString(ce));
+            break;
+        }
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 0;  // every wait below is ours, with a timeout
+        cfg.commName = s->name;
+        ncclResult_t r = ncclCommInitRankConfig(&s->comm, g->size, ids->id[g->id], g->index, &cfg);
+        if (r != ncclSuccess && r != ncclInProgress)
+            rc = tb_fail(err, "%s: ncclCommInitRankConfig for group %s (%d ranks, member %d, device %d): %s (%s)",
+                         rk->label, g->name, g->size, g->index, dev, ncclGetErrorString(r), last_error(s->comm));
+    }
+
+    // Wait until every communicator is ready (they initialize concurrently, in the background).
+    double timeout = world_timeout(rk), deadline = now_s() + timeout;
+    unsigned polls = 0;
+    for (int pending = 1; rc == 0 && pending;) {
+        pending = 0;
+        for (int k = 0; k < TB_NGROUP_KINDS && rc == 0; k++) {
+            ncclResult_t a = ncclSuccess;
+            ncclResult_t r = ncclCommGetAsyncError(st[k]->comm, &a);
+            if (r != ncclSuccess) a = r;
+            if (a == ncclInProgress) pending = 1;
+            else if (a != ncclSuccess)
+                rc = tb_fail(err, "%s: NCCL communicator for group %s (%d ranks, member %d, device %d): %s (%s)",
+                             rk->label, rk->groups[k].name, rk->groups[k].size, rk->groups[k].index, dev,
+                             ncclGetErrorString(a), last_error(st[k]->comm));
+        }
+        if (rc == 0 && pending) {
+            if (now_s() > deadline) {
+                rc = tb_fail(err, "%s: NCCL communicator init not complete after %.1f s (does every rank of every "
+                             "group call tb_nccl_rank_init?)",
+                             rk->label, timeout);
+                break;
+            }
+            backoff(&polls);
+        }
+    }
+
+    if (rc != 0) {
+        for (int k = 0; k < TB_NGROUP_KINDS; k++) free_state(st[k], 1);
+        return -1;
+    }
+    for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+        rk->groups[k].backend = &tb_nccl_backend;
+        rk->groups[k].backend_state = st[k];
+    }
+    return 0;
+}
+
+void tb_nccl_rank_destroy(tb_rank *rk) {
+    nccl_group *st[TB_NGROUP_KINDS] = {0};
+    int finalizing[TB_NGROUP_KINDS] = {0};
+    for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+        st[k] = state(&rk->groups[k]);
+        if (!st[k]) continue;
+        back_to_local(&rk->groups[k]);
+        if (!st[k]->comm) continue;
+        cudaSetDevice(st[k]->device);
+        ncclResult_t r = ncclCommFinalize(st[k]->comm);
+        if (r == ncclSuccess || r == ncclInProgress) finalizing[k] = 1;
+        else abort_comm(st[k]);
+    }
+    // Finalize every communicator together (a peer may be finalizing them in any order);
+    // those not quiescent by the timeout are aborted.
+    double deadline = now_s() + world_timeout(rk);
+    unsigned polls = 0;
+    for (int pending = 1; pending;) {
+        pending = 0;
+        for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+            if (!finalizing[k]) continue;
+            ncclResult_t a = ncclSuccess;
+            ncclResult_t r = ncclCommGetAsyncError(st[k]->comm, &a);
+            if (r != ncclSuccess) a = r;
+            if (a == ncclInProgress) {
+                pending = 1;
+                continue;
+            }
+            finalizing[k] = 0;
+            if (a == ncclSuccess) {
+                ncclCommDestroy(st[k]->comm);
+                st[k]->comm = NULL;
+            } else {
+                abort_comm(st[k]);
+            }
+        }
+        if (pending) {
+            if (now_s() > deadline) {
+                for (int k = 0; k < TB_NGROUP_KINDS; k++)
+                    if (finalizing[k]) abort_comm(st[k]);
+                break;
+            }
+            backoff(&polls);
+        }
+    }
+    for (int k = 0; k < TB_NGROUP_KINDS; k++) free_state(st[k], 1);
+}
+
+void *tb_nccl_group_comm(const tb_group *g) {
+    nccl_group *s = state(g);
+    return s ? (void *)s->comm : NULL;
+}
+
+void *tb_nccl_group_stream(const tb_group *g) {
+    nccl_group *s = state(g);
+    return s ? (void *)s->stream : NULL;
+}
+
+int tb_nccl_group_device(const tb_group *g) {
+    nccl_group *s = state(g);
+    return s ? s->device : -1;
+}
+
+// ---------------------------------------------------------------------------------------
+// The calls
+
+// Common checks before enqueuing: a live communicator, the rank's device current.
+static int prepare(tb_group *g, const char *op, nccl_group **out, tb_error *err) {
+    nccl_group *s = state(g);
+    if (!s) return tb_fail(err, "%s on group %s: the group is not on the NCCL backend", op, g->name);
+    if (!s->comm)
+        return tb_fail(err, "%s on group %s: the NCCL communicator was aborted after an earlier failure", op, g->name);
+    cudaError_t ce = cudaSetDevice(s->device);
+    if (ce != cudaSuccess)
+        return tb_fail(err, "%s on group %s: cudaSetDevice(%d): %s", op, g->name, s->device, cudaGetErrorString(ce));
+    *out = s;
+    return 0;
+}
+
+// NCCL reads and writes device memory only: a host pointer would be an illegal access
+// that kills the CUDA context, so it is refused here with its name.
+static int check_buffer(tb_group *g, nccl_group *s, const char *op, const char *what, const void *p, tb_error *err) {
+    struct cudaPointerAttributes a;
+    cudaError_t ce = cudaPointerGetAttributes(&a, p);
+    if (ce != cudaSuccess) {
+        cudaGetLastError();  // not sticky; clear it
+        return tb_fail(err, "%s on group %s: %s buffer %p: cudaPointerGetAttributes: %s", op, g->name, what, p,
+                       cudaGetErrorString(ce));
+    }
+    if (a.type == cudaMemoryTypeManaged) return 0;
+    if (a.type != cudaMemoryTypeDevice)
+        return tb_fail(err, "%s on group %s: %s buffer %p is not device memory (the NCCL backend takes device buffers)",
+                       op, g->name, what, p);
+    if (a.device != s->device)
+        return tb_fail(err, "%s on group %s: %s buffer %p is on device %d, the rank's device is %d", op, g->name, what,
+                       p, a.device, s->device);
+    return 0;
+}
+
+// After enqueuing (r: what the enqueue returned): waits until the operation is done on the
+// group's stream, NCCL reports an error, or the timeout passes.
+static int finish(tb_group *g, nccl_group *s, const char *op, ncclResult_t r, int *timed_out, tb_error *err) {
+    if (r != ncclSuccess && r != ncclInProgress)
+        return tb_fail(err, "%s on group %s (%d ranks, member %d): %s (%s)", op, g->name, g->size, g->index,
+                       ncclGetErrorString(r), last_error(s->comm));
+    double timeout = world_timeout(g->rk), deadline = now_s() + timeout;
+    unsigned polls = 0;
+    for (;;) {
+        ncclResult_t a = ncclSuccess;
+        ncclResult_t q = ncclCommGetAsyncError(s->comm, &a);
+        if (q != ncclSuccess) a = q;
+        if (a != ncclSuccess && a != ncclInProgress) {
+            tb_fail(err, "%s on group %s (%d ranks, member %d): NCCL error %s (%s); communicator aborted", op, g->name,
+                    g->size, g->index, ncclGetErrorString(a), last_error(s->comm));
+            abort_comm(s);
+            return -1;
+        }
+        if (a == ncclSuccess) {  // enqueued (ncclInProgress: still being enqueued in the background)
+            cudaError_t ce = cudaStreamQuery(s->stream);
+            if (ce == cudaSuccess) return 0;
+            if (ce != cudaErrorNotReady) {
+                tb_fail(err, "%s on group %s (%d ranks, member %d): CUDA error on the group's stream: %s; "
+                        "communicator aborted",
+                        op, g->name, g->size, g->index, cudaGetErrorString(ce));
+                abort_comm(s);
+                return -1;
+            }
+        }
+        if (now_s() > deadline) {
+            abort_comm(s);
+            *timed_out = 1;
+            return tb_fail(err, "%s on group %s (%d ranks, member %d) not complete after %.1f s; NCCL communicator "
+                           "aborted",
+                           op, g->name, g->size, g->index, timeout);
+        }
+        backoff(&polls);
+    }
+}
+
+static int nccl_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, int *timed_out, tb_error *err) {
+    nccl_group *s;
+    if (prepare(g, "all_reduce", &s, err)) return -1;
+    if (count == 0) return 0;
+    if (check_buffer(g, s, "all_reduce", "the", buf, err)) return -1;
+    ncclResult_t r =
+        ncclAllReduce(buf, buf, count, ncclFloat32, op == TB_RED_MAX ? ncclMax : ncclSum, s->comm, s->stream);
+    return finish(g, s, "all_reduce", r, timed_out, err);
+}
+
+static int nccl_reduce_scatter(tb_group *g, const float *send, float *recv, size_t recvcount, int *timed_out,
+                               tb_error *err) {
+    nccl_group *s;
+    if (prepare(g, "reduce_scatter", &s, err)) return -1;
+    if (recvcount == 0) return 0;
+    if (check_buffer(g, s, "reduce_scatter", "send", send, err) ||
+        check_buffer(g, s, "reduce_scatter", "recv", recv, err))
+        return -1;
+    ncclResult_t r = ncclReduceScatter(send, recv, recvcount, ncclFloat32, ncclSum, s->comm, s->stream);
+    return finish(g, s, "reduce_scatter", r, timed_out, err);
+}
+
+static int nccl_all_gather(tb_group *g, const float *send, float *recv, size_t sendcount, int *timed_out,
+                           tb_error *err) {
+    nccl_group *s;
+    if (prepare(g, "all_gather", &s, err)) return -1;
+    if (sendcount == 0) return 0;
+    if (check_buffer(g, s, "all_gather", "send", send, err) || check_buffer(g, s, "all_gather", "recv", recv, err))
+        return -1;
+    ncclResult_t r = ncclAllGather(send, recv, sendcount, ncclFloat32, s->comm, s->stream);
+    return finish(g, s, "all_gather", r, timed_out, err);
+}
+
+static int nccl_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
+                           const size_t *recvcounts, int *timed_out, tb_error *err) {
+    nccl_group *s;
+    if (prepare(g, "all_to_all", &s, err)) return -1;
+    size_t nsend = 0, nrecv = 0;
+    for (int j = 0; j < g->size; j++) {
+        nsend += sendcounts[j];
+        nrecv += recvcounts[j];
+    }
+    if ((nsend && check_buffer(g, s, "all_to_all", "send", send, err)) ||
+        (nrecv && check_buffer(g, s, "all_to_all", "recv", recv, err)))
+        return -1;
+    if (nsend == 0 && nrecv == 0) return 0;
+    // One fused group of send/recv pairs (nccl-tests' alltoallv); empty pairs are left out
+    // on both sides, since a member's sendcounts[j] is member j's recvcounts[index].
+    ncclResult_t r = ncclGroupStart(), first = r;
+    size_t at_send = 0, at_recv = 0;
+    for (int j = 0; j < g->size && first == ncclSuccess; j++) {
+        if (sendcounts[j]) r = ncclSend(send + at_send, sendcounts[j], ncclFloat32, j, s->comm, s->stream);
+        if (r == ncclSuccess && recvcounts[j])
+            r = ncclRecv(recv + at_recv, recvcounts[j], ncclFloat32, j, s->comm, s->stream);
+        if (r != ncclSuccess && r != ncclInProgress) first = r;
+        at_send += sendcounts[j];
+        at_recv += recvcounts[j];
+    }
+    r = ncclGroupEnd();
+    if (first != ncclSuccess) r = first;
+    return finish(g, s, "all_to_all", r, timed_out, err);
+}
+
+static int nccl_broadcast(tb_group *g, float *buf, size_t count, int root, int *timed_out, tb_error *err) {
+    nccl_group *s;
+    if (prepare(g, "broadcast", &s, err)) return -1;
+    if (root < 0 || root >= g->size)
+        return tb_fail(err, "broadcast on group %s: root %d outside the group's %d members", g->name, root, g->size);
+    if (count == 0) return 0;
+    if (check_buffer(g, s, "broadcast", "the", buf, err)) return -1;
+    ncclResult_t r = ncclBroadcast(buf, buf, count, ncclFloat32, root, s->comm, s->stream);
+    return finish(g, s, "broadcast", r, timed_out, err);
+}
+
+static int check_peer(tb_group *g, const char *op, int peer, tb_error *err) {
+    if (peer < 0 || peer >= g->size)
+        return tb_fail(err, "%s on group %s: peer %d outside the group's %d members", op, g->name, peer, g->size);
+    if (peer == g->index)
+        return tb_fail(err, "%s on group %s: member %d to itself: not supported on the NCCL backend (a send "
+                       "completes only when its recv is posted)",
+                       op, g->name, peer);
+    return 0;
+}
+
+static int nccl_send(tb_group *g, const float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
+    nccl_group *s;
+    if (prepare(g, "send", &s, err) || check_peer(g, "send", peer, err)) return -1;
+    if (count == 0) return 0;
+    if (check_buffer(g, s, "send", "the", buf, err)) return -1;
+    ncclResult_t r = ncclSend(buf, count, ncclFloat32, peer, s->comm, s->stream);
+    return finish(g, s, "send", r, timed_out, err);
+}
+
+static int nccl_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
+    nccl_group *s;
+    if (prepare(g, "recv", &s, err) || check_peer(g, "recv", peer, err)) return -1;
+    if (count == 0) return 0;
+    if (check_buffer(g, s, "recv", "the", buf, err)) return -1;
+    ncclResult_t r = ncclRecv(buf, count, ncclFloat32, peer, s->comm, s->stream);
+    return finish(g, s, "recv", r, timed_out, err);
+}
+
+static int nccl_barrier(tb_group *g, int *timed_out, tb_error *err) {
+    nccl_group *s;
+    if (prepare(g, "barrier", &s, err)) return -1;
+    ncclResult_t r = ncclAllReduce(s->scratch, s->scratch, 1, ncclFloat32, ncclSum, s->comm, s->stream);
+    return finish(g, s, "barrier", r, timed_out, err);
+}
+
+const tb_comm_backend tb_nccl_backend = {
+    "nccl",         nccl_all_reduce, nccl_reduce_scatter, nccl_all_gather, nccl_all_to_all,
+    nccl_broadcast, nccl_send,       nccl_recv,           nccl_barrier,
+};
+
+#else  // !TB_HAVE_NCCL: the stub
+
+struct tb_nccl_ids {
+    int unused;
+};
+
+int tb_nccl_built(void) { return 0; }
+
+int tb_nccl_version(char *buf, size_t len) {
+    snprintf(buf, len, "%s", TB_NCCL_NOT_BUILT);
+    return -1;
+}
+
+int tb_nccl_ids_create(const tb_world *w, tb_nccl_ids **out, tb_error *err) {
+    *out = NULL;
+    return tb_fail(err, "%s", TB_NCCL_NOT_BUILT);
+}
+
+void tb_nccl_ids_free(tb_nccl_ids *ids) { (void)ids; }
+
+int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
+    return tb_fail(err, "%s: %s", rk->label, TB_NCCL_NOT_BUILT);
+}
+
+void tb_nccl_rank_destroy(tb_rank *rk) { (void)rk; }
+
+void *tb_nccl_group_comm(const tb_group *g) { return NULL; }
+void *tb_nccl_group_stream(const tb_group *g) { return NULL; }
+int tb_nccl_group_device(const tb_group *g) { return -1; }
+
+static int not_built(tb_group *g, const char *op, tb_error *err) {
+    return tb_fail(err, "%s on group %s: %s", op, g->name, TB_NCCL_NOT_BUILT);
+}
+static int stub_all_reduce(tb_group *g, float *b, size_t n, tb_red_op op, int *t, tb_error *err) {
+    return not_built(g, "all_reduce", err);
+}
+static int stub_reduce_scatter(tb_group *g, const float *s, float *r, size_t n, int *t, tb_error *err) {
+    return not_built(g, "reduce_scatter", err);
+}
+static int stub_all_gather(tb_group *g, const float *s, float *r, size_t n, int *t, tb_error *err) {
+    return not_built(g, "all_gather", err);
+}
+static int stub_all_to_all(tb_group *g, const float *s, const size_t *sc, float *r, const size_t *rc, int *t,
+                           tb_error *err) {
+    return not_built(g, "all_to_all", err);
+}
+static int stub_broadcast(tb_group *g, float *b, size_t n, int root, int *t, tb_error *err) {
+    return not_built(g, "broadcast", err);
+}
+static int stub_send(tb_group *g, const float *b, size_t n, int peer, int *t, tb_error *err) {
+    return not_built(g, "send", err);
+}
+static int stub_recv(tb_group *g, float *b, size_t n, int peer, int *t, tb_error *err) {
+    return not_built(g, "recv", err);
+}
+static int stub_barrier(tb_group *g, int *t, tb_error *err) { return not_built(g, "barrier", err); }
+
+const tb_comm_backend tb_nccl_backend = {
+    "nccl",         stub_all_reduce, stub_reduce_scatter, stub_all_gather, stub_all_to_all,
+    stub_broadcast, stub_send,       stub_recv,           stub_barrier,
+};
+
+#endif

@@ -1,0 +1,38 @@
+#include "distributed/finalize_model_grads.h"
+
+#include <string.h>
+
+#include "core/trace.h"
+
+void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt) {
+    if (!rk->world) return;
+    const tb_config *cfg = m->cfg;
+    TB_RANGE_PUSH("finalize_model_grads");
+
+    tb_group *tp = &rk->groups[TB_GROUP_TP];
+    if (cfg->sequence_parallel && tp->size > 1) {
+        TB_RANGE_PUSH("finalize_model_grads.sequence_parallel");
+        for (int i = 0; i < m->nparams; i++)
+            if (m->params[i].sp_partial)
+                tb_all_reduce(tp, m->grad_memory + m->params[i].offset, m->params[i].numel, TB_RED_SUM);
+        TB_RANGE_POP();
+    }
+
+    tb_group *dp = &rk->groups[TB_GROUP_DP_CP];
+    if (dp->size > 1) {
+        const float inv = 1.0f / (float)dp->size;
+        if (opt->sharded) {
+            TB_RANGE_PUSH("finalize_model_grads.reduce_scatter");
+            // every rank's whole buffer → the sum of this rank's shard, then the average
+            tb_reduce_scatter(dp, m->grad_memory, opt->shard_grads, opt->hi - opt->lo);
+            float *g = m->grad_memory + opt->lo;
+            for (size_t i = 0; i < opt->hi - opt->lo; i++) g[i] = opt->shard_grads[i] * inv;
+        } else {
+            TB_RANGE_PUSH("finalize_model_grads.all_reduce");
+            tb_all_reduce(dp, m->grad_memory, m->padded_parameters, TB_RED_SUM);
+            for (size_t i = 0; i < m->padded_parameters; i++) m->grad_memory[i] *= inv;
+        }
+        TB_RANGE_POP();
+    }
+    TB_RANGE_POP();
+}
