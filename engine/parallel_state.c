@@ -1,5 +1,6 @@
 #include "parallel_state.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,4 +129,32 @@ void parallel_state_print_layout(FILE *out, const tb_config *c) {
         }
     }
     free(members);
+}
+
+typedef struct rank_job {
+    tb_rank *rk;
+    void (*fn)(tb_rank *, void *);
+    void *arg;
+} rank_job;
+
+static void *run_job(void *p) {
+    rank_job *j = p;
+    j->fn(j->rk, j->arg);
+    return NULL;
+}
+
+void parallel_state_run_ranks(tb_world *w, void (*fn)(tb_rank *rk, void *arg), void *arg) {
+    if (w->size == 1) {
+        fn(&w->ranks[0], arg);
+        return;
+    }
+    rank_job *jobs = calloc((size_t)w->size, sizeof *jobs);
+    pthread_t *threads = calloc((size_t)w->size, sizeof *threads);
+    for (int r = 0; r < w->size; r++) {
+        jobs[r] = (rank_job){&w->ranks[r], fn, arg};
+        pthread_create(&threads[r], NULL, run_job, &jobs[r]);
+    }
+    for (int r = 0; r < w->size; r++) pthread_join(threads[r], NULL);
+    free(jobs);
+    free(threads);
 }

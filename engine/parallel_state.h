@@ -87,6 +87,10 @@ typedef struct tb_world {
 int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err);
 void parallel_state_world_free(tb_world *w);
 
+// Runs fn(rank, arg) for every rank of the world, each on its own thread (on the calling
+// thread when the world has one rank), and returns when all have returned.
+void parallel_state_run_ranks(tb_world *w, void (*fn)(tb_rank *rk, void *arg), void *arg);
+
 // Prints rank → coordinates → members of each group (pretrain_gpt --print-rank-layout).
 void parallel_state_print_layout(FILE *out, const tb_config *cfg);
 

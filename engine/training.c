@@ -12,7 +12,6 @@
 #include "checkpoint/gpt_checkpoint.h"
 #include "core/fileio.h"
 #include "distributed/finalize_model_grads.h"
-#include <pthread.h>
 
 // ---------------------------------------------------------------------------------------
 // Run directory and reports
@@ -263,7 +262,6 @@ void rank_init_single(tb_rank *rk, const tb_config *cfg) {
 // A rank's whole run: its thread, its allocator, trace, trainer and files.
 
 typedef struct rank_run {
-    tb_rank *rk;
     int rc;
     tb_error err;
 } rank_run;
@@ -361,10 +359,9 @@ out:
     return rc;
 }
 
-static void *rank_thread(void *arg) {
-    rank_run *run = arg;
-    run->rc = rank_train(run->rk, &run->err);
-    return NULL;
+static void rank_main(tb_rank *rk, void *arg) {
+    rank_run *run = (rank_run *)arg + rk->rank;
+    run->rc = rank_train(rk, &run->err);
 }
 
 int pretrain(const tb_config *cfg, tb_error *err) {
@@ -384,17 +381,9 @@ int pretrain(const tb_config *cfg, tb_error *err) {
         return -1;
     }
     rank_run *runs = calloc((size_t)world.size, sizeof *runs);
-    pthread_t *threads = calloc((size_t)world.size, sizeof *threads);
-    for (int r = 0; r < world.size; r++) {
-        runs[r].rk = &world.ranks[r];
+    for (int r = 0; r < world.size; r++)
         snprintf(world.ranks[r].run_dir, sizeof world.ranks[r].run_dir, "%s", world.run_dir);
-    }
-    if (world.size == 1) {
-        rank_thread(&runs[0]);
-    } else {
-        for (int r = 0; r < world.size; r++) pthread_create(&threads[r], NULL, rank_thread, &runs[r]);
-        for (int r = 0; r < world.size; r++) pthread_join(threads[r], NULL);
-    }
+    parallel_state_run_ranks(&world, rank_main, runs);
     for (int r = 0; r < world.size && rc == 0; r++)
         if (runs[r].rc != 0) {
             rc = -1;
@@ -402,7 +391,6 @@ int pretrain(const tb_config *cfg, tb_error *err) {
             if (world.size > 1) tb_fail_prefix(err, "%s", world.ranks[r].label);
         }
     free(runs);
-    free(threads);
     parallel_state_world_free(&world);
     return rc;
 }

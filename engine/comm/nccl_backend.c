@@ -354,7 +354,7 @@ static int finish(tb_group *g, nccl_group *s, const char *op, ncclResult_t r, in
 }
 
 static int nccl_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, int *timed_out, tb_error *err) {
-    nccl_group *s;
+    nccl_group *s = NULL;
     if (prepare(g, "all_reduce", &s, err)) return -1;
     if (count == 0) return 0;
     if (check_buffer(g, s, "all_reduce", "the", buf, err)) return -1;
@@ -365,7 +365,7 @@ static int nccl_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, 
 
 static int nccl_reduce_scatter(tb_group *g, const float *send, float *recv, size_t recvcount, int *timed_out,
                                tb_error *err) {
-    nccl_group *s;
+    nccl_group *s = NULL;
     if (prepare(g, "reduce_scatter", &s, err)) return -1;
     if (recvcount == 0) return 0;
     if (check_buffer(g, s, "reduce_scatter", "send", send, err) ||
@@ -377,7 +377,7 @@ static int nccl_reduce_scatter(tb_group *g, const float *send, float *recv, size
 
 static int nccl_all_gather(tb_group *g, const float *send, float *recv, size_t sendcount, int *timed_out,
                            tb_error *err) {
-    nccl_group *s;
+    nccl_group *s = NULL;
     if (prepare(g, "all_gather", &s, err)) return -1;
     if (sendcount == 0) return 0;
     if (check_buffer(g, s, "all_gather", "send", send, err) || check_buffer(g, s, "all_gather", "recv", recv, err))
@@ -388,7 +388,7 @@ static int nccl_all_gather(tb_group *g, const float *send, float *recv, size_t s
 
 static int nccl_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
                            const size_t *recvcounts, int *timed_out, tb_error *err) {
-    nccl_group *s;
+    nccl_group *s = NULL;
     if (prepare(g, "all_to_all", &s, err)) return -1;
     size_t nsend = 0, nrecv = 0;
     for (int j = 0; j < g->size; j++) {
@@ -417,7 +417,7 @@ static int nccl_all_to_all(tb_group *g, const float *send, const size_t *sendcou
 }
 
 static int nccl_broadcast(tb_group *g, float *buf, size_t count, int root, int *timed_out, tb_error *err) {
-    nccl_group *s;
+    nccl_group *s = NULL;
     if (prepare(g, "broadcast", &s, err)) return -1;
     if (root < 0 || root >= g->size)
         return tb_fail(err, "broadcast on group %s: root %d outside the group's %d members", g->name, root, g->size);
@@ -438,7 +438,7 @@ static int check_peer(tb_group *g, const char *op, int peer, tb_error *err) {
 }
 
 static int nccl_send(tb_group *g, const float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
-    nccl_group *s;
+    nccl_group *s = NULL;
     if (prepare(g, "send", &s, err) || check_peer(g, "send", peer, err)) return -1;
     if (count == 0) return 0;
     if (check_buffer(g, s, "send", "the", buf, err)) return -1;
@@ -447,7 +447,7 @@ static int nccl_send(tb_group *g, const float *buf, size_t count, int peer, int 
 }
 
 static int nccl_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
-    nccl_group *s;
+    nccl_group *s = NULL;
     if (prepare(g, "recv", &s, err) || check_peer(g, "recv", peer, err)) return -1;
     if (count == 0) return 0;
     if (check_buffer(g, s, "recv", "the", buf, err)) return -1;
@@ -456,7 +456,7 @@ static int nccl_recv(tb_group *g, float *buf, size_t count, int peer, int *timed
 }
 
 static int nccl_barrier(tb_group *g, int *timed_out, tb_error *err) {
-    nccl_group *s;
+    nccl_group *s = NULL;
     if (prepare(g, "barrier", &s, err)) return -1;
     ncclResult_t r = ncclAllReduce(s->scratch, s->scratch, 1, ncclFloat32, ncclSum, s->comm, s->stream);
     return finish(g, s, "barrier", r, timed_out, err);

@@ -1,0 +1,237 @@
+// Tensor, sequence and data parallelism against the single rank: the same model (same
+// seed, same global batch) split Megatron's way over rank threads must train the same —
+// per-step losses over 10 steps within 1e-5 relative; the gradient of every parameter
+// tensor at step 1 (gathered over tp) within 1e-5 of the tensor's scale; the final weights,
+// gathered over tp, within 1e-3 of each tensor's scale — and the distributed optimizer must
+// cut optimizer memory by about 1/dp.
+//
+// Why the weights get a looser bound than the gradients: the gradients differ only by
+// summation order (~1e-7), but Adam divides each gradient by its own running RMS, so an
+// entry whose gradient is zero in exact arithmetic — the key bias: softmax ignores a
+// constant added to every score of a row — moves by ±lr per step on rounding noise alone,
+// whichever layout computes it. Ten steps leave such entries ~5e-4 of their scale apart; a
+// missing or misplaced collective leaves whole tensors O(1) apart.
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "config.h"
+#include "parallel_state.h"
+#include "tb_test.h"
+#include "training.h"
+
+#define STEPS 10
+
+typedef struct result {
+    double loss[STEPS];
+    float **grad1;    // per parameter, whole tensor, after step 1 (NULL when not gathered)
+    float **weights;  // per parameter, whole tensor, after the last step
+    const gpt_param *params;  // rank 0's table (shapes of the whole tensors)
+    int nparams;
+    size_t optimizer_bytes;   // rank 0's optimizer memory
+} result;
+
+typedef struct job {
+    const tb_config *cfg;
+    result *out;
+    int gather_grads;
+    int failed;
+} job;
+
+static float **gather_all(gpt_model *m, int grads, int keep) {
+    float **all = keep ? calloc((size_t)m->nparams, sizeof *all) : NULL;
+    for (int i = 0; i < m->nparams; i++) {
+        const gpt_param *p = &m->params[i];
+        float *full = malloc((size_t)p->full_rows * p->full_cols * sizeof(float));
+        gpt_gather_param(m, i, grads, full);  // collective over tp: every rank calls it
+        if (keep) all[i] = full;
+        else free(full);
+    }
+    return all;
+}
+
+static void rank_fn(tb_rank *rk, void *arg) {
+    job *j = arg;
+    tb_allocator_init(&rk->mem, 0, NULL, NULL);
+    cpu_set_num_threads(1);
+    tb_trainer tr;
+    tb_error err;
+    if (trainer_init(&tr, j->cfg, rk, &err) != 0) {
+        printf("    %s: %s\n", rk->label, err.msg);
+        j->failed = 1;
+        return;
+    }
+    const int lead = rk->rank == 0;
+    for (int s = 1; s <= STEPS; s++) {
+        tb_step_result r = train_step(&tr, s);
+        if (lead) j->out->loss[s - 1] = r.loss;
+        if (s == 1 && j->gather_grads) {
+            float **g = gather_all(&tr.model, 1, lead);
+            if (lead) j->out->grad1 = g;
+        }
+    }
+    float **w = gather_all(&tr.model, 0, lead);
+    if (lead) {
+        j->out->weights = w;
+        // keep the table of the whole shapes (the model is freed below)
+        gpt_param *copy = malloc((size_t)tr.model.nparams * sizeof *copy);
+        memcpy(copy, tr.model.params, (size_t)tr.model.nparams * sizeof *copy);
+        j->out->params = copy;
+        j->out->nparams = tr.model.nparams;
+        j->out->optimizer_bytes = rk->mem.stats.peak[TB_MEM_OPTIMIZER];
+    }
+    trainer_free(&tr);
+}
+
+static void base_config(tb_config *c) {
+    config_defaults(c);
+    c->num_layers = 2, c->hidden_size = 64, c->num_attention_heads = 4, c->seq_length = 32;
+    c->vocab_size = 200, c->micro_batch_size = 2, c->global_batch_size = 8, c->train_iters = STEPS;
+    c->lr = 3e-3, c->lr_warmup_iters = 2, c->clip_grad = 1.0, c->weight_decay = 0.1;
+    c->collective_timeout = 60;
+}
+
+static int train(tb_config *cfg, result *out, int gather_grads) {
+    memset(out, 0, sizeof *out);
+    config_resolve(cfg);
+    tb_error err;
+    if (config_validate(cfg, &err) != 0) {
+        printf("    invalid config: %s\n", err.msg);
+        return -1;
+    }
+    tb_world w;
+    if (parallel_state_world_init(&w, cfg, &err) != 0) {
+        printf("    %s\n", err.msg);
+        return -1;
+    }
+    job j = {cfg, out, gather_grads, 0};
+    parallel_state_run_ranks(&w, rank_fn, &j);
+    parallel_state_world_free(&w);
+    return j.failed ? -1 : 0;
+}
+
+static void result_free(result *r) {
+    for (int i = 0; i < r->nparams; i++) {
+        if (r->grad1) free(r->grad1[i]);
+        if (r->weights) free(r->weights[i]);
+    }
+    free(r->grad1), free(r->weights), free((void *)r->params);
+}
+
+// Largest |a - b| over a tensor's real rows, relative to the tensor's largest |b|.
+static double tensor_error(const gpt_param *pa, const float *a, const gpt_param *pb, const float *b) {
+    size_t rows = (size_t)pb->hf_rows, cols = (size_t)pb->full_cols;  // real (unpadded) rows only
+    double worst = 0, scale = 1e-12;
+    for (size_t i = 0; i < rows * cols; i++) scale = fmax(scale, fabs(b[i]));
+    for (size_t i = 0; i < rows * cols; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+    (void)pa;
+    return worst / scale;
+}
+
+static result reference;
+static tb_config reference_cfg;
+
+static void compare_layout(const char *name, tb_config *cfg, int check_grads) {
+    result r;
+    TB_REQUIRE(train(cfg, &r, check_grads) == 0, "%s: training failed", name);
+    double worst_loss = 0, worst_grad = 0, worst_weight = 0;
+    const char *worst_grad_name = "", *worst_weight_name = "";
+    for (int s = 0; s < STEPS; s++) {
+        double rel = fabs(r.loss[s] - reference.loss[s]) / fabs(reference.loss[s]);
+        worst_loss = fmax(worst_loss, rel);
+        TB_CHECK(rel <= 1e-5, "%s: step %d loss %.9g vs single rank %.9g (rel %.2e)", name, s + 1, r.loss[s],
+                 reference.loss[s], rel);
+    }
+    TB_REQUIRE(r.nparams == reference.nparams, "%s: %d parameters vs %d", name, r.nparams, reference.nparams);
+    for (int i = 0; i < r.nparams; i++) {
+        TB_CHECK(!strcmp(r.params[i].name, reference.params[i].name), "%s: parameter order", name);
+        if (check_grads) {
+            double e = tensor_error(&r.params[i], r.grad1[i], &reference.params[i], reference.grad1[i]);
+            if (e > worst_grad) worst_grad = e, worst_grad_name = reference.params[i].name;
+            TB_CHECK(e <= 1e-5, "%s: step-1 gradient of %s differs by %.2e of its scale", name,
+                     reference.params[i].name, e);
+        }
+        double e = tensor_error(&r.params[i], r.weights[i], &reference.params[i], reference.weights[i]);
+        if (e > worst_weight) worst_weight = e, worst_weight_name = reference.params[i].name;
+        TB_CHECK(e <= 1e-3, "%s: final %s differs by %.2e of its scale", name, reference.params[i].name, e);
+    }
+    printf("    %-34s loss rel %.1e | step-1 grad %.1e (%s) | weights %.1e (%s) | optimizer %zu B\n", name,
+           worst_loss, worst_grad, worst_grad_name, worst_weight, worst_weight_name, r.optimizer_bytes);
+    result_free(&r);
+}
+
+#define LAYOUT(test, label, setup, grads)                                                               \
+    TB_TEST(test) {                                                                                     \
+        tb_config c = reference_cfg;                                                                    \
+        setup;                                                                                          \
+        compare_layout(label, &c, grads);                                                               \
+    }
+
+LAYOUT(tp2_matches_single_rank, "tp 2", (c.tensor_model_parallel_size = 2), 1)
+LAYOUT(tp4_matches_single_rank, "tp 4", (c.tensor_model_parallel_size = 4), 1)
+LAYOUT(tp2_sequence_parallel_matches_single_rank, "tp 2 + sp",
+       (c.tensor_model_parallel_size = 2, c.sequence_parallel = 1), 1)
+LAYOUT(tp4_sequence_parallel_matches_single_rank, "tp 4 + sp",
+       (c.tensor_model_parallel_size = 4, c.sequence_parallel = 1), 1)
+LAYOUT(dp2_matches_single_rank, "dp 2", (c.world_size = 2), 1)
+LAYOUT(dp2_distributed_optimizer_matches_single_rank, "dp 2 + distributed optimizer",
+       (c.world_size = 2, c.use_distributed_optimizer = 1), 0)
+LAYOUT(tp2_dp2_matches_single_rank, "tp 2 x dp 2", (c.world_size = 4, c.tensor_model_parallel_size = 2), 1)
+LAYOUT(tp2_sp_dp2_distributed_optimizer_matches_single_rank, "tp 2 + sp x dp 2 + dist-opt",
+       (c.world_size = 4, c.tensor_model_parallel_size = 2, c.sequence_parallel = 1,
+        c.use_distributed_optimizer = 1), 0)
+LAYOUT(tp4_sp_dp2_distributed_optimizer_matches_single_rank, "tp 4 + sp x dp 2 + dist-opt",
+       (c.world_size = 8, c.tensor_model_parallel_size = 4, c.sequence_parallel = 1,
+        c.use_distributed_optimizer = 1), 0)
+LAYOUT(tp2_dp4_distributed_optimizer_matches_single_rank, "tp 2 x dp 4 + dist-opt",
+       (c.world_size = 8, c.tensor_model_parallel_size = 2, c.use_distributed_optimizer = 1), 0)
+
+TB_TEST(gqa_swiglu_rmsnorm_untied_tp2_sp_dp2_matches_single_rank) {
+    tb_config base = reference_cfg;
+    base.num_query_groups = 2, base.swiglu = 1, base.normalization = TB_NORM_RMSNORM;
+    base.untie_embeddings_and_output_weights = 1, base.disable_bias_linear = 1;
+    result single;
+    TB_REQUIRE(train(&base, &single, 1) == 0, "single rank");
+    result saved = reference;
+    reference = single;
+    tb_config c = base;
+    c.world_size = 4, c.tensor_model_parallel_size = 2, c.sequence_parallel = 1;
+    compare_layout("gqa swiglu rms untied: tp 2 + sp x dp 2", &c, 1);
+    reference = saved;
+    result_free(&single);
+}
+
+TB_TEST(distributed_optimizer_cuts_optimizer_memory_by_dp) {
+    tb_config c = reference_cfg;
+    c.world_size = 4, c.use_distributed_optimizer = 1;
+    result r;
+    TB_REQUIRE(train(&c, &r, 0) == 0, "dp 4 + dist-opt");
+    double ratio = (double)r.optimizer_bytes / (double)reference.optimizer_bytes;
+    printf("    optimizer bytes per rank: single %zu, dp 4 distributed %zu (ratio %.3f)\n", reference.optimizer_bytes,
+           r.optimizer_bytes, ratio);
+    TB_CHECK(ratio > 0.24 && ratio < 0.26, "optimizer memory ratio %.3f, expected about 1/4", ratio);
+    result_free(&r);
+}
+
+int main(void) {
+    base_config(&reference_cfg);
+    tb_config single = reference_cfg;
+    if (train(&single, &reference, 1) != 0) {
+        printf("single-rank reference failed\n");
+        return 1;
+    }
+    TB_RUN(tp2_matches_single_rank);
+    TB_RUN(tp4_matches_single_rank);
+    TB_RUN(tp2_sequence_parallel_matches_single_rank);
+    TB_RUN(tp4_sequence_parallel_matches_single_rank);
+    TB_RUN(dp2_matches_single_rank);
+    TB_RUN(dp2_distributed_optimizer_matches_single_rank);
+    TB_RUN(tp2_dp2_matches_single_rank);
+    TB_RUN(tp2_sp_dp2_distributed_optimizer_matches_single_rank);
+    TB_RUN(tp4_sp_dp2_distributed_optimizer_matches_single_rank);
+    TB_RUN(tp2_dp4_distributed_optimizer_matches_single_rank);
+    TB_RUN(gqa_swiglu_rmsnorm_untied_tp2_sp_dp2_matches_single_rank);
+    TB_RUN(distributed_optimizer_cuts_optimizer_memory_by_dp);
+    result_free(&reference);
+    return tb_test_summary();
+}
