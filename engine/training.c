@@ -320,7 +320,7 @@ static int rank_train(tb_rank *rk, tb_error *err) {
     }
 
     if (cfg->save[0]) {
-        if (gpt_save_safetensors(&tr.model, cfg->save, err) != 0) {
+        if (gpt_save_safetensors(&tr.model, cfg->save, lead, err) != 0) {
             rc = tb_fail_prefix(err, "flag --save");
             goto done;
         }

@@ -7,18 +7,22 @@
 #include "checkpoint/safetensors.h"
 
 // The shape a tensor has in files: Conv1D weights transposed, embeddings unpadded.
+// Files hold whole tensors: under tensor parallelism the shards are gathered on save and
+// sliced on load.
 static void file_shape(const gpt_param *p, int *ndim, int64_t shape[2]) {
     *ndim = p->ndim;
     if (p->ndim == 1) {
-        shape[0] = p->cols;
+        shape[0] = p->full_cols;
     } else if (p->hf_transposed) {
-        shape[0] = p->cols;
-        shape[1] = p->rows;
+        shape[0] = p->full_cols;
+        shape[1] = p->full_rows;
     } else {
         shape[0] = p->hf_rows;
-        shape[1] = p->cols;
+        shape[1] = p->full_cols;
     }
 }
+
+static size_t full_numel(const gpt_param *p) { return (size_t)p->full_rows * p->full_cols; }
 
 static void shape_string(char *buf, size_t len, int ndim, const int64_t *shape) {
     size_t used = (size_t)snprintf(buf, len, "[");
@@ -37,40 +41,48 @@ static void transpose(float *dst, const float *src, int rows, int cols) {
                     dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
 }
 
-int gpt_save_safetensors(const gpt_model *m, const char *path, tb_error *err) {
-    // Transposed copies of the Conv1D weights are staged in one workspace buffer.
-    size_t staged = 0;
-    for (int i = 0; i < m->nparams; i++)
-        if (m->params[i].hf_transposed) staged += m->params[i].numel;
+int gpt_save_safetensors(gpt_model *m, const char *path, int write, tb_error *err) {
+    // Every tensor, whole (gathered over tp) and in file layout, staged in one workspace buffer.
+    size_t staged = 0, largest = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        staged += full_numel(&m->params[i]);
+        if (full_numel(&m->params[i]) > largest) largest = full_numel(&m->params[i]);
+    }
     float *stage = tb_alloc(m->mem, TB_MEM_WORKSPACE, staged * sizeof(float), "checkpoint staging");
+    float *whole = tb_alloc(m->mem, TB_MEM_WORKSPACE, largest * sizeof(float), "checkpoint gather");
     tb_st_entry *entries = calloc((size_t)m->nparams, sizeof *entries);
     if (!entries) {
         tb_free(m->mem, stage);
+        tb_free(m->mem, whole);
         return tb_fail(err, "%s: out of host memory for %d entries", path, m->nparams);
     }
     float *next = stage;
     for (int i = 0; i < m->nparams; i++) {
         const gpt_param *p = &m->params[i];
-        const float *src = m->param_memory + p->offset;
         entries[i].name = p->name;
         file_shape(p, &entries[i].ndim, entries[i].shape);
         if (p->hf_transposed) {
-            transpose(next, src, p->rows, p->cols);
-            entries[i].data = next;
-            next += p->numel;
+            gpt_gather_param(m, i, 0, whole);  // collective over tp
+            transpose(next, whole, p->full_rows, p->full_cols);
         } else {
-            entries[i].data = src;
+            gpt_gather_param(m, i, 0, next);
         }
+        entries[i].data = next;
+        next += full_numel(p);
     }
-    json_t *config = config_to_json(m->cfg);
-    char *config_text = json_dumps(config, JSON_COMPACT);
-    json_t *meta = json_pack("{s:s, s:s, s:s}", "format", "pt", "producer", "tracebook pretrain_gpt",
-                             "tracebook_config", config_text ? config_text : "{}");
-    int rc = tb_safetensors_write(path, entries, m->nparams, meta, err);
-    json_decref(meta);
-    json_decref(config);
-    free(config_text);
+    int rc = 0;
+    if (write) {
+        json_t *config = config_to_json(m->cfg);
+        char *config_text = json_dumps(config, JSON_COMPACT);
+        json_t *meta = json_pack("{s:s, s:s, s:s}", "format", "pt", "producer", "tracebook pretrain_gpt",
+                                 "tracebook_config", config_text ? config_text : "{}");
+        rc = tb_safetensors_write(path, entries, m->nparams, meta, err);
+        json_decref(meta);
+        json_decref(config);
+        free(config_text);
+    }
     free(entries);
+    tb_free(m->mem, whole);
     tb_free(m->mem, stage);
     return rc;
 }
@@ -108,9 +120,10 @@ int gpt_load_safetensors(gpt_model *m, const char *path, tb_error *err) {
     }
     size_t largest = 0;
     for (int i = 0; i < m->nparams; i++)
-        if (m->params[i].numel > largest) largest = m->params[i].numel;
-    float *buf = rc == 0 ? tb_alloc(m->mem, TB_MEM_WORKSPACE, largest * sizeof(float), "checkpoint staging")
+        if (full_numel(&m->params[i]) > largest) largest = full_numel(&m->params[i]);
+    float *buf = rc == 0 ? tb_alloc(m->mem, TB_MEM_WORKSPACE, 2 * largest * sizeof(float), "checkpoint staging")
                          : NULL;
+    float *whole = buf ? buf + largest : NULL;
     for (int i = 0; i < m->nparams && rc == 0; i++) {
         const gpt_param *p = &m->params[i];
         const tb_st_tensor *t = tb_safetensors_find(&st, p->name);
@@ -136,14 +149,15 @@ int gpt_load_safetensors(gpt_model *m, const char *path, tb_error *err) {
                          want_s);
             break;
         }
-        float *dst = m->param_memory + p->offset;
+        // the whole tensor in engine layout, then this rank's shard of it
         if (p->hf_transposed) {
             if ((rc = tb_safetensors_read_f32(&st, t, buf, err)) != 0) break;
-            transpose(dst, buf, p->cols, p->rows);
+            transpose(whole, buf, p->full_cols, p->full_rows);
         } else {
-            memset(dst, 0, p->numel * sizeof(float));  // padded vocabulary rows stay 0
-            if ((rc = tb_safetensors_read_f32(&st, t, dst, err)) != 0) break;
+            memset(whole, 0, full_numel(p) * sizeof(float));  // padded vocabulary rows stay 0
+            if ((rc = tb_safetensors_read_f32(&st, t, whole, err)) != 0) break;
         }
+        gpt_param_shard_copy(p, m->tp_size, m->tp_rank, whole, m->param_memory + p->offset, 1);
     }
     tb_free(m->mem, buf);
     tb_safetensors_close(&st);

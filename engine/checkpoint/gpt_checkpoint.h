@@ -22,9 +22,12 @@
 #include "core/error.h"
 #include "models/gpt.h"
 
-int gpt_save_safetensors(const gpt_model *m, const char *path, tb_error *err);
+// Under tensor parallelism every rank of the tp group must call it (the shards are gathered
+// into whole tensors); only a rank with `write` set writes the file.
+int gpt_save_safetensors(gpt_model *m, const char *path, int write, tb_error *err);
 // Every model tensor must be present with its exact shape; an unexpected tensor is an
-// error too (a 12-layer file does not load into a 6-layer model). On failure the model's
+// error too (a 12-layer file does not load into a 6-layer model). Under tensor parallelism
+// each rank reads the whole tensors and keeps its shard. On failure the model's
 // weights may be partly overwritten; the caller must not train on them.
 int gpt_load_safetensors(gpt_model *m, const char *path, tb_error *err);
 

@@ -207,7 +207,7 @@ static void set_free(tensor_set *s) {
 static int save_model_of(const tb_config *cfg, int64_t seed, const char *path) {
     box *b = box_new(cfg, seed);
     tb_error err = {{0}};
-    int rc = gpt_save_safetensors(&b->m, path, &err);
+    int rc = gpt_save_safetensors(&b->m, path, 1, &err);
     if (rc != 0) printf("    save %s: %s\n", path, err.msg);
     if (box_free(b) != 0) rc = -1;
     return rc;
@@ -227,7 +227,7 @@ static void round_trip(const tb_config *cfg, const char *path) {
     const size_t workspace = a->mem.stats.current[TB_MEM_WORKSPACE];
 
     tb_error err = {{0}};
-    int rc = gpt_save_safetensors(&a->m, path, &err);
+    int rc = gpt_save_safetensors(&a->m, path, 1, &err);
     TB_CHECK(rc == 0, "save %s: %s", path, err.msg);
     TB_CHECK(a->mem.stats.current[TB_MEM_WORKSPACE] == workspace, "save left workspace allocated");
     rc = rc == 0 ? gpt_load_safetensors(&b->m, path, &err) : -1;
@@ -331,7 +331,7 @@ TB_TEST(saved_file_has_hugging_face_gpt2_names_and_shapes) {
     const char *path = TMP("names-gpt2.safetensors");
     box *b = box_new(&cfg, 3);
     tb_error err = {{0}};
-    int rc = gpt_save_safetensors(&b->m, path, &err);
+    int rc = gpt_save_safetensors(&b->m, path, 1, &err);
     TB_CHECK(rc == 0, "save: %s", err.msg);
     tb_safetensors st;
     rc = rc == 0 ? tb_safetensors_open(&st, path, &err) : -1;
@@ -375,7 +375,7 @@ TB_TEST(saved_file_of_rmsnorm_swiglu_gqa_untied_model_has_gqa_and_gated_shapes_a
     const char *path = TMP("names-llama.safetensors");
     box *b = box_new(&cfg, 4);
     tb_error err = {{0}};
-    int rc = gpt_save_safetensors(&b->m, path, &err);
+    int rc = gpt_save_safetensors(&b->m, path, 1, &err);
     TB_CHECK(rc == 0, "save: %s", err.msg);
     tb_safetensors st;
     rc = rc == 0 ? tb_safetensors_open(&st, path, &err) : -1;
@@ -622,7 +622,7 @@ TB_TEST(tied_model_ignores_lm_head_and_untied_model_demands_it) {
     // untied file → tied model: loads; wte comes from wte.weight, lm_head.weight is unused
     box *u = box_new(&untied, 1);
     tb_error err = {{0}};
-    int rc = gpt_save_safetensors(&u->m, upath, &err);
+    int rc = gpt_save_safetensors(&u->m, upath, 1, &err);
     TB_REQUIRE(rc == 0, "save: %s", err.msg);
     const gpt_param *uhead = gpt_find_param(&u->m, "lm_head.weight"), *uwte = gpt_find_param(&u->m, "wte.weight");
     TB_REQUIRE(uhead && uwte, "untied model tensors");
@@ -641,7 +641,7 @@ TB_TEST(tied_model_ignores_lm_head_and_untied_model_demands_it) {
     TB_CHECK(t->m.w.lm_head == t->m.w.wte, "the tied model's output layer is no longer wte");
 
     // tied file → untied model: lm_head.weight is demanded
-    rc = gpt_save_safetensors(&t->m, tpath, &err);
+    rc = gpt_save_safetensors(&t->m, tpath, 1, &err);
     TB_REQUIRE(rc == 0, "save: %s", err.msg);
     rc = load_into(&untied, tpath, &err);
     char want[2048];
@@ -673,7 +673,7 @@ TB_TEST(corrupt_or_absent_file_is_refused_naming_the_path) {
     const char *bad = TMP("no-such-dir/weights.safetensors");
     memset(&err, 0, sizeof err);
     size_t workspace = b->mem.stats.current[TB_MEM_WORKSPACE];
-    rc = gpt_save_safetensors(&b->m, bad, &err);
+    rc = gpt_save_safetensors(&b->m, bad, 1, &err);
     TB_CHECK(rc != 0 && strstr(err.msg, "no-such-dir"), "rc %d: %s", rc, err.msg);
     TB_CHECK(b->mem.stats.current[TB_MEM_WORKSPACE] == workspace, "failed save left workspace allocated");
     TB_CHECK(box_free(b) == 0, "allocations left");

@@ -464,16 +464,20 @@ int main(void) {
 
 #else  // !TB_HAVE_NCCL
 
-int main(void) {
-    // The stub must say why it cannot run.
-    char v[128];
-    tb_nccl_ids *ids = (tb_nccl_ids *)1;
+// The stub must say why it cannot run.
+TB_TEST(stub_reports_not_built) {
+    char v[128] = "";
+    tb_nccl_ids *ids = (tb_nccl_ids *)&v;
     tb_error err = {{0}};
-    if (tb_nccl_built() != 0 || tb_nccl_version(v, sizeof v) != -1 || !strstr(v, "not built") ||
-        tb_nccl_ids_create(NULL, &ids, &err) != -1 || ids != NULL || !strstr(err.msg, "NCCL backend not built")) {
-        printf("FAIL: the NCCL stub does not report that it was not built ('%s', '%s')\n", v, err.msg);
-        return 1;
-    }
+    TB_CHECK(tb_nccl_built() == 0, "tb_nccl_built() = %d without TB_HAVE_NCCL", tb_nccl_built());
+    TB_CHECK(tb_nccl_version(v, sizeof v) == -1 && strstr(v, "not built"), "tb_nccl_version: '%s'", v);
+    TB_CHECK(tb_nccl_ids_create(NULL, &ids, &err) == -1 && ids == NULL && strstr(err.msg, "NCCL backend not built"),
+             "tb_nccl_ids_create: '%s'", err.msg);
+}
+
+int main(void) {
+    TB_RUN(stub_reports_not_built);
+    if (tb_test_failed) return tb_test_summary();
     printf("SKIP: NCCL backend not built\n");
     return SKIP;
 }

@@ -11,8 +11,11 @@
 // constant added to every score of a row — moves by ±lr per step on rounding noise alone,
 // whichever layout computes it. Ten steps leave such entries ~5e-4 of their scale apart; a
 // missing or misplaced collective leaves whole tensors O(1) apart.
+#include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "backend/cpu/kernels.h"
 #include "config.h"
@@ -213,6 +216,53 @@ TB_TEST(distributed_optimizer_cuts_optimizer_memory_by_dp) {
     result_free(&r);
 }
 
+// Step-1 loss of a pretrain_gpt run, from its metrics file.
+static double step1_loss(const char *run_dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/metrics.rank-00000.jsonl", run_dir);
+    FILE *f = fopen(path, "r");
+    char line[8192];
+    double loss = NAN;
+    if (f && fgets(line, sizeof line, f)) {
+        json_t *m = json_loads(line, 0, NULL);
+        loss = json_number_value(json_object_get(m, "loss"));
+        json_decref(m);
+    }
+    if (f) fclose(f);
+    return loss;
+}
+
+TB_TEST(checkpoint_saved_under_tp_and_dp_loads_into_any_tp_size) {
+    const char *model = " --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --vocab-size 200"
+                        " --micro-batch-size 2 --global-batch-size 8 --collective-timeout 60";
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s/pretrain_gpt%s --train-iters 3 --world-size 4 --tensor-model-parallel-size 2 --sequence-parallel "
+             "--use-distributed-optimizer --save %s/tp.safetensors --run-dir %s/tp_save > /dev/null",
+             TB_BIN_DIR, model, TB_TEST_TMPDIR, TB_TEST_TMPDIR);
+    int status = system(cmd);
+    TB_REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "saving under tp 2 + sp x dp 2 failed");
+    double loss[3];
+    int tps[3] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s/pretrain_gpt%s --train-iters 1 --lr 0 --tensor-model-parallel-size %d --load %s/tp.safetensors "
+                 "--run-dir %s/tp_load%d > /dev/null",
+                 TB_BIN_DIR, model, tps[i], TB_TEST_TMPDIR, TB_TEST_TMPDIR, tps[i]);
+        status = system(cmd);
+        TB_REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "loading into tp %d failed", tps[i]);
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/tp_load%d", TB_TEST_TMPDIR, tps[i]);
+        loss[i] = step1_loss(dir);
+    }
+    printf("    step-1 loss of the loaded weights: tp 1 %.9g, tp 2 %.9g, tp 4 %.9g\n", loss[0], loss[1], loss[2]);
+    for (int i = 1; i < 3; i++)
+        TB_CHECK(fabs(loss[i] - loss[0]) <= 1e-6 * fabs(loss[0]), "tp %d loads to loss %.9g, tp 1 to %.9g", tps[i],
+                 loss[i], loss[0]);
+    double untrained = reference.loss[0];
+    TB_CHECK(fabs(loss[0] - untrained) > 1e-3, "the loaded weights are the trained ones, not the initial ones");
+}
+
 int main(void) {
     base_config(&reference_cfg);
     tb_config single = reference_cfg;
@@ -232,6 +282,7 @@ int main(void) {
     TB_RUN(tp2_dp4_distributed_optimizer_matches_single_rank);
     TB_RUN(gqa_swiglu_rmsnorm_untied_tp2_sp_dp2_matches_single_rank);
     TB_RUN(distributed_optimizer_cuts_optimizer_memory_by_dp);
+    TB_RUN(checkpoint_saved_under_tp_and_dp_loads_into_any_tp_size);
     result_free(&reference);
     return tb_test_summary();
 }
