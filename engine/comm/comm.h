@@ -66,7 +66,7 @@ struct tb_group {
     int id;                     // unique in the world
     uint64_t seq;               // calls this rank has made on the group
     const tb_comm_backend *backend;
-    void *backend_state;        // local: the shared group object; nccl: the ncclComm_t
+    void *backend_state;        // local: the shared group object; nccl: its comm, stream and device
     struct tb_rank *rk;         // the owning rank (for records and reports)
 };
 

@@ -152,7 +152,7 @@ int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
     for (int k = 0; k < TB_NGROUP_KINDS && rc == 0; k++) {
         tb_group *g = &rk->groups[k];
         if (!ids || g->id < 0 || g->id >= ids->n || !ids->have[g->id]) {
-            rc = tb_fail(err, "%s: no NCCL unique id for group %s (id %d): tb_nccl_ids_create was not run on this world",
+            rc = tb_fail(err, "%s: no NCCL unique id for group %s (id %d): run tb_nccl_ids_create on this world first",
                          rk->label, g->name, g->id);
             break;
         }

@@ -26,7 +26,10 @@
 // ncclCommGetAsyncError until the operation is done, and when the world's collective
 // timeout passes it aborts the communicator (ncclCommAbort), sets *timed_out and fails
 // naming the op, group and seconds. After an abort or an asynchronous NCCL error the
-// group's communicator is gone and further calls on it fail at once.
+// group's communicator is gone and further calls on it fail at once. The communicators are
+// non-blocking (ncclConfig_t.blocking = 0) so that no NCCL call, lazy connection setup
+// included, can block past the timeout; the price is that NCCL enqueues each call from a
+// helper thread (tens of µs), and the wait spins briefly, then sleeps up to 1 ms per poll.
 //
 // Differences from the local backend:
 // - buffers must be device memory of the rank's device (checked: a host pointer is an

@@ -185,7 +185,7 @@ static void bind_views(gpt_model *m, float *base, gpt_weights *w, transformer_la
         int l;
         char rest[48];
         if (sscanf(p->name, "h.%d.%47s", &l, rest) == 2) {
-            transformer_layer_params *lp = &layers[l];
+            transformer_layer_params *lp = &layers[l - m->chunk.first_layer];
             if (!strcmp(rest, "ln_1.weight")) lp->ln1_w = ptr;
             else if (!strcmp(rest, "ln_1.bias")) lp->ln1_b = ptr;
             else if (!strcmp(rest, "attn.c_attn.weight")) lp->qkv_w = ptr;
@@ -218,7 +218,7 @@ static void init_weights(gpt_model *m) {
             size_t whole = (size_t)p->full_rows * p->full_cols;
             float *full = sharded ? tb_alloc(m->mem, TB_MEM_WORKSPACE, whole * sizeof(float), "init staging") : x;
             tb_rng rng;
-            tb_rng_init(&rng, tb_seed_mix((uint64_t)m->cfg->seed, tb_seed_mix(0x706172616d73ull, (uint64_t)i)));
+            tb_rng_init(&rng, tb_seed_mix((uint64_t)m->cfg->seed, tb_seed_mix(0x706172616d73ull, (uint64_t)p->global_index)));
             size_t real = (size_t)p->hf_rows * p->full_cols;  // padded vocab rows stay 0
             for (size_t j = 0; j < real; j++) full[j] = p->init_std * tb_rng_normal(&rng);
             memset(full + real, 0, (whole - real) * sizeof(float));
@@ -232,10 +232,38 @@ static void init_weights(gpt_model *m) {
     }
 }
 
-void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_group *tp_group) {
+// Keeps the entries of the whole model's table that belong to this chunk.
+static void select_chunk(gpt_model *m, layout *lay) {
+    const gpt_chunk_spec *c = &m->chunk;
+    int kept = 0, have_wte = 0;
+    for (int i = 0; i < lay->n; i++) {
+        gpt_param p = lay->params[i];
+        p.global_index = i;
+        int l, keep;
+        if (sscanf(p.name, "h.%d.", &l) == 1) keep = l >= c->first_layer && l < c->first_layer + c->num_layers;
+        else if (!strcmp(p.name, "wte.weight")) keep = c->has_embedding || (c->has_head && !m->cfg->untie_embeddings_and_output_weights);
+        else if (!strcmp(p.name, "wpe.weight")) keep = c->has_embedding;
+        else keep = c->has_head;  // ln_f.*, lm_head.weight
+        if (!keep) continue;
+        if (!strcmp(p.name, "wte.weight")) {
+            have_wte = 1;
+            // the last stage's copy of the tied embedding: counted once, on the first stage
+            p.pp_duplicate = !c->has_embedding;
+        }
+        lay->params[kept++] = p;
+    }
+    (void)have_wte;
+    lay->n = kept;
+    lay->offset = 0;
+    place(lay);
+}
+
+void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_group *tp_group,
+                          gpt_chunk_spec chunk) {
     memset(m, 0, sizeof *m);
     m->cfg = cfg;
     m->mem = mem;
+    m->chunk = chunk;
     transformer_layer_spec_for(cfg, &m->spec);
     m->B = cfg->micro_batch_size;
     m->T = cfg->seq_length;
@@ -247,10 +275,13 @@ void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_gr
     m->tp_rank = tp_group ? tp_group->index : 0;
     m->Vl = m->Vp / m->tp_size;
     m->vocab_start = m->tp_rank * m->Vl;
-    transformer_block_init(&m->block, cfg, &m->spec, mem, tp_group);
+    transformer_block_init(&m->block, cfg, &m->spec, mem, tp_group, chunk.first_layer, chunk.num_layers,
+                           chunk.nslots);
+    m->slots = calloc((size_t)chunk.nslots, sizeof *m->slots);
 
     layout lay = {0};
     build_layout(m, &lay);
+    select_chunk(m, &lay);
     m->params = lay.params;
     m->nparams = lay.n;
     m->num_parameters = lay.offset;
@@ -272,10 +303,15 @@ void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_gr
     m->ce_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, 3 * N * f, "cross-entropy statistics");
 }
 
+void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_group *tp_group) {
+    gpt_chunk_spec whole = {0, cfg->num_layers, 1, 1, 1};
+    gpt_model_init_chunk(m, cfg, mem, tp_group, whole);
+}
+
 void gpt_model_free(gpt_model *m) {
+    for (int i = 0; i < m->chunk.nslots; i++) gpt_release_activations(m, i);
+    free(m->slots);
     transformer_block_free(&m->block);
-    tb_free(m->mem, m->lnf);
-    tb_free(m->mem, m->logits);
     tb_free(m->mem, m->d_lnf);
     tb_free(m->mem, m->d_x);
     tb_free(m->mem, m->full);
@@ -292,11 +328,12 @@ const gpt_param *gpt_find_param(const gpt_model *m, const char *name) {
     return NULL;
 }
 
-void gpt_release_activations(gpt_model *m) {
-    transformer_block_release(&m->block);
-    tb_free(m->mem, m->lnf);
-    tb_free(m->mem, m->logits);
-    m->lnf = m->logits = NULL;
+void gpt_release_activations(gpt_model *m, int slot) {
+    gpt_slot *st = &m->slots[slot];
+    transformer_block_release(&m->block, slot);
+    tb_free(m->mem, st->lnf);
+    tb_free(m->mem, st->logits);
+    st->lnf = st->logits = NULL;
 }
 
 void gpt_zero_grad(gpt_model *m) { memset(m->grad_memory, 0, m->padded_parameters * sizeof(float)); }
@@ -310,86 +347,115 @@ double gpt_flops_per_token(const gpt_model *m) {
 // ---------------------------------------------------------------------------------------
 // Forward and backward
 
-float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets) {
+float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int32_t *targets, const float *x_in,
+                        float *x_out) {
     const int C = m->C, N = m->B * m->T, Ns = m->block.d.Ns;
     const transformer_layer_spec *spec = &m->spec;
     const tb_tp_region *region = &m->block.d.tp;
     const int sp = region->sp && m->tp_size > 1;
-    gpt_release_activations(m);
-    m->inputs = inputs;
-    m->targets = targets;
+    gpt_slot *st = &m->slots[slot];
+    gpt_release_activations(m, slot);
+    st->inputs = inputs;
+    st->targets = targets;
 
     TB_RANGE_PUSH("forward");
 
-    TB_RANGE_PUSH("embedding");
-    float *x0 = transformer_block_input(&m->block);
-    // (B,T) -> (Ns,C)
-    vocab_parallel_embedding_forward(region, x0, m->full, inputs, m->w.wte, m->vocab_start, m->Vl, m->w.wpe);
-    TB_RANGE_POP();
+    float *x0 = transformer_block_input(&m->block, slot);
+    if (m->chunk.has_embedding) {
+        TB_RANGE_PUSH("embedding");
+        // (B,T) -> (Ns,C)
+        vocab_parallel_embedding_forward(region, x0, m->full, inputs, m->w.wte, m->vocab_start, m->Vl, m->w.wpe);
+        TB_RANGE_POP();
+    } else if (x_in) {
+        memcpy(x0, x_in, (size_t)Ns * C * sizeof(float));
+    }
 
-    const float *x = transformer_block_forward(&m->block);
+    const float *x = transformer_block_forward(&m->block, slot);
+    if (!m->chunk.has_head) {
+        if (x_out) memcpy(x_out, x, (size_t)Ns * C * sizeof(float));
+        TB_RANGE_POP();
+        return 0.0f;
+    }
 
     TB_RANGE_PUSH("final_layernorm");
     // ln_f out (N,C) gathered, mean (Ns), rstd (Ns) in one activation allocation
-    m->lnf = tb_alloc(m->mem, TB_MEM_ACTIVATIONS, ((size_t)N * C + 2 * (size_t)Ns) * sizeof(float),
-                      "final layernorm");
-    m->lnf_mean = m->lnf + (size_t)N * C;
-    m->lnf_rstd = m->lnf_mean + Ns;
-    float *norm_out = sp ? m->block.ws.norm_out : m->lnf;
-    spec->final_layernorm->forward(norm_out, m->lnf_mean, m->lnf_rstd, x, m->w.lnf_w, m->w.lnf_b, Ns, C,
+    st->lnf = tb_alloc(m->mem, TB_MEM_ACTIVATIONS, ((size_t)N * C + 2 * (size_t)Ns) * sizeof(float),
+                       "final layernorm");
+    st->lnf_mean = st->lnf + (size_t)N * C;
+    st->lnf_rstd = st->lnf_mean + Ns;
+    float *norm_out = sp ? m->block.ws.norm_out : st->lnf;
+    spec->final_layernorm->forward(norm_out, st->lnf_mean, st->lnf_rstd, x, m->w.lnf_w, m->w.lnf_b, Ns, C,
                                    (float)m->cfg->norm_epsilon);
-    if (sp) gather_from_sequence_parallel_region(region, norm_out, m->lnf);
+    if (sp) gather_from_sequence_parallel_region(region, norm_out, st->lnf);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("output_layer");
     // logits (N,Vl) of this rank's vocabulary shard, and per-token losses (N)
-    m->logits = tb_alloc(m->mem, TB_MEM_ACTIVATIONS, ((size_t)N * m->Vl + (size_t)N) * sizeof(float), "logits");
-    m->losses = m->logits + (size_t)N * m->Vl;
-    column_parallel_linear_forward(m->logits, m->lnf, m->w.lm_head, NULL, N, C, m->Vl);
+    st->logits = tb_alloc(m->mem, TB_MEM_ACTIVATIONS, ((size_t)N * m->Vl + (size_t)N) * sizeof(float), "logits");
+    st->losses = st->logits + (size_t)N * m->Vl;
+    column_parallel_linear_forward(st->logits, st->lnf, m->w.lm_head, NULL, N, C, m->Vl);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("loss");
-    vocab_parallel_cross_entropy_forward(region->tp, m->logits, m->losses, m->ce_scratch, targets, N, m->Vl,
+    vocab_parallel_cross_entropy_forward(region->tp, st->logits, st->losses, m->ce_scratch, targets, N, m->Vl,
                                          m->vocab_start, m->V);
     double sum = 0.0;
-    for (int i = 0; i < N; i++) sum += m->losses[i];
+    for (int i = 0; i < N; i++) sum += st->losses[i];
     TB_RANGE_POP();
 
     TB_RANGE_POP();
     return (float)(sum / N);
 }
 
-void gpt_backward(gpt_model *m, float loss_scale) {
+void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d_out, float *d_in) {
     const int C = m->C, N = m->B * m->T, Ns = m->block.d.Ns;
     const transformer_layer_spec *spec = &m->spec;
     const tb_tp_region *region = &m->block.d.tp;
+    gpt_slot *st = &m->slots[slot];
 
     TB_RANGE_PUSH("backward");
 
-    TB_RANGE_PUSH("loss.backward");
-    vocab_parallel_cross_entropy_backward(m->logits, m->targets, loss_scale / (float)N, N, m->Vl, m->vocab_start);
-    TB_RANGE_POP();
+    const float *dx = d_out;
+    if (m->chunk.has_head) {
+        TB_RANGE_PUSH("loss.backward");
+        vocab_parallel_cross_entropy_backward(st->logits, st->targets, loss_scale / (float)N, N, m->Vl,
+                                              m->vocab_start);
+        TB_RANGE_POP();
 
-    TB_RANGE_PUSH("output_layer.backward");
-    // dlogits (N,Vl) -> d ln_f (Ns,C), summed over tp
-    column_parallel_linear_backward(region, m->d_lnf, m->full, m->g.lm_head, NULL, m->logits, m->lnf, m->w.lm_head,
-                                    N, C, m->Vl);
-    tb_free(m->mem, m->logits);
-    m->logits = NULL;
-    TB_RANGE_POP();
+        TB_RANGE_PUSH("output_layer.backward");
+        // dlogits (N,Vl) -> d ln_f (Ns,C), summed over tp
+        column_parallel_linear_backward(region, m->d_lnf, m->full, m->g.lm_head, NULL, st->logits, st->lnf,
+                                        m->w.lm_head, N, C, m->Vl);
+        tb_free(m->mem, st->logits);
+        st->logits = NULL;
+        TB_RANGE_POP();
 
-    TB_RANGE_PUSH("final_layernorm.backward");
-    spec->final_layernorm->backward(m->d_x, m->g.lnf_w, m->g.lnf_b, m->d_lnf, m->block.x[m->block.L], m->w.lnf_w,
-                                    m->lnf_mean, m->lnf_rstd, Ns, C);
-    tb_free(m->mem, m->lnf);
-    m->lnf = NULL;
-    TB_RANGE_POP();
+        TB_RANGE_PUSH("final_layernorm.backward");
+        spec->final_layernorm->backward(m->d_x, m->g.lnf_w, m->g.lnf_b, m->d_lnf,
+                                        transformer_block_output(&m->block, slot), m->w.lnf_w, st->lnf_mean,
+                                        st->lnf_rstd, Ns, C);
+        tb_free(m->mem, st->lnf);
+        st->lnf = NULL;
+        TB_RANGE_POP();
+        dx = m->d_x;
+    }
 
-    const float *dx0 = transformer_block_backward(&m->block, m->d_x);
+    const float *dx0 = transformer_block_backward(&m->block, slot, dx);
 
-    TB_RANGE_PUSH("embedding.backward");
-    vocab_parallel_embedding_backward(region, m->g.wte, m->g.wpe, m->full, dx0, m->inputs, m->vocab_start, m->Vl);
-    TB_RANGE_POP();
+    if (m->chunk.has_embedding) {
+        TB_RANGE_PUSH("embedding.backward");
+        vocab_parallel_embedding_backward(region, m->g.wte, m->g.wpe, m->full, dx0, st->inputs, m->vocab_start,
+                                          m->Vl);
+        TB_RANGE_POP();
+    } else if (d_in) {
+        memcpy(d_in, dx0, (size_t)Ns * C * sizeof(float));
+    }
 
     TB_RANGE_POP();
 }
+
+float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets) {
+    return gpt_forward_chunk(m, 0, inputs, targets, NULL, NULL);
+}
+
+void gpt_backward(gpt_model *m, float loss_scale) { gpt_backward_chunk(m, 0, loss_scale, NULL, NULL); }

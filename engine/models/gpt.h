@@ -38,6 +38,9 @@ typedef struct gpt_param {
     int nseg, seg[3];     // along the split axis, the whole tensor is nseg segments (e.g. Q, K, V
                           // or gate, up), each split evenly over the tp ranks
     int tp_duplicate;     // replicated over tp: counted once in the global gradient norm
+    int pp_duplicate;     // the last pipeline stage's copy of the tied word embedding: counted
+                          // once (on the first stage) in the gradient norm
+    int global_index;     // position in the whole model's table (seeds the tensor's init)
     int sp_partial;       // under sequence parallelism its gradient is a per-rank partial sum
                           // (norms, row-parallel biases): all-reduced over tp at the step's end
 } gpt_param;
@@ -50,10 +53,28 @@ typedef struct gpt_weights {
     float *lm_head;       // (Vp, C): == wte when tied
 } gpt_weights;
 
+// What one in-flight microbatch holds at the model's ends.
+typedef struct gpt_slot {
+    const int32_t *inputs, *targets;       // (B,T), owned by the caller until backward
+    float *lnf, *lnf_mean, *lnf_rstd;      // (N,C) gathered, (Ns), (Ns)
+    float *logits;                         // (N,Vl): logits → probs → dlogits, in place
+    float *losses;                         // (N)
+} gpt_slot;
+
+// A model chunk: the whole model, or one pipeline stage's (virtual stage's) slice of it —
+// layers [first_layer, first_layer + num_layers), with the embedding if it is the first
+// chunk and the final norm, output layer and loss if it is the last.
+typedef struct gpt_chunk_spec {
+    int first_layer, num_layers;
+    int has_embedding, has_head;
+    int nslots;                            // microbatches that may be in flight at once
+} gpt_chunk_spec;
+
 typedef struct gpt_model {
     const tb_config *cfg;
     transformer_layer_spec spec;
     tb_allocator *mem;
+    gpt_chunk_spec chunk;
     int B, T, C, V, Vp, maxT;
     int tp_size, tp_rank;
     int vocab_start, Vl;     // this rank's rows of the padded vocabulary: [vocab_start, +Vl)
@@ -67,11 +88,7 @@ typedef struct gpt_model {
     gpt_weights w, g;
     transformer_block block;
 
-    // the microbatch in flight (forward → backward)
-    const int32_t *inputs, *targets;       // (B,T), owned by the caller until backward
-    float *lnf, *lnf_mean, *lnf_rstd;      // (N,C) gathered, (Ns), (Ns)
-    float *logits;                         // (N,Vl): logits → probs → dlogits, in place
-    float *losses;                         // (N)
+    gpt_slot *slots;                       // (chunk.nslots)
     float *d_lnf;                          // (Ns,C) workspace
     float *d_x;                            // (Ns,C) workspace
     float *full;                           // (N,C) workspace (tp > 1): embedding sums, partial grads
@@ -83,6 +100,9 @@ typedef struct gpt_model {
 // which other tensors exist, and a tensor-parallel rank's shard is exactly that slice of the
 // single-rank tensor. tp_group: the rank's tensor-parallel group (NULL with one rank).
 void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_group *tp_group);
+// The same for one chunk of the model.
+void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_group *tp_group,
+                          gpt_chunk_spec chunk);
 
 // Copies between a whole tensor (full_rows × full_cols) and tensor-parallel rank `rank`'s
 // shard of it. to_shard: full → shard; else shard → full (that rank's part only).
@@ -94,16 +114,27 @@ void gpt_model_free(gpt_model *m);
 
 const gpt_param *gpt_find_param(const gpt_model *m, const char *name);
 
-// Forward of one microbatch; returns the mean loss over its B·T tokens and keeps what
-// backward needs (a forward not followed by backward first releases what the previous
-// one kept, so forward-only evaluation does not accumulate memory).
+// Forward of one microbatch through a whole model; returns the mean loss over its B·T
+// tokens and keeps what backward needs (a forward not followed by backward first releases
+// what the previous one kept, so forward-only evaluation does not accumulate memory).
 float gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets);
 // Backward of the microbatch in flight for the objective loss_scale · mean loss
 // (loss_scale = 1 / num_microbatches under gradient accumulation). Gradients accumulate.
 void gpt_backward(gpt_model *m, float loss_scale);
+
+// The same for a chunk, with the microbatch in slot `slot`: the first chunk starts from
+// the tokens, the others from x_in (Ns,C), the activation received from the previous
+// stage; the last chunk returns the mean loss, the others write their output to x_out
+// (Ns,C) and return 0. Backward: the last chunk starts from the loss (loss_scale), the
+// others from d_out (Ns,C), the gradient received from the next stage; every chunk but the
+// first writes the gradient at its input to d_in (Ns,C).
+float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int32_t *targets, const float *x_in,
+                        float *x_out);
+void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d_out, float *d_in);
+
 void gpt_zero_grad(gpt_model *m);
 // Frees the activations a forward kept, without a backward.
-void gpt_release_activations(gpt_model *m);
+void gpt_release_activations(gpt_model *m, int slot);
 
 // Model FLOPs per token of a training step (forward + backward), llm.c's and PaLM's
 // estimate: 6·N + 12·L·C·T, with N the parameters in the buffer.

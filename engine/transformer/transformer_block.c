@@ -7,7 +7,7 @@
 #include "core/trace.h"
 
 static void *host_calloc(size_t n, size_t size) {
-    void *p = calloc(n, size);
+    void *p = calloc(n ? n : 1, size);
     if (!p) {
         fprintf(stderr, "transformer_block: out of host memory\n");
         exit(3);
@@ -16,17 +16,22 @@ static void *host_calloc(size_t n, size_t size) {
 }
 
 void transformer_block_init(transformer_block *b, const tb_config *cfg, const transformer_layer_spec *spec,
-                            tb_allocator *mem, tb_group *tp_group) {
+                            tb_allocator *mem, tb_group *tp_group, int first, int L, int nslots) {
     memset(b, 0, sizeof *b);
-    b->L = cfg->num_layers;
+    b->L = L;
+    b->first = first;
     b->d = tb_layer_dims_for(cfg, spec->activation->fc1_factor, tp_group);
     b->spec = spec;
     b->mem = mem;
     // Small bookkeeping arrays of pointers and ints: host memory, not model memory.
     b->params = host_calloc((size_t)b->L, sizeof *b->params);
     b->grads = host_calloc((size_t)b->L, sizeof *b->grads);
-    b->acts = host_calloc((size_t)b->L, sizeof *b->acts);
-    b->x = host_calloc((size_t)b->L + 1, sizeof *b->x);
+    b->nslots = nslots;
+    b->slots = host_calloc((size_t)nslots, sizeof *b->slots);
+    for (int s = 0; s < nslots; s++) {
+        b->slots[s].acts = host_calloc((size_t)(b->L > 0 ? b->L : 1), sizeof *b->slots[s].acts);
+        b->slots[s].x = host_calloc((size_t)b->L + 1, sizeof *b->slots[s].x);
+    }
     b->chunk_start = host_calloc((size_t)b->L, sizeof(int));
     b->chunk_len = host_calloc((size_t)b->L, sizeof(int));
     b->recompute = host_calloc((size_t)b->L, sizeof(int));
@@ -52,25 +57,29 @@ void transformer_block_init(transformer_block *b, const tb_config *cfg, const tr
     b->recompute_out = tb_alloc(mem, TB_MEM_WORKSPACE, nc, "recompute output");
 }
 
-void transformer_block_release(transformer_block *b) {
+void transformer_block_release(transformer_block *b, int slot) {
+    transformer_block_state *st = &b->slots[slot];
     for (int l = 0; l <= b->L; l++) {
-        tb_free(b->mem, b->x[l]);
-        b->x[l] = NULL;
+        tb_free(b->mem, st->x[l]);
+        st->x[l] = NULL;
     }
     for (int l = 0; l < b->L; l++)
-        if (b->acts[l].memory) transformer_layer_acts_free(&b->acts[l], b->mem);
+        if (st->acts[l].memory) transformer_layer_acts_free(&st->acts[l], b->mem);
 }
 
 void transformer_block_free(transformer_block *b) {
-    transformer_block_release(b);
+    for (int s = 0; s < b->nslots; s++) {
+        transformer_block_release(b, s);
+        free(b->slots[s].acts);
+        free(b->slots[s].x);
+    }
+    free(b->slots);
     transformer_workspace_free(&b->ws, b->mem);
     tb_free(b->mem, b->d_ping);
     tb_free(b->mem, b->d_pong);
     tb_free(b->mem, b->recompute_out);
     free(b->params);
     free(b->grads);
-    free(b->acts);
-    free(b->x);
     free(b->chunk_start);
     free(b->chunk_len);
     free(b->recompute);
@@ -78,62 +87,72 @@ void transformer_block_free(transformer_block *b) {
 
 static float *alloc_stream(transformer_block *b, int l) {
     char what[48];
-    snprintf(what, sizeof what, "residual stream x[%d]", l);
+    snprintf(what, sizeof what, "residual stream x[%d]", b->first + l);
     return tb_alloc(b->mem, TB_MEM_ACTIVATIONS, (size_t)b->d.Ns * b->d.C * sizeof(float), what);
 }
 
-float *transformer_block_input(transformer_block *b) {
-    b->x[0] = alloc_stream(b, 0);
-    return b->x[0];
+float *transformer_block_input(transformer_block *b, int slot) {
+    transformer_block_release(b, slot);
+    b->slots[slot].x[0] = alloc_stream(b, 0);
+    return b->slots[slot].x[0];
 }
 
-const float *transformer_block_forward(transformer_block *b) {
+const float *transformer_block_output(const transformer_block *b, int slot) { return b->slots[slot].x[b->L]; }
+
+const float *transformer_block_forward(transformer_block *b, int slot) {
+    transformer_block_state *st = &b->slots[slot];
     for (int l = 0; l < b->L; l++) {
-        transformer_layer_acts_alloc(&b->acts[l], b->mem, &b->d, b->selective, l);
-        b->x[l + 1] = alloc_stream(b, l + 1);
-        transformer_layer_forward(b->spec, l, &b->d, &b->params[l], &b->acts[l], &b->ws, b->x[l],
-                                  b->x[l + 1]);
+        transformer_layer_acts_alloc(&st->acts[l], b->mem, &b->d, b->selective, b->first + l);
+        st->x[l + 1] = alloc_stream(b, l + 1);
+        transformer_layer_forward(b->spec, b->first + l, &b->d, &b->params[l], &st->acts[l], &b->ws, st->x[l],
+                                  st->x[l + 1]);
         if (b->recompute[l]) {
             // keep only the chunk's input: this layer's activations and its input (unless it
             // is the chunk's first layer) are recomputed in backward
-            transformer_layer_acts_free(&b->acts[l], b->mem);
+            transformer_layer_acts_free(&st->acts[l], b->mem);
             if (l > b->chunk_start[l]) {
-                tb_free(b->mem, b->x[l]);
-                b->x[l] = NULL;
+                tb_free(b->mem, st->x[l]);
+                st->x[l] = NULL;
             }
         }
     }
-    return b->x[b->L];
+    return st->x[b->L];
 }
 
 // Re-runs the forward of the chunk [s, s + n): activations and inner inputs come back;
 // the last layer writes a scratch buffer since its output x[s + n] was kept.
-static void recompute_chunk(transformer_block *b, int s, int n) {
-    TB_RANGE_PUSH("recompute.layer.%d", s);
+static void recompute_chunk(transformer_block *b, transformer_block_state *st, int s, int n) {
+    TB_RANGE_PUSH("recompute.layer.%d", b->first + s);
     for (int l = s; l < s + n; l++) {
-        transformer_layer_acts_alloc(&b->acts[l], b->mem, &b->d, b->selective, l);
+        transformer_layer_acts_alloc(&st->acts[l], b->mem, &b->d, b->selective, b->first + l);
         float *out = b->recompute_out;
-        if (l + 1 < s + n) out = b->x[l + 1] = alloc_stream(b, l + 1);
-        transformer_layer_forward(b->spec, l, &b->d, &b->params[l], &b->acts[l], &b->ws, b->x[l], out);
+        if (l + 1 < s + n) out = st->x[l + 1] = alloc_stream(b, l + 1);
+        transformer_layer_forward(b->spec, b->first + l, &b->d, &b->params[l], &st->acts[l], &b->ws, st->x[l], out);
     }
     TB_RANGE_POP();
 }
 
-const float *transformer_block_backward(transformer_block *b, const float *dout) {
+const float *transformer_block_backward(transformer_block *b, int slot, const float *dout) {
+    transformer_block_state *st = &b->slots[slot];
     const float *dcur = dout;
     float *dnext = b->d_ping;
     for (int l = b->L - 1; l >= 0; l--) {
         if (b->recompute[l] && l == b->chunk_start[l] + b->chunk_len[l] - 1)
-            recompute_chunk(b, b->chunk_start[l], b->chunk_len[l]);
-        transformer_layer_backward(b->spec, l, &b->d, &b->params[l], &b->grads[l], &b->acts[l], &b->ws,
-                                   b->x[l], dcur, dnext);
-        transformer_layer_acts_free(&b->acts[l], b->mem);
-        tb_free(b->mem, b->x[l + 1]);
-        b->x[l + 1] = NULL;
+            recompute_chunk(b, st, b->chunk_start[l], b->chunk_len[l]);
+        transformer_layer_backward(b->spec, b->first + l, &b->d, &b->params[l], &b->grads[l], &st->acts[l], &b->ws,
+                                   st->x[l], dcur, dnext);
+        transformer_layer_acts_free(&st->acts[l], b->mem);
+        tb_free(b->mem, st->x[l + 1]);
+        st->x[l + 1] = NULL;
         dcur = dnext;
         dnext = dnext == b->d_ping ? b->d_pong : b->d_ping;
     }
-    tb_free(b->mem, b->x[0]);
-    b->x[0] = NULL;
+    if (b->L == 0) {
+        // an empty block passes the gradient through
+        memcpy(b->d_ping, dout, (size_t)b->d.Ns * b->d.C * sizeof(float));
+        dcur = b->d_ping;
+    }
+    tb_free(b->mem, st->x[0]);
+    st->x[0] = NULL;
     return dcur;
 }

@@ -12,20 +12,33 @@
 //                         (the attention core is recomputed inside its backward)
 // Recompute re-runs the same kernels on the same inputs, so losses and gradients are
 // bitwise identical with and without it; only the activation memory differs.
+//
+// A block may be one pipeline stage's slice of the model (layers first .. first + L - 1,
+// named by their global index) and may hold several microbatches in flight at once (the
+// 1F1B schedule keeps up to pp of them on the first stage): each in-flight microbatch has
+// its own slot of residual stream and activations. Recompute chunks count the stage's own
+// layers, as Megatron's do.
 #ifndef TB_TRANSFORMER_BLOCK_H
 #define TB_TRANSFORMER_BLOCK_H
 
 #include "transformer/transformer_layer.h"
 
+// What one in-flight microbatch holds.
+typedef struct transformer_block_state {
+    transformer_layer_acts *acts;      // (L)
+    float **x;                         // (L+1) residual stream, NULL when not held
+} transformer_block_state;
+
 typedef struct transformer_block {
-    int L;
+    int L;                             // layers in this block
+    int first;                         // global index of its first layer
     tb_layer_dims d;
     const transformer_layer_spec *spec;
     tb_allocator *mem;
     transformer_layer_params *params;  // (L) views into the model's parameter buffer
     transformer_layer_params *grads;   // (L) views into the gradient buffer
-    transformer_layer_acts *acts;      // (L)
-    float **x;                         // (L+1) residual stream, NULL when not held
+    int nslots;
+    transformer_block_state *slots;    // (nslots) microbatches in flight
     int *chunk_start;                  // (L) first layer of each layer's chunk
     int *chunk_len;                    // (L)
     int *recompute;                    // (L) layer is in a recomputed chunk
@@ -35,20 +48,23 @@ typedef struct transformer_block {
     float *recompute_out;              // (Ns,C) where a recomputed chunk's last layer writes
 } transformer_block;
 
+// Layers [first, first + L) of the model; nslots microbatches may be in flight.
 // tp_group: the rank's tensor-parallel group (NULL with one rank).
 void transformer_block_init(transformer_block *b, const tb_config *cfg, const transformer_layer_spec *spec,
-                            tb_allocator *mem, tb_group *tp_group);
+                            tb_allocator *mem, tb_group *tp_group, int first, int L, int nslots);
 void transformer_block_free(transformer_block *b);
 
-// Allocates x[0] (Ns,C) and returns it: the embedding writes the block's input there.
-float *transformer_block_input(transformer_block *b);
-// Runs the layers on x[0]; returns x[L] (held until backward).
-const float *transformer_block_forward(transformer_block *b);
+// Allocates x[0] (Ns,C) of a slot and returns it: the block's input is written there.
+float *transformer_block_input(transformer_block *b, int slot);
+// Runs the layers on the slot's x[0]; returns x[L] (held until backward).
+const float *transformer_block_forward(transformer_block *b, int slot);
+// The slot's output x[L] of its forward (held until backward).
+const float *transformer_block_output(const transformer_block *b, int slot);
 // dout (Ns,C) = gradient at x[L] → returns the gradient at x[0] (a block buffer, valid until
-// the next backward). Frees every activation the forward held.
-const float *transformer_block_backward(transformer_block *b, const float *dout);
+// the next backward). Frees every activation the slot's forward held.
+const float *transformer_block_backward(transformer_block *b, int slot, const float *dout);
 
-// Frees whatever a forward left held (after a forward without backward).
-void transformer_block_release(transformer_block *b);
+// Frees whatever a slot's forward left held (after a forward without backward).
+void transformer_block_release(transformer_block *b, int slot);
 
 #endif

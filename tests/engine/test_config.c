@@ -4,6 +4,7 @@
 // config_resolve derives what was left 0; flags, the JSON config file and the config.json
 // written to a run directory agree with the option table; the pretrain_gpt binary prints
 // every flag in --help and exits 2 on bad arguments or an invalid configuration.
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -537,6 +538,101 @@ TB_TEST(mock_data_with_a_data_path_is_refused) {
     c.mock_data = 1;
     snprintf(c.data_path, sizeof c.data_path, "/data/tokens.bin");
     EXPECT_ONLY(&c, "mock_data and data_path '/data/tokens.bin' are exclusive");
+}
+
+TB_TEST(world_over_64_ranks_is_refused_because_ranks_are_threads) {
+    tb_config c;
+    config_defaults(&c);
+    c.world_size = 65;
+    EXPECT_ONLY(&c, "world_size (65) exceeds 64: ranks are threads of one process (multi-node launch is not "
+                    "supported yet)");
+    config_defaults(&c);
+    c.tensor_model_parallel_size = 2, c.world_size = 128;  // refused before the layout rules
+    EXPECT_ONLY(&c, "world_size (128) exceeds 64: ranks are threads of one process (multi-node launch is not "
+                    "supported yet)");
+    config_defaults(&c);
+    c.world_size = 64;
+    EXPECT_VALID(&c);
+}
+
+TB_TEST(collective_timeout_must_be_positive) {
+    tb_config c;
+    config_defaults(&c);
+    TB_CHECK(c.collective_timeout == 300, "default %g s", c.collective_timeout);
+    c.collective_timeout = 0;
+    EXPECT_ONLY(&c, "collective_timeout (0) must be positive");
+    c.collective_timeout = -5;
+    EXPECT_ONLY(&c, "collective_timeout (-5) must be positive");
+    c.collective_timeout = NAN;  // NaN > 0 is false: refused, not taken as "no timeout"
+    EXPECT_REFUSED(&c, "must be positive");
+    EXPECT_REFUSED(&c, "collective_timeout (");
+    c.collective_timeout = 0.25;
+    EXPECT_VALID(&c);
+
+    // Through the flag: 0 parses and is refused by the rule, NaN does not parse.
+    tb_error e;
+    int help;
+    char *argv[] = {"pretrain_gpt", "--collective-timeout", "0"};
+    TB_REQUIRE(parse(&c, ARGC(argv), argv, &help, &e) == 0, "\"%s\"", e.msg);
+    EXPECT_ONLY(&c, "collective_timeout (0) must be positive");
+    char *argv2[] = {"pretrain_gpt", "--collective-timeout=nan"};
+    TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) != 0 &&
+                 strstr(e.msg, "flag --collective-timeout: 'nan' is not a finite number in double range"),
+             "\"%s\"", e.msg);
+}
+
+TB_TEST(inject_stall_must_be_rank_colon_step_within_the_world) {
+    static const struct {
+        const char *value;
+        int world;
+        const char *expect;  // NULL: valid
+    } cases[] = {
+        {"x", 4, "inject_stall 'x' must be RANK:STEP"},
+        {"1", 4, "inject_stall '1' must be RANK:STEP"},
+        {"1:", 4, "inject_stall '1:' must be RANK:STEP"},
+        {":2", 4, "inject_stall ':2' must be RANK:STEP"},
+        {"1:2x", 4, "inject_stall '1:2x' must be RANK:STEP"},
+        {"1:2:3", 4, "inject_stall '1:2:3' must be RANK:STEP"},
+        {"5:1", 4, "inject_stall '5:1': rank must be in [0, 4) and step at least 1"},
+        {"4:1", 4, "inject_stall '4:1': rank must be in [0, 4) and step at least 1"},
+        {"-1:1", 4, "inject_stall '-1:1': rank must be in [0, 4) and step at least 1"},
+        {"0:0", 4, "inject_stall '0:0': rank must be in [0, 4) and step at least 1"},
+        {"0:-3", 4, "inject_stall '0:-3': rank must be in [0, 4) and step at least 1"},
+        {"1:2", 1, "inject_stall '1:2': rank must be in [0, 1) and step at least 1"},
+        {"1:2", 4, NULL},
+        {"3:1", 4, NULL},
+        {"0:20", 1, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tb_config c;
+        config_defaults(&c);
+        c.world_size = cases[i].world;
+        snprintf(c.inject_stall, sizeof c.inject_stall, "%s", cases[i].value);
+        tb_error e;
+        memset(&e, 0, sizeof e);
+        int rc = resolve_and_validate(&c, &e);
+        if (cases[i].expect)
+            TB_CHECK(rc != 0 && strcmp(e.msg, cases[i].expect) == 0, "'%s' on %d ranks: want \"%s\", got rc %d \"%s\"",
+                     cases[i].value, cases[i].world, cases[i].expect, rc, e.msg);
+        else
+            TB_CHECK(rc == 0, "'%s' on %d ranks should be valid: \"%s\"", cases[i].value, cases[i].world, e.msg);
+    }
+
+    // The flag sets it; a value longer than the field is refused when parsed.
+    tb_config c;
+    tb_error e;
+    int help;
+    char *argv[] = {"pretrain_gpt", "--world-size", "4", "--inject-stall", "1:2"};
+    TB_REQUIRE(parse(&c, ARGC(argv), argv, &help, &e) == 0, "\"%s\"", e.msg);
+    TB_CHECK(!strcmp(c.inject_stall, "1:2"), "inject_stall '%s'", c.inject_stall);
+    EXPECT_VALID(&c);
+    char longv[80];
+    memset(longv, '1', 64);
+    longv[64] = '\0';
+    char *argv2[] = {"pretrain_gpt", "--inject-stall", longv};
+    TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) != 0 &&
+                 strstr(e.msg, "flag --inject-stall: value is 64 characters, at most 63 allowed"),
+             "\"%s\"", e.msg);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1275,10 +1371,26 @@ TB_TEST(invalid_config_exits_2_and_prints_the_rule_on_stderr) {
     free(out);
     free(err);
 
-    status = run_pretrain("--tensor-model-parallel-size 2", "unsupported", &out, &err);
+    // An unsupported layout exits 2 too, before a run directory is made.
+    char run_dir[512], args[1024];
+    tmp_path(run_dir, sizeof run_dir, "unsupported-run");
+    snprintf(args, sizeof args, "--pipeline-model-parallel-size 2 --global-batch-size 8 --train-iters 1 --run-dir '%s'",
+             run_dir);
+    status = run_pretrain(args, "unsupported", &out, &err);
     TB_REQUIRE(out && err, "captured output");
     TB_CHECK(status == 2, "an unsupported layout exits 2, got %d", status);
-    TB_CHECK(strstr(err, "more than one rank is not supported yet") != NULL, "stderr: %s", err);
+    TB_CHECK(strstr(err, "pipeline_model_parallel_size 2: not supported yet") != NULL, "stderr: %s", err);
+    TB_CHECK(access(run_dir, F_OK) != 0, "no run directory for a refused config: %s exists", run_dir);
+    free(out);
+    free(err);
+
+    snprintf(args, sizeof args, "--world-size 4 --inject-stall 5:1 --train-iters 1 --run-dir '%s'", run_dir);
+    status = run_pretrain(args, "badstall", &out, &err);
+    TB_REQUIRE(out && err, "captured output");
+    TB_CHECK(status == 2, "exit status %d", status);
+    TB_CHECK(strstr(err, "inject_stall '5:1': rank must be in [0, 4) and step at least 1") != NULL, "stderr: %s",
+             err);
+    TB_CHECK(access(run_dir, F_OK) != 0, "no run directory for a refused config: %s exists", run_dir);
     free(out);
     free(err);
 }
@@ -1337,6 +1449,9 @@ int main(void) {
     TB_RUN(recompute_method_without_full_granularity_is_refused);
     TB_RUN(negative_memory_cap_peak_tflops_and_threads_are_refused);
     TB_RUN(mock_data_with_a_data_path_is_refused);
+    TB_RUN(world_over_64_ranks_is_refused_because_ranks_are_threads);
+    TB_RUN(collective_timeout_must_be_positive);
+    TB_RUN(inject_stall_must_be_rank_colon_step_within_the_world);
 
     TB_RUN(several_violations_are_all_listed_one_per_line);
     TB_RUN(multi_rank_tp_dp_layouts_are_valid);

@@ -134,15 +134,15 @@ static int keep(job *j, outputs *o, int dev, int t, int r, const float *buf, siz
     return 0;
 }
 
-#define CALL(expr, what)                                                                          \
-    do {                                                                                          \
-        int to_ = 0;                                                                              \
-        tb_error e_ = {{0}};                                                                      \
-        int rc_ = (expr);                                                                         \
-        if (rc_ != 0 || to_) {                                                                    \
-            failf(j, what, g->name, e_.msg[0] ? e_.msg : "failed, no message"); \
-            ok = 0;                                                                               \
-        }                                                                                         \
+#define CALL(expr, what)                                                          \
+    do {                                                                          \
+        int to_ = 0;                                                              \
+        tb_error e_ = {{0}};                                                      \
+        int rc_ = (expr);                                                         \
+        if (rc_ != 0 || to_) {                                                    \
+            failf(j, what, g->name, e_.msg[0] ? e_.msg : "failed, no message");   \
+            ok = 0;                                                               \
+        }                                                                         \
     } while (0)
 
 // The same sequence of calls on every rank: each collective on world, tp and dp.
@@ -277,7 +277,8 @@ static void *rank_main(void *arg) {
     tb_nccl_rank_destroy(rk);
     j->back_on_local = 1;
     for (int k = 0; k < TB_NGROUP_KINDS; k++)
-        if (rk->groups[k].backend != &tb_local_backend || rk->groups[k].backend_state != rk->world->local_groups[rk->groups[k].id])
+        if (rk->groups[k].backend != &tb_local_backend ||
+            rk->groups[k].backend_state != rk->world->local_groups[rk->groups[k].id])
             j->back_on_local = 0;
     return NULL;
 }
@@ -384,13 +385,26 @@ static void *timeout_rank(void *arg) {
     tb_error err = {{0}};
     int rc = tb_nccl_rank_init(rk, j->ids, &err);
     if (rc != 0) failf(j, "tb_nccl_rank_init", rk->label, err.msg);
+    const int inited = rc == 0;
+    tb_group *g = &rk->groups[TB_GROUP_WORLD];
+    float *b = NULL;
+    if (rc == 0 && (cudaMalloc((void **)&b, 64 * sizeof(float)) != cudaSuccess ||
+                    cudaMemset(b, 0, 64 * sizeof(float)) != cudaSuccess))
+        rc = failf(j, "cudaMalloc", rk->label, "failed");
+    // One call both join, so the communicator is connected: the hang below is a kernel
+    // waiting for its peer, the case a stalled rank leaves behind.
+    int warm = -1;
+    pthread_barrier_wait(j->bar);
+    if (rc == 0) {
+        int to = 0;
+        tb_error e = {{0}};
+        warm = g->backend->all_reduce(g, b, 64, TB_RED_SUM, &to, &e);
+        if (warm != 0) failf(j, "warm-up all_reduce", rk->label, e.msg);
+    }
     pthread_barrier_wait(j->bar);
     if (rk->rank == 0) j->w->collective_timeout_s = 2.0;  // the others wait at the barrier
     pthread_barrier_wait(j->bar);
-    if (rc == 0 && rk->rank == 0) {
-        tb_group *g = &rk->groups[TB_GROUP_WORLD];
-        float *b = NULL;
-        cudaMalloc((void **)&b, 64 * sizeof(float));
+    if (rc == 0 && warm == 0 && rk->rank == 0) {
         int to = 0;
         tb_error e = {{0}};
         j->to_rc = g->backend->all_reduce(g, b, 64, TB_RED_SUM, &to, &e);
@@ -400,10 +414,10 @@ static void *timeout_rank(void *arg) {
         e.msg[0] = 0;
         j->after_rc = g->backend->all_reduce(g, b, 64, TB_RED_SUM, &to, &e);
         snprintf(j->after_msg, sizeof j->after_msg, "%s", e.msg);
-        cudaFree(b);
     }
     pthread_barrier_wait(j->bar);  // rank 1 stays out of the call until rank 0 gave up
-    if (rc == 0) tb_nccl_rank_destroy(rk);
+    if (inited) tb_nccl_rank_destroy(rk);
+    if (b) cudaFree(b);
     return NULL;
 }
 

@@ -218,7 +218,7 @@ TB_TEST(distributed_optimizer_cuts_optimizer_memory_by_dp) {
 
 // Step-1 loss of a pretrain_gpt run, from its metrics file.
 static double step1_loss(const char *run_dir) {
-    char path[512];
+    char path[1024];
     snprintf(path, sizeof path, "%s/metrics.rank-00000.jsonl", run_dir);
     FILE *f = fopen(path, "r");
     char line[8192];
