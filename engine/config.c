@@ -59,6 +59,14 @@ const tb_option tb_config_options[] = {
         "parallel", "pipeline-parallel size pp"),
     OPT("--virtual-pipeline-model-parallel-size", virtual_pipeline_model_parallel_size, TB_OPT_INT, "0",
         NULL, "parallel", "model chunks per pipeline rank (0: no interleaving)"),
+    OPT("--num-layers-per-virtual-pipeline-stage", num_layers_per_virtual_pipeline_stage, TB_OPT_INT, "0", NULL,
+        "parallel", "layers per virtual stage (sets the virtual pipeline size; 0: unused)"),
+    OPT("--pipeline-layout", pipeline_layout, TB_OPT_STRING, "", NULL, "parallel",
+        "layers per pipeline stage (per virtual stage, in model order, when interleaved), e.g. 3,5,2,2"),
+    OPT("--account-for-embedding-in-pipeline-split", account_for_embedding_in_pipeline_split, TB_OPT_BOOL,
+        "false", NULL, "parallel", "count the embedding as a layer of the first stage when splitting"),
+    OPT("--account-for-loss-in-pipeline-split", account_for_loss_in_pipeline_split, TB_OPT_BOOL, "false", NULL,
+        "parallel", "count the output layer and loss as a layer of the last stage when splitting"),
     OPT("--context-parallel-size", context_parallel_size, TB_OPT_INT, "1", NULL, "parallel",
         "context-parallel size cp"),
     OPT("--expert-model-parallel-size", expert_model_parallel_size, TB_OPT_INT, "1", NULL, "parallel",
@@ -378,6 +386,10 @@ void config_resolve(tb_config *c) {
     if (c->num_query_groups == 0) c->num_query_groups = c->num_attention_heads;
     if (c->max_position_embeddings == 0) c->max_position_embeddings = c->seq_length;
     if (c->lr_decay_iters == 0) c->lr_decay_iters = c->train_iters;
+    if (c->num_layers_per_virtual_pipeline_stage > 0 && c->pipeline_model_parallel_size > 0 &&
+        c->virtual_pipeline_model_parallel_size == 0)
+        c->virtual_pipeline_model_parallel_size =
+            c->num_layers / c->pipeline_model_parallel_size / c->num_layers_per_virtual_pipeline_stage;
     int64_t model_parallel = (int64_t)c->tensor_model_parallel_size * c->context_parallel_size *
                              c->pipeline_model_parallel_size;
     if (c->world_size == 0) c->world_size = sat(model_parallel);
@@ -388,6 +400,58 @@ void config_resolve(tb_config *c) {
     int64_t multiple = (int64_t)c->make_vocab_size_divisible_by * c->tensor_model_parallel_size;
     c->padded_vocab_size =
         multiple > 0 ? sat((c->vocab_size + multiple - 1) / multiple * multiple) : c->vocab_size;
+}
+
+int config_pipeline_split(const tb_config *c, int *layers, tb_error *err) {
+    const int pp = c->pipeline_model_parallel_size, v = c->virtual_pipeline_model_parallel_size > 1
+                                                               ? c->virtual_pipeline_model_parallel_size
+                                                               : 1;
+    const int stages = pp * v;
+    if (stages > TB_MAX_PIPELINE_STAGES) return tb_fail(err, "pipeline stages (%d) exceed %d", stages, TB_MAX_PIPELINE_STAGES);
+    if (c->pipeline_layout[0]) {
+        if (c->account_for_embedding_in_pipeline_split || c->account_for_loss_in_pipeline_split)
+            return tb_fail(err, "pipeline_layout '%s' and account_for_*_in_pipeline_split are exclusive",
+                           c->pipeline_layout);
+        int n = 0, sum = 0;
+        const char *p = c->pipeline_layout;
+        while (*p) {
+            char *end;
+            long v_ = strtol(p, &end, 10);
+            if (end == p || v_ < 0 || v_ > c->num_layers || (*end && *end != ','))
+                return tb_fail(err, "pipeline_layout '%s': entry %d is not a layer count", c->pipeline_layout, n + 1);
+            if (n == stages)
+                return tb_fail(err, "pipeline_layout '%s' has more than %d entries (pipeline_model_parallel_size %d "
+                                    "x virtual stages %d)", c->pipeline_layout, stages, pp, v);
+            layers[n++] = (int)v_;
+            sum += (int)v_;
+            p = *end ? end + 1 : end;
+        }
+        if (n != stages)
+            return tb_fail(err, "pipeline_layout '%s' has %d entries, needs %d (pipeline_model_parallel_size %d x "
+                                "virtual stages %d)", c->pipeline_layout, n, stages, pp, v);
+        if (sum != c->num_layers)
+            return tb_fail(err, "pipeline_layout '%s' sums to %d layers, num_layers is %d", c->pipeline_layout, sum,
+                           c->num_layers);
+        return stages;
+    }
+    const int emb = c->account_for_embedding_in_pipeline_split, loss = c->account_for_loss_in_pipeline_split;
+    const int total = c->num_layers + emb + loss;
+    if (total % stages != 0) {
+        if (emb || loss)
+            return tb_fail(err, "num_layers (%d) + embedding (%d) + loss (%d) must be divisible by pipeline stages (%d)",
+                           c->num_layers, emb, loss, stages);
+        return tb_fail(err, "num_layers (%d) must be divisible by %s (%d)", c->num_layers,
+                       v > 1 ? "pipeline_model_parallel_size x virtual_pipeline_model_parallel_size"
+                             : "pipeline_model_parallel_size",
+                       stages);
+    }
+    for (int k = 0; k < stages; k++) layers[k] = total / stages;
+    layers[0] -= emb;
+    layers[stages - 1] -= loss;
+    if (layers[0] < 0 || layers[stages - 1] < 0)
+        return tb_fail(err, "accounting for the embedding and loss leaves a stage with no layers to give (%d per stage)",
+                       total / stages);
+    return stages;
 }
 
 // Appends one violated rule to the message.
@@ -493,9 +557,21 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (vpp > 0 && pp < 2)
         violated(&r, "virtual_pipeline_model_parallel_size (%d) needs pipeline_model_parallel_size > 1 (is %d)",
                  vpp, pp);
-    DIVISIBLE(&r, c->num_layers, "num_layers", pp * (vpp > 0 ? vpp : 1),
-              vpp > 0 ? "pipeline_model_parallel_size x virtual_pipeline_model_parallel_size"
-                      : "pipeline_model_parallel_size");
+    if (c->num_layers_per_virtual_pipeline_stage < 0)
+        violated(&r, "num_layers_per_virtual_pipeline_stage (%d) must be non-negative",
+                 c->num_layers_per_virtual_pipeline_stage);
+    else if (c->num_layers_per_virtual_pipeline_stage > 0 &&
+             c->num_layers % (pp * c->num_layers_per_virtual_pipeline_stage) != 0)
+        violated(&r, "num_layers (%d) must be divisible by pipeline_model_parallel_size x "
+                     "num_layers_per_virtual_pipeline_stage (%d x %d)",
+                 c->num_layers, pp, c->num_layers_per_virtual_pipeline_stage);
+    if (pp * (vpp > 1 ? vpp : 1) > TB_MAX_PIPELINE_STAGES)
+        violated(&r, "pipeline stages (%d x %d) exceed %d", pp, vpp, TB_MAX_PIPELINE_STAGES);
+    else {
+        int layers[TB_MAX_PIPELINE_STAGES];
+        tb_error split_err;
+        if (config_pipeline_split(c, layers, &split_err) < 0) violated(&r, "%s", split_err.msg);
+    }
     if (c->sequence_parallel) DIVISIBLE(&r, c->seq_length, "seq_length", tp, "tensor_model_parallel_size");
     if (cp > 1) DIVISIBLE(&r, c->seq_length, "seq_length", 2 * cp, "2 x context_parallel_size");
     if (c->num_experts > 0) DIVISIBLE(&r, c->num_experts, "num_experts", ep, "expert_model_parallel_size");
@@ -519,7 +595,7 @@ int config_validate(const tb_config *c, tb_error *err) {
             int m = c->global_batch_size / per;
             if (m < pp)
                 violated(&r, "num_microbatches (%d) must be at least pipeline_model_parallel_size (%d)", m, pp);
-            if (vpp > 0 && m % pp != 0)
+            if (vpp > 1 && m % pp != 0)
                 violated(&r, "num_microbatches (%d) must be divisible by pipeline_model_parallel_size (%d) "
                              "with an interleaved schedule", m, pp);
         }
@@ -570,11 +646,9 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (r.count) return -1;
 
     // What the engine cannot run yet: refused, never ignored.
-    if (pp > 1) violated(&r, "pipeline_model_parallel_size %d: not supported yet", pp);
     if (cp > 1) violated(&r, "context_parallel_size %d: not supported yet", cp);
     if (c->sequence_parallel && tp == 1)
         violated(&r, "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)");
-    if (vpp > 0) violated(&r, "virtual_pipeline_model_parallel_size %d: not supported yet", vpp);
     if (ep > 1) violated(&r, "expert_model_parallel_size %d: not supported yet", ep);
     if (c->num_experts > 0) violated(&r, "num_experts %d (MoE): not supported yet", c->num_experts);
     if (c->position_embedding_type != TB_POS_LEARNED_ABSOLUTE)

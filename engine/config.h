@@ -55,7 +55,11 @@ typedef struct tb_config {
     int world_size;               // 0 → tp × cp × pp (dp = 1)
     int tensor_model_parallel_size;
     int pipeline_model_parallel_size;
-    int virtual_pipeline_model_parallel_size;  // 0 = not interleaved
+    int virtual_pipeline_model_parallel_size;  // 0 or 1 = not interleaved
+    int num_layers_per_virtual_pipeline_stage; // 0 = use the size above; else derives it
+    char pipeline_layout[TB_PATH_MAX];         // "3,5,2,2": layers per (virtual) stage; empty = uniform
+    int account_for_embedding_in_pipeline_split;
+    int account_for_loss_in_pipeline_split;
     int context_parallel_size;
     int expert_model_parallel_size;
     int sequence_parallel;
@@ -139,6 +143,12 @@ int config_validate(const tb_config *cfg, tb_error *err);
 json_t *config_to_json(const tb_config *cfg);
 // --help text: every flag, its default and help, grouped.
 void config_print_help(FILE *out, const char *program);
+// Layers of each virtual pipeline stage k = chunk · pp + pp_rank (pp × max(vpp, 1) of them):
+// the custom --pipeline-layout, or a uniform split (counting the embedding and the loss as
+// layers when asked, as Megatron does). Returns the number of stages, or -1 with err set.
+#define TB_MAX_PIPELINE_STAGES 256
+int config_pipeline_split(const tb_config *cfg, int *layers, tb_error *err);
+
 // Name of a choice value, e.g. config_choice_name("normalization", TB_NORM_RMSNORM).
 const char *config_choice_name(const char *key, int value);
 

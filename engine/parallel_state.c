@@ -7,7 +7,8 @@
 
 #include "comm/local_backend.h"
 
-static const char *const kind_names[TB_NGROUP_KINDS] = {"tp", "cp", "dp", "dp_cp", "pp", "mp", "embedding", "world"};
+static const char *const kind_names[TB_NGROUP_KINDS] = {"tp", "cp",        "dp",    "dp_cp",  "pp",
+                                                        "mp", "embedding", "world", "pp_grad"};
 
 const char *tb_group_kind_name(tb_group_kind k) {
     return (unsigned)k < TB_NGROUP_KINDS ? kind_names[k] : "?";
@@ -38,7 +39,8 @@ static int same_group(const tb_config *cfg, tb_group_kind k, tb_coords a, tb_coo
     case TB_GROUP_CP: return a.tp == b.tp && a.dp == b.dp && a.pp == b.pp;
     case TB_GROUP_DP: return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp;
     case TB_GROUP_DP_CP: return a.tp == b.tp && a.pp == b.pp;
-    case TB_GROUP_PP: return a.tp == b.tp && a.cp == b.cp && a.dp == b.dp;
+    case TB_GROUP_PP:
+    case TB_GROUP_PP_GRAD: return a.tp == b.tp && a.cp == b.cp && a.dp == b.dp;
     case TB_GROUP_MP: return a.cp == b.cp && a.dp == b.dp;
     case TB_GROUP_EMBEDDING:
         return a.tp == b.tp && a.cp == b.cp && a.dp == b.dp && (b.pp == 0 || b.pp == last);

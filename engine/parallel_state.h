@@ -35,6 +35,8 @@ typedef enum tb_group_kind {
     TB_GROUP_MP,         // model parallel: tp × pp
     TB_GROUP_EMBEDDING,  // first and last pipeline stage
     TB_GROUP_WORLD,
+    TB_GROUP_PP_GRAD,    // the pipeline group again, for gradients flowing backward (Megatron uses a
+                         // second communicator for one direction, so the two never queue together)
     TB_NGROUP_KINDS
 } tb_group_kind;
 

@@ -12,6 +12,7 @@
 #include "checkpoint/gpt_checkpoint.h"
 #include "core/fileio.h"
 #include "distributed/finalize_model_grads.h"
+#include "pipeline_parallel/schedules.h"
 
 // ---------------------------------------------------------------------------------------
 // Run directory and reports
@@ -155,6 +156,8 @@ static json_t *metrics_line(const step_metrics *s, const tb_config *c, const tb_
     return o;
 }
 
+static tb_group *group(tb_rank *rk, tb_group_kind k) { return rk->world ? &rk->groups[k] : NULL; }
+
 int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *err) {
     memset(tr, 0, sizeof *tr);
     tr->rk = rk;
@@ -164,18 +167,49 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
                                : tb_gpt_dataset_open_synthetic(&tr->data, (uint64_t)cfg->seed, cfg->seq_length,
                                                                cfg->vocab_size, &rk->mem, err);
     if (rc != 0) return tb_fail_prefix(err, "flag --data-path");
-    tb_group *tp = rk->world ? &rk->groups[TB_GROUP_TP] : NULL;
-    gpt_model_init(&tr->model, cfg, &rk->mem, tp);
-    if (cfg->load[0] && gpt_load_safetensors(&tr->model, cfg->load, err) != 0) {
-        gpt_model_free(&tr->model);
+
+    // this rank's chunks: virtual stage k = c·pp + pp_rank, with the layers the split gives it
+    const int p = cfg->pipeline_model_parallel_size, r = rk->coords.pp, M = cfg->num_microbatches;
+    const int v = cfg->virtual_pipeline_model_parallel_size > 1 ? cfg->virtual_pipeline_model_parallel_size : 1;
+    int layers[TB_MAX_PIPELINE_STAGES];
+    if (config_pipeline_split(cfg, layers, err) < 0) {
         tb_gpt_dataset_close(&tr->data, &rk->mem);
-        return tb_fail_prefix(err, "flag --load");
+        return -1;
     }
-    const tb_group *dp = rk->world ? &rk->groups[TB_GROUP_DP_CP] : NULL;
-    adamw_init(&tr->opt, cfg, tr->model.padded_parameters, dp ? dp->index : 0, dp ? dp->size : 1, &rk->mem);
-    size_t tokens = (size_t)cfg->micro_batch_size * cfg->seq_length;
+    tr->nchunks = v;
+    tr->models = calloc((size_t)v, sizeof *tr->models);
+    tr->opts = calloc((size_t)v, sizeof *tr->opts);
+    const tb_group *dp = group(rk, TB_GROUP_DP_CP);
+    for (int c = 0; c < v; c++) {
+        int k = c * p + r, first = 0;
+        for (int j = 0; j < k; j++) first += layers[j];
+        gpt_chunk_spec spec = {first, layers[k], k == 0, k == p * v - 1, M};
+        gpt_model_init_chunk(&tr->models[c], cfg, &rk->mem, group(rk, TB_GROUP_TP), spec);
+        adamw_init(&tr->opts[c], cfg, tr->models[c].padded_parameters, dp ? dp->index : 0, dp ? dp->size : 1,
+                   &rk->mem);
+    }
+    if (cfg->load[0]) {
+        if (p > 1) {
+            trainer_free(tr);
+            return tb_fail(err, "flag --load with pipeline_model_parallel_size %d: not supported yet", p);
+        }
+        if (gpt_load_safetensors(&tr->models[0], cfg->load, err) != 0) {
+            trainer_free(tr);
+            return tb_fail_prefix(err, "flag --load");
+        }
+    }
+    size_t tokens = (size_t)M * cfg->micro_batch_size * cfg->seq_length;
     tr->inputs = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch inputs");
     tr->targets = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch targets");
+    if (p > 1) {
+        size_t act = (size_t)tr->models[0].block.d.Ns * cfg->hidden_size * sizeof(float);
+        tr->x_in = tb_alloc(&rk->mem, TB_MEM_COMM, act, "pipeline activation received");
+        tr->x_out = tb_alloc(&rk->mem, TB_MEM_COMM, act, "pipeline activation sent");
+        tr->d_in = tb_alloc(&rk->mem, TB_MEM_COMM, act, "pipeline gradient sent");
+        tr->d_out = tb_alloc(&rk->mem, TB_MEM_COMM, act, "pipeline gradient received");
+    }
+    tr->ops = calloc((size_t)2 * M * v, sizeof *tr->ops);
+    tr->nops = pipeline_schedule(p, r, M, v, tr->ops);
     return 0;
 }
 
@@ -183,65 +217,136 @@ void trainer_free(tb_trainer *tr) {
     tb_allocator *mem = &tr->rk->mem;
     tb_free(mem, tr->inputs);
     tb_free(mem, tr->targets);
-    adamw_free(&tr->opt);
-    gpt_model_free(&tr->model);
+    tb_free(mem, tr->x_in);
+    tb_free(mem, tr->x_out);
+    tb_free(mem, tr->d_in);
+    tb_free(mem, tr->d_out);
+    for (int c = 0; c < tr->nchunks; c++) {
+        adamw_free(&tr->opts[c]);
+        gpt_model_free(&tr->models[c]);
+    }
+    free(tr->models);
+    free(tr->opts);
+    free(tr->ops);
     tb_gpt_dataset_close(&tr->data, mem);
+    memset(tr, 0, sizeof *tr);
+}
+
+static double ms_since(int64_t t0) { return (double)(tb_now_ns() - t0) / 1e6; }
+
+// Runs this rank's pipeline schedule for one step: every (microbatch, chunk) forward and
+// backward, with the activations and gradients exchanged with the neighbouring stages.
+// Returns the sum of the last stage's microbatch losses (0 elsewhere).
+static double run_schedule(tb_trainer *tr, int64_t step, tb_step_timeline *time) {
+    const tb_config *cfg = tr->cfg;
+    tb_rank *rk = tr->rk;
+    const int B = cfg->micro_batch_size, T = cfg->seq_length, M = cfg->num_microbatches;
+    const int p = cfg->pipeline_model_parallel_size, r = rk->coords.pp;
+    const int dp_rank = rk->world ? rk->groups[TB_GROUP_DP_CP].index : 0;
+    const int next = (r + 1) % p, prev = (r - 1 + p) % p;
+    tb_group *pp = group(rk, TB_GROUP_PP), *pp_grad = group(rk, TB_GROUP_PP_GRAD);
+    const size_t act = tr->x_in ? (size_t)tr->models[0].block.d.Ns * cfg->hidden_size : 0;
+    double loss = 0.0;
+
+    for (int mb = 0; mb < M; mb++) {
+        // global sample index: step-major, then microbatch, then dp rank, then row
+        uint64_t first = (uint64_t)(step - 1) * cfg->global_batch_size +
+                         (uint64_t)mb * B * cfg->data_parallel_size + (uint64_t)dp_rank * B;
+        for (int b = 0; b < B; b++)
+            tb_gpt_dataset_get_sample(&tr->data, first + b, tr->inputs + ((size_t)mb * B + b) * T,
+                                      tr->targets + ((size_t)mb * B + b) * T);
+    }
+    for (int i = 0; i < tr->nops; i++) {
+        const pp_op *op = &tr->ops[i];
+        gpt_model *m = &tr->models[op->chunk];
+        const int32_t *inputs = tr->inputs + (size_t)op->microbatch * B * T;
+        const int32_t *targets = tr->targets + (size_t)op->microbatch * B * T;
+        rk->microbatch = op->microbatch;
+        int64_t t0;
+        if (op->kind == 'F') {
+            if (!m->chunk.has_embedding) {
+                t0 = tb_now_ns();
+                tb_recv(pp, tr->x_in, act, prev);  // recv_forward
+                time->p2p_ms += ms_since(t0);
+            }
+            t0 = tb_now_ns();
+            float l = gpt_forward_chunk(m, op->microbatch, inputs, targets, tr->x_in, tr->x_out);
+            time->forward_ms += ms_since(t0);
+            if (m->chunk.has_head) loss += l;
+            else {
+                t0 = tb_now_ns();
+                tb_send(pp, tr->x_out, act, next);  // send_forward
+                time->p2p_ms += ms_since(t0);
+            }
+        } else {
+            if (!m->chunk.has_head) {
+                t0 = tb_now_ns();
+                tb_recv(pp_grad, tr->d_out, act, next);  // recv_backward
+                time->p2p_ms += ms_since(t0);
+            }
+            t0 = tb_now_ns();
+            gpt_backward_chunk(m, op->microbatch, 1.0f / (float)M, tr->d_out, tr->d_in);
+            time->backward_ms += ms_since(t0);
+            if (!m->chunk.has_embedding) {
+                t0 = tb_now_ns();
+                tb_send(pp_grad, tr->d_in, act, prev);  // send_backward
+                time->p2p_ms += ms_since(t0);
+            }
+        }
+    }
+    rk->microbatch = -1;
+    return loss;
 }
 
 tb_step_result train_step(tb_trainer *tr, int64_t step) {
     const tb_config *cfg = tr->cfg;
     tb_rank *rk = tr->rk;
-    gpt_model *model = &tr->model;
-    const int B = cfg->micro_batch_size, T = cfg->seq_length, M = cfg->num_microbatches;
-    const int dp_rank = rk->world ? rk->groups[TB_GROUP_DP_CP].index : 0;
-    tb_step_result r = {0, 0, 0};
+    const int M = cfg->num_microbatches;
+    tb_step_result r;
+    memset(&r, 0, sizeof r);
     rk->step = step;
 
     TB_RANGE_PUSH("train_step");
     tb_range_annotate(step, -1);
-    gpt_zero_grad(model);
-    for (int mb = 0; mb < M; mb++) {
-        rk->microbatch = mb;
-        TB_RANGE_PUSH("microbatch");
-        tb_range_annotate(step, mb);
-        // global sample index: step-major, then microbatch, then dp rank, then row
-        uint64_t first = (uint64_t)(step - 1) * cfg->global_batch_size +
-                         (uint64_t)mb * B * cfg->data_parallel_size + (uint64_t)dp_rank * B;
-        for (int b = 0; b < B; b++)
-            tb_gpt_dataset_get_sample(&tr->data, first + b, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
-        r.loss += gpt_forward(model, tr->inputs, tr->targets);
-        gpt_backward(model, 1.0f / (float)M);
-        TB_RANGE_POP();
-    }
-    rk->microbatch = -1;
-    r.loss /= M;
+    for (int c = 0; c < tr->nchunks; c++) gpt_zero_grad(&tr->models[c]);
+    int64_t t0 = tb_now_ns();
+    r.loss = run_schedule(tr, step, &r.time) / M;
+    r.time.pipeline_ms = ms_since(t0);
 
-    finalize_model_grads(model, rk, &tr->opt);
+    t0 = tb_now_ns();
+    for (int c = 0; c < tr->nchunks; c++) finalize_model_grads(&tr->models[c], rk, &tr->opts[c]);
 
     TB_RANGE_PUSH("optimizer");
     TB_RANGE_PUSH("optimizer.clip_grads");
-    r.grad_norm = clip_grads_global_norm_parallel(model, rk, &tr->opt);
+    r.grad_norm = clip_grads_global_norm_parallel(tr->models, tr->opts, tr->nchunks, rk);
     float clip = clip_grads_coefficient(r.grad_norm, cfg->clip_grad);
     TB_RANGE_POP();
     TB_RANGE_PUSH("optimizer.adamw");
     r.lr = lr_at_step(cfg, step);
-    adamw_step(&tr->opt, model->params, model->nparams, model->param_memory, model->grad_memory, clip, (float)r.lr);
+    for (int c = 0; c < tr->nchunks; c++) {
+        gpt_model *m = &tr->models[c];
+        adamw_step(&tr->opts[c], m->params, m->nparams, m->param_memory, m->grad_memory, clip, (float)r.lr);
+    }
     TB_RANGE_POP();
-    if (tr->opt.sharded) {
+    for (int c = 0; c < tr->nchunks; c++) {
+        if (!tr->opts[c].sharded) continue;
         TB_RANGE_PUSH("optimizer.all_gather_params");
-        tb_all_gather(&rk->groups[TB_GROUP_DP_CP], model->param_memory + tr->opt.lo, model->param_memory,
-                      tr->opt.hi - tr->opt.lo);
+        gpt_model *m = &tr->models[c];
+        tb_all_gather(&rk->groups[TB_GROUP_DP_CP], m->param_memory + tr->opts[c].lo, m->param_memory,
+                      tr->opts[c].hi - tr->opts[c].lo);
         TB_RANGE_POP();
     }
     TB_RANGE_POP();
+    r.time.optimizer_ms = ms_since(t0);
 
-    // the global batch's loss: the mean over data-parallel ranks
-    tb_group *dp = rk->world ? &rk->groups[TB_GROUP_DP_CP] : NULL;
-    if (dp && dp->size > 1) {
+    // the global batch's loss: from the last pipeline stage, averaged over data-parallel ranks
+    tb_group *pp = group(rk, TB_GROUP_PP), *dp = group(rk, TB_GROUP_DP_CP);
+    if ((pp && pp->size > 1) || (dp && dp->size > 1)) {
         TB_RANGE_PUSH("loss_average");
         float loss = (float)r.loss;
-        tb_all_reduce(dp, &loss, 1, TB_RED_SUM);
-        r.loss = loss / dp->size;
+        if (pp && pp->size > 1) tb_all_reduce(pp, &loss, 1, TB_RED_SUM);
+        if (dp && dp->size > 1) tb_all_reduce(dp, &loss, 1, TB_RED_SUM);
+        r.loss = loss / (dp ? dp->size : 1);
         TB_RANGE_POP();
     }
     TB_RANGE_POP();
@@ -287,8 +392,8 @@ static int rank_train(tb_rank *rk, tb_error *err) {
         rc = tb_fail(err, "%s: cannot create metrics file", path);
         goto done;
     }
-    if (lead) print_header(cfg, &tr.model, rk->run_dir);
-    const double flops_per_token = gpt_flops_per_token(&tr.model);
+    if (lead) print_header(cfg, &tr.models[0], rk->run_dir);
+    const double flops_per_token = gpt_flops_per_token(&tr.models[0]);
     const int64_t tokens_per_step = (int64_t)cfg->global_batch_size * cfg->seq_length;
 
     for (int64_t step = 1; step <= cfg->train_iters; step++) {
@@ -320,7 +425,11 @@ static int rank_train(tb_rank *rk, tb_error *err) {
     }
 
     if (cfg->save[0]) {
-        if (gpt_save_safetensors(&tr.model, cfg->save, lead, err) != 0) {
+        if (cfg->pipeline_model_parallel_size > 1) {
+            rc = tb_fail(err, "flag --save with pipeline_model_parallel_size %d: not supported yet", cfg->pipeline_model_parallel_size);
+            goto done;
+        }
+        if (gpt_save_safetensors(&tr.models[0], cfg->save, lead, err) != 0) {
             rc = tb_fail_prefix(err, "flag --save");
             goto done;
         }

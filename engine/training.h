@@ -21,19 +21,35 @@
 
 // The state of training on one rank: its model, optimizer and data (Megatron's
 // model + optimizer + data iterator).
+// With pipeline parallelism a rank holds one model chunk per virtual stage: chunk c is
+// virtual stage c·pp + pp_rank, and the pipeline schedule runs their microbatches.
 typedef struct tb_trainer {
     tb_rank *rk;
     const tb_config *cfg;
-    gpt_model model;
-    tb_adamw opt;
+    int nchunks;                // model chunks on this rank (virtual pipeline size, or 1)
+    gpt_model *models;          // (nchunks)
+    tb_adamw *opts;             // (nchunks)
     tb_gpt_dataset data;
-    int32_t *inputs, *targets;  // (B,T) the microbatch in flight
+    int32_t *inputs, *targets;  // (M,B,T) the step's microbatches
+    float *x_in, *x_out;        // (Ns,C) activations received from / sent to the neighbouring stages
+    float *d_in, *d_out;        // (Ns,C) gradients sent to / received from them
+    struct pp_op *ops;          // (2·M·nchunks) this rank's schedule
+    int nops;
 } tb_trainer;
+
+// Where one step's time went on this rank (the per-stage timeline).
+typedef struct tb_step_timeline {
+    double forward_ms, backward_ms;  // compute of the forward and backward passes
+    double p2p_ms;                   // pipeline sends and waits for receives
+    double optimizer_ms;             // finalize grads, clip, AdamW, parameter all-gather
+    double pipeline_ms;              // the whole forward/backward schedule
+} tb_step_timeline;
 
 typedef struct tb_step_result {
     double loss;        // mean over the global batch
     double grad_norm;   // before clipping
     double lr;
+    tb_step_timeline time;
 } tb_step_result;
 
 // Opens the data, builds the model (loading --load if set) and the optimizer, all through

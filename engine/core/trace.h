@@ -81,7 +81,7 @@ tb_trace *tb_trace_current(void);
 
 void tb_range_push(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tb_range_pop(void);
-// Attaches step / microbatch numbers to the innermost open range of this thread.
+// Attaches step / microbatch numbers (-1: leave out) to the innermost open range of this thread.
 void tb_range_annotate(int64_t step, int64_t microbatch);
 // Attaches a communicator call's figures to the innermost open range of this thread.
 void tb_range_annotate_comm(const tb_trace_comm_args *args);

@@ -18,6 +18,15 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt) {
         TB_RANGE_POP();
     }
 
+    // the word embedding tied across the first and last pipeline stage: one gradient
+    tb_group *emb = &rk->groups[TB_GROUP_EMBEDDING];
+    const gpt_param *wte = gpt_find_param(m, "wte.weight");
+    if (emb->size > 1 && wte && !cfg->untie_embeddings_and_output_weights) {
+        TB_RANGE_PUSH("finalize_model_grads.embedding");
+        tb_all_reduce(emb, m->grad_memory + wte->offset, wte->numel, TB_RED_SUM);
+        TB_RANGE_POP();
+    }
+
     tb_group *dp = &rk->groups[TB_GROUP_DP_CP];
     if (dp->size > 1) {
         const float inv = 1.0f / (float)dp->size;

@@ -359,6 +359,7 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
     st->targets = targets;
 
     TB_RANGE_PUSH("forward");
+    tb_range_annotate(-1, slot);
 
     float *x0 = transformer_block_input(&m->block, slot);
     if (m->chunk.has_embedding) {
@@ -414,6 +415,7 @@ void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d
     gpt_slot *st = &m->slots[slot];
 
     TB_RANGE_PUSH("backward");
+    tb_range_annotate(-1, slot);
 
     const float *dx = d_out;
     if (m->chunk.has_head) {

@@ -61,17 +61,22 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
 
 double clip_grads_global_norm(const float *grads, size_t n) { return sqrt(cpu_sum_squares(grads, n)); }
 
-double clip_grads_global_norm_parallel(const gpt_model *m, struct tb_rank *rk, const tb_adamw *opt) {
+double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *opts, int nchunks,
+                                       struct tb_rank *rk) {
     const int tp_rank = rk && rk->world ? rk->coords.tp : 0;
     const int dp_rank = rk && rk->world ? rk->groups[TB_GROUP_DP_CP].index : 0;
     double sum = 0.0;
-    for (int i = 0; i < m->nparams; i++) {
-        const gpt_param *p = &m->params[i];
-        if (p->tp_duplicate && tp_rank != 0) continue;
-        if (!opt->sharded && dp_rank != 0) continue;
-        size_t lo = p->offset > opt->lo ? p->offset : opt->lo;
-        size_t hi = p->offset + p->numel < opt->hi ? p->offset + p->numel : opt->hi;
-        if (lo < hi) sum += cpu_sum_squares(m->grad_memory + lo, hi - lo);
+    for (int c = 0; c < nchunks; c++) {
+        const gpt_model *m = &models[c];
+        const tb_adamw *opt = &opts[c];
+        for (int i = 0; i < m->nparams; i++) {
+            const gpt_param *p = &m->params[i];
+            if ((p->tp_duplicate && tp_rank != 0) || p->pp_duplicate) continue;
+            if (!opt->sharded && dp_rank != 0) continue;
+            size_t lo = p->offset > opt->lo ? p->offset : opt->lo;
+            size_t hi = p->offset + p->numel < opt->hi ? p->offset + p->numel : opt->hi;
+            if (lo < hi) sum += cpu_sum_squares(m->grad_memory + lo, hi - lo);
+        }
     }
     if (rk && rk->world && rk->world_size > 1) {
         float total = (float)sum;

@@ -50,7 +50,10 @@ double clip_grads_global_norm(const float *grads, size_t n);
 // only by dp rank 0; with it, each rank counts its own range. The sum of squares is
 // all-reduced over the world. rk may be NULL (one rank).
 struct tb_rank;
-double clip_grads_global_norm_parallel(const gpt_model *m, struct tb_rank *rk, const tb_adamw *opt);
+// models/opts: this rank's model chunks (pipeline stages hold different parameters; the
+// last stage's copy of the tied embedding is not counted).
+double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *opts, int nchunks,
+                                       struct tb_rank *rk);
 // Megatron's clip_grad_by_total_norm_fp32 coefficient: max_norm / (norm + 1e-6) when that
 // is below 1, else 1 (also 1 when max_norm is 0: clipping off).
 float clip_grads_coefficient(double norm, double max_norm);

@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const double tokens = (double)cfg.global_batch_size * cfg.seq_length;
-    const double flops_per_token = gpt_flops_per_token(&tr.model);
+    const double flops_per_token = gpt_flops_per_token(&tr.models[0]);
     double *ms = malloc((size_t)cfg.train_iters * sizeof(double));
     for (int s = 1; s <= cfg.train_iters; s++) {
         int64_t t0 = tb_now_ns();
@@ -113,11 +113,11 @@ int main(int argc, char **argv) {
     qsort(ms + 1, (size_t)cfg.train_iters - 1, sizeof(double), cmp_double);
     double step_ms = ms[cfg.train_iters / 2];  // median of steps 2..n
     const int L = cfg.num_layers, N = cfg.micro_batch_size * cfg.seq_length, T = cfg.seq_length;
-    const tb_layer_dims d = tr.model.block.d;
+    const tb_layer_dims d = tr.models[0].block.d;
     const int Vp = cfg.padded_vocab_size, BH = cfg.micro_batch_size * cfg.num_attention_heads;
     const int selective = cfg.recompute_granularity == TB_RECOMPUTE_SELECTIVE;
     const double M = cfg.num_microbatches;
-    const double num_parameters = (double)tr.model.num_parameters;
+    const double num_parameters = (double)tr.models[0].num_parameters;
     trainer_free(&tr);
     tb_allocator_release_cache(&rk.mem);
 

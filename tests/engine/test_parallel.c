@@ -69,18 +69,18 @@ static void rank_fn(tb_rank *rk, void *arg) {
         tb_step_result r = train_step(&tr, s);
         if (lead) j->out->loss[s - 1] = r.loss;
         if (s == 1 && j->gather_grads) {
-            float **g = gather_all(&tr.model, 1, lead);
+            float **g = gather_all(&tr.models[0], 1, lead);
             if (lead) j->out->grad1 = g;
         }
     }
-    float **w = gather_all(&tr.model, 0, lead);
+    float **w = gather_all(&tr.models[0], 0, lead);
     if (lead) {
         j->out->weights = w;
         // keep the table of the whole shapes (the model is freed below)
-        gpt_param *copy = malloc((size_t)tr.model.nparams * sizeof *copy);
-        memcpy(copy, tr.model.params, (size_t)tr.model.nparams * sizeof *copy);
+        gpt_param *copy = malloc((size_t)tr.models[0].nparams * sizeof *copy);
+        memcpy(copy, tr.models[0].params, (size_t)tr.models[0].nparams * sizeof *copy);
         j->out->params = copy;
-        j->out->nparams = tr.model.nparams;
+        j->out->nparams = tr.models[0].nparams;
         j->out->optimizer_bytes = rk->mem.stats.peak[TB_MEM_OPTIMIZER];
     }
     trainer_free(&tr);

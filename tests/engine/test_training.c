@@ -45,11 +45,11 @@ static int train(const tb_config *cfg_in, run *out) {
         return -1;
     }
     for (int s = 1; s <= cfg.train_iters; s++) out->loss[s - 1] = train_step(&tr, s).loss;
-    out->n = tr.model.num_parameters;
+    out->n = tr.models[0].num_parameters;
     out->grads = malloc(out->n * sizeof(float));
     out->params = malloc(out->n * sizeof(float));
-    memcpy(out->grads, tr.model.grad_memory, out->n * sizeof(float));
-    memcpy(out->params, tr.model.param_memory, out->n * sizeof(float));
+    memcpy(out->grads, tr.models[0].grad_memory, out->n * sizeof(float));
+    memcpy(out->params, tr.models[0].param_memory, out->n * sizeof(float));
     out->activation_peak = rk.mem.stats.peak[TB_MEM_ACTIVATIONS];
     trainer_free(&tr);
     return rk.mem.stats.total_current == 0 ? 0 : -2;
