@@ -115,6 +115,11 @@ static void report_oom(void *owner, const tb_allocator *a, tb_mem_category categ
 // ---------------------------------------------------------------------------------------
 // The loop
 
+typedef struct stage_totals {
+    int64_t steps;
+    double forward_ms, backward_ms, p2p_ms, optimizer_ms, pipeline_ms, step_ms;
+} stage_totals;
+
 typedef struct step_metrics {
     int64_t step;
     double loss, lr, grad_norm, step_ms, tokens_per_s, tflops, mfu;
@@ -157,6 +162,128 @@ static json_t *metrics_line(const step_metrics *s, const tb_config *c, const tb_
 }
 
 static tb_group *group(tb_rank *rk, tb_group_kind k) { return rk->world ? &rk->groups[k] : NULL; }
+
+// ---------------------------------------------------------------------------------------
+// The per-stage timeline and the pipeline summary
+
+// Model FLOPs per token, 6·N + 12·L·C·T, with N the whole model's parameters: each rank
+// counts what it holds once (tp-replicated tensors on tp rank 0, the tied embedding's copy
+// on the first stage, one data-parallel replica) and the world sums it.
+static double model_flops_per_token(const tb_trainer *tr) {
+    const tb_config *c = tr->cfg;
+    tb_rank *rk = tr->rk;
+    float local = 0;
+    int counts = !rk->world || rk->groups[TB_GROUP_DP_CP].index == 0;
+    for (int k = 0; counts && k < tr->nchunks; k++)
+        for (int i = 0; i < tr->models[k].nparams; i++) {
+            const gpt_param *p = &tr->models[k].params[i];
+            if ((p->tp_duplicate && rk->coords.tp != 0) || p->pp_duplicate) continue;
+            local += (float)p->numel;
+        }
+    if (rk->world && rk->world_size > 1) tb_all_reduce(&rk->groups[TB_GROUP_WORLD], &local, 1, TB_RED_SUM);
+    return 6.0 * local + 12.0 * c->num_layers * (double)c->hidden_size * c->seq_length;
+}
+
+static double theoretical_bubble(const tb_config *c) {
+    int v = c->virtual_pipeline_model_parallel_size > 1 ? c->virtual_pipeline_model_parallel_size : 1;
+    return pipeline_theoretical_bubble(c->pipeline_model_parallel_size, c->num_microbatches, v);
+}
+
+// This step on this rank: where the time went, and the measured bubble — the share of the
+// forward/backward schedule this stage spent not computing.
+static json_t *timeline_json(const tb_trainer *tr, const tb_step_timeline *t, double step_ms) {
+    double compute = t->forward_ms + t->backward_ms;
+    double idle = step_ms - compute - t->p2p_ms - t->optimizer_ms;
+    return json_pack("{s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "stage", tr->rk->coords.pp, "chunks", tr->nchunks,
+                     "forward_ms", t->forward_ms, "backward_ms", t->backward_ms, "p2p_wait_ms", t->p2p_ms,
+                     "optimizer_ms", t->optimizer_ms, "idle_ms", idle > 0 ? idle : 0.0, "bubble_fraction",
+                     t->pipeline_ms > 0 ? 1.0 - compute / t->pipeline_ms : 0.0, "theoretical_bubble",
+                     theoretical_bubble(tr->cfg));
+}
+
+static void stage_totals_add(stage_totals *s, const tb_step_timeline *t, double step_ms) {
+    s->steps++;
+    s->forward_ms += t->forward_ms;
+    s->backward_ms += t->backward_ms;
+    s->p2p_ms += t->p2p_ms;
+    s->optimizer_ms += t->optimizer_ms;
+    s->pipeline_ms += t->pipeline_ms;
+    s->step_ms += step_ms;
+}
+
+// pipeline.json (rank 0): for each stage — parameters, FLOPs per step, peak activation
+// memory, mean times — the measured bubble next to the theoretical one, and the stage
+// imbalance (slowest / fastest stage compute time). Every rank takes part in the gather.
+enum { STAGE_PARAMS, STAGE_LAYERS, STAGE_FLOPS, STAGE_ACT_PEAK, STAGE_FWD, STAGE_BWD, STAGE_P2P, STAGE_OPT,
+       STAGE_PIPE, STAGE_STEP, STAGE_FIELDS };
+
+static int write_pipeline_summary(tb_trainer *tr, const stage_totals *t, tb_error *err) {
+    tb_rank *rk = tr->rk;
+    const tb_config *c = tr->cfg;
+    const int p = c->pipeline_model_parallel_size;
+    const double n = t->steps > 0 ? t->steps : 1;
+    float mine[STAGE_FIELDS] = {0};
+    int layers = 0;
+    for (int k = 0; k < tr->nchunks; k++) {
+        mine[STAGE_PARAMS] += (float)tr->models[k].num_parameters;
+        layers += tr->models[k].chunk.num_layers;
+    }
+    const double tokens = (double)c->num_microbatches * c->micro_batch_size * c->seq_length;
+    mine[STAGE_LAYERS] = (float)layers;
+    mine[STAGE_FLOPS] = (float)(tokens * (6.0 * mine[STAGE_PARAMS] +
+                                          12.0 * layers * (double)c->hidden_size * c->seq_length));
+    mine[STAGE_ACT_PEAK] = (float)rk->mem.stats.peak[TB_MEM_ACTIVATIONS];
+    mine[STAGE_FWD] = (float)(t->forward_ms / n);
+    mine[STAGE_BWD] = (float)(t->backward_ms / n);
+    mine[STAGE_P2P] = (float)(t->p2p_ms / n);
+    mine[STAGE_OPT] = (float)(t->optimizer_ms / n);
+    mine[STAGE_PIPE] = (float)(t->pipeline_ms / n);
+    mine[STAGE_STEP] = (float)(t->step_ms / n);
+    float *all = calloc((size_t)p * STAGE_FIELDS, sizeof(float));
+    if (rk->world && p > 1) tb_all_gather(&rk->groups[TB_GROUP_PP], mine, all, STAGE_FIELDS);
+    else memcpy(all, mine, sizeof mine);
+    int rc = 0;
+    if (rk->rank == 0) {
+        json_t *stages = json_array();
+        double slowest = 0, fastest = 1e300, bubble_sum = 0;
+        for (int s = 0; s < p; s++) {
+            const float *f = all + (size_t)s * STAGE_FIELDS;
+            double compute = (double)f[STAGE_FWD] + f[STAGE_BWD];
+            double bubble = f[STAGE_PIPE] > 0 ? 1.0 - compute / f[STAGE_PIPE] : 0.0;
+            double idle = (double)f[STAGE_STEP] - compute - f[STAGE_P2P] - f[STAGE_OPT];
+            slowest = compute > slowest ? compute : slowest;
+            fastest = compute < fastest ? compute : fastest;
+            bubble_sum += bubble;
+            json_array_append_new(
+                stages, json_pack("{s:i, s:I, s:i, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "stage", s,
+                                  "parameters", (json_int_t)f[STAGE_PARAMS], "layers", (int)f[STAGE_LAYERS],
+                                  "flops_per_step", (double)f[STAGE_FLOPS], "peak_activation_bytes",
+                                  (json_int_t)f[STAGE_ACT_PEAK], "forward_ms", (double)f[STAGE_FWD], "backward_ms",
+                                  (double)f[STAGE_BWD], "p2p_wait_ms", (double)f[STAGE_P2P], "optimizer_ms",
+                                  (double)f[STAGE_OPT], "idle_ms", idle > 0 ? idle : 0.0, "compute_ms", compute,
+                                  "bubble_fraction", bubble));
+        }
+        int v = c->virtual_pipeline_model_parallel_size > 1 ? c->virtual_pipeline_model_parallel_size : 1;
+        json_t *summary = json_pack(
+            "{s:i, s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:s, s:o}", "pipeline_model_parallel_size", p,
+            "virtual_pipeline_model_parallel_size", v, "num_microbatches", c->num_microbatches, "schedule",
+            p == 1 ? "no pipelining" : v > 1 ? "interleaved 1F1B" : "1F1B", "steps_averaged", (json_int_t)t->steps,
+            "measured_bubble_fraction", bubble_sum / p, "theoretical_bubble_fraction", theoretical_bubble(c),
+            "stage_imbalance", fastest > 0 ? slowest / fastest : 0.0, "stage_imbalance_definition",
+            "slowest / fastest stage compute (forward + backward) time, mean over steps after the first", "stages",
+            stages);
+        char path[TB_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/pipeline.json", rk->run_dir);
+        rc = tb_write_json_atomic(path, summary, err);
+        json_decref(summary);
+        if (rc == 0 && p > 1)
+            printf("pipeline: %s, measured bubble %.3f (theoretical %.3f), stage imbalance %.2fx\n",
+                   v > 1 ? "interleaved 1F1B" : "1F1B", bubble_sum / p, theoretical_bubble(c),
+                   fastest > 0 ? slowest / fastest : 0.0);
+    }
+    free(all);
+    return rc;
+}
 
 int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *err) {
     memset(tr, 0, sizeof *tr);
@@ -393,8 +520,10 @@ static int rank_train(tb_rank *rk, tb_error *err) {
         goto done;
     }
     if (lead) print_header(cfg, &tr.models[0], rk->run_dir);
-    const double flops_per_token = gpt_flops_per_token(&tr.models[0]);
+    const double flops_per_token = model_flops_per_token(&tr);
     const int64_t tokens_per_step = (int64_t)cfg->global_batch_size * cfg->seq_length;
+    stage_totals totals;
+    memset(&totals, 0, sizeof totals);
 
     for (int64_t step = 1; step <= cfg->train_iters; step++) {
         int64_t t0 = tb_now_ns();
@@ -408,6 +537,8 @@ static int rank_train(tb_rank *rk, tb_error *err) {
         s.mfu = cfg->peak_tflops > 0 ? s.tflops / cfg->peak_tflops : 0;
         json_t *line = metrics_line(&s, cfg, &rk->mem);
         json_object_set_new(line, "slowest_rank_step_ms", json_real(slowest * 1e3));
+        json_object_set_new(line, "pipeline", timeline_json(&tr, &r.time, seconds * 1e3));
+        if (step > 1 || cfg->train_iters == 1) stage_totals_add(&totals, &r.time, seconds * 1e3);
         char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
         fprintf(metrics, "%s\n", text);
         fflush(metrics);
@@ -423,6 +554,7 @@ static int rank_train(tb_rank *rk, tb_error *err) {
         rc = tb_fail(err, "%s/metrics: write failed", rk->run_dir);
         goto done;
     }
+    if ((rc = write_pipeline_summary(&tr, &totals, err)) != 0) goto done;
 
     if (cfg->save[0]) {
         if (cfg->pipeline_model_parallel_size > 1) {

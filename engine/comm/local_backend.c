@@ -158,14 +158,18 @@ static int local_reduce_scatter(tb_group *g, const float *send, float *recv, siz
         return 0;
     }
     s->send[g->index] = send;
+    // reduced into a share of our own first: recv may be this member's slice of send
+    float *mine = tb_alloc(&g->rk->mem, TB_MEM_COMM, recvcount * sizeof(float), "reduce-scatter share");
     int rc = barrier(g, "reduce_scatter", timed_out, err);
     if (rc == 0) {
         size_t lo = recvcount * (size_t)g->index;
         const float *src[TB_MAX_GROUP] = {0};
         for (int j = 0; j < s->size; j++) src[j] = s->send[j] + lo;
-        reduce_into(recv, src, s->size, 0, recvcount, TB_RED_SUM);
-        rc = barrier(g, "reduce_scatter", timed_out, err);
+        reduce_into(mine, src, s->size, 0, recvcount, TB_RED_SUM);
+        rc = barrier(g, "reduce_scatter", timed_out, err);  // every member has read every input
     }
+    if (rc == 0) memcpy(recv, mine, recvcount * sizeof(float));
+    tb_free(&g->rk->mem, mine);
     return rc;
 }
 

@@ -90,13 +90,13 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
                                               (json_int_t)p->seq));
     }
 
-    // the smallest group that holds every stuck rank
+    // the smallest group (of more than one rank) that holds every stuck rank
     const tb_group *common = NULL;
     if (nstuck > 0) {
         tb_rank *first = &w->ranks[stuck[0]];
         for (int k = 0; k < TB_NGROUP_KINDS; k++) {
             const tb_group *cand = &first->groups[k];
-            int all = 1;
+            int all = cand->size > 1;
             for (int i = 1; i < nstuck && all; i++) all = contains(cand, stuck[i]);
             if (all && (!common || cand->size < common->size)) common = cand;
         }

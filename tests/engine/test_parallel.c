@@ -13,6 +13,7 @@
 // missing or misplaced collective leaves whole tensors O(1) apart.
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -25,13 +26,19 @@
 
 #define STEPS 10
 
+// One whole parameter tensor as one (tp-gathered) copy holds it.
+typedef struct entry {
+    gpt_param param;   // shapes of the whole tensor
+    float *grad1;      // after step 1 (NULL when not gathered)
+    float *weights;    // after the last step
+} entry;
+
 typedef struct result {
     double loss[STEPS];
-    float **grad1;    // per parameter, whole tensor, after step 1 (NULL when not gathered)
-    float **weights;  // per parameter, whole tensor, after the last step
-    const gpt_param *params;  // rank 0's table (shapes of the whole tensors)
-    int nparams;
+    entry *entries;    // every tensor of every pipeline stage (the tied embedding twice under pp)
+    int nentries;
     size_t optimizer_bytes;   // rank 0's optimizer memory
+    pthread_mutex_t mu;
 } result;
 
 typedef struct job {
@@ -41,14 +48,25 @@ typedef struct job {
     int failed;
 } job;
 
-static float **gather_all(gpt_model *m, int grads, int keep) {
-    float **all = keep ? calloc((size_t)m->nparams, sizeof *all) : NULL;
-    for (int i = 0; i < m->nparams; i++) {
-        const gpt_param *p = &m->params[i];
-        float *full = malloc((size_t)p->full_rows * p->full_cols * sizeof(float));
-        gpt_gather_param(m, i, grads, full);  // collective over tp: every rank calls it
-        if (keep) all[i] = full;
-        else free(full);
+// Gathers every tensor of every chunk over tp (a collective); returns them when keep.
+static float **gather_chunks(tb_trainer *tr, int grads, int keep) {
+    int total = 0;
+    for (int c = 0; c < tr->nchunks; c++) total += tr->models[c].nparams;
+    float **all = calloc((size_t)total, sizeof *all);
+    int k = 0;
+    for (int c = 0; c < tr->nchunks; c++) {
+        gpt_model *m = &tr->models[c];
+        for (int i = 0; i < m->nparams; i++, k++) {
+            const gpt_param *p = &m->params[i];
+            float *full = malloc((size_t)p->full_rows * p->full_cols * sizeof(float));
+            gpt_gather_param(m, i, grads, full);  // every tp rank calls it
+            if (keep) all[k] = full;
+            else free(full);
+        }
+    }
+    if (!keep) {
+        free(all);
+        return NULL;
     }
     return all;
 }
@@ -64,31 +82,35 @@ static void rank_fn(tb_rank *rk, void *arg) {
         j->failed = 1;
         return;
     }
-    const int lead = rk->rank == 0;
+    // one copy per pipeline stage reports: tp rank 0 of data-parallel replica 0
+    const int reports = rk->coords.tp == 0 && rk->coords.dp == 0;
+    float **grads = NULL;
     for (int s = 1; s <= STEPS; s++) {
         tb_step_result r = train_step(&tr, s);
-        if (lead) j->out->loss[s - 1] = r.loss;
-        if (s == 1 && j->gather_grads) {
-            float **g = gather_all(&tr.models[0], 1, lead);
-            if (lead) j->out->grad1 = g;
-        }
+        if (rk->rank == 0) j->out->loss[s - 1] = r.loss;
+        if (s == 1 && j->gather_grads) grads = gather_chunks(&tr, 1, reports);
     }
-    float **w = gather_all(&tr.models[0], 0, lead);
-    if (lead) {
-        j->out->weights = w;
-        // keep the table of the whole shapes (the model is freed below)
-        gpt_param *copy = malloc((size_t)tr.models[0].nparams * sizeof *copy);
-        memcpy(copy, tr.models[0].params, (size_t)tr.models[0].nparams * sizeof *copy);
-        j->out->params = copy;
-        j->out->nparams = tr.models[0].nparams;
-        j->out->optimizer_bytes = rk->mem.stats.peak[TB_MEM_OPTIMIZER];
+    float **weights = gather_chunks(&tr, 0, reports);
+    if (reports) {
+        pthread_mutex_lock(&j->out->mu);
+        int k = 0;
+        for (int c = 0; c < tr.nchunks; c++)
+            for (int i = 0; i < tr.models[c].nparams; i++, k++) {
+                result *o = j->out;
+                o->entries = realloc(o->entries, (size_t)(o->nentries + 1) * sizeof *o->entries);
+                o->entries[o->nentries++] = (entry){tr.models[c].params[i], grads ? grads[k] : NULL, weights[k]};
+            }
+        pthread_mutex_unlock(&j->out->mu);
+        free(grads);
+        free(weights);
     }
+    if (rk->rank == 0) j->out->optimizer_bytes = rk->mem.stats.peak[TB_MEM_OPTIMIZER];
     trainer_free(&tr);
 }
 
 static void base_config(tb_config *c) {
     config_defaults(c);
-    c->num_layers = 2, c->hidden_size = 64, c->num_attention_heads = 4, c->seq_length = 32;
+    c->num_layers = 4, c->hidden_size = 64, c->num_attention_heads = 4, c->seq_length = 32;
     c->vocab_size = 200, c->micro_batch_size = 2, c->global_batch_size = 8, c->train_iters = STEPS;
     c->lr = 3e-3, c->lr_warmup_iters = 2, c->clip_grad = 1.0, c->weight_decay = 0.1;
     c->collective_timeout = 60;
@@ -96,6 +118,7 @@ static void base_config(tb_config *c) {
 
 static int train(tb_config *cfg, result *out, int gather_grads) {
     memset(out, 0, sizeof *out);
+    pthread_mutex_init(&out->mu, NULL);
     config_resolve(cfg);
     tb_error err;
     if (config_validate(cfg, &err) != 0) {
@@ -114,20 +137,26 @@ static int train(tb_config *cfg, result *out, int gather_grads) {
 }
 
 static void result_free(result *r) {
-    for (int i = 0; i < r->nparams; i++) {
-        if (r->grad1) free(r->grad1[i]);
-        if (r->weights) free(r->weights[i]);
+    for (int i = 0; i < r->nentries; i++) {
+        free(r->entries[i].grad1);
+        free(r->entries[i].weights);
     }
-    free(r->grad1), free(r->weights), free((void *)r->params);
+    free(r->entries);
+    pthread_mutex_destroy(&r->mu);
+}
+
+static const entry *find_entry(const result *r, const char *name) {
+    for (int i = 0; i < r->nentries; i++)
+        if (!strcmp(r->entries[i].param.name, name)) return &r->entries[i];
+    return NULL;
 }
 
 // Largest |a - b| over a tensor's real rows, relative to the tensor's largest |b|.
-static double tensor_error(const gpt_param *pa, const float *a, const gpt_param *pb, const float *b) {
-    size_t rows = (size_t)pb->hf_rows, cols = (size_t)pb->full_cols;  // real (unpadded) rows only
+static double tensor_error(const gpt_param *p, const float *a, const float *b) {
+    size_t n = (size_t)p->hf_rows * p->full_cols;  // real (unpadded) rows only
     double worst = 0, scale = 1e-12;
-    for (size_t i = 0; i < rows * cols; i++) scale = fmax(scale, fabs(b[i]));
-    for (size_t i = 0; i < rows * cols; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
-    (void)pa;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
     return worst / scale;
 }
 
@@ -145,18 +174,21 @@ static void compare_layout(const char *name, tb_config *cfg, int check_grads) {
         TB_CHECK(rel <= 1e-5, "%s: step %d loss %.9g vs single rank %.9g (rel %.2e)", name, s + 1, r.loss[s],
                  reference.loss[s], rel);
     }
-    TB_REQUIRE(r.nparams == reference.nparams, "%s: %d parameters vs %d", name, r.nparams, reference.nparams);
-    for (int i = 0; i < r.nparams; i++) {
-        TB_CHECK(!strcmp(r.params[i].name, reference.params[i].name), "%s: parameter order", name);
+    // every tensor of the single-rank model is held somewhere, and every copy matches it
+    for (int i = 0; i < reference.nentries; i++)
+        TB_CHECK(find_entry(&r, reference.entries[i].param.name), "%s: no stage holds %s", name,
+                 reference.entries[i].param.name);
+    for (int i = 0; i < r.nentries; i++) {
+        const entry *e = &r.entries[i], *ref = find_entry(&reference, e->param.name);
+        TB_REQUIRE(ref, "%s: %s is not in the single-rank model", name, e->param.name);
         if (check_grads) {
-            double e = tensor_error(&r.params[i], r.grad1[i], &reference.params[i], reference.grad1[i]);
-            if (e > worst_grad) worst_grad = e, worst_grad_name = reference.params[i].name;
-            TB_CHECK(e <= 1e-5, "%s: step-1 gradient of %s differs by %.2e of its scale", name,
-                     reference.params[i].name, e);
+            double err = tensor_error(&ref->param, e->grad1, ref->grad1);
+            if (err > worst_grad) worst_grad = err, worst_grad_name = ref->param.name;
+            TB_CHECK(err <= 1e-5, "%s: step-1 gradient of %s differs by %.2e of its scale", name, ref->param.name, err);
         }
-        double e = tensor_error(&r.params[i], r.weights[i], &reference.params[i], reference.weights[i]);
-        if (e > worst_weight) worst_weight = e, worst_weight_name = reference.params[i].name;
-        TB_CHECK(e <= 1e-3, "%s: final %s differs by %.2e of its scale", name, reference.params[i].name, e);
+        double err = tensor_error(&ref->param, e->weights, ref->weights);
+        if (err > worst_weight) worst_weight = err, worst_weight_name = ref->param.name;
+        TB_CHECK(err <= 1e-3, "%s: final %s differs by %.2e of its scale", name, ref->param.name, err);
     }
     printf("    %-34s loss rel %.1e | step-1 grad %.1e (%s) | weights %.1e (%s) | optimizer %zu B\n", name,
            worst_loss, worst_grad, worst_grad_name, worst_weight, worst_weight_name, r.optimizer_bytes);
@@ -188,6 +220,19 @@ LAYOUT(tp4_sp_dp2_distributed_optimizer_matches_single_rank, "tp 4 + sp x dp 2 +
         c.use_distributed_optimizer = 1), 0)
 LAYOUT(tp2_dp4_distributed_optimizer_matches_single_rank, "tp 2 x dp 4 + dist-opt",
        (c.world_size = 8, c.tensor_model_parallel_size = 2, c.use_distributed_optimizer = 1), 0)
+
+LAYOUT(pp2_matches_single_rank, "pp 2 (1F1B)", (c.pipeline_model_parallel_size = 2, c.world_size = 2), 1)
+LAYOUT(pp4_matches_single_rank, "pp 4 (1F1B)", (c.pipeline_model_parallel_size = 4, c.world_size = 4), 1)
+LAYOUT(pp2_interleaved_vpp2_matches_single_rank, "pp 2 x vpp 2 (interleaved)",
+       (c.pipeline_model_parallel_size = 2, c.world_size = 2, c.virtual_pipeline_model_parallel_size = 2), 1)
+LAYOUT(pp2_uneven_layout_matches_single_rank, "pp 2, layout 1,3",
+       (c.pipeline_model_parallel_size = 2, c.world_size = 2, snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "1,3")),
+       1)
+LAYOUT(pp2_tp2_dp2_matches_single_rank, "pp 2 x tp 2 + sp x dp 2 + dist-opt",
+       (c.pipeline_model_parallel_size = 2, c.tensor_model_parallel_size = 2, c.world_size = 8,
+        c.sequence_parallel = 1, c.use_distributed_optimizer = 1), 0)
+LAYOUT(pp2_tp2_dp2_plain_matches_single_rank, "pp 2 x tp 2 x dp 2",
+       (c.pipeline_model_parallel_size = 2, c.tensor_model_parallel_size = 2, c.world_size = 8), 1)
 
 TB_TEST(gqa_swiglu_rmsnorm_untied_tp2_sp_dp2_matches_single_rank) {
     tb_config base = reference_cfg;
@@ -283,6 +328,12 @@ int main(void) {
     TB_RUN(gqa_swiglu_rmsnorm_untied_tp2_sp_dp2_matches_single_rank);
     TB_RUN(distributed_optimizer_cuts_optimizer_memory_by_dp);
     TB_RUN(checkpoint_saved_under_tp_and_dp_loads_into_any_tp_size);
+    TB_RUN(pp2_matches_single_rank);
+    TB_RUN(pp4_matches_single_rank);
+    TB_RUN(pp2_interleaved_vpp2_matches_single_rank);
+    TB_RUN(pp2_uneven_layout_matches_single_rank);
+    TB_RUN(pp2_tp2_dp2_matches_single_rank);
+    TB_RUN(pp2_tp2_dp2_plain_matches_single_rank);
     result_free(&reference);
     return tb_test_summary();
 }
