@@ -308,6 +308,36 @@ TB_TEST(checkpoint_saved_under_tp_and_dp_loads_into_any_tp_size) {
     TB_CHECK(fabs(loss[0] - untrained) > 1e-3, "the loaded weights are the trained ones, not the initial ones");
 }
 
+TB_TEST(pipeline_summary_shows_first_stage_holding_pp_microbatches_under_1f1b) {
+    // 8 layers over pp 4, 8 microbatches: under 1F1B stage s keeps p - s microbatches in
+    // flight, so the activation peaks of stages 0..2 (equal layers, no output layer) stand
+    // 4 : 3 : 2.
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s/pretrain_gpt --num-layers 8 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --vocab-size 256 "
+             "--micro-batch-size 2 --global-batch-size 16 --train-iters 2 --pipeline-model-parallel-size 4 "
+             "--world-size 4 --run-dir %s/pp4_summary > /dev/null",
+             TB_BIN_DIR, TB_TEST_TMPDIR);
+    int status = system(cmd);
+    TB_REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pp 4 run failed");
+    json_t *p = json_load_file(TB_TEST_TMPDIR "/pp4_summary/pipeline.json", 0, NULL);
+    TB_REQUIRE(p, "pipeline.json");
+    json_t *stages = json_object_get(p, "stages");
+    TB_REQUIRE(json_array_size(stages) == 4, "4 stages");
+    double peak[4];
+    for (int i = 0; i < 4; i++)
+        peak[i] = (double)json_integer_value(json_object_get(json_array_get(stages, i), "peak_activation_bytes"));
+    printf("    activation peaks by stage: %.0f %.0f %.0f %.0f\n", peak[0], peak[1], peak[2], peak[3]);
+    TB_CHECK(fabs(peak[0] / peak[2] - 2.0) < 1e-9 && fabs(peak[1] / peak[2] - 1.5) < 1e-9,
+             "stage peaks should stand 4 : 3 : 2, got %.0f : %.0f : %.0f", peak[0], peak[1], peak[2]);
+    TB_CHECK(fabs(json_number_value(json_object_get(p, "theoretical_bubble_fraction")) - 3.0 / 11.0) < 1e-9,
+             "theoretical bubble (p-1)/(m+p-1) = 3/11");
+    double bubble = json_number_value(json_object_get(p, "measured_bubble_fraction"));
+    TB_CHECK(bubble > 0 && bubble < 1, "measured bubble %.3f is a fraction", bubble);
+    TB_CHECK(json_number_value(json_object_get(p, "stage_imbalance")) >= 1.0, "imbalance is slowest / fastest");
+    json_decref(p);
+}
+
 int main(void) {
     base_config(&reference_cfg);
     tb_config single = reference_cfg;
@@ -334,6 +364,7 @@ int main(void) {
     TB_RUN(pp2_uneven_layout_matches_single_rank);
     TB_RUN(pp2_tp2_dp2_matches_single_rank);
     TB_RUN(pp2_tp2_dp2_plain_matches_single_rank);
+    TB_RUN(pipeline_summary_shows_first_stage_holding_pp_microbatches_under_1f1b);
     result_free(&reference);
     return tb_test_summary();
 }
