@@ -377,6 +377,14 @@ int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested
 // ---------------------------------------------------------------------------------------
 // Derived values and rules
 
+// Megatron's derivation of the virtual pipeline size from --num-layers-per-virtual-pipeline-stage:
+// (layers per stage, counting the embedding and the loss when asked) / layers per virtual stage.
+static int virtual_stages_from_layers(const tb_config *c) {
+    int64_t total = (int64_t)c->num_layers + c->account_for_embedding_in_pipeline_split +
+                    c->account_for_loss_in_pipeline_split;
+    return (int)(total / c->pipeline_model_parallel_size / c->num_layers_per_virtual_pipeline_stage);
+}
+
 // Products of user-given ints, computed in 64 bits and saturated to INT_MAX so that absurd
 // inputs never overflow here; config_validate then refuses them by their size limits.
 static int sat(int64_t v) { return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; }
@@ -388,8 +396,7 @@ void config_resolve(tb_config *c) {
     if (c->lr_decay_iters == 0) c->lr_decay_iters = c->train_iters;
     if (c->num_layers_per_virtual_pipeline_stage > 0 && c->pipeline_model_parallel_size > 0 &&
         c->virtual_pipeline_model_parallel_size == 0)
-        c->virtual_pipeline_model_parallel_size =
-            c->num_layers / c->pipeline_model_parallel_size / c->num_layers_per_virtual_pipeline_stage;
+        c->virtual_pipeline_model_parallel_size = virtual_stages_from_layers(c);
     int64_t model_parallel = (int64_t)c->tensor_model_parallel_size * c->context_parallel_size *
                              c->pipeline_model_parallel_size;
     if (c->world_size == 0) c->world_size = sat(model_parallel);
@@ -406,8 +413,11 @@ int config_pipeline_split(const tb_config *c, int *layers, tb_error *err) {
     const int pp = c->pipeline_model_parallel_size, v = c->virtual_pipeline_model_parallel_size > 1
                                                                ? c->virtual_pipeline_model_parallel_size
                                                                : 1;
-    const int stages = pp * v;
-    if (stages > TB_MAX_PIPELINE_STAGES) return tb_fail(err, "pipeline stages (%d) exceed %d", stages, TB_MAX_PIPELINE_STAGES);
+    const int64_t stages64 = (int64_t)pp * v;
+    if (stages64 < 1 || stages64 > TB_MAX_PIPELINE_STAGES)
+        return tb_fail(err, "pipeline stages (%lld) must be between 1 and %d", (long long)stages64,
+                       TB_MAX_PIPELINE_STAGES);
+    const int stages = (int)stages64;
     if (c->pipeline_layout[0]) {
         if (c->account_for_embedding_in_pipeline_split || c->account_for_loss_in_pipeline_split)
             return tb_fail(err, "pipeline_layout '%s' and account_for_*_in_pipeline_split are exclusive",
@@ -416,8 +426,8 @@ int config_pipeline_split(const tb_config *c, int *layers, tb_error *err) {
         const char *p = c->pipeline_layout;
         while (*p) {
             char *end;
-            long v_ = strtol(p, &end, 10);
-            if (end == p || v_ < 0 || v_ > c->num_layers || (*end && *end != ','))
+            long v_ = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;  // digits only
+            if (v_ < 0 || v_ > c->num_layers || (*end && *end != ',') || (*end == ',' && !end[1]))
                 return tb_fail(err, "pipeline_layout '%s': entry %d is not a layer count", c->pipeline_layout, n + 1);
             if (n == stages)
                 return tb_fail(err, "pipeline_layout '%s' has more than %d entries (pipeline_model_parallel_size %d "
@@ -526,6 +536,8 @@ int config_validate(const tb_config *c, tb_error *err) {
     AT_MOST(pipeline_model_parallel_size, 1 << 16);
     AT_MOST(context_parallel_size, 1 << 16);
     AT_MOST(expert_model_parallel_size, 1 << 16);
+    AT_MOST(virtual_pipeline_model_parallel_size, TB_MAX_PIPELINE_STAGES);
+    AT_MOST(num_layers_per_virtual_pipeline_stage, 1 << 16);
 #undef AT_MOST
     if (c->mock_data && c->data_path[0])
         violated(&r, "mock_data and data_path '%s' are exclusive", c->data_path);
@@ -560,16 +572,31 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (c->num_layers_per_virtual_pipeline_stage < 0)
         violated(&r, "num_layers_per_virtual_pipeline_stage (%d) must be non-negative",
                  c->num_layers_per_virtual_pipeline_stage);
-    else if (c->num_layers_per_virtual_pipeline_stage > 0 &&
-             c->num_layers % (pp * c->num_layers_per_virtual_pipeline_stage) != 0)
-        violated(&r, "num_layers (%d) must be divisible by pipeline_model_parallel_size x "
-                     "num_layers_per_virtual_pipeline_stage (%d x %d)",
-                 c->num_layers, pp, c->num_layers_per_virtual_pipeline_stage);
-    if (pp * (vpp > 1 ? vpp : 1) > TB_MAX_PIPELINE_STAGES)
+    else if (c->num_layers_per_virtual_pipeline_stage > 0) {
+        const int n = c->num_layers_per_virtual_pipeline_stage;
+        const int64_t total = (int64_t)c->num_layers + c->account_for_embedding_in_pipeline_split +
+                              c->account_for_loss_in_pipeline_split;
+        if (total % ((int64_t)pp * n) != 0) {
+            if (total == c->num_layers)
+                violated(&r, "num_layers (%d) must be divisible by pipeline_model_parallel_size x "
+                             "num_layers_per_virtual_pipeline_stage (%d x %d)", c->num_layers, pp, n);
+            else
+                violated(&r, "num_layers (%d) + embedding (%d) + loss (%d) must be divisible by "
+                             "pipeline_model_parallel_size x num_layers_per_virtual_pipeline_stage (%d x %d)",
+                         c->num_layers, c->account_for_embedding_in_pipeline_split,
+                         c->account_for_loss_in_pipeline_split, pp, n);
+        }
+        else if (vpp != virtual_stages_from_layers(c))
+            violated(&r, "virtual_pipeline_model_parallel_size (%d) and num_layers_per_virtual_pipeline_stage (%d) "
+                         "disagree (%d per virtual stage makes %d virtual stages); give one of them",
+                     vpp, n, n, virtual_stages_from_layers(c));
+    }
+    if ((int64_t)pp * (vpp > 1 ? vpp : 1) > TB_MAX_PIPELINE_STAGES)
         violated(&r, "pipeline stages (%d x %d) exceed %d", pp, vpp, TB_MAX_PIPELINE_STAGES);
     else {
         int layers[TB_MAX_PIPELINE_STAGES];
         tb_error split_err;
+        split_err.msg[0] = '\0';
         if (config_pipeline_split(c, layers, &split_err) < 0) violated(&r, "%s", split_err.msg);
     }
     if (c->sequence_parallel) DIVISIBLE(&r, c->seq_length, "seq_length", tp, "tensor_model_parallel_size");

@@ -52,6 +52,8 @@ static int same_group(const tb_config *cfg, tb_group_kind k, tb_coords a, tb_coo
 int parallel_state_group_members(const tb_config *cfg, tb_group_kind k, int rank, int *members) {
     tb_coords me = parallel_state_coords(cfg, rank);
     int n = 0;
+    // middle pipeline stages belong to no embedding group (Megatron's is_rank_in_embedding_group)
+    if (k == TB_GROUP_EMBEDDING && me.pp != 0 && me.pp != cfg->pipeline_model_parallel_size - 1) return 0;
     for (int r = 0; r < cfg->world_size; r++)
         if (same_group(cfg, k, me, parallel_state_coords(cfg, r))) members[n++] = r;
     return n;
@@ -67,9 +69,12 @@ int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err) 
         return tb_fail(err, "flag --inject-stall: '%s' is not RANK:STEP", cfg->inject_stall);
     w->ranks = calloc((size_t)w->size, sizeof *w->ranks);
     w->local_groups = calloc((size_t)w->size * TB_NGROUP_KINDS, sizeof *w->local_groups);
-    if (!w->ranks || !w->local_groups) return tb_fail(err, "out of host memory for a world of %d ranks", w->size);
     int *members = calloc((size_t)w->size, sizeof(int));
-    if (!members) return tb_fail(err, "out of host memory");
+    if (!w->ranks || !w->local_groups || !members) {
+        free(members);
+        parallel_state_world_free(w);
+        return tb_fail(err, "out of host memory for a world of %d ranks", w->size);
+    }
     for (int r = 0; r < w->size; r++) {
         tb_rank *rk = &w->ranks[r];
         rk->rank = r;
@@ -84,20 +89,30 @@ int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err) 
             int n = parallel_state_group_members(cfg, (tb_group_kind)k, r, members);
             if (n > TB_MAX_GROUP) {
                 free(members);
+                parallel_state_world_free(w);
                 return tb_fail(err, "group %s of %d ranks: at most %d supported", kind_names[k], n, TB_MAX_GROUP);
             }
             tb_group *g = &rk->groups[k];
             g->name = kind_names[k];
             g->size = n;
+            g->rk = rk;
+            g->backend = &tb_local_backend;
+            if (n == 0) {  // not a member (a middle stage's embedding group)
+                g->index = -1;
+                g->id = -1;
+                continue;
+            }
             memcpy(g->ranks, members, (size_t)n * sizeof(int));
             for (int i = 0; i < n; i++)
                 if (members[i] == r) g->index = i;
             g->id = k * w->size + members[0];
-            g->backend = &tb_local_backend;
             void **shared = &w->local_groups[g->id];
-            if (!*shared) *shared = tb_local_group_create(n);
+            if (!*shared && !(*shared = tb_local_group_create(n))) {
+                free(members);
+                parallel_state_world_free(w);
+                return tb_fail(err, "out of host memory for group %s", kind_names[k]);
+            }
             g->backend_state = *shared;
-            g->rk = rk;
         }
     }
     free(members);
@@ -107,7 +122,8 @@ int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err) 
 void parallel_state_world_free(tb_world *w) {
     for (int i = 0; w->local_groups && i < w->size * TB_NGROUP_KINDS; i++)
         if (w->local_groups[i]) tb_local_group_destroy(w->local_groups[i]);
-    for (int r = 0; w->ranks && r < w->size; r++) tb_flight_recorder_destroy(&w->ranks[r].fr);
+    for (int r = 0; w->ranks && r < w->size; r++)
+        if (w->ranks[r].world) tb_flight_recorder_destroy(&w->ranks[r].fr);
     free(w->local_groups);
     free(w->ranks);
     memset(w, 0, sizeof *w);

@@ -46,7 +46,8 @@ const char *tb_group_kind_name(tb_group_kind k);
 tb_coords parallel_state_coords(const tb_config *cfg, int rank);
 // "rank 13 (tp1 cp0 dp1 pp1)"
 void parallel_state_label(char *buf, size_t len, int rank, tb_coords c);
-// Members of the group of kind k that contains `rank`, in group order; returns the count.
+// Members of the group of kind k that contains `rank`, in group order; returns the count
+// (0 for a middle pipeline stage's embedding group: it belongs to none).
 int parallel_state_group_members(const tb_config *cfg, tb_group_kind k, int rank, int *members);
 
 struct tb_world;

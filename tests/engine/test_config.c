@@ -423,13 +423,11 @@ TB_TEST(microbatches_not_divisible_by_pp_with_interleaving_is_refused) {
     c.pipeline_model_parallel_size = 2, c.virtual_pipeline_model_parallel_size = 2, c.global_batch_size = 12;
     EXPECT_ONLY(&c, "num_microbatches (3) must be divisible by pipeline_model_parallel_size (2) with an "
                     "interleaved schedule");
-    // Without interleaving three microbatches on two stages are fine (refused only as
-    // "not supported yet").
+    // Without interleaving (0, or one chunk per rank) three microbatches on two stages are fine.
     c.virtual_pipeline_model_parallel_size = 0;
-    tb_error e;
-    TB_CHECK(resolve_and_validate(&c, &e) != 0 && strstr(e.msg, "num_microbatches") == NULL &&
-                 strstr(e.msg, "not supported yet") != NULL,
-             "3 microbatches on 2 stages without interleaving: \"%s\"", e.msg);
+    EXPECT_VALID(&c);
+    c.virtual_pipeline_model_parallel_size = 1;
+    EXPECT_VALID(&c);
 }
 
 TB_TEST(lr_and_min_lr_out_of_order_are_refused) {
@@ -732,31 +730,110 @@ TB_TEST(sequence_parallel_with_tp_1_is_refused) {
     EXPECT_VALID(&c);
 }
 
-TB_TEST(pipeline_and_context_parallelism_are_refused_as_not_supported_yet) {
+TB_TEST(pipeline_layouts_with_and_without_interleaving_are_valid) {
     tb_config c;
     config_defaults(&c);
     c.pipeline_model_parallel_size = 2, c.global_batch_size = 8;  // two microbatches, 4 layers
-    EXPECT_ONLY(&c, "pipeline_model_parallel_size 2: not supported yet");
+    EXPECT_VALID(&c);
+    config_defaults(&c);
+    c.tensor_model_parallel_size = 2, c.pipeline_model_parallel_size = 2, c.world_size = 8;
+    c.global_batch_size = 16;  // dp 2
+    EXPECT_VALID(&c);
+    config_defaults(&c);
+    c.pipeline_model_parallel_size = 2, c.virtual_pipeline_model_parallel_size = 2, c.global_batch_size = 8;
+    EXPECT_VALID(&c);
+    config_defaults(&c);
+    c.num_layers = 8, c.pipeline_model_parallel_size = 4, c.world_size = 8, c.tensor_model_parallel_size = 2;
+    c.sequence_parallel = 1, c.use_distributed_optimizer = 1, c.micro_batch_size = 1, c.global_batch_size = 4;
+    EXPECT_VALID(&c);
+}
+
+TB_TEST(context_parallelism_is_refused_as_not_supported_yet) {
+    tb_config c;
     config_defaults(&c);
     c.context_parallel_size = 2;
     EXPECT_ONLY(&c, "context_parallel_size 2: not supported yet");
     config_defaults(&c);
-    c.tensor_model_parallel_size = 2, c.pipeline_model_parallel_size = 2, c.world_size = 8;
-    c.global_batch_size = 16;
-    EXPECT_ONLY(&c, "pipeline_model_parallel_size 2: not supported yet");
-    config_defaults(&c);
     c.tensor_model_parallel_size = 2, c.context_parallel_size = 2, c.pipeline_model_parallel_size = 2;
     c.world_size = 16, c.global_batch_size = 16;  // dp 2, two microbatches
-    EXPECT_ONLY(&c, "pipeline_model_parallel_size 2: not supported yet\n"
-                    "context_parallel_size 2: not supported yet");
+    EXPECT_ONLY(&c, "context_parallel_size 2: not supported yet");
 }
 
-TB_TEST(virtual_pipeline_is_refused_as_not_supported_yet) {
+TB_TEST(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout) {
+    static const struct {
+        int num_layers, pp, vpp, emb, loss;
+        const char *layout;
+        int stages, layers[8];
+    } cases[] = {
+        {8, 4, 0, 0, 0, "", 4, {2, 2, 2, 2}},
+        {8, 2, 2, 0, 0, "", 4, {2, 2, 2, 2}},      // virtual stage k = chunk x pp + pp rank
+        {6, 4, 0, 1, 1, "", 4, {1, 2, 2, 1}},      // 6 + 2 accounted = 8: 2 per stage
+        {7, 4, 0, 1, 0, "", 4, {1, 2, 2, 2}},
+        {12, 4, 0, 0, 0, "3,5,2,2", 4, {3, 5, 2, 2}},
+        {4, 2, 2, 0, 0, "0,2,1,1", 4, {0, 2, 1, 1}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tb_config c;
+        config_defaults(&c);
+        c.num_layers = cases[i].num_layers, c.pipeline_model_parallel_size = cases[i].pp;
+        c.virtual_pipeline_model_parallel_size = cases[i].vpp;
+        c.account_for_embedding_in_pipeline_split = cases[i].emb, c.account_for_loss_in_pipeline_split = cases[i].loss;
+        snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "%s", cases[i].layout);
+        c.global_batch_size = 4 * cases[i].pp;
+        config_resolve(&c);
+        int layers[TB_MAX_PIPELINE_STAGES];
+        tb_error e;
+        memset(&e, 0, sizeof e);
+        int n = config_pipeline_split(&c, layers, &e);
+        TB_CHECK(n == cases[i].stages, "case %zu: %d stages, want %d (\"%s\")", i, n, cases[i].stages, e.msg);
+        for (int k = 0; k < n && k < cases[i].stages; k++)
+            TB_CHECK(layers[k] == cases[i].layers[k], "case %zu: stage %d has %d layers, want %d", i, k, layers[k],
+                     cases[i].layers[k]);
+        EXPECT_VALID(&c);
+    }
+}
+
+TB_TEST(pipeline_split_violations_are_refused_naming_the_layout) {
     tb_config c;
     config_defaults(&c);
-    c.pipeline_model_parallel_size = 2, c.virtual_pipeline_model_parallel_size = 2, c.global_batch_size = 8;
-    EXPECT_ONLY(&c, "pipeline_model_parallel_size 2: not supported yet\n"
-                    "virtual_pipeline_model_parallel_size 2: not supported yet");
+    c.pipeline_model_parallel_size = 4, c.num_layers = 12, c.global_batch_size = 16;
+    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,5");
+    EXPECT_ONLY(&c, "pipeline_layout '3,5' has 2 entries, needs 4 (pipeline_model_parallel_size 4 x virtual stages 1)");
+    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,5,2,2,0");
+    EXPECT_ONLY(&c, "pipeline_layout '3,5,2,2,0' has more than 4 entries (pipeline_model_parallel_size 4 x virtual "
+                    "stages 1)");
+    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,5,2,1");
+    EXPECT_ONLY(&c, "pipeline_layout '3,5,2,1' sums to 11 layers, num_layers is 12");
+    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,x,2,2");
+    EXPECT_ONLY(&c, "pipeline_layout '3,x,2,2': entry 2 is not a layer count");
+    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,5,-2,6");
+    EXPECT_ONLY(&c, "pipeline_layout '3,5,-2,6': entry 3 is not a layer count");
+    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,5,2,2");
+    c.account_for_loss_in_pipeline_split = 1;
+    EXPECT_ONLY(&c, "pipeline_layout '3,5,2,2' and account_for_*_in_pipeline_split are exclusive");
+
+    config_defaults(&c);
+    c.pipeline_model_parallel_size = 2, c.global_batch_size = 8, c.account_for_embedding_in_pipeline_split = 1;
+    EXPECT_ONLY(&c, "num_layers (4) + embedding (1) + loss (0) must be divisible by pipeline stages (2)");
+
+    config_defaults(&c);
+    c.pipeline_model_parallel_size = 2, c.global_batch_size = 8, c.virtual_pipeline_model_parallel_size = 200;
+    EXPECT_ONLY(&c, "pipeline stages (2 x 200) exceed 256");
+
+    config_defaults(&c);
+    c.num_layers = 8, c.pipeline_model_parallel_size = 2, c.global_batch_size = 8;
+    c.num_layers_per_virtual_pipeline_stage = 2;  // derives 8 / 2 / 2 = 2 chunks per rank
+    {
+        tb_config r = c;
+        config_resolve(&r);
+        TB_CHECK(r.virtual_pipeline_model_parallel_size == 2, "derived vpp %d", r.virtual_pipeline_model_parallel_size);
+    }
+    EXPECT_VALID(&c);
+    c.num_layers_per_virtual_pipeline_stage = 3;
+    EXPECT_ONLY(&c, "num_layers (8) must be divisible by pipeline_model_parallel_size x "
+                    "num_layers_per_virtual_pipeline_stage (2 x 3)");
+    c.num_layers_per_virtual_pipeline_stage = -1;
+    EXPECT_ONLY(&c, "num_layers_per_virtual_pipeline_stage (-1) must be non-negative");
 }
 
 TB_TEST(expert_parallelism_and_moe_are_refused_as_not_supported_yet) {
@@ -792,10 +869,10 @@ TB_TEST(dropout_above_zero_is_refused_as_not_supported_yet) {
 TB_TEST(unsupported_values_are_named_only_once_every_rule_passes) {
     tb_config c;
     config_defaults(&c);
-    c.pipeline_model_parallel_size = 2, c.global_batch_size = 8, c.lr = 1e-4, c.min_lr = 1e-3;
+    c.context_parallel_size = 2, c.lr = 1e-4, c.min_lr = 1e-3;
     EXPECT_ONLY(&c, "min_lr (0.001) must be between 0 and lr (0.0001)");
     c.min_lr = 0;
-    EXPECT_ONLY(&c, "pipeline_model_parallel_size 2: not supported yet");
+    EXPECT_ONLY(&c, "context_parallel_size 2: not supported yet");
     // sequence parallelism without tp is checked with the unsupported values, after the rules
     config_defaults(&c);
     c.sequence_parallel = 1, c.collective_timeout = 0;
@@ -810,10 +887,8 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
     c.num_experts = 4, c.sequence_parallel = 1;
     c.position_embedding_type = TB_POS_ROPE, c.hidden_dropout = 0.1, c.attention_dropout = 0.1;
     static const char *const expected[] = {
-        "pipeline_model_parallel_size 2: not supported yet",
         "context_parallel_size 2: not supported yet",
         "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)",
-        "virtual_pipeline_model_parallel_size 2: not supported yet",
         "num_experts 4 (MoE): not supported yet",
         "position_embedding_type rope: not supported yet (learned_absolute only)",
         "hidden_dropout 0.1: dropout is not supported yet",
@@ -822,21 +897,20 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
     char want[1024] = "";
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", i ? "\n" : "", expected[i]);
-    EXPECT_ONLY(&c, want);
+    EXPECT_ONLY(&c, want);  // pipeline and interleaving are supported: not listed
     tb_error e;
     TB_REQUIRE(resolve_and_validate(&c, &e) != 0, "refused");
     const char *p = e.msg;
     int n = 0;
     while ((p = strstr(p, "not supported yet")) != NULL) n++, p++;
-    TB_CHECK(n == 7, "%d lines say \"not supported yet\": \"%s\"", n, e.msg);
+    TB_CHECK(n == 5, "%d lines say \"not supported yet\": \"%s\"", n, e.msg);
 
     // Expert parallelism cannot join context parallelism (a rule, not a refusal); with
-    // pipeline parallelism it is listed among the unsupported values.
+    // pipeline and data parallelism it is refused as not supported yet.
     config_defaults(&c);
     c.pipeline_model_parallel_size = 2, c.expert_model_parallel_size = 2, c.num_experts = 2;
     c.world_size = 4, c.micro_batch_size = 1, c.global_batch_size = 4;  // dp 2 (a multiple of ep), two microbatches
-    EXPECT_ONLY(&c, "pipeline_model_parallel_size 2: not supported yet\n"
-                    "expert_model_parallel_size 2: not supported yet\n"
+    EXPECT_ONLY(&c, "expert_model_parallel_size 2: not supported yet\n"
                     "num_experts 2 (MoE): not supported yet");
 }
 
@@ -1374,12 +1448,11 @@ TB_TEST(invalid_config_exits_2_and_prints_the_rule_on_stderr) {
     // An unsupported layout exits 2 too, before a run directory is made.
     char run_dir[512], args[1024];
     tmp_path(run_dir, sizeof run_dir, "unsupported-run");
-    snprintf(args, sizeof args, "--pipeline-model-parallel-size 2 --global-batch-size 8 --train-iters 1 --run-dir '%s'",
-             run_dir);
+    snprintf(args, sizeof args, "--context-parallel-size 2 --train-iters 1 --run-dir '%s'", run_dir);
     status = run_pretrain(args, "unsupported", &out, &err);
     TB_REQUIRE(out && err, "captured output");
     TB_CHECK(status == 2, "an unsupported layout exits 2, got %d", status);
-    TB_CHECK(strstr(err, "pipeline_model_parallel_size 2: not supported yet") != NULL, "stderr: %s", err);
+    TB_CHECK(strstr(err, "context_parallel_size 2: not supported yet") != NULL, "stderr: %s", err);
     TB_CHECK(access(run_dir, F_OK) != 0, "no run directory for a refused config: %s exists", run_dir);
     free(out);
     free(err);
@@ -1457,8 +1530,10 @@ int main(void) {
     TB_RUN(multi_rank_tp_dp_layouts_are_valid);
     TB_RUN(distributed_optimizer_is_valid_with_any_data_parallel_size);
     TB_RUN(sequence_parallel_with_tp_1_is_refused);
-    TB_RUN(pipeline_and_context_parallelism_are_refused_as_not_supported_yet);
-    TB_RUN(virtual_pipeline_is_refused_as_not_supported_yet);
+    TB_RUN(pipeline_layouts_with_and_without_interleaving_are_valid);
+    TB_RUN(context_parallelism_is_refused_as_not_supported_yet);
+    TB_RUN(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout);
+    TB_RUN(pipeline_split_violations_are_refused_naming_the_layout);
     TB_RUN(expert_parallelism_and_moe_are_refused_as_not_supported_yet);
     TB_RUN(rope_and_no_position_embedding_are_refused_as_not_supported_yet);
     TB_RUN(dropout_above_zero_is_refused_as_not_supported_yet);

@@ -60,6 +60,7 @@ static int expected_members(shape s, tb_group_kind kind, int t, int c, int d, in
             for (int j = 0; j < s.cp; j++) out[n++] = rank_at(s, t, j, i, p);
         break;
     case TB_GROUP_PP:
+    case TB_GROUP_PP_GRAD:  // the pipeline group again, on its own communicator
         for (int i = 0; i < s.pp; i++) out[n++] = rank_at(s, t, c, d, i);
         break;
     case TB_GROUP_MP:
@@ -84,7 +85,8 @@ static int expected_size(shape s, tb_group_kind kind) {
     case TB_GROUP_CP: return s.cp;
     case TB_GROUP_DP: return s.dp;
     case TB_GROUP_DP_CP: return s.dp * s.cp;
-    case TB_GROUP_PP: return s.pp;
+    case TB_GROUP_PP:
+    case TB_GROUP_PP_GRAD: return s.pp;
     case TB_GROUP_MP: return s.tp * s.pp;
     case TB_GROUP_EMBEDDING: return s.pp > 1 ? 2 : 1;
     case TB_GROUP_WORLD: return world_of(s);
@@ -99,7 +101,8 @@ static int expected_index(shape s, tb_group_kind kind, int rank, tb_coords c) {
     case TB_GROUP_CP: return c.cp;
     case TB_GROUP_DP: return c.dp;
     case TB_GROUP_DP_CP: return c.cp + s.cp * c.dp;
-    case TB_GROUP_PP: return c.pp;
+    case TB_GROUP_PP:
+    case TB_GROUP_PP_GRAD: return c.pp;
     case TB_GROUP_MP: return c.tp + s.tp * c.pp;
     case TB_GROUP_EMBEDDING: return c.pp == 0 ? 0 : 1;
     case TB_GROUP_WORLD: return rank;
@@ -217,6 +220,7 @@ TB_TEST(groups_of_megatrons_16_rank_example_tp2_cp2_dp2_pp2) {
     check_groups(what, &cfg, TB_GROUP_CP, &cp[0][0], 8, 2);
     check_groups(what, &cfg, TB_GROUP_DP, &dp[0][0], 8, 2);
     check_groups(what, &cfg, TB_GROUP_PP, &pp[0][0], 8, 2);
+    check_groups(what, &cfg, TB_GROUP_PP_GRAD, &pp[0][0], 8, 2);
     check_groups(what, &cfg, TB_GROUP_DP_CP, &dp_cp[0][0], 4, 4);
     check_groups(what, &cfg, TB_GROUP_MP, &mp[0][0], 4, 4);
     check_groups(what, &cfg, TB_GROUP_EMBEDDING, &pp[0][0], 8, 2);  // pp 2: first and last stage = pp
@@ -236,6 +240,7 @@ TB_TEST(groups_of_megatrons_initialize_model_parallel_example_tp2_pp4) {
     check_groups(what, &cfg, TB_GROUP_DP, &dp[0][0], 8, 2);
     check_groups(what, &cfg, TB_GROUP_DP_CP, &dp[0][0], 8, 2);  // cp 1: dp_cp = dp
     check_groups(what, &cfg, TB_GROUP_PP, &pp[0][0], 4, 4);
+    check_groups(what, &cfg, TB_GROUP_PP_GRAD, &pp[0][0], 4, 4);
     check_groups(what, &cfg, TB_GROUP_MP, &mp[0][0], 2, 8);
     check_groups(what, &cfg, TB_GROUP_EMBEDDING, &embedding[0][0], 4, 2);
 }
@@ -335,7 +340,8 @@ TB_TEST(groups_of_a_kind_partition_the_world_with_the_axis_sizes) {
 }
 
 TB_TEST(group_kind_names) {
-    static const char *const names[TB_NGROUP_KINDS] = {"tp", "cp", "dp", "dp_cp", "pp", "mp", "embedding", "world"};
+    static const char *const names[TB_NGROUP_KINDS] = {"tp", "cp", "dp", "dp_cp", "pp",
+                                                         "mp", "embedding", "world", "pp_grad"};
     for (int k = 0; k < TB_NGROUP_KINDS; k++)
         TB_CHECK(!strcmp(tb_group_kind_name((tb_group_kind)k), names[k]), "kind %d is \"%s\", want \"%s\"", k,
                  tb_group_kind_name((tb_group_kind)k), names[k]);
@@ -609,12 +615,36 @@ TB_TEST(print_rank_layout_prints_and_exits_0_without_training) {
              "header: %.200s", out);
     TB_CHECK(strstr(out, "\nrank 5 (tp1 cp0 dp2 pp0)\n  tp        [4, 5]\n  cp        [5]\n  dp        [1, 3, 5, 7]\n"
                          "  dp_cp     [1, 3, 5, 7]\n  pp        [5]\n  mp        [4, 5]\n  embedding [5]\n"
-                         "  world     [0, 1, 2, 3, 4, 5, 6, 7]\n") != NULL,
+                         "  world     [0, 1, 2, 3, 4, 5, 6, 7]\n  pp_grad   [5]\n") != NULL,
              "rank 5's block: %s", out);
     char *want = expected_layout((shape){2, 1, 4, 1});
     TB_REQUIRE(want != NULL, "buffer");
     TB_CHECK(!strcmp(out, want), "the whole printout differs:\n%s\nwant:\n%s", out, want);
     TB_CHECK(strstr(out, "step") == NULL && strstr(out, "run dir") == NULL, "no training output: %s", out);
+    free(want);
+    free(out);
+    free(err);
+}
+
+TB_TEST(print_rank_layout_of_a_pipeline_layout) {
+    char run_dir[512], args[1024];
+    tmp_path(run_dir, sizeof run_dir, "pp-layout-run");
+    snprintf(args, sizeof args,
+             "--print-rank-layout --world-size 16 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 "
+             "--micro-batch-size 1 --global-batch-size 8 --run-dir '%s'",
+             run_dir);
+    char *out, *err;
+    int status = run_pretrain(args, "pplayout", &out, &err);
+    TB_REQUIRE(out && err, "captured output");
+    TB_CHECK(status == 0, "exit status %d; stderr: %s", status, err);
+    TB_CHECK(access(run_dir, F_OK) != 0, "no run directory: %s exists", run_dir);
+    char *want = expected_layout((shape){2, 1, 2, 4});
+    TB_REQUIRE(want != NULL, "buffer");
+    check_layout("pretrain_gpt tp 2 dp 2 pp 4", out, want);
+    TB_CHECK(strstr(out, "\nrank 13 (tp1 cp0 dp0 pp3)\n  tp        [12, 13]\n  cp        [13]\n  dp        [13, 15]\n"
+                         "  dp_cp     [13, 15]\n  pp        [1, 5, 9, 13]\n  mp        [0, 1, 4, 5, 8, 9, 12, 13]\n"
+                         "  embedding [1, 13]\n") != NULL,
+             "rank 13's block: %s", out);
     free(want);
     free(out);
     free(err);
@@ -657,6 +687,7 @@ int main(void) {
 
     TB_RUN(print_layout_lists_every_rank_and_its_groups);
     TB_RUN(print_rank_layout_prints_and_exits_0_without_training);
+    TB_RUN(print_rank_layout_of_a_pipeline_layout);
     TB_RUN(print_rank_layout_of_an_invalid_layout_exits_2_naming_the_rule);
     return tb_test_summary();
 }
