@@ -1,0 +1,43 @@
+// tracebook.c — the tracebook CLI: one binary, one subcommand per job.
+//
+//   tracebook index | def | callers | callees | chain | map | walk      (trace/)
+//
+// The runbook commands (run, replay, prove, ls, show, diff) arrive with the runbook host.
+#include <stdio.h>
+#include <string.h>
+
+#include "trace_cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*main)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"index", tracebook_index_main, "parse the compilation database with libclang into the source index"},
+    {"def", tracebook_def_main, "where a symbol is defined"},
+    {"callers", tracebook_callers_main, "who calls a function (through function-pointer fields too)"},
+    {"callees", tracebook_callees_main, "what a function calls"},
+    {"chain", tracebook_chain_main, "call chains from an entry point to a symbol, shortest first"},
+    {"map", tracebook_map_main, "map every runtime range of traces to its source site and call chain"},
+    {"walk", tracebook_walk_main, "a Markdown walkthrough from the entry point to a range's collectives"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: tracebook COMMAND [ARGS...]   (tracebook COMMAND --help for its flags)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].main(argc - 1, argv + 1);
+    fprintf(stderr, "tracebook: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,26 @@
+#include "index_db.h"
+
+#include <string.h>
+
+int tb_index_open(sqlite3 **db, const char *path, tb_error *err) {
+    *db = NULL;
+    if (sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        int rc = tb_fail(err, "%s: cannot open index: %s (run `tracebook index` first)", path,
+                         *db ? sqlite3_errmsg(*db) : "out of memory");
+        sqlite3_close(*db);
+        *db = NULL;
+        return rc;
+    }
+    sqlite3_stmt *st = NULL;
+    int ok = sqlite3_prepare_v2(*db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &st, NULL) ==
+                 SQLITE_OK &&
+             sqlite3_step(st) == SQLITE_ROW &&
+             !strcmp((const char *)sqlite3_column_text(st, 0), TB_INDEX_SCHEMA_VERSION);
+    sqlite3_finalize(st);
+    if (!ok) {
+        sqlite3_close(*db);
+        *db = NULL;
+        return tb_fail(err, "%s: not a tracebook index (schema version %s expected)", path, TB_INDEX_SCHEMA_VERSION);
+    }
+    return 0;
+}

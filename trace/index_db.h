@@ -1,0 +1,54 @@
+// index_db.h — the source index: one SQLite file that `tracebook index` writes and every
+// query (def, callers, callees, chain, map, walk) reads. This header is the contract
+// between the indexer and the queries.
+//
+// Paths are absolute, as the compilation database gives them. Lines and columns are
+// 1-based. A function is identified by its libclang USR: static functions of the same name
+// in two files have different USRs (the USR includes the file), so they stay distinct.
+#ifndef TB_TRACE_INDEX_DB_H
+#define TB_TRACE_INDEX_DB_H
+
+#include <sqlite3.h>
+
+#include "core/error.h"
+
+#define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
+#define TB_INDEX_SCHEMA_VERSION "1"
+
+// The schema (executed by tb_index_create).
+#define TB_INDEX_SCHEMA                                                                                      \
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);\n"                                                 \
+    /* every source and header file seen; status of translation units: ok | partial | failed */              \
+    "CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, is_tu INTEGER NOT NULL,"          \
+    " status TEXT, errors INTEGER NOT NULL DEFAULT 0, diagnostics TEXT);\n"                                  \
+    /* functions declared or defined; is_definition = has a body in this index */                            \
+    "CREATE TABLE functions(id INTEGER PRIMARY KEY, usr TEXT UNIQUE NOT NULL, name TEXT NOT NULL,"           \
+    " file_id INTEGER, line INTEGER, col INTEGER, is_static INTEGER NOT NULL, is_definition INTEGER NOT NULL);\n" \
+    /* call sites. A direct call names its callee's USR; a call through a struct field holding a  */         \
+    /* function pointer has callee_usr NULL and field = 'record.field' (e.g. tb_comm_backend.all_reduce), */ \
+    /* resolved through field_targets. in_macro: the macro the call was expanded from, if any.    */         \
+    "CREATE TABLE calls(id INTEGER PRIMARY KEY, caller_id INTEGER NOT NULL, callee_usr TEXT,"                \
+    " callee_name TEXT NOT NULL, field TEXT, file_id INTEGER, line INTEGER, col INTEGER, in_macro TEXT);\n"  \
+    /* functions assigned to function-pointer fields anywhere (designated initializers, positional */        \
+    /* initializers of struct constants, assignments) */                                                     \
+    "CREATE TABLE field_targets(record TEXT NOT NULL, field TEXT NOT NULL, function_usr TEXT NOT NULL,"      \
+    " file_id INTEGER, line INTEGER, UNIQUE(record, field, function_usr));\n"                                \
+    /* range sites: calls of the range push / pop functions (TB_RANGE_PUSH → tb_range_push, nvtxRangePushA) */ \
+    /* with the literal name or printf-style pattern, in their enclosing function */                         \
+    "CREATE TABLE range_sites(id INTEGER PRIMARY KEY, function_id INTEGER NOT NULL, kind TEXT NOT NULL,"     \
+    " name TEXT, file_id INTEGER, line INTEGER, col INTEGER);\n"                                             \
+    /* collective sites: calls of nccl* and of the communicator's entry points (configurable list) */        \
+    "CREATE TABLE collective_sites(id INTEGER PRIMARY KEY, function_id INTEGER NOT NULL,"                    \
+    " callee_name TEXT NOT NULL, file_id INTEGER, line INTEGER, col INTEGER);\n"                             \
+    /* which translation units link into which build target (from CMake's file API), so chains from */       \
+    /* `main` can be told apart per binary */                                                                \
+    "CREATE TABLE targets(target TEXT NOT NULL, type TEXT, file_id INTEGER NOT NULL,"                        \
+    " UNIQUE(target, file_id));\n"                                                                           \
+    "CREATE INDEX calls_caller ON calls(caller_id);\n"                                                       \
+    "CREATE INDEX calls_callee ON calls(callee_usr);\n"                                                      \
+    "CREATE INDEX functions_name ON functions(name);\n"
+
+// Opens an existing index read-only; a missing or foreign file is an error naming it.
+int tb_index_open(sqlite3 **db, const char *path, tb_error *err);
+
+#endif

@@ -1,0 +1,15 @@
+// trace_cli.h — the trace subcommands of the tracebook CLI. Each takes its own argv
+// (argv[0] = the subcommand's name), prints its result on stdout and errors on stderr, and
+// returns the process exit status (0 ok, 1 failure, 2 bad usage).
+#ifndef TB_TRACE_TRACE_CLI_H
+#define TB_TRACE_TRACE_CLI_H
+
+int tracebook_index_main(int argc, char **argv);    // tracebook index [--compdb F] [--out F] ...
+int tracebook_def_main(int argc, char **argv);      // tracebook def SYMBOL [--index F]
+int tracebook_callers_main(int argc, char **argv);  // tracebook callers SYMBOL [--index F]
+int tracebook_callees_main(int argc, char **argv);  // tracebook callees SYMBOL [--index F]
+int tracebook_chain_main(int argc, char **argv);    // tracebook chain --from ENTRY --to SYMBOL [--index F]
+int tracebook_map_main(int argc, char **argv);      // tracebook map TRACE... [--index F]
+int tracebook_walk_main(int argc, char **argv);     // tracebook walk RANGE --trace F... [--index F]
+
+#endif
