@@ -1,11 +1,12 @@
 // tracebook.c — the tracebook CLI: one binary, one subcommand per job.
 //
+//   tracebook run | prove | ls | show | diff                              (experiments/)
 //   tracebook index | def | callers | callees | chain | map | walk      (trace/)
-//
-// The runbook commands (run, replay, prove, ls, show, diff) arrive with the runbook host.
 #include <stdio.h>
 #include <string.h>
 
+#include "catalog.h"
+#include "runbook.h"
 #include "trace_cli.h"
 
 typedef struct command {
@@ -15,6 +16,11 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"run", tracebook_run_main, "run a Lua runbook: engine runs recorded with their provenance, claims"},
+    {"prove", tracebook_prove_main, "re-derive claimed numbers from the raw files, checking every file's sha256"},
+    {"ls", tracebook_ls_main, "experiments, or one experiment's runs"},
+    {"show", tracebook_show_main, "one run: manifest, command, config, per-step metrics"},
+    {"diff", tracebook_diff_main, "two runs side by side: config and metric differences"},
     {"index", tracebook_index_main, "parse the compilation database with libclang into the source index"},
     {"def", tracebook_def_main, "where a symbol is defined"},
     {"callers", tracebook_callers_main, "who calls a function (through function-pointer fields too)"},

@@ -1,10 +1,421 @@
-// index.c — placeholder until the indexer lands.
+// index.c — `tracebook index`: the libclang source indexer.
+//
+//   tracebook index [--compdb build/compile_commands.json] [--out build/tracebook-index.sqlite]
+//                   [--build-dir DIR] [--collective NAME_OR_GLOB]... [--no-default-collectives]
+//                   [--range-push NAME]... [--range-pop NAME]... [-j N] [--quiet] [--verbose]
+//
+// Reads the compilation database, parses every translation unit with libclang using its own
+// flags, and writes the source index (trace/index_db.h) that the queries read. The pieces:
+// index_compdb.c (the database and flag translation), index_visit.c (one unit's AST),
+// index_targets.c (CMake's file API), index_write.c (SQLite), index_util.c (containers).
+//
+// The compilation database
+//   --compdb is the compile_commands.json file or a directory holding one (default build/).
+//   Each entry gives "arguments" or a shell-quoted "command" (split as a POSIX shell would).
+//   A missing file, malformed JSON (reported as path:line:column), an entry without
+//   "directory"/"file"/command, or an empty array: an error naming the path, exit status 1.
+//   A file listed twice (one source in two targets) is parsed once, with its first entry.
+//   Each unit is parsed with the entry's arguments minus the compiler, -c, -o X, the source
+//   file, dependency-file flags (-M*, -MF X, -MT X, -MQ X), -Werror*, -pedantic-errors and
+//   -save-temps, plus -resource-dir TB_CLANG_RESOURCE_DIR, -ferror-limit=0, -w (warnings
+//   are not recorded: only errors decide the status) and -working-directory=<directory>.
+//   When libclang rejects the command line itself (a flag only GCC knows), the unit is
+//   parsed again with a reduced one (-D -U -I -isystem -iquote -idirafter -include -std -x
+//   -fopenmp -pthread) and its diagnostics say so.
+//
+// CUDA (.cu files, or any entry whose compiler's name ends in "nvcc")
+//   Parsed as CUDA host code: -x cuda --cuda-host-only -nocudalib, --cuda-path= $CUDA_PATH,
+//   $CUDA_HOME or /usr/local/cuda (the first that exists). Device code (kernels, __device__
+//   functions) is still parsed and indexed: clang parses both sides; only code generation
+//   is host-only. nvcc-only flags are dropped (-gencode X, -arch[=]X, --gpu-architecture,
+//   -code, -ccbin X, --compiler-bindir, --extended-lambda, --expt-relaxed-constexpr,
+//   --use_fast_math, -rdc=..., --generate-code, -Xptxas X, -Xnvlink, -Xfatbin, -Xcudafe,
+//   --diag-suppress X, -lineinfo, -G, -dc, -dlink, -maxrregcount, --default-stream,
+//   --threads, -x cu, -Werror all-warnings, and any other --long-option) or translated
+//   (-Xcompiler/--compiler-options a,b → a b; --std/-std X → -std=X; --include-path,
+//   --define-macro, --undefine-macro, --system-include, --pre-include → -I -D -U -isystem
+//   -include; --debug → -g). clang 19's CUDA wrapper includes texture_fetch_functions.h,
+//   which CUDA 13 no longer ships: index_visit.c supplies an empty stand-in as an
+//   in-memory file, last on the include path (so a toolkit that has the real one wins).
+//   Known not to parse, or only partly:
+//     - CUDA newer than clang 19 knows (13.x) parses with the stand-in above; device-side
+//       headers that need newer clang builtins (some cuda::std / CCCL / cuda_fp8 paths,
+//       cooperative_groups' newest parts) can give errors: such a unit is "partial" and
+//       still contributes everything clang could parse.
+//     - Without a CUDA installation, .cu units fail (clang cannot find the CUDA headers).
+//     - nvcc's own extensions clang lacks (e.g. some __nv_* intrinsics in host code).
+//     - Flags for another compiler that clang rejects fall back to the reduced command line
+//       above; a unit whose code needs those flags' effect may then be partial.
+//
+// What is recorded (only code in non-system files: system headers' own functions and the
+// bodies of their inline functions are skipped; calls into them are recorded)
+//   files       every unit (is_tu 1, status ok | partial | failed, error count, the errors
+//               as "file:line:col: message" lines) and every other file a function, call,
+//               field target or range site is in (is_tu 0, status NULL).
+//   functions   every function declared or defined (C, C++ methods, constructors, function
+//               templates: a template is one row; calls of its specialisations go to it), by
+//               USR: once across the whole index (a header's inline function is one row); the
+//               row points at the definition when there is one (is_definition 1). is_static:
+//               storage class static or internal linkage (anonymous namespace).
+//               USRs are libclang's, except that (a) functions with internal linkage and (b)
+//               `main` use the absolute path of their file where libclang uses its base name
+//               ("c:/abs/dir/a.c@F@helper"), so statics of the same name in a/x.c and b/x.c
+//               differ and each binary's main is its own row; and (c) an external function
+//               defined in a second file (another binary's copy) gets its own row with
+//               "c:/abs/file@" + the USR after "c:" - calls from that file's unit go to it,
+//               calls from other units to the first definition.
+//   calls       every call expression in a function body (lambdas: the enclosing function),
+//               each body once. Direct: callee_usr and callee_name. Through a struct field
+//               holding a function pointer (p->f(), x.f()): callee_usr NULL, callee_name the
+//               field, field "Record.field" (Record: the struct's tag, or for an anonymous
+//               struct its typedef's name). Through a function-pointer variable or parameter:
+//               callee_usr NULL, callee_name the variable. Unresolved (dependent calls in
+//               templates): the overloaded name when known, else "(indirect)". Left out:
+//               __builtin_* calls, the <<<...>>> configuration call of a kernel launch, and
+//               implicit constructor calls of system-header classes (dim3). Location: the
+//               call's file location (a call written in a macro argument: where it is written;
+//               a call in a macro's body: the macro's use); in_macro: the outermost macro the
+//               call was expanded from (TB_RANGE_PUSH, RK_CHECK, ...), else NULL.
+//   field_targets  functions assigned to function-pointer fields: designated initializers
+//               (.f = fn, .a.b = fn), positional initializers of structs (the k-th value to the
+//               k-th field; a designator moves the position; brace elision of nested structs
+//               is not followed), assignments x.f = fn / p->f = &fn. Assigning a struct
+//               (g->backend = &tb_local_backend) is not a field target. file/line: the
+//               function's mention. Unique per (record, field, function).
+//   range_sites calls of the push functions (default tb_range_push, nvtxRangePushA,
+//               nvtxRangePushW, nvtxRangePushEx; --range-push NAME adds one, a glob works) with
+//               kind "push" and name = the first argument's string literal as written (the
+//               printf pattern, e.g. "layer.%d.mlp.fc2"; concatenated literals joined; NULL when
+//               not a literal), and of the pop functions (tb_range_pop, nvtxRangePop;
+//               --range-pop adds) with kind "pop", name NULL. TB_RANGE_PUSH(...) expands to
+//               tb_range_push(...): the site is the macro's use.
+//   collective_sites  derived once every unit is in: direct calls whose callee matches the
+//               list (default: nccl*, tb_all_reduce, tb_reduce_scatter, tb_all_gather,
+//               tb_all_to_all, tb_broadcast, tb_send, tb_recv, tb_barrier, @tb_comm_backend).
+//               An entry is a name or an fnmatch glob; "@Record" means every function assigned
+//               to a field of Record (the backends' entry points, local_all_reduce ...) and
+//               also every call through one of Record's fields, recorded with callee_name
+//               "Record.field" (e.g. tb_comm_backend.all_reduce in tb_all_reduce).
+//               --collective X adds X to the default list; --no-default-collectives starts
+//               from an empty one (so `--no-default-collectives --collective 'my_*'` replaces).
+//   targets     from CMake's file API reply in <build-dir>/.cmake/api/v1/reply (build dir:
+//               --build-dir, default the database's directory): an executable gets its own
+//               compiled sources and those of every static, object or shared library it
+//               depends on, transitively; a static library gets its own sources. Only sources
+//               that are units of the database are listed. No reply: no targets, said on
+//               stderr (queries then label mains by file); meta targets_source says which.
+//   meta        schema_version, source_dir (the code model's, else CMakeCache.txt's
+//               CMAKE_HOME_DIRECTORY, else the database's directory), build_dir, compdb,
+//               created (UTC), tu_count, error_count (error diagnostics, all units),
+//               tus_with_errors, targets_source (cmake-file-api | none).
+//
+// Errors and exit status
+//   A unit that fails wholly or partly is reported on stderr (its path, status, error count
+//   and the first errors as file:line:col: message) and still contributes what parsed. The
+//   index is written whatever the units' state; the exit status is 0 unless the database
+//   is unusable or the index cannot be written (1), or the usage is wrong (2). The summary
+//   (stdout) reads "tracebook index: N TUs (M with errors, F failed) in S s -> OUT" and a
+//   line of counts. --quiet drops the summary and the notes, not the units' errors.
+//
+// Speed: units are parsed in parallel (-j N, default min(online CPUs, 4)), one libclang index
+// per thread; the facts are merged in database order, so the index does not depend on -j.
+#include <clang-c/Index.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "core/fileio.h"
+#include "index_db.h"
+#include "index_internal.h"
 #include "trace_cli.h"
 
-int tracebook_index_main(int argc, char **argv) {
-    (void)argc, (void)argv;
-    fprintf(stderr, "tracebook index: not supported yet\n");
+static const char *const default_collectives[] = {"nccl*",   "tb_all_reduce", "tb_reduce_scatter", "tb_all_gather",
+                                                  "tb_all_to_all", "tb_broadcast", "tb_send", "tb_recv",
+                                                  "tb_barrier", "@tb_comm_backend"};
+static const char *const default_push[] = {"tb_range_push", "nvtxRangePushA", "nvtxRangePushW", "nvtxRangePushEx"};
+static const char *const default_pop[] = {"tb_range_pop", "nvtxRangePop"};
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: tracebook index [--compdb FILE|DIR] [--out FILE] [--build-dir DIR]\n"
+            "                       [--collective NAME|GLOB|@Record]... [--no-default-collectives]\n"
+            "                       [--range-push NAME]... [--range-pop NAME]... [-j N] [--quiet] [--verbose]\n"
+            "\n"
+            "Parses every translation unit of the compilation database with libclang and writes the\n"
+            "source index the other commands read.\n"
+            "  --compdb      compile_commands.json, or its directory (default build/compile_commands.json)\n"
+            "  --out         the index (default %s)\n"
+            "  --build-dir   where CMake's file API reply is (default: the database's directory)\n"
+            "  --collective  adds a collective: a name, a glob (nccl*) or @Record (every function\n"
+            "                assigned to one of Record's fields, and calls through them); default nccl*,\n"
+            "                tb_all_reduce, tb_reduce_scatter, tb_all_gather, tb_all_to_all, tb_broadcast,\n"
+            "                tb_send, tb_recv, tb_barrier, @tb_comm_backend\n"
+            "  --no-default-collectives   start from an empty collective list\n"
+            "  --range-push  adds a range push function (default tb_range_push, nvtxRangePushA/W/Ex)\n"
+            "  --range-pop   adds a range pop function (default tb_range_pop, nvtxRangePop)\n"
+            "  -j N          parse N units at a time (default: online CPUs, at most 4)\n"
+            "  --quiet       no summary or notes; units' errors are still reported\n"
+            "  --verbose     each unit's clang arguments and parse time\n",
+            TB_INDEX_DEFAULT_PATH);
+}
+
+// ---------------------------------------------------------------------------------------
+// Workers
+
+typedef struct work {
+    const ix_compdb *db;
+    const ix_options *opt;
+    ix_result *results;
+    atomic_size_t next;
+} work;
+
+static void *worker(void *arg) {
+    work *w = arg;
+    CXIndex idx = clang_createIndex(0, 0);
+    for (;;) {
+        size_t i = atomic_fetch_add(&w->next, 1);
+        if (i >= w->db->ntus) break;
+        ix_index_tu(idx, &w->db->tus[i], w->opt, &w->results[i]);
+    }
+    clang_disposeIndex(idx);
+    return NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Options
+
+static int take_value(int argc, char **argv, int *i, const char *name, const char **value) {
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n)) return 0;
+    if (a[n] == '=') {
+        *value = a + n + 1;
+        return 1;
+    }
+    if (a[n]) return 0;
+    if (*i + 1 >= argc) {
+        *value = NULL;
+        return 1;
+    }
+    *value = argv[++*i];
     return 1;
+}
+
+static void list_add(const char ***list, size_t *n, const char *v) {
+    *list = realloc(*list, (*n + 1) * sizeof **list);
+    if (!*list) abort();
+    (*list)[(*n)++] = v;
+}
+
+static const char *read_cmake_home(ix_pool *p, const char *build_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/CMakeCache.txt", build_dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char line[8192];
+    const char *home = NULL;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "CMAKE_HOME_DIRECTORY:", 21)) continue;
+        char *eq = strchr(line, '=');
+        if (!eq) break;
+        eq[strcspn(eq, "\r\n")] = 0;
+        home = ix_pool_dup(p, eq + 1);
+        break;
+    }
+    fclose(f);
+    return home;
+}
+
+static void report_unit(const ix_tu *tu, const ix_result *r) {
+    fprintf(stderr, "tracebook index: %s: %s, %d error%s\n", tu->file, r->status, r->errors, r->errors == 1 ? "" : "s");
+    if (!r->diagnostics) return;
+    const char *s = r->diagnostics;
+    int shown = 0;
+    while (*s && shown < 20) {
+        const char *e = strchr(s, '\n');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        fprintf(stderr, "  %.*s\n", (int)n, s);
+        shown++;
+        s += n + (e ? 1 : 0);
+    }
+    if (*s) {
+        int more = 0;
+        for (; *s; s++) more += *s == '\n';
+        fprintf(stderr, "  ... and %d more (files.diagnostics has them all)\n", more + 1);
+    }
+}
+
+int tracebook_index_main(int argc, char **argv) {
+    ix_options opt = {.compdb_arg = "build/compile_commands.json", .out = TB_INDEX_DEFAULT_PATH};
+    int no_default_collectives = 0;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    opt.jobs = ncpu < 1 ? 1 : ncpu > 4 ? 4 : (int)ncpu;
+    const char **user_coll = NULL, **user_push = NULL, **user_pop = NULL;
+    size_t nuser_coll = 0, nuser_push = 0, nuser_pop = 0;
+    int status = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            status = 0;
+            goto out;
+        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            opt.quiet = 1;
+            continue;
+        } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+            opt.verbose = 1;
+            continue;
+        } else if (!strcmp(a, "--no-default-collectives")) {
+            no_default_collectives = 1;
+            continue;
+        }
+        int known = 1;
+        if (take_value(argc, argv, &i, "--compdb", &v)) {
+            if (v) opt.compdb_arg = v;
+        } else if (take_value(argc, argv, &i, "--out", &v)) {
+            if (v) opt.out = v;
+        } else if (take_value(argc, argv, &i, "--build-dir", &v)) {
+            if (v) opt.build_dir = v;
+        } else if (take_value(argc, argv, &i, "--collective", &v)) {
+            if (v) list_add(&user_coll, &nuser_coll, v);
+        } else if (take_value(argc, argv, &i, "--range-push", &v)) {
+            if (v) list_add(&user_push, &nuser_push, v);
+        } else if (take_value(argc, argv, &i, "--range-pop", &v)) {
+            if (v) list_add(&user_pop, &nuser_pop, v);
+        } else if (take_value(argc, argv, &i, "-j", &v) || take_value(argc, argv, &i, "--jobs", &v)) {
+            char *end = NULL;
+            long j = v ? strtol(v, &end, 10) : 0;
+            if (!v || *end || j < 1 || j > 256) {
+                fprintf(stderr, "tracebook index: -j needs a number of parallel parses (1..256), got '%s'\n",
+                        v ? v : "");
+                goto out;
+            }
+            opt.jobs = (int)j;
+            continue;
+        } else {
+            known = 0;
+        }
+        if (!known) {
+            fprintf(stderr, "tracebook index: unknown argument '%s'\n", a);
+            usage(stderr);
+            goto out;
+        }
+        if (!v) {
+            fprintf(stderr, "tracebook index: %s needs a value\n", a);
+            goto out;
+        }
+    }
+    if (!no_default_collectives)
+        for (size_t i = 0; i < sizeof default_collectives / sizeof *default_collectives; i++)
+            list_add(&opt.collectives, &opt.ncollectives, default_collectives[i]);
+    for (size_t i = 0; i < nuser_coll; i++) list_add(&opt.collectives, &opt.ncollectives, user_coll[i]);
+    for (size_t i = 0; i < sizeof default_push / sizeof *default_push; i++)
+        list_add(&opt.range_push, &opt.nrange_push, default_push[i]);
+    for (size_t i = 0; i < nuser_push; i++) list_add(&opt.range_push, &opt.nrange_push, user_push[i]);
+    for (size_t i = 0; i < sizeof default_pop / sizeof *default_pop; i++)
+        list_add(&opt.range_pop, &opt.nrange_pop, default_pop[i]);
+    for (size_t i = 0; i < nuser_pop; i++) list_add(&opt.range_pop, &opt.nrange_pop, user_pop[i]);
+
+    status = 1;
+    tb_error err;
+    ix_compdb db;
+    if (ix_compdb_load(&db, opt.compdb_arg, &err)) {
+        fprintf(stderr, "tracebook index: %s\n", err.msg);
+        goto out;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+
+    ix_pool pool = {0};
+    const char *build_dir = opt.build_dir ? ix_abspath(&pool, NULL, opt.build_dir) : db.dir;
+    ix_targets targets;
+    int trc = ix_targets_load(&targets, build_dir, &err);
+    if (trc < 0) {
+        fprintf(stderr, "tracebook index: warning: %s; indexing without targets\n", err.msg);
+        ix_vec_free(&targets.rows);
+        ix_vec_init(&targets.rows, sizeof(ix_target_row));
+    } else if (trc > 0 && !opt.quiet) {
+        fprintf(stderr,
+                "tracebook index: note: no CMake file API reply in %s: indexing without targets (mains are told "
+                "apart by file); for targets, create %s/.cmake/api/v1/query/codemodel-v2 and re-run cmake\n",
+                targets.reply_dir, build_dir);
+    }
+
+    // Parse.
+    ix_result *results = calloc(db.ntus, sizeof *results);
+    work w = {.db = &db, .opt = &opt, .results = results};
+    atomic_init(&w.next, 0);
+    int nthreads = opt.jobs < (int)db.ntus ? opt.jobs : (int)db.ntus;
+    pthread_t *th = calloc((size_t)nthreads, sizeof *th);
+    int started = 0;
+    for (int i = 1; i < nthreads; i++) {
+        if (pthread_create(&th[i], NULL, worker, &w) != 0) break;
+        started++;
+    }
+    worker(&w);
+    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+    free(th);
+
+    for (size_t i = 0; i < db.ntus; i++) {
+        if (opt.verbose) {
+            fprintf(stderr, "tracebook index: %s: %s in %.2f s%s:", db.tus[i].file, results[i].status,
+                    results[i].seconds, db.tus[i].cuda ? " (CUDA host)" : "");
+            for (int k = 0; k < db.tus[i].nargs; k++) fprintf(stderr, " %s", db.tus[i].args[k]);
+            fprintf(stderr, "\n");
+        }
+        if (results[i].errors) report_unit(&db.tus[i], &results[i]);
+    }
+
+    // Write.
+    const char *source_dir = targets.source_dir ? targets.source_dir : read_cmake_home(&pool, build_dir);
+    ix_meta meta = {.source_dir = source_dir ? source_dir : db.dir,
+                    .build_dir = build_dir,
+                    .compdb = db.path,
+                    .targets_source = trc == 0 ? "cmake-file-api" : "none"};
+    ix_summary sum;
+    const char *out_dir = NULL;
+    const char *slash = strrchr(opt.out, '/');
+    if (slash && slash != opt.out) out_dir = ix_pool_dupn(&pool, opt.out, (size_t)(slash - opt.out));
+    if (out_dir && tb_mkdir_p(out_dir, &err)) {
+        fprintf(stderr, "tracebook index: %s\n", err.msg);
+    } else if (ix_write_index(opt.out, &db, results, &targets, &opt, &meta, &sum, &err)) {
+        fprintf(stderr, "tracebook index: %s\n", err.msg);
+    } else {
+        status = 0;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (!opt.quiet) {
+            printf("tracebook index: %ld TUs (%ld with errors, %ld failed) in %.1f s -> %s\n", sum.tus,
+                   sum.tus_with_errors, sum.tus_failed, secs, opt.out);
+            printf("  functions %ld (%ld defined), calls %ld, field targets %ld, range sites %ld, collective sites "
+                   "%ld, targets %ld (%ld unit rows), files %ld, parse failures %ld, error diagnostics %ld\n",
+                   sum.functions, sum.definitions, sum.calls, sum.field_targets, sum.range_sites, sum.collective_sites,
+                   sum.targets, sum.target_rows, sum.files, sum.tus_failed, sum.errors);
+            long reduced = 0;
+            for (size_t i = 0; i < db.ntus; i++) reduced += results[i].reduced;
+            if (reduced)
+                printf("  (%ld units were parsed with a reduced command line: libclang rejected their flags; "
+                       "files.diagnostics says which)\n",
+                       reduced);
+            if (db.nduplicates)
+                printf("  (%zu database entries for files already listed were skipped)\n", db.nduplicates);
+        }
+    }
+    for (size_t i = 0; i < db.ntus; i++) ix_result_free(&results[i]);
+    free(results);
+    ix_targets_free(&targets);
+    ix_pool_free(&pool);
+    ix_compdb_free(&db);
+out:
+    free(user_coll);
+    free(user_push);
+    free(user_pop);
+    free(opt.collectives);
+    free(opt.range_push);
+    free(opt.range_pop);
+    return status;
 }

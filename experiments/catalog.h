@@ -1,0 +1,92 @@
+// catalog.h — the catalogue: every record and claim under an artifacts root, in one SQLite
+// file (<artifacts>/catalog.sqlite) that `tracebook ls | show | diff | prove` query.
+//
+// The records (experiments/record.h) are the truth; the catalogue is an index derived from
+// them. Any command may bring it in line with the records (tb_catalog_rebuild), and deleting
+// catalog.sqlite loses nothing but the prove history (claims.proven_at / proven_value).
+//
+// Every write of a record or a claims file is one transaction (a SAVEPOINT, so it nests in
+// a caller's transaction), so a catalogue killed mid-way holds the old rows or the new ones,
+// never half a run. The file is in WAL mode with a busy timeout: a runner adding runs and a
+// `tracebook ls` reading them do not fail on each other's locks.
+#ifndef TB_EXPERIMENTS_CATALOG_H
+#define TB_EXPERIMENTS_CATALOG_H
+
+#include <sqlite3.h>
+
+#include "core/error.h"
+
+#define TB_ARTIFACTS_DEFAULT "artifacts"
+#define TB_CATALOG_FILE "catalog.sqlite"
+#define TB_CATALOG_SCHEMA_VERSION "1"
+// A record whose manifest says "running" but whose heartbeat is older than this (or absent)
+// is catalogued as "incomplete": its runner died.
+#define TB_HEARTBEAT_STALE_S 60
+#define TB_CATALOG_BUSY_TIMEOUT_MS 10000
+
+// The schema. Columns hold the manifest's fields (record.h); JSON-valued ones are JSON text.
+// runs.status is the manifest's ("finished" | "failed" | "incomplete" | "running"), or
+// "incomplete" for a record without a manifest or with a stale heartbeat, or "unreadable"
+// for a record whose files could not be read (runs.problem says why).
+#define TB_CATALOG_SCHEMA                                                                                     \
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);\n"                                    \
+    "CREATE TABLE IF NOT EXISTS experiments(name TEXT NOT NULL, version INTEGER NOT NULL, question TEXT,"     \
+    " runbook_path TEXT, runbook_sha256 TEXT, PRIMARY KEY(name, version));\n"                                 \
+    "CREATE TABLE IF NOT EXISTS runs(run_id TEXT PRIMARY KEY, experiment TEXT NOT NULL,"                      \
+    " version INTEGER NOT NULL, status TEXT NOT NULL, repetition INTEGER, sweep_point TEXT, seed INTEGER,"    \
+    " \"commit\" TEXT, branch TEXT, dirty INTEGER, start TEXT, \"end\" TEXT, exit_status INTEGER,"            \
+    " record_dir TEXT NOT NULL, replay_of TEXT, config TEXT,"                                                 \
+    /* beyond the manifest: the exact argv (JSON array), why a record is unreadable, and the */               \
+    /* manifest's mtime:size when catalogued, so a sync re-reads only changed records */                      \
+    " argv TEXT, problem TEXT, manifest_stamp TEXT);\n"                                                       \
+    "CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment, version);\n"                              \
+    /* one row per metrics line: rank r's step s (metrics.rank-NNNNN.jsonl) */                                \
+    "CREATE TABLE IF NOT EXISTS metrics(run_id TEXT NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL,"  \
+    " loss REAL, step_ms REAL, tokens_per_s REAL, tflops REAL, grad_norm REAL, mem_total_peak_bytes INTEGER," \
+    " PRIMARY KEY(run_id, rank, step));\n"                                                                    \
+    /* claims.json's claims; proven_at (UTC, ISO 8601) and proven_value are the last successful */            \
+    /* `tracebook prove` (NULL when never proven, or when the last prove failed) */                           \
+    "CREATE TABLE IF NOT EXISTS claims(experiment TEXT NOT NULL, version INTEGER NOT NULL, id TEXT NOT NULL," \
+    " value REAL, parser TEXT, text TEXT, runs TEXT, args TEXT, relative_tolerance REAL,"                     \
+    " proven_at TEXT, proven_value REAL, PRIMARY KEY(experiment, version, id));\n"
+
+// Opens <artifacts>/catalog.sqlite, creating the directory, the file and the schema when
+// they are missing. A catalogue of another schema version is an error that says to delete
+// it (every command rebuilds it from the records).
+int tb_catalog_open(sqlite3 **db, const char *artifacts, tb_error *err);
+
+// Catalogues one record directory (artifacts/<experiment>/v<version>/<run-id>): its
+// manifest.json and run/metrics.rank-*.jsonl, replacing any earlier rows of the run (an
+// idempotent upsert, one transaction). A record without manifest.json is catalogued as
+// "incomplete" with the ids its path gives. A metrics line that does not parse is an error
+// naming file and line — except a last, unterminated line of a run that did not finish
+// (killed mid-write), which is skipped.
+int tb_catalog_add_run(sqlite3 *db, const char *record_dir, tb_error *err);
+
+// Catalogues an experiment version's claims.json (record.h): upserts every claim and
+// drops the version's claims the file no longer has. A claim keeps its proven_at /
+// proven_value while its value, parser, args and runs are unchanged.
+int tb_catalog_add_claims(sqlite3 *db, const char *claims_json_path, tb_error *err);
+
+// Brings the catalogue in line with the artifacts root: scans <artifacts>/*/v*/*/ (a record
+// is a directory there; its manifest.json may be missing: "incomplete") and
+// <artifacts>/*/v*/claims.json. Records whose manifest is unchanged since they were
+// catalogued are not re-read (running / incomplete / unreadable ones always are); rows of
+// records, claims files and experiment versions that are gone are dropped. A record that
+// cannot be read does not stop the scan: it is catalogued "unreadable" with the error in
+// runs.problem; a claims.json that cannot be read is left out (`tracebook prove` reports
+// it). Fails only when the catalogue itself cannot be written.
+int tb_catalog_rebuild(sqlite3 *db, const char *artifacts, tb_error *err);
+
+// The commands (argv[0] = the command's name). Each prints its result on stdout and errors on
+// stderr and returns the exit status: 0 ok, 1 failure (prove: a claim did not prove), 2 usage.
+//   tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--artifacts DIR]
+//   tracebook ls [EXPERIMENT] [--artifacts DIR]
+//   tracebook show RUN [--artifacts DIR]          (RUN: a run id or a unique prefix of one)
+//   tracebook diff RUN RUN [--artifacts DIR]
+int tracebook_prove_main(int argc, char **argv);
+int tracebook_ls_main(int argc, char **argv);
+int tracebook_show_main(int argc, char **argv);
+int tracebook_diff_main(int argc, char **argv);
+
+#endif

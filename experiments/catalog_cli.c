@@ -1,0 +1,516 @@
+// catalog_cli.c — `tracebook ls | show | diff`: the catalogue, read.
+//
+//   tracebook ls [EXPERIMENT] [--artifacts DIR]
+//   tracebook show RUN [--artifacts DIR]
+//   tracebook diff RUN RUN [--artifacts DIR]
+//
+// Each command first brings the catalogue in line with the records (tb_catalog_rebuild:
+// only new or changed records are read), then answers from it. RUN is a run id or a unique
+// prefix of one. The throughput shown is the tokens_per_s parser's definition
+// (experiments/parsers.h) with warmup 1, computed from the catalogue's rows.
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "parsers.h"
+
+// ---------------------------------------------------------------------------------------
+// Shared
+
+typedef struct cli {
+    const char *name;
+    const char *artifacts;
+    const char *positional[2];
+    int npositional;
+    sqlite3 *db;
+} cli;
+
+// Parses [--artifacts DIR] and up to max positional arguments; opens and syncs the
+// catalogue. Returns -1 (done, *rc set) or 0.
+static int cli_start(cli *c, const char *name, int argc, char **argv, int min, int max, const char *usage,
+                     int *rc) {
+    memset(c, 0, sizeof *c);
+    c->name = name;
+    c->artifacts = TB_ARTIFACTS_DEFAULT;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: tracebook %s %s [--artifacts DIR]   (artifacts root, default %s)\n", name, usage,
+                   TB_ARTIFACTS_DEFAULT);
+            *rc = 0;
+            return -1;
+        } else if (!strcmp(a, "--artifacts") && i + 1 < argc) {
+            c->artifacts = argv[++i];
+        } else if (!strncmp(a, "--artifacts=", 12)) {
+            c->artifacts = a + 12;
+        } else if (a[0] == '-' || c->npositional == max) {
+            fprintf(stderr, "tracebook %s: unexpected argument '%s'\nusage: tracebook %s %s [--artifacts DIR]\n",
+                    name, a, name, usage);
+            *rc = 2;
+            return -1;
+        } else {
+            c->positional[c->npositional++] = a;
+        }
+    }
+    if (c->npositional < min) {
+        fprintf(stderr, "usage: tracebook %s %s [--artifacts DIR]\n", name, usage);
+        *rc = 2;
+        return -1;
+    }
+    tb_error err;
+    if (tb_catalog_open(&c->db, c->artifacts, &err) != 0 || tb_catalog_rebuild(c->db, c->artifacts, &err) != 0) {
+        fprintf(stderr, "tracebook %s: %s\n", name, err.msg);
+        sqlite3_close(c->db);
+        *rc = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static const char *col(sqlite3_stmt *st, int i) {
+    const char *s = (const char *)sqlite3_column_text(st, i);
+    return s ? s : "";
+}
+
+static int sql_error(cli *c) {
+    fprintf(stderr, "tracebook %s: catalogue: %s\n", c->name, sqlite3_errmsg(c->db));
+    return 1;
+}
+
+// A run's summary from the catalogue. Step time t_s = max over ranks of step_ms; the medians
+// are over steps after the first (all steps when there is one).
+typedef struct run_summary {
+    int steps, ranks;
+    double median_step_ms;  // NAN when unknown
+    double tokens_per_s;    // tokens per step / median-of-steps, see parsers.h tokens_per_s
+    double final_loss;
+    long long final_step;
+    double peak_bytes;  // max over steps and ranks of mem_total_peak_bytes
+} run_summary;
+
+static int summarize_run(sqlite3 *db, const char *run_id, run_summary *s) {
+    s->steps = s->ranks = 0;
+    s->median_step_ms = s->tokens_per_s = s->final_loss = s->peak_bytes = NAN;
+    s->final_step = -1;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT step, max(step_ms), count(*), max(mem_total_peak_bytes),"
+                           " max(CASE WHEN rank = 0 THEN loss END) FROM metrics WHERE run_id = ?1"
+                           " GROUP BY step ORDER BY step",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_text(st, 1, run_id, -1, SQLITE_TRANSIENT);
+    int cap = 0, n = 0;
+    double *t = NULL;
+    long long *steps = NULL;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            t = realloc(t, (size_t)cap * sizeof *t);
+            steps = realloc(steps, (size_t)cap * sizeof *steps);
+        }
+        steps[n] = sqlite3_column_int64(st, 0);
+        t[n] = sqlite3_column_type(st, 1) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 1);
+        if (sqlite3_column_int(st, 2) > s->ranks) s->ranks = sqlite3_column_int(st, 2);
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL &&
+            (isnan(s->peak_bytes) || sqlite3_column_double(st, 3) > s->peak_bytes))
+            s->peak_bytes = sqlite3_column_double(st, 3);
+        if (sqlite3_column_type(st, 4) != SQLITE_NULL) {
+            s->final_loss = sqlite3_column_double(st, 4);
+            s->final_step = steps[n];
+        }
+        n++;
+    }
+    sqlite3_finalize(st);
+    s->steps = n;
+    // steps after the first (the warmup); all of them when there is just one
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if ((steps[i] > 1 || n == 1) && !isnan(t[i])) t[k++] = t[i];
+    if (k > 0) {
+        double *tps = malloc((size_t)k * sizeof *tps);
+        double tokens = NAN;
+        if (sqlite3_prepare_v2(db,
+                               "SELECT json_extract(config, '$.global_batch_size') * json_extract(config, "
+                               "'$.seq_length') FROM runs WHERE run_id = ?1",
+                               -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_text(st, 1, run_id, -1, SQLITE_TRANSIENT);
+            if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+                tokens = sqlite3_column_double(st, 0);
+            sqlite3_finalize(st);
+        }
+        for (int i = 0; i < k; i++) tps[i] = tokens / (t[i] / 1000.0);
+        s->median_step_ms = tb_median(t, k);
+        s->tokens_per_s = tb_median(tps, k);
+        free(tps);
+    }
+    free(t);
+    free(steps);
+    return 0;
+}
+
+// "%.Ng" or "-" for NAN
+static const char *num(char *buf, size_t size, double v, int digits) {
+    if (isnan(v)) snprintf(buf, size, "-");
+    else snprintf(buf, size, "%.*g", digits, v);
+    return buf;
+}
+
+static void commit_text(char *out, size_t size, const char *commit, int dirty) {
+    snprintf(out, size, "%.12s%s", *commit ? commit : "-", dirty ? "+dirty" : "");
+}
+
+// The run id a RUN argument names: the run id itself or a unique prefix.
+static int resolve_run(cli *c, const char *arg, char *out, size_t size) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(c->db, "SELECT run_id FROM runs WHERE substr(run_id, 1, length(?1)) = ?1 ORDER BY run_id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sql_error(c);
+    sqlite3_bind_text(st, 1, arg, -1, SQLITE_TRANSIENT);
+    int n = 0, exact = 0;
+    char first[256] = "";
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!strcmp(col(st, 0), arg)) exact = 1;
+        if (n == 0 || exact) snprintf(first, sizeof first, "%s", col(st, 0));
+        n++;
+    }
+    sqlite3_finalize(st);
+    if (n == 0) {
+        fprintf(stderr, "tracebook %s: no run '%s' in %s (tracebook ls lists them)\n", c->name, arg, c->artifacts);
+        return 1;
+    }
+    if (n > 1 && !exact) {
+        fprintf(stderr, "tracebook %s: '%s' names %d runs; give more of the id\n", c->name, arg, n);
+        return 1;
+    }
+    snprintf(out, size, "%s", exact ? arg : first);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// ls
+
+static int ls_experiments(cli *c) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(
+            c->db,
+            "SELECT e.name, e.version, coalesce(e.question, ''), count(r.run_id),"
+            " coalesce(sum(r.status = 'finished'), 0), coalesce(sum(r.status = 'failed'), 0),"
+            " coalesce(sum(r.status = 'running'), 0), coalesce(sum(r.status = 'incomplete'), 0),"
+            " coalesce(sum(r.status = 'unreadable'), 0),"
+            " (SELECT count(*) FROM claims c WHERE c.experiment = e.name AND c.version = e.version),"
+            " (SELECT count(*) FROM claims c WHERE c.experiment = e.name AND c.version = e.version"
+            "  AND c.proven_at IS NOT NULL)"
+            " FROM experiments e LEFT JOIN runs r ON r.experiment = e.name AND r.version = e.version"
+            " GROUP BY e.name, e.version ORDER BY e.name, e.version",
+            -1, &st, NULL) != SQLITE_OK)
+        return sql_error(c);
+    printf("%-24s %7s %5s %9s %7s %8s %11s %11s %8s  %s\n", "experiment", "version", "runs", "finished", "failed",
+           "running", "incomplete", "unreadable", "claims", "question");
+    int rows = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        char version[32], claims[32];
+        snprintf(version, sizeof version, "v%d", sqlite3_column_int(st, 1));
+        snprintf(claims, sizeof claims, "%d/%d", sqlite3_column_int(st, 10), sqlite3_column_int(st, 9));
+        printf("%-24s %7s %5d %9d %7d %8d %11d %11d %8s  %s\n", col(st, 0), version, sqlite3_column_int(st, 3),
+               sqlite3_column_int(st, 4), sqlite3_column_int(st, 5), sqlite3_column_int(st, 6),
+               sqlite3_column_int(st, 7), sqlite3_column_int(st, 8), claims, col(st, 2));
+        rows++;
+    }
+    sqlite3_finalize(st);
+    if (!rows) printf("(no experiments under %s)\n", c->artifacts);
+    else printf("(claims: proven/total)\n");
+    return 0;
+}
+
+static int ls_runs(cli *c, const char *experiment) {
+    sqlite3_stmt *versions;
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT version, coalesce(question, ''), coalesce(runbook_path, ''),"
+                           " coalesce(runbook_sha256, '') FROM experiments WHERE name = ?1 ORDER BY version",
+                           -1, &versions, NULL) != SQLITE_OK)
+        return sql_error(c);
+    sqlite3_stmt *runs;
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT run_id, status, coalesce(\"commit\", ''), coalesce(dirty, 0), repetition,"
+                           " coalesce(sweep_point, ''), coalesce(replay_of, '') FROM runs"
+                           " WHERE experiment = ?1 AND version = ?2 ORDER BY start IS NULL, start, run_id",
+                           -1, &runs, NULL) != SQLITE_OK) {
+        sqlite3_finalize(versions);
+        return sql_error(c);
+    }
+    sqlite3_bind_text(versions, 1, experiment, -1, SQLITE_TRANSIENT);
+    int nversions = 0;
+    while (sqlite3_step(versions) == SQLITE_ROW) {
+        int version = sqlite3_column_int(versions, 0);
+        printf("%s%s v%d: %s\n", nversions ? "\n" : "", experiment, version,
+               *col(versions, 1) ? col(versions, 1) : "(no question recorded)");
+        if (*col(versions, 2)) printf("  runbook %s (sha256 %.12s)\n", col(versions, 2), col(versions, 3));
+        printf("  %-28s %-10s %-19s %3s  %-32s %14s\n", "run id", "status", "commit", "rep", "sweep point",
+               "tok/s (median)");
+        sqlite3_bind_text(runs, 1, experiment, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(runs, 2, version);
+        int n = 0;
+        while (sqlite3_step(runs) == SQLITE_ROW) {
+            char commit[64], rep[16], tps[32];
+            commit_text(commit, sizeof commit, col(runs, 2), sqlite3_column_int(runs, 3));
+            if (sqlite3_column_type(runs, 4) == SQLITE_NULL) snprintf(rep, sizeof rep, "-");
+            else snprintf(rep, sizeof rep, "%d", sqlite3_column_int(runs, 4));
+            run_summary s;
+            summarize_run(c->db, col(runs, 0), &s);
+            const char *sweep = *col(runs, 5) && strcmp(col(runs, 5), "{}") ? col(runs, 5) : "-";
+            printf("  %-28s %-10s %-19s %3s  %-32s %14s%s%s\n", col(runs, 0), col(runs, 1), commit, rep, sweep,
+                   isnan(s.tokens_per_s) ? "-" : (snprintf(tps, sizeof tps, "%.1f", s.tokens_per_s), tps),
+                   *col(runs, 6) ? "  replay of " : "", col(runs, 6));
+            n++;
+        }
+        sqlite3_reset(runs);
+        if (!n) printf("  (no runs)\n");
+        nversions++;
+    }
+    sqlite3_finalize(versions);
+    sqlite3_finalize(runs);
+    if (!nversions) {
+        fprintf(stderr, "tracebook ls: no experiment '%s' in %s\n", experiment, c->artifacts);
+        return 1;
+    }
+    return 0;
+}
+
+int tracebook_ls_main(int argc, char **argv) {
+    cli c;
+    int rc;
+    if (cli_start(&c, "ls", argc, argv, 0, 1, "[EXPERIMENT]", &rc) != 0) return rc;
+    rc = c.npositional ? ls_runs(&c, c.positional[0]) : ls_experiments(&c);
+    sqlite3_close(c.db);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------
+// show
+
+static void print_argv(const char *argv_json) {
+    json_t *argv = json_loads(argv_json, 0, NULL);
+    size_t i;
+    json_t *a;
+    json_array_foreach(argv, i, a) {
+        const char *s = json_string_value(a);
+        int plain = s && *s && !strpbrk(s, " \t\n'\"$`\\*?;&|<>()[]{}!#~");
+        printf(plain ? "%s%s" : "%s'%s'", i ? " " : "", s ? s : "");
+    }
+    json_decref(argv);
+}
+
+// Prints the config's keys, nested objects as dotted keys ("derived.num_microbatches").
+static void print_config_keys(json_t *obj, const char *prefix) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        char full[256];
+        snprintf(full, sizeof full, "%s%s%s", prefix, *prefix ? "." : "", key);
+        if (json_is_object(v)) {
+            print_config_keys(v, full);
+            continue;
+        }
+        char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
+        printf("  %-44s %s\n", full, text ? text : "?");
+        free(text);
+    }
+}
+
+static int show_run(cli *c, const char *run_id) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT r.experiment, r.version, coalesce(e.question, ''), r.status, r.exit_status,"
+                           " r.record_dir, coalesce(r.start, '-'), coalesce(r.\"end\", '-'), r.repetition, r.seed,"
+                           " coalesce(r.sweep_point, '-'), coalesce(r.replay_of, '-'), coalesce(r.\"commit\", ''),"
+                           " coalesce(r.branch, '-'), coalesce(r.dirty, 0), coalesce(r.argv, ''),"
+                           " coalesce(r.config, ''), coalesce(r.problem, '')"
+                           " FROM runs r LEFT JOIN experiments e ON e.name = r.experiment AND e.version = r.version"
+                           " WHERE r.run_id = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sql_error(c);
+    sqlite3_bind_text(st, 1, run_id, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        sqlite3_finalize(st);
+        return sql_error(c);
+    }
+    printf("run %s\n", run_id);
+    printf("  %-12s %s v%d%s%s\n", "experiment", col(st, 0), sqlite3_column_int(st, 1), *col(st, 2) ? ": " : "",
+           col(st, 2));
+    printf("  %-12s %s", "status", col(st, 3));
+    if (sqlite3_column_type(st, 4) != SQLITE_NULL) printf(" (exit %d)", sqlite3_column_int(st, 4));
+    printf("\n  %-12s %s\n", "record", col(st, 5));
+    printf("  %-12s %s .. %s\n", "time", col(st, 6), col(st, 7));
+    printf("  %-12s repetition %s, seed %s, sweep point %s, replay of %s\n", "identity",
+           sqlite3_column_type(st, 8) == SQLITE_NULL ? "-" : col(st, 8),
+           sqlite3_column_type(st, 9) == SQLITE_NULL ? "-" : col(st, 9), col(st, 10), col(st, 11));
+    printf("  %-12s %s (branch %s, %s)\n", "commit", *col(st, 12) ? col(st, 12) : "-", col(st, 13),
+           sqlite3_column_int(st, 14) ? "DIRTY" : "clean");
+    if (*col(st, 17)) printf("  %-12s %s\n", "problem", col(st, 17));
+    if (*col(st, 15)) {
+        printf("  %-12s ", "command");
+        print_argv(col(st, 15));
+        printf("\n");
+    }
+    json_t *config = *col(st, 16) ? json_loads(col(st, 16), 0, NULL) : NULL;
+    sqlite3_finalize(st);
+    if (config) {
+        printf("\nconfig:\n");
+        print_config_keys(config, "");
+        json_decref(config);
+    }
+
+    run_summary s;
+    summarize_run(c->db, run_id, &s);
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT step, max(step_ms), max(CASE WHEN rank = 0 THEN loss END),"
+                           " max(CASE WHEN rank = 0 THEN grad_norm END), max(CASE WHEN rank = 0 THEN tokens_per_s END),"
+                           " max(CASE WHEN rank = 0 THEN tflops END), max(mem_total_peak_bytes)"
+                           " FROM metrics WHERE run_id = ?1 GROUP BY step ORDER BY step",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sql_error(c);
+    sqlite3_bind_text(st, 1, run_id, -1, SQLITE_TRANSIENT);
+    printf("\nsteps (%d rank%s; step ms: the slowest rank's; loss, grad norm, tok/s, TFLOP/s: rank 0's; peak: max "
+           "over ranks of bytes in use at once):\n",
+           s.ranks, s.ranks == 1 ? "" : "s");
+    printf("  %6s  %12s  %10s  %10s  %12s  %8s  %10s\n", "step", "loss", "grad norm", "step ms", "tok/s", "TFLOP/s",
+           "peak MiB");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        char b[6][32];
+        printf("  %6lld  %12s  %10s  %10s  %12s  %8s  %10s\n", (long long)sqlite3_column_int64(st, 0),
+               num(b[0], 32, sqlite3_column_type(st, 2) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 2), 8),
+               num(b[1], 32, sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3), 5),
+               num(b[2], 32, sqlite3_column_type(st, 1) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 1), 5),
+               num(b[3], 32, sqlite3_column_type(st, 4) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 4), 8),
+               num(b[4], 32, sqlite3_column_type(st, 5) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 5), 4),
+               num(b[5], 32,
+                   sqlite3_column_type(st, 6) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 6) / 1048576.0, 5));
+    }
+    sqlite3_finalize(st);
+    if (!s.steps) printf("  (no metrics)\n");
+    else {
+        char b[3][32];
+        printf("median over steps after the first: step %s ms, %s tok/s; final loss %s (step %lld)\n",
+               num(b[0], 32, s.median_step_ms, 6), num(b[1], 32, s.tokens_per_s, 8), num(b[2], 32, s.final_loss, 8),
+               s.final_step);
+    }
+    return 0;
+}
+
+int tracebook_show_main(int argc, char **argv) {
+    cli c;
+    int rc;
+    if (cli_start(&c, "show", argc, argv, 1, 1, "RUN", &rc) != 0) return rc;
+    char run_id[256];
+    rc = resolve_run(&c, c.positional[0], run_id, sizeof run_id);
+    if (rc == 0) rc = show_run(&c, run_id);
+    sqlite3_close(c.db);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------
+// diff
+
+// Flattens a config into dotted keys, in order, appending to keys / values.
+static void flatten(json_t *obj, const char *prefix, json_t *out) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        char full[256];
+        snprintf(full, sizeof full, "%s%s%s", prefix, *prefix ? "." : "", key);
+        if (json_is_object(v) && json_object_size(v)) flatten(v, full, out);
+        else json_object_set(out, full, v);
+    }
+}
+
+static json_t *run_config_flat(cli *c, const char *run_id, char *commit, size_t commit_size, char *label,
+                               size_t label_size) {
+    sqlite3_stmt *st;
+    json_t *flat = json_object();
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT coalesce(config, ''), coalesce(\"commit\", ''), coalesce(dirty, 0), experiment,"
+                           " version, status FROM runs WHERE run_id = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return flat;
+    sqlite3_bind_text(st, 1, run_id, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        json_t *config = json_loads(col(st, 0), 0, NULL);
+        if (config) flatten(config, "", flat);
+        json_decref(config);
+        commit_text(commit, commit_size, col(st, 1), sqlite3_column_int(st, 2));
+        snprintf(label, label_size, "%s v%d, %s", col(st, 3), sqlite3_column_int(st, 4), col(st, 5));
+    }
+    sqlite3_finalize(st);
+    return flat;
+}
+
+static void print_metric_row(const char *name, double a, double b, int digits) {
+    char x[32], y[32], r[32];
+    snprintf(r, sizeof r, "-");
+    if (!isnan(a) && !isnan(b) && a != 0) snprintf(r, sizeof r, "%.4g", b / a);
+    printf("  %-46s %18s %18s %10s\n", name, num(x, sizeof x, a, digits), num(y, sizeof y, b, digits), r);
+}
+
+int tracebook_diff_main(int argc, char **argv) {
+    cli c;
+    int rc;
+    if (cli_start(&c, "diff", argc, argv, 2, 2, "RUN RUN", &rc) != 0) return rc;
+    char ids[2][256];
+    rc = resolve_run(&c, c.positional[0], ids[0], sizeof ids[0]);
+    if (rc == 0) rc = resolve_run(&c, c.positional[1], ids[1], sizeof ids[1]);
+    if (rc != 0) {
+        sqlite3_close(c.db);
+        return rc;
+    }
+    char commit[2][64] = {"-", "-"}, label[2][300] = {"", ""};
+    json_t *flat[2];
+    for (int k = 0; k < 2; k++) flat[k] = run_config_flat(&c, ids[k], commit[k], sizeof commit[k], label[k], sizeof label[k]);
+    printf("  %-46s %-30s %-30s\n", "", "A", "B");
+    printf("  %-46s %-30s %-30s\n", "run", ids[0], ids[1]);
+    printf("  %-46s %-30s %-30s\n", "experiment", label[0], label[1]);
+    printf("  %-46s %-30s %-30s\n", "commit", commit[0], commit[1]);
+
+    // config keys that differ, in A's order then B's extra keys
+    json_t *keys = json_array();
+    const char *key;
+    json_t *v;
+    json_object_foreach(flat[0], key, v) json_array_append_new(keys, json_string(key));
+    json_object_foreach(flat[1], key, v) if (!json_object_get(flat[0], key)) json_array_append_new(keys, json_string(key));
+    int differ = 0, equal = 0;
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k) {
+        json_t *a = json_object_get(flat[0], json_string_value(k)), *b = json_object_get(flat[1], json_string_value(k));
+        if (a && b && json_equal(a, b)) {
+            equal++;
+            continue;
+        }
+        if (!differ) printf("\nconfig (keys that differ):\n");
+        char *ta = a ? json_dumps(a, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+        char *tb = b ? json_dumps(b, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+        printf("  %-46s %-30s %-30s\n", json_string_value(k), ta ? ta : "(absent)", tb ? tb : "(absent)");
+        free(ta);
+        free(tb);
+        differ++;
+    }
+    printf("%s(%d config key%s differ, %d equal)\n", differ ? "" : "\n", differ, differ == 1 ? "" : "s", equal);
+    json_decref(keys);
+    json_decref(flat[0]);
+    json_decref(flat[1]);
+
+    run_summary s[2];
+    for (int r = 0; r < 2; r++) summarize_run(c.db, ids[r], &s[r]);
+    printf("\nmetrics:\n  %-46s %18s %18s %10s\n", "", "A", "B", "B/A");
+    print_metric_row("median step ms (steps > 1, slowest rank)", s[0].median_step_ms, s[1].median_step_ms, 6);
+    print_metric_row("tok/s (median over steps > 1)", s[0].tokens_per_s, s[1].tokens_per_s, 8);
+    print_metric_row("final loss (rank 0, last step)", s[0].final_loss, s[1].final_loss, 8);
+    print_metric_row("peak memory bytes (at once, max over ranks)", s[0].peak_bytes, s[1].peak_bytes, 12);
+    print_metric_row("steps", s[0].steps, s[1].steps, 10);
+    print_metric_row("ranks", s[0].ranks, s[1].ranks, 10);
+    sqlite3_close(c.db);
+    return 0;
+}

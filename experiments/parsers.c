@@ -1,0 +1,697 @@
+// parsers.c — the claim parsers (parsers.h has each one's exact definition).
+//
+// Every simple parser is a per-record function over one record's run directory; the
+// driver (parse_over_records) runs it on each record and takes the median over records.
+// ratio and saved_fraction combine two sub-claims. A record's files are read fresh on each
+// call: the point of a parser is that its number comes from the raw files.
+#include "parsers.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define REC_PATH_MAX 4096
+
+// ---------------------------------------------------------------------------------------
+// Definitions
+
+typedef struct parser parser;
+typedef int (*record_fn)(const parser *p, json_t *args, const char *record_dir, double *value, json_t *ev,
+                         tb_error *err);
+typedef int (*combine_fn)(const parser *p, json_t *args, const char *const *dirs, int n, double *value,
+                          json_t **evidence, tb_error *err);
+
+struct parser {
+    const char *name;
+    const char *definition;
+    const char *const *arg_names;  // the args it accepts (NULL-terminated)
+    record_fn per_record;          // a per-record parser (median over records), or
+    combine_fn combine;            // a combination of sub-claims
+};
+
+static const char *const warmup_args[] = {"warmup_steps", NULL};
+static const char *const step_args[] = {"step", NULL};
+static const char *const category_args[] = {"category", NULL};
+static const char *const kind_args[] = {"kind", NULL};
+static const char *const no_args[] = {NULL};
+static const char *const ratio_args[] = {"numerator", "denominator", NULL};
+static const char *const saved_args[] = {"treatment", "baseline", "numerator", "denominator", NULL};
+
+static int tokens_per_s_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
+static int step_ms_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
+static int loss_at_step_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
+static int peak_memory_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
+static int pipeline_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
+static int ratio_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
+
+static const parser parsers[] = {
+    {"tokens_per_s",
+     "per record: for each step s > warmup_steps (default 1), tokens / (t_s / 1000) with tokens = config "
+     "global_batch_size x seq_length and t_s = max over ranks of metrics.rank-r step_ms at step s (the slowest "
+     "rank); the record's value is the median over those steps; the claim's value is the median over records",
+     warmup_args, tokens_per_s_record, NULL},
+    {"step_ms",
+     "per record: the median over steps s > warmup_steps (default 1) of t_s = max over ranks of "
+     "metrics.rank-r step_ms at step s (the slowest rank); median over records",
+     warmup_args, step_ms_record, NULL},
+    {"loss_at_step",
+     "per record: rank 0's loss at args.step (default the last step); every other rank that logged that step "
+     "must agree within a relative 1e-6; median over records",
+     step_args, loss_at_step_record, NULL},
+    {"peak_memory_bytes",
+     "per record: max over steps and ranks of metrics mem_peak_bytes[category] (default \"total\", the sum of "
+     "the categories' peaks; \"total_peak\" reads mem_total_peak_bytes, the most in use at once); median over "
+     "records",
+     category_args, peak_memory_record, NULL},
+    {"pipeline_bubble",
+     "per record: pipeline.json measured_bubble_fraction (args.kind \"measured\", the default: mean over stages "
+     "of 1 - compute / schedule time, mean over steps after the first) or theoretical_bubble_fraction "
+     "(\"theoretical\": (p - 1) / (v m + p - 1)); median over records",
+     kind_args, pipeline_record, NULL},
+    {"stage_imbalance",
+     "per record: pipeline.json stage_imbalance (slowest / fastest stage forward+backward time, mean over steps "
+     "after the first); median over records",
+     no_args, pipeline_record, NULL},
+    {"ratio",
+     "numerator / denominator, each {parser, args, records: [index into the claim's runs | run id]} "
+     "(records default: all the claim's runs) derived as a claim of its own",
+     ratio_args, NULL, ratio_combine},
+    {"saved_fraction",
+     "1 - treatment / baseline, each {parser, args, records: [index into the claim's runs | run id]} "
+     "(records default: all the claim's runs; numerator/denominator accepted for treatment/baseline)",
+     saved_args, NULL, ratio_combine},
+};
+#define NPARSERS ((int)(sizeof parsers / sizeof *parsers))
+
+const char *const tb_parser_names[] = {"tokens_per_s",    "step_ms", "loss_at_step",  "peak_memory_bytes",
+                                       "pipeline_bubble", "stage_imbalance", "ratio", "saved_fraction",
+                                       NULL};
+
+static const parser *find_parser(const char *name) {
+    for (int i = 0; name && i < NPARSERS; i++)
+        if (!strcmp(parsers[i].name, name)) return &parsers[i];
+    return NULL;
+}
+
+const char *tb_parser_definition(const char *name) {
+    const parser *p = find_parser(name);
+    return p ? p->definition : NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Small helpers
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+double tb_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// min / median / max of n values, as a JSON object (values is reordered)
+static json_t *summary_json(double *v, int n) {
+    double med = tb_median(v, n);
+    return json_pack("{s:f, s:f, s:f, s:i}", "min", v[0], "median", med, "max", v[n - 1], "count", n);
+}
+
+// The last component of a path (a record directory's run id), into out.
+static const char *base_name(const char *path, char *out, size_t size) {
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--;
+    const char *end = path + len, *b = end;
+    while (b > path && b[-1] != '/') b--;
+    size_t n = (size_t)(end - b) < size - 1 ? (size_t)(end - b) : size - 1;
+    memcpy(out, b, n);
+    out[n] = '\0';
+    return out;
+}
+
+static int run_path(char *out, size_t size, const char *record_dir, const char *file, tb_error *err) {
+    int n = snprintf(out, size, "%s/run/%s", record_dir, file);
+    if (n < 0 || (size_t)n >= size) return tb_fail(err, "%s/run/%s: path too long", record_dir, file);
+    return 0;
+}
+
+static json_t *load_json_file(const char *path, tb_error *err) {
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        if (access(path, R_OK) != 0) tb_fail(err, "%s: missing or unreadable (%s)", path, strerror(errno));
+        else tb_fail(err, "%s: line %d, column %d: %s", path, jerr.line, jerr.column, jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        tb_fail(err, "%s: not a JSON object", path);
+        return NULL;
+    }
+    return root;
+}
+
+// A non-negative integer arg, or the default when absent.
+static int int_arg(const parser *p, json_t *args, const char *key, long long dflt, long long min, long long *out,
+                   tb_error *err) {
+    json_t *v = args ? json_object_get(args, key) : NULL;
+    if (!v || json_is_null(v)) {
+        *out = dflt;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < min)
+        return tb_fail(err, "parser %s: args.%s must be an integer >= %lld", p->name, key, min);
+    *out = (long long)json_integer_value(v);
+    return 0;
+}
+
+static const char *string_arg(json_t *args, const char *key, const char *dflt) {
+    json_t *v = args ? json_object_get(args, key) : NULL;
+    return json_is_string(v) ? json_string_value(v) : dflt;
+}
+
+// ---------------------------------------------------------------------------------------
+// One record's metrics: every rank's metrics.rank-NNNNN.jsonl
+
+enum { NEED_STEP_MS = 1, NEED_LOSS = 2, NEED_MEM = 4 };
+
+typedef struct metric_row {
+    int64_t step;
+    int line;
+    int has_loss;
+    double loss, step_ms, mem;
+} metric_row;
+
+typedef struct rank_metrics {
+    char path[REC_PATH_MAX];
+    metric_row *rows;  // sorted by step
+    int n;
+} rank_metrics;
+
+typedef struct record_metrics {
+    json_t *config;  // run/config.json
+    char config_path[REC_PATH_MAX];
+    int nranks;
+    rank_metrics *ranks;
+} record_metrics;
+
+static void record_metrics_free(record_metrics *m) {
+    for (int r = 0; r < m->nranks; r++) free(m->ranks[r].rows);
+    free(m->ranks);
+    json_decref(m->config);
+    memset(m, 0, sizeof *m);
+}
+
+static int cmp_row_step(const void *a, const void *b) {
+    int64_t x = ((const metric_row *)a)->step, y = ((const metric_row *)b)->step;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static int read_whole_file(const char *path, char **data, size_t *len, tb_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return tb_fail(err, "%s: cannot open (%s)", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) buf = realloc(buf, cap *= 2);
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return tb_fail(err, "%s: read error", path);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+static int number_field(json_t *line, const char *key, double *out) {
+    json_t *v = json_object_get(line, key);
+    if (!json_is_number(v)) return -1;
+    *out = json_number_value(v);
+    return 0;
+}
+
+// Reads one rank's metrics file, keeping the fields `need` asks for (an absent one is an
+// error naming file and line). category: the mem_peak_bytes key for NEED_MEM ("total_peak":
+// mem_total_peak_bytes).
+static int read_rank_metrics(rank_metrics *rm, int need, const char *category, tb_error *err) {
+    char *data = NULL;
+    size_t len = 0;
+    if (read_whole_file(rm->path, &data, &len, err) != 0) return -1;
+    int cap = 64, lineno = 0, rc = 0;
+    rm->rows = malloc((size_t)cap * sizeof *rm->rows);
+    rm->n = 0;
+    for (char *p = data; p < data + len && rc == 0;) {
+        char *nl = memchr(p, '\n', (size_t)(data + len - p));
+        size_t l = nl ? (size_t)(nl - p) : (size_t)(data + len - p);
+        lineno++;
+        char *line_start = p;
+        p += l + (nl ? 1 : 0);
+        size_t k = 0;
+        while (k < l && (line_start[k] == ' ' || line_start[k] == '\t' || line_start[k] == '\r')) k++;
+        if (k == l) continue;  // blank line
+        json_error_t jerr;
+        json_t *o = json_loadb(line_start, l, 0, &jerr);
+        if (!o || !json_is_object(o)) {
+            rc = tb_fail(err, "%s:%d: %s", rm->path, lineno, o ? "not a JSON object" : jerr.text);
+            json_decref(o);
+            break;
+        }
+        metric_row row = {0};
+        row.line = lineno;
+        json_t *step = json_object_get(o, "step");
+        if (!json_is_integer(step) || json_integer_value(step) < 0) {
+            rc = tb_fail(err, "%s:%d: no integer 'step'", rm->path, lineno);
+        } else {
+            row.step = (int64_t)json_integer_value(step);
+            if ((need & NEED_STEP_MS) && number_field(o, "step_ms", &row.step_ms) != 0)
+                rc = tb_fail(err, "%s:%d: no numeric 'step_ms'", rm->path, lineno);
+            if (rc == 0 && (need & NEED_LOSS)) row.has_loss = number_field(o, "loss", &row.loss) == 0;
+            if (rc == 0 && (need & NEED_MEM)) {
+                int ok;
+                if (!strcmp(category, "total_peak")) {
+                    ok = number_field(o, "mem_total_peak_bytes", &row.mem) == 0;
+                } else {
+                    json_t *mem = json_object_get(o, "mem_peak_bytes");
+                    ok = json_is_object(mem) && json_is_number(json_object_get(mem, category));
+                    if (ok) row.mem = json_number_value(json_object_get(mem, category));
+                }
+                if (!ok && !strcmp(category, "total_peak"))
+                    rc = tb_fail(err, "%s:%d: no numeric 'mem_total_peak_bytes'", rm->path, lineno);
+                else if (!ok)
+                    rc = tb_fail(err, "%s:%d: no numeric 'mem_peak_bytes.%s'", rm->path, lineno, category);
+            }
+        }
+        json_decref(o);
+        if (rc != 0) break;
+        if (rm->n == cap) rm->rows = realloc(rm->rows, (size_t)(cap *= 2) * sizeof *rm->rows);
+        rm->rows[rm->n++] = row;
+    }
+    free(data);
+    if (rc != 0) return -1;
+    if (rm->n == 0) return tb_fail(err, "%s: no metrics lines", rm->path);
+    qsort(rm->rows, (size_t)rm->n, sizeof *rm->rows, cmp_row_step);
+    for (int i = 1; i < rm->n; i++)
+        if (rm->rows[i].step == rm->rows[i - 1].step)
+            return tb_fail(err, "%s:%d: step %lld repeats line %d", rm->path, rm->rows[i].line,
+                           (long long)rm->rows[i].step, rm->rows[i - 1].line);
+    return 0;
+}
+
+static const metric_row *find_step(const rank_metrics *rm, int64_t step) {
+    int lo = 0, hi = rm->n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (rm->rows[mid].step == step) return &rm->rows[mid];
+        if (rm->rows[mid].step < step) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return NULL;
+}
+
+// Reads config.json and the metrics of ranks 0..world_size-1, adding the paths to files.
+static int read_record_metrics(record_metrics *m, const char *record_dir, int need, const char *category,
+                               json_t *files, tb_error *err) {
+    memset(m, 0, sizeof *m);
+    if (run_path(m->config_path, sizeof m->config_path, record_dir, "config.json", err) != 0) return -1;
+    if (!(m->config = load_json_file(m->config_path, err))) return -1;
+    json_array_append_new(files, json_string(m->config_path));
+    json_t *ws = json_object_get(m->config, "world_size");
+    long long world = json_is_integer(ws) ? json_integer_value(ws) : 1;
+    if (world < 1 || world > 1 << 20) {
+        record_metrics_free(m);
+        return tb_fail(err, "%s: world_size %lld out of range", m->config_path, world);
+    }
+    m->ranks = calloc((size_t)world, sizeof *m->ranks);
+    m->nranks = (int)world;
+    for (int r = 0; r < m->nranks; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "metrics.rank-%05d.jsonl", r);
+        if (run_path(m->ranks[r].path, sizeof m->ranks[r].path, record_dir, name, err) != 0 ||
+            read_rank_metrics(&m->ranks[r], need, category, err) != 0) {
+            if (r > 0) tb_fail_prefix(err, "rank %d of world_size %lld (%s)", r, world, m->config_path);
+            record_metrics_free(m);
+            return -1;
+        }
+        json_array_append_new(files, json_string(m->ranks[r].path));
+    }
+    return 0;
+}
+
+// The global batch's tokens: config global_batch_size x seq_length.
+static int tokens_per_step(const record_metrics *m, double *tokens, json_t *ev, tb_error *err) {
+    json_t *gbs = json_object_get(m->config, "global_batch_size"), *seq = json_object_get(m->config, "seq_length");
+    if (!json_is_integer(gbs) || !json_is_integer(seq) || json_integer_value(gbs) <= 0 ||
+        json_integer_value(seq) <= 0)
+        return tb_fail(err, "%s: needs positive integer global_batch_size and seq_length", m->config_path);
+    *tokens = (double)json_integer_value(gbs) * (double)json_integer_value(seq);
+    char formula[160];
+    snprintf(formula, sizeof formula, "global_batch_size %lld x seq_length %lld = %.0f",
+             (long long)json_integer_value(gbs), (long long)json_integer_value(seq), *tokens);
+    json_object_set_new(ev, "tokens_per_step", json_real(*tokens));
+    json_object_set_new(ev, "tokens_formula", json_string(formula));
+    return 0;
+}
+
+// t_s (max over ranks of step_ms) for rank 0's steps > warmup; *times is malloc'd.
+static int slowest_step_times(const record_metrics *m, long long warmup, double **times, int *n, json_t *ev,
+                              tb_error *err) {
+    const rank_metrics *r0 = &m->ranks[0];
+    double *t = malloc((size_t)r0->n * sizeof *t);
+    int k = 0;
+    int64_t first = 0, last = 0;
+    for (int i = 0; i < r0->n; i++) {
+        const metric_row *row = &r0->rows[i];
+        if (row->step <= warmup) continue;
+        double slowest = row->step_ms;
+        for (int r = 1; r < m->nranks; r++) {
+            const metric_row *o = find_step(&m->ranks[r], row->step);
+            if (!o) {
+                free(t);
+                return tb_fail(err, "%s: no step %lld (rank 0 has it, %s:%d)", m->ranks[r].path,
+                               (long long)row->step, r0->path, row->line);
+            }
+            if (o->step_ms > slowest) slowest = o->step_ms;
+        }
+        if (!(slowest > 0)) {
+            free(t);
+            return tb_fail(err, "%s:%d: step_ms %g at step %lld is not positive", r0->path, row->line, slowest,
+                           (long long)row->step);
+        }
+        if (k == 0) first = row->step;
+        last = row->step;
+        t[k++] = slowest;
+    }
+    if (k == 0) {
+        free(t);
+        return tb_fail(err, "%s: no steps after warmup_steps %lld (last step %lld)", r0->path, warmup,
+                       (long long)r0->rows[r0->n - 1].step);
+    }
+    json_object_set_new(ev, "warmup_steps", json_integer(warmup));
+    json_object_set_new(ev, "steps_used", json_pack("{s:I, s:I, s:i}", "first", (json_int_t)first, "last",
+                                                    (json_int_t)last, "count", k));
+    json_object_set_new(ev, "ranks", json_integer(m->nranks));
+    *times = t;
+    *n = k;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// The per-record parsers
+
+static int step_time_record(const parser *p, json_t *args, const char *dir, int throughput, double *value,
+                            json_t *ev, tb_error *err) {
+    long long warmup = 1;
+    if (int_arg(p, args, "warmup_steps", 1, 0, &warmup, err) != 0) return -1;
+    json_t *files = json_array();
+    json_object_set_new(ev, "files", files);
+    record_metrics m;
+    if (read_record_metrics(&m, dir, NEED_STEP_MS, NULL, files, err) != 0) return -1;
+    double tokens = 0, *t = NULL;
+    int n = 0;
+    int rc = throughput ? tokens_per_step(&m, &tokens, ev, err) : 0;
+    if (rc == 0) rc = slowest_step_times(&m, warmup, &t, &n, ev, err);
+    if (rc == 0) {
+        if (throughput)
+            for (int i = 0; i < n; i++) t[i] = tokens / (t[i] / 1000.0);
+        json_t *s = summary_json(t, n);
+        *value = json_real_value(json_object_get(s, "median"));
+        json_object_set_new(ev, "per_step", s);
+    }
+    free(t);
+    record_metrics_free(&m);
+    return rc;
+}
+
+static int tokens_per_s_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev,
+                               tb_error *err) {
+    return step_time_record(p, args, dir, 1, value, ev, err);
+}
+
+static int step_ms_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev,
+                          tb_error *err) {
+    return step_time_record(p, args, dir, 0, value, ev, err);
+}
+
+static int loss_at_step_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev,
+                               tb_error *err) {
+    long long want = -1;
+    if (int_arg(p, args, "step", -1, 1, &want, err) != 0) return -1;
+    json_t *files = json_array();
+    json_object_set_new(ev, "files", files);
+    record_metrics m;
+    if (read_record_metrics(&m, dir, NEED_LOSS, NULL, files, err) != 0) return -1;
+    const rank_metrics *r0 = &m.ranks[0];
+    int64_t step = want < 0 ? r0->rows[r0->n - 1].step : (int64_t)want;
+    const metric_row *row = find_step(r0, step);
+    int rc = 0;
+    if (!row) rc = tb_fail(err, "%s: no step %lld (steps %lld..%lld)", r0->path, (long long)step,
+                           (long long)r0->rows[0].step, (long long)r0->rows[r0->n - 1].step);
+    else if (!row->has_loss) rc = tb_fail(err, "%s:%d: no numeric 'loss'", r0->path, row->line);
+    int agreeing = 1;
+    for (int r = 1; rc == 0 && r < m.nranks; r++) {
+        const metric_row *o = find_step(&m.ranks[r], step);
+        if (!o || !o->has_loss) continue;
+        if (fabs(o->loss - row->loss) > 1e-6 * fabs(row->loss))
+            rc = tb_fail(err, "%s:%d: loss %.17g at step %lld disagrees with rank 0's %.17g (%s:%d)",
+                         m.ranks[r].path, o->line, o->loss, (long long)step, row->loss, r0->path, row->line);
+        agreeing++;
+    }
+    if (rc == 0) {
+        *value = row->loss;
+        json_object_set_new(ev, "step", json_integer(step));
+        json_object_set_new(ev, "line", json_integer(row->line));
+        json_object_set_new(ev, "ranks_agreeing", json_integer(agreeing));
+    }
+    record_metrics_free(&m);
+    return rc;
+}
+
+static int peak_memory_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev,
+                              tb_error *err) {
+    static const char *const categories[] = {"params",    "grads", "optimizer", "activations",
+                                             "workspace", "comm",  "total",     "total_peak"};
+    const char *category = string_arg(args, "category", "total");
+    int known = 0;
+    for (size_t i = 0; i < sizeof categories / sizeof *categories; i++) known |= !strcmp(category, categories[i]);
+    if (!known)
+        return tb_fail(err, "parser %s: args.category '%s' is not one of params, grads, optimizer, activations, "
+                            "workspace, comm, total, total_peak", p->name, category);
+    json_t *files = json_array();
+    json_object_set_new(ev, "files", files);
+    record_metrics m;
+    if (read_record_metrics(&m, dir, NEED_MEM, category, files, err) != 0) return -1;
+    double peak = -1;
+    int peak_rank = 0;
+    const metric_row *at = NULL;
+    for (int r = 0; r < m.nranks; r++)
+        for (int i = 0; i < m.ranks[r].n; i++)
+            if (m.ranks[r].rows[i].mem > peak) {
+                peak = m.ranks[r].rows[i].mem;
+                peak_rank = r;
+                at = &m.ranks[r].rows[i];
+            }
+    *value = peak;
+    json_object_set_new(ev, "category", json_string(category));
+    json_object_set_new(ev, "rank_of_peak", json_integer(peak_rank));
+    json_object_set_new(ev, "step_of_peak", json_integer(at ? at->step : 0));
+    json_object_set_new(ev, "ranks", json_integer(m.nranks));
+    record_metrics_free(&m);
+    return 0;
+}
+
+static int pipeline_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev,
+                           tb_error *err) {
+    const char *key = "stage_imbalance";
+    if (!strcmp(p->name, "pipeline_bubble")) {
+        const char *kind = string_arg(args, "kind", "measured");
+        if (!strcmp(kind, "measured")) key = "measured_bubble_fraction";
+        else if (!strcmp(kind, "theoretical")) key = "theoretical_bubble_fraction";
+        else return tb_fail(err, "parser %s: args.kind '%s' is not measured or theoretical", p->name, kind);
+    }
+    char path[REC_PATH_MAX];
+    if (run_path(path, sizeof path, dir, "pipeline.json", err) != 0) return -1;
+    json_t *files = json_array();
+    json_object_set_new(ev, "files", files);
+    json_t *root = load_json_file(path, err);
+    if (!root) return -1;
+    json_array_append_new(files, json_string(path));
+    json_t *v = json_object_get(root, key);
+    int rc = 0;
+    if (!json_is_number(v)) rc = tb_fail(err, "%s: no numeric '%s'", path, key);
+    else {
+        *value = json_number_value(v);
+        json_object_set_new(ev, "key", json_string(key));
+        json_object_set(ev, "schedule", json_object_get(root, "schedule"));
+        json_object_set(ev, "pipeline_model_parallel_size", json_object_get(root, "pipeline_model_parallel_size"));
+        json_object_set(ev, "num_microbatches", json_object_get(root, "num_microbatches"));
+    }
+    json_decref(root);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------
+// The driver and the combinations
+
+static int check_args(const parser *p, json_t *args, tb_error *err) {
+    if (!args || json_is_null(args)) return 0;
+    if (!json_is_object(args)) return tb_fail(err, "parser %s: args must be a JSON object", p->name);
+    const char *key;
+    json_t *v;
+    json_object_foreach(args, key, v) {
+        int known = 0;
+        for (const char *const *a = p->arg_names; *a; a++) known |= !strcmp(*a, key);
+        if (!known) {
+            char list[256] = "";
+            size_t used = 0;
+            for (const char *const *a = p->arg_names; *a && used < sizeof list; a++) {
+                int w = snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", *a);
+                if (w < 0) break;
+                used += (size_t)w;
+            }
+            return tb_fail(err, "parser %s: unknown args.%s (known: %s)", p->name, key, used ? list : "none");
+        }
+    }
+    return 0;
+}
+
+static int parse_over_records(const parser *p, json_t *args, const char *const *dirs, int n, double *value,
+                              json_t **evidence, tb_error *err) {
+    double *values = malloc((size_t)n * sizeof *values);
+    json_t *records = json_array();
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        json_t *ev = json_object();
+        char run_id[256];
+        json_object_set_new(ev, "run_id", json_string(base_name(dirs[i], run_id, sizeof run_id)));
+        json_object_set_new(ev, "record_dir", json_string(dirs[i]));
+        if (p->per_record(p, args, dirs[i], &values[i], ev, err) != 0) {
+            rc = tb_fail_prefix(err, "parser %s, record %s", p->name, dirs[i]);
+            json_decref(ev);
+            break;
+        }
+        json_object_set_new(ev, "value", json_real(values[i]));
+        json_array_append_new(records, ev);
+    }
+    if (rc == 0) {
+        json_t *s = summary_json(values, n);
+        *value = json_real_value(json_object_get(s, "median"));
+        if (evidence) {
+            *evidence = json_pack("{s:s, s:s, s:O, s:f, s:o, s:o}", "parser", p->name, "definition", p->definition,
+                                  "args", args ? args : json_null(), "value", *value, "over_records", s, "records",
+                                  records);
+            records = NULL;
+        } else {
+            json_decref(s);
+        }
+    }
+    json_decref(records);
+    free(values);
+    return rc;
+}
+
+// One side of a ratio: {"parser", "args", "records": [index | run id]} over the claim's records.
+static int part_value(const parser *p, const char *side, json_t *part, const char *const *dirs, int n,
+                      double *value, json_t **evidence, tb_error *err) {
+    if (!json_is_object(part)) return tb_fail(err, "parser %s: args.%s must be an object {parser, args, records}",
+                                              p->name, side);
+    json_t *name = json_object_get(part, "parser");
+    if (!json_is_string(name)) return tb_fail(err, "parser %s: args.%s.parser must be a parser's name", p->name, side);
+    const char *key;
+    json_t *v;
+    json_object_foreach(part, key, v) {
+        if (strcmp(key, "parser") && strcmp(key, "args") && strcmp(key, "records"))
+            return tb_fail(err, "parser %s: unknown args.%s.%s (known: parser, args, records)", p->name, side, key);
+    }
+    json_t *sel = json_object_get(part, "records");
+    const char **chosen = malloc((size_t)(n > 0 ? n : 1) * sizeof *chosen);
+    int k = 0, rc = 0;
+    if (!sel || json_is_null(sel)) {
+        for (int i = 0; i < n; i++) chosen[k++] = dirs[i];
+    } else if (!json_is_array(sel) || json_array_size(sel) == 0 || json_array_size(sel) > (size_t)n * 64) {
+        rc = tb_fail(err, "parser %s: args.%s.records must be a non-empty array of indices or run ids", p->name, side);
+    } else {
+        chosen = realloc(chosen, json_array_size(sel) * sizeof *chosen);
+        size_t i;
+        json_array_foreach(sel, i, v) {
+            int found = -1;
+            if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) < n)
+                found = (int)json_integer_value(v);
+            char run_id[256];
+            for (int j = 0; json_is_string(v) && j < n && found < 0; j++)
+                if (!strcmp(base_name(dirs[j], run_id, sizeof run_id), json_string_value(v))) found = j;
+            if (found < 0) {
+                char *text = json_dumps(v, JSON_ENCODE_ANY);
+                rc = tb_fail(err, "parser %s: args.%s.records[%zu] = %s is neither an index below %d nor one of the "
+                                  "claim's run ids", p->name, side, i, text ? text : "?", n);
+                free(text);
+                break;
+            }
+            chosen[k++] = dirs[found];
+        }
+    }
+    if (rc == 0 && tb_parse_claim(json_string_value(name), json_object_get(part, "args"), chosen, k, value, evidence,
+                                  err) != 0)
+        rc = tb_fail_prefix(err, "%s %s", p->name, side);
+    free(chosen);
+    return rc;
+}
+
+static int ratio_combine(const parser *p, json_t *args, const char *const *dirs, int n, double *value,
+                         json_t **evidence, tb_error *err) {
+    const int saved = !strcmp(p->name, "saved_fraction");
+    const char *top = saved && json_object_get(args, "treatment") ? "treatment" : "numerator";
+    const char *bottom = saved && json_object_get(args, "baseline") ? "baseline" : "denominator";
+    if (!args || !json_object_get(args, top) || !json_object_get(args, bottom))
+        return tb_fail(err, "parser %s: needs args.%s and args.%s", p->name, saved ? "treatment" : "numerator",
+                       saved ? "baseline" : "denominator");
+    double a, b;
+    json_t *ea = NULL, *eb = NULL;
+    if (part_value(p, top, json_object_get(args, top), dirs, n, &a, evidence ? &ea : NULL, err) != 0) return -1;
+    if (part_value(p, bottom, json_object_get(args, bottom), dirs, n, &b, evidence ? &eb : NULL, err) != 0) {
+        json_decref(ea);
+        return -1;
+    }
+    if (b == 0) {
+        json_decref(ea);
+        json_decref(eb);
+        return tb_fail(err, "parser %s: the %s is 0", p->name, bottom);
+    }
+    *value = saved ? 1.0 - a / b : a / b;
+    if (evidence)
+        *evidence = json_pack("{s:s, s:s, s:f, s:f, s:f, s:o, s:o}", "parser", p->name, "definition", p->definition,
+                              "value", *value, top[0] == 't' ? "treatment_value" : "numerator_value", a,
+                              bottom[0] == 'b' ? "baseline_value" : "denominator_value", b, top, ea, bottom, eb);
+    return 0;
+}
+
+int tb_parse_claim(const char *name, json_t *args, const char *const *record_dirs, int nrecords, double *value,
+                   json_t **evidence, tb_error *err) {
+    if (evidence) *evidence = NULL;
+    const parser *p = find_parser(name);
+    if (!p) {
+        char known[512] = "";
+        size_t used = 0;
+        for (int i = 0; i < NPARSERS; i++) {
+            int w = snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "", parsers[i].name);
+            if (w < 0 || (size_t)w >= sizeof known - used) break;
+            used += (size_t)w;
+        }
+        return tb_fail(err, "unknown parser '%s' (parsers: %s)", name ? name : "(null)", known);
+    }
+    if (nrecords <= 0) return tb_fail(err, "parser %s: no records to derive from", p->name);
+    if (check_args(p, args, err) != 0) return -1;
+    if (p->combine) return p->combine(p, args, record_dirs, nrecords, value, evidence, err);
+    return parse_over_records(p, args, record_dirs, nrecords, value, evidence, err);
+}

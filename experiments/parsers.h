@@ -1,0 +1,77 @@
+// parsers.h — claim parsers: the named, exact definitions that turn a claim's records into
+// its number. A runbook's claim names one (record.h, claims.json "parser" and "args"), and
+// `tracebook prove` re-derives the claim with it from the raw files of the claim's runs.
+//
+// A parser reads only the engine's run directory inside each record (<record>/run/:
+// config.json, metrics.rank-NNNNN.jsonl, pipeline.json; engine/training.c writes them). It
+// reads the metrics of every rank (ranks 0..world_size-1 of config.json; a missing one is an
+// error). A missing or malformed file is an error naming the file, and the line for JSONL.
+//
+// "Median" is the middle value, or the mean of the two middle values for an even count.
+// Steps are 1-based, as the engine numbers them.
+//
+// The parsers and their exact definitions (tb_parser_definition returns these texts):
+//
+//   tokens_per_s       args {"warmup_steps": W = 1}
+//       Per record: for each step s > W, tokens / (t_s / 1000), with tokens = config
+//       global_batch_size x seq_length (the global batch's tokens) and t_s = the slowest
+//       rank's step time, max over ranks r of metrics.rank-r step_ms at step s; the
+//       record's value is the median over those steps. The claim's value is the median over
+//       records (the repetitions).
+//   step_ms            args {"warmup_steps": W = 1}
+//       Per record: the median over steps s > W of t_s (above); median over records.
+//   loss_at_step       args {"step": S = the last step}
+//       Per record: rank 0's loss at step S; every other rank that logged step S must agree
+//       within a relative 1e-6 (the loss is all-reduced). Median over records.
+//   peak_memory_bytes  args {"category": C = "total"}  (params, grads, optimizer,
+//                      activations, workspace, comm, total)
+//       Per record: max over steps and ranks of mem_peak_bytes[C] (the allocator's peak of
+//       the category; "total" is the sum of the categories' peaks). Median over records.
+//   pipeline_bubble    args {"kind": "measured" (default) | "theoretical"}
+//       Per record: pipeline.json measured_bubble_fraction (mean over stages of 1 − compute /
+//       schedule time, mean over steps after the first) or theoretical_bubble_fraction
+//       ((p − 1) / (v·m + p − 1)). Median over records.
+//   stage_imbalance    args {}
+//       Per record: pipeline.json stage_imbalance (slowest / fastest stage forward+backward
+//       time). Median over records.
+//   ratio              args {"numerator": PART, "denominator": PART}
+//       numerator value / denominator value, each PART {"parser": NAME, "args": {...},
+//       "records": [index into the claim's runs | run id, ...]} (records: default all of
+//       the claim's runs) evaluated as a claim of its own. For speed-ups:
+//       {"numerator": tokens_per_s of the new runs, "denominator": the same of the old}.
+//   saved_fraction     args {"treatment": PART, "baseline": PART}  ("numerator" /
+//                      "denominator" are accepted for treatment / baseline)
+//       1 − treatment value / baseline value. For "recompute saved 78% of activation
+//       memory": peak_memory_bytes {"category": "activations"} with and without recompute.
+#ifndef TB_EXPERIMENTS_PARSERS_H
+#define TB_EXPERIMENTS_PARSERS_H
+
+#include <jansson.h>
+
+#include "core/error.h"
+
+// Derives a claim's value from its records (record directories, as
+// artifacts/<experiment>/v<version>/<run-id>) with the named parser. args may be NULL (all
+// defaults). On success *value is set and, when evidence is not NULL, *evidence is a new
+// JSON object (the caller decrefs it):
+//   {"parser", "definition", "args", "value", "min", "median", "max" (over records),
+//    "records": [{"run_id", "record_dir", "value", "files": [paths read], ...parser's
+//                 details: "steps_used" {"first","last","count"}, "per_step" {"min",
+//                 "median","max"}, "tokens_per_step", "tokens_formula", "rank_of_peak",
+//                 "step_of_peak", ...}]}
+// and for ratio / saved_fraction {"parser", "definition", "value", "numerator"|"treatment":
+// evidence, "denominator"|"baseline": evidence}.
+int tb_parse_claim(const char *parser, json_t *args, const char *const *record_dirs, int nrecords, double *value,
+                   json_t **evidence, tb_error *err);
+
+// The exact definition of a parser (the text above, one paragraph), or NULL when there is
+// no parser of that name.
+const char *tb_parser_definition(const char *parser);
+
+// The parsers' names, NULL-terminated.
+extern const char *const tb_parser_names[];
+
+// The median of n values (n > 0; values is reordered).
+double tb_median(double *values, int n);
+
+#endif

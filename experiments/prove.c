@@ -1,0 +1,721 @@
+// prove.c — `tracebook prove`: re-derive every claim from the raw files of its runs.
+//
+//   tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--artifacts DIR]
+//
+// For each claim of each <artifacts>/<experiment>/v<version>/claims.json (or the claim named
+// CLAIM): every record the claim names must be complete (manifest.json), every file its
+// manifest lists must exist with the listed sha256, and the claim's parser
+// (experiments/parsers.h) must re-derive the claimed value within the claim's
+// relative_tolerance. A claim that passes prints its evidence; one that does not prints why
+// and the command exits 1, naming each failed claim and its reason on stderr. Files in a
+// record that its manifest does not list are reported (a warning: they are not evidence).
+// The outcome of each claim is recorded in the catalogue (claims.proven_at, proven_value).
+//
+// Each record is verified once however many claims use it, so proving a thousand runs is a
+// matter of hashing their files (about a second).
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "parsers.h"
+#include "provenance.h"
+#include "record.h"
+
+#define PROVE_PATH_MAX 4096
+#define DEFAULT_RELATIVE_TOLERANCE 1e-9
+
+// ---------------------------------------------------------------------------------------
+// A growable string
+
+typedef struct strbuf {
+    char *s;
+    size_t len, cap;
+} strbuf;
+
+__attribute__((format(printf, 2, 3))) static void sb_printf(strbuf *b, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = b->cap - b->len;
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? room : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) return;
+        if (b->s && (size_t)n < room) {
+            b->len += (size_t)n;
+            return;
+        }
+        b->cap = (b->len + (size_t)n + 1) * 2;
+        b->s = realloc(b->s, b->cap);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Verifying a record against its manifest
+
+typedef struct record_check {
+    char *dir;
+    json_t *manifest;   // NULL when missing or unreadable
+    strbuf failures;    // one line each: missing / altered files, an incomplete record
+    strbuf warnings;    // files the manifest does not list, a run that did not finish
+    int files_verified;
+} record_check;
+
+// The verified records, by directory (open addressing; each record is verified once).
+typedef struct check_table {
+    record_check *slots;
+    size_t cap, n;
+} check_table;
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+// The slot of dir: its entry, or the empty slot where it belongs.
+static record_check *check_find(check_table *t, const char *dir) {
+    size_t j = hash_str(dir) & (t->cap - 1);
+    while (t->slots[j].dir && strcmp(t->slots[j].dir, dir)) j = (j + 1) & (t->cap - 1);
+    return &t->slots[j];
+}
+
+// A new entry for dir (not in the table), growing the table first when half full; pointers
+// to entries stay valid until the next insertion.
+static record_check *check_insert(check_table *t, const char *dir) {
+    if (2 * (t->n + 1) > t->cap) {
+        check_table bigger = {calloc(t->cap ? 2 * t->cap : 1024, sizeof(record_check)), t->cap ? 2 * t->cap : 1024, 0};
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->slots[i].dir) {
+                *check_find(&bigger, t->slots[i].dir) = t->slots[i];
+                bigger.n++;
+            }
+        free(t->slots);
+        *t = bigger;
+    }
+    record_check *c = check_find(t, dir);
+    c->dir = strdup(dir);
+    t->n++;
+    return c;
+}
+
+static void check_table_free(check_table *t) {
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].dir) {
+            free(t->slots[i].dir);
+            json_decref(t->slots[i].manifest);
+            free(t->slots[i].failures.s);
+            free(t->slots[i].warnings.s);
+        }
+    free(t->slots);
+}
+
+// A manifest's file name must stay inside the record: relative, without "..".
+static int safe_relative_path(const char *rel) {
+    if (!*rel || rel[0] == '/') return 0;
+    for (const char *p = rel; *p;) {
+        const char *slash = strchr(p, '/');
+        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if ((len == 2 && !strncmp(p, "..", 2)) || len == 0) return 0;
+        p += len + (slash ? 1 : 0);
+    }
+    return 1;
+}
+
+// Every regular file under dir/sub that the manifest's files do not list.
+static void find_unlisted(const char *root, const char *sub, json_t *files, strbuf *warnings, int depth) {
+    char path[PROVE_PATH_MAX];
+    if (snprintf(path, sizeof path, "%s%s%s", root, *sub ? "/" : "", sub) >= (int)sizeof path || depth > 16) return;
+    DIR *d = opendir(path);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!*sub && (!strcmp(e->d_name, "manifest.json") || !strcmp(e->d_name, "heartbeat"))) continue;
+        char rel[PROVE_PATH_MAX], full[PROVE_PATH_MAX];
+        if (snprintf(rel, sizeof rel, "%s%s%s", sub, *sub ? "/" : "", e->d_name) >= (int)sizeof rel ||
+            snprintf(full, sizeof full, "%s/%s", root, rel) >= (int)sizeof full)
+            continue;
+        struct stat st;
+        if (lstat(full, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) find_unlisted(root, rel, files, warnings, depth + 1);
+        else if (!json_object_get(files, rel)) sb_printf(warnings, "unlisted file (not in the manifest): %s\n", full);
+    }
+    closedir(d);
+}
+
+static record_check *verify_record(check_table *t, const char *dir) {
+    record_check *c = t->cap ? check_find(t, dir) : NULL;
+    if (c && c->dir) return c;
+    c = check_insert(t, dir);
+    char path[PROVE_PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/manifest.json", dir) >= (int)sizeof path) {
+        sb_printf(&c->failures, "record path too long: %s\n", dir);
+        return c;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        sb_printf(&c->failures, "record missing: %s (no such directory)\n", dir);
+        return c;
+    }
+    json_error_t jerr;
+    c->manifest = json_load_file(path, 0, &jerr);
+    if (!c->manifest) {
+        if (stat(path, &st) != 0) sb_printf(&c->failures, "record incomplete: %s missing\n", path);
+        else sb_printf(&c->failures, "manifest unreadable: %s: line %d: %s\n", path, jerr.line, jerr.text);
+        return c;
+    }
+    json_t *files = json_object_get(c->manifest, "files");
+    if (!json_is_object(files)) {
+        sb_printf(&c->failures, "manifest without \"files\": %s\n", path);
+        return c;
+    }
+    const char *status = json_string_value(json_object_get(c->manifest, "status"));
+    if (!status || strcmp(status, "finished"))
+        sb_printf(&c->warnings, "run status %s (not finished): %s\n", status ? status : "(none)", path);
+    const char *rel;
+    json_t *want;
+    json_object_foreach(files, rel, want) {
+        char full[PROVE_PATH_MAX];
+        if (!safe_relative_path(rel) || snprintf(full, sizeof full, "%s/%s", dir, rel) >= (int)sizeof full) {
+            sb_printf(&c->failures, "manifest lists a path outside the record: %s (in %s)\n", rel, path);
+            continue;
+        }
+        if (!json_is_string(want)) {
+            sb_printf(&c->failures, "manifest gives no sha256 for %s (in %s)\n", rel, path);
+            continue;
+        }
+        char hex[65];
+        tb_error err;
+        if (stat(full, &st) != 0) {
+            sb_printf(&c->failures, "file missing: %s (manifest sha256 %s)\n", full, json_string_value(want));
+        } else if (tb_sha256_file(full, hex, &err) != 0) {
+            sb_printf(&c->failures, "file unreadable: %s\n", err.msg);
+        } else if (strcasecmp(hex, json_string_value(want)) != 0) {
+            sb_printf(&c->failures, "file altered: %s: sha256 expected %s, actual %s\n", full, json_string_value(want),
+                      hex);
+        } else {
+            c->files_verified++;
+        }
+    }
+    find_unlisted(dir, "", files, &c->warnings, 0);
+    return c;
+}
+
+// ---------------------------------------------------------------------------------------
+// Printing the evidence
+
+// The argv as one shell-pasteable line.
+static void print_command(json_t *argv) {
+    size_t i;
+    json_t *a;
+    json_array_foreach(argv, i, a) {
+        const char *s = json_string_value(a);
+        if (!s) continue;
+        int plain = *s != '\0';
+        for (const char *p = s; *p && plain; p++)
+            plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%", *p) != NULL;
+        fputs(i ? " " : "", stdout);
+        if (plain) {
+            fputs(s, stdout);
+            continue;
+        }
+        putchar('\'');
+        for (const char *p = s; *p; p++) {
+            if (*p == '\'') fputs("'\\''", stdout);
+            else putchar(*p);
+        }
+        putchar('\'');
+    }
+}
+
+static long long cfg_int(json_t *config, const char *key) {
+    json_t *v = json_object_get(config, key);
+    if (!v) v = json_object_get(json_object_get(config, "derived"), key);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : json_is_true(v) ? 1 : -1;
+}
+
+static const char *cfg_str(json_t *config, const char *key) {
+    const char *s = json_string_value(json_object_get(config, key));
+    return s ? s : "?";
+}
+
+// The config's highlights and the global-batch identity (config.json "derived").
+static void print_config(const char *indent, json_t *config) {
+    printf("%sconfig: layers %lld, hidden %lld, heads %lld, seq %lld, vocab %lld | tp %lld, cp %lld, pp %lld",
+           indent, cfg_int(config, "num_layers"), cfg_int(config, "hidden_size"),
+           cfg_int(config, "num_attention_heads"), cfg_int(config, "seq_length"), cfg_int(config, "vocab_size"),
+           cfg_int(config, "tensor_model_parallel_size"), cfg_int(config, "context_parallel_size"),
+           cfg_int(config, "pipeline_model_parallel_size"));
+    if (cfg_int(config, "virtual_pipeline_model_parallel_size") > 1)
+        printf(" (virtual %lld)", cfg_int(config, "virtual_pipeline_model_parallel_size"));
+    printf(", dp %lld (world %lld)%s%s | recompute %s | train_iters %lld, seed %lld\n",
+           cfg_int(config, "data_parallel_size"), cfg_int(config, "world_size"),
+           cfg_int(config, "sequence_parallel") == 1 ? ", sequence parallel" : "",
+           cfg_int(config, "use_distributed_optimizer") == 1 ? ", distributed optimizer" : "",
+           cfg_str(config, "recompute_granularity"), cfg_int(config, "train_iters"), cfg_int(config, "seed"));
+    long long gbs = cfg_int(config, "global_batch_size"), mbs = cfg_int(config, "micro_batch_size"),
+              m = cfg_int(config, "num_microbatches"), dp = cfg_int(config, "data_parallel_size"),
+              seq = cfg_int(config, "seq_length");
+    printf("%sglobal batch %lld = micro batch %lld x microbatches %lld x dp %lld (%lld tokens per step)%s\n", indent,
+           gbs, mbs, m, dp, gbs * seq, gbs == mbs * m * dp ? "" : "  [DOES NOT HOLD]");
+}
+
+static void print_run(const char *indent, json_t *rec, check_table *checks) {
+    const char *dir = json_string_value(json_object_get(rec, "record_dir"));
+    record_check *c = dir ? verify_record(checks, dir) : NULL;
+    json_t *m = c ? c->manifest : NULL;
+    printf("%srun %s", indent, json_string_value(json_object_get(rec, "run_id")));
+    json_t *rep = json_object_get(m, "repetition"), *sweep = json_object_get(m, "sweep_point");
+    if (json_is_integer(rep)) printf("  repetition %lld", (long long)json_integer_value(rep));
+    if (json_is_object(sweep) && json_object_size(sweep)) {
+        char *s = json_dumps(sweep, JSON_COMPACT | JSON_SORT_KEYS);
+        printf("  sweep %s", s);
+        free(s);
+    }
+    printf("  value %.10g\n", json_number_value(json_object_get(rec, "value")));
+    json_t *steps = json_object_get(rec, "steps_used"), *per = json_object_get(rec, "per_step");
+    if (steps && per)
+        printf("%s  per step (steps %lld..%lld, %lld steps, warmup %lld, slowest of %lld ranks): min %.10g  median "
+               "%.10g  max %.10g\n",
+               indent, (long long)json_integer_value(json_object_get(steps, "first")),
+               (long long)json_integer_value(json_object_get(steps, "last")),
+               (long long)json_integer_value(json_object_get(steps, "count")),
+               (long long)json_integer_value(json_object_get(rec, "warmup_steps")),
+               (long long)json_integer_value(json_object_get(rec, "ranks")),
+               json_number_value(json_object_get(per, "min")), json_number_value(json_object_get(per, "median")),
+               json_number_value(json_object_get(per, "max")));
+    if (json_object_get(rec, "tokens_formula"))
+        printf("%s  tokens per step: %s\n", indent, json_string_value(json_object_get(rec, "tokens_formula")));
+    if (json_object_get(rec, "step_of_peak"))
+        printf("%s  peak %s at step %lld on rank %lld\n", indent,
+               json_string_value(json_object_get(rec, "category")),
+               (long long)json_integer_value(json_object_get(rec, "step_of_peak")),
+               (long long)json_integer_value(json_object_get(rec, "rank_of_peak")));
+    if (json_object_get(rec, "ranks_agreeing"))
+        printf("%s  loss at step %lld (rank 0, line %lld; %lld ranks agree)\n", indent,
+               (long long)json_integer_value(json_object_get(rec, "step")),
+               (long long)json_integer_value(json_object_get(rec, "line")),
+               (long long)json_integer_value(json_object_get(rec, "ranks_agreeing")));
+    if (json_object_get(rec, "key"))
+        printf("%s  pipeline.json %s (%s, pp %lld, %lld microbatches)\n", indent,
+               json_string_value(json_object_get(rec, "key")), json_string_value(json_object_get(rec, "schedule")),
+               (long long)json_integer_value(json_object_get(rec, "pipeline_model_parallel_size")),
+               (long long)json_integer_value(json_object_get(rec, "num_microbatches")));
+    if (m) {
+        printf("%s  command: ", indent);
+        print_command(json_object_get(m, "argv"));
+        printf("\n");
+    }
+    // the config as the engine resolved it (run/config.json, verified above)
+    char path[PROVE_PATH_MAX];
+    json_t *config = NULL;
+    if (dir && snprintf(path, sizeof path, "%s/run/config.json", dir) < (int)sizeof path)
+        config = json_load_file(path, 0, NULL);
+    if (!config && m) config = json_incref(json_object_get(m, "config"));
+    if (config) {
+        char ind[64];
+        snprintf(ind, sizeof ind, "%s  ", indent);
+        print_config(ind, config);
+        json_decref(config);
+    }
+    if (m) {
+        json_t *git = json_object_get(m, "git");
+        const char *commit = json_string_value(json_object_get(git, "commit"));
+        int dirty = json_is_true(json_object_get(git, "dirty"));
+        printf("%s  commit %s (branch %s, %s)", indent, commit ? commit : "(unknown)",
+               json_string_value(json_object_get(git, "branch")) ? json_string_value(json_object_get(git, "branch"))
+                                                                  : "?",
+               dirty ? "DIRTY" : "clean");
+        json_t *changed = json_object_get(git, "changed");
+        if (dirty && json_array_size(changed)) {
+            printf(" changed:");
+            size_t i;
+            json_t *f;
+            json_array_foreach(changed, i, f) printf(" %s", json_string_value(f) ? json_string_value(f) : "?");
+        }
+        printf("\n");
+    }
+    json_t *files = json_object_get(rec, "files");
+    size_t i;
+    json_t *f;
+    printf("%s  files read:", indent);
+    json_array_foreach(files, i, f) printf(" %s", json_string_value(f));
+    printf("\n");
+    if (c) printf("%s  files verified: %d of the manifest's, sha256 matches\n", indent, c->files_verified);
+}
+
+static void print_evidence(const char *indent, const char *label, json_t *ev, check_table *checks) {
+    const char *parser = json_string_value(json_object_get(ev, "parser"));
+    json_t *a = json_object_get(ev, "args");
+    char *args = json_is_object(a) && json_object_size(a) ? json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    printf("%s%sparser %s%s%s = %.10g\n", indent, label, parser, args ? " " : "", args ? args : "",
+           json_number_value(json_object_get(ev, "value")));
+    free(args);
+    printf("%s  definition: %s\n", indent, json_string_value(json_object_get(ev, "definition")));
+    char deeper[64];
+    snprintf(deeper, sizeof deeper, "%s  ", indent);
+    static const char *const sides[] = {"numerator", "denominator", "treatment", "baseline"};
+    for (int s = 0; s < 4; s++) {
+        json_t *part = json_object_get(ev, sides[s]);
+        if (!part) continue;
+        char side_label[32];
+        snprintf(side_label, sizeof side_label, "%s: ", sides[s]);
+        print_evidence(deeper, side_label, part, checks);
+    }
+    json_t *over = json_object_get(ev, "over_records");
+    if (over)
+        printf("%s  %lld record%s (repetitions): min %.10g  median %.10g  max %.10g\n", indent,
+               (long long)json_integer_value(json_object_get(over, "count")),
+               json_integer_value(json_object_get(over, "count")) == 1 ? "" : "s",
+               json_number_value(json_object_get(over, "min")), json_number_value(json_object_get(over, "median")),
+               json_number_value(json_object_get(over, "max")));
+    size_t i;
+    json_t *rec;
+    json_array_foreach(json_object_get(ev, "records"), i, rec) print_run(deeper, rec, checks);
+}
+
+// The claim's text with {value} replaced by the value.
+static void print_text(const char *text, double value) {
+    const char *p = text;
+    for (const char *hit; (hit = strstr(p, "{value}")); p = hit + 7) {
+        fwrite(p, 1, (size_t)(hit - p), stdout);
+        printf("%.6g", value);
+    }
+    fputs(p, stdout);
+}
+
+// ---------------------------------------------------------------------------------------
+// Proving
+
+typedef struct prove_opts {
+    const char *artifacts, *claim, *experiment;
+    int all, quiet;
+} prove_opts;
+
+typedef struct prove_state {
+    prove_opts opt;
+    sqlite3 *db;  // NULL when the catalogue could not be opened
+    sqlite3_stmt *record_outcome;
+    check_table checks;
+    int claims, proven, failed;
+    strbuf failures;  // "claim: reason" lines for stderr
+} prove_state;
+
+static void iso_now(char *out, size_t size) {
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void record_outcome(prove_state *s, const char *exp, long long version, const char *id, int proven,
+                           double derived, int have_derived) {
+    if (!s->record_outcome) return;
+    sqlite3_stmt *st = s->record_outcome;
+    char now[32];
+    iso_now(now, sizeof now);
+    if (proven) sqlite3_bind_text(st, 1, now, -1, SQLITE_TRANSIENT);
+    else sqlite3_bind_null(st, 1);
+    if (have_derived) sqlite3_bind_double(st, 2, derived);
+    else sqlite3_bind_null(st, 2);
+    sqlite3_bind_text(st, 3, exp, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 4, version);
+    sqlite3_bind_text(st, 5, id, -1, SQLITE_TRANSIENT);
+    sqlite3_step(st);
+    sqlite3_reset(st);
+}
+
+static void claim_failed(prove_state *s, const char *name, const char *reason) {
+    s->failed++;
+    printf("NOT PROVEN  %s\n", name);
+    // reason: one or more lines
+    for (const char *p = reason; *p;) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        printf("  %.*s\n", len, p);
+        sb_printf(&s->failures, "tracebook prove: claim %s: %.*s\n", name, len, p);
+        p += len + (nl ? 1 : 0);
+    }
+}
+
+static void prove_claim(prove_state *s, const char *version_dir, const char *exp, long long version, json_t *claim,
+                        size_t index) {
+    const char *id = json_string_value(json_object_get(claim, "id"));
+    char name[512];
+    snprintf(name, sizeof name, "%s/v%lld/%s", exp, version, id ? id : "?");
+    s->claims++;
+    json_t *value = json_object_get(claim, "value"), *runs = json_object_get(claim, "runs"),
+           *parser = json_object_get(claim, "parser"), *tol = json_object_get(claim, "relative_tolerance");
+    if (!id || !json_is_number(value) || !json_is_string(parser) || !json_is_array(runs) ||
+        json_array_size(runs) == 0 || (tol && !json_is_number(tol))) {
+        char reason[256];
+        snprintf(reason, sizeof reason,
+                 "claims[%zu] is malformed: needs id, value (number), parser, runs (non-empty array)%s", index,
+                 tol && !json_is_number(tol) ? ", relative_tolerance (number)" : "");
+        claim_failed(s, name, reason);
+        return;
+    }
+    const double claimed = json_number_value(value);
+    const double tolerance = tol ? json_number_value(tol) : DEFAULT_RELATIVE_TOLERANCE;
+
+    // the records, verified against their manifests
+    size_t n = json_array_size(runs);
+    char **dirs = calloc(n, sizeof *dirs);
+    strbuf failures = {0}, warnings = {0};
+    for (size_t i = 0; i < n; i++) {
+        const char *run_id = json_string_value(json_array_get(runs, i));
+        if (!run_id || !*run_id || strchr(run_id, '/') || !strcmp(run_id, "..") || !strcmp(run_id, ".")) {
+            sb_printf(&failures, "runs[%zu] is not a run id\n", i);
+            continue;
+        }
+        size_t len = strlen(version_dir) + strlen(run_id) + 2;
+        dirs[i] = malloc(len);
+        snprintf(dirs[i], len, "%s/%s", version_dir, run_id);
+        record_check *c = verify_record(&s->checks, dirs[i]);
+        if (c->failures.len) sb_printf(&failures, "%s", c->failures.s);
+        if (c->warnings.len) sb_printf(&warnings, "%s", c->warnings.s);
+    }
+    double derived = NAN;
+    json_t *evidence = NULL;
+    int have_derived = 0;
+    if (!failures.len) {
+        tb_error err;
+        if (tb_parse_claim(json_string_value(parser), json_object_get(claim, "args"), (const char *const *)dirs,
+                           (int)n, &derived, &evidence, &err) != 0)
+            sb_printf(&failures, "does not re-derive: %s\n", err.msg);
+        else have_derived = 1;
+    }
+    double diff = have_derived ? fabs(derived - claimed) : NAN;
+    double rel = claimed != 0 ? diff / fabs(claimed) : diff;
+    if (have_derived && !(rel <= tolerance))
+        sb_printf(&failures, "value does not re-derive: claimed %.17g, derived %.17g (relative difference %.3g > "
+                             "tolerance %.3g) with parser %s\n",
+                  claimed, derived, rel, tolerance, json_string_value(parser));
+
+    if (failures.len) {
+        claim_failed(s, name, failures.s);
+        if (warnings.len && !s->opt.quiet) printf("  warnings:\n%s", warnings.s);
+    } else {
+        s->proven++;
+        printf("PROVEN  %s\n", name);
+        if (!s->opt.quiet) {
+            const char *text = json_string_value(json_object_get(claim, "text"));
+            if (text) {
+                printf("  \"");
+                print_text(text, claimed);
+                printf("\"\n");
+            }
+            printf("  claimed %.10g, derived %.10g (relative difference %.3g, tolerance %.3g)\n", claimed, derived,
+                   rel, tolerance);
+            print_evidence("  ", "", evidence, &s->checks);
+            if (warnings.len) {
+                printf("  warnings:\n");
+                for (const char *p = warnings.s; *p;) {
+                    const char *nl = strchr(p, '\n');
+                    int len = nl ? (int)(nl - p) : (int)strlen(p);
+                    printf("    %.*s\n", len, p);
+                    p += len + (nl ? 1 : 0);
+                }
+            }
+        }
+    }
+    record_outcome(s, exp, version, id, !failures.len, derived, have_derived);
+    json_decref(evidence);
+    free(failures.s);
+    free(warnings.s);
+    for (size_t i = 0; i < n; i++) free(dirs[i]);
+    free(dirs);
+}
+
+// One claims.json: every claim in it (or the one named).
+static int prove_claims_file(prove_state *s, const char *version_dir, const char *exp_dirname, long long version,
+                             int *matched) {
+    char path[PROVE_PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/claims.json", version_dir) >= (int)sizeof path) return 0;
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        if (access(path, F_OK) != 0) return 0;  // a version without claims
+        if (s->opt.claim) return 0;  // reported only when proving everything
+        char reason[PROVE_PATH_MAX + 256], name[512];
+        if (snprintf(reason, sizeof reason, "%s: line %d: %s", path, jerr.line, jerr.text) < 0) reason[0] = '\0';
+        snprintf(name, sizeof name, "%s/v%lld (claims.json)", exp_dirname, version);
+        s->claims++;
+        claim_failed(s, name, reason);
+        return 0;
+    }
+    json_t *claims = json_object_get(root, "claims");
+    const char *exp = json_string_value(json_object_get(root, "experiment"));
+    if (!exp) exp = exp_dirname;
+    if (s->db) {
+        tb_error err;
+        if (tb_catalog_add_claims(s->db, path, &err) != 0 && !s->opt.quiet)
+            fprintf(stderr, "tracebook prove: warning: catalogue: %s\n", err.msg);
+    }
+    size_t i;
+    json_t *claim;
+    json_array_foreach(claims, i, claim) {
+        const char *id = json_string_value(json_object_get(claim, "id"));
+        if (s->opt.claim && (!id || strcmp(id, s->opt.claim))) continue;
+        (*matched)++;
+        prove_claim(s, version_dir, exp, version, claim, i);
+        if (!s->opt.quiet) printf("\n");
+    }
+    json_decref(root);
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// Sorted names of the subdirectories of dir (for a stable order).
+static char **list_dirs(const char *dir, int *n) {
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char **names = NULL;
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[PROVE_PATH_MAX];
+        struct stat st;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path || stat(path, &st) != 0 ||
+            !S_ISDIR(st.st_mode))
+            continue;
+        if (*n == cap) names = realloc(names, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *names);
+        names[(*n)++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (*n) qsort(names, (size_t)*n, sizeof *names, cmp_str);
+    return names;
+}
+
+static void free_names(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+static int prove_usage(FILE *out) {
+    fprintf(out,
+            "usage: tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--artifacts DIR]\n\n"
+            "Re-derives claims from the raw files of their runs: checks the sha256 of every file each\n"
+            "record's manifest lists, re-runs the claim's parser and compares with the claimed value\n"
+            "within its relative_tolerance. Exits 1 naming each claim that does not prove and why.\n\n"
+            "  CLAIM              a claim id (every claims.json holding it)\n"
+            "  --all              every claim (the default with --experiment)\n"
+            "  --experiment NAME  only this experiment's claims\n"
+            "  --quiet            one line per claim, no evidence\n"
+            "  --artifacts DIR    the artifacts root (default %s)\n",
+            TB_ARTIFACTS_DEFAULT);
+    return out == stdout ? 0 : 2;
+}
+
+int tracebook_prove_main(int argc, char **argv) {
+    prove_state s;
+    memset(&s, 0, sizeof s);
+    s.opt.artifacts = TB_ARTIFACTS_DEFAULT;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return prove_usage(stdout);
+        else if (!strcmp(a, "--all")) s.opt.all = 1;
+        else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) s.opt.quiet = 1;
+        else if (!strcmp(a, "--artifacts") && i + 1 < argc) s.opt.artifacts = argv[++i];
+        else if (!strncmp(a, "--artifacts=", 12)) s.opt.artifacts = a + 12;
+        else if (!strcmp(a, "--experiment") && i + 1 < argc) s.opt.experiment = argv[++i];
+        else if (!strncmp(a, "--experiment=", 13)) s.opt.experiment = a + 13;
+        else if (a[0] == '-') {
+            fprintf(stderr, "tracebook prove: unknown flag or missing value: '%s'\n", a);
+            return prove_usage(stderr);
+        } else if (!s.opt.claim) s.opt.claim = a;
+        else {
+            fprintf(stderr, "tracebook prove: one CLAIM at a time (got '%s' and '%s')\n", s.opt.claim, a);
+            return prove_usage(stderr);
+        }
+    }
+    if (!s.opt.claim && !s.opt.all && !s.opt.experiment) {
+        fprintf(stderr, "tracebook prove: name a CLAIM, or --all\n");
+        return prove_usage(stderr);
+    }
+    if (s.opt.claim && s.opt.all) {
+        fprintf(stderr, "tracebook prove: CLAIM and --all exclude each other\n");
+        return prove_usage(stderr);
+    }
+    struct stat st;
+    if (stat(s.opt.artifacts, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "tracebook prove: %s: no such artifacts directory\n", s.opt.artifacts);
+        return 1;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+
+    // the catalogue records each outcome (one transaction); proving goes on without it
+    tb_error err;
+    if (tb_catalog_open(&s.db, s.opt.artifacts, &err) != 0) {
+        fprintf(stderr, "tracebook prove: warning: outcomes not recorded: %s\n", err.msg);
+    } else if (sqlite3_exec(s.db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK ||
+               sqlite3_prepare_v2(s.db,
+                                  "UPDATE claims SET proven_at = ?1, proven_value = ?2 "
+                                  "WHERE experiment = ?3 AND version = ?4 AND id = ?5",
+                                  -1, &s.record_outcome, NULL) != SQLITE_OK) {
+        fprintf(stderr, "tracebook prove: warning: outcomes not recorded: %s\n", sqlite3_errmsg(s.db));
+        sqlite3_close(s.db);
+        s.db = NULL;
+    }
+
+    int nexp = 0, matched = 0;
+    char **exps = list_dirs(s.opt.artifacts, &nexp);
+    for (int e = 0; e < nexp; e++) {
+        if (s.opt.experiment && strcmp(exps[e], s.opt.experiment)) continue;
+        char exp_dir[PROVE_PATH_MAX];
+        if (snprintf(exp_dir, sizeof exp_dir, "%s/%s", s.opt.artifacts, exps[e]) >= (int)sizeof exp_dir) continue;
+        int nver = 0;
+        char **vers = list_dirs(exp_dir, &nver);
+        for (int v = 0; v < nver; v++) {
+            char *end;
+            long long version = vers[v][0] == 'v' ? strtoll(vers[v] + 1, &end, 10) : -1;
+            if (version < 0 || *end) continue;
+            char version_dir[PROVE_PATH_MAX];
+            if (snprintf(version_dir, sizeof version_dir, "%s/%s", exp_dir, vers[v]) >= (int)sizeof version_dir)
+                continue;
+            prove_claims_file(&s, version_dir, exps[e], version, &matched);
+        }
+        free_names(vers, nver);
+    }
+    free_names(exps, nexp);
+
+    if (s.db) {
+        sqlite3_finalize(s.record_outcome);
+        if (sqlite3_exec(s.db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+            fprintf(stderr, "tracebook prove: warning: outcomes not recorded: %s\n", sqlite3_errmsg(s.db));
+        sqlite3_close(s.db);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    int rc = 0;
+    if (s.opt.claim && matched == 0) {
+        fprintf(stderr, "tracebook prove: claim '%s' not found in %s/%s/v*/claims.json\n", s.opt.claim,
+                s.opt.artifacts, s.opt.experiment ? s.opt.experiment : "*");
+        rc = 1;
+    }
+    printf("prove: %d claim%s, %d proven, %d not proven; %zu records verified (%.3f s)\n", s.claims,
+           s.claims == 1 ? "" : "s", s.proven, s.failed, s.checks.n, seconds);
+    if (s.failures.len) {
+        fflush(stdout);
+        fputs(s.failures.s, stderr);
+        rc = 1;
+    }
+    free(s.failures.s);
+    check_table_free(&s.checks);
+    return rc;
+}

@@ -1,0 +1,55 @@
+// record.h — a run record: the evidence one engine run leaves (DESIGN.md, Experiments).
+//
+//   artifacts/<experiment>/v<version>/<run-id>/
+//     manifest.json    written LAST, atomically (temp + rename); its absence, or
+//                      "status": "running" with a stale heartbeat, means incomplete
+//     heartbeat        rewritten every few seconds while the run is live: one line, the
+//                      CLOCK_REALTIME time in seconds
+//     run/             the engine's run directory (--run-dir): config.json,
+//                      metrics.rank-NNNNN.jsonl, trace.rank-NNNNN.json, memory.rank-NNNNN.json,
+//                      pipeline.json, oom.json / hang.json when they happen
+//     stdout.log, stderr.log
+//     git.patch        the working tree's diff against HEAD when the tree was dirty
+//
+// manifest.json:
+//   {
+//     "manifest_version": 1,
+//     "run_id": "20261129T104512-3f9a2c1e",     // start time + 8 hex of randomness
+//     "experiment": "tp_scaling", "version": 2, "question": "...",
+//     "status": "finished" | "failed" | "incomplete",
+//     "runbook": {"path": "runbooks/tp_scaling.lua", "sha256": "..."},
+//     "seed": 1234,                              // derived from the experiment's root seed
+//     "repetition": 0, "sweep_point": {"tensor_model_parallel_size": 2},
+//     "replay_of": null | "<run-id>",
+//     "git": {"commit": "40 hex", "branch": "main", "dirty": true,
+//             "changed": ["engine/x.c"], "untracked": ["notes.txt"],
+//             "patch": "git.patch", "patch_sha256": "..."},        // patch fields when dirty
+//     "argv": ["build/bin/pretrain_gpt", "--num-layers", "2", ...],
+//     "cwd": "/abs/path",
+//     "environment": {"PATH": "...", ...},      // with the deny-list applied (secrets dropped)
+//     "host": {"hostname": ..., "cpu_model": ..., "cores": 2, "memory_bytes": ...,
+//              "gpus": [...], "driver": ..., "cuda": ..., "nccl": ...,
+//              "compiler": "gcc 12.2.0", "build_type": "Release"},
+//     "config": { ...the engine's resolved config.json... },
+//     "start": "2026-11-29T10:45:12Z", "end": "...", "exit_status": 0,
+//     "files": {"run/metrics.rank-00000.jsonl": "sha256 hex", "stdout.log": "...", ...}
+//                                                // every file of the record but manifest.json
+//   }
+//
+// Claims of an experiment version: artifacts/<experiment>/v<version>/claims.json, rewritten
+// atomically as claims are made:
+//   {"experiment": "tp_scaling", "version": 2, "claims": [
+//     {"id": "tp8_tokens_per_s", "text": "TP8 runs at {value} tok/s", "value": 14712.3,
+//      "parser": "tokens_per_s", "args": {"warmup_steps": 1},
+//      "runs": ["<run-id>", ...],                 // the records the number is derived from
+//      "relative_tolerance": 1e-9}                 // re-derivation must agree within this
+//   ]}
+// `tracebook prove` re-derives each claim's value from the raw files of its runs with the
+// named parser (experiments/parsers.h) after checking every file's sha256 against its
+// manifest.
+#ifndef TB_EXPERIMENTS_RECORD_H
+#define TB_EXPERIMENTS_RECORD_H
+
+#define TB_MANIFEST_VERSION 1
+
+#endif

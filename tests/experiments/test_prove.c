@@ -1,0 +1,490 @@
+// test_prove.c — the claim parsers (experiments/parsers.h) on known numbers, and
+// `tracebook prove` on engine records: proven when untouched; not proven, naming the claim,
+// the file and the reason, when a file is altered or deleted or the value is wrong; and
+// fast over a thousand records.
+#include <math.h>
+#include <sqlite3.h>
+#include <string.h>
+#include <time.h>
+
+#include "catalog.h"
+#include "fixtures/record_fixture.h"
+#include "parsers.h"
+#include "tb_test.h"
+
+// ---------------------------------------------------------------------------------------
+// Parsers on known numbers
+
+static char parser_root[FX_PATH];
+static char p1[FX_PATH], p2[FX_PATH], p3[FX_PATH];
+
+// p1: 2 ranks, 4 steps, 8 x 16 tokens; p2, p3: 1 rank, 3 steps, 4 x 16 tokens.
+static void known_records(void) {
+    snprintf(parser_root, sizeof parser_root, "%s", fx_fresh_dir("parsers"));
+    fx_numbers a = {.world = 2, .nsteps = 4, .gbs = 8, .seq = 16,
+                    .step_ms = {{10, 20, 30, 40}, {15, 5, 35, 50}},  // slowest: 15 20 35 50
+                    .loss = {{4.0, 3.5, 3.0, 2.5}, {4.0, 3.5, 3.0, 2.5}},
+                    .act = {{100, 200, 300, 250}, {150, 400, 100, 50}},  // peak 400: rank 1, step 2
+                    .bubble = 0.2, .imbalance = 1.5};
+    fx_numbers b = {.world = 1, .nsteps = 3, .gbs = 4, .seq = 16, .step_ms = {{100, 8, 12}},
+                    .loss = {{5.0, 4.5, 4.25}}, .act = {{50, 60, 70}}, .bubble = 0.1, .imbalance = 1.0};
+    fx_numbers c = b;
+    c.step_ms[0][0] = 5, c.step_ms[0][1] = 60, c.step_ms[0][2] = 70;
+    c.bubble = 0.3;
+    fx_write_run(fx_path(p1, sizeof p1, "%s/k/v1/p1", parser_root), &a);
+    fx_write_run(fx_path(p2, sizeof p2, "%s/k/v1/p2", parser_root), &b);
+    fx_write_run(fx_path(p3, sizeof p3, "%s/k/v1/p3", parser_root), &c);
+}
+
+static double parse(const char *parser, const char *args_json, const char *const *dirs, int n, tb_error *err,
+                    int *rc) {
+    json_t *args = args_json ? json_loads(args_json, 0, NULL) : NULL;
+    double v = NAN;
+    json_t *ev = NULL;
+    *rc = tb_parse_claim(parser, args, dirs, n, &v, &ev, err);
+    json_decref(args);
+    json_decref(ev);
+    return v;
+}
+
+TB_TEST(step_ms_is_the_median_slowest_rank_step_after_warmup) {
+    tb_error err;
+    int rc;
+    const char *one[] = {p1};
+    double v = parse("step_ms", NULL, one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 35.0, "p1: median of 20 35 50 = 35, got %g (%s)", v, rc ? err.msg : "");
+    const char *three[] = {p1, p2, p3};
+    v = parse("step_ms", NULL, three, 3, &err, &rc);
+    TB_CHECK(rc == 0 && v == 35.0, "median over records of 35 10 65 = 35, got %g", v);
+    const char *two[] = {p2, p3};
+    v = parse("step_ms", NULL, two, 2, &err, &rc);
+    TB_CHECK(rc == 0 && v == 37.5, "even count: mean of 10 and 65 = 37.5, got %g", v);
+    v = parse("step_ms", "{\"warmup_steps\": 0}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 27.5, "no warmup: median of 15 20 35 50 = 27.5, got %g", v);
+    v = parse("step_ms", "{\"warmup_steps\": 4}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "no steps after warmup_steps 4"), "warmup eats every step: %s", err.msg);
+}
+
+TB_TEST(tokens_per_s_is_global_batch_tokens_over_the_slowest_step) {
+    tb_error err;
+    int rc;
+    const char *one[] = {p1};
+    double v = parse("tokens_per_s", NULL, one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 128.0 / (35.0 / 1000.0), "p1: 8x16 tokens / 35 ms, got %.17g (%s)", v, rc ? err.msg : "");
+    const char *p2only[] = {p2};
+    v = parse("tokens_per_s", NULL, p2only, 1, &err, &rc);
+    double want = 0.5 * (64.0 / (8.0 / 1000.0) + 64.0 / (12.0 / 1000.0));
+    TB_CHECK(rc == 0 && v == want, "p2: median of per-step throughput, %.17g vs %.17g", v, want);
+    const char *three[] = {p1, p2, p3};
+    v = parse("tokens_per_s", NULL, three, 3, &err, &rc);
+    TB_CHECK(rc == 0 && v == want, "median over records (3657, 6667, 985) = p2's, got %.17g", v);
+    json_t *ev;
+    double value;
+    TB_REQUIRE(tb_parse_claim("tokens_per_s", NULL, one, 1, &value, &ev, &err) == 0, "%s", err.msg);
+    json_t *rec = json_array_get(json_object_get(ev, "records"), 0);
+    TB_CHECK(json_integer_value(json_object_get(json_object_get(rec, "steps_used"), "first")) == 2 &&
+                 json_integer_value(json_object_get(json_object_get(rec, "steps_used"), "count")) == 3,
+             "evidence: steps 2.. (3 steps)");
+    TB_CHECK(json_real_value(json_object_get(json_object_get(rec, "per_step"), "max")) == 128.0 / (20.0 / 1000.0),
+             "evidence: per-step max");
+    TB_CHECK(json_array_size(json_object_get(rec, "files")) == 3, "evidence: config + 2 metrics files read");
+    json_decref(ev);
+}
+
+TB_TEST(loss_at_step_reads_rank_0_and_checks_the_others) {
+    tb_error err;
+    int rc;
+    const char *one[] = {p1};
+    double v = parse("loss_at_step", NULL, one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 2.5, "last step: %g", v);
+    v = parse("loss_at_step", "{\"step\": 2}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 3.5, "step 2: %g", v);
+    v = parse("loss_at_step", "{\"step\": 9}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "no step 9"), "absent step: %s", err.msg);
+    // rank 1 disagrees
+    char dir[FX_PATH];
+    fx_numbers a = {.world = 2, .nsteps = 2, .gbs = 1, .seq = 1, .step_ms = {{1, 1}, {1, 1}},
+                    .loss = {{4.0, 3.0}, {4.0, 3.1}}};
+    fx_write_run(fx_path(dir, sizeof dir, "%s/k/v1/disagree", parser_root), &a);
+    const char *bad[] = {dir};
+    v = parse("loss_at_step", NULL, bad, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "metrics.rank-00001.jsonl:2: loss 3.1") && strstr(err.msg, "disagrees"),
+             "disagreement names rank 1's file and line: %s", err.msg);
+}
+
+TB_TEST(peak_memory_is_the_max_over_steps_and_ranks) {
+    tb_error err;
+    int rc;
+    const char *one[] = {p1};
+    double v = parse("peak_memory_bytes", "{\"category\": \"activations\"}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 400, "activations: %g", v);
+    v = parse("peak_memory_bytes", NULL, one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 1400, "total (default): %g", v);
+    v = parse("peak_memory_bytes", "{\"category\": \"total_peak\"}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 1300, "total_peak: %g", v);
+    v = parse("peak_memory_bytes", "{\"category\": \"kv\"}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "'kv'"), "unknown category: %s", err.msg);
+    v = parse("peak_memory_bytes", "{\"category\": \"grads\"}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "metrics.rank-00000.jsonl:1: no numeric 'mem_peak_bytes.grads'"),
+             "a category the file lacks names file and line: %s", err.msg);
+}
+
+TB_TEST(pipeline_parsers_read_pipeline_json) {
+    tb_error err;
+    int rc;
+    const char *three[] = {p1, p2, p3};
+    double v = parse("pipeline_bubble", NULL, three, 3, &err, &rc);
+    TB_CHECK(rc == 0 && v == 0.2, "median of 0.2 0.1 0.3: %g", v);
+    v = parse("pipeline_bubble", "{\"kind\": \"theoretical\"}", three, 3, &err, &rc);
+    TB_CHECK(rc == 0 && v == 0.25, "theoretical: %g", v);
+    v = parse("stage_imbalance", NULL, three, 3, &err, &rc);
+    TB_CHECK(rc == 0 && v == 1.0, "median of 1.5 1 1: %g", v);
+}
+
+TB_TEST(ratio_and_saved_fraction_combine_two_sub_claims) {
+    tb_error err;
+    int rc;
+    const char *three[] = {p1, p2, p3};
+    double v = parse("ratio",
+                     "{\"numerator\": {\"parser\": \"step_ms\", \"records\": [2]},"
+                     " \"denominator\": {\"parser\": \"step_ms\", \"records\": [\"p2\"]}}",
+                     three, 3, &err, &rc);
+    TB_CHECK(rc == 0 && v == 6.5, "65 / 10: %g (%s)", v, rc ? err.msg : "");
+    v = parse("saved_fraction",
+              "{\"treatment\": {\"parser\": \"peak_memory_bytes\", \"args\": {\"category\": \"activations\"},"
+              " \"records\": [1]}, \"baseline\": {\"parser\": \"peak_memory_bytes\","
+              " \"args\": {\"category\": \"activations\"}, \"records\": [0]}}",
+              three, 3, &err, &rc);
+    TB_CHECK(rc == 0 && v == 1.0 - 70.0 / 400.0, "1 - 70/400: %g (%s)", v, rc ? err.msg : "");
+    v = parse("ratio", "{\"numerator\": {\"parser\": \"step_ms\", \"records\": [\"zz\"]}, \"denominator\": "
+                       "{\"parser\": \"step_ms\"}}",
+              three, 3, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "\"zz\""), "an unknown run id is named: %s", err.msg);
+}
+
+TB_TEST(parsers_name_the_missing_or_malformed_file) {
+    tb_error err;
+    int rc;
+    char dir[FX_PATH], path[FX_PATH];
+    fx_numbers a = {.world = 2, .nsteps = 3, .gbs = 1, .seq = 1, .step_ms = {{1, 2, 3}, {1, 2, 3}}};
+    fx_write_run(fx_path(dir, sizeof dir, "%s/k/v1/broken", parser_root), &a);
+    const char *one[] = {dir};
+    remove(fx_path(path, sizeof path, "%s/run/metrics.rank-00001.jsonl", dir));
+    parse("step_ms", NULL, one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, path) && strstr(err.msg, "rank 1 of world_size 2"),
+             "a missing rank file is named: %s", err.msg);
+    char *text = fx_read(fx_path(path, sizeof path, "%s/run/metrics.rank-00000.jsonl", dir));
+    char *third = strchr(strchr(text, '\n') + 1, '\n') + 1;
+    memcpy(third, "{\"step\":3,", 10);
+    third[10] = '}';
+    third[11] = '}';
+    fx_write_text(path, text);
+    free(text);
+    parse("step_ms", NULL, one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "metrics.rank-00000.jsonl:3:"), "a malformed line is named: %s", err.msg);
+    remove(fx_path(path, sizeof path, "%s/run/pipeline.json", dir));
+    parse("pipeline_bubble", NULL, one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, path) && strstr(err.msg, "missing"), "missing pipeline.json: %s", err.msg);
+    parse("nope", NULL, one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "unknown parser 'nope'") && strstr(err.msg, "tokens_per_s"),
+             "unknown parser, listing the known ones: %s", err.msg);
+    parse("step_ms", "{\"warmup\": 1}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "unknown args.warmup") && strstr(err.msg, "warmup_steps"),
+             "a mistyped arg: %s", err.msg);
+    TB_CHECK(tb_parser_definition("tokens_per_s") && strstr(tb_parser_definition("tokens_per_s"), "slowest"),
+             "definitions are published");
+}
+
+// ---------------------------------------------------------------------------------------
+// prove on engine records
+
+// px v1: r0..r2 (three repetitions), r3 (hidden 64); claims tps, loss, act, speedup made
+// with the parsers, as a runbook makes them. Returns the artifacts root (static).
+static const char *prove_fixture(const char *name) {
+    static char root[FX_PATH];
+    snprintf(root, sizeof root, "%s", fx_fresh_dir(name));
+    char rec[4][FX_PATH];
+    for (int i = 0; i < 4; i++) {
+        json_t *argv = NULL;
+        char id[8];
+        snprintf(id, sizeof id, "r%d", i);
+        fx_path(rec[i], sizeof rec[i], "%s/px/v1/%s", root, id);
+        if (fx_engine_run(rec[i], i == 3 ? "--hidden-size 64" : "", &argv) != 0) printf("  engine run failed\n");
+        fx_write_manifest(rec[i], "px", 1, id, json_pack("{s:o, s:i}", "argv", argv, "repetition", i < 3 ? i : 0));
+    }
+    const char *reps[] = {rec[0], rec[1], rec[2], rec[3]};
+    static const struct {
+        const char *id, *parser, *args, *text;
+        int nruns;
+    } claims[] = {
+        {"tps", "tokens_per_s", "{\"warmup_steps\": 1}", "the small GPT trains at {value} tok/s", 3},
+        {"loss", "loss_at_step", "{}", "loss after 3 steps is {value}", 3},
+        {"act", "peak_memory_bytes", "{\"category\": \"activations\"}", "activations peak at {value} bytes", 3},
+        {"speedup", "ratio",
+         "{\"numerator\": {\"parser\": \"tokens_per_s\", \"records\": [0, 1, 2]},"
+         " \"denominator\": {\"parser\": \"tokens_per_s\", \"records\": [\"r3\"]}}",
+         "hidden 32 is {value}x faster than hidden 64", 4},
+    };
+    json_t *list = json_array();
+    for (size_t c = 0; c < sizeof claims / sizeof *claims; c++) {
+        json_t *args = json_loads(claims[c].args, 0, NULL);
+        double v;
+        tb_error err;
+        if (tb_parse_claim(claims[c].parser, args, reps, claims[c].nruns, &v, NULL, &err) != 0)
+            printf("  fixture claim %s: %s\n", claims[c].id, err.msg);
+        json_t *runs = json_array();
+        for (int i = 0; i < claims[c].nruns; i++) json_array_append_new(runs, json_sprintf("r%d", i));
+        json_array_append_new(list, json_pack("{s:s, s:s, s:f, s:s, s:o, s:o, s:f}", "id", claims[c].id, "text",
+                                              claims[c].text, "value", v, "parser", claims[c].parser, "args", args,
+                                              "runs", runs, "relative_tolerance", 1e-9));
+    }
+    json_t *file = json_pack("{s:s, s:i, s:o}", "experiment", "px", "version", 1, "claims", list);
+    char path[FX_PATH];
+    tb_write_json_atomic(fx_path(path, sizeof path, "%s/px/v1/claims.json", root), file, NULL);
+    json_decref(file);
+    return root;
+}
+
+TB_TEST(prove_proves_untouched_records_and_prints_the_evidence) {
+    const char *root = prove_fixture("prove_ok");
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    printf("%s", out);
+    TB_CHECK(rc == 0, "exit %d", rc);
+    TB_CHECK(strstr(out, "PROVEN  px/v1/tps") && strstr(out, "PROVEN  px/v1/loss") && strstr(out, "PROVEN  px/v1/act") &&
+                 strstr(out, "PROVEN  px/v1/speedup"),
+             "four claims proven");
+    TB_CHECK(strstr(out, "\"the small GPT trains at ") && strstr(out, " tok/s\""), "the claim text with its value");
+    TB_CHECK(strstr(out, "global batch 4 = micro batch 4 x microbatches 1 x dp 1 (64 tokens per step)"),
+             "the global batch formula");
+    TB_CHECK(strstr(out, "command: ") && strstr(out, "pretrain_gpt --num-layers 2 --hidden-size 32"), "the command");
+    TB_CHECK(strstr(out, "parser tokens_per_s {\"warmup_steps\":1}") && strstr(out, "definition: per record"),
+             "parser and definition");
+    TB_CHECK(strstr(out, "3 records (repetitions): min "), "repetitions with min/median/max");
+    TB_CHECK(strstr(out, "/px/v1/r1/run/metrics.rank-00000.jsonl"), "raw file paths");
+    TB_CHECK(strstr(out, "commit 4f3c2b1a0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a (branch main, clean)"), "commit and dirty flag");
+    TB_CHECK(strstr(out, "prove: 4 claims, 4 proven, 0 not proven; 4 records verified"), "summary line");
+    free(out);
+    sqlite3 *db;
+    tb_error err;
+    TB_REQUIRE(tb_catalog_open(&db, root, &err) == 0, "%s", err.msg);
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(db, "SELECT count(*) FROM claims WHERE proven_at IS NOT NULL AND proven_value = value", -1, &st,
+                       NULL);
+    sqlite3_step(st);
+    TB_CHECK(sqlite3_column_int(st, 0) == 4, "proven_at / proven_value recorded: %d", sqlite3_column_int(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "loss", "--quiet", "--artifacts", root, NULL);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  px/v1/loss") && !strstr(out, "px/v1/tps"), "one claim by id: %s", out);
+    free(out);
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "nope", "--artifacts", root, NULL);
+    TB_CHECK(rc == 1 && strstr(out, "claim 'nope' not found"), "an unknown claim: %s", out);
+    free(out);
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "--artifacts", root, NULL);
+    TB_CHECK(rc == 2, "no claim and no --all is a usage error");
+    free(out);
+}
+
+TB_TEST(prove_fails_naming_the_file_when_a_metric_line_is_edited) {
+    const char *root = prove_fixture("prove_edit");
+    char path[FX_PATH];
+    fx_path(path, sizeof path, "%s/px/v1/r1/run/metrics.rank-00000.jsonl", root);
+    char hex[65];
+    tb_sha256_file(path, hex, NULL);
+    char *text = fx_read(path);
+    char *ms = strstr(strchr(text, '\n'), "\"step_ms\":") + 10;  // line 2's step time
+    *ms = *ms == '9' ? '1' : (char)(*ms + 1);
+    fx_write_text(path, text);
+    free(text);
+    char now[65];
+    tb_sha256_file(path, now, NULL);
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    printf("%s", out);
+    TB_CHECK(rc == 1, "exit %d", rc);
+    char want[FX_PATH * 2];
+    snprintf(want, sizeof want, "tracebook prove: claim px/v1/tps: file altered: %s: sha256 expected %s, actual %s", path,
+             hex, now);
+    TB_CHECK(strstr(out, want), "names claim, file, expected and actual hash: want '%s'", want);
+    TB_CHECK(strstr(out, "NOT PROVEN  px/v1/speedup"), "every claim using r1 fails");
+    TB_CHECK(strstr(out, "0 proven, 4 not proven"), "summary");
+    free(out);
+}
+
+TB_TEST(prove_fails_naming_a_deleted_file) {
+    const char *root = prove_fixture("prove_delete");
+    char path[FX_PATH];
+    remove(fx_path(path, sizeof path, "%s/px/v1/r2/run/pipeline.json", root));
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "act", "--artifacts", root, NULL);
+    printf("%s", out);
+    char want[FX_PATH * 2];
+    snprintf(want, sizeof want, "tracebook prove: claim px/v1/act: file missing: %s (manifest sha256 ", path);
+    TB_CHECK(rc == 1 && strstr(out, want), "exit %d; want '%s'", rc, want);
+    free(out);
+    remove(fx_path(path, sizeof path, "%s/px/v1/r0/manifest.json", root));
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "loss", "--artifacts", root, NULL);
+    TB_CHECK(rc == 1 && strstr(out, "record incomplete: ") && strstr(out, "/px/v1/r0/manifest.json missing"),
+             "a record without manifest: %s", out);
+    free(out);
+}
+
+TB_TEST(prove_fails_when_the_claimed_value_is_wrong) {
+    const char *root = prove_fixture("prove_value");
+    char path[FX_PATH];
+    fx_path(path, sizeof path, "%s/px/v1/claims.json", root);
+    json_t *file = json_load_file(path, 0, NULL);
+    json_t *claim = json_array_get(json_object_get(file, "claims"), 0);  // tps
+    double truth = json_real_value(json_object_get(claim, "value"));
+    json_object_set_new(claim, "value", json_real(truth * 1.01));
+    tb_write_json_atomic(path, file, NULL);
+    json_decref(file);
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    printf("%s", out);
+    char want[512];
+    snprintf(want, sizeof want, "claim px/v1/tps: value does not re-derive: claimed %.17g, derived %.17g", truth * 1.01,
+             truth);
+    TB_CHECK(rc == 1 && strstr(out, want), "exit %d; want '%s'", rc, want);
+    TB_CHECK(strstr(out, "PROVEN  px/v1/loss") && strstr(out, "3 proven, 1 not proven"), "the others still prove");
+    free(out);
+    sqlite3 *db;
+    tb_error err;
+    TB_REQUIRE(tb_catalog_open(&db, root, &err) == 0, "%s", err.msg);
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(db, "SELECT proven_at IS NULL, proven_value FROM claims WHERE id = 'tps'", -1, &st, NULL);
+    TB_CHECK(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1 && sqlite3_column_double(st, 1) == truth,
+             "the catalogue: not proven, with the derived value");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+TB_TEST(prove_reports_files_the_manifest_does_not_list) {
+    const char *root = prove_fixture("prove_unlisted");
+    char path[FX_PATH];
+    fx_write_text(fx_path(path, sizeof path, "%s/px/v1/r0/run/notes.txt", root), "added later\n");
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "tps", "--artifacts", root, NULL);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  px/v1/tps"), "still proven (not evidence): %d", rc);
+    char want[FX_PATH + 64];
+    snprintf(want, sizeof want, "unlisted file (not in the manifest): %s", path);
+    TB_CHECK(strstr(out, want), "reported: %s", out);
+    free(out);
+}
+
+// ---------------------------------------------------------------------------------------
+// A thousand records
+
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+TB_TEST(prove_all_over_a_thousand_records_is_fast) {
+    enum { EXPERIMENTS = 10, RUNS = 100, PER_CLAIM = 10 };
+    const char *root = fx_fresh_dir("prove_1000");
+    // one real engine run, copied into every record
+    char src[FX_PATH], path[FX_PATH];
+    fx_path(src, sizeof src, "%s/source", root);
+    TB_REQUIRE(fx_engine_run(src, NULL, NULL) == 0, "engine run");
+    static const char *const files[] = {"run/config.json", "run/metrics.rank-00000.jsonl", "run/pipeline.json",
+                                        "run/memory.rank-00000.json", "run/trace.rank-00000.json", "stdout.log",
+                                        "stderr.log"};
+    enum { NFILES = sizeof files / sizeof *files };
+    char *content[NFILES];
+    for (int f = 0; f < NFILES; f++) content[f] = fx_read(fx_path(path, sizeof path, "%s/%s", src, files[f]));
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int e = 0; e < EXPERIMENTS; e++) {
+        json_t *claims = json_array();
+        for (int r = 0; r < RUNS; r++) {
+            char rec[FX_PATH], id[32];
+            snprintf(id, sizeof id, "20261129T1045%02d-%08x", r % 60, (unsigned)(e * RUNS + r));
+            fx_path(rec, sizeof rec, "%s/bulk%02d/v1/%s", root, e, id);
+            tb_mkdir_p(fx_path(path, sizeof path, "%s/run", rec), NULL);
+            for (int f = 0; f < NFILES; f++) fx_write_text(fx_path(path, sizeof path, "%s/%s", rec, files[f]), content[f]);
+            fx_write_manifest(rec, fx_path(path, sizeof path, "bulk%02d", e), 1, id,
+                              json_pack("{s:i}", "repetition", r % PER_CLAIM));
+        }
+        // a claim over each ten runs, the parsers in turn
+        static const char *const parsers[] = {"tokens_per_s", "step_ms", "loss_at_step", "peak_memory_bytes"};
+        char version_dir[FX_PATH];
+        fx_path(version_dir, sizeof version_dir, "%s/bulk%02d/v1", root, e);
+        for (int c = 0; c < RUNS / PER_CLAIM; c++) {
+            const char *dirs[PER_CLAIM];
+            char dir_store[PER_CLAIM][FX_PATH];
+            json_t *runs = json_array();
+            for (int k = 0; k < PER_CLAIM; k++) {
+                int r = c * PER_CLAIM + k;
+                char id[32];
+                snprintf(id, sizeof id, "20261129T1045%02d-%08x", r % 60, (unsigned)(e * RUNS + r));
+                json_array_append_new(runs, json_string(id));
+                dirs[k] = fx_path(dir_store[k], sizeof dir_store[k], "%s/%s", version_dir, id);
+            }
+            const char *parser = parsers[c % 4];
+            double v = 0;
+            tb_error err;
+            if (tb_parse_claim(parser, NULL, dirs, PER_CLAIM, &v, NULL, &err) != 0) printf("  %s\n", err.msg);
+            char id[16];
+            snprintf(id, sizeof id, "c%d", c);
+            json_array_append_new(claims, json_pack("{s:s, s:f, s:s, s:o, s:f}", "id", id, "value", v, "parser",
+                                                    parser, "runs", runs, "relative_tolerance", 1e-9));
+        }
+        json_t *file = json_pack("{s:s, s:i, s:o}", "experiment", fx_path(path, sizeof path, "bulk%02d", e),
+                                 "version", 1, "claims", claims);
+        tb_write_json_atomic(fx_path(path, sizeof path, "%s/claims.json", version_dir), file, NULL);
+        json_decref(file);
+    }
+    for (int f = 0; f < NFILES; f++) free(content[f]);
+    fx_rm_rf(src);
+    printf("  generated %d records in %.2f s\n", EXPERIMENTS * RUNS, seconds_since(&t0));
+
+    char *out;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--quiet", "--artifacts", root, NULL);
+    double quiet = seconds_since(&t0);
+    char *summary = strstr(out, "prove: ");
+    TB_CHECK(rc == 0 && summary && strstr(summary, "prove: 100 claims, 100 proven, 0 not proven; 1000 records verified"),
+             "exit %d: %s", rc, summary ? summary : out);
+    free(out);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    double full = seconds_since(&t0);
+    TB_CHECK(rc == 0, "exit %d (with evidence)", rc);
+    size_t bytes = strlen(out);
+    free(out);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = fx_capture(tracebook_ls_main, &out, "ls", "--artifacts", root, NULL);
+    double ls_first = seconds_since(&t0);
+    TB_CHECK(rc == 0 && strstr(out, "bulk09") && strstr(out, "   100       100"), "ls: %s", out);
+    free(out);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = fx_capture(tracebook_ls_main, &out, "ls", "bulk03", "--artifacts", root, NULL);
+    double ls_again = seconds_since(&t0);
+    free(out);
+    printf("  prove --all over 1000 records, 100 claims: %.3f s quiet, %.3f s with evidence (%zu bytes)\n", quiet,
+           full, bytes);
+    printf("  ls: %.3f s cataloguing 1000 records, %.3f s when they are catalogued\n", ls_first, ls_again);
+    TB_CHECK(quiet < 10 && full < 10, "prove --all over 1000 records under 10 s: %.2f / %.2f", quiet, full);
+}
+
+int main(void) {
+    known_records();
+    TB_RUN(step_ms_is_the_median_slowest_rank_step_after_warmup);
+    TB_RUN(tokens_per_s_is_global_batch_tokens_over_the_slowest_step);
+    TB_RUN(loss_at_step_reads_rank_0_and_checks_the_others);
+    TB_RUN(peak_memory_is_the_max_over_steps_and_ranks);
+    TB_RUN(pipeline_parsers_read_pipeline_json);
+    TB_RUN(ratio_and_saved_fraction_combine_two_sub_claims);
+    TB_RUN(parsers_name_the_missing_or_malformed_file);
+    TB_RUN(prove_proves_untouched_records_and_prints_the_evidence);
+    TB_RUN(prove_fails_naming_the_file_when_a_metric_line_is_edited);
+    TB_RUN(prove_fails_naming_a_deleted_file);
+    TB_RUN(prove_fails_when_the_claimed_value_is_wrong);
+    TB_RUN(prove_reports_files_the_manifest_does_not_list);
+    TB_RUN(prove_all_over_a_thousand_records_is_fast);
+    return tb_test_summary();
+}

@@ -1,0 +1,205 @@
+// tracebook run: the Lua host and the run recorder, end to end through the binary.
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tb_test.h"
+
+#define TRACEBOOK TB_BIN_DIR "/tracebook"
+#define TINY "num_layers = 2, hidden_size = 32, num_attention_heads = 2, seq_length = 16, vocab_size = 64"
+
+static char out_text[1 << 16], err_text[1 << 16];
+
+static void slurp(const char *path, char *buf, size_t len) {
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...) {
+    char cmd[4096], full[4600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    snprintf(full, sizeof full, "cd %s && %s > %s/rb.out 2> %s/rb.err", TB_SOURCE_DIR, cmd, TB_TEST_TMPDIR,
+             TB_TEST_TMPDIR);
+    int status = system(full);
+    slurp(TB_TEST_TMPDIR "/rb.out", out_text, sizeof out_text);
+    slurp(TB_TEST_TMPDIR "/rb.err", err_text, sizeof err_text);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+// The record directories of an experiment version, in a fixed order.
+static int records(const char *version_dir, char names[][256], int max) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "ls -1 %s 2>/dev/null | grep -v '\\.json$'", version_dir);
+    FILE *p = popen(cmd, "r");
+    int n = 0;
+    while (p && n < max && fgets(names[n], 256, p)) {
+        names[n][strcspn(names[n], "\n")] = '\0';
+        n++;
+    }
+    if (p) pclose(p);
+    return n;
+}
+
+#define ART TB_TEST_TMPDIR "/rb_artifacts"
+
+TB_TEST(runbook_runs_records_and_claims_and_prove_rederives) {
+    write_file(TB_TEST_TMPDIR "/ok.lua",
+               "local exp = tb.experiment{ name = 'rb', version = 1, question = 'does it record?' }\n"
+               "local r = exp:run{ " TINY ", train_iters = 3, repeat_ = 2 }\n"
+               "tb.assert(#r.runs == 2, 'two repetitions')\n"
+               "tb.assert(#r.runs[1].steps == 3, 'three steps read back')\n"
+               "tb.assert(r.stats.tokens_per_s.n == 2 and r.stats.tokens_per_s.warmup_steps == 1, 'stats')\n"
+               "tb.assert(r.runs[1].seed ~= r.runs[2].seed, 'seeds differ per repetition')\n"
+               "local v = exp:claim{ id = 'tps', parser = 'tokens_per_s', runs = r, text = 'tok/s' }\n"
+               "tb.assert(v > 0, 'a positive number')\n");
+    TB_REQUIRE(run("rm -rf %s && %s run %s/ok.lua --artifacts %s", ART, TRACEBOOK, TB_TEST_TMPDIR, ART) == 0,
+               "tracebook run failed:\n%s\n%s", out_text, err_text);
+    char names[8][256];
+    int n = records(ART "/rb/v1", names, 8);
+    TB_REQUIRE(n == 2, "two records, got %d", n);
+    char path[1024];
+    snprintf(path, sizeof path, ART "/rb/v1/%s/manifest.json", names[0]);
+    json_t *m = json_load_file(path, 0, NULL);
+    TB_REQUIRE(m, "manifest.json of %s", names[0]);
+    TB_CHECK(!strcmp(json_string_value(json_object_get(m, "status")), "finished"), "status finished");
+    TB_CHECK(json_is_array(json_object_get(m, "argv")) &&
+                 strstr(json_string_value(json_array_get(json_object_get(m, "argv"), 0)), "pretrain_gpt"),
+             "argv starts with the engine");
+    TB_CHECK(json_is_object(json_object_get(m, "config")), "resolved config recorded");
+    TB_CHECK(json_is_object(json_object_get(m, "host")) && json_is_object(json_object_get(m, "environment")),
+             "host and environment recorded");
+    TB_CHECK(json_object_get(json_object_get(m, "files"), "run/metrics.rank-00000.jsonl") != NULL,
+             "the metrics file is hashed");
+    TB_CHECK(json_is_object(json_object_get(m, "git")), "git provenance (the source tree is a repository)");
+    TB_CHECK(strlen(json_string_value(json_object_get(json_object_get(m, "runbook"), "sha256"))) == 64,
+             "runbook sha256");
+    json_decref(m);
+    TB_CHECK(access(ART "/rb/v1/claims.json", F_OK) == 0, "claims.json written");
+    TB_CHECK(run("%s prove --all --artifacts %s", TRACEBOOK, ART) == 0, "prove failed:\n%s\n%s", out_text, err_text);
+
+    // resume: a second run skips the finished repetitions
+    TB_REQUIRE(run("%s run %s/ok.lua --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, ART) == 0, "rerun:\n%s", err_text);
+    TB_CHECK(strstr(out_text, "skip:") != NULL, "the rerun says it skips:\n%s", out_text);
+    TB_CHECK(records(ART "/rb/v1", names, 8) == 2, "no new records on resume");
+    TB_REQUIRE(run("%s run %s/ok.lua --force --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, ART) == 0, "force");
+    TB_CHECK(records(ART "/rb/v1", names, 8) == 4, "--force re-runs");
+}
+
+TB_TEST(dry_run_prints_argv_and_config_and_runs_nothing) {
+    write_file(TB_TEST_TMPDIR "/dry.lua",
+               "local exp = tb.experiment{ name = 'dry', version = 1, question = 'q' }\n"
+               "for _, p in ipairs(tb.sweep{ tensor_model_parallel_size = {1, 2} }) do\n"
+               "  p.num_layers = 2; p.hidden_size = 32; p.num_attention_heads = 2; p.world_size = p.tensor_model_parallel_size\n"
+               "  exp:run(p)\nend\n");
+    TB_REQUIRE(run("rm -rf %s_dry && %s run %s/dry.lua --dry-run --artifacts %s_dry", ART, TRACEBOOK, TB_TEST_TMPDIR,
+                   ART) == 0, "%s", err_text);
+    TB_CHECK(strstr(out_text, "--tensor-model-parallel-size 2") && strstr(out_text, "config {"),
+             "argv and config printed:\n%s", out_text);
+    TB_CHECK(access(ART "_dry/dry/v1", F_OK) != 0, "nothing recorded");
+}
+
+TB_TEST(runbook_errors_name_file_and_line_and_mark_the_experiment_failed) {
+    write_file(TB_TEST_TMPDIR "/syntax.lua", "local x = \n");
+    TB_CHECK(run("rm -rf %s_err && %s run %s/syntax.lua --artifacts %s_err", ART, TRACEBOOK, TB_TEST_TMPDIR, ART) != 0 &&
+                 strstr(err_text, "syntax.lua:"),
+             "syntax error with file:line:\n%s", err_text);
+    write_file(TB_TEST_TMPDIR "/badkey.lua",
+               "local exp = tb.experiment{ name = 'bad', version = 1, question = 'q' }\n"
+               "\n"
+               "exp:run{ num_layerz = 2 }\n");
+    TB_CHECK(run("%s run %s/badkey.lua --artifacts %s_err", TRACEBOOK, TB_TEST_TMPDIR, ART) != 0 &&
+                 strstr(err_text, "badkey.lua:3:") && strstr(err_text, "unknown config key 'num_layerz'") &&
+                 strstr(err_text, "stack traceback"),
+             "unknown key at badkey.lua:3 with a traceback:\n%s", err_text);
+    json_t *e = json_load_file(ART "_err/bad/v1/experiment.json", 0, NULL);
+    TB_CHECK(e && !strcmp(json_string_value(json_object_get(e, "status")), "failed"), "experiment marked failed");
+    json_decref(e);
+    write_file(TB_TEST_TMPDIR "/engine_fails.lua",
+               "local exp = tb.experiment{ name = 'enginefail', version = 1, question = 'q' }\n"
+               "exp:run{ " TINY ", train_iters = 2, num_attention_heads = 3 }\n");
+    TB_CHECK(run("%s run %s/engine_fails.lua --artifacts %s_err", TRACEBOOK, TB_TEST_TMPDIR, ART) != 0 &&
+                 strstr(err_text, "engine_fails.lua:2:") && strstr(err_text, "failed (exit status 2)"),
+             "engine failure reported at the runbook line:\n%s", err_text);
+    char names[8][256];
+    TB_REQUIRE(records(ART "_err/enginefail/v1", names, 8) == 1, "the failed run is recorded");
+    char path[1024];
+    snprintf(path, sizeof path, ART "_err/enginefail/v1/%s/manifest.json", names[0]);
+    json_t *m = json_load_file(path, 0, NULL);
+    TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "status")), "failed"), "record status failed");
+    json_decref(m);
+}
+
+TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
+    write_file(TB_TEST_TMPDIR "/long.lua",
+               "local exp = tb.experiment{ name = 'long', version = 1, question = 'q' }\n"
+               "exp:run{ num_layers = 4, hidden_size = 128, num_attention_heads = 4, seq_length = 128, "
+               "vocab_size = 256, train_iters = 100000 }\n");
+    char cmd[2048];
+    // SIGINT to the host after 1.5 s: it stops the engine and records the run incomplete
+    snprintf(cmd, sizeof cmd,
+             "cd %s && rm -rf %s_int && (%s run %s/long.lua --artifacts %s_int > /dev/null 2>&1 & pid=$!; sleep 1.5; "
+             "kill -INT $pid; wait $pid; echo $? > %s/int.status)",
+             TB_SOURCE_DIR, ART, TRACEBOOK, TB_TEST_TMPDIR, ART, TB_TEST_TMPDIR);
+    TB_REQUIRE(system(cmd) == 0, "shell");
+    char status[64];
+    slurp(TB_TEST_TMPDIR "/int.status", status, sizeof status);
+    TB_CHECK(atoi(status) != 0, "interrupted host exits non-zero (got %s)", status);
+    char names[8][256];
+    TB_REQUIRE(records(ART "_int/long/v1", names, 8) == 1, "one record");
+    char path[1024];
+    snprintf(path, sizeof path, ART "_int/long/v1/%s/manifest.json", names[0]);
+    json_t *m = json_load_file(path, 0, NULL);
+    TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "status")), "incomplete"), "status incomplete");
+    json_decref(m);
+
+    // SIGKILL to the host: no manifest at all (the manifest is written last), which reads as incomplete
+    snprintf(cmd, sizeof cmd,
+             "cd %s && rm -rf %s_kill && (%s run %s/long.lua --artifacts %s_kill > /dev/null 2>&1 & pid=$!; sleep 1.5; "
+             "kill -KILL $pid; wait $pid; pkill -KILL -f '[p]retrain_gpt.*%s_kill' ; true)",
+             TB_SOURCE_DIR, ART, TRACEBOOK, TB_TEST_TMPDIR, ART, ART);
+    TB_REQUIRE(system(cmd) == 0, "shell");
+    TB_REQUIRE(records(ART "_kill/long/v1", names, 8) == 1, "one record");
+    snprintf(path, sizeof path, ART "_kill/long/v1/%s/manifest.json", names[0]);
+    TB_CHECK(access(path, F_OK) != 0, "no manifest after SIGKILL");
+    snprintf(path, sizeof path, ART "_kill/long/v1/%s/heartbeat", names[0]);
+    TB_CHECK(access(path, F_OK) == 0, "a heartbeat was being written while the run was live");
+    TB_CHECK(run("%s ls long --artifacts %s_kill", TRACEBOOK, ART) == 0 && strstr(out_text, "incomplete"),
+             "the catalogue lists the killed run as incomplete:\n%s\n%s", out_text, err_text);
+}
+
+TB_TEST(params_from_set_reach_the_runbook) {
+    write_file(TB_TEST_TMPDIR "/param.lua",
+               "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n"
+               "tb.assert(tb.param('name', 'x') == 'abc', 'string from --set')\n"
+               "tb.assert(tb.param('missing', 5) == 5, 'default')\n");
+    TB_CHECK(run("%s run %s/param.lua --set iters=7 --set name=abc --artifacts %s_p", TRACEBOOK, TB_TEST_TMPDIR, ART) ==
+                 0,
+             "%s", err_text);
+}
+
+int main(void) {
+    TB_RUN(runbook_runs_records_and_claims_and_prove_rederives);
+    TB_RUN(dry_run_prints_argv_and_config_and_runs_nothing);
+    TB_RUN(runbook_errors_name_file_and_line_and_mark_the_experiment_failed);
+    TB_RUN(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest);
+    TB_RUN(params_from_set_reach_the_runbook);
+    return tb_test_summary();
+}

@@ -1,0 +1,173 @@
+// graph.h — the source index loaded into memory as a call graph, and the searches the
+// queries share: symbol and entry-point lookup, call resolution (direct calls by USR,
+// calls through function-pointer fields by their assigned functions), per-binary scopes,
+// shortest chains.
+//
+// A *scope* is a build target: a traversal in the scope of `pretrain_gpt` only follows
+// functions whose definitions are in translation units that link into pretrain_gpt (or in
+// headers, or in files no target claims). Scope -1 means the whole index. This is how two
+// `main`s, or a function defined in two binaries, stay apart.
+#ifndef TB_TRACE_GRAPH_H
+#define TB_TRACE_GRAPH_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "source.h"
+
+typedef struct tb_gfile {
+    char *path;          // absolute, as indexed
+    const char *shown;   // relative to the project root when under it
+    int is_tu;
+    int ntargets;        // targets claiming this file
+} tb_gfile;
+
+typedef struct tb_gfn {
+    int64_t id;
+    char *usr, *name;
+    int file;            // index in files, -1 unknown
+    tb_pos pos;
+    int is_static, is_definition;
+    int calls_begin, calls_end;    // its call sites: calls[calls_begin .. calls_end), in source order
+    int ranges_begin, ranges_end;  // its range sites: ranges[...], in source order
+} tb_gfn;
+
+typedef struct tb_gcall {
+    int caller;          // function index
+    char *callee_usr;    // NULL for a call through a field
+    char *callee_name;
+    char *field;         // "record.field" or NULL
+    char *in_macro;
+    int file;
+    tb_pos pos;
+    int *targets;        // candidate callees (function indices), the whole index
+    int ntargets;
+    int field_index;     // in fields, -1
+    char *passed_to;     // a callback edge: the callee was passed as an argument to this function
+} tb_gcall;
+
+typedef struct tb_grange {
+    int fn;
+    int is_pop;
+    char *name;          // literal or printf pattern; NULL for pops (and non-literal names)
+    int file;
+    tb_pos pos;
+} tb_grange;
+
+typedef struct tb_gcoll {
+    int fn;
+    char *callee_name;
+    int file;
+    tb_pos pos;
+} tb_gcoll;
+
+typedef struct tb_gfield {
+    char *key;           // "record.field"
+    int *fns;            // assigned functions
+    int nfns;
+} tb_gfield;
+
+typedef struct tb_gtarget {
+    char *name, *type;
+    unsigned char *has_file;  // per file index
+} tb_gtarget;
+
+typedef struct tb_graph {
+    char *index_path;
+    char *root;          // project root for shown paths ("" when none)
+    tb_gfile *files;
+    int nfiles;
+    tb_gfn *fns;
+    int nfns;
+    tb_gcall *calls;
+    int ncalls;
+    tb_grange *ranges;
+    int nranges;
+    tb_gcoll *colls;
+    int ncolls;
+    tb_gfield *fields;
+    int nfields;
+    tb_gtarget *targets;
+    int ntargets;
+    int *by_usr;         // function indices sorted by usr
+    int *by_name;        // function indices sorted by name
+    // per scope (target index + 1), built on demand: successors of each function
+    struct tb_adj *adj;
+    tb_sources sources;
+} tb_graph;
+
+// One edge of the scoped call graph: caller → callee through a call site (first site per pair).
+typedef struct tb_edge {
+    int to;
+    int call;
+} tb_edge;
+
+typedef struct tb_adj {
+    int built;
+    int *begin;          // per function: edges[begin[f] .. begin[f+1])
+    tb_edge *edges;
+} tb_adj;
+
+// Opens the index (tb_index_open) and loads it.
+int tb_graph_open(tb_graph **g, const char *path, tb_error *err);
+void tb_graph_free(tb_graph *g);
+
+// "engine/comm/comm.c:65" style locations (shown path).
+const char *tb_graph_file(const tb_graph *g, int file);
+// The source of a file (cached); NULL when unreadable.
+const tb_source *tb_graph_source(tb_graph *g, int file);
+
+// Functions named `name` (all rows), or for "FILE:NAME" those whose file ends with FILE.
+// Fills out (malloc'd) and returns the count.
+int tb_graph_lookup(const tb_graph *g, const char *symbol, int **out);
+int tb_graph_fn_by_usr(const tb_graph *g, const char *usr);
+int tb_graph_target_by_name(const tb_graph *g, const char *name);
+
+// Scope: which functions a traversal in target t may enter (t = -1: all).
+int tb_graph_in_scope(const tb_graph *g, int t, int fn);
+// The executable target a function's file links into, when exactly one does; else -1.
+int tb_graph_target_of_fn(const tb_graph *g, int fn);
+
+// Callees of a call in scope t: candidates in scope; for a direct call with several
+// definitions, those defined in the scope's own translation units first.
+int tb_graph_call_targets(const tb_graph *g, int call, int t, int *out, int cap);
+
+// The scoped call graph (built once per scope).
+const tb_adj *tb_graph_adj(tb_graph *g, int t);
+
+// An entry point: a resolved function with the scope it runs in and a label.
+typedef struct tb_entry {
+    int fn;
+    int target;          // scope, -1 = whole index
+    char label[160];     // the binary's name, or the file, for printing
+} tb_entry;
+
+// ENTRY is FILE:FUNCTION, a target name (its main), or a function name (each definition,
+// each in the scope of its binary). Returns the count (malloc'd array), 0 with err set when none.
+int tb_graph_entries(const tb_graph *g, const char *entry, tb_entry **out, tb_error *err);
+
+// Shortest paths from `from` over the scoped graph: dist[f] (-1 unreachable) and the edge
+// that reached f (pred_fn, pred_call). Arrays of nfns ints, malloc'd by the caller.
+void tb_graph_bfs(tb_graph *g, int t, const int *from, int nfrom, int *dist, int *pred_fn, int *pred_call);
+
+// A chain: the functions and, for each but the last, the call site to the next one.
+typedef struct tb_chain {
+    int n;
+    int *fns;
+    int *calls;          // n - 1 entries
+} tb_chain;
+
+// Up to max distinct chains (by function sequence) from entry to any of `to`, shortest
+// first, each at most max_depth calls long. Returns the count; *truncated set when the
+// search stopped on its budget.
+int tb_graph_chains(tb_graph *g, int t, int entry, const int *to, int nto, int max, int max_depth,
+                    tb_chain **out, int *truncated);
+void tb_chains_free(tb_chain *c, int n);
+
+// "name (file:line[, via record.field])" for hop i of a chain, into buf.
+void tb_graph_hop(const tb_graph *g, int fn, int call, char *buf, size_t len);
+// "file:line" of a function.
+void tb_graph_fn_loc(const tb_graph *g, int fn, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,467 @@
+// index_compdb.c — the compilation database: loading compile_commands.json, splitting each
+// command, and translating it into the arguments libclang parses the file with (nvcc
+// commands into clang's CUDA host-only mode). See index.c for what is kept and dropped.
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "index_internal.h"
+
+#define IX_CUDA_DEFAULT_PATH "/usr/local/cuda"
+
+// ---------------------------------------------------------------------------------------
+// Paths
+
+static void normalise_lexically(char *p) {
+    // p is absolute: collapse "//", "/./" and "/x/../"
+    char *out = p, *in = p;
+    while (*in) {
+        if (in[0] == '/') {
+            while (in[1] == '/') in++;
+            if (in[1] == '.' && (in[2] == '/' || in[2] == 0)) {
+                in += 2;
+                continue;
+            }
+            if (in[1] == '.' && in[2] == '.' && (in[3] == '/' || in[3] == 0)) {
+                in += 3;
+                while (out > p && *--out != '/') {}
+                continue;
+            }
+        }
+        *out++ = *in++;
+    }
+    if (out == p) *out++ = '/';
+    *out = 0;
+}
+
+const char *ix_abspath(ix_pool *p, const char *dir, const char *path) {
+    ix_buf b = {0};
+    if (path[0] != '/') {
+        if (dir && *dir) {
+            ix_buf_printf(&b, "%s/", dir);
+        } else {
+            char cwd[PATH_MAX];
+            if (getcwd(cwd, sizeof cwd)) ix_buf_printf(&b, "%s/", cwd);
+        }
+    }
+    ix_buf_printf(&b, "%s", path);
+    char *real = realpath(b.s, NULL);
+    if (real) {
+        const char *r = ix_pool_dup(p, real);
+        free(real);
+        ix_buf_free(&b);
+        return r;
+    }
+    normalise_lexically(b.s);
+    const char *r = ix_pool_dup(p, b.s);
+    ix_buf_free(&b);
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------
+// Splitting a command line as a POSIX shell would (quotes and backslashes; no expansion).
+
+int ix_split_command(ix_pool *p, const char *cmd, ix_vec *out) {
+    ix_buf w = {0};
+    int n = 0;
+    const char *s = cmd;
+    for (;;) {
+        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+        if (!*s) break;
+        w.len = 0;
+        ix_buf_add(&w, "", 0);
+        while (*s && !(*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) {
+            if (*s == '\'') {
+                const char *e = strchr(s + 1, '\'');
+                if (!e) e = s + strlen(s);
+                ix_buf_add(&w, s + 1, (size_t)(e - s - 1));
+                s = *e ? e + 1 : e;
+            } else if (*s == '"') {
+                s++;
+                while (*s && *s != '"') {
+                    if (*s == '\\' && s[1] && strchr("\\\"$`\n", s[1])) s++;
+                    ix_buf_add(&w, s, 1);
+                    s++;
+                }
+                if (*s) s++;
+            } else if (*s == '\\' && s[1]) {
+                ix_buf_add(&w, s + 1, 1);
+                s += 2;
+            } else {
+                ix_buf_add(&w, s, 1);
+                s++;
+            }
+        }
+        *(const char **)ix_vec_push(out) = ix_pool_dupn(p, w.s, w.len);
+        n++;
+    }
+    ix_buf_free(&w);
+    return n;
+}
+
+// ---------------------------------------------------------------------------------------
+// Argument translation
+
+static int starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
+
+static int in_list(const char *s, const char *const *list) {
+    for (; *list; list++)
+        if (!strcmp(s, *list)) return 1;
+    return 0;
+}
+
+// nvcc options that take a value (separate, or joined with '=') and mean nothing to clang's
+// host-side parse: dropped with their value.
+static const char *const nvcc_drop_with_value[] = {
+    "-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code", "-ccbin",
+    "--compiler-bindir", "-Xptxas", "--ptxas-options", "-Xnvlink", "--nvlink-options", "-Xfatbin",
+    "--fatbin-options", "-Xlinker", "--linker-options", "-Xarchive", "--archive-options", "-Xcudafe",
+    "--diag-suppress", "-diag-suppress", "--diag-warn", "-diag-warn", "--diag-error", "-diag-error",
+    "-maxrregcount", "--maxrregcount", "-default-stream", "--default-stream", "-t", "--threads", "-rdc",
+    "--relocatable-device-code", "-odir", "--output-directory", "--dependency-output", "--keep-dir",
+    "-keep-dir", "-time", "--time", "-split-compile", "--split-compile", "-cudart", "--cudart", "-cudadevrt",
+    "--cudadevrt", "-ldir", "--library-path", "--library", "-x", "--x", "--machine", "-m", "-Werror",
+    "--Werror", "--run-args", "-run-args", "--optimize", "-dopt", "--dopt", "--generate-dependencies-with-compile",
+    "-static-global-template-stub", "--static-global-template-stub", NULL};
+
+// nvcc flags without a value that clang does not take: dropped.
+static const char *const nvcc_drop[] = {
+    "--extended-lambda", "-extended-lambda", "--expt-extended-lambda", "-expt-extended-lambda",
+    "--expt-relaxed-constexpr", "-expt-relaxed-constexpr", "--use_fast_math", "-use_fast_math",
+    "--use-fast-math", "-lineinfo", "--generate-line-info", "-G", "--device-debug", "-dc", "--device-c", "-dw",
+    "--device-w", "-dlink", "--device-link", "-keep", "--keep", "-res-usage", "--resource-usage",
+    "-Wno-deprecated-gpu-targets", "-forward-unknown-to-host-compiler", "--forward-unknown-to-host-compiler",
+    "-forward-unknown-opts", "--forward-unknown-opts", "--display-error-number", "-err-no",
+    "--no-display-error-number", "-no-err-no", "-src-in-ptx", "--source-in-ptx", "-restrict", "--restrict",
+    "-lto", "-dlto", "--dlto", "-cuda", "--cuda", "-ptx", "--ptx", "-cubin", "--cubin", "-fatbin", "--fatbin",
+    "--compile", "-allow-unsupported-compiler", "--allow-unsupported-compiler", "-MD", "--generate-dependencies",
+    "-Wext-lambda-captures-this", "--Wext-lambda-captures-this", NULL};
+
+// nvcc's long names of host options: translated to clang's spelling.
+typedef struct { const char *nvcc, *clang; int joined; } nvcc_rename;
+static const nvcc_rename nvcc_renames[] = {
+    {"--include-path", "-I", 1},   {"--define-macro", "-D", 1},   {"--undefine-macro", "-U", 1},
+    {"--system-include", "-isystem", 0}, {"--pre-include", "-include", 0}, {"--std", "-std=", 1},
+    {"-std", "-std=", 1},          {"--output-file", "-o", 0},    {"--compiler-options", NULL, 0},
+    {"-Xcompiler", NULL, 0},       {NULL, NULL, 0}};
+
+// Whether `word` is option `name`, alone (value in the next word: *joined = NULL) or joined with
+// '=' (*joined = the value).
+static int is_opt(const char *word, const char *name, const char **joined) {
+    size_t n = strlen(name);
+    if (strncmp(word, name, n)) return 0;
+    if (word[n] == 0) {
+        *joined = NULL;
+        return 1;
+    }
+    if (word[n] == '=') {
+        *joined = word + n + 1;
+        return 1;
+    }
+    return 0;
+}
+
+typedef struct argv_out {
+    ix_vec args;  // const char *
+    ix_pool *pool;
+} argv_out;
+
+static void out_add(argv_out *o, const char *a) { *(const char **)ix_vec_push(&o->args) = a; }
+
+// The host compiler's flags that libclang must not see, or that change what is reported.
+// Returns how many words to skip (0: keep the word; 1: drop it; 2: drop it and its value).
+static int generic_drop(const char *a) {
+    if (!strcmp(a, "-c") || !strcmp(a, "-o")) return !strcmp(a, "-o") ? 2 : 1;
+    if (!strcmp(a, "-MF") || !strcmp(a, "-MT") || !strcmp(a, "-MQ") || !strcmp(a, "-MJ")) return 2;
+    if (!strcmp(a, "-M") || !strcmp(a, "-MM") || !strcmp(a, "-MD") || !strcmp(a, "-MMD") || !strcmp(a, "-MP") ||
+        !strcmp(a, "-MG"))
+        return 1;
+    if ((starts(a, "-MF") || starts(a, "-MT") || starts(a, "-MQ") || starts(a, "-MJ")) && strlen(a) > 3) return 1;
+    if (!strcmp(a, "-Werror") || starts(a, "-Werror=") || !strcmp(a, "-pedantic-errors") ||
+        !strcmp(a, "-Wfatal-errors"))
+        return 1;
+    if (!strcmp(a, "-save-temps") || starts(a, "-save-temps=") || starts(a, "-fdump-") || !strcmp(a, "-pipe"))
+        return 1;
+    return 0;
+}
+
+// Flags kept by the fallback command line (a second try when the full one does not parse).
+static int fallback_keep(const char *a, int *takes_value) {
+    static const char *const with_value[] = {"-I", "-D", "-U", "-isystem", "-iquote", "-idirafter",
+                                             "-include", "-imacros", "-x", "--sysroot", "-isysroot", NULL};
+    *takes_value = in_list(a, with_value);
+    if (*takes_value) return 1;
+    return starts(a, "-I") || starts(a, "-D") || starts(a, "-U") || starts(a, "-std=") || starts(a, "--std=") ||
+           starts(a, "--sysroot=") || starts(a, "-isystem") || starts(a, "-iquote") || starts(a, "-idirafter") ||
+           !strcmp(a, "-fopenmp") || !strcmp(a, "-pthread") || !strcmp(a, "-m64") || !strcmp(a, "-m32") ||
+           !strcmp(a, "-nostdinc") || starts(a, "--cuda-") || !strcmp(a, "-nocudalib") || !strcmp(a, "-nocudainc");
+}
+
+static int is_source_word(ix_pool *p, const char *a, const char *dir, const char *file) {
+    if (a[0] == '-') return 0;
+    const char *base = strrchr(file, '/');
+    const char *abase = strrchr(a, '/');
+    if (strcmp(base ? base + 1 : file, abase ? abase + 1 : a)) return 0;  // cheap pre-check
+    return !strcmp(ix_abspath(p, dir, a), file);
+}
+
+static void add_host_word(argv_out *o, const char *const *words, int n, int *i, const char *dir, const char *file);
+
+// Translates an nvcc word at words[*i]; returns 1 when handled (added or dropped).
+static int nvcc_word(argv_out *o, const char *const *words, int n, int *i, const char *dir, const char *file) {
+    const char *a = words[*i], *v;
+    if (in_list(a, nvcc_drop) || starts(a, "-rdc=") || starts(a, "--relocatable-device-code=") ||
+        starts(a, "--ftz=") || starts(a, "-ftz=") || starts(a, "--prec-div=") || starts(a, "-prec-div=") ||
+        starts(a, "--prec-sqrt=") || starts(a, "-prec-sqrt=") || starts(a, "--fmad=") || starts(a, "-fmad=") ||
+        starts(a, "-arch=") || starts(a, "-code=") || starts(a, "-gencode=") || starts(a, "--gpu-architecture=") ||
+        starts(a, "--Werror="))
+        return 1;
+    for (const char *const *d = nvcc_drop_with_value; *d; d++)
+        if (is_opt(a, *d, &v)) {
+            // "-Werror" alone is also clang's flag: nvcc's takes a value only when one follows
+            if (!v && (!strcmp(*d, "-Werror") || !strcmp(*d, "--Werror")) && (*i + 1 >= n || words[*i + 1][0] == '-'))
+                return 1;
+            if (!strcmp(*d, "-x") && !v && *i + 1 < n && strcmp(words[*i + 1], "cu")) return 0;  // -x c++ etc.
+            if (!v && *i + 1 < n) (*i)++;
+            return 1;
+        }
+    for (const nvcc_rename *r = nvcc_renames; r->nvcc; r++) {
+        if (!is_opt(a, r->nvcc, &v)) continue;
+        if (!strcmp(r->nvcc, "-std") && !v) {  // nvcc's "-std c++17"; clang's -std=... falls through
+            if (*i + 1 >= n) return 1;
+            v = words[++*i];
+        } else if (!strcmp(r->nvcc, "-std")) {
+            return 0;  // -std=c++17: the same in clang
+        } else if (!v) {
+            if (*i + 1 >= n) return 1;
+            v = words[++*i];
+        }
+        if (!r->clang) {  // -Xcompiler a,b,c: the host compiler's flags, one by one
+            ix_vec parts;
+            ix_vec_init(&parts, sizeof(const char *));
+            const char *s = v;
+            while (*s) {
+                const char *e = strchr(s, ',');
+                if (!e) e = s + strlen(s);
+                if (e > s) *(const char **)ix_vec_push(&parts) = ix_pool_dupn(o->pool, s, (size_t)(e - s));
+                s = *e ? e + 1 : e;
+            }
+            int np = (int)parts.len;
+            for (int k = 0; k < np; k++) add_host_word(o, (const char *const *)parts.items, np, &k, dir, file);
+            ix_vec_free(&parts);
+        } else if (!strcmp(r->clang, "-o")) {
+            // dropped with its value
+        } else if (r->joined) {
+            out_add(o, ix_pool_printf(o->pool, "%s%s", r->clang, v));
+        } else {
+            out_add(o, r->clang);
+            out_add(o, ix_pool_dup(o->pool, v));
+        }
+        return 1;
+    }
+    if (!strcmp(a, "--debug")) {
+        out_add(o, "-g");
+        return 1;
+    }
+    if (starts(a, "--") && a[2] && !starts(a, "--cuda") && !starts(a, "--sysroot") && !starts(a, "--std")) {
+        return 1;  // another nvcc long option clang would reject: dropped alone
+    }
+    return 0;
+}
+
+static void add_host_word(argv_out *o, const char *const *words, int n, int *i, const char *dir, const char *file) {
+    const char *a = words[*i];
+    int skip = generic_drop(a);
+    if (skip) {
+        *i += skip - 1;
+        return;
+    }
+    if (is_source_word(o->pool, a, dir, file)) return;
+    out_add(o, a);
+}
+
+static int exists_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+// Whether clang's resource directory has an omp.h (LLVM's libomp headers installed); when
+// not, -fopenmp units get index_visit.c's stand-in.
+static int have_clang_omp_h(void) {
+    struct stat st;
+    return stat(TB_CLANG_RESOURCE_DIR "/include/omp.h", &st) == 0;
+}
+
+// words[0] is the compiler.
+static void translate(ix_compdb *db, ix_tu *tu, const char *const *words, int n) {
+    const char *compiler = n ? words[0] : "";
+    const char *cbase = strrchr(compiler, '/');
+    cbase = cbase ? cbase + 1 : compiler;
+    int nvcc = ends_with(cbase, "nvcc") || ends_with(cbase, "nvcc.exe");
+    tu->cuda = nvcc || ends_with(tu->file, ".cu");
+
+    argv_out o = {.pool = &db->pool};
+    ix_vec_init(&o.args, sizeof(const char *));
+    for (int i = 1; i < n; i++) {
+        if (nvcc && nvcc_word(&o, words, n, &i, tu->directory, tu->file)) continue;
+        add_host_word(&o, words, n, &i, tu->directory, tu->file);
+    }
+    // What every parse gets.
+    static const char *const common[] = {"-resource-dir", TB_CLANG_RESOURCE_DIR, "-ferror-limit=0", "-w", NULL};
+    ix_vec extra;
+    ix_vec_init(&extra, sizeof(const char *));
+    for (const char *const *c = common; *c; c++) *(const char **)ix_vec_push(&extra) = *c;
+    *(const char **)ix_vec_push(&extra) = ix_pool_printf(&db->pool, "-working-directory=%s", tu->directory);
+    int openmp = 0;
+    for (size_t i = 0; i < o.args.len; i++) {
+        const char *a = IX_AT(&o.args, const char *, i);
+        openmp |= !strcmp(a, "-fopenmp") || starts(a, "-fopenmp=") || !strcmp(a, "-Xcompiler=-fopenmp");
+    }
+    if (tu->cuda || (openmp && !have_clang_omp_h())) {
+        *(const char **)ix_vec_push(&extra) = "-idirafter";
+        *(const char **)ix_vec_push(&extra) = IX_STUB_DIR;
+    }
+    if (tu->cuda) {
+        static const char *const cuda[] = {"-x", "cuda", "--cuda-host-only", "-nocudalib", NULL};
+        for (const char *const *c = cuda; *c; c++) *(const char **)ix_vec_push(&extra) = *c;
+        const char *cuda_path = getenv("CUDA_PATH");
+        if (!cuda_path || !exists_dir(cuda_path)) cuda_path = getenv("CUDA_HOME");
+        if (!cuda_path || !exists_dir(cuda_path)) cuda_path = IX_CUDA_DEFAULT_PATH;
+        if (exists_dir(cuda_path))
+            *(const char **)ix_vec_push(&extra) = ix_pool_printf(&db->pool, "--cuda-path=%s", cuda_path);
+    }
+
+    // Full command line.
+    tu->nargs = (int)(o.args.len + extra.len);
+    tu->args = (const char **)ix_pool_dupn(&db->pool, "", sizeof(const char *) * ((size_t)tu->nargs + 1));
+    size_t k = 0;
+    for (size_t i = 0; i < o.args.len; i++) tu->args[k++] = IX_AT(&o.args, const char *, i);
+    for (size_t i = 0; i < extra.len; i++) tu->args[k++] = IX_AT(&extra, const char *, i);
+    tu->args[k] = NULL;
+
+    // Fallback: only what decides which code is seen.
+    ix_vec fb;
+    ix_vec_init(&fb, sizeof(const char *));
+    for (size_t i = 0; i < o.args.len; i++) {
+        const char *a = IX_AT(&o.args, const char *, i);
+        int takes_value;
+        if (!fallback_keep(a, &takes_value)) continue;
+        *(const char **)ix_vec_push(&fb) = a;
+        if (takes_value && i + 1 < o.args.len) *(const char **)ix_vec_push(&fb) = IX_AT(&o.args, const char *, ++i);
+    }
+    for (size_t i = 0; i < extra.len; i++) *(const char **)ix_vec_push(&fb) = IX_AT(&extra, const char *, i);
+    tu->nfallback = (int)fb.len;
+    tu->fallback = (const char **)ix_pool_dupn(&db->pool, "", sizeof(const char *) * (fb.len + 1));
+    for (size_t i = 0; i < fb.len; i++) tu->fallback[i] = IX_AT(&fb, const char *, i);
+    tu->fallback[fb.len] = NULL;
+    ix_vec_free(&fb);
+    ix_vec_free(&extra);
+    ix_vec_free(&o.args);
+}
+
+// ---------------------------------------------------------------------------------------
+// Loading
+
+int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err) {
+    memset(db, 0, sizeof *db);
+    const char *path = ix_abspath(&db->pool, NULL, arg);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return tb_fail(err, "%s: no compilation database there (%s; configure with CMake, which writes "
+                            "compile_commands.json with CMAKE_EXPORT_COMPILE_COMMANDS=ON)",
+                       arg, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        path = ix_pool_printf(&db->pool, "%s/compile_commands.json", path);
+        if (stat(path, &st) != 0)
+            return tb_fail(err, "%s: no compilation database there (%s; configure with CMake, which writes "
+                                "compile_commands.json with CMAKE_EXPORT_COMPILE_COMMANDS=ON)",
+                           path, strerror(errno));
+    }
+    db->path = path;
+    const char *slash = strrchr(path, '/');
+    db->dir = slash == path ? "/" : ix_pool_dupn(&db->pool, path, (size_t)(slash - path));
+
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root)
+        return tb_fail(err, "%s:%d:%d: malformed compilation database: %s", path, jerr.line, jerr.column,
+                       jerr.text);
+    if (!json_is_array(root)) {
+        json_decref(root);
+        return tb_fail(err, "%s: malformed compilation database: the top level is not an array of entries", path);
+    }
+    size_t n = json_array_size(root);
+    if (n == 0) {
+        json_decref(root);
+        return tb_fail(err, "%s: the compilation database has no entries", path);
+    }
+    db->tus = calloc(n, sizeof *db->tus);
+    ix_map seen;
+    ix_map_init(&seen);
+    ix_vec words;
+    ix_vec_init(&words, sizeof(const char *));
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(root, i);
+        json_t *jdir = json_object_get(e, "directory"), *jfile = json_object_get(e, "file");
+        json_t *jargs = json_object_get(e, "arguments"), *jcmd = json_object_get(e, "command");
+        const char *bad = !json_is_object(e)                    ? "not an object"
+                          : !json_is_string(jdir)               ? "no \"directory\" string"
+                          : !json_is_string(jfile)              ? "no \"file\" string"
+                          : !(json_is_array(jargs) || json_is_string(jcmd)) ? "neither \"arguments\" nor \"command\""
+                                                                            : NULL;
+        if (bad) {
+            rc = tb_fail(err, "%s: malformed compilation database: entry %zu: %s", path, i, bad);
+            break;
+        }
+        ix_tu tu = {0};
+        tu.directory = ix_abspath(&db->pool, NULL, json_string_value(jdir));
+        tu.file = ix_abspath(&db->pool, tu.directory, json_string_value(jfile));
+        if (ix_map_get(&seen, tu.file)) {  // the same file in two targets: indexed once
+            db->nduplicates++;
+            continue;
+        }
+        ix_map_put(&seen, tu.file, 1);
+        words.len = 0;
+        if (json_is_array(jargs)) {
+            for (size_t k = 0; k < json_array_size(jargs); k++) {
+                json_t *w = json_array_get(jargs, k);
+                if (!json_is_string(w)) {
+                    bad = "an argument that is not a string";
+                    break;
+                }
+                *(const char **)ix_vec_push(&words) = ix_pool_dup(&db->pool, json_string_value(w));
+            }
+        } else {
+            ix_split_command(&db->pool, json_string_value(jcmd), &words);
+        }
+        if (bad || words.len == 0) {
+            rc = tb_fail(err, "%s: malformed compilation database: entry %zu (%s): %s", path, i, tu.file,
+                         bad ? bad : "an empty command");
+            break;
+        }
+        translate(db, &tu, (const char *const *)words.items, (int)words.len);
+        db->tus[db->ntus++] = tu;
+    }
+    ix_vec_free(&words);
+    ix_map_free(&seen);
+    json_decref(root);
+    if (rc) ix_compdb_free(db);
+    return rc;
+}
+
+void ix_compdb_free(ix_compdb *db) {
+    free(db->tus);
+    ix_pool_free(&db->pool);
+    memset(db, 0, sizeof *db);
+}

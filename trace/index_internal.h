@@ -1,0 +1,196 @@
+// index_internal.h — the pieces of `tracebook index` (index.c): the compilation database
+// (index_compdb.c), the libclang pass over one translation unit (index_visit.c), the CMake
+// file API reply (index_targets.c) and the SQLite writer (index_write.c). Not a public API:
+// only index*.c include it. See the comment at the top of index.c for the semantics.
+#ifndef TB_TRACE_INDEX_INTERNAL_H
+#define TB_TRACE_INDEX_INTERNAL_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+
+#include "core/error.h"
+
+// ---------------------------------------------------------------------------------------
+// Small containers
+
+// A string arena: strings live until the pool is freed.
+typedef struct ix_pool_chunk ix_pool_chunk;
+typedef struct ix_pool {
+    ix_pool_chunk *head;
+} ix_pool;
+
+const char *ix_pool_dup(ix_pool *p, const char *s);
+const char *ix_pool_dupn(ix_pool *p, const char *s, size_t n);
+const char *ix_pool_printf(ix_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ix_pool_free(ix_pool *p);
+
+// A growable array of fixed-size items.
+typedef struct ix_vec {
+    void *items;
+    size_t len, cap, size;
+} ix_vec;
+
+void ix_vec_init(ix_vec *v, size_t item_size);
+void *ix_vec_push(ix_vec *v);  // zeroed new item; aborts on out of memory
+#define IX_AT(v, type, i) (((type *)(v)->items)[i])
+void ix_vec_free(ix_vec *v);
+
+// A string → int map (open addressing); keys are copied into the map's own pool.
+typedef struct ix_map {
+    const char **keys;
+    int *vals;
+    size_t cap, len;
+    ix_pool pool;
+} ix_map;
+
+void ix_map_init(ix_map *m);
+int *ix_map_get(const ix_map *m, const char *key);  // NULL when absent
+int *ix_map_put(ix_map *m, const char *key, int val);  // inserts or overwrites; returns the slot
+void ix_map_free(ix_map *m);
+
+// Growable text.
+typedef struct ix_buf {
+    char *s;
+    size_t len, cap;
+} ix_buf;
+
+void ix_buf_add(ix_buf *b, const char *s, size_t n);
+void ix_buf_printf(ix_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ix_buf_free(ix_buf *b);
+
+// ---------------------------------------------------------------------------------------
+// Options
+
+typedef struct ix_options {
+    const char *compdb_arg;      // --compdb as given
+    const char *out;             // --out
+    const char *build_dir;       // --build-dir (NULL: the compdb's directory)
+    const char **collectives;    // names, globs or @Record
+    size_t ncollectives;
+    const char **range_push;
+    size_t nrange_push;
+    const char **range_pop;
+    size_t nrange_pop;
+    int jobs;
+    int quiet;
+    int verbose;                 // each unit's clang arguments and parse time on stderr
+} ix_options;
+
+// ---------------------------------------------------------------------------------------
+// The compilation database
+
+// The directory of the stand-in headers index_visit.c supplies as in-memory files (CUDA 13's
+// missing texture_fetch_functions.h, omp.h when LLVM's is not installed); it goes last on the
+// include path (-idirafter), so real headers win.
+#define IX_STUB_DIR "/tracebook-stubs"
+
+typedef struct ix_tu {
+    const char *file;        // absolute, normalised
+    const char *directory;   // the entry's working directory
+    const char **args;       // clang arguments (no compiler, no source file), NULL-terminated
+    int nargs;
+    const char **fallback;   // a minimal command line (-D -U -I -include -std -x ...), for a retry
+    int nfallback;
+    int cuda;                // parsed as CUDA host code
+} ix_tu;
+
+typedef struct ix_compdb {
+    const char *path;        // the compile_commands.json file, absolute
+    const char *dir;         // its directory
+    ix_tu *tus;
+    size_t ntus;
+    size_t nduplicates;      // entries skipped because their file was already listed
+    ix_pool pool;
+} ix_compdb;
+
+// Loads and translates the database. A missing, unreadable or malformed file is an error
+// naming it (with the JSON error's line and column).
+int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err);
+void ix_compdb_free(ix_compdb *db);
+// Splits a shell-quoted command line into p-owned words; returns the count.
+int ix_split_command(ix_pool *p, const char *cmd, ix_vec *out /* of const char * */);
+// A path made absolute against dir and normalised (realpath when it exists, else lexically).
+const char *ix_abspath(ix_pool *p, const char *dir, const char *path);
+
+// ---------------------------------------------------------------------------------------
+// One translation unit's facts (index_visit.c)
+
+typedef struct ix_func {
+    const char *usr, *name, *file;
+    unsigned line, col;
+    int is_static, is_def;
+    int main_like;  // external `main`: its USR is made file-qualified (every binary has one)
+} ix_func;
+
+typedef struct ix_call {
+    int caller;  // index in the TU's funcs
+    const char *callee_usr, *callee_name, *field, *file, *in_macro;
+    unsigned line, col;
+} ix_call;
+
+typedef struct ix_ftarget {
+    const char *record, *field, *fn_usr, *file;
+    unsigned line;
+} ix_ftarget;
+
+typedef struct ix_range {
+    int caller;
+    const char *kind, *name, *file;
+    unsigned line, col;
+} ix_range;
+
+typedef struct ix_result {
+    const char *status;  // ok | partial | failed
+    int errors;
+    int reduced;         // parsed with the reduced command line
+    char *diagnostics;   // malloc'd, "file:line:col: message" lines, or NULL
+    ix_vec funcs, calls, ftargets, ranges;
+    ix_pool pool;
+    double seconds;
+} ix_result;
+
+// Parses tu with its own flags and extracts its facts into r (which it initialises).
+// Never fails: a TU that does not parse gets status "failed" and its diagnostics.
+void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_result *r);
+void ix_result_free(ix_result *r);
+
+// ---------------------------------------------------------------------------------------
+// Targets from CMake's file API (index_targets.c)
+
+typedef struct ix_target_row {
+    const char *target, *type, *file;  // file absolute, normalised
+} ix_target_row;
+
+typedef struct ix_targets {
+    const char *source_dir;  // the code model's source directory, or NULL
+    const char *reply_dir;
+    ix_vec rows;             // of ix_target_row
+    size_t ntargets;
+    ix_pool pool;
+} ix_targets;
+
+// 0: rows filled; 1: no reply there (rows empty); -1: a reply that cannot be read (err).
+int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err);
+void ix_targets_free(ix_targets *t);
+
+// ---------------------------------------------------------------------------------------
+// The writer (index_write.c)
+
+typedef struct ix_summary {
+    long tus, tus_with_errors, tus_failed, errors;
+    long files, functions, definitions, calls, field_targets, range_sites, collective_sites;
+    long targets, target_rows;
+} ix_summary;
+
+typedef struct ix_meta {
+    const char *source_dir, *build_dir, *compdb, *targets_source;
+} ix_meta;
+
+// Writes everything to path via a temporary file and a rename.
+int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, const ix_targets *targets,
+                   const ix_options *opt, const ix_meta *meta, ix_summary *sum, tb_error *err);
+
+// fnmatch-style name match used for collective and range lists.
+int ix_name_matches(const char *pattern, const char *name);
+
+#endif

@@ -1,0 +1,678 @@
+// index_visit.c — one translation unit through libclang: parse it with its own flags, then
+// walk the AST of every non-system file and collect functions, call sites, functions
+// assigned to function-pointer fields, and range sites (see index.c for the semantics).
+#include <clang-c/Index.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "index_internal.h"
+
+// Stand-in headers, as in-memory files under IX_STUB_DIR (last on the include path, so a
+// real header wins):
+//   texture_fetch_functions.h  clang 19's CUDA wrapper (__clang_cuda_runtime_wrapper.h)
+//                              includes it; CUDA 13 removed it (texture references).
+//   omp.h                      -fopenmp units when LLVM's libomp headers are not installed
+//                              (GCC's omp.h uses GCC-only attributes, and putting GCC's include
+//                              directory on the path would bring in its stdatomic.h): the
+//                              OpenMP runtime API, declared.
+#define STUB_TEXTURE_FETCH                                                                          \
+    "// tracebook: CUDA 13 removed texture_fetch_functions.h (texture references); clang 19's CUDA\n" \
+    "// wrapper still includes it. Texture objects (texture_indirect_functions.h) are unaffected.\n"
+#define STUB_OMP                                                                                          \
+    "// tracebook: the OpenMP runtime API, for indexing only.\n"                                              \
+    "#ifndef TRACEBOOK_OMP_H\n#define TRACEBOOK_OMP_H\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n"              \
+    "typedef struct { unsigned char _x[8]; } omp_lock_t;\n"                                                 \
+    "typedef struct { unsigned char _x[16]; } omp_nest_lock_t;\n"                                           \
+    "typedef enum omp_sched_t { omp_sched_static = 1, omp_sched_dynamic = 2, omp_sched_guided = 3,\n"       \
+    "  omp_sched_auto = 4 } omp_sched_t;\n"                                                                 \
+    "typedef enum omp_proc_bind_t { omp_proc_bind_false, omp_proc_bind_true, omp_proc_bind_master,\n"       \
+    "  omp_proc_bind_close, omp_proc_bind_spread } omp_proc_bind_t;\n"                                      \
+    "void omp_set_num_threads(int); int omp_get_num_threads(void); int omp_get_max_threads(void);\n"      \
+    "int omp_get_thread_num(void); int omp_get_num_procs(void); int omp_in_parallel(void);\n"             \
+    "void omp_set_dynamic(int); int omp_get_dynamic(void); void omp_set_nested(int);\n"                   \
+    "int omp_get_nested(void); void omp_set_schedule(omp_sched_t, int);\n"                                \
+    "void omp_get_schedule(omp_sched_t *, int *); int omp_get_thread_limit(void);\n"                      \
+    "void omp_set_max_active_levels(int); int omp_get_max_active_levels(void); int omp_get_level(void);\n" \
+    "int omp_get_ancestor_thread_num(int); int omp_get_team_size(int); int omp_get_active_level(void);\n" \
+    "int omp_in_final(void); omp_proc_bind_t omp_get_proc_bind(void); int omp_get_num_places(void);\n"    \
+    "int omp_get_num_devices(void); int omp_get_device_num(void); int omp_get_num_teams(void);\n"         \
+    "int omp_get_team_num(void); int omp_is_initial_device(void); int omp_get_initial_device(void);\n"    \
+    "int omp_get_default_device(void); void omp_set_default_device(int);\n"                               \
+    "void omp_init_lock(omp_lock_t *); void omp_destroy_lock(omp_lock_t *); void omp_set_lock(omp_lock_t *);\n" \
+    "void omp_unset_lock(omp_lock_t *); int omp_test_lock(omp_lock_t *);\n"                               \
+    "void omp_init_nest_lock(omp_nest_lock_t *); void omp_destroy_nest_lock(omp_nest_lock_t *);\n"        \
+    "void omp_set_nest_lock(omp_nest_lock_t *); void omp_unset_nest_lock(omp_nest_lock_t *);\n"           \
+    "int omp_test_nest_lock(omp_nest_lock_t *); double omp_get_wtime(void); double omp_get_wtick(void);\n" \
+    "#ifdef __cplusplus\n}\n#endif\n#endif\n"
+static struct CXUnsavedFile stubs[] = {
+    {IX_STUB_DIR "/texture_fetch_functions.h", STUB_TEXTURE_FETCH, sizeof STUB_TEXTURE_FETCH - 1},
+    {IX_STUB_DIR "/omp.h", STUB_OMP, sizeof STUB_OMP - 1},
+};
+#define NSTUBS (sizeof stubs / sizeof *stubs)
+
+// ---------------------------------------------------------------------------------------
+// Context
+
+typedef struct file_ent {
+    CXFile file;
+    const char *path;
+    const char *contents;  // clang's buffer, for macro names
+    size_t size;
+} file_ent;
+
+typedef struct ctx {
+    CXTranslationUnit tu;
+    const ix_options *opt;
+    ix_result *r;
+    ix_map funcs;       // usr -> index in r->funcs
+    file_ent *files;    // open addressing on the CXFile pointer
+    size_t fcap, flen;
+} ctx;
+
+static const char *cxstr(ctx *c, CXString s) {
+    const char *t = clang_getCString(s);
+    const char *d = t && *t ? ix_pool_dup(&c->r->pool, t) : NULL;
+    clang_disposeString(s);
+    return d;
+}
+
+static size_t fhash(CXFile f, size_t cap) { return (size_t)(((uintptr_t)f >> 4) * 11400714819323198485ull) & (cap - 1); }
+
+static file_ent *file_of(ctx *c, CXFile f) {
+    if (!f) return NULL;
+    if (2 * (c->flen + 1) > c->fcap) {
+        size_t ocap = c->fcap;
+        file_ent *old = c->files;
+        c->fcap = ocap ? 2 * ocap : 256;
+        c->files = calloc(c->fcap, sizeof *c->files);
+        if (!c->files) abort();
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i].file) {
+                size_t j = fhash(old[i].file, c->fcap);
+                while (c->files[j].file) j = (j + 1) & (c->fcap - 1);
+                c->files[j] = old[i];
+            }
+        free(old);
+    }
+    size_t i = fhash(f, c->fcap);
+    while (c->files[i].file && c->files[i].file != f) i = (i + 1) & (c->fcap - 1);
+    file_ent *e = &c->files[i];
+    if (!e->file) {
+        e->file = f;
+        CXString rp = clang_File_tryGetRealPathName(f);
+        const char *real = clang_getCString(rp);
+        if (real && *real) {
+            e->path = ix_abspath(&c->r->pool, NULL, real);
+        } else {
+            CXString n = clang_getFileName(f);
+            e->path = ix_abspath(&c->r->pool, NULL, clang_getCString(n) ? clang_getCString(n) : "?");
+            clang_disposeString(n);
+        }
+        clang_disposeString(rp);
+        c->flen++;
+    }
+    return e;
+}
+
+// The file location (macro body → the macro's use; macro argument → where it is written).
+static const char *file_loc(ctx *c, CXSourceLocation l, unsigned *line, unsigned *col) {
+    CXFile f = NULL;
+    clang_getFileLocation(l, &f, line, col, NULL);
+    file_ent *e = file_of(c, f);
+    return e ? e->path : NULL;
+}
+
+// The outermost macro a location was expanded from, or NULL when it is not in one.
+static const char *macro_at(ctx *c, CXSourceLocation l) {
+    CXFile ef = NULL, sf = NULL;
+    unsigned eoff = 0, soff = 0;
+    clang_getExpansionLocation(l, &ef, NULL, NULL, &eoff);
+    clang_getSpellingLocation(l, &sf, NULL, NULL, &soff);
+    if (ef && sf && eoff == soff && clang_File_isEqual(ef, sf)) return NULL;
+    file_ent *e = file_of(c, ef);
+    if (!e) return NULL;
+    if (!e->contents) e->contents = clang_getFileContents(c->tu, ef, &e->size);
+    if (!e->contents || eoff >= e->size) return NULL;
+    const char *s = e->contents + eoff;
+    size_t n = 0;
+    while (eoff + n < e->size && (s[n] == '_' || (s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
+                                  (n && s[n] >= '0' && s[n] <= '9')))
+        n++;
+    return n ? ix_pool_dupn(&c->r->pool, s, n) : NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Cursors
+
+static int is_function_kind(enum CXCursorKind k) {
+    return k == CXCursor_FunctionDecl || k == CXCursor_CXXMethod || k == CXCursor_Constructor ||
+           k == CXCursor_Destructor || k == CXCursor_ConversionFunction || k == CXCursor_FunctionTemplate;
+}
+
+static int in_system_header(CXCursor cur) { return clang_Location_isInSystemHeader(clang_getCursorLocation(cur)); }
+
+typedef struct kids {
+    CXCursor items[8];
+    unsigned n;  // may exceed 8: only the first 8 are kept
+} kids;
+
+static enum CXChildVisitResult collect_kid(CXCursor cur, CXCursor parent, CXClientData d) {
+    (void)parent;
+    kids *k = d;
+    if (k->n < 8) k->items[k->n] = cur;
+    k->n++;
+    return CXChildVisit_Continue;
+}
+
+static kids children(CXCursor cur) {
+    kids k = {.n = 0};
+    clang_visitChildren(cur, collect_kid, &k);
+    return k;
+}
+
+// Through implicit casts, parentheses, casts and '&' to what an expression names.
+static CXCursor strip(CXCursor cur) {
+    for (int depth = 0; depth < 16; depth++) {
+        enum CXCursorKind k = clang_getCursorKind(cur);
+        if (k != CXCursor_UnexposedExpr && k != CXCursor_ParenExpr && k != CXCursor_CStyleCastExpr &&
+            k != CXCursor_UnaryOperator && k != CXCursor_CXXStaticCastExpr && k != CXCursor_CXXReinterpretCastExpr &&
+            k != CXCursor_CXXFunctionalCastExpr)
+            break;
+        if (k == CXCursor_UnaryOperator && clang_getCursorUnaryOperatorKind(cur) != CXUnaryOperator_AddrOf &&
+            clang_getCursorUnaryOperatorKind(cur) != CXUnaryOperator_Deref)
+            break;
+        kids ch = children(cur);
+        if (!ch.n || ch.n > 8) break;
+        cur = ch.items[ch.n - 1];  // a cast's type comes first, its operand last
+    }
+    return cur;
+}
+
+// The function an expression names (f, &f, (fn_t)f), or a null cursor.
+static CXCursor function_named(CXCursor v) {
+    v = strip(v);
+    if (clang_getCursorKind(v) == CXCursor_DeclRefExpr) {
+        CXCursor ref = clang_getCursorReferenced(v);
+        if (is_function_kind(clang_getCursorKind(ref))) return ref;
+    }
+    return clang_getNullCursor();
+}
+
+static int is_function_pointer(CXType t) {
+    t = clang_getCanonicalType(t);
+    if (t.kind != CXType_Pointer) return 0;
+    CXType p = clang_getCanonicalType(clang_getPointeeType(t));
+    return p.kind == CXType_FunctionProto || p.kind == CXType_FunctionNoProto;
+}
+
+// A record's name: its tag, else (anonymous struct in a typedef) the typedef's name.
+static const char *record_name(ctx *c, CXCursor rec) {
+    const char *s = cxstr(c, clang_getCursorSpelling(rec));
+    if (s && !strstr(s, "(unnamed") && !strstr(s, "(anonymous")) return s;
+    const char *t = cxstr(c, clang_getTypeSpelling(clang_getCursorType(rec)));
+    if (t && !strstr(t, "(unnamed") && !strstr(t, "(anonymous")) {
+        const char *sp = strrchr(t, ' ');  // "struct foo" -> "foo"
+        return sp && (!strncmp(t, "struct ", 7) || !strncmp(t, "union ", 6)) ? sp + 1 : t;
+    }
+    return "(anonymous)";
+}
+
+// The USR that identifies a function in the index. libclang's, except that functions with
+// internal linkage (static, anonymous namespace) and `main` get the absolute path of their
+// (canonical) declaration's file instead of its base name, so two files' statics with the
+// same name and base name stay apart, and so does each binary's main.
+static const char *usr_of(ctx *c, CXCursor cur, int *main_like) {
+    if (main_like) *main_like = 0;
+    CXCursor tmpl = clang_getSpecializedCursorTemplate(cur);
+    if (!clang_Cursor_isNull(tmpl)) cur = tmpl;
+    const char *usr = cxstr(c, clang_getCursorUSR(cur));
+    if (!usr || strncmp(usr, "c:", 2)) return usr;
+    enum CXLinkageKind link = clang_getCursorLinkage(cur);
+    int qualify = link == CXLinkage_Internal || link == CXLinkage_UniqueExternal;
+    if (!qualify && clang_getCursorKind(cur) == CXCursor_FunctionDecl && !strncmp(usr, "c:@F@main", 9) &&
+        (usr[9] == 0 || usr[9] == '#')) {
+        qualify = 1;
+        if (main_like) *main_like = 1;
+    }
+    if (!qualify) return usr;
+    unsigned line, col;
+    const char *path = file_loc(c, clang_getCursorLocation(clang_getCanonicalCursor(cur)), &line, &col);
+    if (!path) return usr;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *rest = usr + 2;
+    size_t bl = strlen(base);
+    if (!strncmp(rest, base, bl) && rest[bl] == '@') rest += bl + 1;
+    if (*rest == '@') rest++;  // "c:@F@main"
+    return ix_pool_printf(&c->r->pool, "c:%s@%s", path, rest);
+}
+
+// ---------------------------------------------------------------------------------------
+// Facts
+
+static int record_function(ctx *c, CXCursor cur, int is_def) {
+    unsigned line, col;
+    const char *file = file_loc(c, clang_getCursorLocation(cur), &line, &col);
+    if (!file) return -1;
+    int main_like;
+    const char *usr = usr_of(c, cur, &main_like);
+    if (!usr) return -1;
+    int *slot = ix_map_get(&c->funcs, usr);
+    if (slot) {
+        ix_func *f = &IX_AT(&c->r->funcs, ix_func, *slot);
+        if (is_def && !f->is_def) {
+            f->is_def = 1;
+            f->file = file;
+            f->line = line;
+            f->col = col;
+        }
+        return *slot;
+    }
+    ix_func *f = ix_vec_push(&c->r->funcs);
+    f->usr = usr;
+    f->name = cxstr(c, clang_getCursorSpelling(cur));
+    if (!f->name) f->name = "(unnamed)";
+    f->file = file;
+    f->line = line;
+    f->col = col;
+    f->is_def = is_def;
+    f->main_like = main_like;
+    enum CXLinkageKind link = clang_getCursorLinkage(cur);
+    f->is_static = link == CXLinkage_Internal || link == CXLinkage_UniqueExternal ||
+                   (clang_getCursorKind(cur) == CXCursor_FunctionDecl &&
+                    clang_Cursor_getStorageClass(cur) == CX_SC_Static);
+    int idx = (int)c->r->funcs.len - 1;
+    ix_map_put(&c->funcs, usr, idx);
+    return idx;
+}
+
+static void add_ftarget(ctx *c, CXCursor field, CXCursor fn, CXCursor at) {
+    const char *usr = usr_of(c, fn, NULL);
+    if (!usr) return;
+    unsigned line, col;
+    const char *file = file_loc(c, clang_getCursorLocation(at), &line, &col);
+    ix_ftarget *t = ix_vec_push(&c->r->ftargets);
+    t->record = record_name(c, clang_getCursorSemanticParent(field));
+    t->field = cxstr(c, clang_getCursorSpelling(field));
+    t->fn_usr = usr;
+    t->file = file;
+    t->line = line;
+    if (!t->field) c->r->ftargets.len--;
+}
+
+static const char *unescape_literal(ctx *c, const char *lit) {
+    // clang prints the literal as source: optional prefix (L, u, U, u8), quotes, escapes.
+    const char *q = strchr(lit, '"');
+    if (!q) return NULL;
+    ix_buf b = {0};
+    ix_buf_add(&b, "", 0);
+    for (const char *s = q + 1; *s && *s != '"'; s++) {
+        char ch = *s;
+        if (ch == '\\' && s[1]) {
+            s++;
+            switch (*s) {
+            case 'n': ch = '\n'; break;
+            case 't': ch = '\t'; break;
+            case 'r': ch = '\r'; break;
+            case 'a': ch = '\a'; break;
+            case 'b': ch = '\b'; break;
+            case 'f': ch = '\f'; break;
+            case 'v': ch = '\v'; break;
+            case 'x': {
+                unsigned v = 0;
+                while (s[1] && strchr("0123456789abcdefABCDEF", s[1])) {
+                    s++;
+                    v = v * 16 + (unsigned)(*s <= '9' ? *s - '0' : (*s | 32) - 'a' + 10);
+                }
+                ch = (char)v;
+                break;
+            }
+            default:
+                if (*s >= '0' && *s <= '7') {
+                    unsigned v = (unsigned)(*s - '0');
+                    for (int k = 0; k < 2 && s[1] >= '0' && s[1] <= '7'; k++) v = v * 8 + (unsigned)(*++s - '0');
+                    ch = (char)v;
+                } else {
+                    ch = *s;  // \\ \" \' \?
+                }
+            }
+        }
+        ix_buf_add(&b, &ch, 1);
+    }
+    const char *out = ix_pool_dupn(&c->r->pool, b.s, b.len);
+    ix_buf_free(&b);
+    return out;
+}
+
+static int name_in(const char *name, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ix_name_matches(list[i], name)) return 1;
+    return 0;
+}
+
+// A constructor the compiler declared (no location of its own: it sits on its class's name).
+static int implicit_member(CXCursor m) {
+    CXCursor cls = clang_getCursorSemanticParent(m);
+    return clang_equalLocations(clang_getCursorLocation(m), clang_getCursorLocation(cls));
+}
+
+static void handle_call(ctx *c, CXCursor call, int caller) {
+    const char *callee_usr = NULL, *callee_name = NULL, *field = NULL;
+    CXCursor ref = clang_getCursorReferenced(call);
+    enum CXCursorKind rk = clang_getCursorKind(ref);
+    if (clang_Cursor_isNull(ref)) {
+        // unresolved (a dependent call in a template): look at the callee expression
+        kids ch = children(call);
+        CXCursor callee = ch.n ? strip(ch.items[0]) : clang_getNullCursor();
+        if (clang_getCursorKind(callee) == CXCursor_OverloadedDeclRef) {
+            unsigned n = clang_getNumOverloadedDecls(callee);
+            if (n >= 1) {
+                CXCursor d = clang_getOverloadedDecl(callee, 0);
+                callee_name = cxstr(c, clang_getCursorSpelling(d));
+                if (n == 1 && is_function_kind(clang_getCursorKind(d))) callee_usr = usr_of(c, d, NULL);
+            }
+        }
+        if (!callee_name) callee_name = cxstr(c, clang_getCursorSpelling(call));
+    } else if (is_function_kind(rk)) {
+        if ((rk == CXCursor_Constructor || rk == CXCursor_Destructor) &&
+            (in_system_header(ref) || implicit_member(ref)))
+            return;  // dim3(n), a class's implicit default constructor and the like
+        callee_name = cxstr(c, clang_getCursorSpelling(ref));
+        if (!callee_name || !strncmp(callee_name, "__builtin_", 10) ||
+            !strcmp(callee_name, "__cudaPushCallConfiguration"))  // the <<<...>>> of a kernel launch
+            return;
+        callee_usr = usr_of(c, ref, NULL);
+    } else if (rk == CXCursor_FieldDecl) {
+        callee_name = cxstr(c, clang_getCursorSpelling(ref));
+        if (callee_name && is_function_pointer(clang_getCursorType(ref)))
+            field = ix_pool_printf(&c->r->pool, "%s.%s", record_name(c, clang_getCursorSemanticParent(ref)),
+                                   callee_name);
+    } else {
+        callee_name = cxstr(c, clang_getCursorSpelling(ref));  // a function-pointer variable or parameter
+    }
+    if (!callee_name) callee_name = "(indirect)";
+
+    CXSourceLocation loc = clang_getCursorLocation(call);
+    unsigned line, col;
+    const char *file = file_loc(c, loc, &line, &col);
+    ix_call *k = ix_vec_push(&c->r->calls);
+    k->caller = caller;
+    k->callee_usr = callee_usr;
+    k->callee_name = callee_name;
+    k->field = field;
+    k->file = file;
+    k->line = line;
+    k->col = col;
+    k->in_macro = macro_at(c, loc);
+
+    if (field) return;
+    const ix_options *o = c->opt;
+    int push = name_in(callee_name, o->range_push, o->nrange_push);
+    int pop = !push && name_in(callee_name, o->range_pop, o->nrange_pop);
+    if (!push && !pop) return;
+    ix_range *r = ix_vec_push(&c->r->ranges);
+    r->caller = caller;
+    r->kind = push ? "push" : "pop";
+    r->file = file;
+    r->line = line;
+    r->col = col;
+    if (push && clang_Cursor_getNumArguments(call) >= 1) {
+        CXCursor a = strip(clang_Cursor_getArgument(call, 0));
+        if (clang_getCursorKind(a) == CXCursor_StringLiteral) {
+            const char *lit = cxstr(c, clang_getCursorSpelling(a));
+            if (lit) r->name = unescape_literal(c, lit);
+        }
+    }
+}
+
+typedef struct field_list {
+    CXCursor *items;
+    size_t n, cap;
+} field_list;
+
+static enum CXVisitorResult collect_field(CXCursor f, CXClientData d) {
+    field_list *l = d;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->items = realloc(l->items, l->cap * sizeof *l->items);
+        if (!l->items) abort();
+    }
+    l->items[l->n++] = f;
+    return CXVisit_Continue;
+}
+
+typedef struct init_state {
+    ctx *c;
+    field_list fields;
+    size_t next;
+} init_state;
+
+static enum CXChildVisitResult init_child(CXCursor ch, CXCursor parent, CXClientData d) {
+    (void)parent;
+    init_state *s = d;
+    CXCursor field = clang_getNullCursor(), value = ch;
+    if (clang_getCursorKind(ch) == CXCursor_UnexposedExpr) {
+        kids k = children(ch);
+        if (k.n >= 2 && k.n <= 8 && clang_getCursorKind(k.items[0]) == CXCursor_MemberRef) {
+            // a designated initializer: .a = v (or .a.b = v: the last designator names the field)
+            for (unsigned i = 0; i + 1 < k.n; i++)
+                if (clang_getCursorKind(k.items[i]) == CXCursor_MemberRef) field = clang_getCursorReferenced(k.items[i]);
+            value = k.items[k.n - 1];
+            s->next = s->fields.n;  // a later positional initializer follows this field
+            for (size_t i = 0; i < s->fields.n; i++)
+                if (clang_equalCursors(s->fields.items[i], field)) s->next = i + 1;
+        }
+    }
+    if (clang_Cursor_isNull(field)) {
+        if (s->next >= s->fields.n) return CXChildVisit_Continue;
+        field = s->fields.items[s->next++];
+    }
+    if (clang_getCursorKind(field) != CXCursor_FieldDecl || !is_function_pointer(clang_getCursorType(field)))
+        return CXChildVisit_Continue;
+    CXCursor fn = function_named(value);
+    if (!clang_Cursor_isNull(fn)) add_ftarget(s->c, field, fn, value);
+    return CXChildVisit_Continue;
+}
+
+// {.f = fn} and {"name", fn, ...}: the k-th positional initializer goes to the k-th field.
+static void handle_init_list(ctx *c, CXCursor list) {
+    CXType t = clang_getCanonicalType(clang_getCursorType(list));
+    if (t.kind != CXType_Record) return;
+    init_state s = {.c = c};
+    clang_Type_visitFields(t, collect_field, &s.fields);
+    if (s.fields.n) clang_visitChildren(list, init_child, &s);
+    free(s.fields.items);
+}
+
+// x.f = fn, p->f = fn, p->f = &fn.
+static void handle_assign(ctx *c, CXCursor op) {
+    kids k = children(op);
+    if (k.n != 2) return;
+    CXCursor lhs = strip(k.items[0]);
+    if (clang_getCursorKind(lhs) != CXCursor_MemberRefExpr) return;
+    CXCursor field = clang_getCursorReferenced(lhs);
+    if (clang_getCursorKind(field) != CXCursor_FieldDecl || !is_function_pointer(clang_getCursorType(field))) return;
+    CXCursor fn = function_named(k.items[1]);
+    if (!clang_Cursor_isNull(fn)) add_ftarget(c, field, fn, k.items[1]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Walks
+
+typedef struct body_state {
+    ctx *c;
+    int caller;
+} body_state;
+
+static void visit_function(ctx *c, CXCursor cur);
+
+static enum CXChildVisitResult body_visit(CXCursor cur, CXCursor parent, CXClientData d) {
+    (void)parent;
+    body_state *s = d;
+    enum CXCursorKind k = clang_getCursorKind(cur);
+    if (is_function_kind(k)) {  // a local class's method
+        visit_function(s->c, cur);
+        return CXChildVisit_Continue;
+    }
+    if (k == CXCursor_CallExpr && s->caller >= 0)
+        handle_call(s->c, cur, s->caller);
+    else if (k == CXCursor_InitListExpr)
+        handle_init_list(s->c, cur);
+    else if (k == CXCursor_BinaryOperator && clang_getCursorBinaryOperatorKind(cur) == CXBinaryOperator_Assign)
+        handle_assign(s->c, cur);
+    return CXChildVisit_Recurse;
+}
+
+static void visit_function(ctx *c, CXCursor cur) {
+    int is_def = clang_isCursorDefinition(cur);
+    int idx = record_function(c, cur, is_def);
+    if (!is_def || idx < 0) return;
+    body_state s = {c, idx};
+    clang_visitChildren(cur, body_visit, &s);
+}
+
+static enum CXChildVisitResult top_visit(CXCursor cur, CXCursor parent, CXClientData d) {
+    (void)parent;
+    ctx *c = d;
+    if (in_system_header(cur)) return CXChildVisit_Continue;
+    enum CXCursorKind k = clang_getCursorKind(cur);
+    if (is_function_kind(k)) {
+        visit_function(c, cur);
+        return CXChildVisit_Continue;
+    }
+    if (k == CXCursor_InitListExpr) handle_init_list(c, cur);  // initializers of globals
+    else if (k == CXCursor_BinaryOperator && clang_getCursorBinaryOperatorKind(cur) == CXBinaryOperator_Assign)
+        handle_assign(c, cur);
+    return CXChildVisit_Recurse;
+}
+
+// ---------------------------------------------------------------------------------------
+// Parsing
+
+static int count_errors(CXTranslationUnit tu, int *driver_errors) {
+    int n = 0;
+    if (driver_errors) *driver_errors = 0;
+    unsigned nd = clang_getNumDiagnostics(tu);
+    for (unsigned i = 0; i < nd; i++) {
+        CXDiagnostic d = clang_getDiagnostic(tu, i);
+        if (clang_getDiagnosticSeverity(d) >= CXDiagnostic_Error) {
+            n++;
+            CXFile f = NULL;
+            clang_getFileLocation(clang_getDiagnosticLocation(d), &f, NULL, NULL, NULL);
+            if (!f && driver_errors) (*driver_errors)++;
+        }
+        clang_disposeDiagnostic(d);
+    }
+    return n;
+}
+
+static void collect_diagnostics(ctx *c, const char *tu_file, const char *note) {
+    ix_buf b = {0};
+    if (note) ix_buf_printf(&b, "%s: %s\n", tu_file, note);
+    unsigned nd = clang_getNumDiagnostics(c->tu);
+    for (unsigned i = 0; i < nd; i++) {
+        CXDiagnostic d = clang_getDiagnostic(c->tu, i);
+        if (clang_getDiagnosticSeverity(d) >= CXDiagnostic_Error) {
+            c->r->errors++;
+            unsigned line = 0, col = 0;
+            const char *file = file_loc(c, clang_getDiagnosticLocation(d), &line, &col);
+            CXString msg = clang_getDiagnosticSpelling(d);
+            if (file)
+                ix_buf_printf(&b, "%s:%u:%u: %s\n", file, line, col, clang_getCString(msg));
+            else
+                ix_buf_printf(&b, "%s: %s\n", tu_file, clang_getCString(msg));
+            clang_disposeString(msg);
+        }
+        clang_disposeDiagnostic(d);
+    }
+    if (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+    c->r->diagnostics = b.len ? b.s : NULL;
+    if (!b.len) free(b.s);
+}
+
+static const char *cx_error_name(enum CXErrorCode e) {
+    switch (e) {
+    case CXError_Failure: return "libclang could not create the translation unit";
+    case CXError_Crashed: return "libclang crashed while parsing it";
+    case CXError_InvalidArguments: return "libclang rejected the arguments";
+    case CXError_ASTReadError: return "libclang could not read the AST";
+    default: return "libclang failed";
+    }
+}
+
+void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_result *r) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    memset(r, 0, sizeof *r);
+    ix_vec_init(&r->funcs, sizeof(ix_func));
+    ix_vec_init(&r->calls, sizeof(ix_call));
+    ix_vec_init(&r->ftargets, sizeof(ix_ftarget));
+    ix_vec_init(&r->ranges, sizeof(ix_range));
+
+    ctx c = {.opt = opt, .r = r};
+    if (access(tu->file, R_OK) != 0) {
+        r->status = "failed";
+        r->errors = 1;
+        ix_buf b = {0};
+        ix_buf_printf(&b, "%s: cannot read the source file: %s", tu->file, strerror(errno));
+        r->diagnostics = b.s;
+        return;
+    }
+    ix_map_init(&c.funcs);
+    unsigned flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
+    struct CXUnsavedFile *unsaved = stubs;
+    unsigned nunsaved = (unsigned)NSTUBS;
+    enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, tu->args, tu->nargs, unsaved,
+                                                     nunsaved, flags, &c.tu);
+    const char *note = NULL;
+    int driver_errors = 0;
+    if (e == CXError_Success) count_errors(c.tu, &driver_errors);
+    if (e != CXError_Success || driver_errors) {
+        // Flags libclang does not take (a GCC-only option, say): try the reduced command line.
+        CXTranslationUnit tu2 = NULL;
+        enum CXErrorCode e2 = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, tu->fallback, tu->nfallback,
+                                                          unsaved, nunsaved, flags, &tu2);
+        int e2_errors = e2 == CXError_Success ? count_errors(tu2, NULL) : 0;
+        if (e2 == CXError_Success && (e != CXError_Success || e2_errors < count_errors(c.tu, NULL))) {
+            if (c.tu) clang_disposeTranslationUnit(c.tu);
+            c.tu = tu2;
+            e = e2;
+            r->reduced = 1;
+            note = "note: parsed with a reduced command line (-D -U -I -include -std -x) after the full one "
+                   "was rejected";
+        } else if (tu2) {
+            clang_disposeTranslationUnit(tu2);
+        }
+    }
+    if (e != CXError_Success) {
+        r->status = "failed";
+        r->errors = 1;
+        ix_buf b = {0};
+        ix_buf_printf(&b, "%s: %s (error %d)", tu->file, cx_error_name(e), (int)e);
+        r->diagnostics = b.s;
+    } else {
+        collect_diagnostics(&c, tu->file, note);
+        r->status = r->errors ? "partial" : "ok";
+        clang_visitChildren(clang_getTranslationUnitCursor(c.tu), top_visit, &c);
+        clang_disposeTranslationUnit(c.tu);
+    }
+    ix_map_free(&c.funcs);
+    free(c.files);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
+void ix_result_free(ix_result *r) {
+    ix_vec_free(&r->funcs);
+    ix_vec_free(&r->calls);
+    ix_vec_free(&r->ftargets);
+    ix_vec_free(&r->ranges);
+    free(r->diagnostics);
+    ix_pool_free(&r->pool);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,372 @@
+// index_write.c — the SQLite side of `tracebook index`: merges the translation units'
+// facts (in compilation-database order, so the same sources give the same index), derives
+// the collective sites, adds the targets and meta rows, and publishes the file atomically
+// (written to <out>.tmp.<pid>, fsync'd, renamed over <out>).
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "index_db.h"
+#include "index_internal.h"
+
+typedef struct writer {
+    sqlite3 *db;
+    sqlite3_stmt *ins_file, *ins_func, *upd_func, *ins_call, *ins_ft, *ins_range, *ins_coll, *ins_target, *ins_meta;
+    ix_map files;      // path -> files.id
+    ix_map funcs;      // usr -> index in finfo
+    struct finfo {
+        long long id;
+        long long def_file;  // files.id of the definition, 0: none yet
+        int body_written;
+    } *finfo;
+    size_t nfinfo, capfinfo;
+    ix_pool pool;
+    tb_error *err;
+    const char *path;
+} writer;
+
+static int sql_fail(writer *w, const char *what) {
+    return tb_fail(w->err, "%s: %s: %s", w->path, what, sqlite3_errmsg(w->db));
+}
+
+static int prep(writer *w, sqlite3_stmt **st, const char *sql) {
+    return sqlite3_prepare_v2(w->db, sql, -1, st, NULL) == SQLITE_OK ? 0 : sql_fail(w, "preparing a statement");
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *s) {
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static int step(writer *w, sqlite3_stmt *st, const char *what) {
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? 0 : sql_fail(w, what);
+}
+
+static long long file_id(writer *w, const char *path, int is_tu, const char *status, int errors, const char *diags) {
+    if (!path) return 0;
+    int *id = ix_map_get(&w->files, path);
+    if (id) return *id;
+    bind_text(w->ins_file, 1, path);
+    sqlite3_bind_int(w->ins_file, 2, is_tu);
+    bind_text(w->ins_file, 3, status);
+    sqlite3_bind_int(w->ins_file, 4, errors);
+    bind_text(w->ins_file, 5, diags);
+    if (step(w, w->ins_file, "inserting a file")) return -1;
+    long long rid = sqlite3_last_insert_rowid(w->db);
+    ix_map_put(&w->files, path, (int)rid);
+    return rid;
+}
+
+static void bind_file(sqlite3_stmt *st, int i, long long id) {
+    if (id > 0)
+        sqlite3_bind_int64(st, i, id);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+// Inserts the function or upgrades its row to the definition; returns its finfo index.
+static int put_function(writer *w, const ix_func *f, const char *usr) {
+    long long fid = file_id(w, f->file, 0, NULL, 0, NULL);
+    if (fid < 0) return -1;
+    int *slot = ix_map_get(&w->funcs, usr);
+    if (slot) {
+        struct finfo *fi = &w->finfo[*slot];
+        if (f->is_def && !fi->def_file) {
+            sqlite3_bind_int64(w->upd_func, 1, fid);
+            sqlite3_bind_int(w->upd_func, 2, (int)f->line);
+            sqlite3_bind_int(w->upd_func, 3, (int)f->col);
+            sqlite3_bind_int64(w->upd_func, 4, fi->id);
+            if (step(w, w->upd_func, "updating a function")) return -1;
+            fi->def_file = fid;
+        }
+        return *slot;
+    }
+    bind_text(w->ins_func, 1, usr);
+    bind_text(w->ins_func, 2, f->name);
+    bind_file(w->ins_func, 3, fid);
+    sqlite3_bind_int(w->ins_func, 4, (int)f->line);
+    sqlite3_bind_int(w->ins_func, 5, (int)f->col);
+    sqlite3_bind_int(w->ins_func, 6, f->is_static);
+    sqlite3_bind_int(w->ins_func, 7, f->is_def);
+    if (step(w, w->ins_func, "inserting a function")) return -1;
+    if (w->nfinfo == w->capfinfo) {
+        w->capfinfo = w->capfinfo ? 2 * w->capfinfo : 1024;
+        w->finfo = realloc(w->finfo, w->capfinfo * sizeof *w->finfo);
+        if (!w->finfo) abort();
+    }
+    w->finfo[w->nfinfo] = (struct finfo){sqlite3_last_insert_rowid(w->db), f->is_def ? fid : 0, 0};
+    ix_map_put(&w->funcs, usr, (int)w->nfinfo);
+    return (int)w->nfinfo++;
+}
+
+// One translation unit's facts. A function whose body an earlier unit already contributed
+// (an inline function of a header) contributes no calls or range sites again.
+static int write_result(writer *w, const ix_result *r) {
+    size_t nf = r->funcs.len;
+    int *fidx = calloc(nf ? nf : 1, sizeof *fidx);
+    char *emit = calloc(nf ? nf : 1, 1);
+    ix_map renamed;  // plain USR -> file-qualified USR, for this unit's duplicate definitions
+    ix_map_init(&renamed);
+    const char **renamed_to = calloc(nf ? nf : 1, sizeof *renamed_to);
+    int rc = -1;
+    for (size_t j = 0; j < nf; j++) {
+        const ix_func *f = &IX_AT(&r->funcs, ix_func, j);
+        const char *usr = f->usr;
+        int *slot = ix_map_get(&w->funcs, usr);
+        if (f->is_def && slot && w->finfo[*slot].def_file) {
+            long long fid = file_id(w, f->file, 0, NULL, 0, NULL);
+            if (fid != w->finfo[*slot].def_file) {
+                // An external function defined again in another file (another binary's copy):
+                // its own row, with a file-qualified USR; this unit's calls go to it.
+                usr = ix_pool_printf(&w->pool, "c:%s@%s", f->file, f->usr + 2 + (f->usr[2] == '@'));
+                renamed_to[j] = usr;
+                ix_map_put(&renamed, f->usr, (int)j);
+            }
+        }
+        int k = put_function(w, f, usr);
+        if (k < 0) goto out;
+        fidx[j] = k;
+        emit[j] = f->is_def && !w->finfo[k].body_written;
+    }
+    for (size_t j = 0; j < nf; j++)
+        if (emit[j]) w->finfo[fidx[j]].body_written = 1;
+
+    for (size_t i = 0; i < r->calls.len; i++) {
+        const ix_call *c = &IX_AT(&r->calls, ix_call, i);
+        if (!emit[c->caller]) continue;
+        const char *callee = c->callee_usr;
+        int *ren = callee ? ix_map_get(&renamed, callee) : NULL;
+        if (ren) callee = renamed_to[*ren];
+        sqlite3_bind_int64(w->ins_call, 1, w->finfo[fidx[c->caller]].id);
+        bind_text(w->ins_call, 2, callee);
+        bind_text(w->ins_call, 3, c->callee_name);
+        bind_text(w->ins_call, 4, c->field);
+        bind_file(w->ins_call, 5, file_id(w, c->file, 0, NULL, 0, NULL));
+        sqlite3_bind_int(w->ins_call, 6, (int)c->line);
+        sqlite3_bind_int(w->ins_call, 7, (int)c->col);
+        bind_text(w->ins_call, 8, c->in_macro);
+        if (step(w, w->ins_call, "inserting a call")) goto out;
+    }
+    for (size_t i = 0; i < r->ranges.len; i++) {
+        const ix_range *g = &IX_AT(&r->ranges, ix_range, i);
+        if (!emit[g->caller]) continue;
+        sqlite3_bind_int64(w->ins_range, 1, w->finfo[fidx[g->caller]].id);
+        bind_text(w->ins_range, 2, g->kind);
+        bind_text(w->ins_range, 3, g->name);
+        bind_file(w->ins_range, 4, file_id(w, g->file, 0, NULL, 0, NULL));
+        sqlite3_bind_int(w->ins_range, 5, (int)g->line);
+        sqlite3_bind_int(w->ins_range, 6, (int)g->col);
+        if (step(w, w->ins_range, "inserting a range site")) goto out;
+    }
+    for (size_t i = 0; i < r->ftargets.len; i++) {
+        const ix_ftarget *t = &IX_AT(&r->ftargets, ix_ftarget, i);
+        const char *fn = t->fn_usr;
+        int *ren = ix_map_get(&renamed, fn);
+        if (ren) fn = renamed_to[*ren];
+        bind_text(w->ins_ft, 1, t->record);
+        bind_text(w->ins_ft, 2, t->field);
+        bind_text(w->ins_ft, 3, fn);
+        bind_file(w->ins_ft, 4, file_id(w, t->file, 0, NULL, 0, NULL));
+        sqlite3_bind_int(w->ins_ft, 5, (int)t->line);
+        if (step(w, w->ins_ft, "inserting a field target")) goto out;
+    }
+    rc = 0;
+out:
+    free(fidx);
+    free(emit);
+    free(renamed_to);
+    ix_map_free(&renamed);
+    return rc;
+}
+
+// collective_sites: direct calls of a listed name or glob; with "@Record", calls of any
+// function assigned to one of Record's fields, and calls through those fields (named
+// "Record.field").
+static int write_collectives(writer *w, const ix_options *opt) {
+    ix_map members;  // USRs of functions assigned to a field of an @Record
+    ix_map_init(&members);
+    const char **records = calloc(opt->ncollectives + 1, sizeof *records);
+    size_t nrecords = 0;
+    sqlite3_stmt *q = NULL;
+    int rc = -1;
+    if (prep(w, &q, "SELECT function_usr FROM field_targets WHERE record = ?")) goto out;
+    for (size_t i = 0; i < opt->ncollectives; i++) {
+        const char *p = opt->collectives[i];
+        if (p[0] != '@') continue;
+        records[nrecords++] = p + 1;
+        sqlite3_bind_text(q, 1, p + 1, -1, SQLITE_STATIC);
+        while (sqlite3_step(q) == SQLITE_ROW) ix_map_put(&members, (const char *)sqlite3_column_text(q, 0), 1);
+        sqlite3_reset(q);
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if (prep(w, &q, "SELECT caller_id, callee_usr, callee_name, field, file_id, line, col FROM calls ORDER BY id"))
+        goto out;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        const char *usr = (const char *)sqlite3_column_text(q, 1);
+        const char *name = (const char *)sqlite3_column_text(q, 2);
+        const char *field = (const char *)sqlite3_column_text(q, 3);
+        const char *site = NULL;
+        if (field) {
+            for (size_t i = 0; i < nrecords && !site; i++) {
+                size_t n = strlen(records[i]);
+                if (!strncmp(field, records[i], n) && field[n] == '.') site = field;
+            }
+        } else {
+            if (usr && ix_map_get(&members, usr)) site = name;
+            for (size_t i = 0; i < opt->ncollectives && !site; i++)
+                if (opt->collectives[i][0] != '@' && ix_name_matches(opt->collectives[i], name)) site = name;
+        }
+        if (!site) continue;
+        sqlite3_bind_int64(w->ins_coll, 1, sqlite3_column_int64(q, 0));
+        bind_text(w->ins_coll, 2, site);
+        if (sqlite3_column_type(q, 4) == SQLITE_NULL)
+            sqlite3_bind_null(w->ins_coll, 3);
+        else
+            sqlite3_bind_int64(w->ins_coll, 3, sqlite3_column_int64(q, 4));
+        sqlite3_bind_int(w->ins_coll, 4, sqlite3_column_int(q, 5));
+        sqlite3_bind_int(w->ins_coll, 5, sqlite3_column_int(q, 6));
+        if (step(w, w->ins_coll, "inserting a collective site")) goto out;
+    }
+    rc = 0;
+out:
+    sqlite3_finalize(q);
+    free(records);
+    ix_map_free(&members);
+    return rc;
+}
+
+static int put_meta(writer *w, const char *key, const char *value) {
+    bind_text(w->ins_meta, 1, key);
+    bind_text(w->ins_meta, 2, value);
+    return step(w, w->ins_meta, "inserting meta");
+}
+
+static long count(writer *w, const char *sql) {
+    sqlite3_stmt *st = NULL;
+    long n = -1;
+    if (sqlite3_prepare_v2(w->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = (long)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+static int write_all(writer *w, const ix_compdb *db, ix_result *results, const ix_targets *targets,
+                     const ix_options *opt, const ix_meta *meta, ix_summary *sum) {
+    char *msg = NULL;
+    if (sqlite3_exec(w->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN;", NULL, NULL, &msg) !=
+            SQLITE_OK ||
+        sqlite3_exec(w->db, TB_INDEX_SCHEMA, NULL, NULL, &msg) != SQLITE_OK) {
+        int rc = tb_fail(w->err, "%s: creating the schema: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
+        sqlite3_free(msg);
+        return rc;
+    }
+    if (prep(w, &w->ins_file, "INSERT INTO files(path, is_tu, status, errors, diagnostics) VALUES(?,?,?,?,?)") ||
+        prep(w, &w->ins_func,
+             "INSERT INTO functions(usr, name, file_id, line, col, is_static, is_definition) VALUES(?,?,?,?,?,?,?)") ||
+        prep(w, &w->upd_func, "UPDATE functions SET file_id = ?, line = ?, col = ?, is_definition = 1 WHERE id = ?") ||
+        prep(w, &w->ins_call,
+             "INSERT INTO calls(caller_id, callee_usr, callee_name, field, file_id, line, col, in_macro)"
+             " VALUES(?,?,?,?,?,?,?,?)") ||
+        prep(w, &w->ins_ft,
+             "INSERT OR IGNORE INTO field_targets(record, field, function_usr, file_id, line) VALUES(?,?,?,?,?)") ||
+        prep(w, &w->ins_range,
+             "INSERT INTO range_sites(function_id, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?)") ||
+        prep(w, &w->ins_coll,
+             "INSERT INTO collective_sites(function_id, callee_name, file_id, line, col) VALUES(?,?,?,?,?)") ||
+        prep(w, &w->ins_target, "INSERT OR IGNORE INTO targets(target, type, file_id) VALUES(?,?,?)") ||
+        prep(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES(?,?)"))
+        return -1;
+
+    // Translation units first (ids in database order), then each unit's facts.
+    for (size_t i = 0; i < db->ntus; i++)
+        if (file_id(w, db->tus[i].file, 1, results[i].status, results[i].errors, results[i].diagnostics) < 0)
+            return -1;
+    for (size_t i = 0; i < db->ntus; i++)
+        if (write_result(w, &results[i])) return -1;
+    if (write_collectives(w, opt)) return -1;
+
+    for (size_t i = 0; targets && i < targets->rows.len; i++) {
+        const ix_target_row *t = &IX_AT(&targets->rows, ix_target_row, i);
+        int *fid = ix_map_get(&w->files, t->file);
+        if (!fid) continue;  // a source the database does not list
+        bind_text(w->ins_target, 1, t->target);
+        bind_text(w->ins_target, 2, t->type);
+        sqlite3_bind_int64(w->ins_target, 3, *fid);
+        if (step(w, w->ins_target, "inserting a target")) return -1;
+    }
+
+    sum->tus = (long)db->ntus;
+    for (size_t i = 0; i < db->ntus; i++) {
+        sum->errors += results[i].errors;
+        sum->tus_with_errors += results[i].errors > 0;
+        sum->tus_failed += !strcmp(results[i].status, "failed");
+    }
+    char now[64], num[32], num2[32], num3[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(num, sizeof num, "%ld", sum->tus);
+    snprintf(num2, sizeof num2, "%ld", sum->errors);
+    snprintf(num3, sizeof num3, "%ld", sum->tus_with_errors);
+    if (put_meta(w, "schema_version", TB_INDEX_SCHEMA_VERSION) || put_meta(w, "source_dir", meta->source_dir) ||
+        put_meta(w, "build_dir", meta->build_dir) || put_meta(w, "compdb", meta->compdb) ||
+        put_meta(w, "created", now) || put_meta(w, "tu_count", num) || put_meta(w, "error_count", num2) ||
+        put_meta(w, "tus_with_errors", num3) || put_meta(w, "targets_source", meta->targets_source))
+        return -1;
+
+    sum->files = count(w, "SELECT COUNT(*) FROM files");
+    sum->functions = count(w, "SELECT COUNT(*) FROM functions");
+    sum->definitions = count(w, "SELECT COUNT(*) FROM functions WHERE is_definition = 1");
+    sum->calls = count(w, "SELECT COUNT(*) FROM calls");
+    sum->field_targets = count(w, "SELECT COUNT(*) FROM field_targets");
+    sum->range_sites = count(w, "SELECT COUNT(*) FROM range_sites");
+    sum->collective_sites = count(w, "SELECT COUNT(*) FROM collective_sites");
+    sum->targets = count(w, "SELECT COUNT(DISTINCT target) FROM targets");
+    sum->target_rows = count(w, "SELECT COUNT(*) FROM targets");
+    if (sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return sql_fail(w, "committing");
+    return 0;
+}
+
+int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, const ix_targets *targets,
+                   const ix_options *opt, const ix_meta *meta, ix_summary *sum, tb_error *err) {
+    memset(sum, 0, sizeof *sum);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    unlink(tmp);
+    writer w = {.err = err, .path = tmp};
+    ix_map_init(&w.files);
+    ix_map_init(&w.funcs);
+    int rc = -1;
+    if (sqlite3_open_v2(tmp, &w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+        tb_fail(err, "%s: cannot create the index: %s", tmp, w.db ? sqlite3_errmsg(w.db) : "out of memory");
+    } else {
+        rc = write_all(&w, db, results, targets, opt, meta, sum);
+    }
+    sqlite3_stmt *sts[] = {w.ins_file, w.ins_func, w.upd_func, w.ins_call, w.ins_ft,
+                           w.ins_range, w.ins_coll, w.ins_target, w.ins_meta};
+    for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
+    if (w.db && sqlite3_close(w.db) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
+    ix_map_free(&w.files);
+    ix_map_free(&w.funcs);
+    free(w.finfo);
+    ix_pool_free(&w.pool);
+    if (!rc) {
+        int fd = open(tmp, O_RDONLY);
+        if (fd < 0 || fsync(fd) != 0) rc = tb_fail(err, "%s: fsync: %s", tmp, strerror(errno));
+        if (fd >= 0) close(fd);
+    }
+    if (!rc && rename(tmp, path) != 0) rc = tb_fail(err, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+    if (rc) unlink(tmp);
+    return rc;
+}

@@ -1,0 +1,115 @@
+// map.h — runtime ranges ↔ source: the model behind `tracebook map` and `tracebook walk`.
+//
+// Runtime side: range events from the engine's per-rank Chrome trace JSON or from an
+// Nsight Systems SQLite export (NVTX push/pop ranges), with their nesting per rank and
+// thread. Static side (graph.h): each range name's push site(s), found by matching the
+// name against the site's printf-style pattern; the site's span (the calls between the
+// push and the pop that closes it); the chain from the entry point to the site; the
+// collectives reachable from the span, down to the backend or nccl* call.
+#ifndef TB_TRACE_MAP_H
+#define TB_TRACE_MAP_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "graph.h"
+
+// --- runtime traces --------------------------------------------------------------------
+
+typedef struct tb_rt_event {
+    int name;            // index in tb_rt.names
+    int rank;
+    int64_t tid;
+    int64_t start, dur;  // ns
+    json_t *args;        // borrowed (Chrome traces), NULL otherwise
+    int parent;          // innermost enclosing event on the same rank and thread, -1
+} tb_rt_event;
+
+typedef struct tb_rt {
+    tb_rt_event *ev;
+    int nev, cap;
+    char **names;        // distinct names, in order of first appearance
+    int nnames, cap_names;
+    int *name_hash;      // open addressing over names
+    int hash_cap;
+    json_t **roots;      // parsed files (owners of args)
+    int nroots;
+    json_t *files;       // [{file, format, events}]
+} tb_rt;
+
+// Loads every file (format from its content) and links parents. 0 or -1 with err.
+int tb_rt_load(tb_rt *rt, char **paths, int npaths, tb_error *err);
+void tb_rt_free(tb_rt *rt);
+
+// --- name patterns ---------------------------------------------------------------------
+
+// 1 when the runtime name matches the whole site pattern: %d %i → an integer, %u %x %o →
+// digits, %s → any text, %c → one character, %% → %, flags/width/length modifiers allowed.
+int tb_range_pattern_match(const char *pattern, const char *name);
+
+// --- the static model ------------------------------------------------------------------
+
+typedef struct tb_region {
+    int fn;
+    tb_pos from, to;     // calls strictly after `from`, up to and including `to`
+} tb_region;
+
+// A collective below a range: a path of calls from the span down to the backend
+// function (fns[n-1]) or to a nccl* call (end_call).
+typedef struct tb_coll_chain {
+    tb_chain path;       // fns[0] is a span function; calls[i] leads from fns[i] to fns[i+1]
+    int end_call;        // a call after the last function (nccl*), -1
+    int coll_call;       // the collective call on the path (communicator entry or nccl*), -1
+    const char *via;     // field of the backend dispatch on the path, or NULL
+} tb_coll_chain;
+
+typedef struct tb_site_model {
+    int done;
+    tb_pos end;          // where the range closes in its function (TB_POS_END: function end)
+    int escapes;         // never popped in its function: continues in the callers
+    tb_region *regions;
+    int nregions;
+    unsigned char *reached;  // functions reachable from the calls in the span
+    tb_coll_chain *colls;
+    int ncolls;
+} tb_site_model;
+
+typedef struct tb_map {
+    tb_graph *g;
+    tb_entry entry;
+    int *dist, *pred_fn, *pred_call;  // shortest chains from the entry
+    tb_site_model *sites;             // per g->ranges index (push sites)
+    unsigned char *pops_caller;       // per function: pops a range its caller opened
+    unsigned char *coll_call;         // per call: a collective site
+    unsigned char *comm_entry;        // per function: called at a collective site
+    tb_rt rt;
+    int **name_sites;                 // per runtime name: matching push sites
+    int *name_nsites;
+} tb_map;
+
+// Opens the index, resolves the entry (ENTRY as in `tracebook chain`; several → error),
+// loads the traces and matches names. 0 or -1 with err.
+int tb_map_open(tb_map *m, const char *index, const char *entry, char **traces, int ntraces, tb_error *err);
+void tb_map_close(tb_map *m);
+
+// The span, reach and collectives of push site r (computed on first use).
+const tb_site_model *tb_map_site(tb_map *m, int r);
+// The chain from the entry to function fn, 0 when unreachable.
+int tb_map_entry_chain(const tb_map *m, int fn, tb_chain *out);
+// Collective chains of site r relevant to runtime name `name` (a comm range's op filters).
+int tb_map_coll_relevant(tb_map *m, int r, int name, const tb_coll_chain *c);
+// The op of a communicator range from its events' args, or NULL.
+const char *tb_map_name_op(const tb_map *m, int name);
+
+// The whole analysis as JSON (what `map --json` writes and the text output shows).
+json_t *tb_map_report(tb_map *m);
+
+// Hop list of a collective chain as JSON / text.
+json_t *tb_map_coll_json(tb_map *m, const tb_coll_chain *c);
+void tb_map_coll_text(tb_map *m, const tb_coll_chain *c, char *buf, size_t len);
+
+// Durations for people: "12.3 us", "1.234 ms", "2.345 s".
+void tb_format_ns(double ns, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,225 @@
+// source.c — see source.h. A small C lexer: just enough to skip comments, string and
+// character literals, and pair braces.
+#include "source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int tb_pos_cmp(tb_pos a, tb_pos b) {
+    if (a.line != b.line) return a.line < b.line ? -1 : 1;
+    if (a.col != b.col) return a.col < b.col ? -1 : 1;
+    return 0;
+}
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap *= 2;
+            char *b = realloc(buf, cap);
+            if (!b) break;
+            buf = b;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+// Marks comments and literals, records line starts.
+static void lex(tb_source *s) {
+    size_t n = s->len;
+    const char *t = s->text;
+    s->code = malloc(n + 1);
+    int cap = 1024;
+    s->lines = malloc((size_t)cap * sizeof *s->lines);
+    s->nlines = 0;
+    s->lines[s->nlines++] = 0;
+    enum { CODE, LINE_COMMENT, BLOCK_COMMENT, STRING, CHAR } state = CODE;
+    for (size_t i = 0; i < n; i++) {
+        char c = t[i];
+        int is_code = 0;
+        switch (state) {
+        case CODE:
+            if (c == '/' && i + 1 < n && t[i + 1] == '/') state = LINE_COMMENT;
+            else if (c == '/' && i + 1 < n && t[i + 1] == '*') {
+                state = BLOCK_COMMENT;
+                s->code[i] = 0;
+                i++;
+                if (i < n) s->code[i] = 0;
+                continue;
+            } else if (c == '"') state = STRING;
+            else if (c == '\'') state = CHAR;
+            else is_code = 1;
+            break;
+        case LINE_COMMENT:
+            if (c == '\n') state = CODE;
+            break;
+        case BLOCK_COMMENT:
+            if (c == '*' && i + 1 < n && t[i + 1] == '/') {
+                s->code[i] = 0;
+                i++;
+                s->code[i] = 0;
+                state = CODE;
+                continue;
+            }
+            break;
+        case STRING:
+        case CHAR:
+            if (c == '\\' && i + 1 < n && t[i + 1] != '\n') {
+                s->code[i] = 0;
+                i++;
+                s->code[i] = 0;
+                continue;
+            }
+            if ((state == STRING && c == '"') || (state == CHAR && c == '\'') || c == '\n') state = CODE;
+            break;
+        }
+        s->code[i] = (char)is_code;
+        if (c == '\n') {
+            if (s->nlines == cap) {
+                cap *= 2;
+                s->lines = realloc(s->lines, (size_t)cap * sizeof *s->lines);
+            }
+            s->lines[s->nlines++] = i + 1;
+        }
+    }
+    if (s->nlines > 1 && s->lines[s->nlines - 1] == n) s->nlines--;  // trailing newline
+}
+
+static tb_pos pos_of(const tb_source *s, size_t off) {
+    int lo = 0, hi = s->nlines - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (s->lines[mid] <= off) lo = mid;
+        else hi = mid - 1;
+    }
+    return (tb_pos){lo + 1, (int)(off - s->lines[lo]) + 1};
+}
+
+static size_t off_of(const tb_source *s, tb_pos p) {
+    if (p.line < 1) return 0;
+    if (p.line > s->nlines) return s->len;
+    size_t off = s->lines[p.line - 1] + (size_t)(p.col > 0 ? p.col - 1 : 0);
+    return off > s->len ? s->len : off;
+}
+
+size_t tb_source_offset(const tb_source *s, tb_pos p) { return off_of(s, p); }
+
+static void pair_braces(tb_source *s) {
+    int cap = 64, depth = 0;
+    int stack[512];
+    s->blocks = malloc((size_t)cap * sizeof *s->blocks);
+    s->nblocks = 0;
+    for (size_t i = 0; i < s->len; i++) {
+        if (!s->code[i]) continue;
+        if (s->text[i] == '{') {
+            if (s->nblocks == cap) {
+                cap *= 2;
+                s->blocks = realloc(s->blocks, (size_t)cap * sizeof *s->blocks);
+            }
+            tb_block *b = &s->blocks[s->nblocks];
+            b->open = pos_of(s, i);
+            b->close = TB_POS_END;
+            b->parent = depth > 0 ? stack[depth - 1] : -1;
+            if (depth < (int)(sizeof stack / sizeof *stack)) stack[depth++] = s->nblocks;
+            s->nblocks++;
+        } else if (s->text[i] == '}' && depth > 0) {
+            s->blocks[stack[--depth]].close = pos_of(s, i);
+        }
+    }
+}
+
+static tb_source *source_load(const char *path) {
+    size_t len = 0;
+    char *text = read_all(path, &len);
+    if (!text) return NULL;
+    tb_source *s = calloc(1, sizeof *s);
+    s->path = strdup(path);
+    s->text = text;
+    s->len = len;
+    lex(s);
+    pair_braces(s);
+    return s;
+}
+
+const tb_source *tb_sources_get(tb_sources *c, const char *path) {
+    if (!path) return NULL;
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->files[i]->path, path)) return c->files[i]->text ? c->files[i] : NULL;
+    tb_source *s = source_load(path);
+    if (!s) {  // remember the miss
+        s = calloc(1, sizeof *s);
+        s->path = strdup(path);
+    }
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 16;
+        c->files = realloc(c->files, (size_t)c->cap * sizeof *c->files);
+    }
+    c->files[c->n++] = s;
+    return s->text ? s : NULL;
+}
+
+void tb_sources_free(tb_sources *c) {
+    for (int i = 0; i < c->n; i++) {
+        tb_source *s = c->files[i];
+        free(s->path);
+        free(s->text);
+        free(s->code);
+        free(s->lines);
+        free(s->blocks);
+        free(s);
+    }
+    free(c->files);
+    memset(c, 0, sizeof *c);
+}
+
+const char *tb_source_line(const tb_source *s, int line, size_t *len) {
+    if (!s || line < 1 || line > s->nlines) return NULL;
+    size_t a = s->lines[line - 1];
+    size_t b = line < s->nlines ? s->lines[line] : s->len;
+    while (b > a && (s->text[b - 1] == '\n' || s->text[b - 1] == '\r')) b--;
+    *len = b - a;
+    return s->text + a;
+}
+
+int tb_source_block_at(const tb_source *s, tb_pos p) {
+    int best = -1;
+    for (int i = 0; i < s->nblocks; i++) {
+        if (tb_pos_cmp(s->blocks[i].open, p) >= 0) break;  // blocks are in opening order
+        if (tb_pos_cmp(p, s->blocks[i].close) < 0) best = i;
+    }
+    return best;
+}
+
+int tb_source_body_after(const tb_source *s, tb_pos p) {
+    for (int i = 0; i < s->nblocks; i++)
+        if (s->blocks[i].parent < 0 && tb_pos_cmp(s->blocks[i].open, p) > 0) return i;
+    return -1;
+}
+
+int tb_source_block_within(const tb_source *s, int inner, int outer) {
+    for (int b = inner; b >= 0; b = s->blocks[b].parent)
+        if (b == outer) return 1;
+    return 0;
+}
+
+tb_pos tb_source_statement_end(const tb_source *s, tb_pos p) {
+    int parens = 0;
+    for (size_t i = off_of(s, p); i < s->len; i++) {
+        if (!s->code[i]) continue;
+        char c = s->text[i];
+        if (c == '(' || c == '[') parens++;
+        else if ((c == ')' || c == ']') && parens > 0) parens--;
+        else if ((c == ';' && parens == 0) || c == '{' || c == '}') return pos_of(s, i);
+    }
+    return p;
+}

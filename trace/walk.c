@@ -1,0 +1,285 @@
+// walk.c — `tracebook walk RANGE --trace FILE...`: a Markdown walkthrough for one range,
+// from the entry point down to the range's push and on to the collective below it, each
+// hop with its file:line and source line, then the runtime evidence from the traces: the
+// range's count and times per rank, and the shapes of the collectives nested inside it.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "index_db.h"
+#include "map.h"
+#include "trace_cli.h"
+
+static void source_line(tb_graph *g, int file, int line) {
+    const tb_source *s = tb_graph_source(g, file);
+    size_t len = 0;
+    const char *text = s ? tb_source_line(s, line, &len) : NULL;
+    if (!text) {
+        printf("   (source line not readable)\n");
+        return;
+    }
+    while (len > 0 && (*text == ' ' || *text == '\t')) text++, len--;
+    printf("   ```c\n   %.*s\n   ```\n", (int)len, text);
+}
+
+static void hop(tb_graph *g, int step, int fn, int file, int line, const char *via, const char *note) {
+    printf("%d. `%s` — %s:%d", step, g->fns[fn].name, tb_graph_file(g, file), line);
+    if (via) printf(", through the function-pointer field `%s`", via);
+    if (note) printf(" %s", note);
+    printf("\n");
+    source_line(g, file, line);
+}
+
+static void walk_chain_to_site(tb_map *m, int r) {
+    tb_graph *g = m->g;
+    const tb_grange *rs = &g->ranges[r];
+    tb_chain ch;
+    if (!tb_map_entry_chain(m, rs->fn, &ch)) {
+        printf("No static chain from `%s` reaches `%s`.\n\n", g->fns[m->entry.fn].name, g->fns[rs->fn].name);
+        return;
+    }
+    printf("### From the entry point to the range (%d call%s)\n\n", ch.n - 1, ch.n == 2 ? "" : "s");
+    for (int i = 0; i + 1 < ch.n; i++) {
+        const tb_gcall *c = &g->calls[ch.calls[i]];
+        hop(g, i + 1, ch.fns[i], c->file, c->pos.line, c->field, NULL);
+    }
+    hop(g, ch.n, rs->fn, rs->file, rs->pos.line, NULL, "— the range opens here");
+    printf("\n");
+    free(ch.fns);
+    free(ch.calls);
+}
+
+static void walk_collectives(tb_map *m, int r, int name) {
+    tb_graph *g = m->g;
+    const tb_grange *rs = &g->ranges[r];
+    const tb_site_model *sm = tb_map_site(m, r);
+    int relevant = 0;
+    for (int c = 0; c < sm->ncolls; c++) relevant += name < 0 || tb_map_coll_relevant(m, r, name, &sm->colls[c]);
+    printf("### From the range to the collective%s\n\n", relevant == 1 ? "" : "s");
+    if (tb_pos_cmp(sm->end, TB_POS_END) != 0)
+        printf("The range spans %s:%d–%d of `%s`", tb_graph_file(g, rs->file), rs->pos.line, sm->end.line,
+               g->fns[rs->fn].name);
+    else
+        printf("The range is open from %s:%d to the end of `%s`", tb_graph_file(g, rs->file), rs->pos.line,
+               g->fns[rs->fn].name);
+    if (sm->escapes) printf(" and stays open after it returns: it continues in its callers until they pop it");
+    printf(".\n\n");
+    if (relevant == 0) {
+        printf("No collective is reachable from the calls inside the range.\n\n");
+        return;
+    }
+    int k = 0;
+    for (int c = 0; c < sm->ncolls; c++) {
+        const tb_coll_chain *cc = &sm->colls[c];
+        if (name >= 0 && !tb_map_coll_relevant(m, r, name, cc)) continue;
+        char text[4096];
+        tb_map_coll_text(m, cc, text, sizeof text);
+        int last = cc->path.fns[cc->path.n - 1];
+        const char *coll = cc->coll_call >= 0 ? g->calls[cc->coll_call].callee_name : cc->via ? cc->via : g->fns[last].name;
+        printf("#### %d. `%s` → `%s`%s%s%s\n\n", ++k, coll,
+               cc->end_call >= 0 ? g->calls[cc->end_call].callee_name : g->fns[last].name, cc->via ? " (via `" : "",
+               cc->via ? cc->via : "", cc->via ? "`)" : "");
+        if (cc->path.fns[0] != rs->fn)
+            printf("The range, still open, continues in `%s`:\n\n", g->fns[cc->path.fns[0]].name);
+        int step = 1;
+        for (int i = 0; i + 1 < cc->path.n; i++) {
+            const tb_gcall *call = &g->calls[cc->path.calls[i]];
+            hop(g, step++, cc->path.fns[i], call->file, call->pos.line, call->field,
+                cc->path.calls[i] == cc->coll_call ? "— the collective call" : NULL);
+        }
+        if (cc->end_call >= 0) {
+            const tb_gcall *e = &g->calls[cc->end_call];
+            hop(g, step++, last, e->file, e->pos.line, NULL, NULL);
+            printf("%d. `%s` — the NCCL call\n", step, e->callee_name);
+        } else {
+            hop(g, step, last, g->fns[last].file, g->fns[last].pos.line, NULL,
+                cc->via ? "— the backend's implementation" : NULL);
+        }
+        printf("\n");
+    }
+}
+
+typedef struct shape {
+    const char *name, *group, *op, *dtype;
+    int rank;
+    long long group_size, count, bytes;
+    int calls;
+} shape;
+
+static int is_instance(const tb_map *m, const char *range, int pattern, int ev) {
+    const char *n = m->rt.names[m->rt.ev[ev].name];
+    return pattern ? tb_range_pattern_match(range, n) : !strcmp(range, n);
+}
+
+static void walk_runtime(tb_map *m, const char *range, int pattern) {
+    const tb_rt *rt = &m->rt;
+    int nranks = 0;
+    for (int i = 0; i < rt->nev; i++)
+        if (rt->ev[i].rank + 1 > nranks) nranks = rt->ev[i].rank + 1;
+    printf("## Runtime evidence\n\n");
+    int total_count = 0;
+    double total = 0;
+    for (int i = 0; i < rt->nev; i++)
+        if (is_instance(m, range, pattern, i)) total_count++, total += (double)rt->ev[i].dur;
+    if (total_count == 0) {
+        printf("No event named `%s` in the traces.\n", range);
+        return;
+    }
+    char a[64], b[64], c[64], d[64];
+    tb_format_ns(total, a, sizeof a);
+    tb_format_ns(total / total_count, b, sizeof b);
+    printf("`%s`: %d event%s, total %s, mean %s.\n\n", range, total_count, total_count == 1 ? "" : "s", a, b);
+    printf("| rank | count | total | mean | min | max |\n|---:|---:|---:|---:|---:|---:|\n");
+    for (int r = 0; r < nranks; r++) {
+        int n = 0;
+        double t = 0, lo = 0, hi = 0;
+        for (int i = 0; i < rt->nev; i++) {
+            if (rt->ev[i].rank != r || !is_instance(m, range, pattern, i)) continue;
+            double du = (double)rt->ev[i].dur;
+            if (n == 0 || du < lo) lo = du;
+            if (n == 0 || du > hi) hi = du;
+            n++, t += du;
+        }
+        if (!n) continue;
+        tb_format_ns(t, a, sizeof a);
+        tb_format_ns(t / n, b, sizeof b);
+        tb_format_ns(lo, c, sizeof c);
+        tb_format_ns(hi, d, sizeof d);
+        printf("| %d | %d | %s | %s | %s | %s |\n", r, n, a, b, c, d);
+    }
+    // communicator ranges nested (at any depth) inside the range's events
+    shape *shapes = NULL;
+    int nshapes = 0;
+    for (int i = 0; i < rt->nev; i++) {
+        const tb_rt_event *e = &rt->ev[i];
+        if (!e->args || !json_object_get(e->args, "bytes")) continue;
+        int inside = 0;
+        for (int p = e->parent; p >= 0 && !inside; p = rt->ev[p].parent) inside = is_instance(m, range, pattern, p);
+        if (!inside) continue;
+        shape s = {rt->names[e->name],
+                   json_string_value(json_object_get(e->args, "group")),
+                   json_string_value(json_object_get(e->args, "op")),
+                   json_string_value(json_object_get(e->args, "dtype")),
+                   e->rank,
+                   (long long)json_integer_value(json_object_get(e->args, "group_size")),
+                   (long long)json_integer_value(json_object_get(e->args, "count")),
+                   (long long)json_integer_value(json_object_get(e->args, "bytes")),
+                   1};
+        int k;
+        for (k = 0; k < nshapes; k++) {
+            shape *t = &shapes[k];
+            if (!strcmp(t->name, s.name) && t->rank == s.rank && t->group_size == s.group_size &&
+                t->count == s.count && t->bytes == s.bytes && !strcmp(t->group ? t->group : "", s.group ? s.group : ""))
+                break;
+        }
+        if (k < nshapes) {
+            shapes[k].calls++;
+            continue;
+        }
+        shapes = realloc(shapes, (size_t)(nshapes + 1) * sizeof *shapes);
+        shapes[nshapes++] = s;
+    }
+    printf("\n### Collectives inside `%s` at runtime\n\n", range);
+    if (nshapes == 0) {
+        printf("No communicator range is nested inside it in these traces.\n");
+    } else {
+        printf("| range | rank | calls | group | group size | op | dtype | count | bytes |\n"
+               "|---|---:|---:|---|---:|---|---|---:|---:|\n");
+        for (int k = 0; k < nshapes; k++) {
+            const shape *s = &shapes[k];
+            printf("| %s | %d | %d | %s | %lld | %s | %s | %lld | %lld |\n", s->name, s->rank, s->calls,
+                   s->group ? s->group : "", s->group_size, s->op ? s->op : "", s->dtype ? s->dtype : "", s->count,
+                   s->bytes);
+        }
+    }
+    free(shapes);
+}
+
+int tracebook_walk_main(int argc, char **argv) {
+    const char *index = TB_INDEX_DEFAULT_PATH, *entry = "pretrain_gpt", *range = NULL;
+    const char *help = "RANGE --trace FILE... [--entry ENTRY] [--index FILE]\n"
+                       "  RANGE: a runtime range name (layer.0.mlp.fc2) or a site's pattern (layer.%d.mlp.fc2)";
+    char **traces = calloc((size_t)argc + 1, sizeof *traces);
+    int ntraces = 0, in_traces = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+            printf("usage: tracebook walk %s\n", help);
+            free(traces);
+            return 0;
+        }
+        const char **val = !strcmp(s, "--index") ? &index : !strcmp(s, "--entry") ? &entry : NULL;
+        if (val || !strcmp(s, "--trace")) {
+            in_traces = !val;
+            if (i + 1 >= argc) {
+                fprintf(stderr, "tracebook walk: %s needs a value\n", s);
+                free(traces);
+                return 2;
+            }
+            if (val) *val = argv[++i];
+            else traces[ntraces++] = argv[++i];
+        } else if (s[0] == '-' && s[1]) {
+            fprintf(stderr, "tracebook walk: unknown flag '%s'\nusage: tracebook walk %s\n", s, help);
+            free(traces);
+            return 2;
+        } else if (in_traces || range) {
+            traces[ntraces++] = argv[i];
+        } else {
+            range = s;
+        }
+    }
+    if (!range) {
+        fprintf(stderr, "usage: tracebook walk %s\n", help);
+        free(traces);
+        return 2;
+    }
+    tb_map m;
+    tb_error err;
+    if (tb_map_open(&m, index, entry, traces, ntraces, &err) != 0) {
+        fprintf(stderr, "tracebook walk: %s\n", err.msg);
+        free(traces);
+        return 1;
+    }
+    tb_graph *g = m.g;
+    // the sites: those whose pattern matches RANGE, or whose pattern is RANGE
+    int pattern = 0, *sites = malloc((size_t)(g->nranges + 1) * sizeof *sites), nsites = 0;
+    for (int r = 0; r < g->nranges; r++) {
+        const tb_grange *rs = &g->ranges[r];
+        if (rs->is_pop || !rs->name || !tb_graph_in_scope(g, m.entry.target, rs->fn)) continue;
+        if (!strcmp(rs->name, range) && strchr(range, '%')) pattern = 1;
+        if (tb_range_pattern_match(rs->name, range) || !strcmp(rs->name, range)) sites[nsites++] = r;
+    }
+    int name = -1;
+    for (int n = 0; n < m.rt.nnames && !pattern; n++)
+        if (!strcmp(m.rt.names[n], range)) name = n;
+    if (nsites == 0) {
+        fprintf(stderr, "tracebook walk: no range site in %s matches '%s' (in the scope of %s)\n", index, range,
+                m.entry.label);
+        free(sites);
+        tb_map_close(&m);
+        free(traces);
+        return 1;
+    }
+    char loc[600];
+    tb_graph_fn_loc(g, m.entry.fn, loc, sizeof loc);
+    printf("# Walkthrough: `%s`\n\n", range);
+    printf("From `%s` of `%s` (%s) down to the range `%s` and the collective%s below it.\n\n", g->fns[m.entry.fn].name,
+           m.entry.label, loc, range, nsites == 1 ? "" : "s");
+    printf("- index: `%s`\n- traces:", index);
+    for (int i = 0; i < ntraces; i++) printf(" `%s`", traces[i]);
+    printf("%s\n\n", ntraces ? "" : " none (static walk only)");
+    for (int i = 0; i < nsites; i++) {
+        const tb_grange *rs = &g->ranges[sites[i]];
+        if (nsites > 1) printf("## Site %d of %d: ", i + 1, nsites);
+        else printf("## Site: ");
+        printf("`\"%s\"` in `%s` (%s:%d)\n\n", rs->name, g->fns[rs->fn].name, tb_graph_file(g, rs->file),
+               rs->pos.line);
+        walk_chain_to_site(&m, sites[i]);
+        walk_collectives(&m, sites[i], name);
+    }
+    if (ntraces) walk_runtime(&m, range, pattern);
+    free(sites);
+    tb_map_close(&m);
+    free(traces);
+    return 0;
+}
