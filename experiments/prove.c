@@ -286,13 +286,15 @@ static void print_run(const char *indent, json_t *rec, check_table *checks) {
     printf("  value %.10g\n", json_number_value(json_object_get(rec, "value")));
     json_t *steps = json_object_get(rec, "steps_used"), *per = json_object_get(rec, "per_step");
     if (steps && per)
-        printf("%s  per step (steps %lld..%lld, %lld steps, warmup %lld, slowest of %lld ranks): min %.10g  median "
+        printf("%s  per step (steps %lld..%lld, %lld step%s, warmup %lld, slowest of %lld rank%s): min %.10g  median "
                "%.10g  max %.10g\n",
                indent, (long long)json_integer_value(json_object_get(steps, "first")),
                (long long)json_integer_value(json_object_get(steps, "last")),
                (long long)json_integer_value(json_object_get(steps, "count")),
+               json_integer_value(json_object_get(steps, "count")) == 1 ? "" : "s",
                (long long)json_integer_value(json_object_get(rec, "warmup_steps")),
                (long long)json_integer_value(json_object_get(rec, "ranks")),
+               json_integer_value(json_object_get(rec, "ranks")) == 1 ? "" : "s",
                json_number_value(json_object_get(per, "min")), json_number_value(json_object_get(per, "median")),
                json_number_value(json_object_get(per, "max")));
     if (json_object_get(rec, "tokens_formula"))
@@ -303,7 +305,7 @@ static void print_run(const char *indent, json_t *rec, check_table *checks) {
                (long long)json_integer_value(json_object_get(rec, "step_of_peak")),
                (long long)json_integer_value(json_object_get(rec, "rank_of_peak")));
     if (json_object_get(rec, "ranks_agreeing"))
-        printf("%s  loss at step %lld (rank 0, line %lld; %lld ranks agree)\n", indent,
+        printf("%s  loss at step %lld (rank 0, line %lld; ranks with that loss: %lld)\n", indent,
                (long long)json_integer_value(json_object_get(rec, "step")),
                (long long)json_integer_value(json_object_get(rec, "line")),
                (long long)json_integer_value(json_object_get(rec, "ranks_agreeing")));

@@ -19,20 +19,17 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <lauxlib.h>
 #include <limits.h>
 #include <lua.h>
 #include <lualib.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,15 +40,9 @@
 #include "parsers.h"
 #include "provenance.h"
 #include "record.h"
+#include "recorder.h"
 
 extern char **environ;
-
-// The one process-level flag a signal handler may touch.
-static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
-}
 
 typedef struct host {
     char artifacts[PATH_MAX];
@@ -131,44 +122,6 @@ static json_t *to_json(lua_State *L, int idx) {
 
 // ---------------------------------------------------------------------------------------
 // Small helpers
-
-// snprintf for paths: a path that does not fit is a hard error, never a silent truncation.
-__attribute__((format(printf, 3, 4))) static char *path_format(char *buf, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= len) {
-        fprintf(stderr, "tracebook run: path too long: %.200s...\n", buf);
-        exit(1);
-    }
-    return buf;
-}
-
-static void iso_now(char *buf, size_t len) {
-    time_t t = time(NULL);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void new_run_id(char *buf, size_t len) {
-    char stamp[32];
-    time_t t = time(NULL);
-    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", gmtime(&t));
-    uint64_t s = (uint64_t)now_s() * 1000003u ^ (uint64_t)getpid() << 20 ^ (uint64_t)clock();
-    unsigned char r[4] = {0};
-    int fd = open("/dev/urandom", O_RDONLY);
-    if (fd >= 0) {
-        if (read(fd, r, sizeof r) != (ssize_t)sizeof r) memset(r, 0, sizeof r);
-        close(fd);
-    }
-    snprintf(buf, len, "%s-%08x", stamp, (unsigned)(tb_splitmix64(&s) ^ (uint32_t)(r[0] | r[1] << 8 | r[2] << 16 | (uint32_t)r[3] << 24)));
-}
 
 static int is_identifier(const char *s) {
     if (!*s) return 0;
@@ -324,160 +277,19 @@ static int find_finished(const char *version_dir, const json_t *point, int repet
     while (!found && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         char path[PATH_MAX * 2];
-        path_format(path, sizeof path, "%s/%s/manifest.json", version_dir, e->d_name);
+        tb_path_format(path, sizeof path, "%s/%s/manifest.json", version_dir, e->d_name);
         json_t *m = json_load_file(path, 0, NULL);
         const char *status = m ? json_string_value(json_object_get(m, "status")) : NULL;
         if (status && !strcmp(status, "finished") &&
             json_integer_value(json_object_get(m, "repetition")) == repetition &&
             json_equal(json_object_get(m, "sweep_point"), (json_t *)point)) {
-            path_format(out, len, "%s/%s", version_dir, e->d_name);
+            tb_path_format(out, len, "%s/%s", version_dir, e->d_name);
             found = 1;
         }
         json_decref(m);
     }
     closedir(d);
     return found;
-}
-
-// The last complete line of a metrics file (the newest step), or NULL.
-static json_t *last_metrics_line(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    char line[1 << 14], last[1 << 14] = "";
-    while (fgets(line, sizeof line, f))
-        if (strchr(line, '\n')) memcpy(last, line, sizeof last);
-    fclose(f);
-    return last[0] ? json_loads(last, 0, NULL) : NULL;
-}
-
-typedef struct run_outcome {
-    int exit_status;   // process exit status, or 128 + signal
-    int signaled;
-    int interrupted;
-} run_outcome;
-
-// Runs argv with stdout/stderr into the record; a heartbeat every 2 s while it lives; on a
-// terminal, a live progress line.
-static run_outcome spawn_and_wait(host *h, const json_t *argv, const char *rec, int run_no, int iters) {
-    run_outcome out = {0, 0, 0};
-    size_t n = json_array_size(argv);
-    char **args = calloc(n + 1, sizeof *args);
-    for (size_t i = 0; i < n; i++) args[i] = (char *)json_string_value(json_array_get(argv, i));
-    char out_path[PATH_MAX + 32], err_path[PATH_MAX + 32], beat[PATH_MAX + 32], metrics[PATH_MAX + 64];
-    path_format(out_path, sizeof out_path, "%s/stdout.log", rec);
-    path_format(err_path, sizeof err_path, "%s/stderr.log", rec);
-    path_format(beat, sizeof beat, "%s/heartbeat", rec);
-    path_format(metrics, sizeof metrics, "%s/run/metrics.rank-00000.jsonl", rec);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0) _exit(126);
-        execv(args[0], args);
-        fprintf(stderr, "exec %s: %s\n", args[0], strerror(errno));
-        _exit(127);
-    }
-    free(args);
-    if (pid < 0) {
-        out.exit_status = 127;
-        return out;
-    }
-    double start = now_s(), last_beat = 0, last_progress = 0;
-    int status = 0;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) break;
-        if (interrupted && !out.interrupted) {
-            out.interrupted = 1;
-            kill(pid, SIGINT);
-        }
-        double t = now_s();
-        if (t - last_beat >= 2.0) {
-            char text[64];
-            int len = snprintf(text, sizeof text, "%.3f\n", t);
-            tb_error err;
-            tb_write_file_atomic(beat, text, (size_t)len, &err);
-            last_beat = t;
-        }
-        if (h->tty && t - last_progress >= 0.5) {
-            json_t *m = last_metrics_line(metrics);
-            if (m) {
-                json_int_t step = json_integer_value(json_object_get(m, "step"));
-                double step_ms = json_number_value(json_object_get(m, "step_ms"));
-                fprintf(stdout, "\r  run %d of the runbook: step %lld/%d  loss %.4f  %.0f tok/s  ETA %.0f s   ",
-                        run_no, (long long)step, iters, json_number_value(json_object_get(m, "loss")),
-                        json_number_value(json_object_get(m, "tokens_per_s")),
-                        (double)(iters - step) * step_ms / 1e3);
-                fflush(stdout);
-                json_decref(m);
-            }
-            last_progress = t;
-        }
-        struct timespec ts = {0, 50 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    if (h->tty) fprintf(stdout, "\r%*s\r", 100, "");
-    (void)start;
-    if (WIFEXITED(status)) out.exit_status = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status)) {
-        out.signaled = 1;
-        out.exit_status = 128 + WTERMSIG(status);
-    }
-    return out;
-}
-
-// Writes manifest.json last: every other file of the record is hashed into it first.
-static int finish_record(host *h, lua_State *L, int exp, const char *rec, const char *run_id, const json_t *argv,
-                         const json_t *point, int repetition, int64_t seed, const char *start, run_outcome o,
-                         tb_error *err) {
-    json_t *files = NULL;
-    if (tb_hash_tree(rec, "manifest.json", &files, err) != 0) return -1;
-    json_object_del(files, "heartbeat");  // rewritten while live: not evidence
-    char end[32], cwd[PATH_MAX], cfg_path[PATH_MAX + 32];
-    iso_now(end, sizeof end);
-    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, "?");
-    path_format(cfg_path, sizeof cfg_path, "%s/run/config.json", rec);
-    json_t *config = json_load_file(cfg_path, 0, NULL);
-    lua_getfield(L, exp, "name");
-    lua_getfield(L, exp, "version");
-    lua_getfield(L, exp, "question");
-    const char *status = o.interrupted || o.signaled ? "incomplete" : o.exit_status == 0 ? "finished" : "failed";
-    json_t *m = json_pack("{s:i, s:s, s:s, s:I, s:s, s:s, s:{s:s, s:s}, s:I, s:i, s:O, s:n}", "manifest_version",
-                          TB_MANIFEST_VERSION, "run_id", run_id, "experiment", lua_tostring(L, -3), "version",
-                          (json_int_t)lua_tointeger(L, -2), "question", lua_tostring(L, -1), "status", status,
-                          "runbook", "path", h->runbook, "sha256", h->runbook_sha256, "seed", (json_int_t)seed,
-                          "repetition", repetition, "sweep_point", point, "replay_of");
-    lua_pop(L, 3);
-    json_object_set_new(m, "git", h->have_git ? tb_git_state_json(&h->git, h->git.dirty ? "git.patch" : NULL)
-                                              : json_null());
-    json_object_set_new(m, "argv", json_deep_copy(argv));
-    json_object_set_new(m, "cwd", json_string(cwd));
-    json_object_set_new(m, "environment", tb_environment_json(environ, tb_default_env_deny));
-    json_object_set_new(m, "host", tb_host_json());
-    json_object_set_new(m, "config", config ? config : json_null());
-    json_object_set_new(m, "start", json_string(start));
-    json_object_set_new(m, "end", json_string(end));
-    json_object_set_new(m, "exit_status", json_integer(o.exit_status));
-    json_object_set_new(m, "files", files);
-    char path[PATH_MAX + 32];
-    path_format(path, sizeof path, "%s/manifest.json", rec);
-    int rc = tb_write_json_atomic(path, m, err);
-    json_decref(m);
-    if (rc == 0) {
-        char beat[PATH_MAX + 32];
-        path_format(beat, sizeof beat, "%s/heartbeat", rec);
-        unlink(beat);
-        sqlite3 *db;
-        tb_error cat_err;
-        if (tb_catalog_open(&db, h->artifacts, &cat_err) == 0) {
-            if (tb_catalog_add_run(db, rec, &cat_err) != 0)
-                fprintf(stderr, "tracebook: catalogue: %s\n", cat_err.msg);
-            sqlite3_close(db);
-        } else {
-            fprintf(stderr, "tracebook: catalogue: %s\n", cat_err.msg);
-        }
-    }
-    return rc;
 }
 
 // Pushes a run's result table: run_id, record, status, seed, repetition, steps (rank 0).
@@ -497,7 +309,7 @@ static void push_run_result(lua_State *L, const char *rec, const char *run_id, i
     lua_pushboolean(L, skipped);
     lua_setfield(L, -2, "resumed");
     char path[PATH_MAX + 64];
-    path_format(path, sizeof path, "%s/run/metrics.rank-00000.jsonl", rec);
+    tb_path_format(path, sizeof path, "%s/run/metrics.rank-00000.jsonl", rec);
     lua_newtable(L);
     FILE *f = fopen(path, "r");
     char line[1 << 14];
@@ -591,7 +403,7 @@ static int l_run(lua_State *L) {
         char rec[PATH_MAX + 128], run_id[64];
         if (!h->force && find_finished(version_dir, point, rep, rec, sizeof rec)) {
             const char *slash = strrchr(rec, '/');
-            path_format(run_id, sizeof run_id, "%s", slash ? slash + 1 : rec);
+            tb_path_format(run_id, sizeof run_id, "%s", slash ? slash + 1 : rec);
             printf("  skip: %s repetition %d already finished as %s (--force re-runs)\n", version_dir, rep, run_id);
             push_run_result(L, rec, run_id, rep, seed, "finished", 1);
             lua_rawseti(L, -2, rep + 1);
@@ -599,10 +411,10 @@ static int l_run(lua_State *L) {
             json_decref(config);
             continue;
         }
-        new_run_id(run_id, sizeof run_id);
-        path_format(rec, sizeof rec, "%s/%s", version_dir, run_id);
+        tb_new_run_id(run_id, sizeof run_id);
+        tb_path_format(rec, sizeof rec, "%s/%s", version_dir, run_id);
         char run_dir[PATH_MAX + 160];
-        path_format(run_dir, sizeof run_dir, "%s/run", rec);
+        tb_path_format(run_dir, sizeof run_dir, "%s/run", rec);
         lua_newtable(L);
         push_json(L, config);
         int cfg_idx = lua_gettop(L);
@@ -626,26 +438,32 @@ static int l_run(lua_State *L) {
         if (tb_mkdir_p(rec, &err) != 0) luaL_error(L, "%s", err.msg);
         if (h->have_git && h->git.dirty) {
             char patch[PATH_MAX + 160];
-            path_format(patch, sizeof patch, "%s/git.patch", rec);
+            tb_path_format(patch, sizeof patch, "%s/git.patch", rec);
             if (tb_write_file_atomic(patch, h->git.patch, strlen(h->git.patch), &err) != 0)
                 luaL_error(L, "%s", err.msg);
         }
         char start[32];
-        iso_now(start, sizeof start);
+        tb_iso_now(start, sizeof start);
         int run_no = ++h->runs_started;
         if (!h->tty) {
             printf("  run %d: %s repetition %d (%s)\n", run_no, version_dir, rep, run_id);
             fflush(stdout);
         }
-        run_outcome o = spawn_and_wait(h, argv, rec, run_no, iters);
-        if (finish_record(h, L, 1, rec, run_id, argv, point, rep, seed, start, o, &err) != 0)
-            luaL_error(L, "recording %s: %s", rec, err.msg);
+        tb_run_outcome o = tb_run_engine(argv, rec, h->tty, run_no, iters);
+        lua_getfield(L, 1, "name");
+        lua_getfield(L, 1, "version");
+        lua_getfield(L, 1, "question");
+        tb_run_identity id = {lua_tostring(L, -3), lua_tointeger(L, -2), lua_tostring(L, -1), h->runbook,
+                              h->runbook_sha256, seed, rep, point, NULL, h->have_git ? &h->git : NULL};
+        int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, argv, start, o, &err);
+        lua_pop(L, 3);
+        if (recorded != 0) luaL_error(L, "recording %s: %s", rec, err.msg);
         json_decref(argv);
         json_decref(config);
         if (o.interrupted) luaL_error(L, "interrupted: run %s recorded as incomplete", run_id);
         if (o.exit_status != 0) {
             char log[PATH_MAX + 160], line[512] = "", last[512] = "";
-            path_format(log, sizeof log, "%s/stderr.log", rec);
+            tb_path_format(log, sizeof log, "%s/stderr.log", rec);
             FILE *f = fopen(log, "r");
             while (f && fgets(line, sizeof line, f))
                 if (line[0] != '\n') memcpy(last, line, sizeof last);
@@ -751,7 +569,7 @@ static int l_claim(lua_State *L) {
     // claims.json of this experiment version: replace the claim with this id
     char version_dir[PATH_MAX + 64], path[PATH_MAX + 96];
     experiment_dir(L, 1, version_dir, sizeof version_dir);
-    path_format(path, sizeof path, "%s/claims.json", version_dir);
+    tb_path_format(path, sizeof path, "%s/claims.json", version_dir);
     json_t *doc = json_load_file(path, 0, NULL);
     if (!json_is_object(doc)) {
         json_decref(doc);
@@ -901,7 +719,7 @@ static void mark_experiments(host *h, const char *status, const char *error) {
     json_t *e;
     json_object_foreach(h->experiments, key, e) {
         char path[PATH_MAX + 96];
-        path_format(path, sizeof path, "%s/experiment.json", key);
+        tb_path_format(path, sizeof path, "%s/experiment.json", key);
         json_object_set_new(e, "status", json_string(status));
         json_object_set_new(e, "error", error ? json_string(error) : json_null());
         json_object_set_new(e, "runbook", json_string(h->runbook));
@@ -969,7 +787,7 @@ int tracebook_run_main(int argc, char **argv) {
     self[len] = '\0';
     char *slash = strrchr(self, '/');
     if (slash) *slash = '\0';
-    path_format(h.engine, sizeof h.engine, "%s/pretrain_gpt", self);
+    tb_path_format(h.engine, sizeof h.engine, "%s/pretrain_gpt", self);
     h.have_git = tb_git_describe(".", &h.git, &err) == 0;
     if (!h.have_git) fprintf(stderr, "tracebook run: no git provenance: %s\n", err.msg);
     if (h.require_clean && (!h.have_git || h.git.dirty)) {
@@ -979,7 +797,7 @@ int tracebook_run_main(int argc, char **argv) {
         return 1;
     }
     h.tty = isatty(1);
-    signal(SIGINT, on_sigint);
+    tb_recorder_install_sigint();
 
     lua_State *L = luaL_newstate();
     luaL_openlibs(L);
@@ -1025,5 +843,5 @@ int tracebook_run_main(int argc, char **argv) {
     if (h.have_git) tb_git_state_free(&h.git);
     json_decref(h.params);
     json_decref(h.experiments);
-    return interrupted ? 130 : status;
+    return tb_recorder_interrupted() ? 130 : status;
 }

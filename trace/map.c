@@ -376,7 +376,15 @@ static int call_pops_caller(tb_map *m, int call) {
     return 0;
 }
 
-static int is_nccl(const char *name) { return name && !strncmp(name, "nccl", 4); }
+// An NCCL call that moves data (not ncclGetErrorString, ncclCommInitRank, ncclGroupStart ...).
+static int is_nccl(const char *name) {
+    static const char *const ops[] = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Bcast",
+                                      "Reduce",    "Send",          "Recv",      "AlltoAll",  "AllToAll"};
+    if (!name || strncmp(name, "nccl", 4)) return 0;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (!strncmp(name + 4, ops[i], strlen(ops[i]))) return 1;
+    return 0;
+}
 
 static void add_region(tb_site_model *sm, int fn, tb_pos from, tb_pos to) {
     sm->regions = realloc(sm->regions, (size_t)(sm->nregions + 1) * sizeof *sm->regions);
@@ -499,6 +507,7 @@ static void record_dispatch(tb_map *m, walk_state *w, tb_site_model *sm, int f, 
         if (end_call >= 0) w->covered[end_call] = 1;
         push_coll(sm, fns, calls, len, end_call, coll_call, call->field);
     }
+    w->covered[c] = 1;
     free(pf);
     free(pc);
 }
@@ -507,39 +516,36 @@ static void handle_call(tb_map *m, walk_state *w, tb_site_model *sm, int f, int 
                         int *tail) {
     tb_graph *g = m->g;
     const tb_gcall *call = &g->calls[c];
-    if (!w->covered[c]) {
-        if (m->coll_call[c] || is_nccl(call->callee_name)) {
-            if (is_nccl(call->callee_name)) {
-                record_dispatch(m, w, sm, f, c, c, NULL, NULL, 0);
-            } else {  // a communicator entry point: down to its backend dispatch
-                int tmp[64];
-                int k = tb_graph_call_targets(g, c, m->entry.target, tmp, 64);
-                for (int t = 0; t < k; t++) {
-                    descent d[32];
-                    int nd = comm_descent(m, tmp[t], d, 32);
-                    for (int i = 0; i < nd; i++) {
-                        int pre_fns[2] = {tmp[t], d[i].via_fn}, pre_calls[2] = {c, d[i].via_call};
-                        int npre = d[i].via_fn >= 0 ? 2 : 1;
-                        // path: ... f -(c)-> E [-(via_call)-> helper] -(d.call)-> backend
-                        record_dispatch(m, w, sm, f, d[i].call, c, pre_fns, pre_calls, npre);
-                    }
-                    if (nd == 0) {  // no backend below: the collective call itself ends the chain
-                        int *pf, *pc, n;
-                        path_to(m, w, f, &pf, &pc, &n);
-                        int *fns = malloc((size_t)(n + 1) * sizeof *fns), *calls = malloc((size_t)(n + 1) * sizeof *calls);
-                        memcpy(fns, pf, (size_t)n * sizeof *fns);
-                        memcpy(calls, pc, (size_t)(n - 1) * sizeof *calls);
-                        calls[n - 1] = c;
-                        fns[n] = tmp[t];
-                        push_coll(sm, fns, calls, n + 1, -1, c, NULL);
-                        free(pf);
-                        free(pc);
-                    }
-                }
-                if (k == 0) record_dispatch(m, w, sm, f, c, c, NULL, NULL, 0);
+    if (w->covered[c]) {
+        // recorded already as part of a collective's descent
+    } else if (call->field && (m->coll_call[c] || (in_span && m->comm_entry[f]))) {
+        record_dispatch(m, w, sm, f, c, -1, NULL, NULL, 0);  // a backend dispatch
+    } else if (is_nccl(call->callee_name)) {
+        record_dispatch(m, w, sm, f, c, c, NULL, NULL, 0);
+    } else if (m->coll_call[c]) {  // a communicator entry point: down to its backend dispatch
+        int tmp[64];
+        int k = tb_graph_call_targets(g, c, m->entry.target, tmp, 64);
+        for (int t = 0; t < k; t++) {
+            descent d[32];
+            int nd = comm_descent(m, tmp[t], d, 32);
+            for (int i = 0; i < nd; i++) {
+                // path: ... f -(c)-> E [-(via_call)-> helper] -(d.call)-> backend
+                int pre_fns[2] = {tmp[t], d[i].via_fn}, pre_calls[2] = {c, d[i].via_call};
+                record_dispatch(m, w, sm, f, d[i].call, c, pre_fns, pre_calls, d[i].via_fn >= 0 ? 2 : 1);
             }
-        } else if (in_span && call->field && m->comm_entry[f]) {
-            record_dispatch(m, w, sm, f, c, -1, NULL, NULL, 0);  // a comm range inside the entry point
+            if (nd == 0) {  // nothing below: the entry point ends the chain
+                int *pf, *pc, n;
+                path_to(m, w, f, &pf, &pc, &n);
+                pf = realloc(pf, (size_t)(n + 1) * sizeof *pf);
+                pc[n - 1] = c;
+                pf[n] = tmp[t];
+                push_coll(sm, pf, pc, n + 1, -1, c, NULL);
+            }
+        }
+        if (k == 0) {  // not defined in the index: the call ends the chain
+            int *pf, *pc, n;
+            path_to(m, w, f, &pf, &pc, &n);
+            push_coll(sm, pf, pc, n, c, c, NULL);
         }
     }
     int tmp[256];
@@ -601,12 +607,20 @@ int tb_map_entry_chain(const tb_map *m, int fn, tb_chain *out) {
     return 1;
 }
 
+// The op of a communicator range event: args.op, else the OP of a "comm.GROUP.OP" name.
+static const char *event_op(const tb_map *m, int ev) {
+    const tb_rt_event *e = &m->rt.ev[ev];
+    const char *op = e->args ? json_string_value(json_object_get(e->args, "op")) : NULL;
+    if (op) return op;
+    const char *name = m->rt.names[e->name];
+    const char *dot = strrchr(name, '.');
+    if (!strncmp(name, "comm.", 5) && dot && dot > name + 5 && dot[1]) return dot + 1;
+    return NULL;
+}
+
 const char *tb_map_name_op(const tb_map *m, int name) {
     for (int i = 0; i < m->rt.nev; i++)
-        if (m->rt.ev[i].name == name && m->rt.ev[i].args) {
-            const char *op = json_string_value(json_object_get(m->rt.ev[i].args, "op"));
-            if (op) return op;
-        }
+        if (m->rt.ev[i].name == name) return event_op(m, i);
     return NULL;
 }
 
@@ -615,13 +629,17 @@ static int ends_with_word(const char *s, const char *w) {
     return k <= n && !strcmp(s + n - k, w) && (k == n || s[n - k - 1] == '_' || s[n - k - 1] == '.');
 }
 
-int tb_map_coll_relevant(tb_map *m, int r, int name, const tb_coll_chain *c) {
-    (void)r;
-    const char *op = tb_map_name_op(m, name);
-    if (!op) return 1;
+// Does collective chain c perform op (all_reduce ...)? By its backend field or its call's name.
+static int chain_does(const tb_map *m, const tb_coll_chain *c, const char *op) {
     if (c->via && ends_with_word(c->via, op)) return 1;
     if (c->coll_call >= 0 && ends_with_word(m->g->calls[c->coll_call].callee_name, op)) return 1;
     return 0;
+}
+
+int tb_map_coll_relevant(tb_map *m, int r, int name, const tb_coll_chain *c) {
+    (void)r;
+    const char *op = tb_map_name_op(m, name);
+    return !op || chain_does(m, c, op);
 }
 
 // =======================================================================================
@@ -732,9 +750,10 @@ void tb_format_ns(double ns, char *buf, size_t len) {
     else snprintf(buf, len, "%.3f s", ns / 1e9);
 }
 
-static json_t *hop_json(const tb_graph *g, int fn, int file, int line, const char *via) {
+static json_t *hop_json(const tb_graph *g, int fn, int file, int line, const tb_gcall *call) {
     json_t *h = json_pack("{s:s, s:s, s:i}", "function", g->fns[fn].name, "file", tb_graph_file(g, file), "line", line);
-    if (via) json_object_set_new(h, "via", json_string(via));
+    if (call && call->field) json_object_set_new(h, "via", json_string(call->field));
+    if (call && call->passed_to) json_object_set_new(h, "passed_to", json_string(call->passed_to));
     return h;
 }
 
@@ -743,7 +762,7 @@ static json_t *chain_json(const tb_graph *g, const tb_chain *c, int last_file, i
     for (int i = 0; i < c->n; i++) {
         if (i + 1 < c->n) {
             const tb_gcall *call = &g->calls[c->calls[i]];
-            json_array_append_new(a, hop_json(g, c->fns[i], call->file, call->pos.line, call->field));
+            json_array_append_new(a, hop_json(g, c->fns[i], call->file, call->pos.line, call));
         } else {
             json_array_append_new(a, hop_json(g, c->fns[i], last_file, last_line, NULL));
         }
@@ -780,10 +799,14 @@ static void hops_text(json_t *hops, char *buf, size_t len) {
         const char *fn = json_string_value(json_object_get(h, "function"));
         const char *file = json_string_value(json_object_get(h, "file"));
         const char *via = json_string_value(json_object_get(h, "via"));
+        const char *passed = json_string_value(json_object_get(h, "passed_to"));
         int line = (int)json_integer_value(json_object_get(h, "line"));
         int w;
         if (!file) w = snprintf(buf + used, len - used, "%s%s", i ? " → " : "", fn);
         else if (via) w = snprintf(buf + used, len - used, "%s%s (%s:%d, via %s)", i ? " → " : "", fn, file, line, via);
+        else if (passed)
+            w = snprintf(buf + used, len - used, "%s%s (%s:%d, a callback passed to %s)", i ? " → " : "", fn, file,
+                         line, passed);
         else w = snprintf(buf + used, len - used, "%s%s (%s:%d)", i ? " → " : "", fn, file, line);
         if (w < 0 || (size_t)w >= len - used) {
             if (len > 4) memcpy(buf + len - 4, "...", 4);

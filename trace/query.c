@@ -142,6 +142,7 @@ int tracebook_callers_main(int argc, char **argv) {
             printf("  %-36s %s:%d:%d", g->fns[call->caller].name, tb_graph_file(g, call->file), call->pos.line,
                    call->pos.col);
             if (call->field) printf("  via %s", call->field);
+            if (call->passed_to) printf("  (passed to %s as a callback)", call->passed_to);
             if (call->in_macro) printf("  [%s]", call->in_macro);
             printf("\n");
         }
@@ -169,6 +170,7 @@ int tracebook_callees_main(int argc, char **argv) {
             printf("  %-36s %s:%d:%d", call->callee_name, tb_graph_file(g, call->file), call->pos.line,
                    call->pos.col);
             if (call->field) printf("  via %s", call->field);
+            if (call->passed_to) printf("  (passed to %s as a callback)", call->passed_to);
             if (call->in_macro) printf("  [%s]", call->in_macro);
             print_call_targets(g, call);
             printf("\n");

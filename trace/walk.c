@@ -22,9 +22,10 @@ static void source_line(tb_graph *g, int file, int line) {
     printf("   ```c\n   %.*s\n   ```\n", (int)len, text);
 }
 
-static void hop(tb_graph *g, int step, int fn, int file, int line, const char *via, const char *note) {
+static void hop(tb_graph *g, int step, int fn, int file, int line, const tb_gcall *call, const char *note) {
     printf("%d. `%s` — %s:%d", step, g->fns[fn].name, tb_graph_file(g, file), line);
-    if (via) printf(", through the function-pointer field `%s`", via);
+    if (call && call->field) printf(", through the function-pointer field `%s`", call->field);
+    if (call && call->passed_to) printf(", passing `%s` to `%s`, which calls it back", call->callee_name, call->passed_to);
     if (note) printf(" %s", note);
     printf("\n");
     source_line(g, file, line);
@@ -41,7 +42,7 @@ static void walk_chain_to_site(tb_map *m, int r) {
     printf("### From the entry point to the range (%d call%s)\n\n", ch.n - 1, ch.n == 2 ? "" : "s");
     for (int i = 0; i + 1 < ch.n; i++) {
         const tb_gcall *c = &g->calls[ch.calls[i]];
-        hop(g, i + 1, ch.fns[i], c->file, c->pos.line, c->field, NULL);
+        hop(g, i + 1, ch.fns[i], c->file, c->pos.line, c, NULL);
     }
     hop(g, ch.n, rs->fn, rs->file, rs->pos.line, NULL, "— the range opens here");
     printf("\n");
@@ -84,7 +85,7 @@ static void walk_collectives(tb_map *m, int r, int name) {
         int step = 1;
         for (int i = 0; i + 1 < cc->path.n; i++) {
             const tb_gcall *call = &g->calls[cc->path.calls[i]];
-            hop(g, step++, cc->path.fns[i], call->file, call->pos.line, call->field,
+            hop(g, step++, cc->path.fns[i], call->file, call->pos.line, call,
                 cc->path.calls[i] == cc->coll_call ? "— the collective call" : NULL);
         }
         if (cc->end_call >= 0) {

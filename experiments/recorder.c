@@ -1,0 +1,191 @@
+#include "recorder.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "core/fileio.h"
+#include "core/rng.h"
+#include "record.h"
+
+extern char **environ;
+
+// The one process-level flag a signal handler may touch.
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+void tb_recorder_install_sigint(void) { signal(SIGINT, on_sigint); }
+int tb_recorder_interrupted(void) { return interrupted; }
+
+void tb_iso_now(char *buf, size_t len) {
+    time_t t = time(NULL);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void tb_new_run_id(char *buf, size_t len) {
+    char stamp[32];
+    time_t t = time(NULL);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", gmtime(&t));
+    uint64_t s = (uint64_t)(now_s() * 1e6) ^ (uint64_t)getpid() << 32;
+    uint32_t r = 0;
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd >= 0) {
+        if (read(fd, &r, sizeof r) != (ssize_t)sizeof r) r = 0;
+        close(fd);
+    }
+    snprintf(buf, len, "%s-%08x", stamp, (unsigned)((uint32_t)tb_splitmix64(&s) ^ r));
+}
+
+char *tb_path_format(char *buf, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= len) {
+        fprintf(stderr, "tracebook: path too long: %.200s...\n", buf);
+        exit(1);
+    }
+    return buf;
+}
+
+// The last complete line of a metrics file (the newest step), or NULL.
+static json_t *last_metrics_line(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    static char line[1 << 14], last[1 << 14];
+    last[0] = '\0';
+    while (fgets(line, sizeof line, f))
+        if (strchr(line, '\n')) memcpy(last, line, sizeof last);
+    fclose(f);
+    return last[0] ? json_loads(last, 0, NULL) : NULL;
+}
+
+tb_run_outcome tb_run_engine(const json_t *argv, const char *rec, int progress, int run_no, int iters) {
+    tb_run_outcome out = {0, 0, 0};
+    size_t n = json_array_size(argv);
+    char **args = calloc(n + 1, sizeof *args);
+    for (size_t i = 0; i < n; i++) args[i] = (char *)json_string_value(json_array_get(argv, i));
+    char out_path[PATH_MAX], err_path[PATH_MAX], beat[PATH_MAX], metrics[PATH_MAX];
+    tb_path_format(out_path, sizeof out_path, "%s/stdout.log", rec);
+    tb_path_format(err_path, sizeof err_path, "%s/stderr.log", rec);
+    tb_path_format(beat, sizeof beat, "%s/heartbeat", rec);
+    tb_path_format(metrics, sizeof metrics, "%s/run/metrics.rank-00000.jsonl", rec);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0) _exit(126);
+        signal(SIGINT, SIG_DFL);
+        execv(args[0], args);
+        fprintf(stderr, "exec %s: %s\n", args[0], strerror(errno));
+        _exit(127);
+    }
+    free(args);
+    if (pid < 0) {
+        out.exit_status = 127;
+        return out;
+    }
+    double last_beat = 0, last_progress = 0;
+    int status = 0;
+    for (;;) {
+        if (waitpid(pid, &status, WNOHANG) == pid) break;
+        if (interrupted && !out.interrupted) {
+            out.interrupted = 1;
+            kill(pid, SIGINT);
+        }
+        double t = now_s();
+        if (t - last_beat >= 2.0) {
+            char text[64];
+            int len = snprintf(text, sizeof text, "%.3f\n", t);
+            tb_error err;
+            tb_write_file_atomic(beat, text, (size_t)len, &err);
+            last_beat = t;
+        }
+        if (progress && t - last_progress >= 0.5) {
+            json_t *m = last_metrics_line(metrics);
+            if (m) {
+                json_int_t step = json_integer_value(json_object_get(m, "step"));
+                double step_ms = json_number_value(json_object_get(m, "step_ms"));
+                fprintf(stdout, "\r  run %d: step %lld/%d  loss %.4f  %.0f tok/s  ETA %.0f s   ", run_no,
+                        (long long)step, iters, json_number_value(json_object_get(m, "loss")),
+                        json_number_value(json_object_get(m, "tokens_per_s")), (double)(iters - step) * step_ms / 1e3);
+                fflush(stdout);
+                json_decref(m);
+            }
+            last_progress = t;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (progress) fprintf(stdout, "\r%*s\r", 100, "");
+    if (WIFEXITED(status)) out.exit_status = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) {
+        out.signaled = 1;
+        out.exit_status = 128 + WTERMSIG(status);
+    }
+    return out;
+}
+
+int tb_record_finish(const char *artifacts, const char *rec, const char *run_id, const tb_run_identity *id,
+                     const json_t *argv, const char *start, tb_run_outcome o, tb_error *err) {
+    json_t *files = NULL;
+    if (tb_hash_tree(rec, "manifest.json", &files, err) != 0) return -1;
+    json_object_del(files, "heartbeat");  // rewritten while live: not evidence
+    char end[32], cwd[PATH_MAX], cfg_path[PATH_MAX];
+    tb_iso_now(end, sizeof end);
+    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, "?");
+    tb_path_format(cfg_path, sizeof cfg_path, "%s/run/config.json", rec);
+    json_t *config = json_load_file(cfg_path, 0, NULL);
+    const char *status = o.interrupted || o.signaled ? "incomplete" : o.exit_status == 0 ? "finished" : "failed";
+    json_t *m = json_pack("{s:i, s:s, s:s, s:I, s:s, s:s, s:{s:s, s:s}, s:I, s:i, s:O}", "manifest_version",
+                          TB_MANIFEST_VERSION, "run_id", run_id, "experiment", id->experiment, "version",
+                          (json_int_t)id->version, "question", id->question ? id->question : "", "status", status,
+                          "runbook", "path", id->runbook, "sha256", id->runbook_sha256, "seed", (json_int_t)id->seed,
+                          "repetition", id->repetition, "sweep_point", id->sweep_point);
+    json_object_set_new(m, "replay_of", id->replay_of ? json_string(id->replay_of) : json_null());
+    json_object_set_new(m, "git", id->git ? tb_git_state_json(id->git, id->git->dirty ? "git.patch" : NULL) : json_null());
+    json_object_set_new(m, "argv", json_deep_copy(argv));
+    json_object_set_new(m, "cwd", json_string(cwd));
+    json_object_set_new(m, "environment", tb_environment_json(environ, tb_default_env_deny));
+    json_object_set_new(m, "host", tb_host_json());
+    json_object_set_new(m, "config", config ? config : json_null());
+    json_object_set_new(m, "start", json_string(start));
+    json_object_set_new(m, "end", json_string(end));
+    json_object_set_new(m, "exit_status", json_integer(o.exit_status));
+    json_object_set_new(m, "files", files);
+    char path[PATH_MAX];
+    tb_path_format(path, sizeof path, "%s/manifest.json", rec);
+    int rc = tb_write_json_atomic(path, m, err);
+    json_decref(m);
+    if (rc != 0) return -1;
+    char beat[PATH_MAX];
+    tb_path_format(beat, sizeof beat, "%s/heartbeat", rec);
+    unlink(beat);
+    sqlite3 *db;
+    tb_error cat_err;
+    if (tb_catalog_open(&db, artifacts, &cat_err) == 0) {
+        if (tb_catalog_add_run(db, rec, &cat_err) != 0) fprintf(stderr, "tracebook: catalogue: %s\n", cat_err.msg);
+        sqlite3_close(db);
+    } else {
+        fprintf(stderr, "tracebook: catalogue: %s\n", cat_err.msg);
+    }
+    return 0;
+}

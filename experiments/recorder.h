@@ -1,0 +1,58 @@
+// recorder.h — running one engine process into a record (experiments/record.h): the shared
+// machinery of `tracebook run` and `tracebook replay`.
+//
+// tb_run_engine forks the engine with stdout/stderr into the record, rewrites a heartbeat
+// every 2 s while it lives and, on a terminal, shows a live progress line; SIGINT to the
+// host (tb_recorder_install_sigint) stops the engine. tb_record_finish hashes every file of
+// the record into manifest.json and writes the manifest last, atomically, then catalogues
+// the run.
+#ifndef TB_EXPERIMENTS_RECORDER_H
+#define TB_EXPERIMENTS_RECORDER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "provenance.h"
+
+typedef struct tb_run_outcome {
+    int exit_status;   // the engine's exit status, or 128 + signal
+    int signaled;      // the engine died of a signal
+    int interrupted;   // the host was interrupted (SIGINT) and stopped the engine
+} tb_run_outcome;
+
+// Who a run is: the manifest's identity fields.
+typedef struct tb_run_identity {
+    const char *experiment;
+    int64_t version;
+    const char *question;
+    const char *runbook, *runbook_sha256;
+    int64_t seed;
+    int repetition;
+    const json_t *sweep_point;
+    const char *replay_of;     // NULL unless a replay
+    const tb_git_state *git;   // NULL when there is no git provenance
+} tb_run_identity;
+
+void tb_recorder_install_sigint(void);
+int tb_recorder_interrupted(void);
+
+// "2026-11-29T10:45:12Z" (UTC)
+void tb_iso_now(char *buf, size_t len);
+// "20261129T104512-3f9a2c1e": start time + 8 hex of randomness
+void tb_new_run_id(char *buf, size_t len);
+// snprintf for paths: a path that does not fit ends the process with a message, never a
+// silent truncation.
+char *tb_path_format(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// Runs argv (argv[0] the engine) with stdout.log / stderr.log / heartbeat in `record`.
+// progress: show a live line (step, loss, tok/s, ETA of `iters` steps) — for a terminal.
+tb_run_outcome tb_run_engine(const json_t *argv, const char *record, int progress, int run_no, int iters);
+
+// manifest.json for a finished (or failed, or interrupted) run, written last; then the run
+// is catalogued (a catalogue failure is reported, not fatal).
+int tb_record_finish(const char *artifacts, const char *record, const char *run_id, const tb_run_identity *id,
+                     const json_t *argv, const char *start, tb_run_outcome outcome, tb_error *err);
+
+#endif

@@ -1,0 +1,551 @@
+// `tracebook index`: small fixture projects (tests/trace/fixtures/, indexed through a
+// compile_commands.json written here with absolute paths) and the project's own build.
+// Expected lines come from marker comments in the fixtures (line_of), so editing a fixture
+// does not silently shift them.
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "tb_test.h"
+
+#define TRACEBOOK TB_BIN_DIR "/tracebook"
+#define FIX TB_SOURCE_DIR "/tests/trace/fixtures"
+#define WORK TB_TEST_TMPDIR "/test_index"
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = 0;
+    fclose(f);
+    return s;
+}
+
+static int write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+static int exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+// Runs a shell command with stdout and stderr captured; returns its exit status and sets
+// *output (malloc'd) to what it printed.
+static int run(char **output, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[8400];
+    snprintf(full, sizeof full, "%s > '%s/out.txt' 2>&1", cmd, WORK);
+    int st = system(full);
+    if (output) {
+        *output = slurp(WORK "/out.txt");
+        if (!*output) *output = calloc(1, 1);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+// The 1-based line of the first line of path containing marker, or -1.
+static int line_of(const char *path, const char *marker) {
+    char *s = slurp(path);
+    if (!s) return -1;
+    char *hit = strstr(s, marker);
+    int line = -1;
+    if (hit) {
+        line = 1;
+        for (char *p = s; p < hit; p++) line += *p == '\n';
+    }
+    free(s);
+    return line;
+}
+
+static sqlite3 *open_db(const char *path) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+// The first column of the first row of a query (sqlite3_mprintf format: %Q quotes), or -1.
+static long q_long(sqlite3 *db, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st = NULL;
+    long v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        printf("  sql error: %s\n    %s\n", sqlite3_errmsg(db), sql);
+    else if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        v = (long)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    return v;
+}
+
+// The first column of the first row as text (malloc'd), or NULL.
+static char *q_text(sqlite3 *db, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st = NULL;
+    char *v = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        printf("  sql error: %s\n    %s\n", sqlite3_errmsg(db), sql);
+    else if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        v = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    return v;
+}
+
+static int same(const char *a, const char *b) { return a && b && !strcmp(a, b); }
+
+// ---------------------------------------------------------------------------------------
+// The fixture index: basic/ (two units sharing fx.h), broken/ (a syntax error, a missing
+// file), indexed once for the tests below.
+
+#define MAIN_C FIX "/basic/main.c"
+#define UTIL_C FIX "/basic/util.c"
+#define FX_H FIX "/basic/fx.h"
+#define BROKEN_C FIX "/broken/broken.c"
+
+static sqlite3 *fx_db;
+static int fx_status = -1;
+static char *fx_output;
+
+static sqlite3 *fixture_index(void) {
+    if (fx_status >= 0) return fx_db;
+    tb_error err;
+    if (tb_mkdir_p(WORK "/basic", &err)) printf("  %s\n", err.msg);
+    // "arguments" and "command" forms, relative and absolute files, flags the indexer drops.
+    if (write_text(WORK "/basic/compile_commands.json",
+                   "[\n"
+                   " {\"directory\": \"" FIX "/basic\", \"arguments\": [\"/usr/bin/cc\", \"-std=c17\", \"-O2\","
+                   " \"-Wall\", \"-Werror\", \"-MD\", \"-MT\", \"main.o\", \"-MF\", \"main.o.d\", \"-c\", \"main.c\","
+                   " \"-o\", \"main.o\"], \"file\": \"main.c\"},\n"
+                   " {\"directory\": \"" FIX "/basic\", \"command\": \"/usr/bin/cc -std=c17 -O2 -o util.o -c " FIX
+                   "/basic/util.c\", \"file\": \"" FIX "/basic/util.c\"},\n"
+                   " {\"directory\": \"" FIX "/broken\", \"command\": \"cc -c broken.c -o broken.o\", \"file\":"
+                   " \"broken.c\"},\n"
+                   " {\"directory\": \"" FIX "/broken\", \"command\": \"cc -c missing.c\", \"file\": \"missing.c\"}\n"
+                   "]\n"))
+        printf("  cannot write the fixture database\n");
+    unlink(WORK "/basic/index.sqlite");
+    fx_status = run(&fx_output, "'%s' index --compdb '%s/basic' --out '%s/basic/index.sqlite'", TRACEBOOK, WORK, WORK);
+    fx_db = open_db(WORK "/basic/index.sqlite");
+    return fx_db;
+}
+
+#define MAIN_USR "c:" MAIN_C "@F@main"
+
+TB_TEST(functions_and_calls_are_recorded_with_file_and_line) {
+    sqlite3 *db = fixture_index();
+    TB_CHECK(fx_status == 0, "exit status %d; output:\n%s", fx_status, fx_output);
+    TB_REQUIRE(db, "no index written; output:\n%s", fx_output);
+    char *v = q_text(db, "SELECT value FROM meta WHERE key = 'schema_version'");
+    TB_CHECK(same(v, "1"), "schema_version %s", v ? v : "(none)");
+    free(v);
+    TB_CHECK(q_long(db, "SELECT is_tu FROM files WHERE path = %Q AND status = 'ok'", MAIN_C) == 1, "main.c row");
+    TB_CHECK(q_long(db, "SELECT is_tu FROM files WHERE path = %Q", FX_H) == 0, "fx.h: a header row");
+
+    int def_line = line_of(UTIL_C, "int util_run(int x) {");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM functions fn JOIN files f ON f.id = fn.file_id WHERE fn.usr = 'c:@F@util_run'"
+                    " AND fn.name = 'util_run' AND f.path = %Q AND fn.line = %d AND fn.col = 5 AND fn.is_definition = 1"
+                    " AND fn.is_static = 0",
+                    UTIL_C, def_line) == 1,
+             "util_run: defined at util.c:%d:5 (declared first in fx.h)", def_line);
+    // a declaration without a definition in the index
+    TB_CHECK(q_long(db, "SELECT is_definition FROM functions WHERE usr = 'c:@F@tb_range_push'") == 0,
+             "tb_range_push: declared only");
+
+    int call_line = line_of(MAIN_C, "CALL_UTIL_RUN");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id JOIN files f ON f.id = c.file_id"
+                    " WHERE fn.usr = %Q AND c.callee_usr = 'c:@F@util_run' AND c.callee_name = 'util_run'"
+                    " AND c.field IS NULL AND c.in_macro IS NULL AND f.path = %Q AND c.line = %d AND c.col = 10",
+                    MAIN_USR, MAIN_C, call_line) == 1,
+             "main -> util_run at main.c:%d:10", call_line);
+
+    // fx_twice, a static inline function of fx.h, is in both units: one row, its calls once.
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'fx_twice' AND is_static = 1") == 1,
+             "fx_twice: one row");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
+                    " WHERE fn.name = 'fx_twice' AND c.callee_usr = 'c:@F@work'") == 2,
+             "fx_twice's two calls of work, once each");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM calls WHERE callee_name = 'fx_twice' AND callee_usr ="
+                    " (SELECT usr FROM functions WHERE name = 'fx_twice')") == 2,
+             "main and util_run both call the one fx_twice");
+}
+
+TB_TEST(static_functions_with_the_same_name_stay_distinct) {
+    sqlite3 *db = fixture_index();
+    TB_REQUIRE(db, "no index; output:\n%s", fx_output);
+    TB_CHECK(q_long(db, "SELECT COUNT(DISTINCT usr) FROM functions WHERE name = 'helper' AND is_static = 1") == 2,
+             "two static helpers, two USRs");
+    char *main_helper = q_text(db,
+                               "SELECT fn.usr FROM functions fn JOIN files f ON f.id = fn.file_id"
+                               " WHERE fn.name = 'helper' AND f.path = %Q AND fn.line = %d",
+                               MAIN_C, line_of(MAIN_C, "HELPER_MAIN"));
+    char *util_helper = q_text(db,
+                               "SELECT fn.usr FROM functions fn JOIN files f ON f.id = fn.file_id"
+                               " WHERE fn.name = 'helper' AND f.path = %Q AND fn.line = %d",
+                               UTIL_C, line_of(UTIL_C, "HELPER_UTIL"));
+    TB_REQUIRE(main_helper && util_helper, "helper rows: main.c %s, util.c %s", main_helper ? main_helper : "(none)",
+               util_helper ? util_helper : "(none)");
+    TB_CHECK(strcmp(main_helper, util_helper) != 0, "same USR %s", main_helper);
+    char *from_main = q_text(db,
+                             "SELECT c.callee_usr FROM calls c JOIN functions fn ON fn.id = c.caller_id"
+                             " WHERE fn.usr = %Q AND c.callee_name = 'helper'",
+                             MAIN_USR);
+    char *from_util = q_text(db,
+                             "SELECT c.callee_usr FROM calls c JOIN functions fn ON fn.id = c.caller_id"
+                             " WHERE fn.name = 'util_run' AND c.callee_name = 'helper'");
+    TB_CHECK(same(from_main, main_helper), "main calls %s, expected main.c's %s", from_main ? from_main : "(none)",
+             main_helper);
+    TB_CHECK(same(from_util, util_helper), "util_run calls %s, expected util.c's %s", from_util ? from_util : "(none)",
+             util_helper);
+    free(main_helper);
+    free(util_helper);
+    free(from_main);
+    free(from_util);
+}
+
+TB_TEST(calls_inside_macros_belong_to_the_function_using_the_macro) {
+    sqlite3 *db = fixture_index();
+    TB_REQUIRE(db, "no index; output:\n%s", fx_output);
+    int use = line_of(MAIN_C, "MACRO_USE");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id JOIN files f ON f.id = c.file_id"
+                    " WHERE fn.usr = %Q AND c.callee_usr = 'c:@F@work' AND c.in_macro = 'CALL_WORK'"
+                    " AND f.path = %Q AND c.line = %d AND c.col = 10",
+                    MAIN_USR, MAIN_C, use) == 1,
+             "CALL_WORK(v) at main.c:%d:10: a call of work in main, in_macro CALL_WORK", use);
+    int push = line_of(MAIN_C, "RANGE_PATTERN");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
+                    " WHERE fn.usr = %Q AND c.callee_name = 'tb_range_push' AND c.in_macro = 'TB_RANGE_PUSH'"
+                    " AND c.line = %d",
+                    MAIN_USR, push) == 1,
+             "TB_RANGE_PUSH at main.c:%d: tb_range_push in main", push);
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM calls c JOIN files f ON f.id = c.file_id WHERE f.path = %Q", FX_H) == 2,
+             "no call is placed at the macro's definition in fx.h (only fx_twice's own two)");
+}
+
+TB_TEST(field_calls_resolve_through_designated_positional_and_assigned_targets) {
+    sqlite3 *db = fixture_index();
+    TB_REQUIRE(db, "no index; output:\n%s", fx_output);
+    int call = line_of(UTIL_C, "FIELD_CALL_RUN");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
+                    " WHERE fn.name = 'use_ops' AND c.callee_usr IS NULL AND c.callee_name = 'run'"
+                    " AND c.field = 'fx_ops.run' AND c.line = %d",
+                    call) == 1,
+             "ops->run(1) at util.c:%d: a call through fx_ops.run", call);
+    struct {
+        const char *record, *field, *fn, *file, *marker;
+    } want[] = {
+        {"fx_ops", "run", "c:@F@run_a", MAIN_C, "DESIGNATED"},         // .run = run_a
+        {"fx_ops", "run", "c:@F@run_b", UTIL_C, "POSITIONAL"},         // {"positional", run_b, ...}
+        {"fx_ops", "done", "c:@F@done_b", UTIL_C, "POSITIONAL"},       // third positional value
+        {"fx_ops", "run", "c:@F@run_c", MAIN_C, "ASSIGN_DOT"},         // h.ops.run = run_c
+        {"fx_ops", "done", "c:@F@done_c", UTIL_C, "ASSIGN_ADDR"},      // copy.done = &done_c
+        {"fx_anon_ops", "fwd", "c:@F@fwd_a", MAIN_C, "ANON_POSITIONAL"},  // anonymous struct: the typedef
+        {"tb_comm_backend", "all_reduce", "c:@F@fx_all_reduce", UTIL_C, "BACKEND"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        int line = line_of(want[i].file, want[i].marker);
+        TB_CHECK(q_long(db,
+                        "SELECT COUNT(*) FROM field_targets t JOIN files f ON f.id = t.file_id WHERE t.record = %Q"
+                        " AND t.field = %Q AND t.function_usr = %Q AND f.path = %Q AND t.line = %d",
+                        want[i].record, want[i].field, want[i].fn, want[i].file, line) == 1,
+                 "field target %s.%s = %s at %s:%d", want[i].record, want[i].field, want[i].fn, want[i].file, line);
+    }
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM field_targets") == (long)(sizeof want / sizeof *want),
+             "%ld field targets, expected exactly the %zu above (h.self = &designated assigns a struct)",
+             q_long(db, "SELECT COUNT(*) FROM field_targets"), sizeof want / sizeof *want);
+    // The resolution a query makes: the call's field → the functions assigned to it.
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM calls c JOIN field_targets t ON c.field = t.record || '.' || t.field"
+                    " WHERE c.line = %d AND t.function_usr IN ('c:@F@run_a', 'c:@F@run_b', 'c:@F@run_c')",
+                    call) == 3,
+             "ops->run resolves to run_a, run_b and run_c");
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM calls WHERE field = 'fx_anon_ops.fwd'") == 1, "anon->fwd(2)");
+}
+
+TB_TEST(range_sites_carry_literal_and_printf_pattern_names) {
+    sqlite3 *db = fixture_index();
+    TB_REQUIRE(db, "no index; output:\n%s", fx_output);
+    const char *q = "SELECT COUNT(*) FROM range_sites r JOIN functions fn ON fn.id = r.function_id"
+                    " JOIN files f ON f.id = r.file_id WHERE fn.usr = %Q AND f.path = %Q AND r.kind = %Q"
+                    " AND r.name IS %Q AND r.line = %d";
+    int lit = line_of(MAIN_C, "RANGE_LITERAL"), pat = line_of(MAIN_C, "RANGE_PATTERN"),
+        pop = line_of(MAIN_C, "RANGE_POP");
+    TB_CHECK(q_long(db, q, MAIN_USR, MAIN_C, "push", "fixture.step", lit) == 1, "push \"fixture.step\" at line %d",
+             lit);
+    TB_CHECK(q_long(db, q, MAIN_USR, MAIN_C, "push", "layer.%d.fc2", pat) == 1, "push \"layer.%%d.fc2\" at line %d",
+             pat);
+    TB_CHECK(q_long(db, q, MAIN_USR, MAIN_C, "pop", NULL, pop) == 1, "pop (no name) at line %d", pop);
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM range_sites WHERE kind = 'push'") == 2, "two pushes");
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM range_sites WHERE kind = 'pop'") == 2, "two pops");
+}
+
+TB_TEST(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points) {
+    sqlite3 *db = fixture_index();
+    TB_REQUIRE(db, "no index; output:\n%s", fx_output);
+    const char *q = "SELECT COUNT(*) FROM collective_sites s JOIN functions fn ON fn.id = s.function_id"
+                    " JOIN files f ON f.id = s.file_id WHERE fn.name = %Q AND s.callee_name = %Q AND f.path = %Q"
+                    " AND s.line = %d";
+    struct {
+        const char *fn, *callee, *file, *marker;
+    } want[] = {
+        {"main", "ncclAllReduce", MAIN_C, "CALL_NCCL"},                       // nccl*
+        {"main", "tb_all_reduce", MAIN_C, "CALL_TB_ALL_REDUCE"},              // by name
+        {"use_ops", "fx_all_reduce", UTIL_C, "CALL_BACKEND_ENTRY"},           // assigned to tb_comm_backend
+        {"use_ops", "tb_comm_backend.all_reduce", UTIL_C, "FIELD_CALL_BACKEND"},  // through its field
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        int line = line_of(want[i].file, want[i].marker);
+        TB_CHECK(q_long(db, q, want[i].fn, want[i].callee, want[i].file, line) == 1, "%s in %s at %s:%d",
+                 want[i].callee, want[i].fn, want[i].file, line);
+    }
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM collective_sites") == (long)(sizeof want / sizeof *want),
+             "%ld collective sites, expected the %zu above", q_long(db, "SELECT COUNT(*) FROM collective_sites"),
+             sizeof want / sizeof *want);
+
+    // --no-default-collectives --collective GLOB replaces the list.
+    char *out = NULL;
+    int st = run(&out, "'%s' index --quiet --compdb '%s/basic/compile_commands.json' --out '%s/basic/custom.sqlite'"
+                 " --no-default-collectives --collective 'wor?'",
+                 TRACEBOOK, WORK, WORK);
+    TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
+    sqlite3 *db2 = open_db(WORK "/basic/custom.sqlite");
+    TB_REQUIRE(db2, "no custom index:\n%s", out);
+    TB_CHECK(q_long(db2, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'work'") == 3 &&
+                 q_long(db2, "SELECT COUNT(*) FROM collective_sites WHERE callee_name != 'work'") == 0,
+             "only work's three call sites (main's CALL_WORK and fx_twice's two)");
+    sqlite3_close(db2);
+    free(out);
+}
+
+TB_TEST(a_syntax_error_gives_partial_status_with_diagnostics_and_keeps_what_parsed) {
+    sqlite3 *db = fixture_index();
+    TB_REQUIRE(db, "no index; output:\n%s", fx_output);
+    TB_CHECK(fx_status == 0, "a unit with errors does not fail the run: exit status %d", fx_status);
+    char *status = q_text(db, "SELECT status FROM files WHERE path = %Q", BROKEN_C);
+    TB_CHECK(same(status, "partial") || same(status, "failed"), "broken.c status %s", status ? status : "(none)");
+    free(status);
+    TB_CHECK(q_long(db, "SELECT errors FROM files WHERE path = %Q", BROKEN_C) >= 1, "an error counted");
+    char where[512];
+    snprintf(where, sizeof where, "%s:%d:", BROKEN_C, line_of(BROKEN_C, "SYNTAX_ERROR"));
+    char *diag = q_text(db, "SELECT diagnostics FROM files WHERE path = %Q", BROKEN_C);
+    TB_CHECK(diag && strstr(diag, where), "diagnostics name %s: %s", where, diag ? diag : "(none)");
+    free(diag);
+    TB_CHECK(strstr(fx_output, where) && strstr(fx_output, "partial"), "stderr reports %s:\n%s", where, fx_output);
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE name IN ('good_before', 'good_after') AND"
+                        " is_definition = 1") == 2,
+             "the functions around the error are indexed");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id WHERE fn.name = 'good_after'"
+                    " AND c.callee_name = 'good_before' AND c.line = %d",
+                    line_of(BROKEN_C, "GOOD_AFTER")) == 1,
+             "good_after -> good_before");
+    // A listed file that is not there: failed, and everything else still indexed.
+    char *missing = q_text(db, "SELECT status FROM files WHERE path = %Q", FIX "/broken/missing.c");
+    TB_CHECK(same(missing, "failed"), "missing.c status %s", missing ? missing : "(none)");
+    free(missing);
+    TB_CHECK(q_long(db, "SELECT value FROM meta WHERE key = 'tu_count'") == 4, "4 units in meta");
+}
+
+TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
+    tb_error err;
+    tb_mkdir_p(WORK "/bad", &err);
+    char *out = NULL;
+    const char *missing = WORK "/bad/nowhere/compile_commands.json";
+    unlink(WORK "/bad/index.sqlite");
+    int st = run(&out, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, missing, WORK);
+    TB_CHECK(st != 0 && strstr(out, missing), "missing database: exit %d, output:\n%s", st, out);
+    TB_CHECK(!exists(WORK "/bad/index.sqlite"), "no index written");
+    free(out);
+
+    const char *malformed = WORK "/bad/compile_commands.json";
+    write_text(malformed, "[\n {\"directory\": \"/tmp\", \"file\": \"a.c\",\n");
+    st = run(&out, "'%s' index --compdb '%s/bad' --out '%s/bad/index.sqlite'", TRACEBOOK, WORK, WORK);
+    TB_CHECK(st != 0 && strstr(out, malformed) && strstr(out, "malformed"), "malformed JSON: exit %d, output:\n%s",
+             st, out);
+    char pos[600];
+    snprintf(pos, sizeof pos, "%s:3:", malformed);  // jansson's line of the error
+    TB_CHECK(strstr(out, pos) != NULL, "the JSON error's position (%s) in:\n%s", pos, out);
+    free(out);
+
+    write_text(malformed, "[{\"directory\": \"/tmp\", \"command\": \"cc -c a.c\"}]\n");
+    st = run(&out, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, malformed, WORK);
+    TB_CHECK(st != 0 && strstr(out, malformed) && strstr(out, "entry 0"), "entry without file: exit %d:\n%s", st,
+             out);
+    TB_CHECK(!exists(WORK "/bad/index.sqlite"), "no index written");
+    free(out);
+}
+
+TB_TEST(nvcc_cuda_file_parses_as_host_code) {
+    if (!exists("/usr/local/cuda/include/cuda_runtime.h")) {
+        printf("  skipped: no CUDA toolkit at /usr/local/cuda\n");
+        return;
+    }
+    tb_error err;
+    tb_mkdir_p(WORK "/cuda", &err);
+    write_text(WORK "/cuda/compile_commands.json",
+               "[{\"directory\": \"" FIX "/cuda\", \"command\": \"/usr/local/cuda/bin/nvcc -gencode"
+               " arch=compute_90,code=sm_90 -arch=sm_90 -ccbin /usr/bin/g++ --extended-lambda"
+               " --expt-relaxed-constexpr -Xcompiler -fPIC,-Wall --use_fast_math -rdc=true -Xptxas -v -lineinfo"
+               " --diag-suppress 177 -O3 --std c++17 -I" FIX "/cuda -c kernels.cu -o kernels.o\","
+               " \"file\": \"kernels.cu\"}]\n");
+    char *out = NULL;
+    int st = run(&out, "'%s' index --compdb '%s/cuda' --out '%s/cuda/index.sqlite'", TRACEBOOK, WORK, WORK);
+    TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
+    sqlite3 *db = open_db(WORK "/cuda/index.sqlite");
+    TB_REQUIRE(db, "no index:\n%s", out);
+    const char *cu = FIX "/cuda/kernels.cu";
+    char *status = q_text(db, "SELECT status FROM files WHERE path = %Q", cu);
+    char *diag = q_text(db, "SELECT diagnostics FROM files WHERE path = %Q", cu);
+    TB_CHECK(same(status, "ok"), "kernels.cu status %s: %s", status ? status : "(none)", diag ? diag : "");
+    free(status);
+    free(diag);
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE usr = 'c:@F@launch_scale' AND is_definition = 1") == 1,
+             "the extern \"C\" launcher (a C USR)");
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'scale_kernel' AND is_definition = 1") == 1,
+             "the kernel");
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'blocks' AND usr LIKE 'c:@N@fx@S@Launcher@%%'") ==
+                 1,
+             "a C++ method");
+    char *tmpl = q_text(db, "SELECT usr FROM functions WHERE name = 'host_max' AND line = %d",
+                        line_of(cu, "TEMPLATE_HOST_MAX"));
+    TB_CHECK(tmpl && !strncmp(tmpl, "c:@FT@", 6), "host_max: a function template row, USR %s", tmpl ? tmpl : "(none)");
+    const char *q = "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
+                    " WHERE fn.usr = 'c:@F@launch_scale' AND c.callee_usr = %Q AND c.line = %d";
+    TB_CHECK(tmpl && q_long(db, q, tmpl, line_of(cu, "CALL_HOST_MAX")) == 1, "the template call -> the template");
+    TB_CHECK(q_long(db, q, "c:@F@ncclAllReduce", line_of(cu, "CALL_NCCL_CU")) == 1, "the extern \"C\" NCCL call");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
+                    " WHERE fn.usr = 'c:@F@launch_scale' AND c.callee_name = 'scale_kernel' AND c.line = %d",
+                    line_of(cu, "KERNEL_LAUNCH")) == 1,
+             "the kernel launch");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM collective_sites s JOIN functions fn ON fn.id = s.function_id"
+                    " WHERE fn.usr = 'c:@F@launch_scale' AND s.callee_name = 'ncclAllReduce'") == 1,
+             "ncclAllReduce is a collective site");
+    free(tmpl);
+    sqlite3_close(db);
+    free(out);
+}
+
+// ---------------------------------------------------------------------------------------
+// The project's own build (the tests run after it, so its compile_commands.json exists).
+
+TB_TEST(project_index_end_to_end) {
+    const char *build = TB_BIN_DIR "/..";
+    if (!exists(TB_BIN_DIR "/../compile_commands.json")) {
+        TB_CHECK(0, "no %s/compile_commands.json: configure with CMake first", build);
+        return;
+    }
+    char *out = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int st = run(&out, "'%s' index --compdb '%s' --out '%s/project.sqlite'", TRACEBOOK, build, WORK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("  indexed the project in %.1f s\n", secs);
+    TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
+    TB_CHECK(secs < 60, "%.1f s", secs);
+    sqlite3 *db = open_db(WORK "/project.sqlite");
+    TB_REQUIRE(db, "no index:\n%s", out);
+
+    long engine = q_long(db, "SELECT COUNT(*) FROM files WHERE is_tu = 1 AND path LIKE %Q", TB_SOURCE_DIR "/engine/%");
+    long bad = q_long(db, "SELECT COUNT(*) FROM files WHERE is_tu = 1 AND path LIKE %Q AND status != 'ok'",
+                      TB_SOURCE_DIR "/engine/%");
+    char *first_bad = q_text(db, "SELECT path || ': ' || IFNULL(diagnostics, '') FROM files WHERE is_tu = 1 AND"
+                                 " path LIKE %Q AND status != 'ok'",
+                             TB_SOURCE_DIR "/engine/%");
+    TB_CHECK(engine >= 20 && bad == 0, "%ld engine units, %ld not ok; first: %s", engine, bad,
+             first_bad ? first_bad : "-");
+    free(first_bad);
+
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM field_targets t JOIN functions fn ON fn.usr = t.function_usr"
+                    " WHERE t.record = 'tb_comm_backend' AND t.field = 'all_reduce' AND fn.name = 'local_all_reduce'") ==
+                 1,
+             "local_all_reduce is tb_comm_backend.all_reduce (positional initializer of tb_local_backend)");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM field_targets t JOIN functions fn ON fn.usr = t.function_usr"
+                    " WHERE t.record = 'tb_norm_module' AND t.field = 'forward' AND fn.name = 'layernorm_forward'") == 1,
+             "layernorm_forward is tb_norm_module.forward (spec.c)");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM range_sites r JOIN functions fn ON fn.id = r.function_id"
+                    " WHERE r.kind = 'push' AND r.name = 'layer.%%d.mlp.fc2' AND fn.name = 'mlp_forward'") == 1,
+             "range site layer.%%d.mlp.fc2 in mlp_forward");
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'tb_all_reduce'") > 0,
+             "tb_all_reduce call sites are collective sites");
+
+    const char *in_target = "SELECT COUNT(*) FROM targets t JOIN files f ON f.id = t.file_id"
+                            " WHERE t.target = %Q AND f.path = %Q";
+    TB_CHECK(q_long(db, in_target, "pretrain_gpt", TB_SOURCE_DIR "/engine/pretrain_gpt.c") == 1,
+             "pretrain_gpt.c links into pretrain_gpt");
+    TB_CHECK(q_long(db, in_target, "pretrain_gpt", TB_SOURCE_DIR "/engine/comm/local_backend.c") == 1,
+             "local_backend.c (tb_engine) links into pretrain_gpt");
+    TB_CHECK(q_long(db, in_target, "pretrain_gpt", TB_SOURCE_DIR "/tests/engine/test_comm.c") == 0,
+             "test_comm.c does not link into pretrain_gpt");
+    TB_CHECK(q_long(db, in_target, "test_comm", TB_SOURCE_DIR "/tests/engine/test_comm.c") == 1,
+             "test_comm.c links into test_comm");
+    TB_CHECK(q_long(db, "SELECT COUNT(DISTINCT usr) FROM functions WHERE name = 'main'") ==
+                 q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'main'") &&
+                 q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'main'") > 2,
+             "every binary's main is its own row");
+    sqlite3_close(db);
+    free(out);
+}
+
+int main(void) {
+    tb_error err;
+    if (tb_mkdir_p(WORK, &err)) {
+        printf("%s\n", err.msg);
+        return 1;
+    }
+    TB_RUN(functions_and_calls_are_recorded_with_file_and_line);
+    TB_RUN(static_functions_with_the_same_name_stay_distinct);
+    TB_RUN(calls_inside_macros_belong_to_the_function_using_the_macro);
+    TB_RUN(field_calls_resolve_through_designated_positional_and_assigned_targets);
+    TB_RUN(range_sites_carry_literal_and_printf_pattern_names);
+    TB_RUN(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points);
+    TB_RUN(a_syntax_error_gives_partial_status_with_diagnostics_and_keeps_what_parsed);
+    TB_RUN(missing_or_malformed_compdb_fails_naming_the_path);
+    TB_RUN(nvcc_cuda_file_parses_as_host_code);
+    TB_RUN(project_index_end_to_end);
+    sqlite3_close(fx_db);
+    free(fx_output);
+    return tb_test_summary();
+}
