@@ -577,7 +577,7 @@ static int sync_record(sync_state *s, const char *record_dir, tb_error *err) {
     record_ids ids;
     if (ids_from_path(record_dir, &ids, err) != 0) return -1;
     known_run key = {.run_id = ids.run_id};
-    known_run *k = bsearch(&key, s->known, (size_t)s->nknown, sizeof *s->known, cmp_known);
+    known_run *k = s->nknown ? bsearch(&key, s->known, (size_t)s->nknown, sizeof *s->known, cmp_known) : NULL;
     if (k) {
         k->seen = 1;
         char manifest[CAT_PATH_MAX], stamp[64];
@@ -718,7 +718,7 @@ int tb_catalog_rebuild(sqlite3 *db, const char *artifacts, tb_error *err) {
                                               column_dup(st, 3), 0};
         }
         sqlite3_finalize(st);
-        qsort(s.known, (size_t)s.nknown, sizeof *s.known, cmp_known);
+        if (s.nknown) qsort(s.known, (size_t)s.nknown, sizeof *s.known, cmp_known);
     }
     s.versions = json_array();
     s.claim_versions = json_array();

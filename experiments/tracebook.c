@@ -1,11 +1,12 @@
 // tracebook.c — the tracebook CLI: one binary, one subcommand per job.
 //
-//   tracebook run | prove | ls | show | diff                              (experiments/)
+//   tracebook run | replay | prove | ls | show | diff                             (experiments/)
 //   tracebook index | def | callers | callees | chain | map | walk      (trace/)
 #include <stdio.h>
 #include <string.h>
 
 #include "catalog.h"
+#include "replay.h"
 #include "runbook.h"
 #include "trace_cli.h"
 
@@ -17,6 +18,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"run", tracebook_run_main, "run a Lua runbook: engine runs recorded with their provenance, claims"},
+    {"replay", tracebook_replay_main, "re-run a record at its recorded revision and compare, loss bitwise"},
     {"prove", tracebook_prove_main, "re-derive claimed numbers from the raw files, checking every file's sha256"},
     {"ls", tracebook_ls_main, "experiments, or one experiment's runs"},
     {"show", tracebook_show_main, "one run: manifest, command, config, per-step metrics"},

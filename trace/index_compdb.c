@@ -337,8 +337,16 @@ static void translate(ix_compdb *db, ix_tu *tu, const char *const *words, int n)
         const char *cuda_path = getenv("CUDA_PATH");
         if (!cuda_path || !exists_dir(cuda_path)) cuda_path = getenv("CUDA_HOME");
         if (!cuda_path || !exists_dir(cuda_path)) cuda_path = IX_CUDA_DEFAULT_PATH;
-        if (exists_dir(cuda_path))
+        if (exists_dir(cuda_path)) {
             *(const char **)ix_vec_push(&extra) = ix_pool_printf(&db->pool, "--cuda-path=%s", cuda_path);
+            // nvcc.profile puts CCCL (cub, thrust, cuda/std; include/cccl since CUDA 13) on the
+            // system include path; clang does not know it.
+            const char *cccl = ix_pool_printf(&db->pool, "%s/include/cccl", cuda_path);
+            if (exists_dir(cccl)) {
+                *(const char **)ix_vec_push(&extra) = "-isystem";
+                *(const char **)ix_vec_push(&extra) = cccl;
+            }
+        }
     }
 
     // Full command line.

@@ -77,6 +77,11 @@ static int load_chrome(tb_rt *rt, const char *path, tb_error *err) {
     }
     rt->roots = realloc(rt->roots, (size_t)(rt->nroots + 1) * sizeof *rt->roots);
     rt->roots[rt->nroots++] = root;
+    const char *backend = json_string_value(json_object_get(json_object_get(root, "distributedInfo"), "backend"));
+    if (backend && !rt->backend_conflict) {
+        if (!rt->backend) rt->backend = strdup(backend);
+        else if (strcmp(rt->backend, backend)) rt->backend_conflict = 1;
+    }
     int n = 0;
     size_t i;
     json_t *e;
@@ -227,6 +232,7 @@ void tb_rt_free(tb_rt *rt) {
     for (int i = 0; i < rt->nnames; i++) free(rt->names[i]);
     for (int i = 0; i < rt->nroots; i++) json_decref(rt->roots[i]);
     json_decref(rt->files);
+    free(rt->backend);
     free(rt->names);
     free(rt->name_hash);
     free(rt->roots);
@@ -522,7 +528,7 @@ static void handle_call(tb_map *m, walk_state *w, tb_site_model *sm, int f, int 
         record_dispatch(m, w, sm, f, c, -1, NULL, NULL, 0);  // a backend dispatch
     } else if (is_nccl(call->callee_name)) {
         record_dispatch(m, w, sm, f, c, c, NULL, NULL, 0);
-    } else if (m->coll_call[c]) {  // a communicator entry point: down to its backend dispatch
+    } else if (m->coll_call[c] && strncmp(call->callee_name, "nccl", 4)) {  // a communicator entry point: down to its backend dispatch
         int tmp[64];
         int k = tb_graph_call_targets(g, c, m->entry.target, tmp, 64);
         for (int t = 0; t < k; t++) {
@@ -634,6 +640,18 @@ static int chain_does(const tb_map *m, const tb_coll_chain *c, const char *op) {
     if (c->via && ends_with_word(c->via, op)) return 1;
     if (c->coll_call >= 0 && ends_with_word(m->g->calls[c->coll_call].callee_name, op)) return 1;
     return 0;
+}
+
+// Does the chain end in the backend the traces say they ran on (distributedInfo.backend:
+// "local" → local_all_reduce in local_backend.c)? Unknown backend: yes.
+static int chain_on_backend(const tb_map *m, const tb_coll_chain *c) {
+    const char *b = m->rt.backend_conflict ? NULL : m->rt.backend;
+    if (!b || !*b) return 1;
+    const tb_graph *g = m->g;
+    int last = c->path.fns[c->path.n - 1];
+    const char *file = tb_graph_file(g, g->fns[last].file), *base = strrchr(file, '/');
+    if (c->end_call >= 0) return strstr(g->calls[c->end_call].callee_name, b) != NULL;
+    return strstr(g->fns[last].name, b) || strstr(base ? base + 1 : file, b);
 }
 
 int tb_map_coll_relevant(tb_map *m, int r, int name, const tb_coll_chain *c) {
@@ -899,6 +917,43 @@ static json_t *comm_json(tb_map *m, int name) {
     return json_pack("{s:I, s:o}", "bytes_total", total_bytes, "shapes", groups);
 }
 
+typedef struct op_count {
+    const char *op;
+    int count;
+} op_count;
+
+typedef struct op_list {
+    op_count *ops;
+    int n;
+} op_list;
+
+// Per name: the ops of the communicator ranges inside its events, with counts (for a
+// communicator range, its own op).
+static op_list *nested_ops(const tb_map *m) {
+    const tb_rt *rt = &m->rt;
+    op_list *l = calloc((size_t)rt->nnames + 1, sizeof *l);
+    int *stamp = malloc((size_t)(rt->nnames + 1) * sizeof *stamp);
+    for (int n = 0; n < rt->nnames; n++) stamp[n] = -1;
+    for (int e = 0; e < rt->nev; e++) {
+        const char *op = event_op(m, e);
+        if (!op) continue;
+        for (int a = e; a >= 0; a = rt->ev[a].parent) {
+            int n = rt->ev[a].name;
+            if (stamp[n] == e) continue;
+            stamp[n] = e;
+            int k;
+            for (k = 0; k < l[n].n && strcmp(l[n].ops[k].op, op); k++) {}
+            if (k == l[n].n) {
+                l[n].ops = realloc(l[n].ops, (size_t)(k + 1) * sizeof *l[n].ops);
+                l[n].ops[l[n].n++] = (op_count){op, 0};
+            }
+            l[n].ops[k].count++;
+        }
+    }
+    free(stamp);
+    return l;
+}
+
 json_t *tb_map_report(tb_map *m) {
     tb_graph *g = m->g;
     tb_rt *rt = &m->rt;
@@ -946,6 +1001,7 @@ json_t *tb_map_report(tb_map *m) {
     sort_names_rt = rt;
     qsort(order, (size_t)nn, sizeof *order, cmp_names);
 
+    op_list *ops = nested_ops(m);
     char *mapped = calloc((size_t)nn + 1, 1);
     json_t *ranges = json_array(), *unmapped = json_array();
     for (int oi = 0; oi < nn; oi++) {
@@ -981,12 +1037,26 @@ json_t *tb_map_report(tb_map *m) {
             } else {
                 json_object_set_new(sj, "chain", json_null());
             }
-            json_t *colls = json_array();
+            // the collectives below it; those the traces show inside the range first
+            json_t *colls = json_array(), *unseen = json_array();
             int relevant = 0;
             for (int c = 0; c < sm->ncolls; c++) relevant += tb_map_coll_relevant(m, r, n, &sm->colls[c]);
-            for (int c = 0; c < sm->ncolls; c++)
-                if (!relevant || tb_map_coll_relevant(m, r, n, &sm->colls[c]))
-                    json_array_append_new(colls, tb_map_coll_json(m, &sm->colls[c]));
+            for (int c = 0; c < sm->ncolls; c++) {
+                if (relevant && !tb_map_coll_relevant(m, r, n, &sm->colls[c])) continue;
+                int seen = 0;
+                const char *seen_op = NULL;
+                for (int k = 0; k < ops[n].n && chain_on_backend(m, &sm->colls[c]); k++)
+                    if (chain_does(m, &sm->colls[c], ops[n].ops[k].op)) {
+                        seen += ops[n].ops[k].count;
+                        seen_op = ops[n].ops[k].op;
+                    }
+                json_t *cj = tb_map_coll_json(m, &sm->colls[c]);
+                json_object_set_new(cj, "observed", json_integer(seen));
+                if (seen_op) json_object_set_new(cj, "observed_op", json_string(seen_op));
+                json_array_append_new(seen ? colls : unseen, cj);
+            }
+            json_array_extend(colls, unseen);
+            json_decref(unseen);
             json_object_set_new(sj, "collectives", colls);
             json_array_append_new(sites, sj);
         }
@@ -1042,6 +1112,8 @@ json_t *tb_map_report(tb_map *m) {
     json_object_set_new(report, "coverage",
                         json_pack("{s:i, s:i, s:f}", "mapped_events", covered, "events", rt->nev, "percent",
                                   rt->nev ? 100.0 * covered / rt->nev : 100.0));
+    for (int n = 0; n < nn; n++) free(ops[n].ops);
+    free(ops);
     free(pairs);
     free(pair_count);
     free(mapped);
@@ -1123,7 +1195,12 @@ static void print_report(json_t *rep) {
                     break;
                 }
                 hops_text(json_object_get(x, "hops"), buf, sizeof buf);
-                printf("  coll   %s: %s\n", json_string_value(json_object_get(x, "collective")), buf);
+                long long seen = (long long)json_integer_value(json_object_get(x, "observed"));
+                printf("  coll   %s: %s", json_string_value(json_object_get(x, "collective")), buf);
+                if (seen)
+                    printf("  [traces: %lld× %s inside]\n", seen,
+                           json_string_value(json_object_get(x, "observed_op")));
+                else printf("  [not in these traces]\n");
             }
         }
     }

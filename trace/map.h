@@ -36,6 +36,8 @@ typedef struct tb_rt {
     json_t **roots;      // parsed files (owners of args)
     int nroots;
     json_t *files;       // [{file, format, events}]
+    char *backend;       // the Chrome traces' distributedInfo.backend ("local", "nccl"), NULL
+    int backend_conflict;
 } tb_rt;
 
 // Loads every file (format from its content) and links parents. 0 or -1 with err.

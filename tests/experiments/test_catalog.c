@@ -186,6 +186,7 @@ TB_TEST(rebuild_follows_the_artifacts_and_reports_incomplete_records) {
     tb_mkdir_p(fx_path(rec, sizeof rec, "%s/cat/v1/run-c", root), NULL);
     fx_path(rec, sizeof rec, "%s/cat/v1/run-d", root);
     tb_mkdir_p(rec, NULL);
+    fx_write_text(fx_path(path, sizeof path, "%s/stdout.log", rec), "pretrain_gpt: ...\n");
     fx_write_manifest(rec, "cat", 1, "run-d", json_pack("{s:s}", "status", "running"));
     fx_path(rec, sizeof rec, "%s/cat/v1/run-e", root);
     tb_mkdir_p(fx_path(path, sizeof path, "%s/run", rec), NULL);

@@ -1,0 +1,319 @@
+// replay.c — `tracebook replay RUN`: re-execute a recorded run at its recorded revision.
+//
+//   tracebook replay RUN [--artifacts DIR] [--timing-tolerance 0.5] [--keep] [--jobs N]
+//
+// 1. Finds the record <artifacts>/<experiment>/v<version>/RUN and checks its git.patch (when
+//    the run was dirty) against the manifest's sha256.
+// 2. Materialises the recorded commit into a temporary directory with libgit2 (the commit
+//    must be in this repository) and applies the saved patch (it must still apply).
+// 3. Builds pretrain_gpt there (cmake, Release) and re-runs the recorded argv — the engine
+//    swapped for the fresh build, the run directory for the replay's own record.
+// 4. Compares, and prints a verdict per metric: the per-step losses of every rank must be
+//    bitwise equal (the CPU backend is deterministic); the median step time must be within
+//    the stated relative tolerance (machines differ: a timing outside it is reported, it
+//    does not fail the replay). The replay is a record of its own with replay_of = RUN.
+// Exit status: 0 when the losses match bitwise, 1 otherwise or on any error.
+#include <dirent.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "core/fileio.h"
+#include "provenance.h"
+#include "recorder.h"
+#include "replay.h"
+
+// <artifacts>/*/v*/<run_id>
+static int find_record(const char *artifacts, const char *run_id, char *out, size_t len) {
+    DIR *top = opendir(artifacts);
+    if (!top) return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(top))) {
+        if (e->d_name[0] == '.') continue;
+        char exp_dir[PATH_MAX];
+        tb_path_format(exp_dir, sizeof exp_dir, "%s/%s", artifacts, e->d_name);
+        DIR *vd = opendir(exp_dir);
+        if (!vd) continue;
+        struct dirent *v;
+        while (!found && (v = readdir(vd))) {
+            if (v->d_name[0] != 'v') continue;
+            char candidate[PATH_MAX];
+            tb_path_format(candidate, sizeof candidate, "%s/%s/%s", exp_dir, v->d_name, run_id);
+            if (access(candidate, F_OK) == 0) {
+                snprintf(out, len, "%s", candidate);
+                found = 1;
+            }
+        }
+        closedir(vd);
+    }
+    closedir(top);
+    return found;
+}
+
+// Every rank's (step, loss) and the slowest rank's median step time of a run directory.
+typedef struct run_series {
+    int nranks, nsteps;
+    double *loss;     // [rank][step]
+    double median_step_ms;
+} run_series;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int read_series(const char *run_dir, run_series *s, tb_error *err) {
+    memset(s, 0, sizeof *s);
+    char path[PATH_MAX];
+    tb_path_format(path, sizeof path, "%s/config.json", run_dir);
+    json_t *cfg = json_load_file(path, 0, NULL);
+    if (!cfg) return tb_fail(err, "%s: missing or malformed", path);
+    s->nranks = (int)json_integer_value(json_object_get(cfg, "world_size"));
+    s->nsteps = (int)json_integer_value(json_object_get(cfg, "train_iters"));
+    json_decref(cfg);
+    if (s->nranks < 1 || s->nsteps < 1) return tb_fail(err, "%s: no world_size / train_iters", path);
+    s->loss = calloc((size_t)s->nranks * s->nsteps, sizeof *s->loss);
+    double *slowest = calloc((size_t)s->nsteps, sizeof *slowest);
+    for (int r = 0; r < s->nranks; r++) {
+        tb_path_format(path, sizeof path, "%s/metrics.rank-%05d.jsonl", run_dir, r);
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            free(slowest);
+            return tb_fail(err, "%s: missing", path);
+        }
+        char line[1 << 14];
+        int n = 0;
+        while (fgets(line, sizeof line, f) && n < s->nsteps) {
+            json_t *m = json_loads(line, 0, NULL);
+            if (!m) continue;
+            int step = (int)json_integer_value(json_object_get(m, "step"));
+            if (step >= 1 && step <= s->nsteps) {
+                s->loss[(size_t)r * s->nsteps + step - 1] = json_number_value(json_object_get(m, "loss"));
+                double ms = json_number_value(json_object_get(m, "step_ms"));
+                if (ms > slowest[step - 1]) slowest[step - 1] = ms;
+                n++;
+            }
+            json_decref(m);
+        }
+        fclose(f);
+        if (n != s->nsteps) {
+            free(slowest);
+            return tb_fail(err, "%s: %d steps, the config says %d", path, n, s->nsteps);
+        }
+    }
+    // median over the steps after the first (warm-up)
+    int first = s->nsteps > 1 ? 1 : 0, n = s->nsteps - first;
+    qsort(slowest + first, (size_t)n, sizeof *slowest, cmp_double);
+    s->median_step_ms = n % 2 ? slowest[first + n / 2] : 0.5 * (slowest[first + n / 2 - 1] + slowest[first + n / 2]);
+    free(slowest);
+    return 0;
+}
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: tracebook replay RUN [--artifacts DIR] [--timing-tolerance FRACTION] [--keep] [--jobs N]\n");
+}
+
+int tracebook_replay_main(int argc, char **argv) {
+    const char *artifacts = TB_ARTIFACTS_DEFAULT, *run_id = NULL;
+    double timing_tolerance = 0.5;
+    int keep = 0, jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--artifacts") && i + 1 < argc) artifacts = argv[++i];
+        else if (!strcmp(argv[i], "--timing-tolerance") && i + 1 < argc) timing_tolerance = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) jobs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--keep")) keep = 1;
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "tracebook replay: unknown flag '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else run_id = argv[i];
+    }
+    if (!run_id) {
+        usage(stderr);
+        return 2;
+    }
+    char rec[PATH_MAX], path[PATH_MAX];
+    if (!find_record(artifacts, run_id, rec, sizeof rec)) {
+        fprintf(stderr, "tracebook replay: no record %s under %s\n", run_id, artifacts);
+        return 1;
+    }
+    tb_path_format(path, sizeof path, "%s/manifest.json", rec);
+    json_error_t jerr;
+    json_t *m = json_load_file(path, 0, &jerr);
+    if (!m) {
+        fprintf(stderr, "tracebook replay: %s: %s (an incomplete record cannot be replayed)\n", path, jerr.text);
+        return 1;
+    }
+    tb_error err;
+    int rc = 1;
+    char wt[PATH_MAX] = "";
+    tb_git_state here;
+    memset(&here, 0, sizeof here);
+    json_t *git = json_object_get(m, "git"), *rargv = json_object_get(m, "argv");
+    const char *commit = json_string_value(json_object_get(git, "commit"));
+    if (!commit) {
+        fprintf(stderr, "tracebook replay: %s records no git commit: nothing to check out\n", path);
+        goto out;
+    }
+    if (tb_git_describe(".", &here, &err) != 0) {
+        fprintf(stderr, "tracebook replay: %s\n", err.msg);
+        goto out;
+    }
+    // the saved patch, checked against the manifest
+    char *patch = NULL;
+    size_t patch_len = 0;
+    if (json_is_true(json_object_get(git, "dirty"))) {
+        char patch_path[PATH_MAX], hex[65];
+        tb_path_format(patch_path, sizeof patch_path, "%s/git.patch", rec);
+        FILE *f = fopen(patch_path, "rb");
+        if (!f) {
+            fprintf(stderr, "tracebook replay: the run was dirty but %s is missing\n", patch_path);
+            goto out;
+        }
+        fseek(f, 0, SEEK_END);
+        patch_len = (size_t)ftell(f);
+        fseek(f, 0, SEEK_SET);
+        patch = malloc(patch_len + 1);
+        if (fread(patch, 1, patch_len, f) != patch_len) patch_len = 0;
+        patch[patch_len] = '\0';
+        fclose(f);
+        tb_sha256_hex(patch, patch_len, hex);
+        const char *want = json_string_value(json_object_get(git, "patch_sha256"));
+        if (!want || strcmp(want, hex) != 0) {
+            fprintf(stderr, "tracebook replay: %s: sha256 %s, the manifest says %s\n", patch_path, hex,
+                    want ? want : "(none)");
+            free(patch);
+            goto out;
+        }
+    }
+    snprintf(wt, sizeof wt, "/tmp/tracebook-replay-XXXXXX");
+    if (!mkdtemp(wt)) {
+        fprintf(stderr, "tracebook replay: cannot create a temporary directory\n");
+        free(patch);
+        goto out;
+    }
+    char tree[PATH_MAX];
+    tb_path_format(tree, sizeof tree, "%s/src", wt);
+    printf("replay %s: commit %.12s%s into %s\n", run_id, commit, patch ? " + saved patch" : "", tree);
+    if (tb_git_worktree_at(here.root, commit, tree, &err) != 0) {
+        fprintf(stderr, "tracebook replay: %s\n", err.msg);
+        free(patch);
+        goto out;
+    }
+    if (patch && tb_git_apply_patch(tree, patch, patch_len, &err) != 0) {
+        fprintf(stderr, "tracebook replay: the saved patch no longer applies: %s\n", err.msg);
+        free(patch);
+        goto out;
+    }
+    free(patch);
+    char cmd[PATH_MAX * 3];
+    tb_path_format(cmd, sizeof cmd,
+                   "cmake -S %s -B %s/build -DCMAKE_BUILD_TYPE=Release > %s/build.log 2>&1 && "
+                   "cmake --build %s/build --target pretrain_gpt -j%d >> %s/build.log 2>&1",
+                   tree, tree, wt, tree, jobs > 0 ? jobs : 1, wt);
+    printf("  building pretrain_gpt at the recorded revision (log: %s/build.log)\n", wt);
+    fflush(stdout);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "tracebook replay: the build at %.12s failed (see %s/build.log)\n", commit, wt);
+        keep = 1;
+        goto out;
+    }
+
+    // the replay's own record beside the original
+    char version_dir[PATH_MAX], new_id[64], new_rec[PATH_MAX], run_dir[PATH_MAX], engine[PATH_MAX];
+    snprintf(version_dir, sizeof version_dir, "%s", rec);
+    *strrchr(version_dir, '/') = '\0';
+    tb_new_run_id(new_id, sizeof new_id);
+    tb_path_format(new_rec, sizeof new_rec, "%s/%s", version_dir, new_id);
+    tb_path_format(run_dir, sizeof run_dir, "%s/run", new_rec);
+    tb_path_format(engine, sizeof engine, "%s/build/bin/pretrain_gpt", tree);
+    if (tb_mkdir_p(new_rec, &err) != 0) {
+        fprintf(stderr, "tracebook replay: %s\n", err.msg);
+        goto out;
+    }
+    json_t *new_argv = json_array();
+    for (size_t i = 0; i < json_array_size(rargv); i++) {
+        const char *a = json_string_value(json_array_get(rargv, i));
+        if (i == 0) a = engine;
+        else if (i > 0 && !strcmp(json_string_value(json_array_get(rargv, i - 1)), "--run-dir")) a = run_dir;
+        json_array_append_new(new_argv, json_string(a));
+    }
+    char start[32];
+    tb_iso_now(start, sizeof start);
+    printf("  re-running the recorded argv as %s\n", new_id);
+    fflush(stdout);
+    tb_recorder_install_sigint();
+    tb_run_outcome o = tb_run_engine(new_argv, new_rec, isatty(1),
+                                     1, (int)json_integer_value(json_object_get(json_object_get(m, "config"), "train_iters")));
+    tb_run_identity id = {json_string_value(json_object_get(m, "experiment")),
+                          json_integer_value(json_object_get(m, "version")),
+                          json_string_value(json_object_get(m, "question")),
+                          json_string_value(json_object_get(json_object_get(m, "runbook"), "path")),
+                          json_string_value(json_object_get(json_object_get(m, "runbook"), "sha256")),
+                          json_integer_value(json_object_get(m, "seed")),
+                          (int)json_integer_value(json_object_get(m, "repetition")),
+                          json_object_get(m, "sweep_point"),
+                          run_id,
+                          &here};
+    int recorded = tb_record_finish(artifacts, new_rec, new_id, &id, new_argv, start, o, &err);
+    json_decref(new_argv);
+    if (recorded != 0) {
+        fprintf(stderr, "tracebook replay: recording %s: %s\n", new_rec, err.msg);
+        goto out;
+    }
+    if (o.exit_status != 0) {
+        fprintf(stderr, "tracebook replay: the engine failed (exit status %d; see %s/stderr.log)\n", o.exit_status,
+                new_rec);
+        goto out;
+    }
+
+    // verdicts
+    char orig_run[PATH_MAX];
+    tb_path_format(orig_run, sizeof orig_run, "%s/run", rec);
+    run_series a, b;
+    if (read_series(orig_run, &a, &err) != 0 || read_series(run_dir, &b, &err) != 0) {
+        fprintf(stderr, "tracebook replay: %s\n", err.msg);
+        goto out;
+    }
+    int same = a.nranks == b.nranks && a.nsteps == b.nsteps, first_diff = -1;
+    for (int i = 0; same && i < a.nranks * a.nsteps; i++)
+        if (memcmp(&a.loss[i], &b.loss[i], sizeof(double)) != 0) {
+            same = 0;
+            first_diff = i;
+        }
+    printf("\n  verdicts (original %s vs replay %s)\n", run_id, new_id);
+    if (same)
+        printf("  loss       bitwise identical: %d steps x %d ranks                     MATCH\n", a.nsteps, a.nranks);
+    else if (first_diff >= 0)
+        printf("  loss       rank %d step %d: %.17g vs %.17g                           DIFFER\n",
+               first_diff / a.nsteps, first_diff % a.nsteps + 1, a.loss[first_diff], b.loss[first_diff]);
+    else
+        printf("  loss       shapes differ: %d x %d vs %d x %d steps x ranks          DIFFER\n", a.nsteps, a.nranks,
+               b.nsteps, b.nranks);
+    double rel = fabs(b.median_step_ms - a.median_step_ms) / a.median_step_ms;
+    printf("  step time  median %.2f ms vs %.2f ms (%+.1f%%), tolerance ±%.0f%%           %s\n", a.median_step_ms,
+           b.median_step_ms, 100.0 * (b.median_step_ms - a.median_step_ms) / a.median_step_ms,
+           100.0 * timing_tolerance, rel <= timing_tolerance ? "WITHIN" : "OUTSIDE (timings are machine-dependent)");
+    printf("  replay recorded as %s (replay_of %s)\n", new_rec, run_id);
+    free(a.loss);
+    free(b.loss);
+    rc = same ? 0 : 1;
+out:
+    if (wt[0] && !keep) {
+        char rm[PATH_MAX + 16];
+        tb_path_format(rm, sizeof rm, "rm -rf %s", wt);
+        if (system(rm) != 0) fprintf(stderr, "tracebook replay: could not remove %s\n", wt);
+    }
+    tb_git_state_free(&here);
+    json_decref(m);
+    return rc;
+}
