@@ -78,11 +78,11 @@ static const parser parsers[] = {
      "after the first); median over records",
      no_args, pipeline_record, NULL},
     {"ratio",
-     "numerator / denominator, each {parser, args, records: [index into the claim's runs | run id]} "
+     "numerator / denominator, each {parser, args, records: [0-based index into the claim's runs | run id]} "
      "(records default: all the claim's runs) derived as a claim of its own",
      ratio_args, NULL, ratio_combine},
     {"saved_fraction",
-     "1 - treatment / baseline, each {parser, args, records: [index into the claim's runs | run id]} "
+     "1 - treatment / baseline, each {parser, args, records: [0-based index into the claim's runs | run id]} "
      "(records default: all the claim's runs; numerator/denominator accepted for treatment/baseline)",
      saved_args, NULL, ratio_combine},
 };
@@ -156,7 +156,19 @@ static json_t *load_json_file(const char *path, tb_error *err) {
     return root;
 }
 
-// A non-negative integer arg, or the default when absent.
+// A JSON integer, or a real with an integral value (a Lua float such as 2.0): 0, else -1.
+static int integral(json_t *v, long long *out) {
+    if (json_is_integer(v)) {
+        *out = (long long)json_integer_value(v);
+        return 0;
+    }
+    double d = json_is_real(v) ? json_real_value(v) : 0.5;
+    if (d != floor(d) || fabs(d) > 9e15) return -1;
+    *out = (long long)d;
+    return 0;
+}
+
+// An integer arg >= min, or the default when absent.
 static int int_arg(const parser *p, json_t *args, const char *key, long long dflt, long long min, long long *out,
                    tb_error *err) {
     json_t *v = args ? json_object_get(args, key) : NULL;
@@ -164,9 +176,8 @@ static int int_arg(const parser *p, json_t *args, const char *key, long long dfl
         *out = dflt;
         return 0;
     }
-    if (!json_is_integer(v) || json_integer_value(v) < min)
+    if (integral(v, out) != 0 || *out < min)
         return tb_fail(err, "parser %s: args.%s must be an integer >= %lld", p->name, key, min);
-    *out = (long long)json_integer_value(v);
     return 0;
 }
 
@@ -626,8 +637,8 @@ static int part_value(const parser *p, const char *side, json_t *part, const cha
         size_t i;
         json_array_foreach(sel, i, v) {
             int found = -1;
-            if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) < n)
-                found = (int)json_integer_value(v);
+            long long index;
+            if (integral(v, &index) == 0 && index >= 0 && index < n) found = (int)index;
             char run_id[256];
             for (int j = 0; json_is_string(v) && j < n && found < 0; j++)
                 if (!strcmp(base_name(dirs[j], run_id, sizeof run_id), json_string_value(v))) found = j;

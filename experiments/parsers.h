@@ -8,7 +8,9 @@
 // error). A missing or malformed file is an error naming the file, and the line for JSONL.
 //
 // "Median" is the middle value, or the mean of the two middle values for an even count.
-// Steps are 1-based, as the engine numbers them.
+// Steps are 1-based, as the engine numbers them. Integer args may also be given as reals
+// with an integral value (2.0), as Lua may pass them. Unknown args are an error (a typo
+// must not silently fall back to a default).
 //
 // The parsers and their exact definitions (tb_parser_definition returns these texts):
 //
@@ -36,8 +38,8 @@
 //       time). Median over records.
 //   ratio              args {"numerator": PART, "denominator": PART}
 //       numerator value / denominator value, each PART {"parser": NAME, "args": {...},
-//       "records": [index into the claim's runs | run id, ...]} (records: default all of
-//       the claim's runs) evaluated as a claim of its own. For speed-ups:
+//       "records": [0-based index into the claim's runs | run id, ...]} (records: default
+//       all of the claim's runs) evaluated as a claim of its own. For speed-ups:
 //       {"numerator": tokens_per_s of the new runs, "denominator": the same of the old}.
 //   saved_fraction     args {"treatment": PART, "baseline": PART}  ("numerator" /
 //                      "denominator" are accepted for treatment / baseline)

@@ -302,6 +302,46 @@ static int have_clang_omp_h(void) {
     return stat(TB_CLANG_RESOURCE_DIR "/include/omp.h", &st) == 0;
 }
 
+// Response files: @file (GCC, clang, nvcc) and nvcc's --options-file / -optf FILE, whose
+// words replace them (relative to the entry's directory; an unreadable one stays as it is).
+static void expand_response_files(ix_pool *p, const char *dir, const char *const *words, int n, int nvcc,
+                                  ix_vec *out, int depth) {
+    for (int i = 0; i < n; i++) {
+        const char *a = words[i], *file = NULL, *v;
+        if (i > 0 && a[0] == '@' && a[1])
+            file = a + 1;
+        else if (i > 0 && nvcc && (is_opt(a, "--options-file", &v) || is_opt(a, "-optf", &v)))
+            file = v ? v : (i + 1 < n ? words[++i] : NULL);
+        char *text = NULL;
+        if (file && depth < 8) {
+            FILE *f = fopen(ix_abspath(p, dir, file), "r");
+            if (f) {
+                ix_buf b = {0};
+                char chunk[4096];
+                size_t got;
+                while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) ix_buf_add(&b, chunk, got);
+                fclose(f);
+                text = b.s ? b.s : calloc(1, 1);
+            }
+        }
+        if (!text) {
+            *(const char **)ix_vec_push(out) = a;
+            continue;
+        }
+        ix_vec inner;
+        ix_vec_init(&inner, sizeof(const char *));
+        *(const char **)ix_vec_push(&inner) = "";  // a stand-in compiler: expansion starts at 1
+        ix_split_command(p, text, &inner);
+        free(text);
+        ix_vec sub;
+        ix_vec_init(&sub, sizeof(const char *));
+        expand_response_files(p, dir, (const char *const *)inner.items, (int)inner.len, nvcc, &sub, depth + 1);
+        for (size_t k = 1; k < sub.len; k++) *(const char **)ix_vec_push(out) = IX_AT(&sub, const char *, k);
+        ix_vec_free(&sub);
+        ix_vec_free(&inner);
+    }
+}
+
 // words[0] is the compiler.
 static void translate(ix_compdb *db, ix_tu *tu, const char *const *words, int n) {
     const char *compiler = n ? words[0] : "";
@@ -310,12 +350,19 @@ static void translate(ix_compdb *db, ix_tu *tu, const char *const *words, int n)
     int nvcc = ends_with(cbase, "nvcc") || ends_with(cbase, "nvcc.exe");
     tu->cuda = nvcc || ends_with(tu->file, ".cu");
 
+    ix_vec expanded;
+    ix_vec_init(&expanded, sizeof(const char *));
+    expand_response_files(&db->pool, tu->directory, words, n, nvcc, &expanded, 0);
+    words = (const char *const *)expanded.items;
+    n = (int)expanded.len;
+
     argv_out o = {.pool = &db->pool};
     ix_vec_init(&o.args, sizeof(const char *));
     for (int i = 1; i < n; i++) {
         if (nvcc && nvcc_word(&o, words, n, &i, tu->directory, tu->file)) continue;
         add_host_word(&o, words, n, &i, tu->directory, tu->file);
     }
+    ix_vec_free(&expanded);
     // What every parse gets.
     static const char *const common[] = {"-resource-dir", TB_CLANG_RESOURCE_DIR, "-ferror-limit=0", "-w", NULL};
     ix_vec extra;
