@@ -249,8 +249,8 @@ static int ls_runs(cli *c, const char *experiment) {
         printf("%s%s v%d: %s\n", nversions ? "\n" : "", experiment, version,
                *col(versions, 1) ? col(versions, 1) : "(no question recorded)");
         if (*col(versions, 2)) printf("  runbook %s (sha256 %.12s)\n", col(versions, 2), col(versions, 3));
-        printf("  %-28s %-10s %-19s %3s  %-32s %14s\n", "run id", "status", "commit", "rep", "sweep point",
-               "tok/s (median)");
+        printf("  %-28s %-10s %-19s %3s  %14s  %s\n", "run id", "status", "commit", "rep", "tok/s (median)",
+               "sweep point");
         sqlite3_bind_text(runs, 1, experiment, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int(runs, 2, version);
         int n = 0;
@@ -262,8 +262,9 @@ static int ls_runs(cli *c, const char *experiment) {
             run_summary s;
             summarize_run(c->db, col(runs, 0), &s);
             const char *sweep = *col(runs, 5) && strcmp(col(runs, 5), "{}") ? col(runs, 5) : "-";
-            printf("  %-28s %-10s %-19s %3s  %-32s %14s%s%s\n", col(runs, 0), col(runs, 1), commit, rep, sweep,
-                   isnan(s.tokens_per_s) ? "-" : (snprintf(tps, sizeof tps, "%.1f", s.tokens_per_s), tps),
+            if (isnan(s.tokens_per_s)) snprintf(tps, sizeof tps, "-");
+            else snprintf(tps, sizeof tps, "%.1f", s.tokens_per_s);
+            printf("  %-28s %-10s %-19s %3s  %14s  %s%s%s\n", col(runs, 0), col(runs, 1), commit, rep, tps, sweep,
                    *col(runs, 6) ? "  replay of " : "", col(runs, 6));
             n++;
         }

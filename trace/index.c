@@ -11,41 +11,59 @@
 //
 // The compilation database
 //   --compdb is the compile_commands.json file or a directory holding one (default build/).
-//   Each entry gives "arguments" or a shell-quoted "command" (split as a POSIX shell would).
-//   A missing file, malformed JSON (reported as path:line:column), an entry without
-//   "directory"/"file"/command, or an empty array: an error naming the path, exit status 1.
+//   Each entry gives "arguments" or a shell-quoted "command" (split as a POSIX shell would);
+//   response files (@file, and nvcc's --options-file / -optf) are expanded. A missing file,
+//   malformed JSON (reported as path:line:column), an entry without "directory", "file" or
+//   a command, or an empty array: an error naming the path, exit status 1, no index written.
 //   A file listed twice (one source in two targets) is parsed once, with its first entry.
 //   Each unit is parsed with the entry's arguments minus the compiler, -c, -o X, the source
-//   file, dependency-file flags (-M*, -MF X, -MT X, -MQ X), -Werror*, -pedantic-errors and
-//   -save-temps, plus -resource-dir TB_CLANG_RESOURCE_DIR, -ferror-limit=0, -w (warnings
-//   are not recorded: only errors decide the status) and -working-directory=<directory>.
+//   file, dependency-file flags (-M, -MM, -MD, -MMD, -MP, -MG, -MF X, -MT X, -MQ X, -MJ X),
+//   -Werror*, -Wfatal-errors, -pedantic-errors, -save-temps, -pipe, plus -resource-dir
+//   TB_CLANG_RESOURCE_DIR, -ferror-limit=0, -w (warnings are not recorded: only errors
+//   decide the status) and -working-directory=<the entry's directory>.
+//   -fopenmp units get a stand-in omp.h when clang's resource directory has none (LLVM's
+//   libomp headers not installed; GCC's omp.h uses GCC-only attributes and its include
+//   directory would bring GCC's stdatomic.h): see index_visit.c.
 //   When libclang rejects the command line itself (a flag only GCC knows), the unit is
-//   parsed again with a reduced one (-D -U -I -isystem -iquote -idirafter -include -std -x
-//   -fopenmp -pthread) and its diagnostics say so.
+//   parsed again with a reduced one (-D -U -I -isystem -iquote -idirafter -include -imacros
+//   -std -x --sysroot -fopenmp -pthread -m32/-m64 and the additions above); the summary
+//   counts such units and their diagnostics column says so.
 //
 // CUDA (.cu files, or any entry whose compiler's name ends in "nvcc")
 //   Parsed as CUDA host code: -x cuda --cuda-host-only -nocudalib, --cuda-path= $CUDA_PATH,
-//   $CUDA_HOME or /usr/local/cuda (the first that exists). Device code (kernels, __device__
-//   functions) is still parsed and indexed: clang parses both sides; only code generation
-//   is host-only. nvcc-only flags are dropped (-gencode X, -arch[=]X, --gpu-architecture,
-//   -code, -ccbin X, --compiler-bindir, --extended-lambda, --expt-relaxed-constexpr,
-//   --use_fast_math, -rdc=..., --generate-code, -Xptxas X, -Xnvlink, -Xfatbin, -Xcudafe,
+//   $CUDA_HOME or /usr/local/cuda (the first that exists), and -isystem <cuda>/include/cccl
+//   when it exists (nvcc.profile puts CCCL there since CUDA 13: cub, thrust, cuda/std, which
+//   cooperative_groups needs). Device code (kernels, __device__ functions) is still parsed
+//   and indexed: clang parses both sides; only code generation is host-only. nvcc-only
+//   flags are dropped (-gencode X, -arch[=]X, --gpu-architecture, -code, -ccbin X,
+//   --compiler-bindir, --extended-lambda, --expt-relaxed-constexpr, --use_fast_math,
+//   -rdc[=]..., --generate-code[=]..., -Xptxas X, -Xnvlink, -Xfatbin, -Xcudafe, -Xlinker,
 //   --diag-suppress X, -lineinfo, -G, -dc, -dlink, -maxrregcount, --default-stream,
-//   --threads, -x cu, -Werror all-warnings, and any other --long-option) or translated
-//   (-Xcompiler/--compiler-options a,b → a b; --std/-std X → -std=X; --include-path,
-//   --define-macro, --undefine-macro, --system-include, --pre-include → -I -D -U -isystem
-//   -include; --debug → -g). clang 19's CUDA wrapper includes texture_fetch_functions.h,
-//   which CUDA 13 no longer ships: index_visit.c supplies an empty stand-in as an
-//   in-memory file, last on the include path (so a toolkit that has the real one wins).
+//   -t/--threads, -x cu, -Werror all-warnings, --ftz= and friends, and any other
+//   --long-option, alone) or translated (-Xcompiler/--compiler-options[=]a,b → a b, each
+//   through the host filter above; --std/-std X → -std=X; --include-path, --define-macro,
+//   --undefine-macro, --system-include, --pre-include → -I -D -U -isystem -include;
+//   --debug → -g). clang 19's CUDA wrapper includes texture_fetch_functions.h, which CUDA 13
+//   no longer ships: index_visit.c supplies an empty stand-in as an in-memory file under
+//   /tracebook-stubs, last on the include path (so a toolkit that has the real one wins);
+//   nothing is read from or written to the disk for it.
+//   Checked with clang 19 + CUDA 13.0: <cuda_runtime.h>, cuda_bf16/fp16/fp8, mma.h,
+//   curand_kernel.h, cublas_v2.h, cublasLt.h, nvtx3, cooperative_groups (+ reduce), cub,
+//   thrust, cuda/std, cuda/pipeline, warp intrinsics, <<<...>>> launches, extended
+//   __host__ __device__ lambdas and `if constexpr` all parse without errors.
 //   Known not to parse, or only partly:
-//     - CUDA newer than clang 19 knows (13.x) parses with the stand-in above; device-side
-//       headers that need newer clang builtins (some cuda::std / CCCL / cuda_fp8 paths,
-//       cooperative_groups' newest parts) can give errors: such a unit is "partial" and
-//       still contributes everything clang could parse.
 //     - Without a CUDA installation, .cu units fail (clang cannot find the CUDA headers).
-//     - nvcc's own extensions clang lacks (e.g. some __nv_* intrinsics in host code).
+//     - CUDA releases newer than clang 19 knows (it supports up to 12.5) work only as far
+//       as their headers stay compatible: a header that needs newer clang builtins makes
+//       the unit "partial" (it still contributes everything clang parsed).
+//     - Host-only parsing sees the host side of the preprocessor: code under
+//       #ifdef __CUDA_ARCH__ (device-only paths, per-architecture branches) is not indexed,
+//       and clang does not define __NVCC__, so code that tests it takes its other branch.
+//     - nvcc extensions clang lacks (nvcc-only pragmas and intrinsics, __nv_* internals).
 //     - Flags for another compiler that clang rejects fall back to the reduced command line
 //       above; a unit whose code needs those flags' effect may then be partial.
+//     - Brace elision in positional initializers of nested structs is not followed (see
+//       field_targets below).
 //
 // What is recorded (only code in non-system files: system headers' own functions and the
 // bodies of their inline functions are skipped; calls into them are recorded)
@@ -66,13 +84,14 @@
 //               calls from other units to the first definition.
 //   calls       every call expression in a function body (lambdas: the enclosing function),
 //               each body once. Direct: callee_usr and callee_name. Through a struct field
-//               holding a function pointer (p->f(), x.f()): callee_usr NULL, callee_name the
+//               holding a function pointer (p->f(), x.f(), (*p->f)()): callee_usr NULL, callee_name the
 //               field, field "Record.field" (Record: the struct's tag, or for an anonymous
 //               struct its typedef's name). Through a function-pointer variable or parameter:
 //               callee_usr NULL, callee_name the variable. Unresolved (dependent calls in
 //               templates): the overloaded name when known, else "(indirect)". Left out:
-//               __builtin_* calls, the <<<...>>> configuration call of a kernel launch, and
-//               implicit constructor calls of system-header classes (dim3). Location: the
+//               __builtin_* calls, the <<<...>>> configuration call of a kernel launch,
+//               constructor/destructor calls of system-header classes (dim3(n)) and of the
+//               constructors the compiler declares implicitly. Location: the
 //               call's file location (a call written in a macro argument: where it is written;
 //               a call in a macro's body: the macro's use); in_macro: the outermost macro the
 //               call was expanded from (TB_RANGE_PUSH, RK_CHECK, ...), else NULL.
@@ -111,11 +130,14 @@
 //
 // Errors and exit status
 //   A unit that fails wholly or partly is reported on stderr (its path, status, error count
-//   and the first errors as file:line:col: message) and still contributes what parsed. The
+//   and the first 20 errors as file:line:col: message) and still contributes what parsed;
+//   status "failed" means nothing parsed (an unreadable source file, or libclang could not
+//   build the unit even with the reduced command line), "partial" that errors were. The
 //   index is written whatever the units' state; the exit status is 0 unless the database
 //   is unusable or the index cannot be written (1), or the usage is wrong (2). The summary
 //   (stdout) reads "tracebook index: N TUs (M with errors, F failed) in S s -> OUT" and a
-//   line of counts. --quiet drops the summary and the notes, not the units' errors.
+//   line of counts. --quiet drops the summary and the notes (no file API reply), not the
+//   units' errors; --verbose adds each unit's clang arguments and parse time.
 //
 // Speed: units are parsed in parallel (-j N, default min(online CPUs, 4)), one libclang index
 // per thread; the facts are merged in database order, so the index does not depend on -j.

@@ -372,7 +372,7 @@ static void translate(ix_compdb *db, ix_tu *tu, const char *const *words, int n)
     int openmp = 0;
     for (size_t i = 0; i < o.args.len; i++) {
         const char *a = IX_AT(&o.args, const char *, i);
-        openmp |= !strcmp(a, "-fopenmp") || starts(a, "-fopenmp=") || !strcmp(a, "-Xcompiler=-fopenmp");
+        openmp |= !strcmp(a, "-fopenmp") || starts(a, "-fopenmp=");
     }
     if (tu->cuda || (openmp && !have_clang_omp_h())) {
         *(const char **)ix_vec_push(&extra) = "-idirafter";
@@ -398,7 +398,7 @@ static void translate(ix_compdb *db, ix_tu *tu, const char *const *words, int n)
 
     // Full command line.
     tu->nargs = (int)(o.args.len + extra.len);
-    tu->args = (const char **)ix_pool_dupn(&db->pool, "", sizeof(const char *) * ((size_t)tu->nargs + 1));
+    tu->args = ix_pool_alloc(&db->pool, sizeof(const char *) * ((size_t)tu->nargs + 1));
     size_t k = 0;
     for (size_t i = 0; i < o.args.len; i++) tu->args[k++] = IX_AT(&o.args, const char *, i);
     for (size_t i = 0; i < extra.len; i++) tu->args[k++] = IX_AT(&extra, const char *, i);
@@ -416,7 +416,7 @@ static void translate(ix_compdb *db, ix_tu *tu, const char *const *words, int n)
     }
     for (size_t i = 0; i < extra.len; i++) *(const char **)ix_vec_push(&fb) = IX_AT(&extra, const char *, i);
     tu->nfallback = (int)fb.len;
-    tu->fallback = (const char **)ix_pool_dupn(&db->pool, "", sizeof(const char *) * (fb.len + 1));
+    tu->fallback = ix_pool_alloc(&db->pool, sizeof(const char *) * (fb.len + 1));
     for (size_t i = 0; i < fb.len; i++) tu->fallback[i] = IX_AT(&fb, const char *, i);
     tu->fallback[fb.len] = NULL;
     ix_vec_free(&fb);
@@ -480,7 +480,7 @@ int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err) {
             break;
         }
         ix_tu tu = {0};
-        tu.directory = ix_abspath(&db->pool, NULL, json_string_value(jdir));
+        tu.directory = ix_abspath(&db->pool, db->dir, json_string_value(jdir));  // relative: to the database
         tu.file = ix_abspath(&db->pool, tu.directory, json_string_value(jfile));
         if (ix_map_get(&seen, tu.file)) {  // the same file in two targets: indexed once
             db->nduplicates++;

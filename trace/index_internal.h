@@ -19,6 +19,7 @@ typedef struct ix_pool {
     ix_pool_chunk *head;
 } ix_pool;
 
+void *ix_pool_alloc(ix_pool *p, size_t n);  // zeroed, 16-byte aligned
 const char *ix_pool_dup(ix_pool *p, const char *s);
 const char *ix_pool_dupn(ix_pool *p, const char *s, size_t n);
 const char *ix_pool_printf(ix_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

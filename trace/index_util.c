@@ -49,6 +49,13 @@ static char *pool_alloc(ix_pool *p, size_t n) {
     return s;
 }
 
+void *ix_pool_alloc(ix_pool *p, size_t n) {
+    char *d = pool_alloc(p, n + 15);
+    d = (char *)(((uintptr_t)d + 15) & ~(uintptr_t)15);
+    memset(d, 0, n);
+    return d;
+}
+
 const char *ix_pool_dupn(ix_pool *p, const char *s, size_t n) {
     char *d = pool_alloc(p, n + 1);
     memcpy(d, s, n);

@@ -364,11 +364,16 @@ static int implicit_member(CXCursor m) {
 static void handle_call(ctx *c, CXCursor call, int caller) {
     const char *callee_usr = NULL, *callee_name = NULL, *field = NULL;
     CXCursor ref = clang_getCursorReferenced(call);
+    CXCursor callee = clang_getNullCursor();
+    if (clang_Cursor_isNull(ref)) {
+        // (*p->f)(x), or a dependent call in a template: look through the callee expression
+        kids ch = children(call);
+        callee = ch.n ? strip(ch.items[0]) : clang_getNullCursor();
+        enum CXCursorKind ck = clang_getCursorKind(callee);
+        if (ck == CXCursor_MemberRefExpr || ck == CXCursor_DeclRefExpr) ref = clang_getCursorReferenced(callee);
+    }
     enum CXCursorKind rk = clang_getCursorKind(ref);
     if (clang_Cursor_isNull(ref)) {
-        // unresolved (a dependent call in a template): look at the callee expression
-        kids ch = children(call);
-        CXCursor callee = ch.n ? strip(ch.items[0]) : clang_getNullCursor();
         if (clang_getCursorKind(callee) == CXCursor_OverloadedDeclRef) {
             unsigned n = clang_getNumOverloadedDecls(callee);
             if (n >= 1) {

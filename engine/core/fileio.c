@@ -24,7 +24,7 @@ int tb_write_file_atomic(const char *path, const void *data, size_t len, tb_erro
 }
 
 int tb_write_json_atomic(const char *path, const json_t *root, tb_error *err) {
-    char *text = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(12));
+    char *text = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
     if (!text) return tb_fail(err, "%s: cannot serialise JSON", path);
     size_t n = strlen(text);
     char *buf = malloc(n + 2);

@@ -61,6 +61,10 @@ TB_TEST(step_ms_is_the_median_slowest_rank_step_after_warmup) {
     TB_CHECK(rc == 0 && v == 37.5, "even count: mean of 10 and 65 = 37.5, got %g", v);
     v = parse("step_ms", "{\"warmup_steps\": 0}", one, 1, &err, &rc);
     TB_CHECK(rc == 0 && v == 27.5, "no warmup: median of 15 20 35 50 = 27.5, got %g", v);
+    v = parse("step_ms", "{\"warmup_steps\": 1.0}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 35.0, "an integral real (a Lua float) is an integer: %g", v);
+    v = parse("step_ms", "{\"warmup_steps\": 1.5}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "args.warmup_steps must be an integer"), "1.5 is not: %s", err.msg);
     v = parse("step_ms", "{\"warmup_steps\": 4}", one, 1, &err, &rc);
     TB_CHECK(rc != 0 && strstr(err.msg, "no steps after warmup_steps 4"), "warmup eats every step: %s", err.msg);
 }

@@ -297,6 +297,9 @@ TB_TEST(field_calls_resolve_through_designated_positional_and_assigned_targets) 
                     call) == 3,
              "ops->run resolves to run_a, run_b and run_c");
     TB_CHECK(q_long(db, "SELECT COUNT(*) FROM calls WHERE field = 'fx_anon_ops.fwd'") == 1, "anon->fwd(2)");
+    int deref = line_of(UTIL_C, "FIELD_CALL_DEREF");
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM calls WHERE field = 'fx_ops.run' AND line = %d", deref) == 1,
+             "(*ops->run)(5) at util.c:%d: a call through fx_ops.run too", deref);
 }
 
 TB_TEST(range_sites_carry_literal_and_printf_pattern_names) {
