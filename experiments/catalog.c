@@ -304,6 +304,13 @@ static int record_read(record *r, const char *record_dir, tb_error *err) {
             return tb_fail(err, "%s: line %d: %s", path, jerr.line, r->manifest ? "not a JSON object" : jerr.text);
         }
         json_t *m = r->manifest;
+        json_t *mv = json_object_get(m, "manifest_version");
+        if (json_is_integer(mv) && json_integer_value(mv) > TB_MANIFEST_VERSION) {
+            tb_fail(err, "%s: manifest_version %lld, this tracebook reads up to %d", path,
+                    (long long)json_integer_value(mv), TB_MANIFEST_VERSION);
+            record_free(r);
+            return -1;
+        }
         json_t *id = json_object_get(m, "run_id"), *exp = json_object_get(m, "experiment"),
                *ver = json_object_get(m, "version"), *status = json_object_get(m, "status");
         const char *bad = !json_is_string(id) ? "run_id" : !json_is_string(exp) ? "experiment"

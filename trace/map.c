@@ -654,6 +654,23 @@ static int chain_on_backend(const tb_map *m, const tb_coll_chain *c) {
     return strstr(g->fns[last].name, b) || strstr(base ? base + 1 : file, b);
 }
 
+int tb_map_coll_observed(const tb_map *m, int name, const tb_coll_chain *c, const char **op) {
+    const tb_rt *rt = &m->rt;
+    int n = 0;
+    if (op) *op = NULL;
+    if (!chain_on_backend(m, c)) return 0;
+    for (int e = 0; e < rt->nev; e++) {
+        const char *eop = event_op(m, e);
+        if (!eop || !chain_does(m, c, eop)) continue;
+        int inside = 0;
+        for (int a = e; a >= 0 && !inside; a = rt->ev[a].parent) inside = rt->ev[a].name == name;
+        if (!inside) continue;
+        n++;
+        if (op) *op = eop;
+    }
+    return n;
+}
+
 int tb_map_coll_relevant(tb_map *m, int r, int name, const tb_coll_chain *c) {
     (void)r;
     const char *op = tb_map_name_op(m, name);

@@ -101,6 +101,9 @@ const tb_site_model *tb_map_site(tb_map *m, int r);
 int tb_map_entry_chain(const tb_map *m, int fn, tb_chain *out);
 // Collective chains of site r relevant to runtime name `name` (a comm range's op filters).
 int tb_map_coll_relevant(tb_map *m, int r, int name, const tb_coll_chain *c);
+// How many communicator ranges doing chain c's op (on the traces' backend) the traces show
+// inside events named `name` (or being them); *op set to that op.
+int tb_map_coll_observed(const tb_map *m, int name, const tb_coll_chain *c, const char **op);
 // The op of a communicator range from its events' args, or NULL.
 const char *tb_map_name_op(const tb_map *m, int name);
 

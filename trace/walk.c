@@ -69,10 +69,20 @@ static void walk_collectives(tb_map *m, int r, int name) {
         printf("No collective is reachable from the calls inside the range.\n\n");
         return;
     }
+    // those the traces show inside the range first
+    int *order = malloc((size_t)(sm->ncolls + 1) * sizeof *order), *seen = calloc((size_t)sm->ncolls + 1, sizeof *seen);
+    const char **seen_op = calloc((size_t)sm->ncolls + 1, sizeof *seen_op);
+    int norder = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int c = 0; c < sm->ncolls; c++) {
+            if (name >= 0 && !tb_map_coll_relevant(m, r, name, &sm->colls[c])) continue;
+            if (pass == 0 && name >= 0) seen[c] = tb_map_coll_observed(m, name, &sm->colls[c], &seen_op[c]);
+            if ((pass == 0) == (seen[c] > 0)) order[norder++] = c;
+        }
     int k = 0;
-    for (int c = 0; c < sm->ncolls; c++) {
+    for (int oi = 0; oi < norder; oi++) {
+        int c = order[oi];
         const tb_coll_chain *cc = &sm->colls[c];
-        if (name >= 0 && !tb_map_coll_relevant(m, r, name, cc)) continue;
         char text[4096];
         tb_map_coll_text(m, cc, text, sizeof text);
         int last = cc->path.fns[cc->path.n - 1];
@@ -80,6 +90,11 @@ static void walk_collectives(tb_map *m, int r, int name) {
         printf("#### %d. `%s` → `%s`%s%s%s\n\n", ++k, coll,
                cc->end_call >= 0 ? g->calls[cc->end_call].callee_name : g->fns[last].name, cc->via ? " (via `" : "",
                cc->via ? cc->via : "", cc->via ? "`)" : "");
+        if (name >= 0 && seen[c])
+            printf("Seen at runtime: %d× `%s` inside `%s` in these traces.\n\n", seen[c], seen_op[c],
+                   m->rt.names[name]);
+        else if (name >= 0)
+            printf("Not seen in these traces (a path the configuration that produced them did not take).\n\n");
         if (cc->path.fns[0] != rs->fn)
             printf("The range, still open, continues in `%s`:\n\n", g->fns[cc->path.fns[0]].name);
         int step = 1;
@@ -98,6 +113,9 @@ static void walk_collectives(tb_map *m, int r, int name) {
         }
         printf("\n");
     }
+    free(order);
+    free(seen);
+    free(seen_op);
 }
 
 typedef struct shape {

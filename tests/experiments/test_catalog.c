@@ -8,6 +8,7 @@
 
 #include "catalog.h"
 #include "fixtures/record_fixture.h"
+#include "parsers.h"
 #include "tb_test.h"
 
 static long long query_int(sqlite3 *db, const char *sql) {
@@ -278,7 +279,14 @@ TB_TEST(ls_lists_experiments_then_runs_with_median_throughput) {
              "run-a: commit, sweep point");
     TB_CHECK(strstr(out, "aaaabbbbcccc+dirty"), "run-b: dirty commit");
     TB_CHECK(strstr(out, "run-c") && strstr(out, "incomplete"), "the incomplete record is listed");
-    // run-a's tok/s as the tokens_per_s definition gives it (64 tokens per step, steps 2..3)
+    // run-a's tok/s is the tokens_per_s parser's number (64 tokens per step, steps 2..3)
+    const char *dirs[1] = {fx_path(rec, sizeof rec, "%s/cat/v1/run-a", root)};
+    double tps;
+    tb_error err;
+    TB_REQUIRE(tb_parse_claim("tokens_per_s", NULL, dirs, 1, &tps, NULL, &err) == 0, "%s", err.msg);
+    char want[64];
+    snprintf(want, sizeof want, " %.1f  {\"tensor_model_parallel_size\":2}", tps);
+    TB_CHECK(strstr(out, want), "run-a's tok/s '%s'", want);
     free(out);
     rc = fx_capture(tracebook_ls_main, &out, "ls", "nope", "--artifacts", root, NULL);
     TB_CHECK(rc == 1 && strstr(out, "no experiment 'nope'"), "unknown experiment: %d %s", rc, out);
