@@ -675,10 +675,11 @@ int tracebook_prove_main(int argc, char **argv) {
         s.db = NULL;
     }
 
-    int nexp = 0, matched = 0;
+    int nexp = 0, matched = 0, experiments = 0;
     char **exps = list_dirs(s.opt.artifacts, &nexp);
     for (int e = 0; e < nexp; e++) {
         if (s.opt.experiment && strcmp(exps[e], s.opt.experiment)) continue;
+        experiments++;
         char exp_dir[PROVE_PATH_MAX];
         if (snprintf(exp_dir, sizeof exp_dir, "%s/%s", s.opt.artifacts, exps[e]) >= (int)sizeof exp_dir) continue;
         int nver = 0;
@@ -705,13 +706,16 @@ int tracebook_prove_main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     int rc = 0;
-    if (s.opt.claim && matched == 0) {
+    if (s.opt.experiment && experiments == 0) {
+        fprintf(stderr, "tracebook prove: no experiment '%s' in %s\n", s.opt.experiment, s.opt.artifacts);
+        rc = 1;
+    } else if (s.opt.claim && matched == 0) {
         fprintf(stderr, "tracebook prove: claim '%s' not found in %s/%s/v*/claims.json\n", s.opt.claim,
                 s.opt.artifacts, s.opt.experiment ? s.opt.experiment : "*");
         rc = 1;
     }
-    printf("prove: %d claim%s, %d proven, %d not proven; %zu records verified (%.3f s)\n", s.claims,
-           s.claims == 1 ? "" : "s", s.proven, s.failed, s.checks.n, seconds);
+    printf("prove: %d claim%s, %d proven, %d not proven; %zu record%s verified (%.3f s)\n", s.claims,
+           s.claims == 1 ? "" : "s", s.proven, s.failed, s.checks.n, s.checks.n == 1 ? "" : "s", seconds);
     if (s.failures.len) {
         fflush(stdout);
         fputs(s.failures.s, stderr);

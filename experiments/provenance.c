@@ -213,7 +213,7 @@ int tb_hash_tree(const char *dir, const char *skip_name, json_t **files, tb_erro
     int rc = walk_tree(dir, "", skip_name, &pl, err);
     json_t *obj = rc ? NULL : json_object();
     if (!rc && !obj) rc = tb_fail(err, "hash tree: out of memory");
-    if (!rc) qsort(pl.v, pl.n, sizeof *pl.v, cmp_str_ptr);
+    if (!rc && pl.n) qsort(pl.v, pl.n, sizeof *pl.v, cmp_str_ptr);
     for (size_t i = 0; !rc && i < pl.n; i++) {
         char *full = join_path(dir, pl.v[i]);
         char hex[65];

@@ -561,8 +561,12 @@ static int l_claim(lua_State *L) {
     lua_getfield(L, 2, "value");
     if (lua_isnumber(L, -1)) {
         double expected = lua_tonumber(L, -1);
-        if (fabs(expected - value) > tol * fmax(fabs(expected), fabs(value)))
-            return luaL_error(L, "exp:claim '%s': the runs give %.9g, the runbook claims %.9g", id, value, expected);
+        if (fabs(expected - value) > tol * fmax(fabs(expected), fabs(value))) {
+            for (int i = 0; i < n; i++) free(recs[i]);
+            free(recs);
+            json_decref(args);
+            return luaL_error(L, "exp:claim '%s': the runs give %.17g, the runbook claims %.17g", id, value, expected);
+        }
     }
     lua_pop(L, 1);
 

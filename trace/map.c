@@ -392,9 +392,35 @@ static int is_nccl(const char *name) {
     return 0;
 }
 
-static void add_region(tb_site_model *sm, int fn, tb_pos from, tb_pos to) {
+static tb_region *add_region(tb_site_model *sm, int fn, tb_pos from, tb_pos to) {
     sm->regions = realloc(sm->regions, (size_t)(sm->nregions + 1) * sizeof *sm->regions);
-    sm->regions[sm->nregions++] = (tb_region){fn, from, to};
+    tb_region *rg = &sm->regions[sm->nregions++];
+    memset(rg, 0, sizeof *rg);
+    rg->fn = fn;
+    rg->from = from;
+    rg->to = to;
+    return rg;
+}
+
+int tb_region_has(const tb_region *rg, tb_pos p) {
+    if (tb_pos_cmp(p, rg->from) <= 0 || tb_pos_cmp(p, rg->to) > 0) return 0;
+    for (int i = 0; i < rg->nskip; i++)
+        if (tb_pos_cmp(p, rg->skip_from[i]) > 0 && tb_pos_cmp(p, rg->skip_to[i]) <= 0) return 0;
+    return 1;
+}
+
+// A push inside an `if` branch: the range is open after the branch, not in its `else`
+// alternatives (finalize_model_grads: reduce_scatter in the if, all_reduce in the else).
+static void skip_else_branches(tb_map *m, tb_region *rg) {
+    const tb_source *s = tb_graph_source(m->g, m->g->fns[rg->fn].file);
+    if (!s) return;
+    for (int b = tb_source_block_at(s, rg->from); b >= 0 && rg->nskip < 8; b = s->blocks[b].parent) {
+        if (tb_pos_cmp(s->blocks[b].close, rg->to) >= 0) break;  // the range ends inside this block
+        tb_pos end = tb_source_else_end(s, b);
+        if (tb_pos_cmp(end, s->blocks[b].close) <= 0) continue;
+        rg->skip_from[rg->nskip] = s->blocks[b].close;
+        rg->skip_to[rg->nskip++] = end;
+    }
 }
 
 // The range's span: its own function from the push to where it closes; for a push that
@@ -403,7 +429,7 @@ static void add_region(tb_site_model *sm, int fn, tb_pos from, tb_pos to) {
 static void site_regions(tb_map *m, int r, tb_site_model *sm) {
     tb_graph *g = m->g;
     const tb_grange *rs = &g->ranges[r];
-    add_region(sm, rs->fn, rs->pos, sm->end);
+    skip_else_branches(m, add_region(sm, rs->fn, rs->pos, sm->end));
     if (!sm->escapes) return;
     for (int c = 0; c < g->ncalls; c++) {
         int caller = g->calls[c].caller;
@@ -584,7 +610,7 @@ const tb_site_model *tb_map_site(tb_map *m, int r) {
         const tb_region *rg = &sm->regions[i];
         for (int c = g->fns[rg->fn].calls_begin; c < g->fns[rg->fn].calls_end; c++) {
             tb_pos p = g->calls[c].pos;
-            if (tb_pos_cmp(p, rg->from) > 0 && tb_pos_cmp(p, rg->to) <= 0) handle_call(m, &w, sm, rg->fn, c, 1, queue, &tail);
+            if (tb_region_has(rg, p)) handle_call(m, &w, sm, rg->fn, c, 1, queue, &tail);
         }
     }
     while (head < tail) {
@@ -866,7 +892,7 @@ static const char *explain(tb_map *m, int parent, int child) {
             const tb_grange *cs = &g->ranges[m->name_sites[child][j]];
             for (int k = 0; k < sm->nregions; k++) {
                 const tb_region *rg = &sm->regions[k];
-                if (cs->fn == rg->fn && tb_pos_cmp(cs->pos, rg->from) > 0 && tb_pos_cmp(cs->pos, rg->to) <= 0)
+                if (cs->fn == rg->fn && tb_region_has(rg, cs->pos))
                     return k == 0 ? "pushed inside the parent's span" : "pushed where the parent's range continues";
             }
             if (sm->reached[cs->fn]) return "reachable from the calls inside the parent's span";

@@ -54,8 +54,13 @@ int tb_range_pattern_match(const char *pattern, const char *name);
 
 typedef struct tb_region {
     int fn;
-    tb_pos from, to;     // calls strictly after `from`, up to and including `to`
+    tb_pos from, to;     // calls strictly after `from`, up to and including `to`,
+    int nskip;           // except those in the `else` branches of the ifs the push is in
+    tb_pos skip_from[8], skip_to[8];
 } tb_region;
+
+// Is p inside the region?
+int tb_region_has(const tb_region *rg, tb_pos p);
 
 // A collective below a range: a path of calls from the span down to the backend
 // function (fns[n-1]) or to a nccl* call (end_call).

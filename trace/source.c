@@ -212,6 +212,51 @@ int tb_source_block_within(const tb_source *s, int inner, int outer) {
     return 0;
 }
 
+static size_t skip_blank(const tb_source *s, size_t i) {
+    while (i < s->len && (!s->code[i] || s->text[i] == ' ' || s->text[i] == '\t' || s->text[i] == '\n' ||
+                          s->text[i] == '\r'))
+        i++;
+    return i;
+}
+
+static int word_at(const tb_source *s, size_t i, const char *w) {
+    size_t n = strlen(w);
+    if (i + n > s->len || memcmp(s->text + i, w, n)) return 0;
+    char c = i + n < s->len ? s->text[i + n] : ' ';
+    return !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+}
+
+tb_pos tb_source_else_end(const tb_source *s, int b) {
+    tb_pos end = s->blocks[b].close;
+    if (tb_pos_cmp(end, TB_POS_END) == 0) return end;
+    size_t i = off_of(s, end) + 1;
+    for (;;) {
+        i = skip_blank(s, i);
+        if (!word_at(s, i, "else")) return end;
+        i = skip_blank(s, i + 4);
+        if (word_at(s, i, "if")) {  // else if (...): skip the condition
+            i = skip_blank(s, i + 2);
+            int depth = 0;
+            for (; i < s->len; i++) {
+                if (!s->code[i]) continue;
+                if (s->text[i] == '(') depth++;
+                else if (s->text[i] == ')' && --depth == 0) break;
+            }
+            i = skip_blank(s, i + 1);
+        }
+        if (i < s->len && s->text[i] == '{') {
+            tb_pos open = pos_of(s, i);
+            int k;
+            for (k = 0; k < s->nblocks && tb_pos_cmp(s->blocks[k].open, open); k++) {}
+            if (k == s->nblocks || tb_pos_cmp(s->blocks[k].close, TB_POS_END) == 0) return end;
+            end = s->blocks[k].close;
+            i = off_of(s, end) + 1;
+        } else {  // an alternative without braces: to its statement's end
+            return tb_source_statement_end(s, pos_of(s, i));
+        }
+    }
+}
+
 tb_pos tb_source_statement_end(const tb_source *s, tb_pos p) {
     int parens = 0;
     for (size_t i = off_of(s, p); i < s->len; i++) {

@@ -53,6 +53,9 @@ int tb_source_block_at(const tb_source *s, tb_pos p);
 int tb_source_body_after(const tb_source *s, tb_pos p);
 // 1 when block `inner` is `outer` or nested in it.
 int tb_source_block_within(const tb_source *s, int inner, int outer);
+// Where the if/else chain that block `b` is the first branch of ends: the close of the last
+// `else` / `else if` alternative after it, or b's own close when no `else` follows.
+tb_pos tb_source_else_end(const tb_source *s, int b);
 // Byte offset of p in the text (clamped).
 size_t tb_source_offset(const tb_source *s, tb_pos p);
 // The end of the statement starting at p: its ';' outside parentheses (or p when not found).

@@ -40,7 +40,8 @@ static const ev mini_step[] = {
     {"layer.1.mlp.fc2", 43, 35, 0},
     {"comm.tp.all_reduce", 44, 6, 256},
     {"optimizer", 81, 18, 0},
-    {"comm.tp.all_reduce", 82, 3, 1},
+    {"optimizer.replicated", 82, 16, 0},
+    {"comm.tp.all_reduce", 83, 3, 1},
 };
 #define MINI_NEV ((int)(sizeof mini_step / sizeof *mini_step))
 
@@ -54,9 +55,9 @@ static void write_chrome(const char *path, int rank, const ev *evs, int n, const
             json_object_update_new(args, json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i}", "group", "tp", "op",
                                                    "all_reduce", "dtype", "float32", "group_size", 2, "group_index",
                                                    rank, "count", evs[i].comm_count, "bytes", 4 * evs[i].comm_count));
-        // rank 1 runs a little later and slower
+        // rank 1 runs later and twice as slow
         json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:o}", "name", evs[i].name, "cat",
-                                                "range", "ph", "X", "ts", evs[i].ts + 1000 * rank, "dur",
+                                                "range", "ph", "X", "ts", 1000 * rank + evs[i].ts * (1 + rank), "dur",
                                                 evs[i].dur * (1 + rank), "pid", rank, "tid", 0, "args", args));
     }
     json_t *root = json_pack("{s:o}", "traceEvents", events);
@@ -84,7 +85,7 @@ static void write_nsys(const char *path) {
     int next_id = 1;
     for (int rank = 0; rank < 2; rank++)
         for (int i = 0; i < MINI_NEV; i++) {
-            long long start = (long long)((mini_step[i].ts + 1000 * rank) * 1000);
+            long long start = (long long)((1000 * rank + mini_step[i].ts * (1 + rank)) * 1000);
             long long end = start + (long long)(mini_step[i].dur * (1 + rank) * 1000);
             if (i % 2) {  // through StringIds
                 mini_exec(db, sqlite3_mprintf("INSERT INTO StringIds VALUES(%d, %Q)", next_id, mini_step[i].name));
@@ -172,13 +173,18 @@ TB_TEST(map_mini_traces) {
              json_real_value(json_object_get(cov, "percent")));
     TB_CHECK(json_integer_value(json_object_get(cov, "events")) == 2 * MINI_NEV, "every event counted");
     TB_CHECK(json_integer_value(json_object_get(rep, "unexplained_nestings")) == 0, "no unexplained nesting");
-    TB_CHECK(json_array_size(json_object_get(rep, "nestings")) == 10, "10 distinct pairs, got %zu",
+    TB_CHECK(json_array_size(json_object_get(rep, "nestings")) == 11, "11 distinct pairs, got %zu",
              json_array_size(json_object_get(rep, "nestings")));
     json_t *x = nesting(rep, "step", "optimizer");
     TB_CHECK(x && json_is_true(json_object_get(x, "explained")) && has(str(x, "how"), "inside the parent's span"),
              "a push after an early-return pop is still inside the range");
     x = nesting(rep, "layer.0.mlp", "layer.0.mlp.fc2");
     TB_CHECK(x && has(str(x, "how"), "reachable"), "through the spec's field");
+    json_t *rep_site = json_array_get(json_object_get(range_named(rep, "optimizer.replicated"), "sites"), 0);
+    TB_CHECK(json_array_size(json_object_get(rep_site, "collectives")) == 2 &&
+                 json_integer_value(json_object_get(rep_site, "end_line")) ==
+                     mini_find("train.c", "TB_RANGE_POP()", 7).line,
+             "a push in an else branch spans to the pop after the if");
 
     json_t *fc2 = range_named(rep, "layer.0.mlp.fc2");
     TB_REQUIRE(fc2, "layer.0.mlp.fc2 in the report");
@@ -193,7 +199,7 @@ TB_TEST(map_mini_traces) {
                  !strcmp(str(site, "file"), "train.c"),
              "site %s in %s", str(site, "pattern"), str(site, "function"));
     json_t *chain = json_object_get(site, "chain");
-    TB_REQUIRE(json_array_size(chain) == 6, "main → rank_main → train_step → layer_forward → mlp_forward + site");
+    TB_REQUIRE(json_array_size(chain) == 5, "main → rank_main → train_step → layer_forward → mlp_forward");
     TB_CHECK(!strcmp(str(json_array_get(chain, 0), "function"), "main") &&
                  !strcmp(str(json_array_get(chain, 0), "passed_to"), "run_ranks") &&
                  !strcmp(str(json_array_get(chain, 3), "via"), "mini_spec.mlp") &&
@@ -231,9 +237,11 @@ TB_TEST(map_mini_traces) {
 TB_TEST(map_flags_unexplained_nesting_and_unmapped_names) {
     // optimizer inside layer.0.mlp.fc2: no static path from mlp_forward's span to train_step;
     // layer.0 inside a communicator range: nothing below all_reduce reaches layer_forward
+    // optimizer.sharded is pushed in the if branch: the else branch's all_reduce is not in it
     const ev odd[] = {
-        {"step", 0, 100, 0},        {"layer.0.mlp.fc2", 1, 20, 0}, {"optimizer", 2, 5, 0},
-        {"comm.tp.all_reduce", 30, 10, 4}, {"layer.0", 31, 5, 0}, {"mystery.range", 200, 10, 0},
+        {"step", 0, 100, 0},           {"layer.0.mlp.fc2", 1, 20, 0},     {"optimizer", 2, 5, 0},
+        {"comm.tp.all_reduce", 30, 10, 4}, {"layer.0", 31, 5, 0},         {"optimizer.sharded", 50, 10, 0},
+        {"comm.tp.all_reduce", 51, 3, 4},  {"mystery.range", 200, 10, 0},
     };
     char path[] = TB_TEST_TMPDIR "/map-odd.json";
     write_chrome(path, 0, odd, (int)(sizeof odd / sizeof *odd), NULL);
@@ -246,10 +254,14 @@ TB_TEST(map_flags_unexplained_nesting_and_unmapped_names) {
     TB_CHECK(x && json_is_false(json_object_get(x, "explained")), "comm → layer.0 flagged");
     x = nesting(rep, "step", "layer.0.mlp.fc2");
     TB_CHECK(x && json_is_true(json_object_get(x, "explained")), "step → fc2 is reachable (layers in between)");
-    TB_CHECK(json_integer_value(json_object_get(rep, "unexplained_nestings")) == 2, "two flagged");
+    x = nesting(rep, "optimizer.sharded", "comm.tp.all_reduce");
+    TB_CHECK(x && json_is_false(json_object_get(x, "explained")), "the else branch's collective is not inside the if's range");
+    json_t *sh = json_array_get(json_object_get(range_named(rep, "optimizer.sharded"), "sites"), 0);
+    TB_CHECK(sh && json_array_size(json_object_get(sh, "collectives")) == 0, "no collective below optimizer.sharded");
+    TB_CHECK(json_integer_value(json_object_get(rep, "unexplained_nestings")) == 3, "three flagged");
     json_t *cov = json_object_get(rep, "coverage");
-    TB_CHECK(json_integer_value(json_object_get(cov, "mapped_events")) == 5 &&
-                 json_integer_value(json_object_get(cov, "events")) == 6,
+    TB_CHECK(json_integer_value(json_object_get(cov, "mapped_events")) == 7 &&
+                 json_integer_value(json_object_get(cov, "events")) == 8,
              "the unknown name is not covered");
     TB_CHECK(json_array_size(json_object_get(rep, "unmapped")) == 1 &&
                  !strcmp(json_string_value(json_array_get(json_object_get(rep, "unmapped"), 0)), "mystery.range"),
@@ -259,7 +271,7 @@ TB_TEST(map_flags_unexplained_nesting_and_unmapped_names) {
     char *out;
     int rc = mini_run(tracebook_map_main, &out, "map", path, "--entry", "app", "--index", DB, NULL);
     TB_CHECK(rc == 0 && has(out, "UNEXPLAINED layer.0.mlp.fc2 → optimizer") &&
-                 has(out, "UNEXPLAINED comm.tp.all_reduce → layer.0") && has(out, "5/6 range events (83.3%)") &&
+                 has(out, "UNEXPLAINED comm.tp.all_reduce → layer.0") && has(out, "7/8 range events (87.5%)") &&
                  has(out, "unmapped: mystery.range") && has(out, "site   NONE"),
              "the text says so:\n%s", out);
     free(out);
@@ -312,7 +324,7 @@ TB_TEST(map_cli_text_and_json) {
                  has(out, "chain  main (main.c:13, a callback passed to run_ranks) → rank_main") &&
                  has(out, "local_all_reduce (comm.c:") && has(out, "[traces: 2× all_reduce inside]") &&
                  has(out, "group tp (size 2) all_reduce float32: 4× 256 elements, 1024 bytes") &&
-                 has(out, "0 unexplained") && has(out, "22/22 range events (100.0%)"),
+                 has(out, "0 unexplained") && has(out, "24/24 range events (100.0%)"),
              "text:\n%s", out);
     free(out);
     json_error_t je;
