@@ -164,7 +164,7 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
     json_object_set_new(m, "git", id->git ? tb_git_state_json(id->git, id->git->dirty ? "git.patch" : NULL) : json_null());
     json_object_set_new(m, "argv", json_deep_copy(argv));
     json_object_set_new(m, "cwd", json_string(cwd));
-    json_object_set_new(m, "environment", tb_environment_json(environ, tb_default_env_deny));
+    json_object_set_new(m, "environment", tb_environment_json(environ, id->env_deny ? id->env_deny : tb_default_env_deny));
     json_object_set_new(m, "host", tb_host_json());
     json_object_set_new(m, "config", config ? config : json_null());
     json_object_set_new(m, "start", json_string(start));

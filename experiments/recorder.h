@@ -33,6 +33,7 @@ typedef struct tb_run_identity {
     const json_t *sweep_point;
     const char *replay_of;     // NULL unless a replay
     const tb_git_state *git;   // NULL when there is no git provenance
+    const char *const *env_deny;  // name globs kept out of the manifest (NULL: tb_default_env_deny)
 } tb_run_identity;
 
 void tb_recorder_install_sigint(void);

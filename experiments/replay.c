@@ -263,7 +263,8 @@ int tracebook_replay_main(int argc, char **argv) {
                           (int)json_integer_value(json_object_get(m, "repetition")),
                           json_object_get(m, "sweep_point"),
                           run_id,
-                          &here};
+                          &here,
+                          NULL};
     int recorded = tb_record_finish(artifacts, new_rec, new_id, &id, new_argv, start, o, &err);
     json_decref(new_argv);
     if (recorded != 0) {

@@ -54,6 +54,7 @@ typedef struct host {
     tb_git_state git;
     int have_git;
     json_t *experiments;     // declared experiments: name/vN → their directory
+    const char *env_deny[64];  // the default secret globs + --env-deny ones, NULL-terminated
     int runs_started;
 } host;
 
@@ -454,7 +455,8 @@ static int l_run(lua_State *L) {
         lua_getfield(L, 1, "version");
         lua_getfield(L, 1, "question");
         tb_run_identity id = {lua_tostring(L, -3), lua_tointeger(L, -2), lua_tostring(L, -1), h->runbook,
-                              h->runbook_sha256, seed, rep, point, NULL, h->have_git ? &h->git : NULL};
+                              h->runbook_sha256, seed, rep, point, NULL, h->have_git ? &h->git : NULL,
+                              h->env_deny};
         int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, argv, start, o, &err);
         lua_pop(L, 3);
         if (recorded != 0) luaL_error(L, "recording %s: %s", rec, err.msg);
@@ -734,7 +736,9 @@ static void mark_experiments(host *h, const char *status, const char *error) {
 
 static void usage(FILE *out) {
     fprintf(out, "usage: tracebook run RUNBOOK.lua [--set key=value ...] [--dry-run] [--require-clean] [--force] "
-                 "[--artifacts DIR]\n");
+                 "[--env-deny GLOB ...] [--artifacts DIR]\n"
+                 "  --env-deny GLOB   also keep environment variables matching GLOB out of the manifests\n"
+                 "                    (always kept out: *TOKEN* *KEY* *PASSWORD* *SECRET* *CREDENTIAL*)\n");
 }
 
 int tracebook_run_main(int argc, char **argv) {
@@ -743,6 +747,8 @@ int tracebook_run_main(int argc, char **argv) {
     snprintf(h.artifacts, sizeof h.artifacts, "artifacts");
     h.params = json_object();
     h.experiments = json_object();
+    int ndeny = 0;
+    for (; tb_default_env_deny[ndeny]; ndeny++) h.env_deny[ndeny] = tb_default_env_deny[ndeny];
     const char *runbook = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
@@ -751,6 +757,13 @@ int tracebook_run_main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--dry-run")) h.dry_run = 1;
         else if (!strcmp(argv[i], "--require-clean")) h.require_clean = 1;
         else if (!strcmp(argv[i], "--force")) h.force = 1;
+        else if (!strcmp(argv[i], "--env-deny") && i + 1 < argc) {
+            if (ndeny == 62) {
+                fprintf(stderr, "tracebook run: at most 62 --env-deny globs\n");
+                return 2;
+            }
+            h.env_deny[ndeny++] = argv[++i];
+        }
         else if (!strcmp(argv[i], "--artifacts") && i + 1 < argc) snprintf(h.artifacts, sizeof h.artifacts, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
             const char *kv = argv[++i], *eq = strchr(kv, '=');

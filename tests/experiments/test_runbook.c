@@ -185,6 +185,50 @@ TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
              "the catalogue lists the killed run as incomplete:\n%s\n%s", out_text, err_text);
 }
 
+TB_TEST(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook) {
+    write_file(TB_TEST_TMPDIR "/long2.lua",
+               "local exp = tb.experiment{ name = 'long2', version = 1, question = 'q' }\n"
+               "exp:run{ num_layers = 4, hidden_size = 128, num_attention_heads = 4, seq_length = 128, "
+               "vocab_size = 256, train_iters = 100000 }\n");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && rm -rf %s_eng && (%s run %s/long2.lua --artifacts %s_eng > /dev/null 2> %s/eng.err & pid=$!; "
+             "sleep 1.5; pkill -KILL -f '[p]retrain_gpt.*%s_eng'; wait $pid; echo $? > %s/eng.status)",
+             TB_SOURCE_DIR, ART, TRACEBOOK, TB_TEST_TMPDIR, ART, TB_TEST_TMPDIR, ART, TB_TEST_TMPDIR);
+    TB_REQUIRE(system(cmd) == 0, "shell");
+    char status[64];
+    slurp(TB_TEST_TMPDIR "/eng.status", status, sizeof status);
+    TB_CHECK(atoi(status) != 0, "the runbook fails when its engine is killed (exit %s)", status);
+    char names[8][256];
+    TB_REQUIRE(records(ART "_eng/long2/v1", names, 8) == 1, "one record");
+    char path[1024];
+    snprintf(path, sizeof path, ART "_eng/long2/v1/%s/manifest.json", names[0]);
+    json_t *m = json_load_file(path, 0, NULL);
+    TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "status")), "incomplete") &&
+                 json_integer_value(json_object_get(m, "exit_status")) == 128 + 9,
+             "manifest says incomplete, exit 137");
+    json_decref(m);
+}
+
+TB_TEST(env_deny_keeps_secrets_out_of_the_manifest) {
+    write_file(TB_TEST_TMPDIR "/env.lua",
+               "local exp = tb.experiment{ name = 'env', version = 1, question = 'q' }\n"
+               "exp:run{ " TINY ", train_iters = 1 }\n");
+    TB_REQUIRE(run("rm -rf %s_env && MY_API_TOKEN=s3cret TB_PRIVATE_NOTE=x TB_VISIBLE=y %s run %s/env.lua "
+                   "--env-deny 'TB_PRIVATE*' --artifacts %s_env", ART, TRACEBOOK, TB_TEST_TMPDIR, ART) == 0,
+               "%s", err_text);
+    char names[8][256];
+    TB_REQUIRE(records(ART "_env/env/v1", names, 8) == 1, "one record");
+    char path[1024];
+    snprintf(path, sizeof path, ART "_env/env/v1/%s/manifest.json", names[0]);
+    json_t *m = json_load_file(path, 0, NULL);
+    json_t *env = json_object_get(m, "environment");
+    TB_CHECK(env && !json_object_get(env, "MY_API_TOKEN"), "default deny-list drops *TOKEN*");
+    TB_CHECK(env && !json_object_get(env, "TB_PRIVATE_NOTE"), "--env-deny drops its glob");
+    TB_CHECK(env && json_object_get(env, "TB_VISIBLE"), "other variables are kept");
+    json_decref(m);
+}
+
 TB_TEST(params_from_set_reach_the_runbook) {
     write_file(TB_TEST_TMPDIR "/param.lua",
                "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n"
@@ -200,6 +244,8 @@ int main(void) {
     TB_RUN(dry_run_prints_argv_and_config_and_runs_nothing);
     TB_RUN(runbook_errors_name_file_and_line_and_mark_the_experiment_failed);
     TB_RUN(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest);
+    TB_RUN(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook);
+    TB_RUN(env_deny_keeps_secrets_out_of_the_manifest);
     TB_RUN(params_from_set_reach_the_runbook);
     return tb_test_summary();
 }
