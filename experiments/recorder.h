@@ -20,6 +20,7 @@ typedef struct tb_run_outcome {
     int exit_status;   // the engine's exit status, or 128 + signal
     int signaled;      // the engine died of a signal
     int interrupted;   // the host was interrupted (SIGINT) and stopped the engine
+    double engine_s;   // wall time from fork to the engine's exit
 } tb_run_outcome;
 
 // Who a run is: the manifest's identity fields.
@@ -39,6 +40,8 @@ typedef struct tb_run_identity {
 void tb_recorder_install_sigint(void);
 int tb_recorder_interrupted(void);
 
+// Wall-clock seconds (CLOCK_REALTIME).
+double tb_wall_s(void);
 // "2026-11-29T10:45:12Z" (UTC)
 void tb_iso_now(char *buf, size_t len);
 // "20261129T104512-3f9a2c1e": start time + 8 hex of randomness

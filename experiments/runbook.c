@@ -436,6 +436,7 @@ static int l_run(lua_State *L) {
             continue;
         }
         tb_error err;
+        const double t_start = tb_wall_s();
         if (tb_mkdir_p(rec, &err) != 0) luaL_error(L, "%s", err.msg);
         if (h->have_git && h->git.dirty) {
             char patch[PATH_MAX + 160];
@@ -460,6 +461,11 @@ static int l_run(lua_State *L) {
         int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, argv, start, o, &err);
         lua_pop(L, 3);
         if (recorded != 0) luaL_error(L, "recording %s: %s", rec, err.msg);
+        const double total = tb_wall_s() - t_start;
+        // what recording costs: everything but the engine's own process time
+        printf("  run %d %s in %.2f s: engine %.2f s, recording %.3f s (%.2f%%)\n", run_no,
+               o.exit_status == 0 ? "done" : "ended", total, o.engine_s, total - o.engine_s,
+               100.0 * (total - o.engine_s) / total);
         json_decref(argv);
         json_decref(config);
         if (o.interrupted) luaL_error(L, "interrupted: run %s recorded as incomplete", run_id);

@@ -650,11 +650,7 @@ static const char *event_op(const tb_map *m, int ev) {
     return NULL;
 }
 
-const char *tb_map_name_op(const tb_map *m, int name) {
-    for (int i = 0; i < m->rt.nev; i++)
-        if (m->rt.ev[i].name == name) return event_op(m, i);
-    return NULL;
-}
+const char *tb_map_name_op(const tb_map *m, int name) { return name >= 0 && name < m->rt.nnames ? m->name_op[name] : NULL; }
 
 static int ends_with_word(const char *s, const char *w) {
     size_t n = strlen(s), k = strlen(w);
@@ -757,6 +753,14 @@ int tb_map_open(tb_map *m, const char *index, const char *entry, char **traces, 
     }
 
     if (tb_rt_load(&m->rt, traces, ntraces, err) != 0) goto fail;
+    m->name_op = calloc((size_t)m->rt.nnames + 1, sizeof *m->name_op);
+    char *op_done = calloc((size_t)m->rt.nnames + 1, 1);
+    for (int e = 0; e < m->rt.nev; e++)
+        if (!op_done[m->rt.ev[e].name]) {
+            op_done[m->rt.ev[e].name] = 1;
+            m->name_op[m->rt.ev[e].name] = event_op(m, e);
+        }
+    free(op_done);
     m->name_sites = calloc((size_t)m->rt.nnames + 1, sizeof *m->name_sites);
     m->name_nsites = calloc((size_t)m->rt.nnames + 1, sizeof *m->name_nsites);
     for (int n = 0; n < m->rt.nnames; n++)
@@ -789,6 +793,7 @@ void tb_map_close(tb_map *m) {
         for (int n = 0; n < m->rt.nnames; n++) free(m->name_sites[n]);
     free(m->name_sites);
     free(m->name_nsites);
+    free(m->name_op);
     free(m->sites);
     free(m->pops_caller);
     free(m->coll_call);
@@ -916,48 +921,47 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp(sort_names_rt->names[x], sort_names_rt->names[y]);
 }
 
-static json_t *comm_json(tb_map *m, int name) {
-    // distinct (group, group_size, op, dtype, count, bytes) with calls
-    json_t *groups = json_array();
-    json_int_t total_bytes = 0;
-    int any = 0;
-    for (int i = 0; i < m->rt.nev; i++) {
-        const tb_rt_event *e = &m->rt.ev[i];
-        if (e->name != name || !e->args || !json_object_get(e->args, "bytes")) continue;
-        any = 1;
-        json_t *a = e->args;
-        json_int_t bytes = json_integer_value(json_object_get(a, "bytes"));
-        total_bytes += bytes;
+// Per name: the communicator figures of its events (args of the Chrome trace): each distinct
+// (group, group size, op, dtype, count, bytes) with its calls, and the bytes in all; NULL
+// for names without them. One pass over the events.
+static json_t **comm_figures(tb_map *m) {
+    const tb_rt *rt = &m->rt;
+    json_t **out = calloc((size_t)rt->nnames + 1, sizeof *out);
+    for (int i = 0; i < rt->nev; i++) {
+        const tb_rt_event *e = &rt->ev[i];
+        json_t *a = e->args, *b = a ? json_object_get(a, "bytes") : NULL;
+        if (!b) continue;
+        if (!out[e->name]) out[e->name] = json_pack("{s:I, s:[]}", "bytes_total", (json_int_t)0, "shapes");
+        json_t *fig = out[e->name], *shapes = json_object_get(fig, "shapes");
+        json_int_t bytes = json_integer_value(b), count = json_integer_value(json_object_get(a, "count"));
+        json_int_t gsize = json_integer_value(json_object_get(a, "group_size"));
         const char *group = json_string_value(json_object_get(a, "group"));
         const char *op = json_string_value(json_object_get(a, "op"));
         const char *dtype = json_string_value(json_object_get(a, "dtype"));
-        json_int_t gsize = json_integer_value(json_object_get(a, "group_size"));
-        json_int_t count = json_integer_value(json_object_get(a, "count"));
+        json_object_set_new(fig, "bytes_total",
+                            json_integer(json_integer_value(json_object_get(fig, "bytes_total")) + bytes));
         size_t k;
-        json_t *gj, *hit = NULL;
-        json_array_foreach(groups, k, gj) {
-            if (json_integer_value(json_object_get(gj, "bytes")) == bytes &&
-                json_integer_value(json_object_get(gj, "count")) == count &&
-                json_integer_value(json_object_get(gj, "group_size")) == gsize &&
-                !strcmp(json_string_value(json_object_get(gj, "group")), group ? group : "") &&
-                !strcmp(json_string_value(json_object_get(gj, "op")), op ? op : "")) {
-                hit = gj;
+        json_t *sh, *hit = NULL;
+        json_array_foreach(shapes, k, sh) {
+            if (json_integer_value(json_object_get(sh, "bytes")) == bytes &&
+                json_integer_value(json_object_get(sh, "count")) == count &&
+                json_integer_value(json_object_get(sh, "group_size")) == gsize &&
+                !strcmp(json_string_value(json_object_get(sh, "group")), group ? group : "") &&
+                !strcmp(json_string_value(json_object_get(sh, "op")), op ? op : "") &&
+                !strcmp(json_string_value(json_object_get(sh, "dtype")), dtype ? dtype : "")) {
+                hit = sh;
                 break;
             }
         }
         if (!hit) {
-            hit = json_pack("{s:s, s:I, s:s, s:s, s:I, s:I, s:i}", "group", group ? group : "", "group_size",
-                            gsize, "op", op ? op : "", "dtype", dtype ? dtype : "", "count", count, "bytes", bytes,
-                            "calls", 0);
-            json_array_append_new(groups, hit);
+            hit = json_pack("{s:s, s:I, s:s, s:s, s:I, s:I, s:i}", "group", group ? group : "", "group_size", gsize,
+                            "op", op ? op : "", "dtype", dtype ? dtype : "", "count", count, "bytes", bytes, "calls",
+                            0);
+            json_array_append_new(shapes, hit);
         }
         json_object_set_new(hit, "calls", json_integer(json_integer_value(json_object_get(hit, "calls")) + 1));
     }
-    if (!any) {
-        json_decref(groups);
-        return NULL;
-    }
-    return json_pack("{s:I, s:o}", "bytes_total", total_bytes, "shapes", groups);
+    return out;
 }
 
 typedef struct op_count {
@@ -1045,6 +1049,7 @@ json_t *tb_map_report(tb_map *m) {
     qsort(order, (size_t)nn, sizeof *order, cmp_names);
 
     op_list *ops = nested_ops(m);
+    json_t **comm = comm_figures(m);
     char *mapped = calloc((size_t)nn + 1, 1);
     json_t *ranges = json_array(), *unmapped = json_array();
     for (int oi = 0; oi < nn; oi++) {
@@ -1060,8 +1065,7 @@ json_t *tb_map_report(tb_map *m) {
                                                       t / 1e3, "mean_us", t / 1e3 / c));
         }
         json_object_set_new(rj, "per_rank", per_rank);
-        json_t *comm = comm_json(m, n);
-        if (comm) json_object_set_new(rj, "comm", comm);
+        if (comm[n]) json_object_set_new(rj, "comm", comm[n]);
         json_t *sites = json_array();
         for (int i = 0; i < m->name_nsites[n]; i++) {
             int r = m->name_sites[n][i];
@@ -1157,6 +1161,7 @@ json_t *tb_map_report(tb_map *m) {
                                   rt->nev ? 100.0 * covered / rt->nev : 100.0));
     for (int n = 0; n < nn; n++) free(ops[n].ops);
     free(ops);
+    free(comm);
     free(pairs);
     free(pair_count);
     free(mapped);

@@ -91,6 +91,7 @@ typedef struct tb_map {
     unsigned char *coll_call;         // per call: a collective site
     unsigned char *comm_entry;        // per function: called at a collective site
     tb_rt rt;
+    const char **name_op;             // per runtime name: its communicator op, NULL
     int **name_sites;                 // per runtime name: matching push sites
     int *name_nsites;
 } tb_map;
