@@ -120,12 +120,41 @@ static void print_call_targets(const tb_graph *g, const tb_gcall *c) {
     }
 }
 
+// callers of Record.field: the calls through that field.
+static int field_callers(const tb_graph *g, const char *key) {
+    int found = -1;
+    for (int i = 0; i < g->nfields; i++)
+        if (!strcmp(g->fields[i].key, key)) found = i;
+    int sites = 0;
+    for (int c = 0; c < g->ncalls; c++) sites += g->calls[c].field && !strcmp(g->calls[c].field, key);
+    if (found < 0 && sites == 0) return 0;
+    printf("calls through %s", key);
+    for (int i = 0; found >= 0 && i < g->fields[found].nfns; i++) {
+        char loc[600];
+        tb_graph_fn_loc(g, g->fields[found].fns[i], loc, sizeof loc);
+        printf("%s%s (%s)", i ? ", " : " (assigned: ", g->fns[g->fields[found].fns[i]].name, loc);
+    }
+    printf("%s:\n", found >= 0 ? ")" : "");
+    for (int c = 0; c < g->ncalls; c++) {
+        const tb_gcall *call = &g->calls[c];
+        if (!call->field || strcmp(call->field, key)) continue;
+        printf("  %-36s %s:%d:%d\n", g->fns[call->caller].name, tb_graph_file(g, call->file), call->pos.line,
+               call->pos.col);
+    }
+    if (!sites) printf("  (no call sites in the index)\n");
+    return 1;
+}
+
 int tracebook_callers_main(int argc, char **argv) {
     qargs a;
-    int rc = parse(argc, argv, &a, "SYMBOL [--index FILE]", 1);
+    int rc = parse(argc, argv, &a, "SYMBOL [--index FILE]   (SYMBOL: NAME, FILE:NAME or Record.field)", 1);
     if (rc >= 0) return rc;
     tb_graph *g = open_graph(argv[0], a.index);
     if (!g) return 1;
+    if (strchr(a.symbol, '.') && !strchr(a.symbol, ':') && !strchr(a.symbol, '/') && field_callers(g, a.symbol)) {
+        tb_graph_free(g);
+        return 0;
+    }
     int *fns, n = resolve(g, argv[0], a.symbol, &fns);
     for (int i = 0; i < n; i++) {
         int f = fns[i];

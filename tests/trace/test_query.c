@@ -85,6 +85,13 @@ TB_TEST(callers_include_calls_through_fields) {
     TB_CHECK(rc == 0 && has(out, "reduce_from_tp") && has(out, "optimizer_step") && mini_count_lines(out, "train.c:") == 2,
              "one line per call site:\n%s", out);
     free(out);
+    rc = mini_run(tracebook_callers_main, &out, "callers", "mini_backend.all_reduce", "--index", DB, NULL);
+    l = mini_find("comm.c", "backend->all_reduce(n)", 1);
+    snprintf(site, sizeof site, "comm.c:%d:%d", l.line, l.col);
+    TB_CHECK(rc == 0 && has(out, "calls through mini_backend.all_reduce (assigned: local_all_reduce (comm.c:") &&
+                 mini_count_lines(out, site) == 1,
+             "callers of a field (%s):\n%s", site, out);
+    free(out);
     rc = mini_run(tracebook_callers_main, &out, "callers", "rank_main", "--index", DB, NULL);
     TB_CHECK(rc == 0 && has(out, "main") && has(out, "passed to run_ranks"),
              "a function passed as an argument is called back by whoever receives it:\n%s", out);
