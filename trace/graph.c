@@ -156,6 +156,17 @@ static void resolve_direct(tb_graph *g, tb_gcall *c) {
         }
         if (n == 0 && f >= 0) out[n++] = f;  // a declaration only (library function)
     }
+    if (n > 1 && c->file >= 0 && g->files[c->file].ntargets > 0) {
+        // copies in several binaries: those linked with the caller
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            int file = g->fns[out[i]].file, shared = file < 0 || g->files[file].ntargets == 0;
+            for (int t = 0; t < g->ntargets && !shared; t++)
+                shared = g->targets[t].has_file[c->file] && g->targets[t].has_file[file];
+            if (shared) out[k++] = out[i];
+        }
+        if (k > 0) n = k;
+    }
     c->targets = out;
     c->ntargets = n;
 }
@@ -314,6 +325,27 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
     }
     sqlite3_finalize(st);
 
+    if (prepare(db, "SELECT target, type, file_id FROM targets ORDER BY target", &st, err, path)) goto out;
+    cap = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        int file = id_find(&files, sqlite3_column_int64(st, 2));
+        if (!name || file < 0) continue;
+        tb_gtarget *t = g->ntargets ? &g->targets[g->ntargets - 1] : NULL;
+        if (!t || strcmp(t->name, name)) {
+            GROW(g->targets, g->ntargets, cap);
+            t = &g->targets[g->ntargets++];
+            t->name = strdup(name);
+            t->type = dup_col(st, 1);
+            t->has_file = calloc((size_t)g->nfiles + 1, 1);
+        }
+        if (!t->has_file[file]) {
+            t->has_file[file] = 1;
+            g->files[file].ntargets++;
+        }
+    }
+    sqlite3_finalize(st);
+    st = NULL;
     if (prepare(db,
                 "SELECT id, usr, name, file_id, line, col, is_static, is_definition FROM functions ORDER BY id",
                 &st, err, path))
@@ -488,27 +520,6 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
     }
     sqlite3_finalize(st);
 
-    if (prepare(db, "SELECT target, type, file_id FROM targets ORDER BY target", &st, err, path)) goto out;
-    cap = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        int file = id_find(&files, sqlite3_column_int64(st, 2));
-        if (!name || file < 0) continue;
-        tb_gtarget *t = g->ntargets ? &g->targets[g->ntargets - 1] : NULL;
-        if (!t || strcmp(t->name, name)) {
-            GROW(g->targets, g->ntargets, cap);
-            t = &g->targets[g->ntargets++];
-            t->name = strdup(name);
-            t->type = dup_col(st, 1);
-            t->has_file = calloc((size_t)g->nfiles + 1, 1);
-        }
-        if (!t->has_file[file]) {
-            t->has_file[file] = 1;
-            g->files[file].ntargets++;
-        }
-    }
-    sqlite3_finalize(st);
-    st = NULL;
     g->adj = calloc((size_t)g->ntargets + 1, sizeof *g->adj);
     set_root(g, meta_root);
     rc = 0;

@@ -7,6 +7,17 @@
 // functions whose definitions are in translation units that link into pretrain_gpt (or in
 // headers, or in files no target claims). Scope -1 means the whole index. This is how two
 // `main`s, or a function defined in two binaries, stay apart.
+//
+// Edges beyond the index's rows:
+//   - a direct call of an external function reaches every external definition of that name
+//     (the indexer gives a second binary's copy its own USR), narrowed to the copies linked
+//     with the caller, then to the scope's own;
+//   - callbacks: the schema has no row for a function passed as an argument
+//     (parallel_state_run_ranks(&world, rank_main, runs), pthread_create(.., run_job, ..)),
+//     so the calls made later through the parameter lead nowhere. Where the source is
+//     readable, each identifier in a call's argument list that names a defined function
+//     becomes a call of it from the enclosing function, at that call's site (passed_to
+//     names the callee it was passed to): whoever passes a callback causes it to run.
 #ifndef TB_TRACE_GRAPH_H
 #define TB_TRACE_GRAPH_H
 

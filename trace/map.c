@@ -3,7 +3,6 @@
 // checked against the static call graph; coverage. See map.h.
 #include "map.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,12 +136,26 @@ static int load_nsys(tb_rt *rt, const char *path, int first_rank, tb_error *err)
     }
     int text = has_column(db, "NVTX_EVENTS", "text");
     int text_id = has_column(db, "NVTX_EVENTS", "textId") && has_column(db, "StringIds", "value");
+    // the default domain's ranges (nvtxRangePushA) only: libraries' own domains (NCCL's)
+    // are not the program's ranges; unless that leaves nothing
+    int domain = 0;
+    if (has_column(db, "NVTX_EVENTS", "domainId")) {
+        sqlite3_stmt *q;
+        if (sqlite3_prepare_v2(db,
+                               "SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType = 59 AND"
+                               " (domainId IS NULL OR domainId = 0)",
+                               -1, &q, NULL) == SQLITE_OK &&
+            sqlite3_step(q) == SQLITE_ROW)
+            domain = sqlite3_column_int64(q, 0) > 0;
+        sqlite3_finalize(q);
+    }
     char sql[512];
     snprintf(sql, sizeof sql,
              "SELECT e.start, e.\"end\", %s, e.globalTid FROM NVTX_EVENTS e %s"
-             " WHERE e.eventType = 59 AND e.\"end\" IS NOT NULL ORDER BY e.start",
+             " WHERE e.eventType = 59 AND e.\"end\" IS NOT NULL%s ORDER BY e.start",
              text && text_id ? "COALESCE(e.text, s.value)" : text ? "e.text" : text_id ? "s.value" : "NULL",
-             text_id ? "LEFT JOIN StringIds s ON s.id = e.textId" : "");
+             text_id ? "LEFT JOIN StringIds s ON s.id = e.textId" : "",
+             domain ? " AND (e.domainId IS NULL OR e.domainId = 0)" : "");
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
         tb_fail(err, "%s: reading NVTX_EVENTS: %s", path, sqlite3_errmsg(db));
@@ -478,7 +491,7 @@ typedef struct walk_state {
     unsigned char *covered;
 } walk_state;
 
-static void path_to(tb_map *m, walk_state *w, int f, int **fns, int **calls, int *n) {
+static void path_to(const walk_state *w, int f, int **fns, int **calls, int *n) {
     int len = 1;
     for (int x = f; w->pf[x] >= 0; x = w->pf[x]) len++;
     *fns = malloc((size_t)(len + 8) * sizeof **fns);
@@ -490,7 +503,6 @@ static void path_to(tb_map *m, walk_state *w, int f, int **fns, int **calls, int
         if (w->pf[x] < 0) break;
     }
     *n = len;
-    (void)m;
 }
 
 static void push_coll(tb_site_model *sm, int *fns, int *calls, int n, int end_call, int coll_call, const char *via) {
@@ -505,7 +517,7 @@ static void record_dispatch(tb_map *m, walk_state *w, tb_site_model *sm, int f, 
     tb_graph *g = m->g;
     const tb_gcall *call = &g->calls[c];
     int *pf, *pc, n;
-    path_to(m, w, f, &pf, &pc, &n);
+    path_to(w, f, &pf, &pc, &n);
     if (is_nccl(call->callee_name) && !call->field) {
         int *fns = malloc((size_t)(n + npre + 1) * sizeof *fns), *calls = malloc((size_t)(n + npre + 1) * sizeof *calls);
         memcpy(fns, pf, (size_t)n * sizeof *fns);
@@ -567,7 +579,7 @@ static void handle_call(tb_map *m, walk_state *w, tb_site_model *sm, int f, int 
             }
             if (nd == 0) {  // nothing below: the entry point ends the chain
                 int *pf, *pc, n;
-                path_to(m, w, f, &pf, &pc, &n);
+                path_to(w, f, &pf, &pc, &n);
                 pf = realloc(pf, (size_t)(n + 1) * sizeof *pf);
                 pc[n - 1] = c;
                 pf[n] = tmp[t];
@@ -576,7 +588,7 @@ static void handle_call(tb_map *m, walk_state *w, tb_site_model *sm, int f, int 
         }
         if (k == 0) {  // not defined in the index: the call ends the chain
             int *pf, *pc, n;
-            path_to(m, w, f, &pf, &pc, &n);
+            path_to(w, f, &pf, &pc, &n);
             push_coll(sm, pf, pc, n, c, c, NULL);
         }
     }

@@ -1,11 +1,29 @@
 // map.h — runtime ranges ↔ source: the model behind `tracebook map` and `tracebook walk`.
 //
-// Runtime side: range events from the engine's per-rank Chrome trace JSON or from an
-// Nsight Systems SQLite export (NVTX push/pop ranges), with their nesting per rank and
-// thread. Static side (graph.h): each range name's push site(s), found by matching the
-// name against the site's printf-style pattern; the site's span (the calls between the
-// push and the pop that closes it); the chain from the entry point to the site; the
-// collectives reachable from the span, down to the backend or nccl* call.
+// Runtime side: range events from the engine's per-rank Chrome trace JSON (complete "X"
+// events; rank = pid) or from an Nsight Systems SQLite export (NVTX_EVENTS rows of
+// eventType 59, push/pop ranges, names in text or StringIds via textId; one rank per
+// thread, numbered in globalTid order), with their nesting per rank and thread (the
+// innermost event whose [ts, ts+dur] holds the child's).
+//
+// Static side (graph.h), in the scope of the entry point's binary:
+//   site    each runtime name's push site(s): a site whose printf pattern matches the whole
+//           name (%d → an integer, %s → any text, %% → %).
+//   span    the calls between the push and the pop that closes it. Pushes and pops of a
+//           function pair in source order with the braces in view: a pop in a block nested
+//           deeper than its push (`if (...) { POP(); return; }`) does not end the range; a
+//           push in an `if` branch does not span that `if`'s `else` branches; a push never
+//           popped in its function (comm.c's begin()) goes on in each caller up to the
+//           statement of the call that pops it (end()). Without the source file: source
+//           order alone.
+//   chain   the shortest call chain from the entry point to the site's function.
+//   collectives  from the span's calls down the call graph to each collective site (the
+//           communicator's entry points, nccl* data calls), then below it to the backend's
+//           implementation through the function-pointer field (local_all_reduce) or to the
+//           nccl* call; each with how often the traces show that op inside the range (on the
+//           traces' backend, distributedInfo.backend).
+//   nesting a runtime parent → child is explained when the child's push is inside the
+//           parent's span, or the child's site function is reachable from the span's calls.
 #ifndef TB_TRACE_MAP_H
 #define TB_TRACE_MAP_H
 

@@ -50,6 +50,51 @@ static void walk_chain_to_site(tb_map *m, int r) {
     free(ch.calls);
 }
 
+// The collective chains of site r to show for runtime name `name` (-1: any), those the
+// traces show inside the range first; seen[c] and seen_op[c] say how. Returns the count.
+static int coll_order(tb_map *m, int r, int name, int **order, int **seen, const char ***seen_op) {
+    const tb_site_model *sm = tb_map_site(m, r);
+    *order = malloc((size_t)(sm->ncolls + 1) * sizeof **order);
+    *seen = calloc((size_t)sm->ncolls + 1, sizeof **seen);
+    *seen_op = calloc((size_t)sm->ncolls + 1, sizeof **seen_op);
+    int relevant = 0, n = 0;
+    for (int c = 0; c < sm->ncolls; c++) relevant += name < 0 || tb_map_coll_relevant(m, r, name, &sm->colls[c]);
+    for (int pass = 0; pass < 2; pass++)
+        for (int c = 0; c < sm->ncolls; c++) {
+            if (relevant && name >= 0 && !tb_map_coll_relevant(m, r, name, &sm->colls[c])) continue;
+            if (pass == 0 && name >= 0) (*seen)[c] = tb_map_coll_observed(m, name, &sm->colls[c], &(*seen_op)[c]);
+            if ((pass == 0) == ((*seen)[c] > 0)) (*order)[n++] = c;
+        }
+    return n;
+}
+
+// One line: the function names from the entry point through the range to its first collective.
+static void walk_summary(tb_map *m, int r, int name, const char *range) {
+    tb_graph *g = m->g;
+    tb_chain ch;
+    if (!tb_map_entry_chain(m, g->ranges[r].fn, &ch)) return;
+    printf("**In short:** ");
+    for (int i = 0; i < ch.n; i++) printf("%s`%s`", i ? " → " : "", g->fns[ch.fns[i]].name);
+    printf(" opens `%s`", range);
+    free(ch.fns);
+    free(ch.calls);
+    int *order, *seen;
+    const char **seen_op;
+    int n = coll_order(m, r, name, &order, &seen, &seen_op);
+    if (n > 0) {
+        const tb_coll_chain *cc = &tb_map_site(m, r)->colls[order[0]];
+        printf(", then");
+        for (int i = 1; i < cc->path.n; i++) printf("%s`%s`", i > 1 ? " → " : " ", g->fns[cc->path.fns[i]].name);
+        if (cc->end_call >= 0) printf(" → `%s`", g->calls[cc->end_call].callee_name);
+        if (cc->via) printf(" (through `%s`)", cc->via);
+        if (seen[order[0]]) printf("; the traces show %d× `%s` inside it", seen[order[0]], seen_op[order[0]]);
+    }
+    printf(".\n\n");
+    free(order);
+    free(seen);
+    free(seen_op);
+}
+
 static void walk_collectives(tb_map *m, int r, int name) {
     tb_graph *g = m->g;
     const tb_grange *rs = &g->ranges[r];
@@ -69,22 +114,12 @@ static void walk_collectives(tb_map *m, int r, int name) {
         printf("No collective is reachable from the calls inside the range.\n\n");
         return;
     }
-    // those the traces show inside the range first
-    int *order = malloc((size_t)(sm->ncolls + 1) * sizeof *order), *seen = calloc((size_t)sm->ncolls + 1, sizeof *seen);
-    const char **seen_op = calloc((size_t)sm->ncolls + 1, sizeof *seen_op);
-    int norder = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int c = 0; c < sm->ncolls; c++) {
-            if (name >= 0 && !tb_map_coll_relevant(m, r, name, &sm->colls[c])) continue;
-            if (pass == 0 && name >= 0) seen[c] = tb_map_coll_observed(m, name, &sm->colls[c], &seen_op[c]);
-            if ((pass == 0) == (seen[c] > 0)) order[norder++] = c;
-        }
-    int k = 0;
+    int *order, *seen;
+    const char **seen_op;
+    int norder = coll_order(m, r, name, &order, &seen, &seen_op), k = 0;
     for (int oi = 0; oi < norder; oi++) {
         int c = order[oi];
         const tb_coll_chain *cc = &sm->colls[c];
-        char text[4096];
-        tb_map_coll_text(m, cc, text, sizeof text);
         int last = cc->path.fns[cc->path.n - 1];
         const char *coll = cc->coll_call >= 0 ? g->calls[cc->coll_call].callee_name : cc->via ? cc->via : g->fns[last].name;
         printf("#### %d. `%s` → `%s`%s%s%s\n\n", ++k, coll,
@@ -287,6 +322,7 @@ int tracebook_walk_main(int argc, char **argv) {
     printf("- index: `%s`\n- traces:", index);
     for (int i = 0; i < ntraces; i++) printf(" `%s`", traces[i]);
     printf("%s\n\n", ntraces ? "" : " none (static walk only)");
+    walk_summary(&m, sites[0], name, range);
     for (int i = 0; i < nsites; i++) {
         const tb_grange *rs = &g->ranges[sites[i]];
         if (nsites > 1) printf("## Site %d of %d: ", i + 1, nsites);

@@ -98,11 +98,14 @@ static void write_nsys(const char *path) {
                                               start, end, mini_step[i].name, tids[rank]));
             }
         }
-    // a mark (34) and a start/end range (60) are not push/pop ranges
+    // a mark (34) and a start/end range (60) are not push/pop ranges; NCCL's own domain's
+    // ranges are not the program's
     mini_exec(db, sqlite3_mprintf("INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid)"
                                   " VALUES(5000, NULL, 34, 'a mark', %lld), (6000, 7000, 60, 'async', %lld);"
+                                  "INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid, domainId)"
+                                  " VALUES(4100, 4200, 59, 'ncclAllReduce', %lld, 3);"
                                   "COMMIT;",
-                                  tids[0], tids[0]));
+                                  tids[0], tids[0], tids[0]));
     sqlite3_close(db);
 }
 
@@ -299,7 +302,7 @@ TB_TEST(nsight_sqlite_maps_as_the_chrome_trace) {
     char *chrome_traces[] = {c0, c1}, *nsys_traces[] = {nsys};
     json_t *a = report_for(chrome_traces, 2, DB, "app"), *b = report_for(nsys_traces, 1, DB, "app");
     TB_REQUIRE(a && b, "both reports");
-    TB_CHECK(json_integer_value(json_object_get(b, "events")) == 2 * MINI_NEV, "marks and start/end ranges ignored");
+    TB_CHECK(json_integer_value(json_object_get(b, "events")) == 2 * MINI_NEV, "marks, start/end ranges and other domains ignored");
     TB_CHECK(!strcmp(str(json_array_get(json_object_get(b, "traces"), 0), "format"), "nsys-sqlite"), "detected");
     // the same, but for what only the Chrome trace carries (args) and where they came from
     static const char *const keys[] = {"traces", "index", "comm"};
