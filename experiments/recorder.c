@@ -80,7 +80,7 @@ static json_t *last_metrics_line(const char *path) {
     return last[0] ? json_loads(last, 0, NULL) : NULL;
 }
 
-tb_run_outcome tb_run_engine(const json_t *argv, const char *rec, int progress, int run_no, int iters) {
+tb_run_outcome tb_run_engine(const json_t *argv, const char *rec, int progress, const char *label, int iters) {
     tb_run_outcome out = {0, 0, 0, 0.0};
     const double started = now_s();
     size_t n = json_array_size(argv);
@@ -127,7 +127,7 @@ tb_run_outcome tb_run_engine(const json_t *argv, const char *rec, int progress, 
             if (m) {
                 json_int_t step = json_integer_value(json_object_get(m, "step"));
                 double step_ms = json_number_value(json_object_get(m, "step_ms"));
-                fprintf(stdout, "\r  run %d: step %lld/%d  loss %.4f  %.0f tok/s  ETA %.0f s   ", run_no,
+                fprintf(stdout, "\r  run %s: step %lld/%d  loss %.4f  %.0f tok/s  ETA %.0f s   ", label,
                         (long long)step, iters, json_number_value(json_object_get(m, "loss")),
                         json_number_value(json_object_get(m, "tokens_per_s")), (double)(iters - step) * step_ms / 1e3);
                 fflush(stdout);

@@ -51,8 +51,8 @@ void tb_new_run_id(char *buf, size_t len);
 char *tb_path_format(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 // Runs argv (argv[0] the engine) with stdout.log / stderr.log / heartbeat in `record`.
-// progress: show a live line (step, loss, tok/s, ETA of `iters` steps) — for a terminal.
-tb_run_outcome tb_run_engine(const json_t *argv, const char *record, int progress, int run_no, int iters);
+// progress: show a live line — "run <label>: step s/iters  loss  tok/s  ETA" — for a terminal.
+tb_run_outcome tb_run_engine(const json_t *argv, const char *record, int progress, const char *label, int iters);
 
 // manifest.json for a finished (or failed, or interrupted) run, written last; then the run
 // is catalogued (a catalogue failure is reported, not fatal).

@@ -252,8 +252,8 @@ int tracebook_replay_main(int argc, char **argv) {
     printf("  re-running the recorded argv as %s\n", new_id);
     fflush(stdout);
     tb_recorder_install_sigint();
-    tb_run_outcome o = tb_run_engine(new_argv, new_rec, isatty(1),
-                                     1, (int)json_integer_value(json_object_get(json_object_get(m, "config"), "train_iters")));
+    tb_run_outcome o = tb_run_engine(new_argv, new_rec, isatty(1), "replay",
+                                     (int)json_integer_value(json_object_get(json_object_get(m, "config"), "train_iters")));
     tb_run_identity id = {json_string_value(json_object_get(m, "experiment")),
                           json_integer_value(json_object_get(m, "version")),
                           json_string_value(json_object_get(m, "question")),

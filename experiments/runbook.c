@@ -448,10 +448,12 @@ static int l_run(lua_State *L) {
         tb_iso_now(start, sizeof start);
         int run_no = ++h->runs_started;
         if (!h->tty) {
-            printf("  run %d: %s repetition %d (%s)\n", run_no, version_dir, rep, run_id);
+            printf("  run %d: %s repetition %d of %d (%s)\n", run_no, version_dir, rep + 1, repeats, run_id);
             fflush(stdout);
         }
-        tb_run_outcome o = tb_run_engine(argv, rec, h->tty, run_no, iters);
+        char label[96];
+        snprintf(label, sizeof label, "%d (repetition %d of %d)", run_no, rep + 1, repeats);
+        tb_run_outcome o = tb_run_engine(argv, rec, h->tty, label, iters);
         lua_getfield(L, 1, "name");
         lua_getfield(L, 1, "version");
         lua_getfield(L, 1, "question");

@@ -173,98 +173,76 @@ static void resolve_direct(tb_graph *g, tb_gcall *c) {
 
 // --- callbacks -------------------------------------------------------------------------
 //
-// The schema has no row for a function passed as an argument (pthread_create(.., run_job,
-// ..), parallel_state_run_ranks(&world, rank_main, runs), qsort(.., cmp)), so the calls the
-// callee later makes through its parameter lead nowhere. Where the source is readable, the
-// identifiers in a call's argument list that name defined functions are added as calls of
-// the enclosing function (at the same site, marked passed_to): whoever passes a callback
-// causes it to run.
+// A callbacks row (a function passed as an argument: pthread_create(.., run_job, ..),
+// parallel_state_run_ranks(&world, rank_main, runs), qsort(.., cmp); or stored, returned)
+// becomes a call of the function from the one whose body names it, at the mention
+// (callback 1, passed_to the callee it was passed to): whoever passes a callback causes it
+// to run.
 
-static int is_ident(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; }
-
-// Function definitions named by identifiers in call c's arguments; returns the count.
-static int callback_args(tb_graph *g, const tb_gcall *c, int *out, int cap) {
-    if (c->file < 0) return 0;
-    const tb_source *s = tb_sources_get(&g->sources, g->files[c->file].path);
-    if (!s) return 0;
-    const char *t = s->text;
-    size_t i = tb_source_offset(s, c->pos), n = s->len;
-    while (i < n && !(s->code[i] && t[i] == '(')) {
-        if (s->code[i] && (t[i] == ';' || t[i] == '{' || t[i] == '}')) return 0;
-        i++;
-    }
-    int depth = 0, k = 0;
-    for (; i < n && k < cap; i++) {
-        if (!s->code[i]) continue;
-        char ch = t[i];
-        if (ch == '(') depth++;
-        else if (ch == ')') {
-            if (--depth == 0) break;
-        } else if (ch == ';' || ch == '{' || ch == '}') break;
-        else if (is_ident(ch) && !(ch >= '0' && ch <= '9') && !(i > 0 && is_ident(t[i - 1]))) {
-            size_t j = i;
-            while (j < n && is_ident(t[j])) j++;
-            size_t p = i;
-            while (p > 0 && (t[p - 1] == ' ' || t[p - 1] == '\t' || t[p - 1] == '\n')) p--;
-            int member = p > 0 && (t[p - 1] == '.' || (t[p - 1] == '>' && p > 1 && t[p - 2] == '-'));
-            size_t q = j;
-            while (q < n && (t[q] == ' ' || t[q] == '\t' || t[q] == '\n')) q++;
-            int called = q < n && t[q] == '(';
-            if (!member && !called && j - i < 256) {
-                char name[256];
-                memcpy(name, t + i, j - i);
-                name[j - i] = '\0';
-                int best = -1;
-                for (int x = name_first(g, name); x >= 0 && x < g->nfns && !strcmp(g->fns[g->by_name[x]].name, name); x++) {
-                    int f = g->by_name[x];
-                    if (!g->fns[f].is_definition) continue;
-                    if (g->fns[f].is_static && g->fns[f].file != c->file) continue;
-                    if (best < 0 || (g->fns[f].is_static && !g->fns[best].is_static)) best = f;
-                }
-                int dup = 0;
-                for (int y = 0; y < k; y++) dup |= out[y] == best;
-                if (best >= 0 && !dup) out[k++] = best;
-            }
-            i = j - 1;
-        }
-    }
-    return k;
+static int cmp_call(const void *a, const void *b) {
+    const tb_gcall *x = sort_graph->calls + *(const int *)a, *y = sort_graph->calls + *(const int *)b;
+    if (x->caller != y->caller) return x->caller < y->caller ? -1 : 1;
+    int c = tb_pos_cmp(x->pos, y->pos);
+    if (c) return c;
+    if (x->callback != y->callback) return x->callback - y->callback;  // the call, then what it is passed
+    return *(const int *)a - *(const int *)b;
 }
 
-static void add_callbacks(tb_graph *g) {
-    int cap = g->ncalls + 64, n = 0;
-    tb_gcall *calls = malloc((size_t)cap * sizeof *calls);
-    for (int i = 0; i < g->ncalls; i++) {
-        const tb_gcall *c = &g->calls[i];
-        int cb[16];
-        int k = c->callee_usr || c->field ? callback_args(g, c, cb, 16) : 0;
-        if (n + k + 1 > cap) {
-            cap = 2 * cap + k;
-            calls = realloc(calls, (size_t)cap * sizeof *calls);
-        }
-        calls[n++] = *c;
-        for (int j = 0; j < k; j++) {
-            tb_gcall *s = &calls[n++];
-            memset(s, 0, sizeof *s);
-            s->caller = c->caller;
-            s->callee_usr = strdup(g->fns[cb[j]].usr);
-            s->callee_name = strdup(g->fns[cb[j]].name);
-            s->in_macro = c->in_macro ? strdup(c->in_macro) : NULL;
-            s->file = c->file;
-            s->pos = c->pos;
-            s->field_index = -1;
-            s->passed_to = strdup(c->callee_name);
-            resolve_direct(g, s);
-        }
+// Adds the callbacks rows as calls and puts every function's calls back in source order.
+static int load_callbacks(tb_graph *g, sqlite3 *db, const id_map *fns, const id_map *files, tb_error *err,
+                          const char *path) {
+    sqlite3_stmt *st = NULL;
+    if (prepare(db, "SELECT function_id, target_usr, passed_to, file_id, line, col FROM callbacks ORDER BY id", &st,
+                err, path))
+        return -1;
+    int cap = g->ncalls, nbefore = g->ncalls;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int caller = id_find(fns, sqlite3_column_int64(st, 0));
+        const char *usr = (const char *)sqlite3_column_text(st, 1);
+        int f = usr ? tb_graph_fn_by_usr(g, usr) : -1;
+        if (caller < 0 || f < 0) continue;  // a function the index has no row for (a system header's)
+        GROW(g->calls, g->ncalls, cap);
+        tb_gcall *c = &g->calls[g->ncalls++];
+        memset(c, 0, sizeof *c);
+        c->caller = caller;
+        c->callee_usr = strdup(g->fns[f].usr);
+        c->callee_name = strdup(g->fns[f].name);
+        c->file = sqlite3_column_type(st, 3) == SQLITE_NULL ? g->fns[caller].file
+                                                            : id_find(files, sqlite3_column_int64(st, 3));
+        c->pos = (tb_pos){sqlite3_column_int(st, 4), sqlite3_column_int(st, 5)};
+        c->field_index = -1;
+        c->callback = 1;
+        c->passed_to = dup_col(st, 2);
+        resolve_direct(g, c);
     }
-    free(g->calls);
-    g->calls = calls;
-    g->ncalls = n;
+    sqlite3_finalize(st);
+    if (g->ncalls > nbefore) {
+        int *order = malloc((size_t)g->ncalls * sizeof *order);
+        for (int i = 0; i < g->ncalls; i++) order[i] = i;
+        sort_graph = g;
+        qsort(order, (size_t)g->ncalls, sizeof *order, cmp_call);
+        tb_gcall *sorted = malloc((size_t)g->ncalls * sizeof *sorted);
+        for (int i = 0; i < g->ncalls; i++) sorted[i] = g->calls[order[i]];
+        free(g->calls);
+        g->calls = sorted;
+        free(order);
+    }
     for (int f = 0, i = 0; f < g->nfns; f++) {
         g->fns[f].calls_begin = i;
         while (i < g->ncalls && g->calls[i].caller == f) i++;
         g->fns[f].calls_end = i;
     }
+    return 0;
+}
+
+typedef struct id_idx {
+    int64_t id;
+    int idx;
+} id_idx;
+
+static int cmp_id_idx(const void *a, const void *b) {
+    int64_t x = ((const id_idx *)a)->id, y = ((const id_idx *)b)->id;
+    return x < y ? -1 : x > y;
 }
 
 static void set_root(tb_graph *g, const char *meta_root) {
@@ -347,7 +325,8 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
     sqlite3_finalize(st);
     st = NULL;
     if (prepare(db,
-                "SELECT id, usr, name, file_id, line, col, is_static, is_definition FROM functions ORDER BY id",
+                "SELECT id, usr, name, file_id, line, col, is_static, is_definition, end_line, end_col FROM functions"
+                " ORDER BY id",
                 &st, err, path))
         goto out;
     cap = 0;
@@ -364,6 +343,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         f->pos = (tb_pos){sqlite3_column_int(st, 4), sqlite3_column_int(st, 5)};
         f->is_static = sqlite3_column_int(st, 6);
         f->is_definition = sqlite3_column_int(st, 7);
+        f->end = (tb_pos){sqlite3_column_int(st, 8), sqlite3_column_int(st, 9)};
         id_add(&fns, f->id, g->nfns++, &cap_fns);
     }
     sqlite3_finalize(st);
@@ -422,7 +402,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
     }
 
     if (prepare(db,
-                "SELECT caller_id, callee_usr, callee_name, field, file_id, line, col, in_macro FROM calls"
+                "SELECT caller_id, callee_usr, callee_name, field, file_id, line, col, in_macro, id FROM calls"
                 " ORDER BY caller_id, line, col, id",
                 &st, err, path))
         goto out;
@@ -447,6 +427,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         c->pos = (tb_pos){sqlite3_column_int(st, 5), sqlite3_column_int(st, 6)};
         c->in_macro = dup_col(st, 7);
         c->field_index = -1;
+        c->id = sqlite3_column_int64(st, 8);
     }
     sqlite3_finalize(st);
     for (int f = 0, i = 0; f < g->nfns; f++) {  // calls are grouped by caller id = function order
@@ -476,7 +457,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         }
     }
 
-    add_callbacks(g);
+    if (load_callbacks(g, db, &fns, &files, err, path)) goto out;
 
     if (prepare(db, "SELECT function_id, kind, name, file_id, line, col FROM range_sites ORDER BY function_id, line, col, id",
                 &st, err, path))
@@ -502,10 +483,15 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         g->fns[f].ranges_end = i;
     }
 
-    if (prepare(db, "SELECT function_id, callee_name, file_id, line, col FROM collective_sites ORDER BY id", &st, err,
-                path))
+    if (prepare(db, "SELECT function_id, callee_name, file_id, line, col, call_id FROM collective_sites ORDER BY id",
+                &st, err, path))
         goto out;
     cap = 0;
+    id_idx *by_call_id = malloc((size_t)(g->ncalls + 1) * sizeof *by_call_id);
+    int ncid = 0;
+    for (int i = 0; i < g->ncalls; i++)
+        if (g->calls[i].id) by_call_id[ncid++] = (id_idx){g->calls[i].id, i};
+    qsort(by_call_id, (size_t)ncid, sizeof *by_call_id, cmp_id_idx);
     while (sqlite3_step(st) == SQLITE_ROW) {
         int fn = id_find(&fns, sqlite3_column_int64(st, 0));
         if (fn < 0) continue;
@@ -517,8 +503,15 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         c->file = sqlite3_column_type(st, 2) == SQLITE_NULL ? g->fns[fn].file
                                                             : id_find(&files, sqlite3_column_int64(st, 2));
         c->pos = (tb_pos){sqlite3_column_int(st, 3), sqlite3_column_int(st, 4)};
+        c->call = -1;
+        if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
+            id_idx key = {sqlite3_column_int64(st, 5), 0};
+            const id_idx *hit = bsearch(&key, by_call_id, (size_t)ncid, sizeof *by_call_id, cmp_id_idx);
+            if (hit && g->calls[hit->idx].caller == fn) c->call = hit->idx;
+        }
     }
     sqlite3_finalize(st);
+    free(by_call_id);
 
     g->adj = calloc((size_t)g->ntargets + 1, sizeof *g->adj);
     set_root(g, meta_root);
@@ -927,6 +920,9 @@ void tb_graph_hop(const tb_graph *g, int fn, int call, char *buf, size_t len) {
     if (c->passed_to)
         snprintf(buf, len, "%s (%s:%d, passes %s to %s)", g->fns[fn].name, tb_graph_file(g, c->file), c->pos.line,
                  c->callee_name, c->passed_to);
+    else if (c->callback)
+        snprintf(buf, len, "%s (%s:%d, takes %s as a callback)", g->fns[fn].name, tb_graph_file(g, c->file),
+                 c->pos.line, c->callee_name);
     else if (c->field)
         snprintf(buf, len, "%s (%s:%d, via %s)", g->fns[fn].name, tb_graph_file(g, c->file), c->pos.line, c->field);
     else

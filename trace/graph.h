@@ -12,12 +12,11 @@
 //   - a direct call of an external function reaches every external definition of that name
 //     (the indexer gives a second binary's copy its own USR), narrowed to the copies linked
 //     with the caller, then to the scope's own;
-//   - callbacks: the schema has no row for a function passed as an argument
-//     (parallel_state_run_ranks(&world, rank_main, runs), pthread_create(.., run_job, ..)),
-//     so the calls made later through the parameter lead nowhere. Where the source is
-//     readable, each identifier in a call's argument list that names a defined function
-//     becomes a call of it from the enclosing function, at that call's site (passed_to
-//     names the callee it was passed to): whoever passes a callback causes it to run.
+//   - callbacks: each callbacks row (a function passed as an argument,
+//     parallel_state_run_ranks(&world, rank_main, runs), or stored, returned ...) becomes a
+//     call of it from the function that names it, at the mention (callback 1, passed_to the
+//     callee it was passed to when it is an argument): whoever passes a callback causes it to
+//     run, while the calls made later through the parameter lead nowhere themselves.
 #ifndef TB_TRACE_GRAPH_H
 #define TB_TRACE_GRAPH_H
 
@@ -39,12 +38,14 @@ typedef struct tb_gfn {
     char *usr, *name;
     int file;            // index in files, -1 unknown
     tb_pos pos;
+    tb_pos end;          // the body's closing brace from the index; line 0: not known
     int is_static, is_definition;
     int calls_begin, calls_end;    // its call sites: calls[calls_begin .. calls_end), in source order
     int ranges_begin, ranges_end;  // its range sites: ranges[...], in source order
 } tb_gfn;
 
 typedef struct tb_gcall {
+    int64_t id;          // calls.id; 0 for a callback edge
     int caller;          // function index
     char *callee_usr;    // NULL for a call through a field
     char *callee_name;
@@ -55,7 +56,8 @@ typedef struct tb_gcall {
     int *targets;        // candidate callees (function indices), the whole index
     int ntargets;
     int field_index;     // in fields, -1
-    char *passed_to;     // a callback edge: the callee was passed as an argument to this function
+    int callback;        // a callback edge (a callbacks row): the function is named here, not called
+    char *passed_to;     // a callback edge: the callee was passed as an argument to this function (or NULL)
 } tb_gcall;
 
 typedef struct tb_grange {
@@ -68,6 +70,7 @@ typedef struct tb_grange {
 
 typedef struct tb_gcoll {
     int fn;
+    int call;            // its call site (index in calls, from call_id), -1 when not found
     char *callee_name;
     int file;
     tb_pos pos;

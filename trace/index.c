@@ -73,7 +73,8 @@
 //   functions   every function declared or defined (C, C++ methods, constructors, function
 //               templates: a template is one row; calls of its specialisations go to it), by
 //               USR: once across the whole index (a header's inline function is one row); the
-//               row points at the definition when there is one (is_definition 1). is_static:
+//               row points at the definition when there is one (is_definition 1); end_line and
+//               end_col: the closing brace of its body (NULL without a definition). is_static:
 //               storage class static or internal linkage (anonymous namespace).
 //               USRs are libclang's, except that (a) functions with internal linkage and (b)
 //               `main` use the absolute path of their file where libclang uses its base name
@@ -95,6 +96,16 @@
 //               call's file location (a call written in a macro argument: where it is written;
 //               a call in a macro's body: the macro's use); in_macro: the outermost macro the
 //               call was expanded from (TB_RANGE_PUSH, RK_CHECK, ...), else NULL.
+//   callbacks   every mention of a function in a body other than as the callee of a call
+//               (a DeclRefExpr to a function, under & and casts too): passed as an argument
+//               (passed_to: the callee's name - the field for a call through a field, the
+//               variable for a call through a pointer), stored in a variable or array,
+//               returned, compared. function_id: the function whose body names it (lambdas: the
+//               enclosing function); target_usr: the function named; file/line/col: the name.
+//               parallel_state_run_ranks(&world, rank_main, runs) gives a row rank_main,
+//               passed_to parallel_state_run_ranks. Values assigned to function-pointer fields
+//               are field_targets rows instead (not both); initializers outside function
+//               bodies give no callbacks.
 //   field_targets  functions assigned to function-pointer fields: designated initializers
 //               (.f = fn, .a.b = fn), positional initializers of structs (the k-th value to the
 //               k-th field; a designator moves the position; brace elision of nested structs
@@ -109,12 +120,17 @@
 //               --range-pop adds) with kind "pop", name NULL. TB_RANGE_PUSH(...) expands to
 //               tb_range_push(...): the site is the macro's use.
 //   collective_sites  derived once every unit is in: direct calls whose callee matches the
-//               list (default: nccl*, tb_all_reduce, tb_reduce_scatter, tb_all_gather,
-//               tb_all_to_all, tb_broadcast, tb_send, tb_recv, tb_barrier, @tb_comm_backend).
+//               list (default: the NCCL calls that move data - ncclAllReduce,
+//               ncclReduceScatter, ncclAllGather, ncclBroadcast, ncclBcast, ncclReduce, ncclSend,
+//               ncclRecv, ncclAlltoAll; not the rest of the nccl* API: ncclGetErrorString,
+//               ncclCommInitRank, ncclGetUniqueId, ncclCommGetAsyncError, ncclGroupStart/End ... -
+//               and tb_all_reduce, tb_reduce_scatter, tb_all_gather, tb_all_to_all,
+//               tb_broadcast, tb_send, tb_recv, tb_barrier, @tb_comm_backend).
 //               An entry is a name or an fnmatch glob; "@Record" means every function assigned
 //               to a field of Record (the backends' entry points, local_all_reduce ...) and
 //               also every call through one of Record's fields, recorded with callee_name
-//               "Record.field" (e.g. tb_comm_backend.all_reduce in tb_all_reduce).
+//               "Record.field" (e.g. tb_comm_backend.all_reduce in tb_all_reduce). call_id: the
+//               calls row of the same site.
 //               --collective X adds X to the default list; --no-default-collectives starts
 //               from an empty one (so `--no-default-collectives --collective 'my_*'` replaces).
 //   targets     from CMake's file API reply in <build-dir>/.cmake/api/v1/reply (build dir:
@@ -155,9 +171,12 @@
 #include "index_internal.h"
 #include "trace_cli.h"
 
-static const char *const default_collectives[] = {"nccl*",   "tb_all_reduce", "tb_reduce_scatter", "tb_all_gather",
-                                                  "tb_all_to_all", "tb_broadcast", "tb_send", "tb_recv",
-                                                  "tb_barrier", "@tb_comm_backend"};
+// The NCCL calls that move data (not ncclGetErrorString, ncclCommInitRank, ncclGetUniqueId,
+// ncclGroupStart/End ...), the communicator's API and its backends' entry points.
+static const char *const default_collectives[] = {
+    "ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast", "ncclBcast",  "ncclReduce",
+    "ncclSend",      "ncclRecv",          "ncclAlltoAll",  "tb_all_reduce", "tb_reduce_scatter", "tb_all_gather",
+    "tb_all_to_all", "tb_broadcast",      "tb_send",       "tb_recv",       "tb_barrier", "@tb_comm_backend"};
 static const char *const default_push[] = {"tb_range_push", "nvtxRangePushA", "nvtxRangePushW", "nvtxRangePushEx"};
 static const char *const default_pop[] = {"tb_range_pop", "nvtxRangePop"};
 
@@ -173,9 +192,12 @@ static void usage(FILE *out) {
             "  --out         the index (default %s)\n"
             "  --build-dir   where CMake's file API reply is (default: the database's directory)\n"
             "  --collective  adds a collective: a name, a glob (nccl*) or @Record (every function\n"
-            "                assigned to one of Record's fields, and calls through them); default nccl*,\n"
-            "                tb_all_reduce, tb_reduce_scatter, tb_all_gather, tb_all_to_all, tb_broadcast,\n"
-            "                tb_send, tb_recv, tb_barrier, @tb_comm_backend\n"
+            "                assigned to one of Record's fields, and calls through them); default the NCCL\n"
+            "                communication calls (ncclAllReduce, ncclReduceScatter, ncclAllGather,\n"
+            "                ncclBroadcast, ncclBcast, ncclReduce, ncclSend, ncclRecv, ncclAlltoAll; not\n"
+            "                ncclGetErrorString, ncclCommInitRank, ncclGroupStart ...), tb_all_reduce,\n"
+            "                tb_reduce_scatter, tb_all_gather, tb_all_to_all, tb_broadcast, tb_send, tb_recv,\n"
+            "                tb_barrier, @tb_comm_backend\n"
             "  --no-default-collectives   start from an empty collective list\n"
             "  --range-push  adds a range push function (default tb_range_push, nvtxRangePushA/W/Ex)\n"
             "  --range-pop   adds a range pop function (default tb_range_pop, nvtxRangePop)\n"
@@ -413,9 +435,10 @@ int tracebook_index_main(int argc, char **argv) {
         if (!opt.quiet) {
             printf("tracebook index: %ld TUs (%ld with errors, %ld failed) in %.1f s -> %s\n", sum.tus,
                    sum.tus_with_errors, sum.tus_failed, secs, opt.out);
-            printf("  functions %ld (%ld defined), calls %ld, field targets %ld, range sites %ld, collective sites "
-                   "%ld, targets %ld (%ld unit rows), files %ld, parse failures %ld, error diagnostics %ld\n",
-                   sum.functions, sum.definitions, sum.calls, sum.field_targets, sum.range_sites, sum.collective_sites,
+            printf("  functions %ld (%ld defined), calls %ld, callbacks %ld, field targets %ld, range sites %ld, "
+                   "collective sites %ld, targets %ld (%ld unit rows), files %ld, parse failures %ld, error diagnostics "
+                   "%ld\n",
+                   sum.functions, sum.definitions, sum.calls, sum.callbacks, sum.field_targets, sum.range_sites, sum.collective_sites,
                    sum.targets, sum.target_rows, sum.files, sum.tus_failed, sum.errors);
             long reduced = 0;
             for (size_t i = 0; i < db.ntus; i++) reduced += results[i].reduced;

@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
-#define TB_INDEX_SCHEMA_VERSION "1"
+#define TB_INDEX_SCHEMA_VERSION "2"
 
 // The schema (executed by tb_index_create).
 #define TB_INDEX_SCHEMA                                                                                      \
@@ -21,9 +21,11 @@
     /* every source and header file seen; status of translation units: ok | partial | failed */              \
     "CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, is_tu INTEGER NOT NULL,"          \
     " status TEXT, errors INTEGER NOT NULL DEFAULT 0, diagnostics TEXT);\n"                                  \
-    /* functions declared or defined; is_definition = has a body in this index */                            \
+    /* functions declared or defined; is_definition = has a body in this index; end_line/end_col: the */     \
+    /* closing brace of the body (NULL without a definition) */                                              \
     "CREATE TABLE functions(id INTEGER PRIMARY KEY, usr TEXT UNIQUE NOT NULL, name TEXT NOT NULL,"           \
-    " file_id INTEGER, line INTEGER, col INTEGER, is_static INTEGER NOT NULL, is_definition INTEGER NOT NULL);\n" \
+    " file_id INTEGER, line INTEGER, col INTEGER, is_static INTEGER NOT NULL, is_definition INTEGER NOT NULL," \
+    " end_line INTEGER, end_col INTEGER);\n"                                                                 \
     /* call sites. A direct call names its callee's USR; a call through a struct field holding a  */         \
     /* function pointer has callee_usr NULL and field = 'record.field' (e.g. tb_comm_backend.all_reduce), */ \
     /* resolved through field_targets. in_macro: the macro the call was expanded from, if any.    */         \
@@ -37,16 +39,25 @@
     /* with the literal name or printf-style pattern, in their enclosing function */                         \
     "CREATE TABLE range_sites(id INTEGER PRIMARY KEY, function_id INTEGER NOT NULL, kind TEXT NOT NULL,"     \
     " name TEXT, file_id INTEGER, line INTEGER, col INTEGER);\n"                                             \
-    /* collective sites: calls of nccl* and of the communicator's entry points (configurable list) */        \
+    /* callbacks: a function named in a body other than as the callee of a call (passed as an argument, */  \
+    /* stored in a variable or array, returned): function_id the function whose body names it, target_usr */ \
+    /* the function named, passed_to the callee's name when it is an argument of a call, else NULL.       */ \
+    /* Whoever passes a callback causes it to run: the queries add the edge function → target.            */ \
+    /* Functions assigned to function-pointer fields are field_targets rows instead.                      */ \
+    "CREATE TABLE callbacks(id INTEGER PRIMARY KEY, function_id INTEGER NOT NULL, target_usr TEXT NOT NULL,"  \
+    " passed_to TEXT, file_id INTEGER, line INTEGER, col INTEGER);\n"                                        \
+    /* collective sites: calls of the NCCL communication functions and of the communicator's entry */        \
+    /* points (configurable list); call_id: the calls row of the same call site */                           \
     "CREATE TABLE collective_sites(id INTEGER PRIMARY KEY, function_id INTEGER NOT NULL,"                    \
-    " callee_name TEXT NOT NULL, file_id INTEGER, line INTEGER, col INTEGER);\n"                             \
+    " callee_name TEXT NOT NULL, file_id INTEGER, line INTEGER, col INTEGER, call_id INTEGER);\n"            \
     /* which translation units link into which build target (from CMake's file API), so chains from */       \
     /* `main` can be told apart per binary */                                                                \
     "CREATE TABLE targets(target TEXT NOT NULL, type TEXT, file_id INTEGER NOT NULL,"                        \
     " UNIQUE(target, file_id));\n"                                                                           \
     "CREATE INDEX calls_caller ON calls(caller_id);\n"                                                       \
     "CREATE INDEX calls_callee ON calls(callee_usr);\n"                                                      \
-    "CREATE INDEX functions_name ON functions(name);\n"
+    "CREATE INDEX functions_name ON functions(name);\n"                                                      \
+    "CREATE INDEX callbacks_function ON callbacks(function_id);\n"
 
 // Opens an existing index read-only; a missing or foreign file is an error naming it.
 int tb_index_open(sqlite3 **db, const char *path, tb_error *err);

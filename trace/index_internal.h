@@ -119,6 +119,7 @@ const char *ix_abspath(ix_pool *p, const char *dir, const char *path);
 typedef struct ix_func {
     const char *usr, *name, *file;
     unsigned line, col;
+    unsigned end_line, end_col;  // the body's closing brace (definitions), else 0
     int is_static, is_def;
     int main_like;  // external `main`: its USR is made file-qualified (every binary has one)
 } ix_func;
@@ -134,6 +135,12 @@ typedef struct ix_ftarget {
     unsigned line;
 } ix_ftarget;
 
+typedef struct ix_callback {
+    int caller;  // index in the TU's funcs: the body that names the function
+    const char *target_usr, *passed_to, *file;  // passed_to: the callee when an argument, else NULL
+    unsigned line, col;
+} ix_callback;
+
 typedef struct ix_range {
     int caller;
     const char *kind, *name, *file;
@@ -145,7 +152,7 @@ typedef struct ix_result {
     int errors;
     int reduced;         // parsed with the reduced command line
     char *diagnostics;   // malloc'd, "file:line:col: message" lines, or NULL
-    ix_vec funcs, calls, ftargets, ranges;
+    ix_vec funcs, calls, ftargets, ranges, callbacks;
     ix_pool pool;
     double seconds;
 } ix_result;
@@ -179,7 +186,7 @@ void ix_targets_free(ix_targets *t);
 
 typedef struct ix_summary {
     long tus, tus_with_errors, tus_failed, errors;
-    long files, functions, definitions, calls, field_targets, range_sites, collective_sites;
+    long files, functions, definitions, calls, callbacks, field_targets, range_sites, collective_sites;
     long targets, target_rows;
 } ix_summary;
 

@@ -72,7 +72,27 @@ typedef struct ctx {
     ix_map funcs;       // usr -> index in r->funcs
     file_ent *files;    // open addressing on the CXFile pointer
     size_t fcap, flen;
+    // Function references already accounted for in the body being walked (callees of calls,
+    // arguments recorded with their callee, values of field targets): by location.
+    CXSourceLocation *seen_refs;
+    size_t nseen, capseen;
 } ctx;
+
+static void seen_add(ctx *c, CXCursor ref) {
+    if (c->nseen == c->capseen) {
+        c->capseen = c->capseen ? 2 * c->capseen : 64;
+        c->seen_refs = realloc(c->seen_refs, c->capseen * sizeof *c->seen_refs);
+        if (!c->seen_refs) abort();
+    }
+    c->seen_refs[c->nseen++] = clang_getCursorLocation(ref);
+}
+
+static int seen_has(const ctx *c, CXCursor ref) {
+    CXSourceLocation l = clang_getCursorLocation(ref);
+    for (size_t i = c->nseen; i-- > 0;)
+        if (clang_equalLocations(c->seen_refs[i], l)) return 1;
+    return 0;
+}
 
 static const char *cxstr(ctx *c, CXString s) {
     const char *t = clang_getCString(s);
@@ -263,6 +283,12 @@ static int record_function(ctx *c, CXCursor cur, int is_def) {
     const char *usr = usr_of(c, cur, &main_like);
     if (!usr) return -1;
     int *slot = ix_map_get(&c->funcs, usr);
+    unsigned end_line = 0, end_col = 0;
+    if (is_def) {
+        // the extent ends just after the body's closing brace
+        CXSourceLocation end = clang_getRangeEnd(clang_getCursorExtent(cur));
+        if (file_loc(c, end, &end_line, &end_col) && end_col > 1) end_col--;
+    }
     if (slot) {
         ix_func *f = &IX_AT(&c->r->funcs, ix_func, *slot);
         if (is_def && !f->is_def) {
@@ -270,6 +296,8 @@ static int record_function(ctx *c, CXCursor cur, int is_def) {
             f->file = file;
             f->line = line;
             f->col = col;
+            f->end_line = end_line;
+            f->end_col = end_col;
         }
         return *slot;
     }
@@ -280,6 +308,8 @@ static int record_function(ctx *c, CXCursor cur, int is_def) {
     f->file = file;
     f->line = line;
     f->col = col;
+    f->end_line = end_line;
+    f->end_col = end_col;
     f->is_def = is_def;
     f->main_like = main_like;
     enum CXLinkageKind link = clang_getCursorLinkage(cur);
@@ -294,6 +324,7 @@ static int record_function(ctx *c, CXCursor cur, int is_def) {
 static void add_ftarget(ctx *c, CXCursor field, CXCursor fn, CXCursor at) {
     const char *usr = usr_of(c, fn, NULL);
     if (!usr) return;
+    seen_add(c, strip(at));  // a field target, not a callback
     unsigned line, col;
     const char *file = file_loc(c, clang_getCursorLocation(at), &line, &col);
     ix_ftarget *t = ix_vec_push(&c->r->ftargets);
@@ -361,6 +392,44 @@ static int implicit_member(CXCursor m) {
     return clang_equalLocations(clang_getCursorLocation(m), clang_getCursorLocation(cls));
 }
 
+// A function named in a body other than as a callee: a callbacks row.
+static void add_callback(ctx *c, int caller, CXCursor ref, CXCursor fn, const char *passed_to) {
+    const char *usr = usr_of(c, fn, NULL);
+    if (!usr) return;
+    ix_callback *b = ix_vec_push(&c->r->callbacks);
+    b->caller = caller;
+    b->target_usr = usr;
+    b->passed_to = passed_to;
+    b->file = file_loc(c, clang_getCursorLocation(ref), &b->line, &b->col);
+}
+
+// The function references in a call that are not its arguments (its callee: f in f(x), and
+// for an operator call the operator) are not callbacks; an argument naming a function is
+// one, passed to callee_name.
+static void call_refs(ctx *c, CXCursor call, int caller, const char *callee_name) {
+    int nargs = clang_Cursor_getNumArguments(call);
+    CXCursor args[64];
+    int nkept = 0;
+    for (int i = 0; i < nargs && nkept < 64; i++) args[nkept++] = strip(clang_Cursor_getArgument(call, (unsigned)i));
+    kids ch = children(call);
+    for (unsigned i = 0; i < ch.n && i < 8; i++) {
+        CXCursor e = strip(ch.items[i]);
+        if (clang_getCursorKind(e) != CXCursor_DeclRefExpr) continue;
+        int is_arg = 0;
+        for (int a = 0; a < nkept && !is_arg; a++)
+            is_arg = clang_equalLocations(clang_getCursorLocation(args[a]), clang_getCursorLocation(e));
+        if (!is_arg) seen_add(c, e);
+    }
+    if (caller < 0) return;
+    for (int a = 0; a < nkept; a++) {
+        if (clang_getCursorKind(args[a]) != CXCursor_DeclRefExpr || seen_has(c, args[a])) continue;
+        CXCursor fn = clang_getCursorReferenced(args[a]);
+        if (!is_function_kind(clang_getCursorKind(fn))) continue;
+        add_callback(c, caller, args[a], fn, callee_name);
+        seen_add(c, args[a]);
+    }
+}
+
 static void handle_call(ctx *c, CXCursor call, int caller) {
     const char *callee_usr = NULL, *callee_name = NULL, *field = NULL;
     CXCursor ref = clang_getCursorReferenced(call);
@@ -384,10 +453,11 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
         }
         if (!callee_name) callee_name = cxstr(c, clang_getCursorSpelling(call));
     } else if (is_function_kind(rk)) {
+        callee_name = cxstr(c, clang_getCursorSpelling(ref));
+        call_refs(c, call, caller, callee_name ? callee_name : "(indirect)");
         if ((rk == CXCursor_Constructor || rk == CXCursor_Destructor) &&
             (in_system_header(ref) || implicit_member(ref)))
             return;  // dim3(n), a class's implicit default constructor and the like
-        callee_name = cxstr(c, clang_getCursorSpelling(ref));
         if (!callee_name || !strncmp(callee_name, "__builtin_", 10) ||
             !strcmp(callee_name, "__cudaPushCallConfiguration"))  // the <<<...>>> of a kernel launch
             return;
@@ -401,6 +471,7 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
         callee_name = cxstr(c, clang_getCursorSpelling(ref));  // a function-pointer variable or parameter
     }
     if (!callee_name) callee_name = "(indirect)";
+    if (!is_function_kind(rk)) call_refs(c, call, caller, field ? field : callee_name);
 
     CXSourceLocation loc = clang_getCursorLocation(call);
     unsigned line, col;
@@ -526,6 +597,11 @@ static enum CXChildVisitResult body_visit(CXCursor cur, CXCursor parent, CXClien
     }
     if (k == CXCursor_CallExpr && s->caller >= 0)
         handle_call(s->c, cur, s->caller);
+    else if (k == CXCursor_DeclRefExpr && s->caller >= 0) {
+        // a function named other than as a callee: stored, returned, compared ...
+        CXCursor fn = clang_getCursorReferenced(cur);
+        if (is_function_kind(clang_getCursorKind(fn)) && !seen_has(s->c, cur)) add_callback(s->c, s->caller, cur, fn, NULL);
+    }
     else if (k == CXCursor_InitListExpr)
         handle_init_list(s->c, cur);
     else if (k == CXCursor_BinaryOperator && clang_getCursorBinaryOperatorKind(cur) == CXBinaryOperator_Assign)
@@ -547,6 +623,7 @@ static enum CXChildVisitResult top_visit(CXCursor cur, CXCursor parent, CXClient
     if (in_system_header(cur)) return CXChildVisit_Continue;
     enum CXCursorKind k = clang_getCursorKind(cur);
     if (is_function_kind(k)) {
+        c->nseen = 0;
         visit_function(c, cur);
         return CXChildVisit_Continue;
     }
@@ -618,6 +695,7 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     ix_vec_init(&r->calls, sizeof(ix_call));
     ix_vec_init(&r->ftargets, sizeof(ix_ftarget));
     ix_vec_init(&r->ranges, sizeof(ix_range));
+    ix_vec_init(&r->callbacks, sizeof(ix_callback));
 
     ctx c = {.opt = opt, .r = r};
     if (access(tu->file, R_OK) != 0) {
@@ -668,6 +746,7 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     }
     ix_map_free(&c.funcs);
     free(c.files);
+    free(c.seen_refs);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
@@ -677,6 +756,7 @@ void ix_result_free(ix_result *r) {
     ix_vec_free(&r->calls);
     ix_vec_free(&r->ftargets);
     ix_vec_free(&r->ranges);
+    ix_vec_free(&r->callbacks);
     free(r->diagnostics);
     ix_pool_free(&r->pool);
     memset(r, 0, sizeof *r);

@@ -15,7 +15,8 @@
 
 typedef struct writer {
     sqlite3 *db;
-    sqlite3_stmt *ins_file, *ins_func, *upd_func, *ins_call, *ins_ft, *ins_range, *ins_coll, *ins_target, *ins_meta;
+    sqlite3_stmt *ins_file, *ins_func, *upd_func, *ins_call, *ins_ft, *ins_range, *ins_coll, *ins_target, *ins_meta,
+        *ins_cb;
     ix_map files;      // path -> files.id
     ix_map funcs;      // usr -> index in finfo
     struct finfo {
@@ -73,6 +74,13 @@ static void bind_file(sqlite3_stmt *st, int i, long long id) {
         sqlite3_bind_null(st, i);
 }
 
+static void bind_pos(sqlite3_stmt *st, int i, unsigned v) {
+    if (v)
+        sqlite3_bind_int(st, i, (int)v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
 // Inserts the function or upgrades its row to the definition; returns its finfo index.
 static int put_function(writer *w, const ix_func *f, const char *usr) {
     long long fid = file_id(w, f->file, 0, NULL, 0, NULL);
@@ -84,7 +92,9 @@ static int put_function(writer *w, const ix_func *f, const char *usr) {
             sqlite3_bind_int64(w->upd_func, 1, fid);
             sqlite3_bind_int(w->upd_func, 2, (int)f->line);
             sqlite3_bind_int(w->upd_func, 3, (int)f->col);
-            sqlite3_bind_int64(w->upd_func, 4, fi->id);
+            bind_pos(w->upd_func, 4, f->end_line);
+            bind_pos(w->upd_func, 5, f->end_col);
+            sqlite3_bind_int64(w->upd_func, 6, fi->id);
             if (step(w, w->upd_func, "updating a function")) return -1;
             fi->def_file = fid;
         }
@@ -97,6 +107,8 @@ static int put_function(writer *w, const ix_func *f, const char *usr) {
     sqlite3_bind_int(w->ins_func, 5, (int)f->col);
     sqlite3_bind_int(w->ins_func, 6, f->is_static);
     sqlite3_bind_int(w->ins_func, 7, f->is_def);
+    bind_pos(w->ins_func, 8, f->end_line);
+    bind_pos(w->ins_func, 9, f->end_col);
     if (step(w, w->ins_func, "inserting a function")) return -1;
     if (w->nfinfo == w->capfinfo) {
         w->capfinfo = w->capfinfo ? 2 * w->capfinfo : 1024;
@@ -167,6 +179,20 @@ static int write_result(writer *w, const ix_result *r) {
         sqlite3_bind_int(w->ins_range, 6, (int)g->col);
         if (step(w, w->ins_range, "inserting a range site")) goto out;
     }
+    for (size_t i = 0; i < r->callbacks.len; i++) {
+        const ix_callback *b = &IX_AT(&r->callbacks, ix_callback, i);
+        if (!emit[b->caller]) continue;
+        const char *target = b->target_usr;
+        int *ren = ix_map_get(&renamed, target);
+        if (ren) target = renamed_to[*ren];
+        sqlite3_bind_int64(w->ins_cb, 1, w->finfo[fidx[b->caller]].id);
+        bind_text(w->ins_cb, 2, target);
+        bind_text(w->ins_cb, 3, b->passed_to);
+        bind_file(w->ins_cb, 4, file_id(w, b->file, 0, NULL, 0, NULL));
+        sqlite3_bind_int(w->ins_cb, 5, (int)b->line);
+        sqlite3_bind_int(w->ins_cb, 6, (int)b->col);
+        if (step(w, w->ins_cb, "inserting a callback")) goto out;
+    }
     for (size_t i = 0; i < r->ftargets.len; i++) {
         const ix_ftarget *t = &IX_AT(&r->ftargets, ix_ftarget, i);
         const char *fn = t->fn_usr;
@@ -209,7 +235,7 @@ static int write_collectives(writer *w, const ix_options *opt) {
     }
     sqlite3_finalize(q);
     q = NULL;
-    if (prep(w, &q, "SELECT caller_id, callee_usr, callee_name, field, file_id, line, col FROM calls ORDER BY id"))
+    if (prep(w, &q, "SELECT caller_id, callee_usr, callee_name, field, file_id, line, col, id FROM calls ORDER BY id"))
         goto out;
     while (sqlite3_step(q) == SQLITE_ROW) {
         const char *usr = (const char *)sqlite3_column_text(q, 1);
@@ -235,6 +261,7 @@ static int write_collectives(writer *w, const ix_options *opt) {
             sqlite3_bind_int64(w->ins_coll, 3, sqlite3_column_int64(q, 4));
         sqlite3_bind_int(w->ins_coll, 4, sqlite3_column_int(q, 5));
         sqlite3_bind_int(w->ins_coll, 5, sqlite3_column_int(q, 6));
+        sqlite3_bind_int64(w->ins_coll, 6, sqlite3_column_int64(q, 7));
         if (step(w, w->ins_coll, "inserting a collective site")) goto out;
     }
     rc = 0;
@@ -272,8 +299,10 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
     }
     if (prep(w, &w->ins_file, "INSERT INTO files(path, is_tu, status, errors, diagnostics) VALUES(?,?,?,?,?)") ||
         prep(w, &w->ins_func,
-             "INSERT INTO functions(usr, name, file_id, line, col, is_static, is_definition) VALUES(?,?,?,?,?,?,?)") ||
-        prep(w, &w->upd_func, "UPDATE functions SET file_id = ?, line = ?, col = ?, is_definition = 1 WHERE id = ?") ||
+             "INSERT INTO functions(usr, name, file_id, line, col, is_static, is_definition, end_line, end_col)"
+             " VALUES(?,?,?,?,?,?,?,?,?)") ||
+        prep(w, &w->upd_func, "UPDATE functions SET file_id = ?, line = ?, col = ?, end_line = ?, end_col = ?, is_definition = 1"
+                                   " WHERE id = ?") ||
         prep(w, &w->ins_call,
              "INSERT INTO calls(caller_id, callee_usr, callee_name, field, file_id, line, col, in_macro)"
              " VALUES(?,?,?,?,?,?,?,?)") ||
@@ -282,7 +311,9 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         prep(w, &w->ins_range,
              "INSERT INTO range_sites(function_id, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?)") ||
         prep(w, &w->ins_coll,
-             "INSERT INTO collective_sites(function_id, callee_name, file_id, line, col) VALUES(?,?,?,?,?)") ||
+             "INSERT INTO collective_sites(function_id, callee_name, file_id, line, col, call_id) VALUES(?,?,?,?,?,?)") ||
+        prep(w, &w->ins_cb,
+             "INSERT INTO callbacks(function_id, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?)") ||
         prep(w, &w->ins_target, "INSERT OR IGNORE INTO targets(target, type, file_id) VALUES(?,?,?)") ||
         prep(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES(?,?)"))
         return -1;
@@ -329,6 +360,7 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
     sum->functions = count(w, "SELECT COUNT(*) FROM functions");
     sum->definitions = count(w, "SELECT COUNT(*) FROM functions WHERE is_definition = 1");
     sum->calls = count(w, "SELECT COUNT(*) FROM calls");
+    sum->callbacks = count(w, "SELECT COUNT(*) FROM callbacks");
     sum->field_targets = count(w, "SELECT COUNT(*) FROM field_targets");
     sum->range_sites = count(w, "SELECT COUNT(*) FROM range_sites");
     sum->collective_sites = count(w, "SELECT COUNT(*) FROM collective_sites");
@@ -354,7 +386,7 @@ int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, co
         rc = write_all(&w, db, results, targets, opt, meta, sum);
     }
     sqlite3_stmt *sts[] = {w.ins_file, w.ins_func, w.upd_func, w.ins_call, w.ins_ft,
-                           w.ins_range, w.ins_coll, w.ins_target, w.ins_meta};
+                           w.ins_range, w.ins_coll, w.ins_target, w.ins_meta, w.ins_cb};
     for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
     if (w.db && sqlite3_close(w.db) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
     ix_map_free(&w.files);

@@ -320,8 +320,11 @@ int tb_range_pattern_match(const char *p, const char *s) {
 // The static model
 // =======================================================================================
 
+// The function's closing brace: from the index (functions.end_line), else from the braces
+// of its source.
 static tb_pos fn_end(tb_map *m, int fn) {
     const tb_gfn *f = &m->g->fns[fn];
+    if (f->end.line > 0) return f->end;
     const tb_source *s = tb_graph_source(m->g, f->file);
     if (!s) return TB_POS_END;
     int b = tb_source_body_after(s, f->pos);
@@ -395,14 +398,11 @@ static int call_pops_caller(tb_map *m, int call) {
     return 0;
 }
 
-// An NCCL call that moves data (not ncclGetErrorString, ncclCommInitRank, ncclGroupStart ...).
-static int is_nccl(const char *name) {
-    static const char *const ops[] = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Bcast",
-                                      "Reduce",    "Send",          "Recv",      "AlltoAll",  "AllToAll"};
-    if (!name || strncmp(name, "nccl", 4)) return 0;
-    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
-        if (!strncmp(name + 4, ops[i], strlen(ops[i]))) return 1;
-    return 0;
+// An NCCL call that moves data: a direct nccl* call the index made a collective site (its
+// default list has the communication calls, not ncclGetErrorString, ncclCommInitRank ...).
+static int is_nccl(const tb_map *m, int c) {
+    const tb_gcall *call = &m->g->calls[c];
+    return m->coll_call[c] && !call->field && !call->callback && !strncmp(call->callee_name, "nccl", 4);
 }
 
 static tb_region *add_region(tb_site_model *sm, int fn, tb_pos from, tb_pos to) {
@@ -473,13 +473,13 @@ static int comm_descent(tb_map *m, int e, descent *out, int cap) {
     tb_graph *g = m->g;
     int n = 0;
     for (int c = g->fns[e].calls_begin; c < g->fns[e].calls_end && n < cap; c++)
-        if (g->calls[c].field || is_nccl(g->calls[c].callee_name)) out[n++] = (descent){c, e, -1, -1};
+        if (g->calls[c].field || is_nccl(m, c)) out[n++] = (descent){c, e, -1, -1};
     if (n > 0) return n;
     const tb_adj *a = tb_graph_adj(g, m->entry.target);
     for (int k = a->begin[e]; k < a->begin[e + 1]; k++) {
         int h = a->edges[k].to;
         for (int c = g->fns[h].calls_begin; c < g->fns[h].calls_end && n < cap; c++)
-            if (g->calls[c].field || is_nccl(g->calls[c].callee_name))
+            if (g->calls[c].field || is_nccl(m, c))
                 out[n++] = (descent){c, h, h, a->edges[k].call};
     }
     return n;
@@ -518,7 +518,7 @@ static void record_dispatch(tb_map *m, walk_state *w, tb_site_model *sm, int f, 
     const tb_gcall *call = &g->calls[c];
     int *pf, *pc, n;
     path_to(w, f, &pf, &pc, &n);
-    if (is_nccl(call->callee_name) && !call->field) {
+    if (is_nccl(m, c)) {
         int *fns = malloc((size_t)(n + npre + 1) * sizeof *fns), *calls = malloc((size_t)(n + npre + 1) * sizeof *calls);
         memcpy(fns, pf, (size_t)n * sizeof *fns);
         memcpy(calls, pc, (size_t)(n - 1) * sizeof *calls);
@@ -547,7 +547,7 @@ static void record_dispatch(tb_map *m, walk_state *w, tb_site_model *sm, int f, 
         fns[len++] = tmp[t];
         int end_call = -1;
         for (int x = g->fns[tmp[t]].calls_begin; x < g->fns[tmp[t]].calls_end && end_call < 0; x++)
-            if (is_nccl(g->calls[x].callee_name)) end_call = x;
+            if (is_nccl(m, x)) end_call = x;
         if (end_call >= 0) w->covered[end_call] = 1;
         push_coll(sm, fns, calls, len, end_call, coll_call, call->field);
     }
@@ -564,7 +564,7 @@ static void handle_call(tb_map *m, walk_state *w, tb_site_model *sm, int f, int 
         // recorded already as part of a collective's descent
     } else if (call->field && (m->coll_call[c] || (in_span && m->comm_entry[f]))) {
         record_dispatch(m, w, sm, f, c, -1, NULL, NULL, 0);  // a backend dispatch
-    } else if (is_nccl(call->callee_name)) {
+    } else if (is_nccl(m, c)) {
         record_dispatch(m, w, sm, f, c, c, NULL, NULL, 0);
     } else if (m->coll_call[c] && strncmp(call->callee_name, "nccl", 4)) {  // a communicator entry point: down to its backend dispatch
         int tmp[64];
@@ -750,14 +750,7 @@ int tb_map_open(tb_map *m, const char *index, const char *entry, char **traces, 
     m->comm_entry = calloc((size_t)nf + 1, 1);
     for (int f = 0; f < nf; f++) pair_ranges(m, f);
     for (int i = 0; i < g->ncolls; i++) {
-        const tb_gcoll *cs = &g->colls[i];
-        const tb_gfn *f = &g->fns[cs->fn];
-        int best = -1;
-        for (int c = f->calls_begin; c < f->calls_end; c++) {
-            const tb_gcall *call = &g->calls[c];
-            if (call->pos.line != cs->pos.line) continue;
-            if (!strcmp(call->callee_name, cs->callee_name) && (best < 0 || call->pos.col == cs->pos.col)) best = c;
-        }
+        int best = g->colls[i].call;  // collective_sites.call_id
         if (best < 0) continue;
         m->coll_call[best] = 1;
         for (int k = 0; k < g->calls[best].ntargets; k++)
@@ -832,6 +825,7 @@ static json_t *hop_json(const tb_graph *g, int fn, int file, int line, const tb_
     json_t *h = json_pack("{s:s, s:s, s:i}", "function", g->fns[fn].name, "file", tb_graph_file(g, file), "line", line);
     if (call && call->field) json_object_set_new(h, "via", json_string(call->field));
     if (call && call->passed_to) json_object_set_new(h, "passed_to", json_string(call->passed_to));
+    if (call && call->callback) json_object_set_new(h, "callback", json_true());
     return h;
 }
 
@@ -885,6 +879,8 @@ static void hops_text(json_t *hops, char *buf, size_t len) {
         else if (passed)
             w = snprintf(buf + used, len - used, "%s%s (%s:%d, a callback passed to %s)", i ? " → " : "", fn, file,
                          line, passed);
+        else if (json_is_true(json_object_get(h, "callback")))
+            w = snprintf(buf + used, len - used, "%s%s (%s:%d, a callback)", i ? " → " : "", fn, file, line);
         else w = snprintf(buf + used, len - used, "%s%s (%s:%d)", i ? " → " : "", fn, file, line);
         if (w < 0 || (size_t)w >= len - used) {
             if (len > 4) memcpy(buf + len - 4, "...", 4);

@@ -172,6 +172,7 @@ int tracebook_callers_main(int argc, char **argv) {
                    call->pos.col);
             if (call->field) printf("  via %s", call->field);
             if (call->passed_to) printf("  (passed to %s as a callback)", call->passed_to);
+            else if (call->callback) printf("  (taken as a callback)");
             if (call->in_macro) printf("  [%s]", call->in_macro);
             printf("\n");
         }
@@ -200,6 +201,7 @@ int tracebook_callees_main(int argc, char **argv) {
                    call->pos.col);
             if (call->field) printf("  via %s", call->field);
             if (call->passed_to) printf("  (passed to %s as a callback)", call->passed_to);
+            else if (call->callback) printf("  (taken as a callback)");
             if (call->in_macro) printf("  [%s]", call->in_macro);
             print_call_targets(g, call);
             printf("\n");

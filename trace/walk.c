@@ -26,6 +26,7 @@ static void hop(tb_graph *g, int step, int fn, int file, int line, const tb_gcal
     printf("%d. `%s` — %s:%d", step, g->fns[fn].name, tb_graph_file(g, file), line);
     if (call && call->field) printf(", through the function-pointer field `%s`", call->field);
     if (call && call->passed_to) printf(", passing `%s` to `%s`, which calls it back", call->callee_name, call->passed_to);
+    else if (call && call->callback) printf(", taking `%s` as a callback, called back later", call->callee_name);
     if (note) printf(" %s", note);
     printf("\n");
     source_line(g, file, line);
