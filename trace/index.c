@@ -69,7 +69,7 @@
 // bodies of their inline functions are skipped; calls into them are recorded)
 //   files       every unit (is_tu 1, status ok | partial | failed, error count, the errors
 //               as "file:line:col: message" lines) and every other file a function, call,
-//               field target or range site is in (is_tu 0, status NULL).
+//               callback, field target or range site is in (is_tu 0, status NULL).
 //   functions   every function declared or defined (C, C++ methods, constructors, function
 //               templates: a template is one row; calls of its specialisations go to it), by
 //               USR: once across the whole index (a header's inline function is one row); the

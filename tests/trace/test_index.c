@@ -167,7 +167,7 @@ TB_TEST(functions_and_calls_are_recorded_with_file_and_line) {
     TB_CHECK(fx_status == 0, "exit status %d; output:\n%s", fx_status, fx_output);
     TB_REQUIRE(db, "no index written; output:\n%s", fx_output);
     char *v = q_text(db, "SELECT value FROM meta WHERE key = 'schema_version'");
-    TB_CHECK(same(v, "1"), "schema_version %s", v ? v : "(none)");
+    TB_CHECK(same(v, "2"), "schema_version %s", v ? v : "(none)");
     free(v);
     TB_CHECK(q_long(db, "SELECT is_tu FROM files WHERE path = %Q AND status = 'ok'", MAIN_C) == 1, "main.c row");
     TB_CHECK(q_long(db, "SELECT is_tu FROM files WHERE path = %Q", FX_H) == 0, "fx.h: a header row");
@@ -328,7 +328,7 @@ TB_TEST(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points) {
     struct {
         const char *fn, *callee, *file, *marker;
     } want[] = {
-        {"main", "ncclAllReduce", MAIN_C, "CALL_NCCL"},                       // nccl*
+        {"main", "ncclAllReduce", MAIN_C, "CALL_NCCL"},                       // an NCCL communication call
         {"main", "tb_all_reduce", MAIN_C, "CALL_TB_ALL_REDUCE"},              // by name
         {"use_ops", "fx_all_reduce", UTIL_C, "CALL_BACKEND_ENTRY"},           // assigned to tb_comm_backend
         {"use_ops", "tb_comm_backend.all_reduce", UTIL_C, "FIELD_CALL_BACKEND"},  // through its field
@@ -341,6 +341,17 @@ TB_TEST(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points) {
     TB_CHECK(q_long(db, "SELECT COUNT(*) FROM collective_sites") == (long)(sizeof want / sizeof *want),
              "%ld collective sites, expected the %zu above", q_long(db, "SELECT COUNT(*) FROM collective_sites"),
              sizeof want / sizeof *want);
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM calls WHERE callee_name = 'ncclGetErrorString'") == 1 &&
+                 q_long(db, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'ncclGetErrorString'") == 0,
+             "ncclGetErrorString is a call, not a collective site");
+    // call_id: the calls row of the same site (same function, place and callee)
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM collective_sites WHERE call_id IS NULL") == 0, "every site has call_id");
+    TB_CHECK(q_long(db,
+                    "SELECT COUNT(*) FROM collective_sites s JOIN calls c ON c.id = s.call_id"
+                    " WHERE c.caller_id = s.function_id AND c.file_id = s.file_id AND c.line = s.line"
+                    " AND c.col = s.col AND (c.callee_name = s.callee_name OR c.field = s.callee_name)") ==
+                 (long)(sizeof want / sizeof *want),
+             "each call_id is its site's calls row");
 
     // --no-default-collectives --collective GLOB replaces the list.
     char *out = NULL;
@@ -354,6 +365,57 @@ TB_TEST(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points) {
                  q_long(db2, "SELECT COUNT(*) FROM collective_sites WHERE callee_name != 'work'") == 0,
              "only work's three call sites (main's CALL_WORK and fx_twice's two)");
     sqlite3_close(db2);
+    free(out);
+}
+
+TB_TEST(functions_end_at_their_closing_brace) {
+    sqlite3 *db = fixture_index();
+    TB_REQUIRE(db, "no index; output:\n%s", fx_output);
+    int end = line_of(UTIL_C, "FOR_EACH_RANK_END");
+    TB_CHECK(q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@for_each_rank'") == end &&
+                 q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@for_each_rank'") == 1,
+             "for_each_rank ends at util.c:%d:1, got %ld:%ld", end,
+             q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@for_each_rank'"),
+             q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@for_each_rank'"));
+    int leaf = line_of(UTIL_C, "RANK_LEAF");
+    TB_CHECK(q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@rank_leaf'") == leaf &&
+                 q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@rank_leaf'") == 42,
+             "rank_leaf's one-line body ends at util.c:%d:42", leaf);
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE is_definition = 1 AND (end_line IS NULL"
+                        " OR end_line < line)") == 0,
+             "every definition has an end after its start");
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE is_definition = 0 AND end_line IS NOT NULL") == 0,
+             "declarations have no end");
+}
+
+TB_TEST(callbacks_are_recorded_and_chains_go_through_them) {
+    sqlite3 *db = fixture_index();
+    TB_REQUIRE(db, "no index; output:\n%s", fx_output);
+    const char *q = "SELECT COUNT(*) FROM callbacks b JOIN functions fn ON fn.id = b.function_id"
+                    " JOIN files f ON f.id = b.file_id WHERE fn.name = %Q AND b.target_usr = %Q"
+                    " AND b.passed_to IS %Q AND f.path = %Q AND b.line = %d";
+    int pass = line_of(UTIL_C, "PASS_CALLBACK"), store = line_of(UTIL_C, "STORE_CALLBACK"),
+        cast = line_of(UTIL_C, "PASS_CAST");
+    char static_usr[1024];
+    snprintf(static_usr, sizeof static_usr, "c:%s@F@rank_body", UTIL_C);
+    TB_CHECK(q_long(db, q, "launch_ranks", static_usr, "for_each_rank", UTIL_C, pass) == 1,
+             "for_each_rank(rank_body, n) at util.c:%d: rank_body passed to for_each_rank", pass);
+    TB_CHECK(q_long(db, "SELECT col FROM callbacks WHERE line = %d", pass) == 19, "at rank_body's column");
+    TB_CHECK(q_long(db, q, "launch_ranks", "c:@F@rank_leaf", NULL, UTIL_C, store) == 1,
+             "&rank_leaf stored in a variable at util.c:%d: passed_to NULL", store);
+    TB_CHECK(q_long(db, q, "launch_ranks", "c:@F@rank_leaf", "for_each_rank", UTIL_C, cast) == 1,
+             "a cast function passed at util.c:%d", cast);
+    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM callbacks") == 3,
+             "%ld callbacks, expected the 3 above (callees, field targets and static initializers are not)",
+             q_long(db, "SELECT COUNT(*) FROM callbacks"));
+
+    char *out = NULL;
+    int st = run(&out, "'%s' chain --from launch_ranks --to rank_leaf --index '%s/basic/index.sqlite'", TRACEBOOK,
+                 WORK);
+    char hop[256];
+    snprintf(hop, sizeof hop, "util.c:%d, passes rank_body to for_each_rank)\n  → rank_body (", pass);
+    TB_CHECK(st == 0 && strstr(out, "launch_ranks (") && strstr(out, hop) && strstr(out, "→ rank_leaf ("),
+             "chain through the callback (%s):\n%s", hop, out);
     free(out);
 }
 
@@ -544,6 +606,8 @@ int main(void) {
     TB_RUN(field_calls_resolve_through_designated_positional_and_assigned_targets);
     TB_RUN(range_sites_carry_literal_and_printf_pattern_names);
     TB_RUN(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points);
+    TB_RUN(functions_end_at_their_closing_brace);
+    TB_RUN(callbacks_are_recorded_and_chains_go_through_them);
     TB_RUN(a_syntax_error_gives_partial_status_with_diagnostics_and_keeps_what_parsed);
     TB_RUN(missing_or_malformed_compdb_fails_naming_the_path);
     TB_RUN(nvcc_cuda_file_parses_as_host_code);
