@@ -133,6 +133,8 @@ static int is_identifier(const char *s) {
     return 1;
 }
 
+static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 static const tb_option *option_by_key(const char *key) {
     for (const tb_option *o = tb_config_options; o->flag; o++)
         if (!strcmp(o->key, key)) return o;
@@ -235,13 +237,7 @@ static json_t *build_argv(lua_State *L, int idx, host *h, const char *run_dir, j
     size_t n = json_object_size(config), i = 0;
     const char **keys = calloc(n ? n : 1, sizeof *keys);
     json_object_foreach(config, key, v) keys[i++] = key;
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = a + 1; b < n; b++)
-            if (strcmp(keys[b], keys[a]) < 0) {
-                const char *t = keys[a];
-                keys[a] = keys[b];
-                keys[b] = t;
-            }
+    qsort(keys, n, sizeof *keys, cmp_key);
     for (i = 0; i < n; i++) {
         const tb_option *o = option_by_key(keys[i]);
         v = json_object_get(config, keys[i]);
@@ -637,13 +633,7 @@ static int l_sweep(lua_State *L) {
         keys[i++] = k;
         total *= json_array_size(v);
     }
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = a + 1; b < n; b++)
-            if (strcmp(keys[b], keys[a]) < 0) {
-                const char *t = keys[a];
-                keys[a] = keys[b];
-                keys[b] = t;
-            }
+    qsort(keys, n, sizeof *keys, cmp_key);
     lua_createtable(L, (int)total, 0);
     for (size_t p = 0; p < total; p++) {
         json_t *point = json_object();
@@ -845,6 +835,18 @@ int tracebook_run_main(int argc, char **argv) {
     push_json(L, h.params);
     lua_setfield(L, -2, "params");
     lua_setglobal(L, "tb");
+    // require() finds the shared helpers in runbooks/lib/ beside the runbook
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", runbook);
+    char *cut = strrchr(dir, '/');
+    if (cut) *cut = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    lua_getglobal(L, "package");
+    lua_pushfstring(L, "%s/lib/?.lua;", dir);
+    lua_getfield(L, -2, "path");
+    lua_concat(L, 2);
+    lua_setfield(L, -2, "path");
+    lua_pop(L, 1);
 
     printf("tracebook run %s%s\n", runbook, h.dry_run ? " (dry run: nothing is executed)" : "");
     if (h.have_git)

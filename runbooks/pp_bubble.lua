@@ -4,18 +4,15 @@
 --
 --   build/bin/tracebook run runbooks/pp_bubble.lua
 
+local config = require "config"
+
 local exp = tb.experiment{
     name = "pp_bubble", version = 1, seed = 1234,
     question = "What speed-up and stage imbalance does PP8 with 16 microbatches give?",
 }
 local base = { num_layers = 16, hidden_size = 128, num_attention_heads = 4, seq_length = 128, vocab_size = 256,
                micro_batch_size = 1, global_batch_size = 16, train_iters = tb.param("iters", 4), seed = 7 }
-local function with(extra)
-    local c = {}
-    for k, v in pairs(base) do c[k] = v end
-    for k, v in pairs(extra) do c[k] = v end
-    return c
-end
+local function with(extra) return config.with(base, extra) end
 local pp1 = exp:run(with{})
 local pp8 = exp:run(with{ pipeline_model_parallel_size = 8, world_size = 8 })
 

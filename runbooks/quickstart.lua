@@ -4,6 +4,8 @@
 --   build/bin/tracebook run runbooks/quickstart.lua [--set iters=8]
 --   build/bin/tracebook prove --all
 
+local config = require "config"
+
 local exp = tb.experiment{
     name = "quickstart", version = 1, seed = 1234,
     question = "Does tensor parallelism keep the single rank's loss, and what does full recompute save?",
@@ -15,12 +17,7 @@ local base = {
     micro_batch_size = 4, global_batch_size = 8, train_iters = iters, lr = 1e-3, seed = 7,
 }
 
-local function with(extra)
-    local c = {}
-    for k, v in pairs(base) do c[k] = v end
-    for k, v in pairs(extra) do c[k] = v end
-    return c
-end
+local function with(extra) return config.with(base, extra) end
 
 local single = exp:run(with{ repeat_ = 2 })
 local tp2 = exp:run(with{ tensor_model_parallel_size = 2, world_size = 2 })
@@ -28,11 +25,7 @@ local recompute = exp:run(with{ recompute_granularity = "full", recompute_method
                                 recompute_num_layers = 1 })
 
 local function final_loss(result) local s = result.runs[1].steps return s[#s].loss end
-local function peak_activations(result)
-    local peak = 0
-    for _, s in ipairs(result.runs[1].steps) do peak = math.max(peak, s.mem_peak_bytes.activations) end
-    return peak
-end
+local function peak_activations(result) return config.peak(result.runs[1], "activations") end
 
 print(string.format("\n  %-26s %12s %12s %16s", "configuration", "tok/s", "final loss", "activations MiB"))
 for _, row in ipairs{ { "1 rank", single }, { "tp 2", tp2 }, { "1 rank, full recompute", recompute } } do

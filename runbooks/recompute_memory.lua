@@ -4,6 +4,8 @@
 --
 --   build/bin/tracebook run runbooks/recompute_memory.lua [--set seq=1024]
 
+local config = require "config"
+
 local exp = tb.experiment{
     name = "recompute_memory", version = 1, seed = 1234,
     question = "How much activation memory do selective and full recompute save at a long sequence?",
@@ -11,21 +13,12 @@ local exp = tb.experiment{
 local seq = tb.param("seq", 1024)
 local base = { num_layers = 4, hidden_size = 128, num_attention_heads = 4, seq_length = seq, vocab_size = 256,
                micro_batch_size = 1, global_batch_size = 1, train_iters = 3, seed = 7 }
-local function with(extra)
-    local c = {}
-    for k, v in pairs(base) do c[k] = v end
-    for k, v in pairs(extra) do c[k] = v end
-    return c
-end
+local function with(extra) return config.with(base, extra) end
 local none = exp:run(with{})
 local selective = exp:run(with{ recompute_granularity = "selective" })
 local full = exp:run(with{ recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 1 })
 
-local function peak(r)
-    local p = 0
-    for _, s in ipairs(r.runs[1].steps) do p = math.max(p, s.mem_peak_bytes.activations) end
-    return p
-end
+local function peak(r) return config.peak(r.runs[1], "activations") end
 print(string.format("\n  seq %d: activation peak none %.1f MiB, selective %.1f MiB, full %.1f MiB\n", seq,
                     peak(none) / 1048576, peak(selective) / 1048576, peak(full) / 1048576))
 

@@ -1,0 +1,19 @@
+-- config.lua — helpers the runbooks share (require "config").
+local M = {}
+
+-- A copy of `base` with the keys of `extra` set over it: one point of an experiment.
+function M.with(base, extra)
+    local c = {}
+    for k, v in pairs(base) do c[k] = v end
+    for k, v in pairs(extra or {}) do c[k] = v end
+    return c
+end
+
+-- The largest value of mem_peak_bytes[category] over a run's steps (rank 0).
+function M.peak(run, category)
+    local p = 0
+    for _, s in ipairs(run.steps) do p = math.max(p, s.mem_peak_bytes[category]) end
+    return p
+end
+
+return M
