@@ -2,7 +2,7 @@
 //
 //   tracebook index [--compdb build/compile_commands.json] [--out build/tracebook-index.sqlite]
 //                   [--build-dir DIR] [--collective NAME_OR_GLOB]... [--no-default-collectives]
-//                   [--range-push NAME]... [--range-pop NAME]... [-j N] [--quiet] [--verbose]
+//                   [--range-push NAME]... [--range-pop NAME]... [-j N] [--full] [--quiet] [--verbose]
 //
 // Reads the compilation database, parses every translation unit with libclang using its own
 // flags, and writes the source index (trace/index_db.h) that the queries read. The pieces:
@@ -142,7 +142,10 @@
 //   meta        schema_version, source_dir (the code model's, else CMakeCache.txt's
 //               CMAKE_HOME_DIRECTORY, else the database's directory), build_dir, compdb,
 //               created (UTC), tu_count, error_count (error diagnostics, all units),
-//               tus_with_errors, targets_source (cmake-file-api | none).
+//               tus_with_errors, targets_source (cmake-file-api | none), indexer (schema,
+//               SHA-256 of the tracebook executable, libclang's version: another indexer's
+//               per-unit facts are not reused).
+//   tu_*        each unit's own facts and inputs, for incremental re-indexing (below).
 //
 // Errors and exit status
 //   A unit that fails wholly or partly is reported on stderr (its path, status, error count
@@ -157,6 +160,24 @@
 //
 // Speed: units are parsed in parallel (-j N, default min(online CPUs, 4)), one libclang index
 // per thread; the facts are merged in database order, so the index does not depend on -j.
+//
+// Incremental re-indexing (index_reuse.c): when --out names an index of this schema written by
+// the same tracebook executable and libclang, a unit is parsed again only when its inputs
+// changed: its command line (the clang arguments after translation, the reduced ones, the
+// directory, CUDA mode, the --range-push/--range-pop lists: one SHA-256), or the contents
+// (SHA-256, not mtimes) of its source or of any file it included, system headers too
+// (libclang's clang_getInclusions). A unit whose errors include "file not found" is parsed
+// every time (the header may exist now). Each unit's own facts, before the merge across
+// units, are kept in the tu_* tables (index_db.h); the reused units' facts are read back from
+// there and everything is merged again exactly as for a full index, so a header's inline
+// function defined in several units survives the re-parse of any of them, a unit removed
+// from the database disappears, and the index equals what --full would write. --full (or an
+// index of another schema or indexer) parses every unit. Not detected: a new header that
+// would now shadow an included one earlier on the include path (as with make); use --full.
+// A file whose mtime is not before the run's start is recorded as changed ('~'), so an edit
+// made while indexing is picked up next time. The last summary line gives the figures: TUs
+// parsed and reused, the distinct files the parses read and their lines, wall time (from
+// after the database is loaded to the index written), files/s and lines/s.
 #include <clang-c/Index.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -184,7 +205,8 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: tracebook index [--compdb FILE|DIR] [--out FILE] [--build-dir DIR]\n"
             "                       [--collective NAME|GLOB|@Record]... [--no-default-collectives]\n"
-            "                       [--range-push NAME]... [--range-pop NAME]... [-j N] [--quiet] [--verbose]\n"
+            "                       [--range-push NAME]... [--range-pop NAME]... [-j N] [--full] [--quiet]\n"
+            "                       [--verbose]\n"
             "\n"
             "Parses every translation unit of the compilation database with libclang and writes the\n"
             "source index the other commands read.\n"
@@ -202,6 +224,8 @@ static void usage(FILE *out) {
             "  --range-push  adds a range push function (default tb_range_push, nvtxRangePushA/W/Ex)\n"
             "  --range-pop   adds a range pop function (default tb_range_pop, nvtxRangePop)\n"
             "  -j N          parse N units at a time (default: online CPUs, at most 4)\n"
+            "  --full        parse every unit; by default a unit whose command line and files (source and\n"
+            "                every file it includes) are unchanged since the index --out names keeps its facts\n"
             "  --quiet       no summary or notes; units' errors are still reported\n"
             "  --verbose     each unit's clang arguments and parse time\n",
             TB_INDEX_DEFAULT_PATH);
@@ -214,6 +238,8 @@ typedef struct work {
     const ix_compdb *db;
     const ix_options *opt;
     ix_result *results;
+    const size_t *todo;  // the units to parse (indexes in db->tus)
+    size_t ntodo;
     atomic_size_t next;
 } work;
 
@@ -221,8 +247,9 @@ static void *worker(void *arg) {
     work *w = arg;
     CXIndex idx = clang_createIndex(0, 0);
     for (;;) {
-        size_t i = atomic_fetch_add(&w->next, 1);
-        if (i >= w->db->ntus) break;
+        size_t k = atomic_fetch_add(&w->next, 1);
+        if (k >= w->ntodo) break;
+        size_t i = w->todo[k];
         ix_index_tu(idx, &w->db->tus[i], w->opt, &w->results[i]);
     }
     clang_disposeIndex(idx);
@@ -313,6 +340,9 @@ int tracebook_index_main(int argc, char **argv) {
         } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
             opt.verbose = 1;
             continue;
+        } else if (!strcmp(a, "--full")) {
+            opt.full = 1;
+            continue;
         } else if (!strcmp(a, "--no-default-collectives")) {
             no_default_collectives = 1;
             continue;
@@ -389,25 +419,99 @@ int tracebook_index_main(int argc, char **argv) {
                 targets.reply_dir, build_dir);
     }
 
+    // Reuse: the units whose inputs (command line, source, every included file) are those the
+    // previous index recorded keep their facts; the others are parsed.
+    const char *indexer_key = ix_indexer_key(&pool);
+    ix_hashes hashes;
+    ix_hashes_init(&hashes);
+    ix_prev prev;
+    const char *why = NULL;
+    if (opt.full) {
+        memset(&prev, 0, sizeof prev);
+        ix_map_init(&prev.units);
+        ix_vec_init(&prev.list, sizeof(ix_prev_unit));
+        why = "--full";
+    } else {
+        ix_prev_load(&prev, opt.out, indexer_key, &why);
+    }
+    if (prev.db == NULL && why && strcmp(why, "no previous index") && !opt.quiet)
+        fprintf(stderr, "tracebook index: note: %s: parsing every unit\n", why);
+    ix_result *results = calloc(db.ntus ? db.ntus : 1, sizeof *results);
+    size_t *todo = calloc(db.ntus ? db.ntus : 1, sizeof *todo);
+    size_t ntodo = 0, nreused = 0;
+    const char **inputs = calloc(db.ntus ? db.ntus : 1, sizeof *inputs);
+    for (size_t i = 0; i < db.ntus; i++) {
+        inputs[i] = ix_inputs_hash(&pool, &db.tus[i], &opt);
+        const ix_prev_unit *u = ix_prev_match(&prev, &db.tus[i], inputs[i], &hashes);
+        if (u && ix_prev_result(&prev, u, &results[i]) == 0) {
+            nreused++;
+            continue;
+        }
+        if (u) ix_result_free(&results[i]);
+        todo[ntodo++] = i;
+    }
+    if (prev.db) sqlite3_close(prev.db);  // everything reused is in memory now
+    prev.db = NULL;
+
     // Parse.
-    ix_result *results = calloc(db.ntus, sizeof *results);
-    work w = {.db = &db, .opt = &opt, .results = results};
+    work w = {.db = &db, .opt = &opt, .results = results, .todo = todo, .ntodo = ntodo};
     atomic_init(&w.next, 0);
-    int nthreads = opt.jobs < (int)db.ntus ? opt.jobs : (int)db.ntus;
-    pthread_t *th = calloc((size_t)nthreads, sizeof *th);
+    int nthreads = opt.jobs < (int)ntodo ? opt.jobs : (int)ntodo;
+    pthread_t *th = calloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *th);
     int started = 0;
     for (int i = 1; i < nthreads; i++) {
         if (pthread_create(&th[i], NULL, worker, &w) != 0) break;
         started++;
     }
-    worker(&w);
+    if (ntodo) worker(&w);
     for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
     free(th);
 
+    // The parsed units' input files and their hashes (each file read once), and the figures:
+    // distinct files the parses read and their lines.
+    long nfiles = 0, nlines = 0;
+    ix_map counted;
+    ix_map_init(&counted);
+    for (size_t k = 0; k < ntodo; k++) {
+        size_t i = todo[k];
+        ix_result *r = &results[i];
+        ix_vec deps;
+        ix_vec_init(&deps, sizeof(ix_dep));
+        ix_map seen;
+        ix_map_init(&seen);
+        ((ix_dep *)ix_vec_push(&deps))->path = db.tus[i].file;  // the source, even when it did not parse
+        ix_map_put(&seen, db.tus[i].file, 1);
+        for (size_t j = 0; j < r->deps.len; j++) {
+            const char *path = IX_AT(&r->deps, ix_dep, j).path;
+            if (ix_map_get(&seen, path)) continue;
+            ix_map_put(&seen, path, 1);
+            ((ix_dep *)ix_vec_push(&deps))->path = path;
+        }
+        ix_map_free(&seen);
+        for (size_t j = 0; j < deps.len; j++) {
+            ix_dep *d = &IX_AT(&deps, ix_dep, j);
+            long lines = 0;
+            d->hash = ix_file_hash(&hashes, d->path, &lines);
+            if (!ix_map_get(&counted, d->path) && strcmp(d->hash, "-")) {
+                ix_map_put(&counted, d->path, 1);
+                nfiles++;
+                nlines += lines;
+            }
+        }
+        ix_vec_free(&r->deps);
+        r->deps = deps;
+    }
+    ix_map_free(&counted);
+    for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
+
     for (size_t i = 0; i < db.ntus; i++) {
         if (opt.verbose) {
-            fprintf(stderr, "tracebook index: %s: %s in %.2f s%s:", db.tus[i].file, results[i].status,
-                    results[i].seconds, db.tus[i].cuda ? " (CUDA host)" : "");
+            if (results[i].reused)
+                fprintf(stderr, "tracebook index: %s: %s, reused (inputs unchanged)%s:", db.tus[i].file,
+                        results[i].status, db.tus[i].cuda ? " (CUDA host)" : "");
+            else
+                fprintf(stderr, "tracebook index: %s: %s in %.2f s%s:", db.tus[i].file, results[i].status,
+                        results[i].seconds, db.tus[i].cuda ? " (CUDA host)" : "");
             for (int k = 0; k < db.tus[i].nargs; k++) fprintf(stderr, " %s", db.tus[i].args[k]);
             fprintf(stderr, "\n");
         }
@@ -419,7 +523,8 @@ int tracebook_index_main(int argc, char **argv) {
     ix_meta meta = {.source_dir = source_dir ? source_dir : db.dir,
                     .build_dir = build_dir,
                     .compdb = db.path,
-                    .targets_source = trc == 0 ? "cmake-file-api" : "none"};
+                    .targets_source = trc == 0 ? "cmake-file-api" : "none",
+                    .indexer_key = indexer_key};
     ix_summary sum;
     const char *out_dir = NULL;
     const char *slash = strrchr(opt.out, '/');
@@ -448,10 +553,18 @@ int tracebook_index_main(int argc, char **argv) {
                        reduced);
             if (db.nduplicates)
                 printf("  (%zu database entries for files already listed were skipped)\n", db.nduplicates);
+            printf("  TUs parsed %zu, reused %zu; files %ld, lines %ld (parsed: sources and the files they "
+                   "include, each once); wall %.2f s; %.0f files/s, %.0f lines/s\n",
+                   ntodo, nreused, nfiles, nlines, secs, secs > 0 ? (double)nfiles / secs : 0.0,
+                   secs > 0 ? (double)nlines / secs : 0.0);
         }
     }
     for (size_t i = 0; i < db.ntus; i++) ix_result_free(&results[i]);
     free(results);
+    free(todo);
+    free(inputs);
+    ix_prev_free(&prev);
+    ix_hashes_free(&hashes);
     ix_targets_free(&targets);
     ix_pool_free(&pool);
     ix_compdb_free(&db);

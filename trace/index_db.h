@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
-#define TB_INDEX_SCHEMA_VERSION "2"
+#define TB_INDEX_SCHEMA_VERSION "3"
 
 // The schema (executed by tb_index_create).
 #define TB_INDEX_SCHEMA                                                                                      \
@@ -57,7 +57,34 @@
     "CREATE INDEX calls_caller ON calls(caller_id);\n"                                                       \
     "CREATE INDEX calls_callee ON calls(callee_usr);\n"                                                      \
     "CREATE INDEX functions_name ON functions(name);\n"                                                      \
-    "CREATE INDEX callbacks_function ON callbacks(function_id);\n"
+    "CREATE INDEX callbacks_function ON callbacks(function_id);\n"                                          \
+    /* Internal to `tracebook index` (incremental re-indexing; the queries do not read them): each */        \
+    /* unit's own facts as its parse produced them, before the merge across units (a header's inline */     \
+    /* function is in every unit that includes it), and its inputs. tu_id: the unit's files.id; file_id, */  \
+    /* files.id; caller: the index (0-based, in rowid order) of the unit's tu_functions row. A re-index */   \
+    /* reuses the rows of the units whose inputs are unchanged and merges again, so the tables above */     \
+    /* are exactly what a full index gives. */                                                              \
+    "CREATE TABLE tu_inputs(tu_id INTEGER PRIMARY KEY, inputs TEXT NOT NULL, reduced INTEGER NOT NULL);\n"  \
+    /* every input file of a unit (its source, each file it included) with the hex SHA-256 of its */        \
+    /* contents: '-' unreadable, '~' modified while the index was written */                                \
+    "CREATE TABLE tu_deps(tu_id INTEGER NOT NULL, path TEXT NOT NULL, hash TEXT NOT NULL);\n"                \
+    "CREATE TABLE tu_functions(tu_id INTEGER NOT NULL, usr TEXT NOT NULL, name TEXT NOT NULL, file_id INTEGER," \
+    " line INTEGER, col INTEGER, end_line INTEGER, end_col INTEGER, is_static INTEGER NOT NULL,"              \
+    " is_definition INTEGER NOT NULL, main_like INTEGER NOT NULL);\n"                                         \
+    "CREATE TABLE tu_calls(tu_id INTEGER NOT NULL, caller INTEGER NOT NULL, callee_usr TEXT, callee_name TEXT," \
+    " field TEXT, file_id INTEGER, line INTEGER, col INTEGER, in_macro TEXT);\n"                             \
+    "CREATE TABLE tu_field_targets(tu_id INTEGER NOT NULL, record TEXT, field TEXT, function_usr TEXT,"       \
+    " file_id INTEGER, line INTEGER);\n"                                                                     \
+    "CREATE TABLE tu_callbacks(tu_id INTEGER NOT NULL, caller INTEGER NOT NULL, target_usr TEXT,"             \
+    " passed_to TEXT, file_id INTEGER, line INTEGER, col INTEGER);\n"                                        \
+    "CREATE TABLE tu_range_sites(tu_id INTEGER NOT NULL, caller INTEGER NOT NULL, kind TEXT, name TEXT,"      \
+    " file_id INTEGER, line INTEGER, col INTEGER);\n"                                                         \
+    "CREATE INDEX tu_deps_tu ON tu_deps(tu_id);\n"                                                           \
+    "CREATE INDEX tu_functions_tu ON tu_functions(tu_id);\n"                                                 \
+    "CREATE INDEX tu_calls_tu ON tu_calls(tu_id);\n"                                                         \
+    "CREATE INDEX tu_field_targets_tu ON tu_field_targets(tu_id);\n"                                         \
+    "CREATE INDEX tu_callbacks_tu ON tu_callbacks(tu_id);\n"                                                 \
+    "CREATE INDEX tu_range_sites_tu ON tu_range_sites(tu_id);\n"
 
 // Opens an existing index read-only; a missing or foreign file is an error naming it.
 int tb_index_open(sqlite3 **db, const char *path, tb_error *err);

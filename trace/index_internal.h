@@ -75,6 +75,7 @@ typedef struct ix_options {
     int jobs;
     int quiet;
     int verbose;                 // each unit's clang arguments and parse time on stderr
+    int full;                    // --full: parse every unit, reuse nothing from --out
 } ix_options;
 
 // ---------------------------------------------------------------------------------------
@@ -147,12 +148,21 @@ typedef struct ix_range {
     unsigned line, col;
 } ix_range;
 
+// One input file of a unit: its source, or a file it included (directly or not; system
+// headers too). hash: hex SHA-256 of the contents when the unit was indexed (index_reuse.c).
+typedef struct ix_dep {
+    const char *path, *hash;
+} ix_dep;
+
 typedef struct ix_result {
     const char *status;  // ok | partial | failed
     int errors;
     int reduced;         // parsed with the reduced command line
+    int reused;          // facts taken from the previous index, not parsed this run
     char *diagnostics;   // malloc'd, "file:line:col: message" lines, or NULL
     ix_vec funcs, calls, ftargets, ranges, callbacks;
+    ix_vec deps;         // of ix_dep: the unit's input files (hashes filled in by index.c)
+    const char *inputs;  // hex SHA-256 of the unit's command line and options (ix_inputs_hash)
     ix_pool pool;
     double seconds;
 } ix_result;
@@ -161,6 +171,59 @@ typedef struct ix_result {
 // Never fails: a TU that does not parse gets status "failed" and its diagnostics.
 void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_result *r);
 void ix_result_free(ix_result *r);
+void ix_result_init(ix_result *r);
+
+// ---------------------------------------------------------------------------------------
+// Incremental indexing (index_reuse.c)
+
+// Content hashes of files, each file read once per run. A file that cannot be read hashes
+// to "-"; one modified after the run started (its mtime is not before `start`) to "~",
+// which matches no content, so its units are parsed again next time.
+typedef struct ix_hashes {
+    ix_map idx;          // path -> index in ents
+    ix_vec ents;         // of struct { const char *hash; long lines; }
+    ix_pool pool;
+    long long start_ns;  // CLOCK_REALTIME when the run started
+} ix_hashes;
+
+void ix_hashes_init(ix_hashes *h);
+const char *ix_file_hash(ix_hashes *h, const char *path, long *lines);
+void ix_hashes_free(ix_hashes *h);
+
+// Hex SHA-256 of what, besides its files, decides a unit's facts: directory, file, the
+// clang arguments and the reduced ones, CUDA mode, the range push / pop lists.
+const char *ix_inputs_hash(ix_pool *p, const ix_tu *tu, const ix_options *opt);
+// Hex SHA-256 of the indexer itself (this executable and libclang's version): facts recorded
+// by another build of tracebook are not reused.
+const char *ix_indexer_key(ix_pool *p);
+
+// The previous index's units, when --out names an index of this schema written by the same
+// indexer.
+typedef struct ix_prev_unit {
+    long long id;        // files.id of the unit in the previous index
+    const char *inputs;  // its ix_inputs_hash
+    ix_vec deps;         // of ix_dep
+    int missing_header;  // a "file not found" error: parsed again every run
+} ix_prev_unit;
+
+typedef struct ix_prev {
+    sqlite3 *db;
+    ix_map units;        // unit path -> index in list
+    ix_vec list;         // of ix_prev_unit
+    const char **paths;  // files.id -> path
+    size_t npaths;
+    ix_pool pool;
+} ix_prev;
+
+// 0: loaded; 1: nothing to reuse (no file, another schema or indexer: *why says which);
+// the previous index being unreadable is also 1, never an error.
+int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const char **why);
+// The previous unit for tu when every input is unchanged, else NULL.
+const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *inputs, ix_hashes *h);
+// Fills r (initialised here) with the unit's facts from the previous index; -1 on a read error.
+// r's paths point into p: keep p until r is written.
+int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r);
+void ix_prev_free(ix_prev *p);
 
 // ---------------------------------------------------------------------------------------
 // Targets from CMake's file API (index_targets.c)
@@ -191,7 +254,7 @@ typedef struct ix_summary {
 } ix_summary;
 
 typedef struct ix_meta {
-    const char *source_dir, *build_dir, *compdb, *targets_source;
+    const char *source_dir, *build_dir, *compdb, *targets_source, *indexer_key;
 } ix_meta;
 
 // Writes everything to path via a temporary file and a rename.

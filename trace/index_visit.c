@@ -687,15 +687,25 @@ static const char *cx_error_name(enum CXErrorCode e) {
     }
 }
 
+// The unit's input files (the source, every file included, system headers too; not the
+// in-memory stand-ins under IX_STUB_DIR) into r->deps, for incremental re-indexing.
+static void inclusion(CXFile f, CXSourceLocation *stack, unsigned depth, CXClientData d) {
+    (void)stack;
+    (void)depth;
+    ctx *c = d;
+    file_ent *e = file_of(c, f);
+    if (!e || !e->path || !strncmp(e->path, IX_STUB_DIR "/", sizeof IX_STUB_DIR)) return;
+    for (size_t i = 0; i < c->r->deps.len; i++)
+        if (IX_AT(&c->r->deps, ix_dep, i).path == e->path) return;
+    ((ix_dep *)ix_vec_push(&c->r->deps))->path = e->path;
+}
+
+static void record_inclusions(ctx *c) { clang_getInclusions(c->tu, inclusion, c); }
+
 void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_result *r) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    memset(r, 0, sizeof *r);
-    ix_vec_init(&r->funcs, sizeof(ix_func));
-    ix_vec_init(&r->calls, sizeof(ix_call));
-    ix_vec_init(&r->ftargets, sizeof(ix_ftarget));
-    ix_vec_init(&r->ranges, sizeof(ix_range));
-    ix_vec_init(&r->callbacks, sizeof(ix_callback));
+    ix_result_init(r);
 
     ctx c = {.opt = opt, .r = r};
     if (access(tu->file, R_OK) != 0) {
@@ -742,6 +752,7 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
         collect_diagnostics(&c, tu->file, note);
         r->status = r->errors ? "partial" : "ok";
         clang_visitChildren(clang_getTranslationUnitCursor(c.tu), top_visit, &c);
+        record_inclusions(&c);
         clang_disposeTranslationUnit(c.tu);
     }
     ix_map_free(&c.funcs);
@@ -757,6 +768,7 @@ void ix_result_free(ix_result *r) {
     ix_vec_free(&r->ftargets);
     ix_vec_free(&r->ranges);
     ix_vec_free(&r->callbacks);
+    ix_vec_free(&r->deps);
     free(r->diagnostics);
     ix_pool_free(&r->pool);
     memset(r, 0, sizeof *r);

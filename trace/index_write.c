@@ -17,6 +17,7 @@ typedef struct writer {
     sqlite3 *db;
     sqlite3_stmt *ins_file, *ins_func, *upd_func, *ins_call, *ins_ft, *ins_range, *ins_coll, *ins_target, *ins_meta,
         *ins_cb;
+    sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range;  // the tu_* tables
     ix_map files;      // path -> files.id
     ix_map funcs;      // usr -> index in finfo
     struct finfo {
@@ -214,6 +215,82 @@ out:
     return rc;
 }
 
+// The unit's own facts, unmerged, and its inputs (the tu_* tables), for the next re-index.
+static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
+    sqlite3_bind_int64(w->u_inputs, 1, tu_id);
+    bind_text(w->u_inputs, 2, r->inputs ? r->inputs : "");
+    sqlite3_bind_int(w->u_inputs, 3, r->reduced);
+    if (step(w, w->u_inputs, "inserting a unit's inputs")) return -1;
+    for (size_t i = 0; i < r->deps.len; i++) {
+        const ix_dep *d = &IX_AT(&r->deps, ix_dep, i);
+        sqlite3_bind_int64(w->u_dep, 1, tu_id);
+        bind_text(w->u_dep, 2, d->path);
+        bind_text(w->u_dep, 3, d->hash ? d->hash : "-");
+        if (step(w, w->u_dep, "inserting a unit's input file")) return -1;
+    }
+    for (size_t i = 0; i < r->funcs.len; i++) {
+        const ix_func *f = &IX_AT(&r->funcs, ix_func, i);
+        sqlite3_bind_int64(w->u_func, 1, tu_id);
+        bind_text(w->u_func, 2, f->usr);
+        bind_text(w->u_func, 3, f->name);
+        bind_file(w->u_func, 4, file_id(w, f->file, 0, NULL, 0, NULL));
+        bind_pos(w->u_func, 5, f->line);
+        bind_pos(w->u_func, 6, f->col);
+        bind_pos(w->u_func, 7, f->end_line);
+        bind_pos(w->u_func, 8, f->end_col);
+        sqlite3_bind_int(w->u_func, 9, f->is_static);
+        sqlite3_bind_int(w->u_func, 10, f->is_def);
+        sqlite3_bind_int(w->u_func, 11, f->main_like);
+        if (step(w, w->u_func, "inserting a unit's function")) return -1;
+    }
+    for (size_t i = 0; i < r->calls.len; i++) {
+        const ix_call *c = &IX_AT(&r->calls, ix_call, i);
+        sqlite3_bind_int64(w->u_call, 1, tu_id);
+        sqlite3_bind_int(w->u_call, 2, c->caller);
+        bind_text(w->u_call, 3, c->callee_usr);
+        bind_text(w->u_call, 4, c->callee_name);
+        bind_text(w->u_call, 5, c->field);
+        bind_file(w->u_call, 6, file_id(w, c->file, 0, NULL, 0, NULL));
+        bind_pos(w->u_call, 7, c->line);
+        bind_pos(w->u_call, 8, c->col);
+        bind_text(w->u_call, 9, c->in_macro);
+        if (step(w, w->u_call, "inserting a unit's call")) return -1;
+    }
+    for (size_t i = 0; i < r->ftargets.len; i++) {
+        const ix_ftarget *t = &IX_AT(&r->ftargets, ix_ftarget, i);
+        sqlite3_bind_int64(w->u_ft, 1, tu_id);
+        bind_text(w->u_ft, 2, t->record);
+        bind_text(w->u_ft, 3, t->field);
+        bind_text(w->u_ft, 4, t->fn_usr);
+        bind_file(w->u_ft, 5, file_id(w, t->file, 0, NULL, 0, NULL));
+        bind_pos(w->u_ft, 6, t->line);
+        if (step(w, w->u_ft, "inserting a unit's field target")) return -1;
+    }
+    for (size_t i = 0; i < r->callbacks.len; i++) {
+        const ix_callback *b = &IX_AT(&r->callbacks, ix_callback, i);
+        sqlite3_bind_int64(w->u_cb, 1, tu_id);
+        sqlite3_bind_int(w->u_cb, 2, b->caller);
+        bind_text(w->u_cb, 3, b->target_usr);
+        bind_text(w->u_cb, 4, b->passed_to);
+        bind_file(w->u_cb, 5, file_id(w, b->file, 0, NULL, 0, NULL));
+        bind_pos(w->u_cb, 6, b->line);
+        bind_pos(w->u_cb, 7, b->col);
+        if (step(w, w->u_cb, "inserting a unit's callback")) return -1;
+    }
+    for (size_t i = 0; i < r->ranges.len; i++) {
+        const ix_range *g = &IX_AT(&r->ranges, ix_range, i);
+        sqlite3_bind_int64(w->u_range, 1, tu_id);
+        sqlite3_bind_int(w->u_range, 2, g->caller);
+        bind_text(w->u_range, 3, g->kind);
+        bind_text(w->u_range, 4, g->name);
+        bind_file(w->u_range, 5, file_id(w, g->file, 0, NULL, 0, NULL));
+        bind_pos(w->u_range, 6, g->line);
+        bind_pos(w->u_range, 7, g->col);
+        if (step(w, w->u_range, "inserting a unit's range site")) return -1;
+    }
+    return 0;
+}
+
 // collective_sites: direct calls of a listed name or glob; with "@Record", calls of any
 // function assigned to one of Record's fields, and calls through those fields (named
 // "Record.field").
@@ -315,7 +392,21 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         prep(w, &w->ins_cb,
              "INSERT INTO callbacks(function_id, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?)") ||
         prep(w, &w->ins_target, "INSERT OR IGNORE INTO targets(target, type, file_id) VALUES(?,?,?)") ||
-        prep(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES(?,?)"))
+        prep(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES(?,?)") ||
+        prep(w, &w->u_inputs, "INSERT INTO tu_inputs(tu_id, inputs, reduced) VALUES(?,?,?)") ||
+        prep(w, &w->u_dep, "INSERT INTO tu_deps(tu_id, path, hash) VALUES(?,?,?)") ||
+        prep(w, &w->u_func,
+             "INSERT INTO tu_functions(tu_id, usr, name, file_id, line, col, end_line, end_col, is_static,"
+             " is_definition, main_like) VALUES(?,?,?,?,?,?,?,?,?,?,?)") ||
+        prep(w, &w->u_call,
+             "INSERT INTO tu_calls(tu_id, caller, callee_usr, callee_name, field, file_id, line, col, in_macro)"
+             " VALUES(?,?,?,?,?,?,?,?,?)") ||
+        prep(w, &w->u_ft,
+             "INSERT INTO tu_field_targets(tu_id, record, field, function_usr, file_id, line) VALUES(?,?,?,?,?,?)") ||
+        prep(w, &w->u_cb,
+             "INSERT INTO tu_callbacks(tu_id, caller, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?,?)") ||
+        prep(w, &w->u_range,
+             "INSERT INTO tu_range_sites(tu_id, caller, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?,?)"))
         return -1;
 
     // Translation units first (ids in database order), then each unit's facts.
@@ -324,6 +415,10 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
             return -1;
     for (size_t i = 0; i < db->ntus; i++)
         if (write_result(w, &results[i])) return -1;
+    for (size_t i = 0; i < db->ntus; i++) {
+        int *tu_id = ix_map_get(&w->files, db->tus[i].file);
+        if (!tu_id || write_unit_facts(w, *tu_id, &results[i])) return -1;
+    }
     if (write_collectives(w, opt)) return -1;
 
     for (size_t i = 0; targets && i < targets->rows.len; i++) {
@@ -353,7 +448,8 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
     if (put_meta(w, "schema_version", TB_INDEX_SCHEMA_VERSION) || put_meta(w, "source_dir", meta->source_dir) ||
         put_meta(w, "build_dir", meta->build_dir) || put_meta(w, "compdb", meta->compdb) ||
         put_meta(w, "created", now) || put_meta(w, "tu_count", num) || put_meta(w, "error_count", num2) ||
-        put_meta(w, "tus_with_errors", num3) || put_meta(w, "targets_source", meta->targets_source))
+        put_meta(w, "tus_with_errors", num3) || put_meta(w, "targets_source", meta->targets_source) ||
+        put_meta(w, "indexer", meta->indexer_key))
         return -1;
 
     sum->files = count(w, "SELECT COUNT(*) FROM files");
@@ -386,7 +482,8 @@ int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, co
         rc = write_all(&w, db, results, targets, opt, meta, sum);
     }
     sqlite3_stmt *sts[] = {w.ins_file, w.ins_func, w.upd_func, w.ins_call, w.ins_ft,
-                           w.ins_range, w.ins_coll, w.ins_target, w.ins_meta, w.ins_cb};
+                           w.ins_range, w.ins_coll, w.ins_target, w.ins_meta, w.ins_cb,
+                           w.u_inputs, w.u_dep, w.u_func, w.u_call, w.u_ft, w.u_cb, w.u_range};
     for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
     if (w.db && sqlite3_close(w.db) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
     ix_map_free(&w.files);

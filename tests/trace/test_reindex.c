@@ -1,0 +1,334 @@
+// `tracebook index` incremental re-indexing: a copy of the basic fixture (tests/trace/fixtures/
+// basic, copied into the test's temporary directory with a third unit that does not include
+// fx.h; the repository's fixture files are never modified) is indexed, changed and indexed
+// again. After every step the index must equal a --full index of the same sources (every
+// query table, compared row for row), and the summary must say which units were parsed.
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "tb_test.h"
+
+#define TRACEBOOK TB_BIN_DIR "/tracebook"
+#define FIX TB_SOURCE_DIR "/tests/trace/fixtures/basic"
+#define WORK TB_TEST_TMPDIR "/test_reindex"
+#define SRC WORK "/src"
+#define OUT WORK "/index.sqlite"
+#define FULL WORK "/full.sqlite"
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = 0;
+    fclose(f);
+    return s;
+}
+
+static int write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+static int copy_file(const char *from, const char *to) {
+    char *s = slurp(from);
+    if (!s) return -1;
+    int rc = write_text(to, s);
+    free(s);
+    return rc;
+}
+
+// Edits: the file with `cut` removed (first occurrence) and `add` appended. The pause lets the
+// file system's clock move past the edit (an input modified within 20 ms of a run's start is
+// taken as modified during it, so its units would be parsed once more next time).
+static int edit(const char *path, const char *cut, const char *add) {
+    char *s = slurp(path);
+    if (!s) return -1;
+    if (cut) {
+        char *hit = strstr(s, cut);
+        if (!hit) {
+            free(s);
+            return -1;
+        }
+        memmove(hit, hit + strlen(cut), strlen(hit + strlen(cut)) + 1);
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(s, f);
+    if (add) fputs(add, f);
+    free(s);
+    int rc = fclose(f);
+    usleep(100 * 1000);
+    return rc;
+}
+
+static char *output;
+
+static int run(const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[8400];
+    snprintf(full, sizeof full, "%s > '%s/out.txt' 2>&1", cmd, WORK);
+    int st = system(full);
+    free(output);
+    output = slurp(WORK "/out.txt");
+    if (!output) output = calloc(1, 1);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+// The units ("main util extra", in any order of entries) the database lists, the extra unit's flags.
+static int write_compdb(const char *units, const char *extra_flags) {
+    char buf[8192];
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "[\n");
+    const char *names[] = {"main", "util", "extra"};
+    int first = 1;
+    for (int i = 0; i < 3; i++) {
+        if (!strstr(units, names[i])) continue;
+        n += (size_t)snprintf(buf + n, sizeof buf - n,
+                              "%s {\"directory\": \"" SRC "\", \"command\": \"cc -std=c17 %s -c %s.c\", \"file\": \"%s.c\"}\n",
+                              first ? "" : ",", i == 2 ? extra_flags : "", names[i], names[i]);
+        first = 0;
+    }
+    snprintf(buf + n, sizeof buf - n, "]\n");
+    return write_text(SRC "/compile_commands.json", buf);
+}
+
+// "TUs parsed N, reused M" from the summary; -1 when missing.
+static int parsed, reused;
+static int index_run(const char *out, const char *extra) {
+    int st = run("'%s' index --compdb '%s' --out '%s' -j 2 %s", TRACEBOOK, SRC, out, extra ? extra : "");
+    parsed = reused = -1;
+    const char *p = strstr(output, "TUs parsed ");
+    if (p) sscanf(p, "TUs parsed %d, reused %d", &parsed, &reused);
+    return st;
+}
+
+// Every table the queries read, as text with ids replaced by what they stand for.
+static char *dump(const char *path) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    static const char *const queries[] = {
+        "SELECT path, is_tu, status, errors, diagnostics FROM files ORDER BY 1",
+        "SELECT f.usr, f.name, p.path, f.line, f.col, f.is_static, f.is_definition, f.end_line, f.end_col"
+        " FROM functions f LEFT JOIN files p ON p.id = f.file_id ORDER BY 1",
+        "SELECT fn.usr, c.callee_usr, c.callee_name, c.field, p.path, c.line, c.col, c.in_macro FROM calls c"
+        " JOIN functions fn ON fn.id = c.caller_id LEFT JOIN files p ON p.id = c.file_id ORDER BY 1,2,3,4,5,6,7",
+        "SELECT record, field, function_usr, p.path, line FROM field_targets t LEFT JOIN files p ON p.id = t.file_id"
+        " ORDER BY 1,2,3",
+        "SELECT fn.usr, r.kind, r.name, p.path, r.line, r.col FROM range_sites r JOIN functions fn ON fn.id ="
+        " r.function_id LEFT JOIN files p ON p.id = r.file_id ORDER BY 1,2,3,4,5,6",
+        "SELECT fn.usr, b.target_usr, b.passed_to, p.path, b.line, b.col FROM callbacks b JOIN functions fn ON"
+        " fn.id = b.function_id LEFT JOIN files p ON p.id = b.file_id ORDER BY 1,2,3,4,5,6",
+        "SELECT fn.usr, s.callee_name, p.path, s.line, s.col, c.callee_name FROM collective_sites s JOIN functions"
+        " fn ON fn.id = s.function_id LEFT JOIN files p ON p.id = s.file_id LEFT JOIN calls c ON c.id = s.call_id"
+        " ORDER BY 1,2,3,4,5",
+        "SELECT key, value FROM meta WHERE key NOT IN ('created') ORDER BY 1",
+    };
+    size_t cap = 1 << 16, len = 0;
+    char *s = malloc(cap);
+    s[0] = 0;
+    for (size_t q = 0; q < sizeof queries / sizeof *queries; q++) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, queries[q], -1, &st, NULL) != SQLITE_OK) {
+            printf("  sql error: %s\n", sqlite3_errmsg(db));
+            continue;
+        }
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            for (int c = 0; c < sqlite3_column_count(st); c++) {
+                const char *v = (const char *)sqlite3_column_text(st, c);
+                size_t need = len + (v ? strlen(v) : 4) + 4;
+                if (need > cap) {
+                    while (need > cap) cap *= 2;
+                    s = realloc(s, cap);
+                }
+                len += (size_t)sprintf(s + len, "%s|", v ? v : "NULL");
+            }
+            s[len++] = '\n';
+            s[len] = 0;
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return s;
+}
+
+static long q_long(const char *path, const char *fmt, ...) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        return -1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st = NULL;
+    long v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        printf("  sql error: %s\n    %s\n", sqlite3_errmsg(db), sql);
+    else if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        v = (long)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    sqlite3_close(db);
+    return v;
+}
+
+// The incremental index equals a --full one of the same sources.
+static int same_as_full(void) {
+    unlink(FULL);
+    if (index_run(FULL, "--full") != 0) return 0;
+    char *a = dump(OUT), *b = dump(FULL);
+    int same = a && b && !strcmp(a, b);
+    if (!same) printf("  incremental:\n%s\n  full:\n%s\n", a ? a : "(none)", b ? b : "(none)");
+    free(a);
+    free(b);
+    return same;
+}
+
+#define MAIN_USR "c:" SRC "/main.c@F@main"
+
+TB_TEST(reindexing_parses_exactly_the_units_whose_inputs_changed) {
+    tb_error err;
+    TB_REQUIRE(tb_mkdir_p(SRC, &err) == 0, "%s", err.msg);
+    TB_REQUIRE(copy_file(FIX "/main.c", SRC "/main.c") == 0 && copy_file(FIX "/util.c", SRC "/util.c") == 0 &&
+                   copy_file(FIX "/fx.h", SRC "/fx.h") == 0,
+               "cannot copy the fixture");
+    TB_REQUIRE(write_text(SRC "/extra.c",
+                          "int extra_leaf(int x) { return x; }\n"
+                          "#ifdef X\nint extra_x(void) { return extra_leaf(1); }\n#endif\n"
+                          "int extra_run(int x) { return extra_leaf(x) + 1; }\n") == 0,
+               "cannot write extra.c");
+    TB_REQUIRE(write_compdb("main util extra", "") == 0, "cannot write the database");
+    usleep(100 * 1000);
+    unlink(OUT);
+
+    // A first index: everything parsed.
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "index failed:\n%s", output);
+    TB_CHECK(parsed == 3 && reused == 0, "first run: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_CHECK(strstr(output, "files/s") && strstr(output, "lines/s") && strstr(output, "wall"),
+             "the figures line:\n%s", output);
+    char *before = dump(OUT);
+
+    // Nothing changed: nothing parsed, the same index.
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
+    TB_CHECK(parsed == 0 && reused == 3, "unchanged: parsed %d reused %d\n%s", parsed, reused, output);
+    char *after = dump(OUT);
+    TB_CHECK(before && after && !strcmp(before, after), "an unchanged re-index changed the index");
+    free(before);
+    free(after);
+    TB_CHECK(same_as_full(), "unchanged: differs from a full index");
+
+    // main.c changed (it contributed the body of fx.h's fx_twice, which util.c also defines):
+    // only main.c is parsed; the removed call is gone, the new function is there, fx_twice and
+    // its calls are still there once.
+    TB_REQUIRE(edit(SRC "/main.c", "    v += util_run(v);  // CALL_UTIL_RUN\n",
+                    "int main_added(int x) { return run_a(x); }\n") == 0,
+               "cannot edit main.c");
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
+    TB_CHECK(parsed == 1 && reused == 2, "main.c changed: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE name = 'main_added' AND is_definition = 1") == 1,
+             "the new function");
+    TB_CHECK(q_long(OUT,
+                    "SELECT COUNT(*) FROM calls c JOIN functions f ON f.id = c.caller_id WHERE f.usr = %Q"
+                    " AND c.callee_name = 'util_run'",
+                    MAIN_USR) == 0,
+             "the removed call main -> util_run is gone");
+    TB_CHECK(q_long(OUT,
+                    "SELECT COUNT(*) FROM calls c JOIN functions f ON f.id = c.caller_id WHERE f.usr = %Q"
+                    " AND c.callee_name = 'fx_twice'",
+                    MAIN_USR) == 1,
+             "main's other calls are there");
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE name = 'fx_twice'") == 1, "fx_twice: one row");
+    TB_CHECK(q_long(OUT,
+                    "SELECT COUNT(*) FROM calls c JOIN functions f ON f.id = c.caller_id WHERE f.name = 'fx_twice'") ==
+                 2,
+             "fx_twice's two calls of work, once");
+    TB_CHECK(same_as_full(), "main.c changed: differs from a full index");
+
+    // The header changed: the two units that include it, not extra.c.
+    TB_REQUIRE(edit(SRC "/fx.h", NULL, "static inline int fx_added(void) { return 7; }\n") == 0, "cannot edit fx.h");
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
+    TB_CHECK(parsed == 2 && reused == 1, "fx.h changed: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE name = 'fx_added'") == 1, "fx.h's new function");
+    TB_CHECK(same_as_full(), "fx.h changed: differs from a full index");
+
+    // One unit's flags changed (-DX): that unit only.
+    TB_REQUIRE(write_compdb("main util extra", "-DX") == 0, "cannot write the database");
+    usleep(100 * 1000);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
+    TB_CHECK(parsed == 1 && reused == 2, "-DX: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE name = 'extra_x'") == 1, "extra_x under -DX");
+    TB_CHECK(same_as_full(), "-DX: differs from a full index");
+
+    // A unit removed from the database: its rows are gone.
+    TB_REQUIRE(write_compdb("main extra", "-DX") == 0, "cannot write the database");
+    usleep(100 * 1000);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
+    TB_CHECK(parsed == 0 && reused == 2, "util.c removed: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM files WHERE path = %Q", SRC "/util.c") == 0, "util.c's file row");
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE is_definition = 1 AND"
+                    " name IN ('run_b', 'util_run', 'launch_ranks')") == 0,
+             "util.c's functions");
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE name = 'work' AND is_definition = 1") == 0,
+             "work is only declared now");
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM tu_functions f JOIN files p ON p.id = f.file_id WHERE p.path = %Q",
+                    SRC "/util.c") == 0,
+             "util.c's unit rows");
+    TB_CHECK(same_as_full(), "util.c removed: differs from a full index");
+
+    // A new unit (util.c again) is parsed, the rest reused.
+    TB_REQUIRE(write_compdb("main util extra", "-DX") == 0, "cannot write the database");
+    usleep(100 * 1000);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
+    TB_CHECK(parsed == 1 && reused == 2, "util.c added: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_CHECK(same_as_full(), "util.c added: differs from a full index");
+
+    // --full parses everything.
+    TB_REQUIRE(index_run(OUT, "--full") == 0, "full re-index failed:\n%s", output);
+    TB_CHECK(parsed == 3 && reused == 0, "--full: parsed %d reused %d\n%s", parsed, reused, output);
+}
+
+TB_TEST(an_index_of_another_schema_is_not_reused) {
+    // An old index (schema 2) at --out: a full index over it, with a note.
+    unlink(OUT);
+    sqlite3 *db = NULL;
+    TB_REQUIRE(sqlite3_open(OUT, &db) == SQLITE_OK, "cannot create %s", OUT);
+    sqlite3_exec(db, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES('schema_version','2');",
+                 NULL, NULL, NULL);
+    sqlite3_close(db);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "index failed:\n%s", output);
+    TB_CHECK(parsed == 3 && reused == 0, "parsed %d reused %d\n%s", parsed, reused, output);
+    TB_CHECK(strstr(output, "another schema version") != NULL, "the note:\n%s", output);
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM meta WHERE key = 'schema_version' AND value = '3'") == 1, "schema 3");
+}
+
+int main(void) {
+    tb_error err;
+    if (tb_mkdir_p(WORK, &err)) {
+        printf("%s\n", err.msg);
+        return 1;
+    }
+    TB_RUN(reindexing_parses_exactly_the_units_whose_inputs_changed);
+    TB_RUN(an_index_of_another_schema_is_not_reused);
+    free(output);
+    return tb_test_summary();
+}

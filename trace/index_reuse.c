@@ -1,0 +1,399 @@
+// index_reuse.c — incremental re-indexing for `tracebook index` (see index.c): content hashes
+// of the units' input files, the hash of their command lines, and reading the previous
+// index's per-unit facts (the tu_* tables of index_db.h) back, so that a unit whose inputs are
+// unchanged is not parsed again.
+//
+// A unit is reused when the previous index (same schema, written by the same tracebook
+// executable with the same libclang) has it with the same ix_inputs_hash and every file it
+// read (its source and every file it included, system headers too) still has the SHA-256
+// recorded then. Anything else parses it again: a changed or new unit, a changed header, a
+// changed flag, a unit whose errors include a missing header (the header may exist now).
+#include <clang-c/Index.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "index_db.h"
+#include "index_internal.h"
+
+typedef struct hash_ent {
+    const char *hash;
+    long lines;
+} hash_ent;
+
+static const char *hex(ix_pool *p, const unsigned char *md, unsigned n) {
+    char s[2 * EVP_MAX_MD_SIZE + 1];
+    for (unsigned i = 0; i < n; i++) snprintf(s + 2 * i, 3, "%02x", md[i]);
+    s[2 * n] = 0;
+    return ix_pool_dup(p, s);
+}
+
+void ix_hashes_init(ix_hashes *h) {
+    memset(h, 0, sizeof *h);
+    ix_map_init(&h->idx);
+    ix_vec_init(&h->ents, sizeof(hash_ent));
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h->start_ns = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void ix_hashes_free(ix_hashes *h) {
+    ix_map_free(&h->idx);
+    ix_vec_free(&h->ents);
+    ix_pool_free(&h->pool);
+}
+
+// SHA-256 and line count of a file's contents; "-" when it cannot be read.
+static const char *hash_file(ix_hashes *h, const char *path, long *lines) {
+    *lines = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return "-";
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return "-";
+    }
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) abort();
+    static _Thread_local unsigned char buf[1 << 16];
+    ssize_t n;
+    int last = '\n';
+    long nl = 0;
+    while ((n = read(fd, buf, sizeof buf)) > 0) {
+        EVP_DigestUpdate(md, buf, (size_t)n);
+        for (ssize_t i = 0; i < n; i++) nl += buf[i] == '\n';
+        last = buf[n - 1];
+    }
+    unsigned char out[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    EVP_DigestFinal_ex(md, out, &len);
+    EVP_MD_CTX_free(md);
+    // Modified since the run started (or during it): this run may have parsed another version.
+    long long mt = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+    struct stat st2;
+    int changed = fstat(fd, &st2) != 0 || st2.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+                  st2.st_mtim.tv_nsec != st.st_mtim.tv_nsec || st2.st_size != st.st_size;
+    close(fd);
+    if (n < 0) return "-";
+    *lines = nl + (last != '\n');
+    // (20 ms of slack: file systems stamp with a coarse clock that may lag CLOCK_REALTIME)
+    if (changed || mt >= h->start_ns - 20000000LL) return "~";
+    return hex(&h->pool, out, len);
+}
+
+const char *ix_file_hash(ix_hashes *h, const char *path, long *lines) {
+    int *i = ix_map_get(&h->idx, path);
+    if (!i) {
+        hash_ent *e = ix_vec_push(&h->ents);
+        e->hash = hash_file(h, path, &e->lines);
+        i = ix_map_put(&h->idx, path, (int)(h->ents.len - 1));
+    }
+    hash_ent *e = &IX_AT(&h->ents, hash_ent, *i);
+    if (lines) *lines = e->lines;
+    return e->hash;
+}
+
+static void add_str(EVP_MD_CTX *md, const char *tag, const char *s) {
+    EVP_DigestUpdate(md, tag, strlen(tag) + 1);
+    if (s) EVP_DigestUpdate(md, s, strlen(s) + 1);
+    else EVP_DigestUpdate(md, "", 0);
+}
+
+const char *ix_inputs_hash(ix_pool *p, const ix_tu *tu, const ix_options *opt) {
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) abort();
+    add_str(md, "dir", tu->directory);
+    add_str(md, "file", tu->file);
+    add_str(md, "cuda", tu->cuda ? "1" : "0");
+    for (int i = 0; i < tu->nargs; i++) add_str(md, "arg", tu->args[i]);
+    for (int i = 0; i < tu->nfallback; i++) add_str(md, "fallback", tu->fallback[i]);
+    for (size_t i = 0; i < opt->nrange_push; i++) add_str(md, "push", opt->range_push[i]);
+    for (size_t i = 0; i < opt->nrange_pop; i++) add_str(md, "pop", opt->range_pop[i]);
+    unsigned char out[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    EVP_DigestFinal_ex(md, out, &len);
+    EVP_MD_CTX_free(md);
+    return hex(p, out, len);
+}
+
+const char *ix_indexer_key(ix_pool *p) {
+    ix_hashes h;
+    ix_hashes_init(&h);
+    h.start_ns = 0x7fffffffffffffffLL;  // the executable's mtime does not matter here
+    const char *exe = ix_file_hash(&h, "/proc/self/exe", NULL);
+    CXString v = clang_getClangVersion();
+    const char *key = ix_pool_printf(p, "%s %s %s", TB_INDEX_SCHEMA_VERSION, exe, clang_getCString(v));
+    clang_disposeString(v);
+    ix_hashes_free(&h);
+    return key;
+}
+
+// ---------------------------------------------------------------------------------------
+// The previous index
+
+static const char *col_text(ix_pool *p, sqlite3_stmt *st, int i) {
+    const unsigned char *s = sqlite3_column_text(st, i);
+    return s ? ix_pool_dup(p, (const char *)s) : NULL;
+}
+
+static const char *meta_value(sqlite3 *db, ix_pool *p, const char *key) {
+    sqlite3_stmt *st = NULL;
+    const char *v = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) v = col_text(p, st, 0);
+    }
+    sqlite3_finalize(st);
+    return v;
+}
+
+int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const char **why) {
+    memset(p, 0, sizeof *p);
+    ix_map_init(&p->units);
+    ix_vec_init(&p->list, sizeof(ix_prev_unit));
+    *why = NULL;
+    if (access(path, F_OK) != 0) {
+        *why = "no previous index";
+        return 1;
+    }
+    if (sqlite3_open_v2(path, &p->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        *why = "the previous index cannot be opened";
+        goto none;
+    }
+    const char *version = meta_value(p->db, &p->pool, "schema_version");
+    if (!version || strcmp(version, TB_INDEX_SCHEMA_VERSION)) {
+        *why = "the previous index has another schema version";
+        goto none;
+    }
+    const char *key = meta_value(p->db, &p->pool, "indexer");
+    if (!key || strcmp(key, indexer_key)) {
+        *why = "the previous index was written by another build of tracebook or libclang";
+        goto none;
+    }
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(p->db, "SELECT id, path FROM files ORDER BY id", -1, &st, NULL) != SQLITE_OK) {
+        *why = "the previous index cannot be read";
+        goto none;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        long long id = sqlite3_column_int64(st, 0);
+        if (id <= 0 || id > 100000000) continue;
+        if ((size_t)id >= p->npaths) {
+            size_t n = (size_t)id + 1 > 2 * p->npaths ? (size_t)id + 1 : 2 * p->npaths;
+            p->paths = realloc(p->paths, n * sizeof *p->paths);
+            if (!p->paths) abort();
+            memset(p->paths + p->npaths, 0, (n - p->npaths) * sizeof *p->paths);
+            p->npaths = n;
+        }
+        p->paths[id] = col_text(&p->pool, st, 1);
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (sqlite3_prepare_v2(p->db,
+                           "SELECT f.path, u.tu_id, u.inputs, f.status, f.diagnostics FROM tu_inputs u"
+                           " JOIN files f ON f.id = u.tu_id",
+                           -1, &st, NULL) != SQLITE_OK) {
+        *why = "the previous index cannot be read";
+        goto none;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ix_prev_unit *u = ix_vec_push(&p->list);
+        const char *file = col_text(&p->pool, st, 0);
+        u->id = sqlite3_column_int64(st, 1);
+        u->inputs = col_text(&p->pool, st, 2);
+        const char *diags = (const char *)sqlite3_column_text(st, 4);
+        u->missing_header = diags && strstr(diags, "file not found");
+        ix_vec_init(&u->deps, sizeof(ix_dep));
+        if (file) ix_map_put(&p->units, file, (int)(p->list.len - 1));
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (sqlite3_prepare_v2(p->db, "SELECT tu_id, path, hash FROM tu_deps ORDER BY tu_id, rowid", -1, &st, NULL) !=
+        SQLITE_OK) {
+        *why = "the previous index cannot be read";
+        goto none;
+    }
+    // Units by id, for the deps.
+    ix_map byid;
+    ix_map_init(&byid);
+    for (size_t i = 0; i < p->list.len; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "%lld", IX_AT(&p->list, ix_prev_unit, i).id);
+        ix_map_put(&byid, k, (int)i);
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        char k[32];
+        snprintf(k, sizeof k, "%lld", (long long)sqlite3_column_int64(st, 0));
+        int *i = ix_map_get(&byid, k);
+        if (!i) continue;
+        ix_dep *d = ix_vec_push(&IX_AT(&p->list, ix_prev_unit, *i).deps);
+        d->path = col_text(&p->pool, st, 1);
+        d->hash = col_text(&p->pool, st, 2);
+    }
+    sqlite3_finalize(st);
+    ix_map_free(&byid);
+    return 0;
+none:
+    sqlite3_close(p->db);
+    p->db = NULL;
+    return 1;
+}
+
+const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *inputs, ix_hashes *h) {
+    if (!p->db) return NULL;
+    int *i = ix_map_get(&p->units, tu->file);
+    if (!i) return NULL;
+    const ix_prev_unit *u = &IX_AT(&p->list, ix_prev_unit, *i);
+    if (!u->inputs || strcmp(u->inputs, inputs) || u->missing_header || !u->deps.len) return NULL;
+    for (size_t k = 0; k < u->deps.len; k++) {
+        const ix_dep *d = &IX_AT(&u->deps, ix_dep, k);
+        if (!d->path || !d->hash || strcmp(ix_file_hash(h, d->path, NULL), d->hash)) return NULL;
+    }
+    return u;
+}
+
+void ix_result_init(ix_result *r) {
+    memset(r, 0, sizeof *r);
+    ix_vec_init(&r->funcs, sizeof(ix_func));
+    ix_vec_init(&r->calls, sizeof(ix_call));
+    ix_vec_init(&r->ftargets, sizeof(ix_ftarget));
+    ix_vec_init(&r->ranges, sizeof(ix_range));
+    ix_vec_init(&r->callbacks, sizeof(ix_callback));
+    ix_vec_init(&r->deps, sizeof(ix_dep));
+}
+
+static unsigned col_u(sqlite3_stmt *st, int i) {
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? 0 : (unsigned)sqlite3_column_int(st, i);
+}
+
+// files.id -> path in the previous index (the facts' file_id columns).
+static const char *file_path(ix_prev *p, ix_result *r, sqlite3_stmt *files, sqlite3_stmt *st, int i) {
+    (void)r;
+    (void)files;
+    if (sqlite3_column_type(st, i) == SQLITE_NULL) return NULL;
+    long long id = sqlite3_column_int64(st, i);
+    return id > 0 && (size_t)id < p->npaths ? p->paths[id] : NULL;
+}
+
+int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
+    ix_result_init(r);
+    r->reused = 1;
+    sqlite3_stmt *st = NULL, *files = NULL;
+    int rc = -1;
+    if (sqlite3_prepare_v2(p->db, "SELECT path FROM files WHERE id = ?", -1, &files, NULL) != SQLITE_OK) goto out;
+    // The unit's status.
+    if (sqlite3_prepare_v2(p->db,
+                           "SELECT f.status, f.errors, f.diagnostics, u.reduced FROM files f JOIN tu_inputs u"
+                           " ON u.tu_id = f.id WHERE f.id = ?",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_int64(st, 1, u->id);
+    if (sqlite3_step(st) != SQLITE_ROW) goto out;
+    const char *status = (const char *)sqlite3_column_text(st, 0);
+    r->status = !status ? "failed" : !strcmp(status, "ok") ? "ok" : !strcmp(status, "partial") ? "partial" : "failed";
+    r->errors = sqlite3_column_int(st, 1);
+    const char *diags = (const char *)sqlite3_column_text(st, 2);
+    r->diagnostics = diags ? strdup(diags) : NULL;
+    r->reduced = sqlite3_column_int(st, 3);
+    sqlite3_finalize(st);
+    st = NULL;
+
+#define QUERY(sql)                                                                   \
+    do {                                                                             \
+        sqlite3_finalize(st);                                                        \
+        st = NULL;                                                                   \
+        if (sqlite3_prepare_v2(p->db, sql, -1, &st, NULL) != SQLITE_OK) goto out;    \
+        sqlite3_bind_int64(st, 1, u->id);                                            \
+    } while (0)
+
+    QUERY("SELECT usr, name, file_id, line, col, end_line, end_col, is_static, is_definition, main_like"
+          " FROM tu_functions WHERE tu_id = ? ORDER BY rowid");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ix_func *f = ix_vec_push(&r->funcs);
+        f->usr = col_text(&r->pool, st, 0);
+        f->name = col_text(&r->pool, st, 1);
+        f->file = file_path(p, r, files, st, 2);
+        f->line = col_u(st, 3);
+        f->col = col_u(st, 4);
+        f->end_line = col_u(st, 5);
+        f->end_col = col_u(st, 6);
+        f->is_static = sqlite3_column_int(st, 7);
+        f->is_def = sqlite3_column_int(st, 8);
+        f->main_like = sqlite3_column_int(st, 9);
+    }
+    int nf = (int)r->funcs.len;
+    QUERY("SELECT caller, callee_usr, callee_name, field, file_id, line, col, in_macro"
+          " FROM tu_calls WHERE tu_id = ? ORDER BY rowid");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ix_call *c = ix_vec_push(&r->calls);
+        c->caller = sqlite3_column_int(st, 0);
+        if (c->caller < 0 || c->caller >= nf) goto out;
+        c->callee_usr = col_text(&r->pool, st, 1);
+        c->callee_name = col_text(&r->pool, st, 2);
+        c->field = col_text(&r->pool, st, 3);
+        c->file = file_path(p, r, files, st, 4);
+        c->line = col_u(st, 5);
+        c->col = col_u(st, 6);
+        c->in_macro = col_text(&r->pool, st, 7);
+    }
+    QUERY("SELECT record, field, function_usr, file_id, line FROM tu_field_targets WHERE tu_id = ? ORDER BY rowid");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ix_ftarget *t = ix_vec_push(&r->ftargets);
+        t->record = col_text(&r->pool, st, 0);
+        t->field = col_text(&r->pool, st, 1);
+        t->fn_usr = col_text(&r->pool, st, 2);
+        t->file = file_path(p, r, files, st, 3);
+        t->line = col_u(st, 4);
+    }
+    QUERY("SELECT caller, target_usr, passed_to, file_id, line, col FROM tu_callbacks WHERE tu_id = ? ORDER BY rowid");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ix_callback *b = ix_vec_push(&r->callbacks);
+        b->caller = sqlite3_column_int(st, 0);
+        if (b->caller < 0 || b->caller >= nf) goto out;
+        b->target_usr = col_text(&r->pool, st, 1);
+        b->passed_to = col_text(&r->pool, st, 2);
+        b->file = file_path(p, r, files, st, 3);
+        b->line = col_u(st, 4);
+        b->col = col_u(st, 5);
+    }
+    QUERY("SELECT caller, kind, name, file_id, line, col FROM tu_range_sites WHERE tu_id = ? ORDER BY rowid");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ix_range *g = ix_vec_push(&r->ranges);
+        g->caller = sqlite3_column_int(st, 0);
+        if (g->caller < 0 || g->caller >= nf) goto out;
+        g->kind = col_text(&r->pool, st, 1);
+        g->name = col_text(&r->pool, st, 2);
+        g->file = file_path(p, r, files, st, 3);
+        g->line = col_u(st, 4);
+        g->col = col_u(st, 5);
+    }
+    for (size_t k = 0; k < u->deps.len; k++) {
+        const ix_dep *s = &IX_AT(&u->deps, ix_dep, k);
+        ix_dep *d = ix_vec_push(&r->deps);
+        d->path = ix_pool_dup(&r->pool, s->path);
+        d->hash = ix_pool_dup(&r->pool, s->hash);
+    }
+    rc = 0;
+#undef QUERY
+out:
+    sqlite3_finalize(st);
+    sqlite3_finalize(files);
+    return rc;
+}
+
+void ix_prev_free(ix_prev *p) {
+    for (size_t i = 0; i < p->list.len; i++) ix_vec_free(&IX_AT(&p->list, ix_prev_unit, i).deps);
+    ix_vec_free(&p->list);
+    ix_map_free(&p->units);
+    ix_pool_free(&p->pool);
+    free(p->paths);
+    p->paths = NULL;
+    if (p->db) sqlite3_close(p->db);
+    p->db = NULL;
+}
