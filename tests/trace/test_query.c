@@ -219,11 +219,9 @@ static int run(const char *cmd) {
 #define E2E_INDEX TB_TEST_TMPDIR "/query-project.sqlite"
 
 TB_TEST(project_chain_from_pretrain_gpt_to_the_local_backend) {
-    if (run(TB_BIN_DIR "/tracebook index --compdb " TB_BIN_DIR "/../compile_commands.json --out " E2E_INDEX
-                       " --quiet > " TB_TEST_TMPDIR "/query-index.log 2>&1") != 0) {
-        printf("  SKIP: `tracebook index` failed on this build (see %s/query-index.log)\n", TB_TEST_TMPDIR);
-        return;
-    }
+    TB_REQUIRE(run(TB_BIN_DIR "/tracebook index --compdb " TB_BIN_DIR "/../compile_commands.json --out " E2E_INDEX
+                           " --quiet > " TB_TEST_TMPDIR "/query-index.log 2>&1") == 0,
+               "`tracebook index` failed on the project (see %s/query-index.log)", TB_TEST_TMPDIR);
     char *out;
     int rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "pretrain_gpt", "--to", "local_all_reduce",
                       "--index", E2E_INDEX, NULL);
@@ -233,6 +231,16 @@ TB_TEST(project_chain_from_pretrain_gpt_to_the_local_backend) {
                  has(c1, "rank_main"),
              "through the rank callback and the backend's field:\n%s", c1);
     free(c1);
+    free(out);
+    // the tensor-parallel all-reduce of the MLP: among the chains to the backend's call, one
+    // passes through the MLP's row-parallel linear
+    rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "pretrain_gpt", "--to", "local_all_reduce", "--max",
+                  "50", "--index", E2E_INDEX, NULL);
+    const char *mlp = out ? strstr(out, "→ mlp_forward (engine/transformer/mlp.c:") : NULL;
+    const char *row = mlp ? strstr(mlp, "\n") : NULL;
+    const char *next_hop = "  → row_parallel_linear_forward (engine/tensor_parallel/layers.c:";
+    TB_CHECK(rc == 0 && row && !strncmp(row + 1, next_hop, strlen(next_hop)),
+             "a chain main → ... → mlp_forward → row_parallel_linear_forward → ... → local_all_reduce:\n%s", out);
     free(out);
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "engine/pretrain_gpt.c:main", "--to",
                   "mlp_forward", "--index", E2E_INDEX, NULL);
