@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "datasets/gpt_dataset.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 
 #define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
@@ -16,15 +17,6 @@
     " --micro-batch-size 2 --global-batch-size 4 --num-threads 1"
 
 static char out_text[1 << 16], err_text[1 << 16];
-
-static void slurp(const char *path, char *buf, size_t len) {
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t n = fread(buf, 1, len - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
 
 // Runs a shell command; stdout and stderr land in out_text / err_text. Returns the exit status.
 static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -37,8 +29,8 @@ static int run(const char *fmt, ...) {
     char full[4400];
     snprintf(full, sizeof full, "%s > %s/run.out 2> %s/run.err", cmd, TB_TEST_TMPDIR, TB_TEST_TMPDIR);
     int status = system(full);
-    slurp(TB_TEST_TMPDIR "/run.out", out_text, sizeof out_text);
-    slurp(TB_TEST_TMPDIR "/run.err", err_text, sizeof err_text);
+    tb_slurp_into(TB_TEST_TMPDIR "/run.out", out_text, sizeof out_text);
+    tb_slurp_into(TB_TEST_TMPDIR "/run.err", err_text, sizeof err_text);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 

@@ -8,21 +8,13 @@
 #include <unistd.h>
 
 #include "provenance.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"
 #define ART TB_TEST_TMPDIR "/replay_artifacts"
 
 static char out_text[1 << 16], err_text[1 << 16];
-
-static void slurp(const char *path, char *buf, size_t len) {
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t n = fread(buf, 1, len - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
 
 static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int run(const char *fmt, ...) {
@@ -34,8 +26,8 @@ static int run(const char *fmt, ...) {
     snprintf(full, sizeof full, "cd %s && %s > %s/rp.out 2> %s/rp.err", TB_SOURCE_DIR, cmd, TB_TEST_TMPDIR,
              TB_TEST_TMPDIR);
     int status = system(full);
-    slurp(TB_TEST_TMPDIR "/rp.out", out_text, sizeof out_text);
-    slurp(TB_TEST_TMPDIR "/rp.err", err_text, sizeof err_text);
+    tb_slurp_into(TB_TEST_TMPDIR "/rp.out", out_text, sizeof out_text);
+    tb_slurp_into(TB_TEST_TMPDIR "/rp.err", err_text, sizeof err_text);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 

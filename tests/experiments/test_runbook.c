@@ -7,21 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tb_shell.h"
 #include "tb_test.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"
 #define TINY "num_layers = 2, hidden_size = 32, num_attention_heads = 2, seq_length = 16, vocab_size = 64"
 
 static char out_text[1 << 16], err_text[1 << 16];
-
-static void slurp(const char *path, char *buf, size_t len) {
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t n = fread(buf, 1, len - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
 
 static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int run(const char *fmt, ...) {
@@ -33,15 +25,9 @@ static int run(const char *fmt, ...) {
     snprintf(full, sizeof full, "cd %s && %s > %s/rb.out 2> %s/rb.err", TB_SOURCE_DIR, cmd, TB_TEST_TMPDIR,
              TB_TEST_TMPDIR);
     int status = system(full);
-    slurp(TB_TEST_TMPDIR "/rb.out", out_text, sizeof out_text);
-    slurp(TB_TEST_TMPDIR "/rb.err", err_text, sizeof err_text);
+    tb_slurp_into(TB_TEST_TMPDIR "/rb.out", out_text, sizeof out_text);
+    tb_slurp_into(TB_TEST_TMPDIR "/rb.err", err_text, sizeof err_text);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
 }
 
 // The record directories of an experiment version, in a fixed order.
@@ -61,7 +47,7 @@ static int records(const char *version_dir, char names[][256], int max) {
 #define ART TB_TEST_TMPDIR "/rb_artifacts"
 
 TB_TEST(runbook_runs_records_and_claims_and_prove_rederives) {
-    write_file(TB_TEST_TMPDIR "/ok.lua",
+    tb_write_text(TB_TEST_TMPDIR "/ok.lua",
                "local exp = tb.experiment{ name = 'rb', version = 1, question = 'does it record?' }\n"
                "local r = exp:run{ " TINY ", train_iters = 3, repeat_ = 2 }\n"
                "tb.assert(#r.runs == 2, 'two repetitions')\n"
@@ -104,7 +90,7 @@ TB_TEST(runbook_runs_records_and_claims_and_prove_rederives) {
 }
 
 TB_TEST(dry_run_prints_argv_and_config_and_runs_nothing) {
-    write_file(TB_TEST_TMPDIR "/dry.lua",
+    tb_write_text(TB_TEST_TMPDIR "/dry.lua",
                "local exp = tb.experiment{ name = 'dry', version = 1, question = 'q' }\n"
                "for _, p in ipairs(tb.sweep{ tensor_model_parallel_size = {1, 2} }) do\n"
                "  p.num_layers = 2; p.hidden_size = 32; p.num_attention_heads = 2; p.world_size = p.tensor_model_parallel_size\n"
@@ -117,11 +103,11 @@ TB_TEST(dry_run_prints_argv_and_config_and_runs_nothing) {
 }
 
 TB_TEST(runbook_errors_name_file_and_line_and_mark_the_experiment_failed) {
-    write_file(TB_TEST_TMPDIR "/syntax.lua", "local x = \n");
+    tb_write_text(TB_TEST_TMPDIR "/syntax.lua", "local x = \n");
     TB_CHECK(run("rm -rf %s_err && %s run %s/syntax.lua --artifacts %s_err", ART, TRACEBOOK, TB_TEST_TMPDIR, ART) != 0 &&
                  strstr(err_text, "syntax.lua:"),
              "syntax error with file:line:\n%s", err_text);
-    write_file(TB_TEST_TMPDIR "/badkey.lua",
+    tb_write_text(TB_TEST_TMPDIR "/badkey.lua",
                "local exp = tb.experiment{ name = 'bad', version = 1, question = 'q' }\n"
                "\n"
                "exp:run{ num_layerz = 2 }\n");
@@ -132,7 +118,7 @@ TB_TEST(runbook_errors_name_file_and_line_and_mark_the_experiment_failed) {
     json_t *e = json_load_file(ART "_err/bad/v1/experiment.json", 0, NULL);
     TB_CHECK(e && !strcmp(json_string_value(json_object_get(e, "status")), "failed"), "experiment marked failed");
     json_decref(e);
-    write_file(TB_TEST_TMPDIR "/engine_fails.lua",
+    tb_write_text(TB_TEST_TMPDIR "/engine_fails.lua",
                "local exp = tb.experiment{ name = 'enginefail', version = 1, question = 'q' }\n"
                "exp:run{ " TINY ", train_iters = 2, num_attention_heads = 3 }\n");
     TB_CHECK(run("%s run %s/engine_fails.lua --artifacts %s_err", TRACEBOOK, TB_TEST_TMPDIR, ART) != 0 &&
@@ -148,7 +134,7 @@ TB_TEST(runbook_errors_name_file_and_line_and_mark_the_experiment_failed) {
 }
 
 TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
-    write_file(TB_TEST_TMPDIR "/long.lua",
+    tb_write_text(TB_TEST_TMPDIR "/long.lua",
                "local exp = tb.experiment{ name = 'long', version = 1, question = 'q' }\n"
                "exp:run{ num_layers = 4, hidden_size = 128, num_attention_heads = 4, seq_length = 128, "
                "vocab_size = 256, train_iters = 100000 }\n");
@@ -160,7 +146,7 @@ TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
              TB_SOURCE_DIR, ART, TRACEBOOK, TB_TEST_TMPDIR, ART, TB_TEST_TMPDIR);
     TB_REQUIRE(system(cmd) == 0, "shell");
     char status[64];
-    slurp(TB_TEST_TMPDIR "/int.status", status, sizeof status);
+    tb_slurp_into(TB_TEST_TMPDIR "/int.status", status, sizeof status);
     TB_CHECK(atoi(status) != 0, "interrupted host exits non-zero (got %s)", status);
     char names[8][256];
     TB_REQUIRE(records(ART "_int/long/v1", names, 8) == 1, "one record");
@@ -186,7 +172,7 @@ TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
 }
 
 TB_TEST(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook) {
-    write_file(TB_TEST_TMPDIR "/long2.lua",
+    tb_write_text(TB_TEST_TMPDIR "/long2.lua",
                "local exp = tb.experiment{ name = 'long2', version = 1, question = 'q' }\n"
                "exp:run{ num_layers = 4, hidden_size = 128, num_attention_heads = 4, seq_length = 128, "
                "vocab_size = 256, train_iters = 100000 }\n");
@@ -197,7 +183,7 @@ TB_TEST(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook) {
              TB_SOURCE_DIR, ART, TRACEBOOK, TB_TEST_TMPDIR, ART, TB_TEST_TMPDIR, ART, TB_TEST_TMPDIR);
     TB_REQUIRE(system(cmd) == 0, "shell");
     char status[64];
-    slurp(TB_TEST_TMPDIR "/eng.status", status, sizeof status);
+    tb_slurp_into(TB_TEST_TMPDIR "/eng.status", status, sizeof status);
     TB_CHECK(atoi(status) != 0, "the runbook fails when its engine is killed (exit %s)", status);
     char names[8][256];
     TB_REQUIRE(records(ART "_eng/long2/v1", names, 8) == 1, "one record");
@@ -211,7 +197,7 @@ TB_TEST(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook) {
 }
 
 TB_TEST(env_deny_keeps_secrets_out_of_the_manifest) {
-    write_file(TB_TEST_TMPDIR "/env.lua",
+    tb_write_text(TB_TEST_TMPDIR "/env.lua",
                "local exp = tb.experiment{ name = 'env', version = 1, question = 'q' }\n"
                "exp:run{ " TINY ", train_iters = 1 }\n");
     TB_REQUIRE(run("rm -rf %s_env && MY_API_TOKEN=s3cret TB_PRIVATE_NOTE=x TB_VISIBLE=y %s run %s/env.lua "
@@ -230,7 +216,7 @@ TB_TEST(env_deny_keeps_secrets_out_of_the_manifest) {
 }
 
 TB_TEST(params_from_set_reach_the_runbook) {
-    write_file(TB_TEST_TMPDIR "/param.lua",
+    tb_write_text(TB_TEST_TMPDIR "/param.lua",
                "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n"
                "tb.assert(tb.param('name', 'x') == 'abc', 'string from --set')\n"
                "tb.assert(tb.param('missing', 5) == 5, 'default')\n");

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"
@@ -27,45 +28,10 @@
 // ---------------------------------------------------------------------------------------
 // Helpers
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
-static int write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fputs(text, f);
-    return fclose(f);
-}
-
-// Runs a shell command with stdout and stderr captured; returns its exit status and sets
-// *output (malloc'd) to what it printed.
-static int run(char **output, const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char full[8400];
-    snprintf(full, sizeof full, "%s > '%s/out.txt' 2>&1", cmd, WORK);
-    int st = system(full);
-    *output = slurp(WORK "/out.txt");
-    if (!*output) *output = calloc(1, 1);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
 
 // `tracebook CMD ARGS --index INDEX`
 static int tb(char **output, const char *args) {
-    return run(output, "'%s' %s --index '%s'", TRACEBOOK, args, INDEX);
+    return tb_shell(output, WORK, "'%s' %s --index '%s'", TRACEBOOK, args, INDEX);
 }
 
 static int has(const char *text, const char *needle) { return text && strstr(text, needle) != NULL; }
@@ -87,7 +53,7 @@ static char *keep(const char *fmt, ...) {
 static int locate(const char *file, const char *marker, const char *needle, int *col) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", GFIX, file);
-    char *s = slurp(path);
+    char *s = tb_slurp(path);
     if (col) *col = -1;
     if (!s) return -1;
     char *hit = strstr(s, marker);
@@ -240,25 +206,25 @@ static int write_inputs(void) {
                         WORK, GFIX, GFIX, units[i], units[i], GFIX, units[i],
                         i + 1 < sizeof units / sizeof *units ? "," : "");
     snprintf(json + len, sizeof json - (size_t)len, "]\n");
-    int bad = write_text(WORK "/compile_commands.json", json);
+    int bad = tb_write_text(WORK "/compile_commands.json", json);
     // index → codemodel-v2 → one json per target (only the fields index_targets.c reads)
-    bad |= write_text(REPLY "/index-2000-01-01T00-00-00-0000.json",
+    bad |= tb_write_text(REPLY "/index-2000-01-01T00-00-00-0000.json",
                       "{\"reply\": {\"codemodel-v2\": {\"kind\": \"codemodel\", \"version\": {\"major\": 2,"
                       " \"minor\": 0}, \"jsonFile\": \"codemodel-v2-gx.json\"}}}\n");
-    bad |= write_text(REPLY "/codemodel-v2-gx.json",
+    bad |= tb_write_text(REPLY "/codemodel-v2-gx.json",
                       "{\"kind\": \"codemodel\", \"paths\": {\"source\": \"" GFIX "\", \"build\": \"" WORK "\"},\n"
                       " \"configurations\": [{\"name\": \"\", \"targets\": [\n"
                       "  {\"id\": \"alpha::@gx\", \"name\": \"alpha\", \"jsonFile\": \"target-alpha.json\"},\n"
                       "  {\"id\": \"beta::@gx\", \"name\": \"beta\", \"jsonFile\": \"target-beta.json\"},\n"
                       "  {\"id\": \"gx_common::@gx\", \"name\": \"gx_common\", \"jsonFile\": \"target-gx_common.json\"}\n"
                       " ]}]}\n");
-    bad |= write_text(REPLY "/target-alpha.json",
+    bad |= tb_write_text(REPLY "/target-alpha.json",
                       "{\"name\": \"alpha\", \"type\": \"EXECUTABLE\", \"sources\": [{\"path\": \"alpha.c\","
                       " \"compileGroupIndex\": 0}], \"dependencies\": [{\"id\": \"gx_common::@gx\"}]}\n");
-    bad |= write_text(REPLY "/target-beta.json",
+    bad |= tb_write_text(REPLY "/target-beta.json",
                       "{\"name\": \"beta\", \"type\": \"EXECUTABLE\", \"sources\": [{\"path\": \"beta.c\","
                       " \"compileGroupIndex\": 0}], \"dependencies\": [{\"id\": \"gx_common::@gx\"}]}\n");
-    bad |= write_text(REPLY "/target-gx_common.json",
+    bad |= tb_write_text(REPLY "/target-gx_common.json",
                       "{\"name\": \"gx_common\", \"type\": \"STATIC_LIBRARY\", \"sources\": [\n"
                       "  {\"path\": \"common.c\", \"compileGroupIndex\": 0},\n"
                       "  {\"path\": \"ops.c\", \"compileGroupIndex\": 0},\n"
@@ -274,7 +240,7 @@ static int indexed(void) {
         return 0;
     }
     unlink(INDEX);
-    ix_status = run(&ix_output, "'%s' index --compdb '%s' --out '%s'", TRACEBOOK, WORK, INDEX);
+    ix_status = tb_shell(&ix_output, WORK, "'%s' index --compdb '%s' --out '%s'", TRACEBOOK, WORK, INDEX);
     return ix_status == 0;
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"
@@ -22,52 +23,10 @@
 // ---------------------------------------------------------------------------------------
 // Helpers
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
-static int write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fputs(text, f);
-    return fclose(f);
-}
-
-static int exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-// Runs a shell command with stdout and stderr captured; returns its exit status and sets
-// *output (malloc'd) to what it printed.
-static int run(char **output, const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char full[8400];
-    snprintf(full, sizeof full, "%s > '%s/out.txt' 2>&1", cmd, WORK);
-    int st = system(full);
-    if (output) {
-        *output = slurp(WORK "/out.txt");
-        if (!*output) *output = calloc(1, 1);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
 
 // The 1-based line of the first line of path containing marker, or -1.
 static int line_of(const char *path, const char *marker) {
-    char *s = slurp(path);
+    char *s = tb_slurp(path);
     if (!s) return -1;
     char *hit = strstr(s, marker);
     int line = -1;
@@ -142,7 +101,7 @@ static sqlite3 *fixture_index(void) {
     tb_error err;
     if (tb_mkdir_p(WORK "/basic", &err)) printf("  %s\n", err.msg);
     // "arguments" and "command" forms, relative and absolute files, flags the indexer drops.
-    if (write_text(WORK "/basic/compile_commands.json",
+    if (tb_write_text(WORK "/basic/compile_commands.json",
                    "[\n"
                    " {\"directory\": \"" FIX "/basic\", \"arguments\": [\"/usr/bin/cc\", \"-std=c17\", \"-O2\","
                    " \"-Wall\", \"-Werror\", \"-MD\", \"-MT\", \"main.o\", \"-MF\", \"main.o.d\", \"-c\", \"main.c\","
@@ -155,7 +114,7 @@ static sqlite3 *fixture_index(void) {
                    "]\n"))
         printf("  cannot write the fixture database\n");
     unlink(WORK "/basic/index.sqlite");
-    fx_status = run(&fx_output, "'%s' index --compdb '%s/basic' --out '%s/basic/index.sqlite'", TRACEBOOK, WORK, WORK);
+    fx_status = tb_shell(&fx_output, WORK, "'%s' index --compdb '%s/basic' --out '%s/basic/index.sqlite'", TRACEBOOK, WORK, WORK);
     fx_db = open_db(WORK "/basic/index.sqlite");
     return fx_db;
 }
@@ -355,7 +314,7 @@ TB_TEST(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points) {
 
     // --no-default-collectives --collective GLOB replaces the list.
     char *out = NULL;
-    int st = run(&out, "'%s' index --quiet --compdb '%s/basic/compile_commands.json' --out '%s/basic/custom.sqlite'"
+    int st = tb_shell(&out, WORK, "'%s' index --quiet --compdb '%s/basic/compile_commands.json' --out '%s/basic/custom.sqlite'"
                  " --no-default-collectives --collective 'wor?'",
                  TRACEBOOK, WORK, WORK);
     TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
@@ -410,7 +369,7 @@ TB_TEST(callbacks_are_recorded_and_chains_go_through_them) {
              q_long(db, "SELECT COUNT(*) FROM callbacks"));
 
     char *out = NULL;
-    int st = run(&out, "'%s' chain --from launch_ranks --to rank_leaf --index '%s/basic/index.sqlite'", TRACEBOOK,
+    int st = tb_shell(&out, WORK, "'%s' chain --from launch_ranks --to rank_leaf --index '%s/basic/index.sqlite'", TRACEBOOK,
                  WORK);
     char hop[256];
     snprintf(hop, sizeof hop, "util.c:%d, passes rank_body to for_each_rank)\n  → rank_body (", pass);
@@ -454,14 +413,14 @@ TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
     char *out = NULL;
     const char *missing = WORK "/bad/nowhere/compile_commands.json";
     unlink(WORK "/bad/index.sqlite");
-    int st = run(&out, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, missing, WORK);
+    int st = tb_shell(&out, WORK, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, missing, WORK);
     TB_CHECK(st != 0 && strstr(out, missing), "missing database: exit %d, output:\n%s", st, out);
-    TB_CHECK(!exists(WORK "/bad/index.sqlite"), "no index written");
+    TB_CHECK(!tb_exists(WORK "/bad/index.sqlite"), "no index written");
     free(out);
 
     const char *malformed = WORK "/bad/compile_commands.json";
-    write_text(malformed, "[\n {\"directory\": \"/tmp\", \"file\": \"a.c\",\n");
-    st = run(&out, "'%s' index --compdb '%s/bad' --out '%s/bad/index.sqlite'", TRACEBOOK, WORK, WORK);
+    tb_write_text(malformed, "[\n {\"directory\": \"/tmp\", \"file\": \"a.c\",\n");
+    st = tb_shell(&out, WORK, "'%s' index --compdb '%s/bad' --out '%s/bad/index.sqlite'", TRACEBOOK, WORK, WORK);
     TB_CHECK(st != 0 && strstr(out, malformed) && strstr(out, "malformed"), "malformed JSON: exit %d, output:\n%s",
              st, out);
     char pos[600];
@@ -469,29 +428,29 @@ TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
     TB_CHECK(strstr(out, pos) != NULL, "the JSON error's position (%s) in:\n%s", pos, out);
     free(out);
 
-    write_text(malformed, "[{\"directory\": \"/tmp\", \"command\": \"cc -c a.c\"}]\n");
-    st = run(&out, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, malformed, WORK);
+    tb_write_text(malformed, "[{\"directory\": \"/tmp\", \"command\": \"cc -c a.c\"}]\n");
+    st = tb_shell(&out, WORK, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, malformed, WORK);
     TB_CHECK(st != 0 && strstr(out, malformed) && strstr(out, "entry 0"), "entry without file: exit %d:\n%s", st,
              out);
-    TB_CHECK(!exists(WORK "/bad/index.sqlite"), "no index written");
+    TB_CHECK(!tb_exists(WORK "/bad/index.sqlite"), "no index written");
     free(out);
 }
 
 TB_TEST(nvcc_cuda_file_parses_as_host_code) {
-    if (!exists("/usr/local/cuda/include/cuda_runtime.h")) {
+    if (!tb_exists("/usr/local/cuda/include/cuda_runtime.h")) {
         printf("  skipped: no CUDA toolkit at /usr/local/cuda\n");
         return;
     }
     tb_error err;
     tb_mkdir_p(WORK "/cuda", &err);
-    write_text(WORK "/cuda/compile_commands.json",
+    tb_write_text(WORK "/cuda/compile_commands.json",
                "[{\"directory\": \"" FIX "/cuda\", \"command\": \"/usr/local/cuda/bin/nvcc -gencode"
                " arch=compute_90,code=sm_90 -arch=sm_90 -ccbin /usr/bin/g++ --extended-lambda"
                " --expt-relaxed-constexpr -Xcompiler -fPIC,-Wall --use_fast_math -rdc=true -Xptxas -v -lineinfo"
                " --diag-suppress 177 -O3 --std c++17 -I" FIX "/cuda -c kernels.cu -o kernels.o\","
                " \"file\": \"kernels.cu\"}]\n");
     char *out = NULL;
-    int st = run(&out, "'%s' index --compdb '%s/cuda' --out '%s/cuda/index.sqlite'", TRACEBOOK, WORK, WORK);
+    int st = tb_shell(&out, WORK, "'%s' index --compdb '%s/cuda' --out '%s/cuda/index.sqlite'", TRACEBOOK, WORK, WORK);
     TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
     sqlite3 *db = open_db(WORK "/cuda/index.sqlite");
     TB_REQUIRE(db, "no index:\n%s", out);
@@ -534,14 +493,14 @@ TB_TEST(nvcc_cuda_file_parses_as_host_code) {
 
 TB_TEST(project_index_end_to_end) {
     const char *build = TB_BIN_DIR "/..";
-    if (!exists(TB_BIN_DIR "/../compile_commands.json")) {
+    if (!tb_exists(TB_BIN_DIR "/../compile_commands.json")) {
         TB_CHECK(0, "no %s/compile_commands.json: configure with CMake first", build);
         return;
     }
     char *out = NULL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int st = run(&out, "'%s' index --compdb '%s' --out '%s/project.sqlite'", TRACEBOOK, build, WORK);
+    int st = tb_shell(&out, WORK, "'%s' index --compdb '%s' --out '%s/project.sqlite'", TRACEBOOK, build, WORK);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     printf("  indexed the project in %.1f s\n", secs);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"
@@ -21,30 +22,10 @@
 #define OUT WORK "/index.sqlite"
 #define FULL WORK "/full.sqlite"
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
-static int write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fputs(text, f);
-    return fclose(f);
-}
-
 static int copy_file(const char *from, const char *to) {
-    char *s = slurp(from);
+    char *s = tb_slurp(from);
     if (!s) return -1;
-    int rc = write_text(to, s);
+    int rc = tb_write_text(to, s);
     free(s);
     return rc;
 }
@@ -53,7 +34,7 @@ static int copy_file(const char *from, const char *to) {
 // file system's clock move past the edit (an input modified within 20 ms of a run's start is
 // taken as modified during it, so its units would be parsed once more next time).
 static int edit(const char *path, const char *cut, const char *add) {
-    char *s = slurp(path);
+    char *s = tb_slurp(path);
     if (!s) return -1;
     if (cut) {
         char *hit = strstr(s, cut);
@@ -75,19 +56,15 @@ static int edit(const char *path, const char *cut, const char *add) {
 
 static char *output;
 
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int run(const char *fmt, ...) {
     char cmd[8192];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
-    char full[8400];
-    snprintf(full, sizeof full, "%s > '%s/out.txt' 2>&1", cmd, WORK);
-    int st = system(full);
     free(output);
-    output = slurp(WORK "/out.txt");
-    if (!output) output = calloc(1, 1);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    return tb_shell(&output, WORK, "%s", cmd);
 }
 
 // The units ("main util extra", in any order of entries) the database lists, the extra unit's flags.
@@ -105,7 +82,7 @@ static int write_compdb(const char *units, const char *extra_flags) {
         first = 0;
     }
     snprintf(buf + n, sizeof buf - n, "]\n");
-    return write_text(SRC "/compile_commands.json", buf);
+    return tb_write_text(SRC "/compile_commands.json", buf);
 }
 
 // "TUs parsed N, reused M" from the summary; -1 when missing.
@@ -212,7 +189,7 @@ TB_TEST(reindexing_parses_exactly_the_units_whose_inputs_changed) {
     TB_REQUIRE(copy_file(FIX "/main.c", SRC "/main.c") == 0 && copy_file(FIX "/util.c", SRC "/util.c") == 0 &&
                    copy_file(FIX "/fx.h", SRC "/fx.h") == 0,
                "cannot copy the fixture");
-    TB_REQUIRE(write_text(SRC "/extra.c",
+    TB_REQUIRE(tb_write_text(SRC "/extra.c",
                           "int extra_leaf(int x) { return x; }\n"
                           "#ifdef X\nint extra_x(void) { return extra_leaf(1); }\n#endif\n"
                           "int extra_run(int x) { return extra_leaf(x) + 1; }\n") == 0,
