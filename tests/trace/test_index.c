@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "index_query.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 
@@ -38,29 +39,14 @@ static int line_of(const char *path, const char *marker) {
     return line;
 }
 
-static sqlite3 *open_db(const char *path) {
-    sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        sqlite3_close(db);
-        return NULL;
-    }
-    return db;
-}
+static sqlite3 *open_db(const char *path) { return tb_index_open_ro(path); }
 
 // The first column of the first row of a query (sqlite3_mprintf format: %Q quotes), or -1.
 static long q_long(sqlite3 *db, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    char *sql = sqlite3_vmprintf(fmt, ap);
+    long v = tb_index_vq_long(db, fmt, ap);
     va_end(ap);
-    sqlite3_stmt *st = NULL;
-    long v = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        printf("  sql error: %s\n    %s\n", sqlite3_errmsg(db), sql);
-    else if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
-        v = (long)sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
     return v;
 }
 

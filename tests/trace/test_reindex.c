@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "index_query.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 
@@ -148,23 +149,12 @@ static char *dump(const char *path) {
 }
 
 static long q_long(const char *path, const char *fmt, ...) {
-    sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        sqlite3_close(db);
-        return -1;
-    }
+    sqlite3 *db = tb_index_open_ro(path);
+    if (!db) return -1;
     va_list ap;
     va_start(ap, fmt);
-    char *sql = sqlite3_vmprintf(fmt, ap);
+    long v = tb_index_vq_long(db, fmt, ap);
     va_end(ap);
-    sqlite3_stmt *st = NULL;
-    long v = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        printf("  sql error: %s\n    %s\n", sqlite3_errmsg(db), sql);
-    else if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
-        v = (long)sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
     sqlite3_close(db);
     return v;
 }

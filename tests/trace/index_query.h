@@ -1,0 +1,41 @@
+// index_query.h — what the trace tests share to look into an index: open it read-only and
+// read one number from a query.
+#ifndef TB_TESTS_TRACE_INDEX_QUERY_H
+#define TB_TESTS_TRACE_INDEX_QUERY_H
+
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+static inline sqlite3 *tb_index_open_ro(const char *path) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+// The first column of the first row of a query (sqlite3_mprintf format: %Q quotes), or -1.
+static inline long tb_index_vq_long(sqlite3 *db, const char *fmt, va_list ap) {
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    sqlite3_stmt *st = NULL;
+    long v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        printf("  sql error: %s\n    %s\n", sqlite3_errmsg(db), sql);
+    else if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        v = (long)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    return v;
+}
+
+static inline long tb_index_q_long(sqlite3 *db, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    long v = tb_index_vq_long(db, fmt, ap);
+    va_end(ap);
+    return v;
+}
+
+#endif
