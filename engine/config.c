@@ -14,7 +14,7 @@
 // The option table
 
 #define OPT(flag, key, type, dflt, choices, group, help) \
-    {flag, #key, type, offsetof(tb_config, key), dflt, choices, group, help}
+    {flag, #key, type, offsetof(tb_config, key), sizeof(((tb_config *)0)->key), dflt, choices, group, NULL, help}
 
 const tb_option tb_config_options[] = {
     // model
@@ -124,49 +124,14 @@ const tb_option tb_config_options[] = {
         "per-rank peak TFLOP/s that MFU is measured against (0: MFU not reported)"),
     OPT("--num-threads", num_threads, TB_OPT_INT, "0", NULL, "io",
         "CPU threads for BLAS and kernels (0: all cores)"),
-    {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
+    TB_OPTIONS_END,
 };
 
 static const tb_option *find_by_flag(const char *flag, size_t len) {
-    for (const tb_option *o = tb_config_options; o->flag; o++)
-        if (strlen(o->flag) == len && strncmp(o->flag, flag, len) == 0) return o;
-    return NULL;
+    return tb_options_find_flag(tb_config_options, flag, len);
 }
 
-static const tb_option *find_by_key(const char *key) {
-    for (const tb_option *o = tb_config_options; o->flag; o++)
-        if (strcmp(o->key, key) == 0) return o;
-    return NULL;
-}
-
-// Index of `value` in "a|b|c", or -1.
-static int choice_index(const char *choices, const char *value) {
-    int i = 0;
-    size_t n = strlen(value);
-    for (const char *p = choices; *p; i++) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && strncmp(p, value, n) == 0) return i;
-        if (!bar) break;
-        p = bar + 1;
-    }
-    return -1;
-}
-
-static const char *choice_at(const char *choices, int index, char *buf, size_t len) {
-    const char *p = choices;
-    for (int i = 0; i < index && p; i++) {
-        p = strchr(p, '|');
-        if (p) p++;
-    }
-    if (!p) return "?";
-    const char *bar = strchr(p, '|');
-    size_t n = bar ? (size_t)(bar - p) : strlen(p);
-    if (n >= len) n = len - 1;
-    memcpy(buf, p, n);
-    buf[n] = '\0';
-    return buf;
-}
+static const tb_option *find_by_key(const char *key) { return tb_options_find_key(tb_config_options, key); }
 
 const char *config_choice_name(const char *key, int value) {
     // a ring of buffers, so several names can appear in one printf
@@ -174,125 +139,16 @@ const char *config_choice_name(const char *key, int value) {
     static _Thread_local unsigned next;
     char *buf = ring[next++ % 8];
     const tb_option *o = find_by_key(key);
-    return o && o->type == TB_OPT_CHOICE ? choice_at(o->choices, value, buf, sizeof ring[0]) : "?";
-}
-
-// ---------------------------------------------------------------------------------------
-// Setting one value from text (flags, defaults) or JSON
-
-static int parse_bytes(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || v < 0) return -1;
-    int shift = 0;
-    switch (*end) {
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    case 'T': case 't': shift = 40; end++; break;
-    default: break;
-    }
-    if (shift && (*end == 'i' || *end == 'I')) end++;
-    if (shift && (*end == 'B' || *end == 'b')) end++;
-    if (*end) return -1;
-    if (v > (INT64_MAX >> shift)) return -1;
-    *out = (int64_t)v << shift;
-    return 0;
-}
-
-// `where` says where the value came from, for the message ("flag --num-layers", "file.json").
-static int set_from_text(tb_config *cfg, const tb_option *o, const char *value, const char *where,
-                         tb_error *err) {
-    char *field = (char *)cfg + o->offset;
-    char *end;
-    errno = 0;
-    switch (o->type) {
-    case TB_OPT_INT: {
-        long v = strtol(value, &end, 10);
-        if (errno || end == value || *end || v < INT_MIN || v > INT_MAX)
-            return tb_fail(err, "%s: '%s' is not an integer", where, value);
-        *(int *)field = (int)v;
-        return 0;
-    }
-    case TB_OPT_INT64: {
-        long long v = strtoll(value, &end, 10);
-        if (errno || end == value || *end) return tb_fail(err, "%s: '%s' is not an integer", where, value);
-        *(int64_t *)field = v;
-        return 0;
-    }
-    case TB_OPT_FLOAT: {
-        double v = strtod(value, &end);
-        if (end == value || *end) return tb_fail(err, "%s: '%s' is not a number", where, value);
-        if (errno == ERANGE || !isfinite(v))
-            return tb_fail(err, "%s: '%s' is not a finite number in double range", where, value);
-        *(double *)field = v;
-        return 0;
-    }
-    case TB_OPT_BOOL:
-        if (!strcmp(value, "true") || !strcmp(value, "1")) *(int *)field = 1;
-        else if (!strcmp(value, "false") || !strcmp(value, "0")) *(int *)field = 0;
-        else return tb_fail(err, "%s: '%s' is not true or false", where, value);
-        return 0;
-    case TB_OPT_STRING: {
-        size_t cap = o->offset == offsetof(tb_config, inject_stall) ? sizeof cfg->inject_stall : TB_PATH_MAX;
-        if (strlen(value) >= cap)
-            return tb_fail(err, "%s: value is %zu characters, at most %zu allowed", where, strlen(value), cap - 1);
-        strcpy(field, value);
-        return 0;
-    }
-    case TB_OPT_CHOICE: {
-        int i = choice_index(o->choices, value);
-        if (i < 0) return tb_fail(err, "%s: '%s' is not one of %s", where, value, o->choices);
-        *(int *)field = i;
-        return 0;
-    }
-    case TB_OPT_BYTES:
-        if (parse_bytes(value, (int64_t *)field) != 0)
-            return tb_fail(err, "%s: '%s' is not a byte count (e.g. 1048576, 512M, 2G)", where, value);
-        return 0;
-    }
-    return tb_fail(err, "%s: unknown option type", where);
-}
-
-static int set_from_json(tb_config *cfg, const tb_option *o, json_t *v, const char *where,
-                         tb_error *err) {
-    char text[64];
-    switch (o->type) {
-    case TB_OPT_STRING:
-    case TB_OPT_CHOICE:
-        if (!json_is_string(v)) return tb_fail(err, "%s: expected a string", where);
-        return set_from_text(cfg, o, json_string_value(v), where, err);
-    case TB_OPT_BOOL:
-        if (!json_is_boolean(v)) return tb_fail(err, "%s: expected true or false", where);
-        *(int *)((char *)cfg + o->offset) = json_is_true(v);
-        return 0;
-    case TB_OPT_INT:
-    case TB_OPT_INT64:
-        if (!json_is_integer(v)) return tb_fail(err, "%s: expected an integer", where);
-        snprintf(text, sizeof text, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        return set_from_text(cfg, o, text, where, err);
-    case TB_OPT_BYTES:
-        if (json_is_string(v)) return set_from_text(cfg, o, json_string_value(v), where, err);
-        if (!json_is_integer(v)) return tb_fail(err, "%s: expected a byte count", where);
-        snprintf(text, sizeof text, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        return set_from_text(cfg, o, text, where, err);
-    case TB_OPT_FLOAT:
-        if (!json_is_number(v)) return tb_fail(err, "%s: expected a number", where);
-        *(double *)((char *)cfg + o->offset) = json_number_value(v);
-        return 0;
-    }
-    return tb_fail(err, "%s: unknown option type", where);
+    return o && o->type == TB_OPT_CHOICE ? tb_choice_at(o->choices, value, buf, sizeof ring[0]) : "?";
 }
 
 void config_defaults(tb_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
-    for (const tb_option *o = tb_config_options; o->flag; o++) {
-        tb_error err;
-        if (set_from_text(cfg, o, o->default_value, o->flag, &err) != 0) {
-            fprintf(stderr, "internal error: default of %s: %s\n", o->flag, err.msg);
-            abort();
-        }
+    tb_error err;
+    if (tb_options_defaults(cfg, tb_config_options, &err) != 0) {
+        // a bad default in the table is a bug of this file, caught by any test that runs
+        fprintf(stderr, "%s\n", err.msg);
+        abort();
     }
 }
 
@@ -318,7 +174,7 @@ int config_load_json(tb_config *cfg, const char *path, tb_error *err) {
             json_decref(root);
             return tb_fail(err, "%s: unknown config key (see pretrain_gpt --help)", where);
         }
-        if (set_from_json(cfg, o, v, where, err) != 0) {
+        if (tb_option_set_json(cfg, o, v, where, err) != 0) {
             json_decref(root);
             return -1;
         }
@@ -369,7 +225,7 @@ int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested
         else if (o->type == TB_OPT_BOOL) value = "true";
         else if (i + 1 < argc) value = argv[++i];
         else return tb_fail(err, "%s: missing value", where);
-        if (set_from_text(cfg, o, value, where, err) != 0) return -1;
+        if (tb_option_set(cfg, o, value, where, err) != 0) return -1;
     }
     return 0;
 }
@@ -690,25 +546,10 @@ int config_validate(const tb_config *c, tb_error *err) {
 // ---------------------------------------------------------------------------------------
 // Output
 
-static json_t *option_to_json(const tb_config *cfg, const tb_option *o) {
-    const char *field = (const char *)cfg + o->offset;
-    char buf[64];
-    switch (o->type) {
-    case TB_OPT_INT: return json_integer(*(const int *)field);
-    case TB_OPT_INT64:
-    case TB_OPT_BYTES: return json_integer(*(const int64_t *)field);
-    case TB_OPT_FLOAT: return json_real(*(const double *)field);
-    case TB_OPT_BOOL: return json_boolean(*(const int *)field);
-    case TB_OPT_STRING: return json_string(field);
-    case TB_OPT_CHOICE: return json_string(choice_at(o->choices, *(const int *)field, buf, sizeof buf));
-    }
-    return json_null();
-}
-
 json_t *config_to_json(const tb_config *cfg) {
     json_t *root = json_object();
     for (const tb_option *o = tb_config_options; o->flag; o++)
-        json_object_set_new(root, o->key, option_to_json(cfg, o));
+        json_object_set_new(root, o->key, tb_option_to_json(cfg, o));
     json_object_set_new(root, "derived",
                         json_pack("{s:i, s:i, s:i, s:s}", "data_parallel_size", cfg->data_parallel_size,
                                   "num_microbatches", cfg->num_microbatches, "padded_vocab_size",

@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "core/error.h"
+#include "core/options.h"
 
 #define TB_PATH_MAX 1024
 
@@ -105,27 +106,6 @@ typedef struct tb_config {
     int num_microbatches;
     int padded_vocab_size;
 } tb_config;
-
-typedef enum tb_option_type {
-    TB_OPT_INT,
-    TB_OPT_INT64,
-    TB_OPT_FLOAT,
-    TB_OPT_BOOL,
-    TB_OPT_STRING,
-    TB_OPT_CHOICE,  // stored as int: the index in the '|'-separated choices
-    TB_OPT_BYTES,   // int64 with an optional K/M/G/T suffix (powers of 1024)
-} tb_option_type;
-
-typedef struct tb_option {
-    const char *flag;           // "--num-layers"
-    const char *key;            // "num_layers" (JSON)
-    tb_option_type type;
-    size_t offset;              // in tb_config
-    const char *default_value;  // as the user would type it
-    const char *choices;        // TB_OPT_CHOICE: "LayerNorm|RMSNorm"
-    const char *group;
-    const char *help;
-} tb_option;
 
 // The table; terminated by an entry with flag == NULL.
 extern const tb_option tb_config_options[];

@@ -20,7 +20,7 @@
 #include "comm/flight_recorder.h"
 #include "config.h"
 #include "core/memory.h"
-#include "core/trace.h"
+#include "core/ranges.h"
 
 typedef struct tb_coords {
     int tp, cp, dp, pp;
@@ -63,7 +63,7 @@ typedef struct tb_rank {
     tb_group groups[TB_NGROUP_KINDS];
     tb_flight_recorder fr;
     tb_allocator mem;
-    tb_trace trace;
+    tb_ranges ranges;
     char run_dir[TB_PATH_MAX];
     // where the rank is, for OOM and hang reports
     _Atomic int64_t step;           // 1-based; 0 before training

@@ -82,7 +82,7 @@ static void report_oom(void *owner, const tb_allocator *a, tb_mem_category categ
                        const char *what) {
     tb_rank *rk = owner;
     char stack[1024];
-    tb_trace_stack_string(&rk->trace, stack, sizeof stack);
+    tb_ranges_stack_string(&rk->ranges, stack, sizeof stack);
     live_list live = {json_array()};
     tb_allocator_each_live(a, add_live, &live);
     json_t *report = json_pack(
@@ -506,8 +506,8 @@ static int rank_train(tb_rank *rk, tb_error *err) {
     cpu_set_num_threads(rk->world_size > 1 ? 1 : cfg->num_threads);
     tb_allocator_init(&rk->mem, (size_t)cfg->memory_cap, report_oom, rk);
     tb_allocator_set_caching(&rk->mem, 1);
-    tb_trace_init(&rk->trace, rk->rank, rk->world_size, rk->label, rk->world ? rk->world->origin_ns : tb_now_ns(), 1);
-    tb_trace_bind(&rk->trace);
+    tb_ranges_init(&rk->ranges, rk->rank, rk->world_size, rk->label, rk->world ? rk->world->origin_ns : tb_now_ns(), 1);
+    tb_ranges_bind(&rk->ranges);
 
     tb_trainer tr;
     int rc = trainer_init(&tr, cfg, rk, err);
@@ -574,7 +574,7 @@ static int rank_train(tb_rank *rk, tb_error *err) {
     json_decref(snap);
     if (rc == 0) {
         rank_file(path, sizeof path, rk, "trace", "json");
-        rc = tb_trace_write_chrome(&rk->trace, path, err);
+        rc = tb_ranges_write_chrome(&rk->ranges, path, err);
     }
     if (rc == 0 && lead) {
         printf("\nartifacts: %s\n", rk->run_dir);
@@ -595,8 +595,8 @@ done:
     trainer_free(&tr);
 out:
     tb_allocator_release_cache(&rk->mem);
-    tb_trace_bind(NULL);
-    tb_trace_free(&rk->trace);
+    tb_ranges_bind(NULL);
+    tb_ranges_free(&rk->ranges);
     return rc;
 }
 

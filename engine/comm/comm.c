@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "comm/watchdog.h"
-#include "core/trace.h"
+#include "core/ranges.h"
 #include "parallel_state.h"
 
 static const char *const op_names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
@@ -40,7 +40,7 @@ static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
     maybe_stall(rk);
     g->seq++;
     TB_RANGE_PUSH("comm.%s.%s", g->name, op_names[op]);
-    tb_trace_comm_args args = {g->name, op_names[op], "float32", g->id, g->size, g->index, g->seq,
+    tb_range_comm_args args = {g->name, op_names[op], "float32", g->id, g->size, g->index, g->seq,
                                count,   count * sizeof(float), peer};
     tb_range_annotate_comm(&args);
     tb_flight_entry e = {g->name, g->id, g->size, g->seq, op, count, count * sizeof(float), peer,

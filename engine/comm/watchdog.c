@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "core/trace.h"
+#include "core/ranges.h"
 #include "parallel_state.h"
 
 #define TAIL 8

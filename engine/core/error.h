@@ -9,6 +9,16 @@
 
 #include <stddef.h>
 
+// Exit statuses of pretrain_gpt and tracebook, decided at the top (main) from the error
+// that reached it. The two that end the process from below main are documented where
+// they happen: out of memory (core/xalloc.h, core/memory.h) and a hang (comm/watchdog.h).
+enum {
+    TB_EXIT_FAILURE = 1,        // an error, reported on stderr
+    TB_EXIT_USAGE = 2,          // bad command line
+    TB_EXIT_OUT_OF_MEMORY = 3,  // over --memory-cap (oom.json) or out of host memory
+    TB_EXIT_HANG = 4,           // a communicator call timed out (hang.json)
+};
+
 typedef struct tb_error {
     char msg[2048];
 } tb_error;

@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#include "core/trace.h"
+#include "core/ranges.h"
 
 void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt) {
     if (!rk->world) return;

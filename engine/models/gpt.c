@@ -7,7 +7,8 @@
 
 #include "backend/cpu/kernels.h"
 #include "core/rng.h"
-#include "core/trace.h"
+#include "core/xalloc.h"
+#include "core/ranges.h"
 #include "tensor_parallel/cross_entropy.h"
 #include "tensor_parallel/layers.h"
 
@@ -25,11 +26,7 @@ typedef struct layout {
 static gpt_param *add_param(layout *lay, const char *name, int ndim, int rows, int cols) {
     if (lay->n == lay->cap) {
         lay->cap = lay->cap ? 2 * lay->cap : 64;
-        lay->params = realloc(lay->params, (size_t)lay->cap * sizeof *lay->params);
-        if (!lay->params) {
-            fprintf(stderr, "gpt: out of host memory for the parameter table\n");
-            exit(3);
-        }
+        lay->params = tb_xreallocarray(lay->params, (size_t)lay->cap, sizeof *lay->params, "parameter table");
     }
     gpt_param *p = &lay->params[lay->n++];
     memset(p, 0, sizeof *p);
@@ -277,7 +274,7 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
     m->vocab_start = m->tp_rank * m->Vl;
     transformer_block_init(&m->block, cfg, &m->spec, mem, tp_group, chunk.first_layer, chunk.num_layers,
                            chunk.nslots);
-    m->slots = calloc((size_t)chunk.nslots, sizeof *m->slots);
+    m->slots = tb_xcalloc((size_t)chunk.nslots, sizeof *m->slots, "microbatch slots");
 
     layout lay = {0};
     build_layout(m, &lay);

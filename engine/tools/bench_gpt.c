@@ -21,7 +21,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "config.h"
-#include "core/trace.h"
+#include "core/ranges.h"
 #include "training.h"
 
 typedef struct gemm {

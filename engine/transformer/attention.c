@@ -1,5 +1,5 @@
 // attention.c — self-attention: ColumnParallel qkv → core attention → RowParallel proj.
-#include "core/trace.h"
+#include "core/ranges.h"
 #include "tensor_parallel/layers.h"
 #include "transformer/transformer_layer.h"
 

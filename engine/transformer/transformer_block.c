@@ -4,16 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/trace.h"
-
-static void *host_calloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        fprintf(stderr, "transformer_block: out of host memory\n");
-        exit(3);
-    }
-    return p;
-}
+#include "core/ranges.h"
+#include "core/xalloc.h"
 
 void transformer_block_init(transformer_block *b, const tb_config *cfg, const transformer_layer_spec *spec,
                             tb_allocator *mem, tb_group *tp_group, int first, int L, int nslots) {
@@ -24,17 +16,17 @@ void transformer_block_init(transformer_block *b, const tb_config *cfg, const tr
     b->spec = spec;
     b->mem = mem;
     // Small bookkeeping arrays of pointers and ints: host memory, not model memory.
-    b->params = host_calloc((size_t)b->L, sizeof *b->params);
-    b->grads = host_calloc((size_t)b->L, sizeof *b->grads);
+    b->params = tb_xcalloc((size_t)b->L, sizeof *b->params, "layer parameter views");
+    b->grads = tb_xcalloc((size_t)b->L, sizeof *b->grads, "layer gradient views");
     b->nslots = nslots;
-    b->slots = host_calloc((size_t)nslots, sizeof *b->slots);
+    b->slots = tb_xcalloc((size_t)nslots, sizeof *b->slots, "microbatch slots");
     for (int s = 0; s < nslots; s++) {
-        b->slots[s].acts = host_calloc((size_t)(b->L > 0 ? b->L : 1), sizeof *b->slots[s].acts);
-        b->slots[s].x = host_calloc((size_t)b->L + 1, sizeof *b->slots[s].x);
+        b->slots[s].acts = tb_xcalloc((size_t)(b->L > 0 ? b->L : 1), sizeof *b->slots[s].acts, "saved activations per layer");
+        b->slots[s].x = tb_xcalloc((size_t)b->L + 1, sizeof *b->slots[s].x, "layer inputs");
     }
-    b->chunk_start = host_calloc((size_t)b->L, sizeof(int));
-    b->chunk_len = host_calloc((size_t)b->L, sizeof(int));
-    b->recompute = host_calloc((size_t)b->L, sizeof(int));
+    b->chunk_start = tb_xcalloc((size_t)b->L, sizeof(int), "recompute chunk starts");
+    b->chunk_len = tb_xcalloc((size_t)b->L, sizeof(int), "recompute chunk lengths");
+    b->recompute = tb_xcalloc((size_t)b->L, sizeof(int), "recompute flags");
     b->selective = cfg->recompute_granularity == TB_RECOMPUTE_SELECTIVE;
 
     int full = cfg->recompute_granularity == TB_RECOMPUTE_FULL, n = cfg->recompute_num_layers;

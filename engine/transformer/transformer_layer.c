@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "backend/cpu/kernels.h"
-#include "core/trace.h"
+#include "core/ranges.h"
 
 tb_layer_dims tb_layer_dims_for(const tb_config *cfg, int fc1_factor, tb_group *tp_group) {
     tb_layer_dims d;

@@ -23,7 +23,7 @@
 #include "comm/flight_recorder.h"
 #include "config.h"
 #include "core/memory.h"
-#include "core/trace.h"
+#include "core/ranges.h"
 #include "parallel_state.h"
 #include "tb_test.h"
 
@@ -518,8 +518,8 @@ static void trace_path(char *buf, size_t len, int rank) {
 
 static void record_rank(tb_rank *rk, void *arg) {
     (void)arg;
-    tb_trace_init(&rk->trace, rk->rank, rk->world_size, rk->label, rk->world->origin_ns, 1);
-    tb_trace_bind(&rk->trace);
+    tb_ranges_init(&rk->ranges, rk->rank, rk->world_size, rk->label, rk->world->origin_ns, 1);
+    tb_ranges_bind(&rk->ranges);
     rk->step = 5;
     rk->microbatch = 1;
     float buf[16] = {0}, out[16] = {0};
@@ -540,9 +540,9 @@ static void record_rank(tb_rank *rk, void *arg) {
     char path[512];
     trace_path(path, sizeof path, rk->rank);
     tb_error err;
-    RK_CHECK(tb_trace_write_chrome(&rk->trace, path, &err) == 0, "%s: %s", rk->label, err.msg);
-    tb_trace_bind(NULL);
-    tb_trace_free(&rk->trace);
+    RK_CHECK(tb_ranges_write_chrome(&rk->ranges, path, &err) == 0, "%s: %s", rk->label, err.msg);
+    tb_ranges_bind(NULL);
+    tb_ranges_free(&rk->ranges);
 }
 
 static int peer_of(const expect_call *e, const tb_rank *rk) {

@@ -1,4 +1,4 @@
-// trace.h — ranges: the one instrumentation primitive (DESIGN.md, observability contract).
+// ranges.h — ranges: the one instrumentation primitive (docs/ARCHITECTURE.md, "Observability").
 //
 //   TB_RANGE_PUSH("layer.%d.mlp.fc2", l);   ... work ...   TB_RANGE_POP();
 //
@@ -10,37 +10,37 @@
 //   - a complete ("X") event in the trace of the rank that owns the calling thread,
 //     written as Chrome trace JSON (Perfetto, chrome://tracing, Holistic Trace Analysis).
 //
-// Ranges follow NVTX's model: a per-thread stack. A rank thread binds its rank's tb_trace
-// once (tb_trace_bind); TB_RANGE_PUSH/POP then need no argument. A thread with no bound
+// Ranges follow NVTX's model: a per-thread stack. A rank thread binds its rank's tb_ranges
+// once (tb_ranges_bind); TB_RANGE_PUSH/POP then need no argument. A thread with no bound
 // trace still emits NVTX ranges and records nothing. Ranges on one thread nest by
 // construction: an event is opened at push and closed by the matching pop.
 //
 // The trace's own buffers are instrumentation, not model state: they are plain malloc'd
 // and deliberately kept out of the tagged allocator's figures, as a profiler's buffers are
 // kept out of the memory it reports.
-#ifndef TB_CORE_TRACE_H
-#define TB_CORE_TRACE_H
+#ifndef TB_CORE_RANGES_H
+#define TB_CORE_RANGES_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
 
-#define TB_TRACE_MAX_DEPTH 64
+#define TB_RANGES_MAX_DEPTH 64
 #define TB_RANGE_NAME_MAX 128
 
-typedef struct tb_trace_event {
+typedef struct tb_range_event {
     uint32_t name;        // offset of the NUL-terminated name in the string arena
     uint32_t depth;       // nesting depth at push (0 = outermost)
     int64_t start_ns;     // relative to the trace origin
     int64_t dur_ns;       // -1 while open
     int64_t arg_step;     // -1 = none; otherwise written as args.step
     int64_t arg_microbatch;
-    int64_t comm;         // index in tb_trace.comm_args, -1 = not a communicator call
-} tb_trace_event;
+    int64_t comm;         // index in tb_ranges.comm_args, -1 = not a communicator call
+} tb_range_event;
 
 // The figures a communicator call's range carries in its args.
-typedef struct tb_trace_comm_args {
+typedef struct tb_range_comm_args {
     const char *group;    // static strings
     const char *op;
     const char *dtype;
@@ -48,52 +48,52 @@ typedef struct tb_trace_comm_args {
     uint64_t seq;
     size_t count, bytes;
     int peer;             // -1: none
-} tb_trace_comm_args;
+} tb_range_comm_args;
 
-typedef struct tb_trace {
+typedef struct tb_ranges {
     int rank;
     int world_size;
     char rank_label[96];  // e.g. "rank 0 (tp0 cp0 dp0 pp0)"
     int64_t origin_ns;    // CLOCK_MONOTONIC time that maps to ts = 0
     int recording;        // 0: NVTX only, no events kept
 
-    tb_trace_event *events;
+    tb_range_event *events;
     size_t nevents, cap_events;
     char *strings;
     size_t nstrings, cap_strings;
-    tb_trace_comm_args *comm_args;
+    tb_range_comm_args *comm_args;
     size_t ncomm, cap_comm;
 
-    size_t stack[TB_TRACE_MAX_DEPTH];  // indices of the open events
-    char stack_names[TB_TRACE_MAX_DEPTH][TB_RANGE_NAME_MAX];
+    size_t stack[TB_RANGES_MAX_DEPTH];  // indices of the open events
+    char stack_names[TB_RANGES_MAX_DEPTH][TB_RANGE_NAME_MAX];
     int depth;
-} tb_trace;
+} tb_ranges;
 
 int64_t tb_now_ns(void);  // CLOCK_MONOTONIC in ns
 
-void tb_trace_init(tb_trace *t, int rank, int world_size, const char *rank_label, int64_t origin_ns,
+void tb_ranges_init(tb_ranges *t, int rank, int world_size, const char *rank_label, int64_t origin_ns,
                    int recording);
-void tb_trace_free(tb_trace *t);
+void tb_ranges_free(tb_ranges *t);
 
 // Binds t to the calling thread (NULL unbinds). Ranges pushed on this thread go to t.
-void tb_trace_bind(tb_trace *t);
-tb_trace *tb_trace_current(void);
+void tb_ranges_bind(tb_ranges *t);
+tb_ranges *tb_ranges_current(void);
 
 void tb_range_push(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tb_range_pop(void);
 // Attaches step / microbatch numbers (-1: leave out) to the innermost open range of this thread.
 void tb_range_annotate(int64_t step, int64_t microbatch);
 // Attaches a communicator call's figures to the innermost open range of this thread.
-void tb_range_annotate_comm(const tb_trace_comm_args *args);
+void tb_range_annotate_comm(const tb_range_comm_args *args);
 
 #define TB_RANGE_PUSH(...) tb_range_push(__VA_ARGS__)
 #define TB_RANGE_POP() tb_range_pop()
 
 // Writes the Chrome trace JSON (temp + rename). Open ranges are an error: every push
 // must have been popped.
-int tb_trace_write_chrome(const tb_trace *t, const char *path, tb_error *err);
+int tb_ranges_write_chrome(const tb_ranges *t, const char *path, tb_error *err);
 
 // The current range stack of this trace, outermost first, joined by " > " (for reports).
-void tb_trace_stack_string(const tb_trace *t, char *buf, size_t len);
+void tb_ranges_stack_string(const tb_ranges *t, char *buf, size_t len);
 
 #endif

@@ -1,4 +1,4 @@
-#include "core/trace.h"
+#include "core/ranges.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 #include <nvtx3/nvToolsExt.h>
 #endif
 
-static _Thread_local tb_trace *current_trace;
+static _Thread_local tb_ranges *current_trace;
 
 int64_t tb_now_ns(void) {
     struct timespec ts;
@@ -21,7 +21,7 @@ int64_t tb_now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void tb_trace_init(tb_trace *t, int rank, int world_size, const char *rank_label, int64_t origin_ns,
+void tb_ranges_init(tb_ranges *t, int rank, int world_size, const char *rank_label, int64_t origin_ns,
                    int recording) {
     memset(t, 0, sizeof *t);
     t->rank = rank;
@@ -31,7 +31,7 @@ void tb_trace_init(tb_trace *t, int rank, int world_size, const char *rank_label
     t->recording = recording;
 }
 
-void tb_trace_free(tb_trace *t) {
+void tb_ranges_free(tb_ranges *t) {
     free(t->events);
     free(t->strings);
     free(t->comm_args);
@@ -40,8 +40,8 @@ void tb_trace_free(tb_trace *t) {
     t->comm_args = NULL;
 }
 
-void tb_trace_bind(tb_trace *t) { current_trace = t; }
-tb_trace *tb_trace_current(void) { return current_trace; }
+void tb_ranges_bind(tb_ranges *t) { current_trace = t; }
+tb_ranges *tb_ranges_current(void) { return current_trace; }
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return p;
@@ -56,7 +56,7 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
     return q;
 }
 
-static uint32_t intern(tb_trace *t, const char *s, size_t n) {
+static uint32_t intern(tb_ranges *t, const char *s, size_t n) {
     t->strings = grow(t->strings, &t->cap_strings, t->nstrings + n + 1, 1);
     uint32_t off = (uint32_t)t->nstrings;
     memcpy(t->strings + off, s, n + 1);
@@ -75,16 +75,16 @@ void tb_range_push(const char *fmt, ...) {
 #ifdef TB_HAVE_NVTX
     nvtxRangePushA(name);
 #endif
-    tb_trace *t = current_trace;
+    tb_ranges *t = current_trace;
     if (!t) return;
-    if (t->depth >= TB_TRACE_MAX_DEPTH) {
-        fprintf(stderr, "trace: ranges nested deeper than %d at '%s'\n", TB_TRACE_MAX_DEPTH, name);
+    if (t->depth >= TB_RANGES_MAX_DEPTH) {
+        fprintf(stderr, "trace: ranges nested deeper than %d at '%s'\n", TB_RANGES_MAX_DEPTH, name);
         abort();
     }
     memcpy(t->stack_names[t->depth], name, (size_t)n + 1);
     if (t->recording) {
         t->events = grow(t->events, &t->cap_events, t->nevents + 1, sizeof *t->events);
-        tb_trace_event *e = &t->events[t->nevents];
+        tb_range_event *e = &t->events[t->nevents];
         e->name = intern(t, name, (size_t)n);
         e->depth = (uint32_t)t->depth;
         e->dur_ns = -1;
@@ -101,7 +101,7 @@ void tb_range_pop(void) {
 #ifdef TB_HAVE_NVTX
     nvtxRangePop();
 #endif
-    tb_trace *t = current_trace;
+    tb_ranges *t = current_trace;
     if (!t) return;
     if (t->depth == 0) {
         fprintf(stderr, "trace: TB_RANGE_POP without a matching push\n");
@@ -109,28 +109,28 @@ void tb_range_pop(void) {
     }
     t->depth--;
     if (t->recording) {
-        tb_trace_event *e = &t->events[t->stack[t->depth]];
+        tb_range_event *e = &t->events[t->stack[t->depth]];
         e->dur_ns = tb_now_ns() - t->origin_ns - e->start_ns;
     }
 }
 
 void tb_range_annotate(int64_t step, int64_t microbatch) {
-    tb_trace *t = current_trace;
+    tb_ranges *t = current_trace;
     if (!t || !t->recording || t->depth == 0) return;
-    tb_trace_event *e = &t->events[t->stack[t->depth - 1]];
+    tb_range_event *e = &t->events[t->stack[t->depth - 1]];
     e->arg_step = step;
     e->arg_microbatch = microbatch;
 }
 
-void tb_range_annotate_comm(const tb_trace_comm_args *args) {
-    tb_trace *t = current_trace;
+void tb_range_annotate_comm(const tb_range_comm_args *args) {
+    tb_ranges *t = current_trace;
     if (!t || !t->recording || t->depth == 0) return;
     t->comm_args = grow(t->comm_args, &t->cap_comm, t->ncomm + 1, sizeof *t->comm_args);
     t->comm_args[t->ncomm] = *args;
     t->events[t->stack[t->depth - 1]].comm = (int64_t)t->ncomm++;
 }
 
-void tb_trace_stack_string(const tb_trace *t, char *buf, size_t len) {
+void tb_ranges_stack_string(const tb_ranges *t, char *buf, size_t len) {
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; t && i < t->depth && used < len; i++)
@@ -142,7 +142,7 @@ static json_t *metadata_event(const char *what, int pid, const char *name) {
                      "args", "name", name);
 }
 
-int tb_trace_write_chrome(const tb_trace *t, const char *path, tb_error *err) {
+int tb_ranges_write_chrome(const tb_ranges *t, const char *path, tb_error *err) {
     if (t->depth != 0)
         return tb_fail(err, "%s: %d range(s) still open (innermost '%s')", path, t->depth,
                        t->stack_names[t->depth - 1]);
@@ -150,7 +150,7 @@ int tb_trace_write_chrome(const tb_trace *t, const char *path, tb_error *err) {
     json_array_append_new(events, metadata_event("process_name", t->rank, t->rank_label));
     json_array_append_new(events, metadata_event("thread_name", t->rank, "engine"));
     for (size_t i = 0; i < t->nevents; i++) {
-        const tb_trace_event *e = &t->events[i];
+        const tb_range_event *e = &t->events[i];
         json_t *ev = json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i}", "name", t->strings + e->name,
                                "cat", "range", "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
                                (double)e->dur_ns / 1000.0, "pid", t->rank, "tid", 0);
@@ -159,7 +159,7 @@ int tb_trace_write_chrome(const tb_trace *t, const char *path, tb_error *err) {
         if (e->arg_microbatch >= 0)
             json_object_set_new(args, "microbatch", json_integer(e->arg_microbatch));
         if (e->comm >= 0) {
-            const tb_trace_comm_args *c = &t->comm_args[e->comm];
+            const tb_range_comm_args *c = &t->comm_args[e->comm];
             json_t *figures = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:i, s:s}", "group",
                                                c->group, "op", c->op, "dtype", c->dtype, "group_id", c->group_id,
                                                "group_size", c->group_size, "group_index", c->group_index, "seq",

@@ -1,0 +1,42 @@
+#include "core/run_dir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *kind, *ext, *pattern;
+} rank_files[TB_RANK_NFILES] = {
+    [TB_RANK_METRICS] = {"metrics", "jsonl", "metrics.rank-NNNNN.jsonl"},
+    [TB_RANK_TRACE] = {"trace", "json", "trace.rank-NNNNN.json"},
+    [TB_RANK_MEMORY] = {"memory", "json", "memory.rank-NNNNN.json"},
+};
+
+const char *tb_rank_file_pattern(tb_rank_file kind) { return rank_files[kind].pattern; }
+
+int tb_run_path(char *buf, size_t len, const char *dir, const char *name, tb_error *err) {
+    int n = snprintf(buf, len, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= len) return tb_fail(err, "path too long: %s/%s", dir, name);
+    return 0;
+}
+
+int tb_rank_file_path(char *buf, size_t len, const char *dir, tb_rank_file kind, int rank, tb_error *err) {
+    int n = snprintf(buf, len, "%s/%s.rank-%05d.%s", dir, rank_files[kind].kind, rank, rank_files[kind].ext);
+    if (n < 0 || (size_t)n >= len)
+        return tb_fail(err, "path too long: %s/%s (rank %d)", dir, rank_files[kind].pattern, rank);
+    return 0;
+}
+
+int tb_rank_file_match(const char *name, tb_rank_file kind, int *rank) {
+    size_t k = strlen(rank_files[kind].kind), e = strlen(rank_files[kind].ext);
+    // "<kind>.rank-" + at least one digit + "." + ext
+    if (strncmp(name, rank_files[kind].kind, k) != 0 || strncmp(name + k, ".rank-", 6) != 0) return 0;
+    const char *d = name + k + 6;
+    int value = 0, digits = 0;
+    for (; *d >= '0' && *d <= '9'; d++, digits++) {
+        if (value > 100000000) return 0;
+        value = value * 10 + (*d - '0');
+    }
+    if (digits == 0 || *d != '.' || strcmp(d + 1, rank_files[kind].ext) != 0 || strlen(d + 1) != e) return 0;
+    *rank = value;
+    return 1;
+}

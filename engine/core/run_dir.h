@@ -1,0 +1,65 @@
+// run_dir.h — the names of every file in a run directory and in a record, defined once.
+//
+// The run directory is the contract between the engine (which writes it) and
+// experiments/ and trace/ (which read it); the record wraps a run directory with its
+// provenance. docs/ARCHITECTURE.md, "The run directory and the record", describes what
+// each file holds; artifacts/README.md shows the tree.
+//
+//   <run dir>/config.json                  the resolved config
+//             metrics.rank-NNNNN.jsonl     one line per step
+//             trace.rank-NNNNN.json        Chrome trace of the rank's ranges
+//             memory.rank-NNNNN.json       memory snapshot at the peak
+//             pipeline.json                per-stage summary (rank 0)
+//             oom.json, hang.json          reports, when those happen
+//
+//   <artifacts>/<experiment>/v<N>/experiment.json, claims.json
+//                                 <run-id>/manifest.json (written last), run/ (the run
+//                                 directory), stdout.log, stderr.log, git.patch, heartbeat
+//   <artifacts>/catalog.sqlite
+#ifndef TB_CORE_RUN_DIR_H
+#define TB_CORE_RUN_DIR_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+// --- the run directory (written by pretrain_gpt) ---
+#define TB_RUN_CONFIG "config.json"
+#define TB_RUN_PIPELINE "pipeline.json"
+#define TB_RUN_OOM_REPORT "oom.json"
+#define TB_RUN_HANG_REPORT "hang.json"
+// where pretrain_gpt puts a run given no --run-dir: <this>/<timestamp>
+#define TB_RUN_ADHOC_ROOT "artifacts/adhoc"
+
+// The per-rank files: "<kind>.rank-NNNNN.<ext>".
+typedef enum tb_rank_file {
+    TB_RANK_METRICS,  // metrics.rank-NNNNN.jsonl
+    TB_RANK_TRACE,    // trace.rank-NNNNN.json
+    TB_RANK_MEMORY,   // memory.rank-NNNNN.json
+    TB_RANK_NFILES
+} tb_rank_file;
+
+// "metrics.rank-NNNNN.jsonl" etc., with NNNNN spelled out (for messages and docs).
+const char *tb_rank_file_pattern(tb_rank_file kind);
+
+// "<dir>/<name>". Returns 0, or -1 with err set when the path does not fit in len.
+int tb_run_path(char *buf, size_t len, const char *dir, const char *name, tb_error *err);
+// "<dir>/<kind>.rank-<rank, 5 digits>.<ext>". Returns 0, or -1 with err set.
+int tb_rank_file_path(char *buf, size_t len, const char *dir, tb_rank_file kind, int rank, tb_error *err);
+// Whether a directory entry's name is that kind's file of some rank; sets *rank.
+int tb_rank_file_match(const char *name, tb_rank_file kind, int *rank);
+
+// --- the record (written by tracebook run / replay) ---
+#define TB_RECORD_MANIFEST "manifest.json"
+#define TB_RECORD_RUN_DIR "run"  // the run directory inside a record
+#define TB_RECORD_STDOUT "stdout.log"
+#define TB_RECORD_STDERR "stderr.log"
+#define TB_RECORD_PATCH "git.patch"
+#define TB_RECORD_HEARTBEAT "heartbeat"
+// one experiment version's directory
+#define TB_EXPERIMENT_STATUS "experiment.json"
+#define TB_EXPERIMENT_CLAIMS "claims.json"
+// the artifacts root
+#define TB_CATALOG "catalog.sqlite"
+
+#endif
