@@ -16,7 +16,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "comm/comm.h"
+#include "comm/group.h"
 #include "comm/flight_recorder.h"
 #include "config.h"
 #include "core/memory.h"

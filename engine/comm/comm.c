@@ -10,10 +10,6 @@
 #include "core/ranges.h"
 #include "parallel_state.h"
 
-static const char *const op_names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
-                                       "broadcast",  "send",           "recv",       "barrier"};
-
-const char *tb_comm_op_name(tb_comm_op op) { return op_names[op]; }
 
 // The bookkeeping around one call.
 typedef struct call {
@@ -39,8 +35,8 @@ static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
     c->timed_out = 0;
     maybe_stall(rk);
     g->seq++;
-    TB_RANGE_PUSH("comm.%s.%s", g->name, op_names[op]);
-    tb_range_comm_args args = {g->name, op_names[op], "float32", g->id, g->size, g->index, g->seq,
+    TB_RANGE_PUSH("comm.%s.%s", g->name, tb_comm_op_name(op));
+    tb_range_comm_args args = {g->name, tb_comm_op_name(op), "float32", g->id, g->size, g->index, g->seq,
                                count,   count * sizeof(float), peer};
     tb_range_annotate_comm(&args);
     tb_flight_entry e = {g->name, g->id, g->size, g->seq, op, count, count * sizeof(float), peer,

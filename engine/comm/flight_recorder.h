@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm/comm.h"
+#include "comm/group.h"
 
 #define TB_FLIGHT_RECORDER_LEN 64
 

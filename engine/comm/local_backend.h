@@ -10,7 +10,7 @@
 #ifndef TB_COMM_LOCAL_BACKEND_H
 #define TB_COMM_LOCAL_BACKEND_H
 
-#include "comm/comm.h"
+#include "comm/group.h"
 
 typedef struct tb_local_group tb_local_group;
 

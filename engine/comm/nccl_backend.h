@@ -51,7 +51,7 @@
 
 #include <stddef.h>
 
-#include "comm/comm.h"
+#include "comm/group.h"
 #include "core/error.h"
 
 struct tb_world;

@@ -9,7 +9,7 @@
 #ifndef TB_COMM_WATCHDOG_H
 #define TB_COMM_WATCHDOG_H
 
-#include "comm/comm.h"
+#include "comm/group.h"
 
 // Never returns. `g` is the group whose call timed out on this rank; `what` the backend's
 // message.

@@ -1,0 +1,64 @@
+// group.h — a communicator group as one member rank sees it, and the backend interface
+// that implements its calls (comm.h is the API the engine calls; comm/local_backend and
+// comm/nccl_backend implement tb_comm_backend). Types only: the flight recorder, the
+// watchdog and parallel_state need them without the calls, so that nothing below comm.c
+// depends back on it.
+#ifndef TB_COMM_GROUP_H
+#define TB_COMM_GROUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+typedef enum tb_red_op { TB_RED_SUM, TB_RED_MAX } tb_red_op;
+
+typedef enum tb_comm_op {
+    TB_COMM_ALL_REDUCE,
+    TB_COMM_REDUCE_SCATTER,
+    TB_COMM_ALL_GATHER,
+    TB_COMM_ALL_TO_ALL,
+    TB_COMM_BROADCAST,
+    TB_COMM_SEND,
+    TB_COMM_RECV,
+    TB_COMM_BARRIER,
+} tb_comm_op;
+
+const char *tb_comm_op_name(tb_comm_op op);
+
+struct tb_rank;
+typedef struct tb_group tb_group;
+
+// A backend: the implementation of each call for one group. Returns 0, or -1 with err set
+// (a timeout says so in err and sets *timed_out).
+typedef struct tb_comm_backend {
+    const char *name;
+    int (*all_reduce)(tb_group *g, float *buf, size_t count, tb_red_op op, int *timed_out, tb_error *err);
+    int (*reduce_scatter)(tb_group *g, const float *send, float *recv, size_t recvcount, int *timed_out,
+                          tb_error *err);
+    int (*all_gather)(tb_group *g, const float *send, float *recv, size_t sendcount, int *timed_out,
+                      tb_error *err);
+    int (*all_to_all)(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
+                      const size_t *recvcounts, int *timed_out, tb_error *err);
+    int (*broadcast)(tb_group *g, float *buf, size_t count, int root, int *timed_out, tb_error *err);
+    int (*send)(tb_group *g, const float *buf, size_t count, int peer, int *timed_out, tb_error *err);
+    int (*recv)(tb_group *g, float *buf, size_t count, int peer, int *timed_out, tb_error *err);
+    int (*barrier)(tb_group *g, int *timed_out, tb_error *err);
+} tb_comm_backend;
+
+// A group as one member rank sees it.
+struct tb_group {
+    const char *name;           // "tp", "cp", "dp", "dp_cp", "pp", "mp", "embedding", "world"
+    int size;                   // members
+    int index;                  // this rank's position among them
+    int ranks[64];              // global ranks of the members, in group order (see TB_MAX_GROUP)
+    int id;                     // unique in the world
+    uint64_t seq;               // calls this rank has made on the group
+    const tb_comm_backend *backend;
+    void *backend_state;        // local: the shared group object; nccl: its comm, stream and device
+    struct tb_rank *rk;         // the owning rank (for records and reports)
+};
+
+#define TB_MAX_GROUP 64
+
+#endif
