@@ -73,6 +73,10 @@ void tb_all_gather(tb_group *g, const float *send, float *recv, size_t sendcount
     end(&c, g->backend->all_gather(g, send, recv, sendcount, &c.timed_out, &c.err));
 }
 
+void tb_all_gather_bytes(tb_group *g, const void *send, void *recv, size_t bytes) {
+    tb_all_gather(g, (const float *)send, (float *)recv, bytes / sizeof(float));
+}
+
 void tb_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
                    const size_t *recvcounts) {
     size_t total = 0;

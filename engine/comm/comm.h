@@ -25,6 +25,10 @@
 void tb_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op);
 void tb_reduce_scatter(tb_group *g, const float *send, float *recv, size_t recvcount);  // send: size·recvcount
 void tb_all_gather(tb_group *g, const float *send, float *recv, size_t sendcount);      // recv: size·sendcount
+// Gathers `bytes` bytes (a multiple of 4) from every member, exactly: an all-gather moves
+// bits and never computes on them, so 8-byte figures (int64 counts, doubles) travel intact
+// as pairs of float32 words. recv: size·bytes. Recorded as an all_gather of bytes/4 floats.
+void tb_all_gather_bytes(tb_group *g, const void *send, void *recv, size_t bytes);
 void tb_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
                    const size_t *recvcounts);
 void tb_broadcast(tb_group *g, float *buf, size_t count, int root);

@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
 
 // Every block is preceded by a 64-byte header that records its size and category, so
 // tb_free needs only the pointer and the accounting can never drift from the truth.
@@ -35,9 +38,9 @@ void tb_allocator_init(tb_allocator *a, size_t cap, tb_oom_handler on_oom, void 
 
 static void oom(tb_allocator *a, tb_mem_category c, size_t bytes, const char *what) {
     if (a->on_oom) a->on_oom(a->owner, a, c, bytes, what);
-    fprintf(stderr, "out of memory: %zu bytes for %s (%s)\n", bytes, what ? what : "?",
-            tb_mem_category_name(c));
-    exit(3);
+    else fprintf(stderr, "out of memory: %zu bytes for %s (%s)\n", bytes, what ? what : "?", tb_mem_category_name(c));
+    fflush(NULL);
+    _exit(TB_EXIT_OUT_OF_MEMORY);
 }
 
 static void take_snapshot(tb_allocator *a) {

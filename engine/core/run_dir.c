@@ -2,6 +2,10 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/fileio.h"
 
 static const struct {
     const char *kind, *ext, *pattern;
@@ -10,6 +14,24 @@ static const struct {
     [TB_RANK_TRACE] = {"trace", "json", "trace.rank-NNNNN.json"},
     [TB_RANK_MEMORY] = {"memory", "json", "memory.rank-NNNNN.json"},
 };
+
+int tb_run_dir_create(const char *requested, char *out, size_t len, tb_error *err) {
+    int n;
+    if (requested && requested[0]) {
+        n = snprintf(out, len, "%s", requested);
+    } else {
+        char stamp[32];
+        time_t now = time(NULL);
+        struct tm local;
+        strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", localtime_r(&now, &local));
+        n = snprintf(out, len, "%s/%s", TB_RUN_ADHOC_ROOT, stamp);
+        struct stat st;
+        for (int i = 1; n > 0 && (size_t)n < len && stat(out, &st) == 0; i++)
+            n = snprintf(out, len, "%s/%s.%d", TB_RUN_ADHOC_ROOT, stamp, i);
+    }
+    if (n < 0 || (size_t)n >= len) return tb_fail(err, "run directory path too long: %s", requested ? requested : "");
+    return tb_mkdir_p(out, err);
+}
 
 const char *tb_rank_file_pattern(tb_rank_file kind) { return rank_files[kind].pattern; }
 

@@ -31,6 +31,10 @@
 // where pretrain_gpt puts a run given no --run-dir: <this>/<timestamp>
 #define TB_RUN_ADHOC_ROOT "artifacts/adhoc"
 
+// Creates the run directory: `requested` when given (non-empty), else a new
+// TB_RUN_ADHOC_ROOT/<local time, %Y%m%dT%H%M%S>[.N]. Writes its path into out.
+int tb_run_dir_create(const char *requested, char *out, size_t len, tb_error *err);
+
 // The per-rank files: "<kind>.rank-NNNNN.<ext>".
 typedef enum tb_rank_file {
     TB_RANK_METRICS,  // metrics.rank-NNNNN.jsonl

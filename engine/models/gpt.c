@@ -335,10 +335,8 @@ void gpt_release_activations(gpt_model *m, int slot) {
 
 void gpt_zero_grad(gpt_model *m) { memset(m->grad_memory, 0, m->padded_parameters * sizeof(float)); }
 
-double gpt_flops_per_token(const gpt_model *m) {
-    const tb_config *c = m->cfg;
-    return 6.0 * (double)m->num_parameters +
-           12.0 * c->num_layers * (double)c->hidden_size * (double)c->seq_length;
+double gpt_flops_per_token(int64_t parameters, int layers, int hidden_size, int seq_length) {
+    return 6.0 * (double)parameters + 12.0 * (double)layers * (double)hidden_size * (double)seq_length;
 }
 
 // ---------------------------------------------------------------------------------------

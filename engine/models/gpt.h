@@ -137,7 +137,11 @@ void gpt_zero_grad(gpt_model *m);
 void gpt_release_activations(gpt_model *m, int slot);
 
 // Model FLOPs per token of a training step (forward + backward), llm.c's and PaLM's
-// estimate: 6·N + 12·L·C·T, with N the parameters in the buffer.
-double gpt_flops_per_token(const gpt_model *m);
+// estimate: 6·N + 12·L·C·T — 6 per parameter (2 forward, 4 backward) for the matmuls with
+// the weights, plus attention's scores and values (2·2·C·T per layer forward, ×3 with
+// backward). One function for every use: the whole model (N and L of the model), one
+// pipeline stage (its parameters and layers), one layer (L = 1). The one place the formula
+// is written; a count in double, exact to 2^53.
+double gpt_flops_per_token(int64_t parameters, int layers, int hidden_size, int seq_length);
 
 #endif

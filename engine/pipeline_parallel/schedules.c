@@ -1,5 +1,12 @@
 #include "pipeline_parallel/schedules.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ranges.h"
+#include "core/xalloc.h"
+#include "parallel_state.h"
+
 int pipeline_warmup(int p, int r, int m, int v) {
     if (p == 1) return 0;
     int w = v > 1 ? (p - r - 1) * 2 + (v - 1) * p : p - r - 1;
@@ -41,4 +48,74 @@ int pipeline_schedule(int p, int r, int m, int v, pp_op *ops) {
 double pipeline_theoretical_bubble(int p, int m, int v) {
     if (v < 1) v = 1;
     return (double)(p - 1) / ((double)v * m + p - 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// The executor
+
+static tb_group *group(struct tb_rank *rk, tb_group_kind k) { return rk->world ? &rk->groups[k] : NULL; }
+
+void pipeline_init(tb_pipeline *pl, const tb_config *cfg, struct tb_rank *rk, gpt_model *models, int nchunks) {
+    memset(pl, 0, sizeof *pl);
+    const int p = cfg->pipeline_model_parallel_size, r = rk->coords.pp, M = cfg->num_microbatches;
+    pl->rk = rk;
+    pl->models = models;
+    pl->nchunks = nchunks;
+    pl->micro_batch_size = cfg->micro_batch_size;
+    pl->seq_length = cfg->seq_length;
+    pl->num_microbatches = M;
+    pl->ops = tb_xcalloc((size_t)2 * M * nchunks, sizeof *pl->ops, "pipeline schedule");
+    pl->nops = pipeline_schedule(p, r, M, nchunks, pl->ops);
+    if (p > 1) {
+        size_t count = (size_t)models[0].block.d.Ns * cfg->hidden_size, bytes = count * sizeof(float);
+        pl->peers = (p2p_peers){group(rk, TB_GROUP_PP), group(rk, TB_GROUP_PP_GRAD), (r - 1 + p) % p, (r + 1) % p,
+                                count};
+        pl->x_in = tb_alloc(&rk->mem, TB_MEM_COMM, bytes, "pipeline activation received");
+        pl->x_out = tb_alloc(&rk->mem, TB_MEM_COMM, bytes, "pipeline activation sent");
+        pl->d_in = tb_alloc(&rk->mem, TB_MEM_COMM, bytes, "pipeline gradient sent");
+        pl->d_out = tb_alloc(&rk->mem, TB_MEM_COMM, bytes, "pipeline gradient received");
+    }
+}
+
+void pipeline_free(tb_pipeline *pl) {
+    if (pl->rk) {
+        tb_allocator *mem = &pl->rk->mem;
+        tb_free(mem, pl->x_in);
+        tb_free(mem, pl->x_out);
+        tb_free(mem, pl->d_in);
+        tb_free(mem, pl->d_out);
+    }
+    free(pl->ops);
+    memset(pl, 0, sizeof *pl);
+}
+
+static double ms_since(int64_t t0) { return (double)(tb_now_ns() - t0) / 1e6; }
+
+double forward_backward_func(tb_pipeline *pl, const int32_t *inputs, const int32_t *targets, tb_step_timeline *time) {
+    const size_t mb_tokens = (size_t)pl->micro_batch_size * pl->seq_length;
+    const float loss_scale = 1.0f / (float)pl->num_microbatches;
+    double loss = 0.0;
+    for (int i = 0; i < pl->nops; i++) {
+        const pp_op *op = &pl->ops[i];
+        gpt_model *m = &pl->models[op->chunk];
+        pl->rk->microbatch = op->microbatch;
+        int64_t t0;
+        if (op->kind == 'F') {
+            if (!m->chunk.has_embedding) recv_forward(&pl->peers, pl->x_in, &time->p2p_ms);
+            t0 = tb_now_ns();
+            float l = gpt_forward_chunk(m, op->microbatch, inputs + (size_t)op->microbatch * mb_tokens,
+                                        targets + (size_t)op->microbatch * mb_tokens, pl->x_in, pl->x_out);
+            time->forward_ms += ms_since(t0);
+            if (m->chunk.has_head) loss += l;
+            else send_forward(&pl->peers, pl->x_out, &time->p2p_ms);
+        } else {
+            if (!m->chunk.has_head) recv_backward(&pl->peers, pl->d_out, &time->p2p_ms);
+            t0 = tb_now_ns();
+            gpt_backward_chunk(m, op->microbatch, loss_scale, pl->d_out, pl->d_in);
+            time->backward_ms += ms_since(t0);
+            if (!m->chunk.has_embedding) send_backward(&pl->peers, pl->d_in, &time->p2p_ms);
+        }
+    }
+    pl->rk->microbatch = -1;
+    return loss;
 }

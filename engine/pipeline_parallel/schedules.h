@@ -1,6 +1,6 @@
 // schedules.h — the order in which a pipeline rank runs the forward and backward passes of
-// its microbatches (Megatron-Core pipeline_parallel/schedules.py), as a list of ops the
-// executor (training.c) walks. p = pipeline size, r = this rank's stage, m = microbatches,
+// its microbatches (Megatron-Core pipeline_parallel/schedules.py), as a list of ops, and
+// the executor that walks it (Megatron's forward_backward_func). p = pipeline size, r = this rank's stage, m = microbatches,
 // v = model chunks per rank (virtual pipeline; 1 = not interleaved).
 //
 //   no pipelining (p = 1)   F0 B0 F1 B1 ...: gradient accumulation
@@ -15,6 +15,14 @@
 #ifndef TB_PIPELINE_PARALLEL_SCHEDULES_H
 #define TB_PIPELINE_PARALLEL_SCHEDULES_H
 
+#include <stdint.h>
+
+#include "config.h"
+#include "models/gpt.h"
+#include "pipeline_parallel/p2p_communication.h"
+
+struct tb_rank;
+
 typedef struct pp_op {
     char kind;       // 'F' forward, 'B' backward
     int microbatch;
@@ -26,5 +34,43 @@ int pipeline_schedule(int p, int r, int m, int v, pp_op *ops);
 // Warm-up forwards of rank r.
 int pipeline_warmup(int p, int r, int m, int v);
 double pipeline_theoretical_bubble(int p, int m, int v);
+
+// ---------------------------------------------------------------------------------------
+// The executor. Megatron has three functions (forward_backward_no_pipelining,
+// _pipelining_without_interleaving, _with_interleaving); here the three schedules are op
+// lists from pipeline_schedule and one executor walks whichever the layout gives.
+
+// Where one step's time went on this rank (the per-stage timeline).
+typedef struct tb_step_timeline {
+    double forward_ms, backward_ms;  // compute of the forward and backward passes
+    double p2p_ms;                   // pipeline sends and waits for receives
+    double optimizer_ms;             // finalize grads, clip, AdamW, parameter all-gather (train_step)
+    double pipeline_ms;              // the whole forward/backward schedule (train_step)
+} tb_step_timeline;
+
+// One rank's pipeline: its model chunks, its schedule, and the buffers of what crosses
+// stage boundaries. Chunk c is virtual stage c·pp + pp_rank.
+typedef struct tb_pipeline {
+    struct tb_rank *rk;
+    gpt_model *models;                   // (nchunks), owned by the trainer
+    int nchunks;
+    int micro_batch_size, seq_length, num_microbatches;
+    pp_op *ops;                          // (2·M·nchunks) this rank's schedule
+    int nops;
+    p2p_peers peers;
+    float *x_in, *x_out;                 // (Ns,C) activations received from / sent to the neighbouring stages
+    float *d_in, *d_out;                 // (Ns,C) gradients sent to / received from them; all NULL when pp = 1
+} tb_pipeline;
+
+// The schedule of rank rk for cfg, and (pp > 1) its p2p buffers from rk's allocator.
+void pipeline_init(tb_pipeline *pl, const tb_config *cfg, struct tb_rank *rk, gpt_model *models, int nchunks);
+void pipeline_free(tb_pipeline *pl);
+
+// Runs this rank's schedule for one step: every (microbatch, chunk) forward and backward,
+// activations and gradients exchanged with the neighbouring stages, each microbatch's loss
+// scaled by 1 / num_microbatches. inputs, targets: (M,B,T), the step's microbatches.
+// Adds forward, backward and p2p time to *time. Returns the sum of the last stage's
+// microbatch losses (0 on other stages).
+double forward_backward_func(tb_pipeline *pl, const int32_t *inputs, const int32_t *targets, tb_step_timeline *time);
 
 #endif

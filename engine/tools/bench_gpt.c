@@ -102,7 +102,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     const double tokens = (double)cfg.global_batch_size * cfg.seq_length;
-    const double flops_per_token = gpt_flops_per_token(&tr.models[0]);
+    const double flops_per_token =
+        gpt_flops_per_token((int64_t)tr.models[0].num_parameters, cfg.num_layers, cfg.hidden_size, cfg.seq_length);
     double *ms = malloc((size_t)cfg.train_iters * sizeof(double));
     for (int s = 1; s <= cfg.train_iters; s++) {
         int64_t t0 = tb_now_ns();

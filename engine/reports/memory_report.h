@@ -1,0 +1,27 @@
+// memory_report.h — what a rank's memory accounting leaves in the run directory:
+// memory.rank-NNNNN.json (the snapshot at the rank's peak: bytes per category and every
+// live buffer at that moment, largest first) and, when an allocation goes over
+// --memory-cap, oom.json with a summary on stderr.
+#ifndef TB_REPORTS_MEMORY_REPORT_H
+#define TB_REPORTS_MEMORY_REPORT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "core/error.h"
+#include "core/memory.h"
+
+struct tb_rank;
+
+// {"params": bytes, ..., "comm": bytes, "total": bytes} of a per-category array.
+json_t *memory_bytes_by_category(const size_t *bytes);
+
+// Writes memory.rank-NNNNN.json of rk (temp + rename).
+int memory_snapshot_write(struct tb_rank *rk, tb_error *err);
+
+// The tagged allocator's OOM handler (owner: the tb_rank): writes oom.json — rank and
+// coordinates, step, microbatch, range stack, the request, bytes in use per category, every
+// live buffer — and a summary on stderr.
+void memory_report_oom(void *owner, const tb_allocator *a, tb_mem_category category, size_t bytes, const char *what);
+
+#endif

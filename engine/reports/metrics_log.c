@@ -1,0 +1,84 @@
+#include "reports/metrics_log.h"
+
+#include <stdlib.h>
+
+#include "backend/cpu/kernels.h"
+#include "core/run_dir.h"
+#include "parallel_state.h"
+#include "reports/memory_report.h"
+
+int metrics_log_open(metrics_log *log, const char *run_dir, int rank, tb_error *err) {
+    log->f = NULL;
+    if (tb_rank_file_path(log->path, sizeof log->path, run_dir, TB_RANK_METRICS, rank, err) != 0) return -1;
+    log->f = fopen(log->path, "w");
+    if (!log->f) return tb_fail(err, "%s: cannot create metrics file", log->path);
+    return 0;
+}
+
+int metrics_log_write(metrics_log *log, const step_metrics *s, const tb_config *c, const tb_allocator *mem,
+                      json_t *pipeline, tb_error *err) {
+    json_t *o = json_pack("{s:I, s:f, s:f, s:f, s:f, s:I, s:f, s:f}", "step", (json_int_t)s->step, "loss", s->loss,
+                          "lr", s->lr, "grad_norm", s->grad_norm, "step_ms", s->step_ms, "tokens",
+                          (json_int_t)c->global_batch_size * c->seq_length, "tokens_per_s", s->tokens_per_s,
+                          "tflops", s->tflops);
+    json_object_set_new(o, "mfu", c->peak_tflops > 0 ? json_real(s->mfu) : json_null());
+    json_object_set_new(o, "mem_peak_bytes", memory_bytes_by_category(mem->stats.peak));
+    json_object_set_new(o, "mem_total_peak_bytes", json_integer((json_int_t)mem->stats.total_peak));
+    json_object_set_new(o, "slowest_rank_step_ms", json_real(s->slowest_rank_step_ms));
+    json_object_set_new(o, "pipeline", pipeline);
+    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    int bad = !text || fprintf(log->f, "%s\n", text) < 0 || fflush(log->f) != 0;
+    free(text);
+    return bad ? tb_fail(err, "%s: cannot write step %lld", log->path, (long long)s->step) : 0;
+}
+
+int metrics_log_close(metrics_log *log, tb_error *err) {
+    if (!log->f) return 0;
+    int rc = fclose(log->f);
+    log->f = NULL;
+    return rc != 0 ? tb_fail(err, "%s: write failed", log->path) : 0;
+}
+
+void print_run_header(const tb_config *c, const gpt_model *m, const char *run_dir) {
+    printf("pretrain_gpt: GPT %d layers, hidden %d, heads %d (query groups %d), ffn %d%s, %s, seq %d, "
+           "vocab %d (padded %d)\n",
+           c->num_layers, c->hidden_size, c->num_attention_heads, c->num_query_groups, c->ffn_hidden_size,
+           c->swiglu ? " SwiGLU" : " GELU", m->spec.input_layernorm->name, c->seq_length, c->vocab_size,
+           c->padded_vocab_size);
+    const int full = c->recompute_granularity == TB_RECOMPUTE_FULL;
+    printf("parameters: %.2fM | world %d = tp %d x cp %d x dp %d x pp %d | threads %d | recompute %s%s%s\n",
+           (double)m->num_parameters / 1e6, c->world_size, c->tensor_model_parallel_size, c->context_parallel_size,
+           c->data_parallel_size, c->pipeline_model_parallel_size, cpu_get_num_threads(),
+           config_choice_name("recompute_granularity", c->recompute_granularity), full ? " " : "",
+           full ? config_choice_name("recompute_method", c->recompute_method) : "");
+    printf("BLAS: %s\n", cpu_blas_name());
+    printf("global batch %d = micro batch %d x microbatches %d x dp %d (%d tokens per step)\n", c->global_batch_size,
+           c->micro_batch_size, c->num_microbatches, c->data_parallel_size, c->global_batch_size * c->seq_length);
+    if (c->data_path[0]) printf("data: %s\n", c->data_path);
+    else printf("data: synthetic token stream (seed %lld)\n", (long long)c->seed);
+    printf("run dir: %s\n\n", run_dir);
+    printf("%6s  %10s  %10s  %10s  %10s  %9s\n", "step", "loss", "lr", "grad norm", "tok/s", "ms");
+    fflush(stdout);
+}
+
+void print_step_line(const step_metrics *s) {
+    printf("%6lld  %10.6f  %10.3e  %10.4f  %10.1f  %9.1f\n", (long long)s->step, s->loss, s->lr, s->grad_norm,
+           s->tokens_per_s, s->slowest_rank_step_ms);
+    fflush(stdout);
+}
+
+static double mib(size_t bytes) { return (double)bytes / 1048576.0; }
+
+void print_run_footer(const tb_rank *rk) {
+    const tb_mem_stats *m = &rk->mem.stats;
+    printf("\nartifacts: %s\n", rk->run_dir);
+    printf("  %s  %s  %s (open in Perfetto)  %s  (%d rank%s)\n", TB_RUN_CONFIG, tb_rank_file_pattern(TB_RANK_METRICS),
+           tb_rank_file_pattern(TB_RANK_TRACE), tb_rank_file_pattern(TB_RANK_MEMORY), rk->world_size,
+           rk->world_size > 1 ? "s" : "");
+    printf("peak memory (rank 0): %.1f MiB (params %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
+           "workspace %.1f, comm %.1f)\n",
+           mib(m->total_peak), mib(m->at_total_peak[TB_MEM_PARAMS]), mib(m->at_total_peak[TB_MEM_GRADS]),
+           mib(m->at_total_peak[TB_MEM_OPTIMIZER]), mib(m->at_total_peak[TB_MEM_ACTIVATIONS]),
+           mib(m->at_total_peak[TB_MEM_WORKSPACE]), mib(m->at_total_peak[TB_MEM_COMM]));
+}
