@@ -1,11 +1,14 @@
 #include "parallel_state.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/local_backend.h"
+#include "core/xalloc.h"
 
 static const char *const kind_names[TB_NGROUP_KINDS] = {"tp", "cp",        "dp",    "dp_cp",  "pp",
                                                         "mp", "embedding", "world", "pp_grad"};
@@ -67,14 +70,11 @@ int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err) 
     w->stall_rank = -1;
     if (cfg->inject_stall[0] && sscanf(cfg->inject_stall, "%d:%lld", &w->stall_rank, (long long *)&w->stall_step) != 2)
         return tb_fail(err, "flag --inject-stall: '%s' is not RANK:STEP", cfg->inject_stall);
-    w->ranks = calloc((size_t)w->size, sizeof *w->ranks);
-    w->local_groups = calloc((size_t)w->size * TB_NGROUP_KINDS, sizeof *w->local_groups);
-    int *members = calloc((size_t)w->size, sizeof(int));
-    if (!w->ranks || !w->local_groups || !members) {
-        free(members);
-        parallel_state_world_free(w);
-        return tb_fail(err, "out of host memory for a world of %d ranks", w->size);
-    }
+    w->ranks = tb_xcalloc((size_t)w->size, sizeof *w->ranks, "ranks of the world");
+    w->local_groups = tb_xcalloc((size_t)w->size * TB_NGROUP_KINDS, sizeof *w->local_groups, "local groups");
+    int *members = tb_xcalloc((size_t)w->size, sizeof(int), "group members");
+    pthread_mutex_init(&w->abort_mu, NULL);
+    pthread_cond_init(&w->abort_cv, NULL);
     for (int r = 0; r < w->size; r++) {
         tb_rank *rk = &w->ranks[r];
         rk->rank = r;
@@ -107,11 +107,7 @@ int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err) 
                 if (members[i] == r) g->index = i;
             g->id = k * w->size + members[0];
             void **shared = &w->local_groups[g->id];
-            if (!*shared && !(*shared = tb_local_group_create(n))) {
-                free(members);
-                parallel_state_world_free(w);
-                return tb_fail(err, "out of host memory for group %s", kind_names[k]);
-            }
+            if (!*shared) *shared = tb_local_group_create(n);
             g->backend_state = *shared;
         }
     }
@@ -124,6 +120,10 @@ void parallel_state_world_free(tb_world *w) {
         if (w->local_groups[i]) tb_local_group_destroy(w->local_groups[i]);
     for (int r = 0; w->ranks && r < w->size; r++)
         if (w->ranks[r].world) tb_flight_recorder_destroy(&w->ranks[r].fr);
+    if (w->ranks) {
+        pthread_mutex_destroy(&w->abort_mu);
+        pthread_cond_destroy(&w->abort_cv);
+    }
     free(w->local_groups);
     free(w->ranks);
     memset(w, 0, sizeof *w);
@@ -133,8 +133,7 @@ void parallel_state_print_layout(FILE *out, const tb_config *c) {
     fprintf(out, "world %d = tp %d x cp %d x dp %d x pp %d (order tp-cp-ep-dp-pp, tp fastest)\n", c->world_size,
             c->tensor_model_parallel_size, c->context_parallel_size, c->data_parallel_size,
             c->pipeline_model_parallel_size);
-    int *members = calloc((size_t)c->world_size, sizeof(int));
-    if (!members) return;
+    int *members = tb_xcalloc((size_t)c->world_size, sizeof(int), "group members");
     for (int r = 0; r < c->world_size; r++) {
         char label[96];
         parallel_state_label(label, sizeof label, r, parallel_state_coords(c, r));
@@ -166,8 +165,8 @@ void parallel_state_run_ranks(tb_world *w, void (*fn)(tb_rank *rk, void *arg), v
         fn(&w->ranks[0], arg);
         return;
     }
-    rank_job *jobs = calloc((size_t)w->size, sizeof *jobs);
-    pthread_t *threads = calloc((size_t)w->size, sizeof *threads);
+    rank_job *jobs = tb_xcalloc((size_t)w->size, sizeof *jobs, "rank threads");
+    pthread_t *threads = tb_xcalloc((size_t)w->size, sizeof *threads, "rank threads");
     for (int r = 0; r < w->size; r++) {
         jobs[r] = (rank_job){&w->ranks[r], fn, arg};
         pthread_create(&threads[r], NULL, run_job, &jobs[r]);
@@ -175,4 +174,38 @@ void parallel_state_run_ranks(tb_world *w, void (*fn)(tb_rank *rk, void *arg), v
     for (int r = 0; r < w->size; r++) pthread_join(threads[r], NULL);
     free(jobs);
     free(threads);
+}
+
+// ---------------------------------------------------------------------------------------
+// Failing a rank, aborting the world
+
+int parallel_state_aborted_by(tb_world *w) { return atomic_load(&w->aborted) - 1; }
+
+void parallel_state_wait_for_abort(tb_world *w) {
+    pthread_mutex_lock(&w->abort_mu);
+    while (!atomic_load(&w->aborted)) pthread_cond_wait(&w->abort_cv, &w->abort_mu);
+    pthread_mutex_unlock(&w->abort_mu);
+}
+
+void parallel_state_abort(tb_world *w, const tb_rank *rk, int status) {
+    pthread_mutex_lock(&w->abort_mu);
+    int none = 0;
+    if (atomic_compare_exchange_strong(&w->aborted, &none, rk->rank + 1)) w->abort_status = status;
+    pthread_cond_broadcast(&w->abort_cv);
+    pthread_mutex_unlock(&w->abort_mu);
+    for (int i = 0; i < w->size * TB_NGROUP_KINDS; i++)
+        if (w->local_groups[i]) tb_local_group_wake(w->local_groups[i]);
+}
+
+void parallel_state_rank_fail(tb_rank *rk, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rk->fail_err.msg, sizeof rk->fail_err.msg, fmt, ap);
+    va_end(ap);
+    rk->fail_status = status;
+    if (rk->world) parallel_state_abort(rk->world, rk, status);
+    if (rk->unwind) longjmp(*rk->unwind, 1);
+    fprintf(stderr, "%s: %s\n", rk->label, rk->fail_err.msg);
+    fflush(NULL);
+    _exit(status);
 }

@@ -13,6 +13,8 @@
 #ifndef TB_PARALLEL_STATE_H
 #define TB_PARALLEL_STATE_H
 
+#include <pthread.h>
+#include <setjmp.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -68,6 +70,10 @@ typedef struct tb_rank {
     // where the rank is, for OOM and hang reports
     _Atomic int64_t step;           // 1-based; 0 before training
     _Atomic int microbatch;         // 0-based; -1 outside a microbatch
+    // failing from below the rank's top (parallel_state_rank_fail)
+    jmp_buf *unwind;                // where the rank unwinds to; NULL: a failure ends the process
+    int fail_status;                // TB_EXIT_* it failed with; 0 while it runs
+    tb_error fail_err;              // why
 } tb_rank;
 
 // The ranks of this process and what they share: the local backend's group objects, the
@@ -81,6 +87,13 @@ typedef struct tb_world {
     int stall_rank;                 // --inject-stall RANK:STEP (-1: none)
     int64_t stall_step;
     atomic_int hang_reported;
+    // The world's abort: set by the first rank that fails (the root cause); every rank
+    // waiting in a call on the local backend, or stalled by --inject-stall, then wakes and
+    // fails too, so all rank threads return to their tops.
+    atomic_int aborted;             // 0, or 1 + the rank that failed first
+    int abort_status;               // that rank's TB_EXIT_* status
+    pthread_mutex_t abort_mu;
+    pthread_cond_t abort_cv;
     char run_dir[TB_PATH_MAX];
     int64_t origin_ns;              // ts = 0 of every rank's trace
 } tb_world;
@@ -93,6 +106,24 @@ void parallel_state_world_free(tb_world *w);
 // Runs fn(rank, arg) for every rank of the world, each on its own thread (on the calling
 // thread when the world has one rank), and returns when all have returned.
 void parallel_state_run_ranks(tb_world *w, void (*fn)(tb_rank *rk, void *arg), void *arg);
+
+// Ends this rank's part in the run from anywhere below its top (an allocation over the
+// memory cap, a communicator call that timed out or failed, a peer's failure): records
+// status and the message in rk, aborts the world (the first rank to fail is its root
+// cause) and wakes every rank waiting on the local backend, then unwinds to rk->unwind
+// (longjmp). The rank's top frees what it held once every rank has stopped (a peer may
+// still be reading its buffers). A rank without an unwind point (a tool, a test's rank)
+// prints the message and ends the process with status.
+void parallel_state_rank_fail(tb_rank *rk, int status, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+// Aborts the world for rk's failure (the first call names the root cause) and wakes every
+// waiting rank; for a rank that failed by returning an error, so that its peers do not
+// wait for it until the collective timeout.
+void parallel_state_abort(tb_world *w, const tb_rank *rk, int status);
+// The rank whose failure aborted the world, or -1 while it runs.
+int parallel_state_aborted_by(tb_world *w);
+// Blocks until the world is aborted.
+void parallel_state_wait_for_abort(tb_world *w);
 
 // Prints rank → coordinates → members of each group (pretrain_gpt --print-rank-layout).
 void parallel_state_print_layout(FILE *out, const tb_config *cfg);

@@ -15,7 +15,7 @@ int main(int argc, char **argv) {
     config_defaults(&cfg);
     if (config_parse_args(&cfg, argc, argv, &help, &err) != 0) {
         fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
-        return 2;
+        return TB_EXIT_USAGE;
     }
     if (help) {
         config_print_help(stdout, "pretrain_gpt");
@@ -24,15 +24,13 @@ int main(int argc, char **argv) {
     config_resolve(&cfg);
     if (config_validate(&cfg, &err) != 0) {
         fprintf(stderr, "pretrain_gpt: invalid configuration:\n%s\n", err.msg);
-        return 2;
+        return TB_EXIT_USAGE;
     }
     if (cfg.print_rank_layout) {
         parallel_state_print_layout(stdout, &cfg);
         return 0;
     }
-    if (pretrain(&cfg, &err) != 0) {
-        fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
-        return 1;
-    }
-    return 0;
+    int status = pretrain(&cfg, &err);
+    if (status != 0) fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
+    return status;
 }

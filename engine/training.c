@@ -1,5 +1,6 @@
 #include "training.h"
 
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,12 +221,11 @@ static stage_figures stage_figures_of(const tb_trainer *tr) {
     return f;
 }
 
-static int train(tb_trainer *tr, tb_error *err) {
+static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
     tb_rank *rk = tr->rk;
     const tb_config *cfg = tr->cfg;
     const int lead = rk->rank == 0;
-    metrics_log log;
-    if (metrics_log_open(&log, rk->run_dir, rk->rank, err) != 0) return -1;
+    if (metrics_log_open(log, rk->run_dir, rk->rank, err) != 0) return -1;
     if (lead) print_run_header(cfg, &tr->models[0], rk->run_dir);
     const double flops_per_token = model_flops_per_token(tr);
     const int64_t tokens_per_step = (int64_t)cfg->global_batch_size * cfg->seq_length;
@@ -246,35 +246,55 @@ static int train(tb_trainer *tr, tb_error *err) {
         s.mfu = cfg->peak_tflops > 0 ? s.tflops / cfg->peak_tflops : 0;
         json_t *timeline = pipeline_timeline_json(cfg, rk->coords.pp, tr->nchunks, &r.time, seconds * 1e3);
         if (step > 1 || cfg->train_iters == 1) stage_totals_add(&totals, &r.time, seconds * 1e3);
-        rc = metrics_log_write(&log, &s, cfg, &rk->mem, timeline, err);
+        rc = metrics_log_write(log, &s, cfg, &rk->mem, timeline, err);
         if (rc == 0 && lead && (step % cfg->log_interval == 0 || step == cfg->train_iters)) print_step_line(&s);
     }
-    if (metrics_log_close(&log, rc == 0 ? err : NULL) != 0) rc = -1;
+    if (metrics_log_close(log, rc == 0 ? err : NULL) != 0) rc = -1;
     if (rc != 0) return -1;
     stage_figures mine = stage_figures_of(tr);
     return pipeline_summary_write(rk, cfg, &mine, &totals, err);
 }
 
-// A rank's whole run: its allocator, ranges, trainer, training, and its files.
-static int rank_train(tb_rank *rk, tb_error *err) {
+// What one rank holds for its run, kept outside its stack: a rank that fails part way
+// unwinds (parallel_state_rank_fail), and what it held is freed after every rank stopped.
+typedef struct rank_run {
+    int status;        // 0, or the TB_EXIT_* status it failed with
+    tb_error err;
+    int unwound;       // failed below its top; its state is freed by pretrain after the join
+    tb_trainer tr;
+    metrics_log log;
+} rank_run;
+
+static void rank_setup(tb_rank *rk) {
+    // one rank: every core; several rank threads: one core each (docs/ARCHITECTURE.md, "Engine")
+    cpu_set_num_threads(rk->world_size > 1 ? 1 : rk->cfg->num_threads);
+    tb_allocator_init(&rk->mem, (size_t)rk->cfg->memory_cap, memory_report_oom, rk);
+    tb_allocator_set_caching(&rk->mem, 1);
+    tb_ranges_init(&rk->ranges, rk->rank, rk->world_size, rk->label, rk->world ? rk->world->origin_ns : tb_now_ns(),
+                   1);
+    tb_ranges_bind(&rk->ranges);
+}
+
+static void rank_teardown(tb_rank *rk, rank_run *run) {
+    metrics_log_close(&run->log, NULL);
+    if (run->tr.rk) trainer_free(&run->tr);
+    tb_allocator_free_all(&rk->mem);  // what was in flight when a failing rank unwound
+    tb_allocator_release_cache(&rk->mem);
+    tb_ranges_free(&rk->ranges);
+}
+
+// A rank's whole run: its trainer, training, and its files.
+static int rank_train(tb_rank *rk, rank_run *run) {
     const tb_config *cfg = rk->cfg;
     const int lead = rk->rank == 0;
-    // one rank: every core; several rank threads: one core each (docs/ARCHITECTURE.md, "Engine")
-    cpu_set_num_threads(rk->world_size > 1 ? 1 : cfg->num_threads);
-    tb_allocator_init(&rk->mem, (size_t)cfg->memory_cap, memory_report_oom, rk);
-    tb_allocator_set_caching(&rk->mem, 1);
-    tb_ranges_init(&rk->ranges, rk->rank, rk->world_size, rk->label, rk->world ? rk->world->origin_ns : tb_now_ns(), 1);
-    tb_ranges_bind(&rk->ranges);
-
-    tb_trainer tr;
-    int rc = trainer_init(&tr, cfg, rk, err);
-    if (rc != 0) goto out;
-    rc = train(&tr, err);
+    tb_error *err = &run->err;
+    if (trainer_init(&run->tr, cfg, rk, err) != 0) return -1;
+    int rc = train(&run->tr, &run->log, err);
     if (rc == 0 && cfg->save[0]) {
         if (cfg->pipeline_model_parallel_size > 1)
             rc = tb_fail(err, "flag --save with pipeline_model_parallel_size %d: not supported yet",
                          cfg->pipeline_model_parallel_size);
-        else if (gpt_save_safetensors(&tr.models[0], cfg->save, lead, err) != 0)
+        else if (gpt_save_safetensors(&run->tr.models[0], cfg->save, lead, err) != 0)
             rc = tb_fail_prefix(err, "flag --save");
         else if (lead)
             printf("\nsaved weights: %s\n", cfg->save);
@@ -286,22 +306,27 @@ static int rank_train(tb_rank *rk, tb_error *err) {
         if (rc == 0) rc = tb_ranges_write_chrome(&rk->ranges, path, err);
     }
     if (rc == 0 && lead) print_run_footer(rk);
-    trainer_free(&tr);
-out:
-    tb_allocator_release_cache(&rk->mem);
-    tb_ranges_bind(NULL);
-    tb_ranges_free(&rk->ranges);
     return rc;
 }
 
-typedef struct rank_run {
-    int rc;
-    tb_error err;
-} rank_run;
-
 static void rank_main(tb_rank *rk, void *arg) {
     rank_run *run = (rank_run *)arg + rk->rank;
-    run->rc = rank_train(rk, &run->err);
+    jmp_buf unwind;
+    rank_setup(rk);
+    if (setjmp(unwind) == 0) {
+        rk->unwind = &unwind;
+        run->status = rank_train(rk, run) == 0 ? 0 : TB_EXIT_FAILURE;
+        rk->unwind = NULL;
+        if (run->status != 0 && rk->world) parallel_state_abort(rk->world, rk, run->status);
+        // a rank that ends by itself, failed or not, has left every collective it entered
+        rank_teardown(rk, run);
+    } else {
+        rk->unwind = NULL;
+        run->unwound = 1;
+        run->status = rk->fail_status;
+        run->err = rk->fail_err;
+    }
+    tb_ranges_bind(NULL);
 }
 
 static int write_config(const char *run_dir, const tb_config *cfg, tb_error *err) {
@@ -313,27 +338,38 @@ static int write_config(const char *run_dir, const tb_config *cfg, tb_error *err
     return rc;
 }
 
+// The rank whose failure the run reports: the one that aborted the world, else the first
+// that failed by itself.
+static int failed_rank(tb_world *w, const rank_run *runs) {
+    int root = parallel_state_aborted_by(w);
+    if (root >= 0) return root;
+    for (int r = 0; r < w->size; r++)
+        if (runs[r].status != 0) return r;
+    return -1;
+}
+
 int pretrain(const tb_config *cfg, tb_error *err) {
     tb_world world;
-    if (parallel_state_world_init(&world, cfg, err) != 0) return -1;
+    if (parallel_state_world_init(&world, cfg, err) != 0) return TB_EXIT_FAILURE;
     world.origin_ns = tb_now_ns();
     if (tb_run_dir_create(cfg->run_dir, world.run_dir, sizeof world.run_dir, err) != 0 ||
         write_config(world.run_dir, cfg, err) != 0) {
         parallel_state_world_free(&world);
-        return -1;
+        return TB_EXIT_FAILURE;
     }
-    rank_run *runs = tb_xcalloc((size_t)world.size, sizeof *runs, "rank results");
+    rank_run *runs = tb_xcalloc((size_t)world.size, sizeof *runs, "rank runs");
     for (int r = 0; r < world.size; r++)
         snprintf(world.ranks[r].run_dir, sizeof world.ranks[r].run_dir, "%s", world.run_dir);
     parallel_state_run_ranks(&world, rank_main, runs);
-    int rc = 0;
-    for (int r = 0; r < world.size && rc == 0; r++)
-        if (runs[r].rc != 0) {
-            rc = -1;
-            if (err) *err = runs[r].err;
-            if (world.size > 1) tb_fail_prefix(err, "%s", world.ranks[r].label);
-        }
+    for (int r = 0; r < world.size; r++)
+        if (runs[r].unwound) rank_teardown(&world.ranks[r], &runs[r]);
+    int status = 0, failed = failed_rank(&world, runs);
+    if (failed >= 0) {
+        status = runs[failed].status;
+        if (err) *err = runs[failed].err;
+        if (world.size > 1) tb_fail_prefix(err, "%s", world.ranks[failed].label);
+    }
     free(runs);
     parallel_state_world_free(&world);
-    return rc;
+    return status;
 }

@@ -54,8 +54,11 @@ tb_step_result train_step(tb_trainer *tr, int64_t step);
 void rank_init_single(tb_rank *rk, const tb_config *cfg);
 
 // Runs a validated, resolved config to the end: creates the run directory and config.json,
-// starts the world's rank threads, trains. Returns 0, or -1 with err set. An OOM under
-// --memory-cap does not return: it writes its report and exits with status 3.
+// starts the world's rank threads, trains. Returns 0, or the exit status of the run's
+// failure with err set: TB_EXIT_OUT_OF_MEMORY (over --memory-cap: oom.json written),
+// TB_EXIT_HANG (a communicator call timed out — hang.json written — or failed),
+// TB_EXIT_FAILURE (anything else). A rank that fails aborts the world: its peers stop at
+// their next communicator call, and the reported error is that first rank's.
 int pretrain(const tb_config *cfg, tb_error *err);
 
 #endif

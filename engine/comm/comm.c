@@ -19,14 +19,16 @@ typedef struct call {
     tb_error err;
 } call;
 
-// --inject-stall RANK:STEP: that rank stops for good before its next call at that step;
-// its peers time out and report the hang.
+// --inject-stall RANK:STEP: that rank stops before its next call at that step, until the
+// run is aborted; its peers time out and report the hang.
 static void maybe_stall(tb_rank *rk) {
     tb_world *w = rk->world;
     if (!w || w->stall_rank != rk->rank || rk->step != w->stall_step) return;
     fprintf(stderr, "%s: --inject-stall: stopping before its next collective at step %lld\n", rk->label,
             (long long)rk->step);
-    for (;;) pause();
+    parallel_state_wait_for_abort(w);
+    parallel_state_rank_fail(rk, w->abort_status, "stalled by --inject-stall at step %lld until the run was aborted",
+                             (long long)rk->step);
 }
 
 static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
@@ -44,12 +46,19 @@ static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
     c->slot = tb_flight_recorder_enter(&rk->fr, &e);
 }
 
+// A call that failed ends the rank's part in the run (like an NCCL error in Megatron): a
+// timeout after its hang report, a call stopped by a peer's failure as that failure's
+// consequence, any other error as a communicator failure of its own.
 static void end(call *c, int rc) {
     if (rc != 0) {
-        if (c->timed_out) tb_watchdog_report_hang(c->g, c->err.msg);
-        fprintf(stderr, "%s: communicator error: %s\n", c->g->rk->label, c->err.msg);
-        fflush(NULL);
-        _exit(4);
+        tb_rank *rk = c->g->rk;
+        if (c->timed_out) {
+            tb_watchdog_report_hang(c->g, c->err.msg);
+            parallel_state_rank_fail(rk, TB_EXIT_HANG, "HANG: %s", c->err.msg);
+        }
+        if (rk->world && parallel_state_aborted_by(rk->world) >= 0)
+            parallel_state_rank_fail(rk, rk->world->abort_status, "%s", c->err.msg);
+        parallel_state_rank_fail(rk, TB_EXIT_HANG, "communicator error: %s", c->err.msg);
     }
     tb_flight_recorder_exit(&c->g->rk->fr, c->slot, tb_now_ns());
     TB_RANGE_POP();

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/xalloc.h"
 #include "parallel_state.h"
 
 // An in-flight point-to-point message. Transport buffers like these (NCCL's are the
@@ -32,11 +33,10 @@ struct tb_local_group {
 };
 
 tb_local_group *tb_local_group_create(int size) {
-    tb_local_group *g = calloc(1, sizeof *g);
-    if (!g) return NULL;
+    tb_local_group *g = tb_xcalloc(1, sizeof *g, "local group");
     g->size = size;
-    g->head = calloc((size_t)size * size, sizeof *g->head);
-    g->tail = calloc((size_t)size * size, sizeof *g->tail);
+    g->head = tb_xcalloc((size_t)size * size, sizeof *g->head, "local group mailboxes");
+    g->tail = tb_xcalloc((size_t)size * size, sizeof *g->tail, "local group mailboxes");
     pthread_mutex_init(&g->mu, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -59,7 +59,22 @@ void tb_local_group_destroy(tb_local_group *g) {
     free(g);
 }
 
+void tb_local_group_wake(tb_local_group *g) {
+    pthread_mutex_lock(&g->mu);
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
 static tb_local_group *shared(tb_group *g) { return g->backend_state; }
+
+// The world was aborted by a rank's failure: every wait gives up.
+static int world_aborted(const tb_group *g) { return g->rk && g->rk->world && atomic_load(&g->rk->world->aborted); }
+
+static int aborted_error(tb_group *g, const char *what, tb_error *err) {
+    tb_world *w = g->rk->world;
+    return tb_fail(err, "%s on group %s stopped: the run was aborted by the failure of %s", what, g->name,
+                   w->ranks[parallel_state_aborted_by(w)].label);
+}
 
 static double timeout_of(const tb_group *g) {
     const tb_rank *rk = g->rk;
@@ -99,6 +114,10 @@ static int barrier(tb_group *g, const char *what, int *timed_out, tb_error *err)
     }
     struct timespec deadline = deadline_after(timeout_of(g));
     while (s->generation == gen) {
+        if (world_aborted(g)) {
+            pthread_mutex_unlock(&s->mu);
+            return aborted_error(g, what, err);
+        }
         if (pthread_cond_timedwait(&s->cv, &s->mu, &deadline) == ETIMEDOUT && s->generation == gen) {
             pthread_mutex_unlock(&s->mu);
             return timed_out_error(g, what, timed_out, err);
@@ -230,8 +249,7 @@ static int local_broadcast(tb_group *g, float *buf, size_t count, int root, int 
 
 static int local_send(tb_group *g, const float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
     tb_local_group *s = shared(g);
-    message *m = malloc(sizeof *m + count * sizeof(float));
-    if (!m) return tb_fail(err, "send on group %s: out of host memory for %zu floats", g->name, count);
+    message *m = tb_xmalloc(sizeof *m + count * sizeof(float), "point-to-point message");
     m->next = NULL;
     m->count = count;
     memcpy(m->data, buf, count * sizeof(float));
@@ -251,6 +269,10 @@ static int local_recv(tb_group *g, float *buf, size_t count, int peer, int *time
     pthread_mutex_lock(&s->mu);
     struct timespec deadline = deadline_after(timeout_of(g));
     while (!s->head[box]) {
+        if (world_aborted(g)) {
+            pthread_mutex_unlock(&s->mu);
+            return aborted_error(g, "recv", err);
+        }
         if (pthread_cond_timedwait(&s->cv, &s->mu, &deadline) == ETIMEDOUT && !s->head[box]) {
             pthread_mutex_unlock(&s->mu);
             return timed_out_error(g, "recv", timed_out, err);

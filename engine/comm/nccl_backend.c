@@ -342,6 +342,12 @@ static int finish(tb_group *g, nccl_group *s, const char *op, ncclResult_t r, in
                 return -1;
             }
         }
+        if (g->rk && g->rk->world && parallel_state_aborted_by(g->rk->world) >= 0) {
+            abort_comm(s);
+            return tb_fail(err, "%s on group %s stopped: the run was aborted by the failure of %s; NCCL communicator "
+                           "aborted",
+                           op, g->name, g->rk->world->ranks[parallel_state_aborted_by(g->rk->world)].label);
+        }
         if (now_s() > deadline) {
             abort_comm(s);
             *timed_out = 1;

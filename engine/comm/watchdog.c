@@ -8,6 +8,7 @@
 
 #include "core/fileio.h"
 #include "core/ranges.h"
+#include "core/run_dir.h"
 #include "parallel_state.h"
 
 #define TAIL 8
@@ -52,10 +53,12 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
     if (!w) {
         fprintf(stderr, "%s: HANG: %s\n", me->label, what);
         fflush(NULL);
-        _exit(4);
+        return;
     }
     if (atomic_exchange(&w->hang_reported, 1)) {
-        for (;;) pause();  // another rank is writing the report and will end the process
+        // another rank is writing the report; it aborts the world when the report is whole
+        parallel_state_wait_for_abort(w);
+        return;
     }
     const int64_t now = tb_now_ns();
     rank_view *views = calloc((size_t)w->size, sizeof *views);
@@ -136,9 +139,9 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
         me->rank, "detected_by_label", me->label, "absent_peers", absent, "stuck_by_group", by_group,
         "smallest_common_group", common_json, "ranks", ranks);
     char path[TB_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/hang.json", w->run_dir[0] ? w->run_dir : ".");
     tb_error err;
-    int wrote = tb_write_json_atomic(path, report, &err) == 0;
+    int wrote = tb_run_path(path, sizeof path, w->run_dir[0] ? w->run_dir : ".", TB_RUN_HANG_REPORT, &err) == 0 &&
+                tb_write_json_atomic(path, report, &err) == 0;
     json_decref(report);
 
     fprintf(stderr, "\nHANG: %s\n", what);
@@ -150,5 +153,4 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
     fprintf(stderr, "\n  absent from this call:%s\n", absent_text[0] ? absent_text : " none");
     fprintf(stderr, "  report: %s\n", wrote ? path : err.msg);
     fflush(NULL);
-    _exit(4);
 }

@@ -1,7 +1,8 @@
 // watchdog.h — what happens when a communicator call does not complete: the hang report.
 //
 // The rank whose call timed out writes hang.json in the run directory and a readable
-// summary on stderr, then ends the process (exit status 4): nothing hangs forever. The
+// summary on stderr; the communicator then fails the rank (exit status 4 for the run),
+// which aborts the world, so nothing hangs forever. The
 // report holds, for every rank of the world: its coordinates, its pending call (if any)
 // and its flight-recorder tail; the stuck ranks grouped by communicator; the smallest
 // group containing every stuck rank; and, for the group that timed out, the absent
@@ -11,8 +12,9 @@
 
 #include "comm/group.h"
 
-// Never returns. `g` is the group whose call timed out on this rank; `what` the backend's
-// message.
-void tb_watchdog_report_hang(tb_group *g, const char *what) __attribute__((noreturn));
+// `g` is the group whose call timed out on this rank; `what` the backend's message. When
+// another rank's timeout is already being reported, waits until that report is written
+// (the world aborted) and writes none.
+void tb_watchdog_report_hang(tb_group *g, const char *what);
 
 #endif

@@ -1,6 +1,7 @@
 #include "core/fileio.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,8 +9,11 @@
 #include <unistd.h>
 
 int tb_write_file_atomic(const char *path, const void *data, size_t len, tb_error *err) {
+    // unique per writer: rank threads of one process may write the same path at once
+    static atomic_uint writers;
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&writers, 1));
+    if (n < 0 || (size_t)n >= sizeof tmp) return tb_fail(err, "%s: path too long", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) return tb_fail(err, "%s: cannot create: %s", tmp, strerror(errno));
     int ok = fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;

@@ -1,6 +1,6 @@
 // fileio.h — crash-safe file output shared by every writer of the run directory.
 //
-// A file is written to "<path>.tmp.<pid>", flushed and fsync'd, then renamed over <path>:
+// A file is written to "<path>.tmp.<pid>.<n>" (n: a per-process counter), flushed and fsync'd, then renamed over <path>:
 // a reader sees the old file or the whole new one, never a half-written one, and a failed
 // write removes its temporary file and leaves the old one in place.
 #ifndef TB_CORE_FILEIO_H

@@ -176,6 +176,10 @@ void tb_allocator_reset_peaks(tb_allocator *a) {
     take_snapshot(a);
 }
 
+void tb_allocator_free_all(tb_allocator *a) {
+    while (a->live) tb_free(a, (block_header *)a->live + 1);
+}
+
 void tb_allocator_each_live(const tb_allocator *a, void (*fn)(void *arg, const char *what,
                                                               tb_mem_category c, size_t bytes),
                             void *arg) {

@@ -34,7 +34,9 @@ const char *tb_mem_category_name(tb_mem_category c);
 typedef struct tb_allocator tb_allocator;
 
 // Called when an allocation of `bytes` in `category` would exceed the cap (or the system
-// allocator fails). Must not return: it reports and exits.
+// allocator fails). Should not return: it reports and fails the run (the engine's handler,
+// reports/memory_report.c, unwinds the rank). If it returns — or there is none — the
+// allocator ends the process with TB_EXIT_OUT_OF_MEMORY.
 typedef void (*tb_oom_handler)(void *owner, const tb_allocator *a, tb_mem_category category,
                                size_t bytes, const char *what);
 
@@ -95,6 +97,10 @@ void tb_allocator_set_caching(tb_allocator *a, int on);
 // Returns every cached block to the system (buffers in use are untouched). An allocator
 // with caching on must call this before it goes away.
 void tb_allocator_release_cache(tb_allocator *a);
+
+// Frees every live buffer: for a rank that failed mid-step, whose buffers no owner will
+// free (its stack was unwound).
+void tb_allocator_free_all(tb_allocator *a);
 
 // Visits every live buffer, newest first.
 void tb_allocator_each_live(const tb_allocator *a, void (*fn)(void *arg, const char *what,

@@ -305,8 +305,10 @@ void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_gr
     gpt_model_init_chunk(m, cfg, mem, tp_group, whole);
 }
 
+// Also frees a model whose construction stopped part way (an OOM under --memory-cap
+// unwinds the rank): every field is set once it is allocated, NULL before.
 void gpt_model_free(gpt_model *m) {
-    for (int i = 0; i < m->chunk.nslots; i++) gpt_release_activations(m, i);
+    for (int i = 0; m->slots && i < m->chunk.nslots; i++) gpt_release_activations(m, i);
     free(m->slots);
     transformer_block_free(&m->block);
     tb_free(m->mem, m->d_lnf);

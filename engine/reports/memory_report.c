@@ -84,4 +84,6 @@ void memory_report_oom(void *owner, const tb_allocator *a, tb_mem_category categ
         fprintf(stderr, " %s %zu", tb_mem_category_name((tb_mem_category)c), a->stats.current[c]);
     fprintf(stderr, "\n  report: %s\n", wrote ? path : err.msg);
     fflush(NULL);
+    parallel_state_rank_fail(rk, TB_EXIT_OUT_OF_MEMORY, "out of memory: %zu bytes for %s (%s) over --memory-cap %zu (%s)",
+                             bytes, what ? what : "?", tb_mem_category_name(category), a->cap, wrote ? path : err.msg);
 }

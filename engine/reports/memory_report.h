@@ -21,7 +21,8 @@ int memory_snapshot_write(struct tb_rank *rk, tb_error *err);
 
 // The tagged allocator's OOM handler (owner: the tb_rank): writes oom.json — rank and
 // coordinates, step, microbatch, range stack, the request, bytes in use per category, every
-// live buffer — and a summary on stderr.
+// live buffer — and a summary on stderr, then fails the rank (parallel_state_rank_fail,
+// exit status 3 for the run). Does not return.
 void memory_report_oom(void *owner, const tb_allocator *a, tb_mem_category category, size_t bytes, const char *what);
 
 #endif

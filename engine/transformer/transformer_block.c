@@ -50,6 +50,7 @@ void transformer_block_init(transformer_block *b, const tb_config *cfg, const tr
 }
 
 void transformer_block_release(transformer_block *b, int slot) {
+    if (!b->slots) return;  // a block whose construction stopped before its slots
     transformer_block_state *st = &b->slots[slot];
     for (int l = 0; l <= b->L; l++) {
         tb_free(b->mem, st->x[l]);
