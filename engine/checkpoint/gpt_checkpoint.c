@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "checkpoint/safetensors.h"
+#include "core/xalloc.h"
 
 // The shape a tensor has in files: Conv1D weights transposed, embeddings unpadded.
 // Files hold whole tensors: under tensor parallelism the shards are gathered on save and
@@ -50,12 +51,7 @@ int gpt_save_safetensors(gpt_model *m, const char *path, int write, tb_error *er
     }
     float *stage = tb_alloc(m->mem, TB_MEM_WORKSPACE, staged * sizeof(float), "checkpoint staging");
     float *whole = tb_alloc(m->mem, TB_MEM_WORKSPACE, largest * sizeof(float), "checkpoint gather");
-    tb_st_entry *entries = calloc((size_t)m->nparams, sizeof *entries);
-    if (!entries) {
-        tb_free(m->mem, stage);
-        tb_free(m->mem, whole);
-        return tb_fail(err, "%s: out of host memory for %d entries", path, m->nparams);
-    }
+    tb_st_entry *entries = tb_xcalloc((size_t)m->nparams, sizeof *entries, "checkpoint entries");
     float *next = stage;
     for (int i = 0; i < m->nparams; i++) {
         const gpt_param *p = &m->params[i];

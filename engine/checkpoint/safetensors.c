@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
+
 // The header length and the data are raw host words; see the note in safetensors.h.
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c assumes a little-endian host"
@@ -138,8 +140,7 @@ int tb_safetensors_read_f32(const tb_safetensors *st, const tb_st_tensor *t, flo
     // Half-width elements go through a bounded staging buffer rather than one as large as
     // the tensor, so a 300 MB BF16 embedding costs 128 KB extra, not 150 MB.
     enum { CHUNK = 1 << 16 };
-    uint16_t *buf = malloc(CHUNK * sizeof *buf);
-    if (!buf) return tb_fail(err, "%s: tensor '%s': out of memory", st->path, t->name);
+    uint16_t *buf = tb_xmalloc(CHUNK * sizeof *buf, "half-precision staging");
     for (size_t i = 0; i < numel; i += CHUNK) {
         size_t n = numel - i < CHUNK ? numel - i : CHUNK;
         if (pread_all(st, t->name, buf, n * 2, off + i * 2, err)) {
@@ -309,8 +310,7 @@ static int open_validate(tb_safetensors *st, tb_error *err) {
     st->header_len = n;
     st->data_start = 8 + n;
 
-    char *text = malloc(n ? n : 1);
-    if (!text) return tb_fail(err, "%s: out of memory for a %" PRIu64 "-byte header", path, n);
+    char *text = tb_xmalloc(n, "safetensors header");
     if (fread(text, 1, n, st->fp) != n) {
         free(text);
         return tb_fail(err, "%s: cannot read the %" PRIu64 "-byte header at byte offset 8: %s",
@@ -345,21 +345,13 @@ static int open_validate(tb_safetensors *st, tb_error *err) {
     }
 
     size_t count = json_object_size(root) - (md ? 1 : 0);
-    st->tensors = calloc(count ? count : 1, sizeof *st->tensors);
-    if (!st->tensors) {
-        json_decref(root);
-        return tb_fail(err, "%s: out of memory for %zu tensors", path, count);
-    }
+    st->tensors = tb_xcalloc(count, sizeof *st->tensors, "safetensors tensor table");
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
         if (strcmp(key, "__metadata__") == 0) continue;
         tb_st_tensor *t = &st->tensors[st->ntensors];
-        t->name = strdup(key);
-        if (!t->name) {
-            json_decref(root);
-            return tb_fail(err, "%s: out of memory", path);
-        }
+        t->name = tb_xstrdup(key, "tensor name");
         st->ntensors++;  // counted now so close() frees the name even if the entry is bad
         if (parse_entry(st, t, val, err)) {
             json_decref(root);
@@ -388,8 +380,7 @@ static int open_validate(tb_safetensors *st, tb_error *err) {
 
 int tb_safetensors_open(tb_safetensors *st, const char *path, tb_error *err) {
     memset(st, 0, sizeof *st);
-    st->path = strdup(path);
-    if (!st->path) return tb_fail(err, "%s: out of memory", path);
+    st->path = tb_xstrdup(path, "safetensors path");
     st->fp = fopen(path, "rb");
     if (!st->fp) {
         int rc = tb_fail(err, "%s: cannot open safetensors file: %s", path, strerror(errno));
@@ -506,8 +497,8 @@ fail:
 // fsyncs the directory holding path, so a rename into it survives a crash.
 static int fsync_parent_dir(const char *path, tb_error *err) {
     const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) return tb_fail(err, "%s: out of memory", path);
+    char *dir = slash ? tb_xstrndup(path, slash == path ? 1 : (size_t)(slash - path), "directory name")
+                      : tb_xstrdup(".", "directory name");
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     int rc = 0;
     if (fd < 0 || fsync(fd) != 0)
@@ -534,11 +525,7 @@ int tb_safetensors_write(const char *path, const tb_st_entry *entries, int n,
     int rc = -1;
 
     size_t tmpsize = strlen(path) + 32;
-    tmp = malloc(tmpsize);
-    if (!tmp) {
-        tb_fail(err, "%s: out of memory", path);
-        goto done;
-    }
+    tmp = tb_xmalloc(tmpsize, "temporary file name");
     snprintf(tmp, tmpsize, "%s.tmp.%ld", path, (long)getpid());
     fp = fopen(tmp, "wb");
     if (!fp) {

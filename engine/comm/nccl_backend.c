@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm/local_backend.h"
+#include "core/xalloc.h"
 #include "parallel_state.h"
 
 #define TB_NCCL_NOT_BUILT "NCCL backend not built (no CUDA toolkit / NCCL found at configure time)"
@@ -91,15 +92,10 @@ void tb_nccl_ids_free(tb_nccl_ids *ids) {
 
 int tb_nccl_ids_create(const tb_world *w, tb_nccl_ids **out, tb_error *err) {
     *out = NULL;
-    tb_nccl_ids *ids = calloc(1, sizeof *ids);
-    if (!ids) return tb_fail(err, "NCCL unique ids: out of host memory");
+    tb_nccl_ids *ids = tb_xcalloc(1, sizeof *ids, "NCCL unique ids");
     ids->n = w->size * TB_NGROUP_KINDS;
-    ids->have = calloc((size_t)ids->n, 1);
-    ids->id = calloc((size_t)ids->n, sizeof *ids->id);
-    if (!ids->have || !ids->id) {
-        tb_nccl_ids_free(ids);
-        return tb_fail(err, "NCCL unique ids: out of host memory for %d groups", w->size * TB_NGROUP_KINDS);
-    }
+    ids->have = tb_xcalloc((size_t)ids->n, 1, "NCCL unique ids");
+    ids->id = tb_xcalloc((size_t)ids->n, sizeof *ids->id, "NCCL unique ids");
     for (int r = 0; r < w->size; r++)
         for (int k = 0; k < TB_NGROUP_KINDS; k++) {
             const tb_group *g = &w->ranks[r].groups[k];
@@ -156,11 +152,7 @@ int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
                          rk->label, g->name, g->id);
             break;
         }
-        nccl_group *s = st[k] = calloc(1, sizeof *s);
-        if (!s) {
-            rc = tb_fail(err, "%s: out of host memory", rk->label);
-            break;
-        }
+        nccl_group *s = st[k] = tb_xcalloc(1, sizeof *s, "NCCL group state");
         s->device = dev;
         snprintf(s->name, sizeof s->name, "tb.%s.%d", g->name, g->id);
         if ((ce = cudaStreamCreate(&s->stream)) != cudaSuccess ||

@@ -10,6 +10,7 @@
 #include "core/ranges.h"
 #include "core/run_dir.h"
 #include "parallel_state.h"
+#include "core/xalloc.h"
 
 #define TAIL 8
 
@@ -61,12 +62,12 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
         return;
     }
     const int64_t now = tb_now_ns();
-    rank_view *views = calloc((size_t)w->size, sizeof *views);
+    rank_view *views = tb_xcalloc((size_t)w->size, sizeof *views, "hang report views");
     for (int r = 0; r < w->size; r++) view_rank(&w->ranks[r], &views[r]);
 
     // every rank: coordinates, pending call, flight-recorder tail
     json_t *ranks = json_array();
-    int *stuck = calloc((size_t)w->size, sizeof(int)), nstuck = 0;
+    int *stuck = tb_xcalloc((size_t)w->size, sizeof(int), "hang report stuck ranks"), nstuck = 0;
     for (int r = 0; r < w->size; r++) {
         tb_rank *rk = &w->ranks[r];
         json_t *tail = json_array();

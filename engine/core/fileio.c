@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
+
 int tb_write_file_atomic(const char *path, const void *data, size_t len, tb_error *err) {
     // unique per writer: rank threads of one process may write the same path at once
     static atomic_uint writers;
@@ -31,11 +33,7 @@ int tb_write_json_atomic(const char *path, const json_t *root, tb_error *err) {
     char *text = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
     if (!text) return tb_fail(err, "%s: cannot serialise JSON", path);
     size_t n = strlen(text);
-    char *buf = malloc(n + 2);
-    if (!buf) {
-        free(text);
-        return tb_fail(err, "%s: out of host memory for %zu bytes of JSON", path, n);
-    }
+    char *buf = tb_xmalloc(n + 2, "JSON text");
     memcpy(buf, text, n);
     buf[n] = '\n';
     free(text);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/fileio.h"
+#include "core/xalloc.h"
 
 #ifdef TB_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
@@ -47,13 +48,8 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return p;
     size_t c = *cap ? *cap : 1024;
     while (c < need) c *= 2;
-    void *q = realloc(p, c * elem);
-    if (!q) {
-        fprintf(stderr, "trace: out of host memory for %zu events\n", need);
-        abort();
-    }
     *cap = c;
-    return q;
+    return tb_xreallocarray(p, c, elem, "range events");
 }
 
 static uint32_t intern(tb_ranges *t, const char *s, size_t n) {

@@ -22,6 +22,7 @@
 #include "backend/cpu/kernels.h"
 #include "config.h"
 #include "core/ranges.h"
+#include "core/xalloc.h"
 #include "training.h"
 
 typedef struct gemm {
@@ -35,7 +36,8 @@ typedef struct gemm {
 static double time_gemm(const gemm *g) {
     int lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
     size_t a = (size_t)g->M * g->K, b = (size_t)g->K * g->N, c = (size_t)g->M * g->N;
-    float *A = malloc(a * sizeof(float)), *B = malloc(b * sizeof(float)), *C = calloc(c, sizeof(float));
+    float *A = tb_xmalloc(a * sizeof(float), "A"), *B = tb_xmalloc(b * sizeof(float), "B"),
+          *C = tb_xcalloc(c, sizeof(float), "C");
     for (size_t i = 0; i < a; i++) A[i] = (float)(i % 13) * 0.01f;
     for (size_t i = 0; i < b; i++) B[i] = (float)(i % 7) * 0.01f;
     double flops = 2.0 * g->M * g->N * g->K;
@@ -104,7 +106,7 @@ int main(int argc, char **argv) {
     const double tokens = (double)cfg.global_batch_size * cfg.seq_length;
     const double flops_per_token =
         gpt_flops_per_token((int64_t)tr.models[0].num_parameters, cfg.num_layers, cfg.hidden_size, cfg.seq_length);
-    double *ms = malloc((size_t)cfg.train_iters * sizeof(double));
+    double *ms = tb_xcalloc((size_t)cfg.train_iters, sizeof(double), "step times");
     for (int s = 1; s <= cfg.train_iters; s++) {
         int64_t t0 = tb_now_ns();
         tb_step_result r = train_step(&tr, s);

@@ -22,6 +22,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "config.h"
+#include "core/run_dir.h"
 #include "training.h"
 
 typedef struct run_figures {
@@ -48,12 +49,13 @@ static int run(const char *name, int layers, int pp, int micro, int global, run_
         return -1;
     }
     char path[TB_PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/pipeline.json", cfg.run_dir);
-    json_t *p = json_load_file(path, 0, NULL);
-    snprintf(path, sizeof path, "%s/metrics.rank-00000.jsonl", cfg.run_dir);
-    FILE *f = fopen(path, "r");
+    json_t *p = tb_run_path(path, sizeof path, cfg.run_dir, TB_RUN_PIPELINE, &err) == 0 ? json_load_file(path, 0, NULL)
+                                                                                       : NULL;
+    FILE *f = tb_rank_file_path(path, sizeof path, cfg.run_dir, TB_RANK_METRICS, 0, &err) == 0 ? fopen(path, "r") : NULL;
     if (!p || !f) {
         fprintf(stderr, "bench_pipeline: %s: artifacts missing\n", name);
+        if (f) fclose(f);
+        json_decref(p);
         return -1;
     }
     out->measured_bubble = json_number_value(json_object_get(p, "measured_bubble_fraction"));
