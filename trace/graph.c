@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/xalloc.h"
 #include "index_db.h"
 
 // Case-insensitive "contains".
@@ -20,7 +21,7 @@ static int has_word(const char *s, const char *w) {
 
 static char *dup_col(sqlite3_stmt *st, int i) {
     const unsigned char *t = sqlite3_column_text(st, i);
-    return t ? strdup((const char *)t) : NULL;
+    return t ? tb_xstrdup((const char *)t, "string") : NULL;
 }
 
 // --- id → index maps -------------------------------------------------------------------
@@ -46,8 +47,8 @@ static int id_find(const id_map *m, int64_t id) {
 static void id_add(id_map *m, int64_t id, int idx, int *cap) {
     if (m->n == *cap) {
         *cap = *cap ? 2 * *cap : 256;
-        m->ids = realloc(m->ids, (size_t)*cap * sizeof *m->ids);
-        m->idx = realloc(m->idx, (size_t)*cap * sizeof *m->idx);
+        m->ids = tb_xrealloc(m->ids, (size_t)*cap * sizeof *m->ids, "ids");
+        m->idx = tb_xrealloc(m->idx, (size_t)*cap * sizeof *m->idx, "idx");
     }
     m->ids[m->n] = id;
     m->idx[m->n++] = idx;
@@ -64,7 +65,7 @@ static void id_map_free(id_map *m) {
     do {                                                                   \
         if ((n) == (cap)) {                                                \
             (cap) = (cap) ? 2 * (cap) : 256;                               \
-            (arr) = realloc((arr), (size_t)(cap) * sizeof *(arr));         \
+            (arr) = tb_xrealloc((arr), (size_t)(cap) * sizeof *(arr), "array");         \
         }                                                                  \
     } while (0)
 
@@ -97,7 +98,7 @@ static const char *strip_record(const char *r) {
 static char *field_key(const char *record, const char *field) {
     record = strip_record(record);
     size_t n = strlen(record) + strlen(field) + 2;
-    char *k = malloc(n);
+    char *k = tb_xmalloc(n, "field key");
     snprintf(k, n, "%s.%s", record, field);
     return k;
 }
@@ -142,7 +143,7 @@ static int name_first(const tb_graph *g, const char *name) {
 static void resolve_direct(tb_graph *g, tb_gcall *c) {
     int f = c->callee_usr ? tb_graph_fn_by_usr(g, c->callee_usr) : -1;
     int cap = 4, n = 0;
-    int *out = malloc((size_t)cap * sizeof *out);
+    int *out = tb_xmalloc((size_t)cap * sizeof *out, "result array");
     if (f >= 0 && g->fns[f].is_static) {
         out[n++] = f;
     } else {
@@ -205,8 +206,8 @@ static int load_callbacks(tb_graph *g, sqlite3 *db, const id_map *fns, const id_
         tb_gcall *c = &g->calls[g->ncalls++];
         memset(c, 0, sizeof *c);
         c->caller = caller;
-        c->callee_usr = strdup(g->fns[f].usr);
-        c->callee_name = strdup(g->fns[f].name);
+        c->callee_usr = tb_xstrdup(g->fns[f].usr, "callee USR");
+        c->callee_name = tb_xstrdup(g->fns[f].name, "callee name");
         c->file = sqlite3_column_type(st, 3) == SQLITE_NULL ? g->fns[caller].file
                                                             : id_find(files, sqlite3_column_int64(st, 3));
         c->pos = (tb_pos){sqlite3_column_int(st, 4), sqlite3_column_int(st, 5)};
@@ -217,11 +218,11 @@ static int load_callbacks(tb_graph *g, sqlite3 *db, const id_map *fns, const id_
     }
     sqlite3_finalize(st);
     if (g->ncalls > nbefore) {
-        int *order = malloc((size_t)g->ncalls * sizeof *order);
+        int *order = tb_xmalloc((size_t)g->ncalls * sizeof *order, "sort order");
         for (int i = 0; i < g->ncalls; i++) order[i] = i;
         sort_graph = g;
         qsort(order, (size_t)g->ncalls, sizeof *order, cmp_call);
-        tb_gcall *sorted = malloc((size_t)g->ncalls * sizeof *sorted);
+        tb_gcall *sorted = tb_xmalloc((size_t)g->ncalls * sizeof *sorted, "sorted calls");
         for (int i = 0; i < g->ncalls; i++) sorted[i] = g->calls[order[i]];
         free(g->calls);
         g->calls = sorted;
@@ -247,14 +248,14 @@ static int cmp_id_idx(const void *a, const void *b) {
 
 static void set_root(tb_graph *g, const char *meta_root) {
     if (meta_root && *meta_root) {
-        g->root = strdup(meta_root);
+        g->root = tb_xstrdup(meta_root, "project root");
     } else {
         // the longest common directory of the translation units
         char *root = NULL;
         for (int i = 0; i < g->nfiles; i++) {
             if (!g->files[i].is_tu || g->files[i].path[0] != '/') continue;
             if (!root) {
-                root = strdup(g->files[i].path);
+                root = tb_xstrdup(g->files[i].path, "project root");
                 char *slash = strrchr(root, '/');
                 if (slash) *slash = '\0';
                 continue;
@@ -266,7 +267,7 @@ static void set_root(tb_graph *g, const char *meta_root) {
             while (k > 0 && root[k] != '/') k--;
             root[k] = '\0';
         }
-        g->root = root ? root : strdup("");
+        g->root = root ? root : tb_xstrdup("", "project root");
     }
     size_t rl = strlen(g->root);
     while (rl > 1 && g->root[rl - 1] == '/') g->root[--rl] = '\0';
@@ -297,7 +298,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         tb_gfile *f = &g->files[g->nfiles];
         memset(f, 0, sizeof *f);
         f->path = dup_col(st, 1);
-        if (!f->path) f->path = strdup("?");
+        if (!f->path) f->path = tb_xstrdup("?", "path");
         f->is_tu = sqlite3_column_int(st, 2);
         id_add(&files, sqlite3_column_int64(st, 0), g->nfiles++, &cap_files);
     }
@@ -313,9 +314,9 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         if (!t || strcmp(t->name, name)) {
             GROW(g->targets, g->ntargets, cap);
             t = &g->targets[g->ntargets++];
-            t->name = strdup(name);
+            t->name = tb_xstrdup(name, "name");
             t->type = dup_col(st, 1);
-            t->has_file = calloc((size_t)g->nfiles + 1, 1);
+            t->has_file = tb_xcalloc((size_t)g->nfiles + 1, 1, "has file");
         }
         if (!t->has_file[file]) {
             t->has_file[file] = 1;
@@ -337,8 +338,8 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         f->id = sqlite3_column_int64(st, 0);
         f->usr = dup_col(st, 1);
         f->name = dup_col(st, 2);
-        if (!f->usr) f->usr = strdup("");
-        if (!f->name) f->name = strdup("?");
+        if (!f->usr) f->usr = tb_xstrdup("", "USR");
+        if (!f->name) f->name = tb_xstrdup("?", "name");
         f->file = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : id_find(&files, sqlite3_column_int64(st, 3));
         f->pos = (tb_pos){sqlite3_column_int(st, 4), sqlite3_column_int(st, 5)};
         f->is_static = sqlite3_column_int(st, 6);
@@ -347,8 +348,8 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         id_add(&fns, f->id, g->nfns++, &cap_fns);
     }
     sqlite3_finalize(st);
-    g->by_usr = malloc((size_t)(g->nfns + 1) * sizeof *g->by_usr);
-    g->by_name = malloc((size_t)(g->nfns + 1) * sizeof *g->by_name);
+    g->by_usr = tb_xmalloc((size_t)(g->nfns + 1) * sizeof *g->by_usr, "functions by USR");
+    g->by_name = tb_xmalloc((size_t)(g->nfns + 1) * sizeof *g->by_name, "functions by name");
     for (int i = 0; i < g->nfns; i++) g->by_usr[i] = g->by_name[i] = i;
     sort_graph = g;
     qsort(g->by_usr, (size_t)g->nfns, sizeof *g->by_usr, cmp_usr);
@@ -395,7 +396,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
                 free(pairs[i].key);
                 if (fd->fns[fd->nfns - 1] == pairs[i].fn) continue;
             }
-            fd->fns = realloc(fd->fns, (size_t)(fd->nfns + 1) * sizeof *fd->fns);
+            fd->fns = tb_xrealloc(fd->fns, (size_t)(fd->nfns + 1) * sizeof *fd->fns, "chain functions");
             fd->fns[fd->nfns++] = pairs[i].fn;
         }
         free(pairs);
@@ -416,7 +417,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         c->caller = caller;
         c->callee_usr = dup_col(st, 1);
         c->callee_name = dup_col(st, 2);
-        if (!c->callee_name) c->callee_name = strdup("?");
+        if (!c->callee_name) c->callee_name = tb_xstrdup("?", "callee name");
         c->field = dup_col(st, 3);
         if (c->field && !*c->field) {
             free(c->field);
@@ -440,7 +441,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         if (c->field) {
             const char *dot = strrchr(c->field, '.');
             if (dot) {
-                char *rec = strndup(c->field, (size_t)(dot - c->field));
+                char *rec = tb_xstrndup(c->field, (size_t)(dot - c->field), "record name");
                 char *key = field_key(rec, dot + 1);
                 c->field_index = find_field(g, key);
                 free(rec);
@@ -448,7 +449,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
             }
             if (c->field_index >= 0) {
                 const tb_gfield *fd = &g->fields[c->field_index];
-                c->targets = malloc((size_t)(fd->nfns + 1) * sizeof *c->targets);
+                c->targets = tb_xmalloc((size_t)(fd->nfns + 1) * sizeof *c->targets, "call targets");
                 memcpy(c->targets, fd->fns, (size_t)fd->nfns * sizeof *c->targets);
                 c->ntargets = fd->nfns;
             }
@@ -487,7 +488,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
                 &st, err, path))
         goto out;
     cap = 0;
-    id_idx *by_call_id = malloc((size_t)(g->ncalls + 1) * sizeof *by_call_id);
+    id_idx *by_call_id = tb_xmalloc((size_t)(g->ncalls + 1) * sizeof *by_call_id, "by call id");
     int ncid = 0;
     for (int i = 0; i < g->ncalls; i++)
         if (g->calls[i].id) by_call_id[ncid++] = (id_idx){g->calls[i].id, i};
@@ -499,7 +500,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         tb_gcoll *c = &g->colls[g->ncolls++];
         c->fn = fn;
         c->callee_name = dup_col(st, 1);
-        if (!c->callee_name) c->callee_name = strdup("?");
+        if (!c->callee_name) c->callee_name = tb_xstrdup("?", "callee name");
         c->file = sqlite3_column_type(st, 2) == SQLITE_NULL ? g->fns[fn].file
                                                             : id_find(&files, sqlite3_column_int64(st, 2));
         c->pos = (tb_pos){sqlite3_column_int(st, 3), sqlite3_column_int(st, 4)};
@@ -513,7 +514,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
     sqlite3_finalize(st);
     free(by_call_id);
 
-    g->adj = calloc((size_t)g->ntargets + 1, sizeof *g->adj);
+    g->adj = tb_xcalloc((size_t)g->ntargets + 1, sizeof *g->adj, "scoped graphs");
     set_root(g, meta_root);
     rc = 0;
 out:
@@ -528,8 +529,9 @@ int tb_graph_open(tb_graph **out, const char *path, tb_error *err) {
     *out = NULL;
     sqlite3 *db = NULL;
     if (tb_index_open(&db, path, err) != 0) return -1;
-    tb_graph *g = calloc(1, sizeof *g);
-    g->index_path = strdup(path);
+    tb_graph *g = tb_xcalloc(1, sizeof *g, "graph");
+    g->index_path = tb_xstrdup(path, "index path");
+    tb_sources_init(&g->sources);
     int rc = load(g, db, path, err);
     sqlite3_close(db);
     if (rc != 0) {
@@ -608,9 +610,9 @@ static int ends_with_path(const char *path, const char *suffix) {
 int tb_graph_lookup(const tb_graph *g, const char *symbol, int **out) {
     const char *colon = strrchr(symbol, ':');
     const char *name = colon ? colon + 1 : symbol;
-    char *file = colon ? strndup(symbol, (size_t)(colon - symbol)) : NULL;
+    char *file = colon ? tb_xstrndup(symbol, (size_t)(colon - symbol), "file name") : NULL;
     int n = 0;
-    *out = malloc((size_t)(g->nfns + 1) * sizeof **out);
+    *out = tb_xmalloc((size_t)(g->nfns + 1) * sizeof **out, "result array");
     for (int i = name_first(g, name); i >= 0 && i < g->nfns && !strcmp(g->fns[g->by_name[i]].name, name); i++) {
         int f = g->by_name[i];
         if (file && (g->fns[f].file < 0 || !ends_with_path(g->files[g->fns[f].file].path, file))) continue;
@@ -667,10 +669,10 @@ int tb_graph_call_targets(const tb_graph *g, int call, int t, int *out, int cap)
 const tb_adj *tb_graph_adj(tb_graph *g, int t) {
     tb_adj *a = &g->adj[t + 1];
     if (a->built) return a;
-    a->begin = malloc((size_t)(g->nfns + 1) * sizeof *a->begin);
+    a->begin = tb_xmalloc((size_t)(g->nfns + 1) * sizeof *a->begin, "edge offsets");
     int cap = g->ncalls + 16, n = 0;
-    a->edges = malloc((size_t)cap * sizeof *a->edges);
-    int *tmp = malloc((size_t)(g->nfns + 1) * sizeof *tmp);
+    a->edges = tb_xmalloc((size_t)cap * sizeof *a->edges, "call edges");
+    int *tmp = tb_xmalloc((size_t)(g->nfns + 1) * sizeof *tmp, "call targets");
     for (int f = 0; f < g->nfns; f++) {
         a->begin[f] = n;
         if (!tb_graph_in_scope(g, t, f)) continue;
@@ -682,7 +684,7 @@ const tb_adj *tb_graph_adj(tb_graph *g, int t) {
                 if (dup) continue;
                 if (n == cap) {
                     cap *= 2;
-                    a->edges = realloc(a->edges, (size_t)cap * sizeof *a->edges);
+                    a->edges = tb_xrealloc(a->edges, (size_t)cap * sizeof *a->edges, "call edges");
                 }
                 a->edges[n++] = (tb_edge){tmp[j], c};
             }
@@ -702,7 +704,7 @@ static void entry_label(const tb_graph *g, tb_entry *e) {
 }
 
 static int add_entry(tb_entry **out, int n, int fn, int target) {
-    *out = realloc(*out, (size_t)(n + 1) * sizeof **out);
+    *out = tb_xrealloc(*out, (size_t)(n + 1) * sizeof **out, "result array");
     (*out)[n].fn = fn;
     (*out)[n].target = target;
     return n + 1;
@@ -755,7 +757,7 @@ int tb_graph_entries(const tb_graph *g, const char *entry, tb_entry **out, tb_er
 
 void tb_graph_bfs(tb_graph *g, int t, const int *from, int nfrom, int *dist, int *pred_fn, int *pred_call) {
     const tb_adj *a = tb_graph_adj(g, t);
-    int *queue = malloc((size_t)(g->nfns + 1) * sizeof *queue);
+    int *queue = tb_xmalloc((size_t)(g->nfns + 1) * sizeof *queue, "search queue");
     int head = 0, tail = 0;
     for (int i = 0; i < g->nfns; i++) {
         dist[i] = -1;
@@ -792,19 +794,19 @@ int tb_graph_chains(tb_graph *g, int t, int entry, const int *to, int nto, int m
     const tb_adj *a = tb_graph_adj(g, t);
     // h: calls from each function to the nearest `to` (reverse BFS)
     int nf = g->nfns;
-    int *h = malloc((size_t)(nf + 1) * sizeof *h);
-    int *rbegin = calloc((size_t)nf + 2, sizeof *rbegin);
+    int *h = tb_xmalloc((size_t)(nf + 1) * sizeof *h, "distances to the targets");
+    int *rbegin = tb_xcalloc((size_t)nf + 2, sizeof *rbegin, "reverse edge offsets");
     int nedges = a->begin[nf];
-    int *redges = malloc((size_t)(nedges + 1) * sizeof *redges);
+    int *redges = tb_xmalloc((size_t)(nedges + 1) * sizeof *redges, "reverse edges");
     for (int f = 0; f < nf; f++)
         for (int e = a->begin[f]; e < a->begin[f + 1]; e++) rbegin[a->edges[e].to + 1]++;
     for (int f = 0; f < nf; f++) rbegin[f + 1] += rbegin[f];
-    int *fill = malloc((size_t)(nf + 1) * sizeof *fill);
+    int *fill = tb_xmalloc((size_t)(nf + 1) * sizeof *fill, "reverse edge fill");
     memcpy(fill, rbegin, (size_t)nf * sizeof *fill);
     for (int f = 0; f < nf; f++)
         for (int e = a->begin[f]; e < a->begin[f + 1]; e++) redges[fill[a->edges[e].to]++] = f;
-    int *queue = malloc((size_t)(nf + 1) * sizeof *queue), head = 0, tail = 0;
-    char *is_to = calloc((size_t)nf + 1, 1);
+    int *queue = tb_xmalloc((size_t)(nf + 1) * sizeof *queue, "search queue"), head = 0, tail = 0;
+    char *is_to = tb_xcalloc((size_t)nf + 1, 1, "target flags");
     for (int f = 0; f < nf; f++) h[f] = -1;
     for (int i = 0; i < nto; i++)
         if (h[to[i]] < 0 && tb_graph_in_scope(g, t, to[i])) {
@@ -831,16 +833,16 @@ int tb_graph_chains(tb_graph *g, int t, int entry, const int *to, int nto, int m
     // come out shortest first; one bucket per total length
     {
         int nb = max_depth + 1;
-        int **bucket = calloc((size_t)nb, sizeof *bucket);
-        int *bn = calloc((size_t)nb, sizeof *bn), *bcap = calloc((size_t)nb, sizeof *bcap), *bh = calloc((size_t)nb, sizeof *bh);
+        int **bucket = tb_xcalloc((size_t)nb, sizeof *bucket, "path buckets");
+        int *bn = tb_xcalloc((size_t)nb, sizeof *bn, "path buckets"), *bcap = tb_xcalloc((size_t)nb, sizeof *bcap, "path buckets"), *bh = tb_xcalloc((size_t)nb, sizeof *bh, "path buckets");
         size_t pcap = 1024, pn = 0, budget = 2000000;
-        pnode *paths = malloc(pcap * sizeof *paths);
+        pnode *paths = tb_xmalloc(pcap * sizeof *paths, "partial paths");
         paths[pn++] = (pnode){entry, -1, -1, 0};
 #define PUSH_PATH(b, idx)                                                             \
     do {                                                                             \
         if (bn[b] == bcap[b]) {                                                      \
             bcap[b] = bcap[b] ? 2 * bcap[b] : 64;                                    \
-            bucket[b] = realloc(bucket[b], (size_t)bcap[b] * sizeof *bucket[b]);     \
+            bucket[b] = tb_xrealloc(bucket[b], (size_t)bcap[b] * sizeof *bucket[b], "path buckets");     \
         }                                                                            \
         bucket[b][bn[b]++] = (idx);                                                  \
     } while (0)
@@ -850,11 +852,11 @@ int tb_graph_chains(tb_graph *g, int t, int entry, const int *to, int nto, int m
                 int p = bucket[b][bh[b]++];
                 pnode cur = paths[p];
                 if (is_to[cur.fn]) {
-                    *out = realloc(*out, (size_t)(nout + 1) * sizeof **out);
+                    *out = tb_xrealloc(*out, (size_t)(nout + 1) * sizeof **out, "result array");
                     tb_chain *c = &(*out)[nout++];
                     c->n = cur.g + 1;
-                    c->fns = malloc((size_t)c->n * sizeof *c->fns);
-                    c->calls = malloc((size_t)c->n * sizeof *c->calls);
+                    c->fns = tb_xmalloc((size_t)c->n * sizeof *c->fns, "chain functions");
+                    c->calls = tb_xmalloc((size_t)c->n * sizeof *c->calls, "chain calls");
                     int i = c->n - 1;
                     for (int q = p; q >= 0; q = paths[q].parent, i--) {
                         c->fns[i] = paths[q].fn;
@@ -874,7 +876,7 @@ int tb_graph_chains(tb_graph *g, int t, int entry, const int *to, int nto, int m
                     }
                     if (pn == pcap) {
                         pcap *= 2;
-                        paths = realloc(paths, pcap * sizeof *paths);
+                        paths = tb_xrealloc(paths, pcap * sizeof *paths, "partial paths");
                     }
                     paths[pn] = (pnode){v, p, a->edges[e].call, cur.g + 1};
                     int fb = cur.g + 1 + h[v];

@@ -188,6 +188,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/xalloc.h"
 #include "index_db.h"
 #include "index_internal.h"
 #include "trace_cli.h"
@@ -277,12 +278,11 @@ static int take_value(int argc, char **argv, int *i, const char *name, const cha
 }
 
 static void list_add(const char ***list, size_t *n, const char *v) {
-    *list = realloc(*list, (*n + 1) * sizeof **list);
-    if (!*list) abort();
+    *list = tb_xreallocarray(*list, *n + 1, sizeof **list, "name list");
     (*list)[(*n)++] = v;
 }
 
-static const char *read_cmake_home(ix_pool *p, const char *build_dir) {
+static const char *read_cmake_home(tb_pool *p, const char *build_dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/CMakeCache.txt", build_dir);
     FILE *f = fopen(path, "r");
@@ -294,7 +294,7 @@ static const char *read_cmake_home(ix_pool *p, const char *build_dir) {
         char *eq = strchr(line, '=');
         if (!eq) break;
         eq[strcspn(eq, "\r\n")] = 0;
-        home = ix_pool_dup(p, eq + 1);
+        home = tb_pool_dup(p, eq + 1);
         break;
     }
     fclose(f);
@@ -404,14 +404,14 @@ int tracebook_index_main(int argc, char **argv) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
-    ix_pool pool = {0};
+    tb_pool pool = {0};
     const char *build_dir = opt.build_dir ? ix_abspath(&pool, NULL, opt.build_dir) : db.dir;
     ix_targets targets;
     int trc = ix_targets_load(&targets, build_dir, &err);
     if (trc < 0) {
         fprintf(stderr, "tracebook index: warning: %s; indexing without targets\n", err.msg);
-        ix_vec_free(&targets.rows);
-        ix_vec_init(&targets.rows, sizeof(ix_target_row));
+        tb_vec_free(&targets.rows);
+        tb_vec_init(&targets.rows, sizeof(ix_target_row), "target rows");
     } else if (trc > 0 && !opt.quiet) {
         fprintf(stderr,
                 "tracebook index: note: no CMake file API reply in %s: indexing without targets (mains are told "
@@ -428,18 +428,18 @@ int tracebook_index_main(int argc, char **argv) {
     const char *why = NULL;
     if (opt.full) {
         memset(&prev, 0, sizeof prev);
-        ix_map_init(&prev.units);
-        ix_vec_init(&prev.list, sizeof(ix_prev_unit));
+        tb_strmap_init(&prev.units);
+        tb_vec_init(&prev.list, sizeof(ix_prev_unit), "previous units");
         why = "--full";
     } else {
         ix_prev_load(&prev, opt.out, indexer_key, &why);
     }
     if (prev.db == NULL && why && strcmp(why, "no previous index") && !opt.quiet)
         fprintf(stderr, "tracebook index: note: %s: parsing every unit\n", why);
-    ix_result *results = calloc(db.ntus ? db.ntus : 1, sizeof *results);
-    size_t *todo = calloc(db.ntus ? db.ntus : 1, sizeof *todo);
+    ix_result *results = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *results, "unit results");
+    size_t *todo = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *todo, "units to parse");
     size_t ntodo = 0, nreused = 0;
-    const char **inputs = calloc(db.ntus ? db.ntus : 1, sizeof *inputs);
+    const char **inputs = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *inputs, "unit input hashes");
     for (size_t i = 0; i < db.ntus; i++) {
         inputs[i] = ix_inputs_hash(&pool, &db.tus[i], &opt);
         const ix_prev_unit *u = ix_prev_match(&prev, &db.tus[i], inputs[i], &hashes);
@@ -457,7 +457,7 @@ int tracebook_index_main(int argc, char **argv) {
     work w = {.db = &db, .opt = &opt, .results = results, .todo = todo, .ntodo = ntodo};
     atomic_init(&w.next, 0);
     int nthreads = opt.jobs < (int)ntodo ? opt.jobs : (int)ntodo;
-    pthread_t *th = calloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *th);
+    pthread_t *th = tb_xcalloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *th, "worker threads");
     int started = 0;
     for (int i = 1; i < nthreads; i++) {
         if (pthread_create(&th[i], NULL, worker, &w) != 0) break;
@@ -470,38 +470,38 @@ int tracebook_index_main(int argc, char **argv) {
     // The parsed units' input files and their hashes (each file read once), and the figures:
     // distinct files the parses read and their lines.
     long nfiles = 0, nlines = 0;
-    ix_map counted;
-    ix_map_init(&counted);
+    tb_strmap counted;
+    tb_strmap_init(&counted);
     for (size_t k = 0; k < ntodo; k++) {
         size_t i = todo[k];
         ix_result *r = &results[i];
-        ix_vec deps;
-        ix_vec_init(&deps, sizeof(ix_dep));
-        ix_map seen;
-        ix_map_init(&seen);
-        ((ix_dep *)ix_vec_push(&deps))->path = db.tus[i].file;  // the source, even when it did not parse
-        ix_map_put(&seen, db.tus[i].file, 1);
+        tb_vec deps;
+        tb_vec_init(&deps, sizeof(ix_dep), "unit inputs");
+        tb_strmap seen;
+        tb_strmap_init(&seen);
+        ((ix_dep *)tb_vec_push(&deps))->path = db.tus[i].file;  // the source, even when it did not parse
+        tb_strmap_put(&seen, db.tus[i].file, 1);
         for (size_t j = 0; j < r->deps.len; j++) {
-            const char *path = IX_AT(&r->deps, ix_dep, j).path;
-            if (ix_map_get(&seen, path)) continue;
-            ix_map_put(&seen, path, 1);
-            ((ix_dep *)ix_vec_push(&deps))->path = path;
+            const char *path = TB_VEC_AT(&r->deps, ix_dep, j).path;
+            if (tb_strmap_get(&seen, path)) continue;
+            tb_strmap_put(&seen, path, 1);
+            ((ix_dep *)tb_vec_push(&deps))->path = path;
         }
-        ix_map_free(&seen);
+        tb_strmap_free(&seen);
         for (size_t j = 0; j < deps.len; j++) {
-            ix_dep *d = &IX_AT(&deps, ix_dep, j);
+            ix_dep *d = &TB_VEC_AT(&deps, ix_dep, j);
             long lines = 0;
             d->hash = ix_file_hash(&hashes, d->path, &lines);
-            if (!ix_map_get(&counted, d->path) && strcmp(d->hash, "-")) {
-                ix_map_put(&counted, d->path, 1);
+            if (!tb_strmap_get(&counted, d->path) && strcmp(d->hash, "-")) {
+                tb_strmap_put(&counted, d->path, 1);
                 nfiles++;
                 nlines += lines;
             }
         }
-        ix_vec_free(&r->deps);
+        tb_vec_free(&r->deps);
         r->deps = deps;
     }
-    ix_map_free(&counted);
+    tb_strmap_free(&counted);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
 
     for (size_t i = 0; i < db.ntus; i++) {
@@ -528,7 +528,7 @@ int tracebook_index_main(int argc, char **argv) {
     ix_summary sum;
     const char *out_dir = NULL;
     const char *slash = strrchr(opt.out, '/');
-    if (slash && slash != opt.out) out_dir = ix_pool_dupn(&pool, opt.out, (size_t)(slash - opt.out));
+    if (slash && slash != opt.out) out_dir = tb_pool_dupn(&pool, opt.out, (size_t)(slash - opt.out));
     if (out_dir && tb_mkdir_p(out_dir, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
     } else if (ix_write_index(opt.out, &db, results, &targets, &opt, &meta, &sum, &err)) {
@@ -566,7 +566,7 @@ int tracebook_index_main(int argc, char **argv) {
     ix_prev_free(&prev);
     ix_hashes_free(&hashes);
     ix_targets_free(&targets);
-    ix_pool_free(&pool);
+    tb_pool_free(&pool);
     ix_compdb_free(&db);
 out:
     free(user_coll);

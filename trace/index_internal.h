@@ -5,59 +5,14 @@
 #ifndef TB_TRACE_INDEX_INTERNAL_H
 #define TB_TRACE_INDEX_INTERNAL_H
 
+#include <fnmatch.h>
 #include <sqlite3.h>
 #include <stddef.h>
 
 #include "core/error.h"
-
-// ---------------------------------------------------------------------------------------
-// Small containers
-
-// A string arena: strings live until the pool is freed.
-typedef struct ix_pool_chunk ix_pool_chunk;
-typedef struct ix_pool {
-    ix_pool_chunk *head;
-} ix_pool;
-
-void *ix_pool_alloc(ix_pool *p, size_t n);  // zeroed, 16-byte aligned
-const char *ix_pool_dup(ix_pool *p, const char *s);
-const char *ix_pool_dupn(ix_pool *p, const char *s, size_t n);
-const char *ix_pool_printf(ix_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void ix_pool_free(ix_pool *p);
-
-// A growable array of fixed-size items.
-typedef struct ix_vec {
-    void *items;
-    size_t len, cap, size;
-} ix_vec;
-
-void ix_vec_init(ix_vec *v, size_t item_size);
-void *ix_vec_push(ix_vec *v);  // zeroed new item; aborts on out of memory
-#define IX_AT(v, type, i) (((type *)(v)->items)[i])
-void ix_vec_free(ix_vec *v);
-
-// A string → int map (open addressing); keys are copied into the map's own pool.
-typedef struct ix_map {
-    const char **keys;
-    int *vals;
-    size_t cap, len;
-    ix_pool pool;
-} ix_map;
-
-void ix_map_init(ix_map *m);
-int *ix_map_get(const ix_map *m, const char *key);  // NULL when absent
-int *ix_map_put(ix_map *m, const char *key, int val);  // inserts or overwrites; returns the slot
-void ix_map_free(ix_map *m);
-
-// Growable text.
-typedef struct ix_buf {
-    char *s;
-    size_t len, cap;
-} ix_buf;
-
-void ix_buf_add(ix_buf *b, const char *s, size_t n);
-void ix_buf_printf(ix_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void ix_buf_free(ix_buf *b);
+#include "pool.h"
+#include "strmap.h"
+#include "vec.h"
 
 // ---------------------------------------------------------------------------------------
 // Options
@@ -77,6 +32,9 @@ typedef struct ix_options {
     int verbose;                 // each unit's clang arguments and parse time on stderr
     int full;                    // --full: parse every unit, reuse nothing from --out
 } ix_options;
+
+// fnmatch-style name match used for collective and range lists.
+static inline int ix_name_matches(const char *pattern, const char *name) { return fnmatch(pattern, name, 0) == 0; }
 
 // ---------------------------------------------------------------------------------------
 // The compilation database
@@ -102,7 +60,7 @@ typedef struct ix_compdb {
     ix_tu *tus;
     size_t ntus;
     size_t nduplicates;      // entries skipped because their file was already listed
-    ix_pool pool;
+    tb_pool pool;
 } ix_compdb;
 
 // Loads and translates the database. A missing, unreadable or malformed file is an error
@@ -110,9 +68,9 @@ typedef struct ix_compdb {
 int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err);
 void ix_compdb_free(ix_compdb *db);
 // Splits a shell-quoted command line into p-owned words; returns the count.
-int ix_split_command(ix_pool *p, const char *cmd, ix_vec *out /* of const char * */);
+int ix_split_command(tb_pool *p, const char *cmd, tb_vec *out /* of const char * */);
 // A path made absolute against dir and normalised (realpath when it exists, else lexically).
-const char *ix_abspath(ix_pool *p, const char *dir, const char *path);
+const char *ix_abspath(tb_pool *p, const char *dir, const char *path);
 
 // ---------------------------------------------------------------------------------------
 // One translation unit's facts (index_visit.c)
@@ -160,10 +118,10 @@ typedef struct ix_result {
     int reduced;         // parsed with the reduced command line
     int reused;          // facts taken from the previous index, not parsed this run
     char *diagnostics;   // malloc'd, "file:line:col: message" lines, or NULL
-    ix_vec funcs, calls, ftargets, ranges, callbacks;
-    ix_vec deps;         // of ix_dep: the unit's input files (hashes filled in by index.c)
+    tb_vec funcs, calls, ftargets, ranges, callbacks;
+    tb_vec deps;         // of ix_dep: the unit's input files (hashes filled in by index.c)
     const char *inputs;  // hex SHA-256 of the unit's command line and options (ix_inputs_hash)
-    ix_pool pool;
+    tb_pool pool;
     double seconds;
 } ix_result;
 
@@ -180,9 +138,9 @@ void ix_result_init(ix_result *r);
 // to "-"; one modified after the run started (its mtime is not before `start`) to "~",
 // which matches no content, so its units are parsed again next time.
 typedef struct ix_hashes {
-    ix_map idx;          // path -> index in ents
-    ix_vec ents;         // of struct { const char *hash; long lines; }
-    ix_pool pool;
+    tb_strmap idx;          // path -> index in ents
+    tb_vec ents;         // of struct { const char *hash; long lines; }
+    tb_pool pool;
     long long start_ns;  // CLOCK_REALTIME when the run started
 } ix_hashes;
 
@@ -192,27 +150,26 @@ void ix_hashes_free(ix_hashes *h);
 
 // Hex SHA-256 of what, besides its files, decides a unit's facts: directory, file, the
 // clang arguments and the reduced ones, CUDA mode, the range push / pop lists.
-const char *ix_inputs_hash(ix_pool *p, const ix_tu *tu, const ix_options *opt);
+const char *ix_inputs_hash(tb_pool *p, const ix_tu *tu, const ix_options *opt);
 // Hex SHA-256 of the indexer itself (this executable and libclang's version): facts recorded
 // by another build of tracebook are not reused.
-const char *ix_indexer_key(ix_pool *p);
+const char *ix_indexer_key(tb_pool *p);
 
 // The previous index's units, when --out names an index of this schema written by the same
 // indexer.
 typedef struct ix_prev_unit {
     long long id;        // files.id of the unit in the previous index
     const char *inputs;  // its ix_inputs_hash
-    ix_vec deps;         // of ix_dep
+    tb_vec deps;         // of ix_dep
     int missing_header;  // a "file not found" error: parsed again every run
 } ix_prev_unit;
 
 typedef struct ix_prev {
     sqlite3 *db;
-    ix_map units;        // unit path -> index in list
-    ix_vec list;         // of ix_prev_unit
-    const char **paths;  // files.id -> path
-    size_t npaths;
-    ix_pool pool;
+    tb_strmap units;        // unit path -> index in list
+    tb_vec list;         // of ix_prev_unit
+    tb_vec paths;        // of const char *: files.id -> path (NULL: none)
+    tb_pool pool;
 } ix_prev;
 
 // 0: loaded; 1: nothing to reuse (no file, another schema or indexer: *why says which);
@@ -235,9 +192,9 @@ typedef struct ix_target_row {
 typedef struct ix_targets {
     const char *source_dir;  // the code model's source directory, or NULL
     const char *reply_dir;
-    ix_vec rows;             // of ix_target_row
+    tb_vec rows;             // of ix_target_row
     size_t ntargets;
-    ix_pool pool;
+    tb_pool pool;
 } ix_targets;
 
 // 0: rows filled; 1: no reply there (rows empty); -1: a reply that cannot be read (err).
@@ -261,7 +218,5 @@ typedef struct ix_meta {
 int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, const ix_targets *targets,
                    const ix_options *opt, const ix_meta *meta, ix_summary *sum, tb_error *err);
 
-// fnmatch-style name match used for collective and range lists.
-int ix_name_matches(const char *pattern, const char *name);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "core/xalloc.h"
 #include "index_db.h"
 #include "trace_cli.h"
 
@@ -25,7 +26,7 @@ static uint64_t hash_str(const char *s) {
 static int intern(tb_rt *rt, const char *s) {
     if (2 * (rt->nnames + 1) > rt->hash_cap) {
         int cap = rt->hash_cap ? 2 * rt->hash_cap : 256;
-        int *h = malloc((size_t)cap * sizeof *h);
+        int *h = tb_xmalloc((size_t)cap * sizeof *h, "distances to the targets");
         for (int i = 0; i < cap; i++) h[i] = -1;
         for (int i = 0; i < rt->nnames; i++) {
             size_t k = hash_str(rt->names[i]) & (size_t)(cap - 1);
@@ -43,9 +44,9 @@ static int intern(tb_rt *rt, const char *s) {
     }
     if (rt->nnames == rt->cap_names) {
         rt->cap_names = rt->cap_names ? 2 * rt->cap_names : 64;
-        rt->names = realloc(rt->names, (size_t)rt->cap_names * sizeof *rt->names);
+        rt->names = tb_xrealloc(rt->names, (size_t)rt->cap_names * sizeof *rt->names, "names");
     }
-    rt->names[rt->nnames] = strdup(s);
+    rt->names[rt->nnames] = tb_xstrdup(s, "string");
     rt->name_hash[k] = rt->nnames;
     return rt->nnames++;
 }
@@ -53,7 +54,7 @@ static int intern(tb_rt *rt, const char *s) {
 static void add_event(tb_rt *rt, const char *name, int rank, int64_t tid, int64_t start, int64_t dur, json_t *args) {
     if (rt->nev == rt->cap) {
         rt->cap = rt->cap ? 2 * rt->cap : 1024;
-        rt->ev = realloc(rt->ev, (size_t)rt->cap * sizeof *rt->ev);
+        rt->ev = tb_xrealloc(rt->ev, (size_t)rt->cap * sizeof *rt->ev, "ev");
     }
     rt->ev[rt->nev++] = (tb_rt_event){intern(rt, name), rank, tid, start, dur < 0 ? 0 : dur, args, -1};
 }
@@ -74,11 +75,11 @@ static int load_chrome(tb_rt *rt, const char *path, tb_error *err) {
         json_decref(root);
         return tb_fail(err, "%s: not a Chrome trace: no traceEvents array", path);
     }
-    rt->roots = realloc(rt->roots, (size_t)(rt->nroots + 1) * sizeof *rt->roots);
+    rt->roots = tb_xrealloc(rt->roots, (size_t)(rt->nroots + 1) * sizeof *rt->roots, "roots");
     rt->roots[rt->nroots++] = root;
     const char *backend = json_string_value(json_object_get(json_object_get(root, "distributedInfo"), "backend"));
     if (backend && !rt->backend_conflict) {
-        if (!rt->backend) rt->backend = strdup(backend);
+        if (!rt->backend) rt->backend = tb_xstrdup(backend, "trace backend");
         else if (strcmp(rt->backend, backend)) rt->backend_conflict = 1;
     }
     int n = 0;
@@ -173,7 +174,7 @@ static int load_nsys(tb_rt *rt, const char *path, int first_rank, tb_error *err)
     sqlite3_finalize(st);
     sqlite3_close(db);
     // threads → ranks
-    int64_t *tids = malloc((size_t)(n + 1) * sizeof *tids);
+    int64_t *tids = tb_xmalloc((size_t)(n + 1) * sizeof *tids, "thread ids");
     for (int i = 0; i < n; i++) tids[i] = rt->ev[first + i].tid;
     qsort(tids, (size_t)n, sizeof *tids, cmp_i64);
     int k = 0;
@@ -201,11 +202,11 @@ static int cmp_event(const void *a, const void *b) {
 
 // Parent = the innermost event on the same rank and thread whose interval holds this one.
 static void link_parents(tb_rt *rt) {
-    int *order = malloc((size_t)(rt->nev + 1) * sizeof *order);
+    int *order = tb_xmalloc((size_t)(rt->nev + 1) * sizeof *order, "sort order");
     for (int i = 0; i < rt->nev; i++) order[i] = i;
     sort_rt = rt;
     qsort(order, (size_t)rt->nev, sizeof *order, cmp_event);
-    int *stack = malloc((size_t)(rt->nev + 1) * sizeof *stack), depth = 0;
+    int *stack = tb_xmalloc((size_t)(rt->nev + 1) * sizeof *stack, "range stack"), depth = 0;
     for (int k = 0; k < rt->nev; k++) {
         tb_rt_event *e = &rt->ev[order[k]];
         while (depth > 0) {
@@ -344,8 +345,8 @@ static void pair_ranges(tb_map *m, int fn) {
     if (f->ranges_begin == f->ranges_end) return;
     const tb_source *s = tb_graph_source(g, f->file);
     int n = f->ranges_end - f->ranges_begin;
-    int *stack = malloc((size_t)n * sizeof *stack), depth = 0;
-    char *seen_pop = calloc((size_t)n, 1);  // a pop was seen (and left it open) for this push
+    int *stack = tb_xmalloc((size_t)n * sizeof *stack, "range stack"), depth = 0;
+    char *seen_pop = tb_xcalloc((size_t)n, 1, "range pops");  // a pop was seen (and left it open) for this push
     tb_pos end = fn_end(m, fn);
     for (int r = f->ranges_begin; r < f->ranges_end; r++) {
         const tb_grange *rs = &g->ranges[r];
@@ -406,7 +407,7 @@ static int is_nccl(const tb_map *m, int c) {
 }
 
 static tb_region *add_region(tb_site_model *sm, int fn, tb_pos from, tb_pos to) {
-    sm->regions = realloc(sm->regions, (size_t)(sm->nregions + 1) * sizeof *sm->regions);
+    sm->regions = tb_xrealloc(sm->regions, (size_t)(sm->nregions + 1) * sizeof *sm->regions, "regions");
     tb_region *rg = &sm->regions[sm->nregions++];
     memset(rg, 0, sizeof *rg);
     rg->fn = fn;
@@ -494,8 +495,8 @@ typedef struct walk_state {
 static void path_to(const walk_state *w, int f, int **fns, int **calls, int *n) {
     int len = 1;
     for (int x = f; w->pf[x] >= 0; x = w->pf[x]) len++;
-    *fns = malloc((size_t)(len + 8) * sizeof **fns);
-    *calls = malloc((size_t)(len + 8) * sizeof **calls);
+    *fns = tb_xmalloc((size_t)(len + 8) * sizeof **fns, "chain functions");
+    *calls = tb_xmalloc((size_t)(len + 8) * sizeof **calls, "chain calls");
     int i = len - 1;
     for (int x = f; x >= 0; x = w->pf[x], i--) {
         (*fns)[i] = x;
@@ -506,7 +507,7 @@ static void path_to(const walk_state *w, int f, int **fns, int **calls, int *n) 
 }
 
 static void push_coll(tb_site_model *sm, int *fns, int *calls, int n, int end_call, int coll_call, const char *via) {
-    sm->colls = realloc(sm->colls, (size_t)(sm->ncolls + 1) * sizeof *sm->colls);
+    sm->colls = tb_xrealloc(sm->colls, (size_t)(sm->ncolls + 1) * sizeof *sm->colls, "colls");
     sm->colls[sm->ncolls++] = (tb_coll_chain){{n, fns, calls}, end_call, coll_call, via};
 }
 
@@ -519,7 +520,7 @@ static void record_dispatch(tb_map *m, walk_state *w, tb_site_model *sm, int f, 
     int *pf, *pc, n;
     path_to(w, f, &pf, &pc, &n);
     if (is_nccl(m, c)) {
-        int *fns = malloc((size_t)(n + npre + 1) * sizeof *fns), *calls = malloc((size_t)(n + npre + 1) * sizeof *calls);
+        int *fns = tb_xmalloc((size_t)(n + npre + 1) * sizeof *fns, "chain functions"), *calls = tb_xmalloc((size_t)(n + npre + 1) * sizeof *calls, "chain calls");
         memcpy(fns, pf, (size_t)n * sizeof *fns);
         memcpy(calls, pc, (size_t)(n - 1) * sizeof *calls);
         for (int i = 0; i < npre; i++) {  // a helper between the entry point and the call
@@ -535,7 +536,7 @@ static void record_dispatch(tb_map *m, walk_state *w, tb_site_model *sm, int f, 
     int tmp[64];
     int k = tb_graph_call_targets(g, c, m->entry.target, tmp, 64);
     for (int t = 0; t < k; t++) {
-        int *fns = malloc((size_t)(n + npre + 2) * sizeof *fns), *calls = malloc((size_t)(n + npre + 2) * sizeof *calls);
+        int *fns = tb_xmalloc((size_t)(n + npre + 2) * sizeof *fns, "chain functions"), *calls = tb_xmalloc((size_t)(n + npre + 2) * sizeof *calls, "chain calls");
         memcpy(fns, pf, (size_t)n * sizeof *fns);
         memcpy(calls, pc, (size_t)(n - 1) * sizeof *calls);
         int len = n;
@@ -580,7 +581,7 @@ static void handle_call(tb_map *m, walk_state *w, tb_site_model *sm, int f, int 
             if (nd == 0) {  // nothing below: the entry point ends the chain
                 int *pf, *pc, n;
                 path_to(w, f, &pf, &pc, &n);
-                pf = realloc(pf, (size_t)(n + 1) * sizeof *pf);
+                pf = tb_xrealloc(pf, (size_t)(n + 1) * sizeof *pf, "chain functions");
                 pc[n - 1] = c;
                 pf[n] = tmp[t];
                 push_coll(sm, pf, pc, n + 1, -1, c, NULL);
@@ -612,11 +613,11 @@ const tb_site_model *tb_map_site(tb_map *m, int r) {
     tb_graph *g = m->g;
     site_regions(m, r, sm);
     int nf = g->nfns;
-    sm->reached = calloc((size_t)nf + 1, 1);
-    walk_state w = {malloc((size_t)(nf + 1) * sizeof(int)), malloc((size_t)(nf + 1) * sizeof(int)),
-                    calloc((size_t)nf + 1, 1), calloc((size_t)g->ncalls + 1, 1)};
+    sm->reached = tb_xcalloc((size_t)nf + 1, 1, "reached functions");
+    walk_state w = {tb_xmalloc((size_t)(nf + 1) * sizeof(int), "w"), tb_xmalloc((size_t)(nf + 1) * sizeof(int), "w"),
+                    tb_xcalloc((size_t)nf + 1, 1, "array"), tb_xcalloc((size_t)g->ncalls + 1, 1, "array")};
     for (int i = 0; i < nf; i++) w.pf[i] = w.pc[i] = -1;
-    int *queue = malloc((size_t)(nf + 1) * sizeof *queue), head = 0, tail = 0;
+    int *queue = tb_xmalloc((size_t)(nf + 1) * sizeof *queue, "search queue"), head = 0, tail = 0;
     for (int i = 0; i < sm->nregions; i++) w.vis[sm->regions[i].fn] = 2;
     for (int i = 0; i < sm->nregions; i++) {
         const tb_region *rg = &sm->regions[i];
@@ -641,8 +642,8 @@ int tb_map_entry_chain(const tb_map *m, int fn, tb_chain *out) {
     if (m->dist[fn] < 0) return 0;
     int n = m->dist[fn] + 1;
     out->n = n;
-    out->fns = malloc((size_t)n * sizeof *out->fns);
-    out->calls = malloc((size_t)n * sizeof *out->calls);
+    out->fns = tb_xmalloc((size_t)n * sizeof *out->fns, "chain functions");
+    out->calls = tb_xmalloc((size_t)n * sizeof *out->calls, "chain calls");
     int i = n - 1;
     for (int x = fn; i >= 0; x = m->pred_fn[x], i--) {
         out->fns[i] = x;
@@ -739,15 +740,15 @@ int tb_map_open(tb_map *m, const char *index, const char *entry, char **traces, 
     free(entries);
 
     int nf = g->nfns;
-    m->dist = malloc((size_t)(nf + 1) * sizeof *m->dist);
-    m->pred_fn = malloc((size_t)(nf + 1) * sizeof *m->pred_fn);
-    m->pred_call = malloc((size_t)(nf + 1) * sizeof *m->pred_call);
+    m->dist = tb_xmalloc((size_t)(nf + 1) * sizeof *m->dist, "entry distances");
+    m->pred_fn = tb_xmalloc((size_t)(nf + 1) * sizeof *m->pred_fn, "entry chains");
+    m->pred_call = tb_xmalloc((size_t)(nf + 1) * sizeof *m->pred_call, "entry chains");
     tb_graph_bfs(g, m->entry.target, &m->entry.fn, 1, m->dist, m->pred_fn, m->pred_call);
 
-    m->sites = calloc((size_t)g->nranges + 1, sizeof *m->sites);
-    m->pops_caller = calloc((size_t)nf + 1, 1);
-    m->coll_call = calloc((size_t)g->ncalls + 1, 1);
-    m->comm_entry = calloc((size_t)nf + 1, 1);
+    m->sites = tb_xcalloc((size_t)g->nranges + 1, sizeof *m->sites, "site models");
+    m->pops_caller = tb_xcalloc((size_t)nf + 1, 1, "pop flags");
+    m->coll_call = tb_xcalloc((size_t)g->ncalls + 1, 1, "collective flags");
+    m->comm_entry = tb_xcalloc((size_t)nf + 1, 1, "communicator entries");
     for (int f = 0; f < nf; f++) pair_ranges(m, f);
     for (int i = 0; i < g->ncolls; i++) {
         int best = g->colls[i].call;  // collective_sites.call_id
@@ -758,22 +759,22 @@ int tb_map_open(tb_map *m, const char *index, const char *entry, char **traces, 
     }
 
     if (tb_rt_load(&m->rt, traces, ntraces, err) != 0) goto fail;
-    m->name_op = calloc((size_t)m->rt.nnames + 1, sizeof *m->name_op);
-    char *op_done = calloc((size_t)m->rt.nnames + 1, 1);
+    m->name_op = tb_xcalloc((size_t)m->rt.nnames + 1, sizeof *m->name_op, "range ops");
+    char *op_done = tb_xcalloc((size_t)m->rt.nnames + 1, 1, "range ops");
     for (int e = 0; e < m->rt.nev; e++)
         if (!op_done[m->rt.ev[e].name]) {
             op_done[m->rt.ev[e].name] = 1;
             m->name_op[m->rt.ev[e].name] = event_op(m, e);
         }
     free(op_done);
-    m->name_sites = calloc((size_t)m->rt.nnames + 1, sizeof *m->name_sites);
-    m->name_nsites = calloc((size_t)m->rt.nnames + 1, sizeof *m->name_nsites);
+    m->name_sites = tb_xcalloc((size_t)m->rt.nnames + 1, sizeof *m->name_sites, "name sites");
+    m->name_nsites = tb_xcalloc((size_t)m->rt.nnames + 1, sizeof *m->name_nsites, "name sites");
     for (int n = 0; n < m->rt.nnames; n++)
         for (int r = 0; r < g->nranges; r++) {
             const tb_grange *rs = &g->ranges[r];
             if (rs->is_pop || !rs->name || !tb_graph_in_scope(g, m->entry.target, rs->fn)) continue;
             if (!tb_range_pattern_match(rs->name, m->rt.names[n])) continue;
-            m->name_sites[n] = realloc(m->name_sites[n], (size_t)(m->name_nsites[n] + 1) * sizeof(int));
+            m->name_sites[n] = tb_xrealloc(m->name_sites[n], (size_t)(m->name_nsites[n] + 1) * sizeof(int), "name sites");
             m->name_sites[n][m->name_nsites[n]++] = r;
         }
     return 0;
@@ -934,7 +935,7 @@ static int cmp_names(const void *a, const void *b) {
 // for names without them. One pass over the events.
 static json_t **comm_figures(tb_map *m) {
     const tb_rt *rt = &m->rt;
-    json_t **out = calloc((size_t)rt->nnames + 1, sizeof *out);
+    json_t **out = tb_xcalloc((size_t)rt->nnames + 1, sizeof *out, "result array");
     for (int i = 0; i < rt->nev; i++) {
         const tb_rt_event *e = &rt->ev[i];
         json_t *a = e->args, *b = a ? json_object_get(a, "bytes") : NULL;
@@ -986,8 +987,8 @@ typedef struct op_list {
 // communicator range, its own op).
 static op_list *nested_ops(const tb_map *m) {
     const tb_rt *rt = &m->rt;
-    op_list *l = calloc((size_t)rt->nnames + 1, sizeof *l);
-    int *stamp = malloc((size_t)(rt->nnames + 1) * sizeof *stamp);
+    op_list *l = tb_xcalloc((size_t)rt->nnames + 1, sizeof *l, "nested ops");
+    int *stamp = tb_xmalloc((size_t)(rt->nnames + 1) * sizeof *stamp, "nested ops");
     for (int n = 0; n < rt->nnames; n++) stamp[n] = -1;
     for (int e = 0; e < rt->nev; e++) {
         const char *op = event_op(m, e);
@@ -999,7 +1000,7 @@ static op_list *nested_ops(const tb_map *m) {
             int k;
             for (k = 0; k < l[n].n && strcmp(l[n].ops[k].op, op); k++) {}
             if (k == l[n].n) {
-                l[n].ops = realloc(l[n].ops, (size_t)(k + 1) * sizeof *l[n].ops);
+                l[n].ops = tb_xrealloc(l[n].ops, (size_t)(k + 1) * sizeof *l[n].ops, "ops");
                 l[n].ops[l[n].n++] = (op_count){op, 0};
             }
             l[n].ops[k].count++;
@@ -1022,7 +1023,7 @@ json_t *tb_map_report(tb_map *m) {
     json_object_set(report, "traces", rt->files);
 
     // per name: count, total, first start; per rank
-    name_stats *st = calloc((size_t)nn + 1, sizeof *st);
+    name_stats *st = tb_xcalloc((size_t)nn + 1, sizeof *st, "name figures");
     int max_rank = -1;
     for (int n = 0; n < nn; n++) st[n].first = INT64_MAX;
     for (int i = 0; i < rt->nev; i++) {
@@ -1033,8 +1034,8 @@ json_t *tb_map_report(tb_map *m) {
         if (e->rank > max_rank) max_rank = e->rank;
     }
     int nranks = max_rank + 1;
-    int *rank_count = calloc((size_t)nn * (size_t)(nranks + 1) + 1, sizeof *rank_count);
-    double *rank_total = calloc((size_t)nn * (size_t)(nranks + 1) + 1, sizeof *rank_total);
+    int *rank_count = tb_xcalloc((size_t)nn * (size_t)(nranks + 1) + 1, sizeof *rank_count, "per-rank figures");
+    double *rank_total = tb_xcalloc((size_t)nn * (size_t)(nranks + 1) + 1, sizeof *rank_total, "per-rank figures");
     for (int i = 0; i < rt->nev; i++) {
         const tb_rt_event *e = &rt->ev[i];
         if (e->rank < 0) continue;
@@ -1050,7 +1051,7 @@ json_t *tb_map_report(tb_map *m) {
     json_object_set_new(report, "ranks", ranks);
     json_object_set_new(report, "events", json_integer(rt->nev));
 
-    int *order = malloc((size_t)(nn + 1) * sizeof *order);
+    int *order = tb_xmalloc((size_t)(nn + 1) * sizeof *order, "sort order");
     for (int n = 0; n < nn; n++) order[n] = n;
     sort_stats = st;
     sort_names_rt = rt;
@@ -1058,7 +1059,7 @@ json_t *tb_map_report(tb_map *m) {
 
     op_list *ops = nested_ops(m);
     json_t **comm = comm_figures(m);
-    char *mapped = calloc((size_t)nn + 1, 1);
+    char *mapped = tb_xcalloc((size_t)nn + 1, 1, "mapped names");
     json_t *ranges = json_array(), *unmapped = json_array();
     for (int oi = 0; oi < nn; oi++) {
         int n = order[oi];
@@ -1134,8 +1135,8 @@ json_t *tb_map_report(tb_map *m) {
         if (k == npairs) {
             if (npairs == cap) {
                 cap = cap ? 2 * cap : 64;
-                pairs = realloc(pairs, (size_t)cap * 2 * sizeof *pairs);
-                pair_count = realloc(pair_count, (size_t)cap * sizeof *pair_count);
+                pairs = tb_xrealloc(pairs, (size_t)cap * 2 * sizeof *pairs, "pairs");
+                pair_count = tb_xrealloc(pair_count, (size_t)cap * sizeof *pair_count, "pair count");
             }
             pairs[2 * npairs] = a;
             pairs[2 * npairs + 1] = b;
@@ -1282,7 +1283,7 @@ int tracebook_map_main(int argc, char **argv) {
     const char *help = "TRACE... [--entry ENTRY] [--json FILE] [--index FILE]\n"
                        "  TRACE: the engine's trace.rank-NNNNN.json files, or `nsys export --type sqlite` files\n"
                        "  ENTRY: a build target (pretrain_gpt, the default), a function or FILE:FUNCTION";
-    char **traces = calloc((size_t)argc + 1, sizeof *traces);
+    char **traces = tb_xcalloc((size_t)argc + 1, sizeof *traces, "trace paths");
     int ntraces = 0;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
