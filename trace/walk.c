@@ -8,7 +8,7 @@
 
 #include "core/xalloc.h"
 #include "index_db.h"
-#include "map.h"
+#include "map_report.h"
 #include "trace_cli.h"
 #include "vec.h"
 
