@@ -7,7 +7,8 @@
 // Reads the compilation database, parses every translation unit with libclang using its own
 // flags, and writes the source index (trace/index_db.h) that the queries read. The pieces:
 // index_compdb.c (the database and flag translation), index_visit.c (one unit's AST),
-// index_targets.c (CMake's file API), index_write.c (SQLite), index_util.c (containers).
+// index_targets.c (CMake's file API), index_write.c (SQLite), index_reuse.c (incremental
+// re-indexing); each with its own header. Containers: pool.h, vec.h, strmap.h.
 //
 // The compilation database
 //   --compdb is the compile_commands.json file or a directory holding one (default build/).
@@ -189,8 +190,14 @@
 
 #include "core/fileio.h"
 #include "core/xalloc.h"
+#include "index_compdb.h"
 #include "index_db.h"
-#include "index_internal.h"
+#include "index_options.h"
+#include "index_reuse.h"
+#include "index_targets.h"
+#include "index_visit.h"
+#include "index_write.h"
+#include "pool.h"
 #include "trace_cli.h"
 
 // The NCCL calls that move data (not ncclGetErrorString, ncclCommInitRank, ncclGetUniqueId,

@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "core/xalloc.h"
-#include "index_internal.h"
+#include "index_compdb.h"
+#include "strmap.h"
 
 #define IX_CUDA_DEFAULT_PATH "/usr/local/cuda"
 

@@ -21,7 +21,7 @@
 
 #include "core/xalloc.h"
 #include "index_db.h"
-#include "index_internal.h"
+#include "index_reuse.h"
 
 typedef struct hash_ent {
     const char *hash;
@@ -252,16 +252,6 @@ const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *input
         if (!d->path || !d->hash || strcmp(ix_file_hash(h, d->path, NULL), d->hash)) return NULL;
     }
     return u;
-}
-
-void ix_result_init(ix_result *r) {
-    memset(r, 0, sizeof *r);
-    tb_vec_init(&r->funcs, sizeof(ix_func), "unit functions");
-    tb_vec_init(&r->calls, sizeof(ix_call), "unit calls");
-    tb_vec_init(&r->ftargets, sizeof(ix_ftarget), "unit field targets");
-    tb_vec_init(&r->ranges, sizeof(ix_range), "unit range sites");
-    tb_vec_init(&r->callbacks, sizeof(ix_callback), "unit callbacks");
-    tb_vec_init(&r->deps, sizeof(ix_dep), "unit inputs");
 }
 
 static unsigned col_u(sqlite3_stmt *st, int i) {

@@ -11,7 +11,9 @@
 #include <sys/stat.h>
 
 #include "core/xalloc.h"
-#include "index_internal.h"
+#include "index_compdb.h"
+#include "index_targets.h"
+#include "strmap.h"
 
 typedef struct tgt {
     const char *id, *name, *type;

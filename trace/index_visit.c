@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "core/xalloc.h"
-#include "index_internal.h"
+#include "index_visit.h"
+#include "strmap.h"
 
 // Stand-in headers, as in-memory files under IX_STUB_DIR (last on the include path, so a
 // real header wins):
@@ -745,6 +746,16 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     tb_vec_free(&c.seen_refs);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
+void ix_result_init(ix_result *r) {
+    memset(r, 0, sizeof *r);
+    tb_vec_init(&r->funcs, sizeof(ix_func), "unit functions");
+    tb_vec_init(&r->calls, sizeof(ix_call), "unit calls");
+    tb_vec_init(&r->ftargets, sizeof(ix_ftarget), "unit field targets");
+    tb_vec_init(&r->ranges, sizeof(ix_range), "unit range sites");
+    tb_vec_init(&r->callbacks, sizeof(ix_callback), "unit callbacks");
+    tb_vec_init(&r->deps, sizeof(ix_dep), "unit inputs");
 }
 
 void ix_result_free(ix_result *r) {

@@ -12,7 +12,9 @@
 
 #include "core/xalloc.h"
 #include "index_db.h"
-#include "index_internal.h"
+#include "index_write.h"
+#include "pool.h"
+#include "strmap.h"
 
 // What the writer knows of each function row it wrote.
 struct finfo {
