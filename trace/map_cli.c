@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "core/options.h"
 #include "core/xalloc.h"
 #include "index_db.h"
 #include "map_report.h"
@@ -103,46 +104,37 @@ static void print_report(json_t *rep) {
     json_array_foreach(json_object_get(rep, "unmapped"), k, x) printf("  unmapped: %s\n", json_string_value(x));
 }
 
+typedef struct map_args {
+    const char *index, *entry, *json;
+} map_args;
+
+static const tb_option map_options[] = {
+    TB_OPTION("--entry", map_args, entry, TB_OPT_STRING, "pretrain_gpt", "ENTRY",
+              "a build target (its main), a function or FILE:FUNCTION"),
+    TB_OPTION("--json", map_args, json, TB_OPT_STRING, NULL, "FILE", "also write the report as JSON"),
+    TB_OPTION("--index", map_args, index, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the source index"),
+    TB_OPTIONS_END};
+
+static const tb_command map_command = {
+    "tracebook map", "TRACE...",
+    "every runtime range of the traces (the engine's trace.rank-NNNNN.json files, or `nsys export --type\n"
+    "sqlite` files) mapped to its source site, the chain from the entry point and the collectives below it",
+    map_options, 1, -1};
+
 int tracebook_map_main(int argc, char **argv) {
-    const char *index = TB_INDEX_DEFAULT_PATH, *entry = "pretrain_gpt", *json_out = NULL;
-    const char *help = "TRACE... [--entry ENTRY] [--json FILE] [--index FILE]\n"
-                       "  TRACE: the engine's trace.rank-NNNNN.json files, or `nsys export --type sqlite` files\n"
-                       "  ENTRY: a build target (pretrain_gpt, the default), a function or FILE:FUNCTION";
-    char **traces = tb_xcalloc((size_t)argc + 1, sizeof *traces, "trace paths");
-    int ntraces = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        const char **val = !strcmp(s, "--index") ? &index : !strcmp(s, "--entry") ? &entry : !strcmp(s, "--json") ? &json_out : NULL;
-        if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-            printf("usage: tracebook map %s\n", help);
-            free(traces);
-            return 0;
-        }
-        if (val) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "tracebook map: %s needs a value\n", s);
-                free(traces);
-                return 2;
-            }
-            *val = argv[++i];
-        } else if (s[0] == '-' && s[1]) {
-            fprintf(stderr, "tracebook map: unknown flag '%s'\nusage: tracebook map %s\n", s, help);
-            free(traces);
-            return 2;
-        } else {
-            traces[ntraces++] = argv[i];
-        }
-    }
-    if (ntraces == 0) {
-        fprintf(stderr, "usage: tracebook map %s\n", help);
-        free(traces);
-        return 2;
-    }
-    tb_map m;
+    map_args args = {0};
+    tb_positional pos;
     tb_error err;
+    int prc = tb_command_parse(&map_command, &args, argc, argv, &pos, &err);
+    if (prc == 1) return 0;
+    if (prc != 0) return tb_command_usage_error(&map_command, &err);
+    const char *index = args.index, *entry = args.entry, *json_out = args.json;
+    char **traces = (char **)pos.items;
+    int ntraces = pos.n;
+    tb_map m;
     if (tb_map_open(&m, index, entry, traces, ntraces, &err) != 0) {
         fprintf(stderr, "tracebook map: %s\n", err.msg);
-        free(traces);
+        tb_positional_free(&pos);
         return 1;
     }
     json_t *rep = tb_map_report(&m);
@@ -154,6 +146,6 @@ int tracebook_map_main(int argc, char **argv) {
     print_report(rep);
     json_decref(rep);
     tb_map_close(&m);
-    free(traces);
+    tb_positional_free(&pos);
     return rc;
 }

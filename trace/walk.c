@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/options.h"
 #include "core/xalloc.h"
 #include "index_db.h"
 #include "map_report.h"
@@ -253,46 +254,44 @@ static void walk_runtime(tb_map *m, const char *range, int pattern) {
     free(shapes);
 }
 
+typedef struct walk_args {
+    const char *index, *entry;
+    tb_strlist traces;
+} walk_args;
+
+static const tb_option walk_options[] = {
+    TB_OPTION("--trace", walk_args, traces, TB_OPT_LIST, NULL, "FILE",
+              "a trace (Chrome JSON or nsys SQLite); words after RANGE are traces too"),
+    TB_OPTION("--entry", walk_args, entry, TB_OPT_STRING, "pretrain_gpt", "ENTRY",
+              "a build target (its main), a function or FILE:FUNCTION"),
+    TB_OPTION("--index", walk_args, index, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the source index"),
+    TB_OPTIONS_END};
+
+static const tb_command walk_command = {
+    "tracebook walk", "RANGE [TRACE...]",
+    "a Markdown walkthrough from the entry point down to a range and the collectives below it\n"
+    "(RANGE: a runtime range name, layer.0.mlp.fc2, or a site's pattern, layer.%d.mlp.fc2)",
+    walk_options, 1, -1};
+
 int tracebook_walk_main(int argc, char **argv) {
-    const char *index = TB_INDEX_DEFAULT_PATH, *entry = "pretrain_gpt", *range = NULL;
-    const char *help = "RANGE --trace FILE... [--entry ENTRY] [--index FILE]\n"
-                       "  RANGE: a runtime range name (layer.0.mlp.fc2) or a site's pattern (layer.%d.mlp.fc2)";
-    char **traces = tb_xcalloc((size_t)argc + 1, sizeof *traces, "trace paths");
-    int ntraces = 0, in_traces = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-            printf("usage: tracebook walk %s\n", help);
-            free(traces);
-            return 0;
-        }
-        const char **val = !strcmp(s, "--index") ? &index : !strcmp(s, "--entry") ? &entry : NULL;
-        if (val || !strcmp(s, "--trace")) {
-            in_traces = !val;
-            if (i + 1 >= argc) {
-                fprintf(stderr, "tracebook walk: %s needs a value\n", s);
-                free(traces);
-                return 2;
-            }
-            if (val) *val = argv[++i];
-            else traces[ntraces++] = argv[++i];
-        } else if (s[0] == '-' && s[1]) {
-            fprintf(stderr, "tracebook walk: unknown flag '%s'\nusage: tracebook walk %s\n", s, help);
-            free(traces);
-            return 2;
-        } else if (in_traces || range) {
-            traces[ntraces++] = argv[i];
-        } else {
-            range = s;
-        }
-    }
-    if (!range) {
-        fprintf(stderr, "usage: tracebook walk %s\n", help);
-        free(traces);
-        return 2;
-    }
-    tb_map m;
+    walk_args args = {0};
+    tb_positional pos;
     tb_error err;
+    int prc = tb_command_parse(&walk_command, &args, argc, argv, &pos, &err);
+    if (prc == 1) return 0;
+    if (prc != 0) {
+        tb_strlist_free(&args.traces);
+        return tb_command_usage_error(&walk_command, &err);
+    }
+    const char *index = args.index, *entry = args.entry, *range = pos.items[0];
+    // the --trace values, then the words after RANGE
+    int ntraces = args.traces.n + pos.n - 1;
+    char **traces = tb_xcalloc((size_t)ntraces + 1, sizeof *traces, "trace paths");
+    for (int i = 0; i < args.traces.n; i++) traces[i] = (char *)args.traces.items[i];
+    for (int i = 1; i < pos.n; i++) traces[args.traces.n + i - 1] = (char *)pos.items[i];
+    tb_strlist_free(&args.traces);
+    tb_positional_free(&pos);
+    tb_map m;
     if (tb_map_open(&m, index, entry, traces, ntraces, &err) != 0) {
         fprintf(stderr, "tracebook walk: %s\n", err.msg);
         free(traces);
