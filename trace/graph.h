@@ -25,6 +25,7 @@
 
 #include "core/error.h"
 #include "source.h"
+#include "strmap.h"
 
 typedef struct tb_gfile {
     char *path;          // absolute, as indexed
@@ -84,6 +85,7 @@ typedef struct tb_gfield {
 
 typedef struct tb_gtarget {
     char *name, *type;
+    int is_executable;        // type says so (or no type given)
     unsigned char *has_file;  // per file index
 } tb_gtarget;
 
@@ -104,8 +106,10 @@ typedef struct tb_graph {
     int nfields;
     tb_gtarget *targets;
     int ntargets;
-    int *by_usr;         // function indices sorted by usr
-    int *by_name;        // function indices sorted by name
+    tb_strmap fn_by_usr;     // usr -> function index
+    int *by_name;            // function indices sorted by name (index order within a name)
+    tb_strmap name_first;    // name -> its first position in by_name
+    tb_strmap field_by_key;  // "record.field" -> index in fields
     // per scope (target index + 1), built on demand: successors of each function
     struct tb_adj *adj;
     tb_sources sources;
@@ -135,7 +139,9 @@ const tb_source *tb_graph_source(tb_graph *g, int file);
 // Functions named `name` (all rows), or for "FILE:NAME" those whose file ends with FILE.
 // Fills out (malloc'd) and returns the count.
 int tb_graph_lookup(const tb_graph *g, const char *symbol, int **out);
-int tb_graph_fn_by_usr(const tb_graph *g, const char *usr);
+int tb_graph_fn_by_usr(const tb_graph *g, const char *usr);  // -1: none
+// Where the functions named `name` start in by_name (they follow it), -1: none.
+int tb_graph_name_first(const tb_graph *g, const char *name);
 int tb_graph_target_by_name(const tb_graph *g, const char *name);
 
 // Scope: which functions a traversal in target t may enter (t = -1: all).

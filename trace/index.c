@@ -7,7 +7,8 @@
 // Reads the compilation database, parses every translation unit with libclang using its own
 // flags, and writes the source index (trace/index_db.h) that the queries read. The pieces:
 // index_compdb.c (the database and flag translation), index_visit.c (one unit's AST),
-// index_targets.c (CMake's file API), index_write.c (SQLite), index_util.c (containers).
+// index_targets.c (CMake's file API), index_write.c (SQLite), index_reuse.c (incremental
+// re-indexing); each with its own header. Containers: pool.h, vec.h, strmap.h.
 //
 // The compilation database
 //   --compdb is the compile_commands.json file or a directory holding one (default build/).
@@ -188,8 +189,16 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/options.h"
+#include "core/xalloc.h"
+#include "index_compdb.h"
 #include "index_db.h"
-#include "index_internal.h"
+#include "index_options.h"
+#include "index_reuse.h"
+#include "index_targets.h"
+#include "index_visit.h"
+#include "index_write.h"
+#include "pool.h"
 #include "trace_cli.h"
 
 // The NCCL calls that move data (not ncclGetErrorString, ncclCommInitRank, ncclGetUniqueId,
@@ -200,36 +209,6 @@ static const char *const default_collectives[] = {
     "tb_all_to_all", "tb_broadcast",      "tb_send",       "tb_recv",       "tb_barrier", "@tb_comm_backend"};
 static const char *const default_push[] = {"tb_range_push", "nvtxRangePushA", "nvtxRangePushW", "nvtxRangePushEx"};
 static const char *const default_pop[] = {"tb_range_pop", "nvtxRangePop"};
-
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: tracebook index [--compdb FILE|DIR] [--out FILE] [--build-dir DIR]\n"
-            "                       [--collective NAME|GLOB|@Record]... [--no-default-collectives]\n"
-            "                       [--range-push NAME]... [--range-pop NAME]... [-j N] [--full] [--quiet]\n"
-            "                       [--verbose]\n"
-            "\n"
-            "Parses every translation unit of the compilation database with libclang and writes the\n"
-            "source index the other commands read.\n"
-            "  --compdb      compile_commands.json, or its directory (default build/compile_commands.json)\n"
-            "  --out         the index (default %s)\n"
-            "  --build-dir   where CMake's file API reply is (default: the database's directory)\n"
-            "  --collective  adds a collective: a name, a glob (nccl*) or @Record (every function\n"
-            "                assigned to one of Record's fields, and calls through them); default the NCCL\n"
-            "                communication calls (ncclAllReduce, ncclReduceScatter, ncclAllGather,\n"
-            "                ncclBroadcast, ncclBcast, ncclReduce, ncclSend, ncclRecv, ncclAlltoAll; not\n"
-            "                ncclGetErrorString, ncclCommInitRank, ncclGroupStart ...), tb_all_reduce,\n"
-            "                tb_reduce_scatter, tb_all_gather, tb_all_to_all, tb_broadcast, tb_send, tb_recv,\n"
-            "                tb_barrier, @tb_comm_backend\n"
-            "  --no-default-collectives   start from an empty collective list\n"
-            "  --range-push  adds a range push function (default tb_range_push, nvtxRangePushA/W/Ex)\n"
-            "  --range-pop   adds a range pop function (default tb_range_pop, nvtxRangePop)\n"
-            "  -j N          parse N units at a time (default: online CPUs, at most 4)\n"
-            "  --full        parse every unit; by default a unit whose command line and files (source and\n"
-            "                every file it includes) are unchanged since the index --out names keeps its facts\n"
-            "  --quiet       no summary or notes; units' errors are still reported\n"
-            "  --verbose     each unit's clang arguments and parse time\n",
-            TB_INDEX_DEFAULT_PATH);
-}
 
 // ---------------------------------------------------------------------------------------
 // Workers
@@ -259,30 +238,59 @@ static void *worker(void *arg) {
 // ---------------------------------------------------------------------------------------
 // Options
 
-static int take_value(int argc, char **argv, int *i, const char *name, const char **value) {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n)) return 0;
-    if (a[n] == '=') {
-        *value = a + n + 1;
-        return 1;
-    }
-    if (a[n]) return 0;
-    if (*i + 1 >= argc) {
-        *value = NULL;
-        return 1;
-    }
-    *value = argv[++*i];
-    return 1;
+typedef struct index_args {
+    const char *compdb, *out, *build_dir;
+    tb_strlist collectives, range_push, range_pop;
+    int no_default_collectives, jobs, full, quiet, verbose;
+} index_args;
+
+static const tb_option index_options[] = {
+    TB_OPTION("--compdb", index_args, compdb, TB_OPT_STRING, "build/compile_commands.json", "FILE|DIR",
+              "compile_commands.json, or its directory"),
+    TB_OPTION("--out", index_args, out, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the index"),
+    TB_OPTION("--build-dir", index_args, build_dir, TB_OPT_STRING, NULL, "DIR",
+              "where CMake's file API reply is (default: the database's directory)"),
+    TB_OPTION("--collective", index_args, collectives, TB_OPT_LIST, NULL, "NAME|GLOB|@Record",
+              "adds a collective: a name, a glob (nccl*) or @Record (every function assigned to one of\n"
+              "                                 Record's fields, and calls through them); default the NCCL communication\n"
+              "                                 calls (ncclAllReduce, ncclReduceScatter, ncclAllGather, ncclBroadcast,\n"
+              "                                 ncclBcast, ncclReduce, ncclSend, ncclRecv, ncclAlltoAll), tb_all_reduce,\n"
+              "                                 tb_reduce_scatter, tb_all_gather, tb_all_to_all, tb_broadcast, tb_send,\n"
+              "                                 tb_recv, tb_barrier, @tb_comm_backend"),
+    TB_OPTION("--no-default-collectives", index_args, no_default_collectives, TB_OPT_BOOL, NULL, NULL,
+              "start from an empty collective list"),
+    TB_OPTION("--range-push", index_args, range_push, TB_OPT_LIST, NULL, "NAME",
+              "adds a range push function (default tb_range_push, nvtxRangePushA/W/Ex)"),
+    TB_OPTION("--range-pop", index_args, range_pop, TB_OPT_LIST, NULL, "NAME",
+              "adds a range pop function (default tb_range_pop, nvtxRangePop)"),
+    TB_OPTION("-j", index_args, jobs, TB_OPT_INT, NULL, "N", "parse N units at a time, 1 to 256 (default: online CPUs, at most 4)"),
+    TB_OPTION("--jobs", index_args, jobs, TB_OPT_INT, NULL, "N", "the same as -j"),
+    TB_OPTION("--full", index_args, full, TB_OPT_BOOL, NULL, NULL,
+              "parse every unit; by default a unit whose command line and files (source and every file it\n"
+              "                                 includes) are unchanged since the index --out names keeps its facts"),
+    TB_OPTION("--quiet", index_args, quiet, TB_OPT_BOOL, NULL, NULL, "no summary or notes; units' errors are still reported"),
+    TB_OPTION("-q", index_args, quiet, TB_OPT_BOOL, NULL, NULL, "the same as --quiet"),
+    TB_OPTION("--verbose", index_args, verbose, TB_OPT_BOOL, NULL, NULL, "each unit's clang arguments and parse time"),
+    TB_OPTION("-v", index_args, verbose, TB_OPT_BOOL, NULL, NULL, "the same as --verbose"),
+    TB_OPTIONS_END};
+
+static const tb_command index_command = {
+    "tracebook index", NULL,
+    "Parses every translation unit of the compilation database with libclang and writes the\n"
+    "source index the other commands read.",
+    index_options, 0, 0};
+
+// The defaults (when wanted), then the user's names.
+static void names_into(const char ***list, size_t *n, const char *const *dflt, size_t ndflt, const tb_strlist *user) {
+    tb_vec v;
+    tb_vec_init(&v, sizeof(const char *), "name list");
+    for (size_t i = 0; i < ndflt; i++) *(const char **)tb_vec_push(&v) = dflt[i];
+    for (int i = 0; i < user->n; i++) *(const char **)tb_vec_push(&v) = user->items[i];
+    *n = v.len;
+    *list = tb_vec_take(&v);
 }
 
-static void list_add(const char ***list, size_t *n, const char *v) {
-    *list = realloc(*list, (*n + 1) * sizeof **list);
-    if (!*list) abort();
-    (*list)[(*n)++] = v;
-}
-
-static const char *read_cmake_home(ix_pool *p, const char *build_dir) {
+static const char *read_cmake_home(tb_pool *p, const char *build_dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/CMakeCache.txt", build_dir);
     FILE *f = fopen(path, "r");
@@ -294,7 +302,7 @@ static const char *read_cmake_home(ix_pool *p, const char *build_dir) {
         char *eq = strchr(line, '=');
         if (!eq) break;
         eq[strcspn(eq, "\r\n")] = 0;
-        home = ix_pool_dup(p, eq + 1);
+        home = tb_pool_dup(p, eq + 1);
         break;
     }
     fclose(f);
@@ -321,81 +329,41 @@ static void report_unit(const ix_tu *tu, const ix_result *r) {
 }
 
 int tracebook_index_main(int argc, char **argv) {
-    ix_options opt = {.compdb_arg = "build/compile_commands.json", .out = TB_INDEX_DEFAULT_PATH};
-    int no_default_collectives = 0;
+    ix_options opt = {0};
+    index_args args = {0};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    opt.jobs = ncpu < 1 ? 1 : ncpu > 4 ? 4 : (int)ncpu;
-    const char **user_coll = NULL, **user_push = NULL, **user_pop = NULL;
-    size_t nuser_coll = 0, nuser_push = 0, nuser_pop = 0;
+    args.jobs = ncpu < 1 ? 1 : ncpu > 4 ? 4 : (int)ncpu;  // -j's default: no default_value in the table
     int status = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            status = 0;
-            goto out;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            opt.quiet = 1;
-            continue;
-        } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
-            opt.verbose = 1;
-            continue;
-        } else if (!strcmp(a, "--full")) {
-            opt.full = 1;
-            continue;
-        } else if (!strcmp(a, "--no-default-collectives")) {
-            no_default_collectives = 1;
-            continue;
-        }
-        int known = 1;
-        if (take_value(argc, argv, &i, "--compdb", &v)) {
-            if (v) opt.compdb_arg = v;
-        } else if (take_value(argc, argv, &i, "--out", &v)) {
-            if (v) opt.out = v;
-        } else if (take_value(argc, argv, &i, "--build-dir", &v)) {
-            if (v) opt.build_dir = v;
-        } else if (take_value(argc, argv, &i, "--collective", &v)) {
-            if (v) list_add(&user_coll, &nuser_coll, v);
-        } else if (take_value(argc, argv, &i, "--range-push", &v)) {
-            if (v) list_add(&user_push, &nuser_push, v);
-        } else if (take_value(argc, argv, &i, "--range-pop", &v)) {
-            if (v) list_add(&user_pop, &nuser_pop, v);
-        } else if (take_value(argc, argv, &i, "-j", &v) || take_value(argc, argv, &i, "--jobs", &v)) {
-            char *end = NULL;
-            long j = v ? strtol(v, &end, 10) : 0;
-            if (!v || *end || j < 1 || j > 256) {
-                fprintf(stderr, "tracebook index: -j needs a number of parallel parses (1..256), got '%s'\n",
-                        v ? v : "");
-                goto out;
-            }
-            opt.jobs = (int)j;
-            continue;
-        } else {
-            known = 0;
-        }
-        if (!known) {
-            fprintf(stderr, "tracebook index: unknown argument '%s'\n", a);
-            usage(stderr);
-            goto out;
-        }
-        if (!v) {
-            fprintf(stderr, "tracebook index: %s needs a value\n", a);
-            goto out;
-        }
+    tb_positional pos = {0};
+    tb_error err;
+    int prc = tb_command_parse(&index_command, &args, argc, argv, &pos, &err);
+    if (prc == 1) {
+        status = 0;
+        goto out;
     }
-    if (!no_default_collectives)
-        for (size_t i = 0; i < sizeof default_collectives / sizeof *default_collectives; i++)
-            list_add(&opt.collectives, &opt.ncollectives, default_collectives[i]);
-    for (size_t i = 0; i < nuser_coll; i++) list_add(&opt.collectives, &opt.ncollectives, user_coll[i]);
-    for (size_t i = 0; i < sizeof default_push / sizeof *default_push; i++)
-        list_add(&opt.range_push, &opt.nrange_push, default_push[i]);
-    for (size_t i = 0; i < nuser_push; i++) list_add(&opt.range_push, &opt.nrange_push, user_push[i]);
-    for (size_t i = 0; i < sizeof default_pop / sizeof *default_pop; i++)
-        list_add(&opt.range_pop, &opt.nrange_pop, default_pop[i]);
-    for (size_t i = 0; i < nuser_pop; i++) list_add(&opt.range_pop, &opt.nrange_pop, user_pop[i]);
+    if (prc == 0 && (args.jobs < 1 || args.jobs > 256))
+        prc = tb_fail(&err, "%s: flag -j: '%d' is not a number of parallel parses from 1 to 256", index_command.name,
+                      args.jobs);
+    if (prc != 0) {
+        status = tb_command_usage_error(&index_command, &err);
+        goto out;
+    }
+    opt.compdb_arg = args.compdb;
+    opt.out = args.out;
+    opt.build_dir = args.build_dir;
+    opt.jobs = args.jobs;
+    opt.full = args.full;
+    opt.quiet = args.quiet;
+    opt.verbose = args.verbose;
+    names_into(&opt.collectives, &opt.ncollectives, default_collectives,
+               args.no_default_collectives ? 0 : sizeof default_collectives / sizeof *default_collectives,
+               &args.collectives);
+    names_into(&opt.range_push, &opt.nrange_push, default_push, sizeof default_push / sizeof *default_push,
+               &args.range_push);
+    names_into(&opt.range_pop, &opt.nrange_pop, default_pop, sizeof default_pop / sizeof *default_pop,
+               &args.range_pop);
 
     status = 1;
-    tb_error err;
     ix_compdb db;
     if (ix_compdb_load(&db, opt.compdb_arg, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
@@ -404,14 +372,14 @@ int tracebook_index_main(int argc, char **argv) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
-    ix_pool pool = {0};
+    tb_pool pool = {0};
     const char *build_dir = opt.build_dir ? ix_abspath(&pool, NULL, opt.build_dir) : db.dir;
     ix_targets targets;
     int trc = ix_targets_load(&targets, build_dir, &err);
     if (trc < 0) {
         fprintf(stderr, "tracebook index: warning: %s; indexing without targets\n", err.msg);
-        ix_vec_free(&targets.rows);
-        ix_vec_init(&targets.rows, sizeof(ix_target_row));
+        tb_vec_free(&targets.rows);
+        tb_vec_init(&targets.rows, sizeof(ix_target_row), "target rows");
     } else if (trc > 0 && !opt.quiet) {
         fprintf(stderr,
                 "tracebook index: note: no CMake file API reply in %s: indexing without targets (mains are told "
@@ -428,18 +396,18 @@ int tracebook_index_main(int argc, char **argv) {
     const char *why = NULL;
     if (opt.full) {
         memset(&prev, 0, sizeof prev);
-        ix_map_init(&prev.units);
-        ix_vec_init(&prev.list, sizeof(ix_prev_unit));
+        tb_strmap_init(&prev.units);
+        tb_vec_init(&prev.list, sizeof(ix_prev_unit), "previous units");
         why = "--full";
     } else {
         ix_prev_load(&prev, opt.out, indexer_key, &why);
     }
     if (prev.db == NULL && why && strcmp(why, "no previous index") && !opt.quiet)
         fprintf(stderr, "tracebook index: note: %s: parsing every unit\n", why);
-    ix_result *results = calloc(db.ntus ? db.ntus : 1, sizeof *results);
-    size_t *todo = calloc(db.ntus ? db.ntus : 1, sizeof *todo);
+    ix_result *results = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *results, "unit results");
+    size_t *todo = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *todo, "units to parse");
     size_t ntodo = 0, nreused = 0;
-    const char **inputs = calloc(db.ntus ? db.ntus : 1, sizeof *inputs);
+    const char **inputs = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *inputs, "unit input hashes");
     for (size_t i = 0; i < db.ntus; i++) {
         inputs[i] = ix_inputs_hash(&pool, &db.tus[i], &opt);
         const ix_prev_unit *u = ix_prev_match(&prev, &db.tus[i], inputs[i], &hashes);
@@ -457,7 +425,7 @@ int tracebook_index_main(int argc, char **argv) {
     work w = {.db = &db, .opt = &opt, .results = results, .todo = todo, .ntodo = ntodo};
     atomic_init(&w.next, 0);
     int nthreads = opt.jobs < (int)ntodo ? opt.jobs : (int)ntodo;
-    pthread_t *th = calloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *th);
+    pthread_t *th = tb_xcalloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *th, "worker threads");
     int started = 0;
     for (int i = 1; i < nthreads; i++) {
         if (pthread_create(&th[i], NULL, worker, &w) != 0) break;
@@ -470,38 +438,38 @@ int tracebook_index_main(int argc, char **argv) {
     // The parsed units' input files and their hashes (each file read once), and the figures:
     // distinct files the parses read and their lines.
     long nfiles = 0, nlines = 0;
-    ix_map counted;
-    ix_map_init(&counted);
+    tb_strmap counted;
+    tb_strmap_init(&counted);
     for (size_t k = 0; k < ntodo; k++) {
         size_t i = todo[k];
         ix_result *r = &results[i];
-        ix_vec deps;
-        ix_vec_init(&deps, sizeof(ix_dep));
-        ix_map seen;
-        ix_map_init(&seen);
-        ((ix_dep *)ix_vec_push(&deps))->path = db.tus[i].file;  // the source, even when it did not parse
-        ix_map_put(&seen, db.tus[i].file, 1);
+        tb_vec deps;
+        tb_vec_init(&deps, sizeof(ix_dep), "unit inputs");
+        tb_strmap seen;
+        tb_strmap_init(&seen);
+        ((ix_dep *)tb_vec_push(&deps))->path = db.tus[i].file;  // the source, even when it did not parse
+        tb_strmap_put(&seen, db.tus[i].file, 1);
         for (size_t j = 0; j < r->deps.len; j++) {
-            const char *path = IX_AT(&r->deps, ix_dep, j).path;
-            if (ix_map_get(&seen, path)) continue;
-            ix_map_put(&seen, path, 1);
-            ((ix_dep *)ix_vec_push(&deps))->path = path;
+            const char *path = TB_VEC_AT(&r->deps, ix_dep, j).path;
+            if (tb_strmap_get(&seen, path)) continue;
+            tb_strmap_put(&seen, path, 1);
+            ((ix_dep *)tb_vec_push(&deps))->path = path;
         }
-        ix_map_free(&seen);
+        tb_strmap_free(&seen);
         for (size_t j = 0; j < deps.len; j++) {
-            ix_dep *d = &IX_AT(&deps, ix_dep, j);
+            ix_dep *d = &TB_VEC_AT(&deps, ix_dep, j);
             long lines = 0;
             d->hash = ix_file_hash(&hashes, d->path, &lines);
-            if (!ix_map_get(&counted, d->path) && strcmp(d->hash, "-")) {
-                ix_map_put(&counted, d->path, 1);
+            if (!tb_strmap_get(&counted, d->path) && strcmp(d->hash, "-")) {
+                tb_strmap_put(&counted, d->path, 1);
                 nfiles++;
                 nlines += lines;
             }
         }
-        ix_vec_free(&r->deps);
+        tb_vec_free(&r->deps);
         r->deps = deps;
     }
-    ix_map_free(&counted);
+    tb_strmap_free(&counted);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
 
     for (size_t i = 0; i < db.ntus; i++) {
@@ -528,7 +496,7 @@ int tracebook_index_main(int argc, char **argv) {
     ix_summary sum;
     const char *out_dir = NULL;
     const char *slash = strrchr(opt.out, '/');
-    if (slash && slash != opt.out) out_dir = ix_pool_dupn(&pool, opt.out, (size_t)(slash - opt.out));
+    if (slash && slash != opt.out) out_dir = tb_pool_dupn(&pool, opt.out, (size_t)(slash - opt.out));
     if (out_dir && tb_mkdir_p(out_dir, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
     } else if (ix_write_index(opt.out, &db, results, &targets, &opt, &meta, &sum, &err)) {
@@ -566,12 +534,12 @@ int tracebook_index_main(int argc, char **argv) {
     ix_prev_free(&prev);
     ix_hashes_free(&hashes);
     ix_targets_free(&targets);
-    ix_pool_free(&pool);
+    tb_pool_free(&pool);
     ix_compdb_free(&db);
 out:
-    free(user_coll);
-    free(user_push);
-    free(user_pop);
+    tb_strlist_free(&args.collectives);
+    tb_strlist_free(&args.range_push);
+    tb_strlist_free(&args.range_pop);
     free(opt.collectives);
     free(opt.range_push);
     free(opt.range_pop);

@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "index_internal.h"
+#include "core/xalloc.h"
+#include "index_compdb.h"
+#include "strmap.h"
 
 #define IX_CUDA_DEFAULT_PATH "/usr/local/cuda"
 
@@ -39,68 +41,68 @@ static void normalise_lexically(char *p) {
     *out = 0;
 }
 
-const char *ix_abspath(ix_pool *p, const char *dir, const char *path) {
-    ix_buf b = {0};
+const char *ix_abspath(tb_pool *p, const char *dir, const char *path) {
+    tb_buf b = {0};
     if (path[0] != '/') {
         if (dir && *dir) {
-            ix_buf_printf(&b, "%s/", dir);
+            tb_buf_printf(&b, "%s/", dir);
         } else {
             char cwd[PATH_MAX];
-            if (getcwd(cwd, sizeof cwd)) ix_buf_printf(&b, "%s/", cwd);
+            if (getcwd(cwd, sizeof cwd)) tb_buf_printf(&b, "%s/", cwd);
         }
     }
-    ix_buf_printf(&b, "%s", path);
+    tb_buf_printf(&b, "%s", path);
     char *real = realpath(b.s, NULL);
     if (real) {
-        const char *r = ix_pool_dup(p, real);
+        const char *r = tb_pool_dup(p, real);
         free(real);
-        ix_buf_free(&b);
+        tb_buf_free(&b);
         return r;
     }
     normalise_lexically(b.s);
-    const char *r = ix_pool_dup(p, b.s);
-    ix_buf_free(&b);
+    const char *r = tb_pool_dup(p, b.s);
+    tb_buf_free(&b);
     return r;
 }
 
 // ---------------------------------------------------------------------------------------
 // Splitting a command line as a POSIX shell would (quotes and backslashes; no expansion).
 
-int ix_split_command(ix_pool *p, const char *cmd, ix_vec *out) {
-    ix_buf w = {0};
+int ix_split_command(tb_pool *p, const char *cmd, tb_vec *out) {
+    tb_buf w = {0};
     int n = 0;
     const char *s = cmd;
     for (;;) {
         while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
         if (!*s) break;
         w.len = 0;
-        ix_buf_add(&w, "", 0);
+        tb_buf_add(&w, "", 0);
         while (*s && !(*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) {
             if (*s == '\'') {
                 const char *e = strchr(s + 1, '\'');
                 if (!e) e = s + strlen(s);
-                ix_buf_add(&w, s + 1, (size_t)(e - s - 1));
+                tb_buf_add(&w, s + 1, (size_t)(e - s - 1));
                 s = *e ? e + 1 : e;
             } else if (*s == '"') {
                 s++;
                 while (*s && *s != '"') {
                     if (*s == '\\' && s[1] && strchr("\\\"$`\n", s[1])) s++;
-                    ix_buf_add(&w, s, 1);
+                    tb_buf_add(&w, s, 1);
                     s++;
                 }
                 if (*s) s++;
             } else if (*s == '\\' && s[1]) {
-                ix_buf_add(&w, s + 1, 1);
+                tb_buf_add(&w, s + 1, 1);
                 s += 2;
             } else {
-                ix_buf_add(&w, s, 1);
+                tb_buf_add(&w, s, 1);
                 s++;
             }
         }
-        *(const char **)ix_vec_push(out) = ix_pool_dupn(p, w.s, w.len);
+        *(const char **)tb_vec_push(out) = tb_pool_dupn(p, w.s, w.len);
         n++;
     }
-    ix_buf_free(&w);
+    tb_buf_free(&w);
     return n;
 }
 
@@ -167,11 +169,11 @@ static int is_opt(const char *word, const char *name, const char **joined) {
 }
 
 typedef struct argv_out {
-    ix_vec args;  // const char *
-    ix_pool *pool;
+    tb_vec args;  // const char *
+    tb_pool *pool;
 } argv_out;
 
-static void out_add(argv_out *o, const char *a) { *(const char **)ix_vec_push(&o->args) = a; }
+static void out_add(argv_out *o, const char *a) { *(const char **)tb_vec_push(&o->args) = a; }
 
 // The host compiler's flags that libclang must not see, or that change what is reported.
 // Returns how many words to skip (0: keep the word; 1: drop it; 2: drop it and its value).
@@ -202,7 +204,7 @@ static int fallback_keep(const char *a, int *takes_value) {
            !strcmp(a, "-nostdinc") || starts(a, "--cuda-") || !strcmp(a, "-nocudalib") || !strcmp(a, "-nocudainc");
 }
 
-static int is_source_word(ix_pool *p, const char *a, const char *dir, const char *file) {
+static int is_source_word(tb_pool *p, const char *a, const char *dir, const char *file) {
     if (a[0] == '-') return 0;
     const char *base = strrchr(file, '/');
     const char *abase = strrchr(a, '/');
@@ -242,25 +244,25 @@ static int nvcc_word(argv_out *o, const char *const *words, int n, int *i, const
             v = words[++*i];
         }
         if (!r->clang) {  // -Xcompiler a,b,c: the host compiler's flags, one by one
-            ix_vec parts;
-            ix_vec_init(&parts, sizeof(const char *));
+            tb_vec parts;
+            tb_vec_init(&parts, sizeof(const char *), "command words");
             const char *s = v;
             while (*s) {
                 const char *e = strchr(s, ',');
                 if (!e) e = s + strlen(s);
-                if (e > s) *(const char **)ix_vec_push(&parts) = ix_pool_dupn(o->pool, s, (size_t)(e - s));
+                if (e > s) *(const char **)tb_vec_push(&parts) = tb_pool_dupn(o->pool, s, (size_t)(e - s));
                 s = *e ? e + 1 : e;
             }
             int np = (int)parts.len;
             for (int k = 0; k < np; k++) add_host_word(o, (const char *const *)parts.items, np, &k, dir, file);
-            ix_vec_free(&parts);
+            tb_vec_free(&parts);
         } else if (!strcmp(r->clang, "-o")) {
             // dropped with its value
         } else if (r->joined) {
-            out_add(o, ix_pool_printf(o->pool, "%s%s", r->clang, v));
+            out_add(o, tb_pool_printf(o->pool, "%s%s", r->clang, v));
         } else {
             out_add(o, r->clang);
-            out_add(o, ix_pool_dup(o->pool, v));
+            out_add(o, tb_pool_dup(o->pool, v));
         }
         return 1;
     }
@@ -304,8 +306,8 @@ static int have_clang_omp_h(void) {
 
 // Response files: @file (GCC, clang, nvcc) and nvcc's --options-file / -optf FILE, whose
 // words replace them (relative to the entry's directory; an unreadable one stays as it is).
-static void expand_response_files(ix_pool *p, const char *dir, const char *const *words, int n, int nvcc,
-                                  ix_vec *out, int depth) {
+static void expand_response_files(tb_pool *p, const char *dir, const char *const *words, int n, int nvcc,
+                                  tb_vec *out, int depth) {
     for (int i = 0; i < n; i++) {
         const char *a = words[i], *file = NULL, *v;
         if (i > 0 && a[0] == '@' && a[1])
@@ -316,29 +318,29 @@ static void expand_response_files(ix_pool *p, const char *dir, const char *const
         if (file && depth < 8) {
             FILE *f = fopen(ix_abspath(p, dir, file), "r");
             if (f) {
-                ix_buf b = {0};
+                tb_buf b = {0};
                 char chunk[4096];
                 size_t got;
-                while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) ix_buf_add(&b, chunk, got);
+                while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) tb_buf_add(&b, chunk, got);
                 fclose(f);
-                text = b.s ? b.s : calloc(1, 1);
+                text = b.s ? b.s : tb_xcalloc(1, 1, "response file text");
             }
         }
         if (!text) {
-            *(const char **)ix_vec_push(out) = a;
+            *(const char **)tb_vec_push(out) = a;
             continue;
         }
-        ix_vec inner;
-        ix_vec_init(&inner, sizeof(const char *));
-        *(const char **)ix_vec_push(&inner) = "";  // a stand-in compiler: expansion starts at 1
+        tb_vec inner;
+        tb_vec_init(&inner, sizeof(const char *), "response file words");
+        *(const char **)tb_vec_push(&inner) = "";  // a stand-in compiler: expansion starts at 1
         ix_split_command(p, text, &inner);
         free(text);
-        ix_vec sub;
-        ix_vec_init(&sub, sizeof(const char *));
+        tb_vec sub;
+        tb_vec_init(&sub, sizeof(const char *), "response file words");
         expand_response_files(p, dir, (const char *const *)inner.items, (int)inner.len, nvcc, &sub, depth + 1);
-        for (size_t k = 1; k < sub.len; k++) *(const char **)ix_vec_push(out) = IX_AT(&sub, const char *, k);
-        ix_vec_free(&sub);
-        ix_vec_free(&inner);
+        for (size_t k = 1; k < sub.len; k++) *(const char **)tb_vec_push(out) = TB_VEC_AT(&sub, const char *, k);
+        tb_vec_free(&sub);
+        tb_vec_free(&inner);
     }
 }
 
@@ -350,78 +352,78 @@ static void translate(ix_compdb *db, ix_tu *tu, const char *const *words, int n)
     int nvcc = ends_with(cbase, "nvcc") || ends_with(cbase, "nvcc.exe");
     tu->cuda = nvcc || ends_with(tu->file, ".cu");
 
-    ix_vec expanded;
-    ix_vec_init(&expanded, sizeof(const char *));
+    tb_vec expanded;
+    tb_vec_init(&expanded, sizeof(const char *), "expanded arguments");
     expand_response_files(&db->pool, tu->directory, words, n, nvcc, &expanded, 0);
     words = (const char *const *)expanded.items;
     n = (int)expanded.len;
 
     argv_out o = {.pool = &db->pool};
-    ix_vec_init(&o.args, sizeof(const char *));
+    tb_vec_init(&o.args, sizeof(const char *), "clang arguments");
     for (int i = 1; i < n; i++) {
         if (nvcc && nvcc_word(&o, words, n, &i, tu->directory, tu->file)) continue;
         add_host_word(&o, words, n, &i, tu->directory, tu->file);
     }
-    ix_vec_free(&expanded);
+    tb_vec_free(&expanded);
     // What every parse gets.
     static const char *const common[] = {"-resource-dir", TB_CLANG_RESOURCE_DIR, "-ferror-limit=0", "-w", NULL};
-    ix_vec extra;
-    ix_vec_init(&extra, sizeof(const char *));
-    for (const char *const *c = common; *c; c++) *(const char **)ix_vec_push(&extra) = *c;
-    *(const char **)ix_vec_push(&extra) = ix_pool_printf(&db->pool, "-working-directory=%s", tu->directory);
+    tb_vec extra;
+    tb_vec_init(&extra, sizeof(const char *), "extra arguments");
+    for (const char *const *c = common; *c; c++) *(const char **)tb_vec_push(&extra) = *c;
+    *(const char **)tb_vec_push(&extra) = tb_pool_printf(&db->pool, "-working-directory=%s", tu->directory);
     int openmp = 0;
     for (size_t i = 0; i < o.args.len; i++) {
-        const char *a = IX_AT(&o.args, const char *, i);
+        const char *a = TB_VEC_AT(&o.args, const char *, i);
         openmp |= !strcmp(a, "-fopenmp") || starts(a, "-fopenmp=");
     }
     if (tu->cuda || (openmp && !have_clang_omp_h())) {
-        *(const char **)ix_vec_push(&extra) = "-idirafter";
-        *(const char **)ix_vec_push(&extra) = IX_STUB_DIR;
+        *(const char **)tb_vec_push(&extra) = "-idirafter";
+        *(const char **)tb_vec_push(&extra) = IX_STUB_DIR;
     }
     if (tu->cuda) {
         static const char *const cuda[] = {"-x", "cuda", "--cuda-host-only", "-nocudalib", NULL};
-        for (const char *const *c = cuda; *c; c++) *(const char **)ix_vec_push(&extra) = *c;
+        for (const char *const *c = cuda; *c; c++) *(const char **)tb_vec_push(&extra) = *c;
         const char *cuda_path = getenv("CUDA_PATH");
         if (!cuda_path || !exists_dir(cuda_path)) cuda_path = getenv("CUDA_HOME");
         if (!cuda_path || !exists_dir(cuda_path)) cuda_path = IX_CUDA_DEFAULT_PATH;
         if (exists_dir(cuda_path)) {
-            *(const char **)ix_vec_push(&extra) = ix_pool_printf(&db->pool, "--cuda-path=%s", cuda_path);
+            *(const char **)tb_vec_push(&extra) = tb_pool_printf(&db->pool, "--cuda-path=%s", cuda_path);
             // nvcc.profile puts CCCL (cub, thrust, cuda/std; include/cccl since CUDA 13) on the
             // system include path; clang does not know it.
-            const char *cccl = ix_pool_printf(&db->pool, "%s/include/cccl", cuda_path);
+            const char *cccl = tb_pool_printf(&db->pool, "%s/include/cccl", cuda_path);
             if (exists_dir(cccl)) {
-                *(const char **)ix_vec_push(&extra) = "-isystem";
-                *(const char **)ix_vec_push(&extra) = cccl;
+                *(const char **)tb_vec_push(&extra) = "-isystem";
+                *(const char **)tb_vec_push(&extra) = cccl;
             }
         }
     }
 
     // Full command line.
     tu->nargs = (int)(o.args.len + extra.len);
-    tu->args = ix_pool_alloc(&db->pool, sizeof(const char *) * ((size_t)tu->nargs + 1));
+    tu->args = tb_pool_alloc(&db->pool, sizeof(const char *) * ((size_t)tu->nargs + 1));
     size_t k = 0;
-    for (size_t i = 0; i < o.args.len; i++) tu->args[k++] = IX_AT(&o.args, const char *, i);
-    for (size_t i = 0; i < extra.len; i++) tu->args[k++] = IX_AT(&extra, const char *, i);
+    for (size_t i = 0; i < o.args.len; i++) tu->args[k++] = TB_VEC_AT(&o.args, const char *, i);
+    for (size_t i = 0; i < extra.len; i++) tu->args[k++] = TB_VEC_AT(&extra, const char *, i);
     tu->args[k] = NULL;
 
     // Fallback: only what decides which code is seen.
-    ix_vec fb;
-    ix_vec_init(&fb, sizeof(const char *));
+    tb_vec fb;
+    tb_vec_init(&fb, sizeof(const char *), "reduced arguments");
     for (size_t i = 0; i < o.args.len; i++) {
-        const char *a = IX_AT(&o.args, const char *, i);
+        const char *a = TB_VEC_AT(&o.args, const char *, i);
         int takes_value;
         if (!fallback_keep(a, &takes_value)) continue;
-        *(const char **)ix_vec_push(&fb) = a;
-        if (takes_value && i + 1 < o.args.len) *(const char **)ix_vec_push(&fb) = IX_AT(&o.args, const char *, ++i);
+        *(const char **)tb_vec_push(&fb) = a;
+        if (takes_value && i + 1 < o.args.len) *(const char **)tb_vec_push(&fb) = TB_VEC_AT(&o.args, const char *, ++i);
     }
-    for (size_t i = 0; i < extra.len; i++) *(const char **)ix_vec_push(&fb) = IX_AT(&extra, const char *, i);
+    for (size_t i = 0; i < extra.len; i++) *(const char **)tb_vec_push(&fb) = TB_VEC_AT(&extra, const char *, i);
     tu->nfallback = (int)fb.len;
-    tu->fallback = ix_pool_alloc(&db->pool, sizeof(const char *) * (fb.len + 1));
-    for (size_t i = 0; i < fb.len; i++) tu->fallback[i] = IX_AT(&fb, const char *, i);
+    tu->fallback = tb_pool_alloc(&db->pool, sizeof(const char *) * (fb.len + 1));
+    for (size_t i = 0; i < fb.len; i++) tu->fallback[i] = TB_VEC_AT(&fb, const char *, i);
     tu->fallback[fb.len] = NULL;
-    ix_vec_free(&fb);
-    ix_vec_free(&extra);
-    ix_vec_free(&o.args);
+    tb_vec_free(&fb);
+    tb_vec_free(&extra);
+    tb_vec_free(&o.args);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -436,7 +438,7 @@ int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err) {
                             "compile_commands.json with CMAKE_EXPORT_COMPILE_COMMANDS=ON)",
                        arg, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
-        path = ix_pool_printf(&db->pool, "%s/compile_commands.json", path);
+        path = tb_pool_printf(&db->pool, "%s/compile_commands.json", path);
         if (stat(path, &st) != 0)
             return tb_fail(err, "%s: no compilation database there (%s; configure with CMake, which writes "
                                 "compile_commands.json with CMAKE_EXPORT_COMPILE_COMMANDS=ON)",
@@ -444,7 +446,7 @@ int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err) {
     }
     db->path = path;
     const char *slash = strrchr(path, '/');
-    db->dir = slash == path ? "/" : ix_pool_dupn(&db->pool, path, (size_t)(slash - path));
+    db->dir = slash == path ? "/" : tb_pool_dupn(&db->pool, path, (size_t)(slash - path));
 
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
@@ -460,11 +462,11 @@ int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err) {
         json_decref(root);
         return tb_fail(err, "%s: the compilation database has no entries", path);
     }
-    db->tus = calloc(n, sizeof *db->tus);
-    ix_map seen;
-    ix_map_init(&seen);
-    ix_vec words;
-    ix_vec_init(&words, sizeof(const char *));
+    db->tus = tb_xcalloc(n, sizeof *db->tus, "translation units");
+    tb_strmap seen;
+    tb_strmap_init(&seen);
+    tb_vec words;
+    tb_vec_init(&words, sizeof(const char *), "command words");
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(root, i);
@@ -482,11 +484,11 @@ int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err) {
         ix_tu tu = {0};
         tu.directory = ix_abspath(&db->pool, db->dir, json_string_value(jdir));  // relative: to the database
         tu.file = ix_abspath(&db->pool, tu.directory, json_string_value(jfile));
-        if (ix_map_get(&seen, tu.file)) {  // the same file in two targets: indexed once
+        if (tb_strmap_get(&seen, tu.file)) {  // the same file in two targets: indexed once
             db->nduplicates++;
             continue;
         }
-        ix_map_put(&seen, tu.file, 1);
+        tb_strmap_put(&seen, tu.file, 1);
         words.len = 0;
         if (json_is_array(jargs)) {
             for (size_t k = 0; k < json_array_size(jargs); k++) {
@@ -495,7 +497,7 @@ int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err) {
                     bad = "an argument that is not a string";
                     break;
                 }
-                *(const char **)ix_vec_push(&words) = ix_pool_dup(&db->pool, json_string_value(w));
+                *(const char **)tb_vec_push(&words) = tb_pool_dup(&db->pool, json_string_value(w));
             }
         } else {
             ix_split_command(&db->pool, json_string_value(jcmd), &words);
@@ -508,8 +510,8 @@ int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err) {
         translate(db, &tu, (const char *const *)words.items, (int)words.len);
         db->tus[db->ntus++] = tu;
     }
-    ix_vec_free(&words);
-    ix_map_free(&seen);
+    tb_vec_free(&words);
+    tb_strmap_free(&seen);
     json_decref(root);
     if (rc) ix_compdb_free(db);
     return rc;
@@ -517,6 +519,6 @@ int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err) {
 
 void ix_compdb_free(ix_compdb *db) {
     free(db->tus);
-    ix_pool_free(&db->pool);
+    tb_pool_free(&db->pool);
     memset(db, 0, sizeof *db);
 }

@@ -19,34 +19,35 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
 #include "index_db.h"
-#include "index_internal.h"
+#include "index_reuse.h"
 
 typedef struct hash_ent {
     const char *hash;
     long lines;
 } hash_ent;
 
-static const char *hex(ix_pool *p, const unsigned char *md, unsigned n) {
+static const char *hex(tb_pool *p, const unsigned char *md, unsigned n) {
     char s[2 * EVP_MAX_MD_SIZE + 1];
     for (unsigned i = 0; i < n; i++) snprintf(s + 2 * i, 3, "%02x", md[i]);
     s[2 * n] = 0;
-    return ix_pool_dup(p, s);
+    return tb_pool_dup(p, s);
 }
 
 void ix_hashes_init(ix_hashes *h) {
     memset(h, 0, sizeof *h);
-    ix_map_init(&h->idx);
-    ix_vec_init(&h->ents, sizeof(hash_ent));
+    tb_strmap_init(&h->idx);
+    tb_vec_init(&h->ents, sizeof(hash_ent), "file hashes");
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->start_ns = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 void ix_hashes_free(ix_hashes *h) {
-    ix_map_free(&h->idx);
-    ix_vec_free(&h->ents);
-    ix_pool_free(&h->pool);
+    tb_strmap_free(&h->idx);
+    tb_vec_free(&h->ents);
+    tb_pool_free(&h->pool);
 }
 
 // SHA-256 and line count of a file's contents; "-" when it cannot be read.
@@ -88,13 +89,13 @@ static const char *hash_file(ix_hashes *h, const char *path, long *lines) {
 }
 
 const char *ix_file_hash(ix_hashes *h, const char *path, long *lines) {
-    int *i = ix_map_get(&h->idx, path);
+    int *i = tb_strmap_get(&h->idx, path);
     if (!i) {
-        hash_ent *e = ix_vec_push(&h->ents);
+        hash_ent *e = tb_vec_push(&h->ents);
         e->hash = hash_file(h, path, &e->lines);
-        i = ix_map_put(&h->idx, path, (int)(h->ents.len - 1));
+        i = tb_strmap_put(&h->idx, path, (int)(h->ents.len - 1));
     }
-    hash_ent *e = &IX_AT(&h->ents, hash_ent, *i);
+    hash_ent *e = &TB_VEC_AT(&h->ents, hash_ent, *i);
     if (lines) *lines = e->lines;
     return e->hash;
 }
@@ -105,7 +106,7 @@ static void add_str(EVP_MD_CTX *md, const char *tag, const char *s) {
     else EVP_DigestUpdate(md, "", 0);
 }
 
-const char *ix_inputs_hash(ix_pool *p, const ix_tu *tu, const ix_options *opt) {
+const char *ix_inputs_hash(tb_pool *p, const ix_tu *tu, const ix_options *opt) {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) abort();
     add_str(md, "dir", tu->directory);
@@ -122,13 +123,13 @@ const char *ix_inputs_hash(ix_pool *p, const ix_tu *tu, const ix_options *opt) {
     return hex(p, out, len);
 }
 
-const char *ix_indexer_key(ix_pool *p) {
+const char *ix_indexer_key(tb_pool *p) {
     ix_hashes h;
     ix_hashes_init(&h);
     h.start_ns = 0x7fffffffffffffffLL;  // the executable's mtime does not matter here
     const char *exe = ix_file_hash(&h, "/proc/self/exe", NULL);
     CXString v = clang_getClangVersion();
-    const char *key = ix_pool_printf(p, "%s %s %s", TB_INDEX_SCHEMA_VERSION, exe, clang_getCString(v));
+    const char *key = tb_pool_printf(p, "%s %s %s", TB_INDEX_SCHEMA_VERSION, exe, clang_getCString(v));
     clang_disposeString(v);
     ix_hashes_free(&h);
     return key;
@@ -137,12 +138,12 @@ const char *ix_indexer_key(ix_pool *p) {
 // ---------------------------------------------------------------------------------------
 // The previous index
 
-static const char *col_text(ix_pool *p, sqlite3_stmt *st, int i) {
+static const char *col_text(tb_pool *p, sqlite3_stmt *st, int i) {
     const unsigned char *s = sqlite3_column_text(st, i);
-    return s ? ix_pool_dup(p, (const char *)s) : NULL;
+    return s ? tb_pool_dup(p, (const char *)s) : NULL;
 }
 
-static const char *meta_value(sqlite3 *db, ix_pool *p, const char *key) {
+static const char *meta_value(sqlite3 *db, tb_pool *p, const char *key) {
     sqlite3_stmt *st = NULL;
     const char *v = NULL;
     if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) == SQLITE_OK) {
@@ -155,8 +156,9 @@ static const char *meta_value(sqlite3 *db, ix_pool *p, const char *key) {
 
 int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const char **why) {
     memset(p, 0, sizeof *p);
-    ix_map_init(&p->units);
-    ix_vec_init(&p->list, sizeof(ix_prev_unit));
+    tb_vec_init(&p->paths, sizeof(const char *), "previous index paths");
+    tb_strmap_init(&p->units);
+    tb_vec_init(&p->list, sizeof(ix_prev_unit), "previous units");
     *why = NULL;
     if (access(path, F_OK) != 0) {
         *why = "no previous index";
@@ -184,14 +186,8 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
     while (sqlite3_step(st) == SQLITE_ROW) {
         long long id = sqlite3_column_int64(st, 0);
         if (id <= 0 || id > 100000000) continue;
-        if ((size_t)id >= p->npaths) {
-            size_t n = (size_t)id + 1 > 2 * p->npaths ? (size_t)id + 1 : 2 * p->npaths;
-            p->paths = realloc(p->paths, n * sizeof *p->paths);
-            if (!p->paths) abort();
-            memset(p->paths + p->npaths, 0, (n - p->npaths) * sizeof *p->paths);
-            p->npaths = n;
-        }
-        p->paths[id] = col_text(&p->pool, st, 1);
+        while (p->paths.len <= (size_t)id) tb_vec_push(&p->paths);
+        TB_VEC_AT(&p->paths, const char *, id) = col_text(&p->pool, st, 1);
     }
     sqlite3_finalize(st);
     st = NULL;
@@ -203,14 +199,14 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
         goto none;
     }
     while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_prev_unit *u = ix_vec_push(&p->list);
+        ix_prev_unit *u = tb_vec_push(&p->list);
         const char *file = col_text(&p->pool, st, 0);
         u->id = sqlite3_column_int64(st, 1);
         u->inputs = col_text(&p->pool, st, 2);
         const char *diags = (const char *)sqlite3_column_text(st, 4);
         u->missing_header = diags && strstr(diags, "file not found");
-        ix_vec_init(&u->deps, sizeof(ix_dep));
-        if (file) ix_map_put(&p->units, file, (int)(p->list.len - 1));
+        tb_vec_init(&u->deps, sizeof(ix_dep), "unit inputs");
+        if (file) tb_strmap_put(&p->units, file, (int)(p->list.len - 1));
     }
     sqlite3_finalize(st);
     st = NULL;
@@ -220,24 +216,24 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
         goto none;
     }
     // Units by id, for the deps.
-    ix_map byid;
-    ix_map_init(&byid);
+    tb_strmap byid;
+    tb_strmap_init(&byid);
     for (size_t i = 0; i < p->list.len; i++) {
         char k[32];
-        snprintf(k, sizeof k, "%lld", IX_AT(&p->list, ix_prev_unit, i).id);
-        ix_map_put(&byid, k, (int)i);
+        snprintf(k, sizeof k, "%lld", TB_VEC_AT(&p->list, ix_prev_unit, i).id);
+        tb_strmap_put(&byid, k, (int)i);
     }
     while (sqlite3_step(st) == SQLITE_ROW) {
         char k[32];
         snprintf(k, sizeof k, "%lld", (long long)sqlite3_column_int64(st, 0));
-        int *i = ix_map_get(&byid, k);
+        int *i = tb_strmap_get(&byid, k);
         if (!i) continue;
-        ix_dep *d = ix_vec_push(&IX_AT(&p->list, ix_prev_unit, *i).deps);
+        ix_dep *d = tb_vec_push(&TB_VEC_AT(&p->list, ix_prev_unit, *i).deps);
         d->path = col_text(&p->pool, st, 1);
         d->hash = col_text(&p->pool, st, 2);
     }
     sqlite3_finalize(st);
-    ix_map_free(&byid);
+    tb_strmap_free(&byid);
     return 0;
 none:
     sqlite3_close(p->db);
@@ -247,25 +243,15 @@ none:
 
 const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *inputs, ix_hashes *h) {
     if (!p->db) return NULL;
-    int *i = ix_map_get(&p->units, tu->file);
+    int *i = tb_strmap_get(&p->units, tu->file);
     if (!i) return NULL;
-    const ix_prev_unit *u = &IX_AT(&p->list, ix_prev_unit, *i);
+    const ix_prev_unit *u = &TB_VEC_AT(&p->list, ix_prev_unit, *i);
     if (!u->inputs || strcmp(u->inputs, inputs) || u->missing_header || !u->deps.len) return NULL;
     for (size_t k = 0; k < u->deps.len; k++) {
-        const ix_dep *d = &IX_AT(&u->deps, ix_dep, k);
+        const ix_dep *d = &TB_VEC_AT(&u->deps, ix_dep, k);
         if (!d->path || !d->hash || strcmp(ix_file_hash(h, d->path, NULL), d->hash)) return NULL;
     }
     return u;
-}
-
-void ix_result_init(ix_result *r) {
-    memset(r, 0, sizeof *r);
-    ix_vec_init(&r->funcs, sizeof(ix_func));
-    ix_vec_init(&r->calls, sizeof(ix_call));
-    ix_vec_init(&r->ftargets, sizeof(ix_ftarget));
-    ix_vec_init(&r->ranges, sizeof(ix_range));
-    ix_vec_init(&r->callbacks, sizeof(ix_callback));
-    ix_vec_init(&r->deps, sizeof(ix_dep));
 }
 
 static unsigned col_u(sqlite3_stmt *st, int i) {
@@ -278,7 +264,7 @@ static const char *file_path(ix_prev *p, ix_result *r, sqlite3_stmt *files, sqli
     (void)files;
     if (sqlite3_column_type(st, i) == SQLITE_NULL) return NULL;
     long long id = sqlite3_column_int64(st, i);
-    return id > 0 && (size_t)id < p->npaths ? p->paths[id] : NULL;
+    return id > 0 && (size_t)id < p->paths.len ? TB_VEC_AT(&p->paths, const char *, id) : NULL;
 }
 
 int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
@@ -299,7 +285,7 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
     r->status = !status ? "failed" : !strcmp(status, "ok") ? "ok" : !strcmp(status, "partial") ? "partial" : "failed";
     r->errors = sqlite3_column_int(st, 1);
     const char *diags = (const char *)sqlite3_column_text(st, 2);
-    r->diagnostics = diags ? strdup(diags) : NULL;
+    r->diagnostics = diags ? tb_xstrdup(diags, "diagnostics") : NULL;
     r->reduced = sqlite3_column_int(st, 3);
     sqlite3_finalize(st);
     st = NULL;
@@ -315,7 +301,7 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
     QUERY("SELECT usr, name, file_id, line, col, end_line, end_col, is_static, is_definition, main_like"
           " FROM tu_functions WHERE tu_id = ? ORDER BY rowid");
     while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_func *f = ix_vec_push(&r->funcs);
+        ix_func *f = tb_vec_push(&r->funcs);
         f->usr = col_text(&r->pool, st, 0);
         f->name = col_text(&r->pool, st, 1);
         f->file = file_path(p, r, files, st, 2);
@@ -331,7 +317,7 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
     QUERY("SELECT caller, callee_usr, callee_name, field, file_id, line, col, in_macro"
           " FROM tu_calls WHERE tu_id = ? ORDER BY rowid");
     while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_call *c = ix_vec_push(&r->calls);
+        ix_call *c = tb_vec_push(&r->calls);
         c->caller = sqlite3_column_int(st, 0);
         if (c->caller < 0 || c->caller >= nf) goto out;
         c->callee_usr = col_text(&r->pool, st, 1);
@@ -344,7 +330,7 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
     }
     QUERY("SELECT record, field, function_usr, file_id, line FROM tu_field_targets WHERE tu_id = ? ORDER BY rowid");
     while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_ftarget *t = ix_vec_push(&r->ftargets);
+        ix_ftarget *t = tb_vec_push(&r->ftargets);
         t->record = col_text(&r->pool, st, 0);
         t->field = col_text(&r->pool, st, 1);
         t->fn_usr = col_text(&r->pool, st, 2);
@@ -353,7 +339,7 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
     }
     QUERY("SELECT caller, target_usr, passed_to, file_id, line, col FROM tu_callbacks WHERE tu_id = ? ORDER BY rowid");
     while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_callback *b = ix_vec_push(&r->callbacks);
+        ix_callback *b = tb_vec_push(&r->callbacks);
         b->caller = sqlite3_column_int(st, 0);
         if (b->caller < 0 || b->caller >= nf) goto out;
         b->target_usr = col_text(&r->pool, st, 1);
@@ -364,7 +350,7 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
     }
     QUERY("SELECT caller, kind, name, file_id, line, col FROM tu_range_sites WHERE tu_id = ? ORDER BY rowid");
     while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_range *g = ix_vec_push(&r->ranges);
+        ix_range *g = tb_vec_push(&r->ranges);
         g->caller = sqlite3_column_int(st, 0);
         if (g->caller < 0 || g->caller >= nf) goto out;
         g->kind = col_text(&r->pool, st, 1);
@@ -374,10 +360,10 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
         g->col = col_u(st, 5);
     }
     for (size_t k = 0; k < u->deps.len; k++) {
-        const ix_dep *s = &IX_AT(&u->deps, ix_dep, k);
-        ix_dep *d = ix_vec_push(&r->deps);
-        d->path = ix_pool_dup(&r->pool, s->path);
-        d->hash = ix_pool_dup(&r->pool, s->hash);
+        const ix_dep *s = &TB_VEC_AT(&u->deps, ix_dep, k);
+        ix_dep *d = tb_vec_push(&r->deps);
+        d->path = tb_pool_dup(&r->pool, s->path);
+        d->hash = tb_pool_dup(&r->pool, s->hash);
     }
     rc = 0;
 #undef QUERY
@@ -388,12 +374,11 @@ out:
 }
 
 void ix_prev_free(ix_prev *p) {
-    for (size_t i = 0; i < p->list.len; i++) ix_vec_free(&IX_AT(&p->list, ix_prev_unit, i).deps);
-    ix_vec_free(&p->list);
-    ix_map_free(&p->units);
-    ix_pool_free(&p->pool);
-    free(p->paths);
-    p->paths = NULL;
+    for (size_t i = 0; i < p->list.len; i++) tb_vec_free(&TB_VEC_AT(&p->list, ix_prev_unit, i).deps);
+    tb_vec_free(&p->list);
+    tb_strmap_free(&p->units);
+    tb_pool_free(&p->pool);
+    tb_vec_free(&p->paths);
     if (p->db) sqlite3_close(p->db);
     p->db = NULL;
 }

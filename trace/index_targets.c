@@ -10,12 +10,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "index_internal.h"
+#include "core/xalloc.h"
+#include "index_compdb.h"
+#include "index_targets.h"
+#include "strmap.h"
 
 typedef struct tgt {
     const char *id, *name, *type;
-    ix_vec sources;  // const char *, absolute
-    ix_vec deps;     // int, indices
+    tb_vec sources;  // const char *, absolute
+    tb_vec deps;     // int, indices
 } tgt;
 
 static json_t *load(const char *path, tb_error *err) {
@@ -33,21 +36,21 @@ static void collect(ix_targets *t, tgt *all, int i, const tgt *owner, unsigned c
     if (seen[i]) return;
     seen[i] = 1;
     for (size_t k = 0; k < all[i].sources.len; k++) {
-        ix_target_row *r = ix_vec_push(&t->rows);
+        ix_target_row *r = tb_vec_push(&t->rows);
         r->target = owner->name;
         r->type = owner->type;
-        r->file = IX_AT(&all[i].sources, const char *, k);
+        r->file = TB_VEC_AT(&all[i].sources, const char *, k);
     }
     for (size_t k = 0; k < all[i].deps.len; k++) {
-        int d = IX_AT(&all[i].deps, int, k);
+        int d = TB_VEC_AT(&all[i].deps, int, k);
         if (is_lib(all[d].type)) collect(t, all, d, owner, seen);
     }
 }
 
 int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err) {
     memset(t, 0, sizeof *t);
-    ix_vec_init(&t->rows, sizeof(ix_target_row));
-    t->reply_dir = ix_pool_printf(&t->pool, "%s/.cmake/api/v1/reply", build_dir);
+    tb_vec_init(&t->rows, sizeof(ix_target_row), "target rows");
+    t->reply_dir = tb_pool_printf(&t->pool, "%s/.cmake/api/v1/reply", build_dir);
     DIR *d = opendir(t->reply_dir);
     if (!d) return 1;
     char best[512] = "";
@@ -61,7 +64,7 @@ int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err) {
     json_t *index = NULL, *model = NULL;
     tgt *all = NULL;
     size_t n = 0;
-    const char *path = ix_pool_printf(&t->pool, "%s/%s", t->reply_dir, best);
+    const char *path = tb_pool_printf(&t->pool, "%s/%s", t->reply_dir, best);
     if (!(index = load(path, err))) goto done;
     const char *model_file = json_string_value(json_object_get(
         json_object_get(json_object_get(index, "reply"), "codemodel-v2"), "jsonFile"));
@@ -69,7 +72,7 @@ int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err) {
         rc = 1;  // a reply without the code model (another client's query)
         goto done;
     }
-    path = ix_pool_printf(&t->pool, "%s/%s", t->reply_dir, model_file);
+    path = tb_pool_printf(&t->pool, "%s/%s", t->reply_dir, model_file);
     if (!(model = load(path, err))) goto done;
     const char *src = json_string_value(json_object_get(json_object_get(model, "paths"), "source"));
     json_t *configs = json_object_get(model, "configurations");
@@ -80,22 +83,22 @@ int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err) {
     }
     t->source_dir = ix_abspath(&t->pool, NULL, src);
     n = json_array_size(targets);
-    all = calloc(n ? n : 1, sizeof *all);
-    ix_map ids;
-    ix_map_init(&ids);
-    json_t **files = calloc(n ? n : 1, sizeof *files);
+    all = tb_xcalloc(n ? n : 1, sizeof *all, "targets");
+    tb_strmap ids;
+    tb_strmap_init(&ids);
+    json_t **files = tb_xcalloc(n ? n : 1, sizeof *files, "file table");
     for (size_t i = 0; i < n; i++) {
         json_t *ref = json_array_get(targets, i);
-        ix_vec_init(&all[i].sources, sizeof(const char *));
-        ix_vec_init(&all[i].deps, sizeof(int));
+        tb_vec_init(&all[i].sources, sizeof(const char *), "target sources");
+        tb_vec_init(&all[i].deps, sizeof(int), "target dependencies");
         const char *id = json_string_value(json_object_get(ref, "id"));
         const char *name = json_string_value(json_object_get(ref, "name"));
         const char *jf = json_string_value(json_object_get(ref, "jsonFile"));
         if (!id || !name || !jf) continue;
-        all[i].id = ix_pool_dup(&t->pool, id);
-        all[i].name = ix_pool_dup(&t->pool, name);
-        ix_map_put(&ids, id, (int)i);
-        const char *tp = ix_pool_printf(&t->pool, "%s/%s", t->reply_dir, jf);
+        all[i].id = tb_pool_dup(&t->pool, id);
+        all[i].name = tb_pool_dup(&t->pool, name);
+        tb_strmap_put(&ids, id, (int)i);
+        const char *tp = tb_pool_printf(&t->pool, "%s/%s", t->reply_dir, jf);
         if (!(files[i] = load(tp, err))) break;
     }
     int ok = 1;
@@ -106,27 +109,27 @@ int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err) {
             break;
         }
         const char *type = json_string_value(json_object_get(files[i], "type"));
-        all[i].type = ix_pool_dup(&t->pool, type ? type : "UNKNOWN");
+        all[i].type = tb_pool_dup(&t->pool, type ? type : "UNKNOWN");
         json_t *sources = json_object_get(files[i], "sources");
         for (size_t k = 0; k < json_array_size(sources); k++) {
             json_t *s = json_array_get(sources, k);
             const char *p = json_string_value(json_object_get(s, "path"));
             if (!p || !json_object_get(s, "compileGroupIndex")) continue;  // headers, not compiled
-            *(const char **)ix_vec_push(&all[i].sources) = ix_abspath(&t->pool, t->source_dir, p);
+            *(const char **)tb_vec_push(&all[i].sources) = ix_abspath(&t->pool, t->source_dir, p);
         }
         json_t *deps = json_object_get(files[i], "dependencies");
         for (size_t k = 0; k < json_array_size(deps); k++) {
             const char *did = json_string_value(json_object_get(json_array_get(deps, k), "id"));
-            int *di = did ? ix_map_get(&ids, did) : NULL;
-            if (di) *(int *)ix_vec_push(&all[i].deps) = *di;
+            int *di = did ? tb_strmap_get(&ids, did) : NULL;
+            if (di) *(int *)tb_vec_push(&all[i].deps) = *di;
         }
     }
     for (size_t i = 0; i < n; i++) json_decref(files[i]);
     free(files);
-    ix_map_free(&ids);
+    tb_strmap_free(&ids);
     if (!ok) goto done;
 
-    unsigned char *seen = calloc(n ? n : 1, 1);
+    unsigned char *seen = tb_xcalloc(n ? n : 1, 1, "seen flags");
     for (size_t i = 0; i < n; i++) {
         if (!all[i].id) continue;
         const char *type = all[i].type;
@@ -138,10 +141,10 @@ int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err) {
             collect(t, all, (int)i, &all[i], seen);
         } else {
             for (size_t k = 0; k < all[i].sources.len; k++) {
-                ix_target_row *r = ix_vec_push(&t->rows);
+                ix_target_row *r = tb_vec_push(&t->rows);
                 r->target = all[i].name;
                 r->type = type;
-                r->file = IX_AT(&all[i].sources, const char *, k);
+                r->file = TB_VEC_AT(&all[i].sources, const char *, k);
             }
         }
         if (t->rows.len > before) t->ntargets++;
@@ -150,8 +153,8 @@ int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err) {
     rc = 0;
 done:
     for (size_t i = 0; i < n; i++) {
-        ix_vec_free(&all[i].sources);
-        ix_vec_free(&all[i].deps);
+        tb_vec_free(&all[i].sources);
+        tb_vec_free(&all[i].deps);
     }
     free(all);
     json_decref(model);
@@ -160,7 +163,7 @@ done:
 }
 
 void ix_targets_free(ix_targets *t) {
-    ix_vec_free(&t->rows);
-    ix_pool_free(&t->pool);
+    tb_vec_free(&t->rows);
+    tb_pool_free(&t->pool);
     memset(t, 0, sizeof *t);
 }

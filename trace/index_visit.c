@@ -10,7 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "index_internal.h"
+#include "core/xalloc.h"
+#include "index_visit.h"
+#include "strmap.h"
 
 // Stand-in headers, as in-memory files under IX_STUB_DIR (last on the include path, so a
 // real header wins):
@@ -69,34 +71,28 @@ typedef struct ctx {
     CXTranslationUnit tu;
     const ix_options *opt;
     ix_result *r;
-    ix_map funcs;       // usr -> index in r->funcs
+    tb_strmap funcs;       // usr -> index in r->funcs
     file_ent *files;    // open addressing on the CXFile pointer
     size_t fcap, flen;
     // Function references already accounted for in the body being walked (callees of calls,
     // arguments recorded with their callee, values of field targets): by location.
-    CXSourceLocation *seen_refs;
-    size_t nseen, capseen;
+    tb_vec seen_refs;   // of CXSourceLocation
 } ctx;
 
 static void seen_add(ctx *c, CXCursor ref) {
-    if (c->nseen == c->capseen) {
-        c->capseen = c->capseen ? 2 * c->capseen : 64;
-        c->seen_refs = realloc(c->seen_refs, c->capseen * sizeof *c->seen_refs);
-        if (!c->seen_refs) abort();
-    }
-    c->seen_refs[c->nseen++] = clang_getCursorLocation(ref);
+    *(CXSourceLocation *)tb_vec_push(&c->seen_refs) = clang_getCursorLocation(ref);
 }
 
 static int seen_has(const ctx *c, CXCursor ref) {
     CXSourceLocation l = clang_getCursorLocation(ref);
-    for (size_t i = c->nseen; i-- > 0;)
-        if (clang_equalLocations(c->seen_refs[i], l)) return 1;
+    for (size_t i = c->seen_refs.len; i-- > 0;)
+        if (clang_equalLocations(TB_VEC_AT(&c->seen_refs, CXSourceLocation, i), l)) return 1;
     return 0;
 }
 
 static const char *cxstr(ctx *c, CXString s) {
     const char *t = clang_getCString(s);
-    const char *d = t && *t ? ix_pool_dup(&c->r->pool, t) : NULL;
+    const char *d = t && *t ? tb_pool_dup(&c->r->pool, t) : NULL;
     clang_disposeString(s);
     return d;
 }
@@ -109,8 +105,7 @@ static file_ent *file_of(ctx *c, CXFile f) {
         size_t ocap = c->fcap;
         file_ent *old = c->files;
         c->fcap = ocap ? 2 * ocap : 256;
-        c->files = calloc(c->fcap, sizeof *c->files);
-        if (!c->files) abort();
+        c->files = tb_xcalloc(c->fcap, sizeof *c->files, "file table");
         for (size_t i = 0; i < ocap; i++)
             if (old[i].file) {
                 size_t j = fhash(old[i].file, c->fcap);
@@ -163,7 +158,7 @@ static const char *macro_at(ctx *c, CXSourceLocation l) {
     while (eoff + n < e->size && (s[n] == '_' || (s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
                                   (n && s[n] >= '0' && s[n] <= '9')))
         n++;
-    return n ? ix_pool_dupn(&c->r->pool, s, n) : NULL;
+    return n ? tb_pool_dupn(&c->r->pool, s, n) : NULL;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -269,7 +264,7 @@ static const char *usr_of(ctx *c, CXCursor cur, int *main_like) {
     size_t bl = strlen(base);
     if (!strncmp(rest, base, bl) && rest[bl] == '@') rest += bl + 1;
     if (*rest == '@') rest++;  // "c:@F@main"
-    return ix_pool_printf(&c->r->pool, "c:%s@%s", path, rest);
+    return tb_pool_printf(&c->r->pool, "c:%s@%s", path, rest);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -282,7 +277,7 @@ static int record_function(ctx *c, CXCursor cur, int is_def) {
     int main_like;
     const char *usr = usr_of(c, cur, &main_like);
     if (!usr) return -1;
-    int *slot = ix_map_get(&c->funcs, usr);
+    int *slot = tb_strmap_get(&c->funcs, usr);
     unsigned end_line = 0, end_col = 0;
     if (is_def) {
         // the extent ends just after the body's closing brace
@@ -290,7 +285,7 @@ static int record_function(ctx *c, CXCursor cur, int is_def) {
         if (file_loc(c, end, &end_line, &end_col) && end_col > 1) end_col--;
     }
     if (slot) {
-        ix_func *f = &IX_AT(&c->r->funcs, ix_func, *slot);
+        ix_func *f = &TB_VEC_AT(&c->r->funcs, ix_func, *slot);
         if (is_def && !f->is_def) {
             f->is_def = 1;
             f->file = file;
@@ -301,7 +296,7 @@ static int record_function(ctx *c, CXCursor cur, int is_def) {
         }
         return *slot;
     }
-    ix_func *f = ix_vec_push(&c->r->funcs);
+    ix_func *f = tb_vec_push(&c->r->funcs);
     f->usr = usr;
     f->name = cxstr(c, clang_getCursorSpelling(cur));
     if (!f->name) f->name = "(unnamed)";
@@ -317,7 +312,7 @@ static int record_function(ctx *c, CXCursor cur, int is_def) {
                    (clang_getCursorKind(cur) == CXCursor_FunctionDecl &&
                     clang_Cursor_getStorageClass(cur) == CX_SC_Static);
     int idx = (int)c->r->funcs.len - 1;
-    ix_map_put(&c->funcs, usr, idx);
+    tb_strmap_put(&c->funcs, usr, idx);
     return idx;
 }
 
@@ -327,7 +322,7 @@ static void add_ftarget(ctx *c, CXCursor field, CXCursor fn, CXCursor at) {
     seen_add(c, strip(at));  // a field target, not a callback
     unsigned line, col;
     const char *file = file_loc(c, clang_getCursorLocation(at), &line, &col);
-    ix_ftarget *t = ix_vec_push(&c->r->ftargets);
+    ix_ftarget *t = tb_vec_push(&c->r->ftargets);
     t->record = record_name(c, clang_getCursorSemanticParent(field));
     t->field = cxstr(c, clang_getCursorSpelling(field));
     t->fn_usr = usr;
@@ -340,8 +335,8 @@ static const char *unescape_literal(ctx *c, const char *lit) {
     // clang prints the literal as source: optional prefix (L, u, U, u8), quotes, escapes.
     const char *q = strchr(lit, '"');
     if (!q) return NULL;
-    ix_buf b = {0};
-    ix_buf_add(&b, "", 0);
+    tb_buf b = {0};
+    tb_buf_add(&b, "", 0);
     for (const char *s = q + 1; *s && *s != '"'; s++) {
         char ch = *s;
         if (ch == '\\' && s[1]) {
@@ -373,10 +368,10 @@ static const char *unescape_literal(ctx *c, const char *lit) {
                 }
             }
         }
-        ix_buf_add(&b, &ch, 1);
+        tb_buf_add(&b, &ch, 1);
     }
-    const char *out = ix_pool_dupn(&c->r->pool, b.s, b.len);
-    ix_buf_free(&b);
+    const char *out = tb_pool_dupn(&c->r->pool, b.s, b.len);
+    tb_buf_free(&b);
     return out;
 }
 
@@ -396,7 +391,7 @@ static int implicit_member(CXCursor m) {
 static void add_callback(ctx *c, int caller, CXCursor ref, CXCursor fn, const char *passed_to) {
     const char *usr = usr_of(c, fn, NULL);
     if (!usr) return;
-    ix_callback *b = ix_vec_push(&c->r->callbacks);
+    ix_callback *b = tb_vec_push(&c->r->callbacks);
     b->caller = caller;
     b->target_usr = usr;
     b->passed_to = passed_to;
@@ -465,7 +460,7 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
     } else if (rk == CXCursor_FieldDecl) {
         callee_name = cxstr(c, clang_getCursorSpelling(ref));
         if (callee_name && is_function_pointer(clang_getCursorType(ref)))
-            field = ix_pool_printf(&c->r->pool, "%s.%s", record_name(c, clang_getCursorSemanticParent(ref)),
+            field = tb_pool_printf(&c->r->pool, "%s.%s", record_name(c, clang_getCursorSemanticParent(ref)),
                                    callee_name);
     } else {
         callee_name = cxstr(c, clang_getCursorSpelling(ref));  // a function-pointer variable or parameter
@@ -476,7 +471,7 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
     CXSourceLocation loc = clang_getCursorLocation(call);
     unsigned line, col;
     const char *file = file_loc(c, loc, &line, &col);
-    ix_call *k = ix_vec_push(&c->r->calls);
+    ix_call *k = tb_vec_push(&c->r->calls);
     k->caller = caller;
     k->callee_usr = callee_usr;
     k->callee_name = callee_name;
@@ -491,7 +486,7 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
     int push = name_in(callee_name, o->range_push, o->nrange_push);
     int pop = !push && name_in(callee_name, o->range_pop, o->nrange_pop);
     if (!push && !pop) return;
-    ix_range *r = ix_vec_push(&c->r->ranges);
+    ix_range *r = tb_vec_push(&c->r->ranges);
     r->caller = caller;
     r->kind = push ? "push" : "pop";
     r->file = file;
@@ -506,25 +501,14 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
     }
 }
 
-typedef struct field_list {
-    CXCursor *items;
-    size_t n, cap;
-} field_list;
-
 static enum CXVisitorResult collect_field(CXCursor f, CXClientData d) {
-    field_list *l = d;
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 16;
-        l->items = realloc(l->items, l->cap * sizeof *l->items);
-        if (!l->items) abort();
-    }
-    l->items[l->n++] = f;
+    *(CXCursor *)tb_vec_push(d) = f;
     return CXVisit_Continue;
 }
 
 typedef struct init_state {
     ctx *c;
-    field_list fields;
+    tb_vec fields;  // of CXCursor: the record's fields, in order
     size_t next;
 } init_state;
 
@@ -539,14 +523,14 @@ static enum CXChildVisitResult init_child(CXCursor ch, CXCursor parent, CXClient
             for (unsigned i = 0; i + 1 < k.n; i++)
                 if (clang_getCursorKind(k.items[i]) == CXCursor_MemberRef) field = clang_getCursorReferenced(k.items[i]);
             value = k.items[k.n - 1];
-            s->next = s->fields.n;  // a later positional initializer follows this field
-            for (size_t i = 0; i < s->fields.n; i++)
-                if (clang_equalCursors(s->fields.items[i], field)) s->next = i + 1;
+            s->next = s->fields.len;  // a later positional initializer follows this field
+            for (size_t i = 0; i < s->fields.len; i++)
+                if (clang_equalCursors(TB_VEC_AT(&s->fields, CXCursor, i), field)) s->next = i + 1;
         }
     }
     if (clang_Cursor_isNull(field)) {
-        if (s->next >= s->fields.n) return CXChildVisit_Continue;
-        field = s->fields.items[s->next++];
+        if (s->next >= s->fields.len) return CXChildVisit_Continue;
+        field = TB_VEC_AT(&s->fields, CXCursor, s->next++);
     }
     if (clang_getCursorKind(field) != CXCursor_FieldDecl || !is_function_pointer(clang_getCursorType(field)))
         return CXChildVisit_Continue;
@@ -560,9 +544,10 @@ static void handle_init_list(ctx *c, CXCursor list) {
     CXType t = clang_getCanonicalType(clang_getCursorType(list));
     if (t.kind != CXType_Record) return;
     init_state s = {.c = c};
+    tb_vec_init(&s.fields, sizeof(CXCursor), "record fields");
     clang_Type_visitFields(t, collect_field, &s.fields);
-    if (s.fields.n) clang_visitChildren(list, init_child, &s);
-    free(s.fields.items);
+    if (s.fields.len) clang_visitChildren(list, init_child, &s);
+    tb_vec_free(&s.fields);
 }
 
 // x.f = fn, p->f = fn, p->f = &fn.
@@ -623,7 +608,7 @@ static enum CXChildVisitResult top_visit(CXCursor cur, CXCursor parent, CXClient
     if (in_system_header(cur)) return CXChildVisit_Continue;
     enum CXCursorKind k = clang_getCursorKind(cur);
     if (is_function_kind(k)) {
-        c->nseen = 0;
+        c->seen_refs.len = 0;
         visit_function(c, cur);
         return CXChildVisit_Continue;
     }
@@ -654,8 +639,8 @@ static int count_errors(CXTranslationUnit tu, int *driver_errors) {
 }
 
 static void collect_diagnostics(ctx *c, const char *tu_file, const char *note) {
-    ix_buf b = {0};
-    if (note) ix_buf_printf(&b, "%s: %s\n", tu_file, note);
+    tb_buf b = {0};
+    if (note) tb_buf_printf(&b, "%s: %s\n", tu_file, note);
     unsigned nd = clang_getNumDiagnostics(c->tu);
     for (unsigned i = 0; i < nd; i++) {
         CXDiagnostic d = clang_getDiagnostic(c->tu, i);
@@ -665,9 +650,9 @@ static void collect_diagnostics(ctx *c, const char *tu_file, const char *note) {
             const char *file = file_loc(c, clang_getDiagnosticLocation(d), &line, &col);
             CXString msg = clang_getDiagnosticSpelling(d);
             if (file)
-                ix_buf_printf(&b, "%s:%u:%u: %s\n", file, line, col, clang_getCString(msg));
+                tb_buf_printf(&b, "%s:%u:%u: %s\n", file, line, col, clang_getCString(msg));
             else
-                ix_buf_printf(&b, "%s: %s\n", tu_file, clang_getCString(msg));
+                tb_buf_printf(&b, "%s: %s\n", tu_file, clang_getCString(msg));
             clang_disposeString(msg);
         }
         clang_disposeDiagnostic(d);
@@ -696,8 +681,8 @@ static void inclusion(CXFile f, CXSourceLocation *stack, unsigned depth, CXClien
     file_ent *e = file_of(c, f);
     if (!e || !e->path || !strncmp(e->path, IX_STUB_DIR "/", sizeof IX_STUB_DIR)) return;
     for (size_t i = 0; i < c->r->deps.len; i++)
-        if (IX_AT(&c->r->deps, ix_dep, i).path == e->path) return;
-    ((ix_dep *)ix_vec_push(&c->r->deps))->path = e->path;
+        if (TB_VEC_AT(&c->r->deps, ix_dep, i).path == e->path) return;
+    ((ix_dep *)tb_vec_push(&c->r->deps))->path = e->path;
 }
 
 static void record_inclusions(ctx *c) { clang_getInclusions(c->tu, inclusion, c); }
@@ -708,15 +693,16 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     ix_result_init(r);
 
     ctx c = {.opt = opt, .r = r};
+    tb_vec_init(&c.seen_refs, sizeof(CXSourceLocation), "seen references");
     if (access(tu->file, R_OK) != 0) {
         r->status = "failed";
         r->errors = 1;
-        ix_buf b = {0};
-        ix_buf_printf(&b, "%s: cannot read the source file: %s", tu->file, strerror(errno));
+        tb_buf b = {0};
+        tb_buf_printf(&b, "%s: cannot read the source file: %s", tu->file, strerror(errno));
         r->diagnostics = b.s;
         return;
     }
-    ix_map_init(&c.funcs);
+    tb_strmap_init(&c.funcs);
     unsigned flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
     struct CXUnsavedFile *unsaved = stubs;
     unsigned nunsaved = (unsigned)NSTUBS;
@@ -745,8 +731,8 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     if (e != CXError_Success) {
         r->status = "failed";
         r->errors = 1;
-        ix_buf b = {0};
-        ix_buf_printf(&b, "%s: %s (error %d)", tu->file, cx_error_name(e), (int)e);
+        tb_buf b = {0};
+        tb_buf_printf(&b, "%s: %s (error %d)", tu->file, cx_error_name(e), (int)e);
         r->diagnostics = b.s;
     } else {
         collect_diagnostics(&c, tu->file, note);
@@ -755,21 +741,31 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
         record_inclusions(&c);
         clang_disposeTranslationUnit(c.tu);
     }
-    ix_map_free(&c.funcs);
+    tb_strmap_free(&c.funcs);
     free(c.files);
-    free(c.seen_refs);
+    tb_vec_free(&c.seen_refs);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
 
+void ix_result_init(ix_result *r) {
+    memset(r, 0, sizeof *r);
+    tb_vec_init(&r->funcs, sizeof(ix_func), "unit functions");
+    tb_vec_init(&r->calls, sizeof(ix_call), "unit calls");
+    tb_vec_init(&r->ftargets, sizeof(ix_ftarget), "unit field targets");
+    tb_vec_init(&r->ranges, sizeof(ix_range), "unit range sites");
+    tb_vec_init(&r->callbacks, sizeof(ix_callback), "unit callbacks");
+    tb_vec_init(&r->deps, sizeof(ix_dep), "unit inputs");
+}
+
 void ix_result_free(ix_result *r) {
-    ix_vec_free(&r->funcs);
-    ix_vec_free(&r->calls);
-    ix_vec_free(&r->ftargets);
-    ix_vec_free(&r->ranges);
-    ix_vec_free(&r->callbacks);
-    ix_vec_free(&r->deps);
+    tb_vec_free(&r->funcs);
+    tb_vec_free(&r->calls);
+    tb_vec_free(&r->ftargets);
+    tb_vec_free(&r->ranges);
+    tb_vec_free(&r->callbacks);
+    tb_vec_free(&r->deps);
     free(r->diagnostics);
-    ix_pool_free(&r->pool);
+    tb_pool_free(&r->pool);
     memset(r, 0, sizeof *r);
 }

@@ -10,23 +10,28 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
 #include "index_db.h"
-#include "index_internal.h"
+#include "index_write.h"
+#include "pool.h"
+#include "strmap.h"
+
+// What the writer knows of each function row it wrote.
+struct finfo {
+    long long id;
+    long long def_file;  // files.id of the definition, 0: none yet
+    int body_written;
+};
 
 typedef struct writer {
     sqlite3 *db;
     sqlite3_stmt *ins_file, *ins_func, *upd_func, *ins_call, *ins_ft, *ins_range, *ins_coll, *ins_target, *ins_meta,
         *ins_cb;
     sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range;  // the tu_* tables
-    ix_map files;      // path -> files.id
-    ix_map funcs;      // usr -> index in finfo
-    struct finfo {
-        long long id;
-        long long def_file;  // files.id of the definition, 0: none yet
-        int body_written;
-    } *finfo;
-    size_t nfinfo, capfinfo;
-    ix_pool pool;
+    tb_strmap files;      // path -> files.id
+    tb_strmap funcs;      // usr -> index in finfo
+    tb_vec finfo;         // of struct finfo, per index in funcs
+    tb_pool pool;
     tb_error *err;
     const char *path;
 } writer;
@@ -55,7 +60,7 @@ static int step(writer *w, sqlite3_stmt *st, const char *what) {
 
 static long long file_id(writer *w, const char *path, int is_tu, const char *status, int errors, const char *diags) {
     if (!path) return 0;
-    int *id = ix_map_get(&w->files, path);
+    int *id = tb_strmap_get(&w->files, path);
     if (id) return *id;
     bind_text(w->ins_file, 1, path);
     sqlite3_bind_int(w->ins_file, 2, is_tu);
@@ -64,7 +69,7 @@ static long long file_id(writer *w, const char *path, int is_tu, const char *sta
     bind_text(w->ins_file, 5, diags);
     if (step(w, w->ins_file, "inserting a file")) return -1;
     long long rid = sqlite3_last_insert_rowid(w->db);
-    ix_map_put(&w->files, path, (int)rid);
+    tb_strmap_put(&w->files, path, (int)rid);
     return rid;
 }
 
@@ -86,9 +91,9 @@ static void bind_pos(sqlite3_stmt *st, int i, unsigned v) {
 static int put_function(writer *w, const ix_func *f, const char *usr) {
     long long fid = file_id(w, f->file, 0, NULL, 0, NULL);
     if (fid < 0) return -1;
-    int *slot = ix_map_get(&w->funcs, usr);
+    int *slot = tb_strmap_get(&w->funcs, usr);
     if (slot) {
-        struct finfo *fi = &w->finfo[*slot];
+        struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, *slot);
         if (f->is_def && !fi->def_file) {
             sqlite3_bind_int64(w->upd_func, 1, fid);
             sqlite3_bind_int(w->upd_func, 2, (int)f->line);
@@ -111,55 +116,51 @@ static int put_function(writer *w, const ix_func *f, const char *usr) {
     bind_pos(w->ins_func, 8, f->end_line);
     bind_pos(w->ins_func, 9, f->end_col);
     if (step(w, w->ins_func, "inserting a function")) return -1;
-    if (w->nfinfo == w->capfinfo) {
-        w->capfinfo = w->capfinfo ? 2 * w->capfinfo : 1024;
-        w->finfo = realloc(w->finfo, w->capfinfo * sizeof *w->finfo);
-        if (!w->finfo) abort();
-    }
-    w->finfo[w->nfinfo] = (struct finfo){sqlite3_last_insert_rowid(w->db), f->is_def ? fid : 0, 0};
-    ix_map_put(&w->funcs, usr, (int)w->nfinfo);
-    return (int)w->nfinfo++;
+    *(struct finfo *)tb_vec_push(&w->finfo) = (struct finfo){sqlite3_last_insert_rowid(w->db), f->is_def ? fid : 0, 0};
+    int k = (int)w->finfo.len - 1;
+    tb_strmap_put(&w->funcs, usr, k);
+    return k;
 }
 
 // One translation unit's facts. A function whose body an earlier unit already contributed
 // (an inline function of a header) contributes no calls or range sites again.
 static int write_result(writer *w, const ix_result *r) {
     size_t nf = r->funcs.len;
-    int *fidx = calloc(nf ? nf : 1, sizeof *fidx);
-    char *emit = calloc(nf ? nf : 1, 1);
-    ix_map renamed;  // plain USR -> file-qualified USR, for this unit's duplicate definitions
-    ix_map_init(&renamed);
-    const char **renamed_to = calloc(nf ? nf : 1, sizeof *renamed_to);
+    int *fidx = tb_xcalloc(nf ? nf : 1, sizeof *fidx, "file indexes");
+    char *emit = tb_xcalloc(nf ? nf : 1, 1, "file flags");
+    tb_strmap renamed;  // plain USR -> file-qualified USR, for this unit's duplicate definitions
+    tb_strmap_init(&renamed);
+    const char **renamed_to = tb_xcalloc(nf ? nf : 1, sizeof *renamed_to, "file renames");
     int rc = -1;
     for (size_t j = 0; j < nf; j++) {
-        const ix_func *f = &IX_AT(&r->funcs, ix_func, j);
+        const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, j);
         const char *usr = f->usr;
-        int *slot = ix_map_get(&w->funcs, usr);
-        if (f->is_def && slot && w->finfo[*slot].def_file) {
+        int *slot = tb_strmap_get(&w->funcs, usr);
+        if (f->is_def && slot && TB_VEC_AT(&w->finfo, struct finfo, *slot).def_file) {
             long long fid = file_id(w, f->file, 0, NULL, 0, NULL);
-            if (fid != w->finfo[*slot].def_file) {
+            if (fid != TB_VEC_AT(&w->finfo, struct finfo, *slot).def_file) {
                 // An external function defined again in another file (another binary's copy):
                 // its own row, with a file-qualified USR; this unit's calls go to it.
-                usr = ix_pool_printf(&w->pool, "c:%s@%s", f->file, f->usr + 2 + (f->usr[2] == '@'));
+                usr = tb_pool_printf(&w->pool, "c:%s@%s", f->file, f->usr + 2 + (f->usr[2] == '@'));
                 renamed_to[j] = usr;
-                ix_map_put(&renamed, f->usr, (int)j);
+                tb_strmap_put(&renamed, f->usr, (int)j);
             }
         }
         int k = put_function(w, f, usr);
         if (k < 0) goto out;
         fidx[j] = k;
-        emit[j] = f->is_def && !w->finfo[k].body_written;
+        emit[j] = f->is_def && !TB_VEC_AT(&w->finfo, struct finfo, k).body_written;
     }
     for (size_t j = 0; j < nf; j++)
-        if (emit[j]) w->finfo[fidx[j]].body_written = 1;
+        if (emit[j]) TB_VEC_AT(&w->finfo, struct finfo, fidx[j]).body_written = 1;
 
     for (size_t i = 0; i < r->calls.len; i++) {
-        const ix_call *c = &IX_AT(&r->calls, ix_call, i);
+        const ix_call *c = &TB_VEC_AT(&r->calls, ix_call, i);
         if (!emit[c->caller]) continue;
         const char *callee = c->callee_usr;
-        int *ren = callee ? ix_map_get(&renamed, callee) : NULL;
+        int *ren = callee ? tb_strmap_get(&renamed, callee) : NULL;
         if (ren) callee = renamed_to[*ren];
-        sqlite3_bind_int64(w->ins_call, 1, w->finfo[fidx[c->caller]].id);
+        sqlite3_bind_int64(w->ins_call, 1, TB_VEC_AT(&w->finfo, struct finfo, fidx[c->caller]).id);
         bind_text(w->ins_call, 2, callee);
         bind_text(w->ins_call, 3, c->callee_name);
         bind_text(w->ins_call, 4, c->field);
@@ -170,9 +171,9 @@ static int write_result(writer *w, const ix_result *r) {
         if (step(w, w->ins_call, "inserting a call")) goto out;
     }
     for (size_t i = 0; i < r->ranges.len; i++) {
-        const ix_range *g = &IX_AT(&r->ranges, ix_range, i);
+        const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, i);
         if (!emit[g->caller]) continue;
-        sqlite3_bind_int64(w->ins_range, 1, w->finfo[fidx[g->caller]].id);
+        sqlite3_bind_int64(w->ins_range, 1, TB_VEC_AT(&w->finfo, struct finfo, fidx[g->caller]).id);
         bind_text(w->ins_range, 2, g->kind);
         bind_text(w->ins_range, 3, g->name);
         bind_file(w->ins_range, 4, file_id(w, g->file, 0, NULL, 0, NULL));
@@ -181,12 +182,12 @@ static int write_result(writer *w, const ix_result *r) {
         if (step(w, w->ins_range, "inserting a range site")) goto out;
     }
     for (size_t i = 0; i < r->callbacks.len; i++) {
-        const ix_callback *b = &IX_AT(&r->callbacks, ix_callback, i);
+        const ix_callback *b = &TB_VEC_AT(&r->callbacks, ix_callback, i);
         if (!emit[b->caller]) continue;
         const char *target = b->target_usr;
-        int *ren = ix_map_get(&renamed, target);
+        int *ren = tb_strmap_get(&renamed, target);
         if (ren) target = renamed_to[*ren];
-        sqlite3_bind_int64(w->ins_cb, 1, w->finfo[fidx[b->caller]].id);
+        sqlite3_bind_int64(w->ins_cb, 1, TB_VEC_AT(&w->finfo, struct finfo, fidx[b->caller]).id);
         bind_text(w->ins_cb, 2, target);
         bind_text(w->ins_cb, 3, b->passed_to);
         bind_file(w->ins_cb, 4, file_id(w, b->file, 0, NULL, 0, NULL));
@@ -195,9 +196,9 @@ static int write_result(writer *w, const ix_result *r) {
         if (step(w, w->ins_cb, "inserting a callback")) goto out;
     }
     for (size_t i = 0; i < r->ftargets.len; i++) {
-        const ix_ftarget *t = &IX_AT(&r->ftargets, ix_ftarget, i);
+        const ix_ftarget *t = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);
         const char *fn = t->fn_usr;
-        int *ren = ix_map_get(&renamed, fn);
+        int *ren = tb_strmap_get(&renamed, fn);
         if (ren) fn = renamed_to[*ren];
         bind_text(w->ins_ft, 1, t->record);
         bind_text(w->ins_ft, 2, t->field);
@@ -211,7 +212,7 @@ out:
     free(fidx);
     free(emit);
     free(renamed_to);
-    ix_map_free(&renamed);
+    tb_strmap_free(&renamed);
     return rc;
 }
 
@@ -222,14 +223,14 @@ static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
     sqlite3_bind_int(w->u_inputs, 3, r->reduced);
     if (step(w, w->u_inputs, "inserting a unit's inputs")) return -1;
     for (size_t i = 0; i < r->deps.len; i++) {
-        const ix_dep *d = &IX_AT(&r->deps, ix_dep, i);
+        const ix_dep *d = &TB_VEC_AT(&r->deps, ix_dep, i);
         sqlite3_bind_int64(w->u_dep, 1, tu_id);
         bind_text(w->u_dep, 2, d->path);
         bind_text(w->u_dep, 3, d->hash ? d->hash : "-");
         if (step(w, w->u_dep, "inserting a unit's input file")) return -1;
     }
     for (size_t i = 0; i < r->funcs.len; i++) {
-        const ix_func *f = &IX_AT(&r->funcs, ix_func, i);
+        const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, i);
         sqlite3_bind_int64(w->u_func, 1, tu_id);
         bind_text(w->u_func, 2, f->usr);
         bind_text(w->u_func, 3, f->name);
@@ -244,7 +245,7 @@ static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
         if (step(w, w->u_func, "inserting a unit's function")) return -1;
     }
     for (size_t i = 0; i < r->calls.len; i++) {
-        const ix_call *c = &IX_AT(&r->calls, ix_call, i);
+        const ix_call *c = &TB_VEC_AT(&r->calls, ix_call, i);
         sqlite3_bind_int64(w->u_call, 1, tu_id);
         sqlite3_bind_int(w->u_call, 2, c->caller);
         bind_text(w->u_call, 3, c->callee_usr);
@@ -257,7 +258,7 @@ static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
         if (step(w, w->u_call, "inserting a unit's call")) return -1;
     }
     for (size_t i = 0; i < r->ftargets.len; i++) {
-        const ix_ftarget *t = &IX_AT(&r->ftargets, ix_ftarget, i);
+        const ix_ftarget *t = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);
         sqlite3_bind_int64(w->u_ft, 1, tu_id);
         bind_text(w->u_ft, 2, t->record);
         bind_text(w->u_ft, 3, t->field);
@@ -267,7 +268,7 @@ static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
         if (step(w, w->u_ft, "inserting a unit's field target")) return -1;
     }
     for (size_t i = 0; i < r->callbacks.len; i++) {
-        const ix_callback *b = &IX_AT(&r->callbacks, ix_callback, i);
+        const ix_callback *b = &TB_VEC_AT(&r->callbacks, ix_callback, i);
         sqlite3_bind_int64(w->u_cb, 1, tu_id);
         sqlite3_bind_int(w->u_cb, 2, b->caller);
         bind_text(w->u_cb, 3, b->target_usr);
@@ -278,7 +279,7 @@ static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
         if (step(w, w->u_cb, "inserting a unit's callback")) return -1;
     }
     for (size_t i = 0; i < r->ranges.len; i++) {
-        const ix_range *g = &IX_AT(&r->ranges, ix_range, i);
+        const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, i);
         sqlite3_bind_int64(w->u_range, 1, tu_id);
         sqlite3_bind_int(w->u_range, 2, g->caller);
         bind_text(w->u_range, 3, g->kind);
@@ -295,9 +296,9 @@ static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
 // function assigned to one of Record's fields, and calls through those fields (named
 // "Record.field").
 static int write_collectives(writer *w, const ix_options *opt) {
-    ix_map members;  // USRs of functions assigned to a field of an @Record
-    ix_map_init(&members);
-    const char **records = calloc(opt->ncollectives + 1, sizeof *records);
+    tb_strmap members;  // USRs of functions assigned to a field of an @Record
+    tb_strmap_init(&members);
+    const char **records = tb_xcalloc(opt->ncollectives + 1, sizeof *records, "collective records");
     size_t nrecords = 0;
     sqlite3_stmt *q = NULL;
     int rc = -1;
@@ -307,7 +308,7 @@ static int write_collectives(writer *w, const ix_options *opt) {
         if (p[0] != '@') continue;
         records[nrecords++] = p + 1;
         sqlite3_bind_text(q, 1, p + 1, -1, SQLITE_STATIC);
-        while (sqlite3_step(q) == SQLITE_ROW) ix_map_put(&members, (const char *)sqlite3_column_text(q, 0), 1);
+        while (sqlite3_step(q) == SQLITE_ROW) tb_strmap_put(&members, (const char *)sqlite3_column_text(q, 0), 1);
         sqlite3_reset(q);
     }
     sqlite3_finalize(q);
@@ -325,7 +326,7 @@ static int write_collectives(writer *w, const ix_options *opt) {
                 if (!strncmp(field, records[i], n) && field[n] == '.') site = field;
             }
         } else {
-            if (usr && ix_map_get(&members, usr)) site = name;
+            if (usr && tb_strmap_get(&members, usr)) site = name;
             for (size_t i = 0; i < opt->ncollectives && !site; i++)
                 if (opt->collectives[i][0] != '@' && ix_name_matches(opt->collectives[i], name)) site = name;
         }
@@ -345,7 +346,7 @@ static int write_collectives(writer *w, const ix_options *opt) {
 out:
     sqlite3_finalize(q);
     free(records);
-    ix_map_free(&members);
+    tb_strmap_free(&members);
     return rc;
 }
 
@@ -416,14 +417,14 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
     for (size_t i = 0; i < db->ntus; i++)
         if (write_result(w, &results[i])) return -1;
     for (size_t i = 0; i < db->ntus; i++) {
-        int *tu_id = ix_map_get(&w->files, db->tus[i].file);
+        int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
         if (!tu_id || write_unit_facts(w, *tu_id, &results[i])) return -1;
     }
     if (write_collectives(w, opt)) return -1;
 
     for (size_t i = 0; targets && i < targets->rows.len; i++) {
-        const ix_target_row *t = &IX_AT(&targets->rows, ix_target_row, i);
-        int *fid = ix_map_get(&w->files, t->file);
+        const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
+        int *fid = tb_strmap_get(&w->files, t->file);
         if (!fid) continue;  // a source the database does not list
         bind_text(w->ins_target, 1, t->target);
         bind_text(w->ins_target, 2, t->type);
@@ -473,8 +474,9 @@ int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, co
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     unlink(tmp);
     writer w = {.err = err, .path = tmp};
-    ix_map_init(&w.files);
-    ix_map_init(&w.funcs);
+    tb_vec_init(&w.finfo, sizeof(struct finfo), "function rows");
+    tb_strmap_init(&w.files);
+    tb_strmap_init(&w.funcs);
     int rc = -1;
     if (sqlite3_open_v2(tmp, &w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
         tb_fail(err, "%s: cannot create the index: %s", tmp, w.db ? sqlite3_errmsg(w.db) : "out of memory");
@@ -486,10 +488,10 @@ int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, co
                            w.u_inputs, w.u_dep, w.u_func, w.u_call, w.u_ft, w.u_cb, w.u_range};
     for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
     if (w.db && sqlite3_close(w.db) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
-    ix_map_free(&w.files);
-    ix_map_free(&w.funcs);
-    free(w.finfo);
-    ix_pool_free(&w.pool);
+    tb_strmap_free(&w.files);
+    tb_strmap_free(&w.funcs);
+    tb_vec_free(&w.finfo);
+    tb_pool_free(&w.pool);
     if (!rc) {
         int fd = open(tmp, O_RDONLY);
         if (fd < 0 || fsync(fd) != 0) rc = tb_fail(err, "%s: fsync: %s", tmp, strerror(errno));

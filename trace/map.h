@@ -1,4 +1,6 @@
-// map.h — runtime ranges ↔ source: the model behind `tracebook map` and `tracebook walk`.
+// map.h — runtime ranges ↔ source: the model behind `tracebook map` and `tracebook walk`
+// (map.c). The traces are read by map_traces.h, names matched to sites by map_match.h, the
+// report built by map_report.h (its nesting part by map_nesting.h), printed by map_cli.c.
 //
 // Runtime side: range events from the engine's per-rank Chrome trace JSON (complete "X"
 // events; rank = pid) or from an Nsight Systems SQLite export (NVTX_EVENTS rows of
@@ -32,41 +34,8 @@
 
 #include "core/error.h"
 #include "graph.h"
-
-// --- runtime traces --------------------------------------------------------------------
-
-typedef struct tb_rt_event {
-    int name;            // index in tb_rt.names
-    int rank;
-    int64_t tid;
-    int64_t start, dur;  // ns
-    json_t *args;        // borrowed (Chrome traces), NULL otherwise
-    int parent;          // innermost enclosing event on the same rank and thread, -1
-} tb_rt_event;
-
-typedef struct tb_rt {
-    tb_rt_event *ev;
-    int nev, cap;
-    char **names;        // distinct names, in order of first appearance
-    int nnames, cap_names;
-    int *name_hash;      // open addressing over names
-    int hash_cap;
-    json_t **roots;      // parsed files (owners of args)
-    int nroots;
-    json_t *files;       // [{file, format, events}]
-    char *backend;       // the Chrome traces' distributedInfo.backend ("local", "nccl"), NULL
-    int backend_conflict;
-} tb_rt;
-
-// Loads every file (format from its content) and links parents. 0 or -1 with err.
-int tb_rt_load(tb_rt *rt, char **paths, int npaths, tb_error *err);
-void tb_rt_free(tb_rt *rt);
-
-// --- name patterns ---------------------------------------------------------------------
-
-// 1 when the runtime name matches the whole site pattern: %d %i → an integer, %u %x %o →
-// digits, %s → any text, %c → one character, %% → %, flags/width/length modifiers allowed.
-int tb_range_pattern_match(const char *pattern, const char *name);
+#include "map_events.h"
+#include "map_match.h"
 
 // --- the static model ------------------------------------------------------------------
 
@@ -131,14 +100,12 @@ int tb_map_coll_observed(const tb_map *m, int name, const tb_coll_chain *c, cons
 // The op of a communicator range from its events' args, or NULL.
 const char *tb_map_name_op(const tb_map *m, int name);
 
-// The whole analysis as JSON (what `map --json` writes and the text output shows).
-json_t *tb_map_report(tb_map *m);
-
-// Hop list of a collective chain as JSON / text.
-json_t *tb_map_coll_json(tb_map *m, const tb_coll_chain *c);
-void tb_map_coll_text(tb_map *m, const tb_coll_chain *c, char *buf, size_t len);
-
-// Durations for people: "12.3 us", "1.234 ms", "2.345 s".
-void tb_format_ns(double ns, char *buf, size_t len);
+// The op of runtime event ev (a communicator range): args.op, else the OP of a
+// "comm.GROUP.OP" name; NULL for other ranges.
+const char *tb_map_event_op(const tb_map *m, int ev);
+// Does collective chain c perform op (all_reduce ...)? By its backend field or its call's name.
+int tb_map_chain_does(const tb_map *m, const tb_coll_chain *c, const char *op);
+// Does the chain end in the backend the traces ran on (distributedInfo.backend)? Unknown: 1.
+int tb_map_chain_on_backend(const tb_map *m, const tb_coll_chain *c);
 
 #endif

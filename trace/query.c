@@ -4,63 +4,64 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/options.h"
 #include "graph.h"
 #include "index_db.h"
 #include "trace_cli.h"
 
 typedef struct qargs {
     const char *index;
-    const char *symbol;  // positional
     const char *from, *to;
     int max, max_depth;
 } qargs;
 
-static int usage(const char *cmd, const char *text, int rc) {
-    fprintf(rc ? stderr : stdout, "usage: tracebook %s %s\n", cmd, text);
-    return rc;
-}
+#define INDEX_OPTION TB_OPTION("--index", qargs, index, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the source index")
 
-// Parses the shared flags; returns -1 ok, else the exit status to return.
-static int parse(int argc, char **argv, qargs *a, const char *help, int want_symbol) {
-    const char *cmd = argv[0];
+static const tb_option symbol_options[] = {INDEX_OPTION, TB_OPTIONS_END};
+
+static const tb_option chain_options[] = {
+    TB_OPTION("--from", qargs, from, TB_OPT_STRING, NULL, "ENTRY",
+              "a function (main), FILE:FUNCTION (engine/pretrain_gpt.c:main) or a build target (its main)"),
+    TB_OPTION("--to", qargs, to, TB_OPT_STRING, NULL, "SYMBOL", "the function the chains end in"),
+    TB_OPTION("--max", qargs, max, TB_OPT_INT, "10", "N", "at most N chains, the shortest (1 to 100000)"),
+    TB_OPTION("--max-depth", qargs, max_depth, TB_OPT_INT, "32", "D", "at most D calls deep (1 to 100000)"),
+    INDEX_OPTION,
+    TB_OPTIONS_END};
+
+static const tb_command def_command = {"tracebook def", "SYMBOL",
+                                       "where a function is declared or defined (SYMBOL: NAME or FILE:NAME)",
+                                       symbol_options, 1, 1};
+static const tb_command callers_command = {
+    "tracebook callers", "SYMBOL", "the call sites of a function (SYMBOL: NAME, FILE:NAME or Record.field)",
+    symbol_options, 1, 1};
+static const tb_command callees_command = {"tracebook callees", "SYMBOL",
+                                           "the calls a function makes (SYMBOL: NAME or FILE:NAME)", symbol_options,
+                                           1, 1};
+static const tb_command chain_command = {"tracebook chain", NULL,
+                                         "call chains from an entry point to a function, shortest first",
+                                         chain_options, 0, 0};
+
+// Parses argv by cmd's table into a; *symbol the positional (when cmd takes one). Returns
+// -1 to go on, else the exit status to return (0 after --help, 2 on a usage error).
+static int parse(const tb_command *cmd, int argc, char **argv, qargs *a, const char **symbol) {
     memset(a, 0, sizeof *a);
-    a->index = TB_INDEX_DEFAULT_PATH;
-    a->max = 10;
-    a->max_depth = 32;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        if (!strcmp(s, "--help") || !strcmp(s, "-h")) return usage(cmd, help, 0);
-        const char **str = !strcmp(s, "--index") ? &a->index
-                           : !strcmp(s, "--from") ? &a->from
-                           : !strcmp(s, "--to")   ? &a->to
-                                                  : NULL;
-        int *num = !strcmp(s, "--max") ? &a->max : !strcmp(s, "--max-depth") ? &a->max_depth : NULL;
-        if (str || num) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "tracebook %s: %s needs a value\n", cmd, s);
-                return 2;
-            }
-            if (str) *str = argv[++i];
-            else {
-                char *end;
-                long v = strtol(argv[++i], &end, 10);
-                if (*end || v < 1 || v > 100000) {
-                    fprintf(stderr, "tracebook %s: %s: '%s' is not a count from 1 to 100000\n", cmd, s, argv[i]);
-                    return 2;
-                }
-                *num = (int)v;
-            }
-        } else if (s[0] == '-' && s[1]) {
-            fprintf(stderr, "tracebook %s: unknown flag '%s'\n", cmd, s);
-            return usage(cmd, help, 2);
-        } else if (want_symbol && !a->symbol) {
-            a->symbol = s;
-        } else {
-            fprintf(stderr, "tracebook %s: unexpected argument '%s'\n", cmd, s);
-            return usage(cmd, help, 2);
+    tb_positional pos;
+    tb_error err;
+    int rc = tb_command_parse(cmd, a, argc, argv, &pos, &err);
+    if (rc == 1) return 0;
+    if (rc != 0) return tb_command_usage_error(cmd, &err);
+    if (symbol) *symbol = pos.n ? pos.items[0] : NULL;
+    tb_positional_free(&pos);
+    const tb_option *counts[] = {tb_options_find_flag(cmd->options, "--max", 5),
+                                 tb_options_find_flag(cmd->options, "--max-depth", 11)};
+    for (int i = 0; i < 2; i++) {
+        if (!counts[i]) continue;
+        int v = *(const int *)((const char *)a + counts[i]->offset);
+        if (v < 1 || v > 100000) {
+            tb_fail(&err, "%s: flag %s: '%d' is not a count from 1 to 100000", cmd->name, counts[i]->flag, v);
+            return tb_command_usage_error(cmd, &err);
         }
     }
-    if (want_symbol && !a->symbol) return usage(cmd, help, 2);
     return -1;
 }
 
@@ -90,11 +91,12 @@ static const char *linkage(const tb_gfn *f) { return f->is_static ? "static" : "
 
 int tracebook_def_main(int argc, char **argv) {
     qargs a;
-    int rc = parse(argc, argv, &a, "SYMBOL [--index FILE]   (SYMBOL: NAME or FILE:NAME)", 1);
+    const char *symbol;
+    int rc = parse(&def_command, argc, argv, &a, &symbol);
     if (rc >= 0) return rc;
     tb_graph *g = open_graph(argv[0], a.index);
     if (!g) return 1;
-    int *fns, n = resolve(g, argv[0], a.symbol, &fns);
+    int *fns, n = resolve(g, argv[0], symbol, &fns);
     for (int i = 0; i < n; i++) {
         const tb_gfn *f = &g->fns[fns[i]];
         char loc[600];
@@ -147,15 +149,16 @@ static int field_callers(const tb_graph *g, const char *key) {
 
 int tracebook_callers_main(int argc, char **argv) {
     qargs a;
-    int rc = parse(argc, argv, &a, "SYMBOL [--index FILE]   (SYMBOL: NAME, FILE:NAME or Record.field)", 1);
+    const char *symbol;
+    int rc = parse(&callers_command, argc, argv, &a, &symbol);
     if (rc >= 0) return rc;
     tb_graph *g = open_graph(argv[0], a.index);
     if (!g) return 1;
-    if (strchr(a.symbol, '.') && !strchr(a.symbol, ':') && !strchr(a.symbol, '/') && field_callers(g, a.symbol)) {
+    if (strchr(symbol, '.') && !strchr(symbol, ':') && !strchr(symbol, '/') && field_callers(g, symbol)) {
         tb_graph_free(g);
         return 0;
     }
-    int *fns, n = resolve(g, argv[0], a.symbol, &fns);
+    int *fns, n = resolve(g, argv[0], symbol, &fns);
     for (int i = 0; i < n; i++) {
         int f = fns[i];
         char loc[600];
@@ -185,11 +188,12 @@ int tracebook_callers_main(int argc, char **argv) {
 
 int tracebook_callees_main(int argc, char **argv) {
     qargs a;
-    int rc = parse(argc, argv, &a, "SYMBOL [--index FILE]", 1);
+    const char *symbol;
+    int rc = parse(&callees_command, argc, argv, &a, &symbol);
     if (rc >= 0) return rc;
     tb_graph *g = open_graph(argv[0], a.index);
     if (!g) return 1;
-    int *fns, n = resolve(g, argv[0], a.symbol, &fns);
+    int *fns, n = resolve(g, argv[0], symbol, &fns);
     for (int i = 0; i < n; i++) {
         const tb_gfn *f = &g->fns[fns[i]];
         char loc[600];
@@ -225,12 +229,13 @@ static void print_chain(const tb_graph *g, const tb_chain *c) {
 
 int tracebook_chain_main(int argc, char **argv) {
     qargs a;
-    const char *help = "--from ENTRY --to SYMBOL [--max N] [--max-depth D] [--index FILE]\n"
-                       "  ENTRY: a function (main), FILE:FUNCTION (engine/pretrain_gpt.c:main) or a build target\n"
-                       "  (pretrain_gpt: its main); chains are shortest first, at most N (10), D calls deep (32)";
-    int rc = parse(argc, argv, &a, help, 0);
+    int rc = parse(&chain_command, argc, argv, &a, NULL);
     if (rc >= 0) return rc;
-    if (!a.from || !a.to) return usage(argv[0], help, 2);
+    if (!a.from || !a.to) {
+        tb_error err;
+        tb_fail(&err, "%s: needs --from ENTRY and --to SYMBOL", chain_command.name);
+        return tb_command_usage_error(&chain_command, &err);
+    }
     tb_graph *g = open_graph(argv[0], a.index);
     if (!g) return 1;
     tb_error err;

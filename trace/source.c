@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/xalloc.h"
+
 int tb_pos_cmp(tb_pos a, tb_pos b) {
     if (a.line != b.line) return a.line < b.line ? -1 : 1;
     if (a.col != b.col) return a.col < b.col ? -1 : 1;
@@ -15,34 +17,24 @@ int tb_pos_cmp(tb_pos a, tb_pos b) {
 static char *read_all(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap *= 2;
-            char *b = realloc(buf, cap);
-            if (!b) break;
-            buf = b;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
-    }
+    tb_buf b = {0};
+    tb_buf_add(&b, "", 0);  // an empty file is "", not NULL
+    char chunk[1 << 16];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) tb_buf_add(&b, chunk, got);
     fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
+    *len = b.len;
+    return b.s;
 }
 
 // Marks comments and literals, records line starts.
 static void lex(tb_source *s) {
     size_t n = s->len;
     const char *t = s->text;
-    s->code = malloc(n + 1);
-    int cap = 1024;
-    s->lines = malloc((size_t)cap * sizeof *s->lines);
-    s->nlines = 0;
-    s->lines[s->nlines++] = 0;
+    s->code = tb_xmalloc(n + 1, "source code map");
+    tb_vec lines;
+    tb_vec_init(&lines, sizeof(size_t), "source lines");
+    *(size_t *)tb_vec_push(&lines) = 0;
     enum { CODE, LINE_COMMENT, BLOCK_COMMENT, STRING, CHAR } state = CODE;
     for (size_t i = 0; i < n; i++) {
         char c = t[i];
@@ -84,14 +76,10 @@ static void lex(tb_source *s) {
             break;
         }
         s->code[i] = (char)is_code;
-        if (c == '\n') {
-            if (s->nlines == cap) {
-                cap *= 2;
-                s->lines = realloc(s->lines, (size_t)cap * sizeof *s->lines);
-            }
-            s->lines[s->nlines++] = i + 1;
-        }
+        if (c == '\n') *(size_t *)tb_vec_push(&lines) = i + 1;
     }
+    s->nlines = (int)lines.len;
+    s->lines = tb_vec_take(&lines);
     if (s->nlines > 1 && s->lines[s->nlines - 1] == n) s->nlines--;  // trailing newline
 }
 
@@ -115,35 +103,32 @@ static size_t off_of(const tb_source *s, tb_pos p) {
 size_t tb_source_offset(const tb_source *s, tb_pos p) { return off_of(s, p); }
 
 static void pair_braces(tb_source *s) {
-    int cap = 64, depth = 0;
+    int depth = 0;
     int stack[512];
-    s->blocks = malloc((size_t)cap * sizeof *s->blocks);
-    s->nblocks = 0;
+    tb_vec blocks;
+    tb_vec_init(&blocks, sizeof(tb_block), "source blocks");
     for (size_t i = 0; i < s->len; i++) {
         if (!s->code[i]) continue;
         if (s->text[i] == '{') {
-            if (s->nblocks == cap) {
-                cap *= 2;
-                s->blocks = realloc(s->blocks, (size_t)cap * sizeof *s->blocks);
-            }
-            tb_block *b = &s->blocks[s->nblocks];
+            tb_block *b = tb_vec_push(&blocks);
             b->open = pos_of(s, i);
             b->close = TB_POS_END;
             b->parent = depth > 0 ? stack[depth - 1] : -1;
-            if (depth < (int)(sizeof stack / sizeof *stack)) stack[depth++] = s->nblocks;
-            s->nblocks++;
+            if (depth < (int)(sizeof stack / sizeof *stack)) stack[depth++] = (int)blocks.len - 1;
         } else if (s->text[i] == '}' && depth > 0) {
-            s->blocks[stack[--depth]].close = pos_of(s, i);
+            TB_VEC_AT(&blocks, tb_block, stack[--depth]).close = pos_of(s, i);
         }
     }
+    s->nblocks = (int)blocks.len;
+    s->blocks = tb_vec_take(&blocks);
 }
 
 static tb_source *source_load(const char *path) {
     size_t len = 0;
     char *text = read_all(path, &len);
     if (!text) return NULL;
-    tb_source *s = calloc(1, sizeof *s);
-    s->path = strdup(path);
+    tb_source *s = tb_xcalloc(1, sizeof *s, "source file");
+    s->path = tb_xstrdup(path, "path");
     s->text = text;
     s->len = len;
     lex(s);
@@ -153,24 +138,24 @@ static tb_source *source_load(const char *path) {
 
 const tb_source *tb_sources_get(tb_sources *c, const char *path) {
     if (!path) return NULL;
-    for (int i = 0; i < c->n; i++)
-        if (!strcmp(c->files[i]->path, path)) return c->files[i]->text ? c->files[i] : NULL;
+    const int *known = tb_strmap_get(&c->by_path, path);
+    if (known) {
+        const tb_source *s = TB_VEC_AT(&c->files, tb_source *, *known);
+        return s->text ? s : NULL;
+    }
     tb_source *s = source_load(path);
     if (!s) {  // remember the miss
-        s = calloc(1, sizeof *s);
-        s->path = strdup(path);
+        s = tb_xcalloc(1, sizeof *s, "source file");
+        s->path = tb_xstrdup(path, "path");
     }
-    if (c->n == c->cap) {
-        c->cap = c->cap ? 2 * c->cap : 16;
-        c->files = realloc(c->files, (size_t)c->cap * sizeof *c->files);
-    }
-    c->files[c->n++] = s;
+    tb_strmap_put(&c->by_path, path, (int)c->files.len);
+    *(tb_source **)tb_vec_push(&c->files) = s;
     return s->text ? s : NULL;
 }
 
 void tb_sources_free(tb_sources *c) {
-    for (int i = 0; i < c->n; i++) {
-        tb_source *s = c->files[i];
+    for (size_t i = 0; i < c->files.len; i++) {
+        tb_source *s = TB_VEC_AT(&c->files, tb_source *, i);
         free(s->path);
         free(s->text);
         free(s->code);
@@ -178,8 +163,13 @@ void tb_sources_free(tb_sources *c) {
         free(s->blocks);
         free(s);
     }
-    free(c->files);
-    memset(c, 0, sizeof *c);
+    tb_vec_free(&c->files);
+    tb_strmap_free(&c->by_path);
+}
+
+void tb_sources_init(tb_sources *c) {
+    tb_vec_init(&c->files, sizeof(tb_source *), "source files");
+    tb_strmap_init(&c->by_path);
 }
 
 const char *tb_source_line(const tb_source *s, int line, size_t *len) {

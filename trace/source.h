@@ -11,6 +11,9 @@
 
 #include <stddef.h>
 
+#include "strmap.h"
+#include "vec.h"
+
 // A point in a file: 1-based line and byte column, as libclang and the index give them.
 typedef struct tb_pos {
     int line, col;
@@ -38,9 +41,11 @@ typedef struct tb_source {
 
 // A cache of files read so far (read once, kept until tb_sources_free).
 typedef struct tb_sources {
-    tb_source **files;
-    int n, cap;
+    tb_vec files;        // of tb_source *, a miss kept as a source without text
+    tb_strmap by_path;   // path -> index in files
 } tb_sources;
+
+void tb_sources_init(tb_sources *c);
 
 const tb_source *tb_sources_get(tb_sources *c, const char *path);  // NULL: unreadable
 void tb_sources_free(tb_sources *c);

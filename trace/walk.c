@@ -6,9 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/options.h"
+#include "core/xalloc.h"
 #include "index_db.h"
-#include "map.h"
+#include "map_report.h"
 #include "trace_cli.h"
+#include "vec.h"
 
 static void source_line(tb_graph *g, int file, int line) {
     const tb_source *s = tb_graph_source(g, file);
@@ -55,9 +58,9 @@ static void walk_chain_to_site(tb_map *m, int r) {
 // traces show inside the range first; seen[c] and seen_op[c] say how. Returns the count.
 static int coll_order(tb_map *m, int r, int name, int **order, int **seen, const char ***seen_op) {
     const tb_site_model *sm = tb_map_site(m, r);
-    *order = malloc((size_t)(sm->ncolls + 1) * sizeof **order);
-    *seen = calloc((size_t)sm->ncolls + 1, sizeof **seen);
-    *seen_op = calloc((size_t)sm->ncolls + 1, sizeof **seen_op);
+    *order = tb_xmalloc((size_t)(sm->ncolls + 1) * sizeof **order, "sort order");
+    *seen = tb_xcalloc((size_t)sm->ncolls + 1, sizeof **seen, "seen flags");
+    *seen_op = tb_xcalloc((size_t)sm->ncolls + 1, sizeof **seen_op, "collective ops");
     int relevant = 0, n = 0;
     for (int c = 0; c < sm->ncolls; c++) relevant += name < 0 || tb_map_coll_relevant(m, r, name, &sm->colls[c]);
     for (int pass = 0; pass < 2; pass++)
@@ -203,8 +206,8 @@ static void walk_runtime(tb_map *m, const char *range, int pattern) {
         printf("| %d | %d | %s | %s | %s | %s |\n", r, n, a, b, c, d);
     }
     // communicator ranges nested (at any depth) inside the range's events
-    shape *shapes = NULL;
-    int nshapes = 0;
+    tb_vec found;
+    tb_vec_init(&found, sizeof(shape), "collective shapes");
     for (int i = 0; i < rt->nev; i++) {
         const tb_rt_event *e = &rt->ev[i];
         if (!e->args || !json_object_get(e->args, "bytes")) continue;
@@ -220,20 +223,21 @@ static void walk_runtime(tb_map *m, const char *range, int pattern) {
                    (long long)json_integer_value(json_object_get(e->args, "count")),
                    (long long)json_integer_value(json_object_get(e->args, "bytes")),
                    1};
-        int k;
-        for (k = 0; k < nshapes; k++) {
-            shape *t = &shapes[k];
+        size_t k;
+        for (k = 0; k < found.len; k++) {
+            shape *t = &TB_VEC_AT(&found, shape, k);
             if (!strcmp(t->name, s.name) && t->rank == s.rank && t->group_size == s.group_size &&
                 t->count == s.count && t->bytes == s.bytes && !strcmp(t->group ? t->group : "", s.group ? s.group : ""))
                 break;
         }
-        if (k < nshapes) {
-            shapes[k].calls++;
+        if (k < found.len) {
+            TB_VEC_AT(&found, shape, k).calls++;
             continue;
         }
-        shapes = realloc(shapes, (size_t)(nshapes + 1) * sizeof *shapes);
-        shapes[nshapes++] = s;
+        *(shape *)tb_vec_push(&found) = s;
     }
+    int nshapes = (int)found.len;
+    shape *shapes = tb_vec_take(&found);
     printf("\n### Collectives inside `%s` at runtime\n\n", range);
     if (nshapes == 0) {
         printf("No communicator range is nested inside it in these traces.\n");
@@ -250,46 +254,44 @@ static void walk_runtime(tb_map *m, const char *range, int pattern) {
     free(shapes);
 }
 
+typedef struct walk_args {
+    const char *index, *entry;
+    tb_strlist traces;
+} walk_args;
+
+static const tb_option walk_options[] = {
+    TB_OPTION("--trace", walk_args, traces, TB_OPT_LIST, NULL, "FILE",
+              "a trace (Chrome JSON or nsys SQLite); words after RANGE are traces too"),
+    TB_OPTION("--entry", walk_args, entry, TB_OPT_STRING, "pretrain_gpt", "ENTRY",
+              "a build target (its main), a function or FILE:FUNCTION"),
+    TB_OPTION("--index", walk_args, index, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the source index"),
+    TB_OPTIONS_END};
+
+static const tb_command walk_command = {
+    "tracebook walk", "RANGE [TRACE...]",
+    "a Markdown walkthrough from the entry point down to a range and the collectives below it\n"
+    "(RANGE: a runtime range name, layer.0.mlp.fc2, or a site's pattern, layer.%d.mlp.fc2)",
+    walk_options, 1, -1};
+
 int tracebook_walk_main(int argc, char **argv) {
-    const char *index = TB_INDEX_DEFAULT_PATH, *entry = "pretrain_gpt", *range = NULL;
-    const char *help = "RANGE --trace FILE... [--entry ENTRY] [--index FILE]\n"
-                       "  RANGE: a runtime range name (layer.0.mlp.fc2) or a site's pattern (layer.%d.mlp.fc2)";
-    char **traces = calloc((size_t)argc + 1, sizeof *traces);
-    int ntraces = 0, in_traces = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-            printf("usage: tracebook walk %s\n", help);
-            free(traces);
-            return 0;
-        }
-        const char **val = !strcmp(s, "--index") ? &index : !strcmp(s, "--entry") ? &entry : NULL;
-        if (val || !strcmp(s, "--trace")) {
-            in_traces = !val;
-            if (i + 1 >= argc) {
-                fprintf(stderr, "tracebook walk: %s needs a value\n", s);
-                free(traces);
-                return 2;
-            }
-            if (val) *val = argv[++i];
-            else traces[ntraces++] = argv[++i];
-        } else if (s[0] == '-' && s[1]) {
-            fprintf(stderr, "tracebook walk: unknown flag '%s'\nusage: tracebook walk %s\n", s, help);
-            free(traces);
-            return 2;
-        } else if (in_traces || range) {
-            traces[ntraces++] = argv[i];
-        } else {
-            range = s;
-        }
-    }
-    if (!range) {
-        fprintf(stderr, "usage: tracebook walk %s\n", help);
-        free(traces);
-        return 2;
-    }
-    tb_map m;
+    walk_args args = {0};
+    tb_positional pos;
     tb_error err;
+    int prc = tb_command_parse(&walk_command, &args, argc, argv, &pos, &err);
+    if (prc == 1) return 0;
+    if (prc != 0) {
+        tb_strlist_free(&args.traces);
+        return tb_command_usage_error(&walk_command, &err);
+    }
+    const char *index = args.index, *entry = args.entry, *range = pos.items[0];
+    // the --trace values, then the words after RANGE
+    int ntraces = args.traces.n + pos.n - 1;
+    char **traces = tb_xcalloc((size_t)ntraces + 1, sizeof *traces, "trace paths");
+    for (int i = 0; i < args.traces.n; i++) traces[i] = (char *)args.traces.items[i];
+    for (int i = 1; i < pos.n; i++) traces[args.traces.n + i - 1] = (char *)pos.items[i];
+    tb_strlist_free(&args.traces);
+    tb_positional_free(&pos);
+    tb_map m;
     if (tb_map_open(&m, index, entry, traces, ntraces, &err) != 0) {
         fprintf(stderr, "tracebook walk: %s\n", err.msg);
         free(traces);
@@ -297,7 +299,7 @@ int tracebook_walk_main(int argc, char **argv) {
     }
     tb_graph *g = m.g;
     // the sites: those whose pattern matches RANGE, or whose pattern is RANGE
-    int pattern = 0, *sites = malloc((size_t)(g->nranges + 1) * sizeof *sites), nsites = 0;
+    int pattern = 0, *sites = tb_xmalloc((size_t)(g->nranges + 1) * sizeof *sites, "site models"), nsites = 0;
     for (int r = 0; r < g->nranges; r++) {
         const tb_grange *rs = &g->ranges[r];
         if (rs->is_pop || !rs->name || !tb_graph_in_scope(g, m.entry.target, rs->fn)) continue;

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "map.h"
+#include "map_report.h"
 #include "tb_test.h"
 #include "trace/fixtures/map/mini_db.h"
 #include "trace_cli.h"

@@ -1,0 +1,28 @@
+// index_options.h — what `tracebook index` was asked to do (index.c fills it from the command
+// line): the pieces of the indexer read it, none changes it.
+#ifndef TB_TRACE_INDEX_OPTIONS_H
+#define TB_TRACE_INDEX_OPTIONS_H
+
+#include <fnmatch.h>
+#include <stddef.h>
+
+typedef struct ix_options {
+    const char *compdb_arg;      // --compdb as given
+    const char *out;             // --out
+    const char *build_dir;       // --build-dir (NULL: the compdb's directory)
+    const char **collectives;    // names, globs or @Record
+    size_t ncollectives;
+    const char **range_push;
+    size_t nrange_push;
+    const char **range_pop;
+    size_t nrange_pop;
+    int jobs;
+    int quiet;
+    int verbose;                 // each unit's clang arguments and parse time on stderr
+    int full;                    // --full: parse every unit, reuse nothing from --out
+} ix_options;
+
+// fnmatch-style name match used for collective and range lists.
+static inline int ix_name_matches(const char *pattern, const char *name) { return fnmatch(pattern, name, 0) == 0; }
+
+#endif

@@ -1,0 +1,62 @@
+// index_reuse.h — incremental indexing (index_reuse.c): file and command-line hashes, and
+// the previous index's units whose inputs are unchanged, read back as results.
+#ifndef TB_TRACE_INDEX_REUSE_H
+#define TB_TRACE_INDEX_REUSE_H
+
+#include <sqlite3.h>
+#include "index_compdb.h"
+#include "index_options.h"
+#include "index_visit.h"
+#include "pool.h"
+#include "strmap.h"
+#include "vec.h"
+
+// Content hashes of files, each file read once per run. A file that cannot be read hashes
+// to "-"; one modified after the run started (its mtime is not before `start`) to "~",
+// which matches no content, so its units are parsed again next time.
+typedef struct ix_hashes {
+    tb_strmap idx;          // path -> index in ents
+    tb_vec ents;         // of struct { const char *hash; long lines; }
+    tb_pool pool;
+    long long start_ns;  // CLOCK_REALTIME when the run started
+} ix_hashes;
+
+void ix_hashes_init(ix_hashes *h);
+const char *ix_file_hash(ix_hashes *h, const char *path, long *lines);
+void ix_hashes_free(ix_hashes *h);
+
+// Hex SHA-256 of what, besides its files, decides a unit's facts: directory, file, the
+// clang arguments and the reduced ones, CUDA mode, the range push / pop lists.
+const char *ix_inputs_hash(tb_pool *p, const ix_tu *tu, const ix_options *opt);
+// Hex SHA-256 of the indexer itself (this executable and libclang's version): facts recorded
+// by another build of tracebook are not reused.
+const char *ix_indexer_key(tb_pool *p);
+
+// The previous index's units, when --out names an index of this schema written by the same
+// indexer.
+typedef struct ix_prev_unit {
+    long long id;        // files.id of the unit in the previous index
+    const char *inputs;  // its ix_inputs_hash
+    tb_vec deps;         // of ix_dep
+    int missing_header;  // a "file not found" error: parsed again every run
+} ix_prev_unit;
+
+typedef struct ix_prev {
+    sqlite3 *db;
+    tb_strmap units;        // unit path -> index in list
+    tb_vec list;         // of ix_prev_unit
+    tb_vec paths;        // of const char *: files.id -> path (NULL: none)
+    tb_pool pool;
+} ix_prev;
+
+// 0: loaded; 1: nothing to reuse (no file, another schema or indexer: *why says which);
+// the previous index being unreadable is also 1, never an error.
+int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const char **why);
+// The previous unit for tu when every input is unchanged, else NULL.
+const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *inputs, ix_hashes *h);
+// Fills r (initialised here) with the unit's facts from the previous index; -1 on a read error.
+// r's paths point into p: keep p until r is written.
+int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r);
+void ix_prev_free(ix_prev *p);
+
+#endif

@@ -1,0 +1,27 @@
+// index_targets.h — which translation units link into which build target, from CMake's
+// file API reply (index_targets.c).
+#ifndef TB_TRACE_INDEX_TARGETS_H
+#define TB_TRACE_INDEX_TARGETS_H
+
+#include <stddef.h>
+#include "core/error.h"
+#include "pool.h"
+#include "vec.h"
+
+typedef struct ix_target_row {
+    const char *target, *type, *file;  // file absolute, normalised
+} ix_target_row;
+
+typedef struct ix_targets {
+    const char *source_dir;  // the code model's source directory, or NULL
+    const char *reply_dir;
+    tb_vec rows;             // of ix_target_row
+    size_t ntargets;
+    tb_pool pool;
+} ix_targets;
+
+// 0: rows filled; 1: no reply there (rows empty); -1: a reply that cannot be read (err).
+int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err);
+void ix_targets_free(ix_targets *t);
+
+#endif

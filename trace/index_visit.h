@@ -1,0 +1,68 @@
+// index_visit.h — one translation unit's facts (index_visit.c): its functions, calls,
+// field targets, callbacks, range sites and input files, as libclang's AST gives them,
+// before the merge across units (index_write.h).
+#ifndef TB_TRACE_INDEX_VISIT_H
+#define TB_TRACE_INDEX_VISIT_H
+
+#include "index_compdb.h"
+#include "index_options.h"
+#include "pool.h"
+#include "vec.h"
+
+typedef struct ix_func {
+    const char *usr, *name, *file;
+    unsigned line, col;
+    unsigned end_line, end_col;  // the body's closing brace (definitions), else 0
+    int is_static, is_def;
+    int main_like;  // external `main`: its USR is made file-qualified (every binary has one)
+} ix_func;
+
+typedef struct ix_call {
+    int caller;  // index in the TU's funcs
+    const char *callee_usr, *callee_name, *field, *file, *in_macro;
+    unsigned line, col;
+} ix_call;
+
+typedef struct ix_ftarget {
+    const char *record, *field, *fn_usr, *file;
+    unsigned line;
+} ix_ftarget;
+
+typedef struct ix_callback {
+    int caller;  // index in the TU's funcs: the body that names the function
+    const char *target_usr, *passed_to, *file;  // passed_to: the callee when an argument, else NULL
+    unsigned line, col;
+} ix_callback;
+
+typedef struct ix_range {
+    int caller;
+    const char *kind, *name, *file;
+    unsigned line, col;
+} ix_range;
+
+// One input file of a unit: its source, or a file it included (directly or not; system
+// headers too). hash: hex SHA-256 of the contents when the unit was indexed (index_reuse.c).
+typedef struct ix_dep {
+    const char *path, *hash;
+} ix_dep;
+
+typedef struct ix_result {
+    const char *status;  // ok | partial | failed
+    int errors;
+    int reduced;         // parsed with the reduced command line
+    int reused;          // facts taken from the previous index, not parsed this run
+    char *diagnostics;   // malloc'd, "file:line:col: message" lines, or NULL
+    tb_vec funcs, calls, ftargets, ranges, callbacks;
+    tb_vec deps;         // of ix_dep: the unit's input files (hashes filled in by index.c)
+    const char *inputs;  // hex SHA-256 of the unit's command line and options (ix_inputs_hash)
+    tb_pool pool;
+    double seconds;
+} ix_result;
+
+// Parses tu with its own flags and extracts its facts into r (which it initialises).
+// Never fails: a TU that does not parse gets status "failed" and its diagnostics.
+void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_result *r);
+void ix_result_free(ix_result *r);
+void ix_result_init(ix_result *r);
+
+#endif

@@ -1,0 +1,26 @@
+// index_write.h — the SQLite writer (index_write.c): every unit's facts merged and written
+// as the index (index_db.h), via a temporary file and a rename.
+#ifndef TB_TRACE_INDEX_WRITE_H
+#define TB_TRACE_INDEX_WRITE_H
+
+#include "core/error.h"
+#include "index_compdb.h"
+#include "index_options.h"
+#include "index_targets.h"
+#include "index_visit.h"
+
+typedef struct ix_summary {
+    long tus, tus_with_errors, tus_failed, errors;
+    long files, functions, definitions, calls, callbacks, field_targets, range_sites, collective_sites;
+    long targets, target_rows;
+} ix_summary;
+
+typedef struct ix_meta {
+    const char *source_dir, *build_dir, *compdb, *targets_source, *indexer_key;
+} ix_meta;
+
+// Writes everything to path via a temporary file and a rename.
+int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, const ix_targets *targets,
+                   const ix_options *opt, const ix_meta *meta, ix_summary *sum, tb_error *err);
+
+#endif
