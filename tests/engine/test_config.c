@@ -8,11 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "tb_shell.h"
 #include "tb_test.h"
+
+#define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
 
 // ---------------------------------------------------------------------------------------
 // Helpers
@@ -24,78 +26,96 @@ static int resolve_and_validate(const tb_config *cfg, tb_error *err) {
     return config_validate(&c, err);
 }
 
-static int count_lines(const char *s) {
-    if (!*s) return 0;
-    int n = 1;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
-// The config is refused and the message holds `text`.
-#define EXPECT_REFUSED(cfgp, text)                                                                    \
-    do {                                                                                              \
-        tb_error e_;                                                                                  \
-        memset(&e_, 0, sizeof e_);                                                                    \
-        int rc_ = resolve_and_validate((cfgp), &e_);                                                  \
-        TB_CHECK(rc_ != 0 && strstr(e_.msg, (text)) != NULL, "expected a refusal naming \"%s\"; "     \
-                 "got rc %d and \"%s\"", (text), rc_, e_.msg);                                        \
-    } while (0)
-
-// The config is refused and `text` is the whole message: exactly this one rule fired.
-#define EXPECT_ONLY(cfgp, text)                                                                       \
-    do {                                                                                              \
-        tb_error e_;                                                                                  \
-        memset(&e_, 0, sizeof e_);                                                                    \
-        int rc_ = resolve_and_validate((cfgp), &e_);                                                  \
-        TB_CHECK(rc_ != 0 && strcmp(e_.msg, (text)) == 0, "expected exactly \"%s\"; got rc %d and "   \
-                 "\"%s\"", (text), rc_, e_.msg);                                                      \
-    } while (0)
-
-#define EXPECT_VALID(cfgp)                                                                            \
-    do {                                                                                              \
-        tb_error e_;                                                                                  \
-        memset(&e_, 0, sizeof e_);                                                                    \
-        int rc_ = resolve_and_validate((cfgp), &e_);                                                  \
-        TB_CHECK(rc_ == 0, "expected a valid config; got \"%s\"", e_.msg);                             \
-    } while (0)
-
-// A scratch path unique to this process and name.
-static const char *tmp_path(char *buf, size_t len, const char *name) {
-    snprintf(buf, len, "%s/test_config_%ld_%s", TB_TEST_TMPDIR, (long)getpid(), name);
-    return buf;
-}
-
-static int write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, f) == n;
-    return fclose(f) == 0 && ok ? 0 : -1;
-}
-
-// The whole file, NUL-terminated (free it); NULL when it cannot be read.
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (cap - len - 1 == 0) {
-            char *bigger = realloc(buf, cap * 2);
-            if (!bigger) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = bigger, cap *= 2;
+// Writes "key=value key=value ..." (JSON keys of the option table) straight into the fields
+// of *cfg, as an assignment would: no rule of the flags applies, so a negative byte count or
+// NaN can be set too. Returns 0, or -1 naming the word it cannot apply.
+static int set_fields(tb_config *cfg, const char *settings) {
+    char words[1024];
+    snprintf(words, sizeof words, "%s", settings);
+    for (char *save = NULL, *kv = strtok_r(words, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
+        char *value = strchr(kv, '='), *end = NULL;
+        const tb_option *o = value ? (*value++ = '\0', tb_options_find_key(tb_config_options, kv)) : NULL;
+        void *field = o ? (char *)cfg + o->offset : NULL;
+        if (!o)
+            end = kv;
+        else if (o->type == TB_OPT_INT || o->type == TB_OPT_BOOL)
+            *(int *)field = (int)strtol(value, &end, 10);
+        else if (o->type == TB_OPT_INT64 || o->type == TB_OPT_BYTES)
+            *(int64_t *)field = strtoll(value, &end, 10);
+        else if (o->type == TB_OPT_FLOAT)
+            *(double *)field = strtod(value, &end);
+        else if (o->type == TB_OPT_CHOICE)
+            end = (*(int *)field = tb_choice_index(o->choices, value)) < 0 ? value : "";
+        else if (o->type == TB_OPT_STRING && o->size)
+            end = "", snprintf(field, o->size, "%s", value);
+        if (!end || *end) {
+            printf("    cannot set '%s' of \"%s\"\n", kv, settings);
+            return -1;
         }
     }
-    fclose(f);
-    if (buf) buf[len] = '\0';
-    return buf;
+    return 0;
 }
+
+// The default config with `settings` applied.
+static tb_config config_with(const char *settings) {
+    tb_config c;
+    config_defaults(&c);
+    TB_CHECK(set_fields(&c, settings) == 0, "settings \"%s\"", settings);
+    return c;
+}
+
+enum { EXPECT_OK, EXPECT_EXACTLY, EXPECT_HOLDING };
+
+// The resolved config is valid (EXPECT_OK), refused with exactly `text` as the message: this
+// one rule fired (EXPECT_EXACTLY), or refused with a message holding `text` (EXPECT_HOLDING). A failure names the
+// caller's line, or the case's settings when line is 0.
+static void expect_at(int line, const tb_config *cfg, int expect, const char *text, const char *settings) {
+    char where[1100];
+    if (line)
+        snprintf(where, sizeof where, "line %d", line);
+    else
+        snprintf(where, sizeof where, "\"%s\"", settings ? settings : "");
+    tb_error e;
+    memset(&e, 0, sizeof e);
+    int rc = resolve_and_validate(cfg, &e);
+    if (expect == EXPECT_OK)
+        TB_CHECK(rc == 0, "%s: expected a valid config; got \"%s\"", where, e.msg);
+    else if (expect == EXPECT_EXACTLY)
+        TB_CHECK(rc != 0 && strcmp(e.msg, text) == 0, "%s: expected exactly \"%s\"; got rc %d and \"%s\"", where, text,
+                 rc, e.msg);
+    else
+        TB_CHECK(rc != 0 && strstr(e.msg, text) != NULL, "%s: expected a refusal naming \"%s\"; got rc %d and \"%s\"",
+                 where, text, rc, e.msg);
+}
+
+#define EXPECT_VALID(cfgp) expect_at(__LINE__, (cfgp), EXPECT_OK, NULL, NULL)
+#define EXPECT_ONLY(cfgp, text) expect_at(__LINE__, (cfgp), EXPECT_EXACTLY, (text), NULL)
+#define EXPECT_REFUSED(cfgp, text) expect_at(__LINE__, (cfgp), EXPECT_HOLDING, (text), NULL)
+
+// One case of config_validate: the default config with `settings`, and what is expected of it.
+typedef struct validate_case {
+    const char *settings;
+    int expect;  // EXPECT_OK, EXPECT_EXACTLY, EXPECT_HOLDING
+    const char *text;
+} validate_case;
+
+#define IS_VALID(settings) {settings, EXPECT_OK, NULL}
+#define ONLY(settings, text) {settings, EXPECT_EXACTLY, text}
+#define REFUSED(settings, text) {settings, EXPECT_HOLDING, text}
+
+static void check_cases(const validate_case *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        tb_config c = config_with(cases[i].settings);
+        expect_at(0, &c, cases[i].expect, cases[i].text, cases[i].settings);
+    }
+}
+
+// Checks every case of a test's own table.
+#define CHECK_CASES(...)                                       \
+    do {                                                       \
+        static const validate_case cases_[] = {__VA_ARGS__};   \
+        check_cases(cases_, sizeof cases_ / sizeof cases_[0]); \
+    } while (0)
 
 // Parses argv (argv[0] is the program) into a fresh default config.
 static int parse(tb_config *cfg, int argc, char **argv, int *help, tb_error *err) {
@@ -106,23 +126,34 @@ static int parse(tb_config *cfg, int argc, char **argv, int *help, tb_error *err
 
 #define ARGC(a) ((int)(sizeof(a) / sizeof(a)[0]))
 
-// Runs pretrain_gpt with `args`, stdout and stderr to files; returns the exit status (-1 if
-// it did not exit normally) and fills *out and *err_text (free both).
-static int run_pretrain(const char *args, const char *name, char **out, char **err_text) {
-    char out_path[512], err_path[512], out_name[128], err_name[128], cmd[2048];
-    snprintf(out_name, sizeof out_name, "%s.stdout", name);
-    snprintf(err_name, sizeof err_name, "%s.stderr", name);
-    tmp_path(out_path, sizeof out_path, out_name);
-    tmp_path(err_path, sizeof err_path, err_name);
-    snprintf(cmd, sizeof cmd, "'%s/pretrain_gpt' %s >'%s' 2>'%s'", TB_BIN_DIR, args, out_path, err_path);
-    int status = system(cmd);
-    *out = read_file(out_path);
-    *err_text = read_file(err_path);
-    remove(out_path);
-    remove(err_path);
-    if (status == -1 || !WIFEXITED(status)) return -1;
-    return WEXITSTATUS(status);
+// A command line config_parse_args refuses (the words after the program, NULL-ended), and a
+// text the message holds.
+typedef struct parse_refusal {
+    const char *words[8];
+    const char *text;
+} parse_refusal;
+
+static void check_parse_refusals(const parse_refusal *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char *argv[9] = {"pretrain_gpt"}, line[512] = "";
+        int argc = 1;
+        for (; argc < 9 && cases[i].words[argc - 1]; argc++) {
+            argv[argc] = (char *)cases[i].words[argc - 1];
+            snprintf(line + strlen(line), sizeof line - strlen(line), " %s", argv[argc]);
+        }
+        tb_config c;
+        tb_error e;
+        int help;
+        TB_CHECK(parse(&c, argc, argv, &help, &e) != 0 && strstr(e.msg, cases[i].text),
+                 "pretrain_gpt%s: want \"%s\", got \"%s\"", line, cases[i].text, e.msg);
+    }
 }
+
+#define CHECK_PARSE_REFUSALS(...)                                       \
+    do {                                                                \
+        static const parse_refusal cases_[] = {__VA_ARGS__};            \
+        check_parse_refusals(cases_, sizeof cases_ / sizeof cases_[0]); \
+    } while (0)
 
 // ---------------------------------------------------------------------------------------
 // config_resolve and the defaults
@@ -209,363 +240,234 @@ TB_TEST(padded_vocab_rounds_up_to_divisor_times_tp) {
 // config_validate: one rule at a time
 
 TB_TEST(every_size_that_must_be_positive_is_refused_at_zero_with_its_name) {
-    static const struct {
-        size_t offset;
-        int value;
-        const char *expect;
-    } cases[] = {
-        {offsetof(tb_config, num_layers), 0, "num_layers (0) must be at least 1"},
-        {offsetof(tb_config, hidden_size), 0, "hidden_size (0) must be at least 1"},
-        {offsetof(tb_config, ffn_hidden_size), -8, "ffn_hidden_size (-8) must be at least 1"},
-        {offsetof(tb_config, num_attention_heads), 0, "num_attention_heads (0) must be at least 1"},
-        {offsetof(tb_config, num_query_groups), -1, "num_query_groups (-1) must be at least 1"},
-        {offsetof(tb_config, seq_length), 0, "seq_length (0) must be at least 1"},
-        {offsetof(tb_config, vocab_size), 0, "vocab_size (0) must be at least 1"},
-        {offsetof(tb_config, make_vocab_size_divisible_by), 0, "make_vocab_size_divisible_by (0) must be at least 1"},
-        {offsetof(tb_config, micro_batch_size), 0, "micro_batch_size (0) must be at least 1"},
-        {offsetof(tb_config, global_batch_size), -4, "global_batch_size (-4) must be at least 1"},
-        {offsetof(tb_config, train_iters), 0, "train_iters (0) must be at least 1"},
-        {offsetof(tb_config, log_interval), 0, "log_interval (0) must be at least 1"},
-        {offsetof(tb_config, tensor_model_parallel_size), 0, "tensor_model_parallel_size (0) must be at least 1"},
-        {offsetof(tb_config, pipeline_model_parallel_size), 0,
-         "pipeline_model_parallel_size (0) must be at least 1"},
-        {offsetof(tb_config, context_parallel_size), 0, "context_parallel_size (0) must be at least 1"},
-        {offsetof(tb_config, expert_model_parallel_size), 0, "expert_model_parallel_size (0) must be at least 1"},
-        {offsetof(tb_config, world_size), -2, "world_size (-2) must be at least 1"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        tb_config c;
-        config_defaults(&c);
-        *(int *)((char *)&c + cases[i].offset) = cases[i].value;
-        EXPECT_REFUSED(&c, cases[i].expect);
-    }
+    CHECK_CASES(REFUSED("num_layers=0", "num_layers (0) must be at least 1"),
+                REFUSED("hidden_size=0", "hidden_size (0) must be at least 1"),
+                REFUSED("ffn_hidden_size=-8", "ffn_hidden_size (-8) must be at least 1"),
+                REFUSED("num_attention_heads=0", "num_attention_heads (0) must be at least 1"),
+                REFUSED("num_query_groups=-1", "num_query_groups (-1) must be at least 1"),
+                REFUSED("seq_length=0", "seq_length (0) must be at least 1"),
+                REFUSED("vocab_size=0", "vocab_size (0) must be at least 1"),
+                REFUSED("make_vocab_size_divisible_by=0", "make_vocab_size_divisible_by (0) must be at least 1"),
+                REFUSED("micro_batch_size=0", "micro_batch_size (0) must be at least 1"),
+                REFUSED("global_batch_size=-4", "global_batch_size (-4) must be at least 1"),
+                REFUSED("train_iters=0", "train_iters (0) must be at least 1"),
+                REFUSED("log_interval=0", "log_interval (0) must be at least 1"),
+                REFUSED("tensor_model_parallel_size=0", "tensor_model_parallel_size (0) must be at least 1"),
+                REFUSED("pipeline_model_parallel_size=0", "pipeline_model_parallel_size (0) must be at least 1"),
+                REFUSED("context_parallel_size=0", "context_parallel_size (0) must be at least 1"),
+                REFUSED("expert_model_parallel_size=0", "expert_model_parallel_size (0) must be at least 1"),
+                REFUSED("world_size=-2", "world_size (-2) must be at least 1"));
 }
 
 TB_TEST(positivity_failures_are_reported_before_and_instead_of_the_other_rules) {
-    tb_config c;
-    config_defaults(&c);
-    c.num_layers = 0;
-    c.hidden_size = 250;  // not divisible by 4 heads: not reported while a size is not positive
-    c.lr = -1;
-    EXPECT_ONLY(&c, "num_layers (0) must be at least 1");
+    // hidden 250 is not divisible by 4 heads: not reported while a size is not positive
+    CHECK_CASES(ONLY("num_layers=0 hidden_size=250 lr=-1", "num_layers (0) must be at least 1"));
 }
 
 TB_TEST(hidden_not_divisible_by_heads_is_refused_with_both_numbers) {
-    tb_config c;
-    config_defaults(&c);
-    c.hidden_size = 250;
-    EXPECT_ONLY(&c, "hidden_size (250) must be divisible by num_attention_heads (4)");
+    CHECK_CASES(ONLY("hidden_size=250", "hidden_size (250) must be divisible by num_attention_heads (4)"));
 }
 
 TB_TEST(heads_not_divisible_by_query_groups_is_refused_with_both_numbers) {
-    tb_config c;
-    config_defaults(&c);
-    c.num_query_groups = 3;
-    EXPECT_ONLY(&c, "num_attention_heads (4) must be divisible by num_query_groups (3)");
-    c.num_query_groups = 8;  // more groups than heads
-    EXPECT_ONLY(&c, "num_attention_heads (4) must be divisible by num_query_groups (8)");
+    CHECK_CASES(ONLY("num_query_groups=3", "num_attention_heads (4) must be divisible by num_query_groups (3)"),
+                // more groups than heads
+                ONLY("num_query_groups=8", "num_attention_heads (4) must be divisible by num_query_groups (8)"));
 }
 
 TB_TEST(heads_not_divisible_by_tp_is_refused_with_both_numbers) {
-    tb_config c;
-    config_defaults(&c);
-    c.hidden_size = 768, c.num_attention_heads = 12, c.tensor_model_parallel_size = 8;
-    EXPECT_REFUSED(&c, "num_attention_heads (12) must be divisible by tensor_model_parallel_size (8)");
+    CHECK_CASES(REFUSED("hidden_size=768 num_attention_heads=12 tensor_model_parallel_size=8",
+                        "num_attention_heads (12) must be divisible by tensor_model_parallel_size (8)"));
 }
 
 TB_TEST(query_groups_not_divisible_by_tp_is_refused_with_both_numbers) {
-    tb_config c;
-    config_defaults(&c);
-    c.num_attention_heads = 8, c.num_query_groups = 2, c.tensor_model_parallel_size = 4;
-    EXPECT_ONLY(&c, "num_query_groups (2) must be divisible by tensor_model_parallel_size (4)");
+    CHECK_CASES(ONLY("num_attention_heads=8 num_query_groups=2 tensor_model_parallel_size=4",
+                     "num_query_groups (2) must be divisible by tensor_model_parallel_size (4)"));
 }
 
 TB_TEST(ffn_not_divisible_by_tp_is_refused_with_both_numbers) {
-    tb_config c;
-    config_defaults(&c);
-    c.ffn_hidden_size = 1001, c.tensor_model_parallel_size = 2;
-    EXPECT_ONLY(&c, "ffn_hidden_size (1001) must be divisible by tensor_model_parallel_size (2)");
+    CHECK_CASES(ONLY("ffn_hidden_size=1001 tensor_model_parallel_size=2",
+                     "ffn_hidden_size (1001) must be divisible by tensor_model_parallel_size (2)"));
 }
 
 TB_TEST(seq_length_over_max_position_embeddings_is_refused_with_both_numbers) {
-    tb_config c;
-    config_defaults(&c);
-    c.seq_length = 256, c.max_position_embeddings = 128;
-    EXPECT_ONLY(&c, "seq_length (256) must be at most max_position_embeddings (128)");
-    c.max_position_embeddings = 256;
-    EXPECT_VALID(&c);
+    CHECK_CASES(ONLY("seq_length=256 max_position_embeddings=128",
+                     "seq_length (256) must be at most max_position_embeddings (128)"),
+                IS_VALID("seq_length=256 max_position_embeddings=256"));
 }
 
 TB_TEST(vocab_over_65536_is_refused_because_token_ids_are_uint16) {
-    tb_config c;
-    config_defaults(&c);
-    c.vocab_size = 65537;
-    EXPECT_ONLY(&c, "vocab_size (65537) must be at most 65536 (token files hold uint16 ids)");
-    c.vocab_size = 65536;
-    EXPECT_VALID(&c);
+    CHECK_CASES(ONLY("vocab_size=65537", "vocab_size (65537) must be at most 65536 (token files hold uint16 ids)"),
+                IS_VALID("vocab_size=65536"));
 }
 
 TB_TEST(norm_epsilon_and_init_std_out_of_range_are_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.norm_epsilon = 0;
-    EXPECT_ONLY(&c, "norm_epsilon (0) must be positive");
-    config_defaults(&c);
-    c.init_method_std = -0.5;
-    EXPECT_ONLY(&c, "init_method_std (-0.5) must be non-negative");
+    CHECK_CASES(ONLY("norm_epsilon=0", "norm_epsilon (0) must be positive"),
+                ONLY("init_method_std=-0.5", "init_method_std (-0.5) must be non-negative"));
 }
 
 TB_TEST(world_not_divisible_by_tp_cp_pp_is_refused_with_the_product) {
-    tb_config c;
-    config_defaults(&c);
-    c.world_size = 3, c.tensor_model_parallel_size = 2;
-    EXPECT_ONLY(&c, "world_size (3) must be divisible by tensor_model_parallel_size x context_parallel_size x "
-                    "pipeline_model_parallel_size (2 x 1 x 1 = 2)");
-    config_defaults(&c);
-    c.world_size = 12, c.tensor_model_parallel_size = 2, c.context_parallel_size = 2,
-    c.pipeline_model_parallel_size = 2;
-    EXPECT_REFUSED(&c, "world_size (12) must be divisible by tensor_model_parallel_size x "
-                       "context_parallel_size x pipeline_model_parallel_size (2 x 2 x 2 = 8)");
+    CHECK_CASES(ONLY("world_size=3 tensor_model_parallel_size=2",
+                     "world_size (3) must be divisible by tensor_model_parallel_size x context_parallel_size x "
+                     "pipeline_model_parallel_size (2 x 1 x 1 = 2)"),
+                REFUSED("world_size=12 tensor_model_parallel_size=2 context_parallel_size=2 "
+                        "pipeline_model_parallel_size=2",
+                        "world_size (12) must be divisible by tensor_model_parallel_size x context_parallel_size x "
+                        "pipeline_model_parallel_size (2 x 2 x 2 = 8)"));
 }
 
 TB_TEST(virtual_pipeline_without_pipeline_parallelism_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.virtual_pipeline_model_parallel_size = 2;
-    EXPECT_ONLY(&c, "virtual_pipeline_model_parallel_size (2) needs pipeline_model_parallel_size > 1 (is 1)");
-    c.virtual_pipeline_model_parallel_size = -1;
-    EXPECT_ONLY(&c, "virtual_pipeline_model_parallel_size (-1) must be non-negative");
+    CHECK_CASES(ONLY("virtual_pipeline_model_parallel_size=2",
+                     "virtual_pipeline_model_parallel_size (2) needs pipeline_model_parallel_size > 1 (is 1)"),
+                ONLY("virtual_pipeline_model_parallel_size=-1",
+                     "virtual_pipeline_model_parallel_size (-1) must be non-negative"));
 }
 
 TB_TEST(layers_not_divisible_by_pipeline_stages_times_chunks_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.pipeline_model_parallel_size = 2, c.global_batch_size = 8, c.num_layers = 5;
-    EXPECT_ONLY(&c, "num_layers (5) must be divisible by pipeline_model_parallel_size (2)");
-    c.num_layers = 6, c.virtual_pipeline_model_parallel_size = 2;
-    EXPECT_ONLY(&c, "num_layers (6) must be divisible by pipeline_model_parallel_size x "
-                    "virtual_pipeline_model_parallel_size (4)");
+    CHECK_CASES(ONLY("pipeline_model_parallel_size=2 global_batch_size=8 num_layers=5",
+                     "num_layers (5) must be divisible by pipeline_model_parallel_size (2)"),
+                ONLY("pipeline_model_parallel_size=2 global_batch_size=8 num_layers=6 "
+                     "virtual_pipeline_model_parallel_size=2",
+                     "num_layers (6) must be divisible by pipeline_model_parallel_size x "
+                     "virtual_pipeline_model_parallel_size (4)"));
 }
 
 TB_TEST(seq_not_divisible_by_tp_with_sequence_parallel_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.tensor_model_parallel_size = 2, c.seq_length = 127;
     // Without sequence parallelism an odd sequence is fine for tp 2: only the norm regions
     // of sequence parallelism split the sequence.
-    EXPECT_VALID(&c);
-    c.sequence_parallel = 1;
-    EXPECT_ONLY(&c, "seq_length (127) must be divisible by tensor_model_parallel_size (2)");
-    c.seq_length = 128;
-    EXPECT_VALID(&c);
-    c.tensor_model_parallel_size = 4, c.seq_length = 130;  // divisible by 2, not by 4
-    EXPECT_ONLY(&c, "seq_length (130) must be divisible by tensor_model_parallel_size (4)");
+    CHECK_CASES(IS_VALID("tensor_model_parallel_size=2 seq_length=127"),
+                ONLY("tensor_model_parallel_size=2 seq_length=127 sequence_parallel=1",
+                     "seq_length (127) must be divisible by tensor_model_parallel_size (2)"),
+                IS_VALID("tensor_model_parallel_size=2 seq_length=128 sequence_parallel=1"),
+                // divisible by 2, not by 4
+                ONLY("tensor_model_parallel_size=4 seq_length=130 sequence_parallel=1",
+                     "seq_length (130) must be divisible by tensor_model_parallel_size (4)"));
 }
 
 TB_TEST(seq_not_divisible_by_twice_cp_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.context_parallel_size = 2, c.seq_length = 126;
-    EXPECT_ONLY(&c, "seq_length (126) must be divisible by 2 x context_parallel_size (4)");
+    CHECK_CASES(ONLY("context_parallel_size=2 seq_length=126",
+                     "seq_length (126) must be divisible by 2 x context_parallel_size (4)"));
 }
 
 TB_TEST(experts_not_divisible_by_ep_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.world_size = 2, c.expert_model_parallel_size = 2, c.num_experts = 3;
-    EXPECT_ONLY(&c, "num_experts (3) must be divisible by expert_model_parallel_size (2)");
+    CHECK_CASES(ONLY("world_size=2 expert_model_parallel_size=2 num_experts=3",
+                     "num_experts (3) must be divisible by expert_model_parallel_size (2)"));
 }
 
 TB_TEST(expert_parallelism_without_experts_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.world_size = 2, c.expert_model_parallel_size = 2;
-    EXPECT_ONLY(&c, "expert_model_parallel_size (2) needs num_experts > 0");
+    CHECK_CASES(
+        ONLY("world_size=2 expert_model_parallel_size=2", "expert_model_parallel_size (2) needs num_experts > 0"));
 }
 
 TB_TEST(expert_and_context_parallelism_together_are_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.num_experts = 2, c.expert_model_parallel_size = 2, c.context_parallel_size = 2;
-    EXPECT_ONLY(&c, "expert_model_parallel_size (2) and context_parallel_size (2) cannot both exceed 1");
+    CHECK_CASES(ONLY("num_experts=2 expert_model_parallel_size=2 context_parallel_size=2",
+                     "expert_model_parallel_size (2) and context_parallel_size (2) cannot both exceed 1"));
 }
 
 TB_TEST(ep_not_dividing_dp_times_cp_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.num_experts = 4, c.expert_model_parallel_size = 2;  // world 1: dp x cp = 1
-    EXPECT_ONLY(&c, "data_parallel_size x context_parallel_size (1) must be divisible by "
-                    "expert_model_parallel_size (2)");
+    CHECK_CASES(ONLY("num_experts=4 expert_model_parallel_size=2",  // world 1: dp x cp = 1
+                     "data_parallel_size x context_parallel_size (1) must be divisible by "
+                     "expert_model_parallel_size (2)"));
 }
 
 TB_TEST(global_batch_not_divisible_by_micro_times_dp_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.global_batch_size = 6;
-    EXPECT_ONLY(&c, "global_batch_size (6) must be divisible by micro_batch_size x data_parallel_size "
-                    "(4 x 1 = 4)");
-    config_defaults(&c);
-    c.world_size = 2, c.micro_batch_size = 2, c.global_batch_size = 6;
-    EXPECT_ONLY(&c, "global_batch_size (6) must be divisible by micro_batch_size x data_parallel_size "
-                    "(2 x 2 = 4)");
+    CHECK_CASES(ONLY("global_batch_size=6",
+                     "global_batch_size (6) must be divisible by micro_batch_size x data_parallel_size (4 x 1 = 4)"),
+                ONLY("world_size=2 micro_batch_size=2 global_batch_size=6",
+                     "global_batch_size (6) must be divisible by micro_batch_size x data_parallel_size (2 x 2 = 4)"));
 }
 
 TB_TEST(fewer_microbatches_than_pipeline_stages_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.pipeline_model_parallel_size = 2;  // global batch 4 = one microbatch of 4
-    EXPECT_ONLY(&c, "num_microbatches (1) must be at least pipeline_model_parallel_size (2)");
+    CHECK_CASES(ONLY("pipeline_model_parallel_size=2",  // global batch 4 = one microbatch of 4
+                     "num_microbatches (1) must be at least pipeline_model_parallel_size (2)"));
 }
 
 TB_TEST(microbatches_not_divisible_by_pp_with_interleaving_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.pipeline_model_parallel_size = 2, c.virtual_pipeline_model_parallel_size = 2, c.global_batch_size = 12;
-    EXPECT_ONLY(&c, "num_microbatches (3) must be divisible by pipeline_model_parallel_size (2) with an "
-                    "interleaved schedule");
-    // Without interleaving (0, or one chunk per rank) three microbatches on two stages are fine.
-    c.virtual_pipeline_model_parallel_size = 0;
-    EXPECT_VALID(&c);
-    c.virtual_pipeline_model_parallel_size = 1;
-    EXPECT_VALID(&c);
+    CHECK_CASES(ONLY("pipeline_model_parallel_size=2 virtual_pipeline_model_parallel_size=2 global_batch_size=12",
+                     "num_microbatches (3) must be divisible by pipeline_model_parallel_size (2) with an "
+                     "interleaved schedule"),
+                // Without interleaving (0, or one chunk per rank) three microbatches on two stages are fine.
+                IS_VALID("pipeline_model_parallel_size=2 virtual_pipeline_model_parallel_size=0 global_batch_size=12"),
+                IS_VALID("pipeline_model_parallel_size=2 virtual_pipeline_model_parallel_size=1 global_batch_size=12"));
 }
 
 TB_TEST(lr_and_min_lr_out_of_order_are_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.lr = 3e-4, c.min_lr = 1e-3;
-    EXPECT_ONLY(&c, "min_lr (0.001) must be between 0 and lr (0.0003)");
-    c.min_lr = -1e-5;
-    EXPECT_ONLY(&c, "min_lr (-1e-05) must be between 0 and lr (0.0003)");
-    c.lr = -1, c.min_lr = 0;
-    EXPECT_REFUSED(&c, "lr (-1) must be non-negative");
-    c.min_lr = c.lr = 1e-4;
-    EXPECT_VALID(&c);
+    CHECK_CASES(ONLY("lr=3e-4 min_lr=1e-3", "min_lr (0.001) must be between 0 and lr (0.0003)"),
+                ONLY("lr=3e-4 min_lr=-1e-5", "min_lr (-1e-05) must be between 0 and lr (0.0003)"),
+                REFUSED("lr=-1 min_lr=0", "lr (-1) must be non-negative"), IS_VALID("lr=1e-4 min_lr=1e-4"));
 }
 
 TB_TEST(negative_warmup_and_decay_iters_below_one_are_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.lr_warmup_iters = -1;
-    EXPECT_ONLY(&c, "lr_warmup_iters (-1) must be non-negative");
-    config_defaults(&c);
-    c.lr_decay_iters = -3;
-    EXPECT_ONLY(&c, "lr_decay_iters (-3) must be at least 1");
+    CHECK_CASES(ONLY("lr_warmup_iters=-1", "lr_warmup_iters (-1) must be non-negative"),
+                ONLY("lr_decay_iters=-3", "lr_decay_iters (-3) must be at least 1"));
 }
 
 TB_TEST(adam_betas_outside_zero_one_are_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.adam_beta1 = 1;
-    EXPECT_ONLY(&c, "adam_beta1 (1) must be in [0, 1)");
-    c.adam_beta1 = -0.1;
-    EXPECT_ONLY(&c, "adam_beta1 (-0.1) must be in [0, 1)");
-    config_defaults(&c);
-    c.adam_beta2 = 1.5;
-    EXPECT_ONLY(&c, "adam_beta2 (1.5) must be in [0, 1)");
-    c.adam_beta2 = 0;
-    EXPECT_VALID(&c);
+    CHECK_CASES(ONLY("adam_beta1=1", "adam_beta1 (1) must be in [0, 1)"),
+                ONLY("adam_beta1=-0.1", "adam_beta1 (-0.1) must be in [0, 1)"),
+                ONLY("adam_beta2=1.5", "adam_beta2 (1.5) must be in [0, 1)"), IS_VALID("adam_beta2=0"));
 }
 
 TB_TEST(adam_eps_weight_decay_and_clip_grad_out_of_range_are_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.adam_eps = 0;
-    EXPECT_ONLY(&c, "adam_eps (0) must be positive");
-    config_defaults(&c);
-    c.weight_decay = -0.01;
-    EXPECT_ONLY(&c, "weight_decay (-0.01) must be non-negative");
-    config_defaults(&c);
-    c.clip_grad = -1;
-    EXPECT_ONLY(&c, "clip_grad (-1) must be non-negative");
-    c.clip_grad = 0, c.weight_decay = 0;  // both 0 mean "off"
-    EXPECT_VALID(&c);
+    CHECK_CASES(ONLY("adam_eps=0", "adam_eps (0) must be positive"),
+                ONLY("weight_decay=-0.01", "weight_decay (-0.01) must be non-negative"),
+                ONLY("clip_grad=-1", "clip_grad (-1) must be non-negative"),
+                IS_VALID("clip_grad=0 weight_decay=0"));  // both 0 mean "off"
 }
 
 TB_TEST(full_recompute_without_method_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.recompute_granularity = TB_RECOMPUTE_FULL, c.recompute_num_layers = 1;
-    EXPECT_ONLY(&c, "recompute_granularity full needs recompute_method uniform or block");
+    CHECK_CASES(ONLY("recompute_granularity=full recompute_num_layers=1",
+                     "recompute_granularity full needs recompute_method uniform or block"));
 }
 
+#define FULL_UNIFORM "recompute_granularity=full recompute_method=uniform "
+#define FULL_BLOCK "recompute_granularity=full recompute_method=block "
+
 TB_TEST(recompute_num_layers_out_of_range_is_refused_for_uniform_and_block) {
-    tb_config c;
-    config_defaults(&c);
-    c.recompute_granularity = TB_RECOMPUTE_FULL, c.recompute_method = TB_RECOMPUTE_UNIFORM;
-    c.recompute_num_layers = 0;
-    EXPECT_ONLY(&c, "recompute_num_layers (0) must be between 1 and num_layers (4)");
-    c.recompute_num_layers = 5;
-    EXPECT_ONLY(&c, "recompute_num_layers (5) must be between 1 and num_layers (4)");
-    c.recompute_num_layers = 4;
-    EXPECT_VALID(&c);
-    c.recompute_method = TB_RECOMPUTE_BLOCK;
-    c.recompute_num_layers = 5;
-    EXPECT_ONLY(&c, "recompute_num_layers (5) must be between 0 and num_layers (4)");
-    c.recompute_num_layers = -1;
-    EXPECT_ONLY(&c, "recompute_num_layers (-1) must be between 0 and num_layers (4)");
-    c.recompute_num_layers = 0;  // block over 0 layers is allowed
-    EXPECT_VALID(&c);
+    CHECK_CASES(
+        ONLY(FULL_UNIFORM "recompute_num_layers=0", "recompute_num_layers (0) must be between 1 and num_layers (4)"),
+        ONLY(FULL_UNIFORM "recompute_num_layers=5", "recompute_num_layers (5) must be between 1 and num_layers (4)"),
+        IS_VALID(FULL_UNIFORM "recompute_num_layers=4"),
+        ONLY(FULL_BLOCK "recompute_num_layers=5", "recompute_num_layers (5) must be between 0 and num_layers (4)"),
+        ONLY(FULL_BLOCK "recompute_num_layers=-1", "recompute_num_layers (-1) must be between 0 and num_layers (4)"),
+        IS_VALID(FULL_BLOCK "recompute_num_layers=0"));  // block over 0 layers is allowed
 }
 
 TB_TEST(recompute_method_without_full_granularity_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.recompute_method = TB_RECOMPUTE_UNIFORM, c.recompute_num_layers = 1;
-    EXPECT_REFUSED(&c, "recompute_method uniform needs recompute_granularity full (is none)");
-    c.recompute_granularity = TB_RECOMPUTE_SELECTIVE, c.recompute_method = TB_RECOMPUTE_BLOCK;
-    EXPECT_REFUSED(&c, "recompute_method block needs recompute_granularity full (is selective)");
+    CHECK_CASES(REFUSED("recompute_method=uniform recompute_num_layers=1",
+                        "recompute_method uniform needs recompute_granularity full (is none)"),
+                REFUSED("recompute_granularity=selective recompute_method=block recompute_num_layers=1",
+                        "recompute_method block needs recompute_granularity full (is selective)"));
 }
 
 TB_TEST(negative_memory_cap_peak_tflops_and_threads_are_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.memory_cap = -1;
-    EXPECT_ONLY(&c, "memory_cap (-1) must be non-negative");
-    config_defaults(&c);
-    c.peak_tflops = -989;
-    EXPECT_ONLY(&c, "peak_tflops (-989) must be non-negative");
-    config_defaults(&c);
-    c.num_threads = -2;
-    EXPECT_ONLY(&c, "num_threads (-2) must be non-negative");
+    CHECK_CASES(ONLY("memory_cap=-1", "memory_cap (-1) must be non-negative"),
+                ONLY("peak_tflops=-989", "peak_tflops (-989) must be non-negative"),
+                ONLY("num_threads=-2", "num_threads (-2) must be non-negative"));
 }
 
 TB_TEST(mock_data_with_a_data_path_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.mock_data = 1;
-    snprintf(c.data_path, sizeof c.data_path, "/data/tokens.bin");
-    EXPECT_ONLY(&c, "mock_data and data_path '/data/tokens.bin' are exclusive");
+    CHECK_CASES(
+        ONLY("mock_data=1 data_path=/data/tokens.bin", "mock_data and data_path '/data/tokens.bin' are exclusive"));
 }
 
+#define OVER_64 ": ranks are threads of one process (multi-node launch is not supported yet)"
+
 TB_TEST(world_over_64_ranks_is_refused_because_ranks_are_threads) {
-    tb_config c;
-    config_defaults(&c);
-    c.world_size = 65;
-    EXPECT_ONLY(&c, "world_size (65) exceeds 64: ranks are threads of one process (multi-node launch is not "
-                    "supported yet)");
-    config_defaults(&c);
-    c.tensor_model_parallel_size = 2, c.world_size = 128;  // refused before the layout rules
-    EXPECT_ONLY(&c, "world_size (128) exceeds 64: ranks are threads of one process (multi-node launch is not "
-                    "supported yet)");
-    config_defaults(&c);
-    c.world_size = 64;
-    EXPECT_VALID(&c);
+    CHECK_CASES(ONLY("world_size=65", "world_size (65) exceeds 64" OVER_64),
+                // refused before the layout rules
+                ONLY("tensor_model_parallel_size=2 world_size=128", "world_size (128) exceeds 64" OVER_64),
+                IS_VALID("world_size=64"));
 }
 
 TB_TEST(collective_timeout_must_be_positive) {
     tb_config c;
     config_defaults(&c);
     TB_CHECK(c.collective_timeout == 300, "default %g s", c.collective_timeout);
-    c.collective_timeout = 0;
-    EXPECT_ONLY(&c, "collective_timeout (0) must be positive");
-    c.collective_timeout = -5;
-    EXPECT_ONLY(&c, "collective_timeout (-5) must be positive");
-    c.collective_timeout = NAN;  // NaN > 0 is false: refused, not taken as "no timeout"
-    EXPECT_REFUSED(&c, "must be positive");
-    EXPECT_REFUSED(&c, "collective_timeout (");
-    c.collective_timeout = 0.25;
-    EXPECT_VALID(&c);
+    CHECK_CASES(ONLY("collective_timeout=0", "collective_timeout (0) must be positive"),
+                ONLY("collective_timeout=-5", "collective_timeout (-5) must be positive"),
+                // NaN > 0 is false: refused, not taken as "no timeout"
+                REFUSED("collective_timeout=nan", "must be positive"),
+                REFUSED("collective_timeout=nan", "collective_timeout ("), IS_VALID("collective_timeout=0.25"));
 
     // Through the flag: 0 parses and is refused by the rule, NaN does not parse.
     tb_error e;
@@ -573,48 +475,28 @@ TB_TEST(collective_timeout_must_be_positive) {
     char *argv[] = {"pretrain_gpt", "--collective-timeout", "0"};
     TB_REQUIRE(parse(&c, ARGC(argv), argv, &help, &e) == 0, "\"%s\"", e.msg);
     EXPECT_ONLY(&c, "collective_timeout (0) must be positive");
-    char *argv2[] = {"pretrain_gpt", "--collective-timeout=nan"};
-    TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) != 0 &&
-                 strstr(e.msg, "flag --collective-timeout: 'nan' is not a finite number in double range"),
-             "\"%s\"", e.msg);
+    CHECK_PARSE_REFUSALS(
+        {{"--collective-timeout=nan"}, "flag --collective-timeout: 'nan' is not a finite number in double range"});
 }
 
+#define STALL_FORM "' must be RANK:STEP"
+#define STALL_RANGE(world) "': rank must be in [0, " #world ") and step at least 1"
+
 TB_TEST(inject_stall_must_be_rank_colon_step_within_the_world) {
-    static const struct {
-        const char *value;
-        int world;
-        const char *expect;  // NULL: valid
-    } cases[] = {
-        {"x", 4, "inject_stall 'x' must be RANK:STEP"},
-        {"1", 4, "inject_stall '1' must be RANK:STEP"},
-        {"1:", 4, "inject_stall '1:' must be RANK:STEP"},
-        {":2", 4, "inject_stall ':2' must be RANK:STEP"},
-        {"1:2x", 4, "inject_stall '1:2x' must be RANK:STEP"},
-        {"1:2:3", 4, "inject_stall '1:2:3' must be RANK:STEP"},
-        {"5:1", 4, "inject_stall '5:1': rank must be in [0, 4) and step at least 1"},
-        {"4:1", 4, "inject_stall '4:1': rank must be in [0, 4) and step at least 1"},
-        {"-1:1", 4, "inject_stall '-1:1': rank must be in [0, 4) and step at least 1"},
-        {"0:0", 4, "inject_stall '0:0': rank must be in [0, 4) and step at least 1"},
-        {"0:-3", 4, "inject_stall '0:-3': rank must be in [0, 4) and step at least 1"},
-        {"1:2", 1, "inject_stall '1:2': rank must be in [0, 1) and step at least 1"},
-        {"1:2", 4, NULL},
-        {"3:1", 4, NULL},
-        {"0:20", 1, NULL},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        tb_config c;
-        config_defaults(&c);
-        c.world_size = cases[i].world;
-        snprintf(c.inject_stall, sizeof c.inject_stall, "%s", cases[i].value);
-        tb_error e;
-        memset(&e, 0, sizeof e);
-        int rc = resolve_and_validate(&c, &e);
-        if (cases[i].expect)
-            TB_CHECK(rc != 0 && strcmp(e.msg, cases[i].expect) == 0, "'%s' on %d ranks: want \"%s\", got rc %d \"%s\"",
-                     cases[i].value, cases[i].world, cases[i].expect, rc, e.msg);
-        else
-            TB_CHECK(rc == 0, "'%s' on %d ranks should be valid: \"%s\"", cases[i].value, cases[i].world, e.msg);
-    }
+    CHECK_CASES(ONLY("world_size=4 inject_stall=x", "inject_stall 'x" STALL_FORM),
+                ONLY("world_size=4 inject_stall=1", "inject_stall '1" STALL_FORM),
+                ONLY("world_size=4 inject_stall=1:", "inject_stall '1:" STALL_FORM),
+                ONLY("world_size=4 inject_stall=:2", "inject_stall ':2" STALL_FORM),
+                ONLY("world_size=4 inject_stall=1:2x", "inject_stall '1:2x" STALL_FORM),
+                ONLY("world_size=4 inject_stall=1:2:3", "inject_stall '1:2:3" STALL_FORM),
+                ONLY("world_size=4 inject_stall=5:1", "inject_stall '5:1" STALL_RANGE(4)),
+                ONLY("world_size=4 inject_stall=4:1", "inject_stall '4:1" STALL_RANGE(4)),
+                ONLY("world_size=4 inject_stall=-1:1", "inject_stall '-1:1" STALL_RANGE(4)),
+                ONLY("world_size=4 inject_stall=0:0", "inject_stall '0:0" STALL_RANGE(4)),
+                ONLY("world_size=4 inject_stall=0:-3", "inject_stall '0:-3" STALL_RANGE(4)),
+                ONLY("world_size=1 inject_stall=1:2", "inject_stall '1:2" STALL_RANGE(1)),
+                IS_VALID("world_size=4 inject_stall=1:2"), IS_VALID("world_size=4 inject_stall=3:1"),
+                IS_VALID("world_size=1 inject_stall=0:20"));
 
     // The flag sets it; a value longer than the field is refused when parsed.
     tb_config c;
@@ -637,9 +519,7 @@ TB_TEST(inject_stall_must_be_rank_colon_step_within_the_world) {
 // config_validate: several rules, and what is not supported yet
 
 TB_TEST(several_violations_are_all_listed_one_per_line) {
-    tb_config c;
-    config_defaults(&c);
-    c.hidden_size = 250, c.lr = -1, c.adam_eps = 0, c.clip_grad = -1, c.memory_cap = -1;
+    tb_config c = config_with("hidden_size=250 lr=-1 adam_eps=0 clip_grad=-1 memory_cap=-1");
     static const char *const expected[] = {
         "hidden_size (250) must be divisible by num_attention_heads (4)",
         "lr (-1) must be non-negative",
@@ -651,7 +531,7 @@ TB_TEST(several_violations_are_all_listed_one_per_line) {
     const int n = (int)(sizeof expected / sizeof expected[0]);
     tb_error e;
     TB_REQUIRE(resolve_and_validate(&c, &e) != 0, "refused");
-    TB_CHECK(count_lines(e.msg) == n, "%d lines, want %d: \"%s\"", count_lines(e.msg), n, e.msg);
+    TB_CHECK(tb_count_lines(e.msg) == n, "%d lines, want %d: \"%s\"", tb_count_lines(e.msg), n, e.msg);
     // Each line is exactly one of the expected rules, and each rule has its line.
     int seen[6] = {0};
     char copy[sizeof e.msg];
@@ -668,95 +548,63 @@ TB_TEST(several_violations_are_all_listed_one_per_line) {
     for (int i = 0; i < n; i++) TB_CHECK(seen[i] == 1, "\"%s\" listed %d times", expected[i], seen[i]);
 
     // Several positivity failures are all listed too.
-    config_defaults(&c);
-    c.num_layers = 0, c.micro_batch_size = 0;
+    c = config_with("num_layers=0 micro_batch_size=0");
     TB_REQUIRE(resolve_and_validate(&c, &e) != 0, "refused");
     TB_CHECK(strstr(e.msg, "num_layers (0) must be at least 1\n") == e.msg, "first line: \"%s\"", e.msg);
     TB_CHECK(strstr(e.msg, "\nmicro_batch_size (0) must be at least 1") != NULL, "\"%s\"", e.msg);
     TB_CHECK(strstr(e.msg, "\nglobal_batch_size (0) must be at least 1") != NULL,
              "the derived global batch (micro x dp = 0) is named too: \"%s\"", e.msg);
-    TB_CHECK(count_lines(e.msg) == 3, "\"%s\"", e.msg);
+    TB_CHECK(tb_count_lines(e.msg) == 3, "\"%s\"", e.msg);
 
     TB_CHECK(config_validate(&c, NULL) != 0, "an invalid config is refused without an error buffer too");
 }
 
 TB_TEST(multi_rank_tp_dp_layouts_are_valid) {
-    tb_config c;
-    config_defaults(&c);
-    c.world_size = 2;  // dp 2
-    EXPECT_VALID(&c);
-    config_defaults(&c);
-    c.tensor_model_parallel_size = 2;  // world 2 = tp 2
-    EXPECT_VALID(&c);
-    config_defaults(&c);
-    c.tensor_model_parallel_size = 2, c.world_size = 8;  // dp 4
-    EXPECT_VALID(&c);
-    {
-        tb_config r = c;
-        config_resolve(&r);
-        TB_CHECK(r.data_parallel_size == 4 && r.global_batch_size == 16 && r.num_microbatches == 1,
-                 "dp %d, global %d, microbatches %d", r.data_parallel_size, r.global_batch_size,
-                 r.num_microbatches);
-    }
-    config_defaults(&c);
-    c.tensor_model_parallel_size = 4, c.world_size = 8, c.sequence_parallel = 1, c.use_distributed_optimizer = 1;
-    c.micro_batch_size = 2, c.global_batch_size = 8;  // dp 2, two microbatches
-    EXPECT_VALID(&c);
-    config_defaults(&c);
-    c.num_attention_heads = 8, c.num_query_groups = 2, c.tensor_model_parallel_size = 2, c.world_size = 64;
-    c.sequence_parallel = 1, c.use_distributed_optimizer = 1;  // the largest world: tp 2 x dp 32
-    EXPECT_VALID(&c);
+    CHECK_CASES(IS_VALID("world_size=2"),  // dp 2
+                IS_VALID("tensor_model_parallel_size=2"),  // world 2 = tp 2
+                IS_VALID("tensor_model_parallel_size=2 world_size=8"),  // dp 4
+                // dp 2, two microbatches
+                IS_VALID("tensor_model_parallel_size=4 world_size=8 sequence_parallel=1 use_distributed_optimizer=1 "
+                         "micro_batch_size=2 global_batch_size=8"),
+                // the largest world: tp 2 x dp 32
+                IS_VALID("num_attention_heads=8 num_query_groups=2 tensor_model_parallel_size=2 world_size=64 "
+                         "sequence_parallel=1 use_distributed_optimizer=1"));
+    tb_config r = config_with("tensor_model_parallel_size=2 world_size=8");
+    config_resolve(&r);
+    TB_CHECK(r.data_parallel_size == 4 && r.global_batch_size == 16 && r.num_microbatches == 1,
+             "dp %d, global %d, microbatches %d", r.data_parallel_size, r.global_batch_size, r.num_microbatches);
 }
 
 TB_TEST(distributed_optimizer_is_valid_with_any_data_parallel_size) {
-    tb_config c;
-    config_defaults(&c);
-    c.use_distributed_optimizer = 1;  // one rank: the shard is the whole state
-    EXPECT_VALID(&c);
-    c.world_size = 4;
-    EXPECT_VALID(&c);
-    c.world_size = 3, c.micro_batch_size = 1;  // a dp that divides no power of two
-    EXPECT_VALID(&c);
+    CHECK_CASES(IS_VALID("use_distributed_optimizer=1"),  // one rank: the shard is the whole state
+                IS_VALID("use_distributed_optimizer=1 world_size=4"),
+                // a dp that divides no power of two
+                IS_VALID("use_distributed_optimizer=1 world_size=3 micro_batch_size=1"));
 }
 
 TB_TEST(sequence_parallel_with_tp_1_is_refused) {
-    tb_config c;
-    config_defaults(&c);
-    c.sequence_parallel = 1;
-    EXPECT_ONLY(&c, "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)");
-    c.world_size = 4;  // data parallelism does not make it meaningful
-    EXPECT_ONLY(&c, "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)");
-    c.tensor_model_parallel_size = 2;
-    EXPECT_VALID(&c);
+    CHECK_CASES(
+        ONLY("sequence_parallel=1", "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)"),
+        // data parallelism does not make it meaningful
+        ONLY("sequence_parallel=1 world_size=4", "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)"),
+        IS_VALID("sequence_parallel=1 world_size=4 tensor_model_parallel_size=2"));
 }
 
 TB_TEST(pipeline_layouts_with_and_without_interleaving_are_valid) {
-    tb_config c;
-    config_defaults(&c);
-    c.pipeline_model_parallel_size = 2, c.global_batch_size = 8;  // two microbatches, 4 layers
-    EXPECT_VALID(&c);
-    config_defaults(&c);
-    c.tensor_model_parallel_size = 2, c.pipeline_model_parallel_size = 2, c.world_size = 8;
-    c.global_batch_size = 16;  // dp 2
-    EXPECT_VALID(&c);
-    config_defaults(&c);
-    c.pipeline_model_parallel_size = 2, c.virtual_pipeline_model_parallel_size = 2, c.global_batch_size = 8;
-    EXPECT_VALID(&c);
-    config_defaults(&c);
-    c.num_layers = 8, c.pipeline_model_parallel_size = 4, c.world_size = 8, c.tensor_model_parallel_size = 2;
-    c.sequence_parallel = 1, c.use_distributed_optimizer = 1, c.micro_batch_size = 1, c.global_batch_size = 4;
-    EXPECT_VALID(&c);
+    CHECK_CASES(IS_VALID("pipeline_model_parallel_size=2 global_batch_size=8"),  // two microbatches, 4 layers
+                IS_VALID("tensor_model_parallel_size=2 pipeline_model_parallel_size=2 world_size=8 "
+                         "global_batch_size=16"),  // dp 2
+                IS_VALID("pipeline_model_parallel_size=2 virtual_pipeline_model_parallel_size=2 global_batch_size=8"),
+                IS_VALID("num_layers=8 pipeline_model_parallel_size=4 world_size=8 tensor_model_parallel_size=2 "
+                         "sequence_parallel=1 use_distributed_optimizer=1 micro_batch_size=1 global_batch_size=4"));
 }
 
 TB_TEST(context_parallelism_is_refused_as_not_supported_yet) {
-    tb_config c;
-    config_defaults(&c);
-    c.context_parallel_size = 2;
-    EXPECT_ONLY(&c, "context_parallel_size 2: not supported yet");
-    config_defaults(&c);
-    c.tensor_model_parallel_size = 2, c.context_parallel_size = 2, c.pipeline_model_parallel_size = 2;
-    c.world_size = 16, c.global_batch_size = 16;  // dp 2, two microbatches
-    EXPECT_ONLY(&c, "context_parallel_size 2: not supported yet");
+    CHECK_CASES(ONLY("context_parallel_size=2", "context_parallel_size 2: not supported yet"),
+                // dp 2, two microbatches
+                ONLY("tensor_model_parallel_size=2 context_parallel_size=2 pipeline_model_parallel_size=2 "
+                     "world_size=16 global_batch_size=16",
+                     "context_parallel_size 2: not supported yet"));
 }
 
 TB_TEST(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout) {
@@ -793,99 +641,68 @@ TB_TEST(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the
     }
 }
 
+#define PP4_12 "pipeline_model_parallel_size=4 num_layers=12 global_batch_size=16 "
+#define PP4_ENTRIES "(pipeline_model_parallel_size 4 x virtual stages 1)"
+#define PP2_8 "num_layers=8 pipeline_model_parallel_size=2 global_batch_size=8 "
+
 TB_TEST(pipeline_split_violations_are_refused_naming_the_layout) {
-    tb_config c;
-    config_defaults(&c);
-    c.pipeline_model_parallel_size = 4, c.num_layers = 12, c.global_batch_size = 16;
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,5");
-    EXPECT_ONLY(&c, "pipeline_layout '3,5' has 2 entries, needs 4 (pipeline_model_parallel_size 4 x virtual stages 1)");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,5,2,2,0");
-    EXPECT_ONLY(&c, "pipeline_layout '3,5,2,2,0' has more than 4 entries (pipeline_model_parallel_size 4 x virtual "
-                    "stages 1)");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,5,2,1");
-    EXPECT_ONLY(&c, "pipeline_layout '3,5,2,1' sums to 11 layers, num_layers is 12");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,x,2,2");
-    EXPECT_ONLY(&c, "pipeline_layout '3,x,2,2': entry 2 is not a layer count");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,5,-2,6");
-    EXPECT_ONLY(&c, "pipeline_layout '3,5,-2,6': entry 3 is not a layer count");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "3,5,2,2");
-    c.account_for_loss_in_pipeline_split = 1;
-    EXPECT_ONLY(&c, "pipeline_layout '3,5,2,2' and account_for_*_in_pipeline_split are exclusive");
+    CHECK_CASES(
+        ONLY(PP4_12 "pipeline_layout=3,5", "pipeline_layout '3,5' has 2 entries, needs 4 " PP4_ENTRIES),
+        ONLY(PP4_12 "pipeline_layout=3,5,2,2,0", "pipeline_layout '3,5,2,2,0' has more than 4 entries " PP4_ENTRIES),
+        ONLY(PP4_12 "pipeline_layout=3,5,2,1", "pipeline_layout '3,5,2,1' sums to 11 layers, num_layers is 12"),
+        ONLY(PP4_12 "pipeline_layout=3,x,2,2", "pipeline_layout '3,x,2,2': entry 2 is not a layer count"),
+        ONLY(PP4_12 "pipeline_layout=3,5,-2,6", "pipeline_layout '3,5,-2,6': entry 3 is not a layer count"),
+        ONLY(PP4_12 "pipeline_layout=3,5,2,2 account_for_loss_in_pipeline_split=1",
+             "pipeline_layout '3,5,2,2' and account_for_*_in_pipeline_split are exclusive"),
+        ONLY("pipeline_model_parallel_size=2 global_batch_size=8 account_for_embedding_in_pipeline_split=1",
+             "num_layers (4) + embedding (1) + loss (0) must be divisible by pipeline stages (2)"),
+        ONLY("pipeline_model_parallel_size=2 global_batch_size=8 virtual_pipeline_model_parallel_size=200",
+             "pipeline stages (2 x 200) exceed 256"));
 
-    config_defaults(&c);
-    c.pipeline_model_parallel_size = 2, c.global_batch_size = 8, c.account_for_embedding_in_pipeline_split = 1;
-    EXPECT_ONLY(&c, "num_layers (4) + embedding (1) + loss (0) must be divisible by pipeline stages (2)");
-
-    config_defaults(&c);
-    c.pipeline_model_parallel_size = 2, c.global_batch_size = 8, c.virtual_pipeline_model_parallel_size = 200;
-    EXPECT_ONLY(&c, "pipeline stages (2 x 200) exceed 256");
-
-    config_defaults(&c);
-    c.num_layers = 8, c.pipeline_model_parallel_size = 2, c.global_batch_size = 8;
-    c.num_layers_per_virtual_pipeline_stage = 2;  // derives 8 / 2 / 2 = 2 chunks per rank
-    {
-        tb_config r = c;
-        config_resolve(&r);
-        TB_CHECK(r.virtual_pipeline_model_parallel_size == 2, "derived vpp %d", r.virtual_pipeline_model_parallel_size);
-    }
-    EXPECT_VALID(&c);
-    c.num_layers_per_virtual_pipeline_stage = 3;
-    EXPECT_ONLY(&c, "num_layers (8) must be divisible by pipeline_model_parallel_size x "
-                    "num_layers_per_virtual_pipeline_stage (2 x 3)");
-    c.num_layers_per_virtual_pipeline_stage = -1;
-    EXPECT_ONLY(&c, "num_layers_per_virtual_pipeline_stage (-1) must be non-negative");
+    // 2 layers per virtual stage derives 8 / 2 / 2 = 2 chunks per rank
+    tb_config r = config_with(PP2_8 "num_layers_per_virtual_pipeline_stage=2");
+    config_resolve(&r);
+    TB_CHECK(r.virtual_pipeline_model_parallel_size == 2, "derived vpp %d", r.virtual_pipeline_model_parallel_size);
+    CHECK_CASES(IS_VALID(PP2_8 "num_layers_per_virtual_pipeline_stage=2"),
+                ONLY(PP2_8 "num_layers_per_virtual_pipeline_stage=3",
+                     "num_layers (8) must be divisible by pipeline_model_parallel_size x "
+                     "num_layers_per_virtual_pipeline_stage (2 x 3)"),
+                ONLY(PP2_8 "num_layers_per_virtual_pipeline_stage=-1",
+                     "num_layers_per_virtual_pipeline_stage (-1) must be non-negative"));
 }
 
 TB_TEST(expert_parallelism_and_moe_are_refused_as_not_supported_yet) {
-    tb_config c;
-    config_defaults(&c);
-    c.world_size = 2, c.expert_model_parallel_size = 2, c.num_experts = 2;
-    EXPECT_REFUSED(&c, "expert_model_parallel_size 2: not supported yet");
-    EXPECT_REFUSED(&c, "num_experts 2 (MoE): not supported yet");
-    config_defaults(&c);
-    c.num_experts = 4;
-    EXPECT_ONLY(&c, "num_experts 4 (MoE): not supported yet");
+    CHECK_CASES(
+        REFUSED("world_size=2 expert_model_parallel_size=2 num_experts=2",
+                "expert_model_parallel_size 2: not supported yet"),
+        REFUSED("world_size=2 expert_model_parallel_size=2 num_experts=2", "num_experts 2 (MoE): not supported yet"),
+        ONLY("num_experts=4", "num_experts 4 (MoE): not supported yet"));
 }
 
 TB_TEST(rope_and_no_position_embedding_are_refused_as_not_supported_yet) {
-    tb_config c;
-    config_defaults(&c);
-    c.position_embedding_type = TB_POS_ROPE;
-    EXPECT_ONLY(&c, "position_embedding_type rope: not supported yet (learned_absolute only)");
-    c.position_embedding_type = TB_POS_NONE;
-    EXPECT_ONLY(&c, "position_embedding_type none: not supported yet (learned_absolute only)");
+    CHECK_CASES(
+        ONLY("position_embedding_type=rope", "position_embedding_type rope: not supported yet (learned_absolute only)"),
+        ONLY("position_embedding_type=none",
+             "position_embedding_type none: not supported yet (learned_absolute only)"));
 }
 
 TB_TEST(dropout_above_zero_is_refused_as_not_supported_yet) {
-    tb_config c;
-    config_defaults(&c);
-    c.hidden_dropout = 0.1;
-    EXPECT_ONLY(&c, "hidden_dropout 0.1: dropout is not supported yet");
-    config_defaults(&c);
-    c.attention_dropout = 0.25;
-    EXPECT_ONLY(&c, "attention_dropout 0.25: dropout is not supported yet");
+    CHECK_CASES(ONLY("hidden_dropout=0.1", "hidden_dropout 0.1: dropout is not supported yet"),
+                ONLY("attention_dropout=0.25", "attention_dropout 0.25: dropout is not supported yet"));
 }
 
 TB_TEST(unsupported_values_are_named_only_once_every_rule_passes) {
-    tb_config c;
-    config_defaults(&c);
-    c.context_parallel_size = 2, c.lr = 1e-4, c.min_lr = 1e-3;
-    EXPECT_ONLY(&c, "min_lr (0.001) must be between 0 and lr (0.0001)");
-    c.min_lr = 0;
-    EXPECT_ONLY(&c, "context_parallel_size 2: not supported yet");
-    // sequence parallelism without tp is checked with the unsupported values, after the rules
-    config_defaults(&c);
-    c.sequence_parallel = 1, c.collective_timeout = 0;
-    EXPECT_ONLY(&c, "collective_timeout (0) must be positive");
+    CHECK_CASES(ONLY("context_parallel_size=2 lr=1e-4 min_lr=1e-3", "min_lr (0.001) must be between 0 and lr (0.0001)"),
+                ONLY("context_parallel_size=2 lr=1e-4 min_lr=0", "context_parallel_size 2: not supported yet"),
+                // sequence parallelism without tp is checked with the unsupported values, after the rules
+                ONLY("sequence_parallel=1 collective_timeout=0", "collective_timeout (0) must be positive"));
 }
 
 TB_TEST(all_unsupported_values_together_are_all_listed) {
-    tb_config c;
-    config_defaults(&c);
-    c.pipeline_model_parallel_size = 2, c.virtual_pipeline_model_parallel_size = 2, c.context_parallel_size = 2;
-    c.global_batch_size = 8;  // world 4, dp 1: two microbatches, a multiple of pp
-    c.num_experts = 4, c.sequence_parallel = 1;
-    c.position_embedding_type = TB_POS_ROPE, c.hidden_dropout = 0.1, c.attention_dropout = 0.1;
+    // world 4, dp 1: two microbatches, a multiple of pp
+    tb_config c = config_with("pipeline_model_parallel_size=2 virtual_pipeline_model_parallel_size=2 "
+                              "context_parallel_size=2 global_batch_size=8 num_experts=4 sequence_parallel=1 "
+                              "position_embedding_type=rope hidden_dropout=0.1 attention_dropout=0.1");
     static const char *const expected[] = {
         "context_parallel_size 2: not supported yet",
         "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)",
@@ -907,39 +724,20 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
 
     // Expert parallelism cannot join context parallelism (a rule, not a refusal); with
     // pipeline and data parallelism it is refused as not supported yet.
-    config_defaults(&c);
-    c.pipeline_model_parallel_size = 2, c.expert_model_parallel_size = 2, c.num_experts = 2;
-    c.world_size = 4, c.micro_batch_size = 1, c.global_batch_size = 4;  // dp 2 (a multiple of ep), two microbatches
-    EXPECT_ONLY(&c, "expert_model_parallel_size 2: not supported yet\n"
-                    "num_experts 2 (MoE): not supported yet");
+    CHECK_CASES(ONLY("pipeline_model_parallel_size=2 expert_model_parallel_size=2 num_experts=2 world_size=4 "
+                     "micro_batch_size=1 global_batch_size=4",  // dp 2 (a multiple of ep), two microbatches
+                     "expert_model_parallel_size 2: not supported yet\nnum_experts 2 (MoE): not supported yet"));
 }
 
 TB_TEST(supported_variations_pass_validation) {
-    tb_config c;
-    config_defaults(&c);
-    c.normalization = TB_NORM_RMSNORM, c.swiglu = 1, c.disable_bias_linear = 1;
-    c.untie_embeddings_and_output_weights = 1;
-    EXPECT_VALID(&c);
-    config_defaults(&c);
-    c.num_attention_heads = 8, c.num_query_groups = 2, c.ffn_hidden_size = 700;  // GQA, odd ffn
-    EXPECT_VALID(&c);
-    config_defaults(&c);
-    c.micro_batch_size = 2, c.global_batch_size = 8;  // four microbatches
-    EXPECT_VALID(&c);
-    config_defaults(&c);
-    c.recompute_granularity = TB_RECOMPUTE_SELECTIVE;
-    EXPECT_VALID(&c);
-    c.recompute_granularity = TB_RECOMPUTE_FULL, c.recompute_method = TB_RECOMPUTE_UNIFORM;
-    c.recompute_num_layers = 2;
-    EXPECT_VALID(&c);
-    config_defaults(&c);
-    c.memory_cap = 1 << 30, c.peak_tflops = 1.5, c.num_threads = 3, c.vocab_size = 256;
-    c.max_position_embeddings = 1024, c.lr_warmup_iters = 5, c.lr_decay_style = TB_LR_CONSTANT;
-    c.mock_data = 1;
-    EXPECT_VALID(&c);
-    config_defaults(&c);
-    snprintf(c.data_path, sizeof c.data_path, "/data/tokens.bin");
-    EXPECT_VALID(&c);
+    CHECK_CASES(IS_VALID("normalization=RMSNorm swiglu=1 disable_bias_linear=1 untie_embeddings_and_output_weights=1"),
+                IS_VALID("num_attention_heads=8 num_query_groups=2 ffn_hidden_size=700"),  // GQA, odd ffn
+                IS_VALID("micro_batch_size=2 global_batch_size=8"),  // four microbatches
+                IS_VALID("recompute_granularity=selective"),
+                IS_VALID("recompute_granularity=full recompute_method=uniform recompute_num_layers=2"),
+                IS_VALID("memory_cap=1073741824 peak_tflops=1.5 num_threads=3 vocab_size=256 "
+                         "max_position_embeddings=1024 lr_warmup_iters=5 lr_decay_style=constant mock_data=1"),
+                IS_VALID("data_path=/data/tokens.bin"));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -985,14 +783,8 @@ TB_TEST(bool_flags_take_no_value_and_accept_an_explicit_one_after_equals) {
     TB_CHECK(c.swiglu == 0 && c.sequence_parallel == 1 && c.mock_data == 0 && c.disable_bias_linear == 1,
              "explicit bools: %d %d %d %d", c.swiglu, c.sequence_parallel, c.mock_data, c.disable_bias_linear);
 
-    char *argv3[] = {"pretrain_gpt", "--swiglu", "false"};  // "false" is a word, not the bool's value
-    TB_CHECK(parse(&c, ARGC(argv3), argv3, &help, &e) != 0 && strstr(e.msg, "'false' is not a flag"),
-             "\"%s\"", e.msg);
-
-    char *argv4[] = {"pretrain_gpt", "--swiglu=maybe"};
-    TB_CHECK(parse(&c, ARGC(argv4), argv4, &help, &e) != 0 &&
-                 strstr(e.msg, "flag --swiglu: 'maybe' is not true or false"),
-             "\"%s\"", e.msg);
+    CHECK_PARSE_REFUSALS({{"--swiglu", "false"}, "'false' is not a flag"},  // a word, not the bool's value
+                         {{"--swiglu=maybe"}, "flag --swiglu: 'maybe' is not true or false"});
 }
 
 TB_TEST(help_flag_is_reported_not_an_error) {
@@ -1008,42 +800,19 @@ TB_TEST(help_flag_is_reported_not_an_error) {
 }
 
 TB_TEST(unknown_flag_is_refused_naming_it) {
-    tb_config c;
-    tb_error e;
-    int help;
-    char *argv[] = {"pretrain_gpt", "--num-layers", "2", "--num-layer", "3"};
-    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, "unknown flag '--num-layer'"),
-             "\"%s\"", e.msg);
-    char *argv2[] = {"pretrain_gpt", "--bogus=7"};
-    TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) != 0 && strstr(e.msg, "unknown flag '--bogus'"),
-             "the name is cut at '=': \"%s\"", e.msg);
-    char *argv3[] = {"pretrain_gpt", "--num_layers", "2"};  // the JSON key is not a flag
-    TB_CHECK(parse(&c, ARGC(argv3), argv3, &help, &e) != 0 && strstr(e.msg, "unknown flag '--num_layers'"),
-             "\"%s\"", e.msg);
+    CHECK_PARSE_REFUSALS({{"--num-layers", "2", "--num-layer", "3"}, "unknown flag '--num-layer'"},
+                         {{"--bogus=7"}, "unknown flag '--bogus'"},  // the name is cut at '='
+                         {{"--num_layers", "2"}, "unknown flag '--num_layers'"});  // the JSON key is not a flag
 }
 
 TB_TEST(word_that_is_not_a_flag_is_refused_with_its_position) {
-    tb_config c;
-    tb_error e;
-    int help;
-    char *argv[] = {"pretrain_gpt", "--num-layers", "2", "train"};
-    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, "argument 3: 'train' is not a flag"),
-             "\"%s\"", e.msg);
-    char *argv2[] = {"pretrain_gpt", "-n", "2"};
-    TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) != 0 && strstr(e.msg, "argument 1: '-n' is not a flag"),
-             "\"%s\"", e.msg);
+    CHECK_PARSE_REFUSALS({{"--num-layers", "2", "train"}, "argument 3: 'train' is not a flag"},
+                         {{"-n", "2"}, "argument 1: '-n' is not a flag"});
 }
 
 TB_TEST(flag_without_its_value_is_refused) {
-    tb_config c;
-    tb_error e;
-    int help;
-    char *argv[] = {"pretrain_gpt", "--swiglu", "--num-layers"};
-    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, "flag --num-layers: missing value"),
-             "\"%s\"", e.msg);
-    char *argv2[] = {"pretrain_gpt", "--config"};
-    TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) != 0 && strstr(e.msg, "flag --config: missing value"),
-             "\"%s\"", e.msg);
+    CHECK_PARSE_REFUSALS({{"--swiglu", "--num-layers"}, "flag --num-layers: missing value"},
+                         {{"--config"}, "flag --config: missing value"});
 }
 
 TB_TEST(malformed_numbers_are_refused_naming_flag_and_value) {
@@ -1078,21 +847,14 @@ TB_TEST(malformed_numbers_are_refused_naming_flag_and_value) {
 }
 
 TB_TEST(bad_choice_is_refused_listing_the_allowed_ones) {
+    CHECK_PARSE_REFUSALS(
+        {{"--normalization", "layernorm"}, "flag --normalization: 'layernorm' is not one of LayerNorm|RMSNorm"},
+        {{"--recompute-granularity=partial"},
+         "flag --recompute-granularity: 'partial' is not one of none|selective|full"},
+        {{"--lr-decay-style", "cos"}, "'cos' is not one of cosine|linear|constant"});  // a prefix is not a choice
     tb_config c;
     tb_error e;
     int help;
-    char *argv[] = {"pretrain_gpt", "--normalization", "layernorm"};
-    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 &&
-                 strstr(e.msg, "flag --normalization: 'layernorm' is not one of LayerNorm|RMSNorm"),
-             "\"%s\"", e.msg);
-    char *argv2[] = {"pretrain_gpt", "--recompute-granularity=partial"};
-    TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) != 0 &&
-                 strstr(e.msg, "flag --recompute-granularity: 'partial' is not one of none|selective|full"),
-             "\"%s\"", e.msg);
-    char *argv3[] = {"pretrain_gpt", "--lr-decay-style", "cos"};  // a prefix is not a choice
-    TB_CHECK(parse(&c, ARGC(argv3), argv3, &help, &e) != 0 &&
-                 strstr(e.msg, "'cos' is not one of cosine|linear|constant"),
-             "\"%s\"", e.msg);
     // Every choice of every choice option is accepted and names itself back.
     for (const tb_option *o = tb_config_options; o->flag; o++) {
         if (o->type != TB_OPT_CHOICE) continue;
@@ -1210,10 +972,10 @@ TB_TEST(every_json_key_is_its_flag_with_underscores_and_every_default_parses) {
 
 TB_TEST(config_file_keys_with_underscores_are_applied) {
     char path[512];
-    tmp_path(path, sizeof path, "apply.json");
-    TB_REQUIRE(write_file(path, "{\"num_layers\": 6, \"hidden_size\": 384, \"normalization\": \"RMSNorm\",\n"
-                                " \"swiglu\": true, \"lr\": 6e-4, \"min_lr\": 6, \"seed\": 42,\n"
-                                " \"memory_cap\": \"2G\", \"data_path\": \"/d/t.bin\"}\n") == 0,
+    tb_tmp_path(path, sizeof path, "apply.json");
+    TB_REQUIRE(tb_write_text(path, "{\"num_layers\": 6, \"hidden_size\": 384, \"normalization\": \"RMSNorm\",\n"
+                                   " \"swiglu\": true, \"lr\": 6e-4, \"min_lr\": 6, \"seed\": 42,\n"
+                                   " \"memory_cap\": \"2G\", \"data_path\": \"/d/t.bin\"}\n") == 0,
                "write %s", path);
     tb_config c;
     tb_error e;
@@ -1242,8 +1004,8 @@ TB_TEST(config_file_keys_with_underscores_are_applied) {
 
 TB_TEST(command_line_flags_override_the_config_file_wherever_they_stand) {
     char path[512];
-    tmp_path(path, sizeof path, "override.json");
-    TB_REQUIRE(write_file(path, "{\"num_layers\": 6, \"hidden_size\": 384, \"swiglu\": true}") == 0, "write");
+    tb_tmp_path(path, sizeof path, "override.json");
+    TB_REQUIRE(tb_write_text(path, "{\"num_layers\": 6, \"hidden_size\": 384, \"swiglu\": true}") == 0, "write");
     tb_config c;
     tb_error e;
     int help;
@@ -1261,8 +1023,8 @@ TB_TEST(command_line_flags_override_the_config_file_wherever_they_stand) {
 
 TB_TEST(unknown_config_key_is_refused_naming_file_and_key) {
     char path[512];
-    tmp_path(path, sizeof path, "unknown.json");
-    TB_REQUIRE(write_file(path, "{\"num_layers\": 2, \"num-heads\": 4}") == 0, "write");
+    tb_tmp_path(path, sizeof path, "unknown.json");
+    TB_REQUIRE(tb_write_text(path, "{\"num_layers\": 2, \"num-heads\": 4}") == 0, "write");
     tb_config c;
     tb_error e;
     int help;
@@ -1292,16 +1054,16 @@ TB_TEST(config_value_of_the_wrong_json_type_is_refused_naming_the_key) {
         {"{\"hidden_size\": 4294967296}", "key 'hidden_size': '4294967296' is not an integer"},
     };
     char path[512];
-    tmp_path(path, sizeof path, "types.json");
+    tb_tmp_path(path, sizeof path, "types.json");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TB_REQUIRE(write_file(path, cases[i].json) == 0, "write");
+        TB_REQUIRE(tb_write_text(path, cases[i].json) == 0, "write");
         tb_config c;
         tb_error e;
         config_defaults(&c);
         TB_CHECK(config_load_json(&c, path, &e) != 0 && strstr(e.msg, cases[i].expect) && strstr(e.msg, path),
                  "%s: want \"%s\", got \"%s\"", cases[i].json, cases[i].expect, e.msg);
     }
-    TB_REQUIRE(write_file(path, "[1, 2]") == 0, "write");
+    TB_REQUIRE(tb_write_text(path, "[1, 2]") == 0, "write");
     tb_config c;
     tb_error e;
     config_defaults(&c);
@@ -1312,8 +1074,8 @@ TB_TEST(config_value_of_the_wrong_json_type_is_refused_naming_the_key) {
 
 TB_TEST(malformed_config_json_is_refused_with_file_line_and_column) {
     char path[512];
-    tmp_path(path, sizeof path, "malformed.json");
-    TB_REQUIRE(write_file(path, "{\n  \"num_layers\": 2,\n  \"hidden_size\" 64\n}\n") == 0, "write");
+    tb_tmp_path(path, sizeof path, "malformed.json");
+    TB_REQUIRE(tb_write_text(path, "{\n  \"num_layers\": 2,\n  \"hidden_size\" 64\n}\n") == 0, "write");
     tb_config c;
     tb_error e;
     int help;
@@ -1332,7 +1094,7 @@ TB_TEST(malformed_config_json_is_refused_with_file_line_and_column) {
     remove(path);
 
     // A missing file is named too.
-    tmp_path(path, sizeof path, "does-not-exist.json");
+    tb_tmp_path(path, sizeof path, "does-not-exist.json");
     TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, path), "\"%s\"", e.msg);
 }
 
@@ -1369,7 +1131,7 @@ TB_TEST(config_json_written_by_config_to_json_loads_back_identically) {
              (int)json_object_size(ja), keys + 1);
 
     char path[512];
-    tmp_path(path, sizeof path, "roundtrip.json");
+    tb_tmp_path(path, sizeof path, "roundtrip.json");
     TB_REQUIRE(json_dump_file(ja, path, JSON_INDENT(2) | JSON_SORT_KEYS) == 0, "write %s", path);
 
     tb_config b;
@@ -1406,15 +1168,15 @@ TB_TEST(config_json_written_by_config_to_json_loads_back_identically) {
 // The pretrain_gpt binary
 
 TB_TEST(help_exits_0_and_lists_every_flag_with_its_default) {
-    char *out, *err;
-    int status = run_pretrain("--help", "help", &out, &err);
-    TB_REQUIRE(out && err, "captured output");
-    TB_CHECK(status == 0, "exit status %d; stderr: %s", status, err);
+    tb_output sh = {0};
+    int status = tb_run(&sh, NULL, "'" PRETRAIN "' --help");
+    TB_REQUIRE(sh.out && sh.err, "captured output");
+    TB_CHECK(status == 0, "exit status %d; stderr: %s", status, sh.err);
     for (const tb_option *o = tb_config_options; o->flag; o++) {
         // The flag's own line: "  --flag ..." up to the end of the line.
         char start[96];
         snprintf(start, sizeof start, "\n  %s ", o->flag);
-        const char *line = strstr(out, start);
+        const char *line = strstr(sh.out, start);
         TB_CHECK(line != NULL, "--help does not list %s", o->flag);
         if (!line) continue;
         line++;
@@ -1428,61 +1190,52 @@ TB_TEST(help_exits_0_and_lists_every_flag_with_its_default) {
         if (o->type == TB_OPT_CHOICE)
             TB_CHECK(strstr(text, o->choices) != NULL, "%s's line lacks its choices: %s", o->flag, text);
     }
-    TB_CHECK(strstr(out, "--config FILE.json") != NULL, "--help mentions --config");
-    free(out);
-    free(err);
+    TB_CHECK(strstr(sh.out, "--config FILE.json") != NULL, "--help mentions --config");
+    tb_output_free(&sh);
 }
 
 TB_TEST(invalid_config_exits_2_and_prints_the_rule_on_stderr) {
-    char *out, *err;
-    int status = run_pretrain("--hidden-size 768 --num-attention-heads 12 --tensor-model-parallel-size 8",
-                              "invalid", &out, &err);
-    TB_REQUIRE(out && err, "captured output");
+    tb_output sh = {0};
+    int status = tb_run(&sh, NULL,
+                        "'" PRETRAIN "' --hidden-size 768 --num-attention-heads 12 "
+                        "--tensor-model-parallel-size 8");
+    TB_REQUIRE(sh.out && sh.err, "captured output");
     TB_CHECK(status == 2, "exit status %d", status);
-    TB_CHECK(strstr(err, "invalid configuration") != NULL, "stderr: %s", err);
-    TB_CHECK(strstr(err, "num_attention_heads (12) must be divisible by tensor_model_parallel_size (8)") != NULL,
-             "stderr: %s", err);
-    free(out);
-    free(err);
+    TB_CHECK(strstr(sh.err, "invalid configuration") != NULL, "stderr: %s", sh.err);
+    TB_CHECK(strstr(sh.err, "num_attention_heads (12) must be divisible by tensor_model_parallel_size (8)") != NULL,
+             "stderr: %s", sh.err);
 
     // An unsupported layout exits 2 too, before a run directory is made.
-    char run_dir[512], args[1024];
-    tmp_path(run_dir, sizeof run_dir, "unsupported-run");
-    snprintf(args, sizeof args, "--context-parallel-size 2 --train-iters 1 --run-dir '%s'", run_dir);
-    status = run_pretrain(args, "unsupported", &out, &err);
-    TB_REQUIRE(out && err, "captured output");
+    char run_dir[512];
+    tb_tmp_path(run_dir, sizeof run_dir, "unsupported-run");
+    status = tb_run(&sh, NULL, "'" PRETRAIN "' --context-parallel-size 2 --train-iters 1 --run-dir '%s'", run_dir);
+    TB_REQUIRE(sh.out && sh.err, "captured output");
     TB_CHECK(status == 2, "an unsupported layout exits 2, got %d", status);
-    TB_CHECK(strstr(err, "context_parallel_size 2: not supported yet") != NULL, "stderr: %s", err);
+    TB_CHECK(strstr(sh.err, "context_parallel_size 2: not supported yet") != NULL, "stderr: %s", sh.err);
     TB_CHECK(access(run_dir, F_OK) != 0, "no run directory for a refused config: %s exists", run_dir);
-    free(out);
-    free(err);
 
-    snprintf(args, sizeof args, "--world-size 4 --inject-stall 5:1 --train-iters 1 --run-dir '%s'", run_dir);
-    status = run_pretrain(args, "badstall", &out, &err);
-    TB_REQUIRE(out && err, "captured output");
+    status =
+        tb_run(&sh, NULL, "'" PRETRAIN "' --world-size 4 --inject-stall 5:1 --train-iters 1 --run-dir '%s'", run_dir);
+    TB_REQUIRE(sh.out && sh.err, "captured output");
     TB_CHECK(status == 2, "exit status %d", status);
-    TB_CHECK(strstr(err, "inject_stall '5:1': rank must be in [0, 4) and step at least 1") != NULL, "stderr: %s",
-             err);
+    TB_CHECK(strstr(sh.err, "inject_stall '5:1': rank must be in [0, 4) and step at least 1") != NULL, "stderr: %s",
+             sh.err);
     TB_CHECK(access(run_dir, F_OK) != 0, "no run directory for a refused config: %s exists", run_dir);
-    free(out);
-    free(err);
+    tb_output_free(&sh);
 }
 
 TB_TEST(unknown_flag_and_bad_value_exit_2_naming_them) {
-    char *out, *err;
-    int status = run_pretrain("--num-layers 2 --frobnicate", "unknown", &out, &err);
-    TB_REQUIRE(out && err, "captured output");
+    tb_output sh = {0};
+    int status = tb_run(&sh, NULL, "'" PRETRAIN "' --num-layers 2 --frobnicate");
+    TB_REQUIRE(sh.out && sh.err, "captured output");
     TB_CHECK(status == 2, "exit status %d", status);
-    TB_CHECK(strstr(err, "unknown flag '--frobnicate'") != NULL, "stderr: %s", err);
-    free(out);
-    free(err);
+    TB_CHECK(strstr(sh.err, "unknown flag '--frobnicate'") != NULL, "stderr: %s", sh.err);
 
-    status = run_pretrain("--memory-cap 12Q", "badvalue", &out, &err);
-    TB_REQUIRE(out && err, "captured output");
+    status = tb_run(&sh, NULL, "'" PRETRAIN "' --memory-cap 12Q");
+    TB_REQUIRE(sh.out && sh.err, "captured output");
     TB_CHECK(status == 2, "exit status %d", status);
-    TB_CHECK(strstr(err, "flag --memory-cap: '12Q' is not a byte count") != NULL, "stderr: %s", err);
-    free(out);
-    free(err);
+    TB_CHECK(strstr(sh.err, "flag --memory-cap: '12Q' is not a byte count") != NULL, "stderr: %s", sh.err);
+    tb_output_free(&sh);
 }
 
 int main(void) {
