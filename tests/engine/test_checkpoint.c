@@ -20,6 +20,7 @@
 #include "datasets/gpt_dataset.h"
 #include "models/gpt.h"
 #include "tb_shell.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 #define TMP(name) TB_TEST_TMPDIR "/checkpoint." name
@@ -717,7 +718,7 @@ static int compare_files(const char *a, const char *b) {
 // The loss of step `step` in a run directory's metrics, or -1.
 static double metrics_loss(const char *run_dir, int step) {
     char path[1024], line[4096];
-    snprintf(path, sizeof path, "%s/metrics.rank-00000.jsonl", run_dir);
+    tb_rank_path(path, sizeof path, run_dir, TB_RANK_METRICS, 0);
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     double loss = -1;

@@ -26,6 +26,7 @@
 #include "core/ranges.h"
 #include "parallel_state.h"
 #include "tb_shell.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 #define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
@@ -731,7 +732,7 @@ TB_TEST(stalled_rank_ends_the_run_with_a_hang_report_after_the_timeout) {
              "the stderr summary names the absent rank by its coordinates:\n%s", sh.err);
     TB_CHECK(hang && strstr(hang, "hang.json"), "the stderr summary names the report file");
 
-    json_t *h = tb_load_json(HANG_DIR "/hang.json");
+    json_t *h = tb_load_json(HANG_DIR "/" TB_RUN_HANG_REPORT);
     TB_REQUIRE(h != NULL, "no hang.json in %s", HANG_DIR);
     TB_CHECK(strcmp(jstr(h, "kind"), "hang") == 0, "kind '%s'", jstr(h, "kind"));
     TB_CHECK(json_number_value(json_object_get(h, "collective_timeout_s")) == 2.0, "collective_timeout_s");
@@ -817,8 +818,8 @@ TB_TEST(same_run_without_a_stall_exits_0_without_a_hang_report) {
     int rc =
         tb_run(&sh, NULL, "rm -rf %s && timeout 60 %s" HANG_SHAPE " --run-dir %s", NOHANG_DIR, PRETRAIN, NOHANG_DIR);
     TB_CHECK(rc == 0, "pretrain_gpt exits %d:\n%s", rc, sh.err);
-    TB_CHECK(!tb_exists(NOHANG_DIR "/hang.json"), "no hang.json without a hang");
-    TB_CHECK(tb_exists(NOHANG_DIR "/config.json"), "the run wrote its run dir");
+    TB_CHECK(!tb_exists(NOHANG_DIR "/" TB_RUN_HANG_REPORT), "no hang.json without a hang");
+    TB_CHECK(tb_exists(NOHANG_DIR "/" TB_RUN_CONFIG), "the run wrote its run dir");
     TB_CHECK(!strstr(sh.err, "HANG"), "no hang summary:\n%s", sh.err);
 }
 
@@ -867,7 +868,7 @@ TB_TEST(recv_without_a_sender_returns_after_the_timeout_with_a_hang_report) {
     static char err_text[1 << 16];
     tb_slurp_into(RECV_HANG_DIR "/stderr.txt", err_text, sizeof err_text);
     TB_CHECK(strstr(err_text, "HANG: recv on group world"), "stderr summary:\n%s", err_text);
-    json_t *h = tb_load_json(RECV_HANG_DIR "/hang.json");
+    json_t *h = tb_load_json(RECV_HANG_DIR "/" TB_RUN_HANG_REPORT);
     TB_REQUIRE(h != NULL, "hang.json written to the world's run dir");
     json_t *to = json_object_get(h, "timed_out");
     TB_CHECK(strcmp(jstr(to, "op"), "recv") == 0 && strcmp(jstr(to, "group"), "world") == 0 &&

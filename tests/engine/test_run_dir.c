@@ -9,6 +9,7 @@
 
 #include "datasets/gpt_dataset.h"
 #include "tb_shell.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 #define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
@@ -27,7 +28,7 @@ TB_TEST(run_writes_resolved_config_and_per_step_metrics) {
     TB_CHECK(strstr(sh.out, "global batch 4 = micro batch 2 x microbatches 2 x dp 1"),
              "the global-batch formula is printed:\n%s", sh.out);
     TB_CHECK(strstr(sh.out, "artifacts: " RUN_DIR), "the run dir is named at the end");
-    json_t *cfg = tb_load_json(RUN_DIR "/config.json");
+    json_t *cfg = tb_load_json(RUN_DIR "/" TB_RUN_CONFIG);
     TB_REQUIRE(cfg, "config.json");
     TB_CHECK(json_integer_value(json_object_get(cfg, "num_layers")) == 2, "num_layers");
     TB_CHECK(json_integer_value(json_object_get(cfg, "ffn_hidden_size")) == 128, "resolved ffn size");
@@ -35,7 +36,8 @@ TB_TEST(run_writes_resolved_config_and_per_step_metrics) {
              "derived microbatches");
     json_decref(cfg);
 
-    FILE *f = fopen(RUN_DIR "/metrics.rank-00000.jsonl", "r");
+    char path[1024];
+    FILE *f = fopen(tb_rank_path(path, sizeof path, RUN_DIR, TB_RANK_METRICS, 0), "r");
     TB_REQUIRE(f, "metrics file");
     char line[8192];
     int steps = 0;
@@ -67,7 +69,8 @@ TB_TEST(mfu_is_reported_against_the_peak_the_user_sets) {
     TB_REQUIRE(tb_run(&sh, NULL, "rm -rf %s_mfu && %s" TINY " --train-iters 1 --peak-tflops 0.5 --run-dir %s_mfu",
                       RUN_DIR, PRETRAIN, RUN_DIR) == 0,
                "%s", sh.err);
-    FILE *f = fopen(RUN_DIR "_mfu/metrics.rank-00000.jsonl", "r");
+    char path[1024];
+    FILE *f = fopen(tb_rank_path(path, sizeof path, RUN_DIR "_mfu", TB_RANK_METRICS, 0), "r");
     TB_REQUIRE(f, "metrics");
     char line[8192];
     TB_REQUIRE(fgets(line, sizeof line, f), "a line");
@@ -99,7 +102,8 @@ static int count_named(const event *ev, int n, const char *name) {
 
 
 TB_TEST(trace_ranges_nest_properly_and_cover_every_module) {
-    json_t *root = tb_load_json(RUN_DIR "/trace.rank-00000.json");
+    char path[1024];
+    json_t *root = tb_load_json(tb_rank_path(path, sizeof path, RUN_DIR, TB_RANK_TRACE, 0));
     TB_REQUIRE(root, "trace JSON");
     TB_CHECK(json_integer_value(json_object_get(json_object_get(root, "distributedInfo"), "rank")) == 0,
              "distributedInfo.rank for Holistic Trace Analysis");
@@ -181,7 +185,8 @@ TB_TEST(trace_ranges_nest_properly_and_cover_every_module) {
 }
 
 TB_TEST(memory_snapshot_explains_the_peak) {
-    json_t *m = tb_load_json(RUN_DIR "/memory.rank-00000.json");
+    char path[1024];
+    json_t *m = tb_load_json(tb_rank_path(path, sizeof path, RUN_DIR, TB_RANK_MEMORY, 0));
     TB_REQUIRE(m, "memory snapshot");
     json_int_t peak = json_integer_value(json_object_get(m, "total_peak_bytes"));
     json_t *at = json_object_get(m, "at_total_peak");
@@ -198,7 +203,8 @@ TB_TEST(memory_snapshot_explains_the_peak) {
 }
 
 TB_TEST(allocation_over_the_memory_cap_writes_an_oom_report_and_exits_nonzero) {
-    json_t *m = tb_load_json(RUN_DIR "/memory.rank-00000.json");
+    char path[1024];
+    json_t *m = tb_load_json(tb_rank_path(path, sizeof path, RUN_DIR, TB_RANK_MEMORY, 0));
     TB_REQUIRE(m, "memory snapshot of the uncapped run");
     json_int_t peak = json_integer_value(json_object_get(m, "total_peak_bytes"));
     json_decref(m);
@@ -207,7 +213,7 @@ TB_TEST(allocation_over_the_memory_cap_writes_an_oom_report_and_exits_nonzero) {
                         RUN_DIR, PRETRAIN, (long long)peak - 1, RUN_DIR);
     TB_CHECK(status == 3, "exit status %d, expected 3", status);
     TB_CHECK(strstr(sh.err, "OUT OF MEMORY on rank 0 (tp0 cp0 dp0 pp0)"), "stderr summary:\n%s", sh.err);
-    json_t *r = tb_load_json(RUN_DIR "_oom/oom.json");
+    json_t *r = tb_load_json(RUN_DIR "_oom/" TB_RUN_OOM_REPORT);
     TB_REQUIRE(r, "oom.json");
     TB_CHECK(!strcmp(json_string_value(json_object_get(r, "rank_label")), "rank 0 (tp0 cp0 dp0 pp0)"), "rank label");
     TB_CHECK(json_integer_value(json_object_get(r, "step")) >= 1, "step of the OOM");
@@ -225,7 +231,7 @@ TB_TEST(allocation_over_the_memory_cap_writes_an_oom_report_and_exits_nonzero) {
     status =
         tb_run(&sh, NULL, "rm -rf %s_oom0 && %s" TINY " --memory-cap 1K --run-dir %s_oom0", RUN_DIR, PRETRAIN, RUN_DIR);
     TB_CHECK(status == 3, "exit status %d, expected 3", status);
-    r = tb_load_json(RUN_DIR "_oom0/oom.json");
+    r = tb_load_json(RUN_DIR "_oom0/" TB_RUN_OOM_REPORT);
     TB_REQUIRE(r, "oom.json at init");
     TB_CHECK(json_integer_value(json_object_get(r, "step")) == 0, "OOM before training reports step 0");
     json_decref(r);
@@ -273,15 +279,20 @@ TB_TEST(text_prepared_by_preprocess_data_trains_with_a_byte_vocabulary) {
 
 TB_TEST(two_runs_of_the_binary_write_identical_losses) {
     static char a[1 << 16], b[1 << 16];
+    char path[1024];
     TB_REQUIRE(tb_run(&sh, NULL, "rm -rf %s_d1 && %s" TINY " --train-iters 3 --run-dir %s_d1", RUN_DIR, PRETRAIN,
                       RUN_DIR) == 0,
                "1");
     TB_REQUIRE(tb_run(&sh, NULL, "rm -rf %s_d2 && %s" TINY " --train-iters 3 --run-dir %s_d2", RUN_DIR, PRETRAIN,
                       RUN_DIR) == 0,
                "2");
-    TB_REQUIRE(tb_run(&sh, NULL, "grep -o '\"loss\": *[^,]*' %s_d1/metrics.rank-00000.jsonl", RUN_DIR) == 0, "grep");
+    TB_REQUIRE(tb_run(&sh, NULL, "grep -o '\"loss\": *[^,]*' %s",
+                      tb_rank_path(path, sizeof path, RUN_DIR "_d1", TB_RANK_METRICS, 0)) == 0,
+               "grep");
     snprintf(a, sizeof a, "%s", sh.out);
-    TB_REQUIRE(tb_run(&sh, NULL, "grep -o '\"loss\": *[^,]*' %s_d2/metrics.rank-00000.jsonl", RUN_DIR) == 0, "grep");
+    TB_REQUIRE(tb_run(&sh, NULL, "grep -o '\"loss\": *[^,]*' %s",
+                      tb_rank_path(path, sizeof path, RUN_DIR "_d2", TB_RANK_METRICS, 0)) == 0,
+               "grep");
     snprintf(b, sizeof b, "%s", sh.out);
     TB_CHECK(strlen(a) > 20 && !strcmp(a, b), "losses differ:\n%s\nvs\n%s", a, b);
 }

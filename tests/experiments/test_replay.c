@@ -9,6 +9,7 @@
 
 #include "provenance.h"
 #include "tb_shell.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"
@@ -50,7 +51,7 @@ TB_TEST(replay_at_the_recorded_revision_reproduces_losses_bitwise) {
     snprintf(dir, sizeof dir, "%s", at + 19);
     dir[strcspn(dir, " ")] = '\0';
     char path[1100];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    snprintf(path, sizeof path, "%s/" TB_RECORD_MANIFEST, dir);
     json_t *m = json_load_file(path, 0, NULL);
     TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "replay_of")) ?: "", record_id),
              "the replay record links to the original");
@@ -60,7 +61,7 @@ TB_TEST(replay_at_the_recorded_revision_reproduces_losses_bitwise) {
 // Rewrites a field of the record's manifest (the test's way to make a broken record).
 static void edit_manifest(const char *field_path, json_t *value, const char *patch_text) {
     char path[1024];
-    snprintf(path, sizeof path, ART "/replayed/v1/%s/manifest.json", record_id);
+    snprintf(path, sizeof path, ART "/replayed/v1/%s/" TB_RECORD_MANIFEST, record_id);
     json_t *m = json_load_file(path, 0, NULL);
     json_t *git = json_object_get(m, "git");
     json_object_set_new(git, field_path, value);

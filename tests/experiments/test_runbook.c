@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tb_shell.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"
@@ -48,7 +49,7 @@ TB_TEST(runbook_runs_records_and_claims_and_prove_rederives) {
     int n = records(ART "/rb/v1", names, 8);
     TB_REQUIRE(n == 2, "two records, got %d", n);
     char path[1024];
-    snprintf(path, sizeof path, ART "/rb/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "/rb/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     json_t *m = json_load_file(path, 0, NULL);
     TB_REQUIRE(m, "manifest.json of %s", names[0]);
     TB_CHECK(!strcmp(json_string_value(json_object_get(m, "status")), "finished"), "status finished");
@@ -64,7 +65,7 @@ TB_TEST(runbook_runs_records_and_claims_and_prove_rederives) {
     TB_CHECK(strlen(json_string_value(json_object_get(json_object_get(m, "runbook"), "sha256"))) == 64,
              "runbook sha256");
     json_decref(m);
-    TB_CHECK(access(ART "/rb/v1/claims.json", F_OK) == 0, "claims.json written");
+    TB_CHECK(access(ART "/rb/v1/" TB_EXPERIMENT_CLAIMS, F_OK) == 0, "claims.json written");
     TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --artifacts %s", TRACEBOOK, ART) == 0, "prove failed:\n%s\n%s",
              sh.out, sh.err);
 
@@ -108,7 +109,7 @@ TB_TEST(runbook_errors_name_file_and_line_and_mark_the_experiment_failed) {
                  strstr(sh.err, "badkey.lua:3:") && strstr(sh.err, "unknown config key 'num_layerz'") &&
                  strstr(sh.err, "stack traceback"),
              "unknown key at badkey.lua:3 with a traceback:\n%s", sh.err);
-    json_t *e = json_load_file(ART "_err/bad/v1/experiment.json", 0, NULL);
+    json_t *e = json_load_file(ART "_err/bad/v1/" TB_EXPERIMENT_STATUS, 0, NULL);
     TB_CHECK(e && !strcmp(json_string_value(json_object_get(e, "status")), "failed"), "experiment marked failed");
     json_decref(e);
     tb_write_text(TB_TEST_TMPDIR "/engine_fails.lua",
@@ -121,7 +122,7 @@ TB_TEST(runbook_errors_name_file_and_line_and_mark_the_experiment_failed) {
     char names[8][256];
     TB_REQUIRE(records(ART "_err/enginefail/v1", names, 8) == 1, "the failed run is recorded");
     char path[1024];
-    snprintf(path, sizeof path, ART "_err/enginefail/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "_err/enginefail/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     json_t *m = json_load_file(path, 0, NULL);
     TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "status")), "failed"), "record status failed");
     json_decref(m);
@@ -145,7 +146,7 @@ TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
     char names[8][256];
     TB_REQUIRE(records(ART "_int/long/v1", names, 8) == 1, "one record");
     char path[1024];
-    snprintf(path, sizeof path, ART "_int/long/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "_int/long/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     json_t *m = json_load_file(path, 0, NULL);
     TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "status")), "incomplete"), "status incomplete");
     json_decref(m);
@@ -157,9 +158,9 @@ TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
              TB_SOURCE_DIR, ART, TRACEBOOK, TB_TEST_TMPDIR, ART, ART);
     TB_REQUIRE(system(cmd) == 0, "shell");
     TB_REQUIRE(records(ART "_kill/long/v1", names, 8) == 1, "one record");
-    snprintf(path, sizeof path, ART "_kill/long/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "_kill/long/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     TB_CHECK(access(path, F_OK) != 0, "no manifest after SIGKILL");
-    snprintf(path, sizeof path, ART "_kill/long/v1/%s/heartbeat", names[0]);
+    snprintf(path, sizeof path, ART "_kill/long/v1/%s/" TB_RECORD_HEARTBEAT, names[0]);
     TB_CHECK(access(path, F_OK) == 0, "a heartbeat was being written while the run was live");
     TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s ls long --artifacts %s_kill", TRACEBOOK, ART) == 0 &&
                  strstr(sh.out, "incomplete"),
@@ -183,7 +184,7 @@ TB_TEST(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook) {
     char names[8][256];
     TB_REQUIRE(records(ART "_eng/long2/v1", names, 8) == 1, "one record");
     char path[1024];
-    snprintf(path, sizeof path, ART "_eng/long2/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "_eng/long2/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     json_t *m = json_load_file(path, 0, NULL);
     TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "status")), "incomplete") &&
                  json_integer_value(json_object_get(m, "exit_status")) == 128 + 9,
@@ -203,7 +204,7 @@ TB_TEST(env_deny_keeps_secrets_out_of_the_manifest) {
     char names[8][256];
     TB_REQUIRE(records(ART "_env/env/v1", names, 8) == 1, "one record");
     char path[1024];
-    snprintf(path, sizeof path, ART "_env/env/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "_env/env/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     json_t *m = json_load_file(path, 0, NULL);
     json_t *env = json_object_get(m, "environment");
     TB_CHECK(env && !json_object_get(env, "MY_API_TOKEN"), "default deny-list drops *TOKEN*");
