@@ -130,7 +130,7 @@ static inline int tb_exit_status(int st) {
 // stderr to o->err (or with it into o->out when merged), each run replacing what o held; with
 // o NULL the output goes wherever CMD sends it. Returns tb_exit_status.
 static inline int tb_vrun(tb_output *o, int merged, const char *dir, const char *fmt, va_list ap) {
-    char cmd[8192], full[8192 + 2048], cd[1100] = "", out_path[512], err_path[512];
+    char cmd[8192], cd[1100] = "", out_path[512], err_path[512], full[8192 + 1100 + 2 * 512 + 64];
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     if (dir) snprintf(cd, sizeof cd, "cd '%s' && ", dir);
     snprintf(out_path, sizeof out_path, "%s/%ld.stdout", TB_TEST_TMPDIR, (long)getpid());
