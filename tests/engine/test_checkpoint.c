@@ -19,6 +19,8 @@
 #include "core/rng.h"
 #include "datasets/gpt_dataset.h"
 #include "models/gpt.h"
+#include "tb_shell.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 #define TMP(name) TB_TEST_TMPDIR "/checkpoint." name
@@ -687,17 +689,7 @@ TB_TEST(corrupt_or_absent_file_is_refused_naming_the_path) {
     "--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --vocab-size 50 "       \
     "--make-vocab-size-divisible-by 16 --micro-batch-size 2 --num-threads 2"
 
-// Runs cmd; stderr only is captured into out (stdout discarded). Returns the exit status.
-static int run_stderr(const char *cmd, char *out, size_t cap) {
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1 >/dev/null", cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static tb_output sh;  // what the last command printed
 
 // Every tensor of a and b: same names, shapes and bytes. Returns the count that differ.
 static int compare_files(const char *a, const char *b) {
@@ -726,7 +718,7 @@ static int compare_files(const char *a, const char *b) {
 // The loss of step `step` in a run directory's metrics, or -1.
 static double metrics_loss(const char *run_dir, int step) {
     char path[1024], line[4096];
-    snprintf(path, sizeof path, "%s/metrics.rank-00000.jsonl", run_dir);
+    tb_rank_path(path, sizeof path, run_dir, TB_RANK_METRICS, 0);
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     double loss = -1;
@@ -743,15 +735,11 @@ static double metrics_loss(const char *run_dir, int step) {
 TB_TEST(pretrain_gpt_save_then_load_carries_the_weights_bitwise) {
     const char *a = TMP("run-a.safetensors"), *b = TMP("run-b.safetensors");
     unlink(a), unlink(b);
-    char cmd[4096], out[8192];
-    snprintf(cmd, sizeof cmd, "'%s' " FLAGS " --train-iters 2 --save '%s' --run-dir '%s'", PRETRAIN, a,
-             TMP("run-a"));
-    int rc = run_stderr(cmd, out, sizeof out);
-    TB_REQUIRE(rc == 0, "run a: exit %d: %s", rc, out);
-    snprintf(cmd, sizeof cmd, "'%s' " FLAGS " --train-iters 1 --lr 0 --load '%s' --save '%s' --run-dir '%s'",
-             PRETRAIN, a, b, TMP("run-b"));
-    rc = run_stderr(cmd, out, sizeof out);
-    TB_REQUIRE(rc == 0, "run b: exit %d: %s", rc, out);
+    int rc = tb_run(&sh, NULL, "'%s' " FLAGS " --train-iters 2 --save '%s' --run-dir '%s'", PRETRAIN, a, TMP("run-a"));
+    TB_REQUIRE(rc == 0, "run a: exit %d: %s", rc, sh.err);
+    rc = tb_run(&sh, NULL, "'%s' " FLAGS " --train-iters 1 --lr 0 --load '%s' --save '%s' --run-dir '%s'", PRETRAIN, a,
+                b, TMP("run-b"));
+    TB_REQUIRE(rc == 0, "run b: exit %d: %s", rc, sh.err);
     TB_CHECK(compare_files(a, b) == 0, "a step at lr 0 from --load A did not save A's weights back");
 
     // in process: the saved weights differ from the init (the save came after training), and
@@ -785,17 +773,15 @@ TB_TEST(pretrain_gpt_save_then_load_carries_the_weights_bitwise) {
     // --load of a missing file
     const char *absent = TMP("run-absent.safetensors");
     unlink(absent);
-    snprintf(cmd, sizeof cmd, "'%s' " FLAGS " --train-iters 1 --load '%s' --run-dir '%s'", PRETRAIN, absent,
-             TMP("run-absent"));
-    rc = run_stderr(cmd, out, sizeof out);
-    TB_CHECK(rc != 0 && strstr(out, absent) && strstr(out, "--load"), "missing file: exit %d, stderr: %s", rc,
-             out);
+    rc = tb_run(&sh, NULL, "'%s' " FLAGS " --train-iters 1 --load '%s' --run-dir '%s'", PRETRAIN, absent,
+                TMP("run-absent"));
+    TB_CHECK(rc != 0 && strstr(sh.err, absent) && strstr(sh.err, "--load"), "missing file: exit %d, stderr: %s", rc,
+             sh.err);
     // --load of a file with other shapes
-    snprintf(cmd, sizeof cmd, "'%s' " FLAGS " --hidden-size 48 --train-iters 1 --load '%s' --run-dir '%s'",
-             PRETRAIN, a, TMP("run-wrong"));
-    rc = run_stderr(cmd, out, sizeof out);
-    TB_CHECK(rc != 0 && strstr(out, "'wte.weight' has shape [50, 32], the model needs [50, 48]"),
-             "wrong shape: exit %d, stderr: %s", rc, out);
+    rc = tb_run(&sh, NULL, "'%s' " FLAGS " --hidden-size 48 --train-iters 1 --load '%s' --run-dir '%s'", PRETRAIN, a,
+                TMP("run-wrong"));
+    TB_CHECK(rc != 0 && strstr(sh.err, "'wte.weight' has shape [50, 32], the model needs [50, 48]"),
+             "wrong shape: exit %d, stderr: %s", rc, sh.err);
     unlink(a);
 }
 

@@ -25,6 +25,8 @@
 #include "core/memory.h"
 #include "core/ranges.h"
 #include "parallel_state.h"
+#include "tb_shell.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 #define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
@@ -619,13 +621,6 @@ TB_TEST(flight_recorder_keeps_the_newest_calls_when_it_wraps) {
     world_down(&W);
 }
 
-static json_t *load_json(const char *path) {
-    json_error_t e;
-    json_t *j = json_load_file(path, 0, &e);
-    if (!j) printf("    %s: %s (line %d)\n", path, e.text, e.line);
-    return j;
-}
-
 static const char *jstr(json_t *o, const char *key) {
     const char *s = json_string_value(json_object_get(o, key));
     return s ? s : "";
@@ -644,7 +639,7 @@ TB_TEST(trace_has_comm_ranges_with_group_op_dtype_count_bytes_seq_and_rank) {
         tb_rank *rk = &W.w.ranks[r];
         char path[512];
         trace_path(path, sizeof path, r);
-        json_t *root = load_json(path);
+        json_t *root = tb_load_json(path);
         TB_CHECK(root != NULL, "%s: no trace at %s", rk->label, path);
         if (!root) continue;
         json_t *events = json_object_get(root, "traceEvents");
@@ -707,38 +702,7 @@ TB_TEST(trace_has_comm_ranges_with_group_op_dtype_count_bytes_seq_and_rank) {
 // ---------------------------------------------------------------------------------------
 // 4. hangs: a call whose peer never comes ends the run after the timeout with a report
 
-static char err_text[1 << 16];
-
-static void slurp(const char *path, char *buf, size_t len) {
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t n = fread(buf, 1, len - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
-
-// Runs a shell command (stdout discarded, stderr into err_text); returns the exit status
-// and the wall time in *seconds.
-static int run(double *seconds, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(double *seconds, const char *fmt, ...) {
-    char cmd[4096], full[4400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof full, "%s > %s/comm.out 2> %s/comm.err", cmd, TB_TEST_TMPDIR, TB_TEST_TMPDIR);
-    double t0 = now_s();
-    int status = system(full);
-    *seconds = now_s() - t0;
-    slurp(TB_TEST_TMPDIR "/comm.err", err_text, sizeof err_text);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
-
-static int file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
+static tb_output sh;  // what the last command printed
 
 static int array_has_int(json_t *a, long long v) {
     size_t i;
@@ -755,21 +719,20 @@ static int array_has_int(json_t *a, long long v) {
 #define NOHANG_DIR TB_TEST_TMPDIR "/comm_nohang"
 
 TB_TEST(stalled_rank_ends_the_run_with_a_hang_report_after_the_timeout) {
-    double secs;
-    int rc = run(&secs, "rm -rf %s && timeout 60 %s" HANG_SHAPE " --inject-stall 3:2 --run-dir %s", HANG_DIR, PRETRAIN,
-                 HANG_DIR);
+    int rc = tb_run(&sh, NULL, "rm -rf %s && timeout 60 %s" HANG_SHAPE " --inject-stall 3:2 --run-dir %s", HANG_DIR,
+                    PRETRAIN, HANG_DIR);
     TB_CHECK(rc == 4, "pretrain_gpt with a stalled rank exits %d, expected 4 (124: still hanging after 60 s)\n%s", rc,
-             err_text);
-    TB_CHECK(secs >= 1.9, "the hang is reported after %.2f s, before the 2 s timeout", secs);
-    TB_CHECK(secs < 30, "the hang is reported after %.1f s; the timeout is 2 s", secs);
-    const char *hang = strstr(err_text, "HANG:");
-    TB_CHECK(hang != NULL, "stderr says HANG:\n%s", err_text);
+             sh.err);
+    TB_CHECK(sh.seconds >= 1.9, "the hang is reported after %.2f s, before the 2 s timeout", sh.seconds);
+    TB_CHECK(sh.seconds < 30, "the hang is reported after %.1f s; the timeout is 2 s", sh.seconds);
+    const char *hang = strstr(sh.err, "HANG:");
+    TB_CHECK(hang != NULL, "stderr says HANG:\n%s", sh.err);
     const char *absent = hang ? strstr(hang, "absent from this call:") : NULL;
     TB_CHECK(absent && strstr(absent, "rank 3 (tp1 cp0 dp1 pp0)"),
-             "the stderr summary names the absent rank by its coordinates:\n%s", err_text);
+             "the stderr summary names the absent rank by its coordinates:\n%s", sh.err);
     TB_CHECK(hang && strstr(hang, "hang.json"), "the stderr summary names the report file");
 
-    json_t *h = load_json(HANG_DIR "/hang.json");
+    json_t *h = tb_load_json(HANG_DIR "/" TB_RUN_HANG_REPORT);
     TB_REQUIRE(h != NULL, "no hang.json in %s", HANG_DIR);
     TB_CHECK(strcmp(jstr(h, "kind"), "hang") == 0, "kind '%s'", jstr(h, "kind"));
     TB_CHECK(json_number_value(json_object_get(h, "collective_timeout_s")) == 2.0, "collective_timeout_s");
@@ -852,12 +815,12 @@ TB_TEST(stalled_rank_ends_the_run_with_a_hang_report_after_the_timeout) {
 }
 
 TB_TEST(same_run_without_a_stall_exits_0_without_a_hang_report) {
-    double secs;
-    int rc = run(&secs, "rm -rf %s && timeout 60 %s" HANG_SHAPE " --run-dir %s", NOHANG_DIR, PRETRAIN, NOHANG_DIR);
-    TB_CHECK(rc == 0, "pretrain_gpt exits %d:\n%s", rc, err_text);
-    TB_CHECK(!file_exists(NOHANG_DIR "/hang.json"), "no hang.json without a hang");
-    TB_CHECK(file_exists(NOHANG_DIR "/config.json"), "the run wrote its run dir");
-    TB_CHECK(!strstr(err_text, "HANG"), "no hang summary:\n%s", err_text);
+    int rc =
+        tb_run(&sh, NULL, "rm -rf %s && timeout 60 %s" HANG_SHAPE " --run-dir %s", NOHANG_DIR, PRETRAIN, NOHANG_DIR);
+    TB_CHECK(rc == 0, "pretrain_gpt exits %d:\n%s", rc, sh.err);
+    TB_CHECK(!tb_exists(NOHANG_DIR "/" TB_RUN_HANG_REPORT), "no hang.json without a hang");
+    TB_CHECK(tb_exists(NOHANG_DIR "/" TB_RUN_CONFIG), "the run wrote its run dir");
+    TB_CHECK(!strstr(sh.err, "HANG"), "no hang summary:\n%s", sh.err);
 }
 
 // In process: a recv whose sender never sends times out after the world's timeout (the
@@ -902,9 +865,10 @@ TB_TEST(recv_without_a_sender_returns_after_the_timeout_with_a_hang_report) {
     TB_CHECK(done, "the recv was still waiting after 20 s; the timeout is 0.5 s");
     TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 4, "the process ends with status 4 (status %d)", status);
     TB_CHECK(secs >= 0.45, "ended after %.3f s, before the 0.5 s timeout", secs);
-    slurp(RECV_HANG_DIR "/stderr.txt", err_text, sizeof err_text);
+    static char err_text[1 << 16];
+    tb_slurp_into(RECV_HANG_DIR "/stderr.txt", err_text, sizeof err_text);
     TB_CHECK(strstr(err_text, "HANG: recv on group world"), "stderr summary:\n%s", err_text);
-    json_t *h = load_json(RECV_HANG_DIR "/hang.json");
+    json_t *h = tb_load_json(RECV_HANG_DIR "/" TB_RUN_HANG_REPORT);
     TB_REQUIRE(h != NULL, "hang.json written to the world's run dir");
     json_t *to = json_object_get(h, "timed_out");
     TB_CHECK(strcmp(jstr(to, "op"), "recv") == 0 && strcmp(jstr(to, "group"), "world") == 0 &&

@@ -12,6 +12,7 @@
 
 #include "core/memory.h"
 #include "datasets/gpt_dataset.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 
 #define TMP(name) TB_TEST_TMPDIR "/datasets." name
@@ -24,11 +25,6 @@
         int call_rc_ = (call);                                                          \
         TB_REQUIRE(call_rc_ == 0, "%s: " fmt, #call, __VA_ARGS__);                      \
     } while (0)
-
-static int file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
 
 // Number of entries in dir whose name starts with prefix.
 static int count_prefixed(const char *dir, const char *prefix) {
@@ -63,14 +59,6 @@ static int write_raw(const char *path, uint32_t magic, uint32_t version, uint32_
     }
     if (fclose(f) != 0) ok = 0;
     if (ok && total_bytes >= 0 && truncate(path, total_bytes) != 0) ok = 0;
-    return ok ? 0 : -1;
-}
-
-static int write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    int ok = fwrite(data, 1, n, f) == n;
-    if (fclose(f) != 0) ok = 0;
     return ok ? 0 : -1;
 }
 
@@ -194,7 +182,7 @@ TB_TEST(write_refuses_missing_directory_and_oversized_count) {
              "accepted 2^32 tokens");
     TB_CHECK(strstr(err.msg, "4294967296") && strstr(err.msg, "4294967295"), "message: %s",
              err.msg);
-    TB_CHECK(!file_exists(big), "%s created", big);
+    TB_CHECK(!tb_exists(big), "%s created", big);
 }
 
 TB_TEST(missing_file_is_refused_with_strerror) {
@@ -207,7 +195,7 @@ TB_TEST(missing_file_is_refused_with_strerror) {
 TB_TEST(truncated_header_is_refused_with_the_file_size) {
     const char *path = TMP("short-header.bin");
     unsigned char junk[100] = {0};
-    REQUIRE_OK(write_bytes(path, junk, sizeof junk), "write %s", path);
+    REQUIRE_OK(tb_write_bytes(path, junk, sizeof junk), "write %s", path);
     const char *parts[] = {path, "truncated header", "file has 100 bytes", "header needs 1024",
                            NULL};
     expect_refused(path, 4, 256, parts);
@@ -475,17 +463,7 @@ TB_TEST(synthetic_generator_matches_its_documented_definition) {
 // ---------------------------------------------------------------------------------------
 // preprocess_data
 
-// Runs cmd, captures stdout+stderr into out; returns the exit status (-1 if not exited).
-static int run_capture(const char *cmd, char *out, size_t cap) {
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static tb_output sh;  // what the last command printed
 
 TB_TEST(preprocess_data_turns_each_byte_into_one_token) {
     const char *dir = TMP("tool");
@@ -500,17 +478,15 @@ TB_TEST(preprocess_data_turns_each_byte_into_one_token) {
     memcpy(text, hello, hl);
     for (int i = 0; i < 256; i++) text[hl + (size_t)i] = (unsigned char)i;
     size_t n = hl + 256;
-    REQUIRE_OK(write_bytes(in, text, n), "write %s", in);
+    REQUIRE_OK(tb_write_bytes(in, text, n), "write %s", in);
 
-    char cmd[2048], out[8192];
-    snprintf(cmd, sizeof cmd, "'%s' --input '%s' --output '%s'", TOOL, in, outp);
-    int rc = run_capture(cmd, out, sizeof out);
-    TB_REQUIRE(rc == 0, "exit %d: %s", rc, out);
+    int rc = tb_run_merged(&sh, NULL, "'%s' --input '%s' --output '%s'", TOOL, in, outp);
+    TB_REQUIRE(rc == 0, "exit %d: %s", rc, sh.out);
     char want[64];
     snprintf(want, sizeof want, "%zu tokens", n);
-    TB_CHECK(strstr(out, want) && strstr(out, outp) && strstr(out, "256") &&
-                 strstr(out, "--vocab-size 256"),
-             "output does not report tokens, path and vocab 256: %s", out);
+    TB_CHECK(strstr(sh.out, want) && strstr(sh.out, outp) && strstr(sh.out, "256") &&
+                 strstr(sh.out, "--vocab-size 256"),
+             "output does not report tokens, path and vocab 256: %s", sh.out);
 
     tb_allocator a;
     tb_allocator_init(&a, 0, NULL, NULL);
@@ -530,9 +506,9 @@ TB_TEST(preprocess_data_turns_each_byte_into_one_token) {
     TB_CHECK(a.stats.current[TB_MEM_WORKSPACE] == 0, "close left workspace bytes");
     TB_CHECK(count_prefixed(dir, "input.bin.tmp.") == 0, "temporary file left behind");
 
-    rc = run_capture("'" TOOL "' --help", out, sizeof out);
-    TB_CHECK(rc == 0 && strstr(out, "--input") && strstr(out, "--output") && strstr(out, "256"),
-             "--help exit %d: %s", rc, out);
+    rc = tb_run_merged(&sh, NULL, "'" TOOL "' --help");
+    TB_CHECK(rc == 0 && strstr(sh.out, "--input") && strstr(sh.out, "--output") && strstr(sh.out, "256"),
+             "--help exit %d: %s", rc, sh.out);
 }
 
 TB_TEST(preprocess_data_refuses_bad_input_and_writes_nothing) {
@@ -542,60 +518,50 @@ TB_TEST(preprocess_data_refuses_bad_input_and_writes_nothing) {
     const char *missing = TMP("tool-bad/no-such-input.txt");
     unlink(outp);
     unlink(missing);
-    char cmd[2048], out[8192];
 
     // missing input: path and strerror
-    snprintf(cmd, sizeof cmd, "'%s' --input '%s' --output '%s'", TOOL, missing, outp);
-    int rc = run_capture(cmd, out, sizeof out);
+    int rc = tb_run_merged(&sh, NULL, "'%s' --input '%s' --output '%s'", TOOL, missing, outp);
     TB_CHECK(rc != 0, "missing input: exit 0");
-    TB_CHECK(strstr(out, missing) && strstr(out, strerror(ENOENT)), "message: %s", out);
-    TB_CHECK(!file_exists(outp), "missing input created %s", outp);
+    TB_CHECK(strstr(sh.out, missing) && strstr(sh.out, strerror(ENOENT)), "message: %s", sh.out);
+    TB_CHECK(!tb_exists(outp), "missing input created %s", outp);
 
     // empty and one-byte input: a token file needs at least 2 tokens
     const char *empty = TMP("tool-bad/empty.txt");
-    REQUIRE_OK(write_bytes(empty, "", 0), "write %s", empty);
-    snprintf(cmd, sizeof cmd, "'%s' --input '%s' --output '%s'", TOOL, empty, outp);
-    rc = run_capture(cmd, out, sizeof out);
-    TB_CHECK(rc != 0 && strstr(out, empty) && strstr(out, "0 bytes") &&
-                 strstr(out, "at least 2 tokens"),
-             "empty input: exit %d: %s", rc, out);
-    TB_CHECK(!file_exists(outp), "empty input created %s", outp);
+    REQUIRE_OK(tb_write_bytes(empty, "", 0), "write %s", empty);
+    rc = tb_run_merged(&sh, NULL, "'%s' --input '%s' --output '%s'", TOOL, empty, outp);
+    TB_CHECK(rc != 0 && strstr(sh.out, empty) && strstr(sh.out, "0 bytes") && strstr(sh.out, "at least 2 tokens"),
+             "empty input: exit %d: %s", rc, sh.out);
+    TB_CHECK(!tb_exists(outp), "empty input created %s", outp);
     const char *one = TMP("tool-bad/one.txt");
-    REQUIRE_OK(write_bytes(one, "x", 1), "write %s", one);
-    snprintf(cmd, sizeof cmd, "'%s' --input '%s' --output '%s'", TOOL, one, outp);
-    rc = run_capture(cmd, out, sizeof out);
-    TB_CHECK(rc != 0 && strstr(out, "1 bytes") && strstr(out, "at least 2 tokens"),
-             "one-byte input: exit %d: %s", rc, out);
-    TB_CHECK(!file_exists(outp), "one-byte input created %s", outp);
+    REQUIRE_OK(tb_write_bytes(one, "x", 1), "write %s", one);
+    rc = tb_run_merged(&sh, NULL, "'%s' --input '%s' --output '%s'", TOOL, one, outp);
+    TB_CHECK(rc != 0 && strstr(sh.out, "1 bytes") && strstr(sh.out, "at least 2 tokens"), "one-byte input: exit %d: %s",
+             rc, sh.out);
+    TB_CHECK(!tb_exists(outp), "one-byte input created %s", outp);
 
     // flags: missing, unknown (named), value missing
-    snprintf(cmd, sizeof cmd, "'%s' --input '%s'", TOOL, one);
-    rc = run_capture(cmd, out, sizeof out);
-    TB_CHECK(rc != 0 && strstr(out, "missing") && strstr(out, "--output"),
-             "missing --output: exit %d: %s", rc, out);
-    rc = run_capture("'" TOOL "'", out, sizeof out);
-    TB_CHECK(rc != 0 && strstr(out, "--input") && strstr(out, "--output"),
-             "no flags: exit %d: %s", rc, out);
-    snprintf(cmd, sizeof cmd, "'%s' --input '%s' --output '%s' --vocab 300", TOOL, one, outp);
-    rc = run_capture(cmd, out, sizeof out);
-    TB_CHECK(rc != 0 && strstr(out, "unknown flag") && strstr(out, "--vocab"),
-             "unknown flag: exit %d: %s", rc, out);
-    snprintf(cmd, sizeof cmd, "'%s' --input '%s' --output", TOOL, one);
-    rc = run_capture(cmd, out, sizeof out);
-    TB_CHECK(rc != 0 && strstr(out, "--output") && strstr(out, "needs a value"),
-             "--output without value: exit %d: %s", rc, out);
-    TB_CHECK(!file_exists(outp), "a refused command line created %s", outp);
+    rc = tb_run_merged(&sh, NULL, "'%s' --input '%s'", TOOL, one);
+    TB_CHECK(rc != 0 && strstr(sh.out, "missing") && strstr(sh.out, "--output"), "missing --output: exit %d: %s", rc,
+             sh.out);
+    rc = tb_run_merged(&sh, NULL, "'" TOOL "'");
+    TB_CHECK(rc != 0 && strstr(sh.out, "--input") && strstr(sh.out, "--output"), "no flags: exit %d: %s", rc, sh.out);
+    rc = tb_run_merged(&sh, NULL, "'%s' --input '%s' --output '%s' --vocab 300", TOOL, one, outp);
+    TB_CHECK(rc != 0 && strstr(sh.out, "unknown flag") && strstr(sh.out, "--vocab"), "unknown flag: exit %d: %s", rc,
+             sh.out);
+    rc = tb_run_merged(&sh, NULL, "'%s' --input '%s' --output", TOOL, one);
+    TB_CHECK(rc != 0 && strstr(sh.out, "--output") && strstr(sh.out, "needs a value"),
+             "--output without value: exit %d: %s", rc, sh.out);
+    TB_CHECK(!tb_exists(outp), "a refused command line created %s", outp);
 
     // an input of 2^32 bytes (sparse, so nothing is really stored) is refused up front
     const char *huge = TMP("tool-bad/huge.txt");
     int fd = open(huge, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0 && ftruncate(fd, (off_t)UINT32_MAX + 1) == 0) {
         close(fd);
-        snprintf(cmd, sizeof cmd, "'%s' --input '%s' --output '%s'", TOOL, huge, outp);
-        rc = run_capture(cmd, out, sizeof out);
-        TB_CHECK(rc != 0 && strstr(out, "4294967296 bytes") && strstr(out, "4294967295"),
-                 "2^32-byte input: exit %d: %s", rc, out);
-        TB_CHECK(!file_exists(outp), "2^32-byte input created %s", outp);
+        rc = tb_run_merged(&sh, NULL, "'%s' --input '%s' --output '%s'", TOOL, huge, outp);
+        TB_CHECK(rc != 0 && strstr(sh.out, "4294967296 bytes") && strstr(sh.out, "4294967295"),
+                 "2^32-byte input: exit %d: %s", rc, sh.out);
+        TB_CHECK(!tb_exists(outp), "2^32-byte input created %s", outp);
     } else {
         if (fd >= 0) close(fd);
         printf("  (skipped the 2^32-byte input: cannot make a sparse file here)\n");
@@ -604,10 +570,9 @@ TB_TEST(preprocess_data_refuses_bad_input_and_writes_nothing) {
 
     // an unwritable output: non-zero exit, the path named, no temporary left
     const char *bad_out = TMP("tool-bad/no-such-dir/out.bin");
-    REQUIRE_OK(write_bytes(empty, "abc", 3), "write %s", empty);
-    snprintf(cmd, sizeof cmd, "'%s' --input '%s' --output '%s'", TOOL, empty, bad_out);
-    rc = run_capture(cmd, out, sizeof out);
-    TB_CHECK(rc != 0 && strstr(out, "no-such-dir/out.bin"), "bad output: exit %d: %s", rc, out);
+    REQUIRE_OK(tb_write_bytes(empty, "abc", 3), "write %s", empty);
+    rc = tb_run_merged(&sh, NULL, "'%s' --input '%s' --output '%s'", TOOL, empty, bad_out);
+    TB_CHECK(rc != 0 && strstr(sh.out, "no-such-dir/out.bin"), "bad output: exit %d: %s", rc, sh.out);
     TB_CHECK(count_prefixed(dir, "out.bin.tmp.") == 0, "temporary file left behind");
 }
 

@@ -21,6 +21,7 @@
 #include "backend/cpu/kernels.h"
 #include "config.h"
 #include "parallel_state.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 #include "training.h"
 
@@ -264,7 +265,7 @@ TB_TEST(distributed_optimizer_cuts_optimizer_memory_by_dp) {
 // Step-1 loss of a pretrain_gpt run, from its metrics file.
 static double step1_loss(const char *run_dir) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/metrics.rank-00000.jsonl", run_dir);
+    tb_rank_path(path, sizeof path, run_dir, TB_RANK_METRICS, 0);
     FILE *f = fopen(path, "r");
     char line[8192];
     double loss = NAN;
@@ -320,7 +321,7 @@ TB_TEST(pipeline_summary_shows_first_stage_holding_pp_microbatches_under_1f1b) {
              TB_BIN_DIR, TB_TEST_TMPDIR);
     int status = system(cmd);
     TB_REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pp 4 run failed");
-    json_t *p = json_load_file(TB_TEST_TMPDIR "/pp4_summary/pipeline.json", 0, NULL);
+    json_t *p = json_load_file(TB_TEST_TMPDIR "/pp4_summary/" TB_RUN_PIPELINE, 0, NULL);
     TB_REQUIRE(p, "pipeline.json");
     json_t *stages = json_object_get(p, "stages");
     TB_REQUIRE(json_array_size(stages) == 4, "4 stages");

@@ -15,6 +15,7 @@
 #include "comm/local_backend.h"
 #include "config.h"
 #include "parallel_state.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 
 // ---------------------------------------------------------------------------------------
@@ -528,43 +529,19 @@ static void check_layout(const char *what, const char *got, const char *want) {
     }
 }
 
-static char *slurp(FILE *f) {
-    size_t cap = 4096, len = 0, n;
-    char *buf = malloc(cap);
-    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (cap - len - 1 == 0) {
-            char *bigger = realloc(buf, cap * 2);
-            if (!bigger) {
-                free(buf);
-                return NULL;
-            }
-            buf = bigger, cap *= 2;
-        }
-    }
-    if (buf) buf[len] = '\0';
-    return buf;
-}
-
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *text = slurp(f);
-    fclose(f);
-    return text;
-}
-
 TB_TEST(print_layout_lists_every_rank_and_its_groups) {
     static const shape printed[] = {{2, 1, 4, 1}, {2, 2, 2, 2}, {1, 1, 1, 1}, {2, 1, 2, 4}};
     for (size_t i = 0; i < sizeof printed / sizeof printed[0]; i++) {
         shape s = printed[i];
         tb_config cfg = config_of(s);
-        FILE *f = tmpfile();
+        char path[512];
+        tb_tmp_path(path, sizeof path, "layout.txt");
+        FILE *f = fopen(path, "w");
         TB_REQUIRE(f != NULL, "tmpfile");
         parallel_state_print_layout(f, &cfg);
-        rewind(f);
-        char *got = slurp(f);
         fclose(f);
+        char *got = tb_slurp(path);
+        remove(path);
         char *want = expected_layout(s);
         TB_REQUIRE(got && want, "buffers");
         char what[64];
@@ -578,95 +555,75 @@ TB_TEST(print_layout_lists_every_rank_and_its_groups) {
 // ---------------------------------------------------------------------------------------
 // The pretrain_gpt binary
 
-static const char *tmp_path(char *buf, size_t len, const char *name) {
-    snprintf(buf, len, "%s/test_parallel_state_%ld_%s", TB_TEST_TMPDIR, (long)getpid(), name);
-    return buf;
-}
-
-// Runs pretrain_gpt with `args`; returns the exit status (-1 if it did not exit normally)
-// and fills *out and *err_text (free both).
-static int run_pretrain(const char *args, const char *name, char **out, char **err_text) {
-    char out_path[512], err_path[512], out_name[128], err_name[128], cmd[2048];
-    snprintf(out_name, sizeof out_name, "%s.stdout", name);
-    snprintf(err_name, sizeof err_name, "%s.stderr", name);
-    tmp_path(out_path, sizeof out_path, out_name);
-    tmp_path(err_path, sizeof err_path, err_name);
-    snprintf(cmd, sizeof cmd, "'%s/pretrain_gpt' %s >'%s' 2>'%s'", TB_BIN_DIR, args, out_path, err_path);
-    int status = system(cmd);
-    *out = read_file(out_path);
-    *err_text = read_file(err_path);
-    remove(out_path);
-    remove(err_path);
-    if (status == -1 || !WIFEXITED(status)) return -1;
-    return WEXITSTATUS(status);
-}
+#define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
 
 TB_TEST(print_rank_layout_prints_and_exits_0_without_training) {
-    char run_dir[512], args[1024];
-    tmp_path(run_dir, sizeof run_dir, "layout-run");
-    snprintf(args, sizeof args, "--print-rank-layout --world-size 8 --tensor-model-parallel-size 2 --run-dir '%s'",
-             run_dir);
-    char *out, *err;
-    int status = run_pretrain(args, "layout", &out, &err);
-    TB_REQUIRE(out && err, "captured output");
-    TB_CHECK(status == 0, "exit status %d; stderr: %s", status, err);
+    char run_dir[512];
+    tb_tmp_path(run_dir, sizeof run_dir, "layout-run");
+    tb_output sh = {0};
+    int status = tb_run(
+        &sh, NULL, "'" PRETRAIN "' --print-rank-layout --world-size 8 --tensor-model-parallel-size 2 --run-dir '%s'",
+        run_dir);
+    TB_REQUIRE(sh.out && sh.err, "captured output");
+    TB_CHECK(status == 0, "exit status %d; stderr: %s", status, sh.err);
     TB_CHECK(access(run_dir, F_OK) != 0, "no run directory: %s exists", run_dir);
-    TB_CHECK(strstr(out, "world 8 = tp 2 x cp 1 x dp 4 x pp 1 (order tp-cp-ep-dp-pp, tp fastest)\n") == out,
-             "header: %.200s", out);
-    TB_CHECK(strstr(out, "\nrank 5 (tp1 cp0 dp2 pp0)\n  tp        [4, 5]\n  cp        [5]\n  dp        [1, 3, 5, 7]\n"
-                         "  dp_cp     [1, 3, 5, 7]\n  pp        [5]\n  mp        [4, 5]\n  embedding [5]\n"
-                         "  world     [0, 1, 2, 3, 4, 5, 6, 7]\n  pp_grad   [5]\n") != NULL,
-             "rank 5's block: %s", out);
+    TB_CHECK(strstr(sh.out, "world 8 = tp 2 x cp 1 x dp 4 x pp 1 (order tp-cp-ep-dp-pp, tp fastest)\n") == sh.out,
+             "header: %.200s", sh.out);
+    TB_CHECK(strstr(sh.out,
+                    "\nrank 5 (tp1 cp0 dp2 pp0)\n  tp        [4, 5]\n  cp        [5]\n  dp        [1, 3, 5, 7]\n"
+                    "  dp_cp     [1, 3, 5, 7]\n  pp        [5]\n  mp        [4, 5]\n  embedding [5]\n"
+                    "  world     [0, 1, 2, 3, 4, 5, 6, 7]\n  pp_grad   [5]\n") != NULL,
+             "rank 5's block: %s", sh.out);
     char *want = expected_layout((shape){2, 1, 4, 1});
     TB_REQUIRE(want != NULL, "buffer");
-    TB_CHECK(!strcmp(out, want), "the whole printout differs:\n%s\nwant:\n%s", out, want);
-    TB_CHECK(strstr(out, "step") == NULL && strstr(out, "run dir") == NULL, "no training output: %s", out);
+    TB_CHECK(!strcmp(sh.out, want), "the whole printout differs:\n%s\nwant:\n%s", sh.out, want);
+    TB_CHECK(strstr(sh.out, "step") == NULL && strstr(sh.out, "run dir") == NULL, "no training output: %s", sh.out);
     free(want);
-    free(out);
-    free(err);
+    tb_output_free(&sh);
 }
 
 TB_TEST(print_rank_layout_of_a_pipeline_layout) {
-    char run_dir[512], args[1024];
-    tmp_path(run_dir, sizeof run_dir, "pp-layout-run");
-    snprintf(args, sizeof args,
-             "--print-rank-layout --world-size 16 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 "
-             "--micro-batch-size 1 --global-batch-size 8 --run-dir '%s'",
-             run_dir);
-    char *out, *err;
-    int status = run_pretrain(args, "pplayout", &out, &err);
-    TB_REQUIRE(out && err, "captured output");
-    TB_CHECK(status == 0, "exit status %d; stderr: %s", status, err);
+    char run_dir[512];
+    tb_tmp_path(run_dir, sizeof run_dir, "pp-layout-run");
+    tb_output sh = {0};
+    int status =
+        tb_run(&sh, NULL,
+               "'" PRETRAIN
+               "' --print-rank-layout --world-size 16 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 "
+               "--micro-batch-size 1 --global-batch-size 8 --run-dir '%s'",
+               run_dir);
+    TB_REQUIRE(sh.out && sh.err, "captured output");
+    TB_CHECK(status == 0, "exit status %d; stderr: %s", status, sh.err);
     TB_CHECK(access(run_dir, F_OK) != 0, "no run directory: %s exists", run_dir);
     char *want = expected_layout((shape){2, 1, 2, 4});
     TB_REQUIRE(want != NULL, "buffer");
-    check_layout("pretrain_gpt tp 2 dp 2 pp 4", out, want);
-    TB_CHECK(strstr(out, "\nrank 13 (tp1 cp0 dp0 pp3)\n  tp        [12, 13]\n  cp        [13]\n  dp        [13, 15]\n"
-                         "  dp_cp     [13, 15]\n  pp        [1, 5, 9, 13]\n  mp        [0, 1, 4, 5, 8, 9, 12, 13]\n"
-                         "  embedding [1, 13]\n") != NULL,
-             "rank 13's block: %s", out);
+    check_layout("pretrain_gpt tp 2 dp 2 pp 4", sh.out, want);
+    TB_CHECK(strstr(sh.out,
+                    "\nrank 13 (tp1 cp0 dp0 pp3)\n  tp        [12, 13]\n  cp        [13]\n  dp        [13, 15]\n"
+                    "  dp_cp     [13, 15]\n  pp        [1, 5, 9, 13]\n  mp        [0, 1, 4, 5, 8, 9, 12, 13]\n"
+                    "  embedding [1, 13]\n") != NULL,
+             "rank 13's block: %s", sh.out);
     free(want);
-    free(out);
-    free(err);
+    tb_output_free(&sh);
 }
 
 TB_TEST(print_rank_layout_of_an_invalid_layout_exits_2_naming_the_rule) {
-    char run_dir[512], args[1024];
-    tmp_path(run_dir, sizeof run_dir, "bad-layout-run");
-    snprintf(args, sizeof args, "--print-rank-layout --world-size 6 --tensor-model-parallel-size 4 --run-dir '%s'",
-             run_dir);
-    char *out, *err;
-    int status = run_pretrain(args, "badlayout", &out, &err);
-    TB_REQUIRE(out && err, "captured output");
+    char run_dir[512];
+    tb_tmp_path(run_dir, sizeof run_dir, "bad-layout-run");
+    tb_output sh = {0};
+    int status = tb_run(
+        &sh, NULL, "'" PRETRAIN "' --print-rank-layout --world-size 6 --tensor-model-parallel-size 4 --run-dir '%s'",
+        run_dir);
+    TB_REQUIRE(sh.out && sh.err, "captured output");
     TB_CHECK(status == 2, "exit status %d", status);
-    TB_CHECK(strstr(err, "invalid configuration") != NULL &&
-                 strstr(err, "world_size (6) must be divisible by tensor_model_parallel_size x context_parallel_size x "
-                             "pipeline_model_parallel_size (4 x 1 x 1 = 4)") != NULL,
-             "stderr: %s", err);
-    TB_CHECK(out[0] == '\0', "nothing printed on stdout: %s", out);
+    TB_CHECK(strstr(sh.err, "invalid configuration") != NULL &&
+                 strstr(sh.err,
+                        "world_size (6) must be divisible by tensor_model_parallel_size x context_parallel_size x "
+                        "pipeline_model_parallel_size (4 x 1 x 1 = 4)") != NULL,
+             "stderr: %s", sh.err);
+    TB_CHECK(sh.out[0] == '\0', "nothing printed on stdout: %s", sh.out);
     TB_CHECK(access(run_dir, F_OK) != 0, "no run directory: %s exists", run_dir);
-    free(out);
-    free(err);
+    tb_output_free(&sh);
 }
 
 int main(void) {

@@ -9,6 +9,7 @@
 
 #include "datasets/gpt_dataset.h"
 #include "tb_shell.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 #define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
@@ -16,40 +17,18 @@
     " --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --vocab-size 64"        \
     " --micro-batch-size 2 --global-batch-size 4 --num-threads 1"
 
-static char out_text[1 << 16], err_text[1 << 16];
-
-// Runs a shell command; stdout and stderr land in out_text / err_text. Returns the exit status.
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char full[4400];
-    snprintf(full, sizeof full, "%s > %s/run.out 2> %s/run.err", cmd, TB_TEST_TMPDIR, TB_TEST_TMPDIR);
-    int status = system(full);
-    tb_slurp_into(TB_TEST_TMPDIR "/run.out", out_text, sizeof out_text);
-    tb_slurp_into(TB_TEST_TMPDIR "/run.err", err_text, sizeof err_text);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-static json_t *load_json(const char *path) {
-    json_error_t e;
-    json_t *j = json_load_file(path, 0, &e);
-    if (!j) printf("    %s: %s (line %d)\n", path, e.text, e.line);
-    return j;
-}
+static tb_output sh;  // what the last command printed
 
 #define RUN_DIR TB_TEST_TMPDIR "/run_dir_basic"
 
 TB_TEST(run_writes_resolved_config_and_per_step_metrics) {
-    TB_REQUIRE(run("rm -rf %s && %s" TINY " --train-iters 3 --run-dir %s", RUN_DIR, PRETRAIN, RUN_DIR) == 0,
-               "pretrain_gpt failed: %s", err_text);
-    TB_CHECK(strstr(out_text, "global batch 4 = micro batch 2 x microbatches 2 x dp 1"),
-             "the global-batch formula is printed:\n%s", out_text);
-    TB_CHECK(strstr(out_text, "artifacts: " RUN_DIR), "the run dir is named at the end");
-    json_t *cfg = load_json(RUN_DIR "/config.json");
+    TB_REQUIRE(tb_run(&sh, NULL, "rm -rf %s && %s" TINY " --train-iters 3 --run-dir %s", RUN_DIR, PRETRAIN, RUN_DIR) ==
+                   0,
+               "pretrain_gpt failed: %s", sh.err);
+    TB_CHECK(strstr(sh.out, "global batch 4 = micro batch 2 x microbatches 2 x dp 1"),
+             "the global-batch formula is printed:\n%s", sh.out);
+    TB_CHECK(strstr(sh.out, "artifacts: " RUN_DIR), "the run dir is named at the end");
+    json_t *cfg = tb_load_json(RUN_DIR "/" TB_RUN_CONFIG);
     TB_REQUIRE(cfg, "config.json");
     TB_CHECK(json_integer_value(json_object_get(cfg, "num_layers")) == 2, "num_layers");
     TB_CHECK(json_integer_value(json_object_get(cfg, "ffn_hidden_size")) == 128, "resolved ffn size");
@@ -57,7 +36,8 @@ TB_TEST(run_writes_resolved_config_and_per_step_metrics) {
              "derived microbatches");
     json_decref(cfg);
 
-    FILE *f = fopen(RUN_DIR "/metrics.rank-00000.jsonl", "r");
+    char path[1024];
+    FILE *f = fopen(tb_rank_path(path, sizeof path, RUN_DIR, TB_RANK_METRICS, 0), "r");
     TB_REQUIRE(f, "metrics file");
     char line[8192];
     int steps = 0;
@@ -86,9 +66,11 @@ TB_TEST(run_writes_resolved_config_and_per_step_metrics) {
 }
 
 TB_TEST(mfu_is_reported_against_the_peak_the_user_sets) {
-    TB_REQUIRE(run("rm -rf %s_mfu && %s" TINY " --train-iters 1 --peak-tflops 0.5 --run-dir %s_mfu", RUN_DIR,
-                   PRETRAIN, RUN_DIR) == 0, "%s", err_text);
-    FILE *f = fopen(RUN_DIR "_mfu/metrics.rank-00000.jsonl", "r");
+    TB_REQUIRE(tb_run(&sh, NULL, "rm -rf %s_mfu && %s" TINY " --train-iters 1 --peak-tflops 0.5 --run-dir %s_mfu",
+                      RUN_DIR, PRETRAIN, RUN_DIR) == 0,
+               "%s", sh.err);
+    char path[1024];
+    FILE *f = fopen(tb_rank_path(path, sizeof path, RUN_DIR "_mfu", TB_RANK_METRICS, 0), "r");
     TB_REQUIRE(f, "metrics");
     char line[8192];
     TB_REQUIRE(fgets(line, sizeof line, f), "a line");
@@ -120,7 +102,8 @@ static int count_named(const event *ev, int n, const char *name) {
 
 
 TB_TEST(trace_ranges_nest_properly_and_cover_every_module) {
-    json_t *root = load_json(RUN_DIR "/trace.rank-00000.json");
+    char path[1024];
+    json_t *root = tb_load_json(tb_rank_path(path, sizeof path, RUN_DIR, TB_RANK_TRACE, 0));
     TB_REQUIRE(root, "trace JSON");
     TB_CHECK(json_integer_value(json_object_get(json_object_get(root, "distributedInfo"), "rank")) == 0,
              "distributedInfo.rank for Holistic Trace Analysis");
@@ -202,7 +185,8 @@ TB_TEST(trace_ranges_nest_properly_and_cover_every_module) {
 }
 
 TB_TEST(memory_snapshot_explains_the_peak) {
-    json_t *m = load_json(RUN_DIR "/memory.rank-00000.json");
+    char path[1024];
+    json_t *m = tb_load_json(tb_rank_path(path, sizeof path, RUN_DIR, TB_RANK_MEMORY, 0));
     TB_REQUIRE(m, "memory snapshot");
     json_int_t peak = json_integer_value(json_object_get(m, "total_peak_bytes"));
     json_t *at = json_object_get(m, "at_total_peak");
@@ -219,16 +203,17 @@ TB_TEST(memory_snapshot_explains_the_peak) {
 }
 
 TB_TEST(allocation_over_the_memory_cap_writes_an_oom_report_and_exits_nonzero) {
-    json_t *m = load_json(RUN_DIR "/memory.rank-00000.json");
+    char path[1024];
+    json_t *m = tb_load_json(tb_rank_path(path, sizeof path, RUN_DIR, TB_RANK_MEMORY, 0));
     TB_REQUIRE(m, "memory snapshot of the uncapped run");
     json_int_t peak = json_integer_value(json_object_get(m, "total_peak_bytes"));
     json_decref(m);
     // One byte under the uncapped peak: the run must stop at the allocation that reaches it.
-    int status = run("rm -rf %s_oom && %s" TINY " --train-iters 3 --memory-cap %lld --run-dir %s_oom", RUN_DIR,
-                     PRETRAIN, (long long)peak - 1, RUN_DIR);
+    int status = tb_run(&sh, NULL, "rm -rf %s_oom && %s" TINY " --train-iters 3 --memory-cap %lld --run-dir %s_oom",
+                        RUN_DIR, PRETRAIN, (long long)peak - 1, RUN_DIR);
     TB_CHECK(status == 3, "exit status %d, expected 3", status);
-    TB_CHECK(strstr(err_text, "OUT OF MEMORY on rank 0 (tp0 cp0 dp0 pp0)"), "stderr summary:\n%s", err_text);
-    json_t *r = load_json(RUN_DIR "_oom/oom.json");
+    TB_CHECK(strstr(sh.err, "OUT OF MEMORY on rank 0 (tp0 cp0 dp0 pp0)"), "stderr summary:\n%s", sh.err);
+    json_t *r = tb_load_json(RUN_DIR "_oom/" TB_RUN_OOM_REPORT);
     TB_REQUIRE(r, "oom.json");
     TB_CHECK(!strcmp(json_string_value(json_object_get(r, "rank_label")), "rank 0 (tp0 cp0 dp0 pp0)"), "rank label");
     TB_CHECK(json_integer_value(json_object_get(r, "step")) >= 1, "step of the OOM");
@@ -243,56 +228,72 @@ TB_TEST(allocation_over_the_memory_cap_writes_an_oom_report_and_exits_nonzero) {
     json_decref(r);
 
     // A cap below the parameters fails at model construction, before any step.
-    status = run("rm -rf %s_oom0 && %s" TINY " --memory-cap 1K --run-dir %s_oom0", RUN_DIR, PRETRAIN, RUN_DIR);
+    status =
+        tb_run(&sh, NULL, "rm -rf %s_oom0 && %s" TINY " --memory-cap 1K --run-dir %s_oom0", RUN_DIR, PRETRAIN, RUN_DIR);
     TB_CHECK(status == 3, "exit status %d, expected 3", status);
-    r = load_json(RUN_DIR "_oom0/oom.json");
+    r = tb_load_json(RUN_DIR "_oom0/" TB_RUN_OOM_REPORT);
     TB_REQUIRE(r, "oom.json at init");
     TB_CHECK(json_integer_value(json_object_get(r, "step")) == 0, "OOM before training reports step 0");
     json_decref(r);
 }
 
 TB_TEST(bad_data_files_are_refused_naming_the_file_and_offset) {
-    int status = run("%s" TINY " --data-path %s/no-such-file.bin --run-dir %s_bad", PRETRAIN, TB_TEST_TMPDIR, RUN_DIR);
-    TB_CHECK(status != 0 && strstr(err_text, "no-such-file.bin"), "missing file: status %d, stderr %s", status, err_text);
+    int status = tb_run(&sh, NULL, "%s" TINY " --data-path %s/no-such-file.bin --run-dir %s_bad", PRETRAIN,
+                        TB_TEST_TMPDIR, RUN_DIR);
+    TB_CHECK(status != 0 && strstr(sh.err, "no-such-file.bin"), "missing file: status %d, stderr %s", status, sh.err);
     FILE *f = fopen(TB_TEST_TMPDIR "/wrong-magic.bin", "wb");
     int header[256] = {12345, 1, 100};
     fwrite(header, sizeof header, 1, f);
     unsigned short tokens[100] = {0};
     fwrite(tokens, sizeof tokens, 1, f);
     fclose(f);
-    status = run("%s" TINY " --data-path %s/wrong-magic.bin --run-dir %s_bad", PRETRAIN, TB_TEST_TMPDIR, RUN_DIR);
-    TB_CHECK(status != 0 && strstr(err_text, "wrong-magic.bin: offset 0") && strstr(err_text, "12345"),
-             "wrong magic: status %d, stderr %s", status, err_text);
+    status = tb_run(&sh, NULL, "%s" TINY " --data-path %s/wrong-magic.bin --run-dir %s_bad", PRETRAIN, TB_TEST_TMPDIR,
+                    RUN_DIR);
+    TB_CHECK(status != 0 && strstr(sh.err, "wrong-magic.bin: offset 0") && strstr(sh.err, "12345"),
+             "wrong magic: status %d, stderr %s", status, sh.err);
     uint16_t toks[200];
     for (int i = 0; i < 200; i++) toks[i] = (uint16_t)(i % 64);
     toks[150] = 64;  // == vocab size
     tb_error err;
     TB_REQUIRE(tb_token_file_write(TB_TEST_TMPDIR "/big-id.bin", toks, 200, &err) == 0, "%s", err.msg);
-    status = run("%s" TINY " --data-path %s/big-id.bin --run-dir %s_bad", PRETRAIN, TB_TEST_TMPDIR, RUN_DIR);
-    TB_CHECK(status != 0 && strstr(err_text, "big-id.bin: offset 1324") && strstr(err_text, "64"),
-             "token id >= vocab: status %d, stderr %s", status, err_text);
+    status =
+        tb_run(&sh, NULL, "%s" TINY " --data-path %s/big-id.bin --run-dir %s_bad", PRETRAIN, TB_TEST_TMPDIR, RUN_DIR);
+    TB_CHECK(status != 0 && strstr(sh.err, "big-id.bin: offset 1324") && strstr(sh.err, "64"),
+             "token id >= vocab: status %d, stderr %s", status, sh.err);
 }
 
 TB_TEST(text_prepared_by_preprocess_data_trains_with_a_byte_vocabulary) {
     FILE *f = fopen(TB_TEST_TMPDIR "/corpus.txt", "w");
     for (int i = 0; i < 40; i++) fprintf(f, "the quick brown fox jumps over the lazy dog %d\n", i);
     fclose(f);
-    TB_REQUIRE(run("%s/preprocess_data --input %s/corpus.txt --output %s/corpus.bin", TB_BIN_DIR, TB_TEST_TMPDIR,
-                   TB_TEST_TMPDIR) == 0, "preprocess_data: %s", err_text);
-    TB_REQUIRE(run("rm -rf %s_text && %s --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 32 "
-                   "--vocab-size 256 --train-iters 2 --data-path %s/corpus.bin --run-dir %s_text",
-                   RUN_DIR, PRETRAIN, TB_TEST_TMPDIR, RUN_DIR) == 0, "training on it: %s", err_text);
-    TB_CHECK(strstr(out_text, "data: " TB_TEST_TMPDIR "/corpus.bin"), "the data file is named");
+    TB_REQUIRE(tb_run(&sh, NULL, "%s/preprocess_data --input %s/corpus.txt --output %s/corpus.bin", TB_BIN_DIR,
+                      TB_TEST_TMPDIR, TB_TEST_TMPDIR) == 0,
+               "preprocess_data: %s", sh.err);
+    TB_REQUIRE(tb_run(&sh, NULL,
+                      "rm -rf %s_text && %s --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 32 "
+                      "--vocab-size 256 --train-iters 2 --data-path %s/corpus.bin --run-dir %s_text",
+                      RUN_DIR, PRETRAIN, TB_TEST_TMPDIR, RUN_DIR) == 0,
+               "training on it: %s", sh.err);
+    TB_CHECK(strstr(sh.out, "data: " TB_TEST_TMPDIR "/corpus.bin"), "the data file is named");
 }
 
 TB_TEST(two_runs_of_the_binary_write_identical_losses) {
-    static char a[sizeof out_text], b[sizeof out_text];
-    TB_REQUIRE(run("rm -rf %s_d1 && %s" TINY " --train-iters 3 --run-dir %s_d1", RUN_DIR, PRETRAIN, RUN_DIR) == 0, "1");
-    TB_REQUIRE(run("rm -rf %s_d2 && %s" TINY " --train-iters 3 --run-dir %s_d2", RUN_DIR, PRETRAIN, RUN_DIR) == 0, "2");
-    TB_REQUIRE(run("grep -o '\"loss\": *[^,]*' %s_d1/metrics.rank-00000.jsonl", RUN_DIR) == 0, "grep");
-    snprintf(a, sizeof a, "%s", out_text);
-    TB_REQUIRE(run("grep -o '\"loss\": *[^,]*' %s_d2/metrics.rank-00000.jsonl", RUN_DIR) == 0, "grep");
-    snprintf(b, sizeof b, "%s", out_text);
+    static char a[1 << 16], b[1 << 16];
+    char path[1024];
+    TB_REQUIRE(tb_run(&sh, NULL, "rm -rf %s_d1 && %s" TINY " --train-iters 3 --run-dir %s_d1", RUN_DIR, PRETRAIN,
+                      RUN_DIR) == 0,
+               "1");
+    TB_REQUIRE(tb_run(&sh, NULL, "rm -rf %s_d2 && %s" TINY " --train-iters 3 --run-dir %s_d2", RUN_DIR, PRETRAIN,
+                      RUN_DIR) == 0,
+               "2");
+    TB_REQUIRE(tb_run(&sh, NULL, "grep -o '\"loss\": *[^,]*' %s",
+                      tb_rank_path(path, sizeof path, RUN_DIR "_d1", TB_RANK_METRICS, 0)) == 0,
+               "grep");
+    snprintf(a, sizeof a, "%s", sh.out);
+    TB_REQUIRE(tb_run(&sh, NULL, "grep -o '\"loss\": *[^,]*' %s",
+                      tb_rank_path(path, sizeof path, RUN_DIR "_d2", TB_RANK_METRICS, 0)) == 0,
+               "grep");
+    snprintf(b, sizeof b, "%s", sh.out);
     TB_CHECK(strlen(a) > 20 && !strcmp(a, b), "losses differ:\n%s\nvs\n%s", a, b);
 }
 

@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "pipeline_parallel/schedules.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 #define MAX_OPS 4096
@@ -210,7 +211,8 @@ TB_TEST(interleaved_order_matches_megatron_written_out) {
     EXPECT_SCHEDULE(2, 0, 2, 3, 1, "F0.0 F1.0 F0.1 F1.1 F0.2 F1.2 B0.2 B1.2 B0.1 B1.1 B0.0 B1.0");
     EXPECT_SCHEDULE(2, 1, 2, 3, 1, "F0.0 F1.0 F0.1 F1.1 F0.2 B0.2 F1.2 B1.2 B0.1 B1.1 B0.0 B1.0");
 
-    // REFERENCE.md §1.4: p=4, v=2, m=8, g=4: rank 0 warm-up 10 of 16, rank 3 warm-up 4.
+    // docs/ARCHITECTURE.md, "Engine" (the interleaved schedule): p=4, v=2, m=8, g=4: rank 0
+    // warm-up 10 of 16, rank 3 warm-up 4.
     const int w[4] = {10, 8, 6, 4};
     for (int r = 0; r < 4; r++)
         TB_CHECK(pipeline_warmup(4, r, 8, 2) == w[r], "pipeline_warmup(4, %d, 8, 2) = %d, expected %d", r,
@@ -597,7 +599,7 @@ static void check_executor(int p, int v, int num_layers, int global_batch) {
     const int m = global_batch / 2, vv = v > 1 ? v : 1, per_stage = num_layers / (p * vv);
     static pp_op got[MAX_OPS], want[MAX_OPS];
     for (int r = 0; r < p; r++) {
-        snprintf(path, sizeof path, "%s/trace.rank-%05d.json", dir, r);
+        tb_rank_path(path, sizeof path, dir, TB_RANK_TRACE, r);
         int n = trace_ops(path, p, r, per_stage, got, MAX_OPS, why, sizeof why);
         TB_CHECK(n >= 0, "p=%d v=%d rank %d: %s", p, v, r, why);
         if (n < 0) continue;

@@ -9,27 +9,13 @@
 
 #include "provenance.h"
 #include "tb_shell.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"
 #define ART TB_TEST_TMPDIR "/replay_artifacts"
 
-static char out_text[1 << 16], err_text[1 << 16];
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-    char cmd[4096], full[4600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof full, "cd %s && %s > %s/rp.out 2> %s/rp.err", TB_SOURCE_DIR, cmd, TB_TEST_TMPDIR,
-             TB_TEST_TMPDIR);
-    int status = system(full);
-    tb_slurp_into(TB_TEST_TMPDIR "/rp.out", out_text, sizeof out_text);
-    tb_slurp_into(TB_TEST_TMPDIR "/rp.err", err_text, sizeof err_text);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
+static tb_output sh;  // what the last command printed
 
 static char record_id[256];
 
@@ -42,8 +28,10 @@ static int make_record(void) {
           "print('RECORD ' .. r.runs[1].run_id)\n",
           f);
     fclose(f);
-    if (run("rm -rf %s && %s run %s/replay.lua --artifacts %s", ART, TRACEBOOK, TB_TEST_TMPDIR, ART) != 0) return -1;
-    const char *at = strstr(out_text, "RECORD ");
+    if (tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s && %s run %s/replay.lua --artifacts %s", ART, TRACEBOOK, TB_TEST_TMPDIR,
+               ART) != 0)
+        return -1;
+    const char *at = strstr(sh.out, "RECORD ");
     if (!at) return -1;
     snprintf(record_id, sizeof record_id, "%s", at + 7);
     record_id[strcspn(record_id, "\n")] = '\0';
@@ -51,19 +39,19 @@ static int make_record(void) {
 }
 
 TB_TEST(replay_at_the_recorded_revision_reproduces_losses_bitwise) {
-    TB_REQUIRE(make_record() == 0, "recording the run failed:\n%s\n%s", out_text, err_text);
-    int status = run("%s replay %s --artifacts %s", TRACEBOOK, record_id, ART);
-    TB_CHECK(status == 0, "replay exit status %d:\n%s\n%s", status, out_text, err_text);
-    TB_CHECK(strstr(out_text, "bitwise identical: 4 steps x 2 ranks") && strstr(out_text, "MATCH"),
-             "loss verdict:\n%s", out_text);
-    TB_CHECK(strstr(out_text, "step time") && strstr(out_text, "tolerance"), "timing verdict with its tolerance");
-    const char *at = strstr(out_text, "replay recorded as ");
+    TB_REQUIRE(make_record() == 0, "recording the run failed:\n%s\n%s", sh.out, sh.err);
+    int status = tb_run(&sh, TB_SOURCE_DIR, "%s replay %s --artifacts %s", TRACEBOOK, record_id, ART);
+    TB_CHECK(status == 0, "replay exit status %d:\n%s\n%s", status, sh.out, sh.err);
+    TB_CHECK(strstr(sh.out, "bitwise identical: 4 steps x 2 ranks") && strstr(sh.out, "MATCH"), "loss verdict:\n%s",
+             sh.out);
+    TB_CHECK(strstr(sh.out, "step time") && strstr(sh.out, "tolerance"), "timing verdict with its tolerance");
+    const char *at = strstr(sh.out, "replay recorded as ");
     TB_REQUIRE(at, "replay record named");
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", at + 19);
     dir[strcspn(dir, " ")] = '\0';
     char path[1100];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    snprintf(path, sizeof path, "%s/" TB_RECORD_MANIFEST, dir);
     json_t *m = json_load_file(path, 0, NULL);
     TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "replay_of")) ?: "", record_id),
              "the replay record links to the original");
@@ -73,7 +61,7 @@ TB_TEST(replay_at_the_recorded_revision_reproduces_losses_bitwise) {
 // Rewrites a field of the record's manifest (the test's way to make a broken record).
 static void edit_manifest(const char *field_path, json_t *value, const char *patch_text) {
     char path[1024];
-    snprintf(path, sizeof path, ART "/replayed/v1/%s/manifest.json", record_id);
+    snprintf(path, sizeof path, ART "/replayed/v1/%s/" TB_RECORD_MANIFEST, record_id);
     json_t *m = json_load_file(path, 0, NULL);
     json_t *git = json_object_get(m, "git");
     json_object_set_new(git, field_path, value);
@@ -94,9 +82,9 @@ static void edit_manifest(const char *field_path, json_t *value, const char *pat
 TB_TEST(replay_of_a_commit_missing_from_the_repository_is_refused) {
     TB_REQUIRE(record_id[0], "needs the recorded run");
     edit_manifest("commit", json_string("0123456789abcdef0123456789abcdef01234567"), NULL);
-    int status = run("%s replay %s --artifacts %s", TRACEBOOK, record_id, ART);
-    TB_CHECK(status != 0 && strstr(err_text, "0123456789abcdef0123456789abcdef01234567"),
-             "missing commit named: status %d, stderr %s", status, err_text);
+    int status = tb_run(&sh, TB_SOURCE_DIR, "%s replay %s --artifacts %s", TRACEBOOK, record_id, ART);
+    TB_CHECK(status != 0 && strstr(sh.err, "0123456789abcdef0123456789abcdef01234567"),
+             "missing commit named: status %d, stderr %s", status, sh.err);
 }
 
 TB_TEST(replay_whose_saved_patch_no_longer_applies_is_refused) {
@@ -111,16 +99,16 @@ TB_TEST(replay_whose_saved_patch_no_longer_applies_is_refused) {
     edit_manifest("commit", json_string(commit),
                   "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1,3 +1,3 @@\n"
                   "-this line is not in the README\n+replacement\n context that is not there\n more absent context\n");
-    int status = run("%s replay %s --artifacts %s", TRACEBOOK, record_id, ART);
-    TB_CHECK(status != 0 && strstr(err_text, "no longer applies"), "status %d, stderr %s", status, err_text);
+    int status = tb_run(&sh, TB_SOURCE_DIR, "%s replay %s --artifacts %s", TRACEBOOK, record_id, ART);
+    TB_CHECK(status != 0 && strstr(sh.err, "no longer applies"), "status %d, stderr %s", status, sh.err);
     // a patch altered after recording is caught by its sha256
     char patch_path[1100];
     snprintf(patch_path, sizeof patch_path, ART "/replayed/v1/%s/git.patch", record_id);
     FILE *f = fopen(patch_path, "a");
     fputs("tampered\n", f);
     fclose(f);
-    status = run("%s replay %s --artifacts %s", TRACEBOOK, record_id, ART);
-    TB_CHECK(status != 0 && strstr(err_text, "sha256"), "tampered patch: status %d, stderr %s", status, err_text);
+    status = tb_run(&sh, TB_SOURCE_DIR, "%s replay %s --artifacts %s", TRACEBOOK, record_id, ART);
+    TB_CHECK(status != 0 && strstr(sh.err, "sha256"), "tampered patch: status %d, stderr %s", status, sh.err);
 }
 
 int main(void) {

@@ -8,27 +8,13 @@
 #include <unistd.h>
 
 #include "tb_shell.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"
 #define TINY "num_layers = 2, hidden_size = 32, num_attention_heads = 2, seq_length = 16, vocab_size = 64"
 
-static char out_text[1 << 16], err_text[1 << 16];
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-    char cmd[4096], full[4600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof full, "cd %s && %s > %s/rb.out 2> %s/rb.err", TB_SOURCE_DIR, cmd, TB_TEST_TMPDIR,
-             TB_TEST_TMPDIR);
-    int status = system(full);
-    tb_slurp_into(TB_TEST_TMPDIR "/rb.out", out_text, sizeof out_text);
-    tb_slurp_into(TB_TEST_TMPDIR "/rb.err", err_text, sizeof err_text);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
+static tb_output sh;  // what the last command printed
 
 // The record directories of an experiment version, in a fixed order.
 static int records(const char *version_dir, char names[][256], int max) {
@@ -56,13 +42,14 @@ TB_TEST(runbook_runs_records_and_claims_and_prove_rederives) {
                "tb.assert(r.runs[1].seed ~= r.runs[2].seed, 'seeds differ per repetition')\n"
                "local v = exp:claim{ id = 'tps', parser = 'tokens_per_s', runs = r, text = 'tok/s' }\n"
                "tb.assert(v > 0, 'a positive number')\n");
-    TB_REQUIRE(run("rm -rf %s && %s run %s/ok.lua --artifacts %s", ART, TRACEBOOK, TB_TEST_TMPDIR, ART) == 0,
-               "tracebook run failed:\n%s\n%s", out_text, err_text);
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s && %s run %s/ok.lua --artifacts %s", ART, TRACEBOOK,
+                      TB_TEST_TMPDIR, ART) == 0,
+               "tracebook run failed:\n%s\n%s", sh.out, sh.err);
     char names[8][256];
     int n = records(ART "/rb/v1", names, 8);
     TB_REQUIRE(n == 2, "two records, got %d", n);
     char path[1024];
-    snprintf(path, sizeof path, ART "/rb/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "/rb/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     json_t *m = json_load_file(path, 0, NULL);
     TB_REQUIRE(m, "manifest.json of %s", names[0]);
     TB_CHECK(!strcmp(json_string_value(json_object_get(m, "status")), "finished"), "status finished");
@@ -78,14 +65,18 @@ TB_TEST(runbook_runs_records_and_claims_and_prove_rederives) {
     TB_CHECK(strlen(json_string_value(json_object_get(json_object_get(m, "runbook"), "sha256"))) == 64,
              "runbook sha256");
     json_decref(m);
-    TB_CHECK(access(ART "/rb/v1/claims.json", F_OK) == 0, "claims.json written");
-    TB_CHECK(run("%s prove --all --artifacts %s", TRACEBOOK, ART) == 0, "prove failed:\n%s\n%s", out_text, err_text);
+    TB_CHECK(access(ART "/rb/v1/" TB_EXPERIMENT_CLAIMS, F_OK) == 0, "claims.json written");
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --artifacts %s", TRACEBOOK, ART) == 0, "prove failed:\n%s\n%s",
+             sh.out, sh.err);
 
     // resume: a second run skips the finished repetitions
-    TB_REQUIRE(run("%s run %s/ok.lua --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, ART) == 0, "rerun:\n%s", err_text);
-    TB_CHECK(strstr(out_text, "skip:") != NULL, "the rerun says it skips:\n%s", out_text);
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/ok.lua --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, ART) == 0,
+               "rerun:\n%s", sh.err);
+    TB_CHECK(strstr(sh.out, "skip:") != NULL, "the rerun says it skips:\n%s", sh.out);
     TB_CHECK(records(ART "/rb/v1", names, 8) == 2, "no new records on resume");
-    TB_REQUIRE(run("%s run %s/ok.lua --force --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, ART) == 0, "force");
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/ok.lua --force --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, ART) ==
+                   0,
+               "force");
     TB_CHECK(records(ART "/rb/v1", names, 8) == 4, "--force re-runs");
 }
 
@@ -95,39 +86,43 @@ TB_TEST(dry_run_prints_argv_and_config_and_runs_nothing) {
                "for _, p in ipairs(tb.sweep{ tensor_model_parallel_size = {1, 2} }) do\n"
                "  p.num_layers = 2; p.hidden_size = 32; p.num_attention_heads = 2; p.world_size = p.tensor_model_parallel_size\n"
                "  exp:run(p)\nend\n");
-    TB_REQUIRE(run("rm -rf %s_dry && %s run %s/dry.lua --dry-run --artifacts %s_dry", ART, TRACEBOOK, TB_TEST_TMPDIR,
-                   ART) == 0, "%s", err_text);
-    TB_CHECK(strstr(out_text, "--tensor-model-parallel-size 2") && strstr(out_text, "config {"),
-             "argv and config printed:\n%s", out_text);
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s_dry && %s run %s/dry.lua --dry-run --artifacts %s_dry", ART,
+                      TRACEBOOK, TB_TEST_TMPDIR, ART) == 0,
+               "%s", sh.err);
+    TB_CHECK(strstr(sh.out, "--tensor-model-parallel-size 2") && strstr(sh.out, "config {"),
+             "argv and config printed:\n%s", sh.out);
     TB_CHECK(access(ART "_dry/dry/v1", F_OK) != 0, "nothing recorded");
 }
 
 TB_TEST(runbook_errors_name_file_and_line_and_mark_the_experiment_failed) {
     tb_write_text(TB_TEST_TMPDIR "/syntax.lua", "local x = \n");
-    TB_CHECK(run("rm -rf %s_err && %s run %s/syntax.lua --artifacts %s_err", ART, TRACEBOOK, TB_TEST_TMPDIR, ART) != 0 &&
-                 strstr(err_text, "syntax.lua:"),
-             "syntax error with file:line:\n%s", err_text);
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s_err && %s run %s/syntax.lua --artifacts %s_err", ART, TRACEBOOK,
+                    TB_TEST_TMPDIR, ART) != 0 &&
+                 strstr(sh.err, "syntax.lua:"),
+             "syntax error with file:line:\n%s", sh.err);
     tb_write_text(TB_TEST_TMPDIR "/badkey.lua",
                "local exp = tb.experiment{ name = 'bad', version = 1, question = 'q' }\n"
                "\n"
                "exp:run{ num_layerz = 2 }\n");
-    TB_CHECK(run("%s run %s/badkey.lua --artifacts %s_err", TRACEBOOK, TB_TEST_TMPDIR, ART) != 0 &&
-                 strstr(err_text, "badkey.lua:3:") && strstr(err_text, "unknown config key 'num_layerz'") &&
-                 strstr(err_text, "stack traceback"),
-             "unknown key at badkey.lua:3 with a traceback:\n%s", err_text);
-    json_t *e = json_load_file(ART "_err/bad/v1/experiment.json", 0, NULL);
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/badkey.lua --artifacts %s_err", TRACEBOOK, TB_TEST_TMPDIR, ART) !=
+                     0 &&
+                 strstr(sh.err, "badkey.lua:3:") && strstr(sh.err, "unknown config key 'num_layerz'") &&
+                 strstr(sh.err, "stack traceback"),
+             "unknown key at badkey.lua:3 with a traceback:\n%s", sh.err);
+    json_t *e = json_load_file(ART "_err/bad/v1/" TB_EXPERIMENT_STATUS, 0, NULL);
     TB_CHECK(e && !strcmp(json_string_value(json_object_get(e, "status")), "failed"), "experiment marked failed");
     json_decref(e);
     tb_write_text(TB_TEST_TMPDIR "/engine_fails.lua",
                "local exp = tb.experiment{ name = 'enginefail', version = 1, question = 'q' }\n"
                "exp:run{ " TINY ", train_iters = 2, num_attention_heads = 3 }\n");
-    TB_CHECK(run("%s run %s/engine_fails.lua --artifacts %s_err", TRACEBOOK, TB_TEST_TMPDIR, ART) != 0 &&
-                 strstr(err_text, "engine_fails.lua:2:") && strstr(err_text, "failed (exit status 2)"),
-             "engine failure reported at the runbook line:\n%s", err_text);
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/engine_fails.lua --artifacts %s_err", TRACEBOOK, TB_TEST_TMPDIR,
+                    ART) != 0 &&
+                 strstr(sh.err, "engine_fails.lua:2:") && strstr(sh.err, "failed (exit status 2)"),
+             "engine failure reported at the runbook line:\n%s", sh.err);
     char names[8][256];
     TB_REQUIRE(records(ART "_err/enginefail/v1", names, 8) == 1, "the failed run is recorded");
     char path[1024];
-    snprintf(path, sizeof path, ART "_err/enginefail/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "_err/enginefail/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     json_t *m = json_load_file(path, 0, NULL);
     TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "status")), "failed"), "record status failed");
     json_decref(m);
@@ -151,7 +146,7 @@ TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
     char names[8][256];
     TB_REQUIRE(records(ART "_int/long/v1", names, 8) == 1, "one record");
     char path[1024];
-    snprintf(path, sizeof path, ART "_int/long/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "_int/long/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     json_t *m = json_load_file(path, 0, NULL);
     TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "status")), "incomplete"), "status incomplete");
     json_decref(m);
@@ -163,12 +158,13 @@ TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
              TB_SOURCE_DIR, ART, TRACEBOOK, TB_TEST_TMPDIR, ART, ART);
     TB_REQUIRE(system(cmd) == 0, "shell");
     TB_REQUIRE(records(ART "_kill/long/v1", names, 8) == 1, "one record");
-    snprintf(path, sizeof path, ART "_kill/long/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "_kill/long/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     TB_CHECK(access(path, F_OK) != 0, "no manifest after SIGKILL");
-    snprintf(path, sizeof path, ART "_kill/long/v1/%s/heartbeat", names[0]);
+    snprintf(path, sizeof path, ART "_kill/long/v1/%s/" TB_RECORD_HEARTBEAT, names[0]);
     TB_CHECK(access(path, F_OK) == 0, "a heartbeat was being written while the run was live");
-    TB_CHECK(run("%s ls long --artifacts %s_kill", TRACEBOOK, ART) == 0 && strstr(out_text, "incomplete"),
-             "the catalogue lists the killed run as incomplete:\n%s\n%s", out_text, err_text);
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s ls long --artifacts %s_kill", TRACEBOOK, ART) == 0 &&
+                 strstr(sh.out, "incomplete"),
+             "the catalogue lists the killed run as incomplete:\n%s\n%s", sh.out, sh.err);
 }
 
 TB_TEST(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook) {
@@ -188,7 +184,7 @@ TB_TEST(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook) {
     char names[8][256];
     TB_REQUIRE(records(ART "_eng/long2/v1", names, 8) == 1, "one record");
     char path[1024];
-    snprintf(path, sizeof path, ART "_eng/long2/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "_eng/long2/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     json_t *m = json_load_file(path, 0, NULL);
     TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "status")), "incomplete") &&
                  json_integer_value(json_object_get(m, "exit_status")) == 128 + 9,
@@ -200,13 +196,15 @@ TB_TEST(env_deny_keeps_secrets_out_of_the_manifest) {
     tb_write_text(TB_TEST_TMPDIR "/env.lua",
                "local exp = tb.experiment{ name = 'env', version = 1, question = 'q' }\n"
                "exp:run{ " TINY ", train_iters = 1 }\n");
-    TB_REQUIRE(run("rm -rf %s_env && MY_API_TOKEN=s3cret TB_PRIVATE_NOTE=x TB_VISIBLE=y %s run %s/env.lua "
-                   "--env-deny 'TB_PRIVATE*' --artifacts %s_env", ART, TRACEBOOK, TB_TEST_TMPDIR, ART) == 0,
-               "%s", err_text);
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
+                      "rm -rf %s_env && MY_API_TOKEN=s3cret TB_PRIVATE_NOTE=x TB_VISIBLE=y %s run %s/env.lua "
+                      "--env-deny 'TB_PRIVATE*' --artifacts %s_env",
+                      ART, TRACEBOOK, TB_TEST_TMPDIR, ART) == 0,
+               "%s", sh.err);
     char names[8][256];
     TB_REQUIRE(records(ART "_env/env/v1", names, 8) == 1, "one record");
     char path[1024];
-    snprintf(path, sizeof path, ART "_env/env/v1/%s/manifest.json", names[0]);
+    snprintf(path, sizeof path, ART "_env/env/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     json_t *m = json_load_file(path, 0, NULL);
     json_t *env = json_object_get(m, "environment");
     TB_CHECK(env && !json_object_get(env, "MY_API_TOKEN"), "default deny-list drops *TOKEN*");
@@ -220,9 +218,9 @@ TB_TEST(params_from_set_reach_the_runbook) {
                "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n"
                "tb.assert(tb.param('name', 'x') == 'abc', 'string from --set')\n"
                "tb.assert(tb.param('missing', 5) == 5, 'default')\n");
-    TB_CHECK(run("%s run %s/param.lua --set iters=7 --set name=abc --artifacts %s_p", TRACEBOOK, TB_TEST_TMPDIR, ART) ==
-                 0,
-             "%s", err_text);
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/param.lua --set iters=7 --set name=abc --artifacts %s_p", TRACEBOOK,
+                    TB_TEST_TMPDIR, ART) == 0,
+             "%s", sh.err);
 }
 
 int main(void) {

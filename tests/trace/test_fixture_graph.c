@@ -32,10 +32,8 @@
 
 // `tracebook CMD ARGS --index INDEX`
 static int tb(char **output, const char *args) {
-    return tb_shell(output, WORK, "'%s' %s --index '%s'", TRACEBOOK, args, INDEX);
+    return tb_shell(output, "'%s' %s --index '%s'", TRACEBOOK, args, INDEX);
 }
-
-static int has(const char *text, const char *needle) { return text && strstr(text, needle) != NULL; }
 
 // Strings that live until the end of the run (expected texts built from fixture positions).
 static char *keep(const char *fmt, ...) {
@@ -241,19 +239,11 @@ static int indexed(void) {
         return 0;
     }
     unlink(INDEX);
-    ix_status = tb_shell(&ix_output, WORK, "'%s' index --compdb '%s' --out '%s'", TRACEBOOK, WORK, INDEX);
+    ix_status = tb_shell(&ix_output, "'%s' index --compdb '%s' --out '%s'", TRACEBOOK, WORK, INDEX);
     return ix_status == 0;
 }
 
 static sqlite3 *open_db(void) { return tb_index_open_ro(INDEX); }
-
-static long q_long(sqlite3 *db, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    long v = tb_index_vq_long(db, fmt, ap);
-    va_end(ap);
-    return v;
-}
 
 // ---------------------------------------------------------------------------------------
 // Definitions of the fixture's functions, as query output names them.
@@ -296,18 +286,21 @@ static long q_long(sqlite3 *db, const char *fmt, ...) {
 TB_TEST(index_runs_and_keeps_what_parsed_around_a_syntax_error) {
     int ok = indexed();
     TB_REQUIRE(ok, "index exit status %d:\n%s", ix_status, ix_output);
-    TB_CHECK(has(ix_output, "5 TUs (1 with errors, 0 failed)"), "summary:\n%s", ix_output);
-    TB_CHECK(has(ix_output, "targets 3"), "three targets from the file-API reply:\n%s", ix_output);
+    TB_CHECK(tb_has(ix_output, "5 TUs (1 with errors, 0 failed)"), "summary:\n%s", ix_output);
+    TB_CHECK(tb_has(ix_output, "targets 3"), "three targets from the file-API reply:\n%s", ix_output);
     char where[600];
     snprintf(where, sizeof where, "%s/broken.c:%d:", GFIX, line_of("broken.c", "GXB_SYNTAX_ERROR"));
-    TB_CHECK(has(ix_output, where) && has(ix_output, "partial"), "the error at %s reported:\n%s", where, ix_output);
+    TB_CHECK(tb_has(ix_output, where) && tb_has(ix_output, "partial"), "the error at %s reported:\n%s", where,
+             ix_output);
     sqlite3 *db = open_db();
     TB_REQUIRE(db, "cannot open %s", INDEX);
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM files WHERE is_tu = 1 AND status = 'ok' AND path IN (%Q, %Q, %Q, %Q)",
-                    GFIX "/alpha.c", GFIX "/beta.c", GFIX "/common.c", GFIX "/ops.c") == 4,
-             "the four good units are ok");
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM files WHERE path = %Q AND status = 'partial'", GFIX "/broken.c") == 1,
-             "broken.c is partial");
+    TB_CHECK(
+        tb_index_q_long(db, "SELECT COUNT(*) FROM files WHERE is_tu = 1 AND status = 'ok' AND path IN (%Q, %Q, %Q, %Q)",
+                        GFIX "/alpha.c", GFIX "/beta.c", GFIX "/common.c", GFIX "/ops.c") == 4,
+        "the four good units are ok");
+    TB_CHECK(
+        tb_index_q_long(db, "SELECT COUNT(*) FROM files WHERE path = %Q AND status = 'partial'", GFIX "/broken.c") == 1,
+        "broken.c is partial");
     sqlite3_close(db);
     char *out;
     int rc = tb(&out, "callees gxb_after");
@@ -392,7 +385,7 @@ TB_TEST(callees_list_exactly_the_known_call_sites) {
         char *out;
         int rc = tb(&out, keep("callees '%s'", cases[i].symbol));
         TB_CHECK(rc == 0, "callees %s: rc %d:\n%s", cases[i].symbol, rc, out);
-        TB_CHECK(!has(out, "calls made by") || !strstr(strstr(out, "calls made by") + 1, "calls made by"),
+        TB_CHECK(!tb_has(out, "calls made by") || !strstr(strstr(out, "calls made by") + 1, "calls made by"),
                  "callees %s: one function:\n%s", cases[i].symbol, out);
         check_block(out, cases[i].header, cases[i].want, n);
         free(out);
@@ -427,13 +420,13 @@ TB_TEST(static_functions_of_the_same_name_stay_distinct) {
     const char *want_c[] = {keep("gx_common_entry common.c:%d:12", line_of("common.c", "CALL_HELPER_COMMON"))};
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
     check_block(out, "callers of helper (common.c:", want_c, 1);
-    TB_CHECK(!has(out, "ops.c"), "common.c's helper has no caller in ops.c:\n%s", out);
+    TB_CHECK(!tb_has(out, "ops.c"), "common.c's helper has no caller in ops.c:\n%s", out);
     free(out);
     rc = tb(&out, "callers ops.c:helper");
     const char *want_o[] = {keep("gx_ops_entry ops.c:%d:12", line_of("ops.c", "CALL_HELPER_OPS"))};
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
     check_block(out, "callers of helper (ops.c:", want_o, 1);
-    TB_CHECK(!has(out, "common.c"), "ops.c's helper has no caller in common.c:\n%s", out);
+    TB_CHECK(!tb_has(out, "common.c"), "ops.c's helper has no caller in common.c:\n%s", out);
     free(out);
 }
 
@@ -490,7 +483,7 @@ TB_TEST(array_of_structs_call_resolves_to_every_function_in_the_array) {
                           keep("gx_run_table (common.c:%d, via gx_entry.fn)", line_of("common.c", "CALL_TABLE_FN")),
                           F_THREE};
     char *want = chain_text(1, 3, hops), *c1 = chain_n(out, 1);
-    TB_CHECK(rc == 0 && has(out, keep("[alpha] chains from %s to entry_three: 1\n", F_MAIN_A)) && !strcmp(c1, want),
+    TB_CHECK(rc == 0 && tb_has(out, keep("[alpha] chains from %s to entry_three: 1\n", F_MAIN_A)) && !strcmp(c1, want),
              "expected:\n%s\ngot:\n%s", want, out);
     free(want);
     free(c1);
@@ -502,7 +495,7 @@ TB_TEST(chain_from_a_binary_lists_exact_hops_shortest_first) {
     char *out;
     int rc = tb(&out, "chain --from alpha --to common_work");
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
-    TB_CHECK(has(out, keep("[alpha] chains from %s to common_work: 3\n", F_MAIN_A)) && !has(out, "#4"),
+    TB_CHECK(tb_has(out, keep("[alpha] chains from %s to common_work: 3\n", F_MAIN_A)) && !tb_has(out, "#4"),
              "exactly three chains:\n%s", out);
     const char *h1[] = {keep("main (alpha.c:%d)", line_of("alpha.c", "ALPHA_CALL_MACRO")), F_WORK};
     const char *h2[] = {keep("main (alpha.c:%d)", line_of("alpha.c", "ALPHA_CALL_ALPHA_ONLY")),
@@ -520,7 +513,7 @@ TB_TEST(chain_from_a_binary_lists_exact_hops_shortest_first) {
     }
     free(out);
     rc = tb(&out, "chain --from alpha --to common_work --max 2");
-    TB_CHECK(rc == 0 && has(out, "#2 (2 calls)") && !has(out, "#3"), "--max 2 keeps the two shortest:\n%s", out);
+    TB_CHECK(rc == 0 && tb_has(out, "#2 (2 calls)") && !tb_has(out, "#3"), "--max 2 keeps the two shortest:\n%s", out);
     free(out);
 }
 
@@ -528,14 +521,14 @@ TB_TEST(collective_call_is_reached_through_the_ops_table) {
     TB_REQUIRE(indexed(), "no index:\n%s", ix_output);
     sqlite3 *db = open_db();
     TB_REQUIRE(db, "cannot open %s", INDEX);
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM collective_sites s JOIN functions fn ON fn.id = s.function_id"
-                    " JOIN files f ON f.id = s.file_id WHERE fn.name = 'op_collective_run'"
-                    " AND s.callee_name = 'ncclAllReduce' AND f.path = %Q AND s.line = %d",
-                    GFIX "/ops.c", line_of("ops.c", "CALL_NCCL")) == 1,
+    TB_CHECK(tb_index_q_long(db,
+                             "SELECT COUNT(*) FROM collective_sites s JOIN functions fn ON fn.id = s.function_id"
+                             " JOIN files f ON f.id = s.file_id WHERE fn.name = 'op_collective_run'"
+                             " AND s.callee_name = 'ncclAllReduce' AND f.path = %Q AND s.line = %d",
+                             GFIX "/ops.c", line_of("ops.c", "CALL_NCCL")) == 1,
              "ncclAllReduce in op_collective_run is a collective site");
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM collective_sites") == 1, "%ld collective sites, expected 1",
-             q_long(db, "SELECT COUNT(*) FROM collective_sites"));
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM collective_sites") == 1, "%ld collective sites, expected 1",
+             tb_index_q_long(db, "SELECT COUNT(*) FROM collective_sites"));
     sqlite3_close(db);
     char *out;
     int rc = tb(&out, "chain --from alpha --to ncclAllReduce");
@@ -543,7 +536,8 @@ TB_TEST(collective_call_is_reached_through_the_ops_table) {
                           keep("gx_dispatch (common.c:%d, via gx_ops.run)", line_of("common.c", "CALL_ARGS_OPS_RUN")),
                           keep("op_collective_run (ops.c:%d)", line_of("ops.c", "CALL_NCCL")), F_NCCL};
     char *want = chain_text(1, 4, hops), *got = chain_n(out, 1);
-    TB_CHECK(rc == 0 && has(out, keep("[alpha] chains from %s to ncclAllReduce: 1\n", F_MAIN_A)) && !strcmp(want, got),
+    TB_CHECK(rc == 0 && tb_has(out, keep("[alpha] chains from %s to ncclAllReduce: 1\n", F_MAIN_A)) &&
+                 !strcmp(want, got),
              "expected:\n%s\ngot:\n%s", want, out);
     free(want);
     free(got);
@@ -555,10 +549,11 @@ TB_TEST(each_main_is_labelled_and_scoped_to_its_own_binary) {
     char *out;
     int rc = tb(&out, "def main");
     char *sq = squeeze(out);
-    TB_CHECK(rc == 0 && has(sq, keep("main alpha.c:%d external definition ", line_of("alpha.c", "ALPHA_MAIN"))) &&
-                 has(sq, keep("main beta.c:%d external definition ", line_of("beta.c", "BETA_MAIN"))),
+    TB_CHECK(rc == 0 && tb_has(sq, keep("main alpha.c:%d external definition ", line_of("alpha.c", "ALPHA_MAIN"))) &&
+                 tb_has(sq, keep("main beta.c:%d external definition ", line_of("beta.c", "BETA_MAIN"))),
              "both mains:\n%s", out);
-    TB_CHECK(has(sq, "alpha.c@F@main [alpha]\n") && has(sq, "beta.c@F@main [beta]\n"), "labelled by binary:\n%s", out);
+    TB_CHECK(tb_has(sq, "alpha.c@F@main [alpha]\n") && tb_has(sq, "beta.c@F@main [beta]\n"), "labelled by binary:\n%s",
+             out);
     free(sq);
     free(out);
 
@@ -566,13 +561,13 @@ TB_TEST(each_main_is_labelled_and_scoped_to_its_own_binary) {
     rc = tb(&out, "chain --from main --to ncclAllReduce");
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
     char *a = section(out, "alpha"), *b = section(out, "beta");
-    TB_CHECK(has(a, keep("[alpha] chains from %s to ncclAllReduce: 1\n", F_MAIN_A)) && !has(a, "beta.c"),
+    TB_CHECK(tb_has(a, keep("[alpha] chains from %s to ncclAllReduce: 1\n", F_MAIN_A)) && !tb_has(a, "beta.c"),
              "alpha's section:\n%s", a);
     const char *hb[] = {keep("main (beta.c:%d, via gx_ops.run)", line_of("beta.c", "BETA_CALL_MACRO_OPS")),
                         keep("op_collective_run (ops.c:%d)", line_of("ops.c", "CALL_NCCL")), F_NCCL};
     char *want = chain_text(1, 3, hb), *got = chain_n(b, 1);
-    TB_CHECK(has(b, keep("[beta] chains from %s to ncclAllReduce: 1\n", F_MAIN_B)) && !strcmp(want, got) &&
-                 !has(b, "alpha.c"),
+    TB_CHECK(tb_has(b, keep("[beta] chains from %s to ncclAllReduce: 1\n", F_MAIN_B)) && !strcmp(want, got) &&
+                 !tb_has(b, "alpha.c"),
              "beta's section (its macro field call), expected:\n%s\ngot:\n%s", want, b);
     free(want);
     free(got);
@@ -582,16 +577,16 @@ TB_TEST(each_main_is_labelled_and_scoped_to_its_own_binary) {
 
     // a function only in beta is not reachable from alpha's main, and the other way round
     rc = tb(&out, "chain --from alpha --to beta_only");
-    TB_CHECK(rc == 1 && has(out, keep("[alpha] chains from %s to beta_only: 0\n", F_MAIN_A)) && has(out, "(none") &&
-                 !has(out, "[beta]"),
+    TB_CHECK(rc == 1 && tb_has(out, keep("[alpha] chains from %s to beta_only: 0\n", F_MAIN_A)) &&
+                 tb_has(out, "(none") && !tb_has(out, "[beta]"),
              "alpha does not reach beta_only, rc %d:\n%s", rc, out);
     free(out);
     rc = tb(&out, "chain --from alpha.c:main --to beta_only");
-    TB_CHECK(rc == 1 && has(out, "[alpha] ") && has(out, "(none"), "FILE:main form, rc %d:\n%s", rc, out);
+    TB_CHECK(rc == 1 && tb_has(out, "[alpha] ") && tb_has(out, "(none"), "FILE:main form, rc %d:\n%s", rc, out);
     free(out);
     rc = tb(&out, "chain --from beta --to alpha_only");
-    TB_CHECK(rc == 1 && has(out, "[beta] ") && has(out, "(none"), "beta does not reach alpha_only, rc %d:\n%s", rc,
-             out);
+    TB_CHECK(rc == 1 && tb_has(out, "[beta] ") && tb_has(out, "(none"), "beta does not reach alpha_only, rc %d:\n%s",
+             rc, out);
     free(out);
     rc = tb(&out, "chain --from main --to beta_only");
     const char *hbo[] = {keep("main (beta.c:%d)", line_of("beta.c", "BETA_CALL_BETA_ONLY")), F_BETA_ONLY};
@@ -599,7 +594,7 @@ TB_TEST(each_main_is_labelled_and_scoped_to_its_own_binary) {
     a = section(out, "alpha");
     b = section(out, "beta");
     got = chain_n(b, 1);
-    TB_CHECK(rc == 0 && has(a, "to beta_only: 0\n") && has(b, "to beta_only: 1\n") && !strcmp(want, got),
+    TB_CHECK(rc == 0 && tb_has(a, "to beta_only: 0\n") && tb_has(b, "to beta_only: 1\n") && !strcmp(want, got),
              "only beta's main reaches beta_only, expected:\n%s\ngot:\n%s", want, out);
     free(want);
     free(got);
@@ -617,7 +612,7 @@ TB_TEST(recursion_terminates_with_bounded_chains_without_repeats) {
                         keep("gx_is_odd (common.c:%d)", line_of("common.c", "CALL_ODD_EVEN")),
                         keep("gx_is_even (common.c:%d)", line_of("common.c", "CALL_REC_LEAF")), F_REC_LEAF};
     char *want = chain_text(1, 4, hm), *got = chain_n(out, 1);
-    TB_CHECK(rc == 0 && has(out, "to gx_rec_leaf: 1\n") && !strcmp(want, got) && hops_distinct(got),
+    TB_CHECK(rc == 0 && tb_has(out, "to gx_rec_leaf: 1\n") && !strcmp(want, got) && hops_distinct(got),
              "expected exactly:\n%s\ngot:\n%s", want, out);
     free(want);
     free(got);
@@ -628,21 +623,21 @@ TB_TEST(recursion_terminates_with_bounded_chains_without_repeats) {
                         keep("gx_fact (common.c:%d)", line_of("common.c", "CALL_FACT_LEAF")), F_FACT_LEAF};
     want = chain_text(1, 3, hd);
     got = chain_n(out, 1);
-    TB_CHECK(rc == 0 && has(out, "to gx_fact_leaf: 1\n") && !strcmp(want, got), "expected exactly:\n%s\ngot:\n%s",
+    TB_CHECK(rc == 0 && tb_has(out, "to gx_fact_leaf: 1\n") && !strcmp(want, got), "expected exactly:\n%s\ngot:\n%s",
              want, out);
     free(want);
     free(got);
     free(out);
     // from inside the cycle, to a target the cycle never reaches: none, and it returns
     rc = tb(&out, "chain --from gx_is_even --to gx_fact_leaf");
-    TB_CHECK(rc == 1 && has(out, "to gx_fact_leaf: 0\n") && has(out, "(none"), "rc %d:\n%s", rc, out);
+    TB_CHECK(rc == 1 && tb_has(out, "to gx_fact_leaf: 0\n") && tb_has(out, "(none"), "rc %d:\n%s", rc, out);
     free(out);
     // inside the cycle: is_even → is_odd, one chain, with --max large
     rc = tb(&out, "chain --from gx_is_even --to gx_is_odd --max 50");
     const char *hc[] = {keep("gx_is_even (common.c:%d)", line_of("common.c", "CALL_EVEN_ODD")), F_ODD};
     want = chain_text(1, 2, hc);
     got = chain_n(out, 1);
-    TB_CHECK(rc == 0 && has(out, "to gx_is_odd: 1\n") && !strcmp(want, got), "expected exactly:\n%s\ngot:\n%s", want,
+    TB_CHECK(rc == 0 && tb_has(out, "to gx_is_odd: 1\n") && !strcmp(want, got), "expected exactly:\n%s\ngot:\n%s", want,
              out);
     free(want);
     free(got);
@@ -667,7 +662,7 @@ TB_TEST(recursion_terminates_with_bounded_chains_without_repeats) {
         ok &= hops_distinct(c);
         free(c);
     }
-    TB_CHECK(rc == 0 && ok && !has(out, "search stopped"), "no chain repeats a function:\n%s", out);
+    TB_CHECK(rc == 0 && ok && !tb_has(out, "search stopped"), "no chain repeats a function:\n%s", out);
     free(out);
 }
 
@@ -683,7 +678,7 @@ TB_TEST(calls_inside_macros_are_attributed_to_the_using_function) {
     };
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
     check_block(out, "callers of common_work (common.c:", want, 4);
-    TB_CHECK(!has(out, "gx.h:"), "no call placed at the macro's definition:\n%s", out);
+    TB_CHECK(!tb_has(out, "gx.h:"), "no call placed at the macro's definition:\n%s", out);
     free(out);
 }
 

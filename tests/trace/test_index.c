@@ -39,17 +39,6 @@ static int line_of(const char *path, const char *marker) {
     return line;
 }
 
-static sqlite3 *open_db(const char *path) { return tb_index_open_ro(path); }
-
-// The first column of the first row of a query (sqlite3_mprintf format: %Q quotes), or -1.
-static long q_long(sqlite3 *db, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    long v = tb_index_vq_long(db, fmt, ap);
-    va_end(ap);
-    return v;
-}
-
 // The first column of the first row as text (malloc'd), or NULL.
 static char *q_text(sqlite3 *db, const char *fmt, ...) {
     va_list ap;
@@ -100,8 +89,9 @@ static sqlite3 *fixture_index(void) {
                    "]\n"))
         printf("  cannot write the fixture database\n");
     unlink(WORK "/basic/index.sqlite");
-    fx_status = tb_shell(&fx_output, WORK, "'%s' index --compdb '%s/basic' --out '%s/basic/index.sqlite'", TRACEBOOK, WORK, WORK);
-    fx_db = open_db(WORK "/basic/index.sqlite");
+    fx_status =
+        tb_shell(&fx_output, "'%s' index --compdb '%s/basic' --out '%s/basic/index.sqlite'", TRACEBOOK, WORK, WORK);
+    fx_db = tb_index_open_ro(WORK "/basic/index.sqlite");
     return fx_db;
 }
 
@@ -114,45 +104,48 @@ TB_TEST(functions_and_calls_are_recorded_with_file_and_line) {
     char *v = q_text(db, "SELECT value FROM meta WHERE key = 'schema_version'");
     TB_CHECK(same(v, "3"), "schema_version %s", v ? v : "(none)");
     free(v);
-    TB_CHECK(q_long(db, "SELECT is_tu FROM files WHERE path = %Q AND status = 'ok'", MAIN_C) == 1, "main.c row");
-    TB_CHECK(q_long(db, "SELECT is_tu FROM files WHERE path = %Q", FX_H) == 0, "fx.h: a header row");
+    TB_CHECK(tb_index_q_long(db, "SELECT is_tu FROM files WHERE path = %Q AND status = 'ok'", MAIN_C) == 1,
+             "main.c row");
+    TB_CHECK(tb_index_q_long(db, "SELECT is_tu FROM files WHERE path = %Q", FX_H) == 0, "fx.h: a header row");
 
     int def_line = line_of(UTIL_C, "int util_run(int x) {");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM functions fn JOIN files f ON f.id = fn.file_id WHERE fn.usr = 'c:@F@util_run'"
-                    " AND fn.name = 'util_run' AND f.path = %Q AND fn.line = %d AND fn.col = 5 AND fn.is_definition = 1"
-                    " AND fn.is_static = 0",
-                    UTIL_C, def_line) == 1,
+    TB_CHECK(tb_index_q_long(
+                 db,
+                 "SELECT COUNT(*) FROM functions fn JOIN files f ON f.id = fn.file_id WHERE fn.usr = 'c:@F@util_run'"
+                 " AND fn.name = 'util_run' AND f.path = %Q AND fn.line = %d AND fn.col = 5 AND fn.is_definition = 1"
+                 " AND fn.is_static = 0",
+                 UTIL_C, def_line) == 1,
              "util_run: defined at util.c:%d:5 (declared first in fx.h)", def_line);
     // a declaration without a definition in the index
-    TB_CHECK(q_long(db, "SELECT is_definition FROM functions WHERE usr = 'c:@F@tb_range_push'") == 0,
+    TB_CHECK(tb_index_q_long(db, "SELECT is_definition FROM functions WHERE usr = 'c:@F@tb_range_push'") == 0,
              "tb_range_push: declared only");
 
     int call_line = line_of(MAIN_C, "CALL_UTIL_RUN");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id JOIN files f ON f.id = c.file_id"
-                    " WHERE fn.usr = %Q AND c.callee_usr = 'c:@F@util_run' AND c.callee_name = 'util_run'"
-                    " AND c.field IS NULL AND c.in_macro IS NULL AND f.path = %Q AND c.line = %d AND c.col = 10",
-                    MAIN_USR, MAIN_C, call_line) == 1,
-             "main -> util_run at main.c:%d:10", call_line);
+    TB_CHECK(
+        tb_index_q_long(
+            db,
+            "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id JOIN files f ON f.id = c.file_id"
+            " WHERE fn.usr = %Q AND c.callee_usr = 'c:@F@util_run' AND c.callee_name = 'util_run'"
+            " AND c.field IS NULL AND c.in_macro IS NULL AND f.path = %Q AND c.line = %d AND c.col = 10",
+            MAIN_USR, MAIN_C, call_line) == 1,
+        "main -> util_run at main.c:%d:10", call_line);
 
     // fx_twice, a static inline function of fx.h, is in both units: one row, its calls once.
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'fx_twice' AND is_static = 1") == 1,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'fx_twice' AND is_static = 1") == 1,
              "fx_twice: one row");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
-                    " WHERE fn.name = 'fx_twice' AND c.callee_usr = 'c:@F@work'") == 2,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
+                                 " WHERE fn.name = 'fx_twice' AND c.callee_usr = 'c:@F@work'") == 2,
              "fx_twice's two calls of work, once each");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM calls WHERE callee_name = 'fx_twice' AND callee_usr ="
-                    " (SELECT usr FROM functions WHERE name = 'fx_twice')") == 2,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM calls WHERE callee_name = 'fx_twice' AND callee_usr ="
+                                 " (SELECT usr FROM functions WHERE name = 'fx_twice')") == 2,
              "main and util_run both call the one fx_twice");
 }
 
 TB_TEST(static_functions_with_the_same_name_stay_distinct) {
     sqlite3 *db = fixture_index();
     TB_REQUIRE(db, "no index; output:\n%s", fx_output);
-    TB_CHECK(q_long(db, "SELECT COUNT(DISTINCT usr) FROM functions WHERE name = 'helper' AND is_static = 1") == 2,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(DISTINCT usr) FROM functions WHERE name = 'helper' AND is_static = 1") ==
+                 2,
              "two static helpers, two USRs");
     char *main_helper = q_text(db,
                                "SELECT fn.usr FROM functions fn JOIN files f ON f.id = fn.file_id"
@@ -186,20 +179,23 @@ TB_TEST(calls_inside_macros_belong_to_the_function_using_the_macro) {
     sqlite3 *db = fixture_index();
     TB_REQUIRE(db, "no index; output:\n%s", fx_output);
     int use = line_of(MAIN_C, "MACRO_USE");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id JOIN files f ON f.id = c.file_id"
-                    " WHERE fn.usr = %Q AND c.callee_usr = 'c:@F@work' AND c.in_macro = 'CALL_WORK'"
-                    " AND f.path = %Q AND c.line = %d AND c.col = 10",
-                    MAIN_USR, MAIN_C, use) == 1,
-             "CALL_WORK(v) at main.c:%d:10: a call of work in main, in_macro CALL_WORK", use);
+    TB_CHECK(
+        tb_index_q_long(
+            db,
+            "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id JOIN files f ON f.id = c.file_id"
+            " WHERE fn.usr = %Q AND c.callee_usr = 'c:@F@work' AND c.in_macro = 'CALL_WORK'"
+            " AND f.path = %Q AND c.line = %d AND c.col = 10",
+            MAIN_USR, MAIN_C, use) == 1,
+        "CALL_WORK(v) at main.c:%d:10: a call of work in main, in_macro CALL_WORK", use);
     int push = line_of(MAIN_C, "RANGE_PATTERN");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
-                    " WHERE fn.usr = %Q AND c.callee_name = 'tb_range_push' AND c.in_macro = 'TB_RANGE_PUSH'"
-                    " AND c.line = %d",
-                    MAIN_USR, push) == 1,
+    TB_CHECK(tb_index_q_long(db,
+                             "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
+                             " WHERE fn.usr = %Q AND c.callee_name = 'tb_range_push' AND c.in_macro = 'TB_RANGE_PUSH'"
+                             " AND c.line = %d",
+                             MAIN_USR, push) == 1,
              "TB_RANGE_PUSH at main.c:%d: tb_range_push in main", push);
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM calls c JOIN files f ON f.id = c.file_id WHERE f.path = %Q", FX_H) == 2,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM calls c JOIN files f ON f.id = c.file_id WHERE f.path = %Q",
+                             FX_H) == 2,
              "no call is placed at the macro's definition in fx.h (only fx_twice's own two)");
 }
 
@@ -207,11 +203,11 @@ TB_TEST(field_calls_resolve_through_designated_positional_and_assigned_targets) 
     sqlite3 *db = fixture_index();
     TB_REQUIRE(db, "no index; output:\n%s", fx_output);
     int call = line_of(UTIL_C, "FIELD_CALL_RUN");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
-                    " WHERE fn.name = 'use_ops' AND c.callee_usr IS NULL AND c.callee_name = 'run'"
-                    " AND c.field = 'fx_ops.run' AND c.line = %d",
-                    call) == 1,
+    TB_CHECK(tb_index_q_long(db,
+                             "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
+                             " WHERE fn.name = 'use_ops' AND c.callee_usr IS NULL AND c.callee_name = 'run'"
+                             " AND c.field = 'fx_ops.run' AND c.line = %d",
+                             call) == 1,
              "ops->run(1) at util.c:%d: a call through fx_ops.run", call);
     struct {
         const char *record, *field, *fn, *file, *marker;
@@ -226,24 +222,25 @@ TB_TEST(field_calls_resolve_through_designated_positional_and_assigned_targets) 
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
         int line = line_of(want[i].file, want[i].marker);
-        TB_CHECK(q_long(db,
-                        "SELECT COUNT(*) FROM field_targets t JOIN files f ON f.id = t.file_id WHERE t.record = %Q"
-                        " AND t.field = %Q AND t.function_usr = %Q AND f.path = %Q AND t.line = %d",
-                        want[i].record, want[i].field, want[i].fn, want[i].file, line) == 1,
-                 "field target %s.%s = %s at %s:%d", want[i].record, want[i].field, want[i].fn, want[i].file, line);
+        TB_CHECK(
+            tb_index_q_long(db,
+                            "SELECT COUNT(*) FROM field_targets t JOIN files f ON f.id = t.file_id WHERE t.record = %Q"
+                            " AND t.field = %Q AND t.function_usr = %Q AND f.path = %Q AND t.line = %d",
+                            want[i].record, want[i].field, want[i].fn, want[i].file, line) == 1,
+            "field target %s.%s = %s at %s:%d", want[i].record, want[i].field, want[i].fn, want[i].file, line);
     }
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM field_targets") == (long)(sizeof want / sizeof *want),
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM field_targets") == (long)(sizeof want / sizeof *want),
              "%ld field targets, expected exactly the %zu above (h.self = &designated assigns a struct)",
-             q_long(db, "SELECT COUNT(*) FROM field_targets"), sizeof want / sizeof *want);
+             tb_index_q_long(db, "SELECT COUNT(*) FROM field_targets"), sizeof want / sizeof *want);
     // The resolution a query makes: the call's field → the functions assigned to it.
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM calls c JOIN field_targets t ON c.field = t.record || '.' || t.field"
-                    " WHERE c.line = %d AND t.function_usr IN ('c:@F@run_a', 'c:@F@run_b', 'c:@F@run_c')",
-                    call) == 3,
+    TB_CHECK(tb_index_q_long(db,
+                             "SELECT COUNT(*) FROM calls c JOIN field_targets t ON c.field = t.record || '.' || t.field"
+                             " WHERE c.line = %d AND t.function_usr IN ('c:@F@run_a', 'c:@F@run_b', 'c:@F@run_c')",
+                             call) == 3,
              "ops->run resolves to run_a, run_b and run_c");
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM calls WHERE field = 'fx_anon_ops.fwd'") == 1, "anon->fwd(2)");
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM calls WHERE field = 'fx_anon_ops.fwd'") == 1, "anon->fwd(2)");
     int deref = line_of(UTIL_C, "FIELD_CALL_DEREF");
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM calls WHERE field = 'fx_ops.run' AND line = %d", deref) == 1,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM calls WHERE field = 'fx_ops.run' AND line = %d", deref) == 1,
              "(*ops->run)(5) at util.c:%d: a call through fx_ops.run too", deref);
 }
 
@@ -255,13 +252,13 @@ TB_TEST(range_sites_carry_literal_and_printf_pattern_names) {
                     " AND r.name IS %Q AND r.line = %d";
     int lit = line_of(MAIN_C, "RANGE_LITERAL"), pat = line_of(MAIN_C, "RANGE_PATTERN"),
         pop = line_of(MAIN_C, "RANGE_POP");
-    TB_CHECK(q_long(db, q, MAIN_USR, MAIN_C, "push", "fixture.step", lit) == 1, "push \"fixture.step\" at line %d",
-             lit);
-    TB_CHECK(q_long(db, q, MAIN_USR, MAIN_C, "push", "layer.%d.fc2", pat) == 1, "push \"layer.%%d.fc2\" at line %d",
-             pat);
-    TB_CHECK(q_long(db, q, MAIN_USR, MAIN_C, "pop", NULL, pop) == 1, "pop (no name) at line %d", pop);
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM range_sites WHERE kind = 'push'") == 2, "two pushes");
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM range_sites WHERE kind = 'pop'") == 2, "two pops");
+    TB_CHECK(tb_index_q_long(db, q, MAIN_USR, MAIN_C, "push", "fixture.step", lit) == 1,
+             "push \"fixture.step\" at line %d", lit);
+    TB_CHECK(tb_index_q_long(db, q, MAIN_USR, MAIN_C, "push", "layer.%d.fc2", pat) == 1,
+             "push \"layer.%%d.fc2\" at line %d", pat);
+    TB_CHECK(tb_index_q_long(db, q, MAIN_USR, MAIN_C, "pop", NULL, pop) == 1, "pop (no name) at line %d", pop);
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM range_sites WHERE kind = 'push'") == 2, "two pushes");
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM range_sites WHERE kind = 'pop'") == 2, "two pops");
 }
 
 TB_TEST(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points) {
@@ -280,34 +277,36 @@ TB_TEST(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points) {
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
         int line = line_of(want[i].file, want[i].marker);
-        TB_CHECK(q_long(db, q, want[i].fn, want[i].callee, want[i].file, line) == 1, "%s in %s at %s:%d",
+        TB_CHECK(tb_index_q_long(db, q, want[i].fn, want[i].callee, want[i].file, line) == 1, "%s in %s at %s:%d",
                  want[i].callee, want[i].fn, want[i].file, line);
     }
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM collective_sites") == (long)(sizeof want / sizeof *want),
-             "%ld collective sites, expected the %zu above", q_long(db, "SELECT COUNT(*) FROM collective_sites"),
-             sizeof want / sizeof *want);
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM calls WHERE callee_name = 'ncclGetErrorString'") == 1 &&
-                 q_long(db, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'ncclGetErrorString'") == 0,
-             "ncclGetErrorString is a call, not a collective site");
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM collective_sites") == (long)(sizeof want / sizeof *want),
+             "%ld collective sites, expected the %zu above",
+             tb_index_q_long(db, "SELECT COUNT(*) FROM collective_sites"), sizeof want / sizeof *want);
+    TB_CHECK(
+        tb_index_q_long(db, "SELECT COUNT(*) FROM calls WHERE callee_name = 'ncclGetErrorString'") == 1 &&
+            tb_index_q_long(db, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'ncclGetErrorString'") == 0,
+        "ncclGetErrorString is a call, not a collective site");
     // call_id: the calls row of the same site (same function, place and callee)
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM collective_sites WHERE call_id IS NULL") == 0, "every site has call_id");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM collective_sites s JOIN calls c ON c.id = s.call_id"
-                    " WHERE c.caller_id = s.function_id AND c.file_id = s.file_id AND c.line = s.line"
-                    " AND c.col = s.col AND (c.callee_name = s.callee_name OR c.field = s.callee_name)") ==
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM collective_sites WHERE call_id IS NULL") == 0,
+             "every site has call_id");
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM collective_sites s JOIN calls c ON c.id = s.call_id"
+                                 " WHERE c.caller_id = s.function_id AND c.file_id = s.file_id AND c.line = s.line"
+                                 " AND c.col = s.col AND (c.callee_name = s.callee_name OR c.field = s.callee_name)") ==
                  (long)(sizeof want / sizeof *want),
              "each call_id is its site's calls row");
 
     // --no-default-collectives --collective GLOB replaces the list.
     char *out = NULL;
-    int st = tb_shell(&out, WORK, "'%s' index --quiet --compdb '%s/basic/compile_commands.json' --out '%s/basic/custom.sqlite'"
-                 " --no-default-collectives --collective 'wor?'",
-                 TRACEBOOK, WORK, WORK);
+    int st = tb_shell(&out,
+                      "'%s' index --quiet --compdb '%s/basic/compile_commands.json' --out '%s/basic/custom.sqlite'"
+                      " --no-default-collectives --collective 'wor?'",
+                      TRACEBOOK, WORK, WORK);
     TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
-    sqlite3 *db2 = open_db(WORK "/basic/custom.sqlite");
+    sqlite3 *db2 = tb_index_open_ro(WORK "/basic/custom.sqlite");
     TB_REQUIRE(db2, "no custom index:\n%s", out);
-    TB_CHECK(q_long(db2, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'work'") == 3 &&
-                 q_long(db2, "SELECT COUNT(*) FROM collective_sites WHERE callee_name != 'work'") == 0,
+    TB_CHECK(tb_index_q_long(db2, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'work'") == 3 &&
+                 tb_index_q_long(db2, "SELECT COUNT(*) FROM collective_sites WHERE callee_name != 'work'") == 0,
              "only work's three call sites (main's CALL_WORK and fx_twice's two)");
     sqlite3_close(db2);
     free(out);
@@ -317,19 +316,20 @@ TB_TEST(functions_end_at_their_closing_brace) {
     sqlite3 *db = fixture_index();
     TB_REQUIRE(db, "no index; output:\n%s", fx_output);
     int end = line_of(UTIL_C, "FOR_EACH_RANK_END");
-    TB_CHECK(q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@for_each_rank'") == end &&
-                 q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@for_each_rank'") == 1,
+    TB_CHECK(tb_index_q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@for_each_rank'") == end &&
+                 tb_index_q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@for_each_rank'") == 1,
              "for_each_rank ends at util.c:%d:1, got %ld:%ld", end,
-             q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@for_each_rank'"),
-             q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@for_each_rank'"));
+             tb_index_q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@for_each_rank'"),
+             tb_index_q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@for_each_rank'"));
     int leaf = line_of(UTIL_C, "RANK_LEAF");
-    TB_CHECK(q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@rank_leaf'") == leaf &&
-                 q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@rank_leaf'") == 42,
+    TB_CHECK(tb_index_q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@rank_leaf'") == leaf &&
+                 tb_index_q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@rank_leaf'") == 42,
              "rank_leaf's one-line body ends at util.c:%d:42", leaf);
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE is_definition = 1 AND (end_line IS NULL"
-                        " OR end_line < line)") == 0,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM functions WHERE is_definition = 1 AND (end_line IS NULL"
+                                 " OR end_line < line)") == 0,
              "every definition has an end after its start");
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE is_definition = 0 AND end_line IS NOT NULL") == 0,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM functions WHERE is_definition = 0 AND end_line IS NOT NULL") ==
+                 0,
              "declarations have no end");
 }
 
@@ -343,20 +343,20 @@ TB_TEST(callbacks_are_recorded_and_chains_go_through_them) {
         cast = line_of(UTIL_C, "PASS_CAST");
     char static_usr[1024];
     snprintf(static_usr, sizeof static_usr, "c:%s@F@rank_body", UTIL_C);
-    TB_CHECK(q_long(db, q, "launch_ranks", static_usr, "for_each_rank", UTIL_C, pass) == 1,
+    TB_CHECK(tb_index_q_long(db, q, "launch_ranks", static_usr, "for_each_rank", UTIL_C, pass) == 1,
              "for_each_rank(rank_body, n) at util.c:%d: rank_body passed to for_each_rank", pass);
-    TB_CHECK(q_long(db, "SELECT col FROM callbacks WHERE line = %d", pass) == 19, "at rank_body's column");
-    TB_CHECK(q_long(db, q, "launch_ranks", "c:@F@rank_leaf", NULL, UTIL_C, store) == 1,
+    TB_CHECK(tb_index_q_long(db, "SELECT col FROM callbacks WHERE line = %d", pass) == 19, "at rank_body's column");
+    TB_CHECK(tb_index_q_long(db, q, "launch_ranks", "c:@F@rank_leaf", NULL, UTIL_C, store) == 1,
              "&rank_leaf stored in a variable at util.c:%d: passed_to NULL", store);
-    TB_CHECK(q_long(db, q, "launch_ranks", "c:@F@rank_leaf", "for_each_rank", UTIL_C, cast) == 1,
+    TB_CHECK(tb_index_q_long(db, q, "launch_ranks", "c:@F@rank_leaf", "for_each_rank", UTIL_C, cast) == 1,
              "a cast function passed at util.c:%d", cast);
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM callbacks") == 3,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM callbacks") == 3,
              "%ld callbacks, expected the 3 above (callees, field targets and static initializers are not)",
-             q_long(db, "SELECT COUNT(*) FROM callbacks"));
+             tb_index_q_long(db, "SELECT COUNT(*) FROM callbacks"));
 
     char *out = NULL;
-    int st = tb_shell(&out, WORK, "'%s' chain --from launch_ranks --to rank_leaf --index '%s/basic/index.sqlite'", TRACEBOOK,
-                 WORK);
+    int st = tb_shell(&out, "'%s' chain --from launch_ranks --to rank_leaf --index '%s/basic/index.sqlite'", TRACEBOOK,
+                      WORK);
     char hop[256];
     snprintf(hop, sizeof hop, "util.c:%d, passes rank_body to for_each_rank)\n  → rank_body (", pass);
     TB_CHECK(st == 0 && strstr(out, "launch_ranks (") && strstr(out, hop) && strstr(out, "→ rank_leaf ("),
@@ -371,26 +371,27 @@ TB_TEST(a_syntax_error_gives_partial_status_with_diagnostics_and_keeps_what_pars
     char *status = q_text(db, "SELECT status FROM files WHERE path = %Q", BROKEN_C);
     TB_CHECK(same(status, "partial") || same(status, "failed"), "broken.c status %s", status ? status : "(none)");
     free(status);
-    TB_CHECK(q_long(db, "SELECT errors FROM files WHERE path = %Q", BROKEN_C) >= 1, "an error counted");
+    TB_CHECK(tb_index_q_long(db, "SELECT errors FROM files WHERE path = %Q", BROKEN_C) >= 1, "an error counted");
     char where[512];
     snprintf(where, sizeof where, "%s:%d:", BROKEN_C, line_of(BROKEN_C, "SYNTAX_ERROR"));
     char *diag = q_text(db, "SELECT diagnostics FROM files WHERE path = %Q", BROKEN_C);
     TB_CHECK(diag && strstr(diag, where), "diagnostics name %s: %s", where, diag ? diag : "(none)");
     free(diag);
     TB_CHECK(strstr(fx_output, where) && strstr(fx_output, "partial"), "stderr reports %s:\n%s", where, fx_output);
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE name IN ('good_before', 'good_after') AND"
-                        " is_definition = 1") == 2,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM functions WHERE name IN ('good_before', 'good_after') AND"
+                                 " is_definition = 1") == 2,
              "the functions around the error are indexed");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id WHERE fn.name = 'good_after'"
-                    " AND c.callee_name = 'good_before' AND c.line = %d",
-                    line_of(BROKEN_C, "GOOD_AFTER")) == 1,
+    TB_CHECK(tb_index_q_long(
+                 db,
+                 "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id WHERE fn.name = 'good_after'"
+                 " AND c.callee_name = 'good_before' AND c.line = %d",
+                 line_of(BROKEN_C, "GOOD_AFTER")) == 1,
              "good_after -> good_before");
     // A listed file that is not there: failed, and everything else still indexed.
     char *missing = q_text(db, "SELECT status FROM files WHERE path = %Q", FIX "/broken/missing.c");
     TB_CHECK(same(missing, "failed"), "missing.c status %s", missing ? missing : "(none)");
     free(missing);
-    TB_CHECK(q_long(db, "SELECT value FROM meta WHERE key = 'tu_count'") == 4, "4 units in meta");
+    TB_CHECK(tb_index_q_long(db, "SELECT value FROM meta WHERE key = 'tu_count'") == 4, "4 units in meta");
 }
 
 TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
@@ -399,14 +400,14 @@ TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
     char *out = NULL;
     const char *missing = WORK "/bad/nowhere/compile_commands.json";
     unlink(WORK "/bad/index.sqlite");
-    int st = tb_shell(&out, WORK, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, missing, WORK);
+    int st = tb_shell(&out, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, missing, WORK);
     TB_CHECK(st != 0 && strstr(out, missing), "missing database: exit %d, output:\n%s", st, out);
     TB_CHECK(!tb_exists(WORK "/bad/index.sqlite"), "no index written");
     free(out);
 
     const char *malformed = WORK "/bad/compile_commands.json";
     tb_write_text(malformed, "[\n {\"directory\": \"/tmp\", \"file\": \"a.c\",\n");
-    st = tb_shell(&out, WORK, "'%s' index --compdb '%s/bad' --out '%s/bad/index.sqlite'", TRACEBOOK, WORK, WORK);
+    st = tb_shell(&out, "'%s' index --compdb '%s/bad' --out '%s/bad/index.sqlite'", TRACEBOOK, WORK, WORK);
     TB_CHECK(st != 0 && strstr(out, malformed) && strstr(out, "malformed"), "malformed JSON: exit %d, output:\n%s",
              st, out);
     char pos[600];
@@ -415,7 +416,7 @@ TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
     free(out);
 
     tb_write_text(malformed, "[{\"directory\": \"/tmp\", \"command\": \"cc -c a.c\"}]\n");
-    st = tb_shell(&out, WORK, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, malformed, WORK);
+    st = tb_shell(&out, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, malformed, WORK);
     TB_CHECK(st != 0 && strstr(out, malformed) && strstr(out, "entry 0"), "entry without file: exit %d:\n%s", st,
              out);
     TB_CHECK(!tb_exists(WORK "/bad/index.sqlite"), "no index written");
@@ -436,9 +437,9 @@ TB_TEST(nvcc_cuda_file_parses_as_host_code) {
                " --diag-suppress 177 -O3 --std c++17 -I" FIX "/cuda -c kernels.cu -o kernels.o\","
                " \"file\": \"kernels.cu\"}]\n");
     char *out = NULL;
-    int st = tb_shell(&out, WORK, "'%s' index --compdb '%s/cuda' --out '%s/cuda/index.sqlite'", TRACEBOOK, WORK, WORK);
+    int st = tb_shell(&out, "'%s' index --compdb '%s/cuda' --out '%s/cuda/index.sqlite'", TRACEBOOK, WORK, WORK);
     TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
-    sqlite3 *db = open_db(WORK "/cuda/index.sqlite");
+    sqlite3 *db = tb_index_open_ro(WORK "/cuda/index.sqlite");
     TB_REQUIRE(db, "no index:\n%s", out);
     const char *cu = FIX "/cuda/kernels.cu";
     char *status = q_text(db, "SELECT status FROM files WHERE path = %Q", cu);
@@ -446,28 +447,31 @@ TB_TEST(nvcc_cuda_file_parses_as_host_code) {
     TB_CHECK(same(status, "ok"), "kernels.cu status %s: %s", status ? status : "(none)", diag ? diag : "");
     free(status);
     free(diag);
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE usr = 'c:@F@launch_scale' AND is_definition = 1") == 1,
+    TB_CHECK(tb_index_q_long(
+                 db, "SELECT COUNT(*) FROM functions WHERE usr = 'c:@F@launch_scale' AND is_definition = 1") == 1,
              "the extern \"C\" launcher (a C USR)");
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'scale_kernel' AND is_definition = 1") == 1,
-             "the kernel");
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'blocks' AND usr LIKE 'c:@N@fx@S@Launcher@%%'") ==
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'scale_kernel' AND is_definition = 1") ==
                  1,
+             "the kernel");
+    TB_CHECK(tb_index_q_long(
+                 db, "SELECT COUNT(*) FROM functions WHERE name = 'blocks' AND usr LIKE 'c:@N@fx@S@Launcher@%%'") == 1,
              "a C++ method");
     char *tmpl = q_text(db, "SELECT usr FROM functions WHERE name = 'host_max' AND line = %d",
                         line_of(cu, "TEMPLATE_HOST_MAX"));
     TB_CHECK(tmpl && !strncmp(tmpl, "c:@FT@", 6), "host_max: a function template row, USR %s", tmpl ? tmpl : "(none)");
     const char *q = "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
                     " WHERE fn.usr = 'c:@F@launch_scale' AND c.callee_usr = %Q AND c.line = %d";
-    TB_CHECK(tmpl && q_long(db, q, tmpl, line_of(cu, "CALL_HOST_MAX")) == 1, "the template call -> the template");
-    TB_CHECK(q_long(db, q, "c:@F@ncclAllReduce", line_of(cu, "CALL_NCCL_CU")) == 1, "the extern \"C\" NCCL call");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
-                    " WHERE fn.usr = 'c:@F@launch_scale' AND c.callee_name = 'scale_kernel' AND c.line = %d",
-                    line_of(cu, "KERNEL_LAUNCH")) == 1,
+    TB_CHECK(tmpl && tb_index_q_long(db, q, tmpl, line_of(cu, "CALL_HOST_MAX")) == 1,
+             "the template call -> the template");
+    TB_CHECK(tb_index_q_long(db, q, "c:@F@ncclAllReduce", line_of(cu, "CALL_NCCL_CU")) == 1,
+             "the extern \"C\" NCCL call");
+    TB_CHECK(tb_index_q_long(db,
+                             "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
+                             " WHERE fn.usr = 'c:@F@launch_scale' AND c.callee_name = 'scale_kernel' AND c.line = %d",
+                             line_of(cu, "KERNEL_LAUNCH")) == 1,
              "the kernel launch");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM collective_sites s JOIN functions fn ON fn.id = s.function_id"
-                    " WHERE fn.usr = 'c:@F@launch_scale' AND s.callee_name = 'ncclAllReduce'") == 1,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM collective_sites s JOIN functions fn ON fn.id = s.function_id"
+                                 " WHERE fn.usr = 'c:@F@launch_scale' AND s.callee_name = 'ncclAllReduce'") == 1,
              "ncclAllReduce is a collective site");
     free(tmpl);
     sqlite3_close(db);
@@ -486,18 +490,19 @@ TB_TEST(project_index_end_to_end) {
     char *out = NULL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int st = tb_shell(&out, WORK, "'%s' index --compdb '%s' --out '%s/project.sqlite'", TRACEBOOK, build, WORK);
+    int st = tb_shell(&out, "'%s' index --compdb '%s' --out '%s/project.sqlite'", TRACEBOOK, build, WORK);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     printf("  indexed the project in %.1f s\n", secs);
     TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
     TB_CHECK(secs < 60, "%.1f s", secs);
-    sqlite3 *db = open_db(WORK "/project.sqlite");
+    sqlite3 *db = tb_index_open_ro(WORK "/project.sqlite");
     TB_REQUIRE(db, "no index:\n%s", out);
 
-    long engine = q_long(db, "SELECT COUNT(*) FROM files WHERE is_tu = 1 AND path LIKE %Q", TB_SOURCE_DIR "/engine/%");
-    long bad = q_long(db, "SELECT COUNT(*) FROM files WHERE is_tu = 1 AND path LIKE %Q AND status != 'ok'",
-                      TB_SOURCE_DIR "/engine/%");
+    long engine =
+        tb_index_q_long(db, "SELECT COUNT(*) FROM files WHERE is_tu = 1 AND path LIKE %Q", TB_SOURCE_DIR "/engine/%");
+    long bad = tb_index_q_long(db, "SELECT COUNT(*) FROM files WHERE is_tu = 1 AND path LIKE %Q AND status != 'ok'",
+                               TB_SOURCE_DIR "/engine/%");
     char *first_bad = q_text(db, "SELECT path || ': ' || IFNULL(diagnostics, '') FROM files WHERE is_tu = 1 AND"
                                  " path LIKE %Q AND status != 'ok'",
                              TB_SOURCE_DIR "/engine/%");
@@ -505,35 +510,36 @@ TB_TEST(project_index_end_to_end) {
              first_bad ? first_bad : "-");
     free(first_bad);
 
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM field_targets t JOIN functions fn ON fn.usr = t.function_usr"
-                    " WHERE t.record = 'tb_comm_backend' AND t.field = 'all_reduce' AND fn.name = 'local_all_reduce'") ==
-                 1,
-             "local_all_reduce is tb_comm_backend.all_reduce (positional initializer of tb_local_backend)");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM field_targets t JOIN functions fn ON fn.usr = t.function_usr"
-                    " WHERE t.record = 'tb_norm_module' AND t.field = 'forward' AND fn.name = 'layernorm_forward'") == 1,
+    TB_CHECK(
+        tb_index_q_long(
+            db, "SELECT COUNT(*) FROM field_targets t JOIN functions fn ON fn.usr = t.function_usr"
+                " WHERE t.record = 'tb_comm_backend' AND t.field = 'all_reduce' AND fn.name = 'local_all_reduce'") == 1,
+        "local_all_reduce is tb_comm_backend.all_reduce (positional initializer of tb_local_backend)");
+    TB_CHECK(tb_index_q_long(
+                 db,
+                 "SELECT COUNT(*) FROM field_targets t JOIN functions fn ON fn.usr = t.function_usr"
+                 " WHERE t.record = 'tb_norm_module' AND t.field = 'forward' AND fn.name = 'layernorm_forward'") == 1,
              "layernorm_forward is tb_norm_module.forward (spec.c)");
-    TB_CHECK(q_long(db,
-                    "SELECT COUNT(*) FROM range_sites r JOIN functions fn ON fn.id = r.function_id"
-                    " WHERE r.kind = 'push' AND r.name = 'layer.%%d.mlp.fc2' AND fn.name = 'mlp_forward'") == 1,
-             "range site layer.%%d.mlp.fc2 in mlp_forward");
-    TB_CHECK(q_long(db, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'tb_all_reduce'") > 0,
+    TB_CHECK(
+        tb_index_q_long(db, "SELECT COUNT(*) FROM range_sites r JOIN functions fn ON fn.id = r.function_id"
+                            " WHERE r.kind = 'push' AND r.name = 'layer.%%d.mlp.fc2' AND fn.name = 'mlp_forward'") == 1,
+        "range site layer.%%d.mlp.fc2 in mlp_forward");
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'tb_all_reduce'") > 0,
              "tb_all_reduce call sites are collective sites");
 
     const char *in_target = "SELECT COUNT(*) FROM targets t JOIN files f ON f.id = t.file_id"
                             " WHERE t.target = %Q AND f.path = %Q";
-    TB_CHECK(q_long(db, in_target, "pretrain_gpt", TB_SOURCE_DIR "/engine/pretrain_gpt.c") == 1,
+    TB_CHECK(tb_index_q_long(db, in_target, "pretrain_gpt", TB_SOURCE_DIR "/engine/pretrain_gpt.c") == 1,
              "pretrain_gpt.c links into pretrain_gpt");
-    TB_CHECK(q_long(db, in_target, "pretrain_gpt", TB_SOURCE_DIR "/engine/comm/local_backend.c") == 1,
+    TB_CHECK(tb_index_q_long(db, in_target, "pretrain_gpt", TB_SOURCE_DIR "/engine/comm/local_backend.c") == 1,
              "local_backend.c (tb_engine) links into pretrain_gpt");
-    TB_CHECK(q_long(db, in_target, "pretrain_gpt", TB_SOURCE_DIR "/tests/engine/test_comm.c") == 0,
+    TB_CHECK(tb_index_q_long(db, in_target, "pretrain_gpt", TB_SOURCE_DIR "/tests/engine/test_comm.c") == 0,
              "test_comm.c does not link into pretrain_gpt");
-    TB_CHECK(q_long(db, in_target, "test_comm", TB_SOURCE_DIR "/tests/engine/test_comm.c") == 1,
+    TB_CHECK(tb_index_q_long(db, in_target, "test_comm", TB_SOURCE_DIR "/tests/engine/test_comm.c") == 1,
              "test_comm.c links into test_comm");
-    TB_CHECK(q_long(db, "SELECT COUNT(DISTINCT usr) FROM functions WHERE name = 'main'") ==
-                 q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'main'") &&
-                 q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'main'") > 2,
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(DISTINCT usr) FROM functions WHERE name = 'main'") ==
+                     tb_index_q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'main'") &&
+                 tb_index_q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'main'") > 2,
              "every binary's main is its own row");
     sqlite3_close(db);
     free(out);

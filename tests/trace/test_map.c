@@ -11,6 +11,7 @@
 
 #include "map.h"
 #include "map_report.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 #include "trace/fixtures/map/mini_db.h"
 #include "trace_cli.h"
@@ -18,8 +19,6 @@
 #define DB TB_TEST_TMPDIR "/map-mini.sqlite"
 #define TRACE0 TB_TEST_TMPDIR "/map-mini.rank-00000.json"
 #define TRACE1 TB_TEST_TMPDIR "/map-mini.rank-00001.json"
-
-static int has(const char *text, const char *needle) { return strstr(text, needle) != NULL; }
 
 // --- hand-made traces ------------------------------------------------------------------
 
@@ -180,10 +179,10 @@ TB_TEST(map_mini_traces) {
     TB_CHECK(json_array_size(json_object_get(rep, "nestings")) == 11, "11 distinct pairs, got %zu",
              json_array_size(json_object_get(rep, "nestings")));
     json_t *x = nesting(rep, "step", "optimizer");
-    TB_CHECK(x && json_is_true(json_object_get(x, "explained")) && has(str(x, "how"), "inside the parent's span"),
+    TB_CHECK(x && json_is_true(json_object_get(x, "explained")) && tb_has(str(x, "how"), "inside the parent's span"),
              "a push after an early-return pop is still inside the range");
     x = nesting(rep, "layer.0.mlp", "layer.0.mlp.fc2");
-    TB_CHECK(x && has(str(x, "how"), "reachable"), "through the spec's field");
+    TB_CHECK(x && tb_has(str(x, "how"), "reachable"), "through the spec's field");
     json_t *rep_site = json_array_get(json_object_get(range_named(rep, "optimizer.replicated"), "sites"), 0);
     TB_CHECK(json_array_size(json_object_get(rep_site, "collectives")) == 2 &&
                  json_integer_value(json_object_get(rep_site, "end_line")) ==
@@ -274,9 +273,9 @@ TB_TEST(map_flags_unexplained_nesting_and_unmapped_names) {
 
     char *out;
     int rc = mini_run(tracebook_map_main, &out, "map", path, "--entry", "app", "--index", DB, NULL);
-    TB_CHECK(rc == 0 && has(out, "UNEXPLAINED layer.0.mlp.fc2 → optimizer") &&
-                 has(out, "UNEXPLAINED comm.tp.all_reduce → layer.0") && has(out, "7/8 range events (87.5%)") &&
-                 has(out, "unmapped: mystery.range") && has(out, "site   NONE"),
+    TB_CHECK(rc == 0 && tb_has(out, "UNEXPLAINED layer.0.mlp.fc2 → optimizer") &&
+                 tb_has(out, "UNEXPLAINED comm.tp.all_reduce → layer.0") && tb_has(out, "7/8 range events (87.5%)") &&
+                 tb_has(out, "unmapped: mystery.range") && tb_has(out, "site   NONE"),
              "the text says so:\n%s", out);
     free(out);
 }
@@ -324,11 +323,12 @@ TB_TEST(map_cli_text_and_json) {
     int rc = mini_run(tracebook_map_main, &out, "map", TRACE0, TRACE1, "--entry", "app", "--json", json_path,
                       "--index", DB, NULL);
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
-    TB_CHECK(has(out, "layer.0.mlp.fc2  2×") && has(out, "site   \"layer.%d.mlp.fc2\" in mlp_forward (train.c:") &&
-                 has(out, "chain  main (main.c:13, a callback passed to run_ranks) → rank_main") &&
-                 has(out, "local_all_reduce (comm.c:") && has(out, "[traces: 2× all_reduce inside]") &&
-                 has(out, "group tp (size 2) all_reduce float32: 4× 256 elements, 1024 bytes") &&
-                 has(out, "0 unexplained") && has(out, "24/24 range events (100.0%)"),
+    TB_CHECK(tb_has(out, "layer.0.mlp.fc2  2×") &&
+                 tb_has(out, "site   \"layer.%d.mlp.fc2\" in mlp_forward (train.c:") &&
+                 tb_has(out, "chain  main (main.c:13, a callback passed to run_ranks) → rank_main") &&
+                 tb_has(out, "local_all_reduce (comm.c:") && tb_has(out, "[traces: 2× all_reduce inside]") &&
+                 tb_has(out, "group tp (size 2) all_reduce float32: 4× 256 elements, 1024 bytes") &&
+                 tb_has(out, "0 unexplained") && tb_has(out, "24/24 range events (100.0%)"),
              "text:\n%s", out);
     free(out);
     json_error_t je;
@@ -336,14 +336,15 @@ TB_TEST(map_cli_text_and_json) {
     TB_CHECK(j && range_named(j, "layer.1.mlp.fc2"), "--json wrote the report: %s", je.text);
     json_decref(j);
     rc = mini_run(tracebook_map_main, &out, "map", TRACE0, "--index", DB, NULL);
-    TB_CHECK(rc == 1 && has(out, "entry 'pretrain_gpt'"), "the default entry is not in the mini index:\n%s", out);
+    TB_CHECK(rc == 1 && tb_has(out, "entry 'pretrain_gpt'"), "the default entry is not in the mini index:\n%s", out);
     free(out);
     rc = mini_run(tracebook_map_main, &out, "map", TRACE0, "--entry", "main", "--index", DB, NULL);
-    TB_CHECK(rc == 1 && has(out, "ambiguous") && has(out, "[app]") && has(out, "[tool]"), "two mains:\n%s", out);
+    TB_CHECK(rc == 1 && tb_has(out, "ambiguous") && tb_has(out, "[app]") && tb_has(out, "[tool]"), "two mains:\n%s",
+             out);
     free(out);
     rc = mini_run(tracebook_map_main, &out, "map", TB_TEST_TMPDIR "/no-such-trace.json", "--entry", "app", "--index",
                   DB, NULL);
-    TB_CHECK(rc == 1 && has(out, "no-such-trace.json"), "a missing trace is named:\n%s", out);
+    TB_CHECK(rc == 1 && tb_has(out, "no-such-trace.json"), "a missing trace is named:\n%s", out);
     free(out);
 }
 
@@ -352,66 +353,63 @@ TB_TEST(walk_mini_markdown) {
     int rc = mini_run(tracebook_walk_main, &out, "walk", "layer.0.mlp.fc2", "--trace", TRACE0, TRACE1, "--entry",
                       "app", "--index", DB, NULL);
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
-    TB_CHECK(has(out, "# Walkthrough: `layer.0.mlp.fc2`"), "title");
-    TB_CHECK(has(out, "1. `main` — main.c:13, passing `rank_main` to `run_ranks`") &&
-                 has(out, "run_ranks(rank_main);"),
+    TB_CHECK(tb_has(out, "# Walkthrough: `layer.0.mlp.fc2`"), "title");
+    TB_CHECK(tb_has(out, "1. `main` — main.c:13, passing `rank_main` to `run_ranks`") &&
+                 tb_has(out, "run_ranks(rank_main);"),
              "the first hop with its source line:\n%s", out);
-    TB_CHECK(has(out, "`layer_forward` — train.c:") && has(out, "through the function-pointer field `mini_spec.mlp`") &&
-                 has(out, "spec.mlp(layer);"),
+    TB_CHECK(tb_has(out, "`layer_forward` — train.c:") &&
+                 tb_has(out, "through the function-pointer field `mini_spec.mlp`") && tb_has(out, "spec.mlp(layer);"),
              "the spec's field call:\n%s", out);
-    TB_CHECK(has(out, "`mlp_forward` — train.c:") && has(out, "the range opens here") &&
-                 has(out, "TB_RANGE_PUSH(\"layer.%d.mlp.fc2\", layer);"),
+    TB_CHECK(tb_has(out, "`mlp_forward` — train.c:") && tb_has(out, "the range opens here") &&
+                 tb_has(out, "TB_RANGE_PUSH(\"layer.%d.mlp.fc2\", layer);"),
              "the push:\n%s", out);
-    TB_CHECK(has(out, "reduce_from_tp(layer);") && has(out, "end(backend->all_reduce(n));") &&
-                 has(out, "`local_all_reduce` — comm.c:") && has(out, "static int local_all_reduce(int n) {"),
+    TB_CHECK(tb_has(out, "reduce_from_tp(layer);") && tb_has(out, "end(backend->all_reduce(n));") &&
+                 tb_has(out, "`local_all_reduce` — comm.c:") && tb_has(out, "static int local_all_reduce(int n) {"),
              "down to the backend:\n%s", out);
-    TB_CHECK(has(out, "Seen at runtime: 2× `all_reduce`"), "runtime-confirmed path:\n%s", out);
-    TB_CHECK(has(out, "| comm.tp.all_reduce | 0 | 1 | tp | 2 | all_reduce | float32 | 256 | 1024 |") &&
-                 has(out, "| comm.tp.all_reduce | 1 | 1 | tp | 2 | all_reduce | float32 | 256 | 1024 |"),
+    TB_CHECK(tb_has(out, "Seen at runtime: 2× `all_reduce`"), "runtime-confirmed path:\n%s", out);
+    TB_CHECK(tb_has(out, "| comm.tp.all_reduce | 0 | 1 | tp | 2 | all_reduce | float32 | 256 | 1024 |") &&
+                 tb_has(out, "| comm.tp.all_reduce | 1 | 1 | tp | 2 | all_reduce | float32 | 256 | 1024 |"),
              "the collective's runtime shapes:\n%s", out);
-    TB_CHECK(has(out, "| 1 | 1 | 70.0 us |"), "per-rank times:\n%s", out);
+    TB_CHECK(tb_has(out, "| 1 | 1 | 70.0 us |"), "per-rank times:\n%s", out);
     // the local chain (seen) comes before the NCCL one (not seen)
     const char *local = strstr(out, "→ `local_all_reduce`"), *nccl = strstr(out, "→ `ncclAllReduce`");
     TB_CHECK(local && nccl && local < nccl, "seen first");
     free(out);
     rc = mini_run(tracebook_walk_main, &out, "walk", "layer.%d.mlp.fc2", "--entry", "app", "--index", DB, NULL);
-    TB_CHECK(rc == 0 && has(out, "static walk only") && has(out, "`local_all_reduce`"), "a pattern, no traces:\n%s",
-             out);
+    TB_CHECK(rc == 0 && tb_has(out, "static walk only") && tb_has(out, "`local_all_reduce`"),
+             "a pattern, no traces:\n%s", out);
     free(out);
     rc = mini_run(tracebook_walk_main, &out, "walk", "nothing.here", "--trace", TRACE0, "--entry", "app", "--index",
                   DB, NULL);
-    TB_CHECK(rc == 1 && has(out, "no range site"), "unknown range:\n%s", out);
+    TB_CHECK(rc == 1 && tb_has(out, "no range site"), "unknown range:\n%s", out);
     free(out);
 }
 
 // --- end to end ------------------------------------------------------------------------
-
-static int run(const char *cmd) {
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 #define RUN_DIR TB_TEST_TMPDIR "/map-e2e-run"
 #define E2E_INDEX TB_TEST_TMPDIR "/map-project.sqlite"
 #define E2E_TRACES RUN_DIR "/trace.rank-00000.json", RUN_DIR "/trace.rank-00001.json"
 
 TB_TEST(project_map_and_walk_of_a_tp2_run) {
-    if (run("rm -rf " RUN_DIR " && OMP_NUM_THREADS=1 " TB_BIN_DIR "/pretrain_gpt --num-layers 2 --hidden-size 64"
-            " --num-attention-heads 4 --seq-length 32 --vocab-size 256 --micro-batch-size 2 --global-batch-size 4"
-            " --train-iters 2 --world-size 2 --tensor-model-parallel-size 2 --run-dir " RUN_DIR " > " TB_TEST_TMPDIR
-            "/map-e2e-run.log 2>&1") != 0) {
+    if (tb_run(NULL, NULL,
+               "rm -rf " RUN_DIR " && OMP_NUM_THREADS=1 " TB_BIN_DIR "/pretrain_gpt --num-layers 2 --hidden-size 64"
+               " --num-attention-heads 4 --seq-length 32 --vocab-size 256 --micro-batch-size 2 --global-batch-size 4"
+               " --train-iters 2 --world-size 2 --tensor-model-parallel-size 2 --run-dir " RUN_DIR " > " TB_TEST_TMPDIR
+               "/map-e2e-run.log 2>&1") != 0) {
         TB_CHECK(0, "pretrain_gpt failed: see %s/map-e2e-run.log", TB_TEST_TMPDIR);
         return;
     }
-    if (run(TB_BIN_DIR "/tracebook index --compdb " TB_BIN_DIR "/../compile_commands.json --out " E2E_INDEX
-                       " --quiet > " TB_TEST_TMPDIR "/map-index.log 2>&1") != 0) {
+    if (tb_run(NULL, NULL,
+               TB_BIN_DIR "/tracebook index --compdb " TB_BIN_DIR "/../compile_commands.json --out " E2E_INDEX
+                          " --quiet > " TB_TEST_TMPDIR "/map-index.log 2>&1") != 0) {
         printf("  SKIP: `tracebook index` failed on this build (see %s/map-index.log)\n", TB_TEST_TMPDIR);
         return;
     }
     char json_path[] = TB_TEST_TMPDIR "/map-e2e.report.json";
     char *out;
     int rc = mini_run(tracebook_map_main, &out, "map", E2E_TRACES, "--index", E2E_INDEX, "--json", json_path, NULL);
-    TB_CHECK(rc == 0 && has(out, "(100.0%)") && has(out, "0 unexplained"), "rc %d:\n%.4000s", rc, out);
+    TB_CHECK(rc == 0 && tb_has(out, "(100.0%)") && tb_has(out, "0 unexplained"), "rc %d:\n%.4000s", rc, out);
     free(out);
     json_error_t je;
     json_t *rep = json_load_file(json_path, 0, &je);
@@ -447,7 +445,7 @@ TB_TEST(project_map_and_walk_of_a_tp2_run) {
 
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "pretrain_gpt", "--to", "local_all_reduce", "--index",
                   E2E_INDEX, NULL);
-    TB_CHECK(rc == 0 && has(out, "#1 (") && has(out, "local_all_reduce (engine/comm/local_backend.c:"),
+    TB_CHECK(rc == 0 && tb_has(out, "#1 (") && tb_has(out, "local_all_reduce (engine/comm/local_backend.c:"),
              "chain:\n%s", out);
     free(out);
 
@@ -457,10 +455,11 @@ TB_TEST(project_map_and_walk_of_a_tp2_run) {
     char row[160];
     snprintf(row, sizeof row, "| comm.tp.all_reduce | 0 | 4 | tp | 2 | all_reduce | float32 | %d | %d |", 2 * 32 * 64,
              2 * 32 * 64 * 4);
-    TB_CHECK(rc == 0 && has(out, "# Walkthrough: `layer.0.mlp.fc2`") && has(out, "`main` — engine/pretrain_gpt.c:") &&
-                 has(out, "`mlp_forward` — engine/transformer/mlp.c:") &&
-                 has(out, "TB_RANGE_PUSH(\"layer.%d.mlp.fc2\", layer);") &&
-                 has(out, "`local_all_reduce` — engine/comm/local_backend.c:") && has(out, row),
+    TB_CHECK(rc == 0 && tb_has(out, "# Walkthrough: `layer.0.mlp.fc2`") &&
+                 tb_has(out, "`main` — engine/pretrain_gpt.c:") &&
+                 tb_has(out, "`mlp_forward` — engine/transformer/mlp.c:") &&
+                 tb_has(out, "TB_RANGE_PUSH(\"layer.%d.mlp.fc2\", layer);") &&
+                 tb_has(out, "`local_all_reduce` — engine/comm/local_backend.c:") && tb_has(out, row),
              "walk (%s):\n%.6000s", row, out);
     free(out);
 }

@@ -7,14 +7,13 @@
 #include <sys/wait.h>
 
 #include "graph.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 #include "trace/fixtures/map/mini_db.h"
 #include "trace_cli.h"
 
 #define DB TB_TEST_TMPDIR "/query-mini.sqlite"
 #define DB_NO_TARGETS TB_TEST_TMPDIR "/query-mini-no-targets.sqlite"
-
-static int has(const char *text, const char *needle) { return strstr(text, needle) != NULL; }
 
 // The text of chain #n (1-based) in chain output: from "#n " to the next "#" line or the end.
 static char *chain_n(const char *out, int n) {
@@ -33,38 +32,38 @@ TB_TEST(def_lists_both_static_definitions) {
     int rc = mini_run(tracebook_def_main, &out, "def", "helper", "--index", DB, NULL);
     TB_CHECK(rc == 0, "rc %d: %s", rc, out);
     TB_CHECK(mini_count_lines(out, "helper ") == 2, "two definitions expected:\n%s", out);
-    TB_CHECK(has(out, "a.c:2") && has(out, "b.c:2"), "both files:\n%s", out);
+    TB_CHECK(tb_has(out, "a.c:2") && tb_has(out, "b.c:2"), "both files:\n%s", out);
     TB_CHECK(mini_count_lines(out, "static definition") == 2, "both static:\n%s", out);
-    TB_CHECK(has(out, "a.c@F@helper") && has(out, "b.c@F@helper"), "USRs:\n%s", out);
+    TB_CHECK(tb_has(out, "a.c@F@helper") && tb_has(out, "b.c@F@helper"), "USRs:\n%s", out);
     free(out);
     rc = mini_run(tracebook_def_main, &out, "def", "log_line", "--index", DB, NULL);
-    TB_CHECK(rc == 0 && has(out, "main.c:8") && has(out, "tool.c:4") && has(out, "external definition"),
+    TB_CHECK(rc == 0 && tb_has(out, "main.c:8") && tb_has(out, "tool.c:4") && tb_has(out, "external definition"),
              "log_line in both binaries:\n%s", out);
-    TB_CHECK(has(out, "[app]") && has(out, "[tool]"), "labelled by binary:\n%s", out);
+    TB_CHECK(tb_has(out, "[app]") && tb_has(out, "[tool]"), "labelled by binary:\n%s", out);
     free(out);
     rc = mini_run(tracebook_def_main, &out, "def", "tool.c:log_line", "--index", DB, NULL);
-    TB_CHECK(rc == 0 && mini_count_lines(out, "log_line") == 1 && has(out, "tool.c:4"), "FILE:NAME:\n%s", out);
+    TB_CHECK(rc == 0 && mini_count_lines(out, "log_line") == 1 && tb_has(out, "tool.c:4"), "FILE:NAME:\n%s", out);
     free(out);
 }
 
 TB_TEST(def_declaration_only_and_unknown_symbol) {
     char *out;
     int rc = mini_run(tracebook_def_main, &out, "def", "ncclAllReduce", "--index", DB, NULL);
-    TB_CHECK(rc == 0 && has(out, "declaration"), "a declaration is listed when nothing defines it:\n%s", out);
+    TB_CHECK(rc == 0 && tb_has(out, "declaration"), "a declaration is listed when nothing defines it:\n%s", out);
     free(out);
     rc = mini_run(tracebook_def_main, &out, "def", "no_such_function", "--index", DB, NULL);
     TB_CHECK(rc == 1, "unknown symbol: exit 1, got %d", rc);
-    TB_CHECK(has(out, "no function 'no_such_function'"), "message names it:\n%s", out);
+    TB_CHECK(tb_has(out, "no function 'no_such_function'"), "message names it:\n%s", out);
     free(out);
 }
 
 TB_TEST(missing_index_is_an_error_naming_it) {
     char *out;
     int rc = mini_run(tracebook_def_main, &out, "def", "main", "--index", TB_TEST_TMPDIR "/nope.sqlite", NULL);
-    TB_CHECK(rc == 1 && has(out, TB_TEST_TMPDIR "/nope.sqlite"), "rc %d:\n%s", rc, out);
+    TB_CHECK(rc == 1 && tb_has(out, TB_TEST_TMPDIR "/nope.sqlite"), "rc %d:\n%s", rc, out);
     free(out);
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "main", NULL);
-    TB_CHECK(rc == 2 && has(out, "usage"), "chain without --to is a usage error, rc %d:\n%s", rc, out);
+    TB_CHECK(rc == 2 && tb_has(out, "usage"), "chain without --to is a usage error, rc %d:\n%s", rc, out);
     free(out);
 }
 
@@ -74,26 +73,27 @@ TB_TEST(callers_include_calls_through_fields) {
     mini_loc l = mini_find("train.c", "spec.mlp(layer)", 1);
     char site[64];
     snprintf(site, sizeof site, "train.c:%d:%d", l.line, l.col);
-    TB_CHECK(rc == 0 && has(out, "layer_forward") && has(out, site) && has(out, "via mini_spec.mlp"),
+    TB_CHECK(rc == 0 && tb_has(out, "layer_forward") && tb_has(out, site) && tb_has(out, "via mini_spec.mlp"),
              "the spec's field call is a caller (%s):\n%s", site, out);
     free(out);
     rc = mini_run(tracebook_callers_main, &out, "callers", "local_all_reduce", "--index", DB, NULL);
-    TB_CHECK(rc == 0 && has(out, "all_reduce") && has(out, "via mini_backend.all_reduce"),
+    TB_CHECK(rc == 0 && tb_has(out, "all_reduce") && tb_has(out, "via mini_backend.all_reduce"),
              "a backend function's callers are the calls through its field:\n%s", out);
     free(out);
     rc = mini_run(tracebook_callers_main, &out, "callers", "all_reduce", "--index", DB, NULL);
-    TB_CHECK(rc == 0 && has(out, "reduce_from_tp") && has(out, "optimizer_step") && mini_count_lines(out, "train.c:") == 2,
+    TB_CHECK(rc == 0 && tb_has(out, "reduce_from_tp") && tb_has(out, "optimizer_step") &&
+                 mini_count_lines(out, "train.c:") == 2,
              "one line per call site:\n%s", out);
     free(out);
     rc = mini_run(tracebook_callers_main, &out, "callers", "mini_backend.all_reduce", "--index", DB, NULL);
     l = mini_find("comm.c", "backend->all_reduce(n)", 1);
     snprintf(site, sizeof site, "comm.c:%d:%d", l.line, l.col);
-    TB_CHECK(rc == 0 && has(out, "calls through mini_backend.all_reduce (assigned: local_all_reduce (comm.c:") &&
+    TB_CHECK(rc == 0 && tb_has(out, "calls through mini_backend.all_reduce (assigned: local_all_reduce (comm.c:") &&
                  mini_count_lines(out, site) == 1,
              "callers of a field (%s):\n%s", site, out);
     free(out);
     rc = mini_run(tracebook_callers_main, &out, "callers", "rank_main", "--index", DB, NULL);
-    TB_CHECK(rc == 0 && has(out, "main") && has(out, "passed to run_ranks"),
+    TB_CHECK(rc == 0 && tb_has(out, "main") && tb_has(out, "passed to run_ranks"),
              "a function passed as an argument is called back by whoever receives it:\n%s", out);
     free(out);
 }
@@ -102,8 +102,8 @@ TB_TEST(callees_list_each_call_site) {
     char *out;
     int rc = mini_run(tracebook_callees_main, &out, "callees", "all_reduce", "--index", DB, NULL);
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
-    TB_CHECK(has(out, "begin") && has(out, "end") && has(out, "via mini_backend.all_reduce"), "%s", out);
-    TB_CHECK(has(out, "local_all_reduce (comm.c:") && has(out, "nccl_all_reduce (comm.c:"),
+    TB_CHECK(tb_has(out, "begin") && tb_has(out, "end") && tb_has(out, "via mini_backend.all_reduce"), "%s", out);
+    TB_CHECK(tb_has(out, "local_all_reduce (comm.c:") && tb_has(out, "nccl_all_reduce (comm.c:"),
              "a field call resolves to every assigned function:\n%s", out);
     free(out);
 }
@@ -112,16 +112,16 @@ TB_TEST(chain_shortest_first_with_hops_and_bounded) {
     char *out;
     int rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "app", "--to", "all_reduce", "--index", DB, NULL);
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
-    TB_CHECK(has(out, "[app] chains from main (main.c:11) to all_reduce: 2"), "two chains:\n%s", out);
+    TB_CHECK(tb_has(out, "[app] chains from main (main.c:11) to all_reduce: 2"), "two chains:\n%s", out);
     char *c1 = chain_n(out, 1), *c2 = chain_n(out, 2);
-    TB_CHECK(has(c1, "#1 (4 calls)") && has(c1, "optimizer_step (train.c:") && !has(c1, "layer_forward"),
+    TB_CHECK(tb_has(c1, "#1 (4 calls)") && tb_has(c1, "optimizer_step (train.c:") && !tb_has(c1, "layer_forward"),
              "shortest first, through the optimizer:\n%s", c1);
     mini_loc l = mini_find("main.c", "run_ranks(rank_main)", 1);
     char hop[128];
     snprintf(hop, sizeof hop, "main (main.c:%d, passes rank_main to run_ranks)", l.line);
-    TB_CHECK(has(c1, hop), "first hop '%s':\n%s", hop, c1);
-    TB_CHECK(has(c2, "#2 (6 calls)") && has(c2, "layer_forward (train.c:") && has(c2, "via mini_spec.mlp") &&
-                 has(c2, "mlp_forward") && has(c2, "reduce_from_tp"),
+    TB_CHECK(tb_has(c1, hop), "first hop '%s':\n%s", hop, c1);
+    TB_CHECK(tb_has(c2, "#2 (6 calls)") && tb_has(c2, "layer_forward (train.c:") && tb_has(c2, "via mini_spec.mlp") &&
+                 tb_has(c2, "mlp_forward") && tb_has(c2, "reduce_from_tp"),
              "then the longer chain through the spec's field:\n%s", c2);
     free(c1);
     free(c2);
@@ -129,11 +129,11 @@ TB_TEST(chain_shortest_first_with_hops_and_bounded) {
 
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "app", "--to", "all_reduce", "--max", "1", "--index",
                   DB, NULL);
-    TB_CHECK(rc == 0 && has(out, "#1") && !has(out, "#2"), "--max 1 bounds it:\n%s", out);
+    TB_CHECK(rc == 0 && tb_has(out, "#1") && !tb_has(out, "#2"), "--max 1 bounds it:\n%s", out);
     free(out);
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "app", "--to", "all_reduce", "--max-depth", "3",
                   "--index", DB, NULL);
-    TB_CHECK(rc == 1 && has(out, "none within 3 calls"), "--max-depth bounds it, rc %d:\n%s", rc, out);
+    TB_CHECK(rc == 1 && tb_has(out, "none within 3 calls"), "--max-depth bounds it, rc %d:\n%s", rc, out);
     free(out);
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "app", "--to", "local_all_reduce", "--index", DB,
                   NULL);
@@ -141,7 +141,8 @@ TB_TEST(chain_shortest_first_with_hops_and_bounded) {
     snprintf(via, sizeof via, "all_reduce (comm.c:%d, via mini_backend.all_reduce)",
              mini_find("comm.c", "backend->all_reduce(n)", 1).line);
     snprintf(local, sizeof local, "local_all_reduce (comm.c:%d)", mini_find("comm.c", "int local_all_reduce", 1).line);
-    TB_CHECK(rc == 0 && has(out, via) && has(out, local), "down the backend's field (%s, %s):\n%s", via, local, out);
+    TB_CHECK(rc == 0 && tb_has(out, via) && tb_has(out, local), "down the backend's field (%s, %s):\n%s", via, local,
+             out);
     free(out);
 }
 
@@ -151,16 +152,16 @@ TB_TEST(chain_entry_forms) {
     for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
         int rc = mini_run(tracebook_chain_main, &out, "chain", "--from", forms[i], "--to", "mlp_forward", "--index",
                           DB, NULL);
-        TB_CHECK(rc == 0 && has(out, "[app] chains from main (main.c:11)") && !has(out, "[tool]"),
+        TB_CHECK(rc == 0 && tb_has(out, "[app] chains from main (main.c:11)") && !tb_has(out, "[tool]"),
                  "--from %s:\n%s", forms[i], out);
         free(out);
     }
     int rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "train_step", "--to", "mlp_forward", "--index", DB,
                       NULL);
-    TB_CHECK(rc == 0 && has(out, "train_step (train.c:13)") && has(out, "layer_forward"), "a function:\n%s", out);
+    TB_CHECK(rc == 0 && tb_has(out, "train_step (train.c:13)") && tb_has(out, "layer_forward"), "a function:\n%s", out);
     free(out);
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "nosuch", "--to", "mlp_forward", "--index", DB, NULL);
-    TB_CHECK(rc == 1 && has(out, "entry 'nosuch'"), "unknown entry:\n%s", out);
+    TB_CHECK(rc == 1 && tb_has(out, "entry 'nosuch'"), "unknown entry:\n%s", out);
     free(out);
 }
 
@@ -172,15 +173,17 @@ TB_TEST(two_mains_give_labelled_chains_scoped_to_their_binary) {
     TB_REQUIRE(app && tool, "both binaries labelled:\n%s", out);
     char *app_part = strndup(app, app < tool ? (size_t)(tool - app) : strlen(app));
     char *tool_part = strndup(tool, tool < app ? (size_t)(app - tool) : strlen(tool));
-    TB_CHECK(has(app_part, "log_line (main.c:8)") && !has(app_part, "tool.c"), "app's own log_line:\n%s", app_part);
+    TB_CHECK(tb_has(app_part, "log_line (main.c:8)") && !tb_has(app_part, "tool.c"), "app's own log_line:\n%s",
+             app_part);
     // tool's call names the first definition's USR (app's); the scope picks tool's own copy
-    TB_CHECK(has(tool_part, "log_line (tool.c:4)") && !has(tool_part, "main.c"), "tool's own log_line:\n%s",
+    TB_CHECK(tb_has(tool_part, "log_line (tool.c:4)") && !tb_has(tool_part, "main.c"), "tool's own log_line:\n%s",
              tool_part);
     free(app_part);
     free(tool_part);
     free(out);
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "tool", "--to", "all_reduce", "--index", DB, NULL);
-    TB_CHECK(rc == 1 && has(out, "[tool]") && has(out, "none"), "tool does not link the app's functions:\n%s", out);
+    TB_CHECK(rc == 1 && tb_has(out, "[tool]") && tb_has(out, "none"), "tool does not link the app's functions:\n%s",
+             out);
     free(out);
 }
 
@@ -188,7 +191,7 @@ TB_TEST(without_targets_mains_are_labelled_by_file) {
     char *out;
     int rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "main", "--to", "log_line", "--index",
                       DB_NO_TARGETS, NULL);
-    TB_CHECK(rc == 0 && has(out, "[main.c]") && has(out, "[tool.c]"), "labels:\n%s", out);
+    TB_CHECK(rc == 0 && tb_has(out, "[main.c]") && tb_has(out, "[tool.c]"), "labels:\n%s", out);
     free(out);
 }
 
@@ -211,24 +214,20 @@ TB_TEST(graph_api_lookup_and_scope) {
 
 // --- end to end on this project -------------------------------------------------------
 
-static int run(const char *cmd) {
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 #define E2E_INDEX TB_TEST_TMPDIR "/query-project.sqlite"
 
 TB_TEST(project_chain_from_pretrain_gpt_to_the_local_backend) {
-    TB_REQUIRE(run(TB_BIN_DIR "/tracebook index --compdb " TB_BIN_DIR "/../compile_commands.json --out " E2E_INDEX
-                           " --quiet > " TB_TEST_TMPDIR "/query-index.log 2>&1") == 0,
+    TB_REQUIRE(tb_run(NULL, NULL,
+                      TB_BIN_DIR "/tracebook index --compdb " TB_BIN_DIR "/../compile_commands.json --out " E2E_INDEX
+                                 " --quiet > " TB_TEST_TMPDIR "/query-index.log 2>&1") == 0,
                "`tracebook index` failed on the project (see %s/query-index.log)", TB_TEST_TMPDIR);
     char *out;
     int rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "pretrain_gpt", "--to", "local_all_reduce",
                       "--index", E2E_INDEX, NULL);
-    TB_CHECK(rc == 0 && has(out, "[pretrain_gpt] chains from main (engine/pretrain_gpt.c:"), "rc %d:\n%s", rc, out);
+    TB_CHECK(rc == 0 && tb_has(out, "[pretrain_gpt] chains from main (engine/pretrain_gpt.c:"), "rc %d:\n%s", rc, out);
     char *c1 = chain_n(out, 1);
-    TB_CHECK(has(c1, "via tb_comm_backend.all_reduce") && has(c1, "local_all_reduce (engine/comm/local_backend.c:") &&
-                 has(c1, "rank_main"),
+    TB_CHECK(tb_has(c1, "via tb_comm_backend.all_reduce") &&
+                 tb_has(c1, "local_all_reduce (engine/comm/local_backend.c:") && tb_has(c1, "rank_main"),
              "through the rank callback and the backend's field:\n%s", c1);
     free(c1);
     free(out);
@@ -244,16 +243,18 @@ TB_TEST(project_chain_from_pretrain_gpt_to_the_local_backend) {
     free(out);
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "engine/pretrain_gpt.c:main", "--to",
                   "mlp_forward", "--index", E2E_INDEX, NULL);
-    TB_CHECK(rc == 0 && has(out, "transformer_layer_forward") && has(out, "mlp_forward (engine/transformer/mlp.c:"),
+    TB_CHECK(rc == 0 && tb_has(out, "transformer_layer_forward") &&
+                 tb_has(out, "mlp_forward (engine/transformer/mlp.c:"),
              "FILE:FUNCTION entry:\n%s", out);
     free(out);
     rc = mini_run(tracebook_callers_main, &out, "callers", "local_all_reduce", "--index", E2E_INDEX, NULL);
-    TB_CHECK(rc == 0 && has(out, "tb_all_reduce") && has(out, "engine/comm/comm.c:") &&
-                 has(out, "via tb_comm_backend.all_reduce"),
+    TB_CHECK(rc == 0 && tb_has(out, "tb_all_reduce") && tb_has(out, "engine/comm/comm.c:") &&
+                 tb_has(out, "via tb_comm_backend.all_reduce"),
              "%s", out);
     free(out);
     rc = mini_run(tracebook_def_main, &out, "def", "main", "--index", E2E_INDEX, NULL);
-    TB_CHECK(rc == 0 && has(out, "engine/pretrain_gpt.c:") && has(out, "[pretrain_gpt]") && has(out, "[tracebook]"),
+    TB_CHECK(rc == 0 && tb_has(out, "engine/pretrain_gpt.c:") && tb_has(out, "[pretrain_gpt]") &&
+                 tb_has(out, "[tracebook]"),
              "every binary's main:\n%s", out);
     free(out);
 }

@@ -55,18 +55,7 @@ static int edit(const char *path, const char *cut, const char *add) {
     return rc;
 }
 
-static char *output;
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    free(output);
-    return tb_shell(&output, WORK, "%s", cmd);
-}
+static tb_output sh;  // what the last command printed (stdout and stderr together)
 
 // The units ("main util extra", in any order of entries) the database lists, the extra unit's flags.
 static int write_compdb(const char *units, const char *extra_flags) {
@@ -89,9 +78,10 @@ static int write_compdb(const char *units, const char *extra_flags) {
 // "TUs parsed N, reused M" from the summary; -1 when missing.
 static int parsed, reused;
 static int index_run(const char *out, const char *extra) {
-    int st = run("'%s' index --compdb '%s' --out '%s' -j 2 %s", TRACEBOOK, SRC, out, extra ? extra : "");
+    int st = tb_run_merged(&sh, NULL, "'%s' index --compdb '%s' --out '%s' -j 2 %s", TRACEBOOK, SRC, out,
+                           extra ? extra : "");
     parsed = reused = -1;
-    const char *p = strstr(output, "TUs parsed ");
+    const char *p = strstr(sh.out, "TUs parsed ");
     if (p) sscanf(p, "TUs parsed %d, reused %d", &parsed, &reused);
     return st;
 }
@@ -189,15 +179,15 @@ TB_TEST(reindexing_parses_exactly_the_units_whose_inputs_changed) {
     unlink(OUT);
 
     // A first index: everything parsed.
-    TB_REQUIRE(index_run(OUT, NULL) == 0, "index failed:\n%s", output);
-    TB_CHECK(parsed == 3 && reused == 0, "first run: parsed %d reused %d\n%s", parsed, reused, output);
-    TB_CHECK(strstr(output, "files/s") && strstr(output, "lines/s") && strstr(output, "wall"),
-             "the figures line:\n%s", output);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 3 && reused == 0, "first run: parsed %d reused %d\n%s", parsed, reused, sh.out);
+    TB_CHECK(strstr(sh.out, "files/s") && strstr(sh.out, "lines/s") && strstr(sh.out, "wall"), "the figures line:\n%s",
+             sh.out);
     char *before = dump(OUT);
 
     // Nothing changed: nothing parsed, the same index.
-    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
-    TB_CHECK(parsed == 0 && reused == 3, "unchanged: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 0 && reused == 3, "unchanged: parsed %d reused %d\n%s", parsed, reused, sh.out);
     char *after = dump(OUT);
     TB_CHECK(before && after && !strcmp(before, after), "an unchanged re-index changed the index");
     free(before);
@@ -210,8 +200,8 @@ TB_TEST(reindexing_parses_exactly_the_units_whose_inputs_changed) {
     TB_REQUIRE(edit(SRC "/main.c", "    v += util_run(v);  // CALL_UTIL_RUN\n",
                     "int main_added(int x) { return run_a(x); }\n") == 0,
                "cannot edit main.c");
-    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
-    TB_CHECK(parsed == 1 && reused == 2, "main.c changed: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 1 && reused == 2, "main.c changed: parsed %d reused %d\n%s", parsed, reused, sh.out);
     TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE name = 'main_added' AND is_definition = 1") == 1,
              "the new function");
     TB_CHECK(q_long(OUT,
@@ -233,24 +223,24 @@ TB_TEST(reindexing_parses_exactly_the_units_whose_inputs_changed) {
 
     // The header changed: the two units that include it, not extra.c.
     TB_REQUIRE(edit(SRC "/fx.h", NULL, "static inline int fx_added(void) { return 7; }\n") == 0, "cannot edit fx.h");
-    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
-    TB_CHECK(parsed == 2 && reused == 1, "fx.h changed: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 2 && reused == 1, "fx.h changed: parsed %d reused %d\n%s", parsed, reused, sh.out);
     TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE name = 'fx_added'") == 1, "fx.h's new function");
     TB_CHECK(same_as_full(), "fx.h changed: differs from a full index");
 
     // One unit's flags changed (-DX): that unit only.
     TB_REQUIRE(write_compdb("main util extra", "-DX") == 0, "cannot write the database");
     usleep(100 * 1000);
-    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
-    TB_CHECK(parsed == 1 && reused == 2, "-DX: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 1 && reused == 2, "-DX: parsed %d reused %d\n%s", parsed, reused, sh.out);
     TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE name = 'extra_x'") == 1, "extra_x under -DX");
     TB_CHECK(same_as_full(), "-DX: differs from a full index");
 
     // A unit removed from the database: its rows are gone.
     TB_REQUIRE(write_compdb("main extra", "-DX") == 0, "cannot write the database");
     usleep(100 * 1000);
-    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
-    TB_CHECK(parsed == 0 && reused == 2, "util.c removed: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 0 && reused == 2, "util.c removed: parsed %d reused %d\n%s", parsed, reused, sh.out);
     TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM files WHERE path = %Q", SRC "/util.c") == 0, "util.c's file row");
     TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE is_definition = 1 AND"
                     " name IN ('run_b', 'util_run', 'launch_ranks')") == 0,
@@ -265,13 +255,13 @@ TB_TEST(reindexing_parses_exactly_the_units_whose_inputs_changed) {
     // A new unit (util.c again) is parsed, the rest reused.
     TB_REQUIRE(write_compdb("main util extra", "-DX") == 0, "cannot write the database");
     usleep(100 * 1000);
-    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", output);
-    TB_CHECK(parsed == 1 && reused == 2, "util.c added: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 1 && reused == 2, "util.c added: parsed %d reused %d\n%s", parsed, reused, sh.out);
     TB_CHECK(same_as_full(), "util.c added: differs from a full index");
 
     // --full parses everything.
-    TB_REQUIRE(index_run(OUT, "--full") == 0, "full re-index failed:\n%s", output);
-    TB_CHECK(parsed == 3 && reused == 0, "--full: parsed %d reused %d\n%s", parsed, reused, output);
+    TB_REQUIRE(index_run(OUT, "--full") == 0, "full re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 3 && reused == 0, "--full: parsed %d reused %d\n%s", parsed, reused, sh.out);
 }
 
 TB_TEST(an_index_of_another_schema_is_not_reused) {
@@ -282,9 +272,9 @@ TB_TEST(an_index_of_another_schema_is_not_reused) {
     sqlite3_exec(db, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES('schema_version','2');",
                  NULL, NULL, NULL);
     sqlite3_close(db);
-    TB_REQUIRE(index_run(OUT, NULL) == 0, "index failed:\n%s", output);
-    TB_CHECK(parsed == 3 && reused == 0, "parsed %d reused %d\n%s", parsed, reused, output);
-    TB_CHECK(strstr(output, "another schema version") != NULL, "the note:\n%s", output);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 3 && reused == 0, "parsed %d reused %d\n%s", parsed, reused, sh.out);
+    TB_CHECK(strstr(sh.out, "another schema version") != NULL, "the note:\n%s", sh.out);
     TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM meta WHERE key = 'schema_version' AND value = '3'") == 1, "schema 3");
 }
 
@@ -296,6 +286,6 @@ int main(void) {
     }
     TB_RUN(reindexing_parses_exactly_the_units_whose_inputs_changed);
     TB_RUN(an_index_of_another_schema_is_not_reused);
-    free(output);
+    tb_output_free(&sh);
     return tb_test_summary();
 }

@@ -1,0 +1,542 @@
+// Configuration from the command line and files: flags (with "=" or a space, bools, choices,
+// byte counts) set the fields of the option table and refuse what is malformed naming flag
+// and value; --config FILE.json applies under the flags; config.json written by
+// config_to_json loads back identically; the pretrain_gpt binary prints every flag in --help
+// and exits 2 on bad arguments or an invalid configuration.
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "config_cases.h"
+#include "tb_shell.h"
+#include "tb_test.h"
+
+#define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
+
+// ---------------------------------------------------------------------------------------
+// config_parse_args
+
+TB_TEST(flag_space_value_and_flag_equals_value_both_set_the_field) {
+    tb_config c;
+    tb_error e;
+    int help;
+    char *argv[] = {"pretrain_gpt", "--num-layers", "7", "--hidden-size=96", "--lr", "2.5e-4", "--min-lr=1e-5",
+                    "--seed", "9007199254740993", "--normalization", "RMSNorm",
+                    "--position-embedding-type=none", "--data-path", "/x/y.bin", "--run-dir=/tmp/a=b",
+                    "--lr-warmup-iters", "-3"};
+    TB_REQUIRE(parse(&c, ARGC(argv), argv, &help, &e) == 0, "%s", e.msg);
+    TB_CHECK(help == 0, "no --help");
+    TB_CHECK(c.num_layers == 7, "num_layers %d", c.num_layers);
+    TB_CHECK(c.hidden_size == 96, "hidden_size %d", c.hidden_size);
+    TB_CHECK(c.lr == 2.5e-4, "lr %g", c.lr);
+    TB_CHECK(c.min_lr == 1e-5, "min_lr %g", c.min_lr);
+    TB_CHECK(c.seed == INT64_C(9007199254740993), "seed %lld", (long long)c.seed);
+    TB_CHECK(c.normalization == TB_NORM_RMSNORM, "normalization %d", c.normalization);
+    TB_CHECK(c.position_embedding_type == TB_POS_NONE, "position embedding %d", c.position_embedding_type);
+    TB_CHECK(!strcmp(c.data_path, "/x/y.bin"), "data_path '%s'", c.data_path);
+    TB_CHECK(!strcmp(c.run_dir, "/tmp/a=b"), "a value may hold '=': run_dir '%s'", c.run_dir);
+    TB_CHECK(c.lr_warmup_iters == -3, "a negative value after the flag is a value: %d", c.lr_warmup_iters);
+    // Untouched fields keep their defaults.
+    TB_CHECK(c.num_attention_heads == 4 && c.micro_batch_size == 4, "defaults kept");
+}
+
+TB_TEST(bool_flags_take_no_value_and_accept_an_explicit_one_after_equals) {
+    tb_config c;
+    tb_error e;
+    int help;
+    char *argv[] = {"pretrain_gpt", "--swiglu", "--num-layers", "2", "--disable-bias-linear", "--mock-data"};
+    TB_REQUIRE(parse(&c, ARGC(argv), argv, &help, &e) == 0, "%s", e.msg);
+    TB_CHECK(c.swiglu == 1 && c.disable_bias_linear == 1 && c.mock_data == 1, "bools set: %d %d %d", c.swiglu,
+             c.disable_bias_linear, c.mock_data);
+    TB_CHECK(c.num_layers == 2, "the word after a bool flag is the next flag: num_layers %d", c.num_layers);
+
+    char *argv2[] = {"pretrain_gpt", "--swiglu=false", "--sequence-parallel=true", "--mock-data=0",
+                     "--disable-bias-linear=1"};
+    TB_REQUIRE(parse(&c, ARGC(argv2), argv2, &help, &e) == 0, "%s", e.msg);
+    TB_CHECK(c.swiglu == 0 && c.sequence_parallel == 1 && c.mock_data == 0 && c.disable_bias_linear == 1,
+             "explicit bools: %d %d %d %d", c.swiglu, c.sequence_parallel, c.mock_data, c.disable_bias_linear);
+
+    CHECK_PARSE_REFUSALS({{"--swiglu", "false"}, "'false' is not a flag"},  // a word, not the bool's value
+                         {{"--swiglu=maybe"}, "flag --swiglu: 'maybe' is not true or false"});
+}
+
+TB_TEST(help_flag_is_reported_not_an_error) {
+    tb_config c;
+    tb_error e;
+    int help = 0;
+    char *argv[] = {"pretrain_gpt", "--num-layers", "3", "--help"};
+    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) == 0 && help == 1, "--help: rc/help %d \"%s\"", help, e.msg);
+    char *argv2[] = {"pretrain_gpt", "-h"};
+    TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) == 0 && help == 1, "-h: help %d", help);
+    char *argv3[] = {"pretrain_gpt"};
+    TB_CHECK(parse(&c, ARGC(argv3), argv3, &help, &e) == 0 && help == 0, "no flags: help %d", help);
+}
+
+TB_TEST(unknown_flag_is_refused_naming_it) {
+    CHECK_PARSE_REFUSALS({{"--num-layers", "2", "--num-layer", "3"}, "unknown flag '--num-layer'"},
+                         {{"--bogus=7"}, "unknown flag '--bogus'"},  // the name is cut at '='
+                         {{"--num_layers", "2"}, "unknown flag '--num_layers'"});  // the JSON key is not a flag
+}
+
+TB_TEST(word_that_is_not_a_flag_is_refused_with_its_position) {
+    CHECK_PARSE_REFUSALS({{"--num-layers", "2", "train"}, "argument 3: 'train' is not a flag"},
+                         {{"-n", "2"}, "argument 1: '-n' is not a flag"});
+}
+
+TB_TEST(flag_without_its_value_is_refused) {
+    CHECK_PARSE_REFUSALS({{"--swiglu", "--num-layers"}, "flag --num-layers: missing value"},
+                         {{"--config"}, "flag --config: missing value"});
+}
+
+TB_TEST(malformed_numbers_are_refused_naming_flag_and_value) {
+    tb_config c;
+    tb_error e;
+    int help;
+    static const struct {
+        const char *flag, *value, *expect;
+    } cases[] = {
+        {"--num-layers", "four", "flag --num-layers: 'four' is not an integer"},
+        {"--num-layers", "12abc", "flag --num-layers: '12abc' is not an integer"},
+        {"--num-layers", "1.5", "flag --num-layers: '1.5' is not an integer"},
+        {"--num-layers", "", "flag --num-layers: '' is not an integer"},
+        {"--hidden-size", "99999999999", "flag --hidden-size: '99999999999' is not an integer"},
+        {"--seed", "99999999999999999999", "flag --seed: '99999999999999999999' is not an integer"},
+        {"--lr", "fast", "flag --lr: 'fast' is not a number"},
+        {"--lr", "1e-3x", "flag --lr: '1e-3x' is not a number"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char flag[64], value[64];
+        snprintf(flag, sizeof flag, "%s", cases[i].flag);
+        snprintf(value, sizeof value, "%s", cases[i].value);
+        char *argv[] = {"pretrain_gpt", flag, value};
+        TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, cases[i].expect),
+                 "%s %s: want \"%s\", got \"%s\"", cases[i].flag, cases[i].value, cases[i].expect, e.msg);
+        char joined[160];
+        snprintf(joined, sizeof joined, "%s=%s", cases[i].flag, cases[i].value);
+        char *argv2[] = {"pretrain_gpt", joined};
+        TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) != 0 && strstr(e.msg, cases[i].expect),
+                 "%s: want \"%s\", got \"%s\"", joined, cases[i].expect, e.msg);
+    }
+}
+
+TB_TEST(bad_choice_is_refused_listing_the_allowed_ones) {
+    CHECK_PARSE_REFUSALS(
+        {{"--normalization", "layernorm"}, "flag --normalization: 'layernorm' is not one of LayerNorm|RMSNorm"},
+        {{"--recompute-granularity=partial"},
+         "flag --recompute-granularity: 'partial' is not one of none|selective|full"},
+        {{"--lr-decay-style", "cos"}, "'cos' is not one of cosine|linear|constant"});  // a prefix is not a choice
+    tb_config c;
+    tb_error e;
+    int help;
+    // Every choice of every choice option is accepted and names itself back.
+    for (const tb_option *o = tb_config_options; o->flag; o++) {
+        if (o->type != TB_OPT_CHOICE) continue;
+        char choices[128];
+        snprintf(choices, sizeof choices, "%s", o->choices);
+        int index = 0;
+        for (char *save = NULL, *name = strtok_r(choices, "|", &save); name;
+             name = strtok_r(NULL, "|", &save), index++) {
+            char flag[64];
+            snprintf(flag, sizeof flag, "%s", o->flag);
+            char *argv4[] = {"pretrain_gpt", flag, name};
+            TB_CHECK(parse(&c, ARGC(argv4), argv4, &help, &e) == 0, "%s %s: \"%s\"", o->flag, name, e.msg);
+            int value = *(const int *)((const char *)&c + o->offset);
+            TB_CHECK(value == index, "%s %s: index %d, want %d", o->flag, name, value, index);
+            TB_CHECK(!strcmp(config_choice_name(o->key, value), name), "%s: name of %d is %s", o->key, value,
+                     config_choice_name(o->key, value));
+        }
+    }
+}
+
+TB_TEST(memory_cap_accepts_byte_suffixes_in_powers_of_1024) {
+    static const struct {
+        const char *text;
+        int64_t bytes;
+    } cases[] = {
+        {"0", 0},
+        {"1048576", 1048576},
+        {"512M", INT64_C(512) << 20},
+        {"512m", INT64_C(512) << 20},
+        {"2G", INT64_C(2) << 30},
+        {"2GB", INT64_C(2) << 30},
+        {"2GiB", INT64_C(2) << 30},
+        {"1KiB", 1024},
+        {"1K", 1024},
+        {"3k", 3072},
+        {"1T", INT64_C(1) << 40},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tb_config c;
+        tb_error e;
+        int help;
+        char value[32];
+        snprintf(value, sizeof value, "%s", cases[i].text);
+        char *argv[] = {"pretrain_gpt", "--memory-cap", value};
+        TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) == 0, "%s: \"%s\"", cases[i].text, e.msg);
+        TB_CHECK(c.memory_cap == cases[i].bytes, "%s: %lld bytes, want %lld", cases[i].text,
+                 (long long)c.memory_cap, (long long)cases[i].bytes);
+    }
+}
+
+TB_TEST(memory_cap_refuses_unknown_suffixes_and_negative_or_overflowing_counts) {
+    static const char *const bad[] = {"12Q", "-1", "-1G", "G", "", "1.5G", "1 G", "1GiBx", "1B", "8388608T",
+                                      "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tb_config c;
+        tb_error e;
+        int help;
+        char value[32];
+        snprintf(value, sizeof value, "%s", bad[i]);
+        char *argv[] = {"pretrain_gpt", "--memory-cap", value};
+        char expect[96];
+        snprintf(expect, sizeof expect, "flag --memory-cap: '%s' is not a byte count", bad[i]);
+        TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, expect),
+                 "'%s': want \"%s\", got \"%s\"", bad[i], expect, e.msg);
+    }
+}
+
+TB_TEST(string_values_longer_than_the_path_limit_are_refused) {
+    static char long_path[TB_PATH_MAX + 8];
+    memset(long_path, 'a', TB_PATH_MAX);
+    long_path[TB_PATH_MAX] = '\0';
+    tb_config c;
+    tb_error e;
+    int help;
+    char *argv[] = {"pretrain_gpt", "--save", long_path};
+    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 &&
+                 strstr(e.msg, "flag --save: value is 1024 characters, at most 1023 allowed"),
+             "\"%s\"", e.msg);
+    long_path[TB_PATH_MAX - 1] = '\0';
+    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) == 0 && strlen(c.save) == TB_PATH_MAX - 1,
+             "1023 characters fit: \"%s\"", e.msg);
+}
+
+TB_TEST(every_json_key_is_its_flag_with_underscores_and_every_default_parses) {
+    int n = 0;
+    for (const tb_option *o = tb_config_options; o->flag; o++, n++) {
+        char want[128];
+        TB_CHECK(strncmp(o->flag, "--", 2) == 0, "%s starts with --", o->flag);
+        snprintf(want, sizeof want, "%s", o->flag + 2);
+        for (char *p = want; *p; p++)
+            if (*p == '-') *p = '_';
+        TB_CHECK(!strcmp(o->key, want), "flag %s has key %s, want %s", o->flag, o->key, want);
+        TB_CHECK(o->help && o->help[0] && o->group && o->group[0] && o->default_value, "%s documented", o->flag);
+        for (const tb_option *q = tb_config_options; q < o; q++)
+            TB_CHECK(strcmp(q->flag, o->flag) != 0, "%s listed twice", o->flag);
+        // Giving the default explicitly changes nothing.
+        tb_config a, b;
+        tb_error e;
+        int help;
+        config_defaults(&a);
+        char flag_eq[1200];
+        snprintf(flag_eq, sizeof flag_eq, "%s=%s", o->flag, o->default_value);
+        char *argv[] = {"pretrain_gpt", flag_eq};
+        TB_CHECK(parse(&b, ARGC(argv), argv, &help, &e) == 0, "%s: \"%s\"", flag_eq, e.msg);
+        json_t *ja = config_to_json(&a), *jb = config_to_json(&b);
+        TB_CHECK(json_equal(ja, jb), "%s changes the config", flag_eq);
+        json_decref(ja);
+        json_decref(jb);
+    }
+    TB_CHECK(n >= 50, "the table has %d options", n);
+}
+
+// ---------------------------------------------------------------------------------------
+// --config FILE.json
+
+TB_TEST(config_file_keys_with_underscores_are_applied) {
+    char path[512];
+    tb_tmp_path(path, sizeof path, "apply.json");
+    TB_REQUIRE(tb_write_text(path, "{\"num_layers\": 6, \"hidden_size\": 384, \"normalization\": \"RMSNorm\",\n"
+                                   " \"swiglu\": true, \"lr\": 6e-4, \"min_lr\": 6, \"seed\": 42,\n"
+                                   " \"memory_cap\": \"2G\", \"data_path\": \"/d/t.bin\"}\n") == 0,
+               "write %s", path);
+    tb_config c;
+    tb_error e;
+    int help;
+    char arg[600];
+    snprintf(arg, sizeof arg, "--config=%s", path);
+    char *argv[] = {"pretrain_gpt", arg};
+    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) == 0, "\"%s\"", e.msg);
+    TB_CHECK(c.num_layers == 6 && c.hidden_size == 384, "layers %d hidden %d", c.num_layers, c.hidden_size);
+    TB_CHECK(c.normalization == TB_NORM_RMSNORM && c.swiglu == 1, "norm %d swiglu %d", c.normalization, c.swiglu);
+    TB_CHECK(c.lr == 6e-4 && c.min_lr == 6.0, "an integer is a number for a float key: lr %g min_lr %g", c.lr,
+             c.min_lr);
+    TB_CHECK(c.seed == 42, "seed %lld", (long long)c.seed);
+    TB_CHECK(c.memory_cap == INT64_C(2) << 30, "memory_cap \"2G\": %lld", (long long)c.memory_cap);
+    TB_CHECK(!strcmp(c.data_path, "/d/t.bin"), "data_path '%s'", c.data_path);
+    TB_CHECK(c.num_attention_heads == 4, "keys not in the file keep their defaults");
+
+    // config_load_json directly, over a config that already has values.
+    config_defaults(&c);
+    c.num_attention_heads = 8;
+    TB_CHECK(config_load_json(&c, path, &e) == 0, "\"%s\"", e.msg);
+    TB_CHECK(c.num_layers == 6 && c.num_attention_heads == 8, "layers %d heads %d", c.num_layers,
+             c.num_attention_heads);
+    remove(path);
+}
+
+TB_TEST(command_line_flags_override_the_config_file_wherever_they_stand) {
+    char path[512];
+    tb_tmp_path(path, sizeof path, "override.json");
+    TB_REQUIRE(tb_write_text(path, "{\"num_layers\": 6, \"hidden_size\": 384, \"swiglu\": true}") == 0, "write");
+    tb_config c;
+    tb_error e;
+    int help;
+    char *before[] = {"pretrain_gpt", "--num-layers", "2", "--swiglu=false", "--config", path};
+    TB_REQUIRE(parse(&c, ARGC(before), before, &help, &e) == 0, "\"%s\"", e.msg);
+    TB_CHECK(c.num_layers == 2 && c.swiglu == 0, "flags before --config win: layers %d swiglu %d", c.num_layers,
+             c.swiglu);
+    TB_CHECK(c.hidden_size == 384, "the file still applies: hidden %d", c.hidden_size);
+    char *after[] = {"pretrain_gpt", "--config", path, "--num-layers=3"};
+    TB_REQUIRE(parse(&c, ARGC(after), after, &help, &e) == 0, "\"%s\"", e.msg);
+    TB_CHECK(c.num_layers == 3 && c.hidden_size == 384 && c.swiglu == 1, "flags after --config win: %d %d %d",
+             c.num_layers, c.hidden_size, c.swiglu);
+    remove(path);
+}
+
+TB_TEST(unknown_config_key_is_refused_naming_file_and_key) {
+    char path[512];
+    tb_tmp_path(path, sizeof path, "unknown.json");
+    TB_REQUIRE(tb_write_text(path, "{\"num_layers\": 2, \"num-heads\": 4}") == 0, "write");
+    tb_config c;
+    tb_error e;
+    int help;
+    char *argv[] = {"pretrain_gpt", "--config", path};
+    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0, "refused");
+    char want[700];
+    snprintf(want, sizeof want, "%s: key 'num-heads': unknown config key", path);
+    TB_CHECK(strstr(e.msg, want) != NULL, "want \"%s\", got \"%s\"", want, e.msg);
+    TB_CHECK(strstr(e.msg, "flag --config: ") == e.msg, "the message starts with the flag: \"%s\"", e.msg);
+    remove(path);
+}
+
+TB_TEST(config_value_of_the_wrong_json_type_is_refused_naming_the_key) {
+    static const struct {
+        const char *json, *expect;
+    } cases[] = {
+        {"{\"num_layers\": \"four\"}", "key 'num_layers': expected an integer"},
+        {"{\"num_layers\": 4.5}", "key 'num_layers': expected an integer"},
+        {"{\"seed\": true}", "key 'seed': expected an integer"},
+        {"{\"swiglu\": 1}", "key 'swiglu': expected true or false"},
+        {"{\"lr\": \"3e-4\"}", "key 'lr': expected a number"},
+        {"{\"normalization\": 1}", "key 'normalization': expected a string"},
+        {"{\"normalization\": \"BatchNorm\"}", "key 'normalization': 'BatchNorm' is not one of LayerNorm|RMSNorm"},
+        {"{\"data_path\": null}", "key 'data_path': expected a string"},
+        {"{\"memory_cap\": 1.5}", "key 'memory_cap': expected a byte count"},
+        {"{\"memory_cap\": \"12Q\"}", "key 'memory_cap': '12Q' is not a byte count"},
+        {"{\"hidden_size\": 4294967296}", "key 'hidden_size': '4294967296' is not an integer"},
+    };
+    char path[512];
+    tb_tmp_path(path, sizeof path, "types.json");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        TB_REQUIRE(tb_write_text(path, cases[i].json) == 0, "write");
+        tb_config c;
+        tb_error e;
+        config_defaults(&c);
+        TB_CHECK(config_load_json(&c, path, &e) != 0 && strstr(e.msg, cases[i].expect) && strstr(e.msg, path),
+                 "%s: want \"%s\", got \"%s\"", cases[i].json, cases[i].expect, e.msg);
+    }
+    TB_REQUIRE(tb_write_text(path, "[1, 2]") == 0, "write");
+    tb_config c;
+    tb_error e;
+    config_defaults(&c);
+    TB_CHECK(config_load_json(&c, path, &e) != 0 && strstr(e.msg, "expected a JSON object of config keys"),
+             "a top-level array: \"%s\"", e.msg);
+    remove(path);
+}
+
+TB_TEST(malformed_config_json_is_refused_with_file_line_and_column) {
+    char path[512];
+    tb_tmp_path(path, sizeof path, "malformed.json");
+    TB_REQUIRE(tb_write_text(path, "{\n  \"num_layers\": 2,\n  \"hidden_size\" 64\n}\n") == 0, "write");
+    tb_config c;
+    tb_error e;
+    int help;
+    char *argv[] = {"pretrain_gpt", "--config", path};
+    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0, "refused");
+    char want[600];
+    snprintf(want, sizeof want, "%s:3:", path);
+    const char *at = strstr(e.msg, want);
+    TB_CHECK(at != NULL, "want \"%s<col>: ...\", got \"%s\"", want, e.msg);
+    if (at) {
+        const char *col = at + strlen(want);
+        char *end;
+        long column = strtol(col, &end, 10);
+        TB_CHECK(end != col && *end == ':' && column > 0, "a column follows the line: \"%s\"", e.msg);
+    }
+    remove(path);
+
+    // A missing file is named too.
+    tb_tmp_path(path, sizeof path, "does-not-exist.json");
+    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, path), "\"%s\"", e.msg);
+}
+
+TB_TEST(config_json_written_by_config_to_json_loads_back_identically) {
+    tb_config a;
+    config_defaults(&a);
+    a.num_layers = 6, a.hidden_size = 192, a.num_attention_heads = 6, a.num_query_groups = 3;
+    a.seq_length = 96, a.max_position_embeddings = 1024, a.vocab_size = 257, a.normalization = TB_NORM_RMSNORM;
+    a.norm_epsilon = 1e-6, a.swiglu = 1, a.untie_embeddings_and_output_weights = 1;
+    a.init_method_std = 0.1 + 0.2;  // not exactly representable in few digits
+    a.micro_batch_size = 3, a.global_batch_size = 12, a.train_iters = 77, a.lr = 1.0 / 3.0, a.min_lr = 1e-7;
+    a.lr_warmup_iters = 5, a.lr_decay_style = TB_LR_LINEAR, a.adam_beta2 = 0.95, a.clip_grad = 0;
+    a.seed = INT64_C(-9007199254740993), a.recompute_granularity = TB_RECOMPUTE_FULL;
+    a.recompute_method = TB_RECOMPUTE_BLOCK, a.recompute_num_layers = 2;
+    snprintf(a.data_path, sizeof a.data_path, "/data/t \"quoted\" \\ path.bin");
+    snprintf(a.run_dir, sizeof a.run_dir, "runs/ü");
+    a.memory_cap = (INT64_C(3) << 30) + 7, a.peak_tflops = 989.5, a.log_interval = 10, a.num_threads = 3;
+    config_resolve(&a);
+    tb_error e;
+    TB_CHECK(config_validate(&a, &e) == 0, "the config to round-trip is valid: \"%s\"", e.msg);
+
+    json_t *ja = config_to_json(&a);
+    TB_REQUIRE(ja != NULL, "config_to_json");
+    json_t *derived = json_object_get(ja, "derived");
+    TB_CHECK(json_is_object(derived), "config.json has a \"derived\" object");
+    TB_CHECK(json_integer_value(json_object_get(derived, "padded_vocab_size")) == 384 &&
+                 json_integer_value(json_object_get(derived, "num_microbatches")) == 4 &&
+                 json_integer_value(json_object_get(derived, "data_parallel_size")) == 1,
+             "derived values");
+    int keys = 0;
+    for (const tb_option *o = tb_config_options; o->flag; o++, keys++)
+        TB_CHECK(json_object_get(ja, o->key) != NULL, "config.json lacks %s", o->key);
+    TB_CHECK((int)json_object_size(ja) == keys + 1, "%d keys, want every option + derived (%d)",
+             (int)json_object_size(ja), keys + 1);
+
+    char path[512];
+    tb_tmp_path(path, sizeof path, "roundtrip.json");
+    TB_REQUIRE(json_dump_file(ja, path, JSON_INDENT(2) | JSON_SORT_KEYS) == 0, "write %s", path);
+
+    tb_config b;
+    config_defaults(&b);
+    TB_REQUIRE(config_load_json(&b, path, &e) == 0, "load back: \"%s\"", e.msg);
+    config_resolve(&b);
+    json_t *jb = config_to_json(&b);
+    TB_CHECK(json_equal(ja, jb), "the loaded config differs from the one written");
+    if (!json_equal(ja, jb)) {
+        char *sa = json_dumps(ja, JSON_SORT_KEYS | JSON_COMPACT), *sb = json_dumps(jb, JSON_SORT_KEYS | JSON_COMPACT);
+        printf("    written: %s\n    loaded:  %s\n", sa, sb);
+        free(sa);
+        free(sb);
+    }
+    TB_CHECK(b.init_method_std == a.init_method_std && b.lr == a.lr && b.seed == a.seed &&
+                 b.memory_cap == a.memory_cap && !strcmp(b.data_path, a.data_path),
+             "fields bit-identical after the round trip");
+
+    // Through the command line as well, with a flag over it.
+    tb_config d;
+    int help;
+    char *argv[] = {"pretrain_gpt", "--config", path};
+    TB_CHECK(parse(&d, ARGC(argv), argv, &help, &e) == 0, "\"%s\"", e.msg);
+    config_resolve(&d);
+    json_t *jd = config_to_json(&d);
+    TB_CHECK(json_equal(ja, jd), "--config of config.json gives the same config");
+    json_decref(ja);
+    json_decref(jb);
+    json_decref(jd);
+    remove(path);
+}
+
+// ---------------------------------------------------------------------------------------
+// The pretrain_gpt binary
+
+TB_TEST(help_exits_0_and_lists_every_flag_with_its_default) {
+    tb_output sh = {0};
+    int status = tb_run(&sh, NULL, "'" PRETRAIN "' --help");
+    TB_REQUIRE(sh.out && sh.err, "captured output");
+    TB_CHECK(status == 0, "exit status %d; stderr: %s", status, sh.err);
+    for (const tb_option *o = tb_config_options; o->flag; o++) {
+        // The flag's own line: "  --flag ..." up to the end of the line.
+        char start[96];
+        snprintf(start, sizeof start, "\n  %s ", o->flag);
+        const char *line = strstr(sh.out, start);
+        TB_CHECK(line != NULL, "--help does not list %s", o->flag);
+        if (!line) continue;
+        line++;
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        char text[512], dflt[96];
+        snprintf(text, sizeof text, "%.*s", (int)len, line);
+        snprintf(dflt, sizeof dflt, "(default: %s)", o->default_value[0] ? o->default_value : "\"\"");
+        TB_CHECK(strstr(text, dflt) != NULL, "%s's line lacks \"%s\": %s", o->flag, dflt, text);
+        TB_CHECK(strstr(text, o->help) != NULL, "%s's line lacks its help: %s", o->flag, text);
+        if (o->type == TB_OPT_CHOICE)
+            TB_CHECK(strstr(text, o->choices) != NULL, "%s's line lacks its choices: %s", o->flag, text);
+    }
+    TB_CHECK(strstr(sh.out, "--config FILE.json") != NULL, "--help mentions --config");
+    tb_output_free(&sh);
+}
+
+TB_TEST(invalid_config_exits_2_and_prints_the_rule_on_stderr) {
+    tb_output sh = {0};
+    int status = tb_run(&sh, NULL,
+                        "'" PRETRAIN "' --hidden-size 768 --num-attention-heads 12 "
+                        "--tensor-model-parallel-size 8");
+    TB_REQUIRE(sh.out && sh.err, "captured output");
+    TB_CHECK(status == 2, "exit status %d", status);
+    TB_CHECK(strstr(sh.err, "invalid configuration") != NULL, "stderr: %s", sh.err);
+    TB_CHECK(strstr(sh.err, "num_attention_heads (12) must be divisible by tensor_model_parallel_size (8)") != NULL,
+             "stderr: %s", sh.err);
+
+    // An unsupported layout exits 2 too, before a run directory is made.
+    char run_dir[512];
+    tb_tmp_path(run_dir, sizeof run_dir, "unsupported-run");
+    status = tb_run(&sh, NULL, "'" PRETRAIN "' --context-parallel-size 2 --train-iters 1 --run-dir '%s'", run_dir);
+    TB_REQUIRE(sh.out && sh.err, "captured output");
+    TB_CHECK(status == 2, "an unsupported layout exits 2, got %d", status);
+    TB_CHECK(strstr(sh.err, "context_parallel_size 2: not supported yet") != NULL, "stderr: %s", sh.err);
+    TB_CHECK(access(run_dir, F_OK) != 0, "no run directory for a refused config: %s exists", run_dir);
+
+    status =
+        tb_run(&sh, NULL, "'" PRETRAIN "' --world-size 4 --inject-stall 5:1 --train-iters 1 --run-dir '%s'", run_dir);
+    TB_REQUIRE(sh.out && sh.err, "captured output");
+    TB_CHECK(status == 2, "exit status %d", status);
+    TB_CHECK(strstr(sh.err, "inject_stall '5:1': rank must be in [0, 4) and step at least 1") != NULL, "stderr: %s",
+             sh.err);
+    TB_CHECK(access(run_dir, F_OK) != 0, "no run directory for a refused config: %s exists", run_dir);
+    tb_output_free(&sh);
+}
+
+TB_TEST(unknown_flag_and_bad_value_exit_2_naming_them) {
+    tb_output sh = {0};
+    int status = tb_run(&sh, NULL, "'" PRETRAIN "' --num-layers 2 --frobnicate");
+    TB_REQUIRE(sh.out && sh.err, "captured output");
+    TB_CHECK(status == 2, "exit status %d", status);
+    TB_CHECK(strstr(sh.err, "unknown flag '--frobnicate'") != NULL, "stderr: %s", sh.err);
+
+    status = tb_run(&sh, NULL, "'" PRETRAIN "' --memory-cap 12Q");
+    TB_REQUIRE(sh.out && sh.err, "captured output");
+    TB_CHECK(status == 2, "exit status %d", status);
+    TB_CHECK(strstr(sh.err, "flag --memory-cap: '12Q' is not a byte count") != NULL, "stderr: %s", sh.err);
+    tb_output_free(&sh);
+}
+
+int main(void) {
+    TB_RUN(flag_space_value_and_flag_equals_value_both_set_the_field);
+    TB_RUN(bool_flags_take_no_value_and_accept_an_explicit_one_after_equals);
+    TB_RUN(help_flag_is_reported_not_an_error);
+    TB_RUN(unknown_flag_is_refused_naming_it);
+    TB_RUN(word_that_is_not_a_flag_is_refused_with_its_position);
+    TB_RUN(flag_without_its_value_is_refused);
+    TB_RUN(malformed_numbers_are_refused_naming_flag_and_value);
+    TB_RUN(bad_choice_is_refused_listing_the_allowed_ones);
+    TB_RUN(memory_cap_accepts_byte_suffixes_in_powers_of_1024);
+    TB_RUN(memory_cap_refuses_unknown_suffixes_and_negative_or_overflowing_counts);
+    TB_RUN(string_values_longer_than_the_path_limit_are_refused);
+    TB_RUN(every_json_key_is_its_flag_with_underscores_and_every_default_parses);
+
+    TB_RUN(config_file_keys_with_underscores_are_applied);
+    TB_RUN(command_line_flags_override_the_config_file_wherever_they_stand);
+    TB_RUN(unknown_config_key_is_refused_naming_file_and_key);
+    TB_RUN(config_value_of_the_wrong_json_type_is_refused_naming_the_key);
+    TB_RUN(malformed_config_json_is_refused_with_file_line_and_column);
+    TB_RUN(config_json_written_by_config_to_json_loads_back_identically);
+
+    TB_RUN(help_exits_0_and_lists_every_flag_with_its_default);
+    TB_RUN(invalid_config_exits_2_and_prints_the_rule_on_stderr);
+    TB_RUN(unknown_flag_and_bad_value_exit_2_naming_them);
+    return tb_test_summary();
+}
