@@ -608,61 +608,48 @@ static void free_names(char **names, int n) {
     free(names);
 }
 
-static int prove_usage(FILE *out) {
-    fprintf(out,
-            "usage: tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--artifacts DIR]\n\n"
-            "Re-derives claims from the raw files of their runs: checks the sha256 of every file each\n"
-            "record's manifest lists, re-runs the claim's parser and compares with the claimed value\n"
-            "within its relative_tolerance. Exits 1 naming each claim that does not prove and why.\n\n"
-            "  CLAIM              a claim id (every claims.json holding it)\n"
-            "  --all              every claim (the default with --experiment)\n"
-            "  --experiment NAME  only this experiment's claims\n"
-            "  --quiet            one line per claim, no evidence\n"
-            "  --artifacts DIR    the artifacts root (default %s)\n",
-            TB_ARTIFACTS_DEFAULT);
-    return out == stdout ? 0 : 2;
-}
+static const tb_option prove_options[] = {
+    TB_OPTION("--all", prove_opts, all, TB_OPT_BOOL, NULL, NULL, "every claim (the default with --experiment)"),
+    TB_OPTION("--experiment", prove_opts, experiment, TB_OPT_STRING, NULL, "NAME", "only this experiment's claims"),
+    TB_OPTION("--quiet", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "one line per claim, no evidence"),
+    TB_OPTION("-q", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "the same as --quiet"),
+    TB_ARTIFACTS_OPTION(prove_opts, artifacts),
+    TB_OPTIONS_END};
+
+static const tb_command prove_command = {
+    "tracebook prove", "[CLAIM]",
+    "Re-derives claims from the raw files of their runs: checks the sha256 of every file each\n"
+    "record's manifest lists, re-runs the claim's parser and compares with the claimed value\n"
+    "within its relative_tolerance. Exits 1 naming each claim that does not prove and why.\n"
+    "CLAIM is a claim id (every claims.json holding it); or give --all.",
+    prove_options, 0, 1};
 
 int tracebook_prove_main(int argc, char **argv) {
     prove_state s;
     memset(&s, 0, sizeof s);
-    s.opt.artifacts = TB_ARTIFACTS_DEFAULT;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return prove_usage(stdout);
-        else if (!strcmp(a, "--all")) s.opt.all = 1;
-        else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) s.opt.quiet = 1;
-        else if (!strcmp(a, "--artifacts") && i + 1 < argc) s.opt.artifacts = argv[++i];
-        else if (!strncmp(a, "--artifacts=", 12)) s.opt.artifacts = a + 12;
-        else if (!strcmp(a, "--experiment") && i + 1 < argc) s.opt.experiment = argv[++i];
-        else if (!strncmp(a, "--experiment=", 13)) s.opt.experiment = a + 13;
-        else if (a[0] == '-') {
-            fprintf(stderr, "tracebook prove: unknown flag or missing value: '%s'\n", a);
-            return prove_usage(stderr);
-        } else if (!s.opt.claim) s.opt.claim = a;
-        else {
-            fprintf(stderr, "tracebook prove: one CLAIM at a time (got '%s' and '%s')\n", s.opt.claim, a);
-            return prove_usage(stderr);
-        }
-    }
+    tb_positional pos;
+    tb_error err;
+    int parsed = tb_command_parse(&prove_command, &s.opt, argc, argv, &pos, &err);
+    if (parsed != 0) return parsed > 0 ? 0 : tb_command_usage_error(&prove_command, &err);
+    s.opt.claim = pos.n ? pos.items[0] : NULL;
+    tb_positional_free(&pos);
     if (!s.opt.claim && !s.opt.all && !s.opt.experiment) {
-        fprintf(stderr, "tracebook prove: name a CLAIM, or --all\n");
-        return prove_usage(stderr);
+        tb_fail(&err, "tracebook prove: name a CLAIM, or --all");
+        return tb_command_usage_error(&prove_command, &err);
     }
     if (s.opt.claim && s.opt.all) {
-        fprintf(stderr, "tracebook prove: CLAIM and --all exclude each other\n");
-        return prove_usage(stderr);
+        tb_fail(&err, "tracebook prove: CLAIM and --all exclude each other");
+        return tb_command_usage_error(&prove_command, &err);
     }
     struct stat st;
     if (stat(s.opt.artifacts, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "tracebook prove: %s: no such artifacts directory\n", s.opt.artifacts);
-        return 1;
+        return TB_EXIT_FAILURE;
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
     // the catalogue records each outcome (one transaction); proving goes on without it
-    tb_error err;
     if (tb_catalog_open(&s.db, s.opt.artifacts, &err) != 0) {
         fprintf(stderr, "tracebook prove: warning: outcomes not recorded: %s\n", err.msg);
     } else if (sqlite3_exec(s.db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK ||
@@ -708,18 +695,18 @@ int tracebook_prove_main(int argc, char **argv) {
     int rc = 0;
     if (s.opt.experiment && experiments == 0) {
         fprintf(stderr, "tracebook prove: no experiment '%s' in %s\n", s.opt.experiment, s.opt.artifacts);
-        rc = 1;
+        rc = TB_EXIT_FAILURE;
     } else if (s.opt.claim && matched == 0) {
         fprintf(stderr, "tracebook prove: claim '%s' not found in %s/%s/v*/claims.json\n", s.opt.claim,
                 s.opt.artifacts, s.opt.experiment ? s.opt.experiment : "*");
-        rc = 1;
+        rc = TB_EXIT_FAILURE;
     }
     printf("prove: %d claim%s, %d proven, %d not proven; %zu record%s verified (%.3f s)\n", s.claims,
            s.claims == 1 ? "" : "s", s.proven, s.failed, s.checks.n, s.checks.n == 1 ? "" : "s", seconds);
     if (s.failures.len) {
         fflush(stdout);
         fputs(s.failures.s, stderr);
-        rc = 1;
+        rc = TB_EXIT_FAILURE;
     }
     free(s.failures.s);
     check_table_free(&s.checks);

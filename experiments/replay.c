@@ -12,7 +12,8 @@
 //    bitwise equal (the CPU backend is deterministic); the median step time must be within
 //    the stated relative tolerance (machines differ: a timing outside it is reported, it
 //    does not fail the replay). The replay is a record of its own with replay_of = RUN.
-// Exit status: 0 when the losses match bitwise, 1 otherwise or on any error.
+// Exit status: 0 when the losses match bitwise, TB_EXIT_FAILURE otherwise or on any error,
+// TB_EXIT_USAGE for a bad command line.
 #include <dirent.h>
 #include <jansson.h>
 #include <limits.h>
@@ -115,46 +116,47 @@ static int read_series(const char *run_dir, run_series *s, tb_error *err) {
     return 0;
 }
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: tracebook replay RUN [--artifacts DIR] [--timing-tolerance FRACTION] [--keep] [--jobs N]\n");
-}
+typedef struct replay_args {
+    const char *artifacts;
+    double timing_tolerance;
+    int keep, jobs;
+} replay_args;
+
+static const tb_option replay_options[] = {
+    TB_ARTIFACTS_OPTION(replay_args, artifacts),
+    TB_OPTION("--timing-tolerance", replay_args, timing_tolerance, TB_OPT_FLOAT, "0.5", "FRACTION",
+              "the relative difference of the median step time still called WITHIN"),
+    TB_OPTION("--keep", replay_args, keep, TB_OPT_BOOL, NULL, NULL, "keep the temporary source tree and its build"),
+    TB_OPTION("--jobs", replay_args, jobs, TB_OPT_INT, NULL, "N", "parallel build jobs (default: the online CPUs)"),
+    TB_OPTIONS_END};
+
+static const tb_command replay_command = {
+    "tracebook replay", "RUN",
+    "Re-runs a record at its recorded commit (and saved patch) with a fresh build, and compares:\n"
+    "the losses must be bitwise equal; the step time is reported against --timing-tolerance.",
+    replay_options, 1, 1};
 
 int tracebook_replay_main(int argc, char **argv) {
-    const char *artifacts = TB_ARTIFACTS_DEFAULT, *run_id = NULL;
-    double timing_tolerance = 0.5;
-    int keep = 0, jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--artifacts") && i + 1 < argc) artifacts = argv[++i];
-        else if (!strcmp(argv[i], "--timing-tolerance") && i + 1 < argc) timing_tolerance = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) jobs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--keep")) keep = 1;
-        else if (argv[i][0] == '-') {
-            fprintf(stderr, "tracebook replay: unknown flag '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else run_id = argv[i];
-    }
-    if (!run_id) {
-        usage(stderr);
-        return 2;
-    }
+    replay_args args = {.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN)};
+    tb_positional pos;
+    tb_error err;
+    int parsed = tb_command_parse(&replay_command, &args, argc, argv, &pos, &err);
+    if (parsed != 0) return parsed > 0 ? 0 : tb_command_usage_error(&replay_command, &err);
+    const char *artifacts = args.artifacts, *run_id = pos.items[0];
+    tb_positional_free(&pos);
     char rec[PATH_MAX], path[PATH_MAX];
     if (!find_record(artifacts, run_id, rec, sizeof rec)) {
         fprintf(stderr, "tracebook replay: no record %s under %s\n", run_id, artifacts);
-        return 1;
+        return TB_EXIT_FAILURE;
     }
     tb_path_format(path, sizeof path, "%s/manifest.json", rec);
     json_error_t jerr;
     json_t *m = json_load_file(path, 0, &jerr);
     if (!m) {
         fprintf(stderr, "tracebook replay: %s: %s (an incomplete record cannot be replayed)\n", path, jerr.text);
-        return 1;
+        return TB_EXIT_FAILURE;
     }
-    tb_error err;
-    int rc = 1;
+    int rc = TB_EXIT_FAILURE;
     char wt[PATH_MAX] = "";
     tb_git_state here;
     memset(&here, 0, sizeof here);
@@ -219,12 +221,12 @@ int tracebook_replay_main(int argc, char **argv) {
     tb_path_format(cmd, sizeof cmd,
                    "cmake -S %s -B %s/build -DCMAKE_BUILD_TYPE=Release > %s/build.log 2>&1 && "
                    "cmake --build %s/build --target pretrain_gpt -j%d >> %s/build.log 2>&1",
-                   tree, tree, wt, tree, jobs > 0 ? jobs : 1, wt);
+                   tree, tree, wt, tree, args.jobs > 0 ? args.jobs : 1, wt);
     printf("  building pretrain_gpt at the recorded revision (log: %s/build.log)\n", wt);
     fflush(stdout);
     if (system(cmd) != 0) {
         fprintf(stderr, "tracebook replay: the build at %.12s failed (see %s/build.log)\n", commit, wt);
-        keep = 1;
+        args.keep = 1;
         goto out;
     }
 
@@ -303,13 +305,13 @@ int tracebook_replay_main(int argc, char **argv) {
     double rel = fabs(b.median_step_ms - a.median_step_ms) / a.median_step_ms;
     printf("  step time  median %.2f ms vs %.2f ms (%+.1f%%), tolerance ±%.0f%%           %s\n", a.median_step_ms,
            b.median_step_ms, 100.0 * (b.median_step_ms - a.median_step_ms) / a.median_step_ms,
-           100.0 * timing_tolerance, rel <= timing_tolerance ? "WITHIN" : "OUTSIDE (timings are machine-dependent)");
+           100.0 * args.timing_tolerance, rel <= args.timing_tolerance ? "WITHIN" : "OUTSIDE (timings are machine-dependent)");
     printf("  replay recorded as %s (replay_of %s)\n", new_rec, run_id);
     free(a.loss);
     free(b.loss);
-    rc = same ? 0 : 1;
+    rc = same ? 0 : TB_EXIT_FAILURE;
 out:
-    if (wt[0] && !keep) {
+    if (wt[0] && !args.keep) {
         char rm[PATH_MAX + 16];
         tb_path_format(rm, sizeof rm, "rm -rf %s", wt);
         if (system(rm) != 0) fprintf(stderr, "tracebook replay: could not remove %s\n", wt);

@@ -25,6 +25,7 @@
 #include <lua.h>
 #include <lualib.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,9 @@
 #include "catalog.h"
 #include "config.h"
 #include "core/fileio.h"
+#include "core/options.h"
 #include "core/rng.h"
+#include "core/xalloc.h"
 #include "parsers.h"
 #include "provenance.h"
 #include "record.h"
@@ -45,16 +48,21 @@
 extern char **environ;
 
 typedef struct host {
-    char artifacts[PATH_MAX];
-    char runbook[PATH_MAX];
+    // the command line (run_options)
+    const char *artifacts;
+    int dry_run, require_clean, force;
+    tb_strlist sets;         // --set key=value
+    tb_strlist env_denied;   // --env-deny GLOB
+    const char *runbook;
+    // derived from it
     char runbook_sha256[65];
     char engine[PATH_MAX];   // build/bin/pretrain_gpt beside this tracebook binary
-    int dry_run, require_clean, force, tty;
-    json_t *params;          // --set key=value
+    int tty;
+    json_t *params;          // the --set values by key
     tb_git_state git;
     int have_git;
     json_t *experiments;     // declared experiments: name/vN → their directory
-    const char *env_deny[64];  // the default secret globs + --env-deny ones, NULL-terminated
+    const char **env_deny;   // the default secret globs + the --env-deny ones, NULL-terminated
     int runs_started;
 } host;
 
@@ -732,72 +740,81 @@ static void mark_experiments(host *h, const char *status, const char *error) {
     }
 }
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: tracebook run RUNBOOK.lua [--set key=value ...] [--dry-run] [--require-clean] [--force] "
-                 "[--env-deny GLOB ...] [--artifacts DIR]\n"
-                 "  --env-deny GLOB   also keep environment variables matching GLOB out of the manifests\n"
-                 "                    (always kept out: *TOKEN* *KEY* *PASSWORD* *SECRET* *CREDENTIAL*)\n");
+static const tb_option run_options[] = {
+    TB_OPTION("--set", host, sets, TB_OPT_LIST, NULL, "KEY=VALUE", "a parameter the runbook reads with tb.param"),
+    TB_OPTION("--dry-run", host, dry_run, TB_OPT_BOOL, NULL, NULL, "print each engine run's argv and config; run nothing"),
+    TB_OPTION("--require-clean", host, require_clean, TB_OPT_BOOL, NULL, NULL, "refuse to run from a dirty working tree"),
+    TB_OPTION("--force", host, force, TB_OPT_BOOL, NULL, NULL, "re-run repetitions that already finished"),
+    TB_OPTION("--env-deny", host, env_denied, TB_OPT_LIST, NULL, "GLOB",
+              "also keep environment variables matching GLOB out of the manifests"),
+    TB_ARTIFACTS_OPTION(host, artifacts),
+    TB_OPTIONS_END};
+
+static const tb_command run_command = {
+    "tracebook run", "RUNBOOK.lua",
+    "Runs a Lua runbook: each engine run recorded under <artifacts>/<experiment>/v<version>/<run-id>/\n"
+    "with its provenance; claims derived from the records (runbooks/README.md documents the Lua API).\n"
+    "Environment variables matching *TOKEN* *KEY* *PASSWORD* *SECRET* *CREDENTIAL* never reach a manifest.",
+    run_options, 1, 1};
+
+// The parsed command line into h: the --set values by key, the deny-list. 0, or -1 with err set.
+static int host_from_args(host *h, tb_error *err) {
+    h->params = json_object();
+    h->experiments = json_object();
+    for (int i = 0; i < h->sets.n; i++) {
+        const char *kv = h->sets.items[i], *eq = strchr(kv, '=');
+        if (!eq || eq == kv) return tb_fail(err, "tracebook run: flag --set: '%s' is not key=value", kv);
+        char key[256];
+        if (snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv) >= (int)sizeof key)
+            return tb_fail(err, "tracebook run: flag --set: key of '%.40s...' is over %zu characters", kv,
+                           sizeof key - 1);
+        json_object_set_new(h->params, key, json_string(eq + 1));
+    }
+    int ndefault = 0;
+    while (tb_default_env_deny[ndefault]) ndefault++;
+    h->env_deny = tb_xcalloc((size_t)ndefault + (size_t)h->env_denied.n + 1, sizeof *h->env_deny, "env deny-list");
+    for (int i = 0; i < ndefault; i++) h->env_deny[i] = tb_default_env_deny[i];
+    for (int i = 0; i < h->env_denied.n; i++) h->env_deny[ndefault + i] = h->env_denied.items[i];
+    return 0;
+}
+
+static void host_free(host *h) {
+    if (h->have_git) tb_git_state_free(&h->git);
+    json_decref(h->params);
+    json_decref(h->experiments);
+    free(h->env_deny);
+    tb_strlist_free(&h->sets);
+    tb_strlist_free(&h->env_denied);
 }
 
 int tracebook_run_main(int argc, char **argv) {
     host h;
     memset(&h, 0, sizeof h);
-    snprintf(h.artifacts, sizeof h.artifacts, "artifacts");
-    h.params = json_object();
-    h.experiments = json_object();
-    int ndeny = 0;
-    for (; tb_default_env_deny[ndeny]; ndeny++) h.env_deny[ndeny] = tb_default_env_deny[ndeny];
-    const char *runbook = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--dry-run")) h.dry_run = 1;
-        else if (!strcmp(argv[i], "--require-clean")) h.require_clean = 1;
-        else if (!strcmp(argv[i], "--force")) h.force = 1;
-        else if (!strcmp(argv[i], "--env-deny") && i + 1 < argc) {
-            if (ndeny == 62) {
-                fprintf(stderr, "tracebook run: at most 62 --env-deny globs\n");
-                return 2;
-            }
-            h.env_deny[ndeny++] = argv[++i];
-        }
-        else if (!strcmp(argv[i], "--artifacts") && i + 1 < argc) snprintf(h.artifacts, sizeof h.artifacts, "%s", argv[++i]);
-        else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
-            const char *kv = argv[++i], *eq = strchr(kv, '=');
-            if (!eq || eq == kv) {
-                fprintf(stderr, "tracebook run: --set '%s': expected key=value\n", kv);
-                return 2;
-            }
-            char key[256];
-            snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
-            json_object_set_new(h.params, key, json_string(eq + 1));
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "tracebook run: unknown flag '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else if (!runbook) runbook = argv[i];
-        else {
-            fprintf(stderr, "tracebook run: one runbook at a time ('%s' and '%s')\n", runbook, argv[i]);
-            return 2;
-        }
-    }
-    if (!runbook) {
-        usage(stderr);
-        return 2;
-    }
-    snprintf(h.runbook, sizeof h.runbook, "%s", runbook);
+    tb_positional pos;
     tb_error err;
+    int parsed = tb_command_parse(&run_command, &h, argc, argv, &pos, &err);
+    if (parsed != 0) {
+        host_free(&h);
+        return parsed > 0 ? 0 : tb_command_usage_error(&run_command, &err);
+    }
+    const char *runbook = h.runbook = pos.items[0];
+    tb_positional_free(&pos);
+    if (host_from_args(&h, &err) != 0) {
+        host_free(&h);
+        return tb_command_usage_error(&run_command, &err);
+    }
     if (tb_sha256_file(runbook, h.runbook_sha256, &err) != 0) {
         fprintf(stderr, "tracebook run: %s\n", err.msg);
-        return 1;
+        host_free(&h);
+        return TB_EXIT_FAILURE;
     }
     // the engine sits beside this binary: build/bin/pretrain_gpt
     char self[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) {
-        fprintf(stderr, "tracebook run: cannot find its own path\n");
-        return 1;
+        fprintf(stderr, "tracebook run: cannot find its own path (/proc/self/exe: %s)\n", strerror(errno));
+        host_free(&h);
+        return TB_EXIT_FAILURE;
     }
     self[len] = '\0';
     char *slash = strrchr(self, '/');
@@ -808,8 +825,8 @@ int tracebook_run_main(int argc, char **argv) {
     if (h.require_clean && (!h.have_git || h.git.dirty)) {
         fprintf(stderr, "tracebook run: --require-clean: the working tree is %s\n",
                 h.have_git ? "dirty (commit or stash first)" : "not a git repository");
-        if (h.have_git) tb_git_state_free(&h.git);
-        return 1;
+        host_free(&h);
+        return TB_EXIT_FAILURE;
     }
     h.tty = isatty(1);
     tb_recorder_install_sigint();
@@ -862,13 +879,11 @@ int tracebook_run_main(int argc, char **argv) {
         snprintf(first, sizeof first, "%s", msg ? msg : "error");
         first[strcspn(first, "\n")] = '\0';
         mark_experiments(&h, "failed", first);
-        status = 1;
+        status = TB_EXIT_FAILURE;
     } else {
         mark_experiments(&h, "finished", NULL);
     }
     lua_close(L);
-    if (h.have_git) tb_git_state_free(&h.git);
-    json_decref(h.params);
-    json_decref(h.experiments);
-    return tb_recorder_interrupted() ? 130 : status;
+    host_free(&h);
+    return tb_recorder_interrupted() ? 128 + SIGINT : status;
 }

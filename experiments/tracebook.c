@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "catalog.h"
+#include "core/error.h"
 #include "replay.h"
 #include "runbook.h"
 #include "trace_cli.h"
@@ -41,11 +42,11 @@ static void usage(FILE *out) {
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? TB_EXIT_USAGE : 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].main(argc - 1, argv + 1);
     fprintf(stderr, "tracebook: unknown command '%s'\n", argv[1]);
     usage(stderr);
-    return 2;
+    return TB_EXIT_USAGE;
 }
