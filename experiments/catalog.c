@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/xalloc.h"
 #include "record.h"
 
 #define CAT_PATH_MAX 4096
@@ -257,7 +258,7 @@ static int read_metrics_file(record *r, const char *path, int rank, int finished
         }
         if (r->nrows == r->cap) {
             r->cap = r->cap ? 2 * r->cap : 64;
-            r->rows = realloc(r->rows, (size_t)r->cap * sizeof *r->rows);
+            r->rows = tb_xreallocarray(r->rows, (size_t)r->cap, sizeof *r->rows, "metrics rows");
         }
         r->rows[r->nrows++] = (metric_row){rank, (int64_t)json_integer_value(step), o};
     }
@@ -568,7 +569,7 @@ static int cmp_known(const void *a, const void *b) {
 
 static char *column_dup(sqlite3_stmt *st, int i) {
     const char *s = (const char *)sqlite3_column_text(st, i);
-    return strdup(s ? s : "");
+    return tb_xstrdup(s ? s : "", "catalogue column");
 }
 
 typedef struct sync_state {
@@ -720,7 +721,7 @@ int tb_catalog_rebuild(sqlite3 *db, const char *artifacts, tb_error *err) {
     if (rc == 0) {
         int cap = 0;
         while (sqlite3_step(st) == SQLITE_ROW) {
-            if (s.nknown == cap) s.known = realloc(s.known, (size_t)(cap = cap ? 2 * cap : 256) * sizeof *s.known);
+            if (s.nknown == cap) s.known = tb_xreallocarray(s.known, (size_t)(cap = cap ? 2 * cap : 256), sizeof *s.known, "catalogued runs");
             s.known[s.nknown++] = (known_run){column_dup(st, 0), column_dup(st, 1), column_dup(st, 2),
                                               column_dup(st, 3), 0};
         }

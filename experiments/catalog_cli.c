@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "catalog.h"
+#include "core/xalloc.h"
 #include "parsers.h"
 
 // ---------------------------------------------------------------------------------------
@@ -104,8 +105,8 @@ static int summarize_run(sqlite3 *db, const char *run_id, run_summary *s) {
     while (sqlite3_step(st) == SQLITE_ROW) {
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
-            t = realloc(t, (size_t)cap * sizeof *t);
-            steps = realloc(steps, (size_t)cap * sizeof *steps);
+            t = tb_xreallocarray(t, (size_t)cap, sizeof *t, "step times");
+            steps = tb_xreallocarray(steps, (size_t)cap, sizeof *steps, "steps");
         }
         steps[n] = sqlite3_column_int64(st, 0);
         t[n] = sqlite3_column_type(st, 1) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 1);
@@ -126,7 +127,7 @@ static int summarize_run(sqlite3 *db, const char *run_id, run_summary *s) {
     for (int i = 0; i < n; i++)
         if ((steps[i] > 1 || n == 1) && !isnan(t[i])) t[k++] = t[i];
     if (k > 0) {
-        double *tps = malloc((size_t)k * sizeof *tps);
+        double *tps = tb_xcalloc((size_t)k, sizeof *tps, "per-step throughput");
         double tokens = NAN;
         if (sqlite3_prepare_v2(db,
                                "SELECT json_extract(config, '$.global_batch_size') * json_extract(config, "

@@ -4,6 +4,7 @@
 // driver (parse_over_records) runs it on each record and takes the median over records.
 // ratio and saved_fraction combine two sub-claims. A record's files are read fresh on each
 // call: the point of a parser is that its number comes from the raw files.
+#include "core/xalloc.h"
 #include "parsers.h"
 
 #include <errno.h>
@@ -227,9 +228,9 @@ static int read_whole_file(const char *path, char **data, size_t *len, tb_error 
     FILE *f = fopen(path, "rb");
     if (!f) return tb_fail(err, "%s: cannot open (%s)", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
+    char *buf = tb_xmalloc(cap, "metrics file");
     for (;;) {
-        if (n + 1 >= cap) buf = realloc(buf, cap *= 2);
+        if (n + 1 >= cap) buf = tb_xrealloc(buf, cap *= 2, "metrics file");
         size_t got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
         if (got == 0) break;
@@ -261,7 +262,7 @@ static int read_rank_metrics(rank_metrics *rm, int need, const char *category, t
     size_t len = 0;
     if (read_whole_file(rm->path, &data, &len, err) != 0) return -1;
     int cap = 64, lineno = 0, rc = 0;
-    rm->rows = malloc((size_t)cap * sizeof *rm->rows);
+    rm->rows = tb_xcalloc((size_t)cap, sizeof *rm->rows, "metrics rows");
     rm->n = 0;
     for (char *p = data; p < data + len && rc == 0;) {
         char *nl = memchr(p, '\n', (size_t)(data + len - p));
@@ -306,7 +307,7 @@ static int read_rank_metrics(rank_metrics *rm, int need, const char *category, t
         }
         json_decref(o);
         if (rc != 0) break;
-        if (rm->n == cap) rm->rows = realloc(rm->rows, (size_t)(cap *= 2) * sizeof *rm->rows);
+        if (rm->n == cap) rm->rows = tb_xreallocarray(rm->rows, (size_t)(cap *= 2), sizeof *rm->rows, "metrics rows");
         rm->rows[rm->n++] = row;
     }
     free(data);
@@ -344,7 +345,7 @@ static int read_record_metrics(record_metrics *m, const char *record_dir, int ne
         record_metrics_free(m);
         return tb_fail(err, "%s: world_size %lld out of range", m->config_path, world);
     }
-    m->ranks = calloc((size_t)world, sizeof *m->ranks);
+    m->ranks = tb_xcalloc((size_t)world, sizeof *m->ranks, "ranks' metrics");
     m->nranks = (int)world;
     for (int r = 0; r < m->nranks; r++) {
         char name[64];
@@ -379,7 +380,7 @@ static int tokens_per_step(const record_metrics *m, double *tokens, json_t *ev, 
 static int slowest_step_times(const record_metrics *m, long long warmup, double **times, int *n, json_t *ev,
                               tb_error *err) {
     const rank_metrics *r0 = &m->ranks[0];
-    double *t = malloc((size_t)r0->n * sizeof *t);
+    double *t = tb_xcalloc((size_t)r0->n, sizeof *t, "step times");
     int k = 0;
     int64_t first = 0, last = 0;
     for (int i = 0; i < r0->n; i++) {
@@ -579,7 +580,7 @@ static int check_args(const parser *p, json_t *args, tb_error *err) {
 
 static int parse_over_records(const parser *p, json_t *args, const char *const *dirs, int n, double *value,
                               json_t **evidence, tb_error *err) {
-    double *values = malloc((size_t)n * sizeof *values);
+    double *values = tb_xcalloc((size_t)n, sizeof *values, "per-record values");
     json_t *records = json_array();
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -626,14 +627,14 @@ static int part_value(const parser *p, const char *side, json_t *part, const cha
             return tb_fail(err, "parser %s: unknown args.%s.%s (known: parser, args, records)", p->name, side, key);
     }
     json_t *sel = json_object_get(part, "records");
-    const char **chosen = malloc((size_t)(n > 0 ? n : 1) * sizeof *chosen);
+    const char **chosen = tb_xcalloc((size_t)(n > 0 ? n : 1), sizeof *chosen, "chosen records");
     int k = 0, rc = 0;
     if (!sel || json_is_null(sel)) {
         for (int i = 0; i < n; i++) chosen[k++] = dirs[i];
     } else if (!json_is_array(sel) || json_array_size(sel) == 0 || json_array_size(sel) > (size_t)n * 64) {
         rc = tb_fail(err, "parser %s: args.%s.records must be a non-empty array of indices or run ids", p->name, side);
     } else {
-        chosen = realloc(chosen, json_array_size(sel) * sizeof *chosen);
+        chosen = tb_xreallocarray(chosen, json_array_size(sel), sizeof *chosen, "chosen records");
         size_t i;
         json_array_foreach(sel, i, v) {
             int found = -1;

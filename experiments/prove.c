@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "core/xalloc.h"
 #include "parsers.h"
 #include "provenance.h"
 #include "record.h"
@@ -56,7 +57,7 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(strbuf *b, const cha
             return;
         }
         b->cap = (b->len + (size_t)n + 1) * 2;
-        b->s = realloc(b->s, b->cap);
+        b->s = tb_xrealloc(b->s, b->cap, "report text");
     }
 }
 
@@ -94,7 +95,8 @@ static record_check *check_find(check_table *t, const char *dir) {
 // to entries stay valid until the next insertion.
 static record_check *check_insert(check_table *t, const char *dir) {
     if (2 * (t->n + 1) > t->cap) {
-        check_table bigger = {calloc(t->cap ? 2 * t->cap : 1024, sizeof(record_check)), t->cap ? 2 * t->cap : 1024, 0};
+        size_t cap = t->cap ? 2 * t->cap : 1024;
+        check_table bigger = {tb_xcalloc(cap, sizeof(record_check), "verified records"), cap, 0};
         for (size_t i = 0; i < t->cap; i++)
             if (t->slots[i].dir) {
                 *check_find(&bigger, t->slots[i].dir) = t->slots[i];
@@ -104,7 +106,7 @@ static record_check *check_insert(check_table *t, const char *dir) {
         *t = bigger;
     }
     record_check *c = check_find(t, dir);
-    c->dir = strdup(dir);
+    c->dir = tb_xstrdup(dir, "record path");
     t->n++;
     return c;
 }
@@ -473,7 +475,7 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
 
     // the records, verified against their manifests
     size_t n = json_array_size(runs);
-    char **dirs = calloc(n, sizeof *dirs);
+    char **dirs = tb_xcalloc(n, sizeof *dirs, "claim records");
     strbuf failures = {0}, warnings = {0};
     for (size_t i = 0; i < n; i++) {
         const char *run_id = json_string_value(json_array_get(runs, i));
@@ -482,7 +484,7 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
             continue;
         }
         size_t len = strlen(version_dir) + strlen(run_id) + 2;
-        dirs[i] = malloc(len);
+        dirs[i] = tb_xmalloc(len, "record path");
         snprintf(dirs[i], len, "%s/%s", version_dir, run_id);
         record_check *c = verify_record(&s->checks, dirs[i]);
         if (c->failures.len) sb_printf(&failures, "%s", c->failures.s);
@@ -595,8 +597,8 @@ static char **list_dirs(const char *dir, int *n) {
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path || stat(path, &st) != 0 ||
             !S_ISDIR(st.st_mode))
             continue;
-        if (*n == cap) names = realloc(names, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *names);
-        names[(*n)++] = strdup(e->d_name);
+        if (*n == cap) names = tb_xreallocarray(names, (size_t)(cap = cap ? 2 * cap : 16), sizeof *names, "directory names");
+        names[(*n)++] = tb_xstrdup(e->d_name, "directory name");
     }
     closedir(d);
     if (*n) qsort(names, (size_t)*n, sizeof *names, cmp_str);

@@ -15,6 +15,7 @@
 #include "catalog.h"
 #include "core/fileio.h"
 #include "core/rng.h"
+#include "core/xalloc.h"
 #include "record.h"
 
 extern char **environ;
@@ -84,7 +85,7 @@ tb_run_outcome tb_run_engine(const json_t *argv, const char *rec, int progress, 
     tb_run_outcome out = {0, 0, 0, 0.0};
     const double started = now_s();
     size_t n = json_array_size(argv);
-    char **args = calloc(n + 1, sizeof *args);
+    char **args = tb_xcalloc(n + 1, sizeof *args, "engine argv");
     for (size_t i = 0; i < n; i++) args[i] = (char *)json_string_value(json_array_get(argv, i));
     char out_path[PATH_MAX], err_path[PATH_MAX], beat[PATH_MAX], metrics[PATH_MAX];
     tb_path_format(out_path, sizeof out_path, "%s/stdout.log", rec);
@@ -164,6 +165,11 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
                           (json_int_t)id->version, "question", id->question ? id->question : "", "status", status,
                           "runbook", "path", id->runbook, "sha256", id->runbook_sha256, "seed", (json_int_t)id->seed,
                           "repetition", id->repetition, "sweep_point", id->sweep_point);
+    if (!m) {  // json_pack refuses a NULL string: a replayed manifest without these fields
+        json_decref(files);
+        json_decref(config);
+        return tb_fail(err, "%s: manifest: the run's identity lacks its experiment, runbook path, runbook sha256 or sweep point", rec);
+    }
     json_object_set_new(m, "replay_of", id->replay_of ? json_string(id->replay_of) : json_null());
     json_object_set_new(m, "git", id->git ? tb_git_state_json(id->git, id->git->dirty ? "git.patch" : NULL) : json_null());
     json_object_set_new(m, "argv", json_deep_copy(argv));

@@ -25,6 +25,7 @@
 
 #include "catalog.h"
 #include "core/fileio.h"
+#include "core/xalloc.h"
 #include "provenance.h"
 #include "recorder.h"
 #include "replay.h"
@@ -79,8 +80,8 @@ static int read_series(const char *run_dir, run_series *s, tb_error *err) {
     s->nsteps = (int)json_integer_value(json_object_get(cfg, "train_iters"));
     json_decref(cfg);
     if (s->nranks < 1 || s->nsteps < 1) return tb_fail(err, "%s: no world_size / train_iters", path);
-    s->loss = calloc((size_t)s->nranks * s->nsteps, sizeof *s->loss);
-    double *slowest = calloc((size_t)s->nsteps, sizeof *slowest);
+    s->loss = tb_xcalloc((size_t)s->nranks * (size_t)s->nsteps, sizeof *s->loss, "losses");
+    double *slowest = tb_xcalloc((size_t)s->nsteps, sizeof *slowest, "step times");
     for (int r = 0; r < s->nranks; r++) {
         tb_path_format(path, sizeof path, "%s/metrics.rank-%05d.jsonl", run_dir, r);
         FILE *f = fopen(path, "r");
@@ -184,7 +185,7 @@ int tracebook_replay_main(int argc, char **argv) {
         fseek(f, 0, SEEK_END);
         patch_len = (size_t)ftell(f);
         fseek(f, 0, SEEK_SET);
-        patch = malloc(patch_len + 1);
+        patch = tb_xmalloc(patch_len + 1, "saved patch");
         if (fread(patch, 1, patch_len, f) != patch_len) patch_len = 0;
         patch[patch_len] = '\0';
         fclose(f);

@@ -243,7 +243,7 @@ static json_t *build_argv(lua_State *L, int idx, host *h, const char *run_dir, j
     json_t *v;
     // jansson keeps insertion order; walk sorted keys
     size_t n = json_object_size(config), i = 0;
-    const char **keys = calloc(n ? n : 1, sizeof *keys);
+    const char **keys = tb_xcalloc(n ? n : 1, sizeof *keys, "config keys");
     json_object_foreach(config, key, v) keys[i++] = key;
     qsort(keys, n, sizeof *keys, cmp_key);
     for (i = 0; i < n; i++) {
@@ -332,7 +332,7 @@ static void push_run_result(lua_State *L, const char *rec, const char *run_id, i
 
 // min / median / max of a parser's per-run values over the repetitions, into the table on top.
 static void push_stat(lua_State *L, const char *parser, char **records, int n, int warmup) {
-    double *v = calloc((size_t)n, sizeof *v);
+    double *v = tb_xcalloc((size_t)(n ? n : 1), sizeof *v, "per-run values");
     int k = 0;
     json_t *args = json_pack("{s:i}", "warmup_steps", warmup);
     for (int i = 0; i < n; i++) {
@@ -395,7 +395,7 @@ static int l_run(lua_State *L) {
                           ? (int)json_integer_value(json_object_get(point, "train_iters"))
                           : 20;
 
-    char **records = calloc((size_t)repeats, sizeof *records);
+    char **records = tb_xcalloc((size_t)repeats, sizeof *records, "records");
     lua_newtable(L);  // result
     lua_newtable(L);  // result.runs
     for (int rep = 0; rep < repeats; rep++) {
@@ -412,7 +412,7 @@ static int l_run(lua_State *L) {
             printf("  skip: %s repetition %d already finished as %s (--force re-runs)\n", version_dir, rep, run_id);
             push_run_result(L, rec, run_id, rep, seed, "finished", 1);
             lua_rawseti(L, -2, rep + 1);
-            records[rep] = strdup(rec);
+            records[rep] = tb_xstrdup(rec, "record path");
             json_decref(config);
             continue;
         }
@@ -487,7 +487,7 @@ static int l_run(lua_State *L) {
         }
         push_run_result(L, rec, run_id, rep, seed, "finished", 0);
         lua_rawseti(L, -2, rep + 1);
-        records[rep] = strdup(rec);
+        records[rep] = tb_xstrdup(rec, "record path");
     }
     lua_setfield(L, -2, "runs");
     if (!h->dry_run) {
@@ -510,7 +510,7 @@ static int l_run(lua_State *L) {
 // The record directories of `runs` (at idx): a result of exp:run, or a list of them.
 static int collect_records(lua_State *L, int idx, char ***out) {
     int n = 0, cap = 8;
-    char **recs = malloc((size_t)cap * sizeof *recs);
+    char **recs = tb_xcalloc((size_t)cap, sizeof *recs, "claim records");
     lua_getfield(L, idx, "runs");
     int list = lua_istable(L, -1) ? 0 : 1;
     lua_pop(L, 1);
@@ -523,8 +523,8 @@ static int collect_records(lua_State *L, int idx, char ***out) {
         for (lua_Integer i = 1; i <= (lua_Integer)lua_rawlen(L, -1); i++) {
             lua_rawgeti(L, -1, i);
             lua_getfield(L, -1, "record");
-            if (n == cap) recs = realloc(recs, (size_t)(cap *= 2) * sizeof *recs);
-            recs[n++] = strdup(luaL_checkstring(L, -1));
+            if (n == cap) recs = tb_xreallocarray(recs, (size_t)(cap *= 2), sizeof *recs, "claim records");
+            recs[n++] = tb_xstrdup(luaL_checkstring(L, -1), "record path");
             lua_pop(L, 2);
         }
         lua_pop(L, 2);
@@ -629,7 +629,7 @@ static int l_sweep(lua_State *L) {
     json_t *axes = to_json(L, 1);
     if (!json_is_object(axes)) return luaL_error(L, "tb.sweep: give {key = {values...}, ...}");
     size_t n = json_object_size(axes), total = 1, i = 0;
-    const char **keys = calloc(n ? n : 1, sizeof *keys);
+    const char **keys = tb_xcalloc(n ? n : 1, sizeof *keys, "sweep axes");
     const char *k;
     json_t *v;
     json_object_foreach(axes, k, v) {
@@ -832,6 +832,11 @@ int tracebook_run_main(int argc, char **argv) {
     tb_recorder_install_sigint();
 
     lua_State *L = luaL_newstate();
+    if (!L) {
+        fprintf(stderr, "tracebook run: cannot create a Lua state (out of memory)\n");
+        host_free(&h);
+        return TB_EXIT_OUT_OF_MEMORY;
+    }
     luaL_openlibs(L);
     lua_pushlightuserdata(L, &h);
     lua_setfield(L, LUA_REGISTRYINDEX, "tracebook.host");

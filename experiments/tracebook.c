@@ -2,11 +2,14 @@
 //
 //   tracebook run | replay | prove | ls | show | diff                             (experiments/)
 //   tracebook index | def | callers | callees | chain | map | walk      (trace/)
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "catalog.h"
 #include "core/error.h"
+#include "core/xalloc.h"
 #include "replay.h"
 #include "runbook.h"
 #include "trace_cli.h"
@@ -39,7 +42,12 @@ static void usage(FILE *out) {
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
 }
 
+// jansson's allocations follow the host-allocation policy (core/xalloc.h): a JSON value that
+// cannot be allocated ends the process with a report, never comes back NULL.
+static void *json_xmalloc(size_t bytes) { return tb_xmalloc(bytes, "JSON value"); }
+
 int main(int argc, char **argv) {
+    json_set_alloc_funcs(json_xmalloc, free);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? TB_EXIT_USAGE : 0;
