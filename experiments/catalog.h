@@ -1,5 +1,5 @@
 // catalog.h — the catalogue: every record and claim under an artifacts root, in one SQLite
-// file (<artifacts>/catalog.sqlite) that `tracebook ls | show | diff | prove` query.
+// file (<artifacts>/catalog.sqlite, TB_CATALOG of core/run_dir.h) that `tracebook ls | show | diff | prove` query.
 //
 // The records (experiments/record.h) are the truth; the catalogue is an index derived from
 // them. Any command may bring it in line with the records (tb_catalog_rebuild), and deleting
@@ -21,7 +21,6 @@
 // The --artifacts flag of every subcommand, for a const char * field of its option table.
 #define TB_ARTIFACTS_OPTION(type, field) \
     TB_OPTION("--artifacts", type, field, TB_OPT_STRING, TB_ARTIFACTS_DEFAULT, "DIR", "the artifacts root")
-#define TB_CATALOG_FILE "catalog.sqlite"
 #define TB_CATALOG_SCHEMA_VERSION "1"
 // A record whose manifest says "running" but whose heartbeat is older than this (or absent)
 // is catalogued as "incomplete": its runner died.

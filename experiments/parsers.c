@@ -4,7 +4,6 @@
 // driver (parse_over_records) runs it on each record and takes the median over records.
 // ratio and saved_fraction combine two sub-claims. A record's files are read fresh on each
 // call: the point of a parser is that its number comes from the raw files.
-#include "core/xalloc.h"
 #include "parsers.h"
 
 #include <errno.h>
@@ -15,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "core/run_dir.h"
+#include "core/xalloc.h"
 
 #define REC_PATH_MAX 4096
 
@@ -135,10 +137,11 @@ static const char *base_name(const char *path, char *out, size_t size) {
     return out;
 }
 
+// <record>/run/<file>: a file of the engine's run directory inside a record.
 static int run_path(char *out, size_t size, const char *record_dir, const char *file, tb_error *err) {
-    int n = snprintf(out, size, "%s/run/%s", record_dir, file);
-    if (n < 0 || (size_t)n >= size) return tb_fail(err, "%s/run/%s: path too long", record_dir, file);
-    return 0;
+    char run_dir[REC_PATH_MAX];
+    if (tb_run_path(run_dir, sizeof run_dir, record_dir, TB_RECORD_RUN_DIR, err) != 0) return -1;
+    return tb_run_path(out, size, run_dir, file, err);
 }
 
 static json_t *load_json_file(const char *path, tb_error *err) {
@@ -336,7 +339,7 @@ static const metric_row *find_step(const rank_metrics *rm, int64_t step) {
 static int read_record_metrics(record_metrics *m, const char *record_dir, int need, const char *category,
                                json_t *files, tb_error *err) {
     memset(m, 0, sizeof *m);
-    if (run_path(m->config_path, sizeof m->config_path, record_dir, "config.json", err) != 0) return -1;
+    if (run_path(m->config_path, sizeof m->config_path, record_dir, TB_RUN_CONFIG, err) != 0) return -1;
     if (!(m->config = load_json_file(m->config_path, err))) return -1;
     json_array_append_new(files, json_string(m->config_path));
     json_t *ws = json_object_get(m->config, "world_size");
@@ -347,10 +350,13 @@ static int read_record_metrics(record_metrics *m, const char *record_dir, int ne
     }
     m->ranks = tb_xcalloc((size_t)world, sizeof *m->ranks, "ranks' metrics");
     m->nranks = (int)world;
+    char run_dir[REC_PATH_MAX];
+    if (tb_run_path(run_dir, sizeof run_dir, record_dir, TB_RECORD_RUN_DIR, err) != 0) {
+        record_metrics_free(m);
+        return -1;
+    }
     for (int r = 0; r < m->nranks; r++) {
-        char name[64];
-        snprintf(name, sizeof name, "metrics.rank-%05d.jsonl", r);
-        if (run_path(m->ranks[r].path, sizeof m->ranks[r].path, record_dir, name, err) != 0 ||
+        if (tb_rank_file_path(m->ranks[r].path, sizeof m->ranks[r].path, run_dir, TB_RANK_METRICS, r, err) != 0 ||
             read_rank_metrics(&m->ranks[r], need, category, err) != 0) {
             if (r > 0) tb_fail_prefix(err, "rank %d of world_size %lld (%s)", r, world, m->config_path);
             record_metrics_free(m);
@@ -533,7 +539,7 @@ static int pipeline_record(const parser *p, json_t *args, const char *dir, doubl
         else return tb_fail(err, "parser %s: args.kind '%s' is not measured or theoretical", p->name, kind);
     }
     char path[REC_PATH_MAX];
-    if (run_path(path, sizeof path, dir, "pipeline.json", err) != 0) return -1;
+    if (run_path(path, sizeof path, dir, TB_RUN_PIPELINE, err) != 0) return -1;
     json_t *files = json_array();
     json_object_set_new(ev, "files", files);
     json_t *root = load_json_file(path, err);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "core/run_dir.h"
 #include "core/xalloc.h"
 #include "parsers.h"
 #include "provenance.h"
@@ -143,7 +144,7 @@ static void find_unlisted(const char *root, const char *sub, json_t *files, strb
     struct dirent *e;
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (!*sub && (!strcmp(e->d_name, "manifest.json") || !strcmp(e->d_name, "heartbeat"))) continue;
+        if (!*sub && (!strcmp(e->d_name, TB_RECORD_MANIFEST) || !strcmp(e->d_name, TB_RECORD_HEARTBEAT))) continue;
         char rel[PROVE_PATH_MAX], full[PROVE_PATH_MAX];
         if (snprintf(rel, sizeof rel, "%s%s%s", sub, *sub ? "/" : "", e->d_name) >= (int)sizeof rel ||
             snprintf(full, sizeof full, "%s/%s", root, rel) >= (int)sizeof full)
@@ -161,7 +162,7 @@ static record_check *verify_record(check_table *t, const char *dir) {
     if (c && c->dir) return c;
     c = check_insert(t, dir);
     char path[PROVE_PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/manifest.json", dir) >= (int)sizeof path) {
+    if (snprintf(path, sizeof path, "%s/" TB_RECORD_MANIFEST, dir) >= (int)sizeof path) {
         sb_printf(&c->failures, "record path too long: %s\n", dir);
         return c;
     }
@@ -312,7 +313,7 @@ static void print_run(const char *indent, json_t *rec, check_table *checks) {
                (long long)json_integer_value(json_object_get(rec, "line")),
                (long long)json_integer_value(json_object_get(rec, "ranks_agreeing")));
     if (json_object_get(rec, "key"))
-        printf("%s  pipeline.json %s (%s, pp %lld, %lld microbatches)\n", indent,
+        printf("%s  " TB_RUN_PIPELINE " %s (%s, pp %lld, %lld microbatches)\n", indent,
                json_string_value(json_object_get(rec, "key")), json_string_value(json_object_get(rec, "schedule")),
                (long long)json_integer_value(json_object_get(rec, "pipeline_model_parallel_size")),
                (long long)json_integer_value(json_object_get(rec, "num_microbatches")));
@@ -324,7 +325,7 @@ static void print_run(const char *indent, json_t *rec, check_table *checks) {
     // the config as the engine resolved it (run/config.json, verified above)
     char path[PROVE_PATH_MAX];
     json_t *config = NULL;
-    if (dir && snprintf(path, sizeof path, "%s/run/config.json", dir) < (int)sizeof path)
+    if (dir && snprintf(path, sizeof path, "%s/" TB_RECORD_RUN_DIR "/" TB_RUN_CONFIG, dir) < (int)sizeof path)
         config = json_load_file(path, 0, NULL);
     if (!config && m) config = json_incref(json_object_get(m, "config"));
     if (config) {
@@ -546,7 +547,7 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
 static int prove_claims_file(prove_state *s, const char *version_dir, const char *exp_dirname, long long version,
                              int *matched) {
     char path[PROVE_PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/claims.json", version_dir) >= (int)sizeof path) return 0;
+    if (snprintf(path, sizeof path, "%s/" TB_EXPERIMENT_CLAIMS, version_dir) >= (int)sizeof path) return 0;
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
     if (!root) {
@@ -554,7 +555,7 @@ static int prove_claims_file(prove_state *s, const char *version_dir, const char
         if (s->opt.claim) return 0;  // reported only when proving everything
         char reason[PROVE_PATH_MAX + 256], name[512];
         if (snprintf(reason, sizeof reason, "%s: line %d: %s", path, jerr.line, jerr.text) < 0) reason[0] = '\0';
-        snprintf(name, sizeof name, "%s/v%lld (claims.json)", exp_dirname, version);
+        snprintf(name, sizeof name, "%s/v%lld (" TB_EXPERIMENT_CLAIMS ")", exp_dirname, version);
         s->claims++;
         claim_failed(s, name, reason);
         return 0;
@@ -623,7 +624,7 @@ static const tb_command prove_command = {
     "Re-derives claims from the raw files of their runs: checks the sha256 of every file each\n"
     "record's manifest lists, re-runs the claim's parser and compares with the claimed value\n"
     "within its relative_tolerance. Exits 1 naming each claim that does not prove and why.\n"
-    "CLAIM is a claim id (every claims.json holding it); or give --all.",
+    "CLAIM is a claim id (every " TB_EXPERIMENT_CLAIMS " holding it); or give --all.",
     prove_options, 0, 1};
 
 int tracebook_prove_main(int argc, char **argv) {
@@ -699,7 +700,7 @@ int tracebook_prove_main(int argc, char **argv) {
         fprintf(stderr, "tracebook prove: no experiment '%s' in %s\n", s.opt.experiment, s.opt.artifacts);
         rc = TB_EXIT_FAILURE;
     } else if (s.opt.claim && matched == 0) {
-        fprintf(stderr, "tracebook prove: claim '%s' not found in %s/%s/v*/claims.json\n", s.opt.claim,
+        fprintf(stderr, "tracebook prove: claim '%s' not found in %s/%s/v*/" TB_EXPERIMENT_CLAIMS "\n", s.opt.claim,
                 s.opt.artifacts, s.opt.experiment ? s.opt.experiment : "*");
         rc = TB_EXIT_FAILURE;
     }

@@ -25,7 +25,9 @@
 
 #include "catalog.h"
 #include "core/fileio.h"
+#include "core/run_dir.h"
 #include "core/xalloc.h"
+#include "parsers.h"
 #include "provenance.h"
 #include "recorder.h"
 #include "replay.h"
@@ -65,15 +67,10 @@ typedef struct run_series {
     double median_step_ms;
 } run_series;
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int read_series(const char *run_dir, run_series *s, tb_error *err) {
     memset(s, 0, sizeof *s);
     char path[PATH_MAX];
-    tb_path_format(path, sizeof path, "%s/config.json", run_dir);
+    tb_path_format(path, sizeof path, "%s/" TB_RUN_CONFIG, run_dir);
     json_t *cfg = json_load_file(path, 0, NULL);
     if (!cfg) return tb_fail(err, "%s: missing or malformed", path);
     s->nranks = (int)json_integer_value(json_object_get(cfg, "world_size"));
@@ -83,7 +80,10 @@ static int read_series(const char *run_dir, run_series *s, tb_error *err) {
     s->loss = tb_xcalloc((size_t)s->nranks * (size_t)s->nsteps, sizeof *s->loss, "losses");
     double *slowest = tb_xcalloc((size_t)s->nsteps, sizeof *slowest, "step times");
     for (int r = 0; r < s->nranks; r++) {
-        tb_path_format(path, sizeof path, "%s/metrics.rank-%05d.jsonl", run_dir, r);
+        if (tb_rank_file_path(path, sizeof path, run_dir, TB_RANK_METRICS, r, err) != 0) {
+            free(slowest);
+            return -1;
+        }
         FILE *f = fopen(path, "r");
         if (!f) {
             free(slowest);
@@ -111,8 +111,7 @@ static int read_series(const char *run_dir, run_series *s, tb_error *err) {
     }
     // median over the steps after the first (warm-up)
     int first = s->nsteps > 1 ? 1 : 0, n = s->nsteps - first;
-    qsort(slowest + first, (size_t)n, sizeof *slowest, cmp_double);
-    s->median_step_ms = n % 2 ? slowest[first + n / 2] : 0.5 * (slowest[first + n / 2 - 1] + slowest[first + n / 2]);
+    s->median_step_ms = tb_median(slowest + first, n);
     free(slowest);
     return 0;
 }
@@ -150,7 +149,7 @@ int tracebook_replay_main(int argc, char **argv) {
         fprintf(stderr, "tracebook replay: no record %s under %s\n", run_id, artifacts);
         return TB_EXIT_FAILURE;
     }
-    tb_path_format(path, sizeof path, "%s/manifest.json", rec);
+    tb_path_format(path, sizeof path, "%s/" TB_RECORD_MANIFEST, rec);
     json_error_t jerr;
     json_t *m = json_load_file(path, 0, &jerr);
     if (!m) {
@@ -176,7 +175,7 @@ int tracebook_replay_main(int argc, char **argv) {
     size_t patch_len = 0;
     if (json_is_true(json_object_get(git, "dirty"))) {
         char patch_path[PATH_MAX], hex[65];
-        tb_path_format(patch_path, sizeof patch_path, "%s/git.patch", rec);
+        tb_path_format(patch_path, sizeof patch_path, "%s/" TB_RECORD_PATCH, rec);
         FILE *f = fopen(patch_path, "rb");
         if (!f) {
             fprintf(stderr, "tracebook replay: the run was dirty but %s is missing\n", patch_path);
@@ -237,7 +236,7 @@ int tracebook_replay_main(int argc, char **argv) {
     *strrchr(version_dir, '/') = '\0';
     tb_new_run_id(new_id, sizeof new_id);
     tb_path_format(new_rec, sizeof new_rec, "%s/%s", version_dir, new_id);
-    tb_path_format(run_dir, sizeof run_dir, "%s/run", new_rec);
+    tb_path_format(run_dir, sizeof run_dir, "%s/" TB_RECORD_RUN_DIR, new_rec);
     tb_path_format(engine, sizeof engine, "%s/build/bin/pretrain_gpt", tree);
     if (tb_mkdir_p(new_rec, &err) != 0) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
@@ -275,14 +274,14 @@ int tracebook_replay_main(int argc, char **argv) {
         goto out;
     }
     if (o.exit_status != 0) {
-        fprintf(stderr, "tracebook replay: the engine failed (exit status %d; see %s/stderr.log)\n", o.exit_status,
+        fprintf(stderr, "tracebook replay: the engine failed (exit status %d; see %s/" TB_RECORD_STDERR ")\n", o.exit_status,
                 new_rec);
         goto out;
     }
 
     // verdicts
     char orig_run[PATH_MAX];
-    tb_path_format(orig_run, sizeof orig_run, "%s/run", rec);
+    tb_path_format(orig_run, sizeof orig_run, "%s/" TB_RECORD_RUN_DIR, rec);
     run_series a, b;
     if (read_series(orig_run, &a, &err) != 0 || read_series(run_dir, &b, &err) != 0) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);

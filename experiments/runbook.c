@@ -39,6 +39,7 @@
 #include "core/fileio.h"
 #include "core/options.h"
 #include "core/rng.h"
+#include "core/run_dir.h"
 #include "core/xalloc.h"
 #include "parsers.h"
 #include "provenance.h"
@@ -143,21 +144,7 @@ static int is_identifier(const char *s) {
 
 static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-static const tb_option *option_by_key(const char *key) {
-    for (const tb_option *o = tb_config_options; o->flag; o++)
-        if (!strcmp(o->key, key)) return o;
-    return NULL;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+static const tb_option *option_by_key(const char *key) { return tb_options_find_key(tb_config_options, key); }
 
 // ---------------------------------------------------------------------------------------
 // tb.experiment
@@ -282,7 +269,7 @@ static int find_finished(const char *version_dir, const json_t *point, int repet
     while (!found && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         char path[PATH_MAX * 2];
-        tb_path_format(path, sizeof path, "%s/%s/manifest.json", version_dir, e->d_name);
+        tb_path_format(path, sizeof path, "%s/%s/" TB_RECORD_MANIFEST, version_dir, e->d_name);
         json_t *m = json_load_file(path, 0, NULL);
         const char *status = m ? json_string_value(json_object_get(m, "status")) : NULL;
         if (status && !strcmp(status, "finished") &&
@@ -314,7 +301,7 @@ static void push_run_result(lua_State *L, const char *rec, const char *run_id, i
     lua_pushboolean(L, skipped);
     lua_setfield(L, -2, "resumed");
     char path[PATH_MAX + 64];
-    tb_path_format(path, sizeof path, "%s/run/metrics.rank-00000.jsonl", rec);
+    tb_record_rank_file(path, sizeof path, rec, TB_RANK_METRICS, 0);
     lua_newtable(L);
     FILE *f = fopen(path, "r");
     char line[1 << 14];
@@ -346,7 +333,7 @@ static void push_stat(lua_State *L, const char *parser, char **records, int n, i
     json_decref(args);
     lua_newtable(L);
     if (k > 0) {
-        double med = median(v, k);
+        double med = tb_median(v, k);
         lua_pushnumber(L, v[0]);
         lua_setfield(L, -2, "min");
         lua_pushnumber(L, med);
@@ -391,9 +378,12 @@ static int l_run(lua_State *L) {
     uint64_t point_hash = 1469598103934665603ull;  // FNV-1a of the sweep point
     for (const char *c = canonical; *c; c++) point_hash = (point_hash ^ (unsigned char)*c) * 1099511628211ull;
     free(canonical);
+    // for the progress line: the point's train_iters, else the engine's default
+    tb_config defaults;
+    config_defaults(&defaults);
     const int iters = json_is_integer(json_object_get(point, "train_iters"))
                           ? (int)json_integer_value(json_object_get(point, "train_iters"))
-                          : 20;
+                          : defaults.train_iters;
 
     char **records = tb_xcalloc((size_t)repeats, sizeof *records, "records");
     lua_newtable(L);  // result
@@ -419,7 +409,7 @@ static int l_run(lua_State *L) {
         tb_new_run_id(run_id, sizeof run_id);
         tb_path_format(rec, sizeof rec, "%s/%s", version_dir, run_id);
         char run_dir[PATH_MAX + 160];
-        tb_path_format(run_dir, sizeof run_dir, "%s/run", rec);
+        tb_path_format(run_dir, sizeof run_dir, "%s/" TB_RECORD_RUN_DIR, rec);
         lua_newtable(L);
         push_json(L, config);
         int cfg_idx = lua_gettop(L);
@@ -444,7 +434,7 @@ static int l_run(lua_State *L) {
         if (tb_mkdir_p(rec, &err) != 0) luaL_error(L, "%s", err.msg);
         if (h->have_git && h->git.dirty) {
             char patch[PATH_MAX + 160];
-            tb_path_format(patch, sizeof patch, "%s/git.patch", rec);
+            tb_path_format(patch, sizeof patch, "%s/" TB_RECORD_PATCH, rec);
             if (tb_write_file_atomic(patch, h->git.patch, strlen(h->git.patch), &err) != 0)
                 luaL_error(L, "%s", err.msg);
         }
@@ -477,7 +467,7 @@ static int l_run(lua_State *L) {
         if (o.interrupted) luaL_error(L, "interrupted: run %s recorded as incomplete", run_id);
         if (o.exit_status != 0) {
             char log[PATH_MAX + 160], line[512] = "", last[512] = "";
-            tb_path_format(log, sizeof log, "%s/stderr.log", rec);
+            tb_path_format(log, sizeof log, "%s/" TB_RECORD_STDERR, rec);
             FILE *f = fopen(log, "r");
             while (f && fgets(line, sizeof line, f))
                 if (line[0] != '\n') memcpy(last, line, sizeof last);
@@ -587,7 +577,7 @@ static int l_claim(lua_State *L) {
     // claims.json of this experiment version: replace the claim with this id
     char version_dir[PATH_MAX + 64], path[PATH_MAX + 96];
     experiment_dir(L, 1, version_dir, sizeof version_dir);
-    tb_path_format(path, sizeof path, "%s/claims.json", version_dir);
+    tb_path_format(path, sizeof path, "%s/" TB_EXPERIMENT_CLAIMS, version_dir);
     json_t *doc = json_load_file(path, 0, NULL);
     if (!json_is_object(doc)) {
         json_decref(doc);
@@ -731,7 +721,7 @@ static void mark_experiments(host *h, const char *status, const char *error) {
     json_t *e;
     json_object_foreach(h->experiments, key, e) {
         char path[PATH_MAX + 96];
-        tb_path_format(path, sizeof path, "%s/experiment.json", key);
+        tb_path_format(path, sizeof path, "%s/" TB_EXPERIMENT_STATUS, key);
         json_object_set_new(e, "status", json_string(status));
         json_object_set_new(e, "error", error ? json_string(error) : json_null());
         json_object_set_new(e, "runbook", json_string(h->runbook));
