@@ -722,7 +722,9 @@ int tb_catalog_rebuild(sqlite3 *db, const char *artifacts, tb_error *err) {
     if (rc == 0) {
         int cap = 0;
         while (sqlite3_step(st) == SQLITE_ROW) {
-            if (s.nknown == cap) s.known = tb_xreallocarray(s.known, (size_t)(cap = cap ? 2 * cap : 256), sizeof *s.known, "catalogued runs");
+            if (s.nknown == cap)
+                s.known = tb_xreallocarray(s.known, (size_t)(cap = cap ? 2 * cap : 256), sizeof *s.known,
+                                           "catalogued runs");
             s.known[s.nknown++] = (known_run){column_dup(st, 0), column_dup(st, 1), column_dup(st, 2),
                                               column_dup(st, 3), 0};
         }

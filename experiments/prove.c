@@ -598,7 +598,8 @@ static char **list_dirs(const char *dir, int *n) {
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path || stat(path, &st) != 0 ||
             !S_ISDIR(st.st_mode))
             continue;
-        if (*n == cap) names = tb_xreallocarray(names, (size_t)(cap = cap ? 2 * cap : 16), sizeof *names, "directory names");
+        if (*n == cap)
+            names = tb_xreallocarray(names, (size_t)(cap = cap ? 2 * cap : 16), sizeof *names, "directory names");
         names[(*n)++] = tb_xstrdup(e->d_name, "directory name");
     }
     closedir(d);

@@ -1,3 +1,4 @@
+// recorder.c — one engine process into a record (recorder.h).
 #include "recorder.h"
 
 #include <errno.h>

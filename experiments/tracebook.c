@@ -2,6 +2,9 @@
 //
 //   tracebook run | replay | prove | ls | show | diff                             (experiments/)
 //   tracebook index | def | callers | callees | chain | map | walk      (trace/)
+//
+// Each subcommand parses its own flags from an option table (core/options.h) and returns
+// its exit status (TB_EXIT_*, core/error.h); `tracebook COMMAND --help` prints that table.
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
