@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "config.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
@@ -227,11 +228,13 @@ int tracebook_replay_main(int argc, char **argv) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
         goto out;
     }
+    // the engine's own flag for the run directory, from its option table
+    const char *run_dir_flag = tb_options_find_key(tb_config_options, "run_dir")->flag;
     json_t *new_argv = json_array();
     for (size_t i = 0; i < json_array_size(rargv); i++) {
         const char *a = json_string_value(json_array_get(rargv, i));
         if (i == 0) a = engine;
-        else if (i > 0 && !strcmp(json_string_value(json_array_get(rargv, i - 1)), "--run-dir")) a = run_dir;
+        else if (i > 0 && !strcmp(json_string_value(json_array_get(rargv, i - 1)), run_dir_flag)) a = run_dir;
         json_array_append_new(new_argv, json_string(a));
     }
     char start[32];

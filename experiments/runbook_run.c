@@ -79,7 +79,7 @@ static json_t *build_argv(lua_State *L, int idx, tb_runbook_host *h, const char 
         json_array_append_new(argv, json_string(text));
     }
     free(keys);
-    json_array_append_new(argv, json_string("--run-dir"));
+    json_array_append_new(argv, json_string(option_by_key("run_dir")->flag));
     json_array_append_new(argv, json_string(run_dir));
     return argv;
 }
