@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/run_dir.h"
+#include "core/xalloc.h"
 #include "record.h"
 
 #define CAT_PATH_MAX 4096
@@ -148,7 +150,7 @@ int tb_catalog_open(sqlite3 **db, const char *artifacts, tb_error *err) {
     *db = NULL;
     if (tb_mkdir_p(artifacts, err) != 0) return tb_fail_prefix(err, "artifacts directory");
     char path[CAT_PATH_MAX];
-    if (path_of(path, sizeof path, artifacts, TB_CATALOG_FILE, err) != 0) return -1;
+    if (path_of(path, sizeof path, artifacts, TB_CATALOG, err) != 0) return -1;
     if (sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
         tb_fail(err, "%s: cannot open the catalogue (%s)", path, *db ? sqlite3_errmsg(*db) : "out of memory");
         sqlite3_close(*db);
@@ -215,7 +217,7 @@ static void record_free(record *r) {
 // "running" with a heartbeat older than TB_HEARTBEAT_STALE_S (or none) is a dead runner.
 static int heartbeat_is_stale(const char *record_dir) {
     char path[CAT_PATH_MAX];
-    if (path_of(path, sizeof path, record_dir, "heartbeat", NULL) != 0) return 1;
+    if (path_of(path, sizeof path, record_dir, TB_RECORD_HEARTBEAT, NULL) != 0) return 1;
     double beat = -1;
     FILE *f = fopen(path, "r");
     if (f) {
@@ -257,7 +259,7 @@ static int read_metrics_file(record *r, const char *path, int rank, int finished
         }
         if (r->nrows == r->cap) {
             r->cap = r->cap ? 2 * r->cap : 64;
-            r->rows = realloc(r->rows, (size_t)r->cap * sizeof *r->rows);
+            r->rows = tb_xreallocarray(r->rows, (size_t)r->cap, sizeof *r->rows, "metrics rows");
         }
         r->rows[r->nrows++] = (metric_row){rank, (int64_t)json_integer_value(step), o};
     }
@@ -270,15 +272,15 @@ static int read_metrics_file(record *r, const char *path, int rank, int finished
 // Reads every run/metrics.rank-NNNNN.jsonl of the record.
 static int read_metrics(record *r, tb_error *err) {
     char run_dir[CAT_PATH_MAX];
-    if (path_of(run_dir, sizeof run_dir, r->dir, "run", err) != 0) return -1;
+    if (path_of(run_dir, sizeof run_dir, r->dir, TB_RECORD_RUN_DIR, err) != 0) return -1;
     DIR *d = opendir(run_dir);
     if (!d) return 0;  // a run that never started its engine: no metrics
     const int finished = r->status && !strcmp(r->status, "finished");
     struct dirent *e;
     int rc = 0;
     while (rc == 0 && (e = readdir(d))) {
-        int rank, end = 0;
-        if (sscanf(e->d_name, "metrics.rank-%d.jsonl%n", &rank, &end) != 1 || end == 0 || e->d_name[end]) continue;
+        int rank;
+        if (!tb_rank_file_match(e->d_name, TB_RANK_METRICS, &rank)) continue;
         char path[CAT_PATH_MAX];
         rc = path_of(path, sizeof path, run_dir, e->d_name, err);
         if (rc == 0) rc = read_metrics_file(r, path, rank, finished, err);
@@ -293,7 +295,7 @@ static int record_read(record *r, const char *record_dir, tb_error *err) {
     if (!is_dir(record_dir)) return tb_fail(err, "%s: no such record directory", record_dir);
     if (ids_from_path(record_dir, &r->ids, err) != 0) return -1;
     char path[CAT_PATH_MAX];
-    if (path_of(path, sizeof path, record_dir, "manifest.json", err) != 0) return -1;
+    if (path_of(path, sizeof path, record_dir, TB_RECORD_MANIFEST, err) != 0) return -1;
     manifest_stamp(path, r->stamp, sizeof r->stamp);
     r->status = "incomplete";
     if (r->stamp[0]) {
@@ -568,7 +570,7 @@ static int cmp_known(const void *a, const void *b) {
 
 static char *column_dup(sqlite3_stmt *st, int i) {
     const char *s = (const char *)sqlite3_column_text(st, i);
-    return strdup(s ? s : "");
+    return tb_xstrdup(s ? s : "", "catalogue column");
 }
 
 typedef struct sync_state {
@@ -588,7 +590,7 @@ static int sync_record(sync_state *s, const char *record_dir, tb_error *err) {
     if (k) {
         k->seen = 1;
         char manifest[CAT_PATH_MAX], stamp[64];
-        if (path_of(manifest, sizeof manifest, record_dir, "manifest.json", err) != 0) return -1;
+        if (path_of(manifest, sizeof manifest, record_dir, TB_RECORD_MANIFEST, err) != 0) return -1;
         manifest_stamp(manifest, stamp, sizeof stamp);
         int settled = strcmp(k->status, "running") && strcmp(k->status, "incomplete") &&
                       strcmp(k->status, "unreadable");
@@ -612,7 +614,7 @@ static int sync_record(sync_state *s, const char *record_dir, tb_error *err) {
 static int sync_version(sync_state *s, const char *exp_name, const char *version_dir, long version, tb_error *err) {
     json_array_append_new(s->versions, json_pack("[s, I]", exp_name, (json_int_t)version));
     char path[CAT_PATH_MAX];
-    if (path_of(path, sizeof path, version_dir, "claims.json", err) != 0) return -1;
+    if (path_of(path, sizeof path, version_dir, TB_EXPERIMENT_CLAIMS, err) != 0) return -1;
     if (access(path, F_OK) == 0) {
         json_array_append_new(s->claim_versions, json_pack("[s, I]", exp_name, (json_int_t)version));
         // a claims file that cannot be read is left out here; `tracebook prove` reports it
@@ -720,7 +722,9 @@ int tb_catalog_rebuild(sqlite3 *db, const char *artifacts, tb_error *err) {
     if (rc == 0) {
         int cap = 0;
         while (sqlite3_step(st) == SQLITE_ROW) {
-            if (s.nknown == cap) s.known = realloc(s.known, (size_t)(cap = cap ? 2 * cap : 256) * sizeof *s.known);
+            if (s.nknown == cap)
+                s.known = tb_xreallocarray(s.known, (size_t)(cap = cap ? 2 * cap : 256), sizeof *s.known,
+                                           "catalogued runs");
             s.known[s.nknown++] = (known_run){column_dup(st, 0), column_dup(st, 1), column_dup(st, 2),
                                               column_dup(st, 3), 0};
         }

@@ -1,5 +1,5 @@
 // catalog.h — the catalogue: every record and claim under an artifacts root, in one SQLite
-// file (<artifacts>/catalog.sqlite) that `tracebook ls | show | diff | prove` query.
+// file (<artifacts>/catalog.sqlite, TB_CATALOG of core/run_dir.h) that `tracebook ls | show | diff | prove` query.
 //
 // The records (experiments/record.h) are the truth; the catalogue is an index derived from
 // them. Any command may bring it in line with the records (tb_catalog_rebuild), and deleting
@@ -15,9 +15,12 @@
 #include <sqlite3.h>
 
 #include "core/error.h"
+#include "core/options.h"
 
 #define TB_ARTIFACTS_DEFAULT "artifacts"
-#define TB_CATALOG_FILE "catalog.sqlite"
+// The --artifacts flag of every subcommand, for a const char * field of its option table.
+#define TB_ARTIFACTS_OPTION(type, field) \
+    TB_OPTION("--artifacts", type, field, TB_OPT_STRING, TB_ARTIFACTS_DEFAULT, "DIR", "the artifacts root")
 #define TB_CATALOG_SCHEMA_VERSION "1"
 // A record whose manifest says "running" but whose heartbeat is older than this (or absent)
 // is catalogued as "incomplete": its runner died.
@@ -79,7 +82,8 @@ int tb_catalog_add_claims(sqlite3 *db, const char *claims_json_path, tb_error *e
 int tb_catalog_rebuild(sqlite3 *db, const char *artifacts, tb_error *err);
 
 // The commands (argv[0] = the command's name). Each prints its result on stdout and errors on
-// stderr and returns the exit status: 0 ok, 1 failure (prove: a claim did not prove), 2 usage.
+// stderr and returns the exit status: 0 ok, TB_EXIT_FAILURE (prove: a claim did not prove),
+// TB_EXIT_USAGE (a bad command line; --help prints each command's flags from its option table).
 //   tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--artifacts DIR]
 //   tracebook ls [EXPERIMENT] [--artifacts DIR]
 //   tracebook show RUN [--artifacts DIR]          (RUN: a run id or a unique prefix of one)

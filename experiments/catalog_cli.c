@@ -15,56 +15,52 @@
 #include <string.h>
 
 #include "catalog.h"
+#include "core/xalloc.h"
 #include "parsers.h"
 
 // ---------------------------------------------------------------------------------------
 // Shared
 
 typedef struct cli {
-    const char *name;
+    const char *name;  // "tracebook ls", for messages
     const char *artifacts;
     const char *positional[2];
     int npositional;
     sqlite3 *db;
 } cli;
 
-// Parses [--artifacts DIR] and up to max positional arguments; opens and syncs the
-// catalogue. Returns -1 (done, *rc set) or 0.
-static int cli_start(cli *c, const char *name, int argc, char **argv, int min, int max, const char *usage,
-                     int *rc) {
+// ls, show and diff take the same flags; each its own positionals.
+static const tb_option cli_options[] = {TB_ARTIFACTS_OPTION(cli, artifacts), TB_OPTIONS_END};
+
+static const tb_command ls_command = {"tracebook ls", "[EXPERIMENT]",
+                                      "Lists the experiments, or one experiment's versions and runs.", cli_options,
+                                      0, 1};
+static const tb_command show_command = {
+    "tracebook show", "RUN",
+    "Shows one run: manifest, command, config, per-step metrics. RUN is a run id or a unique prefix of one.",
+    cli_options, 1, 1};
+static const tb_command diff_command = {
+    "tracebook diff", "RUN RUN",
+    "Shows two runs side by side: the config keys that differ and the metrics. RUN as for show.", cli_options, 2,
+    2};
+
+// Parses the command line; opens and syncs the catalogue. Returns -1 (done, *rc set) or 0.
+static int cli_start(cli *c, const tb_command *cmd, int argc, char **argv, int *rc) {
     memset(c, 0, sizeof *c);
-    c->name = name;
-    c->artifacts = TB_ARTIFACTS_DEFAULT;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: tracebook %s %s [--artifacts DIR]   (artifacts root, default %s)\n", name, usage,
-                   TB_ARTIFACTS_DEFAULT);
-            *rc = 0;
-            return -1;
-        } else if (!strcmp(a, "--artifacts") && i + 1 < argc) {
-            c->artifacts = argv[++i];
-        } else if (!strncmp(a, "--artifacts=", 12)) {
-            c->artifacts = a + 12;
-        } else if (a[0] == '-' || c->npositional == max) {
-            fprintf(stderr, "tracebook %s: unexpected argument '%s'\nusage: tracebook %s %s [--artifacts DIR]\n",
-                    name, a, name, usage);
-            *rc = 2;
-            return -1;
-        } else {
-            c->positional[c->npositional++] = a;
-        }
-    }
-    if (c->npositional < min) {
-        fprintf(stderr, "usage: tracebook %s %s [--artifacts DIR]\n", name, usage);
-        *rc = 2;
+    c->name = cmd->name;
+    tb_positional pos;
+    tb_error err;
+    int parsed = tb_command_parse(cmd, c, argc, argv, &pos, &err);
+    if (parsed != 0) {
+        *rc = parsed > 0 ? 0 : tb_command_usage_error(cmd, &err);
         return -1;
     }
-    tb_error err;
+    for (int i = 0; i < pos.n; i++) c->positional[c->npositional++] = pos.items[i];
+    tb_positional_free(&pos);
     if (tb_catalog_open(&c->db, c->artifacts, &err) != 0 || tb_catalog_rebuild(c->db, c->artifacts, &err) != 0) {
-        fprintf(stderr, "tracebook %s: %s\n", name, err.msg);
+        fprintf(stderr, "%s: %s\n", c->name, err.msg);
         sqlite3_close(c->db);
-        *rc = 1;
+        *rc = TB_EXIT_FAILURE;
         return -1;
     }
     return 0;
@@ -76,8 +72,8 @@ static const char *col(sqlite3_stmt *st, int i) {
 }
 
 static int sql_error(cli *c) {
-    fprintf(stderr, "tracebook %s: catalogue: %s\n", c->name, sqlite3_errmsg(c->db));
-    return 1;
+    fprintf(stderr, "%s: catalogue: %s\n", c->name, sqlite3_errmsg(c->db));
+    return TB_EXIT_FAILURE;
 }
 
 // A run's summary from the catalogue. Step time t_s = max over ranks of step_ms; the medians
@@ -109,8 +105,8 @@ static int summarize_run(sqlite3 *db, const char *run_id, run_summary *s) {
     while (sqlite3_step(st) == SQLITE_ROW) {
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
-            t = realloc(t, (size_t)cap * sizeof *t);
-            steps = realloc(steps, (size_t)cap * sizeof *steps);
+            t = tb_xreallocarray(t, (size_t)cap, sizeof *t, "step times");
+            steps = tb_xreallocarray(steps, (size_t)cap, sizeof *steps, "steps");
         }
         steps[n] = sqlite3_column_int64(st, 0);
         t[n] = sqlite3_column_type(st, 1) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 1);
@@ -131,7 +127,7 @@ static int summarize_run(sqlite3 *db, const char *run_id, run_summary *s) {
     for (int i = 0; i < n; i++)
         if ((steps[i] > 1 || n == 1) && !isnan(t[i])) t[k++] = t[i];
     if (k > 0) {
-        double *tps = malloc((size_t)k * sizeof *tps);
+        double *tps = tb_xcalloc((size_t)k, sizeof *tps, "per-step throughput");
         double tokens = NAN;
         if (sqlite3_prepare_v2(db,
                                "SELECT json_extract(config, '$.global_batch_size') * json_extract(config, "
@@ -179,12 +175,12 @@ static int resolve_run(cli *c, const char *arg, char *out, size_t size) {
     }
     sqlite3_finalize(st);
     if (n == 0) {
-        fprintf(stderr, "tracebook %s: no run '%s' in %s (tracebook ls lists them)\n", c->name, arg, c->artifacts);
-        return 1;
+        fprintf(stderr, "%s: no run '%s' in %s (tracebook ls lists them)\n", c->name, arg, c->artifacts);
+        return TB_EXIT_FAILURE;
     }
     if (n > 1 && !exact) {
-        fprintf(stderr, "tracebook %s: '%s' names %d runs; give more of the id\n", c->name, arg, n);
-        return 1;
+        fprintf(stderr, "%s: '%s' names %d runs; give more of the id\n", c->name, arg, n);
+        return TB_EXIT_FAILURE;
     }
     snprintf(out, size, "%s", exact ? arg : first);
     return 0;
@@ -275,8 +271,8 @@ static int ls_runs(cli *c, const char *experiment) {
     sqlite3_finalize(versions);
     sqlite3_finalize(runs);
     if (!nversions) {
-        fprintf(stderr, "tracebook ls: no experiment '%s' in %s\n", experiment, c->artifacts);
-        return 1;
+        fprintf(stderr, "%s: no experiment '%s' in %s\n", c->name, experiment, c->artifacts);
+        return TB_EXIT_FAILURE;
     }
     return 0;
 }
@@ -284,7 +280,7 @@ static int ls_runs(cli *c, const char *experiment) {
 int tracebook_ls_main(int argc, char **argv) {
     cli c;
     int rc;
-    if (cli_start(&c, "ls", argc, argv, 0, 1, "[EXPERIMENT]", &rc) != 0) return rc;
+    if (cli_start(&c, &ls_command, argc, argv, &rc) != 0) return rc;
     rc = c.npositional ? ls_runs(&c, c.positional[0]) : ls_experiments(&c);
     sqlite3_close(c.db);
     return rc;
@@ -405,7 +401,7 @@ static int show_run(cli *c, const char *run_id) {
 int tracebook_show_main(int argc, char **argv) {
     cli c;
     int rc;
-    if (cli_start(&c, "show", argc, argv, 1, 1, "RUN", &rc) != 0) return rc;
+    if (cli_start(&c, &show_command, argc, argv, &rc) != 0) return rc;
     char run_id[256];
     rc = resolve_run(&c, c.positional[0], run_id, sizeof run_id);
     if (rc == 0) rc = show_run(&c, run_id);
@@ -459,7 +455,7 @@ static void print_metric_row(const char *name, double a, double b, int digits) {
 int tracebook_diff_main(int argc, char **argv) {
     cli c;
     int rc;
-    if (cli_start(&c, "diff", argc, argv, 2, 2, "RUN RUN", &rc) != 0) return rc;
+    if (cli_start(&c, &diff_command, argc, argv, &rc) != 0) return rc;
     char ids[2][256];
     rc = resolve_run(&c, c.positional[0], ids[0], sizeof ids[0]);
     if (rc == 0) rc = resolve_run(&c, c.positional[1], ids[1], sizeof ids[1]);

@@ -15,6 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/run_dir.h"
+#include "core/xalloc.h"
+
 #define REC_PATH_MAX 4096
 
 // ---------------------------------------------------------------------------------------
@@ -134,10 +137,11 @@ static const char *base_name(const char *path, char *out, size_t size) {
     return out;
 }
 
+// <record>/run/<file>: a file of the engine's run directory inside a record.
 static int run_path(char *out, size_t size, const char *record_dir, const char *file, tb_error *err) {
-    int n = snprintf(out, size, "%s/run/%s", record_dir, file);
-    if (n < 0 || (size_t)n >= size) return tb_fail(err, "%s/run/%s: path too long", record_dir, file);
-    return 0;
+    char run_dir[REC_PATH_MAX];
+    if (tb_run_path(run_dir, sizeof run_dir, record_dir, TB_RECORD_RUN_DIR, err) != 0) return -1;
+    return tb_run_path(out, size, run_dir, file, err);
 }
 
 static json_t *load_json_file(const char *path, tb_error *err) {
@@ -227,9 +231,9 @@ static int read_whole_file(const char *path, char **data, size_t *len, tb_error 
     FILE *f = fopen(path, "rb");
     if (!f) return tb_fail(err, "%s: cannot open (%s)", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
+    char *buf = tb_xmalloc(cap, "metrics file");
     for (;;) {
-        if (n + 1 >= cap) buf = realloc(buf, cap *= 2);
+        if (n + 1 >= cap) buf = tb_xrealloc(buf, cap *= 2, "metrics file");
         size_t got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
         if (got == 0) break;
@@ -261,7 +265,7 @@ static int read_rank_metrics(rank_metrics *rm, int need, const char *category, t
     size_t len = 0;
     if (read_whole_file(rm->path, &data, &len, err) != 0) return -1;
     int cap = 64, lineno = 0, rc = 0;
-    rm->rows = malloc((size_t)cap * sizeof *rm->rows);
+    rm->rows = tb_xcalloc((size_t)cap, sizeof *rm->rows, "metrics rows");
     rm->n = 0;
     for (char *p = data; p < data + len && rc == 0;) {
         char *nl = memchr(p, '\n', (size_t)(data + len - p));
@@ -306,7 +310,7 @@ static int read_rank_metrics(rank_metrics *rm, int need, const char *category, t
         }
         json_decref(o);
         if (rc != 0) break;
-        if (rm->n == cap) rm->rows = realloc(rm->rows, (size_t)(cap *= 2) * sizeof *rm->rows);
+        if (rm->n == cap) rm->rows = tb_xreallocarray(rm->rows, (size_t)(cap *= 2), sizeof *rm->rows, "metrics rows");
         rm->rows[rm->n++] = row;
     }
     free(data);
@@ -335,7 +339,7 @@ static const metric_row *find_step(const rank_metrics *rm, int64_t step) {
 static int read_record_metrics(record_metrics *m, const char *record_dir, int need, const char *category,
                                json_t *files, tb_error *err) {
     memset(m, 0, sizeof *m);
-    if (run_path(m->config_path, sizeof m->config_path, record_dir, "config.json", err) != 0) return -1;
+    if (run_path(m->config_path, sizeof m->config_path, record_dir, TB_RUN_CONFIG, err) != 0) return -1;
     if (!(m->config = load_json_file(m->config_path, err))) return -1;
     json_array_append_new(files, json_string(m->config_path));
     json_t *ws = json_object_get(m->config, "world_size");
@@ -344,12 +348,15 @@ static int read_record_metrics(record_metrics *m, const char *record_dir, int ne
         record_metrics_free(m);
         return tb_fail(err, "%s: world_size %lld out of range", m->config_path, world);
     }
-    m->ranks = calloc((size_t)world, sizeof *m->ranks);
+    m->ranks = tb_xcalloc((size_t)world, sizeof *m->ranks, "ranks' metrics");
     m->nranks = (int)world;
+    char run_dir[REC_PATH_MAX];
+    if (tb_run_path(run_dir, sizeof run_dir, record_dir, TB_RECORD_RUN_DIR, err) != 0) {
+        record_metrics_free(m);
+        return -1;
+    }
     for (int r = 0; r < m->nranks; r++) {
-        char name[64];
-        snprintf(name, sizeof name, "metrics.rank-%05d.jsonl", r);
-        if (run_path(m->ranks[r].path, sizeof m->ranks[r].path, record_dir, name, err) != 0 ||
+        if (tb_rank_file_path(m->ranks[r].path, sizeof m->ranks[r].path, run_dir, TB_RANK_METRICS, r, err) != 0 ||
             read_rank_metrics(&m->ranks[r], need, category, err) != 0) {
             if (r > 0) tb_fail_prefix(err, "rank %d of world_size %lld (%s)", r, world, m->config_path);
             record_metrics_free(m);
@@ -379,7 +386,7 @@ static int tokens_per_step(const record_metrics *m, double *tokens, json_t *ev, 
 static int slowest_step_times(const record_metrics *m, long long warmup, double **times, int *n, json_t *ev,
                               tb_error *err) {
     const rank_metrics *r0 = &m->ranks[0];
-    double *t = malloc((size_t)r0->n * sizeof *t);
+    double *t = tb_xcalloc((size_t)r0->n, sizeof *t, "step times");
     int k = 0;
     int64_t first = 0, last = 0;
     for (int i = 0; i < r0->n; i++) {
@@ -532,7 +539,7 @@ static int pipeline_record(const parser *p, json_t *args, const char *dir, doubl
         else return tb_fail(err, "parser %s: args.kind '%s' is not measured or theoretical", p->name, kind);
     }
     char path[REC_PATH_MAX];
-    if (run_path(path, sizeof path, dir, "pipeline.json", err) != 0) return -1;
+    if (run_path(path, sizeof path, dir, TB_RUN_PIPELINE, err) != 0) return -1;
     json_t *files = json_array();
     json_object_set_new(ev, "files", files);
     json_t *root = load_json_file(path, err);
@@ -579,7 +586,7 @@ static int check_args(const parser *p, json_t *args, tb_error *err) {
 
 static int parse_over_records(const parser *p, json_t *args, const char *const *dirs, int n, double *value,
                               json_t **evidence, tb_error *err) {
-    double *values = malloc((size_t)n * sizeof *values);
+    double *values = tb_xcalloc((size_t)n, sizeof *values, "per-record values");
     json_t *records = json_array();
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -626,14 +633,14 @@ static int part_value(const parser *p, const char *side, json_t *part, const cha
             return tb_fail(err, "parser %s: unknown args.%s.%s (known: parser, args, records)", p->name, side, key);
     }
     json_t *sel = json_object_get(part, "records");
-    const char **chosen = malloc((size_t)(n > 0 ? n : 1) * sizeof *chosen);
+    const char **chosen = tb_xcalloc((size_t)(n > 0 ? n : 1), sizeof *chosen, "chosen records");
     int k = 0, rc = 0;
     if (!sel || json_is_null(sel)) {
         for (int i = 0; i < n; i++) chosen[k++] = dirs[i];
     } else if (!json_is_array(sel) || json_array_size(sel) == 0 || json_array_size(sel) > (size_t)n * 64) {
         rc = tb_fail(err, "parser %s: args.%s.records must be a non-empty array of indices or run ids", p->name, side);
     } else {
-        chosen = realloc(chosen, json_array_size(sel) * sizeof *chosen);
+        chosen = tb_xreallocarray(chosen, json_array_size(sel), sizeof *chosen, "chosen records");
         size_t i;
         json_array_foreach(sel, i, v) {
             int found = -1;

@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "core/run_dir.h"
+#include "core/xalloc.h"
 #include "parsers.h"
 #include "provenance.h"
 #include "record.h"
@@ -56,7 +58,7 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(strbuf *b, const cha
             return;
         }
         b->cap = (b->len + (size_t)n + 1) * 2;
-        b->s = realloc(b->s, b->cap);
+        b->s = tb_xrealloc(b->s, b->cap, "report text");
     }
 }
 
@@ -94,7 +96,8 @@ static record_check *check_find(check_table *t, const char *dir) {
 // to entries stay valid until the next insertion.
 static record_check *check_insert(check_table *t, const char *dir) {
     if (2 * (t->n + 1) > t->cap) {
-        check_table bigger = {calloc(t->cap ? 2 * t->cap : 1024, sizeof(record_check)), t->cap ? 2 * t->cap : 1024, 0};
+        size_t cap = t->cap ? 2 * t->cap : 1024;
+        check_table bigger = {tb_xcalloc(cap, sizeof(record_check), "verified records"), cap, 0};
         for (size_t i = 0; i < t->cap; i++)
             if (t->slots[i].dir) {
                 *check_find(&bigger, t->slots[i].dir) = t->slots[i];
@@ -104,7 +107,7 @@ static record_check *check_insert(check_table *t, const char *dir) {
         *t = bigger;
     }
     record_check *c = check_find(t, dir);
-    c->dir = strdup(dir);
+    c->dir = tb_xstrdup(dir, "record path");
     t->n++;
     return c;
 }
@@ -141,7 +144,7 @@ static void find_unlisted(const char *root, const char *sub, json_t *files, strb
     struct dirent *e;
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (!*sub && (!strcmp(e->d_name, "manifest.json") || !strcmp(e->d_name, "heartbeat"))) continue;
+        if (!*sub && (!strcmp(e->d_name, TB_RECORD_MANIFEST) || !strcmp(e->d_name, TB_RECORD_HEARTBEAT))) continue;
         char rel[PROVE_PATH_MAX], full[PROVE_PATH_MAX];
         if (snprintf(rel, sizeof rel, "%s%s%s", sub, *sub ? "/" : "", e->d_name) >= (int)sizeof rel ||
             snprintf(full, sizeof full, "%s/%s", root, rel) >= (int)sizeof full)
@@ -159,7 +162,7 @@ static record_check *verify_record(check_table *t, const char *dir) {
     if (c && c->dir) return c;
     c = check_insert(t, dir);
     char path[PROVE_PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/manifest.json", dir) >= (int)sizeof path) {
+    if (snprintf(path, sizeof path, "%s/" TB_RECORD_MANIFEST, dir) >= (int)sizeof path) {
         sb_printf(&c->failures, "record path too long: %s\n", dir);
         return c;
     }
@@ -310,7 +313,7 @@ static void print_run(const char *indent, json_t *rec, check_table *checks) {
                (long long)json_integer_value(json_object_get(rec, "line")),
                (long long)json_integer_value(json_object_get(rec, "ranks_agreeing")));
     if (json_object_get(rec, "key"))
-        printf("%s  pipeline.json %s (%s, pp %lld, %lld microbatches)\n", indent,
+        printf("%s  " TB_RUN_PIPELINE " %s (%s, pp %lld, %lld microbatches)\n", indent,
                json_string_value(json_object_get(rec, "key")), json_string_value(json_object_get(rec, "schedule")),
                (long long)json_integer_value(json_object_get(rec, "pipeline_model_parallel_size")),
                (long long)json_integer_value(json_object_get(rec, "num_microbatches")));
@@ -322,7 +325,7 @@ static void print_run(const char *indent, json_t *rec, check_table *checks) {
     // the config as the engine resolved it (run/config.json, verified above)
     char path[PROVE_PATH_MAX];
     json_t *config = NULL;
-    if (dir && snprintf(path, sizeof path, "%s/run/config.json", dir) < (int)sizeof path)
+    if (dir && snprintf(path, sizeof path, "%s/" TB_RECORD_RUN_DIR "/" TB_RUN_CONFIG, dir) < (int)sizeof path)
         config = json_load_file(path, 0, NULL);
     if (!config && m) config = json_incref(json_object_get(m, "config"));
     if (config) {
@@ -473,7 +476,7 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
 
     // the records, verified against their manifests
     size_t n = json_array_size(runs);
-    char **dirs = calloc(n, sizeof *dirs);
+    char **dirs = tb_xcalloc(n, sizeof *dirs, "claim records");
     strbuf failures = {0}, warnings = {0};
     for (size_t i = 0; i < n; i++) {
         const char *run_id = json_string_value(json_array_get(runs, i));
@@ -482,7 +485,7 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
             continue;
         }
         size_t len = strlen(version_dir) + strlen(run_id) + 2;
-        dirs[i] = malloc(len);
+        dirs[i] = tb_xmalloc(len, "record path");
         snprintf(dirs[i], len, "%s/%s", version_dir, run_id);
         record_check *c = verify_record(&s->checks, dirs[i]);
         if (c->failures.len) sb_printf(&failures, "%s", c->failures.s);
@@ -544,7 +547,7 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
 static int prove_claims_file(prove_state *s, const char *version_dir, const char *exp_dirname, long long version,
                              int *matched) {
     char path[PROVE_PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/claims.json", version_dir) >= (int)sizeof path) return 0;
+    if (snprintf(path, sizeof path, "%s/" TB_EXPERIMENT_CLAIMS, version_dir) >= (int)sizeof path) return 0;
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
     if (!root) {
@@ -552,7 +555,7 @@ static int prove_claims_file(prove_state *s, const char *version_dir, const char
         if (s->opt.claim) return 0;  // reported only when proving everything
         char reason[PROVE_PATH_MAX + 256], name[512];
         if (snprintf(reason, sizeof reason, "%s: line %d: %s", path, jerr.line, jerr.text) < 0) reason[0] = '\0';
-        snprintf(name, sizeof name, "%s/v%lld (claims.json)", exp_dirname, version);
+        snprintf(name, sizeof name, "%s/v%lld (" TB_EXPERIMENT_CLAIMS ")", exp_dirname, version);
         s->claims++;
         claim_failed(s, name, reason);
         return 0;
@@ -595,8 +598,9 @@ static char **list_dirs(const char *dir, int *n) {
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path || stat(path, &st) != 0 ||
             !S_ISDIR(st.st_mode))
             continue;
-        if (*n == cap) names = realloc(names, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *names);
-        names[(*n)++] = strdup(e->d_name);
+        if (*n == cap)
+            names = tb_xreallocarray(names, (size_t)(cap = cap ? 2 * cap : 16), sizeof *names, "directory names");
+        names[(*n)++] = tb_xstrdup(e->d_name, "directory name");
     }
     closedir(d);
     if (*n) qsort(names, (size_t)*n, sizeof *names, cmp_str);
@@ -608,61 +612,48 @@ static void free_names(char **names, int n) {
     free(names);
 }
 
-static int prove_usage(FILE *out) {
-    fprintf(out,
-            "usage: tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--artifacts DIR]\n\n"
-            "Re-derives claims from the raw files of their runs: checks the sha256 of every file each\n"
-            "record's manifest lists, re-runs the claim's parser and compares with the claimed value\n"
-            "within its relative_tolerance. Exits 1 naming each claim that does not prove and why.\n\n"
-            "  CLAIM              a claim id (every claims.json holding it)\n"
-            "  --all              every claim (the default with --experiment)\n"
-            "  --experiment NAME  only this experiment's claims\n"
-            "  --quiet            one line per claim, no evidence\n"
-            "  --artifacts DIR    the artifacts root (default %s)\n",
-            TB_ARTIFACTS_DEFAULT);
-    return out == stdout ? 0 : 2;
-}
+static const tb_option prove_options[] = {
+    TB_OPTION("--all", prove_opts, all, TB_OPT_BOOL, NULL, NULL, "every claim (the default with --experiment)"),
+    TB_OPTION("--experiment", prove_opts, experiment, TB_OPT_STRING, NULL, "NAME", "only this experiment's claims"),
+    TB_OPTION("--quiet", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "one line per claim, no evidence"),
+    TB_OPTION("-q", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "the same as --quiet"),
+    TB_ARTIFACTS_OPTION(prove_opts, artifacts),
+    TB_OPTIONS_END};
+
+static const tb_command prove_command = {
+    "tracebook prove", "[CLAIM]",
+    "Re-derives claims from the raw files of their runs: checks the sha256 of every file each\n"
+    "record's manifest lists, re-runs the claim's parser and compares with the claimed value\n"
+    "within its relative_tolerance. Exits 1 naming each claim that does not prove and why.\n"
+    "CLAIM is a claim id (every " TB_EXPERIMENT_CLAIMS " holding it); or give --all.",
+    prove_options, 0, 1};
 
 int tracebook_prove_main(int argc, char **argv) {
     prove_state s;
     memset(&s, 0, sizeof s);
-    s.opt.artifacts = TB_ARTIFACTS_DEFAULT;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return prove_usage(stdout);
-        else if (!strcmp(a, "--all")) s.opt.all = 1;
-        else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) s.opt.quiet = 1;
-        else if (!strcmp(a, "--artifacts") && i + 1 < argc) s.opt.artifacts = argv[++i];
-        else if (!strncmp(a, "--artifacts=", 12)) s.opt.artifacts = a + 12;
-        else if (!strcmp(a, "--experiment") && i + 1 < argc) s.opt.experiment = argv[++i];
-        else if (!strncmp(a, "--experiment=", 13)) s.opt.experiment = a + 13;
-        else if (a[0] == '-') {
-            fprintf(stderr, "tracebook prove: unknown flag or missing value: '%s'\n", a);
-            return prove_usage(stderr);
-        } else if (!s.opt.claim) s.opt.claim = a;
-        else {
-            fprintf(stderr, "tracebook prove: one CLAIM at a time (got '%s' and '%s')\n", s.opt.claim, a);
-            return prove_usage(stderr);
-        }
-    }
+    tb_positional pos;
+    tb_error err;
+    int parsed = tb_command_parse(&prove_command, &s.opt, argc, argv, &pos, &err);
+    if (parsed != 0) return parsed > 0 ? 0 : tb_command_usage_error(&prove_command, &err);
+    s.opt.claim = pos.n ? pos.items[0] : NULL;
+    tb_positional_free(&pos);
     if (!s.opt.claim && !s.opt.all && !s.opt.experiment) {
-        fprintf(stderr, "tracebook prove: name a CLAIM, or --all\n");
-        return prove_usage(stderr);
+        tb_fail(&err, "tracebook prove: name a CLAIM, or --all");
+        return tb_command_usage_error(&prove_command, &err);
     }
     if (s.opt.claim && s.opt.all) {
-        fprintf(stderr, "tracebook prove: CLAIM and --all exclude each other\n");
-        return prove_usage(stderr);
+        tb_fail(&err, "tracebook prove: CLAIM and --all exclude each other");
+        return tb_command_usage_error(&prove_command, &err);
     }
     struct stat st;
     if (stat(s.opt.artifacts, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "tracebook prove: %s: no such artifacts directory\n", s.opt.artifacts);
-        return 1;
+        return TB_EXIT_FAILURE;
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
     // the catalogue records each outcome (one transaction); proving goes on without it
-    tb_error err;
     if (tb_catalog_open(&s.db, s.opt.artifacts, &err) != 0) {
         fprintf(stderr, "tracebook prove: warning: outcomes not recorded: %s\n", err.msg);
     } else if (sqlite3_exec(s.db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK ||
@@ -708,18 +699,18 @@ int tracebook_prove_main(int argc, char **argv) {
     int rc = 0;
     if (s.opt.experiment && experiments == 0) {
         fprintf(stderr, "tracebook prove: no experiment '%s' in %s\n", s.opt.experiment, s.opt.artifacts);
-        rc = 1;
+        rc = TB_EXIT_FAILURE;
     } else if (s.opt.claim && matched == 0) {
-        fprintf(stderr, "tracebook prove: claim '%s' not found in %s/%s/v*/claims.json\n", s.opt.claim,
+        fprintf(stderr, "tracebook prove: claim '%s' not found in %s/%s/v*/" TB_EXPERIMENT_CLAIMS "\n", s.opt.claim,
                 s.opt.artifacts, s.opt.experiment ? s.opt.experiment : "*");
-        rc = 1;
+        rc = TB_EXIT_FAILURE;
     }
     printf("prove: %d claim%s, %d proven, %d not proven; %zu record%s verified (%.3f s)\n", s.claims,
            s.claims == 1 ? "" : "s", s.proven, s.failed, s.checks.n, s.checks.n == 1 ? "" : "s", seconds);
     if (s.failures.len) {
         fflush(stdout);
         fputs(s.failures.s, stderr);
-        rc = 1;
+        rc = TB_EXIT_FAILURE;
     }
     free(s.failures.s);
     check_table_free(&s.checks);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/xalloc.h"
 
 // ---------------------------------------------------------------------------------------
 // Small helpers
@@ -37,8 +38,8 @@ __attribute__((format(printf, 2, 3))) static int git_fail(tb_error *err, const c
 
 static char *dup_str(const char *s) {
     size_t n = strlen(s);
-    char *d = malloc(n + 1);
-    if (d) memcpy(d, s, n + 1);
+    char *d = tb_xmalloc(n + 1, "string");
+    memcpy(d, s, n + 1);
     return d;
 }
 
@@ -63,8 +64,7 @@ static json_t *json_string_lossy(const char *s) {
 static int sort_string_array(json_t *arr) {
     size_t n = json_array_size(arr);
     if (n < 2) return 0;
-    char **v = calloc(n, sizeof *v);
-    if (!v) return -1;
+    char **v = tb_xcalloc(n, sizeof *v, "sorted paths");
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++)
         if (!(v[i] = dup_str(json_string_value(json_array_get(arr, i))))) rc = -1;
@@ -111,9 +111,8 @@ int tb_sha256_file(const char *path, char hex[65], tb_error *err) {
         return tb_fail(err, "sha256: '%s': libcrypto could not start a SHA-256 digest", path);
     }
     enum { CHUNK = 64 * 1024 };
-    unsigned char *buf = malloc(CHUNK);
+    unsigned char *buf = tb_xmalloc(CHUNK, "sha256 buffer");
     int rc = 0;
-    if (!buf) rc = tb_fail(err, "sha256: '%s': out of memory", path);
     while (!rc) {
         size_t got = fread(buf, 1, CHUNK, f);
         if (got && !EVP_DigestUpdate(ctx, buf, got)) rc = tb_fail(err, "sha256: '%s': libcrypto digest update failed", path);
@@ -144,8 +143,7 @@ typedef struct path_list {
 static int path_list_push(path_list *pl, char *s) {
     if (pl->n == pl->cap) {
         size_t cap = pl->cap ? 2 * pl->cap : 64;
-        char **v = realloc(pl->v, cap * sizeof *v);
-        if (!v) return -1;
+        char **v = tb_xreallocarray(pl->v, cap, sizeof *v, "tree paths");
         pl->v = v;
         pl->cap = cap;
     }
@@ -160,8 +158,7 @@ static void path_list_free(path_list *pl) {
 
 static char *join_path(const char *a, const char *b) {
     size_t na = strlen(a), nb = strlen(b);
-    char *p = malloc(na + 1 + nb + 1);
-    if (!p) return NULL;
+    char *p = tb_xmalloc(na + 1 + nb + 1, "path");
     memcpy(p, a, na);
     p[na] = '/';
     memcpy(p + na + 1, b, nb + 1);
@@ -300,15 +297,11 @@ static int git_collect_patch(git_repository *repo, git_reference *head, tb_git_s
     else if (git_diff_to_buf(&buf, diff, GIT_DIFF_FORMAT_PATCH) < 0)
         rc = git_fail(err, "git: cannot format the diff of '%s' as a patch", out->root);
     else if (buf.size > 0) {
-        out->patch = malloc(buf.size + 1);
-        if (!out->patch) {
-            rc = tb_fail(err, "git: out of memory for the %zu-byte patch of '%s'", buf.size, out->root);
-        } else {
-            memcpy(out->patch, buf.ptr, buf.size);
-            out->patch[buf.size] = '\0';
-            out->patch_len = buf.size;
-            tb_sha256_hex(out->patch, out->patch_len, out->patch_sha256);
-        }
+        out->patch = tb_xmalloc(buf.size + 1, "git patch");
+        memcpy(out->patch, buf.ptr, buf.size);
+        out->patch[buf.size] = '\0';
+        out->patch_len = buf.size;
+        tb_sha256_hex(out->patch, out->patch_len, out->patch_sha256);
     }
     git_buf_dispose(&buf);
     git_diff_free(diff);
@@ -501,13 +494,9 @@ int tb_git_worktree_at(const char *repo_path, const char *commit, const char *de
         goto done;
     }
     alt_dir = join_path(dst_objects.ptr, "info");
-    alt_file = alt_dir ? join_path(alt_dir, "alternates") : NULL;
+    alt_file = join_path(alt_dir, "alternates");
     size_t an = strlen(src_objects.ptr);
-    alt_text = malloc(an + 2);
-    if (!alt_file || !alt_text) {
-        rc = tb_fail(err, "worktree: out of memory");
-        goto done;
-    }
+    alt_text = tb_xmalloc(an + 2, "alternates file");
     memcpy(alt_text, src_objects.ptr, an);
     alt_text[an] = '\n';
     alt_text[an + 1] = '\0';
@@ -565,11 +554,7 @@ json_t *tb_environment_json(char **environ_like, const char *const *deny_globs) 
         const char *eq = strchr(*e, '=');
         if (!eq) continue;
         size_t nl = (size_t)(eq - *e);
-        char *name = malloc(nl + 1);
-        if (!name) {
-            json_decref(o);
-            return NULL;
-        }
+        char *name = tb_xmalloc(nl + 1, "environment variable name");
         memcpy(name, *e, nl);
         name[nl] = '\0';
         int denied = 0;

@@ -1,11 +1,12 @@
-// provenance.h — what a run record says about where a run came from (DESIGN.md,
-// Experiments; the manifest fields in record.h): the git state of the source tree, the
+// provenance.h — what a run record says about where a run came from (docs/ARCHITECTURE.md,
+// "Experiments"; the manifest fields in record.h): the git state of the source tree, the
 // environment, the host, and the SHA-256 of files. The run recorder calls these; replay
 // calls tb_git_worktree_at and tb_git_apply_patch to rebuild the tree a run saw.
 //
 // Git goes through libgit2 (no git CLI), hashing through OpenSSL's EVP API, JSON through
 // jansson. Functions that can fail return 0 / -1 and fill a tb_error (core/error.h) that
-// names what failed, the path or commit, and libgit2's or the OS's reason.
+// names what failed, the path or commit, and libgit2's or the OS's reason. Host memory comes
+// from core/xalloc.h: running out ends the process (docs/ARCHITECTURE.md, "Memory and errors").
 //
 // Git state, as the manifest's "git" object records it:
 //   commit     the 40-hex HEAD commit. A repository whose HEAD has no commit yet (an

@@ -1,4 +1,6 @@
-// record.h — a run record: the evidence one engine run leaves (DESIGN.md, Experiments).
+// record.h — a run record: the evidence one engine run leaves (docs/ARCHITECTURE.md, "The run
+// directory and the record"). The file names are defined once, in core/run_dir.h
+// (TB_RECORD_*, TB_RUN_*, TB_EXPERIMENT_*); this header describes what they hold.
 //
 //   artifacts/<experiment>/v<version>/<run-id>/
 //     manifest.json    written LAST, atomically (temp + rename); its absence, or

@@ -1,3 +1,4 @@
+// recorder.c — one engine process into a record (recorder.h).
 #include "recorder.h"
 
 #include <errno.h>
@@ -15,6 +16,8 @@
 #include "catalog.h"
 #include "core/fileio.h"
 #include "core/rng.h"
+#include "core/run_dir.h"
+#include "core/xalloc.h"
 #include "record.h"
 
 extern char **environ;
@@ -63,7 +66,18 @@ char *tb_path_format(char *buf, size_t len, const char *fmt, ...) {
     va_end(ap);
     if (n < 0 || (size_t)n >= len) {
         fprintf(stderr, "tracebook: path too long: %.200s...\n", buf);
-        exit(1);
+        exit(TB_EXIT_FAILURE);
+    }
+    return buf;
+}
+
+char *tb_record_rank_file(char *buf, size_t len, const char *record, tb_rank_file kind, int rank) {
+    char run_dir[PATH_MAX];
+    tb_error err;
+    tb_path_format(run_dir, sizeof run_dir, "%s/" TB_RECORD_RUN_DIR, record);
+    if (tb_rank_file_path(buf, len, run_dir, kind, rank, &err) != 0) {
+        fprintf(stderr, "tracebook: %s\n", err.msg);
+        exit(TB_EXIT_FAILURE);
     }
     return buf;
 }
@@ -84,13 +98,13 @@ tb_run_outcome tb_run_engine(const json_t *argv, const char *rec, int progress, 
     tb_run_outcome out = {0, 0, 0, 0.0};
     const double started = now_s();
     size_t n = json_array_size(argv);
-    char **args = calloc(n + 1, sizeof *args);
+    char **args = tb_xcalloc(n + 1, sizeof *args, "engine argv");
     for (size_t i = 0; i < n; i++) args[i] = (char *)json_string_value(json_array_get(argv, i));
     char out_path[PATH_MAX], err_path[PATH_MAX], beat[PATH_MAX], metrics[PATH_MAX];
-    tb_path_format(out_path, sizeof out_path, "%s/stdout.log", rec);
-    tb_path_format(err_path, sizeof err_path, "%s/stderr.log", rec);
-    tb_path_format(beat, sizeof beat, "%s/heartbeat", rec);
-    tb_path_format(metrics, sizeof metrics, "%s/run/metrics.rank-00000.jsonl", rec);
+    tb_path_format(out_path, sizeof out_path, "%s/" TB_RECORD_STDOUT, rec);
+    tb_path_format(err_path, sizeof err_path, "%s/" TB_RECORD_STDERR, rec);
+    tb_path_format(beat, sizeof beat, "%s/" TB_RECORD_HEARTBEAT, rec);
+    tb_record_rank_file(metrics, sizeof metrics, rec, TB_RANK_METRICS, 0);
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
@@ -151,12 +165,12 @@ tb_run_outcome tb_run_engine(const json_t *argv, const char *rec, int progress, 
 int tb_record_finish(const char *artifacts, const char *rec, const char *run_id, const tb_run_identity *id,
                      const json_t *argv, const char *start, tb_run_outcome o, tb_error *err) {
     json_t *files = NULL;
-    if (tb_hash_tree(rec, "manifest.json", &files, err) != 0) return -1;
-    json_object_del(files, "heartbeat");  // rewritten while live: not evidence
+    if (tb_hash_tree(rec, TB_RECORD_MANIFEST, &files, err) != 0) return -1;
+    json_object_del(files, TB_RECORD_HEARTBEAT);  // rewritten while live: not evidence
     char end[32], cwd[PATH_MAX], cfg_path[PATH_MAX];
     tb_iso_now(end, sizeof end);
     if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, "?");
-    tb_path_format(cfg_path, sizeof cfg_path, "%s/run/config.json", rec);
+    tb_path_format(cfg_path, sizeof cfg_path, "%s/" TB_RECORD_RUN_DIR "/" TB_RUN_CONFIG, rec);
     json_t *config = json_load_file(cfg_path, 0, NULL);
     const char *status = o.interrupted || o.signaled ? "incomplete" : o.exit_status == 0 ? "finished" : "failed";
     json_t *m = json_pack("{s:i, s:s, s:s, s:I, s:s, s:s, s:{s:s, s:s}, s:I, s:i, s:O}", "manifest_version",
@@ -164,8 +178,13 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
                           (json_int_t)id->version, "question", id->question ? id->question : "", "status", status,
                           "runbook", "path", id->runbook, "sha256", id->runbook_sha256, "seed", (json_int_t)id->seed,
                           "repetition", id->repetition, "sweep_point", id->sweep_point);
+    if (!m) {  // json_pack refuses a NULL string: a replayed manifest without these fields
+        json_decref(files);
+        json_decref(config);
+        return tb_fail(err, "%s: manifest: the run's identity lacks its experiment, runbook path, runbook sha256 or sweep point", rec);
+    }
     json_object_set_new(m, "replay_of", id->replay_of ? json_string(id->replay_of) : json_null());
-    json_object_set_new(m, "git", id->git ? tb_git_state_json(id->git, id->git->dirty ? "git.patch" : NULL) : json_null());
+    json_object_set_new(m, "git", id->git ? tb_git_state_json(id->git, id->git->dirty ? TB_RECORD_PATCH : NULL) : json_null());
     json_object_set_new(m, "argv", json_deep_copy(argv));
     json_object_set_new(m, "cwd", json_string(cwd));
     json_object_set_new(m, "environment", tb_environment_json(environ, id->env_deny ? id->env_deny : tb_default_env_deny));
@@ -176,12 +195,12 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
     json_object_set_new(m, "exit_status", json_integer(o.exit_status));
     json_object_set_new(m, "files", files);
     char path[PATH_MAX];
-    tb_path_format(path, sizeof path, "%s/manifest.json", rec);
+    tb_path_format(path, sizeof path, "%s/" TB_RECORD_MANIFEST, rec);
     int rc = tb_write_json_atomic(path, m, err);
     json_decref(m);
     if (rc != 0) return -1;
     char beat[PATH_MAX];
-    tb_path_format(beat, sizeof beat, "%s/heartbeat", rec);
+    tb_path_format(beat, sizeof beat, "%s/" TB_RECORD_HEARTBEAT, rec);
     unlink(beat);
     sqlite3 *db;
     tb_error cat_err;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/run_dir.h"
 #include "provenance.h"
 
 typedef struct tb_run_outcome {
@@ -49,6 +50,9 @@ void tb_new_run_id(char *buf, size_t len);
 // snprintf for paths: a path that does not fit ends the process with a message, never a
 // silent truncation.
 char *tb_path_format(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+// "<record>/run/<kind>.rank-NNNNN.<ext>": a rank's file of the run directory inside a record
+// (core/run_dir.h); a path that does not fit ends the process as tb_path_format does.
+char *tb_record_rank_file(char *buf, size_t len, const char *record, tb_rank_file kind, int rank);
 
 // Runs argv (argv[0] the engine) with stdout.log / stderr.log / heartbeat in `record`.
 // progress: show a live line — "run <label>: step s/iters  loss  tok/s  ETA" — for a terminal.

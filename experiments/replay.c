@@ -1,18 +1,4 @@
-// replay.c — `tracebook replay RUN`: re-execute a recorded run at its recorded revision.
-//
-//   tracebook replay RUN [--artifacts DIR] [--timing-tolerance 0.5] [--keep] [--jobs N]
-//
-// 1. Finds the record <artifacts>/<experiment>/v<version>/RUN and checks its git.patch (when
-//    the run was dirty) against the manifest's sha256.
-// 2. Materialises the recorded commit into a temporary directory with libgit2 (the commit
-//    must be in this repository) and applies the saved patch (it must still apply).
-// 3. Builds pretrain_gpt there (cmake, Release) and re-runs the recorded argv — the engine
-//    swapped for the fresh build, the run directory for the replay's own record.
-// 4. Compares, and prints a verdict per metric: the per-step losses of every rank must be
-//    bitwise equal (the CPU backend is deterministic); the median step time must be within
-//    the stated relative tolerance (machines differ: a timing outside it is reported, it
-//    does not fail the replay). The replay is a record of its own with replay_of = RUN.
-// Exit status: 0 when the losses match bitwise, 1 otherwise or on any error.
+// replay.c — `tracebook replay RUN` (replay.h describes the steps and the verdicts).
 #include <dirent.h>
 #include <jansson.h>
 #include <limits.h>
@@ -23,7 +9,11 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "config.h"
 #include "core/fileio.h"
+#include "core/run_dir.h"
+#include "core/xalloc.h"
+#include "parsers.h"
 #include "provenance.h"
 #include "recorder.h"
 #include "replay.h"
@@ -63,25 +53,23 @@ typedef struct run_series {
     double median_step_ms;
 } run_series;
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int read_series(const char *run_dir, run_series *s, tb_error *err) {
     memset(s, 0, sizeof *s);
     char path[PATH_MAX];
-    tb_path_format(path, sizeof path, "%s/config.json", run_dir);
+    tb_path_format(path, sizeof path, "%s/" TB_RUN_CONFIG, run_dir);
     json_t *cfg = json_load_file(path, 0, NULL);
     if (!cfg) return tb_fail(err, "%s: missing or malformed", path);
     s->nranks = (int)json_integer_value(json_object_get(cfg, "world_size"));
     s->nsteps = (int)json_integer_value(json_object_get(cfg, "train_iters"));
     json_decref(cfg);
     if (s->nranks < 1 || s->nsteps < 1) return tb_fail(err, "%s: no world_size / train_iters", path);
-    s->loss = calloc((size_t)s->nranks * s->nsteps, sizeof *s->loss);
-    double *slowest = calloc((size_t)s->nsteps, sizeof *slowest);
+    s->loss = tb_xcalloc((size_t)s->nranks * (size_t)s->nsteps, sizeof *s->loss, "losses");
+    double *slowest = tb_xcalloc((size_t)s->nsteps, sizeof *slowest, "step times");
     for (int r = 0; r < s->nranks; r++) {
-        tb_path_format(path, sizeof path, "%s/metrics.rank-%05d.jsonl", run_dir, r);
+        if (tb_rank_file_path(path, sizeof path, run_dir, TB_RANK_METRICS, r, err) != 0) {
+            free(slowest);
+            return -1;
+        }
         FILE *f = fopen(path, "r");
         if (!f) {
             free(slowest);
@@ -109,52 +97,52 @@ static int read_series(const char *run_dir, run_series *s, tb_error *err) {
     }
     // median over the steps after the first (warm-up)
     int first = s->nsteps > 1 ? 1 : 0, n = s->nsteps - first;
-    qsort(slowest + first, (size_t)n, sizeof *slowest, cmp_double);
-    s->median_step_ms = n % 2 ? slowest[first + n / 2] : 0.5 * (slowest[first + n / 2 - 1] + slowest[first + n / 2]);
+    s->median_step_ms = tb_median(slowest + first, n);
     free(slowest);
     return 0;
 }
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: tracebook replay RUN [--artifacts DIR] [--timing-tolerance FRACTION] [--keep] [--jobs N]\n");
-}
+typedef struct replay_args {
+    const char *artifacts;
+    double timing_tolerance;
+    int keep, jobs;
+} replay_args;
+
+static const tb_option replay_options[] = {
+    TB_ARTIFACTS_OPTION(replay_args, artifacts),
+    TB_OPTION("--timing-tolerance", replay_args, timing_tolerance, TB_OPT_FLOAT, "0.5", "FRACTION",
+              "the relative difference of the median step time still called WITHIN"),
+    TB_OPTION("--keep", replay_args, keep, TB_OPT_BOOL, NULL, NULL, "keep the temporary source tree and its build"),
+    TB_OPTION("--jobs", replay_args, jobs, TB_OPT_INT, NULL, "N", "parallel build jobs (default: the online CPUs)"),
+    TB_OPTIONS_END};
+
+static const tb_command replay_command = {
+    "tracebook replay", "RUN",
+    "Re-runs a record at its recorded commit (and saved patch) with a fresh build, and compares:\n"
+    "the losses must be bitwise equal; the step time is reported against --timing-tolerance.",
+    replay_options, 1, 1};
 
 int tracebook_replay_main(int argc, char **argv) {
-    const char *artifacts = TB_ARTIFACTS_DEFAULT, *run_id = NULL;
-    double timing_tolerance = 0.5;
-    int keep = 0, jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--artifacts") && i + 1 < argc) artifacts = argv[++i];
-        else if (!strcmp(argv[i], "--timing-tolerance") && i + 1 < argc) timing_tolerance = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) jobs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--keep")) keep = 1;
-        else if (argv[i][0] == '-') {
-            fprintf(stderr, "tracebook replay: unknown flag '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else run_id = argv[i];
-    }
-    if (!run_id) {
-        usage(stderr);
-        return 2;
-    }
+    replay_args args = {.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN)};
+    tb_positional pos;
+    tb_error err;
+    int parsed = tb_command_parse(&replay_command, &args, argc, argv, &pos, &err);
+    if (parsed != 0) return parsed > 0 ? 0 : tb_command_usage_error(&replay_command, &err);
+    const char *artifacts = args.artifacts, *run_id = pos.items[0];
+    tb_positional_free(&pos);
     char rec[PATH_MAX], path[PATH_MAX];
     if (!find_record(artifacts, run_id, rec, sizeof rec)) {
         fprintf(stderr, "tracebook replay: no record %s under %s\n", run_id, artifacts);
-        return 1;
+        return TB_EXIT_FAILURE;
     }
-    tb_path_format(path, sizeof path, "%s/manifest.json", rec);
+    tb_path_format(path, sizeof path, "%s/" TB_RECORD_MANIFEST, rec);
     json_error_t jerr;
     json_t *m = json_load_file(path, 0, &jerr);
     if (!m) {
         fprintf(stderr, "tracebook replay: %s: %s (an incomplete record cannot be replayed)\n", path, jerr.text);
-        return 1;
+        return TB_EXIT_FAILURE;
     }
-    tb_error err;
-    int rc = 1;
+    int rc = TB_EXIT_FAILURE;
     char wt[PATH_MAX] = "";
     tb_git_state here;
     memset(&here, 0, sizeof here);
@@ -173,7 +161,7 @@ int tracebook_replay_main(int argc, char **argv) {
     size_t patch_len = 0;
     if (json_is_true(json_object_get(git, "dirty"))) {
         char patch_path[PATH_MAX], hex[65];
-        tb_path_format(patch_path, sizeof patch_path, "%s/git.patch", rec);
+        tb_path_format(patch_path, sizeof patch_path, "%s/" TB_RECORD_PATCH, rec);
         FILE *f = fopen(patch_path, "rb");
         if (!f) {
             fprintf(stderr, "tracebook replay: the run was dirty but %s is missing\n", patch_path);
@@ -182,7 +170,7 @@ int tracebook_replay_main(int argc, char **argv) {
         fseek(f, 0, SEEK_END);
         patch_len = (size_t)ftell(f);
         fseek(f, 0, SEEK_SET);
-        patch = malloc(patch_len + 1);
+        patch = tb_xmalloc(patch_len + 1, "saved patch");
         if (fread(patch, 1, patch_len, f) != patch_len) patch_len = 0;
         patch[patch_len] = '\0';
         fclose(f);
@@ -219,12 +207,12 @@ int tracebook_replay_main(int argc, char **argv) {
     tb_path_format(cmd, sizeof cmd,
                    "cmake -S %s -B %s/build -DCMAKE_BUILD_TYPE=Release > %s/build.log 2>&1 && "
                    "cmake --build %s/build --target pretrain_gpt -j%d >> %s/build.log 2>&1",
-                   tree, tree, wt, tree, jobs > 0 ? jobs : 1, wt);
+                   tree, tree, wt, tree, args.jobs > 0 ? args.jobs : 1, wt);
     printf("  building pretrain_gpt at the recorded revision (log: %s/build.log)\n", wt);
     fflush(stdout);
     if (system(cmd) != 0) {
         fprintf(stderr, "tracebook replay: the build at %.12s failed (see %s/build.log)\n", commit, wt);
-        keep = 1;
+        args.keep = 1;
         goto out;
     }
 
@@ -234,17 +222,19 @@ int tracebook_replay_main(int argc, char **argv) {
     *strrchr(version_dir, '/') = '\0';
     tb_new_run_id(new_id, sizeof new_id);
     tb_path_format(new_rec, sizeof new_rec, "%s/%s", version_dir, new_id);
-    tb_path_format(run_dir, sizeof run_dir, "%s/run", new_rec);
+    tb_path_format(run_dir, sizeof run_dir, "%s/" TB_RECORD_RUN_DIR, new_rec);
     tb_path_format(engine, sizeof engine, "%s/build/bin/pretrain_gpt", tree);
     if (tb_mkdir_p(new_rec, &err) != 0) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
         goto out;
     }
+    // the engine's own flag for the run directory, from its option table
+    const char *run_dir_flag = tb_options_find_key(tb_config_options, "run_dir")->flag;
     json_t *new_argv = json_array();
     for (size_t i = 0; i < json_array_size(rargv); i++) {
         const char *a = json_string_value(json_array_get(rargv, i));
         if (i == 0) a = engine;
-        else if (i > 0 && !strcmp(json_string_value(json_array_get(rargv, i - 1)), "--run-dir")) a = run_dir;
+        else if (i > 0 && !strcmp(json_string_value(json_array_get(rargv, i - 1)), run_dir_flag)) a = run_dir;
         json_array_append_new(new_argv, json_string(a));
     }
     char start[32];
@@ -272,14 +262,14 @@ int tracebook_replay_main(int argc, char **argv) {
         goto out;
     }
     if (o.exit_status != 0) {
-        fprintf(stderr, "tracebook replay: the engine failed (exit status %d; see %s/stderr.log)\n", o.exit_status,
+        fprintf(stderr, "tracebook replay: the engine failed (exit status %d; see %s/" TB_RECORD_STDERR ")\n", o.exit_status,
                 new_rec);
         goto out;
     }
 
     // verdicts
     char orig_run[PATH_MAX];
-    tb_path_format(orig_run, sizeof orig_run, "%s/run", rec);
+    tb_path_format(orig_run, sizeof orig_run, "%s/" TB_RECORD_RUN_DIR, rec);
     run_series a, b;
     if (read_series(orig_run, &a, &err) != 0 || read_series(run_dir, &b, &err) != 0) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
@@ -303,13 +293,13 @@ int tracebook_replay_main(int argc, char **argv) {
     double rel = fabs(b.median_step_ms - a.median_step_ms) / a.median_step_ms;
     printf("  step time  median %.2f ms vs %.2f ms (%+.1f%%), tolerance ±%.0f%%           %s\n", a.median_step_ms,
            b.median_step_ms, 100.0 * (b.median_step_ms - a.median_step_ms) / a.median_step_ms,
-           100.0 * timing_tolerance, rel <= timing_tolerance ? "WITHIN" : "OUTSIDE (timings are machine-dependent)");
+           100.0 * args.timing_tolerance, rel <= args.timing_tolerance ? "WITHIN" : "OUTSIDE (timings are machine-dependent)");
     printf("  replay recorded as %s (replay_of %s)\n", new_rec, run_id);
     free(a.loss);
     free(b.loss);
-    rc = same ? 0 : 1;
+    rc = same ? 0 : TB_EXIT_FAILURE;
 out:
-    if (wt[0] && !keep) {
+    if (wt[0] && !args.keep) {
         char rm[PATH_MAX + 16];
         tb_path_format(rm, sizeof rm, "rm -rf %s", wt);
         if (system(rm) != 0) fprintf(stderr, "tracebook replay: could not remove %s\n", wt);

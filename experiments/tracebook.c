@@ -2,10 +2,17 @@
 //
 //   tracebook run | replay | prove | ls | show | diff                             (experiments/)
 //   tracebook index | def | callers | callees | chain | map | walk      (trace/)
+//
+// Each subcommand parses its own flags from an option table (core/options.h) and returns
+// its exit status (TB_EXIT_*, core/error.h); `tracebook COMMAND --help` prints that table.
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "catalog.h"
+#include "core/error.h"
+#include "core/xalloc.h"
 #include "replay.h"
 #include "runbook.h"
 #include "trace_cli.h"
@@ -38,14 +45,19 @@ static void usage(FILE *out) {
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
 }
 
+// jansson's allocations follow the host-allocation policy (core/xalloc.h): a JSON value that
+// cannot be allocated ends the process with a report, never comes back NULL.
+static void *json_xmalloc(size_t bytes) { return tb_xmalloc(bytes, "JSON value"); }
+
 int main(int argc, char **argv) {
+    json_set_alloc_funcs(json_xmalloc, free);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? TB_EXIT_USAGE : 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].main(argc - 1, argv + 1);
     fprintf(stderr, "tracebook: unknown command '%s'\n", argv[1]);
     usage(stderr);
-    return 2;
+    return TB_EXIT_USAGE;
 }

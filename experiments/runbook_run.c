@@ -1,0 +1,303 @@
+// runbook_run.c — exp:run{config..., repeat_=N}: engine runs of an experiment, each recorded.
+//
+// Each run is one pretrain_gpt process with an exact argv (the config's keys in sorted order,
+// so a config always gives the same command); its record directory gets the run directory,
+// stdout/stderr logs, the git patch when the tree is dirty, a heartbeat while the run is
+// live, and manifest.json last (recorder.h, record.h). A repetition that already finished
+// with the same sweep point is not run again unless --force. SIGINT stops the engine and
+// leaves the record marked incomplete; a SIGKILLed host leaves no manifest, which reads as
+// incomplete too.
+#include <dirent.h>
+#include <jansson.h>
+#include <lauxlib.h>
+#include <limits.h>
+#include <lua.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "core/fileio.h"
+#include "core/options.h"
+#include "core/rng.h"
+#include "core/run_dir.h"
+#include "core/xalloc.h"
+#include "lua_json.h"
+#include "parsers.h"
+#include "recorder.h"
+#include "runbook_host.h"
+
+static const tb_option *option_by_key(const char *key) { return tb_options_find_key(tb_config_options, key); }
+
+// The engine's argv for a config table (at idx): flags in key order, so a config always
+// gives the same command.
+static json_t *build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *run_dir, json_t *config,
+                          int *repeats) {
+    json_t *argv = json_array();
+    json_array_append_new(argv, json_string(h->engine));
+    *repeats = 1;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            luaL_error(L, "exp:run: config keys must be strings");
+            return NULL;
+        }
+        const char *key = lua_tostring(L, -2);
+        if (!strcmp(key, "repeat_")) {
+            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1) luaL_error(L, "exp:run: repeat_ must be >= 1");
+            *repeats = (int)lua_tointeger(L, -1);
+        } else {
+            const tb_option *o = option_by_key(key);
+            if (!o) luaL_error(L, "exp:run: unknown config key '%s' (keys are pretrain_gpt's flags with underscores)", key);
+            if (!strcmp(key, "run_dir")) luaL_error(L, "exp:run: run_dir is set by the recorder");
+            json_object_set_new(config, key, tb_lua_to_json(L, -1));
+        }
+        lua_pop(L, 1);
+    }
+    size_t n;
+    const char **keys = tb_json_sorted_keys(config, &n);
+    for (size_t i = 0; i < n; i++) {
+        const tb_option *o = option_by_key(keys[i]);
+        json_t *v = json_object_get(config, keys[i]);
+        char text[TB_PATH_MAX + 32];
+        if (json_is_boolean(v)) {
+            snprintf(text, sizeof text, "%s=%s", o->flag, json_is_true(v) ? "true" : "false");
+            json_array_append_new(argv, json_string(text));
+            continue;
+        }
+        if (json_is_integer(v)) snprintf(text, sizeof text, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        else if (json_is_real(v)) snprintf(text, sizeof text, "%.17g", json_real_value(v));
+        else if (json_is_string(v)) snprintf(text, sizeof text, "%s", json_string_value(v));
+        else {
+            char bad[256];
+            snprintf(bad, sizeof bad, "%s", keys[i]);
+            free(keys);
+            luaL_error(L, "exp:run: config key '%s' needs a number, string or boolean", bad);
+        }
+        json_array_append_new(argv, json_string(o->flag));
+        json_array_append_new(argv, json_string(text));
+    }
+    free(keys);
+    json_array_append_new(argv, json_string(option_by_key("run_dir")->flag));
+    json_array_append_new(argv, json_string(run_dir));
+    return argv;
+}
+
+// A finished record of this experiment version with the same sweep point and repetition.
+static int find_finished(const char *version_dir, const json_t *point, int repetition, char *out, size_t len) {
+    DIR *d = opendir(version_dir);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[PATH_MAX * 2];
+        tb_path_format(path, sizeof path, "%s/%s/" TB_RECORD_MANIFEST, version_dir, e->d_name);
+        json_t *m = json_load_file(path, 0, NULL);
+        const char *status = m ? json_string_value(json_object_get(m, "status")) : NULL;
+        if (status && !strcmp(status, "finished") &&
+            json_integer_value(json_object_get(m, "repetition")) == repetition &&
+            json_equal(json_object_get(m, "sweep_point"), (json_t *)point)) {
+            tb_path_format(out, len, "%s/%s", version_dir, e->d_name);
+            found = 1;
+        }
+        json_decref(m);
+    }
+    closedir(d);
+    return found;
+}
+
+// Pushes a run's result table: run_id, record, status, seed, repetition, steps (rank 0).
+static void push_run_result(lua_State *L, const char *rec, const char *run_id, int repetition, int64_t seed,
+                            const char *status, int skipped) {
+    json_t *result = json_pack("{s:s, s:s, s:s, s:i, s:I, s:b}", "run_id", run_id, "record", rec, "status", status,
+                               "repetition", repetition, "seed", (json_int_t)seed, "resumed", skipped);
+    tb_lua_push_json(L, result);
+    json_decref(result);
+    char path[PATH_MAX + 64];
+    tb_record_rank_file(path, sizeof path, rec, TB_RANK_METRICS, 0);
+    lua_newtable(L);
+    FILE *f = fopen(path, "r");
+    char line[1 << 14];
+    lua_Integer i = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        json_t *m = json_loads(line, 0, NULL);
+        if (!m) continue;
+        tb_lua_push_json(L, m);
+        lua_rawseti(L, -2, ++i);
+        json_decref(m);
+    }
+    if (f) fclose(f);
+    lua_setfield(L, -2, "steps");
+}
+
+// min / median / max of a parser's per-run values over the repetitions, into the table on top.
+static void push_stat(lua_State *L, const char *parser, char **records, int n, int warmup) {
+    double *v = tb_xcalloc((size_t)(n ? n : 1), sizeof *v, "per-run values");
+    int k = 0;
+    json_t *args = json_pack("{s:i}", "warmup_steps", warmup);
+    for (int i = 0; i < n; i++) {
+        double x;
+        json_t *evidence = NULL;
+        tb_error err;
+        const char *one[1] = {records[i]};
+        if (tb_parse_claim(parser, args, one, 1, &x, &evidence, &err) == 0) v[k++] = x;
+        json_decref(evidence);
+    }
+    json_decref(args);
+    lua_newtable(L);
+    if (k > 0) {
+        double med = tb_median(v, k);
+        lua_pushnumber(L, v[0]);
+        lua_setfield(L, -2, "min");
+        lua_pushnumber(L, med);
+        lua_setfield(L, -2, "median");
+        lua_pushnumber(L, v[k - 1]);
+        lua_setfield(L, -2, "max");
+    }
+    lua_pushinteger(L, k);
+    lua_setfield(L, -2, "n");
+    lua_pushinteger(L, warmup);
+    lua_setfield(L, -2, "warmup_steps");
+    lua_setfield(L, -2, parser);
+    free(v);
+}
+
+// exp:run{config..., repeat_=N} → {runs = {...}, stats = {tokens_per_s = {min, median, max,
+// n, warmup_steps}, step_ms = ...}, config = the config table}
+int tb_runbook_exp_run(lua_State *L) {
+    tb_runbook_host *h = tb_runbook_host_of(L);
+    tb_runbook_check_experiment(L, "run");
+    luaL_checktype(L, 2, LUA_TTABLE);
+    char version_dir[PATH_MAX + 64];
+    tb_runbook_experiment_dir(L, 1, version_dir, sizeof version_dir);
+    json_t *point = json_object();
+    int repeats;
+    json_t *argv_template = build_argv(L, 2, h, "RUN_DIR", point, &repeats);
+    json_decref(argv_template);
+    lua_getfield(L, 1, "seed");
+    const uint64_t root = (uint64_t)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    char *canonical = json_dumps(point, JSON_COMPACT | JSON_SORT_KEYS);
+    uint64_t point_hash = 1469598103934665603ull;  // FNV-1a of the sweep point
+    for (const char *c = canonical; *c; c++) point_hash = (point_hash ^ (unsigned char)*c) * 1099511628211ull;
+    free(canonical);
+    // for the progress line: the point's train_iters, else the engine's default
+    tb_config defaults;
+    config_defaults(&defaults);
+    const int iters = json_is_integer(json_object_get(point, "train_iters"))
+                          ? (int)json_integer_value(json_object_get(point, "train_iters"))
+                          : defaults.train_iters;
+
+    char **records = tb_xcalloc((size_t)repeats, sizeof *records, "records");
+    lua_newtable(L);  // result
+    lua_newtable(L);  // result.runs
+    for (int rep = 0; rep < repeats; rep++) {
+        // each run's seed: from the experiment's root seed, the sweep point and the repetition
+        int64_t seed = json_is_integer(json_object_get(point, "seed"))
+                           ? (int64_t)json_integer_value(json_object_get(point, "seed"))
+                           : (int64_t)(tb_seed_mix(tb_seed_mix(root, point_hash), (uint64_t)rep) >> 33);
+        json_t *config = json_deep_copy(point);
+        json_object_set_new(config, "seed", json_integer(seed));
+        char rec[PATH_MAX + 128], run_id[64];
+        if (!h->force && find_finished(version_dir, point, rep, rec, sizeof rec)) {
+            const char *slash = strrchr(rec, '/');
+            tb_path_format(run_id, sizeof run_id, "%s", slash ? slash + 1 : rec);
+            printf("  skip: %s repetition %d already finished as %s (--force re-runs)\n", version_dir, rep, run_id);
+            push_run_result(L, rec, run_id, rep, seed, "finished", 1);
+            lua_rawseti(L, -2, rep + 1);
+            records[rep] = tb_xstrdup(rec, "record path");
+            json_decref(config);
+            continue;
+        }
+        tb_new_run_id(run_id, sizeof run_id);
+        tb_path_format(rec, sizeof rec, "%s/%s", version_dir, run_id);
+        char run_dir[PATH_MAX + 160];
+        tb_path_format(run_dir, sizeof run_dir, "%s/" TB_RECORD_RUN_DIR, rec);
+        lua_newtable(L);
+        tb_lua_push_json(L, config);
+        int cfg_idx = lua_gettop(L);
+        json_t *resolved = json_object();
+        int dummy;
+        json_t *argv = build_argv(L, cfg_idx, h, run_dir, resolved, &dummy);
+        json_decref(resolved);
+        lua_pop(L, 2);
+        if (h->dry_run) {
+            printf("  dry run: ");
+            for (size_t i = 0; i < json_array_size(argv); i++)
+                printf("%s%s", i ? " " : "", json_string_value(json_array_get(argv, i)));
+            char *text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS);
+            printf("\n    config %s\n", text);
+            free(text);
+            json_decref(argv);
+            json_decref(config);
+            continue;
+        }
+        tb_error err;
+        const double t_start = tb_wall_s();
+        if (tb_mkdir_p(rec, &err) != 0) luaL_error(L, "%s", err.msg);
+        if (h->have_git && h->git.dirty) {
+            char patch[PATH_MAX + 160];
+            tb_path_format(patch, sizeof patch, "%s/" TB_RECORD_PATCH, rec);
+            if (tb_write_file_atomic(patch, h->git.patch, strlen(h->git.patch), &err) != 0)
+                luaL_error(L, "%s", err.msg);
+        }
+        char start[32];
+        tb_iso_now(start, sizeof start);
+        int run_no = ++h->runs_started;
+        if (!h->tty) {
+            printf("  run %d: %s repetition %d of %d (%s)\n", run_no, version_dir, rep + 1, repeats, run_id);
+            fflush(stdout);
+        }
+        char label[96];
+        snprintf(label, sizeof label, "%d (repetition %d of %d)", run_no, rep + 1, repeats);
+        tb_run_outcome o = tb_run_engine(argv, rec, h->tty, label, iters);
+        lua_getfield(L, 1, "name");
+        lua_getfield(L, 1, "version");
+        lua_getfield(L, 1, "question");
+        tb_run_identity id = {lua_tostring(L, -3), lua_tointeger(L, -2), lua_tostring(L, -1), h->runbook,
+                              h->runbook_sha256, seed, rep, point, NULL, h->have_git ? &h->git : NULL,
+                              h->env_deny};
+        int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, argv, start, o, &err);
+        lua_pop(L, 3);
+        if (recorded != 0) luaL_error(L, "recording %s: %s", rec, err.msg);
+        const double total = tb_wall_s() - t_start;
+        // what recording costs: everything but the engine's own process time
+        printf("  run %d %s in %.2f s: engine %.2f s, recording %.3f s (%.2f%%)\n", run_no,
+               o.exit_status == 0 ? "done" : "ended", total, o.engine_s, total - o.engine_s,
+               100.0 * (total - o.engine_s) / total);
+        json_decref(argv);
+        json_decref(config);
+        if (o.interrupted) luaL_error(L, "interrupted: run %s recorded as incomplete", run_id);
+        if (o.exit_status != 0) {
+            char log[PATH_MAX + 160], line[512] = "", last[512] = "";
+            tb_path_format(log, sizeof log, "%s/" TB_RECORD_STDERR, rec);
+            FILE *f = fopen(log, "r");
+            while (f && fgets(line, sizeof line, f))
+                if (line[0] != '\n') memcpy(last, line, sizeof last);
+            if (f) fclose(f);
+            last[strcspn(last, "\n")] = '\0';
+            luaL_error(L, "engine run %s failed (exit status %d): %s (see %s)", run_id, o.exit_status, last, log);
+        }
+        push_run_result(L, rec, run_id, rep, seed, "finished", 0);
+        lua_rawseti(L, -2, rep + 1);
+        records[rep] = tb_xstrdup(rec, "record path");
+    }
+    lua_setfield(L, -2, "runs");
+    if (!h->dry_run) {
+        lua_newtable(L);
+        int n = 0;
+        for (int i = 0; i < repeats; i++)
+            if (records[i]) records[n++] = records[i];
+        push_stat(L, "tokens_per_s", records, n, 1);
+        push_stat(L, "step_ms", records, n, 1);
+        lua_setfield(L, -2, "stats");
+        for (int i = 0; i < n; i++) free(records[i]);
+    }
+    free(records);
+    tb_lua_push_json(L, point);
+    lua_setfield(L, -2, "config");
+    json_decref(point);
+    return 1;
+}
