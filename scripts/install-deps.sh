@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Tracebook builds against (DESIGN.md, "Layout").
+# Installs the Debian packages Tracebook builds against (docs/ARCHITECTURE.md, "Parts and dependencies").
 # Idempotent: packages already present are skipped, and `apt-get update` runs once,
 # only when something must be installed. The CUDA toolkit is optional and not installed
 # here; CMake finds it at its standard location when present.

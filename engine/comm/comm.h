@@ -7,7 +7,7 @@
 //   nccl   one NCCL communicator per group (ncclCommInitRank, the unique id shared within
 //          the process); buffers are device memory. Built when CUDA and NCCL are found.
 //
-// Every call is recorded (DESIGN.md, observability contract): a range "comm.<group>.<op>"
+// Every call is recorded (docs/ARCHITECTURE.md, "Observability"): a range "comm.<group>.<op>"
 // nested under the caller's range, whose args carry the group, the caller's coordinates,
 // the per-group sequence number, op, dtype, count, bytes and peer; and an entry in the
 // rank's flight recorder (the last TB_FLIGHT_RECORDER_LEN calls, with enter and exit times)

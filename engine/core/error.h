@@ -1,4 +1,4 @@
-// error.h — how the engine reports failure.
+// error.h — how every part reports failure (docs/ARCHITECTURE.md, "Memory and errors").
 //
 // Functions that can fail return 0 on success and -1 on failure, and fill a caller-owned
 // tb_error with one message that says what failed, where (file and offset, flag, tensor

@@ -3,7 +3,8 @@
 // ColumnParallelLinear splits the weight along its output dimension (QKV, fc1, the output
 // layer); RowParallelLinear along its input dimension (attention projection, fc2);
 // VocabParallelEmbedding splits the vocabulary rows. Weights are (out, in), as in Megatron
-// and llm.c: out = inp @ Wᵀ + b. Where each collective sits (REFERENCE.md §1.3):
+// and llm.c: out = inp @ Wᵀ + b. Where each collective sits (as in Megatron-Core's layers.py
+// and mappings.py):
 //
 //                      forward                               backward
 //   column-parallel    input is full (gathered under SP)     dinp: all-reduce over tp, or
