@@ -66,7 +66,7 @@ int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err) 
     memset(w, 0, sizeof *w);
     w->cfg = cfg;
     w->size = cfg->world_size;
-    w->collective_timeout_s = cfg->collective_timeout;
+    w->comm.collective_timeout_s = cfg->collective_timeout;
     w->stall_rank = -1;
     if (cfg->inject_stall[0] && sscanf(cfg->inject_stall, "%d:%lld", &w->stall_rank, (long long *)&w->stall_step) != 2)
         return tb_fail(err, "flag --inject-stall: '%s' is not RANK:STEP", cfg->inject_stall);
@@ -96,6 +96,8 @@ int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err) 
             g->name = kind_names[k];
             g->size = n;
             g->rk = rk;
+            g->mem = &rk->mem;
+            g->world = &w->comm;
             g->backend = &tb_local_backend;
             if (n == 0) {  // not a member (a middle stage's embedding group)
                 g->index = -1;
@@ -179,18 +181,21 @@ void parallel_state_run_ranks(tb_world *w, void (*fn)(tb_rank *rk, void *arg), v
 // ---------------------------------------------------------------------------------------
 // Failing a rank, aborting the world
 
-int parallel_state_aborted_by(tb_world *w) { return atomic_load(&w->aborted) - 1; }
+int parallel_state_aborted_by(tb_world *w) { return atomic_load(&w->comm.aborted) - 1; }
 
 void parallel_state_wait_for_abort(tb_world *w) {
     pthread_mutex_lock(&w->abort_mu);
-    while (!atomic_load(&w->aborted)) pthread_cond_wait(&w->abort_cv, &w->abort_mu);
+    while (!atomic_load(&w->comm.aborted)) pthread_cond_wait(&w->abort_cv, &w->abort_mu);
     pthread_mutex_unlock(&w->abort_mu);
 }
 
 void parallel_state_abort(tb_world *w, const tb_rank *rk, int status) {
     pthread_mutex_lock(&w->abort_mu);
-    int none = 0;
-    if (atomic_compare_exchange_strong(&w->aborted, &none, rk->rank + 1)) w->abort_status = status;
+    if (!atomic_load(&w->comm.aborted)) {
+        snprintf(w->comm.aborted_by, sizeof w->comm.aborted_by, "%s", rk->label);
+        w->abort_status = status;
+        atomic_store(&w->comm.aborted, rk->rank + 1);
+    }
     pthread_cond_broadcast(&w->abort_cv);
     pthread_mutex_unlock(&w->abort_mu);
     for (int i = 0; i < w->size * TB_NGROUP_KINDS; i++)

@@ -83,14 +83,14 @@ typedef struct tb_world {
     int size;
     tb_rank *ranks;                 // (size)
     void **local_groups;            // (kinds × size) shared group objects, by first member
-    double collective_timeout_s;
+    tb_comm_world comm;             // the collective timeout and the abort, as the backends see them
     int stall_rank;                 // --inject-stall RANK:STEP (-1: none)
     int64_t stall_step;
     atomic_int hang_reported;
     // The world's abort: set by the first rank that fails (the root cause); every rank
     // waiting in a call on the local backend, or stalled by --inject-stall, then wakes and
     // fails too, so all rank threads return to their tops.
-    atomic_int aborted;             // 0, or 1 + the rank that failed first
+    // (comm.aborted: 0, or 1 + the rank that failed first)
     int abort_status;               // that rank's TB_EXIT_* status
     pthread_mutex_t abort_mu;
     pthread_cond_t abort_cv;

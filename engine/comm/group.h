@@ -6,6 +6,7 @@
 #ifndef TB_COMM_GROUP_H
 #define TB_COMM_GROUP_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,7 +28,16 @@ typedef enum tb_comm_op {
 const char *tb_comm_op_name(tb_comm_op op);
 
 struct tb_rank;
+struct tb_allocator;
 typedef struct tb_group tb_group;
+
+// The world a group's calls run in, as a backend sees it. parallel_state's tb_world holds
+// it, so that the backends need not know parallel_state (which creates their groups).
+typedef struct tb_comm_world {
+    double collective_timeout_s;  // a call not complete after this long is a hang; <= 0: 300 s
+    atomic_int aborted;           // 0, or 1 + the rank whose failure aborted the world
+    char aborted_by[96];          // that rank's label, written before aborted is set
+} tb_comm_world;
 
 // A backend: the implementation of each call for one group. Returns 0, or -1 with err set
 // (a timeout says so in err and sets *timed_out).
@@ -57,6 +67,8 @@ struct tb_group {
     const tb_comm_backend *backend;
     void *backend_state;        // local: the shared group object; nccl: its comm, stream and device
     struct tb_rank *rk;         // the owning rank (for records and reports)
+    struct tb_allocator *mem;   // the owning rank's allocator (a backend's transfer buffers: comm)
+    tb_comm_world *world;       // the world it runs in
 };
 
 #define TB_MAX_GROUP 64

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/memory.h"
 #include "core/xalloc.h"
-#include "parallel_state.h"
 
 // An in-flight point-to-point message. Transport buffers like these (NCCL's are the
 // same) are plain host memory, outside the ranks' accounting: a message is allocated by
@@ -68,17 +68,15 @@ void tb_local_group_wake(tb_local_group *g) {
 static tb_local_group *shared(tb_group *g) { return g->backend_state; }
 
 // The world was aborted by a rank's failure: every wait gives up.
-static int world_aborted(const tb_group *g) { return g->rk && g->rk->world && atomic_load(&g->rk->world->aborted); }
+static int world_aborted(const tb_group *g) { return g->world && atomic_load(&g->world->aborted); }
 
 static int aborted_error(tb_group *g, const char *what, tb_error *err) {
-    tb_world *w = g->rk->world;
     return tb_fail(err, "%s on group %s stopped: the run was aborted by the failure of %s", what, g->name,
-                   w->ranks[parallel_state_aborted_by(w)].label);
+                   g->world->aborted_by);
 }
 
 static double timeout_of(const tb_group *g) {
-    const tb_rank *rk = g->rk;
-    return rk && rk->world && rk->world->collective_timeout_s > 0 ? rk->world->collective_timeout_s : 300.0;
+    return g->world && g->world->collective_timeout_s > 0 ? g->world->collective_timeout_s : 300.0;
 }
 
 static struct timespec deadline_after(double seconds) {
@@ -149,7 +147,7 @@ static int local_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op,
     if (s->size == 1) return 0;
     size_t lo, hi;
     share(count, g->index, s->size, &lo, &hi);
-    float *mine = tb_alloc(&g->rk->mem, TB_MEM_COMM, (hi - lo) * sizeof(float), "all-reduce share");
+    float *mine = tb_alloc(g->mem, TB_MEM_COMM, (hi - lo) * sizeof(float), "all-reduce share");
     s->send[g->index] = buf;
     int rc = barrier(g, "all_reduce", timed_out, err);
     if (rc == 0) {
@@ -165,7 +163,7 @@ static int local_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op,
         }
         rc = barrier(g, "all_reduce", timed_out, err);  // every share copied
     }
-    tb_free(&g->rk->mem, mine);
+    tb_free(g->mem, mine);
     return rc;
 }
 
@@ -178,7 +176,7 @@ static int local_reduce_scatter(tb_group *g, const float *send, float *recv, siz
     }
     s->send[g->index] = send;
     // reduced into a share of our own first: recv may be this member's slice of send
-    float *mine = tb_alloc(&g->rk->mem, TB_MEM_COMM, recvcount * sizeof(float), "reduce-scatter share");
+    float *mine = tb_alloc(g->mem, TB_MEM_COMM, recvcount * sizeof(float), "reduce-scatter share");
     int rc = barrier(g, "reduce_scatter", timed_out, err);
     if (rc == 0) {
         size_t lo = recvcount * (size_t)g->index;
@@ -188,7 +186,7 @@ static int local_reduce_scatter(tb_group *g, const float *send, float *recv, siz
         rc = barrier(g, "reduce_scatter", timed_out, err);  // every member has read every input
     }
     if (rc == 0) memcpy(recv, mine, recvcount * sizeof(float));
-    tb_free(&g->rk->mem, mine);
+    tb_free(g->mem, mine);
     return rc;
 }
 

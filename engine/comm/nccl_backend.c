@@ -36,7 +36,7 @@ typedef struct nccl_group {
 static nccl_group *state(const tb_group *g) { return g->backend == &tb_nccl_backend ? g->backend_state : NULL; }
 
 static double world_timeout(const struct tb_rank *rk) {
-    return rk && rk->world && rk->world->collective_timeout_s > 0 ? rk->world->collective_timeout_s : 300.0;
+    return rk && rk->world && rk->world->comm.collective_timeout_s > 0 ? rk->world->comm.collective_timeout_s : 300.0;
 }
 
 static double now_s(void) {
@@ -334,11 +334,11 @@ static int finish(tb_group *g, nccl_group *s, const char *op, ncclResult_t r, in
                 return -1;
             }
         }
-        if (g->rk && g->rk->world && parallel_state_aborted_by(g->rk->world) >= 0) {
+        if (g->world && atomic_load(&g->world->aborted)) {
             abort_comm(s);
             return tb_fail(err, "%s on group %s stopped: the run was aborted by the failure of %s; NCCL communicator "
                            "aborted",
-                           op, g->name, g->rk->world->ranks[parallel_state_aborted_by(g->rk->world)].label);
+                           op, g->name, g->world->aborted_by);
         }
         if (now_s() > deadline) {
             abort_comm(s);

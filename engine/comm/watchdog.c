@@ -135,7 +135,7 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
     const tb_flight_entry *mine = views[me->rank].pending;
     json_t *report = json_pack(
         "{s:s, s:s, s:f, s:{s:s, s:i, s:I, s:s, s:o, s:i, s:s}, s:o, s:o, s:o, s:o}", "kind", "hang", "message", what,
-        "collective_timeout_s", w->collective_timeout_s, "timed_out", "group", g->name, "group_id", g->id, "seq",
+        "collective_timeout_s", w->comm.collective_timeout_s, "timed_out", "group", g->name, "group_id", g->id, "seq",
         (json_int_t)g->seq, "op", mine ? tb_comm_op_name(mine->op) : "?", "members", members, "detected_by",
         me->rank, "detected_by_label", me->label, "absent_peers", absent, "stuck_by_group", by_group,
         "smallest_common_group", common_json, "ranks", ranks);

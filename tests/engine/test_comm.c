@@ -63,7 +63,7 @@ static int world_up(world *W, int size, int tp, double timeout_s) {
         TB_CHECK(0, "world %d tp %d: %s", size, tp, err.msg);
         return -1;
     }
-    W->w.collective_timeout_s = timeout_s;
+    W->w.comm.collective_timeout_s = timeout_s;
     W->w.origin_ns = tb_now_ns();
     for (int r = 0; r < W->w.size; r++) tb_allocator_init(&W->w.ranks[r].mem, 0, NULL, NULL);
     return 0;

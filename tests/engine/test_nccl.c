@@ -402,7 +402,7 @@ static void *timeout_rank(void *arg) {
         if (warm != 0) failf(j, "warm-up all_reduce", rk->label, e.msg);
     }
     pthread_barrier_wait(j->bar);
-    if (rk->rank == 0) j->w->collective_timeout_s = 2.0;  // the others wait at the barrier
+    if (rk->rank == 0) j->w->comm.collective_timeout_s = 2.0;  // the others wait at the barrier
     pthread_barrier_wait(j->bar);
     if (rc == 0 && warm == 0 && rk->rank == 0) {
         int to = 0;

@@ -365,7 +365,7 @@ TB_TEST(world_init_gives_each_rank_its_groups_with_one_shared_object_per_group) 
     tb_world w;
     TB_REQUIRE(parallel_state_world_init(&w, &cfg, &err) == 0, "world_init: \"%s\"", err.msg);
     TB_CHECK(w.size == 4 && w.cfg == &cfg, "size %d", w.size);
-    TB_CHECK(w.collective_timeout_s == cfg.collective_timeout, "timeout %g", w.collective_timeout_s);
+    TB_CHECK(w.comm.collective_timeout_s == cfg.collective_timeout, "timeout %g", w.comm.collective_timeout_s);
     TB_CHECK(w.stall_rank == 1 && w.stall_step == 2, "--inject-stall 1:2 → rank %d step %lld", w.stall_rank,
              (long long)w.stall_step);
     static const int want_tp[4][2] = {{0, 1}, {0, 1}, {2, 3}, {2, 3}};
