@@ -154,4 +154,6 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
     fprintf(stderr, "\n  absent from this call:%s\n", absent_text[0] ? absent_text : " none");
     fprintf(stderr, "  report: %s\n", wrote ? path : err.msg);
     fflush(NULL);
+    free(stuck);
+    free(views);
 }
