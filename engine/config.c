@@ -578,6 +578,8 @@ void config_print_help(FILE *out, const char *program) {
         fprintf(out, "  %-44s %s (default: %s)\n", lhs, o->help,
                 o->default_value[0] ? o->default_value : "\"\"");
     }
-    fprintf(out, "\nother:\n  %-44s %s\n  %-44s %s\n", "--config FILE.json",
-            "load settings from a JSON file (keys with underscores)", "--help", "this text");
+    fprintf(out, "\nother:\n  %-44s %s\n  %-44s %s\n  %-44s %s\n", "--config FILE.json",
+            "load settings from a JSON file (keys with underscores)", "--build-info",
+            "print this binary's build (compiler, codegen flags, BLAS kernel, CPU ISA) as JSON; alone",
+            "--help", "this text");
 }

@@ -350,6 +350,9 @@ void cpu_set_num_threads(int n) {
 
 int cpu_get_num_threads(void) { return omp_get_max_threads(); }
 
+const char *cpu_blas_config(void) { return openblas_get_config(); }
+const char *cpu_blas_corename(void) { return openblas_get_corename(); }
+
 const char *cpu_blas_name(void) {
     static _Thread_local char name[160];
     snprintf(name, sizeof name, "%s (%s)", openblas_get_config(), openblas_get_corename());

@@ -110,5 +110,9 @@ void cpu_set_num_threads(int n);
 int cpu_get_num_threads(void);
 // The BLAS in use, e.g. "OpenBLAS 0.3.21 Cooperlake" (the kernel set it chose for this CPU).
 const char *cpu_blas_name(void);
+// The BLAS library's build configuration and the kernel it runs with (OpenBLAS's
+// openblas_get_config and openblas_get_corename, e.g. "SkylakeX").
+const char *cpu_blas_config(void);
+const char *cpu_blas_corename(void);
 
 #endif
