@@ -108,29 +108,30 @@ TB_TEST(layers_not_divisible_by_stages_are_refused_without_a_layout) {
 }
 
 TB_TEST(malformed_pipeline_layouts_are_refused) {
+    // each layout and exactly the message it is refused with; interleaved: pp × vpp entries
+    static const struct {
+        int vpp;
+        const char *layout, *message;
+    } cases[] = {
+        {0, "1,1,2", "pipeline_layout '1,1,2' has more than 2 entries (pipeline_model_parallel_size 2 x virtual "
+                     "stages 1)"},
+        {0, "4", "pipeline_layout '4' has 1 entries, needs 2 (pipeline_model_parallel_size 2 x virtual stages 1)"},
+        {0, "1,2", "pipeline_layout '1,2' sums to 3 layers, num_layers is 4"},
+        {0, "2,x", "pipeline_layout '2,x': entry 2 is not a layer count"},
+        {0, "2,,2", "pipeline_layout '2,,2': entry 2 is not a layer count"},
+        {0, "-1,5", "pipeline_layout '-1,5': entry 1 is not a layer count"},
+        {0, "2;2", "pipeline_layout '2;2': entry 1 is not a layer count"},
+        {0, "1.5,2.5", "pipeline_layout '1.5,2.5': entry 1 is not a layer count"},
+        {2, "2,2", "pipeline_layout '2,2' has 2 entries, needs 4 (pipeline_model_parallel_size 2 x virtual stages 2)"},
+    };
     tb_config c;
     base_config(&c);  // 4 layers, pp 2
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "1,1,2");
-    EXPECT_ONLY(&c, "pipeline_layout '1,1,2' has more than 2 entries (pipeline_model_parallel_size 2 x virtual "
-                    "stages 1)");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "4");
-    EXPECT_ONLY(&c, "pipeline_layout '4' has 1 entries, needs 2 (pipeline_model_parallel_size 2 x virtual stages 1)");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "1,2");
-    EXPECT_ONLY(&c, "pipeline_layout '1,2' sums to 3 layers, num_layers is 4");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "2,x");
-    EXPECT_ONLY(&c, "pipeline_layout '2,x': entry 2 is not a layer count");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "2,,2");
-    EXPECT_ONLY(&c, "pipeline_layout '2,,2': entry 2 is not a layer count");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "-1,5");
-    EXPECT_ONLY(&c, "pipeline_layout '-1,5': entry 1 is not a layer count");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "2;2");
-    EXPECT_ONLY(&c, "pipeline_layout '2;2': entry 1 is not a layer count");
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "1.5,2.5");
-    EXPECT_ONLY(&c, "pipeline_layout '1.5,2.5': entry 1 is not a layer count");
-    // interleaved: pp × vpp entries
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c.virtual_pipeline_model_parallel_size = cases[i].vpp;
+        snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "%s", cases[i].layout);
+        EXPECT_ONLY(&c, cases[i].message);
+    }
     c.virtual_pipeline_model_parallel_size = 2;
-    snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "2,2");
-    EXPECT_ONLY(&c, "pipeline_layout '2,2' has 2 entries, needs 4 (pipeline_model_parallel_size 2 x virtual stages 2)");
     snprintf(c.pipeline_layout, sizeof c.pipeline_layout, "1,1,1,1");
     EXPECT_VALID(&c);
     expect_split(&c, (const int[]){1, 1, 1, 1}, 4, "layout 1,1,1,1");
