@@ -18,4 +18,11 @@ static inline const char *tb_rank_path(char *buf, size_t len, const char *dir, t
     return buf;
 }
 
+// "<record>/run/<kind>.rank-NNNNN.<ext>": a rank's file in the run directory of a record.
+static inline const char *tb_record_rank_path(char *buf, size_t len, const char *record, tb_rank_file kind, int rank) {
+    char run[4096];
+    snprintf(run, sizeof run, "%s/%s", record, TB_RECORD_RUN_DIR);
+    return tb_rank_path(buf, len, run, kind, rank);
+}
+
 #endif

@@ -63,9 +63,16 @@ static inline int tb_write_bytes(const char *path, const void *data, size_t n) {
 
 static inline int tb_write_text(const char *path, const char *text) { return tb_write_bytes(path, text, strlen(text)); }
 
+// Whether path names something, following links (tb_exists) or not (tb_lexists: a dangling
+// link exists).
 static inline int tb_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+static inline int tb_lexists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
 }
 
 // "<TB_TEST_TMPDIR>/<pid>-<name>" with name printf-style: a scratch path of this test process.
@@ -97,6 +104,35 @@ static inline int tb_count_lines(const char *s) {
     for (; *s; s++) n += *s == '\n';
     return n;
 }
+
+// The 1-based line of the first line of file path holding marker (-1: no such line, or the
+// file cannot be read). With needle, *col gets the 1-based column of needle on that line (-1
+// when it is not there).
+static inline int tb_locate(const char *path, const char *marker, const char *needle, int *col) {
+    char *s = tb_slurp(path);
+    if (col) *col = -1;
+    if (!s) return -1;
+    char *hit = strstr(s, marker);
+    int line = -1;
+    if (hit) {
+        line = 1;
+        char *bol = s;
+        for (char *p = s; p < hit; p++)
+            if (*p == '\n') {
+                line++;
+                bol = p + 1;
+            }
+        if (needle && col) {
+            char *eol = strchr(bol, '\n');
+            char *n = strstr(bol, needle);
+            if (n && (!eol || n < eol)) *col = (int)(n - bol) + 1;
+        }
+    }
+    free(s);
+    return line;
+}
+
+static inline int tb_line_of(const char *path, const char *marker) { return tb_locate(path, marker, NULL, NULL); }
 
 // Whether text (NULL: nothing) holds needle. Not inlined, so the compiler does not take the
 // NULL case for a hint that text, printed after a failed check, may be NULL.

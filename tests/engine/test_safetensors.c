@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "checkpoint/safetensors.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 
 // TB_REQUIRE evaluates its condition twice, so calls with effects (open, write) are made
@@ -24,13 +25,10 @@ static const char *tmp_path(char *buf, size_t size, const char *tag) {
 }
 
 static void write_bytes(const char *path, const void *bytes, size_t len) {
-    FILE *f = fopen(path, "wb");
-    if (!f) {
+    if (tb_write_bytes(path, bytes, len) != 0) {
         printf("cannot create %s: %s\n", path, strerror(errno));
         exit(2);
     }
-    if (len) fwrite(bytes, 1, len, f);
-    fclose(f);
 }
 
 // A safetensors file from a header text and a data buffer, as a foreign writer makes it.
@@ -45,24 +43,6 @@ static void write_st(const char *path, const char *header, const void *data, siz
     fwrite(header, 1, n, f);
     if (len) fwrite(data, 1, len, f);
     fclose(f);
-}
-
-// The whole file (malloc'd) and its length, or NULL if it cannot be read.
-static unsigned char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc(size ? (size_t)size : 1);
-    *len = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    return buf;
-}
-
-static int exists(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0;
 }
 
 static const char *tmp_sibling(char *buf, size_t size, const char *path) {
@@ -135,7 +115,7 @@ TB_TEST(round_trip_preserves_names_shapes_dtypes_data_bitwise_and_metadata) {
     TB_REQUIRE(rc == 0, "write failed: %s", err.msg);
 
     char tmp[600];
-    TB_CHECK(!exists(tmp_sibling(tmp, sizeof tmp, path)), "temporary file %s left behind", tmp);
+    TB_CHECK(!tb_exists(tmp_sibling(tmp, sizeof tmp, path)), "temporary file %s left behind", tmp);
 
     tb_safetensors st;
     rc = tb_safetensors_open(&st, path, &err);
@@ -613,7 +593,7 @@ TB_TEST(write_to_a_missing_directory_fails_and_leaves_nothing) {
     tb_error err = {{0}};
     TB_CHECK(tb_safetensors_write(path, &e, 1, NULL, &err) == -1, "write should fail");
     TB_CHECK(strstr(err.msg, path) && strstr(err.msg, "No such file"), "msg: %s", err.msg);
-    TB_CHECK(!exists(path) && !exists(tmp_sibling(tmp, sizeof tmp, path)) && !exists(dir),
+    TB_CHECK(!tb_exists(path) && !tb_exists(tmp_sibling(tmp, sizeof tmp, path)) && !tb_exists(dir),
              "nothing created");
 }
 
@@ -630,7 +610,7 @@ TB_TEST(write_rejects_bad_entries_and_leaves_existing_file_untouched) {
     rc = tb_safetensors_write(path, &ok, 1, NULL, &err);
     TB_REQUIRE(rc == 0, "write: %s", err.msg);
     size_t before_len = 0;
-    unsigned char *before = slurp(path, &before_len);
+    char *before = tb_slurp_len(path, &before_len);
     TB_REQUIRE(before, "cannot read back %s", path);
 
     struct {
@@ -663,10 +643,10 @@ TB_TEST(write_rejects_bad_entries_and_leaves_existing_file_untouched) {
         TB_CHECK(strstr(err.msg, path) && strstr(err.msg, cases[i].frag),
                  "case %zu: message names the path and \"%s\": %s", i, cases[i].frag, err.msg);
         size_t after_len = 0;
-        unsigned char *after = slurp(path, &after_len);
+        char *after = tb_slurp_len(path, &after_len);
         TB_CHECK(after && after_len == before_len && memcmp(after, before, before_len) == 0,
                  "case %zu: existing file changed", i);
-        TB_CHECK(!exists(tmp), "case %zu: temporary file %s left behind", i, tmp);
+        TB_CHECK(!tb_exists(tmp), "case %zu: temporary file %s left behind", i, tmp);
         free(after);
         if (cases[i].md) json_decref(cases[i].md);
     }
@@ -687,7 +667,7 @@ TB_TEST(write_failing_midway_keeps_old_file_and_removes_temp) {
     rc = tb_safetensors_write(path, &ok, 1, NULL, &err);
     TB_REQUIRE(rc == 0, "write: %s", err.msg);
     size_t before_len = 0;
-    unsigned char *before = slurp(path, &before_len);
+    char *before = tb_slurp_len(path, &before_len);
 
     enum { N = 1 << 16 };  // 256 KB of floats, well past the limit
     float *big = calloc(N, sizeof *big);
@@ -706,10 +686,10 @@ TB_TEST(write_failing_midway_keeps_old_file_and_removes_temp) {
     TB_CHECK(strstr(err.msg, path) && strstr(err.msg, tmp) && strstr(err.msg, "File too large"),
              "message names the path, the temporary file and the cause: %s", err.msg);
     size_t after_len = 0;
-    unsigned char *after = slurp(path, &after_len);
+    char *after = tb_slurp_len(path, &after_len);
     TB_CHECK(after && after_len == before_len && memcmp(after, before, before_len) == 0,
              "existing file changed");
-    TB_CHECK(!exists(tmp), "temporary file %s left behind", tmp);
+    TB_CHECK(!tb_exists(tmp), "temporary file %s left behind", tmp);
     free(after);
     free(before);
     free(big);

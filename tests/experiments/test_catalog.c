@@ -9,6 +9,7 @@
 #include "catalog.h"
 #include "fixtures/record_fixture.h"
 #include "parsers.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 static long long query_int(sqlite3 *db, const char *sql) {
@@ -112,7 +113,7 @@ TB_TEST(add_run_reports_a_malformed_metrics_line_and_keeps_the_old_rows) {
     char rec[FX_PATH], path[FX_PATH];
     fx_path(rec, sizeof rec, "%s/cat/v1/run-b", root);
     TB_REQUIRE(tb_catalog_add_run(db, rec, &err) == 0, "add: %s", err.msg);
-    char *metrics = fx_read(fx_path(path, sizeof path, "%s/run/metrics.rank-00000.jsonl", rec));
+    char *metrics = fx_read(tb_record_rank_path(path, sizeof path, rec, TB_RANK_METRICS, 0));
     char *second = strchr(metrics, '\n') + 1;
     second[5] = '#';  // line 2 no longer parses
     fx_write_text(path, metrics);
@@ -128,8 +129,8 @@ TB_TEST(add_run_skips_the_cut_last_line_of_a_killed_run) {
     const char *root = fx_fresh_dir("killed");
     char rec[FX_PATH], path[FX_PATH];
     fx_path(rec, sizeof rec, "%s/cat/v2/run-k", root);
-    tb_mkdir_p(fx_path(path, sizeof path, "%s/run", rec), NULL);
-    fx_write_text(fx_path(path, sizeof path, "%s/run/metrics.rank-00000.jsonl", rec),
+    tb_mkdir_p(fx_path(path, sizeof path, "%s/" TB_RECORD_RUN_DIR, rec), NULL);
+    fx_write_text(tb_record_rank_path(path, sizeof path, rec, TB_RANK_METRICS, 0),
                   "{\"step\":1,\"loss\":4.0,\"step_ms\":2.0}\n{\"step\":2,\"loss\":3.9,\"st");
     fx_write_manifest(rec, "cat", 2, "run-k", json_pack("{s:s, s:i}", "status", "failed", "exit_status", 137));
     sqlite3 *db;
@@ -145,7 +146,7 @@ TB_TEST(add_claims_upserts_prunes_and_keeps_proof_of_unchanged_claims) {
     const char *root = fx_fresh_dir("claims");
     char path[FX_PATH];
     tb_mkdir_p(fx_path(path, sizeof path, "%s/cat/v1", root), NULL);
-    fx_path(path, sizeof path, "%s/cat/v1/claims.json", root);
+    fx_path(path, sizeof path, "%s/cat/v1/" TB_EXPERIMENT_CLAIMS, root);
     fx_write_text(path, "{\"experiment\":\"cat\",\"version\":1,\"claims\":["
                         "{\"id\":\"a\",\"text\":\"A is {value}\",\"value\":1.5,\"parser\":\"step_ms\",\"args\":{},"
                         "\"runs\":[\"r1\"],\"relative_tolerance\":1e-9},"
@@ -187,11 +188,11 @@ TB_TEST(rebuild_follows_the_artifacts_and_reports_incomplete_records) {
     tb_mkdir_p(fx_path(rec, sizeof rec, "%s/cat/v1/run-c", root), NULL);
     fx_path(rec, sizeof rec, "%s/cat/v1/run-d", root);
     tb_mkdir_p(rec, NULL);
-    fx_write_text(fx_path(path, sizeof path, "%s/stdout.log", rec), "pretrain_gpt: ...\n");
+    fx_write_text(fx_path(path, sizeof path, "%s/" TB_RECORD_STDOUT, rec), "pretrain_gpt: ...\n");
     fx_write_manifest(rec, "cat", 1, "run-d", json_pack("{s:s}", "status", "running"));
     fx_path(rec, sizeof rec, "%s/cat/v1/run-e", root);
-    tb_mkdir_p(fx_path(path, sizeof path, "%s/run", rec), NULL);
-    fx_write_text(fx_path(path, sizeof path, "%s/run/metrics.rank-00000.jsonl", rec), "{\"step\":1}\nnot json\n");
+    tb_mkdir_p(fx_path(path, sizeof path, "%s/" TB_RECORD_RUN_DIR, rec), NULL);
+    fx_write_text(tb_record_rank_path(path, sizeof path, rec, TB_RANK_METRICS, 0), "{\"step\":1}\nnot json\n");
     fx_write_manifest(rec, "cat", 1, "run-e", NULL);
     sqlite3 *db;
     tb_error err;
@@ -224,8 +225,8 @@ TB_TEST(a_writer_killed_mid_record_leaves_the_catalogue_consistent) {
     const char *root = fx_fresh_dir("kill");
     char rec[FX_PATH], path[FX_PATH];
     fx_path(rec, sizeof rec, "%s/cat/v1/run-big", root);
-    tb_mkdir_p(fx_path(path, sizeof path, "%s/run", rec), NULL);
-    FILE *f = fopen(fx_path(path, sizeof path, "%s/run/metrics.rank-00000.jsonl", rec), "w");
+    tb_mkdir_p(fx_path(path, sizeof path, "%s/" TB_RECORD_RUN_DIR, rec), NULL);
+    FILE *f = fopen(tb_record_rank_path(path, sizeof path, rec, TB_RANK_METRICS, 0), "w");
     const int steps = 60000;
     for (int s = 1; s <= steps; s++) fprintf(f, "{\"step\":%d,\"loss\":%.6f,\"step_ms\":1.5}\n", s, 5.0 / s);
     fclose(f);

@@ -10,6 +10,7 @@
 #include "catalog.h"
 #include "fixtures/record_fixture.h"
 #include "parsers.h"
+#include "tb_run_dir.h"
 #include "tb_test.h"
 
 // ---------------------------------------------------------------------------------------
@@ -173,11 +174,11 @@ TB_TEST(parsers_name_the_missing_or_malformed_file) {
     fx_numbers a = {.world = 2, .nsteps = 3, .gbs = 1, .seq = 1, .step_ms = {{1, 2, 3}, {1, 2, 3}}};
     fx_write_run(fx_path(dir, sizeof dir, "%s/k/v1/broken", parser_root), &a);
     const char *one[] = {dir};
-    remove(fx_path(path, sizeof path, "%s/run/metrics.rank-00001.jsonl", dir));
+    remove(tb_record_rank_path(path, sizeof path, dir, TB_RANK_METRICS, 1));
     parse("step_ms", NULL, one, 1, &err, &rc);
     TB_CHECK(rc != 0 && strstr(err.msg, path) && strstr(err.msg, "rank 1 of world_size 2"),
              "a missing rank file is named: %s", err.msg);
-    char *text = fx_read(fx_path(path, sizeof path, "%s/run/metrics.rank-00000.jsonl", dir));
+    char *text = fx_read(tb_record_rank_path(path, sizeof path, dir, TB_RANK_METRICS, 0));
     char *third = strchr(strchr(text, '\n') + 1, '\n') + 1;
     memcpy(third, "{\"step\":3,", 10);
     third[10] = '}';
@@ -186,7 +187,7 @@ TB_TEST(parsers_name_the_missing_or_malformed_file) {
     free(text);
     parse("step_ms", NULL, one, 1, &err, &rc);
     TB_CHECK(rc != 0 && strstr(err.msg, "metrics.rank-00000.jsonl:3:"), "a malformed line is named: %s", err.msg);
-    remove(fx_path(path, sizeof path, "%s/run/pipeline.json", dir));
+    remove(fx_path(path, sizeof path, "%s/" TB_RECORD_RUN_DIR "/" TB_RUN_PIPELINE, dir));
     parse("pipeline_bubble", NULL, one, 1, &err, &rc);
     TB_CHECK(rc != 0 && strstr(err.msg, path) && strstr(err.msg, "missing"), "missing pipeline.json: %s", err.msg);
     parse("nope", NULL, one, 1, &err, &rc);
@@ -244,7 +245,7 @@ static const char *prove_fixture(const char *name) {
     }
     json_t *file = json_pack("{s:s, s:i, s:o}", "experiment", "px", "version", 1, "claims", list);
     char path[FX_PATH];
-    tb_write_json_atomic(fx_path(path, sizeof path, "%s/px/v1/claims.json", root), file, NULL);
+    tb_write_json_atomic(fx_path(path, sizeof path, "%s/px/v1/" TB_EXPERIMENT_CLAIMS, root), file, NULL);
     json_decref(file);
     return root;
 }
@@ -296,7 +297,8 @@ TB_TEST(prove_proves_untouched_records_and_prints_the_evidence) {
 TB_TEST(prove_fails_naming_the_file_when_a_metric_line_is_edited) {
     const char *root = prove_fixture("prove_edit");
     char path[FX_PATH];
-    fx_path(path, sizeof path, "%s/px/v1/r1/run/metrics.rank-00000.jsonl", root);
+    char rec[FX_PATH];
+    tb_record_rank_path(path, sizeof path, fx_path(rec, sizeof rec, "%s/px/v1/r1", root), TB_RANK_METRICS, 0);
     char hex[65];
     tb_sha256_file(path, hex, NULL);
     char *text = fx_read(path);
@@ -322,7 +324,7 @@ TB_TEST(prove_fails_naming_the_file_when_a_metric_line_is_edited) {
 TB_TEST(prove_fails_naming_a_deleted_file) {
     const char *root = prove_fixture("prove_delete");
     char path[FX_PATH];
-    remove(fx_path(path, sizeof path, "%s/px/v1/r2/run/pipeline.json", root));
+    remove(fx_path(path, sizeof path, "%s/px/v1/r2/" TB_RECORD_RUN_DIR "/" TB_RUN_PIPELINE, root));
     char *out;
     int rc = fx_capture(tracebook_prove_main, &out, "prove", "act", "--artifacts", root, NULL);
     printf("%s", out);
@@ -330,7 +332,7 @@ TB_TEST(prove_fails_naming_a_deleted_file) {
     snprintf(want, sizeof want, "tracebook prove: claim px/v1/act: file missing: %s (manifest sha256 ", path);
     TB_CHECK(rc == 1 && strstr(out, want), "exit %d; want '%s'", rc, want);
     free(out);
-    remove(fx_path(path, sizeof path, "%s/px/v1/r0/manifest.json", root));
+    remove(fx_path(path, sizeof path, "%s/px/v1/r0/" TB_RECORD_MANIFEST, root));
     rc = fx_capture(tracebook_prove_main, &out, "prove", "loss", "--artifacts", root, NULL);
     TB_CHECK(rc == 1 && strstr(out, "record incomplete: ") && strstr(out, "/px/v1/r0/manifest.json missing"),
              "a record without manifest: %s", out);
@@ -340,7 +342,7 @@ TB_TEST(prove_fails_naming_a_deleted_file) {
 TB_TEST(prove_fails_when_the_claimed_value_is_wrong) {
     const char *root = prove_fixture("prove_value");
     char path[FX_PATH];
-    fx_path(path, sizeof path, "%s/px/v1/claims.json", root);
+    fx_path(path, sizeof path, "%s/px/v1/" TB_EXPERIMENT_CLAIMS, root);
     json_t *file = json_load_file(path, 0, NULL);
     json_t *claim = json_array_get(json_object_get(file, "claims"), 0);  // tps
     json_object_set_new(claim, "value", json_real(json_real_value(json_object_get(claim, "value")) * 1.01));
@@ -378,7 +380,7 @@ TB_TEST(prove_fails_when_the_claimed_value_is_wrong) {
 TB_TEST(prove_reports_files_the_manifest_does_not_list) {
     const char *root = prove_fixture("prove_unlisted");
     char path[FX_PATH];
-    fx_write_text(fx_path(path, sizeof path, "%s/px/v1/r0/run/notes.txt", root), "added later\n");
+    fx_write_text(fx_path(path, sizeof path, "%s/px/v1/r0/" TB_RECORD_RUN_DIR "/notes.txt", root), "added later\n");
     char *out;
     int rc = fx_capture(tracebook_prove_main, &out, "prove", "tps", "--artifacts", root, NULL);
     TB_CHECK(rc == 0 && strstr(out, "PROVEN  px/v1/tps"), "still proven (not evidence): %d", rc);
@@ -404,10 +406,12 @@ TB_TEST(prove_all_over_a_thousand_records_is_fast) {
     char src[FX_PATH], path[FX_PATH];
     fx_path(src, sizeof src, "%s/source", root);
     TB_REQUIRE(fx_engine_run(src, NULL, NULL) == 0, "engine run");
-    static const char *const files[] = {"run/config.json", "run/metrics.rank-00000.jsonl", "run/pipeline.json",
-                                        "run/memory.rank-00000.json", "run/trace.rank-00000.json", "stdout.log",
-                                        "stderr.log"};
-    enum { NFILES = sizeof files / sizeof *files };
+    enum { NFILES = 7 };
+    char files[NFILES][64] = {TB_RECORD_RUN_DIR "/" TB_RUN_CONFIG, "", TB_RECORD_RUN_DIR "/" TB_RUN_PIPELINE, "", "",
+                              TB_RECORD_STDOUT, TB_RECORD_STDERR};
+    tb_rank_path(files[1], sizeof files[1], TB_RECORD_RUN_DIR, TB_RANK_METRICS, 0);
+    tb_rank_path(files[3], sizeof files[3], TB_RECORD_RUN_DIR, TB_RANK_MEMORY, 0);
+    tb_rank_path(files[4], sizeof files[4], TB_RECORD_RUN_DIR, TB_RANK_TRACE, 0);
     char *content[NFILES];
     for (int f = 0; f < NFILES; f++) content[f] = fx_read(fx_path(path, sizeof path, "%s/%s", src, files[f]));
     struct timespec t0;
@@ -418,7 +422,7 @@ TB_TEST(prove_all_over_a_thousand_records_is_fast) {
             char rec[FX_PATH], id[32];
             snprintf(id, sizeof id, "20261129T1045%02d-%08x", r % 60, (unsigned)(e * RUNS + r));
             fx_path(rec, sizeof rec, "%s/bulk%02d/v1/%s", root, e, id);
-            tb_mkdir_p(fx_path(path, sizeof path, "%s/run", rec), NULL);
+            tb_mkdir_p(fx_path(path, sizeof path, "%s/" TB_RECORD_RUN_DIR, rec), NULL);
             for (int f = 0; f < NFILES; f++) fx_write_text(fx_path(path, sizeof path, "%s/%s", rec, files[f]), content[f]);
             fx_write_manifest(rec, fx_path(path, sizeof path, "bulk%02d", e), 1, id,
                               json_pack("{s:i}", "repetition", r % PER_CLAIM));
@@ -449,7 +453,7 @@ TB_TEST(prove_all_over_a_thousand_records_is_fast) {
         }
         json_t *file = json_pack("{s:s, s:i, s:o}", "experiment", fx_path(path, sizeof path, "bulk%02d", e),
                                  "version", 1, "claims", claims);
-        tb_write_json_atomic(fx_path(path, sizeof path, "%s/claims.json", version_dir), file, NULL);
+        tb_write_json_atomic(fx_path(path, sizeof path, "%s/" TB_EXPERIMENT_CLAIMS, version_dir), file, NULL);
         json_decref(file);
     }
     for (int f = 0; f < NFILES; f++) free(content[f]);

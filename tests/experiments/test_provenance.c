@@ -15,6 +15,7 @@
 
 #include "core/fileio.h"
 #include "provenance.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 
 #define BASE TB_TEST_TMPDIR "/provenance"
@@ -59,43 +60,11 @@ static int write_text(const char *path, const char *text) {
     return write_bytes(path, text, (size_t)-1);
 }
 
-// The whole file, NUL-terminated (malloc'd); *len its size. NULL when unreadable.
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap + 1);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *b = realloc(buf, 2 * cap + 1);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (!buf) return NULL;
-    buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
-}
-
 static int file_is(const char *path, const char *text) {
-    char *s = read_all(path, NULL);
+    char *s = tb_slurp_len(path, NULL);
     int ok = s && !strcmp(s, text);
     free(s);
     return ok;
-}
-
-static int exists(const char *path) {
-    struct stat st;
-    return lstat(path, &st) == 0;
 }
 
 // 1 when the JSON array holds exactly these strings in this order (NULL-terminated).
@@ -489,11 +458,11 @@ TB_TEST(test_git_worktree_and_apply_patch) {
     TB_CHECK(file_is(path_of(wt1, "sub/b.txt"), "bee\n"), "wt1 sub/b.txt");
     TB_CHECK(file_is(path_of(wt1, ".gitignore"), "*.log\nbuild/\n"), "wt1 .gitignore");
     size_t bl = 0;
-    char *bin = read_all(path_of(wt1, "bin.dat"), &bl);
+    char *bin = tb_slurp_len(path_of(wt1, "bin.dat"), &bl);
     TB_CHECK(bin && bl == sizeof bin_v1 && !memcmp(bin, bin_v1, bl), "wt1 bin.dat");
     free(bin);
-    TB_CHECK(!exists(path_of(wt1, "c.txt")), "wt1 has the second commit's c.txt");
-    TB_CHECK(!exists(path_of(wt1, "notes.txt")), "wt1 has an untracked file");
+    TB_CHECK(!tb_lexists(path_of(wt1, "c.txt")), "wt1 has the second commit's c.txt");
+    TB_CHECK(!tb_lexists(path_of(wt1, "notes.txt")), "wt1 has an untracked file");
     tb_git_state w;
     TB_REQUIRE(tb_git_describe(wt1, &w, &err) == 0, "%s", err.msg);
     TB_CHECK(!strcmp(w.commit, c1) && !strcmp(w.branch, "HEAD") && !w.dirty && json_array_size(w.untracked) == 0,
@@ -536,7 +505,7 @@ TB_TEST(test_git_worktree_and_apply_patch) {
     const char *ghost = "0123456789abcdef0123456789abcdef01234567";
     TB_CHECK(tb_git_worktree_at(dir, ghost, BASE "/replay-ghost", &err) == -1, "missing commit materialised");
     TB_CHECK(strstr(err.msg, ghost) != NULL, "message does not name the commit: %s", err.msg);
-    TB_CHECK(!exists(BASE "/replay-ghost"), "destination created for a missing commit");
+    TB_CHECK(!tb_lexists(BASE "/replay-ghost"), "destination created for a missing commit");
     TB_CHECK(tb_git_worktree_at(dir, c1, wt1, &err) == -1, "non-empty destination reused");
     TB_CHECK(strstr(err.msg, "not empty") && strstr(err.msg, wt1), "message: %s", err.msg);
     tb_git_state_free(&g);
@@ -575,9 +544,9 @@ TB_TEST(test_git_staged_delete_binary_roundtrip) {
     TB_REQUIRE(tb_git_worktree_at(dir, c2, wt, &err) == 0, "%s", err.msg);
     TB_REQUIRE(tb_git_apply_patch(wt, g.patch, g.patch_len, &err) == 0, "%s", err.msg);
     TB_CHECK(file_is(path_of(wt, "new.txt"), "fresh\n"), "new.txt");
-    TB_CHECK(!exists(path_of(wt, "sub/b.txt")), "sub/b.txt not deleted");
+    TB_CHECK(!tb_lexists(path_of(wt, "sub/b.txt")), "sub/b.txt not deleted");
     size_t bl = 0;
-    char *bin = read_all(path_of(wt, "bin.dat"), &bl);
+    char *bin = tb_slurp_len(path_of(wt, "bin.dat"), &bl);
     TB_CHECK(bin && bl == sizeof bin_v2 && !memcmp(bin, bin_v2, bl), "bin.dat not reproduced (%zu bytes)", bl);
     free(bin);
     TB_REQUIRE(tb_git_describe(wt, &w, &err) == 0, "%s", err.msg);

@@ -17,6 +17,7 @@
 
 #include "core/fileio.h"
 #include "index_query.h"
+#include "chain_output.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 
@@ -52,27 +53,7 @@ static char *keep(const char *fmt, ...) {
 static int locate(const char *file, const char *marker, const char *needle, int *col) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", GFIX, file);
-    char *s = tb_slurp(path);
-    if (col) *col = -1;
-    if (!s) return -1;
-    char *hit = strstr(s, marker);
-    int line = -1;
-    if (hit) {
-        line = 1;
-        char *bol = s;
-        for (char *p = s; p < hit; p++)
-            if (*p == '\n') {
-                line++;
-                bol = p + 1;
-            }
-        if (needle && col) {
-            char *eol = strchr(bol, '\n');
-            char *n = strstr(bol, needle);
-            if (n && (!eol || n < eol)) *col = (int)(n - bol) + 1;
-        }
-    }
-    free(s);
-    return line;
+    return tb_locate(path, marker, needle, col);
 }
 
 static int line_of(const char *file, const char *marker) { return locate(file, marker, NULL, NULL); }
@@ -129,19 +110,6 @@ static void check_block(const char *out, const char *header, const char **want, 
     for (int i = 0; i < n; i++) TB_CHECK(used[i], "under '%s': missing '%s'\n%s", header, want[i], out);
     TB_CHECK(got == n, "under '%s': %d lines, expected %d", header, got, n);
     free(used);
-}
-
-// The text of chain #n (1-based) within the section that starts at `from` (or the whole
-// output): from "#n (" up to the next "#" or "[" line.
-static char *chain_n(const char *out, int n) {
-    char mark[32];
-    snprintf(mark, sizeof mark, "#%d (", n);
-    const char *p = strstr(out, mark);
-    if (!p || (p != out && p[-1] != '\n')) return strdup("");
-    const char *e = strstr(p + 1, "\n#");
-    const char *e2 = strstr(p + 1, "\n[");
-    if (!e || (e2 && e2 < e)) e = e2;
-    return strndup(p, e ? (size_t)(e - p) + 1 : strlen(p));
 }
 
 // The part of chain output for binary LABEL: from "[LABEL]" to the next "[" line.
@@ -482,7 +450,7 @@ TB_TEST(array_of_structs_call_resolves_to_every_function_in_the_array) {
     const char *hops[] = {keep("main (alpha.c:%d)", line_of("alpha.c", "ALPHA_CALL_TABLE")),
                           keep("gx_run_table (common.c:%d, via gx_entry.fn)", line_of("common.c", "CALL_TABLE_FN")),
                           F_THREE};
-    char *want = chain_text(1, 3, hops), *c1 = chain_n(out, 1);
+    char *want = chain_text(1, 3, hops), *c1 = tb_chain_n(out, 1);
     TB_CHECK(rc == 0 && tb_has(out, keep("[alpha] chains from %s to entry_three: 1\n", F_MAIN_A)) && !strcmp(c1, want),
              "expected:\n%s\ngot:\n%s", want, out);
     free(want);
@@ -506,7 +474,7 @@ TB_TEST(chain_from_a_binary_lists_exact_hops_shortest_first) {
     const char **hops[] = {h1, h2, h3};
     int nh[] = {2, 3, 4};
     for (int k = 0; k < 3; k++) {
-        char *want = chain_text(k + 1, nh[k], hops[k]), *got = chain_n(out, k + 1);
+        char *want = chain_text(k + 1, nh[k], hops[k]), *got = tb_chain_n(out, k + 1);
         TB_CHECK(!strcmp(want, got), "chain #%d: expected:\n%s\ngot:\n%s", k + 1, want, got);
         free(want);
         free(got);
@@ -535,7 +503,7 @@ TB_TEST(collective_call_is_reached_through_the_ops_table) {
     const char *hops[] = {keep("main (alpha.c:%d)", line_of("alpha.c", "ALPHA_CALL_DISPATCH")),
                           keep("gx_dispatch (common.c:%d, via gx_ops.run)", line_of("common.c", "CALL_ARGS_OPS_RUN")),
                           keep("op_collective_run (ops.c:%d)", line_of("ops.c", "CALL_NCCL")), F_NCCL};
-    char *want = chain_text(1, 4, hops), *got = chain_n(out, 1);
+    char *want = chain_text(1, 4, hops), *got = tb_chain_n(out, 1);
     TB_CHECK(rc == 0 && tb_has(out, keep("[alpha] chains from %s to ncclAllReduce: 1\n", F_MAIN_A)) &&
                  !strcmp(want, got),
              "expected:\n%s\ngot:\n%s", want, out);
@@ -565,7 +533,7 @@ TB_TEST(each_main_is_labelled_and_scoped_to_its_own_binary) {
              "alpha's section:\n%s", a);
     const char *hb[] = {keep("main (beta.c:%d, via gx_ops.run)", line_of("beta.c", "BETA_CALL_MACRO_OPS")),
                         keep("op_collective_run (ops.c:%d)", line_of("ops.c", "CALL_NCCL")), F_NCCL};
-    char *want = chain_text(1, 3, hb), *got = chain_n(b, 1);
+    char *want = chain_text(1, 3, hb), *got = tb_chain_n(b, 1);
     TB_CHECK(tb_has(b, keep("[beta] chains from %s to ncclAllReduce: 1\n", F_MAIN_B)) && !strcmp(want, got) &&
                  !tb_has(b, "alpha.c"),
              "beta's section (its macro field call), expected:\n%s\ngot:\n%s", want, b);
@@ -593,7 +561,7 @@ TB_TEST(each_main_is_labelled_and_scoped_to_its_own_binary) {
     want = chain_text(1, 2, hbo);
     a = section(out, "alpha");
     b = section(out, "beta");
-    got = chain_n(b, 1);
+    got = tb_chain_n(b, 1);
     TB_CHECK(rc == 0 && tb_has(a, "to beta_only: 0\n") && tb_has(b, "to beta_only: 1\n") && !strcmp(want, got),
              "only beta's main reaches beta_only, expected:\n%s\ngot:\n%s", want, out);
     free(want);
@@ -611,7 +579,7 @@ TB_TEST(recursion_terminates_with_bounded_chains_without_repeats) {
     const char *hm[] = {keep("main (alpha.c:%d)", line_of("alpha.c", "ALPHA_CALL_ODD")),
                         keep("gx_is_odd (common.c:%d)", line_of("common.c", "CALL_ODD_EVEN")),
                         keep("gx_is_even (common.c:%d)", line_of("common.c", "CALL_REC_LEAF")), F_REC_LEAF};
-    char *want = chain_text(1, 4, hm), *got = chain_n(out, 1);
+    char *want = chain_text(1, 4, hm), *got = tb_chain_n(out, 1);
     TB_CHECK(rc == 0 && tb_has(out, "to gx_rec_leaf: 1\n") && !strcmp(want, got) && hops_distinct(got),
              "expected exactly:\n%s\ngot:\n%s", want, out);
     free(want);
@@ -622,7 +590,7 @@ TB_TEST(recursion_terminates_with_bounded_chains_without_repeats) {
     const char *hd[] = {keep("main (alpha.c:%d)", line_of("alpha.c", "ALPHA_CALL_FACT")),
                         keep("gx_fact (common.c:%d)", line_of("common.c", "CALL_FACT_LEAF")), F_FACT_LEAF};
     want = chain_text(1, 3, hd);
-    got = chain_n(out, 1);
+    got = tb_chain_n(out, 1);
     TB_CHECK(rc == 0 && tb_has(out, "to gx_fact_leaf: 1\n") && !strcmp(want, got), "expected exactly:\n%s\ngot:\n%s",
              want, out);
     free(want);
@@ -636,7 +604,7 @@ TB_TEST(recursion_terminates_with_bounded_chains_without_repeats) {
     rc = tb(&out, "chain --from gx_is_even --to gx_is_odd --max 50");
     const char *hc[] = {keep("gx_is_even (common.c:%d)", line_of("common.c", "CALL_EVEN_ODD")), F_ODD};
     want = chain_text(1, 2, hc);
-    got = chain_n(out, 1);
+    got = tb_chain_n(out, 1);
     TB_CHECK(rc == 0 && tb_has(out, "to gx_is_odd: 1\n") && !strcmp(want, got), "expected exactly:\n%s\ngot:\n%s", want,
              out);
     free(want);
@@ -654,7 +622,7 @@ TB_TEST(recursion_terminates_with_bounded_chains_without_repeats) {
     rc = tb(&out, "chain --from main --to common_work --max 100");
     int ok = 1;
     for (int k = 1; k <= 100; k++) {
-        char *c = chain_n(out, k);
+        char *c = tb_chain_n(out, k);
         if (!*c) {
             free(c);
             break;

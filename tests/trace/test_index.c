@@ -25,20 +25,6 @@
 // Helpers
 
 
-// The 1-based line of the first line of path containing marker, or -1.
-static int line_of(const char *path, const char *marker) {
-    char *s = tb_slurp(path);
-    if (!s) return -1;
-    char *hit = strstr(s, marker);
-    int line = -1;
-    if (hit) {
-        line = 1;
-        for (char *p = s; p < hit; p++) line += *p == '\n';
-    }
-    free(s);
-    return line;
-}
-
 // The first column of the first row as text (malloc'd), or NULL.
 static char *q_text(sqlite3 *db, const char *fmt, ...) {
     va_list ap;
@@ -108,7 +94,7 @@ TB_TEST(functions_and_calls_are_recorded_with_file_and_line) {
              "main.c row");
     TB_CHECK(tb_index_q_long(db, "SELECT is_tu FROM files WHERE path = %Q", FX_H) == 0, "fx.h: a header row");
 
-    int def_line = line_of(UTIL_C, "int util_run(int x) {");
+    int def_line = tb_line_of(UTIL_C, "int util_run(int x) {");
     TB_CHECK(tb_index_q_long(
                  db,
                  "SELECT COUNT(*) FROM functions fn JOIN files f ON f.id = fn.file_id WHERE fn.usr = 'c:@F@util_run'"
@@ -120,7 +106,7 @@ TB_TEST(functions_and_calls_are_recorded_with_file_and_line) {
     TB_CHECK(tb_index_q_long(db, "SELECT is_definition FROM functions WHERE usr = 'c:@F@tb_range_push'") == 0,
              "tb_range_push: declared only");
 
-    int call_line = line_of(MAIN_C, "CALL_UTIL_RUN");
+    int call_line = tb_line_of(MAIN_C, "CALL_UTIL_RUN");
     TB_CHECK(
         tb_index_q_long(
             db,
@@ -150,11 +136,11 @@ TB_TEST(static_functions_with_the_same_name_stay_distinct) {
     char *main_helper = q_text(db,
                                "SELECT fn.usr FROM functions fn JOIN files f ON f.id = fn.file_id"
                                " WHERE fn.name = 'helper' AND f.path = %Q AND fn.line = %d",
-                               MAIN_C, line_of(MAIN_C, "HELPER_MAIN"));
+                               MAIN_C, tb_line_of(MAIN_C, "HELPER_MAIN"));
     char *util_helper = q_text(db,
                                "SELECT fn.usr FROM functions fn JOIN files f ON f.id = fn.file_id"
                                " WHERE fn.name = 'helper' AND f.path = %Q AND fn.line = %d",
-                               UTIL_C, line_of(UTIL_C, "HELPER_UTIL"));
+                               UTIL_C, tb_line_of(UTIL_C, "HELPER_UTIL"));
     TB_REQUIRE(main_helper && util_helper, "helper rows: main.c %s, util.c %s", main_helper ? main_helper : "(none)",
                util_helper ? util_helper : "(none)");
     TB_CHECK(strcmp(main_helper, util_helper) != 0, "same USR %s", main_helper);
@@ -178,7 +164,7 @@ TB_TEST(static_functions_with_the_same_name_stay_distinct) {
 TB_TEST(calls_inside_macros_belong_to_the_function_using_the_macro) {
     sqlite3 *db = fixture_index();
     TB_REQUIRE(db, "no index; output:\n%s", fx_output);
-    int use = line_of(MAIN_C, "MACRO_USE");
+    int use = tb_line_of(MAIN_C, "MACRO_USE");
     TB_CHECK(
         tb_index_q_long(
             db,
@@ -187,7 +173,7 @@ TB_TEST(calls_inside_macros_belong_to_the_function_using_the_macro) {
             " AND f.path = %Q AND c.line = %d AND c.col = 10",
             MAIN_USR, MAIN_C, use) == 1,
         "CALL_WORK(v) at main.c:%d:10: a call of work in main, in_macro CALL_WORK", use);
-    int push = line_of(MAIN_C, "RANGE_PATTERN");
+    int push = tb_line_of(MAIN_C, "RANGE_PATTERN");
     TB_CHECK(tb_index_q_long(db,
                              "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
                              " WHERE fn.usr = %Q AND c.callee_name = 'tb_range_push' AND c.in_macro = 'TB_RANGE_PUSH'"
@@ -202,7 +188,7 @@ TB_TEST(calls_inside_macros_belong_to_the_function_using_the_macro) {
 TB_TEST(field_calls_resolve_through_designated_positional_and_assigned_targets) {
     sqlite3 *db = fixture_index();
     TB_REQUIRE(db, "no index; output:\n%s", fx_output);
-    int call = line_of(UTIL_C, "FIELD_CALL_RUN");
+    int call = tb_line_of(UTIL_C, "FIELD_CALL_RUN");
     TB_CHECK(tb_index_q_long(db,
                              "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
                              " WHERE fn.name = 'use_ops' AND c.callee_usr IS NULL AND c.callee_name = 'run'"
@@ -221,7 +207,7 @@ TB_TEST(field_calls_resolve_through_designated_positional_and_assigned_targets) 
         {"tb_comm_backend", "all_reduce", "c:@F@fx_all_reduce", UTIL_C, "BACKEND"},
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
-        int line = line_of(want[i].file, want[i].marker);
+        int line = tb_line_of(want[i].file, want[i].marker);
         TB_CHECK(
             tb_index_q_long(db,
                             "SELECT COUNT(*) FROM field_targets t JOIN files f ON f.id = t.file_id WHERE t.record = %Q"
@@ -239,7 +225,7 @@ TB_TEST(field_calls_resolve_through_designated_positional_and_assigned_targets) 
                              call) == 3,
              "ops->run resolves to run_a, run_b and run_c");
     TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM calls WHERE field = 'fx_anon_ops.fwd'") == 1, "anon->fwd(2)");
-    int deref = line_of(UTIL_C, "FIELD_CALL_DEREF");
+    int deref = tb_line_of(UTIL_C, "FIELD_CALL_DEREF");
     TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM calls WHERE field = 'fx_ops.run' AND line = %d", deref) == 1,
              "(*ops->run)(5) at util.c:%d: a call through fx_ops.run too", deref);
 }
@@ -250,8 +236,8 @@ TB_TEST(range_sites_carry_literal_and_printf_pattern_names) {
     const char *q = "SELECT COUNT(*) FROM range_sites r JOIN functions fn ON fn.id = r.function_id"
                     " JOIN files f ON f.id = r.file_id WHERE fn.usr = %Q AND f.path = %Q AND r.kind = %Q"
                     " AND r.name IS %Q AND r.line = %d";
-    int lit = line_of(MAIN_C, "RANGE_LITERAL"), pat = line_of(MAIN_C, "RANGE_PATTERN"),
-        pop = line_of(MAIN_C, "RANGE_POP");
+    int lit = tb_line_of(MAIN_C, "RANGE_LITERAL"), pat = tb_line_of(MAIN_C, "RANGE_PATTERN"),
+        pop = tb_line_of(MAIN_C, "RANGE_POP");
     TB_CHECK(tb_index_q_long(db, q, MAIN_USR, MAIN_C, "push", "fixture.step", lit) == 1,
              "push \"fixture.step\" at line %d", lit);
     TB_CHECK(tb_index_q_long(db, q, MAIN_USR, MAIN_C, "push", "layer.%d.fc2", pat) == 1,
@@ -276,7 +262,7 @@ TB_TEST(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points) {
         {"use_ops", "tb_comm_backend.all_reduce", UTIL_C, "FIELD_CALL_BACKEND"},  // through its field
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
-        int line = line_of(want[i].file, want[i].marker);
+        int line = tb_line_of(want[i].file, want[i].marker);
         TB_CHECK(tb_index_q_long(db, q, want[i].fn, want[i].callee, want[i].file, line) == 1, "%s in %s at %s:%d",
                  want[i].callee, want[i].fn, want[i].file, line);
     }
@@ -315,13 +301,13 @@ TB_TEST(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points) {
 TB_TEST(functions_end_at_their_closing_brace) {
     sqlite3 *db = fixture_index();
     TB_REQUIRE(db, "no index; output:\n%s", fx_output);
-    int end = line_of(UTIL_C, "FOR_EACH_RANK_END");
+    int end = tb_line_of(UTIL_C, "FOR_EACH_RANK_END");
     TB_CHECK(tb_index_q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@for_each_rank'") == end &&
                  tb_index_q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@for_each_rank'") == 1,
              "for_each_rank ends at util.c:%d:1, got %ld:%ld", end,
              tb_index_q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@for_each_rank'"),
              tb_index_q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@for_each_rank'"));
-    int leaf = line_of(UTIL_C, "RANK_LEAF");
+    int leaf = tb_line_of(UTIL_C, "RANK_LEAF");
     TB_CHECK(tb_index_q_long(db, "SELECT end_line FROM functions WHERE usr = 'c:@F@rank_leaf'") == leaf &&
                  tb_index_q_long(db, "SELECT end_col FROM functions WHERE usr = 'c:@F@rank_leaf'") == 42,
              "rank_leaf's one-line body ends at util.c:%d:42", leaf);
@@ -339,8 +325,8 @@ TB_TEST(callbacks_are_recorded_and_chains_go_through_them) {
     const char *q = "SELECT COUNT(*) FROM callbacks b JOIN functions fn ON fn.id = b.function_id"
                     " JOIN files f ON f.id = b.file_id WHERE fn.name = %Q AND b.target_usr = %Q"
                     " AND b.passed_to IS %Q AND f.path = %Q AND b.line = %d";
-    int pass = line_of(UTIL_C, "PASS_CALLBACK"), store = line_of(UTIL_C, "STORE_CALLBACK"),
-        cast = line_of(UTIL_C, "PASS_CAST");
+    int pass = tb_line_of(UTIL_C, "PASS_CALLBACK"), store = tb_line_of(UTIL_C, "STORE_CALLBACK"),
+        cast = tb_line_of(UTIL_C, "PASS_CAST");
     char static_usr[1024];
     snprintf(static_usr, sizeof static_usr, "c:%s@F@rank_body", UTIL_C);
     TB_CHECK(tb_index_q_long(db, q, "launch_ranks", static_usr, "for_each_rank", UTIL_C, pass) == 1,
@@ -373,7 +359,7 @@ TB_TEST(a_syntax_error_gives_partial_status_with_diagnostics_and_keeps_what_pars
     free(status);
     TB_CHECK(tb_index_q_long(db, "SELECT errors FROM files WHERE path = %Q", BROKEN_C) >= 1, "an error counted");
     char where[512];
-    snprintf(where, sizeof where, "%s:%d:", BROKEN_C, line_of(BROKEN_C, "SYNTAX_ERROR"));
+    snprintf(where, sizeof where, "%s:%d:", BROKEN_C, tb_line_of(BROKEN_C, "SYNTAX_ERROR"));
     char *diag = q_text(db, "SELECT diagnostics FROM files WHERE path = %Q", BROKEN_C);
     TB_CHECK(diag && strstr(diag, where), "diagnostics name %s: %s", where, diag ? diag : "(none)");
     free(diag);
@@ -385,7 +371,7 @@ TB_TEST(a_syntax_error_gives_partial_status_with_diagnostics_and_keeps_what_pars
                  db,
                  "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id WHERE fn.name = 'good_after'"
                  " AND c.callee_name = 'good_before' AND c.line = %d",
-                 line_of(BROKEN_C, "GOOD_AFTER")) == 1,
+                 tb_line_of(BROKEN_C, "GOOD_AFTER")) == 1,
              "good_after -> good_before");
     // A listed file that is not there: failed, and everything else still indexed.
     char *missing = q_text(db, "SELECT status FROM files WHERE path = %Q", FIX "/broken/missing.c");
@@ -457,18 +443,18 @@ TB_TEST(nvcc_cuda_file_parses_as_host_code) {
                  db, "SELECT COUNT(*) FROM functions WHERE name = 'blocks' AND usr LIKE 'c:@N@fx@S@Launcher@%%'") == 1,
              "a C++ method");
     char *tmpl = q_text(db, "SELECT usr FROM functions WHERE name = 'host_max' AND line = %d",
-                        line_of(cu, "TEMPLATE_HOST_MAX"));
+                        tb_line_of(cu, "TEMPLATE_HOST_MAX"));
     TB_CHECK(tmpl && !strncmp(tmpl, "c:@FT@", 6), "host_max: a function template row, USR %s", tmpl ? tmpl : "(none)");
     const char *q = "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
                     " WHERE fn.usr = 'c:@F@launch_scale' AND c.callee_usr = %Q AND c.line = %d";
-    TB_CHECK(tmpl && tb_index_q_long(db, q, tmpl, line_of(cu, "CALL_HOST_MAX")) == 1,
+    TB_CHECK(tmpl && tb_index_q_long(db, q, tmpl, tb_line_of(cu, "CALL_HOST_MAX")) == 1,
              "the template call -> the template");
-    TB_CHECK(tb_index_q_long(db, q, "c:@F@ncclAllReduce", line_of(cu, "CALL_NCCL_CU")) == 1,
+    TB_CHECK(tb_index_q_long(db, q, "c:@F@ncclAllReduce", tb_line_of(cu, "CALL_NCCL_CU")) == 1,
              "the extern \"C\" NCCL call");
     TB_CHECK(tb_index_q_long(db,
                              "SELECT COUNT(*) FROM calls c JOIN functions fn ON fn.id = c.caller_id"
                              " WHERE fn.usr = 'c:@F@launch_scale' AND c.callee_name = 'scale_kernel' AND c.line = %d",
-                             line_of(cu, "KERNEL_LAUNCH")) == 1,
+                             tb_line_of(cu, "KERNEL_LAUNCH")) == 1,
              "the kernel launch");
     TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM collective_sites s JOIN functions fn ON fn.id = s.function_id"
                                  " WHERE fn.usr = 'c:@F@launch_scale' AND s.callee_name = 'ncclAllReduce'") == 1,

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "chain_output.h"
 #include "graph.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -14,18 +15,6 @@
 
 #define DB TB_TEST_TMPDIR "/query-mini.sqlite"
 #define DB_NO_TARGETS TB_TEST_TMPDIR "/query-mini-no-targets.sqlite"
-
-// The text of chain #n (1-based) in chain output: from "#n " to the next "#" line or the end.
-static char *chain_n(const char *out, int n) {
-    char mark[32];
-    snprintf(mark, sizeof mark, "\n#%d (", n);
-    const char *p = strstr(out, mark);
-    if (!p) return strdup("");
-    const char *e = strstr(p + 1, "\n#");
-    const char *e2 = strstr(p + 1, "\n[");
-    if (!e || (e2 && e2 < e)) e = e2;
-    return strndup(p, e ? (size_t)(e - p) : strlen(p));
-}
 
 TB_TEST(def_lists_both_static_definitions) {
     char *out;
@@ -113,7 +102,7 @@ TB_TEST(chain_shortest_first_with_hops_and_bounded) {
     int rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "app", "--to", "all_reduce", "--index", DB, NULL);
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
     TB_CHECK(tb_has(out, "[app] chains from main (main.c:11) to all_reduce: 2"), "two chains:\n%s", out);
-    char *c1 = chain_n(out, 1), *c2 = chain_n(out, 2);
+    char *c1 = tb_chain_n(out, 1), *c2 = tb_chain_n(out, 2);
     TB_CHECK(tb_has(c1, "#1 (4 calls)") && tb_has(c1, "optimizer_step (train.c:") && !tb_has(c1, "layer_forward"),
              "shortest first, through the optimizer:\n%s", c1);
     mini_loc l = mini_find("main.c", "run_ranks(rank_main)", 1);
@@ -225,7 +214,7 @@ TB_TEST(project_chain_from_pretrain_gpt_to_the_local_backend) {
     int rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "pretrain_gpt", "--to", "local_all_reduce",
                       "--index", E2E_INDEX, NULL);
     TB_CHECK(rc == 0 && tb_has(out, "[pretrain_gpt] chains from main (engine/pretrain_gpt.c:"), "rc %d:\n%s", rc, out);
-    char *c1 = chain_n(out, 1);
+    char *c1 = tb_chain_n(out, 1);
     TB_CHECK(tb_has(c1, "via tb_comm_backend.all_reduce") &&
                  tb_has(c1, "local_all_reduce (engine/comm/local_backend.c:") && tb_has(c1, "rank_main"),
              "through the rank callback and the backend's field:\n%s", c1);

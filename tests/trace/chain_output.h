@@ -1,0 +1,24 @@
+// chain_output.h — what the trace tests share to read `tracebook chain` output: the text of
+// one numbered chain.
+#ifndef TB_TESTS_TRACE_CHAIN_OUTPUT_H
+#define TB_TESTS_TRACE_CHAIN_OUTPUT_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The text of chain #n (1-based) in chain output (malloc'd): from "#n (" at the start of a
+// line through the newline before the next "#" or "[" line, or to the end; "" when the first
+// "#n (" is not at the start of a line.
+static inline char *tb_chain_n(const char *out, int n) {
+    char mark[32];
+    snprintf(mark, sizeof mark, "#%d (", n);
+    const char *p = strstr(out, mark);
+    if (!p || (p != out && p[-1] != '\n')) return strdup("");
+    const char *e = strstr(p + 1, "\n#");
+    const char *e2 = strstr(p + 1, "\n[");
+    if (!e || (e2 && e2 < e)) e = e2;
+    return strndup(p, e ? (size_t)(e - p) + 1 : strlen(p));
+}
+
+#endif
