@@ -59,27 +59,41 @@ void tb_new_run_id(char *buf, size_t len) {
     snprintf(buf, len, "%s-%08x", stamp, (unsigned)((uint32_t)tb_splitmix64(&s) ^ r));
 }
 
-char *tb_path_format(char *buf, size_t len, const char *fmt, ...) {
-    va_list ap;
+int tb_path_format(char *buf, size_t len, tb_error *err, const char *fmt, ...) {
+    va_list ap, again;
     va_start(ap, fmt);
+    va_copy(again, ap);
     int n = vsnprintf(buf, len, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= len) {
-        fprintf(stderr, "tracebook: path too long: %.200s...\n", buf);
-        exit(TB_EXIT_FAILURE);
+    if (n >= 0 && (size_t)n < len) {
+        va_end(again);
+        return 0;
     }
-    return buf;
+    if (len > 0) buf[0] = '\0';  // a cut path must not be used by a caller that ignores -1
+    if (n < 0) {
+        va_end(again);
+        return tb_fail(err, "cannot format a path from '%s'", fmt);
+    }
+    // The message names the whole path, formatted again at full length: its start says which
+    // root was too long, its end which file was wanted. A long one keeps both ends, so the
+    // message still fits a tb_error with the callers' context before it.
+    char *full = tb_xmalloc((size_t)n + 1, "too-long path");
+    vsnprintf(full, (size_t)n + 1, fmt, again);
+    va_end(again);
+    enum { SHOWN = 300 };  // bytes of each end of a path too long to show whole
+    if (n <= 2 * SHOWN)
+        tb_fail(err, "path too long: %s (%d bytes, over the limit of %zu)", full, n, len ? len - 1 : 0);
+    else
+        tb_fail(err, "path too long: %.*s...%s (%d bytes, over the limit of %zu)", SHOWN, full, full + n - SHOWN, n,
+                len ? len - 1 : 0);
+    free(full);
+    return -1;
 }
 
-char *tb_record_rank_file(char *buf, size_t len, const char *record, tb_rank_file kind, int rank) {
+int tb_record_rank_file(char *buf, size_t len, const char *record, tb_rank_file kind, int rank, tb_error *err) {
     char run_dir[PATH_MAX];
-    tb_error err;
-    tb_path_format(run_dir, sizeof run_dir, "%s/" TB_RECORD_RUN_DIR, record);
-    if (tb_rank_file_path(buf, len, run_dir, kind, rank, &err) != 0) {
-        fprintf(stderr, "tracebook: %s\n", err.msg);
-        exit(TB_EXIT_FAILURE);
-    }
-    return buf;
+    if (tb_path_format(run_dir, sizeof run_dir, err, "%s/" TB_RECORD_RUN_DIR, record) != 0) return -1;
+    return tb_rank_file_path(buf, len, run_dir, kind, rank, err);
 }
 
 // The last complete line of a metrics file (the newest step), or NULL.
@@ -94,17 +108,19 @@ static json_t *last_metrics_line(const char *path) {
     return last[0] ? json_loads(last, 0, NULL) : NULL;
 }
 
-tb_run_outcome tb_run_engine(const json_t *argv, const char *rec, int progress, const char *label, int iters) {
+int tb_run_engine(const json_t *argv, const char *rec, int progress, const char *label, int iters,
+                  tb_run_outcome *outcome, tb_error *err) {
     tb_run_outcome out = {0, 0, 0, 0.0};
     const double started = now_s();
+    char out_path[PATH_MAX], err_path[PATH_MAX], beat[PATH_MAX], metrics[PATH_MAX];
+    if (tb_path_format(out_path, sizeof out_path, err, "%s/" TB_RECORD_STDOUT, rec) != 0 ||
+        tb_path_format(err_path, sizeof err_path, err, "%s/" TB_RECORD_STDERR, rec) != 0 ||
+        tb_path_format(beat, sizeof beat, err, "%s/" TB_RECORD_HEARTBEAT, rec) != 0 ||
+        tb_record_rank_file(metrics, sizeof metrics, rec, TB_RANK_METRICS, 0, err) != 0)
+        return -1;
     size_t n = json_array_size(argv);
     char **args = tb_xcalloc(n + 1, sizeof *args, "engine argv");
     for (size_t i = 0; i < n; i++) args[i] = (char *)json_string_value(json_array_get(argv, i));
-    char out_path[PATH_MAX], err_path[PATH_MAX], beat[PATH_MAX], metrics[PATH_MAX];
-    tb_path_format(out_path, sizeof out_path, "%s/" TB_RECORD_STDOUT, rec);
-    tb_path_format(err_path, sizeof err_path, "%s/" TB_RECORD_STDERR, rec);
-    tb_path_format(beat, sizeof beat, "%s/" TB_RECORD_HEARTBEAT, rec);
-    tb_record_rank_file(metrics, sizeof metrics, rec, TB_RANK_METRICS, 0);
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
@@ -118,7 +134,8 @@ tb_run_outcome tb_run_engine(const json_t *argv, const char *rec, int progress, 
     free(args);
     if (pid < 0) {
         out.exit_status = 127;
-        return out;
+        *outcome = out;
+        return 0;
     }
     double last_beat = 0, last_progress = 0;
     int status = 0;
@@ -132,8 +149,8 @@ tb_run_outcome tb_run_engine(const json_t *argv, const char *rec, int progress, 
         if (t - last_beat >= 2.0) {
             char text[64];
             int len = snprintf(text, sizeof text, "%.3f\n", t);
-            tb_error err;
-            tb_write_file_atomic(beat, text, (size_t)len, &err);
+            tb_error ignored;  // a heartbeat is a hint for watchers: a missed one is not an error
+            tb_write_file_atomic(beat, text, (size_t)len, &ignored);
             last_beat = t;
         }
         if (progress && t - last_progress >= 0.5) {
@@ -159,18 +176,25 @@ tb_run_outcome tb_run_engine(const json_t *argv, const char *rec, int progress, 
         out.signaled = 1;
         out.exit_status = 128 + WTERMSIG(status);
     }
-    return out;
+    *outcome = out;
+    return 0;
 }
 
 int tb_record_finish(const char *artifacts, const char *rec, const char *run_id, const tb_run_identity *id,
                      const json_t *argv, const char *start, tb_run_outcome o, tb_error *err) {
+    // every path first: once the manifest is written the record is complete, and nothing
+    // after it may fail
+    char cfg_path[PATH_MAX], path[PATH_MAX], beat[PATH_MAX];
+    if (tb_path_format(cfg_path, sizeof cfg_path, err, "%s/" TB_RECORD_RUN_DIR "/" TB_RUN_CONFIG, rec) != 0 ||
+        tb_path_format(path, sizeof path, err, "%s/" TB_RECORD_MANIFEST, rec) != 0 ||
+        tb_path_format(beat, sizeof beat, err, "%s/" TB_RECORD_HEARTBEAT, rec) != 0)
+        return -1;
     json_t *files = NULL;
     if (tb_hash_tree(rec, TB_RECORD_MANIFEST, &files, err) != 0) return -1;
     json_object_del(files, TB_RECORD_HEARTBEAT);  // rewritten while live: not evidence
-    char end[32], cwd[PATH_MAX], cfg_path[PATH_MAX];
+    char end[32], cwd[PATH_MAX];
     tb_iso_now(end, sizeof end);
     if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, "?");
-    tb_path_format(cfg_path, sizeof cfg_path, "%s/" TB_RECORD_RUN_DIR "/" TB_RUN_CONFIG, rec);
     json_t *config = json_load_file(cfg_path, 0, NULL);
     const char *status = o.interrupted || o.signaled ? "incomplete" : o.exit_status == 0 ? "finished" : "failed";
     json_t *m = json_pack("{s:i, s:s, s:s, s:I, s:s, s:s, s:{s:s, s:s}, s:I, s:i, s:O}", "manifest_version",
@@ -194,13 +218,9 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
     json_object_set_new(m, "end", json_string(end));
     json_object_set_new(m, "exit_status", json_integer(o.exit_status));
     json_object_set_new(m, "files", files);
-    char path[PATH_MAX];
-    tb_path_format(path, sizeof path, "%s/" TB_RECORD_MANIFEST, rec);
     int rc = tb_write_json_atomic(path, m, err);
     json_decref(m);
     if (rc != 0) return -1;
-    char beat[PATH_MAX];
-    tb_path_format(beat, sizeof beat, "%s/" TB_RECORD_HEARTBEAT, rec);
     unlink(beat);
     sqlite3 *db;
     tb_error cat_err;

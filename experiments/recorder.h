@@ -47,16 +47,20 @@ double tb_wall_s(void);
 void tb_iso_now(char *buf, size_t len);
 // "20261129T104512-3f9a2c1e": start time + 8 hex of randomness
 void tb_new_run_id(char *buf, size_t len);
-// snprintf for paths: a path that does not fit ends the process with a message, never a
-// silent truncation.
-char *tb_path_format(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+// snprintf for paths, never a silent truncation: 0, or -1 with err naming the path that
+// does not fit (its start and its end) and the limit, len - 1 bytes; buf is then "".
+int tb_path_format(char *buf, size_t len, tb_error *err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 // "<record>/run/<kind>.rank-NNNNN.<ext>": a rank's file of the run directory inside a record
-// (core/run_dir.h); a path that does not fit ends the process as tb_path_format does.
-char *tb_record_rank_file(char *buf, size_t len, const char *record, tb_rank_file kind, int rank);
+// (core/run_dir.h). 0, or -1 with err set when the path does not fit.
+int tb_record_rank_file(char *buf, size_t len, const char *record, tb_rank_file kind, int rank, tb_error *err);
 
-// Runs argv (argv[0] the engine) with stdout.log / stderr.log / heartbeat in `record`.
-// progress: show a live line — "run <label>: step s/iters  loss  tok/s  ETA" — for a terminal.
-tb_run_outcome tb_run_engine(const json_t *argv, const char *record, int progress, const char *label, int iters);
+// Runs argv (argv[0] the engine) with stdout.log / stderr.log / heartbeat in `record`, and
+// fills *out with how it ended. progress: show a live line — "run <label>: step s/iters  loss
+// tok/s  ETA" — for a terminal. -1 with err set when the record's file paths do not fit:
+// then no engine was started. An engine that cannot be started (fork, exec) is not an error
+// here: it ends with exit status 127 (126 when its logs cannot be opened).
+int tb_run_engine(const json_t *argv, const char *record, int progress, const char *label, int iters,
+                  tb_run_outcome *out, tb_error *err);
 
 // manifest.json for a finished (or failed, or interrupted) run, written last; then the run
 // is catalogued (a catalogue failure is reported, not fatal).

@@ -18,8 +18,8 @@
 #include "recorder.h"
 #include "replay.h"
 
-// <artifacts>/*/v*/<run_id>
-static int find_record(const char *artifacts, const char *run_id, char *out, size_t len) {
+// <artifacts>/*/v*/<run_id> into out: 1 found, 0 not, -1 with err set when a path does not fit.
+static int find_record(const char *artifacts, const char *run_id, char *out, size_t len, tb_error *err) {
     DIR *top = opendir(artifacts);
     if (!top) return 0;
     struct dirent *e;
@@ -27,18 +27,20 @@ static int find_record(const char *artifacts, const char *run_id, char *out, siz
     while (!found && (e = readdir(top))) {
         if (e->d_name[0] == '.') continue;
         char exp_dir[PATH_MAX];
-        tb_path_format(exp_dir, sizeof exp_dir, "%s/%s", artifacts, e->d_name);
+        if (tb_path_format(exp_dir, sizeof exp_dir, err, "%s/%s", artifacts, e->d_name) != 0) {
+            found = -1;
+            break;
+        }
         DIR *vd = opendir(exp_dir);
         if (!vd) continue;
         struct dirent *v;
         while (!found && (v = readdir(vd))) {
             if (v->d_name[0] != 'v') continue;
             char candidate[PATH_MAX];
-            tb_path_format(candidate, sizeof candidate, "%s/%s/%s", exp_dir, v->d_name, run_id);
-            if (access(candidate, F_OK) == 0) {
-                snprintf(out, len, "%s", candidate);
-                found = 1;
-            }
+            if (tb_path_format(candidate, sizeof candidate, err, "%s/%s/%s", exp_dir, v->d_name, run_id) != 0)
+                found = -1;
+            else if (access(candidate, F_OK) == 0)
+                found = tb_path_format(out, len, err, "%s", candidate) == 0 ? 1 : -1;
         }
         closedir(vd);
     }
@@ -56,7 +58,7 @@ typedef struct run_series {
 static int read_series(const char *run_dir, run_series *s, tb_error *err) {
     memset(s, 0, sizeof *s);
     char path[PATH_MAX];
-    tb_path_format(path, sizeof path, "%s/" TB_RUN_CONFIG, run_dir);
+    if (tb_path_format(path, sizeof path, err, "%s/" TB_RUN_CONFIG, run_dir) != 0) return -1;
     json_t *cfg = json_load_file(path, 0, NULL);
     if (!cfg) return tb_fail(err, "%s: missing or malformed", path);
     s->nranks = (int)json_integer_value(json_object_get(cfg, "world_size"));
@@ -131,11 +133,12 @@ int tracebook_replay_main(int argc, char **argv) {
     const char *artifacts = args.artifacts, *run_id = pos.items[0];
     tb_positional_free(&pos);
     char rec[PATH_MAX], path[PATH_MAX];
-    if (!find_record(artifacts, run_id, rec, sizeof rec)) {
-        fprintf(stderr, "tracebook replay: no record %s under %s\n", run_id, artifacts);
+    int found = find_record(artifacts, run_id, rec, sizeof rec, &err);
+    if (found <= 0 || tb_path_format(path, sizeof path, &err, "%s/" TB_RECORD_MANIFEST, rec) != 0) {
+        if (found == 0) fprintf(stderr, "tracebook replay: no record %s under %s\n", run_id, artifacts);
+        else fprintf(stderr, "tracebook replay: %s\n", err.msg);
         return TB_EXIT_FAILURE;
     }
-    tb_path_format(path, sizeof path, "%s/" TB_RECORD_MANIFEST, rec);
     json_error_t jerr;
     json_t *m = json_load_file(path, 0, &jerr);
     if (!m) {
@@ -161,7 +164,10 @@ int tracebook_replay_main(int argc, char **argv) {
     size_t patch_len = 0;
     if (json_is_true(json_object_get(git, "dirty"))) {
         char patch_path[PATH_MAX], hex[65];
-        tb_path_format(patch_path, sizeof patch_path, "%s/" TB_RECORD_PATCH, rec);
+        if (tb_path_format(patch_path, sizeof patch_path, &err, "%s/" TB_RECORD_PATCH, rec) != 0) {
+            fprintf(stderr, "tracebook replay: %s\n", err.msg);
+            goto out;
+        }
         FILE *f = fopen(patch_path, "rb");
         if (!f) {
             fprintf(stderr, "tracebook replay: the run was dirty but %s is missing\n", patch_path);
@@ -190,7 +196,11 @@ int tracebook_replay_main(int argc, char **argv) {
         goto out;
     }
     char tree[PATH_MAX];
-    tb_path_format(tree, sizeof tree, "%s/src", wt);
+    if (tb_path_format(tree, sizeof tree, &err, "%s/src", wt) != 0) {
+        fprintf(stderr, "tracebook replay: %s\n", err.msg);
+        free(patch);
+        goto out;
+    }
     printf("replay %s: commit %.12s%s into %s\n", run_id, commit, patch ? " + saved patch" : "", tree);
     if (tb_git_worktree_at(here.root, commit, tree, &err) != 0) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
@@ -204,10 +214,13 @@ int tracebook_replay_main(int argc, char **argv) {
     }
     free(patch);
     char cmd[PATH_MAX * 3];
-    tb_path_format(cmd, sizeof cmd,
-                   "cmake -S %s -B %s/build -DCMAKE_BUILD_TYPE=Release > %s/build.log 2>&1 && "
-                   "cmake --build %s/build --target pretrain_gpt -j%d >> %s/build.log 2>&1",
-                   tree, tree, wt, tree, args.jobs > 0 ? args.jobs : 1, wt);
+    if (tb_path_format(cmd, sizeof cmd, &err,
+                       "cmake -S %s -B %s/build -DCMAKE_BUILD_TYPE=Release > %s/build.log 2>&1 && "
+                       "cmake --build %s/build --target pretrain_gpt -j%d >> %s/build.log 2>&1",
+                       tree, tree, wt, tree, args.jobs > 0 ? args.jobs : 1, wt) != 0) {
+        fprintf(stderr, "tracebook replay: the build command: %s\n", err.msg);
+        goto out;
+    }
     printf("  building pretrain_gpt at the recorded revision (log: %s/build.log)\n", wt);
     fflush(stdout);
     if (system(cmd) != 0) {
@@ -221,10 +234,10 @@ int tracebook_replay_main(int argc, char **argv) {
     snprintf(version_dir, sizeof version_dir, "%s", rec);
     *strrchr(version_dir, '/') = '\0';
     tb_new_run_id(new_id, sizeof new_id);
-    tb_path_format(new_rec, sizeof new_rec, "%s/%s", version_dir, new_id);
-    tb_path_format(run_dir, sizeof run_dir, "%s/" TB_RECORD_RUN_DIR, new_rec);
-    tb_path_format(engine, sizeof engine, "%s/build/bin/pretrain_gpt", tree);
-    if (tb_mkdir_p(new_rec, &err) != 0) {
+    if (tb_path_format(new_rec, sizeof new_rec, &err, "%s/%s", version_dir, new_id) != 0 ||
+        tb_path_format(run_dir, sizeof run_dir, &err, "%s/" TB_RECORD_RUN_DIR, new_rec) != 0 ||
+        tb_path_format(engine, sizeof engine, &err, "%s/build/bin/pretrain_gpt", tree) != 0 ||
+        tb_mkdir_p(new_rec, &err) != 0) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
         goto out;
     }
@@ -242,8 +255,14 @@ int tracebook_replay_main(int argc, char **argv) {
     printf("  re-running the recorded argv as %s\n", new_id);
     fflush(stdout);
     tb_recorder_install_sigint();
-    tb_run_outcome o = tb_run_engine(new_argv, new_rec, isatty(1), "replay",
-                                     (int)json_integer_value(json_object_get(json_object_get(m, "config"), "train_iters")));
+    tb_run_outcome o;
+    if (tb_run_engine(new_argv, new_rec, isatty(1), "replay",
+                      (int)json_integer_value(json_object_get(json_object_get(m, "config"), "train_iters")), &o,
+                      &err) != 0) {
+        fprintf(stderr, "tracebook replay: %s\n", err.msg);
+        json_decref(new_argv);
+        goto out;
+    }
     tb_run_identity id = {json_string_value(json_object_get(m, "experiment")),
                           json_integer_value(json_object_get(m, "version")),
                           json_string_value(json_object_get(m, "question")),
@@ -269,10 +288,12 @@ int tracebook_replay_main(int argc, char **argv) {
 
     // verdicts
     char orig_run[PATH_MAX];
-    tb_path_format(orig_run, sizeof orig_run, "%s/" TB_RECORD_RUN_DIR, rec);
-    run_series a, b;
-    if (read_series(orig_run, &a, &err) != 0 || read_series(run_dir, &b, &err) != 0) {
+    run_series a = {0}, b = {0};  // read_series may fail with the losses allocated
+    if (tb_path_format(orig_run, sizeof orig_run, &err, "%s/" TB_RECORD_RUN_DIR, rec) != 0 ||
+        read_series(orig_run, &a, &err) != 0 || read_series(run_dir, &b, &err) != 0) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
+        free(a.loss);
+        free(b.loss);
         goto out;
     }
     int same = a.nranks == b.nranks && a.nsteps == b.nsteps, first_diff = -1;
@@ -301,8 +322,8 @@ int tracebook_replay_main(int argc, char **argv) {
 out:
     if (wt[0] && !args.keep) {
         char rm[PATH_MAX + 16];
-        tb_path_format(rm, sizeof rm, "rm -rf %s", wt);
-        if (system(rm) != 0) fprintf(stderr, "tracebook replay: could not remove %s\n", wt);
+        if (tb_path_format(rm, sizeof rm, &err, "rm -rf %s", wt) != 0 || system(rm) != 0)
+            fprintf(stderr, "tracebook replay: could not remove %s\n", wt);
     }
     tb_git_state_free(&here);
     json_decref(m);

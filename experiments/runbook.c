@@ -34,18 +34,25 @@ static int traceback(lua_State *L) {
     return 1;
 }
 
-static void mark_experiments(tb_runbook_host *h, const char *status, const char *error) {
+// Writes each declared experiment's experiment.json with the runbook's outcome. One that
+// cannot be written is reported and the others are still written: 0, or -1 when any failed.
+static int mark_experiments(tb_runbook_host *h, const char *status, const char *error) {
     const char *key;
     json_t *e;
+    int rc = 0;
     json_object_foreach(h->experiments, key, e) {
-        char path[PATH_MAX + 96];
-        tb_path_format(path, sizeof path, "%s/" TB_EXPERIMENT_STATUS, key);
         json_object_set_new(e, "status", json_string(status));
         json_object_set_new(e, "error", error ? json_string(error) : json_null());
         json_object_set_new(e, "runbook", json_string(h->runbook));
+        char path[PATH_MAX + 96];
         tb_error err;
-        if (!h->dry_run && tb_write_json_atomic(path, e, &err) != 0) fprintf(stderr, "tracebook: %s\n", err.msg);
+        if (tb_path_format(path, sizeof path, &err, "%s/" TB_EXPERIMENT_STATUS, key) != 0 ||
+            (!h->dry_run && tb_write_json_atomic(path, e, &err) != 0)) {
+            fprintf(stderr, "tracebook: %s\n", err.msg);
+            rc = -1;
+        }
     }
+    return rc;
 }
 
 typedef tb_runbook_host host;  // the option table's target
@@ -129,7 +136,11 @@ int tracebook_run_main(int argc, char **argv) {
     self[len] = '\0';
     char *slash = strrchr(self, '/');
     if (slash) *slash = '\0';
-    tb_path_format(h.engine, sizeof h.engine, "%s/pretrain_gpt", self);
+    if (tb_path_format(h.engine, sizeof h.engine, &err, "%s/pretrain_gpt", self) != 0) {
+        fprintf(stderr, "tracebook run: the engine beside this binary: %s\n", err.msg);
+        host_free(&h);
+        return TB_EXIT_FAILURE;
+    }
     h.have_git = tb_git_describe(".", &h.git, &err) == 0;
     if (!h.have_git) fprintf(stderr, "tracebook run: no git provenance: %s\n", err.msg);
     if (h.require_clean && (!h.have_git || h.git.dirty)) {
@@ -177,8 +188,8 @@ int tracebook_run_main(int argc, char **argv) {
         first[strcspn(first, "\n")] = '\0';
         mark_experiments(&h, "failed", first);
         status = TB_EXIT_FAILURE;
-    } else {
-        mark_experiments(&h, "finished", NULL);
+    } else if (mark_experiments(&h, "finished", NULL) != 0) {
+        status = TB_EXIT_FAILURE;  // the runs are recorded, but not the experiment's outcome
     }
     lua_close(L);
     host_free(&h);

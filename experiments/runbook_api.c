@@ -48,12 +48,14 @@ static int is_identifier(const char *s) {
     return 1;
 }
 
-void tb_runbook_experiment_dir(lua_State *L, int exp, char *buf, size_t len) {
+int tb_runbook_experiment_dir(lua_State *L, int exp, char *buf, size_t len, tb_error *err) {
     tb_runbook_host *h = tb_runbook_host_of(L);
     lua_getfield(L, exp, "name");
     lua_getfield(L, exp, "version");
-    snprintf(buf, len, "%s/%s/v%lld", h->artifacts, lua_tostring(L, -2), (long long)lua_tointeger(L, -1));
+    int rc = tb_path_format(buf, len, err, "%s/%s/v%lld", h->artifacts, lua_tostring(L, -2),
+                            (long long)lua_tointeger(L, -1));
     lua_pop(L, 2);
+    return rc;
 }
 
 void tb_runbook_check_experiment(lua_State *L, const char *method) {
@@ -99,10 +101,11 @@ static int l_experiment(lua_State *L) {
     lua_setfield(L, -2, "seed");
     luaL_setmetatable(L, "tracebook.experiment");
 
-    char dir[PATH_MAX + 64];
-    tb_runbook_experiment_dir(L, lua_gettop(L), dir, sizeof dir);
+    char dir[PATH_MAX];
     tb_error err;
-    if (!h->dry_run && tb_mkdir_p(dir, &err) != 0) return luaL_error(L, "%s", err.msg);
+    if (tb_runbook_experiment_dir(L, lua_gettop(L), dir, sizeof dir, &err) != 0 ||
+        (!h->dry_run && tb_mkdir_p(dir, &err) != 0))
+        return luaL_error(L, "%s", err.msg);
     lua_getfield(L, -1, "question");
     json_object_set_new(h->experiments, dir, json_pack("{s:s, s:s, s:s}", "dir", dir, "question", lua_tostring(L, -1),
                                                        "status", "running"));
@@ -156,6 +159,13 @@ static int l_claim(lua_State *L) {
         lua_pushnil(L);
         return 1;
     }
+    // claims.json of this experiment version, before anything is allocated that an error
+    // (a longjmp) would leak
+    char version_dir[PATH_MAX], path[PATH_MAX + 32];
+    tb_error err;
+    if (tb_runbook_experiment_dir(L, 1, version_dir, sizeof version_dir, &err) != 0 ||
+        tb_path_format(path, sizeof path, &err, "%s/" TB_EXPERIMENT_CLAIMS, version_dir) != 0)
+        return luaL_error(L, "exp:claim '%s': %s", id, err.msg);
     lua_getfield(L, 2, "runs");
     if (!lua_istable(L, -1)) return luaL_error(L, "exp:claim '%s': runs (results of exp:run) are required", id);
     char **recs;
@@ -169,7 +179,6 @@ static int l_claim(lua_State *L) {
     lua_pop(L, 1);
     double value;
     json_t *evidence = NULL;
-    tb_error err;
     int rc = tb_parse_claim(parser, args, (const char *const *)recs, n, &value, &evidence, &err);
     json_decref(evidence);
     if (rc != 0) {
@@ -190,10 +199,7 @@ static int l_claim(lua_State *L) {
     }
     lua_pop(L, 1);
 
-    // claims.json of this experiment version: replace the claim with this id
-    char version_dir[PATH_MAX + 64], path[PATH_MAX + 96];
-    tb_runbook_experiment_dir(L, 1, version_dir, sizeof version_dir);
-    tb_path_format(path, sizeof path, "%s/" TB_EXPERIMENT_CLAIMS, version_dir);
+    // claims.json: replace the claim with this id
     json_t *doc = json_load_file(path, 0, NULL);
     if (!json_is_object(doc)) {
         json_decref(doc);

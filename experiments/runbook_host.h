@@ -13,6 +13,7 @@
 #include <lua.h>
 #include <stddef.h>
 
+#include "core/error.h"
 #include "core/options.h"
 #include "provenance.h"
 
@@ -39,8 +40,9 @@ typedef struct tb_runbook_host {
 void tb_runbook_open_api(lua_State *L, tb_runbook_host *h);
 tb_runbook_host *tb_runbook_host_of(lua_State *L);
 
-// <artifacts>/<name>/v<version> of the experiment at stack index exp.
-void tb_runbook_experiment_dir(lua_State *L, int exp, char *buf, size_t len);
+// <artifacts>/<name>/v<version> of the experiment at stack index exp: 0, or -1 with err set
+// when it does not fit buf (the caller raises it as a Lua error, after freeing what it holds).
+int tb_runbook_experiment_dir(lua_State *L, int exp, char *buf, size_t len, tb_error *err);
 // Raises a Lua error unless argument 1 is an experiment from tb.experiment.
 void tb_runbook_check_experiment(lua_State *L, const char *method);
 

@@ -30,19 +30,62 @@
 
 static const tb_option *option_by_key(const char *key) { return tb_options_find_key(tb_config_options, key); }
 
-// The engine's argv for a config table (at idx): flags in key order, so a config always
-// gives the same command.
-static json_t *build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *run_dir, json_t *config,
-                          int *repeats) {
-    json_t *argv = json_array();
+// What exp:run builds in C. A Lua error longjmps past any free() after it, so all of it is
+// held here, in a to-be-closed userdata: its __close frees what is still held however
+// exp:run ends (returned, or an error raised anywhere below it), and __gc does the same should
+// the slot never be closed. A field freed early is set to NULL, so nothing is freed twice.
+typedef struct run_state {
+    json_t *point;     // the sweep point: the config table as the runbook gave it
+    json_t *config;    // this repetition's config: the point and its seed
+    json_t *resolved;  // build_argv's copy of config as the engine's flags see it
+    json_t *argv;      // the engine's argv being built, or this repetition's
+    char **records;    // [repeats] the record directory of each repetition (NULL: none yet)
+    int repeats;
+} run_state;
+
+static void drop_json(json_t **j) {
+    json_decref(*j);
+    *j = NULL;
+}
+
+static int run_state_release(lua_State *L) {
+    run_state *s = lua_touserdata(L, 1);
+    drop_json(&s->point);
+    drop_json(&s->config);
+    drop_json(&s->resolved);
+    drop_json(&s->argv);
+    for (int i = 0; i < s->repeats; i++) free(s->records[i]);
+    free(s->records);
+    s->records = NULL;
+    s->repeats = 0;
+    return 0;
+}
+
+// Pushes an empty run_state, marked to be closed when exp:run returns or raises.
+static run_state *push_run_state(lua_State *L) {
+    run_state *s = lua_newuserdatauv(L, sizeof *s, 0);
+    memset(s, 0, sizeof *s);
+    if (luaL_newmetatable(L, "tracebook.run_state")) {
+        lua_pushcfunction(L, run_state_release);
+        lua_setfield(L, -2, "__close");
+        lua_pushcfunction(L, run_state_release);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    lua_toclose(L, -1);
+    return s;
+}
+
+// The engine's argv for a config table (at idx), into *argv_out — a run_state's, so that the
+// errors raised here free it: flags in key order, so a config always gives the same command.
+static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *run_dir, json_t *config,
+                       int *repeats, json_t **argv_out) {
+    json_t *argv = *argv_out = json_array();
     json_array_append_new(argv, json_string(h->engine));
     *repeats = 1;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
-        if (lua_type(L, -2) != LUA_TSTRING) {
-            luaL_error(L, "exp:run: config keys must be strings");
-            return NULL;
-        }
+        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "exp:run: config keys must be strings");
         const char *key = lua_tostring(L, -2);
         if (!strcmp(key, "repeat_")) {
             if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1) luaL_error(L, "exp:run: repeat_ must be >= 1");
@@ -81,11 +124,12 @@ static json_t *build_argv(lua_State *L, int idx, tb_runbook_host *h, const char 
     free(keys);
     json_array_append_new(argv, json_string(option_by_key("run_dir")->flag));
     json_array_append_new(argv, json_string(run_dir));
-    return argv;
 }
 
-// A finished record of this experiment version with the same sweep point and repetition.
-static int find_finished(const char *version_dir, const json_t *point, int repetition, char *out, size_t len) {
+// A finished record of this experiment version with the same sweep point and repetition,
+// into out: 1 found, 0 not, -1 with err set when a path does not fit.
+static int find_finished(const char *version_dir, const json_t *point, int repetition, char *out, size_t len,
+                         tb_error *err) {
     DIR *d = opendir(version_dir);
     if (!d) return 0;
     int found = 0;
@@ -93,15 +137,16 @@ static int find_finished(const char *version_dir, const json_t *point, int repet
     while (!found && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         char path[PATH_MAX * 2];
-        tb_path_format(path, sizeof path, "%s/%s/" TB_RECORD_MANIFEST, version_dir, e->d_name);
+        if (tb_path_format(path, sizeof path, err, "%s/%s/" TB_RECORD_MANIFEST, version_dir, e->d_name) != 0) {
+            found = -1;
+            break;
+        }
         json_t *m = json_load_file(path, 0, NULL);
         const char *status = m ? json_string_value(json_object_get(m, "status")) : NULL;
         if (status && !strcmp(status, "finished") &&
             json_integer_value(json_object_get(m, "repetition")) == repetition &&
-            json_equal(json_object_get(m, "sweep_point"), (json_t *)point)) {
-            tb_path_format(out, len, "%s/%s", version_dir, e->d_name);
-            found = 1;
-        }
+            json_equal(json_object_get(m, "sweep_point"), (json_t *)point))
+            found = tb_path_format(out, len, err, "%s/%s", version_dir, e->d_name) == 0 ? 1 : -1;
         json_decref(m);
     }
     closedir(d);
@@ -109,14 +154,16 @@ static int find_finished(const char *version_dir, const json_t *point, int repet
 }
 
 // Pushes a run's result table: run_id, record, status, seed, repetition, steps (rank 0).
+// Raises a Lua error when the metrics file's path does not fit.
 static void push_run_result(lua_State *L, const char *rec, const char *run_id, int repetition, int64_t seed,
                             const char *status, int skipped) {
+    char path[PATH_MAX + 64];
+    tb_error err;
+    if (tb_record_rank_file(path, sizeof path, rec, TB_RANK_METRICS, 0, &err) != 0) luaL_error(L, "%s", err.msg);
     json_t *result = json_pack("{s:s, s:s, s:s, s:i, s:I, s:b}", "run_id", run_id, "record", rec, "status", status,
                                "repetition", repetition, "seed", (json_int_t)seed, "resumed", skipped);
     tb_lua_push_json(L, result);
     json_decref(result);
-    char path[PATH_MAX + 64];
-    tb_record_rank_file(path, sizeof path, rec, TB_RANK_METRICS, 0);
     lua_newtable(L);
     FILE *f = fopen(path, "r");
     char line[1 << 14];
@@ -170,77 +217,83 @@ int tb_runbook_exp_run(lua_State *L) {
     tb_runbook_host *h = tb_runbook_host_of(L);
     tb_runbook_check_experiment(L, "run");
     luaL_checktype(L, 2, LUA_TTABLE);
-    char version_dir[PATH_MAX + 64];
-    tb_runbook_experiment_dir(L, 1, version_dir, sizeof version_dir);
-    json_t *point = json_object();
+    char version_dir[PATH_MAX];
+    tb_error err;
+    if (tb_runbook_experiment_dir(L, 1, version_dir, sizeof version_dir, &err) != 0) return luaL_error(L, "%s", err.msg);
+    run_state *s = push_run_state(L);  // from here on, every error frees what s holds
+    s->point = json_object();
     int repeats;
-    json_t *argv_template = build_argv(L, 2, h, "RUN_DIR", point, &repeats);
-    json_decref(argv_template);
+    build_argv(L, 2, h, "RUN_DIR", s->point, &repeats, &s->argv);  // only checks the config: dropped
+    drop_json(&s->argv);
     lua_getfield(L, 1, "seed");
     const uint64_t root = (uint64_t)lua_tointeger(L, -1);
     lua_pop(L, 1);
-    char *canonical = json_dumps(point, JSON_COMPACT | JSON_SORT_KEYS);
+    char *canonical = json_dumps(s->point, JSON_COMPACT | JSON_SORT_KEYS);
     uint64_t point_hash = 1469598103934665603ull;  // FNV-1a of the sweep point
     for (const char *c = canonical; *c; c++) point_hash = (point_hash ^ (unsigned char)*c) * 1099511628211ull;
     free(canonical);
     // for the progress line: the point's train_iters, else the engine's default
     tb_config defaults;
     config_defaults(&defaults);
-    const int iters = json_is_integer(json_object_get(point, "train_iters"))
-                          ? (int)json_integer_value(json_object_get(point, "train_iters"))
+    const int iters = json_is_integer(json_object_get(s->point, "train_iters"))
+                          ? (int)json_integer_value(json_object_get(s->point, "train_iters"))
                           : defaults.train_iters;
 
-    char **records = tb_xcalloc((size_t)repeats, sizeof *records, "records");
+    s->records = tb_xcalloc((size_t)repeats, sizeof *s->records, "records");
+    s->repeats = repeats;
     lua_newtable(L);  // result
     lua_newtable(L);  // result.runs
     for (int rep = 0; rep < repeats; rep++) {
         // each run's seed: from the experiment's root seed, the sweep point and the repetition
-        int64_t seed = json_is_integer(json_object_get(point, "seed"))
-                           ? (int64_t)json_integer_value(json_object_get(point, "seed"))
+        int64_t seed = json_is_integer(json_object_get(s->point, "seed"))
+                           ? (int64_t)json_integer_value(json_object_get(s->point, "seed"))
                            : (int64_t)(tb_seed_mix(tb_seed_mix(root, point_hash), (uint64_t)rep) >> 33);
-        json_t *config = json_deep_copy(point);
-        json_object_set_new(config, "seed", json_integer(seed));
+        s->config = json_deep_copy(s->point);
+        json_object_set_new(s->config, "seed", json_integer(seed));
         char rec[PATH_MAX + 128], run_id[64];
-        if (!h->force && find_finished(version_dir, point, rep, rec, sizeof rec)) {
+        int finished = h->force ? 0 : find_finished(version_dir, s->point, rep, rec, sizeof rec, &err);
+        if (finished < 0) luaL_error(L, "%s", err.msg);
+        if (finished) {
             const char *slash = strrchr(rec, '/');
-            tb_path_format(run_id, sizeof run_id, "%s", slash ? slash + 1 : rec);
+            if (tb_path_format(run_id, sizeof run_id, &err, "%s", slash ? slash + 1 : rec) != 0)
+                luaL_error(L, "the run id of a finished record: %s", err.msg);
             printf("  skip: %s repetition %d already finished as %s (--force re-runs)\n", version_dir, rep, run_id);
             push_run_result(L, rec, run_id, rep, seed, "finished", 1);
             lua_rawseti(L, -2, rep + 1);
-            records[rep] = tb_xstrdup(rec, "record path");
-            json_decref(config);
+            s->records[rep] = tb_xstrdup(rec, "record path");
+            drop_json(&s->config);
             continue;
         }
         tb_new_run_id(run_id, sizeof run_id);
-        tb_path_format(rec, sizeof rec, "%s/%s", version_dir, run_id);
         char run_dir[PATH_MAX + 160];
-        tb_path_format(run_dir, sizeof run_dir, "%s/" TB_RECORD_RUN_DIR, rec);
+        if (tb_path_format(rec, sizeof rec, &err, "%s/%s", version_dir, run_id) != 0 ||
+            tb_path_format(run_dir, sizeof run_dir, &err, "%s/" TB_RECORD_RUN_DIR, rec) != 0)
+            luaL_error(L, "%s", err.msg);
         lua_newtable(L);
-        tb_lua_push_json(L, config);
+        tb_lua_push_json(L, s->config);
         int cfg_idx = lua_gettop(L);
-        json_t *resolved = json_object();
+        s->resolved = json_object();
         int dummy;
-        json_t *argv = build_argv(L, cfg_idx, h, run_dir, resolved, &dummy);
-        json_decref(resolved);
+        build_argv(L, cfg_idx, h, run_dir, s->resolved, &dummy, &s->argv);
+        drop_json(&s->resolved);
         lua_pop(L, 2);
         if (h->dry_run) {
             printf("  dry run: ");
-            for (size_t i = 0; i < json_array_size(argv); i++)
-                printf("%s%s", i ? " " : "", json_string_value(json_array_get(argv, i)));
-            char *text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS);
+            for (size_t i = 0; i < json_array_size(s->argv); i++)
+                printf("%s%s", i ? " " : "", json_string_value(json_array_get(s->argv, i)));
+            char *text = json_dumps(s->config, JSON_COMPACT | JSON_SORT_KEYS);
             printf("\n    config %s\n", text);
             free(text);
-            json_decref(argv);
-            json_decref(config);
+            drop_json(&s->argv);
+            drop_json(&s->config);
             continue;
         }
-        tb_error err;
         const double t_start = tb_wall_s();
         if (tb_mkdir_p(rec, &err) != 0) luaL_error(L, "%s", err.msg);
         if (h->have_git && h->git.dirty) {
             char patch[PATH_MAX + 160];
-            tb_path_format(patch, sizeof patch, "%s/" TB_RECORD_PATCH, rec);
-            if (tb_write_file_atomic(patch, h->git.patch, strlen(h->git.patch), &err) != 0)
+            if (tb_path_format(patch, sizeof patch, &err, "%s/" TB_RECORD_PATCH, rec) != 0 ||
+                tb_write_file_atomic(patch, h->git.patch, strlen(h->git.patch), &err) != 0)
                 luaL_error(L, "%s", err.msg);
         }
         char start[32];
@@ -252,14 +305,16 @@ int tb_runbook_exp_run(lua_State *L) {
         }
         char label[96];
         snprintf(label, sizeof label, "%d (repetition %d of %d)", run_no, rep + 1, repeats);
-        tb_run_outcome o = tb_run_engine(argv, rec, h->tty, label, iters);
+        tb_run_outcome o;
+        if (tb_run_engine(s->argv, rec, h->tty, label, iters, &o, &err) != 0)
+            luaL_error(L, "run %s not started: %s", run_id, err.msg);
         lua_getfield(L, 1, "name");
         lua_getfield(L, 1, "version");
         lua_getfield(L, 1, "question");
         tb_run_identity id = {lua_tostring(L, -3), lua_tointeger(L, -2), lua_tostring(L, -1), h->runbook,
-                              h->runbook_sha256, seed, rep, point, NULL, h->have_git ? &h->git : NULL,
+                              h->runbook_sha256, seed, rep, s->point, NULL, h->have_git ? &h->git : NULL,
                               h->env_deny};
-        int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, argv, start, o, &err);
+        int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, s->argv, start, o, &err);
         lua_pop(L, 3);
         if (recorded != 0) luaL_error(L, "recording %s: %s", rec, err.msg);
         const double total = tb_wall_s() - t_start;
@@ -267,12 +322,13 @@ int tb_runbook_exp_run(lua_State *L) {
         printf("  run %d %s in %.2f s: engine %.2f s, recording %.3f s (%.2f%%)\n", run_no,
                o.exit_status == 0 ? "done" : "ended", total, o.engine_s, total - o.engine_s,
                100.0 * (total - o.engine_s) / total);
-        json_decref(argv);
-        json_decref(config);
+        drop_json(&s->argv);
+        drop_json(&s->config);
         if (o.interrupted) luaL_error(L, "interrupted: run %s recorded as incomplete", run_id);
         if (o.exit_status != 0) {
             char log[PATH_MAX + 160], line[512] = "", last[512] = "";
-            tb_path_format(log, sizeof log, "%s/" TB_RECORD_STDERR, rec);
+            if (tb_path_format(log, sizeof log, &err, "%s/" TB_RECORD_STDERR, rec) != 0)
+                luaL_error(L, "engine run %s failed (exit status %d): %s", run_id, o.exit_status, err.msg);
             FILE *f = fopen(log, "r");
             while (f && fgets(line, sizeof line, f))
                 if (line[0] != '\n') memcpy(last, line, sizeof last);
@@ -282,22 +338,20 @@ int tb_runbook_exp_run(lua_State *L) {
         }
         push_run_result(L, rec, run_id, rep, seed, "finished", 0);
         lua_rawseti(L, -2, rep + 1);
-        records[rep] = tb_xstrdup(rec, "record path");
+        s->records[rep] = tb_xstrdup(rec, "record path");
     }
     lua_setfield(L, -2, "runs");
     if (!h->dry_run) {
         lua_newtable(L);
         int n = 0;
         for (int i = 0; i < repeats; i++)
-            if (records[i]) records[n++] = records[i];
-        push_stat(L, "tokens_per_s", records, n, 1);
-        push_stat(L, "step_ms", records, n, 1);
+            if (s->records[i]) s->records[n++] = s->records[i];
+        s->repeats = n;  // what is left past n is NULL or moved below n: freed once, by the first n
+        push_stat(L, "tokens_per_s", s->records, n, 1);
+        push_stat(L, "step_ms", s->records, n, 1);
         lua_setfield(L, -2, "stats");
-        for (int i = 0; i < n; i++) free(records[i]);
     }
-    free(records);
-    tb_lua_push_json(L, point);
+    tb_lua_push_json(L, s->point);
     lua_setfield(L, -2, "config");
-    json_decref(point);
-    return 1;
+    return 1;  // the result; s is closed on the way out
 }

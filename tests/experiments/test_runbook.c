@@ -1,5 +1,6 @@
 // tracebook run: the Lua host and the run recorder, end to end through the binary.
 #include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -128,6 +129,38 @@ TB_TEST(runbook_errors_name_file_and_line_and_mark_the_experiment_failed) {
     json_decref(m);
 }
 
+// A root too long for any path under it ends the runbook at the line that needed the path,
+// with one message naming the path (its start: the root; its end: the experiment's
+// directory) and the limit; a dry run, which creates nothing, is refused the same way
+// instead of printing a cut path.
+TB_TEST(over_long_artifacts_root_is_refused_naming_the_path_and_the_limit) {
+    char root[5000];
+    int len = snprintf(root, sizeof root, "%s_long", ART);
+    while (len < PATH_MAX + 100) len += snprintf(root + len, sizeof root - (size_t)len, "/%0199d", 0);
+    char head[201], limit[64];  // the root's first 200 bytes: the message shows at least that much of it
+    memcpy(head, root, sizeof head - 1);
+    head[sizeof head - 1] = '\0';
+    snprintf(limit, sizeof limit, "over the limit of %d)", PATH_MAX - 1);
+    tb_write_text(TB_TEST_TMPDIR "/toolong.lua",
+                  "local exp = tb.experiment{ name = 'toolong', version = 1, question = 'q' }\n"
+                  "exp:run{ " TINY ", train_iters = 1 }\n");
+    const char *modes[] = {"", " --dry-run"};
+    for (int i = 0; i < 2; i++) {
+        int rc = tb_run(&sh, TB_SOURCE_DIR, "%s run %s/toolong.lua%s --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR,
+                        modes[i], root);
+        const char *msg = strstr(sh.err, "path too long: ");
+        TB_CHECK(rc == 1 && msg, "run%s: exit status %d, stderr:\n%.600s", modes[i], rc, sh.err);
+        if (!msg) continue;
+        TB_CHECK(strstr(sh.err, "toolong.lua:1: path too long: ") != NULL, "run%s: at the runbook's line:\n%.600s",
+                 modes[i], sh.err);
+        TB_CHECK(strstr(msg, head) == msg + strlen("path too long: "), "run%s: names the root:\n%.600s", modes[i],
+                 msg);
+        TB_CHECK(strstr(msg, "/toolong/v1 (") && strstr(msg, limit), "run%s: names the experiment's directory and %s:\n%s",
+                 modes[i], limit, msg);
+        TB_CHECK(!strstr(msg + 1, "path too long"), "run%s: reported once:\n%s", modes[i], sh.err);
+    }
+}
+
 TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
     tb_write_text(TB_TEST_TMPDIR "/long.lua",
                "local exp = tb.experiment{ name = 'long', version = 1, question = 'q' }\n"
@@ -227,6 +260,7 @@ int main(void) {
     TB_RUN(runbook_runs_records_and_claims_and_prove_rederives);
     TB_RUN(dry_run_prints_argv_and_config_and_runs_nothing);
     TB_RUN(runbook_errors_name_file_and_line_and_mark_the_experiment_failed);
+    TB_RUN(over_long_artifacts_root_is_refused_naming_the_path_and_the_limit);
     TB_RUN(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest);
     TB_RUN(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook);
     TB_RUN(env_deny_keeps_secrets_out_of_the_manifest);
