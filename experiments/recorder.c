@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
+#include "engine_build.h"
 #include "record.h"
 
 extern char **environ;
@@ -213,6 +214,10 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
     json_object_set_new(m, "cwd", json_string(cwd));
     json_object_set_new(m, "environment", tb_environment_json(environ, id->env_deny ? id->env_deny : tb_default_env_deny));
     json_object_set_new(m, "host", tb_host_json());
+    // what the engine binary is (engine_build.h); an engine that cannot say is noted, not fatal
+    tb_error build_err;
+    json_t *build = tb_engine_build_info(json_string_value(json_array_get(argv, 0)), &build_err);
+    json_object_set_new(m, "engine_build", build ? build : json_pack("{s:s}", "error", build_err.msg));
     json_object_set_new(m, "config", config ? config : json_null());
     json_object_set_new(m, "start", json_string(start));
     json_object_set_new(m, "end", json_string(end));

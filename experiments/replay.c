@@ -13,6 +13,7 @@
 #include "core/fileio.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
+#include "engine_build.h"
 #include "parsers.h"
 #include "provenance.h"
 #include "recorder.h"
@@ -213,15 +214,29 @@ int tracebook_replay_main(int argc, char **argv) {
         goto out;
     }
     free(patch);
-    char cmd[PATH_MAX * 3];
+    // the recorded build's CMake options (engine_build.h); a record from before they were
+    // recorded gets the Release build replay always made, and says so
+    const json_t *recorded_build = json_object_get(m, "engine_build");
+    char cmake_args[2048];
+    if (json_object_get(recorded_build, "cmake")) {
+        if (tb_engine_build_cmake_args(recorded_build, cmake_args, sizeof cmake_args, &err) != 0) {
+            fprintf(stderr, "tracebook replay: %s: %s\n", run_id, err.msg);
+            goto out;
+        }
+    } else {
+        snprintf(cmake_args, sizeof cmake_args, "-DCMAKE_BUILD_TYPE=Release");
+        printf("  the record does not say how its engine was built (no engine_build.cmake): building Release\n");
+        recorded_build = NULL;
+    }
+    char cmd[PATH_MAX * 3 + sizeof cmake_args];
     if (tb_path_format(cmd, sizeof cmd, &err,
-                       "cmake -S %s -B %s/build -DCMAKE_BUILD_TYPE=Release > %s/build.log 2>&1 && "
+                       "cmake -S %s -B %s/build %s > %s/build.log 2>&1 && "
                        "cmake --build %s/build --target pretrain_gpt -j%d >> %s/build.log 2>&1",
-                       tree, tree, wt, tree, args.jobs > 0 ? args.jobs : 1, wt) != 0) {
+                       tree, tree, cmake_args, wt, tree, args.jobs > 0 ? args.jobs : 1, wt) != 0) {
         fprintf(stderr, "tracebook replay: the build command: %s\n", err.msg);
         goto out;
     }
-    printf("  building pretrain_gpt at the recorded revision (log: %s/build.log)\n", wt);
+    printf("  building pretrain_gpt at the recorded revision with %s (log: %s/build.log)\n", cmake_args, wt);
     fflush(stdout);
     if (system(cmd) != 0) {
         fprintf(stderr, "tracebook replay: the build at %.12s failed (see %s/build.log)\n", commit, wt);
@@ -241,6 +256,33 @@ int tracebook_replay_main(int argc, char **argv) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
         goto out;
     }
+    // The recorded BLAS kernel, pinned when this host is of the recorded ISA level (a kernel
+    // for a level this CPU lacks would not run); then what still differs from the recording.
+    char differences[1024] = "";
+    if (recorded_build) {
+        const char *level = json_string_value(json_object_get(json_object_get(recorded_build, "cpu"), "isa_level"));
+        const char *kernel = json_string_value(json_object_get(json_object_get(recorded_build, "blas"), "kernel"));
+        json_t *here_build = tb_engine_build_info(engine, &err);
+        if (!here_build) {
+            fprintf(stderr, "tracebook replay: the rebuilt engine: %s\n", err.msg);
+            goto out;
+        }
+        const char *here_level = json_string_value(json_object_get(json_object_get(here_build, "cpu"), "isa_level"));
+        if (kernel && level && here_level && !strcmp(level, here_level)) {
+            setenv("OPENBLAS_CORETYPE", kernel, 1);
+            json_decref(here_build);
+            if (!(here_build = tb_engine_build_info(engine, &err))) {
+                fprintf(stderr, "tracebook replay: the rebuilt engine with OPENBLAS_CORETYPE=%s: %s\n", kernel,
+                        err.msg);
+                goto out;
+            }
+            printf("  BLAS kernel pinned to the recorded %s (OPENBLAS_CORETYPE)\n", kernel);
+        }
+        tb_engine_build_differences(recorded_build, here_build, differences, sizeof differences);
+        json_decref(here_build);
+        if (differences[0]) printf("  this build differs from the recorded one: %s\n", differences);
+    }
+
     // the engine's own flag for the run directory, from its option table
     const char *run_dir_flag = tb_options_find_key(tb_config_options, "run_dir")->flag;
     json_t *new_argv = json_array();
@@ -311,6 +353,8 @@ int tracebook_replay_main(int argc, char **argv) {
     else
         printf("  loss       shapes differ: %d x %d vs %d x %d steps x ranks          DIFFER\n", a.nsteps, a.nranks,
                b.nsteps, b.nranks);
+    if (!same && differences[0])
+        printf("             bitwise equality is not expected here: %s\n", differences);
     double rel = fabs(b.median_step_ms - a.median_step_ms) / a.median_step_ms;
     printf("  step time  median %.2f ms vs %.2f ms (%+.1f%%), tolerance ±%.0f%%           %s\n", a.median_step_ms,
            b.median_step_ms, 100.0 * (b.median_step_ms - a.median_step_ms) / a.median_step_ms,
