@@ -33,6 +33,7 @@
 #include "parsers.h"
 #include "provenance.h"
 #include "record.h"
+#include "record_verify.h"
 
 #define PROVE_PATH_MAX 4096
 #define DEFAULT_RELATIVE_TOLERANCE 1e-9
@@ -124,16 +125,7 @@ static void check_table_free(check_table *t) {
 }
 
 // A manifest's file name must stay inside the record: relative, without "..".
-static int safe_relative_path(const char *rel) {
-    if (!*rel || rel[0] == '/') return 0;
-    for (const char *p = rel; *p;) {
-        const char *slash = strchr(p, '/');
-        size_t len = slash ? (size_t)(slash - p) : strlen(p);
-        if ((len == 2 && !strncmp(p, "..", 2)) || len == 0) return 0;
-        p += len + (slash ? 1 : 0);
-    }
-    return 1;
-}
+static void add_failure(void *failures, const char *text) { sb_printf(failures, "%s\n", text); }
 
 // Every regular file under dir/sub that the manifest's files do not list.
 static void find_unlisted(const char *root, const char *sub, json_t *files, strbuf *warnings, int depth) {
@@ -186,31 +178,7 @@ static record_check *verify_record(check_table *t, const char *dir) {
     const char *status = json_string_value(json_object_get(c->manifest, "status"));
     if (!status || strcmp(status, "finished"))
         sb_printf(&c->warnings, "run status %s (not finished): %s\n", status ? status : "(none)", path);
-    const char *rel;
-    json_t *want;
-    json_object_foreach(files, rel, want) {
-        char full[PROVE_PATH_MAX];
-        if (!safe_relative_path(rel) || snprintf(full, sizeof full, "%s/%s", dir, rel) >= (int)sizeof full) {
-            sb_printf(&c->failures, "manifest lists a path outside the record: %s (in %s)\n", rel, path);
-            continue;
-        }
-        if (!json_is_string(want)) {
-            sb_printf(&c->failures, "manifest gives no sha256 for %s (in %s)\n", rel, path);
-            continue;
-        }
-        char hex[65];
-        tb_error err;
-        if (stat(full, &st) != 0) {
-            sb_printf(&c->failures, "file missing: %s (manifest sha256 %s)\n", full, json_string_value(want));
-        } else if (tb_sha256_file(full, hex, &err) != 0) {
-            sb_printf(&c->failures, "file unreadable: %s\n", err.msg);
-        } else if (strcasecmp(hex, json_string_value(want)) != 0) {
-            sb_printf(&c->failures, "file altered: %s: sha256 expected %s, actual %s\n", full, json_string_value(want),
-                      hex);
-        } else {
-            c->files_verified++;
-        }
-    }
+    c->files_verified = tb_record_verify_files(dir, files, add_failure, &c->failures);
     find_unlisted(dir, "", files, &c->warnings, 0);
     return c;
 }

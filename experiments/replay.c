@@ -16,6 +16,7 @@
 #include "engine_build.h"
 #include "parsers.h"
 #include "provenance.h"
+#include "record_verify.h"
 #include "recorder.h"
 #include "replay.h"
 
@@ -108,13 +109,20 @@ static int read_series(const char *run_dir, run_series *s, tb_error *err) {
 typedef struct replay_args {
     const char *artifacts;
     double timing_tolerance;
-    int keep, jobs;
+    int ignore_timing, keep, jobs;
 } replay_args;
+
+static void print_problem(void *count, const char *text) {
+    fprintf(stderr, "tracebook replay: %s\n", text);
+    ++*(int *)count;
+}
 
 static const tb_option replay_options[] = {
     TB_ARTIFACTS_OPTION(replay_args, artifacts),
     TB_OPTION("--timing-tolerance", replay_args, timing_tolerance, TB_OPT_FLOAT, "0.5", "FRACTION",
               "the relative difference of the median step time still called WITHIN"),
+    TB_OPTION("--ignore-timing", replay_args, ignore_timing, TB_OPT_BOOL, NULL, NULL,
+              "a step time OUTSIDE the tolerance is reported but does not fail the replay"),
     TB_OPTION("--keep", replay_args, keep, TB_OPT_BOOL, NULL, NULL, "keep the temporary source tree and its build"),
     TB_OPTION("--jobs", replay_args, jobs, TB_OPT_INT, NULL, "N", "parallel build jobs (default: the online CPUs)"),
     TB_OPTIONS_END};
@@ -151,6 +159,18 @@ int tracebook_replay_main(int argc, char **argv) {
     tb_git_state here;
     memset(&here, 0, sizeof here);
     json_t *git = json_object_get(m, "git"), *rargv = json_object_get(m, "argv");
+    // the record must still be what was recorded: an altered file is named, never replayed
+    int problems = 0;
+    if (!json_is_object(json_object_get(m, "files"))) {
+        fprintf(stderr, "tracebook replay: %s lists no files: the record cannot be checked\n", path);
+        goto out;
+    }
+    tb_record_verify_files(rec, json_object_get(m, "files"), print_problem, &problems);
+    if (problems) {
+        fprintf(stderr, "tracebook replay: %s: %d file%s of the record no longer match%s its manifest; not replayed\n",
+                run_id, problems, problems == 1 ? "" : "s", problems == 1 ? "es" : "");
+        goto out;
+    }
     const char *commit = json_string_value(json_object_get(git, "commit"));
     if (!commit) {
         fprintf(stderr, "tracebook replay: %s records no git commit: nothing to check out\n", path);
@@ -356,13 +376,14 @@ int tracebook_replay_main(int argc, char **argv) {
     if (!same && differences[0])
         printf("             bitwise equality is not expected here: %s\n", differences);
     double rel = fabs(b.median_step_ms - a.median_step_ms) / a.median_step_ms;
+    int timing_ok = rel <= args.timing_tolerance;
     printf("  step time  median %.2f ms vs %.2f ms (%+.1f%%), tolerance ±%.0f%%           %s\n", a.median_step_ms,
            b.median_step_ms, 100.0 * (b.median_step_ms - a.median_step_ms) / a.median_step_ms,
-           100.0 * args.timing_tolerance, rel <= args.timing_tolerance ? "WITHIN" : "OUTSIDE (timings are machine-dependent)");
+           100.0 * args.timing_tolerance, timing_ok ? "WITHIN" : args.ignore_timing ? "OUTSIDE (ignored: --ignore-timing)" : "OUTSIDE");
     printf("  replay recorded as %s (replay_of %s)\n", new_rec, run_id);
     free(a.loss);
     free(b.loss);
-    rc = same ? 0 : TB_EXIT_FAILURE;
+    rc = same && (timing_ok || args.ignore_timing) ? 0 : TB_EXIT_FAILURE;
 out:
     if (wt[0] && !args.keep) {
         char rm[PATH_MAX + 16];
