@@ -100,6 +100,9 @@ const tb_option tb_config_options[] = {
     OPT("--adam-eps", adam_eps, TB_OPT_FLOAT, "1e-8", NULL, "training", "AdamW epsilon"),
     OPT("--clip-grad", clip_grad, TB_OPT_FLOAT, "1.0", NULL, "training",
         "clip the global gradient norm to this (0: off)"),
+    OPT("--check-for-nan-in-loss-and-grad", check_for_nan_in_loss_and_grad, TB_OPT_BOOL, "true", NULL, "training",
+        "stop at a NaN or Inf loss or gradient norm, naming the step, microbatch and rank (as Megatron; "
+        "--no-check-for-nan-in-loss-and-grad trains on)"),
     OPT("--seed", seed, TB_OPT_INT64, "1234", NULL, "training", "random seed (init, synthetic data)"),
     OPT("--recompute-granularity", recompute_granularity, TB_OPT_CHOICE, "none", "none|selective|full",
         "training", "activation recompute: selective = attention core, full = whole layers"),
@@ -197,7 +200,7 @@ int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested
             file = a + 9;
         } else if (!strncmp(a, "--", 2) && !strchr(a, '=')) {
             const tb_option *o = find_by_flag(a, strlen(a));
-            if (o && o->type != TB_OPT_BOOL) i++;
+            if (o && o->type != TB_OPT_BOOL) i++;  // (an unknown --no-FLAG takes no value either)
         }
         if (file && config_load_json(cfg, file, err) != 0) return tb_fail_prefix(err, "flag --config");
     }
@@ -217,6 +220,17 @@ int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested
         const char *eq = strchr(a, '=');
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
         const tb_option *o = find_by_flag(a, len);
+        // --no-FLAG clears a boolean FLAG, as Megatron-LM's argparse flags do
+        char positive[128];
+        if (!o && !eq && !strncmp(a, "--no-", 5) && snprintf(positive, sizeof positive, "--%s", a + 5) < (int)sizeof positive) {
+            const tb_option *p = find_by_flag(positive, strlen(positive));
+            if (p && p->type == TB_OPT_BOOL) {
+                char where[160];
+                snprintf(where, sizeof where, "flag %s", a);
+                if (tb_option_set(cfg, p, "false", where, err) != 0) return -1;
+                continue;
+            }
+        }
         if (!o) return tb_fail(err, "unknown flag '%.*s' (see pretrain_gpt --help)", (int)len, a);
         char where[128];
         snprintf(where, sizeof where, "flag %s", o->flag);

@@ -83,6 +83,7 @@ typedef struct tb_config {
     double adam_beta2;
     double adam_eps;
     double clip_grad;             // 0 = no clipping
+    int check_for_nan_in_loss_and_grad;  // stop at a non-finite loss or gradient norm
     int64_t seed;
     int recompute_granularity;    // enum tb_recompute_granularity
     int recompute_method;         // enum tb_recompute_method

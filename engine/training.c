@@ -1,5 +1,6 @@
 #include "training.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     int64_t t0 = tb_now_ns();
     get_batch(tr, step);
     double stage_loss = forward_backward_func(&tr->pipeline, tr->inputs, tr->targets, &r.time);
+    r.nonfinite_microbatch = tr->pipeline.nonfinite_microbatch;
     r.time.pipeline_ms = ms_since(t0);
 
     t0 = tb_now_ns();
@@ -221,6 +223,20 @@ static stage_figures stage_figures_of(const tb_trainer *tr) {
     return f;
 }
 
+// Megatron's --check-for-nan-in-loss-and-grad: a NaN or Inf loss or gradient norm stops the
+// run (after its metrics line is written), naming the step, the microbatch where this rank
+// first saw it, and the rank. Every rank sees the global loss and norm, so all stop together.
+static int check_finite(const tb_rank *rk, int64_t step, const tb_step_result *r, tb_error *err) {
+    if (isfinite(r->loss) && isfinite(r->grad_norm)) return 0;
+    char where[160] = "";
+    if (r->nonfinite_microbatch >= 0)
+        snprintf(where, sizeof where, " (first in microbatch %d of this rank's stage)", r->nonfinite_microbatch);
+    return tb_fail(err, "step %lld: loss %g, gradient norm %g%s%s%s: training stopped "
+                   "(--no-check-for-nan-in-loss-and-grad trains on)",
+                   (long long)step, r->loss, r->grad_norm, where, rk->world_size > 1 ? "" : " on ",
+                   rk->world_size > 1 ? "" : rk->label);
+}
+
 static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
     tb_rank *rk = tr->rk;
     const tb_config *cfg = tr->cfg;
@@ -248,6 +264,7 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         if (step > 1 || cfg->train_iters == 1) stage_totals_add(&totals, &r.time, seconds * 1e3);
         rc = metrics_log_write(log, &s, cfg, &rk->mem, timeline, err);
         if (rc == 0 && lead && (step % cfg->log_interval == 0 || step == cfg->train_iters)) print_step_line(&s);
+        if (rc == 0 && cfg->check_for_nan_in_loss_and_grad) rc = check_finite(rk, step, &r, err);
     }
     if (metrics_log_close(log, rc == 0 ? err : NULL) != 0) rc = -1;
     if (rc != 0) return -1;

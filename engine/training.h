@@ -40,6 +40,7 @@ typedef struct tb_step_result {
     double loss;        // mean over the global batch
     double grad_norm;   // before clipping
     double lr;
+    int nonfinite_microbatch;  // the first microbatch whose loss was NaN or Inf on this rank, -1: none
     tb_step_timeline time;
 } tb_step_result;
 

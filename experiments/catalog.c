@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/json_number.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
 #include "record.h"
@@ -81,9 +83,14 @@ static void bind_json_int(sqlite3_stmt *st, int i, json_t *v) {
     else sqlite3_bind_null(st, i);
 }
 
+// A number of a metrics line (core/json_number.h): finite ones as REAL; NaN and the
+// infinities as the TEXT they were written as, since SQLite stores a NaN REAL as NULL and
+// "absent" must not be confused with "diverged".
 static void bind_json_real(sqlite3_stmt *st, int i, json_t *v) {
-    if (json_is_number(v)) sqlite3_bind_double(st, i, json_number_value(v));
-    else sqlite3_bind_null(st, i);
+    double d;
+    if (!tb_json_number_value(v, &d)) sqlite3_bind_null(st, i);
+    else if (isfinite(d)) sqlite3_bind_double(st, i, d);
+    else sqlite3_bind_text(st, i, isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity", -1, SQLITE_STATIC);
 }
 
 static int path_of(char *out, size_t size, const char *dir, const char *name, tb_error *err) {

@@ -155,6 +155,16 @@ static const char *num(char *buf, size_t size, double v, int digits) {
     return buf;
 }
 
+// A metrics cell: "-" when absent, a non-finite value as the catalogue keeps it ("NaN",
+// "Infinity"), else the number (scaled).
+static const char *cell(char *buf, size_t size, sqlite3_stmt *st, int col, double scale, int digits) {
+    switch (sqlite3_column_type(st, col)) {
+    case SQLITE_NULL: return num(buf, size, NAN, digits);
+    case SQLITE_TEXT: snprintf(buf, size, "%s", (const char *)sqlite3_column_text(st, col)); return buf;
+    default: return num(buf, size, sqlite3_column_double(st, col) * scale, digits);
+    }
+}
+
 static void commit_text(char *out, size_t size, const char *commit, int dirty) {
     snprintf(out, size, "%.12s%s", *commit ? commit : "-", dirty ? "+dirty" : "");
 }
@@ -379,13 +389,8 @@ static int show_run(cli *c, const char *run_id) {
     while (sqlite3_step(st) == SQLITE_ROW) {
         char b[6][32];
         printf("  %6lld  %12s  %10s  %10s  %12s  %8s  %10s\n", (long long)sqlite3_column_int64(st, 0),
-               num(b[0], 32, sqlite3_column_type(st, 2) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 2), 8),
-               num(b[1], 32, sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3), 5),
-               num(b[2], 32, sqlite3_column_type(st, 1) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 1), 5),
-               num(b[3], 32, sqlite3_column_type(st, 4) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 4), 8),
-               num(b[4], 32, sqlite3_column_type(st, 5) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 5), 4),
-               num(b[5], 32,
-                   sqlite3_column_type(st, 6) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 6) / 1048576.0, 5));
+               cell(b[0], 32, st, 2, 1, 8), cell(b[1], 32, st, 3, 1, 5), cell(b[2], 32, st, 1, 1, 5),
+               cell(b[3], 32, st, 4, 1, 8), cell(b[4], 32, st, 5, 1, 4), cell(b[5], 32, st, 6, 1 / 1048576.0, 5));
     }
     sqlite3_finalize(st);
     if (!s.steps) printf("  (no metrics)\n");

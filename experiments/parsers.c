@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/json_number.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
 
@@ -250,11 +251,9 @@ static int read_whole_file(const char *path, char **data, size_t *len, tb_error 
     return 0;
 }
 
+// A number of a metrics line, non-finite ones included (core/json_number.h).
 static int number_field(json_t *line, const char *key, double *out) {
-    json_t *v = json_object_get(line, key);
-    if (!json_is_number(v)) return -1;
-    *out = json_number_value(v);
-    return 0;
+    return tb_json_number_value(json_object_get(line, key), out) ? 0 : -1;
 }
 
 // Reads one rank's metrics file, keeping the fields `need` asks for (an absent one is an

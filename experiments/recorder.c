@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include "catalog.h"
 #include "core/fileio.h"
+#include "core/json_number.h"
 #include "core/rng.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
@@ -158,10 +160,12 @@ int tb_run_engine(const json_t *argv, const char *rec, int progress, const char 
             json_t *m = last_metrics_line(metrics);
             if (m) {
                 json_int_t step = json_integer_value(json_object_get(m, "step"));
-                double step_ms = json_number_value(json_object_get(m, "step_ms"));
+                double step_ms = NAN, loss = NAN, tps = NAN;
+                tb_json_number_value(json_object_get(m, "step_ms"), &step_ms);
+                tb_json_number_value(json_object_get(m, "loss"), &loss);
+                tb_json_number_value(json_object_get(m, "tokens_per_s"), &tps);
                 fprintf(stdout, "\r  run %s: step %lld/%d  loss %.4f  %.0f tok/s  ETA %.0f s   ", label,
-                        (long long)step, iters, json_number_value(json_object_get(m, "loss")),
-                        json_number_value(json_object_get(m, "tokens_per_s")), (double)(iters - step) * step_ms / 1e3);
+                        (long long)step, iters, loss, tps, (double)(iters - step) * step_ms / 1e3);
                 fflush(stdout);
                 json_decref(m);
             }

@@ -11,6 +11,7 @@
 #include "catalog.h"
 #include "config.h"
 #include "core/fileio.h"
+#include "core/json_number.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
 #include "engine_build.h"
@@ -86,7 +87,8 @@ static int read_series(const char *run_dir, run_series *s, tb_error *err) {
             if (!m) continue;
             int step = (int)json_integer_value(json_object_get(m, "step"));
             if (step >= 1 && step <= s->nsteps) {
-                s->loss[(size_t)r * s->nsteps + step - 1] = json_number_value(json_object_get(m, "loss"));
+                double *loss = &s->loss[(size_t)r * s->nsteps + step - 1];
+                if (!tb_json_number_value(json_object_get(m, "loss"), loss)) *loss = NAN;
                 double ms = json_number_value(json_object_get(m, "step_ms"));
                 if (ms > slowest[step - 1]) slowest[step - 1] = ms;
                 n++;

@@ -1,5 +1,6 @@
 #include "pipeline_parallel/schedules.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,7 @@ double forward_backward_func(tb_pipeline *pl, const int32_t *inputs, const int32
     const size_t mb_tokens = (size_t)pl->micro_batch_size * pl->seq_length;
     const float loss_scale = 1.0f / (float)pl->num_microbatches;
     double loss = 0.0;
+    pl->nonfinite_microbatch = -1;
     for (int i = 0; i < pl->nops; i++) {
         const pp_op *op = &pl->ops[i];
         gpt_model *m = &pl->models[op->chunk];
@@ -106,8 +108,11 @@ double forward_backward_func(tb_pipeline *pl, const int32_t *inputs, const int32
             float l = gpt_forward_chunk(m, op->microbatch, inputs + (size_t)op->microbatch * mb_tokens,
                                         targets + (size_t)op->microbatch * mb_tokens, pl->x_in, pl->x_out);
             time->forward_ms += ms_since(t0);
-            if (m->chunk.has_head) loss += l;
-            else send_forward(&pl->peers, pl->x_out, &time->p2p_ms);
+            if (m->chunk.has_head) {
+                loss += l;
+                if (!isfinite(l) && pl->nonfinite_microbatch < 0) pl->nonfinite_microbatch = op->microbatch;
+            } else
+                send_forward(&pl->peers, pl->x_out, &time->p2p_ms);
         } else {
             if (!m->chunk.has_head) recv_backward(&pl->peers, pl->d_out, &time->p2p_ms);
             t0 = tb_now_ns();

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "backend/cpu/kernels.h"
+#include "core/json_number.h"
 #include "core/run_dir.h"
 #include "parallel_state.h"
 #include "reports/memory_report.h"
@@ -17,14 +18,15 @@ int metrics_log_open(metrics_log *log, const char *run_dir, int rank, tb_error *
 
 int metrics_log_write(metrics_log *log, const step_metrics *s, const tb_config *c, const tb_allocator *mem,
                       json_t *pipeline, tb_error *err) {
-    json_t *o = json_pack("{s:I, s:f, s:f, s:f, s:f, s:I, s:f, s:f}", "step", (json_int_t)s->step, "loss", s->loss,
-                          "lr", s->lr, "grad_norm", s->grad_norm, "step_ms", s->step_ms, "tokens",
-                          (json_int_t)c->global_batch_size * c->seq_length, "tokens_per_s", s->tokens_per_s,
-                          "tflops", s->tflops);
-    json_object_set_new(o, "mfu", c->peak_tflops > 0 ? json_real(s->mfu) : json_null());
+    // any figure may be NaN or Inf (a diverged run): written as json_number.h says, never lost
+    json_t *o = json_pack("{s:I, s:o, s:o, s:o, s:o, s:I, s:o, s:o}", "step", (json_int_t)s->step, "loss",
+                          tb_json_number(s->loss), "lr", tb_json_number(s->lr), "grad_norm", tb_json_number(s->grad_norm),
+                          "step_ms", tb_json_number(s->step_ms), "tokens", (json_int_t)c->global_batch_size * c->seq_length,
+                          "tokens_per_s", tb_json_number(s->tokens_per_s), "tflops", tb_json_number(s->tflops));
+    json_object_set_new(o, "mfu", c->peak_tflops > 0 ? tb_json_number(s->mfu) : json_null());
     json_object_set_new(o, "mem_peak_bytes", memory_bytes_by_category(mem->stats.peak));
     json_object_set_new(o, "mem_total_peak_bytes", json_integer((json_int_t)mem->stats.total_peak));
-    json_object_set_new(o, "slowest_rank_step_ms", json_real(s->slowest_rank_step_ms));
+    json_object_set_new(o, "slowest_rank_step_ms", tb_json_number(s->slowest_rank_step_ms));
     json_object_set_new(o, "pipeline", pipeline);
     char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);

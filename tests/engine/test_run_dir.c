@@ -3,10 +3,12 @@
 // allocation over --memory-cap ends the run with an OOM report; bad data files are
 // refused by name; preprocess_data output trains.
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/wait.h>
 
+#include "core/json_number.h"
 #include "datasets/gpt_dataset.h"
 #include "tb_shell.h"
 #include "tb_run_dir.h"
@@ -297,6 +299,56 @@ TB_TEST(two_runs_of_the_binary_write_identical_losses) {
     TB_CHECK(strlen(a) > 20 && !strcmp(a, b), "losses differ:\n%s\nvs\n%s", a, b);
 }
 
+// Each metrics line of a run directory parsed as JSON; returns how many, -1 when one is not JSON.
+static int parse_metrics(const char *dir, json_t **lines, int max) {
+    char path[1024];
+    FILE *f = fopen(tb_rank_path(path, sizeof path, dir, TB_RANK_METRICS, 0), "r");
+    if (!f) return -1;
+    char text[1 << 14];
+    int n = 0;
+    while (n < max && fgets(text, sizeof text, f)) {
+        if (!(lines[n] = json_loads(text, 0, NULL))) {
+            fclose(f);
+            return -1;
+        }
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+// Megatron's --check-for-nan-in-loss-and-grad, on by default: a diverging run (lr 1e300)
+// stops at the first NaN loss naming the step and microbatch; the step's metrics line is
+// still written — as valid JSON, the NaN as "NaN" — and nothing before it is lost.
+TB_TEST(a_nan_loss_stops_training_naming_the_step_and_its_metrics_line_stays_valid_json) {
+    int status = tb_run(&sh, NULL, "rm -rf %s_nan && %s" TINY " --train-iters 4 --lr 1e300 --run-dir %s_nan", RUN_DIR,
+                        PRETRAIN, RUN_DIR);
+    TB_CHECK(status == 1, "exit status %d, expected 1:\n%s", status, sh.err);
+    TB_CHECK(strstr(sh.err, "step 2: loss ") && strstr(sh.err, "microbatch 0") && strstr(sh.err, "training stopped") &&
+                 strstr(sh.err, "rank 0 (tp0 cp0 dp0 pp0)"),
+             "the stop names the step, the microbatch and the rank:\n%s", sh.err);
+    json_t *lines[8] = {0};
+    int n = parse_metrics(RUN_DIR "_nan", lines, 8);
+    TB_CHECK(n == 2, "%d metrics lines parse as JSON (want 2: steps 1 and 2)", n);
+    if (n == 2) {
+        double v;
+        TB_CHECK(json_is_string(json_object_get(lines[1], "loss")) &&
+                     tb_json_number_value(json_object_get(lines[1], "loss"), &v) && isnan(v),
+                 "step 2's loss is written \"NaN\"");
+        TB_CHECK(json_is_number(json_object_get(lines[0], "loss")), "step 1's loss is a number");
+    }
+    for (int i = 0; i < 8; i++) json_decref(lines[i]);
+
+    // the flag's negation, as Megatron's: trains on through NaN, every line still JSON
+    status = tb_run(&sh, NULL, "rm -rf %s_nan2 && %s" TINY " --train-iters 4 --lr 1e300 --no-check-for-nan-in-loss-and-grad"
+                               " --run-dir %s_nan2", RUN_DIR, PRETRAIN, RUN_DIR);
+    TB_CHECK(status == 0, "--no-check-for-nan-in-loss-and-grad: exit status %d:\n%s", status, sh.err);
+    memset(lines, 0, sizeof lines);
+    n = parse_metrics(RUN_DIR "_nan2", lines, 8);
+    TB_CHECK(n == 4, "%d metrics lines parse as JSON (want 4)", n);
+    for (int i = 0; i < 8; i++) json_decref(lines[i]);
+}
+
 int main(void) {
     TB_RUN(run_writes_resolved_config_and_per_step_metrics);
     TB_RUN(mfu_is_reported_against_the_peak_the_user_sets);
@@ -306,5 +358,6 @@ int main(void) {
     TB_RUN(bad_data_files_are_refused_naming_the_file_and_offset);
     TB_RUN(text_prepared_by_preprocess_data_trains_with_a_byte_vocabulary);
     TB_RUN(two_runs_of_the_binary_write_identical_losses);
+    TB_RUN(a_nan_loss_stops_training_naming_the_step_and_its_metrics_line_stays_valid_json);
     return tb_test_summary();
 }

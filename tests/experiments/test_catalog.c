@@ -125,6 +125,32 @@ TB_TEST(add_run_reports_a_malformed_metrics_line_and_keeps_the_old_rows) {
     sqlite3_close(db);
 }
 
+// A run that diverged writes NaN as "NaN" (core/json_number.h); the catalogue keeps it as
+// NaN — not NULL, which would read as "absent" — and show prints it; no line is lost.
+TB_TEST(a_diverged_run_is_catalogued_and_shown_with_its_nan_losses) {
+    const char *root = fx_fresh_dir("nan");
+    char rec[FX_PATH];
+    json_t *argv = NULL;
+    fx_path(rec, sizeof rec, "%s/cat/v1/run-nan", root);
+    int rc = fx_engine_run(rec, "--lr 1e300 --no-check-for-nan-in-loss-and-grad", &argv);
+    TB_REQUIRE(rc == 0, "engine run failed (exit %d)", rc);
+    fx_write_manifest(rec, "cat", 1, "run-nan", json_pack("{s:o}", "argv", argv));
+    sqlite3 *db;
+    tb_error err;
+    TB_REQUIRE(tb_catalog_open(&db, root, &err) == 0, "open: %s", err.msg);
+    TB_REQUIRE(tb_catalog_add_run(db, rec, &err) == 0, "add: %s", err.msg);
+    TB_CHECK(query_int(db, "SELECT count(*) FROM metrics WHERE run_id = 'run-nan'") == 3, "every step catalogued");
+    TB_CHECK(query_int(db, "SELECT count(*) FROM metrics WHERE run_id = 'run-nan' AND loss = 'NaN'") >= 1,
+             "a NaN loss kept as NaN");
+    TB_CHECK(query_int(db, "SELECT count(*) FROM metrics WHERE run_id = 'run-nan' AND loss IS NULL") == 0,
+             "no loss read as absent");
+    sqlite3_close(db);
+    char *out;
+    rc = fx_capture(tracebook_show_main, &out, "show", "run-nan", "--artifacts", root, NULL);
+    TB_CHECK(rc == 0 && strstr(out, "NaN"), "show prints the NaN loss (exit %d):\n%s", rc, out);
+    free(out);
+}
+
 TB_TEST(add_run_skips_the_cut_last_line_of_a_killed_run) {
     const char *root = fx_fresh_dir("killed");
     char rec[FX_PATH], path[FX_PATH];
@@ -334,6 +360,7 @@ int main(void) {
     TB_RUN(catalog_open_creates_the_schema_in_wal_mode);
     TB_RUN(add_run_catalogues_the_manifest_and_every_ranks_metrics);
     TB_RUN(add_run_reports_a_malformed_metrics_line_and_keeps_the_old_rows);
+    TB_RUN(a_diverged_run_is_catalogued_and_shown_with_its_nan_losses);
     TB_RUN(add_run_skips_the_cut_last_line_of_a_killed_run);
     TB_RUN(add_claims_upserts_prunes_and_keeps_proof_of_unchanged_claims);
     TB_RUN(rebuild_follows_the_artifacts_and_reports_incomplete_records);
