@@ -13,6 +13,7 @@
 #include "core/run_dir.h"
 #include "core/xalloc.h"
 #include "distributed/finalize_model_grads.h"
+#include "reports/conditions.h"
 #include "reports/memory_report.h"
 #include "reports/metrics_log.h"
 #include "reports/pipeline_summary.h"
@@ -247,12 +248,17 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
     const int64_t tokens_per_step = (int64_t)cfg->global_batch_size * cfg->seq_length;
     stage_totals totals;
     memset(&totals, 0, sizeof totals);
+    // the measurement conditions, sampled between steps (outside the timed window)
+    conditions_sample first, before, after;
+    conditions_sample_now(&first);
+    before = first;
 
     int rc = 0;
     for (int64_t step = 1; step <= cfg->train_iters && rc == 0; step++) {
         int64_t t0 = tb_now_ns();
         tb_step_result r = train_step(tr, step);
         double seconds = (double)(tb_now_ns() - t0) / 1e9;
+        conditions_sample_now(&after);
         // throughput is set by the slowest rank
         float slowest = (float)seconds;
         if (rk->world_size > 1) tb_all_reduce(&rk->groups[TB_GROUP_WORLD], &slowest, 1, TB_RED_MAX);
@@ -262,11 +268,15 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         s.mfu = cfg->peak_tflops > 0 ? s.tflops / cfg->peak_tflops : 0;
         json_t *timeline = pipeline_timeline_json(cfg, rk->coords.pp, tr->nchunks, &r.time, seconds * 1e3);
         if (step > 1 || cfg->train_iters == 1) stage_totals_add(&totals, &r.time, seconds * 1e3);
-        rc = metrics_log_write(log, &s, cfg, &rk->mem, timeline, err);
+        rc = metrics_log_write(log, &s, cfg, &rk->mem, timeline, conditions_step_json(&before, &after), err);
+        before = after;
         if (rc == 0 && lead && (step % cfg->log_interval == 0 || step == cfg->train_iters)) print_step_line(&s);
         if (rc == 0 && cfg->check_for_nan_in_loss_and_grad) rc = check_finite(rk, step, &r, err);
     }
     if (metrics_log_close(log, rc == 0 ? err : NULL) != 0) rc = -1;
+    if (rc == 0 && lead)
+        rc = conditions_write(rk->run_dir, rk->world_size, cpu_get_num_threads(), cpu_get_blas_num_threads(), &first,
+                              &before, err);
     if (rc != 0) return -1;
     stage_figures mine = stage_figures_of(tr);
     return pipeline_summary_write(rk, cfg, &mine, &totals, err);

@@ -17,7 +17,7 @@ int metrics_log_open(metrics_log *log, const char *run_dir, int rank, tb_error *
 }
 
 int metrics_log_write(metrics_log *log, const step_metrics *s, const tb_config *c, const tb_allocator *mem,
-                      json_t *pipeline, tb_error *err) {
+                      json_t *pipeline, json_t *conditions, tb_error *err) {
     // any figure may be NaN or Inf (a diverged run): written as json_number.h says, never lost
     json_t *o = json_pack("{s:I, s:o, s:o, s:o, s:o, s:I, s:o, s:o}", "step", (json_int_t)s->step, "loss",
                           tb_json_number(s->loss), "lr", tb_json_number(s->lr), "grad_norm", tb_json_number(s->grad_norm),
@@ -28,6 +28,7 @@ int metrics_log_write(metrics_log *log, const step_metrics *s, const tb_config *
     json_object_set_new(o, "mem_total_peak_bytes", json_integer((json_int_t)mem->stats.total_peak));
     json_object_set_new(o, "slowest_rank_step_ms", tb_json_number(s->slowest_rank_step_ms));
     json_object_set_new(o, "pipeline", pipeline);
+    json_object_set_new(o, "conditions", conditions);
     char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     int bad = !text || fprintf(log->f, "%s\n", text) < 0 || fflush(log->f) != 0;

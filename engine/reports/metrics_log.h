@@ -3,7 +3,9 @@
 // metrics.rank-NNNNN.jsonl gets one JSON line per step, flushed as written, so a run that
 // dies keeps every finished step: step, loss, lr, grad_norm, step_ms, tokens,
 // tokens_per_s, tflops, mfu (null without --peak-tflops), mem_peak_bytes by category,
-// mem_total_peak_bytes, slowest_rank_step_ms and the stage's timeline ("pipeline").
+// mem_total_peak_bytes, slowest_rank_step_ms, the stage's timeline ("pipeline") and the
+// step's measurement conditions ("conditions": CPU time of the process, of the host's other
+// processes, steal).
 // Rank 0 prints the run's header, a table line every --log-interval steps and a footer.
 #ifndef TB_REPORTS_METRICS_LOG_H
 #define TB_REPORTS_METRICS_LOG_H
@@ -33,9 +35,10 @@ typedef struct metrics_log {
 } metrics_log;
 
 int metrics_log_open(metrics_log *log, const char *run_dir, int rank, tb_error *err);
-// One line: the step's figures, the allocator's peaks, and `pipeline` (taken over).
+// One line: the step's figures, the allocator's peaks, `pipeline` (the stage timeline) and
+// `conditions` (reports/conditions.h), both taken over.
 int metrics_log_write(metrics_log *log, const step_metrics *s, const tb_config *cfg, const tb_allocator *mem,
-                      json_t *pipeline, tb_error *err);
+                      json_t *pipeline, json_t *conditions, tb_error *err);
 int metrics_log_close(metrics_log *log, tb_error *err);
 
 // rank 0's console

@@ -349,6 +349,46 @@ TB_TEST(a_nan_loss_stops_training_naming_the_step_and_its_metrics_line_stays_val
     for (int i = 0; i < 8; i++) json_decref(lines[i]);
 }
 
+// The run records the conditions its timings were measured under (conditions.json and each
+// metrics line): threads per rank, oversubscription, CPU time, and what other processes took.
+// Beside two busy loops the host's other processes are seen taking a large share of it.
+TB_TEST(a_run_records_its_measurement_conditions_and_a_contended_run_is_seen_as_contended) {
+    // 4 rank threads of 1 thread each on this machine's cores: oversubscribed when cores < 4
+    int status = tb_run(&sh, NULL, "rm -rf %s_cond && %s" TINY " --train-iters 3 --world-size 4 "
+                        "--tensor-model-parallel-size 2 --run-dir %s_cond", RUN_DIR, PRETRAIN, RUN_DIR);
+    TB_REQUIRE(status == 0, "pretrain_gpt: %s", sh.err);
+    json_t *c = tb_load_json(RUN_DIR "_cond/" TB_RUN_CONDITIONS);
+    TB_REQUIRE(c, TB_RUN_CONDITIONS);
+    json_t *threads = json_object_get(c, "threads");
+    TB_CHECK(json_integer_value(json_object_get(threads, "ranks")) == 4 &&
+                 json_integer_value(json_object_get(threads, "openmp_per_rank")) == 1 &&
+                 json_integer_value(json_object_get(threads, "total")) == 4,
+             "4 ranks of 1 thread each");
+    long cores = json_integer_value(json_object_get(json_object_get(c, "cores"), "usable"));
+    TB_CHECK(json_is_true(json_object_get(c, "oversubscribed")) == (cores < 4), "oversubscribed with %ld cores", cores);
+    TB_CHECK(json_number_value(json_object_get(c, "process_cpu_s")) > 0 && json_number_value(json_object_get(c, "wall_s")) > 0,
+             "CPU and wall time");
+    json_decref(c);
+    json_t *lines[4] = {0};
+    TB_CHECK(parse_metrics(RUN_DIR "_cond", lines, 4) == 3 &&
+                 json_is_number(json_object_get(json_object_get(lines[2], "conditions"), "process_cpu_ms")),
+             "each metrics line carries its step's conditions");
+    for (int i = 0; i < 4; i++) json_decref(lines[i]);
+
+    // one rank beside two busy loops (bounded: they end by themselves after 20 s)
+    status = tb_run(&sh, NULL,
+                    "timeout 20 sh -c 'while :; do :; done' & a=$!; timeout 20 sh -c 'while :; do :; done' & b=$!; "
+                    "sleep 0.5; rm -rf %s_busy && %s" TINY " --train-iters 40 --run-dir %s_busy; rc=$?; "
+                    "kill $a $b 2>/dev/null; wait $a $b 2>/dev/null; exit $rc",
+                    RUN_DIR, PRETRAIN, RUN_DIR);
+    TB_REQUIRE(status == 0, "pretrain_gpt beside busy loops: %s", sh.err);
+    c = tb_load_json(RUN_DIR "_busy/" TB_RUN_CONDITIONS);
+    TB_REQUIRE(c, TB_RUN_CONDITIONS " of the contended run");
+    double share = json_number_value(json_object_get(json_object_get(c, "host"), "other_processes_share"));
+    TB_CHECK(share > 0.25, "other processes took %.0f%% of the cores during the run", 100 * share);
+    json_decref(c);
+}
+
 int main(void) {
     TB_RUN(run_writes_resolved_config_and_per_step_metrics);
     TB_RUN(mfu_is_reported_against_the_peak_the_user_sets);
@@ -359,5 +399,6 @@ int main(void) {
     TB_RUN(text_prepared_by_preprocess_data_trains_with_a_byte_vocabulary);
     TB_RUN(two_runs_of_the_binary_write_identical_losses);
     TB_RUN(a_nan_loss_stops_training_naming_the_step_and_its_metrics_line_stays_valid_json);
+    TB_RUN(a_run_records_its_measurement_conditions_and_a_contended_run_is_seen_as_contended);
     return tb_test_summary();
 }

@@ -349,6 +349,7 @@ void cpu_set_num_threads(int n) {
 }
 
 int cpu_get_num_threads(void) { return omp_get_max_threads(); }
+int cpu_get_blas_num_threads(void) { return openblas_get_num_threads(); }
 
 const char *cpu_blas_config(void) { return openblas_get_config(); }
 const char *cpu_blas_corename(void) { return openblas_get_corename(); }

@@ -108,6 +108,8 @@ void cpu_blas_select_kernels(char **argv);
 // Sets OpenBLAS's and OpenMP's thread counts (0: all cores).
 void cpu_set_num_threads(int n);
 int cpu_get_num_threads(void);
+// The threads OpenBLAS runs a call with on this thread (openblas_get_num_threads).
+int cpu_get_blas_num_threads(void);
 // The BLAS in use, e.g. "OpenBLAS 0.3.21 Cooperlake" (the kernel set it chose for this CPU).
 const char *cpu_blas_name(void);
 // The BLAS library's build configuration and the kernel it runs with (OpenBLAS's

@@ -1,0 +1,39 @@
+// conditions.h — the conditions a run was measured under, so that a number derived from
+// time can be judged (docs/ARCHITECTURE.md, "The run directory and the record"): how many
+// threads each rank really ran, whether ranks × threads oversubscribed the cores, how much
+// CPU time the run got against its wall time, and how much the rest of the host took
+// meanwhile (other processes, and the hypervisor's steal), from /proc.
+//
+// Each metrics line carries the step's figures ("conditions": process_cpu_ms, host_busy_ms,
+// other_processes_ms, steal_ms); conditions.json (written by rank 0 at the end) the run's:
+//   {"threads": {"ranks", "openmp_per_rank", "blas_per_rank", "total"},
+//    "cores": {"online", "usable"}, "oversubscribed": total > usable,
+//    "wall_s", "process_cpu_s", "cpu_share": process CPU / (wall × min(total, usable)),
+//    "host": {"busy_s", "other_processes_s", "other_processes_share", "steal_s",
+//             "loadavg_start", "loadavg_end"}}
+// The host's figures are /proc/stat's jiffies (1/USER_HZ s): a step of a few ms reads
+// them as 0 or one jiffy; a run's totals are what to judge it by.
+#ifndef TB_REPORTS_CONDITIONS_H
+#define TB_REPORTS_CONDITIONS_H
+
+#include <jansson.h>
+
+#include "core/error.h"
+
+// One reading of the clocks: this process's CPU time, the host's busy and steal time.
+typedef struct conditions_sample {
+    double wall_s;          // CLOCK_MONOTONIC
+    double process_cpu_s;   // CLOCK_PROCESS_CPUTIME_ID: every thread of this process
+    double host_busy_s;     // /proc/stat user+nice+system+irq+softirq over all CPUs; -1: unreadable
+    double host_steal_s;    // /proc/stat steal; -1: unreadable
+    double loadavg1;        // /proc/loadavg; -1: unreadable
+} conditions_sample;
+
+void conditions_sample_now(conditions_sample *s);
+// The figures between two samples, for a metrics line.
+json_t *conditions_step_json(const conditions_sample *from, const conditions_sample *to);
+// conditions.json in run_dir for a run of `ranks` ranks, each with the given threads.
+int conditions_write(const char *run_dir, int ranks, int openmp_per_rank, int blas_per_rank,
+                     const conditions_sample *start, const conditions_sample *end, tb_error *err);
+
+#endif
