@@ -7,7 +7,8 @@
 //   tb.param(name, default)                           → a --set value (number when numeric)
 //   tb.assert(cond, message), tb.read_json(path), tb.read_jsonl(path)
 //   tb.params                                         → every --set value, as strings
-// Errors are Lua errors (luaL_error), so they carry the runbook's file:line.
+// Errors are Lua errors (tb_rb_error, runbook_check.c), so they carry the runbook's file:line;
+// every value a call is given is checked there (runbooks/README.md, "What the API checks").
 #include <errno.h>
 #include <jansson.h>
 #include <lauxlib.h>
@@ -79,7 +80,8 @@ static int l_experiment(lua_State *L) {
     const char *name, *question;
     tb_rb_get_string(L, 1, "tb.experiment", "name", 1, &name);
     if (!is_identifier(name))
-        return tb_rb_error(L, "tb.experiment: name must be a word of letters, digits, '_', '-' or '.' (got '%s')", name);
+        return tb_rb_error(L, "tb.experiment: name must be a word of letters, digits, '_', '-' or '.' (got '%s')",
+                           name);
     char what[160];
     snprintf(what, sizeof what, "tb.experiment '%s'", name);
     lua_Integer version, seed = 1234;
@@ -370,7 +372,8 @@ static int l_param(lua_State *L) {
     tb_runbook_host *h = tb_runbook_host_of(L);
     char v[96];
     if (lua_type(L, 1) != LUA_TSTRING || lua_rawlen(L, 1) == 0)
-        return tb_rb_error(L, "tb.param: the name must be a non-empty string (got %s)", tb_rb_describe(L, 1, v, sizeof v));
+        return tb_rb_error(L, "tb.param: the name must be a non-empty string (got %s)",
+                           tb_rb_describe(L, 1, v, sizeof v));
     const char *name = lua_tostring(L, 1);
     char what[160];
     snprintf(what, sizeof what, "tb.param '%s'", name);

@@ -147,7 +147,9 @@ void tb_runbook_check_config_value(lua_State *L, const char *what, const char *k
         break;
     default: wants = "a value a runbook cannot give (the option is a list)"; break;
     }
-    if (wants) tb_rb_error(L, "%s: config key '%s' must be %s (got %s)", what, key, wants, tb_rb_describe(L, idx, v, sizeof v));
+    if (wants)
+        tb_rb_error(L, "%s: config key '%s' must be %s (got %s)", what, key, wants,
+                    tb_rb_describe(L, idx, v, sizeof v));
     if (o->type == TB_OPT_BOOL) return;
     // the engine's own rules for the text its argv will hold: int range, choices, lengths
     tb_config scratch;
@@ -306,7 +308,8 @@ int tb_runbook_exp_run(lua_State *L) {
     luaL_checktype(L, 2, LUA_TTABLE);
     char version_dir[PATH_MAX];
     tb_error err;
-    if (tb_runbook_experiment_dir(L, 1, version_dir, sizeof version_dir, &err) != 0) return tb_rb_error(L, "%s", err.msg);
+    if (tb_runbook_experiment_dir(L, 1, version_dir, sizeof version_dir, &err) != 0)
+        return tb_rb_error(L, "%s", err.msg);
     run_state *s = push_run_state(L);  // from here on, every error frees what s holds
     s->point = json_object();
     int repeats;

@@ -155,7 +155,8 @@ TB_TEST(api_tables_refuse_unknown_keys_listing_the_allowed) {
     expect_refused("exp:claim{ id = 'c', parser = 'ratio', runs = exp:run{ " TINY " }, text = 't', valu = 1 }",
                    "exp:claim: unknown key 'valu' (it takes id, parser, runs, args, text, value, relative_tolerance)");
     expect_refused("tb.experiment{ 'k', version = 1, question = 'q' }", "tb.experiment: a value without a name");
-    expect_refused("exp:run{ " TINY ", num_layerz = 2 }", "unknown config key 'num_layerz' (did you mean 'num_layers'?");
+    expect_refused("exp:run{ " TINY ", num_layerz = 2 }",
+                   "unknown config key 'num_layerz' (did you mean 'num_layers'?");
     expect_refused("exp:claim{ id = 'c', parser = 'tokens_per_sec', runs = exp:run{ " TINY " }, text = 't' }",
                    "exp:claim 'c': unknown parser 'tokens_per_sec' (the parsers: tokens_per_s, step_ms, ");
 }
@@ -179,9 +180,11 @@ TB_TEST(api_values_are_checked_for_type_integrality_and_range) {
          "exp:claim 'c': text must be a non-empty string (got '')"},
         {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', value = 0/0 }",
          "exp:claim 'c': value must be a finite number (got nan)"},
-        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', relative_tolerance = -1 }",
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', "
+         "relative_tolerance = -1 }",
          "relative_tolerance must be a finite number >= 0 (got -1)"},
-        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', args = { warmup_steps = 1/0 } }",
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', "
+         "args = { warmup_steps = 1/0 } }",
          "exp:claim 'c': args.warmup_steps must be a finite number (got inf)"},
         {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = { 1 }, text = 't' }",
          "exp:claim 'c': runs[1] is not a result of exp:run"},
