@@ -28,15 +28,78 @@
 #include "recorder.h"
 #include "runbook_host.h"
 
+// A Lua value for a message, into buf at *used: tables as {1, 2, key=value} (two levels,
+// then {...}), strings quoted, a __tostring object as what it says.
+static void render(lua_State *L, int idx, char *buf, size_t len, size_t *used, int depth) {
+    idx = lua_absindex(L, idx);
+#define PUT(...) (*used += (size_t)snprintf(buf + *used, *used < len ? len - *used : 0, __VA_ARGS__))
+    if (*used >= len) return;
+    if (luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL) {
+        lua_pop(L, 1);
+        PUT("%s", luaL_tolstring(L, idx, NULL));
+        lua_pop(L, 1);
+    } else if (lua_type(L, idx) == LUA_TSTRING) {
+        PUT("\"%s\"", lua_tostring(L, idx));
+    } else if (lua_type(L, idx) != LUA_TTABLE) {
+        PUT("%s", luaL_tolstring(L, idx, NULL));  // nil, true, 42, 1.5, function: 0x...
+        lua_pop(L, 1);
+    } else if (depth >= 2) {
+        PUT("{...}");
+    } else {
+        PUT("{");
+        const lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+        int first = 1;
+        for (lua_Integer i = 1; i <= n; i++, first = 0) {  // the list part in order
+            PUT("%s", first ? "" : ", ");
+            lua_rawgeti(L, idx, i);
+            render(L, -1, buf, len, used, depth + 1);
+            lua_pop(L, 1);
+        }
+        lua_pushnil(L);
+        while (lua_next(L, idx)) {
+            if (!(lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 && lua_tointeger(L, -2) <= n)) {
+                PUT("%s", first ? "" : ", ");
+                first = 0;
+                if (lua_type(L, -2) == LUA_TSTRING) PUT("%s=", lua_tostring(L, -2));
+                else {
+                    PUT("[");
+                    render(L, -2, buf, len, used, depth + 1);
+                    PUT("]=");
+                }
+                render(L, -1, buf, len, used, depth + 1);
+            }
+            lua_pop(L, 1);
+        }
+        PUT("}");
+    }
+#undef PUT
+}
+
+// The message handler: the error with a traceback. A string error carries its position
+// already (error("...") adds it); any other error object — error({code = 42}), error(nil) —
+// gets the position of the innermost Lua function on the stack, where the error was raised, and
+// a rendering of the object, so it too says file:line and what was raised.
 static int traceback(lua_State *L) {
-    const char *msg = lua_tostring(L, 1);
-    luaL_traceback(L, L, msg ? msg : "(error object is not a string)", 1);
+    if (lua_type(L, 1) == LUA_TSTRING) {
+        luaL_traceback(L, L, lua_tostring(L, 1), 1);
+        return 1;
+    }
+    char where[512], what[1024];
+    tb_rb_lua_where(L, where, sizeof where);
+    size_t used = 0;
+    render(L, 1, what, sizeof what, &used, 0);
+    if (used >= sizeof what) memcpy(what + sizeof what - 4, "...", 4);
+    char msg[1600];
+    if (lua_isnil(L, 1)) snprintf(msg, sizeof msg, "%serror object is nil", where);
+    else snprintf(msg, sizeof msg, "%serror object is a %s: %s", where, luaL_typename(L, 1), what);
+    luaL_traceback(L, L, msg, 1);
     return 1;
 }
 
-// Writes each declared experiment's experiment.json with the runbook's outcome. One that
-// cannot be written is reported and the others are still written: 0, or -1 when any failed.
-static int mark_experiments(tb_runbook_host *h, const char *status, const char *error) {
+// Writes each declared experiment's experiment.json with the runbook's outcome (exit_code >= 0:
+// the status os.exit gave). One that cannot be written is reported and the others are still
+// written: 0, or -1 when any failed.
+static int mark_experiments(tb_runbook_host *h, const char *status, const char *error, int exit_code) {
     const char *key;
     json_t *e;
     int rc = 0;
@@ -44,6 +107,7 @@ static int mark_experiments(tb_runbook_host *h, const char *status, const char *
         json_object_set_new(e, "status", json_string(status));
         json_object_set_new(e, "error", error ? json_string(error) : json_null());
         json_object_set_new(e, "runbook", json_string(h->runbook));
+        if (exit_code >= 0) json_object_set_new(e, "exit_code", json_integer(exit_code));
         char path[PATH_MAX + 96];
         tb_error err;
         if (tb_path_format(path, sizeof path, &err, "%s/" TB_EXPERIMENT_STATUS, key) != 0 ||
@@ -53,6 +117,27 @@ static int mark_experiments(tb_runbook_host *h, const char *status, const char *
         }
     }
     return rc;
+}
+
+// os.exit in a runbook: the stock one ends the process at once, and the experiments it declared
+// were left "running" with no outcome. This one first records them as interrupted, with the
+// exit status and the runbook's line, then calls the stock os.exit (upvalue 1) with the same
+// arguments, so the process ends exactly as os.exit would. Recording before exiting, rather
+// than raising an error for the host to catch, is the robust way: a pcall, xpcall or
+// coroutine in the runbook would catch such an error and carry on, where os.exit must end it.
+// Nothing needs unwinding: os.exit is called from Lua, so no exp:run (and no engine) is live.
+static int l_exit(lua_State *L) {
+    tb_runbook_host *h = tb_runbook_host_of(L);
+    const int code = lua_isboolean(L, 1) ? (lua_toboolean(L, 1) ? EXIT_SUCCESS : EXIT_FAILURE)
+                                         : (int)luaL_optinteger(L, 1, EXIT_SUCCESS);
+    char where[512], msg[600];
+    snprintf(msg, sizeof msg, "%sos.exit(%d) ended the runbook", tb_rb_lua_where(L, where, sizeof where), code);
+    fprintf(stderr, "tracebook run: %s: the experiments are recorded as interrupted\n", msg);
+    mark_experiments(h, "interrupted", msg, code);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 0);
+    return 0;  // not reached: the stock os.exit does not return
 }
 
 typedef tb_runbook_host host;  // the option table's target
@@ -160,6 +245,11 @@ int tracebook_run_main(int argc, char **argv) {
     }
     luaL_openlibs(L);
     tb_runbook_open_api(L, &h);
+    lua_getglobal(L, "os");
+    lua_getfield(L, -1, "exit");
+    lua_pushcclosure(L, l_exit, 1);
+    lua_setfield(L, -2, "exit");
+    lua_pop(L, 1);
     // require() finds the shared helpers in runbooks/lib/ beside the runbook
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", runbook);
@@ -186,9 +276,9 @@ int tracebook_run_main(int argc, char **argv) {
         char first[1024];
         snprintf(first, sizeof first, "%s", msg ? msg : "error");
         first[strcspn(first, "\n")] = '\0';
-        mark_experiments(&h, "failed", first);
+        mark_experiments(&h, "failed", first, -1);
         status = TB_EXIT_FAILURE;
-    } else if (mark_experiments(&h, "finished", NULL) != 0) {
+    } else if (mark_experiments(&h, "finished", NULL, -1) != 0) {
         status = TB_EXIT_FAILURE;  // the runs are recorded, but not the experiment's outcome
     }
     lua_close(L);

@@ -7,7 +7,8 @@
 //   tb.param(name, default)                           → a --set value (number when numeric)
 //   tb.assert(cond, message), tb.read_json(path), tb.read_jsonl(path)
 //   tb.params                                         → every --set value, as strings
-// Errors are Lua errors (luaL_error), so they carry the runbook's file:line.
+// Errors are Lua errors (tb_rb_error, runbook_check.c), so they carry the runbook's file:line;
+// every value a call is given is checked there (runbooks/README.md, "What the API checks").
 #include <errno.h>
 #include <jansson.h>
 #include <lauxlib.h>
@@ -65,7 +66,7 @@ void tb_runbook_check_experiment(lua_State *L, const char *method) {
         ok = lua_rawequal(L, -1, -2);
         lua_pop(L, 2);
     }
-    if (!ok) luaL_error(L, "%s: call it as exp:%s{...} on an experiment from tb.experiment", method, method);
+    if (!ok) tb_rb_error(L, "%s: call it as exp:%s{...} on an experiment from tb.experiment", method, method);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -74,19 +75,19 @@ void tb_runbook_check_experiment(lua_State *L, const char *method) {
 static int l_experiment(lua_State *L) {
     tb_runbook_host *h = tb_runbook_host_of(L);
     luaL_checktype(L, 1, LUA_TTABLE);
-    lua_getfield(L, 1, "name");
-    const char *name = lua_tostring(L, -1);
-    if (!name || !is_identifier(name))
-        return luaL_error(L, "tb.experiment: name must be a word of letters, digits, '_', '-' or '.' (got %s)",
-                          name ? name : "nothing");
-    lua_getfield(L, 1, "version");
-    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
-        return luaL_error(L, "tb.experiment '%s': version must be an integer >= 1", name);
-    lua_getfield(L, 1, "question");
-    if (!lua_isstring(L, -1)) return luaL_error(L, "tb.experiment '%s': question (a string) is required", name);
-    lua_getfield(L, 1, "seed");
-    lua_Integer seed = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1234;
-    lua_pop(L, 4);
+    static const char *const keys[] = {"name", "version", "question", "seed", NULL};
+    tb_rb_check_keys(L, 1, "tb.experiment", keys);
+    const char *name, *question;
+    tb_rb_get_string(L, 1, "tb.experiment", "name", 1, &name);
+    if (!is_identifier(name))
+        return tb_rb_error(L, "tb.experiment: name must be a word of letters, digits, '_', '-' or '.' (got '%s')",
+                           name);
+    char what[160];
+    snprintf(what, sizeof what, "tb.experiment '%s'", name);
+    lua_Integer version, seed = 1234;
+    tb_rb_get_integer(L, 1, what, "version", 1, 1, &version);
+    tb_rb_get_string(L, 1, what, "question", 1, &question);
+    tb_rb_get_integer(L, 1, what, "seed", 0, 0, &seed);  // the root of every run's seed (runbook_run.c)
 
     lua_newtable(L);  // the experiment object
     lua_pushvalue(L, 1);
@@ -99,47 +100,80 @@ static int l_experiment(lua_State *L) {
     lua_pop(L, 1);
     lua_pushinteger(L, seed);
     lua_setfield(L, -2, "seed");
+    lua_pushinteger(L, version);
+    lua_setfield(L, -2, "version");
     luaL_setmetatable(L, "tracebook.experiment");
 
     char dir[PATH_MAX];
     tb_error err;
     if (tb_runbook_experiment_dir(L, lua_gettop(L), dir, sizeof dir, &err) != 0 ||
         (!h->dry_run && tb_mkdir_p(dir, &err) != 0))
-        return luaL_error(L, "%s", err.msg);
-    lua_getfield(L, -1, "question");
-    json_object_set_new(h->experiments, dir, json_pack("{s:s, s:s, s:s}", "dir", dir, "question", lua_tostring(L, -1),
+        return tb_rb_error(L, "%s", err.msg);
+    json_object_set_new(h->experiments, dir, json_pack("{s:s, s:s, s:s}", "dir", dir, "question", question,
                                                        "status", "running"));
-    lua_pop(L, 1);
     return 1;
 }
 
 // ---------------------------------------------------------------------------------------
 // exp:claim
 
-// The record directories of `runs` (at idx): a result of exp:run, or a list of them.
-static int collect_records(lua_State *L, int idx, char ***out) {
-    int n = 0, cap = 8;
-    char **recs = tb_xcalloc((size_t)cap, sizeof *recs, "claim records");
+// Pushes a list of the record directories of `runs` (at idx): a result of exp:run, or a list
+// of them. Checked whole before anything is allocated that an error (a longjmp) would leak.
+static void push_records(lua_State *L, int idx, const char *what) {
+    idx = lua_absindex(L, idx);
+    lua_newtable(L);
     lua_getfield(L, idx, "runs");
-    int list = lua_istable(L, -1) ? 0 : 1;
+    const int single = lua_istable(L, -1);  // one result of exp:run, else a list of them
     lua_pop(L, 1);
-    lua_Integer count = list ? (lua_Integer)lua_rawlen(L, idx) : 1;
+    if (!single && !tb_rb_is_list(L, idx))
+        tb_rb_error(L, "%s: runs must be a result of exp:run or a non-empty list of them", what);
+    lua_Integer count = single ? 1 : (lua_Integer)lua_rawlen(L, idx), n = 0;
     for (lua_Integer k = 1; k <= count; k++) {
-        if (list) lua_rawgeti(L, idx, k);
-        else lua_pushvalue(L, idx);
-        lua_getfield(L, -1, "runs");
-        if (!lua_istable(L, -1)) luaL_error(L, "exp:claim: runs must be results of exp:run (or a list of them)");
+        if (single) lua_pushvalue(L, idx);
+        else lua_rawgeti(L, idx, k);
+        if (!lua_istable(L, -1) || lua_getfield(L, -1, "runs") != LUA_TTABLE)
+            tb_rb_error(L, "%s: runs[%lld] is not a result of exp:run", what, (long long)k);
         for (lua_Integer i = 1; i <= (lua_Integer)lua_rawlen(L, -1); i++) {
             lua_rawgeti(L, -1, i);
-            lua_getfield(L, -1, "record");
-            if (n == cap) recs = tb_xreallocarray(recs, (size_t)(cap *= 2), sizeof *recs, "claim records");
-            recs[n++] = tb_xstrdup(luaL_checkstring(L, -1), "record path");
-            lua_pop(L, 2);
+            if (!lua_istable(L, -1) || lua_getfield(L, -1, "record") != LUA_TSTRING)
+                tb_rb_error(L, "%s: run %lld of runs[%lld] has no record directory (not a result of exp:run?)",
+                            what, (long long)i, (long long)k);
+            lua_rawseti(L, -5, ++n);
+            lua_pop(L, 1);
         }
         lua_pop(L, 2);
     }
-    *out = recs;
-    return n;
+}
+
+// Refuses a second claim with the id of one made before in the same experiment version (it
+// would silently replace the first in claims.json), naming both lines; else remembers this one.
+static void check_claim_unique(lua_State *L, const char *version_dir, const char *id, const char *what) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "tracebook.claims") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, "tracebook.claims");
+    }
+    if (lua_getfield(L, -1, version_dir) != LUA_TTABLE) {  // this version's claims: id → where
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, -3, version_dir);
+    }
+    luaL_where(L, 1);  // "file:line: ", or "" where Lua cannot tell
+    char here[512];
+    snprintf(here, sizeof here, "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    size_t len = strlen(here);
+    if (len >= 2 && !strcmp(here + len - 2, ": ")) here[len - 2] = '\0';
+    if (lua_getfield(L, -1, id) == LUA_TSTRING)
+        tb_rb_error(L, "%s: a claim with this id was already made in %s at %s (this one is at %s): claim ids are "
+                       "unique within an experiment version", what, version_dir, lua_tostring(L, -1),
+                    here[0] ? here : "an unknown line");
+    lua_pop(L, 1);
+    lua_pushstring(L, here[0] ? here : "an unknown line");
+    lua_setfield(L, -2, id);
+    lua_pop(L, 2);
 }
 
 // exp:claim{id=, parser=, runs=, args=, text=, value=, relative_tolerance=} → the number
@@ -148,34 +182,59 @@ static int l_claim(lua_State *L) {
     tb_runbook_host *h = tb_runbook_host_of(L);
     tb_runbook_check_experiment(L, "claim");
     luaL_checktype(L, 2, LUA_TTABLE);
-    lua_getfield(L, 2, "id");
-    lua_getfield(L, 2, "parser");
-    lua_getfield(L, 2, "text");
-    const char *id = lua_tostring(L, -3), *parser = lua_tostring(L, -2), *text = lua_tostring(L, -1);
-    if (!id || !is_identifier(id)) return luaL_error(L, "exp:claim: id must be a word (got %s)", id ? id : "nothing");
-    if (!parser) return luaL_error(L, "exp:claim '%s': parser is required", id);
-    if (!text) return luaL_error(L, "exp:claim '%s': text is required", id);
-    if (h->dry_run) {
-        lua_pushnil(L);
-        return 1;
+    static const char *const keys[] = {"id", "parser", "runs", "args", "text", "value", "relative_tolerance", NULL};
+    tb_rb_check_keys(L, 2, "exp:claim", keys);
+    const char *id, *parser, *text;
+    tb_rb_get_string(L, 2, "exp:claim", "id", 1, &id);
+    if (!is_identifier(id))
+        return tb_rb_error(L, "exp:claim: id must be a word of letters, digits, '_', '-' or '.' (got '%s')", id);
+    char what[160];
+    snprintf(what, sizeof what, "exp:claim '%s'", id);
+    tb_rb_get_string(L, 2, what, "parser", 1, &parser);
+    if (!tb_parser_definition(parser)) {
+        char list[512] = "";
+        size_t used = 0;
+        for (int i = 0; tb_parser_names[i] && used < sizeof list; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", tb_parser_names[i]);
+        return tb_rb_error(L, "%s: unknown parser '%s' (the parsers: %s)", what, parser, list);
     }
-    // claims.json of this experiment version, before anything is allocated that an error
-    // (a longjmp) would leak
+    tb_rb_get_string(L, 2, what, "text", 1, &text);
+    double tol = 1e-9, expected = 0;
+    tb_rb_get_number(L, 2, what, "relative_tolerance", 0, 0, &tol);
+    const int has_value = tb_rb_get_number(L, 2, what, "value", 0, -HUGE_VAL, &expected);
+    if (lua_getfield(L, 2, "args") != LUA_TNIL) {
+        if (!lua_istable(L, -1)) {
+            char v[96];
+            return tb_rb_error(L, "%s: args must be a table (got %s)", what, tb_rb_describe(L, -1, v, sizeof v));
+        }
+        tb_rb_check_json(L, -1, what, "args");
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, 2, "runs") != LUA_TTABLE)
+        return tb_rb_error(L, "%s: runs (results of exp:run) are required", what);
+    push_records(L, -1, what);  // checked in a dry run too, where its list is empty
+    lua_remove(L, -2);
+    const int records_idx = lua_gettop(L);
     char version_dir[PATH_MAX], path[PATH_MAX + 32];
     tb_error err;
     if (tb_runbook_experiment_dir(L, 1, version_dir, sizeof version_dir, &err) != 0 ||
         tb_path_format(path, sizeof path, &err, "%s/" TB_EXPERIMENT_CLAIMS, version_dir) != 0)
-        return luaL_error(L, "exp:claim '%s': %s", id, err.msg);
-    lua_getfield(L, 2, "runs");
-    if (!lua_istable(L, -1)) return luaL_error(L, "exp:claim '%s': runs (results of exp:run) are required", id);
-    char **recs;
-    int n = collect_records(L, lua_gettop(L), &recs);
-    lua_pop(L, 1);
+        return tb_rb_error(L, "%s: %s", what, err.msg);
+    check_claim_unique(L, version_dir, id, what);
+    if (h->dry_run) {
+        lua_pushnil(L);
+        return 1;
+    }
+    // from here no Lua error until what is allocated is freed
+    int n = (int)lua_rawlen(L, records_idx);
+    char **recs = tb_xcalloc((size_t)(n ? n : 1), sizeof *recs, "claim records");
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, records_idx, i + 1);
+        recs[i] = tb_xstrdup(lua_tostring(L, -1), "record path");
+        lua_pop(L, 1);
+    }
     lua_getfield(L, 2, "args");
     json_t *args = lua_istable(L, -1) ? tb_lua_to_json(L, -1) : json_object();
-    lua_pop(L, 1);
-    lua_getfield(L, 2, "relative_tolerance");
-    double tol = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 1e-9;
     lua_pop(L, 1);
     double value;
     json_t *evidence = NULL;
@@ -185,19 +244,15 @@ static int l_claim(lua_State *L) {
         for (int i = 0; i < n; i++) free(recs[i]);
         free(recs);
         json_decref(args);
-        return luaL_error(L, "exp:claim '%s': %s", id, err.msg);
+        return tb_rb_error(L, "exp:claim '%s': %s", id, err.msg);
     }
-    lua_getfield(L, 2, "value");
-    if (lua_isnumber(L, -1)) {
-        double expected = lua_tonumber(L, -1);
-        if (fabs(expected - value) > tol * fmax(fabs(expected), fabs(value))) {
-            for (int i = 0; i < n; i++) free(recs[i]);
-            free(recs);
-            json_decref(args);
-            return luaL_error(L, "exp:claim '%s': the runs give %.17g, the runbook claims %.17g", id, value, expected);
-        }
+    if (has_value && fabs(expected - value) > tol * fmax(fabs(expected), fabs(value))) {
+        for (int i = 0; i < n; i++) free(recs[i]);
+        free(recs);
+        json_decref(args);
+        return tb_rb_error(L, "%s: the runs give %.17g, the runbook claims %.17g (relative tolerance %g)", what, value,
+                           expected, tol);
     }
-    lua_pop(L, 1);
 
     // claims.json: replace the claim with this id
     json_t *doc = json_load_file(path, 0, NULL);
@@ -224,7 +279,7 @@ static int l_claim(lua_State *L) {
                                             "relative_tolerance", tol));
     rc = tb_write_json_atomic(path, doc, &err);
     json_decref(doc);
-    if (rc != 0) return luaL_error(L, "%s", err.msg);
+    if (rc != 0) return tb_rb_error(L, "%s", err.msg);
     sqlite3 *db;
     if (tb_catalog_open(&db, h->artifacts, &err) == 0) {
         if (tb_catalog_add_claims(db, path, &err) != 0) fprintf(stderr, "tracebook: catalogue: %s\n", err.msg);
@@ -238,21 +293,40 @@ static int l_claim(lua_State *L) {
 // tb.sweep{a={1,2}, b={'x','y'}} → {{a=1,b='x'}, {a=1,b='y'}, {a=2,b='x'}, {a=2,b='y'}} (keys sorted)
 static int l_sweep(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
+    // every axis is a config key with a non-empty list of values exp:run takes: checked here, so
+    // a bad value is refused at the sweep's line rather than at one point's exp:run
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        char k[96];
+        if (lua_type(L, -2) != LUA_TSTRING)
+            return tb_rb_error(L, "tb.sweep: axes are config keys, got [%s]: give {key = {values...}, ...}",
+                               tb_rb_describe(L, -2, k, sizeof k));
+        const char *key = lua_tostring(L, -2);
+        if (!lua_istable(L, -1) || !tb_rb_is_list(L, -1)) {
+            char v[96];
+            tb_rb_describe(L, -1, v, sizeof v);
+            return tb_rb_error(L, "tb.sweep: '%s' must be a non-empty list of values (got %s)", key,
+                               strcmp(v, "a table") ? v : "a table with named keys or gaps");
+        }
+        for (lua_Integer i = 1; i <= (lua_Integer)lua_rawlen(L, -1); i++) {
+            char name[160];
+            snprintf(name, sizeof name, "%s[%lld]", key, (long long)i);
+            lua_rawgeti(L, -1, i);
+            char what[200];
+            snprintf(what, sizeof what, "tb.sweep %s", name);
+            tb_runbook_check_config_value(L, what, key, -1);
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
     json_t *axes = tb_lua_to_json(L, 1);
-    if (!json_is_object(axes)) return luaL_error(L, "tb.sweep: give {key = {values...}, ...}");
+    if (!json_is_object(axes)) {
+        json_decref(axes);
+        return tb_rb_error(L, "tb.sweep: give {key = {values...}, ...}");
+    }
     size_t n, total = 1;
     const char **keys = tb_json_sorted_keys(axes, &n);
-    for (size_t i = 0; i < n; i++) {
-        json_t *v = json_object_get(axes, keys[i]);
-        if (!json_is_array(v) || json_array_size(v) == 0) {
-            char bad[256];
-            snprintf(bad, sizeof bad, "%s", keys[i]);
-            free(keys);
-            json_decref(axes);
-            return luaL_error(L, "tb.sweep: '%s' must be a non-empty list of values", bad);
-        }
-        total *= json_array_size(v);
-    }
+    for (size_t i = 0; i < n; i++) total *= json_array_size(json_object_get(axes, keys[i]));
     lua_createtable(L, (int)total, 0);
     for (size_t p = 0; p < total; p++) {
         json_t *point = json_object();
@@ -271,28 +345,62 @@ static int l_sweep(lua_State *L) {
     return 1;
 }
 
+// A --set value as a Lua number: decimal text only ("nan", "inf", "0x10" stay strings), an
+// integer when it has no '.' or exponent and fits. 1 with the number pushed, 0 when the text is
+// not a number, -1 when it is one out of range (1e999).
+static int push_param_number(lua_State *L, const char *s) {
+    if (!*s || !strchr("+-.0123456789", *s) || strpbrk(s, "xXnNiI")) return 0;
+    char *end;
+    errno = 0;
+    long long i = strtoll(s, &end, 10);
+    if (!*end && errno == 0) {
+        lua_pushinteger(L, (lua_Integer)i);
+        return 1;
+    }
+    errno = 0;
+    double d = strtod(s, &end);
+    if (*end) return 0;
+    if (!isfinite(d) || (errno == ERANGE && fabs(d) > 1)) return -1;
+    lua_pushnumber(L, d);
+    return 1;
+}
+
+// tb.param(name, default) → the --set value of name (a number when it reads as one; true/false
+// when the default is a boolean), else default. A value that cannot be what the default is
+// (iters=abc for a number) is refused, naming the parameter.
 static int l_param(lua_State *L) {
     tb_runbook_host *h = tb_runbook_host_of(L);
-    const char *name = luaL_checkstring(L, 1);
-    json_t *v = json_object_get(h->params, name);
-    if (!v) {
+    char v[96];
+    if (lua_type(L, 1) != LUA_TSTRING || lua_rawlen(L, 1) == 0)
+        return tb_rb_error(L, "tb.param: the name must be a non-empty string (got %s)",
+                           tb_rb_describe(L, 1, v, sizeof v));
+    const char *name = lua_tostring(L, 1);
+    char what[160];
+    snprintf(what, sizeof what, "tb.param '%s'", name);
+    const int dt = lua_type(L, 2);
+    if (dt != LUA_TNONE && dt != LUA_TNIL) tb_rb_check_scalar(L, 2, what, "the default");
+    const char *s = json_string_value(json_object_get(h->params, name));
+    if (!s) {
         lua_settop(L, 2);
         return 1;
     }
-    const char *s = json_string_value(v);
-    char *end;
-    double d = strtod(s, &end);
-    if (*s && !*end) {
-        if (d == (double)(lua_Integer)d && !strchr(s, '.') && !strchr(s, 'e')) lua_pushinteger(L, (lua_Integer)d);
-        else lua_pushnumber(L, d);
-    } else {
-        lua_pushstring(L, s);
+    if (dt == LUA_TBOOLEAN) {
+        if (strcmp(s, "true") && strcmp(s, "false") && strcmp(s, "1") && strcmp(s, "0"))
+            return tb_rb_error(L, "%s: --set %s=%s is not true or false (the default is a boolean)", what, name, s);
+        lua_pushboolean(L, !strcmp(s, "true") || !strcmp(s, "1"));
+        return 1;
     }
+    const int number = push_param_number(L, s);
+    if (number < 0) return tb_rb_error(L, "%s: --set %s=%s is not a finite number", what, name, s);
+    if (!number && dt == LUA_TNUMBER)
+        return tb_rb_error(L, "%s: --set %s=%s is not a number (the default, %s, is)", what, name, s,
+                           tb_rb_describe(L, 2, v, sizeof v));
+    if (!number) lua_pushstring(L, s);
     return 1;
 }
 
 static int l_assert(lua_State *L) {
-    if (!lua_toboolean(L, 1)) return luaL_error(L, "assertion failed: %s", luaL_optstring(L, 2, "(no message)"));
+    if (!lua_toboolean(L, 1)) return tb_rb_error(L, "assertion failed: %s", luaL_optstring(L, 2, "(no message)"));
     return 0;
 }
 
@@ -300,7 +408,7 @@ static int l_read_json(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
     json_error_t e;
     json_t *j = json_load_file(path, 0, &e);
-    if (!j) return luaL_error(L, "tb.read_json: %s:%d: %s", path, e.line, e.text);
+    if (!j) return tb_rb_error(L, "tb.read_json: %s:%d: %s", path, e.line, e.text);
     tb_lua_push_json(L, j);
     json_decref(j);
     return 1;
@@ -309,7 +417,7 @@ static int l_read_json(lua_State *L) {
 static int l_read_jsonl(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
     FILE *f = fopen(path, "r");
-    if (!f) return luaL_error(L, "tb.read_jsonl: %s: %s", path, strerror(errno));
+    if (!f) return tb_rb_error(L, "tb.read_jsonl: %s: %s", path, strerror(errno));
     lua_newtable(L);
     char line[1 << 16];
     lua_Integer n = 0;
@@ -318,7 +426,7 @@ static int l_read_jsonl(lua_State *L) {
         json_t *j = json_loads(line, 0, &e);
         if (!j) {
             fclose(f);
-            return luaL_error(L, "tb.read_jsonl: %s:%lld: %s", path, (long long)n + 1, e.text);
+            return tb_rb_error(L, "tb.read_jsonl: %s:%lld: %s", path, (long long)n + 1, e.text);
         }
         tb_lua_push_json(L, j);
         lua_rawseti(L, -2, ++n);

@@ -4,6 +4,7 @@
 //   runbook.c      the command: flags, the engine's path, git, running the runbook
 //   runbook_api.c  the Lua API (tb.*, exp:claim) and its installation in a Lua state
 //   runbook_run.c  exp:run: engine runs, each recorded (recorder.h)
+//   runbook_check.c  what the API checks of the values it is given
 //   lua_json.c     JSON values to and from Lua
 #ifndef TB_EXPERIMENTS_RUNBOOK_HOST_H
 #define TB_EXPERIMENTS_RUNBOOK_HOST_H
@@ -48,5 +49,41 @@ void tb_runbook_check_experiment(lua_State *L, const char *method);
 
 // exp:run{config..., repeat_=N} (runbook_run.c)
 int tb_runbook_exp_run(lua_State *L);
+// Checks the value at idx for config key `key` (exp:run's, tb.sweep's): the engine's option
+// (or repeat_) with the engine's own rules for its type, range and choices. Pushes nothing;
+// raises naming what, the key and the value.
+void tb_runbook_check_config_value(lua_State *L, const char *what, const char *key, int idx);
+
+// --- the values the API is given (runbook_check.c) ---
+// Every one raises a Lua error at the runbook's line (the caller of the API's C function)
+// naming the call (`what`: "tb.experiment 'tp'"), the key and the value it got.
+
+// luaL_error with printf's conversions: lua_pushfstring, which luaL_error formats with,
+// takes only %% %s %f %I %p %d %c %U, and "%.17g" or "%lld" there raises "invalid option".
+int tb_rb_error(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// "file:line: " of the innermost Lua function on the stack (C functions between, such as
+// pcall or error, skipped), into buf; "" when there is none.
+const char *tb_rb_lua_where(lua_State *L, char *buf, size_t len);
+// The value at idx for a message: 'text', 42, 1.5, nan, true, nil, a table.
+const char *tb_rb_describe(lua_State *L, int idx, char *buf, size_t len);
+// Refuses a key of the table at idx that is not in allowed (NULL-terminated), naming it and
+// listing allowed; and a value without a string key.
+void tb_rb_check_keys(lua_State *L, int idx, const char *what, const char *const *allowed);
+// The number at idx as an exact integer (2.0 is 2; 1.5 and strings are not): 1, or 0.
+int tb_rb_integer(lua_State *L, int idx, lua_Integer *out);
+// Field getters of the table at idx: 0 when key is absent (raises instead when required), 1
+// with *out set. Strings are non-empty; integers exact and >= min; numbers finite and >= min.
+int tb_rb_get_string(lua_State *L, int idx, const char *what, const char *key, int required, const char **out);
+int tb_rb_get_integer(lua_State *L, int idx, const char *what, const char *key, int required, lua_Integer min,
+                      lua_Integer *out);
+int tb_rb_get_number(lua_State *L, int idx, const char *what, const char *key, int required, double min,
+                     double *out);
+// Whether the table at idx is a list (keys exactly 1..n, n >= 1).
+int tb_rb_is_list(lua_State *L, int idx);
+// Refuses a value (named `name` in messages) that tb_lua_to_json would not keep whole: a
+// number not finite, a function, a table mixing a list with named keys, nesting past 16.
+void tb_rb_check_json(lua_State *L, int idx, const char *what, const char *name);
+// Refuses a value other than a boolean, a string or a finite number; returns its lua_type.
+int tb_rb_check_scalar(lua_State *L, int idx, const char *what, const char *name);
 
 #endif

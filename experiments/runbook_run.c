@@ -12,6 +12,7 @@
 #include <lauxlib.h>
 #include <limits.h>
 #include <lua.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,98 @@ static run_state *push_run_state(lua_State *L) {
     return s;
 }
 
+// The option key nearest to key (at most 2 edits: a typo), for "did you mean"; NULL if none.
+static const char *nearest_key(const char *key) {
+    const char *best = NULL;
+    size_t best_d = 3, n = strlen(key);
+    for (const tb_option *o = tb_config_options; o->flag && n < 64; o++) {
+        size_t m = strlen(o->key), row[65];
+        if (m > 64) continue;
+        for (size_t j = 0; j <= m; j++) row[j] = j;  // Levenshtein, one row at a time
+        for (size_t i = 1; i <= n; i++) {
+            size_t diag = row[0];
+            row[0] = i;
+            for (size_t j = 1; j <= m; j++) {
+                size_t up = row[j], cost = diag + (key[i - 1] != o->key[j - 1]);
+                row[j] = cost < up + 1 ? cost : up + 1;
+                if (row[j - 1] + 1 < row[j]) row[j] = row[j - 1] + 1;
+                diag = up;
+            }
+        }
+        if (row[m] < best_d) best_d = row[m], best = o->key;
+    }
+    return best;
+}
+
+void tb_runbook_check_config_value(lua_State *L, const char *what, const char *key, int idx) {
+    idx = lua_absindex(L, idx);
+    char v[96], text[TB_PATH_MAX + 32];
+    lua_Integer i = 0;
+    if (!strcmp(key, "repeat_")) {
+        if (!tb_rb_integer(L, idx, &i) || i < 1 || i > INT_MAX)
+            tb_rb_error(L, "%s: repeat_ must be an integer >= 1 (got %s)", what, tb_rb_describe(L, idx, v, sizeof v));
+        return;
+    }
+    const tb_option *o = option_by_key(key);
+    if (!o) {
+        const char *near = nearest_key(key);
+        char hint[96] = "";
+        if (near) snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
+        tb_rb_error(L, "%s: unknown config key '%s' (%skeys are pretrain_gpt's flags with underscores, see "
+                       "pretrain_gpt --help, and repeat_)", what, key, hint);
+    }
+    if (!strcmp(key, "run_dir")) tb_rb_error(L, "%s: run_dir is set by the recorder", what);
+    // the Lua type the option's values have: a number is not taken for a string or a boolean,
+    // nor a string for a number, and an integer key gets no fraction to truncate
+    const int t = lua_type(L, idx);
+    const char *wants = NULL;
+    switch (o->type) {
+    case TB_OPT_BOOL:
+        if (t != LUA_TBOOLEAN) wants = "true or false";
+        break;
+    case TB_OPT_INT:
+    case TB_OPT_INT64:
+        if (!tb_rb_integer(L, idx, &i)) wants = "an integer";
+        else snprintf(text, sizeof text, "%lld", (long long)i);
+        break;
+    case TB_OPT_BYTES:  // a count, or a string with a K/M/G/T suffix
+        if (t == LUA_TSTRING) snprintf(text, sizeof text, "%s", lua_tostring(L, idx));
+        else if (!tb_rb_integer(L, idx, &i)) wants = "an integer byte count or a string such as '512M'";
+        else snprintf(text, sizeof text, "%lld", (long long)i);
+        break;
+    case TB_OPT_FLOAT:
+        if (t != LUA_TNUMBER || !isfinite(lua_tonumber(L, idx))) wants = "a finite number";
+        else snprintf(text, sizeof text, "%.17g", (double)lua_tonumber(L, idx));
+        break;
+    case TB_OPT_STRING:
+    case TB_OPT_CHOICE:
+        if (t != LUA_TSTRING) wants = o->type == TB_OPT_CHOICE ? o->choices : "a string";
+        else snprintf(text, sizeof text, "%s", lua_tostring(L, idx));
+        break;
+    default: wants = "a value a runbook cannot give (the option is a list)"; break;
+    }
+    if (wants)
+        tb_rb_error(L, "%s: config key '%s' must be %s (got %s)", what, key, wants,
+                    tb_rb_describe(L, idx, v, sizeof v));
+    if (o->type == TB_OPT_BOOL) return;
+    // the engine's own rules for the text its argv will hold: int range, choices, lengths
+    tb_config scratch;
+    config_defaults(&scratch);
+    char where[160];
+    snprintf(where, sizeof where, "%s: config key '%s'", what, key);
+    tb_error err;
+    if (tb_option_set(&scratch, o, text, where, &err) != 0) tb_rb_error(L, "%s", err.msg);
+}
+
+// The config value at idx as JSON: an integer key's integral float (2.0) as the integer, so
+// the argv and the sweep point say 2.
+static json_t *config_json(lua_State *L, int idx, const tb_option *o) {
+    lua_Integer i;
+    if ((o->type == TB_OPT_INT || o->type == TB_OPT_INT64 || o->type == TB_OPT_BYTES) && tb_rb_integer(L, idx, &i))
+        return json_integer((json_int_t)i);
+    return tb_lua_to_json(L, idx);
+}
+
 // The engine's argv for a config table (at idx), into *argv_out — a run_state's, so that the
 // errors raised here free it: flags in key order, so a config always gives the same command.
 static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *run_dir, json_t *config,
@@ -85,17 +178,13 @@ static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *ru
     *repeats = 1;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
-        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "exp:run: config keys must be strings");
+        char k[96];
+        if (lua_type(L, -2) != LUA_TSTRING)
+            tb_rb_error(L, "exp:run: config keys must be strings (got [%s])", tb_rb_describe(L, -2, k, sizeof k));
         const char *key = lua_tostring(L, -2);
-        if (!strcmp(key, "repeat_")) {
-            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1) luaL_error(L, "exp:run: repeat_ must be >= 1");
-            *repeats = (int)lua_tointeger(L, -1);
-        } else {
-            const tb_option *o = option_by_key(key);
-            if (!o) luaL_error(L, "exp:run: unknown config key '%s' (keys are pretrain_gpt's flags with underscores)", key);
-            if (!strcmp(key, "run_dir")) luaL_error(L, "exp:run: run_dir is set by the recorder");
-            json_object_set_new(config, key, tb_lua_to_json(L, -1));
-        }
+        tb_runbook_check_config_value(L, "exp:run", key, -1);
+        if (!strcmp(key, "repeat_")) *repeats = (int)lua_tointeger(L, -1);
+        else json_object_set_new(config, key, config_json(L, -1, option_by_key(key)));
         lua_pop(L, 1);
     }
     size_t n;
@@ -116,7 +205,7 @@ static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *ru
             char bad[256];
             snprintf(bad, sizeof bad, "%s", keys[i]);
             free(keys);
-            luaL_error(L, "exp:run: config key '%s' needs a number, string or boolean", bad);
+            tb_rb_error(L, "exp:run: config key '%s' needs a number, string or boolean", bad);
         }
         json_array_append_new(argv, json_string(o->flag));
         json_array_append_new(argv, json_string(text));
@@ -159,7 +248,7 @@ static void push_run_result(lua_State *L, const char *rec, const char *run_id, i
                             const char *status, int skipped) {
     char path[PATH_MAX + 64];
     tb_error err;
-    if (tb_record_rank_file(path, sizeof path, rec, TB_RANK_METRICS, 0, &err) != 0) luaL_error(L, "%s", err.msg);
+    if (tb_record_rank_file(path, sizeof path, rec, TB_RANK_METRICS, 0, &err) != 0) tb_rb_error(L, "%s", err.msg);
     json_t *result = json_pack("{s:s, s:s, s:s, s:i, s:I, s:b}", "run_id", run_id, "record", rec, "status", status,
                                "repetition", repetition, "seed", (json_int_t)seed, "resumed", skipped);
     tb_lua_push_json(L, result);
@@ -219,7 +308,8 @@ int tb_runbook_exp_run(lua_State *L) {
     luaL_checktype(L, 2, LUA_TTABLE);
     char version_dir[PATH_MAX];
     tb_error err;
-    if (tb_runbook_experiment_dir(L, 1, version_dir, sizeof version_dir, &err) != 0) return luaL_error(L, "%s", err.msg);
+    if (tb_runbook_experiment_dir(L, 1, version_dir, sizeof version_dir, &err) != 0)
+        return tb_rb_error(L, "%s", err.msg);
     run_state *s = push_run_state(L);  // from here on, every error frees what s holds
     s->point = json_object();
     int repeats;
@@ -252,11 +342,11 @@ int tb_runbook_exp_run(lua_State *L) {
         json_object_set_new(s->config, "seed", json_integer(seed));
         char rec[PATH_MAX + 128], run_id[64];
         int finished = h->force ? 0 : find_finished(version_dir, s->point, rep, rec, sizeof rec, &err);
-        if (finished < 0) luaL_error(L, "%s", err.msg);
+        if (finished < 0) tb_rb_error(L, "%s", err.msg);
         if (finished) {
             const char *slash = strrchr(rec, '/');
             if (tb_path_format(run_id, sizeof run_id, &err, "%s", slash ? slash + 1 : rec) != 0)
-                luaL_error(L, "the run id of a finished record: %s", err.msg);
+                tb_rb_error(L, "the run id of a finished record: %s", err.msg);
             printf("  skip: %s repetition %d already finished as %s (--force re-runs)\n", version_dir, rep, run_id);
             push_run_result(L, rec, run_id, rep, seed, "finished", 1);
             lua_rawseti(L, -2, rep + 1);
@@ -268,7 +358,7 @@ int tb_runbook_exp_run(lua_State *L) {
         char run_dir[PATH_MAX + 160];
         if (tb_path_format(rec, sizeof rec, &err, "%s/%s", version_dir, run_id) != 0 ||
             tb_path_format(run_dir, sizeof run_dir, &err, "%s/" TB_RECORD_RUN_DIR, rec) != 0)
-            luaL_error(L, "%s", err.msg);
+            tb_rb_error(L, "%s", err.msg);
         lua_newtable(L);
         tb_lua_push_json(L, s->config);
         int cfg_idx = lua_gettop(L);
@@ -289,12 +379,12 @@ int tb_runbook_exp_run(lua_State *L) {
             continue;
         }
         const double t_start = tb_wall_s();
-        if (tb_mkdir_p(rec, &err) != 0) luaL_error(L, "%s", err.msg);
+        if (tb_mkdir_p(rec, &err) != 0) tb_rb_error(L, "%s", err.msg);
         if (h->have_git && h->git.dirty) {
             char patch[PATH_MAX + 160];
             if (tb_path_format(patch, sizeof patch, &err, "%s/" TB_RECORD_PATCH, rec) != 0 ||
                 tb_write_file_atomic(patch, h->git.patch, strlen(h->git.patch), &err) != 0)
-                luaL_error(L, "%s", err.msg);
+                tb_rb_error(L, "%s", err.msg);
         }
         char start[32];
         tb_iso_now(start, sizeof start);
@@ -307,7 +397,7 @@ int tb_runbook_exp_run(lua_State *L) {
         snprintf(label, sizeof label, "%d (repetition %d of %d)", run_no, rep + 1, repeats);
         tb_run_outcome o;
         if (tb_run_engine(s->argv, rec, h->tty, label, iters, &o, &err) != 0)
-            luaL_error(L, "run %s not started: %s", run_id, err.msg);
+            tb_rb_error(L, "run %s not started: %s", run_id, err.msg);
         lua_getfield(L, 1, "name");
         lua_getfield(L, 1, "version");
         lua_getfield(L, 1, "question");
@@ -316,7 +406,7 @@ int tb_runbook_exp_run(lua_State *L) {
                               h->env_deny};
         int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, s->argv, start, o, &err);
         lua_pop(L, 3);
-        if (recorded != 0) luaL_error(L, "recording %s: %s", rec, err.msg);
+        if (recorded != 0) tb_rb_error(L, "recording %s: %s", rec, err.msg);
         const double total = tb_wall_s() - t_start;
         // what recording costs: everything but the engine's own process time
         printf("  run %d %s in %.2f s: engine %.2f s, recording %.3f s (%.2f%%)\n", run_no,
@@ -324,17 +414,17 @@ int tb_runbook_exp_run(lua_State *L) {
                100.0 * (total - o.engine_s) / total);
         drop_json(&s->argv);
         drop_json(&s->config);
-        if (o.interrupted) luaL_error(L, "interrupted: run %s recorded as incomplete", run_id);
+        if (o.interrupted) tb_rb_error(L, "interrupted: run %s recorded as incomplete", run_id);
         if (o.exit_status != 0) {
             char log[PATH_MAX + 160], line[512] = "", last[512] = "";
             if (tb_path_format(log, sizeof log, &err, "%s/" TB_RECORD_STDERR, rec) != 0)
-                luaL_error(L, "engine run %s failed (exit status %d): %s", run_id, o.exit_status, err.msg);
+                tb_rb_error(L, "engine run %s failed (exit status %d): %s", run_id, o.exit_status, err.msg);
             FILE *f = fopen(log, "r");
             while (f && fgets(line, sizeof line, f))
                 if (line[0] != '\n') memcpy(last, line, sizeof last);
             if (f) fclose(f);
             last[strcspn(last, "\n")] = '\0';
-            luaL_error(L, "engine run %s failed (exit status %d): %s (see %s)", run_id, o.exit_status, last, log);
+            tb_rb_error(L, "engine run %s failed (exit status %d): %s (see %s)", run_id, o.exit_status, last, log);
         }
         push_run_result(L, rec, run_id, rep, seed, "finished", 0);
         lua_rawseti(L, -2, rep + 1);

@@ -1,0 +1,225 @@
+// tracebook run: what the runbook API checks of the values it is given, and its error paths —
+// every refusal at the runbook's file:line naming the call, the key and the value; nothing
+// dropped or replaced by a default silently. Dry runs where no engine run is needed.
+#include <jansson.h>
+#include <string.h>
+
+#include "tb_run_dir.h"
+#include "tb_shell.h"
+#include "tb_test.h"
+
+#define TRACEBOOK TB_BIN_DIR "/tracebook"
+#define TINY "num_layers = 2, hidden_size = 32, num_attention_heads = 2, seq_length = 16, vocab_size = 64"
+#define ART TB_TEST_TMPDIR "/rbapi_artifacts"
+#define RUNBOOK TB_TEST_TMPDIR "/rbapi.lua"
+// line 1 of every runbook below: the experiment the body (from line 2) uses
+#define HEADER "local exp = tb.experiment{ name = 'api', version = 1, question = 'q' }\n"
+
+static tb_output sh;  // what the last command printed
+
+// Runs RUNBOOK (HEADER then body) with extra flags; the exit status.
+static int run_body(const char *body, const char *flags) {
+    char text[4096];
+    snprintf(text, sizeof text, HEADER "%s\n", body);
+    tb_write_text(RUNBOOK, text);
+    return tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s && %s run %s --artifacts %s %s", ART, TRACEBOOK, RUNBOOK, ART, flags);
+}
+
+// The dry run of body fails with "rbapi.lua:<line>: " followed (on that line) by needle.
+static void expect_refused_at(const char *body, int line, const char *needle) {
+    int rc = run_body(body, "--dry-run");
+    char at[64];
+    snprintf(at, sizeof at, "rbapi.lua:%d: ", line);
+    const char *hit = strstr(sh.err, at);
+    const char *eol = hit ? strchr(hit, '\n') : NULL;
+    const char *found = hit ? strstr(hit, needle) : NULL;
+    TB_CHECK(rc == 1 && found && (!eol || found < eol), "%s\n  wanted exit 1 and '%s%s', got exit %d:\n%s", body, at,
+             needle, rc, sh.err);
+    TB_CHECK(!strstr(sh.err, "invalid option"), "a bad format in the message:\n%s", sh.err);
+}
+
+static void expect_refused(const char *body, const char *needle) { expect_refused_at(body, 2, needle); }
+
+TB_TEST(non_finite_config_numbers_are_refused_not_dropped) {
+    // NaN and infinity have no JSON form: the config lost the key and the run used the default lr
+    expect_refused("exp:run{ " TINY ", lr = 0/0 }", "exp:run: config key 'lr' must be a finite number (got nan)");
+    expect_refused("exp:run{ " TINY ", lr = math.huge }", "config key 'lr' must be a finite number (got inf)");
+    expect_refused("exp:run{ " TINY ", lr = -math.huge }", "config key 'lr' must be a finite number (got -inf)");
+}
+
+TB_TEST(experiment_seed_must_be_an_integer_not_replaced_by_the_default) {
+    const char *bad[][2] = {{"'abc'", "(got 'abc')"}, {"{}", "(got an empty table)"}, {"1.5", "(got 1.5)"},
+                            {"-1", "(got -1)"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "tb.experiment{ name = 's', version = 1, question = 'q', seed = %s }", bad[i][0]);
+        char needle[128];
+        snprintf(needle, sizeof needle, "tb.experiment 's': seed must be an integer >= 0 %s", bad[i][1]);
+        expect_refused(body, needle);
+    }
+    // an integer (and a float with an integral value) is the root seed
+    TB_CHECK(run_body("local e = tb.experiment{ name = 's', version = 1, question = 'q', seed = 7.0 }\n"
+                      "tb.assert(e.seed == 7 and math.type(e.seed) == 'integer', 'seed 7')",
+                      "--dry-run") == 0,
+             "seed = 7.0:\n%s", sh.err);
+}
+
+TB_TEST(duplicate_claim_ids_in_one_version_are_refused_naming_both_lines) {
+    expect_refused_at("local r = exp:run{ " TINY " }\n"
+                      "exp:claim{ id = 'tps', parser = 'tokens_per_s', runs = r, text = 'a' }\n"
+                      "exp:claim{ id = 'other', parser = 'tokens_per_s', runs = r, text = 'b' }\n"
+                      "exp:claim{ id = 'tps', parser = 'step_ms', runs = r, text = 'c' }",
+                      5, "exp:claim 'tps': a claim with this id was already made in ");
+    TB_CHECK(strstr(sh.err, "/api/v1 at ") && strstr(sh.err, "rbapi.lua:3 (this one is at ") &&
+                 strstr(sh.err, "rbapi.lua:5): claim ids are unique within an experiment version"),
+             "names both lines:\n%s", sh.err);
+    // the same id in another experiment version is another claim
+    TB_CHECK(run_body("local r = exp:run{ " TINY " }\n"
+                      "exp:claim{ id = 'tps', parser = 'tokens_per_s', runs = r, text = 'a' }\n"
+                      "local v2 = tb.experiment{ name = 'api', version = 2, question = 'q' }\n"
+                      "v2:claim{ id = 'tps', parser = 'tokens_per_s', runs = v2:run{ " TINY " }, text = 'a' }",
+                      "--dry-run") == 0,
+             "one id in two versions:\n%s", sh.err);
+}
+
+// The empty axis once freed its key before formatting it into the message (a heap use after
+// free under ASan); each axis's values are checked as exp:run checks them, at the sweep's line.
+TB_TEST(sweep_axes_are_non_empty_lists_of_config_values_checked_at_the_sweep) {
+    expect_refused("tb.sweep{ a = {} }", "tb.sweep: 'a' must be a non-empty list of values (got an empty table)");
+    expect_refused("tb.sweep{ num_layers = 3 }", "tb.sweep: 'num_layers' must be a non-empty list of values (got 3)");
+    expect_refused("tb.sweep{ num_layers = {1, 1.5} }",
+                   "tb.sweep num_layers[2]: config key 'num_layers' must be an integer (got 1.5)");
+    expect_refused("tb.sweep{ lr = {0.1, 0/0} }", "tb.sweep lr[2]: config key 'lr' must be a finite number (got nan)");
+    expect_refused("tb.sweep{ num_layerz = {1} }", "unknown config key 'num_layerz' (did you mean 'num_layers'?");
+    TB_CHECK(run_body("local p = tb.sweep{ num_layers = {1, 2}, lr = {0.1, 0.2, 0.3} }\n"
+                      "tb.assert(#p == 6 and p[6].num_layers == 2 and p[6].lr == 0.3, 'the product')",
+                      "--dry-run") == 0,
+             "a good sweep:\n%s", sh.err);
+}
+
+TB_TEST(claim_value_mismatch_reports_both_numbers) {
+    // lua_pushfstring has no %.17g: the message was "invalid option '%.' to 'lua_pushfstring'"
+    int rc = run_body("local r = exp:run{ " TINY ", train_iters = 2 }\n"
+                      "exp:claim{ id = 'tps', parser = 'tokens_per_s', runs = r, text = 't', value = -1.5 }",
+                      "");
+    TB_CHECK(rc == 1 && strstr(sh.err, "rbapi.lua:3: exp:claim 'tps': the runs give ") &&
+                 strstr(sh.err, ", the runbook claims -1.5 (relative tolerance 1e-09)"),
+             "exit %d:\n%s", rc, sh.err);
+    TB_CHECK(!strstr(sh.err, "invalid option"), "%s", sh.err);
+}
+
+TB_TEST(read_jsonl_parse_error_names_the_file_and_its_line) {
+    // "%lld" is not lua_pushfstring's: the message was "invalid option '%l'"
+    tb_write_text(TB_TEST_TMPDIR "/rbapi_bad.jsonl", "{\"a\": 1}\nnot json\n");
+    expect_refused("tb.read_jsonl('" TB_TEST_TMPDIR "/rbapi_bad.jsonl')",
+                   "tb.read_jsonl: " TB_TEST_TMPDIR "/rbapi_bad.jsonl:2: ");
+}
+
+TB_TEST(non_string_error_objects_report_the_runbook_line_and_the_object) {
+    expect_refused_at("local x = 1\nerror({code = 42})", 3, "error object is a table: {code=42}");
+    expect_refused("error(nil)", "error object is nil");
+    expect_refused("error(42)", "error object is a number: 42");
+    expect_refused("error({1, 'two', k = true})", "error object is a table: {1, \"two\", k=true}");
+    // the experiment's record holds the same first line
+    TB_CHECK(run_body("error({code = 42})", "") == 1, "%s", sh.err);
+    json_t *e = tb_load_json(ART "/api/v1/" TB_EXPERIMENT_STATUS);
+    const char *err = json_string_value(json_object_get(e, "error"));
+    TB_CHECK(e && !strcmp(json_string_value(json_object_get(e, "status")), "failed") && err &&
+                 !strcmp(err, RUNBOOK ":2: error object is a table: {code=42}"),
+             "experiment.json error: %s", err ? err : "(none)");
+    json_decref(e);
+}
+
+TB_TEST(os_exit_records_the_experiment_as_interrupted_and_exits_with_its_status) {
+    // inside pcall, which must not catch it: os.exit ends the runbook whatever calls it
+    int rc = run_body("print('before')\npcall(os.exit, 3)\nprint('after')", "");
+    TB_CHECK(rc == 3 && strstr(sh.out, "before") && !strstr(sh.out, "after"), "exit %d:\n%s\n%s", rc, sh.out, sh.err);
+    json_t *e = tb_load_json(ART "/api/v1/" TB_EXPERIMENT_STATUS);
+    const char *err = json_string_value(json_object_get(e, "error"));
+    TB_CHECK(e && !strcmp(json_string_value(json_object_get(e, "status")) ?: "", "interrupted") &&
+                 json_integer_value(json_object_get(e, "exit_code")) == 3 && err &&
+                 strstr(err, "rbapi.lua:3: os.exit(3)"),
+             "experiment.json: status interrupted, exit_code 3, the line: %s", err ? err : "(no record)");
+    json_decref(e);
+    rc = run_body("os.exit(true)", "");
+    e = tb_load_json(ART "/api/v1/" TB_EXPERIMENT_STATUS);
+    TB_CHECK(rc == 0 && e && !strcmp(json_string_value(json_object_get(e, "status")) ?: "", "interrupted") &&
+                 json_integer_value(json_object_get(e, "exit_code")) == 0,
+             "os.exit(true): exit %d, %s", rc, sh.err);
+    json_decref(e);
+}
+
+TB_TEST(api_tables_refuse_unknown_keys_listing_the_allowed) {
+    expect_refused("tb.experiment{ name = 'k', version = 1, question = 'q', seeed = 1 }",
+                   "tb.experiment: unknown key 'seeed' (it takes name, version, question, seed)");
+    expect_refused("exp:claim{ id = 'c', parser = 'ratio', runs = exp:run{ " TINY " }, text = 't', valu = 1 }",
+                   "exp:claim: unknown key 'valu' (it takes id, parser, runs, args, text, value, relative_tolerance)");
+    expect_refused("tb.experiment{ 'k', version = 1, question = 'q' }", "tb.experiment: a value without a name");
+    expect_refused("exp:run{ " TINY ", num_layerz = 2 }",
+                   "unknown config key 'num_layerz' (did you mean 'num_layers'?");
+    expect_refused("exp:claim{ id = 'c', parser = 'tokens_per_sec', runs = exp:run{ " TINY " }, text = 't' }",
+                   "exp:claim 'c': unknown parser 'tokens_per_sec' (the parsers: tokens_per_s, step_ms, ");
+}
+
+TB_TEST(api_values_are_checked_for_type_integrality_and_range) {
+    const char *cases[][2] = {
+        {"exp:run{ " TINY ", train_iters = 1.5 }", "config key 'train_iters' must be an integer (got 1.5)"},
+        {"exp:run{ " TINY ", train_iters = '3' }", "config key 'train_iters' must be an integer (got '3')"},
+        {"exp:run{ " TINY ", train_iters = 1e12 }", "config key 'train_iters': '1000000000000' is not an integer"},
+        {"exp:run{ " TINY ", swiglu = 1 }", "config key 'swiglu' must be true or false (got 1)"},
+        {"exp:run{ " TINY ", recompute_granularity = 'fulll' }", "'fulll' is not one of none|selective|full"},
+        {"exp:run{ " TINY ", recompute_granularity = 1 }", "must be none|selective|full (got 1)"},
+        {"exp:run{ " TINY ", repeat_ = 0 }", "exp:run: repeat_ must be an integer >= 1 (got 0)"},
+        {"exp:run{ " TINY ", repeat_ = 1.5 }", "exp:run: repeat_ must be an integer >= 1 (got 1.5)"},
+        {"tb.experiment{ name = 'v', version = 0, question = 'q' }", "version must be an integer >= 1 (got 0)"},
+        {"tb.experiment{ name = 'v', version = 1.5, question = 'q' }", "version must be an integer >= 1 (got 1.5)"},
+        {"tb.experiment{ name = 'v', version = 1, question = '' }", "question must be a non-empty string (got '')"},
+        {"tb.experiment{ name = 'v', version = 1 }", "tb.experiment 'v': question is required"},
+        {"tb.experiment{ name = 'a b', version = 1, question = 'q' }", "name must be a word of letters"},
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = '' }",
+         "exp:claim 'c': text must be a non-empty string (got '')"},
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', value = 0/0 }",
+         "exp:claim 'c': value must be a finite number (got nan)"},
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', "
+         "relative_tolerance = -1 }",
+         "relative_tolerance must be a finite number >= 0 (got -1)"},
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', "
+         "args = { warmup_steps = 1/0 } }",
+         "exp:claim 'c': args.warmup_steps must be a finite number (got inf)"},
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = { 1 }, text = 't' }",
+         "exp:claim 'c': runs[1] is not a result of exp:run"},
+        {"tb.param(5)", "tb.param: the name must be a non-empty string (got 5)"},
+        {"tb.param('x', {})", "tb.param 'x': the default must be a number, string or boolean (got an empty table)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_refused(cases[i][0], cases[i][1]);
+    // a --set value that cannot be what the default is
+    TB_CHECK(run_body("tb.param('iters', 8)", "--dry-run --set iters=abc") == 1 &&
+                 strstr(sh.err, "rbapi.lua:2: tb.param 'iters': --set iters=abc is not a number (the default, 8, is)"),
+             "%s", sh.err);
+    TB_CHECK(run_body("tb.param('lr', 0.1)", "--dry-run --set lr=1e999") == 1 &&
+                 strstr(sh.err, "tb.param 'lr': --set lr=1e999 is not a finite number"),
+             "%s", sh.err);
+    TB_CHECK(run_body("tb.assert(tb.param('on', false) == true and tb.param('n', 1) == 2.5, 'parsed')\n"
+                      "tb.assert(tb.param('name', 'x') == 'inf', 'text that is no decimal number stays text')",
+                      "--dry-run --set on=true --set n=2.5 --set name=inf") == 0,
+             "%s", sh.err);
+    // what the checks take: integral floats for integer keys, as the integer
+    TB_CHECK(run_body("exp:run{ " TINY ", train_iters = 2.0, lr = 1e-3, swiglu = true, memory_cap = '1G' }",
+                      "--dry-run") == 0 &&
+                 strstr(sh.out, "--train-iters 2 ") && strstr(sh.out, "--swiglu=true"),
+             "%s\n%s", sh.out, sh.err);
+}
+
+int main(void) {
+    TB_RUN(non_finite_config_numbers_are_refused_not_dropped);
+    TB_RUN(experiment_seed_must_be_an_integer_not_replaced_by_the_default);
+    TB_RUN(duplicate_claim_ids_in_one_version_are_refused_naming_both_lines);
+    TB_RUN(sweep_axes_are_non_empty_lists_of_config_values_checked_at_the_sweep);
+    TB_RUN(claim_value_mismatch_reports_both_numbers);
+    TB_RUN(read_jsonl_parse_error_names_the_file_and_its_line);
+    TB_RUN(non_string_error_objects_report_the_runbook_line_and_the_object);
+    TB_RUN(os_exit_records_the_experiment_as_interrupted_and_exits_with_its_status);
+    TB_RUN(api_tables_refuse_unknown_keys_listing_the_allowed);
+    TB_RUN(api_values_are_checked_for_type_integrality_and_range);
+    return tb_test_summary();
+}
