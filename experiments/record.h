@@ -27,8 +27,14 @@
 //             "changed": ["engine/x.c"], "untracked": ["notes.txt"],
 //             "patch": "git.patch", "patch_sha256": "..."},        // patch fields when dirty
 //     "argv": ["build/bin/pretrain_gpt", "--num-layers", "2", ...],
-//     "cwd": "/abs/path",
-//     "environment": {"PATH": "...", ...},      // with the deny-list applied (secrets dropped)
+//     "cwd": "/abs/path",                       // redacted like an environment value
+//     "environment": {"PATH": "...", "OMP_NUM_THREADS": "4", ...},
+//                      // only allowed names (provenance.h: the default allow-list, plus
+//                      // --env-allow), never a denied one; a value carrying credentials is
+//                      // "<redacted: why>" (tb_credential_marker)
+//     "environment_filter": {"allow": [globs], "deny": [globs], "left_out": 41,
+//                            "left_out_names": ["HOME", ...], "redacted": ["HTTPS_PROXY"]},
+//                      // the record is partial: what was left out, by name, never by value
 //     "host": {"hostname": ..., "cpu_model": ..., "cores": 2, "memory_bytes": ...,
 //              "gpus": [...], "driver": ..., "cuda": ..., "nccl": ...,
 //              "compiler": "gcc 12.2.0", "build_type": "Release"},

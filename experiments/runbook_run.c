@@ -313,7 +313,7 @@ int tb_runbook_exp_run(lua_State *L) {
         lua_getfield(L, 1, "question");
         tb_run_identity id = {lua_tostring(L, -3), lua_tointeger(L, -2), lua_tostring(L, -1), h->runbook,
                               h->runbook_sha256, seed, rep, s->point, NULL, h->have_git ? &h->git : NULL,
-                              h->env_deny};
+                              (const char *const *)h->env_allow, (const char *const *)h->env_deny};
         int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, s->argv, start, o, &err);
         lua_pop(L, 3);
         if (recorded != 0) luaL_error(L, "recording %s: %s", rec, err.msg);

@@ -246,6 +246,79 @@ TB_TEST(env_deny_keeps_secrets_out_of_the_manifest) {
     json_decref(m);
 }
 
+// Nine variables that a deny-list of *TOKEN* *KEY* *PASSWORD* *SECRET* *CREDENTIAL* let through
+// verbatim, each with a realistic secret: none of the values may appear in any file of the
+// record or the catalogue. Meanwhile the allow-list still records what matters, an
+// --env-allow name is recorded, and a credential-bearing URL in an allowed name is redacted.
+TB_TEST(no_secret_value_reaches_any_file_of_the_record) {
+    static const char *const secrets[][2] = {
+        {"DATABASE_URL", "postgres://app:Pg-s3cret" "-pw@db.internal:5432/prod"},
+        {"MY_PASSWD", "hunter2-Correct" "-Horse"},
+        {"API_AUTH", "Basic-YWxhZGRpbjpv" "cGVuc2VzYW1l"},
+        {"SSH_PASSPHRASE", "tr0ub4dor" "-and-3-phrase"},
+        {"GH_PAT", "ghp_aB3dE5fG7hJ9kL1m" "N3pQ5rS7tU9vW1xY3z5A"},
+        {"SENTRY_DSN", "https://3f2a9c1e5b7d4e8f" "9a0b1c2d3e4f5a6b@o123456.ingest.sentry.io/4504"},
+        {"NPM_CONFIG__AUTH", "dXNlcjpucG1f" "c2VjcmV0X3Bhc3M="},
+        {"HTTPS_PROXY", "http://proxyuser:Pr0xy" "-pass@proxy.corp:3128"},
+        {"REPO_URL", "https://x-access-token:ghs_16C7e42F292c6912" "E7710c838347Ae178B4a@github.com/org/repo.git"},
+    };
+    // the part of each value that is the secret (what must not leak, even cut out of a URL).
+    // Each is split across two literals so that this file's own text never holds one: the
+    // record of a dirty tree carries its diff (git.patch), which would hold this very test.
+    static const char *const needles[] = {"Pg-s3cret" "-pw", "hunter2-Correct" "-Horse", "YWxhZGRpbjpv" "cGVuc2VzYW1l",
+                                          "tr0ub4dor" "-and-3-phrase", "aB3dE5fG7hJ9kL1m" "N3pQ5rS7tU9vW1xY3z5A",
+                                          "3f2a9c1e5b7d4e8f" "9a0b1c2d3e4f5a6b", "dXNlcjpucG1f" "c2VjcmV0X3Bhc3M",
+                                          "Pr0xy" "-pass", "16C7e42F292c6912" "E7710c838347Ae178B4a",
+                                          "S3cr3t" "-tb-mirror"};
+    tb_write_text(TB_TEST_TMPDIR "/secrets.lua",
+                  "local exp = tb.experiment{ name = 'secrets', version = 1, question = 'q' }\n"
+                  "exp:run{ " TINY ", train_iters = 1 }\n");
+    char env[4096] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++)
+        len += (size_t)snprintf(env + len, sizeof env - len, "%s='%s' ", secrets[i][0], secrets[i][1]);
+    // HTTPS_PROXY and REPO_URL are allowed on purpose: an allowed name still has its
+    // credential-bearing value redacted; TB_MIRROR is allowed by default (TB_*)
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
+                      "rm -rf %s_sec && env %s OMP_NUM_THREADS=3 MY_TOOL_HOME=/opt/mytool "
+                      "TB_MIRROR=https://bob:S3cr3t" "-tb-mirror@mirror.example.com/simple "
+                      "%s run %s/secrets.lua --env-allow MY_TOOL_HOME --env-allow HTTPS_PROXY --env-allow 'REPO_*' "
+                      "--artifacts %s_sec",
+                      ART, env, TRACEBOOK, TB_TEST_TMPDIR, ART) == 0,
+               "%s", sh.err);
+    char names[8][256];
+    TB_REQUIRE(records(ART "_sec/secrets/v1", names, 8) == 1, "one record");
+    char path[1024];
+    snprintf(path, sizeof path, ART "_sec/secrets/v1/%s/" TB_RECORD_MANIFEST, names[0]);
+    json_t *m = json_load_file(path, 0, NULL);
+    TB_REQUIRE(m, "manifest %s", path);
+    json_t *envj = json_object_get(m, "environment"), *filter = json_object_get(m, "environment_filter");
+    TB_CHECK(!strcmp(json_string_value(json_object_get(envj, "OMP_NUM_THREADS")) ?: "", "3"),
+             "an allowed variable is recorded");
+    TB_CHECK(!strcmp(json_string_value(json_object_get(envj, "MY_TOOL_HOME")) ?: "", "/opt/mytool"),
+             "an --env-allow name is recorded");
+    TB_CHECK(json_object_get(envj, "PATH") != NULL, "PATH is recorded");
+    TB_CHECK(!strcmp(json_string_value(json_object_get(envj, "HTTPS_PROXY")) ?: "", "<redacted: credentials in URL>") &&
+                 !strcmp(json_string_value(json_object_get(envj, "REPO_URL")) ?: "", "<redacted: credentials in URL>") &&
+                 !strcmp(json_string_value(json_object_get(envj, "TB_MIRROR")) ?: "", "<redacted: credentials in URL>"),
+             "allowed names with credentials in a URL are redacted");
+    for (size_t i = 0; i < 7; i++)
+        TB_CHECK(!json_object_get(envj, secrets[i][0]), "%s is not on the allow-list", secrets[i][0]);
+    int left_out_listed = 0;
+    size_t k;
+    json_t *n;
+    json_array_foreach(json_object_get(filter, "left_out_names"), k, n) left_out_listed +=
+        !strcmp(json_string_value(n), "GH_PAT") || !strcmp(json_string_value(n), "DATABASE_URL");
+    TB_CHECK(left_out_listed == 2 && json_integer_value(json_object_get(filter, "left_out")) >= 7,
+             "the manifest says which names were left out");
+    json_decref(m);
+    // every file of the artifacts root: the record, the experiment's files, the catalogue
+    for (size_t i = 0; i < sizeof needles / sizeof *needles; i++) {
+        int rc = tb_run(&sh, TB_SOURCE_DIR, "grep -r -l -a -F -e '%s' %s_sec", needles[i], ART);
+        TB_CHECK(rc != 0 && !sh.out[0], "secret #%zu found in: %s", i + 1, sh.out);
+    }
+}
+
 TB_TEST(params_from_set_reach_the_runbook) {
     tb_write_text(TB_TEST_TMPDIR "/param.lua",
                "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n"
@@ -264,6 +337,7 @@ int main(void) {
     TB_RUN(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest);
     TB_RUN(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook);
     TB_RUN(env_deny_keeps_secrets_out_of_the_manifest);
+    TB_RUN(no_secret_value_reaches_any_file_of_the_record);
     TB_RUN(params_from_set_reach_the_runbook);
     return tb_test_summary();
 }
