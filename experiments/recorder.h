@@ -32,7 +32,7 @@ typedef struct tb_run_identity {
     const char *question;
     const char *runbook, *runbook_sha256;
     int64_t seed;
-    int repetition;
+    int repetition;            // 1..N (record.h)
     const json_t *sweep_point;
     const char *replay_of;     // NULL unless a replay
     const tb_git_state *git;   // NULL when there is no git provenance

@@ -16,6 +16,7 @@
 #include "engine_build.h"
 #include "parsers.h"
 #include "provenance.h"
+#include "record.h"
 #include "recorder.h"
 #include "replay.h"
 
@@ -330,13 +331,15 @@ int tracebook_replay_main(int argc, char **argv) {
         json_decref(new_argv);
         goto out;
     }
+    json_int_t repetition = 1;  // a replay is the same repetition, said the way this tracebook writes it
+    tb_manifest_repetition(m, &repetition);
     tb_run_identity id = {json_string_value(json_object_get(m, "experiment")),
                           json_integer_value(json_object_get(m, "version")),
                           json_string_value(json_object_get(m, "question")),
                           json_string_value(json_object_get(json_object_get(m, "runbook"), "path")),
                           json_string_value(json_object_get(json_object_get(m, "runbook"), "sha256")),
                           json_integer_value(json_object_get(m, "seed")),
-                          (int)json_integer_value(json_object_get(m, "repetition")),
+                          (int)repetition,
                           json_object_get(m, "sweep_point"),
                           run_id,
                           &here,

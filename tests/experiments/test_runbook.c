@@ -81,6 +81,71 @@ TB_TEST(runbook_runs_records_and_claims_and_prove_rederives) {
     TB_CHECK(records(ART "/rb/v1", names, 8) == 4, "--force re-runs");
 }
 
+// repeat_=3 is repetitions 1, 2, 3: in the manifests, the results the runbook reads, the
+// progress lines, the resume line, ls, show, prove's evidence and a dry run.
+TB_TEST(repetitions_are_numbered_from_one_everywhere) {
+    tb_write_text(TB_TEST_TMPDIR "/reps.lua",
+                  "local exp = tb.experiment{ name = 'reps', version = 1, question = 'q' }\n"
+                  "local r = exp:run{ " TINY ", train_iters = 2, repeat_ = 3 }\n"
+                  "if tb.param('dry', 0) == 0 then  -- a dry run returns no runs\n"
+                  "  for i = 1, 3 do tb.assert(r.runs[i].repetition == i, 'runs[' .. i .. '].repetition is ' .. "
+                  "r.runs[i].repetition) end\n"
+                  "end\n"
+                  "exp:claim{ id = 'tps', parser = 'tokens_per_s', runs = r, text = 'tok/s' }\n");
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s_reps && %s run %s/reps.lua --artifacts %s_reps", ART, TRACEBOOK,
+                      TB_TEST_TMPDIR, ART) == 0,
+               "%s\n%s", sh.out, sh.err);
+    TB_CHECK(strstr(sh.out, "reps/v1 repetition 1 of 3 (") && strstr(sh.out, "reps/v1 repetition 3 of 3 ("),
+             "progress lines:\n%s", sh.out);
+    char names[8][256], ids[4][256] = {"", "", "", ""};
+    TB_REQUIRE(records(ART "_reps/reps/v1", names, 8) == 3, "three records");
+    for (int i = 0; i < 3; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, ART "_reps/reps/v1/%.200s/" TB_RECORD_MANIFEST, names[i]);
+        json_t *m = json_load_file(path, 0, NULL);
+        json_int_t rep = json_integer_value(json_object_get(m, "repetition"));
+        TB_CHECK(rep >= 1 && rep <= 3 && !ids[rep][0], "%s: repetition %lld", names[i], (long long)rep);
+        TB_CHECK(json_integer_value(json_object_get(m, "manifest_version")) == 2, "manifest_version 2");
+        if (rep >= 1 && rep <= 3) snprintf(ids[rep], sizeof ids[rep], "%.200s", names[i]);
+        json_decref(m);
+    }
+    TB_REQUIRE(ids[1][0] && ids[2][0] && ids[3][0], "repetitions 1, 2 and 3 recorded");
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s ls reps --artifacts %s_reps", TRACEBOOK, ART) == 0, "%s", sh.err);
+    for (int rep = 1; rep <= 3; rep++) {
+        char needle[300], id[256], status[32], commit[64], col[16];
+        snprintf(needle, sizeof needle, "\n  %s ", ids[rep]);
+        const char *line = strstr(sh.out, needle);
+        TB_CHECK(line && sscanf(line, " %255s %31s %63s %15s", id, status, commit, col) == 4 && atoi(col) == rep,
+                 "ls: %s is repetition %d:\n%s", ids[rep], rep, sh.out);
+    }
+    for (int rep = 1; rep <= 3; rep++) {
+        char needle[64];
+        TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s show %s --artifacts %s_reps", TRACEBOOK, ids[rep], ART) == 0, "%s",
+                   sh.err);
+        snprintf(needle, sizeof needle, "identity     repetition %d, seed ", rep);
+        TB_CHECK(strstr(sh.out, needle), "show %s: '%s':\n%s", ids[rep], needle, sh.out);
+    }
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s prove tps --artifacts %s_reps", TRACEBOOK, ART) == 0, "%s", sh.err);
+    for (int rep = 1; rep <= 3; rep++) {
+        char needle[320];
+        snprintf(needle, sizeof needle, "run %s  repetition %d  sweep ", ids[rep], rep);
+        TB_CHECK(strstr(sh.out, needle), "prove: '%s':\n%s", needle, sh.out);
+    }
+    TB_CHECK(!strstr(sh.out, "repetition 0"), "no repetition 0 in prove:\n%s", sh.out);
+    // resume names the repetitions it skips the same way
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/reps.lua --artifacts %s_reps", TRACEBOOK, TB_TEST_TMPDIR, ART) == 0,
+               "%s", sh.err);
+    TB_CHECK(strstr(sh.out, "repetition 1 of 3 already finished as ") &&
+                 strstr(sh.out, "repetition 3 of 3 already finished as ") && !strstr(sh.out, "repetition 0"),
+             "resume:\n%s", sh.out);
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/reps.lua --dry-run --set dry=1 --artifacts %s_reps_dry", TRACEBOOK,
+                      TB_TEST_TMPDIR, ART) == 0,
+               "%s", sh.err);
+    TB_CHECK(strstr(sh.out, "dry run, repetition 1 of 3: ") && strstr(sh.out, "dry run, repetition 3 of 3: ") &&
+                 !strstr(sh.out, "repetition 0"),
+             "dry run:\n%s", sh.out);
+}
+
 TB_TEST(dry_run_prints_argv_and_config_and_runs_nothing) {
     tb_write_text(TB_TEST_TMPDIR "/dry.lua",
                "local exp = tb.experiment{ name = 'dry', version = 1, question = 'q' }\n"
@@ -332,6 +397,7 @@ TB_TEST(params_from_set_reach_the_runbook) {
 int main(void) {
     TB_RUN(runbook_runs_records_and_claims_and_prove_rederives);
     TB_RUN(dry_run_prints_argv_and_config_and_runs_nothing);
+    TB_RUN(repetitions_are_numbered_from_one_everywhere);
     TB_RUN(runbook_errors_name_file_and_line_and_mark_the_experiment_failed);
     TB_RUN(over_long_artifacts_root_is_refused_naming_the_path_and_the_limit);
     TB_RUN(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest);
