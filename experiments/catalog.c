@@ -174,7 +174,14 @@ int tb_catalog_open(sqlite3 **db, const char *artifacts, tb_error *err) {
         if (rc == 0) {
             if (sqlite3_step(st) == SQLITE_ROW) {
                 const char *v = (const char *)sqlite3_column_text(st, 0);
-                if (!v || strcmp(v, TB_CATALOG_SCHEMA_VERSION) != 0)
+                if (v && !strcmp(v, "1")) {
+                    // schema 1 held repetitions as the manifests said them, 0-based before
+                    // manifest_version 2; forgetting every manifest's stamp makes the next
+                    // sync re-read each record and store its 1-based repetition. Claims and
+                    // their prove history are kept.
+                    rc = exec_sql(*db, "UPDATE runs SET manifest_stamp = ''; UPDATE meta SET value = '"
+                                  TB_CATALOG_SCHEMA_VERSION "' WHERE key = 'schema_version';", err);
+                } else if (!v || strcmp(v, TB_CATALOG_SCHEMA_VERSION) != 0)
                     rc = tb_fail(err, "%s: catalogue schema version %s, this tracebook writes %s: delete the file "
                                       "(every command rebuilds it from the records)",
                                  path, v ? v : "(none)", TB_CATALOG_SCHEMA_VERSION);
@@ -428,7 +435,9 @@ static int record_write(writer *w, const record *r, const char *problem, tb_erro
         sqlite3_bind_text(st, 2, r->ids.experiment, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int64(st, 3, r->ids.version);
         sqlite3_bind_text(st, 4, problem ? "unreadable" : r->status, -1, SQLITE_TRANSIENT);
-        bind_json_int(st, 5, json_object_get(m, "repetition"));
+        json_int_t rep;
+        if (tb_manifest_repetition(m, &rep)) sqlite3_bind_int64(st, 5, (sqlite3_int64)rep);
+        else sqlite3_bind_null(st, 5);
         bind_json_sorted(st, 6, json_object_get(m, "sweep_point"));
         bind_json_int(st, 7, json_object_get(m, "seed"));
         bind_text(st, 8, json_string_value(json_object_get(git, "commit")));

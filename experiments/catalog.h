@@ -21,7 +21,9 @@
 // The --artifacts flag of every subcommand, for a const char * field of its option table.
 #define TB_ARTIFACTS_OPTION(type, field) \
     TB_OPTION("--artifacts", type, field, TB_OPT_STRING, TB_ARTIFACTS_DEFAULT, "DIR", "the artifacts root")
-#define TB_CATALOG_SCHEMA_VERSION "1"
+// 2: runs.repetition is 1-based for every record (record.h, tb_manifest_repetition). A schema-1
+// catalogue is brought to 2 on open: its runs are re-read at the next sync.
+#define TB_CATALOG_SCHEMA_VERSION "2"
 // A record whose manifest says "running" but whose heartbeat is older than this (or absent)
 // is catalogued as "incomplete": its runner died.
 #define TB_HEARTBEAT_STALE_S 60

@@ -247,8 +247,9 @@ static void print_run(const char *indent, json_t *rec, check_table *checks) {
     record_check *c = dir ? verify_record(checks, dir) : NULL;
     json_t *m = c ? c->manifest : NULL;
     printf("%srun %s", indent, json_string_value(json_object_get(rec, "run_id")));
-    json_t *rep = json_object_get(m, "repetition"), *sweep = json_object_get(m, "sweep_point");
-    if (json_is_integer(rep)) printf("  repetition %lld", (long long)json_integer_value(rep));
+    json_t *sweep = json_object_get(m, "sweep_point");
+    json_int_t rep;
+    if (tb_manifest_repetition(m, &rep)) printf("  repetition %lld", (long long)rep);
     if (json_is_object(sweep) && json_object_size(sweep)) {
         char *s = json_dumps(sweep, JSON_COMPACT | JSON_SORT_KEYS);
         printf("  sweep %s", s);

@@ -106,16 +106,58 @@ int tb_hash_tree(const char *dir, const char *skip_name, json_t **files, tb_erro
 // ---------------------------------------------------------------------------------------
 // Environment and host
 
-// Names that never reach a manifest: case-insensitive globs; NULL-terminated.
-// {"*TOKEN*", "*KEY*", "*PASSWORD*", "*SECRET*", "*CREDENTIAL*", NULL}
+// What a manifest records of the environment: only the names an allow-list admits, never
+// the names a deny-list names, and no value that carries credentials. The environment of a
+// shell holds whatever the user's tools put there (DATABASE_URL=postgres://u:pw@..., GH_PAT,
+// SENTRY_DSN, proxies with passwords): a deny-list of name patterns misses most of it, so
+// what is recorded is chosen, not filtered.
+//
+// The default allow-list (fnmatch globs, case-sensitive as environment names are; NULL-
+// terminated): what changes how the engine computes or where its libraries and the runbook's
+// modules come from —
+//   threads and BLAS   OMP_*  GOMP_*  OPENBLAS_*
+//   GPUs               CUDA_*  NCCL_*
+//   tracebook itself   TB_*
+//   locale             LANG  LC_*
+//   search paths       PATH  LD_LIBRARY_PATH  LD_PRELOAD  LIBRARY_PATH  CPATH
+//                      C_INCLUDE_PATH  CPLUS_INCLUDE_PATH  PKG_CONFIG_PATH  CMAKE_PREFIX_PATH
+//                      LUA_PATH  LUA_CPATH  LUA_PATH_5_4  LUA_CPATH_5_4
+extern const char *const tb_default_env_allow[];
+// Names never recorded even when an allow glob admits them (the deny-list wins; fnmatch,
+// case-insensitive): {"*TOKEN*", "*KEY*", "*PASSWORD*", "*SECRET*", "*CREDENTIAL*", NULL}
 extern const char *const tb_default_env_deny[];
 
+// The marker that replaces a value carrying credentials — "<redacted: credentials in URL>",
+// "<redacted: token (ghp_...)>" — or NULL when value carries none. What counts:
+//   - a URL of any scheme ("scheme://", so https, postgres, redis, git+ssh, ...) whose
+//     authority has a userinfo with a password: "scheme://user:password@host". A user alone
+//     ("ssh://git@host") is not a credential.
+//   - a known token prefix at the start of a word (the value's start, or after a character
+//     that is not a letter or digit), followed by the token's body: at least `min` of the
+//     characters that family uses, and — where the family is random base62 — a mix of at
+//     least two of upper case, lower case and digits, so that "/data/hf_cache" is a path,
+//     not a token:
+//       ghp_ gho_ ghu_ ghs_ ghr_ (GitHub)  github_pat_  glpat- (GitLab)  hf_ (Hugging Face)
+//       npm_  xox?- (Slack: xoxb-, xoxp-, ...)  sk- (API keys; upper, lower and digits)
+//       AKIA / ASIA (AWS access key ids: exactly 16 upper-case letters or digits follow)
+const char *tb_credential_marker(const char *value);
+
+// A NULL-terminated list: `defaults` then the n strings of extra (not copied; free the
+// array only).
+const char **tb_globs_with(const char *const *defaults, const char *const *extra, int n);
+
 // {"NAME": "VALUE", ...} for every "NAME=VALUE" string of environ_like (NULL-terminated,
-// like `environ`) whose NAME matches none of deny_globs (fnmatch, case-insensitive;
-// NULL means tb_default_env_deny, {NULL} denies nothing). Strings without '=' are skipped;
-// when a name repeats, the first one wins (as getenv does). Returns NULL only when out of
-// memory.
-json_t *tb_environment_json(char **environ_like, const char *const *deny_globs);
+// like `environ`) whose NAME matches one of allow_globs (NULL: tb_default_env_allow) and
+// none of deny_globs (case-insensitive; NULL: tb_default_env_deny, {NULL} denies nothing).
+// A value that tb_credential_marker flags is recorded as its marker. Strings without '='
+// are skipped; when a name repeats, the first one wins (as getenv does).
+// filter (when not NULL) gets what a reader needs to know the record is partial — names,
+// never values:
+//   {"allow": [globs], "deny": [globs], "left_out": N, "left_out_names": [sorted names],
+//    "redacted": [sorted names whose value was replaced by its marker]}
+// Returns NULL only when out of memory.
+json_t *tb_environment_json(char **environ_like, const char *const *allow_globs, const char *const *deny_globs,
+                            json_t **filter);
 
 // The manifest's "host" object:
 //   hostname, cpu_model (/proc/cpuinfo "model name", null when absent), cores (online CPUs),

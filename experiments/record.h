@@ -15,20 +15,27 @@
 //
 // manifest.json:
 //   {
-//     "manifest_version": 1,
+//     "manifest_version": 2,                     // 2: repetitions count from 1 (see below)
 //     "run_id": "20261129T104512-3f9a2c1e",     // start time + 8 hex of randomness
 //     "experiment": "tp_scaling", "version": 2, "question": "...",
 //     "status": "finished" | "failed" | "incomplete",
 //     "runbook": {"path": "runbooks/tp_scaling.lua", "sha256": "..."},
 //     "seed": 1234,                              // derived from the experiment's root seed
-//     "repetition": 0, "sweep_point": {"tensor_model_parallel_size": 2},
+//     "repetition": 1, "sweep_point": {"tensor_model_parallel_size": 2},
+//                      // 1..N for a config run with repeat_=N, as every command prints it
 //     "replay_of": null | "<run-id>",
 //     "git": {"commit": "40 hex", "branch": "main", "dirty": true,
 //             "changed": ["engine/x.c"], "untracked": ["notes.txt"],
 //             "patch": "git.patch", "patch_sha256": "..."},        // patch fields when dirty
 //     "argv": ["build/bin/pretrain_gpt", "--num-layers", "2", ...],
-//     "cwd": "/abs/path",
-//     "environment": {"PATH": "...", ...},      // with the deny-list applied (secrets dropped)
+//     "cwd": "/abs/path",                       // redacted like an environment value
+//     "environment": {"PATH": "...", "OMP_NUM_THREADS": "4", ...},
+//                      // only allowed names (provenance.h: the default allow-list, plus
+//                      // --env-allow), never a denied one; a value carrying credentials is
+//                      // "<redacted: why>" (tb_credential_marker)
+//     "environment_filter": {"allow": [globs], "deny": [globs], "left_out": 41,
+//                            "left_out_names": ["HOME", ...], "redacted": ["HTTPS_PROXY"]},
+//                      // the record is partial: what was left out, by name, never by value
 //     "host": {"hostname": ..., "cpu_model": ..., "cores": 2, "memory_bytes": ...,
 //              "gpus": [...], "driver": ..., "cuda": ..., "nccl": ...,
 //              "compiler": "gcc 12.2.0", "build_type": "Release"},
@@ -52,6 +59,21 @@
 #ifndef TB_EXPERIMENTS_RECORD_H
 #define TB_EXPERIMENTS_RECORD_H
 
-#define TB_MANIFEST_VERSION 1
+#include <jansson.h>
+
+// 2: "repetition" counts from 1. Records of manifest_version 1 (and older ones without the
+// field) counted from 0; they stay as they were written — a record is evidence, and its
+// manifest is not rewritten — and are read through tb_manifest_repetition.
+#define TB_MANIFEST_VERSION 2
+
+// The manifest's repetition, 1-based whatever the record's manifest_version: one more than a
+// version-1 record says. 1 with *out set, or 0 when the manifest has no integer repetition.
+static inline int tb_manifest_repetition(const json_t *m, json_int_t *out) {
+    const json_t *rep = json_object_get(m, "repetition"), *mv = json_object_get(m, "manifest_version");
+    if (!json_is_integer(rep)) return 0;
+    int zero_based = !json_is_integer(mv) || json_integer_value(mv) < 2;
+    *out = json_integer_value(rep) + (zero_based ? 1 : 0);
+    return 1;
+}
 
 #endif

@@ -32,6 +32,18 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
+int tb_env_globs_check(const char *command, const tb_strlist *globs, const char *flag, tb_error *err) {
+    for (int i = 0; i < globs->n; i++) {
+        const char *g = globs->items[i];
+        if (!*g) return tb_fail(err, "%s: flag %s: the value is empty; give a variable name or glob", command, flag);
+        const char *eq = strchr(g, '=');
+        if (eq)  // what follows '=' may be the secret itself: only the name part is shown
+            return tb_fail(err, "%s: flag %s: '%.*s=...' is NAME=VALUE; give the name alone ('%.*s')", command,
+                           flag, (int)(eq - g), g, (int)(eq - g), g);
+    }
+    return 0;
+}
+
 void tb_recorder_install_sigint(void) { signal(SIGINT, on_sigint); }
 int tb_recorder_interrupted(void) { return interrupted; }
 
@@ -215,8 +227,12 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
     json_object_set_new(m, "replay_of", id->replay_of ? json_string(id->replay_of) : json_null());
     json_object_set_new(m, "git", id->git ? tb_git_state_json(id->git, id->git->dirty ? TB_RECORD_PATCH : NULL) : json_null());
     json_object_set_new(m, "argv", json_deep_copy(argv));
-    json_object_set_new(m, "cwd", json_string(cwd));
-    json_object_set_new(m, "environment", tb_environment_json(environ, id->env_deny ? id->env_deny : tb_default_env_deny));
+    // a directory name is the user's to choose: one that looks like a credential is not recorded
+    const char *cwd_marker = tb_credential_marker(cwd);
+    json_object_set_new(m, "cwd", json_string(cwd_marker ? cwd_marker : cwd));
+    json_t *env_filter = NULL;
+    json_object_set_new(m, "environment", tb_environment_json(environ, id->env_allow, id->env_deny, &env_filter));
+    json_object_set_new(m, "environment_filter", env_filter ? env_filter : json_null());
     json_object_set_new(m, "host", tb_host_json());
     // what the engine binary is (engine_build.h); an engine that cannot say is noted, not fatal
     tb_error build_err;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/options.h"
 #include "core/run_dir.h"
 #include "provenance.h"
 
@@ -31,12 +32,26 @@ typedef struct tb_run_identity {
     const char *question;
     const char *runbook, *runbook_sha256;
     int64_t seed;
-    int repetition;
+    int repetition;            // 1..N (record.h)
     const json_t *sweep_point;
     const char *replay_of;     // NULL unless a replay
     const tb_git_state *git;   // NULL when there is no git provenance
-    const char *const *env_deny;  // name globs kept out of the manifest (NULL: tb_default_env_deny)
+    const char *const *env_allow;  // name globs the manifest records (NULL: tb_default_env_allow)
+    const char *const *env_deny;   // name globs kept out even when allowed (NULL: tb_default_env_deny)
 } tb_run_identity;
+
+// What `tracebook run` and `tracebook replay` say in --help about the environment a manifest
+// records (provenance.h, tb_environment_json).
+#define TB_ENV_POLICY_HELP                                                                               \
+    "Manifests record only allowed environment variables: OMP_* GOMP_* OPENBLAS_* CUDA_* NCCL_* TB_* LANG\n" \
+    "LC_* PATH and the library/include/pkg-config/CMake/Lua search paths, plus --env-allow; never names\n"   \
+    "matching *TOKEN* *KEY* *PASSWORD* *SECRET* *CREDENTIAL* or --env-deny. A value carrying credentials\n"  \
+    "(user:password@ in a URL, a known token prefix) is recorded as \"<redacted: why>\"."
+
+// The --env-allow / --env-deny values of a command line: a name or a glob, so neither empty
+// nor holding '=' (a NAME=VALUE pasted by mistake would put a value in the manifest's
+// filter). 0, or -1 with err naming the command, the flag and the value.
+int tb_env_globs_check(const char *command, const tb_strlist *globs, const char *flag, tb_error *err);
 
 void tb_recorder_install_sigint(void);
 int tb_recorder_interrupted(void);

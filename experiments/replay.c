@@ -17,6 +17,7 @@
 #include "engine_build.h"
 #include "parsers.h"
 #include "provenance.h"
+#include "record.h"
 #include "record_verify.h"
 #include "recorder.h"
 #include "replay.h"
@@ -112,7 +113,16 @@ typedef struct replay_args {
     const char *artifacts;
     double timing_tolerance;
     int ignore_timing, keep, jobs;
+    tb_strlist env_allowed, env_denied;  // --env-allow, --env-deny (recorder.h)
+    const char **env_allow, **env_deny;  // the defaults and those flags, NULL-terminated
 } replay_args;
+
+static void replay_args_free(replay_args *a) {
+    free(a->env_allow);
+    free(a->env_deny);
+    tb_strlist_free(&a->env_allowed);
+    tb_strlist_free(&a->env_denied);
+}
 
 static void print_problem(void *count, const char *text) {
     fprintf(stderr, "tracebook replay: %s\n", text);
@@ -127,12 +137,16 @@ static const tb_option replay_options[] = {
               "a step time OUTSIDE the tolerance is reported but does not fail the replay"),
     TB_OPTION("--keep", replay_args, keep, TB_OPT_BOOL, NULL, NULL, "keep the temporary source tree and its build"),
     TB_OPTION("--jobs", replay_args, jobs, TB_OPT_INT, NULL, "N", "parallel build jobs (default: the online CPUs)"),
+    TB_OPTION("--env-allow", replay_args, env_allowed, TB_OPT_LIST, NULL, "NAME_OR_GLOB",
+              "also record environment variables matching NAME_OR_GLOB in the replay's manifest"),
+    TB_OPTION("--env-deny", replay_args, env_denied, TB_OPT_LIST, NULL, "GLOB",
+              "also keep environment variables matching GLOB out of it (wins over --env-allow)"),
     TB_OPTIONS_END};
 
 static const tb_command replay_command = {
     "tracebook replay", "RUN",
     "Re-runs a record at its recorded commit (and saved patch) with a fresh build, and compares:\n"
-    "the losses must be bitwise equal; the step time is reported against --timing-tolerance.",
+    "the losses must be bitwise equal; the step time is reported against --timing-tolerance.\n" TB_ENV_POLICY_HELP,
     replay_options, 1, 1};
 
 int tracebook_replay_main(int argc, char **argv) {
@@ -140,20 +154,32 @@ int tracebook_replay_main(int argc, char **argv) {
     tb_positional pos;
     tb_error err;
     int parsed = tb_command_parse(&replay_command, &args, argc, argv, &pos, &err);
-    if (parsed != 0) return parsed > 0 ? 0 : tb_command_usage_error(&replay_command, &err);
+    if (parsed != 0) {
+        replay_args_free(&args);
+        return parsed > 0 ? 0 : tb_command_usage_error(&replay_command, &err);
+    }
     const char *artifacts = args.artifacts, *run_id = pos.items[0];
     tb_positional_free(&pos);
+    if (tb_env_globs_check("tracebook replay", &args.env_allowed, "--env-allow", &err) != 0 ||
+        tb_env_globs_check("tracebook replay", &args.env_denied, "--env-deny", &err) != 0) {
+        replay_args_free(&args);
+        return tb_command_usage_error(&replay_command, &err);
+    }
+    args.env_allow = tb_globs_with(tb_default_env_allow, args.env_allowed.items, args.env_allowed.n);
+    args.env_deny = tb_globs_with(tb_default_env_deny, args.env_denied.items, args.env_denied.n);
     char rec[PATH_MAX], path[PATH_MAX];
     int found = find_record(artifacts, run_id, rec, sizeof rec, &err);
     if (found <= 0 || tb_path_format(path, sizeof path, &err, "%s/" TB_RECORD_MANIFEST, rec) != 0) {
         if (found == 0) fprintf(stderr, "tracebook replay: no record %s under %s\n", run_id, artifacts);
         else fprintf(stderr, "tracebook replay: %s\n", err.msg);
+        replay_args_free(&args);
         return TB_EXIT_FAILURE;
     }
     json_error_t jerr;
     json_t *m = json_load_file(path, 0, &jerr);
     if (!m) {
         fprintf(stderr, "tracebook replay: %s: %s (an incomplete record cannot be replayed)\n", path, jerr.text);
+        replay_args_free(&args);
         return TB_EXIT_FAILURE;
     }
     int rc = TB_EXIT_FAILURE;
@@ -327,17 +353,20 @@ int tracebook_replay_main(int argc, char **argv) {
         json_decref(new_argv);
         goto out;
     }
+    json_int_t repetition = 1;  // a replay is the same repetition, said the way this tracebook writes it
+    tb_manifest_repetition(m, &repetition);
     tb_run_identity id = {json_string_value(json_object_get(m, "experiment")),
                           json_integer_value(json_object_get(m, "version")),
                           json_string_value(json_object_get(m, "question")),
                           json_string_value(json_object_get(json_object_get(m, "runbook"), "path")),
                           json_string_value(json_object_get(json_object_get(m, "runbook"), "sha256")),
                           json_integer_value(json_object_get(m, "seed")),
-                          (int)json_integer_value(json_object_get(m, "repetition")),
+                          (int)repetition,
                           json_object_get(m, "sweep_point"),
                           run_id,
                           &here,
-                          NULL};
+                          (const char *const *)args.env_allow,
+                          (const char *const *)args.env_deny};
     int recorded = tb_record_finish(artifacts, new_rec, new_id, &id, new_argv, start, o, &err);
     json_decref(new_argv);
     if (recorded != 0) {
@@ -394,5 +423,6 @@ out:
     }
     tb_git_state_free(&here);
     json_decref(m);
+    replay_args_free(&args);
     return rc;
 }

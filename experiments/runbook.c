@@ -147,8 +147,10 @@ static const tb_option run_options[] = {
     TB_OPTION("--dry-run", host, dry_run, TB_OPT_BOOL, NULL, NULL, "print each engine run's argv and config; run nothing"),
     TB_OPTION("--require-clean", host, require_clean, TB_OPT_BOOL, NULL, NULL, "refuse to run from a dirty working tree"),
     TB_OPTION("--force", host, force, TB_OPT_BOOL, NULL, NULL, "re-run repetitions that already finished"),
+    TB_OPTION("--env-allow", host, env_allowed, TB_OPT_LIST, NULL, "NAME_OR_GLOB",
+              "also record environment variables matching NAME_OR_GLOB in the manifests"),
     TB_OPTION("--env-deny", host, env_denied, TB_OPT_LIST, NULL, "GLOB",
-              "also keep environment variables matching GLOB out of the manifests"),
+              "also keep environment variables matching GLOB out of the manifests (wins over --env-allow)"),
     TB_ARTIFACTS_OPTION(host, artifacts),
     TB_OPTIONS_END};
 
@@ -156,7 +158,7 @@ static const tb_command run_command = {
     "tracebook run", "RUNBOOK.lua",
     "Runs a Lua runbook: each engine run recorded under <artifacts>/<experiment>/v<version>/<run-id>/\n"
     "with its provenance; claims derived from the records (runbooks/README.md documents the Lua API).\n"
-    "Environment variables matching *TOKEN* *KEY* *PASSWORD* *SECRET* *CREDENTIAL* never reach a manifest.",
+    TB_ENV_POLICY_HELP,
     run_options, 1, 1};
 
 // The parsed command line into h: the --set values by key, the deny-list. 0, or -1 with err set.
@@ -172,11 +174,11 @@ static int host_from_args(tb_runbook_host *h, tb_error *err) {
                            sizeof key - 1);
         json_object_set_new(h->params, key, json_string(eq + 1));
     }
-    int ndefault = 0;
-    while (tb_default_env_deny[ndefault]) ndefault++;
-    h->env_deny = tb_xcalloc((size_t)ndefault + (size_t)h->env_denied.n + 1, sizeof *h->env_deny, "env deny-list");
-    for (int i = 0; i < ndefault; i++) h->env_deny[i] = tb_default_env_deny[i];
-    for (int i = 0; i < h->env_denied.n; i++) h->env_deny[ndefault + i] = h->env_denied.items[i];
+    if (tb_env_globs_check("tracebook run", &h->env_allowed, "--env-allow", err) != 0 ||
+        tb_env_globs_check("tracebook run", &h->env_denied, "--env-deny", err) != 0)
+        return -1;
+    h->env_allow = tb_globs_with(tb_default_env_allow, h->env_allowed.items, h->env_allowed.n);
+    h->env_deny = tb_globs_with(tb_default_env_deny, h->env_denied.items, h->env_denied.n);
     return 0;
 }
 
@@ -184,8 +186,10 @@ static void host_free(tb_runbook_host *h) {
     if (h->have_git) tb_git_state_free(&h->git);
     json_decref(h->params);
     json_decref(h->experiments);
+    free(h->env_allow);
     free(h->env_deny);
     tb_strlist_free(&h->sets);
+    tb_strlist_free(&h->env_allowed);
     tb_strlist_free(&h->env_denied);
 }
 

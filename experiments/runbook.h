@@ -2,7 +2,7 @@
 // experiments (docs/ARCHITECTURE.md, "Experiments"; runbooks/README.md documents the Lua API).
 //
 //   tracebook run RUNBOOK.lua [--set key=value ...] [--dry-run] [--require-clean] [--force]
-//                             [--env-deny GLOB ...] [--artifacts DIR]
+//                             [--env-allow NAME_OR_GLOB ...] [--env-deny GLOB ...] [--artifacts DIR]
 //
 // (`tracebook run --help` prints the flags from the command's option table.)
 //

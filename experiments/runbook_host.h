@@ -23,6 +23,7 @@ typedef struct tb_runbook_host {
     const char *artifacts;
     int dry_run, require_clean, force;
     tb_strlist sets;         // --set key=value
+    tb_strlist env_allowed;  // --env-allow NAME_OR_GLOB
     tb_strlist env_denied;   // --env-deny GLOB
     const char *runbook;
     // derived from it
@@ -33,6 +34,7 @@ typedef struct tb_runbook_host {
     tb_git_state git;
     int have_git;
     json_t *experiments;     // declared experiments: <artifacts>/<name>/v<N> → experiment.json's object
+    const char **env_allow;  // the default allow-list + the --env-allow globs, NULL-terminated
     const char **env_deny;   // the default secret globs + the --env-deny ones, NULL-terminated
     int runs_started;
 } tb_runbook_host;

@@ -26,6 +26,7 @@
 #include "core/xalloc.h"
 #include "lua_json.h"
 #include "parsers.h"
+#include "record.h"
 #include "recorder.h"
 #include "runbook_host.h"
 
@@ -215,8 +216,9 @@ static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *ru
     json_array_append_new(argv, json_string(run_dir));
 }
 
-// A finished record of this experiment version with the same sweep point and repetition,
-// into out: 1 found, 0 not, -1 with err set when a path does not fit.
+// A finished record of this experiment version with the same sweep point and repetition
+// (1-based; a record of manifest_version 1 is read 1-based too), into out: 1 found, 0 not, -1
+// with err set when a path does not fit.
 static int find_finished(const char *version_dir, const json_t *point, int repetition, char *out, size_t len,
                          tb_error *err) {
     DIR *d = opendir(version_dir);
@@ -232,8 +234,8 @@ static int find_finished(const char *version_dir, const json_t *point, int repet
         }
         json_t *m = json_load_file(path, 0, NULL);
         const char *status = m ? json_string_value(json_object_get(m, "status")) : NULL;
-        if (status && !strcmp(status, "finished") &&
-            json_integer_value(json_object_get(m, "repetition")) == repetition &&
+        json_int_t rep;
+        if (status && !strcmp(status, "finished") && tb_manifest_repetition(m, &rep) && rep == repetition &&
             json_equal(json_object_get(m, "sweep_point"), (json_t *)point))
             found = tb_path_format(out, len, err, "%s/%s", version_dir, e->d_name) == 0 ? 1 : -1;
         json_decref(m);
@@ -333,11 +335,14 @@ int tb_runbook_exp_run(lua_State *L) {
     s->repeats = repeats;
     lua_newtable(L);  // result
     lua_newtable(L);  // result.runs
-    for (int rep = 0; rep < repeats; rep++) {
+    // repetitions are numbered 1..repeats wherever they are stored or printed (the manifest,
+    // the results, every line); runs[rep] and records[rep - 1] hold repetition rep
+    for (int rep = 1; rep <= repeats; rep++) {
         // each run's seed: from the experiment's root seed, the sweep point and the repetition
+        // — mixed 0-based, as before repetitions counted from 1, so that a config keeps its seeds
         int64_t seed = json_is_integer(json_object_get(s->point, "seed"))
                            ? (int64_t)json_integer_value(json_object_get(s->point, "seed"))
-                           : (int64_t)(tb_seed_mix(tb_seed_mix(root, point_hash), (uint64_t)rep) >> 33);
+                           : (int64_t)(tb_seed_mix(tb_seed_mix(root, point_hash), (uint64_t)(rep - 1)) >> 33);
         s->config = json_deep_copy(s->point);
         json_object_set_new(s->config, "seed", json_integer(seed));
         char rec[PATH_MAX + 128], run_id[64];
@@ -347,10 +352,11 @@ int tb_runbook_exp_run(lua_State *L) {
             const char *slash = strrchr(rec, '/');
             if (tb_path_format(run_id, sizeof run_id, &err, "%s", slash ? slash + 1 : rec) != 0)
                 tb_rb_error(L, "the run id of a finished record: %s", err.msg);
-            printf("  skip: %s repetition %d already finished as %s (--force re-runs)\n", version_dir, rep, run_id);
+            printf("  skip: %s repetition %d of %d already finished as %s (--force re-runs)\n", version_dir, rep,
+                   repeats, run_id);
             push_run_result(L, rec, run_id, rep, seed, "finished", 1);
-            lua_rawseti(L, -2, rep + 1);
-            s->records[rep] = tb_xstrdup(rec, "record path");
+            lua_rawseti(L, -2, rep);
+            s->records[rep - 1] = tb_xstrdup(rec, "record path");
             drop_json(&s->config);
             continue;
         }
@@ -368,7 +374,7 @@ int tb_runbook_exp_run(lua_State *L) {
         drop_json(&s->resolved);
         lua_pop(L, 2);
         if (h->dry_run) {
-            printf("  dry run: ");
+            printf("  dry run, repetition %d of %d: ", rep, repeats);
             for (size_t i = 0; i < json_array_size(s->argv); i++)
                 printf("%s%s", i ? " " : "", json_string_value(json_array_get(s->argv, i)));
             char *text = json_dumps(s->config, JSON_COMPACT | JSON_SORT_KEYS);
@@ -390,11 +396,11 @@ int tb_runbook_exp_run(lua_State *L) {
         tb_iso_now(start, sizeof start);
         int run_no = ++h->runs_started;
         if (!h->tty) {
-            printf("  run %d: %s repetition %d of %d (%s)\n", run_no, version_dir, rep + 1, repeats, run_id);
+            printf("  run %d: %s repetition %d of %d (%s)\n", run_no, version_dir, rep, repeats, run_id);
             fflush(stdout);
         }
         char label[96];
-        snprintf(label, sizeof label, "%d (repetition %d of %d)", run_no, rep + 1, repeats);
+        snprintf(label, sizeof label, "%d (repetition %d of %d)", run_no, rep, repeats);
         tb_run_outcome o;
         if (tb_run_engine(s->argv, rec, h->tty, label, iters, &o, &err) != 0)
             tb_rb_error(L, "run %s not started: %s", run_id, err.msg);
@@ -403,7 +409,7 @@ int tb_runbook_exp_run(lua_State *L) {
         lua_getfield(L, 1, "question");
         tb_run_identity id = {lua_tostring(L, -3), lua_tointeger(L, -2), lua_tostring(L, -1), h->runbook,
                               h->runbook_sha256, seed, rep, s->point, NULL, h->have_git ? &h->git : NULL,
-                              h->env_deny};
+                              (const char *const *)h->env_allow, (const char *const *)h->env_deny};
         int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, s->argv, start, o, &err);
         lua_pop(L, 3);
         if (recorded != 0) tb_rb_error(L, "recording %s: %s", rec, err.msg);
@@ -427,8 +433,8 @@ int tb_runbook_exp_run(lua_State *L) {
             tb_rb_error(L, "engine run %s failed (exit status %d): %s (see %s)", run_id, o.exit_status, last, log);
         }
         push_run_result(L, rec, run_id, rep, seed, "finished", 0);
-        lua_rawseti(L, -2, rep + 1);
-        s->records[rep] = tb_xstrdup(rec, "record path");
+        lua_rawseti(L, -2, rep);
+        s->records[rep - 1] = tb_xstrdup(rec, "record path");
     }
     lua_setfield(L, -2, "runs");
     if (!h->dry_run) {

@@ -43,7 +43,7 @@ static const char *engine_records(const char *name) {
     if (rc != 0) printf("  engine run failed: %s\n", fx_read(fx_path(rec, sizeof rec, "%s/cat/v1/run-a/stderr.log", root)));
     fx_write_manifest(fx_path(rec, sizeof rec, "%s/cat/v1/run-a", root), "cat", 1, "run-a",
                       json_pack("{s:o, s:{s:i}, s:i}", "argv", argv, "sweep_point", "tensor_model_parallel_size", 2,
-                                "repetition", 0));
+                                "repetition", 1));
     rc = fx_engine_run(fx_path(rec, sizeof rec, "%s/cat/v1/run-b", root), "--hidden-size 64", &argv);
     if (rc != 0) printf("  engine run failed\n");
     fx_write_manifest(fx_path(rec, sizeof rec, "%s/cat/v1/run-b", root), "cat", 1, "run-b",
@@ -90,7 +90,7 @@ TB_TEST(add_run_catalogues_the_manifest_and_every_ranks_metrics) {
     char *status = query_text(db, "SELECT status || ' ' || experiment || ' v' || version || ' ' || \"commit\" || "
                                   "' ' || dirty || ' ' || sweep_point || ' ' || repetition FROM runs");
     TB_CHECK(!strcmp(status, "finished cat v1 4f3c2b1a0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a 0 "
-                             "{\"tensor_model_parallel_size\":2} 0"),
+                             "{\"tensor_model_parallel_size\":2} 1"),
              "runs row: %s", status);
     free(status);
     TB_CHECK(query_int(db, "SELECT json_extract(config, '$.hidden_size') FROM runs WHERE run_id = 'run-a'") == 32,
@@ -341,6 +341,47 @@ TB_TEST(show_prints_the_manifest_config_and_steps) {
     free(out);
 }
 
+// A record of manifest_version 1 counted repetitions from 0; the catalogue reads it 1-based,
+// like every newer record, so ls and show print one numbering. A catalogue of schema 1 (which
+// stored what the manifests said) is brought up to date on open, its claims kept.
+TB_TEST(version_1_records_and_schema_1_catalogues_read_repetitions_from_one) {
+    const char *root = engine_records("old_reps");
+    char rec[FX_PATH];
+    json_t *argv = NULL;
+    if (fx_engine_run(fx_path(rec, sizeof rec, "%s/cat/v1/run-old", root), "", &argv) != 0) printf("  engine run failed\n");
+    fx_write_manifest(rec, "cat", 1, "run-old",
+                      json_pack("{s:o, s:i, s:i}", "argv", argv, "manifest_version", 1, "repetition", 2));
+    sqlite3 *db;
+    tb_error err;
+    TB_REQUIRE(tb_catalog_open(&db, root, &err) == 0 && tb_catalog_rebuild(db, root, &err) == 0, "%s", err.msg);
+    TB_CHECK(query_int(db, "SELECT repetition FROM runs WHERE run_id = 'run-old'") == 3,
+             "a version-1 repetition 2 (the third) is catalogued as 3");
+    TB_CHECK(query_int(db, "SELECT repetition FROM runs WHERE run_id = 'run-a'") == 1, "a version-2 repetition as is");
+    // what a tracebook of catalogue schema 1 left: the manifest's 0-based number
+    TB_REQUIRE(sqlite3_exec(db, "UPDATE runs SET repetition = 2 WHERE run_id = 'run-old';"
+                                "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
+                            NULL, NULL, NULL) == SQLITE_OK,
+               "%s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+    char *out;
+    int rc = fx_capture(tracebook_ls_main, &out, "ls", "cat", "--artifacts", root, NULL);
+    printf("%s", out);
+    char id[64], status[32], commit[64], rep[16];
+    const char *line = strstr(out, "\n  run-old ");
+    TB_CHECK(rc == 0 && line && sscanf(line, " %63s %31s %63s %15s", id, status, commit, rep) == 4 &&
+                 !strcmp(rep, "3"),
+             "ls prints run-old as repetition 3 after opening a schema-1 catalogue: %s", line ? line : out);
+    free(out);
+    rc = fx_capture(tracebook_show_main, &out, "show", "run-old", "--artifacts", root, NULL);
+    TB_CHECK(rc == 0 && strstr(out, "identity     repetition 3, seed "), "show: %s", out);
+    free(out);
+    TB_REQUIRE(tb_catalog_open(&db, root, &err) == 0, "%s", err.msg);
+    char *v = query_text(db, "SELECT value FROM meta WHERE key = 'schema_version'");
+    TB_CHECK(!strcmp(v, TB_CATALOG_SCHEMA_VERSION), "schema version now %s", v);
+    free(v);
+    sqlite3_close(db);
+}
+
 TB_TEST(diff_shows_differing_config_and_metrics_side_by_side) {
     const char *root = engine_records("diff");
     char *out;
@@ -368,5 +409,6 @@ int main(void) {
     TB_RUN(ls_lists_experiments_then_runs_with_median_throughput);
     TB_RUN(show_prints_the_manifest_config_and_steps);
     TB_RUN(diff_shows_differing_config_and_metrics_side_by_side);
+    TB_RUN(version_1_records_and_schema_1_catalogues_read_repetitions_from_one);
     return tb_test_summary();
 }

@@ -203,7 +203,7 @@ TB_TEST(parsers_name_the_missing_or_malformed_file) {
 // ---------------------------------------------------------------------------------------
 // prove on engine records
 
-// px v1: r0..r2 (three repetitions), r3 (hidden 64); claims tps, loss, act, speedup made
+// px v1: r0..r2 (repetitions 1..3), r3 (hidden 64); claims tps, loss, act, speedup made
 // with the parsers, as a runbook makes them. Returns the artifacts root (static).
 static const char *prove_fixture(const char *name) {
     static char root[FX_PATH];
@@ -215,7 +215,7 @@ static const char *prove_fixture(const char *name) {
         snprintf(id, sizeof id, "r%d", i);
         fx_path(rec[i], sizeof rec[i], "%s/px/v1/%s", root, id);
         if (fx_engine_run(rec[i], i == 3 ? "--hidden-size 64" : "", &argv) != 0) printf("  engine run failed\n");
-        fx_write_manifest(rec[i], "px", 1, id, json_pack("{s:o, s:i}", "argv", argv, "repetition", i < 3 ? i : 0));
+        fx_write_manifest(rec[i], "px", 1, id, json_pack("{s:o, s:i}", "argv", argv, "repetition", i < 3 ? i + 1 : 1));
     }
     const char *reps[] = {rec[0], rec[1], rec[2], rec[3]};
     static const struct {
@@ -291,6 +291,30 @@ TB_TEST(prove_proves_untouched_records_and_prints_the_evidence) {
     free(out);
     rc = fx_capture(tracebook_prove_main, &out, "prove", "--artifacts", root, NULL);
     TB_CHECK(rc == 2, "no claim and no --all is a usage error");
+    free(out);
+}
+
+// The evidence names each record's repetition 1..N; a record of manifest_version 1 (0-based
+// on disk) is printed 1-based too.
+TB_TEST(prove_evidence_numbers_repetitions_from_one) {
+    const char *root = prove_fixture("prove_reps");
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "tps", "--artifacts", root, NULL);
+    TB_CHECK(rc == 0 && strstr(out, "run r0  repetition 1  value ") && strstr(out, "run r1  repetition 2  value ") &&
+                 strstr(out, "run r2  repetition 3  value ") && !strstr(out, "repetition 0"),
+             "repetitions 1, 2, 3:\n%s", out);
+    free(out);
+    // r2 as a version-1 tracebook wrote it: repetition 2 counted from 0 is the third
+    char rec[FX_PATH];
+    json_t *argv = NULL;
+    fx_path(rec, sizeof rec, "%s/px/v1/r2", root);
+    json_t *old = json_load_file(fx_path((char[FX_PATH]){0}, FX_PATH, "%s/" TB_RECORD_MANIFEST, rec), 0, NULL);
+    argv = json_incref(json_object_get(old, "argv"));
+    json_decref(old);
+    fx_write_manifest(rec, "px", 1, "r2", json_pack("{s:o, s:i, s:i}", "argv", argv, "manifest_version", 1,
+                                                    "repetition", 2));
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "tps", "--artifacts", root, NULL);
+    TB_CHECK(rc == 0 && strstr(out, "run r2  repetition 3  value "), "a version-1 record, 1-based:\n%s", out);
     free(out);
 }
 
@@ -425,7 +449,7 @@ TB_TEST(prove_all_over_a_thousand_records_is_fast) {
             tb_mkdir_p(fx_path(path, sizeof path, "%s/" TB_RECORD_RUN_DIR, rec), NULL);
             for (int f = 0; f < NFILES; f++) fx_write_text(fx_path(path, sizeof path, "%s/%s", rec, files[f]), content[f]);
             fx_write_manifest(rec, fx_path(path, sizeof path, "bulk%02d", e), 1, id,
-                              json_pack("{s:i}", "repetition", r % PER_CLAIM));
+                              json_pack("{s:i}", "repetition", r % PER_CLAIM + 1));
         }
         // a claim over each ten runs, the parsers in turn
         static const char *const parsers[] = {"tokens_per_s", "step_ms", "loss_at_step", "peak_memory_bytes"};
@@ -499,6 +523,7 @@ int main(void) {
     TB_RUN(ratio_and_saved_fraction_combine_two_sub_claims);
     TB_RUN(parsers_name_the_missing_or_malformed_file);
     TB_RUN(prove_proves_untouched_records_and_prints_the_evidence);
+    TB_RUN(prove_evidence_numbers_repetitions_from_one);
     TB_RUN(prove_fails_naming_the_file_when_a_metric_line_is_edited);
     TB_RUN(prove_fails_naming_a_deleted_file);
     TB_RUN(prove_fails_when_the_claimed_value_is_wrong);

@@ -1,5 +1,5 @@
 // test_provenance.c — experiments/provenance: git state, worktree + patch replay, SHA-256,
-// file-tree hashes, environment deny-list, host facts. The git repositories are made with
+// file-tree hashes, environment allow- and deny-lists and redaction, host facts. The git repositories are made with
 // libgit2 itself (no git CLI), under TB_TEST_TMPDIR/provenance.
 #define _GNU_SOURCE  // nftw's FTW_DEPTH / FTW_PHYS
 
@@ -250,7 +250,9 @@ TB_TEST(test_environment_deny_list) {
     char *env[] = {"PATH=/usr/bin", "MY_API_TOKEN=t0k", "aws_secret_key=s3cr3t", "DB_PASSWORD=pw",
                    "HOME=/home/x",  "NOEQUALS",         "PATH=/second",          "EMPTY=",
                    "Gh_Credentials_File=f", "X=a=b", NULL};
-    json_t *o = tb_environment_json(env, tb_default_env_deny);
+    // every name allowed, so that only the deny-list decides (the allow-list is tested below)
+    const char *everything[] = {"*", NULL};
+    json_t *o = tb_environment_json(env, everything, tb_default_env_deny, NULL);
     TB_REQUIRE(o != NULL, "NULL");
     TB_CHECK(!strcmp(sv(json_object_get(o, "PATH"), ""), "/usr/bin"), "PATH (first wins): %s", dump(o));
     TB_CHECK(json_object_get(o, "HOME") != NULL, "HOME dropped: %s", dump(o));
@@ -264,19 +266,130 @@ TB_TEST(test_environment_deny_list) {
     TB_CHECK(json_object_size(o) == 4, "exactly PATH HOME EMPTY X: %s", dump(o));
     json_decref(o);
 
-    o = tb_environment_json(env, NULL);  // NULL = the default list
+    o = tb_environment_json(env, everything, NULL, NULL);  // NULL = the default list
     TB_CHECK(o && json_object_size(o) == 4 && !json_object_get(o, "DB_PASSWORD"), "NULL deny: %s", dump(o));
     json_decref(o);
 
     const char *only_home[] = {"ho*", NULL};
-    o = tb_environment_json(env, only_home);
+    o = tb_environment_json(env, everything, only_home, NULL);
     TB_CHECK(o && !json_object_get(o, "HOME") && json_object_get(o, "MY_API_TOKEN"), "custom deny: %s", dump(o));
     json_decref(o);
 
     const char *none[] = {NULL};
-    o = tb_environment_json(env, none);
+    o = tb_environment_json(env, everything, none, NULL);
     TB_CHECK(o && json_object_size(o) == 8, "empty deny list keeps all 8 names: %s", dump(o));
     json_decref(o);
+}
+
+// By default only the allow-list is recorded: what changes the engine's arithmetic or where
+// its code comes from. Everything else is left out, and the filter says which names (never
+// their values) and under which globs.
+TB_TEST(test_environment_records_only_the_allow_list_by_default) {
+    char *env[] = {"PATH=/usr/bin",          "OMP_NUM_THREADS=4",   "OPENBLAS_CORETYPE=Haswell",
+                   "GOMP_SPINCOUNT=0",       "CUDA_VISIBLE_DEVICES=0,1", "NCCL_DEBUG=INFO",
+                   "TB_NOTE=x",              "LANG=C.UTF-8",        "LC_ALL=C",
+                   "LD_LIBRARY_PATH=/opt/lib", "PKG_CONFIG_PATH=/opt/pc", "LUA_PATH=./?.lua",
+                   "HOME=/home/x",           "SENTRY_DSN=https://3f2a9c1e5b7d4e8f@o1.ingest.sentry.io/45",
+                   "MY_PASSWD=hunter2-Correct", "HOME=/again",      "TB_API_KEY=k3y",
+                   "path=/lower/case/is/another/name", NULL};
+    json_t *filter = NULL;
+    json_t *o = tb_environment_json(env, NULL, NULL, &filter);
+    TB_REQUIRE(o && filter, "NULL");
+    const char *kept[] = {"PATH", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE", "GOMP_SPINCOUNT", "CUDA_VISIBLE_DEVICES",
+                          "NCCL_DEBUG", "TB_NOTE", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "PKG_CONFIG_PATH", "LUA_PATH"};
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+        TB_CHECK(json_object_get(o, kept[i]) != NULL, "%s is on the allow-list: %s", kept[i], dump(o));
+    TB_CHECK(!strcmp(sv(json_object_get(o, "OMP_NUM_THREADS"), ""), "4"), "value verbatim: %s", dump(o));
+    TB_CHECK(json_object_size(o) == sizeof kept / sizeof *kept, "nothing else: %s", dump(o));
+    TB_CHECK(!json_object_get(o, "TB_API_KEY"), "the deny-list wins over an allow glob: %s", dump(o));
+    TB_CHECK(json_integer_value(json_object_get(filter, "left_out")) == 5, "HOME SENTRY_DSN MY_PASSWD TB_API_KEY path "
+             "left out, HOME once: %s", dump(filter));
+    json_t *names = json_object_get(filter, "left_out_names");
+    TB_CHECK(json_array_size(names) == 5 && !strcmp(sv(json_array_get(names, 0), ""), "HOME") &&
+                 !strcmp(sv(json_array_get(names, 1), ""), "MY_PASSWD") &&
+                 !strcmp(sv(json_array_get(names, 2), ""), "SENTRY_DSN") &&
+                 !strcmp(sv(json_array_get(names, 3), ""), "TB_API_KEY") &&
+                 !strcmp(sv(json_array_get(names, 4), ""), "path"),
+             "left-out names sorted: %s", dump(filter));
+    char *text = json_dumps(filter, JSON_COMPACT);
+    TB_CHECK(text && !strstr(text, "hunter2") && !strstr(text, "sentry.io") && !strstr(text, "/home/x"),
+             "the filter holds names, never values: %s", text);
+    free(text);
+    TB_CHECK(json_array_size(json_object_get(filter, "allow")) > 0 &&
+                 !strcmp(sv(json_array_get(json_object_get(filter, "deny"), 0), ""), "*TOKEN*"),
+             "the globs applied are recorded: %s", dump(filter));
+    json_decref(o);
+    json_decref(filter);
+
+    const char *more[] = {"HOME", "SENTRY_*", NULL};
+    const char **allow = tb_globs_with(tb_default_env_allow, more, 2);
+    o = tb_environment_json(env, allow, NULL, NULL);
+    TB_CHECK(o && !strcmp(sv(json_object_get(o, "HOME"), ""), "/home/x") && json_object_get(o, "SENTRY_DSN") &&
+                 json_object_get(o, "PATH"),
+             "added names and globs are recorded beside the defaults: %s", dump(o));
+    json_decref(o);
+    free(allow);
+}
+
+// A value that carries credentials is not recorded, whatever its name: the marker says why.
+TB_TEST(test_credential_values_are_redacted_even_for_allowed_names) {
+    static const char *const secret[][2] = {
+        {"postgres://app:Pg-s3cr3t-pw@db.internal:5432/prod", "credentials in URL"},
+        {"http://proxyuser:Pr0xy-word@proxy.corp:3128", "credentials in URL"},
+        {"https://x-access-token:ghs_27D8f53G303d7023F8821d949458Bf289C5b@github.com/org/repo.git",
+         "credentials in URL"},
+        {"git+ssh://deploy:d3ploy-pw@git.example.com/org/repo.git", "credentials in URL"},
+        {"redis://:only-a-password@cache:6379/0", "credentials in URL"},
+        {"mirror-a,https://bob:S3cr3t@mirror.example.com/simple", "credentials in URL"},
+        {"https://ghp_Zy9xW8vU7tS6rQ5pO4nM3lK2jI1hG0fE9dC8@github.com/org/repo.git", "ghp_"},
+        {"ghp_Zy9xW8vU7tS6rQ5pO4nM3lK2jI1hG0fE9dC8", "ghp_"},
+        {"gho_27D8f53G303d7023F8821d949458Bf289C5b", "gho_"},
+        {"ghs_27D8f53G303d7023F8821d949458Bf289C5b", "ghs_"},
+        {"github_pat_11ABCDEFG0abcdefghijkl_MNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwx", "github_pat_"},
+        {"glpat-xR7kP2mQ9vL4nW8sT3yZ", "glpat-"},
+        {"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", "hf_"},
+        {"xoxb-2048193658-4172093816205-Qn3kWmZ8pL5vR2xT9yB7cD4f", "Slack"},
+        {"xoxp-1234567890-1234567890123-abcdef123456", "Slack"},
+        {"AKIAIOSFODNN7EXAMPLE", "AWS access key id (AKIA"},
+        {"ASIAJ4K2L6M8N0P2Q4R6", "AWS access key id (ASIA"},
+        {"Bearer sk-proj-Ab3De5Gh7Jk9Lm1Np3Qr5St7Uv9Wx1Yz", "API key (sk-"},
+        {"npm_Ab3De5Gh7Jk9Lm1Np3Qr5St7Uv9Wx1Yz3Bc5D", "npm_"},
+    };
+    for (size_t i = 0; i < sizeof secret / sizeof *secret; i++) {
+        const char *m = tb_credential_marker(secret[i][0]);
+        TB_CHECK(m && !strncmp(m, "<redacted: ", 11) && strstr(m, secret[i][1]), "'%s' gives %s, want a marker "
+                 "naming %s", secret[i][0], m ? m : "NULL", secret[i][1]);
+    }
+    static const char *const clean[] = {
+        "/usr/local/bin:/usr/bin:/bin", "/data/hf_cache", "/mnt/sk-learn-datasets-archive-2024",
+        "ssh://git@github.com/org/repo.git", "git@github.com:org/repo.git", "http://proxy.corp:3128",
+        "https://[::1]:8443/path", "C.UTF-8", "0,1", "disk-0123456789abcdefABCDEF", "MASKIAIOSFODNN7EXAMPLEX",
+        "AKIAIOSFODNN7EXAMPLE2", "user@example.com", "https://3f2a9c1e5b7d4e8f@o1.ingest.sentry.io/45", "",
+    };
+    for (size_t i = 0; i < sizeof clean / sizeof *clean; i++) {
+        const char *m = tb_credential_marker(clean[i]);
+        TB_CHECK(!m, "'%s' is no credential, got %s", clean[i], m);
+    }
+
+    char *env[] = {"TB_MIRROR=https://bob:S3cr3t-tb@mirror.example.com/simple", "OMP_NUM_THREADS=2",
+                   "CUDA_TOKENLESS=ghp_Zy9xW8vU7tS6rQ5pO4nM3lK2jI1hG0fE9dC8", NULL};
+    const char *no_deny[] = {NULL};
+    json_t *filter = NULL, *o = tb_environment_json(env, NULL, no_deny, &filter);
+    TB_REQUIRE(o && filter, "NULL");
+    TB_CHECK(!strcmp(sv(json_object_get(o, "TB_MIRROR"), ""), "<redacted: credentials in URL>"), "TB_MIRROR: %s",
+             dump(o));
+    TB_CHECK(!strcmp(sv(json_object_get(o, "CUDA_TOKENLESS"), ""), "<redacted: token (ghp_...)>"), "CUDA_TOKENLESS: %s",
+             dump(o));
+    TB_CHECK(!strcmp(sv(json_object_get(o, "OMP_NUM_THREADS"), ""), "2"), "a clean value is kept: %s", dump(o));
+    json_t *red = json_object_get(filter, "redacted");
+    TB_CHECK(json_array_size(red) == 2 && !strcmp(sv(json_array_get(red, 0), ""), "CUDA_TOKENLESS") &&
+                 !strcmp(sv(json_array_get(red, 1), ""), "TB_MIRROR"),
+             "the filter names the redacted variables: %s", dump(filter));
+    char *text = json_dumps(o, JSON_COMPACT);
+    TB_CHECK(text && !strstr(text, "S3cr3t") && !strstr(text, "Zy9xW8vU7"), "no secret in %s", text);
+    free(text);
+    json_decref(o);
+    json_decref(filter);
 }
 
 TB_TEST(test_host_json) {
@@ -576,6 +689,8 @@ int main(void) {
     TB_RUN(test_sha256_file_matches_bytes);
     TB_RUN(test_hash_tree_sorted_nested_skips_top_manifest);
     TB_RUN(test_environment_deny_list);
+    TB_RUN(test_environment_records_only_the_allow_list_by_default);
+    TB_RUN(test_credential_values_are_redacted_even_for_allowed_names);
     TB_RUN(test_host_json);
     TB_RUN(test_git_clean);
     TB_RUN(test_git_dirty);

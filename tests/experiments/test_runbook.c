@@ -81,6 +81,71 @@ TB_TEST(runbook_runs_records_and_claims_and_prove_rederives) {
     TB_CHECK(records(ART "/rb/v1", names, 8) == 4, "--force re-runs");
 }
 
+// repeat_=3 is repetitions 1, 2, 3: in the manifests, the results the runbook reads, the
+// progress lines, the resume line, ls, show, prove's evidence and a dry run.
+TB_TEST(repetitions_are_numbered_from_one_everywhere) {
+    tb_write_text(TB_TEST_TMPDIR "/reps.lua",
+                  "local exp = tb.experiment{ name = 'reps', version = 1, question = 'q' }\n"
+                  "local r = exp:run{ " TINY ", train_iters = 2, repeat_ = 3 }\n"
+                  "if tb.param('dry', 0) == 0 then  -- a dry run returns no runs\n"
+                  "  for i = 1, 3 do tb.assert(r.runs[i].repetition == i, 'runs[' .. i .. '].repetition is ' .. "
+                  "r.runs[i].repetition) end\n"
+                  "end\n"
+                  "exp:claim{ id = 'tps', parser = 'tokens_per_s', runs = r, text = 'tok/s' }\n");
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s_reps && %s run %s/reps.lua --artifacts %s_reps", ART, TRACEBOOK,
+                      TB_TEST_TMPDIR, ART) == 0,
+               "%s\n%s", sh.out, sh.err);
+    TB_CHECK(strstr(sh.out, "reps/v1 repetition 1 of 3 (") && strstr(sh.out, "reps/v1 repetition 3 of 3 ("),
+             "progress lines:\n%s", sh.out);
+    char names[8][256], ids[4][256] = {"", "", "", ""};
+    TB_REQUIRE(records(ART "_reps/reps/v1", names, 8) == 3, "three records");
+    for (int i = 0; i < 3; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, ART "_reps/reps/v1/%.200s/" TB_RECORD_MANIFEST, names[i]);
+        json_t *m = json_load_file(path, 0, NULL);
+        json_int_t rep = json_integer_value(json_object_get(m, "repetition"));
+        TB_CHECK(rep >= 1 && rep <= 3 && !ids[rep][0], "%s: repetition %lld", names[i], (long long)rep);
+        TB_CHECK(json_integer_value(json_object_get(m, "manifest_version")) == 2, "manifest_version 2");
+        if (rep >= 1 && rep <= 3) snprintf(ids[rep], sizeof ids[rep], "%.200s", names[i]);
+        json_decref(m);
+    }
+    TB_REQUIRE(ids[1][0] && ids[2][0] && ids[3][0], "repetitions 1, 2 and 3 recorded");
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s ls reps --artifacts %s_reps", TRACEBOOK, ART) == 0, "%s", sh.err);
+    for (int rep = 1; rep <= 3; rep++) {
+        char needle[300], id[256], status[32], commit[64], col[16];
+        snprintf(needle, sizeof needle, "\n  %s ", ids[rep]);
+        const char *line = strstr(sh.out, needle);
+        TB_CHECK(line && sscanf(line, " %255s %31s %63s %15s", id, status, commit, col) == 4 && atoi(col) == rep,
+                 "ls: %s is repetition %d:\n%s", ids[rep], rep, sh.out);
+    }
+    for (int rep = 1; rep <= 3; rep++) {
+        char needle[64];
+        TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s show %s --artifacts %s_reps", TRACEBOOK, ids[rep], ART) == 0, "%s",
+                   sh.err);
+        snprintf(needle, sizeof needle, "identity     repetition %d, seed ", rep);
+        TB_CHECK(strstr(sh.out, needle), "show %s: '%s':\n%s", ids[rep], needle, sh.out);
+    }
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s prove tps --artifacts %s_reps", TRACEBOOK, ART) == 0, "%s", sh.err);
+    for (int rep = 1; rep <= 3; rep++) {
+        char needle[320];
+        snprintf(needle, sizeof needle, "run %s  repetition %d  sweep ", ids[rep], rep);
+        TB_CHECK(strstr(sh.out, needle), "prove: '%s':\n%s", needle, sh.out);
+    }
+    TB_CHECK(!strstr(sh.out, "repetition 0"), "no repetition 0 in prove:\n%s", sh.out);
+    // resume names the repetitions it skips the same way
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/reps.lua --artifacts %s_reps", TRACEBOOK, TB_TEST_TMPDIR, ART) == 0,
+               "%s", sh.err);
+    TB_CHECK(strstr(sh.out, "repetition 1 of 3 already finished as ") &&
+                 strstr(sh.out, "repetition 3 of 3 already finished as ") && !strstr(sh.out, "repetition 0"),
+             "resume:\n%s", sh.out);
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/reps.lua --dry-run --set dry=1 --artifacts %s_reps_dry", TRACEBOOK,
+                      TB_TEST_TMPDIR, ART) == 0,
+               "%s", sh.err);
+    TB_CHECK(strstr(sh.out, "dry run, repetition 1 of 3: ") && strstr(sh.out, "dry run, repetition 3 of 3: ") &&
+                 !strstr(sh.out, "repetition 0"),
+             "dry run:\n%s", sh.out);
+}
+
 TB_TEST(dry_run_prints_argv_and_config_and_runs_nothing) {
     tb_write_text(TB_TEST_TMPDIR "/dry.lua",
                "local exp = tb.experiment{ name = 'dry', version = 1, question = 'q' }\n"
@@ -246,6 +311,79 @@ TB_TEST(env_deny_keeps_secrets_out_of_the_manifest) {
     json_decref(m);
 }
 
+// Nine variables that a deny-list of *TOKEN* *KEY* *PASSWORD* *SECRET* *CREDENTIAL* let through
+// verbatim, each with a realistic secret: none of the values may appear in any file of the
+// record or the catalogue. Meanwhile the allow-list still records what matters, an
+// --env-allow name is recorded, and a credential-bearing URL in an allowed name is redacted.
+TB_TEST(no_secret_value_reaches_any_file_of_the_record) {
+    static const char *const secrets[][2] = {
+        {"DATABASE_URL", "postgres://app:Pg-s3cret" "-pw@db.internal:5432/prod"},
+        {"MY_PASSWD", "hunter2-Correct" "-Horse"},
+        {"API_AUTH", "Basic-YWxhZGRpbjpv" "cGVuc2VzYW1l"},
+        {"SSH_PASSPHRASE", "tr0ub4dor" "-and-3-phrase"},
+        {"GH_PAT", "ghp_aB3dE5fG7hJ9kL1m" "N3pQ5rS7tU9vW1xY3z5A"},
+        {"SENTRY_DSN", "https://3f2a9c1e5b7d4e8f" "9a0b1c2d3e4f5a6b@o123456.ingest.sentry.io/4504"},
+        {"NPM_CONFIG__AUTH", "dXNlcjpucG1f" "c2VjcmV0X3Bhc3M="},
+        {"HTTPS_PROXY", "http://proxyuser:Pr0xy" "-pass@proxy.corp:3128"},
+        {"REPO_URL", "https://x-access-token:ghs_16C7e42F292c6912" "E7710c838347Ae178B4a@github.com/org/repo.git"},
+    };
+    // the part of each value that is the secret (what must not leak, even cut out of a URL).
+    // Each is split across two literals so that this file's own text never holds one: the
+    // record of a dirty tree carries its diff (git.patch), which would hold this very test.
+    static const char *const needles[] = {"Pg-s3cret" "-pw", "hunter2-Correct" "-Horse", "YWxhZGRpbjpv" "cGVuc2VzYW1l",
+                                          "tr0ub4dor" "-and-3-phrase", "aB3dE5fG7hJ9kL1m" "N3pQ5rS7tU9vW1xY3z5A",
+                                          "3f2a9c1e5b7d4e8f" "9a0b1c2d3e4f5a6b", "dXNlcjpucG1f" "c2VjcmV0X3Bhc3M",
+                                          "Pr0xy" "-pass", "16C7e42F292c6912" "E7710c838347Ae178B4a",
+                                          "S3cr3t" "-tb-mirror"};
+    tb_write_text(TB_TEST_TMPDIR "/secrets.lua",
+                  "local exp = tb.experiment{ name = 'secrets', version = 1, question = 'q' }\n"
+                  "exp:run{ " TINY ", train_iters = 1 }\n");
+    char env[4096] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++)
+        len += (size_t)snprintf(env + len, sizeof env - len, "%s='%s' ", secrets[i][0], secrets[i][1]);
+    // HTTPS_PROXY and REPO_URL are allowed on purpose: an allowed name still has its
+    // credential-bearing value redacted; TB_MIRROR is allowed by default (TB_*)
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
+                      "rm -rf %s_sec && env %s OMP_NUM_THREADS=3 MY_TOOL_HOME=/opt/mytool "
+                      "TB_MIRROR=https://bob:S3cr3t" "-tb-mirror@mirror.example.com/simple "
+                      "%s run %s/secrets.lua --env-allow MY_TOOL_HOME --env-allow HTTPS_PROXY --env-allow 'REPO_*' "
+                      "--artifacts %s_sec",
+                      ART, env, TRACEBOOK, TB_TEST_TMPDIR, ART) == 0,
+               "%s", sh.err);
+    char names[8][256];
+    TB_REQUIRE(records(ART "_sec/secrets/v1", names, 8) == 1, "one record");
+    char path[1024];
+    snprintf(path, sizeof path, ART "_sec/secrets/v1/%s/" TB_RECORD_MANIFEST, names[0]);
+    json_t *m = json_load_file(path, 0, NULL);
+    TB_REQUIRE(m, "manifest %s", path);
+    json_t *envj = json_object_get(m, "environment"), *filter = json_object_get(m, "environment_filter");
+    TB_CHECK(!strcmp(json_string_value(json_object_get(envj, "OMP_NUM_THREADS")) ?: "", "3"),
+             "an allowed variable is recorded");
+    TB_CHECK(!strcmp(json_string_value(json_object_get(envj, "MY_TOOL_HOME")) ?: "", "/opt/mytool"),
+             "an --env-allow name is recorded");
+    TB_CHECK(json_object_get(envj, "PATH") != NULL, "PATH is recorded");
+    TB_CHECK(!strcmp(json_string_value(json_object_get(envj, "HTTPS_PROXY")) ?: "", "<redacted: credentials in URL>") &&
+                 !strcmp(json_string_value(json_object_get(envj, "REPO_URL")) ?: "", "<redacted: credentials in URL>") &&
+                 !strcmp(json_string_value(json_object_get(envj, "TB_MIRROR")) ?: "", "<redacted: credentials in URL>"),
+             "allowed names with credentials in a URL are redacted");
+    for (size_t i = 0; i < 7; i++)
+        TB_CHECK(!json_object_get(envj, secrets[i][0]), "%s is not on the allow-list", secrets[i][0]);
+    int left_out_listed = 0;
+    size_t k;
+    json_t *n;
+    json_array_foreach(json_object_get(filter, "left_out_names"), k, n) left_out_listed +=
+        !strcmp(json_string_value(n), "GH_PAT") || !strcmp(json_string_value(n), "DATABASE_URL");
+    TB_CHECK(left_out_listed == 2 && json_integer_value(json_object_get(filter, "left_out")) >= 7,
+             "the manifest says which names were left out");
+    json_decref(m);
+    // every file of the artifacts root: the record, the experiment's files, the catalogue
+    for (size_t i = 0; i < sizeof needles / sizeof *needles; i++) {
+        int rc = tb_run(&sh, TB_SOURCE_DIR, "grep -r -l -a -F -e '%s' %s_sec", needles[i], ART);
+        TB_CHECK(rc != 0 && !sh.out[0], "secret #%zu found in: %s", i + 1, sh.out);
+    }
+}
+
 TB_TEST(params_from_set_reach_the_runbook) {
     tb_write_text(TB_TEST_TMPDIR "/param.lua",
                "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n"
@@ -259,11 +397,13 @@ TB_TEST(params_from_set_reach_the_runbook) {
 int main(void) {
     TB_RUN(runbook_runs_records_and_claims_and_prove_rederives);
     TB_RUN(dry_run_prints_argv_and_config_and_runs_nothing);
+    TB_RUN(repetitions_are_numbered_from_one_everywhere);
     TB_RUN(runbook_errors_name_file_and_line_and_mark_the_experiment_failed);
     TB_RUN(over_long_artifacts_root_is_refused_naming_the_path_and_the_limit);
     TB_RUN(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest);
     TB_RUN(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook);
     TB_RUN(env_deny_keeps_secrets_out_of_the_manifest);
+    TB_RUN(no_secret_value_reaches_any_file_of_the_record);
     TB_RUN(params_from_set_reach_the_runbook);
     return tb_test_summary();
 }
