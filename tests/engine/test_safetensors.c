@@ -377,6 +377,36 @@ TB_TEST(open_refuses_a_directory) {
     EXPECT_OPEN_FAILS(TB_TEST_TMPDIR, "not a regular file");
 }
 
+// Opens the file named by arg in this (child) process; the message goes to out. Exit status
+// 0: refused, 1: opened.
+static int open_in_child(void *arg, char *out, size_t len) {
+    tb_safetensors st;
+    tb_error err = {{0}};
+    int rc = tb_safetensors_open(&st, arg, &err);
+    snprintf(out, len, "%s", err.msg);
+    if (rc == 0) tb_safetensors_close(&st);
+    return rc == 0;
+}
+
+TB_TEST(open_refuses_a_fifo_and_a_device_by_kind_before_any_open) {
+    char fifo[512];
+    tmp_path(fifo, sizeof fifo, "fifo");
+    unlink(fifo);
+    TB_REQUIRE(mkfifo(fifo, 0644) == 0, "mkfifo %s: %s", fifo, strerror(errno));
+    const char *paths[] = {fifo, "/dev/zero"};
+    const char *kinds[] = {"is a FIFO (named pipe), not a regular file (a safetensors file is expected)",
+                           "is a character device, not a regular file"};
+    for (int i = 0; i < 2; i++) {
+        // in a child ended after 10 s: opening a FIFO with no writer blocks forever
+        char msg[2048];
+        int rc = tb_call_bounded(open_in_child, (void *)paths[i], 10, msg, sizeof msg);
+        TB_CHECK(rc == 0, "%s: exit %d (142: still blocked after 10 s, 1: opened): \"%s\"", paths[i], rc, msg);
+        TB_CHECK(strstr(msg, paths[i]) && strstr(msg, kinds[i]), "%s: want \"%s\", got \"%s\"", paths[i], kinds[i],
+                 msg);
+    }
+    unlink(fifo);
+}
+
 TB_TEST(open_refuses_file_shorter_than_8_bytes) {
     char path[512];
     tmp_path(path, sizeof path, "short");
@@ -708,6 +738,7 @@ int main(void) {
     TB_RUN(read_of_file_truncated_after_open_fails_naming_offset);
     TB_RUN(open_refuses_missing_file);
     TB_RUN(open_refuses_a_directory);
+    TB_RUN(open_refuses_a_fifo_and_a_device_by_kind_before_any_open);
     TB_RUN(open_refuses_file_shorter_than_8_bytes);
     TB_RUN(open_refuses_header_length_past_end_of_file);
     TB_RUN(open_refuses_absurd_header_length);
