@@ -5,11 +5,12 @@
 //   build/bin/preprocess_data --input FILE --output FILE.bin
 //
 // Exit status: 0 written, 1 the input could not be read or the output not written,
-// 2 bad command line. The output is written crash-safely (temporary file, fsync,
+// 2 bad command line (an output that names the input's file among them). The output is written crash-safely (temporary file, fsync,
 // rename), so a failed run never leaves a half-written token file behind.
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -119,6 +120,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "preprocess_data: missing %s%s%s (see --help)\n",
                 !input ? "--input FILE" : "", !input && !output ? " and " : "",
                 !output ? "--output FILE" : "");
+        return 2;
+    }
+
+    // The output replaces its path by rename: were it the input (the same path, ./X, a hard
+    // link or a symlink to it), the input would be lost, or the link replaced by tokens.
+    struct stat in_st, out_st;
+    if (stat(input, &in_st) == 0 && stat(output, &out_st) == 0 && in_st.st_dev == out_st.st_dev &&
+        in_st.st_ino == out_st.st_ino) {
+        fprintf(stderr,
+                "preprocess_data: --output %s names the same file as --input %s (device %ju, inode %ju): "
+                "the input would be replaced; nothing written\n",
+                output, input, (uintmax_t)in_st.st_dev, (uintmax_t)in_st.st_ino);
         return 2;
     }
 

@@ -657,6 +657,39 @@ TB_TEST(preprocess_data_refuses_a_fifo_or_device_input_by_kind_before_any_open) 
     unlink(fifo);
 }
 
+TB_TEST(preprocess_data_refuses_an_output_that_is_the_input_file_and_leaves_it_intact) {
+    const char *dir = TMP("tool-same");
+    tb_run(NULL, NULL, "rm -rf '%s'", dir);
+    mkdir(dir, 0775);
+    const char *in = TMP("tool-same/corpus.txt");
+    const char *text = "the input must survive\n";
+    REQUIRE_OK(tb_write_bytes(in, text, strlen(text)), "write %s", in);
+    REQUIRE_OK(symlink("corpus.txt", TMP("tool-same/link.txt")), "symlink: %s", strerror(errno));
+    REQUIRE_OK(link(in, TMP("tool-same/hard.txt")), "link: %s", strerror(errno));
+    // the same path, another spelling of it, a symlink to it, a hard link to it
+    const char *outputs[] = {"corpus.txt", "./corpus.txt", "../datasets.tool-same/corpus.txt", "link.txt", "hard.txt"};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        int rc = tb_run(&sh, dir, "'%s' --input corpus.txt --output '%s'", TOOL, outputs[i]);
+        TB_CHECK(rc == 2, "--output %s: exit %d: %s%s", outputs[i], rc, sh.out, sh.err);
+        char want[256];
+        snprintf(want, sizeof want, "--output %s names the same file as --input corpus.txt (device ", outputs[i]);
+        TB_CHECK(strstr(sh.err, want) && strstr(sh.err, "inode ") && strstr(sh.err, "nothing written"),
+                 "--output %s: want \"%s\": %s", outputs[i], want, sh.err);
+        char *now = tb_slurp(in);
+        TB_CHECK(now && strcmp(now, text) == 0, "--output %s: the input now holds \"%.40s\"", outputs[i],
+                 now ? now : "(unreadable)");
+        free(now);
+        struct stat st;
+        TB_CHECK(lstat(TMP("tool-same/link.txt"), &st) == 0 && S_ISLNK(st.st_mode), "--output %s: the symlink is gone",
+                 outputs[i]);
+    }
+    TB_CHECK(count_prefixed(dir, "corpus.txt.tmp.") == 0 && count_prefixed(dir, "link.txt.tmp.") == 0,
+             "temporary file left behind");
+    // another file beside it is fine
+    int rc = tb_run(&sh, dir, "'%s' --input corpus.txt --output corpus.bin", TOOL);
+    TB_CHECK(rc == 0, "--output corpus.bin: exit %d: %s", rc, sh.err);
+}
+
 int main(void) {
     TB_RUN(written_file_reads_back_as_consecutive_windows_wrapping_around);
     TB_RUN(rewrite_replaces_file_atomically_and_leaves_no_temporary);
@@ -677,5 +710,6 @@ int main(void) {
     TB_RUN(preprocess_data_turns_each_byte_into_one_token);
     TB_RUN(preprocess_data_refuses_bad_input_and_writes_nothing);
     TB_RUN(preprocess_data_refuses_a_fifo_or_device_input_by_kind_before_any_open);
+    TB_RUN(preprocess_data_refuses_an_output_that_is_the_input_file_and_leaves_it_intact);
     return tb_test_summary();
 }
