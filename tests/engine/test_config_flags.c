@@ -500,6 +500,30 @@ TB_TEST(invalid_config_exits_2_and_prints_the_rule_on_stderr) {
     tb_output_free(&sh);
 }
 
+TB_TEST(warmup_stall_and_expert_rules_exit_2_before_a_run_directory_is_made) {
+    tb_output sh = {0};
+    char run_dir[512];
+    tb_tmp_path(run_dir, sizeof run_dir, "input-rules-run");
+    static const struct {
+        const char *flags, *rule;
+    } cases[] = {
+        {"--lr-warmup-iters 5 --train-iters 3",
+         "lr_warmup_iters (5) must be less than lr_decay_iters (3 = train_iters)"},
+        {"--world-size 2 --inject-stall 1:99 --train-iters 3",
+         "inject_stall '1:99': step 99 is beyond train_iters (3), so the stall would never happen"},
+        {"--num-experts -3 --train-iters 1", "num_experts (-3) must be non-negative (0: dense)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status = tb_run(&sh, NULL, "'" PRETRAIN "' %s --run-dir '%s'", cases[i].flags, run_dir);
+        TB_CHECK(status == 2, "%s: exit status %d", cases[i].flags, status);
+        TB_CHECK(strstr(sh.err, cases[i].rule) != NULL, "%s: stderr: %s", cases[i].flags, sh.err);
+        TB_CHECK(access(run_dir, F_OK) != 0, "%s: a run directory for a refused config: %s exists", cases[i].flags,
+                 run_dir);
+        tb_run(NULL, NULL, "rm -rf '%s'", run_dir);
+    }
+    tb_output_free(&sh);
+}
+
 TB_TEST(unknown_flag_and_bad_value_exit_2_naming_them) {
     tb_output sh = {0};
     int status = tb_run(&sh, NULL, "'" PRETRAIN "' --num-layers 2 --frobnicate");
@@ -537,6 +561,7 @@ int main(void) {
 
     TB_RUN(help_exits_0_and_lists_every_flag_with_its_default);
     TB_RUN(invalid_config_exits_2_and_prints_the_rule_on_stderr);
+    TB_RUN(warmup_stall_and_expert_rules_exit_2_before_a_run_directory_is_made);
     TB_RUN(unknown_flag_and_bad_value_exit_2_naming_them);
     return tb_test_summary();
 }
