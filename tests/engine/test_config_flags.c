@@ -3,6 +3,7 @@
 // and value; --config FILE.json applies under the flags; config.json written by
 // config_to_json loads back identically; the pretrain_gpt binary prints every flag in --help
 // and exits 2 on bad arguments or an invalid configuration.
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -120,6 +121,37 @@ TB_TEST(malformed_numbers_are_refused_naming_flag_and_value) {
         TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) != 0 && strstr(e.msg, cases[i].expect),
                  "%s: want \"%s\", got \"%s\"", joined, cases[i].expect, e.msg);
     }
+}
+
+TB_TEST(float_that_underflows_is_the_number_it_rounds_to_and_only_overflow_or_nonfinite_is_refused) {
+    tb_config c;
+    tb_error e;
+    int help;
+    static const struct {
+        const char *value;
+        double want;
+    } taken[] = {
+        {"1e-400", 0.0}, {"-1e-400", -0.0}, {"1e-310", 1e-310}, {"4.9e-324", 4.9e-324},  // 0, denormals
+        {"2.2250738585072014e-308", DBL_MIN},
+    };
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+        char value[64];
+        snprintf(value, sizeof value, "%s", taken[i].value);
+        char *argv[] = {"pretrain_gpt", "--norm-epsilon", value};
+        int rc = parse(&c, ARGC(argv), argv, &help, &e);
+        TB_CHECK(rc == 0 && c.norm_epsilon == taken[i].want && signbit(c.norm_epsilon) == signbit(taken[i].want),
+                 "--norm-epsilon %s: rc %d, %a (want %a): \"%s\"", value, rc, c.norm_epsilon, taken[i].want, e.msg);
+    }
+    // --lr 1e-400 is an lr of 0, which the rules accept (a frozen run, as --lr 0)
+    char *argv[] = {"pretrain_gpt", "--lr", "1e-400"};
+    TB_REQUIRE(parse(&c, ARGC(argv), argv, &help, &e) == 0, "--lr 1e-400: \"%s\"", e.msg);
+    TB_CHECK(c.lr == 0, "--lr 1e-400 is %g", c.lr);
+    EXPECT_VALID(&c);
+    CHECK_PARSE_REFUSALS({{"--lr", "1e400"}, "flag --lr: '1e400' is not a finite number in double range"},
+                         {{"--lr", "-1e400"}, "flag --lr: '-1e400' is not a finite number in double range"},
+                         {{"--lr", "inf"}, "flag --lr: 'inf' is not a finite number in double range"},
+                         {{"--lr", "-infinity"}, "flag --lr: '-infinity' is not a finite number in double range"},
+                         {{"--lr", "nan"}, "flag --lr: 'nan' is not a finite number in double range"});
 }
 
 TB_TEST(bad_choice_is_refused_listing_the_allowed_ones) {
@@ -546,6 +578,7 @@ int main(void) {
     TB_RUN(word_that_is_not_a_flag_is_refused_with_its_position);
     TB_RUN(flag_without_its_value_is_refused);
     TB_RUN(malformed_numbers_are_refused_naming_flag_and_value);
+    TB_RUN(float_that_underflows_is_the_number_it_rounds_to_and_only_overflow_or_nonfinite_is_refused);
     TB_RUN(bad_choice_is_refused_listing_the_allowed_ones);
     TB_RUN(memory_cap_accepts_byte_suffixes_in_powers_of_1024);
     TB_RUN(memory_cap_refuses_unknown_suffixes_and_negative_or_overflowing_counts);
