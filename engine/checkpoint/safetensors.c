@@ -376,6 +376,18 @@ static int open_validate(tb_safetensors *st, tb_error *err) {
                            t->name, t->begin, t->end, st->data_start + t->begin);
         if (!reach || t->end > reach->end) reach = t;
     }
+    // Bytes after the last tensor are refused, as the reference implementation refuses
+    // them: they are what is left of a header that lost entries, or another file appended.
+    // (Gaps between tensors stay allowed.)
+    uint64_t covered = reach ? reach->end : 0, data_len = st->file_size - st->data_start;
+    if (covered < data_len) {
+        char last[320] = "the header lists no tensor with data";
+        if (reach)
+            snprintf(last, sizeof last, "the last tensor, '%s', has data_offsets [%" PRIu64 ", %" PRIu64 "]",
+                     reach->name, reach->begin, reach->end);
+        return tb_fail(err, "%s: file bytes [%" PRIu64 ", %" PRIu64 ") (%" PRIu64 " trailing bytes) belong to "
+                       "no tensor: %s", path, st->data_start + covered, st->file_size, data_len - covered, last);
+    }
     return 0;
 }
 

@@ -550,6 +550,32 @@ TB_TEST(open_refuses_overlapping_tensors) {
     unlink(path);
 }
 
+TB_TEST(open_refuses_trailing_bytes_after_the_last_tensor_naming_range_and_count) {
+    char path[512], want[128];
+    tmp_path(path, sizeof path, "trailing");
+    float d[5] = {1, 2, 3, 4, 5};
+    const char *header = "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}";
+    write_st(path, header, d, sizeof d);  // one float more than w holds
+    size_t start = 8 + strlen(header);
+    snprintf(want, sizeof want, "file bytes [%zu, %zu) (4 trailing bytes) belong to no tensor", start + 16, start + 20);
+    EXPECT_OPEN_FAILS(path, want, "the last tensor, 'w', has data_offsets [0, 16]");
+    // bytes behind a header of empty tensors only, or of none
+    header = "{\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}";
+    write_st(path, header, d, 3);
+    snprintf(want, sizeof want, "file bytes [%zu, %zu) (3 trailing bytes)", 8 + strlen(header), 8 + strlen(header) + 3);
+    EXPECT_OPEN_FAILS(path, want, "the header lists no tensor with data");
+    write_st(path, "{}", d, 1);
+    EXPECT_OPEN_FAILS(path, "file bytes [10, 11) (1 trailing bytes)", "the header lists no tensor with data");
+    // the same file without the extra float opens
+    header = "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}";
+    write_st(path, header, d, 16);
+    tb_safetensors st;
+    tb_error err = {{0}};
+    TB_CHECK(tb_safetensors_open(&st, path, &err) == 0, "open: %s", err.msg);
+    tb_safetensors_close(&st);
+    unlink(path);
+}
+
 TB_TEST(open_allows_empty_tensors_at_any_offset) {
     char path[512];
     tmp_path(path, sizeof path, "empty_inside");
@@ -750,6 +776,7 @@ int main(void) {
     TB_RUN(open_refuses_begin_after_end);
     TB_RUN(open_refuses_byte_count_that_does_not_match_shape);
     TB_RUN(open_refuses_overlapping_tensors);
+    TB_RUN(open_refuses_trailing_bytes_after_the_last_tensor_naming_range_and_count);
     TB_RUN(open_allows_empty_tensors_at_any_offset);
     TB_RUN(open_refuses_unknown_dtype);
     TB_RUN(open_refuses_bad_shapes);
