@@ -471,6 +471,7 @@ int config_validate(const tb_config *c, tb_error *err) {
     }
     if (c->sequence_parallel) DIVISIBLE(&r, c->seq_length, "seq_length", tp, "tensor_model_parallel_size");
     if (cp > 1) DIVISIBLE(&r, c->seq_length, "seq_length", 2 * cp, "2 x context_parallel_size");
+    if (c->num_experts < 0) violated(&r, "num_experts (%d) must be non-negative (0: dense)", c->num_experts);
     if (c->num_experts > 0) DIVISIBLE(&r, c->num_experts, "num_experts", ep, "expert_model_parallel_size");
     if (ep > 1 && c->num_experts == 0)
         violated(&r, "expert_model_parallel_size (%d) needs num_experts > 0", ep);
@@ -504,6 +505,12 @@ int config_validate(const tb_config *c, tb_error *err) {
         violated(&r, "min_lr (%g) must be between 0 and lr (%g)", c->min_lr, c->lr);
     if (c->lr_warmup_iters < 0) violated(&r, "lr_warmup_iters (%d) must be non-negative", c->lr_warmup_iters);
     if (c->lr_decay_iters < 1) violated(&r, "lr_decay_iters (%d) must be at least 1", c->lr_decay_iters);
+    // Megatron's rule (OptimizerParamScheduler: lr_warmup_steps < lr_decay_steps): a warm-up
+    // that does not end before the decay does leaves no decay, and one past the last step
+    // never reaches the peak lr.
+    else if (c->lr_warmup_iters >= c->lr_decay_iters)
+        violated(&r, "lr_warmup_iters (%d) must be less than lr_decay_iters (%d%s)", c->lr_warmup_iters,
+                 c->lr_decay_iters, c->lr_decay_iters == c->train_iters ? " = train_iters" : "");
     if (c->adam_beta1 < 0 || c->adam_beta1 >= 1) violated(&r, "adam_beta1 (%g) must be in [0, 1)", c->adam_beta1);
     if (c->adam_beta2 < 0 || c->adam_beta2 >= 1) violated(&r, "adam_beta2 (%g) must be in [0, 1)", c->adam_beta2);
     if (c->adam_eps <= 0) violated(&r, "adam_eps (%g) must be positive", c->adam_eps);
@@ -538,6 +545,9 @@ int config_validate(const tb_config *c, tb_error *err) {
         else if (rank < 0 || rank >= c->world_size || step < 1)
             violated(&r, "inject_stall '%s': rank must be in [0, %d) and step at least 1", c->inject_stall,
                      c->world_size);
+        else if (step > c->train_iters)  // a drill that never fires would pass for one that found no hang
+            violated(&r, "inject_stall '%s': step %lld is beyond train_iters (%d), so the stall would never happen",
+                     c->inject_stall, step, c->train_iters);
     }
 
     if (r.count) return -1;

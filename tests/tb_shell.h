@@ -8,6 +8,7 @@
 #ifndef TB_SHELL_H
 #define TB_SHELL_H
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -228,6 +229,42 @@ static inline int tb_shell(char **output, const char *fmt, ...) {
     if (output) *output = o.out, o.out = NULL;
     tb_output_free(&o);
     return rc;
+}
+
+// Runs fn(arg, out, len) in a child process that SIGALRM ends after `seconds`, so a call that
+// could block forever (opening a FIFO, reading /dev/zero) fails the test instead of hanging
+// it. What fn writes into out (a message, NUL-terminated) comes back in out; fn's return value
+// is the child's exit status. Returns tb_exit_status of the child: 128 + SIGALRM (142) when it
+// ran out of time.
+static inline int tb_call_bounded(int (*fn)(void *arg, char *out, size_t len), void *arg, unsigned seconds, char *out,
+                                  size_t len) {
+    out[0] = '\0';
+    int fds[2];
+    if (pipe(fds) != 0) return 128;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return 128;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(seconds);
+        char *buf = calloc(1, len);
+        int rc = buf ? fn(arg, buf, len) : 127;
+        if (buf && write(fds[1], buf, strlen(buf)) < 0) rc = 126;
+        _exit(rc);
+    }
+    close(fds[1]);
+    size_t used = 0;
+    for (ssize_t n; used + 1 < len && (n = read(fds[0], out + used, len - 1 - used)) > 0;) used += (size_t)n;
+    out[used] = '\0';
+    close(fds[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return 128;
+    return tb_exit_status(st);
 }
 
 #endif

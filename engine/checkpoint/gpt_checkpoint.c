@@ -1,5 +1,6 @@
 #include "checkpoint/gpt_checkpoint.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,20 @@ static int is_hf_buffer(const char *name) {
     return 0;
 }
 
+// Refuses a tensor holding NaN or ±Inf: such a weight trains to NaN from the first step.
+// x is the tensor in file order, so the index is the element's place in the file.
+static int check_finite(const char *path, const tb_st_tensor *t, const float *x, size_t n, tb_error *err) {
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(x[i])) continue;
+        char at[64] = "";
+        if (t->ndim == 2)
+            snprintf(at, sizeof at, " [%zu, %zu]", i / (size_t)t->shape[1], i % (size_t)t->shape[1]);
+        return tb_fail(err, "%s: tensor '%s' element %zu%s of %zu is %s: weights must be finite", path, t->name, i,
+                       at, n, isnan(x[i]) ? "NaN" : x[i] > 0 ? "+Inf" : "-Inf");
+    }
+    return 0;
+}
+
 static const char *strip_prefix(const char *name) {
     return strncmp(name, "transformer.", 12) == 0 ? name + 12 : name;
 }
@@ -146,12 +161,15 @@ int gpt_load_safetensors(gpt_model *m, const char *path, tb_error *err) {
             break;
         }
         // the whole tensor in engine layout, then this rank's shard of it
+        size_t numel = (size_t)tb_st_tensor_numel(t);
         if (p->hf_transposed) {
             if ((rc = tb_safetensors_read_f32(&st, t, buf, err)) != 0) break;
+            if ((rc = check_finite(path, t, buf, numel, err)) != 0) break;
             transpose(whole, buf, p->full_cols, p->full_rows);
         } else {
             memset(whole, 0, full_numel(p) * sizeof(float));  // padded vocabulary rows stay 0
             if ((rc = tb_safetensors_read_f32(&st, t, whole, err)) != 0) break;
+            if ((rc = check_finite(path, t, whole, numel, err)) != 0) break;
         }
         gpt_param_shard_copy(p, m->tp_size, m->tp_rank, whole, m->param_memory + p->offset, 1);
     }

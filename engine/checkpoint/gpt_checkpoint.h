@@ -26,7 +26,8 @@
 // into whole tensors); only a rank with `write` set writes the file.
 int gpt_save_safetensors(gpt_model *m, const char *path, int write, tb_error *err);
 // Every model tensor must be present with its exact shape; an unexpected tensor is an
-// error too (a 12-layer file does not load into a 6-layer model). Under tensor parallelism
+// error too (a 12-layer file does not load into a 6-layer model), and so is a NaN or ±Inf
+// weight, named by tensor and element index. Under tensor parallelism
 // each rank reads the whole tensors and keeps its shard. On failure the model's
 // weights may be partly overwritten; the caller must not train on them.
 int gpt_load_safetensors(gpt_model *m, const char *path, tb_error *err);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "core/xalloc.h"
 
 // The header length and the data are raw host words; see the note in safetensors.h.
@@ -375,28 +376,34 @@ static int open_validate(tb_safetensors *st, tb_error *err) {
                            t->name, t->begin, t->end, st->data_start + t->begin);
         if (!reach || t->end > reach->end) reach = t;
     }
+    // Bytes after the last tensor are refused, as the reference implementation refuses
+    // them: they are what is left of a header that lost entries, or another file appended.
+    // (Gaps between tensors stay allowed.)
+    uint64_t covered = reach ? reach->end : 0, data_len = st->file_size - st->data_start;
+    if (covered < data_len) {
+        char last[320] = "the header lists no tensor with data";
+        if (reach)
+            snprintf(last, sizeof last, "the last tensor, '%s', has data_offsets [%" PRIu64 ", %" PRIu64 "]",
+                     reach->name, reach->begin, reach->end);
+        return tb_fail(err, "%s: file bytes [%" PRIu64 ", %" PRIu64 ") (%" PRIu64 " trailing bytes) belong to "
+                       "no tensor: %s", path, st->data_start + covered, st->file_size, data_len - covered, last);
+    }
     return 0;
 }
 
 int tb_safetensors_open(tb_safetensors *st, const char *path, tb_error *err) {
     memset(st, 0, sizeof *st);
     st->path = tb_xstrdup(path, "safetensors path");
-    st->fp = fopen(path, "rb");
-    if (!st->fp) {
-        int rc = tb_fail(err, "%s: cannot open safetensors file: %s", path, strerror(errno));
-        tb_safetensors_close(st);
-        return rc;
-    }
+    // A FIFO or a device is refused before it is opened: either could block forever.
     struct stat sb;
-    if (fstat(fileno(st->fp), &sb) != 0) {
-        int rc = tb_fail(err, "%s: cannot stat: %s", path, strerror(errno));
-        tb_safetensors_close(st);
-        return rc;
+    int fd = tb_open_regular(path, "a safetensors file is expected", &sb, err);
+    if (fd >= 0 && !(st->fp = fdopen(fd, "rb"))) {
+        tb_fail(err, "%s: cannot open safetensors file: %s", path, strerror(errno));
+        close(fd);
     }
-    if (!S_ISREG(sb.st_mode)) {
-        int rc = tb_fail(err, "%s: not a regular file", path);
+    if (!st->fp) {
         tb_safetensors_close(st);
-        return rc;
+        return -1;
     }
     st->file_size = (uint64_t)sb.st_size;
     if (open_validate(st, err)) {

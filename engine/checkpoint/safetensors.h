@@ -68,13 +68,14 @@ typedef struct tb_safetensors {
     json_t *metadata;       // the "__metadata__" object (owned; strings only) or NULL
 } tb_safetensors;
 
-// Opens `path` and validates its header: the file exists and is a regular file of at
-// least 8 bytes; N is at most TB_ST_MAX_HEADER_LEN and 8+N fits in the file; the header
+// Opens `path` and validates its header: the file exists and is a regular file (a FIFO or
+// a device is refused before it is opened) of at least 8 bytes; N is at most TB_ST_MAX_HEADER_LEN and 8+N fits in the file; the header
 // is one JSON object without duplicate keys; "__metadata__", if present, is an object of
 // strings; every other entry is an object with a known dtype, a shape of at most
 // TB_ST_MAX_DIMS non-negative integers, and data_offsets [begin, end] with begin <= end,
 // the end inside the file, and end-begin == numel * dtype size; no two tensors share a
-// byte. Gaps between tensors and bytes after the last tensor are allowed.
+// byte; the furthest-reaching tensor ends the file (trailing bytes are refused, as the
+// reference implementation refuses them). Gaps between tensors are allowed.
 //
 // On failure, returns -1 with a message naming the path, the tensor, the wrong value and
 // the file byte offset where one applies, and leaves *st closed (all zero). On success

@@ -1,8 +1,10 @@
 #include "comm/local_backend.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,10 +81,21 @@ static double timeout_of(const tb_group *g) {
     return g->world && g->world->collective_timeout_s > 0 ? g->world->collective_timeout_s : 300.0;
 }
 
+// A timeout as large as the flag allows (--collective-timeout 1e19, 3e11 years) means "wait
+// that long", as a huge NCCL or torch.distributed timeout does: the deadline saturates at
+// the largest time_t rather than wrap into the past and report a hang at once. (A double
+// below the double nearest to the headroom is below the headroom itself, so the sum and the
+// carry from tv_nsec fit.)
 static struct timespec deadline_after(double seconds) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    const time_t latest = (time_t)(((uintmax_t)1 << (sizeof(time_t) * CHAR_BIT - 1)) - 1);
     double whole = floor(seconds);
+    if (!(whole < (double)(latest - ts.tv_sec - 1))) {
+        ts.tv_sec = latest;
+        ts.tv_nsec = 999999999L;
+        return ts;
+    }
     ts.tv_sec += (time_t)whole;
     ts.tv_nsec += (long)((seconds - whole) * 1e9);
     if (ts.tv_nsec >= 1000000000L) {

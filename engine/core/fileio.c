@@ -1,6 +1,7 @@
 #include "core/fileio.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,4 +61,44 @@ int tb_mkdir_p(const char *path, tb_error *err) {
         }
     }
     return 0;
+}
+
+const char *tb_file_kind(mode_t mode) {
+    if (S_ISREG(mode)) return "a regular file";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "a special file";
+}
+
+int tb_open_regular(const char *path, const char *note, struct stat *out, tb_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) return tb_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return tb_fail(err, "%s: is %s, not a regular file%s%s%s", path, tb_file_kind(st.st_mode),
+                       note ? " (" : "", note ? note : "", note ? ")" : "");
+    // O_NONBLOCK: a file swapped for a FIFO between the stat and the open cannot block the
+    // open either; the fstat below then sees what was opened.
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return tb_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat now;
+    if (fstat(fd, &now) != 0) {
+        int e = errno;
+        close(fd);
+        return tb_fail(err, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(now.st_mode) || now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
+        close(fd);
+        return tb_fail(err, "%s: was replaced while being opened (now %s)", path, tb_file_kind(now.st_mode));
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        return tb_fail(err, "%s: cannot clear O_NONBLOCK: %s", path, strerror(e));
+    }
+    if (out) *out = now;
+    return fd;
 }

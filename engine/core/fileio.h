@@ -1,4 +1,5 @@
-// fileio.h — crash-safe file output shared by every writer of the run directory.
+// fileio.h — crash-safe file output shared by every writer of the run directory, and the
+// one way an input file is opened (tb_open_regular).
 //
 // A file is written to "<path>.tmp.<pid>.<n>" (n: a per-process counter), flushed and fsync'd, then renamed over <path>:
 // a reader sees the old file or the whole new one, never a half-written one, and a failed
@@ -8,6 +9,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 
@@ -16,5 +18,17 @@ int tb_write_file_atomic(const char *path, const void *data, size_t len, tb_erro
 int tb_write_json_atomic(const char *path, const json_t *root, tb_error *err);
 // mkdir -p; existing directories are fine.
 int tb_mkdir_p(const char *path, tb_error *err);
+
+// Opens path read-only when it is a regular file, and returns the descriptor (blocking
+// reads) with *st (when not NULL) its fstat. Anything else is refused by what it is before
+// any open: opening a FIFO blocks until a writer comes, and reading a FIFO or a device
+// (/dev/zero) may never end. `note` (NULL: none) ends the message in parentheses, e.g.
+// "PATH: is a FIFO (named pipe), not a regular file (an llm.c token file is expected)".
+// Returns -1 with the message in err.
+int tb_open_regular(const char *path, const char *note, struct stat *st, tb_error *err);
+
+// What kind of file a mode is, in words for a message: "a directory", "a FIFO (named pipe)",
+// "a character device", ... ("a regular file" for one).
+const char *tb_file_kind(mode_t mode);
 
 #endif

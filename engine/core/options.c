@@ -97,7 +97,10 @@ int tb_option_set(void *target, const tb_option *o, const char *value, const cha
     case TB_OPT_FLOAT: {
         double v = strtod(value, &end);
         if (end == value || *end) return tb_fail(err, "%s: '%s' is not a number", where, value);
-        if (errno == ERANGE || !isfinite(v))
+        // ERANGE is overflow (±HUGE_VAL) or underflow (a denormal or 0): a value too small
+        // for a double is the number it rounds to, as a literal in C is; one too large, or
+        // nan/inf, is no number to train with.
+        if ((errno == ERANGE && fabs(v) == HUGE_VAL) || !isfinite(v))
             return tb_fail(err, "%s: '%s' is not a finite number in double range", where, value);
         *(double *)field = v;
         return 0;

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #define TB_BIG_ENDIAN 1
 #else
@@ -97,18 +99,10 @@ int tb_gpt_dataset_open_file(tb_gpt_dataset *ds, tb_allocator *a, const char *pa
     memset(ds, 0, sizeof *ds);
     if (check_shape(path, seq_length, vocab_size, err) != 0) return -1;
 
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return tb_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    // A FIFO or a device is refused before it is opened: either could block forever.
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return tb_fail(err, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return tb_fail(err, "%s: not a regular file (an llm.c token file is expected)", path);
-    }
+    int fd = tb_open_regular(path, "an llm.c token file is expected", &st, err);
+    if (fd < 0) return -1;
     uint64_t file_bytes = (uint64_t)st.st_size;
     if (file_bytes < TB_TOKEN_FILE_HEADER_BYTES) {
         close(fd);

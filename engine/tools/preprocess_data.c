@@ -5,17 +5,19 @@
 //   build/bin/preprocess_data --input FILE --output FILE.bin
 //
 // Exit status: 0 written, 1 the input could not be read or the output not written,
-// 2 bad command line. The output is written crash-safely (temporary file, fsync,
+// 2 bad command line (an output that names the input's file among them). The output is written crash-safely (temporary file, fsync,
 // rename), so a failed run never leaves a half-written token file behind.
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fileio.h"
 #include "core/memory.h"
 #include "datasets/gpt_dataset.h"
 
@@ -28,7 +30,7 @@ static void usage(FILE *f) {
             "Train on it with pretrain_gpt ... --vocab-size 256.\n"
             "\n"
             "flags:\n"
-            "  --input FILE    file to tokenize (at least 2 bytes, at most %" PRIu32 ")\n"
+            "  --input FILE    regular file to tokenize (at least 2 bytes, at most %" PRIu32 ")\n"
             "  --output FILE   token file to write (replaced atomically if it exists)\n"
             "  --help          show this help\n",
             (uint32_t)TB_TOKEN_FILE_MAX_TOKENS);
@@ -38,27 +40,21 @@ static void usage(FILE *f) {
 static int read_input(tb_allocator *a, const char *path, unsigned char **out,
                       uint64_t *out_len, tb_error *err) {
     const uint64_t limit = TB_TOKEN_FILE_MAX_TOKENS;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return tb_fail(err, "--input %s: cannot open: %s", path, strerror(errno));
+    // Only a regular file, refused by what it is before any open otherwise: a FIFO blocks
+    // the open, and a FIFO or a device (/dev/zero) may never reach the end of its bytes.
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return tb_fail(err, "--input %s: cannot stat: %s", path, strerror(e));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        return tb_fail(err, "--input %s: is a directory", path);
-    }
-    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > limit) {
+    int fd = tb_open_regular(path, "a file to tokenize is expected", &st, err);
+    if (fd < 0) return tb_fail_prefix(err, "--input");
+    if ((uint64_t)st.st_size > limit) {
         close(fd);
         return tb_fail(err,
                        "--input %s: %" PRIu64 " bytes, more than a token file can hold: at most %" PRIu64
                        " tokens (uint32 count at offset 8); split the input",
                        path, (uint64_t)st.st_size, limit);
     }
-    // Regular files: their size plus one byte to see EOF in one pass; pipes grow as needed.
-    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : (size_t)1 << 16;
+    // Its size plus one byte, to see EOF in one pass; a file that grows while read grows the
+    // buffer, up to the limit.
+    size_t cap = (size_t)st.st_size + 1;
     unsigned char *buf = tb_alloc(a, TB_MEM_WORKSPACE, cap, "input bytes");
     uint64_t len = 0;
     for (;;) {
@@ -124,6 +120,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "preprocess_data: missing %s%s%s (see --help)\n",
                 !input ? "--input FILE" : "", !input && !output ? " and " : "",
                 !output ? "--output FILE" : "");
+        return 2;
+    }
+
+    // The output replaces its path by rename: were it the input (the same path, ./X, a hard
+    // link or a symlink to it), the input would be lost, or the link replaced by tokens.
+    struct stat in_st, out_st;
+    if (stat(input, &in_st) == 0 && stat(output, &out_st) == 0 && in_st.st_dev == out_st.st_dev &&
+        in_st.st_ino == out_st.st_ino) {
+        fprintf(stderr,
+                "preprocess_data: --output %s names the same file as --input %s (device %ju, inode %ju): "
+                "the input would be replaced; nothing written\n",
+                output, input, (uintmax_t)in_st.st_dev, (uintmax_t)in_st.st_ino);
         return 2;
     }
 

@@ -3,6 +3,7 @@
 // another hidden size, a missing tensor or layer, an extra layer or norm bias, a tied file
 // for an untied model, a corrupt or absent file; an untied file loads into a tied model
 // without its lm_head. What loads is test_checkpoint.c's.
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -190,6 +191,43 @@ TB_TEST(tied_model_ignores_lm_head_and_untied_model_demands_it) {
     unlink(tpath);
 }
 
+TB_TEST(non_finite_weight_is_refused_naming_the_tensor_and_the_element) {
+    tb_config cfg;
+    gpt2_config(&cfg);
+    static const struct {
+        const char *tensor;
+        size_t index;
+        float value;
+        const char *where;  // what the message says of the element
+    } cases[] = {
+        // a Conv1D weight, [in, out] in the file: the index is the file's, row-major
+        {"h.0.attn.c_attn.weight", 5 * 96 + 7, NAN, "element 487 [5, 7] of 3072 is NaN"},
+        {"wte.weight", 3, INFINITY, "element 3 [0, 3] of 1600 is +Inf"},  // vocabulary 50, unpadded
+        {"ln_f.bias", 31, -INFINITY, "element 31 of 32 is -Inf"},
+    };
+    const char *path = TMP("non-finite.safetensors");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        box *m = box_new(&cfg, 1);
+        tensor_set s = {0};
+        set_from_model(&s, &m->m, "");
+        TB_CHECK(box_free(m) == 0, "allocations left");
+        owned *o = set_find(&s, cases[i].tensor);
+        TB_REQUIRE(o != NULL, "no tensor %s", cases[i].tensor);
+        o->data[cases[i].index] = cases[i].value;
+        tb_error err = {{0}};
+        int rc = set_write(&s, path, &err);
+        set_free(&s);
+        TB_REQUIRE(rc == 0, "write: %s", err.msg);
+        rc = load_into(&cfg, path, &err);
+        char want[2048];
+        snprintf(want, sizeof want, "%s: tensor '%s' %s: weights must be finite", path, cases[i].tensor,
+                 cases[i].where);
+        TB_CHECK(rc != 0 && !strcmp(err.msg, want), "rc %d, message:\n      %s\n    expected:\n      %s", rc, err.msg,
+                 want);
+    }
+    unlink(path);
+}
+
 TB_TEST(corrupt_or_absent_file_is_refused_naming_the_path) {
     tb_config cfg;
     gpt2_config(&cfg);
@@ -226,6 +264,7 @@ int main(int argc, char **argv) {
     TB_RUN(missing_tensor_is_refused_naming_it_and_its_shape);
     TB_RUN(extra_layer_in_the_file_is_refused_as_having_no_place);
     TB_RUN(tied_model_ignores_lm_head_and_untied_model_demands_it);
+    TB_RUN(non_finite_weight_is_refused_naming_the_tensor_and_the_element);
     TB_RUN(corrupt_or_absent_file_is_refused_naming_the_path);
     return tb_test_summary();
 }

@@ -3,6 +3,7 @@
 // whose peer never comes ends the run with a hang report (hang.json, a stderr summary, exit
 // status 4) after the collective timeout, not never. The results of the calls are
 // test_comm.c's.
+#include <float.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdint.h>
@@ -415,6 +416,49 @@ TB_TEST(recv_without_a_sender_returns_after_the_timeout_with_a_hang_report) {
     json_decref(h);
 }
 
+// A timeout of any size the flag takes means "wait that long": a rank that comes late is
+// waited for, never reported as a hang because the deadline overflowed.
+static void late_peer_rank(tb_rank *rk, void *arg) {
+    (void)arg;
+    tb_group *g = &rk->groups[TB_GROUP_WORLD];
+    float x[4] = {1, 2, 3, 4};
+    if (rk->rank == 1) usleep(300000);
+    tb_barrier(g);
+    if (rk->rank == 1) {
+        usleep(300000);
+        tb_send(g, x, 4, 0);
+    } else {
+        tb_recv(g, x, 4, 1);
+    }
+}
+
+static int late_peer_world(void *arg, char *out, size_t len) {
+    double timeout = *(const double *)arg;
+    (void)out, (void)len;  // what went wrong is on stderr.txt
+    if (!freopen(RECV_HANG_DIR "/stderr.txt", "w", stderr)) return 99;
+    world W;
+    if (world_up(&W, 2, 1, timeout) != 0) return 98;
+    snprintf(W.w.run_dir, sizeof W.w.run_dir, "%s", RECV_HANG_DIR);
+    parallel_state_run_ranks(&W.w, late_peer_rank, NULL);  // a hang report ends the process with 4
+    world_down(&W);
+    return 0;
+}
+
+TB_TEST(a_huge_collective_timeout_waits_for_a_late_peer_instead_of_reporting_a_hang) {
+    static const double timeouts[] = {1e19, 9.3e18, 1e300, DBL_MAX, 300};
+    for (size_t i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
+        TB_REQUIRE(system("rm -rf " RECV_HANG_DIR " && mkdir -p " RECV_HANG_DIR) == 0, "mkdir");
+        char msg[256];
+        double t0 = now_s();
+        int rc = tb_call_bounded(late_peer_world, (void *)&timeouts[i], 20, msg, sizeof msg);
+        static char err_text[1 << 16];
+        tb_slurp_into(RECV_HANG_DIR "/stderr.txt", err_text, sizeof err_text);
+        TB_CHECK(rc == 0, "timeout %g s: exit %d after %.2f s (4: a hang reported; 142: still waiting after 20 s): %s",
+                 timeouts[i], rc, now_s() - t0, err_text);
+        TB_CHECK(!tb_exists(RECV_HANG_DIR "/" TB_RUN_HANG_REPORT), "timeout %g s: hang.json written", timeouts[i]);
+    }
+}
+
 int main(void) {
     double t0 = now_s();
     TB_RUN(flight_recorder_holds_each_call_with_per_group_sequence_numbers);
@@ -423,6 +467,7 @@ int main(void) {
     TB_RUN(stalled_rank_ends_the_run_with_a_hang_report_after_the_timeout);
     TB_RUN(same_run_without_a_stall_exits_0_without_a_hang_report);
     TB_RUN(recv_without_a_sender_returns_after_the_timeout_with_a_hang_report);
+    TB_RUN(a_huge_collective_timeout_waits_for_a_late_peer_instead_of_reporting_a_hang);
     printf("(%.1f s)\n", now_s() - t0);
     return tb_test_summary();
 }

@@ -260,6 +260,20 @@ TB_TEST(negative_warmup_and_decay_iters_below_one_are_refused) {
                 ONLY("lr_decay_iters=-3", "lr_decay_iters (-3) must be at least 1"));
 }
 
+// Megatron's OptimizerParamScheduler asserts lr_warmup_steps < lr_decay_steps, the decay
+// defaulting to the train iters.
+TB_TEST(warmup_not_shorter_than_the_decay_is_refused_as_megatron_does) {
+#define WARMUP_RULE(w, d) "lr_warmup_iters (" #w ") must be less than lr_decay_iters (" #d
+    CHECK_CASES(ONLY("lr_warmup_iters=5 train_iters=3", WARMUP_RULE(5, 3) " = train_iters)"),
+                ONLY("lr_warmup_iters=3 train_iters=3", WARMUP_RULE(3, 3) " = train_iters)"),
+                ONLY("lr_warmup_iters=10 lr_decay_iters=10 train_iters=20", WARMUP_RULE(10, 10) ")"),
+                ONLY("lr_warmup_iters=1 train_iters=1", WARMUP_RULE(1, 1) " = train_iters)"),
+                IS_VALID("lr_warmup_iters=2 train_iters=3"), IS_VALID("lr_warmup_iters=0 train_iters=1"),
+                // a short run of a longer schedule ends in its warm-up, as Megatron allows
+                IS_VALID("lr_warmup_iters=5 lr_decay_iters=10 train_iters=3"));
+#undef WARMUP_RULE
+}
+
 TB_TEST(adam_betas_outside_zero_one_are_refused) {
     CHECK_CASES(ONLY("adam_beta1=1", "adam_beta1 (1) must be in [0, 1)"),
                 ONLY("adam_beta1=-0.1", "adam_beta1 (-0.1) must be in [0, 1)"),
@@ -372,6 +386,24 @@ TB_TEST(inject_stall_must_be_rank_colon_step_within_the_world) {
     TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) != 0 &&
                  strstr(e.msg, "flag --inject-stall: value is 64 characters, at most 63 allowed"),
              "\"%s\"", e.msg);
+}
+
+TB_TEST(inject_stall_step_beyond_train_iters_is_refused_because_the_drill_would_never_fire) {
+    CHECK_CASES(ONLY("world_size=2 train_iters=3 inject_stall=1:99",
+                     "inject_stall '1:99': step 99 is beyond train_iters (3), so the stall would never happen"),
+                ONLY("world_size=2 train_iters=3 inject_stall=0:4",
+                     "inject_stall '0:4': step 4 is beyond train_iters (3), so the stall would never happen"),
+                // a rank beyond the world is named by the range rule, whatever the step
+                ONLY("world_size=2 train_iters=3 inject_stall=2:99", "inject_stall '2:99" STALL_RANGE(2)),
+                IS_VALID("world_size=2 train_iters=3 inject_stall=1:3"));
+}
+
+TB_TEST(negative_expert_count_is_refused_and_zero_means_dense) {
+    CHECK_CASES(ONLY("num_experts=-3", "num_experts (-3) must be non-negative (0: dense)"),
+                ONLY("num_experts=-1 expert_model_parallel_size=2 world_size=2",
+                     "num_experts (-1) must be non-negative (0: dense)"),
+                IS_VALID("num_experts=0"),
+                ONLY("num_experts=2", "num_experts 2 (MoE): not supported yet"));  // as before
 }
 
 // ---------------------------------------------------------------------------------------
@@ -629,6 +661,7 @@ int main(void) {
     TB_RUN(microbatches_not_divisible_by_pp_with_interleaving_is_refused);
     TB_RUN(lr_and_min_lr_out_of_order_are_refused);
     TB_RUN(negative_warmup_and_decay_iters_below_one_are_refused);
+    TB_RUN(warmup_not_shorter_than_the_decay_is_refused_as_megatron_does);
     TB_RUN(adam_betas_outside_zero_one_are_refused);
     TB_RUN(adam_eps_weight_decay_and_clip_grad_out_of_range_are_refused);
     TB_RUN(full_recompute_without_method_is_refused);
@@ -639,6 +672,8 @@ int main(void) {
     TB_RUN(world_over_64_ranks_is_refused_because_ranks_are_threads);
     TB_RUN(collective_timeout_must_be_positive);
     TB_RUN(inject_stall_must_be_rank_colon_step_within_the_world);
+    TB_RUN(inject_stall_step_beyond_train_iters_is_refused_because_the_drill_would_never_fire);
+    TB_RUN(negative_expert_count_is_refused_and_zero_means_dense);
 
     TB_RUN(several_violations_are_all_listed_one_per_line);
     TB_RUN(multi_rank_tp_dp_layouts_are_valid);

@@ -3,6 +3,7 @@
 // and value; --config FILE.json applies under the flags; config.json written by
 // config_to_json loads back identically; the pretrain_gpt binary prints every flag in --help
 // and exits 2 on bad arguments or an invalid configuration.
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -120,6 +121,37 @@ TB_TEST(malformed_numbers_are_refused_naming_flag_and_value) {
         TB_CHECK(parse(&c, ARGC(argv2), argv2, &help, &e) != 0 && strstr(e.msg, cases[i].expect),
                  "%s: want \"%s\", got \"%s\"", joined, cases[i].expect, e.msg);
     }
+}
+
+TB_TEST(float_that_underflows_is_the_number_it_rounds_to_and_only_overflow_or_nonfinite_is_refused) {
+    tb_config c;
+    tb_error e;
+    int help;
+    static const struct {
+        const char *value;
+        double want;
+    } taken[] = {
+        {"1e-400", 0.0}, {"-1e-400", -0.0}, {"1e-310", 1e-310}, {"4.9e-324", 4.9e-324},  // 0, denormals
+        {"2.2250738585072014e-308", DBL_MIN},
+    };
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+        char value[64];
+        snprintf(value, sizeof value, "%s", taken[i].value);
+        char *argv[] = {"pretrain_gpt", "--norm-epsilon", value};
+        int rc = parse(&c, ARGC(argv), argv, &help, &e);
+        TB_CHECK(rc == 0 && c.norm_epsilon == taken[i].want && signbit(c.norm_epsilon) == signbit(taken[i].want),
+                 "--norm-epsilon %s: rc %d, %a (want %a): \"%s\"", value, rc, c.norm_epsilon, taken[i].want, e.msg);
+    }
+    // --lr 1e-400 is an lr of 0, which the rules accept (a frozen run, as --lr 0)
+    char *argv[] = {"pretrain_gpt", "--lr", "1e-400"};
+    TB_REQUIRE(parse(&c, ARGC(argv), argv, &help, &e) == 0, "--lr 1e-400: \"%s\"", e.msg);
+    TB_CHECK(c.lr == 0, "--lr 1e-400 is %g", c.lr);
+    EXPECT_VALID(&c);
+    CHECK_PARSE_REFUSALS({{"--lr", "1e400"}, "flag --lr: '1e400' is not a finite number in double range"},
+                         {{"--lr", "-1e400"}, "flag --lr: '-1e400' is not a finite number in double range"},
+                         {{"--lr", "inf"}, "flag --lr: 'inf' is not a finite number in double range"},
+                         {{"--lr", "-infinity"}, "flag --lr: '-infinity' is not a finite number in double range"},
+                         {{"--lr", "nan"}, "flag --lr: 'nan' is not a finite number in double range"});
 }
 
 TB_TEST(bad_choice_is_refused_listing_the_allowed_ones) {
@@ -500,6 +532,30 @@ TB_TEST(invalid_config_exits_2_and_prints_the_rule_on_stderr) {
     tb_output_free(&sh);
 }
 
+TB_TEST(warmup_stall_and_expert_rules_exit_2_before_a_run_directory_is_made) {
+    tb_output sh = {0};
+    char run_dir[512];
+    tb_tmp_path(run_dir, sizeof run_dir, "input-rules-run");
+    static const struct {
+        const char *flags, *rule;
+    } cases[] = {
+        {"--lr-warmup-iters 5 --train-iters 3",
+         "lr_warmup_iters (5) must be less than lr_decay_iters (3 = train_iters)"},
+        {"--world-size 2 --inject-stall 1:99 --train-iters 3",
+         "inject_stall '1:99': step 99 is beyond train_iters (3), so the stall would never happen"},
+        {"--num-experts -3 --train-iters 1", "num_experts (-3) must be non-negative (0: dense)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status = tb_run(&sh, NULL, "'" PRETRAIN "' %s --run-dir '%s'", cases[i].flags, run_dir);
+        TB_CHECK(status == 2, "%s: exit status %d", cases[i].flags, status);
+        TB_CHECK(strstr(sh.err, cases[i].rule) != NULL, "%s: stderr: %s", cases[i].flags, sh.err);
+        TB_CHECK(access(run_dir, F_OK) != 0, "%s: a run directory for a refused config: %s exists", cases[i].flags,
+                 run_dir);
+        tb_run(NULL, NULL, "rm -rf '%s'", run_dir);
+    }
+    tb_output_free(&sh);
+}
+
 TB_TEST(unknown_flag_and_bad_value_exit_2_naming_them) {
     tb_output sh = {0};
     int status = tb_run(&sh, NULL, "'" PRETRAIN "' --num-layers 2 --frobnicate");
@@ -522,6 +578,7 @@ int main(void) {
     TB_RUN(word_that_is_not_a_flag_is_refused_with_its_position);
     TB_RUN(flag_without_its_value_is_refused);
     TB_RUN(malformed_numbers_are_refused_naming_flag_and_value);
+    TB_RUN(float_that_underflows_is_the_number_it_rounds_to_and_only_overflow_or_nonfinite_is_refused);
     TB_RUN(bad_choice_is_refused_listing_the_allowed_ones);
     TB_RUN(memory_cap_accepts_byte_suffixes_in_powers_of_1024);
     TB_RUN(memory_cap_refuses_unknown_suffixes_and_negative_or_overflowing_counts);
@@ -537,6 +594,7 @@ int main(void) {
 
     TB_RUN(help_exits_0_and_lists_every_flag_with_its_default);
     TB_RUN(invalid_config_exits_2_and_prints_the_rule_on_stderr);
+    TB_RUN(warmup_stall_and_expert_rules_exit_2_before_a_run_directory_is_made);
     TB_RUN(unknown_flag_and_bad_value_exit_2_naming_them);
     return tb_test_summary();
 }

@@ -62,6 +62,8 @@ static int write_raw(const char *path, uint32_t magic, uint32_t version, uint32_
     return ok ? 0 : -1;
 }
 
+static tb_output sh;  // what the last command printed
+
 // Opens path and expects failure whose message contains every one of parts (NULL-ended).
 static void expect_refused(const char *path, int T, int V, const char *const *parts) {
     tb_allocator a;
@@ -190,6 +192,51 @@ TB_TEST(missing_file_is_refused_with_strerror) {
     unlink(path);
     const char *parts[] = {path, "cannot open", strerror(ENOENT), NULL};
     expect_refused(path, 4, 256, parts);
+}
+
+// Opens the token file named by arg in this (child) process; the message goes to out. Exit
+// status 0: refused, 1: opened.
+static int open_token_file(void *arg, char *out, size_t len) {
+    tb_allocator a;
+    tb_allocator_init(&a, 0, NULL, NULL);
+    tb_gpt_dataset ds;
+    tb_error err = {{0}};
+    int rc = tb_gpt_dataset_open_file(&ds, &a, arg, 4, 256, &err);
+    snprintf(out, len, "%s", err.msg);
+    if (rc == 0) tb_gpt_dataset_close(&ds, &a);
+    return rc == 0;
+}
+
+TB_TEST(fifo_device_and_directory_are_refused_by_kind_before_any_open) {
+    const char *fifo = TMP("tokens.fifo");
+    unlink(fifo);
+    TB_REQUIRE(mkfifo(fifo, 0644) == 0, "mkfifo %s: %s", fifo, strerror(errno));
+    static const struct {
+        const char *path, *kind;
+    } cases[] = {
+        {TMP("tokens.fifo"), "is a FIFO (named pipe), not a regular file (an llm.c token file is expected)"},
+        {"/dev/zero", "is a character device, not a regular file"},
+        {TB_TEST_TMPDIR, "is a directory, not a regular file"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        // in a child ended after 10 s: opening a FIFO with no writer blocks forever
+        char msg[2048];
+        int rc = tb_call_bounded(open_token_file, (void *)cases[i].path, 10, msg, sizeof msg);
+        TB_CHECK(rc == 0, "%s: exit %d (142: still blocked after 10 s, 1: opened): \"%s\"", cases[i].path, rc, msg);
+        TB_CHECK(strstr(msg, cases[i].path) && strstr(msg, cases[i].kind), "%s: want \"%s\", got \"%s\"",
+                 cases[i].path, cases[i].kind, msg);
+    }
+
+    // pretrain_gpt --data-path on the FIFO: refused at once with status 1, not a hang
+    char run_dir[512];
+    tb_tmp_path(run_dir, sizeof run_dir, "datasets-fifo-run");
+    int rc = tb_run(&sh, NULL, "timeout 60 '" TB_BIN_DIR "/pretrain_gpt' --data-path '%s' --train-iters 1 --run-dir '%s'",
+                    fifo, run_dir);
+    TB_CHECK(rc == 1, "exit %d (124: still waiting on the FIFO after 60 s): %s", rc, sh.err);
+    TB_CHECK(strstr(sh.err, "flag --data-path") && strstr(sh.err, fifo) && strstr(sh.err, "is a FIFO (named pipe)"),
+             "stderr: %s", sh.err);
+    tb_run(NULL, NULL, "rm -rf '%s'", run_dir);
+    unlink(fifo);
 }
 
 TB_TEST(truncated_header_is_refused_with_the_file_size) {
@@ -463,8 +510,6 @@ TB_TEST(synthetic_generator_matches_its_documented_definition) {
 // ---------------------------------------------------------------------------------------
 // preprocess_data
 
-static tb_output sh;  // what the last command printed
-
 TB_TEST(preprocess_data_turns_each_byte_into_one_token) {
     const char *dir = TMP("tool");
     mkdir(dir, 0775);
@@ -576,11 +621,81 @@ TB_TEST(preprocess_data_refuses_bad_input_and_writes_nothing) {
     TB_CHECK(count_prefixed(dir, "out.bin.tmp.") == 0, "temporary file left behind");
 }
 
+// A tool that reads /dev/zero reads up to the 4 GiB limit of a token file into memory: a 2 GiB
+// address-space limit ends it first (not under AddressSanitizer, whose shadow memory needs
+// more address space than that to start).
+#if defined(__SANITIZE_ADDRESS__)
+#define BOUNDED_MEMORY ""
+#else
+#define BOUNDED_MEMORY "ulimit -v 2097152; "
+#endif
+
+TB_TEST(preprocess_data_refuses_a_fifo_or_device_input_by_kind_before_any_open) {
+    const char *dir = TMP("tool-kind");
+    mkdir(dir, 0775);
+    const char *fifo = TMP("tool-kind/input.fifo");
+    const char *outp = TMP("tool-kind/out.bin");
+    unlink(fifo);
+    unlink(outp);
+    TB_REQUIRE(mkfifo(fifo, 0644) == 0, "mkfifo %s: %s", fifo, strerror(errno));
+    static const struct {
+        const char *path, *kind;
+    } cases[] = {
+        {TMP("tool-kind/input.fifo"), "is a FIFO (named pipe), not a regular file (a file to tokenize is expected)"},
+        {"/dev/zero", "is a character device, not a regular file"},  // read, it never ends
+        {TMP("tool-kind"), "is a directory, not a regular file"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = tb_run_merged(&sh, NULL, BOUNDED_MEMORY "timeout 60 '%s' --input '%s' --output '%s'", TOOL,
+                               cases[i].path, outp);
+        TB_CHECK(rc == 1, "%s: exit %d (124: still reading after 60 s): %s", cases[i].path, rc, sh.out);
+        TB_CHECK(strstr(sh.out, "--input") && strstr(sh.out, cases[i].path) && strstr(sh.out, cases[i].kind),
+                 "%s: want \"%s\": %s", cases[i].path, cases[i].kind, sh.out);
+        TB_CHECK(!tb_exists(outp), "%s: %s created", cases[i].path, outp);
+    }
+    TB_CHECK(count_prefixed(dir, "out.bin.tmp.") == 0, "temporary file left behind");
+    unlink(fifo);
+}
+
+TB_TEST(preprocess_data_refuses_an_output_that_is_the_input_file_and_leaves_it_intact) {
+    const char *dir = TMP("tool-same");
+    tb_run(NULL, NULL, "rm -rf '%s'", dir);
+    mkdir(dir, 0775);
+    const char *in = TMP("tool-same/corpus.txt");
+    const char *text = "the input must survive\n";
+    REQUIRE_OK(tb_write_bytes(in, text, strlen(text)), "write %s", in);
+    REQUIRE_OK(symlink("corpus.txt", TMP("tool-same/link.txt")), "symlink: %s", strerror(errno));
+    REQUIRE_OK(link(in, TMP("tool-same/hard.txt")), "link: %s", strerror(errno));
+    // the same path, another spelling of it, a symlink to it, a hard link to it
+    const char *outputs[] = {"corpus.txt", "./corpus.txt", "../datasets.tool-same/corpus.txt", "link.txt", "hard.txt"};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        int rc = tb_run(&sh, dir, "'%s' --input corpus.txt --output '%s'", TOOL, outputs[i]);
+        TB_CHECK(rc == 2, "--output %s: exit %d: %s%s", outputs[i], rc, sh.out, sh.err);
+        char want[256];
+        snprintf(want, sizeof want, "--output %s names the same file as --input corpus.txt (device ", outputs[i]);
+        TB_CHECK(strstr(sh.err, want) && strstr(sh.err, "inode ") && strstr(sh.err, "nothing written"),
+                 "--output %s: want \"%s\": %s", outputs[i], want, sh.err);
+        char *now = tb_slurp(in);
+        TB_CHECK(now && strcmp(now, text) == 0, "--output %s: the input now holds \"%.40s\"", outputs[i],
+                 now ? now : "(unreadable)");
+        free(now);
+        struct stat st;
+        TB_CHECK(lstat(TMP("tool-same/link.txt"), &st) == 0 && S_ISLNK(st.st_mode), "--output %s: the symlink is gone",
+                 outputs[i]);
+    }
+    TB_CHECK(count_prefixed(dir, "corpus.txt.tmp.") == 0 && count_prefixed(dir, "link.txt.tmp.") == 0,
+             "temporary file left behind");
+    // another file beside it is fine
+    int rc = tb_run(&sh, dir, "'%s' --input corpus.txt --output corpus.bin", TOOL);
+    TB_CHECK(rc == 0, "--output corpus.bin: exit %d: %s", rc, sh.err);
+}
+
 int main(void) {
     TB_RUN(written_file_reads_back_as_consecutive_windows_wrapping_around);
     TB_RUN(rewrite_replaces_file_atomically_and_leaves_no_temporary);
     TB_RUN(write_refuses_missing_directory_and_oversized_count);
     TB_RUN(missing_file_is_refused_with_strerror);
+    TB_RUN(fifo_device_and_directory_are_refused_by_kind_before_any_open);
     TB_RUN(truncated_header_is_refused_with_the_file_size);
     TB_RUN(wrong_magic_is_refused_at_offset_0);
     TB_RUN(unsupported_version_is_refused_at_offset_4);
@@ -594,5 +709,7 @@ int main(void) {
     TB_RUN(synthetic_generator_matches_its_documented_definition);
     TB_RUN(preprocess_data_turns_each_byte_into_one_token);
     TB_RUN(preprocess_data_refuses_bad_input_and_writes_nothing);
+    TB_RUN(preprocess_data_refuses_a_fifo_or_device_input_by_kind_before_any_open);
+    TB_RUN(preprocess_data_refuses_an_output_that_is_the_input_file_and_leaves_it_intact);
     return tb_test_summary();
 }

@@ -377,6 +377,36 @@ TB_TEST(open_refuses_a_directory) {
     EXPECT_OPEN_FAILS(TB_TEST_TMPDIR, "not a regular file");
 }
 
+// Opens the file named by arg in this (child) process; the message goes to out. Exit status
+// 0: refused, 1: opened.
+static int open_in_child(void *arg, char *out, size_t len) {
+    tb_safetensors st;
+    tb_error err = {{0}};
+    int rc = tb_safetensors_open(&st, arg, &err);
+    snprintf(out, len, "%s", err.msg);
+    if (rc == 0) tb_safetensors_close(&st);
+    return rc == 0;
+}
+
+TB_TEST(open_refuses_a_fifo_and_a_device_by_kind_before_any_open) {
+    char fifo[512];
+    tmp_path(fifo, sizeof fifo, "fifo");
+    unlink(fifo);
+    TB_REQUIRE(mkfifo(fifo, 0644) == 0, "mkfifo %s: %s", fifo, strerror(errno));
+    const char *paths[] = {fifo, "/dev/zero"};
+    const char *kinds[] = {"is a FIFO (named pipe), not a regular file (a safetensors file is expected)",
+                           "is a character device, not a regular file"};
+    for (int i = 0; i < 2; i++) {
+        // in a child ended after 10 s: opening a FIFO with no writer blocks forever
+        char msg[2048];
+        int rc = tb_call_bounded(open_in_child, (void *)paths[i], 10, msg, sizeof msg);
+        TB_CHECK(rc == 0, "%s: exit %d (142: still blocked after 10 s, 1: opened): \"%s\"", paths[i], rc, msg);
+        TB_CHECK(strstr(msg, paths[i]) && strstr(msg, kinds[i]), "%s: want \"%s\", got \"%s\"", paths[i], kinds[i],
+                 msg);
+    }
+    unlink(fifo);
+}
+
 TB_TEST(open_refuses_file_shorter_than_8_bytes) {
     char path[512];
     tmp_path(path, sizeof path, "short");
@@ -517,6 +547,32 @@ TB_TEST(open_refuses_overlapping_tensors) {
              "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
              d, sizeof d);
     EXPECT_OPEN_FAILS(path, "'big'", "'a'", "overlap");
+    unlink(path);
+}
+
+TB_TEST(open_refuses_trailing_bytes_after_the_last_tensor_naming_range_and_count) {
+    char path[512], want[128];
+    tmp_path(path, sizeof path, "trailing");
+    float d[5] = {1, 2, 3, 4, 5};
+    const char *header = "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}";
+    write_st(path, header, d, sizeof d);  // one float more than w holds
+    size_t start = 8 + strlen(header);
+    snprintf(want, sizeof want, "file bytes [%zu, %zu) (4 trailing bytes) belong to no tensor", start + 16, start + 20);
+    EXPECT_OPEN_FAILS(path, want, "the last tensor, 'w', has data_offsets [0, 16]");
+    // bytes behind a header of empty tensors only, or of none
+    header = "{\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}";
+    write_st(path, header, d, 3);
+    snprintf(want, sizeof want, "file bytes [%zu, %zu) (3 trailing bytes)", 8 + strlen(header), 8 + strlen(header) + 3);
+    EXPECT_OPEN_FAILS(path, want, "the header lists no tensor with data");
+    write_st(path, "{}", d, 1);
+    EXPECT_OPEN_FAILS(path, "file bytes [10, 11) (1 trailing bytes)", "the header lists no tensor with data");
+    // the same file without the extra float opens
+    header = "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}";
+    write_st(path, header, d, 16);
+    tb_safetensors st;
+    tb_error err = {{0}};
+    TB_CHECK(tb_safetensors_open(&st, path, &err) == 0, "open: %s", err.msg);
+    tb_safetensors_close(&st);
     unlink(path);
 }
 
@@ -708,6 +764,7 @@ int main(void) {
     TB_RUN(read_of_file_truncated_after_open_fails_naming_offset);
     TB_RUN(open_refuses_missing_file);
     TB_RUN(open_refuses_a_directory);
+    TB_RUN(open_refuses_a_fifo_and_a_device_by_kind_before_any_open);
     TB_RUN(open_refuses_file_shorter_than_8_bytes);
     TB_RUN(open_refuses_header_length_past_end_of_file);
     TB_RUN(open_refuses_absurd_header_length);
@@ -719,6 +776,7 @@ int main(void) {
     TB_RUN(open_refuses_begin_after_end);
     TB_RUN(open_refuses_byte_count_that_does_not_match_shape);
     TB_RUN(open_refuses_overlapping_tensors);
+    TB_RUN(open_refuses_trailing_bytes_after_the_last_tensor_naming_range_and_count);
     TB_RUN(open_allows_empty_tensors_at_any_offset);
     TB_RUN(open_refuses_unknown_dtype);
     TB_RUN(open_refuses_bad_shapes);
