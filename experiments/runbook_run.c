@@ -235,7 +235,9 @@ static int find_finished(const char *version_dir, const json_t *point, int repet
         json_t *m = json_load_file(path, 0, NULL);
         const char *status = m ? json_string_value(json_object_get(m, "status")) : NULL;
         json_int_t rep;
-        if (status && !strcmp(status, "finished") && tb_manifest_repetition(m, &rep) && rep == repetition &&
+        // a replay is evidence about its original, never a repetition of the experiment
+        int replay = m && json_is_string(json_object_get(m, "replay_of"));
+        if (status && !strcmp(status, "finished") && !replay && tb_manifest_repetition(m, &rep) && rep == repetition &&
             json_equal(json_object_get(m, "sweep_point"), (json_t *)point))
             found = tb_path_format(out, len, err, "%s/%s", version_dir, e->d_name) == 0 ? 1 : -1;
         json_decref(m);

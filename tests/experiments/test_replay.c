@@ -18,6 +18,7 @@
 
 static tb_output sh;  // what the last command printed
 static char first_replay[1 << 14];  // what the first replay printed
+static char replay_id[1024];         // the first replay's record
 
 static char record_id[256];
 
@@ -57,6 +58,7 @@ TB_TEST(replay_at_the_recorded_revision_reproduces_losses_bitwise) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", at + 19);
     dir[strcspn(dir, " ")] = '\0';
+    snprintf(replay_id, sizeof replay_id, "%s", strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir);
     char path[1100];
     snprintf(path, sizeof path, "%s/" TB_RECORD_MANIFEST, dir);
     json_t *m = json_load_file(path, 0, NULL);
@@ -163,6 +165,23 @@ TB_TEST(a_record_with_an_altered_file_is_named_as_altered_and_not_replayed) {
     TB_CHECK(!strstr(sh.out, "building"), "nothing built for an altered record:\n%s", sh.out);
 }
 
+// A replay record is never reused as a repetition of its experiment: with the original no
+// longer a finished run, running the runbook again runs the engine, not the replay's record.
+TB_TEST(a_replay_is_never_reused_as_a_repetition_of_the_experiment) {
+    TB_REQUIRE(record_id[0] && replay_id[0], "needs the recorded run and its replay");
+    char path[1024];
+    snprintf(path, sizeof path, ART "/replayed/v1/%s/" TB_RECORD_MANIFEST, record_id);
+    json_t *m = json_load_file(path, 0, NULL);
+    TB_REQUIRE(m, "%s", path);
+    json_object_set_new(m, "status", json_string("failed"));
+    json_dump_file(m, path, JSON_INDENT(1));
+    json_decref(m);
+    int status = tb_run(&sh, TB_SOURCE_DIR, "%s run %s/replay.lua --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, ART);
+    TB_CHECK(status == 0, "runbook: %d\n%s\n%s", status, sh.out, sh.err);
+    TB_CHECK(!strstr(sh.out, replay_id), "the replay %s is not reused:\n%s", replay_id, sh.out);
+    TB_CHECK(strstr(sh.out, "run 1:") && !strstr(sh.out, "already finished"), "a new engine run:\n%s", sh.out);
+}
+
 // Rewrites a field of the record's manifest (the test's way to make a broken record).
 static void edit_manifest(const char *field_path, json_t *value, const char *patch_text) {
     char path[1024];
@@ -226,5 +245,6 @@ int main(void) {
     TB_RUN(replay_of_a_commit_missing_from_the_repository_is_refused);
     TB_RUN(replay_whose_saved_patch_no_longer_applies_is_refused);
     TB_RUN(a_record_with_an_altered_file_is_named_as_altered_and_not_replayed);
+    TB_RUN(a_replay_is_never_reused_as_a_repetition_of_the_experiment);
     return tb_test_summary();
 }
