@@ -159,7 +159,7 @@ TB_TEST(a_record_with_an_altered_file_is_named_as_altered_and_not_replayed) {
     fputs("{\"step\": 99, \"loss\": 0.5}\n", f);
     fclose(f);
     int status = tb_run(&sh, TB_SOURCE_DIR, "%s replay %s --artifacts %s", TRACEBOOK, record_id, ART);
-    char want[1100];
+    char want[sizeof metrics + 64];
     snprintf(want, sizeof want, "file altered: %s: sha256 expected", metrics);
     TB_CHECK(status != 0 && strstr(sh.err, want), "status %d, want '%s' in:\n%s", status, want, sh.err);
     TB_CHECK(!strstr(sh.out, "building"), "nothing built for an altered record:\n%s", sh.out);
