@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
 
 // ---------------------------------------------------------------------------------------
 // The option table
@@ -156,8 +159,12 @@ void config_defaults(tb_config *cfg) {
 }
 
 int config_load_json(tb_config *cfg, const char *path, tb_error *err) {
+    // a FIFO or a device would block or never end: refused by what it is before any read
+    int fd = tb_open_regular(path, "a JSON config file is expected", NULL, err);
+    if (fd < 0) return -1;
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
+    json_t *root = json_loadfd(fd, 0, &jerr);
+    close(fd);
     if (!root) {
         if (jerr.line < 0) return tb_fail(err, "%s: %s", path, jerr.text);
         return tb_fail(err, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);

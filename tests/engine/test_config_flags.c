@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -406,6 +407,33 @@ TB_TEST(malformed_config_json_is_refused_with_file_line_and_column) {
     TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, path), "\"%s\"", e.msg);
 }
 
+// --config on a FIFO would block in open until a writer came: refused by what it is, at once.
+TB_TEST(config_file_that_is_a_fifo_is_refused_by_kind_without_blocking) {
+    char path[512];
+    tb_tmp_path(path, sizeof path, "config.fifo");
+    remove(path);
+    TB_REQUIRE(mkfifo(path, 0600) == 0, "mkfifo %s", path);
+    tb_config c;
+    tb_error e;
+    int help;
+    char *argv[] = {"pretrain_gpt", "--config", path};
+    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, "is a FIFO") && strstr(e.msg, path),
+             "\"%s\"", e.msg);
+    remove(path);
+}
+
+// Megatron-LM's boolean flags have a --no- form: --no-FLAG clears a boolean FLAG.
+TB_TEST(no_prefix_clears_a_boolean_flag_and_is_refused_for_other_kinds) {
+    tb_config c;
+    tb_error e;
+    int help;
+    char *argv[] = {"pretrain_gpt", "--swiglu", "--no-swiglu", "--no-check-for-nan-in-loss-and-grad"};
+    TB_REQUIRE(parse(&c, ARGC(argv), argv, &help, &e) == 0, "%s", e.msg);
+    TB_CHECK(c.swiglu == 0 && c.check_for_nan_in_loss_and_grad == 0, "cleared: swiglu %d, check %d", c.swiglu,
+             c.check_for_nan_in_loss_and_grad);
+    CHECK_PARSE_REFUSALS({{"--no-num-layers"}, "unknown flag '--no-num-layers'"});
+}
+
 TB_TEST(config_json_written_by_config_to_json_loads_back_identically) {
     tb_config a;
     config_defaults(&a);
@@ -590,6 +618,8 @@ int main(void) {
     TB_RUN(unknown_config_key_is_refused_naming_file_and_key);
     TB_RUN(config_value_of_the_wrong_json_type_is_refused_naming_the_key);
     TB_RUN(malformed_config_json_is_refused_with_file_line_and_column);
+    TB_RUN(config_file_that_is_a_fifo_is_refused_by_kind_without_blocking);
+    TB_RUN(no_prefix_clears_a_boolean_flag_and_is_refused_for_other_kinds);
     TB_RUN(config_json_written_by_config_to_json_loads_back_identically);
 
     TB_RUN(help_exits_0_and_lists_every_flag_with_its_default);
