@@ -712,3 +712,21 @@ int tb_parse_claim(const char *name, json_t *args, const char *const *record_dir
     if (p->combine) return p->combine(p, args, record_dirs, nrecords, value, evidence, err);
     return parse_over_records(p, args, record_dirs, nrecords, value, evidence, err);
 }
+
+// ---------------------------------------------------------------------------------------
+// Step times for the stability gate (experiments/stability.h)
+
+int tb_slowest_step_ms(const char *record_dir, long long warmup, double **times, int *n, tb_error *err) {
+    *times = NULL;
+    *n = 0;
+    json_t *files = json_array(), *ev = json_object();
+    record_metrics m;
+    int rc = read_record_metrics(&m, record_dir, NEED_STEP_MS, NULL, files, err);
+    if (rc == 0) {
+        rc = slowest_step_times(&m, warmup, times, n, ev, err);
+        record_metrics_free(&m);
+    }
+    json_decref(files);
+    json_decref(ev);
+    return rc;
+}

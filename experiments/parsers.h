@@ -76,4 +76,8 @@ extern const char *const tb_parser_names[];
 // The median of n values (n > 0; values is reordered).
 double tb_median(double *values, int n);
 
+// t_s of a record for its steps s > warmup, as tokens_per_s and step_ms use them (the
+// slowest rank's step_ms at each step, in step order): *times is malloc'd, *n its count.
+int tb_slowest_step_ms(const char *record_dir, long long warmup, double **times, int *n, tb_error *err);
+
 #endif

@@ -34,6 +34,7 @@
 #include "provenance.h"
 #include "record.h"
 #include "record_verify.h"
+#include "stability.h"
 
 #define PROVE_PATH_MAX 4096
 #define DEFAULT_RELATIVE_TOLERANCE 1e-9
@@ -269,6 +270,8 @@ static void print_run(const char *indent, json_t *rec, check_table *checks) {
                json_integer_value(json_object_get(rec, "ranks")) == 1 ? "" : "s",
                json_number_value(json_object_get(per, "min")), json_number_value(json_object_get(per, "median")),
                json_number_value(json_object_get(per, "max")));
+    if (json_object_get(rec, "conditions"))
+        printf("%s  conditions: %s\n", indent, json_string_value(json_object_get(rec, "conditions")));
     if (json_object_get(rec, "tokens_formula"))
         printf("%s  tokens per step: %s\n", indent, json_string_value(json_object_get(rec, "tokens_formula")));
     if (json_object_get(rec, "step_of_peak"))
@@ -410,9 +413,11 @@ static void record_outcome(prove_state *s, const char *exp, long long version, c
     sqlite3_reset(st);
 }
 
-static void claim_failed(prove_state *s, const char *name, const char *reason) {
+// headline: what the verdict line adds in parentheses (NULL: nothing).
+static void claim_failed_because(prove_state *s, const char *name, const char *headline, const char *reason) {
     s->failed++;
-    printf("NOT PROVEN  %s\n", name);
+    if (headline) printf("NOT PROVEN  %s (%s)\n", name, headline);
+    else printf("NOT PROVEN  %s\n", name);
     // reason: one or more lines
     for (const char *p = reason; *p;) {
         const char *nl = strchr(p, '\n');
@@ -421,6 +426,29 @@ static void claim_failed(prove_state *s, const char *name, const char *reason) {
         sb_printf(&s->failures, "tracebook prove: claim %s: %.*s\n", name, len, p);
         p += len + (nl ? 1 : 0);
     }
+}
+
+static void claim_failed(prove_state *s, const char *name, const char *reason) {
+    claim_failed_because(s, name, NULL, reason);
+}
+
+// ---------------------------------------------------------------------------------------
+// The stability gate (stability.h): a re-derived timing claim whose runs were not measured
+// validly is NOT PROVEN; the first reason heads the verdict. Returns the headline (malloc'd)
+// or NULL; *accepted: the accepted conditions' lines (malloc'd) or NULL.
+
+static char *gate_claim(json_t *claim, json_t *evidence, strbuf *failures, char **accepted) {
+    tb_stability st;
+    tb_stability_check(evidence, json_is_true(json_object_get(claim, "accept_oversubscribed")), &st);
+    char *headline = NULL;
+    if (st.reasons) {
+        headline = tb_xstrndup(st.reasons, strcspn(st.reasons, "\n"), "verdict");
+        sb_printf(failures, "%s", st.reasons);
+    }
+    *accepted = st.accepted;
+    st.accepted = NULL;
+    tb_stability_free(&st);
+    return headline;
 }
 
 static void prove_claim(prove_state *s, const char *version_dir, const char *exp, long long version, json_t *claim,
@@ -477,12 +505,16 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
                              "tolerance %.3g) with parser %s\n",
                   claimed, derived, rel, tolerance, json_string_value(parser));
 
+    char *headline = NULL, *accepted = NULL;
+    if (!failures.len && have_derived) headline = gate_claim(claim, evidence, &failures, &accepted);
+
     if (failures.len) {
-        claim_failed(s, name, failures.s);
+        claim_failed_because(s, name, headline, failures.s);
         if (warnings.len && !s->opt.quiet) printf("  warnings:\n%s", warnings.s);
     } else {
         s->proven++;
-        printf("PROVEN  %s\n", name);
+        if (accepted) printf("PROVEN  %s (%.*s)\n", name, (int)strcspn(accepted, "\n"), accepted);
+        else printf("PROVEN  %s\n", name);
         if (!s->opt.quiet) {
             const char *text = json_string_value(json_object_get(claim, "text"));
             if (text) {
@@ -492,6 +524,8 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
             }
             printf("  claimed %.10g, derived %.10g (relative difference %.3g, tolerance %.3g)\n", claimed, derived,
                    rel, tolerance);
+            for (const char *p = accepted; p && *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != '\0'))
+                printf("  %.*s\n", (int)strcspn(p, "\n"), p);
             print_evidence("  ", "", evidence, &s->checks);
             if (warnings.len) {
                 printf("  warnings:\n");
@@ -505,6 +539,8 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
         }
     }
     record_outcome(s, exp, version, id, !failures.len, derived, have_derived);
+    free(headline);
+    free(accepted);
     json_decref(evidence);
     free(failures.s);
     free(warnings.s);

@@ -1,0 +1,242 @@
+// stability.c — the stability gate (stability.h): conditions.json and the per-step and
+// per-repetition spread of every timed record of a claim.
+#include "stability.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/run_dir.h"
+#include "parsers.h"
+#include "record.h"
+
+#define STAB_PATH_MAX 4096
+
+// Reasons and accepted conditions, collected as text (open_memstream: grows as needed).
+typedef struct gate {
+    FILE *reasons, *accepted;
+    char *reasons_buf, *accepted_buf;
+    size_t reasons_len, accepted_len;
+    int accept_oversubscribed, timed;
+} gate;
+
+// Appends a line unless the same line is there already: a record shared by a ratio's two
+// sides is judged once.
+__attribute__((format(printf, 3, 4))) static void add_line(FILE *f, char **buf, const char *fmt, ...) {
+    char line[STAB_PATH_MAX + 512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fflush(f);
+    if (*buf && strstr(*buf, line)) return;
+    fprintf(f, "%s\n", line);
+}
+
+static int pct(double fraction) { return (int)lround(100 * fraction); }
+
+static double number_at(json_t *o, const char *key, const char *sub, int *ok) {
+    json_t *v = json_object_get(o, key);
+    if (sub) v = json_object_get(v, sub);
+    if (!json_is_number(v)) {
+        *ok = 0;
+        return NAN;
+    }
+    return json_number_value(v);
+}
+
+// conditions.json of one record: oversubscription and contention. Appends the figures to
+// text (the PROVEN evidence line).
+static void judge_conditions(gate *g, const char *run, const char *record_dir, char *text, size_t size) {
+    char run_dir[STAB_PATH_MAX], path[STAB_PATH_MAX];
+    tb_error err;
+    if (tb_run_path(run_dir, sizeof run_dir, record_dir, TB_RECORD_RUN_DIR, &err) != 0 ||
+        tb_run_path(path, sizeof path, run_dir, TB_RUN_CONDITIONS, &err) != 0) {
+        add_line(g->reasons, &g->reasons_buf, "not verifiable: %s", err.msg);
+        return;
+    }
+    json_error_t jerr;
+    json_t *c = json_load_file(path, 0, &jerr);
+    if (!c) {
+        FILE *probe = fopen(path, "r");
+        if (!probe)
+            add_line(g->reasons, &g->reasons_buf,
+                     "not verifiable: %s has no " TB_RUN_CONDITIONS ", so whether its timings were contended is "
+                     "unknown",
+                     record_dir);
+        else
+            add_line(g->reasons, &g->reasons_buf,
+                     "not verifiable: %s: line %d: %s, so whether the timings of run %s were contended is unknown",
+                     path, jerr.line, jerr.text, run);
+        if (probe) fclose(probe);
+        return;
+    }
+    // a conditions.json put there after the run is no evidence: the manifest must list it
+    char manifest_path[STAB_PATH_MAX];
+    snprintf(manifest_path, sizeof manifest_path, "%s/" TB_RECORD_MANIFEST, record_dir);
+    json_t *manifest = json_load_file(manifest_path, 0, NULL);
+    int listed = json_object_get(json_object_get(manifest, "files"), TB_RECORD_RUN_DIR "/" TB_RUN_CONDITIONS) != NULL;
+    json_decref(manifest);
+    if (!listed) {
+        add_line(g->reasons, &g->reasons_buf,
+                 "not verifiable: %s is not in %s, so it is no evidence of how the timings of run %s were measured",
+                 path, manifest_path, run);
+        json_decref(c);
+        return;
+    }
+    int ok = 1;
+    double wall = number_at(c, "wall_s", NULL, &ok), usable = number_at(c, "cores", "usable", &ok),
+           threads = number_at(c, "threads", "total", &ok), cpu_share = number_at(c, "cpu_share", NULL, &ok);
+    json_t *host = json_object_get(c, "host");
+    double others = number_at(host, "other_processes_share", NULL, &ok), steal = number_at(host, "steal_s", NULL, &ok);
+    if (!ok || !(wall > 0) || !(usable >= 1)) {
+        // the engine writes null for a figure /proc did not give
+        add_line(g->reasons, &g->reasons_buf,
+                 "not verifiable: %s lacks wall_s, cores.usable, threads.total, cpu_share, "
+                 "host.other_processes_share or host.steal_s (or they are not positive), so whether the timings of "
+                 "run %s were contended is unknown",
+                 path, run);
+        json_decref(c);
+        return;
+    }
+    double steal_share = steal / (wall * usable);
+    if (json_is_true(json_object_get(c, "oversubscribed"))) {
+        if (g->accept_oversubscribed)
+            add_line(g->accepted, &g->accepted_buf, "accepted: oversubscribed, %.0f threads on %.0f cores (run %s)",
+                     threads, usable, run);
+        else
+            add_line(g->reasons, &g->reasons_buf,
+                     "oversubscribed: run %s ran %.0f threads on %.0f usable cores, so its threads waited for each "
+                     "other (a claim may declare accept_oversubscribed)",
+                     run, threads, usable);
+    }
+    if (others > TB_STABLE_MAX_OTHER_SHARE)
+        add_line(g->reasons, &g->reasons_buf,
+                 "contended: other processes took %d%% of the cores during run %s (threshold %d%%)", pct(others), run,
+                 pct(TB_STABLE_MAX_OTHER_SHARE));
+    if (steal_share > TB_STABLE_MAX_STEAL_SHARE)
+        add_line(g->reasons, &g->reasons_buf,
+                 "contended: the hypervisor stole %d%% of the cores during run %s (steal %.3g s; threshold %d%%)",
+                 pct(steal_share), run, steal, pct(TB_STABLE_MAX_STEAL_SHARE));
+    snprintf(text, size, "cpu share %d%%, other processes %d%% (threshold %d%%), steal %d%% (threshold %d%%), "
+                         "%.0f thread%s on %.0f core%s%s",
+             pct(cpu_share), pct(others), pct(TB_STABLE_MAX_OTHER_SHARE), pct(steal_share),
+             pct(TB_STABLE_MAX_STEAL_SHARE), threads, threads == 1 ? "" : "s", usable, usable == 1 ? "" : "s",
+             json_is_true(json_object_get(c, "oversubscribed")) ? " (oversubscribed)" : "");
+    json_decref(c);
+}
+
+// The spread of a record's timed steps (the slowest rank's step_ms after warmup).
+static void judge_steps(gate *g, const char *run, const char *record_dir, long long warmup, char *text, size_t size) {
+    double *t = NULL;
+    int n = 0;
+    tb_error err;
+    if (tb_slowest_step_ms(record_dir, warmup, &t, &n, &err) != 0) {
+        add_line(g->reasons, &g->reasons_buf, "not verifiable: the step times of run %s: %s", run, err.msg);
+        return;
+    }
+    double sum = 0, lo = t[0], hi = t[0];
+    for (int i = 0; i < n; i++) {
+        sum += t[i];
+        lo = t[i] < lo ? t[i] : lo;
+        hi = t[i] > hi ? t[i] : hi;
+    }
+    double mean = sum / n, ss = 0;
+    for (int i = 0; i < n; i++) ss += (t[i] - mean) * (t[i] - mean);
+    double sd = n > 1 ? sqrt(ss / (n - 1)) : 0;  // the sample deviation, as pyperf's
+    free(t);
+    if (sd > TB_STABLE_MAX_STEP_SD * mean)
+        add_line(g->reasons, &g->reasons_buf,
+                 "unstable: run %s: the standard deviation of the %d timed step times is %d%% of the mean %.4g ms "
+                 "(threshold %d%%)",
+                 run, n, pct(sd / mean), mean, pct(TB_STABLE_MAX_STEP_SD));
+    if (hi > TB_STABLE_MAX_STEP_OVER_MEAN * mean)
+        add_line(g->reasons, &g->reasons_buf,
+                 "unstable: run %s: the maximum step time %.4g ms is %d%% greater than the mean %.4g ms (threshold "
+                 "%d%%)",
+                 run, hi, pct(hi / mean - 1), mean, pct(TB_STABLE_MAX_STEP_OVER_MEAN - 1));
+    if (lo < TB_STABLE_MIN_STEP_OF_MEAN * mean)
+        add_line(g->reasons, &g->reasons_buf,
+                 "unstable: run %s: the minimum step time %.4g ms is %d%% less than the mean %.4g ms (threshold %d%%)",
+                 run, lo, pct(1 - lo / mean), mean, pct(1 - TB_STABLE_MIN_STEP_OF_MEAN));
+    size_t used = strlen(text);
+    snprintf(text + used, size - used,
+             "%sper-step spread over %d step%s: sd %.1f%% of the mean (threshold %d%%), max %+.1f%% (threshold "
+             "+%d%%), min %+.1f%% (threshold -%d%%)",
+             used ? "; " : "", n, n == 1 ? "" : "s", 100 * sd / mean, pct(TB_STABLE_MAX_STEP_SD),
+             100 * (hi / mean - 1), pct(TB_STABLE_MAX_STEP_OVER_MEAN - 1), 100 * (lo / mean - 1),
+             pct(1 - TB_STABLE_MIN_STEP_OF_MEAN));
+}
+
+static int timed_parser(const char *parser, json_t *args) {
+    if (!parser) return 0;
+    if (!strcmp(parser, "pipeline_bubble")) {
+        const char *kind = json_string_value(json_object_get(args, "kind"));
+        return !kind || strcmp(kind, "theoretical") != 0;
+    }
+    return !strcmp(parser, "tokens_per_s") || !strcmp(parser, "step_ms") || !strcmp(parser, "stage_imbalance");
+}
+
+static void judge(gate *g, json_t *ev, int depth) {
+    static const char *const sides[] = {"numerator", "denominator", "treatment", "baseline"};
+    for (int s = 0; s < 4 && depth < 16; s++)
+        if (json_object_get(ev, sides[s])) judge(g, json_object_get(ev, sides[s]), depth + 1);
+    json_t *args = json_object_get(ev, "args");
+    if (!timed_parser(json_string_value(json_object_get(ev, "parser")), args)) return;
+    g->timed = 1;
+    json_t *w = json_object_get(args, "warmup_steps");
+    long long warmup = json_is_number(w) ? (long long)json_number_value(w) : TB_STABLE_DEFAULT_WARMUP;
+    size_t i;
+    json_t *rec;
+    json_array_foreach(json_object_get(ev, "records"), i, rec) {
+        const char *run = json_string_value(json_object_get(rec, "run_id"));
+        const char *dir = json_string_value(json_object_get(rec, "record_dir"));
+        if (!run || !dir) continue;
+        char text[1024] = "";
+        judge_conditions(g, run, dir, text, sizeof text);
+        judge_steps(g, run, dir, warmup, text, sizeof text);
+        json_object_set_new(rec, "conditions", json_string(text));
+    }
+    json_t *over = json_object_get(ev, "over_records");
+    if (json_integer_value(json_object_get(over, "count")) >= 2) {
+        double lo = json_number_value(json_object_get(over, "min")), hi = json_number_value(json_object_get(over, "max")),
+               med = json_number_value(json_object_get(over, "median"));
+        double spread = med != 0 ? (hi - lo) / fabs(med) : (hi > lo ? INFINITY : 0);
+        if (spread > TB_STABLE_MAX_REPETITION_SPREAD)
+            add_line(g->reasons, &g->reasons_buf,
+                     "unstable: the %lld repetitions of %s spread %d%% of their median (min %.6g, median %.6g, max "
+                     "%.6g; threshold %d%%)",
+                     (long long)json_integer_value(json_object_get(over, "count")),
+                     json_string_value(json_object_get(ev, "parser")), pct(spread), lo, med, hi,
+                     pct(TB_STABLE_MAX_REPETITION_SPREAD));
+    }
+}
+
+void tb_stability_check(json_t *evidence, int accept_oversubscribed, tb_stability *out) {
+    memset(out, 0, sizeof *out);
+    gate g = {0};
+    g.accept_oversubscribed = accept_oversubscribed;
+    g.reasons = open_memstream(&g.reasons_buf, &g.reasons_len);
+    g.accepted = open_memstream(&g.accepted_buf, &g.accepted_len);
+    if (!g.reasons || !g.accepted) {
+        fprintf(stderr, "tracebook prove: out of memory for the stability gate\n");
+        exit(TB_EXIT_OUT_OF_MEMORY);
+    }
+    judge(&g, evidence, 0);
+    fclose(g.reasons);
+    fclose(g.accepted);
+    out->timed = g.timed;
+    if (g.reasons_len) out->reasons = g.reasons_buf;
+    else free(g.reasons_buf);
+    if (g.accepted_len) out->accepted = g.accepted_buf;
+    else free(g.accepted_buf);
+}
+
+void tb_stability_free(tb_stability *s) {
+    free(s->reasons);
+    free(s->accepted);
+    memset(s, 0, sizeof *s);
+}
