@@ -21,7 +21,10 @@ static inline const char *tb_rank_path(char *buf, size_t len, const char *dir, t
 // "<record>/run/<kind>.rank-NNNNN.<ext>": a rank's file in the run directory of a record.
 static inline const char *tb_record_rank_path(char *buf, size_t len, const char *record, tb_rank_file kind, int rank) {
     char run[4096];
-    snprintf(run, sizeof run, "%s/%s", record, TB_RECORD_RUN_DIR);
+    if (snprintf(run, sizeof run, "%s/%s", record, TB_RECORD_RUN_DIR) >= (int)sizeof run) {
+        buf[0] = '\0';  // too long for a path: no such file
+        return buf;
+    }
     return tb_rank_path(buf, len, run, kind, rank);
 }
 

@@ -1,0 +1,266 @@
+// test_stability.c — the stability gate of `tracebook prove` (experiments/stability.h): a
+// claim derived from time is PROVEN only when its runs were measured validly (quiet
+// conditions, steady steps, close repetitions); an exact claim over the same records is not
+// gated.
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "fixtures/record_fixture.h"
+#include "parsers.h"
+#include "stability.h"
+#include "tb_run_dir.h"
+#include "tb_test.h"
+
+// A steady run: 1 rank, 6 steps of about 10 ms (spread 2%), 4 x 16 tokens a step.
+static fx_numbers steady(void) {
+    fx_numbers n = {.world = 1, .nsteps = 6, .gbs = 4, .seq = 16,
+                    .step_ms = {{30, 10, 10.2, 9.9, 10.1, 10}},  // step 1 is the warmup
+                    .loss = {{5, 4.5, 4.2, 4, 3.9, 3.8}}, .act = {{50, 60, 70, 70, 70, 70}},
+                    .bubble = 0.2, .imbalance = 1.1};
+    return n;
+}
+
+// Records <root>/g/v1/<id> with the given numbers and their manifests.
+static void write_record(const char *root, const char *id, const fx_numbers *n) {
+    char rec[FX_PATH];
+    fx_path(rec, sizeof rec, "%s/g/v1/%s", root, id);
+    fx_write_run(rec, n);
+    fx_write_manifest(rec, "g", 1, id, NULL);
+}
+
+// Adds a claim over runs (a NULL-terminated list of ids) with the value its parser derives.
+// extra: more claim fields as JSON (may be NULL).
+static void add_claim(json_t *claims, const char *root, const char *id, const char *parser, const char *args_json,
+                      const char *const *runs, const char *extra) {
+    char store[8][FX_PATH];
+    const char *dirs[8];
+    int n = 0;
+    json_t *ids = json_array();
+    for (; runs[n] && n < 8; n++) {
+        dirs[n] = fx_path(store[n], sizeof store[n], "%s/g/v1/%s", root, runs[n]);
+        json_array_append_new(ids, json_string(runs[n]));
+    }
+    json_t *args = args_json ? json_loads(args_json, 0, NULL) : json_object();
+    double v = 0;
+    tb_error err;
+    if (tb_parse_claim(parser, args, dirs, n, &v, NULL, &err) != 0) printf("  claim %s: %s\n", id, err.msg);
+    json_t *claim = json_pack("{s:s, s:f, s:s, s:o, s:o, s:f}", "id", id, "value", v, "parser", parser, "args", args,
+                              "runs", ids, "relative_tolerance", 1e-9);
+    if (extra) json_object_update(claim, json_loads(extra, 0, NULL));
+    json_array_append_new(claims, claim);
+}
+
+static void write_claims(const char *root, json_t *claims) {
+    json_t *file = json_pack("{s:s, s:i, s:o}", "experiment", "g", "version", 1, "claims", claims);
+    char path[FX_PATH];
+    tb_write_json_atomic(fx_path(path, sizeof path, "%s/g/v1/" TB_EXPERIMENT_CLAIMS, root), file, NULL);
+    json_decref(file);
+}
+
+static int prove(const char *root, const char *claim, char **out) {
+    int rc = fx_capture(tracebook_prove_main, out, "prove", claim, "--artifacts", root, NULL);
+    printf("%s", *out);
+    return rc;
+}
+
+static const char *const only_q[] = {"q", NULL};
+
+TB_TEST(a_timing_claim_over_quiet_steady_runs_is_proven_with_its_conditions) {
+    const char *root = fx_fresh_dir("gate_quiet");
+    fx_numbers n = steady();
+    write_record(root, "q", &n);
+    json_t *claims = json_array();
+    add_claim(claims, root, "tps", "tokens_per_s", NULL, only_q, NULL);
+    write_claims(root, claims);
+    char *out;
+    int rc = prove(root, "tps", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/tps\n"), "proven: exit %d", rc);
+    TB_CHECK(strstr(out, "conditions: cpu share 97%, other processes 0% (threshold 10%), steal 0% (threshold 5%), "
+                         "1 thread on 2 cores; per-step spread over 5 steps: sd "),
+             "the conditions and the per-step spread in the evidence");
+    free(out);
+}
+
+TB_TEST(a_contended_run_does_not_prove_its_timing_but_proves_its_byte_count) {
+    const char *root = fx_fresh_dir("gate_contended");
+    fx_numbers n = steady();
+    n.cond.other_share = 0.66;
+    write_record(root, "q", &n);
+    json_t *claims = json_array();
+    add_claim(claims, root, "tps", "tokens_per_s", NULL, only_q, NULL);
+    add_claim(claims, root, "mem", "peak_memory_bytes", NULL, only_q, NULL);
+    add_claim(claims, root, "theory", "pipeline_bubble", "{\"kind\": \"theoretical\"}", only_q, NULL);
+    add_claim(claims, root, "bubble", "pipeline_bubble", NULL, only_q, NULL);
+    write_claims(root, claims);
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    printf("%s", out);
+    TB_CHECK(rc == 1, "exit %d", rc);
+    TB_CHECK(strstr(out, "NOT PROVEN  g/v1/tps (contended: other processes took 66% of the cores during run q "
+                         "(threshold 10%))"),
+             "the verdict names the figure and the threshold");
+    TB_CHECK(strstr(out, "NOT PROVEN  g/v1/bubble (contended: "), "a measured bubble is timing-derived");
+    TB_CHECK(strstr(out, "PROVEN  g/v1/mem\n") && strstr(out, "PROVEN  g/v1/theory\n"),
+             "the exact claims over the same record prove");
+    TB_CHECK(strstr(out, "tracebook prove: claim g/v1/tps: contended: other processes took 66%"), "stderr names it");
+    free(out);
+}
+
+TB_TEST(an_oversubscribed_run_proves_only_when_the_claim_accepts_it) {
+    const char *root = fx_fresh_dir("gate_over");
+    fx_numbers n = steady();
+    n.cond.threads = 8;
+    write_record(root, "q", &n);
+    json_t *claims = json_array();
+    add_claim(claims, root, "tps", "tokens_per_s", NULL, only_q, NULL);
+    add_claim(claims, root, "tps_ok", "tokens_per_s", NULL, only_q, "{\"accept_oversubscribed\": true}");
+    write_claims(root, claims);
+    char *out;
+    int rc = prove(root, "tps", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps (oversubscribed: run q ran 8 threads on 2 usable cores"),
+             "not proven: exit %d", rc);
+    free(out);
+    rc = prove(root, "tps_ok", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/tps_ok (accepted: oversubscribed, 8 threads on 2 cores (run q))"),
+             "proven, printed with the accepted condition: exit %d", rc);
+    TB_CHECK(strstr(out, "8 threads on 2 cores (oversubscribed)"), "and in the record's conditions");
+    free(out);
+}
+
+TB_TEST(a_step_three_times_the_others_is_unstable) {
+    const char *root = fx_fresh_dir("gate_spike");
+    fx_numbers n = steady();
+    n.step_ms[0][3] = 30;  // steps 2..6: 10 10.2 30 10.1 10
+    write_record(root, "q", &n);
+    json_t *claims = json_array();
+    add_claim(claims, root, "ms", "step_ms", NULL, only_q, NULL);
+    write_claims(root, claims);
+    char *out;
+    int rc = prove(root, "ms", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/ms (unstable: run q: the standard deviation of the 5 timed step "
+                                    "times is 63% of the mean 14.06 ms (threshold 10%))"),
+             "unstable, naming the figure: exit %d", rc);
+    TB_CHECK(strstr(out, "  unstable: run q: the maximum step time 30 ms is 113% greater than the mean 14.06 ms "
+                         "(threshold 50%)"),
+             "every reason follows");
+    free(out);
+    // the warmup is the claim's: with warmup_steps 4 the spike is left out
+    claims = json_array();
+    add_claim(claims, root, "ms", "step_ms", "{\"warmup_steps\": 4}", only_q, NULL);
+    write_claims(root, claims);
+    rc = prove(root, "ms", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/ms"), "after the spike: exit %d", rc);
+    free(out);
+}
+
+TB_TEST(repetitions_spread_25_percent_are_unstable) {
+    const char *root = fx_fresh_dir("gate_reps");
+    static const char *const ids[] = {"r1", "r2", "r3", NULL};
+    for (int i = 0; i < 3; i++) {
+        fx_numbers n = steady();
+        for (int s = 0; s < n.nsteps; s++) n.step_ms[0][s] = i == 2 ? 40.0 / 3 : 10;  // tok/s 6400 6400 4800
+        write_record(root, ids[i], &n);
+    }
+    json_t *claims = json_array();
+    add_claim(claims, root, "tps", "tokens_per_s", NULL, ids, NULL);
+    static const char *const close[] = {"r1", "r2", NULL};
+    add_claim(claims, root, "tps2", "tokens_per_s", NULL, close, NULL);
+    write_claims(root, claims);
+    char *out;
+    int rc = prove(root, "tps", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps (unstable: the 3 repetitions of tokens_per_s spread 25% of "
+                                    "their median (min 4800, median 6400, max 6400; threshold 10%))"),
+             "exit %d", rc);
+    free(out);
+    rc = prove(root, "tps2", &out);
+    TB_CHECK(rc == 0, "two close repetitions prove: exit %d", rc);
+    free(out);
+}
+
+TB_TEST(a_record_without_conditions_is_not_verifiable) {
+    const char *root = fx_fresh_dir("gate_none");
+    fx_numbers n = steady();
+    n.no_conditions = 1;
+    write_record(root, "q", &n);
+    json_t *claims = json_array();
+    add_claim(claims, root, "tps", "tokens_per_s", NULL, only_q, NULL);
+    add_claim(claims, root, "mem", "peak_memory_bytes", NULL, only_q, NULL);
+    // a ratio is gated by its timed parts
+    add_claim(claims, root, "ratio", "ratio",
+              "{\"numerator\": {\"parser\": \"peak_memory_bytes\"}, \"denominator\": {\"parser\": \"step_ms\"}}",
+              only_q, NULL);
+    write_claims(root, claims);
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    printf("%s", out);
+    char want[FX_PATH + 256];
+    snprintf(want, sizeof want,
+             "NOT PROVEN  g/v1/tps (not verifiable: %s/g/v1/q has no conditions.json, so whether its timings were "
+             "contended is unknown)",
+             root);
+    TB_CHECK(rc == 1 && strstr(out, want), "want '%s'", want);
+    TB_CHECK(strstr(out, "NOT PROVEN  g/v1/ratio (not verifiable: "), "the ratio's step_ms part is gated");
+    TB_CHECK(strstr(out, "PROVEN  g/v1/mem\n"), "the byte count proves");
+    free(out);
+
+    // a conditions.json added after the manifest is no evidence
+    char rec[FX_PATH];
+    fx_write_conditions(fx_path(rec, sizeof rec, "%s/g/v1/q", root), &(fx_conditions){0});
+    rc = prove(root, "tps", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps (not verifiable: ") && strstr(out, "is not in "),
+             "unlisted conditions: exit %d", rc);
+    free(out);
+}
+
+// A real run beside two busy loops (bounded: each ends itself after 20 s).
+TB_TEST(a_real_run_beside_busy_loops_proves_its_bytes_but_not_its_speed) {
+    const char *root = fx_fresh_dir("gate_e2e");
+    char rec[FX_PATH];
+    fx_path(rec, sizeof rec, "%s/g/v1/busy", root);
+    pid_t busy[2];
+    for (int i = 0; i < 2; i++) {
+        busy[i] = fork();
+        if (busy[i] == 0) {
+            alarm(20);
+            for (volatile unsigned long x = 0;; x++) {
+            }
+        }
+    }
+    usleep(500 * 1000);
+    json_t *argv = NULL;
+    int status = fx_engine_run(rec, "--train-iters 40", &argv);
+    for (int i = 0; i < 2; i++)
+        if (busy[i] > 0) {
+            kill(busy[i], SIGKILL);
+            waitpid(busy[i], NULL, 0);
+        }
+    TB_REQUIRE(status == 0, "engine run beside busy loops: %d", status);
+    fx_write_manifest(rec, "g", 1, "busy", json_pack("{s:o}", "argv", argv));
+    static const char *const ids[] = {"busy", NULL};
+    json_t *claims = json_array();
+    add_claim(claims, root, "tps", "tokens_per_s", NULL, ids, NULL);
+    add_claim(claims, root, "mem", "peak_memory_bytes", NULL, ids, NULL);
+    write_claims(root, claims);
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    printf("%s", out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps (") && strstr(out, "contended: other processes took "),
+             "the contended run's speed is not proven: exit %d", rc);
+    TB_CHECK(strstr(out, "PROVEN  g/v1/mem\n"), "its byte count is");
+    free(out);
+}
+
+int main(void) {
+    TB_RUN(a_timing_claim_over_quiet_steady_runs_is_proven_with_its_conditions);
+    TB_RUN(a_contended_run_does_not_prove_its_timing_but_proves_its_byte_count);
+    TB_RUN(an_oversubscribed_run_proves_only_when_the_claim_accepts_it);
+    TB_RUN(a_step_three_times_the_others_is_unstable);
+    TB_RUN(repetitions_spread_25_percent_are_unstable);
+    TB_RUN(a_record_without_conditions_is_not_verifiable);
+    TB_RUN(a_real_run_beside_busy_loops_proves_its_bytes_but_not_its_speed);
+    return tb_test_summary();
+}
