@@ -50,7 +50,9 @@ static void add_claim(json_t *claims, const char *root, const char *id, const ch
     if (tb_parse_claim(parser, args, dirs, n, &v, NULL, &err) != 0) printf("  claim %s: %s\n", id, err.msg);
     json_t *claim = json_pack("{s:s, s:f, s:s, s:o, s:o, s:f}", "id", id, "value", v, "parser", parser, "args", args,
                               "runs", ids, "relative_tolerance", 1e-9);
-    if (extra) json_object_update(claim, json_loads(extra, 0, NULL));
+    json_t *more = extra ? json_loads(extra, 0, NULL) : NULL;
+    if (more) json_object_update(claim, more);
+    json_decref(more);
     json_array_append_new(claims, claim);
 }
 
