@@ -6,8 +6,10 @@
 // CLAIM): every record the claim names must be complete (manifest.json), every file its
 // manifest lists must exist with the listed sha256, and the claim's parser
 // (experiments/parsers.h) must re-derive the claimed value within the claim's
-// relative_tolerance. A claim that passes prints its evidence; one that does not prints why
-// and the command exits 1, naming each failed claim and its reason on stderr. Files in a
+// relative_tolerance; a claim derived from time must then pass the stability gate
+// (stability.h: its runs measured uncontended and steady). A claim that passes prints its
+// evidence; one that does not prints why and the command exits 1, naming each failed claim
+// and its reason on stderr. Files in a
 // record that its manifest does not list are reported (a warning: they are not evidence).
 // The outcome of each claim is recorded in the catalogue (claims.proven_at, proven_value).
 //
