@@ -506,7 +506,8 @@ int tb_catalog_add_claims(sqlite3 *db, const char *path, tb_error *err) {
     json_t *c;
     json_array_foreach(claims, i, c) {
         const char *bad = !json_is_string(json_object_get(c, "id"))       ? "id (string)"
-                          : !json_is_number(json_object_get(c, "value"))  ? "value (number)"
+                          : !json_is_number(json_object_get(c, "value")) && !json_is_number(json_object_get(c, "at_most"))
+                              ? "value (number) or at_most (number)"
                           : !json_is_string(json_object_get(c, "parser")) ? "parser (string)"
                           : !json_is_array(json_object_get(c, "runs"))    ? "runs (array of run ids)"
                                                                           : NULL;
@@ -549,7 +550,8 @@ int tb_catalog_add_claims(sqlite3 *db, const char *path, tb_error *err) {
         sqlite3_bind_text(upsert, 1, json_string_value(exp), -1, SQLITE_TRANSIENT);
         sqlite3_bind_int64(upsert, 2, json_integer_value(ver));
         sqlite3_bind_text(upsert, 3, json_string_value(json_object_get(c, "id")), -1, SQLITE_TRANSIENT);
-        sqlite3_bind_double(upsert, 4, json_number_value(json_object_get(c, "value")));
+        // a claim that bounds its number (at_most) states none: value is NULL
+        bind_json_real(upsert, 4, json_object_get(c, "value"));
         bind_text(upsert, 5, json_string_value(json_object_get(c, "parser")));
         bind_text(upsert, 6, json_string_value(json_object_get(c, "text")));
         bind_json_sorted(upsert, 7, json_object_get(c, "runs"));

@@ -45,6 +45,7 @@ static const char *const kind_args[] = {"kind", NULL};
 static const char *const no_args[] = {NULL};
 static const char *const ratio_args[] = {"numerator", "denominator", NULL};
 static const char *const saved_args[] = {"treatment", "baseline", "numerator", "denominator", NULL};
+static const char *const difference_args[] = {"a", "b", NULL};
 
 static int tokens_per_s_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int step_ms_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
@@ -52,6 +53,7 @@ static int loss_at_step_record(const parser *, json_t *, const char *, double *,
 static int peak_memory_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int pipeline_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int ratio_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
+static int difference_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
 
 static const parser parsers[] = {
     {"tokens_per_s",
@@ -89,12 +91,17 @@ static const parser parsers[] = {
      "1 - treatment / baseline, each {parser, args, records: [0-based index into the claim's runs | run id]} "
      "(records default: all the claim's runs; numerator/denominator accepted for treatment/baseline)",
      saved_args, NULL, ratio_combine},
+    {"relative_difference",
+     "|a - b| / |b| (|a - b| when b is 0), each {parser, args, records: [0-based index into the claim's runs | run "
+     "id]} (records default: all the claim's runs) derived as a claim of its own; both are read from the records "
+     "at prove time, so neither side is a number the runbook states",
+     difference_args, NULL, difference_combine},
 };
 #define NPARSERS ((int)(sizeof parsers / sizeof *parsers))
 
 const char *const tb_parser_names[] = {"tokens_per_s",    "step_ms", "loss_at_step",  "peak_memory_bytes",
                                        "pipeline_bubble", "stage_imbalance", "ratio", "saved_fraction",
-                                       NULL};
+                                       "relative_difference", NULL};
 
 static const parser *find_parser(const char *name) {
     for (int i = 0; name && i < NPARSERS; i++)
@@ -690,6 +697,32 @@ static int ratio_combine(const parser *p, json_t *args, const char *const *dirs,
         *evidence = json_pack("{s:s, s:s, s:f, s:f, s:f, s:o, s:o}", "parser", p->name, "definition", p->definition,
                               "value", *value, top[0] == 't' ? "treatment_value" : "numerator_value", a,
                               bottom[0] == 'b' ? "baseline_value" : "denominator_value", b, top, ea, bottom, eb);
+    return 0;
+}
+
+// |a - b| / |b|: how far a treatment's number is from its baseline's, both derived here from
+// their records, so a comparison claim cannot carry the baseline as a constant.
+static int difference_combine(const parser *p, json_t *args, const char *const *dirs, int n, double *value,
+                              json_t **evidence, tb_error *err) {
+    if (!args || !json_object_get(args, "a") || !json_object_get(args, "b"))
+        return tb_fail(err, "parser %s: needs args.a and args.b", p->name);
+    double a, b;
+    json_t *ea = NULL, *eb = NULL;
+    if (part_value(p, "a", json_object_get(args, "a"), dirs, n, &a, evidence ? &ea : NULL, err) != 0) return -1;
+    if (part_value(p, "b", json_object_get(args, "b"), dirs, n, &b, evidence ? &eb : NULL, err) != 0) {
+        json_decref(ea);
+        return -1;
+    }
+    if (!isfinite(a) || !isfinite(b)) {
+        json_decref(ea);
+        json_decref(eb);
+        return tb_fail(err, "parser %s: a = %.17g, b = %.17g: both must be finite", p->name, a, b);
+    }
+    // b = 0: the absolute difference (a relative one is undefined; 0 stays 0 when a = b)
+    *value = b != 0 ? fabs(a - b) / fabs(b) : fabs(a - b);
+    if (evidence)
+        *evidence = json_pack("{s:s, s:s, s:f, s:f, s:f, s:o, s:o}", "parser", p->name, "definition", p->definition,
+                              "value", *value, "a_value", a, "b_value", b, "a", ea, "b", eb);
     return 0;
 }
 

@@ -45,6 +45,11 @@
 //                      "denominator" are accepted for treatment / baseline)
 //       1 − treatment value / baseline value. For "recompute saved 78% of activation
 //       memory": peak_memory_bytes {"category": "activations"} with and without recompute.
+//   relative_difference  args {"a": PART, "b": PART}
+//       |a value − b value| / |b value| (b value = 0: |a value − b value|), each PART as
+//       ratio's, both derived from their records at prove time (a or b not finite is an
+//       error). For "the loss is unchanged by recompute" with claims.json "at_most": 0:
+//       {"a": loss_at_step of the recompute run, "b": the same of the run without}.
 #ifndef TB_EXPERIMENTS_PARSERS_H
 #define TB_EXPERIMENTS_PARSERS_H
 
@@ -62,7 +67,8 @@
 //                 "median","max"}, "tokens_per_step", "tokens_formula", "rank_of_peak",
 //                 "step_of_peak", ...}]}
 // and for ratio / saved_fraction {"parser", "definition", "value", "numerator"|"treatment":
-// evidence, "denominator"|"baseline": evidence}.
+// evidence, "denominator"|"baseline": evidence}; for relative_difference {"parser",
+// "definition", "value", "a_value", "b_value", "a": evidence, "b": evidence}.
 int tb_parse_claim(const char *parser, json_t *args, const char *const *record_dirs, int nrecords, double *value,
                    json_t **evidence, tb_error *err);
 

@@ -6,8 +6,9 @@
 // CLAIM): every record the claim names must be complete (manifest.json), every file its
 // manifest lists must exist with the listed sha256, and the claim's parser
 // (experiments/parsers.h) must re-derive the claimed value within the claim's
-// relative_tolerance; a claim derived from time must then pass the stability gate
-// (stability.h: its runs measured uncontended and steady). A claim that passes prints its
+// relative_tolerance, or, for a claim that bounds its number ("at_most": X instead of
+// "value"), re-derive a number <= X; a claim derived from time must then pass the stability
+// gate (stability.h: its runs measured uncontended and steady). A claim that passes prints its
 // evidence; one that does not prints why and the command exits 1, naming each failed claim
 // and its reason on stderr. Files in a
 // record that its manifest does not list are reported (a warning: they are not evidence).
@@ -344,8 +345,8 @@ static void print_evidence(const char *indent, const char *label, json_t *ev, ch
     printf("%s  definition: %s\n", indent, json_string_value(json_object_get(ev, "definition")));
     char deeper[64];
     snprintf(deeper, sizeof deeper, "%s  ", indent);
-    static const char *const sides[] = {"numerator", "denominator", "treatment", "baseline"};
-    for (int s = 0; s < 4; s++) {
+    static const char *const sides[] = {"numerator", "denominator", "treatment", "baseline", "a", "b"};
+    for (int s = 0; s < (int)(sizeof sides / sizeof *sides); s++) {
         json_t *part = json_object_get(ev, sides[s]);
         if (!part) continue;
         char side_label[32];
@@ -460,17 +461,33 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
     snprintf(name, sizeof name, "%s/v%lld/%s", exp, version, id ? id : "?");
     s->claims++;
     json_t *value = json_object_get(claim, "value"), *runs = json_object_get(claim, "runs"),
-           *parser = json_object_get(claim, "parser"), *tol = json_object_get(claim, "relative_tolerance");
-    if (!id || !json_is_number(value) || !json_is_string(parser) || !json_is_array(runs) ||
-        json_array_size(runs) == 0 || (tol && !json_is_number(tol))) {
-        char reason[256];
-        snprintf(reason, sizeof reason,
-                 "claims[%zu] is malformed: needs id, value (number), parser, runs (non-empty array)%s", index,
-                 tol && !json_is_number(tol) ? ", relative_tolerance (number)" : "");
+           *parser = json_object_get(claim, "parser"), *tol = json_object_get(claim, "relative_tolerance"),
+           *bound = json_object_get(claim, "at_most");
+    // A claim states its number ("value", matched within relative_tolerance) or bounds it
+    // ("at_most": derived <= bound); either way the number compared is the one re-derived
+    // here from the records, never one the claim carries.
+    const char *bad = !id ? "needs id"
+                      : value && bound ? "has both value and at_most (a claim states its number or bounds it)"
+                      : !value && !bound ? "needs value (number) or at_most (number >= 0)"
+                      : value && !json_is_number(value) ? "value must be a number"
+                      : bound && !(json_is_number(bound) && json_number_value(bound) >= 0)
+                          ? "at_most must be a number >= 0"
+                      : bound && tol ? "relative_tolerance applies to value, not to at_most"
+                      : tol && !json_is_number(tol) ? "relative_tolerance must be a number"
+                      : !json_is_string(parser) ? "needs parser (a parser's name)"
+                      : !json_is_array(runs) || json_array_size(runs) == 0 ? "needs runs (non-empty array)"
+                                                                           : NULL;
+    if (bad) {
+        // a refused at_most is named with its value, as the claim has it
+        char reason[512], *got = !strncmp(bad, "at_most", 7) ? json_dumps(bound, JSON_ENCODE_ANY) : NULL;
+        snprintf(reason, sizeof reason, "claims[%zu] is malformed: %s%s%s%s", index, bad, got ? " (got " : "",
+                 got ? got : "", got ? ")" : "");
+        free(got);
         claim_failed(s, name, reason);
         return;
     }
-    const double claimed = json_number_value(value);
+    const int bounded = bound != NULL;
+    const double claimed = bounded ? json_number_value(bound) : json_number_value(value);
     const double tolerance = tol ? json_number_value(tol) : DEFAULT_RELATIVE_TOLERANCE;
 
     // the records, verified against their manifests
@@ -502,7 +519,10 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
     }
     double diff = have_derived ? fabs(derived - claimed) : NAN;
     double rel = claimed != 0 ? diff / fabs(claimed) : diff;
-    if (have_derived && !(rel <= tolerance))
+    if (have_derived && bounded && !(derived <= claimed))  // a NaN derived number is above every bound
+        sb_printf(&failures, "derived %.17g > bound %.17g (at_most) with parser %s\n", derived, claimed,
+                  json_string_value(parser));
+    else if (have_derived && !bounded && !(rel <= tolerance))
         sb_printf(&failures, "value does not re-derive: claimed %.17g, derived %.17g (relative difference %.3g > "
                              "tolerance %.3g) with parser %s\n",
                   claimed, derived, rel, tolerance, json_string_value(parser));
@@ -521,11 +541,13 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
             const char *text = json_string_value(json_object_get(claim, "text"));
             if (text) {
                 printf("  \"");
-                print_text(text, claimed);
+                print_text(text, bounded ? derived : claimed);
                 printf("\"\n");
             }
-            printf("  claimed %.10g, derived %.10g (relative difference %.3g, tolerance %.3g)\n", claimed, derived,
-                   rel, tolerance);
+            if (bounded) printf("  derived %.10g <= bound %.10g (at_most)\n", derived, claimed);
+            else
+                printf("  claimed %.10g, derived %.10g (relative difference %.3g, tolerance %.3g)\n", claimed,
+                       derived, rel, tolerance);
             for (const char *p = accepted; p && *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != '\0'))
                 printf("  %.*s\n", (int)strcspn(p, "\n"), p);
             print_evidence("  ", "", evidence, &s->checks);
@@ -631,7 +653,8 @@ static const tb_command prove_command = {
     "tracebook prove", "[CLAIM]",
     "Re-derives claims from the raw files of their runs: checks the sha256 of every file each\n"
     "record's manifest lists, re-runs the claim's parser and compares with the claimed value\n"
-    "within its relative_tolerance. Exits 1 naming each claim that does not prove and why.\n"
+    "within its relative_tolerance, or with its at_most bound (derived <= bound). Exits 1\n"
+    "naming each claim that does not prove and why.\n"
     "CLAIM is a claim id (every " TB_EXPERIMENT_CLAIMS " holding it); or give --all.",
     prove_options, 0, 1};
 

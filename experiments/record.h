@@ -51,11 +51,14 @@
 //     {"id": "tp8_tokens_per_s", "text": "TP8 runs at {value} tok/s", "value": 14712.3,
 //      "parser": "tokens_per_s", "args": {"warmup_steps": 1},
 //      "runs": ["<run-id>", ...],                 // the records the number is derived from
-//      "relative_tolerance": 1e-9}                 // re-derivation must agree within this
+//      "relative_tolerance": 1e-9},                // re-derivation must agree within this
+//     {"id": "loss_unchanged", "text": "...", "at_most": 0,   // instead of value: a bound
+//      "parser": "relative_difference", "args": {"a": {...}, "b": {...}}, "runs": [...]}
 //   ]}
 // `tracebook prove` re-derives each claim's value from the raw files of its runs with the
 // named parser (experiments/parsers.h) after checking every file's sha256 against its
-// manifest.
+// manifest; a claim with "at_most" (exclusive with "value" and "relative_tolerance", a
+// number >= 0) proves iff the re-derived number is <= the bound.
 #ifndef TB_EXPERIMENTS_RECORD_H
 #define TB_EXPERIMENTS_RECORD_H
 

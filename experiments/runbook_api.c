@@ -2,7 +2,7 @@
 // users in runbooks/README.md. One global table `tb`:
 //   tb.experiment{name=, version=, question=, seed=}  → an experiment with :run and :claim
 //   exp:run{<engine config>..., repeat_=N}            → results (per run: steps, record; stats)
-//   exp:claim{id=, parser=, runs=, args=, text=, value=}  → the derived number
+//   exp:claim{id=, parser=, runs=, args=, text=, value= | at_most=}  → the derived number
 //   tb.sweep{key={v1, v2}, ...}                       → the cartesian product, as config tables
 //   tb.param(name, default)                           → a --set value (number when numeric)
 //   tb.assert(cond, message), tb.read_json(path), tb.read_jsonl(path)
@@ -176,13 +176,15 @@ static void check_claim_unique(lua_State *L, const char *version_dir, const char
     lua_pop(L, 2);
 }
 
-// exp:claim{id=, parser=, runs=, args=, text=, value=, relative_tolerance=} → the number
-// derived by the parser from the runs' raw files, stored in the version's claims.json.
+// exp:claim{id=, parser=, runs=, args=, text=, value=, relative_tolerance=, at_most=} → the
+// number derived by the parser from the runs' raw files, stored in the version's claims.json
+// (with at_most: the bound, which the derived number must not exceed, instead of the number).
 static int l_claim(lua_State *L) {
     tb_runbook_host *h = tb_runbook_host_of(L);
     tb_runbook_check_experiment(L, "claim");
     luaL_checktype(L, 2, LUA_TTABLE);
-    static const char *const keys[] = {"id", "parser", "runs", "args", "text", "value", "relative_tolerance", NULL};
+    static const char *const keys[] = {"id",   "parser", "runs", "args", "text", "value", "relative_tolerance",
+                                       "at_most", NULL};
     tb_rb_check_keys(L, 2, "exp:claim", keys);
     const char *id, *parser, *text;
     tb_rb_get_string(L, 2, "exp:claim", "id", 1, &id);
@@ -199,9 +201,16 @@ static int l_claim(lua_State *L) {
         return tb_rb_error(L, "%s: unknown parser '%s' (the parsers: %s)", what, parser, list);
     }
     tb_rb_get_string(L, 2, what, "text", 1, &text);
-    double tol = 1e-9, expected = 0;
-    tb_rb_get_number(L, 2, what, "relative_tolerance", 0, 0, &tol);
+    double tol = 1e-9, expected = 0, bound = 0;
+    const int has_tol = tb_rb_get_number(L, 2, what, "relative_tolerance", 0, 0, &tol);
     const int has_value = tb_rb_get_number(L, 2, what, "value", 0, -HUGE_VAL, &expected);
+    // at_most bounds the derived number instead of stating it (prove checks derived <= bound)
+    const int has_bound = tb_rb_get_number(L, 2, what, "at_most", 0, 0, &bound);
+    if (has_bound && has_value)
+        return tb_rb_error(L, "%s: value = %.17g and at_most = %.17g exclude each other (a claim states its number or "
+                              "bounds it)", what, expected, bound);
+    if (has_bound && has_tol)
+        return tb_rb_error(L, "%s: relative_tolerance applies to value, not to at_most = %.17g", what, bound);
     if (lua_getfield(L, 2, "args") != LUA_TNIL) {
         if (!lua_istable(L, -1)) {
             char v[96];
@@ -253,6 +262,12 @@ static int l_claim(lua_State *L) {
         return tb_rb_error(L, "%s: the runs give %.17g, the runbook claims %.17g (relative tolerance %g)", what, value,
                            expected, tol);
     }
+    if (has_bound && !(value <= bound)) {
+        for (int i = 0; i < n; i++) free(recs[i]);
+        free(recs);
+        json_decref(args);
+        return tb_rb_error(L, "%s: the runs give %.17g, above the bound at_most = %.17g", what, value, bound);
+    }
 
     // claims.json: replace the claim with this id
     json_t *doc = json_load_file(path, 0, NULL);
@@ -274,9 +289,14 @@ static int l_claim(lua_State *L) {
         free(recs[i]);
     }
     free(recs);
-    json_array_append_new(claims, json_pack("{s:s, s:s, s:f, s:s, s:o, s:o, s:f}", "id", id, "text", text, "value",
-                                            value, "parser", parser, "args", args, "runs", runs,
-                                            "relative_tolerance", tol));
+    // a bounded claim stores its bound, not the derived number: prove re-derives that
+    if (has_bound)
+        json_array_append_new(claims, json_pack("{s:s, s:s, s:f, s:s, s:o, s:o}", "id", id, "text", text, "at_most",
+                                                bound, "parser", parser, "args", args, "runs", runs));
+    else
+        json_array_append_new(claims, json_pack("{s:s, s:s, s:f, s:s, s:o, s:o, s:f}", "id", id, "text", text,
+                                                "value", value, "parser", parser, "args", args, "runs", runs,
+                                                "relative_tolerance", tol));
     rc = tb_write_json_atomic(path, doc, &err);
     json_decref(doc);
     if (rc != 0) return tb_rb_error(L, "%s", err.msg);
@@ -285,7 +305,11 @@ static int l_claim(lua_State *L) {
         if (tb_catalog_add_claims(db, path, &err) != 0) fprintf(stderr, "tracebook: catalogue: %s\n", err.msg);
         sqlite3_close(db);
     }
-    printf("  claim %s: %s = %.6g (parser %s, %d run%s)\n", id, text, value, parser, n, n == 1 ? "" : "s");
+    if (has_bound)
+        printf("  claim %s: %s: %.6g <= %.6g (parser %s, %d run%s)\n", id, text, value, bound, parser, n,
+               n == 1 ? "" : "s");
+    else
+        printf("  claim %s: %s = %.6g (parser %s, %d run%s)\n", id, text, value, parser, n, n == 1 ? "" : "s");
     lua_pushnumber(L, value);
     return 1;
 }

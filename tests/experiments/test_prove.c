@@ -167,6 +167,55 @@ TB_TEST(ratio_and_saved_fraction_combine_two_sub_claims) {
     TB_CHECK(rc != 0 && strstr(err.msg, "\"zz\""), "an unknown run id is named: %s", err.msg);
 }
 
+TB_TEST(relative_difference_derives_both_parts_from_their_records) {
+    tb_error err;
+    int rc;
+    const char *three[] = {p1, p2, p3};
+    // last losses: p1 2.5, p2 4.25
+    double v = parse("relative_difference",
+                     "{\"a\": {\"parser\": \"loss_at_step\", \"records\": [0]},"
+                     " \"b\": {\"parser\": \"loss_at_step\", \"records\": [\"p2\"]}}",
+                     three, 3, &err, &rc);
+    TB_CHECK(rc == 0 && v == fabs(2.5 - 4.25) / 4.25, "|2.5 - 4.25| / 4.25: %.17g (%s)", v, rc ? err.msg : "");
+    v = parse("relative_difference",
+              "{\"a\": {\"parser\": \"loss_at_step\", \"records\": [1]},"
+              " \"b\": {\"parser\": \"loss_at_step\", \"records\": [2]}}",
+              three, 3, &err, &rc);
+    TB_CHECK(rc == 0 && v == 0, "equal losses: 0, got %.17g", v);
+    // b = 0: the absolute difference
+    char zero[FX_PATH];
+    fx_numbers z = {.world = 1, .nsteps = 2, .gbs = 1, .seq = 1, .step_ms = {{1, 1}}, .loss = {{1.0, 0.0}}};
+    fx_write_run(fx_path(zero, sizeof zero, "%s/k/v1/zero_loss", parser_root), &z);
+    const char *with_zero[] = {p1, zero};
+    v = parse("relative_difference",
+              "{\"a\": {\"parser\": \"loss_at_step\", \"records\": [0]},"
+              " \"b\": {\"parser\": \"loss_at_step\", \"records\": [1]}}",
+              with_zero, 2, &err, &rc);
+    TB_CHECK(rc == 0 && v == 2.5, "b = 0: |2.5 - 0| = 2.5, got %.17g (%s)", v, rc ? err.msg : "");
+    json_t *args = json_loads("{\"a\": {\"parser\": \"loss_at_step\", \"records\": [0]},"
+                              " \"b\": {\"parser\": \"loss_at_step\", \"records\": [1]}}",
+                              0, NULL);
+    json_t *ev = NULL;
+    TB_REQUIRE(tb_parse_claim("relative_difference", args, three, 3, &v, &ev, &err) == 0, "%s", err.msg);
+    json_t *ea = json_object_get(ev, "a"), *eb = json_object_get(ev, "b");
+    TB_CHECK(json_real_value(json_object_get(ev, "a_value")) == 2.5 && json_real_value(json_object_get(ev, "b_value")) ==
+                 4.25 && ea && eb &&
+                 !strcmp(json_string_value(json_object_get(json_array_get(json_object_get(eb, "records"), 0),
+                                                           "record_dir")), p2),
+             "evidence holds both parts, b's record is p2");
+    json_decref(ev);
+    json_decref(args);
+    parse("relative_difference", "{\"a\": {\"parser\": \"loss_at_step\"}}", three, 3, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "needs args.a and args.b"), "b missing: %s", err.msg);
+    parse("relative_difference", "{\"a\": {\"parser\": \"loss_at_step\"}, \"b\": {\"parser\": \"loss\"}}",
+          three, 3, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "unknown parser 'loss'") && strstr(err.msg, "relative_difference b"),
+             "a bad part is named: %s", err.msg);
+    TB_CHECK(tb_parser_definition("relative_difference") &&
+                 strstr(tb_parser_definition("relative_difference"), "|a - b| / |b|"),
+             "the definition is published");
+}
+
 TB_TEST(parsers_name_the_missing_or_malformed_file) {
     tb_error err;
     int rc;
@@ -415,6 +464,119 @@ TB_TEST(prove_reports_files_the_manifest_does_not_list) {
     free(out);
 }
 
+// Appends a claim (JSON text) to px/v1/claims.json of a prove fixture.
+static void add_claim(const char *root, const char *claim_json) {
+    char path[FX_PATH];
+    fx_path(path, sizeof path, "%s/px/v1/" TB_EXPERIMENT_CLAIMS, root);
+    json_t *file = json_load_file(path, 0, NULL);
+    json_array_append_new(json_object_get(file, "claims"), json_loads(claim_json, 0, NULL));
+    tb_write_json_atomic(path, file, NULL);
+    json_decref(file);
+}
+
+// r1 (treatment) and r0 (baseline) run the same config: the same losses, bit for bit.
+#define SAME_LOSS_CLAIM                                                                                        \
+    "{\"id\": \"same_loss\", \"text\": \"r1 trains as r0\", \"parser\": \"relative_difference\", \"at_most\": 0," \
+    " \"args\": {\"a\": {\"parser\": \"loss_at_step\", \"records\": [\"r1\"]},"                                 \
+    " \"b\": {\"parser\": \"loss_at_step\", \"records\": [\"r0\"]}}, \"runs\": [\"r0\", \"r1\"]}"
+
+// The baseline of a comparison is read from its record at prove time, not taken from the
+// claim: editing the baseline's metrics file (and nothing else) unproves the claim.
+TB_TEST(prove_relative_difference_reads_the_baseline_from_its_record) {
+    const char *root = prove_fixture("prove_compare");
+    add_claim(root, SAME_LOSS_CLAIM);
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "same_loss", "--artifacts", root, NULL);
+    printf("%s", out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  px/v1/same_loss") && strstr(out, "derived 0 <= bound 0 (at_most)") &&
+                 strstr(out, "a: parser loss_at_step") && strstr(out, "b: parser loss_at_step") &&
+                 strstr(out, "/px/v1/r0/run/metrics.rank-00000.jsonl"),
+             "proven, with both parts' evidence: exit %d", rc);
+    free(out);
+    // the baseline's last loss, edited
+    char rec[FX_PATH], path[FX_PATH];
+    tb_record_rank_path(path, sizeof path, fx_path(rec, sizeof rec, "%s/px/v1/r0", root), TB_RANK_METRICS, 0);
+    char *text = fx_read(path);
+    size_t len = strlen(text);
+    char *last = text + (len > 1 ? len - 2 : 0);  // the last line starts after the newline before it
+    while (last > text && last[-1] != '\n') last--;
+    char *loss = strstr(last, "\"loss\":");
+    TB_REQUIRE(loss, "a loss on the last line of %s", path);
+    loss += 7;
+    *loss = *loss == '9' ? '1' : (char)(*loss + 1);
+    fx_write_text(path, text);
+    free(text);
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "same_loss", "--artifacts", root, NULL);
+    char want[FX_PATH + 128];
+    snprintf(want, sizeof want, "tracebook prove: claim px/v1/same_loss: file altered: %s: sha256 expected ", path);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  px/v1/same_loss") && strstr(out, want), "exit %d; want '%s':\n%s",
+             rc, want, out);
+    free(out);
+    // with the manifest rewritten to the edited file, the hashes hold: the number does not
+    json_t *m = json_load_file(fx_path(path, sizeof path, "%s/" TB_RECORD_MANIFEST, rec), 0, NULL);
+    json_t *argv = json_incref(json_object_get(m, "argv"));
+    json_decref(m);
+    fx_write_manifest(rec, "px", 1, "r0", json_pack("{s:o, s:i}", "argv", argv, "repetition", 1));
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "same_loss", "--artifacts", root, NULL);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  px/v1/same_loss") && strstr(out, " > bound 0 (at_most)") &&
+                 !strstr(out, "file altered"),
+             "the rehashed baseline derives a non-zero difference: exit %d\n%s", rc, out);
+    free(out);
+}
+
+// at_most: PROVEN iff the re-derived number is <= the bound; above it, both numbers are named.
+// A claim has exactly one of value and at_most, and a bound >= 0.
+TB_TEST(prove_at_most_bounds_the_derived_number) {
+    const char *root = prove_fixture("prove_at_most");
+    char dirs_store[4][FX_PATH];
+    const char *dirs[4];
+    for (int i = 0; i < 4; i++) dirs[i] = fx_path(dirs_store[i], sizeof dirs_store[i], "%s/px/v1/r%d", root, i);
+    // step 1's loss against step 3's of the same record: a difference well above 0
+    const char *args_text = "{\"a\": {\"parser\": \"loss_at_step\", \"args\": {\"step\": 1}},"
+                            " \"b\": {\"parser\": \"loss_at_step\", \"args\": {\"step\": 3}}}";
+    json_t *args = json_loads(args_text, 0, NULL);
+    double truth;
+    tb_error err;
+    TB_REQUIRE(tb_parse_claim("relative_difference", args, dirs, 1, &truth, NULL, &err) == 0, "%s", err.msg);
+    TB_REQUIRE(truth > 1e-3, "step 1 and step 3 losses differ: %g", truth);
+    json_decref(args);
+    char claim[2048];
+    snprintf(claim, sizeof claim,
+             "{\"id\": \"above\", \"text\": \"t\", \"parser\": \"relative_difference\", \"at_most\": %.17g,"
+             " \"args\": %s, \"runs\": [\"r0\"]}",
+             truth / 2, args_text);
+    add_claim(root, claim);
+    snprintf(claim, sizeof claim,
+             "{\"id\": \"within\", \"text\": \"t\", \"parser\": \"relative_difference\", \"at_most\": %.17g,"
+             " \"args\": %s, \"runs\": [\"r0\"]}",
+             truth, args_text);
+    add_claim(root, claim);
+    add_claim(root, "{\"id\": \"both\", \"text\": \"t\", \"parser\": \"loss_at_step\", \"value\": 1,"
+                    " \"at_most\": 1, \"runs\": [\"r0\"]}");
+    add_claim(root, "{\"id\": \"negative\", \"text\": \"t\", \"parser\": \"loss_at_step\", \"at_most\": -1,"
+                    " \"runs\": [\"r0\"]}");
+    add_claim(root, "{\"id\": \"text_bound\", \"text\": \"t\", \"parser\": \"loss_at_step\","
+                    " \"at_most\": \"1\", \"runs\": [\"r0\"]}");
+    add_claim(root, "{\"id\": \"neither\", \"text\": \"t\", \"parser\": \"loss_at_step\", \"runs\": [\"r0\"]}");
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    printf("%s", out);
+    char want[512];
+    snprintf(want, sizeof want, "claim px/v1/above: derived %.17g > bound %.17g (at_most) with parser relative_difference",
+             truth, truth / 2);
+    TB_CHECK(rc == 1 && strstr(out, want), "above the bound, naming both numbers: want '%s'", want);
+    snprintf(want, sizeof want, "derived %.10g <= bound %.10g (at_most)", truth, truth);
+    TB_CHECK(strstr(out, "PROVEN  px/v1/within") && strstr(out, want), "at the bound: proven ('%s')", want);
+    TB_CHECK(strstr(out, "claim px/v1/both: claims[6] is malformed: has both value and at_most"), "both");
+    TB_CHECK(strstr(out, "claim px/v1/negative: claims[7] is malformed: at_most must be a number >= 0 (got -1)"),
+             "a negative bound");
+    TB_CHECK(strstr(out, "claim px/v1/text_bound: claims[8] is malformed: at_most must be a number >= 0 (got \"1\")"),
+             "a bound that is no number");
+    TB_CHECK(strstr(out, "claim px/v1/neither: claims[9] is malformed: needs value (number) or at_most"), "neither");
+    TB_CHECK(strstr(out, "10 claims, 5 proven, 5 not proven"), "the others still prove");
+    free(out);
+}
+
 // ---------------------------------------------------------------------------------------
 // A thousand records
 
@@ -523,6 +685,7 @@ int main(void) {
     TB_RUN(peak_memory_is_the_max_over_steps_and_ranks);
     TB_RUN(pipeline_parsers_read_pipeline_json);
     TB_RUN(ratio_and_saved_fraction_combine_two_sub_claims);
+    TB_RUN(relative_difference_derives_both_parts_from_their_records);
     TB_RUN(parsers_name_the_missing_or_malformed_file);
     TB_RUN(prove_proves_untouched_records_and_prints_the_evidence);
     TB_RUN(prove_evidence_numbers_repetitions_from_one);
@@ -530,6 +693,8 @@ int main(void) {
     TB_RUN(prove_fails_naming_a_deleted_file);
     TB_RUN(prove_fails_when_the_claimed_value_is_wrong);
     TB_RUN(prove_reports_files_the_manifest_does_not_list);
+    TB_RUN(prove_relative_difference_reads_the_baseline_from_its_record);
+    TB_RUN(prove_at_most_bounds_the_derived_number);
     TB_RUN(prove_all_over_a_thousand_records_is_fast);
     return tb_test_summary();
 }

@@ -387,6 +387,62 @@ TB_TEST(no_secret_value_reaches_any_file_of_the_record) {
     }
 }
 
+// The two comparison claims of runbooks/ (tp 2's loss is the single rank's; full recompute
+// leaves the loss unchanged) read the baseline from its record at prove time: claims.json
+// holds a bound and both sides' records, no baseline number; editing the baseline's metrics
+// file unproves the claim.
+TB_TEST(runbook_comparison_claims_read_the_baseline_from_its_record) {
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
+                      "rm -rf %s_cmp && %s run runbooks/quickstart.lua --set iters=3 --artifacts %s_cmp && "
+                      "%s run runbooks/recompute_memory.lua --set seq=64 --artifacts %s_cmp",
+                      ART, TRACEBOOK, ART, TRACEBOOK, ART) == 0,
+               "%s\n%s", sh.out, sh.err);
+    static const struct {
+        const char *claims, *id;
+        double bound;
+    } want[] = {{ART "_cmp/quickstart/v1/" TB_EXPERIMENT_CLAIMS, "tp2_final_loss", 1e-6},
+                {ART "_cmp/recompute_memory/v1/" TB_EXPERIMENT_CLAIMS, "loss_unchanged_by_recompute", 0}};
+    char baseline[256] = "";
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++) {
+        json_t *doc = tb_load_json(want[w].claims), *c = NULL, *each;
+        size_t i;
+        json_array_foreach(json_object_get(doc, "claims"), i, each) {
+            if (!strcmp(json_string_value(json_object_get(each, "id")) ?: "", want[w].id)) c = each;
+        }
+        json_t *args = json_object_get(c, "args");
+        json_t *a = json_object_get(args, "a"), *b = json_object_get(args, "b");
+        TB_CHECK(c && !strcmp(json_string_value(json_object_get(c, "parser")) ?: "", "relative_difference") &&
+                     json_number_value(json_object_get(c, "at_most")) == want[w].bound && !json_object_get(c, "value"),
+                 "%s: relative_difference, at_most %g, no value", want[w].id, want[w].bound);
+        TB_CHECK(!strcmp(json_string_value(json_object_get(a, "parser")) ?: "", "loss_at_step") &&
+                     !strcmp(json_string_value(json_object_get(b, "parser")) ?: "", "loss_at_step") &&
+                     json_array_size(json_object_get(a, "records")) >= 1 &&
+                     json_array_size(json_object_get(b, "records")) >= 1,
+                 "%s: loss_at_step over the treatment's and the baseline's records", want[w].id);
+        if (w == 0)
+            snprintf(baseline, sizeof baseline, "%s",
+                     json_string_value(json_array_get(json_object_get(b, "records"), 0)) ?: "");
+        json_decref(doc);
+    }
+    // the two comparison claims, each by its id (the runbooks' timing claims over these tiny
+    // runs are for the stability gate to judge, not this test)
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s prove tp2_final_loss --artifacts %s_cmp", TRACEBOOK, ART) == 0 &&
+                 strstr(sh.out, "PROVEN  quickstart/v1/tp2_final_loss"),
+             "prove tp2_final_loss:\n%s\n%s", sh.out, sh.err);
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s prove loss_unchanged_by_recompute --artifacts %s_cmp", TRACEBOOK, ART) == 0 &&
+                 strstr(sh.out, "PROVEN  recompute_memory/v1/loss_unchanged_by_recompute"),
+             "prove loss_unchanged_by_recompute:\n%s\n%s", sh.out, sh.err);
+    // the single rank's (the baseline's) metrics, edited; nothing else rewritten
+    TB_REQUIRE(baseline[0], "the baseline's run id");
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "sed -i '$ s/\"loss\":[0-9]/\"loss\":9/' %s_cmp/quickstart/v1/%s/run/%s",
+                      ART, baseline, "metrics.rank-00000.jsonl") == 0,
+               "%s", sh.err);
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s prove tp2_final_loss --artifacts %s_cmp", TRACEBOOK, ART) == 1 &&
+                 strstr(sh.out, "NOT PROVEN  quickstart/v1/tp2_final_loss") && strstr(sh.out, "file altered: ") &&
+                 strstr(sh.out, baseline),
+             "the edited baseline:\n%s\n%s", sh.out, sh.err);
+}
+
 TB_TEST(params_from_set_reach_the_runbook) {
     tb_write_text(TB_TEST_TMPDIR "/param.lua",
                "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n"
@@ -408,5 +464,6 @@ int main(void) {
     TB_RUN(env_deny_keeps_secrets_out_of_the_manifest);
     TB_RUN(no_secret_value_reaches_any_file_of_the_record);
     TB_RUN(params_from_set_reach_the_runbook);
+    TB_RUN(runbook_comparison_claims_read_the_baseline_from_its_record);
     return tb_test_summary();
 }

@@ -108,6 +108,55 @@ TB_TEST(claim_value_mismatch_reports_both_numbers) {
     TB_CHECK(!strstr(sh.err, "invalid option"), "%s", sh.err);
 }
 
+// at_most bounds the derived number: claims.json keeps the bound (no value: prove re-derives
+// the number), and a run whose number is above it fails at the claim's line.
+TB_TEST(claim_at_most_stores_the_bound_and_refuses_a_number_above_it) {
+    // two repetitions of one seed: the same losses, bit for bit
+    int rc = run_body("local r = exp:run{ " TINY ", train_iters = 2, seed = 3, repeat_ = 2 }\n"
+                      "local d = exp:claim{ id = 'same', parser = 'relative_difference', runs = r, at_most = 0,\n"
+                      "  args = { a = { parser = 'loss_at_step', records = { r.runs[2].run_id } },\n"
+                      "           b = { parser = 'loss_at_step', records = { r.runs[1].run_id } } }, text = 't' }\n"
+                      "tb.assert(d == 0, 'the derived difference')",
+                      "");
+    TB_REQUIRE(rc == 0, "exit %d:\n%s\n%s", rc, sh.out, sh.err);
+    TB_CHECK(strstr(sh.out, "claim same: t: 0 <= 0 (parser relative_difference, 2 runs)"), "%s", sh.out);
+    json_t *doc = tb_load_json(ART "/api/v1/" TB_EXPERIMENT_CLAIMS);
+    json_t *c = json_array_get(json_object_get(doc, "claims"), 0);
+    TB_CHECK(c && json_is_number(json_object_get(c, "at_most")) && json_number_value(json_object_get(c, "at_most")) == 0 &&
+                 !json_object_get(c, "value") && !json_object_get(c, "relative_tolerance"),
+             "claims.json: at_most 0, no value, no relative_tolerance");
+    json_decref(doc);
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s prove same --artifacts %s", TRACEBOOK, ART) == 0 &&
+                 strstr(sh.out, "derived 0 <= bound 0 (at_most)"),
+             "prove:\n%s\n%s", sh.out, sh.err);
+    // step 1's loss against step 2's: above a bound of 0
+    rc = run_body("local r = exp:run{ " TINY ", train_iters = 2 }\n"
+                  "exp:claim{ id = 'drop', parser = 'relative_difference', runs = r, at_most = 0,\n"
+                  "  args = { a = { parser = 'loss_at_step', args = { step = 1 } },\n"
+                  "           b = { parser = 'loss_at_step', args = { step = 2 } } }, text = 't' }",
+                  "");
+    TB_CHECK(rc == 1 && strstr(sh.err, "rbapi.lua:3: exp:claim 'drop': the runs give ") &&
+                 strstr(sh.err, ", above the bound at_most = 0"),
+             "exit %d:\n%s", rc, sh.err);
+    // what at_most takes
+    const char *cases[][2] = {
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', value = 1, at_most = 2 }",
+         "exp:claim 'c': value = 1 and at_most = 2 exclude each other"},
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', at_most = -1 }",
+         "exp:claim 'c': at_most must be a finite number >= 0 (got -1)"},
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', at_most = 0/0 }",
+         "exp:claim 'c': at_most must be a finite number >= 0 (got nan)"},
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', at_most = math.huge }",
+         "exp:claim 'c': at_most must be a finite number >= 0 (got inf)"},
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', at_most = '1' }",
+         "exp:claim 'c': at_most must be a finite number >= 0 (got '1')"},
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', at_most = 1, "
+         "relative_tolerance = 0 }",
+         "exp:claim 'c': relative_tolerance applies to value, not to at_most = 1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_refused(cases[i][0], cases[i][1]);
+}
+
 TB_TEST(read_jsonl_parse_error_names_the_file_and_its_line) {
     // "%lld" is not lua_pushfstring's: the message was "invalid option '%l'"
     tb_write_text(TB_TEST_TMPDIR "/rbapi_bad.jsonl", "{\"a\": 1}\nnot json\n");
@@ -153,7 +202,8 @@ TB_TEST(api_tables_refuse_unknown_keys_listing_the_allowed) {
     expect_refused("tb.experiment{ name = 'k', version = 1, question = 'q', seeed = 1 }",
                    "tb.experiment: unknown key 'seeed' (it takes name, version, question, seed)");
     expect_refused("exp:claim{ id = 'c', parser = 'ratio', runs = exp:run{ " TINY " }, text = 't', valu = 1 }",
-                   "exp:claim: unknown key 'valu' (it takes id, parser, runs, args, text, value, relative_tolerance)");
+                   "exp:claim: unknown key 'valu' (it takes id, parser, runs, args, text, value, relative_tolerance, "
+                   "at_most)");
     expect_refused("tb.experiment{ 'k', version = 1, question = 'q' }", "tb.experiment: a value without a name");
     expect_refused("exp:run{ " TINY ", num_layerz = 2 }",
                    "unknown config key 'num_layerz' (did you mean 'num_layers'?");
@@ -216,6 +266,7 @@ int main(void) {
     TB_RUN(duplicate_claim_ids_in_one_version_are_refused_naming_both_lines);
     TB_RUN(sweep_axes_are_non_empty_lists_of_config_values_checked_at_the_sweep);
     TB_RUN(claim_value_mismatch_reports_both_numbers);
+    TB_RUN(claim_at_most_stores_the_bound_and_refuses_a_number_above_it);
     TB_RUN(read_jsonl_parse_error_names_the_file_and_its_line);
     TB_RUN(non_string_error_objects_report_the_runbook_line_and_the_object);
     TB_RUN(os_exit_records_the_experiment_as_interrupted_and_exits_with_its_status);
