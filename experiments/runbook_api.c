@@ -2,7 +2,7 @@
 // users in runbooks/README.md. One global table `tb`:
 //   tb.experiment{name=, version=, question=, seed=}  → an experiment with :run and :claim
 //   exp:run{<engine config>..., repeat_=N}            → results (per run: steps, record; stats)
-//   exp:claim{id=, parser=, runs=, args=, text=, value= | at_most=}  → the derived number
+//   exp:claim{id=, parser=, runs=, args=, text=, value= | at_most=, accept_oversubscribed=}  → the derived number
 //   tb.sweep{key={v1, v2}, ...}                       → the cartesian product, as config tables
 //   tb.param(name, default)                           → a --set value (number when numeric)
 //   tb.assert(cond, message), tb.read_json(path), tb.read_jsonl(path)
@@ -183,8 +183,8 @@ static int l_claim(lua_State *L) {
     tb_runbook_host *h = tb_runbook_host_of(L);
     tb_runbook_check_experiment(L, "claim");
     luaL_checktype(L, 2, LUA_TTABLE);
-    static const char *const keys[] = {"id",   "parser", "runs", "args", "text", "value", "relative_tolerance",
-                                       "at_most", NULL};
+    static const char *const keys[] = {"id",      "parser", "runs", "args", "text", "value", "relative_tolerance",
+                                       "at_most", "accept_oversubscribed", NULL};
     tb_rb_check_keys(L, 2, "exp:claim", keys);
     const char *id, *parser, *text;
     tb_rb_get_string(L, 2, "exp:claim", "id", 1, &id);
@@ -211,6 +211,16 @@ static int l_claim(lua_State *L) {
                               "bounds it)", what, expected, bound);
     if (has_bound && has_tol)
         return tb_rb_error(L, "%s: relative_tolerance applies to value, not to at_most = %.17g", what, bound);
+    // a timing claim whose runs oversubscribe the cores on purpose says so: prove then
+    // accepts them and prints the condition (stability.h)
+    int accept_oversubscribed = 0;
+    if (lua_getfield(L, 2, "accept_oversubscribed") != LUA_TNIL) {
+        if (!lua_isboolean(L, -1))
+            return tb_rb_error(L, "%s: accept_oversubscribed must be true or false (got a %s)", what,
+                               luaL_typename(L, -1));
+        accept_oversubscribed = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
     if (lua_getfield(L, 2, "args") != LUA_TNIL) {
         if (!lua_istable(L, -1)) {
             char v[96];
@@ -297,6 +307,8 @@ static int l_claim(lua_State *L) {
         json_array_append_new(claims, json_pack("{s:s, s:s, s:f, s:s, s:o, s:o, s:f}", "id", id, "text", text,
                                                 "value", value, "parser", parser, "args", args, "runs", runs,
                                                 "relative_tolerance", tol));
+    if (accept_oversubscribed)
+        json_object_set_new(json_array_get(claims, json_array_size(claims) - 1), "accept_oversubscribed", json_true());
     rc = tb_write_json_atomic(path, doc, &err);
     json_decref(doc);
     if (rc != 0) return tb_rb_error(L, "%s", err.msg);

@@ -114,6 +114,7 @@ TB_TEST(claim_at_most_stores_the_bound_and_refuses_a_number_above_it) {
     // two repetitions of one seed: the same losses, bit for bit
     int rc = run_body("local r = exp:run{ " TINY ", train_iters = 2, seed = 3, repeat_ = 2 }\n"
                       "local d = exp:claim{ id = 'same', parser = 'relative_difference', runs = r, at_most = 0,\n"
+                      "  accept_oversubscribed = true,\n"
                       "  args = { a = { parser = 'loss_at_step', records = { r.runs[2].run_id } },\n"
                       "           b = { parser = 'loss_at_step', records = { r.runs[1].run_id } } }, text = 't' }\n"
                       "tb.assert(d == 0, 'the derived difference')",
@@ -125,6 +126,7 @@ TB_TEST(claim_at_most_stores_the_bound_and_refuses_a_number_above_it) {
     TB_CHECK(c && json_is_number(json_object_get(c, "at_most")) && json_number_value(json_object_get(c, "at_most")) == 0 &&
                  !json_object_get(c, "value") && !json_object_get(c, "relative_tolerance"),
              "claims.json: at_most 0, no value, no relative_tolerance");
+    TB_CHECK(json_is_true(json_object_get(c, "accept_oversubscribed")), "claims.json: accept_oversubscribed passed on");
     json_decref(doc);
     TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s prove same --artifacts %s", TRACEBOOK, ART) == 0 &&
                  strstr(sh.out, "derived 0 <= bound 0 (at_most)"),
@@ -153,6 +155,9 @@ TB_TEST(claim_at_most_stores_the_bound_and_refuses_a_number_above_it) {
         {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', at_most = 1, "
          "relative_tolerance = 0 }",
          "exp:claim 'c': relative_tolerance applies to value, not to at_most = 1"},
+        {"exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', value = 1, "
+         "accept_oversubscribed = 'yes' }",
+         "exp:claim 'c': accept_oversubscribed must be true or false (got a string)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_refused(cases[i][0], cases[i][1]);
 }
@@ -203,7 +208,7 @@ TB_TEST(api_tables_refuse_unknown_keys_listing_the_allowed) {
                    "tb.experiment: unknown key 'seeed' (it takes name, version, question, seed)");
     expect_refused("exp:claim{ id = 'c', parser = 'ratio', runs = exp:run{ " TINY " }, text = 't', valu = 1 }",
                    "exp:claim: unknown key 'valu' (it takes id, parser, runs, args, text, value, relative_tolerance, "
-                   "at_most)");
+                   "at_most, accept_oversubscribed)");
     expect_refused("tb.experiment{ 'k', version = 1, question = 'q' }", "tb.experiment: a value without a name");
     expect_refused("exp:run{ " TINY ", num_layerz = 2 }",
                    "unknown config key 'num_layerz' (did you mean 'num_layers'?");
