@@ -1,5 +1,5 @@
-// provenance.c — git state (libgit2), SHA-256 (OpenSSL EVP), environment and host for the
-// run record. The contract is provenance.h.
+// provenance.c — git state (libgit2), SHA-256 (OpenSSL EVP) and host for the run record
+// (the environment is environment.c's). The contract is provenance.h.
 #define _GNU_SOURCE  // FNM_CASEFOLD
 
 #include "provenance.h"
@@ -48,7 +48,7 @@ static int cmp_str_ptr(const void *a, const void *b) {
 }
 
 // A JSON string of s; bytes that are not valid UTF-8 become '?' (jansson refuses them).
-static json_t *json_string_lossy(const char *s) {
+json_t *tb_json_string_lossy(const char *s) {
     json_t *j = json_string(s);
     if (j) return j;
     char *c = dup_str(s);
@@ -61,7 +61,7 @@ static json_t *json_string_lossy(const char *s) {
 }
 
 // Sorts a JSON array of strings in place (strcmp order). Returns 0, or -1 out of memory.
-static int sort_string_array(json_t *arr) {
+int tb_json_sort_strings(json_t *arr) {
     size_t n = json_array_size(arr);
     if (n < 2) return 0;
     char **v = tb_xcalloc(n, sizeof *v, "sorted paths");
@@ -220,7 +220,7 @@ int tb_hash_tree(const char *dir, const char *skip_name, json_t **files, tb_erro
         }
         rc = tb_sha256_file(full, hex, err);
         free(full);
-        if (!rc && json_object_set_new(obj, pl.v[i], json_string_lossy(hex)))
+        if (!rc && json_object_set_new(obj, pl.v[i], tb_json_string_lossy(hex)))
             rc = tb_fail(err, "hash tree: cannot add '%s' to the JSON object", pl.v[i]);
     }
     path_list_free(&pl);
@@ -262,7 +262,7 @@ static int git_collect_status(git_repository *repo, tb_git_state *out, tb_error 
         if (!e || e->status == GIT_STATUS_CURRENT || (e->status & GIT_STATUS_IGNORED)) continue;
         const git_diff_delta *h2i = e->head_to_index, *i2w = e->index_to_workdir;
         if (e->status == GIT_STATUS_WT_NEW) {
-            if (i2w && json_array_append_new(out->untracked, json_string_lossy(i2w->new_file.path))) rc = -1;
+            if (i2w && json_array_append_new(out->untracked, tb_json_string_lossy(i2w->new_file.path))) rc = -1;
             continue;
         }
         // No rename detection is asked for, so old and new paths agree; add both if not.
@@ -273,11 +273,11 @@ static int git_collect_status(git_repository *repo, tb_git_state *out, tb_error 
             int seen = 0;
             for (int j = 0; j < k; j++)
                 if (paths[j] && !strcmp(paths[j], paths[k])) seen = 1;
-            if (!seen && json_array_append_new(out->changed, json_string_lossy(paths[k]))) rc = -1;
+            if (!seen && json_array_append_new(out->changed, tb_json_string_lossy(paths[k]))) rc = -1;
         }
     }
     git_status_list_free(list);
-    if (!rc && (sort_string_array(out->changed) || sort_string_array(out->untracked))) rc = -1;
+    if (!rc && (tb_json_sort_strings(out->changed) || tb_json_sort_strings(out->untracked))) rc = -1;
     return rc ? tb_fail(err, "git: out of memory listing the status of '%s'", out->root) : 0;
 }
 
@@ -387,12 +387,12 @@ json_t *tb_git_state_json(const tb_git_state *g, const char *patch_file) {
     bad |= json_object_set_new(o, "commit", json_string(g->commit));
     // a branch name cannot hold a URL (':' is not allowed in a ref) but can be a pasted token
     const char *branch = g->branch ? g->branch : "", *marker = tb_credential_marker(branch);
-    bad |= json_object_set_new(o, "branch", json_string_lossy(marker ? marker : branch));
+    bad |= json_object_set_new(o, "branch", tb_json_string_lossy(marker ? marker : branch));
     bad |= json_object_set_new(o, "dirty", json_boolean(g->dirty));
     bad |= json_object_set_new(o, "changed", g->changed ? json_deep_copy(g->changed) : json_array());
     bad |= json_object_set_new(o, "untracked", g->untracked ? json_deep_copy(g->untracked) : json_array());
     if (g->patch) {
-        bad |= json_object_set_new(o, "patch", patch_file ? json_string_lossy(patch_file) : json_null());
+        bad |= json_object_set_new(o, "patch", patch_file ? tb_json_string_lossy(patch_file) : json_null());
         bad |= json_object_set_new(o, "patch_sha256", json_string(g->patch_sha256));
     }
     if (bad) {
@@ -544,169 +544,6 @@ done:
 }
 
 // ---------------------------------------------------------------------------------------
-// Environment
-
-const char *const tb_default_env_allow[] = {
-    "OMP_*",          "GOMP_*",         "OPENBLAS_*",     "CUDA_*",          "NCCL_*",
-    "TB_*",           "LANG",           "LC_*",           "PATH",            "LD_LIBRARY_PATH",
-    "LD_PRELOAD",     "LIBRARY_PATH",   "CPATH",          "C_INCLUDE_PATH",  "CPLUS_INCLUDE_PATH",
-    "PKG_CONFIG_PATH", "CMAKE_PREFIX_PATH", "LUA_PATH",   "LUA_CPATH",       "LUA_PATH_5_4",
-    "LUA_CPATH_5_4",  NULL};
-const char *const tb_default_env_deny[] = {"*TOKEN*", "*KEY*", "*PASSWORD*", "*SECRET*", "*CREDENTIAL*", NULL};
-
-static int is_alnum(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-// 1 when some "scheme://user:password@host" in s has a non-empty password. The authority
-// ends at the first '/', '?', '#', whitespace or list separator (',' ';'), so a value that
-// lists several URLs is read URL by URL; its userinfo is what precedes its last '@'.
-static int url_has_password(const char *s) {
-    for (const char *p = strstr(s, "://"); p; p = strstr(p + 1, "://")) {
-        const char *auth = p + 3, *end = auth + strcspn(auth, "/?#,; \t\n");
-        const char *at = NULL;
-        for (const char *q = auth; q < end; q++)
-            if (*q == '@') at = q;
-        if (!at) continue;
-        const char *colon = memchr(auth, ':', (size_t)(at - auth));
-        if (colon && colon + 1 < at) return 1;
-    }
-    return 0;
-}
-
-// A family of tokens: its prefix ('?' matches one lower-case letter), the characters of its
-// body beyond letters and digits, the body's shortest length (exact: no longer either), and
-// how many of {upper, lower, digit} the body must mix (random base62 mixes them; words and
-// paths seldom do).
-typedef struct token_family {
-    const char *prefix, *extra_chars;
-    int min_len, exact, classes;
-    const char *marker;
-} token_family;
-
-static const token_family token_families[] = {
-    {"github_pat_", "_", 22, 0, 2, "<redacted: token (github_pat_...)>"},
-    {"ghp_", "", 30, 0, 2, "<redacted: token (ghp_...)>"},
-    {"gho_", "", 30, 0, 2, "<redacted: token (gho_...)>"},
-    {"ghu_", "", 30, 0, 2, "<redacted: token (ghu_...)>"},
-    {"ghs_", "", 30, 0, 2, "<redacted: token (ghs_...)>"},
-    {"ghr_", "", 30, 0, 2, "<redacted: token (ghr_...)>"},
-    {"glpat-", "_-", 20, 0, 2, "<redacted: token (glpat-...)>"},
-    {"hf_", "", 30, 0, 2, "<redacted: token (hf_...)>"},
-    {"npm_", "", 30, 0, 2, "<redacted: token (npm_...)>"},
-    {"xox?-", "-", 20, 0, 1, "<redacted: Slack token (xoxb-, xoxp-, ...)>"},
-    {"sk-", "_-", 20, 0, 3, "<redacted: API key (sk-...)>"},
-    {"AKIA", "", 16, 1, 1, "<redacted: AWS access key id (AKIA...)>"},
-    {"ASIA", "", 16, 1, 1, "<redacted: AWS access key id (ASIA...)>"},
-};
-
-// Whether a token of family f starts at p.
-static int token_at(const char *p, const token_family *f) {
-    size_t pl = strlen(f->prefix);
-    for (size_t i = 0; i < pl; i++)
-        if (f->prefix[i] == '?' ? !(p[i] >= 'a' && p[i] <= 'z') : p[i] != f->prefix[i]) return 0;
-    const char *body = p + pl;
-    int len = 0, upper = 0, lower = 0, digit = 0;
-    for (; body[len] && (is_alnum(body[len]) || strchr(f->extra_chars, body[len])); len++) {
-        upper |= body[len] >= 'A' && body[len] <= 'Z';
-        lower |= body[len] >= 'a' && body[len] <= 'z';
-        digit |= body[len] >= '0' && body[len] <= '9';
-    }
-    if (f->exact) {  // AWS key ids: upper case and digits only, exactly min_len of them
-        return len == f->min_len && !lower;
-    }
-    return len >= f->min_len && upper + lower + digit >= f->classes;
-}
-
-const char *tb_credential_marker(const char *value) {
-    if (url_has_password(value)) return "<redacted: credentials in URL>";
-    for (const char *p = value; *p; p++) {
-        if (p > value && is_alnum(p[-1])) continue;  // a token starts a word
-        for (size_t i = 0; i < sizeof token_families / sizeof *token_families; i++)
-            if (token_at(p, &token_families[i])) return token_families[i].marker;
-    }
-    return NULL;
-}
-
-const char **tb_globs_with(const char *const *defaults, const char *const *extra, int n) {
-    int nd = 0;
-    while (defaults[nd]) nd++;
-    const char **v = tb_xcalloc((size_t)nd + (size_t)(n > 0 ? n : 0) + 1, sizeof *v, "environment globs");
-    for (int i = 0; i < nd; i++) v[i] = defaults[i];
-    for (int i = 0; i < n; i++) v[nd + i] = extra[i];
-    return v;
-}
-
-static int matches_any(const char *const *globs, const char *name, int flags) {
-    for (const char *const *g = globs; *g; g++)
-        if (fnmatch(*g, name, flags) == 0) return 1;
-    return 0;
-}
-
-static json_t *string_array(const char *const *v) {
-    json_t *a = json_array();
-    for (; a && *v; v++)
-        if (json_array_append_new(a, json_string_lossy(*v))) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
-json_t *tb_environment_json(char **environ_like, const char *const *allow_globs, const char *const *deny_globs,
-                            json_t **filter) {
-    if (!allow_globs) allow_globs = tb_default_env_allow;
-    if (!deny_globs) deny_globs = tb_default_env_deny;
-    if (filter) *filter = NULL;
-    json_t *o = json_object(), *left_out = json_array(), *redacted = json_array();
-    int fail = !o || !left_out || !redacted;
-    for (char **e = environ_like; !fail && e && *e; e++) {
-        const char *eq = strchr(*e, '=');
-        if (!eq) continue;
-        size_t nl = (size_t)(eq - *e);
-        char *name = tb_xmalloc(nl + 1, "environment variable name");
-        memcpy(name, *e, nl);
-        name[nl] = '\0';
-        // allow: exact case, as the names are; deny: any case, a safety net for the spellings
-        // an allow glob did not foresee (TB_api_key)
-        int kept = matches_any(allow_globs, name, 0) && !matches_any(deny_globs, name, FNM_CASEFOLD);
-        json_t *valid = json_string(name);  // jansson keys must be UTF-8
-        if (!valid)
-            for (char *p = name; *p; p++)
-                if ((unsigned char)*p >= 0x80) *p = '?';
-        json_decref(valid);
-        if (json_object_get(o, name)) {
-            // a repeated name: the first one was recorded, the rest is not the environment
-        } else if (!kept) {
-            fail = json_array_append_new(left_out, json_string(name));
-        } else {
-            const char *marker = tb_credential_marker(eq + 1);
-            fail = json_object_set_new(o, name, json_string_lossy(marker ? marker : eq + 1));
-            if (!fail && marker) fail = json_array_append_new(redacted, json_string(name));
-        }
-        free(name);
-    }
-    // a name left out twice is one name
-    if (!fail) fail = sort_string_array(left_out) || sort_string_array(redacted);
-    for (size_t i = json_array_size(left_out); !fail && i-- > 1;)
-        if (!strcmp(json_string_value(json_array_get(left_out, i)), json_string_value(json_array_get(left_out, i - 1))))
-            json_array_remove(left_out, i);
-    if (!fail && filter) {
-        json_t *allow = string_array(allow_globs), *deny = string_array(deny_globs);
-        *filter = json_pack("{s:o?, s:o?, s:I, s:O, s:O}", "allow", allow, "deny", deny, "left_out",
-                            (json_int_t)json_array_size(left_out), "left_out_names", left_out, "redacted", redacted);
-        fail = !*filter;
-    }
-    json_decref(left_out);
-    json_decref(redacted);
-    if (fail) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-// ---------------------------------------------------------------------------------------
 // Host
 
 // The first line of path, trimmed; NULL when unreadable or empty (malloc'd).
@@ -798,10 +635,10 @@ json_t *tb_host_json(void) {
     char host[HOST_NAME_MAX + 1] = "";
     if (gethostname(host, sizeof host)) host[0] = '\0';
     host[HOST_NAME_MAX] = '\0';
-    bad |= json_object_set_new(o, "hostname", host[0] ? json_string_lossy(host) : json_null());
+    bad |= json_object_set_new(o, "hostname", host[0] ? tb_json_string_lossy(host) : json_null());
 
     char *cpu = read_keyed_value("/proc/cpuinfo", "model name");
-    bad |= json_object_set_new(o, "cpu_model", cpu ? json_string_lossy(cpu) : json_null());
+    bad |= json_object_set_new(o, "cpu_model", cpu ? tb_json_string_lossy(cpu) : json_null());
     if (!cpu) bad |= json_array_append_new(notes, json_string("cpu_model: /proc/cpuinfo has no 'model name'"));
     free(cpu);
 
@@ -824,8 +661,8 @@ json_t *tb_host_json(void) {
             char *bus = read_keyed_value(gl.gl_pathv[i], "Bus Location");
             json_t *g = json_object();
             if (g) {
-                bad |= json_object_set_new(g, "model", model ? json_string_lossy(model) : json_null());
-                bad |= json_object_set_new(g, "bus", bus ? json_string_lossy(bus) : json_null());
+                bad |= json_object_set_new(g, "model", model ? tb_json_string_lossy(model) : json_null());
+                bad |= json_object_set_new(g, "bus", bus ? tb_json_string_lossy(bus) : json_null());
             }
             bad |= json_array_append_new(gpus, g);
             free(model);
@@ -836,7 +673,7 @@ json_t *tb_host_json(void) {
     bad |= json_object_set_new(o, "gpus", gpus);
 
     char *driver = nvidia_driver_version();
-    bad |= json_object_set_new(o, "driver", driver ? json_string_lossy(driver) : json_null());
+    bad |= json_object_set_new(o, "driver", driver ? tb_json_string_lossy(driver) : json_null());
     if (!driver) bad |= json_array_append_new(notes, json_string("driver: no NVIDIA kernel driver loaded"));
     free(driver);
 
@@ -876,7 +713,7 @@ json_t *tb_host_json(void) {
 #else
     const char *compiler = "unknown";
 #endif
-    bad |= json_object_set_new(o, "compiler", json_string_lossy(compiler));
+    bad |= json_object_set_new(o, "compiler", tb_json_string_lossy(compiler));
 #ifdef NDEBUG
     bad |= json_object_set_new(o, "build_type", json_string("Release"));
 #else

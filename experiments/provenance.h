@@ -159,6 +159,12 @@ const char **tb_globs_with(const char *const *defaults, const char *const *extra
 json_t *tb_environment_json(char **environ_like, const char *const *allow_globs, const char *const *deny_globs,
                             json_t **filter);
 
+// JSON helpers shared by provenance.c and environment.c: a string that may not be valid
+// UTF-8 (every byte >= 0x80 then becomes '?'), and an array of strings sorted in place
+// (strcmp order; 0, or -1).
+json_t *tb_json_string_lossy(const char *s);
+int tb_json_sort_strings(json_t *array);
+
 // The manifest's "host" object:
 //   hostname, cpu_model (/proc/cpuinfo "model name", null when absent), cores (online CPUs),
 //   memory_bytes (physical memory),
