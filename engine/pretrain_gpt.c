@@ -11,7 +11,7 @@
 #include "training.h"
 
 int main(int argc, char **argv) {
-    cpu_blas_select_kernels(argv);
+    cpu_runtime_select(argv);
     // before the config: what this binary is, for the record (build_info.h)
     if (argc == 2 && !strcmp(argv[1], "--build-info")) {
         json_t *info = build_info_json();

@@ -238,6 +238,17 @@ static int check_finite(const tb_rank *rk, int64_t step, const tb_step_result *r
                    rk->world_size > 1 ? "" : rk->label);
 }
 
+// conditions.json: the threads rank 0 runs with (every rank of a run has the same policy).
+static int write_conditions(const tb_rank *rk, const conditions_sample *first, const conditions_sample *last,
+                            tb_error *err) {
+    char chosen_by[64];
+    if (rk->cfg->num_threads > 0) snprintf(chosen_by, sizeof chosen_by, "--num-threads %d", rk->cfg->num_threads);
+    else snprintf(chosen_by, sizeof chosen_by, "%s", rk->world_size > 1 ? "1 per rank thread" : "the usable cores");
+    conditions_threads t = {rk->world_size, cpu_get_num_threads(), cpu_get_blas_num_threads(), chosen_by, NULL, NULL};
+    t.wait_policy = cpu_openmp_wait_policy(&t.wait_source);
+    return conditions_write(rk->run_dir, &t, first, last, err);
+}
+
 static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
     tb_rank *rk = tr->rk;
     const tb_config *cfg = tr->cfg;
@@ -275,8 +286,7 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
     }
     if (metrics_log_close(log, rc == 0 ? err : NULL) != 0) rc = -1;
     if (rc == 0 && lead)
-        rc = conditions_write(rk->run_dir, rk->world_size, cpu_get_num_threads(), cpu_get_blas_num_threads(), &first,
-                              &before, err);
+        rc = write_conditions(rk, &first, &before, err);
     if (rc != 0) return -1;
     stage_figures mine = stage_figures_of(tr);
     return pipeline_summary_write(rk, cfg, &mine, &totals, err);
@@ -293,8 +303,8 @@ typedef struct rank_run {
 } rank_run;
 
 static void rank_setup(tb_rank *rk) {
-    // one rank: every core; several rank threads: one core each (docs/ARCHITECTURE.md, "Engine")
-    cpu_set_num_threads(rk->world_size > 1 ? 1 : rk->cfg->num_threads);
+    // the thread policy (backend/cpu/kernels.h); every rank of this process is a thread of it
+    cpu_set_num_threads(cpu_threads_per_rank(rk->cfg->num_threads, rk->world_size, rk->world_size));
     tb_allocator_init(&rk->mem, (size_t)rk->cfg->memory_cap, memory_report_oom, rk);
     tb_allocator_set_caching(&rk->mem, 1);
     tb_ranges_init(&rk->ranges, rk->rank, rk->world_size, rk->label, rk->world ? rk->world->origin_ns : tb_now_ns(),

@@ -21,6 +21,10 @@ typedef struct gate {
     char *reasons_buf, *accepted_buf;
     size_t reasons_len, accepted_len;
     int accept_oversubscribed, timed;
+    // the cores the first timed record's threads occupied (min(threads, usable cores)):
+    // runs whose timings are compared must have run on the same number
+    double occupied;
+    char occupied_run[128];
 } gate;
 
 // Appends a line unless the same line is there already: a record shared by a ratio's two
@@ -103,6 +107,15 @@ static void judge_conditions(gate *g, const char *run, const char *record_dir, c
         return;
     }
     double steal_share = steal / (wall * usable);
+    const double occupied = threads < usable ? threads : usable;
+    if (!g->occupied_run[0]) {
+        g->occupied = occupied;
+        snprintf(g->occupied_run, sizeof g->occupied_run, "%s", run);
+    } else if (occupied != g->occupied)
+        add_line(g->reasons, &g->reasons_buf,
+                 "unequal threads: run %s ran its %.0f thread%s on %.0f of %.0f usable cores, run %s on %.0f, so "
+                 "their timings measure the thread counts as much as the layouts (give both the same --num-threads)",
+                 run, threads, threads == 1 ? "" : "s", occupied, usable, g->occupied_run, g->occupied);
     if (json_is_true(json_object_get(c, "oversubscribed"))) {
         if (g->accept_oversubscribed)
             add_line(g->accepted, &g->accepted_buf, "accepted: oversubscribed, %.0f threads on %.0f cores (run %s)",

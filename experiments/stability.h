@@ -12,7 +12,8 @@
 //   "not verifiable: ..." the record has no (readable) conditions.json, or lacks a figure;
 //   "oversubscribed: ..." more threads than usable cores (unless the claim accepts it);
 //   "contended: ..."      other processes or the hypervisor's steal took too much of the cores;
-//   "unstable: ..."       the per-step or per-repetition spread is too wide.
+//   "unstable: ..."       the per-step or per-repetition spread is too wide;
+//   "unequal threads: ..." runs compared by the claim occupied different numbers of cores.
 // Each names the run, the figure and the threshold below.
 #ifndef TB_EXPERIMENTS_STABILITY_H
 #define TB_EXPERIMENTS_STABILITY_H

@@ -74,19 +74,21 @@ static int usable_cores(void) {
     return n > 0 ? (int)n : 1;
 }
 
-int conditions_write(const char *run_dir, int ranks, int openmp_per_rank, int blas_per_rank,
-                     const conditions_sample *a, const conditions_sample *b, tb_error *err) {
-    const int total = ranks * (openmp_per_rank > blas_per_rank ? openmp_per_rank : blas_per_rank);
+int conditions_write(const char *run_dir, const conditions_threads *t, const conditions_sample *a,
+                     const conditions_sample *b, tb_error *err) {
+    const int total = t->ranks * (t->openmp_per_rank > t->blas_per_rank ? t->openmp_per_rank : t->blas_per_rank);
     const int usable = usable_cores();
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     const double wall = b->wall_s - a->wall_s, cpu = b->process_cpu_s - a->process_cpu_s, others = others_s(a, b);
-    const int busy_cores = total < usable ? total : usable;
+    const int occupied = total < usable ? total : usable;
     json_t *c = json_pack(
-        "{s:{s:i, s:i, s:i, s:i}, s:{s:I, s:i}, s:b, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, s:o}}", "threads",
-        "ranks", ranks, "openmp_per_rank", openmp_per_rank, "blas_per_rank", blas_per_rank, "total", total, "cores",
-        "online", (json_int_t)online, "usable", usable, "oversubscribed", total > usable, "wall_s",
-        tb_json_number(wall), "process_cpu_s", tb_json_number(cpu), "cpu_share",
-        tb_json_number(wall > 0 ? cpu / (wall * busy_cores) : 0), "host", "busy_s",
+        "{s:{s:i, s:i, s:i, s:i, s:s, s:s, s:s}, s:{s:I, s:i, s:i}, s:b, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, "
+        "s:o}}",
+        "threads", "ranks", t->ranks, "openmp_per_rank", t->openmp_per_rank, "blas_per_rank", t->blas_per_rank, "total",
+        total, "chosen_by", t->chosen_by, "openmp_wait_policy", t->wait_policy, "openmp_wait_policy_source",
+        t->wait_source, "cores", "online", (json_int_t)online, "usable", usable, "occupied", occupied,
+        "oversubscribed", total > usable, "wall_s", tb_json_number(wall), "process_cpu_s", tb_json_number(cpu),
+        "cpu_share", tb_json_number(wall > 0 ? cpu / (wall * occupied) : 0), "host", "busy_s",
         seconds_or_null(a->host_busy_s >= 0 && b->host_busy_s >= 0 ? b->host_busy_s - a->host_busy_s : -1, 1),
         "other_processes_s", seconds_or_null(others, 1), "other_processes_share",
         seconds_or_null(others >= 0 && wall > 0 ? others / (wall * usable) : -1, 1), "steal_s",

@@ -6,8 +6,10 @@
 //
 // Each metrics line carries the step's figures ("conditions": process_cpu_ms, host_busy_ms,
 // other_processes_ms, steal_ms); conditions.json (written by rank 0 at the end) the run's:
-//   {"threads": {"ranks", "openmp_per_rank", "blas_per_rank", "total"},
-//    "cores": {"online", "usable"}, "oversubscribed": total > usable,
+//   {"threads": {"ranks", "openmp_per_rank", "blas_per_rank", "total", "chosen_by",
+//                "openmp_wait_policy", "openmp_wait_policy_source"},
+//    "cores": {"online", "usable", "occupied": min(total, usable)},
+//    "oversubscribed": total > usable,
 //    "wall_s", "process_cpu_s", "cpu_share": process CPU / (wall × min(total, usable)),
 //    "host": {"busy_s", "other_processes_s", "other_processes_share", "steal_s",
 //             "loadavg_start", "loadavg_end"}}
@@ -32,8 +34,15 @@ typedef struct conditions_sample {
 void conditions_sample_now(conditions_sample *s);
 // The figures between two samples, for a metrics line.
 json_t *conditions_step_json(const conditions_sample *from, const conditions_sample *to);
-// conditions.json in run_dir for a run of `ranks` ranks, each with the given threads.
-int conditions_write(const char *run_dir, int ranks, int openmp_per_rank, int blas_per_rank,
-                     const conditions_sample *start, const conditions_sample *end, tb_error *err);
+// The threads a run's ranks ran with, and why (backend/cpu/kernels.h, the thread policy).
+typedef struct conditions_threads {
+    int ranks, openmp_per_rank, blas_per_rank;
+    const char *chosen_by;                   // e.g. "--num-threads 2", "1 per rank thread"
+    const char *wait_policy, *wait_source;   // cpu_openmp_wait_policy's
+} conditions_threads;
+
+// conditions.json in run_dir.
+int conditions_write(const char *run_dir, const conditions_threads *threads, const conditions_sample *start,
+                     const conditions_sample *end, tb_error *err);
 
 #endif

@@ -61,7 +61,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    cpu_blas_select_kernels(argv);
+    cpu_runtime_select(argv);
     tb_config cfg;
     tb_error err;
     int help = 0;

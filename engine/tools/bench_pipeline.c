@@ -78,7 +78,7 @@ static int run(const char *name, int layers, int pp, int micro, int global, run_
 }
 
 int main(int argc, char **argv) {
-    cpu_blas_select_kernels(argv);
+    cpu_runtime_select(argv);
     int bubble = 1, pp8 = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--bubble-only")) pp8 = 0;

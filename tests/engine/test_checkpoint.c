@@ -387,7 +387,7 @@ TB_TEST(pretrain_gpt_save_then_load_carries_the_weights_bitwise) {
 int main(int argc, char **argv) {
     (void)argc;
     // the BLAS kernels pretrain_gpt runs with, so in-process losses match its bitwise
-    cpu_blas_select_kernels(argv);
+    cpu_runtime_select(argv);
     cpu_set_num_threads(2);
     TB_RUN(save_then_load_restores_every_parameter_bitwise_gpt2_layernorm_gelu_biases_tied);
     TB_RUN(save_then_load_restores_every_parameter_bitwise_rmsnorm_swiglu_gqa_no_bias_untied);

@@ -258,7 +258,7 @@ TB_TEST(corrupt_or_absent_file_is_refused_naming_the_path) {
 int main(int argc, char **argv) {
     (void)argc;
     // the BLAS kernels pretrain_gpt runs with, so in-process losses match its bitwise
-    cpu_blas_select_kernels(argv);
+    cpu_runtime_select(argv);
     cpu_set_num_threads(2);
     TB_RUN(hidden_size_mismatch_is_refused_naming_the_tensor_and_both_shapes);
     TB_RUN(missing_tensor_is_refused_naming_it_and_its_shape);

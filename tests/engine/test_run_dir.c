@@ -389,6 +389,53 @@ TB_TEST(a_run_records_its_measurement_conditions_and_a_contended_run_is_seen_as_
     json_decref(c);
 }
 
+// The thread policy (backend/cpu/kernels.h) is recorded with who chose it: one rank takes the
+// usable cores, rank threads one each, --num-threads overrides both; waiting OpenMP threads
+// sleep (OMP_WAIT_POLICY=PASSIVE) unless the environment chose a policy.
+TB_TEST(the_thread_policy_is_recorded_with_who_chose_it) {
+    static const char *const model = " --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16"
+                                     " --vocab-size 64 --micro-batch-size 2 --global-batch-size 4 --train-iters 2";
+    static const struct {
+        const char *env, *flags;
+        int per_rank;  // 0: the usable cores
+        const char *chosen_by, *policy, *source;
+    } cases[] = {
+        {"env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT", "", 0, "the usable cores", "PASSIVE", "engine default"},
+        {"env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT", " --world-size 2 --tensor-model-parallel-size 2", 1,
+         "1 per rank thread", "PASSIVE", "engine default"},
+        {"env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=ACTIVE", " --num-threads 1", 1, "--num-threads 1", "ACTIVE",
+         "environment"},
+        {"env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=1000", " --world-size 2 --tensor-model-parallel-size 2 --num-threads 2",
+         2, "--num-threads 2", "GOMP_SPINCOUNT=1000", "environment"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status = tb_run(&sh, NULL, "rm -rf %s_threads && %s %s%s%s --run-dir %s_threads", RUN_DIR, cases[i].env,
+                            PRETRAIN, model, cases[i].flags, RUN_DIR);
+        TB_REQUIRE(status == 0, "case %zu: pretrain_gpt: %s", i, sh.err);
+        json_t *c = tb_load_json(RUN_DIR "_threads/" TB_RUN_CONDITIONS);
+        TB_REQUIRE(c, "case %zu: " TB_RUN_CONDITIONS, i);
+        json_t *t = json_object_get(c, "threads"), *cores = json_object_get(c, "cores");
+        long usable = (long)json_integer_value(json_object_get(cores, "usable"));
+        long per_rank = (long)json_integer_value(json_object_get(t, "openmp_per_rank"));
+        long total = (long)json_integer_value(json_object_get(t, "total"));
+        long want = cases[i].per_rank ? cases[i].per_rank : usable;
+        TB_CHECK(per_rank == want && (long)json_integer_value(json_object_get(t, "blas_per_rank")) == want,
+                 "case %zu: %ld OpenMP threads per rank (want %ld)", i, per_rank, want);
+        const char *chosen = json_string_value(json_object_get(t, "chosen_by"));
+        const char *policy = json_string_value(json_object_get(t, "openmp_wait_policy"));
+        const char *source = json_string_value(json_object_get(t, "openmp_wait_policy_source"));
+        TB_CHECK(chosen && !strcmp(chosen, cases[i].chosen_by), "case %zu: chosen by '%s' (want '%s')", i,
+                 chosen ? chosen : "(none)", cases[i].chosen_by);
+        TB_CHECK(policy && source && !strcmp(policy, cases[i].policy) && !strcmp(source, cases[i].source),
+                 "case %zu: wait policy '%s' from '%s' (want '%s' from '%s')", i, policy ? policy : "(none)",
+                 source ? source : "(none)", cases[i].policy, cases[i].source);
+        long occupied = (long)json_integer_value(json_object_get(cores, "occupied"));
+        TB_CHECK(occupied == (total < usable ? total : usable), "case %zu: %ld threads occupy %ld of %ld cores", i,
+                 total, occupied, usable);
+        json_decref(c);
+    }
+}
+
 int main(void) {
     TB_RUN(run_writes_resolved_config_and_per_step_metrics);
     TB_RUN(mfu_is_reported_against_the_peak_the_user_sets);
@@ -400,5 +447,6 @@ int main(void) {
     TB_RUN(two_runs_of_the_binary_write_identical_losses);
     TB_RUN(a_nan_loss_stops_training_naming_the_step_and_its_metrics_line_stays_valid_json);
     TB_RUN(a_run_records_its_measurement_conditions_and_a_contended_run_is_seen_as_contended);
+    TB_RUN(the_thread_policy_is_recorded_with_who_chose_it);
     return tb_test_summary();
 }

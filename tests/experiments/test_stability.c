@@ -218,6 +218,39 @@ TB_TEST(a_record_without_conditions_is_not_verifiable) {
     free(out);
 }
 
+// Timings compared across runs must come from runs that occupied the same number of cores:
+// one thread against two on a 2-core host measures the thread counts, not the layouts.
+TB_TEST(a_ratio_of_runs_on_unequal_thread_counts_is_not_proven) {
+    const char *root = fx_fresh_dir("gate_unequal");
+    fx_numbers one = steady(), two = steady(), eight = steady();
+    one.cond.threads = 1;
+    two.cond.threads = 2;
+    eight.cond.threads = 8;  // 8 threads on 2 cores occupy both, like two
+    write_record(root, "one", &one);
+    write_record(root, "two", &two);
+    write_record(root, "eight", &eight);
+    static const char *const runs[] = {"one", "two", "eight", NULL};
+    json_t *claims = json_array();
+    add_claim(claims, root, "unequal", "ratio",
+              "{\"numerator\": {\"parser\": \"tokens_per_s\", \"records\": [\"two\"]},"
+              " \"denominator\": {\"parser\": \"tokens_per_s\", \"records\": [\"one\"]}}",
+              runs, NULL);
+    add_claim(claims, root, "equal", "ratio",
+              "{\"numerator\": {\"parser\": \"tokens_per_s\", \"records\": [\"eight\"]},"
+              " \"denominator\": {\"parser\": \"tokens_per_s\", \"records\": [\"two\"]}}",
+              runs, "{\"accept_oversubscribed\": true}");
+    write_claims(root, claims);
+    char *out;
+    int rc = prove(root, "unequal", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/unequal (unequal threads: run one ran its 1 thread on 1 of 2 "
+                                    "usable cores, run two on 2"),
+             "unequal thread counts: exit %d", rc);
+    free(out);
+    rc = prove(root, "equal", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/equal"), "8 and 2 threads both occupy the 2 cores: exit %d", rc);
+    free(out);
+}
+
 // A real run beside two busy loops (bounded: each ends itself after 20 s).
 TB_TEST(a_real_run_beside_busy_loops_proves_its_bytes_but_not_its_speed) {
     const char *root = fx_fresh_dir("gate_e2e");
@@ -263,6 +296,7 @@ int main(void) {
     TB_RUN(a_step_three_times_the_others_is_unstable);
     TB_RUN(repetitions_spread_25_percent_are_unstable);
     TB_RUN(a_record_without_conditions_is_not_verifiable);
+    TB_RUN(a_ratio_of_runs_on_unequal_thread_counts_is_not_proven);
     TB_RUN(a_real_run_beside_busy_loops_proves_its_bytes_but_not_its_speed);
     return tb_test_summary();
 }

@@ -1,6 +1,7 @@
 #include "backend/cpu/kernels.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -348,6 +349,29 @@ void cpu_set_num_threads(int n) {
     openblas_set_num_threads(n);
 }
 
+int cpu_threads_per_rank(int requested, int ranks_in_process, int ranks_on_host) {
+    if (requested > 0) return requested;
+    if (ranks_in_process > 1) return 1;
+    int cores = omp_get_num_procs();  // the affinity mask's CPUs
+    int share = cores / (ranks_on_host > 0 ? ranks_on_host : 1);
+    return share > 0 ? share : 1;
+}
+
+// Set by cpu_runtime_select before it re-executes the program, so that the new image knows
+// the policy is the engine's default and not the user's.
+#define TB_WAIT_POLICY_MARK "TB_OMP_WAIT_POLICY_SET_BY"
+
+const char *cpu_openmp_wait_policy(const char **source) {
+    const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    static _Thread_local char described[96];
+    *source = getenv(TB_WAIT_POLICY_MARK) ? "engine default" : policy || spin ? "environment" : "libgomp default";
+    if (!policy && !spin) return "unset";  // libgomp: spin about 300000 rounds, then sleep
+    snprintf(described, sizeof described, "%s%s%s", policy ? policy : "", policy && spin ? ", " : "",
+             spin ? "GOMP_SPINCOUNT=" : "");
+    if (spin) snprintf(described + strlen(described), sizeof described - strlen(described), "%s", spin);
+    return described;
+}
+
 int cpu_get_num_threads(void) { return omp_get_max_threads(); }
 int cpu_get_blas_num_threads(void) { return openblas_get_num_threads(); }
 
@@ -360,19 +384,38 @@ const char *cpu_blas_name(void) {
     return name;
 }
 
-void cpu_blas_select_kernels(char **argv) {
-    if (getenv("OPENBLAS_CORETYPE")) return;
+// The faster kernels OpenBLAS should have chosen, or NULL when its choice stands.
+static const char *better_blas_core(void) {
+    if (getenv("OPENBLAS_CORETYPE")) return NULL;
     const char *core = openblas_get_corename();
     if (strcasecmp(core, "prescott") != 0 && strcasecmp(core, "core2") != 0 && strcasecmp(core, "nehalem") != 0)
-        return;
+        return NULL;
     __builtin_cpu_init();
-    const char *better = __builtin_cpu_supports("avx512f")                                  ? "SkylakeX"
-                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell"
-                                                                                            : NULL;
-    if (!better) return;
-    setenv("OPENBLAS_CORETYPE", better, 1);
+    return __builtin_cpu_supports("avx512f")                                  ? "SkylakeX"
+           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell"
+                                                                              : NULL;
+}
+
+void cpu_runtime_select(char **argv) {
+    const char *core = better_blas_core();
+    const int wait_policy = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
+    if (!core && !wait_policy) return;
+    if (core) setenv("OPENBLAS_CORETYPE", core, 1);
+    if (wait_policy) {
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+        setenv(TB_WAIT_POLICY_MARK, "pretrain_gpt", 1);
+    }
     execv("/proc/self/exe", argv);
-    // exec failed: carry on with the generic kernels
-    fprintf(stderr, "note: OpenBLAS chose its generic '%s' kernels; re-exec with OPENBLAS_CORETYPE=%s failed\n",
-            core, better);
+    // exec failed: the libraries keep what they chose when they loaded; say so, and leave
+    // the environment as they read it, so that the record tells the truth
+    int e = errno;
+    if (core) unsetenv("OPENBLAS_CORETYPE");
+    if (wait_policy) {
+        unsetenv("OMP_WAIT_POLICY");
+        unsetenv(TB_WAIT_POLICY_MARK);
+    }
+    fprintf(stderr, "note: re-exec with%s%s%s failed (%s): OpenBLAS keeps its '%s' kernels and OpenMP its "
+                    "default wait policy\n",
+            core ? " OPENBLAS_CORETYPE=" : "", core ? core : "", wait_policy ? " OMP_WAIT_POLICY=PASSIVE" : "",
+            strerror(e), openblas_get_corename());
 }

@@ -97,16 +97,36 @@ void cpu_cross_entropy_backward(float *probs_to_dlogits, const int32_t *targets,
 // Σ x² in double, summed in fixed blocks so the result is independent of thread count.
 double cpu_sum_squares(const float *x, size_t n);
 
-// OpenBLAS picks its kernels from the CPU model when it loads. OpenBLAS 0.3.21 (Debian 12)
-// does not know recent Xeons and falls back to its generic SSE3 "Prescott" kernels, at a
-// third of the speed. Called first thing in main: when OPENBLAS_CORETYPE is unset and the
-// generic kernels were chosen on a CPU with AVX-512 (or AVX2 + FMA), it sets
-// OPENBLAS_CORETYPE=SkylakeX (or Haswell) and re-executes the program, once. A user's own
-// OPENBLAS_CORETYPE is always respected.
-void cpu_blas_select_kernels(char **argv);
+// What the CPU libraries choose once, when they load, before main runs:
+// - OpenBLAS picks its kernels from the CPU model. OpenBLAS 0.3.21 (Debian 12) does not know
+//   recent Xeons and falls back to its generic SSE3 "Prescott" kernels, at a third of the
+//   speed: on a CPU with AVX-512 (or AVX2 + FMA) OPENBLAS_CORETYPE=SkylakeX (or Haswell).
+// - libgomp reads its wait policy: waiting threads sleep (OMP_WAIT_POLICY=PASSIVE), see
+//   the thread policy below.
+// Called first thing in main: when either must change, it sets the environment and
+// re-executes the program, once. A user's OPENBLAS_CORETYPE, OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT is always respected.
+void cpu_runtime_select(char **argv);
 
 // Sets OpenBLAS's and OpenMP's thread counts (0: all cores).
 void cpu_set_num_threads(int n);
+
+// --- the thread policy (docs/ARCHITECTURE.md, "Ranks and threads") -------------------
+// Threads for one rank: `requested` (--num-threads) when positive; else 1 when several
+// rank threads share this process (concurrent callers of OpenBLAS's threaded path contend
+// for its one pool); else the usable cores divided among the ranks on this host (at least
+// 1). One rank alone, or a thread per rank, each occupies every core of a small host, so
+// layouts compared there use the same cores; where they do not, conditions.json says so
+// and prove's stability gate refuses to compare their timings.
+int cpu_threads_per_rank(int requested, int ranks_in_process, int ranks_on_host);
+
+// Waiting OpenMP threads sleep instead of spinning. libgomp spins about 300000 rounds at
+// every barrier before it sleeps; when another process takes one of the cores, a team
+// with a statically scheduled region then waits spinning for its descheduled member, and a
+// 2-thread step measured 5x slower beside one busy process (README, "Thread policy").
+// The policy libgomp read ("PASSIVE", "ACTIVE, GOMP_SPINCOUNT=1000", "unset") and who set
+// it: "engine default" (cpu_runtime_select), "environment" or "libgomp default".
+const char *cpu_openmp_wait_policy(const char **source);
 int cpu_get_num_threads(void);
 // The threads OpenBLAS runs a call with on this thread (openblas_get_num_threads).
 int cpu_get_blas_num_threads(void);
