@@ -153,6 +153,18 @@ static void manifest_stamp(const char *manifest_path, char *out, size_t size) {
 // ---------------------------------------------------------------------------------------
 // Opening
 
+static int has_column(sqlite3 *db, const char *table, const char *column) {
+    sqlite3_stmt *st;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2", -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, column, -1, SQLITE_STATIC);
+    found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
 int tb_catalog_open(sqlite3 **db, const char *artifacts, tb_error *err) {
     *db = NULL;
     if (tb_mkdir_p(artifacts, err) != 0) return tb_fail_prefix(err, "artifacts directory");
@@ -174,13 +186,18 @@ int tb_catalog_open(sqlite3 **db, const char *artifacts, tb_error *err) {
         if (rc == 0) {
             if (sqlite3_step(st) == SQLITE_ROW) {
                 const char *v = (const char *)sqlite3_column_text(st, 0);
-                if (v && !strcmp(v, "1")) {
+                if (v && (!strcmp(v, "1") || !strcmp(v, "2"))) {
                     // schema 1 held repetitions as the manifests said them, 0-based before
                     // manifest_version 2; forgetting every manifest's stamp makes the next
-                    // sync re-read each record and store its 1-based repetition. Claims and
-                    // their prove history are kept.
-                    rc = exec_sql(*db, "UPDATE runs SET manifest_stamp = ''; UPDATE meta SET value = '"
-                                  TB_CATALOG_SCHEMA_VERSION "' WHERE key = 'schema_version';", err);
+                    // sync re-read each record and store its 1-based repetition. Schema 2
+                    // lacked claims.at_most; the next sync re-reads every claims.json. Claims
+                    // and their prove history are kept.
+                    rc = exec_sql(*db, !strcmp(v, "1") ? "UPDATE runs SET manifest_stamp = '';" : "", err);
+                    if (rc == 0 && !has_column(*db, "claims", "at_most"))
+                        rc = exec_sql(*db, "ALTER TABLE claims ADD COLUMN at_most REAL;", err);
+                    if (rc == 0)
+                        rc = exec_sql(*db, "UPDATE meta SET value = '" TB_CATALOG_SCHEMA_VERSION
+                                      "' WHERE key = 'schema_version';", err);
                 } else if (!v || strcmp(v, TB_CATALOG_SCHEMA_VERSION) != 0)
                     rc = tb_fail(err, "%s: catalogue schema version %s, this tracebook writes %s: delete the file "
                                       "(every command rebuilds it from the records)",
@@ -523,14 +540,15 @@ int tb_catalog_add_claims(sqlite3 *db, const char *path, tb_error *err) {
         return -1;
     }
     rc = prepare(db, &upsert,
-                 "INSERT INTO claims(experiment, version, id, value, parser, text, runs, args, relative_tolerance) "
-                 "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(experiment, version, id) DO UPDATE SET "
-                 "proven_at = CASE WHEN value IS excluded.value AND parser IS excluded.parser AND runs IS excluded.runs"
-                 " AND args IS excluded.args THEN proven_at END, "
-                 "proven_value = CASE WHEN value IS excluded.value AND parser IS excluded.parser"
-                 " AND runs IS excluded.runs AND args IS excluded.args THEN proven_value END, "
-                 "value = excluded.value, parser = excluded.parser, text = excluded.text, runs = excluded.runs, "
-                 "args = excluded.args, relative_tolerance = excluded.relative_tolerance",
+                 "INSERT INTO claims(experiment, version, id, value, parser, text, runs, args, relative_tolerance, "
+                 "at_most) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT(experiment, version, id) DO "
+                 "UPDATE SET "
+                 "proven_at = CASE WHEN value IS excluded.value AND at_most IS excluded.at_most AND parser IS "
+                 "excluded.parser AND runs IS excluded.runs AND args IS excluded.args THEN proven_at END, "
+                 "proven_value = CASE WHEN value IS excluded.value AND at_most IS excluded.at_most AND parser IS "
+                 "excluded.parser AND runs IS excluded.runs AND args IS excluded.args THEN proven_value END, "
+                 "value = excluded.value, at_most = excluded.at_most, parser = excluded.parser, text = excluded.text, "
+                 "runs = excluded.runs, args = excluded.args, relative_tolerance = excluded.relative_tolerance",
                  err);
     if (rc == 0)
         rc = prepare(db, &prune,
@@ -550,8 +568,9 @@ int tb_catalog_add_claims(sqlite3 *db, const char *path, tb_error *err) {
         sqlite3_bind_text(upsert, 1, json_string_value(exp), -1, SQLITE_TRANSIENT);
         sqlite3_bind_int64(upsert, 2, json_integer_value(ver));
         sqlite3_bind_text(upsert, 3, json_string_value(json_object_get(c, "id")), -1, SQLITE_TRANSIENT);
-        // a claim that bounds its number (at_most) states none: value is NULL
+        // a claim states its number (value) or bounds it (at_most); the other is NULL
         bind_json_real(upsert, 4, json_object_get(c, "value"));
+        bind_json_real(upsert, 10, json_object_get(c, "at_most"));
         bind_text(upsert, 5, json_string_value(json_object_get(c, "parser")));
         bind_text(upsert, 6, json_string_value(json_object_get(c, "text")));
         bind_json_sorted(upsert, 7, json_object_get(c, "runs"));

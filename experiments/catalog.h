@@ -23,7 +23,9 @@
     TB_OPTION("--artifacts", type, field, TB_OPT_STRING, TB_ARTIFACTS_DEFAULT, "DIR", "the artifacts root")
 // 2: runs.repetition is 1-based for every record (record.h, tb_manifest_repetition). A schema-1
 // catalogue is brought to 2 on open: its runs are re-read at the next sync.
-#define TB_CATALOG_SCHEMA_VERSION "2"
+// 3: claims.at_most, the bound of a claim that bounds its number instead of stating it. A
+// schema-2 catalogue gains the column on open; the next sync fills it from claims.json.
+#define TB_CATALOG_SCHEMA_VERSION "3"
 // A record whose manifest says "running" but whose heartbeat is older than this (or absent)
 // is catalogued as "incomplete": its runner died.
 #define TB_HEARTBEAT_STALE_S 60
@@ -52,7 +54,7 @@
     /* claims.json's claims; proven_at (UTC, ISO 8601) and proven_value are the last successful */            \
     /* `tracebook prove` (NULL when never proven, or when the last prove failed) */                           \
     "CREATE TABLE IF NOT EXISTS claims(experiment TEXT NOT NULL, version INTEGER NOT NULL, id TEXT NOT NULL," \
-    " value REAL, parser TEXT, text TEXT, runs TEXT, args TEXT, relative_tolerance REAL,"                     \
+    " value REAL, at_most REAL, parser TEXT, text TEXT, runs TEXT, args TEXT, relative_tolerance REAL,"       \
     " proven_at TEXT, proven_value REAL, PRIMARY KEY(experiment, version, id));\n"
 
 // Opens <artifacts>/catalog.sqlite, creating the directory, the file and the schema when

@@ -207,6 +207,47 @@ TB_TEST(add_claims_upserts_prunes_and_keeps_proof_of_unchanged_claims) {
     sqlite3_close(db);
 }
 
+// A claim that bounds its number keeps its bound in the catalogue (no value dropped), and a
+// changed bound is no longer proven. A schema-2 catalogue, which had no column for it, gains
+// one on open.
+TB_TEST(a_bounded_claim_keeps_its_at_most_and_schema_2_catalogues_gain_it) {
+    const char *root = fx_fresh_dir("claims_at_most");
+    char path[FX_PATH];
+    tb_mkdir_p(fx_path(path, sizeof path, "%s/cat/v1", root), NULL);
+    fx_path(path, sizeof path, "%s/cat/v1/" TB_EXPERIMENT_CLAIMS, root);
+    static const char *const bounded = "{\"experiment\":\"cat\",\"version\":1,\"claims\":["
+                                       "{\"id\":\"same\",\"at_most\":%s,\"parser\":\"relative_difference\","
+                                       "\"runs\":[\"r1\",\"r2\"]}]}";
+    char text[512];
+    snprintf(text, sizeof text, bounded, "1e-6");
+    fx_write_text(path, text);
+    sqlite3 *db;
+    tb_error err;
+    TB_REQUIRE(tb_catalog_open(&db, root, &err) == 0, "open: %s", err.msg);
+    TB_REQUIRE(tb_catalog_add_claims(db, path, &err) == 0, "add: %s", err.msg);
+    TB_CHECK(query_int(db, "SELECT count(*) FROM claims WHERE id = 'same' AND value IS NULL AND at_most = 1e-6") == 1,
+             "the bound is stored, the value is NULL");
+    sqlite3_exec(db, "UPDATE claims SET proven_at = 'then', proven_value = 0", NULL, NULL, NULL);
+    snprintf(text, sizeof text, bounded, "0.5");
+    fx_write_text(path, text);
+    TB_REQUIRE(tb_catalog_add_claims(db, path, &err) == 0, "add again: %s", err.msg);
+    TB_CHECK(query_int(db, "SELECT count(*) FROM claims WHERE at_most = 0.5 AND proven_at IS NULL") == 1,
+             "a changed bound is no longer proven");
+    // what a tracebook of schema 2 left: no at_most column
+    TB_REQUIRE(sqlite3_exec(db, "ALTER TABLE claims DROP COLUMN at_most;"
+                                "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
+                            NULL, NULL, NULL) == SQLITE_OK,
+               "%s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+    TB_REQUIRE(tb_catalog_open(&db, root, &err) == 0, "reopen a schema-2 catalogue: %s", err.msg);
+    TB_REQUIRE(tb_catalog_add_claims(db, path, &err) == 0, "add after the upgrade: %s", err.msg);
+    TB_CHECK(query_int(db, "SELECT count(*) FROM claims WHERE at_most = 0.5") == 1, "the bound is back");
+    char *v = query_text(db, "SELECT value FROM meta WHERE key = 'schema_version'");
+    TB_CHECK(!strcmp(v, TB_CATALOG_SCHEMA_VERSION), "schema version now %s", v);
+    free(v);
+    sqlite3_close(db);
+}
+
 TB_TEST(rebuild_follows_the_artifacts_and_reports_incomplete_records) {
     const char *root = engine_records("rebuild");
     char rec[FX_PATH], path[FX_PATH];
@@ -404,6 +445,7 @@ int main(void) {
     TB_RUN(a_diverged_run_is_catalogued_and_shown_with_its_nan_losses);
     TB_RUN(add_run_skips_the_cut_last_line_of_a_killed_run);
     TB_RUN(add_claims_upserts_prunes_and_keeps_proof_of_unchanged_claims);
+    TB_RUN(a_bounded_claim_keeps_its_at_most_and_schema_2_catalogues_gain_it);
     TB_RUN(rebuild_follows_the_artifacts_and_reports_incomplete_records);
     TB_RUN(a_writer_killed_mid_record_leaves_the_catalogue_consistent);
     TB_RUN(ls_lists_experiments_then_runs_with_median_throughput);
