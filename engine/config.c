@@ -47,6 +47,11 @@ const tb_option tb_config_options[] = {
         "false", NULL, "model", "separate output-layer weight instead of the tied word embedding"),
     OPT("--position-embedding-type", position_embedding_type, TB_OPT_CHOICE, "learned_absolute",
         "learned_absolute|rope|none", "model", "position embedding"),
+    OPT("--rotary-percent", rotary_percent, TB_OPT_FLOAT, "1.0", NULL, "model",
+        "rope: share of each head's channels rotated (rotary dim = head size x this, even)"),
+    OPT("--rotary-base", rotary_base, TB_OPT_INT, "10000", NULL, "model", "rope: base of the rotation frequencies"),
+    OPT("--rotary-interleaved", rotary_interleaved, TB_OPT_BOOL, "false", NULL, "model",
+        "rope: rotate channel pairs (2i, 2i+1) instead of (i, i + dim/2)"),
     OPT("--init-method-std", init_method_std, TB_OPT_FLOAT, "0.02", NULL, "model",
         "std of the normal weight init (output projections: std / sqrt(2 x layers))"),
     OPT("--hidden-dropout", hidden_dropout, TB_OPT_FLOAT, "0", NULL, "model", "dropout after projections"),
@@ -433,6 +438,27 @@ int config_validate(const tb_config *c, tb_error *err) {
         violated(&r, "vocab_size (%d) must be at most 65536 (token files hold uint16 ids)", c->vocab_size);
     if (c->norm_epsilon <= 0) violated(&r, "norm_epsilon (%g) must be positive", c->norm_epsilon);
     if (c->init_method_std < 0) violated(&r, "init_method_std (%g) must be non-negative", c->init_method_std);
+    if (c->position_embedding_type == TB_POS_ROPE) {
+        const int hs = c->hidden_size / c->num_attention_heads;
+        const double rot = hs * c->rotary_percent;
+        if (!(c->rotary_percent > 0 && c->rotary_percent <= 1))
+            violated(&r, "rotary_percent (%g) must be in (0, 1]", c->rotary_percent);
+        else if (rot != floor(rot) || (long)rot % 2 != 0)
+            violated(&r, "the rotary dimension, head size %d x rotary_percent %g = %g, must be an even integer", hs,
+                     c->rotary_percent, rot);
+        if (c->rotary_base <= 0) violated(&r, "rotary_base (%d) must be positive", c->rotary_base);
+    } else {
+        // rope's settings without rope would be silently ignored
+        const char *pos = config_choice_name("position_embedding_type", c->position_embedding_type);
+        if (c->rotary_percent != 1.0)
+            violated(&r, "rotary_percent (%g) applies only with position_embedding_type rope (is %s)",
+                     c->rotary_percent, pos);
+        if (c->rotary_base != 10000)
+            violated(&r, "rotary_base (%d) applies only with position_embedding_type rope (is %s)", c->rotary_base,
+                     pos);
+        if (c->rotary_interleaved)
+            violated(&r, "rotary_interleaved applies only with position_embedding_type rope (is %s)", pos);
+    }
 
     // Parallel layout
     const int model_parallel = tp * cp * pp;
@@ -565,9 +591,6 @@ int config_validate(const tb_config *c, tb_error *err) {
         violated(&r, "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)");
     if (ep > 1) violated(&r, "expert_model_parallel_size %d: not supported yet", ep);
     if (c->num_experts > 0) violated(&r, "num_experts %d (MoE): not supported yet", c->num_experts);
-    if (c->position_embedding_type != TB_POS_LEARNED_ABSOLUTE)
-        violated(&r, "position_embedding_type %s: not supported yet (learned_absolute only)",
-                 config_choice_name("position_embedding_type", c->position_embedding_type));
     if (c->hidden_dropout != 0) violated(&r, "hidden_dropout %g: dropout is not supported yet", c->hidden_dropout);
     if (c->attention_dropout != 0)
         violated(&r, "attention_dropout %g: dropout is not supported yet", c->attention_dropout);

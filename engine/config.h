@@ -47,6 +47,9 @@ typedef struct tb_config {
     int disable_bias_linear;
     int untie_embeddings_and_output_weights;
     int position_embedding_type;  // enum tb_position_embedding
+    double rotary_percent;        // rope: the share of each head's channels rotated
+    int rotary_base;              // rope: θ_i = position · base^(−2i / rotary dim)
+    int rotary_interleaved;       // rope: rotate channel pairs (2i, 2i+1), not (i, i + dim/2)
     double init_method_std;
     double hidden_dropout;
     double attention_dropout;

@@ -94,9 +94,11 @@ static void build_layout(gpt_model *m, layout *lay) {
     wte->hf_rows = m->V;
     wte->init_std = std;
     split(wte, tp, 0, 1, m->Vp, 0, 0);  // VocabParallelEmbedding
-    gpt_param *wpe = add_param(lay, "wpe.weight", 2, m->maxT, C);
-    wpe->decay = 1;
-    wpe->init_std = std;
+    if (c->position_embedding_type == TB_POS_LEARNED_ABSOLUTE) {  // rope rotates q and k instead; none: NoPE
+        gpt_param *wpe = add_param(lay, "wpe.weight", 2, m->maxT, C);
+        wpe->decay = 1;
+        wpe->init_std = std;
+    }
     for (int l = 0; l < c->num_layers; l++) {
 #define NAME(suffix) (snprintf(name, sizeof name, "h.%d.%s", l, suffix), name)
         sp_partial(add_vector(lay, NAME("ln_1.weight"), C, 1.0f));

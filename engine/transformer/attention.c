@@ -1,4 +1,5 @@
 // attention.c — self-attention: ColumnParallel qkv → core attention → RowParallel proj.
+#include "backend/cpu/kernels.h"
 #include "core/ranges.h"
 #include "tensor_parallel/layers.h"
 #include "transformer/transformer_layer.h"
@@ -12,6 +13,14 @@ void self_attention_forward(const transformer_layer_spec *spec, int layer, const
     // (N,C) -> (N,QKV): this rank's heads
     column_parallel_linear_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, d->N, d->C, d->QKV);
     TB_RANGE_POP();
+
+    if (d->rope_dim) {
+        // q and k rotated in place: the saved qkv is what the attention core reads
+        TB_RANGE_PUSH("layer.%d.attention.rotary_pos_emb", layer);
+        cpu_rope_apply(a->qkv, d->rope_cos, d->rope_sin, d->B, d->T, d->QKV, d->NH + d->G, d->hs, d->rope_dim,
+                       d->rope_interleaved, 0);
+        TB_RANGE_POP();
+    }
 
     TB_RANGE_PUSH("layer.%d.attention.core", layer);
     // (N,QKV) -> (N,CA); probs (B,NH,T,T) saved unless selective recompute
@@ -43,6 +52,14 @@ void self_attention_backward(const transformer_layer_spec *spec, int layer, cons
     spec->core_attention->backward(ws->d_qkv, ws->attn_scratch, ws->d_atty, a->qkv, a->probs, d->B, d->T,
                                    d->NH, d->G, d->hs);
     TB_RANGE_POP();
+
+    if (d->rope_dim) {
+        // the gradient at the rotated q, k, rotated back: that at the qkv GEMM's output
+        TB_RANGE_PUSH("layer.%d.attention.rotary_pos_emb.backward", layer);
+        cpu_rope_apply(ws->d_qkv, d->rope_cos, d->rope_sin, d->B, d->T, d->QKV, d->NH + d->G, d->hs, d->rope_dim,
+                       d->rope_interleaved, 1);
+        TB_RANGE_POP();
+    }
 
     TB_RANGE_PUSH("layer.%d.attention.qkv.backward", layer);
     column_parallel_linear_backward(&d->tp, dln1, ws->full, g->qkv_w, g->qkv_b, ws->d_qkv, a->ln1, p->qkv_w,

@@ -1,5 +1,6 @@
 #include "transformer/transformer_layer.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #include "backend/cpu/kernels.h"
@@ -22,6 +23,11 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, int fc1_factor, tb_group *
     d.F1 = fc1_factor * d.F;
     d.eps = (float)cfg->norm_epsilon;
     d.tp = (tb_tp_region){tp_group, cfg->sequence_parallel, d.B, d.T, d.C, NULL};
+    const int rope = cfg->position_embedding_type == TB_POS_ROPE;
+    d.rope_dim = rope ? (int)lround(d.hs * cfg->rotary_percent) : 0;
+    d.rope_interleaved = rope && cfg->rotary_interleaved;
+    d.rope_base = cfg->rotary_base;
+    d.rope_cos = d.rope_sin = NULL;
     return d;
 }
 
@@ -99,11 +105,21 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
     ws->attn_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, 2 * (size_t)d->T * d->T * f, "attention scratch");
     ws->staging = sp ? tb_alloc(mem, TB_MEM_COMM, N * d->C * f, "sequence-parallel staging") : NULL;
     d->tp.staging = ws->staging;
+    ws->rope_cos = ws->rope_sin = NULL;
+    if (d->rope_dim) {
+        const size_t table = (size_t)d->T * (d->rope_dim / 2) * f;
+        ws->rope_cos = tb_alloc(mem, TB_MEM_WORKSPACE, table, "rope cos table");
+        ws->rope_sin = tb_alloc(mem, TB_MEM_WORKSPACE, table, "rope sin table");
+        cpu_rope_tables(ws->rope_cos, ws->rope_sin, d->T, d->rope_dim, d->rope_base);
+    }
+    d->rope_cos = ws->rope_cos;
+    d->rope_sin = ws->rope_sin;
 }
 
 void transformer_workspace_free(transformer_workspace *ws, tb_allocator *mem) {
     float **all[] = {&ws->branch, &ws->full,  &ws->norm_out, &ws->d_norm_out,   &ws->d_mid,  &ws->d_qkv,
-                     &ws->d_atty, &ws->d_fc1, &ws->d_act,    &ws->attn_scratch, &ws->staging};
+                     &ws->d_atty, &ws->d_fc1, &ws->d_act,    &ws->attn_scratch, &ws->staging,
+                     &ws->rope_cos, &ws->rope_sin};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         tb_free(mem, *all[i]);
         *all[i] = NULL;

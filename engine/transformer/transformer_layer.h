@@ -37,6 +37,11 @@ typedef struct tb_layer_dims {
     float eps;
     tb_tp_region tp;    // the tensor-parallel group and sequence parallelism (tp.staging is set
                         // by transformer_workspace_alloc)
+    // rotary position embedding: channels rotated per head (0: none), pairing, base; the
+    // tables (T, rope_dim / 2) are set by transformer_workspace_alloc
+    int rope_dim, rope_interleaved;
+    double rope_base;
+    const float *rope_cos, *rope_sin;
 } tb_layer_dims;
 
 // Parameters (or their gradients: same struct, same layout). Biases are NULL without
@@ -74,6 +79,7 @@ typedef struct transformer_workspace {
     float *d_fc1;            // (N,F1)
     float *d_act;            // (N,F)
     float *attn_scratch;     // (2,T,T)
+    float *rope_cos, *rope_sin;  // (T, rope_dim / 2) each: rope's rotation; NULL without rope
     float *staging;          // (N,C) rank-major staging of the sequence-parallel mappings
 } transformer_workspace;
 

@@ -570,11 +570,27 @@ TB_TEST(expert_parallelism_and_moe_are_refused_as_not_supported_yet) {
         ONLY("num_experts=4", "num_experts 4 (MoE): not supported yet"));
 }
 
-TB_TEST(rope_and_no_position_embedding_are_refused_as_not_supported_yet) {
-    CHECK_CASES(
-        ONLY("position_embedding_type=rope", "position_embedding_type rope: not supported yet (learned_absolute only)"),
-        ONLY("position_embedding_type=none",
-             "position_embedding_type none: not supported yet (learned_absolute only)"));
+// RoPE as Megatron: the rotary dimension is head size x rotary_percent, an even integer;
+// rope's settings without rope are refused rather than ignored.
+TB_TEST(rope_settings_follow_megatron_and_are_refused_without_rope) {
+    CHECK_CASES(IS_VALID("position_embedding_type=rope"),
+                IS_VALID("position_embedding_type=none"),
+                IS_VALID("position_embedding_type=rope rotary_percent=0.5 rotary_base=500000 rotary_interleaved=1"),
+                ONLY("position_embedding_type=rope rotary_percent=0",
+                     "rotary_percent (0) must be in (0, 1]"),
+                ONLY("position_embedding_type=rope rotary_percent=1.5", "rotary_percent (1.5) must be in (0, 1]"),
+                // hidden 64 / 4 heads: head size 16
+                ONLY("position_embedding_type=rope hidden_size=64 num_attention_heads=4 rotary_percent=0.3",
+                     "the rotary dimension, head size 16 x rotary_percent 0.3 = 4.8, must be an even integer"),
+                ONLY("position_embedding_type=rope hidden_size=64 num_attention_heads=4 rotary_percent=0.5625",
+                     "the rotary dimension, head size 16 x rotary_percent 0.5625 = 9, must be an even integer"),
+                ONLY("position_embedding_type=rope rotary_base=0", "rotary_base (0) must be positive"),
+                ONLY("rotary_percent=0.5",
+                     "rotary_percent (0.5) applies only with position_embedding_type rope (is learned_absolute)"),
+                ONLY("position_embedding_type=none rotary_base=500",
+                     "rotary_base (500) applies only with position_embedding_type rope (is none)"),
+                ONLY("rotary_interleaved=1",
+                     "rotary_interleaved applies only with position_embedding_type rope (is learned_absolute)"));
 }
 
 TB_TEST(dropout_above_zero_is_refused_as_not_supported_yet) {
@@ -593,12 +609,11 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
     // world 4, dp 1: two microbatches, a multiple of pp
     tb_config c = config_with("pipeline_model_parallel_size=2 virtual_pipeline_model_parallel_size=2 "
                               "context_parallel_size=2 global_batch_size=8 num_experts=4 sequence_parallel=1 "
-                              "position_embedding_type=rope hidden_dropout=0.1 attention_dropout=0.1");
+                              "hidden_dropout=0.1 attention_dropout=0.1");
     static const char *const expected[] = {
         "context_parallel_size 2: not supported yet",
         "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)",
         "num_experts 4 (MoE): not supported yet",
-        "position_embedding_type rope: not supported yet (learned_absolute only)",
         "hidden_dropout 0.1: dropout is not supported yet",
         "attention_dropout 0.1: dropout is not supported yet",
     };
@@ -611,7 +626,7 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
     const char *p = e.msg;
     int n = 0;
     while ((p = strstr(p, "not supported yet")) != NULL) n++, p++;
-    TB_CHECK(n == 5, "%d lines say \"not supported yet\": \"%s\"", n, e.msg);
+    TB_CHECK(n == 4, "%d lines say \"not supported yet\": \"%s\"", n, e.msg);
 
     // Expert parallelism cannot join context parallelism (a rule, not a refusal); with
     // pipeline and data parallelism it is refused as not supported yet.
@@ -684,7 +699,7 @@ int main(void) {
     TB_RUN(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout);
     TB_RUN(pipeline_split_violations_are_refused_naming_the_layout);
     TB_RUN(expert_parallelism_and_moe_are_refused_as_not_supported_yet);
-    TB_RUN(rope_and_no_position_embedding_are_refused_as_not_supported_yet);
+    TB_RUN(rope_settings_follow_megatron_and_are_refused_without_rope);
     TB_RUN(dropout_above_zero_is_refused_as_not_supported_yet);
     TB_RUN(unsupported_values_are_named_only_once_every_rule_passes);
     TB_RUN(all_unsupported_values_together_are_all_listed);

@@ -208,6 +208,92 @@ TB_TEST(attention_backward_matches_finite_differences) { attention_check(4, 4); 
 TB_TEST(grouped_query_attention_backward_matches_finite_differences) { attention_check(4, 2); }
 
 // ---------------------------------------------------------------------------------------
+// rotary position embedding
+
+typedef struct {
+    int B, T, row, heads, hs, dim, interleaved;
+    float *x, *y, *cos_t, *sin_t, *R;
+} rope_case;
+
+static double rope_objective(void *p) {
+    rope_case *c = p;
+    size_t n = (size_t)c->B * c->T * c->row;
+    memcpy(c->y, c->x, n * sizeof(float));
+    cpu_rope_apply(c->y, c->cos_t, c->sin_t, c->B, c->T, c->row, c->heads, c->hs, c->dim, c->interleaved, 0);
+    return dot(c->y, c->R, n);
+}
+
+// The rotation's gradient is its transpose (inverse = 1), checked against finite
+// differences; channels outside the rotated ones pass through untouched.
+static void rope_check(int interleaved, int dim) {
+    rope_case c = {2, 5, 3 * 8 + 8, 3, 8, dim, interleaved, NULL, NULL, NULL, NULL, NULL};  // 3 heads + a V part
+    size_t n = (size_t)c.B * c.T * c.row, table = (size_t)c.T * (dim / 2);
+    c.x = randn(n, 1), c.y = zeros(n), c.R = randn(n, 1), c.cos_t = zeros(table), c.sin_t = zeros(table);
+    cpu_rope_tables(c.cos_t, c.sin_t, c.T, dim, 10000.0);
+    float *dx = malloc(n * sizeof(float));
+    memcpy(dx, c.R, n * sizeof(float));
+    cpu_rope_apply(dx, c.cos_t, c.sin_t, c.B, c.T, c.row, c.heads, c.hs, dim, interleaved, 1);
+    TB_CHECK(check("rope dx", c.x, dx, n, rope_objective, &c, 1e-2f, 80) == 0, "interleaved %d dim %d", interleaved,
+             dim);
+    rope_objective(&c);
+    int untouched = 1;
+    for (int r = 0; r < c.B * c.T; r++)
+        for (int j = 0; j < c.row; j++) {
+            int head = j / c.hs, ch = j % c.hs;
+            int rotated = head < c.heads && ch < dim;  // both pairings rotate channels [0, dim)
+            size_t i = (size_t)r * c.row + j;
+            if (!rotated && c.y[i] != c.x[i]) untouched = 0;
+        }
+    TB_CHECK(untouched, "channels beyond the rotary dim %d and the V part are untouched", dim);
+    free(c.x), free(c.y), free(c.R), free(c.cos_t), free(c.sin_t), free(dx);
+}
+
+TB_TEST(rope_backward_matches_finite_differences) {
+    rope_check(0, 8);
+    rope_check(1, 8);
+    rope_check(0, 4);  // rotary_percent 0.5
+    rope_check(1, 4);
+}
+
+// Megatron's rotation on known numbers: position 3, dim 4, base 10000, angles 3 and 0.03;
+// rotate_half pairs channels (0, 2) and (1, 3), interleaved (0, 1) and (2, 3).
+TB_TEST(rope_rotates_as_megatron_and_depends_only_on_relative_position) {
+    enum { T = 8 };
+    float cos_t[T * 2], sin_t[T * 2];
+    cpu_rope_tables(cos_t, sin_t, T, 4, 10000.0);
+    const double a0 = 3, a1 = 0.03;
+    for (int interleaved = 0; interleaved < 2; interleaved++) {
+        float x[T * 4] = {0};
+        for (int i = 0; i < 4; i++) x[3 * 4 + i] = (float)(i + 1);  // position 3: (1, 2, 3, 4)
+        cpu_rope_apply(x, cos_t, sin_t, 1, T, 4, 1, 4, 4, interleaved, 0);
+        const float *y = x + 3 * 4;
+        double want[4];
+        if (!interleaved) {
+            want[0] = 1 * cos(a0) - 3 * sin(a0), want[2] = 3 * cos(a0) + 1 * sin(a0);
+            want[1] = 2 * cos(a1) - 4 * sin(a1), want[3] = 4 * cos(a1) + 2 * sin(a1);
+        } else {
+            want[0] = 1 * cos(a0) - 2 * sin(a0), want[1] = 2 * cos(a0) + 1 * sin(a0);
+            want[2] = 3 * cos(a1) - 4 * sin(a1), want[3] = 4 * cos(a1) + 3 * sin(a1);
+        }
+        for (int i = 0; i < 4; i++)
+            TB_CHECK(fabs(y[i] - want[i]) < 1e-6, "interleaved %d: channel %d is %.8g, want %.8g", interleaved, i,
+                     y[i], want[i]);
+    }
+    // the same q at every position and the same k: <R_m q, R_n k> depends only on m - n
+    enum { HS = 8 };
+    float cos8[T * HS / 2], sin8[T * HS / 2], qk[T * 2 * HS];
+    cpu_rope_tables(cos8, sin8, T, HS, 10000.0);
+    float q[HS], k[HS];
+    for (int i = 0; i < HS; i++) q[i] = tb_rng_normal(&rng), k[i] = tb_rng_normal(&rng);
+    for (int t = 0; t < T; t++) memcpy(qk + t * 2 * HS, q, sizeof q), memcpy(qk + t * 2 * HS + HS, k, sizeof k);
+    cpu_rope_apply(qk, cos8, sin8, 1, T, 2 * HS, 2, HS, HS, 0, 0);
+    double near = dot(qk + 1 * 2 * HS, qk + 0 * 2 * HS + HS, HS), far = dot(qk + 6 * 2 * HS, qk + 5 * 2 * HS + HS, HS);
+    double other = dot(qk + 6 * 2 * HS, qk + 2 * 2 * HS + HS, HS);
+    TB_CHECK(fabs(near - far) < 1e-5 * fmax(1, fabs(near)), "<q1,k0> %.9g vs <q6,k5> %.9g", near, far);
+    TB_CHECK(fabs(near - other) > 1e-3, "a different distance gives a different score (%.6g vs %.6g)", near, other);
+}
+
+// ---------------------------------------------------------------------------------------
 // embedding and loss
 
 typedef struct {
@@ -290,11 +376,12 @@ static double layer_objective(void *ctx) {
     return dot(c->out, c->R, (size_t)c->d.N * c->d.C);
 }
 
-static void layer_check(int rms, int swiglu, int G, int selective) {
+static void layer_check(int rms, int swiglu, int G, int selective, int rope) {
     tb_config cfg;
     config_defaults(&cfg);
     cfg.micro_batch_size = 2, cfg.seq_length = 5, cfg.hidden_size = 16, cfg.num_attention_heads = 4;
     cfg.num_query_groups = G, cfg.ffn_hidden_size = 24, cfg.normalization = rms, cfg.swiglu = swiglu;
+    if (rope) cfg.position_embedding_type = TB_POS_ROPE, cfg.rotary_percent = 0.5;  // head size 4: 2 rotated
     config_resolve(&cfg);
     layer_case c;
     memset(&c, 0, sizeof c);
@@ -336,9 +423,14 @@ static void layer_check(int rms, int swiglu, int G, int selective) {
     TB_CHECK(mem.stats.total_current == 0, "layer buffers leaked: %zu bytes", mem.stats.total_current);
 }
 
-TB_TEST(transformer_layer_layernorm_gelu_backward_matches_finite_differences) { layer_check(0, 0, 4, 0); }
-TB_TEST(transformer_layer_rmsnorm_swiglu_gqa_backward_matches_finite_differences) { layer_check(1, 1, 2, 0); }
-TB_TEST(transformer_layer_selective_recompute_backward_matches_finite_differences) { layer_check(0, 0, 2, 1); }
+TB_TEST(transformer_layer_layernorm_gelu_backward_matches_finite_differences) { layer_check(0, 0, 4, 0, 0); }
+TB_TEST(transformer_layer_rmsnorm_swiglu_gqa_backward_matches_finite_differences) { layer_check(1, 1, 2, 0, 0); }
+TB_TEST(transformer_layer_selective_recompute_backward_matches_finite_differences) { layer_check(0, 0, 2, 1, 0); }
+// a LLaMA-style layer: RMSNorm, SwiGLU, grouped-query attention and RoPE, also recomputed
+TB_TEST(transformer_layer_llama_style_rope_backward_matches_finite_differences) {
+    layer_check(1, 1, 2, 0, 1);
+    layer_check(1, 1, 2, 1, 1);
+}
 
 // ---------------------------------------------------------------------------------------
 // the whole model: loss → every parameter tensor
@@ -357,12 +449,13 @@ static double model_objective(void *ctx) {
     return loss;
 }
 
-static void model_check(int untied, int rms) {
+static void model_check(int untied, int rms, int rope) {
     tb_config cfg;
     config_defaults(&cfg);
     cfg.num_layers = 2, cfg.hidden_size = 16, cfg.num_attention_heads = 2, cfg.seq_length = 6;
     cfg.micro_batch_size = 2, cfg.vocab_size = 37, cfg.make_vocab_size_divisible_by = 8;
     cfg.untie_embeddings_and_output_weights = untied, cfg.normalization = rms, cfg.init_method_std = 0.2;
+    if (rope) cfg.position_embedding_type = TB_POS_ROPE, cfg.rotary_interleaved = 1;
     config_resolve(&cfg);
     tb_allocator mem;
     tb_allocator_init(&mem, 0, NULL, NULL);
@@ -397,8 +490,10 @@ static void model_check(int untied, int rms) {
     TB_CHECK(mem.stats.total_current == 0, "model buffers leaked: %zu bytes", mem.stats.total_current);
 }
 
-TB_TEST(gpt_tied_layernorm_gradients_match_finite_differences) { model_check(0, 0); }
-TB_TEST(gpt_untied_rmsnorm_gradients_match_finite_differences) { model_check(1, 1); }
+TB_TEST(gpt_tied_layernorm_gradients_match_finite_differences) { model_check(0, 0, 0); }
+TB_TEST(gpt_untied_rmsnorm_gradients_match_finite_differences) { model_check(1, 1, 0); }
+// no wpe.weight: positions enter through the rotation of q and k only
+TB_TEST(gpt_rope_gradients_match_finite_differences) { model_check(1, 1, 1); }
 
 int main(void) {
     tb_rng_init(&rng, 42);
@@ -410,12 +505,16 @@ int main(void) {
     TB_RUN(swiglu_backward_matches_finite_differences);
     TB_RUN(attention_backward_matches_finite_differences);
     TB_RUN(grouped_query_attention_backward_matches_finite_differences);
+    TB_RUN(rope_backward_matches_finite_differences);
+    TB_RUN(rope_rotates_as_megatron_and_depends_only_on_relative_position);
     TB_RUN(embedding_backward_matches_finite_differences);
     TB_RUN(cross_entropy_backward_matches_finite_differences_and_ignores_padding);
     TB_RUN(transformer_layer_layernorm_gelu_backward_matches_finite_differences);
     TB_RUN(transformer_layer_rmsnorm_swiglu_gqa_backward_matches_finite_differences);
+    TB_RUN(transformer_layer_llama_style_rope_backward_matches_finite_differences);
     TB_RUN(transformer_layer_selective_recompute_backward_matches_finite_differences);
     TB_RUN(gpt_tied_layernorm_gradients_match_finite_differences);
     TB_RUN(gpt_untied_rmsnorm_gradients_match_finite_differences);
+    TB_RUN(gpt_rope_gradients_match_finite_differences);
     return tb_test_summary();
 }

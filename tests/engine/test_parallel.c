@@ -235,19 +235,45 @@ LAYOUT(pp2_tp2_dp2_matches_single_rank, "pp 2 x tp 2 + sp x dp 2 + dist-opt",
 LAYOUT(pp2_tp2_dp2_plain_matches_single_rank, "pp 2 x tp 2 x dp 2",
        (c.pipeline_model_parallel_size = 2, c.tensor_model_parallel_size = 2, c.world_size = 8), 1)
 
+// Layouts of a model other than the reference's, each against that model's single rank.
+static void compare_model(tb_config *base, const char *model, const tb_config *layouts, int nlayouts) {
+    result single;
+    TB_REQUIRE(train(base, &single, 1) == 0, "%s: single rank", model);
+    result saved = reference;
+    reference = single;
+    for (int i = 0; i < nlayouts; i++) {
+        tb_config c = layouts[i];
+        char label[128];
+        snprintf(label, sizeof label, "%s: tp %d%s x pp %d x dp %d", model, c.tensor_model_parallel_size,
+                 c.sequence_parallel ? " + sp" : "", c.pipeline_model_parallel_size,
+                 c.world_size / (c.tensor_model_parallel_size * c.pipeline_model_parallel_size));
+        compare_layout(label, &c, 1);
+    }
+    reference = saved;
+    result_free(&single);
+}
+
 TB_TEST(gqa_swiglu_rmsnorm_untied_tp2_sp_dp2_matches_single_rank) {
     tb_config base = reference_cfg;
     base.num_query_groups = 2, base.swiglu = 1, base.normalization = TB_NORM_RMSNORM;
     base.untie_embeddings_and_output_weights = 1, base.disable_bias_linear = 1;
-    result single;
-    TB_REQUIRE(train(&base, &single, 1) == 0, "single rank");
-    result saved = reference;
-    reference = single;
     tb_config c = base;
     c.world_size = 4, c.tensor_model_parallel_size = 2, c.sequence_parallel = 1;
-    compare_layout("gqa swiglu rms untied: tp 2 + sp x dp 2", &c, 1);
-    reference = saved;
-    result_free(&single);
+    compare_model(&base, "gqa swiglu rms untied", &c, 1);
+}
+
+// A LLaMA-style model (RoPE over half of each head, GQA, SwiGLU, RMSNorm, no biases): the
+// rotation is per head and per position, so splitting heads over tp, the sequence over sp
+// or the layers over pp does not change it.
+TB_TEST(llama_style_rope_model_under_tp_sp_dp_and_pp_matches_single_rank) {
+    tb_config base = reference_cfg;
+    base.num_query_groups = 2, base.swiglu = 1, base.normalization = TB_NORM_RMSNORM;
+    base.untie_embeddings_and_output_weights = 1, base.disable_bias_linear = 1;
+    base.position_embedding_type = TB_POS_ROPE, base.rotary_percent = 0.5;
+    tb_config layouts[2] = {base, base};
+    layouts[0].world_size = 4, layouts[0].tensor_model_parallel_size = 2, layouts[0].sequence_parallel = 1;
+    layouts[1].world_size = 4, layouts[1].tensor_model_parallel_size = 2, layouts[1].pipeline_model_parallel_size = 2;
+    compare_model(&base, "llama-style rope", layouts, 2);
 }
 
 TB_TEST(distributed_optimizer_cuts_optimizer_memory_by_dp) {
@@ -357,6 +383,7 @@ int main(void) {
     TB_RUN(tp4_sp_dp2_distributed_optimizer_matches_single_rank);
     TB_RUN(tp2_dp4_distributed_optimizer_matches_single_rank);
     TB_RUN(gqa_swiglu_rmsnorm_untied_tp2_sp_dp2_matches_single_rank);
+    TB_RUN(llama_style_rope_model_under_tp_sp_dp_and_pp_matches_single_rank);
     TB_RUN(distributed_optimizer_cuts_optimizer_memory_by_dp);
     TB_RUN(checkpoint_saved_under_tp_and_dp_loads_into_any_tp_size);
     TB_RUN(pp2_matches_single_rank);

@@ -266,6 +266,40 @@ void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, cons
 }
 
 // ---------------------------------------------------------------------------------------
+// rotary position embedding
+
+void cpu_rope_tables(float *cos_t, float *sin_t, int T, int dim, double base) {
+    const int half = dim / 2;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            double angle = (double)t * pow(base, -2.0 * i / dim);
+            cos_t[(size_t)t * half + i] = (float)cos(angle);
+            sin_t[(size_t)t * half + i] = (float)sin(angle);
+        }
+}
+
+void cpu_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
+                    int dim, int interleaved, int inverse) {
+    const int half = dim / 2;
+    // pair i is channels (a, b) = (i, i + half), or (2i, 2i + 1) interleaved
+    const int step_a = interleaved ? 2 : 1, off_b = interleaved ? 1 : half;
+    const float sign = inverse ? -1.0f : 1.0f;
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *c = cos_t + (size_t)(bt % T) * half, *s = sin_t + (size_t)(bt % T) * half;
+        for (int h = 0; h < heads; h++) {
+            float *x = qkv + (size_t)bt * row + (size_t)h * hs;
+            for (int i = 0; i < half; i++) {
+                float *a = x + i * step_a, *b = a + off_b;
+                const float xa = *a, xb = *b, si = sign * s[i];
+                *a = xa * c[i] - xb * si;
+                *b = xb * c[i] + xa * si;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // embedding
 
 void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
@@ -284,6 +318,7 @@ void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, 
 }
 
 void cpu_add_positions(float *out, const float *wpe, int B, int T, int C) {
+    if (!wpe) return;  // rope or no position embedding
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
         float *o = out + (size_t)bt * C;

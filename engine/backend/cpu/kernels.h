@@ -65,6 +65,18 @@ void cpu_attention_forward(float *out, float *probs, float *scratch, const float
 void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                             const float *probs, int B, int T, int NH, int G, int hs);
 
+// --- rotary position embedding (RoPE, Megatron's RotaryEmbedding) ---------------------
+// The rotation of position t: angle t · base^(−2i / dim) for channel pair i < dim / 2, as
+// cos and sin tables (T, dim / 2), computed in double and rounded once.
+void cpu_rope_tables(float *cos_t, float *sin_t, int T, int dim, double base);
+// Rotates the first `dim` channels of each of the first `heads` heads of every row of a
+// fused qkv (B·T rows of `row` floats; heads hs floats wide, from the row's start: the Q
+// heads then the K groups), row b·T + t by position t. Pairs are (i, i + dim/2), Megatron's
+// rotate_half, or (2i, 2i+1) when interleaved. inverse rotates by −angle: the transpose,
+// which takes a gradient at the rotated q, k back to the unrotated ones.
+void cpu_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
+                    int dim, int interleaved, int inverse);
+
 // --- embedding ------------------------------------------------------------------------
 // out (B,T,C) = wte[token − vocab_start] (0 for tokens outside [vocab_start,
 // vocab_start + vocab_local): another tensor-parallel rank's rows) + wpe[t] if wpe is not NULL.
