@@ -52,6 +52,9 @@ const tb_option tb_config_options[] = {
     OPT("--rotary-base", rotary_base, TB_OPT_INT, "10000", NULL, "model", "rope: base of the rotation frequencies"),
     OPT("--rotary-interleaved", rotary_interleaved, TB_OPT_BOOL, "false", NULL, "model",
         "rope: rotate channel pairs (2i, 2i+1) instead of (i, i + dim/2)"),
+    OPT("--attention-backend", attention_backend, TB_OPT_CHOICE, "local", "local|flash", "model",
+        "attention core: local (DotProductAttention, saves the T x T probabilities) or flash (blocked, "
+        "online softmax, memory linear in T)"),
     OPT("--init-method-std", init_method_std, TB_OPT_FLOAT, "0.02", NULL, "model",
         "std of the normal weight init (output projections: std / sqrt(2 x layers))"),
     OPT("--hidden-dropout", hidden_dropout, TB_OPT_FLOAT, "0", NULL, "model", "dropout after projections"),

@@ -26,6 +26,7 @@
 
 enum tb_normalization { TB_NORM_LAYERNORM, TB_NORM_RMSNORM };
 enum tb_position_embedding { TB_POS_LEARNED_ABSOLUTE, TB_POS_ROPE, TB_POS_NONE };
+enum tb_attention_backend { TB_ATTENTION_LOCAL, TB_ATTENTION_FLASH };
 enum tb_lr_decay_style { TB_LR_COSINE, TB_LR_LINEAR, TB_LR_CONSTANT };
 enum tb_recompute_granularity { TB_RECOMPUTE_NONE, TB_RECOMPUTE_SELECTIVE, TB_RECOMPUTE_FULL };
 enum tb_recompute_method { TB_RECOMPUTE_METHOD_NONE, TB_RECOMPUTE_UNIFORM, TB_RECOMPUTE_BLOCK };
@@ -50,6 +51,7 @@ typedef struct tb_config {
     double rotary_percent;        // rope: the share of each head's channels rotated
     int rotary_base;              // rope: θ_i = position · base^(−2i / rotary dim)
     int rotary_interleaved;       // rope: rotate channel pairs (2i, 2i+1), not (i, i + dim/2)
+    int attention_backend;        // enum tb_attention_backend
     double init_method_std;
     double hidden_dropout;
     double attention_dropout;

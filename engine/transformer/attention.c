@@ -23,9 +23,9 @@ void self_attention_forward(const transformer_layer_spec *spec, int layer, const
     }
 
     TB_RANGE_PUSH("layer.%d.attention.core", layer);
-    // (N,QKV) -> (N,CA); probs (B,NH,T,T) saved unless selective recompute
-    spec->core_attention->forward(a->atty, a->probs, ws->attn_scratch, a->qkv, d->B, d->T, d->NH, d->G,
-                                  d->hs);
+    // (N,QKV) -> (N,CA); what the core saves: transformer/spec.h
+    spec->core_attention->forward(a->atty, a->attn_saved, ws->attn_scratch, ws->attn_threads, a->qkv, d->B, d->T,
+                                  d->NH, d->G, d->hs);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.attention.proj", layer);
@@ -48,9 +48,9 @@ void self_attention_backward(const transformer_layer_spec *spec, int layer, cons
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.attention.core.backward", layer);
-    // probs == NULL (selective recompute): recomputed from qkv inside, bit for bit
-    spec->core_attention->backward(ws->d_qkv, ws->attn_scratch, ws->d_atty, a->qkv, a->probs, d->B, d->T,
-                                   d->NH, d->G, d->hs);
+    // local without saved probabilities (selective recompute): recomputed from qkv, bit for bit
+    spec->core_attention->backward(ws->d_qkv, ws->attn_scratch, ws->attn_threads, ws->d_atty, a->atty, a->qkv,
+                                   a->attn_saved, d->B, d->T, d->NH, d->G, d->hs);
     TB_RANGE_POP();
 
     if (d->rope_dim) {

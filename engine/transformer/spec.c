@@ -36,14 +36,40 @@ static const tb_norm_module layernorm = {"LayerNorm", 1, layernorm_forward, laye
 static const tb_norm_module rmsnorm = {"RMSNorm", 0, rmsnorm_forward, rmsnorm_backward};
 static const tb_activation_module gelu = {"gelu_tanh", 1, gelu_forward, gelu_backward};
 static const tb_activation_module swiglu = {"swiglu", 2, cpu_swiglu_forward, cpu_swiglu_backward};
+static size_t local_saved_floats(int B, int T, int NH, int selective) {
+    return selective ? 0 : (size_t)B * NH * T * T;  // the probabilities
+}
+static size_t local_scratch_floats(int T, int hs, int threads) { return 2 * (size_t)T * T; }
+static void local_forward(float *out, float *probs, float *scratch, int threads, const float *qkv, int B, int T,
+                          int NH, int G, int hs) {
+    cpu_attention_forward(out, probs, scratch, qkv, B, T, NH, G, hs);  // BLAS threads over the whole core
+}
+static void local_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
+                           const float *qkv, const float *probs, int B, int T, int NH, int G, int hs) {
+    cpu_attention_backward(dqkv, scratch, dout, qkv, probs, B, T, NH, G, hs);
+}
+static size_t flash_saved_floats(int B, int T, int NH, int selective) {
+    return (size_t)B * NH * T;  // the log-sum-exp of each row
+}
+static void flash_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T, int NH,
+                          int G, int hs) {
+    cpu_flash_attention_forward(out, lse, scratch, threads, qkv, B, T, NH, G, hs, 1);
+}
+static void flash_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
+                           const float *qkv, const float *lse, int B, int T, int NH, int G, int hs) {
+    cpu_flash_attention_backward(dqkv, scratch, threads, dout, out, qkv, lse, B, T, NH, G, hs, 1);
+}
+
 static const tb_core_attention_module dot_product_attention = {
-    "dot_product_attention", cpu_attention_forward, cpu_attention_backward};
+    "dot_product_attention", local_saved_floats, local_scratch_floats, local_forward, local_backward};
+static const tb_core_attention_module flash_attention = {
+    "flash_attention", flash_saved_floats, cpu_flash_attention_scratch_floats, flash_forward, flash_backward};
 
 void transformer_layer_spec_for(const tb_config *cfg, transformer_layer_spec *spec) {
     const tb_norm_module *norm = cfg->normalization == TB_NORM_RMSNORM ? &rmsnorm : &layernorm;
     spec->input_layernorm = norm;
     spec->pre_mlp_layernorm = norm;
     spec->final_layernorm = norm;
-    spec->core_attention = &dot_product_attention;
+    spec->core_attention = cfg->attention_backend == TB_ATTENTION_FLASH ? &flash_attention : &dot_product_attention;
     spec->activation = cfg->swiglu ? &swiglu : &gelu;
 }

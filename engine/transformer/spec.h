@@ -26,14 +26,21 @@ typedef struct tb_activation_module {
     void (*backward)(float *dinp, const float *inp, const float *dout, int N, int F);
 } tb_activation_module;
 
-// The attention core (Megatron's core_attention / DotProductAttention): softmax(QKᵀ)V on
-// a fused qkv, see backend/cpu/kernels.h for the layout and the scratch contract.
+// The attention core (Megatron's core_attention, chosen by --attention-backend): causal
+// softmax(QKᵀ/√hs)V on a fused qkv, see backend/cpu/kernels.h for the layout.
+//   local: DotProductAttention; saves the probabilities (B,NH,T,T), or nothing under
+//          selective recompute (backward recomputes them);
+//   flash: blocked, online softmax; saves one log-sum-exp per row (B,NH,T), recompute or not.
+// `saved` holds saved_floats floats, `scratch` scratch_floats for `threads` OpenMP threads.
 typedef struct tb_core_attention_module {
     const char *name;
-    void (*forward)(float *out, float *probs, float *scratch, const float *qkv, int B, int T, int NH,
+    size_t (*saved_floats)(int B, int T, int NH, int selective_recompute);
+    size_t (*scratch_floats)(int T, int hs, int threads);
+    void (*forward)(float *out, float *saved, float *scratch, int threads, const float *qkv, int B, int T, int NH,
                     int G, int hs);
-    void (*backward)(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                     const float *probs, int B, int T, int NH, int G, int hs);
+    // out: forward's output (flash reads it; local does not)
+    void (*backward)(float *dqkv, float *scratch, int threads, const float *dout, const float *out, const float *qkv,
+                     const float *saved, int B, int T, int NH, int G, int hs);
 } tb_core_attention_module;
 
 typedef struct transformer_layer_spec {
@@ -44,7 +51,8 @@ typedef struct transformer_layer_spec {
     const tb_norm_module *final_layernorm;  // the model's final norm, same kind as the layers'
 } transformer_layer_spec;
 
-// The spec for a config: norm from --normalization, activation from --swiglu.
+// The spec for a config: norm from --normalization, activation from --swiglu, the attention
+// core from --attention-backend.
 void transformer_layer_spec_for(const tb_config *cfg, transformer_layer_spec *spec);
 
 #endif

@@ -12,7 +12,7 @@ void transformer_block_init(transformer_block *b, const tb_config *cfg, const tr
     memset(b, 0, sizeof *b);
     b->L = L;
     b->first = first;
-    b->d = tb_layer_dims_for(cfg, spec->activation->fc1_factor, tp_group);
+    b->d = tb_layer_dims_for(cfg, spec, tp_group);
     b->spec = spec;
     b->mem = mem;
     // Small bookkeeping arrays of pointers and ints: host memory, not model memory.

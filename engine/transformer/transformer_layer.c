@@ -6,7 +6,8 @@
 #include "backend/cpu/kernels.h"
 #include "core/ranges.h"
 
-tb_layer_dims tb_layer_dims_for(const tb_config *cfg, int fc1_factor, tb_group *tp_group) {
+tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_spec *spec, tb_group *tp_group) {
+    const int fc1_factor = spec->activation->fc1_factor;
     tb_layer_dims d;
     const int tp = cfg->tensor_model_parallel_size;
     d.B = cfg->micro_batch_size;
@@ -28,6 +29,7 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, int fc1_factor, tb_group *
     d.rope_interleaved = rope && cfg->rotary_interleaved;
     d.rope_base = cfg->rotary_base;
     d.rope_cos = d.rope_sin = NULL;
+    d.attention = spec->core_attention;
     return d;
 }
 
@@ -47,7 +49,7 @@ static acts_plan plan_for(transformer_layer_acts *a, const tb_layer_dims *d, int
     SAVE(ln1_mean, Ns);
     SAVE(ln1_rstd, Ns);
     SAVE(qkv, N * d->QKV);
-    SAVE(probs, selective ? 0 : (size_t)d->B * d->NH * d->T * d->T);
+    SAVE(attn_saved, d->attention->saved_floats(d->B, d->T, d->NH, selective));
     SAVE(atty, N * d->CA);
     SAVE(mid, Ns * d->C);
     SAVE(ln2, N * d->C);
@@ -102,7 +104,9 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
     ws->d_atty = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->CA * f, "grad of attention output");
     ws->d_fc1 = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F1 * f, "grad of fc1 output");
     ws->d_act = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F * f, "grad of activation output");
-    ws->attn_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, 2 * (size_t)d->T * d->T * f, "attention scratch");
+    ws->attn_threads = cpu_get_num_threads();
+    ws->attn_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, d->attention->scratch_floats(d->T, d->hs, ws->attn_threads) * f,
+                                "attention scratch");
     ws->staging = sp ? tb_alloc(mem, TB_MEM_COMM, N * d->C * f, "sequence-parallel staging") : NULL;
     d->tp.staging = ws->staging;
     ws->rope_cos = ws->rope_sin = NULL;

@@ -7,8 +7,9 @@
 // transformer_layer_acts, allocated through the rank's allocator as "activations", so the
 // memory accounting and recompute are exact. What each submodule saves (N = B·T):
 //   input_layernorm    ln1 (N,C), ln1_mean (N), ln1_rstd (N)     (+ the layer input x)
-//   self_attention     qkv (N,QKV), probs (B,NH,T,T), atty (N,C)  — probs are not saved under
-//                      selective recompute: backward recomputes them from qkv
+//   self_attention     qkv (N,QKV), the core's (transformer/spec.h: local's probabilities
+//                      (B,NH,T,T), not under selective recompute; flash's log-sum-exps (B,NH,T)),
+//                      atty (N,C)
 //   residual           mid (N,C)
 //   pre_mlp_layernorm  ln2 (N,C), ln2_mean (N), ln2_rstd (N)
 //   mlp                fc1 (N,F1), act (N,F)                       F1 = fc1_factor · F
@@ -42,6 +43,7 @@ typedef struct tb_layer_dims {
     int rope_dim, rope_interleaved;
     double rope_base;
     const float *rope_cos, *rope_sin;
+    const tb_core_attention_module *attention;  // the spec's: what it saves and needs as scratch
 } tb_layer_dims;
 
 // Parameters (or their gradients: same struct, same layout). Biases are NULL without
@@ -59,7 +61,8 @@ typedef struct transformer_layer_acts {
     void *memory;            // the one allocation the pointers below are carved from
     float *ln1, *ln1_mean, *ln1_rstd;   // (N,C) gathered, (Ns), (Ns)
     float *qkv;                         // (N,QKV)
-    float *probs;                       // (B,NH,T,T); NULL under selective recompute
+    float *attn_saved;                  // the attention core's: local (B,NH,T,T) probabilities, NULL
+                                        // under selective recompute; flash (B,NH,T) log-sum-exps
     float *atty;                        // (N,CA)
     float *mid;                         // (Ns,C)
     float *ln2, *ln2_mean, *ln2_rstd;   // (N,C) gathered, (Ns), (Ns)
@@ -78,14 +81,15 @@ typedef struct transformer_workspace {
     float *d_atty;           // (N,CA)
     float *d_fc1;            // (N,F1)
     float *d_act;            // (N,F)
-    float *attn_scratch;     // (2,T,T)
+    float *attn_scratch;     // the attention core's scratch_floats
+    int attn_threads;        // the OpenMP threads attn_scratch is sized for
     float *rope_cos, *rope_sin;  // (T, rope_dim / 2) each: rope's rotation; NULL without rope
     float *staging;          // (N,C) rank-major staging of the sequence-parallel mappings
 } transformer_workspace;
 
 // This rank's dims for cfg (tp from the config); tp_group: the rank's tensor-parallel group
 // (NULL with one rank).
-tb_layer_dims tb_layer_dims_for(const tb_config *cfg, int fc1_factor, tb_group *tp_group);
+tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_spec *spec, tb_group *tp_group);
 
 // Bytes of one layer's saved activations (selective: without the attention probabilities).
 size_t transformer_layer_acts_bytes(const tb_layer_dims *d, int selective_recompute);

@@ -376,17 +376,18 @@ static double layer_objective(void *ctx) {
     return dot(c->out, c->R, (size_t)c->d.N * c->d.C);
 }
 
-static void layer_check(int rms, int swiglu, int G, int selective, int rope) {
+static void layer_check(int rms, int swiglu, int G, int selective, int rope, int flash) {
     tb_config cfg;
     config_defaults(&cfg);
     cfg.micro_batch_size = 2, cfg.seq_length = 5, cfg.hidden_size = 16, cfg.num_attention_heads = 4;
     cfg.num_query_groups = G, cfg.ffn_hidden_size = 24, cfg.normalization = rms, cfg.swiglu = swiglu;
     if (rope) cfg.position_embedding_type = TB_POS_ROPE, cfg.rotary_percent = 0.5;  // head size 4: 2 rotated
+    if (flash) cfg.attention_backend = TB_ATTENTION_FLASH;
     config_resolve(&cfg);
     layer_case c;
     memset(&c, 0, sizeof c);
     transformer_layer_spec_for(&cfg, &c.spec);
-    c.d = tb_layer_dims_for(&cfg, c.spec.activation->fc1_factor, NULL);
+    c.d = tb_layer_dims_for(&cfg, &c.spec, NULL);
     tb_allocator mem;
     tb_allocator_init(&mem, 0, NULL, NULL);
     const tb_layer_dims *d = &c.d;
@@ -423,13 +424,16 @@ static void layer_check(int rms, int swiglu, int G, int selective, int rope) {
     TB_CHECK(mem.stats.total_current == 0, "layer buffers leaked: %zu bytes", mem.stats.total_current);
 }
 
-TB_TEST(transformer_layer_layernorm_gelu_backward_matches_finite_differences) { layer_check(0, 0, 4, 0, 0); }
-TB_TEST(transformer_layer_rmsnorm_swiglu_gqa_backward_matches_finite_differences) { layer_check(1, 1, 2, 0, 0); }
-TB_TEST(transformer_layer_selective_recompute_backward_matches_finite_differences) { layer_check(0, 0, 2, 1, 0); }
-// a LLaMA-style layer: RMSNorm, SwiGLU, grouped-query attention and RoPE, also recomputed
+TB_TEST(transformer_layer_layernorm_gelu_backward_matches_finite_differences) { layer_check(0, 0, 4, 0, 0, 0); }
+TB_TEST(transformer_layer_rmsnorm_swiglu_gqa_backward_matches_finite_differences) { layer_check(1, 1, 2, 0, 0, 0); }
+TB_TEST(transformer_layer_selective_recompute_backward_matches_finite_differences) { layer_check(0, 0, 2, 1, 0, 0); }
+// a LLaMA-style layer: RMSNorm, SwiGLU, grouped-query attention and RoPE, also recomputed,
+// with either attention core
 TB_TEST(transformer_layer_llama_style_rope_backward_matches_finite_differences) {
-    layer_check(1, 1, 2, 0, 1);
-    layer_check(1, 1, 2, 1, 1);
+    layer_check(1, 1, 2, 0, 1, 0);
+    layer_check(1, 1, 2, 1, 1, 0);
+    layer_check(1, 1, 2, 0, 1, 1);
+    layer_check(0, 0, 4, 1, 0, 1);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -262,18 +262,19 @@ TB_TEST(gqa_swiglu_rmsnorm_untied_tp2_sp_dp2_matches_single_rank) {
     compare_model(&base, "gqa swiglu rms untied", &c, 1);
 }
 
-// A LLaMA-style model (RoPE over half of each head, GQA, SwiGLU, RMSNorm, no biases): the
-// rotation is per head and per position, so splitting heads over tp, the sequence over sp
-// or the layers over pp does not change it.
+// A LLaMA-style model (RoPE over half of each head, GQA, SwiGLU, RMSNorm, no biases, the
+// flash attention core): the rotation and the blocked attention are per head and per
+// position, so splitting heads over tp, the sequence over sp or the layers over pp does not
+// change them.
 TB_TEST(llama_style_rope_model_under_tp_sp_dp_and_pp_matches_single_rank) {
     tb_config base = reference_cfg;
     base.num_query_groups = 2, base.swiglu = 1, base.normalization = TB_NORM_RMSNORM;
     base.untie_embeddings_and_output_weights = 1, base.disable_bias_linear = 1;
-    base.position_embedding_type = TB_POS_ROPE, base.rotary_percent = 0.5;
+    base.position_embedding_type = TB_POS_ROPE, base.rotary_percent = 0.5, base.attention_backend = TB_ATTENTION_FLASH;
     tb_config layouts[2] = {base, base};
     layouts[0].world_size = 4, layouts[0].tensor_model_parallel_size = 2, layouts[0].sequence_parallel = 1;
     layouts[1].world_size = 4, layouts[1].tensor_model_parallel_size = 2, layouts[1].pipeline_model_parallel_size = 2;
-    compare_model(&base, "llama-style rope", layouts, 2);
+    compare_model(&base, "llama-style rope flash", layouts, 2);
 }
 
 TB_TEST(distributed_optimizer_cuts_optimizer_memory_by_dp) {

@@ -1,5 +1,5 @@
-// activations.c — GELU, SwiGLU and the softmax cross-entropy, forward and backward
-// (declared in kernels.h).
+// activations.c — GELU, SwiGLU and the softmax cross-entropy, forward and backward, and the
+// exponentials of the flash attention core's softmax (declared in kernels.h).
 //
 // This file alone is compiled with -ffast-math (CMakeLists.txt): that lets GCC call glibc's
 // vector tanhf / expf (libmvec) and vectorise these loops, which otherwise cost more than
@@ -128,4 +128,13 @@ void cpu_cross_entropy_backward(float *probs, const int32_t *targets, float dlos
         int local = targets[n] - vocab_start;
         if (local >= 0 && local < Vl) row[local] -= dloss;
     }
+}
+
+float cpu_exp_shifted(float *x, int n, float shift) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - shift);
+        sum += x[i];
+    }
+    return sum;
 }

@@ -65,6 +65,21 @@ void cpu_attention_forward(float *out, float *probs, float *scratch, const float
 void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                             const float *probs, int B, int T, int NH, int G, int hs);
 
+// Blocked causal attention (FlashAttention-2's algorithm, flash_attention.c), same layout:
+// out (B,T,NH·hs) and lse (B,NH,T), each row's log-sum-exp of its scaled scores — all it
+// saves. Backward recomputes each block's probabilities from lse and reads forward's out;
+// dqkv is written. scratch: cpu_flash_attention_scratch_floats(T, hs, threads) floats; at
+// most `threads` OpenMP threads run. Results do not depend on the thread count. causal 0:
+// every position sees every other (the engine's GPT is always causal; tests use both).
+size_t cpu_flash_attention_scratch_floats(int T, int hs, int threads);
+// x[i] = exp(x[i] − shift) for i < n (finite values: activations.c's vector expf); returns
+// their sum. One thread's row: the caller parallelises.
+float cpu_exp_shifted(float *x, int n, float shift);
+void cpu_flash_attention_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T,
+                                 int NH, int G, int hs, int causal);
+void cpu_flash_attention_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
+                                  const float *qkv, const float *lse, int B, int T, int NH, int G, int hs, int causal);
+
 // --- rotary position embedding (RoPE, Megatron's RotaryEmbedding) ---------------------
 // The rotation of position t: angle t · base^(−2i / dim) for channel pair i < dim / 2, as
 // cos and sin tables (T, dim / 2), computed in double and rounded once.

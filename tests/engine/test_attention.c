@@ -1,0 +1,201 @@
+// Attention cores (transformer/spec.h): the blocked flash kernel against a double-precision
+// reference and against the local DotProductAttention kernel, values and gradients, causal
+// and not, sequence lengths that are and are not multiples of the block, grouped queries;
+// its result is independent of the thread count; its saved activations are linear in T.
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "config.h"
+#include "core/rng.h"
+#include "tb_test.h"
+#include "transformer/spec.h"
+#include "transformer/transformer_layer.h"
+
+static tb_rng rng;
+
+static float *randn(size_t n) {
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = tb_rng_normal(&rng);
+    return x;
+}
+
+// out and dqkv of softmax(QKᵀ/√hs)V in double, from the definition (dout given).
+static void reference(double *out, double *dqkv, const float *qkv, const float *dout, int B, int T, int NH, int G,
+                      int hs, int causal) {
+    const int QKV = (NH + 2 * G) * hs, C = NH * hs, per = NH / G;
+    const double scale = 1.0 / sqrt((double)hs);
+    double *P = malloc((size_t)T * T * sizeof(double)), *dP = malloc((size_t)T * T * sizeof(double));
+    memset(dqkv, 0, (size_t)B * T * QKV * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const int g = h / per;
+            const float *x = qkv + (size_t)b * T * QKV;
+#define Q(t, e) x[(size_t)(t) * QKV + h * hs + (e)]
+#define K(t, e) x[(size_t)(t) * QKV + (NH + g) * hs + (e)]
+#define V(t, e) x[(size_t)(t) * QKV + (NH + G + g) * hs + (e)]
+            for (int i = 0; i < T; i++) {
+                double m = -INFINITY, sum = 0;
+                for (int j = 0; j < T; j++) {
+                    double s = 0;
+                    for (int e = 0; e < hs; e++) s += (double)Q(i, e) * K(j, e);
+                    P[(size_t)i * T + j] = causal && j > i ? -INFINITY : s * scale;
+                    m = fmax(m, P[(size_t)i * T + j]);
+                }
+                for (int j = 0; j < T; j++) sum += P[(size_t)i * T + j] = exp(P[(size_t)i * T + j] - m);
+                for (int j = 0; j < T; j++) P[(size_t)i * T + j] /= sum;
+                for (int e = 0; e < hs; e++) {
+                    double o = 0;
+                    for (int j = 0; j < T; j++) o += P[(size_t)i * T + j] * V(j, e);
+                    out[((size_t)b * T + i) * C + h * hs + e] = o;
+                }
+            }
+            double *dx = dqkv + (size_t)b * T * QKV;
+            const float *dO = dout + (size_t)b * T * C + h * hs;
+            for (int i = 0; i < T; i++) {
+                double dot = 0;
+                for (int j = 0; j < T; j++) {
+                    double d = 0;
+                    for (int e = 0; e < hs; e++) d += (double)dO[(size_t)i * C + e] * V(j, e);
+                    dP[(size_t)i * T + j] = d;
+                    dot += d * P[(size_t)i * T + j];
+                }
+                for (int j = 0; j < T; j++) {
+                    const double p = P[(size_t)i * T + j], ds = p * (dP[(size_t)i * T + j] - dot) * scale;
+                    for (int e = 0; e < hs; e++) {
+                        dx[(size_t)j * QKV + (NH + G + g) * hs + e] += p * dO[(size_t)i * C + e];
+                        dx[(size_t)i * QKV + h * hs + e] += ds * K(j, e);
+                        dx[(size_t)j * QKV + (NH + g) * hs + e] += ds * Q(i, e);
+                    }
+                }
+            }
+#undef Q
+#undef K
+#undef V
+        }
+    free(P);
+    free(dP);
+}
+
+// Largest |a − b| relative to the largest |b|.
+static double rel_error(const float *a, const double *b, size_t n) {
+    double worst = 0, scale = 1e-30;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(a[i] - b[i]));
+    return worst / scale;
+}
+
+typedef struct {
+    float *out, *lse, *dqkv, *scratch;
+} flash_result;
+
+static void flash_run(flash_result *r, const float *qkv, const float *dout, int threads, int B, int T, int NH, int G,
+                      int hs, int causal) {
+    const size_t nout = (size_t)B * T * NH * hs, nqkv = (size_t)B * T * (NH + 2 * G) * hs;
+    r->out = calloc(nout, sizeof(float));
+    r->lse = calloc((size_t)B * NH * T, sizeof(float));
+    r->dqkv = calloc(nqkv, sizeof(float));
+    r->scratch = calloc(cpu_flash_attention_scratch_floats(T, hs, threads), sizeof(float));
+    cpu_flash_attention_forward(r->out, r->lse, r->scratch, threads, qkv, B, T, NH, G, hs, causal);
+    cpu_flash_attention_backward(r->dqkv, r->scratch, threads, dout, r->out, qkv, r->lse, B, T, NH, G, hs, causal);
+}
+
+static void flash_free(flash_result *r) {
+    free(r->out), free(r->lse), free(r->dqkv), free(r->scratch);
+}
+
+// T 7 and 150 are not multiples of the 64-row block, 128 is; G < NH groups queries.
+TB_TEST(flash_attention_matches_the_definition_causal_and_not) {
+    static const struct {
+        int B, T, NH, G, hs;
+    } shapes[] = {{2, 7, 4, 2, 8}, {1, 128, 2, 2, 16}, {2, 150, 4, 1, 8}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int causal = 0; causal < 2; causal++) {
+            const int B = shapes[s].B, T = shapes[s].T, NH = shapes[s].NH, G = shapes[s].G, hs = shapes[s].hs;
+            const size_t nout = (size_t)B * T * NH * hs, nqkv = (size_t)B * T * (NH + 2 * G) * hs;
+            float *qkv = randn(nqkv), *dout = randn(nout);
+            double *ref_out = malloc(nout * sizeof(double)), *ref_dqkv = malloc(nqkv * sizeof(double));
+            reference(ref_out, ref_dqkv, qkv, dout, B, T, NH, G, hs, causal);
+            flash_result r;
+            flash_run(&r, qkv, dout, 2, B, T, NH, G, hs, causal);
+            double eo = rel_error(r.out, ref_out, nout), eg = rel_error(r.dqkv, ref_dqkv, nqkv);
+            printf("    B %d T %3d NH %d G %d hs %2d causal %d: out %.1e, dqkv %.1e of their scale\n", B, T, NH, G,
+                   hs, causal, eo, eg);
+            TB_CHECK(eo < 1e-5 && eg < 1e-5, "T %d causal %d: out %.2e, dqkv %.2e", T, causal, eo, eg);
+            flash_free(&r);
+            free(qkv), free(dout), free(ref_out), free(ref_dqkv);
+        }
+}
+
+// The engine's two cores agree on what they compute (float reordering only), and the
+// local core's saved probabilities are what flash never materialises.
+TB_TEST(flash_attention_matches_the_local_core) {
+    const int B = 2, T = 200, NH = 4, G = 2, hs = 16;
+    const size_t nout = (size_t)B * T * NH * hs, nqkv = (size_t)B * T * (NH + 2 * G) * hs;
+    float *qkv = randn(nqkv), *dout = randn(nout);
+    float *out = calloc(nout, sizeof(float)), *dqkv = calloc(nqkv, sizeof(float));
+    float *probs = calloc((size_t)B * NH * T * T, sizeof(float)), *scratch = calloc(2 * (size_t)T * T, sizeof(float));
+    cpu_attention_forward(out, probs, scratch, qkv, B, T, NH, G, hs);
+    cpu_attention_backward(dqkv, scratch, dout, qkv, probs, B, T, NH, G, hs);
+    flash_result r;
+    flash_run(&r, qkv, dout, 2, B, T, NH, G, hs, 1);
+    double *as_double = malloc(nqkv * sizeof(double));
+    for (size_t i = 0; i < nout; i++) as_double[i] = out[i];
+    double eo = rel_error(r.out, as_double, nout);
+    for (size_t i = 0; i < nqkv; i++) as_double[i] = dqkv[i];
+    double eg = rel_error(r.dqkv, as_double, nqkv);
+    TB_CHECK(eo < 1e-5 && eg < 1e-5, "flash vs local: out %.2e, dqkv %.2e of their scale", eo, eg);
+    flash_free(&r);
+    free(qkv), free(dout), free(out), free(dqkv), free(probs), free(scratch), free(as_double);
+}
+
+// Each output row and each key/value group's gradient is summed in a fixed order by one
+// thread, whichever runs it: 1 and 2 threads give the same bits.
+TB_TEST(flash_attention_is_bitwise_independent_of_the_thread_count) {
+    const int B = 2, T = 130, NH = 4, G = 2, hs = 8;
+    const size_t nout = (size_t)B * T * NH * hs, nqkv = (size_t)B * T * (NH + 2 * G) * hs;
+    float *qkv = randn(nqkv), *dout = randn(nout);
+    flash_result one, two;
+    flash_run(&one, qkv, dout, 1, B, T, NH, G, hs, 1);
+    flash_run(&two, qkv, dout, 2, B, T, NH, G, hs, 1);
+    TB_CHECK(memcmp(one.out, two.out, nout * sizeof(float)) == 0, "out differs between 1 and 2 threads");
+    TB_CHECK(memcmp(one.lse, two.lse, (size_t)B * NH * T * sizeof(float)) == 0, "lse differs");
+    TB_CHECK(memcmp(one.dqkv, two.dqkv, nqkv * sizeof(float)) == 0, "dqkv differs between 1 and 2 threads");
+    flash_free(&one), flash_free(&two);
+    free(qkv), free(dout);
+}
+
+// What a layer saves: with flash, linear in T (doubling T doubles it); with the local core
+// the probabilities add B·NH·T² floats.
+TB_TEST(flash_attention_saves_activations_linear_in_the_sequence) {
+    size_t bytes[2][2];  // [flash][T 1024, 2048]
+    for (int flash = 0; flash < 2; flash++)
+        for (int i = 0; i < 2; i++) {
+            tb_config cfg;
+            config_defaults(&cfg);
+            cfg.micro_batch_size = 1, cfg.seq_length = 1024 << i, cfg.hidden_size = 64, cfg.num_attention_heads = 4;
+            cfg.attention_backend = flash ? TB_ATTENTION_FLASH : TB_ATTENTION_LOCAL;
+            config_resolve(&cfg);
+            transformer_layer_spec spec;
+            transformer_layer_spec_for(&cfg, &spec);
+            tb_layer_dims d = tb_layer_dims_for(&cfg, &spec, NULL);
+            bytes[flash][i] = transformer_layer_acts_bytes(&d, 0);
+        }
+    printf("    per-layer saved activations, T 1024 → 2048: local %zu → %zu B, flash %zu → %zu B\n", bytes[0][0],
+           bytes[0][1], bytes[1][0], bytes[1][1]);
+    TB_CHECK(bytes[1][1] == 2 * bytes[1][0], "flash: %zu B at T 2048 is not twice %zu B at 1024", bytes[1][1],
+             bytes[1][0]);
+    const size_t probs = (size_t)4 * 1024 * 1024 * sizeof(float);  // NH · T² at T 1024
+    TB_CHECK(bytes[0][0] == bytes[1][0] - (size_t)4 * 1024 * sizeof(float) + probs,
+             "local saves the probabilities instead of the log-sum-exps: %zu vs %zu B", bytes[0][0], bytes[1][0]);
+}
+
+int main(void) {
+    tb_rng_init(&rng, 7);
+    cpu_set_num_threads(2);
+    TB_RUN(flash_attention_matches_the_definition_causal_and_not);
+    TB_RUN(flash_attention_matches_the_local_core);
+    TB_RUN(flash_attention_is_bitwise_independent_of_the_thread_count);
+    TB_RUN(flash_attention_saves_activations_linear_in_the_sequence);
+    return tb_test_summary();
+}
