@@ -127,8 +127,17 @@ const tb_option tb_config_options[] = {
     OPT("--mock-data", mock_data, TB_OPT_BOOL, "false", NULL, "data",
         "seeded synthetic token stream (the default when --data-path is empty)"),
     // I/O and instrumentation
-    OPT("--save", save, TB_OPT_STRING, "", NULL, "io", "write the final weights to this safetensors file"),
-    OPT("--load", load, TB_OPT_STRING, "", NULL, "io", "initialise weights from this safetensors file"),
+    OPT("--save", save, TB_OPT_STRING, "", NULL, "io",
+        "checkpoint directory: the sharded model and optimizer state, every --save-interval steps and at the end"),
+    OPT("--save-interval", save_interval, TB_OPT_INT, "0", NULL, "io",
+        "steps between checkpoints (0: only at the end of training)"),
+    OPT("--exit-interval", exit_interval, TB_OPT_INT, "0", NULL, "io",
+        "stop after the first step divisible by N, saving a checkpoint first when --save is set (0: run to "
+        "--train-iters)"),
+    OPT("--save-hf", save_hf, TB_OPT_STRING, "", NULL, "io",
+        "write the final weights to this safetensors file (Hugging Face GPT-2 names)"),
+    OPT("--load", load, TB_OPT_STRING, "", NULL, "io",
+        "resume from a checkpoint directory (any layout), or initialise weights from a safetensors file"),
     OPT("--run-dir", run_dir, TB_OPT_STRING, "", NULL, "io",
         "run directory (empty: artifacts/adhoc/<timestamp>)"),
     OPT("--log-interval", log_interval, TB_OPT_INT, "1", NULL, "io", "print a table row every N steps"),
@@ -571,6 +580,14 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (c->memory_cap < 0) violated(&r, "memory_cap (%lld) must be non-negative", (long long)c->memory_cap);
     if (c->peak_tflops < 0) violated(&r, "peak_tflops (%g) must be non-negative", c->peak_tflops);
     if (c->num_threads < 0) violated(&r, "num_threads (%d) must be non-negative", c->num_threads);
+    if (c->save_interval < 0) violated(&r, "save_interval (%d) must be non-negative", c->save_interval);
+    if (c->exit_interval < 0) violated(&r, "exit_interval (%d) must be non-negative", c->exit_interval);
+    if (c->save_interval > 0 && !c->save[0])
+        violated(&r, "save_interval %d needs save (a checkpoint directory)", c->save_interval);
+    const size_t save_len = strlen(c->save);
+    if (save_len >= 12 && !strcmp(c->save + save_len - 12, ".safetensors"))
+        violated(&r, "save '%s' names a checkpoint directory; a Hugging Face safetensors file is save_hf's",
+                 c->save);
     if (!(c->collective_timeout > 0))
         violated(&r, "collective_timeout (%g) must be positive", c->collective_timeout);
     if (c->inject_stall[0]) {
@@ -594,6 +611,9 @@ int config_validate(const tb_config *c, tb_error *err) {
         violated(&r, "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)");
     if (ep > 1) violated(&r, "expert_model_parallel_size %d: not supported yet", ep);
     if (c->num_experts > 0) violated(&r, "num_experts %d (MoE): not supported yet", c->num_experts);
+    if (c->save_hf[0] && pp > 1)
+        violated(&r, "save_hf with pipeline_model_parallel_size %d: not supported yet (save a checkpoint with save, "
+                     "load it at pp 1, then save_hf)", pp);
     if (c->hidden_dropout != 0) violated(&r, "hidden_dropout %g: dropout is not supported yet", c->hidden_dropout);
     if (c->attention_dropout != 0)
         violated(&r, "attention_dropout %g: dropout is not supported yet", c->attention_dropout);

@@ -99,8 +99,11 @@ typedef struct tb_config {
     int mock_data;
 
     // --- checkpoints, run directory, instrumentation ---
-    char save[TB_PATH_MAX];
-    char load[TB_PATH_MAX];
+    char save[TB_PATH_MAX];       // checkpoint directory (checkpoint/dist_checkpoint.h); empty: none
+    int save_interval;            // checkpoint every N steps (0: only at the end of training)
+    int exit_interval;            // stop after a step divisible by N (0: run to train_iters), Megatron's
+    char save_hf[TB_PATH_MAX];    // the whole model as one Hugging Face GPT-2 safetensors file
+    char load[TB_PATH_MAX];       // a checkpoint directory (resumes) or a safetensors file (weights)
     char run_dir[TB_PATH_MAX];    // empty → artifacts/adhoc/<timestamp>
     int log_interval;
     int64_t memory_cap;           // bytes; 0 = no cap

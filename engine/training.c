@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "checkpoint/dist_checkpoint.h"
 #include "checkpoint/gpt_checkpoint.h"
 #include "comm/comm.h"
 #include "core/fileio.h"
@@ -55,7 +56,14 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
         adamw_init(&tr->opts[c], cfg, tr->models[c].padded_parameters, dp ? dp->index : 0, dp ? dp->size : 1,
                    &rk->mem);
     }
-    if (cfg->load[0]) {
+    if (cfg->load[0] && dist_checkpoint_is_dir(cfg->load)) {
+        // a checkpoint directory: the whole state, resharded to this layout
+        dist_ckpt_state s = {rk, cfg, tr->models, tr->opts, tr->nchunks};
+        if (dist_checkpoint_load(&s, cfg->load, &tr->start_iteration, err) != 0) {
+            trainer_free(tr);
+            return tb_fail_prefix(err, "flag --load");
+        }
+    } else if (cfg->load[0]) {
         if (p > 1) {
             trainer_free(tr);
             return tb_fail(err, "flag --load with pipeline_model_parallel_size %d: not supported yet", p);
@@ -249,6 +257,13 @@ static int write_conditions(const tb_rank *rk, const conditions_sample *first, c
     return conditions_write(rk->run_dir, &t, first, last, err);
 }
 
+static int save_checkpoint(tb_trainer *tr, int64_t step, tb_error *err) {
+    dist_ckpt_state s = {tr->rk, tr->cfg, tr->models, tr->opts, tr->nchunks};
+    if (dist_checkpoint_save(&s, tr->cfg->save, step, err) != 0) return tb_fail_prefix(err, "flag --save");
+    if (tr->rk->rank == 0) printf("saved checkpoint: %s/iter_%07lld\n", tr->cfg->save, (long long)step);
+    return 0;
+}
+
 static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
     tb_rank *rk = tr->rk;
     const tb_config *cfg = tr->cfg;
@@ -265,7 +280,7 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
     before = first;
 
     int rc = 0;
-    for (int64_t step = 1; step <= cfg->train_iters && rc == 0; step++) {
+    for (int64_t step = tr->start_iteration + 1; step <= cfg->train_iters && rc == 0; step++) {
         int64_t t0 = tb_now_ns();
         tb_step_result r = train_step(tr, step);
         double seconds = (double)(tb_now_ns() - t0) / 1e9;
@@ -283,6 +298,11 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         before = after;
         if (rc == 0 && lead && (step % cfg->log_interval == 0 || step == cfg->train_iters)) print_step_line(&s);
         if (rc == 0 && cfg->check_for_nan_in_loss_and_grad) rc = check_finite(rk, step, &r, err);
+        const int exiting = cfg->exit_interval > 0 && step % cfg->exit_interval == 0;
+        if (rc == 0 && cfg->save[0] &&
+            ((cfg->save_interval > 0 && step % cfg->save_interval == 0) || step == cfg->train_iters || exiting))
+            rc = save_checkpoint(tr, step, err);
+        if (exiting) break;
     }
     if (metrics_log_close(log, rc == 0 ? err : NULL) != 0) rc = -1;
     if (rc == 0 && lead)
@@ -327,14 +347,11 @@ static int rank_train(tb_rank *rk, rank_run *run) {
     tb_error *err = &run->err;
     if (trainer_init(&run->tr, cfg, rk, err) != 0) return -1;
     int rc = train(&run->tr, &run->log, err);
-    if (rc == 0 && cfg->save[0]) {
-        if (cfg->pipeline_model_parallel_size > 1)
-            rc = tb_fail(err, "flag --save with pipeline_model_parallel_size %d: not supported yet",
-                         cfg->pipeline_model_parallel_size);
-        else if (gpt_save_safetensors(&run->tr.models[0], cfg->save, lead, err) != 0)
-            rc = tb_fail_prefix(err, "flag --save");
+    if (rc == 0 && cfg->save_hf[0]) {
+        if (gpt_save_safetensors(&run->tr.models[0], cfg->save_hf, lead, err) != 0)
+            rc = tb_fail_prefix(err, "flag --save-hf");
         else if (lead)
-            printf("\nsaved weights: %s\n", cfg->save);
+            printf("\nsaved weights: %s\n", cfg->save_hf);
     }
     if (rc == 0) rc = memory_snapshot_write(rk, err);
     if (rc == 0) {

@@ -34,6 +34,7 @@ typedef struct tb_trainer {
     tb_gpt_dataset data;
     int32_t *inputs, *targets;  // (M,B,T) the step's microbatches
     tb_pipeline pipeline;       // the schedule and the p2p buffers
+    int64_t start_iteration;    // the checkpoint's iteration when resumed (--load DIR), else 0
 } tb_trainer;
 
 typedef struct tb_step_result {

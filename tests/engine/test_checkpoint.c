@@ -2,7 +2,7 @@
 // shapes (checkpoint/gpt_checkpoint.h): a save/load round trip restores every bit; the file
 // holds GPT-2's names, unpadded vocabulary and transposed Conv1D weights; a Hugging Face
 // file ("transformer." prefix, attention-mask buffers, lm_head.weight) loads; and
-// pretrain_gpt's --save and --load carry the weights from one run into the next. The
+// pretrain_gpt's --save-hf and --load carry the weights from one run into the next. The
 // refusals of a file that does not fit the model are test_checkpoint_refusals.c's.
 #include <stdint.h>
 #include <string.h>
@@ -334,9 +334,9 @@ static double metrics_loss(const char *run_dir, int step) {
 TB_TEST(pretrain_gpt_save_then_load_carries_the_weights_bitwise) {
     const char *a = TMP("run-a.safetensors"), *b = TMP("run-b.safetensors");
     unlink(a), unlink(b);
-    int rc = tb_run(&sh, NULL, "'%s' " FLAGS " --train-iters 2 --save '%s' --run-dir '%s'", PRETRAIN, a, TMP("run-a"));
+    int rc = tb_run(&sh, NULL, "'%s' " FLAGS " --train-iters 2 --save-hf '%s' --run-dir '%s'", PRETRAIN, a, TMP("run-a"));
     TB_REQUIRE(rc == 0, "run a: exit %d: %s", rc, sh.err);
-    rc = tb_run(&sh, NULL, "'%s' " FLAGS " --train-iters 1 --lr 0 --load '%s' --save '%s' --run-dir '%s'", PRETRAIN, a,
+    rc = tb_run(&sh, NULL, "'%s' " FLAGS " --train-iters 1 --lr 0 --load '%s' --save-hf '%s' --run-dir '%s'", PRETRAIN, a,
                 b, TMP("run-b"));
     TB_REQUIRE(rc == 0, "run b: exit %d: %s", rc, sh.err);
     TB_CHECK(compare_files(a, b) == 0, "a step at lr 0 from --load A did not save A's weights back");

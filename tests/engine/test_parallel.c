@@ -311,7 +311,7 @@ TB_TEST(checkpoint_saved_under_tp_and_dp_loads_into_any_tp_size) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "%s/pretrain_gpt%s --train-iters 3 --world-size 4 --tensor-model-parallel-size 2 --sequence-parallel "
-             "--use-distributed-optimizer --save %s/tp.safetensors --run-dir %s/tp_save > /dev/null",
+             "--use-distributed-optimizer --save-hf %s/tp.safetensors --run-dir %s/tp_save > /dev/null",
              TB_BIN_DIR, model, TB_TEST_TMPDIR, TB_TEST_TMPDIR);
     int status = system(cmd);
     TB_REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "saving under tp 2 + sp x dp 2 failed");

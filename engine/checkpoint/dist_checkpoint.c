@@ -1,0 +1,479 @@
+// dist_checkpoint.c — sharded save and resharding load (dist_checkpoint.h).
+#define _GNU_SOURCE  // nftw's FTW_DEPTH / FTW_PHYS
+#include "checkpoint/dist_checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint/safetensors.h"
+#include "comm/comm.h"
+#include "config.h"
+#include "core/fileio.h"
+#include "core/xalloc.h"
+
+#define CKPT_FORMAT "tracebook-dist-checkpoint"
+#define CKPT_VERSION 1
+#define CKPT_PATH 4096
+
+// A path under the checkpoint directory; a longer one than CKPT_PATH is an error, not cut.
+__attribute__((format(printf, 3, 4))) static int ckpt_path(char *out, tb_error *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, CKPT_PATH, fmt, ap);
+    va_end(ap);
+    if (n < 0 || n >= CKPT_PATH) return tb_fail(err, "checkpoint path longer than %d bytes (%.60s...)", CKPT_PATH - 1, out);
+    return 0;
+}
+
+// --- the world agreeing -----------------------------------------------------------------
+
+// Every rank says whether it succeeded; all return 0 only when all did. A rank that did not
+// fail learns which one did (the highest failing rank: its own err holds the reason).
+static int agree(const tb_rank *rk, int ok, const char *what, tb_error *err) {
+    if (!rk->world || rk->world_size == 1) return ok ? 0 : -1;
+    float failed = ok ? 0.0f : (float)(rk->rank + 1);
+    tb_all_reduce((tb_group *)&rk->groups[TB_GROUP_WORLD], &failed, 1, TB_RED_MAX);
+    if (failed == 0.0f) return 0;
+    if (ok) tb_fail(err, "%s: rank %d failed (its error is on its own output)", what, (int)failed - 1);
+    return -1;
+}
+
+static const tb_group *dp_group(const tb_rank *rk) { return rk->world ? &rk->groups[TB_GROUP_DP_CP] : NULL; }
+
+// --- files ------------------------------------------------------------------------------
+
+static int sha256_file(const char *path, char hex[65], uint64_t *bytes, tb_error *err) {
+    int fd = tb_open_regular(path, NULL, NULL, err);
+    if (fd < 0) return -1;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+    unsigned char buf[1 << 16], md[32];
+    *bytes = 0;
+    ssize_t n;
+    while (ok && (n = read(fd, buf, sizeof buf)) > 0) {
+        ok = EVP_DigestUpdate(ctx, buf, (size_t)n) == 1;
+        *bytes += (uint64_t)n;
+    }
+    if (ok && n < 0) ok = 0;
+    unsigned len = 0;
+    ok = ok && EVP_DigestFinal_ex(ctx, md, &len) == 1 && len == 32;
+    EVP_MD_CTX_free(ctx);
+    close(fd);
+    if (!ok) return tb_fail(err, "%s: cannot hash (%s)", path, errno ? strerror(errno) : "OpenSSL failed");
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+// rm -rf; a missing path is fine.
+static int remove_tree(const char *path, tb_error *err) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : tb_fail(err, "%s: %s", path, strerror(errno));
+    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return tb_fail(err, "%s: cannot remove (%s)", path, strerror(errno));
+    return 0;
+}
+
+static int fsync_dir(const char *path, tb_error *err) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY);
+    int ok = fd >= 0 && fsync(fd) == 0;
+    if (fd >= 0) close(fd);
+    return ok ? 0 : tb_fail(err, "%s: cannot fsync the directory (%s)", path, strerror(errno));
+}
+
+// --- which pieces this rank holds and writes --------------------------------------------
+
+// The geometry that reassembles a tensor from its tp pieces (models/gpt.h's fields).
+static json_t *geometry_json(const gpt_param *p, int tp) {
+    json_t *seg = json_array();
+    for (int s = 0; s < p->nseg; s++) json_array_append_new(seg, json_integer(p->seg[s]));
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:i}", "full_rows", p->full_rows, "full_cols",
+                     p->full_cols, "real_rows", p->hf_rows, "ndim", p->ndim, "split_axis", p->split_axis, "segments",
+                     seg, "tp", p->split_axis < 0 ? 1 : tp, "rows", p->rows, "cols", p->cols);
+}
+
+// Whether this rank writes parameter p's pieces: one replica of each.
+static int writes(const gpt_param *p, int tp_rank, int dp_rank, int dp_size) {
+    if (p->pp_duplicate) return 0;                   // the first stage writes the tied embedding
+    if (p->split_axis < 0 && tp_rank != 0) return 0;  // replicated over tp
+    return dp_rank == p->global_index % dp_size;     // spread over the data-parallel replicas
+}
+
+static const char *const kinds[3] = {"model", "optimizer.exp_avg", "optimizer.exp_avg_sq"};
+
+// --- save -------------------------------------------------------------------------------
+
+// Rank 0: the rank files' piece lists merged into metadata.json, then the commit.
+static int commit(const dist_ckpt_state *s, const char *dir, const char *tmp, const char *final, int64_t iteration,
+                  tb_error *err) {
+    const tb_config *cfg = s->cfg;
+    json_t *tensors = json_object(), *files = json_object();
+    char path[CKPT_PATH];
+    int rc = 0;
+    for (int r = 0; r < s->rk->world_size && rc == 0; r++) {
+        if (ckpt_path(path, err, "%s/rank-%05d.json", tmp, r) != 0) {
+            rc = -1;
+            break;
+        }
+        json_error_t jerr;
+        json_t *part = json_load_file(path, 0, &jerr);
+        if (!part) {
+            rc = tb_fail(err, "%s: %s", path, jerr.text);
+            break;
+        }
+        json_t *file = json_object_get(part, "file");
+        if (json_is_string(file))
+            json_object_set(files, json_string_value(file), json_object_get(part, "digest"));
+        size_t i;
+        json_t *piece;
+        json_array_foreach(json_object_get(part, "pieces"), i, piece) {
+            const char *name = json_string_value(json_object_get(piece, "tensor"));
+            json_t *t = json_object_get(tensors, name);
+            if (!t) {
+                t = json_deep_copy(json_object_get(piece, "geometry"));
+                json_object_set_new(t, "pieces", json_array());
+                json_object_set_new(tensors, name, t);
+            }
+            json_array_append_new(json_object_get(t, "pieces"),
+                                  json_pack("{s:O, s:O, s:O}", "tp_rank", json_object_get(piece, "tp_rank"), "file",
+                                            file, "key", json_object_get(piece, "tensor")));
+        }
+        json_decref(part);
+        if (remove(path) != 0) rc = tb_fail(err, "%s: cannot remove (%s)", path, strerror(errno));
+    }
+    if (rc == 0) {
+        const int vpp = cfg->virtual_pipeline_model_parallel_size > 1 ? cfg->virtual_pipeline_model_parallel_size : 1;
+        json_t *meta = json_pack(
+            "{s:s, s:i, s:I, s:I, s:{s:I}, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:b}, s:o, s:o}", "format", CKPT_FORMAT,
+            "version", CKPT_VERSION, "iteration", (json_int_t)iteration, "consumed_samples",
+            (json_int_t)(iteration * cfg->global_batch_size), "optimizer", "step", (json_int_t)s->opts[0].t, "config",
+            config_to_json(cfg), "layout", "tp", cfg->tensor_model_parallel_size, "pp",
+            cfg->pipeline_model_parallel_size, "vpp", vpp, "dp", cfg->data_parallel_size, "world", cfg->world_size,
+            "distributed_optimizer", cfg->use_distributed_optimizer, "tensors", tensors, "files", files);
+        tensors = files = NULL;
+        rc = ckpt_path(path, err, "%s/" TB_CKPT_METADATA, tmp);
+        if (rc == 0) rc = tb_write_json_atomic(path, meta, err);
+        json_decref(meta);
+    }
+    json_decref(tensors);
+    json_decref(files);
+    // the checkpoint becomes visible whole: an older one of the same iteration goes first
+    char old[CKPT_PATH];
+    if (rc == 0) rc = ckpt_path(old, err, "%s.old", final);
+    if (rc == 0) rc = fsync_dir(tmp, err);
+    if (rc == 0) rc = remove_tree(old, err);
+    if (rc == 0 && access(final, F_OK) == 0 && rename(final, old) != 0)
+        rc = tb_fail(err, "%s: cannot move aside (%s)", final, strerror(errno));
+    if (rc == 0 && rename(tmp, final) != 0) rc = tb_fail(err, "%s: cannot commit as %s (%s)", tmp, final, strerror(errno));
+    if (rc == 0) rc = fsync_dir(dir, err);
+    if (rc == 0) rc = remove_tree(old, err);
+    if (rc == 0) {
+        char text[32];
+        int n = snprintf(text, sizeof text, "%" PRId64 "\n", iteration);
+        rc = ckpt_path(path, err, "%s/" TB_CKPT_LATEST, dir);
+        if (rc == 0) rc = tb_write_file_atomic(path, text, (size_t)n, err);
+    }
+    return rc;
+}
+
+int dist_checkpoint_save(const dist_ckpt_state *s, const char *dir, int64_t iteration, tb_error *err) {
+    tb_rank *rk = s->rk;
+    char final[CKPT_PATH], tmp[CKPT_PATH], path[CKPT_PATH];
+    int ok = ckpt_path(final, err, "%s/iter_%07" PRId64, dir, iteration) == 0 && ckpt_path(tmp, err, "%s.tmp", final) == 0;
+    if (ok && rk->rank == 0) ok = tb_mkdir_p(dir, err) == 0 && remove_tree(tmp, err) == 0 && tb_mkdir_p(tmp, err) == 0;
+    if (agree(rk, ok, "checkpoint directory", err) != 0) return -1;
+
+    const tb_group *dp = dp_group(rk);
+    const int dp_rank = dp ? dp->index : 0, dp_size = dp ? dp->size : 1;
+    const int tp = s->models[0].tp_size, tp_rank = s->models[0].tp_rank;
+    // the moments of every chunk over its whole buffer (all-gathered under the distributed optimizer)
+    float **moments = tb_xcalloc(2 * (size_t)s->nchunks, sizeof *moments, "checkpoint moments");
+    for (int c = 0; c < s->nchunks; c++) {
+        const tb_adamw *o = &s->opts[c];
+        for (int k = 0; k < 2; k++) {
+            const float *mine = k ? o->v : o->m;
+            if (!o->sharded) {
+                moments[2 * c + k] = (float *)mine;
+                continue;
+            }
+            moments[2 * c + k] = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, s->models[c].padded_parameters * sizeof(float),
+                                          "checkpoint moments");
+            tb_all_gather((tb_group *)dp, mine, moments[2 * c + k], o->hi - o->lo);
+        }
+    }
+    int n = 0, cap = 0;
+    tb_st_entry *entries = NULL;
+    json_t *pieces = json_array();
+    for (int c = 0; c < s->nchunks; c++) {
+        const gpt_model *m = &s->models[c];
+        for (int i = 0; i < m->nparams; i++) {
+            const gpt_param *p = &m->params[i];
+            if (!writes(p, tp_rank, dp_rank, dp_size)) continue;
+            const float *data[3] = {m->param_memory + p->offset, moments[2 * c] + p->offset,
+                                    moments[2 * c + 1] + p->offset};
+            for (int k = 0; k < 3; k++) {
+                if (n == cap) entries = tb_xreallocarray(entries, (size_t)(cap = cap ? 2 * cap : 64), sizeof *entries,
+                                                         "checkpoint entries");
+                char name[160];
+                snprintf(name, sizeof name, "%s.%s", kinds[k], p->name);
+                tb_st_entry *e = &entries[n++];
+                memset(e, 0, sizeof *e);
+                e->name = tb_xstrdup(name, "checkpoint entry name");
+                e->ndim = 2;
+                e->shape[0] = p->rows, e->shape[1] = p->cols;
+                e->data = data[k];
+                json_array_append_new(pieces, json_pack("{s:s, s:i, s:o}", "tensor", name, "tp_rank",
+                                                        p->split_axis < 0 ? 0 : tp_rank, "geometry",
+                                                        geometry_json(p, tp)));
+            }
+        }
+    }
+    char file[64], hex[65] = "";
+    uint64_t bytes = 0;
+    snprintf(file, sizeof file, "rank-%05d.safetensors", rk->rank);
+    ok = ckpt_path(path, err, "%s/%s", tmp, file) == 0 &&
+         (n == 0 || (tb_safetensors_write(path, entries, n, NULL, err) == 0 && sha256_file(path, hex, &bytes, err) == 0));
+    for (int i = 0; i < n; i++) free((char *)entries[i].name);
+    free(entries);
+    for (int c = 0; c < s->nchunks; c++)
+        if (s->opts[c].sharded) tb_free(&rk->mem, moments[2 * c]), tb_free(&rk->mem, moments[2 * c + 1]);
+    free(moments);
+    if (ok) {
+        json_t *part = json_pack("{s:o, s:{s:s, s:I}, s:o}", "file", n ? json_string(file) : json_null(), "digest",
+                                 "sha256", hex, "bytes", (json_int_t)bytes, "pieces", pieces);
+        pieces = NULL;
+        ok = ckpt_path(path, err, "%s/rank-%05d.json", tmp, rk->rank) == 0 && tb_write_json_atomic(path, part, err) == 0;
+        json_decref(part);
+    }
+    json_decref(pieces);
+    if (agree(rk, ok, "checkpoint shards", err) != 0) return -1;
+    ok = rk->rank != 0 || commit(s, dir, tmp, final, iteration, err) == 0;
+    return agree(rk, ok, "checkpoint commit", err);
+}
+
+// --- load -------------------------------------------------------------------------------
+
+int dist_checkpoint_is_dir(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    char p[CKPT_PATH];
+    if (ckpt_path(p, NULL, "%s/" TB_CKPT_LATEST, path) == 0 && access(p, F_OK) == 0) return 1;
+    return ckpt_path(p, NULL, "%s/" TB_CKPT_METADATA, path) == 0 && access(p, F_OK) == 0;
+}
+
+// The committed checkpoint directory `dir` names: latest_checkpointed_iteration.txt's, or dir itself.
+static int resolve_dir(const char *dir, char *out, tb_error *err) {
+    char p[CKPT_PATH];
+    if (ckpt_path(p, err, "%s/" TB_CKPT_LATEST, dir) != 0) return -1;
+    FILE *f = fopen(p, "r");
+    if (!f) return ckpt_path(out, err, "%s", dir);
+    long long it = -1;
+    char extra;
+    int n = fscanf(f, "%lld %c", &it, &extra);
+    fclose(f);
+    if (n != 1 || it < 0) return tb_fail(err, "%s: want one iteration number, not what it holds", p);
+    return ckpt_path(out, err, "%s/iter_%07lld", dir, it);
+}
+
+// The model's shape: what a checkpoint must agree with to load at all.
+static const char *const shape_keys[] = {
+    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "vocab_size",
+    "normalization", "swiglu", "disable_bias_linear", "untie_embeddings_and_output_weights",
+    "position_embedding_type", "rotary_percent", "max_position_embeddings"};
+
+static int check_shape(const json_t *saved, const tb_config *cfg, const char *path, tb_error *err) {
+    json_t *mine = config_to_json(cfg);
+    int rc = 0;
+    for (size_t i = 0; i < sizeof shape_keys / sizeof *shape_keys && rc == 0; i++) {
+        json_t *a = json_object_get(saved, shape_keys[i]), *b = json_object_get(mine, shape_keys[i]);
+        if (!json_equal(a, b)) {
+            char *sa = a ? json_dumps(a, JSON_ENCODE_ANY) : NULL, *sb = b ? json_dumps(b, JSON_ENCODE_ANY) : NULL;
+            rc = tb_fail(err, "%s: the checkpoint's %s is %s, this model's %s", path, shape_keys[i],
+                         sa ? sa : "(absent)", sb ? sb : "(absent)");
+            free(sa), free(sb);
+        }
+    }
+    json_decref(mine);
+    return rc;
+}
+
+// Open files of one checkpoint, each verified against its sha256 once.
+typedef struct open_files {
+    const char *dir;
+    json_t *digests;  // metadata "files"
+    int n;
+    char *names[64];
+    tb_safetensors st[64];
+} open_files;
+
+static tb_safetensors *file_of(open_files *of, const char *name, tb_error *err) {
+    for (int i = 0; i < of->n; i++)
+        if (!strcmp(of->names[i], name)) return &of->st[i];
+    if (of->n == 64) {
+        tb_fail(err, "%s: more than 64 shard files needed by one rank: not supported yet", of->dir);
+        return NULL;
+    }
+    char path[CKPT_PATH], hex[65];
+    uint64_t bytes;
+    if (ckpt_path(path, err, "%s/%s", of->dir, name) != 0) return NULL;
+    const char *want = json_string_value(json_object_get(json_object_get(of->digests, name), "sha256"));
+    if (!want) {
+        tb_fail(err, "%s: not listed in %s's files", path, TB_CKPT_METADATA);
+        return NULL;
+    }
+    if (sha256_file(path, hex, &bytes, err) != 0) return NULL;
+    if (strcmp(hex, want) != 0) {
+        tb_fail(err, "%s: sha256 %s, the metadata says %s: the shard was altered or damaged", path, hex, want);
+        return NULL;
+    }
+    tb_safetensors *st = &of->st[of->n];
+    if (tb_safetensors_open(st, path, err) != 0) return NULL;
+    of->names[of->n++] = tb_xstrdup(name, "checkpoint file name");
+    return st;
+}
+
+static void close_files(open_files *of) {
+    for (int i = 0; i < of->n; i++) {
+        tb_safetensors_close(&of->st[i]);
+        free(of->names[i]);
+    }
+    of->n = 0;
+}
+
+static int geo_int(const json_t *t, const char *key) { return (int)json_integer_value(json_object_get(t, key)); }
+
+// Global tensor `name` reassembled from its pieces, then this rank's shard of it (p's
+// geometry at tp ranks) written to dst.
+static int load_tensor(open_files *of, const json_t *tensors, const char *name, const gpt_param *p, int tp,
+                       int tp_rank, float *dst, tb_allocator *mem, tb_error *err) {
+    const json_t *t = json_object_get(tensors, name);
+    if (!t) return tb_fail(err, "%s: tensor %s is not in the checkpoint", of->dir, name);
+    gpt_param src = *p;  // the saving layout's geometry of the same tensor
+    src.full_rows = geo_int(t, "full_rows"), src.full_cols = geo_int(t, "full_cols");
+    src.split_axis = geo_int(t, "split_axis"), src.rows = geo_int(t, "rows"), src.cols = geo_int(t, "cols");
+    const json_t *seg = json_object_get(t, "segments");
+    src.nseg = (int)json_array_size(seg);
+    for (int s = 0; s < src.nseg && s < 3; s++) src.seg[s] = (int)json_integer_value(json_array_get(seg, (size_t)s));
+    const int src_tp = geo_int(t, "tp"), real = geo_int(t, "real_rows");
+    if (src.full_cols != p->full_cols || real != p->hf_rows || src.nseg != p->nseg || src.nseg > 3 || src_tp < 1 ||
+        src.full_rows < real)
+        return tb_fail(err, "%s: tensor %s is [%d real of %d rows, %d cols] in %d segments there, [%d of %d, %d] in %d "
+                       "here",
+                       of->dir, name, real, src.full_rows, src.full_cols, src.nseg, p->hf_rows, p->full_rows,
+                       p->full_cols, p->nseg);
+    const size_t src_full = (size_t)src.full_rows * src.full_cols, dst_full = (size_t)p->full_rows * p->full_cols;
+    float *full = tb_alloc(mem, TB_MEM_WORKSPACE, (src_full > dst_full ? src_full : dst_full) * sizeof(float),
+                           "checkpoint tensor"),
+          *shard = tb_alloc(mem, TB_MEM_WORKSPACE, (size_t)src.rows * src.cols * sizeof(float), "checkpoint shard");
+    // every tp piece exactly once
+    int have[TB_MAX_GROUP] = {0}, rc = 0;
+    size_t i;
+    json_t *piece;
+    json_array_foreach(json_object_get(t, "pieces"), i, piece) {
+        int r = geo_int(piece, "tp_rank");
+        if (r < 0 || r >= src_tp || r >= TB_MAX_GROUP || have[r]++) {
+            rc = tb_fail(err, "%s: tensor %s has a piece for tp rank %d twice or out of [0, %d)", of->dir, name, r,
+                         src_tp);
+            break;
+        }
+        tb_safetensors *st = file_of(of, json_string_value(json_object_get(piece, "file")), err);
+        const char *key = json_string_value(json_object_get(piece, "key"));
+        const tb_st_tensor *tt = st && key ? tb_safetensors_find(st, key) : NULL;
+        if (!st) rc = -1;
+        else if (!tt) rc = tb_fail(err, "%s: tensor %s is not in its shard file", of->dir, key ? key : name);
+        else if (tb_st_tensor_numel(tt) != (int64_t)src.rows * src.cols)
+            rc = tb_fail(err, "%s: %s holds %" PRId64 " floats, its geometry %d x %d", st->path, key,
+                         tb_st_tensor_numel(tt), src.rows, src.cols);
+        else rc = tb_safetensors_read_f32(st, tt, shard, err);
+        if (rc != 0) break;
+        gpt_param_shard_copy(&src, src_tp, r, full, shard, 0);
+    }
+    for (int r = 0; rc == 0 && r < src_tp; r++)
+        if (!have[r]) rc = tb_fail(err, "%s: tensor %s lacks the piece of tp rank %d of %d", of->dir, name, r, src_tp);
+    if (rc == 0) {
+        // the real rows are the same; the padding (another tp's vocabulary multiple) is zero
+        if (p->full_rows != src.full_rows) {
+            if (p->full_rows > real) memset(full + (size_t)real * p->full_cols, 0,
+                                            (size_t)(p->full_rows - real) * p->full_cols * sizeof(float));
+        }
+        gpt_param_shard_copy(p, tp, tp_rank, full, dst, 1);
+    }
+    tb_free(mem, full);
+    tb_free(mem, shard);
+    return rc;
+}
+
+static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iteration, tb_error *err) {
+    char resolved[CKPT_PATH], path[CKPT_PATH];
+    if (resolve_dir(dir, resolved, err) != 0 || ckpt_path(path, err, "%s/" TB_CKPT_METADATA, resolved) != 0) return -1;
+    json_error_t jerr;
+    json_t *meta = json_load_file(path, 0, &jerr);
+    if (!meta) return tb_fail(err, "%s: %s (line %d)", path, jerr.text, jerr.line);
+    int rc = 0;
+    const char *format = json_string_value(json_object_get(meta, "format"));
+    json_int_t version = json_integer_value(json_object_get(meta, "version"));
+    json_t *it = json_object_get(meta, "iteration"), *step = json_object_get(json_object_get(meta, "optimizer"), "step");
+    if (!format || strcmp(format, CKPT_FORMAT) != 0 || version != CKPT_VERSION)
+        rc = tb_fail(err, "%s: format %s version %lld, this engine reads %s version %d", path,
+                     format ? format : "(none)", (long long)version, CKPT_FORMAT, CKPT_VERSION);
+    else if (!json_is_integer(it) || json_integer_value(it) < 0 || !json_is_integer(step))
+        rc = tb_fail(err, "%s: iteration and optimizer.step must be integers", path);
+    else if (json_integer_value(it) >= s->cfg->train_iters)
+        rc = tb_fail(err, "%s: the checkpoint is of iteration %lld; train_iters (%d) leaves nothing to train", path,
+                     (long long)json_integer_value(it), s->cfg->train_iters);
+    else rc = check_shape(json_object_get(meta, "config"), s->cfg, path, err);
+    open_files of = {.dir = resolved, .digests = json_object_get(meta, "files")};
+    const json_t *tensors = json_object_get(meta, "tensors");
+    tb_allocator *mem = &s->rk->mem;
+    for (int c = 0; c < s->nchunks && rc == 0; c++) {
+        gpt_model *m = &s->models[c];
+        tb_adamw *o = &s->opts[c];
+        float *moments[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++)
+            moments[k] = o->sharded ? tb_alloc(mem, TB_MEM_WORKSPACE, m->padded_parameters * sizeof(float),
+                                               "checkpoint moments")
+                                    : (k ? o->v : o->m);
+        for (int i = 0; i < m->nparams && rc == 0; i++) {
+            const gpt_param *p = &m->params[i];
+            float *dst[3] = {m->param_memory + p->offset, moments[0] + p->offset, moments[1] + p->offset};
+            for (int k = 0; k < 3 && rc == 0; k++) {
+                char name[160];
+                snprintf(name, sizeof name, "%s.%s", kinds[k], p->name);
+                rc = load_tensor(&of, tensors, name, p, m->tp_size, m->tp_rank, dst[k], mem, err);
+            }
+        }
+        if (o->sharded) {
+            if (rc == 0) {
+                memcpy(o->m, moments[0] + o->lo, (o->hi - o->lo) * sizeof(float));
+                memcpy(o->v, moments[1] + o->lo, (o->hi - o->lo) * sizeof(float));
+            }
+            tb_free(mem, moments[0]);
+            tb_free(mem, moments[1]);
+        }
+        o->t = json_integer_value(step);
+    }
+    close_files(&of);
+    if (rc == 0) *iteration = json_integer_value(it);
+    json_decref(meta);
+    return rc;
+}
+
+int dist_checkpoint_load(const dist_ckpt_state *s, const char *dir, int64_t *iteration, tb_error *err) {
+    int ok = load_rank(s, dir, iteration, err) == 0;
+    return agree(s->rk, ok, "checkpoint load", err);
+}

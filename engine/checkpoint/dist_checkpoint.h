@@ -1,0 +1,76 @@
+// dist_checkpoint.h — sharded checkpoints of the whole training state (Megatron-Core's
+// dist_checkpointing): saved at one layout, loadable at any other.
+//
+// `--save DIR` writes, every --save-interval steps and at the end of training:
+//
+//   DIR/iter_NNNNNNN/                      one committed checkpoint
+//       metadata.json                      written last; what the directory holds (below)
+//       rank-RRRRR.safetensors             the tensors rank R writes (F32, its shards)
+//   DIR/latest_checkpointed_iteration.txt  the last committed iteration (Megatron's name)
+//
+// Global tensors, named as the model's table (models/gpt.h, Hugging Face GPT-2 names) in the
+// engine's layout (rows, cols):
+//   model.<name>                   the parameter
+//   optimizer.exp_avg.<name>       Adam's first moment (fp32; the parameters are the master)
+//   optimizer.exp_avg_sq.<name>    Adam's second moment
+// Each is stored as the tensor-parallel shards of the layout it was saved at: one piece per
+// tp rank (one in all for tensors replicated over tp), in the rank's own layout, with the
+// geometry that reassembles it (full shape, split axis, segments — Q, K, V or gate, up — and
+// the rows that are real, not vocabulary padding). Only one replica of a piece is written:
+// tp rank 0 for tensors replicated over tp, never the last stage's copy of a tied embedding,
+// and among the data-parallel replicas the one whose dp rank is the tensor's index mod dp,
+// so the writes spread over the data-parallel group. Under the distributed optimizer the
+// moments are first all-gathered over the data-parallel group.
+//
+// metadata.json: {"format": "tracebook-dist-checkpoint", "version": 1, "iteration",
+//   "consumed_samples", "optimizer": {"step"}, "config" (resolved), "layout" {tp, pp, vpp,
+//   dp, world, distributed_optimizer}, "tensors": {global name: {"full_rows", "full_cols",
+//   "real_rows", "split_axis", "segments", "tp", "pieces": [{"tp_rank", "file", "key"}]}},
+//   "files": {file: {"sha256", "bytes"}}}.
+// RNG: nothing random runs after initialisation (no dropout) and the data position is a
+// function of the iteration (datasets/gpt_dataset.h), so the iteration restores both.
+//
+// Crash-safe: the checkpoint is written into iter_NNNNNNN.tmp; after every rank's file is
+// fsync'd, rank 0 writes metadata.json, renames the directory to iter_NNNNNNN and then
+// rewrites latest_checkpointed_iteration.txt — a kill at any moment leaves the previous
+// checkpoint the latest and complete, and no directory named iter_* without metadata.json.
+//
+// `--load DIR` (a directory with latest_checkpointed_iteration.txt, or one iter_ directory)
+// checks the model's shape against the checkpoint's config (each difference named), every
+// file's sha256, and that every tensor this rank needs has all its pieces, then reassembles
+// each tensor and takes this rank's shard of it: tp, pp, vpp, dp and the distributed
+// optimizer may all differ from the saving run's.
+#ifndef TB_CHECKPOINT_DIST_CHECKPOINT_H
+#define TB_CHECKPOINT_DIST_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "models/gpt.h"
+#include "optimizer/optimizer.h"
+#include "parallel_state.h"
+
+#define TB_CKPT_LATEST "latest_checkpointed_iteration.txt"
+#define TB_CKPT_METADATA "metadata.json"
+
+// What one rank checkpoints: its model chunks and their optimizers.
+typedef struct dist_ckpt_state {
+    tb_rank *rk;
+    const tb_config *cfg;
+    gpt_model *models;
+    tb_adamw *opts;
+    int nchunks;
+} dist_ckpt_state;
+
+// Every rank calls it after step `iteration`; returns 0 on every rank or -1 on every rank
+// (a failing rank's reason is in its err, the others name the rank that failed).
+int dist_checkpoint_save(const dist_ckpt_state *s, const char *dir, int64_t iteration, tb_error *err);
+// Every rank calls it before training; *iteration is the checkpoint's (training resumes at
+// the next step). Returns -1 with the reason on the rank that found it (the others fail
+// with "rank R could not load").
+int dist_checkpoint_load(const dist_ckpt_state *s, const char *dir, int64_t *iteration, tb_error *err);
+// 1 when path is a checkpoint directory (it holds latest_checkpointed_iteration.txt or
+// metadata.json), 0 otherwise (e.g. a Hugging Face .safetensors file).
+int dist_checkpoint_is_dir(const char *path);
+
+#endif

@@ -1,0 +1,229 @@
+// test_dist_checkpoint.c — sharded checkpoints (checkpoint/dist_checkpoint.h) through
+// pretrain_gpt: a run stopped by --exit-interval and resumed with --load continues bitwise
+// as the uninterrupted run at the same layout (tp, pp, interleaved pp, dp with the
+// distributed optimizer); a checkpoint saved at one layout resumes at another within the
+// layouts' equivalence tolerance; one replica of each piece is written; checkpoints of
+// another model, with a missing or altered shard, are refused by name before training; a
+// save killed at any moment leaves the previous checkpoint the latest and whole.
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpoint/dist_checkpoint.h"
+#include "tb_run_dir.h"
+#include "tb_shell.h"
+#include "tb_test.h"
+
+#define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
+#define MODEL                                                                                          \
+    " --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --vocab-size 200"       \
+    " --micro-batch-size 2 --global-batch-size 8 --train-iters 6 --log-interval 100"
+
+static tb_output sh;
+
+static const char *tmp(char *buf, const char *name) { return tb_tmp_path(buf, 1024, "dist_ckpt/%s", name); }
+
+// The losses of steps 1..6 in a run directory (NAN where a step has none).
+static void losses(const char *run_dir, double out[7]) {
+    for (int s = 0; s < 7; s++) out[s] = NAN;
+    char path[1024], line[8192];
+    tb_rank_path(path, sizeof path, run_dir, TB_RANK_METRICS, 0);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f)) {
+        json_t *o = json_loads(line, 0, NULL);
+        json_int_t step = json_integer_value(json_object_get(o, "step"));
+        if (step >= 1 && step <= 6) out[step] = json_real_value(json_object_get(o, "loss"));
+        json_decref(o);
+    }
+    if (f) fclose(f);
+}
+
+// Runs pretrain_gpt MODEL + layout + extra into run dir `name`; returns the exit status.
+static int train(const char *name, const char *layout, const char *extra) {
+    char dir[1024];
+    return tb_run(&sh, NULL, "rm -rf '%s' && '%s'" MODEL " %s %s --run-dir '%s' > /dev/null", tmp(dir, name),
+                  PRETRAIN, layout, extra, dir);
+}
+
+// Uninterrupted at `layout`, against stopped after step 3 at `saved_at` and resumed at
+// `layout`: steps 4..6 equal (bitwise when tol is 0).
+static void resume_case(const char *label, const char *saved_at, const char *layout, double tol) {
+    char ck[1024], ref_dir[1024], a_dir[1024], b_dir[1024], name[128], args[1200];
+    snprintf(name, sizeof name, "ck-%s", label);
+    tmp(ck, name);
+    snprintf(name, sizeof name, "ref-%s", label);
+    TB_REQUIRE(train(name, layout, "") == 0, "%s: uninterrupted run: %s", label, sh.err);
+    tmp(ref_dir, name);
+    snprintf(name, sizeof name, "a-%s", label);
+    snprintf(args, sizeof args, "--exit-interval 3 --save '%s'", ck);
+    tb_run(&sh, NULL, "rm -rf '%s'", ck);
+    TB_REQUIRE(train(name, saved_at, args) == 0, "%s: run stopped at step 3: %s", label, sh.err);
+    tmp(a_dir, name);
+    snprintf(name, sizeof name, "b-%s", label);
+    snprintf(args, sizeof args, "--load '%s'", ck);
+    TB_REQUIRE(train(name, layout, args) == 0, "%s: resumed run: %s", label, sh.err);
+    tmp(b_dir, name);
+    double ref[7], a[7], b[7];
+    losses(ref_dir, ref), losses(a_dir, a), losses(b_dir, b);
+    TB_CHECK(isnan(a[4]) && !isnan(a[3]), "%s: --exit-interval 3 stopped after step 3", label);
+    TB_CHECK(isnan(b[3]) && !isnan(b[4]), "%s: the resumed run starts at step 4", label);
+    double worst = 0;
+    for (int s = 4; s <= 6; s++) worst = fmax(worst, fabs(b[s] - ref[s]) / fabs(ref[s]));
+    printf("    %-40s steps 4-6 vs uninterrupted: rel %.1e%s\n", label, worst, tol == 0 ? " (want bitwise)" : "");
+    TB_CHECK(tol == 0 ? worst == 0 : worst <= tol, "%s: resumed losses differ by %.2e (tolerance %g)", label, worst,
+             tol);
+}
+
+TB_TEST(resuming_at_the_same_layout_continues_bitwise) {
+    resume_case("single rank", "", "", 0);
+    resume_case("tp 2", "--world-size 2 --tensor-model-parallel-size 2", "--world-size 2 --tensor-model-parallel-size 2",
+                0);
+    resume_case("pp 2", "--world-size 2 --pipeline-model-parallel-size 2",
+                "--world-size 2 --pipeline-model-parallel-size 2", 0);
+    resume_case("pp 2 x vpp 2", "--world-size 2 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2",
+                "--world-size 2 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2", 0);
+    resume_case("dp 2 + distributed optimizer", "--world-size 2 --use-distributed-optimizer",
+                "--world-size 2 --use-distributed-optimizer", 0);
+}
+
+TB_TEST(a_checkpoint_resumes_at_another_layout) {
+    resume_case("tp 2 -> tp 1", "--world-size 2 --tensor-model-parallel-size 2", "", 1e-5);
+    resume_case("tp 1 -> tp 4", "", "--world-size 4 --tensor-model-parallel-size 4", 1e-5);
+    resume_case("pp 2 -> pp 1", "--world-size 2 --pipeline-model-parallel-size 2", "", 1e-5);
+    resume_case("dp 2 dist-opt -> dp 4 dist-opt", "--world-size 2 --use-distributed-optimizer",
+                "--world-size 4 --use-distributed-optimizer", 1e-5);
+    resume_case("tp 2 x dp 2 dist-opt -> pp 2 x vpp 2", "--world-size 4 --tensor-model-parallel-size 2 "
+                "--use-distributed-optimizer",
+                "--world-size 2 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2", 1e-5);
+}
+
+// metadata.json lists every tensor once with all its tp pieces; replicated tensors have
+// one writer, and the writes of a tp 1 x dp 2 run come from both dp ranks.
+TB_TEST(one_replica_of_each_piece_is_written_and_writes_spread_over_dp) {
+    char ck[1024], meta[1100];
+    tmp(ck, "ck-spread");
+    tb_run(&sh, NULL, "rm -rf '%s'", ck);
+    char args[1100];
+    snprintf(args, sizeof args, "--save '%s'", ck);
+    TB_REQUIRE(train("spread", "--world-size 4 --tensor-model-parallel-size 2", args) == 0, "%s", sh.err);
+    snprintf(meta, sizeof meta, "%s/iter_0000006/" TB_CKPT_METADATA, ck);
+    json_t *m = tb_load_json(meta);
+    TB_REQUIRE(m, "%s", meta);
+    json_t *tensors = json_object_get(m, "tensors");
+    int writers[4] = {0};
+    const char *name;
+    json_t *t;
+    size_t ntensors = 0;
+    json_object_foreach(tensors, name, t) {
+        ntensors++;
+        json_t *pieces = json_object_get(t, "pieces");
+        size_t want = json_integer_value(json_object_get(t, "tp"));
+        TB_CHECK(json_array_size(pieces) == want, "%s: %zu pieces, want one per tp rank (%zu)", name,
+                 json_array_size(pieces), want);
+        size_t i;
+        json_t *p;
+        json_array_foreach(pieces, i, p) {
+            int r = -1;
+            sscanf(json_string_value(json_object_get(p, "file")), "rank-%d.safetensors", &r);
+            if (r >= 0 && r < 4) writers[r]++;
+        }
+    }
+    // 4 layers x 12 tensors + wte, wpe, ln_f weight and bias, each with two moments
+    TB_CHECK(ntensors == 3 * (4 * 12 + 4), "%zu global tensors", ntensors);
+    TB_CHECK(writers[0] && writers[1] && writers[2] && writers[3], "ranks 0-3 wrote %d %d %d %d pieces", writers[0],
+             writers[1], writers[2], writers[3]);
+    TB_CHECK(json_integer_value(json_object_get(m, "iteration")) == 6 &&
+                 json_integer_value(json_object_get(m, "consumed_samples")) == 48,
+             "iteration 6, 48 samples consumed");
+    json_decref(m);
+    char latest[1100];
+    snprintf(latest, sizeof latest, "%s/" TB_CKPT_LATEST, ck);
+    char *text = tb_slurp(latest);
+    TB_CHECK(text && !strcmp(text, "6\n"), "latest_checkpointed_iteration.txt holds '%s'", text ? text : "(none)");
+    free(text);
+}
+
+TB_TEST(checkpoints_that_do_not_fit_are_refused_before_training) {
+    char ck[1024], args[1200], file[1200];
+    tmp(ck, "ck-refuse");
+    tb_run(&sh, NULL, "rm -rf '%s'", ck);
+    snprintf(args, sizeof args, "--exit-interval 2 --save '%s' --world-size 2 --tensor-model-parallel-size 2", ck);
+    TB_REQUIRE(train("refuse-save", "", args) == 0, "%s", sh.err);
+    // another model shape
+    char dir[1024];
+    int rc = tb_run(&sh, NULL, "'%s'" MODEL " --hidden-size 32 --load '%s' --run-dir '%s'", PRETRAIN, ck,
+                    tmp(dir, "refuse-shape"));
+    TB_CHECK(rc != 0 && strstr(sh.err, "the checkpoint's hidden_size is 64, this model's 32") &&
+                 !strstr(sh.out, "step"),
+             "another hidden size is refused by name before a step: exit %d\n%s", rc, sh.err);
+    // an altered shard
+    snprintf(file, sizeof file, "%s/iter_0000002/rank-00001.safetensors", ck);
+    char *saved = tb_slurp(file);
+    TB_REQUIRE(saved, "%s", file);
+    tb_run(&sh, NULL, "printf 'X' | dd of='%s' bs=1 seek=200 conv=notrunc 2>/dev/null", file);
+    rc = tb_run(&sh, NULL, "'%s'" MODEL " --load '%s' --run-dir '%s'", PRETRAIN, ck, tmp(dir, "refuse-sha"));
+    TB_CHECK(rc != 0 && strstr(sh.err, "rank-00001.safetensors: sha256 ") && strstr(sh.err, "altered or damaged"),
+             "an altered shard is named: exit %d\n%s", rc, sh.err);
+    // a missing shard
+    unlink(file);
+    rc = tb_run(&sh, NULL, "'%s'" MODEL " --load '%s' --run-dir '%s'", PRETRAIN, ck, tmp(dir, "refuse-missing"));
+    TB_CHECK(rc != 0 && strstr(sh.err, "rank-00001.safetensors"), "a missing shard is named: exit %d\n%s", rc, sh.err);
+    free(saved);
+    // nothing left to train
+    rc = tb_run(&sh, NULL, "'%s'" MODEL " --train-iters 2 --load '%s' --run-dir '%s'", PRETRAIN, ck,
+                tmp(dir, "refuse-done"));
+    TB_CHECK(rc != 0 && strstr(sh.err, "train_iters (2) leaves nothing to train"), "exit %d\n%s", rc, sh.err);
+    // --save naming a safetensors file
+    rc = tb_run(&sh, NULL, "'%s'" MODEL " --save x.safetensors", PRETRAIN);
+    TB_CHECK(rc != 0 && strstr(sh.err, "names a checkpoint directory; a Hugging Face safetensors file is save_hf's"),
+             "exit %d\n%s", rc, sh.err);
+}
+
+// Saves every step while the process is killed (SIGKILL) at random moments: afterwards
+// the latest checkpoint is complete and loads, and every iter_ directory has its metadata.
+TB_TEST(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole) {
+    char ck[1024], dir[1024];
+    tmp(ck, "ck-kill");
+    tb_run(&sh, NULL, "rm -rf '%s'", ck);
+    srand((unsigned)time(NULL));
+    int kills = 0;
+    for (int k = 0; k < 6; k++) {
+        int delay_ms = 150 + rand() % 900;
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "'%s'" MODEL " --train-iters 400 --save-interval 1 --save '%s' %s --run-dir '%s' > /dev/null 2>&1 & "
+                 "pid=$!; sleep %d.%03d; kill -9 $pid 2>/dev/null && echo killed; wait $pid 2>/dev/null; true",
+                 PRETRAIN, ck, k % 2 ? "--world-size 2 --tensor-model-parallel-size 2" : "", tmp(dir, "kill-run"),
+                 delay_ms / 1000, delay_ms % 1000);
+        tb_run(&sh, NULL, "%s", cmd);
+        if (strstr(sh.out, "killed")) kills++;
+        char latest[1100];
+        snprintf(latest, sizeof latest, "%s/" TB_CKPT_LATEST, ck);
+        if (!tb_exists(latest)) continue;  // killed before the first commit
+        int rc = tb_run(&sh, NULL,
+                        "for d in '%s'/iter_*; do case $d in *.tmp|*.old) continue;; esac; "
+                        "[ -f \"$d/metadata.json\" ] || { echo \"incomplete $d\"; exit 1; }; done",
+                        ck);
+        TB_CHECK(rc == 0, "kill %d after %d ms: %s", k, delay_ms, sh.out);
+        rc = tb_run(&sh, NULL, "'%s'" MODEL " --train-iters 401 --load '%s' --run-dir '%s' > /dev/null", PRETRAIN, ck,
+                    tmp(dir, "kill-load"));
+        TB_CHECK(rc == 0, "kill %d after %d ms: the latest checkpoint does not load: %s", k, delay_ms, sh.err);
+    }
+    printf("    %d of 6 runs killed mid-training\n", kills);
+    TB_CHECK(kills >= 3, "only %d runs were killed while running (the runs end too early)", kills);
+}
+
+int main(void) {
+    char dir[1024];
+    tb_run(&sh, NULL, "mkdir -p '%s'", tmp(dir, ""));
+    TB_RUN(resuming_at_the_same_layout_continues_bitwise);
+    TB_RUN(a_checkpoint_resumes_at_another_layout);
+    TB_RUN(one_replica_of_each_piece_is_written_and_writes_spread_over_dp);
+    TB_RUN(checkpoints_that_do_not_fit_are_refused_before_training);
+    TB_RUN(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole);
+    return tb_test_summary();
+}
