@@ -9,6 +9,7 @@
 #include "backend/cpu/kernels.h"
 #include "checkpoint/gpt_checkpoint.h"
 #include "comm/comm.h"
+#include "comm/mpi_backend.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
@@ -375,12 +376,63 @@ static int failed_rank(tb_world *w, const rank_run *runs) {
     return -1;
 }
 
-int pretrain(const tb_config *cfg, tb_error *err) {
+static int write_launch(const char *run_dir, json_t *record, tb_error *err) {
+    char path[TB_PATH_MAX + 64];
+    if (tb_run_path(path, sizeof path, run_dir, TB_RUN_LAUNCH, err) != 0) return -1;
+    return tb_write_json_atomic(path, record, err);
+}
+
+// Process 0 creates the run directory and writes config.json and launch.json; under mpirun
+// every other process waits for its verdict and the directory's path (a default one is named
+// by process 0's clock) before it writes anything there.
+static int setup_run_dir(tb_world *w, const tb_config *cfg, const tb_launch *l, tb_error *err) {
+    json_t *record = tb_launch_record(l, cfg);  // collective: every process's host
+    struct {
+        int rc;
+        char dir[TB_PATH_MAX];
+    } verdict = {0, ""};
+    if (tb_launch_is_lead(l)) {
+        verdict.rc = tb_run_dir_create(cfg->run_dir, w->run_dir, sizeof w->run_dir, err) != 0 ||
+                     write_config(w->run_dir, cfg, err) != 0 || write_launch(w->run_dir, record, err) != 0;
+        snprintf(verdict.dir, sizeof verdict.dir, "%s", w->run_dir);
+    }
+    json_decref(record);
+    if (!l->mpi) return verdict.rc ? -1 : 0;
+    tb_error bcast_err;
+    if (tb_launch_bcast(l, &verdict, sizeof verdict, &bcast_err) != 0) {
+        if (err) *err = bcast_err;
+        return -1;
+    }
+    if (tb_launch_is_lead(l)) return verdict.rc ? -1 : 0;
+    if (verdict.rc) return tb_fail(err, "process %d: process 0 could not set up the run directory", l->process);
+    // the same path; created here too in case this host does not share process 0's file system
+    return tb_run_dir_create(verdict.dir, w->run_dir, sizeof w->run_dir, err);
+}
+
+// Under mpirun: the groups that span processes onto MPI communicators, every process
+// agreeing on the outcome (the creation is collective, so all go on or none does).
+static int connect_processes(tb_world *w, const tb_launch *l, tb_error *err) {
+    if (!l->mpi) return 0;
+    int rc = tb_mpi_world_connect(w, err) != 0 ? TB_EXIT_FAILURE : 0;
+    if (tb_launch_agree(l, rc, NULL) == 0) return 0;
+    if (rc == 0) {
+        tb_mpi_world_disconnect(w);
+        tb_fail(err, "process %d: another process could not set up its MPI communicators", l->process);
+    }
+    return -1;
+}
+
+int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
+    tb_launch threads;
+    if (!launch) {
+        tb_launch_threads(&threads, 0, NULL);
+        launch = &threads;
+    }
     tb_world world;
-    if (parallel_state_world_init(&world, cfg, err) != 0) return TB_EXIT_FAILURE;
+    if (parallel_state_world_init_process(&world, cfg, launch->process, launch->processes, err) != 0)
+        return TB_EXIT_FAILURE;
     world.origin_ns = tb_now_ns();
-    if (tb_run_dir_create(cfg->run_dir, world.run_dir, sizeof world.run_dir, err) != 0 ||
-        write_config(world.run_dir, cfg, err) != 0) {
+    if (setup_run_dir(&world, cfg, launch, err) != 0 || connect_processes(&world, launch, err) != 0) {
         parallel_state_world_free(&world);
         return TB_EXIT_FAILURE;
     }
@@ -390,6 +442,7 @@ int pretrain(const tb_config *cfg, tb_error *err) {
     parallel_state_run_ranks(&world, rank_main, runs);
     for (int r = 0; r < world.size; r++)
         if (runs[r].unwound) rank_teardown(&world.ranks[r], &runs[r]);
+    tb_mpi_world_disconnect(&world);
     int status = 0, failed = failed_rank(&world, runs);
     if (failed >= 0) {
         status = runs[failed].status;
