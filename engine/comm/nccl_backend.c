@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm/local_backend.h"
+#include "comm/mpi_backend.h"
 #include "core/xalloc.h"
 #include "parallel_state.h"
 
@@ -117,6 +118,38 @@ int tb_nccl_ids_create(const tb_world *w, tb_nccl_ids **out, tb_error *err) {
     return 0;
 }
 
+int tb_nccl_ids_create_mpi(tb_world *w, tb_nccl_ids **out, tb_error *err) {
+    *out = NULL;
+    tb_nccl_ids *ids = tb_xcalloc(1, sizeof *ids, "NCCL unique ids");
+    ids->n = w->size * TB_NGROUP_KINDS;
+    ids->have = tb_xcalloc((size_t)ids->n, 1, "NCCL unique ids");
+    ids->id = tb_xcalloc((size_t)ids->n, sizeof *ids->id, "NCCL unique ids");
+    for (int id = 0; id < ids->n; id++) {
+        const tb_group *g0 = &w->ranks[id % w->size].groups[id / w->size];  // its first member's view
+        if (g0->id != id) continue;
+        int here = 0;
+        for (int i = 0; i < g0->size; i++) here |= parallel_state_rank_is_local(w, g0->ranks[i]);
+        if (!here) continue;
+        if (parallel_state_rank_is_local(w, g0->ranks[0])) {
+            ncclResult_t res = ncclGetUniqueId(&ids->id[id]);
+            // a failure here leaves the group's other processes waiting in the broadcast
+            // until the collective timeout, which ends their part too
+            if (res != ncclSuccess) {
+                tb_nccl_ids_free(ids);
+                return tb_fail(err, "ncclGetUniqueId for group %s (id %d): %s (%s)", g0->name, id,
+                               ncclGetErrorString(res), last_error(NULL));
+            }
+        }
+        if (tb_mpi_group_bcast_from_first(w, id, &ids->id[id], sizeof ids->id[id], err) != 0) {
+            tb_nccl_ids_free(ids);
+            return tb_fail_prefix(err, "NCCL unique id of group %s (id %d) over MPI", g0->name, id);
+        }
+        ids->have[id] = 1;
+    }
+    *out = ids;
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------
 // Setting up and tearing down a rank
 
@@ -128,10 +161,17 @@ static void free_state(nccl_group *s, int abort) {
     free(s);
 }
 
+// Back to the CPU backend the group had before: MPI for a group that spans processes.
 static void back_to_local(tb_group *g) {
     tb_rank *rk = g->rk;
+    tb_world *w = rk ? rk->world : NULL;
+    if (w && w->mpi_groups && g->id >= 0 && w->mpi_groups[g->id]) {
+        g->backend = &tb_mpi_backend;
+        g->backend_state = w->mpi_groups[g->id];
+        return;
+    }
     g->backend = &tb_local_backend;
-    g->backend_state = rk && rk->world && rk->world->local_groups ? rk->world->local_groups[g->id] : NULL;
+    g->backend_state = w && w->local_groups ? w->local_groups[g->id] : NULL;
 }
 
 int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
@@ -479,6 +519,11 @@ int tb_nccl_version(char *buf, size_t len) {
 }
 
 int tb_nccl_ids_create(const tb_world *w, tb_nccl_ids **out, tb_error *err) {
+    *out = NULL;
+    return tb_fail(err, "%s", TB_NCCL_NOT_BUILT);
+}
+
+int tb_nccl_ids_create_mpi(tb_world *w, tb_nccl_ids **out, tb_error *err) {
     *out = NULL;
     return tb_fail(err, "%s", TB_NCCL_NOT_BUILT);
 }
