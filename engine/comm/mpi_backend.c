@@ -49,23 +49,6 @@ typedef struct mpi_group {
 
 static mpi_group *state(const tb_group *g) { return g->backend_state; }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-// Spins briefly, then sleeps 10 µs, 20 µs, ... up to 1 ms between polls: a wait that lasts
-// costs little CPU (rank threads share a few cores), one that ends quickly is not delayed.
-static void backoff(unsigned *polls) {
-    unsigned n = (*polls)++;
-    if (n < 200) return;
-    long ns = 10000L << ((n - 200) / 50 < 7 ? (n - 200) / 50 : 7);
-    if (ns > 1000000L) ns = 1000000L;
-    struct timespec ts = {0, ns};
-    nanosleep(&ts, NULL);
-}
-
 static int mpi_fail(tb_error *err, const char *what, const tb_group *g, int code) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -167,7 +150,7 @@ static int post_send(xfer *x, const void *buf, size_t bytes, int peer, tb_error 
 // passes. Returns 0 when all are done (x->n reset for the next phase).
 static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req, MPI_Status *st, int *failed,
                          int *timed_out, tb_error *err) {
-    const double deadline = now_s() + tb_comm_timeout_s(g);
+    const double deadline = tb_comm_now_s() + tb_comm_timeout_s(g);
     unsigned polls = 0;
     for (;;) {
         int done = 0;
@@ -185,8 +168,8 @@ static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req,
         }
         if (done) return 0;
         if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, what, err);
-        if (now_s() > deadline) return tb_comm_fail_timed_out(g, what, timed_out, err);
-        backoff(&polls);
+        if (tb_comm_now_s() > deadline) return tb_comm_fail_timed_out(g, what, timed_out, err);
+        tb_comm_backoff(&polls);
     }
 }
 
@@ -426,7 +409,7 @@ static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_
     mpi_group *s = state(g);
     const int me = g->index;
     reap_sends(s, me);
-    const double deadline = now_s() + tb_comm_timeout_s(g);
+    const double deadline = tb_comm_now_s() + tb_comm_timeout_s(g);
     unsigned polls = 0;
     MPI_Message msg = MPI_MESSAGE_NULL;
     MPI_Status st;
@@ -435,8 +418,8 @@ static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_
         if (rc != MPI_SUCCESS) return mpi_fail(err, "recv", g, rc);
         if (found) break;
         if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, "recv", err);
-        if (now_s() > deadline) return tb_comm_fail_timed_out(g, "recv", timed_out, err);
-        backoff(&polls);
+        if (tb_comm_now_s() > deadline) return tb_comm_fail_timed_out(g, "recv", timed_out, err);
+        tb_comm_backoff(&polls);
     }
     int bytes = 0;
     MPI_Get_count(&st, MPI_BYTE, &bytes);
@@ -485,18 +468,18 @@ static void free_group(tb_world *w, mpi_group *s) {
     // eager sends still in flight: a healthy run's peers receive them shortly; after an
     // abort they may never be, so they are dropped at once
     const int aborted = atomic_load(&w->comm.aborted) != 0;
-    const double deadline = now_s() + (w->comm.collective_timeout_s > 0 ? w->comm.collective_timeout_s : 300.0);
+    const double deadline = tb_comm_now_s() + (w->comm.collective_timeout_s > 0 ? w->comm.collective_timeout_s : 300.0);
     unsigned polls = 0;
     for (int i = 0; i < s->size; i++) {
         while (s->sends[i]) {
             reap_sends(s, i);
             if (!s->sends[i]) break;
-            if (aborted || now_s() > deadline) {
+            if (aborted || tb_comm_now_s() > deadline) {
                 for (transport *t = s->sends[i]; t; t = t->next) drop_requests(1, &t->req);
                 reap_sends(s, i);
                 break;
             }
-            backoff(&polls);
+            tb_comm_backoff(&polls);
         }
     }
     for (transport *t = s->abandoned, *next; t; t = next) {

@@ -40,22 +40,6 @@ static double world_timeout(const struct tb_rank *rk) {
     return rk && rk->world && rk->world->comm.collective_timeout_s > 0 ? rk->world->comm.collective_timeout_s : 300.0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-// Spins briefly, then sleeps 10 µs, 20 µs, ... up to 1 ms between polls.
-static void backoff(unsigned *polls) {
-    unsigned n = (*polls)++;
-    if (n < 200) return;
-    long ns = 10000L << ((n - 200) / 50 < 7 ? (n - 200) / 50 : 7);
-    if (ns > 1000000L) ns = 1000000L;
-    struct timespec ts = {0, ns};
-    nanosleep(&ts, NULL);
-}
-
 static const char *last_error(ncclComm_t comm) {
     const char *s = ncclGetLastError(comm);
     return s && *s ? s : "no further detail";
@@ -210,7 +194,7 @@ int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
     }
 
     // Wait until every communicator is ready (they initialize concurrently, in the background).
-    double timeout = world_timeout(rk), deadline = now_s() + timeout;
+    double timeout = world_timeout(rk), deadline = tb_comm_now_s() + timeout;
     unsigned polls = 0;
     for (int pending = 1; rc == 0 && pending;) {
         pending = 0;
@@ -225,13 +209,13 @@ int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
                              ncclGetErrorString(a), last_error(st[k]->comm));
         }
         if (rc == 0 && pending) {
-            if (now_s() > deadline) {
+            if (tb_comm_now_s() > deadline) {
                 rc = tb_fail(err, "%s: NCCL communicator init not complete after %.1f s (does every rank of every "
                              "group call tb_nccl_rank_init?)",
                              rk->label, timeout);
                 break;
             }
-            backoff(&polls);
+            tb_comm_backoff(&polls);
         }
     }
 
@@ -261,7 +245,7 @@ void tb_nccl_rank_destroy(tb_rank *rk) {
     }
     // Finalize every communicator together (a peer may be finalizing them in any order);
     // those not quiescent by the timeout are aborted.
-    double deadline = now_s() + world_timeout(rk);
+    double deadline = tb_comm_now_s() + world_timeout(rk);
     unsigned polls = 0;
     for (int pending = 1; pending;) {
         pending = 0;
@@ -283,12 +267,12 @@ void tb_nccl_rank_destroy(tb_rank *rk) {
             }
         }
         if (pending) {
-            if (now_s() > deadline) {
+            if (tb_comm_now_s() > deadline) {
                 for (int k = 0; k < TB_NGROUP_KINDS; k++)
                     if (finalizing[k]) abort_comm(st[k]);
                 break;
             }
-            backoff(&polls);
+            tb_comm_backoff(&polls);
         }
     }
     for (int k = 0; k < TB_NGROUP_KINDS; k++) free_state(st[k], 1);
@@ -351,7 +335,7 @@ static int finish(tb_group *g, nccl_group *s, const char *op, ncclResult_t r, in
     if (r != ncclSuccess && r != ncclInProgress)
         return tb_fail(err, "%s on group %s (%d ranks, member %d): %s (%s)", op, g->name, g->size, g->index,
                        ncclGetErrorString(r), last_error(s->comm));
-    double timeout = world_timeout(g->rk), deadline = now_s() + timeout;
+    double timeout = world_timeout(g->rk), deadline = tb_comm_now_s() + timeout;
     unsigned polls = 0;
     for (;;) {
         ncclResult_t a = ncclSuccess;
@@ -380,14 +364,14 @@ static int finish(tb_group *g, nccl_group *s, const char *op, ncclResult_t r, in
                            "aborted",
                            op, g->name, g->world->aborted_by);
         }
-        if (now_s() > deadline) {
+        if (tb_comm_now_s() > deadline) {
             abort_comm(s);
             *timed_out = 1;
             return tb_fail(err, "%s on group %s (%d ranks, member %d) not complete after %.1f s; NCCL communicator "
                            "aborted",
                            op, g->name, g->size, g->index, timeout);
         }
-        backoff(&polls);
+        tb_comm_backoff(&polls);
     }
 }
 

@@ -15,11 +15,19 @@
 //
 // Exit status 77 (ctest: skipped) when MPI was not built or no mpirun was found.
 #include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "comm/mpi_backend.h"
+#include "comm/reduce.h"
+#include "config.h"
+#include "initialize.h"
+#include "parallel_state.h"
 #include "core/run_dir.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
@@ -163,6 +171,179 @@ static void check_pipeline(const layout *l, const char *mpi_dir, const char *thr
     json_decref(t);
 }
 
+// ---------------------------------------------------------------------------------------
+// Every call of the MPI backend, in a worker this test starts under mpirun (argv: --worker K)
+
+static const tb_group_kind tested[] = {TB_GROUP_WORLD, TB_GROUP_DP, TB_GROUP_TP};
+#define NTESTED 3
+
+typedef struct worker_rank {
+    char fail[2048];  // the first failure, empty if none
+} worker_rank;
+
+static void wfail(worker_rank *me, const tb_rank *rk, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void wfail(worker_rank *me, const tb_rank *rk, const char *fmt, ...) {
+    if (me->fail[0]) return;
+    int n = snprintf(me->fail, sizeof me->fail, "%s: ", rk->label);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(me->fail + n, sizeof me->fail - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+// Deterministic inputs in [0.5, 1.5) of a rank.
+static float val(int rank, int salt, size_t i) {
+    uint32_t h = (uint32_t)rank * 2654435761u ^ (uint32_t)salt * 40503u ^ (uint32_t)i * 2246822519u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    return 0.5f + (float)(h & 0xffffff) / (float)0x1000000;
+}
+
+static void fill(float *x, size_t n, int rank, int salt) {
+    for (size_t i = 0; i < n; i++) x[i] = val(rank, salt, i);
+}
+
+// Elements member src sends member dst in all_to_all (some pairs none).
+static size_t a2a_count(int src, int dst) { return (src * 3 + dst * 5) % 4 == 3 ? 0 : (size_t)(1 + (src * 7 + dst * 3) % 13); }
+
+// The backend's own call (not comm.c's, which ends the rank on failure): rc and message.
+#define CALL(op, ...) (timed_out = 0, g->backend->op(g, __VA_ARGS__, &timed_out, &err))
+
+// The sums every member must get: the members' inputs reduced in group order by the one
+// summation (comm/reduce.h), so the MPI backend's result must be these bits.
+static void expected_reduce(const tb_group *g, int salt, size_t count, size_t lo, size_t hi, tb_red_op op, float *out) {
+    const float *src[TB_MAX_GROUP];
+    float *in = malloc((size_t)g->size * count * sizeof(float));
+    for (int j = 0; j < g->size; j++) {
+        fill(in + (size_t)j * count, count, g->ranks[j], salt);
+        src[j] = in + (size_t)j * count;
+    }
+    tb_reduce_into(out, src, g->size, lo, hi, op);
+    free(in);
+}
+
+static void worker_rank_fn(tb_rank *rk, void *arg) {
+    worker_rank *me = (worker_rank *)arg + rk->rank;
+    tb_error err;
+    int timed_out = 0;
+    const size_t N = 1001;  // shares of uneven size
+    float *a = malloc(64 * N * sizeof(float)), *b = malloc(64 * N * sizeof(float)), *e = malloc(64 * N * sizeof(float));
+    for (int t = 0; t < NTESTED; t++) {
+        tb_group *g = &rk->groups[tested[t]];
+        const int n = g->size, i = g->index, salt = 10 * t;
+        const char *on = g->backend == &tb_mpi_backend ? "mpi" : g->backend ? g->backend->name : "none";
+        for (int opi = 0; opi < 2; opi++) {
+            tb_red_op op = opi ? TB_RED_MAX : TB_RED_SUM;
+            fill(a, N, rk->rank, salt + opi);
+            if (CALL(all_reduce, a, N, op)) wfail(me, rk, "all_reduce on %s (%s): %s", g->name, on, err.msg);
+            expected_reduce(g, salt + opi, N, 0, N, op, e);
+            if (memcmp(a, e, N * sizeof(float))) wfail(me, rk, "all_reduce %d on %s (%s): not the group-order bits", opi, g->name, on);
+        }
+        fill(a, (size_t)n * N, rk->rank, salt + 2);
+        if (CALL(reduce_scatter, a, b, N)) wfail(me, rk, "reduce_scatter on %s: %s", g->name, err.msg);
+        expected_reduce(g, salt + 2, (size_t)n * N, (size_t)i * N, (size_t)(i + 1) * N, TB_RED_SUM, e);
+        if (memcmp(b, e, N * sizeof(float))) wfail(me, rk, "reduce_scatter on %s (%s): wrong bits", g->name, on);
+        fill(a, N, rk->rank, salt + 3);
+        if (CALL(all_gather, a, b, N)) wfail(me, rk, "all_gather on %s: %s", g->name, err.msg);
+        for (int j = 0; j < n; j++) {
+            fill(e, N, g->ranks[j], salt + 3);
+            if (memcmp(b + (size_t)j * N, e, N * sizeof(float))) wfail(me, rk, "all_gather on %s (%s): member %d's part", g->name, on, j);
+        }
+        size_t sc[TB_MAX_GROUP], rc[TB_MAX_GROUP], at = 0;
+        for (int j = 0; j < n; j++) sc[j] = a2a_count(i, j), rc[j] = a2a_count(j, i);
+        fill(a, 64 * 13, rk->rank, salt + 4);
+        if (CALL(all_to_all, a, sc, b, rc)) wfail(me, rk, "all_to_all on %s: %s", g->name, err.msg);
+        for (int j = 0; j < n; j++) {
+            size_t from = 0;
+            for (int k = 0; k < i; k++) from += a2a_count(j, k);
+            for (size_t x = 0; x < rc[j]; x++)
+                if (b[at + x] != val(g->ranks[j], salt + 4, from + x)) wfail(me, rk, "all_to_all on %s (%s): from member %d", g->name, on, j);
+            at += rc[j];
+        }
+        fill(a, N, rk->rank, salt + 5);
+        if (CALL(broadcast, a, N, n - 1)) wfail(me, rk, "broadcast on %s: %s", g->name, err.msg);
+        fill(e, N, g->ranks[n - 1], salt + 5);
+        if (memcmp(a, e, N * sizeof(float))) wfail(me, rk, "broadcast on %s (%s): not the root's", g->name, on);
+        // a ring: everyone sends first (eager), then receives
+        fill(a, N, rk->rank, salt + 6);
+        if (CALL(send, a, N, (i + 1) % n)) wfail(me, rk, "send on %s: %s", g->name, err.msg);
+        if (CALL(recv, b, N, (i + n - 1) % n)) wfail(me, rk, "recv on %s: %s", g->name, err.msg);
+        fill(e, N, g->ranks[(i + n - 1) % n], salt + 6);
+        if (memcmp(b, e, N * sizeof(float))) wfail(me, rk, "send/recv ring on %s (%s)", g->name, on);
+        timed_out = 0;
+        if (g->backend->barrier(g, &timed_out, &err)) wfail(me, rk, "barrier on %s: %s", g->name, err.msg);
+    }
+    // refusals and a timeout on the world group (spanning processes)
+    tb_group *g = &rk->groups[TB_GROUP_WORLD];
+    if (g->index == 0 && CALL(send, a, 4, 1)) wfail(me, rk, "send of 4: %s", err.msg);
+    if (g->index == 1) {
+        int r = CALL(recv, b, 5, 0);
+        if (r == 0 || !strstr(err.msg, "recv on group world from member 0: message of 4 elements, expected 5"))
+            wfail(me, rk, "a recv of the wrong size: rc %d, '%s'", r, r ? err.msg : "");
+    }
+    if (g->index != 0) {  // member 0 never joins: the others time out as on the local backend
+        int r = CALL(all_reduce, a, N, TB_RED_SUM);
+        if (r == 0 || !timed_out || !strstr(err.msg, "all_reduce on group world") || !strstr(err.msg, "not complete after 2.0 s"))
+            wfail(me, rk, "an all_reduce one member skips: rc %d, timed out %d, '%s'", r, timed_out, r ? err.msg : "");
+    }
+    free(a), free(b), free(e);
+}
+#undef CALL
+
+static int worker(int k) {
+    tb_launch l;
+    tb_error err;
+    if (tb_initialize(&l, 0, NULL, &err) != 0 || !l.mpi) {
+        printf("WORKER FAIL: %s\n", l.mpi ? err.msg : "not under mpirun");
+        return 1;
+    }
+    tb_config cfg;
+    config_defaults(&cfg);
+    cfg.world_size = l.processes * k;
+    cfg.tensor_model_parallel_size = k;  // tp inside a process, dp and world across
+    config_resolve(&cfg);
+    tb_world w;
+    int status = 0;
+    if (parallel_state_world_init_process(&w, &cfg, l.process, l.processes, &err) != 0 ||
+        tb_mpi_world_connect(&w, &err) != 0) {
+        printf("WORKER FAIL process %d: %s\n", l.process, err.msg);
+        tb_finalize(&l);
+        return 1;
+    }
+    w.comm.collective_timeout_s = 2;
+    for (int r = w.local_first; r < w.local_first + w.local_count; r++) tb_allocator_init(&w.ranks[r].mem, 0, NULL, NULL);
+    worker_rank *ranks = calloc((size_t)w.size, sizeof *ranks);
+    parallel_state_run_ranks(&w, worker_rank_fn, ranks);
+    for (int r = w.local_first; r < w.local_first + w.local_count; r++) {
+        if (ranks[r].fail[0]) printf("WORKER FAIL %s\n", ranks[r].fail), status = 1;
+        tb_allocator_release_cache(&w.ranks[r].mem);
+    }
+    tb_mpi_world_disconnect(&w);
+    parallel_state_world_free(&w);
+    free(ranks);
+    if (status == 0) printf("WORKER OK process %d\n", l.process);
+    tb_finalize(&l);
+    return status;
+}
+
+static char self_path[1024];
+
+static int occurrences(const char *text, const char *needle) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p++) n++;
+    return n;
+}
+
+TB_TEST(every_call_of_the_mpi_backend_gives_the_local_backends_bits) {
+    for (int k = 1; k <= 2; k++) {
+        int rc = tb_run_merged(&sh, NULL, MPIRUN " -np 2 %s --worker %d", self_path, k);
+        mpi_seconds += sh.seconds;
+        TB_CHECK(rc == 0 && occurrences(sh.out, "WORKER OK") == 2, "2 processes x %d: exit %d\n%s", k, rc, sh.out);
+        printf("    every call, -np 2 x %d: %s (%.1f s)\n", k, rc == 0 ? "ok" : "FAILED", sh.seconds);
+    }
+}
+
 TB_TEST(single_rank_reference) {
     char dir[512];
     run_dir(dir, sizeof dir, "single", 0);
@@ -242,11 +423,14 @@ TB_TEST(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_ever
     TB_CHECK(rc == 2 && tb_has(sh.out, "ranks_per_process (2) needs mpirun"), "exit %d:\n%s", rc, sh.out);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     if (!tb_mpi_built()) {
         printf("SKIP: MPI backend not built\n");
         return SKIP;
     }
+    if (argc == 3 && !strcmp(argv[1], "--worker")) return worker(atoi(argv[2]));
+    if (!realpath(argv[0], self_path)) snprintf(self_path, sizeof self_path, "%s", argv[0]);
+    TB_RUN(every_call_of_the_mpi_backend_gives_the_local_backends_bits);
     TB_RUN(single_rank_reference);
     TB_RUN(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
     TB_RUN(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_every_process);
