@@ -1,10 +1,13 @@
 #include "parallel_state.h"
 
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/local_backend.h"
@@ -219,6 +222,22 @@ void parallel_state_wait_for_abort(tb_world *w) {
     pthread_mutex_lock(&w->abort_mu);
     while (!atomic_load(&w->comm.aborted)) pthread_cond_wait(&w->abort_cv, &w->abort_mu);
     pthread_mutex_unlock(&w->abort_mu);
+}
+
+int parallel_state_wait_for_abort_timed(tb_world *w, double seconds) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);  // abort_cv's clock
+    double whole = floor(seconds);
+    deadline.tv_sec += (time_t)whole;
+    deadline.tv_nsec += (long)((seconds - whole) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) deadline.tv_sec++, deadline.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&w->abort_mu);
+    int rc = 0;
+    while (!atomic_load(&w->comm.aborted) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&w->abort_cv, &w->abort_mu, &deadline);
+    int aborted = atomic_load(&w->comm.aborted) != 0;
+    pthread_mutex_unlock(&w->abort_mu);
+    return aborted;
 }
 
 void parallel_state_abort(tb_world *w, const tb_rank *rk, int status) {

@@ -145,6 +145,8 @@ void parallel_state_abort(tb_world *w, const tb_rank *rk, int status);
 int parallel_state_aborted_by(tb_world *w);
 // Blocks until the world is aborted.
 void parallel_state_wait_for_abort(tb_world *w);
+// The same for at most `seconds`; returns 1 when the world was aborted, 0 when the time ran out.
+int parallel_state_wait_for_abort_timed(tb_world *w, double seconds);
 
 // Prints rank → coordinates → members of each group (pretrain_gpt --print-rank-layout).
 void parallel_state_print_layout(FILE *out, const tb_config *cfg);

@@ -11,7 +11,11 @@
 // launch.json that says how it ran; pipeline.json's per-stage figures, gathered across
 // processes, must equal the threads run's. Bad launches (a world that is not processes x
 // ranks per process, a model-parallel group larger than the world the processes make) must
-// end every process with status 2 and one message naming the numbers, within a timeout.
+// end every process with status 2 and one message naming the numbers, within a timeout. A
+// worker mode (--worker K, started under mpirun by this test) runs every call of the MPI
+// backend on spanning, in-process and mixed groups against the group-order bits, a recv of
+// the wrong size and a call one member skips (which must time out as on the local backend).
+// A rank stalled in one process must end the run with a hang report, not a wait forever.
 //
 // Exit status 77 (ctest: skipped) when MPI was not built or no mpirun was found.
 #include <jansson.h>
@@ -429,6 +433,27 @@ TB_TEST(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_ever
     TB_CHECK(rc == 2 && tb_has(sh.out, "ranks_per_process (2) needs mpirun"), "exit %d:\n%s", rc, sh.out);
 }
 
+// A rank that stops (--inject-stall) leaves its peer in another process waiting: the peer
+// times out with the hang report, the stalled rank gives up after twice the timeout, and the
+// run ends with status 4 instead of waiting forever.
+TB_TEST(a_stall_across_processes_times_out_with_a_hang_report) {
+    char dir[512];
+    run_dir(dir, sizeof dir, "stall", 0);
+    int rc = mpirun(2, MODEL " --world-size 2 --inject-stall 1:2 --collective-timeout 2 --run-dir %s", dir);
+    TB_CHECK(rc == 4, "exit %d, expected 4 (124: it hung)\n%s", rc, sh.out);
+    TB_CHECK(tb_has(sh.out, "HANG: all_reduce on group dp_cp (2 ranks) not complete after 2.0 s") &&
+                 tb_has(sh.out, "1 member(s) in other processes, not seen from process 0") &&
+                 tb_has(sh.out, "stalled by --inject-stall at step 2 for 4 s"),
+             "the hang as each process saw it:\n%s", sh.out);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_HANG_REPORT);
+    json_t *hang = tb_load_json(path);
+    TB_CHECK(hang && json_array_size(json_object_get(hang, "members_in_other_processes")) == 1,
+             "hang.json names the member in the other process");
+    json_decref(hang);
+    printf("    stall across processes ended in %.1f s\n", sh.seconds);
+}
+
 int main(int argc, char **argv) {
     if (!tb_mpi_built()) {
         printf("SKIP: MPI backend not built\n");
@@ -440,6 +465,7 @@ int main(int argc, char **argv) {
     TB_RUN(single_rank_reference);
     TB_RUN(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
     TB_RUN(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_every_process);
+    TB_RUN(a_stall_across_processes_times_out_with_a_hang_report);
     printf("    mpirun wall time in all: %.1f s\n", mpi_seconds);
     tb_output_free(&sh);
     return tb_test_summary();
