@@ -49,6 +49,10 @@ int tb_initialize(tb_launch *l, int argc, char **argv, tb_error *err) {
     tb_launch_threads(l, argc, argv);
     char what[128];
     if (!tb_launched_by_mpirun(what, sizeof what)) return 0;
+    // until MPI says otherwise, the launcher's word for who this is (so that one process
+    // speaks for all when MPI cannot be initialized)
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (rank) l->process = atoi(rank);
 #ifdef TB_HAVE_MPI
     int provided = MPI_THREAD_SINGLE;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)

@@ -36,7 +36,8 @@ int tb_launched_by_mpirun(char *what, size_t len);
 void tb_launch_threads(tb_launch *l, int argc, char **argv);
 
 // First thing in main (see above). Returns 0, or -1 with err set; the launch is then
-// threads-only and nothing needs finalizing.
+// threads-only and nothing needs finalizing (l->process still says which process this is,
+// from the launcher's environment, so that only process 0 need say why).
 int tb_initialize(tb_launch *l, int argc, char **argv, tb_error *err);
 // Last thing in main: MPI_Finalize under mpirun.
 void tb_finalize(tb_launch *l);

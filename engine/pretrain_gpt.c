@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     tb_launch launch;
     tb_error err;
     if (tb_initialize(&launch, argc, argv, &err) != 0) {
-        fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
+        if (tb_launch_is_lead(&launch)) fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
         return TB_EXIT_FAILURE;
     }
     int status = run(&launch, argc, argv);

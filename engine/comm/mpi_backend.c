@@ -606,6 +606,6 @@ int tb_mpi_group_bcast_from_first(tb_world *w, int group_id, void *buf, size_t b
 }
 
 // Never attached to a group: tb_mpi_world_connect fails first.
-const tb_comm_backend tb_mpi_backend = {"mpi"};
+const tb_comm_backend tb_mpi_backend = {.name = "mpi"};
 
 #endif

@@ -33,14 +33,15 @@
 #include "initialize.h"
 #include "parallel_state.h"
 #include "core/run_dir.h"
-#include "tb_run_dir.h"
-#include "tb_shell.h"
-#include "tb_test.h"
 
 #define SKIP 77
 #define STEPS 3
 
 #ifdef TB_MPIEXEC
+
+#include "tb_run_dir.h"
+#include "tb_shell.h"
+#include "tb_test.h"
 
 // A container runs as root on few cores: mpirun needs leave for both; shared memory and self
 // transports only; no binding, so that oversubscribed processes are not pinned to one core.
