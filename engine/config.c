@@ -63,7 +63,8 @@ const tb_option tb_config_options[] = {
     OPT("--num-experts", num_experts, TB_OPT_INT, "0", NULL, "model", "MoE experts per layer (0: dense)"),
     // parallel
     OPT("--world-size", world_size, TB_OPT_INT, "0", NULL, "parallel",
-        "number of ranks (0: tp x cp x pp); data-parallel size = world / (tp x cp x pp)"),
+        "number of ranks (0: tp x cp x pp; under mpirun: processes x ranks per process); data-parallel size = "
+        "world / (tp x cp x pp)"),
     OPT("--tensor-model-parallel-size", tensor_model_parallel_size, TB_OPT_INT, "1", NULL, "parallel",
         "tensor-parallel size tp"),
     OPT("--pipeline-model-parallel-size", pipeline_model_parallel_size, TB_OPT_INT, "1", NULL,
@@ -86,6 +87,9 @@ const tb_option tb_config_options[] = {
         "shard norm regions along the sequence across the tensor-parallel group"),
     OPT("--use-distributed-optimizer", use_distributed_optimizer, TB_OPT_BOOL, "false", NULL, "parallel",
         "shard optimizer state and master weights across data-parallel ranks"),
+    OPT("--ranks-per-process", ranks_per_process, TB_OPT_INT, "0", NULL, "parallel",
+        "under mpirun: rank threads per process, ranks p*K .. p*K+K-1 in process p (0: 1 under mpirun; "
+        "without mpirun the one process holds every rank)"),
     OPT("--collective-timeout", collective_timeout, TB_OPT_FLOAT, "300", NULL, "parallel",
         "seconds a communicator call may take before the run ends with a hang report"),
     OPT("--inject-stall", inject_stall, TB_OPT_STRING, "", NULL, "parallel",
@@ -400,7 +404,7 @@ int config_validate(const tb_config *c, tb_error *err) {
     POSITIVE(&r, c, vocab_size);
     POSITIVE(&r, c, make_vocab_size_divisible_by);
     POSITIVE(&r, c, micro_batch_size);
-    POSITIVE(&r, c, global_batch_size);
+    if (c->data_parallel_size > 0) POSITIVE(&r, c, global_batch_size);  // else derived from dp 0: said below
     POSITIVE(&r, c, train_iters);
     POSITIVE(&r, c, log_interval);
     POSITIVE(&r, c, tensor_model_parallel_size);
@@ -424,8 +428,7 @@ int config_validate(const tb_config *c, tb_error *err) {
     AT_MOST(micro_batch_size, 1 << 20);
     AT_MOST(global_batch_size, 1 << 30);
     if (c->world_size > 64)
-        violated(&r, "world_size (%d) exceeds 64: ranks are threads of one process (multi-node launch is not "
-                     "supported yet)", c->world_size);
+        violated(&r, "world_size (%d) exceeds 64, the largest world (and group) this build supports", c->world_size);
     AT_MOST(tensor_model_parallel_size, 1 << 16);
     AT_MOST(pipeline_model_parallel_size, 1 << 16);
     AT_MOST(context_parallel_size, 1 << 16);
@@ -435,6 +438,14 @@ int config_validate(const tb_config *c, tb_error *err) {
 #undef AT_MOST
     if (c->mock_data && c->data_path[0])
         violated(&r, "mock_data and data_path '%s' are exclusive", c->data_path);
+    // (a world smaller than one model-parallel replica, e.g. tp 3 over mpirun -np 2, makes
+    // dp 0 and so a derived global batch of 0: this rule says why)
+    const int64_t model_parallel = (int64_t)tp * cp * pp;
+    if (tp >= 1 && cp >= 1 && pp >= 1 && c->world_size >= 1 && c->world_size % model_parallel != 0)
+        violated(&r,
+                 "world_size (%d) must be divisible by tensor_model_parallel_size x "
+                 "context_parallel_size x pipeline_model_parallel_size (%d x %d x %d = %lld)",
+                 c->world_size, tp, cp, pp, (long long)model_parallel);
     if (r.count) return -1;  // the rules below divide by these
 
     // Shapes
@@ -472,13 +483,7 @@ int config_validate(const tb_config *c, tb_error *err) {
             violated(&r, "rotary_interleaved applies only with position_embedding_type rope (is %s)", pos);
     }
 
-    // Parallel layout
-    const int model_parallel = tp * cp * pp;
-    if (c->world_size % model_parallel != 0)
-        violated(&r,
-                 "world_size (%d) must be divisible by tensor_model_parallel_size x "
-                 "context_parallel_size x pipeline_model_parallel_size (%d x %d x %d = %d)",
-                 c->world_size, tp, cp, pp, model_parallel);
+    // Parallel layout (world_size divisible by tp x cp x pp: checked above)
     const int dp = c->data_parallel_size;
     if (vpp < 0) violated(&r, "virtual_pipeline_model_parallel_size (%d) must be non-negative", vpp);
     if (vpp > 0 && pp < 2)
@@ -588,6 +593,7 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (save_len >= 12 && !strcmp(c->save + save_len - 12, ".safetensors"))
         violated(&r, "save '%s' names a checkpoint directory; a Hugging Face safetensors file is save_hf's",
                  c->save);
+    if (c->ranks_per_process < 0) violated(&r, "ranks_per_process (%d) must be non-negative", c->ranks_per_process);
     if (!(c->collective_timeout > 0))
         violated(&r, "collective_timeout (%g) must be positive", c->collective_timeout);
     if (c->inject_stall[0]) {

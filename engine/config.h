@@ -70,6 +70,7 @@ typedef struct tb_config {
     int expert_model_parallel_size;
     int sequence_parallel;
     int use_distributed_optimizer;
+    int ranks_per_process;        // rank threads per process under mpirun (0: 1 under mpirun, all without)
     double collective_timeout;    // seconds before a communicator call becomes a hang report
     char inject_stall[64];        // "RANK:STEP": that rank stops before its next collective
     int print_rank_layout;

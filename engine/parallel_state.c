@@ -1,10 +1,13 @@
 #include "parallel_state.h"
 
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/local_backend.h"
@@ -62,16 +65,41 @@ int parallel_state_group_members(const tb_config *cfg, tb_group_kind k, int rank
     return n;
 }
 
+int parallel_state_rank_is_local(const tb_world *w, int rank) {
+    return rank >= w->local_first && rank < w->local_first + w->local_count;
+}
+
+int parallel_state_process_of(const tb_world *w, int rank) { return w->local_count > 0 ? rank / w->local_count : 0; }
+
+// Whether every member of the group is a rank of this process.
+static int group_is_local(const tb_world *w, const int *members, int n) {
+    for (int i = 0; i < n; i++)
+        if (!parallel_state_rank_is_local(w, members[i])) return 0;
+    return 1;
+}
+
 int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err) {
+    return parallel_state_world_init_process(w, cfg, 0, 1, err);
+}
+
+int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int process, int processes, tb_error *err) {
     memset(w, 0, sizeof *w);
+    if (processes < 1 || process < 0 || process >= processes || cfg->world_size % processes != 0)
+        return tb_fail(err, "process %d of %d cannot hold an equal share of a world of %d ranks", process, processes,
+                       cfg->world_size);
     w->cfg = cfg;
     w->size = cfg->world_size;
+    w->process = process;
+    w->processes = processes;
+    w->local_count = w->size / processes;
+    w->local_first = process * w->local_count;
     w->comm.collective_timeout_s = cfg->collective_timeout;
     w->stall_rank = -1;
     if (cfg->inject_stall[0] && sscanf(cfg->inject_stall, "%d:%lld", &w->stall_rank, (long long *)&w->stall_step) != 2)
         return tb_fail(err, "flag --inject-stall: '%s' is not RANK:STEP", cfg->inject_stall);
     w->ranks = tb_xcalloc((size_t)w->size, sizeof *w->ranks, "ranks of the world");
     w->local_groups = tb_xcalloc((size_t)w->size * TB_NGROUP_KINDS, sizeof *w->local_groups, "local groups");
+    w->mpi_groups = tb_xcalloc((size_t)w->size * TB_NGROUP_KINDS, sizeof *w->mpi_groups, "MPI groups");
     int *members = tb_xcalloc((size_t)w->size, sizeof(int), "group members");
     pthread_mutex_init(&w->abort_mu, NULL);
     pthread_cond_init(&w->abort_cv, NULL);
@@ -108,6 +136,11 @@ int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err) 
             for (int i = 0; i < n; i++)
                 if (members[i] == r) g->index = i;
             g->id = k * w->size + members[0];
+            if (!parallel_state_rank_is_local(w, r)) continue;  // another process's rank: membership only
+            if (!group_is_local(w, members, n)) {
+                g->backend = NULL;  // spans processes: tb_mpi_world_connect gives it the MPI backend
+                continue;
+            }
             void **shared = &w->local_groups[g->id];
             if (!*shared) *shared = tb_local_group_create(n);
             g->backend_state = *shared;
@@ -127,6 +160,7 @@ void parallel_state_world_free(tb_world *w) {
         pthread_cond_destroy(&w->abort_cv);
     }
     free(w->local_groups);
+    free(w->mpi_groups);
     free(w->ranks);
     memset(w, 0, sizeof *w);
 }
@@ -163,17 +197,18 @@ static void *run_job(void *p) {
 }
 
 void parallel_state_run_ranks(tb_world *w, void (*fn)(tb_rank *rk, void *arg), void *arg) {
-    if (w->size == 1) {
-        fn(&w->ranks[0], arg);
+    const int n = w->local_count, first = w->local_first;
+    if (n == 1) {
+        fn(&w->ranks[first], arg);
         return;
     }
-    rank_job *jobs = tb_xcalloc((size_t)w->size, sizeof *jobs, "rank threads");
-    pthread_t *threads = tb_xcalloc((size_t)w->size, sizeof *threads, "rank threads");
-    for (int r = 0; r < w->size; r++) {
-        jobs[r] = (rank_job){&w->ranks[r], fn, arg};
-        pthread_create(&threads[r], NULL, run_job, &jobs[r]);
+    rank_job *jobs = tb_xcalloc((size_t)n, sizeof *jobs, "rank threads");
+    pthread_t *threads = tb_xcalloc((size_t)n, sizeof *threads, "rank threads");
+    for (int i = 0; i < n; i++) {
+        jobs[i] = (rank_job){&w->ranks[first + i], fn, arg};
+        pthread_create(&threads[i], NULL, run_job, &jobs[i]);
     }
-    for (int r = 0; r < w->size; r++) pthread_join(threads[r], NULL);
+    for (int i = 0; i < n; i++) pthread_join(threads[i], NULL);
     free(jobs);
     free(threads);
 }
@@ -187,6 +222,22 @@ void parallel_state_wait_for_abort(tb_world *w) {
     pthread_mutex_lock(&w->abort_mu);
     while (!atomic_load(&w->comm.aborted)) pthread_cond_wait(&w->abort_cv, &w->abort_mu);
     pthread_mutex_unlock(&w->abort_mu);
+}
+
+int parallel_state_wait_for_abort_timed(tb_world *w, double seconds) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);  // abort_cv's clock
+    double whole = floor(seconds);
+    deadline.tv_sec += (time_t)whole;
+    deadline.tv_nsec += (long)((seconds - whole) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) deadline.tv_sec++, deadline.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&w->abort_mu);
+    int rc = 0;
+    while (!atomic_load(&w->comm.aborted) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&w->abort_cv, &w->abort_mu, &deadline);
+    int aborted = atomic_load(&w->comm.aborted) != 0;
+    pthread_mutex_unlock(&w->abort_mu);
+    return aborted;
 }
 
 void parallel_state_abort(tb_world *w, const tb_rank *rk, int status) {

@@ -76,13 +76,26 @@ typedef struct tb_rank {
     tb_error fail_err;              // why
 } tb_rank;
 
-// The ranks of this process and what they share: the local backend's group objects, the
-// collective timeout, the fault injection, the hang report's once-flag.
+// The world as this process sees it and what its ranks share: the local backend's group
+// objects, the collective timeout, the fault injection, the hang report's once-flag.
+//
+// Without mpirun one process runs every rank. Under mpirun process p of P runs the rank
+// threads p·K .. p·K + K - 1 (K = size / P, --ranks-per-process), so that a tensor-parallel
+// group stays inside a process when K >= tp (Megatron's node-local tp). Every rank of the
+// world has its tb_rank (coordinates, label, group membership), so that any process can name
+// any rank; only the local ones run, allocate and record.
 typedef struct tb_world {
     const tb_config *cfg;
     int size;
     tb_rank *ranks;                 // (size)
-    void **local_groups;            // (kinds × size) shared group objects, by first member
+    int process, processes;         // this process and how many there are (0 and 1 without mpirun)
+    int local_first, local_count;   // the ranks this process runs: [local_first, local_first + local_count)
+    // (kinds × size) by group id: the local backend's shared object of each group whose members
+    // are all in this process; NULL for every other group
+    void **local_groups;
+    // (kinds × size) by group id: the MPI backend's state of each group that spans processes and
+    // has a member here (comm/mpi_backend.h); NULL until tb_mpi_world_connect
+    void **mpi_groups;
     tb_comm_world comm;             // the collective timeout and the abort, as the backends see them
     int stall_rank;                 // --inject-stall RANK:STEP (-1: none)
     int64_t stall_step;
@@ -98,13 +111,21 @@ typedef struct tb_world {
     int64_t origin_ns;              // ts = 0 of every rank's trace
 } tb_world;
 
-// Builds the world for cfg: every rank's coordinates and groups on the local backend.
-// Allocators, traces and run directories of the ranks are left to the caller.
+// Builds the world for cfg in one process: every rank's coordinates and groups on the local
+// backend. Allocators, traces and run directories of the ranks are left to the caller.
 int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err);
+// The same as process `process` of `processes` (which must divide the world size): groups
+// whose members are all local go on the local backend; the local ranks' groups that span
+// processes are left with no backend (backend NULL) until tb_mpi_world_connect gives them
+// theirs.
+int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int process, int processes, tb_error *err);
 void parallel_state_world_free(tb_world *w);
+// Whether this process runs `rank`; the process that runs it.
+int parallel_state_rank_is_local(const tb_world *w, int rank);
+int parallel_state_process_of(const tb_world *w, int rank);
 
-// Runs fn(rank, arg) for every rank of the world, each on its own thread (on the calling
-// thread when the world has one rank), and returns when all have returned.
+// Runs fn(rank, arg) for every rank of this process, each on its own thread (on the calling
+// thread when the process has one rank), and returns when all have returned.
 void parallel_state_run_ranks(tb_world *w, void (*fn)(tb_rank *rk, void *arg), void *arg);
 
 // Ends this rank's part in the run from anywhere below its top (an allocation over the
@@ -124,6 +145,8 @@ void parallel_state_abort(tb_world *w, const tb_rank *rk, int status);
 int parallel_state_aborted_by(tb_world *w);
 // Blocks until the world is aborted.
 void parallel_state_wait_for_abort(tb_world *w);
+// The same for at most `seconds`; returns 1 when the world was aborted, 0 when the time ran out.
+int parallel_state_wait_for_abort_timed(tb_world *w, double seconds);
 
 // Prints rank → coordinates → members of each group (pretrain_gpt --print-rank-layout).
 void parallel_state_print_layout(FILE *out, const tb_config *cfg);

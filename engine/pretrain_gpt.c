@@ -1,5 +1,8 @@
 // pretrain_gpt.c — the entry point (Megatron-LM's pretrain_gpt.py):
 // arguments → config → validation → world → model → train.
+//
+// Under mpirun every process runs this with the same command line (engine/initialize.h):
+// each reaches the same verdict on it, and the lowest process that refuses it says why, once.
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,8 +10,46 @@
 #include "backend/cpu/kernels.h"
 #include "build_info.h"
 #include "config.h"
+#include "initialize.h"
 #include "parallel_state.h"
 #include "training.h"
+
+// Every process's status agreed; the first failing process prints its message.
+static int agree(const tb_launch *l, int status, const char *what, const char *msg) {
+    int first = -1;
+    int all = tb_launch_agree(l, status, &first);
+    if (status != 0 && first == l->process) fprintf(stderr, "pretrain_gpt: %s%s\n", what, msg);
+    return all;
+}
+
+static int run(const tb_launch *l, int argc, char **argv) {
+    tb_config cfg;
+    tb_error err;
+    int help = 0;
+    config_defaults(&cfg);
+    int status = config_parse_args(&cfg, argc, argv, &help, &err) != 0 ? TB_EXIT_USAGE : 0;
+    if ((status = agree(l, status, "", err.msg)) != 0) return status;
+    if (help) {
+        if (tb_launch_is_lead(l)) config_print_help(stdout, "pretrain_gpt");
+        return 0;
+    }
+    tb_launch_apply(l, &cfg);
+    config_resolve(&cfg);
+    const char *what = "invalid configuration:\n";
+    if (config_validate(&cfg, &err) != 0) status = TB_EXIT_USAGE;
+    else if (tb_launch_validate(l, &cfg, &err) != 0) status = TB_EXIT_USAGE, what = "invalid launch: ";
+    if ((status = agree(l, status, what, err.msg)) != 0) return status;
+    if (cfg.print_rank_layout) {
+        if (tb_launch_is_lead(l)) parallel_state_print_layout(stdout, &cfg);
+        return 0;
+    }
+    status = pretrain(&cfg, l, &err);
+    if (status != 0) {
+        if (l->mpi) fprintf(stderr, "pretrain_gpt: process %d of %d: %s\n", l->process, l->processes, err.msg);
+        else fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
+    }
+    return status;
+}
 
 int main(int argc, char **argv) {
     cpu_runtime_select(argv);
@@ -19,28 +60,13 @@ int main(int argc, char **argv) {
         json_decref(info);
         return ok ? 0 : TB_EXIT_FAILURE;
     }
-    tb_config cfg;
+    tb_launch launch;
     tb_error err;
-    int help = 0;
-    config_defaults(&cfg);
-    if (config_parse_args(&cfg, argc, argv, &help, &err) != 0) {
-        fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
-        return TB_EXIT_USAGE;
+    if (tb_initialize(&launch, argc, argv, &err) != 0) {
+        if (tb_launch_is_lead(&launch)) fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
+        return TB_EXIT_FAILURE;
     }
-    if (help) {
-        config_print_help(stdout, "pretrain_gpt");
-        return 0;
-    }
-    config_resolve(&cfg);
-    if (config_validate(&cfg, &err) != 0) {
-        fprintf(stderr, "pretrain_gpt: invalid configuration:\n%s\n", err.msg);
-        return TB_EXIT_USAGE;
-    }
-    if (cfg.print_rank_layout) {
-        parallel_state_print_layout(stdout, &cfg);
-        return 0;
-    }
-    int status = pretrain(&cfg, &err);
-    if (status != 0) fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
+    int status = run(&launch, argc, argv);
+    tb_finalize(&launch);
     return status;
 }

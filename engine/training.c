@@ -10,6 +10,7 @@
 #include "checkpoint/dist_checkpoint.h"
 #include "checkpoint/gpt_checkpoint.h"
 #include "comm/comm.h"
+#include "comm/mpi_backend.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
@@ -246,13 +247,38 @@ static int check_finite(const tb_rank *rk, int64_t step, const tb_step_result *r
                    rk->world_size > 1 ? "" : rk->label);
 }
 
-// conditions.json: the threads rank 0 runs with (every rank of a run has the same policy).
-static int write_conditions(const tb_rank *rk, const conditions_sample *first, const conditions_sample *last,
+// The rank threads of this process, and the ranks on this host: under mpirun the processes
+// Open MPI says share this node (OMPI_COMM_WORLD_LOCAL_SIZE; all of them when it does not say).
+static int ranks_in_process(const tb_rank *rk) { return rk->world ? rk->world->local_count : 1; }
+
+static int ranks_on_host(const tb_rank *rk) {
+    int processes = rk->world ? rk->world->processes : 1;
+    const char *local = processes > 1 ? getenv("OMPI_COMM_WORLD_LOCAL_SIZE") : NULL;
+    if (local && atoi(local) > 0 && atoi(local) <= processes) processes = atoi(local);
+    return processes * ranks_in_process(rk);
+}
+
+// conditions.json, by rank 0; every rank calls it. Under mpirun the run's other processes
+// are not "other processes" of the host: their CPU time is summed over the world (one value
+// per process) and counted as the run's. The threads are rank 0's: every rank of a run has
+// the same policy.
+static int write_conditions(tb_rank *rk, const conditions_sample *first, const conditions_sample *last,
                             tb_error *err) {
+    float others = 0;
+    if (rk->world && rk->world->processes > 1) {
+        others = rk->rank == rk->world->local_first && rk->rank != 0
+                     ? (float)(last->process_cpu_s - first->process_cpu_s) : 0.0f;
+        tb_all_reduce(&rk->groups[TB_GROUP_WORLD], &others, 1, TB_RED_SUM);
+    }
+    if (rk->rank != 0) return 0;
     char chosen_by[64];
     if (rk->cfg->num_threads > 0) snprintf(chosen_by, sizeof chosen_by, "--num-threads %d", rk->cfg->num_threads);
-    else snprintf(chosen_by, sizeof chosen_by, "%s", rk->world_size > 1 ? "1 per rank thread" : "the usable cores");
-    conditions_threads t = {rk->world_size, cpu_get_num_threads(), cpu_get_blas_num_threads(), chosen_by, NULL, NULL};
+    else if (ranks_in_process(rk) > 1) snprintf(chosen_by, sizeof chosen_by, "1 per rank thread");
+    else if (ranks_on_host(rk) > 1)
+        snprintf(chosen_by, sizeof chosen_by, "the usable cores / %d ranks on the host", ranks_on_host(rk));
+    else snprintf(chosen_by, sizeof chosen_by, "the usable cores");
+    conditions_threads t = {ranks_on_host(rk), cpu_get_num_threads(), cpu_get_blas_num_threads(), chosen_by, NULL, NULL,
+                            others};
     t.wait_policy = cpu_openmp_wait_policy(&t.wait_source);
     return conditions_write(rk->run_dir, &t, first, last, err);
 }
@@ -305,8 +331,7 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         if (exiting) break;
     }
     if (metrics_log_close(log, rc == 0 ? err : NULL) != 0) rc = -1;
-    if (rc == 0 && lead)
-        rc = write_conditions(rk, &first, &before, err);
+    if (rc == 0) rc = write_conditions(rk, &first, &before, err);
     if (rc != 0) return -1;
     stage_figures mine = stage_figures_of(tr);
     return pipeline_summary_write(rk, cfg, &mine, &totals, err);
@@ -323,8 +348,8 @@ typedef struct rank_run {
 } rank_run;
 
 static void rank_setup(tb_rank *rk) {
-    // the thread policy (backend/cpu/kernels.h); every rank of this process is a thread of it
-    cpu_set_num_threads(cpu_threads_per_rank(rk->cfg->num_threads, rk->world_size, rk->world_size));
+    // the thread policy (backend/cpu/kernels.h): the rank threads of this process, the ranks on this host
+    cpu_set_num_threads(cpu_threads_per_rank(rk->cfg->num_threads, ranks_in_process(rk), ranks_on_host(rk)));
     tb_allocator_init(&rk->mem, (size_t)rk->cfg->memory_cap, memory_report_oom, rk);
     tb_allocator_set_caching(&rk->mem, 1);
     tb_ranges_init(&rk->ranges, rk->rank, rk->world_size, rk->label, rk->world ? rk->world->origin_ns : tb_now_ns(),
@@ -402,12 +427,63 @@ static int failed_rank(tb_world *w, const rank_run *runs) {
     return -1;
 }
 
-int pretrain(const tb_config *cfg, tb_error *err) {
+static int write_launch(const char *run_dir, json_t *record, tb_error *err) {
+    char path[TB_PATH_MAX + 64];
+    if (tb_run_path(path, sizeof path, run_dir, TB_RUN_LAUNCH, err) != 0) return -1;
+    return tb_write_json_atomic(path, record, err);
+}
+
+// Process 0 creates the run directory and writes config.json and launch.json; under mpirun
+// every other process waits for its verdict and the directory's path (a default one is named
+// by process 0's clock) before it writes anything there.
+static int setup_run_dir(tb_world *w, const tb_config *cfg, const tb_launch *l, tb_error *err) {
+    json_t *record = tb_launch_record(l, cfg);  // collective: every process's host
+    struct {
+        int rc;
+        char dir[TB_PATH_MAX];
+    } verdict = {0, ""};
+    if (tb_launch_is_lead(l)) {
+        verdict.rc = tb_run_dir_create(cfg->run_dir, w->run_dir, sizeof w->run_dir, err) != 0 ||
+                     write_config(w->run_dir, cfg, err) != 0 || write_launch(w->run_dir, record, err) != 0;
+        snprintf(verdict.dir, sizeof verdict.dir, "%s", w->run_dir);
+    }
+    json_decref(record);
+    if (!l->mpi) return verdict.rc ? -1 : 0;
+    tb_error bcast_err;
+    if (tb_launch_bcast(l, &verdict, sizeof verdict, &bcast_err) != 0) {
+        if (err) *err = bcast_err;
+        return -1;
+    }
+    if (tb_launch_is_lead(l)) return verdict.rc ? -1 : 0;
+    if (verdict.rc) return tb_fail(err, "process %d: process 0 could not set up the run directory", l->process);
+    // the same path; created here too in case this host does not share process 0's file system
+    return tb_run_dir_create(verdict.dir, w->run_dir, sizeof w->run_dir, err);
+}
+
+// Under mpirun: the groups that span processes onto MPI communicators, every process
+// agreeing on the outcome (the creation is collective, so all go on or none does).
+static int connect_processes(tb_world *w, const tb_launch *l, tb_error *err) {
+    if (!l->mpi) return 0;
+    int rc = tb_mpi_world_connect(w, err) != 0 ? TB_EXIT_FAILURE : 0;
+    if (tb_launch_agree(l, rc, NULL) == 0) return 0;
+    if (rc == 0) {
+        tb_mpi_world_disconnect(w);
+        tb_fail(err, "process %d: another process could not set up its MPI communicators", l->process);
+    }
+    return -1;
+}
+
+int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
+    tb_launch threads;
+    if (!launch) {
+        tb_launch_threads(&threads, 0, NULL);
+        launch = &threads;
+    }
     tb_world world;
-    if (parallel_state_world_init(&world, cfg, err) != 0) return TB_EXIT_FAILURE;
+    if (parallel_state_world_init_process(&world, cfg, launch->process, launch->processes, err) != 0)
+        return TB_EXIT_FAILURE;
     world.origin_ns = tb_now_ns();
-    if (tb_run_dir_create(cfg->run_dir, world.run_dir, sizeof world.run_dir, err) != 0 ||
-        write_config(world.run_dir, cfg, err) != 0) {
+    if (setup_run_dir(&world, cfg, launch, err) != 0 || connect_processes(&world, launch, err) != 0) {
         parallel_state_world_free(&world);
         return TB_EXIT_FAILURE;
     }
@@ -417,6 +493,7 @@ int pretrain(const tb_config *cfg, tb_error *err) {
     parallel_state_run_ranks(&world, rank_main, runs);
     for (int r = 0; r < world.size; r++)
         if (runs[r].unwound) rank_teardown(&world.ranks[r], &runs[r]);
+    tb_mpi_world_disconnect(&world);
     int status = 0, failed = failed_rank(&world, runs);
     if (failed >= 0) {
         status = runs[failed].status;

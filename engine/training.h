@@ -16,6 +16,7 @@
 #include "config.h"
 #include "core/error.h"
 #include "datasets/gpt_dataset.h"
+#include "initialize.h"
 #include "models/gpt.h"
 #include "optimizer/optimizer.h"
 #include "parallel_state.h"
@@ -55,12 +56,14 @@ tb_step_result train_step(tb_trainer *tr, int64_t step);
 // A world-of-one rank context for cfg (coordinates all 0); allocator and ranges untouched.
 void rank_init_single(tb_rank *rk, const tb_config *cfg);
 
-// Runs a validated, resolved config to the end: creates the run directory and config.json,
-// starts the world's rank threads, trains. Returns 0, or the exit status of the run's
+// Runs a validated, resolved config to the end: creates the run directory, config.json and
+// launch.json, starts this process's rank threads (every rank's without mpirun: launch NULL
+// means threads), trains. Under mpirun every process calls it; process 0 creates the run
+// directory and the others wait for it, and the groups that span processes go over MPI. Returns 0, or the exit status of the run's
 // failure with err set: TB_EXIT_OUT_OF_MEMORY (over --memory-cap: oom.json written),
 // TB_EXIT_HANG (a communicator call timed out — hang.json written — or failed),
 // TB_EXIT_FAILURE (anything else). A rank that fails aborts the world: its peers stop at
 // their next communicator call, and the reported error is that first rank's.
-int pretrain(const tb_config *cfg, tb_error *err);
+int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err);
 
 #endif

@@ -14,6 +14,7 @@ packages=(
   libclang-19-dev      # source indexer
   libsqlite3-dev       # catalogue and index storage
   libssl-dev           # SHA-256
+  libopenmpi-dev openmpi-bin  # Open MPI: one process per rank (or group of rank threads) under mpirun; optional in CMake
 )
 
 missing=()

@@ -26,7 +26,17 @@ static void maybe_stall(tb_rank *rk) {
     if (!w || w->stall_rank != rk->rank || rk->step != w->stall_step) return;
     fprintf(stderr, "%s: --inject-stall: stopping before its next collective at step %lld\n", rk->label,
             (long long)rk->step);
-    parallel_state_wait_for_abort(w);
+    if (w->processes > 1) {
+        // peers in other processes time out without aborting this process's world: after
+        // twice their timeout the stalled rank stops too, so that no process waits forever
+        const double bound = 2 * (w->comm.collective_timeout_s > 0 ? w->comm.collective_timeout_s : 300.0);
+        if (!parallel_state_wait_for_abort_timed(w, bound))
+            parallel_state_rank_fail(rk, TB_EXIT_HANG, "stalled by --inject-stall at step %lld for %.0f s (twice the "
+                                     "collective timeout; its peers in other processes have timed out)",
+                                     (long long)rk->step, bound);
+    } else {
+        parallel_state_wait_for_abort(w);
+    }
     parallel_state_rank_fail(rk, w->abort_status, "stalled by --inject-stall at step %lld until the run was aborted",
                              (long long)rk->step);
 }

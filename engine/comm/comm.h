@@ -1,9 +1,12 @@
 // comm.h — the communicator: collectives and point-to-point on a group of ranks.
 //
-// One API over two backends, chosen per world:
+// One API over three backends, chosen per group:
 //   local  the default: rank threads of one process exchange through shared memory. Every
 //          reduction sums the members' contributions in group order, so results are the
 //          same bits on every rank and in every run. Blocking, with a timeout.
+//   mpi    under mpirun, a group whose members are in more than one process: one MPI
+//          communicator per group, the local backend's algorithms and summation over
+//          point-to-point messages, so the same bits as the local backend (comm/mpi_backend.h).
 //   nccl   one NCCL communicator per group (ncclCommInitRank, the unique id shared within
 //          the process); buffers are device memory. Built when CUDA and NCCL are found.
 //

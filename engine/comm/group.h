@@ -73,4 +73,19 @@ struct tb_group {
 
 #define TB_MAX_GROUP 64
 
+// What every backend's wait shares, so that a call that gives up reads the same on each:
+// the world's collective timeout (300 s for a group without a world or a timeout set),
+// whether the world was aborted, and the two failures — "<what> on group <g> stopped: the
+// run was aborted by the failure of <rank>" and "<what> on group <g> (<n> ranks) not complete
+// after <s> s" (which also sets *timed_out, for comm.c's hang report).
+double tb_comm_timeout_s(const tb_group *g);
+// The polling backends' (MPI, NCCL) clock and pause: CLOCK_MONOTONIC seconds; a wait that
+// spins briefly, then sleeps 10 µs, 20 µs, ... up to 1 ms between polls, so that a wait that
+// lasts costs little CPU (rank threads share a few cores) and one that ends soon is not delayed.
+double tb_comm_now_s(void);
+void tb_comm_backoff(unsigned *polls);
+int tb_comm_world_aborted(const tb_group *g);
+int tb_comm_fail_aborted(tb_group *g, const char *what, tb_error *err);
+int tb_comm_fail_timed_out(tb_group *g, const char *what, int *timed_out, tb_error *err);
+
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/reduce.h"
 #include "core/memory.h"
 #include "core/xalloc.h"
 
@@ -69,18 +70,6 @@ void tb_local_group_wake(tb_local_group *g) {
 
 static tb_local_group *shared(tb_group *g) { return g->backend_state; }
 
-// The world was aborted by a rank's failure: every wait gives up.
-static int world_aborted(const tb_group *g) { return g->world && atomic_load(&g->world->aborted); }
-
-static int aborted_error(tb_group *g, const char *what, tb_error *err) {
-    return tb_fail(err, "%s on group %s stopped: the run was aborted by the failure of %s", what, g->name,
-                   g->world->aborted_by);
-}
-
-static double timeout_of(const tb_group *g) {
-    return g->world && g->world->collective_timeout_s > 0 ? g->world->collective_timeout_s : 300.0;
-}
-
 // A timeout as large as the flag allows (--collective-timeout 1e19, 3e11 years) means "wait
 // that long", as a huge NCCL or torch.distributed timeout does: the deadline saturates at
 // the largest time_t rather than wrap into the past and report a hang at once. (A double
@@ -105,11 +94,6 @@ static struct timespec deadline_after(double seconds) {
     return ts;
 }
 
-static int timed_out_error(tb_group *g, const char *what, int *timed_out, tb_error *err) {
-    *timed_out = 1;
-    return tb_fail(err, "%s on group %s (%d ranks) not complete after %.1f s", what, g->name, g->size, timeout_of(g));
-}
-
 // All members meet; the last to arrive releases the others.
 static int barrier(tb_group *g, const char *what, int *timed_out, tb_error *err) {
     tb_local_group *s = shared(g);
@@ -123,55 +107,38 @@ static int barrier(tb_group *g, const char *what, int *timed_out, tb_error *err)
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
-    struct timespec deadline = deadline_after(timeout_of(g));
+    struct timespec deadline = deadline_after(tb_comm_timeout_s(g));
     while (s->generation == gen) {
-        if (world_aborted(g)) {
+        if (tb_comm_world_aborted(g)) {
             pthread_mutex_unlock(&s->mu);
-            return aborted_error(g, what, err);
+            return tb_comm_fail_aborted(g, what, err);
         }
         if (pthread_cond_timedwait(&s->cv, &s->mu, &deadline) == ETIMEDOUT && s->generation == gen) {
             pthread_mutex_unlock(&s->mu);
-            return timed_out_error(g, what, timed_out, err);
+            return tb_comm_fail_timed_out(g, what, timed_out, err);
         }
     }
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
 
-// [lo, hi) of `count` elements owned by member i of n.
-static void share(size_t count, int i, int n, size_t *lo, size_t *hi) {
-    *lo = count * (size_t)i / (size_t)n;
-    *hi = count * (size_t)(i + 1) / (size_t)n;
-}
-
-static void reduce_into(float *dst, const float *const *src, int n, size_t lo, size_t hi, tb_red_op op) {
-    memcpy(dst, src[0] + lo, (hi - lo) * sizeof(float));
-    for (int j = 1; j < n; j++) {
-        const float *x = src[j] + lo;
-        if (op == TB_RED_SUM)
-            for (size_t i = 0; i < hi - lo; i++) dst[i] += x[i];
-        else
-            for (size_t i = 0; i < hi - lo; i++) dst[i] = x[i] > dst[i] ? x[i] : dst[i];
-    }
-}
-
 static int local_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, int *timed_out, tb_error *err) {
     tb_local_group *s = shared(g);
     if (s->size == 1) return 0;
     size_t lo, hi;
-    share(count, g->index, s->size, &lo, &hi);
+    tb_reduce_share(count, g->index, s->size, &lo, &hi);
     float *mine = tb_alloc(g->mem, TB_MEM_COMM, (hi - lo) * sizeof(float), "all-reduce share");
     s->send[g->index] = buf;
     int rc = barrier(g, "all_reduce", timed_out, err);
     if (rc == 0) {
-        reduce_into(mine, s->send, s->size, lo, hi, op);
+        tb_reduce_into(mine, s->send, s->size, lo, hi, op);
         s->chunk[g->index] = mine;
         rc = barrier(g, "all_reduce", timed_out, err);  // every share reduced; inputs no longer read
     }
     if (rc == 0) {
         for (int j = 0; j < s->size; j++) {
             size_t jlo, jhi;
-            share(count, j, s->size, &jlo, &jhi);
+            tb_reduce_share(count, j, s->size, &jlo, &jhi);
             memcpy(buf + jlo, s->chunk[j], (jhi - jlo) * sizeof(float));
         }
         rc = barrier(g, "all_reduce", timed_out, err);  // every share copied
@@ -195,7 +162,7 @@ static int local_reduce_scatter(tb_group *g, const float *send, float *recv, siz
         size_t lo = recvcount * (size_t)g->index;
         const float *src[TB_MAX_GROUP] = {0};
         for (int j = 0; j < s->size; j++) src[j] = s->send[j] + lo;
-        reduce_into(mine, src, s->size, 0, recvcount, TB_RED_SUM);
+        tb_reduce_into(mine, src, s->size, 0, recvcount, TB_RED_SUM);
         rc = barrier(g, "reduce_scatter", timed_out, err);  // every member has read every input
     }
     if (rc == 0) memcpy(recv, mine, recvcount * sizeof(float));
@@ -278,15 +245,15 @@ static int local_recv(tb_group *g, float *buf, size_t count, int peer, int *time
     tb_local_group *s = shared(g);
     int box = peer * s->size + g->index;
     pthread_mutex_lock(&s->mu);
-    struct timespec deadline = deadline_after(timeout_of(g));
+    struct timespec deadline = deadline_after(tb_comm_timeout_s(g));
     while (!s->head[box]) {
-        if (world_aborted(g)) {
+        if (tb_comm_world_aborted(g)) {
             pthread_mutex_unlock(&s->mu);
-            return aborted_error(g, "recv", err);
+            return tb_comm_fail_aborted(g, "recv", err);
         }
         if (pthread_cond_timedwait(&s->cv, &s->mu, &deadline) == ETIMEDOUT && !s->head[box]) {
             pthread_mutex_unlock(&s->mu);
-            return timed_out_error(g, "recv", timed_out, err);
+            return tb_comm_fail_timed_out(g, "recv", timed_out, err);
         }
     }
     message *m = s->head[box];

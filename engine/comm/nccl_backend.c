@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm/local_backend.h"
+#include "comm/mpi_backend.h"
 #include "core/xalloc.h"
 #include "parallel_state.h"
 
@@ -37,22 +38,6 @@ static nccl_group *state(const tb_group *g) { return g->backend == &tb_nccl_back
 
 static double world_timeout(const struct tb_rank *rk) {
     return rk && rk->world && rk->world->comm.collective_timeout_s > 0 ? rk->world->comm.collective_timeout_s : 300.0;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-// Spins briefly, then sleeps 10 µs, 20 µs, ... up to 1 ms between polls.
-static void backoff(unsigned *polls) {
-    unsigned n = (*polls)++;
-    if (n < 200) return;
-    long ns = 10000L << ((n - 200) / 50 < 7 ? (n - 200) / 50 : 7);
-    if (ns > 1000000L) ns = 1000000L;
-    struct timespec ts = {0, ns};
-    nanosleep(&ts, NULL);
 }
 
 static const char *last_error(ncclComm_t comm) {
@@ -117,6 +102,38 @@ int tb_nccl_ids_create(const tb_world *w, tb_nccl_ids **out, tb_error *err) {
     return 0;
 }
 
+int tb_nccl_ids_create_mpi(tb_world *w, tb_nccl_ids **out, tb_error *err) {
+    *out = NULL;
+    tb_nccl_ids *ids = tb_xcalloc(1, sizeof *ids, "NCCL unique ids");
+    ids->n = w->size * TB_NGROUP_KINDS;
+    ids->have = tb_xcalloc((size_t)ids->n, 1, "NCCL unique ids");
+    ids->id = tb_xcalloc((size_t)ids->n, sizeof *ids->id, "NCCL unique ids");
+    for (int id = 0; id < ids->n; id++) {
+        const tb_group *g0 = &w->ranks[id % w->size].groups[id / w->size];  // its first member's view
+        if (g0->id != id) continue;
+        int here = 0;
+        for (int i = 0; i < g0->size; i++) here |= parallel_state_rank_is_local(w, g0->ranks[i]);
+        if (!here) continue;
+        if (parallel_state_rank_is_local(w, g0->ranks[0])) {
+            ncclResult_t res = ncclGetUniqueId(&ids->id[id]);
+            // a failure here leaves the group's other processes waiting in the broadcast
+            // until the collective timeout, which ends their part too
+            if (res != ncclSuccess) {
+                tb_nccl_ids_free(ids);
+                return tb_fail(err, "ncclGetUniqueId for group %s (id %d): %s (%s)", g0->name, id,
+                               ncclGetErrorString(res), last_error(NULL));
+            }
+        }
+        if (tb_mpi_group_bcast_from_first(w, id, &ids->id[id], sizeof ids->id[id], err) != 0) {
+            tb_nccl_ids_free(ids);
+            return tb_fail_prefix(err, "NCCL unique id of group %s (id %d) over MPI", g0->name, id);
+        }
+        ids->have[id] = 1;
+    }
+    *out = ids;
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------
 // Setting up and tearing down a rank
 
@@ -128,10 +145,17 @@ static void free_state(nccl_group *s, int abort) {
     free(s);
 }
 
+// Back to the CPU backend the group had before: MPI for a group that spans processes.
 static void back_to_local(tb_group *g) {
     tb_rank *rk = g->rk;
+    tb_world *w = rk ? rk->world : NULL;
+    if (w && w->mpi_groups && g->id >= 0 && w->mpi_groups[g->id]) {
+        g->backend = &tb_mpi_backend;
+        g->backend_state = w->mpi_groups[g->id];
+        return;
+    }
     g->backend = &tb_local_backend;
-    g->backend_state = rk && rk->world && rk->world->local_groups ? rk->world->local_groups[g->id] : NULL;
+    g->backend_state = w && w->local_groups ? w->local_groups[g->id] : NULL;
 }
 
 int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
@@ -170,7 +194,7 @@ int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
     }
 
     // Wait until every communicator is ready (they initialize concurrently, in the background).
-    double timeout = world_timeout(rk), deadline = now_s() + timeout;
+    double timeout = world_timeout(rk), deadline = tb_comm_now_s() + timeout;
     unsigned polls = 0;
     for (int pending = 1; rc == 0 && pending;) {
         pending = 0;
@@ -185,13 +209,13 @@ int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
                              ncclGetErrorString(a), last_error(st[k]->comm));
         }
         if (rc == 0 && pending) {
-            if (now_s() > deadline) {
+            if (tb_comm_now_s() > deadline) {
                 rc = tb_fail(err, "%s: NCCL communicator init not complete after %.1f s (does every rank of every "
                              "group call tb_nccl_rank_init?)",
                              rk->label, timeout);
                 break;
             }
-            backoff(&polls);
+            tb_comm_backoff(&polls);
         }
     }
 
@@ -221,7 +245,7 @@ void tb_nccl_rank_destroy(tb_rank *rk) {
     }
     // Finalize every communicator together (a peer may be finalizing them in any order);
     // those not quiescent by the timeout are aborted.
-    double deadline = now_s() + world_timeout(rk);
+    double deadline = tb_comm_now_s() + world_timeout(rk);
     unsigned polls = 0;
     for (int pending = 1; pending;) {
         pending = 0;
@@ -243,12 +267,12 @@ void tb_nccl_rank_destroy(tb_rank *rk) {
             }
         }
         if (pending) {
-            if (now_s() > deadline) {
+            if (tb_comm_now_s() > deadline) {
                 for (int k = 0; k < TB_NGROUP_KINDS; k++)
                     if (finalizing[k]) abort_comm(st[k]);
                 break;
             }
-            backoff(&polls);
+            tb_comm_backoff(&polls);
         }
     }
     for (int k = 0; k < TB_NGROUP_KINDS; k++) free_state(st[k], 1);
@@ -311,7 +335,7 @@ static int finish(tb_group *g, nccl_group *s, const char *op, ncclResult_t r, in
     if (r != ncclSuccess && r != ncclInProgress)
         return tb_fail(err, "%s on group %s (%d ranks, member %d): %s (%s)", op, g->name, g->size, g->index,
                        ncclGetErrorString(r), last_error(s->comm));
-    double timeout = world_timeout(g->rk), deadline = now_s() + timeout;
+    double timeout = world_timeout(g->rk), deadline = tb_comm_now_s() + timeout;
     unsigned polls = 0;
     for (;;) {
         ncclResult_t a = ncclSuccess;
@@ -340,14 +364,14 @@ static int finish(tb_group *g, nccl_group *s, const char *op, ncclResult_t r, in
                            "aborted",
                            op, g->name, g->world->aborted_by);
         }
-        if (now_s() > deadline) {
+        if (tb_comm_now_s() > deadline) {
             abort_comm(s);
             *timed_out = 1;
             return tb_fail(err, "%s on group %s (%d ranks, member %d) not complete after %.1f s; NCCL communicator "
                            "aborted",
                            op, g->name, g->size, g->index, timeout);
         }
-        backoff(&polls);
+        tb_comm_backoff(&polls);
     }
 }
 
@@ -479,6 +503,11 @@ int tb_nccl_version(char *buf, size_t len) {
 }
 
 int tb_nccl_ids_create(const tb_world *w, tb_nccl_ids **out, tb_error *err) {
+    *out = NULL;
+    return tb_fail(err, "%s", TB_NCCL_NOT_BUILT);
+}
+
+int tb_nccl_ids_create_mpi(tb_world *w, tb_nccl_ids **out, tb_error *err) {
     *out = NULL;
     return tb_fail(err, "%s", TB_NCCL_NOT_BUILT);
 }

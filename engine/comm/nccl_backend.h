@@ -20,7 +20,7 @@
 // refuses a duplicate GPU), so a world needs at least as many GPUs as its largest group
 // has members. tb_nccl_rank_destroy finalizes and destroys the communicators (aborting
 // those that cannot finalize within the timeout) and puts the groups back on the local
-// backend.
+// backend (the MPI backend for a group that spans processes).
 //
 // Every call enqueues on the group's stream and waits for it: it polls cudaStreamQuery and
 // ncclCommGetAsyncError until the operation is done, and when the world's collective
@@ -68,6 +68,15 @@ int tb_nccl_version(char *buf, size_t len);
 
 // Main thread, after parallel_state_world_init: one unique id per distinct group id.
 int tb_nccl_ids_create(const struct tb_world *w, tb_nccl_ids **out, tb_error *err);
+// The same under mpirun (llm.c's multi_gpu_config_init, per group): main thread of every
+// process, after tb_mpi_world_connect; one id per group holding a rank of this process. For a
+// group that spans processes, the process of its first member draws the id
+// (ncclGetUniqueId) and broadcasts it over the group's MPI communicator
+// (tb_mpi_group_bcast_from_first), every process going through the groups in increasing id.
+// Each rank thread then calls tb_nccl_rank_init as above (ncclCommInitRankConfig with the
+// group's size and the rank's index). A rank's device is rank % the devices its process
+// sees, so processes of one host must see their own devices or ranks per host = devices.
+int tb_nccl_ids_create_mpi(struct tb_world *w, tb_nccl_ids **out, tb_error *err);
 void tb_nccl_ids_free(tb_nccl_ids *ids);
 
 // The rank's thread: communicators for all its groups (see above). On failure nothing of

@@ -62,13 +62,18 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
         return;
     }
     const int64_t now = tb_now_ns();
+    // Under mpirun a process sees its own ranks only: the others' views stay empty, and they
+    // are named as in another process rather than as absent (merging the processes' reports is
+    // the report reader's part).
     rank_view *views = tb_xcalloc((size_t)w->size, sizeof *views, "hang report views");
-    for (int r = 0; r < w->size; r++) view_rank(&w->ranks[r], &views[r]);
+    for (int r = 0; r < w->size; r++)
+        if (parallel_state_rank_is_local(w, r)) view_rank(&w->ranks[r], &views[r]);
 
-    // every rank: coordinates, pending call, flight-recorder tail
+    // every rank of this process: coordinates, pending call, flight-recorder tail
     json_t *ranks = json_array();
     int *stuck = tb_xcalloc((size_t)w->size, sizeof(int), "hang report stuck ranks"), nstuck = 0;
     for (int r = 0; r < w->size; r++) {
+        if (!parallel_state_rank_is_local(w, r)) continue;
         tb_rank *rk = &w->ranks[r];
         json_t *tail = json_array();
         for (int i = 0; i < views[r].ntail; i++) json_array_append_new(tail, entry_json(&views[r].tail[i], now));
@@ -113,12 +118,17 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
     }
 
     // the timed-out group: who is waiting with us, who is absent and what each did last
-    json_t *absent = json_array(), *members = json_array();
+    json_t *absent = json_array(), *members = json_array(), *remote = json_array();
     char absent_text[1024] = "";
     size_t used = 0;
     for (int i = 0; i < g->size; i++) {
         int r = g->ranks[i];
         json_array_append_new(members, json_integer(r));
+        if (!parallel_state_rank_is_local(w, r)) {
+            json_array_append_new(remote, json_pack("{s:i, s:s, s:i}", "rank", r, "rank_label", w->ranks[r].label,
+                                                    "process", parallel_state_process_of(w, r)));
+            continue;
+        }
         const tb_flight_entry *p = views[r].pending;
         if (p && p->group_id == g->id && p->seq == g->seq) continue;
         const tb_flight_entry *c = views[r].completed;
@@ -133,12 +143,14 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
                                      p ? ", now waiting in " : "", p ? tb_comm_op_name(p->op) : "");
     }
     const tb_flight_entry *mine = views[me->rank].pending;
+    const size_t nremote = json_array_size(remote);  // (the report takes remote)
     json_t *report = json_pack(
-        "{s:s, s:s, s:f, s:{s:s, s:i, s:I, s:s, s:o, s:i, s:s}, s:o, s:o, s:o, s:o}", "kind", "hang", "message", what,
-        "collective_timeout_s", w->comm.collective_timeout_s, "timed_out", "group", g->name, "group_id", g->id, "seq",
-        (json_int_t)g->seq, "op", mine ? tb_comm_op_name(mine->op) : "?", "members", members, "detected_by",
-        me->rank, "detected_by_label", me->label, "absent_peers", absent, "stuck_by_group", by_group,
-        "smallest_common_group", common_json, "ranks", ranks);
+        "{s:s, s:s, s:f, s:{s:s, s:i, s:I, s:s, s:o, s:i, s:s}, s:o, s:o, s:o, s:o, s:i, s:i, s:o}", "kind", "hang",
+        "message", what, "collective_timeout_s", w->comm.collective_timeout_s, "timed_out", "group", g->name,
+        "group_id", g->id, "seq", (json_int_t)g->seq, "op", mine ? tb_comm_op_name(mine->op) : "?", "members",
+        members, "detected_by", me->rank, "detected_by_label", me->label, "absent_peers", absent, "stuck_by_group",
+        by_group, "smallest_common_group", common_json, "ranks", ranks, "process", w->process, "processes",
+        w->processes, "members_in_other_processes", remote);
     char path[TB_PATH_MAX + 32];
     tb_error err;
     int wrote = tb_run_path(path, sizeof path, w->run_dir[0] ? w->run_dir : ".", TB_RUN_HANG_REPORT, &err) == 0 &&
@@ -149,9 +161,11 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
     fprintf(stderr, "  detected by %s in %s seq %llu on group %s [", me->label, mine ? tb_comm_op_name(mine->op) : "?",
             (unsigned long long)g->seq, g->name);
     for (int i = 0; i < g->size; i++) fprintf(stderr, "%s%d", i ? ", " : "", g->ranks[i]);
-    fprintf(stderr, "]\n  stuck ranks: %d of %d", nstuck, w->size);
+    fprintf(stderr, "]\n  stuck ranks: %d of %d", nstuck, w->local_count);
     if (common) fprintf(stderr, "; smallest common group: %s", common->name);
     fprintf(stderr, "\n  absent from this call:%s\n", absent_text[0] ? absent_text : " none");
+    if (nremote)
+        fprintf(stderr, "  %zu member(s) in other processes, not seen from process %d\n", nremote, w->process);
     fprintf(stderr, "  report: %s\n", wrote ? path : err.msg);
     fflush(NULL);
     free(stuck);

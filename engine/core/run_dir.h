@@ -11,6 +11,7 @@
 //             memory.rank-NNNNN.json       memory snapshot at the peak
 //             pipeline.json                per-stage summary (rank 0)
 //             conditions.json              threads, cores, CPU time, host load (rank 0)
+//             launch.json                  threads or mpirun: processes, hosts, ranks of each (rank 0)
 //             oom.json, hang.json          reports, when those happen
 //
 //   <artifacts>/<experiment>/v<N>/experiment.json, claims.json
@@ -28,6 +29,7 @@
 #define TB_RUN_CONFIG "config.json"
 #define TB_RUN_PIPELINE "pipeline.json"
 #define TB_RUN_CONDITIONS "conditions.json"  // what the run's timings were measured under
+#define TB_RUN_LAUNCH "launch.json"          // how the run was launched: threads or mpirun, processes, hosts
 #define TB_RUN_OOM_REPORT "oom.json"
 #define TB_RUN_HANG_REPORT "hang.json"
 // where pretrain_gpt puts a run given no --run-dir: <this>/<timestamp>

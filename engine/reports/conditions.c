@@ -79,7 +79,9 @@ int conditions_write(const char *run_dir, const conditions_threads *t, const con
     const int total = t->ranks * (t->openmp_per_rank > t->blas_per_rank ? t->openmp_per_rank : t->blas_per_rank);
     const int usable = usable_cores();
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    const double wall = b->wall_s - a->wall_s, cpu = b->process_cpu_s - a->process_cpu_s, others = others_s(a, b);
+    const double wall = b->wall_s - a->wall_s, cpu = b->process_cpu_s - a->process_cpu_s + t->run_others_cpu_s;
+    double others = others_s(a, b);
+    if (others > 0) others = others > t->run_others_cpu_s ? others - t->run_others_cpu_s : 0;
     const int occupied = total < usable ? total : usable;
     json_t *c = json_pack(
         "{s:{s:i, s:i, s:i, s:i, s:s, s:s, s:s}, s:{s:I, s:i, s:i}, s:b, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, "

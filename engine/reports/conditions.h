@@ -39,6 +39,7 @@ typedef struct conditions_threads {
     int ranks, openmp_per_rank, blas_per_rank;
     const char *chosen_by;                   // e.g. "--num-threads 2", "1 per rank thread"
     const char *wait_policy, *wait_source;   // cpu_openmp_wait_policy's
+    double run_others_cpu_s;                 // CPU time of this run's other processes (mpirun), counted as the run's
 } conditions_threads;
 
 // conditions.json in run_dir.

@@ -44,7 +44,7 @@ static int run(const char *name, int layers, int pp, int micro, int global, run_
     snprintf(cfg.run_dir, sizeof cfg.run_dir, "artifacts/bench_pipeline/%s", name);
     config_resolve(&cfg);
     tb_error err;
-    if (config_validate(&cfg, &err) != 0 || pretrain(&cfg, &err) != 0) {
+    if (config_validate(&cfg, &err) != 0 || pretrain(&cfg, NULL, &err) != 0) {
         fprintf(stderr, "bench_pipeline: %s: %s\n", name, err.msg);
         return -1;
     }

@@ -323,7 +323,7 @@ TB_TEST(mock_data_with_a_data_path_is_refused) {
         ONLY("mock_data=1 data_path=/data/tokens.bin", "mock_data and data_path '/data/tokens.bin' are exclusive"));
 }
 
-#define OVER_64 ": ranks are threads of one process (multi-node launch is not supported yet)"
+#define OVER_64 ", the largest world (and group) this build supports"
 
 TB_TEST(world_over_64_ranks_is_refused_because_ranks_are_threads) {
     CHECK_CASES(ONLY("world_size=65", "world_size (65) exceeds 64" OVER_64),

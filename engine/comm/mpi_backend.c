@@ -1,0 +1,611 @@
+// mpi_backend.c — the communicator on MPI (see mpi_backend.h). Compiled always: the real
+// backend with TB_HAVE_MPI, a stub that says it was not built otherwise.
+#include "comm/mpi_backend.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "parallel_state.h"
+
+#define TB_MPI_NOT_BUILT "MPI backend not built (no MPI found at configure time, or TB_WITH_MPI=OFF)"
+
+#ifdef TB_HAVE_MPI
+
+#include <limits.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "comm/reduce.h"
+#include "core/xalloc.h"
+
+// Tags: class · 4096 + source index · 64 + destination index (TB_MAX_GROUP = 64).
+enum { TAG_COLLECTIVE = 0, TAG_P2P = 1, TAG_LARGEST = 2 * 4096 - 1 };
+_Static_assert(TB_MAX_GROUP <= 64, "tags give 6 bits to a member index");
+
+static int tag_of(int cls, int src, int dst) { return cls * 4096 + src * 64 + dst; }
+
+// Transport memory MPI may still touch after the call that posted it gave up, or an eager
+// send in flight: freed once its request completes, or at disconnect.
+typedef struct transport {
+    struct transport *next;
+    MPI_Request req;  // MPI_REQUEST_NULL once done or freed
+    void *buf;
+} transport;
+
+// One group that spans processes, as this process holds it (shared by its local members,
+// as the local backend's group object is).
+typedef struct mpi_group {
+    MPI_Comm comm;
+    int id;
+    int size;
+    int proc[TB_MAX_GROUP];           // communicator rank of the process of member i
+    transport *sends[TB_MAX_GROUP];   // member i's eager sends in flight (only its thread touches them)
+    pthread_mutex_t mu;               // guards abandoned
+    transport *abandoned;             // buffers of calls that gave up
+} mpi_group;
+
+static mpi_group *state(const tb_group *g) { return g->backend_state; }
+
+static int mpi_fail(tb_error *err, const char *what, const tb_group *g, int code) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error code %d", code);
+    return tb_fail(err, "%s on group %s: MPI: %s", what, g ? g->name : "?", text);
+}
+
+// Gives up on requests still pending: receives are cancelled, every request is freed (MPI
+// completes a freed send by itself). Their buffers must outlive this (see transport).
+static void drop_requests(int n, MPI_Request *req) {
+    for (int i = 0; i < n; i++) {
+        if (req[i] == MPI_REQUEST_NULL) continue;
+        MPI_Cancel(&req[i]);
+        MPI_Request_free(&req[i]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// One call's requests and transport buffers
+
+typedef struct xfer {
+    tb_group *g;
+    mpi_group *s;
+    const char *what;
+    int n;
+    MPI_Request req[2 * TB_MAX_GROUP];
+    int member[2 * TB_MAX_GROUP];     // the peer of each request
+    int is_recv[2 * TB_MAX_GROUP];
+    MPI_Status st[2 * TB_MAX_GROUP];
+    int failed;                       // the request whose status holds the error, -1: none
+    void *bufs[3];
+    int nbufs;
+} xfer;
+
+static void xfer_begin(xfer *x, tb_group *g, const char *what) {
+    x->g = g;
+    x->s = state(g);
+    x->what = what;
+    x->n = 0;
+    x->failed = -1;
+    x->nbufs = 0;
+}
+
+static void *xfer_buf(xfer *x, size_t bytes) {
+    void *p = tb_xmalloc(bytes ? bytes : 1, "MPI transport buffer");
+    x->bufs[x->nbufs++] = p;
+    return p;
+}
+
+// The call is over: buffers freed. After a failure its requests are dropped and its buffers
+// kept to the end (MPI may still write a receive that was matched, or read a send).
+static int xfer_end(xfer *x, int rc) {
+    if (rc == 0) {
+        for (int i = 0; i < x->nbufs; i++) free(x->bufs[i]);
+        return 0;
+    }
+    drop_requests(x->n, x->req);
+    pthread_mutex_lock(&x->s->mu);
+    for (int i = 0; i < x->nbufs; i++) {
+        transport *t = tb_xcalloc(1, sizeof *t, "MPI transport record");
+        t->req = MPI_REQUEST_NULL;
+        t->buf = x->bufs[i];
+        t->next = x->s->abandoned;
+        x->s->abandoned = t;
+    }
+    pthread_mutex_unlock(&x->s->mu);
+    return rc;
+}
+
+// A message of `bytes` bytes: MPI counts in int.
+static int check_size(xfer *x, size_t bytes, tb_error *err) {
+    if (bytes <= (size_t)INT_MAX) return 0;
+    return tb_fail(err, "%s on group %s: a message of %zu bytes exceeds MPI's int count (%d)", x->what, x->g->name,
+                   bytes, INT_MAX);
+}
+
+static int post(xfer *x, int recv, void *buf, size_t bytes, int peer, tb_error *err) {
+    if (check_size(x, bytes, err)) return -1;
+    const int me = x->g->index, i = x->n++;
+    x->member[i] = peer;
+    x->is_recv[i] = recv;
+    int rc = recv ? MPI_Irecv(buf, (int)bytes, MPI_BYTE, x->s->proc[peer], tag_of(TAG_COLLECTIVE, peer, me),
+                              x->s->comm, &x->req[i])
+                  : MPI_Isend(buf, (int)bytes, MPI_BYTE, x->s->proc[peer], tag_of(TAG_COLLECTIVE, me, peer),
+                              x->s->comm, &x->req[i]);
+    if (rc != MPI_SUCCESS) {
+        x->req[i] = MPI_REQUEST_NULL;
+        return mpi_fail(err, x->what, x->g, rc);
+    }
+    return 0;
+}
+
+static int post_recv(xfer *x, void *buf, size_t bytes, int peer, tb_error *err) { return post(x, 1, buf, bytes, peer, err); }
+static int post_send(xfer *x, const void *buf, size_t bytes, int peer, tb_error *err) {
+    return post(x, 0, (void *)buf, bytes, peer, err);
+}
+
+// Polls the requests until all are done, the world is aborted, or the collective timeout
+// passes. Returns 0 when all are done (x->n reset for the next phase).
+static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req, MPI_Status *st, int *failed,
+                         int *timed_out, tb_error *err) {
+    const double deadline = tb_comm_now_s() + tb_comm_timeout_s(g);
+    unsigned polls = 0;
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Testall(n, req, &done, st);
+        if (rc != MPI_SUCCESS) {
+            int code = rc;
+            if (rc == MPI_ERR_IN_STATUS)
+                for (int i = 0; i < n; i++)
+                    if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING) {
+                        code = st[i].MPI_ERROR;
+                        if (failed) *failed = i;
+                        break;
+                    }
+            return mpi_fail(err, what, g, code);
+        }
+        if (done) return 0;
+        if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, what, err);
+        if (tb_comm_now_s() > deadline) return tb_comm_fail_timed_out(g, what, timed_out, err);
+        tb_comm_backoff(&polls);
+    }
+}
+
+static int xfer_wait(xfer *x, int *timed_out, tb_error *err) {
+    int rc = poll_requests(x->g, x->what, x->n, x->req, x->st, &x->failed, timed_out, err);
+    if (rc == 0) x->n = 0;
+    return rc;
+}
+
+// Frees the member's eager sends that MPI has finished with.
+static void reap_sends(mpi_group *s, int member) {
+    for (transport **p = &s->sends[member]; *p;) {
+        transport *t = *p;
+        int done = 0;
+        if (t->req != MPI_REQUEST_NULL) MPI_Test(&t->req, &done, MPI_STATUS_IGNORE);
+        else done = 1;
+        if (!done) {
+            p = &t->next;
+            continue;
+        }
+        *p = t->next;
+        free(t->buf);
+        free(t);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The calls
+
+// Every member i reduces share i of all members' buffers in group order (the local
+// backend's algorithm and summation, comm/reduce.h), then the shares are gathered.
+static int mpi_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, int *timed_out, tb_error *err) {
+    const int n = g->size, me = g->index;
+    if (n == 1) return 0;
+    xfer x;
+    xfer_begin(&x, g, "all_reduce");
+    reap_sends(x.s, me);
+    size_t lo, hi;
+    tb_reduce_share(count, me, n, &lo, &hi);
+    const size_t len = hi - lo;
+    float *copy = xfer_buf(&x, count * sizeof(float));
+    float *got = xfer_buf(&x, (size_t)n * len * sizeof(float));  // slot j: member j's values of my share
+    memcpy(copy, buf, count * sizeof(float));
+    int rc = 0;
+    for (int j = 0; j < n && rc == 0; j++)
+        if (j != me) rc = post_recv(&x, got + (size_t)j * len, len * sizeof(float), j, err);
+    for (int j = 0; j < n && rc == 0; j++) {
+        size_t jlo, jhi;
+        tb_reduce_share(count, j, n, &jlo, &jhi);
+        if (j != me) rc = post_send(&x, copy + jlo, (jhi - jlo) * sizeof(float), j, err);
+    }
+    if (rc == 0) rc = xfer_wait(&x, timed_out, err);
+    float *mine = got + (size_t)me * len;
+    if (rc == 0) {
+        const float *src[TB_MAX_GROUP];
+        for (int j = 0; j < n; j++) src[j] = j == me ? copy + lo : got + (size_t)j * len;
+        tb_reduce_into(mine, src, n, 0, len, op);
+        // the shares, gathered into copy (its sends are done)
+        for (int j = 0; j < n && rc == 0; j++) {
+            size_t jlo, jhi;
+            tb_reduce_share(count, j, n, &jlo, &jhi);
+            if (j != me) rc = post_recv(&x, copy + jlo, (jhi - jlo) * sizeof(float), j, err);
+        }
+        for (int j = 0; j < n && rc == 0; j++)
+            if (j != me) rc = post_send(&x, mine, len * sizeof(float), j, err);
+        if (rc == 0) rc = xfer_wait(&x, timed_out, err);
+    }
+    if (rc == 0) {
+        memcpy(copy + lo, mine, len * sizeof(float));
+        memcpy(buf, copy, count * sizeof(float));
+    }
+    return xfer_end(&x, rc);
+}
+
+static int mpi_reduce_scatter(tb_group *g, const float *send, float *recv, size_t recvcount, int *timed_out,
+                              tb_error *err) {
+    const int n = g->size, me = g->index;
+    if (n == 1) {
+        if (recv != send) memmove(recv, send, recvcount * sizeof(float));
+        return 0;
+    }
+    xfer x;
+    xfer_begin(&x, g, "reduce_scatter");
+    reap_sends(x.s, me);
+    const size_t total = (size_t)n * recvcount;
+    float *copy = xfer_buf(&x, total * sizeof(float));  // recv may be this member's slice of send
+    float *got = xfer_buf(&x, total * sizeof(float));
+    memcpy(copy, send, total * sizeof(float));
+    int rc = 0;
+    for (int j = 0; j < n && rc == 0; j++)
+        if (j != me) rc = post_recv(&x, got + (size_t)j * recvcount, recvcount * sizeof(float), j, err);
+    for (int j = 0; j < n && rc == 0; j++)
+        if (j != me) rc = post_send(&x, copy + (size_t)j * recvcount, recvcount * sizeof(float), j, err);
+    if (rc == 0) rc = xfer_wait(&x, timed_out, err);
+    if (rc == 0) {
+        const float *src[TB_MAX_GROUP];
+        for (int j = 0; j < n; j++) src[j] = (j == me ? copy : got) + (size_t)j * recvcount;
+        tb_reduce_into(recv, src, n, 0, recvcount, TB_RED_SUM);
+    }
+    return xfer_end(&x, rc);
+}
+
+static int mpi_all_gather(tb_group *g, const float *send, float *recv, size_t sendcount, int *timed_out,
+                          tb_error *err) {
+    const int n = g->size, me = g->index;
+    if (n == 1) {
+        if (recv != send) memmove(recv, send, sendcount * sizeof(float));
+        return 0;
+    }
+    xfer x;
+    xfer_begin(&x, g, "all_gather");
+    reap_sends(x.s, me);
+    const size_t bytes = sendcount * sizeof(float);
+    float *copy = xfer_buf(&x, bytes);  // send may lie inside recv (the distributed optimizer's gather)
+    float *got = xfer_buf(&x, (size_t)n * bytes);
+    memcpy(copy, send, bytes);
+    int rc = 0;
+    for (int j = 0; j < n && rc == 0; j++)
+        if (j != me) rc = post_recv(&x, got + (size_t)j * sendcount, bytes, j, err);
+    for (int j = 0; j < n && rc == 0; j++)
+        if (j != me) rc = post_send(&x, copy, bytes, j, err);
+    if (rc == 0) rc = xfer_wait(&x, timed_out, err);
+    if (rc == 0) {
+        memcpy(got + (size_t)me * sendcount, copy, bytes);
+        memcpy(recv, got, (size_t)n * bytes);
+    }
+    return xfer_end(&x, rc);
+}
+
+static int count_mismatch(tb_group *g, int src, size_t sent, size_t expected, tb_error *err) {
+    return tb_fail(err, "all_to_all on group %s: member %d sends %zu elements to member %d, which expects %zu", g->name,
+                   src, sent, g->index, expected);
+}
+
+static int mpi_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
+                          const size_t *recvcounts, int *timed_out, tb_error *err) {
+    const int n = g->size, me = g->index;
+    size_t soff[TB_MAX_GROUP + 1] = {0}, roff[TB_MAX_GROUP + 1] = {0};
+    for (int j = 0; j < n; j++) {
+        soff[j + 1] = soff[j] + sendcounts[j];
+        roff[j + 1] = roff[j] + recvcounts[j];
+    }
+    if (sendcounts[me] != recvcounts[me]) return count_mismatch(g, me, sendcounts[me], recvcounts[me], err);
+    xfer x;
+    xfer_begin(&x, g, "all_to_all");
+    reap_sends(x.s, me);
+    float *copy = xfer_buf(&x, soff[n] * sizeof(float));
+    float *got = xfer_buf(&x, roff[n] * sizeof(float));
+    memcpy(copy, send, soff[n] * sizeof(float));
+    int rc = 0;
+    for (int j = 0; j < n && rc == 0; j++)
+        if (j != me) rc = post_recv(&x, got + roff[j], recvcounts[j] * sizeof(float), j, err);
+    for (int j = 0; j < n && rc == 0; j++)
+        if (j != me) rc = post_send(&x, copy + soff[j], sendcounts[j] * sizeof(float), j, err);
+    const int posted = x.n;
+    int member[2 * TB_MAX_GROUP], is_recv[2 * TB_MAX_GROUP];
+    memcpy(member, x.member, sizeof member);
+    memcpy(is_recv, x.is_recv, sizeof is_recv);
+    if (rc == 0) rc = xfer_wait(&x, timed_out, err);
+    if (rc != 0 && x.failed >= 0 && is_recv[x.failed] && x.st[x.failed].MPI_ERROR == MPI_ERR_TRUNCATE) {
+        int j = member[x.failed];
+        rc = tb_fail(err, "all_to_all on group %s: member %d sends more than the %zu elements member %d expects",
+                     g->name, j, recvcounts[j], me);
+    }
+    for (int i = 0; i < posted && rc == 0; i++) {
+        if (!is_recv[i]) continue;
+        int bytes = 0, j = member[i];
+        MPI_Get_count(&x.st[i], MPI_BYTE, &bytes);
+        if ((size_t)bytes != recvcounts[j] * sizeof(float))
+            rc = count_mismatch(g, j, (size_t)bytes / sizeof(float), recvcounts[j], err);
+    }
+    if (rc == 0) {
+        memcpy(got + roff[me], copy + soff[me], sendcounts[me] * sizeof(float));
+        memcpy(recv, got, roff[n] * sizeof(float));
+    }
+    return xfer_end(&x, rc);
+}
+
+static int mpi_broadcast(tb_group *g, float *buf, size_t count, int root, int *timed_out, tb_error *err) {
+    const int n = g->size, me = g->index;
+    if (root < 0 || root >= n)
+        return tb_fail(err, "broadcast on group %s: root %d outside the group's %d members", g->name, root, n);
+    if (n == 1) return 0;
+    xfer x;
+    xfer_begin(&x, g, "broadcast");
+    reap_sends(x.s, me);
+    const size_t bytes = count * sizeof(float);
+    float *copy = xfer_buf(&x, bytes);
+    int rc = 0;
+    if (me == root) {
+        memcpy(copy, buf, bytes);
+        for (int j = 0; j < n && rc == 0; j++)
+            if (j != me) rc = post_send(&x, copy, bytes, j, err);
+    } else {
+        rc = post_recv(&x, copy, bytes, root, err);
+    }
+    if (rc == 0) rc = xfer_wait(&x, timed_out, err);
+    if (rc == 0 && me != root) memcpy(buf, copy, bytes);
+    return xfer_end(&x, rc);
+}
+
+static int check_peer(tb_group *g, const char *op, int peer, tb_error *err) {
+    if (peer < 0 || peer >= g->size)
+        return tb_fail(err, "%s on group %s: peer %d outside the group's %d members", op, g->name, peer, g->size);
+    return 0;
+}
+
+// Eager, as on the local backend: the message is copied, sent in the background and freed
+// once MPI is done with it (reap_sends), so two members that both send first never deadlock.
+static int mpi_send(tb_group *g, const float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
+    if (check_peer(g, "send", peer, err)) return -1;
+    mpi_group *s = state(g);
+    const int me = g->index;
+    reap_sends(s, me);
+    const size_t bytes = count * sizeof(float);
+    if (bytes > (size_t)INT_MAX)
+        return tb_fail(err, "send on group %s: a message of %zu bytes exceeds MPI's int count (%d)", g->name, bytes,
+                       INT_MAX);
+    transport *t = tb_xcalloc(1, sizeof *t, "MPI eager send");
+    t->buf = tb_xmalloc(bytes ? bytes : 1, "MPI eager send");
+    memcpy(t->buf, buf, bytes);
+    int rc = MPI_Isend(t->buf, (int)bytes, MPI_BYTE, s->proc[peer], tag_of(TAG_P2P, me, peer), s->comm, &t->req);
+    if (rc != MPI_SUCCESS) {
+        free(t->buf);
+        free(t);
+        return mpi_fail(err, "send", g, rc);
+    }
+    t->next = s->sends[me];
+    s->sends[me] = t;
+    return 0;
+}
+
+// Waits for the peer's next message (MPI_Improbe, so its size is known before it is
+// received), then receives it (MPI_Imrecv) into transport memory and checks its size.
+static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
+    if (check_peer(g, "recv", peer, err)) return -1;
+    mpi_group *s = state(g);
+    const int me = g->index;
+    reap_sends(s, me);
+    const double deadline = tb_comm_now_s() + tb_comm_timeout_s(g);
+    unsigned polls = 0;
+    MPI_Message msg = MPI_MESSAGE_NULL;
+    MPI_Status st;
+    for (int found = 0; !found;) {
+        int rc = MPI_Improbe(s->proc[peer], tag_of(TAG_P2P, peer, me), s->comm, &found, &msg, &st);
+        if (rc != MPI_SUCCESS) return mpi_fail(err, "recv", g, rc);
+        if (found) break;
+        if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, "recv", err);
+        if (tb_comm_now_s() > deadline) return tb_comm_fail_timed_out(g, "recv", timed_out, err);
+        tb_comm_backoff(&polls);
+    }
+    int bytes = 0;
+    MPI_Get_count(&st, MPI_BYTE, &bytes);
+    xfer x;
+    xfer_begin(&x, g, "recv");
+    void *data = xfer_buf(&x, (size_t)bytes);
+    int rc = MPI_Imrecv(data, bytes, MPI_BYTE, &msg, &x.req[0]);
+    if (rc != MPI_SUCCESS) return xfer_end(&x, mpi_fail(err, "recv", g, rc));
+    x.n = 1;
+    rc = xfer_wait(&x, timed_out, err);
+    if (rc == 0 && (size_t)bytes != count * sizeof(float))
+        rc = tb_fail(err, "recv on group %s from member %d: message of %zu elements, expected %zu", g->name, peer,
+                     (size_t)bytes / sizeof(float), count);
+    if (rc == 0) memcpy(buf, data, (size_t)bytes);
+    return xfer_end(&x, rc);
+}
+
+// Every member sends an empty message to every other and waits for theirs.
+static int mpi_barrier(tb_group *g, int *timed_out, tb_error *err) {
+    const int n = g->size, me = g->index;
+    if (n == 1) return 0;
+    xfer x;
+    xfer_begin(&x, g, "barrier");
+    reap_sends(x.s, me);
+    char *none = xfer_buf(&x, 0);
+    int rc = 0;
+    for (int j = 0; j < n && rc == 0; j++)
+        if (j != me) rc = post_recv(&x, none, 0, j, err);
+    for (int j = 0; j < n && rc == 0; j++)
+        if (j != me) rc = post_send(&x, none, 0, j, err);
+    if (rc == 0) rc = xfer_wait(&x, timed_out, err);
+    return xfer_end(&x, rc);
+}
+
+const tb_comm_backend tb_mpi_backend = {
+    "mpi",         mpi_all_reduce, mpi_reduce_scatter, mpi_all_gather, mpi_all_to_all,
+    mpi_broadcast, mpi_send,       mpi_recv,           mpi_barrier,
+};
+
+// ---------------------------------------------------------------------------------------
+// Connecting and disconnecting a world
+
+int tb_mpi_built(void) { return 1; }
+
+static void free_group(tb_world *w, mpi_group *s) {
+    // eager sends still in flight: a healthy run's peers receive them shortly; after an
+    // abort they may never be, so they are dropped at once
+    const int aborted = atomic_load(&w->comm.aborted) != 0;
+    const double deadline = tb_comm_now_s() + (w->comm.collective_timeout_s > 0 ? w->comm.collective_timeout_s : 300.0);
+    unsigned polls = 0;
+    for (int i = 0; i < s->size; i++) {
+        while (s->sends[i]) {
+            reap_sends(s, i);
+            if (!s->sends[i]) break;
+            if (aborted || tb_comm_now_s() > deadline) {
+                for (transport *t = s->sends[i]; t; t = t->next) drop_requests(1, &t->req);
+                reap_sends(s, i);
+                break;
+            }
+            tb_comm_backoff(&polls);
+        }
+    }
+    for (transport *t = s->abandoned, *next; t; t = next) {
+        next = t->next;
+        free(t->buf);
+        free(t);
+    }
+    MPI_Comm_free(&s->comm);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+void tb_mpi_world_disconnect(tb_world *w) {
+    if (!w->mpi_groups) return;
+    for (int r = w->local_first; r < w->local_first + w->local_count; r++)
+        for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+            tb_group *g = &w->ranks[r].groups[k];
+            if (g->backend == &tb_mpi_backend) {
+                g->backend = NULL;
+                g->backend_state = NULL;
+            }
+        }
+    for (int id = 0; id < w->size * TB_NGROUP_KINDS; id++)
+        if (w->mpi_groups[id]) {
+            free_group(w, w->mpi_groups[id]);
+            w->mpi_groups[id] = NULL;
+        }
+}
+
+int tb_mpi_world_connect(tb_world *w, tb_error *err) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) return tb_fail(err, "MPI backend: MPI is not initialized (the process was not launched by mpirun)");
+    int *tag_ub = NULL, have = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &have);
+    if (have && *tag_ub < TAG_LARGEST)
+        return tb_fail(err, "MPI backend: this MPI's largest tag (MPI_TAG_UB %d) is below the %d it needs", *tag_ub,
+                       TAG_LARGEST);
+    MPI_Group everyone;
+    MPI_Comm_group(MPI_COMM_WORLD, &everyone);
+    int rc = 0;
+    // every group id in increasing order: the same order in every process (see the header)
+    for (int id = 0; id < w->size * TB_NGROUP_KINDS && rc == 0; id++) {
+        const tb_group *g0 = &w->ranks[id % w->size].groups[id / w->size];  // its first member's view
+        if (g0->id != id) continue;  // no group has this id
+        int procs[TB_MAX_GROUP], np = 0, here = 0, member_proc[TB_MAX_GROUP];
+        for (int i = 0; i < g0->size; i++) {
+            // ranks increase along a group and processes hold consecutive ranks: processes increase too
+            int p = parallel_state_process_of(w, g0->ranks[i]);
+            if (np == 0 || procs[np - 1] != p) procs[np++] = p;
+            member_proc[i] = np - 1;
+            here |= p == w->process;
+        }
+        if (np == 1 || !here) continue;  // inside one process (the local backend), or none of ours
+        MPI_Group members;
+        MPI_Comm comm = MPI_COMM_NULL;
+        int e = MPI_Group_incl(everyone, np, procs, &members);
+        if (e == MPI_SUCCESS) {
+            e = MPI_Comm_create_group(MPI_COMM_WORLD, members, id, &comm);
+            MPI_Group_free(&members);
+        }
+        if (e != MPI_SUCCESS) {
+            char text[MPI_MAX_ERROR_STRING];
+            int len = 0;
+            MPI_Error_string(e, text, &len);
+            rc = tb_fail(err, "MPI_Comm_create_group for group %s (id %d, %d ranks over %d processes): %s", g0->name,
+                         id, g0->size, np, text);
+            break;
+        }
+        MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+        mpi_group *s = tb_xcalloc(1, sizeof *s, "MPI group");
+        s->comm = comm;
+        s->id = id;
+        s->size = g0->size;
+        memcpy(s->proc, member_proc, (size_t)g0->size * sizeof(int));
+        pthread_mutex_init(&s->mu, NULL);
+        w->mpi_groups[id] = s;
+    }
+    MPI_Group_free(&everyone);
+    if (rc != 0) {
+        tb_mpi_world_disconnect(w);
+        return -1;
+    }
+    for (int r = w->local_first; r < w->local_first + w->local_count; r++)
+        for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+            tb_group *g = &w->ranks[r].groups[k];
+            if (g->id < 0 || !w->mpi_groups[g->id]) continue;
+            g->backend = &tb_mpi_backend;
+            g->backend_state = w->mpi_groups[g->id];
+        }
+    return 0;
+}
+
+int tb_mpi_group_bcast_from_first(tb_world *w, int group_id, void *buf, size_t bytes, tb_error *err) {
+    mpi_group *s = group_id >= 0 && group_id < w->size * TB_NGROUP_KINDS ? w->mpi_groups[group_id] : NULL;
+    if (!s) return 0;  // inside this process: nothing to share
+    tb_group *g = NULL;  // a local member's view, for the wait's timeout, abort and messages
+    for (int r = w->local_first; r < w->local_first + w->local_count && !g; r++)
+        for (int k = 0; k < TB_NGROUP_KINDS && !g; k++)
+            if (w->ranks[r].groups[k].id == group_id) g = &w->ranks[r].groups[k];
+    if (!g) return tb_fail(err, "broadcast on group id %d: no member in this process", group_id);
+    if (bytes > (size_t)INT_MAX)
+        return tb_fail(err, "broadcast on group %s: %zu bytes exceed MPI's int count (%d)", g->name, bytes, INT_MAX);
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Status st;
+    int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, s->comm, &req);  // rank 0: the first member's process
+    if (rc != MPI_SUCCESS) return mpi_fail(err, "broadcast", g, rc);
+    int timed_out = 0;
+    rc = poll_requests(g, "broadcast", 1, &req, &st, NULL, &timed_out, err);
+    if (rc != 0) drop_requests(1, &req);
+    return rc;
+}
+
+#else  // !TB_HAVE_MPI: the stub
+
+int tb_mpi_built(void) { return 0; }
+
+int tb_mpi_world_connect(tb_world *w, tb_error *err) { return tb_fail(err, "%s", TB_MPI_NOT_BUILT); }
+
+void tb_mpi_world_disconnect(tb_world *w) { (void)w; }
+
+int tb_mpi_group_bcast_from_first(tb_world *w, int group_id, void *buf, size_t bytes, tb_error *err) {
+    return tb_fail(err, "%s", TB_MPI_NOT_BUILT);
+}
+
+// Never attached to a group: tb_mpi_world_connect fails first.
+const tb_comm_backend tb_mpi_backend = {.name = "mpi"};
+
+#endif

@@ -1,0 +1,482 @@
+// test_mpi.c — pretrain_gpt under mpirun against the same layouts on rank threads and the
+// single rank.
+//
+// Every layout trains the same tiny model for 3 steps three ways: one rank; rank threads of
+// one process (the local backend); processes under mpirun (2 or 4 on this host, one rank per
+// process or two rank threads per process, the groups that span processes on the MPI
+// backend). The MPI backend reduces with the local backend's algorithm and summation code,
+// so the per-step losses under mpirun must be the same bits as on threads; against the
+// single rank they agree within the layout tests' tolerance (1e-5 relative: the layouts sum
+// in another order). Each run directory must hold every rank's files, config.json, and a
+// launch.json that says how it ran; pipeline.json's per-stage figures, gathered across
+// processes, must equal the threads run's. Bad launches (a world that is not processes x
+// ranks per process, a model-parallel group larger than the world the processes make) must
+// end every process with status 2 and one message naming the numbers, within a timeout. A
+// worker mode (--worker K, started under mpirun by this test) runs every call of the MPI
+// backend on spanning, in-process and mixed groups against the group-order bits, a recv of
+// the wrong size and a call one member skips (which must time out as on the local backend).
+// A rank stalled in one process must end the run with a hang report, not a wait forever.
+//
+// Exit status 77 (ctest: skipped) when MPI was not built or no mpirun was found.
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/mpi_backend.h"
+#include "comm/reduce.h"
+#include "config.h"
+#include "initialize.h"
+#include "parallel_state.h"
+#include "core/run_dir.h"
+
+#define SKIP 77
+#define STEPS 3
+
+#ifdef TB_MPIEXEC
+
+#include "tb_run_dir.h"
+#include "tb_shell.h"
+#include "tb_test.h"
+
+// A container runs as root on few cores: mpirun needs leave for both; shared memory and self
+// transports only; no binding, so that oversubscribed processes are not pinned to one core.
+// `timeout` turns a hang into a failed check, never a stuck suite. Under LeakSanitizer, Open
+// MPI's leaks are suppressed by library (tests/lsan.supp), which needs whole stacks: its
+// libraries have no frame pointers, hence the slow unwinder, and its components stay loaded
+// (no dlclose) so that their frames have names.
+#define MPIRUN                                                                                              \
+    "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\" timeout 300 " TB_MPIEXEC          \
+    " --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader"                                  \
+    " --mca mca_base_component_disable_dlclose 1"
+#define ENGINE TB_BIN_DIR "/pretrain_gpt"
+#define MODEL                                                                                                    \
+    " --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --vocab-size 128"                  \
+    " --micro-batch-size 2 --global-batch-size 8 --train-iters 3 --lr 3e-3 --collective-timeout 60"
+
+typedef struct layout {
+    const char *name;
+    int processes, ranks_per_process;
+    const char *flags;
+} layout;
+
+static const layout layouts[] = {
+    {"tp 2", 2, 1, "--tensor-model-parallel-size 2"},
+    {"tp 2 + sp", 2, 1, "--tensor-model-parallel-size 2 --sequence-parallel"},
+    {"dp 2", 2, 1, "--world-size 2"},
+    {"dp 2 + distributed optimizer", 2, 1, "--world-size 2 --use-distributed-optimizer"},
+    {"pp 2 (1F1B)", 2, 1, "--pipeline-model-parallel-size 2"},
+    {"pp 2 x vpp 2 (interleaved)", 2, 1, "--pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2"},
+    {"tp 2 + sp x dp 2 + dist-opt", 4, 1,
+     "--world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer"},
+    {"pp 2 x tp 2", 4, 1, "--world-size 4 --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2"},
+    {"pp 4 (1F1B)", 4, 1, "--pipeline-model-parallel-size 4"},
+    // two rank threads per process: tp inside a process, dp across
+    {"K 2: tp 2 x dp 2 + dist-opt", 2, 2, "--world-size 4 --tensor-model-parallel-size 2 --use-distributed-optimizer"},
+    // two members of one spanning group in each process
+    {"K 2: dp 4", 2, 2, "--world-size 4"},
+    {"K 2: pp 2 x dp 2", 2, 2, "--world-size 4 --pipeline-model-parallel-size 2"},
+};
+#define NLAYOUTS (int)(sizeof layouts / sizeof *layouts)
+
+static tb_output sh;
+static double single[STEPS];
+static double mpi_seconds;  // wall time of every mpirun in this test
+
+// Rank 0's per-step losses of a run directory; how many steps it holds.
+static int read_losses(const char *dir, double *loss) {
+    char path[1024];
+    tb_rank_path(path, sizeof path, dir, TB_RANK_METRICS, 0);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[16384];
+    int n = 0;
+    while (n < STEPS && fgets(line, sizeof line, f)) {
+        json_t *m = json_loads(line, 0, NULL);
+        loss[n++] = json_number_value(json_object_get(m, "loss"));
+        json_decref(m);
+    }
+    fclose(f);
+    return n;
+}
+
+static const char *run_dir(char *buf, size_t len, const char *kind, int i) {
+    snprintf(buf, len, "%s/mpi-%s-%d", TB_TEST_TMPDIR, kind, i);
+    return buf;
+}
+
+static int mpirun(int processes, const char *fmt_args, ...) __attribute__((format(printf, 2, 3)));
+static int mpirun(int processes, const char *fmt_args, ...) {
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt_args);
+    vsnprintf(args, sizeof args, fmt_args, ap);
+    va_end(ap);
+    int rc = tb_run_merged(&sh, NULL, MPIRUN " -np %d " ENGINE " %s", processes, args);
+    mpi_seconds += sh.seconds;
+    return rc;
+}
+
+// Every rank's files, config.json and launch.json in an mpirun's run directory.
+static void check_run_dir(const layout *l, const char *dir) {
+    const int world = l->processes * l->ranks_per_process;
+    char path[1024];
+    for (int r = 0; r < world; r++)
+        for (int k = 0; k < TB_RANK_NFILES; k++)
+            TB_CHECK(tb_exists(tb_rank_path(path, sizeof path, dir, (tb_rank_file)k, r)), "%s: no %s", l->name, path);
+    snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_CONFIG);
+    json_t *cfg = tb_load_json(path);
+    TB_CHECK(cfg && json_integer_value(json_object_get(cfg, "world_size")) == world &&
+                 json_integer_value(json_object_get(cfg, "ranks_per_process")) == l->ranks_per_process,
+             "%s: config.json world_size / ranks_per_process", l->name);
+    json_decref(cfg);
+    snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_LAUNCH);
+    json_t *launch = tb_load_json(path);
+    TB_REQUIRE(launch, "%s: %s", l->name, path);
+    json_t *procs = json_object_get(launch, "per_process");
+    TB_CHECK(!strcmp(json_string_value(json_object_get(launch, "launcher")), "mpirun") &&
+                 json_integer_value(json_object_get(launch, "processes")) == l->processes &&
+                 json_integer_value(json_object_get(launch, "ranks_per_process")) == l->ranks_per_process &&
+                 (int)json_array_size(procs) == l->processes,
+             "%s: launch.json says how it ran", l->name);
+    int hosted = 0;
+    for (int p = 0; p < (int)json_array_size(procs); p++) {
+        json_t *ranks = json_object_get(json_array_get(procs, (size_t)p), "ranks");
+        TB_CHECK((int)json_array_size(ranks) == l->ranks_per_process &&
+                     json_integer_value(json_array_get(ranks, 0)) == p * l->ranks_per_process,
+                 "%s: process %d holds ranks %d ..", l->name, p, p * l->ranks_per_process);
+        TB_CHECK(json_string_value(json_object_get(json_array_get(procs, (size_t)p), "host")), "%s: host of process %d",
+                 l->name, p);
+    }
+    const char *key;
+    json_t *n;
+    json_object_foreach(json_object_get(launch, "ranks_per_host"), key, n) hosted += (int)json_integer_value(n);
+    TB_CHECK(hosted == world, "%s: ranks per host add up to %d, not the world's %d", l->name, hosted, world);
+    json_decref(launch);
+}
+
+// pipeline.json's per-stage parameters and FLOPs (gathered across processes) as on threads.
+static void check_pipeline(const layout *l, const char *mpi_dir, const char *threads_dir) {
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, "%s/%s", mpi_dir, TB_RUN_PIPELINE);
+    snprintf(b, sizeof b, "%s/%s", threads_dir, TB_RUN_PIPELINE);
+    json_t *m = tb_load_json(a), *t = tb_load_json(b);
+    TB_REQUIRE(m && t, "%s: pipeline.json of both runs", l->name);
+    json_t *ms = json_object_get(m, "stages"), *ts = json_object_get(t, "stages");
+    TB_CHECK(json_array_size(ms) == json_array_size(ts) && json_array_size(ms) > 0, "%s: stages", l->name);
+    for (size_t s = 0; s < json_array_size(ms) && s < json_array_size(ts); s++) {
+        json_t *x = json_array_get(ms, s), *y = json_array_get(ts, s);
+        TB_CHECK(json_integer_value(json_object_get(x, "parameters")) ==
+                         json_integer_value(json_object_get(y, "parameters")) &&
+                     json_real_value(json_object_get(x, "flops_per_step")) ==
+                         json_real_value(json_object_get(y, "flops_per_step")) &&
+                     json_integer_value(json_object_get(x, "peak_activation_bytes")) ==
+                         json_integer_value(json_object_get(y, "peak_activation_bytes")),
+                 "%s: stage %zu figures differ from the threads run's", l->name, s);
+    }
+    json_decref(m);
+    json_decref(t);
+}
+
+// ---------------------------------------------------------------------------------------
+// Every call of the MPI backend, in a worker this test starts under mpirun (argv: --worker K)
+
+static const tb_group_kind tested[] = {TB_GROUP_WORLD, TB_GROUP_DP, TB_GROUP_TP};
+#define NTESTED 3
+
+typedef struct worker_rank {
+    char fail[2048];  // the first failure, empty if none
+} worker_rank;
+
+static void wfail(worker_rank *me, const tb_rank *rk, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void wfail(worker_rank *me, const tb_rank *rk, const char *fmt, ...) {
+    if (me->fail[0]) return;
+    int n = snprintf(me->fail, sizeof me->fail, "%s: ", rk->label);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(me->fail + n, sizeof me->fail - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+// Deterministic inputs in [0.5, 1.5) of a rank.
+static float val(int rank, int salt, size_t i) {
+    uint32_t h = (uint32_t)rank * 2654435761u ^ (uint32_t)salt * 40503u ^ (uint32_t)i * 2246822519u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    return 0.5f + (float)(h & 0xffffff) / (float)0x1000000;
+}
+
+static void fill(float *x, size_t n, int rank, int salt) {
+    for (size_t i = 0; i < n; i++) x[i] = val(rank, salt, i);
+}
+
+// Elements member src sends member dst in all_to_all (some pairs none).
+static size_t a2a_count(int src, int dst) { return (src * 3 + dst * 5) % 4 == 3 ? 0 : (size_t)(1 + (src * 7 + dst * 3) % 13); }
+
+// The backend's own call (not comm.c's, which ends the rank on failure): rc and message.
+#define CALL(op, ...) (timed_out = 0, g->backend->op(g, __VA_ARGS__, &timed_out, &err))
+
+// The sums every member must get: the members' inputs reduced in group order by the one
+// summation (comm/reduce.h), so the MPI backend's result must be these bits.
+static void expected_reduce(const tb_group *g, int salt, size_t count, size_t lo, size_t hi, tb_red_op op, float *out) {
+    const float *src[TB_MAX_GROUP];
+    float *in = malloc((size_t)g->size * count * sizeof(float));
+    for (int j = 0; j < g->size; j++) {
+        fill(in + (size_t)j * count, count, g->ranks[j], salt);
+        src[j] = in + (size_t)j * count;
+    }
+    tb_reduce_into(out, src, g->size, lo, hi, op);
+    free(in);
+}
+
+static void worker_rank_fn(tb_rank *rk, void *arg) {
+    worker_rank *me = (worker_rank *)arg + rk->rank;
+    tb_error err;
+    int timed_out = 0;
+    const size_t N = 1001;  // shares of uneven size
+    float *a = malloc(64 * N * sizeof(float)), *b = malloc(64 * N * sizeof(float)), *e = malloc(64 * N * sizeof(float));
+    for (int t = 0; t < NTESTED; t++) {
+        tb_group *g = &rk->groups[tested[t]];
+        const int n = g->size, i = g->index, salt = 10 * t;
+        const char *on = g->backend == &tb_mpi_backend ? "mpi" : g->backend ? g->backend->name : "none";
+        for (int opi = 0; opi < 2; opi++) {
+            tb_red_op op = opi ? TB_RED_MAX : TB_RED_SUM;
+            fill(a, N, rk->rank, salt + opi);
+            if (CALL(all_reduce, a, N, op)) wfail(me, rk, "all_reduce on %s (%s): %s", g->name, on, err.msg);
+            expected_reduce(g, salt + opi, N, 0, N, op, e);
+            if (memcmp(a, e, N * sizeof(float))) wfail(me, rk, "all_reduce %d on %s (%s): not the group-order bits", opi, g->name, on);
+        }
+        fill(a, (size_t)n * N, rk->rank, salt + 2);
+        if (CALL(reduce_scatter, a, b, N)) wfail(me, rk, "reduce_scatter on %s: %s", g->name, err.msg);
+        expected_reduce(g, salt + 2, (size_t)n * N, (size_t)i * N, (size_t)(i + 1) * N, TB_RED_SUM, e);
+        if (memcmp(b, e, N * sizeof(float))) wfail(me, rk, "reduce_scatter on %s (%s): wrong bits", g->name, on);
+        fill(a, N, rk->rank, salt + 3);
+        if (CALL(all_gather, a, b, N)) wfail(me, rk, "all_gather on %s: %s", g->name, err.msg);
+        for (int j = 0; j < n; j++) {
+            fill(e, N, g->ranks[j], salt + 3);
+            if (memcmp(b + (size_t)j * N, e, N * sizeof(float))) wfail(me, rk, "all_gather on %s (%s): member %d's part", g->name, on, j);
+        }
+        size_t sc[TB_MAX_GROUP], rc[TB_MAX_GROUP], at = 0;
+        for (int j = 0; j < n; j++) sc[j] = a2a_count(i, j), rc[j] = a2a_count(j, i);
+        fill(a, 64 * 13, rk->rank, salt + 4);
+        if (CALL(all_to_all, a, sc, b, rc)) wfail(me, rk, "all_to_all on %s: %s", g->name, err.msg);
+        for (int j = 0; j < n; j++) {
+            size_t from = 0;
+            for (int k = 0; k < i; k++) from += a2a_count(j, k);
+            for (size_t x = 0; x < rc[j]; x++)
+                if (b[at + x] != val(g->ranks[j], salt + 4, from + x)) wfail(me, rk, "all_to_all on %s (%s): from member %d", g->name, on, j);
+            at += rc[j];
+        }
+        fill(a, N, rk->rank, salt + 5);
+        if (CALL(broadcast, a, N, n - 1)) wfail(me, rk, "broadcast on %s: %s", g->name, err.msg);
+        fill(e, N, g->ranks[n - 1], salt + 5);
+        if (memcmp(a, e, N * sizeof(float))) wfail(me, rk, "broadcast on %s (%s): not the root's", g->name, on);
+        // a ring: everyone sends first (eager), then receives
+        fill(a, N, rk->rank, salt + 6);
+        if (CALL(send, a, N, (i + 1) % n)) wfail(me, rk, "send on %s: %s", g->name, err.msg);
+        if (CALL(recv, b, N, (i + n - 1) % n)) wfail(me, rk, "recv on %s: %s", g->name, err.msg);
+        fill(e, N, g->ranks[(i + n - 1) % n], salt + 6);
+        if (memcmp(b, e, N * sizeof(float))) wfail(me, rk, "send/recv ring on %s (%s)", g->name, on);
+        timed_out = 0;
+        if (g->backend->barrier(g, &timed_out, &err)) wfail(me, rk, "barrier on %s: %s", g->name, err.msg);
+    }
+    // refusals and a timeout on the world group (spanning processes)
+    tb_group *g = &rk->groups[TB_GROUP_WORLD];
+    if (g->index == 0 && CALL(send, a, 4, 1)) wfail(me, rk, "send of 4: %s", err.msg);
+    if (g->index == 1) {
+        int r = CALL(recv, b, 5, 0);
+        if (r == 0 || !strstr(err.msg, "recv on group world from member 0: message of 4 elements, expected 5"))
+            wfail(me, rk, "a recv of the wrong size: rc %d, '%s'", r, r ? err.msg : "");
+    }
+    if (g->index != 0) {  // member 0 never joins: the others time out as on the local backend
+        int r = CALL(all_reduce, a, N, TB_RED_SUM);
+        if (r == 0 || !timed_out || !strstr(err.msg, "all_reduce on group world") || !strstr(err.msg, "not complete after 2.0 s"))
+            wfail(me, rk, "an all_reduce one member skips: rc %d, timed out %d, '%s'", r, timed_out, r ? err.msg : "");
+    }
+    free(a), free(b), free(e);
+}
+#undef CALL
+
+static int worker(int k) {
+    tb_launch l;
+    tb_error err;
+    if (tb_initialize(&l, 0, NULL, &err) != 0 || !l.mpi) {
+        printf("WORKER FAIL: %s\n", l.mpi ? err.msg : "not under mpirun");
+        return 1;
+    }
+    tb_config cfg;
+    config_defaults(&cfg);
+    cfg.world_size = l.processes * k;
+    cfg.tensor_model_parallel_size = k;  // tp inside a process, dp and world across
+    config_resolve(&cfg);
+    tb_world w;
+    int status = 0;
+    if (parallel_state_world_init_process(&w, &cfg, l.process, l.processes, &err) != 0 ||
+        tb_mpi_world_connect(&w, &err) != 0) {
+        printf("WORKER FAIL process %d: %s\n", l.process, err.msg);
+        tb_finalize(&l);
+        return 1;
+    }
+    w.comm.collective_timeout_s = 2;
+    for (int r = w.local_first; r < w.local_first + w.local_count; r++) tb_allocator_init(&w.ranks[r].mem, 0, NULL, NULL);
+    worker_rank *ranks = calloc((size_t)w.size, sizeof *ranks);
+    parallel_state_run_ranks(&w, worker_rank_fn, ranks);
+    for (int r = w.local_first; r < w.local_first + w.local_count; r++) {
+        if (ranks[r].fail[0]) printf("WORKER FAIL %s\n", ranks[r].fail), status = 1;
+        tb_allocator_release_cache(&w.ranks[r].mem);
+    }
+    tb_mpi_world_disconnect(&w);
+    parallel_state_world_free(&w);
+    free(ranks);
+    if (status == 0) printf("WORKER OK process %d\n", l.process);
+    tb_finalize(&l);
+    return status;
+}
+
+static char self_path[1024];
+
+static int occurrences(const char *text, const char *needle) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p++) n++;
+    return n;
+}
+
+TB_TEST(every_call_of_the_mpi_backend_gives_the_local_backends_bits) {
+    for (int k = 1; k <= 2; k++) {
+        int rc = tb_run_merged(&sh, NULL, MPIRUN " -np 2 %s --worker %d", self_path, k);
+        mpi_seconds += sh.seconds;
+        TB_CHECK(rc == 0 && occurrences(sh.out, "WORKER OK") == 2, "2 processes x %d: exit %d\n%s", k, rc, sh.out);
+        printf("    every call, -np 2 x %d: %s (%.1f s)\n", k, rc == 0 ? "ok" : "FAILED", sh.seconds);
+    }
+}
+
+TB_TEST(single_rank_reference) {
+    char dir[512];
+    run_dir(dir, sizeof dir, "single", 0);
+    TB_REQUIRE(tb_run_merged(&sh, NULL, ENGINE MODEL " --run-dir %s", dir) == 0, "single rank:\n%s", sh.out);
+    TB_REQUIRE(read_losses(dir, single) == STEPS, "single rank: %d steps", STEPS);
+    // a threads run says so in its launch.json
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_LAUNCH);
+    json_t *launch = tb_load_json(path);
+    TB_REQUIRE(launch, "%s", path);
+    TB_CHECK(!strcmp(json_string_value(json_object_get(launch, "launcher")), "threads") &&
+                 json_integer_value(json_object_get(launch, "processes")) == 1 &&
+                 json_array_size(json_object_get(launch, "argv")) > 1,
+             "launch.json of a threads run");
+    json_decref(launch);
+}
+
+TB_TEST(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank) {
+    for (int i = 0; i < NLAYOUTS; i++) {
+        const layout *l = &layouts[i];
+        char tdir[512], mdir[512];
+        run_dir(tdir, sizeof tdir, "threads", i);
+        run_dir(mdir, sizeof mdir, "procs", i);
+        if (tb_run_merged(&sh, NULL, ENGINE MODEL " %s --run-dir %s", l->flags, tdir) != 0) {
+            TB_CHECK(0, "%s on threads:\n%s", l->name, sh.out);
+            continue;
+        }
+        int rc = mpirun(l->processes, MODEL " %s --ranks-per-process %d --run-dir %s", l->flags, l->ranks_per_process,
+                        mdir);
+        double secs = sh.seconds;
+        if (rc != 0) {
+            TB_CHECK(0, "%s under mpirun -np %d: exit %d\n%s", l->name, l->processes, rc, sh.out);
+            continue;
+        }
+        double t[STEPS], m[STEPS];
+        TB_CHECK(read_losses(tdir, t) == STEPS && read_losses(mdir, m) == STEPS, "%s: %d steps each", l->name, STEPS);
+        TB_CHECK(memcmp(t, m, sizeof t) == 0, "%s: losses under mpirun %.17g %.17g %.17g, on threads %.17g %.17g %.17g",
+                 l->name, m[0], m[1], m[2], t[0], t[1], t[2]);
+        double worst = 0;
+        for (int s = 0; s < STEPS; s++) {
+            double rel = fabs(m[s] - single[s]) / fabs(single[s]);
+            worst = fmax(worst, rel);
+            TB_CHECK(rel <= 1e-5, "%s: step %d loss %.9g vs single rank %.9g (rel %.2e)", l->name, s + 1, m[s],
+                     single[s], rel);
+        }
+        check_run_dir(l, mdir);
+        if (strstr(l->flags, "pipeline")) check_pipeline(l, mdir, tdir);
+        printf("    %-30s -np %d x %d: bitwise as threads, vs single rank %.1e (%.1f s)\n", l->name, l->processes,
+               l->ranks_per_process, worst, secs);
+    }
+}
+
+// A bad launch: exit status 2 (not the timeout's 124), the message once, naming the numbers,
+// and no run directory.
+static void refused(const char *what, int processes, const char *args, const char *expected) {
+    static int nth;
+    char dir[512];
+    run_dir(dir, sizeof dir, "refused", nth++);
+    int rc = mpirun(processes, MODEL " %s --run-dir %s", args, dir);
+    TB_CHECK(rc == 2, "%s: exit %d, expected 2 (124: it hung)\n%s", what, rc, sh.out);
+    const char *hit = strstr(sh.out, expected);
+    TB_CHECK(hit, "%s: no '%s' in:\n%s", what, expected, sh.out);
+    TB_CHECK(!hit || !strstr(hit + 1, expected), "%s: the message is printed more than once:\n%s", what, sh.out);
+    TB_CHECK(!tb_exists(dir), "%s: %s was created", what, dir);
+}
+
+TB_TEST(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_every_process) {
+    refused("-np 2 --world-size 4", 2, "--world-size 4",
+            "world_size (4) must equal processes (2) x ranks_per_process (1) = 2 under mpirun");
+    refused("-np 2 --world-size 2 --ranks-per-process 2", 2, "--world-size 2 --ranks-per-process 2",
+            "world_size (2) must equal processes (2) x ranks_per_process (2) = 4 under mpirun");
+    refused("-np 2 tp 4", 2, "--tensor-model-parallel-size 4",
+            "world_size (2) must be divisible by tensor_model_parallel_size x context_parallel_size x "
+            "pipeline_model_parallel_size (4 x 1 x 1 = 4)");
+    // without mpirun, ranks per process has nothing to divide
+    int rc = tb_run_merged(&sh, NULL, ENGINE MODEL " --world-size 4 --ranks-per-process 2");
+    TB_CHECK(rc == 2 && tb_has(sh.out, "ranks_per_process (2) needs mpirun"), "exit %d:\n%s", rc, sh.out);
+}
+
+// A rank that stops (--inject-stall) leaves its peer in another process waiting: the peer
+// times out with the hang report, the stalled rank gives up after twice the timeout, and the
+// run ends with status 4 instead of waiting forever.
+TB_TEST(a_stall_across_processes_times_out_with_a_hang_report) {
+    char dir[512];
+    run_dir(dir, sizeof dir, "stall", 0);
+    int rc = mpirun(2, MODEL " --world-size 2 --inject-stall 1:2 --collective-timeout 2 --run-dir %s", dir);
+    TB_CHECK(rc == 4, "exit %d, expected 4 (124: it hung)\n%s", rc, sh.out);
+    TB_CHECK(tb_has(sh.out, "HANG: all_reduce on group dp_cp (2 ranks) not complete after 2.0 s") &&
+                 tb_has(sh.out, "1 member(s) in other processes, not seen from process 0") &&
+                 tb_has(sh.out, "stalled by --inject-stall at step 2 for 4 s"),
+             "the hang as each process saw it:\n%s", sh.out);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_HANG_REPORT);
+    json_t *hang = tb_load_json(path);
+    TB_CHECK(hang && json_array_size(json_object_get(hang, "members_in_other_processes")) == 1,
+             "hang.json names the member in the other process");
+    json_decref(hang);
+    printf("    stall across processes ended in %.1f s\n", sh.seconds);
+}
+
+int main(int argc, char **argv) {
+    if (!tb_mpi_built()) {
+        printf("SKIP: MPI backend not built\n");
+        return SKIP;
+    }
+    if (argc == 3 && !strcmp(argv[1], "--worker")) return worker(atoi(argv[2]));
+    if (!realpath(argv[0], self_path)) snprintf(self_path, sizeof self_path, "%s", argv[0]);
+    TB_RUN(every_call_of_the_mpi_backend_gives_the_local_backends_bits);
+    TB_RUN(single_rank_reference);
+    TB_RUN(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
+    TB_RUN(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_every_process);
+    TB_RUN(a_stall_across_processes_times_out_with_a_hang_report);
+    printf("    mpirun wall time in all: %.1f s\n", mpi_seconds);
+    tb_output_free(&sh);
+    return tb_test_summary();
+}
+
+#else
+
+int main(void) {
+    printf("SKIP: %s\n", tb_mpi_built() ? "no mpirun found at configure time" : "MPI backend not built");
+    return SKIP;
+}
+
+#endif
