@@ -125,7 +125,9 @@
 //               ncclReduceScatter, ncclAllGather, ncclBroadcast, ncclBcast, ncclReduce, ncclSend,
 //               ncclRecv, ncclAlltoAll; not the rest of the nccl* API: ncclGetErrorString,
 //               ncclCommInitRank, ncclGetUniqueId, ncclCommGetAsyncError, ncclGroupStart/End ... -
-//               and tb_all_reduce, tb_reduce_scatter, tb_all_gather, tb_all_to_all,
+//               the MPI calls that move data (MPI_Allreduce, MPI_Reduce_scatter(_block),
+//               MPI_Allgather(v), MPI_Bcast, MPI_Reduce, MPI_Alltoall(v), MPI_Send, MPI_Recv,
+//               MPI_Sendrecv, their nonblocking I* forms, MPI_Barrier) and tb_all_reduce, tb_reduce_scatter, tb_all_gather, tb_all_to_all,
 //               tb_broadcast, tb_send, tb_recv, tb_barrier, @tb_comm_backend).
 //               An entry is a name or an fnmatch glob; "@Record" means every function assigned
 //               to a field of Record (the backends' entry points, local_all_reduce ...) and
@@ -201,12 +203,16 @@
 #include "pool.h"
 #include "trace_cli.h"
 
-// The NCCL calls that move data (not ncclGetErrorString, ncclCommInitRank, ncclGetUniqueId,
-// ncclGroupStart/End ...), the communicator's API and its backends' entry points.
+// The NCCL and MPI calls that move data (not ncclGetErrorString, ncclCommInitRank,
+// ncclGroupStart/End, MPI_Init, MPI_Comm_rank ...), the communicator's API and its backends'
+// entry points.
 static const char *const default_collectives[] = {
-    "ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast", "ncclBcast",  "ncclReduce",
-    "ncclSend",      "ncclRecv",          "ncclAlltoAll",  "tb_all_reduce", "tb_reduce_scatter", "tb_all_gather",
-    "tb_all_to_all", "tb_broadcast",      "tb_send",       "tb_recv",       "tb_barrier", "@tb_comm_backend"};
+    "ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast", "ncclBcast", "ncclReduce", "ncclSend",
+    "ncclRecv", "ncclAlltoAll", "MPI_Allreduce", "MPI_Iallreduce", "MPI_Reduce_scatter", "MPI_Reduce_scatter_block",
+    "MPI_Ireduce_scatter_block", "MPI_Allgather", "MPI_Iallgather", "MPI_Allgatherv", "MPI_Bcast", "MPI_Ibcast",
+    "MPI_Reduce", "MPI_Alltoall", "MPI_Alltoallv", "MPI_Send", "MPI_Isend", "MPI_Recv", "MPI_Irecv", "MPI_Sendrecv",
+    "MPI_Barrier", "tb_all_reduce", "tb_reduce_scatter", "tb_all_gather", "tb_all_to_all", "tb_broadcast", "tb_send",
+    "tb_recv", "tb_barrier", "@tb_comm_backend"};
 static const char *const default_push[] = {"tb_range_push", "nvtxRangePushA", "nvtxRangePushW", "nvtxRangePushEx"};
 static const char *const default_pop[] = {"tb_range_pop", "nvtxRangePop"};
 
@@ -254,7 +260,8 @@ static const tb_option index_options[] = {
               "adds a collective: a name, a glob (nccl*) or @Record (every function assigned to one of\n"
               "                                 Record's fields, and calls through them); default the NCCL communication\n"
               "                                 calls (ncclAllReduce, ncclReduceScatter, ncclAllGather, ncclBroadcast,\n"
-              "                                 ncclBcast, ncclReduce, ncclSend, ncclRecv, ncclAlltoAll), tb_all_reduce,\n"
+              "                                 ncclBcast, ncclReduce, ncclSend, ncclRecv, ncclAlltoAll), MPI's (MPI_Allreduce,\n"
+              "                                 MPI_Reduce_scatter, MPI_Allgather, MPI_Bcast, MPI_Send, MPI_Recv ...), tb_all_reduce,\n"
               "                                 tb_reduce_scatter, tb_all_gather, tb_all_to_all, tb_broadcast, tb_send,\n"
               "                                 tb_recv, tb_barrier, @tb_comm_backend"),
     TB_OPTION("--no-default-collectives", index_args, no_default_collectives, TB_OPT_BOOL, NULL, NULL,
@@ -380,6 +387,8 @@ int tracebook_index_main(int argc, char **argv) {
         fprintf(stderr, "tracebook index: warning: %s; indexing without targets\n", err.msg);
         tb_vec_free(&targets.rows);
         tb_vec_init(&targets.rows, sizeof(ix_target_row), "target rows");
+        tb_vec_free(&targets.links);
+        tb_vec_init(&targets.links, sizeof(ix_target_link), "target links");
     } else if (trc > 0 && !opt.quiet) {
         fprintf(stderr,
                 "tracebook index: note: no CMake file API reply in %s: indexing without targets (mains are told "
@@ -513,6 +522,8 @@ int tracebook_index_main(int argc, char **argv) {
                    "%ld\n",
                    sum.functions, sum.definitions, sum.calls, sum.callbacks, sum.field_targets, sum.range_sites, sum.collective_sites,
                    sum.targets, sum.target_rows, sum.files, sum.tus_failed, sum.errors);
+            printf("  functions without a definition here %ld (%ld found in a library of their binary's link)\n",
+                   sum.library_functions, sum.library_found);
             long reduced = 0;
             for (size_t i = 0; i < db.ntus; i++) reduced += results[i].reduced;
             if (reduced)

@@ -1,11 +1,16 @@
-// index_query.h — what the trace tests share to look into an index: open it read-only and
-// read one number from a query.
+// index_query.h — what the trace tests share to look into an index: open it read-only,
+// read one number from a query, index a fixture once.
 #ifndef TB_TESTS_TRACE_INDEX_QUERY_H
 #define TB_TESTS_TRACE_INDEX_QUERY_H
 
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tb_shell.h"
 
 static inline sqlite3 *tb_index_open_ro(const char *path) {
     sqlite3 *db = NULL;
@@ -36,6 +41,22 @@ static inline long tb_index_q_long(sqlite3 *db, const char *fmt, ...) {
     long v = tb_index_vq_long(db, fmt, ap);
     va_end(ap);
     return v;
+}
+
+// Indexes a fixture once: `tracebook index --compdb DIR --out INDEX` when its inputs were
+// written (inputs_ok), else status 99 and a note. *status -1: not yet. Returns whether the
+// index succeeded; *output keeps what it printed.
+static inline int tb_index_fixture(int *status, char **output, int inputs_ok, const char *tracebook,
+                                   const char *compdb_dir, const char *index) {
+    if (*status >= 0) return *status == 0;
+    if (!inputs_ok) {
+        *status = 99;
+        *output = strdup("cannot write the fixture inputs");
+        return 0;
+    }
+    unlink(index);
+    *status = tb_shell(output, "'%s' index --compdb '%s' --out '%s'", tracebook, compdb_dir, index);
+    return *status == 0;
 }
 
 #endif

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "index_db.h"
 #include "index_query.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -88,7 +89,7 @@ TB_TEST(functions_and_calls_are_recorded_with_file_and_line) {
     TB_CHECK(fx_status == 0, "exit status %d; output:\n%s", fx_status, fx_output);
     TB_REQUIRE(db, "no index written; output:\n%s", fx_output);
     char *v = q_text(db, "SELECT value FROM meta WHERE key = 'schema_version'");
-    TB_CHECK(same(v, "3"), "schema_version %s", v ? v : "(none)");
+    TB_CHECK(same(v, TB_INDEX_SCHEMA_VERSION), "schema_version %s", v ? v : "(none)");
     free(v);
     TB_CHECK(tb_index_q_long(db, "SELECT is_tu FROM files WHERE path = %Q AND status = 'ok'", MAIN_C) == 1,
              "main.c row");
