@@ -11,6 +11,7 @@
 
 #include "map.h"
 #include "map_report.h"
+#include "index_query.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 #include "trace/fixtures/map/mini_db.h"
@@ -441,6 +442,15 @@ TB_TEST(project_map_and_walk_of_a_tp2_run) {
             found &= k != 1 || !strcmp(str(json_array_get(hops, k), "function"), "row_parallel_linear_forward");
     }
     TB_CHECK(found, "mlp_forward → row_parallel_linear_forward → ... → local_all_reduce via tb_comm_backend.all_reduce");
+    // the NCCL backend's leg (static only on a CPU run) ends at the library's function
+    int nccl = !tb_project_nccl_built();
+    json_array_foreach(json_object_get(site, "collectives"), i, x) {
+        json_t *hops = json_object_get(x, "hops");
+        json_t *last = json_array_get(hops, json_array_size(hops) - 1);
+        nccl |= !strcmp(str(x, "end"), "ncclAllReduce") && tb_has(str(last, "declared_at"), "nccl.h:") &&
+                tb_has(str(last, "library"), "libnccl") && json_integer_value(json_object_get(x, "observed")) == 0;
+    }
+    TB_CHECK(nccl, "mlp_forward → ... → nccl_all_reduce → ncclAllReduce (declared in nccl.h, defined in libnccl)");
     json_decref(rep);
 
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "pretrain_gpt", "--to", "local_all_reduce", "--index",
@@ -459,7 +469,8 @@ TB_TEST(project_map_and_walk_of_a_tp2_run) {
                  tb_has(out, "`main` — engine/pretrain_gpt.c:") &&
                  tb_has(out, "`mlp_forward` — engine/transformer/mlp.c:") &&
                  tb_has(out, "TB_RANGE_PUSH(\"layer.%d.mlp.fc2\", layer);") &&
-                 tb_has(out, "`local_all_reduce` — engine/comm/local_backend.c:") && tb_has(out, row),
+                 tb_has(out, "`local_all_reduce` — engine/comm/local_backend.c:") && tb_has(out, row) &&
+                 (!tb_project_nccl_built() || tb_has(out, "`ncclAllReduce` — the NCCL call, declared at ")),
              "walk (%s):\n%.6000s", row, out);
     free(out);
 }

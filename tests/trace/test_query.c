@@ -8,6 +8,7 @@
 
 #include "chain_output.h"
 #include "graph.h"
+#include "index_query.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 #include "trace/fixtures/map/mini_db.h"
@@ -248,27 +249,10 @@ TB_TEST(project_chain_from_pretrain_gpt_to_the_local_backend) {
     free(out);
 }
 
-// Whether the compilation database compiles engine/comm/nccl_backend.c with NCCL (CMake
-// found the CUDA toolkit and NCCL: -DTB_HAVE_NCCL=1); without it the file is the stub that
-// calls no ncclAllReduce.
-static int nccl_backend_built(void) {
-    json_t *db = tb_load_json(TB_BIN_DIR "/../compile_commands.json");
-    int built = 0;
-    size_t i;
-    json_t *e;
-    json_array_foreach(db, i, e) {
-        const char *file = json_string_value(json_object_get(e, "file"));
-        const char *cmd = json_string_value(json_object_get(e, "command"));
-        if (file && cmd && tb_has(file, "engine/comm/nccl_backend.c")) built = tb_has(cmd, "-DTB_HAVE_NCCL=1");
-    }
-    json_decref(db);
-    return built;
-}
-
 // The MLP's tensor-parallel all-reduce down to the NCCL call, a function of nccl.h that
 // libnccl defines (after project_chain_from_pretrain_gpt_to_the_local_backend: its index).
 TB_TEST(project_chain_from_main_to_ncclAllReduce_through_the_row_parallel_linear) {
-    if (!nccl_backend_built()) {
+    if (!tb_project_nccl_built()) {
         printf("  skipped: engine/comm/nccl_backend.c is compiled without NCCL in this build (no -DTB_HAVE_NCCL=1 in "
                "compile_commands.json), so no ncclAllReduce is called\n");
         return;
