@@ -155,8 +155,10 @@
 //   and the first 20 errors as file:line:col: message) and still contributes what parsed;
 //   status "failed" means nothing parsed (an unreadable source file, or libclang could not
 //   build the unit even with the reduced command line), "partial" that errors were. The
-//   index is written whatever the units' state; the exit status is 0 unless the database
-//   is unusable or the index cannot be written (1), or the usage is wrong (2). The summary
+//   index is written whatever the units' state; the exit status is 1 when a unit failed,
+//   the database is unusable (missing, unreadable, malformed) or the index cannot be
+//   written, 2 when the usage is wrong, else 0 (partial units are counted in the summary,
+//   flagged in files.status, and still exit 0: what parsed is in the index). The summary
 //   (stdout) reads "tracebook index: N TUs (M with errors, F failed) in S s -> OUT" and a
 //   line of counts. --quiet drops the summary and the notes (no file API reply), not the
 //   units' errors; --verbose adds each unit's clang arguments and parse time.
@@ -511,7 +513,12 @@ int tracebook_index_main(int argc, char **argv) {
     } else if (ix_write_index(opt.out, &db, results, &targets, &opt, &meta, &sum, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
     } else {
-        status = 0;
+        // A unit that failed (an unreadable source, a unit libclang could not build) is missing
+        // from the index: the index is written, but the run did not do what was asked.
+        status = sum.tus_failed ? 1 : 0;
+        if (sum.tus_failed)
+            fprintf(stderr, "tracebook index: %ld of %ld units failed (nothing of them is in the index; see above); "
+                            "exit status 1\n", sum.tus_failed, sum.tus);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         if (!opt.quiet) {

@@ -92,7 +92,8 @@
     "CREATE INDEX tu_callbacks_tu ON tu_callbacks(tu_id);\n"                                                 \
     "CREATE INDEX tu_range_sites_tu ON tu_range_sites(tu_id);\n"
 
-// Opens an existing index read-only; a missing or foreign file is an error naming it.
+// Opens an existing index read-only; a missing or foreign file, or one that fails SQLite's
+// integrity_check, is an error naming it.
 int tb_index_open(sqlite3 **db, const char *path, tb_error *err);
 
 #endif

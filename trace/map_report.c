@@ -330,9 +330,14 @@ json_t *tb_map_report(tb_map *m) {
     int covered = 0;
     for (int i = 0; i < rt->nev; i++) covered += mapped[rt->ev[i].name];
     json_object_set_new(report, "unmapped", unmapped);
+    // the malformed events dropped count against the coverage: they are range events of the
+    // traces that were not mapped
+    int all = rt->nev + rt->ndropped;
     json_object_set_new(report, "coverage",
-                        json_pack("{s:i, s:i, s:f}", "mapped_events", covered, "events", rt->nev, "percent",
-                                  rt->nev ? 100.0 * covered / rt->nev : 100.0));
+                        json_pack("{s:i, s:i, s:i, s:f}", "mapped_events", covered, "events", all, "dropped_events",
+                                  rt->ndropped, "percent", all ? 100.0 * covered / all : 0.0));
+    json_object_set(report, "dropped", rt->dropped);
+    json_object_set_new(report, "status", json_string(rt->ndropped ? "partial" : "complete"));
     for (int n = 0; n < nn; n++) tb_vec_free(&ops[n].ops);
     free(ops);
     free(comm);

@@ -353,8 +353,14 @@ int tracebook_walk_main(int argc, char **argv) {
         walk_collectives(&m, sites[i], name);
     }
     if (ntraces) walk_runtime(&m, range, pattern);
+    int partial = m.rt.ndropped > 0;
+    if (partial)
+        printf("\n**Partial:** %d malformed range event%s of the traces could not be read and are not counted above "
+               "(named on stderr).\n",
+               m.rt.ndropped, m.rt.ndropped == 1 ? "" : "s");
+    tb_rt_print_drops(&m.rt, stderr, "tracebook walk");
     free(sites);
     tb_map_close(&m);
     free(traces);
-    return 0;
+    return partial ? 1 : 0;
 }
