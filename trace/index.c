@@ -25,6 +25,16 @@
 //   -fopenmp units get a stand-in omp.h when clang's resource directory has none (LLVM's
 //   libomp headers not installed; GCC's omp.h uses GCC-only attributes and its include
 //   directory would bring GCC's stdatomic.h): see index_visit.c.
+//   OpenMP: -fopenmp is kept, so _OPENMP code and the directives are what the compiler sees;
+//   but libclang's visitor does not enter the statement a directive applies to (its
+//   CapturedStmt yields only the captured variables). A unit with such directives is parsed
+//   a second time without -fopenmp* and with _OPENMP defined as clang defines it (202011 for
+//   its default 5.1; -fopenmp-version=N is followed): the pragmas are ignored there, the
+//   preprocessed code is the same. The first parse records everything outside the
+//   directives' statements (their clauses too: num_threads(f()) calls f), the second only
+//   what is inside them, so every call inside parallel, for, simd, task, sections, target
+//   ... is indexed once, its caller the function it is written in. Not followed: calls in
+//   the clauses of a directive nested inside another one's statement.
 //   When libclang rejects the command line itself (a flag only GCC knows), the unit is
 //   parsed again with a reduced one (-D -U -I -isystem -iquote -idirafter -include -imacros
 //   -std -x --sysroot -fopenmp -pthread -m32/-m64 and the additions above); the summary
@@ -67,7 +77,9 @@
 //       field_targets below).
 //
 // What is recorded (only code in non-system files: system headers' own functions and the
-// bodies of their inline functions are skipped; calls into them are recorded)
+// bodies of their inline functions are skipped; calls into them are recorded, and a system
+// header's function that the project calls or names gets its declaration's row: a library's
+// API - nccl.h, mpi.h, cublas_v2.h, libc - is a node of the graph, the last hop of a chain)
 //   files       every unit (is_tu 1, status ok | partial | failed, error count, the errors
 //               as "file:line:col: message" lines) and every other file a function, call,
 //               callback, field target or range site is in (is_tu 0, status NULL).
@@ -142,6 +154,13 @@
 //               depends on, transitively; a static library gets its own sources. Only sources
 //               that are units of the database are listed. No reply: no targets, said on
 //               stderr (queries then label mains by file); meta targets_source says which.
+//   libraries   for each function without a definition in the index (a library's API) and
+//               each linking target (executable, shared or module library) whose units call or
+//               name it: the first library on that target's link line (CMake's file API,
+//               link.commandFragments: paths, -lNAME found on -L and the system's directories,
+//               libc last, as the driver adds it) that defines it - a shared object's dynamic
+//               symbols (ELF .dynsym), a static archive's symbol index, the inputs of a GNU ld
+//               script (libc.so, libm.so). No file API reply: none.
 //   meta        schema_version, source_dir (the code model's, else CMakeCache.txt's
 //               CMAKE_HOME_DIRECTORY, else the database's directory), build_dir, compdb,
 //               created (UTC), tu_count, error_count (error diagnostics, all units),
