@@ -310,6 +310,68 @@ done:
     return nout;
 }
 
+static int same_chain(const tb_chain *a, const tb_chain *b) {
+    if (a->n != b->n || memcmp(a->fns, b->fns, (size_t)a->n * sizeof *a->fns)) return 0;
+    return a->n < 2 || !memcmp(a->calls, b->calls, (size_t)(a->n - 1) * sizeof *a->calls);
+}
+
+int tb_graph_chains_via(tb_graph *g, int t, int entry, const int *via, int nvia, const int *to, int nto, int max,
+                        int max_depth, tb_chain **out, int *truncated) {
+    tb_vec all;
+    tb_vec_init(&all, sizeof(tb_chain), "chains");
+    *truncated = 0;
+    for (int v = 0; v < nvia; v++) {
+        tb_chain *pre = NULL, *suf = NULL;
+        int tr = 0, ns = 0;
+        int np = tb_graph_chains(g, t, entry, &via[v], 1, max, max_depth, &pre, &tr);
+        *truncated |= tr;
+        if (np) ns = tb_graph_chains(g, t, via[v], to, nto, max, max_depth, &suf, &tr);
+        *truncated |= np && tr;
+        for (int i = 0; i < np; i++)
+            for (int j = 0; j < ns; j++) {
+                const tb_chain *a = &pre[i], *b = &suf[j];
+                int n = a->n + b->n - 1, repeats = 0;
+                if (n - 1 > max_depth) continue;
+                for (int x = 0; x + 1 < a->n && !repeats; x++)
+                    for (int y = 0; y < b->n && !repeats; y++) repeats = a->fns[x] == b->fns[y];
+                if (repeats) continue;
+                tb_chain c = {n, tb_xmalloc((size_t)n * sizeof(int), "chain functions"),
+                              tb_xmalloc((size_t)n * sizeof(int), "chain calls")};
+                memcpy(c.fns, a->fns, (size_t)a->n * sizeof(int));
+                memcpy(c.fns + a->n, b->fns + 1, (size_t)(b->n - 1) * sizeof(int));
+                if (a->n > 1) memcpy(c.calls, a->calls, (size_t)(a->n - 1) * sizeof(int));
+                if (b->n > 1) memcpy(c.calls + a->n - 1, b->calls, (size_t)(b->n - 1) * sizeof(int));
+                int known = 0;
+                for (size_t k = 0; k < all.len && !known; k++) known = same_chain(&TB_VEC_AT(&all, tb_chain, k), &c);
+                if (known) {
+                    free(c.fns);
+                    free(c.calls);
+                } else {
+                    *(tb_chain *)tb_vec_push(&all) = c;
+                }
+            }
+        tb_chains_free(pre, np);
+        tb_chains_free(suf, ns);
+    }
+    tb_chain *c = all.items;
+    int n = (int)all.len;
+    for (int i = 1; i < n; i++)  // shortest first, stable
+        for (int j = i; j > 0 && c[j - 1].n > c[j].n; j--) {
+            tb_chain tmp = c[j - 1];
+            c[j - 1] = c[j];
+            c[j] = tmp;
+        }
+    if (n > max) {
+        for (int i = max; i < n; i++) {
+            free(c[i].fns);
+            free(c[i].calls);
+        }
+        n = max;
+    }
+    *out = tb_vec_take(&all);
+    return n;
+}
+
 void tb_chains_free(tb_chain *c, int n) {
     for (int i = 0; i < n; i++) {
         free(c[i].fns);
@@ -322,11 +384,23 @@ void tb_graph_fn_loc(const tb_graph *g, int fn, char *buf, size_t len) {
     snprintf(buf, len, "%s:%d", tb_graph_file(g, g->fns[fn].file), g->fns[fn].pos.line);
 }
 
-void tb_graph_hop(const tb_graph *g, int fn, int call, char *buf, size_t len) {
+const char *tb_graph_library(const tb_graph *g, int fn, int t) {
+    const tb_gfn *f = &g->fns[fn];
+    for (int i = f->libs_begin; t >= 0 && i < f->libs_end; i++)
+        if (!strcmp(g->libs[i].target, g->targets[t].name)) return g->libs[i].library;
+    return f->libs_begin < f->libs_end ? g->libs[f->libs_begin].library : NULL;
+}
+
+void tb_graph_hop(const tb_graph *g, int t, int fn, int call, char *buf, size_t len) {
     if (call < 0) {
         char loc[600];
         tb_graph_fn_loc(g, fn, loc, sizeof loc);
-        snprintf(buf, len, "%s (%s)", g->fns[fn].name, loc);
+        const char *lib = g->fns[fn].is_definition ? NULL : tb_graph_library(g, fn, t);
+        if (g->fns[fn].is_definition)
+            snprintf(buf, len, "%s (%s)", g->fns[fn].name, loc);
+        else  // a library's function: the chain's last hop
+            snprintf(buf, len, "%s (declared at %s%s%s)", g->fns[fn].name, loc, lib ? "; defined in " : "",
+                     lib ? lib : "");
         return;
     }
     const tb_gcall *c = &g->calls[call];

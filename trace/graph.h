@@ -43,7 +43,15 @@ typedef struct tb_gfn {
     int is_static, is_definition;
     int calls_begin, calls_end;    // its call sites: calls[calls_begin .. calls_end), in source order
     int ranges_begin, ranges_end;  // its range sites: ranges[...], in source order
+    int libs_begin, libs_end;      // without a definition: the libraries defining it, libs[...]
 } tb_gfn;
+
+// A function the index has no definition of, and the library of a binary's link that
+// defines it (index_db.h, libraries).
+typedef struct tb_glib {
+    int fn;
+    char *target, *library;
+} tb_glib;
 
 typedef struct tb_gcall {
     int64_t id;          // calls.id; 0 for a callback edge
@@ -106,6 +114,8 @@ typedef struct tb_graph {
     int nfields;
     tb_gtarget *targets;
     int ntargets;
+    tb_glib *libs;           // grouped by function, in function order
+    int nlibs;
     tb_strmap fn_by_usr;     // usr -> function index
     int *by_name;            // function indices sorted by name (index order within a name)
     tb_strmap name_first;    // name -> its first position in by_name
@@ -183,11 +193,20 @@ typedef struct tb_chain {
 // search stopped on its budget.
 int tb_graph_chains(tb_graph *g, int t, int entry, const int *to, int nto, int max, int max_depth,
                     tb_chain **out, int *truncated);
+// The same through one of `via`: the shortest chains entry → via[i] joined with the
+// shortest via[i] → `to`, no function twice, shortest first.
+int tb_graph_chains_via(tb_graph *g, int t, int entry, const int *via, int nvia, const int *to, int nto, int max,
+                        int max_depth, tb_chain **out, int *truncated);
 void tb_chains_free(tb_chain *c, int n);
 
-// "name (file:line[, via record.field])" for hop i of a chain, into buf.
-void tb_graph_hop(const tb_graph *g, int fn, int call, char *buf, size_t len);
+// "name (file:line[, via record.field])" for hop i of a chain, into buf; the last hop, a
+// library's function: "name (declared at header:line; defined in LIBRARY)", LIBRARY on the
+// link of target t.
+void tb_graph_hop(const tb_graph *g, int t, int fn, int call, char *buf, size_t len);
 // "file:line" of a function.
 void tb_graph_fn_loc(const tb_graph *g, int fn, char *buf, size_t len);
+// The library defining a function the index has no definition of, on target t's link (t -1
+// or not linking it: the first known); NULL when unknown.
+const char *tb_graph_library(const tb_graph *g, int fn, int t);
 
 #endif

@@ -468,6 +468,30 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
     g->colls = tb_vec_take(&rows);
     tb_vec_free(&by_call_id);
 
+    if (prepare(db, "SELECT function_id, target, library FROM libraries ORDER BY function_id, target", &st, err,
+                path))
+        goto out;
+    tb_vec_init(&rows, sizeof(tb_glib), "libraries");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int fn = id_find(&fns, sqlite3_column_int64(st, 0));
+        if (fn < 0) continue;
+        tb_glib *l = tb_vec_push(&rows);
+        l->fn = fn;
+        l->target = dup_col(st, 1);
+        l->library = dup_col(st, 2);
+        if (!l->target) l->target = tb_xstrdup("?", "target");
+        if (!l->library) l->library = tb_xstrdup("?", "library");
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    g->nlibs = (int)rows.len;
+    g->libs = tb_vec_take(&rows);
+    for (int f = 0, i = 0; f < g->nfns; f++) {  // function ids ascend with the index
+        g->fns[f].libs_begin = i;
+        while (i < g->nlibs && g->libs[i].fn == f) i++;
+        g->fns[f].libs_end = i;
+    }
+
     g->adj = tb_xcalloc((size_t)g->ntargets + 1, sizeof *g->adj, "scoped graphs");
     set_root(g, meta_root);
     rc = 0;
@@ -519,6 +543,11 @@ void tb_graph_free(tb_graph *g) {
         free(g->fields[i].key);
         free(g->fields[i].fns);
     }
+    for (int i = 0; i < g->nlibs; i++) {
+        free(g->libs[i].target);
+        free(g->libs[i].library);
+    }
+    free(g->libs);
     for (int i = 0; i < g->ntargets; i++) {
         free(g->targets[i].name);
         free(g->targets[i].type);

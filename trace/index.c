@@ -25,6 +25,16 @@
 //   -fopenmp units get a stand-in omp.h when clang's resource directory has none (LLVM's
 //   libomp headers not installed; GCC's omp.h uses GCC-only attributes and its include
 //   directory would bring GCC's stdatomic.h): see index_visit.c.
+//   OpenMP: -fopenmp is kept, so _OPENMP code and the directives are what the compiler sees;
+//   but libclang's visitor does not enter the statement a directive applies to (its
+//   CapturedStmt yields only the captured variables). A unit with such directives is parsed
+//   a second time without -fopenmp* and with _OPENMP defined as clang defines it (202011 for
+//   its default 5.1; -fopenmp-version=N is followed): the pragmas are ignored there, the
+//   preprocessed code is the same. The first parse records everything outside the
+//   directives' statements (their clauses too: num_threads(f()) calls f), the second only
+//   what is inside them, so every call inside parallel, for, simd, task, sections, target
+//   ... is indexed once, its caller the function it is written in. Not followed: calls in
+//   the clauses of a directive nested inside another one's statement.
 //   When libclang rejects the command line itself (a flag only GCC knows), the unit is
 //   parsed again with a reduced one (-D -U -I -isystem -iquote -idirafter -include -imacros
 //   -std -x --sysroot -fopenmp -pthread -m32/-m64 and the additions above); the summary
@@ -67,7 +77,9 @@
 //       field_targets below).
 //
 // What is recorded (only code in non-system files: system headers' own functions and the
-// bodies of their inline functions are skipped; calls into them are recorded)
+// bodies of their inline functions are skipped; calls into them are recorded, and a system
+// header's function that the project calls or names gets its declaration's row: a library's
+// API - nccl.h, mpi.h, cublas_v2.h, libc - is a node of the graph, the last hop of a chain)
 //   files       every unit (is_tu 1, status ok | partial | failed, error count, the errors
 //               as "file:line:col: message" lines) and every other file a function, call,
 //               callback, field target or range site is in (is_tu 0, status NULL).
@@ -125,7 +137,9 @@
 //               ncclReduceScatter, ncclAllGather, ncclBroadcast, ncclBcast, ncclReduce, ncclSend,
 //               ncclRecv, ncclAlltoAll; not the rest of the nccl* API: ncclGetErrorString,
 //               ncclCommInitRank, ncclGetUniqueId, ncclCommGetAsyncError, ncclGroupStart/End ... -
-//               and tb_all_reduce, tb_reduce_scatter, tb_all_gather, tb_all_to_all,
+//               the MPI calls that move data (MPI_Allreduce, MPI_Reduce_scatter(_block),
+//               MPI_Allgather(v), MPI_Bcast, MPI_Reduce, MPI_Alltoall(v), MPI_Send, MPI_Recv,
+//               MPI_Sendrecv, their nonblocking I* forms, MPI_Barrier) and tb_all_reduce, tb_reduce_scatter, tb_all_gather, tb_all_to_all,
 //               tb_broadcast, tb_send, tb_recv, tb_barrier, @tb_comm_backend).
 //               An entry is a name or an fnmatch glob; "@Record" means every function assigned
 //               to a field of Record (the backends' entry points, local_all_reduce ...) and
@@ -140,6 +154,13 @@
 //               depends on, transitively; a static library gets its own sources. Only sources
 //               that are units of the database are listed. No reply: no targets, said on
 //               stderr (queries then label mains by file); meta targets_source says which.
+//   libraries   for each function without a definition in the index (a library's API) and
+//               each linking target (executable, shared or module library) whose units call or
+//               name it: the first library on that target's link line (CMake's file API,
+//               link.commandFragments: paths, -lNAME found on -L and the system's directories,
+//               libc last, as the driver adds it) that defines it - a shared object's dynamic
+//               symbols (ELF .dynsym), a static archive's symbol index, the inputs of a GNU ld
+//               script (libc.so, libm.so). No file API reply: none.
 //   meta        schema_version, source_dir (the code model's, else CMakeCache.txt's
 //               CMAKE_HOME_DIRECTORY, else the database's directory), build_dir, compdb,
 //               created (UTC), tu_count, error_count (error diagnostics, all units),
@@ -153,8 +174,10 @@
 //   and the first 20 errors as file:line:col: message) and still contributes what parsed;
 //   status "failed" means nothing parsed (an unreadable source file, or libclang could not
 //   build the unit even with the reduced command line), "partial" that errors were. The
-//   index is written whatever the units' state; the exit status is 0 unless the database
-//   is unusable or the index cannot be written (1), or the usage is wrong (2). The summary
+//   index is written whatever the units' state; the exit status is 1 when a unit failed,
+//   the database is unusable (missing, unreadable, malformed) or the index cannot be
+//   written, 2 when the usage is wrong, else 0 (partial units are counted in the summary,
+//   flagged in files.status, and still exit 0: what parsed is in the index). The summary
 //   (stdout) reads "tracebook index: N TUs (M with errors, F failed) in S s -> OUT" and a
 //   line of counts. --quiet drops the summary and the notes (no file API reply), not the
 //   units' errors; --verbose adds each unit's clang arguments and parse time.
@@ -201,12 +224,16 @@
 #include "pool.h"
 #include "trace_cli.h"
 
-// The NCCL calls that move data (not ncclGetErrorString, ncclCommInitRank, ncclGetUniqueId,
-// ncclGroupStart/End ...), the communicator's API and its backends' entry points.
+// The NCCL and MPI calls that move data (not ncclGetErrorString, ncclCommInitRank,
+// ncclGroupStart/End, MPI_Init, MPI_Comm_rank ...), the communicator's API and its backends'
+// entry points.
 static const char *const default_collectives[] = {
-    "ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast", "ncclBcast",  "ncclReduce",
-    "ncclSend",      "ncclRecv",          "ncclAlltoAll",  "tb_all_reduce", "tb_reduce_scatter", "tb_all_gather",
-    "tb_all_to_all", "tb_broadcast",      "tb_send",       "tb_recv",       "tb_barrier", "@tb_comm_backend"};
+    "ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast", "ncclBcast", "ncclReduce", "ncclSend",
+    "ncclRecv", "ncclAlltoAll", "MPI_Allreduce", "MPI_Iallreduce", "MPI_Reduce_scatter", "MPI_Reduce_scatter_block",
+    "MPI_Ireduce_scatter_block", "MPI_Allgather", "MPI_Iallgather", "MPI_Allgatherv", "MPI_Bcast", "MPI_Ibcast",
+    "MPI_Reduce", "MPI_Alltoall", "MPI_Alltoallv", "MPI_Send", "MPI_Isend", "MPI_Recv", "MPI_Irecv", "MPI_Sendrecv",
+    "MPI_Barrier", "tb_all_reduce", "tb_reduce_scatter", "tb_all_gather", "tb_all_to_all", "tb_broadcast", "tb_send",
+    "tb_recv", "tb_barrier", "@tb_comm_backend"};
 static const char *const default_push[] = {"tb_range_push", "nvtxRangePushA", "nvtxRangePushW", "nvtxRangePushEx"};
 static const char *const default_pop[] = {"tb_range_pop", "nvtxRangePop"};
 
@@ -254,7 +281,8 @@ static const tb_option index_options[] = {
               "adds a collective: a name, a glob (nccl*) or @Record (every function assigned to one of\n"
               "                                 Record's fields, and calls through them); default the NCCL communication\n"
               "                                 calls (ncclAllReduce, ncclReduceScatter, ncclAllGather, ncclBroadcast,\n"
-              "                                 ncclBcast, ncclReduce, ncclSend, ncclRecv, ncclAlltoAll), tb_all_reduce,\n"
+              "                                 ncclBcast, ncclReduce, ncclSend, ncclRecv, ncclAlltoAll), MPI's (MPI_Allreduce,\n"
+              "                                 MPI_Reduce_scatter, MPI_Allgather, MPI_Bcast, MPI_Send, MPI_Recv ...), tb_all_reduce,\n"
               "                                 tb_reduce_scatter, tb_all_gather, tb_all_to_all, tb_broadcast, tb_send,\n"
               "                                 tb_recv, tb_barrier, @tb_comm_backend"),
     TB_OPTION("--no-default-collectives", index_args, no_default_collectives, TB_OPT_BOOL, NULL, NULL,
@@ -380,6 +408,8 @@ int tracebook_index_main(int argc, char **argv) {
         fprintf(stderr, "tracebook index: warning: %s; indexing without targets\n", err.msg);
         tb_vec_free(&targets.rows);
         tb_vec_init(&targets.rows, sizeof(ix_target_row), "target rows");
+        tb_vec_free(&targets.links);
+        tb_vec_init(&targets.links, sizeof(ix_target_link), "target links");
     } else if (trc > 0 && !opt.quiet) {
         fprintf(stderr,
                 "tracebook index: note: no CMake file API reply in %s: indexing without targets (mains are told "
@@ -502,7 +532,12 @@ int tracebook_index_main(int argc, char **argv) {
     } else if (ix_write_index(opt.out, &db, results, &targets, &opt, &meta, &sum, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
     } else {
-        status = 0;
+        // A unit that failed (an unreadable source, a unit libclang could not build) is missing
+        // from the index: the index is written, but the run did not do what was asked.
+        status = sum.tus_failed ? 1 : 0;
+        if (sum.tus_failed)
+            fprintf(stderr, "tracebook index: %ld of %ld units failed (nothing of them is in the index; see above); "
+                            "exit status 1\n", sum.tus_failed, sum.tus);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         if (!opt.quiet) {
@@ -513,6 +548,8 @@ int tracebook_index_main(int argc, char **argv) {
                    "%ld\n",
                    sum.functions, sum.definitions, sum.calls, sum.callbacks, sum.field_targets, sum.range_sites, sum.collective_sites,
                    sum.targets, sum.target_rows, sum.files, sum.tus_failed, sum.errors);
+            printf("  functions without a definition here %ld (%ld found in a library of their binary's link)\n",
+                   sum.library_functions, sum.library_found);
             long reduced = 0;
             for (size_t i = 0; i < db.ntus; i++) reduced += results[i].reduced;
             if (reduced)

@@ -444,6 +444,11 @@ int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err) {
                                 "compile_commands.json with CMAKE_EXPORT_COMPILE_COMMANDS=ON)",
                            path, strerror(errno));
     }
+    if (S_ISDIR(st.st_mode))
+        return tb_fail(err, "%s: cannot read the compilation database: it is a directory", path);
+    FILE *probe = fopen(path, "r");
+    if (!probe) return tb_fail(err, "%s: cannot read the compilation database: %s", path, strerror(errno));
+    fclose(probe);
     db->path = path;
     const char *slash = strrchr(path, '/');
     db->dir = slash == path ? "/" : tb_pool_dupn(&db->pool, path, (size_t)(slash - path));

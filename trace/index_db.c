@@ -1,5 +1,6 @@
 #include "index_db.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int tb_index_open(sqlite3 **db, const char *path, tb_error *err) {
@@ -21,6 +22,25 @@ int tb_index_open(sqlite3 **db, const char *path, tb_error *err) {
         sqlite3_close(*db);
         *db = NULL;
         return tb_fail(err, "%s: not a tracebook index (schema version %s expected)", path, TB_INDEX_SCHEMA_VERSION);
+    }
+    // A damaged file could still answer a query or two, wrongly: nothing is read from one.
+    char problem[512] = "";
+    if (sqlite3_prepare_v2(*db, "PRAGMA integrity_check(1)", -1, &st, NULL) != SQLITE_OK)
+        snprintf(problem, sizeof problem, "%s", sqlite3_errmsg(*db));
+    else if (sqlite3_step(st) != SQLITE_ROW)
+        snprintf(problem, sizeof problem, "%s", sqlite3_errmsg(*db));
+    else if (!sqlite3_column_text(st, 0) || strcmp((const char *)sqlite3_column_text(st, 0), "ok"))
+        snprintf(problem, sizeof problem, "%s",
+                 sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "no answer");
+    sqlite3_finalize(st);
+    for (char *q = problem; *q; q++)
+        if (*q == '\n') *q = ' ';  // integrity_check's lines, on one
+    if (problem[0]) {
+        sqlite3_close(*db);
+        *db = NULL;
+        return tb_fail(err, "%s: the index is damaged (SQLite's integrity_check: %s); write it again with `tracebook index "
+                            "--full`",
+                       path, problem);
     }
     return 0;
 }

@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
-#define TB_INDEX_SCHEMA_VERSION "3"
+#define TB_INDEX_SCHEMA_VERSION "4"
 
 // The schema (executed by tb_index_create).
 #define TB_INDEX_SCHEMA                                                                                      \
@@ -54,6 +54,12 @@
     /* `main` can be told apart per binary */                                                                \
     "CREATE TABLE targets(target TEXT NOT NULL, type TEXT, file_id INTEGER NOT NULL,"                        \
     " UNIQUE(target, file_id));\n"                                                                           \
+    /* libraries: for a function the index has no definition of (a library's API: ncclAllReduce, */        \
+    /* MPI_Allreduce, sqrtf), the library that defines it on the link line of a linking target whose */     \
+    /* units call or name it: the first there whose symbols have it (a shared object's dynamic symbols, */   \
+    /* an archive's symbol index, the inputs of an ld script); from CMake's file API, so only with targets */ \
+    "CREATE TABLE libraries(function_id INTEGER NOT NULL, target TEXT NOT NULL, library TEXT NOT NULL,"       \
+    " UNIQUE(function_id, target));\n"                                                                       \
     "CREATE INDEX calls_caller ON calls(caller_id);\n"                                                       \
     "CREATE INDEX calls_callee ON calls(callee_usr);\n"                                                      \
     "CREATE INDEX functions_name ON functions(name);\n"                                                      \
@@ -86,7 +92,8 @@
     "CREATE INDEX tu_callbacks_tu ON tu_callbacks(tu_id);\n"                                                 \
     "CREATE INDEX tu_range_sites_tu ON tu_range_sites(tu_id);\n"
 
-// Opens an existing index read-only; a missing or foreign file is an error naming it.
+// Opens an existing index read-only; a missing or foreign file, or one that fails SQLite's
+// integrity_check, is an error naming it.
 int tb_index_open(sqlite3 **db, const char *path, tb_error *err);
 
 #endif

@@ -47,9 +47,72 @@ static void collect(ix_targets *t, tgt *all, int i, const tgt *owner, unsigned c
     }
 }
 
+static int is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// -lNAME as the linker finds it: lib NAME .so, else .a, on the -L directories, then the
+// system's.
+static const char *find_lib(ix_targets *t, const char *name, const tb_vec *dirs) {
+    static const char *const system_dirs[] = {"/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
+                                              "/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib64",
+                                              "/lib64", "/usr/lib", "/lib", NULL};
+    static const char *const exts[] = {"so", "a"};
+    for (int e = 0; e < 2; e++) {
+        for (size_t i = 0; i < dirs->len; i++) {
+            const char *p = tb_pool_printf(&t->pool, "%s/lib%s.%s", TB_VEC_AT(dirs, const char *, i), name, exts[e]);
+            if (is_file(p)) return p;
+        }
+        for (const char *const *d = system_dirs; *d; d++) {
+            const char *p = tb_pool_printf(&t->pool, "%s/lib%s.%s", *d, name, exts[e]);
+            if (is_file(p)) return p;
+        }
+    }
+    return NULL;
+}
+
+// The words of a target's link fragments of one role ("libraries", "libraryPath").
+static void fragment_words(ix_targets *t, json_t *frags, const char *role, tb_vec *words) {
+    size_t k;
+    json_t *f;
+    json_array_foreach(frags, k, f) {
+        const char *r = json_string_value(json_object_get(f, "role"));
+        const char *frag = json_string_value(json_object_get(f, "fragment"));
+        if (r && frag && !strcmp(r, role)) ix_split_command(&t->pool, frag, words);
+    }
+}
+
+// The libraries of a target's link line (link.commandFragments, role "libraries"; -L from
+// role "libraryPath"), as files, in order, and libc.
+static void add_links(ix_targets *t, const char *target, json_t *jtarget, const char *build_dir) {
+    json_t *frags = json_object_get(json_object_get(jtarget, "link"), "commandFragments");
+    tb_vec dirs, words;
+    tb_vec_init(&dirs, sizeof(const char *), "library directories");
+    tb_vec_init(&words, sizeof(const char *), "link words");
+    fragment_words(t, frags, "libraryPath", &words);
+    for (size_t w = 0; w < words.len; w++) {
+        const char *a = TB_VEC_AT(&words, const char *, w);
+        if (!strncmp(a, "-L", 2) && a[2]) *(const char **)tb_vec_push(&dirs) = ix_abspath(&t->pool, build_dir, a + 2);
+    }
+    words.len = 0;
+    fragment_words(t, frags, "libraries", &words);
+    for (size_t w = 0; w < words.len; w++) {
+        const char *a = TB_VEC_AT(&words, const char *, w), *lib = NULL;
+        if (!strncmp(a, "-l", 2) && a[2]) lib = find_lib(t, a + 2, &dirs);
+        else if (a[0] != '-') lib = ix_abspath(&t->pool, build_dir, a);
+        if (lib) *(ix_target_link *)tb_vec_push(&t->links) = (ix_target_link){target, lib};
+    }
+    const char *libc = find_lib(t, "c", &dirs);
+    if (libc) *(ix_target_link *)tb_vec_push(&t->links) = (ix_target_link){target, libc};
+    tb_vec_free(&dirs);
+    tb_vec_free(&words);
+}
+
 int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err) {
     memset(t, 0, sizeof *t);
     tb_vec_init(&t->rows, sizeof(ix_target_row), "target rows");
+    tb_vec_init(&t->links, sizeof(ix_target_link), "target links");
     t->reply_dir = tb_pool_printf(&t->pool, "%s/.cmake/api/v1/reply", build_dir);
     DIR *d = opendir(t->reply_dir);
     if (!d) return 1;
@@ -82,6 +145,8 @@ int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err) {
         goto done;
     }
     t->source_dir = ix_abspath(&t->pool, NULL, src);
+    const char *jbuild = json_string_value(json_object_get(json_object_get(model, "paths"), "build"));
+    const char *build = jbuild ? ix_abspath(&t->pool, NULL, jbuild) : build_dir;
     n = json_array_size(targets);
     all = tb_xcalloc(n ? n : 1, sizeof *all, "targets");
     tb_strmap ids;
@@ -110,6 +175,9 @@ int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err) {
         }
         const char *type = json_string_value(json_object_get(files[i], "type"));
         all[i].type = tb_pool_dup(&t->pool, type ? type : "UNKNOWN");
+        if (!strcmp(all[i].type, "EXECUTABLE") || !strcmp(all[i].type, "SHARED_LIBRARY") ||
+            !strcmp(all[i].type, "MODULE_LIBRARY"))
+            add_links(t, all[i].name, files[i], build);
         json_t *sources = json_object_get(files[i], "sources");
         for (size_t k = 0; k < json_array_size(sources); k++) {
             json_t *s = json_array_get(sources, k);
@@ -164,6 +232,7 @@ done:
 
 void ix_targets_free(ix_targets *t) {
     tb_vec_free(&t->rows);
+    tb_vec_free(&t->links);
     tb_pool_free(&t->pool);
     memset(t, 0, sizeof *t);
 }

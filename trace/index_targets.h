@@ -12,10 +12,18 @@ typedef struct ix_target_row {
     const char *target, *type, *file;  // file absolute, normalised
 } ix_target_row;
 
+// A library a linking target (executable, shared or module library) names on its link line,
+// in link order, as a file: -lNAME found on the -L directories and the system's; libc,
+// which the compiler driver adds, last.
+typedef struct ix_target_link {
+    const char *target, *library;
+} ix_target_link;
+
 typedef struct ix_targets {
     const char *source_dir;  // the code model's source directory, or NULL
     const char *reply_dir;
     tb_vec rows;             // of ix_target_row
+    tb_vec links;            // of ix_target_link
     size_t ntargets;
     tb_pool pool;
 } ix_targets;

@@ -77,7 +77,25 @@ typedef struct ctx {
     // Function references already accounted for in the body being walked (callees of calls,
     // arguments recorded with their callee, values of field targets): by location.
     tb_vec seen_refs;   // of CXSourceLocation
+    // OpenMP: libclang's visitor does not enter a CapturedStmt's body (it yields only the
+    // captured variables), so the statement an OpenMP directive applies to is read from a
+    // second parse without -fopenmp (the pragmas ignored, _OPENMP still defined). The first
+    // pass records everything outside those statements (the directives' clauses too), the
+    // second only what is inside them.
+    int captured_pass;  // 0: the parse as given; 1: the second parse, inside `captured` only
+    tb_vec captured;    // of ix_extent: the statements OpenMP directives apply to
 } ctx;
+
+// A statement an OpenMP directive applies to. The first pass knows where the directive
+// (its pragma line) ends: a CapturedStmt's extent is its statement's, and when that is
+// another directive (`parallel` over `for simd`) it covers only that pragma. The second
+// pass, where no pragma is in the AST, takes the first cursor after it: the statement.
+typedef struct ix_extent {
+    const char *file;
+    unsigned after_line, after_col;  // the end of the outermost directive
+    int found;                       // the second pass found the statement: line .. end_col
+    unsigned line, col, end_line, end_col;
+} ix_extent;
 
 static void seen_add(ctx *c, CXCursor ref) {
     *(CXSourceLocation *)tb_vec_push(&c->seen_refs) = clang_getCursorLocation(ref);
@@ -161,6 +179,65 @@ static const char *macro_at(ctx *c, CXSourceLocation l) {
     return n ? tb_pool_dupn(&c->r->pool, s, n) : NULL;
 }
 
+// A directive that applies to a statement (first pass): where it ends.
+static void add_captured(ctx *c, CXCursor directive) {
+    ix_extent e = {0};
+    e.file = file_loc(c, clang_getRangeEnd(clang_getCursorExtent(directive)), &e.after_line, &e.after_col);
+    if (e.file) *(ix_extent *)tb_vec_push(&c->captured) = e;
+}
+
+static int pos_before(unsigned l1, unsigned c1, unsigned l2, unsigned c2) { return l1 < l2 || (l1 == l2 && c1 < c2); }
+
+// The second pass at cursor cur: the statements that start here, the first thing after
+// their directive.
+static void find_captured(ctx *c, CXCursor cur) {
+    CXSourceRange r = clang_getCursorExtent(cur);
+    unsigned line, col, end_line, end_col;
+    const char *file = NULL;
+    for (size_t i = 0; i < c->captured.len; i++) {
+        ix_extent *e = &TB_VEC_AT(&c->captured, ix_extent, i);
+        if (e->found) continue;
+        if (!file && !(file = file_loc(c, clang_getRangeStart(r), &line, &col))) return;
+        if (strcmp(file, e->file) || !pos_before(e->after_line, e->after_col, line, col)) continue;
+        const char *end = file_loc(c, clang_getRangeEnd(r), &end_line, &end_col);
+        if (!end || strcmp(end, file)) continue;
+        *e = (ix_extent){e->file, e->after_line, e->after_col, 1, line, col, end_line, end_col};
+    }
+}
+
+static int extent_has(const ix_extent *e, const char *file, unsigned line, unsigned col) {
+    if (!e->found || !file || strcmp(file, e->file)) return 0;
+    return !pos_before(line, col, e->line, e->col) && !pos_before(e->end_line, e->end_col, line, col);
+}
+
+// Whether what is at cur is recorded in this pass: the first pass never enters the
+// captured statements, the second records only what is inside them.
+static int in_pass(ctx *c, CXCursor cur) {
+    if (!c->captured_pass) return 1;
+    find_captured(c, cur);
+    unsigned line, col;
+    const char *file = file_loc(c, clang_getCursorLocation(cur), &line, &col);
+    for (size_t i = 0; i < c->captured.len; i++)
+        if (extent_has(&TB_VEC_AT(&c->captured, ix_extent, i), file, line, col)) return 1;
+    return 0;
+}
+
+// Whether a function's body holds a directive that applies to a statement (the second
+// pass walks only those).
+static int holds_captured(ctx *c, CXCursor fn) {
+    CXSourceRange r = clang_getCursorExtent(fn);
+    unsigned l1, c1, l2, c2;
+    const char *file = file_loc(c, clang_getRangeStart(r), &l1, &c1);
+    if (!file || !file_loc(c, clang_getRangeEnd(r), &l2, &c2)) return 0;
+    for (size_t i = 0; i < c->captured.len; i++) {
+        const ix_extent *e = &TB_VEC_AT(&c->captured, ix_extent, i);
+        if (!strcmp(file, e->file) && pos_before(l1, c1, e->after_line, e->after_col) &&
+            pos_before(e->after_line, e->after_col, l2, c2))
+            return 1;
+    }
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------
 // Cursors
 
@@ -170,6 +247,14 @@ static int is_function_kind(enum CXCursorKind k) {
 }
 
 static int in_system_header(CXCursor cur) { return clang_Location_isInSystemHeader(clang_getCursorLocation(cur)); }
+
+// An OpenMP executable directive (parallel, for, simd, task, sections, single, target ...):
+// libclang numbers them CXCursor_OMPParallelDirective .. CXCursor_OMPInterchangeDirective,
+// with three other kinds in between.
+static int is_omp_directive(enum CXCursorKind k) {
+    return k >= CXCursor_OMPParallelDirective && k <= CXCursor_OMPInterchangeDirective && k != CXCursor_SEHLeaveStmt &&
+           k != CXCursor_BuiltinBitCastExpr && k != CXCursor_OMPCanonicalLoop;
+}
 
 typedef struct kids {
     CXCursor items[8];
@@ -316,6 +401,14 @@ static int record_function(ctx *c, CXCursor cur, int is_def) {
     return idx;
 }
 
+// A function declared in a system header (a library's API: nccl.h, mpi.h, cublas_v2.h,
+// libc's) is skipped by top_visit with the rest of the header; one that the project calls
+// or names gets its declaration's row (is_definition 0), so it is a node of the call graph:
+// `def` finds its header:line, `callers` and `chain --to` end at it.
+static void note_library_function(ctx *c, CXCursor fn) {
+    if (in_system_header(fn)) record_function(c, fn, 0);
+}
+
 static void add_ftarget(ctx *c, CXCursor field, CXCursor fn, CXCursor at) {
     const char *usr = usr_of(c, fn, NULL);
     if (!usr) return;
@@ -391,6 +484,7 @@ static int implicit_member(CXCursor m) {
 static void add_callback(ctx *c, int caller, CXCursor ref, CXCursor fn, const char *passed_to) {
     const char *usr = usr_of(c, fn, NULL);
     if (!usr) return;
+    note_library_function(c, fn);
     ix_callback *b = tb_vec_push(&c->r->callbacks);
     b->caller = caller;
     b->target_usr = usr;
@@ -456,6 +550,7 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
         if (!callee_name || !strncmp(callee_name, "__builtin_", 10) ||
             !strcmp(callee_name, "__cudaPushCallConfiguration"))  // the <<<...>>> of a kernel launch
             return;
+        note_library_function(c, ref);
         callee_usr = usr_of(c, ref, NULL);
     } else if (rk == CXCursor_FieldDecl) {
         callee_name = cxstr(c, clang_getCursorSpelling(ref));
@@ -571,6 +666,20 @@ typedef struct body_state {
 } body_state;
 
 static void visit_function(ctx *c, CXCursor cur);
+static enum CXChildVisitResult body_visit(CXCursor cur, CXCursor parent, CXClientData d);
+
+// The children of an OpenMP directive (first pass): its clauses' expressions are walked as
+// any other code (num_threads(f()) calls f); the statement it applies to is set aside for
+// the second pass.
+static enum CXChildVisitResult directive_child(CXCursor cur, CXCursor parent, CXClientData d) {
+    body_state *s = d;
+    if (clang_isStatement(clang_getCursorKind(cur))) {
+        add_captured(s->c, parent);
+        return CXChildVisit_Continue;
+    }
+    if (body_visit(cur, parent, d) == CXChildVisit_Recurse) clang_visitChildren(cur, body_visit, d);
+    return CXChildVisit_Continue;
+}
 
 static enum CXChildVisitResult body_visit(CXCursor cur, CXCursor parent, CXClientData d) {
     (void)parent;
@@ -580,6 +689,11 @@ static enum CXChildVisitResult body_visit(CXCursor cur, CXCursor parent, CXClien
         visit_function(s->c, cur);
         return CXChildVisit_Continue;
     }
+    if (is_omp_directive(k)) {
+        clang_visitChildren(cur, directive_child, s);
+        return CXChildVisit_Continue;
+    }
+    if (!in_pass(s->c, cur)) return CXChildVisit_Recurse;
     if (k == CXCursor_CallExpr && s->caller >= 0)
         handle_call(s->c, cur, s->caller);
     else if (k == CXCursor_DeclRefExpr && s->caller >= 0) {
@@ -609,9 +723,10 @@ static enum CXChildVisitResult top_visit(CXCursor cur, CXCursor parent, CXClient
     enum CXCursorKind k = clang_getCursorKind(cur);
     if (is_function_kind(k)) {
         c->seen_refs.len = 0;
-        visit_function(c, cur);
+        if (!c->captured_pass || holds_captured(c, cur)) visit_function(c, cur);
         return CXChildVisit_Continue;
     }
+    if (!in_pass(c, cur)) return CXChildVisit_Recurse;
     if (k == CXCursor_InitListExpr) handle_init_list(c, cur);  // initializers of globals
     else if (k == CXCursor_BinaryOperator && clang_getCursorBinaryOperatorKind(cur) == CXBinaryOperator_Assign)
         handle_assign(c, cur);
@@ -687,6 +802,63 @@ static void inclusion(CXFile f, CXSourceLocation *stack, unsigned depth, CXClien
 
 static void record_inclusions(ctx *c) { clang_getInclusions(c->tu, inclusion, c); }
 
+// What _OPENMP is for -fopenmp-version=V (clang 19 defines it so; its default is 5.1).
+static const char *openmp_date(const char *version) {
+    static const struct { const char *v, *date; } dates[] = {{"31", "201107"}, {"40", "201307"}, {"45", "201511"},
+                                                            {"50", "201811"}, {"52", "202111"}, {"60", "202411"}};
+    for (size_t i = 0; version && i < sizeof dates / sizeof *dates; i++)
+        if (!strcmp(version, dates[i].v)) return dates[i].date;
+    return "202011";
+}
+
+static void add_note(ix_result *r, const char *note) {
+    tb_buf b = {0};
+    tb_buf_printf(&b, "%s%s%s", r->diagnostics ? r->diagnostics : "", r->diagnostics ? "\n" : "", note);
+    free(r->diagnostics);
+    r->diagnostics = b.s;
+}
+
+// The second pass (see ctx): the unit parsed again with its arguments less -fopenmp*, and
+// _OPENMP defined as -fopenmp defines it, so the preprocessor sees the same code and the
+// pragmas are ignored; only what is inside the captured statements is recorded.
+static void parse_captured(ctx *c, void *cxindex, const ix_tu *tu, const char *const *args, int nargs,
+                           struct CXUnsavedFile *unsaved, unsigned nunsaved, unsigned flags) {
+    tb_vec a;
+    tb_vec_init(&a, sizeof(const char *), "clang arguments");
+    int openmp = 0;
+    const char *version = NULL;
+    for (int i = 0; i < nargs; i++) {
+        if (strncmp(args[i], "-fopenmp", 8)) {
+            *(const char **)tb_vec_push(&a) = args[i];
+            continue;
+        }
+        if (!strcmp(args[i], "-fopenmp") || !strncmp(args[i], "-fopenmp=", 9)) openmp = 1;
+        if (!strncmp(args[i], "-fopenmp-version=", 17)) version = args[i] + 17;
+    }
+    if (openmp) *(const char **)tb_vec_push(&a) = tb_pool_printf(&c->r->pool, "-D_OPENMP=%s", openmp_date(version));
+    // the first unit's CXFile pointers mean nothing in the second
+    free(c->files);
+    c->files = NULL;
+    c->fcap = c->flen = 0;
+    c->tu = NULL;
+    enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, (const char *const *)a.items,
+                                                     (int)a.len, unsaved, nunsaved, flags, &c->tu);
+    tb_vec_free(&a);
+    if (e != CXError_Success) {
+        c->r->errors++;
+        c->r->status = "partial";
+        tb_buf b = {0};
+        tb_buf_printf(&b, "%s: the parse without -fopenmp for the code inside OpenMP directives failed (%s); "
+                          "the calls there are missing", tu->file, cx_error_name(e));
+        add_note(c->r, b.s);
+        tb_buf_free(&b);
+        return;
+    }
+    c->captured_pass = 1;
+    clang_visitChildren(clang_getTranslationUnitCursor(c->tu), top_visit, c);
+    clang_disposeTranslationUnit(c->tu);
+}
+
 void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_result *r) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -694,6 +866,7 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
 
     ctx c = {.opt = opt, .r = r};
     tb_vec_init(&c.seen_refs, sizeof(CXSourceLocation), "seen references");
+    tb_vec_init(&c.captured, sizeof(ix_extent), "OpenMP captured statements");
     if (access(tu->file, R_OK) != 0) {
         r->status = "failed";
         r->errors = 1;
@@ -740,8 +913,12 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
         clang_visitChildren(clang_getTranslationUnitCursor(c.tu), top_visit, &c);
         record_inclusions(&c);
         clang_disposeTranslationUnit(c.tu);
+        if (c.captured.len)
+            parse_captured(&c, cxindex, tu, r->reduced ? tu->fallback : tu->args, r->reduced ? tu->nfallback : tu->nargs,
+                           unsaved, nunsaved, flags);
     }
     tb_strmap_free(&c.funcs);
+    tb_vec_free(&c.captured);
     free(c.files);
     tb_vec_free(&c.seen_refs);
     clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -12,6 +12,7 @@
 
 #include "core/xalloc.h"
 #include "index_db.h"
+#include "index_libs.h"
 #include "index_write.h"
 #include "pool.h"
 #include "strmap.h"
@@ -350,6 +351,40 @@ out:
     return rc;
 }
 
+// libraries: each function without a definition in the index, called or named by a unit
+// of a linking target, and the first library of that target's link line that defines it.
+static int write_libraries(writer *w, const ix_targets *targets) {
+    if (!targets || !targets->links.len) return 0;
+    ix_libs libs;
+    ix_libs_init(&libs);
+    sqlite3_stmt *q = NULL, *ins = NULL;
+    int rc = -1;
+    if (prep(w, &q,
+             "SELECT DISTINCT f.id, f.name, t.target FROM functions f JOIN (SELECT tu_id, callee_usr AS usr FROM"
+             " tu_calls UNION SELECT tu_id, target_usr FROM tu_callbacks) u ON u.usr = f.usr JOIN targets t ON"
+             " t.file_id = u.tu_id WHERE f.is_definition = 0 AND f.is_static = 0 ORDER BY f.id, t.target") ||
+        prep(w, &ins, "INSERT OR IGNORE INTO libraries(function_id, target, library) VALUES(?,?,?)"))
+        goto out;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(q, 1), *target = (const char *)sqlite3_column_text(q, 2);
+        for (size_t i = 0; name && target && i < targets->links.len; i++) {
+            const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, i);
+            if (strcmp(l->target, target) || !ix_lib_defines(&libs, l->library, name)) continue;
+            sqlite3_bind_int64(ins, 1, sqlite3_column_int64(q, 0));
+            bind_text(ins, 2, target);
+            bind_text(ins, 3, l->library);
+            if (step(w, ins, "inserting a library")) goto out;
+            break;
+        }
+    }
+    rc = 0;
+out:
+    sqlite3_finalize(q);
+    sqlite3_finalize(ins);
+    ix_libs_free(&libs);
+    return rc;
+}
+
 static int put_meta(writer *w, const char *key, const char *value) {
     bind_text(w->ins_meta, 1, key);
     bind_text(w->ins_meta, 2, value);
@@ -431,6 +466,7 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         sqlite3_bind_int64(w->ins_target, 3, *fid);
         if (step(w, w->ins_target, "inserting a target")) return -1;
     }
+    if (write_libraries(w, targets)) return -1;
 
     sum->tus = (long)db->ntus;
     for (size_t i = 0; i < db->ntus; i++) {
@@ -463,6 +499,8 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
     sum->collective_sites = count(w, "SELECT COUNT(*) FROM collective_sites");
     sum->targets = count(w, "SELECT COUNT(DISTINCT target) FROM targets");
     sum->target_rows = count(w, "SELECT COUNT(*) FROM targets");
+    sum->library_functions = count(w, "SELECT COUNT(*) FROM functions WHERE is_definition = 0");
+    sum->library_found = count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
     if (sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return sql_fail(w, "committing");
     return 0;
 }

@@ -13,6 +13,7 @@ typedef struct ix_summary {
     long tus, tus_with_errors, tus_failed, errors;
     long files, functions, definitions, calls, callbacks, field_targets, range_sites, collective_sites;
     long targets, target_rows;
+    long library_functions, library_found;  // functions without a definition; those a link's library defines
 } ix_summary;
 
 typedef struct ix_meta {

@@ -22,11 +22,24 @@ int tb_rt_load_chrome(tb_rt *rt, const char *path, tb_error *err) {
     int n = 0;
     size_t i;
     json_t *e;
+    tb_rt_drops drops = {0};
     json_array_foreach(events, i, e) {
         const char *ph = json_string_value(json_object_get(e, "ph"));
-        const char *name = json_string_value(json_object_get(e, "name"));
+        json_t *jname = json_object_get(e, "name");
+        const char *name = json_string_value(jname);
         json_t *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur");
-        if (!ph || strcmp(ph, "X") || !name || !json_is_number(ts)) continue;
+        if (!ph || strcmp(ph, "X")) continue;  // metadata, instants, counters: not ranges
+        // a complete event the map cannot use: counted and named, never silently lost
+        const char *bad = !name                              ? (jname ? "with a non-string name" : "without a name")
+                          : !ts                              ? "without a ts"
+                          : !json_is_number(ts)              ? (json_is_string(ts) ? "with a string ts" : "with a non-number ts")
+                          : dur && !json_is_number(dur)      ? (json_is_string(dur) ? "with a string dur" : "with a non-number dur")
+                          : dur && json_number_value(dur) < 0 ? "with a negative dur"
+                                                              : NULL;
+        if (bad) {
+            tb_rt_drop(&drops, bad, (long)i);
+            continue;
+        }
         json_t *pid = json_object_get(e, "pid"), *tid = json_object_get(e, "tid");
         int rank = json_is_integer(pid) ? (int)json_integer_value(pid) : 0;
         int64_t t = json_is_integer(tid) ? (int64_t)json_integer_value(tid)
@@ -38,5 +51,6 @@ int tb_rt_load_chrome(tb_rt *rt, const char *path, tb_error *err) {
         n++;
     }
     tb_rt_note_file(rt, path, "chrome", n);
+    tb_rt_note_drops(rt, path, &drops);
     return 0;
 }

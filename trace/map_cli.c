@@ -96,11 +96,14 @@ static void print_report(json_t *rep) {
                json_string_value(json_object_get(x, "child")), (long long)json_integer_value(json_object_get(x, "count")),
                json_string_value(json_object_get(x, "why")));
     json_t *cov = json_object_get(rep, "coverage");
-    printf("\ncoverage: %lld/%lld range events (%.1f%%) map to a site with a chain from %s [%s]\n",
+    long long dropped = (long long)json_integer_value(json_object_get(cov, "dropped_events"));
+    printf("\ncoverage: %lld/%lld range events (%.1f%%) map to a site with a chain from %s [%s]", 
            (long long)json_integer_value(json_object_get(cov, "mapped_events")),
            (long long)json_integer_value(json_object_get(cov, "events")),
            json_real_value(json_object_get(cov, "percent")), json_string_value(json_object_get(entry, "function")),
            json_string_value(json_object_get(entry, "target")));
+    if (dropped) printf("; PARTIAL: %lld malformed event%s dropped (on stderr)", dropped, dropped == 1 ? "" : "s");
+    printf("\n");
     json_array_foreach(json_object_get(rep, "unmapped"), k, x) printf("  unmapped: %s\n", json_string_value(x));
 }
 
@@ -144,6 +147,8 @@ int tracebook_map_main(int argc, char **argv) {
         rc = 1;
     }
     print_report(rep);
+    // malformed events: named on stderr, and the run is partial (exit 1)
+    if (tb_rt_print_drops(&m.rt, stderr, "tracebook map")) rc = 1;
     json_decref(rep);
     tb_map_close(&m);
     tb_positional_free(&pos);

@@ -13,6 +13,49 @@ void tb_rt_init(tb_rt *rt) {
     tb_vec_init(&rt->roots, sizeof(json_t *), "trace documents");
     tb_strmap_init(&rt->name_index);
     rt->files = json_array();
+    rt->dropped = json_array();
+}
+
+void tb_rt_drop(tb_rt_drops *d, const char *reason, long at) {
+    int i = 0;
+    while (i < d->n && strcmp(d->reason[i], reason)) i++;
+    if (i == d->n) {
+        if (d->n == TB_RT_MAX_REASONS) i--;  // (more reasons than the readers have)
+        else d->n++;
+        d->reason[i] = reason;
+        d->first[i] = at;
+    }
+    d->count[i]++;
+}
+
+int tb_rt_note_drops(tb_rt *rt, const char *path, const tb_rt_drops *d) {
+    int n = 0;
+    for (int i = 0; i < d->n; i++) {
+        json_array_append_new(rt->dropped, json_pack("{s:s, s:s, s:i, s:I}", "file", path, "reason", d->reason[i],
+                                                     "count", d->count[i], "first", (json_int_t)d->first[i]));
+        n += d->count[i];
+    }
+    rt->ndropped += n;
+    return n;
+}
+
+void tb_rt_drops_text(const tb_rt *rt, const char *path, char *buf, size_t len) {
+    size_t i, used = 0;
+    json_t *x;
+    long total = 0;
+    json_array_foreach(rt->dropped, i, x) if (!strcmp(json_string_value(json_object_get(x, "file")), path)) total +=
+        (long)json_integer_value(json_object_get(x, "count"));
+    buf[0] = '\0';
+    if (!total) return;
+    used += (size_t)snprintf(buf, len, "dropped %ld malformed event%s:", total, total == 1 ? "" : "s");
+    int k = 0;
+    json_array_foreach(rt->dropped, i, x) {
+        if (used >= len || strcmp(json_string_value(json_object_get(x, "file")), path)) continue;
+        used += (size_t)snprintf(buf + used, len - used, "%s %lld %s (first: event %lld)", k++ ? "," : "",
+                                 (long long)json_integer_value(json_object_get(x, "count")),
+                                 json_string_value(json_object_get(x, "reason")),
+                                 (long long)json_integer_value(json_object_get(x, "first")));
+    }
 }
 
 static int intern(tb_rt *rt, const char *s) {
@@ -34,6 +77,18 @@ void tb_rt_add_event(tb_rt *rt, const char *name, int rank, int64_t tid, int64_t
 
 void tb_rt_note_file(tb_rt *rt, const char *path, const char *format, int events) {
     json_array_append_new(rt->files, json_pack("{s:s, s:s, s:i}", "file", path, "format", format, "events", events));
+}
+
+int tb_rt_print_drops(const tb_rt *rt, FILE *out, const char *who) {
+    size_t i;
+    json_t *f;
+    json_array_foreach(rt->files, i, f) {
+        const char *path = json_string_value(json_object_get(f, "file"));
+        char text[1024];
+        tb_rt_drops_text(rt, path, text, sizeof text);
+        if (text[0]) fprintf(out, "%s: %s: %s\n", who, path, text);
+    }
+    return rt->ndropped;
 }
 
 void tb_rt_keep_root(tb_rt *rt, json_t *root) { *(json_t **)tb_vec_push(&rt->roots) = root; }
@@ -80,6 +135,7 @@ void tb_rt_free(tb_rt *rt) {
     for (int i = 0; i < rt->nnames; i++) free(rt->names[i]);
     for (size_t i = 0; i < rt->roots.len; i++) json_decref(TB_VEC_AT(&rt->roots, json_t *, i));
     json_decref(rt->files);
+    json_decref(rt->dropped);
     free(rt->backend);
     tb_vec_free(&rt->names_vec);
     tb_vec_free(&rt->roots);

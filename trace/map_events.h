@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "strmap.h"
 #include "vec.h"
@@ -35,7 +36,30 @@ typedef struct tb_rt {
     json_t *files;       // [{file, format, events}]
     char *backend;       // the Chrome traces' distributedInfo.backend ("local", "nccl"), NULL
     int backend_conflict;
+    // Range events that could not be read (a non-string name, a ts or dur that is not a
+    // number, a negative dur): not in ev, counted per file and reason.
+    int ndropped;
+    json_t *dropped;     // [{file, reason, count, first}]: first the event's index in the file
 } tb_rt;
+
+// Counts of one file's malformed range events, per reason (tb_rt_drop, tb_rt_note_drops).
+#define TB_RT_MAX_REASONS 8
+typedef struct tb_rt_drops {
+    const char *reason[TB_RT_MAX_REASONS];
+    int count[TB_RT_MAX_REASONS];
+    long first[TB_RT_MAX_REASONS];
+    int n;
+} tb_rt_drops;
+
+// One malformed event (index `at` in its file) for `reason` ("with a non-string name").
+void tb_rt_drop(tb_rt_drops *d, const char *reason, long at);
+// A file's drops into rt (dropped, ndropped); returns how many.
+int tb_rt_note_drops(tb_rt *rt, const char *path, const tb_rt_drops *d);
+// "dropped 48 malformed events: 40 with a non-string name (first: event 12), 8 with ..." of
+// one file's dropped entries, into buf.
+void tb_rt_drops_text(const tb_rt *rt, const char *path, char *buf, size_t len);
+// One line per file with drops on out: "WHO: FILE: dropped ...". Returns rt->ndropped.
+int tb_rt_print_drops(const tb_rt *rt, FILE *out, const char *who);
 
 void tb_rt_init(tb_rt *rt);
 void tb_rt_add_event(tb_rt *rt, const char *name, int rank, int64_t tid, int64_t start, int64_t dur, json_t *args);

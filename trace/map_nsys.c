@@ -69,10 +69,16 @@ int tb_rt_load_nsys(tb_rt *rt, const char *path, int first_rank, tb_error *err) 
         return -1;
     }
     int first = rt->nev, n = 0;
+    long row = 0;
+    tb_rt_drops drops = {0};
     while (sqlite3_step(st) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(st, 2);
-        if (!name) continue;
         int64_t s = sqlite3_column_int64(st, 0), e = sqlite3_column_int64(st, 1);
+        row++;
+        if (!name || e < s) {  // counted and named, never silently lost
+            tb_rt_drop(&drops, !name ? "without a name" : "with a negative duration (end before start)", row - 1);
+            continue;
+        }
         tb_rt_add_event(rt, name, 0, sqlite3_column_int64(st, 3), s, e - s, NULL);
         n++;
     }
@@ -91,5 +97,6 @@ int tb_rt_load_nsys(tb_rt *rt, const char *path, int first_rank, tb_error *err) 
     }
     free(tids);
     tb_rt_note_file(rt, path, "nsys-sqlite", n);
+    tb_rt_note_drops(rt, path, &drops);
     return 0;
 }

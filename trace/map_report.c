@@ -15,6 +15,20 @@ void tb_format_ns(double ns, char *buf, size_t len) {
     else snprintf(buf, len, "%.3f s", ns / 1e9);
 }
 
+// The last hop at a library's function (no definition in the index): where it is declared
+// and the library of the entry's binary that defines it.
+static json_t *library_hop_json(const tb_map *m, const char *name, int fn) {
+    const tb_graph *g = m->g;
+    json_t *h = json_pack("{s:s}", "function", name);
+    if (fn < 0 || g->fns[fn].is_definition) return h;
+    char loc[600];
+    tb_graph_fn_loc(g, fn, loc, sizeof loc);
+    json_object_set_new(h, "declared_at", json_string(loc));
+    const char *lib = tb_graph_library(g, fn, m->entry.target);
+    if (lib) json_object_set_new(h, "library", json_string(lib));
+    return h;
+}
+
 static json_t *hop_json(const tb_graph *g, int fn, int file, int line, const tb_gcall *call) {
     json_t *h = json_pack("{s:s, s:s, s:i}", "function", g->fns[fn].name, "file", tb_graph_file(g, file), "line", line);
     if (call && call->field) json_object_set_new(h, "via", json_string(call->field));
@@ -43,7 +57,12 @@ json_t *tb_map_coll_json(tb_map *m, const tb_coll_chain *c) {
     if (c->end_call >= 0) {
         const tb_gcall *e = &g->calls[c->end_call];
         hops = chain_json(g, &c->path, e->file, e->pos.line);
-        json_array_append_new(hops, json_pack("{s:s}", "function", e->callee_name));
+        json_array_append_new(hops, library_hop_json(m, e->callee_name, e->ntargets == 1 ? e->targets[0] : -1));
+    } else if (!g->fns[last].is_definition && c->path.n > 1) {  // ends in a library's function (MPI_Allreduce)
+        tb_chain up = {c->path.n - 1, c->path.fns, c->path.calls};
+        const tb_gcall *e = &g->calls[c->path.calls[c->path.n - 2]];
+        hops = chain_json(g, &up, e->file, e->pos.line);
+        json_array_append_new(hops, library_hop_json(m, g->fns[last].name, last));
     } else {
         hops = chain_json(g, &c->path, g->fns[last].file, g->fns[last].pos.line);
     }
@@ -66,9 +85,14 @@ void tb_map_hops_text(json_t *hops, char *buf, size_t len) {
         const char *file = json_string_value(json_object_get(h, "file"));
         const char *via = json_string_value(json_object_get(h, "via"));
         const char *passed = json_string_value(json_object_get(h, "passed_to"));
+        const char *decl = json_string_value(json_object_get(h, "declared_at"));
+        const char *lib = json_string_value(json_object_get(h, "library"));
         int line = (int)json_integer_value(json_object_get(h, "line"));
         int w;
-        if (!file) w = snprintf(buf + used, len - used, "%s%s", i ? " → " : "", fn);
+        if (!file && decl)
+            w = snprintf(buf + used, len - used, "%s%s (declared at %s%s%s)", i ? " → " : "", fn, decl,
+                         lib ? "; defined in " : "", lib ? lib : "");
+        else if (!file) w = snprintf(buf + used, len - used, "%s%s", i ? " → " : "", fn);
         else if (via) w = snprintf(buf + used, len - used, "%s%s (%s:%d, via %s)", i ? " → " : "", fn, file, line, via);
         else if (passed)
             w = snprintf(buf + used, len - used, "%s%s (%s:%d, a callback passed to %s)", i ? " → " : "", fn, file,
@@ -306,9 +330,14 @@ json_t *tb_map_report(tb_map *m) {
     int covered = 0;
     for (int i = 0; i < rt->nev; i++) covered += mapped[rt->ev[i].name];
     json_object_set_new(report, "unmapped", unmapped);
+    // the malformed events dropped count against the coverage: they are range events of the
+    // traces that were not mapped
+    int all = rt->nev + rt->ndropped;
     json_object_set_new(report, "coverage",
-                        json_pack("{s:i, s:i, s:f}", "mapped_events", covered, "events", rt->nev, "percent",
-                                  rt->nev ? 100.0 * covered / rt->nev : 100.0));
+                        json_pack("{s:i, s:i, s:i, s:f}", "mapped_events", covered, "events", all, "dropped_events",
+                                  rt->ndropped, "percent", all ? 100.0 * covered / all : 0.0));
+    json_object_set(report, "dropped", rt->dropped);
+    json_object_set_new(report, "status", json_string(rt->ndropped ? "partial" : "complete"));
     for (int n = 0; n < nn; n++) tb_vec_free(&ops[n].ops);
     free(ops);
     free(comm);

@@ -9,7 +9,8 @@
 #include "core/error.h"
 #include "map_events.h"
 
-// Fills rt (initialised here; tb_rt_free it, also after an error). 0, or -1 with err.
+// Fills rt (initialised here; tb_rt_free it, also after an error). 0, or -1 with err; traces
+// without a single range event are an error (their malformed events named), not an empty map.
 int tb_rt_load(tb_rt *rt, char **paths, int npaths, tb_error *err);
 
 #endif

@@ -11,7 +11,7 @@
 
 typedef struct qargs {
     const char *index;
-    const char *from, *to;
+    const char *from, *to, *via;
     int max, max_depth;
 } qargs;
 
@@ -22,7 +22,10 @@ static const tb_option symbol_options[] = {INDEX_OPTION, TB_OPTIONS_END};
 static const tb_option chain_options[] = {
     TB_OPTION("--from", qargs, from, TB_OPT_STRING, NULL, "ENTRY",
               "a function (main), FILE:FUNCTION (engine/pretrain_gpt.c:main) or a build target (its main)"),
-    TB_OPTION("--to", qargs, to, TB_OPT_STRING, NULL, "SYMBOL", "the function the chains end in"),
+    TB_OPTION("--to", qargs, to, TB_OPT_STRING, NULL, "SYMBOL",
+              "the function the chains end in (a library's too: ncclAllReduce, MPI_Allreduce)"),
+    TB_OPTION("--via", qargs, via, TB_OPT_STRING, NULL, "SYMBOL",
+              "only chains through this function (row_parallel_linear_forward)"),
     TB_OPTION("--max", qargs, max, TB_OPT_INT, "10", "N", "at most N chains, the shortest (1 to 100000)"),
     TB_OPTION("--max-depth", qargs, max_depth, TB_OPT_INT, "32", "D", "at most D calls deep (1 to 100000)"),
     INDEX_OPTION,
@@ -89,6 +92,26 @@ static const char *linkage(const tb_gfn *f) { return f->is_static ? "static" : "
 
 // --- def -------------------------------------------------------------------------------
 
+// For a function without a definition in the index: each library that defines it, with the
+// binaries that link it there.
+static void print_libraries(const tb_graph *g, int fn) {
+    const tb_gfn *f = &g->fns[fn];
+    if (f->is_definition) return;
+    for (int i = f->libs_begin; i < f->libs_end; i++) {
+        int first = 1;
+        for (int k = f->libs_begin; k < i && first; k++) first = strcmp(g->libs[k].library, g->libs[i].library) != 0;
+        if (!first) continue;
+        printf("  defined in %s, linked by", g->libs[i].library);
+        int n = 0;
+        for (int k = i; k < f->libs_end; k++)
+            if (!strcmp(g->libs[k].library, g->libs[i].library)) printf("%s %s", n++ ? "," : "", g->libs[k].target);
+        printf("\n");
+    }
+    if (f->libs_begin == f->libs_end)
+        printf("  no definition in the index%s\n",
+               g->ntargets ? " or in the libraries its binaries link" : " (no targets: the libraries are not known)");
+}
+
 int tracebook_def_main(int argc, char **argv) {
     qargs a;
     const char *symbol;
@@ -106,6 +129,7 @@ int tracebook_def_main(int argc, char **argv) {
         int t = tb_graph_target_of_fn(g, fns[i]);
         if (t >= 0) printf("  [%s]", g->targets[t].name);
         printf("\n");
+        print_libraries(g, fns[i]);
     }
     free(fns);
     tb_graph_free(g);
@@ -219,10 +243,10 @@ int tracebook_callees_main(int argc, char **argv) {
 
 // --- chain -----------------------------------------------------------------------------
 
-static void print_chain(const tb_graph *g, const tb_chain *c) {
+static void print_chain(const tb_graph *g, int t, const tb_chain *c) {
     for (int i = 0; i < c->n; i++) {
         char hop[1200];
-        tb_graph_hop(g, c->fns[i], i + 1 < c->n ? c->calls[i] : -1, hop, sizeof hop);
+        tb_graph_hop(g, t, c->fns[i], i + 1 < c->n ? c->calls[i] : -1, hop, sizeof hop);
         printf("  %s%s\n", i ? "→ " : "  ", hop);
     }
 }
@@ -241,7 +265,8 @@ int tracebook_chain_main(int argc, char **argv) {
     tb_error err;
     tb_entry *entries = NULL;
     int *to = NULL, nto = resolve(g, argv[0], a.to, &to);
-    int nentries = nto > 0 ? tb_graph_entries(g, a.from, &entries, &err) : 0;
+    int *via = NULL, nvia = nto > 0 && a.via ? resolve(g, argv[0], a.via, &via) : 0;
+    int nentries = nto > 0 && (!a.via || nvia > 0) ? tb_graph_entries(g, a.from, &entries, &err) : 0;
     if (nto > 0 && nentries == 0) fprintf(stderr, "tracebook %s: %s\n", argv[0], err.msg);
     int total = 0;
     for (int e = 0; e < nentries; e++) {
@@ -250,12 +275,14 @@ int tracebook_chain_main(int argc, char **argv) {
         tb_graph_fn_loc(g, en->fn, loc, sizeof loc);
         tb_chain *chains;
         int truncated;
-        int n = tb_graph_chains(g, en->target, en->fn, to, nto, a.max, a.max_depth, &chains, &truncated);
-        printf("[%s] chains from %s (%s) to %s: %d%s\n", en->label, g->fns[en->fn].name, loc, a.to, n,
-               n == a.max ? " (the shortest; --max for more)" : "");
+        int n = a.via ? tb_graph_chains_via(g, en->target, en->fn, via, nvia, to, nto, a.max, a.max_depth, &chains,
+                                            &truncated)
+                      : tb_graph_chains(g, en->target, en->fn, to, nto, a.max, a.max_depth, &chains, &truncated);
+        printf("[%s] chains from %s (%s) %s%s%sto %s: %d%s\n", en->label, g->fns[en->fn].name, loc, a.via ? "via " : "",
+               a.via ? a.via : "", a.via ? " " : "", a.to, n, n == a.max ? " (the shortest; --max for more)" : "");
         for (int i = 0; i < n; i++) {
             printf("#%d (%d call%s)\n", i + 1, chains[i].n - 1, chains[i].n == 2 ? "" : "s");
-            print_chain(g, &chains[i]);
+            print_chain(g, en->target, &chains[i]);
         }
         if (n == 0) printf("  (none within %d calls)\n", a.max_depth);
         if (truncated) printf("  (search stopped at its budget; more chains may exist)\n");
@@ -264,6 +291,7 @@ int tracebook_chain_main(int argc, char **argv) {
     }
     free(entries);
     free(to);
+    free(via);
     tb_graph_free(g);
     return total > 0 ? 0 : 1;
 }

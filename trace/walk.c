@@ -99,6 +99,17 @@ static void walk_summary(tb_map *m, int r, int name, const char *range) {
     free(seen_op);
 }
 
+// Where a library's function (no definition in the index) is declared and which library of
+// the entry's binary defines it: ", declared at nccl.h:414, defined in libnccl.so.2".
+static void library_where(const tb_map *m, int fn) {
+    const tb_graph *g = m->g;
+    if (g->fns[fn].is_definition) return;
+    char loc[600];
+    tb_graph_fn_loc(g, fn, loc, sizeof loc);
+    const char *lib = tb_graph_library(g, fn, m->entry.target);
+    printf(", declared at %s%s%s", loc, lib ? ", defined in " : "", lib ? lib : "");
+}
+
 static void walk_collectives(tb_map *m, int r, int name) {
     tb_graph *g = m->g;
     const tb_grange *rs = &g->ranges[r];
@@ -145,7 +156,13 @@ static void walk_collectives(tb_map *m, int r, int name) {
         if (cc->end_call >= 0) {
             const tb_gcall *e = &g->calls[cc->end_call];
             hop(g, step++, last, e->file, e->pos.line, NULL, NULL);
-            printf("%d. `%s` — the NCCL call\n", step, e->callee_name);
+            printf("%d. `%s` — the NCCL call", step, e->callee_name);
+            if (e->ntargets == 1) library_where(m, e->targets[0]);
+            printf("\n");
+        } else if (!g->fns[last].is_definition && cc->path.n > 1) {
+            printf("%d. `%s` — the library's function", step, g->fns[last].name);
+            library_where(m, last);
+            printf("\n");
         } else {
             hop(g, step, last, g->fns[last].file, g->fns[last].pos.line, NULL,
                 cc->via ? "— the backend's implementation" : NULL);
@@ -336,8 +353,14 @@ int tracebook_walk_main(int argc, char **argv) {
         walk_collectives(&m, sites[i], name);
     }
     if (ntraces) walk_runtime(&m, range, pattern);
+    int partial = m.rt.ndropped > 0;
+    if (partial)
+        printf("\n**Partial:** %d malformed range event%s of the traces could not be read and are not counted above "
+               "(named on stderr).\n",
+               m.rt.ndropped, m.rt.ndropped == 1 ? "" : "s");
+    tb_rt_print_drops(&m.rt, stderr, "tracebook walk");
     free(sites);
     tb_map_close(&m);
     free(traces);
-    return 0;
+    return partial ? 1 : 0;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "index_db.h"
 #include "index_query.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -85,10 +86,12 @@ static sqlite3 *fixture_index(void) {
 
 TB_TEST(functions_and_calls_are_recorded_with_file_and_line) {
     sqlite3 *db = fixture_index();
-    TB_CHECK(fx_status == 0, "exit status %d; output:\n%s", fx_status, fx_output);
+    // missing.c is listed but not there: the index is written, the run exits 1
+    TB_CHECK(fx_status == 1 && tb_has(fx_output, "1 of 4 units failed"), "exit status %d; output:\n%s", fx_status,
+             fx_output);
     TB_REQUIRE(db, "no index written; output:\n%s", fx_output);
     char *v = q_text(db, "SELECT value FROM meta WHERE key = 'schema_version'");
-    TB_CHECK(same(v, "3"), "schema_version %s", v ? v : "(none)");
+    TB_CHECK(same(v, TB_INDEX_SCHEMA_VERSION), "schema_version %s", v ? v : "(none)");
     free(v);
     TB_CHECK(tb_index_q_long(db, "SELECT is_tu FROM files WHERE path = %Q AND status = 'ok'", MAIN_C) == 1,
              "main.c row");
@@ -288,7 +291,7 @@ TB_TEST(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points) {
                       "'%s' index --quiet --compdb '%s/basic/compile_commands.json' --out '%s/basic/custom.sqlite'"
                       " --no-default-collectives --collective 'wor?'",
                       TRACEBOOK, WORK, WORK);
-    TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
+    TB_CHECK(st == 1, "exit status %d (missing.c fails the run):\n%s", st, out);
     sqlite3 *db2 = tb_index_open_ro(WORK "/basic/custom.sqlite");
     TB_REQUIRE(db2, "no custom index:\n%s", out);
     TB_CHECK(tb_index_q_long(db2, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'work'") == 3 &&
@@ -353,7 +356,7 @@ TB_TEST(callbacks_are_recorded_and_chains_go_through_them) {
 TB_TEST(a_syntax_error_gives_partial_status_with_diagnostics_and_keeps_what_parsed) {
     sqlite3 *db = fixture_index();
     TB_REQUIRE(db, "no index; output:\n%s", fx_output);
-    TB_CHECK(fx_status == 0, "a unit with errors does not fail the run: exit status %d", fx_status);
+    TB_CHECK(fx_status == 1, "missing.c failed the run: exit status %d", fx_status);
     char *status = q_text(db, "SELECT status FROM files WHERE path = %Q", BROKEN_C);
     TB_CHECK(same(status, "partial") || same(status, "failed"), "broken.c status %s", status ? status : "(none)");
     free(status);
@@ -378,6 +381,33 @@ TB_TEST(a_syntax_error_gives_partial_status_with_diagnostics_and_keeps_what_pars
     TB_CHECK(same(missing, "failed"), "missing.c status %s", missing ? missing : "(none)");
     free(missing);
     TB_CHECK(tb_index_q_long(db, "SELECT value FROM meta WHERE key = 'tu_count'") == 4, "4 units in meta");
+}
+
+// Exit statuses: a source that is not there fails the run (exit 1, the index written with
+// the rest); a unit with syntax errors alone does not (partial: what parsed is there).
+TB_TEST(a_missing_source_fails_the_run_and_a_partial_unit_does_not) {
+    tb_error err;
+    tb_mkdir_p(WORK "/exit", &err);
+    char *out = NULL;
+    tb_write_text(WORK "/exit/compile_commands.json",
+                  "[{\"directory\": \"" FIX "/broken\", \"command\": \"cc -c broken.c\", \"file\": \"broken.c\"}]\n");
+    int st = tb_shell(&out, "'%s' index --compdb '%s/exit' --out '%s/exit/index.sqlite'", TRACEBOOK, WORK, WORK);
+    TB_CHECK(st == 0 && tb_has(out, "1 TUs (1 with errors, 0 failed)"), "partial only: exit %d:\n%s", st, out);
+    free(out);
+    tb_write_text(WORK "/exit/compile_commands.json",
+                  "[{\"directory\": \"" FIX "/basic\", \"command\": \"cc -c util.c\", \"file\": \"util.c\"},\n"
+                  " {\"directory\": \"" FIX "/broken\", \"command\": \"cc -c missing.c\", \"file\": \"missing.c\"}]\n");
+    st = tb_shell(&out, "'%s' index --compdb '%s/exit' --out '%s/exit/index.sqlite'", TRACEBOOK, WORK, WORK);
+    char what[600];
+    snprintf(what, sizeof what, "%s/broken/missing.c: cannot read the source file", FIX);
+    TB_CHECK(st == 1 && tb_has(out, what) && tb_has(out, "1 of 2 units failed") &&
+                 tb_has(out, "2 TUs (1 with errors, 1 failed)"),
+             "a missing source: exit %d:\n%s", st, out);
+    free(out);
+    sqlite3 *db = tb_index_open_ro(WORK "/exit/index.sqlite");
+    TB_CHECK(db && tb_index_q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'util_run' AND is_definition = 1") == 1,
+             "the other unit is indexed");
+    sqlite3_close(db);
 }
 
 TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
@@ -405,6 +435,15 @@ TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
     st = tb_shell(&out, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, malformed, WORK);
     TB_CHECK(st != 0 && strstr(out, malformed) && strstr(out, "entry 0"), "entry without file: exit %d:\n%s", st,
              out);
+    TB_CHECK(!tb_exists(WORK "/bad/index.sqlite"), "no index written");
+    free(out);
+
+    // a database that cannot be read (here a directory by that name: the tests may run as root)
+    tb_mkdir_p(WORK "/bad/dir/compile_commands.json", &err);
+    st = tb_shell(&out, "'%s' index --compdb '%s/bad/dir' --out '%s/bad/index.sqlite'", TRACEBOOK, WORK, WORK);
+    TB_CHECK(st == 1 && tb_has(out, WORK "/bad/dir/compile_commands.json: cannot read the compilation database: it is a"
+                                    " directory"),
+             "unreadable database: exit %d:\n%s", st, out);
     TB_CHECK(!tb_exists(WORK "/bad/index.sqlite"), "no index written");
     free(out);
 }
@@ -546,6 +585,7 @@ int main(void) {
     TB_RUN(functions_end_at_their_closing_brace);
     TB_RUN(callbacks_are_recorded_and_chains_go_through_them);
     TB_RUN(a_syntax_error_gives_partial_status_with_diagnostics_and_keeps_what_parsed);
+    TB_RUN(a_missing_source_fails_the_run_and_a_partial_unit_does_not);
     TB_RUN(missing_or_malformed_compdb_fails_naming_the_path);
     TB_RUN(nvcc_cuda_file_parses_as_host_code);
     TB_RUN(project_index_end_to_end);

@@ -11,6 +11,7 @@
 
 #include "map.h"
 #include "map_report.h"
+#include "index_query.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 #include "trace/fixtures/map/mini_db.h"
@@ -348,6 +349,100 @@ TB_TEST(map_cli_text_and_json) {
     free(out);
 }
 
+// --- bad input: named, counted, never 100% -------------------------------------------
+
+// A trace with only metadata and instant events: no range to map.
+TB_TEST(a_trace_without_range_events_is_refused) {
+    const char *path = TB_TEST_TMPDIR "/map-no-ranges.json";
+    tb_write_text(path, "{\"traceEvents\": [{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0},"
+                        " {\"name\": \"mark\", \"ph\": \"i\", \"ts\": 5, \"pid\": 0}]}\n");
+    char *out;
+    int rc = mini_run(tracebook_map_main, &out, "map", path, "--entry", "app", "--index", DB, NULL);
+    char want[512];
+    snprintf(want, sizeof want, "no range events in the trace: %s", path);
+    TB_CHECK(rc == 1 && tb_has(out, want) && !tb_has(out, "coverage"), "rc %d:\n%s", rc, out);
+    free(out);
+    rc = mini_run(tracebook_walk_main, &out, "walk", "layer.0.mlp.fc2", "--trace", path, "--entry", "app", "--index",
+                  DB, NULL);
+    TB_CHECK(rc == 1 && tb_has(out, want), "walk: rc %d:\n%s", rc, out);
+    free(out);
+}
+
+// The mini step, then complete events the map cannot read: a non-string name (3), a string
+// ts (2), a negative dur (1). Counted per reason with the first one's index, the coverage
+// counts them as unmapped and the status is partial (exit 1).
+TB_TEST(malformed_and_negative_duration_events_are_counted_and_named) {
+    const char *path = TB_TEST_TMPDIR "/map-malformed.json";
+    write_chrome(path, 0, mini_step, MINI_NEV, "local");
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    TB_REQUIRE(root, "%s: %s", path, je.text);
+    json_t *events = json_object_get(root, "traceEvents");
+    size_t first = json_array_size(events);  // the index of the first bad one
+    for (int i = 0; i < 3; i++)
+        json_array_append_new(events, json_pack("{s:i, s:s, s:f, s:f, s:i, s:i}", "name", 7, "ph", "X", "ts", 1.0,
+                                                "dur", 2.0, "pid", 0, "tid", 0));
+    for (int i = 0; i < 2; i++)
+        json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:f, s:i, s:i}", "name", "step", "ph", "X", "ts",
+                                                "12.5", "dur", 2.0, "pid", 0, "tid", 0));
+    json_array_append_new(events, json_pack("{s:s, s:s, s:f, s:f, s:i, s:i}", "name", "step", "ph", "X", "ts", 3.0,
+                                            "dur", -4.0, "pid", 0, "tid", 0));
+    json_dump_file(root, path, 0);
+    json_decref(root);
+    char *out, want[1024], json_path[] = TB_TEST_TMPDIR "/map-malformed.report.json";
+    int rc = mini_run(tracebook_map_main, &out, "map", path, "--entry", "app", "--json", json_path, "--index", DB,
+                      NULL);
+    snprintf(want, sizeof want,
+             "tracebook map: %s: dropped 6 malformed events: 3 with a non-string name (first: event %zu), 2 with a "
+             "string ts (first: event %zu), 1 with a negative dur (first: event %zu)\n",
+             path, first, first + 3, first + 5);
+    char cov[128];
+    snprintf(cov, sizeof cov, "coverage: %d/%d range events (%.1f%%)", MINI_NEV, MINI_NEV + 6,
+             100.0 * MINI_NEV / (MINI_NEV + 6));
+    TB_CHECK(rc == 1 && tb_has(out, want) && tb_has(out, cov) && tb_has(out, "PARTIAL: 6 malformed events dropped") &&
+                 !tb_has(out, "(100.0%)"),
+             "rc %d, expected\n%s%s\ngot:\n%s", rc, want, cov, out);
+    free(out);
+    json_t *rep = json_load_file(json_path, 0, &je);
+    TB_CHECK(rep && !strcmp(str(rep, "status"), "partial") &&
+                 json_integer_value(json_object_get(json_object_get(rep, "coverage"), "dropped_events")) == 6 &&
+                 json_array_size(json_object_get(rep, "dropped")) == 3,
+             "the JSON report says partial, with the drops");
+    json_decref(rep);
+    rc = mini_run(tracebook_walk_main, &out, "walk", "layer.0.mlp.fc2", "--trace", path, "--entry", "app", "--index",
+                  DB, NULL);
+    TB_CHECK(rc == 1 && tb_has(out, "**Partial:** 6 malformed range events") && tb_has(out, "dropped 6 malformed"),
+             "walk: rc %d:\n%s", rc, out);
+    free(out);
+}
+
+// An index whose file is damaged (bytes of a page overwritten) is refused by every command.
+TB_TEST(a_damaged_index_is_refused) {
+    const char *bad = TB_TEST_TMPDIR "/map-damaged.sqlite";
+    sqlite3 *db = tb_index_open_ro(DB);
+    long root = db ? tb_index_q_long(db, "SELECT rootpage FROM sqlite_master WHERE name = 'calls'") : -1;
+    sqlite3_close(db);
+    size_t len = 0;
+    char *bytes = tb_slurp_len(DB, &len);
+    TB_REQUIRE(bytes && root > 1, "%s: %zu bytes, calls at page %ld", DB, len, root);
+    // the calls table's root page gets an invalid b-tree page type (meta and the schema are intact)
+    size_t page = (size_t)((unsigned char)bytes[16] << 8 | (unsigned char)bytes[17]);
+    if (page == 1) page = 65536;
+    TB_REQUIRE((size_t)root * page <= len, "page %ld of %zu bytes", root, len);
+    bytes[(size_t)(root - 1) * page] = 0x7f;
+    tb_write_bytes(bad, bytes, len);
+    free(bytes);
+    char *out;
+    int rc = mini_run(tracebook_map_main, &out, "map", TRACE0, "--entry", "app", "--index", bad, NULL);
+    TB_CHECK(rc == 1 && tb_has(out, bad) && tb_has(out, "the index is damaged (SQLite's integrity_check:") &&
+                 !tb_has(out, "coverage"),
+             "map: rc %d:\n%s", rc, out);
+    free(out);
+    rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "app", "--to", "all_reduce", "--index", bad, NULL);
+    TB_CHECK(rc == 1 && tb_has(out, "the index is damaged"), "chain: rc %d:\n%s", rc, out);
+    free(out);
+}
+
 TB_TEST(walk_mini_markdown) {
     char *out;
     int rc = mini_run(tracebook_walk_main, &out, "walk", "layer.0.mlp.fc2", "--trace", TRACE0, TRACE1, "--entry",
@@ -441,6 +536,15 @@ TB_TEST(project_map_and_walk_of_a_tp2_run) {
             found &= k != 1 || !strcmp(str(json_array_get(hops, k), "function"), "row_parallel_linear_forward");
     }
     TB_CHECK(found, "mlp_forward → row_parallel_linear_forward → ... → local_all_reduce via tb_comm_backend.all_reduce");
+    // the NCCL backend's leg (static only on a CPU run) ends at the library's function
+    int nccl = !tb_project_nccl_built();
+    json_array_foreach(json_object_get(site, "collectives"), i, x) {
+        json_t *hops = json_object_get(x, "hops");
+        json_t *last = json_array_get(hops, json_array_size(hops) - 1);
+        nccl |= !strcmp(str(x, "end"), "ncclAllReduce") && tb_has(str(last, "declared_at"), "nccl.h:") &&
+                tb_has(str(last, "library"), "libnccl") && json_integer_value(json_object_get(x, "observed")) == 0;
+    }
+    TB_CHECK(nccl, "mlp_forward → ... → nccl_all_reduce → ncclAllReduce (declared in nccl.h, defined in libnccl)");
     json_decref(rep);
 
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "pretrain_gpt", "--to", "local_all_reduce", "--index",
@@ -459,7 +563,8 @@ TB_TEST(project_map_and_walk_of_a_tp2_run) {
                  tb_has(out, "`main` — engine/pretrain_gpt.c:") &&
                  tb_has(out, "`mlp_forward` — engine/transformer/mlp.c:") &&
                  tb_has(out, "TB_RANGE_PUSH(\"layer.%d.mlp.fc2\", layer);") &&
-                 tb_has(out, "`local_all_reduce` — engine/comm/local_backend.c:") && tb_has(out, row),
+                 tb_has(out, "`local_all_reduce` — engine/comm/local_backend.c:") && tb_has(out, row) &&
+                 (!tb_project_nccl_built() || tb_has(out, "`ncclAllReduce` — the NCCL call, declared at ")),
              "walk (%s):\n%.6000s", row, out);
     free(out);
 }
@@ -473,6 +578,9 @@ int main(void) {
     TB_RUN(map_flags_unexplained_nesting_and_unmapped_names);
     TB_RUN(nsight_sqlite_maps_as_the_chrome_trace);
     TB_RUN(map_cli_text_and_json);
+    TB_RUN(a_trace_without_range_events_is_refused);
+    TB_RUN(malformed_and_negative_duration_events_are_counted_and_named);
+    TB_RUN(a_damaged_index_is_refused);
     TB_RUN(walk_mini_markdown);
     TB_RUN(project_map_and_walk_of_a_tp2_run);
     return tb_test_summary();

@@ -8,6 +8,7 @@
 
 #include "chain_output.h"
 #include "graph.h"
+#include "index_query.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 #include "trace/fixtures/map/mini_db.h"
@@ -248,6 +249,53 @@ TB_TEST(project_chain_from_pretrain_gpt_to_the_local_backend) {
     free(out);
 }
 
+// The MLP's tensor-parallel all-reduce down to the NCCL call, a function of nccl.h that
+// libnccl defines (after project_chain_from_pretrain_gpt_to_the_local_backend: its index).
+TB_TEST(project_chain_from_main_to_ncclAllReduce_through_the_row_parallel_linear) {
+    if (!tb_project_nccl_built()) {
+        printf("  skipped: engine/comm/nccl_backend.c is compiled without NCCL in this build (no -DTB_HAVE_NCCL=1 in "
+               "compile_commands.json), so no ncclAllReduce is called\n");
+        return;
+    }
+    char *out;
+    int rc = mini_run(tracebook_def_main, &out, "def", "ncclAllReduce", "--index", E2E_INDEX, NULL);
+    TB_CHECK(rc == 0 && tb_has(out, "nccl.h:") && tb_has(out, "external declaration") && tb_has(out, "libnccl") &&
+                 tb_has(out, "pretrain_gpt"),
+             "where it is declared and which library defines it:\n%s", out);
+    free(out);
+    char call[128];
+    snprintf(call, sizeof call, "→ nccl_all_reduce (engine/comm/nccl_backend.c:%d)\n",
+             tb_line_of(TB_SOURCE_DIR "/engine/comm/nccl_backend.c", "ncclAllReduce(buf, buf, count"));
+    rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "main", "--to", "ncclAllReduce", "--index", E2E_INDEX,
+                  NULL);
+    const char *sec = out ? strstr(out, "[pretrain_gpt] chains from main (engine/pretrain_gpt.c:") : NULL;
+    char *c1 = tb_chain_n(sec ? sec : "", 1);
+    TB_CHECK(rc == 0 && tb_has(c1, call) && tb_has(c1, "→ ncclAllReduce (declared at "),
+             "pretrain_gpt's shortest chain ends at the NCCL call (%s):\n%s", call, out);
+    free(c1);
+    free(out);
+    rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "main", "--via", "row_parallel_linear_forward", "--to",
+                  "ncclAllReduce", "--index", E2E_INDEX, NULL);
+    sec = out ? strstr(out, "[pretrain_gpt] chains from main (engine/pretrain_gpt.c:") : NULL;
+    c1 = tb_chain_n(sec ? sec : "", 1);
+    const char *row = strstr(c1, "→ row_parallel_linear_forward (engine/tensor_parallel/layers.c:");
+    const char *nccl = row ? strstr(row, call) : NULL;
+    TB_CHECK(rc == 0 && nccl && tb_has(nccl, "→ ncclAllReduce (declared at ") && tb_has(nccl, "nccl.h:") &&
+                 tb_has(nccl, "libnccl"),
+             "main → ... → row_parallel_linear_forward → ... → %s → ncclAllReduce:\n%s", call, out);
+    free(c1);
+    // one of them is the MLP's (fc2), the other the attention's output projection
+    int mlp = 0;
+    for (int i = 1; i <= 4 && !mlp; i++) {
+        char *c = tb_chain_n(sec ? sec : "", i);
+        const char *m = strstr(c, "→ mlp_forward (engine/transformer/mlp.c:");
+        mlp = m && strstr(m, "\n  → row_parallel_linear_forward (") && strstr(m, call);
+        free(c);
+    }
+    TB_CHECK(mlp, "a chain through mlp_forward → row_parallel_linear_forward:\n%s", out);
+    free(out);
+}
+
 int main(void) {
     mini_db_create(DB, 1);
     mini_db_create(DB_NO_TARGETS, 0);
@@ -262,5 +310,6 @@ int main(void) {
     TB_RUN(without_targets_mains_are_labelled_by_file);
     TB_RUN(graph_api_lookup_and_scope);
     TB_RUN(project_chain_from_pretrain_gpt_to_the_local_backend);
+    TB_RUN(project_chain_from_main_to_ncclAllReduce_through_the_row_parallel_linear);
     return tb_test_summary();
 }
