@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/hang_analysis.h"
 #include "core/fileio.h"
 #include "core/ranges.h"
 #include "core/run_dir.h"
@@ -142,6 +143,19 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
                                      c ? (unsigned long long)c->seq : 0ull, c ? c->bytes : (size_t)0,
                                      p ? ", now waiting in " : "", p ? tb_comm_op_name(p->op) : "");
     }
+    // the root cause: whom the stuck ranks wait for, followed to those that wait for nothing
+    const tb_flight_entry **pending = tb_xcalloc((size_t)w->size, sizeof *pending, "hang report pending"),
+                          **completed = tb_xcalloc((size_t)w->size, sizeof *completed, "hang report completed");
+    int *known = tb_xcalloc((size_t)w->size, sizeof *known, "hang report known ranks");
+    for (int r = 0; r < w->size; r++) {
+        known[r] = parallel_state_rank_is_local(w, r);
+        pending[r] = views[r].pending, completed[r] = views[r].completed;
+    }
+    char cause_text[2048] = "";
+    json_t *root_cause = tb_hang_root_cause(w, pending, completed, known, cause_text, sizeof cause_text);
+    free(pending), free(completed), free(known);
+    const size_t ncauses = json_array_size(root_cause);
+
     const tb_flight_entry *mine = views[me->rank].pending;
     const size_t nremote = json_array_size(remote);  // (the report takes remote)
     json_t *report = json_pack(
@@ -151,6 +165,7 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
         members, "detected_by", me->rank, "detected_by_label", me->label, "absent_peers", absent, "stuck_by_group",
         by_group, "smallest_common_group", common_json, "ranks", ranks, "process", w->process, "processes",
         w->processes, "members_in_other_processes", remote);
+    json_object_set_new(report, "root_cause", root_cause);
     char path[TB_PATH_MAX + 32];
     tb_error err;
     int wrote = tb_run_path(path, sizeof path, w->run_dir[0] ? w->run_dir : ".", TB_RUN_HANG_REPORT, &err) == 0 &&
@@ -163,6 +178,9 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
     for (int i = 0; i < g->size; i++) fprintf(stderr, "%s%d", i ? ", " : "", g->ranks[i]);
     fprintf(stderr, "]\n  stuck ranks: %d of %d", nstuck, w->local_count);
     if (common) fprintf(stderr, "; smallest common group: %s", common->name);
+    if (ncauses) fprintf(stderr, "\n  root cause:%s", cause_text);
+    else if (nstuck) fprintf(stderr, "\n  root cause: none outside a call here (the stuck ranks wait for each other, or for "
+                                   "ranks in other processes)");
     fprintf(stderr, "\n  absent from this call:%s\n", absent_text[0] ? absent_text : " none");
     if (nremote)
         fprintf(stderr, "  %zu member(s) in other processes, not seen from process %d\n", nremote, w->process);

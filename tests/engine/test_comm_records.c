@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -259,9 +260,9 @@ TB_TEST(stalled_rank_ends_the_run_with_a_hang_report_after_the_timeout) {
     TB_CHECK(sh.seconds < 30, "the hang is reported after %.1f s; the timeout is 2 s", sh.seconds);
     const char *hang = strstr(sh.err, "HANG:");
     TB_CHECK(hang != NULL, "stderr says HANG:\n%s", sh.err);
-    const char *absent = hang ? strstr(hang, "absent from this call:") : NULL;
-    TB_CHECK(absent && strstr(absent, "rank 3 (tp1 cp0 dp1 pp0)"),
-             "the stderr summary names the absent rank by its coordinates:\n%s", sh.err);
+    const char *cause = hang ? strstr(hang, "root cause:\n    rank 3 (tp1 cp0 dp1 pp0): never entered ") : NULL;
+    TB_CHECK(cause != NULL, "the stderr summary names the stalled rank as the root cause by its coordinates:\n%s",
+             sh.err);
     TB_CHECK(hang && strstr(hang, "hang.json"), "the stderr summary names the report file");
 
     json_t *h = tb_load_json(HANG_DIR "/" TB_RUN_HANG_REPORT);
@@ -298,12 +299,12 @@ TB_TEST(stalled_rank_ends_the_run_with_a_hang_report_after_the_timeout) {
     TB_CHECK(json_is_null(json_object_get(r3, "pending")), "the stalled rank has no pending call");
     TB_CHECK(jint(r3, "step") == 2, "the stalled rank is at step 2 (%lld)", jint(r3, "step"));
 
-    json_t *absent_peers = json_object_get(h, "absent_peers");
-    json_t *a3 = NULL;
+    // whichever rank's watchdog fired, the root cause is the stalled rank
+    json_t *root = json_object_get(h, "root_cause");
+    json_t *a3 = json_array_size(root) == 1 && jint(json_array_get(root, 0), "rank") == 3 ? json_array_get(root, 0) : NULL;
     size_t i;
-    json_t *a;
-    json_array_foreach(absent_peers, i, a) if (jint(a, "rank") == 3) a3 = a;
-    TB_CHECK(a3 != NULL, "absent_peers holds rank 3 (timed out on %s)", jstr(to, "group"));
+    TB_CHECK(a3 != NULL && !strcmp(jstr(a3, "kind"), "absent"), "root_cause is rank 3 alone, absent (timed out on %s)",
+             jstr(to, "group"));
     if (a3) {
         json_t *lc = json_object_get(a3, "last_completed");
         TB_CHECK(json_is_object(lc), "rank 3's last completed call is reported");
@@ -314,8 +315,8 @@ TB_TEST(stalled_rank_ends_the_run_with_a_hang_report_after_the_timeout) {
         TB_CHECK(jint(lc, "step") == 1, "rank 3 last completed a call in step 1 (%lld)", jint(lc, "step"));
         TB_CHECK(strcmp(jstr(a3, "rank_label"), "rank 3 (tp1 cp0 dp1 pp0)") == 0, "absent rank label '%s'",
                  jstr(a3, "rank_label"));
+        TB_CHECK(array_has_int(json_object_get(a3, "group_members"), 3), "the group rank 3 never entered holds it");
     }
-    TB_CHECK(array_has_int(json_object_get(to, "members"), 3) || !a3, "the timed-out group holds rank 3");
 
     json_t *by_group = json_object_get(h, "stuck_by_group");
     TB_CHECK(json_is_object(by_group) && json_object_size(by_group) > 0, "stuck ranks are grouped in stuck_by_group");
@@ -459,6 +460,46 @@ TB_TEST(a_huge_collective_timeout_waits_for_a_late_peer_instead_of_reporting_a_h
     }
 }
 
+// The hang drills (issue's tp, dp, pp, tp x pp, tp x dp x pp layouts, a rank stalled at step
+// 2): whichever rank's watchdog fires first, the root cause is the stalled rank, every time.
+// TB_HANG_REPEATS sets the repeats (default 6; the drill's acceptance ran 20).
+TB_TEST(the_root_cause_of_each_hang_drill_is_the_stalled_rank_every_time) {
+    static const struct {
+        const char *layout;
+        int stalled;
+    } drills[] = {
+        {"--world-size 2 --tensor-model-parallel-size 2", 1},
+        {"--world-size 2", 0},
+        {"--world-size 2 --pipeline-model-parallel-size 2", 1},
+        {"--world-size 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", 1},
+        {"--world-size 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", 5},
+    };
+    const char *env = getenv("TB_HANG_REPEATS");
+    const int repeats = env && atoi(env) > 0 ? atoi(env) : 6;
+    for (size_t d = 0; d < sizeof drills / sizeof *drills; d++) {
+        int right = 0;
+        char last_wrong[256] = "";
+        for (int k = 0; k < repeats; k++) {
+            int rc = tb_run(&sh, NULL,
+                            "rm -rf %s_drill && timeout 60 %s --num-layers 2 --hidden-size 32 --num-attention-heads 2"
+                            " --seq-length 16 --vocab-size 64 --micro-batch-size 1 --global-batch-size 8"
+                            " --train-iters 3 --collective-timeout 0.5 --inject-stall %d:2 %s --run-dir %s_drill",
+                            HANG_DIR, PRETRAIN, drills[d].stalled, drills[d].layout, HANG_DIR);
+            json_t *h = rc == 4 ? tb_load_json(HANG_DIR "_drill/" TB_RUN_HANG_REPORT) : NULL;
+            json_t *root = json_object_get(h, "root_cause");
+            long long who = json_array_size(root) == 1 ? jint(json_array_get(root, 0), "rank") : -1;
+            if (who == drills[d].stalled) right++;
+            else snprintf(last_wrong, sizeof last_wrong, "exit %d, %zu root causes, first rank %lld", rc,
+                          json_array_size(root), who);
+            json_decref(h);
+        }
+        printf("    %-72s stalled rank %d: named %d of %d times\n", drills[d].layout, drills[d].stalled, right,
+               repeats);
+        TB_CHECK(right == repeats, "%s: the root cause was rank %d in %d of %d repeats (last other: %s)",
+                 drills[d].layout, drills[d].stalled, right, repeats, last_wrong);
+    }
+}
+
 int main(void) {
     double t0 = now_s();
     TB_RUN(flight_recorder_holds_each_call_with_per_group_sequence_numbers);
@@ -468,6 +509,7 @@ int main(void) {
     TB_RUN(same_run_without_a_stall_exits_0_without_a_hang_report);
     TB_RUN(recv_without_a_sender_returns_after_the_timeout_with_a_hang_report);
     TB_RUN(a_huge_collective_timeout_waits_for_a_late_peer_instead_of_reporting_a_hang);
+    TB_RUN(the_root_cause_of_each_hang_drill_is_the_stalled_rank_every_time);
     printf("(%.1f s)\n", now_s() - t0);
     return tb_test_summary();
 }
