@@ -138,6 +138,10 @@ const tb_option tb_config_options[] = {
     OPT("--exit-interval", exit_interval, TB_OPT_INT, "0", NULL, "io",
         "stop after the first step divisible by N, saving a checkpoint first when --save is set (0: run to "
         "--train-iters)"),
+    OPT("--async-save", async_save, TB_OPT_BOOL, "false", NULL, "io",
+        "copy the state out, then write the checkpoint in the background while training goes on"),
+    OPT("--debug-slow-write", debug_slow_write, TB_OPT_STRING, "", NULL, "io",
+        "RANK:MS: that rank's checkpoint writes take MS ms longer (the slow-writer drill)"),
     OPT("--save-hf", save_hf, TB_OPT_STRING, "", NULL, "io",
         "write the final weights to this safetensors file (Hugging Face GPT-2 names)"),
     OPT("--load", load, TB_OPT_STRING, "", NULL, "io",
@@ -596,6 +600,18 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (c->ranks_per_process < 0) violated(&r, "ranks_per_process (%d) must be non-negative", c->ranks_per_process);
     if (!(c->collective_timeout > 0))
         violated(&r, "collective_timeout (%g) must be positive", c->collective_timeout);
+    if (c->debug_slow_write[0]) {
+        int rank, ms, n = 0;
+        if (sscanf(c->debug_slow_write, "%d:%d%n", &rank, &ms, &n) != 2 || c->debug_slow_write[n] != '\0')
+            violated(&r, "debug_slow_write '%s' must be RANK:MS", c->debug_slow_write);
+        else if (rank < 0 || rank >= c->world_size || ms < 0)
+            violated(&r, "debug_slow_write '%s': rank must be in [0, %d) and MS at least 0", c->debug_slow_write,
+                     c->world_size);
+        else if (!c->save[0])
+            violated(&r, "debug_slow_write '%s' needs save (a checkpoint directory), or the drill never runs",
+                     c->debug_slow_write);
+    }
+    if (c->async_save && !c->save[0]) violated(&r, "async_save needs save (a checkpoint directory)");
     if (c->inject_stall[0]) {
         int rank, n = 0;
         long long step;

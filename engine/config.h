@@ -103,6 +103,8 @@ typedef struct tb_config {
     char save[TB_PATH_MAX];       // checkpoint directory (checkpoint/dist_checkpoint.h); empty: none
     int save_interval;            // checkpoint every N steps (0: only at the end of training)
     int exit_interval;            // stop after a step divisible by N (0: run to train_iters), Megatron's
+    int async_save;               // write checkpoints in the background while training goes on
+    char debug_slow_write[64];    // "RANK:MS": that rank's checkpoint writes take MS ms longer (drill)
     char save_hf[TB_PATH_MAX];    // the whole model as one Hugging Face GPT-2 safetensors file
     char load[TB_PATH_MAX];       // a checkpoint directory (resumes) or a safetensors file (weights)
     char run_dir[TB_PATH_MAX];    // empty → artifacts/adhoc/<timestamp>

@@ -83,6 +83,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
 
 void trainer_free(tb_trainer *tr) {
     tb_allocator *mem = &tr->rk->mem;
+    dist_checkpoint_writer_free(&tr->ckpt);
     tb_free(mem, tr->inputs);
     tb_free(mem, tr->targets);
     pipeline_free(&tr->pipeline);
@@ -285,8 +286,7 @@ static int write_conditions(tb_rank *rk, const conditions_sample *first, const c
 
 static int save_checkpoint(tb_trainer *tr, int64_t step, tb_error *err) {
     dist_ckpt_state s = {tr->rk, tr->cfg, tr->models, tr->opts, tr->nchunks};
-    if (dist_checkpoint_save(&s, tr->cfg->save, step, err) != 0) return tb_fail_prefix(err, "flag --save");
-    if (tr->rk->rank == 0) printf("saved checkpoint: %s/iter_%07lld\n", tr->cfg->save, (long long)step);
+    if (dist_checkpoint_save(&s, &tr->ckpt, tr->cfg->save, step, err) != 0) return tb_fail_prefix(err, "flag --save");
     return 0;
 }
 
@@ -329,6 +329,10 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
             ((cfg->save_interval > 0 && step % cfg->save_interval == 0) || step == cfg->train_iters || exiting))
             rc = save_checkpoint(tr, step, err);
         if (exiting) break;
+    }
+    if (rc == 0) {  // an async save still writing
+        dist_ckpt_state s = {rk, cfg, tr->models, tr->opts, tr->nchunks};
+        if (dist_checkpoint_finish(&s, &tr->ckpt, err) != 0) rc = tb_fail_prefix(err, "flag --save");
     }
     if (metrics_log_close(log, rc == 0 ? err : NULL) != 0) rc = -1;
     if (rc == 0) rc = write_conditions(rk, &first, &before, err);

@@ -13,6 +13,7 @@
 #ifndef TB_TRAINING_H
 #define TB_TRAINING_H
 
+#include "checkpoint/dist_checkpoint.h"
 #include "config.h"
 #include "core/error.h"
 #include "datasets/gpt_dataset.h"
@@ -36,6 +37,7 @@ typedef struct tb_trainer {
     int32_t *inputs, *targets;  // (M,B,T) the step's microbatches
     tb_pipeline pipeline;       // the schedule and the p2p buffers
     int64_t start_iteration;    // the checkpoint's iteration when resumed (--load DIR), else 0
+    dist_ckpt_writer ckpt;      // --save: the save in flight and checkpoint.json's record
 } tb_trainer;
 
 typedef struct tb_step_result {

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,8 @@
 #include "comm/comm.h"
 #include "config.h"
 #include "core/fileio.h"
+#include "core/ranges.h"
+#include "core/run_dir.h"
 #include "core/xalloc.h"
 
 #define CKPT_FORMAT "tracebook-dist-checkpoint"
@@ -118,9 +121,21 @@ static const char *const kinds[3] = {"model", "optimizer.exp_avg", "optimizer.ex
 
 // --- save -------------------------------------------------------------------------------
 
+static double ms_now(const tb_rank *rk) {
+    return (double)(tb_now_ns() - (rk->world ? rk->world->origin_ns : 0)) / 1e6;
+}
+
+static void phase_begin(dist_ckpt_timing *t, int phase, double ms) { t->start_ms[phase] = t->end_ms[phase] = ms; }
+static void phase_end(dist_ckpt_timing *t, int phase, double ms, int64_t bytes) {
+    t->end_ms[phase] = ms;
+    t->bytes[phase] += bytes;
+}
+
+
+
 // Rank 0: the rank files' piece lists merged into metadata.json, then the commit.
 static int commit(const dist_ckpt_state *s, const char *dir, const char *tmp, const char *final, int64_t iteration,
-                  tb_error *err) {
+                  dist_ckpt_timing *t, tb_error *err) {
     const tb_config *cfg = s->cfg;
     json_t *tensors = json_object(), *files = json_object();
     char path[CKPT_PATH];
@@ -143,13 +158,13 @@ static int commit(const dist_ckpt_state *s, const char *dir, const char *tmp, co
         json_t *piece;
         json_array_foreach(json_object_get(part, "pieces"), i, piece) {
             const char *name = json_string_value(json_object_get(piece, "tensor"));
-            json_t *t = json_object_get(tensors, name);
-            if (!t) {
-                t = json_deep_copy(json_object_get(piece, "geometry"));
-                json_object_set_new(t, "pieces", json_array());
-                json_object_set_new(tensors, name, t);
+            json_t *tensor = json_object_get(tensors, name);
+            if (!tensor) {
+                tensor = json_deep_copy(json_object_get(piece, "geometry"));
+                json_object_set_new(tensor, "pieces", json_array());
+                json_object_set_new(tensors, name, tensor);
             }
-            json_array_append_new(json_object_get(t, "pieces"),
+            json_array_append_new(json_object_get(tensor, "pieces"),
                                   json_pack("{s:O, s:O, s:O}", "tp_rank", json_object_get(piece, "tp_rank"), "file",
                                             file, "key", json_object_get(piece, "tensor")));
         }
@@ -172,6 +187,8 @@ static int commit(const dist_ckpt_state *s, const char *dir, const char *tmp, co
     }
     json_decref(tensors);
     json_decref(files);
+    phase_end(t, CKPT_METADATA, ms_now(s->rk), 0);
+    phase_begin(t, CKPT_COMMIT, ms_now(s->rk));
     // the checkpoint becomes visible whole: an older one of the same iteration goes first
     char old[CKPT_PATH];
     if (rc == 0) rc = ckpt_path(old, err, "%s.old", final);
@@ -188,82 +205,313 @@ static int commit(const dist_ckpt_state *s, const char *dir, const char *tmp, co
         rc = ckpt_path(path, err, "%s/" TB_CKPT_LATEST, dir);
         if (rc == 0) rc = tb_write_file_atomic(path, text, (size_t)n, err);
     }
+    phase_end(t, CKPT_COMMIT, ms_now(s->rk), 0);
     return rc;
 }
 
-int dist_checkpoint_save(const dist_ckpt_state *s, const char *dir, int64_t iteration, tb_error *err) {
-    tb_rank *rk = s->rk;
-    char final[CKPT_PATH], tmp[CKPT_PATH], path[CKPT_PATH];
-    int ok = ckpt_path(final, err, "%s/iter_%07" PRId64, dir, iteration) == 0 && ckpt_path(tmp, err, "%s.tmp", final) == 0;
-    if (ok && rk->rank == 0) ok = tb_mkdir_p(dir, err) == 0 && remove_tree(tmp, err) == 0 && tb_mkdir_p(tmp, err) == 0;
-    if (agree(rk, ok, "checkpoint directory", err) != 0) return -1;
+// --- the save's phases --------------------------------------------------------------------
 
+static const char *const phase_names[CKPT_NPHASES] = {"materialize", "serialize", "write", "fsync",
+                                                      "barrier",     "metadata",  "commit"};
+
+// The rank of the slow-writer drill and its delay (--debug-slow-write RANK:MS), or -1.
+static int slow_writer(const tb_config *cfg, int *ms) {
+    int rank = -1;
+    if (!cfg->debug_slow_write[0] || sscanf(cfg->debug_slow_write, "%d:%d", &rank, ms) != 2) return -1;
+    return rank;
+}
+
+// What one save of this rank holds until it is committed.
+struct dist_ckpt_save {
+    dist_ckpt_state state;  // a copy: the caller's may be gone when an async save completes
+    const dist_ckpt_state *s;
+    char dir[CKPT_PATH], final[CKPT_PATH], tmp[CKPT_PATH];
+    int64_t iteration;
+    int n;
+    tb_st_entry *entries;
+    json_t *pieces;
+    float *staging;    // async: the copies entries point at (the model trains on meanwhile)
+    float **moments;   // the distributed optimizer's all-gathered moments, per chunk (2 each)
+    int ok;
+    tb_error err;
+    dist_ckpt_timing t;
+    double stall_ms;   // what training waited for this save
+    pthread_t thread;
+    int threaded;
+};
+
+// Materialisation: the moments all-gathered where sharded, the pieces this rank writes listed
+// (and, for an async save, copied out). A collective: in the rank's thread.
+static void materialize(struct dist_ckpt_save *sv) {
+    const dist_ckpt_state *s = sv->s;
+    tb_rank *rk = s->rk;
     const tb_group *dp = dp_group(rk);
     const int dp_rank = dp ? dp->index : 0, dp_size = dp ? dp->size : 1;
     const int tp = s->models[0].tp_size, tp_rank = s->models[0].tp_rank;
-    // the moments of every chunk over its whole buffer (all-gathered under the distributed optimizer)
-    float **moments = tb_xcalloc(2 * (size_t)s->nchunks, sizeof *moments, "checkpoint moments");
+    phase_begin(&sv->t, CKPT_MATERIALIZE, ms_now(rk));
+    sv->moments = tb_xcalloc(2 * (size_t)s->nchunks, sizeof *sv->moments, "checkpoint moments");
     for (int c = 0; c < s->nchunks; c++) {
         const tb_adamw *o = &s->opts[c];
         for (int k = 0; k < 2; k++) {
             const float *mine = k ? o->v : o->m;
             if (!o->sharded) {
-                moments[2 * c + k] = (float *)mine;
+                sv->moments[2 * c + k] = (float *)mine;
                 continue;
             }
-            moments[2 * c + k] = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, s->models[c].padded_parameters * sizeof(float),
-                                          "checkpoint moments");
-            tb_all_gather((tb_group *)dp, mine, moments[2 * c + k], o->hi - o->lo);
+            sv->moments[2 * c + k] = tb_alloc(&rk->mem, TB_MEM_WORKSPACE,
+                                              s->models[c].padded_parameters * sizeof(float), "checkpoint moments");
+            tb_all_gather((tb_group *)dp, mine, sv->moments[2 * c + k], o->hi - o->lo);
         }
     }
-    int n = 0, cap = 0;
-    tb_st_entry *entries = NULL;
-    json_t *pieces = json_array();
+    int cap = 0;
+    size_t floats = 0;
+    sv->pieces = json_array();
     for (int c = 0; c < s->nchunks; c++) {
         const gpt_model *m = &s->models[c];
         for (int i = 0; i < m->nparams; i++) {
             const gpt_param *p = &m->params[i];
             if (!writes(p, tp_rank, dp_rank, dp_size)) continue;
-            const float *data[3] = {m->param_memory + p->offset, moments[2 * c] + p->offset,
-                                    moments[2 * c + 1] + p->offset};
+            const float *data[3] = {m->param_memory + p->offset, sv->moments[2 * c] + p->offset,
+                                    sv->moments[2 * c + 1] + p->offset};
             for (int k = 0; k < 3; k++) {
-                if (n == cap) entries = tb_xreallocarray(entries, (size_t)(cap = cap ? 2 * cap : 64), sizeof *entries,
-                                                         "checkpoint entries");
+                if (sv->n == cap)
+                    sv->entries = tb_xreallocarray(sv->entries, (size_t)(cap = cap ? 2 * cap : 64),
+                                                   sizeof *sv->entries, "checkpoint entries");
                 char name[160];
                 snprintf(name, sizeof name, "%s.%s", kinds[k], p->name);
-                tb_st_entry *e = &entries[n++];
+                tb_st_entry *e = &sv->entries[sv->n++];
                 memset(e, 0, sizeof *e);
                 e->name = tb_xstrdup(name, "checkpoint entry name");
                 e->ndim = 2;
                 e->shape[0] = p->rows, e->shape[1] = p->cols;
                 e->data = data[k];
-                json_array_append_new(pieces, json_pack("{s:s, s:i, s:o}", "tensor", name, "tp_rank",
-                                                        p->split_axis < 0 ? 0 : tp_rank, "geometry",
-                                                        geometry_json(p, tp)));
+                floats += p->numel;
+                json_array_append_new(sv->pieces, json_pack("{s:s, s:i, s:o}", "tensor", name, "tp_rank",
+                                                            p->split_axis < 0 ? 0 : tp_rank, "geometry",
+                                                            geometry_json(p, tp)));
             }
         }
     }
-    char file[64], hex[65] = "";
+    if (s->cfg->async_save && floats) {
+        // the state as of this step, for the background writer
+        sv->staging = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, floats * sizeof(float), "checkpoint staging");
+        float *at = sv->staging;
+        for (int i = 0; i < sv->n; i++) {
+            size_t numel = (size_t)sv->entries[i].shape[0] * sv->entries[i].shape[1];
+            memcpy(at, sv->entries[i].data, numel * sizeof(float));
+            sv->entries[i].data = at;
+            at += numel;
+        }
+    }
+    phase_end(&sv->t, CKPT_MATERIALIZE, ms_now(rk), (int64_t)(floats * sizeof(float)));
+}
+
+// Serialisation, write and fsync of this rank's shard file and its piece list: no collective,
+// so it may run in a background thread.
+static void write_files(struct dist_ckpt_save *sv) {
+    const dist_ckpt_state *s = sv->s;
+    const tb_rank *rk = s->rk;
+    char file[64], hex[65] = "", path[CKPT_PATH];
     uint64_t bytes = 0;
     snprintf(file, sizeof file, "rank-%05d.safetensors", rk->rank);
-    ok = ckpt_path(path, err, "%s/%s", tmp, file) == 0 &&
-         (n == 0 || (tb_safetensors_write(path, entries, n, NULL, err) == 0 && sha256_file(path, hex, &bytes, err) == 0));
-    for (int i = 0; i < n; i++) free((char *)entries[i].name);
-    free(entries);
-    for (int c = 0; c < s->nchunks; c++)
-        if (s->opts[c].sharded) tb_free(&rk->mem, moments[2 * c]), tb_free(&rk->mem, moments[2 * c + 1]);
-    free(moments);
-    if (ok) {
-        json_t *part = json_pack("{s:o, s:{s:s, s:I}, s:o}", "file", n ? json_string(file) : json_null(), "digest",
-                                 "sha256", hex, "bytes", (json_int_t)bytes, "pieces", pieces);
-        pieces = NULL;
-        ok = ckpt_path(path, err, "%s/rank-%05d.json", tmp, rk->rank) == 0 && tb_write_json_atomic(path, part, err) == 0;
+    double sec[3] = {0, 0, 0}, t0 = ms_now(rk);
+    int delay_ms = 0;
+    if (slow_writer(s->cfg, &delay_ms) == rk->rank) usleep((useconds_t)delay_ms * 1000);  // the drill
+    double slept = ms_now(rk) - t0;
+    sv->ok = ckpt_path(path, &sv->err, "%s/%s", sv->tmp, file) == 0 &&
+             (sv->n == 0 || tb_safetensors_write_timed(path, sv->entries, sv->n, NULL, sec, &sv->err) == 0);
+    // phases as they ran: serialize, write (the drill's delay is the write's), fsync
+    sv->t.start_ms[CKPT_SERIALIZE] = t0;
+    sv->t.end_ms[CKPT_SERIALIZE] = sv->t.start_ms[CKPT_WRITE] = t0 + sec[0] * 1e3;
+    sv->t.end_ms[CKPT_WRITE] = sv->t.start_ms[CKPT_FSYNC] = t0 + slept + (sec[0] + sec[1]) * 1e3;
+    sv->t.end_ms[CKPT_FSYNC] = t0 + slept + (sec[0] + sec[1] + sec[2]) * 1e3;
+    if (sv->ok && sv->n) sv->ok = sha256_file(path, hex, &bytes, &sv->err) == 0;
+    sv->t.bytes[CKPT_WRITE] = (int64_t)bytes;
+    if (sv->ok) {
+        json_t *part = json_pack("{s:o, s:{s:s, s:I}, s:O}", "file", sv->n ? json_string(file) : json_null(), "digest",
+                                 "sha256", hex, "bytes", (json_int_t)bytes, "pieces", sv->pieces);
+        sv->ok = ckpt_path(path, &sv->err, "%s/rank-%05d.json", sv->tmp, rk->rank) == 0 &&
+                 tb_write_json_atomic(path, part, &sv->err) == 0;
         json_decref(part);
     }
-    json_decref(pieces);
-    if (agree(rk, ok, "checkpoint shards", err) != 0) return -1;
-    ok = rk->rank != 0 || commit(s, dir, tmp, final, iteration, err) == 0;
-    return agree(rk, ok, "checkpoint commit", err);
+    sv->t.arrival_ms = ms_now(rk);
+}
+
+static void *writer_thread(void *arg) {
+    write_files(arg);
+    return NULL;
+}
+
+static void save_free(struct dist_ckpt_save *sv) {
+    tb_rank *rk = sv->s->rk;
+    for (int i = 0; i < sv->n; i++) free((char *)sv->entries[i].name);
+    free(sv->entries);
+    json_decref(sv->pieces);
+    if (sv->staging) tb_free(&rk->mem, sv->staging);
+    for (int c = 0; sv->moments && c < sv->s->nchunks; c++)
+        if (sv->s->opts[c].sharded) tb_free(&rk->mem, sv->moments[2 * c]), tb_free(&rk->mem, sv->moments[2 * c + 1]);
+    free(sv->moments);
+    free(sv);
+}
+
+// The median of a phase's duration over the ranks.
+static double median_phase(const dist_ckpt_timing *all, int n, int phase) {
+    double *d = tb_xcalloc((size_t)n, sizeof *d, "checkpoint phase durations");
+    for (int r = 0; r < n; r++) d[r] = all[r].end_ms[phase] - all[r].start_ms[phase];
+    for (int i = 1; i < n; i++)  // insertion sort: n is the world size
+        for (int j = i; j > 0 && d[j - 1] > d[j]; j--) {
+            double x = d[j];
+            d[j] = d[j - 1], d[j - 1] = x;
+        }
+    double m = n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2;
+    free(d);
+    return m;
+}
+
+// checkpoint.json gains this save: every rank's phases, the barrier arrivals, the last
+// arriver and the phase that made it late (the one furthest above the ranks' median).
+static int record_save(dist_ckpt_writer *w, const tb_rank *rk, const struct dist_ckpt_save *sv,
+                       const dist_ckpt_timing *all, tb_error *err) {
+    const int n = rk->world_size;
+    int last = 0, first = 0;
+    for (int r = 1; r < n; r++) {
+        if (all[r].arrival_ms > all[last].arrival_ms) last = r;
+        if (all[r].arrival_ms < all[first].arrival_ms) first = r;
+    }
+    int late = CKPT_MATERIALIZE;
+    double excess = -1e300;
+    for (int ph = CKPT_MATERIALIZE; ph <= CKPT_FSYNC; ph++) {
+        double d = all[last].end_ms[ph] - all[last].start_ms[ph] - median_phase(all, n, ph);
+        if (d > excess) excess = d, late = ph;
+    }
+    json_t *ranks = json_array();
+    double start = all[0].start_ms[CKPT_MATERIALIZE], end = 0;
+    for (int r = 0; r < n; r++) {
+        json_t *phases = json_array();
+        for (int ph = 0; ph < CKPT_NPHASES; ph++) {
+            if (all[r].end_ms[ph] == 0 && all[r].start_ms[ph] == 0) continue;  // rank 0's metadata and commit only
+            json_array_append_new(phases, json_pack("{s:s, s:f, s:f, s:f, s:I}", "phase", phase_names[ph], "start_ms",
+                                                    all[r].start_ms[ph], "end_ms", all[r].end_ms[ph], "ms",
+                                                    all[r].end_ms[ph] - all[r].start_ms[ph], "bytes",
+                                                    (json_int_t)all[r].bytes[ph]));
+            if (all[r].start_ms[ph] < start) start = all[r].start_ms[ph];
+            if (all[r].end_ms[ph] > end) end = all[r].end_ms[ph];
+        }
+        json_array_append_new(ranks, json_pack("{s:i, s:s, s:f, s:f, s:o}", "rank", r, "rank_label",
+                                               rk->world ? rk->world->ranks[r].label : rk->label, "barrier_arrival_ms",
+                                               all[r].arrival_ms, "stall_ms", all[r].stall_ms, "phases", phases));
+    }
+    const double lm = all[last].end_ms[late] - all[last].start_ms[late];
+    json_t *save = json_pack(
+        "{s:I, s:s, s:b, s:f, s:f, s:{s:i, s:f, s:f, s:s, s:f, s:f}, s:o}", "iteration", (json_int_t)sv->iteration,
+        "checkpoint", sv->final, "async", sv->s->cfg->async_save, "total_ms", end - start, "max_stall_ms",
+        0.0, "last_arriver", "rank", last, "arrival_ms", all[last].arrival_ms, "waited_for_ms",
+        all[last].arrival_ms - all[first].arrival_ms, "late_phase", phase_names[late], "phase_ms", lm,
+        "median_phase_ms", lm - excess, "ranks", ranks);
+    double max_stall = 0;
+    for (int r = 0; r < n; r++) max_stall = all[r].stall_ms > max_stall ? all[r].stall_ms : max_stall;
+    json_object_set_new(save, "max_stall_ms", json_real(max_stall));
+    if (!w->saves) w->saves = json_array();
+    json_array_append_new(w->saves, save);
+    json_t *doc = json_pack("{s:s, s:O}", "kind", "checkpoint", "saves", w->saves);
+    char path[CKPT_PATH];
+    int rc = ckpt_path(path, err, "%s/" TB_RUN_CHECKPOINT, rk->run_dir[0] ? rk->run_dir : ".");
+    if (rc == 0) rc = tb_write_json_atomic(path, doc, err);
+    json_decref(doc);
+    return rc;
+}
+
+// Waits for the save in flight, then the barrier, rank 0's metadata and commit, and the record.
+static int complete(const dist_ckpt_state *s, dist_ckpt_writer *w, tb_error *err) {
+    struct dist_ckpt_save *sv = w->in_flight;
+    if (!sv) return 0;
+    tb_rank *rk = s->rk;
+    w->in_flight = NULL;
+    double wait0 = ms_now(rk);
+    if (sv->threaded) pthread_join(sv->thread, NULL);
+    TB_RANGE_PUSH("checkpoint.barrier");
+    phase_begin(&sv->t, CKPT_BARRIER, sv->t.arrival_ms);
+    int rc = agree(rk, sv->ok, "checkpoint shards", sv->ok ? err : (tb_error *)memcpy(err, &sv->err, sizeof *err));
+    phase_end(&sv->t, CKPT_BARRIER, ms_now(rk), 0);
+    TB_RANGE_POP();
+    if (rc == 0) {
+        int ok = 1;
+        if (rk->rank == 0) {
+            TB_RANGE_PUSH("checkpoint.metadata");
+            phase_begin(&sv->t, CKPT_METADATA, ms_now(rk));
+            ok = commit(s, sv->dir, sv->tmp, sv->final, sv->iteration, &sv->t, err) == 0;
+            TB_RANGE_POP();
+        }
+        rc = agree(rk, ok, "checkpoint commit", err);
+    }
+    sv->t.stall_ms = sv->stall_ms + (ms_now(rk) - wait0);
+    if (rc == 0) {
+        // every rank's phases to rank 0, which records them
+        dist_ckpt_timing *all = tb_xcalloc((size_t)rk->world_size, sizeof *all, "checkpoint timings");
+        if (rk->world && rk->world_size > 1) tb_all_gather_bytes(&rk->groups[TB_GROUP_WORLD], &sv->t, all, sizeof sv->t);
+        else all[0] = sv->t;
+        if (rk->rank == 0) rc = record_save(w, rk, sv, all, err);
+        free(all);
+        if (rk->rank == 0 && rc == 0)
+            printf("saved checkpoint: %s (%.0f ms, training stalled %.0f ms)\n", sv->final,
+                   sv->t.end_ms[CKPT_COMMIT] - sv->t.start_ms[CKPT_MATERIALIZE], sv->t.stall_ms);
+    }
+    save_free(sv);
+    return rc;
+}
+
+int dist_checkpoint_save(const dist_ckpt_state *s, dist_ckpt_writer *w, const char *dir, int64_t iteration,
+                         tb_error *err) {
+    tb_rank *rk = s->rk;
+    // one save in flight at a time: the previous one completes first
+    if (complete(s, w, err) != 0) return -1;
+    TB_RANGE_PUSH("checkpoint.save");
+    double t0 = ms_now(rk);
+    struct dist_ckpt_save *sv = tb_xcalloc(1, sizeof *sv, "checkpoint save");
+    sv->state = *s;
+    sv->s = &sv->state;
+    sv->iteration = iteration;
+    int ok = ckpt_path(sv->dir, err, "%s", dir) == 0 &&
+             ckpt_path(sv->final, err, "%s/iter_%07" PRId64, dir, iteration) == 0 &&
+             ckpt_path(sv->tmp, err, "%s.tmp", sv->final) == 0;
+    if (ok && rk->rank == 0) ok = tb_mkdir_p(dir, err) == 0 && remove_tree(sv->tmp, err) == 0 && tb_mkdir_p(sv->tmp, err) == 0;
+    if (agree(rk, ok, "checkpoint directory", err) != 0) {
+        save_free(sv);
+        TB_RANGE_POP();
+        return -1;
+    }
+    TB_RANGE_PUSH("checkpoint.materialize");
+    materialize(sv);
+    TB_RANGE_POP();
+    w->in_flight = sv;
+    if (s->cfg->async_save && pthread_create(&sv->thread, NULL, writer_thread, sv) == 0) {
+        sv->threaded = 1;
+        sv->stall_ms = ms_now(rk) - t0;
+        TB_RANGE_POP();
+        return 0;  // completed by the next save or dist_checkpoint_finish
+    }
+    TB_RANGE_PUSH("checkpoint.write");
+    write_files(sv);
+    TB_RANGE_POP();
+    sv->stall_ms = ms_now(rk) - t0;
+    int rc = complete(s, w, err);
+    TB_RANGE_POP();
+    return rc;
+}
+
+int dist_checkpoint_finish(const dist_ckpt_state *s, dist_ckpt_writer *w, tb_error *err) {
+    return complete(s, w, err);
+}
+
+void dist_checkpoint_writer_free(dist_ckpt_writer *w) {
+    if (w->in_flight) {
+        struct dist_ckpt_save *sv = w->in_flight;
+        if (sv->threaded) pthread_join(sv->thread, NULL);
+        save_free(sv);
+        w->in_flight = NULL;
+    }
+    json_decref(w->saves);
+    w->saves = NULL;
 }
 
 // --- load -------------------------------------------------------------------------------

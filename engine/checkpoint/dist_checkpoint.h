@@ -43,6 +43,7 @@
 #ifndef TB_CHECKPOINT_DIST_CHECKPOINT_H
 #define TB_CHECKPOINT_DIST_CHECKPOINT_H
 
+#include <jansson.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -62,9 +63,44 @@ typedef struct dist_ckpt_state {
     int nchunks;
 } dist_ckpt_state;
 
+// A save's phases on one rank (ms on the trace's clock), in checkpoint.json and as ranges
+// (checkpoint.save > checkpoint.materialize, checkpoint.write, checkpoint.barrier, ...):
+//   materialize  the distributed optimizer's moments all-gathered, the pieces listed (and
+//                copied out for an async save)
+//   serialize    the safetensors header; write: the bytes to the kernel; fsync: to the disk,
+//                with the rename and the directory's fsync
+//   barrier      from this rank's arrival (its file and piece list written) to every rank's
+//   metadata, commit   rank 0: metadata.json; the rename to iter_NNNNNNN and latest
+// (On the CPU backend there is no device-to-host copy: the state is host memory.)
+enum { CKPT_MATERIALIZE, CKPT_SERIALIZE, CKPT_WRITE, CKPT_FSYNC, CKPT_BARRIER, CKPT_METADATA, CKPT_COMMIT,
+       CKPT_NPHASES };
+typedef struct dist_ckpt_timing {
+    double start_ms[CKPT_NPHASES], end_ms[CKPT_NPHASES];
+    int64_t bytes[CKPT_NPHASES];
+    double arrival_ms;  // at the barrier
+    double stall_ms;    // what training waited for this save on this rank
+} dist_ckpt_timing;
+
+// The saves of one run: at most one in flight (--async-save), and rank 0's checkpoint.json.
+struct dist_ckpt_save;
+typedef struct dist_ckpt_writer {
+    struct dist_ckpt_save *in_flight;
+    json_t *saves;
+} dist_ckpt_writer;
+
 // Every rank calls it after step `iteration`; returns 0 on every rank or -1 on every rank
-// (a failing rank's reason is in its err, the others name the rank that failed).
-int dist_checkpoint_save(const dist_ckpt_state *s, const char *dir, int64_t iteration, tb_error *err);
+// (a failing rank's reason is in its err, the others name the rank that failed). A save
+// still in flight completes first. With --async-save it returns once the state is copied
+// out; the files are written by a background thread, and the barrier, commit and record
+// happen at the next save or dist_checkpoint_finish. checkpoint.json in the run directory
+// (rank 0) lists every save: per rank its phases with bytes, barrier arrival and stall; the
+// last arriver, by how long, and the phase that made it late.
+int dist_checkpoint_save(const dist_ckpt_state *s, dist_ckpt_writer *w, const char *dir, int64_t iteration,
+                         tb_error *err);
+// Completes the save in flight, if any (end of training).
+int dist_checkpoint_finish(const dist_ckpt_state *s, dist_ckpt_writer *w, tb_error *err);
+// After a failure: waits for a background writer, frees what is left (commits nothing).
+void dist_checkpoint_writer_free(dist_ckpt_writer *w);
 // Every rank calls it before training; *iteration is the checkpoint's (training resumes at
 // the next step). Returns -1 with the reason on the rank that found it (the others fail
 // with "rank R could not load").

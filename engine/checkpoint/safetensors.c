@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -516,8 +517,20 @@ static int fsync_parent_dir(const char *path, tb_error *err) {
     return rc;
 }
 
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 int tb_safetensors_write(const char *path, const tb_st_entry *entries, int n,
                          json_t *metadata, tb_error *err) {
+    return tb_safetensors_write_timed(path, entries, n, metadata, NULL, err);
+}
+
+int tb_safetensors_write_timed(const char *path, const tb_st_entry *entries, int n, json_t *metadata,
+                               double seconds[3], tb_error *err) {
+    double t0 = seconds_now(), t1 = t0, t2 = t0;
     json_t *root = build_header(path, entries, n, metadata, err);
     if (!root) return -1;
     char *json = json_dumps(root, JSON_COMPACT);
@@ -541,6 +554,7 @@ int tb_safetensors_write(const char *path, const tb_st_entry *entries, int n,
     }
 
     static const char spaces[] = "        ";
+    t1 = seconds_now();
     int ok = fwrite(&hlen, 8, 1, fp) == 1 && fwrite(json, 1, jlen, fp) == jlen &&
              fwrite(spaces, 1, hlen - jlen, fp) == hlen - jlen;
     for (int i = 0; ok && i < n; i++) {
@@ -549,7 +563,9 @@ int tb_safetensors_write(const char *path, const tb_st_entry *entries, int n,
     }
     // fflush moves stdio's buffer to the kernel; fsync moves the kernel's to the disk.
     // Both must succeed before the rename, or a crash could leave a renamed, empty file.
-    if (!ok || fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
+    ok = ok && fflush(fp) == 0;
+    t2 = seconds_now();
+    if (!ok || fsync(fileno(fp)) != 0) {
         tb_fail(err, "%s: writing temporary file '%s' failed: %s", path, tmp, strerror(errno));
         goto done;
     }
@@ -567,6 +583,7 @@ int tb_safetensors_write(const char *path, const tb_st_entry *entries, int n,
     free(tmp);
     tmp = NULL;  // renamed: nothing to remove any more
     rc = fsync_parent_dir(path, err);
+    if (seconds) seconds[0] = t1 - t0, seconds[1] = t2 - t1, seconds[2] = seconds_now() - t2;
 
 done:
     if (fp) fclose(fp);

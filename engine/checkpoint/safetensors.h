@@ -121,5 +121,9 @@ typedef struct tb_st_entry {
 // at `path` is left exactly as it was.
 int tb_safetensors_write(const char *path, const tb_st_entry *entries, int n,
                          json_t *metadata, tb_error *err);
+// The same, with the seconds each part took (when seconds is not NULL): [0] building the
+// header, [1] writing the bytes (to the kernel), [2] fsync, close, rename and the directory's fsync.
+int tb_safetensors_write_timed(const char *path, const tb_st_entry *entries, int n, json_t *metadata,
+                               double seconds[3], tb_error *err);
 
 #endif

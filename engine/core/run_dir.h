@@ -32,6 +32,7 @@
 #define TB_RUN_LAUNCH "launch.json"          // how the run was launched: threads or mpirun, processes, hosts
 #define TB_RUN_OOM_REPORT "oom.json"
 #define TB_RUN_HANG_REPORT "hang.json"
+#define TB_RUN_CHECKPOINT "checkpoint.json"  // every checkpoint save: per-rank phases, the last arriver
 // where pretrain_gpt puts a run given no --run-dir: <this>/<timestamp>
 #define TB_RUN_ADHOC_ROOT "artifacts/adhoc"
 

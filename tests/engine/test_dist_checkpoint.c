@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "checkpoint/dist_checkpoint.h"
+#include "core/run_dir.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -217,6 +218,75 @@ TB_TEST(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole) {
     TB_CHECK(kills >= 3, "only %d runs were killed while running (the runs end too early)", kills);
 }
 
+// An async save writes the same bytes as a sync one (the state is copied out at the step),
+// and reports what training stalled next to the total.
+TB_TEST(an_async_save_writes_what_a_sync_save_writes) {
+    char sync_ck[1024], async_ck[1024], args[2400], dir[1024];
+    tmp(sync_ck, "ck-sync");
+    tmp(async_ck, "ck-async");
+    tb_run(&sh, NULL, "rm -rf '%s' '%s'", sync_ck, async_ck);
+    const char *layout = "--world-size 2 --use-distributed-optimizer";
+    snprintf(args, sizeof args, "--save '%s' --save-interval 2", sync_ck);
+    TB_REQUIRE(train("sync", layout, args) == 0, "%s", sh.err);
+    snprintf(args, sizeof args, "--save '%s' --save-interval 2 --async-save", async_ck);
+    TB_REQUIRE(train("async", layout, args) == 0, "%s", sh.err);
+    for (int it = 2; it <= 6; it += 2) {
+        char a[1200], b[1200];
+        snprintf(a, sizeof a, "%s/iter_%07d/" TB_CKPT_METADATA, sync_ck, it);
+        snprintf(b, sizeof b, "%s/iter_%07d/" TB_CKPT_METADATA, async_ck, it);
+        json_t *ma = tb_load_json(a), *mb = tb_load_json(b);
+        TB_CHECK(ma && mb && json_equal(json_object_get(ma, "files"), json_object_get(mb, "files")),
+                 "iteration %d: the async save's shards (sha256) are the sync save's", it);
+        json_decref(ma), json_decref(mb);
+    }
+    json_t *c = tb_load_json(tmp(dir, "async/" TB_RUN_CHECKPOINT));
+    json_t *saves = json_object_get(c, "saves");
+    TB_CHECK(json_array_size(saves) == 3, "checkpoint.json holds the 3 async saves");
+    size_t i;
+    json_t *sv;
+    json_array_foreach(saves, i, sv) {
+        double total = json_number_value(json_object_get(sv, "total_ms"));
+        double stall = json_number_value(json_object_get(sv, "max_stall_ms"));
+        TB_CHECK(json_is_true(json_object_get(sv, "async")) && stall > 0 && total > 0,
+                 "save %zu: async, stall %.1f ms of %.1f ms reported", i, stall, total);
+    }
+    json_decref(c);
+}
+
+// Under the slow-writer drill the last rank at the barrier is the slow one, late in its
+// write; every rank's phases are recorded, and `tracebook ckpt` says so.
+TB_TEST(the_slow_writer_drill_names_the_last_arriver_and_its_phase) {
+    char ck[1024], args[1200], dir[1024];
+    tmp(ck, "ck-slow");
+    tb_run(&sh, NULL, "rm -rf '%s'", ck);
+    snprintf(args, sizeof args, "--save '%s' --save-interval 3 --debug-slow-write 2:300", ck);
+    TB_REQUIRE(train("slow", "--world-size 4 --tensor-model-parallel-size 2", args) == 0, "%s", sh.err);
+    json_t *c = tb_load_json(tmp(dir, "slow/" TB_RUN_CHECKPOINT));
+    json_t *saves = json_object_get(c, "saves");
+    TB_REQUIRE(json_array_size(saves) == 2, "two saves (steps 3 and 6)");
+    size_t i;
+    json_t *sv;
+    json_array_foreach(saves, i, sv) {
+        json_t *last = json_object_get(sv, "last_arriver");
+        TB_CHECK(json_integer_value(json_object_get(last, "rank")) == 2 &&
+                     !strcmp(json_string_value(json_object_get(last, "late_phase")), "write") &&
+                     json_number_value(json_object_get(last, "waited_for_ms")) >= 250,
+                 "save %zu: rank 2 arrives last, late in its write, >= 250 ms after the first", i);
+        json_t *ranks = json_object_get(sv, "ranks");
+        TB_CHECK(json_array_size(ranks) == 4, "every rank's phases are recorded");
+        for (size_t r = 0; r < json_array_size(ranks); r++) {
+            json_t *phases = json_object_get(json_array_get(ranks, r), "phases");
+            const size_t want = r == 0 ? 7 : 5;  // rank 0 also writes the metadata and commits
+            TB_CHECK(json_array_size(phases) == want, "save %zu rank %zu: %zu phases (want %zu)", i, r,
+                     json_array_size(phases), want);
+        }
+    }
+    json_decref(c);
+    int rc = tb_run(&sh, NULL, "'%s/tracebook' ckpt '%s'", TB_BIN_DIR, tmp(dir, "slow"));
+    TB_CHECK(rc == 0 && strstr(sh.out, "last to the barrier: rank 2, ") && strstr(sh.out, "late in write"),
+             "tracebook ckpt: exit %d\n%s", rc, sh.out);
+}
+
 int main(void) {
     char dir[1024];
     tb_run(&sh, NULL, "mkdir -p '%s'", tmp(dir, ""));
@@ -225,5 +295,7 @@ int main(void) {
     TB_RUN(one_replica_of_each_piece_is_written_and_writes_spread_over_dp);
     TB_RUN(checkpoints_that_do_not_fit_are_refused_before_training);
     TB_RUN(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole);
+    TB_RUN(an_async_save_writes_what_a_sync_save_writes);
+    TB_RUN(the_slow_writer_drill_names_the_last_arriver_and_its_phase);
     return tb_test_summary();
 }
