@@ -221,16 +221,17 @@ static double model_flops_per_token(tb_trainer *tr) {
     return gpt_flops_per_token(total, c->num_layers, c->hidden_size, c->seq_length);
 }
 
-// What this rank's pipeline stage holds and computes per step.
+// What this rank holds and computes per step (its pipeline stage's chunks, its
+// tensor-parallel share of them).
 static stage_figures stage_figures_of(const tb_trainer *tr) {
     const tb_config *c = tr->cfg;
     stage_figures f = {0, 0, 0, (int64_t)tr->rk->mem.stats.peak[TB_MEM_ACTIVATIONS]};
+    const double tokens = (double)c->num_microbatches * c->micro_batch_size * c->seq_length;
     for (int k = 0; k < tr->nchunks; k++) {
         f.parameters += (int64_t)tr->models[k].num_parameters;
         f.layers += tr->models[k].chunk.num_layers;
+        f.flops_per_step += tokens * gpt_chunk_flops_per_token(&tr->models[k]);
     }
-    const double tokens = (double)c->num_microbatches * c->micro_batch_size * c->seq_length;
-    f.flops_per_step = tokens * gpt_flops_per_token(f.parameters, (int)f.layers, c->hidden_size, c->seq_length);
     return f;
 }
 

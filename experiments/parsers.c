@@ -46,12 +46,17 @@ static const char *const no_args[] = {NULL};
 static const char *const ratio_args[] = {"numerator", "denominator", NULL};
 static const char *const saved_args[] = {"treatment", "baseline", "numerator", "denominator", NULL};
 static const char *const difference_args[] = {"a", "b", NULL};
+static const char *const comm_args[] = {"group", "op", "step", NULL};
+static const char *const rank_figure_args[] = {"figure", "rank", "of", NULL};
+static const char *const stage_figure_args[] = {"figure", "stage", "of", NULL};
 
 static int tokens_per_s_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int step_ms_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int loss_at_step_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int peak_memory_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int pipeline_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
+static int comm_bytes_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
+static int figure_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int ratio_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
 static int difference_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
 
@@ -83,6 +88,25 @@ static const parser parsers[] = {
      "per record: pipeline.json stage_imbalance (slowest / fastest stage forward+backward time, mean over steps "
      "after the first); median over records",
      no_args, pipeline_record, NULL},
+    {"comm_bytes",
+     "per record: for each rank r of config world_size, the sum of args.bytes (count x 4: the buffer each call "
+     "passes, not a ring's bus bytes) of the communicator calls in trace.rank-r.json on args.group (required: "
+     "tp, cp, dp, dp_cp, pp, pp_grad, mp, embedding, world) with args.op (default every op) that start inside "
+     "rank r's train_step range of args.step (default the last step); the record's value is the max over ranks "
+     "(the busiest rank); median over records",
+     comm_args, comm_bytes_record, NULL},
+    {"rank_figure",
+     "per record: pipeline.json ranks[args.rank].<args.figure> (parameters, layers, flops_per_step, "
+     "peak_activation_bytes: what the rank holds and computes, its tensor-parallel shard), or with args.of "
+     "\"max\" (the default when no rank is given), \"min\" or \"sum\" that over every rank (as many as config "
+     "world_size); median over records",
+     rank_figure_args, figure_record, NULL},
+    {"stage_figure",
+     "per record: pipeline.json stages[args.stage].<args.figure> (parameters, layers, flops_per_step, "
+     "peak_activation_bytes of the stage's rank with rank 0's tp, cp and dp coordinates), or with args.of "
+     "\"max\" (the default when no stage is given), \"min\" or \"sum\" that over every stage (as many as "
+     "config pipeline_model_parallel_size); median over records",
+     stage_figure_args, figure_record, NULL},
     {"ratio",
      "numerator / denominator, each {parser, args, records: [0-based index into the claim's runs | run id]} "
      "(records default: all the claim's runs) derived as a claim of its own",
@@ -99,9 +123,10 @@ static const parser parsers[] = {
 };
 #define NPARSERS ((int)(sizeof parsers / sizeof *parsers))
 
-const char *const tb_parser_names[] = {"tokens_per_s",    "step_ms", "loss_at_step",  "peak_memory_bytes",
-                                       "pipeline_bubble", "stage_imbalance", "ratio", "saved_fraction",
-                                       "relative_difference", NULL};
+const char *const tb_parser_names[] = {"tokens_per_s",    "step_ms",         "loss_at_step", "peak_memory_bytes",
+                                       "pipeline_bubble", "stage_imbalance", "comm_bytes",   "rank_figure",
+                                       "stage_figure",    "ratio",           "saved_fraction", "relative_difference",
+                                       NULL};
 
 static const parser *find_parser(const char *name) {
     for (int i = 0; name && i < NPARSERS; i++)
@@ -563,6 +588,218 @@ static int pipeline_record(const parser *p, json_t *args, const char *dir, doubl
     }
     json_decref(root);
     return rc;
+}
+
+// The engine's communicator group and op names (engine/comm/group.h, parallel_state.c): an
+// arg outside them is a typo, which would otherwise count no calls and give 0 bytes.
+static const char *const comm_groups[] = {"tp", "cp", "dp", "dp_cp", "pp", "pp_grad", "mp", "embedding", "world",
+                                          NULL};
+static const char *const comm_ops[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
+                                       "send",       "recv",           "barrier",    NULL};
+
+// Whether s is one of names; else err names the arg, the value and the choices.
+static int one_of(const parser *p, const char *key, const char *s, const char *const *names, tb_error *err) {
+    char list[256] = "";
+    size_t used = 0;
+    for (const char *const *n = names; *n; n++) {
+        if (s && !strcmp(s, *n)) return 0;
+        int w = snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", *n);
+        if (w > 0 && (size_t)w < sizeof list - used) used += (size_t)w;
+    }
+    if (!s) return tb_fail(err, "parser %s: args.%s must be a string, one of %s", p->name, key, list);
+    return tb_fail(err, "parser %s: args.%s '%s' is not one of %s", p->name, key, s, list);
+}
+
+// config.json's world_size (1 when absent, as the engine's default), with its path.
+static int record_world_size(const char *dir, char *config_path, size_t size, json_t *files, long long *world,
+                             json_t **config, tb_error *err) {
+    if (run_path(config_path, size, dir, TB_RUN_CONFIG, err) != 0) return -1;
+    json_t *c = load_json_file(config_path, err);
+    if (!c) return -1;
+    json_array_append_new(files, json_string(config_path));
+    json_t *ws = json_object_get(c, "world_size");
+    *world = json_is_integer(ws) ? json_integer_value(ws) : 1;
+    if (*world < 1 || *world > 1 << 20) {
+        json_decref(c);
+        return tb_fail(err, "%s: world_size %lld out of range", config_path, *world);
+    }
+    if (config) *config = c;
+    else json_decref(c);
+    return 0;
+}
+
+// One rank's trace: the [ts, ts + dur] of train_step `step` (the rank's last step when
+// step < 0, which sets *step), then the bytes and calls of the matching communicator calls
+// starting inside it.
+static int rank_comm_bytes(const char *path, const char *group, const char *op, long long *step, double *bytes,
+                           long long *calls, tb_error *err) {
+    json_t *root = load_json_file(path, err);
+    if (!root) return -1;
+    json_t *events = json_object_get(root, "traceEvents");
+    int rc = 0;
+    if (!json_is_array(events)) rc = tb_fail(err, "%s: no 'traceEvents' array", path);
+    double start = 0, end = -1;
+    long long found = -1;
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e) {
+        if (rc != 0) break;
+        const char *name = json_string_value(json_object_get(e, "name"));
+        json_t *s = json_object_get(json_object_get(e, "args"), "step");
+        if (!name || strcmp(name, "train_step") || !json_is_integer(s)) continue;
+        long long at = (long long)json_integer_value(s);
+        if (*step >= 0 ? at != *step : at <= found) continue;
+        json_t *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur");
+        if (!json_is_number(ts) || !json_is_number(dur) || json_number_value(dur) < 0) {
+            rc = tb_fail(err, "%s: traceEvents[%zu] (train_step, step %lld) has no numeric ts and dur", path, i, at);
+            break;
+        }
+        found = at;
+        start = json_number_value(ts);
+        end = start + json_number_value(dur);
+    }
+    if (rc == 0 && found < 0) {
+        if (*step >= 0) rc = tb_fail(err, "%s: no train_step range with args.step %lld", path, *step);
+        else rc = tb_fail(err, "%s: no train_step range", path);
+    }
+    *bytes = 0;
+    *calls = 0;
+    json_array_foreach(events, i, e) {
+        if (rc != 0) break;
+        json_t *args = json_object_get(e, "args"), *b = json_object_get(args, "bytes");
+        const char *g = json_string_value(json_object_get(args, "group"));
+        const char *o = json_string_value(json_object_get(args, "op"));
+        if (!g || strcmp(g, group) || (op && (!o || strcmp(o, op)))) continue;
+        json_t *ts = json_object_get(e, "ts");
+        if (!json_is_number(ts) || !json_is_integer(b) || json_integer_value(b) < 0) {
+            rc = tb_fail(err, "%s: traceEvents[%zu] (comm.%s.%s) has no numeric ts or non-negative integer "
+                              "args.bytes", path, i, g, o ? o : "?");
+            break;
+        }
+        double t = json_number_value(ts);
+        if (t < start || t > end) continue;
+        *bytes += (double)json_integer_value(b);
+        (*calls)++;
+    }
+    json_decref(root);
+    if (rc == 0 && *step < 0) *step = found;
+    return rc;
+}
+
+static int comm_bytes_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev,
+                             tb_error *err) {
+    const char *group = string_arg(args, "group", NULL), *op = string_arg(args, "op", NULL);
+    if (one_of(p, "group", group, comm_groups, err) != 0) return -1;
+    if (json_object_get(args, "op") && one_of(p, "op", op, comm_ops, err) != 0) return -1;
+    long long step = -1;
+    if (int_arg(p, args, "step", -1, 1, &step, err) != 0) return -1;
+    json_t *files = json_array();
+    json_object_set_new(ev, "files", files);
+    char config_path[REC_PATH_MAX], run_dir[REC_PATH_MAX], path[REC_PATH_MAX];
+    long long world;
+    if (record_world_size(dir, config_path, sizeof config_path, files, &world, NULL, err) != 0 ||
+        tb_run_path(run_dir, sizeof run_dir, dir, TB_RECORD_RUN_DIR, err) != 0)
+        return -1;
+    json_t *per_rank = json_array();
+    json_object_set_new(ev, "per_rank", per_rank);
+    double most = -1, least = 0;
+    long long most_rank = 0, most_calls = 0;
+    for (long long r = 0; r < world; r++) {
+        double bytes;
+        long long calls;
+        // rank 0 fixes the step (its last, unless args.step says); every other rank must have it
+        if (tb_rank_file_path(path, sizeof path, run_dir, TB_RANK_TRACE, (int)r, err) != 0 ||
+            rank_comm_bytes(path, group, op, &step, &bytes, &calls, err) != 0)
+            return r > 0 ? tb_fail_prefix(err, "rank %lld of world_size %lld (%s)", r, world, config_path) : -1;
+        json_array_append_new(files, json_string(path));
+        json_array_append_new(per_rank, json_pack("{s:I, s:f, s:I}", "rank", (json_int_t)r, "bytes", bytes, "calls",
+                                                  (json_int_t)calls));
+        if (bytes > most) most = bytes, most_rank = r, most_calls = calls;
+        if (r == 0 || bytes < least) least = bytes;
+    }
+    *value = most;
+    char detail[512];
+    snprintf(detail, sizeof detail,
+             "step %lld, comm.%s.%s calls inside train_step: the busiest of %lld rank%s is rank %lld with %lld "
+             "call%s, %.0f bytes (the least: %.0f bytes)",
+             step, group, op ? op : "*", world, world == 1 ? "" : "s", most_rank, most_calls,
+             most_calls == 1 ? "" : "s", most, least);
+    json_object_set_new(ev, "step", json_integer(step));
+    json_object_set_new(ev, "detail", json_string(detail));
+    return 0;
+}
+
+// rank_figure and stage_figure: one exact figure of pipeline.json's "ranks" or "stages".
+static int figure_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev, tb_error *err) {
+    static const char *const figures[] = {"parameters", "layers", "flops_per_step", "peak_activation_bytes", NULL};
+    static const char *const reductions[] = {"max", "min", "sum", NULL};
+    const int stages = !strcmp(p->name, "stage_figure");
+    const char *list = stages ? "stages" : "ranks", *index_key = stages ? "stage" : "rank";
+    const char *figure = string_arg(args, "figure", NULL), *of = string_arg(args, "of", NULL);
+    if (one_of(p, "figure", figure, figures, err) != 0) return -1;
+    json_t *index_arg = json_object_get(args, index_key);
+    if (index_arg && json_object_get(args, "of"))
+        return tb_fail(err, "parser %s: args.%s and args.of exclude each other (one %s, or a reduction over all)",
+                       p->name, index_key, index_key);
+    if (json_object_get(args, "of") && one_of(p, "of", of, reductions, err) != 0) return -1;
+    long long index = -1;
+    if (int_arg(p, args, index_key, -1, 0, &index, err) != 0) return -1;
+    if (index < 0 && !of) of = "max";
+
+    json_t *files = json_array();
+    json_object_set_new(ev, "files", files);
+    char config_path[REC_PATH_MAX], path[REC_PATH_MAX];
+    long long world;
+    json_t *config = NULL;
+    if (record_world_size(dir, config_path, sizeof config_path, files, &world, &config, err) != 0) return -1;
+    json_t *pp = json_object_get(config, "pipeline_model_parallel_size");
+    long long expected = stages ? (json_is_integer(pp) ? json_integer_value(pp) : 1) : world;
+    json_decref(config);
+    if (run_path(path, sizeof path, dir, TB_RUN_PIPELINE, err) != 0) return -1;
+    json_t *root = load_json_file(path, err);
+    if (!root) return -1;
+    json_array_append_new(files, json_string(path));
+    json_t *items = json_object_get(root, list);
+    int rc = 0;
+    // as many entries as the config says: a pipeline.json of another run (or before "ranks"
+    // was written) is refused, not read
+    if (!json_is_array(items))
+        rc = tb_fail(err, "%s: no '%s' array (written by the engine since pipeline.json reports every rank)", path,
+                     list);
+    else if ((long long)json_array_size(items) != expected)
+        rc = tb_fail(err, "%s: %zu %s, but %s says %s %lld", path, json_array_size(items), list, config_path,
+                     stages ? "pipeline_model_parallel_size" : "world_size", expected);
+    else if (index >= expected)
+        rc = tb_fail(err, "parser %s: args.%s %lld is not below the record's %lld %s (%s)", p->name, index_key, index,
+                     expected, list, path);
+    double result = 0;
+    long long at = index;
+    for (long long i = 0; rc == 0 && i < expected; i++) {
+        if (index >= 0 && i != index) continue;
+        json_t *item = json_array_get(items, (size_t)i), *v = json_object_get(item, figure);
+        json_t *pos = json_object_get(item, index_key);
+        if (!json_is_number(v) || !json_is_integer(pos) || json_integer_value(pos) != i) {
+            rc = tb_fail(err, "%s: %s[%lld] has no numeric '%s' (or its '%s' is not %lld)", path, list, i, figure,
+                         index_key, i);
+            break;
+        }
+        double x = json_number_value(v);
+        if (index >= 0 || !strcmp(of, "sum")) result += x;
+        else if (i == 0 || (!strcmp(of, "max") ? x > result : x < result)) result = x, at = i;
+    }
+    json_decref(root);
+    if (rc != 0) return -1;
+    *value = result;
+    char detail[256];
+    if (index >= 0)
+        snprintf(detail, sizeof detail, TB_RUN_PIPELINE " %s[%lld].%s", list, index, figure);
+    else if (!strcmp(of, "sum"))
+        snprintf(detail, sizeof detail, TB_RUN_PIPELINE " the sum over %lld %s of %s", expected, list, figure);
+    else
+        snprintf(detail, sizeof detail, TB_RUN_PIPELINE " the %s over %lld %s of %s: %s %lld", of, expected, list,
+                 figure, index_key, at);
+    json_object_set_new(ev, "detail", json_string(detail));
+    return 0;
 }
 
 // ---------------------------------------------------------------------------------------

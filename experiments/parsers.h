@@ -3,9 +3,10 @@
 // `tracebook prove` re-derives the claim with it from the raw files of the claim's runs.
 //
 // A parser reads only the engine's run directory inside each record (<record>/run/:
-// config.json, metrics.rank-NNNNN.jsonl, pipeline.json; engine/training.c writes them). It
-// reads the metrics of every rank (ranks 0..world_size-1 of config.json; a missing one is an
-// error). A missing or malformed file is an error naming the file, and the line for JSONL.
+// config.json, metrics.rank-NNNNN.jsonl, trace.rank-NNNNN.json, pipeline.json;
+// engine/training.c writes them). It reads the files of every rank (ranks 0..world_size-1
+// of config.json; a missing one is an error). A missing or malformed file is an error naming
+// the file, and the line for JSONL.
 //
 // "Median" is the middle value, or the mean of the two middle values for an even count.
 // Steps are 1-based, as the engine numbers them. Integer args may also be given as reals
@@ -36,6 +37,32 @@
 //   stage_imbalance    args {}
 //       Per record: pipeline.json stage_imbalance (slowest / fastest stage forward+backward
 //       time). Median over records.
+//   comm_bytes         args {"group": G (required: tp, cp, dp, dp_cp, pp, pp_grad, mp,
+//                      embedding, world), "op": O = every op (all_reduce, reduce_scatter,
+//                      all_gather, all_to_all, broadcast, send, recv, barrier), "step": S = the last}
+//       Per record: for each rank r, the sum of args.bytes over the communicator calls of
+//       trace.rank-r.json on group G (and op O) that start inside rank r's train_step range
+//       of step S (rank 0's last step by default; every rank must have it). bytes is count x
+//       4, the buffer each call passes (NCCL-tests' algorithm bytes; a ring all-reduce moves
+//       2(n-1)/n of it per rank), so "bytes all-reduced per rank per step by the TP group" is
+//       {"group": "tp", "op": "all_reduce"}. The record's value is the max over ranks (the
+//       busiest rank; evidence "per_rank" lists each). Calls outside train_step (the
+//       slowest-rank reduction of the step time, the end-of-run gathers) are not the step's.
+//       Median over records. Exact: not gated by the measurement conditions.
+//   rank_figure        args {"figure": F (required: parameters, layers, flops_per_step,
+//                      peak_activation_bytes), "rank": R | "of": "max" (default) | "min" | "sum"}
+//       Per record: pipeline.json ranks[R].F — what rank R holds and computes, its
+//       tensor-parallel shard (flops_per_step: 6 x its parameters + 12 x its layers x
+//       hidden / tp x seq per token, over the step's microbatches) — or that reduced over
+//       every rank. pipeline.json must list as many ranks as config world_size. Median over
+//       records. Exact.
+//   stage_figure       args {"figure": F (as rank_figure's), "stage": S | "of": "max" (default)
+//                      | "min" | "sum"}
+//       Per record: pipeline.json stages[S].F (the stage's rank with rank 0's tp, cp and dp
+//       coordinates), or that reduced over every stage; as many stages as config
+//       pipeline_model_parallel_size. For an exact stage imbalance: ratio of
+//       {"figure": "flops_per_step", "of": "max"} over the same with "min". Median over
+//       records. Exact.
 //   ratio              args {"numerator": PART, "denominator": PART}
 //       numerator value / denominator value, each PART {"parser": NAME, "args": {...},
 //       "records": [0-based index into the claim's runs | run id, ...]} (records: default

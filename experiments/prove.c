@@ -287,6 +287,8 @@ static void print_run(const char *indent, json_t *rec, check_table *checks) {
                (long long)json_integer_value(json_object_get(rec, "step")),
                (long long)json_integer_value(json_object_get(rec, "line")),
                (long long)json_integer_value(json_object_get(rec, "ranks_agreeing")));
+    if (json_object_get(rec, "detail"))  // comm_bytes, rank_figure, stage_figure: where the number was read
+        printf("%s  %s\n", indent, json_string_value(json_object_get(rec, "detail")));
     if (json_object_get(rec, "key"))
         printf("%s  " TB_RUN_PIPELINE " %s (%s, pp %lld, %lld microbatches)\n", indent,
                json_string_value(json_object_get(rec, "key")), json_string_value(json_object_get(rec, "schedule")),

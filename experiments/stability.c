@@ -194,8 +194,9 @@ static int timed_parser(const char *parser, json_t *args) {
 }
 
 static void judge(gate *g, json_t *ev, int depth) {
-    static const char *const sides[] = {"numerator", "denominator", "treatment", "baseline"};
-    for (int s = 0; s < 4 && depth < 16; s++)
+    // every side a composite parser reads (ratio, saved_fraction, relative_difference)
+    static const char *const sides[] = {"numerator", "denominator", "treatment", "baseline", "a", "b"};
+    for (int s = 0; s < 6 && depth < 16; s++)
         if (json_object_get(ev, sides[s])) judge(g, json_object_get(ev, sides[s]), depth + 1);
     json_t *args = json_object_get(ev, "args");
     if (!timed_parser(json_string_value(json_object_get(ev, "parser")), args)) return;

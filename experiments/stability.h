@@ -5,8 +5,9 @@
 // and the per-step times, and says why the timings cannot be trusted, if they cannot.
 //
 // Timing-derived: tokens_per_s, step_ms, pipeline_bubble with kind "measured" (the
-// default), stage_imbalance; ratio and saved_fraction when a part is (recursively). Counts
-// (peak_memory_bytes, loss_at_step, the theoretical bubble) are exact: not gated.
+// default), stage_imbalance; ratio, saved_fraction and relative_difference when a part is (recursively). Counts
+// (peak_memory_bytes, loss_at_step, comm_bytes, rank_figure, stage_figure, the theoretical
+// bubble) are exact: not gated.
 //
 // Each reason is one line beginning with its kind:
 //   "not verifiable: ..." the record has no (readable) conditions.json, or lacks a figure;

@@ -343,6 +343,10 @@ double gpt_flops_per_token(int64_t parameters, int layers, int hidden_size, int 
     return 6.0 * (double)parameters + 12.0 * (double)layers * (double)hidden_size * (double)seq_length;
 }
 
+double gpt_chunk_flops_per_token(const gpt_model *m) {
+    return gpt_flops_per_token((int64_t)m->num_parameters, m->chunk.num_layers, m->C / m->tp_size, m->T);
+}
+
 // ---------------------------------------------------------------------------------------
 // Forward and backward
 

@@ -143,5 +143,11 @@ void gpt_release_activations(gpt_model *m, int slot);
 // pipeline stage (its parameters and layers), one layer (L = 1). The one place the formula
 // is written; a count in double, exact to 2^53.
 double gpt_flops_per_token(int64_t parameters, int layers, int hidden_size, int seq_length);
+// The same formula for what one rank computes with one chunk: N = the chunk's parameters on
+// this rank (its tensor-parallel shards and the tensors it holds whole: norms, row-parallel
+// biases, the position embedding, the last stage's copy of the tied embedding), L = the
+// chunk's layers, and attention over this rank's heads only (C / tp: Megatron splits the
+// heads over tensor-parallel ranks).
+double gpt_chunk_flops_per_token(const gpt_model *m);
 
 #endif

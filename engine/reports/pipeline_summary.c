@@ -56,21 +56,34 @@ static json_t *stage_json(int s, const stage_record *f, double compute, double b
                      "bubble_fraction", bubble);
 }
 
+// One rank's exact figures ("ranks" of pipeline.json): what it holds and computes.
+static json_t *rank_json(const tb_config *c, int r, const stage_figures *f) {
+    tb_coords at = parallel_state_coords(c, r);
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:I}", "rank", r, "tp", at.tp, "cp", at.cp, "dp", at.dp,
+                     "pp", at.pp, "parameters", (json_int_t)f->parameters, "layers", (json_int_t)f->layers,
+                     "flops_per_step", f->flops_per_step, "peak_activation_bytes",
+                     (json_int_t)f->peak_activation_bytes);
+}
+
 int pipeline_summary_write(tb_rank *rk, const tb_config *c, const stage_figures *mine, const stage_totals *t,
                            tb_error *err) {
     const int p = c->pipeline_model_parallel_size, v = virtual_size(c);
+    const int world = rk->world ? rk->world_size : 1;
     const double n = t->steps > 0 ? (double)t->steps : 1;
     stage_record me = {*mine,          t->forward_ms / n,  t->backward_ms / n, t->p2p_ms / n,
                        t->optimizer_ms / n, t->pipeline_ms / n, t->step_ms / n};
-    stage_record *all = tb_xcalloc((size_t)p, sizeof *all, "pipeline stage records");
-    if (rk->world && p > 1) tb_all_gather_bytes(&rk->groups[TB_GROUP_PP], &me, all, sizeof me);
+    // every rank's record: the stages are rank 0's pipeline group (its tp, cp and dp
+    // coordinates), and every rank's exact figures are reported too (a tensor-parallel rank
+    // holds and computes its shard, which the stages alone would not show)
+    stage_record *all = tb_xcalloc((size_t)world, sizeof *all, "pipeline stage records");
+    if (world > 1) tb_all_gather_bytes(&rk->groups[TB_GROUP_WORLD], &me, all, sizeof me);
     else all[0] = me;
     int rc = 0;
     if (rk->rank == 0) {
         json_t *stages = json_array();
         double slowest = 0, fastest = 1e300, bubble_sum = 0;
         for (int s = 0; s < p; s++) {
-            const stage_record *f = &all[s];
+            const stage_record *f = &all[world > 1 ? rk->groups[TB_GROUP_PP].ranks[s] : s];
             double compute = f->forward_ms + f->backward_ms;
             double bubble = f->pipeline_ms > 0 ? 1.0 - compute / f->pipeline_ms : 0.0;
             slowest = compute > slowest ? compute : slowest;
@@ -80,14 +93,19 @@ int pipeline_summary_write(tb_rank *rk, const tb_config *c, const stage_figures 
         }
         const char *schedule = p == 1 ? "no pipelining" : v > 1 ? "interleaved 1F1B" : "1F1B";
         double imbalance = fastest > 0 ? slowest / fastest : 0.0;
+        json_t *ranks = json_array();
+        for (int r = 0; r < world; r++) json_array_append_new(ranks, rank_json(c, r, &all[r].figures));
         json_t *summary = json_pack(
-            "{s:i, s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:s, s:o}", "pipeline_model_parallel_size", p,
+            "{s:i, s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:s, s:o, s:s, s:o}", "pipeline_model_parallel_size", p,
             "virtual_pipeline_model_parallel_size", v, "num_microbatches", c->num_microbatches, "schedule", schedule,
             "steps_averaged", (json_int_t)t->steps, "measured_bubble_fraction", bubble_sum / p,
             "theoretical_bubble_fraction", theoretical_bubble(c), "stage_imbalance", imbalance,
             "stage_imbalance_definition",
             "slowest / fastest stage compute (forward + backward) time, mean over steps after the first", "stages",
-            stages);
+            stages, "flops_definition",
+            "model FLOPs over the step's microbatches: tokens x (6 x the rank's parameters + 12 x its layers x "
+            "hidden / tp x seq), the formula of the whole model applied to what the rank holds and its heads",
+            "ranks", ranks);
         char path[TB_PATH_MAX + 32];
         rc = tb_run_path(path, sizeof path, rk->run_dir, TB_RUN_PIPELINE, err);
         if (rc == 0) rc = tb_write_json_atomic(path, summary, err);

@@ -16,4 +16,17 @@ function M.peak(run, category)
     return p
 end
 
+-- The run ids of a result of exp:run, every repetition (none in a dry run).
+function M.ids(result)
+    local ids = {}
+    for i, run in ipairs(result.runs) do ids[i] = run.run_id end
+    return ids
+end
+
+-- One side of a comparison claim (ratio, saved_fraction, relative_difference): `parser` with
+-- `args` over every repetition of `result`, derived from its records at prove time.
+function M.part(parser, args, result)
+    return { parser = parser, args = args, records = M.ids(result) }
+end
+
 return M

@@ -366,6 +366,61 @@ TB_TEST(pipeline_summary_shows_first_stage_holding_pp_microbatches_under_1f1b) {
     json_decref(p);
 }
 
+// pipeline.json "ranks": every rank's own figures. Under tp 2 each rank holds its shard of the
+// split tensors and the whole of the replicated ones (norms, row-parallel biases, the
+// position embedding), and computes attention over its half of the heads: so twice a tp 2
+// rank's parameters less the single rank's is the replicated count, and twice its FLOPs less
+// the single rank's is 6 x tokens x that count, with no attention term left over.
+TB_TEST(pipeline_summary_reports_each_tensor_parallel_ranks_shard) {
+    static const int L = 2, C = 32, T = 16, B = 2;
+    json_t *ranks[2] = {NULL, NULL}, *configs[2] = {NULL, NULL};
+    for (int t = 1; t <= 2; t++) {
+        char cmd[2048], path[512];
+        snprintf(cmd, sizeof cmd,
+                 "%s/pretrain_gpt --num-layers %d --hidden-size %d --num-attention-heads 2 --seq-length %d "
+                 "--vocab-size 64 --micro-batch-size %d --global-batch-size %d --train-iters 1 --world-size %d "
+                 "--tensor-model-parallel-size %d --run-dir %s/tp%d_ranks > /dev/null",
+                 TB_BIN_DIR, L, C, T, B, B, t, t, TB_TEST_TMPDIR, t);
+        int status = system(cmd);
+        TB_REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tp %d run failed", t);
+        snprintf(path, sizeof path, "%s/tp%d_ranks/" TB_RUN_PIPELINE, TB_TEST_TMPDIR, t);
+        json_t *p = json_load_file(path, 0, NULL);
+        TB_REQUIRE(p, "%s", path);
+        ranks[t - 1] = json_incref(json_object_get(p, "ranks"));
+        json_decref(p);
+        snprintf(path, sizeof path, "%s/tp%d_ranks/" TB_RUN_CONFIG, TB_TEST_TMPDIR, t);
+        configs[t - 1] = json_load_file(path, 0, NULL);
+        TB_REQUIRE(json_array_size(ranks[t - 1]) == (size_t)t && configs[t - 1], "tp %d: %d ranks and config", t, t);
+    }
+#define FIG(t, r, key) json_number_value(json_object_get(json_array_get(ranks[(t) - 1], r), key))
+    for (int r = 0; r < 2; r++) {
+        TB_CHECK(FIG(2, r, "tp") == r && FIG(2, r, "pp") == 0, "rank %d's coordinates", r);
+        TB_CHECK(FIG(2, r, "parameters") == FIG(2, 0, "parameters") &&
+                     FIG(2, r, "flops_per_step") == FIG(2, 0, "flops_per_step"),
+                 "tp ranks hold and compute the same share");
+    }
+    double p1 = FIG(1, 0, "parameters"), p2 = FIG(2, 0, "parameters");
+    double f1 = FIG(1, 0, "flops_per_step"), f2 = FIG(2, 0, "flops_per_step");
+#undef FIG
+    // the vocabulary is padded to a multiple of 128 x tp, so the split embedding grows with tp
+    double vp1 = json_number_value(json_object_get(json_object_get(configs[0], "derived"), "padded_vocab_size"));
+    double vp2 = json_number_value(json_object_get(json_object_get(configs[1], "derived"), "padded_vocab_size"));
+    double replicated = 2 * p2 - p1 - (vp2 - vp1) * C;
+    double max_t = json_number_value(json_object_get(configs[0], "max_position_embeddings"));
+    // per layer ln_1, the attention proj's bias, ln_2, fc2's bias; then wpe and ln_f
+    double want = L * (2 * C + C + 2 * C + C) + max_t * C + 2 * C;
+    printf("    parameters per rank: tp 1 %.0f, tp 2 %.0f (replicated %.0f); FLOPs per step %.0f, %.0f\n", p1, p2,
+           replicated, f1, f2);
+    TB_CHECK(replicated == want, "replicated parameters %.0f, want %.0f", replicated, want);
+    const double tokens = (double)B * T;
+    TB_CHECK(2 * f2 - f1 == 6 * tokens * (2 * p2 - p1), "attention splits over the heads: 2 x %.0f - %.0f != %.0f", f2,
+             f1, 6 * tokens * (2 * p2 - p1));
+    for (int t = 0; t < 2; t++) {
+        json_decref(ranks[t]);
+        json_decref(configs[t]);
+    }
+}
+
 int main(void) {
     base_config(&reference_cfg);
     tb_config single = reference_cfg;
@@ -394,6 +449,7 @@ int main(void) {
     TB_RUN(pp2_tp2_dp2_matches_single_rank);
     TB_RUN(pp2_tp2_dp2_plain_matches_single_rank);
     TB_RUN(pipeline_summary_shows_first_stage_holding_pp_microbatches_under_1f1b);
+    TB_RUN(pipeline_summary_reports_each_tensor_parallel_ranks_shard);
     result_free(&reference);
     return tb_test_summary();
 }

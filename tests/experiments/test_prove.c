@@ -26,11 +26,14 @@ static void known_records(void) {
                     .step_ms = {{10, 20, 30, 40}, {15, 5, 35, 50}},  // slowest: 15 20 35 50
                     .loss = {{4.0, 3.5, 3.0, 2.5}, {4.0, 3.5, 3.0, 2.5}},
                     .act = {{100, 200, 300, 250}, {150, 400, 100, 50}},  // peak 400: rank 1, step 2
-                    .bubble = 0.2, .imbalance = 1.5};
+                    .comm = {{100, 200, 300, 400}, {150, 250, 350, 500}}, .params = {1000, 1200},
+                    .flops = {5e6, 6e6}, .bubble = 0.2, .imbalance = 1.5};
     fx_numbers b = {.world = 1, .nsteps = 3, .gbs = 4, .seq = 16, .step_ms = {{100, 8, 12}},
-                    .loss = {{5.0, 4.5, 4.25}}, .act = {{50, 60, 70}}, .bubble = 0.1, .imbalance = 1.0};
+                    .loss = {{5.0, 4.5, 4.25}}, .act = {{50, 60, 70}}, .comm = {{10, 20, 30}}, .params = {3000},
+                    .flops = {1e7}, .bubble = 0.1, .imbalance = 1.0};
     fx_numbers c = b;
     c.step_ms[0][0] = 5, c.step_ms[0][1] = 60, c.step_ms[0][2] = 70;
+    c.comm[0][2] = 40;
     c.bubble = 0.3;
     fx_write_run(fx_path(p1, sizeof p1, "%s/k/v1/p1", parser_root), &a);
     fx_write_run(fx_path(p2, sizeof p2, "%s/k/v1/p2", parser_root), &b);
@@ -144,6 +147,131 @@ TB_TEST(pipeline_parsers_read_pipeline_json) {
     TB_CHECK(rc == 0 && v == 0.25, "theoretical: %g", v);
     v = parse("stage_imbalance", NULL, three, 3, &err, &rc);
     TB_CHECK(rc == 0 && v == 1.0, "median of 1.5 1 1: %g", v);
+}
+
+// p1's traces: rank 0 all-reduces 100..400 bytes over tp in steps 1..4, rank 1 150..500;
+// each step also all-gathers 4 bytes over tp and all-reduces 8 over dp, and after each
+// step all-reduces 1 MiB over tp outside train_step (fx_write_trace).
+TB_TEST(comm_bytes_sums_one_groups_calls_inside_the_step) {
+    tb_error err;
+    int rc;
+    const char *one[] = {p1};
+    double v = parse("comm_bytes", "{\"group\": \"tp\", \"op\": \"all_reduce\"}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 500, "last step, the busiest rank (rank 1): %g (%s)", v, rc ? err.msg : "");
+    v = parse("comm_bytes", "{\"group\": \"tp\"}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 504, "every op of the group: 500 + 4, got %g", v);
+    v = parse("comm_bytes", "{\"group\": \"tp\", \"op\": \"all_reduce\", \"step\": 2}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 250, "step 2: %g", v);
+    v = parse("comm_bytes", "{\"group\": \"dp\"}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 8, "another group's calls only: %g", v);
+    v = parse("comm_bytes", "{\"group\": \"world\"}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 0, "a group without calls moves 0 bytes: %g", v);
+    const char *three[] = {p1, p2, p3};
+    v = parse("comm_bytes", "{\"group\": \"tp\", \"op\": \"all_reduce\"}", three, 3, &err, &rc);
+    TB_CHECK(rc == 0 && v == 40, "median over records of 500 30 40: %g", v);
+
+    json_t *args = json_loads("{\"group\": \"tp\", \"op\": \"all_reduce\"}", 0, NULL), *ev = NULL;
+    TB_REQUIRE(tb_parse_claim("comm_bytes", args, one, 1, &v, &ev, &err) == 0, "%s", err.msg);
+    json_t *rec = json_array_get(json_object_get(ev, "records"), 0), *per = json_object_get(rec, "per_rank");
+    TB_CHECK(json_array_size(per) == 2 && json_number_value(json_object_get(json_array_get(per, 0), "bytes")) == 400 &&
+                 json_integer_value(json_object_get(json_array_get(per, 1), "calls")) == 1 &&
+                 json_integer_value(json_object_get(rec, "step")) == 4,
+             "evidence: each rank's bytes and calls at step 4");
+    TB_CHECK(json_array_size(json_object_get(rec, "files")) == 3, "config + 2 traces read");
+    json_decref(ev);
+
+    // the number comes from rank 1's trace: rewritten with another step-4 all-reduce, it follows
+    char dir[FX_PATH];
+    fx_numbers a = {.world = 2, .nsteps = 4, .gbs = 1, .seq = 1, .comm = {{100, 200, 300, 400}, {150, 250, 350, 500}}};
+    fx_write_run(fx_path(dir, sizeof dir, "%s/k/v1/comm_edit", parser_root), &a);
+    a.comm[1][3] = 999;
+    fx_write_trace(dir, &a, 1);
+    const char *edited[] = {dir};
+    TB_CHECK(tb_parse_claim("comm_bytes", args, edited, 1, &v, NULL, &err) == 0 && v == 999,
+             "the edited trace's bytes: %g", v);
+    json_decref(args);
+
+    parse("comm_bytes", "{\"group\": \"tpp\"}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "args.group 'tpp' is not one of tp, cp, dp"), "a mistyped group: %s",
+             err.msg);
+    parse("comm_bytes", NULL, one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "args.group must be a string"), "the group is required: %s", err.msg);
+    parse("comm_bytes", "{\"group\": \"tp\", \"op\": \"allreduce\"}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "args.op 'allreduce' is not one of all_reduce"), "a mistyped op: %s",
+             err.msg);
+    parse("comm_bytes", "{\"group\": \"tp\", \"step\": 9}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "trace.rank-00000.json: no train_step range with args.step 9"),
+             "an absent step names the trace: %s", err.msg);
+    char path[FX_PATH];
+    remove(tb_record_rank_path(path, sizeof path, dir, TB_RANK_TRACE, 1));
+    parse("comm_bytes", "{\"group\": \"tp\"}", edited, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, path) && strstr(err.msg, "rank 1 of world_size 2"),
+             "a missing trace is named: %s", err.msg);
+}
+
+TB_TEST(rank_and_stage_figures_read_pipeline_json) {
+    tb_error err;
+    int rc;
+    const char *one[] = {p1};
+    double v = parse("rank_figure", "{\"figure\": \"parameters\"}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 1200, "the max over ranks by default: %g (%s)", v, rc ? err.msg : "");
+    v = parse("rank_figure", "{\"figure\": \"parameters\", \"rank\": 0}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 1000, "rank 0: %g", v);
+    v = parse("rank_figure", "{\"figure\": \"parameters\", \"of\": \"min\"}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 1000, "min: %g", v);
+    v = parse("rank_figure", "{\"figure\": \"parameters\", \"of\": \"sum\"}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 2200, "sum: %g", v);
+    v = parse("rank_figure", "{\"figure\": \"flops_per_step\", \"rank\": 1}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 6e6, "rank 1's FLOPs: %g", v);
+    v = parse("rank_figure", "{\"figure\": \"peak_activation_bytes\", \"rank\": 1}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 400, "rank 1's activation peak: %g", v);
+    v = parse("stage_figure", "{\"figure\": \"parameters\"}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 1000, "one stage: rank 0's: %g", v);
+    const char *three[] = {p1, p2, p3};
+    v = parse("rank_figure", "{\"figure\": \"parameters\"}", three, 3, &err, &rc);
+    TB_CHECK(rc == 0 && v == 3000, "median over records of 1200 3000 3000: %g", v);
+
+    // pp 2 x tp 2: the stages are the tp-0 ranks 0 and 2
+    char dir[FX_PATH], path[FX_PATH];
+    fx_numbers pp = {.world = 4, .pp = 2, .nsteps = 2, .gbs = 1, .seq = 1, .params = {10, 11, 20, 21},
+                     .flops = {1, 2, 3, 4}};
+    fx_write_run(fx_path(dir, sizeof dir, "%s/k/v1/pp2", parser_root), &pp);
+    const char *pp2[] = {dir};
+    v = parse("stage_figure", "{\"figure\": \"parameters\"}", pp2, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 20, "the max over stages: %g (%s)", v, rc ? err.msg : "");
+    v = parse("stage_figure", "{\"figure\": \"parameters\", \"of\": \"min\"}", pp2, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 10, "the min over stages: %g", v);
+    v = parse("stage_figure", "{\"figure\": \"flops_per_step\", \"stage\": 1}", pp2, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 3, "stage 1's FLOPs (rank 2's): %g", v);
+    v = parse("rank_figure", "{\"figure\": \"parameters\", \"of\": \"sum\"}", pp2, 1, &err, &rc);
+    TB_CHECK(rc == 0 && v == 62, "every rank's: %g", v);
+
+    parse("rank_figure", "{\"figure\": \"params\"}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "args.figure 'params' is not one of parameters, layers"),
+             "a mistyped figure: %s", err.msg);
+    parse("rank_figure", "{\"figure\": \"parameters\", \"rank\": 2}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "args.rank 2 is not below the record's 2 ranks"), "no rank 2: %s", err.msg);
+    parse("stage_figure", "{\"figure\": \"parameters\", \"stage\": 0, \"of\": \"max\"}", pp2, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "args.stage and args.of exclude each other"), "both: %s", err.msg);
+    parse("stage_figure", "{\"figure\": \"parameters\", \"of\": \"mean\"}", pp2, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "args.of 'mean' is not one of max, min, sum"), "a mistyped of: %s",
+             err.msg);
+    // another run's pipeline.json (one rank where config.json says 4) is refused, as is one
+    // written before pipeline.json listed the ranks
+    fx_path(path, sizeof path, "%s/" TB_RECORD_RUN_DIR "/" TB_RUN_PIPELINE, dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    json_array_remove(json_object_get(doc, "ranks"), 3);
+    json_array_remove(json_object_get(doc, "ranks"), 2);
+    json_array_remove(json_object_get(doc, "ranks"), 1);
+    tb_write_json_atomic(path, doc, NULL);
+    parse("rank_figure", "{\"figure\": \"parameters\"}", pp2, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "pipeline.json: 1 ranks, but") && strstr(err.msg, "world_size 4"),
+             "a count that disagrees with the config: %s", err.msg);
+    json_object_del(doc, "ranks");
+    tb_write_json_atomic(path, doc, NULL);
+    json_decref(doc);
+    parse("rank_figure", "{\"figure\": \"parameters\"}", pp2, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "no 'ranks' array"), "no ranks: %s", err.msg);
 }
 
 TB_TEST(ratio_and_saved_fraction_combine_two_sub_claims) {
@@ -366,6 +494,79 @@ TB_TEST(prove_evidence_numbers_repetitions_from_one) {
     rc = fx_capture(tracebook_prove_main, &out, "prove", "tps", "--artifacts", root, NULL);
     TB_CHECK(rc == 0 && strstr(out, "run r2  repetition 3  value "), "a version-1 record, 1-based:\n%s", out);
     free(out);
+}
+
+// A real tp 2 run: the bytes each rank all-reduces over tp per step are what Megatron's
+// tensor parallelism must move for this model — per microbatch, forward: the embedding's
+// and, per layer, the attention's and the MLP's row-parallel outputs; backward: per layer
+// the two column-parallel inputs' gradients and the output layer's; each B x T x C floats;
+// and the vocab-parallel cross-entropy's max, sum and target logit, B x T floats each.
+// Editing that trace unproves the claim, naming the file.
+TB_TEST(prove_comm_bytes_and_rank_figures_of_an_engine_record) {
+    const char *root = fx_fresh_dir("prove_comm");
+    char rec[FX_PATH];
+    json_t *argv = NULL;
+    fx_path(rec, sizeof rec, "%s/cx/v1/tp2", root);
+    TB_REQUIRE(fx_engine_run(rec, "--world-size 2 --tensor-model-parallel-size 2 --micro-batch-size 2 "
+                                  "--global-batch-size 4", &argv) == 0,
+               "engine run");
+    fx_write_manifest(rec, "cx", 1, "tp2", json_pack("{s:o}", "argv", argv));
+    const long long L = 2, B = 2, T = 16, C = 32, M = 2;  // fx_engine_run's model, M = 4 / 2 microbatches
+    const double want = (double)M * (B * T * C * 4 * (1 + 2 * L + 2 * L + 1) + 3 * B * T * 4);
+    const char *dirs[] = {rec};
+    json_t *args = json_loads("{\"group\": \"tp\", \"op\": \"all_reduce\"}", 0, NULL);
+    double bytes = 0, params = 0;
+    tb_error err;
+    TB_REQUIRE(tb_parse_claim("comm_bytes", args, dirs, 1, &bytes, NULL, &err) == 0, "%s", err.msg);
+    TB_CHECK(bytes == want, "tp all-reduce bytes per rank per step %.0f, want %.0f", bytes, want);
+    json_t *figure = json_loads("{\"figure\": \"parameters\"}", 0, NULL);
+    TB_REQUIRE(tb_parse_claim("rank_figure", figure, dirs, 1, &params, NULL, &err) == 0, "%s", err.msg);
+    TB_CHECK(params > 0, "parameters per rank %.0f", params);
+    json_t *claims = json_pack("[{s:s, s:s, s:f, s:s, s:O, s:[s]}, {s:s, s:s, s:f, s:s, s:O, s:[s]}]", "id", "bytes",
+                               "text", "tp all-reduce bytes per rank per step", "value", bytes, "parser", "comm_bytes",
+                               "args", args, "runs", "tp2", "id", "params", "text", "parameters per rank", "value",
+                               params, "parser", "rank_figure", "args", figure, "runs", "tp2");
+    json_t *file = json_pack("{s:s, s:i, s:o}", "experiment", "cx", "version", 1, "claims", claims);
+    char path[FX_PATH];
+    tb_write_json_atomic(fx_path(path, sizeof path, "%s/cx/v1/" TB_EXPERIMENT_CLAIMS, root), file, NULL);
+    json_decref(file);
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    printf("%s", out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  cx/v1/bytes\n") && strstr(out, "PROVEN  cx/v1/params\n"),
+             "both exact claims prove (no conditions asked): exit %d", rc);
+    TB_CHECK(strstr(out, "comm.tp.all_reduce calls inside train_step: the busiest of 2 ranks") &&
+                 strstr(out, "run/trace.rank-00001.json"),
+             "the evidence says where the bytes were read");
+    free(out);
+
+    // one call of rank 1's last step, edited: the parser follows the file, and prove refuses it
+    char *text = fx_read(tb_record_rank_path(path, sizeof path, rec, TB_RANK_TRACE, 1));
+    json_t *trace = json_loads(text, 0, NULL);
+    free(text);
+    json_t *events = json_object_get(trace, "traceEvents"), *last = NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e) {
+        const char *g = json_string_value(json_object_get(json_object_get(e, "args"), "group"));
+        if (g && !strcmp(g, "tp")) last = e;
+    }
+    TB_REQUIRE(last, "a tp call in rank 1's trace");
+    json_t *a = json_object_get(last, "args");
+    json_object_set_new(a, "bytes", json_integer(json_integer_value(json_object_get(a, "bytes")) + 4096));
+    tb_write_json_atomic(path, trace, NULL);
+    json_decref(trace);
+    double edited = 0;
+    TB_CHECK(tb_parse_claim("comm_bytes", args, dirs, 1, &edited, NULL, &err) == 0 && edited == want + 4096,
+             "the edited trace gives %.0f, want %.0f", edited, want + 4096);
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "bytes", "--artifacts", root, NULL);
+    printf("%s", out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  cx/v1/bytes") && strstr(out, "file altered: ") &&
+                 strstr(out, "trace.rank-00001.json"),
+             "the altered trace is named: exit %d", rc);
+    free(out);
+    json_decref(args);
+    json_decref(figure);
 }
 
 TB_TEST(prove_fails_naming_the_file_when_a_metric_line_is_edited) {
@@ -684,11 +885,14 @@ int main(void) {
     TB_RUN(loss_at_step_reads_rank_0_and_checks_the_others);
     TB_RUN(peak_memory_is_the_max_over_steps_and_ranks);
     TB_RUN(pipeline_parsers_read_pipeline_json);
+    TB_RUN(comm_bytes_sums_one_groups_calls_inside_the_step);
+    TB_RUN(rank_and_stage_figures_read_pipeline_json);
     TB_RUN(ratio_and_saved_fraction_combine_two_sub_claims);
     TB_RUN(relative_difference_derives_both_parts_from_their_records);
     TB_RUN(parsers_name_the_missing_or_malformed_file);
     TB_RUN(prove_proves_untouched_records_and_prints_the_evidence);
     TB_RUN(prove_evidence_numbers_repetitions_from_one);
+    TB_RUN(prove_comm_bytes_and_rank_figures_of_an_engine_record);
     TB_RUN(prove_fails_naming_the_file_when_a_metric_line_is_edited);
     TB_RUN(prove_fails_naming_a_deleted_file);
     TB_RUN(prove_fails_when_the_claimed_value_is_wrong);

@@ -443,6 +443,52 @@ TB_TEST(runbook_comparison_claims_read_the_baseline_from_its_record) {
              "the edited baseline:\n%s\n%s", sh.out, sh.err);
 }
 
+// Whether out has a line beginning with `line` (a verdict: "PROVEN  x" is also the tail of
+// "NOT PROVEN  x").
+static int has_line(const char *out, const char *line) {
+    for (const char *at = strstr(out, line); at; at = strstr(at + 1, line))
+        if (at == out || at[-1] == '\n') return 1;
+    return 0;
+}
+
+// The headline runbook's exact claims (bytes all-reduced per rank per step, parameters and
+// FLOPs per rank) prove from a real run whatever the machine's load or core count; each of
+// its timing claims re-derives too, and is then PROVEN or NOT PROVEN by the stability gate
+// alone (a verdict of its kinds), never for a file or a number.
+TB_TEST(tp_scaling_exact_claims_prove_on_any_machine) {
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
+                      "rm -rf %s_tp && %s run runbooks/tp_scaling.lua --set iters=2 --set repeats=1 --artifacts %s_tp",
+                      ART, TRACEBOOK, ART) == 0,
+               "%s\n%s", sh.out, sh.err);
+    tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --quiet --artifacts %s_tp", TRACEBOOK, ART);
+    static const char *const exact[] = {"tp8_all_reduce_bytes_per_rank", "tp_all_reduce_bytes_tp8_vs_tp2",
+                                        "tp1_parameters",                "tp8_parameters_per_rank",
+                                        "tp8_parameter_share",           "tp8_flops_per_rank",
+                                        "tp8_flops_share"};
+    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "PROVEN  tp_scaling/v2/%s\n", exact[i]);
+        TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
+    }
+    static const char *const timed[] = {"tp1_tokens_per_s", "tp2_over_tp1", "tp8_tokens_per_s", "tp8_over_tp1"};
+    static const char *const gate[] = {"(unstable: ", "(contended: ", "(oversubscribed: ", "(not verifiable: "};
+    for (size_t i = 0; i < sizeof timed / sizeof *timed; i++) {
+        char proven[160], not_proven[160];
+        snprintf(proven, sizeof proven, "PROVEN  tp_scaling/v2/%s", timed[i]);
+        snprintf(not_proven, sizeof not_proven, "NOT PROVEN  tp_scaling/v2/%s ", timed[i]);
+        const char *at = strstr(sh.out, not_proven);
+        int by_gate = 0;
+        for (size_t g = 0; at && g < sizeof gate / sizeof *gate; g++)
+            by_gate |= !strncmp(at + strlen(not_proven), gate[g], strlen(gate[g]));
+        TB_CHECK(at ? by_gate : has_line(sh.out, proven), "%s: proven, or not by the gate alone:\n%s", timed[i],
+                 sh.out);
+    }
+    // the accepted oversubscription is stated where it applied (TP8 on fewer than 8 cores)
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 8 && has_line(sh.out, "PROVEN  tp_scaling/v2/tp8_tokens_per_s"))
+        TB_CHECK(has_line(sh.out, "PROVEN  tp_scaling/v2/tp8_tokens_per_s (accepted: oversubscribed, 8 threads on"),
+                 "the accepted condition is printed:\n%s", sh.out);
+}
+
 TB_TEST(params_from_set_reach_the_runbook) {
     tb_write_text(TB_TEST_TMPDIR "/param.lua",
                "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n"
@@ -465,5 +511,6 @@ int main(void) {
     TB_RUN(no_secret_value_reaches_any_file_of_the_record);
     TB_RUN(params_from_set_reach_the_runbook);
     TB_RUN(runbook_comparison_claims_read_the_baseline_from_its_record);
+    TB_RUN(tp_scaling_exact_claims_prove_on_any_machine);
     return tb_test_summary();
 }

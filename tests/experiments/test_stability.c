@@ -20,6 +20,7 @@ static fx_numbers steady(void) {
     fx_numbers n = {.world = 1, .nsteps = 6, .gbs = 4, .seq = 16,
                     .step_ms = {{30, 10, 10.2, 9.9, 10.1, 10}},  // step 1 is the warmup
                     .loss = {{5, 4.5, 4.2, 4, 3.9, 3.8}}, .act = {{50, 60, 70, 70, 70, 70}},
+                    .comm = {{4096, 4096, 4096, 4096, 4096, 4096}}, .params = {30080}, .flops = {6.1e6},
                     .bubble = 0.2, .imbalance = 1.1};
     return n;
 }
@@ -97,15 +98,35 @@ TB_TEST(a_contended_run_does_not_prove_its_timing_but_proves_its_byte_count) {
     add_claim(claims, root, "mem", "peak_memory_bytes", NULL, only_q, NULL);
     add_claim(claims, root, "theory", "pipeline_bubble", "{\"kind\": \"theoretical\"}", only_q, NULL);
     add_claim(claims, root, "bubble", "pipeline_bubble", NULL, only_q, NULL);
+    add_claim(claims, root, "bytes", "comm_bytes", "{\"group\": \"tp\", \"op\": \"all_reduce\"}", only_q, NULL);
+    add_claim(claims, root, "params", "rank_figure", "{\"figure\": \"parameters\"}", only_q, NULL);
+    add_claim(claims, root, "flops", "stage_figure", "{\"figure\": \"flops_per_step\"}", only_q, NULL);
+    // an exact ratio stays exact; one with a timed part is gated
+    add_claim(claims, root, "bytes_per_flop", "ratio",
+              "{\"numerator\": {\"parser\": \"comm_bytes\", \"args\": {\"group\": \"tp\"}},"
+              " \"denominator\": {\"parser\": \"stage_figure\", \"args\": {\"figure\": \"flops_per_step\"}}}",
+              only_q, NULL);
+    add_claim(claims, root, "bytes_per_ms", "ratio",
+              "{\"numerator\": {\"parser\": \"comm_bytes\", \"args\": {\"group\": \"tp\"}},"
+              " \"denominator\": {\"parser\": \"step_ms\"}}",
+              only_q, NULL);
+    // a comparison reads its timed sides through a and b too
+    add_claim(claims, root, "diff", "relative_difference",
+              "{\"a\": {\"parser\": \"tokens_per_s\"}, \"b\": {\"parser\": \"tokens_per_s\"}}", only_q, NULL);
     write_claims(root, claims);
     char *out;
     int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
     printf("%s", out);
     TB_CHECK(rc == 1, "exit %d", rc);
+    TB_CHECK(strstr(out, "PROVEN  g/v1/bytes\n") && strstr(out, "PROVEN  g/v1/params\n") &&
+                 strstr(out, "PROVEN  g/v1/flops\n") && strstr(out, "PROVEN  g/v1/bytes_per_flop\n"),
+             "the bytes per step, parameters and FLOPs of the contended run prove");
+    TB_CHECK(strstr(out, "NOT PROVEN  g/v1/bytes_per_ms (contended: "), "bytes over time is timing-derived");
     TB_CHECK(strstr(out, "NOT PROVEN  g/v1/tps (contended: other processes took 66% of the cores during run q "
                          "(threshold 10%))"),
              "the verdict names the figure and the threshold");
     TB_CHECK(strstr(out, "NOT PROVEN  g/v1/bubble (contended: "), "a measured bubble is timing-derived");
+    TB_CHECK(strstr(out, "NOT PROVEN  g/v1/diff (contended: "), "a relative_difference of timings is gated");
     TB_CHECK(strstr(out, "PROVEN  g/v1/mem\n") && strstr(out, "PROVEN  g/v1/theory\n"),
              "the exact claims over the same record prove");
     TB_CHECK(strstr(out, "tracebook prove: claim g/v1/tps: contended: other processes took 66%"), "stderr names it");
@@ -120,11 +141,16 @@ TB_TEST(an_oversubscribed_run_proves_only_when_the_claim_accepts_it) {
     json_t *claims = json_array();
     add_claim(claims, root, "tps", "tokens_per_s", NULL, only_q, NULL);
     add_claim(claims, root, "tps_ok", "tokens_per_s", NULL, only_q, "{\"accept_oversubscribed\": true}");
+    add_claim(claims, root, "bytes", "comm_bytes", "{\"group\": \"tp\"}", only_q, NULL);
     write_claims(root, claims);
     char *out;
     int rc = prove(root, "tps", &out);
     TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps (oversubscribed: run q ran 8 threads on 2 usable cores"),
              "not proven: exit %d", rc);
+    free(out);
+    rc = prove(root, "bytes", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/bytes\n") && !strstr(out, "accepted"),
+             "the same run's bytes per step prove without accepting anything: exit %d", rc);
     free(out);
     rc = prove(root, "tps_ok", &out);
     TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/tps_ok (accepted: oversubscribed, 8 threads on 2 cores (run q))"),
@@ -251,7 +277,7 @@ TB_TEST(a_ratio_of_runs_on_unequal_thread_counts_is_not_proven) {
     free(out);
 }
 
-// A real run beside two busy loops (bounded: each ends itself after 20 s).
+// A real tp 2 run beside two busy loops (bounded: each ends itself after 20 s).
 TB_TEST(a_real_run_beside_busy_loops_proves_its_bytes_but_not_its_speed) {
     const char *root = fx_fresh_dir("gate_e2e");
     char rec[FX_PATH];
@@ -267,7 +293,7 @@ TB_TEST(a_real_run_beside_busy_loops_proves_its_bytes_but_not_its_speed) {
     }
     usleep(500 * 1000);
     json_t *argv = NULL;
-    int status = fx_engine_run(rec, "--train-iters 40", &argv);
+    int status = fx_engine_run(rec, "--train-iters 40 --world-size 2 --tensor-model-parallel-size 2", &argv);
     for (int i = 0; i < 2; i++)
         if (busy[i] > 0) {
             kill(busy[i], SIGKILL);
@@ -279,6 +305,7 @@ TB_TEST(a_real_run_beside_busy_loops_proves_its_bytes_but_not_its_speed) {
     json_t *claims = json_array();
     add_claim(claims, root, "tps", "tokens_per_s", NULL, ids, NULL);
     add_claim(claims, root, "mem", "peak_memory_bytes", NULL, ids, NULL);
+    add_claim(claims, root, "bytes", "comm_bytes", "{\"group\": \"tp\", \"op\": \"all_reduce\"}", ids, NULL);
     write_claims(root, claims);
     char *out;
     int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
@@ -286,6 +313,9 @@ TB_TEST(a_real_run_beside_busy_loops_proves_its_bytes_but_not_its_speed) {
     TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps (") && strstr(out, "contended: other processes took "),
              "the contended run's speed is not proven: exit %d", rc);
     TB_CHECK(strstr(out, "PROVEN  g/v1/mem\n"), "its byte count is");
+    TB_CHECK(strstr(out, "PROVEN  g/v1/bytes\n") && strstr(out, "comm.tp.all_reduce calls inside train_step") &&
+                 !strstr(out, "with 0 calls"),
+             "and so are the bytes its tp ranks all-reduce per step");
     free(out);
 }
 
