@@ -483,7 +483,7 @@ TB_TEST(the_root_cause_of_each_hang_drill_is_the_stalled_rank_every_time) {
             int rc = tb_run(&sh, NULL,
                             "rm -rf %s_drill && timeout 60 %s --num-layers 2 --hidden-size 32 --num-attention-heads 2"
                             " --seq-length 16 --vocab-size 64 --micro-batch-size 1 --global-batch-size 8"
-                            " --train-iters 3 --collective-timeout 0.5 --inject-stall %d:2 %s --run-dir %s_drill",
+                            " --train-iters 3 --collective-timeout 1 --inject-stall %d:2 %s --run-dir %s_drill",
                             HANG_DIR, PRETRAIN, drills[d].stalled, drills[d].layout, HANG_DIR);
             json_t *h = rc == 4 ? tb_load_json(HANG_DIR "_drill/" TB_RUN_HANG_REPORT) : NULL;
             json_t *root = json_object_get(h, "root_cause");
