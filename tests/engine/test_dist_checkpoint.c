@@ -59,10 +59,10 @@ static void resume_case(const char *label, const char *saved_at, const char *lay
     // one uninterrupted run per layout, shared by the cases that resume at it
     static char ref_layouts[16][256];
     static int nref;
-    int ref = 0;
-    while (ref < nref && strcmp(ref_layouts[ref], layout) != 0) ref++;
-    snprintf(name, sizeof name, "ref-%d", ref);
-    if (ref == nref && nref < 16) {
+    int which = 0;
+    while (which < nref && strcmp(ref_layouts[which], layout) != 0) which++;
+    snprintf(name, sizeof name, "ref-%d", which);
+    if (which == nref && nref < 16) {
         TB_REQUIRE(train(name, layout, "") == 0, "%s: uninterrupted run: %s", label, sh.err);
         snprintf(ref_layouts[nref++], sizeof ref_layouts[0], "%s", layout);
     }
