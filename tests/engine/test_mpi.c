@@ -39,20 +39,11 @@
 
 #ifdef TB_MPIEXEC
 
+#include "tb_mpirun.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 
-// A container runs as root on few cores: mpirun needs leave for both; shared memory and self
-// transports only; no binding, so that oversubscribed processes are not pinned to one core.
-// `timeout` turns a hang into a failed check, never a stuck suite. Under LeakSanitizer, Open
-// MPI's leaks are suppressed by library (tests/lsan.supp), which needs whole stacks: its
-// libraries have no frame pointers, hence the slow unwinder, and its components stay loaded
-// (no dlclose) so that their frames have names.
-#define MPIRUN                                                                                              \
-    "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\" timeout 300 " TB_MPIEXEC          \
-    " --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader"                                  \
-    " --mca mca_base_component_disable_dlclose 1"
 #define ENGINE TB_BIN_DIR "/pretrain_gpt"
 #define MODEL                                                                                                    \
     " --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --vocab-size 128"                  \
