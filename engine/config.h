@@ -104,6 +104,8 @@ typedef struct tb_config {
     int save_interval;            // checkpoint every N steps (0: only at the end of training)
     int exit_interval;            // stop after a step divisible by N (0: run to train_iters), Megatron's
     int async_save;               // write checkpoints in the background while training goes on
+    int save_optim;               // checkpoints hold the optimizer state (Megatron's --no-save-optim: 0)
+    int load_optim;               // --load restores it (--no-load-optim: a fresh optimizer)
     char debug_slow_write[64];    // "RANK:MS": that rank's checkpoint writes take MS ms longer (drill)
     char save_hf[TB_PATH_MAX];    // the whole model as one Hugging Face GPT-2 safetensors file
     char load[TB_PATH_MAX];       // a checkpoint directory (resumes) or a safetensors file (weights)

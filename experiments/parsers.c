@@ -49,6 +49,7 @@ static const char *const difference_args[] = {"a", "b", NULL};
 static const char *const comm_args[] = {"group", "op", "step", NULL};
 static const char *const rank_figure_args[] = {"figure", "rank", "of", NULL};
 static const char *const stage_figure_args[] = {"figure", "stage", "of", NULL};
+static const char *const checkpoint_args[] = {"figure", "save", NULL};
 
 static int tokens_per_s_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int step_ms_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
@@ -57,6 +58,7 @@ static int peak_memory_record(const parser *, json_t *, const char *, double *, 
 static int pipeline_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int comm_bytes_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int figure_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
+static int checkpoint_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int ratio_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
 static int difference_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
 
@@ -107,6 +109,13 @@ static const parser parsers[] = {
      "\"max\" (the default when no stage is given), \"min\" or \"sum\" that over every stage (as many as "
      "config pipeline_model_parallel_size); median over records",
      stage_figure_args, figure_record, NULL},
+    {"checkpoint_figure",
+     "per record: checkpoint.json saves[args.save - 1] (1-based; default the last save): args.figure "
+     "materialized_bytes (the state the ranks listed to save, summed over ranks: exact), written_bytes (their "
+     "shard files, summed: exact), last_arriver (the rank last at the barrier), waited_for_ms (how long after the "
+     "first), max_stall_ms (what training waited, the worst rank), total_ms or stall_fraction (max_stall_ms / "
+     "total_ms); median over records",
+     checkpoint_args, checkpoint_record, NULL},
     {"ratio",
      "numerator / denominator, each {parser, args, records: [0-based index into the claim's runs | run id]} "
      "(records default: all the claim's runs) derived as a claim of its own",
@@ -125,8 +134,8 @@ static const parser parsers[] = {
 
 const char *const tb_parser_names[] = {"tokens_per_s",    "step_ms",         "loss_at_step", "peak_memory_bytes",
                                        "pipeline_bubble", "stage_imbalance", "comm_bytes",   "rank_figure",
-                                       "stage_figure",    "ratio",           "saved_fraction", "relative_difference",
-                                       NULL};
+                                       "stage_figure",    "checkpoint_figure", "ratio",      "saved_fraction",
+                                       "relative_difference", NULL};
 
 static const parser *find_parser(const char *name) {
     for (int i = 0; name && i < NPARSERS; i++)
@@ -725,6 +734,57 @@ static int comm_bytes_record(const parser *p, json_t *args, const char *dir, dou
              step, group, op ? op : "*", world, world == 1 ? "" : "s", most_rank, most_calls,
              most_calls == 1 ? "" : "s", most, least);
     json_object_set_new(ev, "step", json_integer(step));
+    json_object_set_new(ev, "detail", json_string(detail));
+    return 0;
+}
+
+// checkpoint_figure: one figure of a save in checkpoint.json (engine/checkpoint/dist_checkpoint.h).
+static int checkpoint_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev,
+                             tb_error *err) {
+    static const char *const figures[] = {"materialized_bytes", "written_bytes", "last_arriver", "waited_for_ms",
+                                          "max_stall_ms",       "total_ms",      "stall_fraction", NULL};
+    const char *figure = string_arg(args, "figure", NULL);
+    if (one_of(p, "figure", figure, figures, err) != 0) return -1;
+    long long index;
+    if (int_arg(p, args, "save", 0, 1, &index, err) != 0) return -1;
+    char path[REC_PATH_MAX];
+    if (run_path(path, sizeof path, dir, TB_RUN_CHECKPOINT, err) != 0) return -1;
+    json_t *root = load_json_file(path, err);
+    if (!root) return -1;
+    json_t *files = json_array();
+    json_array_append_new(files, json_string(path));
+    json_object_set_new(ev, "files", files);
+    json_t *saves = json_object_get(root, "saves");
+    const long long n = json_is_array(saves) ? (long long)json_array_size(saves) : 0;
+    int rc = 0;
+    if (n == 0) rc = tb_fail(err, "%s: no saves", path);
+    else if (index > n) rc = tb_fail(err, "parser %s: args.save %lld, but %s holds %lld saves", p->name, index, path, n);
+    json_t *sv = rc == 0 ? json_array_get(saves, (size_t)(index ? index - 1 : n - 1)) : NULL;
+    json_t *last = json_object_get(sv, "last_arriver");
+    double v = 0;
+    if (rc == 0 && (!strcmp(figure, "materialized_bytes") || !strcmp(figure, "written_bytes"))) {
+        const char *phase = figure[0] == 'm' ? "materialize" : "write";
+        size_t r, i;
+        json_t *rank, *ph;
+        json_array_foreach(json_object_get(sv, "ranks"), r, rank) json_array_foreach(json_object_get(rank, "phases"), i, ph) {
+            const char *name = json_string_value(json_object_get(ph, "phase"));
+            if (name && !strcmp(name, phase)) v += (double)json_integer_value(json_object_get(ph, "bytes"));
+        }
+    } else if (rc == 0) {
+        json_t *x = !strcmp(figure, "last_arriver")    ? json_object_get(last, "rank")
+                    : !strcmp(figure, "waited_for_ms") ? json_object_get(last, "waited_for_ms")
+                    : !strcmp(figure, "stall_fraction") ? json_object_get(sv, "max_stall_ms")
+                                                        : json_object_get(sv, figure);
+        double total = json_number_value(json_object_get(sv, "total_ms"));
+        if (!json_is_number(x) || (!strcmp(figure, "stall_fraction") && !(total > 0)))
+            rc = tb_fail(err, "%s: save %lld has no numeric %s", path, index ? index : n, figure);
+        else v = !strcmp(figure, "stall_fraction") ? json_number_value(x) / total : json_number_value(x);
+    }
+    json_decref(root);
+    if (rc != 0) return -1;
+    *value = v;
+    char detail[160];
+    snprintf(detail, sizeof detail, TB_RUN_CHECKPOINT " save %lld of %lld: %s", index ? index : n, n, figure);
     json_object_set_new(ev, "detail", json_string(detail));
     return 0;
 }

@@ -254,14 +254,15 @@ int tracebook_run_main(int argc, char **argv) {
     lua_pushcclosure(L, l_exit, 1);
     lua_setfield(L, -2, "exit");
     lua_pop(L, 1);
-    // require() finds the shared helpers in runbooks/lib/ beside the runbook
+    // require() finds the shared helpers in runbooks/lib/ beside the runbook, or one folder up
+    // (runbooks/drills/)
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", runbook);
     char *cut = strrchr(dir, '/');
     if (cut) *cut = '\0';
     else snprintf(dir, sizeof dir, ".");
     lua_getglobal(L, "package");
-    lua_pushfstring(L, "%s/lib/?.lua;", dir);
+    lua_pushfstring(L, "%s/lib/?.lua;%s/../lib/?.lua;", dir, dir);
     lua_getfield(L, -2, "path");
     lua_concat(L, 2);
     lua_setfield(L, -2, "path");

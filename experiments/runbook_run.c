@@ -170,6 +170,15 @@ static json_t *config_json(lua_State *L, int idx, const tb_option *o) {
     return tb_lua_to_json(L, idx);
 }
 
+// A string value with "{run_dir}" replaced by the run's directory: where a run writes files of
+// its own (e.g. save = "{run_dir}/checkpoints"), so that they belong to its record.
+static void substitute_run_dir(char *out, size_t size, const char *value, const char *run_dir) {
+    size_t used = 0;
+    for (const char *at; (at = strstr(value, "{run_dir}")) != NULL && used < size; value = at + 9)
+        used += (size_t)snprintf(out + used, size - used, "%.*s%s", (int)(at - value), value, run_dir);
+    if (used < size) snprintf(out + used, size - used, "%s", value);
+}
+
 // The engine's argv for a config table (at idx), into *argv_out — a run_state's, so that the
 // errors raised here free it: flags in key order, so a config always gives the same command.
 static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *run_dir, json_t *config,
@@ -201,7 +210,7 @@ static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *ru
         }
         if (json_is_integer(v)) snprintf(text, sizeof text, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
         else if (json_is_real(v)) snprintf(text, sizeof text, "%.17g", json_real_value(v));
-        else if (json_is_string(v)) snprintf(text, sizeof text, "%s", json_string_value(v));
+        else if (json_is_string(v)) substitute_run_dir(text, sizeof text, json_string_value(v), run_dir);
         else {
             char bad[256];
             snprintf(bad, sizeof bad, "%s", keys[i]);

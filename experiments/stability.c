@@ -190,6 +190,10 @@ static int timed_parser(const char *parser, json_t *args) {
         const char *kind = json_string_value(json_object_get(args, "kind"));
         return !kind || strcmp(kind, "theoretical") != 0;
     }
+    if (!strcmp(parser, "checkpoint_figure")) {  // the byte counts are exact; the rest are times
+        const char *figure = json_string_value(json_object_get(args, "figure"));
+        return !figure || (strcmp(figure, "materialized_bytes") != 0 && strcmp(figure, "written_bytes") != 0);
+    }
     return !strcmp(parser, "tokens_per_s") || !strcmp(parser, "step_ms") || !strcmp(parser, "stage_imbalance");
 }
 

@@ -5,7 +5,7 @@
 // and the per-step times, and says why the timings cannot be trusted, if they cannot.
 //
 // Timing-derived: tokens_per_s, step_ms, pipeline_bubble with kind "measured" (the
-// default), stage_imbalance; ratio, saved_fraction and relative_difference when a part is (recursively). Counts
+// default), stage_imbalance, checkpoint_figure but for its byte counts; ratio, saved_fraction and relative_difference when a part is (recursively). Counts
 // (peak_memory_bytes, loss_at_step, comm_bytes, rank_figure, stage_figure, the theoretical
 // bubble) are exact: not gated.
 //

@@ -273,7 +273,7 @@ static void materialize(struct dist_ckpt_save *sv) {
             if (!writes(p, tp_rank, dp_rank, dp_size)) continue;
             const float *data[3] = {m->param_memory + p->offset, sv->moments[2 * c] + p->offset,
                                     sv->moments[2 * c + 1] + p->offset};
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < (s->cfg->save_optim ? 3 : 1); k++) {  // the model, then the moments
                 if (sv->n == cap)
                     sv->entries = tb_xreallocarray(sv->entries, (size_t)(cap = cap ? 2 * cap : 64),
                                                    sizeof *sv->entries, "checkpoint entries");
@@ -385,7 +385,7 @@ static int record_save(dist_ckpt_writer *w, const tb_rank *rk, const struct dist
         if (d > excess) excess = d, late = ph;
     }
     json_t *ranks = json_array();
-    double start = all[0].start_ms[CKPT_MATERIALIZE], end = 0;
+    double start = all[0].begin_ms, end = 0;
     for (int r = 0; r < n; r++) {
         json_t *phases = json_array();
         for (int ph = 0; ph < CKPT_NPHASES; ph++) {
@@ -394,8 +394,8 @@ static int record_save(dist_ckpt_writer *w, const tb_rank *rk, const struct dist
                                                     all[r].start_ms[ph], "end_ms", all[r].end_ms[ph], "ms",
                                                     all[r].end_ms[ph] - all[r].start_ms[ph], "bytes",
                                                     (json_int_t)all[r].bytes[ph]));
-            if (all[r].start_ms[ph] < start) start = all[r].start_ms[ph];
-            if (all[r].end_ms[ph] > end) end = all[r].end_ms[ph];
+            if (all[r].begin_ms < start) start = all[r].begin_ms;
+            if (all[r].done_ms > end) end = all[r].done_ms;
         }
         json_array_append_new(ranks, json_pack("{s:i, s:s, s:f, s:f, s:o}", "rank", r, "rank_label",
                                                rk->world ? rk->world->ranks[r].label : rk->label, "barrier_arrival_ms",
@@ -444,17 +444,26 @@ static int complete(const dist_ckpt_state *s, dist_ckpt_writer *w, tb_error *err
         }
         rc = agree(rk, ok, "checkpoint commit", err);
     }
-    sv->t.stall_ms = sv->stall_ms + (ms_now(rk) - wait0);
+    sv->t.done_ms = ms_now(rk);
+    sv->t.stall_ms = sv->stall_ms + (sv->t.done_ms - wait0);
     if (rc == 0) {
         // every rank's phases to rank 0, which records them
         dist_ckpt_timing *all = tb_xcalloc((size_t)rk->world_size, sizeof *all, "checkpoint timings");
         if (rk->world && rk->world_size > 1) tb_all_gather_bytes(&rk->groups[TB_GROUP_WORLD], &sv->t, all, sizeof sv->t);
         else all[0] = sv->t;
         if (rk->rank == 0) rc = record_save(w, rk, sv, all, err);
+        // the file bytes of every rank, and the longest serialize-to-fsync of a rank: the write's rate
+        double written = 0, write_ms = 0;
+        for (int r = 0; r < rk->world_size; r++) {
+            written += (double)all[r].bytes[CKPT_WRITE];
+            double ms = all[r].end_ms[CKPT_FSYNC] - all[r].start_ms[CKPT_SERIALIZE];
+            write_ms = ms > write_ms ? ms : write_ms;
+        }
         free(all);
         if (rk->rank == 0 && rc == 0)
-            printf("saved checkpoint: %s (%.0f ms, training stalled %.0f ms)\n", sv->final,
-                   sv->t.end_ms[CKPT_COMMIT] - sv->t.start_ms[CKPT_MATERIALIZE], sv->t.stall_ms);
+            printf("saved checkpoint: %s (%.0f ms, training stalled %.0f ms; %.1f MB written in %.0f ms, %.0f MB/s)\n",
+                   sv->final, sv->t.done_ms - sv->t.begin_ms, sv->t.stall_ms, written / 1e6, write_ms,
+                   written / 1e3 / (write_ms + 1e-9));
     }
     save_free(sv);
     return rc;
@@ -470,6 +479,7 @@ int dist_checkpoint_save(const dist_ckpt_state *s, dist_ckpt_writer *w, const ch
     struct dist_ckpt_save *sv = tb_xcalloc(1, sizeof *sv, "checkpoint save");
     sv->state = *s;
     sv->s = &sv->state;
+    sv->t.begin_ms = t0;
     sv->iteration = iteration;
     int ok = ckpt_path(sv->dir, err, "%s", dir) == 0 &&
              ckpt_path(sv->final, err, "%s/iter_%07" PRId64, dir, iteration) == 0 &&
@@ -563,6 +573,7 @@ static int check_shape(const json_t *saved, const tb_config *cfg, const char *pa
 // Open files of one checkpoint, each verified against its sha256 once.
 typedef struct open_files {
     const char *dir;
+    int64_t bytes_read;  // of tensor data
     json_t *digests;  // metadata "files"
     int n;
     char *names[64];
@@ -649,6 +660,7 @@ static int load_tensor(open_files *of, const json_t *tensors, const char *name, 
                          tb_st_tensor_numel(tt), src.rows, src.cols);
         else rc = tb_safetensors_read_f32(st, tt, shard, err);
         if (rc != 0) break;
+        of->bytes_read += (int64_t)(tt->end - tt->begin);
         gpt_param_shard_copy(&src, src_tp, r, full, shard, 0);
     }
     for (int r = 0; rc == 0 && r < src_tp; r++)
@@ -666,7 +678,7 @@ static int load_tensor(open_files *of, const json_t *tensors, const char *name, 
     return rc;
 }
 
-static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iteration, tb_error *err) {
+static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iteration, float *bytes, tb_error *err) {
     char resolved[CKPT_PATH], path[CKPT_PATH];
     if (resolve_dir(dir, resolved, err) != 0 || ckpt_path(path, err, "%s/" TB_CKPT_METADATA, resolved) != 0) return -1;
     json_error_t jerr;
@@ -699,22 +711,26 @@ static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iterati
         for (int i = 0; i < m->nparams && rc == 0; i++) {
             const gpt_param *p = &m->params[i];
             float *dst[3] = {m->param_memory + p->offset, moments[0] + p->offset, moments[1] + p->offset};
-            for (int k = 0; k < 3 && rc == 0; k++) {
+            for (int k = 0; k < (s->cfg->load_optim ? 3 : 1) && rc == 0; k++) {
                 char name[160];
                 snprintf(name, sizeof name, "%s.%s", kinds[k], p->name);
-                rc = load_tensor(&of, tensors, name, p, m->tp_size, m->tp_rank, dst[k], mem, err);
+                if (k > 0 && !json_object_get(tensors, name))
+                    rc = tb_fail(err, "%s: the checkpoint has no optimizer state (%s; saved with --no-save-optim?): "
+                                 "--no-load-optim starts a fresh optimizer", of.dir, name);
+                else rc = load_tensor(&of, tensors, name, p, m->tp_size, m->tp_rank, dst[k], mem, err);
             }
         }
         if (o->sharded) {
-            if (rc == 0) {
+            if (rc == 0 && s->cfg->load_optim) {
                 memcpy(o->m, moments[0] + o->lo, (o->hi - o->lo) * sizeof(float));
                 memcpy(o->v, moments[1] + o->lo, (o->hi - o->lo) * sizeof(float));
             }
             tb_free(mem, moments[0]);
             tb_free(mem, moments[1]);
         }
-        o->t = json_integer_value(step);
+        o->t = s->cfg->load_optim ? json_integer_value(step) : 0;
     }
+    *bytes = (float)of.bytes_read;
     close_files(&of);
     if (rc == 0) *iteration = json_integer_value(it);
     json_decref(meta);
@@ -722,6 +738,14 @@ static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iterati
 }
 
 int dist_checkpoint_load(const dist_ckpt_state *s, const char *dir, int64_t *iteration, tb_error *err) {
-    int ok = load_rank(s, dir, iteration, err) == 0;
-    return agree(s->rk, ok, "checkpoint load", err);
+    const double t0 = ms_now(s->rk);
+    float bytes = 0;  // this rank's tensor bytes read (summed over the world below, MB-exact enough for a print)
+    int ok = load_rank(s, dir, iteration, &bytes, err) == 0;
+    if (agree(s->rk, ok, "checkpoint load", err) != 0) return -1;
+    if (s->rk->world && s->rk->world_size > 1) tb_all_reduce(&s->rk->groups[TB_GROUP_WORLD], &bytes, 1, TB_RED_SUM);
+    if (s->rk->rank == 0)
+        printf("loaded checkpoint: %s, iteration %lld: %.1f MB read by %d rank%s in %.0f ms (%.0f MB/s)\n", dir,
+               (long long)*iteration, bytes / 1e6, s->rk->world_size, s->rk->world_size == 1 ? "" : "s",
+               ms_now(s->rk) - t0, bytes / 1e3 / (ms_now(s->rk) - t0 + 1e-9));
+    return 0;
 }

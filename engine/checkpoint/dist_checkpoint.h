@@ -77,8 +77,10 @@ enum { CKPT_MATERIALIZE, CKPT_SERIALIZE, CKPT_WRITE, CKPT_FSYNC, CKPT_BARRIER, C
 typedef struct dist_ckpt_timing {
     double start_ms[CKPT_NPHASES], end_ms[CKPT_NPHASES];
     int64_t bytes[CKPT_NPHASES];
+    double begin_ms;    // the save's call (its directory agreed on before materialize)
     double arrival_ms;  // at the barrier
     double stall_ms;    // what training waited for this save on this rank
+    double done_ms;     // when the save was committed and this rank went on (returned to training)
 } dist_ckpt_timing;
 
 // The saves of one run: at most one in flight (--async-save), and rank 0's checkpoint.json.

@@ -187,6 +187,18 @@ TB_TEST(checkpoints_that_do_not_fit_are_refused_before_training) {
     rc = tb_run(&sh, NULL, "'%s'" MODEL " --train-iters 2 --load '%s' --run-dir '%s'", PRETRAIN, ck,
                 tmp(dir, "refuse-done"));
     TB_CHECK(rc != 0 && strstr(sh.err, "train_iters (2) leaves nothing to train"), "exit %d\n%s", rc, sh.err);
+    // a model-only checkpoint restores the model, and the optimizer only when asked not to
+    char mo[1024];
+    tmp(mo, "ck-model-only");
+    tb_run(&sh, NULL, "rm -rf '%s'", mo);
+    snprintf(args, sizeof args, "--exit-interval 2 --save '%s' --no-save-optim", mo);
+    TB_REQUIRE(train("model-only", "", args) == 0, "%s", sh.err);
+    rc = tb_run(&sh, NULL, "'%s'" MODEL " --load '%s' --run-dir '%s'", PRETRAIN, mo, tmp(dir, "model-only-load"));
+    TB_CHECK(rc != 0 && strstr(sh.err, "the checkpoint has no optimizer state") && strstr(sh.err, "--no-load-optim"),
+             "a model-only checkpoint is refused where the optimizer is expected: exit %d\n%s", rc, sh.err);
+    rc = tb_run(&sh, NULL, "'%s'" MODEL " --load '%s' --no-load-optim --run-dir '%s' > /dev/null", PRETRAIN, mo,
+                tmp(dir, "model-only-fresh"));
+    TB_CHECK(rc == 0, "--no-load-optim starts a fresh optimizer: exit %d\n%s", rc, sh.err);
     // --save naming a safetensors file
     rc = tb_run(&sh, NULL, "'%s'" MODEL " --save x.safetensors", PRETRAIN);
     TB_CHECK(rc != 0 && strstr(sh.err, "names a checkpoint directory; a Hugging Face safetensors file is save_hf's"),

@@ -489,6 +489,43 @@ TB_TEST(tp_scaling_exact_claims_prove_on_any_machine) {
                  "the accepted condition is printed:\n%s", sh.out);
 }
 
+// The checkpoint drill (runbooks/drills/ckpt_pause.lua, which saves into "{run_dir}/checkpoints":
+// each run's checkpoints belong to its record): its byte counts prove on any machine, the
+// model-only save writing exactly a third of a model + optimizer save; its timing claims are
+// PROVEN or NOT PROVEN by the stability gate alone.
+TB_TEST(ckpt_pause_drill_byte_claims_prove_on_any_machine) {
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s_ck && %s run runbooks/drills/ckpt_pause.lua --artifacts %s_ck", ART,
+                      TRACEBOOK, ART) == 0,
+               "%s\n%s", sh.out, sh.err);
+    TB_CHECK(strstr(sh.out, "model_only_fraction: ") && strstr(sh.out, "= 0.333333 "),
+             "a model-only save is a third of a model + optimizer save:\n%s", sh.out);
+    char *found = NULL;
+    tb_shell(&found, "ls -d %s_ck/ckpt_pause/v1/*/run/checkpoints/iter_0000002 | wc -l", ART);
+    TB_CHECK(found && atoi(found) == 4, "every run's checkpoints are in its run directory (%s)", found ? found : "?");
+    free(found);
+    tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --quiet --artifacts %s_ck", TRACEBOOK, ART);
+    static const char *const exact[] = {"state_bytes_per_save", "file_bytes_per_save", "model_only_fraction"};
+    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "PROVEN  ckpt_pause/v1/%s\n", exact[i]);
+        TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
+    }
+    static const char *const timed[] = {"slow_writer_is_last", "slow_writer_wait_ms", "sync_stall_fraction",
+                                        "async_stall_fraction"};
+    static const char *const gate[] = {"(unstable: ", "(contended: ", "(oversubscribed: ", "(not verifiable: "};
+    for (size_t i = 0; i < sizeof timed / sizeof *timed; i++) {
+        char proven[160], not_proven[160];
+        snprintf(proven, sizeof proven, "PROVEN  ckpt_pause/v1/%s", timed[i]);
+        snprintf(not_proven, sizeof not_proven, "NOT PROVEN  ckpt_pause/v1/%s ", timed[i]);
+        const char *at = strstr(sh.out, not_proven);
+        int by_gate = 0;
+        for (size_t g = 0; at && g < sizeof gate / sizeof *gate; g++)
+            by_gate |= !strncmp(at + strlen(not_proven), gate[g], strlen(gate[g]));
+        TB_CHECK(at ? by_gate : has_line(sh.out, proven), "%s: proven, or not by the gate alone:\n%s", timed[i],
+                 sh.out);
+    }
+}
+
 TB_TEST(params_from_set_reach_the_runbook) {
     tb_write_text(TB_TEST_TMPDIR "/param.lua",
                "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n"
@@ -512,5 +549,6 @@ int main(void) {
     TB_RUN(params_from_set_reach_the_runbook);
     TB_RUN(runbook_comparison_claims_read_the_baseline_from_its_record);
     TB_RUN(tp_scaling_exact_claims_prove_on_any_machine);
+    TB_RUN(ckpt_pause_drill_byte_claims_prove_on_any_machine);
     return tb_test_summary();
 }
