@@ -451,6 +451,23 @@ static int has_line(const char *out, const char *line) {
     return 0;
 }
 
+// Each timing claim of `timed` (NULL-terminated, under "<experiment>/v<N>") re-derived and
+// then PROVEN, or NOT PROVEN by the stability gate alone (a verdict of its kinds), never for
+// a file or a number.
+static void check_timed_by_gate(const char *out, const char *version, const char *const *timed) {
+    static const char *const gate[] = {"(unstable: ", "(contended: ", "(oversubscribed: ", "(not verifiable: "};
+    for (size_t i = 0; timed[i]; i++) {
+        char proven[160], not_proven[160];
+        snprintf(proven, sizeof proven, "PROVEN  %s/%s", version, timed[i]);
+        snprintf(not_proven, sizeof not_proven, "NOT PROVEN  %s/%s ", version, timed[i]);
+        const char *at = strstr(out, not_proven);
+        int by_gate = 0;
+        for (size_t g = 0; at && g < sizeof gate / sizeof *gate; g++)
+            by_gate |= !strncmp(at + strlen(not_proven), gate[g], strlen(gate[g]));
+        TB_CHECK(at ? by_gate : has_line(out, proven), "%s: proven, or not by the gate alone:\n%s", timed[i], out);
+    }
+}
+
 // The headline runbook's exact claims (bytes all-reduced per rank per step, parameters and
 // FLOPs per rank) prove from a real run whatever the machine's load or core count; each of
 // its timing claims re-derives too, and is then PROVEN or NOT PROVEN by the stability gate
@@ -470,19 +487,8 @@ TB_TEST(tp_scaling_exact_claims_prove_on_any_machine) {
         snprintf(want, sizeof want, "PROVEN  tp_scaling/v2/%s\n", exact[i]);
         TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
     }
-    static const char *const timed[] = {"tp1_tokens_per_s", "tp2_over_tp1", "tp8_tokens_per_s", "tp8_over_tp1"};
-    static const char *const gate[] = {"(unstable: ", "(contended: ", "(oversubscribed: ", "(not verifiable: "};
-    for (size_t i = 0; i < sizeof timed / sizeof *timed; i++) {
-        char proven[160], not_proven[160];
-        snprintf(proven, sizeof proven, "PROVEN  tp_scaling/v2/%s", timed[i]);
-        snprintf(not_proven, sizeof not_proven, "NOT PROVEN  tp_scaling/v2/%s ", timed[i]);
-        const char *at = strstr(sh.out, not_proven);
-        int by_gate = 0;
-        for (size_t g = 0; at && g < sizeof gate / sizeof *gate; g++)
-            by_gate |= !strncmp(at + strlen(not_proven), gate[g], strlen(gate[g]));
-        TB_CHECK(at ? by_gate : has_line(sh.out, proven), "%s: proven, or not by the gate alone:\n%s", timed[i],
-                 sh.out);
-    }
+    static const char *const timed[] = {"tp1_tokens_per_s", "tp2_over_tp1", "tp8_tokens_per_s", "tp8_over_tp1", NULL};
+    check_timed_by_gate(sh.out, "tp_scaling/v2", timed);
     // the accepted oversubscription is stated where it applied (TP8 on fewer than 8 cores)
     if (sysconf(_SC_NPROCESSORS_ONLN) < 8 && has_line(sh.out, "PROVEN  tp_scaling/v2/tp8_tokens_per_s"))
         TB_CHECK(has_line(sh.out, "PROVEN  tp_scaling/v2/tp8_tokens_per_s (accepted: oversubscribed, 8 threads on"),
@@ -511,19 +517,8 @@ TB_TEST(ckpt_pause_drill_byte_claims_prove_on_any_machine) {
         TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
     }
     static const char *const timed[] = {"slow_writer_is_last", "slow_writer_wait_ms", "sync_stall_fraction",
-                                        "async_stall_fraction"};
-    static const char *const gate[] = {"(unstable: ", "(contended: ", "(oversubscribed: ", "(not verifiable: "};
-    for (size_t i = 0; i < sizeof timed / sizeof *timed; i++) {
-        char proven[160], not_proven[160];
-        snprintf(proven, sizeof proven, "PROVEN  ckpt_pause/v1/%s", timed[i]);
-        snprintf(not_proven, sizeof not_proven, "NOT PROVEN  ckpt_pause/v1/%s ", timed[i]);
-        const char *at = strstr(sh.out, not_proven);
-        int by_gate = 0;
-        for (size_t g = 0; at && g < sizeof gate / sizeof *gate; g++)
-            by_gate |= !strncmp(at + strlen(not_proven), gate[g], strlen(gate[g]));
-        TB_CHECK(at ? by_gate : has_line(sh.out, proven), "%s: proven, or not by the gate alone:\n%s", timed[i],
-                 sh.out);
-    }
+                                        "async_stall_fraction", NULL};
+    check_timed_by_gate(sh.out, "ckpt_pause/v1", timed);
 }
 
 TB_TEST(params_from_set_reach_the_runbook) {
