@@ -163,7 +163,11 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     tb_range_annotate(step, -1);
     for (int c = 0; c < tr->nchunks; c++) gpt_zero_grad(&tr->models[c]);
     int64_t t0 = tb_now_ns();
+    TB_RANGE_PUSH("data");
     get_batch(tr, step);
+    TB_RANGE_POP();
+    r.time.data_ms = ms_since(t0);
+    t0 = tb_now_ns();
     double stage_loss = forward_backward_func(&tr->pipeline, tr->inputs, tr->targets, &r.time);
     r.nonfinite_microbatch = tr->pipeline.nonfinite_microbatch;
     r.time.pipeline_ms = ms_since(t0);

@@ -15,6 +15,7 @@
 #include "core/xalloc.h"
 #include "ckpt_cli.h"
 #include "replay.h"
+#include "step_report.h"
 #include "runbook.h"
 #include "trace_cli.h"
 
@@ -31,6 +32,8 @@ static const command commands[] = {
     {"ls", tracebook_ls_main, "experiments, or one experiment's runs"},
     {"show", tracebook_show_main, "one run: manifest, command, config, per-step metrics"},
     {"diff", tracebook_diff_main, "two runs side by side: config and metric differences"},
+    {"steps", tracebook_steps_main, "each step per rank: data, compute, collectives (wait vs transfer), idle"},
+    {"comm", tracebook_comm_main, "collectives matched across ranks: enter spread and the last member"},
     {"ckpt", tracebook_ckpt_main, "a run's checkpoint saves: phases per rank, the last arriver and why"},
     {"index", tracebook_index_main, "parse the compilation database with libclang into the source index"},
     {"def", tracebook_def_main, "where a symbol is defined"},

@@ -42,6 +42,7 @@ double pipeline_theoretical_bubble(int p, int m, int v);
 
 // Where one step's time went on this rank (the per-stage timeline).
 typedef struct tb_step_timeline {
+    double data_ms;                  // get_batch: the step's microbatches read (train_step)
     double forward_ms, backward_ms;  // compute of the forward and backward passes
     double p2p_ms;                   // pipeline sends and waits for receives
     double optimizer_ms;             // finalize grads, clip, AdamW, parameter all-gather (train_step)

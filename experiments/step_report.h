@@ -1,0 +1,32 @@
+// step_report.h — a run's steps and collectives across its ranks, from the per-rank files
+// alone (metrics.rank-NNNNN.jsonl, trace.rank-NNNNN.json), so threads and processes read alike:
+//
+//   tracebook steps RUN_DIR [--step N] [--json]
+//       per step and rank: data, forward, backward, optimizer, P2P wait, idle (the metrics'
+//       stage timeline), and each group's collectives split into waiting for peers and
+//       transfer; the slowest rank of each step marked.
+//   tracebook comm RUN_DIR [--top N] [--json]
+//       every collective call matched across its group's members by (group id, sequence
+//       number): its enter spread (how long after the first member the last one entered)
+//       and the last member, with the range it was in and the one it had just left — a
+//       collective whose transfer is fast can still wait long for a late peer.
+//
+// For one call of a group's members: last = the latest enter; a member's wait = last − its
+// enter, its transfer = its exit − last (0 when it left before: a non-blocking send).
+#ifndef TB_EXPERIMENTS_STEP_REPORT_H
+#define TB_EXPERIMENTS_STEP_REPORT_H
+
+#include <jansson.h>
+
+#include "core/error.h"
+
+// Every matched collective call of a run directory: a JSON array of {"group", "group_id",
+// "seq", "op", "bytes", "step", "enter_spread_ms", "last_rank", "last_in", "last_after",
+// "members": [{"rank", "enter_ms", "wait_ms", "transfer_ms"}]}, largest spread first.
+// P2P calls are left out (their sequence numbers are per caller, not per pair).
+json_t *tb_collective_calls(const char *run_dir, tb_error *err);
+
+int tracebook_steps_main(int argc, char **argv);
+int tracebook_comm_main(int argc, char **argv);
+
+#endif

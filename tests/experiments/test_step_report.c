@@ -1,0 +1,136 @@
+// test_step_report.c — `tracebook comm` and `tracebook steps` (experiments/step_report.h):
+// enter spread, the last member and its context, wait vs transfer, on synthetic traces with
+// known answers; then on a real tp 2 x dp 2 run, where every collective call is matched across
+// its group's members.
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "step_report.h"
+#include "tb_run_dir.h"
+#include "tb_shell.h"
+#include "tb_test.h"
+
+#define TRACEBOOK TB_BIN_DIR "/tracebook"
+
+static tb_output sh;
+
+static void write_json(const char *path, json_t *j) {
+    char *text = json_dumps(j, JSON_COMPACT);
+    tb_write_text(path, text);
+    free(text);
+    json_decref(j);
+}
+
+static json_t *range(const char *name, double ts, double dur, int depth, json_t *args) {
+    json_t *a = args ? args : json_object();
+    json_object_set_new(a, "depth", json_integer(depth));
+    return json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:o}", "name", name, "cat", "range", "ph", "X", "ts", ts,
+                     "dur", dur, "pid", 0, "tid", 0, "args", a);
+}
+
+static json_t *comm(double ts, double dur, int seq) {
+    return range("comm.tp.all_reduce", ts, dur, 1,
+                 json_pack("{s:s, s:s, s:i, s:i, s:i}", "group", "tp", "op", "all_reduce", "group_id", 0, "seq", seq,
+                           "bytes", 4096));
+}
+
+// Two ranks, one step: rank 0 enters the all-reduce at 10 µs and leaves at 40; rank 1 is in
+// layer.0.mlp until 25, enters at 25 and leaves at 40. Spread 15 µs; rank 1 is last, after
+// layer.0.mlp, inside train_step; rank 0 waits 15 µs and transfers 15, rank 1 0 and 15.
+static void synthetic_run(const char *dir) {
+    tb_run(&sh, NULL, "rm -rf %s && mkdir -p %s", dir, dir);
+    char path[1024];
+    for (int r = 0; r < 2; r++) {
+        json_t *events = json_array();
+        json_array_append_new(events, range("train_step", 0, 100, 0, json_pack("{s:i}", "step", 1)));
+        if (r == 1) json_array_append_new(events, range("layer.0.mlp", 5, 20, 1, NULL));
+        json_array_append_new(events, comm(r == 0 ? 10 : 25, r == 0 ? 30 : 15, 1));
+        write_json(tb_rank_path(path, sizeof path, dir, TB_RANK_TRACE, r), json_pack("{s:o}", "traceEvents", events));
+        tb_rank_path(path, sizeof path, dir, TB_RANK_METRICS, r);
+        json_t *line = json_pack("{s:i, s:f, s:{s:f, s:f, s:f, s:f, s:f, s:f}}", "step", 1, "step_ms", r ? 0.1 : 0.09,
+                                 "pipeline", "data_ms", 0.001, "forward_ms", 0.02, "backward_ms", 0.03, "optimizer_ms",
+                                 0.01, "p2p_wait_ms", 0.0, "idle_ms", 0.005);
+        char *text = json_dumps(line, JSON_COMPACT);
+        char with_nl[512];
+        snprintf(with_nl, sizeof with_nl, "%s\n", text);
+        tb_write_text(path, with_nl);
+        free(text);
+        json_decref(line);
+    }
+}
+
+TB_TEST(enter_spread_wait_and_transfer_of_a_known_call) {
+    const char *dir = TB_TEST_TMPDIR "/step_report_synthetic";
+    synthetic_run(dir);
+    tb_error err;
+    json_t *calls = tb_collective_calls(dir, &err);
+    TB_REQUIRE(calls, "%s", err.msg);
+    TB_REQUIRE(json_array_size(calls) == 1, "one matched call (%zu)", json_array_size(calls));
+    json_t *c = json_array_get(calls, 0);
+    TB_CHECK(fabs(json_number_value(json_object_get(c, "enter_spread_ms")) - 0.015) < 1e-12, "spread 15 us");
+    TB_CHECK(json_integer_value(json_object_get(c, "last_rank")) == 1 &&
+                 !strcmp(json_string_value(json_object_get(c, "last_in")), "train_step") &&
+                 !strcmp(json_string_value(json_object_get(c, "last_after")), "layer.0.mlp"),
+             "rank 1 is last, in train_step, after layer.0.mlp");
+    json_t *m0 = json_array_get(json_object_get(c, "members"), 0), *m1 = json_array_get(json_object_get(c, "members"), 1);
+    TB_CHECK(fabs(json_number_value(json_object_get(m0, "wait_ms")) - 0.015) < 1e-12 &&
+                 fabs(json_number_value(json_object_get(m0, "transfer_ms")) - 0.015) < 1e-12,
+             "rank 0 waits 15 us for rank 1, then 15 us of transfer");
+    TB_CHECK(json_number_value(json_object_get(m1, "wait_ms")) == 0 &&
+                 fabs(json_number_value(json_object_get(m1, "transfer_ms")) - 0.015) < 1e-12,
+             "rank 1 does not wait");
+    TB_CHECK(json_integer_value(json_object_get(c, "step")) == 1, "the call is step 1's");
+    json_decref(calls);
+
+    int rc = tb_run(&sh, NULL, "'%s' steps '%s'", TRACEBOOK, dir);
+    TB_CHECK(rc == 0 && strstr(sh.out, "* 1 ") && strstr(sh.out, "tp 0.01 / 0.01") && strstr(sh.out, "tp 0.00 / 0.01"),
+             "steps marks rank 1 slowest and splits tp into wait / transfer: exit %d\n%s", rc, sh.out);
+    rc = tb_run(&sh, NULL, "'%s' comm '%s'", TRACEBOOK, dir);
+    TB_CHECK(rc == 0 && strstr(sh.out, "rank 1 (in train_step; after layer.0.mlp)"), "comm: exit %d\n%s", rc, sh.out);
+    rc = tb_run(&sh, NULL, "'%s' comm '%s' --top -1", TRACEBOOK, dir);
+    TB_CHECK(rc == 2 && strstr(sh.err, "--top: -1 is negative"), "a negative --top is refused: %s", sh.err);
+    rc = tb_run(&sh, NULL, "'%s' comm /nonexistent-run", TRACEBOOK);
+    TB_CHECK(rc == 1 && strstr(sh.err, "/nonexistent-run"), "a missing run directory is named: %s", sh.err);
+}
+
+// A real run: every collective call of every group is matched across all its members (tp
+// groups of 2, dp groups of 2, the world of 4), and no member's wait or transfer is negative.
+TB_TEST(every_collective_of_a_real_run_is_matched_across_its_members) {
+    const char *dir = TB_TEST_TMPDIR "/step_report_real";
+    int rc = tb_run(&sh, NULL,
+                    "rm -rf %s && %s/pretrain_gpt --num-layers 2 --hidden-size 32 --num-attention-heads 2 "
+                    "--seq-length 16 --vocab-size 64 --micro-batch-size 2 --global-batch-size 8 --train-iters 2 "
+                    "--world-size 4 --tensor-model-parallel-size 2 --run-dir %s > /dev/null",
+                    dir, TB_BIN_DIR, dir);
+    TB_REQUIRE(rc == 0, "pretrain_gpt: %s", sh.err);
+    tb_error err;
+    json_t *calls = tb_collective_calls(dir, &err);
+    TB_REQUIRE(calls && json_array_size(calls) > 0, "%s", calls ? "no calls" : err.msg);
+    size_t i, bad = 0, tp = 0;
+    json_t *c;
+    json_array_foreach(calls, i, c) {
+        const char *g = json_string_value(json_object_get(c, "group"));
+        size_t want = !strcmp(g, "world") ? 4 : 2, have = json_array_size(json_object_get(c, "members"));
+        if (!strcmp(g, "tp")) tp++;
+        size_t k;
+        json_t *m;
+        int negative = 0;
+        json_array_foreach(json_object_get(c, "members"), k, m) negative |=
+            json_number_value(json_object_get(m, "wait_ms")) < 0 || json_number_value(json_object_get(m, "transfer_ms")) < 0;
+        if (have != want || negative) {
+            if (bad++ < 3) printf("    %s seq %lld: %zu members (want %zu)%s\n", g,
+                                  (long long)json_integer_value(json_object_get(c, "seq")), have, want,
+                                  negative ? ", a negative wait or transfer" : "");
+        }
+    }
+    TB_CHECK(bad == 0, "%zu calls not matched across their whole group", bad);
+    TB_CHECK(tp > 0, "the tensor-parallel all-reduces are among them");
+    json_decref(calls);
+}
+
+int main(void) {
+    TB_RUN(enter_spread_wait_and_transfer_of_a_known_call);
+    TB_RUN(every_collective_of_a_real_run_is_matched_across_its_members);
+    return tb_test_summary();
+}
