@@ -17,6 +17,8 @@
 #include "catalog.h"
 #include "core/xalloc.h"
 #include "parsers.h"
+#include "core/run_dir.h"
+#include "step_report.h"
 
 // ---------------------------------------------------------------------------------------
 // Shared
@@ -26,6 +28,7 @@ typedef struct cli {
     const char *artifacts;
     const char *positional[2];
     int npositional;
+    int phases;  // diff --phases
     sqlite3 *db;
 } cli;
 
@@ -39,9 +42,15 @@ static const tb_command show_command = {
     "tracebook show", "RUN",
     "Shows one run: manifest, command, config, per-step metrics. RUN is a run id or a unique prefix of one.",
     cli_options, 1, 1};
+static const tb_option diff_options[] = {
+    TB_ARTIFACTS_OPTION(cli, artifacts),
+    TB_OPTION("--phases", cli, phases, TB_OPT_BOOL, "false", NULL,
+              "also each phase of the steps (data, compute, optimizer, P2P wait, idle, every group's collective "
+              "wait and transfer) and the first that changed beyond the runs' own spread"),
+    TB_OPTIONS_END};
 static const tb_command diff_command = {
     "tracebook diff", "RUN RUN",
-    "Shows two runs side by side: the config keys that differ and the metrics. RUN as for show.", cli_options, 2,
+    "Shows two runs side by side: the config keys that differ and the metrics. RUN as for show.", diff_options, 2,
     2};
 
 // Parses the command line; opens and syncs the catalogue. Returns -1 (done, *rc set) or 0.
@@ -513,6 +522,26 @@ int tracebook_diff_main(int argc, char **argv) {
     print_metric_row("peak memory bytes (at once, max over ranks)", s[0].peak_bytes, s[1].peak_bytes, 12);
     print_metric_row("steps", s[0].steps, s[1].steps, 10);
     print_metric_row("ranks", s[0].ranks, s[1].ranks, 10);
+    if (c.phases) {
+        char dirs[2][4096];
+        for (int r = 0; r < 2 && rc == 0; r++) {
+            sqlite3_stmt *st;
+            rc = sqlite3_prepare_v2(c.db, "SELECT record_dir FROM runs WHERE run_id = ?1", -1, &st, NULL) != SQLITE_OK
+                     ? sql_error(&c)
+                     : 0;
+            if (rc == 0) {
+                sqlite3_bind_text(st, 1, ids[r], -1, SQLITE_TRANSIENT);
+                if (sqlite3_step(st) == SQLITE_ROW) snprintf(dirs[r], sizeof dirs[r], "%s/" TB_RECORD_RUN_DIR, col(st, 0));
+                else rc = TB_EXIT_FAILURE;
+                sqlite3_finalize(st);
+            }
+        }
+        tb_error err;
+        if (rc == 0 && tb_phase_diff(stdout, dirs[0], dirs[1], &err) != 0) {
+            fprintf(stderr, "%s --phases: %s\n", c.name, err.msg);
+            rc = TB_EXIT_FAILURE;
+        }
+    }
     sqlite3_close(c.db);
-    return 0;
+    return rc;
 }

@@ -2,6 +2,7 @@
 #include "step_report.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,140 @@ int tracebook_comm_main(int argc, char **argv) {
                                                                    : "-");
     }
     json_decref(calls);
+    return 0;
+}
+
+// --- phases of two runs ---------------------------------------------------------------
+
+#define MAX_PHASE_ROWS 64
+
+typedef struct phase_series {
+    char name[64];
+    double v[2][1024];  // per run, per step after the first
+    int n[2];
+} phase_series;
+
+static phase_series *series_of(phase_series *all, int *n, const char *name) {
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(all[i].name, name)) return &all[i];
+    if (*n == MAX_PHASE_ROWS) return NULL;
+    phase_series *p = &all[(*n)++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    return p;
+}
+
+static int load_metrics(const char *dir, int nranks, json_t **rows, tb_error *err);
+static const char *const phases[];
+
+// One run's phase values per step (after the first): the slowest rank's metrics phases, and
+// per group the largest wait and transfer of a rank in that step.
+static int phase_values(const char *dir, int run, phase_series *all, int *nseries, tb_error *err) {
+    run_traces t;
+    if (load_traces(dir, &t, err) != 0) {
+        traces_free(&t);
+        return -1;
+    }
+    json_t **rows = tb_xcalloc((size_t)t.nranks, sizeof *rows, "metrics");
+    int rc = load_metrics(dir, t.nranks, rows, err);
+    json_t *calls = rc == 0 ? calls_of(&t) : NULL;
+    for (size_t s = 1; rc == 0 && s < json_array_size(rows[0]); s++) {
+        json_int_t step = json_integer_value(json_object_get(json_array_get(rows[0], s), "step"));
+        int slow = 0;
+        for (int r = 1; r < t.nranks; r++)
+            if (json_number_value(json_object_get(json_array_get(rows[r], s), "step_ms")) >
+                json_number_value(json_object_get(json_array_get(rows[slow], s), "step_ms")))
+                slow = r;
+        json_t *pipe = json_object_get(json_array_get(rows[slow], s), "pipeline");
+        for (int p = 0; p < 6; p++) {
+            phase_series *ps = series_of(all, nseries, phases[p]);
+            if (ps && ps->n[run] < 1024) ps->v[run][ps->n[run]++] = json_number_value(json_object_get(pipe, phases[p]));
+        }
+        // per group: the largest per-rank wait and transfer summed over the step's calls
+        double wait[64][64], xfer[64][64];  // [group][rank]: ranks beyond 64 are left out
+        char groups[64][32];
+        int ng = 0;
+        memset(wait, 0, sizeof wait), memset(xfer, 0, sizeof xfer);
+        size_t i;
+        json_t *c;
+        json_array_foreach(calls, i, c) {
+            if (json_integer_value(json_object_get(c, "step")) != step) continue;
+            const char *g = json_string_value(json_object_get(c, "group"));
+            int gi = 0;
+            while (gi < ng && strcmp(groups[gi], g)) gi++;
+            if (gi == ng && ng < 64) snprintf(groups[ng++], sizeof groups[0], "%s", g);
+            if (gi >= 64) continue;
+            size_t k;
+            json_t *m;
+            json_array_foreach(json_object_get(c, "members"), k, m) {
+                int r = (int)json_integer_value(json_object_get(m, "rank"));
+                if (r < 0 || r >= 64) continue;
+                wait[gi][r] += json_number_value(json_object_get(m, "wait_ms"));
+                xfer[gi][r] += json_number_value(json_object_get(m, "transfer_ms"));
+            }
+        }
+        for (int g = 0; g < ng; g++) {
+            double w = 0, x = 0;
+            for (int r = 0; r < 64; r++) w = wait[g][r] > w ? wait[g][r] : w, x = xfer[g][r] > x ? xfer[g][r] : x;
+            char name[64];
+            snprintf(name, sizeof name, "%.31s wait", groups[g]);
+            phase_series *ps = series_of(all, nseries, name);
+            if (ps && ps->n[run] < 1024) ps->v[run][ps->n[run]++] = w;
+            snprintf(name, sizeof name, "%.31s transfer", groups[g]);
+            ps = series_of(all, nseries, name);
+            if (ps && ps->n[run] < 1024) ps->v[run][ps->n[run]++] = x;
+        }
+    }
+    for (int r = 0; r < t.nranks; r++) json_decref(rows[r]);
+    free(rows);
+    json_decref(calls);
+    traces_free(&t);
+    return rc;
+}
+
+static int cmp_ms(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void stats_of(const double *v, int n, double *median, double *lo, double *hi) {
+    double s[1024];
+    memcpy(s, v, (size_t)n * sizeof *v);
+    qsort(s, (size_t)n, sizeof *s, cmp_ms);
+    *median = n ? (n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2) : 0;
+    *lo = n ? s[0] : 0, *hi = n ? s[n - 1] : 0;
+}
+
+int tb_phase_diff(FILE *out, const char *run_a, const char *run_b, tb_error *err) {
+    phase_series *all = tb_xcalloc(MAX_PHASE_ROWS, sizeof *all, "phase series");
+    int n = 0;
+    if (phase_values(run_a, 0, all, &n, err) != 0 || phase_values(run_b, 1, all, &n, err) != 0) {
+        free(all);
+        return -1;
+    }
+    fprintf(out, "\nphases (ms per step after the first; the slowest rank's, and each group's most waiting rank):\n");
+    fprintf(out, "  %-24s %26s %26s %10s\n", "", "A median [min, max]", "B median [min, max]", "B - A");
+    const char *first = NULL;
+    double first_delta = 0, first_spread = 0;
+    for (int i = 0; i < n; i++) {
+        double ma, la, ha, mb, lb, hb;
+        stats_of(all[i].v[0], all[i].n[0], &ma, &la, &ha);
+        stats_of(all[i].v[1], all[i].n[1], &mb, &lb, &hb);
+        const double spread = (ha - la) > (hb - lb) ? ha - la : hb - lb, delta = mb - ma;
+        const int changed = all[i].n[0] && all[i].n[1] && fabs(delta) > spread;
+        char a[64], b[64];
+        snprintf(a, sizeof a, "%.3f [%.3f, %.3f]", ma, la, ha);
+        snprintf(b, sizeof b, "%.3f [%.3f, %.3f]", mb, lb, hb);
+        fprintf(out, "  %-24s %26s %26s %+10.3f%s\n", all[i].name, all[i].n[0] ? a : "-", all[i].n[1] ? b : "-", delta,
+               changed ? "  changed" : "");
+        if (changed && !first) first = all[i].name, first_delta = delta, first_spread = spread;
+    }
+    if (first)
+        fprintf(out, "\nfirst changed phase: %s (%+.3f ms per step, beyond the runs' own spread of %.3f ms)\n", first,
+               first_delta, first_spread);
+    else
+        fprintf(out, "\nno phase changed beyond the runs' own spread\n");
+    free(all);
     return 0;
 }
 

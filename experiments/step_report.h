@@ -17,6 +17,7 @@
 #define TB_EXPERIMENTS_STEP_REPORT_H
 
 #include <jansson.h>
+#include <stdio.h>
 
 #include "core/error.h"
 
@@ -25,6 +26,13 @@
 // "members": [{"rank", "enter_ms", "wait_ms", "transfer_ms"}]}, largest spread first.
 // P2P calls are left out (their sequence numbers are per caller, not per pair).
 json_t *tb_collective_calls(const char *run_dir, tb_error *err);
+
+// `tracebook diff A B --phases`: per phase (the steps' data, forward, backward, optimizer, P2P
+// wait, idle on the slowest rank of each step, and each group's collective wait and transfer)
+// the median and range over the steps after the first, of two run directories; a phase
+// changed when its medians differ by more than the wider of the two runs' own ranges. Prints
+// the table and the first changed phase in that order. Returns 0, or -1 with err set.
+int tb_phase_diff(FILE *out, const char *run_a, const char *run_b, tb_error *err);
 
 int tracebook_steps_main(int argc, char **argv);
 int tracebook_comm_main(int argc, char **argv);

@@ -129,8 +129,49 @@ TB_TEST(every_collective_of_a_real_run_is_matched_across_its_members) {
     json_decref(calls);
 }
 
+// Two runs of 5 steps whose backward differs (10 ms against 20, each within 0.2 ms of itself)
+// and whose forward moves only within its own spread: diff --phases names backward first.
+static void phase_run(const char *dir, double backward, double forward_jitter) {
+    tb_run(&sh, NULL, "rm -rf %s && mkdir -p %s", dir, dir);
+    char path[1024];
+    json_t *events = json_array();
+    FILE *m = fopen(tb_rank_path(path, sizeof path, dir, TB_RANK_METRICS, 0), "w");
+    for (int step = 1; step <= 5; step++) {
+        json_array_append_new(events, range("train_step", step * 1000.0, 900, 0, json_pack("{s:i}", "step", step)));
+        json_t *line = json_pack("{s:i, s:f, s:{s:f, s:f, s:f, s:f, s:f, s:f}}", "step", step, "step_ms", 40.0,
+                                 "pipeline", "data_ms", 0.1, "forward_ms", 5 + forward_jitter * (step % 2),
+                                 "backward_ms", backward + 0.05 * (step % 3), "optimizer_ms", 3.0, "p2p_wait_ms", 0.0,
+                                 "idle_ms", 1.0);
+        char *text = json_dumps(line, JSON_COMPACT);
+        fprintf(m, "%s\n", text);
+        free(text);
+        json_decref(line);
+    }
+    fclose(m);
+    write_json(tb_rank_path(path, sizeof path, dir, TB_RANK_TRACE, 0), json_pack("{s:o}", "traceEvents", events));
+}
+
+TB_TEST(diff_phases_names_the_first_phase_that_changed_beyond_the_spread) {
+    const char *a = TB_TEST_TMPDIR "/phases_a", *b = TB_TEST_TMPDIR "/phases_b";
+    phase_run(a, 10, 2);
+    phase_run(b, 20, 2.5);
+    char out_path[1024];
+    snprintf(out_path, sizeof out_path, "%s/phases.out", TB_TEST_TMPDIR);
+    FILE *f = fopen(out_path, "w");
+    tb_error err;
+    int rc = f ? tb_phase_diff(f, a, b, &err) : -1;
+    if (f) fclose(f);
+    char *out = tb_slurp(out_path);
+    printf("%s", out ? out : "");
+    TB_CHECK(rc == 0 && out && strstr(out, "first changed phase: backward_ms (+10.000 ms per step"),
+             "backward changed first: %s", rc == 0 ? "" : err.msg);
+    TB_CHECK(out && !strstr(strstr(out, "forward_ms"), "changed\n  backward"), "forward stays within its spread");
+    free(out);
+}
+
 int main(void) {
     TB_RUN(enter_spread_wait_and_transfer_of_a_known_call);
     TB_RUN(every_collective_of_a_real_run_is_matched_across_its_members);
+    TB_RUN(diff_phases_names_the_first_phase_that_changed_beyond_the_spread);
     return tb_test_summary();
 }
