@@ -146,6 +146,12 @@ const tb_option tb_config_options[] = {
         "--load restores the optimizer state (--no-load-optim: starts a fresh optimizer)"),
     OPT("--debug-slow-write", debug_slow_write, TB_OPT_STRING, "", NULL, "io",
         "RANK:MS: that rank's checkpoint writes take MS ms longer (the slow-writer drill)"),
+    OPT("--dump-tensors", dump_tensors, TB_OPT_STRING, "", NULL, "io",
+        "STEPS (e.g. 1 or 1,3): write those steps' logical tensors (module outputs, gradients, parameters) to "
+        "tensors/ in the run directory, for tracebook bisect"),
+    OPT("--debug-inject-fault", debug_inject_fault, TB_OPT_CHOICE, "none",
+        "none|row_parallel_bias_per_rank|skip_sp_grad_all_reduce|vocab_ce_local_sum", "io",
+        "a known tensor-parallel bug on purpose, for bisect's drill"),
     OPT("--save-hf", save_hf, TB_OPT_STRING, "", NULL, "io",
         "write the final weights to this safetensors file (Hugging Face GPT-2 names)"),
     OPT("--load", load, TB_OPT_STRING, "", NULL, "io",
@@ -616,6 +622,20 @@ int config_validate(const tb_config *c, tb_error *err) {
                      c->debug_slow_write);
     }
     if (c->async_save && !c->save[0]) violated(&r, "async_save needs save (a checkpoint directory)");
+    if (c->dump_tensors[0]) {
+        const char *p = c->dump_tensors;
+        int n = 0;
+        while (*p) {
+            char *end;
+            long long step = strtoll(p, &end, 10);
+            if (end == p || (*end && *end != ',') || step < 1 || step > c->train_iters || ++n > 64) {
+                violated(&r, "dump_tensors '%s' must be up to 64 steps in [1, train_iters %d], comma-separated",
+                         c->dump_tensors, c->train_iters);
+                break;
+            }
+            p = *end ? end + 1 : end;
+        }
+    }
     if (c->inject_stall[0]) {
         int rank, n = 0;
         long long step;

@@ -27,6 +27,11 @@
 enum tb_normalization { TB_NORM_LAYERNORM, TB_NORM_RMSNORM };
 enum tb_position_embedding { TB_POS_LEARNED_ABSOLUTE, TB_POS_ROPE, TB_POS_NONE };
 enum tb_attention_backend { TB_ATTENTION_LOCAL, TB_ATTENTION_FLASH };
+// Known bugs on purpose (--debug-inject-fault), each wrong only under tensor parallelism:
+//   row_parallel_bias_per_rank  every tp rank adds the row-parallel bias before the reduction
+//   skip_sp_grad_all_reduce     the sequence-parallel partial gradients are not all-reduced
+//   vocab_ce_local_sum          the vocab-parallel cross-entropy's exp sums are not all-reduced
+enum tb_debug_fault { TB_FAULT_NONE, TB_FAULT_ROW_PARALLEL_BIAS, TB_FAULT_SKIP_SP_GRAD, TB_FAULT_VOCAB_CE_SUM };
 enum tb_lr_decay_style { TB_LR_COSINE, TB_LR_LINEAR, TB_LR_CONSTANT };
 enum tb_recompute_granularity { TB_RECOMPUTE_NONE, TB_RECOMPUTE_SELECTIVE, TB_RECOMPUTE_FULL };
 enum tb_recompute_method { TB_RECOMPUTE_METHOD_NONE, TB_RECOMPUTE_UNIFORM, TB_RECOMPUTE_BLOCK };
@@ -107,6 +112,8 @@ typedef struct tb_config {
     int save_optim;               // checkpoints hold the optimizer state (Megatron's --no-save-optim: 0)
     int load_optim;               // --load restores it (--no-load-optim: a fresh optimizer)
     char debug_slow_write[64];    // "RANK:MS": that rank's checkpoint writes take MS ms longer (drill)
+    char dump_tensors[256];       // "1,3": the steps whose logical tensors go to tensors/ (reports/tensor_dump.h)
+    int debug_inject_fault;       // enum tb_debug_fault: a known bug, for bisect's drill
     char save_hf[TB_PATH_MAX];    // the whole model as one Hugging Face GPT-2 safetensors file
     char load[TB_PATH_MAX];       // a checkpoint directory (resumes) or a safetensors file (weights)
     char run_dir[TB_PATH_MAX];    // empty → artifacts/adhoc/<timestamp>

@@ -9,6 +9,7 @@
 #include "backend/cpu/kernels.h"
 #include "checkpoint/dist_checkpoint.h"
 #include "checkpoint/gpt_checkpoint.h"
+#include "reports/tensor_dump.h"
 #include "comm/comm.h"
 #include "comm/mpi_backend.h"
 #include "core/fileio.h"
@@ -74,6 +75,8 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
             return tb_fail_prefix(err, "flag --load");
         }
     }
+    tr->dump = tensor_dump_create(rk);
+    for (int c = 0; c < tr->nchunks; c++) tr->models[c].block.d.dump = tr->dump;
     size_t tokens = (size_t)M * cfg->micro_batch_size * cfg->seq_length;
     tr->inputs = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch inputs");
     tr->targets = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch targets");
@@ -84,6 +87,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
 void trainer_free(tb_trainer *tr) {
     tb_allocator *mem = &tr->rk->mem;
     dist_checkpoint_writer_free(&tr->ckpt);
+    tensor_dump_free(tr->dump);
     tb_free(mem, tr->inputs);
     tb_free(mem, tr->targets);
     pipeline_free(&tr->pipeline);
@@ -161,6 +165,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
 
     TB_RANGE_PUSH("train_step");
     tb_range_annotate(step, -1);
+    tensor_dump_arm(tr->dump, step);
     for (int c = 0; c < tr->nchunks; c++) gpt_zero_grad(&tr->models[c]);
     int64_t t0 = tb_now_ns();
     TB_RANGE_PUSH("data");
@@ -174,6 +179,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
 
     t0 = tb_now_ns();
     for (int c = 0; c < tr->nchunks; c++) finalize_model_grads(&tr->models[c], rk, &tr->opts[c]);
+    tensor_dump_grads(tr->dump, tr->models, tr->opts, tr->nchunks);
     optimizer_step(tr, step, &r);
     r.time.optimizer_ms = ms_since(t0);
 
@@ -329,6 +335,8 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         before = after;
         if (rc == 0 && lead && (step % cfg->log_interval == 0 || step == cfg->train_iters)) print_step_line(&s);
         if (rc == 0 && cfg->check_for_nan_in_loss_and_grad) rc = check_finite(rk, step, &r, err);
+        if (rc == 0 && tensor_dump_finish(tr->dump, tr->models, tr->nchunks, r.loss, err) != 0)
+            rc = tb_fail_prefix(err, "flag --dump-tensors");
         const int exiting = cfg->exit_interval > 0 && step % cfg->exit_interval == 0;
         if (rc == 0 && cfg->save[0] &&
             ((cfg->save_interval > 0 && step % cfg->save_interval == 0) || step == cfg->train_iters || exiting))

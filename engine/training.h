@@ -38,6 +38,7 @@ typedef struct tb_trainer {
     tb_pipeline pipeline;       // the schedule and the p2p buffers
     int64_t start_iteration;    // the checkpoint's iteration when resumed (--load DIR), else 0
     dist_ckpt_writer ckpt;      // --save: the save in flight and checkpoint.json's record
+    struct tb_tensor_dump *dump;  // --dump-tensors, or NULL
 } tb_trainer;
 
 typedef struct tb_step_result {

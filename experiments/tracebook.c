@@ -13,6 +13,7 @@
 #include "catalog.h"
 #include "core/error.h"
 #include "core/xalloc.h"
+#include "bisect.h"
 #include "ckpt_cli.h"
 #include "replay.h"
 #include "step_report.h"
@@ -34,6 +35,7 @@ static const command commands[] = {
     {"diff", tracebook_diff_main, "two runs side by side: config and metric differences"},
     {"steps", tracebook_steps_main, "each step per rank: data, compute, collectives (wait vs transfer), idle"},
     {"comm", tracebook_comm_main, "collectives matched across ranks: enter spread and the last member"},
+    {"bisect", tracebook_bisect_main, "the first tensor where two runs diverge beyond float reordering"},
     {"ckpt", tracebook_ckpt_main, "a run's checkpoint saves: phases per rank, the last arriver and why"},
     {"index", tracebook_index_main, "parse the compilation database with libclang into the source index"},
     {"def", tracebook_def_main, "where a symbol is defined"},

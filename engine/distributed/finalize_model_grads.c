@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "config.h"
+
 #include "core/ranges.h"
 
 void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt) {
@@ -10,7 +12,7 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt) {
     TB_RANGE_PUSH("finalize_model_grads");
 
     tb_group *tp = &rk->groups[TB_GROUP_TP];
-    if (cfg->sequence_parallel && tp->size > 1) {
+    if (cfg->sequence_parallel && tp->size > 1 && cfg->debug_inject_fault != TB_FAULT_SKIP_SP_GRAD) {
         TB_RANGE_PUSH("finalize_model_grads.sequence_parallel");
         for (int i = 0; i < m->nparams; i++)
             if (m->params[i].sp_partial)

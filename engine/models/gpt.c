@@ -9,6 +9,7 @@
 #include "core/rng.h"
 #include "core/xalloc.h"
 #include "core/ranges.h"
+#include "reports/tensor_dump.h"
 #include "tensor_parallel/cross_entropy.h"
 #include "tensor_parallel/layers.h"
 
@@ -370,6 +371,7 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
         // (B,T) -> (Ns,C)
         vocab_parallel_embedding_forward(region, x0, m->full, inputs, m->w.wte, m->vocab_start, m->Vl, m->w.wpe);
         TB_RANGE_POP();
+        tensor_dump_forward(m->block.d.dump, region, x0, Ns, C, "embedding");
     } else if (x_in) {
         memcpy(x0, x_in, (size_t)Ns * C * sizeof(float));
     }
@@ -402,7 +404,7 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
 
     TB_RANGE_PUSH("loss");
     vocab_parallel_cross_entropy_forward(region->tp, st->logits, st->losses, m->ce_scratch, targets, N, m->Vl,
-                                         m->vocab_start, m->V);
+                                         m->vocab_start, m->V, m->cfg->debug_inject_fault);
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += st->losses[i];
     TB_RANGE_POP();

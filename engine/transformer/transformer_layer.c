@@ -5,6 +5,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "core/ranges.h"
+#include "reports/tensor_dump.h"
 
 tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_spec *spec, tb_group *tp_group) {
     const int fc1_factor = spec->activation->fc1_factor;
@@ -23,7 +24,8 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_sp
     d.F = cfg->ffn_hidden_size / tp;
     d.F1 = fc1_factor * d.F;
     d.eps = (float)cfg->norm_epsilon;
-    d.tp = (tb_tp_region){tp_group, cfg->sequence_parallel, d.B, d.T, d.C, NULL};
+    d.tp = (tb_tp_region){tp_group, cfg->sequence_parallel, d.B, d.T, d.C, NULL, cfg->debug_inject_fault};
+    d.dump = NULL;
     const int rope = cfg->position_embedding_type == TB_POS_ROPE;
     d.rope_dim = rope ? (int)lround(d.hs * cfg->rotary_percent) : 0;
     d.rope_interleaved = rope && cfg->rotary_interleaved;
@@ -151,6 +153,7 @@ void transformer_layer_forward(const transformer_layer_spec *spec, int layer, co
     TB_RANGE_POP();
 
     self_attention_forward(spec, layer, d, p, a, ws, ws->branch);
+    tensor_dump_forward(d->dump, &d->tp, ws->branch, d->Ns, d->C, "layer.%d.attention", layer);
     cpu_add(a->mid, inp, ws->branch, NsC);  // residual
 
     TB_RANGE_PUSH("layer.%d.pre_mlp_layernorm", layer);
@@ -158,7 +161,9 @@ void transformer_layer_forward(const transformer_layer_spec *spec, int layer, co
     TB_RANGE_POP();
 
     mlp_forward(spec, layer, d, p, a, ws, ws->branch);
+    tensor_dump_forward(d->dump, &d->tp, ws->branch, d->Ns, d->C, "layer.%d.mlp", layer);
     cpu_add(out, a->mid, ws->branch, NsC);  // residual
+    tensor_dump_forward(d->dump, &d->tp, out, d->Ns, d->C, "layer.%d", layer);
 
     TB_RANGE_POP();
 }

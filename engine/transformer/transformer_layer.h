@@ -44,6 +44,7 @@ typedef struct tb_layer_dims {
     double rope_base;
     const float *rope_cos, *rope_sin;
     const tb_core_attention_module *attention;  // the spec's: what it saves and needs as scratch
+    struct tb_tensor_dump *dump;                // --dump-tensors: module outputs kept (NULL: none)
 } tb_layer_dims;
 
 // Parameters (or their gradients: same struct, same layout). Biases are NULL without

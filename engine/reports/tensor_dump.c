@@ -1,0 +1,165 @@
+// tensor_dump.c — the logical tensors of chosen steps (tensor_dump.h).
+#include "reports/tensor_dump.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint/safetensors.h"
+#include "comm/comm.h"
+#include "core/fileio.h"
+#include "core/run_dir.h"
+#include "core/xalloc.h"
+#include "models/gpt.h"
+#include "optimizer/optimizer.h"
+#include "parallel_state.h"
+#include "tensor_parallel/mappings.h"
+
+typedef struct dumped {
+    char name[96];
+    float *data;
+    int rows, cols;
+} dumped;
+
+struct tb_tensor_dump {
+    tb_rank *rk;
+    int64_t steps[64];
+    int nsteps;
+    int64_t armed;  // the step being dumped, 0: none
+    dumped *t;
+    int n, cap;
+};
+
+static int parse_steps(const char *text, int64_t *steps, int *n) {
+    *n = 0;
+    for (const char *p = text; *p;) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 1 || *n == 64) return -1;
+        steps[(*n)++] = v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return *n ? 0 : -1;
+}
+
+tb_tensor_dump *tensor_dump_create(tb_rank *rk) {
+    if (!rk->cfg->dump_tensors[0]) return NULL;
+    tb_tensor_dump *d = tb_xcalloc(1, sizeof *d, "tensor dump");
+    d->rk = rk;
+    if (parse_steps(rk->cfg->dump_tensors, d->steps, &d->nsteps) != 0) d->nsteps = 0;  // config_validate refused it
+    return d;
+}
+
+static void drop_all(tb_tensor_dump *d) {
+    for (int i = 0; i < d->n; i++) tb_free(&d->rk->mem, d->t[i].data);
+    d->n = 0;
+}
+
+void tensor_dump_free(tb_tensor_dump *d) {
+    if (!d) return;
+    drop_all(d);
+    free(d->t);
+    free(d);
+}
+
+int tensor_dump_wants(const tb_tensor_dump *d, int64_t step) {
+    for (int i = 0; d && i < d->nsteps; i++)
+        if (d->steps[i] == step) return 1;
+    return 0;
+}
+
+void tensor_dump_arm(tb_tensor_dump *d, int64_t step) {
+    if (d) d->armed = tensor_dump_wants(d, step) ? step : 0;
+}
+
+static float *keep(tb_tensor_dump *d, const char *name, int rows, int cols) {
+    for (int i = 0; i < d->n; i++)
+        if (!strcmp(d->t[i].name, name)) return NULL;  // once per name
+    if (d->n == d->cap) d->t = tb_xreallocarray(d->t, (size_t)(d->cap = d->cap ? 2 * d->cap : 64), sizeof *d->t, "dump");
+    dumped *t = &d->t[d->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->rows = rows, t->cols = cols;
+    t->data = tb_alloc(&d->rk->mem, TB_MEM_WORKSPACE, (size_t)rows * cols * sizeof(float), "tensor dump");
+    return t->data;
+}
+
+void tensor_dump_forward(tb_tensor_dump *d, const tb_tp_region *r, const float *x, int rows, int C, const char *fmt,
+                         ...) {
+    if (!d || !d->armed) return;
+    char name[96] = "fwd/";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name + 4, sizeof name - 4, fmt, ap);
+    va_end(ap);
+    const int sp = r && r->sp && tb_tp_size(r) > 1;
+    // every tp rank captures the same names in the same order: the gather is a matched collective
+    for (int i = 0; i < d->n; i++)
+        if (!strcmp(d->t[i].name, name)) return;
+    float *dst = keep(d, name, sp ? rows * tb_tp_size(r) : rows, C);
+    if (sp) gather_from_sequence_parallel_region(r, x, dst);
+    else memcpy(dst, x, (size_t)rows * C * sizeof(float));
+}
+
+// Every parameter (or gradient) of the chunks, whole, its real rows only (the vocabulary's
+// padding differs between tp sizes).
+static void keep_params(tb_tensor_dump *d, gpt_model *models, int nchunks, int grads) {
+    for (int c = 0; c < nchunks; c++) {
+        gpt_model *m = &models[c];
+        for (int i = 0; i < m->nparams; i++) {
+            const gpt_param *p = &m->params[i];
+            if (p->pp_duplicate) continue;  // the first stage's copy of the tied embedding
+            float *full = tb_alloc(&d->rk->mem, TB_MEM_WORKSPACE, (size_t)p->full_rows * p->full_cols * sizeof(float),
+                                   "tensor dump gather");
+            gpt_gather_param(m, i, grads, full);
+            char name[96];
+            snprintf(name, sizeof name, "%s/%s", grads ? "grad" : "param", p->name);
+            float *dst = keep(d, name, p->hf_rows, p->full_cols);
+            if (dst) memcpy(dst, full, (size_t)p->hf_rows * p->full_cols * sizeof(float));
+            tb_free(&d->rk->mem, full);
+        }
+    }
+}
+
+void tensor_dump_grads(tb_tensor_dump *d, gpt_model *models, tb_adamw *opts, int nchunks) {
+    if (!d || !d->armed) return;
+    tb_rank *rk = d->rk;
+    for (int c = 0; c < nchunks; c++)
+        if (opts[c].sharded && rk->world)  // each dp rank holds its range reduced: the whole, everywhere
+            tb_all_gather(&rk->groups[TB_GROUP_DP_CP], models[c].grad_memory + opts[c].lo, models[c].grad_memory,
+                          opts[c].hi - opts[c].lo);
+    keep_params(d, models, nchunks, 1);
+}
+
+int tensor_dump_finish(tb_tensor_dump *d, gpt_model *models, int nchunks, double loss, tb_error *err) {
+    if (!d || !d->armed) return 0;
+    tb_rank *rk = d->rk;
+    keep_params(d, models, nchunks, 0);
+    int has_head = 0;
+    for (int c = 0; c < nchunks; c++) has_head |= models[c].chunk.has_head;
+    if (has_head) {
+        float *l = keep(d, "fwd/loss", 1, 1);
+        if (l) l[0] = (float)loss;
+    }
+    const int writer = !rk->world || (rk->coords.tp == 0 && rk->coords.cp == 0 && rk->coords.dp == 0);
+    int rc = 0;
+    if (writer) {
+        char dir[TB_PATH_MAX + 16], path[TB_PATH_MAX + 64];
+        snprintf(dir, sizeof dir, "%s/tensors", rk->run_dir);
+        snprintf(path, sizeof path, "%s/step-%07lld.rank-%05d.safetensors", dir, (long long)d->armed, rk->rank);
+        tb_st_entry *e = tb_xcalloc((size_t)d->n + 1, sizeof *e, "tensor dump entries");
+        for (int i = 0; i < d->n; i++) {
+            e[i].name = d->t[i].name;
+            e[i].ndim = 2;
+            e[i].shape[0] = d->t[i].rows, e[i].shape[1] = d->t[i].cols;
+            e[i].data = d->t[i].data;
+        }
+        rc = tb_mkdir_p(dir, err);
+        if (rc == 0) rc = tb_safetensors_write(path, e, d->n, NULL, err);
+        free(e);
+    }
+    drop_all(d);
+    d->armed = 0;
+    return rc;
+}

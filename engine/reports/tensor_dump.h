@@ -1,0 +1,47 @@
+// tensor_dump.h — the logical tensors of chosen steps, for finding the first divergence
+// between two layouts (`tracebook bisect`). `--dump-tensors STEPS` (e.g. "1" or "1,3") writes,
+// for each listed step, in the run directory:
+//
+//   tensors/step-NNNNNNN.rank-RRRRR.safetensors   (from each pipeline stage's tp 0, dp 0 rank)
+//     fwd/<range>      microbatch 0's output of each module as its range names it:
+//                      embedding, layer.N.attention (the branch before the residual add),
+//                      layer.N.mlp, layer.N (the residual stream after the layer); (B·T, C),
+//                      gathered over sequence parallelism — the same logical tensor at any tp
+//     fwd/loss         the step's loss (on the last stage)
+//     grad/<param>     every parameter's gradient after the step's reduction, whole (gathered
+//                      over tp, and over dp under the distributed optimizer)
+//     param/<param>    every parameter after the optimizer step, whole
+//   __metadata__: "order.<name>": the tensor's place in the step (forward in the order the
+//   modules ran, then the gradients in backward order, then the parameters).
+// Every rank of the stage takes part (the gathers are collectives); one writes.
+#ifndef TB_REPORTS_TENSOR_DUMP_H
+#define TB_REPORTS_TENSOR_DUMP_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+
+struct tb_rank;
+struct gpt_model;
+struct tb_adamw;
+struct tb_tp_region;
+
+typedef struct tb_tensor_dump tb_tensor_dump;
+
+// NULL when cfg dumps nothing; otherwise the dump of this rank, disarmed.
+tb_tensor_dump *tensor_dump_create(struct tb_rank *rk);
+void tensor_dump_free(tb_tensor_dump *d);
+// Whether `step` is one of --dump-tensors' steps.
+int tensor_dump_wants(const tb_tensor_dump *d, int64_t step);
+// Arms the dump for `step`: the forward captures that follow (microbatch 0's) are kept.
+void tensor_dump_arm(tb_tensor_dump *d, int64_t step);
+// A module's output (rows × C on this rank; gathered over sequence parallelism through r when
+// sp): kept once per name while armed (a recomputed forward is not captured again).
+void tensor_dump_forward(tb_tensor_dump *d, const struct tb_tp_region *r, const float *x, int rows, int C,
+                         const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+// After the step's gradients are reduced (before the optimizer): every gradient, whole.
+void tensor_dump_grads(tb_tensor_dump *d, struct gpt_model *models, struct tb_adamw *opts, int nchunks);
+// After the optimizer step: every parameter and the loss; writes the file and disarms.
+int tensor_dump_finish(tb_tensor_dump *d, struct gpt_model *models, int nchunks, double loss, tb_error *err);
+
+#endif

@@ -1,0 +1,270 @@
+// bisect.c — `tracebook bisect RUN_A RUN_B [--step N] [--tolerance T] [--json]`: the first
+// tensor where two runs of the same model, weights, inputs and seeds diverge beyond what
+// float reordering explains (the runs' tensors/ from --dump-tensors, engine/reports/tensor_dump.h).
+//
+// The tensors are aligned by name and walked in the order the step computes them: the
+// forward (embedding, then per layer its attention branch, MLP branch and output, then the
+// loss), the backward (the gradients, last layer first), the optimizer (the parameters
+// after the step). A tensor diverges when max |a − b| > T · max |b|: T (default 1e-5, the
+// layouts' equivalence tolerance) bounds what summing the same terms in another order does
+// to fp32 values after a few layers — tp, sp, dp and pp reorder the reductions, measured
+// here at 1e-7..1e-6 of a tensor's scale. The first diverging tensor names where to look: its
+// range (tracebook walk RANGE finds its source) or its parameter. Parameters after the step
+// leave out the elements whose gradient is within the bound of 0: under Adam's first steps
+// such an element moves by about lr either way, whatever its gradient's size.
+#include "bisect.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint/safetensors.h"
+#include "core/options.h"
+#include "core/xalloc.h"
+
+#define BS_PATH_MAX 4096
+
+typedef struct tensor_ref {
+    const char *name;
+    int file;  // index into the run's open files
+    const tb_st_tensor *t;
+} tensor_ref;
+
+typedef struct dumped_run {
+    tb_safetensors files[64];
+    int nfiles;
+    tensor_ref *refs;
+    int n;
+} dumped_run;
+
+static void run_close(dumped_run *r) {
+    for (int i = 0; i < r->nfiles; i++) tb_safetensors_close(&r->files[i]);
+    free(r->refs);
+    memset(r, 0, sizeof *r);
+}
+
+// Every tensors/step-<step>.rank-*.safetensors of a run directory; step 0: the lowest dumped.
+static int run_open(const char *dir, long long *step, dumped_run *r, tb_error *err) {
+    memset(r, 0, sizeof *r);
+    char tdir[BS_PATH_MAX];
+    snprintf(tdir, sizeof tdir, "%s/tensors", dir);
+    DIR *d = opendir(tdir);
+    if (!d) return tb_fail(err, "%s: no tensors (run it with --dump-tensors STEPS)", tdir);
+    struct dirent *de;
+    long long lowest = -1;
+    while ((de = readdir(d)) != NULL) {
+        long long s;
+        int rank, n = 0;
+        if (sscanf(de->d_name, "step-%lld.rank-%d.safetensors%n", &s, &rank, &n) == 2 && de->d_name[n] == '\0' &&
+            (lowest < 0 || s < lowest))
+            lowest = s;
+    }
+    if (*step == 0) *step = lowest;
+    rewinddir(d);
+    int rc = 0;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        long long s;
+        int rank, n = 0;
+        if (sscanf(de->d_name, "step-%lld.rank-%d.safetensors%n", &s, &rank, &n) != 2 || de->d_name[n] || s != *step)
+            continue;
+        if (r->nfiles == 64) rc = tb_fail(err, "%s: more than 64 dump files for step %lld", tdir, s);
+        char path[BS_PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", tdir, de->d_name);
+        if (rc == 0 && tb_safetensors_open(&r->files[r->nfiles], path, err) != 0) rc = -1;
+        if (rc == 0) r->nfiles++;
+    }
+    closedir(d);
+    if (rc == 0 && r->nfiles == 0) rc = tb_fail(err, "%s: no tensors of step %lld", tdir, *step);
+    for (int f = 0; rc == 0 && f < r->nfiles; f++) {
+        r->refs = tb_xreallocarray(r->refs, (size_t)(r->n + r->files[f].ntensors), sizeof *r->refs, "bisect tensors");
+        for (int i = 0; i < r->files[f].ntensors; i++)
+            r->refs[r->n++] = (tensor_ref){r->files[f].tensors[i].name, f, &r->files[f].tensors[i]};
+    }
+    return rc;
+}
+
+// The tensor's place in the step: phase (forward 0, backward 1, optimizer 2), then within it.
+static void order_of(const char *name, int *phase, double *key) {
+    int layer = -1;
+    const char *base = strchr(name, '/') ? strchr(name, '/') + 1 : name;
+    if (!strncmp(name, "fwd/", 4)) {
+        *phase = 0;
+        if (!strcmp(base, "embedding")) *key = -1;
+        else if (!strcmp(base, "loss")) *key = 1e9;
+        else if (sscanf(base, "layer.%d", &layer) == 1) {
+            const char *rest = base + strlen("layer.") + (layer < 10 ? 1 : layer < 100 ? 2 : 3);
+            *key = layer * 3.0 + (!strcmp(rest, ".attention") ? 0 : !strcmp(rest, ".mlp") ? 1 : 2);
+        } else *key = 1e8;
+        return;
+    }
+    // parameters in model order: the embeddings, the layers, the final norm and output layer
+    double model = 1e8;
+    if (!strncmp(base, "wte", 3) || !strncmp(base, "wpe", 3)) model = -1;
+    else if (sscanf(base, "h.%d.", &layer) == 1) model = layer;
+    *phase = !strncmp(name, "grad/", 5) ? 1 : 2;
+    *key = *phase == 1 ? -model : model;  // the backward meets the last layer first
+}
+
+typedef struct compared {
+    const tensor_ref *a, *b;
+    int phase;
+    double key;
+} compared;
+
+static int by_order(const void *x, const void *y) {
+    const compared *a = x, *b = y;
+    if (a->phase != b->phase) return a->phase - b->phase;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return strcmp(a->a->name, b->a->name);
+}
+
+typedef struct bisect_args {
+    int step, json;
+    double tolerance;
+} bisect_args;
+
+static const tb_option bisect_options[] = {
+    TB_OPTION("--step", bisect_args, step, TB_OPT_INT, "0", "N", "the dumped step to compare (0: the first)"),
+    TB_OPTION("--tolerance", bisect_args, tolerance, TB_OPT_FLOAT, "1e-5", "T",
+              "a tensor diverges when max |a - b| > T x max |b|"),
+    TB_OPTION("--json", bisect_args, json, TB_OPT_BOOL, "false", NULL, "the verdict as JSON"),
+    TB_OPTIONS_END,
+};
+static const tb_command bisect_command = {"tracebook bisect", "RUN_A RUN_B",
+                                          "the first tensor where two runs diverge beyond float reordering",
+                                          bisect_options, 2, 2};
+
+static const char *const phase_names[] = {"forward", "backward", "optimizer"};
+
+int tracebook_bisect_main(int argc, char **argv) {
+    bisect_args a;
+    tb_positional pos = {0};
+    tb_error err;
+    int rc = tb_command_parse(&bisect_command, &a, argc, argv, &pos, &err);
+    if (rc == 1) return 0;
+    if (rc != 0) return tb_command_usage_error(&bisect_command, &err);
+    if (!(a.tolerance >= 0) || a.step < 0) {
+        fprintf(stderr, "tracebook bisect: %s must not be negative\n", a.step < 0 ? "--step" : "--tolerance");
+        tb_positional_free(&pos);
+        return 2;
+    }
+    dumped_run runs[2];
+    memset(runs, 0, sizeof runs);
+    long long step = a.step;
+    rc = run_open(pos.items[0], &step, &runs[0], &err);
+    if (rc == 0) rc = run_open(pos.items[1], &step, &runs[1], &err);
+    compared *cmp = NULL;
+    int n = 0, only = 0;
+    json_t *verdict = NULL;
+    if (rc == 0) {
+        cmp = tb_xcalloc((size_t)runs[0].n + 1, sizeof *cmp, "bisect pairs");
+        for (int i = 0; i < runs[0].n; i++) {
+            const tensor_ref *x = &runs[0].refs[i], *y = NULL;
+            for (int j = 0; j < runs[1].n && !y; j++)
+                if (!strcmp(runs[1].refs[j].name, x->name)) y = &runs[1].refs[j];
+            if (!y) {
+                only++;
+                continue;
+            }
+            cmp[n] = (compared){x, y, 0, 0};
+            order_of(x->name, &cmp[n].phase, &cmp[n].key);
+            n++;
+        }
+        only += runs[1].n - n;
+        qsort(cmp, (size_t)n, sizeof *cmp, by_order);
+    }
+    for (int i = 0; rc == 0 && i < n && !verdict; i++) {
+        const tb_st_tensor *ta = cmp[i].a->t, *tb = cmp[i].b->t;
+        int64_t na = tb_st_tensor_numel(ta), nb = tb_st_tensor_numel(tb);
+        if (na != nb) {
+            verdict = json_pack("{s:s, s:s, s:s, s:I, s:I}", "kind", "shape", "tensor", ta->name, "phase",
+                                phase_names[cmp[i].phase], "elements_a", (json_int_t)na, "elements_b", (json_int_t)nb);
+            break;
+        }
+        float *x = tb_xmalloc((size_t)na * sizeof(float) + 1, "bisect tensor"), *y = tb_xmalloc((size_t)nb * sizeof(float) + 1, "bisect tensor");
+        rc = tb_safetensors_read_f32(&runs[0].files[cmp[i].a->file], ta, x, &err);
+        if (rc == 0) rc = tb_safetensors_read_f32(&runs[1].files[cmp[i].b->file], tb, y, &err);
+        // a parameter after the step: leave out the elements whose gradient is within the bound
+        // of 0 — Adam's first steps move them by about lr whatever the gradient's size, so
+        // reordering noise in a near-zero gradient may move them either way
+        float *g = NULL;
+        double gbound = 0;
+        if (rc == 0 && cmp[i].phase == 2) {
+            char gname[160];
+            snprintf(gname, sizeof gname, "grad/%s", strchr(ta->name, '/') + 1);
+            for (int j = 0; j < runs[1].n && !g; j++)
+                if (!strcmp(runs[1].refs[j].name, gname) && tb_st_tensor_numel(runs[1].refs[j].t) == nb) {
+                    g = tb_xmalloc((size_t)nb * sizeof(float) + 1, "bisect gradient");
+                    if (tb_safetensors_read_f32(&runs[1].files[runs[1].refs[j].file], runs[1].refs[j].t, g, &err) != 0)
+                        rc = -1;
+                }
+            for (int64_t k = 0; g && k < nb; k++) gbound = fabs(g[k]) > gbound ? fabs(g[k]) : gbound;
+            gbound *= a.tolerance;
+        }
+        double worst = 0, scale = 0;
+        int64_t at = 0;
+        for (int64_t k = 0; rc == 0 && k < na; k++) {
+            if (g && fabs(g[k]) <= gbound) continue;
+            double d = fabs((double)x[k] - y[k]);
+            if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d, at = k;
+            if (fabs(y[k]) > scale) scale = fabs(y[k]);
+        }
+        if (rc == 0 && worst > a.tolerance * scale)
+            verdict = json_pack("{s:s, s:s, s:s, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "kind", "divergence", "tensor",
+                                ta->name, "phase", phase_names[cmp[i].phase], "max_abs_difference", worst,
+                                "relative_to_scale", scale > 0 ? worst / scale : INFINITY, "bound", a.tolerance * scale,
+                                "at_element", (json_int_t)at, "a", (double)x[at], "b", (double)y[at], "scale", scale);
+        free(x), free(y), free(g);
+    }
+    if (rc == 0) {
+        if (a.json) {
+            json_t *out = json_pack("{s:I, s:i, s:i, s:f, s:o}", "step", (json_int_t)step, "tensors_compared", n,
+                                    "tensors_in_one_run_only", only, "tolerance", a.tolerance, "first_divergence",
+                                    verdict ? json_incref(verdict) : json_null());
+            json_dumpf(out, stdout, JSON_INDENT(1));
+            printf("\n");
+            json_decref(out);
+        } else {
+            printf("step %lld: %d tensors compared in step order (forward, backward, optimizer)%s; bound: max |a - b| "
+                   "<= %g x max |b|\n",
+                   step, n, only ? " (some only in one run)" : "", a.tolerance);
+            if (!verdict) {
+                printf("no divergence beyond the bound\n");
+            } else if (!strcmp(json_string_value(json_object_get(verdict, "kind")), "shape")) {
+                printf("first divergence: %s (%s): %lld elements against %lld\n",
+                       json_string_value(json_object_get(verdict, "tensor")),
+                       json_string_value(json_object_get(verdict, "phase")),
+                       (long long)json_integer_value(json_object_get(verdict, "elements_a")),
+                       (long long)json_integer_value(json_object_get(verdict, "elements_b")));
+            } else {
+                const char *name = json_string_value(json_object_get(verdict, "tensor"));
+                printf("first divergence: %s (%s): max |a - b| %.6g at element %lld (%.9g against %.9g), %.3g of the "
+                       "tensor's scale %.6g (bound %.3g)\n",
+                       name, json_string_value(json_object_get(verdict, "phase")),
+                       json_number_value(json_object_get(verdict, "max_abs_difference")),
+                       (long long)json_integer_value(json_object_get(verdict, "at_element")),
+                       json_number_value(json_object_get(verdict, "a")), json_number_value(json_object_get(verdict, "b")),
+                       json_number_value(json_object_get(verdict, "relative_to_scale")),
+                       json_number_value(json_object_get(verdict, "scale")),
+                       json_number_value(json_object_get(verdict, "bound")));
+                const char *base = strchr(name, '/') + 1;
+                if (!strncmp(name, "fwd/", 4) && strcmp(base, "loss") != 0)
+                    printf("  the range %s computes it: tracebook walk %s --trace RUN/trace.rank-00000.json shows its "
+                           "source\n", base, base);
+                else if (strncmp(name, "fwd/", 4) != 0)
+                    printf("  the %s of parameter %s\n", strncmp(name, "grad/", 5) ? "value after the step" : "gradient",
+                           base);
+            }
+        }
+    } else {
+        fprintf(stderr, "tracebook bisect: %s\n", err.msg);
+    }
+    json_decref(verdict);
+    free(cmp);
+    run_close(&runs[0]);
+    run_close(&runs[1]);
+    tb_positional_free(&pos);
+    return rc != 0 ? 2 : verdict ? 1 : 0;
+}
