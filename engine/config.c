@@ -694,7 +694,7 @@ void config_print_help(FILE *out, const char *program) {
             group = o->group;
             fprintf(out, "\n%s:\n", group);
         }
-        char lhs[96];
+        char lhs[256];  // a flag with its choices, whole
         if (o->type == TB_OPT_BOOL) snprintf(lhs, sizeof lhs, "%s", o->flag);
         else if (o->type == TB_OPT_CHOICE) snprintf(lhs, sizeof lhs, "%s {%s}", o->flag, o->choices);
         else snprintf(lhs, sizeof lhs, "%s VALUE", o->flag);

@@ -291,7 +291,7 @@ void tb_command_print_help(const tb_command *cmd, FILE *out) {
     if (cmd->summary) fprintf(out, "\n%s\n", cmd->summary);
     fprintf(out, "\nflags:\n");
     for (const tb_option *o = cmd->options; o->flag; o++) {
-        char lhs[96];
+        char lhs[256];  // a flag with its choices, whole
         if (o->type == TB_OPT_BOOL) snprintf(lhs, sizeof lhs, "%s", o->flag);
         else if (o->type == TB_OPT_CHOICE) snprintf(lhs, sizeof lhs, "%s {%s}", o->flag, o->choices);
         else snprintf(lhs, sizeof lhs, "%s %s", o->flag, o->metavar ? o->metavar : "VALUE");
