@@ -170,12 +170,17 @@ const tb_adj *tb_graph_adj(tb_graph *g, int t);
 typedef struct tb_entry {
     int fn;
     int target;          // scope, -1 = whole index
-    char label[160];     // the binary's name, or the file, for printing
+    int nbinaries;       // the executables this entry stands for (same search in each), 0 for none
+    char label[160];     // the binaries' names ("a, b and 3 more"), or the file, for printing
 } tb_entry;
 
 // ENTRY is FILE:FUNCTION, a target name (its main), or a function name (each definition,
-// each in the scope of its binary). Returns the count (malloc'd array), 0 with err set when none.
-int tb_graph_entries(const tb_graph *g, const char *entry, tb_entry **out, tb_error *err);
+// each in the scope of its binary). A definition linked into several executables is one
+// entry per group of them in which the searches from it see the same functions (the same
+// units among those it reaches): a chain never combines units of two binaries, and one
+// library function used by many binaries is not searched many times. Returns the count
+// (malloc'd array), 0 with err set when none.
+int tb_graph_entries(tb_graph *g, const char *entry, tb_entry **out, tb_error *err);
 
 // Shortest paths from `from` over the scoped graph: dist[f] (-1 unreachable) and the edge
 // that reached f (pred_fn, pred_call). Arrays of nfns ints, malloc'd by the caller.

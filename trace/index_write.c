@@ -28,7 +28,7 @@ typedef struct writer {
     sqlite3 *db;
     sqlite3_stmt *ins_file, *ins_func, *upd_func, *ins_call, *ins_ft, *ins_range, *ins_coll, *ins_target, *ins_meta,
         *ins_cb;
-    sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range;  // the tu_* tables
+    sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range, *u_sym;  // the tu_* tables
     tb_strmap files;      // path -> files.id
     tb_strmap funcs;      // usr -> index in finfo
     tb_vec finfo;         // of struct finfo, per index in funcs
@@ -290,6 +290,16 @@ static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
         bind_pos(w->u_range, 7, g->col);
         if (step(w, w->u_range, "inserting a unit's range site")) return -1;
     }
+    for (size_t i = 0; i < r->syms.len; i++) {
+        const ix_sym *y = &TB_VEC_AT(&r->syms, ix_sym, i);
+        char kind[2] = {(char)y->kind, 0};
+        sqlite3_bind_int64(w->u_sym, 1, tu_id);
+        bind_text(w->u_sym, 2, y->usr);
+        bind_text(w->u_sym, 3, y->name);
+        bind_text(w->u_sym, 4, kind);
+        sqlite3_bind_int(w->u_sym, 5, y->defines);
+        if (step(w, w->u_sym, "inserting a unit's symbol")) return -1;
+    }
     return 0;
 }
 
@@ -442,7 +452,8 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         prep(w, &w->u_cb,
              "INSERT INTO tu_callbacks(tu_id, caller, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?,?)") ||
         prep(w, &w->u_range,
-             "INSERT INTO tu_range_sites(tu_id, caller, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?,?)"))
+             "INSERT INTO tu_range_sites(tu_id, caller, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?,?)") ||
+        prep(w, &w->u_sym, "INSERT INTO tu_symbols(tu_id, usr, name, kind, defines) VALUES(?,?,?,?,?)"))
         return -1;
 
     // Translation units first (ids in database order), then each unit's facts.
@@ -523,7 +534,7 @@ int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, co
     }
     sqlite3_stmt *sts[] = {w.ins_file, w.ins_func, w.upd_func, w.ins_call, w.ins_ft,
                            w.ins_range, w.ins_coll, w.ins_target, w.ins_meta, w.ins_cb,
-                           w.u_inputs, w.u_dep, w.u_func, w.u_call, w.u_ft, w.u_cb, w.u_range};
+                           w.u_inputs, w.u_dep, w.u_func, w.u_call, w.u_ft, w.u_cb, w.u_range, w.u_sym};
     for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
     if (w.db && sqlite3_close(w.db) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
     tb_strmap_free(&w.files);
