@@ -456,7 +456,34 @@ const char *tb_graph_library(const tb_graph *g, int fn, int t) {
     return f->libs_begin < f->libs_end ? g->libs[f->libs_begin].library : NULL;
 }
 
+int tb_graph_fn_partial(const tb_graph *g, int fn) {
+    int u = g->fns[fn].unit;
+    return u >= 0 && g->files[u].partial ? u : -1;
+}
+
+int tb_graph_note_partial(const tb_graph *g, const int *fns, int n, FILE *out, const char *prefix) {
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        int u = tb_graph_fn_partial(g, fns[i]), seen = 0;
+        for (int j = 0; j < i && !seen && u >= 0; j++) seen = tb_graph_fn_partial(g, fns[j]) == u;
+        if (u < 0 || seen) continue;
+        fprintf(out, "%spartial parse: %s: %d error%s (first: %s): what its functions call may be missing\n", prefix,
+                tb_graph_file(g, u), g->files[u].errors, g->files[u].errors == 1 ? "" : "s",
+                g->files[u].first_error ? g->files[u].first_error : "?");
+        count++;
+    }
+    return count;
+}
+
+static void hop_text(const tb_graph *g, int t, int fn, int call, char *buf, size_t len);
+
 void tb_graph_hop(const tb_graph *g, int t, int fn, int call, char *buf, size_t len) {
+    hop_text(g, t, fn, call, buf, len);
+    size_t n = strlen(buf);
+    if (tb_graph_fn_partial(g, fn) >= 0 && n + 1 < len) snprintf(buf + n, len - n, " [partial parse]");
+}
+
+static void hop_text(const tb_graph *g, int t, int fn, int call, char *buf, size_t len) {
     if (call < 0) {
         char loc[600];
         tb_graph_fn_loc(g, fn, loc, sizeof loc);

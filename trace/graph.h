@@ -22,6 +22,7 @@
 
 #include <sqlite3.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/error.h"
 #include "source.h"
@@ -32,6 +33,9 @@ typedef struct tb_gfile {
     const char *shown;   // relative to the project root when under it
     int is_tu;
     int ntargets;        // targets claiming this file
+    int partial;         // a unit whose parse had errors (status partial or failed)
+    int errors;          // a unit's error diagnostics
+    char *first_error;   // a unit's first diagnostic line, or NULL
 } tb_gfile;
 
 typedef struct tb_gfn {
@@ -41,6 +45,7 @@ typedef struct tb_gfn {
     tb_pos pos;
     tb_pos end;          // the body's closing brace from the index; line 0: not known
     int is_static, is_definition;
+    int unit;            // the unit whose parse gave its row (files index), -1 unknown
     int calls_begin, calls_end;    // its call sites: calls[calls_begin .. calls_end), in source order
     int ranges_begin, ranges_end;  // its range sites: ranges[...], in source order
     int libs_begin, libs_end;      // without a definition: the libraries defining it, libs[...]
@@ -210,6 +215,13 @@ void tb_chains_free(tb_chain *c, int n);
 void tb_graph_hop(const tb_graph *g, int t, int fn, int call, char *buf, size_t len);
 // "file:line" of a function.
 void tb_graph_fn_loc(const tb_graph *g, int fn, char *buf, size_t len);
+// The unit whose parse gave fn when that parse was partial (errors: what fn calls may be
+// missing), else -1. tb_graph_hop marks such a hop "[partial parse]".
+int tb_graph_fn_partial(const tb_graph *g, int fn);
+// For an answer that showed functions fns[0..n): one line on out per distinct partial unit
+// among them ("partial parse: UNIT: N errors (first: ...): what its functions call may be
+// missing"), each line after prefix. Returns how many units.
+int tb_graph_note_partial(const tb_graph *g, const int *fns, int n, FILE *out, const char *prefix);
 // The library defining a function the index has no definition of, on target t's link (t -1
 // or not linking it: the first known); NULL when unknown.
 const char *tb_graph_library(const tb_graph *g, int fn, int t);

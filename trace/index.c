@@ -57,11 +57,20 @@
 //   --debug → -g). clang 19's CUDA wrapper includes texture_fetch_functions.h, which CUDA 13
 //   no longer ships: index_visit.c supplies an empty stand-in as an in-memory file under
 //   /tracebook-stubs, last on the include path (so a toolkit that has the real one wins);
-//   nothing is read from or written to the disk for it.
+//   nothing is read from or written to the disk for it. Every CUDA unit also gets
+//   -include /tracebook-stubs/tracebook_cuda.h, read after the wrapper: it gives __CUDACC__
+//   the value 1 that nvcc gives it (the wrapper leaves it defined empty, and NCCL 2.28's
+//   device API headers, nccl_device/utility.h, coop.h ..., test `#if __CUDACC__`: 1,472
+//   "expected value in expression" errors on nccl-tests), and declares the cache-hinted
+//   loads and stores the wrapper leaves out with CUDA's sm_32_intrinsics.h (__ldcg, __ldca,
+//   __ldcs, __ldlu, __ldcv, __stwb, __stcg, __stcs, __stwt: nccl_device's gin_proxy.h calls
+//   __stwt). No -std is added: clang 19 defaults to C++17, as nvcc 13 does; an explicit
+//   -std=c++14 is kept, and CCCL then refuses it as nvcc would.
 //   Checked with clang 19 + CUDA 13.0: <cuda_runtime.h>, cuda_bf16/fp16/fp8, mma.h,
 //   curand_kernel.h, cublas_v2.h, cublasLt.h, nvtx3, cooperative_groups (+ reduce), cub,
-//   thrust, cuda/std, cuda/pipeline, warp intrinsics, <<<...>>> launches, extended
-//   __host__ __device__ lambdas and `if constexpr` all parse without errors.
+//   thrust, cuda/std, cuda/pipeline, <nccl.h>, <nccl_device.h> and its parts, warp
+//   intrinsics, <<<...>>> launches, extended __host__ __device__ lambdas and `if constexpr`
+//   all parse without errors.
 //   Known not to parse, or only partly:
 //     - Without a CUDA installation, .cu units fail (clang cannot find the CUDA headers).
 //     - CUDA releases newer than clang 19 knows (it supports up to 12.5) work only as far
@@ -80,6 +89,12 @@
 // bodies of their inline functions are skipped; calls into them are recorded, and a system
 // header's function that the project calls or names gets its declaration's row: a library's
 // API - nccl.h, mpi.h, cublas_v2.h, libc - is a node of the graph, the last hop of a chain)
+//   file_errors each unit's error diagnostics counted by the file they are in (the source, a
+//               toolkit header), with the first one. A function's unit_id is the unit whose
+//               parse gave its row; when that unit is partial or failed, every answer that shows
+//               the function says so (def, callers, callees, chain: "[partial parse]" on the
+//               hop and a "partial parse: UNIT: N errors (first: ...)" line; map and walk: the
+//               units among the functions the entry reaches, and the status partial, exit 1).
 //   files       every unit (is_tu 1, status ok | partial | failed, error count, the errors
 //               as "file:line:col: message" lines) and every other file a function, call,
 //               callback, field target or range site is in (is_tu 0, status NULL).

@@ -23,9 +23,15 @@
     " status TEXT, errors INTEGER NOT NULL DEFAULT 0, diagnostics TEXT);\n"                                  \
     /* functions declared or defined; is_definition = has a body in this index; end_line/end_col: the */     \
     /* closing brace of the body (NULL without a definition) */                                              \
+    /* unit_id: the translation unit (files.id) whose parse gave the row (its body, for a definition): */   \
+    /* when that unit's status is partial, what the function calls may be missing (the queries say so) */     \
     "CREATE TABLE functions(id INTEGER PRIMARY KEY, usr TEXT UNIQUE NOT NULL, name TEXT NOT NULL,"           \
     " file_id INTEGER, line INTEGER, col INTEGER, is_static INTEGER NOT NULL, is_definition INTEGER NOT NULL," \
-    " end_line INTEGER, end_col INTEGER);\n"                                                                 \
+    " end_line INTEGER, end_col INTEGER, unit_id INTEGER);\n"                                                \
+    /* error diagnostics of a unit's parse by the file they are in (a header of the toolkit, the source), */ \
+    /* from files.diagnostics; file_id the unit itself for an error without a location */                     \
+    "CREATE TABLE file_errors(unit_id INTEGER NOT NULL, file_id INTEGER NOT NULL, errors INTEGER NOT NULL,"     \
+    " first TEXT, UNIQUE(unit_id, file_id));\n"                                                              \
     /* call sites. A direct call names its callee's USR; a call through a struct field holding a  */         \
     /* function pointer has callee_usr NULL and field = 'record.field' (e.g. tb_comm_backend.all_reduce), */ \
     /* resolved through field_targets. in_macro: the macro the call was expanded from, if any.    */         \

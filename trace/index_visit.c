@@ -51,7 +51,22 @@
     "void omp_set_nest_lock(omp_nest_lock_t *); void omp_unset_nest_lock(omp_nest_lock_t *);\n"           \
     "int omp_test_nest_lock(omp_nest_lock_t *); double omp_get_wtime(void); double omp_get_wtick(void);\n" \
     "#ifdef __cplusplus\n}\n#endif\n#endif\n"
+#define STUB_CUDA_DEFINES                                                                                  \
+    "// tracebook: for indexing only, included after clang 19's CUDA wrapper (-include).\n"                   \
+    "// nvcc gives __CUDACC__ a value; the wrapper leaves it defined empty, so `#if __CUDACC__` (NCCL's\n"     \
+    "// nccl_device headers: utility.h, coop.h ...) is an error.\n"                                            \
+    "#undef __CUDACC__\n#define __CUDACC__ 1\n"                                                                \
+    "// The wrapper keeps CUDA's sm_32_intrinsics.h out and supplies __ldg only; the other cache-hinted\n"    \
+    "// loads and stores (nccl_device's gin_proxy.h calls __stwt), declared for every type.\n"                 \
+    "#ifdef __cplusplus\n"                                                                                      \
+    "template <typename T> __device__ T __ldcg(const T *);\ntemplate <typename T> __device__ T __ldca(const T *);\n" \
+    "template <typename T> __device__ T __ldcs(const T *);\ntemplate <typename T> __device__ T __ldlu(const T *);\n" \
+    "template <typename T> __device__ T __ldcv(const T *);\ntemplate <typename T> __device__ void __stwb(T *, T);\n" \
+    "template <typename T> __device__ void __stcg(T *, T);\ntemplate <typename T> __device__ void __stcs(T *, T);\n" \
+    "template <typename T> __device__ void __stwt(T *, T);\n"                                                  \
+    "#endif\n"
 static struct CXUnsavedFile stubs[] = {
+    {IX_STUB_DIR "/tracebook_cuda.h", STUB_CUDA_DEFINES, sizeof STUB_CUDA_DEFINES - 1},
     {IX_STUB_DIR "/texture_fetch_functions.h", STUB_TEXTURE_FETCH, sizeof STUB_TEXTURE_FETCH - 1},
     {IX_STUB_DIR "/omp.h", STUB_OMP, sizeof STUB_OMP - 1},
 };
