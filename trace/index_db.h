@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
-#define TB_INDEX_SCHEMA_VERSION "5"
+#define TB_INDEX_SCHEMA_VERSION "6"
 
 // The schema (executed by tb_index_create).
 #define TB_INDEX_SCHEMA                                                                                      \
@@ -105,7 +105,7 @@
     "CREATE INDEX tu_symbols_tu ON tu_symbols(tu_id);\n"
 
 // Opens an existing index read-only; a missing or foreign file, or one that fails SQLite's
-// integrity_check, is an error naming it.
+// quick_check (every page and b-tree), is an error naming it.
 int tb_index_open(sqlite3 **db, const char *path, tb_error *err);
 
 #endif

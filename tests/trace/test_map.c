@@ -515,7 +515,7 @@ TB_TEST(a_damaged_index_is_refused) {
     free(bytes);
     char *out;
     int rc = mini_run(tracebook_map_main, &out, "map", TRACE0, "--entry", "app", "--index", bad, NULL);
-    TB_CHECK(rc == 1 && tb_has(out, bad) && tb_has(out, "the index is damaged (SQLite's integrity_check:") &&
+    TB_CHECK(rc == 1 && tb_has(out, bad) && tb_has(out, "the index is damaged (SQLite's quick_check:") &&
                  !tb_has(out, "coverage"),
              "map: rc %d:\n%s", rc, out);
     free(out);
