@@ -49,6 +49,7 @@ static int cmp_pair(const void *a, const void *b) {
 static int pair_begin_end(tb_rt *rt, tb_vec *be, tb_rt_drops *drops) {
     be_event *v = be->items;
     size_t n = be->len;
+    if (n == 0) return 0;  // (qsort takes no NULL array)
     qsort(v, n, sizeof *v, cmp_be);
     size_t *stack = tb_xmalloc((n + 1) * sizeof *stack, "open ranges"), depth = 0;
     tb_vec pairs;
@@ -68,7 +69,7 @@ static int pair_begin_end(tb_rt *rt, tb_vec *be, tb_rt_drops *drops) {
             *(be_pair *)tb_vec_push(&pairs) = (be_pair){&v[stack[--depth]], &v[i]};
     }
     free(stack);
-    qsort(pairs.items, pairs.len, sizeof(be_pair), cmp_pair);
+    if (pairs.len) qsort(pairs.items, pairs.len, sizeof(be_pair), cmp_pair);
     for (size_t k = 0; k < pairs.len; k++) {
         const be_event *b = TB_VEC_AT(&pairs, be_pair, k).b, *e = TB_VEC_AT(&pairs, be_pair, k).e;
         json_t *args = b->args;
