@@ -121,56 +121,121 @@ const tb_adj *tb_graph_adj(tb_graph *g, int t) {
 // --- entry points ----------------------------------------------------------------------
 
 static void entry_label(const tb_graph *g, tb_entry *e) {
-    if (e->target >= 0) snprintf(e->label, sizeof e->label, "%s", g->targets[e->target].name);
-    else snprintf(e->label, sizeof e->label, "%s", tb_graph_file(g, g->fns[e->fn].file));
+    if (e->target < 0) snprintf(e->label, sizeof e->label, "%s", tb_graph_file(g, g->fns[e->fn].file));
 }
 
-static int add_entry(tb_vec *out, int fn, int target) {
-    tb_entry *e = tb_vec_push(out);
-    e->fn = fn;
-    e->target = target;
-    return (int)out->len;
+// The executables linking fn's file, grouped by what a search from fn sees in each: the
+// units (files claimed by targets) of the functions reachable from it in the whole index
+// that the target has. Equal views give equal scoped searches.
+static void add_entries(tb_graph *g, tb_vec *out, int fn) {
+    int file = g->fns[fn].file;
+    tb_vec exes;
+    tb_vec_init(&exes, sizeof(int), "entry binaries");
+    for (int t = 0; file >= 0 && t < g->ntargets; t++)
+        if (g->targets[t].is_executable && g->targets[t].has_file[file]) *(int *)tb_vec_push(&exes) = t;
+    if (exes.len <= 1) {
+        tb_entry *e = tb_vec_push(out);
+        *e = (tb_entry){.fn = fn, .target = exes.len ? TB_VEC_AT(&exes, int, 0) : -1, .nbinaries = (int)exes.len};
+        if (exes.len) snprintf(e->label, sizeof e->label, "%s", g->targets[e->target].name);
+        tb_vec_free(&exes);
+        return;
+    }
+    int *dist = tb_xmalloc((size_t)(g->nfns + 1) * sizeof *dist, "entry distances");
+    tb_graph_bfs(g, -1, &fn, 1, dist, NULL, NULL);
+    unsigned char *unit = tb_xcalloc((size_t)g->nfiles + 1, 1, "reached units");
+    tb_vec units;
+    tb_vec_init(&units, sizeof(int), "reached units");
+    for (int f = 0; f < g->nfns; f++) {
+        int uf = g->fns[f].file;
+        if (dist[f] < 0 || uf < 0 || !g->files[uf].is_tu || !g->files[uf].ntargets || unit[uf]) continue;
+        unit[uf] = 1;
+        *(int *)tb_vec_push(&units) = uf;
+    }
+    int n = (int)exes.len, *group = tb_xmalloc((size_t)n * sizeof *group, "entry groups");
+    for (int i = 0; i < n; i++) {
+        group[i] = i;
+        for (int j = 0; j < i && group[i] == i; j++) {
+            if (group[j] != j) continue;
+            int same = 1;
+            const tb_gtarget *a = &g->targets[TB_VEC_AT(&exes, int, i)], *b = &g->targets[TB_VEC_AT(&exes, int, j)];
+            for (size_t k = 0; k < units.len && same; k++) {
+                int uf = TB_VEC_AT(&units, int, k);
+                same = a->has_file[uf] == b->has_file[uf];
+            }
+            if (same) group[i] = j;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (group[i] != i) continue;
+        tb_entry *e = tb_vec_push(out);
+        *e = (tb_entry){.fn = fn, .target = TB_VEC_AT(&exes, int, i)};
+        size_t used = 0;
+        int shown = 0;
+        for (int j = i; j < n; j++) e->nbinaries += group[j] == i;
+        for (int j = i; j < n; j++) {
+            if (group[j] != i) continue;
+            const char *name = g->targets[TB_VEC_AT(&exes, int, j)].name;
+            int left = e->nbinaries - shown;
+            // room for this name and, if more follow, " and N more"
+            if (shown && used + strlen(name) + 2 + (left > 1 ? 16 : 0) >= sizeof e->label) {
+                snprintf(e->label + used, sizeof e->label - used, " and %d more", left);
+                break;
+            }
+            used += (size_t)snprintf(e->label + used, sizeof e->label - used, "%s%s", shown ? ", " : "", name);
+            if (used >= sizeof e->label) used = sizeof e->label - 1;
+            shown++;
+        }
+    }
+    free(group);
+    tb_vec_free(&units);
+    free(unit);
+    free(dist);
+    tb_vec_free(&exes);
 }
 
-int tb_graph_entries(const tb_graph *g, const char *entry, tb_entry **out, tb_error *err) {
+int tb_graph_entries(tb_graph *g, const char *entry, tb_entry **out, tb_error *err) {
     *out = NULL;
     tb_vec found;
     tb_vec_init(&found, sizeof(tb_entry), "entry points");
-    int n = 0, *fns = NULL, k;
+    int *fns = NULL, k;
     int t = strchr(entry, ':') ? -1 : tb_graph_target_by_name(g, entry);
     if (t >= 0) {  // a build target: its main
         k = tb_graph_lookup(g, "main", &fns);
         for (int i = 0; i < k; i++) {
             int file = g->fns[fns[i]].file;
-            if (g->fns[fns[i]].is_definition && file >= 0 && g->targets[t].has_file[file])
-                n = add_entry(&found, fns[i], t);
+            if (g->fns[fns[i]].is_definition && file >= 0 && g->targets[t].has_file[file]) {
+                tb_entry *e = tb_vec_push(&found);
+                *e = (tb_entry){.fn = fns[i], .target = t, .nbinaries = 1};
+                snprintf(e->label, sizeof e->label, "%s", g->targets[t].name);
+            }
         }
         free(fns);
-        if (n == 0) {
+        if (found.len == 0) {
             tb_vec_free(&found);
             return tb_fail(err, "entry '%s': target found but no main defined in its sources", entry), 0;
         }
     } else {
         k = tb_graph_lookup(g, entry, &fns);
         for (int i = 0; i < k; i++)
-            if (g->fns[fns[i]].is_definition) n = add_entry(&found, fns[i], tb_graph_target_of_fn(g, fns[i]));
+            if (g->fns[fns[i]].is_definition) add_entries(g, &found, fns[i]);
         free(fns);
-        if (n == 0 && !strchr(entry, ':') && !strchr(entry, '/')) {
+        if (found.len == 0 && !strchr(entry, ':') && !strchr(entry, '/')) {
             // no target table: a main in ENTRY.c (pretrain_gpt → engine/pretrain_gpt.c:main)
             char file[512];
             snprintf(file, sizeof file, "%s.c:main", entry);
             k = tb_graph_lookup(g, file, &fns);
             for (int i = 0; i < k; i++)
-                if (g->fns[fns[i]].is_definition) n = add_entry(&found, fns[i], tb_graph_target_of_fn(g, fns[i]));
+                if (g->fns[fns[i]].is_definition) add_entries(g, &found, fns[i]);
             free(fns);
         }
-        if (n == 0) {
+        if (found.len == 0) {
             tb_vec_free(&found);
             return tb_fail(err, "entry '%s': no target, function or FILE:FUNCTION of that name is defined in %s",
                            entry, g->index_path),
                    0;
         }
     }
+    int n = (int)found.len;
     *out = tb_vec_take(&found);
     for (int i = 0; i < n; i++) entry_label(g, &(*out)[i]);
     return n;
@@ -391,7 +456,34 @@ const char *tb_graph_library(const tb_graph *g, int fn, int t) {
     return f->libs_begin < f->libs_end ? g->libs[f->libs_begin].library : NULL;
 }
 
+int tb_graph_fn_partial(const tb_graph *g, int fn) {
+    int u = g->fns[fn].unit;
+    return u >= 0 && g->files[u].partial ? u : -1;
+}
+
+int tb_graph_note_partial(const tb_graph *g, const int *fns, int n, FILE *out, const char *prefix) {
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        int u = tb_graph_fn_partial(g, fns[i]), seen = 0;
+        for (int j = 0; j < i && !seen && u >= 0; j++) seen = tb_graph_fn_partial(g, fns[j]) == u;
+        if (u < 0 || seen) continue;
+        fprintf(out, "%spartial parse: %s: %d error%s (first: %s): what its functions call may be missing\n", prefix,
+                tb_graph_file(g, u), g->files[u].errors, g->files[u].errors == 1 ? "" : "s",
+                g->files[u].first_error ? g->files[u].first_error : "?");
+        count++;
+    }
+    return count;
+}
+
+static void hop_text(const tb_graph *g, int t, int fn, int call, char *buf, size_t len);
+
 void tb_graph_hop(const tb_graph *g, int t, int fn, int call, char *buf, size_t len) {
+    hop_text(g, t, fn, call, buf, len);
+    size_t n = strlen(buf);
+    if (tb_graph_fn_partial(g, fn) >= 0 && n + 1 < len) snprintf(buf + n, len - n, " [partial parse]");
+}
+
+static void hop_text(const tb_graph *g, int t, int fn, int call, char *buf, size_t len) {
     if (call < 0) {
         char loc[600];
         tb_graph_fn_loc(g, fn, loc, sizeof loc);

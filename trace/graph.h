@@ -22,6 +22,7 @@
 
 #include <sqlite3.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/error.h"
 #include "source.h"
@@ -32,6 +33,9 @@ typedef struct tb_gfile {
     const char *shown;   // relative to the project root when under it
     int is_tu;
     int ntargets;        // targets claiming this file
+    int partial;         // a unit whose parse had errors (status partial or failed)
+    int errors;          // a unit's error diagnostics
+    char *first_error;   // a unit's first diagnostic line, or NULL
 } tb_gfile;
 
 typedef struct tb_gfn {
@@ -41,6 +45,7 @@ typedef struct tb_gfn {
     tb_pos pos;
     tb_pos end;          // the body's closing brace from the index; line 0: not known
     int is_static, is_definition;
+    int unit;            // the unit whose parse gave its row (files index), -1 unknown
     int calls_begin, calls_end;    // its call sites: calls[calls_begin .. calls_end), in source order
     int ranges_begin, ranges_end;  // its range sites: ranges[...], in source order
     int libs_begin, libs_end;      // without a definition: the libraries defining it, libs[...]
@@ -170,12 +175,17 @@ const tb_adj *tb_graph_adj(tb_graph *g, int t);
 typedef struct tb_entry {
     int fn;
     int target;          // scope, -1 = whole index
-    char label[160];     // the binary's name, or the file, for printing
+    int nbinaries;       // the executables this entry stands for (same search in each), 0 for none
+    char label[160];     // the binaries' names ("a, b and 3 more"), or the file, for printing
 } tb_entry;
 
 // ENTRY is FILE:FUNCTION, a target name (its main), or a function name (each definition,
-// each in the scope of its binary). Returns the count (malloc'd array), 0 with err set when none.
-int tb_graph_entries(const tb_graph *g, const char *entry, tb_entry **out, tb_error *err);
+// each in the scope of its binary). A definition linked into several executables is one
+// entry per group of them in which the searches from it see the same functions (the same
+// units among those it reaches): a chain never combines units of two binaries, and one
+// library function used by many binaries is not searched many times. Returns the count
+// (malloc'd array), 0 with err set when none.
+int tb_graph_entries(tb_graph *g, const char *entry, tb_entry **out, tb_error *err);
 
 // Shortest paths from `from` over the scoped graph: dist[f] (-1 unreachable) and the edge
 // that reached f (pred_fn, pred_call). Arrays of nfns ints, malloc'd by the caller.
@@ -205,6 +215,13 @@ void tb_chains_free(tb_chain *c, int n);
 void tb_graph_hop(const tb_graph *g, int t, int fn, int call, char *buf, size_t len);
 // "file:line" of a function.
 void tb_graph_fn_loc(const tb_graph *g, int fn, char *buf, size_t len);
+// The unit whose parse gave fn when that parse was partial (errors: what fn calls may be
+// missing), else -1. tb_graph_hop marks such a hop "[partial parse]".
+int tb_graph_fn_partial(const tb_graph *g, int fn);
+// For an answer that showed functions fns[0..n): one line on out per distinct partial unit
+// among them ("partial parse: UNIT: N errors (first: ...): what its functions call may be
+// missing"), each line after prefix. Returns how many units.
+int tb_graph_note_partial(const tb_graph *g, const int *fns, int n, FILE *out, const char *prefix);
 // The library defining a function the index has no definition of, on target t's link (t -1
 // or not linking it: the first known); NULL when unknown.
 const char *tb_graph_library(const tb_graph *g, int fn, int t);

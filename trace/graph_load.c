@@ -234,13 +234,19 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
     }
     sqlite3_finalize(st);
 
-    if (prepare(db, "SELECT id, path, is_tu FROM files ORDER BY id", &st, err, path)) goto out;
+    if (prepare(db, "SELECT id, path, is_tu, status, errors, diagnostics FROM files ORDER BY id", &st, err, path))
+        goto out;
     tb_vec_init(&rows, sizeof(tb_gfile), "index files");
     while (sqlite3_step(st) == SQLITE_ROW) {
         tb_gfile *f = tb_vec_push(&rows);
         f->path = dup_col(st, 1);
         if (!f->path) f->path = tb_xstrdup("?", "path");
         f->is_tu = sqlite3_column_int(st, 2);
+        const char *status = (const char *)sqlite3_column_text(st, 3);
+        f->partial = f->is_tu && status && strcmp(status, "ok");
+        f->errors = sqlite3_column_int(st, 4);
+        const char *diags = (const char *)sqlite3_column_text(st, 5);
+        if (f->partial && diags) f->first_error = tb_xstrndup(diags, strcspn(diags, "\n"), "diagnostic");
         id_add(&files, sqlite3_column_int64(st, 0), (int)rows.len - 1);
     }
     sqlite3_finalize(st);
@@ -271,8 +277,8 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
     g->ntargets = (int)rows.len;
     g->targets = tb_vec_take(&rows);
     if (prepare(db,
-                "SELECT id, usr, name, file_id, line, col, is_static, is_definition, end_line, end_col FROM functions"
-                " ORDER BY id",
+                "SELECT id, usr, name, file_id, line, col, is_static, is_definition, end_line, end_col, unit_id"
+                " FROM functions ORDER BY id",
                 &st, err, path))
         goto out;
     tb_vec_init(&rows, sizeof(tb_gfn), "functions");
@@ -288,6 +294,7 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         f->is_static = sqlite3_column_int(st, 6);
         f->is_definition = sqlite3_column_int(st, 7);
         f->end = (tb_pos){sqlite3_column_int(st, 8), sqlite3_column_int(st, 9)};
+        f->unit = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : id_find(&files, sqlite3_column_int64(st, 10));
         id_add(&fns, f->id, (int)rows.len - 1);
     }
     sqlite3_finalize(st);
@@ -523,7 +530,10 @@ int tb_graph_open(tb_graph **out, const char *path, tb_error *err) {
 
 void tb_graph_free(tb_graph *g) {
     if (!g) return;
-    for (int i = 0; i < g->nfiles; i++) free(g->files[i].path);
+    for (int i = 0; i < g->nfiles; i++) {
+        free(g->files[i].path);
+        free(g->files[i].first_error);
+    }
     for (int i = 0; i < g->nfns; i++) {
         free(g->fns[i].usr);
         free(g->fns[i].name);

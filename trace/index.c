@@ -1,7 +1,7 @@
 // index.c — `tracebook index`: the libclang source indexer.
 //
 //   tracebook index [--compdb build/compile_commands.json] [--out build/tracebook-index.sqlite]
-//                   [--build-dir DIR] [--collective NAME_OR_GLOB]... [--no-default-collectives]
+//                   [--build-dir DIR] [--targets FILE] [--collective NAME_OR_GLOB]... [--no-default-collectives]
 //                   [--range-push NAME]... [--range-pop NAME]... [-j N] [--full] [--quiet] [--verbose]
 //
 // Reads the compilation database, parses every translation unit with libclang using its own
@@ -57,11 +57,20 @@
 //   --debug → -g). clang 19's CUDA wrapper includes texture_fetch_functions.h, which CUDA 13
 //   no longer ships: index_visit.c supplies an empty stand-in as an in-memory file under
 //   /tracebook-stubs, last on the include path (so a toolkit that has the real one wins);
-//   nothing is read from or written to the disk for it.
+//   nothing is read from or written to the disk for it. Every CUDA unit also gets
+//   -include /tracebook-stubs/tracebook_cuda.h, read after the wrapper: it gives __CUDACC__
+//   the value 1 that nvcc gives it (the wrapper leaves it defined empty, and NCCL 2.28's
+//   device API headers, nccl_device/utility.h, coop.h ..., test `#if __CUDACC__`: 1,472
+//   "expected value in expression" errors on nccl-tests), and declares the cache-hinted
+//   loads and stores the wrapper leaves out with CUDA's sm_32_intrinsics.h (__ldcg, __ldca,
+//   __ldcs, __ldlu, __ldcv, __stwb, __stcg, __stcs, __stwt: nccl_device's gin_proxy.h calls
+//   __stwt). No -std is added: clang 19 defaults to C++17, as nvcc 13 does; an explicit
+//   -std=c++14 is kept, and CCCL then refuses it as nvcc would.
 //   Checked with clang 19 + CUDA 13.0: <cuda_runtime.h>, cuda_bf16/fp16/fp8, mma.h,
 //   curand_kernel.h, cublas_v2.h, cublasLt.h, nvtx3, cooperative_groups (+ reduce), cub,
-//   thrust, cuda/std, cuda/pipeline, warp intrinsics, <<<...>>> launches, extended
-//   __host__ __device__ lambdas and `if constexpr` all parse without errors.
+//   thrust, cuda/std, cuda/pipeline, <nccl.h>, <nccl_device.h> and its parts, warp
+//   intrinsics, <<<...>>> launches, extended __host__ __device__ lambdas and `if constexpr`
+//   all parse without errors.
 //   Known not to parse, or only partly:
 //     - Without a CUDA installation, .cu units fail (clang cannot find the CUDA headers).
 //     - CUDA releases newer than clang 19 knows (it supports up to 12.5) work only as far
@@ -80,6 +89,12 @@
 // bodies of their inline functions are skipped; calls into them are recorded, and a system
 // header's function that the project calls or names gets its declaration's row: a library's
 // API - nccl.h, mpi.h, cublas_v2.h, libc - is a node of the graph, the last hop of a chain)
+//   file_errors each unit's error diagnostics counted by the file they are in (the source, a
+//               toolkit header), with the first one. A function's unit_id is the unit whose
+//               parse gave its row; when that unit is partial or failed, every answer that shows
+//               the function says so (def, callers, callees, chain: "[partial parse]" on the
+//               hop and a "partial parse: UNIT: N errors (first: ...)" line; map and walk: the
+//               units among the functions the entry reaches, and the status partial, exit 1).
 //   files       every unit (is_tu 1, status ok | partial | failed, error count, the errors
 //               as "file:line:col: message" lines) and every other file a function, call,
 //               callback, field target or range site is in (is_tu 0, status NULL).
@@ -148,12 +163,28 @@
 //               calls row of the same site.
 //               --collective X adds X to the default list; --no-default-collectives starts
 //               from an empty one (so `--no-default-collectives --collective 'my_*'` replaces).
-//   targets     from CMake's file API reply in <build-dir>/.cmake/api/v1/reply (build dir:
-//               --build-dir, default the database's directory): an executable gets its own
-//               compiled sources and those of every static, object or shared library it
-//               depends on, transitively; a static library gets its own sources. Only sources
-//               that are units of the database are listed. No reply: no targets, said on
-//               stderr (queries then label mains by file); meta targets_source says which.
+//   targets     which units link into which binary (the queries' scopes: a chain never
+//               combines units of two binaries), from the first of:
+//               - --targets FILE, the user's map: a JSON object {"binary": ["src/a.c", ...]},
+//                 paths absolute or relative to FILE's directory, each a unit of the database
+//                 (else exit 1 naming the binary and the path; malformed JSON: file:line:col);
+//                 type "EXECUTABLE (targets file)"; a binary holding two units that define main
+//                 or the same external symbol is used as given, with a warning naming it;
+//               - CMake's file API reply in <build-dir>/.cmake/api/v1/reply (build dir:
+//                 --build-dir, default the database's directory): an executable gets its own
+//                 compiled sources and those of every static, object or shared library it
+//                 depends on, transitively; a static library gets its own sources. Only sources
+//                 that are units of the database are listed;
+//               - inferred from the units' symbols (index_units.c; a Makefile project's database,
+//                 as bear writes it): never two units defining main or the same external
+//                 symbol (a strong function definition, a variable) in one binary; a binary is
+//                 a seed (a unit with main or one that conflicts with another) and the units
+//                 defining what its units refer to, one binary per choice where several could;
+//                 named after its main's file and its conflicting units ("common+all_reduce"),
+//                 type "EXECUTABLE (inferred)" ("LINK_UNIT (inferred)" without main). Said on
+//                 stderr with the count. Nothing to tell apart (no main, nothing defined twice):
+//                 no targets, one scope.
+//               meta targets_source says which (targets-file | cmake-file-api | inferred | none).
 //   libraries   for each function without a definition in the index (a library's API) and
 //               each linking target (executable, shared or module library) whose units call or
 //               name it: the first library on that target's link line (CMake's file API,
@@ -164,7 +195,7 @@
 //   meta        schema_version, source_dir (the code model's, else CMakeCache.txt's
 //               CMAKE_HOME_DIRECTORY, else the database's directory), build_dir, compdb,
 //               created (UTC), tu_count, error_count (error diagnostics, all units),
-//               tus_with_errors, targets_source (cmake-file-api | none), indexer (schema,
+//               tus_with_errors, targets_source (above), indexer (schema,
 //               SHA-256 of the tracebook executable, libclang's version: another indexer's
 //               per-unit facts are not reused).
 //   tu_*        each unit's own facts and inputs, for incremental re-indexing (below).
@@ -219,6 +250,7 @@
 #include "index_options.h"
 #include "index_reuse.h"
 #include "index_targets.h"
+#include "index_units.h"
 #include "index_visit.h"
 #include "index_write.h"
 #include "pool.h"
@@ -266,7 +298,7 @@ static void *worker(void *arg) {
 // Options
 
 typedef struct index_args {
-    const char *compdb, *out, *build_dir;
+    const char *compdb, *out, *build_dir, *targets;
     tb_strlist collectives, range_push, range_pop;
     int no_default_collectives, jobs, full, quiet, verbose;
 } index_args;
@@ -277,6 +309,10 @@ static const tb_option index_options[] = {
     TB_OPTION("--out", index_args, out, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the index"),
     TB_OPTION("--build-dir", index_args, build_dir, TB_OPT_STRING, NULL, "DIR",
               "where CMake's file API reply is (default: the database's directory)"),
+    TB_OPTION("--targets", index_args, targets, TB_OPT_STRING, NULL, "FILE",
+              "which sources link into which binary, as JSON {\"binary\": [\"src/a.c\", \"src/common.c\"], ...}\n"
+              "                                 (paths relative to FILE's directory); instead of CMake's file API reply, or of\n"
+              "                                 link units inferred from the units' symbols when there is no reply"),
     TB_OPTION("--collective", index_args, collectives, TB_OPT_LIST, NULL, "NAME|GLOB|@Record",
               "adds a collective: a name, a glob (nccl*) or @Record (every function assigned to one of\n"
               "                                 Record's fields, and calls through them); default the NCCL communication\n"
@@ -403,18 +439,30 @@ int tracebook_index_main(int argc, char **argv) {
     tb_pool pool = {0};
     const char *build_dir = opt.build_dir ? ix_abspath(&pool, NULL, opt.build_dir) : db.dir;
     ix_targets targets;
-    int trc = ix_targets_load(&targets, build_dir, &err);
-    if (trc < 0) {
-        fprintf(stderr, "tracebook index: warning: %s; indexing without targets\n", err.msg);
+    int trc;  // 0: targets given (file API or --targets); 1: none, to be inferred
+    const char *targets_source = "cmake-file-api";
+    if (args.targets) {
+        if (ix_targets_load_map(&targets, args.targets, &db, &err)) {
+            fprintf(stderr, "tracebook index: %s\n", err.msg);
+            ix_targets_free(&targets);
+            tb_pool_free(&pool);
+            ix_compdb_free(&db);
+            goto out;
+        }
+        trc = 0;
+        targets_source = "targets-file";
+    } else if ((trc = ix_targets_load(&targets, build_dir, &err)) < 0) {
+        fprintf(stderr, "tracebook index: warning: %s; link units are inferred instead\n", err.msg);
+        const char *reply_dir = targets.reply_dir;
+        tb_pool keep = targets.pool;  // reply_dir lives there
         tb_vec_free(&targets.rows);
-        tb_vec_init(&targets.rows, sizeof(ix_target_row), "target rows");
         tb_vec_free(&targets.links);
+        memset(&targets, 0, sizeof targets);
+        targets.pool = keep;
+        targets.reply_dir = reply_dir;
+        tb_vec_init(&targets.rows, sizeof(ix_target_row), "target rows");
         tb_vec_init(&targets.links, sizeof(ix_target_link), "target links");
-    } else if (trc > 0 && !opt.quiet) {
-        fprintf(stderr,
-                "tracebook index: note: no CMake file API reply in %s: indexing without targets (mains are told "
-                "apart by file); for targets, create %s/.cmake/api/v1/query/codemodel-v2 and re-run cmake\n",
-                targets.reply_dir, build_dir);
+        trc = 1;
     }
 
     // Reuse: the units whose inputs (command line, source, every included file) are those the
@@ -502,6 +550,31 @@ int tracebook_index_main(int argc, char **argv) {
     tb_strmap_free(&counted);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
 
+    // Link units: what the build said, else inferred from the units' symbols.
+    if (trc > 0) {
+        ix_units_report rep;
+        size_t n = ix_units_infer(&targets, &db, results, &rep);
+        targets_source = n ? "inferred" : "none";
+        if (!opt.quiet && n)
+            fprintf(stderr,
+                    "tracebook index: note: no CMake file API reply in %s: %zu link unit%s inferred from the units' "
+                    "symbols (no two units defining main or the same external symbol in one; --targets FILE names "
+                    "them)%s\n",
+                    targets.reply_dir, n, n == 1 ? "" : "s", rep.unclaimed ? "; units in none are in every one's scope" : "");
+        else if (!opt.quiet)
+            fprintf(stderr,
+                    "tracebook index: note: no CMake file API reply in %s and nothing to tell binaries apart by (no main "
+                    "or symbol defined twice): one scope\n",
+                    targets.reply_dir);
+        if (rep.capped)
+            fprintf(stderr,
+                    "tracebook index: warning: %zu unit%s could link with more choices of units than are kept (64 per "
+                    "unit): some binaries may be missing; --targets FILE names them\n",
+                    rep.capped, rep.capped == 1 ? "" : "s");
+    } else if (args.targets) {
+        ix_units_check(&targets, &db, results, stderr);
+    }
+
     for (size_t i = 0; i < db.ntus; i++) {
         if (opt.verbose) {
             if (results[i].reused)
@@ -521,7 +594,7 @@ int tracebook_index_main(int argc, char **argv) {
     ix_meta meta = {.source_dir = source_dir ? source_dir : db.dir,
                     .build_dir = build_dir,
                     .compdb = db.path,
-                    .targets_source = trc == 0 ? "cmake-file-api" : "none",
+                    .targets_source = targets_source,
                     .indexer_key = indexer_key};
     ix_summary sum;
     const char *out_dir = NULL;

@@ -381,7 +381,8 @@ static void translate(ix_compdb *db, ix_tu *tu, const char *const *words, int n)
         *(const char **)tb_vec_push(&extra) = IX_STUB_DIR;
     }
     if (tu->cuda) {
-        static const char *const cuda[] = {"-x", "cuda", "--cuda-host-only", "-nocudalib", NULL};
+        static const char *const cuda[] = {"-x", "cuda", "--cuda-host-only", "-nocudalib", "-include",
+                                           IX_STUB_DIR "/tracebook_cuda.h", NULL};
         for (const char *const *c = cuda; *c; c++) *(const char **)tb_vec_push(&extra) = *c;
         const char *cuda_path = getenv("CUDA_PATH");
         if (!cuda_path || !exists_dir(cuda_path)) cuda_path = getenv("CUDA_HOME");

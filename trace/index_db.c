@@ -24,8 +24,12 @@ int tb_index_open(sqlite3 **db, const char *path, tb_error *err) {
         return tb_fail(err, "%s: not a tracebook index (schema version %s expected)", path, TB_INDEX_SCHEMA_VERSION);
     }
     // A damaged file could still answer a query or two, wrongly: nothing is read from one.
+    // quick_check reads every page and checks the b-trees, as integrity_check does, but not
+    // that each index matches its table: a third of the time (50 vs 130 ms on this project's
+    // 9 MB index), paid by every query; the index is written in one transaction and renamed
+    // into place, so an index out of step with its table is not what a damaged file shows.
     char problem[512] = "";
-    if (sqlite3_prepare_v2(*db, "PRAGMA integrity_check(1)", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(*db, "PRAGMA quick_check(1)", -1, &st, NULL) != SQLITE_OK)
         snprintf(problem, sizeof problem, "%s", sqlite3_errmsg(*db));
     else if (sqlite3_step(st) != SQLITE_ROW)
         snprintf(problem, sizeof problem, "%s", sqlite3_errmsg(*db));
@@ -38,7 +42,7 @@ int tb_index_open(sqlite3 **db, const char *path, tb_error *err) {
     if (problem[0]) {
         sqlite3_close(*db);
         *db = NULL;
-        return tb_fail(err, "%s: the index is damaged (SQLite's integrity_check: %s); write it again with `tracebook index "
+        return tb_fail(err, "%s: the index is damaged (SQLite's quick_check: %s); write it again with `tracebook index "
                             "--full`",
                        path, problem);
     }

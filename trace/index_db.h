@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
-#define TB_INDEX_SCHEMA_VERSION "4"
+#define TB_INDEX_SCHEMA_VERSION "6"
 
 // The schema (executed by tb_index_create).
 #define TB_INDEX_SCHEMA                                                                                      \
@@ -23,9 +23,15 @@
     " status TEXT, errors INTEGER NOT NULL DEFAULT 0, diagnostics TEXT);\n"                                  \
     /* functions declared or defined; is_definition = has a body in this index; end_line/end_col: the */     \
     /* closing brace of the body (NULL without a definition) */                                              \
+    /* unit_id: the translation unit (files.id) whose parse gave the row (its body, for a definition): */   \
+    /* when that unit's status is partial, what the function calls may be missing (the queries say so) */     \
     "CREATE TABLE functions(id INTEGER PRIMARY KEY, usr TEXT UNIQUE NOT NULL, name TEXT NOT NULL,"           \
     " file_id INTEGER, line INTEGER, col INTEGER, is_static INTEGER NOT NULL, is_definition INTEGER NOT NULL," \
-    " end_line INTEGER, end_col INTEGER);\n"                                                                 \
+    " end_line INTEGER, end_col INTEGER, unit_id INTEGER);\n"                                                \
+    /* error diagnostics of a unit's parse by the file they are in (a header of the toolkit, the source), */ \
+    /* from files.diagnostics; file_id the unit itself for an error without a location */                     \
+    "CREATE TABLE file_errors(unit_id INTEGER NOT NULL, file_id INTEGER NOT NULL, errors INTEGER NOT NULL,"     \
+    " first TEXT, UNIQUE(unit_id, file_id));\n"                                                              \
     /* call sites. A direct call names its callee's USR; a call through a struct field holding a  */         \
     /* function pointer has callee_usr NULL and field = 'record.field' (e.g. tb_comm_backend.all_reduce), */ \
     /* resolved through field_targets. in_macro: the macro the call was expanded from, if any.    */         \
@@ -50,8 +56,8 @@
     /* points (configurable list); call_id: the calls row of the same call site */                           \
     "CREATE TABLE collective_sites(id INTEGER PRIMARY KEY, function_id INTEGER NOT NULL,"                    \
     " callee_name TEXT NOT NULL, file_id INTEGER, line INTEGER, col INTEGER, call_id INTEGER);\n"            \
-    /* which translation units link into which build target (from CMake's file API), so chains from */       \
-    /* `main` can be told apart per binary */                                                                \
+    /* which translation units link into which build target (a --targets file, CMake's file API, or */      \
+    /* inferred from the units' symbols: meta targets_source), so chains stay inside one binary */           \
     "CREATE TABLE targets(target TEXT NOT NULL, type TEXT, file_id INTEGER NOT NULL,"                        \
     " UNIQUE(target, file_id));\n"                                                                           \
     /* libraries: for a function the index has no definition of (a library's API: ncclAllReduce, */        \
@@ -85,15 +91,21 @@
     " passed_to TEXT, file_id INTEGER, line INTEGER, col INTEGER);\n"                                        \
     "CREATE TABLE tu_range_sites(tu_id INTEGER NOT NULL, caller INTEGER NOT NULL, kind TEXT, name TEXT,"      \
     " file_id INTEGER, line INTEGER, col INTEGER);\n"                                                         \
+    /* the unit's external symbols, for inferring link units (index_units.c): kind 'f' a function, */      \
+    /* 'v' a variable; defines 1: a strong definition in the unit's own code, 0: a reference to a */       \
+    /* variable (references to functions are the tu_calls, tu_callbacks and tu_field_targets rows) */         \
+    "CREATE TABLE tu_symbols(tu_id INTEGER NOT NULL, usr TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL," \
+    " defines INTEGER NOT NULL);\n"                                                                          \
     "CREATE INDEX tu_deps_tu ON tu_deps(tu_id);\n"                                                           \
     "CREATE INDEX tu_functions_tu ON tu_functions(tu_id);\n"                                                 \
     "CREATE INDEX tu_calls_tu ON tu_calls(tu_id);\n"                                                         \
     "CREATE INDEX tu_field_targets_tu ON tu_field_targets(tu_id);\n"                                         \
     "CREATE INDEX tu_callbacks_tu ON tu_callbacks(tu_id);\n"                                                 \
-    "CREATE INDEX tu_range_sites_tu ON tu_range_sites(tu_id);\n"
+    "CREATE INDEX tu_range_sites_tu ON tu_range_sites(tu_id);\n"                                             \
+    "CREATE INDEX tu_symbols_tu ON tu_symbols(tu_id);\n"
 
 // Opens an existing index read-only; a missing or foreign file, or one that fails SQLite's
-// integrity_check, is an error naming it.
+// quick_check (every page and b-tree), is an error naming it.
 int tb_index_open(sqlite3 **db, const char *path, tb_error *err);
 
 #endif

@@ -359,6 +359,16 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
         g->line = col_u(st, 4);
         g->col = col_u(st, 5);
     }
+    QUERY("SELECT usr, name, kind, defines FROM tu_symbols WHERE tu_id = ? ORDER BY rowid");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ix_sym *y = tb_vec_push(&r->syms);
+        y->usr = col_text(&r->pool, st, 0);
+        y->name = col_text(&r->pool, st, 1);
+        const char *kind = (const char *)sqlite3_column_text(st, 2);
+        y->kind = kind && kind[0] == 'v' ? 'v' : 'f';
+        y->defines = sqlite3_column_int(st, 3);
+        if (!y->usr || !y->name) goto out;
+    }
     for (size_t k = 0; k < u->deps.len; k++) {
         const ix_dep *s = &TB_VEC_AT(&u->deps, ix_dep, k);
         ix_dep *d = tb_vec_push(&r->deps);

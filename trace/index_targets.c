@@ -236,3 +236,65 @@ void ix_targets_free(ix_targets *t) {
     tb_pool_free(&t->pool);
     memset(t, 0, sizeof *t);
 }
+
+int ix_targets_load_map(ix_targets *t, const char *path, const ix_compdb *db, tb_error *err) {
+    memset(t, 0, sizeof *t);
+    tb_vec_init(&t->rows, sizeof(ix_target_row), "target rows");
+    tb_vec_init(&t->links, sizeof(ix_target_link), "target links");
+    t->reply_dir = tb_pool_dup(&t->pool, path);
+    json_error_t jerr;
+    json_t *j = json_load_file(path, 0, &jerr);
+    if (!j) {
+        if (jerr.line < 0)
+            return tb_fail(err, "--targets %s: cannot read it: %s", path, jerr.text);
+        return tb_fail(err, "--targets %s:%d:%d: malformed JSON: %s", path, jerr.line, jerr.column, jerr.text);
+    }
+    int rc = -1;
+    if (!json_is_object(j) || json_object_size(j) == 0) {
+        tb_fail(err, "--targets %s: expected an object of binaries to their sources, {\"binary\": [\"src.c\", ...]}, "
+                     "got %s", path, json_is_object(j) ? "an empty object" : "another JSON value");
+        goto out;
+    }
+    const char *slash = strrchr(path, '/');
+    const char *dir = ix_abspath(&t->pool, NULL, slash ? tb_pool_dupn(&t->pool, path, (size_t)(slash - path)) : ".");
+    if (slash == path) dir = "/";
+    tb_strmap units;
+    tb_strmap_init(&units);
+    for (size_t i = 0; i < db->ntus; i++) tb_strmap_put(&units, db->tus[i].file, 1);
+    const char *name;
+    json_t *srcs;
+    json_object_foreach(j, name, srcs) {
+        if (!*name) {
+            tb_fail(err, "--targets %s: a binary with an empty name", path);
+            goto bad;
+        }
+        if (!json_is_array(srcs) || json_array_size(srcs) == 0) {
+            tb_fail(err, "--targets %s: binary '%s': expected a non-empty array of source paths", path, name);
+            goto bad;
+        }
+        const char *target = tb_pool_dup(&t->pool, name);
+        size_t k;
+        json_t *src;
+        json_array_foreach(srcs, k, src) {
+            const char *p = json_string_value(src);
+            if (!p || !*p) {
+                tb_fail(err, "--targets %s: binary '%s': source %zu is not a path", path, name, k + 1);
+                goto bad;
+            }
+            const char *abs = ix_abspath(&t->pool, dir, p);
+            if (!tb_strmap_get(&units, abs)) {
+                tb_fail(err, "--targets %s: binary '%s': '%s' (%s) is not a unit of the compilation database %s", path,
+                        name, p, abs, db->path);
+                goto bad;
+            }
+            *(ix_target_row *)tb_vec_push(&t->rows) = (ix_target_row){target, "EXECUTABLE (targets file)", abs};
+        }
+        t->ntargets++;
+    }
+    rc = 0;
+bad:
+    tb_strmap_free(&units);
+out:
+    json_decref(j);
+    return rc;
+}

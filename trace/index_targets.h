@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include "core/error.h"
+#include "index_compdb.h"
 #include "pool.h"
 #include "vec.h"
 
@@ -30,6 +31,12 @@ typedef struct ix_targets {
 
 // 0: rows filled; 1: no reply there (rows empty); -1: a reply that cannot be read (err).
 int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err);
+// The user's map of binaries to their sources (`tracebook index --targets FILE`): a JSON
+// object {"binary": ["src/a.c", "src/common.c"], ...}, a source's path absolute or relative
+// to the file's directory, every source a unit of the database. Each binary is an
+// executable (type "EXECUTABLE (targets file)"); no link lines, so no libraries. 0, or -1
+// with err naming the file, the binary and the value that is wrong.
+int ix_targets_load_map(ix_targets *t, const char *path, const ix_compdb *db, tb_error *err);
 void ix_targets_free(ix_targets *t);
 
 #endif

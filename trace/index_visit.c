@@ -51,7 +51,22 @@
     "void omp_set_nest_lock(omp_nest_lock_t *); void omp_unset_nest_lock(omp_nest_lock_t *);\n"           \
     "int omp_test_nest_lock(omp_nest_lock_t *); double omp_get_wtime(void); double omp_get_wtick(void);\n" \
     "#ifdef __cplusplus\n}\n#endif\n#endif\n"
+#define STUB_CUDA_DEFINES                                                                                  \
+    "// tracebook: for indexing only, included after clang 19's CUDA wrapper (-include).\n"                   \
+    "// nvcc gives __CUDACC__ a value; the wrapper leaves it defined empty, so `#if __CUDACC__` (NCCL's\n"     \
+    "// nccl_device headers: utility.h, coop.h ...) is an error.\n"                                            \
+    "#undef __CUDACC__\n#define __CUDACC__ 1\n"                                                                \
+    "// The wrapper keeps CUDA's sm_32_intrinsics.h out and supplies __ldg only; the other cache-hinted\n"    \
+    "// loads and stores (nccl_device's gin_proxy.h calls __stwt), declared for every type.\n"                 \
+    "#ifdef __cplusplus\n"                                                                                      \
+    "template <typename T> __device__ T __ldcg(const T *);\ntemplate <typename T> __device__ T __ldca(const T *);\n" \
+    "template <typename T> __device__ T __ldcs(const T *);\ntemplate <typename T> __device__ T __ldlu(const T *);\n" \
+    "template <typename T> __device__ T __ldcv(const T *);\ntemplate <typename T> __device__ void __stwb(T *, T);\n" \
+    "template <typename T> __device__ void __stcg(T *, T);\ntemplate <typename T> __device__ void __stcs(T *, T);\n" \
+    "template <typename T> __device__ void __stwt(T *, T);\n"                                                  \
+    "#endif\n"
 static struct CXUnsavedFile stubs[] = {
+    {IX_STUB_DIR "/tracebook_cuda.h", STUB_CUDA_DEFINES, sizeof STUB_CUDA_DEFINES - 1},
     {IX_STUB_DIR "/texture_fetch_functions.h", STUB_TEXTURE_FETCH, sizeof STUB_TEXTURE_FETCH - 1},
     {IX_STUB_DIR "/omp.h", STUB_OMP, sizeof STUB_OMP - 1},
 };
@@ -72,6 +87,8 @@ typedef struct ctx {
     const ix_options *opt;
     ix_result *r;
     tb_strmap funcs;       // usr -> index in r->funcs
+    tb_strmap syms;        // "d"/"r" + usr of the symbols already in r->syms
+    const char *source;    // the unit's source file (abs)
     file_ent *files;    // open addressing on the CXFile pointer
     size_t fcap, flen;
     // Function references already accounted for in the body being walked (callees of calls,
@@ -401,6 +418,54 @@ static int record_function(ctx *c, CXCursor cur, int is_def) {
     return idx;
 }
 
+// Whether a definition at this file belongs to the unit's own code as a linker sees it:
+// the source itself or another file that is not a header (#include "x.c"). A header's
+// definitions are in every unit that includes it (inline functions, templates), so they
+// say nothing about which units link together.
+static int in_unit_code(const ctx *c, const char *file) {
+    if (!file) return 0;
+    if (!strcmp(file, c->source)) return 1;
+    const char *dot = strrchr(file, '.');
+    static const char *const code[] = {".c", ".cc", ".cpp", ".cxx", ".cu", ".C", NULL};
+    for (const char *const *e = code; dot && *e; e++)
+        if (!strcmp(dot, *e)) return 1;
+    return 0;
+}
+
+static void add_sym(ctx *c, const char *usr, const char *name, int kind, int defines) {
+    if (!usr || c->captured_pass) return;  // the second OpenMP parse sees the same declarations
+    const char *key = tb_pool_printf(&c->r->pool, "%c%s", defines ? 'd' : 'r', usr);
+    if (tb_strmap_get(&c->syms, key)) return;
+    tb_strmap_put(&c->syms, key, 1);
+    *(ix_sym *)tb_vec_push(&c->r->syms) = (ix_sym){usr, name ? name : "(unnamed)", kind, defines};
+}
+
+// A function definition the linker sees as this unit's strong symbol: external linkage, not
+// main (every binary has one: main_like), not inline, not a template or a member of one.
+static void note_strong_function(ctx *c, CXCursor cur, const ix_func *f) {
+    if (f->is_static || f->main_like || !in_unit_code(c, f->file)) return;
+    enum CXCursorKind k = clang_getCursorKind(cur);
+    if (k == CXCursor_FunctionTemplate || clang_Cursor_isFunctionInlined(cur) ||
+        !clang_Cursor_isNull(clang_getSpecializedCursorTemplate(cur)))
+        return;
+    enum CXCursorKind parent = clang_getCursorKind(clang_getCursorSemanticParent(cur));
+    if (parent == CXCursor_ClassTemplate || parent == CXCursor_ClassTemplatePartialSpecialization) return;
+    if (clang_getCursorLinkage(cur) != CXLinkage_External) return;
+    add_sym(c, f->usr, f->name, 'f', 1);
+}
+
+// A variable of external linkage: defined at top level here (int x = 1; struct e engine =
+// {...}; a tentative definition too, which -fno-common links as one), or referred to.
+static void note_variable(ctx *c, CXCursor var, int defines) {
+    if (clang_getCursorKind(var) != CXCursor_VarDecl || clang_getCursorLinkage(var) != CXLinkage_External) return;
+    if (defines) {
+        unsigned line, col;
+        if (!clang_isCursorDefinition(var) || !in_unit_code(c, file_loc(c, clang_getCursorLocation(var), &line, &col)))
+            return;
+    }
+    add_sym(c, cxstr(c, clang_getCursorUSR(var)), cxstr(c, clang_getCursorSpelling(var)), 'v', defines);
+}
+
 // A function declared in a system header (a library's API: nccl.h, mpi.h, cublas_v2.h,
 // libc's) is skipped by top_visit with the rest of the header; one that the project calls
 // or names gets its declaration's row (is_definition 0), so it is a node of the call graph:
@@ -700,6 +765,7 @@ static enum CXChildVisitResult body_visit(CXCursor cur, CXCursor parent, CXClien
         // a function named other than as a callee: stored, returned, compared ...
         CXCursor fn = clang_getCursorReferenced(cur);
         if (is_function_kind(clang_getCursorKind(fn)) && !seen_has(s->c, cur)) add_callback(s->c, s->caller, cur, fn, NULL);
+        else note_variable(s->c, fn, 0);
     }
     else if (k == CXCursor_InitListExpr)
         handle_init_list(s->c, cur);
@@ -712,6 +778,7 @@ static void visit_function(ctx *c, CXCursor cur) {
     int is_def = clang_isCursorDefinition(cur);
     int idx = record_function(c, cur, is_def);
     if (!is_def || idx < 0) return;
+    note_strong_function(c, cur, &TB_VEC_AT(&c->r->funcs, ix_func, idx));
     body_state s = {c, idx};
     clang_visitChildren(cur, body_visit, &s);
 }
@@ -727,6 +794,8 @@ static enum CXChildVisitResult top_visit(CXCursor cur, CXCursor parent, CXClient
         return CXChildVisit_Continue;
     }
     if (!in_pass(c, cur)) return CXChildVisit_Recurse;
+    if (k == CXCursor_VarDecl) note_variable(c, cur, 1);
+    else if (k == CXCursor_DeclRefExpr) note_variable(c, clang_getCursorReferenced(cur), 0);  // in a global's initializer
     if (k == CXCursor_InitListExpr) handle_init_list(c, cur);  // initializers of globals
     else if (k == CXCursor_BinaryOperator && clang_getCursorBinaryOperatorKind(cur) == CXBinaryOperator_Assign)
         handle_assign(c, cur);
@@ -876,6 +945,8 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
         return;
     }
     tb_strmap_init(&c.funcs);
+    tb_strmap_init(&c.syms);
+    c.source = tu->file;
     unsigned flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
     struct CXUnsavedFile *unsaved = stubs;
     unsigned nunsaved = (unsigned)NSTUBS;
@@ -918,6 +989,7 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
                            unsaved, nunsaved, flags);
     }
     tb_strmap_free(&c.funcs);
+    tb_strmap_free(&c.syms);
     tb_vec_free(&c.captured);
     free(c.files);
     tb_vec_free(&c.seen_refs);
@@ -933,6 +1005,7 @@ void ix_result_init(ix_result *r) {
     tb_vec_init(&r->ranges, sizeof(ix_range), "unit range sites");
     tb_vec_init(&r->callbacks, sizeof(ix_callback), "unit callbacks");
     tb_vec_init(&r->deps, sizeof(ix_dep), "unit inputs");
+    tb_vec_init(&r->syms, sizeof(ix_sym), "unit symbols");
 }
 
 void ix_result_free(ix_result *r) {
@@ -942,6 +1015,7 @@ void ix_result_free(ix_result *r) {
     tb_vec_free(&r->ranges);
     tb_vec_free(&r->callbacks);
     tb_vec_free(&r->deps);
+    tb_vec_free(&r->syms);
     free(r->diagnostics);
     tb_pool_free(&r->pool);
     memset(r, 0, sizeof *r);

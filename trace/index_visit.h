@@ -34,6 +34,16 @@ typedef struct ix_callback {
     unsigned line, col;
 } ix_callback;
 
+// An external symbol of the unit, for telling link units apart (index_units.c): a strong
+// definition in the unit's own source (a function that is not inline, a template or a
+// member of a class template; a variable), or a reference to an external variable. Calls,
+// callbacks and field targets already say which functions the unit refers to.
+typedef struct ix_sym {
+    const char *usr, *name;
+    int kind;     // 'f' function, 'v' variable
+    int defines;  // 1: defined here; 0: referred to
+} ix_sym;
+
 typedef struct ix_range {
     int caller;
     const char *kind, *name, *file;
@@ -53,6 +63,7 @@ typedef struct ix_result {
     int reused;          // facts taken from the previous index, not parsed this run
     char *diagnostics;   // malloc'd, "file:line:col: message" lines, or NULL
     tb_vec funcs, calls, ftargets, ranges, callbacks;
+    tb_vec syms;         // of ix_sym
     tb_vec deps;         // of ix_dep: the unit's input files (hashes filled in by index.c)
     const char *inputs;  // hex SHA-256 of the unit's command line and options (ix_inputs_hash)
     tb_pool pool;

@@ -27,8 +27,9 @@ struct finfo {
 typedef struct writer {
     sqlite3 *db;
     sqlite3_stmt *ins_file, *ins_func, *upd_func, *ins_call, *ins_ft, *ins_range, *ins_coll, *ins_target, *ins_meta,
-        *ins_cb;
-    sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range;  // the tu_* tables
+        *ins_cb, *ins_ferr;
+    long long unit;       // files.id of the unit being merged
+    sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range, *u_sym;  // the tu_* tables
     tb_strmap files;      // path -> files.id
     tb_strmap funcs;      // usr -> index in finfo
     tb_vec finfo;         // of struct finfo, per index in funcs
@@ -101,7 +102,8 @@ static int put_function(writer *w, const ix_func *f, const char *usr) {
             sqlite3_bind_int(w->upd_func, 3, (int)f->col);
             bind_pos(w->upd_func, 4, f->end_line);
             bind_pos(w->upd_func, 5, f->end_col);
-            sqlite3_bind_int64(w->upd_func, 6, fi->id);
+            sqlite3_bind_int64(w->upd_func, 6, w->unit);
+            sqlite3_bind_int64(w->upd_func, 7, fi->id);
             if (step(w, w->upd_func, "updating a function")) return -1;
             fi->def_file = fid;
         }
@@ -116,6 +118,7 @@ static int put_function(writer *w, const ix_func *f, const char *usr) {
     sqlite3_bind_int(w->ins_func, 7, f->is_def);
     bind_pos(w->ins_func, 8, f->end_line);
     bind_pos(w->ins_func, 9, f->end_col);
+    sqlite3_bind_int64(w->ins_func, 10, w->unit);
     if (step(w, w->ins_func, "inserting a function")) return -1;
     *(struct finfo *)tb_vec_push(&w->finfo) = (struct finfo){sqlite3_last_insert_rowid(w->db), f->is_def ? fid : 0, 0};
     int k = (int)w->finfo.len - 1;
@@ -217,6 +220,46 @@ out:
     return rc;
 }
 
+// file_errors: the unit's error diagnostics ("file:line:col: message" lines, or "unit: message"
+// without a location) counted by the file they are in, each file's first one kept.
+static int write_file_errors(writer *w, const ix_result *r) {
+    for (const char *s = r->diagnostics; s && *s;) {
+        const char *e = strchr(s, '\n');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        // the path ends at the first ":LINE:COL: "; a note's line ("unit: note: ...") is not an error
+        const char *path_end = NULL;
+        for (const char *p = s; p < s + n && !path_end; p++) {
+            if (*p != ':' || p[1] < '0' || p[1] > '9') continue;
+            const char *q = p + 1;
+            while (*q >= '0' && *q <= '9') q++;
+            if (*q != ':' || q[1] < '0' || q[1] > '9') continue;
+            q++;
+            while (*q >= '0' && *q <= '9') q++;
+            if (*q == ':') path_end = p;
+        }
+        int is_note = !path_end && (strstr(s, ": note: ") && (size_t)(strstr(s, ": note: ") - s) < n);
+        if (!is_note) {
+            char *path = path_end ? tb_xstrndup(s, (size_t)(path_end - s), "diagnostic path") : NULL;
+            long long fid = path ? file_id(w, path, 0, NULL, 0, NULL) : w->unit;
+            free(path);
+            char *first = tb_xstrndup(s, n, "diagnostic");
+            if (fid < 0) {
+                free(first);
+                return -1;
+            }
+            sqlite3_bind_int64(w->ins_ferr, 1, w->unit);
+            sqlite3_bind_int64(w->ins_ferr, 2, fid);
+            sqlite3_bind_int(w->ins_ferr, 3, 1);
+            sqlite3_bind_text(w->ins_ferr, 4, first, -1, SQLITE_TRANSIENT);
+            int rc = step(w, w->ins_ferr, "inserting a file's errors");
+            free(first);
+            if (rc) return -1;
+        }
+        s += n + (e ? 1 : 0);
+    }
+    return 0;
+}
+
 // The unit's own facts, unmerged, and its inputs (the tu_* tables), for the next re-index.
 static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
     sqlite3_bind_int64(w->u_inputs, 1, tu_id);
@@ -289,6 +332,16 @@ static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
         bind_pos(w->u_range, 6, g->line);
         bind_pos(w->u_range, 7, g->col);
         if (step(w, w->u_range, "inserting a unit's range site")) return -1;
+    }
+    for (size_t i = 0; i < r->syms.len; i++) {
+        const ix_sym *y = &TB_VEC_AT(&r->syms, ix_sym, i);
+        char kind[2] = {(char)y->kind, 0};
+        sqlite3_bind_int64(w->u_sym, 1, tu_id);
+        bind_text(w->u_sym, 2, y->usr);
+        bind_text(w->u_sym, 3, y->name);
+        bind_text(w->u_sym, 4, kind);
+        sqlite3_bind_int(w->u_sym, 5, y->defines);
+        if (step(w, w->u_sym, "inserting a unit's symbol")) return -1;
     }
     return 0;
 }
@@ -412,10 +465,12 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
     }
     if (prep(w, &w->ins_file, "INSERT INTO files(path, is_tu, status, errors, diagnostics) VALUES(?,?,?,?,?)") ||
         prep(w, &w->ins_func,
-             "INSERT INTO functions(usr, name, file_id, line, col, is_static, is_definition, end_line, end_col)"
-             " VALUES(?,?,?,?,?,?,?,?,?)") ||
-        prep(w, &w->upd_func, "UPDATE functions SET file_id = ?, line = ?, col = ?, end_line = ?, end_col = ?, is_definition = 1"
-                                   " WHERE id = ?") ||
+             "INSERT INTO functions(usr, name, file_id, line, col, is_static, is_definition, end_line, end_col,"
+             " unit_id) VALUES(?,?,?,?,?,?,?,?,?,?)") ||
+        prep(w, &w->upd_func, "UPDATE functions SET file_id = ?, line = ?, col = ?, end_line = ?, end_col = ?, is_definition = 1,"
+                                   " unit_id = ? WHERE id = ?") ||
+        prep(w, &w->ins_ferr, "INSERT INTO file_errors(unit_id, file_id, errors, first) VALUES(?,?,?,?)"
+                              " ON CONFLICT(unit_id, file_id) DO UPDATE SET errors = errors + 1") ||
         prep(w, &w->ins_call,
              "INSERT INTO calls(caller_id, callee_usr, callee_name, field, file_id, line, col, in_macro)"
              " VALUES(?,?,?,?,?,?,?,?)") ||
@@ -442,15 +497,19 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         prep(w, &w->u_cb,
              "INSERT INTO tu_callbacks(tu_id, caller, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?,?)") ||
         prep(w, &w->u_range,
-             "INSERT INTO tu_range_sites(tu_id, caller, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?,?)"))
+             "INSERT INTO tu_range_sites(tu_id, caller, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?,?)") ||
+        prep(w, &w->u_sym, "INSERT INTO tu_symbols(tu_id, usr, name, kind, defines) VALUES(?,?,?,?,?)"))
         return -1;
 
     // Translation units first (ids in database order), then each unit's facts.
     for (size_t i = 0; i < db->ntus; i++)
         if (file_id(w, db->tus[i].file, 1, results[i].status, results[i].errors, results[i].diagnostics) < 0)
             return -1;
-    for (size_t i = 0; i < db->ntus; i++)
-        if (write_result(w, &results[i])) return -1;
+    for (size_t i = 0; i < db->ntus; i++) {
+        int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
+        w->unit = tu_id ? *tu_id : 0;
+        if (write_result(w, &results[i]) || write_file_errors(w, &results[i])) return -1;
+    }
     for (size_t i = 0; i < db->ntus; i++) {
         int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
         if (!tu_id || write_unit_facts(w, *tu_id, &results[i])) return -1;
@@ -521,9 +580,9 @@ int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, co
     } else {
         rc = write_all(&w, db, results, targets, opt, meta, sum);
     }
-    sqlite3_stmt *sts[] = {w.ins_file, w.ins_func, w.upd_func, w.ins_call, w.ins_ft,
+    sqlite3_stmt *sts[] = {w.ins_file, w.ins_func, w.upd_func, w.ins_call, w.ins_ft, w.ins_ferr,
                            w.ins_range, w.ins_coll, w.ins_target, w.ins_meta, w.ins_cb,
-                           w.u_inputs, w.u_dep, w.u_func, w.u_call, w.u_ft, w.u_cb, w.u_range};
+                           w.u_inputs, w.u_dep, w.u_func, w.u_call, w.u_ft, w.u_cb, w.u_range, w.u_sym};
     for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
     if (w.db && sqlite3_close(w.db) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
     tb_strmap_free(&w.files);

@@ -3,7 +3,7 @@
 // report built by map_report.h (its nesting part by map_nesting.h), printed by map_cli.c.
 //
 // Runtime side: range events from the engine's per-rank Chrome trace JSON (complete "X"
-// events; rank = pid) or from an Nsight Systems SQLite export (NVTX_EVENTS rows of
+// events and "B"/"E" pairs; rank = pid) or from an Nsight Systems SQLite export (NVTX_EVENTS rows of
 // eventType 59, push/pop ranges, names in text or StringIds via textId; one rank per
 // thread, numbered in globalTid order), with their nesting per rank and thread (the
 // innermost event whose [ts, ts+dur] holds the child's).

@@ -105,6 +105,11 @@ static void print_report(json_t *rep) {
     if (dropped) printf("; PARTIAL: %lld malformed event%s dropped (on stderr)", dropped, dropped == 1 ? "" : "s");
     printf("\n");
     json_array_foreach(json_object_get(rep, "unmapped"), k, x) printf("  unmapped: %s\n", json_string_value(x));
+    json_array_foreach(json_object_get(rep, "partial_parses"), k, x)
+        printf("PARTIAL: partial parse: %s: %lld error%s (first: %s): what its functions call may be missing\n",
+               json_string_value(json_object_get(x, "unit")), (long long)json_integer_value(json_object_get(x, "errors")),
+               json_integer_value(json_object_get(x, "errors")) == 1 ? "" : "s",
+               json_string_value(json_object_get(x, "first")));
 }
 
 typedef struct map_args {
@@ -149,6 +154,7 @@ int tracebook_map_main(int argc, char **argv) {
     print_report(rep);
     // malformed events: named on stderr, and the run is partial (exit 1)
     if (tb_rt_print_drops(&m.rt, stderr, "tracebook map")) rc = 1;
+    if (json_array_size(json_object_get(rep, "partial_parses"))) rc = 1;  // the static side may miss calls
     json_decref(rep);
     tb_map_close(&m);
     tb_positional_free(&pos);

@@ -43,7 +43,7 @@ typedef struct tb_rt {
 } tb_rt;
 
 // Counts of one file's malformed range events, per reason (tb_rt_drop, tb_rt_note_drops).
-#define TB_RT_MAX_REASONS 8
+#define TB_RT_MAX_REASONS 12
 typedef struct tb_rt_drops {
     const char *reason[TB_RT_MAX_REASONS];
     int count[TB_RT_MAX_REASONS];

@@ -337,7 +337,20 @@ json_t *tb_map_report(tb_map *m) {
                         json_pack("{s:i, s:i, s:i, s:f}", "mapped_events", covered, "events", all, "dropped_events",
                                   rt->ndropped, "percent", all ? 100.0 * covered / all : 0.0));
     json_object_set(report, "dropped", rt->dropped);
-    json_object_set_new(report, "status", json_string(rt->ndropped ? "partial" : "complete"));
+    // the static side relies on every function the entry reaches: a partial parse among
+    // their units may have lost calls, so the map is partial too
+    json_t *pp = json_array();
+    unsigned char *seen = tb_xcalloc((size_t)g->nfiles + 1, 1, "partial units");
+    for (int f = 0; f < g->nfns; f++) {
+        int u = m->dist[f] >= 0 ? tb_graph_fn_partial(g, f) : -1;
+        if (u < 0 || seen[u]) continue;
+        seen[u] = 1;
+        json_array_append_new(pp, json_pack("{s:s, s:i, s:s}", "unit", tb_graph_file(g, u), "errors", g->files[u].errors,
+                                            "first", g->files[u].first_error ? g->files[u].first_error : "?"));
+    }
+    free(seen);
+    json_object_set_new(report, "partial_parses", pp);
+    json_object_set_new(report, "status", json_string(rt->ndropped || json_array_size(pp) ? "partial" : "complete"));
     for (int n = 0; n < nn; n++) tb_vec_free(&ops[n].ops);
     free(ops);
     free(comm);

@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "core/options.h"
+#include "core/xalloc.h"
 #include "graph.h"
 #include "index_db.h"
 #include "trace_cli.h"
+#include "vec.h"
 
 typedef struct qargs {
     const char *index;
@@ -131,6 +133,7 @@ int tracebook_def_main(int argc, char **argv) {
         printf("\n");
         print_libraries(g, fns[i]);
     }
+    tb_graph_note_partial(g, fns, n, stdout, "");
     free(fns);
     tb_graph_free(g);
     return n > 0 ? 0 : 1;
@@ -205,6 +208,16 @@ int tracebook_callers_main(int argc, char **argv) {
         }
         if (!found) printf("  (no call sites in the index)\n");
     }
+    // the callers shown come from their units' parses: a partial one may miss call sites
+    int *shown = tb_xmalloc(((size_t)g->ncalls + 1) * sizeof *shown, "callers shown"), nshown = 0;
+    for (int c = 0; c < g->ncalls; c++) {
+        int hit = 0;
+        for (int k = 0; k < g->calls[c].ntargets && !hit; k++)
+            for (int i = 0; i < n && !hit; i++) hit = g->calls[c].targets[k] == fns[i];
+        if (hit) shown[nshown++] = g->calls[c].caller;
+    }
+    tb_graph_note_partial(g, shown, nshown, stdout, "");
+    free(shown);
     free(fns);
     tb_graph_free(g);
     return n > 0 ? 0 : 1;
@@ -236,6 +249,7 @@ int tracebook_callees_main(int argc, char **argv) {
         }
         if (f->calls_begin == f->calls_end) printf("  (%s)\n", f->is_definition ? "no calls" : "no body in the index");
     }
+    tb_graph_note_partial(g, fns, n, stdout, "");
     free(fns);
     tb_graph_free(g);
     return n > 0 ? 0 : 1;
@@ -269,6 +283,8 @@ int tracebook_chain_main(int argc, char **argv) {
     int nentries = nto > 0 && (!a.via || nvia > 0) ? tb_graph_entries(g, a.from, &entries, &err) : 0;
     if (nto > 0 && nentries == 0) fprintf(stderr, "tracebook %s: %s\n", argv[0], err.msg);
     int total = 0;
+    tb_vec shown;  // the functions of the chains printed
+    tb_vec_init(&shown, sizeof(int), "chain functions");
     for (int e = 0; e < nentries; e++) {
         const tb_entry *en = &entries[e];
         char loc[600];
@@ -287,8 +303,12 @@ int tracebook_chain_main(int argc, char **argv) {
         if (n == 0) printf("  (none within %d calls)\n", a.max_depth);
         if (truncated) printf("  (search stopped at its budget; more chains may exist)\n");
         total += n;
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < chains[i].n; k++) *(int *)tb_vec_push(&shown) = chains[i].fns[k];
         tb_chains_free(chains, n);
     }
+    tb_graph_note_partial(g, shown.items, (int)shown.len, stdout, "");
+    tb_vec_free(&shown);
     free(entries);
     free(to);
     free(via);

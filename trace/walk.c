@@ -353,8 +353,13 @@ int tracebook_walk_main(int argc, char **argv) {
         walk_collectives(&m, sites[i], name);
     }
     if (ntraces) walk_runtime(&m, range, pattern);
-    int partial = m.rt.ndropped > 0;
-    if (partial)
+    int *reached = tb_xmalloc(((size_t)g->nfns + 1) * sizeof *reached, "reached functions"), nreached = 0;
+    for (int f = 0; f < g->nfns; f++)
+        if (m.dist[f] >= 0) reached[nreached++] = f;
+    int partial_parses = tb_graph_note_partial(g, reached, nreached, stdout, "\n**Partial parse:** ");
+    free(reached);
+    int partial = m.rt.ndropped > 0 || partial_parses > 0;
+    if (m.rt.ndropped)
         printf("\n**Partial:** %d malformed range event%s of the traces could not be read and are not counted above "
                "(named on stderr).\n",
                m.rt.ndropped, m.rt.ndropped == 1 ? "" : "s");

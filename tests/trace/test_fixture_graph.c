@@ -112,16 +112,6 @@ static void check_block(const char *out, const char *header, const char **want, 
     free(used);
 }
 
-// The part of chain output for binary LABEL: from "[LABEL]" to the next "[" line.
-static char *section(const char *out, const char *label) {
-    char mark[128];
-    snprintf(mark, sizeof mark, "[%s] ", label);
-    const char *p = strstr(out, mark);
-    if (!p) return strdup("");
-    const char *e = strstr(p + 1, "\n[");
-    return strndup(p, e ? (size_t)(e - p) + 1 : strlen(p));
-}
-
 // Builds the exact text of one chain: "#k (N calls)\n    hop0\n  → hop1\n ...".
 static char *chain_text(int k, int nhops, const char **hops) {
     size_t cap = 4096;
@@ -522,7 +512,7 @@ TB_TEST(each_main_is_labelled_and_scoped_to_its_own_binary) {
     // --from main: one labelled section per binary, each with its own chains
     rc = tb(&out, "chain --from main --to ncclAllReduce");
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
-    char *a = section(out, "alpha"), *b = section(out, "beta");
+    char *a = tb_chain_section(out, "alpha"), *b = tb_chain_section(out, "beta");
     TB_CHECK(tb_has(a, keep("[alpha] chains from %s to ncclAllReduce: 1\n", F_MAIN_A)) && !tb_has(a, "beta.c"),
              "alpha's section:\n%s", a);
     const char *hb[] = {keep("main (beta.c:%d, via gx_ops.run)", line_of("beta.c", "BETA_CALL_MACRO_OPS")),
@@ -553,8 +543,8 @@ TB_TEST(each_main_is_labelled_and_scoped_to_its_own_binary) {
     rc = tb(&out, "chain --from main --to beta_only");
     const char *hbo[] = {keep("main (beta.c:%d)", line_of("beta.c", "BETA_CALL_BETA_ONLY")), F_BETA_ONLY};
     want = chain_text(1, 2, hbo);
-    a = section(out, "alpha");
-    b = section(out, "beta");
+    a = tb_chain_section(out, "alpha");
+    b = tb_chain_section(out, "beta");
     got = tb_chain_n(b, 1);
     TB_CHECK(rc == 0 && tb_has(a, "to beta_only: 0\n") && tb_has(b, "to beta_only: 1\n") && !strcmp(want, got),
              "only beta's main reaches beta_only, expected:\n%s\ngot:\n%s", want, out);

@@ -376,6 +376,27 @@ TB_TEST(a_syntax_error_gives_partial_status_with_diagnostics_and_keeps_what_pars
                  " AND c.callee_name = 'good_before' AND c.line = %d",
                  tb_line_of(BROKEN_C, "GOOD_AFTER")) == 1,
              "good_after -> good_before");
+    // the errors counted per file they are in, and every answer relying on the unit says so
+    TB_CHECK(tb_index_q_long(db,
+                             "SELECT e.errors FROM file_errors e JOIN files u ON u.id = e.unit_id JOIN files f ON"
+                             " f.id = e.file_id WHERE u.path = %Q AND f.path = %Q",
+                             BROKEN_C, BROKEN_C) == tb_index_q_long(db, "SELECT errors FROM files WHERE path = %Q", BROKEN_C),
+             "broken.c's errors are in file_errors, on broken.c");
+    char *out;
+    const char *asks[] = {"def good_after", "callees good_after", "callers good_before",
+                          "chain --from good_after --to good_before"};
+    for (int i = 0; i < 4; i++) {
+        int rc = tb_shell(&out, "'%s' %s --index '%s/basic/index.sqlite'", TRACEBOOK, asks[i], WORK);
+        TB_CHECK(rc == 0 && tb_has(out, "partial parse: " BROKEN_C ": 1 error (first: ") &&
+                     tb_has(out, ": what its functions call may be missing\n"),
+                 "%s flags the partial parse, rc %d:\n%s", asks[i], rc, out);
+        if (i == 3) TB_CHECK(tb_has(out, "good_after (" BROKEN_C ":") && tb_has(out, ") [partial parse]\n"),
+                             "each hop from the unit is marked:\n%s", out);
+        free(out);
+    }
+    int rc = tb_shell(&out, "'%s' def rank_leaf --index '%s/basic/index.sqlite'", TRACEBOOK, WORK);
+    TB_CHECK(rc == 0 && !tb_has(out, "partial"), "an answer relying on other units only is not flagged:\n%s", out);
+    free(out);
     // A listed file that is not there: failed, and everything else still indexed.
     char *missing = q_text(db, "SELECT status FROM files WHERE path = %Q", FIX "/broken/missing.c");
     TB_CHECK(same(missing, "failed"), "missing.c status %s", missing ? missing : "(none)");

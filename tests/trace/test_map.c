@@ -294,6 +294,18 @@ static void drop_keys(json_t *j, const char *const *keys, int nkeys) {
     }
 }
 
+// Reports a and b are equal but for keys (dropped from both, at any depth); frees both.
+static void check_same_reports(json_t *a, json_t *b, const char *const *keys, int nkeys, const char *what) {
+    drop_keys(a, keys, nkeys);
+    drop_keys(b, keys, nkeys);
+    char *sa = json_dumps(a, JSON_SORT_KEYS | JSON_INDENT(1)), *sb = json_dumps(b, JSON_SORT_KEYS | JSON_INDENT(1));
+    TB_CHECK(json_equal(a, b), "%s: not the same report\n%.1500s\nvs\n%.1500s", what, sa, sb);
+    free(sa);
+    free(sb);
+    json_decref(a);
+    json_decref(b);
+}
+
 TB_TEST(nsight_sqlite_maps_as_the_chrome_trace) {
     char c0[] = TB_TEST_TMPDIR "/map-eq.rank-00000.json", c1[] = TB_TEST_TMPDIR "/map-eq.rank-00001.json";
     char nsys[] = TB_TEST_TMPDIR "/map-eq.nsys.sqlite";
@@ -307,14 +319,7 @@ TB_TEST(nsight_sqlite_maps_as_the_chrome_trace) {
     TB_CHECK(!strcmp(str(json_array_get(json_object_get(b, "traces"), 0), "format"), "nsys-sqlite"), "detected");
     // the same, but for what only the Chrome trace carries (args) and where they came from
     static const char *const keys[] = {"traces", "index", "comm"};
-    drop_keys(a, keys, 3);
-    drop_keys(b, keys, 3);
-    char *sa = json_dumps(a, JSON_SORT_KEYS | JSON_INDENT(1)), *sb = json_dumps(b, JSON_SORT_KEYS | JSON_INDENT(1));
-    TB_CHECK(json_equal(a, b), "same report\nchrome: %.1500s\nnsys: %.1500s", sa, sb);
-    free(sa);
-    free(sb);
-    json_decref(a);
-    json_decref(b);
+    check_same_reports(a, b, keys, 3, "chrome and nsys");
 }
 
 TB_TEST(map_cli_text_and_json) {
@@ -416,6 +421,82 @@ TB_TEST(malformed_and_negative_duration_events_are_counted_and_named) {
     free(out);
 }
 
+// A Chrome trace of the same ranges as begin/end pairs: each X becomes a B at its ts and an E
+// at ts + dur (the Es first, in reverse order: pairing is by timestamp, not file order),
+// the comm figures split between the B's args and the E's.
+static void chrome_as_begin_end(const char *from, const char *to) {
+    json_error_t je;
+    json_t *root = json_load_file(from, 0, &je), *events = json_object_get(root, "traceEvents"), *out = json_array();
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "ph")), "X")) continue;
+        json_t *end = json_pack("{s:s, s:f, s:O, s:O}", "ph", "E", "ts",
+                                json_number_value(json_object_get(e, "ts")) + json_number_value(json_object_get(e, "dur")),
+                                "pid", json_object_get(e, "pid"), "tid", json_object_get(e, "tid"));
+        json_t *args = json_object_get(e, "args");
+        if (json_object_get(args, "bytes")) {
+            json_object_set_new(end, "args", json_pack("{s:O, s:O}", "count", json_object_get(args, "count"), "bytes",
+                                                         json_object_get(args, "bytes")));
+            json_object_del(args, "count");
+            json_object_del(args, "bytes");
+        }
+        json_array_insert_new(out, 0, end);
+    }
+    json_array_foreach(events, i, e) {
+        if (!strcmp(json_string_value(json_object_get(e, "ph")), "X")) {
+            json_object_set_new(e, "ph", json_string("B"));
+            json_object_del(e, "dur");
+        }
+        json_array_append(out, e);
+    }
+    json_object_set_new(root, "traceEvents", out);
+    json_dump_file(root, to, 0);
+    json_decref(root);
+}
+
+TB_TEST(begin_end_pairs_map_as_complete_events) {
+    char x0[] = TB_TEST_TMPDIR "/map-be.x.rank-00000.json", x1[] = TB_TEST_TMPDIR "/map-be.x.rank-00001.json";
+    char b0[] = TB_TEST_TMPDIR "/map-be.rank-00000.json", b1[] = TB_TEST_TMPDIR "/map-be.rank-00001.json";
+    write_chrome(x0, 0, mini_step, MINI_NEV, "local");
+    write_chrome(x1, 1, mini_step, MINI_NEV, "local");
+    chrome_as_begin_end(x0, b0);
+    chrome_as_begin_end(x1, b1);
+    char *xs[] = {x0, x1}, *bs[] = {b0, b1};
+    json_t *a = report_for(xs, 2, DB, "app"), *b = report_for(bs, 2, DB, "app");
+    TB_REQUIRE(a && b, "both reports");
+    TB_CHECK(json_integer_value(json_object_get(json_object_get(b, "coverage"), "events")) == 2 * MINI_NEV &&
+                 !strcmp(str(b, "status"), "complete"),
+             "every pair is a range, nothing dropped");
+    static const char *const keys[] = {"traces"};
+    check_same_reports(a, b, keys, 1, "X and B/E (comm args merged from B and E)");
+
+    // what cannot be a range: an E with nothing open on its thread, a B never closed, an X
+    // without a dur; counted and named, partial
+    json_error_t je;
+    json_t *root = json_load_file(b0, 0, &je), *events = json_object_get(root, "traceEvents");
+    TB_REQUIRE(root, "%s: %s", b0, je.text);
+    size_t first = json_array_size(events);
+    json_array_append_new(events, json_pack("{s:s, s:s, s:f, s:i, s:i}", "name", "step", "ph", "E", "ts", 500.0,
+                                            "pid", 0, "tid", 5));
+    json_array_append_new(events, json_pack("{s:s, s:s, s:f, s:i, s:i}", "name", "step", "ph", "B", "ts", 600.0,
+                                            "pid", 0, "tid", 6));
+    json_array_append_new(events, json_pack("{s:s, s:s, s:f, s:i, s:i}", "name", "step", "ph", "X", "ts", 700.0,
+                                            "pid", 0, "tid", 0));
+    json_dump_file(root, b0, 0);
+    json_decref(root);
+    char *out, want[1024];
+    int rc = mini_run(tracebook_map_main, &out, "map", b0, "--entry", "app", "--index", DB, NULL);
+    snprintf(want, sizeof want,
+             "tracebook map: %s: dropped 3 malformed events: 1 \"X\" without a dur (first: event %zu), 1 \"E\" with "
+             "no open \"B\" on its thread (first: event %zu), 1 \"B\" never closed by an \"E\" (first: event %zu)\n",
+             b0, first + 2, first, first + 1);
+    TB_CHECK(rc == 1 && tb_has(out, want) && tb_has(out, "PARTIAL: 3 malformed events dropped") &&
+                 !tb_has(out, "(100.0%)"),
+             "rc %d, expected\n%s\ngot:\n%s", rc, want, out);
+    free(out);
+}
+
 // An index whose file is damaged (bytes of a page overwritten) is refused by every command.
 TB_TEST(a_damaged_index_is_refused) {
     const char *bad = TB_TEST_TMPDIR "/map-damaged.sqlite";
@@ -434,7 +515,7 @@ TB_TEST(a_damaged_index_is_refused) {
     free(bytes);
     char *out;
     int rc = mini_run(tracebook_map_main, &out, "map", TRACE0, "--entry", "app", "--index", bad, NULL);
-    TB_CHECK(rc == 1 && tb_has(out, bad) && tb_has(out, "the index is damaged (SQLite's integrity_check:") &&
+    TB_CHECK(rc == 1 && tb_has(out, bad) && tb_has(out, "the index is damaged (SQLite's quick_check:") &&
                  !tb_has(out, "coverage"),
              "map: rc %d:\n%s", rc, out);
     free(out);
@@ -580,6 +661,7 @@ int main(void) {
     TB_RUN(map_cli_text_and_json);
     TB_RUN(a_trace_without_range_events_is_refused);
     TB_RUN(malformed_and_negative_duration_events_are_counted_and_named);
+    TB_RUN(begin_end_pairs_map_as_complete_events);
     TB_RUN(a_damaged_index_is_refused);
     TB_RUN(walk_mini_markdown);
     TB_RUN(project_map_and_walk_of_a_tp2_run);

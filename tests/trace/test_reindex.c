@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "index_db.h"
 #include "index_query.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -265,7 +266,7 @@ TB_TEST(reindexing_parses_exactly_the_units_whose_inputs_changed) {
 }
 
 TB_TEST(an_index_of_another_schema_is_not_reused) {
-    // An old index (schema 2; this indexer writes 4) at --out: a full index over it, with a note.
+    // An old index (schema 2; this indexer writes TB_INDEX_SCHEMA_VERSION) at --out: a full index over it, with a note.
     unlink(OUT);
     sqlite3 *db = NULL;
     TB_REQUIRE(sqlite3_open(OUT, &db) == SQLITE_OK, "cannot create %s", OUT);
@@ -275,7 +276,9 @@ TB_TEST(an_index_of_another_schema_is_not_reused) {
     TB_REQUIRE(index_run(OUT, NULL) == 0, "index failed:\n%s", sh.out);
     TB_CHECK(parsed == 3 && reused == 0, "parsed %d reused %d\n%s", parsed, reused, sh.out);
     TB_CHECK(strstr(sh.out, "another schema version") != NULL, "the note:\n%s", sh.out);
-    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM meta WHERE key = 'schema_version' AND value = '4'") == 1, "schema 4");
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM meta WHERE key = 'schema_version' AND value = '" TB_INDEX_SCHEMA_VERSION
+                         "'") == 1,
+             "schema " TB_INDEX_SCHEMA_VERSION);
 }
 
 int main(void) {

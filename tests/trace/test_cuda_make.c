@@ -1,0 +1,115 @@
+// test_cuda_make.c — a Makefile-built CUDA codebase (fixtures/cudamake/, shaped like
+// nccl-tests: common.cu with main, all_reduce.cu and all_gather.cu each defining the global
+// ncclTestEngine; <cuda_runtime.h>, <nccl.h> and CUDA 13's NCCL device API: nccl_device.h,
+// nccl_device/utility.h, coop.h) through a compile_commands.json of nvcc commands as bear
+// writes for `make`: every unit parses with no error diagnostic from the toolkit's headers,
+// the binaries are told apart without CMake, and main → ncclAllReduce is one chain, in
+// all_reduce's binary only.
+//
+// Needs a CUDA toolkit with NCCL's device headers ($CUDA_PATH, $CUDA_HOME or
+// /usr/local/cuda, as the indexer looks): without one the test says what is missing and
+// exits 77, which ctest reports as skipped.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chain_output.h"
+#include "core/fileio.h"
+#include "index_query.h"
+#include "tb_shell.h"
+#include "tb_test.h"
+
+#define TRACEBOOK TB_BIN_DIR "/tracebook"
+#define CFIX TB_SOURCE_DIR "/tests/trace/fixtures/cudamake"
+#define WORK TB_TEST_TMPDIR "/test_cuda_make"
+#define INDEX WORK "/index.sqlite"
+
+static const char *cuda_dir(void) {
+    const char *env[] = {getenv("CUDA_PATH"), getenv("CUDA_HOME")};
+    for (int i = 0; i < 2; i++) {
+        struct stat st;
+        if (env[i] && stat(env[i], &st) == 0 && S_ISDIR(st.st_mode)) return env[i];
+    }
+    return "/usr/local/cuda";
+}
+
+static sqlite3 *db;
+static char *ix_output;
+static int ix_status;  // of `tracebook index`
+
+static int line_of(const char *file, const char *marker) {
+    char path[1024];
+    snprintf(path, sizeof path, CFIX "/%s", file);
+    return tb_line_of(path, marker);
+}
+
+TB_TEST(every_unit_parses_without_an_error_from_the_toolkit_headers) {
+    TB_REQUIRE(ix_status == 0 && db, "index failed (%d):\n%s", ix_status, ix_output);
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM files WHERE is_tu = 1 AND status = 'ok' AND errors = 0") == 3,
+             "3 units ok:\n%s", ix_output);
+    TB_CHECK(tb_index_q_long(db, "SELECT value FROM meta WHERE key = 'error_count'") == 0 &&
+                 tb_index_q_long(db, "SELECT COUNT(*) FROM file_errors") == 0,
+             "no error diagnostics at all:\n%s", ix_output);
+    TB_CHECK(!tb_has(ix_output, "expected value in expression") && !tb_has(ix_output, "nccl_device"),
+             "nothing from nccl_device's headers:\n%s", ix_output);
+    // device code is indexed too: a __device__ function's call into nccl_device/utility.h
+    TB_CHECK(tb_index_q_long(db,
+                             "SELECT COUNT(*) FROM calls c JOIN functions f ON f.id = c.caller_id WHERE f.name = 'chunk'"
+                             " AND c.callee_name = 'divUp' AND c.line = %d",
+                             line_of("all_gather.cu", "CALL_DIVUP")) == 1,
+             "chunk → nccl::utility::divUp");
+}
+
+TB_TEST(main_reaches_ncclAllReduce_in_all_reduces_binary_only) {
+    TB_REQUIRE(ix_status == 0 && db, "index failed:\n%s", ix_output);
+    char *out;
+    int rc = tb_shell(&out, "'%s' chain --from main --to ncclAllReduce --index '%s'", TRACEBOOK, INDEX);
+    char *ar = tb_chain_section(out, "common+all_reduce"), *ag = tb_chain_section(out, "common+all_gather");
+    char *c1 = tb_chain_n(ar, 1), want[256];
+    snprintf(want, sizeof want, "  → AllReduceRunColl (" CFIX "/all_reduce.cu:%d)\n  → ncclAllReduce (declared at ",
+             line_of("all_reduce.cu", "CALL_NCCL_AR"));
+    TB_CHECK(rc == 0 && tb_has(ar, "to ncclAllReduce: 1\n") && tb_has(c1, want) &&
+                 tb_has(c1, "→ AllReduceRunTest (") && tb_has(c1, "/nccl.h:"),
+             "rc %d, expected\n%s\nin:\n%s", rc, want, out);
+    TB_CHECK(tb_has(ag, "to ncclAllReduce: 0\n") && !tb_has(out, "AllGather"), "none through all_gather.cu:\n%s", out);
+    TB_CHECK(!tb_has(out, "partial parse"), "no unit is partial:\n%s", out);
+    free(c1);
+    free(ar);
+    free(ag);
+    free(out);
+}
+
+int main(void) {
+    const char *cuda = cuda_dir();
+    char need[2][1024];
+    snprintf(need[0], sizeof need[0], "%s/include/cuda_runtime.h", cuda);
+    snprintf(need[1], sizeof need[1], "%s/include/nccl_device.h", cuda);
+    for (int i = 0; i < 2; i++)
+        if (!tb_exists(need[i])) {
+            printf("skipped: %s is missing (a CUDA 13 toolkit with NCCL's device headers is needed)\n", need[i]);
+            return 77;
+        }
+    tb_error err;
+    if (tb_mkdir_p(WORK, &err)) printf("  %s\n", err.msg);
+    // nvcc commands as nccl-tests' Makefile gives them (bear's "command" form)
+    char compdb[8192] = "[";
+    const char *units[] = {"common.cu", "all_reduce.cu", "all_gather.cu"};
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(compdb);
+        snprintf(compdb + n, sizeof compdb - n,
+                 "%s{\"directory\": \"" CFIX "\", \"command\": \"%s/bin/nvcc -O3 -gencode=arch=compute_90,code=sm_90"
+                 " -gencode=arch=compute_100,code=sm_100 -std=c++17 -Xcompiler -fPIC,-Wall -I%s/include -c %s -o " WORK
+                 "/%.*s.o\", \"file\": \"%s\"}",
+                 i ? ",\n " : "", cuda, cuda, units[i], (int)strlen(units[i]) - 3, units[i], units[i]);
+    }
+    strcat(compdb, "]\n");
+    ix_status = -1;
+    if (tb_index_fixture(&ix_status, &ix_output, tb_write_text(WORK "/compile_commands.json", compdb) == 0, TRACEBOOK,
+                         WORK, INDEX))
+        db = tb_index_open_ro(INDEX);
+    TB_RUN(every_unit_parses_without_an_error_from_the_toolkit_headers);
+    TB_RUN(main_reaches_ncclAllReduce_in_all_reduces_binary_only);
+    sqlite3_close(db);
+    free(ix_output);
+    return tb_test_summary();
+}
