@@ -55,6 +55,8 @@ const tb_option tb_config_options[] = {
     OPT("--attention-backend", attention_backend, TB_OPT_CHOICE, "local", "local|flash", "model",
         "attention core: local (DotProductAttention, saves the T x T probabilities) or flash (blocked, "
         "online softmax, memory linear in T)"),
+    OPT("--cp-comm-type", cp_comm_type, TB_OPT_CHOICE, "all_gather", "all_gather|p2p", "parallel",
+        "context parallelism's K/V exchange: all_gather (every rank gathers the sequence's K and V) or p2p (a ring)"),
     OPT("--init-method-std", init_method_std, TB_OPT_FLOAT, "0.02", NULL, "model",
         "std of the normal weight init (output projections: std / sqrt(2 x layers))"),
     OPT("--hidden-dropout", hidden_dropout, TB_OPT_FLOAT, "0", NULL, "model", "dropout after projections"),
@@ -652,7 +654,12 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (r.count) return -1;
 
     // What the engine cannot run yet: refused, never ignored.
-    if (cp > 1) violated(&r, "context_parallel_size %d: not supported yet", cp);
+    if (cp > 1 && c->cp_comm_type == TB_CP_P2P)
+        violated(&r, "cp_comm_type p2p (context_parallel_size %d): not supported yet (all_gather is)", cp);
+    if (cp > 1 && c->attention_backend != TB_ATTENTION_FLASH)
+        violated(&r, "context_parallel_size %d needs attention_backend flash (the blocked kernel takes the "
+                     "sequence's K and V with each local query's position; is %s)",
+                 cp, config_choice_name("attention_backend", c->attention_backend));
     if (c->sequence_parallel && tp == 1)
         violated(&r, "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)");
     if (ep > 1) violated(&r, "expert_model_parallel_size %d: not supported yet", ep);

@@ -27,6 +27,7 @@
 enum tb_normalization { TB_NORM_LAYERNORM, TB_NORM_RMSNORM };
 enum tb_position_embedding { TB_POS_LEARNED_ABSOLUTE, TB_POS_ROPE, TB_POS_NONE };
 enum tb_attention_backend { TB_ATTENTION_LOCAL, TB_ATTENTION_FLASH };
+enum tb_cp_comm_type { TB_CP_ALL_GATHER, TB_CP_P2P };
 // Known bugs on purpose (--debug-inject-fault), each wrong only under tensor parallelism:
 //   row_parallel_bias_per_rank  every tp rank adds the row-parallel bias before the reduction
 //   skip_sp_grad_all_reduce     the sequence-parallel partial gradients are not all-reduced
@@ -57,6 +58,7 @@ typedef struct tb_config {
     int rotary_base;              // rope: θ_i = position · base^(−2i / rotary dim)
     int rotary_interleaved;       // rope: rotate channel pairs (2i, 2i+1), not (i, i + dim/2)
     int attention_backend;        // enum tb_attention_backend
+    int cp_comm_type;             // enum tb_cp_comm_type: how context parallelism exchanges K and V
     double init_method_std;
     double hidden_dropout;
     double attention_dropout;

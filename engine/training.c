@@ -76,8 +76,13 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
         }
     }
     tr->dump = tensor_dump_create(rk);
-    for (int c = 0; c < tr->nchunks; c++) tr->models[c].block.d.dump = tr->dump;
-    size_t tokens = (size_t)M * cfg->micro_batch_size * cfg->seq_length;
+    tb_group *cp = group(rk, TB_GROUP_CP);
+    for (int c = 0; c < tr->nchunks; c++) {
+        tr->models[c].block.d.dump = tr->dump;
+        transformer_layer_set_context_parallel(&tr->models[c].block.d, &tr->models[c].block.ws, cp, cp ? cp->index : 0);
+    }
+    const int cp_size = cfg->context_parallel_size > 1 ? cfg->context_parallel_size : 1;
+    size_t tokens = (size_t)M * cfg->micro_batch_size * (cfg->seq_length / cp_size);
     tr->inputs = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch inputs");
     tr->targets = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch targets");
     pipeline_init(&tr->pipeline, cfg, rk, tr->models, tr->nchunks);
@@ -109,14 +114,27 @@ void trainer_free(tb_trainer *tr) {
 static void get_batch(tb_trainer *tr, int64_t step) {
     const tb_config *cfg = tr->cfg;
     const int B = cfg->micro_batch_size, T = cfg->seq_length;
-    const int dp_rank = tr->rk->world ? tr->rk->groups[TB_GROUP_DP_CP].index : 0;
+    const int dp_rank = tr->rk->world ? tr->rk->groups[TB_GROUP_DP].index : 0;
+    const tb_layer_dims *d = &tr->models[0].block.d;
+    const int Tl = d->T;  // T / cp: with context parallelism, this rank's zig-zag chunks of each sample
+    int32_t *in = d->cp ? tb_xmalloc((size_t)T * sizeof *in, "full sample") : NULL;
+    int32_t *tg = d->cp ? tb_xmalloc((size_t)T * sizeof *tg, "full sample") : NULL;
     for (int mb = 0; mb < cfg->num_microbatches; mb++) {
         uint64_t first = (uint64_t)(step - 1) * cfg->global_batch_size +
                          (uint64_t)mb * B * cfg->data_parallel_size + (uint64_t)dp_rank * B;
-        for (int b = 0; b < B; b++)
-            tb_gpt_dataset_get_sample(&tr->data, first + b, tr->inputs + ((size_t)mb * B + b) * T,
-                                      tr->targets + ((size_t)mb * B + b) * T);
+        for (int b = 0; b < B; b++) {
+            int32_t *li = tr->inputs + ((size_t)mb * B + b) * Tl, *lt = tr->targets + ((size_t)mb * B + b) * Tl;
+            if (!d->cp) {
+                tb_gpt_dataset_get_sample(&tr->data, first + b, li, lt);
+                continue;
+            }
+            tb_gpt_dataset_get_sample(&tr->data, first + b, in, tg);
+            const int32_t *pos = tr->models[0].block.ws.cp_pos;
+            for (int t = 0; t < Tl; t++) li[t] = in[pos[t]], lt[t] = tg[pos[t]];
+        }
     }
+    free(in);
+    free(tg);
 }
 
 // Clip, AdamW, and (distributed optimizer) the all-gather of the updated parameters.

@@ -266,7 +266,7 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
     m->chunk = chunk;
     transformer_layer_spec_for(cfg, &m->spec);
     m->B = cfg->micro_batch_size;
-    m->T = cfg->seq_length;
+    m->T = cfg->seq_length / (cfg->context_parallel_size > 1 ? cfg->context_parallel_size : 1);  // this rank's tokens
     m->C = cfg->hidden_size;
     m->V = cfg->vocab_size;
     m->Vp = cfg->padded_vocab_size;

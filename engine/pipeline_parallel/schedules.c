@@ -63,7 +63,7 @@ void pipeline_init(tb_pipeline *pl, const tb_config *cfg, struct tb_rank *rk, gp
     pl->models = models;
     pl->nchunks = nchunks;
     pl->micro_batch_size = cfg->micro_batch_size;
-    pl->seq_length = cfg->seq_length;
+    pl->seq_length = cfg->seq_length / (cfg->context_parallel_size > 1 ? cfg->context_parallel_size : 1);
     pl->num_microbatches = M;
     pl->ops = tb_xcalloc((size_t)2 * M * nchunks, sizeof *pl->ops, "pipeline schedule");
     pl->nops = pipeline_schedule(p, r, M, nchunks, pl->ops);

@@ -75,13 +75,13 @@ void row_parallel_linear_backward(const tb_tp_region *r, float *dinp, float *gat
 void vocab_parallel_embedding_forward(const tb_tp_region *r, float *out, float *full, const int32_t *tokens,
                                       const float *wte, int vocab_start, int vocab_local, const float *wpe) {
     if (tb_tp_size(r) == 1) {
-        cpu_embedding_forward(out, tokens, wte, vocab_start, vocab_local, wpe, r->B, r->T, r->C);
+        cpu_embedding_forward(out, tokens, wte, vocab_start, vocab_local, wpe, r->pos, r->B, r->T, r->C);
         return;
     }
     // each rank looks up the tokens of its vocabulary range; the all-reduce assembles them
-    cpu_embedding_forward(full, tokens, wte, vocab_start, vocab_local, NULL, r->B, r->T, r->C);
+    cpu_embedding_forward(full, tokens, wte, vocab_start, vocab_local, NULL, NULL, r->B, r->T, r->C);
     reduce_from_tensor_model_parallel_region(r, full, (size_t)r->B * r->T * r->C);
-    cpu_add_positions(full, wpe, r->B, r->T, r->C);
+    cpu_add_positions(full, wpe, r->pos, r->B, r->T, r->C);
     if (r->sp) scatter_to_sequence_parallel_region(r, full, out);
     else memcpy(out, full, (size_t)r->B * r->T * r->C * sizeof(float));
 }
@@ -93,5 +93,5 @@ void vocab_parallel_embedding_backward(const tb_tp_region *r, float *dwte, float
         gather_from_sequence_parallel_region(r, dout, full);
         d = full;
     }
-    cpu_embedding_backward(dwte, dwpe, d, tokens, vocab_start, vocab_local, r->B, r->T, r->C);
+    cpu_embedding_backward(dwte, dwpe, d, tokens, vocab_start, vocab_local, r->pos, r->B, r->T, r->C);
 }

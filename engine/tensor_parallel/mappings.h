@@ -25,6 +25,7 @@ typedef struct tb_tp_region {
     int B, T, C;     // full (B,T,C) shape of the region's tensors
     float *staging;  // (B·T·C) scratch for the rank-major layout (sequence parallel only)
     int fault;       // enum tb_debug_fault (config.h): a known bug on purpose, for bisect's drill
+    const int32_t *pos;  // context parallelism: the global positions of the T local rows (NULL: 0..T-1)
 } tb_tp_region;
 
 static inline int tb_tp_size(const tb_tp_region *r) { return r->tp ? r->tp->size : 1; }

@@ -2,6 +2,7 @@
 #include "backend/cpu/kernels.h"
 #include "core/ranges.h"
 #include "tensor_parallel/layers.h"
+#include "transformer/context_parallel.h"
 #include "transformer/transformer_layer.h"
 
 void self_attention_forward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
@@ -24,8 +25,12 @@ void self_attention_forward(const transformer_layer_spec *spec, int layer, const
 
     TB_RANGE_PUSH("layer.%d.attention.core", layer);
     // (N,QKV) -> (N,CA); what the core saves: transformer/spec.h
-    spec->core_attention->forward(a->atty, a->attn_saved, ws->attn_scratch, ws->attn_threads, a->qkv, d->B, d->T,
-                                  d->NH, d->G, d->hs);
+    if (d->cp)  // the local queries against the whole sequence's K and V (context_parallel.h)
+        cp_attention_forward(d->cp, ws->cp_pos, a->atty, a->attn_saved, ws->attn_scratch, ws->attn_threads, ws->cp_kv,
+                             a->qkv, d->B, d->T, d->NH, d->G, d->hs);
+    else
+        spec->core_attention->forward(a->atty, a->attn_saved, ws->attn_scratch, ws->attn_threads, a->qkv, d->B,
+                                      d->T, d->NH, d->G, d->hs);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.attention.proj", layer);
@@ -49,8 +54,12 @@ void self_attention_backward(const transformer_layer_spec *spec, int layer, cons
 
     TB_RANGE_PUSH("layer.%d.attention.core.backward", layer);
     // local without saved probabilities (selective recompute): recomputed from qkv, bit for bit
-    spec->core_attention->backward(ws->d_qkv, ws->attn_scratch, ws->attn_threads, ws->d_atty, a->atty, a->qkv,
-                                   a->attn_saved, d->B, d->T, d->NH, d->G, d->hs);
+    if (d->cp)
+        cp_attention_backward(d->cp, ws->cp_pos, ws->d_qkv, ws->attn_scratch, ws->attn_threads, ws->cp_kv,
+                              ws->d_atty, a->atty, a->qkv, a->attn_saved, d->B, d->T, d->NH, d->G, d->hs);
+    else
+        spec->core_attention->backward(ws->d_qkv, ws->attn_scratch, ws->attn_threads, ws->d_atty, a->atty, a->qkv,
+                                       a->attn_saved, d->B, d->T, d->NH, d->G, d->hs);
     TB_RANGE_POP();
 
     if (d->rope_dim) {

@@ -5,6 +5,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "core/ranges.h"
+#include "transformer/context_parallel.h"
 #include "reports/tensor_dump.h"
 
 tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_spec *spec, tb_group *tp_group) {
@@ -12,7 +13,9 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_sp
     tb_layer_dims d;
     const int tp = cfg->tensor_model_parallel_size;
     d.B = cfg->micro_batch_size;
-    d.T = cfg->seq_length;
+    d.cp_size = cfg->context_parallel_size > 1 ? cfg->context_parallel_size : 1;
+    d.T = cfg->seq_length / d.cp_size;  // this rank's tokens of each sample (context_parallel.h)
+    d.cp = NULL;
     d.N = d.B * d.T;
     d.Ns = cfg->sequence_parallel ? d.N / tp : d.N;
     d.C = cfg->hidden_size;
@@ -24,7 +27,7 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_sp
     d.F = cfg->ffn_hidden_size / tp;
     d.F1 = fc1_factor * d.F;
     d.eps = (float)cfg->norm_epsilon;
-    d.tp = (tb_tp_region){tp_group, cfg->sequence_parallel, d.B, d.T, d.C, NULL, cfg->debug_inject_fault};
+    d.tp = (tb_tp_region){tp_group, cfg->sequence_parallel, d.B, d.T, d.C, NULL, cfg->debug_inject_fault, NULL};
     d.dump = NULL;
     const int rope = cfg->position_embedding_type == TB_POS_ROPE;
     d.rope_dim = rope ? (int)lround(d.hs * cfg->rotary_percent) : 0;
@@ -107,7 +110,7 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
     ws->d_fc1 = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F1 * f, "grad of fc1 output");
     ws->d_act = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F * f, "grad of activation output");
     ws->attn_threads = cpu_get_num_threads();
-    ws->attn_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, d->attention->scratch_floats(d->T, d->hs, ws->attn_threads) * f,
+    ws->attn_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, d->attention->scratch_floats(d->T * d->cp_size, d->hs, ws->attn_threads) * f,
                                 "attention scratch");
     ws->staging = sp ? tb_alloc(mem, TB_MEM_COMM, N * d->C * f, "sequence-parallel staging") : NULL;
     d->tp.staging = ws->staging;
@@ -120,12 +123,30 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
     }
     d->rope_cos = ws->rope_cos;
     d->rope_sin = ws->rope_sin;
+    // context parallelism: the local tokens' positions, the sequence's K and V
+    ws->cp_pos = NULL, ws->cp_kv = NULL;
+    if (d->cp_size > 1) {
+        ws->cp_pos = tb_alloc(mem, TB_MEM_WORKSPACE, (size_t)d->T * sizeof(int32_t), "context-parallel positions");
+        for (int t = 0; t < d->T; t++) ws->cp_pos[t] = t;  // until transformer_layer_set_context_parallel
+        ws->cp_kv = tb_alloc(mem, TB_MEM_WORKSPACE, 3 * (size_t)d->B * d->T * d->cp_size * 2 * d->G * d->hs * f,
+                             "context-parallel K and V");
+    }
+    d->tp.pos = ws->cp_pos;
+}
+
+void transformer_layer_set_context_parallel(tb_layer_dims *d, transformer_workspace *ws, tb_group *cp, int cp_rank) {
+    if (d->cp_size <= 1) return;
+    d->cp = cp;
+    cp_local_positions(d->T * d->cp_size, d->cp_size, cp_rank, ws->cp_pos);
+    if (d->rope_dim) cpu_rope_tables_at(ws->rope_cos, ws->rope_sin, ws->cp_pos, d->T, d->rope_dim, d->rope_base);
 }
 
 void transformer_workspace_free(transformer_workspace *ws, tb_allocator *mem) {
+    tb_free(mem, ws->cp_pos);
+    ws->cp_pos = NULL;
     float **all[] = {&ws->branch, &ws->full,  &ws->norm_out, &ws->d_norm_out,   &ws->d_mid,  &ws->d_qkv,
                      &ws->d_atty, &ws->d_fc1, &ws->d_act,    &ws->attn_scratch, &ws->staging,
-                     &ws->rope_cos, &ws->rope_sin};
+                     &ws->rope_cos, &ws->rope_sin, &ws->cp_kv};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         tb_free(mem, *all[i]);
         *all[i] = NULL;

@@ -45,6 +45,8 @@ typedef struct tb_layer_dims {
     const float *rope_cos, *rope_sin;
     const tb_core_attention_module *attention;  // the spec's: what it saves and needs as scratch
     struct tb_tensor_dump *dump;                // --dump-tensors: module outputs kept (NULL: none)
+    int cp_size;        // context parallelism (context_parallel.h): T above is this rank's T / cp tokens
+    tb_group *cp;       // the context-parallel group (set by transformer_layer_set_context_parallel)
 } tb_layer_dims;
 
 // Parameters (or their gradients: same struct, same layout). Biases are NULL without
@@ -85,6 +87,8 @@ typedef struct transformer_workspace {
     float *attn_scratch;     // the attention core's scratch_floats
     int attn_threads;        // the OpenMP threads attn_scratch is sized for
     float *rope_cos, *rope_sin;  // (T, rope_dim / 2) each: rope's rotation; NULL without rope
+    int32_t *cp_pos;         // (T) context parallelism: the local tokens' global positions; else NULL
+    float *cp_kv;            // (3, B, T·cp, 2·G·hs) the sequence's K and V and their gradients; else NULL
     float *staging;          // (N,C) rank-major staging of the sequence-parallel mappings
 } transformer_workspace;
 
@@ -101,6 +105,9 @@ void transformer_layer_acts_free(transformer_layer_acts *a, tb_allocator *mem);
 // Also points d->tp.staging at the workspace's staging buffer.
 void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, tb_layer_dims *d);
 void transformer_workspace_free(transformer_workspace *ws, tb_allocator *mem);
+// Context parallelism: the cp group and this rank's place in it (its tokens' positions; RoPE
+// at those positions). Nothing without context parallelism.
+void transformer_layer_set_context_parallel(tb_layer_dims *d, transformer_workspace *ws, tb_group *cp, int cp_rank);
 
 // inp (Ns,C) → out (Ns,C); fills a.
 void transformer_layer_forward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,

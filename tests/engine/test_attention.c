@@ -9,6 +9,7 @@
 #include "config.h"
 #include "core/rng.h"
 #include "tb_test.h"
+#include "transformer/context_parallel.h"
 #include "transformer/spec.h"
 #include "transformer/transformer_layer.h"
 
@@ -190,6 +191,64 @@ TB_TEST(flash_attention_saves_activations_linear_in_the_sequence) {
              "local saves the probabilities instead of the log-sum-exps: %zu vs %zu B", bytes[0][0], bytes[1][0]);
 }
 
+// Context parallelism's kernel: each rank's zig-zag rows at their global positions against the
+// whole sequence's K and V give the full kernel's output rows and Q gradients, and the ranks'
+// K/V gradients sum to the full kernel's. T 160 over cp 2: chunks of 40, so key blocks of 64
+// straddle the chunks.
+TB_TEST(context_parallel_attention_matches_the_whole_sequence) {
+    const int B = 2, T = 160, NH = 4, G = 2, hs = 8, cp = 2, Tq = T / cp, QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
+    const size_t nqkv = (size_t)B * T * QKV, nout = (size_t)B * T * NH * hs;
+    float *qkv = randn(nqkv), *dout = randn(nout);
+    flash_result full;
+    flash_run(&full, qkv, dout, 2, B, T, NH, G, hs, 1);
+    float *kv = malloc((size_t)B * T * KV * sizeof(float)), *dkv_sum = calloc((size_t)B * T * KV, sizeof(float));
+    for (size_t r = 0; r < (size_t)B * T; r++) memcpy(kv + r * KV, qkv + r * QKV + NH * hs, (size_t)KV * sizeof(float));
+    double worst_out = 0, worst_dq = 0, scale_out = 1e-30, scale_dq = 1e-30;
+    for (int rank = 0; rank < cp; rank++) {
+        int32_t pos[80];
+        cp_local_positions(T, cp, rank, pos);
+        float *lq = malloc((size_t)B * Tq * QKV * sizeof(float)), *ld = malloc((size_t)B * Tq * NH * hs * sizeof(float));
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tq; t++) {
+                memcpy(lq + ((size_t)b * Tq + t) * QKV, qkv + ((size_t)b * T + pos[t]) * QKV, (size_t)QKV * sizeof(float));
+                memcpy(ld + ((size_t)b * Tq + t) * NH * hs, dout + ((size_t)b * T + pos[t]) * NH * hs,
+                       (size_t)NH * hs * sizeof(float));
+            }
+        float *out = calloc((size_t)B * Tq * NH * hs, sizeof(float)), *lse = calloc((size_t)B * NH * Tq, sizeof(float));
+        float *dq = calloc((size_t)B * Tq * QKV, sizeof(float)), *dkv = calloc((size_t)B * T * KV, sizeof(float));
+        float *scratch = calloc(cpu_flash_attention_scratch_floats(T, hs, 2), sizeof(float));
+        cpu_flash_attention_cp_forward(out, lse, scratch, 2, lq, pos, kv, B, Tq, T, NH, G, hs);
+        cpu_flash_attention_cp_backward(dq, dkv, scratch, 2, ld, out, lq, pos, kv, lse, B, Tq, T, NH, G, hs);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tq; t++) {
+                for (int e = 0; e < NH * hs; e++) {
+                    double want = full.out[((size_t)b * T + pos[t]) * NH * hs + e];
+                    worst_out = fmax(worst_out, fabs(out[((size_t)b * Tq + t) * NH * hs + e] - want));
+                    scale_out = fmax(scale_out, fabs(want));
+                    double wq = full.dqkv[((size_t)b * T + pos[t]) * QKV + e];
+                    worst_dq = fmax(worst_dq, fabs(dq[((size_t)b * Tq + t) * QKV + e] - wq));
+                    scale_dq = fmax(scale_dq, fabs(wq));
+                }
+            }
+        for (size_t i = 0; i < (size_t)B * T * KV; i++) dkv_sum[i] += dkv[i];
+        free(lq), free(ld), free(out), free(lse), free(dq), free(dkv), free(scratch);
+    }
+    double worst_dkv = 0, scale_dkv = 1e-30;
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int e = 0; e < KV; e++) {
+            double want = full.dqkv[r * QKV + NH * hs + e];
+            worst_dkv = fmax(worst_dkv, fabs(dkv_sum[r * KV + e] - want));
+            scale_dkv = fmax(scale_dkv, fabs(want));
+        }
+    printf("    cp 2, T 160: out %.1e, dq %.1e, summed dk/dv %.1e of their scale\n", worst_out / scale_out,
+           worst_dq / scale_dq, worst_dkv / scale_dkv);
+    TB_CHECK(worst_out / scale_out < 1e-6 && worst_dq / scale_dq < 1e-6 && worst_dkv / scale_dkv < 1e-6,
+             "cp kernel against the whole sequence: out %.2e, dq %.2e, dkv %.2e", worst_out / scale_out,
+             worst_dq / scale_dq, worst_dkv / scale_dkv);
+    flash_free(&full);
+    free(qkv), free(dout), free(kv), free(dkv_sum);
+}
+
 int main(void) {
     tb_rng_init(&rng, 7);
     cpu_set_num_threads(2);
@@ -197,5 +256,6 @@ int main(void) {
     TB_RUN(flash_attention_matches_the_local_core);
     TB_RUN(flash_attention_is_bitwise_independent_of_the_thread_count);
     TB_RUN(flash_attention_saves_activations_linear_in_the_sequence);
+    TB_RUN(context_parallel_attention_matches_the_whole_sequence);
     return tb_test_summary();
 }

@@ -490,12 +490,20 @@ TB_TEST(pipeline_layouts_with_and_without_interleaving_are_valid) {
                          "sequence_parallel=1 use_distributed_optimizer=1 micro_batch_size=1 global_batch_size=4"));
 }
 
-TB_TEST(context_parallelism_is_refused_as_not_supported_yet) {
-    CHECK_CASES(ONLY("context_parallel_size=2", "context_parallel_size 2: not supported yet"),
+// Context parallelism runs with the flash attention core and the all_gather exchange; the
+// ring (p2p) and the local core are refused by name.
+TB_TEST(context_parallelism_needs_flash_attention_and_all_gather) {
+    CHECK_CASES(IS_VALID("context_parallel_size=2 attention_backend=flash"),
                 // dp 2, two microbatches
-                ONLY("tensor_model_parallel_size=2 context_parallel_size=2 pipeline_model_parallel_size=2 "
-                     "world_size=16 global_batch_size=16",
-                     "context_parallel_size 2: not supported yet"));
+                IS_VALID("tensor_model_parallel_size=2 context_parallel_size=2 pipeline_model_parallel_size=2 "
+                         "world_size=16 global_batch_size=16 attention_backend=flash"),
+                ONLY("context_parallel_size=2",
+                     "context_parallel_size 2 needs attention_backend flash (the blocked kernel takes the sequence's K "
+                     "and V with each local query's position; is local)"),
+                ONLY("context_parallel_size=2 attention_backend=flash cp_comm_type=p2p",
+                     "cp_comm_type p2p (context_parallel_size 2): not supported yet (all_gather is)"),
+                ONLY("context_parallel_size=2 attention_backend=flash seq_length=126",
+                     "seq_length (126) must be divisible by 2 x context_parallel_size (4)"));
 }
 
 TB_TEST(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout) {
@@ -599,8 +607,8 @@ TB_TEST(dropout_above_zero_is_refused_as_not_supported_yet) {
 }
 
 TB_TEST(unsupported_values_are_named_only_once_every_rule_passes) {
-    CHECK_CASES(ONLY("context_parallel_size=2 lr=1e-4 min_lr=1e-3", "min_lr (0.001) must be between 0 and lr (0.0001)"),
-                ONLY("context_parallel_size=2 lr=1e-4 min_lr=0", "context_parallel_size 2: not supported yet"),
+    CHECK_CASES(ONLY("num_experts=2 lr=1e-4 min_lr=1e-3", "min_lr (0.001) must be between 0 and lr (0.0001)"),
+                ONLY("num_experts=2 lr=1e-4 min_lr=0", "num_experts 2 (MoE): not supported yet"),
                 // sequence parallelism without tp is checked with the unsupported values, after the rules
                 ONLY("sequence_parallel=1 collective_timeout=0", "collective_timeout (0) must be positive"));
 }
@@ -609,9 +617,9 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
     // world 4, dp 1: two microbatches, a multiple of pp
     tb_config c = config_with("pipeline_model_parallel_size=2 virtual_pipeline_model_parallel_size=2 "
                               "context_parallel_size=2 global_batch_size=8 num_experts=4 sequence_parallel=1 "
-                              "hidden_dropout=0.1 attention_dropout=0.1");
+                              "hidden_dropout=0.1 attention_dropout=0.1 cp_comm_type=p2p attention_backend=flash");
     static const char *const expected[] = {
-        "context_parallel_size 2: not supported yet",
+        "cp_comm_type p2p (context_parallel_size 2): not supported yet (all_gather is)",
         "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)",
         "num_experts 4 (MoE): not supported yet",
         "hidden_dropout 0.1: dropout is not supported yet",
@@ -695,7 +703,7 @@ int main(void) {
     TB_RUN(distributed_optimizer_is_valid_with_any_data_parallel_size);
     TB_RUN(sequence_parallel_with_tp_1_is_refused);
     TB_RUN(pipeline_layouts_with_and_without_interleaving_are_valid);
-    TB_RUN(context_parallelism_is_refused_as_not_supported_yet);
+    TB_RUN(context_parallelism_needs_flash_attention_and_all_gather);
     TB_RUN(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout);
     TB_RUN(pipeline_split_violations_are_refused_naming_the_layout);
     TB_RUN(expert_parallelism_and_moe_are_refused_as_not_supported_yet);

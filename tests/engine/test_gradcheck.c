@@ -304,7 +304,7 @@ typedef struct {
 
 static double emb_objective(void *p) {
     emb_case *c = p;
-    cpu_embedding_forward(c->out, c->tokens, c->wte, 0, c->V, c->wpe, c->B, c->T, c->C);
+    cpu_embedding_forward(c->out, c->tokens, c->wte, 0, c->V, c->wpe, NULL, c->B, c->T, c->C);
     return dot(c->out, c->R, (size_t)c->B * c->T * c->C);
 }
 
@@ -316,7 +316,7 @@ TB_TEST(embedding_backward_matches_finite_differences) {
     c.out = zeros((size_t)10 * c.C), c.R = randn((size_t)10 * c.C, 1);
     float *dwte = zeros((size_t)c.V * c.C), *dwpe = zeros((size_t)c.T * c.C);
     emb_objective(&c);
-    cpu_embedding_backward(dwte, dwpe, c.R, c.tokens, 0, c.V, c.B, c.T, c.C);
+    cpu_embedding_backward(dwte, dwpe, c.R, c.tokens, 0, c.V, NULL, c.B, c.T, c.C);
     TB_CHECK(check("dwte", c.wte, dwte, (size_t)c.V * c.C, emb_objective, &c, 1e-2f, 80) == 0, "dwte");
     TB_CHECK(check("dwpe", c.wpe, dwpe, (size_t)c.T * c.C, emb_objective, &c, 1e-2f, 40) == 0, "dwpe");
     free(c.tokens), free(c.wte), free(c.wpe), free(c.out), free(c.R), free(dwte), free(dwpe);

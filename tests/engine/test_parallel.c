@@ -244,10 +244,12 @@ static void compare_model(tb_config *base, const char *model, const tb_config *l
     for (int i = 0; i < nlayouts; i++) {
         tb_config c = layouts[i];
         char label[128];
-        snprintf(label, sizeof label, "%s: tp %d%s x pp %d x dp %d", model, c.tensor_model_parallel_size,
-                 c.sequence_parallel ? " + sp" : "", c.pipeline_model_parallel_size,
-                 c.world_size / (c.tensor_model_parallel_size * c.pipeline_model_parallel_size));
-        compare_layout(label, &c, 1);
+        const int cp = c.context_parallel_size > 1 ? c.context_parallel_size : 1;
+        snprintf(label, sizeof label, "%s: tp %d%s x cp %d x pp %d x dp %d%s", model, c.tensor_model_parallel_size,
+                 c.sequence_parallel ? " + sp" : "", cp, c.pipeline_model_parallel_size,
+                 c.world_size / (c.tensor_model_parallel_size * cp * c.pipeline_model_parallel_size),
+                 c.use_distributed_optimizer ? " + dist-opt" : "");
+        compare_layout(label, &c, !c.use_distributed_optimizer);  // its gradients are sharded over dp
     }
     reference = saved;
     result_free(&single);
@@ -421,6 +423,26 @@ TB_TEST(pipeline_summary_reports_each_tensor_parallel_ranks_shard) {
     }
 }
 
+// Context parallelism (transformer/context_parallel.h): each rank's zig-zag chunks of the
+// sequence against the whole sequence's K and V; alone and with tp + sp, dp with the
+// distributed optimizer and pp; learned positions and RoPE follow the global positions.
+TB_TEST(context_parallel_layouts_match_single_rank) {
+    tb_config base = reference_cfg;
+    base.attention_backend = TB_ATTENTION_FLASH;
+    tb_config layouts[5] = {base, base, base, base, base};
+    layouts[0].world_size = 2, layouts[0].context_parallel_size = 2;
+    layouts[1].world_size = 4, layouts[1].context_parallel_size = 4;
+    layouts[2].world_size = 4, layouts[2].context_parallel_size = 2, layouts[2].tensor_model_parallel_size = 2,
+    layouts[2].sequence_parallel = 1;
+    layouts[3].world_size = 4, layouts[3].context_parallel_size = 2, layouts[3].use_distributed_optimizer = 1;
+    layouts[4].world_size = 4, layouts[4].context_parallel_size = 2, layouts[4].pipeline_model_parallel_size = 2;
+    compare_model(&base, "flash", layouts, 5);
+    base.position_embedding_type = TB_POS_ROPE;
+    tb_config rope[2] = {layouts[0], layouts[2]};
+    for (int i = 0; i < 2; i++) rope[i].position_embedding_type = TB_POS_ROPE;
+    compare_model(&base, "flash rope", rope, 2);
+}
+
 int main(void) {
     base_config(&reference_cfg);
     tb_config single = reference_cfg;
@@ -440,6 +462,7 @@ int main(void) {
     TB_RUN(tp2_dp4_distributed_optimizer_matches_single_rank);
     TB_RUN(gqa_swiglu_rmsnorm_untied_tp2_sp_dp2_matches_single_rank);
     TB_RUN(llama_style_rope_model_under_tp_sp_dp_and_pp_matches_single_rank);
+    TB_RUN(context_parallel_layouts_match_single_rank);
     TB_RUN(distributed_optimizer_cuts_optimizer_memory_by_dp);
     TB_RUN(checkpoint_saved_under_tp_and_dp_loads_into_any_tp_size);
     TB_RUN(pp2_matches_single_rank);

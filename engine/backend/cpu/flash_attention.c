@@ -23,42 +23,66 @@ size_t cpu_flash_attention_scratch_floats(int T, int hs, int threads) {
 }
 
 // S (nr × nc) = scale · Q[i0..] K[j0..]ᵀ.
-static void scores(float *S, const float *q, const float *k, int i0, int nr, int j0, int nc, int hs, int ld,
+static void scores(float *S, const float *q, int qs, const float *k, int ks, int i0, int nr, int j0, int nc, int hs,
                    float scale) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, hs, scale, q + (size_t)i0 * ld, ld,
-                k + (size_t)j0 * ld, ld, 0.0f, S, BC);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, hs, scale, q + (size_t)i0 * qs, qs,
+                k + (size_t)j0 * ks, ks, 0.0f, S, BC);
 }
 
-// The columns of a block's row at position i that it may attend to: the first ones, up to
+// Where the queries, keys and values are: q rows (Tq per batch, qs floats apart, head h at
+// h·hs), k and v rows (Tk per batch, ks apart, group g at k_off + g·hs and v_off + g·hs), the
+// keys in position order 0..Tk-1; qpos[i] the position of query row i (NULL: i).
+typedef struct flash_io {
+    const float *q;
+    int qs;
+    const float *kv;
+    int ks, k_off, v_off;
+    int Tq, Tk;
+    const int32_t *qpos;
+    int causal;
+} flash_io;
+
+static int qpos_of(const flash_io *io, int i) { return io->qpos ? io->qpos[i] : i; }
+
+// The columns of a block's row at position `pos` that it may attend to: the first ones, up to
 // the diagonal when causal (none when the whole row lies above it).
-static int visible(int i, int j0, int nc, int causal) {
-    if (!causal || i >= j0 + nc - 1) return nc;
-    return i >= j0 ? i - j0 + 1 : 0;
+static int visible(int pos, int j0, int nc, int causal) {
+    if (!causal || pos >= j0 + nc - 1) return nc;
+    return pos >= j0 ? pos - j0 + 1 : 0;
 }
 
-void cpu_flash_attention_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T,
-                                 int NH, int G, int hs, int causal) {
-    const int QKV = (NH + 2 * G) * hs, C = NH * hs, heads_per_group = NH / G, nblocks = (T + BR - 1) / BR;
+// The furthest key a block of query rows may see: its largest position when causal.
+static int last_key(const flash_io *io, int i0, int nr) {
+    if (!io->causal) return io->Tk - 1;
+    int last = 0;
+    for (int r = 0; r < nr; r++) last = qpos_of(io, i0 + r) > last ? qpos_of(io, i0 + r) : last;
+    return last;
+}
+
+static void flash_forward(const flash_io *io, float *out, float *lse, float *scratch, int threads, int B, int NH,
+                          int G, int hs) {
+    const int C = NH * hs, heads_per_group = NH / G, Tq = io->Tq, Tk = io->Tk, nblocks = (Tq + BR - 1) / BR;
     const float scale = 1.0f / sqrtf((float)hs);
-    const size_t per_thread = cpu_flash_attention_scratch_floats(T, hs, 1);
+    const size_t per_thread = cpu_flash_attention_scratch_floats(Tk, hs, 1);
 #pragma omp parallel for collapse(3) schedule(dynamic) num_threads(threads)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int ib = 0; ib < nblocks; ib++) {
-                const int g = h / heads_per_group, i0 = ib * BR, nr = T - i0 < BR ? T - i0 : BR;
-                const float *base = qkv + (size_t)b * T * QKV;
-                const float *q = base + h * hs, *k = base + (NH + g) * hs, *v = base + (NH + G + g) * hs;
+                const int g = h / heads_per_group, i0 = ib * BR, nr = Tq - i0 < BR ? Tq - i0 : BR;
+                const float *q = io->q + (size_t)b * Tq * io->qs + h * hs;
+                const float *kvb = io->kv + (size_t)b * Tk * io->ks;
+                const float *k = kvb + io->k_off + g * hs, *v = kvb + io->v_off + g * hs;
                 float *S = scratch + (size_t)omp_get_thread_num() * per_thread, *O = S + 2 * BR * BC;
                 float *m = O + (size_t)BR * hs, *l = m + BR;
                 memset(O, 0, (size_t)nr * hs * sizeof(float));
                 for (int r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0.0f;
-                const int last = causal ? i0 + nr - 1 : T - 1;  // causal: key blocks at or below the diagonal
+                const int last = last_key(io, i0, nr);  // causal: key blocks at or below the diagonal
                 for (int j0 = 0; j0 <= last; j0 += BC) {
-                    const int nc = T - j0 < BC ? T - j0 : BC;
-                    scores(S, q, k, i0, nr, j0, nc, hs, QKV, scale);
+                    const int nc = Tk - j0 < BC ? Tk - j0 : BC;
+                    scores(S, q, io->qs, k, io->ks, i0, nr, j0, nc, hs, scale);
                     for (int r = 0; r < nr; r++) {
                         float *s = S + (size_t)r * BC, mnew = m[r];
-                        const int n = visible(i0 + r, j0, nc, causal);
+                        const int n = visible(qpos_of(io, i0 + r), j0, nc, io->causal);
                         for (int c = 0; c < n; c++) mnew = s[c] > mnew ? s[c] : mnew;
                         for (int c = n; c < nc; c++) s[c] = 0.0f;  // above the diagonal: no weight
                         if (n == 0) continue;                      // (m, l and O unchanged)
@@ -73,64 +97,63 @@ void cpu_flash_attention_forward(float *out, float *lse, float *scratch, int thr
                     }
                     // O += P V[j0..]
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hs, nc, 1.0f, S, BC,
-                                v + (size_t)j0 * QKV, QKV, 1.0f, O, hs);
+                                v + (size_t)j0 * io->ks, io->ks, 1.0f, O, hs);
                 }
                 // every row sees at least its own position: l > 0
-                float *L = lse + ((size_t)b * NH + h) * T + i0;
+                float *L = lse + ((size_t)b * NH + h) * Tq + i0;
                 for (int r = 0; r < nr; r++) {
                     const float inv = 1.0f / l[r];
-                    float *dst = out + ((size_t)b * T + i0 + r) * C + h * hs;
+                    float *dst = out + ((size_t)b * Tq + i0 + r) * C + h * hs;
                     for (int e = 0; e < hs; e++) dst[e] = O[(size_t)r * hs + e] * inv;
                     L[r] = m[r] + logf(l[r]);
                 }
             }
 }
 
-void cpu_flash_attention_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
-                                  const float *qkv, const float *lse, int B, int T, int NH, int G, int hs,
-                                  int causal) {
-    const int QKV = (NH + 2 * G) * hs, C = NH * hs, heads_per_group = NH / G;
+// dq: the gradient at q, laid out as q (zeroed by the caller); dkv: at k and v, laid out as kv
+// (zeroed by the caller; the same buffer as dq when kv is q's).
+static void flash_backward(const flash_io *io, float *dq_base, float *dkv, float *scratch, int threads,
+                           const float *dout, const float *out, const float *lse, int B, int NH, int G, int hs) {
+    const int C = NH * hs, heads_per_group = NH / G, Tq = io->Tq, Tk = io->Tk;
     const float scale = 1.0f / sqrtf((float)hs);
-    const size_t per_thread = cpu_flash_attention_scratch_floats(T, hs, 1);
-    memset(dqkv, 0, (size_t)B * T * QKV * sizeof(float));
+    const size_t per_thread = cpu_flash_attention_scratch_floats(Tk, hs, 1);
     // one task per (batch, key/value group): the group's dK and dV accumulate over its heads
     // in a fixed order, so the result does not depend on the thread count
 #pragma omp parallel for collapse(2) schedule(dynamic) num_threads(threads)
     for (int b = 0; b < B; b++)
         for (int g = 0; g < G; g++) {
             float *S = scratch + (size_t)omp_get_thread_num() * per_thread, *dP = S + BR * BC, *D = dP + BR * BC;
-            const float *base = qkv + (size_t)b * T * QKV;
-            float *dbase = dqkv + (size_t)b * T * QKV;
-            const float *k = base + (NH + g) * hs, *v = base + (NH + G + g) * hs;
-            float *dk = dbase + (NH + g) * hs, *dv = dbase + (NH + G + g) * hs;
+            const float *kvb = io->kv + (size_t)b * Tk * io->ks;
+            const float *k = kvb + io->k_off + g * hs, *v = kvb + io->v_off + g * hs;
+            float *dkvb = dkv + (size_t)b * Tk * io->ks;
+            float *dk = dkvb + io->k_off + g * hs, *dv = dkvb + io->v_off + g * hs;
             for (int h = g * heads_per_group; h < (g + 1) * heads_per_group; h++) {
-                const float *q = base + h * hs, *dO = dout + (size_t)b * T * C + h * hs;
-                const float *O = out + (size_t)b * T * C + h * hs, *L = lse + ((size_t)b * NH + h) * T;
-                float *dq = dbase + h * hs;
-                for (int t = 0; t < T; t++) {  // D = rowsum(dO ⊙ O): the softmax's Σ_j P dP
+                const float *q = io->q + (size_t)b * Tq * io->qs + h * hs, *dO = dout + (size_t)b * Tq * C + h * hs;
+                const float *O = out + (size_t)b * Tq * C + h * hs, *L = lse + ((size_t)b * NH + h) * Tq;
+                float *dq = dq_base + (size_t)b * Tq * io->qs + h * hs;
+                for (int t = 0; t < Tq; t++) {  // D = rowsum(dO ⊙ O): the softmax's Σ_j P dP
                     float d = 0.0f;
                     for (int e = 0; e < hs; e++) d += dO[(size_t)t * C + e] * O[(size_t)t * C + e];
                     D[t] = d;
                 }
-                for (int j0 = 0; j0 < T; j0 += BC) {
-                    const int nc = T - j0 < BC ? T - j0 : BC;
-                    // causal: the query blocks at or below the diagonal
-                    for (int i0 = causal ? j0 / BR * BR : 0; i0 < T; i0 += BR) {
-                        const int nr = T - i0 < BR ? T - i0 : BR;
-                        if (causal && i0 + nr - 1 < j0) continue;
-                        scores(S, q, k, i0, nr, j0, nc, hs, QKV, scale);
+                for (int j0 = 0; j0 < Tk; j0 += BC) {
+                    const int nc = Tk - j0 < BC ? Tk - j0 : BC;
+                    for (int i0 = 0; i0 < Tq; i0 += BR) {
+                        const int nr = Tq - i0 < BR ? Tq - i0 : BR;
+                        if (last_key(io, i0, nr) < j0) continue;  // causal: every row above this key block
+                        scores(S, q, io->qs, k, io->ks, i0, nr, j0, nc, hs, scale);
                         for (int r = 0; r < nr; r++) {  // P = exp(S − lse), recomputed
                             float *s = S + (size_t)r * BC;
-                            const int n = visible(i0 + r, j0, nc, causal);
+                            const int n = visible(qpos_of(io, i0 + r), j0, nc, io->causal);
                             cpu_exp_shifted(s, n, L[i0 + r]);
                             for (int c = n; c < nc; c++) s[c] = 0.0f;
                         }
                         // dV[j0..] += Pᵀ dO[i0..]
                         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, hs, nr, 1.0f, S, BC,
-                                    dO + (size_t)i0 * C, C, 1.0f, dv + (size_t)j0 * QKV, QKV);
+                                    dO + (size_t)i0 * C, C, 1.0f, dv + (size_t)j0 * io->ks, io->ks);
                         // dP = dO[i0..] V[j0..]ᵀ; dS = P ⊙ (dP − D), written over dP
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, hs, 1.0f, dO + (size_t)i0 * C, C,
-                                    v + (size_t)j0 * QKV, QKV, 0.0f, dP, BC);
+                                    v + (size_t)j0 * io->ks, io->ks, 0.0f, dP, BC);
                         for (int r = 0; r < nr; r++)
                             for (int c = 0; c < nc; c++) {
                                 float *ds = dP + (size_t)r * BC + c;
@@ -138,11 +161,50 @@ void cpu_flash_attention_backward(float *dqkv, float *scratch, int threads, cons
                             }
                         // dQ[i0..] += scale · dS K[j0..]; dK[j0..] += scale · dSᵀ Q[i0..]
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hs, nc, scale, dP, BC,
-                                    k + (size_t)j0 * QKV, QKV, 1.0f, dq + (size_t)i0 * QKV, QKV);
+                                    k + (size_t)j0 * io->ks, io->ks, 1.0f, dq + (size_t)i0 * io->qs, io->qs);
                         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, hs, nr, scale, dP, BC,
-                                    q + (size_t)i0 * QKV, QKV, 1.0f, dk + (size_t)j0 * QKV, QKV);
+                                    q + (size_t)i0 * io->qs, io->qs, 1.0f, dk + (size_t)j0 * io->ks, io->ks);
                     }
                 }
             }
         }
+}
+
+static flash_io fused(const float *qkv, int T, int NH, int G, int hs, int causal) {
+    const int QKV = (NH + 2 * G) * hs;
+    return (flash_io){qkv, QKV, qkv, QKV, NH * hs, (NH + G) * hs, T, T, NULL, causal};
+}
+
+void cpu_flash_attention_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T,
+                                 int NH, int G, int hs, int causal) {
+    flash_io io = fused(qkv, T, NH, G, hs, causal);
+    flash_forward(&io, out, lse, scratch, threads, B, NH, G, hs);
+}
+
+void cpu_flash_attention_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
+                                  const float *qkv, const float *lse, int B, int T, int NH, int G, int hs,
+                                  int causal) {
+    memset(dqkv, 0, (size_t)B * T * (NH + 2 * G) * hs * sizeof(float));
+    flash_io io = fused(qkv, T, NH, G, hs, causal);
+    flash_backward(&io, dqkv, dqkv, scratch, threads, dout, out, lse, B, NH, G, hs);
+}
+
+static flash_io split(const float *qkv, const int32_t *qpos, const float *kv, int Tq, int Tk, int NH, int G, int hs) {
+    return (flash_io){qkv, (NH + 2 * G) * hs, kv, 2 * G * hs, 0, G * hs, Tq, Tk, qpos, 1};
+}
+
+void cpu_flash_attention_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,
+                                    const int32_t *qpos, const float *kv, int B, int Tq, int Tk, int NH, int G,
+                                    int hs) {
+    flash_io io = split(qkv, qpos, kv, Tq, Tk, NH, G, hs);
+    flash_forward(&io, out, lse, scratch, threads, B, NH, G, hs);
+}
+
+void cpu_flash_attention_cp_backward(float *dqkv, float *dkv, float *scratch, int threads, const float *dout,
+                                     const float *out, const float *qkv, const int32_t *qpos, const float *kv,
+                                     const float *lse, int B, int Tq, int Tk, int NH, int G, int hs) {
+    memset(dqkv, 0, (size_t)B * Tq * (NH + 2 * G) * hs * sizeof(float));
+    memset(dkv, 0, (size_t)B * Tk * 2 * G * hs * sizeof(float));
+    flash_io io = split(qkv, qpos, kv, Tq, Tk, NH, G, hs);
+    flash_backward(&io, dqkv, dkv, scratch, threads, dout, out, lse, B, NH, G, hs);
 }

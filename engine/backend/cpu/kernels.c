@@ -269,10 +269,14 @@ void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, cons
 // rotary position embedding
 
 void cpu_rope_tables(float *cos_t, float *sin_t, int T, int dim, double base) {
+    cpu_rope_tables_at(cos_t, sin_t, NULL, T, dim, base);
+}
+
+void cpu_rope_tables_at(float *cos_t, float *sin_t, const int32_t *pos, int T, int dim, double base) {
     const int half = dim / 2;
     for (int t = 0; t < T; t++)
         for (int i = 0; i < half; i++) {
-            double angle = (double)t * pow(base, -2.0 * i / dim);
+            double angle = (double)(pos ? pos[t] : t) * pow(base, -2.0 * i / dim);
             cos_t[(size_t)t * half + i] = (float)cos(angle);
             sin_t[(size_t)t * half + i] = (float)sin(angle);
         }
@@ -303,7 +307,7 @@ void cpu_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, i
 // embedding
 
 void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
-                           const float *wpe, int B, int T, int C) {
+                           const float *wpe, const int32_t *pos, int B, int T, int C) {
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
         float *o = out + (size_t)bt * C;
@@ -311,24 +315,24 @@ void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, 
         if (local >= 0 && local < vocab_local) memcpy(o, wte + (size_t)local * C, (size_t)C * sizeof(float));
         else memset(o, 0, (size_t)C * sizeof(float));
         if (wpe) {
-            const float *p = wpe + (size_t)(bt % T) * C;
+            const float *p = wpe + (size_t)(pos ? pos[bt % T] : bt % T) * C;
             for (int i = 0; i < C; i++) o[i] += p[i];
         }
     }
 }
 
-void cpu_add_positions(float *out, const float *wpe, int B, int T, int C) {
+void cpu_add_positions(float *out, const float *wpe, const int32_t *pos, int B, int T, int C) {
     if (!wpe) return;  // rope or no position embedding
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
         float *o = out + (size_t)bt * C;
-        const float *p = wpe + (size_t)(bt % T) * C;
+        const float *p = wpe + (size_t)(pos ? pos[bt % T] : bt % T) * C;
         for (int i = 0; i < C; i++) o[i] += p[i];
     }
 }
 
 void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
-                            int vocab_local, int B, int T, int C) {
+                            int vocab_local, const int32_t *pos, int B, int T, int C) {
 #pragma omp parallel
     {
         int c0, c1;
@@ -341,7 +345,7 @@ void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const i
                 for (int i = c0; i < c1; i++) we[i] += d[i];
             }
             if (dwpe) {
-                float *pe = dwpe + (size_t)(bt % T) * C;
+                float *pe = dwpe + (size_t)(pos ? pos[bt % T] : bt % T) * C;
                 for (int i = c0; i < c1; i++) pe[i] += d[i];
             }
         }

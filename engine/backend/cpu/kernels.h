@@ -72,6 +72,18 @@ void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, cons
 // most `threads` OpenMP threads run. Results do not depend on the thread count. causal 0:
 // every position sees every other (the engine's GPT is always causal; tests use both).
 size_t cpu_flash_attention_scratch_floats(int T, int hs, int threads);
+// Context parallelism: this rank's queries — Tq rows of qkv at global positions qpos —
+// against the whole sequence's keys and values, kv (B, Tk, 2·G·hs: [K groups | V groups]) in
+// position order, causal by position. out (B,Tq,NH·hs), lse (B,NH,Tq) as above; backward
+// writes dqkv's Q part (its K and V parts zero) and dkv (B, Tk, 2·G·hs), the gradient at every
+// key and value from this rank's queries (summed over the context-parallel ranks by the caller).
+// scratch: cpu_flash_attention_scratch_floats(Tk, hs, threads) floats.
+void cpu_flash_attention_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,
+                                    const int32_t *qpos, const float *kv, int B, int Tq, int Tk, int NH, int G,
+                                    int hs);
+void cpu_flash_attention_cp_backward(float *dqkv, float *dkv, float *scratch, int threads, const float *dout,
+                                     const float *out, const float *qkv, const int32_t *qpos, const float *kv,
+                                     const float *lse, int B, int Tq, int Tk, int NH, int G, int hs);
 // x[i] = exp(x[i] − shift) for i < n (finite values: activations.c's vector expf); returns
 // their sum. One thread's row: the caller parallelises.
 float cpu_exp_shifted(float *x, int n, float shift);
@@ -84,6 +96,8 @@ void cpu_flash_attention_backward(float *dqkv, float *scratch, int threads, cons
 // The rotation of position t: angle t · base^(−2i / dim) for channel pair i < dim / 2, as
 // cos and sin tables (T, dim / 2), computed in double and rounded once.
 void cpu_rope_tables(float *cos_t, float *sin_t, int T, int dim, double base);
+// The same for rows at positions pos[0..T) (context parallelism's local tokens).
+void cpu_rope_tables_at(float *cos_t, float *sin_t, const int32_t *pos, int T, int dim, double base);
 // Rotates the first `dim` channels of each of the first `heads` heads of every row of a
 // fused qkv (B·T rows of `row` floats; heads hs floats wide, from the row's start: the Q
 // heads then the K groups), row b·T + t by position t. Pairs are (i, i + dim/2), Megatron's
@@ -94,14 +108,15 @@ void cpu_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, i
 
 // --- embedding ------------------------------------------------------------------------
 // out (B,T,C) = wte[token − vocab_start] (0 for tokens outside [vocab_start,
-// vocab_start + vocab_local): another tensor-parallel rank's rows) + wpe[t] if wpe is not NULL.
+// vocab_start + vocab_local): another tensor-parallel rank's rows) + wpe[t] if wpe is not NULL,
+// t the row's position in its sample, or pos[t] when pos is not NULL (context parallelism).
 void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
-                           const float *wpe, int B, int T, int C);
+                           const float *wpe, const int32_t *pos, int B, int T, int C);
 // dwte (rows of this rank's vocabulary range) and dwpe (if not NULL) accumulated
 void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
-                            int vocab_local, int B, int T, int C);
+                            int vocab_local, const int32_t *pos, int B, int T, int C);
 // out (B,T,C) += wpe[t]
-void cpu_add_positions(float *out, const float *wpe, int B, int T, int C);
+void cpu_add_positions(float *out, const float *wpe, const int32_t *pos, int B, int T, int C);
 
 // --- loss: softmax cross-entropy over a vocabulary shard -------------------------------
 // logits (N,Vl) hold columns [vocab_start, vocab_start + Vl) of the padded vocabulary; only
