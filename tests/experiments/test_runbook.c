@@ -521,6 +521,28 @@ TB_TEST(ckpt_pause_drill_byte_claims_prove_on_any_machine) {
     check_timed_by_gate(sh.out, "ckpt_pause/v1", timed);
 }
 
+// The long-context runbook's exact claims prove on any machine: a cp 2 rank's activation
+// memory is exactly half the single rank's and doubles with the sequence; its K/V all-gather
+// bytes; its loss is the single rank's.
+TB_TEST(long_context_exact_claims_prove_on_any_machine) {
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
+                      "rm -rf %s_lc && %s run runbooks/long_context.lua --set seq=256 --set iters=2 --artifacts %s_lc",
+                      ART, TRACEBOOK, ART) == 0,
+               "%s\n%s", sh.out, sh.err);
+    TB_CHECK(strstr(sh.out, "cp2_activation_share: ") && strstr(strstr(sh.out, "cp2_activation_share: "), "= 0.5 "),
+             "a cp 2 rank holds half the activations:\n%s", sh.out);
+    tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --quiet --artifacts %s_lc", TRACEBOOK, ART);
+    static const char *const exact[] = {"cp2_activation_share", "cp2_activation_growth", "cp2_kv_all_gather_bytes",
+                                        "cp2_loss_is_the_single_ranks"};
+    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "PROVEN  long_context/v1/%s\n", exact[i]);
+        TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
+    }
+    static const char *const timed[] = {"cp2_step_ms_long", NULL};
+    check_timed_by_gate(sh.out, "long_context/v1", timed);
+}
+
 TB_TEST(params_from_set_reach_the_runbook) {
     tb_write_text(TB_TEST_TMPDIR "/param.lua",
                "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n"
@@ -545,5 +567,6 @@ int main(void) {
     TB_RUN(runbook_comparison_claims_read_the_baseline_from_its_record);
     TB_RUN(tp_scaling_exact_claims_prove_on_any_machine);
     TB_RUN(ckpt_pause_drill_byte_claims_prove_on_any_machine);
+    TB_RUN(long_context_exact_claims_prove_on_any_machine);
     return tb_test_summary();
 }

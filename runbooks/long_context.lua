@@ -1,0 +1,43 @@
+-- long_context.lua — "which context-parallel size fits 128K?", at CPU scale: the same model
+-- at two sequence lengths on 1 and 2 context-parallel ranks (the flash attention core; cp
+-- ranks hold zig-zag chunks of each sequence, engine/transformer/context_parallel.h).
+--
+--   build/bin/tracebook run runbooks/long_context.lua [--set seq=1024]
+--
+-- Exact claims (pipeline.json and every rank's trace, true on any machine): a cp rank's peak
+-- activation memory is the single rank's over cp (memory per rank ∝ seq / cp), and doubling
+-- the sequence doubles it; the bytes of K and V a cp rank all-gathers per step; losses equal
+-- to the single rank's. The attention time is a timing claim, gated on how it was measured.
+
+local config = require "config"
+
+local exp = tb.experiment{
+    name = "long_context", version = 1, seed = 1234,
+    question = "How do activation memory per rank and CP communication scale with the sequence and the context-parallel size?",
+}
+local seq = tb.param("seq", 512)
+local base = { num_layers = 2, hidden_size = 128, num_attention_heads = 4, vocab_size = 256, micro_batch_size = 1,
+               global_batch_size = 2, train_iters = tb.param("iters", 3), seed = 7, attention_backend = "flash" }
+local function with(extra) return config.with(base, extra) end
+local cp1 = exp:run(with{ seq_length = seq })
+local cp2 = exp:run(with{ seq_length = seq, world_size = 2, context_parallel_size = 2 })
+local cp1_long = exp:run(with{ seq_length = 2 * seq })
+local cp2_long = exp:run(with{ seq_length = 2 * seq, world_size = 2, context_parallel_size = 2 })
+local part = config.part
+local activations = { figure = "peak_activation_bytes" }
+
+exp:claim{ id = "cp2_activation_share", parser = "ratio", runs = { cp2, cp1 },
+           args = { numerator = part("rank_figure", activations, cp2), denominator = part("rank_figure", activations, cp1) },
+           text = "a cp 2 rank's peak activation memory over the single rank's at the same sequence (1/2: per rank ∝ seq / cp)" }
+exp:claim{ id = "cp2_activation_growth", parser = "ratio", runs = { cp2_long, cp2 },
+           args = { numerator = part("rank_figure", activations, cp2_long),
+                    denominator = part("rank_figure", activations, cp2) },
+           text = "a cp 2 rank's peak activation memory at twice the sequence over once (2: linear, the flash core)" }
+exp:claim{ id = "cp2_kv_all_gather_bytes", parser = "comm_bytes", runs = cp2,
+           args = { group = "cp", op = "all_gather" },
+           text = "bytes of K and V a cp 2 rank passes to the cp group's all-gathers per step (forward and backward)" }
+exp:claim{ id = "cp2_loss_is_the_single_ranks", parser = "relative_difference", runs = { cp2, cp1 }, at_most = 1e-6,
+           args = { a = part("loss_at_step", nil, cp2), b = part("loss_at_step", nil, cp1) },
+           text = "the last step's loss at cp 2 against the single rank's (relative; float reordering only)" }
+exp:claim{ id = "cp2_step_ms_long", parser = "step_ms", runs = cp2_long,
+           text = "median step time of a cp 2 run at twice the sequence (ms)" }
