@@ -12,6 +12,7 @@
 #include "map_report.h"
 #include "trace_cli.h"
 #include "vec.h"
+#include "walk_origin.h"
 
 static void source_line(tb_graph *g, int file, int line) {
     const tb_source *s = tb_graph_source(g, file);
@@ -94,6 +95,17 @@ static void walk_summary(tb_map *m, int r, int name, const char *range) {
         if (seen[order[0]]) printf("; the traces show %d× `%s` inside it", seen[order[0]], seen_op[order[0]]);
     }
     printf(".\n\n");
+    // what the other backends of the same collective would call (none executed here)
+    int nstatic = 0;
+    for (int i = 0; i < n && name >= 0 && seen[order[0]]; i++) {
+        const tb_coll_chain *cc = &tb_map_site(m, r)->colls[order[i]];
+        if (seen[order[i]] || !cc->via || !tb_map_chain_does(m, cc, seen_op[order[0]])) continue;
+        int last = cc->path.fns[cc->path.n - 1];
+        printf("%s`%s`", nstatic++ ? ", " : "**Static only** (the same collective on the backends these traces did not run): ",
+               g->fns[last].name);
+        if (cc->end_call >= 0) printf(" → `%s`", g->calls[cc->end_call].callee_name);
+    }
+    if (nstatic) printf(".\n\n");
     free(order);
     free(seen);
     free(seen_op);
@@ -144,7 +156,13 @@ static void walk_collectives(tb_map *m, int r, int name) {
             printf("Seen at runtime: %d× `%s` inside `%s` in these traces.\n\n", seen[c], seen_op[c],
                    m->rt.names[name]);
         else if (name >= 0)
-            printf("Not seen in these traces (a path the configuration that produced them did not take).\n\n");
+            printf("**Static only:** not executed in these traces (a path the configuration that produced them did "
+                   "not take); on this backend the same collective would call `%s`%s%s%s.\n\n",
+                   cc->end_call >= 0 ? g->calls[cc->end_call].callee_name : g->fns[last].name,
+                   cc->end_call >= 0 ? " via `" : "", cc->end_call >= 0 ? g->fns[last].name : "",
+                   cc->end_call >= 0 ? "`" : "");
+        tb_walk_group(m, name, cc, tb_walk_rt_group(m, name, cc));
+        tb_walk_stream(m, cc);
         if (cc->path.fns[0] != rs->fn)
             printf("The range, still open, continues in `%s`:\n\n", g->fns[cc->path.fns[0]].name);
         int step = 1;
@@ -179,6 +197,7 @@ typedef struct shape {
     int rank;
     long long group_size, count, bytes;
     int calls;
+    double total;  // ns, over the calls
 } shape;
 
 static int is_instance(const tb_map *m, const char *range, int pattern, int ev) {
@@ -239,7 +258,8 @@ static void walk_runtime(tb_map *m, const char *range, int pattern) {
                    (long long)json_integer_value(json_object_get(e->args, "group_size")),
                    (long long)json_integer_value(json_object_get(e->args, "count")),
                    (long long)json_integer_value(json_object_get(e->args, "bytes")),
-                   1};
+                   1,
+                   (double)e->dur};
         size_t k;
         for (k = 0; k < found.len; k++) {
             shape *t = &TB_VEC_AT(&found, shape, k);
@@ -249,6 +269,7 @@ static void walk_runtime(tb_map *m, const char *range, int pattern) {
         }
         if (k < found.len) {
             TB_VEC_AT(&found, shape, k).calls++;
+            TB_VEC_AT(&found, shape, k).total += (double)e->dur;
             continue;
         }
         *(shape *)tb_vec_push(&found) = s;
@@ -259,13 +280,18 @@ static void walk_runtime(tb_map *m, const char *range, int pattern) {
     if (nshapes == 0) {
         printf("No communicator range is nested inside it in these traces.\n");
     } else {
-        printf("| range | rank | calls | group | group size | op | dtype | count | bytes |\n"
-               "|---|---:|---:|---|---:|---|---|---:|---:|\n");
+        printf("The shapes are the trace args of each communicator range (count in elements of dtype, bytes per "
+               "call); time is the range's total and mean over its calls.\n\n");
+        printf("| range | rank | calls | group | group size | op | dtype | count | bytes | total | mean |\n"
+               "|---|---:|---:|---|---:|---|---|---:|---:|---:|---:|\n");
         for (int k = 0; k < nshapes; k++) {
             const shape *s = &shapes[k];
-            printf("| %s | %d | %d | %s | %lld | %s | %s | %lld | %lld |\n", s->name, s->rank, s->calls,
+            char tt[64], mt[64];
+            tb_format_ns(s->total, tt, sizeof tt);
+            tb_format_ns(s->total / s->calls, mt, sizeof mt);
+            printf("| %s | %d | %d | %s | %lld | %s | %s | %lld | %lld | %s | %s |\n", s->name, s->rank, s->calls,
                    s->group ? s->group : "", s->group_size, s->op ? s->op : "", s->dtype ? s->dtype : "", s->count,
-                   s->bytes);
+                   s->bytes, tt, mt);
         }
     }
     free(shapes);

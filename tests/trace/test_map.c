@@ -550,6 +550,14 @@ TB_TEST(walk_mini_markdown) {
     // the local chain (seen) comes before the NCCL one (not seen)
     const char *local = strstr(out, "→ `local_all_reduce`"), *nccl = strstr(out, "→ `ncclAllReduce`");
     TB_CHECK(local && nccl && local < nccl, "seen first");
+    // the leg the traces did not run is static only and says what it would call; the run's
+    // leg runs on the host
+    TB_CHECK(tb_has(out, "**Static only** (the same collective on the backends these traces did not run): "
+                         "`nccl_all_reduce` → `ncclAllReduce`.") &&
+                 tb_has(out, "would call `ncclAllReduce` via `nccl_all_reduce`") &&
+                 tb_has(out, "**Stream/device:** host — `local_all_reduce` runs on the CPU"),
+             "static-only leg and the host:\n%s", out);
+    TB_CHECK(!tb_has(out, "would call `local_all_reduce`"), "the executed leg is not static only:\n%s", out);
     free(out);
     rc = mini_run(tracebook_walk_main, &out, "walk", "layer.%d.mlp.fc2", "--entry", "app", "--index", DB, NULL);
     TB_CHECK(rc == 0 && tb_has(out, "static walk only") && tb_has(out, "`local_all_reduce`"),
@@ -647,6 +655,23 @@ TB_TEST(project_map_and_walk_of_a_tp2_run) {
                  tb_has(out, "`local_all_reduce` — engine/comm/local_backend.c:") && tb_has(out, row) &&
                  (!tb_project_nccl_built() || tb_has(out, "`ncclAllReduce` — the NCCL call, declared at ")),
              "walk (%s):\n%.6000s", row, out);
+    // the group: from the call's argument through the record field to the compound literal
+    // that fills it and the lines naming the parallel_state kind; its members from the args
+    TB_CHECK(tb_has(out, "**Group:** `tb_all_reduce` gets the group `r->tp` at engine/tensor_parallel/mappings.c:") &&
+                 tb_has(out, "the field `tb_tp_region.tp` of the parameter `r`") &&
+                 tb_has(out, "- engine/transformer/transformer_layer.c:") && tb_has(out, "(tb_tp_region){tp_group,") &&
+                 tb_has(out, "`TB_GROUP_TP`, parallel_state's `rk->groups[TB_GROUP_TP]`") &&
+                 tb_has(out, "group(rk, TB_GROUP_TP)"),
+             "the group's origin:\n%.8000s", out);
+    TB_CHECK(tb_has(out, "group `tp` id 0 (2 members): rank 0 (tp0 cp0 dp0 pp0) as member 0, rank 1 (tp1 cp0 dp0 pp0) "
+                         "as member 1 — its members differ in tp and share cp, dp, pp."),
+             "the coordinates the group spans:\n%.8000s", out);
+    TB_CHECK(tb_has(out, "**Stream/device:** host — `local_all_reduce` runs on the CPU") &&
+                 (!tb_project_nccl_built() ||
+                  (tb_has(out, "`ncclAllReduce` is enqueued on `s->stream` (engine/comm/nccl_backend.c:") &&
+                   tb_has(out, "created by `cudaStreamCreate`") &&
+                   tb_has(out, "would call `ncclAllReduce` via `nccl_all_reduce`"))),
+             "streams and the static-only NCCL leg:\n%.8000s", out);
     free(out);
 }
 
