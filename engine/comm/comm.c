@@ -10,6 +10,10 @@
 #include "core/ranges.h"
 #include "parallel_state.h"
 
+// The calling thread's binding when it is a rank's communication thread (comm.h).
+static _Thread_local tb_comm_thread *comm_thread;
+
+void tb_comm_thread_bind(tb_comm_thread *t) { comm_thread = t; }
 
 // The bookkeeping around one call.
 typedef struct call {
@@ -45,14 +49,15 @@ static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
     tb_rank *rk = g->rk;
     c->g = g;
     c->timed_out = 0;
-    maybe_stall(rk);
+    if (!comm_thread) maybe_stall(rk);
     g->seq++;
     TB_RANGE_PUSH("comm.%s.%s", g->name, tb_comm_op_name(op));
     tb_range_comm_args args = {g->name, tb_comm_op_name(op), "float32", g->id, g->size, g->index, g->seq,
                                count,   count * sizeof(float), peer};
     tb_range_annotate_comm(&args);
     tb_flight_entry e = {g->name, g->id, g->size, g->seq, op, count, count * sizeof(float), peer,
-                         tb_now_ns(), 0, rk->step, rk->microbatch};
+                         tb_now_ns(), 0, comm_thread ? comm_thread->step : rk->step,
+                         comm_thread ? comm_thread->microbatch : rk->microbatch};
     c->slot = tb_flight_recorder_enter(&rk->fr, &e);
 }
 
@@ -60,6 +65,16 @@ static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
 // timeout after its hang report, a call stopped by a peer's failure as that failure's
 // consequence, any other error as a communicator failure of its own.
 static void end(call *c, int rc) {
+    if (rc != 0 && comm_thread) {
+        // the hang report is the same; the rank thread fails with it when it next waits
+        if (c->timed_out) tb_watchdog_report_hang(c->g, c->err.msg);
+        tb_rank *rk = c->g->rk;
+        int status = c->timed_out || !rk->world || parallel_state_aborted_by(rk->world) < 0 ? TB_EXIT_HANG
+                                                                                          : rk->world->abort_status;
+        char msg[sizeof c->err.msg + 32];
+        snprintf(msg, sizeof msg, "%s%s", c->timed_out ? "HANG: " : "", c->err.msg);
+        comm_thread->fail(comm_thread, status, msg);
+    }
     if (rc != 0) {
         tb_rank *rk = c->g->rk;
         if (c->timed_out) {
