@@ -3,7 +3,9 @@
 // turns into a hang report.
 #include "comm/comm.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "comm/watchdog.h"
@@ -23,33 +25,49 @@ typedef struct call {
     tb_error err;
 } call;
 
-// --inject-stall RANK:STEP: that rank stops before its next call at that step, until the
-// run is aborted; its peers time out and report the hang.
+// Ends the rank's part in the run: from the rank thread by unwinding it, from its
+// communication thread through the thread's fail (which does not return either).
+__attribute__((noreturn, format(printf, 3, 4))) static void fail_rank(tb_rank *rk, int status, const char *fmt, ...) {
+    char msg[sizeof(((tb_error *)0)->msg)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (comm_thread) {
+        comm_thread->fail(comm_thread, status, msg);
+        abort();  // fail does not return
+    }
+    parallel_state_rank_fail(rk, status, "%s", msg);
+}
+
+// --inject-stall RANK:STEP: that rank stops before its next call at that step (on whichever
+// of its threads makes it first), until the run is aborted; its peers time out and report the hang.
 static void maybe_stall(tb_rank *rk) {
     tb_world *w = rk->world;
-    if (!w || w->stall_rank != rk->rank || rk->step != w->stall_step) return;
+    const int64_t step = comm_thread ? comm_thread->step : rk->step;
+    if (!w || w->stall_rank != rk->rank || step != w->stall_step) return;
     fprintf(stderr, "%s: --inject-stall: stopping before its next collective at step %lld\n", rk->label,
-            (long long)rk->step);
+            (long long)step);
     if (w->processes > 1) {
         // peers in other processes time out without aborting this process's world: after
         // twice their timeout the stalled rank stops too, so that no process waits forever
         const double bound = 2 * (w->comm.collective_timeout_s > 0 ? w->comm.collective_timeout_s : 300.0);
         if (!parallel_state_wait_for_abort_timed(w, bound))
-            parallel_state_rank_fail(rk, TB_EXIT_HANG, "stalled by --inject-stall at step %lld for %.0f s (twice the "
+            fail_rank(rk, TB_EXIT_HANG, "stalled by --inject-stall at step %lld for %.0f s (twice the "
                                      "collective timeout; its peers in other processes have timed out)",
-                                     (long long)rk->step, bound);
+                                     (long long)step, bound);
     } else {
         parallel_state_wait_for_abort(w);
     }
-    parallel_state_rank_fail(rk, w->abort_status, "stalled by --inject-stall at step %lld until the run was aborted",
-                             (long long)rk->step);
+    fail_rank(rk, w->abort_status, "stalled by --inject-stall at step %lld until the run was aborted",
+              (long long)step);
 }
 
 static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
     tb_rank *rk = g->rk;
     c->g = g;
     c->timed_out = 0;
-    if (!comm_thread) maybe_stall(rk);
+    maybe_stall(rk);
     g->seq++;
     TB_RANGE_PUSH("comm.%s.%s", g->name, tb_comm_op_name(op));
     tb_range_comm_args args = {g->name, tb_comm_op_name(op), "float32", g->id, g->size, g->index, g->seq,

@@ -6,12 +6,15 @@
 // deferred bucket) and interleaved pp 2 x v 2 x dp 2, under gradient accumulation (the
 // buckets may only go with the last microbatch) and with small buckets so that there are many.
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
 #include "config.h"
 #include "parallel_state.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 #include "training.h"
 
@@ -176,6 +179,27 @@ TB_TEST(ddp_config_rules) {
     expect_refusal(gather_with_distopt, "overlap_param_gather: not supported yet");
 }
 
+// A communication-thread call that times out fails its rank with the hang report, as a rank
+// thread's does: dp 2 with rank 1 stalled at step 2 (its communication thread stops before its
+// first bucket); rank 0's communication thread is the one that waits, in that bucket's all-reduce.
+#define HANG_DIR TB_TEST_TMPDIR "/overlap_hang"
+TB_TEST(communication_thread_timeout_fails_the_rank_with_a_hang_report) {
+    TB_REQUIRE(system("rm -rf " HANG_DIR " && mkdir -p " HANG_DIR) == 0, "mkdir");
+    int status = system("timeout 120 " TB_BIN_DIR "/pretrain_gpt --num-layers 2 --hidden-size 32 "
+                        "--num-attention-heads 4 --seq-length 16 --vocab-size 100 --micro-batch-size 1 --world-size 2 "
+                        "--train-iters 3 --overlap-grad-reduce "
+                        "--ddp-bucket-size 3000 --inject-stall 1:2 --collective-timeout 2 --run-dir " HANG_DIR
+                        "/run > " HANG_DIR "/out.txt 2> " HANG_DIR "/stderr.txt");
+    TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 4, "the process ends with status 4 (status %d)", status);
+    char err_text[8192] = "";
+    tb_slurp_into(HANG_DIR "/stderr.txt", err_text, sizeof err_text);
+    TB_CHECK(strstr(err_text, "rank 0 (tp0 cp0 dp0 pp0): HANG: all_reduce on group dp_cp") != NULL,
+             "rank 0's communication thread reports its dp all-reduce: %s", err_text);
+    char *hang = tb_slurp(HANG_DIR "/run/hang.json");
+    TB_CHECK(hang != NULL, "hang.json written");
+    free(hang);
+}
+
 int main(void) {
     TB_RUN(ddp_config_rules);
     TB_RUN(overlap_grad_reduce_dp2_bitwise);
@@ -183,5 +207,6 @@ int main(void) {
     TB_RUN(overlap_grad_reduce_tp2_sp_dp2_bitwise);
     TB_RUN(overlap_grad_reduce_pp2_dp2_bitwise);
     TB_RUN(overlap_grad_reduce_pp2_vpp2_dp2_distributed_optimizer_bitwise);
+    TB_RUN(communication_thread_timeout_fails_the_rank_with_a_hang_report);
     return tb_test_summary();
 }
