@@ -89,6 +89,13 @@ const tb_option tb_config_options[] = {
         "shard norm regions along the sequence across the tensor-parallel group"),
     OPT("--use-distributed-optimizer", use_distributed_optimizer, TB_OPT_BOOL, "false", NULL, "parallel",
         "shard optimizer state and master weights across data-parallel ranks"),
+    OPT("--overlap-grad-reduce", overlap_grad_reduce, TB_OPT_BOOL, "false", NULL, "parallel",
+        "reduce data-parallel gradients in buckets on a communication thread, each as soon as its last gradient "
+        "is final, overlapped with the rest of the backward"),
+    OPT("--overlap-param-gather", overlap_param_gather, TB_OPT_BOOL, "false", NULL, "parallel",
+        "overlap the distributed optimizer's parameter all-gather with the next forward (not supported yet)"),
+    OPT("--ddp-bucket-size", ddp_bucket_size, TB_OPT_INT, "1000000", NULL, "parallel",
+        "gradient elements per bucket under --overlap-grad-reduce (at least; cut at parameter boundaries)"),
     OPT("--ranks-per-process", ranks_per_process, TB_OPT_INT, "0", NULL, "parallel",
         "under mpirun: rank threads per process, ranks p*K .. p*K+K-1 in process p (0: 1 under mpirun; "
         "without mpirun the one process holds every rank)"),
@@ -582,6 +589,15 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (c->adam_eps <= 0) violated(&r, "adam_eps (%g) must be positive", c->adam_eps);
     if (c->weight_decay < 0) violated(&r, "weight_decay (%g) must be non-negative", c->weight_decay);
     if (c->clip_grad < 0) violated(&r, "clip_grad (%g) must be non-negative", c->clip_grad);
+
+    // DistributedDataParallel
+    if (c->ddp_bucket_size < 1) violated(&r, "ddp_bucket_size (%d) must be at least 1", c->ddp_bucket_size);
+    // Megatron's rule: the parameter all-gather to overlap is the distributed optimizer's
+    if (c->overlap_param_gather && !c->use_distributed_optimizer)
+        violated(&r, "overlap_param_gather needs use_distributed_optimizer");
+    else if (c->overlap_param_gather)
+        violated(&r, "overlap_param_gather: not supported yet (the distributed optimizer's shard is one contiguous "
+                     "range of the buffer, not a slice of every bucket; its all-gather runs after the step)");
 
     // Recompute
     if (c->recompute_granularity == TB_RECOMPUTE_FULL) {

@@ -28,6 +28,9 @@ static double ms_since(int64_t t0) { return (double)(tb_now_ns() - t0) / 1e6; }
 // ---------------------------------------------------------------------------------------
 // Setup (Megatron's setup_model_and_optimizer and the data iterator)
 
+// The models' gradient-ready hook: DistributedDataParallel's (a no-op without overlap).
+static void grads_ready(void *ctx, int chunk, int site) { ddp_site_ready(ctx, chunk, site); }
+
 int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *err) {
     memset(tr, 0, sizeof *tr);
     tr->rk = rk;
@@ -75,6 +78,12 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
             return tb_fail_prefix(err, "flag --load");
         }
     }
+    for (int c = 0; c < tr->nchunks; c++) {
+        tr->models[c].chunk_index = c;
+        tr->models[c].grads_ready = grads_ready;
+        tr->models[c].grads_ready_ctx = &tr->ddp;
+    }
+    ddp_init(&tr->ddp, cfg, rk, tr->models, tr->nchunks);
     tr->dump = tensor_dump_create(rk);
     tb_group *cp = group(rk, TB_GROUP_CP);
     for (int c = 0; c < tr->nchunks; c++) {
@@ -91,6 +100,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
 
 void trainer_free(tb_trainer *tr) {
     tb_allocator *mem = &tr->rk->mem;
+    ddp_free(&tr->ddp);  // first: its thread may still be in a call on the buffers below
     dist_checkpoint_writer_free(&tr->ckpt);
     tensor_dump_free(tr->dump);
     tb_free(mem, tr->inputs);
@@ -190,13 +200,17 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     get_batch(tr, step);
     TB_RANGE_POP();
     r.time.data_ms = ms_since(t0);
+    ddp_start_step(&tr->ddp, step);
     t0 = tb_now_ns();
     double stage_loss = forward_backward_func(&tr->pipeline, tr->inputs, tr->targets, &r.time);
     r.nonfinite_microbatch = tr->pipeline.nonfinite_microbatch;
     r.time.pipeline_ms = ms_since(t0);
 
     t0 = tb_now_ns();
-    for (int c = 0; c < tr->nchunks; c++) finalize_model_grads(&tr->models[c], rk, &tr->opts[c]);
+    for (int c = 0; c < tr->nchunks; c++) finalize_model_grads(&tr->models[c], rk, &tr->opts[c], &tr->ddp);
+    ddp_finish_grad_sync(&tr->ddp);
+    // all of it is gradient reduction the rank waited for (none of it hides under compute)
+    r.time.exposed_comm_ms = ms_since(t0) + tr->ddp.rank_reduce_ms;
     tensor_dump_grads(tr->dump, tr->models, tr->opts, tr->nchunks);
     optimizer_step(tr, step, &r);
     r.time.optimizer_ms = ms_since(t0);
@@ -417,7 +431,10 @@ static int rank_train(tb_rank *rk, rank_run *run) {
     if (rc == 0) {
         char path[TB_PATH_MAX + 64];
         rc = tb_rank_file_path(path, sizeof path, rk->run_dir, TB_RANK_TRACE, rk->rank, err);
-        if (rc == 0) rc = tb_ranges_write_chrome(&rk->ranges, path, err);
+        const tb_ddp *ddp = &run->tr.ddp;
+        if (rc == 0)
+            rc = tb_ranges_write_chrome_tracks(&rk->ranges, ddp_active(ddp) ? &ddp->ranges : NULL,
+                                               "ddp communication", path, err);
     }
     if (rc == 0 && lead) print_run_footer(rk);
     return rc;

@@ -13,6 +13,7 @@
 #ifndef TB_TRAINING_H
 #define TB_TRAINING_H
 
+#include "distributed/distributed_data_parallel.h"
 #include "checkpoint/dist_checkpoint.h"
 #include "config.h"
 #include "core/error.h"
@@ -39,6 +40,7 @@ typedef struct tb_trainer {
     int64_t start_iteration;    // the checkpoint's iteration when resumed (--load DIR), else 0
     dist_ckpt_writer ckpt;      // --save: the save in flight and checkpoint.json's record
     struct tb_tensor_dump *dump;  // --dump-tensors, or NULL
+    tb_ddp ddp;                 // --overlap-grad-reduce: the buckets and the communication thread
 } tb_trainer;
 
 typedef struct tb_step_result {

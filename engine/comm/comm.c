@@ -3,13 +3,19 @@
 // turns into a hang report.
 #include "comm/comm.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "comm/watchdog.h"
 #include "core/ranges.h"
 #include "parallel_state.h"
 
+// The calling thread's binding when it is a rank's communication thread (comm.h).
+static _Thread_local tb_comm_thread *comm_thread;
+
+void tb_comm_thread_bind(tb_comm_thread *t) { comm_thread = t; }
 
 // The bookkeeping around one call.
 typedef struct call {
@@ -19,26 +25,42 @@ typedef struct call {
     tb_error err;
 } call;
 
-// --inject-stall RANK:STEP: that rank stops before its next call at that step, until the
-// run is aborted; its peers time out and report the hang.
+// Ends the rank's part in the run: from the rank thread by unwinding it, from its
+// communication thread through the thread's fail (which does not return either).
+__attribute__((noreturn, format(printf, 3, 4))) static void fail_rank(tb_rank *rk, int status, const char *fmt, ...) {
+    char msg[sizeof(((tb_error *)0)->msg)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (comm_thread) {
+        comm_thread->fail(comm_thread, status, msg);
+        abort();  // fail does not return
+    }
+    parallel_state_rank_fail(rk, status, "%s", msg);
+}
+
+// --inject-stall RANK:STEP: that rank stops before its next call at that step (on whichever
+// of its threads makes it first), until the run is aborted; its peers time out and report the hang.
 static void maybe_stall(tb_rank *rk) {
     tb_world *w = rk->world;
-    if (!w || w->stall_rank != rk->rank || rk->step != w->stall_step) return;
+    const int64_t step = comm_thread ? comm_thread->step : rk->step;
+    if (!w || w->stall_rank != rk->rank || step != w->stall_step) return;
     fprintf(stderr, "%s: --inject-stall: stopping before its next collective at step %lld\n", rk->label,
-            (long long)rk->step);
+            (long long)step);
     if (w->processes > 1) {
         // peers in other processes time out without aborting this process's world: after
         // twice their timeout the stalled rank stops too, so that no process waits forever
         const double bound = 2 * (w->comm.collective_timeout_s > 0 ? w->comm.collective_timeout_s : 300.0);
         if (!parallel_state_wait_for_abort_timed(w, bound))
-            parallel_state_rank_fail(rk, TB_EXIT_HANG, "stalled by --inject-stall at step %lld for %.0f s (twice the "
+            fail_rank(rk, TB_EXIT_HANG, "stalled by --inject-stall at step %lld for %.0f s (twice the "
                                      "collective timeout; its peers in other processes have timed out)",
-                                     (long long)rk->step, bound);
+                                     (long long)step, bound);
     } else {
         parallel_state_wait_for_abort(w);
     }
-    parallel_state_rank_fail(rk, w->abort_status, "stalled by --inject-stall at step %lld until the run was aborted",
-                             (long long)rk->step);
+    fail_rank(rk, w->abort_status, "stalled by --inject-stall at step %lld until the run was aborted",
+              (long long)step);
 }
 
 static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
@@ -52,7 +74,8 @@ static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
                                count,   count * sizeof(float), peer};
     tb_range_annotate_comm(&args);
     tb_flight_entry e = {g->name, g->id, g->size, g->seq, op, count, count * sizeof(float), peer,
-                         tb_now_ns(), 0, rk->step, rk->microbatch};
+                         tb_now_ns(), 0, comm_thread ? comm_thread->step : rk->step,
+                         comm_thread ? comm_thread->microbatch : rk->microbatch};
     c->slot = tb_flight_recorder_enter(&rk->fr, &e);
 }
 
@@ -60,6 +83,16 @@ static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
 // timeout after its hang report, a call stopped by a peer's failure as that failure's
 // consequence, any other error as a communicator failure of its own.
 static void end(call *c, int rc) {
+    if (rc != 0 && comm_thread) {
+        // the hang report is the same; the rank thread fails with it when it next waits
+        if (c->timed_out) tb_watchdog_report_hang(c->g, c->err.msg);
+        tb_rank *rk = c->g->rk;
+        int status = c->timed_out || !rk->world || parallel_state_aborted_by(rk->world) < 0 ? TB_EXIT_HANG
+                                                                                          : rk->world->abort_status;
+        char msg[sizeof c->err.msg + 32];
+        snprintf(msg, sizeof msg, "%s%s", c->timed_out ? "HANG: " : "", c->err.msg);
+        comm_thread->fail(comm_thread, status, msg);
+    }
     if (rc != 0) {
         tb_rank *rk = c->g->rk;
         if (c->timed_out) {

@@ -21,6 +21,7 @@
 #define TB_COMM_COMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "comm/group.h"
 
@@ -38,5 +39,20 @@ void tb_broadcast(tb_group *g, float *buf, size_t count, int root);
 void tb_send(tb_group *g, const float *buf, size_t count, int peer);
 void tb_recv(tb_group *g, float *buf, size_t count, int peer);
 void tb_barrier(tb_group *g);
+
+// A rank's second thread (DistributedDataParallel's communication thread, --overlap-grad-reduce)
+// makes calls through the same API. Its calls are recorded on the rank's flight recorder
+// (which has a mutex) and on the thread's own bound ranges, but a failed call cannot unwind
+// the rank (rk->unwind is the rank thread's): it calls fail, which must not return (the
+// thread ends there and the rank thread fails with status and msg when it next waits for it).
+// step and microbatch are what its calls record (the rank thread's own fields change under it).
+// --inject-stall applies to the rank thread only.
+typedef struct tb_comm_thread {
+    void (*fail)(struct tb_comm_thread *t, int status, const char *msg);
+    int64_t step;
+    int microbatch;
+} tb_comm_thread;
+// Binds t to the calling thread (NULL unbinds).
+void tb_comm_thread_bind(tb_comm_thread *t);
 
 #endif

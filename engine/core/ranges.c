@@ -133,23 +133,17 @@ void tb_ranges_stack_string(const tb_ranges *t, char *buf, size_t len) {
         used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " > " : "", t->stack_names[i]);
 }
 
-static json_t *metadata_event(const char *what, int pid, const char *name) {
-    return json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", what, "ph", "M", "pid", pid, "tid", 0,
+static json_t *metadata_event(const char *what, int pid, int tid, const char *name) {
+    return json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", what, "ph", "M", "pid", pid, "tid", tid,
                      "args", "name", name);
 }
 
-int tb_ranges_write_chrome(const tb_ranges *t, const char *path, tb_error *err) {
-    if (t->depth != 0)
-        return tb_fail(err, "%s: %d range(s) still open (innermost '%s')", path, t->depth,
-                       t->stack_names[t->depth - 1]);
-    json_t *events = json_array();
-    json_array_append_new(events, metadata_event("process_name", t->rank, t->rank_label));
-    json_array_append_new(events, metadata_event("thread_name", t->rank, "engine"));
+static void append_events(json_t *events, const tb_ranges *t, int tid) {
     for (size_t i = 0; i < t->nevents; i++) {
         const tb_range_event *e = &t->events[i];
         json_t *ev = json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i}", "name", t->strings + e->name,
                                "cat", "range", "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
-                               (double)e->dur_ns / 1000.0, "pid", t->rank, "tid", 0);
+                               (double)e->dur_ns / 1000.0, "pid", t->rank, "tid", tid);
         json_t *args = json_pack("{s:i}", "depth", (json_int_t)e->depth);
         if (e->arg_step >= 0) json_object_set_new(args, "step", json_integer(e->arg_step));
         if (e->arg_microbatch >= 0)
@@ -166,6 +160,28 @@ int tb_ranges_write_chrome(const tb_ranges *t, const char *path, tb_error *err) 
         }
         json_object_set_new(ev, "args", args);
         json_array_append_new(events, ev);
+    }
+}
+
+int tb_ranges_write_chrome(const tb_ranges *t, const char *path, tb_error *err) {
+    return tb_ranges_write_chrome_tracks(t, NULL, NULL, path, err);
+}
+
+int tb_ranges_write_chrome_tracks(const tb_ranges *t, const tb_ranges *second, const char *second_name,
+                                  const char *path, tb_error *err) {
+    if (t->depth != 0)
+        return tb_fail(err, "%s: %d range(s) still open (innermost '%s')", path, t->depth,
+                       t->stack_names[t->depth - 1]);
+    if (second && second->depth != 0)
+        return tb_fail(err, "%s: %d range(s) of track '%s' still open (innermost '%s')", path, second->depth,
+                       second_name, second->stack_names[second->depth - 1]);
+    json_t *events = json_array();
+    json_array_append_new(events, metadata_event("process_name", t->rank, 0, t->rank_label));
+    json_array_append_new(events, metadata_event("thread_name", t->rank, 0, "engine"));
+    append_events(events, t, 0);
+    if (second) {
+        json_array_append_new(events, metadata_event("thread_name", t->rank, 1, second_name));
+        append_events(events, second, 1);
     }
     json_t *root = json_pack("{s:o, s:s, s:{s:s, s:i, s:i}}", "traceEvents", events, "displayTimeUnit",
                              "ms", "distributedInfo", "backend", "local", "rank", t->rank,

@@ -92,6 +92,10 @@ void tb_range_annotate_comm(const tb_range_comm_args *args);
 // Writes the Chrome trace JSON (temp + rename). Open ranges are an error: every push
 // must have been popped.
 int tb_ranges_write_chrome(const tb_ranges *t, const char *path, tb_error *err);
+// The same with a second thread's track of the same rank (tid 1, named second_name: the
+// DistributedDataParallel communication thread); second may be NULL.
+int tb_ranges_write_chrome_tracks(const tb_ranges *t, const tb_ranges *second, const char *second_name,
+                                  const char *path, tb_error *err);
 
 // The current range stack of this trace, outermost first, joined by " > " (for reports).
 void tb_ranges_stack_string(const tb_ranges *t, char *buf, size_t len);

@@ -6,13 +6,14 @@
 
 #include "core/ranges.h"
 
-void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt) {
+void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp) {
     if (!rk->world) return;
     const tb_config *cfg = m->cfg;
     TB_RANGE_PUSH("finalize_model_grads");
 
     tb_group *tp = &rk->groups[TB_GROUP_TP];
-    if (cfg->sequence_parallel && tp->size > 1 && cfg->debug_inject_fault != TB_FAULT_SKIP_SP_GRAD) {
+    const int overlap = ddp && ddp_active(ddp);
+    if (!overlap && cfg->sequence_parallel && tp->size > 1 && cfg->debug_inject_fault != TB_FAULT_SKIP_SP_GRAD) {
         TB_RANGE_PUSH("finalize_model_grads.sequence_parallel");
         for (int i = 0; i < m->nparams; i++)
             if (m->params[i].sp_partial)
@@ -30,7 +31,7 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt) {
     }
 
     tb_group *dp = &rk->groups[TB_GROUP_DP_CP];
-    if (dp->size > 1) {
+    if (!overlap && dp->size > 1) {  // (with overlap: the buckets', ddp_finish_grad_sync)
         const float inv = 1.0f / (float)dp->size;
         if (opt->sharded) {
             TB_RANGE_PUSH("finalize_model_grads.reduce_scatter");

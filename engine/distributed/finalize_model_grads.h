@@ -10,10 +10,15 @@
 #ifndef TB_DISTRIBUTED_FINALIZE_MODEL_GRADS_H
 #define TB_DISTRIBUTED_FINALIZE_MODEL_GRADS_H
 
+#include "distributed/distributed_data_parallel.h"
 #include "models/gpt.h"
 #include "optimizer/optimizer.h"
 #include "parallel_state.h"
 
-void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt);
+// ddp: the rank's DistributedDataParallel; when active (--overlap-grad-reduce), the sp
+// all-reduces were made during backward and the dp reduction is the buckets' (distributed/
+// distributed_data_parallel.h): this does the embedding all-reduce only, and the caller then
+// waits for the buckets with ddp_finish_grad_sync once every chunk's embedding is final.
+void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp);
 
 #endif

@@ -413,6 +413,11 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
     return (float)(sum / N);
 }
 
+static void layer_grads_done(void *ctx, int layer) {
+    gpt_model *m = ctx;
+    m->grads_ready(m->grads_ready_ctx, m->chunk_index, layer);
+}
+
 void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d_out, float *d_in) {
     const int C = m->C, N = m->B * m->T, Ns = m->block.d.Ns;
     const transformer_layer_spec *spec = &m->spec;
@@ -445,15 +450,20 @@ void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d
         st->lnf = NULL;
         TB_RANGE_POP();
         dx = m->d_x;
+        if (m->grads_final && m->grads_ready) m->grads_ready(m->grads_ready_ctx, m->chunk_index, -1);
     }
 
+    m->block.layer_grads_done = m->grads_final && m->grads_ready ? layer_grads_done : NULL;
+    m->block.layer_grads_done_ctx = m;
     const float *dx0 = transformer_block_backward(&m->block, slot, dx);
+    m->block.layer_grads_done = NULL;
 
     if (m->chunk.has_embedding) {
         TB_RANGE_PUSH("embedding.backward");
         vocab_parallel_embedding_backward(region, m->g.wte, m->g.wpe, m->full, dx0, st->inputs, m->vocab_start,
                                           m->Vl);
         TB_RANGE_POP();
+        if (m->grads_final && m->grads_ready) m->grads_ready(m->grads_ready_ctx, m->chunk_index, -2);
     } else if (d_in) {
         memcpy(d_in, dx0, (size_t)Ns * C * sizeof(float));
     }

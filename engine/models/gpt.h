@@ -93,6 +93,16 @@ typedef struct gpt_model {
     float *d_x;                            // (Ns,C) workspace
     float *full;                           // (N,C) workspace (tp > 1): embedding sums, partial grads
     float *ce_scratch;                     // (3N) workspace
+
+    // Gradient-ready hook (DistributedDataParallel, --overlap-grad-reduce): during a backward
+    // with grads_final set (the step's last microbatch of this chunk), grads_ready(ctx,
+    // chunk_index, site) is called once the gradients of a site are final: -1 the output
+    // layer and final norm, a layer's global index, -2 the embeddings (distributed/
+    // distributed_data_parallel.h names them).
+    void (*grads_ready)(void *ctx, int chunk, int site);
+    void *grads_ready_ctx;
+    int chunk_index;
+    int grads_final;
 } gpt_model;
 
 // Lays out and allocates parameters and gradients (zeroed) and initialises the weights

@@ -116,7 +116,11 @@ double forward_backward_func(tb_pipeline *pl, const int32_t *inputs, const int32
         } else {
             if (!m->chunk.has_head) recv_backward(&pl->peers, pl->d_out, &time->p2p_ms);
             t0 = tb_now_ns();
+            // the chunk's last backward of the step: only now are its gradients final (every
+            // schedule runs a chunk's backwards in microbatch order)
+            m->grads_final = op->microbatch == pl->num_microbatches - 1;
             gpt_backward_chunk(m, op->microbatch, loss_scale, pl->d_out, pl->d_in);
+            m->grads_final = 0;
             time->backward_ms += ms_since(t0);
             if (!m->chunk.has_embedding) send_backward(&pl->peers, pl->d_in, &time->p2p_ms);
         }

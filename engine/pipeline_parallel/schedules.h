@@ -46,6 +46,10 @@ typedef struct tb_step_timeline {
     double forward_ms, backward_ms;  // compute of the forward and backward passes
     double p2p_ms;                   // pipeline sends and waits for receives
     double optimizer_ms;             // finalize grads, clip, AdamW, parameter all-gather (train_step)
+    double exposed_comm_ms;          // gradient reduction not hidden under compute (train_step): the whole
+                                     // of finalize_model_grads (with --overlap-grad-reduce: the wait for the
+                                     // communication thread's buckets after backward) plus the rank's own
+                                     // sequence-parallel all-reduces during backward
     double pipeline_ms;              // the whole forward/backward schedule (train_step)
 } tb_step_timeline;
 

@@ -21,7 +21,8 @@ static double theoretical_bubble(const tb_config *c) {
 json_t *pipeline_timeline_json(const tb_config *cfg, int stage, int chunks, const tb_step_timeline *t, double step_ms) {
     double compute = t->forward_ms + t->backward_ms;
     double idle = step_ms - compute - t->p2p_ms - t->optimizer_ms - t->data_ms;
-    return json_pack("{s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "stage", stage, "chunks", chunks, "data_ms",
+    return json_pack("{s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "stage", stage, "chunks", chunks,
+                     "exposed_comm_ms", t->exposed_comm_ms, "data_ms",
                      t->data_ms, "forward_ms", t->forward_ms, "backward_ms", t->backward_ms, "p2p_wait_ms", t->p2p_ms,
                      "optimizer_ms",
                      t->optimizer_ms, "idle_ms", idle > 0 ? idle : 0.0, "bubble_fraction",

@@ -135,6 +135,7 @@ const float *transformer_block_backward(transformer_block *b, int slot, const fl
         transformer_layer_backward(b->spec, b->first + l, &b->d, &b->params[l], &b->grads[l], &st->acts[l], &b->ws,
                                    st->x[l], dcur, dnext);
         transformer_layer_acts_free(&st->acts[l], b->mem);
+        if (b->layer_grads_done) b->layer_grads_done(b->layer_grads_done_ctx, b->first + l);
         tb_free(b->mem, st->x[l + 1]);
         st->x[l + 1] = NULL;
         dcur = dnext;

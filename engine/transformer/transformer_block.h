@@ -46,6 +46,10 @@ typedef struct transformer_block {
     transformer_workspace ws;
     float *d_ping, *d_pong;            // (Ns,C) gradients of the residual stream
     float *recompute_out;              // (Ns,C) where a recomputed chunk's last layer writes
+    // Called after each layer's backward with its global index, when set (gpt_model's
+    // gradient-ready hook: --overlap-grad-reduce starts a bucket's reduction from it).
+    void (*layer_grads_done)(void *ctx, int layer);
+    void *layer_grads_done_ctx;
 } transformer_block;
 
 // Layers [first, first + L) of the model; nslots microbatches may be in flight.

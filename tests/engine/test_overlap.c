@@ -1,0 +1,212 @@
+// --overlap-grad-reduce (distributed/distributed_data_parallel.h) against the reduction at
+// the step's end: per-step losses, gradient norms and every rank's final parameters must be
+// the same bits with and without overlap — the buckets are summed over dp in the same order
+// per element as the whole buffer — for dp 2, dp 2 with the distributed optimizer, tp 2 x dp 2
+// (with sequence parallelism: sp all-reduces in backward), pp 2 x dp 2 (the tied embedding's
+// deferred bucket) and interleaved pp 2 x v 2 x dp 2, under gradient accumulation (the
+// buckets may only go with the last microbatch) and with small buckets so that there are many.
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "config.h"
+#include "parallel_state.h"
+#include "tb_shell.h"
+#include "tb_test.h"
+#include "training.h"
+
+#define STEPS 3
+#define MAX_RANKS 8
+
+typedef struct result {
+    double loss[STEPS], grad_norm[STEPS];
+    float *params[MAX_RANKS];  // every chunk's parameter buffer of each rank, back to back
+    size_t nparams[MAX_RANKS];
+    int buckets[MAX_RANKS];    // each rank's buckets (0 without overlap)
+    double exposed_ms;         // rank 0's exposed communication over the steps
+} result;
+
+typedef struct job {
+    const tb_config *cfg;
+    result *out;
+    int failed;
+} job;
+
+static void rank_fn(tb_rank *rk, void *arg) {
+    job *j = arg;
+    tb_allocator_init(&rk->mem, 0, NULL, NULL);
+    cpu_set_num_threads(1);
+    tb_trainer tr;
+    tb_error err;
+    if (trainer_init(&tr, j->cfg, rk, &err) != 0) {
+        printf("    %s: %s\n", rk->label, err.msg);
+        j->failed = 1;
+        return;
+    }
+    for (int s = 1; s <= STEPS; s++) {
+        tb_step_result r = train_step(&tr, s);
+        if (rk->rank == 0) {
+            j->out->loss[s - 1] = r.loss;
+            j->out->grad_norm[s - 1] = r.grad_norm;
+            j->out->exposed_ms += r.time.exposed_comm_ms;
+        }
+    }
+    size_t n = 0;
+    for (int c = 0; c < tr.nchunks; c++) n += tr.models[c].padded_parameters;
+    float *all = malloc(n * sizeof *all);
+    n = 0;
+    for (int c = 0; c < tr.nchunks; c++) {
+        memcpy(all + n, tr.models[c].param_memory, tr.models[c].padded_parameters * sizeof *all);
+        n += tr.models[c].padded_parameters;
+    }
+    j->out->params[rk->rank] = all;
+    j->out->nparams[rk->rank] = n;
+    j->out->buckets[rk->rank] = ddp_active(&tr.ddp) ? tr.ddp.nbuckets : 0;
+    trainer_free(&tr);
+}
+
+static int train(tb_config *cfg, result *out) {
+    memset(out, 0, sizeof *out);
+    config_resolve(cfg);
+    tb_error err;
+    if (config_validate(cfg, &err) != 0) {
+        printf("    invalid config: %s\n", err.msg);
+        return -1;
+    }
+    tb_world w;
+    if (parallel_state_world_init(&w, cfg, &err) != 0) {
+        printf("    %s\n", err.msg);
+        return -1;
+    }
+    job j = {cfg, out, 0};
+    parallel_state_run_ranks(&w, rank_fn, &j);
+    parallel_state_world_free(&w);
+    return j.failed ? -1 : 0;
+}
+
+static void result_free(result *r) {
+    for (int i = 0; i < MAX_RANKS; i++) free(r->params[i]);
+}
+
+static void base_config(tb_config *c) {
+    config_defaults(c);
+    c->num_layers = 4, c->hidden_size = 32, c->num_attention_heads = 4, c->seq_length = 16;
+    c->vocab_size = 100, c->micro_batch_size = 1, c->train_iters = STEPS;
+    c->lr = 3e-3, c->lr_warmup_iters = 1, c->clip_grad = 1.0, c->weight_decay = 0.1;
+    c->collective_timeout = 60;
+    c->ddp_bucket_size = 3000;  // a layer is ~12.7k elements: a few buckets per layer
+}
+
+// The layout trained without and with overlap; world = tp x pp x 2 ranks; 2 microbatches.
+static void compare(const char *name, void (*setup)(tb_config *)) {
+    tb_config a, b;
+    base_config(&a);
+    setup(&a);
+    a.world_size = a.tensor_model_parallel_size * a.pipeline_model_parallel_size * 2;
+    // 2 microbatches (4 under pp: the 1F1B steady state; the interleaved schedule wants m % pp == 0)
+    a.global_batch_size = a.micro_batch_size * 2 * (a.pipeline_model_parallel_size > 1 ? 4 : 2);
+    b = a;
+    b.overlap_grad_reduce = 1;
+    result ra, rb;
+    TB_REQUIRE(train(&a, &ra) == 0, "%s: training without overlap failed", name);
+    TB_REQUIRE(train(&b, &rb) == 0, "%s: training with --overlap-grad-reduce failed", name);
+    for (int s = 0; s < STEPS; s++) {
+        TB_CHECK(memcmp(&ra.loss[s], &rb.loss[s], sizeof(double)) == 0, "%s: step %d loss %.9g without vs %.9g with",
+                 name, s + 1, ra.loss[s], rb.loss[s]);
+        TB_CHECK(memcmp(&ra.grad_norm[s], &rb.grad_norm[s], sizeof(double)) == 0,
+                 "%s: step %d gradient norm %.9g without vs %.9g with", name, s + 1, ra.grad_norm[s], rb.grad_norm[s]);
+    }
+    int differing = 0, min_buckets = 1 << 30;
+    for (int r = 0; r < a.world_size; r++) {
+        TB_REQUIRE(ra.nparams[r] == rb.nparams[r], "%s: rank %d buffer lengths differ", name, r);
+        if (memcmp(ra.params[r], rb.params[r], ra.nparams[r] * sizeof(float)) != 0) differing++;
+        if (rb.buckets[r] < min_buckets) min_buckets = rb.buckets[r];
+        TB_CHECK(ra.buckets[r] == 0, "%s: rank %d has buckets without overlap", name, r);
+    }
+    TB_CHECK(differing == 0, "%s: %d rank(s)' final parameters differ with overlap", name, differing);
+    TB_CHECK(min_buckets >= 3, "%s: only %d buckets on some rank (the test wants several)", name, min_buckets);
+    printf("    %-26s losses %.6f .. %.6f bitwise equal; >= %d buckets/rank; exposed comm %.2f -> %.2f ms\n", name,
+           rb.loss[0], rb.loss[STEPS - 1], min_buckets, ra.exposed_ms, rb.exposed_ms);
+    result_free(&ra);
+    result_free(&rb);
+}
+
+static void dp2(tb_config *c) { (void)c; }
+static void dp2_distopt(tb_config *c) { c->use_distributed_optimizer = 1; }
+static void tp2_sp_dp2(tb_config *c) {
+    c->tensor_model_parallel_size = 2;
+    c->sequence_parallel = 1;
+}
+static void pp2_dp2(tb_config *c) { c->pipeline_model_parallel_size = 2; }
+static void pp2_vpp2_dp2_distopt(tb_config *c) {
+    c->pipeline_model_parallel_size = 2;
+    c->virtual_pipeline_model_parallel_size = 2;
+    c->use_distributed_optimizer = 1;
+}
+
+TB_TEST(overlap_grad_reduce_dp2_bitwise) { compare("dp2", dp2); }
+TB_TEST(overlap_grad_reduce_dp2_distributed_optimizer_bitwise) { compare("dp2 distopt", dp2_distopt); }
+TB_TEST(overlap_grad_reduce_tp2_sp_dp2_bitwise) { compare("tp2 sp x dp2", tp2_sp_dp2); }
+TB_TEST(overlap_grad_reduce_pp2_dp2_bitwise) { compare("pp2 x dp2", pp2_dp2); }
+TB_TEST(overlap_grad_reduce_pp2_vpp2_dp2_distributed_optimizer_bitwise) {
+    compare("pp2 v2 x dp2 distopt", pp2_vpp2_dp2_distopt);
+}
+
+// Each refusal names the flag and the value.
+static void expect_refusal(void (*setup)(tb_config *), const char *words) {
+    tb_config c;
+    base_config(&c);
+    c.world_size = 2;
+    setup(&c);
+    config_resolve(&c);
+    tb_error err;
+    TB_REQUIRE(config_validate(&c, &err) != 0, "accepted (wanted: %s)", words);
+    TB_CHECK(strstr(err.msg, words) != NULL, "message '%s' lacks '%s'", err.msg, words);
+}
+static void bucket_zero(tb_config *c) { c->ddp_bucket_size = 0; }
+static void gather_without_distopt(tb_config *c) { c->overlap_param_gather = 1; }
+static void gather_with_distopt(tb_config *c) {
+    c->overlap_param_gather = 1;
+    c->use_distributed_optimizer = 1;
+}
+
+TB_TEST(ddp_config_rules) {
+    expect_refusal(bucket_zero, "ddp_bucket_size (0) must be at least 1");
+    expect_refusal(gather_without_distopt, "overlap_param_gather needs use_distributed_optimizer");
+    expect_refusal(gather_with_distopt, "overlap_param_gather: not supported yet");
+}
+
+// A communication-thread call that times out fails its rank with the hang report, as a rank
+// thread's does: dp 2 with rank 1 stalled at step 2 (its communication thread stops before its
+// first bucket); rank 0's communication thread is the one that waits, in that bucket's all-reduce.
+#define HANG_DIR TB_TEST_TMPDIR "/overlap_hang"
+TB_TEST(communication_thread_timeout_fails_the_rank_with_a_hang_report) {
+    TB_REQUIRE(system("rm -rf " HANG_DIR " && mkdir -p " HANG_DIR) == 0, "mkdir");
+    int status = system("timeout 120 " TB_BIN_DIR "/pretrain_gpt --num-layers 2 --hidden-size 32 "
+                        "--num-attention-heads 4 --seq-length 16 --vocab-size 100 --micro-batch-size 1 --world-size 2 "
+                        "--train-iters 3 --overlap-grad-reduce "
+                        "--ddp-bucket-size 3000 --inject-stall 1:2 --collective-timeout 2 --run-dir " HANG_DIR
+                        "/run > " HANG_DIR "/out.txt 2> " HANG_DIR "/stderr.txt");
+    TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 4, "the process ends with status 4 (status %d)", status);
+    char err_text[8192] = "";
+    tb_slurp_into(HANG_DIR "/stderr.txt", err_text, sizeof err_text);
+    TB_CHECK(strstr(err_text, "rank 0 (tp0 cp0 dp0 pp0): HANG: all_reduce on group dp_cp") != NULL,
+             "rank 0's communication thread reports its dp all-reduce: %s", err_text);
+    char *hang = tb_slurp(HANG_DIR "/run/hang.json");
+    TB_CHECK(hang != NULL, "hang.json written");
+    free(hang);
+}
+
+int main(void) {
+    TB_RUN(ddp_config_rules);
+    TB_RUN(overlap_grad_reduce_dp2_bitwise);
+    TB_RUN(overlap_grad_reduce_dp2_distributed_optimizer_bitwise);
+    TB_RUN(overlap_grad_reduce_tp2_sp_dp2_bitwise);
+    TB_RUN(overlap_grad_reduce_pp2_dp2_bitwise);
+    TB_RUN(overlap_grad_reduce_pp2_vpp2_dp2_distributed_optimizer_bitwise);
+    TB_RUN(communication_thread_timeout_fails_the_rank_with_a_hang_report);
+    return tb_test_summary();
+}
