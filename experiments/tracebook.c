@@ -1,6 +1,6 @@
 // tracebook.c — the tracebook CLI: one binary, one subcommand per job.
 //
-//   tracebook run | replay | prove | ls | show | diff                             (experiments/)
+//   tracebook run | replay | prove | ls | show | diff | hang                      (experiments/)
 //   tracebook index | def | callers | callees | chain | map | walk      (trace/)
 //
 // Each subcommand parses its own flags from an option table (core/options.h) and returns
@@ -13,6 +13,7 @@
 #include "catalog.h"
 #include "core/error.h"
 #include "core/xalloc.h"
+#include "hang_cli.h"
 #include "replay.h"
 #include "runbook.h"
 #include "trace_cli.h"
@@ -30,6 +31,7 @@ static const command commands[] = {
     {"ls", tracebook_ls_main, "experiments, or one experiment's runs"},
     {"show", tracebook_show_main, "one run: manifest, command, config, per-step metrics"},
     {"diff", tracebook_diff_main, "two runs side by side: config and metric differences"},
+    {"hang", tracebook_hang_main, "a run's hang report merged from every process's parts, absent ranks named"},
     {"index", tracebook_index_main, "parse the compilation database with libclang into the source index"},
     {"def", tracebook_def_main, "where a symbol is defined"},
     {"callers", tracebook_callers_main, "who calls a function (through function-pointer fields too)"},
