@@ -4,20 +4,12 @@
 # convention), and what one training step costs under mpirun -np 2 against the same layout
 # (tp 2) on two rank threads of one process.
 #
-#   scripts/bench-comm.sh [BUILD_DIR] [--iters N] [--hidden H]
+#   scripts/bench-comm.sh [BUILD_DIR]        (ITERS=20 HIDDEN=256: the training step's run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build
-iters=20
-hidden=256
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --iters) iters="$2"; shift 2 ;;
-    --hidden) hidden="$2"; shift 2 ;;
-    -*) echo "bench-comm: unknown option '$1'" >&2; exit 2 ;;
-    *) build="$1"; shift ;;
-  esac
-done
+build=${1:-build}
+iters=${ITERS:-20}
+hidden=${HIDDEN:-256}
 for bin in bench_comm pretrain_gpt; do
   [ -x "$build/bin/$bin" ] || { echo "bench-comm: no $build/bin/$bin (build first)" >&2; exit 1; }
 done
