@@ -138,7 +138,7 @@ static json_t *absent_peer(const hang_view *v, int r, json_int_t group_id, json_
         if (json_is_object(pend) && jint(pend, "group_id") == group_id && jint(pend, "seq") == seq) return NULL;
         json_t *lc = json_deep_copy(json_object_get(p, "last_completed"));
         if (json_is_object(lc)) json_object_set_new(lc, "known_from", json_string("own part"));
-        return json_pack("{s:i, s:s, s:b, s:o, s:O}", "rank", r, "rank_label", label, "reported", 1, "last_completed",
+        return json_pack("{s:i, s:s, s:b, s:o, s:O?}", "rank", r, "rank_label", label, "reported", 1, "last_completed",
                          lc ? lc : json_null(), "pending", json_object_get(p, "pending"));
     }
     json_t *seen = last_seen_by_peers(v, r);
@@ -195,7 +195,7 @@ json_t *tb_hang_report_merge(const json_t *parts) {
         snprintf(key, sizeof key, "%lld:%s", (long long)jint(p, "process"), jstr(p, "reason"));
         if (!json_object_get(seen_process, key)) {
             json_object_set_new(seen_process, key, json_true());
-            json_array_append_new(detections, json_pack("{s:I, s:s, s:s, s:O, s:O, s:O}", "process",
+            json_array_append_new(detections, json_pack("{s:I, s:s, s:s, s:O?, s:O?, s:O?}", "process",
                                                         jint(p, "process"), "reason", jstr(p, "reason"), "message",
                                                         jstr(p, "message"), "detected_by",
                                                         json_object_get(p, "detected_by"), "detected_by_label",
@@ -228,7 +228,7 @@ json_t *tb_hang_report_merge(const json_t *parts) {
                 best = g, best_name = key;
         }
         if (best)
-            common = json_pack("{s:s, s:I, s:O}", "group", best_name, "group_id", jint(best, "group_id"), "members",
+            common = json_pack("{s:s, s:I, s:O?}", "group", best_name, "group_id", jint(best, "group_id"), "members",
                                json_object_get(best, "members"));
     }
 
@@ -278,7 +278,7 @@ json_t *tb_hang_report_merge(const json_t *parts) {
     json_t *timed_out = json_is_object(to) ? json_deep_copy(to) : json_null();
     if (json_is_object(timed_out)) json_object_set(timed_out, "detected_by", json_object_get(lead, "detected_by"));
     json_t *report = json_pack(
-        "{s:s, s:s, s:s, s:O, s:o, s:O, s:O, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:i, s:I, s:i}", "kind", "hang",
+        "{s:s, s:s, s:s, s:O?, s:o, s:O?, s:O?, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:i, s:I, s:i}", "kind", "hang",
         "message", jstr(lead, "message"), "reason", jstr(lead, "reason"), "collective_timeout_s",
         json_object_get(lead, "collective_timeout_s"), "timed_out", timed_out, "detected_by",
         json_object_get(lead, "detected_by"), "detected_by_label", json_object_get(lead, "detected_by_label"),
@@ -300,7 +300,7 @@ json_t *tb_oom_report_merge(const json_t *parts) {
                                                      json_number_value(json_object_get(lead, "written_at"))) lead = p;
     json_t *report = json_deep_copy(lead), *all = json_array();
     json_array_foreach(parts, i, p) json_array_append_new(
-        all, json_pack("{s:I, s:s, s:I, s:I, s:O, s:s, s:I, s:s, s:I, s:I}", "rank", jint(p, "rank"), "rank_label",
+        all, json_pack("{s:I, s:s, s:I, s:I, s:O?, s:s, s:I, s:s, s:I, s:I}", "rank", jint(p, "rank"), "rank_label",
                        jstr(p, "rank_label"), "process", jint(p, "process"), "step", jint(p, "step"), "microbatch",
                        json_object_get(p, "microbatch"), "requested_what", jstr(p, "requested_what"),
                        "requested_bytes", jint(p, "requested_bytes"), "requested_category",
