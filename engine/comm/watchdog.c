@@ -73,7 +73,7 @@ static json_t *part_json(tb_world *w, tb_rank *rk, const rank_view *v, int64_t n
     const tb_config *c = w->cfg;
     return json_pack(
         "{s:s, s:i, s:s, s:{s:i, s:i, s:i, s:i}, s:I, s:i, s:o, s:o, s:o, s:o, s:i, s:i, s:s, s:I,"
-        " s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:f, s:s, s:s, s:O, s:O, s:O, s:f}",
+        " s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:f, s:s, s:s, s:O, s:o, s:o, s:f}",
         "kind", "hang_part", "rank", rk->rank, "rank_label", rk->label, "coordinates", "tp", rk->coords.tp, "cp",
         rk->coords.cp, "dp", rk->coords.dp, "pp", rk->coords.pp, "step", (json_int_t)rk->step, "microbatch",
         (int)rk->microbatch, "pending", entry_json(v->pending, now), "last_completed", entry_json(v->completed, now),

@@ -21,6 +21,13 @@
 #define ART TB_TEST_TMPDIR "/mpi_record_artifacts"
 #define RUNBOOK TB_TEST_TMPDIR "/mpi_record.lua"
 
+// Under LeakSanitizer, Open MPI's leaks are suppressed by library (tests/lsan.supp), which
+// needs whole stacks: the slow unwinder, and Open MPI's components kept loaded — set in the
+// environment tracebook run passes to mpirun and the engine (as test_mpi.c sets it on mpirun).
+#define MPI_ENV                                                                                  \
+    "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\" "                   \
+    "OMPI_MCA_mca_base_component_disable_dlclose=1 "
+
 static tb_output sh;  // what the last command printed
 static char record_id[256], record_dir[1024];
 
@@ -38,7 +45,7 @@ TB_TEST(a_runbook_run_under_mpirun_is_recorded_with_its_launch_and_proven) {
                   " b = { parser = 'loss_at_step', records = { threads.runs[1].run_id } } },"
                   " text = 'mpirun -np 2 trains the bits of threads' }\n"
                   "print('RECORD ' .. procs.runs[1].run_id)\n");
-    int rc = tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s && %s run %s --artifacts %s", ART, TRACEBOOK, RUNBOOK, ART);
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s && " MPI_ENV "%s run %s --artifacts %s", ART, TRACEBOOK, RUNBOOK, ART);
     TB_REQUIRE(rc == 0, "tracebook run: exit %d\n%s\n%s", rc, sh.out, sh.err);
     const char *at = strstr(sh.out, "RECORD ");
     TB_REQUIRE(at, "the record's id:\n%s", sh.out);
@@ -87,7 +94,7 @@ TB_TEST(a_runbook_run_under_mpirun_is_recorded_with_its_launch_and_proven) {
 TB_TEST(the_mpirun_record_replays_under_mpirun_with_the_rebuilt_engine) {
     TB_REQUIRE(record_id[0], "needs the record");
     // timing on a shared 2-core machine is not this test's point (test_replay.c tests it)
-    int rc = tb_run(&sh, TB_SOURCE_DIR, "%s replay %s --artifacts %s --ignore-timing", TRACEBOOK, record_id, ART);
+    int rc = tb_run(&sh, TB_SOURCE_DIR, MPI_ENV "%s replay %s --artifacts %s --ignore-timing", TRACEBOOK, record_id, ART);
     TB_CHECK(rc == 0, "replay: exit %d\n%s\n%s", rc, sh.out, sh.err);
     TB_CHECK(strstr(sh.out, "launched as recorded:") && strstr(sh.out, "with 2 processes"), "relaunched:\n%s", sh.out);
     TB_CHECK(strstr(sh.out, "bitwise identical: 4 steps x 2 ranks") && strstr(sh.out, "MATCH"), "loss verdict:\n%s",
