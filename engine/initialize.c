@@ -75,9 +75,11 @@ int tb_initialize(tb_launch *l, int argc, char **argv, tb_error *err) {
 #endif
 }
 
-void tb_finalize(tb_launch *l) {
+void tb_finalize(tb_launch *l, int failed_in_run) {
 #ifdef TB_HAVE_MPI
-    if (l->mpi) MPI_Finalize();
+    if (l->mpi && !failed_in_run) MPI_Finalize();
+#else
+    (void)failed_in_run;
 #endif
     l->mpi = 0;
 }

@@ -7,7 +7,7 @@
 //          parse → tb_launch_apply → config_resolve → config_validate + tb_launch_validate
 //          status = tb_launch_agree(&launch, status, &who)   every process ends alike
 //          pretrain(&cfg, &launch, &err)
-//          tb_finalize(&launch)                        last: MPI_Finalize
+//          tb_finalize(&launch, failed)                last: MPI_Finalize, unless training failed
 //
 // Without mpirun nothing of MPI is touched. Under mpirun (Open MPI's OMPI_COMM_WORLD_SIZE or
 // PMIX_RANK in the environment) the process initializes MPI with MPI_THREAD_MULTIPLE, since
@@ -39,8 +39,12 @@ void tb_launch_threads(tb_launch *l, int argc, char **argv);
 // threads-only and nothing needs finalizing (l->process still says which process this is,
 // from the launcher's environment, so that only process 0 need say why).
 int tb_initialize(tb_launch *l, int argc, char **argv, tb_error *err);
-// Last thing in main: MPI_Finalize under mpirun.
-void tb_finalize(tb_launch *l);
+// Last thing in main: MPI_Finalize under mpirun, unless `failed_in_run` — a failure once the
+// ranks were running (a timeout, an OOM, a peer's death). Then some process may be dead or
+// still waiting in a call, and Open MPI's MPI_Finalize waits for every process: this one
+// would wait with it, or forever. It exits without finalizing instead (mpirun reports that
+// and its status). A refusal every process agreed on (tb_launch_agree) finalizes as usual.
+void tb_finalize(tb_launch *l, int failed_in_run);
 
 // Whether this process speaks for all (process 0): for what every process would print alike.
 int tb_launch_is_lead(const tb_launch *l);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "comm/local_backend.h"
+#include "core/failure_report.h"
 #include "core/xalloc.h"
 
 static const char *const kind_names[TB_NGROUP_KINDS] = {"tp", "cp",        "dp",    "dp_cp",  "pp",
@@ -34,7 +35,7 @@ tb_coords parallel_state_coords(const tb_config *cfg, int rank) {
 }
 
 void parallel_state_label(char *buf, size_t len, int rank, tb_coords c) {
-    snprintf(buf, len, "rank %d (tp%d cp%d dp%d pp%d)", rank, c.tp, c.cp, c.dp, c.pp);
+    tb_rank_label_format(buf, len, rank, c.tp, c.cp, c.dp, c.pp);
 }
 
 // Does coordinate set b agree with a outside the group's own axes?

@@ -22,7 +22,8 @@ static int agree(const tb_launch *l, int status, const char *what, const char *m
     return all;
 }
 
-static int run(const tb_launch *l, int argc, char **argv) {
+// *failed_in_run: the ranks ran and the run failed (tb_finalize).
+static int run(const tb_launch *l, int argc, char **argv, int *failed_in_run) {
     tb_config cfg;
     tb_error err;
     int help = 0;
@@ -44,6 +45,7 @@ static int run(const tb_launch *l, int argc, char **argv) {
         return 0;
     }
     status = pretrain(&cfg, l, &err);
+    *failed_in_run = status != 0;
     if (status != 0) {
         if (l->mpi) fprintf(stderr, "pretrain_gpt: process %d of %d: %s\n", l->process, l->processes, err.msg);
         else fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
@@ -66,7 +68,8 @@ int main(int argc, char **argv) {
         if (tb_launch_is_lead(&launch)) fprintf(stderr, "pretrain_gpt: %s\n", err.msg);
         return TB_EXIT_FAILURE;
     }
-    int status = run(&launch, argc, argv);
-    tb_finalize(&launch);
+    int failed_in_run = 0;
+    int status = run(&launch, argc, argv, &failed_in_run);
+    tb_finalize(&launch, failed_in_run);
     return status;
 }

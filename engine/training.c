@@ -12,6 +12,7 @@
 #include "reports/tensor_dump.h"
 #include "comm/comm.h"
 #include "comm/mpi_backend.h"
+#include "comm/watchdog.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
@@ -542,7 +543,11 @@ int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
     rank_run *runs = tb_xcalloc((size_t)world.size, sizeof *runs, "rank runs");
     for (int r = 0; r < world.size; r++)
         snprintf(world.ranks[r].run_dir, sizeof world.ranks[r].run_dir, "%s", world.run_dir);
+    // under mpirun a SIGTERM from the launcher (another process failed) leaves a report
+    tb_error watch_err;
+    if (tb_watchdog_start(&world, &watch_err) != 0) fprintf(stderr, "pretrain_gpt: %s (no report on SIGTERM)\n", watch_err.msg);
     parallel_state_run_ranks(&world, rank_main, runs);
+    tb_watchdog_stop(&world);
     for (int r = 0; r < world.size; r++)
         if (runs[r].unwound) rank_teardown(&world.ranks[r], &runs[r]);
     tb_mpi_world_disconnect(&world);

@@ -9,7 +9,8 @@
 //                      CLOCK_REALTIME time in seconds
 //     run/             the engine's run directory (--run-dir): config.json,
 //                      metrics.rank-NNNNN.jsonl, trace.rank-NNNNN.json, memory.rank-NNNNN.json,
-//                      pipeline.json, oom.json / hang.json when they happen
+//                      pipeline.json, launch.json, oom.json / hang.json and their per-rank
+//                      parts (oom.rank-NNNNN.json, hang.rank-NNNNN.json) when they happen
 //     stdout.log, stderr.log
 //     git.patch        the working tree's diff against HEAD when the tree was dirty
 //
@@ -28,6 +29,11 @@
 //             "changed": ["engine/x.c"], "untracked": ["notes.txt"],
 //             "patch": "git.patch", "patch_sha256": "..."},        // patch fields when dirty
 //     "argv": ["build/bin/pretrain_gpt", "--num-layers", "2", ...],
+//                      // the whole command: under mpirun ["/usr/bin/mpirun", ..., "-np", "2",
+//                      // "build/bin/pretrain_gpt", ...]
+//     "launcher": {"name": "threads" | "mpirun", "processes": 2, "engine_argv_index": 7},
+//                      // argv[engine_argv_index] is the engine (replay swaps it for its build);
+//                      // a record without "launcher" ran the engine as argv[0]
 //     "cwd": "/abs/path",                       // redacted like an environment value
 //     "environment": {"PATH": "...", "OMP_NUM_THREADS": "4", ...},
 //                      // only allowed names (provenance.h: the default allow-list, plus

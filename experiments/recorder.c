@@ -197,8 +197,20 @@ int tb_run_engine(const json_t *argv, const char *rec, int progress, const char 
     return 0;
 }
 
+json_t *tb_launch_json(const char *launcher, int processes, int engine_index) {
+    const int mpi = launcher && !strcmp(launcher, "mpirun");
+    return json_pack("{s:s, s:i, s:i}", "name", mpi ? "mpirun" : "threads", "processes", mpi ? processes : 1,
+                     "engine_argv_index", engine_index);
+}
+
+int tb_manifest_engine_index(const json_t *m) {
+    const json_t *idx = json_object_get(json_object_get(m, "launcher"), "engine_argv_index");
+    json_int_t k = json_is_integer(idx) ? json_integer_value(idx) : 0;
+    return k >= 0 && (size_t)k < json_array_size(json_object_get(m, "argv")) ? (int)k : -1;
+}
+
 int tb_record_finish(const char *artifacts, const char *rec, const char *run_id, const tb_run_identity *id,
-                     const json_t *argv, const char *start, tb_run_outcome o, tb_error *err) {
+                     const json_t *argv, const json_t *launch, const char *start, tb_run_outcome o, tb_error *err) {
     // every path first: once the manifest is written the record is complete, and nothing
     // after it may fail
     char cfg_path[PATH_MAX], path[PATH_MAX], beat[PATH_MAX];
@@ -227,6 +239,7 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
     json_object_set_new(m, "replay_of", id->replay_of ? json_string(id->replay_of) : json_null());
     json_object_set_new(m, "git", id->git ? tb_git_state_json(id->git, id->git->dirty ? TB_RECORD_PATCH : NULL) : json_null());
     json_object_set_new(m, "argv", json_deep_copy(argv));
+    json_object_set_new(m, "launcher", launch ? json_deep_copy(launch) : tb_launch_json(NULL, 1, 0));
     // a directory name is the user's to choose: one that looks like a credential is not recorded
     const char *cwd_marker = tb_credential_marker(cwd);
     json_object_set_new(m, "cwd", json_string(cwd_marker ? cwd_marker : cwd));
@@ -236,7 +249,9 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
     json_object_set_new(m, "host", tb_host_json());
     // what the engine binary is (engine_build.h); an engine that cannot say is noted, not fatal
     tb_error build_err;
-    json_t *build = tb_engine_build_info(json_string_value(json_array_get(argv, 0)), &build_err);
+    const int engine_index = tb_manifest_engine_index(m);
+    json_t *build = engine_index < 0 ? NULL : tb_engine_build_info(json_string_value(json_array_get(argv, (size_t)engine_index)), &build_err);
+    if (engine_index < 0) tb_fail(&build_err, "the launcher's engine_argv_index is not in argv");
     json_object_set_new(m, "engine_build", build ? build : json_pack("{s:s}", "error", build_err.msg));
     json_object_set_new(m, "config", config ? config : json_null());
     json_object_set_new(m, "start", json_string(start));

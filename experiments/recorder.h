@@ -69,7 +69,7 @@ int tb_path_format(char *buf, size_t len, tb_error *err, const char *fmt, ...) _
 // (core/run_dir.h). 0, or -1 with err set when the path does not fit.
 int tb_record_rank_file(char *buf, size_t len, const char *record, tb_rank_file kind, int rank, tb_error *err);
 
-// Runs argv (argv[0] the engine) with stdout.log / stderr.log / heartbeat in `record`, and
+// Runs argv (argv[0] the engine, or its launcher) with stdout.log / stderr.log / heartbeat in `record`, and
 // fills *out with how it ended. progress: show a live line — "run <label>: step s/iters  loss
 // tok/s  ETA" — for a terminal. -1 with err set when the record's file paths do not fit:
 // then no engine was started. An engine that cannot be started (fork, exec) is not an error
@@ -77,9 +77,21 @@ int tb_record_rank_file(char *buf, size_t len, const char *record, tb_rank_file 
 int tb_run_engine(const json_t *argv, const char *record, int progress, const char *label, int iters,
                   tb_run_outcome *out, tb_error *err);
 
+// How a run was launched, for its manifest's "launcher": {"name": "threads" | "mpirun",
+// "processes": N, "engine_argv_index": K} — argv[K] is the engine (0 on threads; after
+// mpirun and its options under mpirun), which a replay swaps for its own build. A launcher
+// of NULL is threads.
+json_t *tb_launch_json(const char *launcher, int processes, int engine_index);
+// The engine's index in a manifest's argv: its launcher's engine_argv_index, 0 for a record
+// written before launchers were recorded (argv[0] was the engine). -1 when the index is not
+// in argv.
+int tb_manifest_engine_index(const json_t *manifest);
+
 // manifest.json for a finished (or failed, or interrupted) run, written last; then the run
-// is catalogued (a catalogue failure is reported, not fatal).
+// is catalogued (a catalogue failure is reported, not fatal). argv is the whole command
+// (launcher and engine), launch its tb_launch_json (NULL: threads, the engine at argv[0]).
 int tb_record_finish(const char *artifacts, const char *record, const char *run_id, const tb_run_identity *id,
-                     const json_t *argv, const char *start, tb_run_outcome outcome, tb_error *err);
+                     const json_t *argv, const json_t *launch, const char *start, tb_run_outcome outcome,
+                     tb_error *err);
 
 #endif

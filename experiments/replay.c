@@ -332,14 +332,26 @@ int tracebook_replay_main(int argc, char **argv) {
     }
 
     // the engine's own flag for the run directory, from its option table
+    // the same launch (mpirun and its options as recorded), with this build's engine where
+    // the recorded one was and the replay's run directory
     const char *run_dir_flag = tb_options_find_key(tb_config_options, "run_dir")->flag;
+    const int engine_index = tb_manifest_engine_index(m);
+    if (engine_index < 0) {
+        fprintf(stderr, "tracebook replay: %s: the launcher's engine_argv_index is outside argv\n", path);
+        goto out;
+    }
     json_t *new_argv = json_array();
     for (size_t i = 0; i < json_array_size(rargv); i++) {
         const char *a = json_string_value(json_array_get(rargv, i));
-        if (i == 0) a = engine;
-        else if (i > 0 && !strcmp(json_string_value(json_array_get(rargv, i - 1)), run_dir_flag)) a = run_dir;
+        if (i == (size_t)engine_index) a = engine;
+        else if (i > (size_t)engine_index && !strcmp(json_string_value(json_array_get(rargv, i - 1)), run_dir_flag))
+            a = run_dir;
         json_array_append_new(new_argv, json_string(a));
     }
+    const json_t *launch = json_object_get(m, "launcher");
+    if (json_is_object(launch) && strcmp(json_string_value(json_object_get(launch, "name")) ?: "", "threads"))
+        printf("  launched as recorded: %s with %lld processes\n", json_string_value(json_array_get(rargv, 0)),
+               (long long)json_integer_value(json_object_get(launch, "processes")));
     char start[32];
     tb_iso_now(start, sizeof start);
     printf("  re-running the recorded argv as %s\n", new_id);
@@ -367,7 +379,8 @@ int tracebook_replay_main(int argc, char **argv) {
                           &here,
                           (const char *const *)args.env_allow,
                           (const char *const *)args.env_deny};
-    int recorded = tb_record_finish(artifacts, new_rec, new_id, &id, new_argv, start, o, &err);
+    int recorded = tb_record_finish(artifacts, new_rec, new_id, &id, new_argv,
+                                    json_is_object(launch) ? launch : NULL, start, o, &err);
     json_decref(new_argv);
     if (recorded != 0) {
         fprintf(stderr, "tracebook replay: recording %s: %s\n", new_rec, err.msg);

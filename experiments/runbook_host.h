@@ -29,6 +29,7 @@ typedef struct tb_runbook_host {
     // derived from it
     char runbook_sha256[65];
     char engine[PATH_MAX];   // build/bin/pretrain_gpt beside this tracebook binary
+    char mpirun[PATH_MAX];   // Open MPI's mpirun on PATH, once a run asks for it ("" before)
     int tty;                 // stdout is a terminal: live progress lines
     json_t *params;          // the --set values by key
     tb_git_state git;
@@ -49,8 +50,11 @@ int tb_runbook_experiment_dir(lua_State *L, int exp, char *buf, size_t len, tb_e
 // Raises a Lua error unless argument 1 is an experiment from tb.experiment.
 void tb_runbook_check_experiment(lua_State *L, const char *method);
 
-// exp:run{config..., repeat_=N} (runbook_run.c)
+// exp:run{config..., repeat_=N, launcher=, processes=} (runbook_run.c)
 int tb_runbook_exp_run(lua_State *L);
+// exp:run's launcher values, and the most processes it launches
+#define TB_RUNBOOK_LAUNCHERS "threads|mpirun"
+#define TB_RUNBOOK_MAX_PROCESSES 4096
 // Checks the value at idx for config key `key` (exp:run's, tb.sweep's): the engine's option
 // (or repeat_) with the engine's own rules for its type, range and choices. Pushes nothing;
 // raises naming what, the key and the value.

@@ -1,7 +1,8 @@
 // runbook_run.c — exp:run{config..., repeat_=N}: engine runs of an experiment, each recorded.
 //
 // Each run is one pretrain_gpt process with an exact argv (the config's keys in sorted order,
-// so a config always gives the same command); its record directory gets the run directory,
+// so a config always gives the same command), or, with launcher = "mpirun" and processes = N,
+// one mpirun of N such processes (the whole mpirun command is the argv recorded); its record directory gets the run directory,
 // stdout/stderr logs, the git patch when the tree is dirty, a heartbeat while the run is
 // live, and manifest.json last (recorder.h, record.h). A repetition that already finished
 // with the same sweep point is not run again unless --force. SIGINT stops the engine and
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "core/fileio.h"
@@ -110,13 +112,25 @@ void tb_runbook_check_config_value(lua_State *L, const char *what, const char *k
             tb_rb_error(L, "%s: repeat_ must be an integer >= 1 (got %s)", what, tb_rb_describe(L, idx, v, sizeof v));
         return;
     }
+    if (!strcmp(key, "launcher")) {
+        if (lua_type(L, idx) != LUA_TSTRING || tb_choice_index(TB_RUNBOOK_LAUNCHERS, lua_tostring(L, idx)) < 0)
+            tb_rb_error(L, "%s: launcher must be 'threads' or 'mpirun' (got %s)", what,
+                        tb_rb_describe(L, idx, v, sizeof v));
+        return;
+    }
+    if (!strcmp(key, "processes")) {
+        if (!tb_rb_integer(L, idx, &i) || i < 1 || i > TB_RUNBOOK_MAX_PROCESSES)
+            tb_rb_error(L, "%s: processes must be an integer from 1 to %d (got %s)", what, TB_RUNBOOK_MAX_PROCESSES,
+                        tb_rb_describe(L, idx, v, sizeof v));
+        return;
+    }
     const tb_option *o = option_by_key(key);
     if (!o) {
         const char *near = nearest_key(key);
         char hint[96] = "";
         if (near) snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
         tb_rb_error(L, "%s: unknown config key '%s' (%skeys are pretrain_gpt's flags with underscores, see "
-                       "pretrain_gpt --help, and repeat_)", what, key, hint);
+                       "pretrain_gpt --help, and repeat_, launcher, processes)", what, key, hint);
     }
     if (!strcmp(key, "run_dir")) tb_rb_error(L, "%s: run_dir is set by the recorder", what);
     // the Lua type the option's values have: a number is not taken for a string or a boolean,
@@ -179,12 +193,70 @@ static void substitute_run_dir(char *out, size_t size, const char *value, const 
     if (used < size) snprintf(out + used, size - used, "%s", value);
 }
 
-// The engine's argv for a config table (at idx), into *argv_out — a run_state's, so that the
-// errors raised here free it: flags in key order, so a config always gives the same command.
+// The keys of exp:run that say how the engine is launched, not how it is configured.
+static int is_launch_key(const char *key) { return !strcmp(key, "launcher") || !strcmp(key, "processes"); }
+
+// The mpirun on PATH, checked once to be Open MPI's (the engine knows its launch by Open MPI's
+// environment, and the options below are Open MPI's), into h->mpirun; raises naming why not.
+static void find_mpirun(lua_State *L, tb_runbook_host *h) {
+    if (h->mpirun[0]) return;
+    const char *path = getenv("PATH");
+    char candidate[PATH_MAX];
+    for (const char *p = path ? path : ""; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n > 0 && n + 8 < sizeof candidate) {
+            snprintf(candidate, sizeof candidate, "%.*s/mpirun", (int)n, p);
+            if (access(candidate, X_OK) == 0) break;
+        }
+        candidate[0] = '\0';
+        p += n + (p[n] == ':');
+    }
+    if (!candidate[0])
+        tb_rb_error(L, "exp:run: launcher = 'mpirun', but no mpirun is on PATH (install Open MPI: openmpi-bin)");
+    char cmd[PATH_MAX + 32], line[256] = "";
+    snprintf(cmd, sizeof cmd, "'%s' --version 2>&1", candidate);
+    FILE *f = popen(cmd, "r");
+    int open_mpi = 0;
+    while (f && fgets(line, sizeof line, f)) open_mpi |= strstr(line, "Open MPI") != NULL;
+    if (f) pclose(f);
+    if (!open_mpi)
+        tb_rb_error(L, "exp:run: launcher = 'mpirun': %s is not Open MPI's mpirun (its --version does not say "
+                       "'Open MPI'); the engine is launched by Open MPI", candidate);
+    snprintf(h->mpirun, sizeof h->mpirun, "%s", candidate);
+}
+
+// The launcher's part of the command, before the engine: nothing for threads; for mpirun its
+// path, -np and the options a run on one shared host needs (docs in runbooks/README.md).
+static void launcher_argv(lua_State *L, tb_runbook_host *h, const json_t *config, json_t *argv) {
+    const char *launcher = json_string_value(json_object_get(config, "launcher"));
+    const json_t *processes = json_object_get(config, "processes");
+    if (processes && (!launcher || strcmp(launcher, "mpirun") != 0))
+        tb_rb_error(L, "exp:run: processes = %lld needs launcher = 'mpirun' (with threads every rank is a thread of "
+                       "one process)", (long long)json_integer_value(processes));
+    if (!launcher || strcmp(launcher, "mpirun") != 0) return;
+    if (!processes)
+        tb_rb_error(L, "exp:run: launcher = 'mpirun' needs processes = N (mpirun -np N)");
+    find_mpirun(L, h);
+    json_array_append_new(argv, json_string(h->mpirun));
+    // as root, Open MPI refuses to run without being told
+    if (geteuid() == 0) json_array_append_new(argv, json_string("--allow-run-as-root"));
+    // more processes than cores is allowed, and none is pinned to one core (its OpenMP and
+    // BLAS threads would share it)
+    json_array_append_new(argv, json_string("--oversubscribe"));
+    json_array_append_new(argv, json_string("--bind-to"));
+    json_array_append_new(argv, json_string("none"));
+    json_array_append_new(argv, json_string("-np"));
+    char n[32];
+    snprintf(n, sizeof n, "%" JSON_INTEGER_FORMAT, json_integer_value(processes));
+    json_array_append_new(argv, json_string(n));
+}
+
+// The command for a config table (at idx), into *argv_out — a run_state's, so that the errors
+// raised here free it: the launcher's part (launcher_argv), then the engine and its flags in
+// key order, so a config always gives the same command. *engine_index: where the engine is.
 static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *run_dir, json_t *config,
-                       int *repeats, json_t **argv_out) {
+                       int *repeats, json_t **argv_out, int *engine_index) {
     json_t *argv = *argv_out = json_array();
-    json_array_append_new(argv, json_string(h->engine));
     *repeats = 1;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
@@ -194,12 +266,17 @@ static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *ru
         const char *key = lua_tostring(L, -2);
         tb_runbook_check_config_value(L, "exp:run", key, -1);
         if (!strcmp(key, "repeat_")) *repeats = (int)lua_tointeger(L, -1);
+        else if (is_launch_key(key)) json_object_set_new(config, key, tb_lua_to_json(L, -1));
         else json_object_set_new(config, key, config_json(L, -1, option_by_key(key)));
         lua_pop(L, 1);
     }
+    launcher_argv(L, h, config, argv);
+    *engine_index = (int)json_array_size(argv);
+    json_array_append_new(argv, json_string(h->engine));
     size_t n;
     const char **keys = tb_json_sorted_keys(config, &n);
     for (size_t i = 0; i < n; i++) {
+        if (is_launch_key(keys[i])) continue;
         const tb_option *o = option_by_key(keys[i]);
         json_t *v = json_object_get(config, keys[i]);
         char text[TB_PATH_MAX + 32];
@@ -325,13 +402,19 @@ int tb_runbook_exp_run(lua_State *L) {
         return tb_rb_error(L, "%s", err.msg);
     run_state *s = push_run_state(L);  // from here on, every error frees what s holds
     s->point = json_object();
-    int repeats;
-    build_argv(L, 2, h, "RUN_DIR", s->point, &repeats, &s->argv);  // only checks the config: dropped
+    int repeats, engine_index = 0;
+    build_argv(L, 2, h, "RUN_DIR", s->point, &repeats, &s->argv, &engine_index);  // only checks the config: dropped
     drop_json(&s->argv);
     lua_getfield(L, 1, "seed");
     const uint64_t root = (uint64_t)lua_tointeger(L, -1);
     lua_pop(L, 1);
-    char *canonical = json_dumps(s->point, JSON_COMPACT | JSON_SORT_KEYS);
+    // the seed is the model config's: how it is launched leaves it alone, so that the same
+    // config on threads and under mpirun trains the same bits
+    json_t *model_point = json_deep_copy(s->point);
+    json_object_del(model_point, "launcher");
+    json_object_del(model_point, "processes");
+    char *canonical = json_dumps(model_point, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(model_point);
     uint64_t point_hash = 1469598103934665603ull;  // FNV-1a of the sweep point
     for (const char *c = canonical; *c; c++) point_hash = (point_hash ^ (unsigned char)*c) * 1099511628211ull;
     free(canonical);
@@ -381,7 +464,7 @@ int tb_runbook_exp_run(lua_State *L) {
         int cfg_idx = lua_gettop(L);
         s->resolved = json_object();
         int dummy;
-        build_argv(L, cfg_idx, h, run_dir, s->resolved, &dummy, &s->argv);
+        build_argv(L, cfg_idx, h, run_dir, s->resolved, &dummy, &s->argv, &engine_index);
         drop_json(&s->resolved);
         lua_pop(L, 2);
         if (h->dry_run) {
@@ -421,7 +504,10 @@ int tb_runbook_exp_run(lua_State *L) {
         tb_run_identity id = {lua_tostring(L, -3), lua_tointeger(L, -2), lua_tostring(L, -1), h->runbook,
                               h->runbook_sha256, seed, rep, s->point, NULL, h->have_git ? &h->git : NULL,
                               (const char *const *)h->env_allow, (const char *const *)h->env_deny};
-        int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, s->argv, start, o, &err);
+        json_t *launch = tb_launch_json(json_string_value(json_object_get(s->point, "launcher")),
+                                        (int)json_integer_value(json_object_get(s->point, "processes")), engine_index);
+        int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, s->argv, launch, start, o, &err);
+        json_decref(launch);
         lua_pop(L, 3);
         if (recorded != 0) tb_rb_error(L, "recording %s: %s", rec, err.msg);
         const double total = tb_wall_s() - t_start;

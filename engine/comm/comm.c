@@ -52,10 +52,13 @@ static void maybe_stall(tb_rank *rk) {
         // peers in other processes time out without aborting this process's world: after
         // twice their timeout the stalled rank stops too, so that no process waits forever
         const double bound = 2 * (w->comm.collective_timeout_s > 0 ? w->comm.collective_timeout_s : 300.0);
-        if (!parallel_state_wait_for_abort_timed(w, bound))
-            fail_rank(rk, TB_EXIT_HANG, "stalled by --inject-stall at step %lld for %.0f s (twice the "
-                                     "collective timeout; its peers in other processes have timed out)",
-                                     (long long)step, bound);
+        if (!parallel_state_wait_for_abort_timed(w, bound)) {
+            char what[256];
+            snprintf(what, sizeof what, "stalled by --inject-stall at step %lld for %.0f s (twice the collective "
+                     "timeout; its peers in other processes have timed out)", (long long)rk->step, bound);
+            tb_watchdog_report_stall(rk, what);
+            parallel_state_rank_fail(rk, TB_EXIT_HANG, "%s", what);
+        }
     } else {
         parallel_state_wait_for_abort(w);
     }

@@ -1,17 +1,21 @@
 #include "comm/watchdog.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "comm/hang_analysis.h"
+#include "core/failure_report.h"
 #include "core/fileio.h"
 #include "core/ranges.h"
 #include "core/run_dir.h"
 #include "parallel_state.h"
-#include "core/xalloc.h"
 
 #define TAIL 8
 
@@ -43,10 +47,100 @@ static json_t *entry_json(const tb_flight_entry *e, int64_t now) {
     return o;
 }
 
-static int contains(const tb_group *g, int rank) {
-    for (int i = 0; i < g->size; i++)
-        if (g->ranks[i] == rank) return 1;
-    return 0;
+static json_t *members_json(const tb_group *g) {
+    json_t *members = json_array();
+    for (int i = 0; i < g->size; i++) json_array_append_new(members, json_integer(g->ranks[i]));
+    return members;
+}
+
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// One rank's part (core/failure_report.h): what the merge needs to name every rank, find the
+// stuck ones and their smallest common group, and see what an absent rank last took part in.
+static json_t *part_json(tb_world *w, tb_rank *rk, const rank_view *v, int64_t now, const char *reason,
+                         const char *message, const json_t *timed_out, const tb_rank *detector, const char *host) {
+    json_t *tail = json_array(), *groups = json_object();
+    for (int i = 0; i < v->ntail; i++) json_array_append_new(tail, entry_json(&v->tail[i], now));
+    for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+        const tb_group *g = &rk->groups[k];
+        if (g->id >= 0 && g->size > 0)
+            json_object_set_new(groups, g->name, json_pack("{s:i, s:o}", "group_id", g->id, "members", members_json(g)));
+    }
+    const tb_config *c = w->cfg;
+    json_t *part = json_pack(
+        "{s:s, s:i, s:s, s:{s:i, s:i, s:i, s:i}, s:I, s:i, s:o, s:o, s:o, s:o, s:i, s:i, s:s, s:I,"
+        " s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:f, s:s, s:s, s:O, s:o, s:o, s:f}",
+        "kind", "hang_part", "rank", rk->rank, "rank_label", rk->label, "coordinates", "tp", rk->coords.tp, "cp",
+        rk->coords.cp, "dp", rk->coords.dp, "pp", rk->coords.pp, "step", (json_int_t)rk->step, "microbatch",
+        (int)rk->microbatch, "pending", entry_json(v->pending, now), "last_completed", entry_json(v->completed, now),
+        "flight_recorder_tail", tail, "groups", groups, "process", w->process, "processes", w->processes, "host",
+        host, "pid", (json_int_t)getpid(), "world", "size", w->size, "tp", c->tensor_model_parallel_size, "cp",
+        c->context_parallel_size, "dp", c->data_parallel_size, "pp", c->pipeline_model_parallel_size,
+        "ranks_per_process", w->local_count, "collective_timeout_s", w->comm.collective_timeout_s, "reason", reason,
+        "message", message, "timed_out", timed_out ? timed_out : json_null(), "detected_by",
+        detector ? json_integer(detector->rank) : json_null(), "detected_by_label",
+        detector ? json_string(detector->label) : json_null(), "written_at", wall_s());
+    // where the rank is: its open ranges, read from the reporting thread (a rank stalled or
+    // computing does not move them meanwhile; one still running may, and the text is a hint)
+    char phase[512];
+    tb_ranges_stack_string(&rk->ranges, phase, sizeof phase);
+    json_object_set_new(part, "phase", json_string(phase));
+    return part;
+}
+
+// This process's part of the report — one file per rank it runs — then the merge of every
+// part in the run directory, and its summary on stderr.
+static void report(tb_world *w, const char *reason, const char *what, const tb_group *g, const tb_rank *detector) {
+    const int64_t now = tb_now_ns();
+    const char *dir = w->run_dir[0] ? w->run_dir : ".";
+    char host[256] = "?";
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
+    json_t *timed_out = NULL;
+    if (g) {
+        rank_view mine;
+        view_rank(g->rk, &mine);
+        timed_out = json_pack("{s:s, s:i, s:I, s:s, s:o}", "group", g->name, "group_id", g->id, "seq",
+                              (json_int_t)g->seq, "op", mine.pending ? tb_comm_op_name(mine.pending->op) : "?",
+                              "members", members_json(g));
+    }
+    tb_error err = {""};
+    int wrote = 1;
+    for (int r = w->local_first; r < w->local_first + w->local_count; r++) {
+        rank_view v;
+        view_rank(&w->ranks[r], &v);
+        json_t *part = part_json(w, &w->ranks[r], &v, now, reason, what, timed_out, detector, host);
+        char path[TB_PATH_MAX + 64];
+        if (tb_rank_file_path(path, sizeof path, dir, TB_RANK_HANG_PART, r, &err) != 0 ||
+            tb_write_json_atomic(path, part, &err) != 0)
+            wrote = 0;
+        json_decref(part);
+    }
+    json_decref(timed_out);
+    json_t *merged = NULL;
+    char path[TB_PATH_MAX + 32];
+    tb_error merge_err;
+    if (tb_run_path(path, sizeof path, dir, TB_RUN_HANG_REPORT, &merge_err) != 0 ||
+        tb_report_merge_write(dir, TB_RANK_HANG_PART, &merged, &merge_err) != 0)
+        wrote = 0, err = merge_err;
+    // the summary in one write: under mpirun the processes' stderr lines interleave
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) out = stderr;
+    if (merged) tb_hang_report_print(out, merged, wrote ? path : NULL);
+    else fprintf(out, "\nHANG: %s\n", what);
+    if (!wrote) fprintf(out, "  report not written: %s\n", err.msg);
+    if (out != stderr) {
+        fclose(out);
+        fputs(text, stderr);
+        free(text);
+    }
+    json_decref(merged);
+    fflush(NULL);
 }
 
 void tb_watchdog_report_hang(tb_group *g, const char *what) {
@@ -58,134 +152,69 @@ void tb_watchdog_report_hang(tb_group *g, const char *what) {
         return;
     }
     if (atomic_exchange(&w->hang_reported, 1)) {
-        // another rank is writing the report; it aborts the world when the report is whole
+        // another rank (or the SIGTERM watcher) is writing the report; the world is aborted
+        // when it is whole
         parallel_state_wait_for_abort(w);
         return;
     }
-    const int64_t now = tb_now_ns();
-    // Under mpirun a process sees its own ranks only: the others' views stay empty, and they
-    // are named as in another process rather than as absent (merging the processes' reports is
-    // the report reader's part).
-    rank_view *views = tb_xcalloc((size_t)w->size, sizeof *views, "hang report views");
-    for (int r = 0; r < w->size; r++)
-        if (parallel_state_rank_is_local(w, r)) view_rank(&w->ranks[r], &views[r]);
+    report(w, "timeout", what, g, me);
+}
 
-    // every rank of this process: coordinates, pending call, flight-recorder tail
-    json_t *ranks = json_array();
-    int *stuck = tb_xcalloc((size_t)w->size, sizeof(int), "hang report stuck ranks"), nstuck = 0;
-    for (int r = 0; r < w->size; r++) {
-        if (!parallel_state_rank_is_local(w, r)) continue;
-        tb_rank *rk = &w->ranks[r];
-        json_t *tail = json_array();
-        for (int i = 0; i < views[r].ntail; i++) json_array_append_new(tail, entry_json(&views[r].tail[i], now));
-        json_array_append_new(
-            ranks, json_pack("{s:i, s:s, s:{s:i, s:i, s:i, s:i}, s:I, s:i, s:o, s:o, s:o}", "rank", r, "rank_label",
-                             rk->label, "coordinates", "tp", rk->coords.tp, "cp", rk->coords.cp, "dp", rk->coords.dp,
-                             "pp", rk->coords.pp, "step", (json_int_t)rk->step, "microbatch", (int)rk->microbatch,
-                             "pending", entry_json(views[r].pending, now), "last_completed",
-                             entry_json(views[r].completed, now), "flight_recorder_tail", tail));
-        if (views[r].pending) stuck[nstuck++] = r;
-    }
+void tb_watchdog_report_stall(tb_rank *rk, const char *what) {
+    tb_world *w = rk->world;
+    if (!w || atomic_exchange(&w->hang_reported, 1)) return;
+    report(w, "stalled", what, NULL, rk);
+}
 
-    // stuck ranks grouped by the communicator they wait in
-    json_t *by_group = json_object();
-    for (int i = 0; i < nstuck; i++) {
-        const tb_flight_entry *p = views[stuck[i]].pending;
-        char key[64];
-        snprintf(key, sizeof key, "%s#%d", p->group, p->group_id);
-        json_t *list = json_object_get(by_group, key);
-        if (!list) json_object_set_new(by_group, key, list = json_array());
-        json_array_append_new(list, json_pack("{s:i, s:s, s:s, s:I}", "rank", stuck[i], "rank_label",
-                                              w->ranks[stuck[i]].label, "op", tb_comm_op_name(p->op), "seq",
-                                              (json_int_t)p->seq));
-    }
+// ---------------------------------------------------------------------------------------
+// SIGTERM under mpirun
 
-    // the smallest group (of more than one rank) that holds every stuck rank
-    const tb_group *common = NULL;
-    if (nstuck > 0) {
-        tb_rank *first = &w->ranks[stuck[0]];
-        for (int k = 0; k < TB_NGROUP_KINDS; k++) {
-            const tb_group *cand = &first->groups[k];
-            int all = cand->size > 1;
-            for (int i = 1; i < nstuck && all; i++) all = contains(cand, stuck[i]);
-            if (all && (!common || cand->size < common->size)) common = cand;
-        }
-    }
-    json_t *common_json = json_null();
-    if (common) {
-        json_t *members = json_array();
-        for (int i = 0; i < common->size; i++) json_array_append_new(members, json_integer(common->ranks[i]));
-        common_json = json_pack("{s:s, s:i, s:o}", "group", common->name, "group_id", common->id, "members", members);
-    }
+static sem_t term_sem;
+static pthread_t term_thread;
+static atomic_int term_armed;
+static struct sigaction term_previous;
 
-    // the timed-out group: who is waiting with us, who is absent and what each did last
-    json_t *absent = json_array(), *members = json_array(), *remote = json_array();
-    char absent_text[1024] = "";
-    size_t used = 0;
-    for (int i = 0; i < g->size; i++) {
-        int r = g->ranks[i];
-        json_array_append_new(members, json_integer(r));
-        if (!parallel_state_rank_is_local(w, r)) {
-            json_array_append_new(remote, json_pack("{s:i, s:s, s:i}", "rank", r, "rank_label", w->ranks[r].label,
-                                                    "process", parallel_state_process_of(w, r)));
-            continue;
-        }
-        const tb_flight_entry *p = views[r].pending;
-        if (p && p->group_id == g->id && p->seq == g->seq) continue;
-        const tb_flight_entry *c = views[r].completed;
-        json_array_append_new(absent, json_pack("{s:i, s:s, s:o, s:o}", "rank", r, "rank_label", w->ranks[r].label,
-                                                "last_completed", entry_json(c, now), "pending",
-                                                entry_json(p, now)));
-        if (used < sizeof absent_text)
-            used += (size_t)snprintf(absent_text + used, sizeof absent_text - used,
-                                     "\n    %s: last completed %s on %s seq %llu (%zu bytes)%s%s", w->ranks[r].label,
-                                     c ? tb_comm_op_name(c->op) : "nothing", c ? c->group : "-",
-                                     c ? (unsigned long long)c->seq : 0ull, c ? c->bytes : (size_t)0,
-                                     p ? ", now waiting in " : "", p ? tb_comm_op_name(p->op) : "");
-    }
-    // the root cause: whom the stuck ranks wait for, followed to those that wait for nothing
-    const tb_flight_entry **pending = tb_xcalloc((size_t)w->size, sizeof *pending, "hang report pending"),
-                          **completed = tb_xcalloc((size_t)w->size, sizeof *completed, "hang report completed");
-    int *known = tb_xcalloc((size_t)w->size, sizeof *known, "hang report known ranks");
-    for (int r = 0; r < w->size; r++) {
-        known[r] = parallel_state_rank_is_local(w, r);
-        pending[r] = views[r].pending, completed[r] = views[r].completed;
-    }
-    char cause_text[2048] = "";
-    json_t *root_cause = tb_hang_root_cause(w, pending, completed, known, cause_text, sizeof cause_text);
-    free(pending), free(completed), free(known);
-    const size_t ncauses = json_array_size(root_cause);
+static void on_sigterm(int sig) {
+    (void)sig;
+    sem_post(&term_sem);  // async-signal-safe; the watcher does the rest outside the handler
+}
 
-    const tb_flight_entry *mine = views[me->rank].pending;
-    const size_t nremote = json_array_size(remote);  // (the report takes remote)
-    json_t *report = json_pack(
-        "{s:s, s:s, s:f, s:{s:s, s:i, s:I, s:s, s:o, s:i, s:s}, s:o, s:o, s:o, s:o, s:i, s:i, s:o}", "kind", "hang",
-        "message", what, "collective_timeout_s", w->comm.collective_timeout_s, "timed_out", "group", g->name,
-        "group_id", g->id, "seq", (json_int_t)g->seq, "op", mine ? tb_comm_op_name(mine->op) : "?", "members",
-        members, "detected_by", me->rank, "detected_by_label", me->label, "absent_peers", absent, "stuck_by_group",
-        by_group, "smallest_common_group", common_json, "ranks", ranks, "process", w->process, "processes",
-        w->processes, "members_in_other_processes", remote);
-    json_object_set_new(report, "root_cause", root_cause);
-    char path[TB_PATH_MAX + 32];
-    tb_error err;
-    int wrote = tb_run_path(path, sizeof path, w->run_dir[0] ? w->run_dir : ".", TB_RUN_HANG_REPORT, &err) == 0 &&
-                tb_write_json_atomic(path, report, &err) == 0;
-    json_decref(report);
+static void *term_watch(void *arg) {
+    tb_world *w = arg;
+    while (sem_wait(&term_sem) != 0 && errno == EINTR) {
+    }
+    if (!atomic_load(&term_armed)) return NULL;  // tb_watchdog_stop
+    // a rank of this process is writing its own report: the process ends after it
+    if (atomic_exchange(&w->hang_reported, 1)) return NULL;
+    char what[256];
+    snprintf(what, sizeof what, "process %d of %d terminated by SIGTERM (mpirun ends every process of a job when "
+             "one of them fails)", w->process, w->processes);
+    report(w, "terminated", what, NULL, NULL);
+    _exit(TB_EXIT_HANG);  // the rank threads are still in their calls: no orderly return
+}
 
-    fprintf(stderr, "\nHANG: %s\n", what);
-    fprintf(stderr, "  detected by %s in %s seq %llu on group %s [", me->label, mine ? tb_comm_op_name(mine->op) : "?",
-            (unsigned long long)g->seq, g->name);
-    for (int i = 0; i < g->size; i++) fprintf(stderr, "%s%d", i ? ", " : "", g->ranks[i]);
-    fprintf(stderr, "]\n  stuck ranks: %d of %d", nstuck, w->local_count);
-    if (common) fprintf(stderr, "; smallest common group: %s", common->name);
-    if (ncauses) fprintf(stderr, "\n  root cause:%s", cause_text);
-    else if (nstuck) fprintf(stderr, "\n  root cause: none outside a call here (the stuck ranks wait for each other, or for "
-                                   "ranks in other processes)");
-    fprintf(stderr, "\n  absent from this call:%s\n", absent_text[0] ? absent_text : " none");
-    if (nremote)
-        fprintf(stderr, "  %zu member(s) in other processes, not seen from process %d\n", nremote, w->process);
-    fprintf(stderr, "  report: %s\n", wrote ? path : err.msg);
-    fflush(NULL);
-    free(stuck);
-    free(views);
+int tb_watchdog_start(tb_world *w, tb_error *err) {
+    if (w->processes <= 1) return 0;
+    if (sem_init(&term_sem, 0, 0) != 0) return tb_fail(err, "SIGTERM watcher: sem_init: %s", strerror(errno));
+    atomic_store(&term_armed, 1);
+    if (pthread_create(&term_thread, NULL, term_watch, w) != 0) {
+        sem_destroy(&term_sem);
+        return tb_fail(err, "SIGTERM watcher: cannot start its thread");
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigterm;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &term_previous);
+    return 0;
+}
+
+void tb_watchdog_stop(tb_world *w) {
+    if (w->processes <= 1 || !atomic_load(&term_armed)) return;
+    sigaction(SIGTERM, &term_previous, NULL);
+    atomic_store(&term_armed, 0);
+    sem_post(&term_sem);
+    pthread_join(term_thread, NULL);
+    sem_destroy(&term_sem);
 }

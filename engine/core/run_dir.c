@@ -9,10 +9,12 @@
 
 static const struct {
     const char *kind, *ext, *pattern;
-} rank_files[TB_RANK_NFILES] = {
+} rank_files[TB_RANK_NKINDS] = {
     [TB_RANK_METRICS] = {"metrics", "jsonl", "metrics.rank-NNNNN.jsonl"},
     [TB_RANK_TRACE] = {"trace", "json", "trace.rank-NNNNN.json"},
     [TB_RANK_MEMORY] = {"memory", "json", "memory.rank-NNNNN.json"},
+    [TB_RANK_HANG_PART] = {"hang", "json", "hang.rank-NNNNN.json"},
+    [TB_RANK_OOM_PART] = {"oom", "json", "oom.rank-NNNNN.json"},
 };
 
 int tb_run_dir_create(const char *requested, char *out, size_t len, tb_error *err) {

@@ -12,7 +12,9 @@
 //             pipeline.json                per-stage summary (rank 0)
 //             conditions.json              threads, cores, CPU time, host load (rank 0)
 //             launch.json                  threads or mpirun: processes, hosts, ranks of each (rank 0)
-//             oom.json, hang.json          reports, when those happen
+//             hang.rank-NNNNN.json         a rank's part of a hang report, when one happens
+//             oom.rank-NNNNN.json          a rank's out-of-memory report, when it runs out
+//             oom.json, hang.json          the reports merged from those parts (core/failure_report.h)
 //
 //   <artifacts>/<experiment>/v<N>/experiment.json, claims.json
 //                                 <run-id>/manifest.json (written last), run/ (the run
@@ -40,12 +42,16 @@
 // TB_RUN_ADHOC_ROOT/<local time, %Y%m%dT%H%M%S>[.N]. Writes its path into out.
 int tb_run_dir_create(const char *requested, char *out, size_t len, tb_error *err);
 
-// The per-rank files: "<kind>.rank-NNNNN.<ext>".
+// The per-rank files: "<kind>.rank-NNNNN.<ext>". Every rank of a run that ends writes the
+// first TB_RANK_NFILES; the parts of the failure reports only when that failure happens.
 typedef enum tb_rank_file {
     TB_RANK_METRICS,  // metrics.rank-NNNNN.jsonl
     TB_RANK_TRACE,    // trace.rank-NNNNN.json
     TB_RANK_MEMORY,   // memory.rank-NNNNN.json
-    TB_RANK_NFILES
+    TB_RANK_NFILES,
+    TB_RANK_HANG_PART = TB_RANK_NFILES,  // hang.rank-NNNNN.json
+    TB_RANK_OOM_PART,                    // oom.rank-NNNNN.json
+    TB_RANK_NKINDS
 } tb_rank_file;
 
 // "metrics.rank-NNNNN.jsonl" etc., with NNNNN spelled out (for messages and docs).

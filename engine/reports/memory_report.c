@@ -3,7 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "core/failure_report.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
 #include "parallel_state.h"
@@ -68,11 +71,24 @@ void memory_report_oom(void *owner, const tb_allocator *a, tb_mem_category categ
         (json_int_t)bytes, "requested_category", tb_mem_category_name(category), "cap_bytes", (json_int_t)a->cap,
         "current", memory_bytes_by_category(a->stats.current), "peak", memory_bytes_by_category(a->stats.peak),
         "live", live);
-    char path[TB_PATH_MAX + 32];
+    // this rank's part, then oom.json merged from every rank's that ran out (core/failure_report.h)
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char host[256] = "?";
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
+    json_object_set_new(report, "process", json_integer(rk->world ? rk->world->process : 0));
+    json_object_set_new(report, "host", json_string(host));
+    json_object_set_new(report, "written_at", json_real((double)now.tv_sec + now.tv_nsec * 1e-9));
+    char part[TB_PATH_MAX + 64], path[TB_PATH_MAX + 32];
     tb_error err;
-    int wrote = tb_run_path(path, sizeof path, rk->run_dir, TB_RUN_OOM_REPORT, &err) == 0 &&
-                tb_write_json_atomic(path, report, &err) == 0;
+    json_t *merged = NULL;
+    int wrote = tb_rank_file_path(part, sizeof part, rk->run_dir, TB_RANK_OOM_PART, rk->rank, &err) == 0 &&
+                tb_write_json_atomic(part, report, &err) == 0 &&
+                tb_run_path(path, sizeof path, rk->run_dir, TB_RUN_OOM_REPORT, &err) == 0 &&
+                tb_report_merge_write(rk->run_dir, TB_RANK_OOM_PART, &merged, &err) == 0;
     json_decref(report);
+    const size_t others = merged ? json_array_size(json_object_get(merged, "out_of_memory_ranks")) - 1 : 0;
+    json_decref(merged);
 
     fprintf(stderr, "\nOUT OF MEMORY on %s at step %lld, microbatch %d\n", rk->label, (long long)rk->step,
             rk->microbatch);
@@ -82,7 +98,9 @@ void memory_report_oom(void *owner, const tb_allocator *a, tb_mem_category categ
     fprintf(stderr, "  in use by category:");
     for (int c = 0; c < TB_MEM_NCATEGORIES; c++)
         fprintf(stderr, " %s %zu", tb_mem_category_name((tb_mem_category)c), a->stats.current[c]);
-    fprintf(stderr, "\n  report: %s\n", wrote ? path : err.msg);
+    fprintf(stderr, "\n  report: %s (this rank: %s", wrote ? path : err.msg, part);
+    if (others) fprintf(stderr, "; %zu other rank(s) out of memory too", others);
+    fprintf(stderr, ")\n");
     fflush(NULL);
     parallel_state_rank_fail(rk, TB_EXIT_OUT_OF_MEMORY, "out of memory: %zu bytes for %s (%s) over --memory-cap %zu (%s)",
                              bytes, what ? what : "?", tb_mem_category_name(category), a->cap, wrote ? path : err.msg);

@@ -344,7 +344,30 @@ TB_TEST(stalled_rank_ends_the_run_with_a_hang_report_after_the_timeout) {
     }
     TB_CHECK(listed == pending_count && listed > 0, "%d ranks have a pending call, %d are listed as stuck",
              pending_count, listed);
+    TB_CHECK(jint(h, "reported_ranks") == 4 && json_array_size(json_object_get(h, "absent_ranks")) == 0,
+             "one process: every rank's part merged, none absent");
     json_decref(h);
+
+    // one part per rank, merged again by tracebook hang into the same report
+    for (int r = 0; r < 4; r++) {
+        char part[256];
+        snprintf(part, sizeof part, HANG_DIR "/hang.rank-%05d.json", r);
+        json_t *p = tb_load_json(part);
+        TB_CHECK(p && jint(p, "rank") == r && !strcmp(jstr(p, "reason"), "timeout") &&
+                     json_is_object(json_object_get(p, "groups")),
+                 "%s: rank %d's part, reason timeout, its groups", part, r);
+        json_decref(p);
+    }
+    rc = tb_run(&sh, NULL, "%s/tracebook hang %s --json", TB_BIN_DIR, HANG_DIR);
+    json_t *merged = json_loads(sh.out, 0, NULL);
+    TB_CHECK(rc == 0 && merged && jint(merged, "reported_ranks") == 4 &&
+                 json_array_size(json_object_get(merged, "ranks")) == 4,
+             "tracebook hang --json: exit %d\n%s%s", rc, sh.out, sh.err);
+    json_decref(merged);
+    rc = tb_run(&sh, NULL, "%s/tracebook hang %s", TB_BIN_DIR, HANG_DIR);
+    TB_CHECK(rc == 0 && strstr(sh.out, "absent from this call:") && strstr(sh.out, "rank 3 (tp1 cp0 dp1 pp0)") &&
+                 strstr(sh.out, "reports from 4 of 4 ranks"),
+             "tracebook hang: exit %d\n%s%s", rc, sh.out, sh.err);
 }
 
 TB_TEST(same_run_without_a_stall_exits_0_without_a_hang_report) {
@@ -352,6 +375,9 @@ TB_TEST(same_run_without_a_stall_exits_0_without_a_hang_report) {
         tb_run(&sh, NULL, "rm -rf %s && timeout 60 %s" HANG_SHAPE " --run-dir %s", NOHANG_DIR, PRETRAIN, NOHANG_DIR);
     TB_CHECK(rc == 0, "pretrain_gpt exits %d:\n%s", rc, sh.err);
     TB_CHECK(!tb_exists(NOHANG_DIR "/" TB_RUN_HANG_REPORT), "no hang.json without a hang");
+    rc = tb_run(&sh, NULL, "%s/tracebook hang %s", TB_BIN_DIR, NOHANG_DIR);
+    TB_CHECK(rc == 1 && strstr(sh.err, "no hang.rank-NNNNN.json to merge"), "tracebook hang without parts: exit %d\n%s",
+             rc, sh.err);
     TB_CHECK(tb_exists(NOHANG_DIR "/" TB_RUN_CONFIG), "the run wrote its run dir");
     TB_CHECK(!strstr(sh.err, "HANG"), "no hang summary:\n%s", sh.err);
 }

@@ -15,7 +15,9 @@
 // worker mode (--worker K, started under mpirun by this test) runs every call of the MPI
 // backend on spanning, in-process and mixed groups against the group-order bits, a recv of
 // the wrong size and a call one member skips (which must time out as on the local backend).
-// A rank stalled in one process must end the run with a hang report, not a wait forever.
+// A rank stalled in one process must end the run with a hang report, not a wait forever; a
+// rank process killed by SIGKILL must be named absent in the merged report by every survivor,
+// each exiting 4 within the collective timeout + 5 s.
 //
 // Exit status 77 (ctest: skipped) when MPI was not built or no mpirun was found.
 #include <jansson.h>
@@ -26,6 +28,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "comm/mpi_backend.h"
 #include "comm/reduce.h"
@@ -310,7 +316,7 @@ static int worker(int k) {
     if (parallel_state_world_init_process(&w, &cfg, l.process, l.processes, &err) != 0 ||
         tb_mpi_world_connect(&w, &err) != 0) {
         printf("WORKER FAIL process %d: %s\n", l.process, err.msg);
-        tb_finalize(&l);
+        tb_finalize(&l, 0);
         return 1;
     }
     w.comm.collective_timeout_s = 2;
@@ -325,7 +331,7 @@ static int worker(int k) {
     parallel_state_world_free(&w);
     free(ranks);
     if (status == 0) printf("WORKER OK process %d\n", l.process);
-    tb_finalize(&l);
+    tb_finalize(&l, 0);
     return status;
 }
 
@@ -426,24 +432,172 @@ TB_TEST(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_ever
 }
 
 // A rank that stops (--inject-stall) leaves its peer in another process waiting: the peer
-// times out with the hang report, the stalled rank gives up after twice the timeout, and the
-// run ends with status 4 instead of waiting forever.
+// times out with its part of the hang report and exits 4 without MPI_Finalize (which would
+// wait for the stalled process); mpirun then terminates the stalled process (SIGTERM a second
+// later), which writes its own part on SIGTERM. The merged hang.json holds both ranks: the one that timed out pending
+// in the call, the stalled one with none.
 TB_TEST(a_stall_across_processes_times_out_with_a_hang_report) {
     char dir[512];
     run_dir(dir, sizeof dir, "stall", 0);
     int rc = mpirun(2, MODEL " --world-size 2 --inject-stall 1:2 --collective-timeout 2 --run-dir %s", dir);
     TB_CHECK(rc == 4, "exit %d, expected 4 (124: it hung)\n%s", rc, sh.out);
     TB_CHECK(tb_has(sh.out, "HANG: all_reduce on group dp_cp (2 ranks) not complete after 2.0 s") &&
-                 tb_has(sh.out, "1 member(s) in other processes, not seen from process 0") &&
-                 tb_has(sh.out, "stalled by --inject-stall at step 2 for 4 s"),
-             "the hang as each process saw it:\n%s", sh.out);
+                 tb_has(sh.out, "detected by rank 0 (tp0 cp0 dp0 pp0) in all_reduce"),
+             "the hang as process 0 saw it:\n%s", sh.out);
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_HANG_REPORT);
     json_t *hang = tb_load_json(path);
-    TB_CHECK(hang && json_array_size(json_object_get(hang, "members_in_other_processes")) == 1,
-             "hang.json names the member in the other process");
+    TB_REQUIRE(hang, "%s", path);
+    json_t *ranks = json_object_get(hang, "ranks");
+    TB_CHECK(json_integer_value(json_object_get(hang, "reported_ranks")) == 2 && json_array_size(ranks) == 2,
+             "both processes' parts merged (%lld):\n%s", (long long)json_integer_value(json_object_get(hang, "reported_ranks")),
+             sh.out);
+    TB_CHECK(json_is_object(json_object_get(json_array_get(ranks, 0), "pending")) &&
+                 json_is_null(json_object_get(json_array_get(ranks, 1), "pending")),
+             "rank 0 pending in the call, the stalled rank 1 in none");
+    // mpirun's SIGTERM comes a second after process 0 exits (Open MPI's odls_base_sigkill_timeout),
+    // before the stalled rank gives up by itself at twice the timeout, on a machine not too loaded
+    const char *why = json_string_value(json_object_get(json_array_get(ranks, 1), "reason")) ?: "";
+    TB_CHECK(!strcmp(why, "terminated") || !strcmp(why, "stalled"),
+             "the stalled process reported when mpirun terminated it (or when it gave up): '%s'", why);
+    json_t *peer = json_array_get(json_object_get(hang, "absent_peers"), 0);
+    TB_CHECK(json_integer_value(json_object_get(peer, "rank")) == 1 &&
+                 json_is_true(json_object_get(peer, "reported")) &&
+                 json_is_object(json_object_get(peer, "last_completed")),
+             "rank 1 is the absent peer, with its own last completed call");
     json_decref(hang);
     printf("    stall across processes ended in %.1f s\n", sh.seconds);
+}
+
+// Starts sh -c cmd in the background; its pid.
+static pid_t start_background(const char *cmd) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);  // its own process group, so that a stuck run can be ended whole
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Each process under mpirun in a shell that prints its exit status (mpirun's own status is
+// the first failing process's, or 0 under --enable-recovery in Open MPI 4.1) and dies as it
+// died; the shell ignores SIGTERM, which the engine handles itself.
+#define REPORTING_SHELL                                                                                         \
+    " sh -c 'trap \"\" TERM; \"$0\" \"$@\"; s=$?; echo \"TB_PROCESS $OMPI_COMM_WORLD_RANK EXIT $s\";"                  \
+    " [ $s -gt 128 ] && kill -$((s - 128)) $$; exit $s' "
+
+// A rank process killed by SIGKILL while its peers wait for it (stalled at step 2, so that
+// the kill lands mid-run): every survivor reports it absent in the merged hang.json and
+// exits with status 4 within the collective timeout + 5 s, whether mpirun terminates them
+// (its default: SIGTERM, on which they write their parts) or leaves them to time out
+// (--enable-recovery: each times out, writes its part and merges).
+static void killed_process(int processes, const char *mpirun_flags, const char *how) {
+    static int nth;
+    char dir[512], log[600], cmd[8192];
+    run_dir(dir, sizeof dir, "killed", nth++);
+    snprintf(log, sizeof log, "%s.log", dir);
+    const double timeout = 2;
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s; " MPIRUN " %s -np %d" REPORTING_SHELL ENGINE MODEL
+             " --world-size %d --inject-stall 1:2 --collective-timeout %g --run-dir %s > %s 2>&1",
+             dir, mpirun_flags, processes, processes, timeout, dir, log);
+    unlink(log);
+    pid_t pid = start_background(cmd);
+    TB_REQUIRE(pid > 0, "fork");
+    // the stall is announced once rank 1 waits; its pid is in launch.json
+    char *text = NULL;
+    for (double t0 = now_s(); now_s() - t0 < 120; usleep(20000)) {
+        free(text);
+        text = tb_slurp(log);
+        if (tb_has(text, "--inject-stall: stopping")) break;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_LAUNCH);
+    json_t *launch = tb_has(text, "--inject-stall: stopping") ? tb_load_json(path) : NULL;
+    free(text);
+    json_int_t victim = json_integer_value(
+        json_object_get(json_array_get(json_object_get(launch, "per_process"), 1), "pid"));
+    json_decref(launch);
+    if (victim <= 0) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        char *out = tb_slurp(log);
+        TB_CHECK(0, "%s: no stall announced, or no pid of process 1 in launch.json:\n%s", how, out ? out : "");
+        free(out);
+        return;
+    }
+    TB_REQUIRE(kill((pid_t)victim, SIGKILL) == 0, "kill -9 %lld", (long long)victim);
+    const double killed = now_s();
+    int status = 0, done = 0;
+    while (!done && now_s() - killed < 60) {
+        if (waitpid(pid, &status, WNOHANG) == pid) done = 1;
+        else usleep(20000);
+    }
+    const double secs = now_s() - killed;
+    if (!done) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    mpi_seconds += secs;
+    char *out = tb_slurp(log);
+    TB_CHECK(done, "%s: the survivors were still running 60 s after the kill:\n%s", how, out ? out : "");
+    TB_CHECK(secs <= timeout + 5, "%s: the run ended %.1f s after the kill; the bound is the collective timeout + 5 s",
+             how, secs);
+    for (int p = 0; p < processes; p++) {
+        char want[64];
+        snprintf(want, sizeof want, "TB_PROCESS %d EXIT %d", p, p == 1 ? 128 + SIGKILL : 4);
+        TB_CHECK(tb_has(out, want), "%s: no '%s' in:\n%s", how, want, out ? out : "");
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_HANG_REPORT);
+    json_t *hang = tb_load_json(path);
+    json_t *absent = json_object_get(hang, "absent_ranks"), *a = json_array_get(absent, 0);
+    TB_CHECK(hang && json_array_size(absent) == 1 && json_integer_value(json_object_get(a, "rank")) == 1 &&
+                 !strcmp(json_string_value(json_object_get(a, "rank_label")) ?: "", "rank 1 (tp0 cp0 dp1 pp0)") &&
+                 json_integer_value(json_object_get(a, "process")) == 1,
+             "%s: hang.json names rank 1 (process 1) as the one absent rank:\n%s", how, out ? out : "");
+    json_t *seen = json_object_get(a, "last_completed");
+    TB_CHECK(json_is_object(seen) && !strcmp(json_string_value(json_object_get(seen, "known_from")) ?: "", "peers") &&
+                 json_integer_value(json_object_get(seen, "step")) == 1,
+             "%s: the absent rank's last call, as its peers saw it: a call of step 1", how);
+    TB_CHECK(json_integer_value(json_object_get(hang, "reported_ranks")) == processes - 1,
+             "%s: every survivor's part merged (%lld of %d)", how,
+             (long long)json_integer_value(json_object_get(hang, "reported_ranks")), processes - 1);
+    json_decref(hang);
+    // tracebook hang merges the same parts and names the absent rank
+    int rc = tb_run_merged(&sh, NULL, "%s/tracebook hang %s", TB_BIN_DIR, dir);
+    TB_CHECK(rc == 0 && tb_has(sh.out, "reports from ") && tb_has(sh.out, "absent (no part written") &&
+                 tb_has(sh.out, "rank 1 (tp0 cp0 dp1 pp0)"),
+             "%s: tracebook hang: exit %d\n%s", how, rc, sh.out);
+    free(out);
+    printf("    SIGKILLed process, -np %d, %s: survivors exited 4 in %.1f s after the kill\n", processes, how, secs);
+}
+
+TB_TEST(a_sigkilled_process_is_reported_absent_by_every_survivor) {
+    killed_process(2, "", "mpirun terminates the survivors");
+    killed_process(4, "--enable-recovery", "survivors time out (--enable-recovery)");
+}
+
+// Both processes run out of memory (at model construction): each writes its rank's part and
+// merges, so oom.json lists both ranks whichever process merged last.
+TB_TEST(out_of_memory_in_two_processes_keeps_both_in_oom_json) {
+    char dir[512], path[1024];
+    run_dir(dir, sizeof dir, "oom", 0);
+    int rc = mpirun(2, MODEL " --world-size 2 --memory-cap 1K --run-dir %s", dir);
+    TB_CHECK(rc == 3, "exit %d, expected 3\n%s", rc, sh.out);
+    snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_OOM_REPORT);
+    json_t *m = tb_load_json(path);
+    json_t *all = json_object_get(m, "out_of_memory_ranks");
+    TB_CHECK(m && json_array_size(all) == 2 && json_integer_value(json_object_get(json_array_get(all, 1), "process")) == 1,
+             "oom.json lists both ranks, rank 1 from process 1:\n%s", sh.out);
+    json_decref(m);
 }
 
 int main(int argc, char **argv) {
@@ -458,6 +612,8 @@ int main(int argc, char **argv) {
     TB_RUN(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
     TB_RUN(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_every_process);
     TB_RUN(a_stall_across_processes_times_out_with_a_hang_report);
+    TB_RUN(a_sigkilled_process_is_reported_absent_by_every_survivor);
+    TB_RUN(out_of_memory_in_two_processes_keeps_both_in_oom_json);
     printf("    mpirun wall time in all: %.1f s\n", mpi_seconds);
     tb_output_free(&sh);
     return tb_test_summary();

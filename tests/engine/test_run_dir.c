@@ -239,6 +239,32 @@ TB_TEST(allocation_over_the_memory_cap_writes_an_oom_report_and_exits_nonzero) {
     json_decref(r);
 }
 
+// Two rank threads that both run out (at model construction, before any collective that an
+// abort could stop) both keep their report: one part each, and oom.json lists both, led by
+// the earlier one.
+TB_TEST(two_ranks_out_of_memory_keep_both_reports_in_the_merged_oom_json) {
+    int status = tb_run(&sh, NULL, "rm -rf %s_oom2 && %s" TINY " --world-size 2 --memory-cap 1K --run-dir %s_oom2",
+                        RUN_DIR, PRETRAIN, RUN_DIR);
+    TB_CHECK(status == 3, "exit status %d, expected 3", status);
+    for (int r = 0; r < 2; r++) {
+        char part[1024];
+        snprintf(part, sizeof part, "%s_oom2/oom.rank-%05d.json", RUN_DIR, r);
+        TB_CHECK(tb_exists(part), "rank %d's part %s", r, part);
+    }
+    json_t *m = tb_load_json(RUN_DIR "_oom2/" TB_RUN_OOM_REPORT);
+    TB_REQUIRE(m, "oom.json");
+    json_t *all = json_object_get(m, "out_of_memory_ranks");
+    TB_CHECK(json_array_size(all) == 2 && json_integer_value(json_object_get(json_array_get(all, 0), "rank")) == 0 &&
+                 json_integer_value(json_object_get(json_array_get(all, 1), "rank")) == 1,
+             "both ranks listed, by rank (%zu)", json_array_size(all));
+    TB_CHECK(json_integer_value(json_object_get(m, "reported_ranks")) == 2 &&
+                 json_integer_value(json_object_get(json_array_get(all, 1), "requested_bytes")) > 1024,
+             "the merged summary counts both and keeps each request");
+    TB_CHECK(json_is_string(json_object_get(m, "rank_label")) && json_is_array(json_object_get(m, "live")),
+             "the leading part's fields stay at the top, as a one-rank oom.json has them");
+    json_decref(m);
+}
+
 TB_TEST(bad_data_files_are_refused_naming_the_file_and_offset) {
     int status = tb_run(&sh, NULL, "%s" TINY " --data-path %s/no-such-file.bin --run-dir %s_bad", PRETRAIN,
                         TB_TEST_TMPDIR, RUN_DIR);
@@ -442,6 +468,7 @@ int main(void) {
     TB_RUN(trace_ranges_nest_properly_and_cover_every_module);
     TB_RUN(memory_snapshot_explains_the_peak);
     TB_RUN(allocation_over_the_memory_cap_writes_an_oom_report_and_exits_nonzero);
+    TB_RUN(two_ranks_out_of_memory_keep_both_reports_in_the_merged_oom_json);
     TB_RUN(bad_data_files_are_refused_naming_the_file_and_offset);
     TB_RUN(text_prepared_by_preprocess_data_trains_with_a_byte_vocabulary);
     TB_RUN(two_runs_of_the_binary_write_identical_losses);

@@ -212,6 +212,9 @@ TB_TEST(api_tables_refuse_unknown_keys_listing_the_allowed) {
     expect_refused("tb.experiment{ 'k', version = 1, question = 'q' }", "tb.experiment: a value without a name");
     expect_refused("exp:run{ " TINY ", num_layerz = 2 }",
                    "unknown config key 'num_layerz' (did you mean 'num_layers'?");
+    expect_refused("exp:run{ " TINY ", launchr = 'mpirun' }",
+                   "unknown config key 'launchr' (keys are pretrain_gpt's flags with underscores, see pretrain_gpt "
+                   "--help, and repeat_, launcher, processes)");
     expect_refused("exp:claim{ id = 'c', parser = 'tokens_per_sec', runs = exp:run{ " TINY " }, text = 't' }",
                    "exp:claim 'c': unknown parser 'tokens_per_sec' (the parsers: tokens_per_s, step_ms, ");
 }
@@ -226,6 +229,19 @@ TB_TEST(api_values_are_checked_for_type_integrality_and_range) {
         {"exp:run{ " TINY ", recompute_granularity = 1 }", "must be none|selective|full (got 1)"},
         {"exp:run{ " TINY ", repeat_ = 0 }", "exp:run: repeat_ must be an integer >= 1 (got 0)"},
         {"exp:run{ " TINY ", repeat_ = 1.5 }", "exp:run: repeat_ must be an integer >= 1 (got 1.5)"},
+        {"exp:run{ " TINY ", launcher = 'slurm' }", "exp:run: launcher must be 'threads' or 'mpirun' (got 'slurm')"},
+        {"exp:run{ " TINY ", launcher = 2 }", "exp:run: launcher must be 'threads' or 'mpirun' (got 2)"},
+        {"exp:run{ " TINY ", launcher = 'mpirun', processes = 0 }",
+         "exp:run: processes must be an integer from 1 to 4096 (got 0)"},
+        {"exp:run{ " TINY ", launcher = 'mpirun', processes = 2.5 }",
+         "exp:run: processes must be an integer from 1 to 4096 (got 2.5)"},
+        {"exp:run{ " TINY ", launcher = 'mpirun', processes = '2' }",
+         "exp:run: processes must be an integer from 1 to 4096 (got '2')"},
+        {"exp:run{ " TINY ", processes = 2 }",
+         "exp:run: processes = 2 needs launcher = 'mpirun' (with threads every rank is a thread of one process)"},
+        {"exp:run{ " TINY ", launcher = 'threads', processes = 2 }", "exp:run: processes = 2 needs launcher = 'mpirun'"},
+        {"exp:run{ " TINY ", launcher = 'mpirun' }", "exp:run: launcher = 'mpirun' needs processes = N (mpirun -np N)"},
+        {"tb.sweep{ processes = { 2, 0 } }", "tb.sweep processes[2]: processes must be an integer from 1 to 4096 (got 0)"},
         {"tb.experiment{ name = 'v', version = 0, question = 'q' }", "version must be an integer >= 1 (got 0)"},
         {"tb.experiment{ name = 'v', version = 1.5, question = 'q' }", "version must be an integer >= 1 (got 1.5)"},
         {"tb.experiment{ name = 'v', version = 1, question = '' }", "question must be a non-empty string (got '')"},
