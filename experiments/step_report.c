@@ -89,6 +89,15 @@ static int load_traces(const char *dir, run_traces *t, tb_error *err) {
     return 0;
 }
 
+// The metrics' stage timeline, in the order a step runs them.
+static const char *const phases[] = {"data_ms", "forward_ms", "backward_ms", "optimizer_ms", "p2p_wait_ms", "idle_ms"};
+#define NPHASES 6
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 // --- matching the collectives -----------------------------------------------------------
 
 typedef struct call {
@@ -218,11 +227,6 @@ static const tb_command comm_command = {"tracebook comm", "RUN_DIR",
                                         "collectives matched across ranks: enter spread and the last member",
                                         comm_options, 1, 1};
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int tracebook_comm_main(int argc, char **argv) {
     comm_args a;
     tb_positional pos = {0};
@@ -293,7 +297,6 @@ static phase_series *series_of(phase_series *all, int *n, const char *name) {
 }
 
 static int load_metrics(const char *dir, int nranks, json_t **rows, tb_error *err);
-static const char *const phases[];
 
 // One run's phase values per step (after the first): the slowest rank's metrics phases, and
 // per group the largest wait and transfer of a rank in that step.
@@ -314,7 +317,7 @@ static int phase_values(const char *dir, int run, phase_series *all, int *nserie
                 json_number_value(json_object_get(json_array_get(rows[slow], s), "step_ms")))
                 slow = r;
         json_t *pipe = json_object_get(json_array_get(rows[slow], s), "pipeline");
-        for (int p = 0; p < 6; p++) {
+        for (int p = 0; p < NPHASES; p++) {
             phase_series *ps = series_of(all, nseries, phases[p]);
             if (ps && ps->n[run] < 1024) ps->v[run][ps->n[run]++] = json_number_value(json_object_get(pipe, phases[p]));
         }
@@ -360,15 +363,10 @@ static int phase_values(const char *dir, int run, phase_series *all, int *nserie
     return rc;
 }
 
-static int cmp_ms(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void stats_of(const double *v, int n, double *median, double *lo, double *hi) {
     double s[1024];
     memcpy(s, v, (size_t)n * sizeof *v);
-    qsort(s, (size_t)n, sizeof *s, cmp_ms);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
     *median = n ? (n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2) : 0;
     *lo = n ? s[0] : 0, *hi = n ? s[n - 1] : 0;
 }
@@ -421,8 +419,6 @@ static const tb_command steps_command = {"tracebook steps", "RUN_DIR",
                                          "each step per rank: data, compute, collectives (wait vs transfer), idle",
                                          steps_options, 1, 1};
 
-static const char *const phases[] = {"data_ms", "forward_ms", "backward_ms", "optimizer_ms", "p2p_wait_ms", "idle_ms"};
-#define NPHASES 6
 
 // Every rank's metrics lines, as JSON objects by (rank, step): rows[rank] an array.
 static int load_metrics(const char *dir, int nranks, json_t **rows, tb_error *err) {
@@ -456,6 +452,11 @@ int tracebook_steps_main(int argc, char **argv) {
     if (rc == 1) return 0;
     if (rc != 0) return tb_command_usage_error(&steps_command, &err);
     const char *dir = pos.items[0];
+    if (a.step < 0) {
+        fprintf(stderr, "tracebook steps: flag --step: %d is negative\n", a.step);
+        tb_positional_free(&pos);
+        return 2;
+    }
     run_traces t;
     json_t **rows = NULL, *calls = NULL, *out = json_array();
     rc = load_traces(dir, &t, &err);
@@ -502,6 +503,8 @@ int tracebook_steps_main(int argc, char **argv) {
         }
         json_array_append_new(out, json_pack("{s:I, s:i, s:o}", "step", step, "slowest_rank", slowest, "ranks", ranks));
     }
+    if (rc == 0 && a.step && json_array_size(out) == 0)
+        rc = tb_fail(&err, "%s: no step %d in rank 0's metrics (%zu steps)", dir, a.step, json_array_size(rows[0]));
     if (rc == 0 && a.json) {
         json_dumpf(out, stdout, JSON_INDENT(1));
         printf("\n");

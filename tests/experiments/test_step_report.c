@@ -88,6 +88,11 @@ TB_TEST(enter_spread_wait_and_transfer_of_a_known_call) {
              "steps marks rank 1 slowest and splits tp into wait / transfer: exit %d\n%s", rc, sh.out);
     rc = tb_run(&sh, NULL, "'%s' comm '%s'", TRACEBOOK, dir);
     TB_CHECK(rc == 0 && strstr(sh.out, "rank 1 (in train_step; after layer.0.mlp)"), "comm: exit %d\n%s", rc, sh.out);
+    rc = tb_run(&sh, NULL, "'%s' steps '%s' --step 9", TRACEBOOK, dir);
+    TB_CHECK(rc == 1 && strstr(sh.err, "no step 9 in rank 0's metrics (1 steps)"), "a step not run is named: %s",
+             sh.err);
+    rc = tb_run(&sh, NULL, "'%s' steps '%s' --step -2", TRACEBOOK, dir);
+    TB_CHECK(rc == 2 && strstr(sh.err, "--step: -2 is negative"), "a negative --step is refused: %s", sh.err);
     rc = tb_run(&sh, NULL, "'%s' comm '%s' --top -1", TRACEBOOK, dir);
     TB_CHECK(rc == 2 && strstr(sh.err, "--top: -1 is negative"), "a negative --top is refused: %s", sh.err);
     rc = tb_run(&sh, NULL, "'%s' comm /nonexistent-run", TRACEBOOK);
