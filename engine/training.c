@@ -322,8 +322,15 @@ static int write_conditions(tb_rank *rk, const conditions_sample *first, const c
     else if (ranks_on_host(rk) > 1)
         snprintf(chosen_by, sizeof chosen_by, "the usable cores / %d ranks on the host", ranks_on_host(rk));
     else snprintf(chosen_by, sizeof chosen_by, "the usable cores");
-    conditions_threads t = {ranks_on_host(rk), cpu_get_num_threads(), cpu_get_blas_num_threads(), chosen_by, NULL, NULL,
-                            others};
+    // a rank's background threads (distributed_data_parallel.c, dist_checkpoint.c)
+    const int async_writer = rk->cfg->async_save && rk->cfg->save[0];
+    const int comm_thread = rk->cfg->overlap_grad_reduce && rk->groups[TB_GROUP_DP_CP].size > 1;
+    const char *background = async_writer && comm_thread ? "async checkpoint writer, gradient-reduce communication"
+                             : async_writer              ? "async checkpoint writer"
+                             : comm_thread               ? "gradient-reduce communication"
+                                                         : "";
+    conditions_threads t = {ranks_on_host(rk), cpu_get_num_threads(), cpu_get_blas_num_threads(),
+                            async_writer + comm_thread, background, chosen_by, NULL, NULL, others};
     t.wait_policy = cpu_openmp_wait_policy(&t.wait_source);
     return conditions_write(rk->run_dir, &t, first, last, err);
 }

@@ -76,7 +76,8 @@ static int usable_cores(void) {
 
 int conditions_write(const char *run_dir, const conditions_threads *t, const conditions_sample *a,
                      const conditions_sample *b, tb_error *err) {
-    const int total = t->ranks * (t->openmp_per_rank > t->blas_per_rank ? t->openmp_per_rank : t->blas_per_rank);
+    const int total = t->ranks * ((t->openmp_per_rank > t->blas_per_rank ? t->openmp_per_rank : t->blas_per_rank) +
+                                  t->background_per_rank);
     const int usable = usable_cores();
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     const double wall = b->wall_s - a->wall_s, cpu = b->process_cpu_s - a->process_cpu_s + t->run_others_cpu_s;
@@ -84,10 +85,10 @@ int conditions_write(const char *run_dir, const conditions_threads *t, const con
     if (others > 0) others = others > t->run_others_cpu_s ? others - t->run_others_cpu_s : 0;
     const int occupied = total < usable ? total : usable;
     json_t *c = json_pack(
-        "{s:{s:i, s:i, s:i, s:i, s:s, s:s, s:s}, s:{s:I, s:i, s:i}, s:b, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, "
+        "{s:{s:i, s:i, s:i, s:i, s:s, s:i, s:s, s:s, s:s}, s:{s:I, s:i, s:i}, s:b, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, "
         "s:o}}",
-        "threads", "ranks", t->ranks, "openmp_per_rank", t->openmp_per_rank, "blas_per_rank", t->blas_per_rank, "total",
-        total, "chosen_by", t->chosen_by, "openmp_wait_policy", t->wait_policy, "openmp_wait_policy_source",
+        "threads", "ranks", t->ranks, "openmp_per_rank", t->openmp_per_rank, "blas_per_rank", t->blas_per_rank,
+        "background_per_rank", t->background_per_rank, "background", t->background ? t->background : "", "total", total, "chosen_by", t->chosen_by, "openmp_wait_policy", t->wait_policy, "openmp_wait_policy_source",
         t->wait_source, "cores", "online", (json_int_t)online, "usable", usable, "occupied", occupied,
         "oversubscribed", total > usable, "wall_s", tb_json_number(wall), "process_cpu_s", tb_json_number(cpu),
         "cpu_share", tb_json_number(wall > 0 ? cpu / (wall * occupied) : 0), "host", "busy_s",

@@ -9,6 +9,11 @@
 //   {"threads": {"ranks", "openmp_per_rank", "blas_per_rank", "total", "chosen_by",
 //                "openmp_wait_policy", "openmp_wait_policy_source"},
 //    "cores": {"online", "usable", "occupied": min(total, usable)},
+// total = ranks × (max(openmp_per_rank, blas_per_rank) + background_per_rank): a rank's
+// background threads (the --async-save checkpoint writer, the --overlap-grad-reduce
+// communication thread; "background" names them) compute beside its kernels, so they count
+// as if they ran all the time: a run is judged oversubscribed rather than trusted when they
+// may have taken a core from the kernels.
 //    "oversubscribed": total > usable,
 //    "wall_s", "process_cpu_s", "cpu_share": process CPU / (wall × min(total, usable)),
 //    "host": {"busy_s", "other_processes_s", "other_processes_share", "steal_s",
@@ -37,6 +42,8 @@ json_t *conditions_step_json(const conditions_sample *from, const conditions_sam
 // The threads a run's ranks ran with, and why (backend/cpu/kernels.h, the thread policy).
 typedef struct conditions_threads {
     int ranks, openmp_per_rank, blas_per_rank;
+    int background_per_rank;                 // threads a rank runs beside its kernels
+    const char *background;                  // what they are, e.g. "async checkpoint writer"; "" for none
     const char *chosen_by;                   // e.g. "--num-threads 2", "1 per rank thread"
     const char *wait_policy, *wait_source;   // cpu_openmp_wait_policy's
     double run_others_cpu_s;                 // CPU time of this run's other processes (mpirun), counted as the run's

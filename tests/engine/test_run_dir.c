@@ -462,8 +462,48 @@ TB_TEST(the_thread_policy_is_recorded_with_who_chose_it) {
     }
 }
 
+// A rank's background threads (the async checkpoint writer, the gradient-reduce communication
+// thread) compute beside its kernels: conditions.json counts them in the total, so two rank
+// threads with both on 2 cores are 6 threads, oversubscribed; without them 2 threads.
+TB_TEST(background_threads_count_in_the_threads_a_run_occupied) {
+    static const struct {
+        const char *flags, *background;
+        long per_rank;
+    } cases[] = {
+        {"", "", 0},
+        {" --save %s_bg/ckpt --save-interval 2 --async-save", "async checkpoint writer", 1},
+        {" --overlap-grad-reduce", "gradient-reduce communication", 1},
+        {" --overlap-grad-reduce --save %s_bg/ckpt --save-interval 2 --async-save",
+         "async checkpoint writer, gradient-reduce communication", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char flags[512];
+        snprintf(flags, sizeof flags, cases[i].flags, RUN_DIR);
+        int status = tb_run(&sh, NULL, "rm -rf %s_bg && %s" TINY " --train-iters 2 --world-size 2%s --run-dir %s_bg/run",
+                            RUN_DIR, PRETRAIN, flags, RUN_DIR);
+        TB_REQUIRE(status == 0, "case %zu: pretrain_gpt: %s", i, sh.err);
+        json_t *c = tb_load_json(RUN_DIR "_bg/run/" TB_RUN_CONDITIONS);
+        TB_REQUIRE(c, "case %zu: " TB_RUN_CONDITIONS, i);
+        json_t *t = json_object_get(c, "threads");
+        long per_rank = (long)json_integer_value(json_object_get(t, "background_per_rank"));
+        const char *what = json_string_value(json_object_get(t, "background"));
+        long total = (long)json_integer_value(json_object_get(t, "total"));
+        long usable = (long)json_integer_value(json_object_get(json_object_get(c, "cores"), "usable"));
+        TB_CHECK(per_rank == cases[i].per_rank && what && !strcmp(what, cases[i].background),
+                 "case %zu: %ld background threads per rank '%s' (want %ld '%s')", i, per_rank, what ? what : "(none)",
+                 cases[i].per_rank, cases[i].background);
+        TB_CHECK(total == 2 * (1 + cases[i].per_rank), "case %zu: %ld threads in all (want %ld)", i, total,
+                 2 * (1 + cases[i].per_rank));
+        TB_CHECK(json_is_true(json_object_get(c, "oversubscribed")) == (total > usable),
+                 "case %zu: oversubscribed is %s with %ld threads on %ld cores", i,
+                 json_is_true(json_object_get(c, "oversubscribed")) ? "true" : "false", total, usable);
+        json_decref(c);
+    }
+}
+
 int main(void) {
     TB_RUN(run_writes_resolved_config_and_per_step_metrics);
+    TB_RUN(background_threads_count_in_the_threads_a_run_occupied);
     TB_RUN(mfu_is_reported_against_the_peak_the_user_sets);
     TB_RUN(trace_ranges_nest_properly_and_cover_every_module);
     TB_RUN(memory_snapshot_explains_the_peak);

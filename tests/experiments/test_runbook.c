@@ -506,19 +506,19 @@ TB_TEST(ckpt_pause_drill_byte_claims_prove_on_any_machine) {
     TB_CHECK(strstr(sh.out, "model_only_fraction: ") && strstr(sh.out, "= 0.333333 "),
              "a model-only save is a third of a model + optimizer save:\n%s", sh.out);
     char *found = NULL;
-    tb_shell(&found, "ls -d %s_ck/ckpt_pause/v1/*/run/checkpoints/iter_0000002 | wc -l", ART);
+    tb_shell(&found, "ls -d %s_ck/ckpt_pause/v2/*/run/checkpoints/iter_0000002 | wc -l", ART);
     TB_CHECK(found && atoi(found) == 4, "every run's checkpoints are in its run directory (%s)", found ? found : "?");
     free(found);
     tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --quiet --artifacts %s_ck", TRACEBOOK, ART);
     static const char *const exact[] = {"state_bytes_per_save", "file_bytes_per_save", "model_only_fraction"};
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
         char want[160];
-        snprintf(want, sizeof want, "PROVEN  ckpt_pause/v1/%s\n", exact[i]);
+        snprintf(want, sizeof want, "PROVEN  ckpt_pause/v2/%s\n", exact[i]);
         TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
     }
     static const char *const timed[] = {"slow_writer_is_last", "slow_writer_wait_ms", "sync_stall_fraction",
                                         "async_stall_fraction", NULL};
-    check_timed_by_gate(sh.out, "ckpt_pause/v1", timed);
+    check_timed_by_gate(sh.out, "ckpt_pause/v2", timed);
 }
 
 // The long-context runbook's exact claims prove on any machine: a cp 2 rank's activation
