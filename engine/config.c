@@ -93,9 +93,11 @@ const tb_option tb_config_options[] = {
         "reduce data-parallel gradients in buckets on a communication thread, each as soon as its last gradient "
         "is final, overlapped with the rest of the backward"),
     OPT("--overlap-param-gather", overlap_param_gather, TB_OPT_BOOL, "false", NULL, "parallel",
-        "overlap the distributed optimizer's parameter all-gather with the next forward (not supported yet)"),
+        "all-gather the distributed optimizer's updated parameters bucket by bucket on the communication thread, "
+        "each waited for by the next forward where it first reads them"),
     OPT("--ddp-bucket-size", ddp_bucket_size, TB_OPT_INT, "1000000", NULL, "parallel",
-        "gradient elements per bucket under --overlap-grad-reduce (at least; cut at parameter boundaries)"),
+        "gradient elements per bucket (at least; cut at parameter boundaries, with the distributed optimizer at "
+        "multiples of dp: its shard is a slice of every bucket)"),
     OPT("--ranks-per-process", ranks_per_process, TB_OPT_INT, "0", NULL, "parallel",
         "under mpirun: rank threads per process, ranks p*K .. p*K+K-1 in process p (0: 1 under mpirun; "
         "without mpirun the one process holds every rank)"),
@@ -593,11 +595,11 @@ int config_validate(const tb_config *c, tb_error *err) {
     // DistributedDataParallel
     if (c->ddp_bucket_size < 1) violated(&r, "ddp_bucket_size (%d) must be at least 1", c->ddp_bucket_size);
     // Megatron's rule: the parameter all-gather to overlap is the distributed optimizer's
+    // (and, as Megatron's arguments.py, it runs on the gradient reduction's buckets and thread)
     if (c->overlap_param_gather && !c->use_distributed_optimizer)
         violated(&r, "overlap_param_gather needs use_distributed_optimizer");
-    else if (c->overlap_param_gather)
-        violated(&r, "overlap_param_gather: not supported yet (the distributed optimizer's shard is one contiguous "
-                     "range of the buffer, not a slice of every bucket; its all-gather runs after the step)");
+    if (c->overlap_param_gather && !c->overlap_grad_reduce)
+        violated(&r, "overlap_param_gather needs overlap_grad_reduce");
 
     // Recompute
     if (c->recompute_granularity == TB_RECOMPUTE_FULL) {

@@ -78,7 +78,7 @@ typedef struct tb_config {
     int sequence_parallel;
     int use_distributed_optimizer;
     int overlap_grad_reduce;      // DistributedDataParallel: dp gradient reduction in buckets, overlapped with backward
-    int overlap_param_gather;     // the distributed optimizer's parameter all-gather overlapped (not supported yet)
+    int overlap_param_gather;     // the distributed optimizer's parameter all-gather overlapped with the next forward
     int ddp_bucket_size;          // elements per gradient bucket (at least; cut at parameter boundaries)
     int ranks_per_process;        // rank threads per process under mpirun (0: 1 under mpirun, all without)
     double collective_timeout;    // seconds before a communicator call becomes a hang report

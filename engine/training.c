@@ -31,6 +31,7 @@ static double ms_since(int64_t t0) { return (double)(tb_now_ns() - t0) / 1e6; }
 
 // The models' gradient-ready hook: DistributedDataParallel's (a no-op without overlap).
 static void grads_ready(void *ctx, int chunk, int site) { ddp_site_ready(ctx, chunk, site); }
+static void params_needed(void *ctx, int chunk, int site) { ddp_params_needed(ctx, chunk, site); }
 
 int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *err) {
     memset(tr, 0, sizeof *tr);
@@ -59,8 +60,15 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
         for (int j = 0; j < k; j++) first += layers[j];
         gpt_chunk_spec spec = {first, layers[k], k == 0, k == p * v - 1, M};
         gpt_model_init_chunk(&tr->models[c], cfg, &rk->mem, group(rk, TB_GROUP_TP), spec);
-        adamw_init(&tr->opts[c], cfg, tr->models[c].padded_parameters, dp ? dp->index : 0, dp ? dp->size : 1,
-                   &rk->mem);
+        // the distributed optimizer's shard: this rank's slice of every DDP bucket
+        size_t *cuts = NULL;
+        int ncuts = 0;
+        if (cfg->use_distributed_optimizer && dp && dp->size > 1)
+            ncuts = ddp_bucket_cuts(&tr->models[c], (size_t)cfg->ddp_bucket_size, (size_t)dp->size,
+                                    ddp_shared_embedding(cfg, rk), &cuts);
+        adamw_init(&tr->opts[c], cfg, tr->models[c].padded_parameters, dp ? dp->index : 0, dp ? dp->size : 1, cuts,
+                   ncuts, &rk->mem);
+        free(cuts);
     }
     if (cfg->load[0] && dist_checkpoint_is_dir(cfg->load)) {
         // a checkpoint directory: the whole state, resharded to this layout
@@ -83,8 +91,9 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
         tr->models[c].chunk_index = c;
         tr->models[c].grads_ready = grads_ready;
         tr->models[c].grads_ready_ctx = &tr->ddp;
+        tr->models[c].params_needed = params_needed;
     }
-    ddp_init(&tr->ddp, cfg, rk, tr->models, tr->nchunks);
+    ddp_init(&tr->ddp, cfg, rk, tr->models, tr->opts, tr->nchunks);
     tr->dump = tensor_dump_create(rk);
     tb_group *cp = group(rk, TB_GROUP_CP);
     for (int c = 0; c < tr->nchunks; c++) {
@@ -148,8 +157,10 @@ static void get_batch(tb_trainer *tr, int64_t step) {
     free(tg);
 }
 
-// Clip, AdamW, and (distributed optimizer) the all-gather of the updated parameters.
-static void optimizer_step(tb_trainer *tr, int64_t step, tb_step_result *r) {
+// Clip, AdamW, and (distributed optimizer) the all-gather of the updated parameters — unless
+// --overlap-param-gather leaves it to the communication thread (train_step). Returns the
+// milliseconds of the all-gather (communication the rank waited for).
+static double optimizer_step(tb_trainer *tr, int64_t step, tb_step_result *r) {
     tb_rank *rk = tr->rk;
     TB_RANGE_PUSH("optimizer");
     TB_RANGE_PUSH("optimizer.clip_grads");
@@ -163,15 +174,15 @@ static void optimizer_step(tb_trainer *tr, int64_t step, tb_step_result *r) {
         adamw_step(&tr->opts[c], m->params, m->nparams, m->param_memory, m->grad_memory, clip, (float)r->lr);
     }
     TB_RANGE_POP();
-    for (int c = 0; c < tr->nchunks; c++) {
+    const int64_t t0 = tb_now_ns();
+    for (int c = 0; c < tr->nchunks && !tr->ddp.param_gather; c++) {
         if (!tr->opts[c].sharded) continue;
         TB_RANGE_PUSH("optimizer.all_gather_params");
-        gpt_model *m = &tr->models[c];
-        tb_all_gather(&rk->groups[TB_GROUP_DP_CP], m->param_memory + tr->opts[c].lo, m->param_memory,
-                      tr->opts[c].hi - tr->opts[c].lo);
+        adamw_shard_all_gather_inplace(&tr->opts[c], &rk->groups[TB_GROUP_DP_CP], tr->models[c].param_memory);
         TB_RANGE_POP();
     }
     TB_RANGE_POP();
+    return ms_since(t0);
 }
 
 // The global batch's loss: from the last pipeline stage, averaged over data-parallel ranks.
@@ -184,6 +195,15 @@ static double average_loss(tb_rank *rk, double stage_loss) {
     if (dp && dp->size > 1) tb_all_reduce(dp, &loss, 1, TB_RED_SUM);
     TB_RANGE_POP();
     return loss / (dp ? dp->size : 1);
+}
+
+// Whether anything reads the parameters (or calls the dp group) after the step, before the
+// next one's forward: a tensor dump, a checkpoint, the end of training.
+static int params_read_after(const tb_trainer *tr, int64_t step) {
+    const tb_config *cfg = tr->cfg;
+    const int exiting = cfg->exit_interval > 0 && step % cfg->exit_interval == 0;
+    return step >= cfg->train_iters || exiting || tensor_dump_wants(tr->dump, step) ||
+           (cfg->save[0] && cfg->save_interval > 0 && step % cfg->save_interval == 0);
 }
 
 tb_step_result train_step(tb_trainer *tr, int64_t step) {
@@ -213,10 +233,17 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     // all of it is gradient reduction the rank waited for (none of it hides under compute)
     r.time.exposed_comm_ms = ms_since(t0) + tr->ddp.rank_reduce_ms;
     tensor_dump_grads(tr->dump, tr->models, tr->opts, tr->nchunks);
-    optimizer_step(tr, step, &r);
+    r.time.exposed_comm_ms += optimizer_step(tr, step, &r);
     r.time.optimizer_ms = ms_since(t0);
 
     r.loss = average_loss(rk, stage_loss / tr->cfg->num_microbatches);
+    // --overlap-param-gather: the updated parameters' all-gather runs under the next step's
+    // data and forward; a step after which they are read (a dump, a save, the end) waits for it
+    // here, inside the step's time
+    ddp_start_param_gather(&tr->ddp, step);
+    if (params_read_after(tr, step)) ddp_finish_param_gather(&tr->ddp);
+    // the forward's waits for the previous step's gathers, and this one's
+    r.time.exposed_comm_ms += tr->ddp.param_wait_ms;
     TB_RANGE_POP();
     return r;
 }

@@ -260,7 +260,7 @@ static void materialize(struct dist_ckpt_save *sv) {
             }
             sv->moments[2 * c + k] = tb_alloc(&rk->mem, TB_MEM_WORKSPACE,
                                               s->models[c].padded_parameters * sizeof(float), "checkpoint moments");
-            tb_all_gather((tb_group *)dp, mine, sv->moments[2 * c + k], o->hi - o->lo);
+            adamw_shard_all_gather(o, (tb_group *)dp, mine, sv->moments[2 * c + k]);
         }
     }
     int cap = 0;
@@ -722,8 +722,8 @@ static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iterati
         }
         if (o->sharded) {
             if (rc == 0 && s->cfg->load_optim) {
-                memcpy(o->m, moments[0] + o->lo, (o->hi - o->lo) * sizeof(float));
-                memcpy(o->v, moments[1] + o->lo, (o->hi - o->lo) * sizeof(float));
+                adamw_shard_extract(o, moments[0], o->m);
+                adamw_shard_extract(o, moments[1], o->v);
             }
             tb_free(mem, moments[0]);
             tb_free(mem, moments[1]);

@@ -22,38 +22,80 @@ static int site_of(const gpt_model *m, const gpt_param *p, int shared_embedding)
     return TB_DDP_SITE_HEAD;  // ln_f.*, lm_head.weight
 }
 
-static void add_bucket(tb_ddp *d, int chunk, size_t lo, size_t hi, int nparams) {
-    d->buckets = tb_xrealloc(d->buckets, (size_t)(d->nbuckets + 1) * sizeof *d->buckets, "ddp buckets");
-    d->buckets[d->nbuckets++] = (ddp_bucket){chunk, lo, hi, nparams, nparams};
+static void add_cut(size_t **cuts, int *n, int *cap, size_t at) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 8;
+        *cuts = tb_xrealloc(*cuts, (size_t)*cap * sizeof **cuts, "ddp bucket cuts");
+    }
+    (*cuts)[(*n)++] = at;
 }
 
-// Buckets of one chunk, from the end of its buffer down (module comment).
-static void layout_buckets(tb_ddp *d, int c, size_t bucket_size) {
-    const gpt_model *m = &d->models[c];
+static int cmp_size(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+int ddp_shared_embedding(const tb_config *cfg, const tb_rank *rk) {
+    return rk->world && rk->groups[TB_GROUP_EMBEDDING].size > 1 && !cfg->untie_embeddings_and_output_weights;
+}
+
+int ddp_bucket_cuts(const gpt_model *m, size_t bucket_size, size_t align, int shared_embedding, size_t **out) {
+    size_t *cuts = NULL;
+    int n = 0, cap = 0;
     size_t top = m->padded_parameters;  // the open bucket's hi
     int open = 0;                       // parameters in the open bucket
-    const int first = d->nbuckets;
+    // from the end of the buffer down, at parameter boundaries: a bucket's lo is a cut
     for (int i = m->nparams - 1; i >= 0; i--) {
         const gpt_param *p = &m->params[i];
-        if (d->site[c][i] == TB_DDP_SITE_DEFERRED) {
-            if (open) add_bucket(d, c, p->offset + p->numel, top, open);
-            size_t hi = open ? p->offset + p->numel : top;
-            open = 0;
-            d->bucket_of[c][i] = d->nbuckets;
-            add_bucket(d, c, p->offset, hi, 1);
+        if (site_of(m, p, shared_embedding) == TB_DDP_SITE_DEFERRED) {
+            const size_t hi = (p->offset + p->numel + align - 1) / align * align;  // up: keep it whole
+            if (open && hi < top) add_cut(&cuts, &n, &cap, hi);
+            add_cut(&cuts, &n, &cap, p->offset / align * align);
             top = p->offset;
+            open = 0;
             continue;
         }
-        d->bucket_of[c][i] = d->nbuckets;
         open++;
         if (top - p->offset >= bucket_size) {
-            add_bucket(d, c, p->offset, top, open);
+            add_cut(&cuts, &n, &cap, p->offset / align * align);
             top = p->offset;
             open = 0;
         }
     }
-    if (open) add_bucket(d, c, 0, top, open);
-    else if (d->nbuckets > first) d->buckets[d->nbuckets - 1].lo = 0;  // nothing below the lowest parameter
+    // ascending, each once, strictly inside the buffer
+    if (n) qsort(cuts, (size_t)n, sizeof *cuts, cmp_size);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (cuts[i] > 0 && cuts[i] < m->padded_parameters && (k == 0 || cuts[i] != cuts[k - 1])) cuts[k++] = cuts[i];
+    if (!k) {
+        free(cuts);
+        cuts = NULL;
+    }
+    *out = cuts;
+    return k;
+}
+
+// The buckets of chunk c from its cuts; a parameter belongs to every bucket it has an
+// element in.
+static void layout_buckets(tb_ddp *d, int c, const size_t *cuts, int ncuts) {
+    const gpt_model *m = &d->models[c];
+    const int first = d->nbuckets;
+    d->buckets = tb_xrealloc(d->buckets, (size_t)(d->nbuckets + ncuts + 1) * sizeof *d->buckets, "ddp buckets");
+    for (int b = 0; b <= ncuts; b++) {
+        ddp_bucket *k = &d->buckets[d->nbuckets++];
+        *k = (ddp_bucket){.chunk = c, .lo = b ? cuts[b - 1] : 0, .hi = b < ncuts ? cuts[b] : m->padded_parameters,
+                          .shard = d->opts && d->opts[c].sharded ? b : -1};
+    }
+    for (int i = 0; i < m->nparams; i++) {
+        const gpt_param *p = &m->params[i];
+        d->bucket_lo[c][i] = d->bucket_hi[c][i] = -1;
+        for (int b = first; b < d->nbuckets; b++) {
+            if (p->offset >= d->buckets[b].hi || p->offset + p->numel <= d->buckets[b].lo) continue;
+            if (d->bucket_lo[c][i] < 0) d->bucket_lo[c][i] = b;
+            d->bucket_hi[c][i] = b;
+            d->buckets[b].nparams++;
+        }
+    }
 }
 
 static void comm_thread_fail(tb_comm_thread *t, int status, const char *msg) {
@@ -73,12 +115,32 @@ static void comm_thread_fail(tb_comm_thread *t, int status, const char *msg) {
 
 static void reduce_bucket(tb_ddp *d, int b) {
     const ddp_bucket *k = &d->buckets[b];
-    float *g = d->models[k->chunk].grad_memory + k->lo;
-    const size_t n = k->hi - k->lo;
+    float *g = d->models[k->chunk].grad_memory;
     const float inv = 1.0f / (float)d->dp->size;
     TB_RANGE_PUSH("ddp.bucket.%d", b);
-    tb_all_reduce(d->dp, g, n, TB_RED_SUM);
-    for (size_t i = 0; i < n; i++) g[i] *= inv;  // finalize_model_grads' average, per element
+    tb_range_annotate(d->ct.step, -1);  // the step its calls belong to (tracebook comm)
+    if (k->shard >= 0) {
+        // the distributed optimizer: this rank's slice summed, then averaged (finalize's rule)
+        const tb_adamw *o = &d->opts[k->chunk];
+        const tb_shard_bucket *s = &o->buckets[k->shard];
+        const size_t n = s->slice_hi - s->slice_lo;
+        tb_reduce_scatter(d->dp, g + k->lo, o->shard_grads + s->at, n);
+        for (size_t i = 0; i < n; i++) g[s->slice_lo + i] = o->shard_grads[s->at + i] * inv;
+    } else {
+        const size_t n = k->hi - k->lo;
+        tb_all_reduce(d->dp, g + k->lo, n, TB_RED_SUM);
+        for (size_t i = 0; i < n; i++) g[k->lo + i] *= inv;  // finalize_model_grads' average, per element
+    }
+    TB_RANGE_POP();
+}
+
+static void gather_bucket(tb_ddp *d, int b) {
+    const ddp_bucket *k = &d->buckets[b];
+    const tb_shard_bucket *s = &d->opts[k->chunk].buckets[k->shard];
+    float *p = d->models[k->chunk].param_memory;
+    TB_RANGE_PUSH("ddp.param_gather.%d", b);
+    tb_range_annotate(d->ct.step, -1);
+    tb_all_gather(d->dp, p + s->slice_lo, p + s->lo, s->slice_hi - s->slice_lo);
     TB_RANGE_POP();
 }
 
@@ -90,11 +152,19 @@ static void *comm_main(void *arg) {
     for (;;) {
         while (!d->stop && d->taken == d->queued) pthread_cond_wait(&d->cv, &d->mu);
         if (d->taken == d->queued) break;  // stopped
-        int b = d->queue[d->taken++];
+        ddp_work w = d->queue[d->taken++];
+        d->ct.step = w.step;  // only this thread reads it
         pthread_mutex_unlock(&d->mu);
-        reduce_bucket(d, b);
+        if (w.gather) gather_bucket(d, w.bucket);
+        else reduce_bucket(d, w.bucket);
         pthread_mutex_lock(&d->mu);
         d->done++;
+        if (w.gather) {
+            d->buckets[w.bucket].gathered = 1;
+            d->gathers_left--;
+        } else {
+            d->reduced++;
+        }
         pthread_cond_broadcast(&d->cv);
     }
     pthread_mutex_unlock(&d->mu);
@@ -103,12 +173,32 @@ static void *comm_main(void *arg) {
     return NULL;
 }
 
-void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, int nchunks) {
+// Queues one unit of work (d->mu held).
+static void enqueue(tb_ddp *d, int bucket, int gather, int64_t step) {
+    if (d->queued == d->cap) {
+        d->cap = d->cap ? 2 * d->cap : 2 * d->nbuckets + 2;
+        d->queue = tb_xrealloc(d->queue, (size_t)d->cap * sizeof *d->queue, "ddp work queue");
+    }
+    d->queue[d->queued++] = (ddp_work){bucket, gather, step};
+    pthread_cond_broadcast(&d->cv);
+}
+
+// The window opens (d->mu held): the comm thread's dp calls are next.
+static void open_window(tb_ddp *d) {
+    if (d->window) return;
+    d->queued = d->taken = d->done = 0;
+    d->dp->seq = d->rk->groups[TB_GROUP_DP_CP].seq;
+    d->window = 1;
+}
+
+void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, tb_adamw *opts, int nchunks) {
     memset(d, 0, sizeof *d);
     if (!cfg->overlap_grad_reduce || !rk->world || rk->groups[TB_GROUP_DP_CP].size < 2) return;
     d->rk = rk;
     d->models = models;
+    d->opts = opts;
     d->nchunks = nchunks;
+    d->param_gather = cfg->overlap_param_gather && opts[0].sharded;
     // the comm thread's own copy of the dp group: its transfer buffers come from the
     // thread's allocator (the rank's is not thread-safe); seq is handed over at the window's ends
     d->dp = tb_xcalloc(1, sizeof *d->dp, "ddp data-parallel group");
@@ -118,17 +208,27 @@ void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, i
     d->dp->mem = mem;
     d->tp = &rk->groups[TB_GROUP_TP];
     d->sp_reduce = cfg->sequence_parallel && d->tp->size > 1 && cfg->debug_inject_fault != TB_FAULT_SKIP_SP_GRAD;
-    const int shared_embedding = rk->groups[TB_GROUP_EMBEDDING].size > 1 && !cfg->untie_embeddings_and_output_weights;
+    const int shared_embedding = ddp_shared_embedding(cfg, rk);
     d->site = tb_xcalloc((size_t)nchunks, sizeof *d->site, "ddp sites");
-    d->bucket_of = tb_xcalloc((size_t)nchunks, sizeof *d->bucket_of, "ddp buckets of parameters");
+    d->bucket_lo = tb_xcalloc((size_t)nchunks, sizeof *d->bucket_lo, "ddp buckets of parameters");
+    d->bucket_hi = tb_xcalloc((size_t)nchunks, sizeof *d->bucket_hi, "ddp buckets of parameters");
     for (int c = 0; c < nchunks; c++) {
         const gpt_model *m = &models[c];
         d->site[c] = tb_xcalloc((size_t)m->nparams + 1, sizeof **d->site, "ddp sites");
-        d->bucket_of[c] = tb_xcalloc((size_t)m->nparams + 1, sizeof **d->bucket_of, "ddp buckets of parameters");
+        d->bucket_lo[c] = tb_xcalloc((size_t)m->nparams + 1, sizeof **d->bucket_lo, "ddp buckets of parameters");
+        d->bucket_hi[c] = tb_xcalloc((size_t)m->nparams + 1, sizeof **d->bucket_hi, "ddp buckets of parameters");
         for (int i = 0; i < m->nparams; i++) d->site[c][i] = site_of(m, &m->params[i], shared_embedding);
-        layout_buckets(d, c, (size_t)cfg->ddp_bucket_size);
+        size_t *cuts;
+        const size_t align = opts[c].sharded ? (size_t)d->dp->size : 1;
+        int ncuts = ddp_bucket_cuts(m, (size_t)cfg->ddp_bucket_size, align, shared_embedding, &cuts);
+        if (opts[c].sharded && ncuts + 1 != opts[c].nbuckets) {
+            fprintf(stderr, "%s: --overlap-grad-reduce: %d buckets, the distributed optimizer has %d\n", rk->label,
+                    ncuts + 1, opts[c].nbuckets);
+            abort();
+        }
+        layout_buckets(d, c, cuts, ncuts);
+        free(cuts);
     }
-    d->queue = tb_xcalloc((size_t)d->nbuckets + 1, sizeof *d->queue, "ddp bucket queue");
     tb_ranges_init(&d->ranges, rk->rank, rk->world_size, rk->label, rk->world->origin_ns, 1);
     d->ct.fail = comm_thread_fail;
     d->ct.microbatch = -1;
@@ -157,27 +257,30 @@ void ddp_free(tb_ddp *d) {
     free(d->dp);
     for (int c = 0; c < d->nchunks; c++) {
         free(d->site[c]);
-        free(d->bucket_of[c]);
+        free(d->bucket_lo[c]);
+        free(d->bucket_hi[c]);
     }
     free(d->site);
-    free(d->bucket_of);
+    free(d->bucket_lo);
+    free(d->bucket_hi);
     free(d->buckets);
     free(d->queue);
     memset(d, 0, sizeof *d);
 }
 
 void ddp_start_step(tb_ddp *d, int64_t step) {
+    d->rank_reduce_ms = 0;
+    d->param_wait_ms = 0;
     if (!d->started) return;
     pthread_mutex_lock(&d->mu);
     for (int b = 0; b < d->nbuckets; b++) d->buckets[b].pending = d->buckets[b].nparams;
-    d->queued = d->taken = d->done = 0;
-    d->ct.step = step;
-    d->dp->seq = d->rk->groups[TB_GROUP_DP_CP].seq;  // the window opens: the comm thread's calls are next
+    d->reduced = 0;
+    open_window(d);  // (already open while the previous step's gathers are queued)
     pthread_mutex_unlock(&d->mu);
-    d->rank_reduce_ms = 0;
+    (void)step;
 }
 
-static void param_ready(tb_ddp *d, int c, int i) {
+static void param_ready(tb_ddp *d, int c, int i, int64_t step) {
     gpt_model *m = &d->models[c];
     const gpt_param *p = &m->params[i];
     if (d->sp_reduce && p->sp_partial) {
@@ -185,12 +288,10 @@ static void param_ready(tb_ddp *d, int c, int i) {
         tb_all_reduce(d->tp, m->grad_memory + p->offset, p->numel, TB_RED_SUM);
         d->rank_reduce_ms += (double)(tb_now_ns() - t0) / 1e6;
     }
-    ddp_bucket *b = &d->buckets[d->bucket_of[c][i]];
     pthread_mutex_lock(&d->mu);
-    if (--b->pending == 0) {
-        d->queue[d->queued++] = (int)(b - d->buckets);
-        pthread_cond_broadcast(&d->cv);
-    }
+    // the highest bucket first: the order buckets fill in
+    for (int b = d->bucket_hi[c][i]; b >= d->bucket_lo[c][i]; b--)
+        if (--d->buckets[b].pending == 0) enqueue(d, b, 0, step);
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -199,7 +300,21 @@ void ddp_site_ready(tb_ddp *d, int chunk, int site) {
     const gpt_model *m = &d->models[chunk];
     // the last parameters first: the order their buckets fill in
     for (int i = m->nparams - 1; i >= 0; i--)
-        if (d->site[chunk][i] == site) param_ready(d, chunk, i);
+        if (d->site[chunk][i] == site) param_ready(d, chunk, i, d->rk->step);
+}
+
+// Closes the window once its work is done — with grads, once every bucket is reduced too
+// (d->mu held): the rank thread's dp calls are next. 0, or 1 when the comm thread failed.
+static int close_window(tb_ddp *d, int grads) {
+    while ((d->done < d->queued || (grads && d->reduced < d->nbuckets)) && !d->failed)
+        pthread_cond_wait(&d->cv, &d->mu);
+    if (d->window && !d->failed) d->rk->groups[TB_GROUP_DP_CP].seq = d->dp->seq;
+    d->window = 0;
+    return d->failed;
+}
+
+static void fail_if(tb_ddp *d, int failed) {
+    if (failed) parallel_state_rank_fail(d->rk, d->fail_status, "%s", d->fail_msg);
 }
 
 void ddp_finish_grad_sync(tb_ddp *d) {
@@ -207,10 +322,69 @@ void ddp_finish_grad_sync(tb_ddp *d) {
     for (int c = 0; c < d->nchunks; c++) ddp_site_ready(d, c, TB_DDP_SITE_DEFERRED);
     TB_RANGE_PUSH("ddp.finish_grad_sync");
     pthread_mutex_lock(&d->mu);
-    while (d->done < d->nbuckets && !d->failed) pthread_cond_wait(&d->cv, &d->mu);
-    int failed = d->failed;
-    d->rk->groups[TB_GROUP_DP_CP].seq = d->dp->seq;  // the window closes: the rank thread's calls are next
+    int failed = close_window(d, 1);
     pthread_mutex_unlock(&d->mu);
     TB_RANGE_POP();
-    if (failed) parallel_state_rank_fail(d->rk, d->fail_status, "%s", d->fail_msg);
+    fail_if(d, failed);
+}
+
+void ddp_start_param_gather(tb_ddp *d, int64_t step) {
+    if (!d->started || !d->param_gather) return;
+    pthread_mutex_lock(&d->mu);
+    open_window(d);
+    // forward order: chunk by chunk (the first microbatch runs them in order), each from the
+    // start of its buffer
+    for (int b = 0; b < d->nbuckets; b++) d->buckets[b].gathered = 0;
+    d->gathers_left = d->nbuckets;
+    for (int c = 0; c < d->nchunks; c++)
+        for (int b = 0; b < d->nbuckets; b++)
+            if (d->buckets[b].chunk == c) enqueue(d, b, 1, step);
+    pthread_mutex_unlock(&d->mu);
+}
+
+// Whether parameter i of chunk c is used at `site`: its own site, and the tied embedding
+// (deferred) by the embedding and the output layer.
+static int used_at(const tb_ddp *d, int c, int i, int site) {
+    const int own = d->site[c][i];
+    return own == site || (own == TB_DDP_SITE_DEFERRED && (site == TB_DDP_SITE_EMBEDDING || site == TB_DDP_SITE_HEAD));
+}
+
+void ddp_params_needed(tb_ddp *d, int chunk, int site) {
+    if (!d->started || !d->param_gather) return;
+    pthread_mutex_lock(&d->mu);
+    if (d->gathers_left == 0 || d->failed) {
+        pthread_mutex_unlock(&d->mu);
+        return;
+    }
+    const int64_t t0 = tb_now_ns();
+    int waited = 0;
+    const gpt_model *m = &d->models[chunk];
+    for (int i = 0; i < m->nparams && !d->failed; i++) {
+        if (!used_at(d, chunk, i, site)) continue;
+        for (int b = d->bucket_lo[chunk][i]; b <= d->bucket_hi[chunk][i] && !d->failed; b++)
+            while (!d->buckets[b].gathered && !d->failed) {
+                if (!waited) TB_RANGE_PUSH("ddp.wait_param_gather");
+                waited = 1;
+                pthread_cond_wait(&d->cv, &d->mu);
+            }
+    }
+    int failed = d->failed;
+    pthread_mutex_unlock(&d->mu);
+    if (waited) {
+        TB_RANGE_POP();
+        d->param_wait_ms += (double)(tb_now_ns() - t0) / 1e6;
+    }
+    fail_if(d, failed);
+}
+
+void ddp_finish_param_gather(tb_ddp *d) {
+    if (!d->started || !d->param_gather) return;
+    const int64_t t0 = tb_now_ns();
+    TB_RANGE_PUSH("ddp.finish_param_gather");
+    pthread_mutex_lock(&d->mu);
+    int failed = close_window(d, 0);
+    pthread_mutex_unlock(&d->mu);
+    TB_RANGE_POP();
+    d->param_wait_ms += (double)(tb_now_ns() - t0) / 1e6;
+    fail_if(d, failed);
 }

@@ -1,13 +1,21 @@
-// distributed_data_parallel.h — --overlap-grad-reduce: the data-parallel gradient reduction
-// in buckets, overlapped with the backward pass (Megatron-Core distributed/
-// distributed_data_parallel.py and param_and_grad_buffer.py).
+// distributed_data_parallel.h — the data-parallel gradient reduction and (distributed
+// optimizer) parameter all-gather in buckets, overlapped with the backward and the next
+// forward (Megatron-Core distributed/distributed_data_parallel.py, param_and_grad_buffer.py):
+// --overlap-grad-reduce and --overlap-param-gather.
 //
-// Buckets: each model chunk's flat gradient buffer is cut into contiguous ranges in reverse
-// parameter order (backward produces the last layers' gradients first), each of at least
-// --ddp-bucket-size elements except the last (the buffer's start), cut only at parameter
+// Buckets (ddp_bucket_cuts): each model chunk's flat buffer is cut into contiguous ranges in
+// reverse parameter order (backward produces the last layers' gradients first), each of at
+// least --ddp-bucket-size elements except the last (the buffer's start), cut at parameter
 // boundaries. The tied word embedding, when the first and last pipeline stages share it, is
-// a bucket of its own, as in Megatron: its gradient is final only after finalize's
-// embedding all-reduce, so it must not hold back the parameters around it.
+// a bucket of its own, as in Megatron: its gradient is final only after finalize's embedding
+// all-reduce, so it must not hold back the parameters around it. With the distributed
+// optimizer every cut is moved to a multiple of dp (down; the tied embedding's upper cut up),
+// so that each bucket splits into dp equal slices — the optimizer's shard is this rank's slice
+// of every bucket (optimizer/optimizer.h), Megatron's layout — and a bucket may then hold the
+// first or last elements of a neighbouring parameter: it waits for that parameter too. The
+// distributed optimizer's shard follows the buckets with or without overlap (Megatron uses
+// one bucket without overlap): the same layout either way, so overlap on and off give the
+// same bits. With the default bucket size a small model is one bucket.
 //
 // Readiness: the pipeline marks a chunk's last backward (the step's last microbatch of that
 // chunk: under gradient accumulation only its gradients are final), and the backward reports
@@ -17,19 +25,22 @@
 // over tp, as finalize_model_grads does without overlap, so every element is summed over tp
 // before dp in both paths.
 //
-// The communication thread: one per rank, it takes the queued buckets in queue order and
-// all-reduces each over dp × cp, then averages it. Every dp rank of a stage runs the same
-// schedule and backward, so each queues the same buckets in the same order: the dp group's
-// sequence numbers stay consistent across ranks, and the rank thread itself makes no dp call
-// while buckets are in flight (between the first backward and ddp_finish_grad_sync).
+// The communication thread: one per rank, it takes the queued work in queue order — a
+// bucket's gradient all-reduce over dp × cp then its average, or with the distributed
+// optimizer its reduce-scatter (this rank's slice summed, then averaged) — and, with
+// --overlap-param-gather, after the optimizer step each bucket's all-gather of the updated
+// slices, queued in forward order (a chunk's buffer from its start); the next forward waits,
+// before each site's first use of its parameters (the embedding, each layer, the output
+// layer), for the buckets that hold them (Megatron's forward pre-hook, finish_param_sync).
+// Every dp rank of a stage runs the same schedule, so each queues the same work in the same
+// order: the dp group's sequence numbers stay consistent across ranks. The rank thread makes
+// no dp call while the window is open: from the first backward (or the end of the previous
+// step, when gathers are queued) until ddp_finish_grad_sync, or ddp_finish_param_gather.
 //
 // Bitwise: the local and MPI backends sum each element over the group's members in group
-// order (comm/reduce.h), whatever range a call covers, so a bucket's all-reduce gives the
-// same bits as the whole buffer's; the average is the same multiply per element. With the
-// distributed optimizer each bucket is all-reduced too (not reduce-scattered: a rank's
-// shard is one contiguous range of the whole buffer, not a slice of every bucket as in
-// Megatron) and the rank keeps its [lo, hi): the same sums as the reduce-scatter's, at twice
-// its traffic.
+// order (comm/reduce.h), whatever range a call covers, so a bucket's reduction gives the same
+// bits as the whole buffer's; the average is the same multiply per element, and the gathers
+// copy. Losses with and without overlap are the same bits (tests/engine/test_overlap.c).
 #ifndef TB_DISTRIBUTED_DISTRIBUTED_DATA_PARALLEL_H
 #define TB_DISTRIBUTED_DISTRIBUTED_DATA_PARALLEL_H
 
@@ -49,22 +60,34 @@
 
 typedef struct ddp_bucket {
     int chunk;
-    size_t lo, hi;  // [lo, hi) of the chunk's flat gradient buffer
+    size_t lo, hi;  // [lo, hi) of the chunk's flat buffer
+    int shard;      // its index in the chunk's optimizer buckets (distributed optimizer), else -1
     int pending;    // parameters whose gradient is not final yet this step
-    int nparams;
+    int nparams;    // parameters with an element in it
+    int gathered;   // --overlap-param-gather: its updated parameters are all here
 } ddp_bucket;
+
+// A unit of the communication thread's work.
+typedef struct ddp_work {
+    int bucket;
+    int gather;     // 1: the parameter all-gather, 0: the gradient reduction
+    int64_t step;   // the step it belongs to (the flight recorder's)
+} ddp_work;
 
 typedef struct tb_ddp {
     tb_rank *rk;
     tb_group *dp, *tp;
     gpt_model *models;
+    tb_adamw *opts;
     int nchunks;
     int sp_reduce;           // sequence parallelism over tp > 1: sp_partial grads all-reduced over tp when final
+    int param_gather;        // --overlap-param-gather
     int **site;              // [chunk][param] its site
-    int **bucket_of;         // [chunk][param] its bucket
+    int **bucket_lo, **bucket_hi;  // [chunk][param] its buckets: [lo, hi] (global bucket indices)
     ddp_bucket *buckets;
     int nbuckets;
     double rank_reduce_ms;   // this step: the rank thread's own gradient reductions during backward (tp, sp)
+    double param_wait_ms;    // this step: the rank thread's waits for parameter gathers
 
     pthread_t thread;
     int started;
@@ -72,16 +95,25 @@ typedef struct tb_ddp {
     tb_comm_thread ct;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int *queue;              // bucket indices, in the order they became ready
-    int queued, taken, done; // this step
+    ddp_work *queue;         // this window's work, in the order it became ready
+    int cap, queued, taken, done;
+    int reduced, gathers_left;  // this step's reduced buckets; gathers not done yet
+    int window;              // the comm thread owns the dp group's sequence (the module comment)
     int stop;
     int failed, fail_status;
     char fail_msg[sizeof(((tb_error *)0)->msg) + 32];
 } tb_ddp;
 
+// The bucket boundaries of chunk m's buffer (the module comment): *cuts (malloc'd, ascending,
+// each strictly inside (0, padded_parameters) and a multiple of align) and their count.
+// shared_embedding: the tied word embedding is shared by the first and last stage.
+int ddp_bucket_cuts(const gpt_model *m, size_t bucket_size, size_t align, int shared_embedding, size_t **cuts);
+// Whether rank rk's tied word embedding is shared with another stage (its own bucket).
+int ddp_shared_embedding(const tb_config *cfg, const tb_rank *rk);
 // Lays out the buckets of every chunk and starts the communication thread (only when
 // --overlap-grad-reduce and dp × cp > 1; otherwise leaves d inactive: ddp_active is 0).
-void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, int nchunks);
+// opts: the chunks' optimizers (their buckets are these with the distributed optimizer).
+void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, tb_adamw *opts, int nchunks);
 int ddp_active(const tb_ddp *d);
 // Joins the thread (a failed rank's too) and frees.
 void ddp_free(tb_ddp *d);
@@ -92,5 +124,13 @@ void ddp_site_ready(tb_ddp *d, int chunk, int site);
 // finalize_model_grads with overlap: the deferred tied embedding is final, then wait for every
 // bucket's reduction (a failure of the communication thread fails the rank here).
 void ddp_finish_grad_sync(tb_ddp *d);
+// --overlap-param-gather, after the optimizer step (and the step's last dp call): queue every
+// bucket's all-gather of the updated slices, in forward order. A no-op otherwise.
+void ddp_start_param_gather(tb_ddp *d, int64_t step);
+// Before the forward uses the parameters of `site` of a chunk: waits for their buckets.
+void ddp_params_needed(tb_ddp *d, int chunk, int site);
+// Waits for every queued gather and closes the window: before anything else reads the
+// parameters or calls the dp group (a checkpoint, a tensor dump, the end of training).
+void ddp_finish_param_gather(tb_ddp *d);
 
 #endif

@@ -35,10 +35,14 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp)
         const float inv = 1.0f / (float)dp->size;
         if (opt->sharded) {
             TB_RANGE_PUSH("finalize_model_grads.reduce_scatter");
-            // every rank's whole buffer → the sum of this rank's shard, then the average
-            tb_reduce_scatter(dp, m->grad_memory, opt->shard_grads, opt->hi - opt->lo);
-            float *g = m->grad_memory + opt->lo;
-            for (size_t i = 0; i < opt->hi - opt->lo; i++) g[i] = opt->shard_grads[i] * inv;
+            // each bucket of every rank's buffer → the sum of this rank's slice, then the average
+            for (int b = 0; b < opt->nbuckets; b++) {
+                const tb_shard_bucket *k = &opt->buckets[b];
+                const size_t n = k->slice_hi - k->slice_lo;
+                tb_reduce_scatter(dp, m->grad_memory + k->lo, opt->shard_grads + k->at, n);
+                float *g = m->grad_memory + k->slice_lo;
+                for (size_t i = 0; i < n; i++) g[i] = opt->shard_grads[k->at + i] * inv;
+            }
         } else {
             TB_RANGE_PUSH("finalize_model_grads.all_reduce");
             tb_all_reduce(dp, m->grad_memory, m->padded_parameters, TB_RED_SUM);

@@ -351,6 +351,11 @@ double gpt_chunk_flops_per_token(const gpt_model *m) {
 // ---------------------------------------------------------------------------------------
 // Forward and backward
 
+static void layer_params_needed(void *ctx, int layer) {
+    gpt_model *m = ctx;
+    m->params_needed(m->grads_ready_ctx, m->chunk_index, layer);
+}
+
 float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int32_t *targets, const float *x_in,
                         float *x_out) {
     const int C = m->C, N = m->B * m->T, Ns = m->block.d.Ns;
@@ -366,7 +371,10 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
     tb_range_annotate(-1, slot);
 
     float *x0 = transformer_block_input(&m->block, slot);
+    m->block.layer_params_needed = m->params_needed ? layer_params_needed : NULL;
+    m->block.hooks_ctx = m;
     if (m->chunk.has_embedding) {
+        if (m->params_needed) m->params_needed(m->grads_ready_ctx, m->chunk_index, -2);
         TB_RANGE_PUSH("embedding");
         // (B,T) -> (Ns,C)
         vocab_parallel_embedding_forward(region, x0, m->full, inputs, m->w.wte, m->vocab_start, m->Vl, m->w.wpe);
@@ -383,6 +391,7 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
         return 0.0f;
     }
 
+    if (m->params_needed) m->params_needed(m->grads_ready_ctx, m->chunk_index, -1);
     TB_RANGE_PUSH("final_layernorm");
     // ln_f out (N,C) gathered, mean (Ns), rstd (Ns) in one activation allocation
     st->lnf = tb_alloc(m->mem, TB_MEM_ACTIVATIONS, ((size_t)N * C + 2 * (size_t)Ns) * sizeof(float),
@@ -454,7 +463,7 @@ void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d
     }
 
     m->block.layer_grads_done = m->grads_final && m->grads_ready ? layer_grads_done : NULL;
-    m->block.layer_grads_done_ctx = m;
+    m->block.hooks_ctx = m;
     const float *dx0 = transformer_block_backward(&m->block, slot, dx);
     m->block.layer_grads_done = NULL;
 

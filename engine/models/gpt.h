@@ -101,6 +101,9 @@ typedef struct gpt_model {
     // distributed_data_parallel.h names them).
     void (*grads_ready)(void *ctx, int chunk, int site);
     void *grads_ready_ctx;
+    // Parameter-needed hook (--overlap-param-gather), on the same ctx: the forward calls
+    // params_needed(ctx, chunk_index, site) before it first reads a site's parameters.
+    void (*params_needed)(void *ctx, int chunk, int site);
     int chunk_index;
     int grads_final;
 } gpt_model;

@@ -1,16 +1,32 @@
 #include "optimizer/optimizer.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "comm/comm.h"
+#include "core/xalloc.h"
 #include "parallel_state.h"
 
 void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, int dp_rank, int dp_size,
-                tb_allocator *mem) {
+                const size_t *cuts, int ncuts, tb_allocator *mem) {
     opt->sharded = cfg->use_distributed_optimizer && dp_size > 1;
-    size_t shard = opt->sharded ? padded_parameters / (size_t)dp_size : padded_parameters;
-    opt->lo = opt->sharded ? shard * (size_t)dp_rank : 0;
-    opt->hi = opt->lo + shard;
+    const size_t d = opt->sharded ? (size_t)dp_size : 1, r = opt->sharded ? (size_t)dp_rank : 0;
+    opt->nbuckets = ncuts + 1;
+    opt->buckets = tb_xcalloc((size_t)opt->nbuckets, sizeof *opt->buckets, "optimizer shard buckets");
+    opt->shard_numel = 0;
+    for (int b = 0; b < opt->nbuckets; b++) {
+        tb_shard_bucket *k = &opt->buckets[b];
+        k->lo = b ? cuts[b - 1] : 0;
+        k->hi = b < ncuts ? cuts[b] : padded_parameters;
+        const size_t slice = (k->hi - k->lo) / d;  // a bucket is a multiple of dp long
+        k->slice_lo = k->lo + r * slice;
+        k->slice_hi = k->slice_lo + slice;
+        k->at = opt->shard_numel;
+        opt->shard_numel += slice;
+    }
+    const size_t shard = opt->shard_numel;
     opt->shard_grads = opt->sharded ? tb_alloc(mem, TB_MEM_GRADS, shard * sizeof(float), "reduce-scattered grads")
                                     : NULL;
     opt->mem = mem;
@@ -27,7 +43,31 @@ void adamw_free(tb_adamw *opt) {
     tb_free(opt->mem, opt->m);
     tb_free(opt->mem, opt->v);
     tb_free(opt->mem, opt->shard_grads);
+    free(opt->buckets);
     opt->m = opt->v = opt->shard_grads = NULL;
+    opt->buckets = NULL;
+    opt->nbuckets = 0;
+}
+
+void adamw_shard_all_gather_inplace(const tb_adamw *opt, struct tb_group *dp, float *buf) {
+    for (int b = 0; b < opt->nbuckets; b++) {
+        const tb_shard_bucket *k = &opt->buckets[b];
+        tb_all_gather(dp, buf + k->slice_lo, buf + k->lo, k->slice_hi - k->slice_lo);
+    }
+}
+
+void adamw_shard_all_gather(const tb_adamw *opt, struct tb_group *dp, const float *shard, float *full) {
+    for (int b = 0; b < opt->nbuckets; b++) {
+        const tb_shard_bucket *k = &opt->buckets[b];
+        tb_all_gather(dp, shard + k->at, full + k->lo, k->slice_hi - k->slice_lo);
+    }
+}
+
+void adamw_shard_extract(const tb_adamw *opt, const float *full, float *shard) {
+    for (int b = 0; b < opt->nbuckets; b++) {
+        const tb_shard_bucket *k = &opt->buckets[b];
+        memcpy(shard + k->at, full + k->slice_lo, (k->slice_hi - k->slice_lo) * sizeof(float));
+    }
 }
 
 void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *params, const float *grads,
@@ -37,24 +77,27 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
     const float bc1 = 1.0f - powf(b1, (float)opt->t), bc2 = 1.0f - powf(b2, (float)opt->t);
     // lr / bc1 and 1 / sqrt(bc2) folded once: p -= step · m / (sqrt(v)·inv_sqrt_bc2 + eps)
     const float step = lr / bc1, inv_sqrt_bc2 = 1.0f / sqrtf(bc2);
-    for (int i = 0; i < nparams; i++) {
-        const gpt_param *e = &table[i];
-        // the part of this tensor inside the rank's range
-        size_t lo = e->offset > opt->lo ? e->offset : opt->lo;
-        size_t hi = e->offset + e->numel < opt->hi ? e->offset + e->numel : opt->hi;
-        if (lo >= hi) continue;
-        const float keep = e->decay ? 1.0f - lr * opt->weight_decay : 1.0f;
-        float *p = params + lo, *m = opt->m + (lo - opt->lo), *v = opt->v + (lo - opt->lo);
-        const float *g = grads + lo;
-        const size_t n = hi - lo;
+    for (int b = 0; b < opt->nbuckets; b++) {
+        const tb_shard_bucket *k = &opt->buckets[b];
+        for (int i = 0; i < nparams; i++) {
+            const gpt_param *e = &table[i];
+            // the part of this tensor inside the rank's slice of the bucket
+            size_t lo = e->offset > k->slice_lo ? e->offset : k->slice_lo;
+            size_t hi = e->offset + e->numel < k->slice_hi ? e->offset + e->numel : k->slice_hi;
+            if (lo >= hi) continue;
+            const float keep = e->decay ? 1.0f - lr * opt->weight_decay : 1.0f;
+            float *p = params + lo, *m = opt->m + k->at + (lo - k->slice_lo), *v = opt->v + k->at + (lo - k->slice_lo);
+            const float *g = grads + lo;
+            const size_t n = hi - lo;
 #pragma omp parallel for schedule(static)
-        for (size_t j = 0; j < n; j++) {
-            float gj = g[j] * grad_scale;
-            float mj = b1 * m[j] + (1.0f - b1) * gj;
-            float vj = b2 * v[j] + (1.0f - b2) * gj * gj;
-            m[j] = mj;
-            v[j] = vj;
-            p[j] = p[j] * keep - step * mj / (sqrtf(vj) * inv_sqrt_bc2 + eps);
+            for (size_t j = 0; j < n; j++) {
+                float gj = g[j] * grad_scale;
+                float mj = b1 * m[j] + (1.0f - b1) * gj;
+                float vj = b2 * v[j] + (1.0f - b2) * gj * gj;
+                m[j] = mj;
+                v[j] = vj;
+                p[j] = p[j] * keep - step * mj / (sqrtf(vj) * inv_sqrt_bc2 + eps);
+            }
         }
     }
 }
@@ -73,9 +116,12 @@ double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *
             const gpt_param *p = &m->params[i];
             if ((p->tp_duplicate && tp_rank != 0) || p->pp_duplicate) continue;
             if (!opt->sharded && dp_rank != 0) continue;
-            size_t lo = p->offset > opt->lo ? p->offset : opt->lo;
-            size_t hi = p->offset + p->numel < opt->hi ? p->offset + p->numel : opt->hi;
-            if (lo < hi) sum += cpu_sum_squares(m->grad_memory + lo, hi - lo);
+            for (int b = 0; b < opt->nbuckets; b++) {
+                const tb_shard_bucket *k = &opt->buckets[b];
+                size_t lo = p->offset > k->slice_lo ? p->offset : k->slice_lo;
+                size_t hi = p->offset + p->numel < k->slice_hi ? p->offset + p->numel : k->slice_hi;
+                if (lo < hi) sum += cpu_sum_squares(m->grad_memory + lo, hi - lo);
+            }
         }
     }
     if (rk && rk->world && rk->world_size > 1) {

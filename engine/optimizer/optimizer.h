@@ -17,24 +17,37 @@
 #include "models/gpt.h"
 
 // With the distributed optimizer (Megatron's DistributedOptimizer, ZeRO-1) a data-parallel
-// rank owns the contiguous range [lo, hi) of the flat parameter buffer: its gradients
-// arrive there by reduce-scatter, Adam's state exists for that range only (so optimizer
-// memory falls by 1/dp), it updates that range, and the updated ranges are all-gathered.
-// The fp32 parameters are the master weights themselves (Megatron's fp32/fp32 case).
+// rank owns a contiguous slice of every bucket of the flat parameter buffer, as Megatron's
+// "Range" of each bucket (distributed/distributed_data_parallel.h lays the buckets out: one
+// bucket, the whole buffer, unless --ddp-bucket-size cuts it; each bucket a multiple of dp
+// long): its gradients arrive there by a reduce-scatter per bucket, Adam's state exists for
+// those slices only (so optimizer memory falls by 1/dp), it updates them, and each bucket's
+// updated slices are all-gathered. The fp32 parameters are the master weights themselves
+// (Megatron's fp32/fp32 case). Without sharding the one bucket's slice is the whole buffer.
+typedef struct tb_shard_bucket {
+    size_t lo, hi;              // the bucket, [lo, hi) of the flat buffer
+    size_t slice_lo, slice_hi;  // this rank's slice of it
+    size_t at;                  // where the slice starts in the shard (m, v, shard_grads)
+} tb_shard_bucket;
+
 typedef struct tb_adamw {
-    float *m, *v;        // (hi - lo) each, category optimizer
-    size_t lo, hi;       // this rank's range of the flat buffer (everything when not sharded)
+    float *m, *v;               // shard_numel each, category optimizer
+    tb_shard_bucket *buckets;   // ascending in the buffer
+    int nbuckets;
+    size_t shard_numel;         // the slices' total
     int sharded;
-    float *shard_grads;  // (hi - lo) reduce-scatter destination, category grads (sharded only)
-    int64_t t;           // updates taken
+    float *shard_grads;         // shard_numel: reduce-scatter destination, category grads (sharded only)
+    int64_t t;                  // updates taken
     float beta1, beta2, eps, weight_decay;
     tb_allocator *mem;
 } tb_adamw;
 
 // padded_parameters: the flat buffer's length (a multiple of dp). dp_rank / dp_size: this
 // rank's place in the data-parallel group; sharded only with --use-distributed-optimizer.
+// cuts: the ncuts bucket boundaries inside the buffer, ascending, each a multiple of dp
+// (ddp_bucket_cuts); NULL / 0: one bucket.
 void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, int dp_rank, int dp_size,
-                tb_allocator *mem);
+                const size_t *cuts, int ncuts, tb_allocator *mem);
 void adamw_free(tb_adamw *opt);
 // One update of every parameter in the table with learning rate lr, on the gradients
 // scaled by grad_scale (the clipping coefficient: folded into the update's read of each
@@ -42,6 +55,15 @@ void adamw_free(tb_adamw *opt);
 // is the same float either way).
 void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *params, const float *grads,
                 float grad_scale, float lr);
+
+// The shard's collectives over the data-parallel group dp (sharded only), bucket by bucket:
+// every rank's slices of buf, in place, become the whole buffer (the updated parameters, or
+// the reduced gradients); shard (m, v: this rank's slices, packed) all-gathered into full.
+struct tb_group;
+void adamw_shard_all_gather_inplace(const tb_adamw *opt, struct tb_group *dp, float *buf);
+void adamw_shard_all_gather(const tb_adamw *opt, struct tb_group *dp, const float *shard, float *full);
+// This rank's slices of full, packed into shard (a checkpoint's moments, loaded).
+void adamw_shard_extract(const tb_adamw *opt, const float *full, float *shard);
 
 // Global L2 norm of the gradients (the whole buffer: padding holds zeros).
 double clip_grads_global_norm(const float *grads, size_t n);

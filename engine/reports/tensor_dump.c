@@ -127,8 +127,7 @@ void tensor_dump_grads(tb_tensor_dump *d, gpt_model *models, tb_adamw *opts, int
     tb_rank *rk = d->rk;
     for (int c = 0; c < nchunks; c++)
         if (opts[c].sharded && rk->world)  // each dp rank holds its range reduced: the whole, everywhere
-            tb_all_gather(&rk->groups[TB_GROUP_DP_CP], models[c].grad_memory + opts[c].lo, models[c].grad_memory,
-                          opts[c].hi - opts[c].lo);
+            adamw_shard_all_gather_inplace(&opts[c], &rk->groups[TB_GROUP_DP_CP], models[c].grad_memory);
     keep_params(d, models, nchunks, 1);
 }
 

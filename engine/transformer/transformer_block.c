@@ -95,6 +95,7 @@ const float *transformer_block_output(const transformer_block *b, int slot) { re
 const float *transformer_block_forward(transformer_block *b, int slot) {
     transformer_block_state *st = &b->slots[slot];
     for (int l = 0; l < b->L; l++) {
+        if (b->layer_params_needed) b->layer_params_needed(b->hooks_ctx, b->first + l);
         transformer_layer_acts_alloc(&st->acts[l], b->mem, &b->d, b->selective, b->first + l);
         st->x[l + 1] = alloc_stream(b, l + 1);
         transformer_layer_forward(b->spec, b->first + l, &b->d, &b->params[l], &st->acts[l], &b->ws, st->x[l],
@@ -135,7 +136,7 @@ const float *transformer_block_backward(transformer_block *b, int slot, const fl
         transformer_layer_backward(b->spec, b->first + l, &b->d, &b->params[l], &b->grads[l], &st->acts[l], &b->ws,
                                    st->x[l], dcur, dnext);
         transformer_layer_acts_free(&st->acts[l], b->mem);
-        if (b->layer_grads_done) b->layer_grads_done(b->layer_grads_done_ctx, b->first + l);
+        if (b->layer_grads_done) b->layer_grads_done(b->hooks_ctx, b->first + l);
         tb_free(b->mem, st->x[l + 1]);
         st->x[l + 1] = NULL;
         dcur = dnext;

@@ -49,7 +49,10 @@ typedef struct transformer_block {
     // Called after each layer's backward with its global index, when set (gpt_model's
     // gradient-ready hook: --overlap-grad-reduce starts a bucket's reduction from it).
     void (*layer_grads_done)(void *ctx, int layer);
-    void *layer_grads_done_ctx;
+    void *hooks_ctx;
+    // Called before each layer's forward with its global index, when set (on the same ctx:
+    // gpt_model's parameter-needed hook, --overlap-param-gather waits there for its bucket).
+    void (*layer_params_needed)(void *ctx, int layer);
 } transformer_block;
 
 // Layers [first, first + L) of the model; nslots microbatches may be in flight.

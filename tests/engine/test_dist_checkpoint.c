@@ -98,6 +98,11 @@ TB_TEST(resuming_at_the_same_layout_continues_bitwise) {
                 "--world-size 2 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2", 0);
     resume_case("dp 2 + distributed optimizer", "--world-size 2 --use-distributed-optimizer",
                 "--world-size 2 --use-distributed-optimizer", 0);
+    // the shard a slice of each of many buckets (--ddp-bucket-size), with both overlaps
+    resume_case("dp 2 dist-opt, buckets, overlap", "--world-size 2 --use-distributed-optimizer --ddp-bucket-size 5000 "
+                "--overlap-grad-reduce --overlap-param-gather",
+                "--world-size 2 --use-distributed-optimizer --ddp-bucket-size 5000 --overlap-grad-reduce "
+                "--overlap-param-gather", 0);
 }
 
 TB_TEST(a_checkpoint_resumes_at_another_layout) {
@@ -106,6 +111,9 @@ TB_TEST(a_checkpoint_resumes_at_another_layout) {
     resume_case("pp 2 -> pp 1", "--world-size 2 --pipeline-model-parallel-size 2", "", 1e-5);
     resume_case("dp 2 dist-opt -> dp 4 dist-opt", "--world-size 2 --use-distributed-optimizer",
                 "--world-size 4 --use-distributed-optimizer", 1e-5);
+    // slices of many buckets saved, one slice of the whole buffer loaded
+    resume_case("dp 2 dist-opt buckets -> dp 4 dist-opt", "--world-size 2 --use-distributed-optimizer "
+                "--ddp-bucket-size 5000", "--world-size 4 --use-distributed-optimizer", 1e-5);
     resume_case("tp 2 x dp 2 dist-opt -> pp 2 x vpp 2", "--world-size 4 --tensor-model-parallel-size 2 "
                 "--use-distributed-optimizer",
                 "--world-size 2 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2", 1e-5);

@@ -66,6 +66,10 @@ static const layout layouts[] = {
     {"tp 2 + sp", 2, 1, "--tensor-model-parallel-size 2 --sequence-parallel"},
     {"dp 2", 2, 1, "--world-size 2"},
     {"dp 2 + distributed optimizer", 2, 1, "--world-size 2 --use-distributed-optimizer"},
+    // the communication thread's bucketed reduce-scatters and parameter all-gathers beside the
+    // rank thread's calls (MPI_THREAD_MULTIPLE)
+    {"dp 2 + dist-opt, both overlaps", 2, 1,
+     "--world-size 2 --use-distributed-optimizer --ddp-bucket-size 3000 --overlap-grad-reduce --overlap-param-gather"},
     {"pp 2 (1F1B)", 2, 1, "--pipeline-model-parallel-size 2"},
     {"pp 2 x vpp 2 (interleaved)", 2, 1, "--pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2"},
     {"tp 2 + sp x dp 2 + dist-opt", 4, 1,

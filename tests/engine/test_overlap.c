@@ -26,6 +26,7 @@ typedef struct result {
     float *params[MAX_RANKS];  // every chunk's parameter buffer of each rank, back to back
     size_t nparams[MAX_RANKS];
     int buckets[MAX_RANKS];    // each rank's buckets (0 without overlap)
+    int shard_buckets[MAX_RANKS];  // the buckets its optimizer shard is sliced from (every chunk's)
     double exposed_ms;         // rank 0's exposed communication over the steps
 } result;
 
@@ -65,6 +66,15 @@ static void rank_fn(tb_rank *rk, void *arg) {
     j->out->params[rk->rank] = all;
     j->out->nparams[rk->rank] = n;
     j->out->buckets[rk->rank] = ddp_active(&tr.ddp) ? tr.ddp.nbuckets : 0;
+    for (int c = 0; c < tr.nchunks; c++) {
+        const tb_adamw *o = &tr.opts[c];
+        j->out->shard_buckets[rk->rank] += o->nbuckets;
+        for (int b = 0; b < o->nbuckets; b++) {  // each bucket splits into dp equal slices
+            const tb_shard_bucket *k = &o->buckets[b];
+            const size_t dp = o->sharded ? (size_t)rk->groups[TB_GROUP_DP_CP].size : 1;
+            if ((k->hi - k->lo) % dp || (k->slice_hi - k->slice_lo) * dp != k->hi - k->lo) j->failed = 1;
+        }
+    }
     trainer_free(&tr);
 }
 
@@ -100,8 +110,9 @@ static void base_config(tb_config *c) {
     c->ddp_bucket_size = 3000;  // a layer is ~12.7k elements: a few buckets per layer
 }
 
-// The layout trained without and with overlap; world = tp x pp x 2 ranks; 2 microbatches.
-static void compare(const char *name, void (*setup)(tb_config *)) {
+// The layout trained without and with overlap (gather: also --overlap-param-gather); world =
+// tp x pp x 2 ranks; 2 microbatches.
+static void compare_overlap(const char *name, void (*setup)(tb_config *), int gather) {
     tb_config a, b;
     base_config(&a);
     setup(&a);
@@ -110,6 +121,7 @@ static void compare(const char *name, void (*setup)(tb_config *)) {
     a.global_batch_size = a.micro_batch_size * 2 * (a.pipeline_model_parallel_size > 1 ? 4 : 2);
     b = a;
     b.overlap_grad_reduce = 1;
+    b.overlap_param_gather = gather;
     result ra, rb;
     TB_REQUIRE(train(&a, &ra) == 0, "%s: training without overlap failed", name);
     TB_REQUIRE(train(&b, &rb) == 0, "%s: training with --overlap-grad-reduce failed", name);
@@ -128,6 +140,11 @@ static void compare(const char *name, void (*setup)(tb_config *)) {
     }
     TB_CHECK(differing == 0, "%s: %d rank(s)' final parameters differ with overlap", name, differing);
     TB_CHECK(min_buckets >= 3, "%s: only %d buckets on some rank (the test wants several)", name, min_buckets);
+    if (a.use_distributed_optimizer)  // the shard is a slice of each of them, with or without overlap
+        for (int r = 0; r < a.world_size; r++)
+            TB_CHECK(ra.shard_buckets[r] == rb.buckets[r] && rb.shard_buckets[r] == rb.buckets[r],
+                     "%s: rank %d: the optimizer's shard has %d / %d buckets, DDP %d", name, r, ra.shard_buckets[r],
+                     rb.shard_buckets[r], rb.buckets[r]);
     printf("    %-26s losses %.6f .. %.6f bitwise equal; >= %d buckets/rank; exposed comm %.2f -> %.2f ms\n", name,
            rb.loss[0], rb.loss[STEPS - 1], min_buckets, ra.exposed_ms, rb.exposed_ms);
     result_free(&ra);
@@ -147,12 +164,24 @@ static void pp2_vpp2_dp2_distopt(tb_config *c) {
     c->use_distributed_optimizer = 1;
 }
 
-TB_TEST(overlap_grad_reduce_dp2_bitwise) { compare("dp2", dp2); }
-TB_TEST(overlap_grad_reduce_dp2_distributed_optimizer_bitwise) { compare("dp2 distopt", dp2_distopt); }
-TB_TEST(overlap_grad_reduce_tp2_sp_dp2_bitwise) { compare("tp2 sp x dp2", tp2_sp_dp2); }
-TB_TEST(overlap_grad_reduce_pp2_dp2_bitwise) { compare("pp2 x dp2", pp2_dp2); }
+static void tp2_sp_dp2_distopt(tb_config *c) {
+    tp2_sp_dp2(c);
+    c->use_distributed_optimizer = 1;
+}
+
+TB_TEST(overlap_grad_reduce_dp2_bitwise) { compare_overlap("dp2", dp2, 0); }
+TB_TEST(overlap_grad_reduce_dp2_distributed_optimizer_bitwise) { compare_overlap("dp2 distopt", dp2_distopt, 0); }
+TB_TEST(overlap_grad_reduce_tp2_sp_dp2_bitwise) { compare_overlap("tp2 sp x dp2", tp2_sp_dp2, 0); }
+TB_TEST(overlap_grad_reduce_pp2_dp2_bitwise) { compare_overlap("pp2 x dp2", pp2_dp2, 0); }
 TB_TEST(overlap_grad_reduce_pp2_vpp2_dp2_distributed_optimizer_bitwise) {
-    compare("pp2 v2 x dp2 distopt", pp2_vpp2_dp2_distopt);
+    compare_overlap("pp2 v2 x dp2 distopt", pp2_vpp2_dp2_distopt, 0);
+}
+// --overlap-param-gather: each bucket's all-gather waited for by the next forward, the
+// same bits (the tied embedding's bucket under pp: waited for by the embedding and the head)
+TB_TEST(overlap_param_gather_dp2_bitwise) { compare_overlap("dp2 distopt gather", dp2_distopt, 1); }
+TB_TEST(overlap_param_gather_tp2_sp_dp2_bitwise) { compare_overlap("tp2 sp x dp2 gather", tp2_sp_dp2_distopt, 1); }
+TB_TEST(overlap_param_gather_pp2_vpp2_dp2_bitwise) {
+    compare_overlap("pp2 v2 x dp2 gather", pp2_vpp2_dp2_distopt, 1);
 }
 
 // Each refusal names the flag and the value.
@@ -168,7 +197,7 @@ static void expect_refusal(void (*setup)(tb_config *), const char *words) {
 }
 static void bucket_zero(tb_config *c) { c->ddp_bucket_size = 0; }
 static void gather_without_distopt(tb_config *c) { c->overlap_param_gather = 1; }
-static void gather_with_distopt(tb_config *c) {
+static void gather_without_grad_overlap(tb_config *c) {
     c->overlap_param_gather = 1;
     c->use_distributed_optimizer = 1;
 }
@@ -176,7 +205,7 @@ static void gather_with_distopt(tb_config *c) {
 TB_TEST(ddp_config_rules) {
     expect_refusal(bucket_zero, "ddp_bucket_size (0) must be at least 1");
     expect_refusal(gather_without_distopt, "overlap_param_gather needs use_distributed_optimizer");
-    expect_refusal(gather_with_distopt, "overlap_param_gather: not supported yet");
+    expect_refusal(gather_without_grad_overlap, "overlap_param_gather needs overlap_grad_reduce");
 }
 
 // A communication-thread call that times out fails its rank with the hang report, as a rank
@@ -207,6 +236,9 @@ int main(void) {
     TB_RUN(overlap_grad_reduce_tp2_sp_dp2_bitwise);
     TB_RUN(overlap_grad_reduce_pp2_dp2_bitwise);
     TB_RUN(overlap_grad_reduce_pp2_vpp2_dp2_distributed_optimizer_bitwise);
+    TB_RUN(overlap_param_gather_dp2_bitwise);
+    TB_RUN(overlap_param_gather_tp2_sp_dp2_bitwise);
+    TB_RUN(overlap_param_gather_pp2_vpp2_dp2_bitwise);
     TB_RUN(communication_thread_timeout_fails_the_rank_with_a_hang_report);
     return tb_test_summary();
 }

@@ -72,7 +72,7 @@ TB_TEST(tiny_model_overfits_one_batch_below_0_05) {
     gpt_model_init(&m, &cfg, &mem, NULL);
     tb_adamw opt;
     cfg.weight_decay = 0;
-    adamw_init(&opt, &cfg, m.padded_parameters, 0, 1, &mem);
+    adamw_init(&opt, &cfg, m.padded_parameters, 0, 1, NULL, 0, &mem);
     int32_t inputs[64], targets[64];
     for (int i = 0; i < 64; i++) inputs[i] = (i * 37 + 11) % 64, targets[i] = (i * 13 + 5) % 64;
     float first = 0, loss = 0;
@@ -187,7 +187,7 @@ TB_TEST(adamw_decays_matrices_but_not_norms_or_biases) {
     gpt_model m;
     gpt_model_init(&m, &cfg, &mem, NULL);
     tb_adamw opt;
-    adamw_init(&opt, &cfg, m.padded_parameters, 0, 1, &mem);
+    adamw_init(&opt, &cfg, m.padded_parameters, 0, 1, NULL, 0, &mem);
     float *before = malloc(m.num_parameters * sizeof(float));
     memcpy(before, m.param_memory, m.num_parameters * sizeof(float));
     gpt_zero_grad(&m);  // zero gradients: only the decay moves a weight
@@ -205,7 +205,7 @@ TB_TEST(adamw_decays_matrices_but_not_norms_or_biases) {
     memcpy(m.param_memory, before, m.num_parameters * sizeof(float));
     adamw_free(&opt);
     cfg.weight_decay = 0;
-    adamw_init(&opt, &cfg, m.padded_parameters, 0, 1, &mem);
+    adamw_init(&opt, &cfg, m.padded_parameters, 0, 1, NULL, 0, &mem);
     const gpt_param *w = gpt_find_param(&m, "h.0.attn.c_attn.weight");
     m.grad_memory[w->offset] = 0.25f;
     m.grad_memory[w->offset + 1] = -4.0f;
@@ -245,8 +245,8 @@ TB_TEST(adamw_applies_the_clip_coefficient_to_every_gradient) {
     memcpy(p0, m.param_memory, n * sizeof(float));
     for (size_t i = 0; i < n; i++) g[i] = (float)((int)(i % 11) - 5) * 0.1f, scaled[i] = g[i] * 0.37f;
     tb_adamw a, b;
-    adamw_init(&a, &cfg, m.padded_parameters, 0, 1, &mem);
-    adamw_init(&b, &cfg, m.padded_parameters, 0, 1, &mem);
+    adamw_init(&a, &cfg, m.padded_parameters, 0, 1, NULL, 0, &mem);
+    adamw_init(&b, &cfg, m.padded_parameters, 0, 1, NULL, 0, &mem);
     for (int step = 0; step < 3; step++) adamw_step(&a, m.params, m.nparams, m.param_memory, g, 0.37f, 1e-2f);
     float *pa = malloc(n * sizeof(float));
     memcpy(pa, m.param_memory, n * sizeof(float));
