@@ -239,8 +239,13 @@ TB_TEST(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole) {
                         "[ -f \"$d/metadata.json\" ] || { echo \"incomplete $d\"; exit 1; }; done",
                         ck);
         TB_CHECK(rc == 0, "kill %d after %d ms: %s", k, delay_ms, sh.out);
-        rc = tb_run(&sh, NULL, "'%s'" MODEL " --train-iters 401 --load '%s' --run-dir '%s' > /dev/null", PRETRAIN, ck,
-                    tmp(dir, "kill-load"));
+        // one step past the latest checkpoint: its load is the point, not more training
+        char *text = tb_slurp(latest);
+        long iteration = text ? strtol(text, NULL, 10) : -1;
+        free(text);
+        TB_CHECK(iteration >= 1, "kill %d after %d ms: %s holds no iteration", k, delay_ms, latest);
+        rc = tb_run(&sh, NULL, "'%s'" MODEL " --train-iters %ld --load '%s' --run-dir '%s' > /dev/null", PRETRAIN,
+                    iteration + 1, ck, tmp(dir, "kill-load"));
         TB_CHECK(rc == 0, "kill %d after %d ms: the latest checkpoint does not load: %s", k, delay_ms, sh.err);
     }
     printf("    %d of 6 runs killed mid-training\n", kills);
