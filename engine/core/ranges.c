@@ -30,6 +30,7 @@ void tb_ranges_init(tb_ranges *t, int rank, int world_size, const char *rank_lab
     snprintf(t->rank_label, sizeof t->rank_label, "%s", rank_label);
     t->origin_ns = origin_ns;
     t->recording = recording;
+    pthread_mutex_init(&t->stack_mu, NULL);
 }
 
 void tb_ranges_free(tb_ranges *t) {
@@ -39,6 +40,7 @@ void tb_ranges_free(tb_ranges *t) {
     t->events = NULL;
     t->strings = NULL;
     t->comm_args = NULL;
+    pthread_mutex_destroy(&t->stack_mu);
 }
 
 void tb_ranges_bind(tb_ranges *t) { current_trace = t; }
@@ -60,6 +62,12 @@ static uint32_t intern(tb_ranges *t, const char *s, size_t n) {
     return off;
 }
 
+#ifdef TB_HAVE_NVTX
+// NVTX initialises itself on the first call, unsynchronised: once, before any thread's push
+static pthread_once_t nvtx_once = PTHREAD_ONCE_INIT;
+static void nvtx_init(void) { nvtxInitialize(NULL); }
+#endif
+
 void tb_range_push(const char *fmt, ...) {
     char name[TB_RANGE_NAME_MAX];
     va_list ap;
@@ -69,6 +77,7 @@ void tb_range_push(const char *fmt, ...) {
     if (n < 0) n = 0;
     if (n >= (int)sizeof name) n = sizeof name - 1;
 #ifdef TB_HAVE_NVTX
+    pthread_once(&nvtx_once, nvtx_init);
     nvtxRangePushA(name);
 #endif
     tb_ranges *t = current_trace;
@@ -77,7 +86,9 @@ void tb_range_push(const char *fmt, ...) {
         fprintf(stderr, "trace: ranges nested deeper than %d at '%s'\n", TB_RANGES_MAX_DEPTH, name);
         abort();
     }
+    pthread_mutex_lock(&t->stack_mu);
     memcpy(t->stack_names[t->depth], name, (size_t)n + 1);
+    pthread_mutex_unlock(&t->stack_mu);
     if (t->recording) {
         t->events = grow(t->events, &t->cap_events, t->nevents + 1, sizeof *t->events);
         tb_range_event *e = &t->events[t->nevents];
@@ -90,7 +101,9 @@ void tb_range_push(const char *fmt, ...) {
         e->start_ns = tb_now_ns() - t->origin_ns;
         t->stack[t->depth] = t->nevents++;
     }
+    pthread_mutex_lock(&t->stack_mu);
     t->depth++;
+    pthread_mutex_unlock(&t->stack_mu);
 }
 
 void tb_range_pop(void) {
@@ -103,7 +116,9 @@ void tb_range_pop(void) {
         fprintf(stderr, "trace: TB_RANGE_POP without a matching push\n");
         abort();
     }
+    pthread_mutex_lock(&t->stack_mu);
     t->depth--;
+    pthread_mutex_unlock(&t->stack_mu);
     if (t->recording) {
         tb_range_event *e = &t->events[t->stack[t->depth]];
         e->dur_ns = tb_now_ns() - t->origin_ns - e->start_ns;
@@ -129,8 +144,11 @@ void tb_range_annotate_comm(const tb_range_comm_args *args) {
 void tb_ranges_stack_string(const tb_ranges *t, char *buf, size_t len) {
     size_t used = 0;
     buf[0] = '\0';
-    for (int i = 0; t && i < t->depth && used < len; i++)
+    if (!t) return;
+    pthread_mutex_lock((pthread_mutex_t *)&t->stack_mu);
+    for (int i = 0; i < t->depth && used < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " > " : "", t->stack_names[i]);
+    pthread_mutex_unlock((pthread_mutex_t *)&t->stack_mu);
 }
 
 static json_t *metadata_event(const char *what, int pid, int tid, const char *name) {

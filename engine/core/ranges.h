@@ -21,6 +21,7 @@
 #ifndef TB_CORE_RANGES_H
 #define TB_CORE_RANGES_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,6 +68,9 @@ typedef struct tb_ranges {
     size_t stack[TB_RANGES_MAX_DEPTH];  // indices of the open events
     char stack_names[TB_RANGES_MAX_DEPTH][TB_RANGE_NAME_MAX];
     int depth;
+    // guards stack_names and depth: another thread reads them (tb_ranges_stack_string, the
+    // hang report of a peer's watchdog or communication thread) while this one runs
+    pthread_mutex_t stack_mu;
 } tb_ranges;
 
 int64_t tb_now_ns(void);  // CLOCK_MONOTONIC in ns
