@@ -286,8 +286,11 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
     m->nparams = lay.n;
     m->num_parameters = lay.offset;
 
-    // the distributed optimizer splits the flat buffer into dp equal ranges
-    size_t unit = 16 * (size_t)(cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1);
+    // the distributed optimizer splits the flat buffer (each bucket of it) into equal slices
+    // over its group, dp × cp (the gradients are reduced over dp × cp)
+    const size_t dp = (size_t)(cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1);
+    const size_t cp = (size_t)(cfg->context_parallel_size > 0 ? cfg->context_parallel_size : 1);
+    size_t unit = 16 * dp * cp;
     m->padded_parameters = (m->num_parameters + unit - 1) / unit * unit;
     m->param_memory = tb_calloc(mem, TB_MEM_PARAMS, m->padded_parameters * sizeof(float), "parameters");
     m->grad_memory = tb_calloc(mem, TB_MEM_GRADS, m->padded_parameters * sizeof(float), "gradients");

@@ -82,7 +82,7 @@ typedef struct gpt_model {
     gpt_param *params;
     int nparams;
     size_t num_parameters;   // floats in the parameter buffer
-    size_t padded_parameters;  // its allocated length: a multiple of 16 x data-parallel size
+    size_t padded_parameters;  // its allocated length: a multiple of 16 x dp x cp (the distributed optimizer's group)
     float *param_memory;     // category params
     float *grad_memory;      // category grads
     gpt_weights w, g;

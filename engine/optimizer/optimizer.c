@@ -1,6 +1,7 @@
 #include "optimizer/optimizer.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,11 @@ void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, i
         tb_shard_bucket *k = &opt->buckets[b];
         k->lo = b ? cuts[b - 1] : 0;
         k->hi = b < ncuts ? cuts[b] : padded_parameters;
-        const size_t slice = (k->hi - k->lo) / d;  // a bucket is a multiple of dp long
+        if ((k->hi - k->lo) % d) {  // the buffer's padding and the cuts make each a multiple of dp × cp
+            fprintf(stderr, "adamw_init: bucket [%zu, %zu) does not split into %zu equal slices\n", k->lo, k->hi, d);
+            abort();
+        }
+        const size_t slice = (k->hi - k->lo) / d;
         k->slice_lo = k->lo + r * slice;
         k->slice_hi = k->slice_lo + slice;
         k->at = opt->shard_numel;

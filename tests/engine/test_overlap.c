@@ -5,6 +5,7 @@
 // (with sequence parallelism: sp all-reduces in backward), pp 2 x dp 2 (the tied embedding's
 // deferred bucket) and interleaved pp 2 x v 2 x dp 2, under gradient accumulation (the
 // buckets may only go with the last microbatch) and with small buckets so that there are many.
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "checkpoint/safetensors.h"
 #include "config.h"
 #include "parallel_state.h"
 #include "tb_shell.h"
@@ -184,6 +186,50 @@ TB_TEST(overlap_param_gather_pp2_vpp2_dp2_bitwise) {
     compare_overlap("pp2 v2 x dp2 gather", pp2_vpp2_dp2_distopt, 1);
 }
 
+// The distributed optimizer's group is dp × cp: the buffer is padded so that each bucket splits
+// into dp × cp equal slices. At cp 3 with 25,952 parameters (not a multiple of 48) the buffer
+// was padded for dp alone and the last slice's elements were never updated (the losses still
+// agreed): every parameter after two steps must match the single rank's (the first step's lr is 0).
+#define CP3_DIR TB_TEST_TMPDIR "/overlap_cp3"
+static float *dumped_param(const char *run, const char *name, int64_t *n) {
+    char path[512];
+    snprintf(path, sizeof path, CP3_DIR "/%s/tensors/step-0000002.rank-00000.safetensors", run);
+    tb_safetensors st;
+    tb_error err;
+    if (tb_safetensors_open(&st, path, &err) != 0) return NULL;
+    const tb_st_tensor *t = tb_safetensors_find(&st, name);
+    float *v = t ? malloc((size_t)tb_st_tensor_numel(t) * sizeof *v) : NULL;
+    if (v && tb_safetensors_read_f32(&st, t, v, &err) != 0) {
+        free(v);
+        v = NULL;
+    }
+    *n = t ? tb_st_tensor_numel(t) : 0;
+    tb_safetensors_close(&st);
+    return v;
+}
+
+TB_TEST(distributed_optimizer_over_dp_x_cp_updates_every_parameter) {
+    static const char *const model = TB_BIN_DIR "/pretrain_gpt --num-layers 1 --hidden-size 40 --num-attention-heads 2 "
+                                     "--seq-length 24 --vocab-size 60 --micro-batch-size 1 --global-batch-size 2 "
+                                     "--train-iters 2 --dump-tensors 2 --attention-backend flash";
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "rm -rf " CP3_DIR " && %s --run-dir " CP3_DIR "/one > /dev/null 2>&1 && %s --world-size 3 "
+             "--context-parallel-size 3 --use-distributed-optimizer --run-dir " CP3_DIR "/cp3 > /dev/null 2>&1",
+             model, model);
+    TB_REQUIRE(system(cmd) == 0, "training at one rank and at cp 3 with the distributed optimizer: %s", cmd);
+    int64_t na, nb;
+    float *a = dumped_param("one", "param/ln_f.bias", &na), *b = dumped_param("cp3", "param/ln_f.bias", &nb);
+    TB_REQUIRE(a && b && na == nb && na == 40, "param/ln_f.bias dumped by both runs (%lld, %lld elements)",
+               (long long)na, (long long)nb);
+    int bad = -1;
+    for (int64_t i = 0; i < na && bad < 0; i++)
+        if (!(fabsf(a[i] - b[i]) <= 1e-5f * fabsf(a[i]) + 1e-7f) || a[i] == 0.0f) bad = (int)i;
+    TB_CHECK(bad < 0, "ln_f.bias[%d] after step 2: %.9g at cp 3, %.9g on one rank", bad, bad < 0 ? 0 : b[bad],
+             bad < 0 ? 0 : a[bad]);
+    free(a);
+    free(b);
+}
+
 // Each refusal names the flag and the value.
 static void expect_refusal(void (*setup)(tb_config *), const char *words) {
     tb_config c;
@@ -240,5 +286,6 @@ int main(void) {
     TB_RUN(overlap_param_gather_tp2_sp_dp2_bitwise);
     TB_RUN(overlap_param_gather_pp2_vpp2_dp2_bitwise);
     TB_RUN(communication_thread_timeout_fails_the_rank_with_a_hang_report);
+    TB_RUN(distributed_optimizer_over_dp_x_cp_updates_every_parameter);
     return tb_test_summary();
 }
