@@ -103,6 +103,11 @@ int tb_parse_claim(const char *parser, json_t *args, const char *const *record_d
 // no parser of that name.
 const char *tb_parser_definition(const char *parser);
 
+// Whether the number the parser gives with these args is derived from time, which prove's
+// stability gate judges (stability.h): 1, or 0 for an exact one, a combination (ratio,
+// saved_fraction, relative_difference: their parts are judged) or no parser of that name.
+int tb_parser_timed(const char *parser, json_t *args);
+
 // The parsers' names, NULL-terminated.
 extern const char *const tb_parser_names[];
 

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
 #include "parsers_internal.h"
+#include "step_report.h"
 
 // The engine's communicator group and op names (engine/comm/group.h, parallel_state.c): an
 // arg outside them is a typo, which would otherwise count no calls and give 0 bytes.
@@ -116,5 +118,91 @@ int tbp_comm_bytes_record(const parser *p, json_t *args, const char *dir, double
              most_calls == 1 ? "" : "s", most, least);
     json_object_set_new(ev, "step", json_integer(step));
     json_object_set_new(ev, "detail", json_string(detail));
+    return 0;
+}
+
+// collective_figure: the collectives of a group matched across its members (step_report.h's
+// tb_collective_calls, what tracebook comm lists) inside the steps after the warm-up.
+int tbp_collective_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev,
+                          tb_error *err) {
+    static const char *const figures[] = {"enter_spread_ms", "max_enter_spread_ms", "transfer_ms", "last_rank",
+                                          "last_rank_share", NULL};
+    static const char *const groups[] = {"tp", "cp", "dp", "dp_cp", "pp_grad", "mp", "embedding", "world", NULL};
+    const char *group = tbp_string_arg(args, "group", NULL), *op = tbp_string_arg(args, "op", NULL);
+    const char *figure = tbp_string_arg(args, "figure", "enter_spread_ms");
+    if (tbp_one_of(p, "group", group, groups, err) != 0) return -1;
+    if (json_object_get(args, "op") && tbp_one_of(p, "op", op, comm_ops, err) != 0) return -1;
+    if (json_object_get(args, "op") && (!strcmp(op, "send") || !strcmp(op, "recv")))
+        return tb_fail(err, "parser %s: args.op %s: P2P calls are not matched across a group (their sequence numbers "
+                            "are per caller)", p->name, op);
+    if (tbp_one_of(p, "figure", figure, figures, err) != 0) return -1;
+    long long warmup;
+    if (tbp_int_arg(p, args, "warmup_steps", 1, 0, &warmup, err) != 0) return -1;
+    json_t *files = json_array();
+    json_object_set_new(ev, "files", files);
+    char config_path[REC_PATH_MAX], run_dir[REC_PATH_MAX], path[REC_PATH_MAX];
+    long long world;
+    if (tbp_record_world_size(dir, config_path, sizeof config_path, files, &world, NULL, err) != 0 ||
+        tb_run_path(run_dir, sizeof run_dir, dir, TB_RECORD_RUN_DIR, err) != 0)
+        return -1;
+    for (long long r = 0; r < world; r++) {  // every rank's trace: a call missing a member is no spread
+        if (tb_rank_file_path(path, sizeof path, run_dir, TB_RANK_TRACE, (int)r, err) != 0) return -1;
+        if (access(path, R_OK) != 0)
+            return tb_fail(err, "%s: missing (rank %lld of world_size %lld, %s)", path, r, world, config_path);
+        json_array_append_new(files, json_string(path));
+    }
+    json_t *calls = tb_collective_calls(run_dir, err);
+    if (!calls) return -1;
+    size_t n = json_array_size(calls), k = 0, i;
+    double *spread = tb_xcalloc(n + 1, sizeof *spread, "enter spreads");
+    double *transfer = tb_xcalloc(n + 1, sizeof *transfer, "transfers");
+    long long *last = tb_xcalloc((size_t)world, sizeof *last, "last ranks");
+    json_t *c;
+    json_array_foreach(calls, i, c) {
+        const char *g = json_string_value(json_object_get(c, "group"));
+        const char *o = json_string_value(json_object_get(c, "op"));
+        if (!g || strcmp(g, group) || (op && (!o || strcmp(o, op)))) continue;
+        if (json_integer_value(json_object_get(c, "step")) <= warmup) continue;  // -1: outside train_step
+        spread[k] = json_number_value(json_object_get(c, "enter_spread_ms"));
+        double longest = 0;
+        size_t j;
+        json_t *m;
+        json_array_foreach(json_object_get(c, "members"), j, m) {
+            double t = json_number_value(json_object_get(m, "transfer_ms"));
+            longest = t > longest ? t : longest;
+        }
+        transfer[k++] = longest;
+        json_int_t lr = json_integer_value(json_object_get(c, "last_rank"));
+        if (lr >= 0 && lr < world) last[lr]++;
+    }
+    json_decref(calls);
+    int rc = 0;
+    if (k == 0)
+        rc = tb_fail(err, "parser %s: %s: no %s calls on group %s inside the steps after warmup_steps %lld", p->name,
+                     run_dir, op ? op : "collective", group, warmup);
+    long long most = 0;
+    for (long long r = 1; r < world; r++)
+        if (last[r] > last[most]) most = r;
+    double v = 0;
+    if (rc == 0) {
+        const double med_spread = tb_median(spread, (int)k);  // sorts: spread[k - 1] is the largest
+        if (!strcmp(figure, "last_rank")) v = (double)most;
+        else if (!strcmp(figure, "last_rank_share")) v = (double)last[most] / (double)k;
+        else if (!strcmp(figure, "transfer_ms")) v = tb_median(transfer, (int)k);
+        else if (!strcmp(figure, "max_enter_spread_ms")) v = spread[k - 1];
+        else v = med_spread;
+        char detail[512];
+        snprintf(detail, sizeof detail,
+                 "%zu %s call%s on group %s in steps > %lld matched across every trace: enter spread median %.4g ms, "
+                 "max %.4g ms; rank %lld entered last in %lld of them",
+                 k, op ? op : "collective", k == 1 ? "" : "s", group, warmup, med_spread, spread[k - 1], most,
+                 last[most]);
+        json_object_set_new(ev, "detail", json_string(detail));
+    }
+    free(spread);
+    free(transfer);
+    free(last);
+    if (rc != 0) return -1;
+    *value = v;
     return 0;
 }

@@ -28,6 +28,9 @@ struct parser {
     const char *const *arg_names;  // the args it accepts (NULL-terminated)
     record_fn per_record;          // a per-record parser (median over records), or
     combine_fn combine;            // a combination of sub-claims
+    // whether the number its args give is derived from time (prove's stability gate,
+    // stability.h); NULL: never (an exact parser, or a combination, whose parts are judged)
+    int (*timed)(json_t *args);
 };
 
 // ---- helpers (parsers_util.c)
@@ -63,7 +66,13 @@ int tbp_peak_memory_record(const parser *, json_t *, const char *, double *, jso
 int tbp_pipeline_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);  // pipeline
 int tbp_figure_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 int tbp_comm_bytes_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);  // comm
+int tbp_step_phase_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 int tbp_checkpoint_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);  // checkpoint
+int tbp_collective_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);  // traces
+int tbp_oom_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);  // failure reports
+int tbp_hang_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
+int tbp_first_divergence_combine(const parser *, json_t *, const char *const *, int, double *, json_t **,
+                                 tb_error *);  // dumped tensors
 int tbp_ratio_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
 int tbp_difference_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
 

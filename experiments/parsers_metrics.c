@@ -1,6 +1,7 @@
 // parsers_metrics.c — the parsers of every rank's metrics.rank-NNNNN.jsonl: tokens_per_s and
-// step_ms (the slowest rank's step time), loss_at_step, peak_memory_bytes; and the step
-// times of the stability gate (tb_slowest_step_ms).
+// step_ms (the slowest rank's step time), loss_at_step, peak_memory_bytes, step_phase (a
+// phase of the step decomposition); and the step times of the stability gate
+// (tb_slowest_step_ms).
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -17,13 +18,13 @@
 // ---------------------------------------------------------------------------------------
 // One record's metrics: every rank's metrics.rank-NNNNN.jsonl
 
-enum { NEED_STEP_MS = 1, NEED_LOSS = 2, NEED_MEM = 4 };
+enum { NEED_STEP_MS = 1, NEED_LOSS = 2, NEED_MEM = 4, NEED_PHASE = 8 };
 
 typedef struct metric_row {
     int64_t step;
     int line;
     int has_loss;
-    double loss, step_ms, mem;
+    double loss, step_ms, mem, phase;
 } metric_row;
 
 typedef struct rank_metrics {
@@ -81,7 +82,7 @@ static int number_field(json_t *line, const char *key, double *out) {
 
 // Reads one rank's metrics file, keeping the fields `need` asks for (an absent one is an
 // error naming file and line). category: the mem_peak_bytes key for NEED_MEM ("total_peak":
-// mem_total_peak_bytes).
+// mem_total_peak_bytes), the pipeline key for NEED_PHASE ("backward_ms").
 static int read_rank_metrics(rank_metrics *rm, int need, const char *category, tb_error *err) {
     char *data = NULL;
     size_t len = 0;
@@ -130,6 +131,8 @@ static int read_rank_metrics(rank_metrics *rm, int need, const char *category, t
                     rc = tb_fail(err, "%s:%d: no numeric 'mem_peak_bytes.%s'", rm->path, lineno, category);
             }
         }
+        if (rc == 0 && (need & NEED_PHASE) && number_field(json_object_get(o, "pipeline"), category, &row.phase) != 0)
+            rc = tb_fail(err, "%s:%d: no numeric 'pipeline.%s'", rm->path, lineno, category);
         json_decref(o);
         if (rc != 0) break;
         if (rm->n == cap) rm->rows = tb_xreallocarray(rm->rows, (size_t)(cap *= 2), sizeof *rm->rows, "metrics rows");
@@ -349,6 +352,72 @@ int tbp_peak_memory_record(const parser *p, json_t *args, const char *dir, doubl
     json_object_set_new(ev, "ranks", json_integer(m.nranks));
     record_metrics_free(&m);
     return 0;
+}
+
+// step_phase: a phase of the step decomposition (metrics "pipeline") on the slowest rank of
+// each step, or on args.rank.
+int tbp_step_phase_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev,
+                          tb_error *err) {
+    static const char *const phases[] = {"data", "forward", "backward", "optimizer", "p2p_wait", "idle", "exposed_comm",
+                                         NULL};
+    const char *phase = tbp_string_arg(args, "phase", NULL);
+    if (tbp_one_of(p, "phase", phase, phases, err) != 0) return -1;
+    long long warmup, want_rank;
+    if (tbp_int_arg(p, args, "warmup_steps", 1, 0, &warmup, err) != 0 ||
+        tbp_int_arg(p, args, "rank", -1, 0, &want_rank, err) != 0)
+        return -1;
+    char key[64];
+    snprintf(key, sizeof key, "%s_ms", phase);
+    json_t *files = json_array();
+    json_object_set_new(ev, "files", files);
+    record_metrics m;
+    if (read_record_metrics(&m, dir, NEED_STEP_MS | NEED_PHASE, key, files, err) != 0) return -1;
+    int rc = 0;
+    if (want_rank >= m.nranks)
+        rc = tb_fail(err, "parser %s: args.rank %lld is not below world_size %d (%s)", p->name, want_rank, m.nranks,
+                     m.config_path);
+    const rank_metrics *r0 = &m.ranks[0];
+    double *v = tb_xcalloc((size_t)r0->n + 1, sizeof *v, "phase times");
+    int *slowest = tb_xcalloc((size_t)m.nranks, sizeof *slowest, "slowest ranks"), k = 0;
+    for (int i = 0; rc == 0 && i < r0->n; i++) {
+        if (r0->rows[i].step <= warmup) continue;
+        const int64_t step = r0->rows[i].step;
+        const metric_row *at = NULL;
+        int at_rank = 0;
+        for (int r = 0; r < m.nranks && rc == 0; r++) {
+            const metric_row *o = find_step(&m.ranks[r], step);
+            if (!o) rc = tb_fail(err, "%s: no step %lld (rank 0 has it, %s:%d)", m.ranks[r].path, (long long)step,
+                                 r0->path, r0->rows[i].line);
+            else if (want_rank >= 0 ? r == want_rank : (!at || o->step_ms > at->step_ms)) at = o, at_rank = r;
+        }
+        if (rc != 0) break;
+        slowest[at_rank]++;
+        v[k++] = at->phase;
+    }
+    if (rc == 0 && k == 0)
+        rc = tb_fail(err, "%s: no steps after warmup_steps %lld (last step %lld)", r0->path, warmup,
+                     (long long)r0->rows[r0->n - 1].step);
+    if (rc == 0) {
+        json_t *s = tbp_summary_json(v, k);
+        *value = json_real_value(json_object_get(s, "median"));
+        json_object_set_new(ev, "per_step", s);
+        char detail[256];
+        if (want_rank >= 0)
+            snprintf(detail, sizeof detail, "metrics pipeline.%s of rank %lld, %d steps after warmup_steps %lld", key,
+                     want_rank, k, warmup);
+        else {
+            int most = 0;
+            for (int r = 1; r < m.nranks; r++) most = slowest[r] > slowest[most] ? r : most;
+            snprintf(detail, sizeof detail, "metrics pipeline.%s of each step's slowest rank (largest step_ms), %d "
+                     "steps after warmup_steps %lld; the slowest most often: rank %d (%d of the steps)", key, k,
+                     warmup, most, slowest[most]);
+        }
+        json_object_set_new(ev, "detail", json_string(detail));
+    }
+    free(v);
+    free(slowest);
+    record_metrics_free(&m);
+    return rc;
 }
 
 // ---------------------------------------------------------------------------------------
