@@ -37,7 +37,7 @@ static const char *const rank_figure_args[] = {"figure", "rank", "of", NULL};
 static const char *const stage_figure_args[] = {"figure", "stage", "of", NULL};
 static const char *const checkpoint_args[] = {"figure", "save", NULL};
 static const char *const step_phase_args[] = {"phase", "rank", "warmup_steps", NULL};
-static const char *const collective_args[] = {"group", "op", "figure", "warmup_steps", NULL};
+static const char *const collective_args[] = {"group", "op", "in", "figure", "warmup_steps", NULL};
 static const char *const oom_args[] = {"figure", "rank", "requested_category", "in", "category", NULL};
 static const char *const hang_args[] = {"figure", NULL};
 static const char *const divergence_args[] = {"a", "b", "step", "tolerance", NULL};
@@ -119,7 +119,8 @@ static const parser parsers[] = {
      step_phase_args, tbp_step_phase_record, NULL, always_timed},
     {"collective_figure",
      "per record: the collective calls of args.group (required: tp, cp, dp, dp_cp, pp_grad, mp, embedding, "
-     "world; P2P is left out) and args.op (default every op) inside the steps s > warmup_steps (default 1), "
+     "world; P2P is left out), args.op (default every op) and args.in (default any: the range the last member "
+     "called it in, e.g. finalize_model_grads.all_reduce) inside the steps s > warmup_steps (default 1), "
      "each matched across the group's members by (group id, sequence number) from every trace.rank-r.json "
      "(tracebook comm): args.figure enter_spread_ms (the default: the median over the calls of the last "
      "member's enter - the first member's), max_enter_spread_ms, transfer_ms (the median over the calls of the "

@@ -129,7 +129,9 @@ int tbp_collective_record(const parser *p, json_t *args, const char *dir, double
                                           "last_rank_share", NULL};
     static const char *const groups[] = {"tp", "cp", "dp", "dp_cp", "pp_grad", "mp", "embedding", "world", NULL};
     const char *group = tbp_string_arg(args, "group", NULL), *op = tbp_string_arg(args, "op", NULL);
-    const char *figure = tbp_string_arg(args, "figure", "enter_spread_ms");
+    const char *figure = tbp_string_arg(args, "figure", "enter_spread_ms"), *in = tbp_string_arg(args, "in", NULL);
+    if (json_object_get(args, "in") && (!in || !*in))
+        return tb_fail(err, "parser %s: args.in must be a range name (e.g. finalize_model_grads.all_reduce)", p->name);
     if (tbp_one_of(p, "group", group, groups, err) != 0) return -1;
     if (json_object_get(args, "op") && tbp_one_of(p, "op", op, comm_ops, err) != 0) return -1;
     if (json_object_get(args, "op") && (!strcmp(op, "send") || !strcmp(op, "recv")))
@@ -161,7 +163,9 @@ int tbp_collective_record(const parser *p, json_t *args, const char *dir, double
     json_array_foreach(calls, i, c) {
         const char *g = json_string_value(json_object_get(c, "group"));
         const char *o = json_string_value(json_object_get(c, "op"));
-        if (!g || strcmp(g, group) || (op && (!o || strcmp(o, op)))) continue;
+        const char *last_in = json_string_value(json_object_get(c, "last_in"));
+        if (!g || strcmp(g, group) || (op && (!o || strcmp(o, op))) || (in && (!last_in || strcmp(last_in, in))))
+            continue;
         if (json_integer_value(json_object_get(c, "step")) <= warmup) continue;  // -1: outside train_step
         spread[k] = json_number_value(json_object_get(c, "enter_spread_ms"));
         double longest = 0;
@@ -178,8 +182,8 @@ int tbp_collective_record(const parser *p, json_t *args, const char *dir, double
     json_decref(calls);
     int rc = 0;
     if (k == 0)
-        rc = tb_fail(err, "parser %s: %s: no %s calls on group %s inside the steps after warmup_steps %lld", p->name,
-                     run_dir, op ? op : "collective", group, warmup);
+        rc = tb_fail(err, "parser %s: %s: no %s calls on group %s%s%s inside the steps after warmup_steps %lld",
+                     p->name, run_dir, op ? op : "collective", group, in ? " in " : "", in ? in : "", warmup);
     long long most = 0;
     for (long long r = 1; r < world; r++)
         if (last[r] > last[most]) most = r;
@@ -193,10 +197,10 @@ int tbp_collective_record(const parser *p, json_t *args, const char *dir, double
         else v = med_spread;
         char detail[512];
         snprintf(detail, sizeof detail,
-                 "%zu %s call%s on group %s in steps > %lld matched across every trace: enter spread median %.4g ms, "
-                 "max %.4g ms; rank %lld entered last in %lld of them",
-                 k, op ? op : "collective", k == 1 ? "" : "s", group, warmup, med_spread, spread[k - 1], most,
-                 last[most]);
+                 "%zu %s call%s on group %s%s%s in steps > %lld matched across every trace: enter spread median "
+                 "%.4g ms, max %.4g ms; rank %lld entered last in %lld of them",
+                 k, op ? op : "collective", k == 1 ? "" : "s", group, in ? " in " : "", in ? in : "", warmup,
+                 med_spread, spread[k - 1], most, last[most]);
         json_object_set_new(ev, "detail", json_string(detail));
     }
     free(spread);
