@@ -40,7 +40,7 @@ static json_t *read_parts(const parser *p, const char *dir, tb_rank_file kind, j
         char path[REC_PATH_MAX];
         if (rank < 0 || rank >= world) {
             json_decref(parts);
-            tb_fail(err, "parser %s: %s: a %s part of rank %lld, but %s says world_size %lld", p->name, run_dir, what,
+            tb_fail(err, "parser %s: %s: %s.rank-%05lld.json, but %s says world_size %lld", p->name, run_dir, what,
                     (long long)rank, config_path, world);
             return NULL;
         }

@@ -41,7 +41,8 @@ exp:claim{ id = "grad_bytes_unchanged", parser = "ratio", runs = { on, off },
            args = { numerator = part("comm_bytes", { group = "dp_cp", op = "all_reduce" }, on),
                     denominator = part("comm_bytes", { group = "dp_cp", op = "all_reduce" }, off) },
            text = "gradient bytes all-reduced over dp per step, in buckets against one reduction (1: the same bytes)" }
-for name, r in pairs{ off = off, on = on } do
+for _, c in ipairs{ { "off", off }, { "on", on } } do
+    local name, r = c[1], c[2]
     exp:claim{ id = "peak_in_use_" .. name, parser = "peak_memory_bytes", runs = r, args = { category = "total_peak" },
                text = "the most bytes in use at once on a rank, overlap " .. name }
     exp:claim{ id = "peak_comm_" .. name, parser = "peak_memory_bytes", runs = r, args = { category = "comm" },
@@ -49,7 +50,8 @@ for name, r in pairs{ off = off, on = on } do
 end
 
 -- timing: gated on the measurement conditions
-for name, r in pairs{ off = off, on = on } do
+for _, c in ipairs{ { "off", off }, { "on", on } } do
+    local name, r = c[1], c[2]
     exp:claim{ id = "step_ms_" .. name, parser = "step_ms", runs = r,
                text = "the slowest rank's step time (ms), the bucket waits inside the window, overlap " .. name }
     exp:claim{ id = "exposed_comm_ms_" .. name, parser = "step_phase", runs = r, args = { phase = "exposed_comm" },

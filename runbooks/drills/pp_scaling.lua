@@ -52,7 +52,8 @@ end
 -- 2. a custom layout against the uniform one, at m = 4
 local uniform = sweep[4]
 local custom = exp:run(config.with(base, { micro_batch_size = 2, pipeline_layout = "3,1" }))
-for name, r in pairs{ uniform = uniform, custom = custom } do
+for _, c in ipairs{ { "uniform", uniform }, { "custom", custom } } do
+    local name, r = c[1], c[2]
     for stage = 0, 1 do
         exp:claim{ id = name .. "_stage" .. stage .. "_layers", parser = "stage_figure", runs = r,
                    args = { figure = "layers", stage = stage }, text = "layers of stage " .. stage .. ", " .. name }
