@@ -340,8 +340,10 @@ static int find_finished(const char *version_dir, const json_t *point, int repet
         json_int_t rep;
         // a replay is evidence about its original, never a repetition of the experiment
         int replay = m && json_is_string(json_object_get(m, "replay_of"));
-        if (status && (!strcmp(status, "finished") || tb_manifest_failed_as_expected(m)) && !replay &&
-            tb_manifest_repetition(m, &rep) && rep == repetition &&
+        // a point that expects a failure is done when its run failed so, any other when it finished
+        const int done = json_object_get(point, "expect_failure") ? tb_manifest_failed_as_expected(m)
+                                                                  : status && !strcmp(status, "finished");
+        if (done && !replay && tb_manifest_repetition(m, &rep) && rep == repetition &&
             json_equal(json_object_get(m, "sweep_point"), (json_t *)point))
             found = tb_path_format(out, len, err, "%s/%s", version_dir, e->d_name) == 0 ? 1 : -1;
         json_decref(m);

@@ -76,6 +76,9 @@ TB_TEST(a_run_expected_to_fail_is_recorded_resumed_and_proven_as_evidence) {
                  strstr(sh.err, "expect_fits.lua:2:") &&
                  strstr(sh.err, "was expected to fail with oom (exit status 3), but its exit status was 0"),
              "a run that should have run out of memory and did not:\n%s", sh.err);
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/expect_fits.lua --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, art) != 0 &&
+                 !strstr(sh.out, "skip:") && strstr(sh.err, "was expected to fail with oom"),
+             "and is not resumed as done on the next run:\n%s\n%s", sh.out, sh.err);
     // so is one that fails otherwise (a hang expected, an OOM got)
     tb_write_text(TB_TEST_TMPDIR "/expect_other.lua",
                   "local exp = tb.experiment{ name = 'xf3', version = 1, question = 'q' }\n"
