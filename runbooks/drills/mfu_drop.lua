@@ -15,7 +15,7 @@
 -- The enter spread is what separates the two: a slow peer makes its peers wait before the
 -- transfer, a slow link makes everyone wait in it.
 --
---   build/bin/tracebook run runbooks/drills/mfu_drop.lua
+--   build/bin/tracebook run runbooks/drills/mfu_drop.lua [--set delay_ms=400 --set iters=5 --set hidden=128]
 --   build/bin/tracebook diff RUN_BASELINE RUN_RECOMPUTE --phases     (the first phase that changed)
 --   build/bin/tracebook comm artifacts/mfu_drop/v1/<slow peer run>/run   (the largest spreads, who was last)
 --
@@ -30,7 +30,8 @@ local exp = tb.experiment{
     name = "mfu_drop", version = 1, seed = 1234,
     question = "When throughput drops, which phase grew, and is a slow collective a slow peer or a slow link?",
 }
-local base = { num_layers = 2, hidden_size = 128, num_attention_heads = 4, vocab_size = 256, seq_length = 64,
+local base = { num_layers = 2, hidden_size = tb.param("hidden", 128), num_attention_heads = 4, vocab_size = 256,
+               seq_length = 64,
                micro_batch_size = 2, global_batch_size = 8, train_iters = tb.param("iters", 5), seed = 7,
                world_size = 2 }
 local delay = tb.param("delay_ms", 400)

@@ -12,7 +12,7 @@
 --   that it changes nothing else: the same loss bit for bit (each bucket reduces in the same
 --   order) and the same gradient bytes all-reduced per step over dp.
 --
---   build/bin/tracebook run runbooks/drills/overlap_review.lua [--set iters=8]
+--   build/bin/tracebook run runbooks/drills/overlap_review.lua [--set iters=8] [--set hidden=64 --set layers=2]
 --   build/bin/tracebook steps artifacts/overlap_review/v1/<run>/run     (the step decomposition)
 --
 -- The memory, byte and loss claims are exact. The step times and exposed communication are
@@ -26,7 +26,8 @@ local exp = tb.experiment{
     question = "Does overlapping the data-parallel gradient reduction with the backward shorten the slowest "
                .. "rank's step, by how much exposed communication, at what memory cost, and with the same loss?",
 }
-local base = { num_layers = 4, hidden_size = 128, num_attention_heads = 4, vocab_size = 256, seq_length = 64,
+local base = { num_layers = tb.param("layers", 4), hidden_size = tb.param("hidden", 128), num_attention_heads = 4,
+               vocab_size = 256, seq_length = 64,
                micro_batch_size = 2, global_batch_size = 8, train_iters = tb.param("iters", 6), seed = 7,
                world_size = 2, repeat_ = tb.param("repeat", 1) }
 local off = exp:run(base)
