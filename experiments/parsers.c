@@ -152,7 +152,7 @@ static const parser parsers[] = {
      "backward: the gradients, last layer first; optimizer: the parameters after the step), a tensor diverging "
      "when max |a - b| > args.tolerance (default 1e-5) x max |b|; the value is its 1-based position in that "
      "order, 0 when none diverges; args.a and args.b (0-based index into the claim's runs or run id; default 0 "
-     "and 1) choose the two records. Exact",
+     "and 1) choose the two records; both must dump the same tensors (one in one run only is an error). Exact",
      divergence_args, NULL, tbp_first_divergence_combine, NULL},
     {"ratio",
      "numerator / denominator, each {parser, args, records: [0-based index into the claim's runs | run id]} "

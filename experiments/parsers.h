@@ -105,7 +105,9 @@
 //       (--dump-tensors) where b diverges from a, max |a - b| > T x max |b|, by tracebook
 //       bisect's comparison (bisect.h); 0 when none does. The order: forward (fwd/embedding;
 //       per layer l fwd/layer.l.attention, .mlp, fwd/layer.l; fwd/loss), backward (the
-//       gradients, last layer first), optimizer (the parameters after the step). Exact.
+//       gradients, last layer first), optimizer (the parameters after the step). Both runs
+//       must dump the same tensors (a tensor in one only is an error: "no divergence" over a
+//       partial comparison would not be true). Exact.
 //   ratio              args {"numerator": PART, "denominator": PART}
 //       numerator value / denominator value, each PART {"parser": NAME, "args": {...},
 //       "records": [0-based index into the claim's runs | run id, ...]} (records: default

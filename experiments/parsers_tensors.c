@@ -58,18 +58,27 @@ int tbp_first_divergence_combine(const parser *p, json_t *args, const char *cons
     json_t *result = NULL;
     if (tb_bisect_runs(run_a, run_b, step, tolerance, &result, err) != 0)
         return tb_fail_prefix(err, "parser %s, records %s and %s", p->name, dirs[ia], dirs[ib]);
+    // "no divergence" over a partial comparison would not be true of the runs: every tensor
+    // one run dumped must be in the other
+    const json_int_t compared = json_integer_value(json_object_get(result, "tensors_compared"));
+    const json_int_t only = json_integer_value(json_object_get(result, "tensors_in_one_run_only"));
+    if (compared == 0 || only != 0) {
+        json_decref(result);
+        return tb_fail(err, "parser %s: records %s and %s: %lld tensors in both runs, %lld in one only (the runs must "
+                            "dump the same tensors: the same model and --dump-tensors step)",
+                       p->name, dirs[ia], dirs[ib], (long long)compared, (long long)only);
+    }
     json_t *verdict = json_object_get(result, "first_divergence");
     *value = json_is_null(verdict) ? 0 : (double)json_integer_value(json_object_get(verdict, "position"));
     if (evidence) {
         char detail[1024];
         const long long dumped = (long long)json_integer_value(json_object_get(result, "step"));
-        const int compared = (int)json_integer_value(json_object_get(result, "tensors_compared"));
         if (json_is_null(verdict))
             snprintf(detail, sizeof detail, "step %lld, %d tensors compared in step order: no divergence beyond %g x "
-                     "max |b|", dumped, compared, tolerance);
+                     "max |b|", dumped, (int)compared, tolerance);
         else
             snprintf(detail, sizeof detail, "step %lld, %d tensors compared in step order: the first divergence is "
-                     "tensor %lld, %s (%s), max |a - b| %.6g against the bound %.6g", dumped, compared,
+                     "tensor %lld, %s (%s), max |a - b| %.6g against the bound %.6g", dumped, (int)compared,
                      (long long)json_integer_value(json_object_get(verdict, "position")),
                      json_string_value(json_object_get(verdict, "tensor")),
                      json_string_value(json_object_get(verdict, "kind")),

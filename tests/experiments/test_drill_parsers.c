@@ -307,6 +307,17 @@ TB_TEST(first_divergence_is_the_position_of_the_tensor_bisect_finds) {
                  strstr(err.msg, "args.a and args.b are the same record"),
              "a record against itself is refused: %s", err.msg);
     json_decref(args);
+    // a run that dumped other tensors (another model) is no comparison at all
+    char other_run[1100], other[1024];
+    snprintf(other, sizeof other, "%s", fresh_record("div_other", 1, other_run, sizeof other_run));
+    TB_REQUIRE(tb_run(&sh, NULL, "'%s' --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16 "
+                      "--vocab-size 64 --train-iters 3 --dump-tensors 3 --run-dir %s > /dev/null", PRETRAIN,
+                      other_run) == 0,
+               "%s", sh.err);
+    const char *partial[2] = {tp1, other};
+    TB_CHECK(tb_parse_claim("first_divergence", NULL, partial, 2, &v, NULL, &err) != 0 &&
+                 strstr(err.msg, "in one only (the runs must dump the same tensors"),
+             "tensors in one run only are refused, never 'no divergence': %s", err.msg);
     const char *one[1] = {tp1};
     TB_CHECK(tb_parse_claim("first_divergence", NULL, one, 1, &v, NULL, &err) != 0 &&
                  strstr(err.msg, "args.b defaults to index 1"),
