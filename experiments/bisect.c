@@ -138,6 +138,19 @@ static const tb_command bisect_command = {"tracebook bisect", "RUN_A RUN_B",
 
 static const char *const phase_names[] = {"forward", "backward", "optimizer"};
 
+// A figure of the verdict: a JSON number, or "nan" / "inf" / "-inf" for one JSON cannot hold.
+static json_t *number_json(double v) {
+    if (isfinite(v)) return json_real(v);
+    return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+// A verdict figure for printing: the number with %.*g, or its text.
+static const char *number_text(json_t *v, int digits, char *buf, size_t size) {
+    if (json_is_string(v)) snprintf(buf, size, "%s", json_string_value(v));
+    else snprintf(buf, size, "%.*g", digits, json_number_value(v));
+    return buf;
+}
+
 int tb_bisect_runs(const char *run_a, const char *run_b, long long step, double tolerance, json_t **result,
                    tb_error *err) {
     *result = NULL;
@@ -202,12 +215,18 @@ int tb_bisect_runs(const char *run_a, const char *run_b, long long step, double 
             if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d, at = k;
             if (fabs(y[k]) > scale) scale = fabs(y[k]);
         }
-        if (rc == 0 && worst > tolerance * scale)
-            verdict = json_pack("{s:s, s:s, s:s, s:i, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "kind", "divergence",
+        if (rc == 0 && worst > tolerance * scale) {
+            // a NaN or Inf difference is the plainest divergence of all: its figures are kept
+            // as text ("nan", "inf"), which JSON's numbers cannot hold
+            verdict = json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:I, s:o, s:o, s:o}", "kind", "divergence",
                                 "tensor", ta->name, "phase", phase_names[cmp[i].phase], "position", i + 1,
-                                "max_abs_difference", worst, "relative_to_scale", scale > 0 ? worst / scale : INFINITY,
-                                "bound", tolerance * scale, "at_element", (json_int_t)at, "a", (double)x[at], "b",
-                                (double)y[at], "scale", scale);
+                                "max_abs_difference", number_json(worst), "relative_to_scale",
+                                number_json(scale > 0 ? worst / scale : INFINITY), "bound",
+                                number_json(tolerance * scale), "at_element", (json_int_t)at, "a",
+                                number_json((double)x[at]), "b", number_json((double)y[at]), "scale",
+                                number_json(scale));
+            if (!verdict) rc = tb_fail(err, "bisect: tensor %s diverges, but its verdict could not be built", ta->name);
+        }
         free(x), free(y), free(g);
     }
     if (rc == 0)
@@ -258,15 +277,17 @@ int tracebook_bisect_main(int argc, char **argv) {
                        (long long)json_integer_value(json_object_get(verdict, "elements_b")));
             } else {
                 const char *name = json_string_value(json_object_get(verdict, "tensor"));
-                printf("first divergence: %s (%s): max |a - b| %.6g at element %lld (%.9g against %.9g), %.3g of the "
-                       "tensor's scale %.6g (bound %.3g)\n",
+                char t[6][64];
+                printf("first divergence: %s (%s): max |a - b| %s at element %lld (%s against %s), %s of the "
+                       "tensor's scale %s (bound %s)\n",
                        name, json_string_value(json_object_get(verdict, "phase")),
-                       json_number_value(json_object_get(verdict, "max_abs_difference")),
+                       number_text(json_object_get(verdict, "max_abs_difference"), 6, t[0], sizeof t[0]),
                        (long long)json_integer_value(json_object_get(verdict, "at_element")),
-                       json_number_value(json_object_get(verdict, "a")), json_number_value(json_object_get(verdict, "b")),
-                       json_number_value(json_object_get(verdict, "relative_to_scale")),
-                       json_number_value(json_object_get(verdict, "scale")),
-                       json_number_value(json_object_get(verdict, "bound")));
+                       number_text(json_object_get(verdict, "a"), 9, t[1], sizeof t[1]),
+                       number_text(json_object_get(verdict, "b"), 9, t[2], sizeof t[2]),
+                       number_text(json_object_get(verdict, "relative_to_scale"), 3, t[3], sizeof t[3]),
+                       number_text(json_object_get(verdict, "scale"), 6, t[4], sizeof t[4]),
+                       number_text(json_object_get(verdict, "bound"), 3, t[5], sizeof t[5]));
                 const char *base = strchr(name, '/') + 1;
                 if (!strncmp(name, "fwd/", 4) && strcmp(base, "loss") != 0)
                     printf("  the range %s computes it: tracebook walk %s --trace RUN/trace.rank-00000.json shows its "

@@ -77,13 +77,17 @@ int tbp_first_divergence_combine(const parser *p, json_t *args, const char *cons
             snprintf(detail, sizeof detail, "step %lld, %d tensors compared in step order: no divergence beyond %g x "
                      "max |b|", dumped, (int)compared, tolerance);
         else
+        {
+            char *worst = json_dumps(json_object_get(verdict, "max_abs_difference"), JSON_ENCODE_ANY);
+            char *bound = json_dumps(json_object_get(verdict, "bound"), JSON_ENCODE_ANY);
             snprintf(detail, sizeof detail, "step %lld, %d tensors compared in step order: the first divergence is "
-                     "tensor %lld, %s (%s), max |a - b| %.6g against the bound %.6g", dumped, (int)compared,
+                     "tensor %lld, %s (%s), max |a - b| %s against the bound %s", dumped, (int)compared,
                      (long long)json_integer_value(json_object_get(verdict, "position")),
                      json_string_value(json_object_get(verdict, "tensor")),
-                     json_string_value(json_object_get(verdict, "kind")),
-                     json_number_value(json_object_get(verdict, "max_abs_difference")),
-                     json_number_value(json_object_get(verdict, "bound")));
+                     json_string_value(json_object_get(verdict, "kind")), worst ? worst : "-", bound ? bound : "-");
+            free(worst);
+            free(bound);
+        }
         // the two records, each with the dumped tensors compared as its files (prove verifies
         // them against the manifest with the rest)
         json_t *records = json_array();

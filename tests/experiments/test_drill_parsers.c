@@ -324,6 +324,37 @@ TB_TEST(first_divergence_is_the_position_of_the_tensor_bisect_finds) {
              "one record is not two: %s", err.msg);
 }
 
+// A divergence to NaN is a divergence: from the same init, vocab_ce_local_sum at tp 2 (trained
+// on past the NaN check) leaves the step's loss as TP1's but its gradients NaN, first at
+// grad/ln_f.bias, position 2 + 3 x 2 + 1 = 9. (JSON holds no NaN: the verdict's figures are
+// kept as text, and the verdict is not lost.)
+TB_TEST(first_divergence_finds_a_gradient_gone_nan) {
+    char a_run[1100], b_run[1100], a[1024], b[1024];
+    snprintf(a, sizeof a, "%s", fresh_record("nan_tp1", 1, a_run, sizeof a_run));
+    snprintf(b, sizeof b, "%s", fresh_record("nan_tp2", 2, b_run, sizeof b_run));
+    TB_REQUIRE(tb_run(&sh, NULL, "'%s'" TINY " --train-iters 1 --dump-tensors 1 --run-dir %s > /dev/null", PRETRAIN,
+                      a_run) == 0 &&
+                   tb_run(&sh, NULL, "'%s'" TINY " --train-iters 1 --dump-tensors 1 --world-size 2 "
+                          "--tensor-model-parallel-size 2 --debug-inject-fault vocab_ce_local_sum "
+                          "--no-check-for-nan-in-loss-and-grad --run-dir %s > /dev/null 2>&1", PRETRAIN, b_run) == 0,
+               "the two runs: %s", sh.err);
+    const char *dirs[2] = {a, b};
+    double v = NAN;
+    json_t *ev = NULL;
+    tb_error err;
+    TB_CHECK(tb_parse_claim("first_divergence", NULL, dirs, 2, &v, &ev, &err) == 0 && v == 9,
+             "the NaN gradient is the first divergence, position 9 (%g) %s", v, err.msg);
+    json_t *fd = json_object_get(json_object_get(ev, "bisect"), "first_divergence");
+    TB_CHECK(json_is_string(json_object_get(fd, "max_abs_difference")) &&
+                 !strcmp(json_string_value(json_object_get(fd, "max_abs_difference")), "inf") &&
+                 !strcmp(json_string_value(json_object_get(fd, "b")), "nan"),
+             "its figures as text: max |a - b| inf, b nan");
+    json_decref(ev);
+    TB_CHECK(tb_run(&sh, NULL, "'%s/tracebook' bisect %s %s", TB_BIN_DIR, a_run, b_run) == 1 &&
+                 strstr(sh.out, "first divergence: grad/ln_f.bias (backward): max |a - b| inf"),
+             "tracebook bisect says so too (exit 1):\n%s", sh.out);
+}
+
 TB_TEST(the_stability_gate_judges_the_drill_parsers_that_read_time) {
     json_t *none = json_object();
     json_t *bytes = json_pack("{s:s}", "figure", "written_bytes"), *wait = json_pack("{s:s}", "figure", "last_arriver");
@@ -353,6 +384,7 @@ int main(void) {
     TB_RUN(collective_figure_matches_calls_across_ranks_and_separates_wait_from_transfer);
     TB_RUN(hang_figure_blames_the_stalled_rank_from_the_per_rank_parts);
     TB_RUN(first_divergence_is_the_position_of_the_tensor_bisect_finds);
+    TB_RUN(first_divergence_finds_a_gradient_gone_nan);
     TB_RUN(the_stability_gate_judges_the_drill_parsers_that_read_time);
     return tb_test_summary();
 }
