@@ -104,7 +104,8 @@ TB_TEST(oom_figure_counts_and_reads_the_ranks_that_ran_out) {
                     &err) == 2900 &&
                  derive("oom_figure", "{\"figure\": \"peak_bytes\", \"category\": \"workspace\"}", rec, &err) == 300,
              "current and peak bytes of a category");
-    TB_CHECK(isnan(derive("oom_figure", "{\"figure\": \"ranks\", \"requested_category\": \"activation\"}", rec, &err)) &&
+    TB_CHECK(isnan(derive("oom_figure", "{\"figure\": \"ranks\", \"requested_category\": \"activation\"}", rec,
+                          &err)) &&
                  strstr(err.msg, "args.requested_category 'activation' is not one of params, grads"),
              "a typo in a category is refused: %s", err.msg);
     TB_CHECK(isnan(derive("oom_figure", "{\"figure\": \"ranks\", \"category\": \"comm\"}", rec, &err)) &&
@@ -183,9 +184,9 @@ static void collective_traces(const char *run) {
             const double leave = t0 + 100 + late + 50;
             json_array_append_new(events, range("train_step", t0, 999, 0, json_pack("{s:i}", "step", s + 1)));
             json_array_append_new(events, range("grads", t0 + 50, 800, 1, NULL));
-            json_array_append_new(events, range("comm.dp.all_reduce", enter, leave - enter, 2,
-                                                json_pack("{s:s, s:s, s:i, s:i, s:i}", "group", "dp", "op",
-                                                          "all_reduce", "group_id", 3, "seq", 2 * s + 1, "bytes", 4096)));
+            json_t *grad_args = json_pack("{s:s, s:s, s:i, s:i, s:i}", "group", "dp", "op", "all_reduce", "group_id",
+                                          3, "seq", 2 * s + 1, "bytes", 4096);
+            json_array_append_new(events, range("comm.dp.all_reduce", enter, leave - enter, 2, grad_args));
             json_array_append_new(events, range("loss_average", t0 + 900, 90, 1, NULL));
             const double lenter = t0 + 910 + (r ? 0 : 1);
             json_array_append_new(events, range("comm.dp.all_reduce", lenter, t0 + 931 - lenter, 2,

@@ -28,6 +28,11 @@ static int only_record(const char *version_dir, char *id, size_t size) {
     return n == 1;
 }
 
+// tracebook run <TMP>/<runbook> --artifacts art: its exit status (the output in sh).
+static int run_runbook(const char *runbook, const char *art) {
+    return tb_run(&sh, TB_SOURCE_DIR, "%s run %s/%s --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, runbook, art);
+}
+
 TB_TEST(a_run_expected_to_fail_is_recorded_resumed_and_proven_as_evidence) {
     const char *art = ART "/expect";
     tb_write_text(TB_TEST_TMPDIR "/expect_oom.lua",
@@ -55,16 +60,18 @@ TB_TEST(a_run_expected_to_fail_is_recorded_resumed_and_proven_as_evidence) {
                  json_object_get(json_object_get(m, "files"), "run/oom.json"),
              "the OOM reports are files of the record");
     TB_CHECK(!json_object_get(json_object_get(m, "sweep_point"), "seed") &&
-                 !strcmp(json_string_value(json_object_get(json_object_get(m, "sweep_point"), "expect_failure")), "oom"),
+                 !strcmp(json_string_value(json_object_get(json_object_get(m, "sweep_point"), "expect_failure")),
+                         "oom"),
              "expect_failure is part of the sweep point");
     char *argv = json_dumps(json_object_get(m, "argv"), 0);
-    TB_CHECK(argv && !strstr(argv, "expect_failure") && !strstr(argv, "--expect"), "but never of the engine's argv: %s", argv ? argv : "");
+    TB_CHECK(argv && !strstr(argv, "expect_failure") && !strstr(argv, "--expect"), "but never of the engine's argv: %s",
+             argv ? argv : "");
     free(argv);
     json_decref(m);
     TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --artifacts %s", TRACEBOOK, art) == 0 &&
                  strstr(sh.out, "PROVEN  xf/v1/ranks") && !strstr(sh.out, "not finished"),
              "the claim is proven and the failed-as-expected run is no warning:\n%s\n%s", sh.out, sh.err);
-    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/expect_oom.lua --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, art) == 0 &&
+    TB_CHECK(run_runbook("expect_oom.lua", art) == 0 &&
                  strstr(sh.out, "skip:") && only_record(ART "/expect/xf/v1", id, sizeof id),
              "a rerun resumes it as complete:\n%s\n%s", sh.out, sh.err);
 
@@ -72,24 +79,24 @@ TB_TEST(a_run_expected_to_fail_is_recorded_resumed_and_proven_as_evidence) {
     tb_write_text(TB_TEST_TMPDIR "/expect_fits.lua",
                   "local exp = tb.experiment{ name = 'xf2', version = 1, question = 'q' }\n"
                   "exp:run{ " TINY ", train_iters = 2, expect_failure = 'oom' }\n");
-    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/expect_fits.lua --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, art) != 0 &&
+    TB_CHECK(run_runbook("expect_fits.lua", art) != 0 &&
                  strstr(sh.err, "expect_fits.lua:2:") &&
                  strstr(sh.err, "was expected to fail with oom (exit status 3), but its exit status was 0"),
              "a run that should have run out of memory and did not:\n%s", sh.err);
-    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/expect_fits.lua --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, art) != 0 &&
+    TB_CHECK(run_runbook("expect_fits.lua", art) != 0 &&
                  !strstr(sh.out, "skip:") && strstr(sh.err, "was expected to fail with oom"),
              "and is not resumed as done on the next run:\n%s\n%s", sh.out, sh.err);
     // so is one that fails otherwise (a hang expected, an OOM got)
     tb_write_text(TB_TEST_TMPDIR "/expect_other.lua",
                   "local exp = tb.experiment{ name = 'xf3', version = 1, question = 'q' }\n"
                   "exp:run{ " TINY ", train_iters = 2, memory_cap = '200K', expect_failure = 'hang' }\n");
-    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/expect_other.lua --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, art) != 0 &&
+    TB_CHECK(run_runbook("expect_other.lua", art) != 0 &&
                  strstr(sh.err, "was expected to fail with hang (exit status 4), but its exit status was 3"),
              "another failure than the expected one:\n%s", sh.err);
     tb_write_text(TB_TEST_TMPDIR "/expect_bad.lua",
                   "local exp = tb.experiment{ name = 'xf4', version = 1, question = 'q' }\n"
                   "exp:run{ " TINY ", expect_failure = 'segfault' }\n");
-    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/expect_bad.lua --artifacts %s", TRACEBOOK, TB_TEST_TMPDIR, art) != 0 &&
+    TB_CHECK(run_runbook("expect_bad.lua", art) != 0 &&
                  strstr(sh.err, "expect_bad.lua:2:") &&
                  strstr(sh.err, "expect_failure must be 'oom' or 'hang' (got 'segfault')"),
              "an unknown failure kind is refused at its line:\n%s", sh.err);
