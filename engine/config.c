@@ -105,6 +105,12 @@ const tb_option tb_config_options[] = {
         "seconds a communicator call may take before the run ends with a hang report"),
     OPT("--inject-stall", inject_stall, TB_OPT_STRING, "", NULL, "parallel",
         "RANK:STEP: that rank stops before its next collective at that step (fault drill)"),
+    OPT("--debug-slow-data", debug_slow_data, TB_OPT_STRING, "", NULL, "parallel",
+        "RANK:MS: that rank's data loading takes MS ms longer every step, so its peers wait for it in the next "
+        "collective (the slow-peer drill)"),
+    OPT("--debug-slow-link", debug_slow_link, TB_OPT_STRING, "", NULL, "parallel",
+        "GROUP:MS: every call on that group kind (tp, cp, dp, dp_cp, pp, mp, embedding, world, pp_grad) takes MS ms "
+        "longer once its members are in, on every member (the slow-link drill)"),
     OPT("--print-rank-layout", print_rank_layout, TB_OPT_BOOL, "false", NULL, "parallel",
         "print rank -> coordinates -> members of each group, then exit without training"),
     // training
@@ -667,6 +673,28 @@ int config_validate(const tb_config *c, tb_error *err) {
         else if (step > c->train_iters)  // a drill that never fires would pass for one that found no hang
             violated(&r, "inject_stall '%s': step %lld is beyond train_iters (%d), so the stall would never happen",
                      c->inject_stall, step, c->train_iters);
+    }
+
+    if (c->debug_slow_data[0]) {
+        int rank, ms, n = 0;
+        if (sscanf(c->debug_slow_data, "%d:%d%n", &rank, &ms, &n) != 2 || c->debug_slow_data[n] != '\0')
+            violated(&r, "debug_slow_data '%s' must be RANK:MS", c->debug_slow_data);
+        else if (rank < 0 || rank >= c->world_size || ms < 0 || ms > 60000)
+            violated(&r, "debug_slow_data '%s': rank must be in [0, %d) and MS in [0, 60000]", c->debug_slow_data,
+                     c->world_size);
+    }
+    if (c->debug_slow_link[0]) {
+        static const char *const kinds[] = {"tp", "cp", "dp", "dp_cp", "pp", "mp", "embedding", "world", "pp_grad"};
+        char kind[32];
+        int ms, n = 0, known = 0;
+        if (sscanf(c->debug_slow_link, "%31[a-z_]:%d%n", kind, &ms, &n) != 2 || c->debug_slow_link[n] != '\0') {
+            violated(&r, "debug_slow_link '%s' must be GROUP:MS", c->debug_slow_link);
+        } else {
+            for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) known |= !strcmp(kind, kinds[i]);
+            if (!known || ms < 0 || ms > 60000)
+                violated(&r, "debug_slow_link '%s': the group must be one of tp, cp, dp, dp_cp, pp, mp, embedding, "
+                             "world, pp_grad and MS in [0, 60000]", c->debug_slow_link);
+        }
     }
 
     if (r.count) return -1;

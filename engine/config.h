@@ -83,6 +83,8 @@ typedef struct tb_config {
     int ranks_per_process;        // rank threads per process under mpirun (0: 1 under mpirun, all without)
     double collective_timeout;    // seconds before a communicator call becomes a hang report
     char inject_stall[64];        // "RANK:STEP": that rank stops before its next collective
+    char debug_slow_data[64];     // "RANK:MS": that rank's data loading takes MS ms longer each step (drill)
+    char debug_slow_link[64];     // "GROUP:MS": every call on that group kind takes MS ms longer once in (drill)
     int print_rank_layout;
 
     // --- training ---

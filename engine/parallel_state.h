@@ -99,6 +99,8 @@ typedef struct tb_world {
     tb_comm_world comm;             // the collective timeout and the abort, as the backends see them
     int stall_rank;                 // --inject-stall RANK:STEP (-1: none)
     int64_t stall_step;
+    char slow_link_group[32];       // --debug-slow-link GROUP:MS ("": none)
+    int slow_link_ms;
     atomic_int hang_reported;
     // The world's abort: set by the first rank that fails (the root cause); every rank
     // waiting in a call on the local backend, or stalled by --inject-stall, then wakes and

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/cpu/kernels.h"
 #include "checkpoint/dist_checkpoint.h"
@@ -219,6 +220,10 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     int64_t t0 = tb_now_ns();
     TB_RANGE_PUSH("data");
     get_batch(tr, step);
+    int slow_rank, slow_ms;  // --debug-slow-data RANK:MS: that rank's data loading is slow (the drill)
+    if (tr->cfg->debug_slow_data[0] && sscanf(tr->cfg->debug_slow_data, "%d:%d", &slow_rank, &slow_ms) == 2 &&
+        slow_rank == rk->rank)
+        usleep((useconds_t)slow_ms * 1000);
     TB_RANGE_POP();
     r.time.data_ms = ms_since(t0);
     ddp_start_step(&tr->ddp, step);

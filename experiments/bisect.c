@@ -138,23 +138,26 @@ static const tb_command bisect_command = {"tracebook bisect", "RUN_A RUN_B",
 
 static const char *const phase_names[] = {"forward", "backward", "optimizer"};
 
-int tracebook_bisect_main(int argc, char **argv) {
-    bisect_args a;
-    tb_positional pos = {0};
-    tb_error err;
-    int rc = tb_command_parse(&bisect_command, &a, argc, argv, &pos, &err);
-    if (rc == 1) return 0;
-    if (rc != 0) return tb_command_usage_error(&bisect_command, &err);
-    if (!(a.tolerance >= 0) || a.step < 0) {
-        fprintf(stderr, "tracebook bisect: %s must not be negative\n", a.step < 0 ? "--step" : "--tolerance");
-        tb_positional_free(&pos);
-        return 2;
-    }
+// A figure of the verdict: a JSON number, or "nan" / "inf" / "-inf" for one JSON cannot hold.
+static json_t *number_json(double v) {
+    if (isfinite(v)) return json_real(v);
+    return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+// A verdict figure for printing: the number with %.*g, or its text.
+static const char *number_text(json_t *v, int digits, char *buf, size_t size) {
+    if (json_is_string(v)) snprintf(buf, size, "%s", json_string_value(v));
+    else snprintf(buf, size, "%.*g", digits, json_number_value(v));
+    return buf;
+}
+
+int tb_bisect_runs(const char *run_a, const char *run_b, long long step, double tolerance, json_t **result,
+                   tb_error *err) {
+    *result = NULL;
     dumped_run runs[2];
     memset(runs, 0, sizeof runs);
-    long long step = a.step;
-    rc = run_open(pos.items[0], &step, &runs[0], &err);
-    if (rc == 0) rc = run_open(pos.items[1], &step, &runs[1], &err);
+    int rc = run_open(run_a, &step, &runs[0], err);
+    if (rc == 0) rc = run_open(run_b, &step, &runs[1], err);
     compared *cmp = NULL;
     int n = 0, only = 0;
     json_t *verdict = NULL;
@@ -179,13 +182,14 @@ int tracebook_bisect_main(int argc, char **argv) {
         const tb_st_tensor *ta = cmp[i].a->t, *tb = cmp[i].b->t;
         int64_t na = tb_st_tensor_numel(ta), nb = tb_st_tensor_numel(tb);
         if (na != nb) {
-            verdict = json_pack("{s:s, s:s, s:s, s:I, s:I}", "kind", "shape", "tensor", ta->name, "phase",
-                                phase_names[cmp[i].phase], "elements_a", (json_int_t)na, "elements_b", (json_int_t)nb);
+            verdict = json_pack("{s:s, s:s, s:s, s:i, s:I, s:I}", "kind", "shape", "tensor", ta->name, "phase",
+                                phase_names[cmp[i].phase], "position", i + 1, "elements_a", (json_int_t)na,
+                                "elements_b", (json_int_t)nb);
             break;
         }
         float *x = tb_xmalloc((size_t)na * sizeof(float) + 1, "bisect tensor"), *y = tb_xmalloc((size_t)nb * sizeof(float) + 1, "bisect tensor");
-        rc = tb_safetensors_read_f32(&runs[0].files[cmp[i].a->file], ta, x, &err);
-        if (rc == 0) rc = tb_safetensors_read_f32(&runs[1].files[cmp[i].b->file], tb, y, &err);
+        rc = tb_safetensors_read_f32(&runs[0].files[cmp[i].a->file], ta, x, err);
+        if (rc == 0) rc = tb_safetensors_read_f32(&runs[1].files[cmp[i].b->file], tb, y, err);
         // a parameter after the step: leave out the elements whose gradient is within the bound
         // of 0 — Adam's first steps move them by about lr whatever the gradient's size, so
         // reordering noise in a near-zero gradient may move them either way
@@ -197,11 +201,11 @@ int tracebook_bisect_main(int argc, char **argv) {
             for (int j = 0; j < runs[1].n && !g; j++)
                 if (!strcmp(runs[1].refs[j].name, gname) && tb_st_tensor_numel(runs[1].refs[j].t) == nb) {
                     g = tb_xmalloc((size_t)nb * sizeof(float) + 1, "bisect gradient");
-                    if (tb_safetensors_read_f32(&runs[1].files[runs[1].refs[j].file], runs[1].refs[j].t, g, &err) != 0)
+                    if (tb_safetensors_read_f32(&runs[1].files[runs[1].refs[j].file], runs[1].refs[j].t, g, err) != 0)
                         rc = -1;
                 }
             for (int64_t k = 0; g && k < nb; k++) gbound = fabs(g[k]) > gbound ? fabs(g[k]) : gbound;
-            gbound *= a.tolerance;
+            gbound *= tolerance;
         }
         double worst = 0, scale = 0;
         int64_t at = 0;
@@ -211,21 +215,54 @@ int tracebook_bisect_main(int argc, char **argv) {
             if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d, at = k;
             if (fabs(y[k]) > scale) scale = fabs(y[k]);
         }
-        if (rc == 0 && worst > a.tolerance * scale)
-            verdict = json_pack("{s:s, s:s, s:s, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "kind", "divergence", "tensor",
-                                ta->name, "phase", phase_names[cmp[i].phase], "max_abs_difference", worst,
-                                "relative_to_scale", scale > 0 ? worst / scale : INFINITY, "bound", a.tolerance * scale,
-                                "at_element", (json_int_t)at, "a", (double)x[at], "b", (double)y[at], "scale", scale);
+        if (rc == 0 && worst > tolerance * scale) {
+            // a NaN or Inf difference is the plainest divergence of all: its figures are kept
+            // as text ("nan", "inf"), which JSON's numbers cannot hold
+            verdict = json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:I, s:o, s:o, s:o}", "kind", "divergence",
+                                "tensor", ta->name, "phase", phase_names[cmp[i].phase], "position", i + 1,
+                                "max_abs_difference", number_json(worst), "relative_to_scale",
+                                number_json(scale > 0 ? worst / scale : INFINITY), "bound",
+                                number_json(tolerance * scale), "at_element", (json_int_t)at, "a",
+                                number_json((double)x[at]), "b", number_json((double)y[at]), "scale",
+                                number_json(scale));
+            if (!verdict) rc = tb_fail(err, "bisect: tensor %s diverges, but its verdict could not be built", ta->name);
+        }
         free(x), free(y), free(g);
     }
+    if (rc == 0)
+        *result = json_pack("{s:I, s:i, s:i, s:f, s:o}", "step", (json_int_t)step, "tensors_compared", n,
+                            "tensors_in_one_run_only", only, "tolerance", tolerance, "first_divergence",
+                            verdict ? json_incref(verdict) : json_null());
+    json_decref(verdict);
+    free(cmp);
+    run_close(&runs[0]);
+    run_close(&runs[1]);
+    return rc;
+}
+
+int tracebook_bisect_main(int argc, char **argv) {
+    bisect_args a;
+    tb_positional pos = {0};
+    tb_error err;
+    int rc = tb_command_parse(&bisect_command, &a, argc, argv, &pos, &err);
+    if (rc == 1) return 0;
+    if (rc != 0) return tb_command_usage_error(&bisect_command, &err);
+    if (!(a.tolerance >= 0) || a.step < 0) {
+        fprintf(stderr, "tracebook bisect: %s must not be negative\n", a.step < 0 ? "--step" : "--tolerance");
+        tb_positional_free(&pos);
+        return 2;
+    }
+    json_t *out = NULL;
+    rc = tb_bisect_runs(pos.items[0], pos.items[1], a.step, a.tolerance, &out, &err);
+    json_t *verdict = out ? json_object_get(out, "first_divergence") : NULL;
+    if (json_is_null(verdict)) verdict = NULL;
     if (rc == 0) {
+        const long long step = (long long)json_integer_value(json_object_get(out, "step"));
+        const int n = (int)json_integer_value(json_object_get(out, "tensors_compared"));
+        const int only = (int)json_integer_value(json_object_get(out, "tensors_in_one_run_only"));
         if (a.json) {
-            json_t *out = json_pack("{s:I, s:i, s:i, s:f, s:o}", "step", (json_int_t)step, "tensors_compared", n,
-                                    "tensors_in_one_run_only", only, "tolerance", a.tolerance, "first_divergence",
-                                    verdict ? json_incref(verdict) : json_null());
             json_dumpf(out, stdout, JSON_INDENT(1));
             printf("\n");
-            json_decref(out);
         } else {
             printf("step %lld: %d tensors compared in step order (forward, backward, optimizer)%s; bound: max |a - b| "
                    "<= %g x max |b|\n",
@@ -240,15 +277,17 @@ int tracebook_bisect_main(int argc, char **argv) {
                        (long long)json_integer_value(json_object_get(verdict, "elements_b")));
             } else {
                 const char *name = json_string_value(json_object_get(verdict, "tensor"));
-                printf("first divergence: %s (%s): max |a - b| %.6g at element %lld (%.9g against %.9g), %.3g of the "
-                       "tensor's scale %.6g (bound %.3g)\n",
+                char t[6][64];
+                printf("first divergence: %s (%s): max |a - b| %s at element %lld (%s against %s), %s of the "
+                       "tensor's scale %s (bound %s)\n",
                        name, json_string_value(json_object_get(verdict, "phase")),
-                       json_number_value(json_object_get(verdict, "max_abs_difference")),
+                       number_text(json_object_get(verdict, "max_abs_difference"), 6, t[0], sizeof t[0]),
                        (long long)json_integer_value(json_object_get(verdict, "at_element")),
-                       json_number_value(json_object_get(verdict, "a")), json_number_value(json_object_get(verdict, "b")),
-                       json_number_value(json_object_get(verdict, "relative_to_scale")),
-                       json_number_value(json_object_get(verdict, "scale")),
-                       json_number_value(json_object_get(verdict, "bound")));
+                       number_text(json_object_get(verdict, "a"), 9, t[1], sizeof t[1]),
+                       number_text(json_object_get(verdict, "b"), 9, t[2], sizeof t[2]),
+                       number_text(json_object_get(verdict, "relative_to_scale"), 3, t[3], sizeof t[3]),
+                       number_text(json_object_get(verdict, "scale"), 6, t[4], sizeof t[4]),
+                       number_text(json_object_get(verdict, "bound"), 3, t[5], sizeof t[5]));
                 const char *base = strchr(name, '/') + 1;
                 if (!strncmp(name, "fwd/", 4) && strcmp(base, "loss") != 0)
                     printf("  the range %s computes it: tracebook walk %s --trace RUN/trace.rank-00000.json shows its "
@@ -261,10 +300,8 @@ int tracebook_bisect_main(int argc, char **argv) {
     } else {
         fprintf(stderr, "tracebook bisect: %s\n", err.msg);
     }
-    json_decref(verdict);
-    free(cmp);
-    run_close(&runs[0]);
-    run_close(&runs[1]);
+    const int diverged = verdict != NULL;
+    json_decref(out);
     tb_positional_free(&pos);
-    return rc != 0 ? 2 : verdict ? 1 : 0;
+    return rc != 0 ? 2 : diverged ? 1 : 0;
 }

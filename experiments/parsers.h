@@ -63,6 +63,51 @@
 //       pipeline_model_parallel_size. For an exact stage imbalance: ratio of
 //       {"figure": "flops_per_step", "of": "max"} over the same with "min". Median over
 //       records. Exact.
+//   step_phase         args {"phase": P (required: data, forward, backward, optimizer, p2p_wait,
+//                      idle, exposed_comm), "rank": R = each step's slowest, "warmup_steps": W = 1}
+//       Per record: for each step s > W of rank 0's metrics, rank r = R, or the rank with the
+//       largest step_ms at s (the lowest such rank); the step's value is metrics.rank-r
+//       pipeline.<P>_ms at s (exposed_comm: the communication the step waited for, not hidden
+//       under compute). The record's value is the median over those steps; median over
+//       records. Timed: gated.
+//   collective_figure  args {"group": G (required: tp, cp, dp, dp_cp, pp_grad, mp, embedding,
+//                      world), "op": O = every op, "in": RANGE = any, "figure": F =
+//                      "enter_spread_ms", "warmup_steps": W = 1}
+//       Per record: the collective calls of G (and O) inside the steps s > W, each matched
+//       across the group's members by (group id, sequence number) from every rank's trace
+//       (step_report.h, tracebook comm; P2P is left out), those whose last member called it
+//       inside RANGE (e.g. finalize_model_grads.all_reduce) when given. F: enter_spread_ms (the
+//       median over the calls of the last member's enter - the first's), max_enter_spread_ms,
+//       transfer_ms (the median over the calls of the longest member's exit - the last enter),
+//       last_rank (the rank last in the most calls; the lowest such rank) or last_rank_share
+//       (the share of the calls it was last in). Median over records. Timed (an order in time
+//       too): gated.
+//   oom_figure         args {"figure": F (required), "rank": R, "requested_category": C,
+//                      "in": RANGE, "category": K = "total"}
+//       Per record: the oom.rank-r.json parts of the run directory (one per rank that ran out
+//       of memory; r within config world_size; an unreadable one is an error), those of rank
+//       R, whose request over the cap was in category C, and whose range stack holds RANGE,
+//       when given. F: ranks (how many match; 0 when no rank ran out), or of the lowest
+//       matching rank (an error when none): rank, step, microbatch, requested_bytes,
+//       cap_bytes, in_use_bytes (current.total: allocated when it asked), current_bytes or
+//       peak_bytes of K. Median over records. Exact.
+//   hang_figure        args {"figure": F (required: blamed_rank, blamed_ranks, stuck_ranks,
+//                      absent_ranks)}
+//       Per record: the hang report merged at prove time from every hang.rank-r.json part
+//       (core/failure_report.h's tb_hang_report_merge, as tracebook hang merges them; no part
+//       is an error): blamed_rank, the one rank of its root_cause (an error unless exactly one),
+//       blamed_ranks (how many root_cause names), stuck_ranks, absent_ranks (ranks that wrote
+//       no part). Median over records. Exact: matched by sequence numbers.
+//   first_divergence   args {"a": RECORD = 0, "b": RECORD = 1, "step": S = the first dumped,
+//                      "tolerance": T = 1e-5}
+//       Of two of the claim's records (a 0-based index into its runs, or a run id): the
+//       1-based position, in the step's order, of the first tensor of run/tensors/step-S.*
+//       (--dump-tensors) where b diverges from a, max |a - b| > T x max |b|, by tracebook
+//       bisect's comparison (bisect.h); 0 when none does. The order: forward (fwd/embedding;
+//       per layer l fwd/layer.l.attention, .mlp, fwd/layer.l; fwd/loss), backward (the
+//       gradients, last layer first), optimizer (the parameters after the step). Both runs
+//       must dump the same tensors (a tensor in one only is an error: "no divergence" over a
+//       partial comparison would not be true). Exact.
 //   ratio              args {"numerator": PART, "denominator": PART}
 //       numerator value / denominator value, each PART {"parser": NAME, "args": {...},
 //       "records": [0-based index into the claim's runs | run id, ...]} (records: default
@@ -102,6 +147,11 @@ int tb_parse_claim(const char *parser, json_t *args, const char *const *record_d
 // The exact definition of a parser (the text above, one paragraph), or NULL when there is
 // no parser of that name.
 const char *tb_parser_definition(const char *parser);
+
+// Whether the number the parser gives with these args is derived from time, which prove's
+// stability gate judges (stability.h): 1, or 0 for an exact one, a combination (ratio,
+// saved_fraction, relative_difference: their parts are judged) or no parser of that name.
+int tb_parser_timed(const char *parser, json_t *args);
 
 // The parsers' names, NULL-terminated.
 extern const char *const tb_parser_names[];

@@ -47,6 +47,7 @@
 //              "compiler": "gcc 12.2.0", "build_type": "Release"},
 //     "config": { ...the engine's resolved config.json... },
 //     "start": "2026-11-29T10:45:12Z", "end": "...", "exit_status": 0,
+//     "expected_failure": {"kind": "oom", "exit_status": 3},   // only for exp:run's expect_failure
 //     "files": {"run/metrics.rank-00000.jsonl": "sha256 hex", "stdout.log": "...", ...}
 //                                                // every file of the record but manifest.json
 //   }
@@ -69,6 +70,7 @@
 #define TB_EXPERIMENTS_RECORD_H
 
 #include <jansson.h>
+#include <string.h>
 
 // 2: "repetition" counts from 1. Records of manifest_version 1 (and older ones without the
 // field) counted from 0; they stay as they were written — a record is evidence, and its
@@ -83,6 +85,18 @@ static inline int tb_manifest_repetition(const json_t *m, json_int_t *out) {
     int zero_based = !json_is_integer(mv) || json_integer_value(mv) < 2;
     *out = json_integer_value(rep) + (zero_based ? 1 : 0);
     return 1;
+}
+
+// Whether a manifest is of a run that failed as its runbook expected (exp:run's
+// expect_failure): status "failed" and "expected_failure": {"kind", "exit_status"} with the
+// run's own exit_status — a drill's OOM or hang, whose record is complete evidence as a
+// finished run's is.
+static inline int tb_manifest_failed_as_expected(const json_t *m) {
+    const char *status = json_string_value(json_object_get(m, "status"));
+    const json_t *expected = json_object_get(json_object_get(m, "expected_failure"), "exit_status");
+    const json_t *exit_status = json_object_get(m, "exit_status");
+    return status && !strcmp(status, "failed") && json_is_integer(expected) && json_is_integer(exit_status) &&
+           json_integer_value(expected) == json_integer_value(exit_status);
 }
 
 #endif

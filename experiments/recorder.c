@@ -257,6 +257,9 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
     json_object_set_new(m, "start", json_string(start));
     json_object_set_new(m, "end", json_string(end));
     json_object_set_new(m, "exit_status", json_integer(o.exit_status));
+    if (id->expected_failure)
+        json_object_set_new(m, "expected_failure", json_pack("{s:s, s:i}", "kind", id->expected_failure, "exit_status",
+                                                             id->expected_exit_status));
     json_object_set_new(m, "files", files);
     int rc = tb_write_json_atomic(path, m, err);
     json_decref(m);

@@ -38,6 +38,10 @@ typedef struct tb_run_identity {
     const tb_git_state *git;   // NULL when there is no git provenance
     const char *const *env_allow;  // name globs the manifest records (NULL: tb_default_env_allow)
     const char *const *env_deny;   // name globs kept out even when allowed (NULL: tb_default_env_deny)
+    // a drill's run that must fail (exp:run's expect_failure): its kind ("oom", "hang") and the
+    // exit status it must end with; NULL and 0 for a run that must finish
+    const char *expected_failure;
+    int expected_exit_status;
 } tb_run_identity;
 
 // What `tracebook run` and `tracebook replay` say in --help about the environment a manifest

@@ -118,6 +118,12 @@ void tb_runbook_check_config_value(lua_State *L, const char *what, const char *k
                         tb_rb_describe(L, idx, v, sizeof v));
         return;
     }
+    if (!strcmp(key, "expect_failure")) {
+        if (lua_type(L, idx) != LUA_TSTRING || tb_runbook_expected_exit_status(lua_tostring(L, idx)) < 0)
+            tb_rb_error(L, "%s: expect_failure must be 'oom' or 'hang' (got %s)", what,
+                        tb_rb_describe(L, idx, v, sizeof v));
+        return;
+    }
     if (!strcmp(key, "processes")) {
         if (!tb_rb_integer(L, idx, &i) || i < 1 || i > TB_RUNBOOK_MAX_PROCESSES)
             tb_rb_error(L, "%s: processes must be an integer from 1 to %d (got %s)", what, TB_RUNBOOK_MAX_PROCESSES,
@@ -130,7 +136,7 @@ void tb_runbook_check_config_value(lua_State *L, const char *what, const char *k
         char hint[96] = "";
         if (near) snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
         tb_rb_error(L, "%s: unknown config key '%s' (%skeys are pretrain_gpt's flags with underscores, see "
-                       "pretrain_gpt --help, and repeat_, launcher, processes)", what, key, hint);
+                       "pretrain_gpt --help, and repeat_, launcher, processes, expect_failure)", what, key, hint);
     }
     if (!strcmp(key, "run_dir")) tb_rb_error(L, "%s: run_dir is set by the recorder", what);
     // the Lua type the option's values have: a number is not taken for a string or a boolean,
@@ -193,8 +199,19 @@ static void substitute_run_dir(char *out, size_t size, const char *value, const 
     if (used < size) snprintf(out + used, size - used, "%s", value);
 }
 
-// The keys of exp:run that say how the engine is launched, not how it is configured.
-static int is_launch_key(const char *key) { return !strcmp(key, "launcher") || !strcmp(key, "processes"); }
+// The keys of exp:run that say how the engine is launched or how its run must end, not how
+// it is configured: in the sweep point, never in the engine's argv.
+static int is_launch_key(const char *key) {
+    return !strcmp(key, "launcher") || !strcmp(key, "processes") || !strcmp(key, "expect_failure");
+}
+
+int tb_runbook_expected_exit_status(const char *kind) {
+    switch (kind ? tb_choice_index(TB_RUNBOOK_EXPECTED_FAILURES, kind) : -1) {
+    case 0: return TB_EXIT_OUT_OF_MEMORY;
+    case 1: return TB_EXIT_HANG;
+    default: return -1;
+    }
+}
 
 // The mpirun on PATH, checked once to be Open MPI's (the engine knows its launch by Open MPI's
 // environment, and the options below are Open MPI's), into h->mpirun; raises naming why not.
@@ -323,7 +340,10 @@ static int find_finished(const char *version_dir, const json_t *point, int repet
         json_int_t rep;
         // a replay is evidence about its original, never a repetition of the experiment
         int replay = m && json_is_string(json_object_get(m, "replay_of"));
-        if (status && !strcmp(status, "finished") && !replay && tb_manifest_repetition(m, &rep) && rep == repetition &&
+        // a point that expects a failure is done when its run failed so, any other when it finished
+        const int done = json_object_get(point, "expect_failure") ? tb_manifest_failed_as_expected(m)
+                                                                  : status && !strcmp(status, "finished");
+        if (done && !replay && tb_manifest_repetition(m, &rep) && rep == repetition &&
             json_equal(json_object_get(m, "sweep_point"), (json_t *)point))
             found = tb_path_format(out, len, err, "%s/%s", version_dir, e->d_name) == 0 ? 1 : -1;
         json_decref(m);
@@ -413,6 +433,7 @@ int tb_runbook_exp_run(lua_State *L) {
     json_t *model_point = json_deep_copy(s->point);
     json_object_del(model_point, "launcher");
     json_object_del(model_point, "processes");
+    json_object_del(model_point, "expect_failure");
     char *canonical = json_dumps(model_point, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(model_point);
     uint64_t point_hash = 1469598103934665603ull;  // FNV-1a of the sweep point
@@ -442,13 +463,15 @@ int tb_runbook_exp_run(lua_State *L) {
         char rec[PATH_MAX + 128], run_id[64];
         int finished = h->force ? 0 : find_finished(version_dir, s->point, rep, rec, sizeof rec, &err);
         if (finished < 0) tb_rb_error(L, "%s", err.msg);
+        const char *expected = json_string_value(json_object_get(s->point, "expect_failure"));
+        const int expected_status = expected ? tb_runbook_expected_exit_status(expected) : 0;
         if (finished) {
             const char *slash = strrchr(rec, '/');
             if (tb_path_format(run_id, sizeof run_id, &err, "%s", slash ? slash + 1 : rec) != 0)
                 tb_rb_error(L, "the run id of a finished record: %s", err.msg);
             printf("  skip: %s repetition %d of %d already finished as %s (--force re-runs)\n", version_dir, rep,
                    repeats, run_id);
-            push_run_result(L, rec, run_id, rep, seed, "finished", 1);
+            push_run_result(L, rec, run_id, rep, seed, expected ? "failed" : "finished", 1);
             lua_rawseti(L, -2, rep);
             s->records[rep - 1] = tb_xstrdup(rec, "record path");
             drop_json(&s->config);
@@ -503,7 +526,8 @@ int tb_runbook_exp_run(lua_State *L) {
         lua_getfield(L, 1, "question");
         tb_run_identity id = {lua_tostring(L, -3), lua_tointeger(L, -2), lua_tostring(L, -1), h->runbook,
                               h->runbook_sha256, seed, rep, s->point, NULL, h->have_git ? &h->git : NULL,
-                              (const char *const *)h->env_allow, (const char *const *)h->env_deny};
+                              (const char *const *)h->env_allow, (const char *const *)h->env_deny, expected,
+                              expected_status};
         json_t *launch = tb_launch_json(json_string_value(json_object_get(s->point, "launcher")),
                                         (int)json_integer_value(json_object_get(s->point, "processes")), engine_index);
         int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, s->argv, launch, start, o, &err);
@@ -518,7 +542,10 @@ int tb_runbook_exp_run(lua_State *L) {
         drop_json(&s->argv);
         drop_json(&s->config);
         if (o.interrupted) tb_rb_error(L, "interrupted: run %s recorded as incomplete", run_id);
-        if (o.exit_status != 0) {
+        if (expected && o.exit_status != expected_status)
+            tb_rb_error(L, "engine run %s was expected to fail with %s (exit status %d), but its exit status was %d "
+                           "(see %s/" TB_RECORD_STDERR ")", run_id, expected, expected_status, o.exit_status, rec);
+        if (o.exit_status != 0 && !expected) {
             char log[PATH_MAX + 160], line[512] = "", last[512] = "";
             if (tb_path_format(log, sizeof log, &err, "%s/" TB_RECORD_STDERR, rec) != 0)
                 tb_rb_error(L, "engine run %s failed (exit status %d): %s", run_id, o.exit_status, err.msg);
@@ -529,7 +556,7 @@ int tb_runbook_exp_run(lua_State *L) {
             last[strcspn(last, "\n")] = '\0';
             tb_rb_error(L, "engine run %s failed (exit status %d): %s (see %s)", run_id, o.exit_status, last, log);
         }
-        push_run_result(L, rec, run_id, rep, seed, "finished", 0);
+        push_run_result(L, rec, run_id, rep, seed, expected ? "failed" : "finished", 0);
         lua_rawseti(L, -2, rep);
         s->records[rep - 1] = tb_xstrdup(rec, "record path");
     }

@@ -184,26 +184,13 @@ static void judge_steps(gate *g, const char *run, const char *record_dir, long l
              pct(1 - TB_STABLE_MIN_STEP_OF_MEAN));
 }
 
-static int timed_parser(const char *parser, json_t *args) {
-    if (!parser) return 0;
-    if (!strcmp(parser, "pipeline_bubble")) {
-        const char *kind = json_string_value(json_object_get(args, "kind"));
-        return !kind || strcmp(kind, "theoretical") != 0;
-    }
-    if (!strcmp(parser, "checkpoint_figure")) {  // the byte counts are exact; the rest are times
-        const char *figure = json_string_value(json_object_get(args, "figure"));
-        return !figure || (strcmp(figure, "materialized_bytes") != 0 && strcmp(figure, "written_bytes") != 0);
-    }
-    return !strcmp(parser, "tokens_per_s") || !strcmp(parser, "step_ms") || !strcmp(parser, "stage_imbalance");
-}
-
 static void judge(gate *g, json_t *ev, int depth) {
     // every side a composite parser reads (ratio, saved_fraction, relative_difference)
     static const char *const sides[] = {"numerator", "denominator", "treatment", "baseline", "a", "b"};
     for (int s = 0; s < 6 && depth < 16; s++)
         if (json_object_get(ev, sides[s])) judge(g, json_object_get(ev, sides[s]), depth + 1);
     json_t *args = json_object_get(ev, "args");
-    if (!timed_parser(json_string_value(json_object_get(ev, "parser")), args)) return;
+    if (!tb_parser_timed(json_string_value(json_object_get(ev, "parser")), args)) return;
     g->timed = 1;
     json_t *w = json_object_get(args, "warmup_steps");
     long long warmup = json_is_number(w) ? (long long)json_number_value(w) : TB_STABLE_DEFAULT_WARMUP;

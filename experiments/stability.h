@@ -4,10 +4,12 @@
 // part of it, this gate reads the record's run/conditions.json (engine/reports/conditions.h)
 // and the per-step times, and says why the timings cannot be trusted, if they cannot.
 //
-// Timing-derived: tokens_per_s, step_ms, pipeline_bubble with kind "measured" (the
-// default), stage_imbalance, checkpoint_figure but for its byte counts; ratio, saved_fraction and relative_difference when a part is (recursively). Counts
+// Timing-derived (tb_parser_timed, parsers.h: each parser says so in its table entry):
+// tokens_per_s, step_ms, pipeline_bubble with kind "measured" (the default), stage_imbalance,
+// checkpoint_figure but for its byte counts, step_phase, collective_figure; ratio,
+// saved_fraction and relative_difference when a part is (recursively). Counts
 // (peak_memory_bytes, loss_at_step, comm_bytes, rank_figure, stage_figure, the theoretical
-// bubble) are exact: not gated.
+// bubble, oom_figure, hang_figure, first_divergence) are exact: not gated.
 //
 // Each reason is one line beginning with its kind:
 //   "not verifiable: ..." the record has no (readable) conditions.json, or lacks a figure;

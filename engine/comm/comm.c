@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "comm/watchdog.h"
@@ -106,6 +107,11 @@ static void end(call *c, int rc) {
             parallel_state_rank_fail(rk, rk->world->abort_status, "%s", c->err.msg);
         parallel_state_rank_fail(rk, TB_EXIT_HANG, "communicator error: %s", c->err.msg);
     }
+    // --debug-slow-link GROUP:MS: the call takes MS ms longer on every member, after all of
+    // them are in (the transfer, not the wait for a peer, grows)
+    const tb_world *w = c->g->rk->world;
+    if (w && w->slow_link_group[0] && !strcmp(c->g->name, w->slow_link_group))
+        usleep((useconds_t)w->slow_link_ms * 1000);
     tb_flight_recorder_exit(&c->g->rk->fr, c->slot, tb_now_ns());
     TB_RANGE_POP();
 }

@@ -214,7 +214,7 @@ TB_TEST(api_tables_refuse_unknown_keys_listing_the_allowed) {
                    "unknown config key 'num_layerz' (did you mean 'num_layers'?");
     expect_refused("exp:run{ " TINY ", launchr = 'mpirun' }",
                    "unknown config key 'launchr' (keys are pretrain_gpt's flags with underscores, see pretrain_gpt "
-                   "--help, and repeat_, launcher, processes)");
+                   "--help, and repeat_, launcher, processes, expect_failure)");
     expect_refused("exp:claim{ id = 'c', parser = 'tokens_per_sec', runs = exp:run{ " TINY " }, text = 't' }",
                    "exp:claim 'c': unknown parser 'tokens_per_sec' (the parsers: tokens_per_s, step_ms, ");
 }
