@@ -301,8 +301,7 @@ int tracebook_plan_main(int argc, char **argv) {
             rc = TB_EXIT_USAGE;
             goto done;
         }
-        if (!given(en, ev, "--global-batch-size")) base.global_batch_size = 0;  // one microbatch per dp rank... resolved
-        if (l.mbs == 0) l.mbs = base.micro_batch_size;
+        if (l.mbs == 0) l.mbs = given(en, ev, "--micro-batch-size") ? base.micro_batch_size : 1;
         if (!given(en, ev, "--global-batch-size")) base.global_batch_size = l.mbs * l.dp * (l.pp > 1 ? l.pp : 1);
         tb_plan p;
         if (plan_evaluate(&p, &base, &cl, l.tp, l.cp, l.pp, l.vpp, l.mbs, &err) != 0) {

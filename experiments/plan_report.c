@@ -186,7 +186,7 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
     fprintf(out, "\n");
     if (p->pp > 1) {
         json_t *re = layers_json(c, 1);
-        char *txt = json_dumps(re, JSON_COMPACT);
+        char *txt = json_dumps(re, JSON_COMPACT | JSON_ENCODE_ANY);
         fprintf(out, "  rebalanced for the embedding and the loss (--account-for-embedding/loss-in-pipeline-split): %s\n",
                 txt);
         free(txt);

@@ -48,6 +48,10 @@ static const verify_case cases[] = {
     {"cp2 (flash)", TINY " --context-parallel-size 2 --attention-backend flash"},
     {"full recompute, uniform 2", TINY " --recompute-granularity full --recompute-method uniform --recompute-num-layers 2"},
     {"selective recompute, tp2", TINY " --recompute-granularity selective --tensor-model-parallel-size 2"},
+    {"cp2 x tp2 + sp, pp2, block recompute 1", TINY " --context-parallel-size 2 --attention-backend flash "
+                                "--tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2 "
+                                "--micro-batch-size 1 --recompute-granularity full --recompute-method block "
+                                "--recompute-num-layers 1"},
     {"LLaMA-style tp2 pp2 dp2", TINY " --swiglu --normalization RMSNorm --position-embedding-type rope "
                                 "--untie-embeddings-and-output-weights --disable-bias-linear --ffn-hidden-size 96 "
                                 "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --world-size 8 "
@@ -124,6 +128,7 @@ static json_t *last_metrics(const char *run_dir, int rank, tb_error *err) {
 typedef struct check_log {
     json_t *checks;
     int exact_total, exact_failed;
+    double ratio_min, ratio_max;  // measured / Korthikanti over the case's stages
     FILE *out;
 } check_log;
 
@@ -138,6 +143,9 @@ static void check_exact(check_log *log, const char *what, int where, double pred
 }
 
 static void report_ratio(check_log *log, const char *what, int where, double predicted, double measured) {
+    const double ratio = predicted > 0 ? measured / predicted : 0.0;
+    if (ratio < log->ratio_min) log->ratio_min = ratio;
+    if (ratio > log->ratio_max) log->ratio_max = ratio;
     json_array_append_new(log->checks, json_pack("{s:s, s:i, s:f, s:f, s:f}", "quantity", what, "rank_or_stage", where,
                                                  "predicted", predicted, "measured", measured, "measured_over_predicted",
                                                  predicted > 0 ? measured / predicted : 0.0));
@@ -285,7 +293,8 @@ int plan_verify_main(const char *pretrain_gpt, const char *work_dir, int json, c
             return TB_EXIT_FAILURE;
         }
     }
-    check_log log = {json_array(), 0, 0, json ? NULL : stdout};
+    check_log log = {json_array(), 0, 0, 0, 0, json ? NULL : stdout};
+    char summary[sizeof cases / sizeof *cases][256];
     json_t *jcases = json_array();
     if (!json)
         printf("tracebook plan --verify: the plan (fp32, the engine's accounting) against the engine, %zu layouts, in %s\n"
@@ -295,13 +304,20 @@ int plan_verify_main(const char *pretrain_gpt, const char *work_dir, int json, c
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         json_t *jc = json_object();
         json_t *before = log.checks;
+        const int before_total = log.exact_total, before_failed = log.exact_failed;
         log.checks = json_array();
+        log.ratio_min = 1e300, log.ratio_max = 0;
         if (verify_case_run(engine, dir, (int)i, &log, jc, &err) != 0) {
             fprintf(stderr, "tracebook plan --verify: case '%s': %s\n", cases[i].name, err.msg);
             json_object_set_new(jc, "error", json_string(err.msg));
             failed_runs++;
         }
         json_object_set_new(jc, "checks", log.checks);
+        json_object_set_new(jc, "activations_over_korthikanti",
+                            json_pack("{s:f, s:f}", "min", log.ratio_min, "max", log.ratio_max));
+        snprintf(summary[i], sizeof summary[i], "  %-40s %6d %6d   %.2f-%.2f", cases[i].name,
+                 log.exact_total - before_total, (log.exact_total - before_total) - (log.exact_failed - before_failed),
+                 log.ratio_min, log.ratio_max);
         json_array_append_new(jcases, jc);
         log.checks = before;
     }
@@ -320,6 +336,8 @@ int plan_verify_main(const char *pretrain_gpt, const char *work_dir, int json, c
         json_decref(o);
     } else {
         json_decref(jcases);
+        printf("\n  %-40s %6s %6s   %s\n", "layout family", "checks", "exact", "activations measured / Korthikanti");
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) printf("%s\n", summary[i]);
         printf("%d exact checks, %d differ; %d runs failed. Korthikanti ratios: the engine saves fp32 (2x the 16-bit "
                "formula), no dropout masks, whole gathered norm outputs under sequence parallelism\n",
                log.exact_total, log.exact_failed, failed_runs);
