@@ -60,6 +60,13 @@ static int comm_bytes_record(const parser *, json_t *, const char *, double *, j
 static int figure_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int checkpoint_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
 static int ratio_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
+// --- the planner's parser (parsers_plan.c, issue 16): one entry below and one name ---
+#include "parsers_plan.h"
+static int plan_figure_record(const parser *p, json_t *args, const char *dir, double *v, json_t *ev, tb_error *err) {
+    (void)p;
+    return tb_plan_figure_record(args, dir, v, ev, err);
+}
+// --- end of the planner's parser ---
 static int difference_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
 
 static const parser parsers[] = {
@@ -129,13 +136,14 @@ static const parser parsers[] = {
      "id]} (records default: all the claim's runs) derived as a claim of its own; both are read from the records "
      "at prove time, so neither side is a number the runbook states",
      difference_args, NULL, difference_combine},
+    {"plan_figure", TB_PLAN_FIGURE_DEFINITION, tb_plan_figure_args, plan_figure_record, NULL},  // parsers_plan.c
 };
 #define NPARSERS ((int)(sizeof parsers / sizeof *parsers))
 
 const char *const tb_parser_names[] = {"tokens_per_s",    "step_ms",         "loss_at_step", "peak_memory_bytes",
                                        "pipeline_bubble", "stage_imbalance", "comm_bytes",   "rank_figure",
                                        "stage_figure",    "checkpoint_figure", "ratio",      "saved_fraction",
-                                       "relative_difference", NULL};
+                                       "relative_difference", "plan_figure", NULL};
 
 static const parser *find_parser(const char *name) {
     for (int i = 0; name && i < NPARSERS; i++)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fileio.h"
 #include "core/options.h"
 #include "core/xalloc.h"
 #include "plan.h"
@@ -18,7 +19,7 @@ typedef struct plan_args {
     int64_t gpu_memory;
     double peak_tflops, compute_efficiency, intra, inter;
     int bf16, fp16, json, top, all, verify, max_mbs, max_vpp;
-    const char *explain, *pretrain_gpt, *work_dir;
+    const char *explain, *pretrain_gpt, *work_dir, *output;
 } plan_args;
 
 static const tb_option plan_options[] = {
@@ -40,6 +41,8 @@ static const tb_option plan_options[] = {
     TB_OPTION("--explain", plan_args, explain, TB_OPT_STRING, NULL, "LAYOUT",
               "the whole derivation of one layout, e.g. tp4,pp4,dp4[,cp2,vpp2,mbs1] (--gpus defaults to the product)"),
     TB_OPTION("--json", plan_args, json, TB_OPT_BOOL, NULL, NULL, "print JSON"),
+    TB_OPTION("--output", plan_args, output, TB_OPT_STRING, NULL, "FILE",
+              "also write the JSON to FILE (whole, atomically; what exp:plan records)"),
     TB_OPTION("--top", plan_args, top, TB_OPT_INT, "10", "N", "candidates listed (0: every legal one)"),
     TB_OPTION("--all", plan_args, all, TB_OPT_BOOL, NULL, NULL, "also list the illegal layouts with the rule each breaks"),
     TB_OPTION("--max-micro-batch-size", plan_args, max_mbs, TB_OPT_INT, "8", "N",
@@ -193,10 +196,19 @@ static json_t *cluster_json(const tb_plan_cluster *cl) {
                      cl->precision == TB_PLAN_BF16 ? "bf16" : cl->precision == TB_PLAN_FP16 ? "fp16" : "fp32");
 }
 
-static void print_json(json_t *o) {
-    char *s = json_dumps(o, JSON_INDENT(2));
-    if (s) puts(s);
-    free(s);
+// Prints the JSON (with --json) and writes it to --output; 0, or -1 with the error printed.
+static int emit_json(const plan_args *a, json_t *o) {
+    if (a->json) {
+        char *s = json_dumps(o, JSON_INDENT(2));
+        if (s) puts(s);
+        free(s);
+    }
+    tb_error err;
+    if (a->output && tb_write_json_atomic(a->output, o, &err) != 0) {
+        fprintf(stderr, "tracebook plan: --output: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
 }
 
 // A rule histogram entry: how many layouts broke it first.
@@ -308,14 +320,12 @@ int tracebook_plan_main(int argc, char **argv) {
             fprintf(stderr, "tracebook plan: %s\n", err.msg);
             goto done;
         }
-        if (a.json) {
-            json_t *o = json_pack("{s:o, s:o, s:o}", "model", model_json(&p.cfg), "cluster", cluster_json(&cl), "plan",
-                                  plan_to_json(&p, &cl));
-            print_json(o);
-            json_decref(o);
-        } else
-            plan_explain(stdout, &p, &cl);
-        rc = p.legal ? 0 : TB_EXIT_FAILURE;
+        json_t *o = json_pack("{s:o, s:o, s:o}", "model", model_json(&p.cfg), "cluster", cluster_json(&cl), "plan",
+                              plan_to_json(&p, &cl));
+        const int written = emit_json(&a, o);
+        json_decref(o);
+        if (!a.json) plan_explain(stdout, &p, &cl);
+        rc = written != 0 ? TB_EXIT_FAILURE : p.legal ? 0 : TB_EXIT_FAILURE;
         if (!p.legal && a.json) fprintf(stderr, "tracebook plan: %s is not legal: %s\n", a.explain, p.rule);
         plan_free(&p);
         goto done;
@@ -376,7 +386,8 @@ int tracebook_plan_main(int argc, char **argv) {
     int fitting = 0;
     for (int i = 0; i < nplans; i++) fitting += plans[i].fits;
     const int shown = a.top == 0 || a.top > nplans ? nplans : a.top;
-    if (a.json) {
+    int written = 0;
+    {
         json_t *cands = json_array(), *by_rule = json_array();
         for (int i = 0; i < shown; i++) json_array_append_new(cands, plan_to_json(&plans[i], &cl));
         for (int i = 0; i < nrules; i++)
@@ -384,10 +395,11 @@ int tracebook_plan_main(int argc, char **argv) {
         json_t *o = json_pack("{s:o, s:o, s:i, s:i, s:i, s:o, s:o}", "model", model_json(&base), "cluster",
                               cluster_json(&cl), "legal", nplans, "fit", fitting, "illegal", nillegal, "illegal_by_rule",
                               by_rule, "candidates", cands);
-        if (illegal) json_object_set_new(o, "illegal_layouts", illegal);
-        print_json(o);
+        if (illegal) json_object_set_new(o, "illegal_layouts", json_incref(illegal));
+        written = emit_json(&a, o);
         json_decref(o);
-    } else {
+    }
+    if (!a.json) {
         printf("tracebook plan: %d GPUs (%d per node, %.0f GiB each), %s; %d legal layouts, %d fit, %d illegal\n",
                cl.gpus, cl.gpus_per_node, gib(cl.gpu_memory),
                cl.precision == TB_PLAN_BF16 ? "bf16" : cl.precision == TB_PLAN_FP16 ? "fp16" : "fp32 (the engine's)",
@@ -402,10 +414,10 @@ int tracebook_plan_main(int argc, char **argv) {
             json_t *e;
             json_array_foreach(illegal, i, e) printf("  illegal %-28s %s\n", json_string_value(json_object_get(e, "layout")),
                                                      json_string_value(json_object_get(e, "rule")));
-            json_decref(illegal);
         }
     }
-    rc = 0;
+    json_decref(illegal);
+    rc = written != 0 ? TB_EXIT_FAILURE : 0;
     if (nplans == 0) {
         fprintf(stderr, "tracebook plan: no legal layout of this model on %d GPUs%s%s\n", cl.gpus,
                 nrules ? "; the most common rule broken: " : "", nrules ? rules[0].rule : "");
