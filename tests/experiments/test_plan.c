@@ -322,6 +322,44 @@ TB_TEST(bad_input_is_named) {
     tb_output_free(&o);
 }
 
+// exp:plan records a plan; prove re-derives its claims from the recorded plan.json and
+// refuses once the file is altered; replay refuses a plan record.
+TB_TEST(runbook_plan_claims_prove_from_the_recorded_json) {
+    char dir[512], book[600], art[600];
+    tb_tmp_path(dir, sizeof dir, "plan-runbook-%ld", (long)getpid());
+    snprintf(book, sizeof book, "%s/tiny_plan.lua", dir);
+    snprintf(art, sizeof art, "%s/artifacts", dir);
+    tb_shell(NULL, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    TB_REQUIRE(tb_write_text(book,
+                             "local exp = tb.experiment{ name = 'tiny_plan', version = 1, question = 'q' }\n"
+                             "local p = exp:plan{ gpus = 8, num_layers = 4, hidden_size = 64, num_attention_heads = 4,\n"
+                             "                    vocab_size = 256, seq_length = 32, global_batch_size = 16, top = 3 }\n"
+                             "tb.assert(p.plan.legal > 0 and #p.plan.candidates == 3, 'three candidates')\n"
+                             // wte 256 x 64 + wpe 32 x 64 + 4 x 49,984 per layer + ln_f 128
+                             "exp:claim{ id = 'n', parser = 'plan_figure', runs = p, args = { figure = 'model_parameters' },\n"
+                             "           value = 218496, text = 'parameters' }\n"
+                             "exp:claim{ id = 'peak', parser = 'plan_figure', runs = p, args = { figure = 'peak_bytes' },\n"
+                             "           text = 'per-rank peak of the top candidate' }\n") == 0,
+               "cannot write %s", book);
+    tb_output o = {0};
+    int rc = tb_run(&o, NULL, "'%s' run '%s' --artifacts '%s'", TRACEBOOK, book, art);
+    TB_REQUIRE(rc == 0, "run exited %d: %s%s", rc, o.out, o.err);
+    TB_CHECK(tb_has(o.out, "claim n: parameters = 218496"), "%s", o.out);
+    rc = tb_run(&o, NULL, "'%s' prove --all --artifacts '%s'", TRACEBOOK, art);
+    TB_CHECK(rc == 0 && tb_has(o.out, "2 claims, 2 proven"), "prove exited %d: %s", rc, o.out);
+    // the recorded plan altered: its sha256 no longer matches, nothing is proven from it
+    rc = tb_run(&o, NULL, "f=$(ls '%s'/tiny_plan/v1/*/run/plan.json) && sed -i 's/\"model_parameters\": 218496/\"model_parameters\": 1/' \"$f\" && "
+                "grep -c '\"model_parameters\": 1,' \"$f\"", art);
+    TB_CHECK(rc == 0, "could not alter plan.json: %s", o.out);
+    rc = tb_run(&o, NULL, "'%s' prove --all --artifacts '%s'", TRACEBOOK, art);
+    TB_CHECK(rc != 0 && tb_has(o.out, "0 proven"), "prove of an altered plan exited %d: %s", rc, o.out);
+    rc = tb_run(&o, NULL, "'%s' replay $(basename $(dirname $(dirname $(ls '%s'/tiny_plan/v1/*/run/plan.json)))) "
+                "--artifacts '%s'", TRACEBOOK, art, art);
+    TB_CHECK(rc != 0 && tb_has(o.err, "replaying a plan is not supported yet"), "replay exited %d: %s", rc, o.err);
+    tb_output_free(&o);
+    tb_shell(NULL, "rm -rf '%s'", dir);
+}
+
 int main(void) {
     TB_RUN(gpt2_124m_parameters_as_the_engine_counts_them);
     TB_RUN(llama2_70b_parameters_and_per_rank_counts_sum_to_the_model);
@@ -331,5 +369,6 @@ int main(void) {
     TB_RUN(ranked_fitting_first_then_step_time);
     TB_RUN(explain_the_70b_candidate);
     TB_RUN(bad_input_is_named);
+    TB_RUN(runbook_plan_claims_prove_from_the_recorded_json);
     return tb_test_summary();
 }
