@@ -208,14 +208,15 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
             gib(p->peak_bytes), gib(cl->gpu_memory), p->fits ? "fits" : "DOES NOT FIT");
 
     fprintf(out, "\ncommunication per rank per step (count x element bytes of each call, busiest stage):\n");
-    fprintf(out, "  tp %.3g GB   (per layer and microbatch: %s; + embedding, logits and cross entropy)\n",
-            p->comm.tp / 1e9, p->sp ? "4 all-gathers + 4 reduce-scatters of s*b*h/tp" : "4 all-reduces of s*b*h");
-    if (p->cp > 1) fprintf(out, "  cp %.3g GB   (per layer: K/V all-gathered forward and backward, dK/dV reduce-scattered)\n", p->comm.cp / 1e9);
-    if (p->pp > 1) fprintf(out, "  pp %.3g GB   (per microbatch: the stage's activation forward, its gradient backward)\n", (p->comm.pp + p->comm.pp_grad) / 1e9);
-    fprintf(out, "  dp x cp %.3g GB   (%s)\n", p->comm.dp_cp / 1e9,
+    fprintf(out, "  tp %.2f GB   (per layer and microbatch: %s; + embedding, logits and cross entropy)\n",
+            p->comm.tp / 1e9, p->sp ? "4 all-gathers + 4 reduce-scatters, each of an s*b*h buffer (s*b*h/tp per rank)"
+                                    : "4 all-reduces of s*b*h");
+    if (p->cp > 1) fprintf(out, "  cp %.2f GB   (per layer: K/V all-gathered forward and backward, dK/dV reduce-scattered)\n", p->comm.cp / 1e9);
+    if (p->pp > 1) fprintf(out, "  pp %.2f GB   (per microbatch: the stage's activation forward, its gradient backward)\n", (p->comm.pp + p->comm.pp_grad) / 1e9);
+    fprintf(out, "  dp x cp %.2f GB   (%s)\n", p->comm.dp_cp / 1e9,
             c->use_distributed_optimizer && p->dp * p->cp > 1 ? "gradients reduce-scattered, parameters all-gathered"
                                                                : "gradients all-reduced");
-    if (p->comm.embedding > 0) fprintf(out, "  embedding %.3g GB   (the tied word embedding's gradient, first + last stage)\n", p->comm.embedding / 1e9);
+    if (p->comm.embedding > 0) fprintf(out, "  embedding %.2f GB   (the tied word embedding's gradient, first + last stage)\n", p->comm.embedding / 1e9);
     fprintf(out, "\npipeline bubble (p - 1)/(v x m + p - 1) = (%d - 1)/(%d x %d + %d - 1) = %.4f\n", p->pp, p->vpp,
             p->microbatches, p->pp, p->bubble);
     fprintf(out, "\nestimate (a simple model, not a measurement): compute %.3f s at %.0f TFLOP/s x %.2f, exposed comm %.3f s, "

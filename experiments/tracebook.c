@@ -1,6 +1,6 @@
 // tracebook.c — the tracebook CLI: one binary, one subcommand per job.
 //
-//   tracebook run | replay | prove | ls | show | diff | hang                      (experiments/)
+//   tracebook run | replay | prove | ls | show | diff | hang | plan               (experiments/)
 //   tracebook index | def | callers | callees | chain | map | walk      (trace/)
 //
 // Each subcommand parses its own flags from an option table (core/options.h) and returns

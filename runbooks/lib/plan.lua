@@ -27,17 +27,16 @@ function M.answer(exp, model, cluster, top)
     exp:claim{ id = "model_parameters", parser = "plan_figure", runs = explained,
                args = { figure = "model_parameters" },
                text = "parameters of the model at " .. name .. "'s padded vocabulary (exact, as the engine lays them out)" }
-    exp:claim{ id = "chosen_peak_bytes_per_rank", parser = "plan_figure", runs = explained,
-               args = { figure = "peak_bytes" },
-               text = "per-rank memory of " .. name .. " at its peak stage: parameters + gradients + optimizer + activations (bytes)" }
-    exp:claim{ id = "chosen_optimizer_bytes", parser = "plan_figure", runs = explained,
-               args = { figure = "optimizer_bytes" },
-               text = "optimizer state per rank of " .. name .. " at its peak stage (bytes)" }
-    exp:claim{ id = "chosen_activation_bytes", parser = "plan_figure", runs = explained,
-               args = { figure = "activation_bytes" },
-               text = "activations per rank of " .. name .. " at its peak stage (bytes)" }
-    exp:claim{ id = "chosen_bubble", parser = "plan_figure", runs = explained, args = { figure = "bubble" },
-               text = "pipeline bubble (p - 1)/(v m + p - 1) of " .. name }
+    local figures = {
+        { "chosen_peak_bytes_per_rank", "peak_bytes",
+          "per-rank memory of " .. name .. " at its peak stage: parameters + gradients + optimizer + activations (bytes)" },
+        { "chosen_optimizer_bytes", "optimizer_bytes", "optimizer state per rank of " .. name .. " at its peak stage (bytes)" },
+        { "chosen_activation_bytes", "activation_bytes", "activations per rank of " .. name .. " at its peak stage (bytes)" },
+        { "chosen_bubble", "bubble", "pipeline bubble (p - 1)/(v m + p - 1) of " .. name },
+    }
+    for _, f in ipairs(figures) do
+        exp:claim{ id = f[1], parser = "plan_figure", runs = explained, args = { figure = f[2] }, text = f[3] }
+    end
     exp:claim{ id = "ranked_and_explained_agree", parser = "relative_difference", runs = { ranked, explained }, at_most = 0,
                args = { a = { parser = "plan_figure", args = { figure = "peak_bytes" }, records = { ranked.runs[1].run_id } },
                         b = { parser = "plan_figure", args = { figure = "peak_bytes" }, records = { explained.runs[1].run_id } } },
