@@ -82,12 +82,19 @@ int tb_plan_figure_record(json_t *args, const char *record_dir, double *value, j
     else if (!strcmp(figure, "bubble")) v = json_object_get(json_object_get(plan, "bubble"), "value");
     else if (!strcmp(figure, "step_s") || !strcmp(figure, "mfu") || !strcmp(figure, "tokens_per_s"))
         v = json_object_get(json_object_get(plan, "estimate"), figure);
-    else if (!strcmp(figure, "comm_tp_bytes")) v = json_object_get(json_object_get(plan, "comm_bytes_per_step"), "tp");
-    else if (!strcmp(figure, "comm_dp_cp_bytes"))
-        v = json_object_get(json_object_get(plan, "comm_bytes_per_step"), "dp_cp");
-    else {
+    else if (!strncmp(figure, "comm_", 5) && strlen(figure) > 11 && !strcmp(figure + strlen(figure) - 6, "_bytes")) {
+        char group[32];  // comm_<group>_bytes: tp, cp, pp, pp_grad, dp_cp, embedding
+        snprintf(group, sizeof group, "%.*s", (int)(strlen(figure) - 11), figure + 5);
+        v = json_object_get(json_object_get(plan, "comm_bytes_per_step"), group);
+        if (!v) {
+            tb_fail(err, "parser plan_figure: unknown args.figure '%s' (comm_<tp|cp|pp|pp_grad|dp_cp|embedding>_bytes)",
+                    figure);
+            goto out;
+        }
+    } else {
         static const char *const per_stage[] = {"param_bytes", "grad_bytes", "optimizer_bytes", "activation_bytes",
-                                                "total_bytes", "parameters_held", "layers", NULL};
+                                                "total_bytes", "parameters_held", "parameters_aligned", "layers",
+                                                NULL};
         int known = 0;
         for (const char *const *k = per_stage; *k; k++) known |= !strcmp(*k, figure);
         if (!known) {

@@ -62,7 +62,7 @@ static const tb_command plan_command = {
     "Every legal TP/CP/PP/VPP/DP/micro-batch layout of a model on a cluster, with its per-rank parameters,\n"
     "gradients, optimizer state and activations, communication per step, bubble and an estimated step time,\n"
     "ranked (fits in memory first, then the estimated step time). The model, the global batch, recompute and\n"
-    "the distributed optimizer are the engine's own flags (pretrain_gpt --help: --num-layers --hidden-size\n"
+    "the distributed optimizer are the engine's own flags, with its defaults (pretrain_gpt --help: --num-layers --hidden-size\n"
     "--num-attention-heads --num-query-groups --ffn-hidden-size --vocab-size --seq-length --swiglu ...\n"
     "--global-batch-size --use-distributed-optimizer --sequence-parallel --recompute-granularity, or --config\n"
     "FILE.json); a parallel flag among them (--tensor-model-parallel-size ...) fixes that size. The rules are\n"
@@ -70,7 +70,8 @@ static const tb_command plan_command = {
     "  tracebook plan --gpus 64 --bf16 --num-layers 80 --hidden-size 8192 --num-attention-heads 64 \\\n"
     "    --num-query-groups 8 --ffn-hidden-size 28672 --vocab-size 32000 --seq-length 4096 --swiglu \\\n"
     "    --normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights \\\n"
-    "    --disable-bias-linear --global-batch-size 512 --use-distributed-optimizer --sequence-parallel\n"
+    "    --disable-bias-linear --global-batch-size 512 --use-distributed-optimizer --sequence-parallel \\\n"
+    "    --attention-backend flash   (the flash core: no s x s tensors saved; context parallelism needs it)\n"
     "(vocab sizes above 65536 are this engine's token-file limit, skipped for planning: say --vocab-size\n"
     "128256 freely).",
     plan_options, 0, 0};
@@ -279,8 +280,8 @@ int tracebook_plan_main(int argc, char **argv) {
         rc = TB_EXIT_USAGE;
         goto done;
     }
-    if (!given(en, ev, "--attention-backend")) base.attention_backend = TB_ATTENTION_FLASH;  // a GPU's default; cp needs it
-    if (!given(en, ev, "--global-batch-size") && !a.explain) {
+    const int have_gbs = base.global_batch_size > 0;  // a flag or --config's global_batch_size (default 0)
+    if (!have_gbs && !a.explain) {
         fprintf(stderr, "tracebook plan: --global-batch-size is required (the planner fills dp and the microbatches "
                         "from it)\n");
         rc = TB_EXIT_USAGE;
@@ -314,7 +315,7 @@ int tracebook_plan_main(int argc, char **argv) {
             goto done;
         }
         if (l.mbs == 0) l.mbs = given(en, ev, "--micro-batch-size") ? base.micro_batch_size : 1;
-        if (!given(en, ev, "--global-batch-size")) base.global_batch_size = l.mbs * l.dp * (l.pp > 1 ? l.pp : 1);
+        if (!have_gbs) base.global_batch_size = l.mbs * l.dp * (l.pp > 1 ? l.pp : 1);  // m = pp: the fewest legal
         tb_plan p;
         if (plan_evaluate(&p, &base, &cl, l.tp, l.cp, l.pp, l.vpp, l.mbs, &err) != 0) {
             fprintf(stderr, "tracebook plan: %s\n", err.msg);

@@ -17,7 +17,7 @@ local exp = tb.experiment{
 local model = { num_layers = 80, hidden_size = 8192, num_attention_heads = 64, num_query_groups = 8,
                 ffn_hidden_size = 28672, vocab_size = 32000, seq_length = 4096, swiglu = true,
                 normalization = "RMSNorm", position_embedding_type = "rope",
-                untie_embeddings_and_output_weights = true, disable_bias_linear = true,
+                untie_embeddings_and_output_weights = true, disable_bias_linear = true, attention_backend = "flash",
                 global_batch_size = tb.param("gbs", 512), use_distributed_optimizer = true,
                 sequence_parallel = true, recompute_granularity = "selective" }
 local cluster = { gpus = 64, gpus_per_node = 8, gpu_memory = "80G", bf16 = true, peak_tflops = 989 }

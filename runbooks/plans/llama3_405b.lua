@@ -17,7 +17,7 @@ local exp = tb.experiment{
 local model = { num_layers = 126, hidden_size = 16384, num_attention_heads = 128, num_query_groups = 8,
                 ffn_hidden_size = 53248, vocab_size = 128256, seq_length = 8192, swiglu = true,
                 normalization = "RMSNorm", position_embedding_type = "rope",
-                untie_embeddings_and_output_weights = true, disable_bias_linear = true,
+                untie_embeddings_and_output_weights = true, disable_bias_linear = true, attention_backend = "flash",
                 global_batch_size = 2048, use_distributed_optimizer = true, sequence_parallel = true,
                 account_for_embedding_in_pipeline_split = true, account_for_loss_in_pipeline_split = true }
 local cluster = { gpus = tb.param("gpus", 1024), gpus_per_node = 8, gpu_memory = "80G", bf16 = true, peak_tflops = 989 }

@@ -360,6 +360,21 @@ TB_TEST(runbook_plan_claims_prove_from_the_recorded_json) {
     tb_shell(NULL, "rm -rf '%s'", dir);
 }
 
+// runbooks/planner_check.lua (the plan against engine runs, claim by claim) and a question of
+// runbooks/plans/ run, and prove re-derives every claim.
+TB_TEST(planner_runbooks_prove) {
+    char art[512];
+    tb_tmp_path(art, sizeof art, "plan-runbooks-%ld", (long)getpid());
+    tb_output o = {0};
+    int rc = tb_run(&o, TB_SOURCE_DIR, "rm -rf '%s' && '%s' run runbooks/planner_check.lua --artifacts '%s' && "
+                    "'%s' run runbooks/plans/llama2_70b_64_gpus.lua --artifacts '%s'", art, TRACEBOOK, art, TRACEBOOK, art);
+    TB_REQUIRE(rc == 0, "runbooks exited %d: %s%s", rc, o.out, o.err);
+    rc = tb_run(&o, TB_SOURCE_DIR, "'%s' prove --all --artifacts '%s'", TRACEBOOK, art);
+    TB_CHECK(rc == 0 && tb_has(o.out, "30 claims, 30 proven, 0 not proven"), "prove exited %d: %s", rc, o.out);
+    tb_output_free(&o);
+    tb_shell(NULL, "rm -rf '%s'", art);
+}
+
 int main(void) {
     TB_RUN(gpt2_124m_parameters_as_the_engine_counts_them);
     TB_RUN(llama2_70b_parameters_and_per_rank_counts_sum_to_the_model);
@@ -370,5 +385,6 @@ int main(void) {
     TB_RUN(explain_the_70b_candidate);
     TB_RUN(bad_input_is_named);
     TB_RUN(runbook_plan_claims_prove_from_the_recorded_json);
+    TB_RUN(planner_runbooks_prove);
     return tb_test_summary();
 }
