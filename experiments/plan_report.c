@@ -57,6 +57,28 @@ static json_t *layers_json(const tb_config *c, int rebalance) {
     return a;
 }
 
+// The peak stage's activations of the same layout under each recompute choice: none,
+// selective (the core attention), full with uniform chunks of one layer.
+static const char *const recompute_names[3] = {"none", "selective", "full_uniform_1"};
+
+static void recompute_variants(const tb_plan *p, const tb_plan_cluster *cl, int64_t out[3]) {
+    for (int i = 0; i < 3; i++) {
+        tb_config c = p->cfg;
+        c.recompute_granularity = i == 0 ? TB_RECOMPUTE_NONE : i == 1 ? TB_RECOMPUTE_SELECTIVE : TB_RECOMPUTE_FULL;
+        c.recompute_method = i == 2 ? TB_RECOMPUTE_UNIFORM : TB_RECOMPUTE_METHOD_NONE;
+        c.recompute_num_layers = i == 2 ? 1 : 0;
+        tb_plan v;
+        tb_error err;
+        out[i] = -1;
+        if (plan_evaluate(&v, &c, cl, p->tp, p->cp, p->pp, p->vpp, p->mbs, &err) == 0 && v.legal) {
+            out[i] = 0;
+            for (int s = 0; s < v.nstages; s++)
+                if (v.stages[s].activation_bytes > out[i]) out[i] = v.stages[s].activation_bytes;
+        }
+        plan_free(&v);
+    }
+}
+
 json_t *plan_to_json(const tb_plan *p, const tb_plan_cluster *cl) {
     char name[96];
     plan_layout_name(p, name, sizeof name);
@@ -115,6 +137,12 @@ json_t *plan_to_json(const tb_plan *p, const tb_plan_cluster *cl) {
                       st->microbatches_in_flight, "total_bytes", (json_int_t)st->total_bytes));
     }
     json_object_set_new(o, "stages", stages);
+    int64_t variants[3];
+    recompute_variants(p, cl, variants);
+    json_t *by_recompute = json_object();
+    for (int i = 0; i < 3; i++)
+        json_object_set_new(by_recompute, recompute_names[i], variants[i] >= 0 ? json_integer(variants[i]) : json_null());
+    json_object_set_new(o, "activation_bytes_by_recompute", by_recompute);
     json_object_set_new(o, "peak", json_pack("{s:i, s:I, s:I, s:b}", "stage", p->peak_stage, "bytes",
                                              (json_int_t)p->peak_bytes, "gpu_memory", (json_int_t)cl->gpu_memory,
                                              "fits", p->fits));
@@ -206,6 +234,12 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
     }
     fprintf(out, "  peak %.2f GiB of %.2f GiB: %s (workspace and communication buffers not counted)\n",
             gib(p->peak_bytes), gib(cl->gpu_memory), p->fits ? "fits" : "DOES NOT FIT");
+    int64_t variants[3];
+    recompute_variants(p, cl, variants);
+    fprintf(out, "  activations of the busiest stage by recompute choice:");
+    for (int i = 0; i < 3; i++)
+        if (variants[i] >= 0) fprintf(out, " %s %.2f GiB%s", recompute_names[i], gib(variants[i]), i < 2 ? "," : "");
+    fprintf(out, "\n");
 
     fprintf(out, "\ncommunication per rank per step (count x element bytes of each call, busiest stage):\n");
     fprintf(out, "  tp %.2f GB   (per layer and microbatch: %s; + embedding, logits and cross entropy)\n",
