@@ -28,7 +28,7 @@ static const tb_option plan_options[] = {
               "GPUs per node: whether each tp and cp group stays inside one"),
     TB_OPTION("--gpu-memory", plan_args, gpu_memory, TB_OPT_BYTES, "80G", "BYTES", "memory per GPU (K/M/G suffixes)"),
     TB_OPTION("--peak-tflops", plan_args, peak_tflops, TB_OPT_FLOAT, "989", "X",
-              "peak dense TFLOP/s per GPU at the training precision (default: H100 SXM bf16, an assumption)"),
+              "peak dense TFLOP/s per GPU at the training precision (989: H100 SXM bf16, an assumption)"),
     TB_OPTION("--compute-efficiency", plan_args, compute_efficiency, TB_OPT_FLOAT, "0.5", "FRACTION",
               "share of the peak the GEMMs reach in the step-time estimate"),
     TB_OPTION("--intra-node-bandwidth", plan_args, intra, TB_OPT_FLOAT, "450", "GB/S",
@@ -62,11 +62,12 @@ static const tb_command plan_command = {
     "Every legal TP/CP/PP/VPP/DP/micro-batch layout of a model on a cluster, with its per-rank parameters,\n"
     "gradients, optimizer state and activations, communication per step, bubble and an estimated step time,\n"
     "ranked (fits in memory first, then the estimated step time). The model, the global batch, recompute and\n"
-    "the distributed optimizer are the engine's own flags, with its defaults (pretrain_gpt --help: --num-layers --hidden-size\n"
-    "--num-attention-heads --num-query-groups --ffn-hidden-size --vocab-size --seq-length --swiglu ...\n"
-    "--global-batch-size --use-distributed-optimizer --sequence-parallel --recompute-granularity, or --config\n"
-    "FILE.json); a parallel flag among them (--tensor-model-parallel-size ...) fixes that size. The rules are\n"
-    "the engine's config rules (one implementation). Example, a LLaMA-2-70B shape on 64 GPUs:\n"
+    "the distributed optimizer are the engine's own flags with its defaults (pretrain_gpt --help: --num-layers\n"
+    "--hidden-size --num-attention-heads --num-query-groups --ffn-hidden-size --vocab-size --seq-length\n"
+    "--swiglu ... --global-batch-size --use-distributed-optimizer --sequence-parallel --recompute-granularity,\n"
+    "or --config FILE.json); a parallel flag among them (--tensor-model-parallel-size ...) fixes that size.\n"
+    "The rules are the engine's config rules (one implementation). Without --bf16/--fp16 the budget is the\n"
+    "engine's own fp32 accounting. Example, a LLaMA-2-70B shape on 64 GPUs:\n"
     "  tracebook plan --gpus 64 --bf16 --num-layers 80 --hidden-size 8192 --num-attention-heads 64 \\\n"
     "    --num-query-groups 8 --ffn-hidden-size 28672 --vocab-size 32000 --seq-length 4096 --swiglu \\\n"
     "    --normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights \\\n"
