@@ -244,7 +244,8 @@ static void korthikanti_acts(const tb_config *c, const shape *s, chunk_acts *a, 
     const double a_heads = s->NH, h = s->C, seq = (double)c->seq_length / c->context_parallel_size;
     const double sharded = 4.0 + 4.0 * s->G / a_heads + (c->swiglu ? 6.0 : 4.0) * s->F / h;
     const int core_saved = c->recompute_granularity != TB_RECOMPUTE_SELECTIVE && c->attention_backend != TB_ATTENTION_FLASH;
-    const double core = core_saved ? 5.0 * a_heads * seq / h : 0.0;
+    // the scores of the rank's s/cp queries against the whole sequence's keys
+    const double core = core_saved ? 5.0 * a_heads * c->seq_length / h : 0.0;
     const int sp = c->sequence_parallel && s->tp > 1;
     const double layer = sp ? sbh * (10.0 + sharded + core) / t : sbh * (10.0 + (sharded + core) / t);
     a->S = (int64_t)llround(2.0 * sbh / (sp ? t : 1.0));
