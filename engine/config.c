@@ -419,8 +419,11 @@ __attribute__((format(printf, 2, 3))) static void violated(rules *r, const char 
     if ((b) > 0 && (a) % (b) != 0)                                                          \
     violated(r, "%s (%d) must be divisible by %s (%d)", aname, (int)(a), bname, (int)(b))
 
-int config_validate(const tb_config *c, tb_error *err) {
+int config_validate(const tb_config *c, tb_error *err) { return config_validate_rules(c, 0, err); }
+
+int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     rules r = {err, 0, 0};
+    const int build_limits = !(skip & TB_RULES_SKIP_BUILD_LIMITS);
     if (err) err->msg[0] = '\0';
     const int tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size;
     const int cp = c->context_parallel_size, ep = c->expert_model_parallel_size;
@@ -458,7 +461,7 @@ int config_validate(const tb_config *c, tb_error *err) {
     AT_MOST(padded_vocab_size, 1 << 20);
     AT_MOST(micro_batch_size, 1 << 20);
     AT_MOST(global_batch_size, 1 << 30);
-    if (c->world_size > 64)
+    if (build_limits && c->world_size > 64)
         violated(&r, "world_size (%d) exceeds 64, the largest world (and group) this build supports", c->world_size);
     AT_MOST(tensor_model_parallel_size, 1 << 16);
     AT_MOST(pipeline_model_parallel_size, 1 << 16);
@@ -488,7 +491,7 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (c->max_position_embeddings < c->seq_length)
         violated(&r, "seq_length (%d) must be at most max_position_embeddings (%d)", c->seq_length,
                  c->max_position_embeddings);
-    if (c->vocab_size > 65536)
+    if (build_limits && c->vocab_size > 65536)
         violated(&r, "vocab_size (%d) must be at most 65536 (token files hold uint16 ids)", c->vocab_size);
     if (c->norm_epsilon <= 0) violated(&r, "norm_epsilon (%g) must be positive", c->norm_epsilon);
     if (c->init_method_std < 0) violated(&r, "init_method_std (%g) must be non-negative", c->init_method_std);
@@ -697,7 +700,7 @@ int config_validate(const tb_config *c, tb_error *err) {
         }
     }
 
-    if (r.count) return -1;
+    if (r.count || (skip & TB_RULES_SKIP_NOT_SUPPORTED)) return r.count ? -1 : 0;
 
     // What the engine cannot run yet: refused, never ignored.
     if (cp > 1 && c->cp_comm_type == TB_CP_P2P)

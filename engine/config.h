@@ -147,6 +147,14 @@ int config_load_json(tb_config *cfg, const char *path, tb_error *err);
 void config_resolve(tb_config *cfg);
 // Checks every rule; on failure err lists each violated rule on its own line.
 int config_validate(const tb_config *cfg, tb_error *err);
+// The same rules, less those `skip` names: TB_RULES_SKIP_BUILD_LIMITS, this build's capacity
+// (world_size <= 64, vocab_size <= 65536 for uint16 token files), and TB_RULES_SKIP_NOT_SUPPORTED,
+// what the engine cannot run yet. The planner (experiments/plan.h) asks both ways: the layout
+// rules Megatron has (skip both), and whether this engine runs it (skip none), so the planner
+// and the engine never disagree on a rule. config_validate(c, err) = config_validate_rules(c, 0, err).
+#define TB_RULES_SKIP_BUILD_LIMITS 1u
+#define TB_RULES_SKIP_NOT_SUPPORTED 2u
+int config_validate_rules(const tb_config *cfg, unsigned skip, tb_error *err);
 // The resolved config as written to config.json: every key of the table plus "derived".
 json_t *config_to_json(const tb_config *cfg);
 // --help text: every flag, its default and help, grouped.

@@ -55,6 +55,13 @@ static int checkpoint_timed(json_t *args) {  // the byte counts are exact; the r
     const char *figure = json_string_value(json_object_get(args, "figure"));
     return !figure || (strcmp(figure, "materialized_bytes") != 0 && strcmp(figure, "written_bytes") != 0);
 }
+// --- the planner's parser (parsers_plan.c, issue 16): one entry below and one name ---
+#include "parsers_plan.h"
+static int plan_figure_record(const parser *p, json_t *args, const char *dir, double *v, json_t *ev, tb_error *err) {
+    (void)p;
+    return tb_plan_figure_record(args, dir, v, ev, err);
+}
+// --- end of the planner's parser ---
 
 static const parser parsers[] = {
     {"tokens_per_s",
@@ -167,6 +174,7 @@ static const parser parsers[] = {
      "id]} (records default: all the claim's runs) derived as a claim of its own; both are read from the records "
      "at prove time, so neither side is a number the runbook states",
      difference_args, NULL, tbp_difference_combine, NULL},
+    {"plan_figure", TB_PLAN_FIGURE_DEFINITION, tb_plan_figure_args, plan_figure_record, NULL, NULL},  // parsers_plan.c
 };
 #define NPARSERS ((int)(sizeof parsers / sizeof *parsers))
 
@@ -174,7 +182,7 @@ const char *const tb_parser_names[] = {"tokens_per_s",    "step_ms",         "lo
                                        "pipeline_bubble", "stage_imbalance", "comm_bytes",   "rank_figure",
                                        "stage_figure",    "checkpoint_figure", "step_phase", "collective_figure",
                                        "oom_figure",      "hang_figure",     "first_divergence", "ratio",
-                                       "saved_fraction",  "relative_difference", NULL};
+                                       "saved_fraction",  "relative_difference", "plan_figure", NULL};
 
 static const parser *find_parser(const char *name) {
     for (int i = 0; name && i < NPARSERS; i++)

@@ -187,6 +187,12 @@ int tracebook_replay_main(int argc, char **argv) {
     tb_git_state here;
     memset(&here, 0, sizeof here);
     json_t *git = json_object_get(m, "git"), *rargv = json_object_get(m, "argv");
+    // a plan record (exp:plan) is the planner's arithmetic, not an engine run
+    if (!strcmp(json_string_value(json_array_get(rargv, 1)) ?: "", "plan")) {
+        fprintf(stderr, "tracebook replay: %s is a plan record (exp:plan): replaying a plan is not supported yet "
+                        "(tracebook prove re-derives its claims from its plan.json)\n", path);
+        goto out;
+    }
     // the record must still be what was recorded: an altered file is named, never replayed
     int problems = 0;
     if (!json_is_object(json_object_get(m, "files"))) {

@@ -482,6 +482,8 @@ void tb_runbook_open_api(lua_State *L, tb_runbook_host *h) {
     lua_newtable(L);
     lua_pushcfunction(L, tb_runbook_exp_run);
     lua_setfield(L, -2, "run");
+    lua_pushcfunction(L, tb_runbook_exp_plan);  // runbook_plan.c
+    lua_setfield(L, -2, "plan");
     lua_pushcfunction(L, l_claim);
     lua_setfield(L, -2, "claim");
     lua_setfield(L, -2, "__index");

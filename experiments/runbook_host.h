@@ -4,6 +4,7 @@
 //   runbook.c      the command: flags, the engine's path, git, running the runbook
 //   runbook_api.c  the Lua API (tb.*, exp:claim) and its installation in a Lua state
 //   runbook_run.c  exp:run: engine runs, each recorded (recorder.h)
+//   runbook_plan.c exp:plan: a recorded `tracebook plan` (the planner)
 //   runbook_check.c  what the API checks of the values it is given
 //   lua_json.c     JSON values to and from Lua
 #ifndef TB_EXPERIMENTS_RUNBOOK_HOST_H
@@ -52,6 +53,8 @@ void tb_runbook_check_experiment(lua_State *L, const char *method);
 
 // exp:run{config..., repeat_=N, launcher=, processes=} (runbook_run.c)
 int tb_runbook_exp_run(lua_State *L);
+// exp:plan{planner and model keys} (runbook_plan.c): one recorded `tracebook plan`
+int tb_runbook_exp_plan(lua_State *L);
 // exp:run's launcher values, and the most processes it launches
 #define TB_RUNBOOK_LAUNCHERS "threads|mpirun"
 #define TB_RUNBOOK_MAX_PROCESSES 4096

@@ -1,6 +1,6 @@
 // tracebook.c — the tracebook CLI: one binary, one subcommand per job.
 //
-//   tracebook run | replay | prove | ls | show | diff | hang                      (experiments/)
+//   tracebook run | replay | prove | ls | show | diff | hang | plan               (experiments/)
 //   tracebook index | def | callers | callees | chain | map | walk      (trace/)
 //
 // Each subcommand parses its own flags from an option table (core/options.h) and returns
@@ -16,6 +16,7 @@
 #include "bisect.h"
 #include "ckpt_cli.h"
 #include "hang_cli.h"
+#include "plan_cli.h"
 #include "replay.h"
 #include "step_report.h"
 #include "runbook.h"
@@ -38,6 +39,7 @@ static const command commands[] = {
     {"comm", tracebook_comm_main, "collectives matched across ranks: enter spread and the last member"},
     {"bisect", tracebook_bisect_main, "the first tensor where two runs diverge beyond float reordering"},
     {"ckpt", tracebook_ckpt_main, "a run's checkpoint saves: phases per rank, the last arriver and why"},
+    {"plan", tracebook_plan_main, "every legal TP/CP/PP/VPP/DP layout of a model on a cluster: per-rank budget, comm, bubble"},
     {"hang", tracebook_hang_main, "a run's hang report merged from every process's parts, absent ranks named"},
     {"index", tracebook_index_main, "parse the compilation database with libclang into the source index"},
     {"def", tracebook_def_main, "where a symbol is defined"},

@@ -1,0 +1,49 @@
+-- plan.lua — the planner's questions as runbooks (runbooks/plans/): one recorded ranked plan
+-- (exp:plan, `tracebook plan`), one recorded derivation of its top candidate (--explain), and
+-- claims that `tracebook prove` re-derives from the recorded plan.json files (parser
+-- plan_figure): the model's parameter count, the chosen layout's per-rank memory, its bubble,
+-- and the agreement of the ranked and the explained budgets.
+local M = {}
+
+local function merged(a, b)
+    local t = {}
+    for k, v in pairs(a) do t[k] = v end
+    for k, v in pairs(b or {}) do t[k] = v end
+    return t
+end
+
+-- exp: the experiment; model: the engine's keys (num_layers, ...); cluster: the planner's
+-- (gpus, gpus_per_node, gpu_memory, bf16, ...). Returns the ranked plan, the explained one and
+-- the chosen layout's name.
+function M.answer(exp, model, cluster, top)
+    local ranked = exp:plan(merged(merged(model, cluster), { top = top or 5 }))
+    local best = ranked.plan.candidates and ranked.plan.candidates[1]
+    tb.assert(best ~= nil, "the planner found no legal layout")
+    tb.assert(best.peak.fits, "no legal layout fits: the smallest peak is " .. best.peak.bytes .. " bytes")
+    local layout = string.format("tp%d,cp%d,pp%d,%sdp%d,mbs%d", best.tp, best.cp, best.pp,
+                                 best.vpp > 1 and ("vpp" .. best.vpp .. ",") or "", best.dp, best.micro_batch_size)
+    local explained = exp:plan(merged(merged(model, cluster), { explain = layout }))
+    local name = best.layout
+    exp:claim{ id = "model_parameters", parser = "plan_figure", runs = explained,
+               args = { figure = "model_parameters" },
+               text = "parameters of the model at " .. name .. "'s padded vocabulary (exact, as the engine lays them out)" }
+    local figures = {
+        { "chosen_peak_bytes_per_rank", "peak_bytes",
+          "per-rank memory of " .. name .. " at its peak stage: parameters + gradients + optimizer + activations (bytes)" },
+        { "chosen_optimizer_bytes", "optimizer_bytes", "optimizer state per rank of " .. name .. " at its peak stage (bytes)" },
+        { "chosen_activation_bytes", "activation_bytes", "activations per rank of " .. name .. " at its peak stage (bytes)" },
+        { "chosen_bubble", "bubble", "pipeline bubble (p - 1)/(v m + p - 1) of " .. name },
+    }
+    for _, f in ipairs(figures) do
+        exp:claim{ id = f[1], parser = "plan_figure", runs = explained, args = { figure = f[2] }, text = f[3] }
+    end
+    exp:claim{ id = "ranked_and_explained_agree", parser = "relative_difference", runs = { ranked, explained }, at_most = 0,
+               args = { a = { parser = "plan_figure", args = { figure = "peak_bytes" }, records = { ranked.runs[1].run_id } },
+                        b = { parser = "plan_figure", args = { figure = "peak_bytes" }, records = { explained.runs[1].run_id } } },
+               text = "the ranked list's top candidate and its --explain derivation give the same per-rank peak" }
+    exp:claim{ id = "legal_layouts", parser = "plan_figure", runs = ranked, args = { figure = "legal_layouts" },
+               text = "layouts of the model on the cluster that the engine's config rules allow" }
+    return ranked, explained, name
+end
+
+return M

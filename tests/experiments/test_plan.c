@@ -1,0 +1,390 @@
+// test_plan.c — the parallel-configuration planner (experiments/plan.h, `tracebook plan`):
+// exact parameter counts (GPT-2 124M as the engine counts them, LLaMA-2-70B), per-rank
+// counts summing to the model over tp x pp, the rules identical to the engine's config
+// validation over random shapes, Korthikanti's formula in its closed form, every plan
+// figure of the small layouts equal to what the engine measures (--verify), bad input.
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "plan.h"
+#include "tb_shell.h"
+#include "tb_test.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TB_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TB_UNDER_ASAN 1
+#endif
+#endif
+
+#define TRACEBOOK TB_BIN_DIR "/tracebook"
+#define LLAMA70B                                                                                                 \
+    "--num-layers 80 --hidden-size 8192 --num-attention-heads 64 --num-query-groups 8 --ffn-hidden-size 28672 " \
+    "--vocab-size 32000 --seq-length 4096 --swiglu --normalization RMSNorm --position-embedding-type rope "      \
+    "--untie-embeddings-and-output-weights --disable-bias-linear"
+#define GPT2_124M                                                                                              \
+    "--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 16 --max-position-embeddings 1024 " \
+    "--vocab-size 50257"
+
+// A config from a flag line, as pretrain_gpt parses it.
+static int config_from(tb_config *c, const char *flags, tb_error *err) {
+    char *copy = strdup(flags), *argv[128];
+    int argc = 0;
+    argv[argc++] = "pretrain_gpt";
+    for (char *t = strtok(copy, " "); t && argc < 127; t = strtok(NULL, " ")) argv[argc++] = t;
+    config_defaults(c);
+    int help = 0, rc = config_parse_args(c, argc, argv, &help, err);
+    free(copy);
+    if (rc == 0) config_resolve(c);
+    return rc;
+}
+
+static tb_plan_cluster fp32_cluster(int gpus) {
+    tb_plan_cluster cl = {gpus, 8, INT64_MAX, 989, 0.5, 450, 50, TB_PLAN_FP32};
+    return cl;
+}
+
+TB_TEST(gpt2_124m_parameters_as_the_engine_counts_them) {
+    tb_config c;
+    tb_error err;
+    TB_REQUIRE(config_from(&c, GPT2_124M, &err) == 0, "%s", err.msg);
+    // 124,475,904: llm.c's count of GPT-2 124M with the vocabulary padded to 50,304
+    TB_CHECK(plan_model_parameters(&c) == 124475904, "N = %lld", (long long)plan_model_parameters(&c));
+    tb_plan_cluster cl = fp32_cluster(1);
+    tb_plan p;
+    TB_REQUIRE(plan_evaluate(&p, &c, &cl, 1, 1, 1, 1, 1, &err) == 0 && p.runs_here, "%s", p.rule);
+    TB_CHECK(p.stages[0].params_held == 124475904 && p.stages[0].params_aligned == 124475904,
+             "held %lld aligned %lld", (long long)p.stages[0].params_held, (long long)p.stages[0].params_aligned);
+    TB_CHECK(p.stages[0].param_bytes == 4LL * 124475904 && p.stages[0].optimizer_bytes == 8LL * 124475904,
+             "params %lld optimizer %lld bytes", (long long)p.stages[0].param_bytes, (long long)p.stages[0].optimizer_bytes);
+#ifndef TB_UNDER_ASAN
+    // the engine's own count: one step of GPT-2 124M (seq 16), its pipeline.json and memory peaks
+    char dir[512];
+    tb_tmp_path(dir, sizeof dir, "plan-gpt2-%ld", (long)getpid());
+    tb_output o = {0};
+    int rc = tb_run(&o, NULL, "'%s/pretrain_gpt' " GPT2_124M " --train-iters 1 --micro-batch-size 1 --run-dir '%s'",
+                    TB_BIN_DIR, dir);
+    TB_CHECK(rc == 0, "pretrain_gpt exited %d: %s", rc, o.err);
+    char path[600];
+    snprintf(path, sizeof path, "%s/pipeline.json", dir);
+    json_t *pipe = tb_load_json(path);
+    TB_CHECK(pipe && json_integer_value(json_object_get(json_array_get(json_object_get(pipe, "ranks"), 0),
+                                                        "parameters")) == p.stages[0].params_aligned,
+             "the engine's pipeline.json ranks[0].parameters differs from the plan's %lld",
+             (long long)p.stages[0].params_aligned);
+    json_decref(pipe);
+    tb_output_free(&o);
+    tb_shell(NULL, "rm -rf '%s'", dir);
+#else
+    printf("  (the GPT-2 124M engine run is skipped under AddressSanitizer: too slow; --verify covers the same code)\n");
+#endif
+    plan_free(&p);
+}
+
+TB_TEST(llama2_70b_parameters_and_per_rank_counts_sum_to_the_model) {
+    tb_config c;
+    tb_error err;
+    TB_REQUIRE(config_from(&c, LLAMA70B " --global-batch-size 1024 --use-distributed-optimizer", &err) == 0, "%s", err.msg);
+    // 68,976,648,192: LLaMA-2-70B's published count (vocab 32,000 is a multiple of 128)
+    TB_CHECK(plan_model_parameters(&c) == 68976648192LL, "N = %lld", (long long)plan_model_parameters(&c));
+    int checked = 0;
+    const int tps[] = {1, 2, 4, 8}, pps[] = {1, 2, 4, 5, 8, 10, 16}, vpps[] = {1, 2, 4};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 7; j++)
+            for (int k = 0; k < 3; k++) {
+                const int gpus = tps[i] * pps[j] * 2;
+                tb_plan_cluster cl = fp32_cluster(gpus);
+                cl.precision = TB_PLAN_BF16;
+                tb_plan p;
+                TB_REQUIRE(plan_evaluate(&p, &c, &cl, tps[i], 1, pps[j], vpps[k], 1, &err) == 0, "%s", err.msg);
+                if (!p.legal) {
+                    plan_free(&p);
+                    continue;
+                }
+                // the vocabulary is padded to a multiple of 128 x tp (32,256 at tp 4, 32,768 at tp 8),
+                // in the embedding and the untied output layer
+                const int64_t unit = 128LL * tps[i], vp = (32000 + unit - 1) / unit * unit;
+                const int64_t n = 68976648192LL + 2 * (vp - 32000) * 8192;
+                int64_t sum = 0, layers = 0;
+                for (int s = 0; s < p.nstages; s++) {
+                    sum += p.stages[s].params_counted + (int64_t)(tps[i] - 1) * p.stages[s].params_counted_other_tp;
+                    layers += p.stages[s].layers;
+                }
+                TB_CHECK(p.model_parameters == n && sum == n && layers == 80,
+                         "tp %d pp %d vpp %d: N %lld, per-rank sum %lld, expected %lld; %lld layers", tps[i], pps[j],
+                         vpps[k], (long long)p.model_parameters, (long long)sum, (long long)n, (long long)layers);
+                checked++;
+                plan_free(&p);
+            }
+    TB_CHECK(checked >= 40, "only %d legal layouts checked", checked);
+}
+
+// Korthikanti Table 2 / Megatron: tensor + sequence parallel + selective recompute keeps
+// s·b·h·34/t per layer (18 + 4·ffn/h with ffn = 4h); the stage also holds its input stream
+// (2sbh/t) and the fp32 logits (4·s·b·V/t).
+TB_TEST(korthikanti_closed_form_for_sequence_parallel_selective) {
+    tb_config c;
+    tb_error err;
+    TB_REQUIRE(config_from(&c, "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+                               "--vocab-size 32000 --global-batch-size 8 --sequence-parallel "
+                               "--recompute-granularity selective", &err) == 0, "%s", err.msg);
+    tb_plan_cluster cl = fp32_cluster(4);
+    cl.precision = TB_PLAN_BF16;
+    tb_plan p;
+    TB_REQUIRE(plan_evaluate(&p, &c, &cl, 4, 1, 1, 1, 2, &err) == 0 && p.legal, "%s", p.rule);
+    const double sbh = 2048.0 * 2 * 1024, t = 4;
+    const double want = 8 * sbh * 34 / t + 2 * sbh / t + 4.0 * 2048 * 2 * p.cfg.padded_vocab_size / t;
+    TB_CHECK(p.stages[0].activation_bytes == (int64_t)want, "activations %lld, Korthikanti %.0f",
+             (long long)p.stages[0].activation_bytes, want);
+    // 6 + 12/d bytes per parameter with the distributed optimizer is Megatron's; 18 without
+    TB_CHECK(p.stages[0].param_bytes + p.stages[0].grad_bytes + p.stages[0].optimizer_bytes ==
+                 18 * p.stages[0].params_held,
+             "%lld bytes for %lld parameters", (long long)(p.stages[0].param_bytes + p.stages[0].grad_bytes +
+                                                           p.stages[0].optimizer_bytes),
+             (long long)p.stages[0].params_held);
+    plan_free(&p);
+}
+
+// A small deterministic generator (the property test must be reproducible).
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static int pick(int n) {
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (int)(rng_state % (uint64_t)n);
+}
+
+// For random shapes and layouts, the engine's verdict on the command line a user would run
+// (config_parse_args → config_resolve → config_validate) and the planner's on the same
+// layout agree, with the same first rule.
+TB_TEST(rules_identical_to_config_validation) {
+    int legal = 0, refused = 0, disagree = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        // mostly shapes that divide (so both verdicts are common), sometimes any
+        const int tp = 1 << pick(3), cp = 1 + pick(3), pp = 1 + pick(4), nice = pick(4) != 0;
+        const int heads = nice ? tp * (1 + pick(2)) : 1 + pick(8), hs = 4 * (1 + pick(4));
+        const int groups = nice ? (heads % 2 == 0 && pick(2) ? heads / 2 : heads) : 1 + pick(heads);
+        const int hidden = pick(8) ? heads * hs : heads * hs + 4, layers = nice ? pp * (1 + pick(3)) * 2 : 1 + pick(12);
+        const int ffn = 8 * (1 + pick(16)), seq = 8 * (1 + pick(8));
+        const int vpp = pick(3) ? 1 : 2 + pick(2), dp = 1 + pick(3), mbs = 1 + pick(3), gbs = mbs * dp * (1 + pick(8));
+        const int world = tp * cp * pp * dp;
+        if (world > 64) continue;
+        const int sp = pick(2), distopt = pick(2), flash = pick(4) != 0, rec = pick(4);
+        char model[1024], layout[1400];
+        snprintf(model, sizeof model,
+                 "--num-layers %d --hidden-size %d --num-attention-heads %d --num-query-groups %d --ffn-hidden-size %d "
+                 "--seq-length %d --vocab-size 256 --global-batch-size %d%s%s%s%s",
+                 layers, hidden, heads, groups, ffn, seq, gbs, sp && tp > 1 ? " --sequence-parallel" : "",
+                 distopt ? " --use-distributed-optimizer" : "", flash ? " --attention-backend flash" : "",
+                 rec == 1 ? " --recompute-granularity selective"
+                 : rec == 2 ? " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+                            : "");
+        snprintf(layout, sizeof layout,
+                 "%s --tensor-model-parallel-size %d --context-parallel-size %d --pipeline-model-parallel-size %d "
+                 "--world-size %d --micro-batch-size %d%s",
+                 model, tp, cp, pp, world, mbs, "");
+        if (vpp > 1) snprintf(layout + strlen(layout), sizeof layout - strlen(layout),
+                              " --virtual-pipeline-model-parallel-size %d", vpp);
+        tb_config engine, base;
+        tb_error err, rule;
+        if (config_from(&engine, layout, &err) != 0 || config_from(&base, model, &err) != 0) {
+            TB_CHECK(0, "flags refused: %s (%s)", err.msg, layout);
+            continue;
+        }
+        const int ok = config_validate(&engine, &rule) == 0;
+        if (!ok) {
+            char *nl = strchr(rule.msg, '\n');
+            if (nl) *nl = '\0';
+        }
+        tb_plan_cluster cl = fp32_cluster(world);
+        tb_plan p;
+        if (plan_evaluate(&p, &base, &cl, tp, cp, pp, vpp, mbs, &err) != 0) {
+            TB_CHECK(0, "plan_evaluate failed: %s (%s)", err.msg, layout);
+            continue;
+        }
+        const int same = p.runs_here == ok && (ok || !strcmp(p.rule, rule.msg));
+        if (!same && disagree++ < 5)
+            TB_CHECK(0, "%s\n    engine: %s; plan: %s (legal %d)", layout, ok ? "runs" : rule.msg,
+                     p.runs_here ? "runs" : p.rule, p.legal);
+        legal += ok;
+        refused += !ok;
+        plan_free(&p);
+    }
+    printf("  %d layouts the engine runs, %d it refuses, %d disagreements\n", legal, refused, disagree);
+    TB_CHECK(legal >= 20 && refused >= 20, "the random shapes must cover both verdicts (%d, %d)", legal, refused);
+}
+
+// Every plan figure of the small layouts equals what the engine measured, and Korthikanti's
+// 16-bit formula is 1.5-2.2x below the engine's fp32 activations (the stated band).
+TB_TEST(verify_matches_the_engine) {
+    char dir[512];
+    tb_tmp_path(dir, sizeof dir, "plan-verify-%ld", (long)getpid());
+    tb_output o = {0};
+    int rc = tb_run(&o, NULL, "'%s' plan --verify --json --work-dir '%s'", TRACEBOOK, dir);
+    TB_CHECK(rc == 0, "plan --verify exited %d: %s", rc, o.err);
+    json_t *v = json_loads(o.out, 0, NULL);
+    TB_REQUIRE(v, "not JSON: %.300s", o.out);
+    const json_int_t checks = json_integer_value(json_object_get(v, "exact_checks"));
+    TB_CHECK(checks >= 200 && json_integer_value(json_object_get(v, "exact_failed")) == 0 &&
+                 json_integer_value(json_object_get(v, "failed_runs")) == 0,
+             "%lld exact checks, %lld differ, %lld runs failed", (long long)checks,
+             (long long)json_integer_value(json_object_get(v, "exact_failed")),
+             (long long)json_integer_value(json_object_get(v, "failed_runs")));
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(v, "cases"), i, c) {
+        json_t *r = json_object_get(c, "activations_over_korthikanti");
+        double lo = json_real_value(json_object_get(r, "min")), hi = json_real_value(json_object_get(r, "max"));
+        TB_CHECK(lo >= 1.5 && hi <= 2.2, "%s: measured / Korthikanti %.3f-%.3f",
+                 json_string_value(json_object_get(c, "name")), lo, hi);
+    }
+    json_decref(v);
+    tb_output_free(&o);
+    tb_shell(NULL, "rm -rf '%s'", dir);
+}
+
+TB_TEST(ranked_fitting_first_then_step_time) {
+    tb_output o = {0};
+    int rc = tb_run(&o, NULL, "'%s' plan --gpus 64 --bf16 " LLAMA70B " --global-batch-size 512 --use-distributed-optimizer "
+                    "--sequence-parallel --recompute-granularity selective --json --top 0", TRACEBOOK);
+    TB_REQUIRE(rc == 0, "exit %d: %s", rc, o.err);
+    json_t *v = json_loads(o.out, 0, NULL);
+    TB_REQUIRE(v, "not JSON");
+    json_t *cands = json_object_get(v, "candidates");
+    TB_CHECK(json_array_size(cands) == (size_t)json_integer_value(json_object_get(v, "legal")) &&
+                 json_array_size(cands) > 100,
+             "%zu candidates", json_array_size(cands));
+    int seen_unfit = 0, ordered = 1;
+    double last = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(cands, i, c) {
+        const int fits = json_is_true(json_object_get(json_object_get(c, "peak"), "fits"));
+        const double step = json_real_value(json_object_get(json_object_get(c, "estimate"), "step_s"));
+        if (fits && seen_unfit) ordered = 0;
+        if (fits && step < last) ordered = 0;
+        if (fits) last = step;
+        seen_unfit |= !fits;
+        // every legal layout fills the 64 GPUs and the global batch
+        const json_int_t tp = json_integer_value(json_object_get(c, "tp")), cp = json_integer_value(json_object_get(c, "cp"));
+        const json_int_t pp = json_integer_value(json_object_get(c, "pp")), dp = json_integer_value(json_object_get(c, "dp"));
+        const json_int_t mbs = json_integer_value(json_object_get(c, "micro_batch_size"));
+        const json_int_t m = json_integer_value(json_object_get(c, "num_microbatches"));
+        if (tp * cp * pp * dp != 64 || mbs * m * dp != 512) ordered = 0;
+    }
+    TB_CHECK(ordered && seen_unfit, "not ranked fits-first then by step time, or a layout not filling the cluster");
+    json_decref(v);
+    tb_output_free(&o);
+}
+
+TB_TEST(explain_the_70b_candidate) {
+    tb_output o = {0};
+    int rc = tb_run(&o, NULL, "'%s' plan --explain tp4,pp4,cp2,dp2 --bf16 " LLAMA70B " --global-batch-size 512 "
+                    "--use-distributed-optimizer --sequence-parallel", TRACEBOOK);
+    TB_REQUIRE(rc == 0, "exit %d: %s", rc, o.err);
+    TB_CHECK(tb_has(o.out, "heads per tp rank 64 / 4 = 16, query groups 8 / 4 = 2"), "%s", o.out);
+    TB_CHECK(tb_has(o.out, "global batch 512 = micro batch 1 x microbatches 256 x dp 2"), "%s", o.out);
+    TB_CHECK(tb_has(o.out, "layers per stage: 20 20 20 20"), "%s", o.out);
+    TB_CHECK(tb_has(o.out, "(4 - 1)/(1 x 256 + 4 - 1) = 0.0116"), "%s", o.out);
+    TB_CHECK(tb_has(o.out, "tp group: 4 consecutive ranks, inside a node"), "%s", o.out);
+    TB_CHECK(tb_has(o.out, "acceptance metrics"), "%s", o.out);
+    tb_output_free(&o);
+}
+
+TB_TEST(bad_input_is_named) {
+    tb_output o = {0};
+    int rc = tb_run(&o, NULL, "'%s' plan --gpus 8 --num-layers 4 --hidden-size 64 --num-attention-heads 7 "
+                    "--global-batch-size 8", TRACEBOOK);
+    TB_CHECK(rc == 1 && tb_has(o.err, "no legal layout") &&
+                 tb_has(o.err, "hidden_size (64) must be divisible by num_attention_heads (7)"),
+             "rc %d: %s", rc, o.err);
+    rc = tb_run(&o, NULL, "'%s' plan --gpus 8 --gpu-memory 1M " LLAMA70B " --global-batch-size 64 --bf16", TRACEBOOK);
+    TB_CHECK(rc == 1 && tb_has(o.err, "no legal layout fits in 0.00 GiB per GPU: the smallest peak is"), "rc %d: %s",
+             rc, o.err);
+    rc = tb_run(&o, NULL, "'%s' plan " LLAMA70B " --global-batch-size 64", TRACEBOOK);
+    TB_CHECK(rc == 2 && tb_has(o.err, "--gpus N is required"), "rc %d: %s", rc, o.err);
+    rc = tb_run(&o, NULL, "'%s' plan --gpus 8 " LLAMA70B, TRACEBOOK);
+    TB_CHECK(rc == 2 && tb_has(o.err, "--global-batch-size is required"), "rc %d: %s", rc, o.err);
+    rc = tb_run(&o, NULL, "'%s' plan --gpus 8 --num-experts 8 " LLAMA70B " --global-batch-size 64", TRACEBOOK);
+    TB_CHECK(rc == 2 && tb_has(o.err, "not supported yet"), "rc %d: %s", rc, o.err);
+    rc = tb_run(&o, NULL, "'%s' plan --gpus 64 --explain tp4,pp4,dp2 " LLAMA70B, TRACEBOOK);
+    TB_CHECK(rc == 2 && tb_has(o.err, "tp x cp x pp x dp = 32, --gpus is 64"), "rc %d: %s", rc, o.err);
+    rc = tb_run(&o, NULL, "'%s' plan --explain tp4,ep2 " LLAMA70B, TRACEBOOK);
+    TB_CHECK(rc == 2 && tb_has(o.err, "ep2: expert parallelism is not supported yet"), "rc %d: %s", rc, o.err);
+    rc = tb_run(&o, NULL, "'%s' plan --explain tp3,dp1 " LLAMA70B, TRACEBOOK);
+    TB_CHECK(rc == 1 && tb_has(o.out, "not legal: num_attention_heads (64) must be divisible by tensor_model_parallel_size (3)"),
+             "rc %d: %s", rc, o.out);
+    rc = tb_run(&o, NULL, "'%s' plan --gpus 8 --compute-efficiency 2 " LLAMA70B " --global-batch-size 64", TRACEBOOK);
+    TB_CHECK(rc == 2 && tb_has(o.err, "--compute-efficiency (2) in (0, 1]"), "rc %d: %s", rc, o.err);
+    tb_output_free(&o);
+}
+
+// exp:plan records a plan; prove re-derives its claims from the recorded plan.json and
+// refuses once the file is altered; replay refuses a plan record.
+TB_TEST(runbook_plan_claims_prove_from_the_recorded_json) {
+    char dir[512], book[600], art[600];
+    tb_tmp_path(dir, sizeof dir, "plan-runbook-%ld", (long)getpid());
+    snprintf(book, sizeof book, "%s/tiny_plan.lua", dir);
+    snprintf(art, sizeof art, "%s/artifacts", dir);
+    tb_shell(NULL, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    TB_REQUIRE(tb_write_text(book,
+                             "local exp = tb.experiment{ name = 'tiny_plan', version = 1, question = 'q' }\n"
+                             "local p = exp:plan{ gpus = 8, num_layers = 4, hidden_size = 64, num_attention_heads = 4,\n"
+                             "                    vocab_size = 256, seq_length = 32, global_batch_size = 16, top = 3 }\n"
+                             "tb.assert(p.plan.legal > 0 and #p.plan.candidates == 3, 'three candidates')\n"
+                             // wte 256 x 64 + wpe 32 x 64 + 4 x 49,984 per layer + ln_f 128
+                             "exp:claim{ id = 'n', parser = 'plan_figure', runs = p, args = { figure = 'model_parameters' },\n"
+                             "           value = 218496, text = 'parameters' }\n"
+                             "exp:claim{ id = 'peak', parser = 'plan_figure', runs = p, args = { figure = 'peak_bytes' },\n"
+                             "           text = 'per-rank peak of the top candidate' }\n") == 0,
+               "cannot write %s", book);
+    tb_output o = {0};
+    int rc = tb_run(&o, NULL, "'%s' run '%s' --artifacts '%s'", TRACEBOOK, book, art);
+    TB_REQUIRE(rc == 0, "run exited %d: %s%s", rc, o.out, o.err);
+    TB_CHECK(tb_has(o.out, "claim n: parameters = 218496"), "%s", o.out);
+    rc = tb_run(&o, NULL, "'%s' prove --all --artifacts '%s'", TRACEBOOK, art);
+    TB_CHECK(rc == 0 && tb_has(o.out, "2 claims, 2 proven"), "prove exited %d: %s", rc, o.out);
+    // the recorded plan altered: its sha256 no longer matches, nothing is proven from it
+    rc = tb_run(&o, NULL, "f=$(ls '%s'/tiny_plan/v1/*/run/plan.json) && sed -i 's/\"model_parameters\": 218496/\"model_parameters\": 1/' \"$f\" && "
+                "grep -c '\"model_parameters\": 1,' \"$f\"", art);
+    TB_CHECK(rc == 0, "could not alter plan.json: %s", o.out);
+    rc = tb_run(&o, NULL, "'%s' prove --all --artifacts '%s'", TRACEBOOK, art);
+    TB_CHECK(rc != 0 && tb_has(o.out, "0 proven"), "prove of an altered plan exited %d: %s", rc, o.out);
+    rc = tb_run(&o, NULL, "'%s' replay $(basename $(dirname $(dirname $(ls '%s'/tiny_plan/v1/*/run/plan.json)))) "
+                "--artifacts '%s'", TRACEBOOK, art, art);
+    TB_CHECK(rc != 0 && tb_has(o.err, "replaying a plan is not supported yet"), "replay exited %d: %s", rc, o.err);
+    tb_output_free(&o);
+    tb_shell(NULL, "rm -rf '%s'", dir);
+}
+
+// runbooks/planner_check.lua (the plan against engine runs, claim by claim) and a question of
+// runbooks/plans/ run, and prove re-derives every claim.
+TB_TEST(planner_runbooks_prove) {
+    char art[512];
+    tb_tmp_path(art, sizeof art, "plan-runbooks-%ld", (long)getpid());
+    tb_output o = {0};
+    int rc = tb_run(&o, TB_SOURCE_DIR, "rm -rf '%s' && '%s' run runbooks/planner_check.lua --artifacts '%s' && "
+                    "'%s' run runbooks/plans/llama2_70b_64_gpus.lua --artifacts '%s'", art, TRACEBOOK, art, TRACEBOOK, art);
+    TB_REQUIRE(rc == 0, "runbooks exited %d: %s%s", rc, o.out, o.err);
+    rc = tb_run(&o, TB_SOURCE_DIR, "'%s' prove --all --artifacts '%s'", TRACEBOOK, art);
+    TB_CHECK(rc == 0 && tb_has(o.out, "30 claims, 30 proven, 0 not proven"), "prove exited %d: %s", rc, o.out);
+    tb_output_free(&o);
+    tb_shell(NULL, "rm -rf '%s'", art);
+}
+
+int main(void) {
+    TB_RUN(gpt2_124m_parameters_as_the_engine_counts_them);
+    TB_RUN(llama2_70b_parameters_and_per_rank_counts_sum_to_the_model);
+    TB_RUN(korthikanti_closed_form_for_sequence_parallel_selective);
+    TB_RUN(rules_identical_to_config_validation);
+    TB_RUN(verify_matches_the_engine);
+    TB_RUN(ranked_fitting_first_then_step_time);
+    TB_RUN(explain_the_70b_candidate);
+    TB_RUN(bad_input_is_named);
+    TB_RUN(runbook_plan_claims_prove_from_the_recorded_json);
+    TB_RUN(planner_runbooks_prove);
+    return tb_test_summary();
+}
