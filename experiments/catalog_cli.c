@@ -426,16 +426,35 @@ int tracebook_show_main(int argc, char **argv) {
 // ---------------------------------------------------------------------------------------
 // diff
 
-// Flattens a config into dotted keys, in order, appending to keys / values.
-static void flatten(json_t *obj, const char *prefix, json_t *out) {
+void tb_config_flatten(json_t *obj, const char *prefix, json_t *out) {
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
         char full[256];
         snprintf(full, sizeof full, "%s%s%s", prefix, *prefix ? "." : "", key);
-        if (json_is_object(v) && json_object_size(v)) flatten(v, full, out);
+        if (json_is_object(v) && json_object_size(v)) tb_config_flatten(v, full, out);
         else json_object_set(out, full, v);
     }
+}
+
+json_t *tb_config_differing_keys(json_t *const *flat, int n) {
+    json_t *keys = json_array(), *seen = json_object();
+    for (int r = 0; r < n; r++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(flat[r], key, v) {
+            if (json_object_get(seen, key)) continue;
+            json_object_set_new(seen, key, json_true());
+            int same = 1;
+            for (int o = 0; o < n && same; o++) {
+                json_t *w = json_object_get(flat[o], key);
+                same = w && json_equal(v, w);
+            }
+            if (!same) json_array_append_new(keys, json_string(key));
+        }
+    }
+    json_decref(seen);
+    return keys;
 }
 
 static json_t *run_config_flat(cli *c, const char *run_id, char *commit, size_t commit_size, char *label,
@@ -450,7 +469,7 @@ static json_t *run_config_flat(cli *c, const char *run_id, char *commit, size_t 
     sqlite3_bind_text(st, 1, run_id, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(st) == SQLITE_ROW) {
         json_t *config = json_loads(col(st, 0), 0, NULL);
-        if (config) flatten(config, "", flat);
+        if (config) tb_config_flatten(config, "", flat);
         json_decref(config);
         commit_text(commit, commit_size, col(st, 1), sqlite3_column_int(st, 2));
         snprintf(label, label_size, "%s v%d, %s", col(st, 3), sqlite3_column_int(st, 4), col(st, 5));
@@ -486,20 +505,13 @@ int tracebook_diff_main(int argc, char **argv) {
     printf("  %-46s %-30s %-30s\n", "commit", commit[0], commit[1]);
 
     // config keys that differ, in A's order then B's extra keys
-    json_t *keys = json_array();
-    const char *key;
-    json_t *v;
-    json_object_foreach(flat[0], key, v) json_array_append_new(keys, json_string(key));
-    json_object_foreach(flat[1], key, v) if (!json_object_get(flat[0], key)) json_array_append_new(keys, json_string(key));
-    int differ = 0, equal = 0;
+    json_t *keys = tb_config_differing_keys(flat, 2);
+    int differ = 0, equal = (int)json_object_size(flat[0]);
     size_t i;
     json_t *k;
     json_array_foreach(keys, i, k) {
         json_t *a = json_object_get(flat[0], json_string_value(k)), *b = json_object_get(flat[1], json_string_value(k));
-        if (a && b && json_equal(a, b)) {
-            equal++;
-            continue;
-        }
+        if (a) equal--;
         if (!differ) printf("\nconfig (keys that differ):\n");
         char *ta = a ? json_dumps(a, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
         char *tb = b ? json_dumps(b, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;

@@ -444,31 +444,19 @@ static int load_metrics(const char *dir, int nranks, json_t **rows, tb_error *er
     return 0;
 }
 
-int tracebook_steps_main(int argc, char **argv) {
-    steps_args a;
-    tb_positional pos = {0};
-    tb_error err;
-    int rc = tb_command_parse(&steps_command, &a, argc, argv, &pos, &err);
-    if (rc == 1) return 0;
-    if (rc != 0) return tb_command_usage_error(&steps_command, &err);
-    const char *dir = pos.items[0];
-    if (a.step < 0) {
-        fprintf(stderr, "tracebook steps: flag --step: %d is negative\n", a.step);
-        tb_positional_free(&pos);
-        return 2;
-    }
+json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
     run_traces t;
     json_t **rows = NULL, *calls = NULL, *out = json_array();
-    rc = load_traces(dir, &t, &err);
+    int rc = load_traces(dir, &t, err);
     if (rc == 0) {
         rows = tb_xcalloc((size_t)t.nranks, sizeof *rows, "metrics");
-        rc = load_metrics(dir, t.nranks, rows, &err);
+        rc = load_metrics(dir, t.nranks, rows, err);
     }
     if (rc == 0) calls = calls_of(&t);
     // per (step, rank): the metrics' phases, and each group's collective wait and transfer
     for (size_t s = 0; rc == 0 && s < json_array_size(rows[0]); s++) {
         json_int_t step = json_integer_value(json_object_get(json_array_get(rows[0], s), "step"));
-        if (a.step && step != a.step) continue;
+        if (only_step && step != only_step) continue;
         json_t *ranks = json_array();
         int slowest = 0;
         double slowest_ms = -1;
@@ -503,8 +491,34 @@ int tracebook_steps_main(int argc, char **argv) {
         }
         json_array_append_new(out, json_pack("{s:I, s:i, s:o}", "step", step, "slowest_rank", slowest, "ranks", ranks));
     }
-    if (rc == 0 && a.step && json_array_size(out) == 0)
-        rc = tb_fail(&err, "%s: no step %d in rank 0's metrics (%zu steps)", dir, a.step, json_array_size(rows[0]));
+    if (rc == 0 && only_step && json_array_size(out) == 0)
+        rc = tb_fail(err, "%s: no step %d in rank 0's metrics (%zu steps)", dir, only_step, json_array_size(rows[0]));
+    for (int r = 0; rows && r < t.nranks; r++) json_decref(rows[r]);
+    free(rows);
+    json_decref(calls);
+    traces_free(&t);
+    if (rc != 0) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+int tracebook_steps_main(int argc, char **argv) {
+    steps_args a;
+    tb_positional pos = {0};
+    tb_error err;
+    int rc = tb_command_parse(&steps_command, &a, argc, argv, &pos, &err);
+    if (rc == 1) return 0;
+    if (rc != 0) return tb_command_usage_error(&steps_command, &err);
+    const char *dir = pos.items[0];
+    if (a.step < 0) {
+        fprintf(stderr, "tracebook steps: flag --step: %d is negative\n", a.step);
+        tb_positional_free(&pos);
+        return 2;
+    }
+    json_t *out = tb_step_decomposition(dir, a.step, &err);
+    rc = out ? 0 : -1;
     if (rc == 0 && a.json) {
         json_dumpf(out, stdout, JSON_INDENT(1));
         printf("\n");
@@ -532,11 +546,7 @@ int tracebook_steps_main(int argc, char **argv) {
         }
     }
     if (rc != 0) fprintf(stderr, "tracebook steps: %s\n", err.msg);
-    for (int r = 0; rows && r < t.nranks; r++) json_decref(rows[r]);
-    free(rows);
-    json_decref(calls);
     json_decref(out);
-    traces_free(&t);
     tb_positional_free(&pos);
     return rc != 0;
 }

@@ -1,6 +1,6 @@
 // tracebook.c — the tracebook CLI: one binary, one subcommand per job.
 //
-//   tracebook run | replay | prove | ls | show | diff | hang                      (experiments/)
+//   tracebook run | replay | prove | ls | show | diff | hang | report             (experiments/)
 //   tracebook index | def | callers | callees | chain | map | walk      (trace/)
 //
 // Each subcommand parses its own flags from an option table (core/options.h) and returns
@@ -17,6 +17,7 @@
 #include "ckpt_cli.h"
 #include "hang_cli.h"
 #include "replay.h"
+#include "report.h"
 #include "step_report.h"
 #include "runbook.h"
 #include "trace_cli.h"
@@ -39,6 +40,7 @@ static const command commands[] = {
     {"bisect", tracebook_bisect_main, "the first tensor where two runs diverge beyond float reordering"},
     {"ckpt", tracebook_ckpt_main, "a run's checkpoint saves: phases per rank, the last arriver and why"},
     {"hang", tracebook_hang_main, "a run's hang report merged from every process's parts, absent ranks named"},
+    {"report", tracebook_report_main, "one self-contained HTML page of an experiment: claims, runs, plots"},
     {"index", tracebook_index_main, "parse the compilation database with libclang into the source index"},
     {"def", tracebook_def_main, "where a symbol is defined"},
     {"callers", tracebook_callers_main, "who calls a function (through function-pointer fields too)"},
