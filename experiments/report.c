@@ -175,8 +175,8 @@ static void label_runs(report *rp) {
         json_t *key;
         json_array_foreach(rp->differing, k, key) {
             const char *name = json_string_value(key);
-            if (!strncmp(name, "derived.", 8) || !strncmp(name, "recompute_method", 16) ||
-                !strncmp(name, "recompute_num_layers", 20))
+            if (!strncmp(name, "derived.", 8) || !strcmp(name, "recompute_method") ||
+                !strcmp(name, "recompute_num_layers") || !strcmp(name, "max_position_embeddings"))
                 continue;
             json_t *v = json_object_get(r->flat, name);
             char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
@@ -185,12 +185,15 @@ static void label_runs(report *rp) {
             tb_html_rawf(&b, "%s%s %s", b.len ? ", " : "", short_key(name), shown);
             free(text);
         }
-        snprintf(r->label, sizeof r->label, "%s", b.s ? b.s : "base");
-        tb_html_free(&b);
         r->group = -1;
         for (int j = 0; j < i && r->group < 0; j++)
             if (json_equal(rp->runs[j].flat, r->flat)) r->group = rp->runs[j].group;
         if (r->group < 0) r->group = rp->ngroups++;
+        // a plot's axis holds a short label; a longer one is named by its configuration's number
+        // (the runs table's "config" column)
+        if (b.s && strlen(b.s) <= REPORT_LABEL_MAX) snprintf(r->label, sizeof r->label, "%s", b.s);
+        else snprintf(r->label, sizeof r->label, "config %d", r->group + 1);
+        tb_html_free(&b);
     }
 }
 

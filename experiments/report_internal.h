@@ -11,6 +11,7 @@
 
 #define REPORT_PATH_MAX 4096
 #define REPORT_MEM_CATEGORIES 6
+#define REPORT_LABEL_MAX 40  // a run's label on a plot's axis: its config differences, or "config N"
 // engine/core/memory.h's categories, in its order (memory.rank-NNNNN.json keys)
 static const char *const report_mem_categories[REPORT_MEM_CATEGORIES] = {"params",      "grads",     "optimizer",
                                                                          "activations", "workspace", "comm"};
@@ -18,7 +19,7 @@ static const char *const report_mem_categories[REPORT_MEM_CATEGORIES] = {"params
 typedef struct report_run {
     char id[256], record_dir[REPORT_PATH_MAX], run_dir[REPORT_PATH_MAX], status[32], label[512];
     json_t *manifest, *config, *flat;  // flat: config flattened to dotted keys (catalog.h)
-    int repetition, group;              // group: runs of one config share it (repetitions)
+    int repetition, group;              // group: runs of one config share it (repetitions); 0-based
     int world, tp, pp, cp;
     long long seq, microbatches;
     // by the claim parsers' definitions (parsers.h), NAN when they do not derive

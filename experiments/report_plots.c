@@ -113,7 +113,7 @@ static char *run_gnuplot(const char *data, const char *script, tb_error *err) {
     tb_html_raw(&full, "\ndata = ");
     quoted(&full, data_path);
     tb_html_raw(&full, "\nset encoding utf8\nset grid ytics lc rgb '#dddddd'\nset border lc rgb '#555555'\n"
-                       "set key outside right top\n");
+                       "set key below\n");
     tb_html_raw(&full, script);
     tb_html_raw(&full, "\nunset output\n");
     char *svg = NULL;

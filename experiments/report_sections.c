@@ -239,12 +239,12 @@ static void cell_number(tb_html *h, double v, const char *fmt, double scale) {
 void report_write_runs(tb_html *h, const report *rp) {
     tb_html_raw(h, "<h2 id=\"runs\">Runs</h2>\n<p>");
     tb_html_textf(h,
-                  "%d run%s in %d configuration%s. The columns after \"rep\" are the config keys that differ between "
+                  "%d run%s in %d configuration%s (\"config\": its number, which a plot names a configuration by when its differences are too long for an axis). The columns after \"rep\" are the config keys that differ between "
                   "the runs (as `tracebook diff` compares configs); tok/s and step ms are the tokens_per_s and "
                   "step_ms parsers' figures (median over the steps after the first, the slowest rank's step), loss "
                   "rank 0's at the last step, memory the largest peak over ranks and steps.",
                   rp->nruns, rp->nruns == 1 ? "" : "s", rp->ngroups, rp->ngroups == 1 ? "" : "s");
-    tb_html_raw(h, "</p>\n<div style=\"overflow-x:auto\"><table class=\"runs\"><tr><th>run</th><th>status</th><th>rep</th>");
+    tb_html_raw(h, "</p>\n<div style=\"overflow-x:auto\"><table class=\"runs\"><tr><th>run</th><th>status</th><th>config</th><th>rep</th>");
     size_t k;
     json_t *key;
     json_array_foreach(rp->differing, k, key) tb_html_elem(h, "th", json_string_value(key));
@@ -261,7 +261,7 @@ void report_write_runs(tb_html *h, const report *rp) {
         tb_html_link(h, href, r->id);
         tb_html_raw(h, "</td>");
         tb_html_elem(h, "td", r->status);
-        tb_html_rawf(h, "<td class=\"num\">%d</td>", r->repetition);
+        tb_html_rawf(h, "<td>%d</td><td class=\"num\">%d</td>", r->group + 1, r->repetition);
         json_array_foreach(rp->differing, k, key) {
             json_t *v = json_object_get(r->flat, json_string_value(key));
             tb_html_raw(h, "<td>");
