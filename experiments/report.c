@@ -391,9 +391,9 @@ int tb_report_write(const char *version_dir, const char *out, char *written, siz
     }
     char default_out[REPORT_PATH_MAX];
     if (!out) {
-        if (snprintf(default_out, sizeof default_out, "%s/report.html", version_dir) >= (int)sizeof default_out) {
+        if (snprintf(default_out, sizeof default_out, "%s/" TB_EXPERIMENT_REPORT, version_dir) >= (int)sizeof default_out) {
             free_report(&rp);
-            return tb_fail(err, "%s/report.html: path too long", version_dir);
+            return tb_fail(err, "%s/" TB_EXPERIMENT_REPORT ": path too long", version_dir);
         }
         out = default_out;
     }
