@@ -211,7 +211,8 @@ static int load_report(report *rp, const char *version_dir, tb_error *err) {
         return tb_fail(err, "%s: not an experiment version directory (<artifacts>/<experiment>/v<N>)", version_dir);
     *vslash = '\0';
     char *eslash = strrchr(copy, '/');
-    snprintf(rp->experiment, sizeof rp->experiment, "%s", eslash ? eslash + 1 : copy);
+    if (snprintf(rp->experiment, sizeof rp->experiment, "%s", eslash ? eslash + 1 : copy) >= (int)sizeof rp->experiment)
+        return tb_fail(err, "%s: the experiment's name is over %zu characters", version_dir, sizeof rp->experiment - 1);
     if (eslash) *eslash = '\0';
     snprintf(rp->artifacts, sizeof rp->artifacts, "%s", eslash ? copy : ".");
     char path[REPORT_PATH_MAX];
