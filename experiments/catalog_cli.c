@@ -1,8 +1,8 @@
 // catalog_cli.c — `tracebook ls | show | diff`: the catalogue, read.
 //
-//   tracebook ls [EXPERIMENT] [--artifacts DIR]
-//   tracebook show RUN [--artifacts DIR]
-//   tracebook diff RUN RUN [--artifacts DIR]
+//   tracebook ls [EXPERIMENT] [--json] [--artifacts DIR]
+//   tracebook show RUN [--json] [--artifacts DIR]
+//   tracebook diff RUN RUN [--phases] [--json] [--artifacts DIR]
 //
 // Each command first brings the catalogue in line with the records (tb_catalog_rebuild:
 // only new or changed records are read), then answers from it. RUN is a run id or a unique

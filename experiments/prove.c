@@ -1,6 +1,6 @@
 // prove.c — `tracebook prove`: re-derive every claim from the raw files of its runs.
 //
-//   tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--artifacts DIR]
+//   tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--json] [--artifacts DIR]
 //
 // For each claim of each <artifacts>/<experiment>/v<version>/claims.json (or the claim named
 // CLAIM): every record the claim names must be complete (manifest.json), every file its
@@ -13,6 +13,7 @@
 // and its reason on stderr. Files in a
 // record that its manifest does not list are reported (a warning: they are not evidence).
 // The outcome of each claim is recorded in the catalogue (claims.proven_at, proven_value).
+// --json prints every outcome as one document instead (prove.h), the reasons still on stderr.
 //
 // Each record is verified once however many claims use it, so proving a thousand runs is a
 // matter of hashing their files (about a second).
