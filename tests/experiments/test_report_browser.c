@@ -85,7 +85,7 @@ static int check_page(const char *page, int expected_plots, char *why, size_t wh
     why[0] = '\0';
     if (instrumented_copy(page, copy) != 0) return snprintf(why, why_size, "cannot copy %s", page), -1;
     int rc = tb_run(&sh, NULL,
-                    "timeout 60 '%s' --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir='%s/profile'"
+                    "timeout 60 '%s' --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run --user-data-dir='%s/profile'"
                     " --enable-logging=stderr --v=0 --dump-dom 'file://%s'",
                     chromium, OUT, copy);
     remove(copy);
@@ -182,7 +182,7 @@ TB_TEST(a_screenshot_is_saved_under_the_test_output) {
     const char *png = OUT "/report.png";
     remove(png);
     int rc = tb_run(&sh, NULL,
-                    "timeout 60 '%s' --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir='%s/profile'"
+                    "timeout 60 '%s' --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run --user-data-dir='%s/profile'"
                     " --hide-scrollbars --window-size=1100,3600 --force-device-scale-factor=0.5 --screenshot='%s'"
                     " 'file://%s'",
                     chromium, OUT, png, REPORT);
