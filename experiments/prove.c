@@ -1,6 +1,6 @@
 // prove.c — `tracebook prove`: re-derive every claim from the raw files of its runs.
 //
-//   tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--artifacts DIR]
+//   tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--json] [--artifacts DIR]
 //
 // For each claim of each <artifacts>/<experiment>/v<version>/claims.json (or the claim named
 // CLAIM): every record the claim names must be complete (manifest.json), every file its
@@ -13,6 +13,7 @@
 // and its reason on stderr. Files in a
 // record that its manifest does not list are reported (a warning: they are not evidence).
 // The outcome of each claim is recorded in the catalogue (claims.proven_at, proven_value).
+// --json prints every outcome as one document instead (prove.h), the reasons still on stderr.
 //
 // Each record is verified once however many claims use it, so proving a thousand runs is a
 // matter of hashing their files (about a second).
@@ -34,6 +35,7 @@
 #include "core/run_dir.h"
 #include "core/xalloc.h"
 #include "parsers.h"
+#include "prove.h"
 #include "provenance.h"
 #include "record.h"
 #include "record_verify.h"
@@ -382,7 +384,7 @@ static void print_text(const char *text, double value) {
 
 typedef struct prove_opts {
     const char *artifacts, *claim, *experiment;
-    int all, quiet;
+    int all, quiet, json;
 } prove_opts;
 
 typedef struct prove_state {
@@ -392,7 +394,130 @@ typedef struct prove_state {
     check_table checks;
     int claims, proven, failed;
     strbuf failures;  // "claim: reason" lines for stderr
+    int print;        // the text verdicts and evidence on stdout (not for --json, not for a report)
+    long long version;  // only this experiment version (-1: every version)
+    json_t *results;  // every claim's outcome as JSON (prove.h), in the order proven
 } prove_state;
+
+// ---------------------------------------------------------------------------------------
+// Outcomes as JSON (prove.h): `tracebook prove --json` and `tracebook report` read them
+
+// Text of one or more lines as an array of strings (NULL or "" → []).
+static json_t *lines_json(const char *text) {
+    json_t *a = json_array();
+    for (const char *p = text; p && *p;) {
+        size_t len = strcspn(p, "\n");
+        if (len) json_array_append_new(a, json_stringn(p, len));
+        p += len + (p[len] == '\n');
+    }
+    return a;
+}
+
+// What print_config shows, as an object: the config's highlights and the global-batch identity.
+static json_t *config_summary(json_t *config) {
+    static const char *const keys[] = {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
+                                       "tensor_model_parallel_size", "context_parallel_size",
+                                       "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+                                       "data_parallel_size", "world_size", "sequence_parallel",
+                                       "use_distributed_optimizer", "train_iters", "seed", "global_batch_size",
+                                       "micro_batch_size", "num_microbatches"};
+    json_t *o = json_object();
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) json_object_set_new(o, keys[i], json_integer(cfg_int(config, keys[i])));
+    json_object_set_new(o, "recompute_granularity", json_string(cfg_str(config, "recompute_granularity")));
+    long long gbs = cfg_int(config, "global_batch_size"), mbs = cfg_int(config, "micro_batch_size"),
+              m = cfg_int(config, "num_microbatches"), dp = cfg_int(config, "data_parallel_size");
+    json_object_set_new(o, "tokens_per_step", json_integer(gbs * cfg_int(config, "seq_length")));
+    json_object_set_new(o, "global_batch_identity_holds", json_boolean(gbs == mbs * m * dp));
+    return o;
+}
+
+// Adds to every record of the evidence (and of its parts) what print_run prints beside the
+// parser's figures: "record": {command, repetition, sweep_point, git, config, files_verified}.
+static void evidence_add_records(json_t *ev, check_table *checks) {
+    static const char *const sides[] = {"numerator", "denominator", "treatment", "baseline", "a", "b"};
+    for (size_t s = 0; s < sizeof sides / sizeof *sides; s++)
+        if (json_object_get(ev, sides[s])) evidence_add_records(json_object_get(ev, sides[s]), checks);
+    size_t i;
+    json_t *rec;
+    json_array_foreach(json_object_get(ev, "records"), i, rec) {
+        const char *dir = json_string_value(json_object_get(rec, "record_dir"));
+        record_check *c = dir ? verify_record(checks, dir) : NULL;
+        json_t *m = c ? c->manifest : NULL, *r = json_object();
+        json_int_t rep;
+        json_object_set(r, "command", m && json_object_get(m, "argv") ? json_object_get(m, "argv") : json_null());
+        json_object_set_new(r, "repetition", tb_manifest_repetition(m, &rep) ? json_integer(rep) : json_null());
+        json_object_set(r, "sweep_point", m && json_object_get(m, "sweep_point") ? json_object_get(m, "sweep_point") : json_null());
+        json_object_set(r, "git", m && json_object_get(m, "git") ? json_object_get(m, "git") : json_null());
+        char path[PROVE_PATH_MAX];
+        json_t *config = NULL;
+        if (dir && snprintf(path, sizeof path, "%s/" TB_RECORD_RUN_DIR "/" TB_RUN_CONFIG, dir) < (int)sizeof path)
+            config = json_load_file(path, 0, NULL);
+        if (!config && m) config = json_incref(json_object_get(m, "config"));
+        json_object_set_new(r, "config", config ? config_summary(config) : json_null());
+        json_decref(config);
+        json_object_set_new(r, "files_verified", json_integer(c ? c->files_verified : 0));
+        json_object_set_new(rec, "record", r);
+    }
+}
+
+static json_t *number_or_null(int have, double v) { return have && isfinite(v) ? json_real(v) : json_null(); }
+
+// The claim's text with {value} replaced by the value (malloc'd), as print_text prints it.
+static char *text_with_value(const char *text, double value) {
+    strbuf b = {0};
+    const char *p = text;
+    for (const char *hit; (hit = strstr(p, "{value}")); p = hit + 7) sb_printf(&b, "%.*s%.6g", (int)(hit - p), p, value);
+    sb_printf(&b, "%s", p);
+    return b.s;
+}
+
+typedef struct claim_outcome {
+    const char *exp, *id, *name;
+    long long version;
+    json_t *claim;  // claims.json's object, or NULL when claims.json itself did not read
+    int proven, have_derived;
+    double derived, relative_difference, tolerance;
+    const char *headline, *reasons, *accepted, *warnings;
+    json_t *evidence;
+} claim_outcome;
+
+static void add_result(prove_state *s, const claim_outcome *o) {
+    if (!s->results) return;
+    json_t *claim = o->claim, *bound = json_object_get(claim, "at_most"), *value = json_object_get(claim, "value");
+    const char *text = json_string_value(json_object_get(claim, "text"));
+    char *shown = text ? text_with_value(text, bound ? o->derived : json_number_value(value)) : NULL;
+    json_t *r = json_object();
+    json_object_set_new(r, "name", json_string(o->name));
+    json_object_set_new(r, "experiment", json_string(o->exp));
+    json_object_set_new(r, "version", json_integer(o->version));
+    json_object_set_new(r, "id", o->id ? json_string(o->id) : json_null());
+    json_object_set_new(r, "verdict", json_string(o->proven ? "PROVEN" : "NOT PROVEN"));
+    json_object_set_new(r, "proven", json_boolean(o->proven));
+    json_object_set_new(r, "headline", o->headline ? json_string(o->headline) : json_null());
+    json_object_set_new(r, "reasons", lines_json(o->reasons));
+    json_object_set_new(r, "text", shown ? json_string(shown) : json_null());
+    json_object_set_new(r, "raw_text", text ? json_string(text) : json_null());
+    json_object_set(r, "parser", json_is_string(json_object_get(claim, "parser")) ? json_object_get(claim, "parser") : json_null());
+    json_object_set(r, "args", json_object_get(claim, "args") ? json_object_get(claim, "args") : json_object());
+    json_object_set(r, "runs", json_is_array(json_object_get(claim, "runs")) ? json_object_get(claim, "runs") : json_array());
+    json_object_set_new(r, "claimed", json_is_number(value) ? json_real(json_number_value(value)) : json_null());
+    json_object_set_new(r, "at_most", json_is_number(bound) ? json_real(json_number_value(bound)) : json_null());
+    json_object_set_new(r, "derived", number_or_null(o->have_derived, o->derived));
+    json_object_set_new(r, "relative_difference",
+                        number_or_null(o->have_derived && !bound, o->relative_difference));
+    json_object_set_new(r, "relative_tolerance", number_or_null(!bound && claim, o->tolerance));
+    json_object_set_new(r, "accepted", lines_json(o->accepted));
+    json_object_set_new(r, "warnings", lines_json(o->warnings));
+    if (o->evidence) {
+        json_t *ev = json_deep_copy(o->evidence);
+        evidence_add_records(ev, &s->checks);
+        json_object_set_new(r, "evidence", ev);
+    } else {
+        json_object_set_new(r, "evidence", json_null());
+    }
+    json_array_append_new(s->results, r);
+    free(shown);
+}
 
 static void iso_now(char *out, size_t size) {
     time_t now = time(NULL);
@@ -421,13 +546,13 @@ static void record_outcome(prove_state *s, const char *exp, long long version, c
 // headline: what the verdict line adds in parentheses (NULL: nothing).
 static void claim_failed_because(prove_state *s, const char *name, const char *headline, const char *reason) {
     s->failed++;
-    if (headline) printf("NOT PROVEN  %s (%s)\n", name, headline);
-    else printf("NOT PROVEN  %s\n", name);
+    if (s->print && headline) printf("NOT PROVEN  %s (%s)\n", name, headline);
+    else if (s->print) printf("NOT PROVEN  %s\n", name);
     // reason: one or more lines
     for (const char *p = reason; *p;) {
         const char *nl = strchr(p, '\n');
         int len = nl ? (int)(nl - p) : (int)strlen(p);
-        printf("  %.*s\n", len, p);
+        if (s->print) printf("  %.*s\n", len, p);
         sb_printf(&s->failures, "tracebook prove: claim %s: %.*s\n", name, len, p);
         p += len + (nl ? 1 : 0);
     }
@@ -486,6 +611,8 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
                  got ? got : "", got ? ")" : "");
         free(got);
         claim_failed(s, name, reason);
+        claim_outcome o = {.exp = exp, .id = id, .name = name, .version = version, .claim = claim, .reasons = reason};
+        add_result(s, &o);
         return;
     }
     const int bounded = bound != NULL;
@@ -534,12 +661,13 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
 
     if (failures.len) {
         claim_failed_because(s, name, headline, failures.s);
-        if (warnings.len && !s->opt.quiet) printf("  warnings:\n%s", warnings.s);
+        if (s->print && warnings.len && !s->opt.quiet) printf("  warnings:\n%s", warnings.s);
     } else {
         s->proven++;
-        if (accepted) printf("PROVEN  %s (%.*s)\n", name, (int)strcspn(accepted, "\n"), accepted);
+        if (!s->print) {
+        } else if (accepted) printf("PROVEN  %s (%.*s)\n", name, (int)strcspn(accepted, "\n"), accepted);
         else printf("PROVEN  %s\n", name);
-        if (!s->opt.quiet) {
+        if (s->print && !s->opt.quiet) {
             const char *text = json_string_value(json_object_get(claim, "text"));
             if (text) {
                 printf("  \"");
@@ -565,6 +693,11 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
         }
     }
     record_outcome(s, exp, version, id, !failures.len, derived, have_derived);
+    claim_outcome o = {.exp = exp, .id = id, .name = name, .version = version, .claim = claim,
+                       .proven = !failures.len, .have_derived = have_derived, .derived = derived,
+                       .relative_difference = rel, .tolerance = tolerance, .headline = headline,
+                       .reasons = failures.s, .accepted = accepted, .warnings = warnings.s, .evidence = evidence};
+    add_result(s, &o);
     free(headline);
     free(accepted);
     json_decref(evidence);
@@ -589,6 +722,8 @@ static int prove_claims_file(prove_state *s, const char *version_dir, const char
         snprintf(name, sizeof name, "%s/v%lld (" TB_EXPERIMENT_CLAIMS ")", exp_dirname, version);
         s->claims++;
         claim_failed(s, name, reason);
+        claim_outcome o = {.exp = exp_dirname, .name = name, .version = version, .reasons = reason};
+        add_result(s, &o);
         return 0;
     }
     json_t *claims = json_object_get(root, "claims");
@@ -606,7 +741,7 @@ static int prove_claims_file(prove_state *s, const char *version_dir, const char
         if (s->opt.claim && (!id || strcmp(id, s->opt.claim))) continue;
         (*matched)++;
         prove_claim(s, version_dir, exp, version, claim, i);
-        if (!s->opt.quiet) printf("\n");
+        if (s->print && !s->opt.quiet) printf("\n");
     }
     json_decref(root);
     return 0;
@@ -648,6 +783,8 @@ static const tb_option prove_options[] = {
     TB_OPTION("--experiment", prove_opts, experiment, TB_OPT_STRING, NULL, "NAME", "only this experiment's claims"),
     TB_OPTION("--quiet", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "one line per claim, no evidence"),
     TB_OPTION("-q", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "the same as --quiet"),
+    TB_OPTION("--json", prove_opts, json, TB_OPT_BOOL, NULL, NULL,
+              "every claim's verdict, reasons and evidence as one JSON document (README.md, \"JSON output\")"),
     TB_ARTIFACTS_OPTION(prove_opts, artifacts),
     TB_OPTIONS_END};
 
@@ -660,6 +797,54 @@ static const tb_command prove_command = {
     "CLAIM is a claim id (every " TB_EXPERIMENT_CLAIMS " holding it); or give --all.",
     prove_options, 0, 1};
 
+// Every experiment (or the one of opt.experiment), every version (or s->version), every claim
+// (or opt.claim). *experiments, *matched: how many experiments and claims were found.
+static void prove_scan(prove_state *s, int *experiments, int *matched) {
+    int nexp = 0;
+    char **exps = list_dirs(s->opt.artifacts, &nexp);
+    for (int e = 0; e < nexp; e++) {
+        if (s->opt.experiment && strcmp(exps[e], s->opt.experiment)) continue;
+        (*experiments)++;
+        char exp_dir[PROVE_PATH_MAX];
+        if (snprintf(exp_dir, sizeof exp_dir, "%s/%s", s->opt.artifacts, exps[e]) >= (int)sizeof exp_dir) continue;
+        int nver = 0;
+        char **vers = list_dirs(exp_dir, &nver);
+        for (int v = 0; v < nver; v++) {
+            char *end;
+            long long version = vers[v][0] == 'v' ? strtoll(vers[v] + 1, &end, 10) : -1;
+            if (version < 0 || *end || (s->version >= 0 && version != s->version)) continue;
+            char version_dir[PROVE_PATH_MAX];
+            if (snprintf(version_dir, sizeof version_dir, "%s/%s", exp_dir, vers[v]) >= (int)sizeof version_dir)
+                continue;
+            prove_claims_file(s, version_dir, exps[e], version, matched);
+        }
+        free_names(vers, nver);
+    }
+    free_names(exps, nexp);
+}
+
+json_t *tb_prove_collect(const char *artifacts, const char *experiment, long long version, tb_error *err) {
+    struct stat st;
+    if (stat(artifacts, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        tb_fail(err, "%s: no such artifacts directory", artifacts);
+        return NULL;
+    }
+    prove_state s;
+    memset(&s, 0, sizeof s);
+    s.opt.artifacts = artifacts;
+    s.opt.experiment = experiment;
+    s.opt.quiet = 1;
+    s.version = version;
+    s.results = json_array();
+    int experiments = 0, matched = 0;
+    prove_scan(&s, &experiments, &matched);
+    json_t *doc = json_pack("{s:o, s:{s:i, s:i, s:i, s:I}}", "claims", s.results, "summary", "claims", s.claims,
+                            "proven", s.proven, "not_proven", s.failed, "records_verified", (json_int_t)s.checks.n);
+    free(s.failures.s);
+    check_table_free(&s.checks);
+    return doc;
+}
+
 int tracebook_prove_main(int argc, char **argv) {
     prove_state s;
     memset(&s, 0, sizeof s);
@@ -669,17 +854,23 @@ int tracebook_prove_main(int argc, char **argv) {
     if (parsed != 0) return parsed > 0 ? 0 : tb_command_usage_error(&prove_command, &err);
     s.opt.claim = pos.n ? pos.items[0] : NULL;
     tb_positional_free(&pos);
+    s.print = !s.opt.json;
+    s.version = -1;
+    if (s.opt.json) s.results = json_array();
     if (!s.opt.claim && !s.opt.all && !s.opt.experiment) {
         tb_fail(&err, "tracebook prove: name a CLAIM, or --all");
+        json_decref(s.results);
         return tb_command_usage_error(&prove_command, &err);
     }
     if (s.opt.claim && s.opt.all) {
         tb_fail(&err, "tracebook prove: CLAIM and --all exclude each other");
+        json_decref(s.results);
         return tb_command_usage_error(&prove_command, &err);
     }
     struct stat st;
     if (stat(s.opt.artifacts, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "tracebook prove: %s: no such artifacts directory\n", s.opt.artifacts);
+        json_decref(s.results);
         return TB_EXIT_FAILURE;
     }
     struct timespec t0, t1;
@@ -698,27 +889,8 @@ int tracebook_prove_main(int argc, char **argv) {
         s.db = NULL;
     }
 
-    int nexp = 0, matched = 0, experiments = 0;
-    char **exps = list_dirs(s.opt.artifacts, &nexp);
-    for (int e = 0; e < nexp; e++) {
-        if (s.opt.experiment && strcmp(exps[e], s.opt.experiment)) continue;
-        experiments++;
-        char exp_dir[PROVE_PATH_MAX];
-        if (snprintf(exp_dir, sizeof exp_dir, "%s/%s", s.opt.artifacts, exps[e]) >= (int)sizeof exp_dir) continue;
-        int nver = 0;
-        char **vers = list_dirs(exp_dir, &nver);
-        for (int v = 0; v < nver; v++) {
-            char *end;
-            long long version = vers[v][0] == 'v' ? strtoll(vers[v] + 1, &end, 10) : -1;
-            if (version < 0 || *end) continue;
-            char version_dir[PROVE_PATH_MAX];
-            if (snprintf(version_dir, sizeof version_dir, "%s/%s", exp_dir, vers[v]) >= (int)sizeof version_dir)
-                continue;
-            prove_claims_file(&s, version_dir, exps[e], version, &matched);
-        }
-        free_names(vers, nver);
-    }
-    free_names(exps, nexp);
+    int matched = 0, experiments = 0;
+    prove_scan(&s, &experiments, &matched);
 
     if (s.db) {
         sqlite3_finalize(s.record_outcome);
@@ -737,8 +909,17 @@ int tracebook_prove_main(int argc, char **argv) {
                 s.opt.artifacts, s.opt.experiment ? s.opt.experiment : "*");
         rc = TB_EXIT_FAILURE;
     }
-    printf("prove: %d claim%s, %d proven, %d not proven; %zu record%s verified (%.3f s)\n", s.claims,
-           s.claims == 1 ? "" : "s", s.proven, s.failed, s.checks.n, s.checks.n == 1 ? "" : "s", seconds);
+    if (s.opt.json) {
+        json_t *doc = json_pack("{s:o, s:{s:i, s:i, s:i, s:I, s:f}}", "claims", s.results, "summary", "claims",
+                                s.claims, "proven", s.proven, "not_proven", s.failed, "records_verified",
+                                (json_int_t)s.checks.n, "seconds", seconds);
+        json_dumpf(doc, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+        printf("\n");
+        json_decref(doc);
+    } else {
+        printf("prove: %d claim%s, %d proven, %d not proven; %zu record%s verified (%.3f s)\n", s.claims,
+               s.claims == 1 ? "" : "s", s.proven, s.failed, s.checks.n, s.checks.n == 1 ? "" : "s", seconds);
+    }
     if (s.failures.len) {
         fflush(stdout);
         fputs(s.failures.s, stderr);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "catalog.h"
@@ -26,6 +27,7 @@
 #include "core/xalloc.h"
 #include "provenance.h"
 #include "recorder.h"
+#include "report.h"
 #include "runbook_host.h"
 
 // A Lua value for a message, into buf at *used: tables as {1, 2, key=value} (two levels,
@@ -116,6 +118,30 @@ static int mark_experiments(tb_runbook_host *h, const char *status, const char *
             rc = -1;
         }
     }
+    return rc;
+}
+
+// Writes (or refreshes) each declared experiment's report (report.h) and prints its path. A
+// report that cannot be written loses nothing — the runs and claims are recorded before — but
+// the command says so and fails, as it does when experiment.json cannot be written: 0, or -1.
+static int write_reports(tb_runbook_host *h) {
+    const char *key;
+    json_t *e;
+    int rc = 0;
+    json_object_foreach(h->experiments, key, e) {
+        char written[PATH_MAX + 64];
+        tb_error err;
+        struct stat st;
+        if (stat(key, &st) != 0) continue;  // nothing was recorded for it (an error before its first run)
+        if (tb_report_write(key, NULL, written, sizeof written, &err) == 0) {
+            printf("  report %s\n", written);
+        } else {
+            fprintf(stderr, "tracebook run: %s: the runs and claims are recorded, but the report was not written: %s\n",
+                    key, err.msg);
+            rc = -1;
+        }
+    }
+    fflush(stdout);
     return rc;
 }
 
@@ -286,6 +312,7 @@ int tracebook_run_main(int argc, char **argv) {
     } else if (mark_experiments(&h, "finished", NULL, -1) != 0) {
         status = TB_EXIT_FAILURE;  // the runs are recorded, but not the experiment's outcome
     }
+    if (!h.dry_run && !tb_recorder_interrupted() && write_reports(&h) != 0) status = TB_EXIT_FAILURE;
     lua_close(L);
     host_free(&h);
     return tb_recorder_interrupted() ? 128 + SIGINT : status;

@@ -371,36 +371,61 @@ static void stats_of(const double *v, int n, double *median, double *lo, double 
     *lo = n ? s[0] : 0, *hi = n ? s[n - 1] : 0;
 }
 
-int tb_phase_diff(FILE *out, const char *run_a, const char *run_b, tb_error *err) {
+json_t *tb_phase_diff_json(const char *run_a, const char *run_b, tb_error *err) {
     phase_series *all = tb_xcalloc(MAX_PHASE_ROWS, sizeof *all, "phase series");
     int n = 0;
     if (phase_values(run_a, 0, all, &n, err) != 0 || phase_values(run_b, 1, all, &n, err) != 0) {
         free(all);
-        return -1;
+        return NULL;
     }
-    fprintf(out, "\nphases (ms per step after the first; the slowest rank's, and each group's most waiting rank):\n");
-    fprintf(out, "  %-24s %26s %26s %10s\n", "", "A median [min, max]", "B median [min, max]", "B - A");
-    const char *first = NULL;
-    double first_delta = 0, first_spread = 0;
+    json_t *rows = json_array(), *first = json_null();
     for (int i = 0; i < n; i++) {
         double ma, la, ha, mb, lb, hb;
         stats_of(all[i].v[0], all[i].n[0], &ma, &la, &ha);
         stats_of(all[i].v[1], all[i].n[1], &mb, &lb, &hb);
         const double spread = (ha - la) > (hb - lb) ? ha - la : hb - lb, delta = mb - ma;
         const int changed = all[i].n[0] && all[i].n[1] && fabs(delta) > spread;
-        char a[64], b[64];
-        snprintf(a, sizeof a, "%.3f [%.3f, %.3f]", ma, la, ha);
-        snprintf(b, sizeof b, "%.3f [%.3f, %.3f]", mb, lb, hb);
-        fprintf(out, "  %-24s %26s %26s %+10.3f%s\n", all[i].name, all[i].n[0] ? a : "-", all[i].n[1] ? b : "-", delta,
-               changed ? "  changed" : "");
-        if (changed && !first) first = all[i].name, first_delta = delta, first_spread = spread;
+        json_t *side[2];
+        for (int k = 0; k < 2; k++)
+            side[k] = all[i].n[k] ? json_pack("{s:f, s:f, s:f, s:i}", "median_ms", k ? mb : ma, "min_ms", k ? lb : la,
+                                              "max_ms", k ? hb : ha, "steps", all[i].n[k])
+                                  : json_null();
+        json_array_append_new(rows, json_pack("{s:s, s:o, s:o, s:f, s:f, s:b}", "phase", all[i].name, "a", side[0], "b",
+                                              side[1], "delta_ms", delta, "spread_ms", spread, "changed", changed));
+        if (changed && json_is_null(first)) first = json_pack("{s:s, s:f, s:f}", "phase", all[i].name, "delta_ms", delta, "spread_ms", spread);
     }
-    if (first)
-        fprintf(out, "\nfirst changed phase: %s (%+.3f ms per step, beyond the runs' own spread of %.3f ms)\n", first,
-               first_delta, first_spread);
+    free(all);
+    return json_pack("{s:o, s:o}", "phases", rows, "first_changed", first);
+}
+
+int tb_phase_diff(FILE *out, const char *run_a, const char *run_b, tb_error *err) {
+    json_t *d = tb_phase_diff_json(run_a, run_b, err);
+    if (!d) return -1;
+    fprintf(out, "\nphases (ms per step after the first; the slowest rank's, and each group's most waiting rank):\n");
+    fprintf(out, "  %-24s %26s %26s %10s\n", "", "A median [min, max]", "B median [min, max]", "B - A");
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(d, "phases"), i, row) {
+        char text[2][64];
+        for (int k = 0; k < 2; k++) {
+            json_t *side = json_object_get(row, k ? "b" : "a");
+            if (json_is_null(side)) snprintf(text[k], sizeof text[k], "-");
+            else
+                snprintf(text[k], sizeof text[k], "%.3f [%.3f, %.3f]", json_real_value(json_object_get(side, "median_ms")),
+                         json_real_value(json_object_get(side, "min_ms")), json_real_value(json_object_get(side, "max_ms")));
+        }
+        fprintf(out, "  %-24s %26s %26s %+10.3f%s\n", json_string_value(json_object_get(row, "phase")), text[0], text[1],
+                json_real_value(json_object_get(row, "delta_ms")),
+                json_is_true(json_object_get(row, "changed")) ? "  changed" : "");
+    }
+    json_t *first = json_object_get(d, "first_changed");
+    if (!json_is_null(first))
+        fprintf(out, "\nfirst changed phase: %s (%+.3f ms per step, beyond the runs' own spread of %.3f ms)\n",
+                json_string_value(json_object_get(first, "phase")), json_real_value(json_object_get(first, "delta_ms")),
+                json_real_value(json_object_get(first, "spread_ms")));
     else
         fprintf(out, "\nno phase changed beyond the runs' own spread\n");
-    free(all);
+    json_decref(d);
     return 0;
 }
 
@@ -444,31 +469,19 @@ static int load_metrics(const char *dir, int nranks, json_t **rows, tb_error *er
     return 0;
 }
 
-int tracebook_steps_main(int argc, char **argv) {
-    steps_args a;
-    tb_positional pos = {0};
-    tb_error err;
-    int rc = tb_command_parse(&steps_command, &a, argc, argv, &pos, &err);
-    if (rc == 1) return 0;
-    if (rc != 0) return tb_command_usage_error(&steps_command, &err);
-    const char *dir = pos.items[0];
-    if (a.step < 0) {
-        fprintf(stderr, "tracebook steps: flag --step: %d is negative\n", a.step);
-        tb_positional_free(&pos);
-        return 2;
-    }
+json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
     run_traces t;
     json_t **rows = NULL, *calls = NULL, *out = json_array();
-    rc = load_traces(dir, &t, &err);
+    int rc = load_traces(dir, &t, err);
     if (rc == 0) {
         rows = tb_xcalloc((size_t)t.nranks, sizeof *rows, "metrics");
-        rc = load_metrics(dir, t.nranks, rows, &err);
+        rc = load_metrics(dir, t.nranks, rows, err);
     }
     if (rc == 0) calls = calls_of(&t);
     // per (step, rank): the metrics' phases, and each group's collective wait and transfer
     for (size_t s = 0; rc == 0 && s < json_array_size(rows[0]); s++) {
         json_int_t step = json_integer_value(json_object_get(json_array_get(rows[0], s), "step"));
-        if (a.step && step != a.step) continue;
+        if (only_step && step != only_step) continue;
         json_t *ranks = json_array();
         int slowest = 0;
         double slowest_ms = -1;
@@ -503,8 +516,34 @@ int tracebook_steps_main(int argc, char **argv) {
         }
         json_array_append_new(out, json_pack("{s:I, s:i, s:o}", "step", step, "slowest_rank", slowest, "ranks", ranks));
     }
-    if (rc == 0 && a.step && json_array_size(out) == 0)
-        rc = tb_fail(&err, "%s: no step %d in rank 0's metrics (%zu steps)", dir, a.step, json_array_size(rows[0]));
+    if (rc == 0 && only_step && json_array_size(out) == 0)
+        rc = tb_fail(err, "%s: no step %d in rank 0's metrics (%zu steps)", dir, only_step, json_array_size(rows[0]));
+    for (int r = 0; rows && r < t.nranks; r++) json_decref(rows[r]);
+    free(rows);
+    json_decref(calls);
+    traces_free(&t);
+    if (rc != 0) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+int tracebook_steps_main(int argc, char **argv) {
+    steps_args a;
+    tb_positional pos = {0};
+    tb_error err;
+    int rc = tb_command_parse(&steps_command, &a, argc, argv, &pos, &err);
+    if (rc == 1) return 0;
+    if (rc != 0) return tb_command_usage_error(&steps_command, &err);
+    const char *dir = pos.items[0];
+    if (a.step < 0) {
+        fprintf(stderr, "tracebook steps: flag --step: %d is negative\n", a.step);
+        tb_positional_free(&pos);
+        return 2;
+    }
+    json_t *out = tb_step_decomposition(dir, a.step, &err);
+    rc = out ? 0 : -1;
     if (rc == 0 && a.json) {
         json_dumpf(out, stdout, JSON_INDENT(1));
         printf("\n");
@@ -532,11 +571,7 @@ int tracebook_steps_main(int argc, char **argv) {
         }
     }
     if (rc != 0) fprintf(stderr, "tracebook steps: %s\n", err.msg);
-    for (int r = 0; rows && r < t.nranks; r++) json_decref(rows[r]);
-    free(rows);
-    json_decref(calls);
     json_decref(out);
-    traces_free(&t);
     tb_positional_free(&pos);
     return rc != 0;
 }

@@ -33,6 +33,16 @@ json_t *tb_collective_calls(const char *run_dir, tb_error *err);
 // changed when its medians differ by more than the wider of the two runs' own ranges. Prints
 // the table and the first changed phase in that order. Returns 0, or -1 with err set.
 int tb_phase_diff(FILE *out, const char *run_a, const char *run_b, tb_error *err);
+// The same as data: {"phases": [{"phase", "a": {"median_ms", "min_ms", "max_ms", "steps"} | null,
+// "b": ..., "delta_ms", "spread_ms", "changed"}], "first_changed": {"phase", "delta_ms",
+// "spread_ms"} | null}. NULL with err set.
+json_t *tb_phase_diff_json(const char *run_a, const char *run_b, tb_error *err);
+
+// `tracebook steps` as data: a JSON array, one element per step of rank 0's metrics (or only
+// step only_step, when > 0: absent, an error): {"step", "slowest_rank", "ranks": [{"rank",
+// "step_ms", "data_ms", "forward_ms", "backward_ms", "optimizer_ms", "p2p_wait_ms", "idle_ms",
+// "collectives": {GROUP: {"wait_ms", "transfer_ms", "calls"}}}]}. NULL with err set.
+json_t *tb_step_decomposition(const char *run_dir, int only_step, tb_error *err);
 
 int tracebook_steps_main(int argc, char **argv);
 int tracebook_comm_main(int argc, char **argv);

@@ -1,6 +1,6 @@
 // tracebook.c — the tracebook CLI: one binary, one subcommand per job.
 //
-//   tracebook run | replay | prove | ls | show | diff | hang | plan               (experiments/)
+//   tracebook run | replay | prove | ls | show | diff | hang | plan | report      (experiments/)
 //   tracebook index | def | callers | callees | chain | map | walk      (trace/)
 //
 // Each subcommand parses its own flags from an option table (core/options.h) and returns
@@ -18,6 +18,7 @@
 #include "hang_cli.h"
 #include "plan_cli.h"
 #include "replay.h"
+#include "report.h"
 #include "step_report.h"
 #include "runbook.h"
 #include "trace_cli.h"
@@ -41,6 +42,7 @@ static const command commands[] = {
     {"ckpt", tracebook_ckpt_main, "a run's checkpoint saves: phases per rank, the last arriver and why"},
     {"plan", tracebook_plan_main, "every legal TP/CP/PP/VPP/DP layout of a model on a cluster: per-rank budget, comm, bubble"},
     {"hang", tracebook_hang_main, "a run's hang report merged from every process's parts, absent ranks named"},
+    {"report", tracebook_report_main, "one self-contained HTML page of an experiment: claims, runs, plots"},
     {"index", tracebook_index_main, "parse the compilation database with libclang into the source index"},
     {"def", tracebook_def_main, "where a symbol is defined"},
     {"callers", tracebook_callers_main, "who calls a function (through function-pointer fields too)"},

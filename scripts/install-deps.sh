@@ -15,6 +15,8 @@ packages=(
   libsqlite3-dev       # catalogue and index storage
   libssl-dev           # SHA-256
   libopenmpi-dev openmpi-bin  # Open MPI: one process per rank (or group of rank threads) under mpirun; optional in CMake
+  gnuplot-nox          # the plots of `tracebook report` (its SVG terminal; no X11)
+  chromium             # the report's browser test (headless: tests/experiments/test_report_browser.c)
 )
 
 missing=()

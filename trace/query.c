@@ -1,5 +1,6 @@
 // query.c — `tracebook def | callers | callees | chain`: questions about the call graph in
 // the source index (index_db.h), answered from the graph loaded by graph.c.
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +16,13 @@ typedef struct qargs {
     const char *index;
     const char *from, *to, *via;
     int max, max_depth;
+    int json;  // --json: one JSON document (README.md, "JSON output")
 } qargs;
 
 #define INDEX_OPTION TB_OPTION("--index", qargs, index, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the source index")
+#define JSON_OPTION TB_OPTION("--json", qargs, json, TB_OPT_BOOL, "false", NULL, "the answer as one JSON document")
 
-static const tb_option symbol_options[] = {INDEX_OPTION, TB_OPTIONS_END};
+static const tb_option symbol_options[] = {INDEX_OPTION, JSON_OPTION, TB_OPTIONS_END};
 
 static const tb_option chain_options[] = {
     TB_OPTION("--from", qargs, from, TB_OPT_STRING, NULL, "ENTRY",
@@ -31,6 +34,7 @@ static const tb_option chain_options[] = {
     TB_OPTION("--max", qargs, max, TB_OPT_INT, "10", "N", "at most N chains, the shortest (1 to 100000)"),
     TB_OPTION("--max-depth", qargs, max_depth, TB_OPT_INT, "32", "D", "at most D calls deep (1 to 100000)"),
     INDEX_OPTION,
+    JSON_OPTION,
     TB_OPTIONS_END};
 
 static const tb_command def_command = {"tracebook def", "SYMBOL",
@@ -92,6 +96,51 @@ static int resolve(const tb_graph *g, const char *cmd, const char *symbol, int *
 
 static const char *linkage(const tb_gfn *f) { return f->is_static ? "static" : "external"; }
 
+// --- JSON --------------------------------------------------------------------------------
+// With --json every command builds its document beside (not instead of) the graph walk the
+// text prints from, and prints it at the end; the partial-parse notes become its
+// "partial_parse" lines.
+
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+// {"name", "location", "linkage", "definition"} of function fn.
+static json_t *fn_json(const tb_graph *g, int fn) {
+    char loc[600];
+    tb_graph_fn_loc(g, fn, loc, sizeof loc);
+    const tb_gfn *f = &g->fns[fn];
+    return json_pack("{s:s, s:s, s:s, s:b}", "name", f->name, "location", loc, "linkage", linkage(f), "definition",
+                     f->is_definition);
+}
+
+// A call site: {"caller" | "callee", "file", "line", "col", "via", "passed_to", "callback", "in_macro"}.
+static json_t *call_json(const tb_graph *g, const tb_gcall *call, const char *who_key, const char *who) {
+    return json_pack("{s:s, s:s, s:i, s:i, s:o, s:o, s:b, s:o}", who_key, who, "file", tb_graph_file(g, call->file),
+                     "line", call->pos.line, "col", call->pos.col, "via", str_or_null(call->field), "passed_to",
+                     str_or_null(call->passed_to), "callback", call->callback, "in_macro", str_or_null(call->in_macro));
+}
+
+// The partial-parse lines for the functions shown, into doc's "partial_parse"; prints doc.
+static void print_doc(const tb_graph *g, json_t *doc, const int *fns, int n) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (mem) {
+        tb_graph_note_partial(g, fns, n, mem, "");
+        fclose(mem);
+    }
+    json_t *lines = json_array();
+    for (const char *p = text; p && *p;) {
+        size_t k = strcspn(p, "\n");
+        if (k) json_array_append_new(lines, json_stringn(p, k));
+        p += k + (p[k] == '\n');
+    }
+    free(text);
+    json_object_set_new(doc, "partial_parse", lines);
+    json_dumpf(doc, stdout, JSON_INDENT(1));
+    printf("\n");
+    json_decref(doc);
+}
+
 // --- def -------------------------------------------------------------------------------
 
 // For a function without a definition in the index: each library that defines it, with the
@@ -122,7 +171,23 @@ int tracebook_def_main(int argc, char **argv) {
     tb_graph *g = open_graph(argv[0], a.index);
     if (!g) return 1;
     int *fns, n = resolve(g, argv[0], symbol, &fns);
-    for (int i = 0; i < n; i++) {
+    if (a.json && n > 0) {
+        json_t *list = json_array();
+        for (int i = 0; i < n; i++) {
+            const tb_gfn *f = &g->fns[fns[i]];
+            json_t *o = fn_json(g, fns[i]), *libs = json_array();
+            int t = tb_graph_target_of_fn(g, fns[i]);
+            json_object_set_new(o, "usr", json_string(f->usr));
+            json_object_set_new(o, "binary", t >= 0 ? json_string(g->targets[t].name) : json_null());
+            for (int k = f->is_definition ? f->libs_end : f->libs_begin; k < f->libs_end; k++)
+                json_array_append_new(libs, json_pack("{s:s, s:s}", "library", g->libs[k].library, "linked_by",
+                                                      g->libs[k].target));
+            json_object_set_new(o, "libraries", libs);
+            json_array_append_new(list, o);
+        }
+        print_doc(g, json_pack("{s:s, s:o}", "symbol", symbol, "functions", list), fns, n);
+    }
+    for (int i = 0; i < n && !a.json; i++) {
         const tb_gfn *f = &g->fns[fns[i]];
         char loc[600];
         tb_graph_fn_loc(g, fns[i], loc, sizeof loc);
@@ -133,7 +198,7 @@ int tracebook_def_main(int argc, char **argv) {
         printf("\n");
         print_libraries(g, fns[i]);
     }
-    tb_graph_note_partial(g, fns, n, stdout, "");
+    if (!a.json) tb_graph_note_partial(g, fns, n, stdout, "");
     free(fns);
     tb_graph_free(g);
     return n > 0 ? 0 : 1;
@@ -150,13 +215,25 @@ static void print_call_targets(const tb_graph *g, const tb_gcall *c) {
 }
 
 // callers of Record.field: the calls through that field.
-static int field_callers(const tb_graph *g, const char *key) {
+static int field_callers(const tb_graph *g, const char *key, int as_json) {
     int found = -1;
     for (int i = 0; i < g->nfields; i++)
         if (!strcmp(g->fields[i].key, key)) found = i;
     int sites = 0;
     for (int c = 0; c < g->ncalls; c++) sites += g->calls[c].field && !strcmp(g->calls[c].field, key);
     if (found < 0 && sites == 0) return 0;
+    if (as_json) {
+        json_t *assigned = json_array(), *callers = json_array();
+        for (int i = 0; found >= 0 && i < g->fields[found].nfns; i++)
+            json_array_append_new(assigned, fn_json(g, g->fields[found].fns[i]));
+        for (int c = 0; c < g->ncalls; c++)
+            if (g->calls[c].field && !strcmp(g->calls[c].field, key))
+                json_array_append_new(callers, call_json(g, &g->calls[c], "caller", g->fns[g->calls[c].caller].name));
+        print_doc(g, json_pack("{s:s, s:s, s:o, s:o}", "symbol", key, "field", key, "assigned", assigned, "callers",
+                               callers),
+                  NULL, 0);
+        return 1;
+    }
     printf("calls through %s", key);
     for (int i = 0; found >= 0 && i < g->fields[found].nfns; i++) {
         char loc[600];
@@ -181,13 +258,25 @@ int tracebook_callers_main(int argc, char **argv) {
     if (rc >= 0) return rc;
     tb_graph *g = open_graph(argv[0], a.index);
     if (!g) return 1;
-    if (strchr(symbol, '.') && !strchr(symbol, ':') && !strchr(symbol, '/') && field_callers(g, symbol)) {
+    if (strchr(symbol, '.') && !strchr(symbol, ':') && !strchr(symbol, '/') && field_callers(g, symbol, a.json)) {
         tb_graph_free(g);
         return 0;
     }
     int *fns, n = resolve(g, argv[0], symbol, &fns);
+    json_t *list = a.json ? json_array() : NULL;
     for (int i = 0; i < n; i++) {
         int f = fns[i];
+        if (list) {
+            json_t *o = fn_json(g, f), *callers = json_array();
+            for (int c = 0; c < g->ncalls; c++) {
+                int hit = 0;
+                for (int k = 0; k < g->calls[c].ntargets && !hit; k++) hit = g->calls[c].targets[k] == f;
+                if (hit) json_array_append_new(callers, call_json(g, &g->calls[c], "caller", g->fns[g->calls[c].caller].name));
+            }
+            json_object_set_new(o, "callers", callers);
+            json_array_append_new(list, o);
+            continue;
+        }
         char loc[600];
         tb_graph_fn_loc(g, f, loc, sizeof loc);
         printf("callers of %s (%s, %s):\n", g->fns[f].name, loc, linkage(&g->fns[f]));
@@ -216,7 +305,9 @@ int tracebook_callers_main(int argc, char **argv) {
             for (int i = 0; i < n && !hit; i++) hit = g->calls[c].targets[k] == fns[i];
         if (hit) shown[nshown++] = g->calls[c].caller;
     }
-    tb_graph_note_partial(g, shown, nshown, stdout, "");
+    if (list && n > 0) print_doc(g, json_pack("{s:s, s:o}", "symbol", symbol, "functions", list), shown, nshown);
+    else if (list) json_decref(list);
+    else tb_graph_note_partial(g, shown, nshown, stdout, "");
     free(shown);
     free(fns);
     tb_graph_free(g);
@@ -231,8 +322,22 @@ int tracebook_callees_main(int argc, char **argv) {
     tb_graph *g = open_graph(argv[0], a.index);
     if (!g) return 1;
     int *fns, n = resolve(g, argv[0], symbol, &fns);
+    json_t *list = a.json ? json_array() : NULL;
     for (int i = 0; i < n; i++) {
         const tb_gfn *f = &g->fns[fns[i]];
+        if (list) {
+            json_t *o = fn_json(g, fns[i]), *calls = json_array();
+            for (int c = f->calls_begin; c < f->calls_end; c++) {
+                const tb_gcall *call = &g->calls[c];
+                json_t *cj = call_json(g, call, "callee", call->callee_name), *targets = json_array();
+                for (int k = 0; k < call->ntargets; k++) json_array_append_new(targets, fn_json(g, call->targets[k]));
+                json_object_set_new(cj, "targets", targets);
+                json_array_append_new(calls, cj);
+            }
+            json_object_set_new(o, "calls", calls);
+            json_array_append_new(list, o);
+            continue;
+        }
         char loc[600];
         tb_graph_fn_loc(g, fns[i], loc, sizeof loc);
         printf("calls made by %s (%s, %s):\n", f->name, loc, linkage(f));
@@ -249,7 +354,9 @@ int tracebook_callees_main(int argc, char **argv) {
         }
         if (f->calls_begin == f->calls_end) printf("  (%s)\n", f->is_definition ? "no calls" : "no body in the index");
     }
-    tb_graph_note_partial(g, fns, n, stdout, "");
+    if (list && n > 0) print_doc(g, json_pack("{s:s, s:o}", "symbol", symbol, "functions", list), fns, n);
+    else if (list) json_decref(list);
+    else tb_graph_note_partial(g, fns, n, stdout, "");
     free(fns);
     tb_graph_free(g);
     return n > 0 ? 0 : 1;
@@ -283,6 +390,7 @@ int tracebook_chain_main(int argc, char **argv) {
     int nentries = nto > 0 && (!a.via || nvia > 0) ? tb_graph_entries(g, a.from, &entries, &err) : 0;
     if (nto > 0 && nentries == 0) fprintf(stderr, "tracebook %s: %s\n", argv[0], err.msg);
     int total = 0;
+    json_t *jentries = a.json ? json_array() : NULL;
     tb_vec shown;  // the functions of the chains printed
     tb_vec_init(&shown, sizeof(int), "chain functions");
     for (int e = 0; e < nentries; e++) {
@@ -294,20 +402,43 @@ int tracebook_chain_main(int argc, char **argv) {
         int n = a.via ? tb_graph_chains_via(g, en->target, en->fn, via, nvia, to, nto, a.max, a.max_depth, &chains,
                                             &truncated)
                       : tb_graph_chains(g, en->target, en->fn, to, nto, a.max, a.max_depth, &chains, &truncated);
-        printf("[%s] chains from %s (%s) %s%s%sto %s: %d%s\n", en->label, g->fns[en->fn].name, loc, a.via ? "via " : "",
-               a.via ? a.via : "", a.via ? " " : "", a.to, n, n == a.max ? " (the shortest; --max for more)" : "");
-        for (int i = 0; i < n; i++) {
-            printf("#%d (%d call%s)\n", i + 1, chains[i].n - 1, chains[i].n == 2 ? "" : "s");
-            print_chain(g, en->target, &chains[i]);
+        if (jentries) {
+            json_t *jchains = json_array();
+            for (int i = 0; i < n; i++) {
+                json_t *hops = json_array();
+                for (int k = 0; k < chains[i].n; k++) {
+                    char hop[1200];
+                    tb_graph_hop(g, en->target, chains[i].fns[k], k + 1 < chains[i].n ? chains[i].calls[k] : -1, hop,
+                                 sizeof hop);
+                    json_array_append_new(hops, json_string(hop));
+                }
+                json_array_append_new(jchains, json_pack("{s:i, s:o}", "calls", chains[i].n - 1, "hops", hops));
+            }
+            json_array_append_new(jentries, json_pack("{s:s, s:s, s:s, s:o, s:b}", "binary", en->label, "entry",
+                                                      g->fns[en->fn].name, "location", loc, "chains", jchains,
+                                                      "truncated", truncated));
+        } else {
+            printf("[%s] chains from %s (%s) %s%s%sto %s: %d%s\n", en->label, g->fns[en->fn].name, loc,
+                   a.via ? "via " : "", a.via ? a.via : "", a.via ? " " : "", a.to, n,
+                   n == a.max ? " (the shortest; --max for more)" : "");
+            for (int i = 0; i < n; i++) {
+                printf("#%d (%d call%s)\n", i + 1, chains[i].n - 1, chains[i].n == 2 ? "" : "s");
+                print_chain(g, en->target, &chains[i]);
+            }
+            if (n == 0) printf("  (none within %d calls)\n", a.max_depth);
+            if (truncated) printf("  (search stopped at its budget; more chains may exist)\n");
         }
-        if (n == 0) printf("  (none within %d calls)\n", a.max_depth);
-        if (truncated) printf("  (search stopped at its budget; more chains may exist)\n");
         total += n;
         for (int i = 0; i < n; i++)
             for (int k = 0; k < chains[i].n; k++) *(int *)tb_vec_push(&shown) = chains[i].fns[k];
         tb_chains_free(chains, n);
     }
-    tb_graph_note_partial(g, shown.items, (int)shown.len, stdout, "");
+    if (jentries && nentries > 0)
+        print_doc(g, json_pack("{s:s, s:s, s:o, s:o}", "from", a.from, "to", a.to, "via", str_or_null(a.via), "entries",
+                               jentries),
+                  shown.items, (int)shown.len);
+    else if (jentries) json_decref(jentries);
+    else tb_graph_note_partial(g, shown.items, (int)shown.len, stdout, "");
     tb_vec_free(&shown);
     free(entries);
     free(to);

@@ -74,6 +74,7 @@ int tb_rank_file_match(const char *name, tb_rank_file kind, int *rank);
 // one experiment version's directory
 #define TB_EXPERIMENT_STATUS "experiment.json"
 #define TB_EXPERIMENT_CLAIMS "claims.json"
+#define TB_EXPERIMENT_REPORT "report.html"  // tracebook report (experiments/report.h)
 // the artifacts root
 #define TB_CATALOG "catalog.sqlite"
 

@@ -17,10 +17,11 @@
 
 static tb_output sh;  // what the last command printed
 
-// The record directories of an experiment version, in a fixed order.
+// The record directories of an experiment version, in a fixed order (the version's files —
+// experiment.json, claims.json, report.html — are not records).
 static int records(const char *version_dir, char names[][256], int max) {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "ls -1 %s 2>/dev/null | grep -v '\\.json$'", version_dir);
+    snprintf(cmd, sizeof cmd, "find %s -mindepth 1 -maxdepth 1 -type d -printf '%%f\\n' 2>/dev/null | sort", version_dir);
     FILE *p = popen(cmd, "r");
     int n = 0;
     while (p && n < max && fgets(names[n], 256, p)) {

@@ -1,6 +1,7 @@
 // test_query.c — `tracebook def | callers | callees | chain` on a hand-built index of the
 // mini program (fixtures/map/), then end to end on this project's own index when
 // `tracebook index` works here.
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,71 @@ TB_TEST(project_chain_from_main_to_ncclAllReduce_through_the_row_parallel_linear
     free(out);
 }
 
+// --json: one document each, its facts those the text prints.
+TB_TEST(json_answers_carry_what_the_text_says) {
+    char *out, *text;
+    int rc = mini_run(tracebook_def_main, &out, "def", "helper", "--json", "--index", DB, NULL);
+    json_t *doc = json_loads(out, 0, NULL);
+    json_t *fns = json_object_get(doc, "functions");
+    TB_CHECK(rc == 0 && doc && json_array_size(fns) == 2 && json_is_array(json_object_get(doc, "partial_parse")),
+             "def: two functions:\n%s", out);
+    mini_run(tracebook_def_main, &text, "def", "helper", "--index", DB, NULL);
+    size_t i;
+    json_t *f;
+    json_array_foreach(fns, i, f) {
+        TB_CHECK(!strcmp(json_string_value(json_object_get(f, "linkage")), "static") &&
+                     json_is_true(json_object_get(f, "definition")) &&
+                     tb_has(text, json_string_value(json_object_get(f, "location"))) &&
+                     tb_has(text, json_string_value(json_object_get(f, "usr"))),
+                 "def %zu as the text says:\n%s", i, text);
+    }
+    json_decref(doc);
+    free(out), free(text);
+
+    rc = mini_run(tracebook_callers_main, &out, "callers", "all_reduce", "--json", "--index", DB, NULL);
+    doc = json_loads(out, 0, NULL);
+    json_t *callers = json_object_get(json_array_get(json_object_get(doc, "functions"), 0), "callers");
+    TB_CHECK(rc == 0 && json_array_size(callers) == 2, "callers: the two call sites:\n%s", out);
+    mini_run(tracebook_callers_main, &text, "callers", "all_reduce", "--index", DB, NULL);
+    json_array_foreach(callers, i, f) {
+        char site[256];
+        snprintf(site, sizeof site, "%s:%lld:%lld", json_string_value(json_object_get(f, "file")),
+                 (long long)json_integer_value(json_object_get(f, "line")), (long long)json_integer_value(json_object_get(f, "col")));
+        TB_CHECK(tb_has(text, json_string_value(json_object_get(f, "caller"))) && tb_has(text, site),
+                 "caller %s at %s in the text:\n%s", json_string_value(json_object_get(f, "caller")), site, text);
+    }
+    json_decref(doc);
+    free(out), free(text);
+
+    rc = mini_run(tracebook_callees_main, &out, "callees", "all_reduce", "--json", "--index", DB, NULL);
+    doc = json_loads(out, 0, NULL);
+    json_t *calls = json_object_get(json_array_get(json_object_get(doc, "functions"), 0), "calls");
+    int field_targets = 0;
+    json_array_foreach(calls, i, f) {
+        const char *via = json_string_value(json_object_get(f, "via"));
+        if (via && !strcmp(via, "mini_backend.all_reduce")) field_targets = (int)json_array_size(json_object_get(f, "targets"));
+    }
+    TB_CHECK(rc == 0 && json_array_size(calls) >= 3 && field_targets == 2,
+             "callees: the field call resolves to both backends:\n%s", out);
+    json_decref(doc);
+    free(out);
+
+    rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "app", "--to", "all_reduce", "--json", "--index", DB,
+                  NULL);
+    doc = json_loads(out, 0, NULL);
+    json_t *entry = json_array_get(json_object_get(doc, "entries"), 0), *chains = json_object_get(entry, "chains");
+    TB_CHECK(rc == 0 && !strcmp(json_string_value(json_object_get(entry, "binary")), "app") &&
+                 json_array_size(chains) == 2 &&
+                 json_integer_value(json_object_get(json_array_get(chains, 0), "calls")) == 4 &&
+                 json_integer_value(json_object_get(json_array_get(chains, 1), "calls")) == 6,
+             "chain: two chains of 4 and 6 calls, as the text's #1 and #2:\n%s", out);
+    mini_run(tracebook_chain_main, &text, "chain", "--from", "app", "--to", "all_reduce", "--index", DB, NULL);
+    json_array_foreach(json_object_get(json_array_get(chains, 1), "hops"), i, f)
+        TB_CHECK(tb_has(text, json_string_value(f)), "hop '%s' in the text", json_string_value(f));
+    json_decref(doc);
+    free(out), free(text);
+}
+
 int main(void) {
     mini_db_create(DB, 1);
     mini_db_create(DB_NO_TARGETS, 0);
@@ -305,6 +371,7 @@ int main(void) {
     TB_RUN(callers_include_calls_through_fields);
     TB_RUN(callees_list_each_call_site);
     TB_RUN(chain_shortest_first_with_hops_and_bounded);
+    TB_RUN(json_answers_carry_what_the_text_says);
     TB_RUN(chain_entry_forms);
     TB_RUN(two_mains_give_labelled_chains_scoped_to_their_binary);
     TB_RUN(without_targets_mains_are_labelled_by_file);
