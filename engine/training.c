@@ -34,6 +34,22 @@ static double ms_since(int64_t t0) { return (double)(tb_now_ns() - t0) / 1e6; }
 static void grads_ready(void *ctx, int chunk, int site) { ddp_site_ready(ctx, chunk, site); }
 static void params_needed(void *ctx, int chunk, int site) { ddp_params_needed(ctx, chunk, site); }
 
+// --load: a checkpoint directory (the whole state, resharded to this layout) or a Hugging
+// Face safetensors file (the weights).
+static int load(tb_trainer *tr, tb_error *err) {
+    const tb_config *cfg = tr->cfg;
+    if (dist_checkpoint_is_dir(cfg->load)) {
+        dist_ckpt_state s = {tr->rk, cfg, tr->models, tr->opts, tr->nchunks};
+        if (dist_checkpoint_load(&s, cfg->load, &tr->start_iteration, err) != 0) return tb_fail_prefix(err, "flag --load");
+        return 0;
+    }
+    if (cfg->pipeline_model_parallel_size > 1)
+        return tb_fail(err, "flag --load with pipeline_model_parallel_size %d: not supported yet",
+                       cfg->pipeline_model_parallel_size);
+    if (gpt_load_safetensors(&tr->models[0], cfg->load, err) != 0) return tb_fail_prefix(err, "flag --load");
+    return 0;
+}
+
 int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *err) {
     memset(tr, 0, sizeof *tr);
     tr->rk = rk;
@@ -60,32 +76,28 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
         int k = c * p + r, first = 0;
         for (int j = 0; j < k; j++) first += layers[j];
         gpt_chunk_spec spec = {first, layers[k], k == 0, k == p * v - 1, M};
+        TB_RANGE_PUSH("setup.model.chunk.%d", c);
         gpt_model_init_chunk(&tr->models[c], cfg, &rk->mem, group(rk, TB_GROUP_TP), spec);
+        TB_RANGE_POP();
         // the distributed optimizer's shard: this rank's slice of every DDP bucket
         size_t *cuts = NULL;
         int ncuts = 0;
         if (cfg->use_distributed_optimizer && dp && dp->size > 1)
             ncuts = ddp_bucket_cuts(&tr->models[c], (size_t)cfg->ddp_bucket_size, (size_t)dp->size,
                                     ddp_shared_embedding(cfg, rk), &cuts);
+        TB_RANGE_PUSH("setup.optimizer.chunk.%d", c);
         adamw_init(&tr->opts[c], cfg, tr->models[c].padded_parameters, dp ? dp->index : 0, dp ? dp->size : 1, cuts,
                    ncuts, &rk->mem);
+        TB_RANGE_POP();
         free(cuts);
     }
-    if (cfg->load[0] && dist_checkpoint_is_dir(cfg->load)) {
-        // a checkpoint directory: the whole state, resharded to this layout
-        dist_ckpt_state s = {rk, cfg, tr->models, tr->opts, tr->nchunks};
-        if (dist_checkpoint_load(&s, cfg->load, &tr->start_iteration, err) != 0) {
+    if (cfg->load[0]) {
+        TB_RANGE_PUSH("setup.load");
+        rc = load(tr, err);
+        TB_RANGE_POP();
+        if (rc != 0) {
             trainer_free(tr);
-            return tb_fail_prefix(err, "flag --load");
-        }
-    } else if (cfg->load[0]) {
-        if (p > 1) {
-            trainer_free(tr);
-            return tb_fail(err, "flag --load with pipeline_model_parallel_size %d: not supported yet", p);
-        }
-        if (gpt_load_safetensors(&tr->models[0], cfg->load, err) != 0) {
-            trainer_free(tr);
-            return tb_fail_prefix(err, "flag --load");
+            return -1;
         }
     }
     for (int c = 0; c < tr->nchunks; c++) {
@@ -105,7 +117,9 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     size_t tokens = (size_t)M * cfg->micro_batch_size * (cfg->seq_length / cp_size);
     tr->inputs = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch inputs");
     tr->targets = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch targets");
+    TB_RANGE_PUSH("setup.pipeline");
     pipeline_init(&tr->pipeline, cfg, rk, tr->models, tr->nchunks);
+    TB_RANGE_POP();
     return 0;
 }
 
@@ -459,8 +473,12 @@ static int rank_train(tb_rank *rk, rank_run *run) {
     const tb_config *cfg = rk->cfg;
     const int lead = rk->rank == 0;
     tb_error *err = &run->err;
-    if (trainer_init(&run->tr, cfg, rk, err) != 0) return -1;
-    int rc = train(&run->tr, &run->log, err);
+    // the setup's allocations are on the range stack too (an OOM report names where)
+    TB_RANGE_PUSH("setup");
+    int rc = trainer_init(&run->tr, cfg, rk, err);
+    TB_RANGE_POP();
+    if (rc != 0) return -1;
+    rc = train(&run->tr, &run->log, err);
     if (rc == 0 && cfg->save_hf[0]) {
         if (gpt_save_safetensors(&run->tr.models[0], cfg->save_hf, lead, err) != 0)
             rc = tb_fail_prefix(err, "flag --save-hf");

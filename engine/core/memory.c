@@ -64,6 +64,7 @@ static block_header *cache_take(tb_allocator *a, size_t bytes) {
         if (a->cache[i].bytes != bytes || !a->cache[i].head) continue;
         block_header *h = a->cache[i].head;
         a->cache[i].head = h->next;
+        a->stats.cached[h->category] -= h->bytes;
         return h;
     }
     return NULL;
@@ -85,6 +86,7 @@ static int cache_put(tb_allocator *a, block_header *h) {
     a->cache[slot].bytes = h->bytes;
     h->next = a->cache[slot].head;
     a->cache[slot].head = h;
+    a->stats.cached[h->category] += h->bytes;
     return 1;
 }
 
@@ -162,6 +164,7 @@ void tb_allocator_release_cache(tb_allocator *a) {
             block_header *h = a->cache[i].head;
             a->cache[i].head = h->next;
             a->stats.reserved -= h->bytes;
+            a->stats.cached[h->category] -= h->bytes;
             free(h);
         }
         a->cache[i].bytes = 0;

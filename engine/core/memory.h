@@ -60,6 +60,7 @@ typedef struct tb_mem_stats {
     uint64_t allocations;
     size_t reserved;            // held from the system: in use + cached
     size_t reserved_peak;
+    size_t cached[TB_MEM_NCATEGORIES];  // freed blocks kept for reuse, by the category they last held
 } tb_mem_stats;
 
 #define TB_MEM_CACHE_BINS 128

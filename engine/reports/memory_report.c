@@ -71,6 +71,12 @@ void memory_report_oom(void *owner, const tb_allocator *a, tb_mem_category categ
         (json_int_t)bytes, "requested_category", tb_mem_category_name(category), "cap_bytes", (json_int_t)a->cap,
         "current", memory_bytes_by_category(a->stats.current), "peak", memory_bytes_by_category(a->stats.peak),
         "live", live);
+    // allocated (current) against reserved: what the process holds, the caching allocator's
+    // freed blocks included (torch.cuda.memory_stats' allocated vs reserved bytes)
+    size_t reserved[TB_MEM_NCATEGORIES];
+    for (int c = 0; c < TB_MEM_NCATEGORIES; c++) reserved[c] = a->stats.current[c] + a->stats.cached[c];
+    json_object_set_new(report, "reserved", memory_bytes_by_category(reserved));  // its total: stats.reserved
+    json_object_set_new(report, "cached", memory_bytes_by_category(a->stats.cached));
     // this rank's part, then oom.json merged from every rank's that ran out (core/failure_report.h)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -98,6 +104,8 @@ void memory_report_oom(void *owner, const tb_allocator *a, tb_mem_category categ
     fprintf(stderr, "  in use by category:");
     for (int c = 0; c < TB_MEM_NCATEGORIES; c++)
         fprintf(stderr, " %s %zu", tb_mem_category_name((tb_mem_category)c), a->stats.current[c]);
+    fprintf(stderr, "\n  reserved %zu bytes (in use + %zu cached by the caching allocator)", a->stats.reserved,
+            a->stats.reserved - a->stats.total_current);
     fprintf(stderr, "\n  report: %s (this rank: %s", wrote ? path : err.msg, part);
     if (others) fprintf(stderr, "; %zu other rank(s) out of memory too", others);
     fprintf(stderr, ")\n");

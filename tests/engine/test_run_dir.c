@@ -227,6 +227,19 @@ TB_TEST(allocation_over_the_memory_cap_writes_an_oom_report_and_exits_nonzero) {
     TB_CHECK(req > 0 && cur + req > peak - 1, "requested %lld + in use %lld exceeds the cap", (long long)req,
              (long long)cur);
     TB_CHECK(json_array_size(json_object_get(r, "live")) > 0, "live buffers listed");
+    // allocated vs reserved per category: reserved = in use + the caching allocator's freed
+    // blocks (their counting: test_training's caching allocator test)
+    json_t *reserved = json_object_get(r, "reserved"), *cached = json_object_get(r, "cached"),
+           *current = json_object_get(r, "current");
+    TB_REQUIRE(reserved && cached, "oom.json has reserved and cached bytes");
+    const char *key;
+    json_t *v;
+    json_object_foreach(current, key, v) {
+        json_int_t want = json_integer_value(v) + json_integer_value(json_object_get(cached, key));
+        TB_CHECK(json_integer_value(json_object_get(reserved, key)) == want, "reserved %s %lld = in use + cached %lld",
+                 key, (long long)json_integer_value(json_object_get(reserved, key)), (long long)want);
+    }
+    TB_CHECK(strstr(sh.err, "reserved "), "the stderr summary says what is reserved:\n%s", sh.err);
     json_decref(r);
 
     // A cap below the parameters fails at model construction, before any step.
@@ -236,6 +249,10 @@ TB_TEST(allocation_over_the_memory_cap_writes_an_oom_report_and_exits_nonzero) {
     r = tb_load_json(RUN_DIR "_oom0/" TB_RUN_OOM_REPORT);
     TB_REQUIRE(r, "oom.json at init");
     TB_CHECK(json_integer_value(json_object_get(r, "step")) == 0, "OOM before training reports step 0");
+    // where in the setup: the range stack is kept there too
+    const char *stack = json_string_value(json_object_get(r, "range_stack"));
+    TB_CHECK(stack && !strcmp(stack, "setup > setup.model.chunk.0"), "range stack at init: '%s'",
+             stack ? stack : "(none)");
     json_decref(r);
 }
 

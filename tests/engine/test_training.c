@@ -275,7 +275,39 @@ TB_TEST(lr_warms_up_linearly_then_follows_cosine_to_min_lr) {
     TB_CHECK(lr_at_step(&cfg, 150) == 1e-3, "constant: %g", lr_at_step(&cfg, 150));
 }
 
+// The caching allocator (core/memory.h): a freed block is kept, counted as cached under the
+// category it held, and reserved (in use + cached) stays what the process holds; reusing it
+// moves its bytes back to in use, under the new owner's category; releasing the cache returns it.
+TB_TEST(caching_allocator_counts_reserved_and_cached_bytes_by_category) {
+    tb_allocator a;
+    tb_allocator_init(&a, 0, NULL, NULL);
+    tb_allocator_set_caching(&a, 1);
+    void *x = tb_alloc(&a, TB_MEM_ACTIVATIONS, 4096, "x");
+    void *y = tb_alloc(&a, TB_MEM_WORKSPACE, 1024, "y");
+    TB_CHECK(a.stats.reserved == 5120 && a.stats.cached[TB_MEM_ACTIVATIONS] == 0, "reserved %zu", a.stats.reserved);
+    tb_free(&a, x);
+    TB_CHECK(a.stats.current[TB_MEM_ACTIVATIONS] == 0 && a.stats.cached[TB_MEM_ACTIVATIONS] == 4096 &&
+                 a.stats.reserved == 5120,
+             "freed: in use %zu, cached %zu, reserved %zu", a.stats.current[TB_MEM_ACTIVATIONS],
+             a.stats.cached[TB_MEM_ACTIVATIONS], a.stats.reserved);
+    void *z = tb_alloc(&a, TB_MEM_GRADS, 4096, "z");  // the cached block, now grads
+    TB_CHECK(z == x && a.stats.cached[TB_MEM_ACTIVATIONS] == 0 && a.stats.current[TB_MEM_GRADS] == 4096 &&
+                 a.stats.reserved == 5120,
+             "reused: cached %zu, grads %zu, reserved %zu", a.stats.cached[TB_MEM_ACTIVATIONS],
+             a.stats.current[TB_MEM_GRADS], a.stats.reserved);
+    tb_free(&a, z);
+    tb_free(&a, y);
+    TB_CHECK(a.stats.cached[TB_MEM_GRADS] == 4096 && a.stats.cached[TB_MEM_WORKSPACE] == 1024 &&
+                 a.stats.total_current == 0 && a.stats.reserved == 5120,
+             "both cached: grads %zu, workspace %zu", a.stats.cached[TB_MEM_GRADS], a.stats.cached[TB_MEM_WORKSPACE]);
+    tb_allocator_release_cache(&a);
+    size_t cached = 0;
+    for (int c = 0; c < TB_MEM_NCATEGORIES; c++) cached += a.stats.cached[c];
+    TB_CHECK(cached == 0 && a.stats.reserved == 0, "released: cached %zu, reserved %zu", cached, a.stats.reserved);
+}
+
 int main(void) {
+    TB_RUN(caching_allocator_counts_reserved_and_cached_bytes_by_category);
     cpu_set_num_threads(2);
     TB_RUN(tiny_model_overfits_one_batch_below_0_05);
     TB_RUN(same_seed_and_config_give_bitwise_identical_runs);
