@@ -17,10 +17,11 @@
 
 static tb_output sh;
 
-// The one record directory of <version_dir> (its run id into id), or 0 when there is not one.
+// The one record directory of <version_dir> (its run id into id), or 0 when there is not one
+// (the version's files — experiment.json, claims.json, report.html — are not records).
 static int only_record(const char *version_dir, char *id, size_t size) {
     tb_output o = {0};
-    tb_run(&o, NULL, "ls -1 %s | grep -v '\\.json$'", version_dir);
+    tb_run(&o, NULL, "find %s -mindepth 1 -maxdepth 1 -type d -printf '%%f\\n'", version_dir);
     int n = 0;
     for (const char *c = o.out ? o.out : ""; *c; c++) n += *c == '\n';
     if (n == 1 && o.out) snprintf(id, size, "%.*s", (int)strcspn(o.out, "\n"), o.out);
