@@ -604,6 +604,52 @@ TB_TEST(out_of_memory_in_two_processes_keeps_both_in_oom_json) {
     json_decref(m);
 }
 
+// The hang drills under processes (the threads' are test_comm_records'): a rank stalled at
+// step 2, whichever process's watchdog fires first, the merged report's root cause is the
+// stalled rank every time — tp, dp, pp, tp x pp and tp x dp x pp (two rank threads per
+// process). TB_HANG_REPEATS sets the repeats (default 2).
+TB_TEST(the_root_cause_of_each_hang_drill_under_mpirun_is_the_stalled_rank_every_time) {
+    static const struct {
+        const char *layout;
+        int processes, ranks_per_process, stalled;
+    } drills[] = {
+        {"--world-size 2 --tensor-model-parallel-size 2", 2, 1, 1},
+        {"--world-size 2", 2, 1, 0},
+        {"--world-size 2 --pipeline-model-parallel-size 2", 2, 1, 1},
+        {"--world-size 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", 4, 1, 1},
+        {"--world-size 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", 4, 2, 5},
+    };
+    const char *env = getenv("TB_HANG_REPEATS");
+    const int repeats = env && atoi(env) > 0 ? atoi(env) : 2;
+    for (size_t d = 0; d < sizeof drills / sizeof *drills; d++) {
+        int right = 0;
+        char last_wrong[256] = "", dir[512], path[1024];
+        run_dir(dir, sizeof dir, "drill", (int)d);
+        for (int k = 0; k < repeats; k++) {
+            tb_run(&sh, NULL, "rm -rf %s", dir);
+            int rc = mpirun(drills[d].processes,
+                            " --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --vocab-size 64"
+                            " --micro-batch-size 1 --global-batch-size 8 --train-iters 3 --collective-timeout 2"
+                            " --inject-stall %d:2 %s --ranks-per-process %d --run-dir %s",
+                            drills[d].stalled, drills[d].layout, drills[d].ranks_per_process, dir);
+            snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_HANG_REPORT);
+            json_t *h = rc == 4 ? tb_load_json(path) : NULL;
+            json_t *root = json_object_get(h, "root_cause");
+            long long who = json_array_size(root) == 1
+                                ? (long long)json_integer_value(json_object_get(json_array_get(root, 0), "rank"))
+                                : -1;
+            if (who == drills[d].stalled) right++;
+            else snprintf(last_wrong, sizeof last_wrong, "exit %d, %zu root causes, first rank %lld", rc,
+                          json_array_size(root), who);
+            json_decref(h);
+        }
+        printf("    %-72s -np %d x %d, stalled rank %d: named %d of %d times\n", drills[d].layout,
+               drills[d].processes, drills[d].ranks_per_process, drills[d].stalled, right, repeats);
+        TB_CHECK(right == repeats, "%s under mpirun: the root cause was rank %d in %d of %d repeats (last other: %s)",
+                 drills[d].layout, drills[d].stalled, right, repeats, last_wrong);
+    }
+}
+
 int main(int argc, char **argv) {
     if (!tb_mpi_built()) {
         printf("SKIP: MPI backend not built\n");
@@ -616,6 +662,7 @@ int main(int argc, char **argv) {
     TB_RUN(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
     TB_RUN(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_every_process);
     TB_RUN(a_stall_across_processes_times_out_with_a_hang_report);
+    TB_RUN(the_root_cause_of_each_hang_drill_under_mpirun_is_the_stalled_rank_every_time);
     TB_RUN(a_sigkilled_process_is_reported_absent_by_every_survivor);
     TB_RUN(out_of_memory_in_two_processes_keeps_both_in_oom_json);
     printf("    mpirun wall time in all: %.1f s\n", mpi_seconds);
