@@ -15,6 +15,7 @@
 #include "optimizer/optimizer.h"
 #include "parallel_state.h"
 #include "tensor_parallel/mappings.h"
+#include "transformer/context_parallel.h"
 
 typedef struct dumped {
     char name[96];
@@ -94,12 +95,39 @@ void tensor_dump_forward(tb_tensor_dump *d, const tb_tp_region *r, const float *
     vsnprintf(name + 4, sizeof name - 4, fmt, ap);
     va_end(ap);
     const int sp = r && r->sp && tb_tp_size(r) > 1;
-    // every tp rank captures the same names in the same order: the gather is a matched collective
+    // every tp (and cp) rank captures the same names in the same order: the gathers are
+    // matched collectives
     for (int i = 0; i < d->n; i++)
         if (!strcmp(d->t[i].name, name)) return;
-    float *dst = keep(d, name, sp ? rows * tb_tp_size(r) : rows, C);
-    if (sp) gather_from_sequence_parallel_region(r, x, dst);
-    else memcpy(dst, x, (size_t)rows * C * sizeof(float));
+    const int local = sp ? rows * tb_tp_size(r) : rows;  // this cp rank's tokens, B x T/cp
+    tb_group *cp = d->rk->world ? &d->rk->groups[TB_GROUP_CP] : NULL;
+    if (!cp || cp->size < 2) {
+        float *dst = keep(d, name, local, C);
+        if (sp) gather_from_sequence_parallel_region(r, x, dst);
+        else memcpy(dst, x, (size_t)local * C * sizeof(float));
+        return;
+    }
+    // context parallelism: every cp rank's tokens, each row put back at its global position
+    // (the zig-zag chunks, context_parallel.h), so that the tensor is the single rank's
+    tb_allocator *mem = &d->rk->mem;
+    const int T = d->rk->cfg->seq_length, Tl = T / cp->size, B = local / Tl;
+    float *mine = tb_alloc(mem, TB_MEM_WORKSPACE, (size_t)local * C * sizeof(float), "tensor dump cp rows");
+    float *all = tb_alloc(mem, TB_MEM_WORKSPACE, (size_t)cp->size * local * C * sizeof(float), "tensor dump cp gather");
+    if (sp) gather_from_sequence_parallel_region(r, x, mine);
+    else memcpy(mine, x, (size_t)local * C * sizeof(float));
+    tb_all_gather(cp, mine, all, (size_t)local * C);
+    float *dst = keep(d, name, local * cp->size, C);
+    int32_t *pos = tb_xcalloc((size_t)Tl, sizeof *pos, "tensor dump cp positions");
+    for (int k = 0; k < cp->size; k++) {
+        cp_local_positions(T, cp->size, k, pos);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tl; t++)
+                memcpy(dst + ((size_t)b * T + (size_t)pos[t]) * C, all + ((size_t)k * local + (size_t)b * Tl + t) * C,
+                       (size_t)C * sizeof(float));
+    }
+    free(pos);
+    tb_free(mem, all);
+    tb_free(mem, mine);
 }
 
 // Every parameter (or gradient) of the chunks, whole, its real rows only (the vocabulary's

@@ -36,7 +36,8 @@ int tensor_dump_wants(const tb_tensor_dump *d, int64_t step);
 // Arms the dump for `step`: the forward captures that follow (microbatch 0's) are kept.
 void tensor_dump_arm(tb_tensor_dump *d, int64_t step);
 // A module's output (rows × C on this rank; gathered over sequence parallelism through r when
-// sp): kept once per name while armed (a recomputed forward is not captured again).
+// sp, and over context parallelism into the global sequence order): kept once per name while
+// armed (a recomputed forward is not captured again).
 void tensor_dump_forward(tb_tensor_dump *d, const struct tb_tp_region *r, const float *x, int rows, int C,
                          const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 // After the step's gradients are reduced (before the optimizer): every gradient, whole.

@@ -1,7 +1,9 @@
 // test_bisect.c — `tracebook bisect` on runs that dumped their tensors (--dump-tensors,
 // engine/reports/tensor_dump.h): from the same checkpoint, inputs and seeds, tp 2 + sp, tp 4 and
 // pp 2 (two stages' files merged) against the single rank show no divergence beyond the
-// bound; each injected tensor-parallel bug is found at the tensor it breaks first.
+// bound, and so do cp 2 and cp 2 x tp 2 + sp (the cp ranks' rows put back in sequence order)
+// against the single rank with the same attention core; each injected tensor-parallel bug is
+// found at the tensor it breaks first.
 #include <string.h>
 
 #include "tb_shell.h"
@@ -46,6 +48,20 @@ TB_TEST(layouts_without_a_fault_do_not_diverge) {
         int rc = bisect("tp1", layouts[i].name);
         TB_CHECK(rc == 0 && strstr(sh.out, "no divergence beyond the bound") && strstr(sh.out, "64 tensors compared"),
                  "%s: exit %d\n%s", layouts[i].name, rc, sh.out);
+    }
+    // context parallelism (the flash core, which cp needs, on both sides): each cp rank's
+    // zig-zag rows gathered back into the global sequence order
+    TB_REQUIRE(dumped_run("flash", "--attention-backend flash") == 0, "%s", sh.err);
+    static const struct {
+        const char *name, *layout;
+    } cp_layouts[] = {{"cp2", "--world-size 2 --context-parallel-size 2 --attention-backend flash"},
+                      {"cp2tp2sp", "--world-size 4 --context-parallel-size 2 --tensor-model-parallel-size 2 "
+                                   "--sequence-parallel --use-distributed-optimizer --attention-backend flash"}};
+    for (size_t i = 0; i < sizeof cp_layouts / sizeof *cp_layouts; i++) {
+        TB_REQUIRE(dumped_run(cp_layouts[i].name, cp_layouts[i].layout) == 0, "%s: %s", cp_layouts[i].name, sh.err);
+        int rc = bisect("flash", cp_layouts[i].name);
+        TB_CHECK(rc == 0 && strstr(sh.out, "no divergence beyond the bound") && strstr(sh.out, "64 tensors compared"),
+                 "%s: exit %d\n%s", cp_layouts[i].name, rc, sh.out);
     }
 }
 
