@@ -360,7 +360,7 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             st->params_counted_other_tp += cpz.counted - cpz.replicated_counted;
             st->params_aligned += cpz.aligned;
             // the engine's buffers (gpt_model_init_chunk, adamw_init)
-            const int64_t padded = round_up(cpz.aligned, 16 * (int64_t)(dp > 0 ? dp : 1));
+            const int64_t padded = round_up(cpz.aligned, 16 * (int64_t)(dpcp > 0 ? dpcp : 1));  // 16 x dp x cp
             const int sharded = c->use_distributed_optimizer && dpcp > 1;
             const int64_t shard = sharded ? padded / dpcp : padded;
             st->buffer_elements += padded;
