@@ -537,7 +537,6 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
     if (cp > 1)
         violated(r, "num_experts %d with context_parallel_size %d: not supported yet (MoE runs at cp 1)", E, cp);
     if (ep > 1) violated(r, "expert_model_parallel_size %d: not supported yet", ep);
-    violated(r, "num_experts %d (MoE): not supported yet", E);  // the layer lands next
     const int lb = c->moe_router_load_balancing_type;
     if (lb != TB_MOE_LB_AUX_LOSS && lb != TB_MOE_LB_NONE)
         violated(r, "moe_router_load_balancing_type %s: not supported yet (aux_loss and none are)",

@@ -80,6 +80,24 @@ static void sp_partial(gpt_param *p) {
     if (p) p->sp_partial = 1;
 }
 
+// A MoE layer's MLP (transformer/moe/moe_layer.h): the router (E, C) and, per expert e, an
+// MLP of the dense one's kind, named h.L.mlp.experts.e.{c_fc,c_proj}.{weight,bias} (MoE models
+// are not GPT-2: these names are this engine's). Replicated over tp (MoE runs at tp 1).
+static void add_moe_layer(layout *lay, const tb_config *c, int l, int fc1_factor, float std, float out_std, int bias) {
+    const int C = c->hidden_size, Fe = c->moe_ffn_hidden_size, Fe1 = fc1_factor * Fe;
+    char name[64];
+    snprintf(name, sizeof name, "h.%d.mlp.router.weight", l);
+    add_matrix(lay, name, c->num_experts, C, std);
+    for (int e = 0; e < c->num_experts; e++) {
+#define EXPERT(suffix) (snprintf(name, sizeof name, "h.%d.mlp.experts.%d.%s", l, e, suffix), name)
+        add_matrix(lay, EXPERT("c_fc.weight"), Fe1, C, std)->expert = 1 + e;
+        if (bias) add_vector(lay, EXPERT("c_fc.bias"), Fe1, 0.0f)->expert = 1 + e;
+        add_matrix(lay, EXPERT("c_proj.weight"), C, Fe, out_std)->expert = 1 + e;
+        if (bias) add_vector(lay, EXPERT("c_proj.bias"), C, 0.0f)->expert = 1 + e;
+#undef EXPERT
+    }
+}
+
 static void build_layout(gpt_model *m, layout *lay) {
     const tb_config *c = m->cfg;
     const int tp = m->tp_size, C = m->C, hs = C / c->num_attention_heads;
@@ -110,6 +128,10 @@ static void build_layout(gpt_model *m, layout *lay) {
         if (bias) sp_partial(add_vector(lay, NAME("attn.c_proj.bias"), C, 0.0f));
         sp_partial(add_vector(lay, NAME("ln_2.weight"), C, 1.0f));
         if (norm_bias) sp_partial(add_vector(lay, NAME("ln_2.bias"), C, 0.0f));
+        if (c->num_experts > 0 && l % c->moe_layer_freq == 0) {
+            add_moe_layer(lay, c, l, F1 / F, std, out_std, bias);
+            continue;
+        }
         split(add_matrix(lay, NAME("mlp.c_fc.weight"), F1, C, std), tp, 0, gated ? 2 : 1, F, F, 0);
         if (bias) split(add_vector(lay, NAME("mlp.c_fc.bias"), F1, 0.0f), tp, 1, gated ? 2 : 1, F, F, 0);
         split(add_matrix(lay, NAME("mlp.c_proj.weight"), C, F, out_std), tp, 1, 1, F, 0, 0);
@@ -198,6 +220,14 @@ static void bind_views(gpt_model *m, float *base, gpt_weights *w, transformer_la
             else if (!strcmp(rest, "mlp.c_fc.bias")) lp->fc1_b = ptr;
             else if (!strcmp(rest, "mlp.c_proj.weight")) lp->fc2_w = ptr;
             else if (!strcmp(rest, "mlp.c_proj.bias")) lp->fc2_b = ptr;
+            else if (!strcmp(rest, "mlp.router.weight")) lp->moe.router_w = ptr;
+            else if (p->expert) {  // mlp.experts.E.*: the local expert's slot
+                const int e = p->expert - 1 - m->block.d.moe.expert_first;
+                if (strstr(rest, ".c_fc.weight")) lp->moe.fc1_w[e] = ptr;
+                else if (strstr(rest, ".c_fc.bias")) lp->moe.fc1_b[e] = ptr;
+                else if (strstr(rest, ".c_proj.weight")) lp->moe.fc2_w[e] = ptr;
+                else if (strstr(rest, ".c_proj.bias")) lp->moe.fc2_b[e] = ptr;
+            }
         } else if (!strcmp(p->name, "wte.weight")) w->wte = ptr;
         else if (!strcmp(p->name, "wpe.weight")) w->wpe = ptr;
         else if (!strcmp(p->name, "ln_f.weight")) w->lnf_w = ptr;
@@ -285,6 +315,8 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
     m->params = lay.params;
     m->nparams = lay.n;
     m->num_parameters = lay.offset;
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].expert) m->expert_parameters += m->params[i].numel;
 
     // the distributed optimizer splits the flat buffer into dp equal ranges
     size_t unit = 16 * (size_t)(cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1);
@@ -344,8 +376,14 @@ double gpt_flops_per_token(int64_t parameters, int layers, int hidden_size, int 
     return 6.0 * (double)parameters + 12.0 * (double)layers * (double)hidden_size * (double)seq_length;
 }
 
+int64_t gpt_active_parameters(int64_t dense, int64_t expert, const tb_config *cfg) {
+    return cfg->num_experts > 0 ? dense + expert * cfg->moe_router_topk / cfg->num_experts : dense + expert;
+}
+
 double gpt_chunk_flops_per_token(const gpt_model *m) {
-    return gpt_flops_per_token((int64_t)m->num_parameters, m->chunk.num_layers, m->C / m->tp_size, m->T);
+    const int64_t expert = (int64_t)m->expert_parameters, dense = (int64_t)m->num_parameters - expert;
+    return gpt_flops_per_token(gpt_active_parameters(dense, expert, m->cfg), m->chunk.num_layers, m->C / m->tp_size,
+                               m->T);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -453,6 +491,7 @@ void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d
         if (m->grads_final && m->grads_ready) m->grads_ready(m->grads_ready_ctx, m->chunk_index, -1);
     }
 
+    m->block.d.moe_loss_scale = loss_scale;  // the load-balancing loss's gradient scales as the main loss's
     m->block.layer_grads_done = m->grads_final && m->grads_ready ? layer_grads_done : NULL;
     m->block.layer_grads_done_ctx = m;
     const float *dx0 = transformer_block_backward(&m->block, slot, dx);

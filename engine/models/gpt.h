@@ -43,6 +43,8 @@ typedef struct gpt_param {
     int global_index;     // position in the whole model's table (seeds the tensor's init)
     int sp_partial;       // under sequence parallelism its gradient is a per-rank partial sum
                           // (norms, row-parallel biases): all-reduced over tp at the step's end
+    int expert;           // 1 + the global expert index of an expert's parameter (MoE), else 0:
+                          // a token computes with k of a layer's E experts
 } gpt_param;
 
 // Pointers into the parameter (or gradient) buffer.
@@ -82,6 +84,7 @@ typedef struct gpt_model {
     gpt_param *params;
     int nparams;
     size_t num_parameters;   // floats in the parameter buffer
+    size_t expert_parameters;  // of them, the experts' tensors (MoE)
     size_t padded_parameters;  // its allocated length: a multiple of 16 x data-parallel size
     float *param_memory;     // category params
     float *grad_memory;      // category grads
@@ -159,5 +162,9 @@ double gpt_flops_per_token(int64_t parameters, int layers, int hidden_size, int 
 // chunk's layers, and attention over this rank's heads only (C / tp: Megatron splits the
 // heads over tensor-parallel ranks).
 double gpt_chunk_flops_per_token(const gpt_model *m);
+// The parameters a token computes with (N of the formula above): every dense one, and k / E of
+// the experts' (a MoE layer routes each token to k of its E experts, all of one size): exact
+// when every expert of each layer is counted (the whole model, or a chunk holding them all).
+int64_t gpt_active_parameters(int64_t dense, int64_t expert, const tb_config *cfg);
 
 #endif

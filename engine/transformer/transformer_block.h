@@ -50,6 +50,9 @@ typedef struct transformer_block {
     // gradient-ready hook: --overlap-grad-reduce starts a bucket's reduction from it).
     void (*layer_grads_done)(void *ctx, int layer);
     void *layer_grads_done_ctx;
+    // The MoE layers' load statistics of the step (indexed by global layer; d.moe_stats points
+    // here outside a recompute, so a recomputed forward is not counted twice).
+    moe_stats moe_stats;
 } transformer_block;
 
 // Layers [first, first + L) of the model; nslots microbatches may be in flight.

@@ -240,8 +240,7 @@ TB_TEST(expert_grid_not_dividing_the_world_is_refused) {
                      "global_batch_size=8",
                      "world_size (2) must be divisible by expert_tensor_parallel_size x expert_model_parallel_size x "
                      "pipeline_model_parallel_size (1 x 2 x 2 = 4): the expert grid"),
-                ONLY("num_experts=4 expert_tensor_parallel_size=0 tensor_model_parallel_size=1",
-                     "num_experts 4 (MoE): not supported yet"),  // 0: resolved to tp
+                IS_VALID("num_experts=4 expert_tensor_parallel_size=0 tensor_model_parallel_size=1"),  // 0: tp
                 ONLY("num_experts=4 expert_tensor_parallel_size=-1",
                      "expert_tensor_parallel_size (-1) must be at least 1"));
 }
@@ -421,7 +420,7 @@ TB_TEST(negative_expert_count_is_refused_and_zero_means_dense) {
                 ONLY("num_experts=-1 expert_model_parallel_size=2 world_size=2",
                      "num_experts (-1) must be non-negative (0: dense)"),
                 IS_VALID("num_experts=0"),
-                ONLY("num_experts=2", "num_experts 2 (MoE): not supported yet"));  // as before
+                IS_VALID("num_experts=2"));  // a MoE layer in every layer
 }
 
 // ---------------------------------------------------------------------------------------
@@ -588,12 +587,11 @@ TB_TEST(pipeline_split_violations_are_refused_naming_the_layout) {
                      "num_layers_per_virtual_pipeline_stage (-1) must be non-negative"));
 }
 
-TB_TEST(expert_parallelism_and_moe_are_refused_as_not_supported_yet) {
+TB_TEST(expert_parallelism_is_refused_as_not_supported_yet_and_moe_is_valid) {
     CHECK_CASES(
         REFUSED("world_size=2 expert_model_parallel_size=2 num_experts=2",
                 "expert_model_parallel_size 2: not supported yet"),
-        REFUSED("world_size=2 expert_model_parallel_size=2 num_experts=2", "num_experts 2 (MoE): not supported yet"),
-        ONLY("num_experts=4", "num_experts 4 (MoE): not supported yet"));
+        IS_VALID("num_experts=4"));
 }
 
 // Megatron's MoE rules, each named with its numbers; a MoE setting without experts would be
@@ -723,8 +721,10 @@ TB_TEST(dropout_above_zero_is_refused_as_not_supported_yet) {
 }
 
 TB_TEST(unsupported_values_are_named_only_once_every_rule_passes) {
-    CHECK_CASES(ONLY("num_experts=2 lr=1e-4 min_lr=1e-3", "min_lr (0.001) must be between 0 and lr (0.0001)"),
-                ONLY("num_experts=2 lr=1e-4 min_lr=0", "num_experts 2 (MoE): not supported yet"),
+    CHECK_CASES(ONLY("num_experts=2 moe_grouped_gemm=1 lr=1e-4 min_lr=1e-3",
+                     "min_lr (0.001) must be between 0 and lr (0.0001)"),
+                ONLY("num_experts=2 moe_grouped_gemm=1 lr=1e-4 min_lr=0",
+                     "moe_grouped_gemm: not supported yet (each expert's tokens are one GEMM per linear)"),
                 // sequence parallelism without tp is checked with the unsupported values, after the rules
                 ONLY("sequence_parallel=1 collective_timeout=0", "collective_timeout (0) must be positive"));
 }
@@ -738,7 +738,6 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
         "cp_comm_type p2p (context_parallel_size 2): not supported yet (all_gather is)",
         "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)",
         "num_experts 4 with context_parallel_size 2: not supported yet (MoE runs at cp 1)",
-        "num_experts 4 (MoE): not supported yet",
         "hidden_dropout 0.1: dropout is not supported yet",
         "attention_dropout 0.1: dropout is not supported yet",
     };
@@ -751,13 +750,13 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
     const char *p = e.msg;
     int n = 0;
     while ((p = strstr(p, "not supported yet")) != NULL) n++, p++;
-    TB_CHECK(n == 5, "%d lines say \"not supported yet\": \"%s\"", n, e.msg);
+    TB_CHECK(n == 4, "%d lines say \"not supported yet\": \"%s\"", n, e.msg);
 
     // Expert parallelism cannot join context parallelism (a rule, not a refusal); with
     // pipeline and data parallelism it is refused as not supported yet.
     CHECK_CASES(ONLY("pipeline_model_parallel_size=2 expert_model_parallel_size=2 num_experts=2 world_size=4 "
                      "micro_batch_size=1 global_batch_size=4",  // dp 2 (a multiple of ep), two microbatches
-                     "expert_model_parallel_size 2: not supported yet\nnum_experts 2 (MoE): not supported yet"));
+                     "expert_model_parallel_size 2: not supported yet"));
 }
 
 TB_TEST(supported_variations_pass_validation) {
@@ -826,7 +825,7 @@ int main(void) {
     TB_RUN(context_parallelism_needs_flash_attention_and_all_gather);
     TB_RUN(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout);
     TB_RUN(pipeline_split_violations_are_refused_naming_the_layout);
-    TB_RUN(expert_parallelism_and_moe_are_refused_as_not_supported_yet);
+    TB_RUN(expert_parallelism_is_refused_as_not_supported_yet_and_moe_is_valid);
     TB_RUN(rope_settings_follow_megatron_and_are_refused_without_rope);
     TB_RUN(dropout_above_zero_is_refused_as_not_supported_yet);
     TB_RUN(unsupported_values_are_named_only_once_every_rule_passes);

@@ -279,6 +279,22 @@ TB_TEST(llama_style_rope_model_under_tp_sp_dp_and_pp_matches_single_rank) {
     compare_model(&base, "llama-style rope flash", layouts, 2);
 }
 
+// A MoE model (top-2 of 4 experts in every other layer, the aux loss trained on): each data-
+// parallel replica routes its own microbatches and the load-balancing loss is per microbatch,
+// as on one rank running the same microbatches; the expert parameters are reduced over dp
+// like the others, sharded by the distributed optimizer, split over pipeline stages by layer.
+TB_TEST(moe_model_under_dp_distopt_and_pp_matches_single_rank) {
+    tb_config base = reference_cfg;
+    base.num_experts = 4, base.moe_router_topk = 2, base.moe_layer_freq = 2, base.moe_ffn_hidden_size = 64;
+    base.moe_aux_loss_coeff = 0.01;
+    tb_config layouts[4] = {base, base, base, base};
+    layouts[0].world_size = 2;
+    layouts[1].world_size = 2, layouts[1].use_distributed_optimizer = 1;
+    layouts[2].world_size = 2, layouts[2].pipeline_model_parallel_size = 2;
+    layouts[3].world_size = 4, layouts[3].pipeline_model_parallel_size = 2;
+    compare_model(&base, "moe top-2 of 4", layouts, 4);
+}
+
 TB_TEST(distributed_optimizer_cuts_optimizer_memory_by_dp) {
     tb_config c = reference_cfg;
     c.world_size = 4, c.use_distributed_optimizer = 1;
@@ -463,6 +479,7 @@ int main(void) {
     TB_RUN(gqa_swiglu_rmsnorm_untied_tp2_sp_dp2_matches_single_rank);
     TB_RUN(llama_style_rope_model_under_tp_sp_dp_and_pp_matches_single_rank);
     TB_RUN(context_parallel_layouts_match_single_rank);
+    TB_RUN(moe_model_under_dp_distopt_and_pp_matches_single_rank);
     TB_RUN(distributed_optimizer_cuts_optimizer_memory_by_dp);
     TB_RUN(checkpoint_saved_under_tp_and_dp_loads_into_any_tp_size);
     TB_RUN(pp2_matches_single_rank);

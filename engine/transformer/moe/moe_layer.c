@@ -1,0 +1,186 @@
+#include "transformer/moe/moe_layer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json_number.h"
+#include "core/ranges.h"
+#include "core/xalloc.h"
+#include "transformer/moe/experts.h"
+#include "transformer/moe/router.h"
+#include "transformer/moe/token_dispatcher.h"
+
+tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
+    tb_moe_dims m;
+    memset(&m, 0, sizeof m);
+    m.freq = 1;
+    if (cfg->num_experts <= 0) return m;
+    m.E = cfg->num_experts;
+    m.E_local = m.E;  // one expert-parallel rank holds every expert
+    m.expert_first = 0;
+    m.k = cfg->moe_router_topk;
+    m.F = cfg->moe_ffn_hidden_size;
+    m.F1 = fc1_factor * m.F;
+    m.freq = cfg->moe_layer_freq > 0 ? cfg->moe_layer_freq : 1;
+    m.pre_softmax = cfg->moe_router_pre_softmax;
+    m.aux_loss = cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS;
+    m.aux_coeff = cfg->moe_aux_loss_coeff;
+    return m;
+}
+
+void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]) {
+    const size_t n = (size_t)N, M = n * m->k;
+    const size_t c[TB_MOE_SAVED] = {n * m->E, n * m->k, n * m->k, (size_t)m->E, n * m->k, M,
+                                    M * C,    M * m->F1, M * m->F, M * C};
+    memcpy(counts, c, sizeof c);
+}
+
+void moe_layer_saved_slots(moe_layer_acts *a, void **slots[TB_MOE_SAVED]) {
+    void **s[TB_MOE_SAVED] = {(void **)&a->scores,   (void **)&a->probs,      (void **)&a->topk,
+                              (void **)&a->tokens_per_expert, (void **)&a->perm_pos, (void **)&a->perm_token,
+                              (void **)&a->perm_in,  (void **)&a->fc1,        (void **)&a->act,
+                              (void **)&a->expert_out};
+    memcpy(slots, s, sizeof s);
+}
+
+void moe_workspace_alloc(moe_workspace *ws, tb_allocator *mem, const tb_moe_dims *m, int N, int C) {
+    memset(ws, 0, sizeof *ws);
+    if (m->E == 0) return;
+    const size_t n = (size_t)N, M = n * m->k, f = sizeof(float);
+    ws->logits = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->E * f, "router logits");
+    ws->d_logits = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->E * f, "grad of router logits");
+    ws->d_probs = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->k * f, "grad of router probs");
+    ws->d_expert_out = tb_alloc(mem, TB_MEM_WORKSPACE, M * C * f, "grad of expert outputs");
+    ws->d_act = tb_alloc(mem, TB_MEM_WORKSPACE, M * m->F * f, "grad of expert activations");
+    ws->d_fc1 = tb_alloc(mem, TB_MEM_WORKSPACE, M * m->F1 * f, "grad of expert fc1 outputs");
+    ws->d_perm_in = tb_alloc(mem, TB_MEM_WORKSPACE, M * C * f, "grad of permuted tokens");
+}
+
+void moe_workspace_free(moe_workspace *ws, tb_allocator *mem) {
+    float **all[] = {&ws->logits, &ws->d_logits, &ws->d_probs, &ws->d_expert_out, &ws->d_act, &ws->d_fc1,
+                     &ws->d_perm_in};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        tb_free(mem, *all[i]);
+        *all[i] = NULL;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Load statistics
+
+void moe_stats_init(moe_stats *s, int num_layers, int E) {
+    s->num_layers = num_layers;
+    s->E = E;
+    s->tokens_per_expert = tb_xcalloc((size_t)num_layers * (E > 0 ? E : 1), sizeof(int64_t), "MoE token counts");
+    s->load_balancing_loss = tb_xcalloc((size_t)num_layers, sizeof(double), "MoE load-balancing losses");
+    s->microbatches = tb_xcalloc((size_t)num_layers, sizeof(int), "MoE record counts");
+}
+
+void moe_stats_free(moe_stats *s) {
+    free(s->tokens_per_expert);
+    free(s->load_balancing_loss);
+    free(s->microbatches);
+    memset(s, 0, sizeof *s);
+}
+
+void moe_stats_reset(moe_stats *s) {
+    memset(s->tokens_per_expert, 0, (size_t)s->num_layers * s->E * sizeof(int64_t));
+    memset(s->load_balancing_loss, 0, (size_t)s->num_layers * sizeof(double));
+    memset(s->microbatches, 0, (size_t)s->num_layers * sizeof(int));
+}
+
+void moe_stats_add(moe_stats *a, const moe_stats *b) {
+    for (int l = 0; l < a->num_layers && l < b->num_layers; l++) {
+        for (int e = 0; e < a->E; e++) a->tokens_per_expert[(size_t)l * a->E + e] += b->tokens_per_expert[(size_t)l * b->E + e];
+        a->load_balancing_loss[l] += b->load_balancing_loss[l];
+        a->microbatches[l] += b->microbatches[l];
+    }
+}
+
+json_t *moe_stats_json(const moe_stats *s, int aux_loss) {
+    json_t *layers = json_array();
+    for (int l = 0; l < s->num_layers; l++) {
+        if (s->microbatches[l] == 0) continue;
+        const int64_t *t = s->tokens_per_expert + (size_t)l * s->E;
+        json_t *counts = json_array();
+        int64_t total = 0, max = 0;
+        for (int e = 0; e < s->E; e++) {
+            json_array_append_new(counts, json_integer((json_int_t)t[e]));
+            total += t[e];
+            max = t[e] > max ? t[e] : max;
+        }
+        // the load imbalance: the busiest expert's tokens over the mean (1 = balanced)
+        const double mean = (double)total / s->E;
+        json_t *o = json_pack("{s:i, s:o, s:I, s:o}", "layer", l, "tokens_per_expert", counts, "routed_tokens",
+                              (json_int_t)total, "max_over_mean", tb_json_number(mean > 0 ? (double)max / mean : 0));
+        json_object_set_new(o, "load_balancing_loss",
+                            aux_loss ? tb_json_number(s->load_balancing_loss[l] / s->microbatches[l]) : json_null());
+        json_array_append_new(layers, o);
+    }
+    return layers;
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward and backward
+
+void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
+                       const moe_layer_params *p, moe_layer_acts *a, moe_workspace *ws, const float *inp, float *out,
+                       moe_stats *stats) {
+    const int M = N * m->k;
+    TB_RANGE_PUSH("layer.%d.moe", layer);
+
+    TB_RANGE_PUSH("layer.%d.moe.router", layer);
+    // (N,C) -> scores (N,E), topk and probs (N,k)
+    router_forward(m, N, C, inp, p->router_w, ws->logits, a->scores, a->topk, a->probs);
+    TB_RANGE_POP();
+
+    TB_RANGE_PUSH("layer.%d.moe.dispatch", layer);
+    // (N,C) -> (M,C), grouped by expert
+    moe_permute_map(a->topk, N, m->k, m->E, a->tokens_per_expert, a->perm_pos, a->perm_token);
+    moe_permute(a->perm_in, inp, a->perm_token, M, C);
+    TB_RANGE_POP();
+
+    TB_RANGE_PUSH("layer.%d.moe.experts", layer);
+    experts_forward(m, act, C, a->tokens_per_expert + m->expert_first, p, a->perm_in, a->fc1, a->act, a->expert_out);
+    TB_RANGE_POP();
+
+    TB_RANGE_PUSH("layer.%d.moe.combine", layer);
+    // (M,C) -> (N,C), weighted by the router's probs
+    moe_unpermute(out, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
+    TB_RANGE_POP();
+
+    if (stats && layer < stats->num_layers) {
+        int64_t *t = stats->tokens_per_expert + (size_t)layer * stats->E;
+        for (int e = 0; e < m->E; e++) t[e] += a->tokens_per_expert[e];
+        if (m->aux_loss) stats->load_balancing_loss[layer] += router_load_balancing_loss(m, N, a->scores, a->tokens_per_expert);
+        stats->microbatches[layer]++;
+    }
+    TB_RANGE_POP();
+}
+
+void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
+                        const moe_layer_params *p, moe_layer_params *g, const moe_layer_acts *a, moe_workspace *ws,
+                        float loss_scale, const float *inp, const float *dout, float *dinp) {
+    TB_RANGE_PUSH("layer.%d.moe.backward", layer);
+
+    TB_RANGE_PUSH("layer.%d.moe.combine.backward", layer);
+    moe_unpermute_backward(ws->d_expert_out, ws->d_probs, dout, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
+    TB_RANGE_POP();
+
+    TB_RANGE_PUSH("layer.%d.moe.experts.backward", layer);
+    experts_backward(m, act, C, a->tokens_per_expert + m->expert_first, p, g, a->perm_in, a->fc1, a->act,
+                     ws->d_expert_out, ws->d_act, ws->d_fc1, ws->d_perm_in);
+    TB_RANGE_POP();
+
+    TB_RANGE_PUSH("layer.%d.moe.router.backward", layer);
+    // the router's share of dinp (written), with the load-balancing loss's gradient
+    router_backward(m, N, C, inp, p->router_w, a->scores, a->topk, a->probs, a->tokens_per_expert, ws->d_probs,
+                    loss_scale, ws->d_logits, g->router_w, dinp);
+    TB_RANGE_POP();
+
+    TB_RANGE_PUSH("layer.%d.moe.dispatch.backward", layer);
+    moe_permute_backward(dinp, ws->d_perm_in, a->perm_pos, N, m->k, C);  // the experts' share, added
+    TB_RANGE_POP();
+
+    TB_RANGE_POP();
+}

@@ -1,0 +1,28 @@
+// token_dispatcher.h — the token permutation of Megatron-Core's token dispatchers
+// (transformer/moe/token_dispatcher.py, moe_utils.permute / unpermute) on one rank.
+//
+// permute: the M = N·k routed copies of the tokens, grouped by expert in expert order and,
+// within an expert, in token order (Megatron's routing-map permutation), so each expert's
+// tokens are consecutive rows and one GEMM per linear (experts.h); expert parallelism would
+// send each rank's consecutive block of experts to it.
+// unpermute (combine): out[n] = Σ_j probs[n,j] · expert_out[perm_pos[n,j]], summed in j order.
+#ifndef TB_TRANSFORMER_MOE_TOKEN_DISPATCHER_H
+#define TB_TRANSFORMER_MOE_TOKEN_DISPATCHER_H
+
+#include <stdint.h>
+
+// topk (N,k) → tokens_per_expert (E), perm_pos (N,k), perm_token (N·k)
+void moe_permute_map(const int32_t *topk, int N, int k, int E, int32_t *tokens_per_expert, int32_t *perm_pos,
+                     int32_t *perm_token);
+// inp (N,C) → out (M,C): out[m] = inp[perm_token[m]]
+void moe_permute(float *out, const float *inp, const int32_t *perm_token, int M, int C);
+// d_perm (M,C) → dinp (N,C) accumulated: dinp[n] += Σ_j d_perm[perm_pos[n,j]]
+void moe_permute_backward(float *dinp, const float *d_perm, const int32_t *perm_pos, int N, int k, int C);
+// expert_out (M,C) → out (N,C) written
+void moe_unpermute(float *out, const float *expert_out, const int32_t *perm_pos, const float *probs, int N, int k,
+                   int C);
+// dout (N,C) → d_expert_out (M,C) written, d_probs (N,k) written
+void moe_unpermute_backward(float *d_expert_out, float *d_probs, const float *dout, const float *expert_out,
+                            const int32_t *perm_pos, const float *probs, int N, int k, int C);
+
+#endif
