@@ -57,7 +57,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     for (int c = 0; c < v; c++) {
         int k = c * p + r, first = 0;
         for (int j = 0; j < k; j++) first += layers[j];
-        gpt_chunk_spec spec = {first, layers[k], k == 0, k == p * v - 1, M};
+        gpt_chunk_spec spec = {first, layers[k], k == 0, k == p * v - 1, M, group(rk, TB_GROUP_EP)};
         gpt_model_init_chunk(&tr->models[c], cfg, &rk->mem, group(rk, TB_GROUP_TP), spec);
         adamw_init(&tr->opts[c], cfg, tr->models[c].padded_parameters, dp ? dp->index : 0, dp ? dp->size : 1,
                    &rk->mem);
@@ -243,11 +243,14 @@ void rank_init_single(tb_rank *rk, const tb_config *cfg) {
 static void counted_parameters(const tb_trainer *tr, int64_t n[2]) {
     const tb_rank *rk = tr->rk;
     n[0] = n[1] = 0;
-    if (rk->world && rk->groups[TB_GROUP_DP_CP].index != 0) return;
+    // one replica: of the dense parameters, dp-cp rank 0's; of the experts', expert-dp rank 0's
+    const int dense_replica = !rk->world || rk->groups[TB_GROUP_DP_CP].index == 0;
+    const int expert_replica = !rk->world || rk->groups[TB_GROUP_EXPERT_DP].index == 0;
     for (int k = 0; k < tr->nchunks; k++)
         for (int i = 0; i < tr->models[k].nparams; i++) {
             const gpt_param *p = &tr->models[k].params[i];
             if ((p->tp_duplicate && rk->coords.tp != 0) || p->pp_duplicate) continue;
+            if (!(p->expert ? expert_replica : dense_replica)) continue;
             n[p->expert ? 1 : 0] += (int64_t)p->numel;
         }
 }

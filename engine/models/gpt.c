@@ -51,14 +51,18 @@ static void split(gpt_param *p, int tp, int axis, int nseg, int s0, int s1, int 
     else p->cols = p->full_cols / tp;
 }
 
-// Offsets in the buffer, once every shape is final: each tensor starts on a 64-byte boundary.
+// Offsets in the buffer, once every shape is final: each tensor starts on a 64-byte boundary;
+// the experts' tensors (MoE) after every dense one, so that each kind is one range of the
+// buffer (their gradients are reduced over different groups: finalize_model_grads).
 static void place(layout *lay) {
-    for (int i = 0; i < lay->n; i++) {
-        gpt_param *p = &lay->params[i];
-        p->numel = (size_t)p->rows * p->cols;
-        p->offset = lay->offset;
-        lay->offset += (p->numel + 15) / 16 * 16;
-    }
+    for (int experts = 0; experts <= 1; experts++)
+        for (int i = 0; i < lay->n; i++) {
+            gpt_param *p = &lay->params[i];
+            if ((p->expert != 0) != experts) continue;
+            p->numel = (size_t)p->rows * p->cols;
+            p->offset = lay->offset;
+            lay->offset += (p->numel + 15) / 16 * 16;
+        }
 }
 
 static gpt_param *add_matrix(layout *lay, const char *name, int rows, int cols, float std) {
@@ -274,6 +278,10 @@ static void select_chunk(gpt_model *m, layout *lay) {
         else if (!strcmp(p.name, "wte.weight")) keep = c->has_embedding || (c->has_head && !m->cfg->untie_embeddings_and_output_weights);
         else if (!strcmp(p.name, "wpe.weight")) keep = c->has_embedding;
         else keep = c->has_head;  // ln_f.*, lm_head.weight
+        if (p.expert) {  // this expert-parallel rank's experts only
+            const tb_moe_dims *moe = &m->block.d.moe;
+            keep = keep && p.expert - 1 >= moe->expert_first && p.expert - 1 < moe->expert_first + moe->E_local;
+        }
         if (!keep) continue;
         if (!strcmp(p.name, "wte.weight")) {
             have_wte = 1;
@@ -307,6 +315,10 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
     m->vocab_start = m->tp_rank * m->Vl;
     transformer_block_init(&m->block, cfg, &m->spec, mem, tp_group, chunk.first_layer, chunk.num_layers,
                            chunk.nslots);
+    if (chunk.ep && chunk.ep->size > 1) {  // this rank's experts
+        m->block.d.moe.ep = chunk.ep;
+        m->block.d.moe.expert_first = chunk.ep->index * m->block.d.moe.E_local;
+    }
     m->slots = tb_xcalloc((size_t)chunk.nslots, sizeof *m->slots, "microbatch slots");
 
     layout lay = {0};
@@ -315,8 +327,12 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
     m->params = lay.params;
     m->nparams = lay.n;
     m->num_parameters = lay.offset;
+    m->experts_offset = m->num_parameters;
     for (int i = 0; i < m->nparams; i++)
-        if (m->params[i].expert) m->expert_parameters += m->params[i].numel;
+        if (m->params[i].expert) {
+            m->expert_parameters += m->params[i].numel;
+            if (m->params[i].offset < m->experts_offset) m->experts_offset = m->params[i].offset;
+        }
 
     // the distributed optimizer splits the flat buffer into dp equal ranges
     size_t unit = 16 * (size_t)(cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1);
@@ -336,7 +352,7 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
 }
 
 void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_group *tp_group) {
-    gpt_chunk_spec whole = {0, cfg->num_layers, 1, 1, 1};
+    gpt_chunk_spec whole = {0, cfg->num_layers, 1, 1, 1, NULL};
     gpt_model_init_chunk(m, cfg, mem, tp_group, whole);
 }
 

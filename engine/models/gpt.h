@@ -70,6 +70,8 @@ typedef struct gpt_chunk_spec {
     int first_layer, num_layers;
     int has_embedding, has_head;
     int nslots;                            // microbatches that may be in flight at once
+    tb_group *ep;                          // MoE: the expert-parallel group, whose member i holds the
+                                           // experts [i·E/ep, (i+1)·E/ep) (NULL: every expert)
 } gpt_chunk_spec;
 
 typedef struct gpt_model {
@@ -84,7 +86,8 @@ typedef struct gpt_model {
     gpt_param *params;
     int nparams;
     size_t num_parameters;   // floats in the parameter buffer
-    size_t expert_parameters;  // of them, the experts' tensors (MoE)
+    size_t expert_parameters;  // of them, the experts' tensors' elements (MoE), placed after every
+    size_t experts_offset;     // dense one: the buffer's [experts_offset, padded_parameters)
     size_t padded_parameters;  // its allocated length: a multiple of 16 x data-parallel size
     float *param_memory;     // category params
     float *grad_memory;      // category grads

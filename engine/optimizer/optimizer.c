@@ -65,6 +65,10 @@ double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *
                                        struct tb_rank *rk) {
     const int tp_rank = rk && rk->world ? rk->coords.tp : 0;
     const int dp_rank = rk && rk->world ? rk->groups[TB_GROUP_DP_CP].index : 0;
+    // an expert's gradient is one replica per expert-dp group (under expert parallelism the
+    // dp ranks hold different experts)
+    const int edp_rank = rk && rk->world && rk->groups[TB_GROUP_EXPERT_DP].size > 0
+                             ? rk->groups[TB_GROUP_EXPERT_DP].index : dp_rank;
     double sum = 0.0;
     for (int c = 0; c < nchunks; c++) {
         const gpt_model *m = &models[c];
@@ -72,7 +76,7 @@ double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *
         for (int i = 0; i < m->nparams; i++) {
             const gpt_param *p = &m->params[i];
             if ((p->tp_duplicate && tp_rank != 0) || p->pp_duplicate) continue;
-            if (!opt->sharded && dp_rank != 0) continue;
+            if (!opt->sharded && (p->expert ? edp_rank : dp_rank) != 0) continue;
             size_t lo = p->offset > opt->lo ? p->offset : opt->lo;
             size_t hi = p->offset + p->numel < opt->hi ? p->offset + p->numel : opt->hi;
             if (lo < hi) sum += cpu_sum_squares(m->grad_memory + lo, hi - lo);

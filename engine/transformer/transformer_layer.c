@@ -106,6 +106,7 @@ void transformer_layer_acts_alloc(transformer_layer_acts *a, tb_allocator *mem, 
 }
 
 void transformer_layer_acts_free(transformer_layer_acts *a, tb_allocator *mem) {
+    moe_layer_release(&a->moe, mem);  // what a MoE layer's forward allocated for its experts
     tb_free(mem, a->memory);
     a->memory = NULL;
 }

@@ -587,11 +587,24 @@ TB_TEST(pipeline_split_violations_are_refused_naming_the_layout) {
                      "num_layers_per_virtual_pipeline_stage (-1) must be non-negative"));
 }
 
-TB_TEST(expert_parallelism_is_refused_as_not_supported_yet_and_moe_is_valid) {
-    CHECK_CASES(
-        REFUSED("world_size=2 expert_model_parallel_size=2 num_experts=2",
-                "expert_model_parallel_size 2: not supported yet"),
-        IS_VALID("num_experts=4"));
+// Expert parallelism runs with the all-to-all dispatcher; what it does not do yet is refused.
+TB_TEST(expert_parallelism_runs_alltoall_and_refuses_what_it_lacks) {
+#define EP2 "world_size=2 expert_model_parallel_size=2 num_experts=2 "
+    CHECK_CASES(IS_VALID("num_experts=4"), IS_VALID(EP2 "moe_token_dispatcher_type=alltoall"),
+                IS_VALID("world_size=4 expert_model_parallel_size=4 num_experts=8 moe_token_dispatcher_type=alltoall "
+                         "global_batch_size=16"),
+                ONLY(EP2, "moe_token_dispatcher_type allgather with expert_model_parallel_size 2: not supported yet "
+                          "(alltoall is)"),
+                ONLY(EP2 "moe_token_dispatcher_type=alltoall use_distributed_optimizer=1",
+                     "use_distributed_optimizer with expert_model_parallel_size 2: not supported yet (the experts' "
+                     "state would be sharded over dp, not expert-dp)"),
+                ONLY(EP2 "moe_token_dispatcher_type=alltoall overlap_grad_reduce=1",
+                     "overlap_grad_reduce with expert_model_parallel_size 2: not supported yet (the buckets are "
+                     "reduced over dp, the experts' gradients over expert-dp)"),
+                ONLY(EP2 "moe_token_dispatcher_type=alltoall dump_tensors=1",
+                     "dump_tensors with expert_model_parallel_size 2: not supported yet (the experts of other ep "
+                     "ranks are not gathered)"));
+#undef EP2
 }
 
 // Megatron's MoE rules, each named with its numbers; a MoE setting without experts would be
@@ -753,10 +766,9 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
     TB_CHECK(n == 4, "%d lines say \"not supported yet\": \"%s\"", n, e.msg);
 
     // Expert parallelism cannot join context parallelism (a rule, not a refusal); with
-    // pipeline and data parallelism it is refused as not supported yet.
-    CHECK_CASES(ONLY("pipeline_model_parallel_size=2 expert_model_parallel_size=2 num_experts=2 world_size=4 "
-                     "micro_batch_size=1 global_batch_size=4",  // dp 2 (a multiple of ep), two microbatches
-                     "expert_model_parallel_size 2: not supported yet"));
+    // pipeline and data parallelism it runs.
+    CHECK_CASES(IS_VALID("pipeline_model_parallel_size=2 expert_model_parallel_size=2 num_experts=2 world_size=4 "
+                         "micro_batch_size=1 global_batch_size=4 moe_token_dispatcher_type=alltoall"));
 }
 
 TB_TEST(supported_variations_pass_validation) {
@@ -825,7 +837,7 @@ int main(void) {
     TB_RUN(context_parallelism_needs_flash_attention_and_all_gather);
     TB_RUN(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout);
     TB_RUN(pipeline_split_violations_are_refused_naming_the_layout);
-    TB_RUN(expert_parallelism_is_refused_as_not_supported_yet_and_moe_is_valid);
+    TB_RUN(expert_parallelism_runs_alltoall_and_refuses_what_it_lacks);
     TB_RUN(rope_settings_follow_megatron_and_are_refused_without_rope);
     TB_RUN(dropout_above_zero_is_refused_as_not_supported_yet);
     TB_RUN(unsupported_values_are_named_only_once_every_rule_passes);

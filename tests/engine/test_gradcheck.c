@@ -550,6 +550,7 @@ static void moe_check(int swiglu, int pre_softmax, int k, int bias, double coeff
         free(g.fc1_w[e]), free(g.fc2_w[e]), free(g.fc1_b[e]), free(g.fc2_b[e]);
     }
     for (int i = 0; i < TB_MOE_SAVED; i++) free(*slots[i]);
+    moe_layer_release(&c.a, &mem);
     free(c.p.router_w), free(g.router_w), free(c.inp), free(c.out), free(c.R), free(dinp);
     moe_workspace_free(&c.ws, &mem);
     TB_CHECK(mem.stats.total_current == 0, "moe workspace leaked: %zu bytes", mem.stats.total_current);

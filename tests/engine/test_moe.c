@@ -3,7 +3,7 @@
 // the load-balancing loss as switch_load_balancing_loss_func, the permutation grouped by
 // expert in token order and the combine weighted by the probs; and, through the trainer,
 // the load statistics a step records (every routed token counted once, recompute or not)
-// and written to the metrics by pretrain_gpt.
+// and written to the metrics by pretrain_gpt; the expert grid as --print-rank-layout prints it.
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
@@ -213,6 +213,27 @@ TB_TEST(pretrain_gpt_writes_the_load_statistics_of_each_moe_layer) {
     tb_output_free(&sh);
 }
 
+// The expert grid beside the dense one, as --print-rank-layout shows it (world 4, ep 2:
+// expert-dp 2).
+TB_TEST(print_rank_layout_shows_the_expert_grid_and_its_groups) {
+    tb_output sh = {0};
+    int status = tb_run(&sh, NULL,
+                        "'%s' --print-rank-layout --world-size 4 --num-experts 8 --expert-model-parallel-size 2 "
+                        "--moe-token-dispatcher-type alltoall",
+                        PRETRAIN);
+    TB_REQUIRE(status == 0, "exit %d: %s", status, sh.err);
+    static const char *const want[] = {
+        "experts: world 4 = etp 1 x ep 2 x expert-dp 2 x pp 1 (order etp-ep-edp-pp)\n",
+        "rank 1 (tp0 cp0 dp1 pp0) experts (etp0 ep1 edp0 pp0)\n",
+        "rank 2 (tp0 cp0 dp2 pp0) experts (etp0 ep0 edp1 pp0)\n",
+        "  world     [0, 1, 2, 3]\n  pp_grad   [1]\n  ep        [0, 1]\n  etp       [1]\n  expert_dp [1, 3]\n",
+        "  ep        [2, 3]\n  etp       [2]\n  expert_dp [0, 2]\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        TB_CHECK(strstr(sh.out, want[i]), "no \"%s\" in:\n%s", want[i], sh.out);
+    tb_output_free(&sh);
+}
+
 int main(void) {
     cpu_set_num_threads(2);
     TB_RUN(router_takes_the_top_k_largest_first_ties_to_the_lower_expert);
@@ -221,5 +242,6 @@ int main(void) {
     TB_RUN(a_step_counts_every_routed_token_once_with_or_without_recompute);
     TB_RUN(aux_loss_coefficient_changes_training_and_none_reports_no_loss);
     TB_RUN(pretrain_gpt_writes_the_load_statistics_of_each_moe_layer);
+    TB_RUN(print_rank_layout_shows_the_expert_grid_and_its_groups);
     return tb_test_summary();
 }

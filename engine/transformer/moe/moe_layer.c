@@ -1,5 +1,6 @@
 #include "transformer/moe/moe_layer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +17,6 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.freq = 1;
     if (cfg->num_experts <= 0) return m;
     m.E = cfg->num_experts;
-    m.E_local = m.E;  // one expert-parallel rank holds every expert
     m.expert_first = 0;
     m.k = cfg->moe_router_topk;
     m.F = cfg->moe_ffn_hidden_size;
@@ -25,44 +25,51 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.pre_softmax = cfg->moe_router_pre_softmax;
     m.aux_loss = cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS;
     m.aux_coeff = cfg->moe_aux_loss_coeff;
+    m.ep_size = cfg->expert_model_parallel_size > 1 ? cfg->expert_model_parallel_size : 1;
+    m.E_local = m.E / m.ep_size;  // expert_first and the group: set by the model
+    m.ep = NULL;
     return m;
 }
 
 void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]) {
     const size_t n = (size_t)N, M = n * m->k;
-    const size_t c[TB_MOE_SAVED] = {n * m->E, n * m->k, n * m->k, (size_t)m->E, n * m->k, M,
-                                    M * C,    M * m->F1, M * m->F, M * C};
+    const size_t c[TB_MOE_SAVED] = {n * m->E, n * m->k, n * m->k, (size_t)m->E, n * m->k,
+                                    M,        (size_t)m->ep_size * m->E, (size_t)m->E_local, M * C};
     memcpy(counts, c, sizeof c);
 }
 
 void moe_layer_saved_slots(moe_layer_acts *a, void **slots[TB_MOE_SAVED]) {
-    void **s[TB_MOE_SAVED] = {(void **)&a->scores,   (void **)&a->probs,      (void **)&a->topk,
+    void **s[TB_MOE_SAVED] = {(void **)&a->scores,   (void **)&a->probs,        (void **)&a->topk,
                               (void **)&a->tokens_per_expert, (void **)&a->perm_pos, (void **)&a->perm_token,
-                              (void **)&a->perm_in,  (void **)&a->fc1,        (void **)&a->act,
-                              (void **)&a->expert_out};
+                              (void **)&a->all_counts, (void **)&a->local_counts, (void **)&a->expert_out};
     memcpy(slots, s, sizeof s);
 }
 
 void moe_workspace_alloc(moe_workspace *ws, tb_allocator *mem, const tb_moe_dims *m, int N, int C) {
     memset(ws, 0, sizeof *ws);
+    ws->mem = mem;
     if (m->E == 0) return;
     const size_t n = (size_t)N, M = n * m->k, f = sizeof(float);
     ws->logits = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->E * f, "router logits");
     ws->d_logits = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->E * f, "grad of router logits");
     ws->d_probs = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->k * f, "grad of router probs");
     ws->d_expert_out = tb_alloc(mem, TB_MEM_WORKSPACE, M * C * f, "grad of expert outputs");
-    ws->d_act = tb_alloc(mem, TB_MEM_WORKSPACE, M * m->F * f, "grad of expert activations");
-    ws->d_fc1 = tb_alloc(mem, TB_MEM_WORKSPACE, M * m->F1 * f, "grad of expert fc1 outputs");
     ws->d_perm_in = tb_alloc(mem, TB_MEM_WORKSPACE, M * C * f, "grad of permuted tokens");
+    if (m->ep_size > 1) ws->send = tb_alloc(mem, TB_MEM_COMM, M * C * f, "permuted tokens to send over ep");
 }
 
 void moe_workspace_free(moe_workspace *ws, tb_allocator *mem) {
-    float **all[] = {&ws->logits, &ws->d_logits, &ws->d_probs, &ws->d_expert_out, &ws->d_act, &ws->d_fc1,
-                     &ws->d_perm_in};
+    float **all[] = {&ws->logits, &ws->d_logits, &ws->d_probs, &ws->d_expert_out, &ws->d_perm_in, &ws->send};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         tb_free(mem, *all[i]);
         *all[i] = NULL;
     }
+}
+
+void moe_layer_release(moe_layer_acts *a, tb_allocator *mem) {
+    tb_free(mem, a->expert_memory);
+    a->expert_memory = NULL;
+    a->expert_in = a->fc1 = a->act = NULL;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -126,7 +133,8 @@ json_t *moe_stats_json(const moe_stats *s, int aux_loss) {
 void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
                        const moe_layer_params *p, moe_layer_acts *a, moe_workspace *ws, const float *inp, float *out,
                        moe_stats *stats) {
-    const int M = N * m->k;
+    const int M = N * m->k, ep = m->ep_size > 1;
+    const size_t f = sizeof(float);
     TB_RANGE_PUSH("layer.%d.moe", layer);
 
     TB_RANGE_PUSH("layer.%d.moe.router", layer);
@@ -135,16 +143,46 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.dispatch", layer);
-    // (N,C) -> (M,C), grouped by expert
+    // (N,C) -> (M,C) grouped by expert; under ep, to the experts' ranks -> (R,C)
     moe_permute_map(a->topk, N, m->k, m->E, a->tokens_per_expert, a->perm_pos, a->perm_token);
-    moe_permute(a->perm_in, inp, a->perm_token, M, C);
+    if (ep) {
+        size_t sendc[TB_MAX_GROUP], recvc[TB_MAX_GROUP];
+        moe_alltoall_counts(m->ep, a->tokens_per_expert, m->E, a->all_counts);
+        moe_alltoall_splits(a->all_counts, m->ep->index, m->ep_size, m->E, C, sendc, recvc, a->local_counts);
+    } else {
+        memcpy(a->all_counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
+        memcpy(a->local_counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
+    }
+    int R = 0;
+    for (int e = 0; e < m->E_local; e++) R += a->local_counts[e];
+    moe_layer_release(a, ws->mem);
+    char what[64];
+    snprintf(what, sizeof what, "layer.%d moe expert activations", layer);
+    a->rows = R;
+    float *base = tb_alloc(ws->mem, TB_MEM_ACTIVATIONS, (size_t)R * (C + m->F1 + m->F) * f + 1, what);
+    a->expert_memory = base;
+    a->expert_in = base, a->fc1 = base + (size_t)R * C, a->act = a->fc1 + (size_t)R * m->F1;
+    float *recv = NULL, *y = a->expert_out;
+    if (ep) {
+        moe_permute(ws->send, inp, a->perm_token, M, C);
+        recv = tb_alloc(ws->mem, TB_MEM_COMM, (size_t)R * C * f + 1, "tokens received over ep");
+        moe_alltoall_dispatch(m->ep, ws->send, a->all_counts, m->E, C, recv, a->expert_in);
+        y = tb_alloc(ws->mem, TB_MEM_WORKSPACE, (size_t)R * C * f + 1, "expert outputs");
+    } else {
+        moe_permute(a->expert_in, inp, a->perm_token, M, C);
+    }
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.experts", layer);
-    experts_forward(m, act, C, a->tokens_per_expert + m->expert_first, p, a->perm_in, a->fc1, a->act, a->expert_out);
+    experts_forward(m, act, C, a->local_counts, p, a->expert_in, a->fc1, a->act, y);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.combine", layer);
+    if (ep) {  // (R,C) back to the tokens' ranks -> (M,C)
+        moe_alltoall_combine(m->ep, y, a->all_counts, m->E, C, recv, a->expert_out);
+        tb_free(ws->mem, y);
+        tb_free(ws->mem, recv);
+    }
     // (M,C) -> (N,C), weighted by the router's probs
     moe_unpermute(out, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
     TB_RANGE_POP();
@@ -161,15 +199,28 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
 void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
                         const moe_layer_params *p, moe_layer_params *g, const moe_layer_acts *a, moe_workspace *ws,
                         float loss_scale, const float *inp, const float *dout, float *dinp) {
+    const int ep = m->ep_size > 1;
+    const size_t R = (size_t)a->rows, f = sizeof(float);
     TB_RANGE_PUSH("layer.%d.moe.backward", layer);
 
     TB_RANGE_PUSH("layer.%d.moe.combine.backward", layer);
     moe_unpermute_backward(ws->d_expert_out, ws->d_probs, dout, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
+    // d_y (R,C): the gradients at this rank's experts' outputs (under ep, from every rank)
+    float *d_y = ws->d_expert_out, *scratch = NULL;
+    if (ep) {
+        scratch = tb_alloc(ws->mem, TB_MEM_COMM, R * C * f + 1, "expert gradients over ep");
+        d_y = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert outputs (received)");
+        moe_alltoall_dispatch(m->ep, ws->d_expert_out, a->all_counts, m->E, C, scratch, d_y);
+    }
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.experts.backward", layer);
-    experts_backward(m, act, C, a->tokens_per_expert + m->expert_first, p, g, a->perm_in, a->fc1, a->act,
-                     ws->d_expert_out, ws->d_act, ws->d_fc1, ws->d_perm_in);
+    float *d_act = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * m->F * f + 1, "grad of expert activations");
+    float *d_fc1 = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * m->F1 * f + 1, "grad of expert fc1 outputs");
+    float *d_in = ep ? tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert inputs") : ws->d_perm_in;
+    experts_backward(m, act, C, a->local_counts, p, g, a->expert_in, a->fc1, a->act, d_y, d_act, d_fc1, d_in);
+    tb_free(ws->mem, d_act);
+    tb_free(ws->mem, d_fc1);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.router.backward", layer);
@@ -179,6 +230,12 @@ void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, i
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.dispatch.backward", layer);
+    if (ep) {  // the input gradients back to the tokens' ranks
+        moe_alltoall_combine(m->ep, d_in, a->all_counts, m->E, C, scratch, ws->d_perm_in);
+        tb_free(ws->mem, d_in);
+        tb_free(ws->mem, d_y);
+        tb_free(ws->mem, scratch);
+    }
     moe_permute_backward(dinp, ws->d_perm_in, a->perm_pos, N, m->k, C);  // the experts' share, added
     TB_RANGE_POP();
 

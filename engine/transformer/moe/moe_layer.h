@@ -6,11 +6,19 @@
 //             ─► experts (experts.h): each expert's tokens through its own MLP
 //             ─► combine: unpermute, each token's k outputs weighted by its router probs ─► (N,C)
 //
-// M = N·k routed tokens (no capacity: none is dropped). What backward needs is saved in
-// moe_layer_acts (carved from the layer's one activation allocation, transformer_layer.c):
+// M = N·k routed tokens (no capacity: none is dropped). Under expert parallelism (ep ranks,
+// each holding E/ep consecutive experts) the dispatch is Megatron's all-to-all dispatcher: the
+// counts all-gathered over ep, the permuted tokens all-to-all'd to the ranks of their experts,
+// sorted from (source rank, expert) to (expert, source rank) order so that each local expert's
+// R_e rows are consecutive, and the reverse after the experts; R = Σ_e R_e rows reach this
+// rank's experts (R = M without expert parallelism). What backward needs is saved in
+// moe_layer_acts: carved from the layer's one activation allocation (transformer_layer.c)
 //   router      scores (N,E) (softmax over every expert), topk (N,k) int32, probs (N,k)
-//   dispatch    tokens_per_expert (E) int32, perm_pos (N,k) int32, perm_token (M) int32, perm_in (M,C)
-//   experts     fc1 (M,F1), act (M,F), expert_out (M,C)
+//   dispatch    tokens_per_expert (E), perm_pos (N,k), perm_token (M), all_counts (ep,E),
+//               local_counts (E_local), all int32; expert_out (M,C) (the experts' outputs
+//               back in this rank's permuted order)
+// and allocated by the forward at the size the routing gives (freed with the layer's):
+//   experts     expert_in (R,C), fc1 (R,F1), act (R,F)
 #ifndef TB_TRANSFORMER_MOE_MOE_LAYER_H
 #define TB_TRANSFORMER_MOE_MOE_LAYER_H
 
@@ -18,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm/group.h"
 #include "config.h"
 #include "core/memory.h"
 #include "transformer/spec.h"
@@ -32,6 +41,8 @@ typedef struct tb_moe_dims {
     int pre_softmax;            // softmax over every expert, then top-k (else top-k logits, then softmax)
     int aux_loss;               // the Switch/GShard load-balancing loss is computed
     double aux_coeff;           // and trained on with this coefficient
+    int ep_size;                // expert-parallel ranks (E_local = E / ep_size)
+    tb_group *ep;               // their group (set with expert_first by the model; NULL: ep 1)
 } tb_moe_dims;
 
 tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor);
@@ -49,22 +60,31 @@ typedef struct moe_layer_params {
 typedef struct moe_layer_acts {
     float *scores, *probs;                  // (N,E), (N,k)
     int32_t *topk;                          // (N,k) expert of each of a token's k choices
-    int32_t *tokens_per_expert;             // (E) routed tokens per expert (this microbatch)
+    int32_t *tokens_per_expert;             // (E) this rank's routed tokens per expert (this microbatch)
     int32_t *perm_pos, *perm_token;         // (N,k) row of each choice in the permuted buffer; (M) its token
-    float *perm_in, *fc1, *act, *expert_out;  // (M,C), (M,F1), (M,F), (M,C)
+    int32_t *all_counts;                    // (ep,E) every ep rank's tokens_per_expert
+    int32_t *local_counts;                  // (E_local) rows reaching each local expert, from all ranks
+    float *expert_out;                      // (M,C) the experts' outputs in this rank's permuted order
+    // allocated by the forward (moe_layer_release frees them)
+    void *expert_memory;
+    int rows;                               // R
+    float *expert_in, *fc1, *act;           // (R,C), (R,F1), (R,F)
 } moe_layer_acts;
 
-// Floats (4-byte words) of each saved tensor, in moe_layer_acts order, for the layer's plan.
-#define TB_MOE_SAVED 10
+// Floats (4-byte words) of each carved tensor, in moe_layer_acts order, for the layer's plan.
+#define TB_MOE_SAVED 9
 void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]);
 // The slots of a's tensors in the same order.
 void moe_layer_saved_slots(moe_layer_acts *a, void **slots[TB_MOE_SAVED]);
 
 // Buffers reused by every MoE layer (category "workspace").
+// Buffers of the R rows are allocated per call from mem (their size depends on the routing).
 typedef struct moe_workspace {
+    tb_allocator *mem;
     float *logits, *d_logits;               // (N,E)
     float *d_probs;                         // (N,k)
-    float *d_expert_out, *d_act, *d_fc1, *d_perm_in;  // (M,C), (M,F), (M,F1), (M,C)
+    float *d_expert_out, *d_perm_in;        // (M,C)
+    float *send;                            // (M,C) the permuted tokens (expert parallelism)
 } moe_workspace;
 void moe_workspace_alloc(moe_workspace *ws, tb_allocator *mem, const tb_moe_dims *m, int N, int C);
 void moe_workspace_free(moe_workspace *ws, tb_allocator *mem);
@@ -89,6 +109,8 @@ json_t *moe_stats_json(const moe_stats *s, int aux_loss);
 void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
                        const moe_layer_params *p, moe_layer_acts *a, moe_workspace *ws, const float *inp, float *out,
                        moe_stats *stats);
+// Frees what the forward allocated for the experts.
+void moe_layer_release(moe_layer_acts *a, tb_allocator *mem);
 // dout (N,C) → dinp (N,C) written (inp: forward's input); parameter gradients accumulated. loss_scale scales the
 // load-balancing loss's gradient as the main loss's (1 / microbatches; Megatron's
 // MoEAuxLossAutoScaler).

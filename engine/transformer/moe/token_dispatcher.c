@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "config.h"
 
 void moe_permute_map(const int32_t *topk, int N, int k, int E, int32_t *tokens_per_expert, int32_t *perm_pos,
@@ -67,4 +68,64 @@ void moe_unpermute_backward(float *d_expert_out, float *d_probs, const float *do
             d_probs[(size_t)n * k + j] = (float)dp;
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The all-to-all dispatcher
+
+void moe_alltoall_counts(tb_group *ep, const int32_t *tokens_per_expert, int E, int32_t *all_counts) {
+    tb_all_gather_bytes(ep, tokens_per_expert, all_counts, (size_t)E * sizeof(int32_t));
+}
+
+void moe_alltoall_splits(const int32_t *all_counts, int me, int P, int E, int C, size_t *send, size_t *recv,
+                         int32_t *local_counts) {
+    const int El = E / P;
+    for (int e = 0; e < El; e++) local_counts[e] = 0;
+    for (int r = 0; r < P; r++) {
+        size_t out = 0, in = 0;
+        for (int e = 0; e < El; e++) {
+            out += (size_t)all_counts[(size_t)me * E + r * El + e];  // mine, for r's experts
+            in += (size_t)all_counts[(size_t)r * E + me * El + e];   // r's, for mine
+            local_counts[e] += all_counts[(size_t)r * E + me * El + e];
+        }
+        send[r] = out * C;
+        recv[r] = in * C;
+    }
+}
+
+void moe_sort_chunks(float *out, const float *in, const int32_t *all_counts, int P, int E, int first, int El, int C,
+                     int to_expert_major) {
+    // the row where chunk (source s, expert e) starts in each order
+    size_t src_major = 0;
+    for (int s = 0; s < P; s++)
+        for (int e = 0; e < El; e++) {
+            size_t exp_major = 0;  // rows of experts before e (all sources), then of sources before s
+            for (int e2 = 0; e2 < e; e2++)
+                for (int s2 = 0; s2 < P; s2++) exp_major += (size_t)all_counts[(size_t)s2 * E + first + e2];
+            for (int s2 = 0; s2 < s; s2++) exp_major += (size_t)all_counts[(size_t)s2 * E + first + e];
+            const size_t n = (size_t)all_counts[(size_t)s * E + first + e] * C;
+            if (to_expert_major) memcpy(out + exp_major * C, in + src_major * C, n * sizeof(float));
+            else memcpy(out + src_major * C, in + exp_major * C, n * sizeof(float));
+            src_major += (size_t)all_counts[(size_t)s * E + first + e];
+        }
+}
+
+void moe_alltoall_dispatch(tb_group *ep, const float *send, const int32_t *all_counts, int E, int C, float *recv,
+                           float *expert_in) {
+    const int P = ep->size, me = ep->index, El = E / P;
+    size_t sendcounts[TB_MAX_GROUP], recvcounts[TB_MAX_GROUP];
+    int32_t local[TB_MOE_MAX_EXPERTS];
+    moe_alltoall_splits(all_counts, me, P, E, C, sendcounts, recvcounts, local);
+    tb_all_to_all(ep, send, sendcounts, recv, recvcounts);
+    moe_sort_chunks(expert_in, recv, all_counts, P, E, me * El, El, C, 1);
+}
+
+void moe_alltoall_combine(tb_group *ep, const float *expert_out, const int32_t *all_counts, int E, int C,
+                          float *scratch, float *out) {
+    const int P = ep->size, me = ep->index, El = E / P;
+    size_t sendcounts[TB_MAX_GROUP], recvcounts[TB_MAX_GROUP];
+    int32_t local[TB_MOE_MAX_EXPERTS];
+    moe_alltoall_splits(all_counts, me, P, E, C, sendcounts, recvcounts, local);
+    moe_sort_chunks(scratch, expert_out, all_counts, P, E, me * El, El, C, 0);
+    tb_all_to_all(ep, scratch, recvcounts, out, sendcounts);  // the reverse of the dispatch's
 }
