@@ -3,14 +3,16 @@
 // the load-balancing loss as switch_load_balancing_loss_func, the permutation grouped by
 // expert in token order and the combine weighted by the probs; and, through the trainer,
 // the load statistics a step records (every routed token counted once, recompute or not)
-// and written to the metrics by pretrain_gpt; the expert grid as --print-rank-layout prints it.
+// and written to the metrics by pretrain_gpt; the expert grid as --print-rank-layout prints it;
+// data, pipeline and expert parallelism against the single rank.
 #include <jansson.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
 #include "config.h"
-#include "single_rank.h"
+#include "trainers.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -213,6 +215,85 @@ TB_TEST(pretrain_gpt_writes_the_load_statistics_of_each_moe_layer) {
     tb_output_free(&sh);
 }
 
+// ---------------------------------------------------------------------------------------
+// Layouts against the single rank: per-step losses and gradient norms (the norm sums every
+// gradient of every rank once: a misplaced or missing expert reduction changes it)
+
+#define LAYOUT_STEPS 4
+
+typedef struct layout_job {
+    const tb_config *cfg;
+    double loss[LAYOUT_STEPS], norm[LAYOUT_STEPS];
+    size_t expert_floats;  // rank 0's expert parameters
+    atomic_int failed;
+} layout_job;
+
+static void layout_rank(tb_rank *rk, void *arg) {
+    layout_job *j = arg;
+    tb_trainer tr;
+    if (rank_trainer(rk, j->cfg, &tr) != 0) {
+        j->failed = 1;
+        return;
+    }
+    for (int s = 1; s <= LAYOUT_STEPS; s++) {
+        tb_step_result r = train_step(&tr, s);
+        if (rk->rank == 0) j->loss[s - 1] = r.loss, j->norm[s - 1] = r.grad_norm;
+    }
+    if (rk->rank == 0)
+        for (int c = 0; c < tr.nchunks; c++) j->expert_floats += tr.models[c].expert_parameters;
+    trainer_free(&tr);
+}
+
+static int train_layout(tb_config *cfg, layout_job *j) {
+    memset(j, 0, sizeof *j);
+    j->cfg = cfg;
+    return run_world(cfg, layout_rank, j) == 0 && !j->failed ? 0 : -1;
+}
+
+// Data parallelism (each replica routes its own microbatches; the aux loss is per microbatch,
+// as on one rank running them), the distributed optimizer, the pipeline, and expert
+// parallelism with the all-to-all dispatcher: each ep rank holds E / ep experts and runs the
+// tokens every rank routes to them; expert gradients sum every dp rank's tokens, averaged
+// over dp × cp and reduced over expert-dp where ep < dp.
+TB_TEST(moe_layouts_match_the_single_rank) {
+    tb_config base;
+    moe_config(&base);
+    base.global_batch_size = 8, base.micro_batch_size = 1, base.lr = 3e-3, base.collective_timeout = 60;
+    base.num_experts = 8, base.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL;
+    layout_job single, j;
+    tb_config one = base;
+    TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
+    static const struct {
+        const char *name;
+        int world, ep, pp, distopt;
+    } layouts[] = {{"dp 2", 2, 1, 1, 0},        {"dp 2 + dist-opt", 2, 1, 1, 1}, {"pp 2 x dp 2", 4, 1, 2, 0},
+                   {"ep 2", 2, 2, 1, 0},        {"ep 4", 4, 4, 1, 0},            {"ep 2 x expert-dp 2", 4, 2, 1, 0},
+                   {"ep 2 x pp 2", 4, 2, 2, 0}, {"ep 8", 8, 8, 1, 0}};
+    for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
+        tb_config c = base;
+        c.world_size = layouts[i].world, c.expert_model_parallel_size = layouts[i].ep;
+        c.pipeline_model_parallel_size = layouts[i].pp, c.use_distributed_optimizer = layouts[i].distopt;
+        if (train_layout(&c, &j) != 0) {
+            TB_CHECK(0, "%s: training failed", layouts[i].name);
+            continue;
+        }
+        double worst = 0;
+        for (int s = 0; s < LAYOUT_STEPS; s++) {
+            const double rl = fabs(j.loss[s] - single.loss[s]) / fabs(single.loss[s]);
+            const double rn = fabs(j.norm[s] - single.norm[s]) / fabs(single.norm[s]);
+            worst = fmax(worst, fmax(rl, rn));
+            TB_CHECK(rl <= 1e-5 && rn <= 1e-5, "%s: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g",
+                     layouts[i].name, s + 1, j.loss[s], j.norm[s], single.loss[s], single.norm[s]);
+        }
+        // rank 0 holds its share of the experts (of its stage's MoE layers under pp)
+        const size_t want = single.expert_floats / (size_t)layouts[i].ep / (size_t)layouts[i].pp;
+        TB_CHECK(j.expert_floats == want, "%s: rank 0 holds %zu expert floats, want %zu", layouts[i].name,
+                 j.expert_floats, want);
+        printf("    %-20s loss and grad norm within %.1e of the single rank; rank 0: %zu of %zu expert floats\n",
+               layouts[i].name, worst, j.expert_floats, single.expert_floats);
+    }
+}
+
 // The expert grid beside the dense one, as --print-rank-layout shows it (world 4, ep 2:
 // expert-dp 2).
 TB_TEST(print_rank_layout_shows_the_expert_grid_and_its_groups) {
@@ -243,5 +324,6 @@ int main(void) {
     TB_RUN(aux_loss_coefficient_changes_training_and_none_reports_no_loss);
     TB_RUN(pretrain_gpt_writes_the_load_statistics_of_each_moe_layer);
     TB_RUN(print_rank_layout_shows_the_expert_grid_and_its_groups);
+    TB_RUN(moe_layouts_match_the_single_rank);
     return tb_test_summary();
 }

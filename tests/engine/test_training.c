@@ -8,7 +8,7 @@
 #include "backend/cpu/kernels.h"
 #include "config.h"
 #include "optimizer/optimizer.h"
-#include "single_rank.h"
+#include "trainers.h"
 #include "tb_test.h"
 #include "training.h"
 
