@@ -510,6 +510,10 @@ static void moe_rules(rules *r, const tb_config *c) {
     if (c->moe_expert_capacity_factor < 0)
         violated(r, "moe_expert_capacity_factor (%g) must be non-negative (0: no capacity)",
                  c->moe_expert_capacity_factor);
+    // Megatron's rule: the capacity is applied by the top-k routers with a load-balancing loss or none
+    if (c->moe_expert_capacity_factor > 0 && c->moe_router_load_balancing_type == TB_MOE_LB_SINKHORN)
+        violated(r, "moe_expert_capacity_factor (%g) needs moe_router_load_balancing_type aux_loss, seq_aux_loss, "
+                    "global_aux_loss or none (is sinkhorn)", c->moe_expert_capacity_factor);
     if (c->moe_expert_capacity_factor == 0) {
         if (c->moe_pad_expert_input_to_capacity)
             violated(r, "moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor");
@@ -557,9 +561,8 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
                  config_choice_name("moe_router_score_function", c->moe_router_score_function));
     if (c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_FLEX)
         violated(r, "moe_token_dispatcher_type flex: not supported yet (allgather and alltoall are)");
-    if (c->moe_expert_capacity_factor > 0)
-        violated(r, "moe_expert_capacity_factor %g: not supported yet (every token reaches its experts; none is "
-                    "dropped)", c->moe_expert_capacity_factor);
+    if (c->moe_pad_expert_input_to_capacity)
+        violated(r, "moe_pad_expert_input_to_capacity: not supported yet (an expert's input is its kept tokens)");
     if (c->moe_shared_expert_intermediate_size > 0)
         violated(r, "moe_shared_expert_intermediate_size %d (shared experts): not supported yet",
                  c->moe_shared_expert_intermediate_size);

@@ -477,11 +477,13 @@ static float routing_margin(const moe_case *c) {
     return margin;
 }
 
-static void moe_check(int swiglu, int pre_softmax, int k, int bias, double coeff) {
+static void moe_check_capacity(int swiglu, int pre_softmax, int k, int bias, double coeff, double capacity) {
     tb_config cfg;
     config_defaults(&cfg);
     cfg.hidden_size = 16, cfg.num_experts = 4, cfg.moe_router_topk = k, cfg.moe_ffn_hidden_size = 12;
     cfg.moe_router_pre_softmax = pre_softmax, cfg.moe_aux_loss_coeff = coeff, cfg.swiglu = swiglu;
+    // the position policy: which choices drop depends on the routing alone (kept by the margin below)
+    cfg.moe_expert_capacity_factor = capacity, cfg.moe_token_drop_policy = TB_MOE_DROP_POSITION;
     config_resolve(&cfg);
     transformer_layer_spec spec;
     transformer_layer_spec_for(&cfg, &spec);
@@ -523,9 +525,10 @@ static void moe_check(int swiglu, int pre_softmax, int k, int bias, double coeff
     c.out = zeros((size_t)c.N * C), c.R = randn((size_t)c.N * C, 1);
     float *dinp = zeros((size_t)c.N * C);
     moe_objective(&c);
-    int used = 0;
-    for (int e = 0; e < E; e++) used += c.a.tokens_per_expert[e] > 0;
+    int used = 0, kept = 0;
+    for (int e = 0; e < E; e++) used += c.a.tokens_per_expert[e] > 0, kept += c.a.tokens_per_expert[e];
     TB_CHECK(used >= 2, "the draw routes to %d experts only", used);
+    if (capacity > 0) TB_CHECK(kept < c.N * k, "capacity %g dropped nothing", capacity);
     moe_layer_backward(&c.m, c.act, 0, c.N, C, &c.p, &g, &c.a, &c.ws, 1.0f, c.inp, c.R, dinp);
     const char *what = swiglu ? "swiglu" : "gelu";
     TB_CHECK(check("dinp", c.inp, dinp, (size_t)c.N * C, moe_objective, &c, 1e-2f, 60) == 0,
@@ -556,6 +559,10 @@ static void moe_check(int swiglu, int pre_softmax, int k, int bias, double coeff
     TB_CHECK(mem.stats.total_current == 0, "moe workspace leaked: %zu bytes", mem.stats.total_current);
 }
 
+static void moe_check(int swiglu, int pre_softmax, int k, int bias, double coeff) {
+    moe_check_capacity(swiglu, pre_softmax, k, bias, coeff, 0);
+}
+
 // top-2, softmax over the chosen logits, GELU experts with biases, the aux loss trained on
 TB_TEST(moe_layer_gelu_top2_backward_matches_finite_differences) { moe_check(0, 0, 2, 1, 0.1); }
 // Megatron's pre-softmax routing, SwiGLU experts without biases
@@ -564,6 +571,11 @@ TB_TEST(moe_layer_pre_softmax_swiglu_backward_matches_finite_differences) { moe_
 TB_TEST(moe_layer_top1_router_gradient_matches_finite_differences) {
     moe_check(0, 0, 1, 1, 0.5);
     moe_check(0, 1, 1, 1, 0.0);
+}
+// capacity 0.8 of the even share: dropped choices take no part in the output or the gradients
+TB_TEST(moe_layer_with_dropped_tokens_backward_matches_finite_differences) {
+    moe_check_capacity(0, 0, 2, 1, 0.1, 0.8);
+    moe_check_capacity(1, 1, 2, 0, 0.1, 0.8);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -683,6 +695,7 @@ int main(void) {
     TB_RUN(moe_layer_gelu_top2_backward_matches_finite_differences);
     TB_RUN(moe_layer_pre_softmax_swiglu_backward_matches_finite_differences);
     TB_RUN(moe_layer_top1_router_gradient_matches_finite_differences);
+    TB_RUN(moe_layer_with_dropped_tokens_backward_matches_finite_differences);
     TB_RUN(gpt_tied_layernorm_gradients_match_finite_differences);
     TB_RUN(gpt_untied_rmsnorm_gradients_match_finite_differences);
     TB_RUN(gpt_rope_gradients_match_finite_differences);

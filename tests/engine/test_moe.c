@@ -104,6 +104,54 @@ TB_TEST(permutation_groups_tokens_by_expert_in_token_order_and_combine_weights_b
              dinp[1], dinp[2]);
 }
 
+// Megatron's topk_softmax_with_capacity on hand-made routing: capacity ceil(N·k / E · factor);
+// over it, an expert keeps its highest probs (probs) or its earliest tokens (position); a
+// dropped choice has no row, no share of the output and no gradient.
+TB_TEST(capacity_drops_the_lowest_probs_or_the_last_positions) {
+    // 4 tokens, top-1 of 2 experts, factor 1: capacity ceil(4 / 2 · 1) = 2; expert 0 gets 3
+    tb_moe_dims m = dims(2, 1, 1);
+    m.capacity_factor = 1.0;
+    TB_CHECK(router_expert_capacity(&m, 4) == 2, "capacity %d", router_expert_capacity(&m, 4));
+    m.capacity_factor = 1.1;  // ceil(2.2)
+    TB_CHECK(router_expert_capacity(&m, 4) == 3, "capacity %d", router_expert_capacity(&m, 4));
+    m.capacity_factor = 1.0;
+    const int32_t topk[4] = {0, 0, 1, 0};
+    const float probs[4] = {0.6f, 0.9f, 0.7f, 0.8f};
+    int32_t route[4], selected[2];
+    TB_CHECK(router_apply_capacity(&m, 4, topk, probs, route, selected) == 1, "one dropped");
+    TB_CHECK(route[0] == -1 && route[1] == 0 && route[2] == 1 && route[3] == 0 && selected[0] == 3 && selected[1] == 1,
+             "probs policy: route %d %d %d %d (token 0, the lowest prob of expert 0, dropped)", route[0], route[1],
+             route[2], route[3]);
+    m.drop_position = 1;
+    TB_CHECK(router_apply_capacity(&m, 4, topk, probs, route, selected) == 1, "one dropped");
+    TB_CHECK(route[0] == 0 && route[1] == 0 && route[2] == 1 && route[3] == -1, "position policy: route %d %d %d %d",
+             route[0], route[1], route[2], route[3]);
+    // ties of probs: the later token goes first
+    const float tied[4] = {0.5f, 0.5f, 0.7f, 0.5f};
+    m.drop_position = 0;
+    router_apply_capacity(&m, 4, topk, tied, route, selected);
+    TB_CHECK(route[0] == 0 && route[1] == 0 && route[3] == -1, "tie: route %d %d %d %d", route[0], route[1], route[2],
+             route[3]);
+    // without a factor nothing drops
+    m.capacity_factor = 0;
+    TB_CHECK(router_apply_capacity(&m, 4, topk, probs, route, selected) == 0 && route[0] == 0 && route[3] == 0,
+             "no capacity");
+    // the permutation leaves the dropped choice out; combine and its backward skip it
+    const int32_t dropped_route[4] = {0, 0, 1, -1};
+    int32_t counts[2], pos[4], token[4];
+    moe_permute_map(dropped_route, 4, 1, 2, counts, pos, token);
+    TB_CHECK(counts[0] == 2 && counts[1] == 1 && pos[0] == 0 && pos[1] == 1 && pos[2] == 2 && pos[3] == -1 &&
+                 token[0] == 0 && token[1] == 1 && token[2] == 2,
+             "permutation with a drop: counts %d %d, rows %d %d %d %d", counts[0], counts[1], pos[0], pos[1], pos[2],
+             pos[3]);
+    const float y[3] = {1, 2, 3}, dout[4] = {1, 1, 1, 5};
+    float out[4], dy[3], dprobs[4] = {9, 9, 9, 9};
+    moe_unpermute(out, y, pos, probs, 4, 1, 1);
+    TB_CHECK(out[3] == 0 && out[1] == 0.9f * 2, "dropped token's output %g (want 0)", out[3]);
+    moe_unpermute_backward(dy, dprobs, dout, y, pos, probs, 4, 1, 1);
+    TB_CHECK(dprobs[3] == 0 && dprobs[2] == 3, "dropped token's prob gradient %g (want 0)", dprobs[3]);
+}
+
 // A tiny MoE model: experts in layers 0 and 2 of 4 (freq 2), top-2 of 4.
 static void moe_config(tb_config *c) {
     config_defaults(c);
@@ -119,6 +167,7 @@ typedef struct moe_run {
     int64_t tokens[4][4];  // the last step's tokens per expert per layer
     int microbatches[4];
     double lb[4];
+    int64_t dropped[4];
 } moe_run;
 
 static int train_moe(const tb_config *in, moe_run *out) {
@@ -132,6 +181,7 @@ static int train_moe(const tb_config *in, moe_run *out) {
         for (int e = 0; e < 4; e++) out->tokens[l][e] = st->tokens_per_expert[l * 4 + e];
         out->microbatches[l] = st->microbatches[l];
         out->lb[l] = st->load_balancing_loss[l];
+        out->dropped[l] = st->dropped_tokens[l];
     }
     trainer_free(&tr);
     return rk.mem.stats.total_current == 0 ? 0 : -2;
@@ -209,6 +259,9 @@ TB_TEST(pretrain_gpt_writes_the_load_statistics_of_each_moe_layer) {
                  json_integer_value(json_object_get(l0, "routed_tokens")) == 64,
              "layer 0: %zu experts, %lld tokens (want 4 and 2 x 16 x 2 = 64)", json_array_size(counts), (long long)sum);
     TB_CHECK(fabs(json_real_value(json_object_get(l0, "max_over_mean")) - max / 16.0) < 1e-12, "max over mean");
+    TB_CHECK(json_is_integer(json_object_get(l0, "dropped_tokens")) &&
+                 json_integer_value(json_object_get(l0, "dropped_tokens")) == 0,
+             "no capacity: no token dropped");
     TB_CHECK(json_real_value(json_object_get(l0, "load_balancing_loss")) > 0, "load-balancing loss");
     json_decref(step);
     free(text);
@@ -294,6 +347,36 @@ TB_TEST(moe_layouts_match_the_single_rank) {
     }
 }
 
+// With a capacity each rank drops over its own microbatch's capacity, as the single rank
+// does microbatch by microbatch: data and expert parallelism keep the same drops.
+TB_TEST(moe_with_capacity_under_dp_and_ep_matches_the_single_rank) {
+    tb_config base;
+    moe_config(&base);
+    base.global_batch_size = 4, base.micro_batch_size = 1, base.lr = 3e-3, base.collective_timeout = 60;
+    base.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL, base.moe_expert_capacity_factor = 1.0;
+    layout_job single, j;
+    tb_config one = base;
+    TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
+    const int eps[2] = {1, 4};
+    for (int i = 0; i < 2; i++) {
+        tb_config c = base;
+        c.world_size = 4, c.expert_model_parallel_size = eps[i];
+        TB_REQUIRE(train_layout(&c, &j) == 0, "dp 4, ep %d", eps[i]);
+        for (int s = 0; s < LAYOUT_STEPS; s++)
+            TB_CHECK(fabs(j.loss[s] - single.loss[s]) <= 1e-5 * fabs(single.loss[s]) &&
+                         fabs(j.norm[s] - single.norm[s]) <= 1e-5 * fabs(single.norm[s]),
+                     "dp 4, ep %d: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g", eps[i], s + 1, j.loss[s],
+                     j.norm[s], single.loss[s], single.norm[s]);
+    }
+    // and tokens were dropped (top-2 of 4 at factor 1: an expert takes 8 of a microbatch's 32 choices)
+    moe_run r;
+    tb_config c = base;
+    TB_REQUIRE(train_moe(&c, &r) == 0, "train");
+    TB_CHECK(r.dropped[0] > 0 && r.dropped[0] + r.tokens[0][0] + r.tokens[0][1] + r.tokens[0][2] + r.tokens[0][3] == 4 * 32,
+             "layer 0: %lld dropped of 128", (long long)r.dropped[0]);
+    for (int e = 0; e < 4; e++) TB_CHECK(r.tokens[0][e] <= 4 * 8, "expert %d took %lld > capacity", e, (long long)r.tokens[0][e]);
+}
+
 // The expert grid beside the dense one, as --print-rank-layout shows it (world 4, ep 2:
 // expert-dp 2).
 TB_TEST(print_rank_layout_shows_the_expert_grid_and_its_groups) {
@@ -320,10 +403,12 @@ int main(void) {
     TB_RUN(router_takes_the_top_k_largest_first_ties_to_the_lower_expert);
     TB_RUN(load_balancing_loss_is_switch_transformers_and_one_when_balanced);
     TB_RUN(permutation_groups_tokens_by_expert_in_token_order_and_combine_weights_by_probs);
+    TB_RUN(capacity_drops_the_lowest_probs_or_the_last_positions);
     TB_RUN(a_step_counts_every_routed_token_once_with_or_without_recompute);
     TB_RUN(aux_loss_coefficient_changes_training_and_none_reports_no_loss);
     TB_RUN(pretrain_gpt_writes_the_load_statistics_of_each_moe_layer);
     TB_RUN(print_rank_layout_shows_the_expert_grid_and_its_groups);
     TB_RUN(moe_layouts_match_the_single_rank);
+    TB_RUN(moe_with_capacity_under_dp_and_ep_matches_the_single_rank);
     return tb_test_summary();
 }

@@ -25,6 +25,8 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.pre_softmax = cfg->moe_router_pre_softmax;
     m.aux_loss = cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS;
     m.aux_coeff = cfg->moe_aux_loss_coeff;
+    m.capacity_factor = cfg->moe_expert_capacity_factor;
+    m.drop_position = cfg->moe_token_drop_policy == TB_MOE_DROP_POSITION;
     m.ep_size = cfg->expert_model_parallel_size > 1 ? cfg->expert_model_parallel_size : 1;
     m.E_local = m.E / m.ep_size;  // expert_first and the group: set by the model
     m.ep = NULL;
@@ -33,13 +35,14 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
 
 void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]) {
     const size_t n = (size_t)N, M = n * m->k;
-    const size_t c[TB_MOE_SAVED] = {n * m->E, n * m->k, n * m->k, (size_t)m->E, n * m->k,
+    const size_t c[TB_MOE_SAVED] = {n * m->E, n * m->k, n * m->k, n * m->k, (size_t)m->E, (size_t)m->E, n * m->k,
                                     M,        (size_t)m->ep_size * m->E, (size_t)m->E_local, M * C};
     memcpy(counts, c, sizeof c);
 }
 
 void moe_layer_saved_slots(moe_layer_acts *a, void **slots[TB_MOE_SAVED]) {
     void **s[TB_MOE_SAVED] = {(void **)&a->scores,   (void **)&a->probs,        (void **)&a->topk,
+                              (void **)&a->route,    (void **)&a->selected_per_expert,
                               (void **)&a->tokens_per_expert, (void **)&a->perm_pos, (void **)&a->perm_token,
                               (void **)&a->all_counts, (void **)&a->local_counts, (void **)&a->expert_out};
     memcpy(slots, s, sizeof s);
@@ -81,12 +84,14 @@ void moe_stats_init(moe_stats *s, int num_layers, int E) {
     s->tokens_per_expert = tb_xcalloc((size_t)num_layers * (E > 0 ? E : 1), sizeof(int64_t), "MoE token counts");
     s->load_balancing_loss = tb_xcalloc((size_t)num_layers, sizeof(double), "MoE load-balancing losses");
     s->microbatches = tb_xcalloc((size_t)num_layers, sizeof(int), "MoE record counts");
+    s->dropped_tokens = tb_xcalloc((size_t)num_layers, sizeof(int64_t), "MoE dropped tokens");
 }
 
 void moe_stats_free(moe_stats *s) {
     free(s->tokens_per_expert);
     free(s->load_balancing_loss);
     free(s->microbatches);
+    free(s->dropped_tokens);
     memset(s, 0, sizeof *s);
 }
 
@@ -94,6 +99,7 @@ void moe_stats_reset(moe_stats *s) {
     memset(s->tokens_per_expert, 0, (size_t)s->num_layers * s->E * sizeof(int64_t));
     memset(s->load_balancing_loss, 0, (size_t)s->num_layers * sizeof(double));
     memset(s->microbatches, 0, (size_t)s->num_layers * sizeof(int));
+    memset(s->dropped_tokens, 0, (size_t)s->num_layers * sizeof(int64_t));
 }
 
 void moe_stats_add(moe_stats *a, const moe_stats *b) {
@@ -101,6 +107,7 @@ void moe_stats_add(moe_stats *a, const moe_stats *b) {
         for (int e = 0; e < a->E; e++) a->tokens_per_expert[(size_t)l * a->E + e] += b->tokens_per_expert[(size_t)l * b->E + e];
         a->load_balancing_loss[l] += b->load_balancing_loss[l];
         a->microbatches[l] += b->microbatches[l];
+        a->dropped_tokens[l] += b->dropped_tokens[l];
     }
 }
 
@@ -118,8 +125,9 @@ json_t *moe_stats_json(const moe_stats *s, int aux_loss) {
         }
         // the load imbalance: the busiest expert's tokens over the mean (1 = balanced)
         const double mean = (double)total / s->E;
-        json_t *o = json_pack("{s:i, s:o, s:I, s:o}", "layer", l, "tokens_per_expert", counts, "routed_tokens",
-                              (json_int_t)total, "max_over_mean", tb_json_number(mean > 0 ? (double)max / mean : 0));
+        json_t *o = json_pack("{s:i, s:o, s:I, s:I, s:o}", "layer", l, "tokens_per_expert", counts, "routed_tokens",
+                              (json_int_t)total, "dropped_tokens", (json_int_t)s->dropped_tokens[l], "max_over_mean",
+                              tb_json_number(mean > 0 ? (double)max / mean : 0));
         json_object_set_new(o, "load_balancing_loss",
                             aux_loss ? tb_json_number(s->load_balancing_loss[l] / s->microbatches[l]) : json_null());
         json_array_append_new(layers, o);
@@ -133,18 +141,20 @@ json_t *moe_stats_json(const moe_stats *s, int aux_loss) {
 void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
                        const moe_layer_params *p, moe_layer_acts *a, moe_workspace *ws, const float *inp, float *out,
                        moe_stats *stats) {
-    const int M = N * m->k, ep = m->ep_size > 1;
+    const int ep = m->ep_size > 1;
     const size_t f = sizeof(float);
     TB_RANGE_PUSH("layer.%d.moe", layer);
 
     TB_RANGE_PUSH("layer.%d.moe.router", layer);
     // (N,C) -> scores (N,E), topk and probs (N,k)
     router_forward(m, N, C, inp, p->router_w, ws->logits, a->scores, a->topk, a->probs);
+    const int dropped = router_apply_capacity(m, N, a->topk, a->probs, a->route, a->selected_per_expert);
+    const int M = N * m->k - dropped;
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.dispatch", layer);
     // (N,C) -> (M,C) grouped by expert; under ep, to the experts' ranks -> (R,C)
-    moe_permute_map(a->topk, N, m->k, m->E, a->tokens_per_expert, a->perm_pos, a->perm_token);
+    moe_permute_map(a->route, N, m->k, m->E, a->tokens_per_expert, a->perm_pos, a->perm_token);
     if (ep) {
         size_t sendc[TB_MAX_GROUP], recvc[TB_MAX_GROUP];
         moe_alltoall_counts(m->ep, a->tokens_per_expert, m->E, a->all_counts);
@@ -190,7 +200,9 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
     if (stats && layer < stats->num_layers) {
         int64_t *t = stats->tokens_per_expert + (size_t)layer * stats->E;
         for (int e = 0; e < m->E; e++) t[e] += a->tokens_per_expert[e];
-        if (m->aux_loss) stats->load_balancing_loss[layer] += router_load_balancing_loss(m, N, a->scores, a->tokens_per_expert);
+        if (m->aux_loss)
+            stats->load_balancing_loss[layer] += router_load_balancing_loss(m, N, a->scores, a->selected_per_expert);
+        stats->dropped_tokens[layer] += dropped;
         stats->microbatches[layer]++;
     }
     TB_RANGE_POP();
@@ -225,7 +237,7 @@ void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, i
 
     TB_RANGE_PUSH("layer.%d.moe.router.backward", layer);
     // the router's share of dinp (written), with the load-balancing loss's gradient
-    router_backward(m, N, C, inp, p->router_w, a->scores, a->topk, a->probs, a->tokens_per_expert, ws->d_probs,
+    router_backward(m, N, C, inp, p->router_w, a->scores, a->topk, a->probs, a->selected_per_expert, ws->d_probs,
                     loss_scale, ws->d_logits, g->router_w, dinp);
     TB_RANGE_POP();
 

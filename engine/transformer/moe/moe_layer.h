@@ -6,14 +6,17 @@
 //             ─► experts (experts.h): each expert's tokens through its own MLP
 //             ─► combine: unpermute, each token's k outputs weighted by its router probs ─► (N,C)
 //
-// M = N·k routed tokens (no capacity: none is dropped). Under expert parallelism (ep ranks,
+// M = N·k routed tokens, less those dropped over capacity (--moe-expert-capacity-factor: each
+// expert takes at most ceil(N·k / E · factor) of a microbatch's tokens, as Megatron's
+// topk_softmax_with_capacity; the others are dropped, their share of the output zero). Under expert parallelism (ep ranks,
 // each holding E/ep consecutive experts) the dispatch is Megatron's all-to-all dispatcher: the
 // counts all-gathered over ep, the permuted tokens all-to-all'd to the ranks of their experts,
 // sorted from (source rank, expert) to (expert, source rank) order so that each local expert's
 // R_e rows are consecutive, and the reverse after the experts; R = Σ_e R_e rows reach this
 // rank's experts (R = M without expert parallelism). What backward needs is saved in
 // moe_layer_acts: carved from the layer's one activation allocation (transformer_layer.c)
-//   router      scores (N,E) (softmax over every expert), topk (N,k) int32, probs (N,k)
+//   router      scores (N,E) (softmax over every expert), topk (N,k) int32, probs (N,k),
+//               route (N,k) int32 (topk, -1 where dropped), selected_per_expert (E) int32
 //   dispatch    tokens_per_expert (E), perm_pos (N,k), perm_token (M), all_counts (ep,E),
 //               local_counts (E_local), all int32; expert_out (M,C) (the experts' outputs
 //               back in this rank's permuted order)
@@ -41,6 +44,8 @@ typedef struct tb_moe_dims {
     int pre_softmax;            // softmax over every expert, then top-k (else top-k logits, then softmax)
     int aux_loss;               // the Switch/GShard load-balancing loss is computed
     double aux_coeff;           // and trained on with this coefficient
+    double capacity_factor;     // --moe-expert-capacity-factor (0: no capacity, no token dropped)
+    int drop_position;          // over capacity, drop the last positions (else the lowest probs)
     int ep_size;                // expert-parallel ranks (E_local = E / ep_size)
     tb_group *ep;               // their group (set with expert_first by the model; NULL: ep 1)
 } tb_moe_dims;
@@ -60,6 +65,8 @@ typedef struct moe_layer_params {
 typedef struct moe_layer_acts {
     float *scores, *probs;                  // (N,E), (N,k)
     int32_t *topk;                          // (N,k) expert of each of a token's k choices
+    int32_t *route;                         // (N,k) the same, or -1 where the choice was dropped (capacity)
+    int32_t *selected_per_expert;           // (E) choices per expert before any drop (the aux loss's counts)
     int32_t *tokens_per_expert;             // (E) this rank's routed tokens per expert (this microbatch)
     int32_t *perm_pos, *perm_token;         // (N,k) row of each choice in the permuted buffer; (M) its token
     int32_t *all_counts;                    // (ep,E) every ep rank's tokens_per_expert
@@ -72,7 +79,7 @@ typedef struct moe_layer_acts {
 } moe_layer_acts;
 
 // Floats (4-byte words) of each carved tensor, in moe_layer_acts order, for the layer's plan.
-#define TB_MOE_SAVED 9
+#define TB_MOE_SAVED 11
 void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]);
 // The slots of a's tensors in the same order.
 void moe_layer_saved_slots(moe_layer_acts *a, void **slots[TB_MOE_SAVED]);
@@ -94,6 +101,7 @@ typedef struct moe_stats {
     int num_layers, E;
     int64_t *tokens_per_expert;             // (num_layers, E) routed tokens of this rank's microbatches
     double *load_balancing_loss;            // (num_layers) summed over microbatches (without the coefficient)
+    int64_t *dropped_tokens;                // (num_layers) choices dropped over capacity
     int *microbatches;                      // (num_layers) forwards recorded; 0: not a MoE layer of this rank
 } moe_stats;
 void moe_stats_init(moe_stats *s, int num_layers, int E);

@@ -1,8 +1,10 @@
 #include "transformer/moe/router.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "backend/cpu/kernels.h"
+#include "core/xalloc.h"
 
 // out = softmax(x) over n entries, the sum in double
 static void softmax_row(float *out, const float *x, int n) {
@@ -87,4 +89,47 @@ void router_backward(const tb_moe_dims *m, int N, int C, const float *inp, const
         }
     }
     cpu_matmul_backward(dinp, dw, NULL, d_logits, inp, w, N, C, E);  // (N,E) -> (N,C), dW (E,C)
+}
+
+int router_expert_capacity(const tb_moe_dims *m, int N) {
+    return (int)ceil((double)N * m->k / m->E * m->capacity_factor);
+}
+
+typedef struct choice {
+    float prob;
+    int index;  // in (N,k)
+} choice;
+
+// Higher prob first; on ties the earlier token.
+static int by_prob(const void *pa, const void *pb) {
+    const choice *a = pa, *b = pb;
+    if (a->prob != b->prob) return a->prob > b->prob ? -1 : 1;
+    return a->index - b->index;
+}
+
+int router_apply_capacity(const tb_moe_dims *m, int N, const int32_t *topk, const float *probs, int32_t *route,
+                          int32_t *selected) {
+    const int E = m->E, k = m->k, NK = N * k;
+    for (int e = 0; e < E; e++) selected[e] = 0;
+    for (int i = 0; i < NK; i++) selected[topk[i]]++, route[i] = topk[i];
+    if (m->capacity_factor <= 0) return 0;
+    const int capacity = router_expert_capacity(m, N);
+    int dropped = 0;
+    if (m->drop_position) {  // each expert keeps its earliest tokens
+        int kept[TB_MOE_MAX_EXPERTS] = {0};
+        for (int i = 0; i < NK; i++)
+            if (kept[topk[i]]++ >= capacity) route[i] = -1, dropped++;
+        return dropped;
+    }
+    choice *c = tb_xcalloc((size_t)NK, sizeof *c, "router choices over capacity");
+    for (int e = 0; e < E; e++) {
+        if (selected[e] <= capacity) continue;
+        int n = 0;
+        for (int i = 0; i < NK; i++)
+            if (topk[i] == e) c[n++] = (choice){probs[i], i};
+        qsort(c, (size_t)n, sizeof *c, by_prob);
+        for (int j = capacity; j < n; j++) route[c[j].index] = -1, dropped++;
+    }
+    free(c);
+    return dropped;
 }

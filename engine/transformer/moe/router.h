@@ -19,6 +19,14 @@
 // logits (N,E) is scratch; scores, topk, probs are written.
 void router_forward(const tb_moe_dims *m, int N, int C, const float *inp, const float *w, float *logits, float *scores,
                     int32_t *topk, float *probs);
+// Megatron's get_capacity: ceil(N·k / E · factor), the most tokens an expert takes.
+int router_expert_capacity(const tb_moe_dims *m, int N);
+// topk (N,k) → route (N,k): each expert keeps at most its capacity of the choices routed to
+// it — the highest probs (ties to the earlier token; Megatron's "probs"), or the earliest
+// tokens ("position") — and the others become -1; without a capacity factor route = topk.
+// selected (E): the choices per expert before the drop. Returns the choices dropped.
+int router_apply_capacity(const tb_moe_dims *m, int N, const int32_t *topk, const float *probs, int32_t *route,
+                          int32_t *selected);
 // The loss without its coefficient: E / (k · N²) · Σ_e (Σ_n scores[n,e]) · tokens_per_expert[e].
 double router_load_balancing_loss(const tb_moe_dims *m, int N, const float *scores, const int32_t *tokens_per_expert);
 // d_probs (N,k) → dinp (N,C) written, dw (E,C) accumulated; adds the load-balancing loss's

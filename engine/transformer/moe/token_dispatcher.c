@@ -6,17 +6,23 @@
 #include "comm/comm.h"
 #include "config.h"
 
-void moe_permute_map(const int32_t *topk, int N, int k, int E, int32_t *tokens_per_expert, int32_t *perm_pos,
+void moe_permute_map(const int32_t *route, int N, int k, int E, int32_t *tokens_per_expert, int32_t *perm_pos,
                      int32_t *perm_token) {
     memset(tokens_per_expert, 0, (size_t)E * sizeof *tokens_per_expert);
-    for (int i = 0; i < N * k; i++) tokens_per_expert[topk[i]]++;
+    for (int i = 0; i < N * k; i++)
+        if (route[i] >= 0) tokens_per_expert[route[i]]++;
     // each expert's first row, then its tokens in token order
     int32_t next[TB_MOE_MAX_EXPERTS];
     int32_t at = 0;
     for (int e = 0; e < E; e++) next[e] = at, at += tokens_per_expert[e];
     for (int n = 0; n < N; n++)
         for (int j = 0; j < k; j++) {
-            const int32_t row = next[topk[(size_t)n * k + j]]++;
+            const int32_t e = route[(size_t)n * k + j];
+            if (e < 0) {
+                perm_pos[(size_t)n * k + j] = -1;
+                continue;
+            }
+            const int32_t row = next[e]++;
             perm_pos[(size_t)n * k + j] = row;
             perm_token[row] = n;
         }
@@ -32,6 +38,7 @@ void moe_permute_backward(float *dinp, const float *d_perm, const int32_t *perm_
     for (int n = 0; n < N; n++) {
         float *d = dinp + (size_t)n * C;
         for (int j = 0; j < k; j++) {
+            if (perm_pos[(size_t)n * k + j] < 0) continue;
             const float *src = d_perm + (size_t)perm_pos[(size_t)n * k + j] * C;
             for (int c = 0; c < C; c++) d[c] += src[c];
         }
@@ -45,6 +52,7 @@ void moe_unpermute(float *out, const float *expert_out, const int32_t *perm_pos,
         float *o = out + (size_t)n * C;
         memset(o, 0, (size_t)C * sizeof(float));
         for (int j = 0; j < k; j++) {
+            if (perm_pos[(size_t)n * k + j] < 0) continue;  // dropped: no share of the output
             const float p = probs[(size_t)n * k + j], *y = expert_out + (size_t)perm_pos[(size_t)n * k + j] * C;
             for (int c = 0; c < C; c++) o[c] += p * y[c];
         }
@@ -57,6 +65,10 @@ void moe_unpermute_backward(float *d_expert_out, float *d_probs, const float *do
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C;
         for (int j = 0; j < k; j++) {
+            if (perm_pos[(size_t)n * k + j] < 0) {
+                d_probs[(size_t)n * k + j] = 0;
+                continue;
+            }
             const size_t row = (size_t)perm_pos[(size_t)n * k + j];
             const float p = probs[(size_t)n * k + j], *y = expert_out + row * C;
             float *dy = d_expert_out + row * C;

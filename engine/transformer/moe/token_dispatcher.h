@@ -14,8 +14,9 @@
 
 #include "comm/group.h"
 
-// topk (N,k) → tokens_per_expert (E), perm_pos (N,k), perm_token (N·k)
-void moe_permute_map(const int32_t *topk, int N, int k, int E, int32_t *tokens_per_expert, int32_t *perm_pos,
+// route (N,k) → tokens_per_expert (E), perm_pos (N,k), perm_token (M, the choices not dropped);
+// a dropped choice (route -1) has perm_pos -1 and no row: it is skipped by every function below.
+void moe_permute_map(const int32_t *route, int N, int k, int E, int32_t *tokens_per_expert, int32_t *perm_pos,
                      int32_t *perm_token);
 // inp (N,C) → out (M,C): out[m] = inp[perm_token[m]]
 void moe_permute(float *out, const float *inp, const int32_t *perm_token, int M, int C);
