@@ -524,6 +524,9 @@ static void moe_rules(rules *r, const tb_config *c) {
     if (c->moe_shared_expert_intermediate_size < 0)
         violated(r, "moe_shared_expert_intermediate_size (%d) must be non-negative (0: none)",
                  c->moe_shared_expert_intermediate_size);
+    else if (c->moe_shared_expert_intermediate_size > (1 << 22))
+        violated(r, "moe_shared_expert_intermediate_size (%d) exceeds the largest supported value %d",
+                 c->moe_shared_expert_intermediate_size, 1 << 22);
     // Megatron's rule (arguments.py): MoE under tensor parallelism runs sequence parallel
     if (tp > 1 && !c->sequence_parallel)
         violated(r, "num_experts (%d) with tensor_model_parallel_size %d needs sequence_parallel", E, tp);
@@ -563,9 +566,6 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
         violated(r, "moe_token_dispatcher_type flex: not supported yet (allgather and alltoall are)");
     if (c->moe_pad_expert_input_to_capacity)
         violated(r, "moe_pad_expert_input_to_capacity: not supported yet (an expert's input is its kept tokens)");
-    if (c->moe_shared_expert_intermediate_size > 0)
-        violated(r, "moe_shared_expert_intermediate_size %d (shared experts): not supported yet",
-                 c->moe_shared_expert_intermediate_size);
     if (c->moe_grouped_gemm)
         violated(r, "moe_grouped_gemm: not supported yet (each expert's tokens are one GEMM per linear)");
     if (c->save[0]) violated(r, "save with num_experts %d: not supported yet (checkpoints of experts)", E);

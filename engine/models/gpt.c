@@ -86,7 +86,8 @@ static void sp_partial(gpt_param *p) {
 
 // A MoE layer's MLP (transformer/moe/moe_layer.h): the router (E, C) and, per expert e, an
 // MLP of the dense one's kind, named h.L.mlp.experts.e.{c_fc,c_proj}.{weight,bias} (MoE models
-// are not GPT-2: these names are this engine's). Replicated over tp (MoE runs at tp 1).
+// are not GPT-2: these names are this engine's), and the shared expert h.L.mlp.shared_experts.*.
+// Replicated over tp (MoE runs at tp 1).
 static void add_moe_layer(layout *lay, const tb_config *c, int l, int fc1_factor, float std, float out_std, int bias) {
     const int C = c->hidden_size, Fe = c->moe_ffn_hidden_size, Fe1 = fc1_factor * Fe;
     char name[64];
@@ -99,6 +100,15 @@ static void add_moe_layer(layout *lay, const tb_config *c, int l, int fc1_factor
         add_matrix(lay, EXPERT("c_proj.weight"), C, Fe, out_std)->expert = 1 + e;
         if (bias) add_vector(lay, EXPERT("c_proj.bias"), C, 0.0f)->expert = 1 + e;
 #undef EXPERT
+    }
+    if (c->moe_shared_expert_intermediate_size > 0) {  // dense: every ep rank holds it
+        const int Fs = c->moe_shared_expert_intermediate_size, Fs1 = fc1_factor * Fs;
+#define SHARED(suffix) (snprintf(name, sizeof name, "h.%d.mlp.shared_experts.%s", l, suffix), name)
+        add_matrix(lay, SHARED("c_fc.weight"), Fs1, C, std);
+        if (bias) add_vector(lay, SHARED("c_fc.bias"), Fs1, 0.0f);
+        add_matrix(lay, SHARED("c_proj.weight"), C, Fs, out_std);
+        if (bias) add_vector(lay, SHARED("c_proj.bias"), C, 0.0f);
+#undef SHARED
     }
 }
 
@@ -225,6 +235,10 @@ static void bind_views(gpt_model *m, float *base, gpt_weights *w, transformer_la
             else if (!strcmp(rest, "mlp.c_proj.weight")) lp->fc2_w = ptr;
             else if (!strcmp(rest, "mlp.c_proj.bias")) lp->fc2_b = ptr;
             else if (!strcmp(rest, "mlp.router.weight")) lp->moe.router_w = ptr;
+            else if (!strcmp(rest, "mlp.shared_experts.c_fc.weight")) lp->moe.shared_fc1_w = ptr;
+            else if (!strcmp(rest, "mlp.shared_experts.c_fc.bias")) lp->moe.shared_fc1_b = ptr;
+            else if (!strcmp(rest, "mlp.shared_experts.c_proj.weight")) lp->moe.shared_fc2_w = ptr;
+            else if (!strcmp(rest, "mlp.shared_experts.c_proj.bias")) lp->moe.shared_fc2_b = ptr;
             else if (p->expert) {  // mlp.experts.E.*: the local expert's slot
                 const int e = p->expert - 1 - m->block.d.moe.expert_first;
                 if (strstr(rest, ".c_fc.weight")) lp->moe.fc1_w[e] = ptr;

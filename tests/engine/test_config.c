@@ -649,6 +649,7 @@ TB_TEST(moe_rules_follow_megatron_and_moe_settings_without_experts_are_refused) 
                      "global_aux_loss or none (is sinkhorn)"),
                 ONLY("num_experts=4 moe_expert_capacity_factor=-1",
                      "moe_expert_capacity_factor (-1) must be non-negative (0: no capacity)"),
+                IS_VALID("num_experts=4 moe_shared_expert_intermediate_size=64"),
                 ONLY("num_experts=4 moe_shared_expert_intermediate_size=-1",
                      "moe_shared_expert_intermediate_size (-1) must be non-negative (0: none)"),
                 ONLY("num_experts=4 moe_router_pre_softmax=1 moe_router_score_function=sigmoid",
@@ -677,8 +678,7 @@ TB_TEST(moe_values_not_built_are_refused_as_not_supported_yet) {
                         "moe_token_dispatcher_type flex: not supported yet"),
                 REFUSED("num_experts=4 moe_expert_capacity_factor=1.25 moe_pad_expert_input_to_capacity=1",
                         "moe_pad_expert_input_to_capacity: not supported yet"),
-                REFUSED("num_experts=4 moe_shared_expert_intermediate_size=64",
-                        "moe_shared_expert_intermediate_size 64 (shared experts): not supported yet"),
+
                 REFUSED("num_experts=4 moe_grouped_gemm=1", "moe_grouped_gemm: not supported yet"),
                 REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 expert_tensor_parallel_size=1",
                         "num_experts 4 with tensor_model_parallel_size 2: not supported yet"),

@@ -477,13 +477,14 @@ static float routing_margin(const moe_case *c) {
     return margin;
 }
 
-static void moe_check_capacity(int swiglu, int pre_softmax, int k, int bias, double coeff, double capacity) {
+static void moe_check_shared(int swiglu, int pre_softmax, int k, int bias, double coeff, double capacity, int shared) {
     tb_config cfg;
     config_defaults(&cfg);
     cfg.hidden_size = 16, cfg.num_experts = 4, cfg.moe_router_topk = k, cfg.moe_ffn_hidden_size = 12;
     cfg.moe_router_pre_softmax = pre_softmax, cfg.moe_aux_loss_coeff = coeff, cfg.swiglu = swiglu;
     // the position policy: which choices drop depends on the routing alone (kept by the margin below)
     cfg.moe_expert_capacity_factor = capacity, cfg.moe_token_drop_policy = TB_MOE_DROP_POSITION;
+    cfg.moe_shared_expert_intermediate_size = shared;
     config_resolve(&cfg);
     transformer_layer_spec spec;
     transformer_layer_spec_for(&cfg, &spec);
@@ -522,6 +523,13 @@ static void moe_check_capacity(int swiglu, int pre_softmax, int k, int bias, dou
             c.p.fc2_b[e] = randn((size_t)C, 0.3f), g.fc2_b[e] = zeros((size_t)C);
         }
     }
+    const int Fs = c.m.Fs, Fs1 = c.m.Fs1;
+    if (shared) {
+        c.p.shared_fc1_w = randn((size_t)Fs1 * C, 0.3f), g.shared_fc1_w = zeros((size_t)Fs1 * C);
+        c.p.shared_fc2_w = randn((size_t)C * Fs, 0.3f), g.shared_fc2_w = zeros((size_t)C * Fs);
+        c.p.shared_fc1_b = randn((size_t)Fs1, 0.3f), g.shared_fc1_b = zeros((size_t)Fs1);
+        c.p.shared_fc2_b = randn((size_t)C, 0.3f), g.shared_fc2_b = zeros((size_t)C);
+    }
     c.out = zeros((size_t)c.N * C), c.R = randn((size_t)c.N * C, 1);
     float *dinp = zeros((size_t)c.N * C);
     moe_objective(&c);
@@ -548,6 +556,18 @@ static void moe_check_capacity(int swiglu, int pre_softmax, int k, int bias, dou
                      "expert %d fc2 bias", e);
         }
     }
+    if (shared) {
+        TB_CHECK(check("shared_fc1_w", c.p.shared_fc1_w, g.shared_fc1_w, (size_t)Fs1 * C, moe_objective, &c, 1e-2f,
+                       16) == 0 &&
+                     check("shared_fc2_w", c.p.shared_fc2_w, g.shared_fc2_w, (size_t)C * Fs, moe_objective, &c, 1e-2f,
+                           16) == 0 &&
+                     check("shared_fc1_b", c.p.shared_fc1_b, g.shared_fc1_b, (size_t)Fs1, moe_objective, &c, 1e-2f, 8) == 0 &&
+                     check("shared_fc2_b", c.p.shared_fc2_b, g.shared_fc2_b, (size_t)C, moe_objective, &c, 1e-2f, 8) == 0,
+                 "shared expert (%s)", what);
+        float **sp[] = {&c.p.shared_fc1_w, &c.p.shared_fc2_w, &c.p.shared_fc1_b, &c.p.shared_fc2_b,
+                        &g.shared_fc1_w,   &g.shared_fc2_w,   &g.shared_fc1_b,   &g.shared_fc2_b};
+        for (int i = 0; i < 8; i++) free(*sp[i]);
+    }
     for (int e = 0; e < E; e++) {
         free(c.p.fc1_w[e]), free(c.p.fc2_w[e]), free(c.p.fc1_b[e]), free(c.p.fc2_b[e]);
         free(g.fc1_w[e]), free(g.fc2_w[e]), free(g.fc1_b[e]), free(g.fc2_b[e]);
@@ -557,6 +577,10 @@ static void moe_check_capacity(int swiglu, int pre_softmax, int k, int bias, dou
     free(c.p.router_w), free(g.router_w), free(c.inp), free(c.out), free(c.R), free(dinp);
     moe_workspace_free(&c.ws, &mem);
     TB_CHECK(mem.stats.total_current == 0, "moe workspace leaked: %zu bytes", mem.stats.total_current);
+}
+
+static void moe_check_capacity(int swiglu, int pre_softmax, int k, int bias, double coeff, double capacity) {
+    moe_check_shared(swiglu, pre_softmax, k, bias, coeff, capacity, 0);
 }
 
 static void moe_check(int swiglu, int pre_softmax, int k, int bias, double coeff) {
@@ -572,6 +596,12 @@ TB_TEST(moe_layer_top1_router_gradient_matches_finite_differences) {
     moe_check(0, 0, 1, 1, 0.5);
     moe_check(0, 1, 1, 1, 0.0);
 }
+// a shared expert (hidden 8) every token goes through, its output added to the routed experts'
+TB_TEST(moe_layer_with_a_shared_expert_backward_matches_finite_differences) {
+    moe_check_shared(0, 0, 2, 1, 0.1, 0, 8);
+    moe_check_shared(1, 1, 2, 1, 0.1, 0, 8);
+}
+
 // capacity 0.8 of the even share: dropped choices take no part in the output or the gradients
 TB_TEST(moe_layer_with_dropped_tokens_backward_matches_finite_differences) {
     moe_check_capacity(0, 0, 2, 1, 0.1, 0.8);
@@ -622,6 +652,7 @@ static void model_check_moe(int untied, int rms, int rope, int experts) {
     if (rope) cfg.position_embedding_type = TB_POS_ROPE, cfg.rotary_interleaved = 1;
     // MoE in layer 0 (freq 2), layer 1 dense
     if (experts) cfg.num_experts = experts, cfg.moe_layer_freq = 2, cfg.moe_ffn_hidden_size = 8, cfg.moe_aux_loss_coeff = 0.05;
+    if (experts) cfg.moe_shared_expert_intermediate_size = 8;
     config_resolve(&cfg);
     tb_allocator mem;
     tb_allocator_init(&mem, 0, NULL, NULL);
@@ -671,7 +702,8 @@ TB_TEST(gpt_tied_layernorm_gradients_match_finite_differences) { model_check(0, 
 TB_TEST(gpt_untied_rmsnorm_gradients_match_finite_differences) { model_check(1, 1, 0); }
 // no wpe.weight: positions enter through the rotation of q and k only
 TB_TEST(gpt_rope_gradients_match_finite_differences) { model_check(1, 1, 1); }
-// a MoE layer and a dense one: the router, every expert and the rest, through the whole model
+// a MoE layer (with a shared expert) and a dense one: the router, every expert, the shared
+// expert and the rest, through the whole model
 TB_TEST(gpt_moe_gradients_match_finite_differences) { model_check_moe(0, 0, 0, 4); }
 
 int main(void) {
@@ -696,6 +728,7 @@ int main(void) {
     TB_RUN(moe_layer_pre_softmax_swiglu_backward_matches_finite_differences);
     TB_RUN(moe_layer_top1_router_gradient_matches_finite_differences);
     TB_RUN(moe_layer_with_dropped_tokens_backward_matches_finite_differences);
+    TB_RUN(moe_layer_with_a_shared_expert_backward_matches_finite_differences);
     TB_RUN(gpt_tied_layernorm_gradients_match_finite_differences);
     TB_RUN(gpt_untied_rmsnorm_gradients_match_finite_differences);
     TB_RUN(gpt_rope_gradients_match_finite_differences);

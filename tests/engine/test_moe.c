@@ -348,12 +348,14 @@ TB_TEST(moe_layouts_match_the_single_rank) {
 }
 
 // With a capacity each rank drops over its own microbatch's capacity, as the single rank
-// does microbatch by microbatch: data and expert parallelism keep the same drops.
-TB_TEST(moe_with_capacity_under_dp_and_ep_matches_the_single_rank) {
+// does microbatch by microbatch: data and expert parallelism keep the same drops. A shared
+// expert is a dense module: every ep rank holds it, its gradients reduced over dp.
+TB_TEST(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single_rank) {
     tb_config base;
     moe_config(&base);
     base.global_batch_size = 4, base.micro_batch_size = 1, base.lr = 3e-3, base.collective_timeout = 60;
     base.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL, base.moe_expert_capacity_factor = 1.0;
+    base.moe_shared_expert_intermediate_size = 16;
     layout_job single, j;
     tb_config one = base;
     TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
@@ -409,6 +411,6 @@ int main(void) {
     TB_RUN(pretrain_gpt_writes_the_load_statistics_of_each_moe_layer);
     TB_RUN(print_rank_layout_shows_the_expert_grid_and_its_groups);
     TB_RUN(moe_layouts_match_the_single_rank);
-    TB_RUN(moe_with_capacity_under_dp_and_ep_matches_the_single_rank);
+    TB_RUN(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single_rank);
     return tb_test_summary();
 }

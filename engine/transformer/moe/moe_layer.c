@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/kernels.h"
 #include "core/json_number.h"
 #include "core/ranges.h"
 #include "core/xalloc.h"
@@ -21,6 +22,8 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.k = cfg->moe_router_topk;
     m.F = cfg->moe_ffn_hidden_size;
     m.F1 = fc1_factor * m.F;
+    m.Fs = cfg->moe_shared_expert_intermediate_size > 0 ? cfg->moe_shared_expert_intermediate_size : 0;
+    m.Fs1 = fc1_factor * m.Fs;
     m.freq = cfg->moe_layer_freq > 0 ? cfg->moe_layer_freq : 1;
     m.pre_softmax = cfg->moe_router_pre_softmax;
     m.aux_loss = cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS;
@@ -36,7 +39,8 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
 void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]) {
     const size_t n = (size_t)N, M = n * m->k;
     const size_t c[TB_MOE_SAVED] = {n * m->E, n * m->k, n * m->k, n * m->k, (size_t)m->E, (size_t)m->E, n * m->k,
-                                    M,        (size_t)m->ep_size * m->E, (size_t)m->E_local, M * C};
+                                    M,        (size_t)m->ep_size * m->E, (size_t)m->E_local, M * C,
+                                    n * m->Fs1, n * m->Fs};
     memcpy(counts, c, sizeof c);
 }
 
@@ -44,7 +48,8 @@ void moe_layer_saved_slots(moe_layer_acts *a, void **slots[TB_MOE_SAVED]) {
     void **s[TB_MOE_SAVED] = {(void **)&a->scores,   (void **)&a->probs,        (void **)&a->topk,
                               (void **)&a->route,    (void **)&a->selected_per_expert,
                               (void **)&a->tokens_per_expert, (void **)&a->perm_pos, (void **)&a->perm_token,
-                              (void **)&a->all_counts, (void **)&a->local_counts, (void **)&a->expert_out};
+                              (void **)&a->all_counts, (void **)&a->local_counts, (void **)&a->expert_out,
+                              (void **)&a->shared_fc1, (void **)&a->shared_act};
     memcpy(slots, s, sizeof s);
 }
 
@@ -59,10 +64,17 @@ void moe_workspace_alloc(moe_workspace *ws, tb_allocator *mem, const tb_moe_dims
     ws->d_expert_out = tb_alloc(mem, TB_MEM_WORKSPACE, M * C * f, "grad of expert outputs");
     ws->d_perm_in = tb_alloc(mem, TB_MEM_WORKSPACE, M * C * f, "grad of permuted tokens");
     if (m->ep_size > 1) ws->send = tb_alloc(mem, TB_MEM_COMM, M * C * f, "permuted tokens to send over ep");
+    if (m->Fs > 0) {
+        ws->shared_out = tb_alloc(mem, TB_MEM_WORKSPACE, n * C * f, "shared expert output");
+        ws->d_shared_in = tb_alloc(mem, TB_MEM_WORKSPACE, n * C * f, "grad of shared expert input");
+        ws->d_shared_act = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->Fs * f, "grad of shared expert activation");
+        ws->d_shared_fc1 = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->Fs1 * f, "grad of shared expert fc1 output");
+    }
 }
 
 void moe_workspace_free(moe_workspace *ws, tb_allocator *mem) {
-    float **all[] = {&ws->logits, &ws->d_logits, &ws->d_probs, &ws->d_expert_out, &ws->d_perm_in, &ws->send};
+    float **all[] = {&ws->logits, &ws->d_logits,     &ws->d_probs,     &ws->d_expert_out, &ws->d_perm_in,
+                     &ws->send,   &ws->shared_out, &ws->d_shared_in, &ws->d_shared_act, &ws->d_shared_fc1};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         tb_free(mem, *all[i]);
         *all[i] = NULL;
@@ -197,6 +209,16 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
     moe_unpermute(out, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
     TB_RANGE_POP();
 
+    if (m->Fs > 0) {
+        TB_RANGE_PUSH("layer.%d.moe.shared_experts", layer);
+        // (N,C) -> (N,Fs1) -> (N,Fs) -> (N,C), added to the routed experts' output
+        cpu_matmul_forward(a->shared_fc1, inp, p->shared_fc1_w, p->shared_fc1_b, N, C, m->Fs1);
+        act->forward(a->shared_act, a->shared_fc1, N, m->Fs);
+        cpu_matmul_forward(ws->shared_out, a->shared_act, p->shared_fc2_w, p->shared_fc2_b, N, m->Fs, C);
+        cpu_add_inplace(out, ws->shared_out, (size_t)N * C);
+        TB_RANGE_POP();
+    }
+
     if (stats && layer < stats->num_layers) {
         int64_t *t = stats->tokens_per_expert + (size_t)layer * stats->E;
         for (int e = 0; e < m->E; e++) t[e] += a->tokens_per_expert[e];
@@ -250,6 +272,17 @@ void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, i
     }
     moe_permute_backward(dinp, ws->d_perm_in, a->perm_pos, N, m->k, C);  // the experts' share, added
     TB_RANGE_POP();
+
+    if (m->Fs > 0) {
+        TB_RANGE_PUSH("layer.%d.moe.shared_experts.backward", layer);
+        cpu_matmul_backward(ws->d_shared_act, g->shared_fc2_w, g->shared_fc2_b, dout, a->shared_act, p->shared_fc2_w, N,
+                            m->Fs, C);
+        act->backward(ws->d_shared_fc1, a->shared_fc1, ws->d_shared_act, N, m->Fs);
+        cpu_matmul_backward(ws->d_shared_in, g->shared_fc1_w, g->shared_fc1_b, ws->d_shared_fc1, inp, p->shared_fc1_w,
+                            N, C, m->Fs1);
+        cpu_add_inplace(dinp, ws->d_shared_in, (size_t)N * C);  // the shared expert's share
+        TB_RANGE_POP();
+    }
 
     TB_RANGE_POP();
 }

@@ -4,7 +4,8 @@
 //   ln2 (N,C) ─► router (router.h): scores, top-k experts and probs per token, the aux loss
 //             ─► dispatch (token_dispatcher.h): permute the routed tokens, grouped by expert
 //             ─► experts (experts.h): each expert's tokens through its own MLP
-//             ─► combine: unpermute, each token's k outputs weighted by its router probs ─► (N,C)
+//             ─► combine: unpermute, each token's k outputs weighted by its router probs
+//             (+ the shared expert's output, an MLP every token goes through) ─► (N,C)
 //
 // M = N·k routed tokens, less those dropped over capacity (--moe-expert-capacity-factor: each
 // expert takes at most ceil(N·k / E · factor) of a microbatch's tokens, as Megatron's
@@ -40,6 +41,7 @@ typedef struct tb_moe_dims {
     int E_local, expert_first;  // this rank's experts: [expert_first, expert_first + E_local)
     int k;                      // experts per token (--moe-router-topk)
     int F, F1;                  // each expert's hidden size and fc1 output (F, or 2F gated)
+    int Fs, Fs1;                // the shared expert's (--moe-shared-expert-intermediate-size; 0: none)
     int freq;                   // layer l is a MoE layer when l % freq == 0
     int pre_softmax;            // softmax over every expert, then top-k (else top-k logits, then softmax)
     int aux_loss;               // the Switch/GShard load-balancing loss is computed
@@ -60,6 +62,9 @@ typedef struct moe_layer_params {
     float *fc1_b[TB_MOE_MAX_EXPERTS];       // (F1), NULL without biases
     float *fc2_w[TB_MOE_MAX_EXPERTS];       // (C,F)
     float *fc2_b[TB_MOE_MAX_EXPERTS];       // (C), NULL without biases
+    // the shared expert (Megatron's SharedExpertMLP), every token through it: NULL without one
+    float *shared_fc1_w, *shared_fc1_b;     // (Fs1,C), (Fs1)
+    float *shared_fc2_w, *shared_fc2_b;     // (C,Fs), (C)
 } moe_layer_params;
 
 typedef struct moe_layer_acts {
@@ -72,6 +77,7 @@ typedef struct moe_layer_acts {
     int32_t *all_counts;                    // (ep,E) every ep rank's tokens_per_expert
     int32_t *local_counts;                  // (E_local) rows reaching each local expert, from all ranks
     float *expert_out;                      // (M,C) the experts' outputs in this rank's permuted order
+    float *shared_fc1, *shared_act;         // (N,Fs1), (N,Fs): the shared expert's (NULL without one)
     // allocated by the forward (moe_layer_release frees them)
     void *expert_memory;
     int rows;                               // R
@@ -79,7 +85,7 @@ typedef struct moe_layer_acts {
 } moe_layer_acts;
 
 // Floats (4-byte words) of each carved tensor, in moe_layer_acts order, for the layer's plan.
-#define TB_MOE_SAVED 11
+#define TB_MOE_SAVED 13
 void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]);
 // The slots of a's tensors in the same order.
 void moe_layer_saved_slots(moe_layer_acts *a, void **slots[TB_MOE_SAVED]);
@@ -92,6 +98,8 @@ typedef struct moe_workspace {
     float *d_probs;                         // (N,k)
     float *d_expert_out, *d_perm_in;        // (M,C)
     float *send;                            // (M,C) the permuted tokens (expert parallelism)
+    float *shared_out, *d_shared_in;        // (N,C) the shared expert's output, its input gradient
+    float *d_shared_act, *d_shared_fc1;     // (N,Fs), (N,Fs1)
 } moe_workspace;
 void moe_workspace_alloc(moe_workspace *ws, tb_allocator *mem, const tb_moe_dims *m, int N, int C);
 void moe_workspace_free(moe_workspace *ws, tb_allocator *mem);
