@@ -411,9 +411,12 @@ int64_t gpt_active_parameters(int64_t dense, int64_t expert, const tb_config *cf
 }
 
 double gpt_chunk_flops_per_token(const gpt_model *m) {
-    const int64_t expert = (int64_t)m->expert_parameters, dense = (int64_t)m->num_parameters - expert;
-    return gpt_flops_per_token(gpt_active_parameters(dense, expert, m->cfg), m->chunk.num_layers, m->C / m->tp_size,
-                               m->T);
+    // under expert parallelism this rank's experts run the tokens of all ep ranks: ep times its
+    // own, so they count as the whole layer's experts would (balanced routing, in expectation)
+    const int ep = m->block.d.moe.ep_size > 1 ? m->block.d.moe.ep_size : 1;
+    const int64_t expert = (int64_t)m->expert_parameters, dense = (int64_t)m->experts_offset;  // (as padded)
+    return gpt_flops_per_token(gpt_active_parameters(dense, expert * ep, m->cfg), m->chunk.num_layers,
+                               m->C / m->tp_size, m->T);
 }
 
 // ---------------------------------------------------------------------------------------

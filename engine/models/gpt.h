@@ -163,7 +163,8 @@ double gpt_flops_per_token(int64_t parameters, int layers, int hidden_size, int 
 // this rank (its tensor-parallel shards and the tensors it holds whole: norms, row-parallel
 // biases, the position embedding, the last stage's copy of the tied embedding), L = the
 // chunk's layers, and attention over this rank's heads only (C / tp: Megatron splits the
-// heads over tensor-parallel ranks).
+// heads over tensor-parallel ranks); a MoE rank's experts count ep times (they run the tokens
+// of every expert-parallel rank), k / E of them active per token.
 double gpt_chunk_flops_per_token(const gpt_model *m);
 // The parameters a token computes with (N of the formula above): every dense one, and k / E of
 // the experts' (a MoE layer routes each token to k of its E experts, all of one size): exact

@@ -278,6 +278,7 @@ typedef struct layout_job {
     const tb_config *cfg;
     double loss[LAYOUT_STEPS], norm[LAYOUT_STEPS];
     size_t expert_floats;  // rank 0's expert parameters
+    double flops;          // rank 0's FLOPs per token (its chunks)
     atomic_int failed;
 } layout_job;
 
@@ -293,7 +294,8 @@ static void layout_rank(tb_rank *rk, void *arg) {
         if (rk->rank == 0) j->loss[s - 1] = r.loss, j->norm[s - 1] = r.grad_norm;
     }
     if (rk->rank == 0)
-        for (int c = 0; c < tr.nchunks; c++) j->expert_floats += tr.models[c].expert_parameters;
+        for (int c = 0; c < tr.nchunks; c++)
+            j->expert_floats += tr.models[c].expert_parameters, j->flops += gpt_chunk_flops_per_token(&tr.models[c]);
     trainer_free(&tr);
 }
 
@@ -342,6 +344,11 @@ TB_TEST(moe_layouts_match_the_single_rank) {
         const size_t want = single.expert_floats / (size_t)layouts[i].ep / (size_t)layouts[i].pp;
         TB_CHECK(j.expert_floats == want, "%s: rank 0 holds %zu expert floats, want %zu", layouts[i].name,
                  j.expert_floats, want);
+        // without pp a rank computes, per token, what the single rank does: its experts run the
+        // tokens of all ep ranks
+        if (layouts[i].pp == 1)
+            TB_CHECK(j.flops == single.flops, "%s: rank 0's FLOPs per token %.17g, single rank %.17g", layouts[i].name,
+                     j.flops, single.flops);
         printf("    %-20s loss and grad norm within %.1e of the single rank; rank 0: %zu of %zu expert floats\n",
                layouts[i].name, worst, j.expert_floats, single.expert_floats);
     }
