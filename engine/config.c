@@ -63,6 +63,32 @@ const tb_option tb_config_options[] = {
     OPT("--attention-dropout", attention_dropout, TB_OPT_FLOAT, "0", NULL, "model",
         "dropout on attention probabilities"),
     OPT("--num-experts", num_experts, TB_OPT_INT, "0", NULL, "model", "MoE experts per layer (0: dense)"),
+    OPT("--moe-router-topk", moe_router_topk, TB_OPT_INT, "2", NULL, "moe", "experts each token is routed to (k)"),
+    OPT("--moe-router-load-balancing-type", moe_router_load_balancing_type, TB_OPT_CHOICE, "aux_loss",
+        "aux_loss|seq_aux_loss|global_aux_loss|sinkhorn|none", "moe",
+        "load balancing: aux_loss (Switch/GShard loss per microbatch) or none"),
+    OPT("--moe-aux-loss-coeff", moe_aux_loss_coeff, TB_OPT_FLOAT, "0", NULL, "moe",
+        "coefficient of the load-balancing loss (0: the loss is reported, not trained on)"),
+    OPT("--moe-router-pre-softmax", moe_router_pre_softmax, TB_OPT_BOOL, "false", NULL, "moe",
+        "softmax over all experts before the top-k (else softmax over the k chosen logits)"),
+    OPT("--moe-router-score-function", moe_router_score_function, TB_OPT_CHOICE, "softmax", "softmax|sigmoid", "moe",
+        "router score function"),
+    OPT("--moe-ffn-hidden-size", moe_ffn_hidden_size, TB_OPT_INT, "0", NULL, "moe",
+        "each expert's MLP hidden size (0: ffn hidden size)"),
+    OPT("--moe-layer-freq", moe_layer_freq, TB_OPT_INT, "1", NULL, "moe",
+        "a MoE layer every N layers (layer l is MoE when l mod N = 0), the others dense"),
+    OPT("--moe-token-dispatcher-type", moe_token_dispatcher_type, TB_OPT_CHOICE, "allgather", "allgather|alltoall|flex",
+        "moe", "how tokens reach their experts across expert-parallel ranks"),
+    OPT("--moe-expert-capacity-factor", moe_expert_capacity_factor, TB_OPT_FLOAT, "0", NULL, "moe",
+        "tokens an expert takes, as a multiple of its even share (0: no capacity, no token dropped)"),
+    OPT("--moe-token-drop-policy", moe_token_drop_policy, TB_OPT_CHOICE, "probs", "probs|position", "moe",
+        "which tokens over capacity are dropped: the lowest probabilities, or the last positions"),
+    OPT("--moe-pad-expert-input-to-capacity", moe_pad_expert_input_to_capacity, TB_OPT_BOOL, "false", NULL, "moe",
+        "pad every expert's input to its capacity"),
+    OPT("--moe-shared-expert-intermediate-size", moe_shared_expert_intermediate_size, TB_OPT_INT, "0", NULL, "moe",
+        "hidden size of the shared experts every token goes through (0: none)"),
+    OPT("--moe-grouped-gemm", moe_grouped_gemm, TB_OPT_BOOL, "false", NULL, "moe",
+        "the experts' GEMMs as one grouped GEMM"),
     // parallel
     OPT("--world-size", world_size, TB_OPT_INT, "0", NULL, "parallel",
         "number of ranks (0: tp x cp x pp; under mpirun: processes x ranks per process); data-parallel size = "
@@ -85,6 +111,8 @@ const tb_option tb_config_options[] = {
         "context-parallel size cp"),
     OPT("--expert-model-parallel-size", expert_model_parallel_size, TB_OPT_INT, "1", NULL, "parallel",
         "expert-parallel size ep"),
+    OPT("--expert-tensor-parallel-size", expert_tensor_parallel_size, TB_OPT_INT, "0", NULL, "parallel",
+        "tensor-parallel size of the experts etp (0: tensor-parallel size)"),
     OPT("--sequence-parallel", sequence_parallel, TB_OPT_BOOL, "false", NULL, "parallel",
         "shard norm regions along the sequence across the tensor-parallel group"),
     OPT("--use-distributed-optimizer", use_distributed_optimizer, TB_OPT_BOOL, "false", NULL, "parallel",
@@ -321,6 +349,8 @@ static int sat(int64_t v) { return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN
 void config_resolve(tb_config *c) {
     if (c->ffn_hidden_size == 0) c->ffn_hidden_size = sat(4 * (int64_t)c->hidden_size);
     if (c->num_query_groups == 0) c->num_query_groups = c->num_attention_heads;
+    if (c->num_experts > 0 && c->moe_ffn_hidden_size == 0) c->moe_ffn_hidden_size = c->ffn_hidden_size;
+    if (c->expert_tensor_parallel_size == 0) c->expert_tensor_parallel_size = c->tensor_model_parallel_size;
     if (c->max_position_embeddings == 0) c->max_position_embeddings = c->seq_length;
     if (c->lr_decay_iters == 0) c->lr_decay_iters = c->train_iters;
     if (c->num_layers_per_virtual_pipeline_stage > 0 && c->pipeline_model_parallel_size > 0 &&
@@ -418,6 +448,139 @@ __attribute__((format(printf, 2, 3))) static void violated(rules *r, const char 
 #define DIVISIBLE(r, a, aname, b, bname)                                                    \
     if ((b) > 0 && (a) % (b) != 0)                                                          \
     violated(r, "%s (%d) must be divisible by %s (%d)", aname, (int)(a), bname, (int)(b))
+
+// Mixture of experts (transformer/moe/): Megatron-Core's rules, each with its numbers. The
+// expert grid is expert-tp x ep x expert-dp x pp over the same world as the dense
+// tp x cp x dp x pp one (parallel_state.h), so etp x ep x pp must divide the world. Without
+// experts every MoE setting left at a non-default value is refused: it would be ignored.
+static void moe_rules(rules *r, const tb_config *c) {
+    const int tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size;
+    const int ep = c->expert_model_parallel_size, etp = c->expert_tensor_parallel_size;
+    if (c->num_experts < 0) {
+        violated(r, "num_experts (%d) must be non-negative (0: dense)", c->num_experts);
+        return;
+    }
+    if (c->num_experts == 0) {
+        static const char *const dense = "applies only with num_experts > 0 (is 0: dense)";
+        if (ep > 1) violated(r, "expert_model_parallel_size (%d) needs num_experts > 0", ep);
+        if (etp != tp) violated(r, "expert_tensor_parallel_size (%d) %s", etp, dense);
+        if (c->moe_router_topk != 2) violated(r, "moe_router_topk (%d) %s", c->moe_router_topk, dense);
+        if (c->moe_router_load_balancing_type != TB_MOE_LB_AUX_LOSS)
+            violated(r, "moe_router_load_balancing_type %s %s",
+                     config_choice_name("moe_router_load_balancing_type", c->moe_router_load_balancing_type), dense);
+        if (c->moe_aux_loss_coeff != 0) violated(r, "moe_aux_loss_coeff (%g) %s", c->moe_aux_loss_coeff, dense);
+        if (c->moe_router_pre_softmax) violated(r, "moe_router_pre_softmax %s", dense);
+        if (c->moe_router_score_function != TB_MOE_SCORE_SOFTMAX)
+            violated(r, "moe_router_score_function %s %s",
+                     config_choice_name("moe_router_score_function", c->moe_router_score_function), dense);
+        if (c->moe_ffn_hidden_size != 0) violated(r, "moe_ffn_hidden_size (%d) %s", c->moe_ffn_hidden_size, dense);
+        if (c->moe_layer_freq != 1) violated(r, "moe_layer_freq (%d) %s", c->moe_layer_freq, dense);
+        if (c->moe_token_dispatcher_type != TB_MOE_DISPATCHER_ALLGATHER)
+            violated(r, "moe_token_dispatcher_type %s %s",
+                     config_choice_name("moe_token_dispatcher_type", c->moe_token_dispatcher_type), dense);
+        if (c->moe_expert_capacity_factor != 0)
+            violated(r, "moe_expert_capacity_factor (%g) %s", c->moe_expert_capacity_factor, dense);
+        if (c->moe_token_drop_policy != TB_MOE_DROP_PROBS)
+            violated(r, "moe_token_drop_policy %s %s",
+                     config_choice_name("moe_token_drop_policy", c->moe_token_drop_policy), dense);
+        if (c->moe_pad_expert_input_to_capacity) violated(r, "moe_pad_expert_input_to_capacity %s", dense);
+        if (c->moe_shared_expert_intermediate_size != 0)
+            violated(r, "moe_shared_expert_intermediate_size (%d) %s", c->moe_shared_expert_intermediate_size, dense);
+        if (c->moe_grouped_gemm) violated(r, "moe_grouped_gemm %s", dense);
+        return;
+    }
+    const int E = c->num_experts;
+    if (E > TB_MOE_MAX_EXPERTS)
+        violated(r, "num_experts (%d) exceeds %d, the most this build supports", E, TB_MOE_MAX_EXPERTS);
+    DIVISIBLE(r, E, "num_experts", ep, "expert_model_parallel_size");
+    if (c->moe_router_topk < 1 || c->moe_router_topk > E)
+        violated(r, "moe_router_topk (%d) must be between 1 and num_experts (%d)", c->moe_router_topk, E);
+    if (c->moe_aux_loss_coeff < 0) violated(r, "moe_aux_loss_coeff (%g) must be non-negative", c->moe_aux_loss_coeff);
+    else if (c->moe_aux_loss_coeff > 0 && c->moe_router_load_balancing_type == TB_MOE_LB_NONE)
+        violated(r, "moe_aux_loss_coeff (%g) applies only with a load-balancing loss "
+                    "(moe_router_load_balancing_type is none)", c->moe_aux_loss_coeff);
+    if (c->moe_router_pre_softmax && c->moe_router_score_function != TB_MOE_SCORE_SOFTMAX)
+        violated(r, "moe_router_pre_softmax applies only with moe_router_score_function softmax (is sigmoid)");
+    if (c->moe_ffn_hidden_size < 1) violated(r, "moe_ffn_hidden_size (%d) must be at least 1", c->moe_ffn_hidden_size);
+    else if (c->moe_ffn_hidden_size > (1 << 22))
+        violated(r, "moe_ffn_hidden_size (%d) exceeds the largest supported value %d", c->moe_ffn_hidden_size, 1 << 22);
+    if (c->moe_layer_freq < 1) violated(r, "moe_layer_freq (%d) must be at least 1", c->moe_layer_freq);
+    if (etp < 1) violated(r, "expert_tensor_parallel_size (%d) must be at least 1", etp);
+    else {
+        if (c->moe_ffn_hidden_size >= 1)
+            DIVISIBLE(r, c->moe_ffn_hidden_size, "moe_ffn_hidden_size", etp, "expert_tensor_parallel_size");
+        const int64_t expert_mp = (int64_t)etp * ep * pp;
+        if (c->world_size % expert_mp != 0)
+            violated(r, "world_size (%d) must be divisible by expert_tensor_parallel_size x "
+                        "expert_model_parallel_size x pipeline_model_parallel_size (%d x %d x %d = %lld): the "
+                        "expert grid", c->world_size, etp, ep, pp, (long long)expert_mp);
+    }
+    if (c->moe_expert_capacity_factor < 0)
+        violated(r, "moe_expert_capacity_factor (%g) must be non-negative (0: no capacity)",
+                 c->moe_expert_capacity_factor);
+    // Megatron's rule: the capacity is applied by the top-k routers with a load-balancing loss or none
+    if (c->moe_expert_capacity_factor > 0 && c->moe_router_load_balancing_type == TB_MOE_LB_SINKHORN)
+        violated(r, "moe_expert_capacity_factor (%g) needs moe_router_load_balancing_type aux_loss, seq_aux_loss, "
+                    "global_aux_loss or none (is sinkhorn)", c->moe_expert_capacity_factor);
+    if (c->moe_expert_capacity_factor == 0) {
+        if (c->moe_pad_expert_input_to_capacity)
+            violated(r, "moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor");
+        if (c->moe_token_drop_policy != TB_MOE_DROP_PROBS)
+            violated(r, "moe_token_drop_policy %s applies only with moe_expert_capacity_factor",
+                     config_choice_name("moe_token_drop_policy", c->moe_token_drop_policy));
+    }
+    if (c->moe_shared_expert_intermediate_size < 0)
+        violated(r, "moe_shared_expert_intermediate_size (%d) must be non-negative (0: none)",
+                 c->moe_shared_expert_intermediate_size);
+    else if (c->moe_shared_expert_intermediate_size > (1 << 22))
+        violated(r, "moe_shared_expert_intermediate_size (%d) exceeds the largest supported value %d",
+                 c->moe_shared_expert_intermediate_size, 1 << 22);
+    // Megatron's rule (arguments.py): MoE under tensor parallelism runs sequence parallel
+    if (tp > 1 && !c->sequence_parallel)
+        violated(r, "num_experts (%d) with tensor_model_parallel_size %d needs sequence_parallel", E, tp);
+}
+
+// The MoE values the engine cannot run yet (after every rule passed).
+static void moe_not_supported_yet(rules *r, const tb_config *c) {
+    const int E = c->num_experts;
+    if (E == 0) return;
+    const int tp = c->tensor_model_parallel_size, cp = c->context_parallel_size;
+    const int ep = c->expert_model_parallel_size, etp = c->expert_tensor_parallel_size;
+    if (tp > 1)
+        violated(r, "num_experts %d with tensor_model_parallel_size %d: not supported yet (MoE runs at tp 1)", E, tp);
+    if (etp > 1) violated(r, "expert_tensor_parallel_size %d: not supported yet", etp);
+    if (cp > 1)
+        violated(r, "num_experts %d with context_parallel_size %d: not supported yet (MoE runs at cp 1)", E, cp);
+    if (ep > 1 && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER)
+        violated(r, "moe_token_dispatcher_type allgather with expert_model_parallel_size %d: not supported yet "
+                    "(alltoall is)", ep);
+    if (ep > 1 && c->use_distributed_optimizer)
+        violated(r, "use_distributed_optimizer with expert_model_parallel_size %d: not supported yet (the experts' "
+                    "state would be sharded over dp, not expert-dp)", ep);
+    if (ep > 1 && c->overlap_grad_reduce)
+        violated(r, "overlap_grad_reduce with expert_model_parallel_size %d: not supported yet (the buckets are "
+                    "reduced over dp, the experts' gradients over expert-dp)", ep);
+    if (ep > 1 && c->dump_tensors[0])
+        violated(r, "dump_tensors with expert_model_parallel_size %d: not supported yet (the experts of other ep "
+                    "ranks are not gathered)", ep);
+    const int lb = c->moe_router_load_balancing_type;
+    if (lb != TB_MOE_LB_AUX_LOSS && lb != TB_MOE_LB_NONE)
+        violated(r, "moe_router_load_balancing_type %s: not supported yet (aux_loss and none are)",
+                 config_choice_name("moe_router_load_balancing_type", lb));
+    if (c->moe_router_score_function != TB_MOE_SCORE_SOFTMAX)
+        violated(r, "moe_router_score_function %s: not supported yet (softmax is)",
+                 config_choice_name("moe_router_score_function", c->moe_router_score_function));
+    if (c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_FLEX)
+        violated(r, "moe_token_dispatcher_type flex: not supported yet (allgather and alltoall are)");
+    if (c->moe_pad_expert_input_to_capacity)
+        violated(r, "moe_pad_expert_input_to_capacity: not supported yet (an expert's input is its kept tokens)");
+    if (c->moe_grouped_gemm)
+        violated(r, "moe_grouped_gemm: not supported yet (each expert's tokens are one GEMM per linear)");
+    if (c->save[0]) violated(r, "save with num_experts %d: not supported yet (checkpoints of experts)", E);
+    if (c->load[0]) violated(r, "load with num_experts %d: not supported yet (checkpoints of experts)", E);
+    if (c->save_hf[0])
+        violated(r, "save_hf with num_experts %d: not supported yet (GPT-2 files have no experts)", E);
+}
 
 int config_validate(const tb_config *c, tb_error *err) { return config_validate_rules(c, 0, err); }
 
@@ -555,16 +718,10 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     }
     if (c->sequence_parallel) DIVISIBLE(&r, c->seq_length, "seq_length", tp, "tensor_model_parallel_size");
     if (cp > 1) DIVISIBLE(&r, c->seq_length, "seq_length", 2 * cp, "2 x context_parallel_size");
-    if (c->num_experts < 0) violated(&r, "num_experts (%d) must be non-negative (0: dense)", c->num_experts);
-    if (c->num_experts > 0) DIVISIBLE(&r, c->num_experts, "num_experts", ep, "expert_model_parallel_size");
-    if (ep > 1 && c->num_experts == 0)
-        violated(&r, "expert_model_parallel_size (%d) needs num_experts > 0", ep);
     if (ep > 1 && cp > 1)
         violated(&r, "expert_model_parallel_size (%d) and context_parallel_size (%d) cannot both exceed 1",
                  ep, cp);
-    if (ep > 1 && dp > 0 && (dp * cp) % ep != 0)
-        violated(&r, "data_parallel_size x context_parallel_size (%d) must be divisible by "
-                     "expert_model_parallel_size (%d)", dp * cp, ep);
+    moe_rules(&r, c);
 
     // Batch
     if (dp > 0) {
@@ -711,8 +868,7 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
                  cp, config_choice_name("attention_backend", c->attention_backend));
     if (c->sequence_parallel && tp == 1)
         violated(&r, "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)");
-    if (ep > 1) violated(&r, "expert_model_parallel_size %d: not supported yet", ep);
-    if (c->num_experts > 0) violated(&r, "num_experts %d (MoE): not supported yet", c->num_experts);
+    moe_not_supported_yet(&r, c);
     if (c->save_hf[0] && pp > 1)
         violated(&r, "save_hf with pipeline_model_parallel_size %d: not supported yet (save a checkpoint with save, "
                      "load it at pp 1, then save_hf)", pp);

@@ -36,6 +36,14 @@ enum tb_debug_fault { TB_FAULT_NONE, TB_FAULT_ROW_PARALLEL_BIAS, TB_FAULT_SKIP_S
 enum tb_lr_decay_style { TB_LR_COSINE, TB_LR_LINEAR, TB_LR_CONSTANT };
 enum tb_recompute_granularity { TB_RECOMPUTE_NONE, TB_RECOMPUTE_SELECTIVE, TB_RECOMPUTE_FULL };
 enum tb_recompute_method { TB_RECOMPUTE_METHOD_NONE, TB_RECOMPUTE_UNIFORM, TB_RECOMPUTE_BLOCK };
+// Mixture of experts (transformer/moe/), Megatron-Core's choices; the ones not built yet are
+// refused by config_validate as "not supported yet".
+enum tb_moe_load_balancing { TB_MOE_LB_AUX_LOSS, TB_MOE_LB_SEQ_AUX_LOSS, TB_MOE_LB_GLOBAL_AUX_LOSS, TB_MOE_LB_SINKHORN,
+                             TB_MOE_LB_NONE };
+enum tb_moe_score_function { TB_MOE_SCORE_SOFTMAX, TB_MOE_SCORE_SIGMOID };
+enum tb_moe_dispatcher { TB_MOE_DISPATCHER_ALLGATHER, TB_MOE_DISPATCHER_ALLTOALL, TB_MOE_DISPATCHER_FLEX };
+enum tb_moe_drop_policy { TB_MOE_DROP_PROBS, TB_MOE_DROP_POSITION };
+#define TB_MOE_MAX_EXPERTS 256
 
 typedef struct tb_config {
     // --- model (TransformerConfig) ---
@@ -63,6 +71,20 @@ typedef struct tb_config {
     double hidden_dropout;
     double attention_dropout;
     int num_experts;              // 0 = dense MLP
+    // --- mixture of experts (transformer/moe/; Megatron-Core's TransformerConfig moe_*) ---
+    int moe_router_topk;          // experts per token k
+    int moe_router_load_balancing_type;  // enum tb_moe_load_balancing
+    double moe_aux_loss_coeff;    // scale of the Switch/GShard load-balancing loss (0: none)
+    int moe_router_pre_softmax;   // softmax over all experts, then top-k (else top-k logits, then softmax)
+    int moe_router_score_function;       // enum tb_moe_score_function
+    int moe_ffn_hidden_size;      // each expert's MLP hidden size (0 → ffn_hidden_size)
+    int moe_layer_freq;           // layer l is a MoE layer when l % freq == 0
+    int moe_token_dispatcher_type;       // enum tb_moe_dispatcher
+    double moe_expert_capacity_factor;   // 0: no capacity (no token dropped)
+    int moe_token_drop_policy;    // enum tb_moe_drop_policy
+    int moe_pad_expert_input_to_capacity;
+    int moe_shared_expert_intermediate_size;  // 0: no shared expert
+    int moe_grouped_gemm;
 
     // --- parallel layout ---
     int world_size;               // 0 → tp × cp × pp (dp = 1)
@@ -75,6 +97,7 @@ typedef struct tb_config {
     int account_for_loss_in_pipeline_split;
     int context_parallel_size;
     int expert_model_parallel_size;
+    int expert_tensor_parallel_size;  // 0 → tensor_model_parallel_size (Megatron's default)
     int sequence_parallel;
     int use_distributed_optimizer;
     int overlap_grad_reduce;      // DistributedDataParallel: dp gradient reduction in buckets, overlapped with backward

@@ -14,8 +14,8 @@
 #include "core/failure_report.h"
 #include "core/xalloc.h"
 
-static const char *const kind_names[TB_NGROUP_KINDS] = {"tp", "cp",        "dp",    "dp_cp",  "pp",
-                                                        "mp", "embedding", "world", "pp_grad"};
+static const char *const kind_names[TB_NGROUP_KINDS] = {"tp",      "cp", "dp",  "dp_cp",    "pp", "mp", "embedding",
+                                                        "world",   "pp_grad", "ep", "etp", "expert_dp"};
 
 const char *tb_group_kind_name(tb_group_kind k) {
     return (unsigned)k < TB_NGROUP_KINDS ? kind_names[k] : "?";
@@ -31,6 +31,23 @@ tb_coords parallel_state_coords(const tb_config *cfg, int rank) {
     rank /= cp;
     c.dp = rank % dp;
     c.pp = rank / dp;
+    return c;
+}
+
+tb_expert_coords parallel_state_expert_coords(const tb_config *cfg, int rank) {
+    tb_expert_coords c = {0, 0, 0, 0};
+    // the expert grid, etp-ep-edp-pp (a dense model's: etp = tp, ep 1, so edp = dp x cp)
+    const int moe = cfg->num_experts > 0;
+    const int etp = moe && cfg->expert_tensor_parallel_size > 0 ? cfg->expert_tensor_parallel_size
+                                                                : cfg->tensor_model_parallel_size;
+    const int ep = moe ? cfg->expert_model_parallel_size : 1, pp = cfg->pipeline_model_parallel_size;
+    const int edp = cfg->world_size / (etp * ep * pp);
+    c.etp = rank % etp;
+    rank /= etp;
+    c.ep = rank % ep;
+    rank /= ep;
+    c.edp = edp > 0 ? rank % edp : 0;
+    c.pp = edp > 0 ? rank / edp : 0;
     return c;
 }
 
@@ -56,11 +73,29 @@ static int same_group(const tb_config *cfg, tb_group_kind k, tb_coords a, tb_coo
     }
 }
 
+static int is_expert_kind(tb_group_kind k) { return k == TB_GROUP_EP || k == TB_GROUP_ETP || k == TB_GROUP_EXPERT_DP; }
+
+// The same in the expert grid.
+static int same_expert_group(tb_group_kind k, tb_expert_coords a, tb_expert_coords b) {
+    switch (k) {
+    case TB_GROUP_EP: return a.etp == b.etp && a.edp == b.edp && a.pp == b.pp;
+    case TB_GROUP_ETP: return a.ep == b.ep && a.edp == b.edp && a.pp == b.pp;
+    case TB_GROUP_EXPERT_DP: return a.etp == b.etp && a.ep == b.ep && a.pp == b.pp;
+    default: return 0;
+    }
+}
+
 int parallel_state_group_members(const tb_config *cfg, tb_group_kind k, int rank, int *members) {
     tb_coords me = parallel_state_coords(cfg, rank);
     int n = 0;
     // middle pipeline stages belong to no embedding group (Megatron's is_rank_in_embedding_group)
     if (k == TB_GROUP_EMBEDDING && me.pp != 0 && me.pp != cfg->pipeline_model_parallel_size - 1) return 0;
+    if (is_expert_kind(k)) {
+        const tb_expert_coords e = parallel_state_expert_coords(cfg, rank);
+        for (int r = 0; r < cfg->world_size; r++)
+            if (same_expert_group(k, e, parallel_state_expert_coords(cfg, r))) members[n++] = r;
+        return n;
+    }
     for (int r = 0; r < cfg->world_size; r++)
         if (same_group(cfg, k, me, parallel_state_coords(cfg, r))) members[n++] = r;
     return n;
@@ -173,12 +208,21 @@ void parallel_state_print_layout(FILE *out, const tb_config *c) {
     fprintf(out, "world %d = tp %d x cp %d x dp %d x pp %d (order tp-cp-ep-dp-pp, tp fastest)\n", c->world_size,
             c->tensor_model_parallel_size, c->context_parallel_size, c->data_parallel_size,
             c->pipeline_model_parallel_size);
+    const int experts = c->num_experts > 0;
+    if (experts) {
+        const int etp = c->expert_tensor_parallel_size, ep = c->expert_model_parallel_size;
+        fprintf(out, "experts: world %d = etp %d x ep %d x expert-dp %d x pp %d (order etp-ep-edp-pp)\n", c->world_size,
+                etp, ep, c->world_size / (etp * ep * c->pipeline_model_parallel_size), c->pipeline_model_parallel_size);
+    }
     int *members = tb_xcalloc((size_t)c->world_size, sizeof(int), "group members");
     for (int r = 0; r < c->world_size; r++) {
         char label[96];
         parallel_state_label(label, sizeof label, r, parallel_state_coords(c, r));
-        fprintf(out, "%s\n", label);
+        const tb_expert_coords at = parallel_state_expert_coords(c, r);
+        if (experts) fprintf(out, "%s experts (etp%d ep%d edp%d pp%d)\n", label, at.etp, at.ep, at.edp, at.pp);
+        else fprintf(out, "%s\n", label);
         for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+            if (!experts && is_expert_kind((tb_group_kind)k)) continue;
             int n = parallel_state_group_members(c, (tb_group_kind)k, r, members);
             fprintf(out, "  %-9s [", kind_names[k]);
             for (int i = 0; i < n; i++) fprintf(out, "%s%d", i ? ", " : "", members[i]);

@@ -9,6 +9,15 @@
 // tp [0,1] [2,3] ..; cp [0,2] [1,3] ..; dp [0,4] [1,5] ..; pp [0,8] [1,9] ..;
 // dp_cp [0,2,4,6] [1,3,5,7] ..; mp (tp × pp) [0,1,8,9] ..; embedding: the first and last
 // pipeline stage of each pipeline group.
+//
+// With experts (--num-experts), the expert grid lies beside the dense one over the same ranks
+// (Megatron-Core's second RankGenerator, "MoE parallel folding"): etp × ep × expert-dp × pp,
+// in the same order with etp in tp's place, ep in cp's, expert-dp in dp's,
+//   rank = etp_rank + etp·(ep_rank + ep·(edp_rank + edp·pp_rank)),  edp = world / (etp·ep·pp),
+// so the pipeline groups coincide. E.g. world 8, tp 2 (dense dp 4), etp 1, ep 4, pp 1:
+// ep [0,1,2,3] [4,5,6,7]; expert_dp [0,4] [1,5] ..; etp [0] [1] ... Expert parameters'
+// gradients are reduced over expert_dp, the dense ones over dp_cp. Without experts the grid is
+// etp = tp, ep 1: ep is the rank alone, etp the tp group, expert_dp the dp_cp group.
 // Every report names a rank by its coordinates: "rank 13 (tp1 cp0 dp1 pp1)".
 #ifndef TB_PARALLEL_STATE_H
 #define TB_PARALLEL_STATE_H
@@ -28,6 +37,11 @@ typedef struct tb_coords {
     int tp, cp, dp, pp;
 } tb_coords;
 
+// A rank's place in the expert grid.
+typedef struct tb_expert_coords {
+    int etp, ep, edp, pp;
+} tb_expert_coords;
+
 typedef enum tb_group_kind {
     TB_GROUP_TP,
     TB_GROUP_CP,
@@ -39,6 +53,9 @@ typedef enum tb_group_kind {
     TB_GROUP_WORLD,
     TB_GROUP_PP_GRAD,    // the pipeline group again, for gradients flowing backward (Megatron uses a
                          // second communicator for one direction, so the two never queue together)
+    TB_GROUP_EP,         // expert parallel: the ranks that split a layer's experts
+    TB_GROUP_ETP,        // expert tensor parallel
+    TB_GROUP_EXPERT_DP,  // expert data parallel: replicas of the same experts
     TB_NGROUP_KINDS
 } tb_group_kind;
 
@@ -46,6 +63,7 @@ const char *tb_group_kind_name(tb_group_kind k);
 
 // Coordinates of `rank` under the config's sizes (tp-cp-ep-dp-pp order).
 tb_coords parallel_state_coords(const tb_config *cfg, int rank);
+tb_expert_coords parallel_state_expert_coords(const tb_config *cfg, int rank);
 // "rank 13 (tp1 cp0 dp1 pp1)"
 void parallel_state_label(char *buf, size_t len, int rank, tb_coords c);
 // Members of the group of kind k that contains `rank`, in group order; returns the count

@@ -75,7 +75,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     for (int c = 0; c < v; c++) {
         int k = c * p + r, first = 0;
         for (int j = 0; j < k; j++) first += layers[j];
-        gpt_chunk_spec spec = {first, layers[k], k == 0, k == p * v - 1, M};
+        gpt_chunk_spec spec = {first, layers[k], k == 0, k == p * v - 1, M, group(rk, TB_GROUP_EP)};
         TB_RANGE_PUSH("setup.model.chunk.%d", c);
         gpt_model_init_chunk(&tr->models[c], cfg, &rk->mem, group(rk, TB_GROUP_TP), spec);
         TB_RANGE_POP();
@@ -230,7 +230,10 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     TB_RANGE_PUSH("train_step");
     tb_range_annotate(step, -1);
     tensor_dump_arm(tr->dump, step);
-    for (int c = 0; c < tr->nchunks; c++) gpt_zero_grad(&tr->models[c]);
+    for (int c = 0; c < tr->nchunks; c++) {
+        gpt_zero_grad(&tr->models[c]);
+        if (tr->models[c].block.moe_stats.num_layers) moe_stats_reset(&tr->models[c].block.moe_stats);
+    }
     int64_t t0 = tb_now_ns();
     TB_RANGE_PUSH("data");
     get_batch(tr, step);
@@ -282,32 +285,38 @@ void rank_init_single(tb_rank *rk, const tb_config *cfg) {
 
 // Parameters this rank counts toward the whole model's N: tp-replicated tensors on tp rank
 // 0 only, the tied embedding's second copy never, one data-parallel replica.
-static int64_t counted_parameters(const tb_trainer *tr) {
+// n[0]: dense parameters, n[1]: the experts' (MoE).
+static void counted_parameters(const tb_trainer *tr, int64_t n[2]) {
     const tb_rank *rk = tr->rk;
-    int64_t n = 0;
-    if (rk->world && rk->groups[TB_GROUP_DP_CP].index != 0) return 0;
+    n[0] = n[1] = 0;
+    // one replica: of the dense parameters, dp-cp rank 0's; of the experts', expert-dp rank 0's
+    const int dense_replica = !rk->world || rk->groups[TB_GROUP_DP_CP].index == 0;
+    const int expert_replica = !rk->world || rk->groups[TB_GROUP_EXPERT_DP].index == 0;
     for (int k = 0; k < tr->nchunks; k++)
         for (int i = 0; i < tr->models[k].nparams; i++) {
             const gpt_param *p = &tr->models[k].params[i];
             if ((p->tp_duplicate && rk->coords.tp != 0) || p->pp_duplicate) continue;
-            n += (int64_t)p->numel;
+            if (!(p->expert ? expert_replica : dense_replica)) continue;
+            n[p->expert ? 1 : 0] += (int64_t)p->numel;
         }
-    return n;
 }
 
 // Model FLOPs per token of the whole model: N summed exactly over the world.
 static double model_flops_per_token(tb_trainer *tr) {
     tb_rank *rk = tr->rk;
-    int64_t mine = counted_parameters(tr), total = mine;
+    int64_t mine[2], total[2];
+    counted_parameters(tr, mine);
+    total[0] = mine[0], total[1] = mine[1];
     if (rk->world && rk->world_size > 1) {
-        int64_t *all = tb_xcalloc((size_t)rk->world_size, sizeof *all, "parameter counts of the world");
-        tb_all_gather_bytes(&rk->groups[TB_GROUP_WORLD], &mine, all, sizeof mine);
-        total = 0;
-        for (int r = 0; r < rk->world_size; r++) total += all[r];
+        int64_t *all = tb_xcalloc((size_t)rk->world_size * 2, sizeof *all, "parameter counts of the world");
+        tb_all_gather_bytes(&rk->groups[TB_GROUP_WORLD], mine, all, sizeof mine);
+        total[0] = total[1] = 0;
+        for (int r = 0; r < rk->world_size; r++) total[0] += all[2 * r], total[1] += all[2 * r + 1];
         free(all);
     }
     const tb_config *c = tr->cfg;
-    return gpt_flops_per_token(total, c->num_layers, c->hidden_size, c->seq_length);
+    return gpt_flops_per_token(gpt_active_parameters(total[0], total[1], c), c->num_layers, c->hidden_size,
+                               c->seq_length);
 }
 
 // What this rank holds and computes per step (its pipeline stage's chunks, its
@@ -387,6 +396,17 @@ static int save_checkpoint(tb_trainer *tr, int64_t step, tb_error *err) {
     return 0;
 }
 
+// The step's MoE load statistics of this rank's layers (metrics "moe"), NULL without experts.
+static json_t *moe_step_json(const tb_trainer *tr) {
+    if (tr->cfg->num_experts <= 0) return NULL;
+    moe_stats all;
+    moe_stats_init(&all, tr->cfg->num_layers, tr->cfg->num_experts);
+    for (int c = 0; c < tr->nchunks; c++) moe_stats_add(&all, &tr->models[c].block.moe_stats);
+    json_t *j = moe_stats_json(&all, tr->cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS);
+    moe_stats_free(&all);
+    return j;
+}
+
 static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
     tb_rank *rk = tr->rk;
     const tb_config *cfg = tr->cfg;
@@ -417,7 +437,8 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         s.mfu = cfg->peak_tflops > 0 ? s.tflops / cfg->peak_tflops : 0;
         json_t *timeline = pipeline_timeline_json(cfg, rk->coords.pp, tr->nchunks, &r.time, seconds * 1e3);
         if (step > 1 || cfg->train_iters == 1) stage_totals_add(&totals, &r.time, seconds * 1e3);
-        rc = metrics_log_write(log, &s, cfg, &rk->mem, timeline, conditions_step_json(&before, &after), err);
+        rc = metrics_log_write(log, &s, cfg, &rk->mem, timeline, conditions_step_json(&before, &after),
+                               moe_step_json(tr), err);
         before = after;
         if (rc == 0 && lead && (step % cfg->log_interval == 0 || step == cfg->train_iters)) print_step_line(&s);
         if (rc == 0 && cfg->check_for_nan_in_loss_and_grad) rc = check_finite(rk, step, &r, err);

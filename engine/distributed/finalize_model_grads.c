@@ -43,6 +43,16 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp)
                 float *g = m->grad_memory + k->slice_lo;
                 for (size_t i = 0; i < n; i++) g[i] = opt->shard_grads[k->at + i] * inv;
             }
+        } else if (rk->groups[TB_GROUP_EP].size > 1 && m->expert_parameters > 0) {
+            // expert parallelism: the dense range over dp × cp, the experts' over expert-dp (the
+            // ranks holding the same experts), both averaged over dp × cp as Megatron's DDP
+            // scales expert gradients: each expert's gradient sums every dp rank's tokens
+            TB_RANGE_PUSH("finalize_model_grads.all_reduce");
+            tb_group *edp = &rk->groups[TB_GROUP_EXPERT_DP];
+            const size_t dense = m->experts_offset;
+            tb_all_reduce(dp, m->grad_memory, dense, TB_RED_SUM);
+            if (edp->size > 1) tb_all_reduce(edp, m->grad_memory + dense, m->padded_parameters - dense, TB_RED_SUM);
+            for (size_t i = 0; i < m->padded_parameters; i++) m->grad_memory[i] *= inv;
         } else {
             TB_RANGE_PUSH("finalize_model_grads.all_reduce");
             tb_all_reduce(dp, m->grad_memory, m->padded_parameters, TB_RED_SUM);

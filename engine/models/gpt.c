@@ -51,14 +51,18 @@ static void split(gpt_param *p, int tp, int axis, int nseg, int s0, int s1, int 
     else p->cols = p->full_cols / tp;
 }
 
-// Offsets in the buffer, once every shape is final: each tensor starts on a 64-byte boundary.
+// Offsets in the buffer, once every shape is final: each tensor starts on a 64-byte boundary;
+// the experts' tensors (MoE) after every dense one, so that each kind is one range of the
+// buffer (their gradients are reduced over different groups: finalize_model_grads).
 static void place(layout *lay) {
-    for (int i = 0; i < lay->n; i++) {
-        gpt_param *p = &lay->params[i];
-        p->numel = (size_t)p->rows * p->cols;
-        p->offset = lay->offset;
-        lay->offset += (p->numel + 15) / 16 * 16;
-    }
+    for (int experts = 0; experts <= 1; experts++)
+        for (int i = 0; i < lay->n; i++) {
+            gpt_param *p = &lay->params[i];
+            if ((p->expert != 0) != experts) continue;
+            p->numel = (size_t)p->rows * p->cols;
+            p->offset = lay->offset;
+            lay->offset += (p->numel + 15) / 16 * 16;
+        }
 }
 
 static gpt_param *add_matrix(layout *lay, const char *name, int rows, int cols, float std) {
@@ -78,6 +82,34 @@ static gpt_param *add_vector(layout *lay, const char *name, int n, float value) 
 // Replicated over tp but, under sequence parallelism, summed over this rank's rows only.
 static void sp_partial(gpt_param *p) {
     if (p) p->sp_partial = 1;
+}
+
+// A MoE layer's MLP (transformer/moe/moe_layer.h): the router (E, C) and, per expert e, an
+// MLP of the dense one's kind, named h.L.mlp.experts.e.{c_fc,c_proj}.{weight,bias} (MoE models
+// are not GPT-2: these names are this engine's), and the shared expert h.L.mlp.shared_experts.*.
+// Replicated over tp (MoE runs at tp 1).
+static void add_moe_layer(layout *lay, const tb_config *c, int l, int fc1_factor, float std, float out_std, int bias) {
+    const int C = c->hidden_size, Fe = c->moe_ffn_hidden_size, Fe1 = fc1_factor * Fe;
+    char name[64];
+    snprintf(name, sizeof name, "h.%d.mlp.router.weight", l);
+    add_matrix(lay, name, c->num_experts, C, std);
+    for (int e = 0; e < c->num_experts; e++) {
+#define EXPERT(suffix) (snprintf(name, sizeof name, "h.%d.mlp.experts.%d.%s", l, e, suffix), name)
+        add_matrix(lay, EXPERT("c_fc.weight"), Fe1, C, std)->expert = 1 + e;
+        if (bias) add_vector(lay, EXPERT("c_fc.bias"), Fe1, 0.0f)->expert = 1 + e;
+        add_matrix(lay, EXPERT("c_proj.weight"), C, Fe, out_std)->expert = 1 + e;
+        if (bias) add_vector(lay, EXPERT("c_proj.bias"), C, 0.0f)->expert = 1 + e;
+#undef EXPERT
+    }
+    if (c->moe_shared_expert_intermediate_size > 0) {  // dense: every ep rank holds it
+        const int Fs = c->moe_shared_expert_intermediate_size, Fs1 = fc1_factor * Fs;
+#define SHARED(suffix) (snprintf(name, sizeof name, "h.%d.mlp.shared_experts.%s", l, suffix), name)
+        add_matrix(lay, SHARED("c_fc.weight"), Fs1, C, std);
+        if (bias) add_vector(lay, SHARED("c_fc.bias"), Fs1, 0.0f);
+        add_matrix(lay, SHARED("c_proj.weight"), C, Fs, out_std);
+        if (bias) add_vector(lay, SHARED("c_proj.bias"), C, 0.0f);
+#undef SHARED
+    }
 }
 
 static void build_layout(gpt_model *m, layout *lay) {
@@ -110,6 +142,10 @@ static void build_layout(gpt_model *m, layout *lay) {
         if (bias) sp_partial(add_vector(lay, NAME("attn.c_proj.bias"), C, 0.0f));
         sp_partial(add_vector(lay, NAME("ln_2.weight"), C, 1.0f));
         if (norm_bias) sp_partial(add_vector(lay, NAME("ln_2.bias"), C, 0.0f));
+        if (c->num_experts > 0 && l % c->moe_layer_freq == 0) {
+            add_moe_layer(lay, c, l, F1 / F, std, out_std, bias);
+            continue;
+        }
         split(add_matrix(lay, NAME("mlp.c_fc.weight"), F1, C, std), tp, 0, gated ? 2 : 1, F, F, 0);
         if (bias) split(add_vector(lay, NAME("mlp.c_fc.bias"), F1, 0.0f), tp, 1, gated ? 2 : 1, F, F, 0);
         split(add_matrix(lay, NAME("mlp.c_proj.weight"), C, F, out_std), tp, 1, 1, F, 0, 0);
@@ -198,6 +234,18 @@ static void bind_views(gpt_model *m, float *base, gpt_weights *w, transformer_la
             else if (!strcmp(rest, "mlp.c_fc.bias")) lp->fc1_b = ptr;
             else if (!strcmp(rest, "mlp.c_proj.weight")) lp->fc2_w = ptr;
             else if (!strcmp(rest, "mlp.c_proj.bias")) lp->fc2_b = ptr;
+            else if (!strcmp(rest, "mlp.router.weight")) lp->moe.router_w = ptr;
+            else if (!strcmp(rest, "mlp.shared_experts.c_fc.weight")) lp->moe.shared_fc1_w = ptr;
+            else if (!strcmp(rest, "mlp.shared_experts.c_fc.bias")) lp->moe.shared_fc1_b = ptr;
+            else if (!strcmp(rest, "mlp.shared_experts.c_proj.weight")) lp->moe.shared_fc2_w = ptr;
+            else if (!strcmp(rest, "mlp.shared_experts.c_proj.bias")) lp->moe.shared_fc2_b = ptr;
+            else if (p->expert) {  // mlp.experts.E.*: the local expert's slot
+                const int e = p->expert - 1 - m->block.d.moe.expert_first;
+                if (strstr(rest, ".c_fc.weight")) lp->moe.fc1_w[e] = ptr;
+                else if (strstr(rest, ".c_fc.bias")) lp->moe.fc1_b[e] = ptr;
+                else if (strstr(rest, ".c_proj.weight")) lp->moe.fc2_w[e] = ptr;
+                else if (strstr(rest, ".c_proj.bias")) lp->moe.fc2_b[e] = ptr;
+            }
         } else if (!strcmp(p->name, "wte.weight")) w->wte = ptr;
         else if (!strcmp(p->name, "wpe.weight")) w->wpe = ptr;
         else if (!strcmp(p->name, "ln_f.weight")) w->lnf_w = ptr;
@@ -244,6 +292,10 @@ static void select_chunk(gpt_model *m, layout *lay) {
         else if (!strcmp(p.name, "wte.weight")) keep = c->has_embedding || (c->has_head && !m->cfg->untie_embeddings_and_output_weights);
         else if (!strcmp(p.name, "wpe.weight")) keep = c->has_embedding;
         else keep = c->has_head;  // ln_f.*, lm_head.weight
+        if (p.expert) {  // this expert-parallel rank's experts only
+            const tb_moe_dims *moe = &m->block.d.moe;
+            keep = keep && p.expert - 1 >= moe->expert_first && p.expert - 1 < moe->expert_first + moe->E_local;
+        }
         if (!keep) continue;
         if (!strcmp(p.name, "wte.weight")) {
             have_wte = 1;
@@ -277,6 +329,10 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
     m->vocab_start = m->tp_rank * m->Vl;
     transformer_block_init(&m->block, cfg, &m->spec, mem, tp_group, chunk.first_layer, chunk.num_layers,
                            chunk.nslots);
+    if (chunk.ep && chunk.ep->size > 1) {  // this rank's experts
+        m->block.d.moe.ep = chunk.ep;
+        m->block.d.moe.expert_first = chunk.ep->index * m->block.d.moe.E_local;
+    }
     m->slots = tb_xcalloc((size_t)chunk.nslots, sizeof *m->slots, "microbatch slots");
 
     layout lay = {0};
@@ -285,6 +341,12 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
     m->params = lay.params;
     m->nparams = lay.n;
     m->num_parameters = lay.offset;
+    m->experts_offset = m->num_parameters;
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].expert) {
+            m->expert_parameters += m->params[i].numel;
+            if (m->params[i].offset < m->experts_offset) m->experts_offset = m->params[i].offset;
+        }
 
     // the distributed optimizer splits the flat buffer (each bucket of it) into equal slices
     // over its group, dp × cp (the gradients are reduced over dp × cp)
@@ -307,7 +369,7 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
 }
 
 void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_group *tp_group) {
-    gpt_chunk_spec whole = {0, cfg->num_layers, 1, 1, 1};
+    gpt_chunk_spec whole = {0, cfg->num_layers, 1, 1, 1, NULL};
     gpt_model_init_chunk(m, cfg, mem, tp_group, whole);
 }
 
@@ -347,8 +409,17 @@ double gpt_flops_per_token(int64_t parameters, int layers, int hidden_size, int 
     return 6.0 * (double)parameters + 12.0 * (double)layers * (double)hidden_size * (double)seq_length;
 }
 
+int64_t gpt_active_parameters(int64_t dense, int64_t expert, const tb_config *cfg) {
+    return cfg->num_experts > 0 ? dense + expert * cfg->moe_router_topk / cfg->num_experts : dense + expert;
+}
+
 double gpt_chunk_flops_per_token(const gpt_model *m) {
-    return gpt_flops_per_token((int64_t)m->num_parameters, m->chunk.num_layers, m->C / m->tp_size, m->T);
+    // under expert parallelism this rank's experts run the tokens of all ep ranks: ep times its
+    // own, so they count as the whole layer's experts would (balanced routing, in expectation)
+    const int ep = m->block.d.moe.ep_size > 1 ? m->block.d.moe.ep_size : 1;
+    const int64_t expert = (int64_t)m->expert_parameters, dense = (int64_t)m->experts_offset;  // (as padded)
+    return gpt_flops_per_token(gpt_active_parameters(dense, expert * ep, m->cfg), m->chunk.num_layers,
+                               m->C / m->tp_size, m->T);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -465,6 +536,7 @@ void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d
         if (m->grads_final && m->grads_ready) m->grads_ready(m->grads_ready_ctx, m->chunk_index, -1);
     }
 
+    m->block.d.moe_loss_scale = loss_scale;  // the load-balancing loss's gradient scales as the main loss's
     m->block.layer_grads_done = m->grads_final && m->grads_ready ? layer_grads_done : NULL;
     m->block.hooks_ctx = m;
     const float *dx0 = transformer_block_backward(&m->block, slot, dx);

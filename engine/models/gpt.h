@@ -43,6 +43,8 @@ typedef struct gpt_param {
     int global_index;     // position in the whole model's table (seeds the tensor's init)
     int sp_partial;       // under sequence parallelism its gradient is a per-rank partial sum
                           // (norms, row-parallel biases): all-reduced over tp at the step's end
+    int expert;           // 1 + the global expert index of an expert's parameter (MoE), else 0:
+                          // a token computes with k of a layer's E experts
 } gpt_param;
 
 // Pointers into the parameter (or gradient) buffer.
@@ -68,6 +70,8 @@ typedef struct gpt_chunk_spec {
     int first_layer, num_layers;
     int has_embedding, has_head;
     int nslots;                            // microbatches that may be in flight at once
+    tb_group *ep;                          // MoE: the expert-parallel group, whose member i holds the
+                                           // experts [i·E/ep, (i+1)·E/ep) (NULL: every expert)
 } gpt_chunk_spec;
 
 typedef struct gpt_model {
@@ -82,6 +86,8 @@ typedef struct gpt_model {
     gpt_param *params;
     int nparams;
     size_t num_parameters;   // floats in the parameter buffer
+    size_t expert_parameters;  // of them, the experts' tensors' elements (MoE), placed after every
+    size_t experts_offset;     // dense one: the buffer's [experts_offset, padded_parameters)
     size_t padded_parameters;  // its allocated length: a multiple of 16 x dp x cp (the distributed optimizer's group)
     float *param_memory;     // category params
     float *grad_memory;      // category grads
@@ -160,7 +166,12 @@ double gpt_flops_per_token(int64_t parameters, int layers, int hidden_size, int 
 // this rank (its tensor-parallel shards and the tensors it holds whole: norms, row-parallel
 // biases, the position embedding, the last stage's copy of the tied embedding), L = the
 // chunk's layers, and attention over this rank's heads only (C / tp: Megatron splits the
-// heads over tensor-parallel ranks).
+// heads over tensor-parallel ranks); a MoE rank's experts count ep times (they run the tokens
+// of every expert-parallel rank), k / E of them active per token.
 double gpt_chunk_flops_per_token(const gpt_model *m);
+// The parameters a token computes with (N of the formula above): every dense one, and k / E of
+// the experts' (a MoE layer routes each token to k of its E experts, all of one size): exact
+// when every expert of each layer is counted (the whole model, or a chunk holding them all).
+int64_t gpt_active_parameters(int64_t dense, int64_t expert, const tb_config *cfg);
 
 #endif

@@ -113,6 +113,10 @@ double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *
                                        struct tb_rank *rk) {
     const int tp_rank = rk && rk->world ? rk->coords.tp : 0;
     const int dp_rank = rk && rk->world ? rk->groups[TB_GROUP_DP_CP].index : 0;
+    // an expert's gradient is one replica per expert-dp group (under expert parallelism the
+    // dp ranks hold different experts)
+    const int edp_rank = rk && rk->world && rk->groups[TB_GROUP_EXPERT_DP].size > 0
+                             ? rk->groups[TB_GROUP_EXPERT_DP].index : dp_rank;
     double sum = 0.0;
     for (int c = 0; c < nchunks; c++) {
         const gpt_model *m = &models[c];
@@ -120,7 +124,7 @@ double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *
         for (int i = 0; i < m->nparams; i++) {
             const gpt_param *p = &m->params[i];
             if ((p->tp_duplicate && tp_rank != 0) || p->pp_duplicate) continue;
-            if (!opt->sharded && dp_rank != 0) continue;
+            if (!opt->sharded && (p->expert ? edp_rank : dp_rank) != 0) continue;
             for (int b = 0; b < opt->nbuckets; b++) {
                 const tb_shard_bucket *k = &opt->buckets[b];
                 size_t lo = p->offset > k->slice_lo ? p->offset : k->slice_lo;

@@ -17,7 +17,7 @@ int metrics_log_open(metrics_log *log, const char *run_dir, int rank, tb_error *
 }
 
 int metrics_log_write(metrics_log *log, const step_metrics *s, const tb_config *c, const tb_allocator *mem,
-                      json_t *pipeline, json_t *conditions, tb_error *err) {
+                      json_t *pipeline, json_t *conditions, json_t *moe, tb_error *err) {
     // any figure may be NaN or Inf (a diverged run): written as json_number.h says, never lost
     json_t *o = json_pack("{s:I, s:o, s:o, s:o, s:o, s:I, s:o, s:o}", "step", (json_int_t)s->step, "loss",
                           tb_json_number(s->loss), "lr", tb_json_number(s->lr), "grad_norm", tb_json_number(s->grad_norm),
@@ -29,6 +29,7 @@ int metrics_log_write(metrics_log *log, const step_metrics *s, const tb_config *
     json_object_set_new(o, "slowest_rank_step_ms", tb_json_number(s->slowest_rank_step_ms));
     json_object_set_new(o, "pipeline", pipeline);
     json_object_set_new(o, "conditions", conditions);
+    if (moe) json_object_set_new(o, "moe", moe);
     char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     int bad = !text || fprintf(log->f, "%s\n", text) < 0 || fflush(log->f) != 0;
@@ -55,6 +56,13 @@ void print_run_header(const tb_config *c, const gpt_model *m, const char *run_di
            c->data_parallel_size, c->pipeline_model_parallel_size, cpu_get_num_threads(),
            config_choice_name("recompute_granularity", c->recompute_granularity), full ? " " : "",
            full ? config_choice_name("recompute_method", c->recompute_method) : "");
+    if (c->num_experts > 0)
+        printf("MoE: %d experts of ffn %d, top-%d%s, in layers l mod %d = 0 | load balancing %s (coeff %g) | "
+               "dispatcher %s\n",
+               c->num_experts, c->moe_ffn_hidden_size, c->moe_router_topk, c->moe_router_pre_softmax ? " (pre-softmax)" : "",
+               c->moe_layer_freq,
+               config_choice_name("moe_router_load_balancing_type", c->moe_router_load_balancing_type),
+               c->moe_aux_loss_coeff, config_choice_name("moe_token_dispatcher_type", c->moe_token_dispatcher_type));
     printf("BLAS: %s\n", cpu_blas_name());
     printf("global batch %d = micro batch %d x microbatches %d x dp %d (%d tokens per step)\n", c->global_batch_size,
            c->micro_batch_size, c->num_microbatches, c->data_parallel_size, c->global_batch_size * c->seq_length);

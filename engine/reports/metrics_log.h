@@ -5,7 +5,8 @@
 // tokens_per_s, tflops, mfu (null without --peak-tflops), mem_peak_bytes by category,
 // mem_total_peak_bytes, slowest_rank_step_ms, the stage's timeline ("pipeline") and the
 // step's measurement conditions ("conditions": CPU time of the process, of the host's other
-// processes, steal).
+// processes, steal) and, with experts, each MoE layer's load ("moe": tokens per expert, the
+// busiest expert over the mean, the load-balancing loss).
 // Rank 0 prints the run's header, a table line every --log-interval steps and a footer.
 #ifndef TB_REPORTS_METRICS_LOG_H
 #define TB_REPORTS_METRICS_LOG_H
@@ -37,8 +38,9 @@ typedef struct metrics_log {
 int metrics_log_open(metrics_log *log, const char *run_dir, int rank, tb_error *err);
 // One line: the step's figures, the allocator's peaks, `pipeline` (the stage timeline) and
 // `conditions` (reports/conditions.h), both taken over.
+// moe: the MoE layers' load statistics (transformer/moe/moe_layer.h), taken over; NULL without experts.
 int metrics_log_write(metrics_log *log, const step_metrics *s, const tb_config *cfg, const tb_allocator *mem,
-                      json_t *pipeline, json_t *conditions, tb_error *err);
+                      json_t *pipeline, json_t *conditions, json_t *moe, tb_error *err);
 int metrics_log_close(metrics_log *log, tb_error *err);
 
 // rank 0's console

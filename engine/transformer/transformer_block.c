@@ -43,6 +43,10 @@ void transformer_block_init(transformer_block *b, const tb_config *cfg, const tr
     }
 
     transformer_workspace_alloc(&b->ws, mem, &b->d);
+    if (b->d.moe.E > 0) {
+        moe_stats_init(&b->moe_stats, cfg->num_layers, b->d.moe.E);
+        b->d.moe_stats = &b->moe_stats;
+    }
     size_t nc = (size_t)b->d.Ns * b->d.C * sizeof(float);
     b->d_ping = tb_alloc(mem, TB_MEM_WORKSPACE, nc, "grad of residual stream (ping)");
     b->d_pong = tb_alloc(mem, TB_MEM_WORKSPACE, nc, "grad of residual stream (pong)");
@@ -68,6 +72,7 @@ void transformer_block_free(transformer_block *b) {
     }
     free(b->slots);
     transformer_workspace_free(&b->ws, b->mem);
+    if (b->moe_stats.num_layers) moe_stats_free(&b->moe_stats);
     tb_free(b->mem, b->d_ping);
     tb_free(b->mem, b->d_pong);
     tb_free(b->mem, b->recompute_out);
@@ -117,12 +122,15 @@ const float *transformer_block_forward(transformer_block *b, int slot) {
 // the last layer writes a scratch buffer since its output x[s + n] was kept.
 static void recompute_chunk(transformer_block *b, transformer_block_state *st, int s, int n) {
     TB_RANGE_PUSH("recompute.layer.%d", b->first + s);
+    struct moe_stats *stats = b->d.moe_stats;
+    b->d.moe_stats = NULL;  // counted by the first forward
     for (int l = s; l < s + n; l++) {
         transformer_layer_acts_alloc(&st->acts[l], b->mem, &b->d, b->selective, b->first + l);
         float *out = b->recompute_out;
         if (l + 1 < s + n) out = st->x[l + 1] = alloc_stream(b, l + 1);
         transformer_layer_forward(b->spec, b->first + l, &b->d, &b->params[l], &st->acts[l], &b->ws, st->x[l], out);
     }
+    b->d.moe_stats = stats;
     TB_RANGE_POP();
 }
 

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "backend/cpu/kernels.h"
 #include "core/ranges.h"
@@ -35,20 +36,24 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_sp
     d.rope_base = cfg->rotary_base;
     d.rope_cos = d.rope_sin = NULL;
     d.attention = spec->core_attention;
+    d.moe = tb_moe_dims_for(cfg, fc1_factor);
+    d.moe_loss_scale = 1.0f;
+    d.moe_stats = NULL;
     return d;
 }
 
 // The saved tensors of one layer, in carve order: {pointer slot, floats}.
 typedef struct acts_plan {
-    float **slot[12];
-    size_t count[12];
+    void **slot[12 + TB_MOE_SAVED];
+    size_t count[12 + TB_MOE_SAVED];
     int n;
 } acts_plan;
 
-static acts_plan plan_for(transformer_layer_acts *a, const tb_layer_dims *d, int selective) {
+// moe: a MoE layer (its router, dispatch and experts save instead of the MLP)
+static acts_plan plan_for(transformer_layer_acts *a, const tb_layer_dims *d, int selective, int moe) {
     const size_t N = (size_t)d->N;
     acts_plan p = {0};
-#define SAVE(field, floats) (p.slot[p.n] = &a->field, p.count[p.n++] = (floats))
+#define SAVE(field, floats) (p.slot[p.n] = (void **)&a->field, p.count[p.n++] = (floats))
     const size_t Ns = (size_t)d->Ns;
     SAVE(ln1, N * d->C);
     SAVE(ln1_mean, Ns);
@@ -60,9 +65,17 @@ static acts_plan plan_for(transformer_layer_acts *a, const tb_layer_dims *d, int
     SAVE(ln2, N * d->C);
     SAVE(ln2_mean, Ns);
     SAVE(ln2_rstd, Ns);
-    SAVE(fc1, N * d->F1);
-    SAVE(act, N * d->F);
+    SAVE(fc1, moe ? 0 : N * d->F1);
+    SAVE(act, moe ? 0 : N * d->F);
 #undef SAVE
+    memset(&a->moe, 0, sizeof a->moe);
+    if (moe) {
+        void **slots[TB_MOE_SAVED];
+        size_t counts[TB_MOE_SAVED];
+        moe_layer_saved_slots(&a->moe, slots);
+        moe_layer_saved_counts(&d->moe, d->N, d->C, counts);
+        for (int i = 0; i < TB_MOE_SAVED; i++) p.slot[p.n] = slots[i], p.count[p.n++] = counts[i];
+    }
     return p;
 }
 
@@ -71,7 +84,7 @@ static size_t padded(size_t floats) { return (floats * sizeof(float) + 63) / 64 
 
 size_t transformer_layer_acts_bytes(const tb_layer_dims *d, int selective_recompute) {
     transformer_layer_acts dummy;
-    acts_plan p = plan_for(&dummy, d, selective_recompute);
+    acts_plan p = plan_for(&dummy, d, selective_recompute, 0);
     size_t bytes = 0;
     for (int i = 0; i < p.n; i++) bytes += padded(p.count[i]);
     return bytes;
@@ -79,7 +92,7 @@ size_t transformer_layer_acts_bytes(const tb_layer_dims *d, int selective_recomp
 
 void transformer_layer_acts_alloc(transformer_layer_acts *a, tb_allocator *mem, const tb_layer_dims *d,
                                   int selective_recompute, int layer) {
-    acts_plan p = plan_for(a, d, selective_recompute);
+    acts_plan p = plan_for(a, d, selective_recompute, tb_moe_is_layer(&d->moe, layer));
     size_t bytes = 0;
     for (int i = 0; i < p.n; i++) bytes += padded(p.count[i]);
     char what[64];
@@ -87,12 +100,13 @@ void transformer_layer_acts_alloc(transformer_layer_acts *a, tb_allocator *mem, 
     char *base = tb_alloc(mem, TB_MEM_ACTIVATIONS, bytes, what);
     a->memory = base;
     for (int i = 0; i < p.n; i++) {
-        *p.slot[i] = p.count[i] ? (float *)base : NULL;
+        *p.slot[i] = p.count[i] ? (void *)base : NULL;
         base += padded(p.count[i]);
     }
 }
 
 void transformer_layer_acts_free(transformer_layer_acts *a, tb_allocator *mem) {
+    moe_layer_release(&a->moe, mem);  // what a MoE layer's forward allocated for its experts
     tb_free(mem, a->memory);
     a->memory = NULL;
 }
@@ -132,6 +146,7 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
                              "context-parallel K and V");
     }
     d->tp.pos = ws->cp_pos;
+    moe_workspace_alloc(&ws->moe, mem, &d->moe, d->N, d->C);
 }
 
 void transformer_layer_set_context_parallel(tb_layer_dims *d, transformer_workspace *ws, tb_group *cp, int cp_rank) {
@@ -144,6 +159,7 @@ void transformer_layer_set_context_parallel(tb_layer_dims *d, transformer_worksp
 void transformer_workspace_free(transformer_workspace *ws, tb_allocator *mem) {
     tb_free(mem, ws->cp_pos);
     ws->cp_pos = NULL;
+    moe_workspace_free(&ws->moe, mem);
     float **all[] = {&ws->branch, &ws->full,  &ws->norm_out, &ws->d_norm_out,   &ws->d_mid,  &ws->d_qkv,
                      &ws->d_atty, &ws->d_fc1, &ws->d_act,    &ws->attn_scratch, &ws->staging,
                      &ws->rope_cos, &ws->rope_sin, &ws->cp_kv};
@@ -181,7 +197,11 @@ void transformer_layer_forward(const transformer_layer_spec *spec, int layer, co
     norm_forward(spec->pre_mlp_layernorm, d, ws, a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, p->ln2_w, p->ln2_b);
     TB_RANGE_POP();
 
-    mlp_forward(spec, layer, d, p, a, ws, ws->branch);
+    if (tb_moe_is_layer(&d->moe, layer))  // N = Ns: MoE runs at tp 1
+        moe_layer_forward(&d->moe, spec->activation, layer, d->N, d->C, &p->moe, &a->moe, &ws->moe, a->ln2, ws->branch,
+                          d->moe_stats);
+    else
+        mlp_forward(spec, layer, d, p, a, ws, ws->branch);
     tensor_dump_forward(d->dump, &d->tp, ws->branch, d->Ns, d->C, "layer.%d.mlp", layer);
     cpu_add(out, a->mid, ws->branch, NsC);  // residual
     tensor_dump_forward(d->dump, &d->tp, out, d->Ns, d->C, "layer.%d", layer);
@@ -197,7 +217,11 @@ void transformer_layer_backward(const transformer_layer_spec *spec, int layer, c
     TB_RANGE_PUSH("layer.%d.backward", layer);
 
     // out = mid + mlp(ln2(mid)): dmid = dout + ln2ᵀ(mlpᵀ(dout))
-    mlp_backward(spec, layer, d, p, g, a, ws, dout, ws->d_norm_out);
+    if (tb_moe_is_layer(&d->moe, layer))
+        moe_layer_backward(&d->moe, spec->activation, layer, d->N, d->C, &p->moe, &g->moe, &a->moe, &ws->moe,
+                           d->moe_loss_scale, a->ln2, dout, ws->d_norm_out);
+    else
+        mlp_backward(spec, layer, d, p, g, a, ws, dout, ws->d_norm_out);
     TB_RANGE_PUSH("layer.%d.pre_mlp_layernorm.backward", layer);
     spec->pre_mlp_layernorm->backward(ws->d_mid, g->ln2_w, g->ln2_b, ws->d_norm_out, a->mid, p->ln2_w,
                                       a->ln2_mean, a->ln2_rstd, d->Ns, d->C);

@@ -13,6 +13,8 @@
 //   residual           mid (N,C)
 //   pre_mlp_layernorm  ln2 (N,C), ln2_mean (N), ln2_rstd (N)
 //   mlp                fc1 (N,F1), act (N,F)                       F1 = fc1_factor · F
+//                      or, in a MoE layer (--num-experts, --moe-layer-freq), the MoE layer's
+//                      (transformer/moe/moe_layer.h) instead
 // The layer input x is owned by the transformer block (it is the previous layer's output).
 //
 // Under tensor parallelism each rank holds NH/tp heads, G/tp query groups and F/tp MLP
@@ -26,6 +28,7 @@
 
 #include "core/memory.h"
 #include "tensor_parallel/mappings.h"
+#include "transformer/moe/moe_layer.h"
 #include "transformer/spec.h"
 
 typedef struct tb_layer_dims {
@@ -47,6 +50,9 @@ typedef struct tb_layer_dims {
     struct tb_tensor_dump *dump;                // --dump-tensors: module outputs kept (NULL: none)
     int cp_size;        // context parallelism (context_parallel.h): T above is this rank's T / cp tokens
     tb_group *cp;       // the context-parallel group (set by transformer_layer_set_context_parallel)
+    tb_moe_dims moe;    // mixture of experts: which layers are MoE layers, their experts (E 0: none)
+    float moe_loss_scale;        // backward: the main loss's scale, for the load-balancing loss's gradient
+    struct moe_stats *moe_stats; // forward: the step's load statistics (NULL: not recorded)
 } tb_layer_dims;
 
 // Parameters (or their gradients: same struct, same layout). Biases are NULL without
@@ -58,6 +64,7 @@ typedef struct transformer_layer_params {
     float *ln2_w, *ln2_b;    // (C)
     float *fc1_w, *fc1_b;    // (F1, C), (F1)
     float *fc2_w, *fc2_b;    // (C, F), (C)
+    moe_layer_params moe;    // a MoE layer's router and experts (the fc* above are then NULL)
 } transformer_layer_params;
 
 typedef struct transformer_layer_acts {
@@ -69,7 +76,8 @@ typedef struct transformer_layer_acts {
     float *atty;                        // (N,CA)
     float *mid;                         // (Ns,C)
     float *ln2, *ln2_mean, *ln2_rstd;   // (N,C) gathered, (Ns), (Ns)
-    float *fc1, *act;                   // (N,F1), (N,F)
+    float *fc1, *act;                   // (N,F1), (N,F); NULL in a MoE layer
+    moe_layer_acts moe;                 // a MoE layer's
 } transformer_layer_acts;
 
 // Buffers reused by every layer (category "workspace"): outputs of the projections before
@@ -90,13 +98,14 @@ typedef struct transformer_workspace {
     int32_t *cp_pos;         // (T) context parallelism: the local tokens' global positions; else NULL
     float *cp_kv;            // (3, B, T·cp, 2·G·hs) the sequence's K and V and their gradients; else NULL
     float *staging;          // (N,C) rank-major staging of the sequence-parallel mappings
+    moe_workspace moe;       // the MoE layers' (nothing without experts)
 } transformer_workspace;
 
 // This rank's dims for cfg (tp from the config); tp_group: the rank's tensor-parallel group
 // (NULL with one rank).
 tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_spec *spec, tb_group *tp_group);
 
-// Bytes of one layer's saved activations (selective: without the attention probabilities).
+// Bytes of one dense layer's saved activations (selective: without the attention probabilities).
 size_t transformer_layer_acts_bytes(const tb_layer_dims *d, int selective_recompute);
 void transformer_layer_acts_alloc(transformer_layer_acts *a, tb_allocator *mem, const tb_layer_dims *d,
                                   int selective_recompute, int layer);

@@ -222,10 +222,27 @@ TB_TEST(expert_and_context_parallelism_together_are_refused) {
                      "expert_model_parallel_size (2) and context_parallel_size (2) cannot both exceed 1"));
 }
 
-TB_TEST(ep_not_dividing_dp_times_cp_is_refused) {
-    CHECK_CASES(ONLY("num_experts=4 expert_model_parallel_size=2",  // world 1: dp x cp = 1
-                     "data_parallel_size x context_parallel_size (1) must be divisible by "
-                     "expert_model_parallel_size (2)"));
+// Megatron's expert grid (parallel folding): etp x ep x expert-dp x pp = world, etp
+// defaulting to tp, so ep may span the tp ranks when etp is 1.
+TB_TEST(expert_grid_not_dividing_the_world_is_refused) {
+    CHECK_CASES(ONLY("num_experts=4 expert_model_parallel_size=2",  // world 1
+                     "world_size (1) must be divisible by expert_tensor_parallel_size x expert_model_parallel_size x "
+                     "pipeline_model_parallel_size (1 x 2 x 1 = 2): the expert grid"),
+                // tp 2 (etp 2 by default) x ep 2 does not divide a world of 2; etp 1 x ep 2 does
+                ONLY("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 expert_model_parallel_size=2 "
+                     "world_size=2",
+                     "world_size (2) must be divisible by expert_tensor_parallel_size x expert_model_parallel_size x "
+                     "pipeline_model_parallel_size (2 x 2 x 1 = 4): the expert grid"),
+                REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 expert_model_parallel_size=2 "
+                        "expert_tensor_parallel_size=1 world_size=2",
+                        "not supported yet"),
+                ONLY("num_experts=4 pipeline_model_parallel_size=2 expert_model_parallel_size=2 world_size=2 "
+                     "global_batch_size=8",
+                     "world_size (2) must be divisible by expert_tensor_parallel_size x expert_model_parallel_size x "
+                     "pipeline_model_parallel_size (1 x 2 x 2 = 4): the expert grid"),
+                IS_VALID("num_experts=4 expert_tensor_parallel_size=0 tensor_model_parallel_size=1"),  // 0: tp
+                ONLY("num_experts=4 expert_tensor_parallel_size=-1",
+                     "expert_tensor_parallel_size (-1) must be at least 1"));
 }
 
 TB_TEST(global_batch_not_divisible_by_micro_times_dp_is_refused) {
@@ -421,7 +438,7 @@ TB_TEST(negative_expert_count_is_refused_and_zero_means_dense) {
                 ONLY("num_experts=-1 expert_model_parallel_size=2 world_size=2",
                      "num_experts (-1) must be non-negative (0: dense)"),
                 IS_VALID("num_experts=0"),
-                ONLY("num_experts=2", "num_experts 2 (MoE): not supported yet"));  // as before
+                IS_VALID("num_experts=2"));  // a MoE layer in every layer
 }
 
 // ---------------------------------------------------------------------------------------
@@ -588,12 +605,126 @@ TB_TEST(pipeline_split_violations_are_refused_naming_the_layout) {
                      "num_layers_per_virtual_pipeline_stage (-1) must be non-negative"));
 }
 
-TB_TEST(expert_parallelism_and_moe_are_refused_as_not_supported_yet) {
-    CHECK_CASES(
-        REFUSED("world_size=2 expert_model_parallel_size=2 num_experts=2",
-                "expert_model_parallel_size 2: not supported yet"),
-        REFUSED("world_size=2 expert_model_parallel_size=2 num_experts=2", "num_experts 2 (MoE): not supported yet"),
-        ONLY("num_experts=4", "num_experts 4 (MoE): not supported yet"));
+// Expert parallelism runs with the all-to-all dispatcher; what it does not do yet is refused.
+TB_TEST(expert_parallelism_runs_alltoall_and_refuses_what_it_lacks) {
+#define EP2 "world_size=2 expert_model_parallel_size=2 num_experts=2 "
+    CHECK_CASES(IS_VALID("num_experts=4"), IS_VALID(EP2 "moe_token_dispatcher_type=alltoall"),
+                IS_VALID("world_size=4 expert_model_parallel_size=4 num_experts=8 moe_token_dispatcher_type=alltoall "
+                         "global_batch_size=16"),
+                ONLY(EP2, "moe_token_dispatcher_type allgather with expert_model_parallel_size 2: not supported yet "
+                          "(alltoall is)"),
+                ONLY(EP2 "moe_token_dispatcher_type=alltoall use_distributed_optimizer=1",
+                     "use_distributed_optimizer with expert_model_parallel_size 2: not supported yet (the experts' "
+                     "state would be sharded over dp, not expert-dp)"),
+                ONLY(EP2 "moe_token_dispatcher_type=alltoall overlap_grad_reduce=1",
+                     "overlap_grad_reduce with expert_model_parallel_size 2: not supported yet (the buckets are "
+                     "reduced over dp, the experts' gradients over expert-dp)"),
+                ONLY(EP2 "moe_token_dispatcher_type=alltoall dump_tensors=1",
+                     "dump_tensors with expert_model_parallel_size 2: not supported yet (the experts of other ep "
+                     "ranks are not gathered)"));
+#undef EP2
+}
+
+// Megatron's MoE rules, each named with its numbers; a MoE setting without experts would be
+// ignored, so it is refused.
+TB_TEST(moe_rules_follow_megatron_and_moe_settings_without_experts_are_refused) {
+    const char *dense = "applies only with num_experts > 0 (is 0: dense)";
+    char want[16][160];
+    const char *flags[] = {"moe_router_topk=4", "moe_aux_loss_coeff=0.01", "moe_router_pre_softmax=1",
+                           "moe_ffn_hidden_size=64", "moe_layer_freq=2", "moe_token_dispatcher_type=alltoall",
+                           "moe_expert_capacity_factor=1.5", "moe_token_drop_policy=position",
+                           "moe_pad_expert_input_to_capacity=1", "moe_shared_expert_intermediate_size=32",
+                           "moe_grouped_gemm=1", "moe_router_load_balancing_type=none",
+                           "moe_router_score_function=sigmoid", "expert_tensor_parallel_size=2"};
+    const char *named[] = {"moe_router_topk (4)", "moe_aux_loss_coeff (0.01)", "moe_router_pre_softmax",
+                           "moe_ffn_hidden_size (64)", "moe_layer_freq (2)", "moe_token_dispatcher_type alltoall",
+                           "moe_expert_capacity_factor (1.5)", "moe_token_drop_policy position",
+                           "moe_pad_expert_input_to_capacity", "moe_shared_expert_intermediate_size (32)",
+                           "moe_grouped_gemm", "moe_router_load_balancing_type none", "moe_router_score_function sigmoid",
+                           "expert_tensor_parallel_size (2)"};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        snprintf(want[0], sizeof want[0], "%s %s", named[i], dense);
+        tb_config c = config_with(flags[i]);
+        EXPECT_ONLY(&c, want[0]);
+    }
+    CHECK_CASES(ONLY("num_experts=4 moe_router_topk=5", "moe_router_topk (5) must be between 1 and num_experts (4)"),
+                ONLY("num_experts=4 moe_router_topk=0", "moe_router_topk (0) must be between 1 and num_experts (4)"),
+                ONLY("num_experts=300 moe_router_topk=1",
+                     "num_experts (300) exceeds 256, the most this build supports"),
+                ONLY("num_experts=4 moe_aux_loss_coeff=-1", "moe_aux_loss_coeff (-1) must be non-negative"),
+                ONLY("num_experts=4 moe_aux_loss_coeff=0.01 moe_router_load_balancing_type=none",
+                     "moe_aux_loss_coeff (0.01) applies only with a load-balancing loss "
+                     "(moe_router_load_balancing_type is none)"),
+                ONLY("num_experts=4 moe_ffn_hidden_size=-8", "moe_ffn_hidden_size (-8) must be at least 1"),
+                ONLY("num_experts=4 moe_layer_freq=0", "moe_layer_freq (0) must be at least 1"),
+                ONLY("num_experts=4 moe_pad_expert_input_to_capacity=1",
+                     "moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor"),
+                ONLY("num_experts=4 moe_token_drop_policy=position",
+                     "moe_token_drop_policy position applies only with moe_expert_capacity_factor"),
+                IS_VALID("num_experts=4 moe_expert_capacity_factor=1.25 moe_token_drop_policy=position"),
+                ONLY("num_experts=4 moe_expert_capacity_factor=1 moe_router_load_balancing_type=sinkhorn",
+                     "moe_expert_capacity_factor (1) needs moe_router_load_balancing_type aux_loss, seq_aux_loss, "
+                     "global_aux_loss or none (is sinkhorn)"),
+                ONLY("num_experts=4 moe_expert_capacity_factor=-1",
+                     "moe_expert_capacity_factor (-1) must be non-negative (0: no capacity)"),
+                IS_VALID("num_experts=4 moe_shared_expert_intermediate_size=64"),
+                ONLY("num_experts=4 moe_shared_expert_intermediate_size=-1",
+                     "moe_shared_expert_intermediate_size (-1) must be non-negative (0: none)"),
+                ONLY("num_experts=4 moe_router_pre_softmax=1 moe_router_score_function=sigmoid",
+                     "moe_router_pre_softmax applies only with moe_router_score_function softmax (is sigmoid)"),
+                ONLY("num_experts=4 tensor_model_parallel_size=2",
+                     "num_experts (4) with tensor_model_parallel_size 2 needs sequence_parallel"),
+                ONLY("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 expert_tensor_parallel_size=2 "
+                     "moe_ffn_hidden_size=33",
+                     "moe_ffn_hidden_size (33) must be divisible by expert_tensor_parallel_size (2)"));
+    // the experts' hidden size defaults to the dense one, etp to tp
+    tb_config c = config_with("num_experts=4 ffn_hidden_size=96");
+    config_resolve(&c);
+    TB_CHECK(c.moe_ffn_hidden_size == 96 && c.expert_tensor_parallel_size == 1, "moe_ffn %d etp %d",
+             c.moe_ffn_hidden_size, c.expert_tensor_parallel_size);
+}
+
+// What the MoE layer does not do yet is refused, each naming its flag's value.
+TB_TEST(moe_values_not_built_are_refused_as_not_supported_yet) {
+    CHECK_CASES(REFUSED("num_experts=4 moe_router_load_balancing_type=sinkhorn",
+                        "moe_router_load_balancing_type sinkhorn: not supported yet (aux_loss and none are)"),
+                REFUSED("num_experts=4 moe_router_load_balancing_type=seq_aux_loss",
+                        "moe_router_load_balancing_type seq_aux_loss: not supported yet"),
+                REFUSED("num_experts=4 moe_router_score_function=sigmoid",
+                        "moe_router_score_function sigmoid: not supported yet (softmax is)"),
+                REFUSED("num_experts=4 moe_token_dispatcher_type=flex",
+                        "moe_token_dispatcher_type flex: not supported yet"),
+                REFUSED("num_experts=4 moe_expert_capacity_factor=1.25 moe_pad_expert_input_to_capacity=1",
+                        "moe_pad_expert_input_to_capacity: not supported yet"),
+
+                REFUSED("num_experts=4 moe_grouped_gemm=1", "moe_grouped_gemm: not supported yet"),
+                REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 expert_tensor_parallel_size=1",
+                        "num_experts 4 with tensor_model_parallel_size 2: not supported yet"),
+                REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1",
+                        "expert_tensor_parallel_size 2: not supported yet"),
+                REFUSED("num_experts=4 save=/tmp/ckpt", "save with num_experts 4: not supported yet"),
+                REFUSED("num_experts=4 load=/tmp/ckpt", "load with num_experts 4: not supported yet"),
+                REFUSED("num_experts=4 save_hf=/tmp/m.safetensors", "save_hf with num_experts 4: not supported yet"));
+}
+
+// The MoE flags parse as Megatron-LM's.
+TB_TEST(moe_flags_parse_with_megatron_names) {
+    char *argv[] = {"pretrain_gpt", "--num-experts", "8", "--moe-router-topk", "3", "--moe-router-load-balancing-type",
+                    "none", "--moe-router-pre-softmax", "--moe-ffn-hidden-size", "48", "--moe-layer-freq", "2",
+                    "--moe-token-dispatcher-type", "alltoall", "--expert-model-parallel-size", "2",
+                    "--expert-tensor-parallel-size", "1", "--moe-aux-loss-coeff", "0"};
+    tb_config c;
+    tb_error e;
+    int help = 0;
+    TB_REQUIRE(parse(&c, ARGC(argv), argv, &help, &e) == 0, "%s", e.msg);
+    TB_CHECK(c.num_experts == 8 && c.moe_router_topk == 3 && c.moe_router_load_balancing_type == TB_MOE_LB_NONE &&
+                 c.moe_router_pre_softmax && c.moe_ffn_hidden_size == 48 && c.moe_layer_freq == 2 &&
+                 c.moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLTOALL && c.expert_model_parallel_size == 2 &&
+                 c.expert_tensor_parallel_size == 1,
+             "parsed");
+    CHECK_PARSE_REFUSALS({{"--moe-router-load-balancing-type", "balanced", NULL}, "balanced"},
+                         {{"--moe-token-dispatcher-type", "a2a", NULL}, "a2a"},
+                         {{"--moe-router-topk", "two", NULL}, "two"});
 }
 
 // RoPE as Megatron: the rotary dimension is head size x rotary_percent, an even integer;
@@ -625,8 +756,10 @@ TB_TEST(dropout_above_zero_is_refused_as_not_supported_yet) {
 }
 
 TB_TEST(unsupported_values_are_named_only_once_every_rule_passes) {
-    CHECK_CASES(ONLY("num_experts=2 lr=1e-4 min_lr=1e-3", "min_lr (0.001) must be between 0 and lr (0.0001)"),
-                ONLY("num_experts=2 lr=1e-4 min_lr=0", "num_experts 2 (MoE): not supported yet"),
+    CHECK_CASES(ONLY("num_experts=2 moe_grouped_gemm=1 lr=1e-4 min_lr=1e-3",
+                     "min_lr (0.001) must be between 0 and lr (0.0001)"),
+                ONLY("num_experts=2 moe_grouped_gemm=1 lr=1e-4 min_lr=0",
+                     "moe_grouped_gemm: not supported yet (each expert's tokens are one GEMM per linear)"),
                 // sequence parallelism without tp is checked with the unsupported values, after the rules
                 ONLY("sequence_parallel=1 collective_timeout=0", "collective_timeout (0) must be positive"));
 }
@@ -639,7 +772,7 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
     static const char *const expected[] = {
         "cp_comm_type p2p (context_parallel_size 2): not supported yet (all_gather is)",
         "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)",
-        "num_experts 4 (MoE): not supported yet",
+        "num_experts 4 with context_parallel_size 2: not supported yet (MoE runs at cp 1)",
         "hidden_dropout 0.1: dropout is not supported yet",
         "attention_dropout 0.1: dropout is not supported yet",
     };
@@ -655,10 +788,9 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
     TB_CHECK(n == 4, "%d lines say \"not supported yet\": \"%s\"", n, e.msg);
 
     // Expert parallelism cannot join context parallelism (a rule, not a refusal); with
-    // pipeline and data parallelism it is refused as not supported yet.
-    CHECK_CASES(ONLY("pipeline_model_parallel_size=2 expert_model_parallel_size=2 num_experts=2 world_size=4 "
-                     "micro_batch_size=1 global_batch_size=4",  // dp 2 (a multiple of ep), two microbatches
-                     "expert_model_parallel_size 2: not supported yet\nnum_experts 2 (MoE): not supported yet"));
+    // pipeline and data parallelism it runs.
+    CHECK_CASES(IS_VALID("pipeline_model_parallel_size=2 expert_model_parallel_size=2 num_experts=2 world_size=4 "
+                         "micro_batch_size=1 global_batch_size=4 moe_token_dispatcher_type=alltoall"));
 }
 
 TB_TEST(supported_variations_pass_validation) {
@@ -696,7 +828,10 @@ int main(void) {
     TB_RUN(experts_not_divisible_by_ep_is_refused);
     TB_RUN(expert_parallelism_without_experts_is_refused);
     TB_RUN(expert_and_context_parallelism_together_are_refused);
-    TB_RUN(ep_not_dividing_dp_times_cp_is_refused);
+    TB_RUN(expert_grid_not_dividing_the_world_is_refused);
+    TB_RUN(moe_rules_follow_megatron_and_moe_settings_without_experts_are_refused);
+    TB_RUN(moe_values_not_built_are_refused_as_not_supported_yet);
+    TB_RUN(moe_flags_parse_with_megatron_names);
     TB_RUN(global_batch_not_divisible_by_micro_times_dp_is_refused);
     TB_RUN(fewer_microbatches_than_pipeline_stages_is_refused);
     TB_RUN(microbatches_not_divisible_by_pp_with_interleaving_is_refused);
@@ -725,7 +860,7 @@ int main(void) {
     TB_RUN(context_parallelism_needs_flash_attention_and_all_gather);
     TB_RUN(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout);
     TB_RUN(pipeline_split_violations_are_refused_naming_the_layout);
-    TB_RUN(expert_parallelism_and_moe_are_refused_as_not_supported_yet);
+    TB_RUN(expert_parallelism_runs_alltoall_and_refuses_what_it_lacks);
     TB_RUN(rope_settings_follow_megatron_and_are_refused_without_rope);
     TB_RUN(dropout_above_zero_is_refused_as_not_supported_yet);
     TB_RUN(unsupported_values_are_named_only_once_every_rule_passes);

@@ -14,6 +14,7 @@
 #include "models/gpt.h"
 #include "tensor_parallel/cross_entropy.h"
 #include "tb_test.h"
+#include "transformer/moe/router.h"
 #include "transformer/transformer_layer.h"
 
 #define RTOL 2e-2
@@ -437,35 +438,227 @@ TB_TEST(transformer_layer_llama_style_rope_backward_matches_finite_differences) 
 }
 
 // ---------------------------------------------------------------------------------------
+// the MoE layer (router, dispatch, experts, combine) on the objective Σ out ⊙ R + aux loss
+
+typedef struct {
+    tb_moe_dims m;
+    const tb_activation_module *act;
+    int N, C;
+    moe_layer_params p;
+    moe_layer_acts a;
+    moe_workspace ws;
+    float *inp, *out, *R;
+} moe_case;
+
+static double moe_objective(void *ctx) {
+    moe_case *c = ctx;
+    moe_layer_forward(&c->m, c->act, 0, c->N, c->C, &c->p, &c->a, &c->ws, c->inp, c->out, NULL);
+    double aux = c->m.aux_loss ? c->m.aux_coeff * router_load_balancing_loss(&c->m, c->N, c->a.scores,
+                                                                             c->a.tokens_per_expert)
+                               : 0.0;
+    return dot(c->out, c->R, (size_t)c->N * c->C) + aux;
+}
+
+// The smallest gap between a token's k-th and (k+1)-th router logit: a perturbation smaller
+// than it leaves the routing as it is (finite differences across a re-routing are meaningless).
+static float routing_margin(const moe_case *c) {
+    float margin = INFINITY;
+    for (int n = 0; n < c->N; n++) {
+        const float *l = c->ws.logits + (size_t)n * c->m.E;
+        const int32_t *idx = c->a.topk + (size_t)n * c->m.k;
+        float kth = l[idx[c->m.k - 1]], next = -INFINITY;
+        for (int e = 0; e < c->m.E; e++) {
+            int chosen = 0;
+            for (int j = 0; j < c->m.k; j++) chosen |= idx[j] == e;
+            if (!chosen && l[e] > next) next = l[e];
+        }
+        if (kth - next < margin) margin = kth - next;
+    }
+    return margin;
+}
+
+static void moe_check_shared(int swiglu, int pre_softmax, int k, int bias, double coeff, double capacity, int shared) {
+    tb_config cfg;
+    config_defaults(&cfg);
+    cfg.hidden_size = 16, cfg.num_experts = 4, cfg.moe_router_topk = k, cfg.moe_ffn_hidden_size = 12;
+    cfg.moe_router_pre_softmax = pre_softmax, cfg.moe_aux_loss_coeff = coeff, cfg.swiglu = swiglu;
+    // the position policy: which choices drop depends on the routing alone (kept by the margin below)
+    cfg.moe_expert_capacity_factor = capacity, cfg.moe_token_drop_policy = TB_MOE_DROP_POSITION;
+    cfg.moe_shared_expert_intermediate_size = shared;
+    config_resolve(&cfg);
+    transformer_layer_spec spec;
+    transformer_layer_spec_for(&cfg, &spec);
+    moe_case c;
+    memset(&c, 0, sizeof c);
+    c.m = tb_moe_dims_for(&cfg, spec.activation->fc1_factor);
+    c.act = spec.activation;
+    c.N = 10, c.C = cfg.hidden_size;
+    const int E = c.m.E, C = c.C, F = c.m.F, F1 = c.m.F1;
+    tb_allocator mem;
+    tb_allocator_init(&mem, 0, NULL, NULL);
+    moe_workspace_alloc(&c.ws, &mem, &c.m, c.N, C);
+    size_t counts[TB_MOE_SAVED];
+    void **slots[TB_MOE_SAVED];
+    moe_layer_saved_counts(&c.m, c.N, C, counts);
+    moe_layer_saved_slots(&c.a, slots);
+    for (int i = 0; i < TB_MOE_SAVED; i++) *slots[i] = zeros(counts[i]);
+    moe_layer_params g;
+    memset(&g, 0, sizeof g);
+    // parameters (and tokens) drawn until every token's routing has a clear margin
+    float margin = 0;
+    for (int attempt = 0; attempt < 200 && margin < 0.1f; attempt++) {
+        free(c.p.router_w), free(c.inp);
+        c.p.router_w = randn((size_t)E * C, 0.4f);
+        c.inp = randn((size_t)c.N * C, 1);
+        router_forward(&c.m, c.N, C, c.inp, c.p.router_w, c.ws.logits, c.a.scores, c.a.topk, c.a.probs);
+        margin = routing_margin(&c);
+    }
+    TB_REQUIRE(margin >= 0.1f, "no draw with a routing margin of 0.1");
+    g.router_w = zeros((size_t)E * C);
+    for (int e = 0; e < E; e++) {
+        c.p.fc1_w[e] = randn((size_t)F1 * C, 0.3f), g.fc1_w[e] = zeros((size_t)F1 * C);
+        c.p.fc2_w[e] = randn((size_t)C * F, 0.3f), g.fc2_w[e] = zeros((size_t)C * F);
+        if (bias) {
+            c.p.fc1_b[e] = randn((size_t)F1, 0.3f), g.fc1_b[e] = zeros((size_t)F1);
+            c.p.fc2_b[e] = randn((size_t)C, 0.3f), g.fc2_b[e] = zeros((size_t)C);
+        }
+    }
+    const int Fs = c.m.Fs, Fs1 = c.m.Fs1;
+    if (shared) {
+        c.p.shared_fc1_w = randn((size_t)Fs1 * C, 0.3f), g.shared_fc1_w = zeros((size_t)Fs1 * C);
+        c.p.shared_fc2_w = randn((size_t)C * Fs, 0.3f), g.shared_fc2_w = zeros((size_t)C * Fs);
+        c.p.shared_fc1_b = randn((size_t)Fs1, 0.3f), g.shared_fc1_b = zeros((size_t)Fs1);
+        c.p.shared_fc2_b = randn((size_t)C, 0.3f), g.shared_fc2_b = zeros((size_t)C);
+    }
+    c.out = zeros((size_t)c.N * C), c.R = randn((size_t)c.N * C, 1);
+    float *dinp = zeros((size_t)c.N * C);
+    moe_objective(&c);
+    int used = 0, kept = 0;
+    for (int e = 0; e < E; e++) used += c.a.tokens_per_expert[e] > 0, kept += c.a.tokens_per_expert[e];
+    TB_CHECK(used >= 2, "the draw routes to %d experts only", used);
+    if (capacity > 0) TB_CHECK(kept < c.N * k, "capacity %g dropped nothing", capacity);
+    moe_layer_backward(&c.m, c.act, 0, c.N, C, &c.p, &g, &c.a, &c.ws, 1.0f, c.inp, c.R, dinp);
+    const char *what = swiglu ? "swiglu" : "gelu";
+    TB_CHECK(check("dinp", c.inp, dinp, (size_t)c.N * C, moe_objective, &c, 1e-2f, 60) == 0,
+             "moe dinp (%s, pre_softmax %d, k %d)", what, pre_softmax, k);
+    TB_CHECK(check("router_w", c.p.router_w, g.router_w, (size_t)E * C, moe_objective, &c, 1e-2f, 40) == 0,
+             "moe router (%s, pre_softmax %d, k %d, coeff %g)", what, pre_softmax, k, coeff);
+    for (int e = 0; e < E; e++) {
+        if (c.a.tokens_per_expert[e] == 0) continue;  // no token: no gradient (checked below)
+        TB_CHECK(check("fc1_w", c.p.fc1_w[e], g.fc1_w[e], (size_t)F1 * C, moe_objective, &c, 1e-2f, 16) == 0,
+                 "expert %d fc1 (%s, k %d)", e, what, k);
+        TB_CHECK(check("fc2_w", c.p.fc2_w[e], g.fc2_w[e], (size_t)C * F, moe_objective, &c, 1e-2f, 16) == 0,
+                 "expert %d fc2 (%s, k %d)", e, what, k);
+        if (bias) {
+            TB_CHECK(check("fc1_b", c.p.fc1_b[e], g.fc1_b[e], (size_t)F1, moe_objective, &c, 1e-2f, 8) == 0,
+                     "expert %d fc1 bias", e);
+            TB_CHECK(check("fc2_b", c.p.fc2_b[e], g.fc2_b[e], (size_t)C, moe_objective, &c, 1e-2f, 8) == 0,
+                     "expert %d fc2 bias", e);
+        }
+    }
+    if (shared) {
+        TB_CHECK(check("shared_fc1_w", c.p.shared_fc1_w, g.shared_fc1_w, (size_t)Fs1 * C, moe_objective, &c, 1e-2f,
+                       16) == 0 &&
+                     check("shared_fc2_w", c.p.shared_fc2_w, g.shared_fc2_w, (size_t)C * Fs, moe_objective, &c, 1e-2f,
+                           16) == 0 &&
+                     check("shared_fc1_b", c.p.shared_fc1_b, g.shared_fc1_b, (size_t)Fs1, moe_objective, &c, 1e-2f, 8) == 0 &&
+                     check("shared_fc2_b", c.p.shared_fc2_b, g.shared_fc2_b, (size_t)C, moe_objective, &c, 1e-2f, 8) == 0,
+                 "shared expert (%s)", what);
+        float **sp[] = {&c.p.shared_fc1_w, &c.p.shared_fc2_w, &c.p.shared_fc1_b, &c.p.shared_fc2_b,
+                        &g.shared_fc1_w,   &g.shared_fc2_w,   &g.shared_fc1_b,   &g.shared_fc2_b};
+        for (int i = 0; i < 8; i++) free(*sp[i]);
+    }
+    for (int e = 0; e < E; e++) {
+        free(c.p.fc1_w[e]), free(c.p.fc2_w[e]), free(c.p.fc1_b[e]), free(c.p.fc2_b[e]);
+        free(g.fc1_w[e]), free(g.fc2_w[e]), free(g.fc1_b[e]), free(g.fc2_b[e]);
+    }
+    for (int i = 0; i < TB_MOE_SAVED; i++) free(*slots[i]);
+    moe_layer_release(&c.a, &mem);
+    free(c.p.router_w), free(g.router_w), free(c.inp), free(c.out), free(c.R), free(dinp);
+    moe_workspace_free(&c.ws, &mem);
+    TB_CHECK(mem.stats.total_current == 0, "moe workspace leaked: %zu bytes", mem.stats.total_current);
+}
+
+static void moe_check_capacity(int swiglu, int pre_softmax, int k, int bias, double coeff, double capacity) {
+    moe_check_shared(swiglu, pre_softmax, k, bias, coeff, capacity, 0);
+}
+
+static void moe_check(int swiglu, int pre_softmax, int k, int bias, double coeff) {
+    moe_check_capacity(swiglu, pre_softmax, k, bias, coeff, 0);
+}
+
+// top-2, softmax over the chosen logits, GELU experts with biases, the aux loss trained on
+TB_TEST(moe_layer_gelu_top2_backward_matches_finite_differences) { moe_check(0, 0, 2, 1, 0.1); }
+// Megatron's pre-softmax routing, SwiGLU experts without biases
+TB_TEST(moe_layer_pre_softmax_swiglu_backward_matches_finite_differences) { moe_check(1, 1, 2, 0, 0.1); }
+// top-1: without pre-softmax the one prob is 1 and the router learns from the aux loss alone
+TB_TEST(moe_layer_top1_router_gradient_matches_finite_differences) {
+    moe_check(0, 0, 1, 1, 0.5);
+    moe_check(0, 1, 1, 1, 0.0);
+}
+// a shared expert (hidden 8) every token goes through, its output added to the routed experts'
+TB_TEST(moe_layer_with_a_shared_expert_backward_matches_finite_differences) {
+    moe_check_shared(0, 0, 2, 1, 0.1, 0, 8);
+    moe_check_shared(1, 1, 2, 1, 0.1, 0, 8);
+}
+
+// capacity 0.8 of the even share: dropped choices take no part in the output or the gradients
+TB_TEST(moe_layer_with_dropped_tokens_backward_matches_finite_differences) {
+    moe_check_capacity(0, 0, 2, 1, 0.1, 0.8);
+    moe_check_capacity(1, 1, 2, 0, 0.1, 0.8);
+}
+
+// ---------------------------------------------------------------------------------------
 // the whole model: loss → every parameter tensor
 
 typedef struct {
     gpt_model *m;
     int32_t *inputs, *targets;
+    // MoE: layer 0's routing at the unperturbed parameters, and the perturbations that changed
+    // it (a finite difference across a re-routing measures the jump, not the gradient)
+    int32_t *routing;
+    int rerouted, probes;
 } model_case;
 
 static double model_objective(void *ctx) {
     model_case *c = ctx;
+    moe_stats *stats = c->m->block.d.moe_stats;
+    if (stats) moe_stats_reset(stats);
     double loss = gpt_forward(c->m, c->inputs, c->targets);
+    // MoE: the objective backward differentiates is the loss plus each layer's coeff · aux loss
+    for (int l = 0; stats && l < stats->num_layers; l++)
+        loss += c->m->cfg->moe_aux_loss_coeff * stats->load_balancing_loss[l];
+    if (c->routing) {
+        const moe_layer_acts *a = &c->m->block.slots[0].acts[0].moe;
+        const size_t n = (size_t)c->m->B * c->m->T * c->m->cfg->moe_router_topk;
+        c->probes++;
+        if (memcmp(a->topk, c->routing, n * sizeof(int32_t)) != 0) {
+            c->rerouted++;
+            loss = NAN;  // not compared (check counts no mismatch for it); counted and bounded below
+        }
+    }
     // release the activations the forward kept (a backward into scratch gradients would
     // disturb the analytic ones, so free directly)
     gpt_backward(c->m, 0.0f);
     return loss;
 }
 
-static void model_check(int untied, int rms, int rope) {
+static void model_check_moe(int untied, int rms, int rope, int experts) {
     tb_config cfg;
     config_defaults(&cfg);
     cfg.num_layers = 2, cfg.hidden_size = 16, cfg.num_attention_heads = 2, cfg.seq_length = 6;
     cfg.micro_batch_size = 2, cfg.vocab_size = 37, cfg.make_vocab_size_divisible_by = 8;
     cfg.untie_embeddings_and_output_weights = untied, cfg.normalization = rms, cfg.init_method_std = 0.2;
     if (rope) cfg.position_embedding_type = TB_POS_ROPE, cfg.rotary_interleaved = 1;
+    // MoE in layer 0 (freq 2), layer 1 dense
+    if (experts) cfg.num_experts = experts, cfg.moe_layer_freq = 2, cfg.moe_ffn_hidden_size = 8, cfg.moe_aux_loss_coeff = 0.05;
+    if (experts) cfg.moe_shared_expert_intermediate_size = 8;
     config_resolve(&cfg);
     tb_allocator mem;
     tb_allocator_init(&mem, 0, NULL, NULL);
     gpt_model m;
     gpt_model_init(&m, &cfg, &mem, NULL);
-    model_case c = {&m, malloc(12 * sizeof(int32_t)), malloc(12 * sizeof(int32_t))};
+    model_case c = {&m, malloc(12 * sizeof(int32_t)), malloc(12 * sizeof(int32_t)), NULL, 0, 0};
     for (int i = 0; i < 12; i++) {
         c.inputs[i] = (int32_t)(tb_rng_u64(&rng) % 37);
         c.targets[i] = (int32_t)(tb_rng_u64(&rng) % 37);
@@ -478,6 +671,11 @@ static void model_check(int untied, int rms, int rope) {
     float *grads = malloc(m.num_parameters * sizeof(float));
     gpt_zero_grad(&m);
     gpt_forward(&m, c.inputs, c.targets);
+    if (experts) {
+        const size_t n = 12 * (size_t)cfg.moe_router_topk;
+        c.routing = malloc(n * sizeof(int32_t));
+        memcpy(c.routing, m.block.slots[0].acts[0].moe.topk, n * sizeof(int32_t));
+    }
     gpt_backward(&m, 1.0f);
     memcpy(grads, m.grad_memory, m.num_parameters * sizeof(float));
     for (int i = 0; i < m.nparams; i++) {
@@ -489,15 +687,24 @@ static void model_check(int untied, int rms, int rope) {
         for (size_t j = real; j < p->numel; j++)
             TB_CHECK(grads[p->offset + j] == 0.0f, "%s: padded row gradient non-zero", p->name);
     }
-    free(grads), free(c.inputs), free(c.targets);
+    if (experts) {
+        printf("    %d of %d perturbations re-routed a token (not compared)\n", c.rerouted, c.probes);
+        TB_CHECK(c.rerouted * 20 <= c.probes, "%d of %d perturbations re-routed a token", c.rerouted, c.probes);
+    }
+    free(grads), free(c.inputs), free(c.targets), free(c.routing);
     gpt_model_free(&m);
     TB_CHECK(mem.stats.total_current == 0, "model buffers leaked: %zu bytes", mem.stats.total_current);
 }
+
+static void model_check(int untied, int rms, int rope) { model_check_moe(untied, rms, rope, 0); }
 
 TB_TEST(gpt_tied_layernorm_gradients_match_finite_differences) { model_check(0, 0, 0); }
 TB_TEST(gpt_untied_rmsnorm_gradients_match_finite_differences) { model_check(1, 1, 0); }
 // no wpe.weight: positions enter through the rotation of q and k only
 TB_TEST(gpt_rope_gradients_match_finite_differences) { model_check(1, 1, 1); }
+// a MoE layer (with a shared expert) and a dense one: the router, every expert, the shared
+// expert and the rest, through the whole model
+TB_TEST(gpt_moe_gradients_match_finite_differences) { model_check_moe(0, 0, 0, 4); }
 
 int main(void) {
     tb_rng_init(&rng, 42);
@@ -517,8 +724,14 @@ int main(void) {
     TB_RUN(transformer_layer_rmsnorm_swiglu_gqa_backward_matches_finite_differences);
     TB_RUN(transformer_layer_llama_style_rope_backward_matches_finite_differences);
     TB_RUN(transformer_layer_selective_recompute_backward_matches_finite_differences);
+    TB_RUN(moe_layer_gelu_top2_backward_matches_finite_differences);
+    TB_RUN(moe_layer_pre_softmax_swiglu_backward_matches_finite_differences);
+    TB_RUN(moe_layer_top1_router_gradient_matches_finite_differences);
+    TB_RUN(moe_layer_with_dropped_tokens_backward_matches_finite_differences);
+    TB_RUN(moe_layer_with_a_shared_expert_backward_matches_finite_differences);
     TB_RUN(gpt_tied_layernorm_gradients_match_finite_differences);
     TB_RUN(gpt_untied_rmsnorm_gradients_match_finite_differences);
     TB_RUN(gpt_rope_gradients_match_finite_differences);
+    TB_RUN(gpt_moe_gradients_match_finite_differences);
     return tb_test_summary();
 }

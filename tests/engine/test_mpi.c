@@ -408,6 +408,51 @@ TB_TEST(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank) {
     }
 }
 
+// Expert parallelism across processes: the all-to-all dispatcher's exchange (and the counts'
+// all-gather) over the MPI backend gives the bits of the rank threads, and the single rank's
+// losses within the tolerance. Its own single-rank reference: a MoE model.
+#define MOE " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 --moe-layer-freq 2" \
+            " --moe-aux-loss-coeff 0.01 --moe-token-dispatcher-type alltoall"
+TB_TEST(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_single_rank) {
+    static const layout ep[] = {
+        {"moe ep 2", 2, 1, "--world-size 2 --expert-model-parallel-size 2"},
+        {"K 2: moe ep 4", 2, 2, "--world-size 4 --expert-model-parallel-size 4"},  // the ep group spans processes
+    };
+    char dir[512];
+    double moe_single[STEPS];
+    run_dir(dir, sizeof dir, "moe-single", 0);
+    TB_REQUIRE(tb_run_merged(&sh, NULL, ENGINE MODEL MOE " --run-dir %s", dir) == 0, "single rank:\n%s", sh.out);
+    TB_REQUIRE(read_losses(dir, moe_single) == STEPS, "single rank: %d steps", STEPS);
+    for (int i = 0; i < (int)(sizeof ep / sizeof *ep); i++) {
+        const layout *l = &ep[i];
+        char tdir[512], mdir[512];
+        run_dir(tdir, sizeof tdir, "moe-threads", i);
+        run_dir(mdir, sizeof mdir, "moe-procs", i);
+        if (tb_run_merged(&sh, NULL, ENGINE MODEL MOE " %s --run-dir %s", l->flags, tdir) != 0) {
+            TB_CHECK(0, "%s on threads:\n%s", l->name, sh.out);
+            continue;
+        }
+        int rc = mpirun(l->processes, MODEL MOE " %s --ranks-per-process %d --run-dir %s", l->flags,
+                        l->ranks_per_process, mdir);
+        if (rc != 0) {
+            TB_CHECK(0, "%s under mpirun -np %d: exit %d\n%s", l->name, l->processes, rc, sh.out);
+            continue;
+        }
+        double t[STEPS], m[STEPS], worst = 0;
+        TB_CHECK(read_losses(tdir, t) == STEPS && read_losses(mdir, m) == STEPS, "%s: %d steps each", l->name, STEPS);
+        TB_CHECK(memcmp(t, m, sizeof t) == 0, "%s: losses under mpirun %.17g %.17g %.17g, on threads %.17g %.17g %.17g",
+                 l->name, m[0], m[1], m[2], t[0], t[1], t[2]);
+        for (int st = 0; st < STEPS; st++) {
+            double rel = fabs(m[st] - moe_single[st]) / fabs(moe_single[st]);
+            worst = fmax(worst, rel);
+            TB_CHECK(rel <= 1e-5, "%s: step %d loss %.9g vs single rank %.9g (rel %.2e)", l->name, st + 1, m[st],
+                     moe_single[st], rel);
+        }
+        printf("    %-30s -np %d x %d: bitwise as threads, vs single rank %.1e\n", l->name, l->processes,
+               l->ranks_per_process, worst);
+    }
+}
+
 // A bad launch: exit status 2 (not the timeout's 124), the message once, naming the numbers,
 // and no run directory.
 static void refused(const char *what, int processes, const char *args, const char *expected) {
@@ -660,6 +705,7 @@ int main(int argc, char **argv) {
     TB_RUN(every_call_of_the_mpi_backend_gives_the_local_backends_bits);
     TB_RUN(single_rank_reference);
     TB_RUN(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
+    TB_RUN(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
     TB_RUN(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_every_process);
     TB_RUN(a_stall_across_processes_times_out_with_a_hang_report);
     TB_RUN(the_root_cause_of_each_hang_drill_under_mpirun_is_the_stalled_rank_every_time);

@@ -75,6 +75,10 @@ static int expected_members(shape s, tb_group_kind kind, int t, int c, int d, in
     case TB_GROUP_WORLD:
         for (int r = 0; r < world_of(s); r++) out[n++] = r;
         break;
+    // a dense model's expert grid: etp = tp, ep 1, expert-dp = dp x cp
+    case TB_GROUP_EP: out[n++] = rank_at(s, t, c, d, p); break;
+    case TB_GROUP_ETP: return expected_members(s, TB_GROUP_TP, t, c, d, p, out);
+    case TB_GROUP_EXPERT_DP: return expected_members(s, TB_GROUP_DP_CP, t, c, d, p, out);
     default: break;
     }
     return n;
@@ -91,6 +95,9 @@ static int expected_size(shape s, tb_group_kind kind) {
     case TB_GROUP_MP: return s.tp * s.pp;
     case TB_GROUP_EMBEDDING: return s.pp > 1 ? 2 : 1;
     case TB_GROUP_WORLD: return world_of(s);
+    case TB_GROUP_EP: return 1;
+    case TB_GROUP_ETP: return s.tp;
+    case TB_GROUP_EXPERT_DP: return s.dp * s.cp;
     default: return -1;
     }
 }
@@ -107,6 +114,9 @@ static int expected_index(shape s, tb_group_kind kind, int rank, tb_coords c) {
     case TB_GROUP_MP: return c.tp + s.tp * c.pp;
     case TB_GROUP_EMBEDDING: return c.pp == 0 ? 0 : 1;
     case TB_GROUP_WORLD: return rank;
+    case TB_GROUP_EP: return 0;
+    case TB_GROUP_ETP: return c.tp;
+    case TB_GROUP_EXPERT_DP: return c.cp + s.cp * c.dp;
     default: return -1;
     }
 }
@@ -340,9 +350,43 @@ TB_TEST(groups_of_a_kind_partition_the_world_with_the_axis_sizes) {
     }
 }
 
+// The expert grid (Megatron-Core's expert RankGenerator, order etp-ep-edp-pp) beside the
+// dense one: worked examples, and every expert group the ranks agreeing outside its axes.
+TB_TEST(expert_groups_follow_megatrons_expert_grid) {
+    tb_config cfg;
+    config_defaults(&cfg);
+    // world 8, tp 2 (dense dp 4), etp 1, ep 4: ep spans the tp ranks (parallel folding)
+    cfg.world_size = 8, cfg.tensor_model_parallel_size = 2, cfg.num_experts = 8, cfg.expert_model_parallel_size = 4;
+    cfg.expert_tensor_parallel_size = 1;
+    config_resolve(&cfg);
+    static const int ep4[2][4] = {{0, 1, 2, 3}, {4, 5, 6, 7}};
+    static const int edp2[4][2] = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
+    static const int etp1[8][1] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+    check_groups("world 8 tp 2 etp 1 ep 4", &cfg, TB_GROUP_EP, &ep4[0][0], 2, 4);
+    check_groups("world 8 tp 2 etp 1 ep 4", &cfg, TB_GROUP_EXPERT_DP, &edp2[0][0], 4, 2);
+    check_groups("world 8 tp 2 etp 1 ep 4", &cfg, TB_GROUP_ETP, &etp1[0][0], 8, 1);
+    // etp = tp 2, ep 2, pp 2 over 16: expert-dp 2; the pipeline groups coincide with the dense ones
+    cfg.world_size = 16, cfg.pipeline_model_parallel_size = 2, cfg.expert_model_parallel_size = 2;
+    cfg.expert_tensor_parallel_size = 2;
+    config_resolve(&cfg);
+    static const int etp2[8][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}};
+    static const int ep2[8][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}};
+    static const int edp[8][2] = {{0, 4}, {1, 5}, {2, 6}, {3, 7}, {8, 12}, {9, 13}, {10, 14}, {11, 15}};
+    check_groups("world 16 tp 2 etp 2 ep 2 pp 2", &cfg, TB_GROUP_ETP, &etp2[0][0], 8, 2);
+    check_groups("world 16 tp 2 etp 2 ep 2 pp 2", &cfg, TB_GROUP_EP, &ep2[0][0], 8, 2);
+    check_groups("world 16 tp 2 etp 2 ep 2 pp 2", &cfg, TB_GROUP_EXPERT_DP, &edp[0][0], 8, 2);
+    for (int r = 0; r < 16; r++) {
+        tb_expert_coords e = parallel_state_expert_coords(&cfg, r);
+        TB_CHECK(e.pp == parallel_state_coords(&cfg, r).pp, "rank %d: expert pp %d, dense pp %d", r, e.pp,
+                 parallel_state_coords(&cfg, r).pp);
+        TB_CHECK(r == e.etp + 2 * (e.ep + 2 * (e.edp + 2 * e.pp)), "rank %d: etp%d ep%d edp%d pp%d", r, e.etp, e.ep,
+                 e.edp, e.pp);
+    }
+}
+
 TB_TEST(group_kind_names) {
-    static const char *const names[TB_NGROUP_KINDS] = {"tp", "cp", "dp", "dp_cp", "pp",
-                                                         "mp", "embedding", "world", "pp_grad"};
+    static const char *const names[TB_NGROUP_KINDS] = {"tp",    "cp",      "dp", "dp_cp", "pp",       "mp",
+                                                         "embedding", "world", "pp_grad", "ep", "etp", "expert_dp"};
     for (int k = 0; k < TB_NGROUP_KINDS; k++)
         TB_CHECK(!strcmp(tb_group_kind_name((tb_group_kind)k), names[k]), "kind %d is \"%s\", want \"%s\"", k,
                  tb_group_kind_name((tb_group_kind)k), names[k]);
@@ -480,7 +524,8 @@ TB_TEST(ranks_of_a_shared_group_meet_in_it) {
 // The layout printout
 
 // The layout as parallel_state_print_layout should print it, from the independent
-// enumeration: a header, then per rank its label and one line per group kind.
+// enumeration: a header, then per rank its label and one line per group kind (a dense
+// model's: without the expert grid's).
 static char *expected_layout(shape s) {
     size_t cap = 1 << 16, used = 0;
     char *buf = malloc(cap);
@@ -494,7 +539,7 @@ static char *expected_layout(shape s) {
             for (int c = 0; c < s.cp; c++)
                 for (int t = 0; t < s.tp; t++, r++) {
                     used += (size_t)snprintf(buf + used, cap - used, "rank %d (tp%d cp%d dp%d pp%d)\n", r, t, c, d, p);
-                    for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+                    for (int k = 0; k < TB_GROUP_EP; k++) {
                         if (k == TB_GROUP_EMBEDDING && !(p == 0 || p == s.pp - 1)) {
                             // Middle stages: print what the engine prints today (see the report
                             // of the embedding test); the layout check skips these lines.
@@ -636,6 +681,7 @@ int main(void) {
     TB_RUN(embedding_groups_join_first_and_last_stage_tp2_dp4_pp4);
     TB_RUN(each_group_is_the_ranks_agreeing_outside_its_axes_in_increasing_order);
     TB_RUN(groups_of_a_kind_partition_the_world_with_the_axis_sizes);
+    TB_RUN(expert_groups_follow_megatrons_expert_grid);
     TB_RUN(group_kind_names);
 
     TB_RUN(world_init_gives_each_rank_its_groups_with_one_shared_object_per_group);

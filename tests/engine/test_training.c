@@ -8,6 +8,7 @@
 #include "backend/cpu/kernels.h"
 #include "config.h"
 #include "optimizer/optimizer.h"
+#include "trainers.h"
 #include "tb_test.h"
 #include "training.h"
 
@@ -29,21 +30,9 @@ typedef struct run {
 static int train(const tb_config *cfg_in, run *out) {
     static tb_config cfg;  // the trainer keeps a pointer
     memset(out, 0, sizeof *out);
-    cfg = *cfg_in;
-    config_resolve(&cfg);
-    tb_error err;
-    if (config_validate(&cfg, &err) != 0) {
-        printf("    invalid config: %s\n", err.msg);
-        return -1;
-    }
     tb_rank rk;
-    rank_init_single(&rk, &cfg);
-    tb_allocator_init(&rk.mem, 0, NULL, NULL);
     tb_trainer tr;
-    if (trainer_init(&tr, &cfg, &rk, &err) != 0) {
-        printf("    %s\n", err.msg);
-        return -1;
-    }
+    if (single_rank_trainer(&cfg, cfg_in, &rk, &tr) != 0) return -1;
     for (int s = 1; s <= cfg.train_iters; s++) out->loss[s - 1] = train_step(&tr, s).loss;
     out->n = tr.models[0].num_parameters;
     out->grads = malloc(out->n * sizeof(float));

@@ -1,0 +1,35 @@
+#include "transformer/moe/experts.h"
+
+#include "backend/cpu/kernels.h"
+
+void experts_forward(const tb_moe_dims *m, const tb_activation_module *act, int C, const int32_t *counts,
+                     const moe_layer_params *p, const float *inp, float *fc1, float *actv, float *out) {
+    const int F = m->F, F1 = m->F1;
+    size_t row = 0;
+    for (int e = 0; e < m->E_local; e++) {
+        const int n = counts[e];
+        if (n == 0) continue;
+        // (n,C) -> (n,F1) -> (n,F) -> (n,C)
+        cpu_matmul_forward(fc1 + row * F1, inp + row * C, p->fc1_w[e], p->fc1_b[e], n, C, F1);
+        act->forward(actv + row * F, fc1 + row * F1, n, F);
+        cpu_matmul_forward(out + row * C, actv + row * F, p->fc2_w[e], p->fc2_b[e], n, F, C);
+        row += (size_t)n;
+    }
+}
+
+void experts_backward(const tb_moe_dims *m, const tb_activation_module *act, int C, const int32_t *counts,
+                      const moe_layer_params *p, moe_layer_params *g, const float *inp, const float *fc1,
+                      const float *actv, const float *dout, float *d_act, float *d_fc1, float *dinp) {
+    const int F = m->F, F1 = m->F1;
+    size_t row = 0;
+    for (int e = 0; e < m->E_local; e++) {
+        const int n = counts[e];
+        if (n == 0) continue;
+        cpu_matmul_backward(d_act + row * F, g->fc2_w[e], g->fc2_b[e], dout + row * C, actv + row * F, p->fc2_w[e], n,
+                            F, C);
+        act->backward(d_fc1 + row * F1, fc1 + row * F1, d_act + row * F, n, F);
+        cpu_matmul_backward(dinp + row * C, g->fc1_w[e], g->fc1_b[e], d_fc1 + row * F1, inp + row * C, p->fc1_w[e], n,
+                            C, F1);
+        row += (size_t)n;
+    }
+}

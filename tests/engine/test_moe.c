@@ -1,0 +1,423 @@
+// The MoE layer's semantics on hand-made routing (the gradients are test_gradcheck's, the
+// parallel layouts test_parallel's): the router's top-k and probs as Megatron's TopKRouter,
+// the load-balancing loss as switch_load_balancing_loss_func, the permutation grouped by
+// expert in token order and the combine weighted by the probs; and, through the trainer,
+// the load statistics a step records (every routed token counted once, recompute or not)
+// and written to the metrics by pretrain_gpt; the expert grid as --print-rank-layout prints it;
+// data, pipeline and expert parallelism against the single rank.
+#include <jansson.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "config.h"
+#include "trainers.h"
+#include "tb_run_dir.h"
+#include "tb_shell.h"
+#include "tb_test.h"
+#include "training.h"
+#include "transformer/moe/router.h"
+#include "transformer/moe/token_dispatcher.h"
+
+#define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
+
+static tb_moe_dims dims(int E, int k, int pre_softmax) {
+    tb_moe_dims m;
+    memset(&m, 0, sizeof m);
+    m.E = m.E_local = E, m.k = k, m.pre_softmax = pre_softmax, m.freq = 1, m.aux_loss = 1, m.aux_coeff = 1;
+    return m;
+}
+
+// With the identity as the router's weight, each token's logits are its input.
+TB_TEST(router_takes_the_top_k_largest_first_ties_to_the_lower_expert) {
+    const float logits[2][4] = {{1, 3, 3, 0}, {0.5f, -1, 2, 1.5f}}, eye[16] = {1, 0, 0, 0, 0, 1, 0, 0,
+                                                                             0, 0, 1, 0, 0, 0, 0, 1};
+    float scratch[8], scores[8], probs[4];
+    int32_t topk[4];
+    for (int pre = 0; pre <= 1; pre++) {
+        tb_moe_dims m = dims(4, 2, pre);
+        router_forward(&m, 2, 4, &logits[0][0], eye, scratch, scores, topk, probs);
+        TB_CHECK(topk[0] == 1 && topk[1] == 2, "token 0 routed to %d, %d (want 1, 2: the tie to the lower)", topk[0],
+                 topk[1]);
+        TB_CHECK(topk[2] == 2 && topk[3] == 3, "token 1 routed to %d, %d (want 2, 3)", topk[2], topk[3]);
+        // scores: softmax over every expert
+        const double z0 = exp(1) + 2 * exp(3) + exp(0);
+        TB_CHECK(fabs(scores[1] - exp(3) / z0) < 1e-6, "score %g", scores[1]);
+        if (pre) {  // the scores at the chosen experts
+            TB_CHECK(fabs(probs[0] - exp(3) / z0) < 1e-6 && fabs(probs[1] - exp(3) / z0) < 1e-6, "pre-softmax probs %g %g",
+                     probs[0], probs[1]);
+        } else {  // softmax over the chosen logits: 2 and 1.5 for token 1
+            TB_CHECK(probs[0] == 0.5f && probs[1] == 0.5f, "probs %g %g", probs[0], probs[1]);
+            const double p = exp(2) / (exp(2) + exp(1.5));
+            TB_CHECK(fabs(probs[2] - p) < 1e-6 && fabs(probs[3] - (1 - p)) < 1e-6, "probs %g %g", probs[2], probs[3]);
+        }
+    }
+}
+
+TB_TEST(load_balancing_loss_is_switch_transformers_and_one_when_balanced) {
+    // E 2, k 1, N 2: E / (k N²) · Σ_e (Σ_n s) · f = 2 / 4 · (1.3 · 2 + 0.7 · 0) = 1.3
+    const float scores[4] = {0.7f, 0.3f, 0.6f, 0.4f};
+    const int32_t skewed[2] = {2, 0}, even[2] = {1, 1};
+    tb_moe_dims m = dims(2, 1, 0);
+    TB_CHECK(fabs(router_load_balancing_loss(&m, 2, scores, skewed) - 1.3) < 1e-6, "skewed %g",
+             router_load_balancing_loss(&m, 2, scores, skewed));
+    const float uniform[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+    TB_CHECK(fabs(router_load_balancing_loss(&m, 2, uniform, even) - 1.0) < 1e-12, "balanced %g",
+             router_load_balancing_loss(&m, 2, uniform, even));
+}
+
+TB_TEST(permutation_groups_tokens_by_expert_in_token_order_and_combine_weights_by_probs) {
+    // 3 tokens, top-2 of 4 experts: token 0 → 2, 0; token 1 → 0, 1; token 2 → 2, 1
+    const int32_t topk[6] = {2, 0, 0, 1, 2, 1};
+    int32_t counts[4], pos[6], token[6];
+    moe_permute_map(topk, 3, 2, 4, counts, pos, token);
+    const int32_t want_counts[4] = {2, 2, 2, 0}, want_pos[6] = {4, 0, 1, 2, 5, 3}, want_token[6] = {0, 1, 1, 2, 0, 2};
+    TB_CHECK(!memcmp(counts, want_counts, sizeof counts), "tokens per expert %d %d %d %d", counts[0], counts[1],
+             counts[2], counts[3]);
+    TB_CHECK(!memcmp(pos, want_pos, sizeof pos), "rows %d %d %d %d %d %d", pos[0], pos[1], pos[2], pos[3], pos[4], pos[5]);
+    TB_CHECK(!memcmp(token, want_token, sizeof token), "tokens %d %d %d %d %d %d", token[0], token[1], token[2],
+             token[3], token[4], token[5]);
+    // C 1: token n holds 10 n; the permuted rows are their tokens' values
+    const float inp[3] = {0, 10, 20};
+    float perm[6];
+    moe_permute(perm, inp, token, 6, 1);
+    const float want_perm[6] = {0, 10, 10, 20, 0, 20};
+    TB_CHECK(!memcmp(perm, want_perm, sizeof perm), "permuted %g %g %g %g %g %g", perm[0], perm[1], perm[2], perm[3],
+             perm[4], perm[5]);
+    // experts' outputs by row; out[n] = Σ_j probs[n,j] · y[row of (n,j)]
+    const float y[6] = {1, 2, 3, 4, 5, 6}, probs[6] = {0.75f, 0.25f, 0.5f, 0.5f, 0.125f, 0.875f};
+    float out[3];
+    moe_unpermute(out, y, pos, probs, 3, 2, 1);
+    TB_CHECK(out[0] == 0.75f * 5 + 0.25f * 1 && out[1] == 0.5f * 2 + 0.5f * 3 && out[2] == 0.125f * 6 + 0.875f * 4,
+             "combined %g %g %g", out[0], out[1], out[2]);
+    // backward: each row gets its prob times the token's gradient; each prob the dot with its row
+    const float dout[3] = {1, -2, 4};
+    float dy[6], dprobs[6], dinp[3] = {0, 0, 0};
+    moe_unpermute_backward(dy, dprobs, dout, y, pos, probs, 3, 2, 1);
+    TB_CHECK(dy[4] == 0.75f && dy[0] == 0.25f && dy[1] == -1 && dy[5] == 0.5f, "row grads %g %g %g %g", dy[4], dy[0],
+             dy[1], dy[5]);
+    TB_CHECK(dprobs[0] == 5 && dprobs[1] == 1 && dprobs[2] == -4 && dprobs[5] == 16, "prob grads %g %g %g %g",
+             dprobs[0], dprobs[1], dprobs[2], dprobs[5]);
+    moe_permute_backward(dinp, dy, pos, 3, 2, 1);
+    TB_CHECK(dinp[0] == 1 && dinp[1] == -2 && dinp[2] == 4, "token grads %g %g %g (the probs sum to 1)", dinp[0],
+             dinp[1], dinp[2]);
+}
+
+// Megatron's topk_softmax_with_capacity on hand-made routing: capacity ceil(N·k / E · factor);
+// over it, an expert keeps its highest probs (probs) or its earliest tokens (position); a
+// dropped choice has no row, no share of the output and no gradient.
+TB_TEST(capacity_drops_the_lowest_probs_or_the_last_positions) {
+    // 4 tokens, top-1 of 2 experts, factor 1: capacity ceil(4 / 2 · 1) = 2; expert 0 gets 3
+    tb_moe_dims m = dims(2, 1, 1);
+    m.capacity_factor = 1.0;
+    TB_CHECK(router_expert_capacity(&m, 4) == 2, "capacity %d", router_expert_capacity(&m, 4));
+    m.capacity_factor = 1.1;  // ceil(2.2)
+    TB_CHECK(router_expert_capacity(&m, 4) == 3, "capacity %d", router_expert_capacity(&m, 4));
+    m.capacity_factor = 1.0;
+    const int32_t topk[4] = {0, 0, 1, 0};
+    const float probs[4] = {0.6f, 0.9f, 0.7f, 0.8f};
+    int32_t route[4], selected[2];
+    TB_CHECK(router_apply_capacity(&m, 4, topk, probs, route, selected) == 1, "one dropped");
+    TB_CHECK(route[0] == -1 && route[1] == 0 && route[2] == 1 && route[3] == 0 && selected[0] == 3 && selected[1] == 1,
+             "probs policy: route %d %d %d %d (token 0, the lowest prob of expert 0, dropped)", route[0], route[1],
+             route[2], route[3]);
+    m.drop_position = 1;
+    TB_CHECK(router_apply_capacity(&m, 4, topk, probs, route, selected) == 1, "one dropped");
+    TB_CHECK(route[0] == 0 && route[1] == 0 && route[2] == 1 && route[3] == -1, "position policy: route %d %d %d %d",
+             route[0], route[1], route[2], route[3]);
+    // ties of probs: the later token goes first
+    const float tied[4] = {0.5f, 0.5f, 0.7f, 0.5f};
+    m.drop_position = 0;
+    router_apply_capacity(&m, 4, topk, tied, route, selected);
+    TB_CHECK(route[0] == 0 && route[1] == 0 && route[3] == -1, "tie: route %d %d %d %d", route[0], route[1], route[2],
+             route[3]);
+    // without a factor nothing drops
+    m.capacity_factor = 0;
+    TB_CHECK(router_apply_capacity(&m, 4, topk, probs, route, selected) == 0 && route[0] == 0 && route[3] == 0,
+             "no capacity");
+    // the permutation leaves the dropped choice out; combine and its backward skip it
+    const int32_t dropped_route[4] = {0, 0, 1, -1};
+    int32_t counts[2], pos[4], token[4];
+    moe_permute_map(dropped_route, 4, 1, 2, counts, pos, token);
+    TB_CHECK(counts[0] == 2 && counts[1] == 1 && pos[0] == 0 && pos[1] == 1 && pos[2] == 2 && pos[3] == -1 &&
+                 token[0] == 0 && token[1] == 1 && token[2] == 2,
+             "permutation with a drop: counts %d %d, rows %d %d %d %d", counts[0], counts[1], pos[0], pos[1], pos[2],
+             pos[3]);
+    const float y[3] = {1, 2, 3}, dout[4] = {1, 1, 1, 5};
+    float out[4], dy[3], dprobs[4] = {9, 9, 9, 9};
+    moe_unpermute(out, y, pos, probs, 4, 1, 1);
+    TB_CHECK(out[3] == 0 && out[1] == 0.9f * 2, "dropped token's output %g (want 0)", out[3]);
+    moe_unpermute_backward(dy, dprobs, dout, y, pos, probs, 4, 1, 1);
+    TB_CHECK(dprobs[3] == 0 && dprobs[2] == 3, "dropped token's prob gradient %g (want 0)", dprobs[3]);
+}
+
+// A tiny MoE model: experts in layers 0 and 2 of 4 (freq 2), top-2 of 4.
+static void moe_config(tb_config *c) {
+    config_defaults(c);
+    c->num_layers = 4, c->hidden_size = 32, c->num_attention_heads = 4, c->seq_length = 16;
+    c->micro_batch_size = 2, c->global_batch_size = 4, c->vocab_size = 64, c->train_iters = 3, c->lr = 1e-3;
+    c->num_threads = 2;
+    c->num_experts = 4, c->moe_router_topk = 2, c->moe_layer_freq = 2, c->moe_ffn_hidden_size = 24;
+    c->moe_aux_loss_coeff = 0.01;
+}
+
+typedef struct moe_run {
+    double loss[3];
+    int64_t tokens[4][4];  // the last step's tokens per expert per layer
+    int microbatches[4];
+    double lb[4];
+    int64_t dropped[4];
+} moe_run;
+
+static int train_moe(const tb_config *in, moe_run *out) {
+    static tb_config cfg;  // the trainer keeps a pointer
+    tb_rank rk;
+    tb_trainer tr;
+    if (single_rank_trainer(&cfg, in, &rk, &tr) != 0) return -1;
+    for (int s = 1; s <= cfg.train_iters; s++) out->loss[s - 1] = train_step(&tr, s).loss;
+    const moe_stats *st = &tr.models[0].block.moe_stats;
+    for (int l = 0; l < 4; l++) {
+        for (int e = 0; e < 4; e++) out->tokens[l][e] = st->tokens_per_expert[l * 4 + e];
+        out->microbatches[l] = st->microbatches[l];
+        out->lb[l] = st->load_balancing_loss[l];
+        out->dropped[l] = st->dropped_tokens[l];
+    }
+    trainer_free(&tr);
+    return rk.mem.stats.total_current == 0 ? 0 : -2;
+}
+
+TB_TEST(a_step_counts_every_routed_token_once_with_or_without_recompute) {
+    tb_config c;
+    moe_config(&c);
+    moe_run plain, full;
+    TB_REQUIRE(train_moe(&c, &plain) == 0, "train");
+    c.recompute_granularity = TB_RECOMPUTE_FULL, c.recompute_method = TB_RECOMPUTE_UNIFORM, c.recompute_num_layers = 2;
+    TB_REQUIRE(train_moe(&c, &full) == 0, "train with full recompute");
+    // 2 microbatches of 2 x 16 tokens, each routed to 2 experts: 128 per MoE layer
+    for (int l = 0; l < 4; l++) {
+        int64_t sum = 0;
+        for (int e = 0; e < 4; e++) sum += plain.tokens[l][e];
+        const int moe = l % 2 == 0;
+        TB_CHECK(sum == (moe ? 128 : 0) && plain.microbatches[l] == (moe ? 2 : 0), "layer %d: %lld routed, %d records",
+                 l, (long long)sum, plain.microbatches[l]);
+        TB_CHECK(!memcmp(plain.tokens[l], full.tokens[l], sizeof plain.tokens[l]) &&
+                     plain.microbatches[l] == full.microbatches[l] && plain.lb[l] == full.lb[l],
+                 "layer %d: recompute changed the statistics (records %d vs %d)", l, full.microbatches[l],
+                 plain.microbatches[l]);
+        if (moe) TB_CHECK(plain.lb[l] > 0 && isfinite(plain.lb[l]), "layer %d load-balancing loss %g", l, plain.lb[l]);
+    }
+    for (int s = 0; s < 3; s++)
+        TB_CHECK(plain.loss[s] == full.loss[s], "step %d: loss %.9g, with recompute %.9g", s + 1, plain.loss[s],
+                 full.loss[s]);
+}
+
+// The aux loss trained on moves the weights (its gradient reaches the router), and without
+// a load-balancing loss there is none to report.
+TB_TEST(aux_loss_coefficient_changes_training_and_none_reports_no_loss) {
+    tb_config c;
+    moe_config(&c);
+    moe_run with, without, none;
+    TB_REQUIRE(train_moe(&c, &with) == 0, "train");
+    c.moe_aux_loss_coeff = 0;
+    TB_REQUIRE(train_moe(&c, &without) == 0, "train without the coefficient");
+    c.moe_router_load_balancing_type = TB_MOE_LB_NONE;
+    TB_REQUIRE(train_moe(&c, &none) == 0, "train without load balancing");
+    TB_CHECK(with.loss[0] == without.loss[0], "step 1 precedes any update: %.9g vs %.9g", with.loss[0], without.loss[0]);
+    TB_CHECK(with.loss[2] != without.loss[2], "the aux loss's gradient changed nothing: %.9g", with.loss[2]);
+    TB_CHECK(without.loss[2] == none.loss[2], "coefficient 0 and none train alike: %.9g vs %.9g", without.loss[2],
+             none.loss[2]);
+    TB_CHECK(without.lb[0] > 0 && none.lb[0] == 0, "reported %g (coefficient 0), %g (none)", without.lb[0], none.lb[0]);
+}
+
+TB_TEST(pretrain_gpt_writes_the_load_statistics_of_each_moe_layer) {
+    char dir[512], path[1024];
+    tb_tmp_path(dir, sizeof dir, "moe_metrics");
+    tb_output sh = {0};
+    int status = tb_run(&sh, NULL,
+                        "rm -rf '%s' && '%s' --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16 "
+                        "--vocab-size 64 --micro-batch-size 2 --train-iters 2 --num-experts 4 --moe-router-topk 2 "
+                        "--moe-aux-loss-coeff 0.01 --moe-ffn-hidden-size 24 --moe-layer-freq 2 --num-threads 2 "
+                        "--run-dir '%s'",
+                        dir, PRETRAIN, dir);
+    TB_REQUIRE(status == 0, "pretrain_gpt exit %d: %s", status, sh.err);
+    tb_rank_path(path, sizeof path, dir, TB_RANK_METRICS, 0);
+    char *text = tb_slurp(path);
+    TB_REQUIRE(text, "%s", path);
+    json_error_t jerr;
+    json_t *step = json_loads(strtok(text, "\n"), 0, &jerr);
+    TB_REQUIRE(step, "metrics line: %s", jerr.text);
+    json_t *moe = json_object_get(step, "moe");
+    TB_REQUIRE(json_is_array(moe) && json_array_size(moe) == 1, "one MoE layer (layer 0 of 2 at freq 2)");
+    json_t *l0 = json_array_get(moe, 0), *counts = json_object_get(l0, "tokens_per_expert");
+    json_int_t sum = 0, max = 0;
+    for (size_t e = 0; e < json_array_size(counts); e++) {
+        json_int_t n = json_integer_value(json_array_get(counts, e));
+        sum += n, max = n > max ? n : max;
+    }
+    TB_CHECK(json_integer_value(json_object_get(l0, "layer")) == 0 && json_array_size(counts) == 4 && sum == 64 &&
+                 json_integer_value(json_object_get(l0, "routed_tokens")) == 64,
+             "layer 0: %zu experts, %lld tokens (want 4 and 2 x 16 x 2 = 64)", json_array_size(counts), (long long)sum);
+    TB_CHECK(fabs(json_real_value(json_object_get(l0, "max_over_mean")) - max / 16.0) < 1e-12, "max over mean");
+    TB_CHECK(json_is_integer(json_object_get(l0, "dropped_tokens")) &&
+                 json_integer_value(json_object_get(l0, "dropped_tokens")) == 0,
+             "no capacity: no token dropped");
+    TB_CHECK(json_real_value(json_object_get(l0, "load_balancing_loss")) > 0, "load-balancing loss");
+    json_decref(step);
+    free(text);
+    tb_output_free(&sh);
+}
+
+// ---------------------------------------------------------------------------------------
+// Layouts against the single rank: per-step losses and gradient norms (the norm sums every
+// gradient of every rank once: a misplaced or missing expert reduction changes it)
+
+#define LAYOUT_STEPS 4
+
+typedef struct layout_job {
+    const tb_config *cfg;
+    double loss[LAYOUT_STEPS], norm[LAYOUT_STEPS];
+    size_t expert_floats;  // rank 0's expert parameters
+    double flops;          // rank 0's FLOPs per token (its chunks)
+    atomic_int failed;
+} layout_job;
+
+static void layout_rank(tb_rank *rk, void *arg) {
+    layout_job *j = arg;
+    tb_trainer tr;
+    if (rank_trainer(rk, j->cfg, &tr) != 0) {
+        j->failed = 1;
+        return;
+    }
+    for (int s = 1; s <= LAYOUT_STEPS; s++) {
+        tb_step_result r = train_step(&tr, s);
+        if (rk->rank == 0) j->loss[s - 1] = r.loss, j->norm[s - 1] = r.grad_norm;
+    }
+    if (rk->rank == 0)
+        for (int c = 0; c < tr.nchunks; c++)
+            j->expert_floats += tr.models[c].expert_parameters, j->flops += gpt_chunk_flops_per_token(&tr.models[c]);
+    trainer_free(&tr);
+}
+
+static int train_layout(tb_config *cfg, layout_job *j) {
+    memset(j, 0, sizeof *j);
+    j->cfg = cfg;
+    return run_world(cfg, layout_rank, j) == 0 && !j->failed ? 0 : -1;
+}
+
+// Data parallelism (each replica routes its own microbatches; the aux loss is per microbatch,
+// as on one rank running them), the distributed optimizer, the pipeline, and expert
+// parallelism with the all-to-all dispatcher: each ep rank holds E / ep experts and runs the
+// tokens every rank routes to them; expert gradients sum every dp rank's tokens, averaged
+// over dp × cp and reduced over expert-dp where ep < dp.
+TB_TEST(moe_layouts_match_the_single_rank) {
+    tb_config base;
+    moe_config(&base);
+    base.global_batch_size = 8, base.micro_batch_size = 1, base.lr = 3e-3, base.collective_timeout = 60;
+    base.num_experts = 8, base.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL;
+    layout_job single, j;
+    tb_config one = base;
+    TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
+    static const struct {
+        const char *name;
+        int world, ep, pp, distopt;
+    } layouts[] = {{"dp 2", 2, 1, 1, 0},        {"dp 2 + dist-opt", 2, 1, 1, 1}, {"pp 2 x dp 2", 4, 1, 2, 0},
+                   {"ep 2", 2, 2, 1, 0},        {"ep 4", 4, 4, 1, 0},            {"ep 2 x expert-dp 2", 4, 2, 1, 0},
+                   {"ep 2 x pp 2", 4, 2, 2, 0}, {"ep 8", 8, 8, 1, 0}};
+    for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
+        tb_config c = base;
+        c.world_size = layouts[i].world, c.expert_model_parallel_size = layouts[i].ep;
+        c.pipeline_model_parallel_size = layouts[i].pp, c.use_distributed_optimizer = layouts[i].distopt;
+        if (train_layout(&c, &j) != 0) {
+            TB_CHECK(0, "%s: training failed", layouts[i].name);
+            continue;
+        }
+        double worst = 0;
+        for (int s = 0; s < LAYOUT_STEPS; s++) {
+            const double rl = fabs(j.loss[s] - single.loss[s]) / fabs(single.loss[s]);
+            const double rn = fabs(j.norm[s] - single.norm[s]) / fabs(single.norm[s]);
+            worst = fmax(worst, fmax(rl, rn));
+            TB_CHECK(rl <= 1e-5 && rn <= 1e-5, "%s: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g",
+                     layouts[i].name, s + 1, j.loss[s], j.norm[s], single.loss[s], single.norm[s]);
+        }
+        // rank 0 holds its share of the experts (of its stage's MoE layers under pp)
+        const size_t want = single.expert_floats / (size_t)layouts[i].ep / (size_t)layouts[i].pp;
+        TB_CHECK(j.expert_floats == want, "%s: rank 0 holds %zu expert floats, want %zu", layouts[i].name,
+                 j.expert_floats, want);
+        // without pp a rank computes, per token, what the single rank does: its experts run the
+        // tokens of all ep ranks
+        if (layouts[i].pp == 1)
+            TB_CHECK(j.flops == single.flops, "%s: rank 0's FLOPs per token %.17g, single rank %.17g", layouts[i].name,
+                     j.flops, single.flops);
+        printf("    %-20s loss and grad norm within %.1e of the single rank; rank 0: %zu of %zu expert floats\n",
+               layouts[i].name, worst, j.expert_floats, single.expert_floats);
+    }
+}
+
+// With a capacity each rank drops over its own microbatch's capacity, as the single rank
+// does microbatch by microbatch: data and expert parallelism keep the same drops. A shared
+// expert is a dense module: every ep rank holds it, its gradients reduced over dp.
+TB_TEST(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single_rank) {
+    tb_config base;
+    moe_config(&base);
+    base.global_batch_size = 4, base.micro_batch_size = 1, base.lr = 3e-3, base.collective_timeout = 60;
+    base.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL, base.moe_expert_capacity_factor = 1.0;
+    base.moe_shared_expert_intermediate_size = 16;
+    layout_job single, j;
+    tb_config one = base;
+    TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
+    const int eps[2] = {1, 4};
+    for (int i = 0; i < 2; i++) {
+        tb_config c = base;
+        c.world_size = 4, c.expert_model_parallel_size = eps[i];
+        TB_REQUIRE(train_layout(&c, &j) == 0, "dp 4, ep %d", eps[i]);
+        for (int s = 0; s < LAYOUT_STEPS; s++)
+            TB_CHECK(fabs(j.loss[s] - single.loss[s]) <= 1e-5 * fabs(single.loss[s]) &&
+                         fabs(j.norm[s] - single.norm[s]) <= 1e-5 * fabs(single.norm[s]),
+                     "dp 4, ep %d: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g", eps[i], s + 1, j.loss[s],
+                     j.norm[s], single.loss[s], single.norm[s]);
+    }
+    // and tokens were dropped (top-2 of 4 at factor 1: an expert takes 8 of a microbatch's 32 choices)
+    moe_run r;
+    tb_config c = base;
+    TB_REQUIRE(train_moe(&c, &r) == 0, "train");
+    TB_CHECK(r.dropped[0] > 0 && r.dropped[0] + r.tokens[0][0] + r.tokens[0][1] + r.tokens[0][2] + r.tokens[0][3] == 4 * 32,
+             "layer 0: %lld dropped of 128", (long long)r.dropped[0]);
+    for (int e = 0; e < 4; e++) TB_CHECK(r.tokens[0][e] <= 4 * 8, "expert %d took %lld > capacity", e, (long long)r.tokens[0][e]);
+}
+
+// The expert grid beside the dense one, as --print-rank-layout shows it (world 4, ep 2:
+// expert-dp 2).
+TB_TEST(print_rank_layout_shows_the_expert_grid_and_its_groups) {
+    tb_output sh = {0};
+    int status = tb_run(&sh, NULL,
+                        "'%s' --print-rank-layout --world-size 4 --num-experts 8 --expert-model-parallel-size 2 "
+                        "--moe-token-dispatcher-type alltoall",
+                        PRETRAIN);
+    TB_REQUIRE(status == 0, "exit %d: %s", status, sh.err);
+    static const char *const want[] = {
+        "experts: world 4 = etp 1 x ep 2 x expert-dp 2 x pp 1 (order etp-ep-edp-pp)\n",
+        "rank 1 (tp0 cp0 dp1 pp0) experts (etp0 ep1 edp0 pp0)\n",
+        "rank 2 (tp0 cp0 dp2 pp0) experts (etp0 ep0 edp1 pp0)\n",
+        "  world     [0, 1, 2, 3]\n  pp_grad   [1]\n  ep        [0, 1]\n  etp       [1]\n  expert_dp [1, 3]\n",
+        "  ep        [2, 3]\n  etp       [2]\n  expert_dp [0, 2]\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        TB_CHECK(strstr(sh.out, want[i]), "no \"%s\" in:\n%s", want[i], sh.out);
+    tb_output_free(&sh);
+}
+
+int main(void) {
+    cpu_set_num_threads(2);
+    TB_RUN(router_takes_the_top_k_largest_first_ties_to_the_lower_expert);
+    TB_RUN(load_balancing_loss_is_switch_transformers_and_one_when_balanced);
+    TB_RUN(permutation_groups_tokens_by_expert_in_token_order_and_combine_weights_by_probs);
+    TB_RUN(capacity_drops_the_lowest_probs_or_the_last_positions);
+    TB_RUN(a_step_counts_every_routed_token_once_with_or_without_recompute);
+    TB_RUN(aux_loss_coefficient_changes_training_and_none_reports_no_loss);
+    TB_RUN(pretrain_gpt_writes_the_load_statistics_of_each_moe_layer);
+    TB_RUN(print_rank_layout_shows_the_expert_grid_and_its_groups);
+    TB_RUN(moe_layouts_match_the_single_rank);
+    TB_RUN(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single_rank);
+    return tb_test_summary();
+}
