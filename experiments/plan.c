@@ -300,6 +300,7 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     c->world_size = cl->gpus;
     c->sequence_parallel = base->sequence_parallel && tp > 1;
     c->padded_vocab_size = 0;
+    if (base->num_experts == 0) c->expert_tensor_parallel_size = 0;  // derived again: the dense model's is tp
     config_resolve(c);
     plan->tp = tp, plan->cp = cp, plan->pp = pp, plan->vpp = vpp > 1 ? vpp : 1, plan->mbs = mbs;
     plan->dp = c->data_parallel_size;
