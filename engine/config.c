@@ -670,8 +670,6 @@ int config_validate(const tb_config *c, tb_error *err) {
     if (r.count) return -1;
 
     // What the engine cannot run yet: refused, never ignored.
-    if (cp > 1 && c->cp_comm_type == TB_CP_P2P)
-        violated(&r, "cp_comm_type p2p (context_parallel_size %d): not supported yet (all_gather is)", cp);
     if (cp > 1 && c->attention_backend != TB_ATTENTION_FLASH)
         violated(&r, "context_parallel_size %d needs attention_backend flash (the blocked kernel takes the "
                      "sequence's K and V with each local query's position; is %s)",

@@ -47,6 +47,7 @@ typedef struct tb_layer_dims {
     struct tb_tensor_dump *dump;                // --dump-tensors: module outputs kept (NULL: none)
     int cp_size;        // context parallelism (context_parallel.h): T above is this rank's T / cp tokens
     tb_group *cp;       // the context-parallel group (set by transformer_layer_set_context_parallel)
+    int cp_ring;        // cp_comm_type p2p: K and V pass around a ring of the cp ranks; 0: all-gathered
 } tb_layer_dims;
 
 // Parameters (or their gradients: same struct, same layout). Biases are NULL without
@@ -88,7 +89,7 @@ typedef struct transformer_workspace {
     int attn_threads;        // the OpenMP threads attn_scratch is sized for
     float *rope_cos, *rope_sin;  // (T, rope_dim / 2) each: rope's rotation; NULL without rope
     int32_t *cp_pos;         // (T) context parallelism: the local tokens' global positions; else NULL
-    float *cp_kv;            // (3, B, T·cp, 2·G·hs) the sequence's K and V and their gradients; else NULL
+    float *cp_kv;            // context parallelism's K/V exchange (cp_attention_workspace_floats); else NULL
     float *staging;          // (N,C) rank-major staging of the sequence-parallel mappings
 } transformer_workspace;
 
