@@ -173,7 +173,7 @@ void cp_ring_attention_forward(tb_group *cp, float *out, float *lse, float *scra
     for (int s = 0; s < P; s++) {
         const int owner = (me - s + P) % P;
         // the held chunk pair goes on to the next rank before this step's compute (an eager
-        // send: the peer's copy is posted now, and its receive waits only after its compute)
+        // send: posted now, so the peer's receive after its own compute need not wait for ours)
         if (s + 1 < P) ring_send(cp, "cp.ring.send_kv", held, local, next);
         ring_block r = ring_step_block(qkv, held, owner, me, Tq, QKV, KV);
         if (s == 0) {  // the diagonal block starts out and lse

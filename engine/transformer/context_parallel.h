@@ -45,8 +45,9 @@ size_t cp_attention_workspace_floats(int ring, int B, int Tq, int cp_size, int N
 // cp − 1 sends of this rank's B·Tq·2·G·hs K/V floats forward; cp − 1 of the K/V and cp of
 // their gradients backward, each to the next cp rank (comm.cp.send / comm.cp.recv). Each
 // step's send is posted before its compute and its receive waited for after it: the sends are
-// eager (the communicator copies the message and returns), so the transfer of the next chunk
-// overlaps this step's attention.
+// eager (the communicator copies the message and returns), so no rank waits on a send and a
+// receive waits only for a peer still computing; the copy itself is made inside the send (no
+// asynchronous transfer overlaps the compute).
 void cp_ring_attention_forward(tb_group *cp, float *out, float *lse, float *scratch, int threads, float *ws,
                                const float *qkv, int B, int Tq, int NH, int G, int hs);
 void cp_ring_attention_backward(tb_group *cp, float *dqkv, float *scratch, int threads, float *ws, const float *dout,
