@@ -503,7 +503,10 @@ TB_TEST(context_parallelism_needs_flash_attention) {
                 IS_VALID("context_parallel_size=2 attention_backend=flash cp_comm_type=p2p"),
                 IS_VALID("context_parallel_size=4 world_size=4 attention_backend=flash cp_comm_type=p2p"),
                 ONLY("context_parallel_size=2 attention_backend=flash seq_length=126",
-                     "seq_length (126) must be divisible by 2 x context_parallel_size (4)"));
+                     "seq_length (126) must be divisible by 2 x context_parallel_size (4)"),
+                // the ring's chunks are the same zig-zag halves
+                ONLY("context_parallel_size=4 world_size=4 attention_backend=flash cp_comm_type=p2p seq_length=1020",
+                     "seq_length (1020) must be divisible by 2 x context_parallel_size (8)"));
 }
 
 TB_TEST(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout) {
