@@ -1,5 +1,5 @@
-// context_parallel.c — the zig-zag positions and attention over the whole sequence's K and V
-// (context_parallel.h).
+// context_parallel.c — the zig-zag positions and attention over the whole sequence's K and V,
+// all-gathered or passed around the ring (context_parallel.h).
 #include "transformer/context_parallel.h"
 
 #include <math.h>

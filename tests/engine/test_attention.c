@@ -2,6 +2,8 @@
 // reference and against the local DotProductAttention kernel, values and gradients, causal
 // and not, sequence lengths that are and are not multiples of the block, grouped queries;
 // its result is independent of the thread count; its saved activations are linear in T.
+// Context parallelism's kernel and both its exchanges (all-gather, the p2p ring) on cp rank
+// threads against the whole sequence.
 #include <math.h>
 #include <string.h>
 

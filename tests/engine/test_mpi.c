@@ -7,7 +7,8 @@
 // backend). The MPI backend reduces with the local backend's algorithm and summation code,
 // so the per-step losses under mpirun must be the same bits as on threads; against the
 // single rank they agree within the layout tests' tolerance (1e-5 relative: the layouts sum
-// in another order). Each run directory must hold every rank's files, config.json, and a
+// in another order; context parallelism's layouts, both exchanges, against the single rank
+// with the same flash core). Each run directory must hold every rank's files, config.json, and a
 // launch.json that says how it ran; pipeline.json's per-stage figures, gathered across
 // processes, must equal the threads run's. Bad launches (a world that is not processes x
 // ranks per process, a model-parallel group larger than the world the processes make) must
