@@ -256,7 +256,8 @@ TB_TEST(context_parallel_attention_matches_the_whole_sequence) {
 // gathered back into position order: the ring (p2p: a chunk pair per step, the diagonal,
 // whole or skipped block per chunk pair, partials merged by log-sum-exp, dK/dV passed around
 // the ring back to their owners) and the all-gather both give the whole sequence's out, lse
-// and dqkv (Q, K and V parts). cp 2, 3 (an odd ring) and 4; T 96: chunks of 24, 16 and 12 rows.
+// and dqkv (Q, K and V parts). cp 2, 3 (an odd ring) and 4; T 192: chunks of 48, 32 and 24 rows
+// (at cp 2 a rank's 96 query rows span two 64-row blocks).
 typedef struct cp_case {
     int cp, B, T, NH, G, hs;
     const float *qkv, *dout;
@@ -309,7 +310,7 @@ static double rel_error_f(const float *a, const float *b, size_t n) {
 }
 
 TB_TEST(context_parallel_ring_and_all_gather_match_the_whole_sequence) {
-    const int B = 2, T = 96, NH = 4, G = 2, hs = 8, QKV = (NH + 2 * G) * hs;
+    const int B = 2, T = 192, NH = 4, G = 2, hs = 8, QKV = (NH + 2 * G) * hs;
     const size_t nqkv = (size_t)B * T * QKV, nout = (size_t)B * T * NH * hs, nlse = (size_t)B * NH * T;
     float *qkv = randn(nqkv), *dout = randn(nout);
     flash_result full;
