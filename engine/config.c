@@ -860,8 +860,6 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     if (r.count || (skip & TB_RULES_SKIP_NOT_SUPPORTED)) return r.count ? -1 : 0;
 
     // What the engine cannot run yet: refused, never ignored.
-    if (cp > 1 && c->cp_comm_type == TB_CP_P2P)
-        violated(&r, "cp_comm_type p2p (context_parallel_size %d): not supported yet (all_gather is)", cp);
     if (cp > 1 && c->attention_backend != TB_ATTENTION_FLASH)
         violated(&r, "context_parallel_size %d needs attention_backend flash (the blocked kernel takes the "
                      "sequence's K and V with each local query's position; is %s)",

@@ -1,18 +1,21 @@
 -- long_context.lua — "which context-parallel size fits 128K?", at CPU scale: the same model
--- at two sequence lengths on 1 and 2 context-parallel ranks (the flash attention core; cp
--- ranks hold zig-zag chunks of each sequence, engine/transformer/context_parallel.h).
+-- at two sequence lengths on 1 and 2 context-parallel ranks exchanging K and V by all-gather,
+-- and on 2 and 4 ranks passing them around the ring (cp_comm_type p2p) (the flash attention
+-- core; cp ranks hold zig-zag chunks of each sequence, engine/transformer/context_parallel.h).
 --
 --   build/bin/tracebook run runbooks/long_context.lua [--set seq=1024]
 --
 -- Exact claims (pipeline.json and every rank's trace, true on any machine): a cp rank's peak
 -- activation memory is the single rank's over cp (memory per rank ∝ seq / cp), and doubling
--- the sequence doubles it; the bytes of K and V a cp rank all-gathers per step; losses equal
--- to the single rank's. The attention time is a timing claim, gated on how it was measured.
+-- the sequence doubles it; the bytes of K and V a cp rank all-gathers per step; the bytes a
+-- ring rank sends per step, and how they grow from cp 2 to cp 4 (3·cp − 2 sends of a chunk pair
+-- of T/cp tokens per layer and microbatch: (10/4) / (4/2) = 1.25); losses equal to the single
+-- rank's. The attention time is a timing claim, gated on how it was measured.
 
 local config = require "config"
 
 local exp = tb.experiment{
-    name = "long_context", version = 1, seed = 1234,
+    name = "long_context", version = 2, seed = 1234,
     question = "How do activation memory per rank and CP communication scale with the sequence and the context-parallel size?",
 }
 local seq = tb.param("seq", 512)
@@ -21,6 +24,8 @@ local base = { num_layers = 2, hidden_size = 128, num_attention_heads = 4, vocab
 local function with(extra) return config.with(base, extra) end
 local cp1 = exp:run(with{ seq_length = seq })
 local cp2 = exp:run(with{ seq_length = seq, world_size = 2, context_parallel_size = 2 })
+local ring2 = exp:run(with{ seq_length = seq, world_size = 2, context_parallel_size = 2, cp_comm_type = "p2p" })
+local ring4 = exp:run(with{ seq_length = seq, world_size = 4, context_parallel_size = 4, cp_comm_type = "p2p" })
 local cp1_long = exp:run(with{ seq_length = 2 * seq })
 local cp2_long = exp:run(with{ seq_length = 2 * seq, world_size = 2, context_parallel_size = 2 })
 local part = config.part
@@ -39,5 +44,22 @@ exp:claim{ id = "cp2_kv_all_gather_bytes", parser = "comm_bytes", runs = cp2,
 exp:claim{ id = "cp2_loss_is_the_single_ranks", parser = "relative_difference", runs = { cp2, cp1 }, at_most = 1e-6,
            args = { a = part("loss_at_step", nil, cp2), b = part("loss_at_step", nil, cp1) },
            text = "the last step's loss at cp 2 against the single rank's (relative; float reordering only)" }
+exp:claim{ id = "ring2_send_bytes", parser = "comm_bytes", runs = ring2, args = { group = "cp", op = "send" },
+           text = "bytes a cp 2 ring rank sends to the next cp rank per step: per layer and microbatch 1 K/V "
+                  .. "chunk pair forward, 1 backward and 2 of their gradients, each B x seq/2 x 2 x hidden x 4 B" }
+local ring_sends = function(run) return part("comm_bytes", { group = "cp", op = "send" }, run) end
+exp:claim{ id = "ring4_over_ring2_send_bytes", parser = "ratio", runs = { ring4, ring2 },
+           args = { numerator = ring_sends(ring4), denominator = ring_sends(ring2) },
+           text = "a cp 4 ring rank's send bytes per step over a cp 2 ring rank's (1.25: 3cp - 2 sends of seq/cp "
+                  .. "tokens each, so the bytes per rank hardly grow while each message shrinks as 1/cp)" }
+exp:claim{ id = "ring4_activation_share", parser = "ratio", runs = { ring4, cp1 },
+           args = { numerator = part("rank_figure", activations, ring4), denominator = part("rank_figure", activations, cp1) },
+           text = "a cp 4 ring rank's peak activation memory over the single rank's (1/4: per rank ∝ seq / cp)" }
+exp:claim{ id = "ring2_loss_is_the_single_ranks", parser = "relative_difference", runs = { ring2, cp1 }, at_most = 1e-6,
+           args = { a = part("loss_at_step", nil, ring2), b = part("loss_at_step", nil, cp1) },
+           text = "the last step's loss of the cp 2 ring against the single rank's (relative; float reordering only)" }
+exp:claim{ id = "ring4_loss_is_the_single_ranks", parser = "relative_difference", runs = { ring4, cp1 }, at_most = 1e-6,
+           args = { a = part("loss_at_step", nil, ring4), b = part("loss_at_step", nil, cp1) },
+           text = "the last step's loss of the cp 4 ring against the single rank's (relative; float reordering only)" }
 exp:claim{ id = "cp2_step_ms_long", parser = "step_ms", runs = cp2_long,
            text = "median step time of a cp 2 run at twice the sequence (ms)" }

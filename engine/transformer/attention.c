@@ -25,7 +25,10 @@ void self_attention_forward(const transformer_layer_spec *spec, int layer, const
 
     TB_RANGE_PUSH("layer.%d.attention.core", layer);
     // (N,QKV) -> (N,CA); what the core saves: transformer/spec.h
-    if (d->cp)  // the local queries against the whole sequence's K and V (context_parallel.h)
+    if (d->cp && d->cp_ring)  // the local queries against each cp rank's K and V in turn (context_parallel.h)
+        cp_ring_attention_forward(d->cp, a->atty, a->attn_saved, ws->attn_scratch, ws->attn_threads, ws->cp_kv,
+                                  a->qkv, d->B, d->T, d->NH, d->G, d->hs);
+    else if (d->cp)  // the local queries against the whole sequence's K and V (context_parallel.h)
         cp_attention_forward(d->cp, ws->cp_pos, a->atty, a->attn_saved, ws->attn_scratch, ws->attn_threads, ws->cp_kv,
                              a->qkv, d->B, d->T, d->NH, d->G, d->hs);
     else
@@ -54,7 +57,10 @@ void self_attention_backward(const transformer_layer_spec *spec, int layer, cons
 
     TB_RANGE_PUSH("layer.%d.attention.core.backward", layer);
     // local without saved probabilities (selective recompute): recomputed from qkv, bit for bit
-    if (d->cp)
+    if (d->cp && d->cp_ring)
+        cp_ring_attention_backward(d->cp, ws->d_qkv, ws->attn_scratch, ws->attn_threads, ws->cp_kv, ws->d_atty,
+                                   a->atty, a->qkv, a->attn_saved, d->B, d->T, d->NH, d->G, d->hs);
+    else if (d->cp)
         cp_attention_backward(d->cp, ws->cp_pos, ws->d_qkv, ws->attn_scratch, ws->attn_threads, ws->cp_kv,
                               ws->d_atty, a->atty, a->qkv, a->attn_saved, d->B, d->T, d->NH, d->G, d->hs);
     else

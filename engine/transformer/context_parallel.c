@@ -1,7 +1,8 @@
-// context_parallel.c — the zig-zag positions and attention over the whole sequence's K and V
-// (context_parallel.h).
+// context_parallel.c — the zig-zag positions and attention over the whole sequence's K and V,
+// all-gathered or passed around the ring (context_parallel.h).
 #include "transformer/context_parallel.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,16 @@ void cp_local_positions(int T, int cp, int rank, int32_t *pos) {
 static void pack_kv(float *kv, const float *qkv, int B, int Tq, int NH, int G, int hs) {
     const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
     for (size_t r = 0; r < (size_t)B * Tq; r++) memcpy(kv + r * KV, qkv + r * QKV + NH * hs, (size_t)KV * sizeof(float));
+}
+
+// dqkv's K and V rows += dkv (B, Tq, 2·G·hs): the gradients every cp rank's queries gave them.
+static void add_kv_grads(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs) {
+    const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
+    for (size_t r = 0; r < (size_t)B * Tq; r++) {
+        float *d = dqkv + r * QKV + NH * hs;
+        const float *m = dkv + r * KV;
+        for (int e = 0; e < KV; e++) d[e] += m[e];
+    }
 }
 
 // Gathered rank-major rows (cp, B, Tq, KV) ↔ the sequence in position order (B, T, KV).
@@ -63,7 +74,7 @@ void cp_attention_forward(tb_group *cp, const int32_t *pos, float *out, float *l
 void cp_attention_backward(tb_group *cp, const int32_t *pos, float *dqkv, float *scratch, int threads,
                            float *kv_scratch, const float *dout, const float *out, const float *qkv, const float *lse,
                            int B, int Tq, int NH, int G, int hs) {
-    const int T = Tq * cp->size, QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
+    const int T = Tq * cp->size, KV = 2 * G * hs;
     const size_t local = (size_t)B * Tq * KV, whole = local * cp->size;
     // the sequence's K and V again (not kept from the forward: memory stays ∝ T/cp)
     const float *kv = gather_kv(cp, kv_scratch, qkv, B, Tq, NH, G, hs);
@@ -77,9 +88,130 @@ void cp_attention_backward(tb_group *cp, const int32_t *pos, float *dqkv, float 
     TB_RANGE_PUSH("cp.reduce_scatter_dkv");
     tb_reduce_scatter(cp, rank_major, mine, local);
     TB_RANGE_POP();
-    for (size_t r = 0; r < (size_t)B * Tq; r++) {
-        float *d = dqkv + r * QKV + NH * hs;
-        const float *m = mine + r * KV;
-        for (int e = 0; e < KV; e++) d[e] += m[e];
+    add_kv_grads(dqkv, mine, B, Tq, NH, G, hs);
+}
+
+// --- the ring (cp_comm_type p2p) ---------------------------------------------------------
+
+size_t cp_attention_workspace_floats(int ring, int B, int Tq, int cp_size, int NH, int G, int hs) {
+    const size_t local = (size_t)B * Tq * 2 * G * hs;
+    if (!ring) return 3 * local * cp_size;  // this rank's K/V, the gathered rows, the sequence
+    // K/V held and arriving, their gradients held and arriving; one block's out and lse
+    return 4 * local + (size_t)B * Tq * NH * hs + (size_t)B * NH * Tq;
+}
+
+// What this rank's queries (both chunks: local rows 0..S-1 at chunk `me`, S..2S-1 at chunk
+// 2·cp−1−me) attend to in the K/V chunk pair of cp rank `owner` (chunks owner and
+// 2·cp−1−owner), Megatron-Core's rule per chunk pair:
+//   owner == me  every pair on or below the diagonal: causal by local row, all 2S rows each
+//   owner <  me  both query chunks see the owner's first chunk whole (it lies before both);
+//                the owner's second chunk lies after them both (skipped)
+//   owner >  me  the second query chunk sees both of the owner's chunks whole; the first
+//                query chunk lies before them both (skipped)
+// q_row0: the first local query row of the block.
+typedef struct ring_block {
+    cpu_flash_block blk;
+    int q_row0;
+} ring_block;
+
+static ring_block ring_step_block(const float *qkv, const float *kv, int owner, int me, int Tq, int QKV, int KV) {
+    const int S = Tq / 2;
+    ring_block r = {{qkv, (size_t)Tq * QKV, kv, (size_t)Tq * KV, Tq, Tq, Tq, 1}, 0};
+    if (owner < me) {
+        r.blk.Tk = S, r.blk.causal = 0;
+    } else if (owner > me) {
+        r.blk.qkv = qkv + (size_t)S * QKV, r.blk.Tq = S, r.blk.causal = 0;
+        r.q_row0 = S;
     }
+    return r;
+}
+
+// Merges a block's partial attention (pout (B, rows, NH·hs), plse (B, NH, rows)) into out and
+// lse (B, Tq rows, from row0) by the online-softmax rule: lse' = log(e^lse + e^plse), out' =
+// out·e^(lse − lse') + pout·e^(plse − lse').
+static void merge_partial(float *out, float *lse, const float *pout, const float *plse, int B, int NH, int Tq,
+                          int row0, int rows, int hs) {
+    const int C = NH * hs;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int r = 0; r < rows; r++) {
+                float *L = lse + ((size_t)b * NH + h) * Tq + row0 + r;
+                const float pl = plse[((size_t)b * NH + h) * rows + r];
+                const float hi = *L > pl ? *L : pl, lo = *L > pl ? pl : *L;
+                const float merged = hi + log1pf(expf(lo - hi));
+                const float wa = expf(*L - merged), wb = expf(pl - merged);
+                float *o = out + ((size_t)b * Tq + row0 + r) * C + h * hs;
+                const float *po = pout + ((size_t)b * rows + r) * C + h * hs;
+                for (int e = 0; e < hs; e++) o[e] = o[e] * wa + po[e] * wb;
+                *L = merged;
+            }
+}
+
+// One message of the ring on the cp group, under its range.
+static void ring_send(tb_group *cp, const char *range, const float *buf, size_t count, int peer) {
+    TB_RANGE_PUSH("%s", range);
+    tb_send(cp, buf, count, peer);
+    TB_RANGE_POP();
+}
+
+// Receives into *arriving, which then becomes *held (and the old held buffer the next arrival's).
+static void ring_recv(tb_group *cp, const char *range, float **held, float **arriving, size_t count, int peer) {
+    TB_RANGE_PUSH("%s", range);
+    tb_recv(cp, *arriving, count, peer);
+    TB_RANGE_POP();
+    float *t = *held;
+    *held = *arriving, *arriving = t;
+}
+
+void cp_ring_attention_forward(tb_group *cp, float *out, float *lse, float *scratch, int threads, float *ws,
+                               const float *qkv, int B, int Tq, int NH, int G, int hs) {
+    const int P = cp->size, me = cp->index, next = (me + 1) % P, prev = (me + P - 1) % P;
+    const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
+    const size_t local = (size_t)B * Tq * KV;
+    float *held = ws, *arriving = ws + local, *pout = ws + 4 * local, *plse = pout + (size_t)B * Tq * NH * hs;
+    pack_kv(held, qkv, B, Tq, NH, G, hs);
+    for (int s = 0; s < P; s++) {
+        const int owner = (me - s + P) % P;
+        // the held chunk pair goes on to the next rank before this step's compute (an eager
+        // send: posted now, so the peer's receive after its own compute need not wait for ours)
+        if (s + 1 < P) ring_send(cp, "cp.ring.send_kv", held, local, next);
+        ring_block r = ring_step_block(qkv, held, owner, me, Tq, QKV, KV);
+        if (s == 0) {  // the diagonal block starts out and lse
+            cpu_flash_attention_block_forward(out, lse, scratch, threads, &r.blk, B, NH, G, hs);
+        } else {
+            r.blk.out_rows = r.blk.Tq;
+            cpu_flash_attention_block_forward(pout, plse, scratch, threads, &r.blk, B, NH, G, hs);
+            merge_partial(out, lse, pout, plse, B, NH, Tq, r.q_row0, r.blk.Tq, hs);
+        }
+        if (s + 1 < P) ring_recv(cp, "cp.ring.recv_kv", &held, &arriving, local, prev);
+    }
+}
+
+void cp_ring_attention_backward(tb_group *cp, float *dqkv, float *scratch, int threads, float *ws, const float *dout,
+                                const float *out, const float *qkv, const float *lse, int B, int Tq, int NH, int G,
+                                int hs) {
+    const int P = cp->size, me = cp->index, next = (me + 1) % P, prev = (me + P - 1) % P;
+    const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs, C = NH * hs;
+    const size_t local = (size_t)B * Tq * KV;
+    float *held = ws, *arriving = ws + local, *dheld = ws + 2 * local, *darriving = ws + 3 * local;
+    memset(dqkv, 0, (size_t)B * Tq * QKV * sizeof(float));
+    pack_kv(held, qkv, B, Tq, NH, G, hs);  // the forward's chunks again (not kept: memory stays ∝ T/cp)
+    memset(dheld, 0, local * sizeof(float));
+    for (int s = 0; s < P; s++) {
+        const int owner = (me - s + P) % P;
+        if (s + 1 < P) ring_send(cp, "cp.ring.send_kv", held, local, next);
+        // with the merged out and lse, this block's share of dq (into dqkv's Q part) and of
+        // the owner's dK/dV (into the gradients that travel with its chunks)
+        ring_block r = ring_step_block(qkv, held, owner, me, Tq, QKV, KV);
+        const size_t q0 = (size_t)r.q_row0;
+        cpu_flash_attention_block_backward(dqkv + q0 * QKV, dheld, scratch, threads, dout + q0 * C, out + q0 * C,
+                                           lse + q0, &r.blk, B, NH, G, hs);
+        // the owner's dK/dV, summed over the ranks it has passed, go on with it; after the
+        // last step they reach the owner itself
+        ring_send(cp, "cp.ring.send_dkv", dheld, local, next);
+        if (s + 1 < P) ring_recv(cp, "cp.ring.recv_kv", &held, &arriving, local, prev);
+        ring_recv(cp, "cp.ring.recv_dkv", &dheld, &darriving, local, prev);
+    }
+    // dheld: every cp rank's queries' gradients at this rank's keys and values
+    add_kv_grads(dqkv, dheld, B, Tq, NH, G, hs);
 }

@@ -17,6 +17,7 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_sp
     d.cp_size = cfg->context_parallel_size > 1 ? cfg->context_parallel_size : 1;
     d.T = cfg->seq_length / d.cp_size;  // this rank's tokens of each sample (context_parallel.h)
     d.cp = NULL;
+    d.cp_ring = d.cp_size > 1 && cfg->cp_comm_type == TB_CP_P2P;
     d.N = d.B * d.T;
     d.Ns = cfg->sequence_parallel ? d.N / tp : d.N;
     d.C = cfg->hidden_size;
@@ -124,7 +125,7 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
     ws->d_fc1 = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F1 * f, "grad of fc1 output");
     ws->d_act = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F * f, "grad of activation output");
     ws->attn_threads = cpu_get_num_threads();
-    ws->attn_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, d->attention->scratch_floats(d->T * d->cp_size, d->hs, ws->attn_threads) * f,
+    ws->attn_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, d->attention->scratch_floats(d->cp_ring ? d->T : d->T * d->cp_size, d->hs, ws->attn_threads) * f,
                                 "attention scratch");
     ws->staging = sp ? tb_alloc(mem, TB_MEM_COMM, N * d->C * f, "sequence-parallel staging") : NULL;
     d->tp.staging = ws->staging;
@@ -142,7 +143,8 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
     if (d->cp_size > 1) {
         ws->cp_pos = tb_alloc(mem, TB_MEM_WORKSPACE, (size_t)d->T * sizeof(int32_t), "context-parallel positions");
         for (int t = 0; t < d->T; t++) ws->cp_pos[t] = t;  // until transformer_layer_set_context_parallel
-        ws->cp_kv = tb_alloc(mem, TB_MEM_WORKSPACE, 3 * (size_t)d->B * d->T * d->cp_size * 2 * d->G * d->hs * f,
+        ws->cp_kv = tb_alloc(mem, TB_MEM_WORKSPACE,
+                             cp_attention_workspace_floats(d->cp_ring, d->B, d->T, d->cp_size, d->NH, d->G, d->hs) * f,
                              "context-parallel K and V");
     }
     d->tp.pos = ws->cp_pos;

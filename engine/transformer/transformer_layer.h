@@ -53,6 +53,7 @@ typedef struct tb_layer_dims {
     tb_moe_dims moe;    // mixture of experts: which layers are MoE layers, their experts (E 0: none)
     float moe_loss_scale;        // backward: the main loss's scale, for the load-balancing loss's gradient
     struct moe_stats *moe_stats; // forward: the step's load statistics (NULL: not recorded)
+    int cp_ring;        // cp_comm_type p2p: K and V pass around a ring of the cp ranks; 0: all-gathered
 } tb_layer_dims;
 
 // Parameters (or their gradients: same struct, same layout). Biases are NULL without
@@ -96,7 +97,7 @@ typedef struct transformer_workspace {
     int attn_threads;        // the OpenMP threads attn_scratch is sized for
     float *rope_cos, *rope_sin;  // (T, rope_dim / 2) each: rope's rotation; NULL without rope
     int32_t *cp_pos;         // (T) context parallelism: the local tokens' global positions; else NULL
-    float *cp_kv;            // (3, B, T·cp, 2·G·hs) the sequence's K and V and their gradients; else NULL
+    float *cp_kv;            // context parallelism's K/V exchange (cp_attention_workspace_floats); else NULL
     float *staging;          // (N,C) rank-major staging of the sequence-parallel mappings
     moe_workspace moe;       // the MoE layers' (nothing without experts)
 } transformer_workspace;

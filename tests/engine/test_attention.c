@@ -2,12 +2,15 @@
 // reference and against the local DotProductAttention kernel, values and gradients, causal
 // and not, sequence lengths that are and are not multiples of the block, grouped queries;
 // its result is independent of the thread count; its saved activations are linear in T.
+// Context parallelism's kernel and both its exchanges (all-gather, the p2p ring) on cp rank
+// threads against the whole sequence.
 #include <math.h>
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
 #include "config.h"
 #include "core/rng.h"
+#include "parallel_state.h"
 #include "tb_test.h"
 #include "transformer/context_parallel.h"
 #include "transformer/spec.h"
@@ -249,6 +252,103 @@ TB_TEST(context_parallel_attention_matches_the_whole_sequence) {
     free(qkv), free(dout), free(kv), free(dkv_sum);
 }
 
+// The two exchanges of context parallelism on cp rank threads, each rank's zig-zag rows
+// gathered back into position order: the ring (p2p: a chunk pair per step, the diagonal,
+// whole or skipped block per chunk pair, partials merged by log-sum-exp, dK/dV passed around
+// the ring back to their owners) and the all-gather both give the whole sequence's out, lse
+// and dqkv (Q, K and V parts). cp 2, 3 (an odd ring) and 4; T 192: chunks of 48, 32 and 24 rows
+// (at cp 2 a rank's 96 query rows span two 64-row blocks).
+typedef struct cp_case {
+    int cp, B, T, NH, G, hs;
+    const float *qkv, *dout;
+    float *out[2], *lse[2], *dqkv[2];  // by exchange (0 all_gather, 1 ring), in position order
+} cp_case;
+
+static void cp_exchange_rank(tb_rank *rk, void *arg) {
+    cp_case *c = arg;
+    tb_group *cp = &rk->groups[TB_GROUP_CP];
+    const int B = c->B, T = c->T, NH = c->NH, G = c->G, hs = c->hs, Tq = T / c->cp;
+    const int QKV = (NH + 2 * G) * hs, C = NH * hs;
+    int32_t *pos = malloc((size_t)Tq * sizeof *pos);
+    cp_local_positions(T, c->cp, cp->index, pos);
+    float *lq = malloc((size_t)B * Tq * QKV * sizeof(float)), *ld = malloc((size_t)B * Tq * C * sizeof(float));
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tq; t++) {
+            memcpy(lq + ((size_t)b * Tq + t) * QKV, c->qkv + ((size_t)b * T + pos[t]) * QKV, (size_t)QKV * sizeof(float));
+            memcpy(ld + ((size_t)b * Tq + t) * C, c->dout + ((size_t)b * T + pos[t]) * C, (size_t)C * sizeof(float));
+        }
+    float *out = malloc((size_t)B * Tq * C * sizeof(float)), *lse = malloc((size_t)B * NH * Tq * sizeof(float));
+    float *dq = malloc((size_t)B * Tq * QKV * sizeof(float));
+    float *scratch = malloc(cpu_flash_attention_scratch_floats(T, hs, 1) * sizeof(float));
+    for (int ring = 0; ring < 2; ring++) {
+        float *ws = malloc(cp_attention_workspace_floats(ring, B, Tq, c->cp, NH, G, hs) * sizeof(float));
+        if (ring) {
+            cp_ring_attention_forward(cp, out, lse, scratch, 1, ws, lq, B, Tq, NH, G, hs);
+            cp_ring_attention_backward(cp, dq, scratch, 1, ws, ld, out, lq, lse, B, Tq, NH, G, hs);
+        } else {
+            cp_attention_forward(cp, pos, out, lse, scratch, 1, ws, lq, B, Tq, NH, G, hs);
+            cp_attention_backward(cp, pos, dq, scratch, 1, ws, ld, out, lq, lse, B, Tq, NH, G, hs);
+        }
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tq; t++) {
+                const size_t g = (size_t)b * T + pos[t], l = (size_t)b * Tq + t;
+                memcpy(c->out[ring] + g * C, out + l * C, (size_t)C * sizeof(float));
+                memcpy(c->dqkv[ring] + g * QKV, dq + l * QKV, (size_t)QKV * sizeof(float));
+                for (int h = 0; h < NH; h++)
+                    c->lse[ring][((size_t)b * NH + h) * T + pos[t]] = lse[((size_t)b * NH + h) * Tq + t];
+            }
+        free(ws);
+    }
+    free(pos), free(lq), free(ld), free(out), free(lse), free(dq), free(scratch);
+}
+
+static double rel_error_f(const float *a, const float *b, size_t n) {
+    double worst = 0, scale = 1e-30;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+    return worst / scale;
+}
+
+TB_TEST(context_parallel_ring_and_all_gather_match_the_whole_sequence) {
+    const int B = 2, T = 192, NH = 4, G = 2, hs = 8, QKV = (NH + 2 * G) * hs;
+    const size_t nqkv = (size_t)B * T * QKV, nout = (size_t)B * T * NH * hs, nlse = (size_t)B * NH * T;
+    float *qkv = randn(nqkv), *dout = randn(nout);
+    flash_result full;
+    flash_run(&full, qkv, dout, 1, B, T, NH, G, hs, 1);
+    static const int cps[] = {2, 3, 4};
+    for (size_t k = 0; k < sizeof cps / sizeof *cps; k++) {
+        cp_case c = {cps[k], B, T, NH, G, hs, qkv, dout, {NULL}, {NULL}, {NULL}};
+        for (int m = 0; m < 2; m++) {
+            c.out[m] = calloc(nout, sizeof(float)), c.lse[m] = calloc(nlse, sizeof(float));
+            c.dqkv[m] = calloc(nqkv, sizeof(float));
+        }
+        tb_config cfg;
+        config_defaults(&cfg);
+        cfg.world_size = cfg.context_parallel_size = c.cp, cfg.seq_length = T;
+        cfg.attention_backend = TB_ATTENTION_FLASH, cfg.collective_timeout = 60;
+        config_resolve(&cfg);
+        tb_world w;
+        tb_error err;
+        TB_REQUIRE(parallel_state_world_init(&w, &cfg, &err) == 0, "cp %d world: %s", c.cp, err.msg);
+        w.comm.collective_timeout_s = 60;
+        for (int r = 0; r < w.size; r++) tb_allocator_init(&w.ranks[r].mem, 0, NULL, NULL);
+        parallel_state_run_ranks(&w, cp_exchange_rank, &c);
+        for (int r = 0; r < w.size; r++) tb_allocator_release_cache(&w.ranks[r].mem);
+        parallel_state_world_free(&w);
+        for (int m = 0; m < 2; m++) {
+            double eo = rel_error_f(c.out[m], full.out, nout), el = rel_error_f(c.lse[m], full.lse, nlse);
+            double eg = rel_error_f(c.dqkv[m], full.dqkv, nqkv);
+            printf("    cp %d %-10s: out %.1e, lse %.1e, dqkv %.1e of their scale\n", c.cp,
+                   m ? "p2p" : "all_gather", eo, el, eg);
+            TB_CHECK(eo < 1e-5 && el < 1e-5 && eg < 1e-5, "cp %d %s against the whole sequence: out %.2e, lse %.2e, "
+                     "dqkv %.2e", c.cp, m ? "p2p" : "all_gather", eo, el, eg);
+            free(c.out[m]), free(c.lse[m]), free(c.dqkv[m]);
+        }
+    }
+    flash_free(&full);
+    free(qkv), free(dout);
+}
+
 int main(void) {
     tb_rng_init(&rng, 7);
     cpu_set_num_threads(2);
@@ -257,5 +357,6 @@ int main(void) {
     TB_RUN(flash_attention_is_bitwise_independent_of_the_thread_count);
     TB_RUN(flash_attention_saves_activations_linear_in_the_sequence);
     TB_RUN(context_parallel_attention_matches_the_whole_sequence);
+    TB_RUN(context_parallel_ring_and_all_gather_match_the_whole_sequence);
     return tb_test_summary();
 }

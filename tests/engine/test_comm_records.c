@@ -526,6 +526,37 @@ TB_TEST(the_root_cause_of_each_hang_drill_is_the_stalled_rank_every_time) {
     }
 }
 
+// Context parallelism's ring on the flight recorder: cp rank 1 stalls at step 2, so rank 0's
+// first receive of the ring (the K/V chunk pair of layer 0, from its previous cp rank) waits
+// on group cp and times out; the hang report names the wait by group, op and peer with the
+// message's size (B x T/cp x 2 x hidden floats), and rank 1 as the root cause in the ring's range.
+TB_TEST(a_stalled_ring_rank_is_named_in_the_peers_recv_on_group_cp) {
+    int rc = tb_run(&sh, NULL,
+                    "rm -rf %s_ring && timeout 60 %s --num-layers 2 --hidden-size 32 --num-attention-heads 2"
+                    " --seq-length 16 --vocab-size 64 --micro-batch-size 1 --global-batch-size 2 --train-iters 3"
+                    " --collective-timeout 1 --world-size 2 --context-parallel-size 2 --cp-comm-type p2p"
+                    " --attention-backend flash --inject-stall 1:2 --run-dir %s_ring",
+                    HANG_DIR, PRETRAIN, HANG_DIR);
+    TB_CHECK(rc == 4, "a stalled ring rank: exit %d, expected 4\n%s", rc, sh.err);
+    TB_CHECK(strstr(sh.err, "HANG: recv on group cp (2 ranks) not complete after 1.0 s"), "stderr:\n%s", sh.err);
+    json_t *h = tb_load_json(HANG_DIR "_ring/" TB_RUN_HANG_REPORT);
+    TB_REQUIRE(h != NULL, "no hang.json");
+    json_t *to = json_object_get(h, "timed_out");
+    TB_CHECK(!strcmp(jstr(to, "group"), "cp") && !strcmp(jstr(to, "op"), "recv") && jint(to, "detected_by") == 0,
+             "timed out: %s %s detected by %lld", jstr(to, "group"), jstr(to, "op"), jint(to, "detected_by"));
+    json_t *pending = json_object_get(json_array_get(json_object_get(h, "ranks"), 0), "pending");
+    TB_CHECK(!strcmp(jstr(pending, "group"), "cp") && !strcmp(jstr(pending, "op"), "recv") &&
+                 jint(pending, "peer") == 1 && jint(pending, "count") == 1 * 8 * 2 * 32,
+             "rank 0 waits in recv on cp from 1 of 512 floats: %s %s peer %lld count %lld", jstr(pending, "group"),
+             jstr(pending, "op"), jint(pending, "peer"), jint(pending, "count"));
+    json_t *root = json_object_get(h, "root_cause");
+    json_t *r1 = json_array_size(root) == 1 ? json_array_get(root, 0) : NULL;
+    TB_CHECK(r1 && jint(r1, "rank") == 1 && !strcmp(jstr(r1, "kind"), "absent") && !strcmp(jstr(r1, "group"), "cp") &&
+                 strstr(jstr(r1, "phase"), "layer.0.attention.core > cp.ring."),
+             "root cause rank 1, absent from group cp, in the ring's range: %s", r1 ? jstr(r1, "phase") : "(none)");
+    json_decref(h);
+}
+
 int main(void) {
     double t0 = now_s();
     TB_RUN(flight_recorder_holds_each_call_with_per_group_sequence_numbers);
@@ -536,6 +567,7 @@ int main(void) {
     TB_RUN(recv_without_a_sender_returns_after_the_timeout_with_a_hang_report);
     TB_RUN(a_huge_collective_timeout_waits_for_a_late_peer_instead_of_reporting_a_hang);
     TB_RUN(the_root_cause_of_each_hang_drill_is_the_stalled_rank_every_time);
+    TB_RUN(a_stalled_ring_rank_is_named_in_the_peers_recv_on_group_cp);
     printf("(%.1f s)\n", now_s() - t0);
     return tb_test_summary();
 }

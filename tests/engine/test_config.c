@@ -525,9 +525,9 @@ TB_TEST(pipeline_layouts_with_and_without_interleaving_are_valid) {
                          "sequence_parallel=1 use_distributed_optimizer=1 micro_batch_size=1 global_batch_size=4"));
 }
 
-// Context parallelism runs with the flash attention core and the all_gather exchange; the
-// ring (p2p) and the local core are refused by name.
-TB_TEST(context_parallelism_needs_flash_attention_and_all_gather) {
+// Context parallelism runs with the flash attention core and either exchange (all_gather or
+// the p2p ring); the local core is refused by name.
+TB_TEST(context_parallelism_needs_flash_attention) {
     CHECK_CASES(IS_VALID("context_parallel_size=2 attention_backend=flash"),
                 // dp 2, two microbatches
                 IS_VALID("tensor_model_parallel_size=2 context_parallel_size=2 pipeline_model_parallel_size=2 "
@@ -535,10 +535,13 @@ TB_TEST(context_parallelism_needs_flash_attention_and_all_gather) {
                 ONLY("context_parallel_size=2",
                      "context_parallel_size 2 needs attention_backend flash (the blocked kernel takes the sequence's K "
                      "and V with each local query's position; is local)"),
-                ONLY("context_parallel_size=2 attention_backend=flash cp_comm_type=p2p",
-                     "cp_comm_type p2p (context_parallel_size 2): not supported yet (all_gather is)"),
+                IS_VALID("context_parallel_size=2 attention_backend=flash cp_comm_type=p2p"),
+                IS_VALID("context_parallel_size=4 world_size=4 attention_backend=flash cp_comm_type=p2p"),
                 ONLY("context_parallel_size=2 attention_backend=flash seq_length=126",
-                     "seq_length (126) must be divisible by 2 x context_parallel_size (4)"));
+                     "seq_length (126) must be divisible by 2 x context_parallel_size (4)"),
+                // the ring's chunks are the same zig-zag halves
+                ONLY("context_parallel_size=4 world_size=4 attention_backend=flash cp_comm_type=p2p seq_length=1020",
+                     "seq_length (1020) must be divisible by 2 x context_parallel_size (8)"));
 }
 
 TB_TEST(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout) {
@@ -770,7 +773,6 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
                               "context_parallel_size=2 global_batch_size=8 num_experts=4 sequence_parallel=1 "
                               "hidden_dropout=0.1 attention_dropout=0.1 cp_comm_type=p2p attention_backend=flash");
     static const char *const expected[] = {
-        "cp_comm_type p2p (context_parallel_size 2): not supported yet (all_gather is)",
         "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)",
         "num_experts 4 with context_parallel_size 2: not supported yet (MoE runs at cp 1)",
         "hidden_dropout 0.1: dropout is not supported yet",
@@ -785,7 +787,7 @@ TB_TEST(all_unsupported_values_together_are_all_listed) {
     const char *p = e.msg;
     int n = 0;
     while ((p = strstr(p, "not supported yet")) != NULL) n++, p++;
-    TB_CHECK(n == 4, "%d lines say \"not supported yet\": \"%s\"", n, e.msg);
+    TB_CHECK(n == 3, "%d lines say \"not supported yet\": \"%s\"", n, e.msg);
 
     // Expert parallelism cannot join context parallelism (a rule, not a refusal); with
     // pipeline and data parallelism it runs.
@@ -857,7 +859,7 @@ int main(void) {
     TB_RUN(distributed_optimizer_is_valid_with_any_data_parallel_size);
     TB_RUN(sequence_parallel_with_tp_1_is_refused);
     TB_RUN(pipeline_layouts_with_and_without_interleaving_are_valid);
-    TB_RUN(context_parallelism_needs_flash_attention_and_all_gather);
+    TB_RUN(context_parallelism_needs_flash_attention);
     TB_RUN(pipeline_split_is_uniform_accounts_for_embedding_and_loss_or_follows_the_layout);
     TB_RUN(pipeline_split_violations_are_refused_naming_the_layout);
     TB_RUN(expert_parallelism_runs_alltoall_and_refuses_what_it_lacks);

@@ -541,17 +541,13 @@ TB_TEST(invalid_config_exits_2_and_prints_the_rule_on_stderr) {
     TB_CHECK(strstr(sh.err, "num_attention_heads (12) must be divisible by tensor_model_parallel_size (8)") != NULL,
              "stderr: %s", sh.err);
 
-    // An unsupported layout exits 2 too, before a run directory is made.
+    // An unsupported feature exits 2 too, before a run directory is made.
     char run_dir[512];
     tb_tmp_path(run_dir, sizeof run_dir, "unsupported-run");
-    status = tb_run(&sh, NULL,
-                    "'" PRETRAIN "' --context-parallel-size 2 --attention-backend flash --cp-comm-type p2p "
-                    "--train-iters 1 --run-dir '%s'",
-                    run_dir);
+    status = tb_run(&sh, NULL, "'" PRETRAIN "' --num-experts 2 --train-iters 1 --run-dir '%s'", run_dir);
     TB_REQUIRE(sh.out && sh.err, "captured output");
-    TB_CHECK(status == 2, "an unsupported layout exits 2, got %d", status);
-    TB_CHECK(strstr(sh.err, "cp_comm_type p2p (context_parallel_size 2): not supported yet") != NULL, "stderr: %s",
-             sh.err);
+    TB_CHECK(status == 2, "an unsupported feature exits 2, got %d", status);
+    TB_CHECK(strstr(sh.err, "num_experts 2 (MoE): not supported yet") != NULL, "stderr: %s", sh.err);
     TB_CHECK(access(run_dir, F_OK) != 0, "no run directory for a refused config: %s exists", run_dir);
 
     status =

@@ -7,7 +7,8 @@
 // backend). The MPI backend reduces with the local backend's algorithm and summation code,
 // so the per-step losses under mpirun must be the same bits as on threads; against the
 // single rank they agree within the layout tests' tolerance (1e-5 relative: the layouts sum
-// in another order). Each run directory must hold every rank's files, config.json, and a
+// in another order; context parallelism's layouts, both exchanges, against the single rank
+// with the same flash core). Each run directory must hold every rank's files, config.json, and a
 // launch.json that says how it ran; pipeline.json's per-stage figures, gathered across
 // processes, must equal the threads run's. Bad launches (a world that is not processes x
 // ranks per process, a model-parallel group larger than the world the processes make) must
@@ -373,39 +374,63 @@ TB_TEST(single_rank_reference) {
     json_decref(launch);
 }
 
-TB_TEST(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank) {
-    for (int i = 0; i < NLAYOUTS; i++) {
-        const layout *l = &layouts[i];
-        char tdir[512], mdir[512];
-        run_dir(tdir, sizeof tdir, "threads", i);
-        run_dir(mdir, sizeof mdir, "procs", i);
-        if (tb_run_merged(&sh, NULL, ENGINE MODEL " %s --run-dir %s", l->flags, tdir) != 0) {
-            TB_CHECK(0, "%s on threads:\n%s", l->name, sh.out);
-            continue;
-        }
-        int rc = mpirun(l->processes, MODEL " %s --ranks-per-process %d --run-dir %s", l->flags, l->ranks_per_process,
-                        mdir);
-        double secs = sh.seconds;
-        if (rc != 0) {
-            TB_CHECK(0, "%s under mpirun -np %d: exit %d\n%s", l->name, l->processes, rc, sh.out);
-            continue;
-        }
-        double t[STEPS], m[STEPS];
-        TB_CHECK(read_losses(tdir, t) == STEPS && read_losses(mdir, m) == STEPS, "%s: %d steps each", l->name, STEPS);
-        TB_CHECK(memcmp(t, m, sizeof t) == 0, "%s: losses under mpirun %.17g %.17g %.17g, on threads %.17g %.17g %.17g",
-                 l->name, m[0], m[1], m[2], t[0], t[1], t[2]);
-        double worst = 0;
-        for (int s = 0; s < STEPS; s++) {
-            double rel = fabs(m[s] - single[s]) / fabs(single[s]);
-            worst = fmax(worst, rel);
-            TB_CHECK(rel <= 1e-5, "%s: step %d loss %.9g vs single rank %.9g (rel %.2e)", l->name, s + 1, m[s],
-                     single[s], rel);
-        }
-        check_run_dir(l, mdir);
-        if (strstr(l->flags, "pipeline")) check_pipeline(l, mdir, tdir);
-        printf("    %-30s -np %d x %d: bitwise as threads, vs single rank %.1e (%.1f s)\n", l->name, l->processes,
-               l->ranks_per_process, worst, secs);
+// One layout on rank threads and under mpirun (run directories numbered i): the losses the same
+// bits, within 1e-5 of the single rank's (ref), the run directory complete.
+static void check_layout(const layout *l, int i, const double *ref) {
+    char tdir[512], mdir[512];
+    run_dir(tdir, sizeof tdir, "threads", i);
+    run_dir(mdir, sizeof mdir, "procs", i);
+    if (tb_run_merged(&sh, NULL, ENGINE MODEL " %s --run-dir %s", l->flags, tdir) != 0) {
+        TB_CHECK(0, "%s on threads:\n%s", l->name, sh.out);
+        return;
     }
+    int rc = mpirun(l->processes, MODEL " %s --ranks-per-process %d --run-dir %s", l->flags, l->ranks_per_process,
+                    mdir);
+    double secs = sh.seconds;
+    if (rc != 0) {
+        TB_CHECK(0, "%s under mpirun -np %d: exit %d\n%s", l->name, l->processes, rc, sh.out);
+        return;
+    }
+    double t[STEPS], m[STEPS];
+    TB_CHECK(read_losses(tdir, t) == STEPS && read_losses(mdir, m) == STEPS, "%s: %d steps each", l->name, STEPS);
+    TB_CHECK(memcmp(t, m, sizeof t) == 0, "%s: losses under mpirun %.17g %.17g %.17g, on threads %.17g %.17g %.17g",
+             l->name, m[0], m[1], m[2], t[0], t[1], t[2]);
+    double worst = 0;
+    for (int s = 0; s < STEPS; s++) {
+        double rel = fabs(m[s] - ref[s]) / fabs(ref[s]);
+        worst = fmax(worst, rel);
+        TB_CHECK(rel <= 1e-5, "%s: step %d loss %.9g vs single rank %.9g (rel %.2e)", l->name, s + 1, m[s], ref[s],
+                 rel);
+    }
+    check_run_dir(l, mdir);
+    if (strstr(l->flags, "pipeline")) check_pipeline(l, mdir, tdir);
+    printf("    %-30s -np %d x %d: bitwise as threads, vs single rank %.1e (%.1f s)\n", l->name, l->processes,
+           l->ranks_per_process, worst, secs);
+}
+
+TB_TEST(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank) {
+    for (int i = 0; i < NLAYOUTS; i++) check_layout(&layouts[i], i, single);
+}
+
+// Context parallelism with each exchange (the K/V all-gather; the ring's sends and receives on
+// the cp group) across processes, against the single rank with the same flash core: cp 2 over
+// two processes, and the ring with tp 2 inside each process and cp across.
+#define FLASH " --attention-backend flash"
+static const layout cp_layouts[] = {
+    {"cp 2 all_gather", 2, 1, FLASH " --context-parallel-size 2 --cp-comm-type all_gather"},
+    {"cp 2 p2p", 2, 1, FLASH " --context-parallel-size 2 --cp-comm-type p2p"},
+    {"K 2: tp 2 x cp 2 p2p", 2, 2,
+     FLASH " --world-size 4 --tensor-model-parallel-size 2 --context-parallel-size 2 --cp-comm-type p2p"},
+};
+
+TB_TEST(context_parallel_under_mpirun_matches_threads_bitwise_and_the_single_rank) {
+    char dir[512];
+    run_dir(dir, sizeof dir, "single-flash", 0);
+    double flash_single[STEPS];
+    TB_REQUIRE(tb_run_merged(&sh, NULL, ENGINE MODEL FLASH " --run-dir %s", dir) == 0, "single rank:\n%s", sh.out);
+    TB_REQUIRE(read_losses(dir, flash_single) == STEPS, "single rank: %d steps", STEPS);
+    for (int i = 0; i < (int)(sizeof cp_layouts / sizeof *cp_layouts); i++)
+        check_layout(&cp_layouts[i], NLAYOUTS + i, flash_single);
 }
 
 // Expert parallelism across processes: the all-to-all dispatcher's exchange (and the counts'
@@ -706,6 +731,7 @@ int main(int argc, char **argv) {
     TB_RUN(single_rank_reference);
     TB_RUN(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
     TB_RUN(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
+    TB_RUN(context_parallel_under_mpirun_matches_threads_bitwise_and_the_single_rank);
     TB_RUN(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_every_process);
     TB_RUN(a_stall_across_processes_times_out_with_a_hang_report);
     TB_RUN(the_root_cause_of_each_hang_drill_under_mpirun_is_the_stalled_rank_every_time);

@@ -523,8 +523,9 @@ TB_TEST(ckpt_pause_drill_byte_claims_prove_on_any_machine) {
 }
 
 // The long-context runbook's exact claims prove on any machine: a cp 2 rank's activation
-// memory is exactly half the single rank's and doubles with the sequence; its K/V all-gather
-// bytes; its loss is the single rank's.
+// memory is exactly half the single rank's and doubles with the sequence, a cp 4 ring rank's a
+// quarter; its K/V all-gather bytes; a ring rank's send bytes at cp 2 and their growth to cp 4
+// (1.25); every cp run's loss is the single rank's.
 TB_TEST(long_context_exact_claims_prove_on_any_machine) {
     TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
                       "rm -rf %s_lc && %s run runbooks/long_context.lua --set seq=256 --set iters=2 --artifacts %s_lc",
@@ -532,16 +533,25 @@ TB_TEST(long_context_exact_claims_prove_on_any_machine) {
                "%s\n%s", sh.out, sh.err);
     TB_CHECK(strstr(sh.out, "cp2_activation_share: ") && strstr(strstr(sh.out, "cp2_activation_share: "), "= 0.5 "),
              "a cp 2 rank holds half the activations:\n%s", sh.out);
+    TB_CHECK(strstr(sh.out, "ring4_over_ring2_send_bytes: ") &&
+                 strstr(strstr(sh.out, "ring4_over_ring2_send_bytes: "), "= 1.25 "),
+             "a cp 4 ring rank sends 10/4 chunk pairs' bytes for a cp 2 ring rank's 4/2:\n%s", sh.out);
+    // seq 256, hidden 128, 2 layers, 2 microbatches of 1: 4 sends of 128 x 2 x 128 x 4 B per layer and microbatch
+    TB_CHECK(strstr(sh.out, "ring2_send_bytes: ") && strstr(strstr(sh.out, "ring2_send_bytes: "), "= 2.09715e+06 "),
+             "a cp 2 ring rank sends 2 x 2 x 4 x 131072 B per step:\n%s", sh.out);
     tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --quiet --artifacts %s_lc", TRACEBOOK, ART);
-    static const char *const exact[] = {"cp2_activation_share", "cp2_activation_growth", "cp2_kv_all_gather_bytes",
-                                        "cp2_loss_is_the_single_ranks"};
+    static const char *const exact[] = {"cp2_activation_share",           "cp2_activation_growth",
+                                        "cp2_kv_all_gather_bytes",        "cp2_loss_is_the_single_ranks",
+                                        "ring2_send_bytes",               "ring4_over_ring2_send_bytes",
+                                        "ring4_activation_share",         "ring2_loss_is_the_single_ranks",
+                                        "ring4_loss_is_the_single_ranks"};
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
         char want[160];
-        snprintf(want, sizeof want, "PROVEN  long_context/v1/%s\n", exact[i]);
+        snprintf(want, sizeof want, "PROVEN  long_context/v2/%s\n", exact[i]);
         TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
     }
     static const char *const timed[] = {"cp2_step_ms_long", NULL};
-    check_timed_by_gate(sh.out, "long_context/v1", timed);
+    check_timed_by_gate(sh.out, "long_context/v2", timed);
 }
 
 TB_TEST(params_from_set_reach_the_runbook) {

@@ -29,15 +29,19 @@ static void scores(float *S, const float *q, int qs, const float *k, int ks, int
                 k + (size_t)j0 * ks, ks, 0.0f, S, BC);
 }
 
-// Where the queries, keys and values are: q rows (Tq per batch, qs floats apart, head h at
-// h·hs), k and v rows (Tk per batch, ks apart, group g at k_off + g·hs and v_off + g·hs), the
-// keys in position order 0..Tk-1; qpos[i] the position of query row i (NULL: i).
+// Where the queries, keys and values are: q rows (Tq per batch, qs floats apart, a batch qb
+// floats after the last, head h at h·hs), k and v rows (Tk per batch, ks apart, kb between
+// batches, group g at k_off + g·hs and v_off + g·hs), the keys in position order 0..Tk-1;
+// qpos[i] the position of query row i (NULL: i). out, dout and lse hold o_rows rows per batch
+// (per batch and head for lse), the Tq rows of the view starting at their pointers.
 typedef struct flash_io {
     const float *q;
     int qs;
+    size_t qb;
     const float *kv;
     int ks, k_off, v_off;
-    int Tq, Tk;
+    size_t kb;
+    int Tq, Tk, o_rows;
     const int32_t *qpos;
     int causal;
 } flash_io;
@@ -63,14 +67,14 @@ static void flash_forward(const flash_io *io, float *out, float *lse, float *scr
                           int G, int hs) {
     const int C = NH * hs, heads_per_group = NH / G, Tq = io->Tq, Tk = io->Tk, nblocks = (Tq + BR - 1) / BR;
     const float scale = 1.0f / sqrtf((float)hs);
-    const size_t per_thread = cpu_flash_attention_scratch_floats(Tk, hs, 1);
+    const size_t per_thread = cpu_flash_attention_scratch_floats(Tq > Tk ? Tq : Tk, hs, 1);  // D: Tq floats
 #pragma omp parallel for collapse(3) schedule(dynamic) num_threads(threads)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int ib = 0; ib < nblocks; ib++) {
                 const int g = h / heads_per_group, i0 = ib * BR, nr = Tq - i0 < BR ? Tq - i0 : BR;
-                const float *q = io->q + (size_t)b * Tq * io->qs + h * hs;
-                const float *kvb = io->kv + (size_t)b * Tk * io->ks;
+                const float *q = io->q + (size_t)b * io->qb + h * hs;
+                const float *kvb = io->kv + (size_t)b * io->kb;
                 const float *k = kvb + io->k_off + g * hs, *v = kvb + io->v_off + g * hs;
                 float *S = scratch + (size_t)omp_get_thread_num() * per_thread, *O = S + 2 * BR * BC;
                 float *m = O + (size_t)BR * hs, *l = m + BR;
@@ -100,10 +104,10 @@ static void flash_forward(const flash_io *io, float *out, float *lse, float *scr
                                 v + (size_t)j0 * io->ks, io->ks, 1.0f, O, hs);
                 }
                 // every row sees at least its own position: l > 0
-                float *L = lse + ((size_t)b * NH + h) * Tq + i0;
+                float *L = lse + ((size_t)b * NH + h) * io->o_rows + i0;
                 for (int r = 0; r < nr; r++) {
                     const float inv = 1.0f / l[r];
-                    float *dst = out + ((size_t)b * Tq + i0 + r) * C + h * hs;
+                    float *dst = out + ((size_t)b * io->o_rows + i0 + r) * C + h * hs;
                     for (int e = 0; e < hs; e++) dst[e] = O[(size_t)r * hs + e] * inv;
                     L[r] = m[r] + logf(l[r]);
                 }
@@ -116,21 +120,22 @@ static void flash_backward(const flash_io *io, float *dq_base, float *dkv, float
                            const float *dout, const float *out, const float *lse, int B, int NH, int G, int hs) {
     const int C = NH * hs, heads_per_group = NH / G, Tq = io->Tq, Tk = io->Tk;
     const float scale = 1.0f / sqrtf((float)hs);
-    const size_t per_thread = cpu_flash_attention_scratch_floats(Tk, hs, 1);
+    const size_t per_thread = cpu_flash_attention_scratch_floats(Tq > Tk ? Tq : Tk, hs, 1);  // D: Tq floats
     // one task per (batch, key/value group): the group's dK and dV accumulate over its heads
     // in a fixed order, so the result does not depend on the thread count
 #pragma omp parallel for collapse(2) schedule(dynamic) num_threads(threads)
     for (int b = 0; b < B; b++)
         for (int g = 0; g < G; g++) {
             float *S = scratch + (size_t)omp_get_thread_num() * per_thread, *dP = S + BR * BC, *D = dP + BR * BC;
-            const float *kvb = io->kv + (size_t)b * Tk * io->ks;
+            const float *kvb = io->kv + (size_t)b * io->kb;
             const float *k = kvb + io->k_off + g * hs, *v = kvb + io->v_off + g * hs;
-            float *dkvb = dkv + (size_t)b * Tk * io->ks;
+            float *dkvb = dkv + (size_t)b * io->kb;
             float *dk = dkvb + io->k_off + g * hs, *dv = dkvb + io->v_off + g * hs;
             for (int h = g * heads_per_group; h < (g + 1) * heads_per_group; h++) {
-                const float *q = io->q + (size_t)b * Tq * io->qs + h * hs, *dO = dout + (size_t)b * Tq * C + h * hs;
-                const float *O = out + (size_t)b * Tq * C + h * hs, *L = lse + ((size_t)b * NH + h) * Tq;
-                float *dq = dq_base + (size_t)b * Tq * io->qs + h * hs;
+                const size_t ob = (size_t)io->o_rows * C;
+                const float *q = io->q + (size_t)b * io->qb + h * hs, *dO = dout + (size_t)b * ob + h * hs;
+                const float *O = out + (size_t)b * ob + h * hs, *L = lse + ((size_t)b * NH + h) * io->o_rows;
+                float *dq = dq_base + (size_t)b * io->qb + h * hs;
                 for (int t = 0; t < Tq; t++) {  // D = rowsum(dO ⊙ O): the softmax's Σ_j P dP
                     float d = 0.0f;
                     for (int e = 0; e < hs; e++) d += dO[(size_t)t * C + e] * O[(size_t)t * C + e];
@@ -172,7 +177,8 @@ static void flash_backward(const flash_io *io, float *dq_base, float *dkv, float
 
 static flash_io fused(const float *qkv, int T, int NH, int G, int hs, int causal) {
     const int QKV = (NH + 2 * G) * hs;
-    return (flash_io){qkv, QKV, qkv, QKV, NH * hs, (NH + G) * hs, T, T, NULL, causal};
+    return (flash_io){qkv, QKV, (size_t)T * QKV, qkv, QKV, NH * hs, (NH + G) * hs, (size_t)T * QKV, T, T, T, NULL,
+                      causal};
 }
 
 void cpu_flash_attention_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T,
@@ -190,7 +196,8 @@ void cpu_flash_attention_backward(float *dqkv, float *scratch, int threads, cons
 }
 
 static flash_io split(const float *qkv, const int32_t *qpos, const float *kv, int Tq, int Tk, int NH, int G, int hs) {
-    return (flash_io){qkv, (NH + 2 * G) * hs, kv, 2 * G * hs, 0, G * hs, Tq, Tk, qpos, 1};
+    const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
+    return (flash_io){qkv, QKV, (size_t)Tq * QKV, kv, KV, 0, G * hs, (size_t)Tk * KV, Tq, Tk, Tq, qpos, 1};
 }
 
 void cpu_flash_attention_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,
@@ -207,4 +214,23 @@ void cpu_flash_attention_cp_backward(float *dqkv, float *dkv, float *scratch, in
     memset(dkv, 0, (size_t)B * Tk * 2 * G * hs * sizeof(float));
     flash_io io = split(qkv, qpos, kv, Tq, Tk, NH, G, hs);
     flash_backward(&io, dqkv, dkv, scratch, threads, dout, out, lse, B, NH, G, hs);
+}
+
+static flash_io block(const cpu_flash_block *blk, int NH, int G, int hs) {
+    const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
+    return (flash_io){blk->qkv, QKV, blk->q_batch_stride, blk->kv, KV, 0, G * hs, blk->kv_batch_stride, blk->Tq,
+                      blk->Tk, blk->out_rows, NULL, blk->causal};
+}
+
+void cpu_flash_attention_block_forward(float *out, float *lse, float *scratch, int threads, const cpu_flash_block *blk,
+                                       int B, int NH, int G, int hs) {
+    flash_io io = block(blk, NH, G, hs);
+    flash_forward(&io, out, lse, scratch, threads, B, NH, G, hs);
+}
+
+void cpu_flash_attention_block_backward(float *dq, float *dkv, float *scratch, int threads, const float *dout,
+                                        const float *out, const float *lse, const cpu_flash_block *blk, int B, int NH,
+                                        int G, int hs) {
+    flash_io io = block(blk, NH, G, hs);
+    flash_backward(&io, dq, dkv, scratch, threads, dout, out, lse, B, NH, G, hs);
 }

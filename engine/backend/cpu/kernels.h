@@ -84,6 +84,27 @@ void cpu_flash_attention_cp_forward(float *out, float *lse, float *scratch, int 
 void cpu_flash_attention_cp_backward(float *dqkv, float *dkv, float *scratch, int threads, const float *dout,
                                      const float *out, const float *qkv, const int32_t *qpos, const float *kv,
                                      const float *lse, int B, int Tq, int Tk, int NH, int G, int hs);
+// One block of context parallelism's ring (cp_comm_type p2p): Tq query rows of a fused qkv
+// tensor (B samples, q_batch_stride floats apart) against Tk key/value rows of a kv tensor
+// ((2·G·hs)-float rows [K groups | V groups], kv_batch_stride floats between samples), either
+// every query seeing every key (causal 0) or causal by row index (causal 1: the diagonal block,
+// both sides' rows in position order). out, dout (B, out_rows, NH·hs) and lse (B, NH, out_rows)
+// are views whose Tq rows start at the pointers passed. Forward writes out and lse of this
+// block alone (the caller merges blocks by log-sum-exp); backward, given the merged out and
+// lse, adds this block's gradients into dq (laid out as the qkv view's Q part) and dkv (as kv).
+// scratch: cpu_flash_attention_scratch_floats(max(Tq, Tk), hs, threads) floats or more.
+typedef struct cpu_flash_block {
+    const float *qkv;
+    size_t q_batch_stride;
+    const float *kv;
+    size_t kv_batch_stride;
+    int Tq, Tk, out_rows, causal;
+} cpu_flash_block;
+void cpu_flash_attention_block_forward(float *out, float *lse, float *scratch, int threads, const cpu_flash_block *blk,
+                                       int B, int NH, int G, int hs);
+void cpu_flash_attention_block_backward(float *dq, float *dkv, float *scratch, int threads, const float *dout,
+                                        const float *out, const float *lse, const cpu_flash_block *blk, int B, int NH,
+                                        int G, int hs);
 // x[i] = exp(x[i] − shift) for i < n (finite values: activations.c's vector expf); returns
 // their sum. One thread's row: the caller parallelises.
 float cpu_exp_shifted(float *x, int n, float shift);
