@@ -164,11 +164,48 @@ static const json_t *lead_part(const json_t *parts) {
 
 static int is_p2p(const char *op) { return op && (!strcmp(op, "send") || !strcmp(op, "recv")); }
 
+// How many members of group g are pending in the call `c` is (its group id, seq, op, count).
+static int same_call_support(const hang_view *v, const json_t *g, const json_t *c) {
+    int n = 0;
+    size_t i;
+    const json_t *mj;
+    json_array_foreach(json_object_get(g, "members"), i, mj) {
+        const json_int_t m = json_integer_value(mj);
+        const json_t *p = m >= 0 && m < v->size ? v->by_rank[m] : NULL, *q = p ? json_object_get(p, "pending") : NULL;
+        if (json_is_object(q) && jint(q, "group_id") == jint(c, "group_id") && jint(q, "seq") == jint(c, "seq") &&
+            !strcmp(jstr(q, "op"), jstr(c, "op")) && jint(q, "count") == jint(c, "count"))
+            n++;
+    }
+    return n;
+}
+
+// Whether a rank's part shows it past the collective (group id, seq): pending in a later call
+// of that group, or that call (or a later one) among its completed calls. Parts are written at
+// different moments — each process when its own watchdog fires or when it is terminated — so
+// a rank can be seen waiting in a call that a later snapshot of a peer shows done: a
+// collective completes only once every member is in it, so the waiting snapshot is stale and
+// is no evidence against that peer.
+static int passed_collective(const json_t *part, json_int_t group_id, json_int_t seq) {
+    const json_t *pend = json_object_get(part, "pending");
+    if (json_is_object(pend) && jint(pend, "group_id") == group_id && !is_p2p(jstr(pend, "op")) &&
+        jint(pend, "seq") > seq)
+        return 1;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(json_object_get(part, "flight_recorder_tail"), i, e) {
+        if (!json_object_get(e, "duration_ms")) continue;  // still pending
+        if (jint(e, "group_id") == group_id && !is_p2p(jstr(e, "op")) && jint(e, "seq") >= seq) return 1;
+    }
+    return 0;
+}
+
 // The root cause (PyTorch's flight-recorder analysis): from every stuck rank, the members of
 // its pending call that are not in it with it — every member of a collective's group, the
 // peer of a send or recv — followed to those that wait for nothing: no part (the process
-// died or has not reported), no pending call (computing, stalled), or the group's call at
-// another sequence number, op or count (mismatch). A stuck rank waiting for another stuck
+// died or has not reported), no pending call (computing, stalled) and not past the call
+// (passed_collective: a stale snapshot is no evidence), or the group's call at the same
+// sequence number with another op or count (mismatch; at another sequence number one of the
+// two snapshots is stale). A stuck rank waiting for another stuck
 // rank is a victim. The verdict depends on what every rank is doing, not on whose watchdog
 // fired first. A JSON array ordered by rank.
 static json_t *root_cause(const hang_view *v) {
@@ -190,17 +227,21 @@ static json_t *root_cause(const hang_view *v) {
             const json_t *theirs = v->by_rank[m], *tp = theirs ? json_object_get(theirs, "pending") : NULL;
             char why[384] = "";
             const char *kind = NULL;
+            if (theirs && !is_p2p(op) && passed_collective(theirs, jint(pend, "group_id"), jint(pend, "seq")))
+                continue;  // r's snapshot predates m's: m got past the call r was seen in
             if (!theirs || !json_is_object(tp)) {
                 kind = "absent";
                 snprintf(why, sizeof why, "%snever entered %s seq %lld on group %s, which rank %d waits in",
                          theirs ? "" : "wrote no report (its process died or has not reported); ", op,
                          (long long)jint(pend, "seq"), gname, r);
             } else if (jint(tp, "group_id") == jint(pend, "group_id") && !is_p2p(op)) {
-                if (jint(tp, "seq") != jint(pend, "seq"))
-                    kind = "mismatch", snprintf(why, sizeof why, "is in %s seq %lld on group %s where rank %d is in seq %lld",
-                                                jstr(tp, "op"), (long long)jint(tp, "seq"), gname, r,
-                                                (long long)jint(pend, "seq"));
-                else if (strcmp(jstr(tp, "op"), op) != 0 || jint(tp, "count") != jint(pend, "count"))
+                // two members pending at different seqs of one group: the one behind was seen
+                // before it completed a call the other has completed (a collective completes
+                // only with every member in it), so neither waits for the other
+                if (jint(tp, "seq") != jint(pend, "seq")) continue;
+                // another op or count: the odd one out is blamed (a tie blames both)
+                if ((strcmp(jstr(tp, "op"), op) != 0 || jint(tp, "count") != jint(pend, "count")) &&
+                    same_call_support(v, g, tp) <= same_call_support(v, g, pend))
                     kind = "mismatch",
                     snprintf(why, sizeof why, "entered seq %lld on group %s as %s of %lld elements, rank %d as %s of %lld",
                              (long long)jint(pend, "seq"), gname, jstr(tp, "op"), (long long)jint(tp, "count"), r, op,

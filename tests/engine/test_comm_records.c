@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "comm/flight_recorder.h"
+#include "core/failure_report.h"
 #include "comm_world.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
@@ -557,6 +558,55 @@ TB_TEST(a_stalled_ring_rank_is_named_in_the_peers_recv_on_group_cp) {
     json_decref(h);
 }
 
+// Parts are written at different moments (each process when its watchdog fires or mpirun
+// terminates it), so a snapshot can be stale. Three dp ranks, rank 2 stalled: rank 0 was seen
+// waiting in seq 4, which ranks 1 and 2 have since completed (rank 1 now waits in seq 5, rank 2
+// computes). Only rank 2 is the root cause: neither rank 1 (further on) nor rank 0 (seen
+// before seq 4 completed) is, and rank 2's own completion of seq 4 is no reason to blame it
+// from rank 0's stale view — it is blamed from rank 1's. A same-seq call of another count is a
+// mismatch.
+static json_t *synthetic_part(int rank, json_t *pending, json_t *tail) {
+    json_t *p = json_pack("{s:i, s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:{s:{s:i, s:[i, i, i]}}, s:o, s:o, s:I, "
+                          "s:i, s:n, s:f}",
+                          "rank", rank, "rank_label", rank == 0 ? "rank 0" : rank == 1 ? "rank 1" : "rank 2", "world",
+                          "size", 3, "tp", 1, "cp", 1, "dp", 3, "pp", 1, "ranks_per_process", 1, "groups", "dp",
+                          "group_id", 7, "members", 0, 1, 2, "pending", pending ? pending : json_null(),
+                          "flight_recorder_tail", tail, "step", (json_int_t)2, "microbatch", 0, "timed_out",
+                          "written_at", 1000.0 + rank);
+    return p;
+}
+static json_t *call(int seq, int count, int done) {
+    json_t *c = json_pack("{s:i, s:i, s:s, s:i, s:i, s:I}", "group_id", 7, "seq", seq, "op", "all_reduce", "count",
+                          count, "peer", -1, "step", (json_int_t)2);
+    if (done) json_object_set_new(c, "duration_ms", json_real(0.1));
+    return c;
+}
+static long long only_root_cause(json_t *parts, const char **kind) {
+    json_t *h = tb_hang_report_merge(parts);
+    json_t *root = json_object_get(h, "root_cause");
+    long long who = json_array_size(root) == 1 ? jint(json_array_get(root, 0), "rank") : -(long long)json_array_size(root) - 1;
+    static char k[32];
+    snprintf(k, sizeof k, "%s", json_array_size(root) == 1 ? jstr(json_array_get(root, 0), "kind") : "?");
+    *kind = k;
+    json_decref(h);
+    return who;
+}
+TB_TEST(stale_snapshots_blame_no_rank_that_got_past_the_call) {
+    json_t *parts = json_pack("[o, o, o]", synthetic_part(0, call(4, 8, 0), json_pack("[o, o]", call(3, 8, 1), call(4, 8, 0))),
+                              synthetic_part(1, call(5, 8, 0), json_pack("[o, o]", call(4, 8, 1), call(5, 8, 0))),
+                              synthetic_part(2, NULL, json_pack("[o]", call(4, 8, 1))));
+    const char *kind;
+    long long who = only_root_cause(parts, &kind);
+    TB_CHECK(who == 2 && !strcmp(kind, "absent"), "the root cause is rank 2, absent (got %lld, %s)", who, kind);
+    json_decref(parts);
+    // the same seq with another count: a mismatch, blamed on the odd one
+    parts = json_pack("[o, o, o]", synthetic_part(0, call(5, 8, 0), json_array()),
+                      synthetic_part(1, call(5, 8, 0), json_array()), synthetic_part(2, call(5, 16, 0), json_array()));
+    who = only_root_cause(parts, &kind);
+    TB_CHECK(who == 2 && !strcmp(kind, "mismatch"), "a count mismatch at seq 5 blames rank 2 (got %lld, %s)", who, kind);
+    json_decref(parts);
+}
+
 int main(void) {
     double t0 = now_s();
     TB_RUN(flight_recorder_holds_each_call_with_per_group_sequence_numbers);
@@ -567,6 +617,7 @@ int main(void) {
     TB_RUN(recv_without_a_sender_returns_after_the_timeout_with_a_hang_report);
     TB_RUN(a_huge_collective_timeout_waits_for_a_late_peer_instead_of_reporting_a_hang);
     TB_RUN(the_root_cause_of_each_hang_drill_is_the_stalled_rank_every_time);
+    TB_RUN(stale_snapshots_blame_no_rank_that_got_past_the_call);
     TB_RUN(a_stalled_ring_rank_is_named_in_the_peers_recv_on_group_cp);
     printf("(%.1f s)\n", now_s() - t0);
     return tb_test_summary();
