@@ -60,6 +60,12 @@ static void load_loss(report_run *r) {
             r->loss_step[r->nloss] = (double)json_integer_value(step);
             r->loss[r->nloss++] = json_number_value(loss);
         }
+        json_t *moe = json_object_get(o, "moe");  // (the MoE layers' load, engine/transformer/moe)
+        if (json_is_array(moe) && json_array_size(moe) && json_is_integer(step)) {
+            json_decref(r->moe);
+            r->moe = json_incref(moe);
+            r->moe_step = json_integer_value(step);
+        }
         json_decref(o);
     }
     fclose(f);
@@ -134,6 +140,7 @@ static void free_run(report_run *r) {
     json_decref(r->manifest);
     json_decref(r->config);
     json_decref(r->flat);
+    json_decref(r->moe);
     free(r->loss_step);
     free(r->loss);
 }

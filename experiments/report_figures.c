@@ -212,6 +212,50 @@ static int plot_cp_memory(tb_html *h, const report *rp, tb_error *err) {
                 "sequence length, one line per context-parallel size.");
 }
 
+// The tokens each expert received in each MoE layer (metrics "moe": rank 0's layers, the last
+// step), stacked per layer, for the first run that has MoE layers.
+static int plot_moe_load(tb_html *h, const report *rp, tb_error *err) {
+    const report_run *r = NULL;
+    for (int i = 0; i < rp->nruns && !r; i++)
+        if (rp->runs[i].moe) r = &rp->runs[i];
+    if (!r) {
+        absent(h, "MoE expert load: no run has MoE layers (num_experts > 0).");
+        return 0;
+    }
+    const int nlayers = (int)json_array_size(r->moe);
+    int E = 0;
+    for (int l = 0; l < nlayers; l++) {
+        const int e = (int)json_array_size(json_object_get(json_array_get(r->moe, (size_t)l), "tokens_per_expert"));
+        E = e > E ? e : E;
+    }
+    if (E == 0) {
+        absent(h, "MoE expert load: the MoE layers' metrics list no tokens per expert.");
+        return 0;
+    }
+    const char **labels = tb_xcalloc((size_t)nlayers, sizeof *labels, "labels");
+    const char **parts = tb_xcalloc((size_t)E, sizeof *parts, "expert names");
+    char (*ltext)[32] = tb_xcalloc((size_t)nlayers, sizeof *ltext, "labels");
+    char (*etext)[32] = tb_xcalloc((size_t)E, sizeof *etext, "expert names");
+    double *v = tb_xcalloc((size_t)nlayers * E, sizeof *v, "expert load");
+    for (int l = 0; l < nlayers; l++) {
+        const json_t *layer = json_array_get(r->moe, (size_t)l), *t = json_object_get(layer, "tokens_per_expert");
+        snprintf(ltext[l], sizeof ltext[l], "layer %lld", (long long)json_integer_value(json_object_get(layer, "layer")));
+        labels[l] = ltext[l];
+        for (int e = 0; e < E; e++) v[(size_t)l * E + e] = json_number_value(json_array_get(t, (size_t)e));
+    }
+    for (int e = 0; e < E; e++) snprintf(etext[e], sizeof etext[e], "expert %d", e), parts[e] = etext[e];
+    char title[128], caption[1200];
+    snprintf(title, sizeof title, "Tokens per expert, step %lld (rank 0)", r->moe_step);
+    snprintf(caption, sizeof caption,
+             "Run %s: the tokens routed to each expert in each of rank 0's MoE layers over the step's microbatches "
+             "(metrics.rank-00000.jsonl \"moe\" of step %lld, tokens_per_expert); equal segments are a balanced "
+             "router.",
+             r->label, r->moe_step);
+    int rc = show(h, tb_plot_stacked(title, "tokens", nlayers, labels, E, parts, v, err), "moe_load", caption);
+    free(labels), free(parts), free(ltext), free(etext), free(v);
+    return rc;
+}
+
 // --- one step from the traces -----------------------------------------------------------
 
 // The run the timeline and the step decomposition show: the deepest pipeline, then the most
@@ -391,7 +435,5 @@ int report_write_plots(tb_html *h, const report *rp, tb_error *err) {
         if (plot_timeline(h, rp, r, step, err) != 0 || plot_steps(h, r, step, err) != 0) return -1;
     }
     if (plot_cp_memory(h, rp, err) != 0) return -1;
-    absent(h, "MoE expert load: the MoE layer is not on this branch yet (the engine refuses MoE as not supported "
-              "yet), so no run holds expert counts to plot.");
-    return 0;
+    return plot_moe_load(h, rp, err);
 }

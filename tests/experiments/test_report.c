@@ -36,6 +36,7 @@ TB_TEST(runs_with_every_plots_data_are_recorded_and_reported) {
                   " world_size = 2 }\n"
                   "local pp = exp:run{ " TINY ", seq_length = 16, pipeline_model_parallel_size = 2, world_size = 2,"
                   " global_batch_size = 4, micro_batch_size = 1 }\n"
+                  "exp:run{ " TINY ", seq_length = 16, num_experts = 4, moe_router_topk = 2, moe_ffn_hidden_size = 32 }\n"
                   "exp:claim{ id = 'mem', parser = 'peak_memory_bytes', runs = one, text = '<b>bytes</b> & \"more\"' }\n"
                   "exp:claim{ id = 'theory', parser = 'pipeline_bubble', args = { kind = 'theoretical' }, runs = pp,"
                   " text = 'bubble' }\n"
@@ -47,15 +48,16 @@ TB_TEST(runs_with_every_plots_data_are_recorded_and_reported) {
     TB_REQUIRE(p && sscanf(p, "PP %255s", pp) == 1, "%s", sh.out);
     html = tb_slurp(REPORT);
     TB_REQUIRE(html, "%s written", REPORT);
-    static const char *const plots[] = {"throughput", "bubble", "memory", "loss", "timeline", "steps", "cp_memory"};
+    static const char *const plots[] = {"throughput", "bubble", "memory", "loss", "timeline", "steps", "cp_memory",
+                                        "moe_load"};
     for (size_t i = 0; i < sizeof plots / sizeof *plots; i++) {
         char mark[64];
         snprintf(mark, sizeof mark, "<figure class=\"plot\" data-plot=\"%s\"><svg", plots[i]);
         TB_CHECK(strstr(html, mark), "the %s plot, an inline SVG", plots[i]);
     }
     TB_CHECK(!strstr(html, "<?xml") && !strstr(html, "class=\"absent\">Pipeline bubble") &&
-                 strstr(html, "class=\"absent\">MoE expert load"),
-             "SVG inlined without its prolog; no bubble refusal; MoE said absent");
+                 !strstr(html, "class=\"absent\">MoE expert load") && strstr(html, "Tokens per expert, step 3"),
+             "SVG inlined without its prolog; no bubble or MoE refusal; the MoE run's last step plotted");
     // the timeline and the step decomposition show the deepest pipeline
     char caption[400];
     snprintf(caption, sizeof caption, "Step 3 of run %s, per rank", pp);
