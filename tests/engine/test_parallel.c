@@ -1,7 +1,7 @@
 // Tensor, sequence and data parallelism against the single rank: the same model (same
 // seed, same global batch) split Megatron's way over rank threads must train the same —
 // per-step losses over 10 steps within 1e-5 relative; the initial weights' logits on one batch,
-// gathered over tp and cp (without pp), within 1e-5 of their scale; the gradient of every parameter
+// gathered over tp and cp from the last pipeline stage, within 1e-5 of their scale; the gradient of every parameter
 // tensor at step 1 (gathered over tp) within 1e-5 of the tensor's scale; the final weights,
 // gathered over tp, within 1e-3 of each tensor's scale — and the distributed optimizer must
 // cut optimizer memory by about 1/dp.
@@ -40,7 +40,7 @@ typedef struct result {
     entry *entries;    // every tensor of every pipeline stage (the tied embedding twice under pp)
     int nentries;
     size_t optimizer_bytes;   // rank 0's optimizer memory
-    float *logits;     // (B, T, V) the initial weights' logits of one batch, gathered over tp and cp (NULL: pp)
+    float *logits;     // (B, T, V) the initial weights' logits of one batch, gathered over tp, cp and pp
     pthread_mutex_t mu;
 } result;
 
@@ -74,21 +74,36 @@ static float **gather_chunks(tb_trainer *tr, int grads, int keep) {
     return all;
 }
 
-// The logits of the initial weights on one batch of fixed tokens, each rank's (local tokens at
-// their global positions, its vocabulary shard) written into out->logits; the forward is the
-// model's, the output layer's GEMM is recomputed from the final norm's output it kept.
+// The logits of the initial weights on one batch of fixed tokens, each last-stage rank's (local
+// tokens at their global positions, its vocabulary shard) written into out->logits; the forward
+// is the model's — under pipeline parallelism chunk by chunk in virtual-stage order, each
+// stage's output sent to the next over pp — and the output layer's GEMM is recomputed from the
+// final norm's output the last chunk kept.
 static void step1_logits(tb_trainer *tr, tb_rank *rk, result *out) {
-    gpt_model *m = &tr->models[0];
-    const int B = m->B, Tl = m->T, T = tr->cfg->seq_length, C = m->C, V = m->V;
-    const int32_t *pos = m->block.ws.cp_pos;  // NULL without context parallelism
+    gpt_model *m0 = &tr->models[0];
+    const int B = m0->B, Tl = m0->T, T = tr->cfg->seq_length, C = m0->C, V = m0->V;
+    const int32_t *pos = m0->block.ws.cp_pos;  // NULL without context parallelism
     int32_t *in = malloc((size_t)B * Tl * sizeof *in), *tg = malloc((size_t)B * Tl * sizeof *tg);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < Tl; t++) {
             const int p = pos ? pos[t] : t;
             in[b * Tl + t] = (p * 31 + b * 17 + 5) % V, tg[b * Tl + t] = (p * 31 + b * 17 + 36) % V;
         }
-    gpt_forward(m, in, tg);
-    if (rk->coords.dp == 0) {
+    const int P = tr->cfg->pipeline_model_parallel_size;
+    tb_group *pp = P > 1 ? &rk->groups[TB_GROUP_PP] : NULL;
+    const size_t rows = (size_t)m0->block.d.Ns * C;  // a stage's output (sequence-parallel rows)
+    float *x_in = malloc(rows * sizeof *x_in), *x_out = malloc(rows * sizeof *x_out);
+    gpt_model *m = NULL;  // the chunk with the output layer
+    for (int c = 0; c < tr->nchunks; c++) {
+        gpt_model *k = &tr->models[c];
+        const int stage = c * P + rk->coords.pp;  // virtual stage
+        if (stage > 0) tb_recv(pp, x_in, rows, (stage - 1) % P);
+        gpt_forward_chunk(k, 0, in, tg, stage > 0 ? x_in : NULL, k->chunk.has_head ? NULL : x_out);
+        if (k->chunk.has_head) m = k;
+        else tb_send(pp, x_out, rows, (stage + 1) % P);
+    }
+    free(x_in), free(x_out);
+    if (m && rk->coords.dp == 0) {
         const float *lnf = m->slots[0].lnf;
         for (int b = 0; b < B; b++)
             for (int t = 0; t < Tl; t++)
@@ -152,8 +167,7 @@ static int train(tb_config *cfg, result *out, int gather_grads) {
     memset(out, 0, sizeof *out);
     pthread_mutex_init(&out->mu, NULL);
     config_resolve(cfg);
-    if (cfg->pipeline_model_parallel_size == 1)
-        out->logits = calloc((size_t)cfg->micro_batch_size * cfg->seq_length * cfg->vocab_size, sizeof(float));
+    out->logits = calloc((size_t)cfg->micro_batch_size * cfg->seq_length * cfg->vocab_size, sizeof(float));
     tb_error err;
     if (config_validate(cfg, &err) != 0) {
         printf("    invalid config: %s\n", err.msg);
