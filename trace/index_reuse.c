@@ -164,7 +164,7 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
         *why = "no previous index";
         return 1;
     }
-    if (sqlite3_open_v2(path, &p->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &p->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         *why = "the previous index cannot be opened";
         goto none;
     }
@@ -259,9 +259,7 @@ static unsigned col_u(sqlite3_stmt *st, int i) {
 }
 
 // files.id -> path in the previous index (the facts' file_id columns).
-static const char *file_path(ix_prev *p, ix_result *r, sqlite3_stmt *files, sqlite3_stmt *st, int i) {
-    (void)r;
-    (void)files;
+static const char *file_path(const ix_prev *p, sqlite3_stmt *st, int i) {
     if (sqlite3_column_type(st, i) == SQLITE_NULL) return NULL;
     long long id = sqlite3_column_int64(st, i);
     return id > 0 && (size_t)id < p->paths.len ? TB_VEC_AT(&p->paths, const char *, id) : NULL;
@@ -270,16 +268,21 @@ static const char *file_path(ix_prev *p, ix_result *r, sqlite3_stmt *files, sqli
 int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
     ix_result_init(r);
     r->reused = 1;
-    sqlite3_stmt *st = NULL, *files = NULL;
-    int rc = -1;
-    if (sqlite3_prepare_v2(p->db, "SELECT path FROM files WHERE id = ?", -1, &files, NULL) != SQLITE_OK) goto out;
+    sqlite3_stmt *st = NULL;
+    int rc = -1, nq = 0;
+    // Each query is prepared on the first unit and reset for the next (p->reads, in this order).
+#define QUERY(sql)                                                                                  \
+    do {                                                                                            \
+        sqlite3_stmt **slot = &p->reads[nq++];                                                      \
+        if (*slot) sqlite3_reset(*slot);                                                            \
+        else if (sqlite3_prepare_v2(p->db, sql, -1, slot, NULL) != SQLITE_OK) goto out;             \
+        st = *slot;                                                                                 \
+        sqlite3_bind_int64(st, 1, u->id);                                                           \
+    } while (0)
+
     // The unit's status.
-    if (sqlite3_prepare_v2(p->db,
-                           "SELECT f.status, f.errors, f.diagnostics, u.reduced FROM files f JOIN tu_inputs u"
-                           " ON u.tu_id = f.id WHERE f.id = ?",
-                           -1, &st, NULL) != SQLITE_OK)
-        goto out;
-    sqlite3_bind_int64(st, 1, u->id);
+    QUERY("SELECT f.status, f.errors, f.diagnostics, u.reduced FROM files f JOIN tu_inputs u"
+          " ON u.tu_id = f.id WHERE f.id = ?");
     if (sqlite3_step(st) != SQLITE_ROW) goto out;
     const char *status = (const char *)sqlite3_column_text(st, 0);
     r->status = !status ? "failed" : !strcmp(status, "ok") ? "ok" : !strcmp(status, "partial") ? "partial" : "failed";
@@ -287,16 +290,6 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
     const char *diags = (const char *)sqlite3_column_text(st, 2);
     r->diagnostics = diags ? tb_xstrdup(diags, "diagnostics") : NULL;
     r->reduced = sqlite3_column_int(st, 3);
-    sqlite3_finalize(st);
-    st = NULL;
-
-#define QUERY(sql)                                                                   \
-    do {                                                                             \
-        sqlite3_finalize(st);                                                        \
-        st = NULL;                                                                   \
-        if (sqlite3_prepare_v2(p->db, sql, -1, &st, NULL) != SQLITE_OK) goto out;    \
-        sqlite3_bind_int64(st, 1, u->id);                                            \
-    } while (0)
 
     QUERY("SELECT usr, name, file_id, line, col, end_line, end_col, is_static, is_definition, main_like"
           " FROM tu_functions WHERE tu_id = ? ORDER BY rowid");
@@ -304,7 +297,7 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
         ix_func *f = tb_vec_push(&r->funcs);
         f->usr = col_text(&r->pool, st, 0);
         f->name = col_text(&r->pool, st, 1);
-        f->file = file_path(p, r, files, st, 2);
+        f->file = file_path(p, st, 2);
         f->line = col_u(st, 3);
         f->col = col_u(st, 4);
         f->end_line = col_u(st, 5);
@@ -323,7 +316,7 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
         c->callee_usr = col_text(&r->pool, st, 1);
         c->callee_name = col_text(&r->pool, st, 2);
         c->field = col_text(&r->pool, st, 3);
-        c->file = file_path(p, r, files, st, 4);
+        c->file = file_path(p, st, 4);
         c->line = col_u(st, 5);
         c->col = col_u(st, 6);
         c->in_macro = col_text(&r->pool, st, 7);
@@ -334,7 +327,7 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
         t->record = col_text(&r->pool, st, 0);
         t->field = col_text(&r->pool, st, 1);
         t->fn_usr = col_text(&r->pool, st, 2);
-        t->file = file_path(p, r, files, st, 3);
+        t->file = file_path(p, st, 3);
         t->line = col_u(st, 4);
     }
     QUERY("SELECT caller, target_usr, passed_to, file_id, line, col FROM tu_callbacks WHERE tu_id = ? ORDER BY rowid");
@@ -344,7 +337,7 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
         if (b->caller < 0 || b->caller >= nf) goto out;
         b->target_usr = col_text(&r->pool, st, 1);
         b->passed_to = col_text(&r->pool, st, 2);
-        b->file = file_path(p, r, files, st, 3);
+        b->file = file_path(p, st, 3);
         b->line = col_u(st, 4);
         b->col = col_u(st, 5);
     }
@@ -355,7 +348,7 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
         if (g->caller < 0 || g->caller >= nf) goto out;
         g->kind = col_text(&r->pool, st, 1);
         g->name = col_text(&r->pool, st, 2);
-        g->file = file_path(p, r, files, st, 3);
+        g->file = file_path(p, st, 3);
         g->line = col_u(st, 4);
         g->col = col_u(st, 5);
     }
@@ -378,17 +371,22 @@ int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
     rc = 0;
 #undef QUERY
 out:
-    sqlite3_finalize(st);
-    sqlite3_finalize(files);
+    if (st) sqlite3_reset(st);
     return rc;
 }
 
+void ix_prev_close(ix_prev *p) {
+    for (size_t i = 0; i < sizeof p->reads / sizeof *p->reads; i++) sqlite3_finalize(p->reads[i]);
+    memset(p->reads, 0, sizeof p->reads);
+    if (p->db) sqlite3_close(p->db);
+    p->db = NULL;
+}
+
 void ix_prev_free(ix_prev *p) {
+    ix_prev_close(p);
     for (size_t i = 0; i < p->list.len; i++) tb_vec_free(&TB_VEC_AT(&p->list, ix_prev_unit, i).deps);
     tb_vec_free(&p->list);
     tb_strmap_free(&p->units);
     tb_pool_free(&p->pool);
     tb_vec_free(&p->paths);
-    if (p->db) sqlite3_close(p->db);
-    p->db = NULL;
 }

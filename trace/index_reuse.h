@@ -47,6 +47,7 @@ typedef struct ix_prev {
     tb_vec list;         // of ix_prev_unit
     tb_vec paths;        // of const char *: files.id -> path (NULL: none)
     tb_pool pool;
+    sqlite3_stmt *reads[7];  // ix_prev_result's statements, prepared once
 } ix_prev;
 
 // 0: loaded; 1: nothing to reuse (no file, another schema or indexer: *why says which);
@@ -57,6 +58,8 @@ const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *input
 // Fills r (initialised here) with the unit's facts from the previous index; -1 on a read error.
 // r's paths point into p: keep p until r is written.
 int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r);
+// Closes the previous index (the facts read stay); ix_prev_free does it too.
+void ix_prev_close(ix_prev *p);
 void ix_prev_free(ix_prev *p);
 
 #endif

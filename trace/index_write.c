@@ -456,9 +456,14 @@ static long count(writer *w, const char *sql) {
 static int write_all(writer *w, const ix_compdb *db, ix_result *results, const ix_targets *targets,
                      const ix_options *opt, const ix_meta *meta, ix_summary *sum) {
     char *msg = NULL;
-    if (sqlite3_exec(w->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN;", NULL, NULL, &msg) !=
-            SQLITE_OK ||
-        sqlite3_exec(w->db, TB_INDEX_SCHEMA, NULL, NULL, &msg) != SQLITE_OK) {
+    // A new file that only this process sees until it is renamed over --out: no journal, no
+    // syncs but the one before the rename, one transaction, the secondary indexes built once
+    // after the bulk inserts.
+    if (sqlite3_exec(w->db,
+                     "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE;"
+                     " PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536; BEGIN;",
+                     NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(w->db, TB_INDEX_TABLES, NULL, NULL, &msg) != SQLITE_OK) {
         int rc = tb_fail(w->err, "%s: creating the schema: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
         sqlite3_free(msg);
         return rc;
@@ -525,6 +530,11 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         sqlite3_bind_int64(w->ins_target, 3, *fid);
         if (step(w, w->ins_target, "inserting a target")) return -1;
     }
+    if (sqlite3_exec(w->db, TB_INDEX_INDEXES, NULL, NULL, &msg) != SQLITE_OK) {
+        int rc = tb_fail(w->err, "%s: creating the indexes: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
+        sqlite3_free(msg);
+        return rc;
+    }
     if (write_libraries(w, targets)) return -1;
 
     sum->tus = (long)db->ntus;
@@ -575,7 +585,7 @@ int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, co
     tb_strmap_init(&w.files);
     tb_strmap_init(&w.funcs);
     int rc = -1;
-    if (sqlite3_open_v2(tmp, &w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(tmp, &w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         tb_fail(err, "%s: cannot create the index: %s", tmp, w.db ? sqlite3_errmsg(w.db) : "out of memory");
     } else {
         rc = write_all(&w, db, results, targets, opt, meta, sum);
