@@ -415,16 +415,6 @@ static const char *read_cmake_home(tb_pool *p, const char *build_dir) {
     return home;
 }
 
-// --verbose: the seconds each phase of the run took (since the previous mark).
-static void phase_mark(const ix_options *opt, struct timespec *last, const char *what) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (opt->verbose)
-        fprintf(stderr, "tracebook index: phase %s: %.3f s\n", what,
-                (double)(now.tv_sec - last->tv_sec) + 1e-9 * (double)(now.tv_nsec - last->tv_nsec));
-    *last = now;
-}
-
 static void report_unit(const ix_tu *tu, const ix_result *r) {
     fprintf(stderr, "tracebook index: %s: %s, %d error%s\n", tu->file, r->status, r->errors, r->errors == 1 ? "" : "s");
     if (!r->diagnostics) return;
@@ -524,7 +514,7 @@ int tracebook_index_main(int argc, char **argv) {
         trc = 1;
     }
 
-    phase_mark(&opt, &tp, "targets");
+    ix_phase_mark(&opt, &tp, "targets");
     // Reuse: the units whose inputs (command line, source, every included file) are those the
     // previous index recorded keep their facts; the others are parsed.
     const char *indexer_key = ix_indexer_key(&pool);
@@ -546,23 +536,24 @@ int tracebook_index_main(int argc, char **argv) {
     size_t *todo = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *todo, "units to parse");
     size_t ntodo = 0, nreused = 0;
     const char **inputs = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *inputs, "unit input hashes");
+    const ix_prev_unit **match = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *match, "reused units");
     for (size_t i = 0; i < db.ntus; i++) {
         inputs[i] = ix_inputs_hash(&pool, &db.tus[i], &opt);
-        const ix_prev_unit *u = ix_prev_match(&prev, &db.tus[i], inputs[i], &hashes);
-        if (u && ix_prev_result(&prev, u, &results[i]) == 0) {
-            nreused++;
-            continue;
-        }
-        if (u) ix_result_free(&results[i]);
-        todo[ntodo++] = i;
+        match[i] = ix_prev_match(&prev, &db.tus[i], inputs[i], &hashes);
     }
+    if (prev.db) ix_prev_results(&prev, match, results, db.ntus);  // a unit it cannot read back is parsed
+    for (size_t i = 0; i < db.ntus; i++) {
+        if (match[i]) nreused++;
+        else todo[ntodo++] = i;
+    }
+    free(match);
     ix_prev_close(&prev);  // everything reused is in memory now
-    phase_mark(&opt, &tp, "previous index read, inputs compared");
+    ix_phase_mark(&opt, &tp, "previous index read, inputs compared");
 
     // Parse.
     work w = {.db = &db, .opt = &opt, .results = results, .todo = todo, .ntodo = ntodo};
     run_workers(&w, opt.jobs);
-    phase_mark(&opt, &tp, "parse and visit");
+    ix_phase_mark(&opt, &tp, "parse and visit");
 
     // The parsed units' input files and their hashes (each file read once), and the figures:
     // distinct files the parses read and their lines.
@@ -600,7 +591,7 @@ int tracebook_index_main(int argc, char **argv) {
     }
     tb_strmap_free(&counted);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
-    phase_mark(&opt, &tp, "input files hashed");
+    ix_phase_mark(&opt, &tp, "input files hashed");
 
     // Link units: what the build said, else inferred from the units' symbols.
     if (trc > 0) {
@@ -641,7 +632,7 @@ int tracebook_index_main(int argc, char **argv) {
         if (results[i].errors) report_unit(&db.tus[i], &results[i]);
     }
 
-    phase_mark(&opt, &tp, "link units");
+    ix_phase_mark(&opt, &tp, "link units");
     // Write.
     const char *source_dir = targets.source_dir ? targets.source_dir : read_cmake_home(&pool, build_dir);
     ix_meta meta = {.source_dir = source_dir ? source_dir : db.dir,
@@ -660,7 +651,7 @@ int tracebook_index_main(int argc, char **argv) {
     } else {
         // A unit that failed (an unreadable source, a unit libclang could not build) is missing
         // from the index: the index is written, but the run did not do what was asked.
-        phase_mark(&opt, &tp, "index written");
+        ix_phase_mark(&opt, &tp, "index written");
         status = sum.tus_failed ? 1 : 0;
         if (sum.tus_failed)
             fprintf(stderr, "tracebook index: %ld of %ld units failed (nothing of them is in the index; see above); "

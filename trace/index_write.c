@@ -453,6 +453,15 @@ static long count(writer *w, const char *sql) {
     return n;
 }
 
+void ix_phase_mark(const ix_options *opt, struct timespec *last, const char *what) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (opt->verbose)
+        fprintf(stderr, "tracebook index: phase %s: %.3f s\n", what,
+                (double)(now.tv_sec - last->tv_sec) + 1e-9 * (double)(now.tv_nsec - last->tv_nsec));
+    *last = now;
+}
+
 static int write_all(writer *w, const ix_compdb *db, ix_result *results, const ix_targets *targets,
                      const ix_options *opt, const ix_meta *meta, ix_summary *sum) {
     char *msg = NULL;
@@ -506,6 +515,8 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         prep(w, &w->u_sym, "INSERT INTO tu_symbols(tu_id, usr, name, kind, defines) VALUES(?,?,?,?,?)"))
         return -1;
 
+    struct timespec tp;
+    clock_gettime(CLOCK_MONOTONIC, &tp);
     // Translation units first (ids in database order), then each unit's facts.
     for (size_t i = 0; i < db->ntus; i++)
         if (file_id(w, db->tus[i].file, 1, results[i].status, results[i].errors, results[i].diagnostics) < 0)
@@ -515,10 +526,12 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         w->unit = tu_id ? *tu_id : 0;
         if (write_result(w, &results[i]) || write_file_errors(w, &results[i])) return -1;
     }
+    ix_phase_mark(opt, &tp, "write: the merged facts");
     for (size_t i = 0; i < db->ntus; i++) {
         int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
         if (!tu_id || write_unit_facts(w, *tu_id, &results[i])) return -1;
     }
+    ix_phase_mark(opt, &tp, "write: each unit's own facts (tu_*)");
     if (write_collectives(w, opt)) return -1;
 
     for (size_t i = 0; targets && i < targets->rows.len; i++) {
@@ -530,12 +543,15 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         sqlite3_bind_int64(w->ins_target, 3, *fid);
         if (step(w, w->ins_target, "inserting a target")) return -1;
     }
+    ix_phase_mark(opt, &tp, "write: collective sites, targets");
     if (sqlite3_exec(w->db, TB_INDEX_INDEXES, NULL, NULL, &msg) != SQLITE_OK) {
         int rc = tb_fail(w->err, "%s: creating the indexes: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
         sqlite3_free(msg);
         return rc;
     }
+    ix_phase_mark(opt, &tp, "write: secondary indexes");
     if (write_libraries(w, targets)) return -1;
+    ix_phase_mark(opt, &tp, "write: libraries");
 
     sum->tus = (long)db->ntus;
     for (size_t i = 0; i < db->ntus; i++) {
@@ -571,6 +587,7 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
     sum->library_functions = count(w, "SELECT COUNT(*) FROM functions WHERE is_definition = 0");
     sum->library_found = count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
     if (sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return sql_fail(w, "committing");
+    ix_phase_mark(opt, &tp, "write: counts, commit");
     return 0;
 }
 
