@@ -11,8 +11,10 @@
 # The reference, measured in the same run: `tracebook index --parse-only`, libclang's
 # clang_parseTranslationUnit2 of the same units with the same arguments, flags and -j, and
 # nothing else (no AST visit, no second parse for OpenMP directives, no hashing, no SQLite).
-# The table's last column is the index's wall time over that reference: the indexer's own
-# overhead. Full indexes and references are the best of two runs. The machine's load is printed with the figures (uptime's 1-minute average): on a
+# The table's last columns are the index's wall and CPU time (user + sys, all threads) over
+# that reference's: the indexer's own overhead. CPU time is the figure a loaded machine
+# stretches least. Full indexes and references are the best of two runs (by wall time). The
+# machine's load is printed with the figures (uptime's 1-minute average): on a
 # contended machine both columns stretch.
 #
 # The sources are copied to a temporary directory (without .git and build directories) and the
@@ -50,26 +52,33 @@ sed -e "s#$build#@@BUILD@@#g" -e "s#$src/#$tmp/src/#g" -e "s#@@BUILD@@#$build#g"
 
 out="$tmp/index.sqlite"
 ref=""
-reference() {  # compdb dir: libclang's parses alone of the same units (best of 2), for the next row
-  local line t best=""
+timed() {  # command...: runs it, stdout to $tmp/o; $cpu = its user+sys CPU seconds (children included)
+  local TIMEFORMAT='%U %S'
+  { time "$@" > "$tmp/o" 2>/dev/null; } 2> "$tmp/t" || true
+  cpu=$(awk '{ printf "%.2f", $1 + $2 }' "$tmp/t")
+}
+less() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+reference() {  # compdb dir: libclang's parses alone of the same units (best of 2 by wall), for the next row
+  local line t best="" bestcpu=""
   for _ in 1 2; do
-    line=$("$tracebook" index --parse-only --compdb "$1" "${jobs[@]}" 2>/dev/null | grep -- '--parse-only:' || true)
+    timed "$tracebook" index --parse-only --compdb "$1" "${jobs[@]}"
+    line=$(grep -- '--parse-only:' "$tmp/o" || true)
     t=$(sed -nE 's/.* in ([0-9.]+) s .*/\1/p' <<<"$line")
-    if [ -n "$t" ] && { [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; }; then best=$t; fi
+    if [ -n "$t" ] && { [ -z "$best" ] || less "$t" "$best"; }; then best=$t; bestcpu=$cpu; fi
   done
-  ref=$best
-  echo "reference (best of 2): ${line%% in *} in ${best:-?} s"
+  ref="${best:--}|${bestcpu:--}"
+  echo "reference (best of 2): ${line%% in *} in ${best:-?} s wall, ${bestcpu:-?} s CPU"
 }
 run() {  # label, compdb dir, extra args: prints the figures line, remembers it with the reference
   local line label="$1" compdb="$2"
   shift 2
-  line=$("$tracebook" index --compdb "$compdb" --out "$out" --build-dir "$build" "${jobs[@]}" "$@" 2>/dev/null |
-         grep 'TUs parsed')
-  echo "$label:$line"
-  rows+=("$label|${ref:--}|$line")
+  timed "$tracebook" index --compdb "$compdb" --out "$out" --build-dir "$build" "${jobs[@]}" "$@"
+  line=$(grep 'TUs parsed' "$tmp/o")
+  echo "$label:$line; CPU $cpu s"
+  rows+=("$label|${ref:--|-}|$cpu|$line")
   ref=""
 }
-run_full() {  # label, compdb dir: a full index, best of 2 (as the reference is)
+run_full() {  # label, compdb dir: a full index, best of 2 by wall (as the reference is)
   local keep="$ref" first
   run "$@" --full
   first=${rows[-1]}
@@ -79,7 +88,7 @@ run_full() {  # label, compdb dir: a full index, best of 2 (as the reference is)
   local w1 w2
   w1=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$first")
   w2=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"${rows[-1]}")
-  if awk -v a="$w1" -v b="$w2" 'BEGIN { exit !(a < b) }'; then rows[-1]=$first; fi
+  if less "$w1" "$w2"; then rows[-1]=$first; fi
 }
 load() { cut -d' ' -f1 /proc/loadavg; }
 rows=()
@@ -124,20 +133,16 @@ fi
 echo "load average (1 min) after: $(load)"
 
 echo
-echo "| run | TUs parsed / reused | files, lines parsed | wall | files/s | lines/s | reference: parse only | wall / reference |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| run | TUs parsed / reused | files, lines parsed | wall | CPU | files/s | lines/s | reference (parse only): wall, CPU | wall / reference | CPU / reference |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "-" || b <= 0) print "-"; else printf "%.2f\n", a / b }'; }
 for r in "${rows[@]}"; do
-  label=${r%%|*}
-  rest=${r#*|}
-  refs=${rest%%|*}
-  line=${rest#*|}
+  IFS='|' read -r label refwall refcpu cpu line <<<"$r"
   parsed=$(sed -E 's/.*TUs parsed ([0-9]+), reused ([0-9]+);.*/\1 \/ \2/' <<<"$line")
   fl=$(sed -E 's/.*files ([0-9]+), lines ([0-9]+) .*/\1, \2/' <<<"$line")
-  wall=$(sed -E 's/.*wall ([0-9.]+) s.*/\1 s/' <<<"$line")
+  secs=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$line")
   fps=$(sed -E 's/.* ([0-9]+) files\/s.*/\1/' <<<"$line")
   lps=$(sed -E 's/.* ([0-9]+) lines\/s.*/\1/' <<<"$line")
-  secs=${wall% s}
-  if [ "$refs" = - ]; then refcol=-; ratio=-; else
-    refcol="$refs s"; ratio=$(awk -v a="$secs" -v b="$refs" 'BEGIN { printf (b > 0 ? "%.2f" : "-"), a / b }'); fi
-  echo "| $label | $parsed | $fl | $wall | $fps | $lps | $refcol | $ratio |"
+  if [ "$refwall" = - ]; then refcol=-; else refcol="$refwall s, $refcpu s"; fi
+  echo "| $label | $parsed | $fl | $secs s | $cpu s | $fps | $lps | $refcol | $(ratio "$secs" "$refwall") | $(ratio "$cpu" "$refcpu") |"
 done

@@ -114,6 +114,9 @@ TB_TEST(walk_from_main_to_ncclAllReduce_on_the_makefile_codebase) {
                  tb_has(out, "`ncclAllReduce` — the NCCL call, declared at ") && tb_has(out, "/nccl.h:") &&
                  tb_has(out, want[2]),
              "from the range to ncclAllReduce and its stream (%s):\n%s", want[2], out);
+    // the NCCL call in the trace (op all_reduce) confirms the chain that ends in ncclAllReduce
+    TB_CHECK(tb_has(out, "Seen at runtime: 1× `all_reduce` inside `timeTest` in these traces."),
+             "ncclAllReduce seen at runtime:\n%s", out);
     TB_CHECK(tb_has(out, "| 0 | 2 | 230.0 us | 115.0 us | 110.0 us | 120.0 us |") &&
                  tb_has(out, "| ncclAllReduce | 0 | 1 |  | 0 | all_reduce | float32 | 1024 | 4096 | 80.0 us | 80.0 us |"),
              "the runtime evidence:\n%s", out);
