@@ -215,6 +215,12 @@
 //
 // Speed: units are parsed in parallel (-j N, default min(online CPUs, 4)), one libclang index
 // per thread; the facts are merged in database order, so the index does not depend on -j.
+// The index is a new file written in one transaction without a journal, its secondary indexes
+// built after the bulk inserts, then renamed over --out. --verbose prints each phase's time
+// (targets, previous index read, parse and visit, hashing, link units, the write's parts).
+// --parse-only is the benchmark's reference (scripts/bench-index.sh): every unit parsed as
+// the index parses it first (same arguments, flags, in-memory stand-ins and -j), nothing
+// visited, hashed or written; it prints the wall time and exits 1 when a unit failed.
 //
 // Incremental re-indexing (index_reuse.c): when --out names an index of this schema written by
 // the same tracebook executable and libclang, a unit is parsed again only when its inputs
