@@ -215,6 +215,12 @@
 //
 // Speed: units are parsed in parallel (-j N, default min(online CPUs, 4)), one libclang index
 // per thread; the facts are merged in database order, so the index does not depend on -j.
+// The index is a new file written in one transaction without a journal, its secondary indexes
+// built after the bulk inserts, then renamed over --out. --verbose prints each phase's time
+// (targets, previous index read, parse and visit, hashing, link units, the write's parts).
+// --parse-only is the benchmark's reference (scripts/bench-index.sh): every unit parsed as
+// the index parses it first (same arguments, flags, in-memory stand-ins and -j), nothing
+// visited, hashed or written; it prints the wall time and exits 1 when a unit failed.
 //
 // Incremental re-indexing (index_reuse.c): when --out names an index of this schema written by
 // the same tracebook executable and libclang, a unit is parsed again only when its inputs
@@ -279,6 +285,7 @@ typedef struct work {
     const size_t *todo;  // the units to parse (indexes in db->tus)
     size_t ntodo;
     atomic_size_t next;
+    atomic_int failed;  // --parse-only: units libclang could not build
 } work;
 
 static void *worker(void *arg) {
@@ -288,10 +295,48 @@ static void *worker(void *arg) {
         size_t k = atomic_fetch_add(&w->next, 1);
         if (k >= w->ntodo) break;
         size_t i = w->todo[k];
+        if (w->opt->parse_only) {
+            if (ix_parse_only(idx, &w->db->tus[i])) atomic_fetch_add(&w->failed, 1);
+            continue;
+        }
         ix_index_tu(idx, &w->db->tus[i], w->opt, &w->results[i]);
     }
     clang_disposeIndex(idx);
     return NULL;
+}
+
+// The units of w->todo, `jobs` at a time (this thread is one of the workers).
+static void run_workers(work *w, int jobs) {
+    atomic_init(&w->next, 0);
+    atomic_init(&w->failed, 0);
+    int nthreads = jobs < (int)w->ntodo ? jobs : (int)w->ntodo;
+    pthread_t *th = tb_xcalloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *th, "worker threads");
+    int started = 0;
+    for (int i = 1; i < nthreads; i++) {
+        if (pthread_create(&th[i], NULL, worker, w) != 0) break;
+        started++;
+    }
+    if (w->ntodo) worker(w);
+    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+    free(th);
+}
+
+// --parse-only: every unit of the database parsed as the index parses it, nothing else; the
+// reference bench-index.sh prints next to the index's own figures.
+static int parse_only(const ix_compdb *db, const ix_options *opt, const struct timespec *t0) {
+    size_t *todo = tb_xcalloc(db->ntus ? db->ntus : 1, sizeof *todo, "units to parse");
+    for (size_t i = 0; i < db->ntus; i++) todo[i] = i;
+    work w = {.db = db, .opt = opt, .todo = todo, .ntodo = db->ntus};
+    run_workers(&w, opt->jobs);
+    free(todo);
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+    int failed = atomic_load(&w.failed);
+    printf("tracebook index --parse-only: %zu TUs parsed (%d failed) with -j %d in %.2f s (libclang's parses "
+           "alone: nothing visited, no index written)\n",
+           db->ntus, failed, opt->jobs, secs);
+    return failed ? 1 : 0;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -300,7 +345,7 @@ static void *worker(void *arg) {
 typedef struct index_args {
     const char *compdb, *out, *build_dir, *targets;
     tb_strlist collectives, range_push, range_pop;
-    int no_default_collectives, jobs, full, quiet, verbose;
+    int no_default_collectives, jobs, full, parse_only, quiet, verbose;
 } index_args;
 
 static const tb_option index_options[] = {
@@ -332,6 +377,9 @@ static const tb_option index_options[] = {
     TB_OPTION("--full", index_args, full, TB_OPT_BOOL, NULL, NULL,
               "parse every unit; by default a unit whose command line and files (source and every file it\n"
               "                                 includes) are unchanged since the index --out names keeps its facts"),
+    TB_OPTION("--parse-only", index_args, parse_only, TB_OPT_BOOL, NULL, NULL,
+              "the benchmark's reference: parse every unit as the index does (same arguments, -j), visit\n"
+              "                                 and write nothing; prints the wall time"),
     TB_OPTION("--quiet", index_args, quiet, TB_OPT_BOOL, NULL, NULL, "no summary or notes; units' errors are still reported"),
     TB_OPTION("-q", index_args, quiet, TB_OPT_BOOL, NULL, NULL, "the same as --quiet"),
     TB_OPTION("--verbose", index_args, verbose, TB_OPT_BOOL, NULL, NULL, "each unit's clang arguments and parse time"),
@@ -417,6 +465,7 @@ int tracebook_index_main(int argc, char **argv) {
     opt.build_dir = args.build_dir;
     opt.jobs = args.jobs;
     opt.full = args.full;
+    opt.parse_only = args.parse_only;
     opt.quiet = args.quiet;
     opt.verbose = args.verbose;
     names_into(&opt.collectives, &opt.ncollectives, default_collectives,
@@ -435,6 +484,12 @@ int tracebook_index_main(int argc, char **argv) {
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct timespec tp = t0;
+    if (opt.parse_only) {
+        status = parse_only(&db, &opt, &t0);
+        ix_compdb_free(&db);
+        goto out;
+    }
 
     tb_pool pool = {0};
     const char *build_dir = opt.build_dir ? ix_abspath(&pool, NULL, opt.build_dir) : db.dir;
@@ -465,6 +520,7 @@ int tracebook_index_main(int argc, char **argv) {
         trc = 1;
     }
 
+    ix_phase_mark(&opt, &tp, "targets");
     // Reuse: the units whose inputs (command line, source, every included file) are those the
     // previous index recorded keep their facts; the others are parsed.
     const char *indexer_key = ix_indexer_key(&pool);
@@ -486,32 +542,24 @@ int tracebook_index_main(int argc, char **argv) {
     size_t *todo = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *todo, "units to parse");
     size_t ntodo = 0, nreused = 0;
     const char **inputs = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *inputs, "unit input hashes");
+    const ix_prev_unit **match = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *match, "reused units");
     for (size_t i = 0; i < db.ntus; i++) {
         inputs[i] = ix_inputs_hash(&pool, &db.tus[i], &opt);
-        const ix_prev_unit *u = ix_prev_match(&prev, &db.tus[i], inputs[i], &hashes);
-        if (u && ix_prev_result(&prev, u, &results[i]) == 0) {
-            nreused++;
-            continue;
-        }
-        if (u) ix_result_free(&results[i]);
-        todo[ntodo++] = i;
+        match[i] = ix_prev_match(&prev, &db.tus[i], inputs[i], &hashes);
     }
-    if (prev.db) sqlite3_close(prev.db);  // everything reused is in memory now
-    prev.db = NULL;
+    if (prev.db) ix_prev_results(&prev, match, results, db.ntus);  // a unit it cannot read back is parsed
+    for (size_t i = 0; i < db.ntus; i++) {
+        if (match[i]) nreused++;
+        else todo[ntodo++] = i;
+    }
+    free(match);
+    ix_prev_close(&prev);  // everything reused is in memory now
+    ix_phase_mark(&opt, &tp, "previous index read, inputs compared");
 
     // Parse.
     work w = {.db = &db, .opt = &opt, .results = results, .todo = todo, .ntodo = ntodo};
-    atomic_init(&w.next, 0);
-    int nthreads = opt.jobs < (int)ntodo ? opt.jobs : (int)ntodo;
-    pthread_t *th = tb_xcalloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *th, "worker threads");
-    int started = 0;
-    for (int i = 1; i < nthreads; i++) {
-        if (pthread_create(&th[i], NULL, worker, &w) != 0) break;
-        started++;
-    }
-    if (ntodo) worker(&w);
-    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
-    free(th);
+    run_workers(&w, opt.jobs);
+    ix_phase_mark(&opt, &tp, "parse and visit");
 
     // The parsed units' input files and their hashes (each file read once), and the figures:
     // distinct files the parses read and their lines.
@@ -549,6 +597,7 @@ int tracebook_index_main(int argc, char **argv) {
     }
     tb_strmap_free(&counted);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
+    ix_phase_mark(&opt, &tp, "input files hashed");
 
     // Link units: what the build said, else inferred from the units' symbols.
     if (trc > 0) {
@@ -589,6 +638,7 @@ int tracebook_index_main(int argc, char **argv) {
         if (results[i].errors) report_unit(&db.tus[i], &results[i]);
     }
 
+    ix_phase_mark(&opt, &tp, "link units");
     // Write.
     const char *source_dir = targets.source_dir ? targets.source_dir : read_cmake_home(&pool, build_dir);
     ix_meta meta = {.source_dir = source_dir ? source_dir : db.dir,
@@ -607,6 +657,7 @@ int tracebook_index_main(int argc, char **argv) {
     } else {
         // A unit that failed (an unreadable source, a unit libclang could not build) is missing
         // from the index: the index is written, but the run did not do what was asked.
+        ix_phase_mark(&opt, &tp, "index written");
         status = sum.tus_failed ? 1 : 0;
         if (sum.tus_failed)
             fprintf(stderr, "tracebook index: %ld of %ld units failed (nothing of them is in the index; see above); "

@@ -15,8 +15,10 @@
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
 #define TB_INDEX_SCHEMA_VERSION "6"
 
-// The schema (executed by tb_index_create).
-#define TB_INDEX_SCHEMA                                                                                      \
+// The schema: the tables, then their secondary indexes (the indexer creates these after its
+// bulk inserts, which is faster than maintaining them row by row; the file is the same).
+#define TB_INDEX_SCHEMA TB_INDEX_TABLES TB_INDEX_INDEXES
+#define TB_INDEX_TABLES                                                                                      \
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);\n"                                                 \
     /* every source and header file seen; status of translation units: ok | partial | failed */              \
     "CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, is_tu INTEGER NOT NULL,"          \
@@ -66,16 +68,13 @@
     /* an archive's symbol index, the inputs of an ld script); from CMake's file API, so only with targets */ \
     "CREATE TABLE libraries(function_id INTEGER NOT NULL, target TEXT NOT NULL, library TEXT NOT NULL,"       \
     " UNIQUE(function_id, target));\n"                                                                       \
-    "CREATE INDEX calls_caller ON calls(caller_id);\n"                                                       \
-    "CREATE INDEX calls_callee ON calls(callee_usr);\n"                                                      \
-    "CREATE INDEX functions_name ON functions(name);\n"                                                      \
-    "CREATE INDEX callbacks_function ON callbacks(function_id);\n"                                          \
     /* Internal to `tracebook index` (incremental re-indexing; the queries do not read them): each */        \
     /* unit's own facts as its parse produced them, before the merge across units (a header's inline */     \
     /* function is in every unit that includes it), and its inputs. tu_id: the unit's files.id; file_id, */  \
     /* files.id; caller: the index (0-based, in rowid order) of the unit's tu_functions row. A re-index */   \
     /* reuses the rows of the units whose inputs are unchanged and merges again, so the tables above */     \
-    /* are exactly what a full index gives. */                                                              \
+    /* are exactly what a full index gives. The re-index reads each tu_* table in one scan (rowid order), */ \
+    /* so they have no index. */                                                              \
     "CREATE TABLE tu_inputs(tu_id INTEGER PRIMARY KEY, inputs TEXT NOT NULL, reduced INTEGER NOT NULL);\n"  \
     /* every input file of a unit (its source, each file it included) with the hex SHA-256 of its */        \
     /* contents: '-' unreadable, '~' modified while the index was written */                                \
@@ -95,14 +94,12 @@
     /* 'v' a variable; defines 1: a strong definition in the unit's own code, 0: a reference to a */       \
     /* variable (references to functions are the tu_calls, tu_callbacks and tu_field_targets rows) */         \
     "CREATE TABLE tu_symbols(tu_id INTEGER NOT NULL, usr TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL," \
-    " defines INTEGER NOT NULL);\n"                                                                          \
-    "CREATE INDEX tu_deps_tu ON tu_deps(tu_id);\n"                                                           \
-    "CREATE INDEX tu_functions_tu ON tu_functions(tu_id);\n"                                                 \
-    "CREATE INDEX tu_calls_tu ON tu_calls(tu_id);\n"                                                         \
-    "CREATE INDEX tu_field_targets_tu ON tu_field_targets(tu_id);\n"                                         \
-    "CREATE INDEX tu_callbacks_tu ON tu_callbacks(tu_id);\n"                                                 \
-    "CREATE INDEX tu_range_sites_tu ON tu_range_sites(tu_id);\n"                                             \
-    "CREATE INDEX tu_symbols_tu ON tu_symbols(tu_id);\n"
+    " defines INTEGER NOT NULL);\n"
+#define TB_INDEX_INDEXES                                                                                     \
+    "CREATE INDEX calls_caller ON calls(caller_id);\n"                                                       \
+    "CREATE INDEX calls_callee ON calls(callee_usr);\n"                                                      \
+    "CREATE INDEX functions_name ON functions(name);\n"                                                      \
+    "CREATE INDEX callbacks_function ON callbacks(function_id);\n"
 
 // Opens an existing index read-only; a missing or foreign file, or one that fails SQLite's
 // quick_check (every page and b-tree), is an error naming it.

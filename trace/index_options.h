@@ -5,6 +5,7 @@
 
 #include <fnmatch.h>
 #include <stddef.h>
+#include <string.h>
 
 typedef struct ix_options {
     const char *compdb_arg;      // --compdb as given
@@ -20,9 +21,14 @@ typedef struct ix_options {
     int quiet;
     int verbose;                 // each unit's clang arguments and parse time on stderr
     int full;                    // --full: parse every unit, reuse nothing from --out
+    int parse_only;              // --parse-only: the benchmark's reference (libclang's parses alone)
 } ix_options;
 
-// fnmatch-style name match used for collective and range lists.
-static inline int ix_name_matches(const char *pattern, const char *name) { return fnmatch(pattern, name, 0) == 0; }
+// fnmatch-style name match used for collective and range lists (a pattern without a glob
+// character is compared as a string: the same answer, without fnmatch's cost per call site).
+static inline int ix_name_matches(const char *pattern, const char *name) {
+    if (!strpbrk(pattern, "*?[\\")) return strcmp(pattern, name) == 0;
+    return fnmatch(pattern, name, 0) == 0;
+}
 
 #endif

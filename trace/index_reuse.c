@@ -164,7 +164,7 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
         *why = "no previous index";
         return 1;
     }
-    if (sqlite3_open_v2(path, &p->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &p->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         *why = "the previous index cannot be opened";
         goto none;
     }
@@ -259,136 +259,197 @@ static unsigned col_u(sqlite3_stmt *st, int i) {
 }
 
 // files.id -> path in the previous index (the facts' file_id columns).
-static const char *file_path(ix_prev *p, ix_result *r, sqlite3_stmt *files, sqlite3_stmt *st, int i) {
-    (void)r;
-    (void)files;
+static const char *file_path(const ix_prev *p, sqlite3_stmt *st, int i) {
     if (sqlite3_column_type(st, i) == SQLITE_NULL) return NULL;
     long long id = sqlite3_column_int64(st, i);
     return id > 0 && (size_t)id < p->paths.len ? TB_VEC_AT(&p->paths, const char *, id) : NULL;
 }
 
-int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
-    ix_result_init(r);
-    r->reused = 1;
-    sqlite3_stmt *st = NULL, *files = NULL;
+// One pass over each tu_* table of the previous index (rows in insertion order: each unit's
+// in the order its parse produced them), each row given to the unit it belongs to when that
+// unit is reused. slot[tu_id]: the index in results, or -1.
+typedef struct reuse_scan {
+    ix_prev *p;
+    const ix_prev_unit **match;
+    ix_result *results;
+    long long *slot;
+    long long nslots;
+    char *bad;  // per result: a row that does not fit (the unit is parsed instead)
+} reuse_scan;
+
+static ix_result *row_unit(reuse_scan *s, sqlite3_stmt *st, size_t *i) {
+    long long id = sqlite3_column_int64(st, 0);
+    if (id <= 0 || id >= s->nslots || s->slot[id] < 0) return NULL;
+    *i = (size_t)s->slot[id];
+    return s->bad[*i] ? NULL : &s->results[*i];
+}
+
+static int scan(reuse_scan *s, const char *sql, sqlite3_stmt **st) {
+    *st = NULL;
+    return sqlite3_prepare_v2(s->p->db, sql, -1, st, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+static int caller_ok(reuse_scan *s, size_t i, int caller) {
+    if (caller >= 0 && (size_t)caller < s->results[i].funcs.len) return 1;
+    s->bad[i] = 1;
+    return 0;
+}
+
+int ix_prev_results(ix_prev *p, const ix_prev_unit **match, ix_result *results, size_t n) {
+    reuse_scan s = {.p = p, .match = match, .results = results};
+    long long maxid = 0;
+    for (size_t i = 0; i < n; i++)
+        if (match[i] && match[i]->id > maxid) maxid = match[i]->id;
+    s.nslots = maxid + 1;
+    s.slot = tb_xmalloc((size_t)s.nslots * sizeof *s.slot, "reused unit slots");
+    for (long long k = 0; k < s.nslots; k++) s.slot[k] = -1;
+    s.bad = tb_xcalloc(n ? n : 1, 1, "reuse failures");
+    char *have_status = tb_xcalloc(n ? n : 1, 1, "reused unit status");
+    for (size_t i = 0; i < n; i++) {
+        if (!match[i]) continue;
+        s.slot[match[i]->id] = (long long)i;
+        ix_result_init(&results[i]);
+        results[i].reused = 1;
+    }
+    sqlite3_stmt *st = NULL;
     int rc = -1;
-    if (sqlite3_prepare_v2(p->db, "SELECT path FROM files WHERE id = ?", -1, &files, NULL) != SQLITE_OK) goto out;
-    // The unit's status.
-    if (sqlite3_prepare_v2(p->db,
-                           "SELECT f.status, f.errors, f.diagnostics, u.reduced FROM files f JOIN tu_inputs u"
-                           " ON u.tu_id = f.id WHERE f.id = ?",
-                           -1, &st, NULL) != SQLITE_OK)
+    size_t i;
+    ix_result *r;
+    // The units' status.
+    if (scan(&s, "SELECT f.id, f.status, f.errors, f.diagnostics, u.reduced FROM files f JOIN tu_inputs u"
+                 " ON u.tu_id = f.id", &st)) goto out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!(r = row_unit(&s, st, &i))) continue;
+        const char *status = (const char *)sqlite3_column_text(st, 1);
+        r->status = !status ? "failed" : !strcmp(status, "ok") ? "ok" : !strcmp(status, "partial") ? "partial" : "failed";
+        r->errors = sqlite3_column_int(st, 2);
+        const char *diags = (const char *)sqlite3_column_text(st, 3);
+        free(r->diagnostics);
+        r->diagnostics = diags ? tb_xstrdup(diags, "diagnostics") : NULL;
+        r->reduced = sqlite3_column_int(st, 4);
+        have_status[i] = 1;
+    }
+    sqlite3_finalize(st);
+    for (size_t k = 0; k < n; k++) s.bad[k] |= match[k] && !have_status[k];
+
+    if (scan(&s, "SELECT tu_id, usr, name, file_id, line, col, end_line, end_col, is_static, is_definition,"
+                 " main_like FROM tu_functions ORDER BY rowid", &st)) goto out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!(r = row_unit(&s, st, &i))) continue;
+        ix_func *f = tb_vec_push(&r->funcs);
+        f->usr = col_text(&r->pool, st, 1);
+        f->name = col_text(&r->pool, st, 2);
+        f->file = file_path(p, st, 3);
+        f->line = col_u(st, 4);
+        f->col = col_u(st, 5);
+        f->end_line = col_u(st, 6);
+        f->end_col = col_u(st, 7);
+        f->is_static = sqlite3_column_int(st, 8);
+        f->is_def = sqlite3_column_int(st, 9);
+        f->main_like = sqlite3_column_int(st, 10);
+    }
+    sqlite3_finalize(st);
+    if (scan(&s, "SELECT tu_id, caller, callee_usr, callee_name, field, file_id, line, col, in_macro"
+                 " FROM tu_calls ORDER BY rowid", &st)) goto out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!(r = row_unit(&s, st, &i)) || !caller_ok(&s, i, sqlite3_column_int(st, 1))) continue;
+        ix_call *c = tb_vec_push(&r->calls);
+        c->caller = sqlite3_column_int(st, 1);
+        c->callee_usr = col_text(&r->pool, st, 2);
+        c->callee_name = col_text(&r->pool, st, 3);
+        c->field = col_text(&r->pool, st, 4);
+        c->file = file_path(p, st, 5);
+        c->line = col_u(st, 6);
+        c->col = col_u(st, 7);
+        c->in_macro = col_text(&r->pool, st, 8);
+    }
+    sqlite3_finalize(st);
+    if (scan(&s, "SELECT tu_id, record, field, function_usr, file_id, line FROM tu_field_targets ORDER BY rowid", &st))
         goto out;
-    sqlite3_bind_int64(st, 1, u->id);
-    if (sqlite3_step(st) != SQLITE_ROW) goto out;
-    const char *status = (const char *)sqlite3_column_text(st, 0);
-    r->status = !status ? "failed" : !strcmp(status, "ok") ? "ok" : !strcmp(status, "partial") ? "partial" : "failed";
-    r->errors = sqlite3_column_int(st, 1);
-    const char *diags = (const char *)sqlite3_column_text(st, 2);
-    r->diagnostics = diags ? tb_xstrdup(diags, "diagnostics") : NULL;
-    r->reduced = sqlite3_column_int(st, 3);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!(r = row_unit(&s, st, &i))) continue;
+        ix_ftarget *t = tb_vec_push(&r->ftargets);
+        t->record = col_text(&r->pool, st, 1);
+        t->field = col_text(&r->pool, st, 2);
+        t->fn_usr = col_text(&r->pool, st, 3);
+        t->file = file_path(p, st, 4);
+        t->line = col_u(st, 5);
+    }
+    sqlite3_finalize(st);
+    if (scan(&s, "SELECT tu_id, caller, target_usr, passed_to, file_id, line, col FROM tu_callbacks ORDER BY rowid",
+             &st))
+        goto out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!(r = row_unit(&s, st, &i)) || !caller_ok(&s, i, sqlite3_column_int(st, 1))) continue;
+        ix_callback *b = tb_vec_push(&r->callbacks);
+        b->caller = sqlite3_column_int(st, 1);
+        b->target_usr = col_text(&r->pool, st, 2);
+        b->passed_to = col_text(&r->pool, st, 3);
+        b->file = file_path(p, st, 4);
+        b->line = col_u(st, 5);
+        b->col = col_u(st, 6);
+    }
+    sqlite3_finalize(st);
+    if (scan(&s, "SELECT tu_id, caller, kind, name, file_id, line, col FROM tu_range_sites ORDER BY rowid", &st))
+        goto out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!(r = row_unit(&s, st, &i)) || !caller_ok(&s, i, sqlite3_column_int(st, 1))) continue;
+        ix_range *g = tb_vec_push(&r->ranges);
+        g->caller = sqlite3_column_int(st, 1);
+        g->kind = col_text(&r->pool, st, 2);
+        g->name = col_text(&r->pool, st, 3);
+        g->file = file_path(p, st, 4);
+        g->line = col_u(st, 5);
+        g->col = col_u(st, 6);
+    }
+    sqlite3_finalize(st);
+    if (scan(&s, "SELECT tu_id, usr, name, kind, defines FROM tu_symbols ORDER BY rowid", &st)) goto out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!(r = row_unit(&s, st, &i))) continue;
+        ix_sym *y = tb_vec_push(&r->syms);
+        y->usr = col_text(&r->pool, st, 1);
+        y->name = col_text(&r->pool, st, 2);
+        const char *kind = (const char *)sqlite3_column_text(st, 3);
+        y->kind = kind && kind[0] == 'v' ? 'v' : 'f';
+        y->defines = sqlite3_column_int(st, 4);
+        if (!y->usr || !y->name) s.bad[i] = 1;
+    }
     sqlite3_finalize(st);
     st = NULL;
-
-#define QUERY(sql)                                                                   \
-    do {                                                                             \
-        sqlite3_finalize(st);                                                        \
-        st = NULL;                                                                   \
-        if (sqlite3_prepare_v2(p->db, sql, -1, &st, NULL) != SQLITE_OK) goto out;    \
-        sqlite3_bind_int64(st, 1, u->id);                                            \
-    } while (0)
-
-    QUERY("SELECT usr, name, file_id, line, col, end_line, end_col, is_static, is_definition, main_like"
-          " FROM tu_functions WHERE tu_id = ? ORDER BY rowid");
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_func *f = tb_vec_push(&r->funcs);
-        f->usr = col_text(&r->pool, st, 0);
-        f->name = col_text(&r->pool, st, 1);
-        f->file = file_path(p, r, files, st, 2);
-        f->line = col_u(st, 3);
-        f->col = col_u(st, 4);
-        f->end_line = col_u(st, 5);
-        f->end_col = col_u(st, 6);
-        f->is_static = sqlite3_column_int(st, 7);
-        f->is_def = sqlite3_column_int(st, 8);
-        f->main_like = sqlite3_column_int(st, 9);
-    }
-    int nf = (int)r->funcs.len;
-    QUERY("SELECT caller, callee_usr, callee_name, field, file_id, line, col, in_macro"
-          " FROM tu_calls WHERE tu_id = ? ORDER BY rowid");
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_call *c = tb_vec_push(&r->calls);
-        c->caller = sqlite3_column_int(st, 0);
-        if (c->caller < 0 || c->caller >= nf) goto out;
-        c->callee_usr = col_text(&r->pool, st, 1);
-        c->callee_name = col_text(&r->pool, st, 2);
-        c->field = col_text(&r->pool, st, 3);
-        c->file = file_path(p, r, files, st, 4);
-        c->line = col_u(st, 5);
-        c->col = col_u(st, 6);
-        c->in_macro = col_text(&r->pool, st, 7);
-    }
-    QUERY("SELECT record, field, function_usr, file_id, line FROM tu_field_targets WHERE tu_id = ? ORDER BY rowid");
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_ftarget *t = tb_vec_push(&r->ftargets);
-        t->record = col_text(&r->pool, st, 0);
-        t->field = col_text(&r->pool, st, 1);
-        t->fn_usr = col_text(&r->pool, st, 2);
-        t->file = file_path(p, r, files, st, 3);
-        t->line = col_u(st, 4);
-    }
-    QUERY("SELECT caller, target_usr, passed_to, file_id, line, col FROM tu_callbacks WHERE tu_id = ? ORDER BY rowid");
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_callback *b = tb_vec_push(&r->callbacks);
-        b->caller = sqlite3_column_int(st, 0);
-        if (b->caller < 0 || b->caller >= nf) goto out;
-        b->target_usr = col_text(&r->pool, st, 1);
-        b->passed_to = col_text(&r->pool, st, 2);
-        b->file = file_path(p, r, files, st, 3);
-        b->line = col_u(st, 4);
-        b->col = col_u(st, 5);
-    }
-    QUERY("SELECT caller, kind, name, file_id, line, col FROM tu_range_sites WHERE tu_id = ? ORDER BY rowid");
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_range *g = tb_vec_push(&r->ranges);
-        g->caller = sqlite3_column_int(st, 0);
-        if (g->caller < 0 || g->caller >= nf) goto out;
-        g->kind = col_text(&r->pool, st, 1);
-        g->name = col_text(&r->pool, st, 2);
-        g->file = file_path(p, r, files, st, 3);
-        g->line = col_u(st, 4);
-        g->col = col_u(st, 5);
-    }
-    QUERY("SELECT usr, name, kind, defines FROM tu_symbols WHERE tu_id = ? ORDER BY rowid");
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        ix_sym *y = tb_vec_push(&r->syms);
-        y->usr = col_text(&r->pool, st, 0);
-        y->name = col_text(&r->pool, st, 1);
-        const char *kind = (const char *)sqlite3_column_text(st, 2);
-        y->kind = kind && kind[0] == 'v' ? 'v' : 'f';
-        y->defines = sqlite3_column_int(st, 3);
-        if (!y->usr || !y->name) goto out;
-    }
-    for (size_t k = 0; k < u->deps.len; k++) {
-        const ix_dep *s = &TB_VEC_AT(&u->deps, ix_dep, k);
-        ix_dep *d = tb_vec_push(&r->deps);
-        d->path = tb_pool_dup(&r->pool, s->path);
-        d->hash = tb_pool_dup(&r->pool, s->hash);
-    }
     rc = 0;
-#undef QUERY
 out:
     sqlite3_finalize(st);
-    sqlite3_finalize(files);
+    for (size_t k = 0; k < n; k++) {
+        if (!match[k]) continue;
+        if (rc == 0 && !s.bad[k]) {
+            r = &results[k];
+            for (size_t d = 0; d < match[k]->deps.len; d++) {
+                const ix_dep *src = &TB_VEC_AT(&match[k]->deps, ix_dep, d);
+                ix_dep *dst = tb_vec_push(&r->deps);
+                dst->path = tb_pool_dup(&r->pool, src->path);
+                dst->hash = tb_pool_dup(&r->pool, src->hash);
+            }
+            continue;
+        }
+        ix_result_free(&results[k]);  // parsed instead
+        match[k] = NULL;
+    }
+    free(have_status);
+    free(s.bad);
+    free(s.slot);
     return rc;
 }
 
+void ix_prev_close(ix_prev *p) {
+    if (p->db) sqlite3_close(p->db);
+    p->db = NULL;
+}
+
 void ix_prev_free(ix_prev *p) {
+    ix_prev_close(p);
     for (size_t i = 0; i < p->list.len; i++) tb_vec_free(&TB_VEC_AT(&p->list, ix_prev_unit, i).deps);
     tb_vec_free(&p->list);
     tb_strmap_free(&p->units);
     tb_pool_free(&p->pool);
     tb_vec_free(&p->paths);
-    if (p->db) sqlite3_close(p->db);
-    p->db = NULL;
 }

@@ -54,9 +54,13 @@ typedef struct ix_prev {
 int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const char **why);
 // The previous unit for tu when every input is unchanged, else NULL.
 const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *inputs, ix_hashes *h);
-// Fills r (initialised here) with the unit's facts from the previous index; -1 on a read error.
-// r's paths point into p: keep p until r is written.
-int ix_prev_result(ix_prev *p, const ix_prev_unit *u, ix_result *r);
+// Fills results[i] (initialised here) with the facts of unit match[i] from the previous index,
+// for each i < n whose match[i] is not NULL, reading each table once; a unit whose rows do
+// not fit (or every unit, on a read error: -1) gets match[i] = NULL and results[i] zeroed, to
+// be parsed. The results' paths point into p: keep p until they are written.
+int ix_prev_results(ix_prev *p, const ix_prev_unit **match, ix_result *results, size_t n);
+// Closes the previous index (the facts read stay); ix_prev_free does it too.
+void ix_prev_close(ix_prev *p);
 void ix_prev_free(ix_prev *p);
 
 #endif

@@ -928,6 +928,9 @@ static void parse_captured(ctx *c, void *cxindex, const ix_tu *tu, const char *c
     clang_disposeTranslationUnit(c->tu);
 }
 
+// Every parse's options: errors in one function do not stop the parse; warnings are not kept.
+static const unsigned parse_flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
+
 void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_result *r) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -947,7 +950,7 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     tb_strmap_init(&c.funcs);
     tb_strmap_init(&c.syms);
     c.source = tu->file;
-    unsigned flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
+    unsigned flags = parse_flags;
     struct CXUnsavedFile *unsaved = stubs;
     unsigned nunsaved = (unsigned)NSTUBS;
     enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, tu->args, tu->nargs, unsaved,
@@ -995,6 +998,14 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     tb_vec_free(&c.seen_refs);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
+int ix_parse_only(void *cxindex, const ix_tu *tu) {
+    CXTranslationUnit cx = NULL;
+    enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, tu->args, tu->nargs, stubs,
+                                                     (unsigned)NSTUBS, parse_flags, &cx);
+    if (cx) clang_disposeTranslationUnit(cx);
+    return e == CXError_Success ? 0 : -1;
 }
 
 void ix_result_init(ix_result *r) {

@@ -74,6 +74,11 @@ typedef struct ix_result {
 // Never fails: a TU that does not parse gets status "failed" and its diagnostics.
 void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_result *r);
 void ix_result_free(ix_result *r);
+// The benchmark's reference (tracebook index --parse-only): the unit parsed as ix_index_tu
+// parses it first (same arguments, flags and in-memory stand-ins), nothing visited or kept.
+// 0 when libclang built the unit, -1 when it did not.
+int ix_parse_only(void *cxindex, const ix_tu *tu);
+
 void ix_result_init(ix_result *r);
 
 #endif

@@ -453,12 +453,26 @@ static long count(writer *w, const char *sql) {
     return n;
 }
 
+void ix_phase_mark(const ix_options *opt, struct timespec *last, const char *what) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (opt->verbose)
+        fprintf(stderr, "tracebook index: phase %s: %.3f s\n", what,
+                (double)(now.tv_sec - last->tv_sec) + 1e-9 * (double)(now.tv_nsec - last->tv_nsec));
+    *last = now;
+}
+
 static int write_all(writer *w, const ix_compdb *db, ix_result *results, const ix_targets *targets,
                      const ix_options *opt, const ix_meta *meta, ix_summary *sum) {
     char *msg = NULL;
-    if (sqlite3_exec(w->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN;", NULL, NULL, &msg) !=
-            SQLITE_OK ||
-        sqlite3_exec(w->db, TB_INDEX_SCHEMA, NULL, NULL, &msg) != SQLITE_OK) {
+    // A new file that only this process sees until it is renamed over --out: no journal, no
+    // syncs but the one before the rename, one transaction, the secondary indexes built once
+    // after the bulk inserts.
+    if (sqlite3_exec(w->db,
+                     "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE;"
+                     " PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536; BEGIN;",
+                     NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(w->db, TB_INDEX_TABLES, NULL, NULL, &msg) != SQLITE_OK) {
         int rc = tb_fail(w->err, "%s: creating the schema: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
         sqlite3_free(msg);
         return rc;
@@ -501,6 +515,8 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         prep(w, &w->u_sym, "INSERT INTO tu_symbols(tu_id, usr, name, kind, defines) VALUES(?,?,?,?,?)"))
         return -1;
 
+    struct timespec tp;
+    clock_gettime(CLOCK_MONOTONIC, &tp);
     // Translation units first (ids in database order), then each unit's facts.
     for (size_t i = 0; i < db->ntus; i++)
         if (file_id(w, db->tus[i].file, 1, results[i].status, results[i].errors, results[i].diagnostics) < 0)
@@ -510,10 +526,12 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         w->unit = tu_id ? *tu_id : 0;
         if (write_result(w, &results[i]) || write_file_errors(w, &results[i])) return -1;
     }
+    ix_phase_mark(opt, &tp, "write: the merged facts");
     for (size_t i = 0; i < db->ntus; i++) {
         int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
         if (!tu_id || write_unit_facts(w, *tu_id, &results[i])) return -1;
     }
+    ix_phase_mark(opt, &tp, "write: each unit's own facts (tu_*)");
     if (write_collectives(w, opt)) return -1;
 
     for (size_t i = 0; targets && i < targets->rows.len; i++) {
@@ -525,7 +543,15 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         sqlite3_bind_int64(w->ins_target, 3, *fid);
         if (step(w, w->ins_target, "inserting a target")) return -1;
     }
+    ix_phase_mark(opt, &tp, "write: collective sites, targets");
+    if (sqlite3_exec(w->db, TB_INDEX_INDEXES, NULL, NULL, &msg) != SQLITE_OK) {
+        int rc = tb_fail(w->err, "%s: creating the indexes: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
+        sqlite3_free(msg);
+        return rc;
+    }
+    ix_phase_mark(opt, &tp, "write: secondary indexes");
     if (write_libraries(w, targets)) return -1;
+    ix_phase_mark(opt, &tp, "write: libraries");
 
     sum->tus = (long)db->ntus;
     for (size_t i = 0; i < db->ntus; i++) {
@@ -561,6 +587,7 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
     sum->library_functions = count(w, "SELECT COUNT(*) FROM functions WHERE is_definition = 0");
     sum->library_found = count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
     if (sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return sql_fail(w, "committing");
+    ix_phase_mark(opt, &tp, "write: counts, commit");
     return 0;
 }
 
@@ -575,7 +602,7 @@ int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, co
     tb_strmap_init(&w.files);
     tb_strmap_init(&w.funcs);
     int rc = -1;
-    if (sqlite3_open_v2(tmp, &w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(tmp, &w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         tb_fail(err, "%s: cannot create the index: %s", tmp, w.db ? sqlite3_errmsg(w.db) : "out of memory");
     } else {
         rc = write_all(&w, db, results, targets, opt, meta, sum);

@@ -3,6 +3,8 @@
 #ifndef TB_TRACE_INDEX_WRITE_H
 #define TB_TRACE_INDEX_WRITE_H
 
+#include <time.h>
+
 #include "core/error.h"
 #include "index_compdb.h"
 #include "index_options.h"
@@ -21,6 +23,9 @@ typedef struct ix_meta {
 } ix_meta;
 
 // Writes everything to path via a temporary file and a rename.
+// --verbose: "phase WHAT: S s" on stderr, the seconds since *last; *last becomes now.
+void ix_phase_mark(const ix_options *opt, struct timespec *last, const char *what);
+
 int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, const ix_targets *targets,
                    const ix_options *opt, const ix_meta *meta, ix_summary *sum, tb_error *err);
 

@@ -4,6 +4,7 @@
 // it to the runtime side (map_traces.h) and matches names to sites (map_match.h).
 #include "map.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -365,10 +366,26 @@ static int ends_with_word(const char *s, const char *w) {
     return k <= n && !strcmp(s + n - k, w) && (k == n || s[n - k - 1] == '_' || s[n - k - 1] == '.');
 }
 
+// A library's collective named in its own style performs the op in snake case: ncclAllReduce,
+// MPI_Allreduce → all_reduce (letters compared without case or underscores, after the
+// library's prefix).
+static int library_call_does(const char *callee, const char *op) {
+    if (!strncmp(callee, "nccl", 4) && isupper((unsigned char)callee[4])) callee += 4;
+    else if (!strncmp(callee, "MPI_", 4)) callee += 4;
+    else return 0;
+    for (;; callee++, op++) {
+        while (*op == '_') op++;
+        while (*callee == '_') callee++;
+        if (!*op || !*callee) return !*op && !*callee;
+        if (tolower((unsigned char)*op) != tolower((unsigned char)*callee)) return 0;
+    }
+}
+
 // Does collective chain c perform op (all_reduce ...)? By its backend field or its call's name.
 int tb_map_chain_does(const tb_map *m, const tb_coll_chain *c, const char *op) {
     if (c->via && ends_with_word(c->via, op)) return 1;
     if (c->coll_call >= 0 && ends_with_word(m->g->calls[c->coll_call].callee_name, op)) return 1;
+    if (c->coll_call >= 0 && library_call_does(m->g->calls[c->coll_call].callee_name, op)) return 1;
     return 0;
 }
 

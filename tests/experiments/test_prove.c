@@ -787,14 +787,20 @@ static double seconds_since(const struct timespec *t0) {
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-TB_TEST(prove_all_over_a_thousand_records_is_fast) {
+static double cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+TB_TEST(prove_all_over_a_thousand_records_scales_linearly) {
     enum { EXPERIMENTS = 10, RUNS = 100, PER_CLAIM = 10 };
     const char *root = fx_fresh_dir("prove_1000");
     // one real engine run, copied into every record
     char src[FX_PATH], path[FX_PATH];
     fx_path(src, sizeof src, "%s/source", root);
     TB_REQUIRE(fx_engine_run(src, NULL, NULL) == 0, "engine run");
-    fx_steady_run(src, 10.0);  // the timing claims must pass the stability gate: this test is about speed
+    fx_steady_run(src, 10.0);  // the timing claims (step_ms, tokens_per_s) must pass the stability gate
     enum { NFILES = 8 };
     char files[NFILES][64] = {TB_RECORD_RUN_DIR "/" TB_RUN_CONFIG, "", TB_RECORD_RUN_DIR "/" TB_RUN_PIPELINE, "", "",
                               TB_RECORD_STDOUT, TB_RECORD_STDERR, TB_RECORD_RUN_DIR "/" TB_RUN_CONDITIONS};
@@ -849,14 +855,35 @@ TB_TEST(prove_all_over_a_thousand_records_is_fast) {
     fx_rm_rf(src);
     printf("  generated %d records in %.2f s\n", EXPERIMENTS * RUNS, seconds_since(&t0));
 
+    // The cost is judged as CPU time (this process's; the machine's load does not stretch it
+    // as it stretches wall time) and as a ratio: 1000 records cost about ten times 100
+    // records (one experiment of the ten), not a hundred times (re-reading records or files
+    // per claim). Best of two runs each; the ratio's bound, 40, is generous and still fails
+    // a quadratic prove. No absolute bound: wall figures are printed, not asserted.
     char *out;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--quiet", "--artifacts", root, NULL);
-    double quiet = seconds_since(&t0);
-    char *summary = strstr(out, "prove: ");
-    TB_CHECK(rc == 0 && summary && strstr(summary, "prove: 100 claims, 100 proven, 0 not proven; 1000 records verified"),
-             "exit %d: %s", rc, summary ? summary : out);
-    free(out);
+    int rc = 0;
+    double one_cpu = 1e30, all_cpu = 1e30, quiet = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        double c0 = cpu_seconds();
+        rc = fx_capture(tracebook_prove_main, &out, "prove", "--experiment", "bulk00", "--quiet", "--artifacts", root,
+                        NULL);
+        double c = cpu_seconds() - c0;
+        one_cpu = c < one_cpu ? c : one_cpu;
+        TB_CHECK(rc == 0 && strstr(out, "prove: 10 claims, 10 proven, 0 not proven; 100 records verified"),
+                 "one experiment: exit %d: %s", rc, out);
+        free(out);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        c0 = cpu_seconds();
+        rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--quiet", "--artifacts", root, NULL);
+        c = cpu_seconds() - c0;
+        quiet = seconds_since(&t0);
+        all_cpu = c < all_cpu ? c : all_cpu;
+        char *summary = strstr(out, "prove: ");
+        TB_CHECK(rc == 0 && summary &&
+                     strstr(summary, "prove: 100 claims, 100 proven, 0 not proven; 1000 records verified"),
+                 "exit %d: %s", rc, summary ? summary : out);
+        free(out);
+    }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
     double full = seconds_since(&t0);
@@ -872,10 +899,15 @@ TB_TEST(prove_all_over_a_thousand_records_is_fast) {
     rc = fx_capture(tracebook_ls_main, &out, "ls", "bulk03", "--artifacts", root, NULL);
     double ls_again = seconds_since(&t0);
     free(out);
-    printf("  prove --all over 1000 records, 100 claims: %.3f s quiet, %.3f s with evidence (%zu bytes)\n", quiet,
+    printf("  prove --all over 1000 records, 100 claims: %.3f s quiet, %.3f s with evidence (%zu bytes), wall\n", quiet,
            full, bytes);
+    printf("  CPU: %.3f s for 100 records (--experiment bulk00), %.3f s for 1000 (--all): x%.1f\n", one_cpu, all_cpu,
+           all_cpu / (one_cpu > 1e-4 ? one_cpu : 1e-4));
     printf("  ls: %.3f s cataloguing 1000 records, %.3f s when they are catalogued\n", ls_first, ls_again);
-    TB_CHECK(quiet < 10 && full < 10, "prove --all over 1000 records under 10 s: %.2f / %.2f", quiet, full);
+    TB_CHECK(all_cpu < 40 * (one_cpu > 0.005 ? one_cpu : 0.005),
+             "prove's cost grows about linearly with the records: 1000 records took %.3f s of CPU, 100 took %.3f s "
+             "(x%.1f; bound x40)",
+             all_cpu, one_cpu, all_cpu / (one_cpu > 1e-4 ? one_cpu : 1e-4));
 }
 
 int main(void) {
@@ -899,6 +931,6 @@ int main(void) {
     TB_RUN(prove_reports_files_the_manifest_does_not_list);
     TB_RUN(prove_relative_difference_reads_the_baseline_from_its_record);
     TB_RUN(prove_at_most_bounds_the_derived_number);
-    TB_RUN(prove_all_over_a_thousand_records_is_fast);
+    TB_RUN(prove_all_over_a_thousand_records_scales_linearly);
     return tb_test_summary();
 }

@@ -3,8 +3,9 @@
 // ncclTestEngine; <cuda_runtime.h>, <nccl.h> and CUDA 13's NCCL device API: nccl_device.h,
 // nccl_device/utility.h, coop.h) through a compile_commands.json of nvcc commands as bear
 // writes for `make`: every unit parses with no error diagnostic from the toolkit's headers,
-// the binaries are told apart without CMake, and main → ncclAllReduce is one chain, in
-// all_reduce's binary only.
+// the binaries are told apart without CMake, main → ncclAllReduce is one chain, in
+// all_reduce's binary only, and `tracebook walk` goes from main through the NVTX range
+// TimeTest opens down to ncclAllReduce.
 //
 // Needs a CUDA toolkit with NCCL's device headers ($CUDA_PATH, $CUDA_HOME or
 // /usr/local/cuda, as the indexer looks): without one the test says what is missing and
@@ -79,6 +80,56 @@ TB_TEST(main_reaches_ncclAllReduce_in_all_reduces_binary_only) {
     free(out);
 }
 
+// `tracebook walk` on the Makefile-built codebase: the range its NVTX push opens (TimeTest's
+// nvtxRangePushA), from main through the engine's function-pointer field, down through the
+// collective's field to ncclAllReduce with the stream it is enqueued on; with a trace, the
+// range's count and times and the NCCL call's shape inside it.
+TB_TEST(walk_from_main_to_ncclAllReduce_on_the_makefile_codebase) {
+    TB_REQUIRE(ix_status == 0 && db, "index failed:\n%s", ix_output);
+    const char *trace = WORK "/trace.rank-00000.json";
+    TB_REQUIRE(tb_write_text(trace,
+                             "{\"traceEvents\": [\n"
+                             " {\"name\": \"timeTest\", \"ph\": \"X\", \"ts\": 10, \"dur\": 120, \"pid\": 0, \"tid\": 1},\n"
+                             " {\"name\": \"ncclAllReduce\", \"ph\": \"X\", \"ts\": 20, \"dur\": 80, \"pid\": 0, \"tid\": 1,"
+                             " \"args\": {\"op\": \"all_reduce\", \"dtype\": \"float32\", \"count\": 1024, \"bytes\": 4096}},\n"
+                             " {\"name\": \"timeTest\", \"ph\": \"X\", \"ts\": 200, \"dur\": 110, \"pid\": 0, \"tid\": 1}\n"
+                             "]}\n") == 0,
+               "cannot write %s", trace);
+    char *out, want[3][512];
+    int rc = tb_shell(&out, "'%s' walk timeTest --trace '%s' --entry common+all_reduce --index '%s'", TRACEBOOK, trace,
+                      INDEX);
+    snprintf(want[0], sizeof want[0],
+             "1. `main` — " CFIX "/common.cu:%d, through the function-pointer field `testEngine.runTest`",
+             line_of("common.cu", "CALL_RUN_TEST"));
+    snprintf(want[1], sizeof want[1], "3. `TimeTest` — " CFIX "/common.cu:%d — the range opens here",
+             line_of("common.cu", "RANGE_PUSH"));
+    snprintf(want[2], sizeof want[2],
+             "**Stream/device:** `ncclAllReduce` is enqueued on `args->stream` (" CFIX "/all_reduce.cu:%d)",
+             line_of("all_reduce.cu", "CALL_NCCL_AR"));
+    TB_CHECK(rc == 0 && tb_has(out, "# Walkthrough: `timeTest`") && tb_has(out, "From `main` of `common+all_reduce`") &&
+                 tb_has(out, want[0]) && tb_has(out, want[1]) && tb_has(out, "nvtxRangePushA(\"timeTest\");"),
+             "rc %d: from main to the range (%s; %s):\n%s", rc, want[0], want[1], out);
+    TB_CHECK(tb_has(out, "through the function-pointer field `testColl.runColl`") &&
+                 tb_has(out, "`AllReduceRunColl` — " CFIX "/all_reduce.cu:") &&
+                 tb_has(out, "`ncclAllReduce` — the NCCL call, declared at ") && tb_has(out, "/nccl.h:") &&
+                 tb_has(out, want[2]),
+             "from the range to ncclAllReduce and its stream (%s):\n%s", want[2], out);
+    // the NCCL call in the trace (op all_reduce) confirms the chain that ends in ncclAllReduce
+    TB_CHECK(tb_has(out, "Seen at runtime: 1× `all_reduce` inside `timeTest` in these traces."),
+             "ncclAllReduce seen at runtime:\n%s", out);
+    TB_CHECK(tb_has(out, "| 0 | 2 | 230.0 us | 115.0 us | 110.0 us | 120.0 us |") &&
+                 tb_has(out, "| ncclAllReduce | 0 | 1 |  | 0 | all_reduce | float32 | 1024 | 4096 | 80.0 us | 80.0 us |"),
+             "the runtime evidence:\n%s", out);
+    TB_CHECK(!tb_has(out, "partial parse"), "no unit is partial:\n%s", out);
+    free(out);
+    // all_gather's binary opens the same range, and never reaches ncclAllReduce
+    rc = tb_shell(&out, "'%s' walk timeTest --entry common+all_gather --index '%s'", TRACEBOOK, INDEX);
+    TB_CHECK(rc == 0 && tb_has(out, "# Walkthrough: `timeTest`") && tb_has(out, "the range opens here") &&
+                 !tb_has(out, "ncclAllReduce") && !tb_has(out, "AllReduceRunColl"),
+             "rc %d: all_gather's walk:\n%s", rc, out);
+    free(out);
+}
+
 int main(void) {
     const char *cuda = cuda_dir();
     char need[2][1024];
@@ -109,6 +160,7 @@ int main(void) {
         db = tb_index_open_ro(INDEX);
     TB_RUN(every_unit_parses_without_an_error_from_the_toolkit_headers);
     TB_RUN(main_reaches_ncclAllReduce_in_all_reduces_binary_only);
+    TB_RUN(walk_from_main_to_ncclAllReduce_on_the_makefile_codebase);
     sqlite3_close(db);
     free(ix_output);
     return tb_test_summary();

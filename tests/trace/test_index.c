@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/fileio.h"
@@ -534,14 +533,9 @@ TB_TEST(project_index_end_to_end) {
         return;
     }
     char *out = NULL;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    // (no timing here: the index's speed is scripts/bench-index.sh's, next to libclang's parses)
     int st = tb_shell(&out, "'%s' index --compdb '%s' --out '%s/project.sqlite'", TRACEBOOK, build, WORK);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    printf("  indexed the project in %.1f s\n", secs);
     TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
-    TB_CHECK(secs < 60, "%.1f s", secs);
     sqlite3 *db = tb_index_open_ro(WORK "/project.sqlite");
     TB_REQUIRE(db, "no index:\n%s", out);
 
