@@ -36,6 +36,8 @@ enum tb_debug_fault { TB_FAULT_NONE, TB_FAULT_ROW_PARALLEL_BIAS, TB_FAULT_SKIP_S
 enum tb_lr_decay_style { TB_LR_COSINE, TB_LR_LINEAR, TB_LR_CONSTANT };
 enum tb_recompute_granularity { TB_RECOMPUTE_NONE, TB_RECOMPUTE_SELECTIVE, TB_RECOMPUTE_FULL };
 enum tb_recompute_method { TB_RECOMPUTE_METHOD_NONE, TB_RECOMPUTE_UNIFORM, TB_RECOMPUTE_BLOCK };
+// --device: where a rank's tensors live (backend/cpu, backend/cuda)
+enum tb_device { TB_DEVICE_CPU, TB_DEVICE_CUDA };
 
 typedef struct tb_config {
     // --- model (TransformerConfig) ---
@@ -103,6 +105,7 @@ typedef struct tb_config {
     double clip_grad;             // 0 = no clipping
     int check_for_nan_in_loss_and_grad;  // stop at a non-finite loss or gradient norm
     int64_t seed;
+    int device;                   // enum tb_device
     int recompute_granularity;    // enum tb_recompute_granularity
     int recompute_method;         // enum tb_recompute_method
     int recompute_num_layers;
