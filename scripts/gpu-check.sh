@@ -7,6 +7,8 @@
 # each stage's full log beside it. Exit status: 0 when every stage passed, 1 otherwise.
 #
 #   scripts/gpu-check.sh [RESULTS_DIR]       # total under ~10 min on one H200 (16 cores)
+#   TB_GPU_BUILD_DIR (default build-gpu), TB_GPU_ARCH (CMAKE_CUDA_ARCHITECTURES, default native),
+#   TB_PEAK_TFLOPS (the bf16 peak MFU is measured against, when the GPU is not an A100/H100/H200)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -54,7 +56,7 @@ say "GPUs: ${ngpu:-0} (${gpu_name:-none})"
 mkdir -p "$build/.cmake/api/v1/query" && touch "$build/.cmake/api/v1/query/codemodel-v2"
 build_step() {
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTB_CUDA=ON -DTB_WERROR=ON \
-        -DCMAKE_CUDA_ARCHITECTURES=native &&
+        -DCMAKE_CUDA_ARCHITECTURES="${TB_GPU_ARCH:-native}" &&
         cmake --build "$build" -j"$jobs" --target pretrain_gpt bench_gpt tracebook test_cuda_kernels \
             test_cuda_device test_nccl
 }

@@ -37,6 +37,7 @@ TB_TEST(device_cpu_trains_and_bad_values_are_refused) {
     tb_tmp_path(run_dir, sizeof run_dir, "device-cpu");
     int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " --run-dir '%s' --device cpu", PRETRAIN, run_dir);
     TB_CHECK(rc == 0, "--device cpu trains: exit %d, stderr:\n%s", rc, sh.err);
+    tb_run(&sh, NULL, "rm -rf '%s'", run_dir);
     rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " --device tpu", PRETRAIN);
     TB_CHECK(rc == TB_EXIT_USAGE, "--device tpu: exit %d, stderr:\n%s", rc, sh.err);
     TB_CHECK(strstr(sh.err, "--device") && strstr(sh.err, "tpu"), "names the flag and the value:\n%s", sh.err);

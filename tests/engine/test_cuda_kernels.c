@@ -20,7 +20,6 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm.h"
 #include "optimizer/optimizer.h"
-#include "tb_test.h"
 
 #ifndef TB_HAVE_CUDA_BACKEND
 int main(void) {
@@ -30,6 +29,8 @@ int main(void) {
 #else
 
 #include <cuda_runtime.h>
+
+#include "tb_test.h"
 
 #define F32_ATOL 1e-5
 #define F32_RTOL 1e-4

@@ -14,8 +14,6 @@
 #define NOT_BUILT "this build has no CUDA backend (nvcc and cuBLASLt were not found at configure time; " \
                   "configure with the CUDA toolkit and -DTB_CUDA=ON)"
 
-int tb_cuda_device_of_rank(int rank, int visible) { return visible > 0 ? rank % visible : 0; }
-
 static int refuse_on_gpu(const tb_config *cfg, tb_error *err) {
     (void)cfg;
     return tb_fail(err,

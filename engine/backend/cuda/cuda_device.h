@@ -15,8 +15,6 @@ struct tb_config;
 int tb_cuda_built(void);
 // The GPUs visible to this process (0 with `why` set when none or not built).
 int tb_cuda_device_count(char *why, size_t why_len);
-// The device of rank `rank`: rank mod the visible count (docs/ARCHITECTURE.md, "CUDA backend").
-int tb_cuda_device_of_rank(int rank, int visible);
 
 // `--device cuda`: 0 when training can run on the GPU as configured; otherwise a message that
 // names the flag and why (not built, no GPU, or what is not supported yet), non-zero.
