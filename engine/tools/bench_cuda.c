@@ -41,6 +41,7 @@ static void *dev_zero(size_t bytes) {
         exit(1);
     }
     cudaMemset(p, 0, bytes);
+    cudaDeviceSynchronize();  // the timed work runs on a non-blocking stream
     return p;
 }
 

@@ -61,6 +61,9 @@ static void *up(const void *h, size_t bytes) {
     if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) abort();
     if (h) cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
     else cudaMemset(d, 0, bytes);
+    // the kernels run on ctx's non-blocking stream, which does not wait for the legacy default
+    // stream that cudaMemcpy (its DMA from pageable memory) and cudaMemset use
+    cudaDeviceSynchronize();
     return d;
 }
 static float *upf(const float *h, size_t n) { return up(h, n * sizeof(float)); }
@@ -145,6 +148,7 @@ TB_TEST(norms) {
     // RMSNorm
     memcpy(dw, dw0, C * 4);
     cudaMemcpy(d_dw, dw0, C * 4, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();
     cpu_rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
     OK(cuda_rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, 1e-5f, s));
     CLOSE(down(d_out, N * C), out, N * C, F32_ATOL, F32_RTOL, "rmsnorm out");
