@@ -164,6 +164,9 @@ const tb_option tb_config_options[] = {
         "stop at a NaN or Inf loss or gradient norm, naming the step, microbatch and rank (as Megatron; "
         "--no-check-for-nan-in-loss-and-grad trains on)"),
     OPT("--seed", seed, TB_OPT_INT64, "1234", NULL, "training", "random seed (init, synthetic data)"),
+    OPT("--device", device, TB_OPT_CHOICE, "cpu", "cpu|cuda", "training",
+        "where each rank's tensors live: cpu, or cuda (rank r on GPU r mod the visible count; needs the CUDA "
+        "build and a GPU; training on it is not supported yet)"),
     OPT("--recompute-granularity", recompute_granularity, TB_OPT_CHOICE, "none", "none|selective|full",
         "training", "activation recompute: selective = attention core, full = whole layers"),
     OPT("--recompute-method", recompute_method, TB_OPT_CHOICE, "none", "none|uniform|block", "training",

@@ -44,6 +44,8 @@ enum tb_moe_score_function { TB_MOE_SCORE_SOFTMAX, TB_MOE_SCORE_SIGMOID };
 enum tb_moe_dispatcher { TB_MOE_DISPATCHER_ALLGATHER, TB_MOE_DISPATCHER_ALLTOALL, TB_MOE_DISPATCHER_FLEX };
 enum tb_moe_drop_policy { TB_MOE_DROP_PROBS, TB_MOE_DROP_POSITION };
 #define TB_MOE_MAX_EXPERTS 256
+// --device: where a rank's tensors live (backend/cpu, backend/cuda)
+enum tb_device { TB_DEVICE_CPU, TB_DEVICE_CUDA };
 
 typedef struct tb_config {
     // --- model (TransformerConfig) ---
@@ -126,6 +128,7 @@ typedef struct tb_config {
     double clip_grad;             // 0 = no clipping
     int check_for_nan_in_loss_and_grad;  // stop at a non-finite loss or gradient norm
     int64_t seed;
+    int device;                   // enum tb_device
     int recompute_granularity;    // enum tb_recompute_granularity
     int recompute_method;         // enum tb_recompute_method
     int recompute_num_layers;

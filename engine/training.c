@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cuda/cuda_device.h"
 #include "checkpoint/dist_checkpoint.h"
 #include "checkpoint/gpt_checkpoint.h"
 #include "reports/tensor_dump.h"
@@ -605,6 +606,8 @@ static int connect_processes(tb_world *w, const tb_launch *l, tb_error *err) {
 }
 
 int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
+    // --device cuda is refused until training is wired to the CUDA backend (never run on the CPU instead)
+    if (cfg->device == TB_DEVICE_CUDA && tb_cuda_check_device_flag(cfg, err) != 0) return TB_EXIT_USAGE;
     tb_launch threads;
     if (!launch) {
         tb_launch_threads(&threads, 0, NULL);

@@ -90,6 +90,17 @@ static int cache_put(tb_allocator *a, block_header *h) {
     return 1;
 }
 
+int tb_mem_stats_count_alloc(tb_mem_stats *s, tb_mem_category c, size_t bytes) {
+    s->allocations++;
+    s->current[c] += bytes;
+    if (s->current[c] > s->peak[c]) s->peak[c] = s->current[c];
+    s->total_current += bytes;
+    if (s->total_current <= s->total_peak) return 0;
+    s->total_peak = s->total_current;
+    memcpy(s->at_total_peak, s->current, sizeof s->current);
+    return 1;
+}
+
 static void *alloc_impl(tb_allocator *a, tb_mem_category c, size_t bytes, const char *what,
                         int zero) {
     tb_mem_stats *s = &a->stats;
@@ -114,15 +125,7 @@ static void *alloc_impl(tb_allocator *a, tb_mem_category c, size_t bytes, const 
     void *p = h + 1;
     if (zero) memset(p, 0, bytes);
 
-    s->allocations++;
-    s->current[c] += bytes;
-    if (s->current[c] > s->peak[c]) s->peak[c] = s->current[c];
-    s->total_current += bytes;
-    if (s->total_current > s->total_peak) {
-        s->total_peak = s->total_current;
-        memcpy(s->at_total_peak, s->current, sizeof s->current);
-        take_snapshot(a);
-    }
+    if (tb_mem_stats_count_alloc(s, c, bytes)) take_snapshot(a);
     return p;
 }
 

@@ -83,6 +83,10 @@ struct tb_allocator {
     void *owner;
 };
 
+// Counts an allocation of `bytes` in category c into s (current, peaks, at_total_peak); returns
+// 1 when it set a new total peak. Shared with the device allocator (backend/cuda/device_memory.h).
+int tb_mem_stats_count_alloc(tb_mem_stats *s, tb_mem_category c, size_t bytes);
+
 void tb_allocator_init(tb_allocator *a, size_t cap, tb_oom_handler on_oom, void *owner);
 
 // 64-byte aligned; tb_calloc zero-fills. `what` names the buffer in OOM reports and

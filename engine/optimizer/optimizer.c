@@ -8,6 +8,7 @@
 #include "backend/cpu/kernels.h"
 #include "comm/comm.h"
 #include "core/xalloc.h"
+#include "optimizer/adamw_element.h"
 #include "parallel_state.h"
 
 void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, int dp_rank, int dp_size,
@@ -75,6 +76,12 @@ void adamw_shard_extract(const tb_adamw *opt, const float *full, float *shard) {
     }
 }
 
+void adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
+                  float eps, float keep, float step, float inv_sqrt_bc2) {
+#pragma omp parallel for schedule(static)
+    for (size_t j = 0; j < n; j++) adamw_element(p + j, m + j, v + j, g[j], grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2);
+}
+
 void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *params, const float *grads,
                 float grad_scale, float lr) {
     opt->t++;
@@ -92,17 +99,7 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
             if (lo >= hi) continue;
             const float keep = e->decay ? 1.0f - lr * opt->weight_decay : 1.0f;
             float *p = params + lo, *m = opt->m + k->at + (lo - k->slice_lo), *v = opt->v + k->at + (lo - k->slice_lo);
-            const float *g = grads + lo;
-            const size_t n = hi - lo;
-#pragma omp parallel for schedule(static)
-            for (size_t j = 0; j < n; j++) {
-                float gj = g[j] * grad_scale;
-                float mj = b1 * m[j] + (1.0f - b1) * gj;
-                float vj = b2 * v[j] + (1.0f - b2) * gj * gj;
-                m[j] = mj;
-                v[j] = vj;
-                p[j] = p[j] * keep - step * mj / (sqrtf(vj) * inv_sqrt_bc2 + eps);
-            }
+            adamw_update(p, m, v, grads + lo, hi - lo, grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2);
         }
     }
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cuda/cuda_device.h"
 #include "config.h"
 #include "core/ranges.h"
 #include "core/xalloc.h"
@@ -81,6 +82,10 @@ int main(int argc, char **argv) {
     config_resolve(&cfg);
     if (config_validate(&cfg, &err) != 0) {
         fprintf(stderr, "bench_gpt: invalid configuration:\n%s\n", err.msg);
+        return 2;
+    }
+    if (cfg.device == TB_DEVICE_CUDA && tb_cuda_check_device_flag(&cfg, &err) != 0) {
+        fprintf(stderr, "bench_gpt: %s\n", err.msg);
         return 2;
     }
     if (cfg.train_iters < 2) {

@@ -1,0 +1,127 @@
+// cuda_device.c — see cuda_device.h.
+#include "backend/cuda/cuda_device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+
+#ifdef TB_HAVE_CUDA_BACKEND
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#endif
+
+#define NOT_BUILT "this build has no CUDA backend (nvcc and cuBLASLt were not found at configure time; " \
+                  "configure with the CUDA toolkit and -DTB_CUDA=ON)"
+
+static int refuse_on_gpu(const tb_config *cfg, tb_error *err) {
+    (void)cfg;
+    return tb_fail(err,
+                   "--device cuda: training on the GPU is not supported yet (this build has the CUDA kernels, "
+                   "cuBLASLt GEMMs and the device allocator, checked against the CPU backend by "
+                   "test_cuda_kernels; the model, optimizer, activations and NCCL in training are not wired to "
+                   "them): use --device cpu");
+}
+
+#ifdef TB_HAVE_CUDA_BACKEND
+
+int tb_cuda_built(void) { return 1; }
+
+int tb_cuda_device_count(char *why, size_t why_len) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(why, why_len, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (n == 0) snprintf(why, why_len, "cudaGetDeviceCount: 0 devices");
+    return n;
+}
+
+int tb_cuda_check_device_flag(const tb_config *cfg, tb_error *err) {
+    char why[256] = "";
+    if (tb_cuda_device_count(why, sizeof why) <= 0) return tb_fail(err, "--device cuda: no GPU is visible (%s)", why);
+    return refuse_on_gpu(cfg, err);
+}
+
+int tb_cuda_context_init(tb_cuda_context *ctx, int device, tb_error *err) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->device = device;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags((cudaStream_t *)&ctx->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return tb_fail(err, "device %d: %s", device, cudaGetErrorString(e));
+    cublasStatus_t st = cublasLtCreate((cublasLtHandle_t *)&ctx->lt);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        tb_cuda_context_free(ctx);
+        return tb_fail(err, "device %d: cublasLtCreate: %s", device, cublasLtGetStatusString(st));
+    }
+    ctx->workspace_bytes = (size_t)32 << 20;  // llm.c's cuBLASLt workspace
+    e = cudaMalloc(&ctx->workspace, ctx->workspace_bytes);
+    if (e != cudaSuccess) {
+        tb_cuda_context_free(ctx);
+        return tb_fail(err, "device %d: cuBLASLt workspace of %zu bytes: %s", device, (size_t)32 << 20,
+                       cudaGetErrorString(e));
+    }
+    return 0;
+}
+
+void tb_cuda_context_free(tb_cuda_context *ctx) {
+    if (ctx->workspace) cudaFree(ctx->workspace);
+    if (ctx->lt) cublasLtDestroy((cublasLtHandle_t)ctx->lt);
+    if (ctx->stream) cudaStreamDestroy((cudaStream_t)ctx->stream);
+    memset(ctx, 0, sizeof *ctx);
+}
+
+int tb_cuda_timer_init(tb_cuda_timer *t, tb_error *err) {
+    memset(t, 0, sizeof *t);
+    cudaError_t e = cudaEventCreate((cudaEvent_t *)&t->start);
+    if (e == cudaSuccess) e = cudaEventCreate((cudaEvent_t *)&t->stop);
+    if (e != cudaSuccess) {
+        tb_cuda_timer_free(t);
+        return tb_fail(err, "cudaEventCreate: %s", cudaGetErrorString(e));
+    }
+    return 0;
+}
+void tb_cuda_timer_start(tb_cuda_timer *t, void *stream) { cudaEventRecord((cudaEvent_t)t->start, (cudaStream_t)stream); }
+void tb_cuda_timer_stop(tb_cuda_timer *t, void *stream) { cudaEventRecord((cudaEvent_t)t->stop, (cudaStream_t)stream); }
+double tb_cuda_timer_elapsed_ms(tb_cuda_timer *t) {
+    float ms = 0.0f;
+    if (cudaEventSynchronize((cudaEvent_t)t->stop) != cudaSuccess) return -1.0;
+    if (cudaEventElapsedTime(&ms, (cudaEvent_t)t->start, (cudaEvent_t)t->stop) != cudaSuccess) return -1.0;
+    return ms;
+}
+void tb_cuda_timer_free(tb_cuda_timer *t) {
+    if (t->start) cudaEventDestroy((cudaEvent_t)t->start);
+    if (t->stop) cudaEventDestroy((cudaEvent_t)t->stop);
+    memset(t, 0, sizeof *t);
+}
+
+#else  // not built
+
+int tb_cuda_built(void) { return 0; }
+int tb_cuda_device_count(char *why, size_t why_len) {
+    snprintf(why, why_len, "%s", NOT_BUILT);
+    return 0;
+}
+int tb_cuda_check_device_flag(const tb_config *cfg, tb_error *err) {
+    (void)refuse_on_gpu;
+    (void)cfg;
+    return tb_fail(err, "--device cuda: %s", NOT_BUILT);
+}
+int tb_cuda_context_init(tb_cuda_context *ctx, int device, tb_error *err) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->device = device;
+    return tb_fail(err, "%s", NOT_BUILT);
+}
+void tb_cuda_context_free(tb_cuda_context *ctx) { memset(ctx, 0, sizeof *ctx); }
+int tb_cuda_timer_init(tb_cuda_timer *t, tb_error *err) {
+    memset(t, 0, sizeof *t);
+    return tb_fail(err, "%s", NOT_BUILT);
+}
+void tb_cuda_timer_start(tb_cuda_timer *t, void *stream) { (void)t, (void)stream; }
+void tb_cuda_timer_stop(tb_cuda_timer *t, void *stream) { (void)t, (void)stream; }
+double tb_cuda_timer_elapsed_ms(tb_cuda_timer *t) { return (void)t, -1.0; }
+void tb_cuda_timer_free(tb_cuda_timer *t) { memset(t, 0, sizeof *t); }
+
+#endif

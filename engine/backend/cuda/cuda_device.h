@@ -1,0 +1,46 @@
+// cuda_device.h — the CUDA backend's host side: whether it was built, the GPUs this process
+// sees, the `--device` flag's check, a rank's device context (its device, compute stream,
+// cuBLASLt handle and workspace) and CUDA-event timing. Compiled always: without
+// TB_HAVE_CUDA_BACKEND every call reports that the backend was not built.
+#ifndef TB_BACKEND_CUDA_DEVICE_H
+#define TB_BACKEND_CUDA_DEVICE_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+struct tb_config;
+
+// 1 when this build has the CUDA backend (nvcc and cuBLASLt found at configure time)
+int tb_cuda_built(void);
+// The GPUs visible to this process (0 with `why` set when none or not built).
+int tb_cuda_device_count(char *why, size_t why_len);
+
+// `--device cuda`: 0 when training can run on the GPU as configured; otherwise a message that
+// names the flag and why (not built, no GPU, or what is not supported yet), non-zero.
+int tb_cuda_check_device_flag(const struct tb_config *cfg, tb_error *err);
+
+// One rank's device: what every kernel launch and GEMM of the rank runs on.
+typedef struct tb_cuda_context {
+    int device;
+    void *stream;          // cudaStream_t (compute)
+    void *lt;              // cublasLtHandle_t
+    void *workspace;       // cuBLASLt workspace (device)
+    size_t workspace_bytes;
+} tb_cuda_context;
+
+int tb_cuda_context_init(tb_cuda_context *ctx, int device, tb_error *err);
+void tb_cuda_context_free(tb_cuda_context *ctx);
+
+// CUDA-event timing of work on a stream: start → stop, elapsed in ms after a sync.
+typedef struct tb_cuda_timer {
+    void *start, *stop;    // cudaEvent_t
+} tb_cuda_timer;
+int tb_cuda_timer_init(tb_cuda_timer *t, tb_error *err);
+void tb_cuda_timer_start(tb_cuda_timer *t, void *stream);
+void tb_cuda_timer_stop(tb_cuda_timer *t, void *stream);
+// waits for stop; returns the milliseconds between the two events (negative on error)
+double tb_cuda_timer_elapsed_ms(tb_cuda_timer *t);
+void tb_cuda_timer_free(tb_cuda_timer *t);
+
+#endif

@@ -1,0 +1,23 @@
+// gemm.h — the linear layer's GEMMs on cuBLASLt (llm.c's matmul_cublaslt), row-major
+// shapes as backend/cpu/kernels.h's cpu_matmul_*. Host logic in C; the bias gradient is a
+// kernel (cuda_bias_backward) because the parameter gradients accumulate (+=) and
+// cuBLASLt's BGRAD epilogues write.
+#ifndef TB_BACKEND_CUDA_GEMM_H
+#define TB_BACKEND_CUDA_GEMM_H
+
+#include "backend/cuda/cuda_device.h"
+
+typedef enum tb_cuda_dtype { TB_CUDA_F32, TB_CUDA_BF16 } tb_cuda_dtype;
+
+// out (N,OC) = inp (N,C) @ weight (OC,C)^T (+ bias (OC), fp32, by the BIAS epilogue) —
+// inp and weight of type `in`, out of type `out_type`; fp32 accumulation either way (bf16
+// in, fp32 or bf16 out: Megatron's bf16 compute). Returns 0 or a cuBLAS status, message in err.
+int tb_cuda_matmul_forward(tb_cuda_context *ctx, void *out, tb_cuda_dtype out_type, const void *inp,
+                           const void *weight, tb_cuda_dtype in, const float *bias, int N, int C, int OC,
+                           tb_error *err);
+// fp32: dinp (N,C) = dout @ weight written (if not NULL); dweight (OC,C) += dout^T @ inp;
+// dbias (OC) += column sums of dout (if not NULL)
+int tb_cuda_matmul_backward(tb_cuda_context *ctx, float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, int N, int C, int OC, tb_error *err);
+
+#endif

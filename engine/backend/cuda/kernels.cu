@@ -1,0 +1,461 @@
+// kernels.cu — the CUDA backend's elementwise, norm, embedding, RoPE, cross-entropy, AdamW
+// and reduction kernels (declared in cuda_kernels.h). Each mirrors its backend/cpu
+// counterpart's arithmetic in fp32; bf16 variants load and store bf16 around fp32 math.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <float.h>
+
+#include "backend/cuda/cuda_kernels.h"
+#include "optimizer/adamw_element.h"
+
+#define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi), as backend/cpu/activations.c
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float load(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float load(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ void store(float *p, size_t i, float x) { p[i] = x; }
+__device__ __forceinline__ void store(__nv_bfloat16 *p, size_t i, float x) { p[i] = __float2bfloat16(x); }
+
+__device__ __forceinline__ float warp_sum(float x) {
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+
+struct SumOp {
+    __device__ float warp(float x) const { return warp_sum(x); }
+};
+struct MaxOp {
+    __device__ float warp(float x) const { return warp_max(x); }
+};
+
+// A reduction over a block of kThreads threads; every thread gets the result.
+template <typename Op>
+__device__ float block_reduce(float x, float identity, Op op) {
+    __shared__ float part[kThreads / 32];
+    __shared__ float total;
+    x = op.warp(x);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = x;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float y = op.warp(threadIdx.x < kThreads / 32 ? part[threadIdx.x] : identity);
+        if (threadIdx.x == 0) total = y;
+    }
+    __syncthreads();
+    float r = total;
+    __syncthreads();
+    return r;
+}
+__device__ float block_sum(float x) { return block_reduce(x, 0.0f, SumOp()); }
+__device__ float block_max(float x) { return block_reduce(x, -FLT_MAX, MaxOp()); }
+
+unsigned blocks_for(size_t n) {
+    size_t b = (n + kThreads - 1) / kThreads;
+    return (unsigned)(b < 65535u * 32u ? (b ? b : 1) : 65535u * 32u);
+}
+
+int launched() { return (int)cudaGetLastError(); }
+
+#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+// ---------------------------------------------------------------------------------------
+// norms: one block per row
+
+template <typename T>
+__global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const T *inp, const float *w,
+                                         const float *b, int C, float eps) {
+    const size_t row = blockIdx.x;
+    const T *x = inp + row * C;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) s += load(x, i);
+    const float m = block_sum(s) / (float)C;
+    float v = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        float d = load(x, i) - m;
+        v += d * d;
+    }
+    const float r = 1.0f / sqrtf(block_sum(v) / (float)C + eps);
+    for (int i = threadIdx.x; i < C; i += blockDim.x) store(out + row * C, i, (load(x, i) - m) * r * w[i] + b[i]);
+    if (threadIdx.x == 0) mean[row] = m, rstd[row] = r;
+}
+
+__global__ void layernorm_backward_kernel(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                          const float *w, const float *mean, const float *rstd, int C) {
+    const size_t row = blockIdx.x;
+    const float *x = inp + row * C, *dy = dout + row * C;
+    const float m = mean[row], r = rstd[row];
+    float a = 0.0f, c = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        float dn = w[i] * dy[i];
+        a += dn;
+        c += dn * (x[i] - m) * r;
+    }
+    const float dnorm_mean = block_sum(a) / (float)C, dnorm_xhat_mean = block_sum(c) / (float)C;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        float xhat = (x[i] - m) * r;
+        dinp[row * C + i] = (w[i] * dy[i] - dnorm_mean - xhat * dnorm_xhat_mean) * r;
+        atomicAdd(&dw[i], xhat * dy[i]);
+        atomicAdd(&db[i], dy[i]);
+    }
+}
+
+template <typename T>
+__global__ void rmsnorm_forward_kernel(T *out, float *rstd, const T *inp, const float *w, int C, float eps) {
+    const size_t row = blockIdx.x;
+    const T *x = inp + row * C;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) s += load(x, i) * load(x, i);
+    const float r = 1.0f / sqrtf(block_sum(s) / (float)C + eps);
+    for (int i = threadIdx.x; i < C; i += blockDim.x) store(out + row * C, i, load(x, i) * r * w[i]);
+    if (threadIdx.x == 0) rstd[row] = r;
+}
+
+__global__ void rmsnorm_backward_kernel(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                                        const float *rstd, int C) {
+    const size_t row = blockIdx.x;
+    const float *x = inp + row * C, *dy = dout + row * C;
+    const float r = rstd[row];
+    float c = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) c += w[i] * dy[i] * x[i] * r;
+    const float dnorm_xhat_mean = block_sum(c) / (float)C;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        dinp[row * C + i] = (w[i] * dy[i] - x[i] * r * dnorm_xhat_mean) * r;
+        atomicAdd(&dw[i], x[i] * r * dy[i]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// elementwise
+
+template <typename T>
+__global__ void gelu_forward_kernel(T *out, const T *inp, size_t n) {
+    GRID_STRIDE(i, n) {
+        float x = load(inp, i);
+        float cube = 0.044715f * x * x * x;
+        store(out, i, 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + cube))));
+    }
+}
+
+__global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n) {
+    GRID_STRIDE(i, n) {
+        float x = inp[i];
+        float cube = 0.044715f * x * x * x;
+        float t = tanhf(GELU_SCALE * (x + cube));
+        float sech2 = 1.0f - t * t;
+        float grad = 0.5f * (1.0f + t) + x * 0.5f * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = grad * dout[i];
+    }
+}
+
+__global__ void swiglu_forward_kernel(float *out, const float *inp, int N, int F) {
+    GRID_STRIDE(i, (size_t)N * F) {
+        size_t n = i / F, f = i % F;
+        float g = inp[n * 2 * F + f], u = inp[n * 2 * F + F + f];
+        out[i] = g / (1.0f + expf(-g)) * u;
+    }
+}
+
+__global__ void swiglu_backward_kernel(float *dinp, const float *inp, const float *dout, int N, int F) {
+    GRID_STRIDE(i, (size_t)N * F) {
+        size_t n = i / F, f = i % F;
+        float g = inp[n * 2 * F + f], u = inp[n * 2 * F + F + f];
+        float sig = 1.0f / (1.0f + expf(-g));
+        dinp[n * 2 * F + f] = dout[i] * u * sig * (1.0f + g * (1.0f - sig));
+        dinp[n * 2 * F + F + f] = dout[i] * g * sig;
+    }
+}
+
+template <typename T>
+__global__ void add_kernel(T *out, const T *a, const T *b, size_t n) {
+    GRID_STRIDE(i, n) store(out, i, load(a, i) + load(b, i));
+}
+
+__global__ void add_inplace_kernel(float *acc, const float *b, size_t n) {
+    GRID_STRIDE(i, n) acc[i] += b[i];
+}
+
+template <typename O, typename I>
+__global__ void cast_kernel(O *out, const I *inp, size_t n) {
+    GRID_STRIDE(i, n) store(out, i, load(inp, i));
+}
+
+// dbias[o] += Σ_n dout[n, o]: one thread per column, rows in order
+__global__ void bias_backward_kernel(float *dbias, const float *dout, int N, int OC) {
+    int o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= OC) return;
+    float s = 0.0f;
+    for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
+    dbias[o] += s;
+}
+
+// ---------------------------------------------------------------------------------------
+// RoPE: one thread per (row, head, pair)
+
+__global__ void rope_kernel(float *qkv, const float *cos_t, const float *sin_t, int BT, int T, int row, int heads,
+                            int hs, int dim, int interleaved, float sign) {
+    const int half = dim / 2;
+    GRID_STRIDE(idx, (size_t)BT * heads * half) {
+        int i = (int)(idx % half);
+        size_t hb = idx / half;
+        int h = (int)(hb % heads);
+        size_t bt = hb / heads;
+        int t = (int)(bt % T);
+        float *x = qkv + bt * row + (size_t)h * hs;
+        float *a = x + (interleaved ? 2 * i : i), *b = a + (interleaved ? 1 : half);
+        const float c = cos_t[(size_t)t * half + i], si = sign * sin_t[(size_t)t * half + i];
+        const float xa = *a, xb = *b;
+        *a = xa * c - xb * si;
+        *b = xb * c + xa * si;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// embedding
+
+__global__ void embedding_forward_kernel(float *out, const int32_t *tokens, const float *wte, int vocab_start,
+                                         int vocab_local, const float *wpe, const int32_t *pos, int BT, int T,
+                                         int C) {
+    GRID_STRIDE(idx, (size_t)BT * C) {
+        size_t bt = idx / C;
+        int c = (int)(idx % C);
+        int local = tokens[bt] - vocab_start;
+        float x = local >= 0 && local < vocab_local ? wte[(size_t)local * C + c] : 0.0f;
+        if (wpe) x += wpe[(size_t)(pos ? pos[bt % T] : (int)(bt % T)) * C + c];
+        out[idx] = x;
+    }
+}
+
+__global__ void embedding_backward_kernel(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                                          int vocab_start, int vocab_local, const int32_t *pos, int BT, int T,
+                                          int C) {
+    GRID_STRIDE(idx, (size_t)BT * C) {
+        size_t bt = idx / C;
+        int c = (int)(idx % C);
+        int local = tokens[bt] - vocab_start;
+        if (local >= 0 && local < vocab_local) atomicAdd(&dwte[(size_t)local * C + c], dout[idx]);
+        if (dwpe) atomicAdd(&dwpe[(size_t)(pos ? pos[bt % T] : (int)(bt % T)) * C + c], dout[idx]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// cross-entropy: one block per row
+
+__device__ int valid_columns(int Vl, int vocab_start, int V) {
+    int valid = V - vocab_start;
+    return valid < 0 ? 0 : valid > Vl ? Vl : valid;
+}
+
+__global__ void ce_row_max_kernel(const float *logits, float *rowmax, int Vl, int vocab_start, int V) {
+    const float *row = logits + (size_t)blockIdx.x * Vl;
+    const int valid = valid_columns(Vl, vocab_start, V);
+    float m = -FLT_MAX;
+    for (int i = threadIdx.x; i < valid; i += blockDim.x) m = fmaxf(m, row[i]);
+    m = block_max(m);
+    if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
+}
+
+__global__ void ce_target_logit_kernel(const float *logits, const float *max, float *target, const int32_t *targets,
+                                       int N, int Vl, int vocab_start) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    int local = targets[n] - vocab_start;
+    target[n] = local >= 0 && local < Vl ? logits[(size_t)n * Vl + local] - max[n] : 0.0f;
+}
+
+__global__ void ce_exp_sum_kernel(float *logits, const float *max, float *sum, int Vl, int vocab_start, int V) {
+    float *row = logits + (size_t)blockIdx.x * Vl;
+    const int valid = valid_columns(Vl, vocab_start, V);
+    const float m = max[blockIdx.x];
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < Vl; i += blockDim.x) {
+        float e = i < valid ? expf(row[i] - m) : 0.0f;
+        row[i] = e;
+        s += e;
+    }
+    s = block_sum(s);
+    if (threadIdx.x == 0) sum[blockIdx.x] = s;
+}
+
+__global__ void ce_normalize_kernel(float *probs, const float *sum, const float *target, float *losses, int Vl) {
+    float *row = probs + (size_t)blockIdx.x * Vl;
+    const float inv = 1.0f / sum[blockIdx.x];
+    for (int i = threadIdx.x; i < Vl; i += blockDim.x) row[i] *= inv;
+    if (threadIdx.x == 0) losses[blockIdx.x] = logf(sum[blockIdx.x]) - target[blockIdx.x];
+}
+
+__global__ void ce_backward_kernel(float *probs, const int32_t *targets, float dloss, int Vl, int vocab_start) {
+    float *row = probs + (size_t)blockIdx.x * Vl;
+    const int local = targets[blockIdx.x] - vocab_start;
+    for (int i = threadIdx.x; i < Vl; i += blockDim.x) row[i] = row[i] * dloss - (i == local ? dloss : 0.0f);
+}
+
+// ---------------------------------------------------------------------------------------
+// AdamW and the gradient norm
+
+__global__ void adamw_kernel(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1,
+                             float b2, float eps, float keep, float step, float inv_sqrt_bc2) {
+    GRID_STRIDE(j, n) adamw_element(p + j, m + j, v + j, g[j], grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2);
+}
+
+__global__ void sum_squares_kernel(double *out, const float *x, size_t n) {
+    double s = 0.0;
+    GRID_STRIDE(i, n) s += (double)x[i] * x[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// launchers
+
+#define BF(p) reinterpret_cast<__nv_bfloat16 *>(p)
+#define CBF(p) reinterpret_cast<const __nv_bfloat16 *>(p)
+
+extern "C" {
+
+int cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                           const float *bias, int N, int C, float eps, tb_cuda_stream s) {
+    layernorm_forward_kernel<<<N, kThreads, 0, s>>>(out, mean, rstd, inp, weight, bias, C, eps);
+    return launched();
+}
+int cuda_layernorm_forward_bf16(tb_bf16 *out, float *mean, float *rstd, const tb_bf16 *inp, const float *weight,
+                                const float *bias, int N, int C, float eps, tb_cuda_stream s) {
+    layernorm_forward_kernel<<<N, kThreads, 0, s>>>(BF(out), mean, rstd, CBF(inp), weight, bias, C, eps);
+    return launched();
+}
+int cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                            const float *weight, const float *mean, const float *rstd, int N, int C,
+                            tb_cuda_stream s) {
+    layernorm_backward_kernel<<<N, kThreads, 0, s>>>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, C);
+    return launched();
+}
+int cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps,
+                         tb_cuda_stream s) {
+    rmsnorm_forward_kernel<<<N, kThreads, 0, s>>>(out, rstd, inp, weight, C, eps);
+    return launched();
+}
+int cuda_rmsnorm_forward_bf16(tb_bf16 *out, float *rstd, const tb_bf16 *inp, const float *weight, int N, int C,
+                              float eps, tb_cuda_stream s) {
+    rmsnorm_forward_kernel<<<N, kThreads, 0, s>>>(BF(out), rstd, CBF(inp), weight, C, eps);
+    return launched();
+}
+int cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                          const float *rstd, int N, int C, tb_cuda_stream s) {
+    rmsnorm_backward_kernel<<<N, kThreads, 0, s>>>(dinp, dweight, dout, inp, weight, rstd, C);
+    return launched();
+}
+
+int cuda_gelu_forward(float *out, const float *inp, size_t n, tb_cuda_stream s) {
+    gelu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, inp, n);
+    return launched();
+}
+int cuda_gelu_forward_bf16(tb_bf16 *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s) {
+    gelu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(BF(out), CBF(inp), n);
+    return launched();
+}
+int cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n, tb_cuda_stream s) {
+    gelu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(dinp, inp, dout, n);
+    return launched();
+}
+int cuda_swiglu_forward(float *out, const float *inp, int N, int F, tb_cuda_stream s) {
+    swiglu_forward_kernel<<<blocks_for((size_t)N * F), kThreads, 0, s>>>(out, inp, N, F);
+    return launched();
+}
+int cuda_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F, tb_cuda_stream s) {
+    swiglu_backward_kernel<<<blocks_for((size_t)N * F), kThreads, 0, s>>>(dinp, inp, dout, N, F);
+    return launched();
+}
+
+int cuda_add(float *out, const float *a, const float *b, size_t n, tb_cuda_stream s) {
+    add_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, a, b, n);
+    return launched();
+}
+int cuda_add_bf16(tb_bf16 *out, const tb_bf16 *a, const tb_bf16 *b, size_t n, tb_cuda_stream s) {
+    add_kernel<<<blocks_for(n), kThreads, 0, s>>>(BF(out), CBF(a), CBF(b), n);
+    return launched();
+}
+int cuda_add_inplace(float *acc, const float *b, size_t n, tb_cuda_stream s) {
+    add_inplace_kernel<<<blocks_for(n), kThreads, 0, s>>>(acc, b, n);
+    return launched();
+}
+int cuda_cast_f32_to_bf16(tb_bf16 *out, const float *inp, size_t n, tb_cuda_stream s) {
+    cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(BF(out), inp, n);
+    return launched();
+}
+int cuda_cast_bf16_to_f32(float *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s) {
+    cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, CBF(inp), n);
+    return launched();
+}
+int cuda_bias_backward(float *dbias, const float *dout, int N, int OC, tb_cuda_stream s) {
+    bias_backward_kernel<<<(OC + kThreads - 1) / kThreads, kThreads, 0, s>>>(dbias, dout, N, OC);
+    return launched();
+}
+
+int cuda_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
+                    int dim, int interleaved, int inverse, tb_cuda_stream s) {
+    rope_kernel<<<blocks_for((size_t)B * T * heads * (dim / 2)), kThreads, 0, s>>>(
+        qkv, cos_t, sin_t, B * T, T, row, heads, hs, dim, interleaved, inverse ? -1.0f : 1.0f);
+    return launched();
+}
+
+int cuda_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
+                           const float *wpe, const int32_t *pos, int B, int T, int C, tb_cuda_stream s) {
+    embedding_forward_kernel<<<blocks_for((size_t)B * T * C), kThreads, 0, s>>>(out, tokens, wte, vocab_start,
+                                                                                vocab_local, wpe, pos, B * T, T, C);
+    return launched();
+}
+int cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
+                            int vocab_local, const int32_t *pos, int B, int T, int C, tb_cuda_stream s) {
+    embedding_backward_kernel<<<blocks_for((size_t)B * T * C), kThreads, 0, s>>>(
+        dwte, dwpe, dout, tokens, vocab_start, vocab_local, pos, B * T, T, C);
+    return launched();
+}
+
+int cuda_ce_row_max(const float *logits, float *rowmax, int N, int Vl, int vocab_start, int V, tb_cuda_stream s) {
+    ce_row_max_kernel<<<N, kThreads, 0, s>>>(logits, rowmax, Vl, vocab_start, V);
+    return launched();
+}
+int cuda_ce_target_logit(const float *logits, const float *max, float *target, const int32_t *targets, int N,
+                         int Vl, int vocab_start, tb_cuda_stream s) {
+    ce_target_logit_kernel<<<(N + kThreads - 1) / kThreads, kThreads, 0, s>>>(logits, max, target, targets, N, Vl,
+                                                                               vocab_start);
+    return launched();
+}
+int cuda_ce_exp_sum(float *logits, const float *max, float *sum, int N, int Vl, int vocab_start, int V,
+                    tb_cuda_stream s) {
+    ce_exp_sum_kernel<<<N, kThreads, 0, s>>>(logits, max, sum, Vl, vocab_start, V);
+    return launched();
+}
+int cuda_ce_normalize(float *probs, const float *sum, const float *target, float *losses, int N, int Vl,
+                      tb_cuda_stream s) {
+    ce_normalize_kernel<<<N, kThreads, 0, s>>>(probs, sum, target, losses, Vl);
+    return launched();
+}
+int cuda_cross_entropy_backward(float *probs_to_dlogits, const int32_t *targets, float dloss, int N, int Vl,
+                                int vocab_start, tb_cuda_stream s) {
+    ce_backward_kernel<<<N, kThreads, 0, s>>>(probs_to_dlogits, targets, dloss, Vl, vocab_start);
+    return launched();
+}
+
+int cuda_adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
+                      float eps, float keep, float step, float inv_sqrt_bc2, tb_cuda_stream s) {
+    adamw_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, m, v, g, n, grad_scale, b1, b2, eps, keep, step,
+                                                    inv_sqrt_bc2);
+    return launched();
+}
+
+int cuda_sum_squares(double *out, const float *x, size_t n, tb_cuda_stream s) {
+    unsigned blocks = blocks_for(n);
+    if (blocks > 1024) blocks = 1024;
+    sum_squares_kernel<<<blocks, kThreads, 0, s>>>(out, x, n);
+    return launched();
+}
+
+}  // extern "C"

@@ -1,0 +1,25 @@
+// adamw_element.h — the AdamW update of one value, shared by the CPU loop (adamw_update,
+// optimizer.c) and the CUDA kernel (backend/cuda/kernels.cu), so both do the same float
+// operations in the same order.
+#ifndef TB_OPTIMIZER_ADAMW_ELEMENT_H
+#define TB_OPTIMIZER_ADAMW_ELEMENT_H
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define TB_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define TB_HOST_DEVICE static inline
+#endif
+
+TB_HOST_DEVICE void adamw_element(float *p, float *m, float *v, float g, float grad_scale, float b1, float b2,
+                                  float eps, float keep, float step, float inv_sqrt_bc2) {
+    float gj = g * grad_scale;
+    float mj = b1 * *m + (1.0f - b1) * gj;
+    float vj = b2 * *v + (1.0f - b2) * gj * gj;
+    *m = mj;
+    *v = vj;
+    *p = *p * keep - step * mj / (sqrtf(vj) * inv_sqrt_bc2 + eps);
+}
+
+#endif

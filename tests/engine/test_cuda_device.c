@@ -1,0 +1,200 @@
+// test_cuda_device.c — the CUDA backend's host side that runs without a GPU: the `--device`
+// flag (a clear refusal naming the flag, exit non-zero, never a silent CPU run) and the device
+// allocator's accounting (categories, peaks, caching, the cap and the OOM report, also when
+// the device refuses an allocation) over a host-memory stand-in for cudaMalloc. With a GPU
+// it also drives the allocator over real cudaMalloc to an OOM under a cap.
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/device_memory.h"
+#include "core/error.h"
+#include "tb_shell.h"
+#include "tb_test.h"
+
+#define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
+#define TINY "--num-layers 1 --hidden-size 16 --num-attention-heads 2 --seq-length 8 --vocab-size 64 --train-iters 1"
+
+static tb_output sh;
+
+TB_TEST(device_cuda_is_refused_naming_the_flag) {
+    char run_dir[512];
+    tb_tmp_path(run_dir, sizeof run_dir, "device-cuda");
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " --run-dir '%s' --device cuda", PRETRAIN, run_dir);
+    TB_CHECK(rc == TB_EXIT_USAGE, "exit %d (expected %d), stderr:\n%s", rc, TB_EXIT_USAGE, sh.err);
+    TB_CHECK(strstr(sh.err, "--device cuda: "), "stderr names the flag:\n%s", sh.err);
+    // why: not built, no GPU, or (with both) training on the GPU not supported yet
+    TB_CHECK(strstr(sh.err, "no CUDA backend") || strstr(sh.err, "no GPU") || strstr(sh.err, "not supported yet"),
+             "stderr says why:\n%s", sh.err);
+    TB_CHECK(!strstr(sh.out, "step"), "nothing trained:\n%s", sh.out);
+    TB_CHECK(!tb_exists(run_dir), "no run directory was made at %s", run_dir);
+    if (!tb_cuda_built()) TB_CHECK(strstr(sh.err, "no CUDA backend"), "this build says it lacks the backend:\n%s", sh.err);
+}
+
+TB_TEST(device_cpu_trains_and_bad_values_are_refused) {
+    char run_dir[512];
+    tb_tmp_path(run_dir, sizeof run_dir, "device-cpu");
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " --run-dir '%s' --device cpu", PRETRAIN, run_dir);
+    TB_CHECK(rc == 0, "--device cpu trains: exit %d, stderr:\n%s", rc, sh.err);
+    tb_run(&sh, NULL, "rm -rf '%s'", run_dir);
+    rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " --device tpu", PRETRAIN);
+    TB_CHECK(rc == TB_EXIT_USAGE, "--device tpu: exit %d, stderr:\n%s", rc, sh.err);
+    TB_CHECK(strstr(sh.err, "--device") && strstr(sh.err, "tpu"), "names the flag and the value:\n%s", sh.err);
+}
+
+// --- the allocator over host memory ----------------------------------------------------
+
+typedef struct host_raw {
+    size_t limit;     // bytes the stand-in "device" holds at most
+    size_t held;
+    int allocs, releases;
+} host_raw;
+
+// Each stand-in block is preceded by its size, so that release gives the bytes back.
+static int host_alloc(void *ctx, void **p, size_t bytes, char *why, size_t why_len) {
+    host_raw *h = ctx;
+    if (h->held + bytes > h->limit) {
+        snprintf(why, why_len, "out of memory (stand-in device of %zu bytes)", h->limit);
+        return -1;
+    }
+    size_t *block = malloc(sizeof(size_t) * 2 + bytes);
+    block[0] = bytes;
+    *p = block + 2;
+    h->held += bytes;
+    h->allocs++;
+    return 0;
+}
+
+static void host_release(void *ctx, void *p) {
+    host_raw *h = ctx;
+    size_t *block = (size_t *)p - 2;
+    h->held -= block[0];
+    h->releases++;
+    free(block);
+}
+
+static tb_device_raw host_device(host_raw *h) { return (tb_device_raw){host_alloc, host_release, h, "cudaMalloc"}; }
+
+TB_TEST(device_allocator_counts_by_category_and_caches) {
+    host_raw h = {.limit = 1 << 20};
+    tb_device_allocator a;
+    tb_device_allocator_init(&a, 0, 0, host_device(&h), NULL, NULL);
+    tb_device_allocator_set_caching(&a, 1);
+    void *w = tb_device_alloc(&a, TB_MEM_PARAMS, 4096, "wte");
+    void *x = tb_device_alloc(&a, TB_MEM_ACTIVATIONS, 1000, "layer0.ln1");
+    TB_CHECK(a.stats.current[TB_MEM_PARAMS] == 4096 && a.stats.current[TB_MEM_ACTIVATIONS] == 1000,
+             "params %zu activations %zu", a.stats.current[TB_MEM_PARAMS], a.stats.current[TB_MEM_ACTIVATIONS]);
+    tb_device_free(&a, x);
+    TB_CHECK(a.stats.current[TB_MEM_ACTIVATIONS] == 0 && a.stats.peak[TB_MEM_ACTIVATIONS] == 1000,
+             "freed: current %zu peak %zu", a.stats.current[TB_MEM_ACTIVATIONS], a.stats.peak[TB_MEM_ACTIVATIONS]);
+    TB_CHECK(a.stats.cached[TB_MEM_ACTIVATIONS] == 1000 && a.stats.reserved == 5096,
+             "cached %zu reserved %zu", a.stats.cached[TB_MEM_ACTIVATIONS], a.stats.reserved);
+    void *y = tb_device_alloc(&a, TB_MEM_WORKSPACE, 1000, "attn scratch");
+    TB_CHECK(y == x && h.allocs == 2, "same size reuses the cached block (allocs %d)", h.allocs);
+    TB_CHECK(a.stats.cached[TB_MEM_ACTIVATIONS] == 0 && a.stats.current[TB_MEM_WORKSPACE] == 1000,
+             "the block changes category: cached %zu workspace %zu", a.stats.cached[TB_MEM_ACTIVATIONS],
+             a.stats.current[TB_MEM_WORKSPACE]);
+    tb_device_free(&a, y);
+    tb_device_allocator_release_cache(&a);
+    TB_CHECK(h.releases == 1 && a.stats.reserved == 4096, "release_cache returns it: releases %d reserved %zu",
+             h.releases, a.stats.reserved);
+    tb_device_free(&a, w);
+    tb_device_allocator_destroy(&a);
+    TB_CHECK(h.releases == 2 && a.stats.total_current == 0 && a.stats.reserved == 0, "all returned");
+}
+
+// Runs fn in a child; returns its exit status, its stderr in err.
+static int in_child(void (*fn)(void), char *err, size_t len) {
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        fn();
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < len && (r = read(fd[0], err + n, len - 1 - n)) > 0) n += (size_t)r;
+    err[n] = 0;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void over_cap(void) {
+    static host_raw h = {.limit = 1 << 20};
+    tb_device_allocator a;
+    tb_device_allocator_init(&a, 3, 8192, host_device(&h), NULL, NULL);
+    tb_device_alloc(&a, TB_MEM_PARAMS, 6000, "layer0.qkv.weight");
+    tb_device_alloc(&a, TB_MEM_OPTIMIZER, 4000, "adam m");
+}
+
+static void device_refuses(void) {
+    static host_raw h = {.limit = 10000};
+    tb_device_allocator a;
+    tb_device_allocator_init(&a, 1, 0, host_device(&h), NULL, NULL);
+    tb_device_allocator_set_caching(&a, 1);
+    void *p = tb_device_alloc(&a, TB_MEM_ACTIVATIONS, 3000, "logits");
+    tb_device_free(&a, p);  // cached: given back before the retry, which still fails
+    tb_device_alloc(&a, TB_MEM_GRADS, 7000, "grads bucket 0");
+    tb_device_alloc(&a, TB_MEM_GRADS, 7000, "grads bucket 1");
+}
+
+TB_TEST(device_allocator_oom_reports) {
+    char err[4096];
+    int rc = in_child(over_cap, err, sizeof err);
+    TB_CHECK(rc == TB_EXIT_OUT_OF_MEMORY, "over the cap: exit %d\n%s", rc, err);
+    TB_CHECK(strstr(err, "CUDA out of memory on device 3: 4000 bytes for adam m (optimizer): over the cap of 8192"),
+             "names the request and the cap:\n%s", err);
+    TB_CHECK(strstr(err, "layer0.qkv.weight") && strstr(err, "params"), "lists what holds the memory:\n%s", err);
+    rc = in_child(device_refuses, err, sizeof err);
+    TB_CHECK(rc == TB_EXIT_OUT_OF_MEMORY, "device refuses: exit %d\n%s", rc, err);
+    TB_CHECK(strstr(err, "7000 bytes for grads bucket 1 (grads): cudaMalloc: out of memory (stand-in device"),
+             "names cudaMalloc's reason:\n%s", err);
+    TB_CHECK(strstr(err, "reserved 7000 (cached 0)"), "the cache was given back before the retry:\n%s", err);
+}
+
+// --- on a GPU: real cudaMalloc under a cap ---------------------------------------------
+
+static void gpu_over_cap(void) {
+    tb_device_allocator a;
+    tb_device_allocator_init(&a, 0, (size_t)64 << 20, tb_device_raw_cuda(), NULL, NULL);
+    void *p = tb_device_alloc(&a, TB_MEM_PARAMS, (size_t)48 << 20, "params");
+    if (!p) _exit(9);
+    tb_device_alloc(&a, TB_MEM_ACTIVATIONS, (size_t)32 << 20, "activations");
+}
+
+static void gpu_too_big(void) {
+    tb_device_allocator a;
+    tb_device_allocator_init(&a, 0, 0, tb_device_raw_cuda(), NULL, NULL);
+    tb_device_alloc(&a, TB_MEM_WORKSPACE, (size_t)1 << 50, "a petabyte");
+}
+
+TB_TEST(gpu_oom_under_a_cap) {
+    char why[256] = "";
+    if (tb_cuda_device_count(why, sizeof why) <= 0) {
+        printf("  SKIP gpu_oom_under_a_cap: %s\n", why);
+        return;
+    }
+    char err[4096];
+    int rc = in_child(gpu_over_cap, err, sizeof err);
+    TB_CHECK(rc == TB_EXIT_OUT_OF_MEMORY && strstr(err, "over the cap of 67108864"), "exit %d\n%s", rc, err);
+    rc = in_child(gpu_too_big, err, sizeof err);
+    TB_CHECK(rc == TB_EXIT_OUT_OF_MEMORY && strstr(err, "cudaMalloc: "), "cudaMalloc failure: exit %d\n%s", rc, err);
+}
+
+int main(void) {
+    TB_RUN(device_cuda_is_refused_naming_the_flag);
+    TB_RUN(device_cpu_trains_and_bad_values_are_refused);
+    TB_RUN(device_allocator_counts_by_category_and_caches);
+    TB_RUN(device_allocator_oom_reports);
+    TB_RUN(gpu_oom_under_a_cap);
+    tb_output_free(&sh);
+    return tb_test_summary();
+}

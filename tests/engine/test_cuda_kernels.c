@@ -1,0 +1,404 @@
+// test_cuda_kernels.c — every CUDA kernel and GEMM of the backend (backend/cuda/) against its
+// CPU counterpart (backend/cpu/kernels.h, optimizer_update) on the same random inputs.
+// Exit 77 (ctest: skipped) without the CUDA build or without a GPU, saying which.
+//
+// Tolerances, |gpu − cpu| ≤ atol + rtol·|cpu| elementwise:
+//   fp32 elementwise, norms, embedding, RoPE, CE, AdamW: atol 1e-5, rtol 1e-4 (the same float
+//     operations in another order; atomics in the row reductions);
+//   fp32 GEMMs (cuBLASLt, CUBLAS_COMPUTE_32F: no TF32) and attention: atol 1e-4, rtol 1e-3
+//     (sums of K = 64..96 products in another order);
+//   bf16 (bf16 in and out, fp32 math; the CPU runs fp32 on the same bf16-rounded inputs):
+//     atol 1e-2, rtol 1.6e-2 (two bf16 roundings, 2^-8 each, and the order).
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/gemm.h"
+#include "optimizer/optimizer.h"
+
+#ifndef TB_HAVE_CUDA_BACKEND
+int main(void) {
+    printf("SKIP: the CUDA backend is not built (no nvcc / cuBLASLt at configure time)\n");
+    return 77;
+}
+#else
+
+#include <cuda_runtime.h>
+
+#include "tb_test.h"
+
+#define F32_ATOL 1e-5
+#define F32_RTOL 1e-4
+#define GEMM_ATOL 1e-4
+#define GEMM_RTOL 1e-3
+#define BF16_ATOL 1e-2
+#define BF16_RTOL 1.6e-2
+
+static tb_cuda_context ctx;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static float frand(void) {  // uniform in [-1, 1)
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((rng >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+static float *randv(size_t n, float scale) {
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = frand() * scale;
+    return x;
+}
+static float *copyv(const float *x, size_t n) {
+    float *y = malloc(n * sizeof *y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+static void *up(const void *h, size_t bytes) {
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) abort();
+    if (h) cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
+    else cudaMemset(d, 0, bytes);
+    // the kernels run on ctx's non-blocking stream, which does not wait for the legacy default
+    // stream that cudaMemcpy (its DMA from pageable memory) and cudaMemset use
+    cudaDeviceSynchronize();
+    return d;
+}
+static float *upf(const float *h, size_t n) { return up(h, n * sizeof(float)); }
+static float *down(const void *d, size_t n) {
+    float *h = malloc(n * sizeof *h);
+    cudaStreamSynchronize((cudaStream_t)ctx.stream);
+    cudaMemcpy(h, d, n * sizeof *h, cudaMemcpyDeviceToHost);
+    return h;
+}
+
+// bf16 on the host: round to nearest even, as __float2bfloat16
+static uint16_t to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float from_bf16(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static void round_bf16(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = from_bf16(to_bf16(x[i]));
+}
+static uint16_t *upbf(const float *h, size_t n) {
+    uint16_t *b = malloc(n * sizeof *b);
+    for (size_t i = 0; i < n; i++) b[i] = to_bf16(h[i]);
+    uint16_t *d = up(b, n * sizeof *b);
+    free(b);
+    return d;
+}
+static float *downbf(const uint16_t *d, size_t n) {
+    uint16_t *b = malloc(n * sizeof *b);
+    cudaStreamSynchronize((cudaStream_t)ctx.stream);
+    cudaMemcpy(b, d, n * sizeof *b, cudaMemcpyDeviceToHost);
+    float *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = from_bf16(b[i]);
+    free(b);
+    return h;
+}
+
+// Compares and frees `gpu` (host copy of the device result).
+#define CLOSE(gpu, cpu, n, atol, rtol, name) close_check((gpu), (cpu), (n), (atol), (rtol), (name), __LINE__)
+static void close_check(float *gpu, const float *cpu, size_t n, double atol, double rtol, const char *name, int line) {
+    size_t worst = 0;
+    double worst_excess = -1.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)gpu[i] - cpu[i]), lim = atol + rtol * fabs((double)cpu[i]);
+        if (!(d <= lim) && d - lim > worst_excess) worst_excess = d - lim, worst = i;
+    }
+    if (worst_excess >= 0.0)
+        printf("  line %d: ", line);
+    TB_CHECK(worst_excess < 0.0, "%s: element %zu of %zu: gpu %.8g cpu %.8g (atol %g rtol %g)", name, worst, n,
+             gpu[worst], cpu[worst], atol, rtol);
+    free(gpu);
+}
+
+#define OK(call) TB_REQUIRE((call) == 0, "%s failed", #call)
+
+enum { B = 2, T = 24, C = 96, N = B * T, F = 64, NH = 4, G = 2, HS = 24, V = 200, VL = 128 };
+
+TB_TEST(norms) {
+    float *x = randv(N * C, 2.0f), *w = randv(C, 1.0f), *b = randv(C, 0.5f), *dy = randv(N * C, 1.0f);
+    float *out = malloc(N * C * 4), *mean = malloc(N * 4), *rstd = malloc(N * 4), *dx = malloc(N * C * 4);
+    float *dw = randv(C, 0.1f), *db = randv(C, 0.1f), *dw0 = copyv(dw, C), *db0 = copyv(db, C);
+    float *d_x = upf(x, N * C), *d_w = upf(w, C), *d_b = upf(b, C), *d_dy = upf(dy, N * C);
+    float *d_out = upf(NULL, N * C), *d_mean = upf(NULL, N), *d_rstd = upf(NULL, N), *d_dx = upf(NULL, N * C);
+    float *d_dw = upf(dw, C), *d_db = upf(db, C);
+    cudaStream_t s = ctx.stream;
+    cpu_layernorm_forward(out, mean, rstd, x, w, b, N, C, 1e-5f);
+    OK(cuda_layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f, s));
+    CLOSE(down(d_out, N * C), out, N * C, F32_ATOL, F32_RTOL, "layernorm out");
+    CLOSE(down(d_mean, N), mean, N, F32_ATOL, F32_RTOL, "layernorm mean");
+    CLOSE(down(d_rstd, N), rstd, N, F32_ATOL, F32_RTOL, "layernorm rstd");
+    cpu_layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
+    OK(cuda_layernorm_backward(d_dx, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd, N, C, s));
+    CLOSE(down(d_dx, N * C), dx, N * C, F32_ATOL, F32_RTOL, "layernorm dinp");
+    CLOSE(down(d_dw, C), dw, C, F32_ATOL, F32_RTOL, "layernorm dweight (accumulated)");
+    CLOSE(down(d_db, C), db, C, F32_ATOL, F32_RTOL, "layernorm dbias (accumulated)");
+    // RMSNorm
+    memcpy(dw, dw0, C * 4);
+    cudaMemcpy(d_dw, dw0, C * 4, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();
+    cpu_rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
+    OK(cuda_rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, 1e-5f, s));
+    CLOSE(down(d_out, N * C), out, N * C, F32_ATOL, F32_RTOL, "rmsnorm out");
+    CLOSE(down(d_rstd, N), rstd, N, F32_ATOL, F32_RTOL, "rmsnorm rstd");
+    cpu_rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C);
+    OK(cuda_rmsnorm_backward(d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C, s));
+    CLOSE(down(d_dx, N * C), dx, N * C, F32_ATOL, F32_RTOL, "rmsnorm dinp");
+    CLOSE(down(d_dw, C), dw, C, F32_ATOL, F32_RTOL, "rmsnorm dweight");
+    // bf16 forwards: the CPU on the bf16-rounded input
+    round_bf16(x, N * C);
+    uint16_t *b_x = upbf(x, N * C), *b_out = up(NULL, N * C * 2);
+    cpu_layernorm_forward(out, mean, rstd, x, w, b, N, C, 1e-5f);
+    OK(cuda_layernorm_forward_bf16(b_out, d_mean, d_rstd, b_x, d_w, d_b, N, C, 1e-5f, s));
+    CLOSE(downbf(b_out, N * C), out, N * C, BF16_ATOL, BF16_RTOL, "layernorm bf16 out");
+    CLOSE(down(d_rstd, N), rstd, N, F32_ATOL, F32_RTOL, "layernorm bf16 rstd (fp32)");
+    cpu_rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
+    OK(cuda_rmsnorm_forward_bf16(b_out, d_rstd, b_x, d_w, N, C, 1e-5f, s));
+    CLOSE(downbf(b_out, N * C), out, N * C, BF16_ATOL, BF16_RTOL, "rmsnorm bf16 out");
+    void *frees[] = {d_x, d_w, d_b, d_dy, d_out, d_mean, d_rstd, d_dx, d_dw, d_db, b_x, b_out};
+    for (size_t i = 0; i < sizeof frees / sizeof *frees; i++) cudaFree(frees[i]);
+    free(x), free(w), free(b), free(dy), free(out), free(mean), free(rstd), free(dx), free(dw), free(db), free(dw0),
+        free(db0);
+}
+
+TB_TEST(activations_and_residual) {
+    const size_t n = (size_t)N * 2 * F;
+    float *x = randv(n, 3.0f), *y = randv(n, 1.0f), *out = malloc(n * 4), *dx = malloc(n * 4);
+    float *d_x = upf(x, n), *d_y = upf(y, n), *d_out = upf(NULL, n), *d_dx = upf(NULL, n);
+    cudaStream_t s = ctx.stream;
+    cpu_gelu_forward(out, x, n);
+    OK(cuda_gelu_forward(d_out, d_x, n, s));
+    CLOSE(down(d_out, n), out, n, F32_ATOL, F32_RTOL, "gelu");
+    cpu_gelu_backward(dx, x, y, n);
+    OK(cuda_gelu_backward(d_dx, d_x, d_y, n, s));
+    CLOSE(down(d_dx, n), dx, n, F32_ATOL, F32_RTOL, "gelu backward");
+    cpu_swiglu_forward(out, x, N, F);
+    OK(cuda_swiglu_forward(d_out, d_x, N, F, s));
+    CLOSE(down(d_out, (size_t)N * F), out, (size_t)N * F, F32_ATOL, F32_RTOL, "swiglu");
+    cpu_swiglu_backward(dx, x, y, N, F);
+    OK(cuda_swiglu_backward(d_dx, d_x, d_y, N, F, s));
+    CLOSE(down(d_dx, n), dx, n, F32_ATOL, F32_RTOL, "swiglu backward");
+    cpu_add(out, x, y, n);
+    OK(cuda_add(d_out, d_x, d_y, n, s));
+    CLOSE(down(d_out, n), out, n, F32_ATOL, F32_RTOL, "add");
+    cpu_add_inplace(out, y, n);
+    OK(cuda_add_inplace(d_out, d_y, n, s));
+    CLOSE(down(d_out, n), out, n, F32_ATOL, F32_RTOL, "add_inplace");
+    // sum of squares (double; order differs)
+    double *d_ss = up(NULL, sizeof(double)), ss = 0.0;
+    OK(cuda_sum_squares(d_ss, d_x, n, s));
+    cudaStreamSynchronize(s);
+    cudaMemcpy(&ss, d_ss, sizeof ss, cudaMemcpyDeviceToHost);
+    double ref = cpu_sum_squares(x, n);
+    TB_CHECK(fabs(ss - ref) <= 1e-9 * ref, "sum_squares gpu %.17g cpu %.17g", ss, ref);
+    // bf16: casts, gelu, add
+    round_bf16(x, n), round_bf16(y, n);
+    uint16_t *b_x = upbf(x, n), *b_y = upbf(y, n), *b_out = up(NULL, n * 2);
+    float *back = upf(NULL, n);
+    OK(cuda_cast_f32_to_bf16(b_out, d_x, n, s));  // d_x holds the unrounded x: rounds like to_bf16
+    OK(cuda_cast_bf16_to_f32(back, b_out, n, s));
+    CLOSE(down(back, n), x, n, 0.0, 0.0, "fp32 -> bf16 -> fp32 (round to nearest even, exact)");
+    cpu_gelu_forward(out, x, n);
+    OK(cuda_gelu_forward_bf16(b_out, b_x, n, s));
+    CLOSE(downbf(b_out, n), out, n, BF16_ATOL, BF16_RTOL, "gelu bf16");
+    cpu_add(out, x, y, n);
+    OK(cuda_add_bf16(b_out, b_x, b_y, n, s));
+    CLOSE(downbf(b_out, n), out, n, BF16_ATOL, BF16_RTOL, "add bf16");
+    void *frees[] = {d_x, d_y, d_out, d_dx, d_ss, b_x, b_y, b_out, back};
+    for (size_t i = 0; i < sizeof frees / sizeof *frees; i++) cudaFree(frees[i]);
+    free(x), free(y), free(out), free(dx);
+}
+
+TB_TEST(rope_and_embedding) {
+    const int row = (NH + 2 * G) * HS, dim = HS, half = dim / 2;
+    float *cos_t = malloc((size_t)T * half * 4), *sin_t = malloc((size_t)T * half * 4);
+    cpu_rope_tables(cos_t, sin_t, T, dim, 10000.0);
+    float *q = randv((size_t)N * row, 1.0f);
+    float *d_q = upf(q, (size_t)N * row), *d_cos = upf(cos_t, (size_t)T * half), *d_sin = upf(sin_t, (size_t)T * half);
+    cudaStream_t s = ctx.stream;
+    for (int interleaved = 0; interleaved <= 1; interleaved++)
+        for (int inverse = 0; inverse <= 1; inverse++) {
+            cpu_rope_apply(q, cos_t, sin_t, B, T, row, NH + G, HS, dim, interleaved, inverse);
+            OK(cuda_rope_apply(d_q, d_cos, d_sin, B, T, row, NH + G, HS, dim, interleaved, inverse, s));
+            CLOSE(down(d_q, (size_t)N * row), q, (size_t)N * row, F32_ATOL, F32_RTOL, "rope");
+        }
+    // embedding of a vocabulary shard [64, 64 + VL) with positions
+    int32_t tokens[N];
+    for (int i = 0; i < N; i++) tokens[i] = (int32_t)((i * 37 + 5) % V);
+    float *wte = randv((size_t)VL * C, 1.0f), *wpe = randv((size_t)T * C, 1.0f), *out = malloc((size_t)N * C * 4);
+    float *dy = randv((size_t)N * C, 1.0f), *dwte = randv((size_t)VL * C, 0.1f), *dwpe = randv((size_t)T * C, 0.1f);
+    int32_t *d_tok = up(tokens, sizeof tokens);
+    float *d_wte = upf(wte, (size_t)VL * C), *d_wpe = upf(wpe, (size_t)T * C), *d_out = upf(NULL, (size_t)N * C);
+    float *d_dy = upf(dy, (size_t)N * C), *d_dwte = upf(dwte, (size_t)VL * C), *d_dwpe = upf(dwpe, (size_t)T * C);
+    cpu_embedding_forward(out, tokens, wte, 64, VL, wpe, NULL, B, T, C);
+    OK(cuda_embedding_forward(d_out, d_tok, d_wte, 64, VL, d_wpe, NULL, B, T, C, s));
+    CLOSE(down(d_out, (size_t)N * C), out, (size_t)N * C, F32_ATOL, F32_RTOL, "embedding forward");
+    cpu_embedding_backward(dwte, dwpe, dy, tokens, 64, VL, NULL, B, T, C);
+    OK(cuda_embedding_backward(d_dwte, d_dwpe, d_dy, d_tok, 64, VL, NULL, B, T, C, s));
+    CLOSE(down(d_dwte, (size_t)VL * C), dwte, (size_t)VL * C, F32_ATOL, F32_RTOL, "embedding dwte");
+    CLOSE(down(d_dwpe, (size_t)T * C), dwpe, (size_t)T * C, F32_ATOL, F32_RTOL, "embedding dwpe");
+    void *frees[] = {d_q, d_cos, d_sin, d_tok, d_wte, d_wpe, d_out, d_dy, d_dwte, d_dwpe};
+    for (size_t i = 0; i < sizeof frees / sizeof *frees; i++) cudaFree(frees[i]);
+    free(cos_t), free(sin_t), free(q), free(wte), free(wpe), free(out), free(dy), free(dwte), free(dwpe);
+}
+
+TB_TEST(vocab_parallel_cross_entropy) {
+    // the second shard of V = 200 in shards of VL = 128: 72 real columns, 56 of padding
+    const int vs = 128;
+    int32_t targets[N];
+    for (int i = 0; i < N; i++) targets[i] = (int32_t)((i * 53 + 11) % V);
+    float *logits = randv((size_t)N * VL, 4.0f), *mx = malloc(N * 4), *tg = malloc(N * 4), *sum = malloc(N * 4);
+    float *loss = malloc(N * 4);
+    float *d_l = upf(logits, (size_t)N * VL), *d_mx = upf(NULL, N), *d_tg = upf(NULL, N), *d_sum = upf(NULL, N);
+    float *d_loss = upf(NULL, N);
+    int32_t *d_t = up(targets, sizeof targets);
+    cudaStream_t s = ctx.stream;
+    cpu_ce_row_max(logits, mx, N, VL, vs, V);
+    OK(cuda_ce_row_max(d_l, d_mx, N, VL, vs, V, s));
+    CLOSE(down(d_mx, N), mx, N, 0.0, 0.0, "ce row max (exact)");
+    cpu_ce_target_logit(logits, mx, tg, targets, N, VL, vs);
+    OK(cuda_ce_target_logit(d_l, d_mx, d_tg, d_t, N, VL, vs, s));
+    CLOSE(down(d_tg, N), tg, N, 0.0, 0.0, "ce target logit (exact)");
+    cpu_ce_exp_sum(logits, mx, sum, N, VL, vs, V);
+    OK(cuda_ce_exp_sum(d_l, d_mx, d_sum, N, VL, vs, V, s));
+    CLOSE(down(d_l, (size_t)N * VL), logits, (size_t)N * VL, F32_ATOL, F32_RTOL, "ce exp");
+    CLOSE(down(d_sum, N), sum, N, F32_ATOL, F32_RTOL, "ce exp sum");
+    cpu_ce_normalize(logits, sum, tg, loss, N, VL);
+    OK(cuda_ce_normalize(d_l, d_sum, d_tg, d_loss, N, VL, s));
+    CLOSE(down(d_l, (size_t)N * VL), logits, (size_t)N * VL, F32_ATOL, F32_RTOL, "ce probs");
+    CLOSE(down(d_loss, N), loss, N, F32_ATOL, F32_RTOL, "ce losses");
+    cpu_cross_entropy_backward(logits, targets, 1.0f / N, N, VL, vs);
+    OK(cuda_cross_entropy_backward(d_l, d_t, 1.0f / N, N, VL, vs, s));
+    CLOSE(down(d_l, (size_t)N * VL), logits, (size_t)N * VL, F32_ATOL, F32_RTOL, "ce dlogits");
+    void *frees[] = {d_l, d_mx, d_tg, d_sum, d_loss, d_t};
+    for (size_t i = 0; i < sizeof frees / sizeof *frees; i++) cudaFree(frees[i]);
+    free(logits), free(mx), free(tg), free(sum), free(loss);
+}
+
+TB_TEST(adamw) {
+    const size_t n = 10007;
+    float *p = randv(n, 1.0f), *m = randv(n, 0.01f), *v = randv(n, 0.01f), *g = randv(n, 1.0f);
+    for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+    float *d_p = upf(p, n), *d_m = upf(m, n), *d_v = upf(v, n), *d_g = upf(g, n);
+    const float lr = 3e-4f, b1 = 0.9f, b2 = 0.95f, bc1 = 1.0f - powf(b1, 3.0f), bc2 = 1.0f - powf(b2, 3.0f);
+    adamw_update(p, m, v, g, n, 0.7f, b1, b2, 1e-8f, 1.0f - lr * 0.1f, lr / bc1, 1.0f / sqrtf(bc2));
+    OK(cuda_adamw_update(d_p, d_m, d_v, d_g, n, 0.7f, b1, b2, 1e-8f, 1.0f - lr * 0.1f, lr / bc1, 1.0f / sqrtf(bc2),
+                         ctx.stream));
+    CLOSE(down(d_p, n), p, n, F32_ATOL, F32_RTOL, "adamw params");
+    CLOSE(down(d_m, n), m, n, F32_ATOL, F32_RTOL, "adamw m");
+    CLOSE(down(d_v, n), v, n, F32_ATOL, F32_RTOL, "adamw v");
+    cudaFree(d_p), cudaFree(d_m), cudaFree(d_v), cudaFree(d_g);
+    free(p), free(m), free(v), free(g);
+}
+
+TB_TEST(matmul_cublaslt) {
+    const int OC = 80;
+    float *x = randv((size_t)N * C, 1.0f), *w = randv((size_t)OC * C, 0.2f), *bias = randv(OC, 1.0f);
+    float *out = malloc((size_t)N * OC * 4), *dy = randv((size_t)N * OC, 1.0f), *dx = malloc((size_t)N * C * 4);
+    float *dw = randv((size_t)OC * C, 0.1f), *db = randv(OC, 0.1f);
+    float *d_x = upf(x, (size_t)N * C), *d_w = upf(w, (size_t)OC * C), *d_b = upf(bias, OC);
+    float *d_out = upf(NULL, (size_t)N * OC), *d_dy = upf(dy, (size_t)N * OC), *d_dx = upf(NULL, (size_t)N * C);
+    float *d_dw = upf(dw, (size_t)OC * C), *d_db = upf(db, OC);
+    tb_error err;
+    cpu_matmul_forward(out, x, w, bias, N, C, OC);
+    TB_REQUIRE(tb_cuda_matmul_forward(&ctx, d_out, TB_CUDA_F32, d_x, d_w, TB_CUDA_F32, d_b, N, C, OC, &err) == 0,
+               "%s", err.msg);
+    CLOSE(down(d_out, (size_t)N * OC), out, (size_t)N * OC, GEMM_ATOL, GEMM_RTOL, "matmul forward + bias epilogue");
+    cpu_matmul_forward(out, x, w, NULL, N, C, OC);
+    TB_REQUIRE(tb_cuda_matmul_forward(&ctx, d_out, TB_CUDA_F32, d_x, d_w, TB_CUDA_F32, NULL, N, C, OC, &err) == 0,
+               "%s", err.msg);
+    CLOSE(down(d_out, (size_t)N * OC), out, (size_t)N * OC, GEMM_ATOL, GEMM_RTOL, "matmul forward, no bias");
+    cpu_matmul_backward(dx, dw, db, dy, x, w, N, C, OC);
+    TB_REQUIRE(tb_cuda_matmul_backward(&ctx, d_dx, d_dw, d_db, d_dy, d_x, d_w, N, C, OC, &err) == 0, "%s", err.msg);
+    CLOSE(down(d_dx, (size_t)N * C), dx, (size_t)N * C, GEMM_ATOL, GEMM_RTOL, "matmul dinp");
+    CLOSE(down(d_dw, (size_t)OC * C), dw, (size_t)OC * C, GEMM_ATOL, GEMM_RTOL, "matmul dweight (accumulated)");
+    CLOSE(down(d_db, OC), db, OC, GEMM_ATOL, GEMM_RTOL, "matmul dbias (accumulated)");
+    // bf16 in, fp32 out (bias fp32): the CPU on the bf16-rounded operands
+    round_bf16(x, (size_t)N * C), round_bf16(w, (size_t)OC * C);
+    uint16_t *b_x = upbf(x, (size_t)N * C), *b_w = upbf(w, (size_t)OC * C), *b_out = up(NULL, (size_t)N * OC * 2);
+    cpu_matmul_forward(out, x, w, bias, N, C, OC);
+    TB_REQUIRE(tb_cuda_matmul_forward(&ctx, d_out, TB_CUDA_F32, b_x, b_w, TB_CUDA_BF16, d_b, N, C, OC, &err) == 0,
+               "%s", err.msg);
+    CLOSE(down(d_out, (size_t)N * OC), out, (size_t)N * OC, GEMM_ATOL, GEMM_RTOL, "matmul bf16 in, fp32 out");
+    TB_REQUIRE(tb_cuda_matmul_forward(&ctx, b_out, TB_CUDA_BF16, b_x, b_w, TB_CUDA_BF16, d_b, N, C, OC, &err) == 0,
+               "%s", err.msg);
+    CLOSE(downbf(b_out, (size_t)N * OC), out, (size_t)N * OC, BF16_ATOL, BF16_RTOL, "matmul bf16 in, bf16 out");
+    void *frees[] = {d_x, d_w, d_b, d_out, d_dy, d_dx, d_dw, d_db, b_x, b_w, b_out};
+    for (size_t i = 0; i < sizeof frees / sizeof *frees; i++) cudaFree(frees[i]);
+    free(x), free(w), free(bias), free(out), free(dy), free(dx), free(dw), free(db);
+}
+
+TB_TEST(flash_attention_gqa) {
+    const int QKV = (NH + 2 * G) * HS, CO = NH * HS;
+    const size_t nqkv = (size_t)N * QKV, nout = (size_t)N * CO, nlse = (size_t)B * NH * T;
+    float *qkv = randv(nqkv, 1.0f), *out = malloc(nout * 4), *lse = malloc(nlse * 4), *dy = randv(nout, 1.0f);
+    float *dqkv = malloc(nqkv * 4);
+    float *scratch = malloc(cpu_flash_attention_scratch_floats(T, HS, 1) * 4);
+    float *d_qkv = upf(qkv, nqkv), *d_out = upf(NULL, nout), *d_lse = upf(NULL, nlse), *d_dy = upf(dy, nout);
+    float *d_dqkv = upf(NULL, nqkv);
+    cpu_flash_attention_forward(out, lse, scratch, 1, qkv, B, T, NH, G, HS, 1);
+    OK(cuda_flash_attention_forward(d_out, d_lse, d_qkv, B, T, NH, G, HS, ctx.stream));
+    CLOSE(down(d_out, nout), out, nout, GEMM_ATOL, GEMM_RTOL, "attention out");
+    CLOSE(down(d_lse, nlse), lse, nlse, GEMM_ATOL, GEMM_RTOL, "attention lse");
+    cpu_flash_attention_backward(dqkv, scratch, 1, dy, out, qkv, lse, B, T, NH, G, HS, 1);
+    OK(cuda_flash_attention_backward(d_dqkv, d_dy, d_out, d_qkv, d_lse, B, T, NH, G, HS, ctx.stream));
+    CLOSE(down(d_dqkv, nqkv), dqkv, nqkv, GEMM_ATOL, GEMM_RTOL, "attention dqkv");
+    cudaFree(d_qkv), cudaFree(d_out), cudaFree(d_lse), cudaFree(d_dy), cudaFree(d_dqkv);
+    free(qkv), free(out), free(lse), free(dy), free(dqkv), free(scratch);
+}
+
+TB_TEST(event_timing) {
+    tb_cuda_timer t;
+    tb_error err;
+    TB_REQUIRE(tb_cuda_timer_init(&t, &err) == 0, "%s", err.msg);
+    const size_t n = (size_t)1 << 22;
+    float *d = upf(NULL, n);
+    tb_cuda_timer_start(&t, ctx.stream);
+    for (int i = 0; i < 10; i++) cuda_gelu_forward(d, d, n, ctx.stream);
+    tb_cuda_timer_stop(&t, ctx.stream);
+    double ms = tb_cuda_timer_elapsed_ms(&t);
+    TB_CHECK(ms > 0.0 && ms < 10000.0, "10 GELUs over 4M floats timed %g ms", ms);
+    printf("  10 x gelu over %zu floats: %.3f ms (CUDA events)\n", n, ms);
+    cudaFree(d);
+    tb_cuda_timer_free(&t);
+}
+
+int main(void) {
+    char why[256] = "";
+    int n = tb_cuda_device_count(why, sizeof why);
+    if (n <= 0) {
+        printf("SKIP: no GPU (%s)\n", why);
+        return 77;
+    }
+    tb_error err;
+    if (tb_cuda_context_init(&ctx, 0, &err) != 0) {
+        printf("FAIL: %s\n", err.msg);
+        return 1;
+    }
+    struct cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    printf("device 0 of %d: %s (sm_%d%d)\n", n, prop.name, prop.major, prop.minor);
+    TB_RUN(norms);
+    TB_RUN(activations_and_residual);
+    TB_RUN(rope_and_embedding);
+    TB_RUN(vocab_parallel_cross_entropy);
+    TB_RUN(adamw);
+    TB_RUN(matmul_cublaslt);
+    TB_RUN(flash_attention_gqa);
+    TB_RUN(event_timing);
+    tb_cuda_context_free(&ctx);
+    return tb_test_summary();
+}
+#endif
