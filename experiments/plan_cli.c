@@ -113,11 +113,11 @@ static int given(int n, char **v, const char *flag) {
 
 // "tp4,pp4,dp4,cp2,vpp2,mbs1"
 typedef struct layout_spec {
-    int tp, cp, pp, vpp, dp, mbs;
+    int tp, cp, pp, vpp, dp, mbs, ep, etp;
 } layout_spec;
 
 static int parse_layout(const char *text, layout_spec *l, tb_error *err) {
-    *l = (layout_spec){1, 1, 1, 1, 0, 0};
+    *l = (layout_spec){1, 1, 1, 1, 0, 0, 0, 0};
     const char *p = text;
     while (*p) {
         char key[8];
@@ -135,11 +135,10 @@ static int parse_layout(const char *text, layout_spec *l, tb_error *err) {
         else if (!strcmp(key, "vpp")) l->vpp = (int)v;
         else if (!strcmp(key, "dp")) l->dp = (int)v;
         else if (!strcmp(key, "mbs")) l->mbs = (int)v;
-        else if (!strcmp(key, "ep") || !strcmp(key, "etp"))
-            return tb_fail(err, "flag --explain '%s': %s%ld: expert parallelism is not supported yet by the planner "
-                                "(the engine has no MoE layer)", text, key, v);
+        else if (!strcmp(key, "ep")) l->ep = (int)v;
+        else if (!strcmp(key, "etp")) l->etp = (int)v;
         else
-            return tb_fail(err, "flag --explain '%s': unknown size '%s' (tp, cp, pp, vpp, dp, mbs)", text, key);
+            return tb_fail(err, "flag --explain '%s': unknown size '%s' (tp, cp, pp, vpp, dp, mbs, ep, etp)", text, key);
         p = *end ? end + 1 : end;
     }
     return 0;
@@ -267,12 +266,6 @@ int tracebook_plan_main(int argc, char **argv) {
         rc = TB_EXIT_USAGE;
         goto done;
     }
-    if (given(en, ev, "--expert-model-parallel-size") || given(en, ev, "--num-experts")) {
-        fprintf(stderr, "tracebook plan: --num-experts / --expert-model-parallel-size: MoE is not supported yet by the "
-                        "planner (the engine has no MoE layer)\n");
-        rc = TB_EXIT_USAGE;
-        goto done;
-    }
     tb_config base;
     config_defaults(&base);
     int help = 0;
@@ -317,6 +310,8 @@ int tracebook_plan_main(int argc, char **argv) {
         }
         if (l.mbs == 0) l.mbs = given(en, ev, "--micro-batch-size") ? base.micro_batch_size : 1;
         if (!have_gbs) base.global_batch_size = l.mbs * l.dp * (l.pp > 1 ? l.pp : 1);  // m = pp: the fewest legal
+        if (l.ep) base.expert_model_parallel_size = l.ep;
+        if (l.etp) base.expert_tensor_parallel_size = l.etp;
         tb_plan p;
         if (plan_evaluate(&p, &base, &cl, l.tp, l.cp, l.pp, l.vpp, l.mbs, &err) != 0) {
             fprintf(stderr, "tracebook plan: %s\n", err.msg);
@@ -341,6 +336,7 @@ int tracebook_plan_main(int argc, char **argv) {
     const int fixed_tp = given(en, ev, "--tensor-model-parallel-size"), fixed_pp = given(en, ev, "--pipeline-model-parallel-size");
     const int fixed_cp = given(en, ev, "--context-parallel-size"), fixed_mbs = given(en, ev, "--micro-batch-size");
     const int fixed_vpp = given(en, ev, "--virtual-pipeline-model-parallel-size");
+    const int fixed_ep = given(en, ev, "--expert-model-parallel-size");
     int nplans = 0, cap = 0, nillegal = 0;
     tb_plan *plans = NULL;
     json_t *illegal = a.all ? json_array() : NULL;
@@ -355,6 +351,12 @@ int tracebook_plan_main(int argc, char **argv) {
                 for (int v = 1; v <= (pp > 1 ? a.max_vpp : 1); v++) {
                     if (fixed_vpp && v != (base.virtual_pipeline_model_parallel_size > 1 ? base.virtual_pipeline_model_parallel_size : 1))
                         continue;
+                    // ep: the divisors of num_experts (1 for a dense model); the rules decide the rest
+                    for (int ep = 1; ep <= (base.num_experts > 0 ? base.num_experts : 1); ep++) {
+                    if ((base.num_experts > 0 && base.num_experts % ep) || (fixed_ep && ep != base.expert_model_parallel_size))
+                        continue;
+                    tb_config cand = base;
+                    cand.expert_model_parallel_size = ep;
                     for (int mbs = fixed_mbs ? base.micro_batch_size : 1; mbs <= (fixed_mbs ? base.micro_batch_size : a.max_mbs);
                          mbs *= 2) {
                         if (nplans == cap) {
@@ -362,7 +364,7 @@ int tracebook_plan_main(int argc, char **argv) {
                             plans = tb_xreallocarray(plans, (size_t)cap, sizeof *plans, "plans");
                         }
                         tb_plan *p = &plans[nplans];
-                        if (plan_evaluate(p, &base, &cl, tp, cp, pp, v, mbs, &err) != 0) {
+                        if (plan_evaluate(p, &cand, &cl, tp, cp, pp, v, mbs, &err) != 0) {
                             fprintf(stderr, "tracebook plan: %s\n", err.msg);
                             goto done;
                         }
@@ -378,6 +380,7 @@ int tracebook_plan_main(int argc, char **argv) {
                             json_array_append_new(illegal, json_pack("{s:s, s:s}", "layout", name, "rule", p->rule));
                         }
                         plan_free(p);
+                    }
                     }
                 }
             }
