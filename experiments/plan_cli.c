@@ -157,8 +157,10 @@ static int cmp_plans(const void *a, const void *b) {
 static double gib(int64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
 
 static void print_table(FILE *out, const tb_plan *plans, int n, const tb_plan_cluster *cl) {
-    fprintf(out, "%-4s %-28s %4s %10s %8s %8s %8s %5s %7s %9s %9s %8s %6s\n", "#", "layout", "m", "layers/st",
-            "w+opt", "acts", "peak", "fits", "bubble", "tp GB", "dp GB", "step s*", "MFU*");
+    const int moe = n > 0 && plans[0].cfg.num_experts > 0;  // the ep column (the all-to-all estimate)
+    const int w = moe ? 31 : 28;  // the layout names grow by ",epN"
+    fprintf(out, "%-4s %-*s %4s %10s %8s %8s %8s %5s %7s %9s %9s %s%8s %6s\n", "#", w, "layout", "m", "layers/st",
+            "w+opt", "acts", "peak", "fits", "bubble", "tp GB", "dp GB", moe ? "   ep GB* " : "", "step s*", "MFU*");
     for (int i = 0; i < n; i++) {
         const tb_plan *p = &plans[i];
         char name[96], layers[32];
@@ -170,14 +172,18 @@ static void print_table(FILE *out, const tb_plan *plans, int n, const tb_plan_cl
                 snprintf(layers, sizeof layers, "%d..", p->stages[0].layers);
                 break;
             }
-        fprintf(out, "%-4d %-28s %4d %10s %7.1fG %7.1fG %7.1fG %5s %7.3f %9.2f %9.2f %8.3f %5.1f%%%s\n", i + 1, name,
+        char ep[32] = "";
+        if (moe) snprintf(ep, sizeof ep, "%9.2f ", p->comm.ep / 1e9);
+        fprintf(out, "%-4d %-*s %4d %10s %7.1fG %7.1fG %7.1fG %5s %7.3f %9.2f %9.2f %s%8.3f %5.1f%%%s\n", i + 1, w, name,
                 p->microbatches, layers, gib(st->param_bytes + st->grad_bytes + st->optimizer_bytes),
                 gib(st->activation_bytes), gib(p->peak_bytes), p->fits ? "yes" : "no", p->bubble, p->comm.tp / 1e9,
-                p->comm.dp_cp / 1e9, p->step_seconds, 100 * p->mfu, p->runs_here ? "" : "  (not on this engine)");
+                (p->comm.dp_cp + p->comm.expert_dp) / 1e9, ep, p->step_seconds, 100 * p->mfu,
+                p->runs_here ? "" : "  (not on this engine)");
     }
     fprintf(out, "(* an estimate: FLOPs at %.0f TFLOP/s x %.2f, bubble, un-overlapped communication at %.0f / %.0f GB/s; "
-                 "w+opt, acts and peak are the peak stage's per-rank GiB; tp/dp GB: bytes per rank per step)\n",
-            cl->peak_tflops, cl->compute_efficiency, cl->intra_node_gbps, cl->inter_node_gbps);
+                 "w+opt, acts and peak are the peak stage's per-rank GiB; tp/dp GB: bytes per rank per step%s)\n",
+            cl->peak_tflops, cl->compute_efficiency, cl->intra_node_gbps, cl->inter_node_gbps,
+            moe ? "; dp: dp x cp + expert-dp; ep*: the all-to-all dispatcher's, a balanced-router estimate" : "");
 }
 
 static json_t *model_json(const tb_config *c) {

@@ -251,6 +251,15 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
 
     fprintf(out, "\nmemory per rank (%s):\n  weights and optimizer: %s\n  activations: %s\n", precision_name(cl->precision),
             param_formula(p, cl), activation_formula(cl));
+    if (c->num_experts > 0)
+        fprintf(out, "  MoE layers: %s\n",
+                cl->precision == TB_PLAN_FP32
+                    ? (p->ep > 1 ? "the engine's saved tensors with the R rows reaching the rank's experts taken as N x k "
+                                   "(a balanced router): an estimate"
+                                 : "the engine's saved tensors, the R = N x k rows exact at ep 1 (no token dropped "
+                                   "without a capacity factor)")
+                    : "an estimate: the MLP term replaced by k x (2 + (4 or 6) x Fe/h) for the routed copies, (4 or 6) "
+                      "x Fs/h for the shared expert and 4E/h for the router's fp32 scores");
     fprintf(out, "  %-6s %7s %15s %9s %9s %9s %9s %9s %9s\n", "stage", "layers", "params held", "params", "grads",
             "optim", "acts", "in flight", "total");
     for (int s = 0; s < p->nstages; s++) {
