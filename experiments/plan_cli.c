@@ -187,12 +187,19 @@ static void print_table(FILE *out, const tb_plan *plans, int n, const tb_plan_cl
 }
 
 static json_t *model_json(const tb_config *c) {
-    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "num_layers", c->num_layers,
+    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "num_layers", c->num_layers,
                      "hidden_size", c->hidden_size, "num_attention_heads", c->num_attention_heads, "num_query_groups",
                      c->num_query_groups, "ffn_hidden_size", c->ffn_hidden_size, "vocab_size", c->vocab_size,
                      "seq_length", c->seq_length, "global_batch_size", c->global_batch_size, "swiglu", c->swiglu,
                      "normalization", config_choice_name("normalization", c->normalization), "recompute_granularity",
                      config_choice_name("recompute_granularity", c->recompute_granularity));
+    if (o && c->num_experts > 0)
+        json_object_set_new(o, "moe", json_pack("{s:i, s:i, s:i, s:i, s:i}", "num_experts", c->num_experts,
+                                                "moe_router_topk", c->moe_router_topk, "moe_ffn_hidden_size",
+                                                c->moe_ffn_hidden_size, "moe_layer_freq", c->moe_layer_freq,
+                                                "moe_shared_expert_intermediate_size",
+                                                c->moe_shared_expert_intermediate_size));
+    return o;
 }
 
 static json_t *cluster_json(const tb_plan_cluster *cl) {
