@@ -541,7 +541,15 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             // per step: sequence-parallel partial gradients over tp, the tied embedding, dp
             if (c->sequence_parallel) all_reduce(&sc.tp, (double)cpz.sp_partial, grad_elem, tp);
             if (pp > 1 && s.tied && cpz.wte) all_reduce(&sc.embedding, (double)cpz.wte, grad_elem, 2);
-            if (sharded) {
+            if (sharded && mixed && s.ep > 1 && cpz.expert > 0) {
+                // Megatron's distributed optimizer under ep: the dense range over dp x cp, the
+                // experts' over expert-dp (the engine refuses it: the fp32 accounting keeps its buffers)
+                const double dense = (double)(cpz.held - cpz.expert), e = (double)cpz.expert, ne = edp > 0 ? edp : 1;
+                gather_or_scatter(&sc.dp_cp, dense / dpcp, grad_elem, dpcp);
+                gather_or_scatter(&sc.dp_cp, dense / dpcp, param_elem, dpcp);
+                gather_or_scatter(&sc.expert_dp, e / ne, grad_elem, edp);
+                gather_or_scatter(&sc.expert_dp, e / ne, param_elem, edp);
+            } else if (sharded) {
                 gather_or_scatter(&sc.dp_cp, (double)shard, grad_elem, dpcp);  // reduce-scatter of the gradients
                 gather_or_scatter(&sc.dp_cp, (double)shard, param_elem, dpcp); // all-gather of the parameters
             } else if (s.ep > 1 && cpz.expert > 0) {

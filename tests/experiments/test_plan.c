@@ -431,6 +431,21 @@ TB_TEST(moe_parameters_per_expert_rank_sum_to_the_model) {
             plan_free(&p);
         }
     TB_CHECK(checked == 6, "%d layouts", checked);
+    // bf16 with the distributed optimizer at ep 2 on 4 GPUs (dp 4, expert-dp 2): the dense
+    // state sharded over dp, the experts' over expert-dp (Megatron's; the engine refuses it)
+    tb_config b = c;
+    b.expert_model_parallel_size = 2;
+    b.use_distributed_optimizer = 1;
+    tb_plan_cluster cl = fp32_cluster(4);
+    cl.precision = TB_PLAN_BF16;
+    tb_plan p;
+    TB_REQUIRE(plan_evaluate(&p, &b, &cl, 1, 1, 1, 1, 1, &err) == 0 && p.legal && !p.runs_here, "%s", p.rule);
+    const int64_t held = p.stages[0].params_held, ex = p.stages[0].params_expert;
+    TB_CHECK(ex == 4 * expert && p.edp == 2 &&
+                 p.stages[0].optimizer_bytes == (held - ex) * 12 / 4 + ex * 12 / 2 && p.comm.expert_dp == 6.0 * ex,
+             "held %lld experts %lld optimizer %lld expert-dp bytes %.0f", (long long)held, (long long)ex,
+             (long long)p.stages[0].optimizer_bytes, p.comm.expert_dp);
+    plan_free(&p);
 }
 
 // The planner's verdict on MoE layouts at tp 1 is the engine's (config_validate) with the same
