@@ -2,7 +2,9 @@
 // exact parameter counts (GPT-2 124M as the engine counts them, LLaMA-2-70B), per-rank
 // counts summing to the model over tp x pp, the rules identical to the engine's config
 // validation over random shapes, Korthikanti's formula in its closed form, every plan
-// figure of the small layouts equal to what the engine measures (--verify), bad input.
+// figure of the small layouts equal to what the engine measures (--verify), bad input; MoE:
+// expert counts per ep rank summing to the model, the MoE rules identical to the engine's, ep
+// enumerated, the all-to-all and expert-dp bytes of the stated model.
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
