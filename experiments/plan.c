@@ -17,6 +17,9 @@ static int64_t round_up(int64_t v, int64_t unit) { return (v + unit - 1) / unit 
 typedef struct shape {
     int C, NH, G, hs, F, F1, QKV, tp, bias, norm_bias, learned_pos, tied;
     int64_t Vp, maxT;
+    // MoE (engine/transformer/moe/): experts per layer, top-k, each expert's F and fc1 output,
+    // the shared expert's, layer l is MoE when l % freq == 0, expert-parallel ranks
+    int E, k, Fe, Fe1, Fs, Fs1, freq, ep;
 } shape;
 
 static shape shape_of(const tb_config *c) {
@@ -35,6 +38,15 @@ static shape shape_of(const tb_config *c) {
     s.tied = !c->untie_embeddings_and_output_weights;
     s.Vp = c->padded_vocab_size;
     s.maxT = c->max_position_embeddings;
+    const int gate = c->swiglu ? 2 : 1;
+    s.E = c->num_experts;
+    s.k = s.E > 0 ? c->moe_router_topk : 0;
+    s.Fe = s.E > 0 ? c->moe_ffn_hidden_size : 0;
+    s.Fe1 = gate * s.Fe;
+    s.Fs = s.E > 0 ? c->moe_shared_expert_intermediate_size : 0;
+    s.Fs1 = gate * s.Fs;
+    s.freq = c->moe_layer_freq > 0 ? c->moe_layer_freq : 1;
+    s.ep = c->expert_model_parallel_size > 0 ? c->expert_model_parallel_size : 1;
     return s;
 }
 
@@ -44,7 +56,10 @@ typedef struct tensor {
     int tp_replicated, sp_partial;
 } tensor;
 
-static int layer_tensors(const shape *s, tensor *t) {
+static int is_moe_layer(const shape *s, int layer) { return s->E > 0 && layer % s->freq == 0; }
+
+// moe: the layer's MLP is a MoE layer's (its tensors added by add_moe_tensors instead)
+static int layer_tensors(const shape *s, tensor *t, int moe) {
     int n = 0;
     const int64_t C = s->C, tp = s->tp;
 #define ADD(count, rep, spp) (t[n++] = (tensor){(count), (rep), (spp)})
@@ -56,6 +71,7 @@ static int layer_tensors(const shape *s, tensor *t) {
     if (s->bias) ADD(C, 1, 1);                          // attn.c_proj.bias
     ADD(C, 1, 1);                                       // ln_2.weight
     if (s->norm_bias) ADD(C, 1, 1);                     // ln_2.bias
+    if (moe) return n;
     ADD((int64_t)s->F1 * C / tp, 0, 0);                 // mlp.c_fc.weight
     if (s->bias) ADD((int64_t)s->F1 / tp, 0, 0);        // mlp.c_fc.bias
     ADD(C * s->F / tp, 0, 0);                           // mlp.c_proj.weight
@@ -67,6 +83,7 @@ static int layer_tensors(const shape *s, tensor *t) {
 // One model chunk's figures on one rank.
 typedef struct chunk_params {
     int64_t held, counted, replicated_counted, aligned, sp_partial, wte;
+    int64_t expert, expert_aligned;  // of held / aligned: the rank's E/ep experts' tensors
 } chunk_params;
 
 static void add_tensor(chunk_params *p, tensor t, int counted) {
@@ -77,7 +94,36 @@ static void add_tensor(chunk_params *p, tensor t, int counted) {
     if (t.sp_partial) p->sp_partial += t.numel;
 }
 
-static chunk_params chunk_parameters(const shape *s, int layers, int has_embedding, int has_head) {
+static void add_expert_tensor(chunk_params *p, int64_t numel) {
+    add_tensor(p, (tensor){numel, 1, 0}, 1);
+    p->expert += numel;
+    p->expert_aligned += round_up(numel, 16);  // placed after every dense tensor (place()), 16-aligned the same
+}
+
+// A MoE layer's MLP (models/gpt.c, add_moe_layer; MoE runs at tp 1, so nothing is split):
+// the router (E, C), no bias, on every rank; the rank's E/ep experts, each an MLP of the
+// dense one's kind at moe_ffn_hidden_size; the shared expert (dense: every ep rank holds it).
+static void add_moe_tensors(chunk_params *p, const shape *s, int ep) {
+    const int64_t C = s->C;
+    add_tensor(p, (tensor){(int64_t)s->E * C, 1, 0}, 1);  // mlp.router.weight
+    for (int e = 0; e < s->E / ep; e++) {
+        add_expert_tensor(p, (int64_t)s->Fe1 * C);        // experts.e.c_fc.weight
+        if (s->bias) add_expert_tensor(p, s->Fe1);        // experts.e.c_fc.bias
+        add_expert_tensor(p, C * s->Fe);                  // experts.e.c_proj.weight
+        if (s->bias) add_expert_tensor(p, C);             // experts.e.c_proj.bias
+    }
+    if (s->Fs > 0) {
+        add_tensor(p, (tensor){(int64_t)s->Fs1 * C, 1, 0}, 1);  // shared_experts.c_fc.weight
+        if (s->bias) add_tensor(p, (tensor){s->Fs1, 1, 0}, 1);
+        add_tensor(p, (tensor){C * s->Fs, 1, 0}, 1);            // shared_experts.c_proj.weight
+        if (s->bias) add_tensor(p, (tensor){C, 1, 0}, 1);
+    }
+}
+
+// first_layer: the chunk's first layer in the whole model (which layers are MoE); ep: the
+// expert-parallel ranks the experts are spread over (1: the whole model's experts).
+static chunk_params chunk_parameters(const shape *s, int first_layer, int layers, int has_embedding, int has_head,
+                                     int ep) {
     chunk_params p = {0};
     const int64_t C = s->C;
     if (has_embedding || (has_head && s->tied)) {
@@ -87,9 +133,11 @@ static chunk_params chunk_parameters(const shape *s, int layers, int has_embeddi
     }
     if (has_embedding && s->learned_pos) add_tensor(&p, (tensor){s->maxT * C, 1, 0}, 1);
     tensor t[16];
-    const int n = layer_tensors(s, t);
-    for (int l = 0; l < layers; l++)
+    for (int l = 0; l < layers; l++) {
+        const int moe = is_moe_layer(s, first_layer + l), n = layer_tensors(s, t, moe);
         for (int i = 0; i < n; i++) add_tensor(&p, t[i], 1);
+        if (moe) add_moe_tensors(&p, s, ep);
+    }
     if (has_head) {
         add_tensor(&p, (tensor){C, 1, 1}, 1);                       // ln_f.weight
         if (s->norm_bias) add_tensor(&p, (tensor){C, 1, 1}, 1);     // ln_f.bias
@@ -105,8 +153,20 @@ static int64_t whole_of(const chunk_params *p, int tp) {
 
 int64_t plan_model_parameters(const tb_config *cfg) {
     shape s = shape_of(cfg);
-    chunk_params whole = chunk_parameters(&s, cfg->num_layers, 1, 1);
+    chunk_params whole = chunk_parameters(&s, 0, cfg->num_layers, 1, 1, 1);
     return whole_of(&whole, s.tp);
+}
+
+int64_t plan_model_expert_parameters(const tb_config *cfg) {
+    shape s = shape_of(cfg);
+    chunk_params whole = chunk_parameters(&s, 0, cfg->num_layers, 1, 1, 1);
+    return whole.expert;
+}
+
+// The engine's gpt_active_parameters: dense + experts x k / E (integer division, as it does).
+int64_t plan_active_parameters(const tb_config *cfg) {
+    const int64_t all = plan_model_parameters(cfg), expert = plan_model_expert_parameters(cfg);
+    return cfg->num_experts > 0 ? all - expert + expert * cfg->moe_router_topk / cfg->num_experts : all;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -120,7 +180,13 @@ typedef struct chunk_acts {
     int64_t A, S, H1, H2;
     int has_head;
     int full_recompute, method_block, n;  // recompute_granularity full, its method and layers
+    int64_t A_moe;                        // A of a MoE layer (its MLP's saved tensors are the MoE layer's)
+    int first, E, freq;                   // the chunk's first layer; which layers are MoE (E > 0)
 } chunk_acts;
+
+static int64_t layer_A(const chunk_acts *c, int l) {
+    return c->E > 0 && (c->first + l) % c->freq == 0 ? c->A_moe : c->A;
+}
 
 static int recomputed(const chunk_acts *c, int l) {
     if (!c->full_recompute) return 0;
@@ -152,10 +218,10 @@ static void forward_pass(acts_walk *w, const chunk_acts *c) {
     w->held++;
     grow(w, c->S);  // the block input x[0]
     for (int l = 0; l < c->L; l++) {
-        grow(w, c->A);
+        grow(w, layer_A(c, l));
         grow(w, c->S);
         if (recomputed(c, l)) {
-            w->current -= c->A;                        // only the chunk's input is kept
+            w->current -= layer_A(c, l);                      // only the chunk's input is kept
             if (l > chunk_start(c, l)) w->current -= c->S;
         }
     }
@@ -171,11 +237,11 @@ static void backward_pass(acts_walk *w, const chunk_acts *c) {
         if (recomputed(c, l) && l == chunk_start(c, l) + chunk_len(c, l) - 1) {
             const int s = chunk_start(c, l), n = chunk_len(c, l);
             for (int k = s; k < s + n; k++) {
-                grow(w, c->A);
+                grow(w, layer_A(c, k));
                 if (k + 1 < s + n) grow(w, c->S);
             }
         }
-        w->current -= c->A + c->S;  // acts[l], x[l + 1]
+        w->current -= layer_A(c, l) + c->S;  // acts[l], x[l + 1]
     }
     w->current -= c->S;  // x[0]
     w->held--;
@@ -227,6 +293,19 @@ static void engine_acts(const tb_config *c, const shape *s, chunk_acts *a, int h
                                                                     : (selective ? 0 : B * NHl * T * T);  // probabilities
     a->A = pad64(N * C) + 2 * pad64(Ns) + pad64(N * QKVl) + pad64(attn) + pad64(N * CA) + pad64(Ns * C) +
            pad64(N * C) + 2 * pad64(Ns) + pad64(N * F1l) + pad64(N * Fl);
+    if (s->E > 0) {
+        // a MoE layer (transformer_layer.c plan_for, moe_layer.c): no dense fc1/act; the router's
+        // and dispatcher's saved tensors (moe_layer_saved_counts), then the forward's one
+        // allocation for the R rows reaching this rank's experts, (R, C + F1 + F) floats + 1 byte.
+        // R = N·k exactly at ep 1 without capacity (no token dropped); under expert parallelism
+        // it is the routing's (data-dependent): a balanced router's N·k, an estimate.
+        const int64_t M = N * s->k, El = s->E / s->ep;
+        const int64_t counts[] = {N * s->E, N * s->k, N * s->k, N * s->k, s->E, s->E, N * s->k, M,
+                                  (int64_t)s->ep * s->E, El, M * C, N * s->Fs1, N * s->Fs};
+        int64_t moe = a->A - pad64(N * F1l) - pad64(N * Fl);
+        for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) moe += pad64(counts[i]);
+        a->A_moe = moe + M * (C + s->Fe1 + s->Fe) * 4 + 1;
+    }
     a->S = Ns * C * 4;
     a->H1 = has_head ? (N * C + 2 * Ns) * 4 : 0;
     a->H2 = has_head ? (N * (s->Vp / tp) + N) * 4 : 0;
@@ -250,6 +329,15 @@ static void korthikanti_acts(const tb_config *c, const shape *s, chunk_acts *a, 
     const double layer = sp ? sbh * (10.0 + sharded + core) / t : sbh * (10.0 + (sharded + core) / t);
     a->S = (int64_t)llround(2.0 * sbh / (sp ? t : 1.0));
     a->A = (int64_t)llround(layer) - a->S;
+    if (s->E > 0) {
+        // an estimate for a MoE layer (MoE runs at tp 1 here): the dense MLP's term replaced by
+        // k routed copies of each token through an expert MLP (its input 2·k·s·b·h, its fc1 and
+        // activation k·(4 or 6)·Fe/h), the shared expert's, and the router's scores (fp32, E per token)
+        const double mlp = (c->swiglu ? 6.0 : 4.0) * s->F / h;
+        const double moe_mlp = s->k * (2.0 + (c->swiglu ? 6.0 : 4.0) * s->Fe / h) + (c->swiglu ? 6.0 : 4.0) * s->Fs / h +
+                               4.0 * s->E / h;
+        a->A_moe = a->A + (int64_t)llround(sbh * (moe_mlp - mlp));
+    }
     a->H1 = 0;
     // the output layer's logits, kept in fp32 for the cross entropy (Megatron's 4·s·b·v/t)
     a->H2 = has_head ? (int64_t)llround(4.0 * (double)c->micro_batch_size * seq * (double)s->Vp / t) : 0;
@@ -278,7 +366,7 @@ static void p2p(comm_acc *a, double count, double elem) {
 }
 
 typedef struct stage_comm {
-    comm_acc tp, cp, pp, pp_grad, dp_cp, embedding;
+    comm_acc tp, cp, pp, pp_grad, dp_cp, embedding, ep, expert_dp;
 } stage_comm;
 
 // ---------------------------------------------------------------------------------------
@@ -306,12 +394,22 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     plan->dp = c->data_parallel_size;
     plan->microbatches = c->num_microbatches;
     plan->sp = c->sequence_parallel;
+    plan->ep = c->expert_model_parallel_size > 0 ? c->expert_model_parallel_size : 1;
 
     tb_error rule;
     if (config_validate_rules(c, TB_RULES_SKIP_BUILD_LIMITS | TB_RULES_SKIP_NOT_SUPPORTED, &rule) != 0) {
         char *nl = strchr(rule.msg, '\n');
         if (nl) *nl = '\0';
         snprintf(plan->rule, sizeof plan->rule, "%s", rule.msg);
+        return 0;
+    }
+    if (c->num_experts > 0 && (tp > 1 || cp > 1 || c->expert_tensor_parallel_size > 1)) {
+        // legal under Megatron's rules, but the planner models MoE only as the engine runs it
+        snprintf(plan->rule, sizeof plan->rule,
+                 "the planner: num_experts %d with tensor_model_parallel_size %d, context_parallel_size %d, "
+                 "expert_tensor_parallel_size %d: not supported yet (MoE is modeled at tp 1, cp 1, etp 1, as the "
+                 "engine runs it)",
+                 c->num_experts, tp, cp, c->expert_tensor_parallel_size);
         return 0;
     }
     plan->legal = 1;
@@ -329,6 +427,10 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     plan->tp_in_node = group_in_node(tp, cl->gpus_per_node);
     plan->cp_in_node = group_in_node(tp * cp, cl->gpus_per_node);
     plan->model_parameters = plan_model_parameters(c);
+    plan->expert_parameters = plan_model_expert_parameters(c);
+    plan->active_parameters = plan_active_parameters(c);
+    plan->edp = s.E > 0 ? cl->gpus / (s.ep * pp) : dpcp;  // the expert grid etp x ep x edp x pp (etp 1)
+    plan->experts_per_rank = s.E / s.ep;
     plan->bubble = pp > 1 ? (double)(pp - 1) / ((double)v * m + pp - 1) : 0.0;
 
     int layers[TB_MAX_PIPELINE_STAGES];
@@ -341,8 +443,11 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     const int64_t B = mbs, Tl = c->seq_length / cp, N = B * Tl, Ns = c->sequence_parallel ? N / tp : N;
     const int64_t kv_local = B * Tl * 2 * (s.G / tp) * s.hs;
     double max_stage_flops = 0;
-    double comm_max[6] = {0}, bus_seconds_max = 0;  // tp, cp, pp, pp_grad, dp_cp, embedding
+    double comm_max[8] = {0}, bus_seconds_max = 0;  // tp, cp, pp, pp_grad, dp_cp, embedding
 
+    int first_layer[TB_MAX_PIPELINE_STAGES];  // of each virtual stage, in model order
+    for (int k = 0, at = 0; k < pp * v; k++) first_layer[k] = at, at += layers[k];
+    const int edp = plan->edp;
     for (int r = 0; r < pp; r++) {
         tb_plan_stage *st = &plan->stages[r];
         chunk_acts eng[TB_MAX_PIPELINE_STAGES], kor[TB_MAX_PIPELINE_STAGES];
@@ -355,8 +460,9 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             st->layers += L;
             st->has_embedding |= emb;
             st->has_head |= head;
-            chunk_params cpz = chunk_parameters(&s, L, emb, head);
+            chunk_params cpz = chunk_parameters(&s, first_layer[k], L, emb, head, s.ep);
             st->params_held += cpz.held;
+            st->params_expert += cpz.expert;
             st->params_counted += cpz.counted;
             st->params_counted_other_tp += cpz.counted - cpz.replicated_counted;
             st->params_aligned += cpz.aligned;
@@ -372,10 +478,15 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             } else {  // Megatron: 2-byte params, fp32 main grads, fp32 master + Adam moments
                 st->param_bytes += cpz.held * 2;
                 st->grad_bytes += cpz.held * 4;
-                st->optimizer_bytes += sharded ? (int64_t)ceil((double)cpz.held * 12 / dpcp) : cpz.held * 12;
+                // the experts' state sharded over expert-dp (the ranks holding the same experts)
+                const int64_t dense = cpz.held - cpz.expert;
+                st->optimizer_bytes += sharded ? (int64_t)ceil((double)dense * 12 / dpcp) +
+                                                     (int64_t)ceil((double)cpz.expert * 12 / (edp > 0 ? edp : 1))
+                                               : cpz.held * 12;
             }
             chunk_acts base_acts = {L, 0, 0, 0, 0, head, full, c->recompute_method == TB_RECOMPUTE_BLOCK,
-                                    c->recompute_num_layers > 0 ? c->recompute_num_layers : 1};
+                                    c->recompute_num_layers > 0 ? c->recompute_num_layers : 1, 0, first_layer[k],
+                                    s.E, s.freq};
             eng[ch] = kor[ch] = base_acts;
             engine_acts(c, &s, &eng[ch], head);
             korthikanti_acts(c, &s, &kor[ch], head);
@@ -393,6 +504,16 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
                 else all_reduce(&mb.tp, per_layer_tp * (reps + 1.0), act_elem, tp);
                 // CP: K and V all-gathered in forward, again in backward, dK/dV reduce-scattered
                 gather_or_scatter(&mb.cp, (double)kv_local * (reps + 2.0), act_elem, cp);
+                // EP, a MoE layer's all-to-all dispatcher (token_dispatcher.c): per forward the
+                // counts (E int32) all-gathered, the N·k permuted tokens all-to-all'd to their
+                // experts and the R rows back; backward the same two all-to-alls reversed. A
+                // balanced router and no drop: R = N·k (an estimate: routing is data-dependent).
+                if (s.ep > 1 && is_moe_layer(&s, first_layer[k] + l)) {
+                    const double rows = (double)N * s.k;
+                    for (int f = 0; f < reps; f++) gather_or_scatter(&mb.ep, (double)s.E, 4.0, s.ep);
+                    mb.ep.msg += (2.0 * reps + 2.0) * rows * s.C * act_elem;
+                    mb.ep.bus += (2.0 * reps + 2.0) * rows * s.C * act_elem * (s.ep - 1) / s.ep;
+                }
             }
             if (emb) {
                 all_reduce(&mb.tp, (double)N * s.C, act_elem, tp);  // vocab-parallel embedding
@@ -411,23 +532,40 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
                 p2p(&mb.pp, (double)Ns * s.C, act_elem);       // send_forward
                 p2p(&mb.pp_grad, (double)Ns * s.C, act_elem);  // recv_backward
             }
-            comm_acc *dst[] = {&sc.tp, &sc.cp, &sc.pp, &sc.pp_grad}, *src[] = {&mb.tp, &mb.cp, &mb.pp, &mb.pp_grad};
-            for (int i = 0; i < 4; i++) {
+            comm_acc *dst[] = {&sc.tp, &sc.cp, &sc.pp, &sc.pp_grad, &sc.ep},
+                     *src[] = {&mb.tp, &mb.cp, &mb.pp, &mb.pp_grad, &mb.ep};
+            for (int i = 0; i < 5; i++) {
                 dst[i]->msg += m * src[i]->msg;
                 dst[i]->bus += m * src[i]->bus;
             }
             // per step: sequence-parallel partial gradients over tp, the tied embedding, dp
             if (c->sequence_parallel) all_reduce(&sc.tp, (double)cpz.sp_partial, grad_elem, tp);
             if (pp > 1 && s.tied && cpz.wte) all_reduce(&sc.embedding, (double)cpz.wte, grad_elem, 2);
-            if (sharded) {
+            if (sharded && mixed && s.ep > 1 && cpz.expert > 0) {
+                // Megatron's distributed optimizer under ep: the dense range over dp x cp, the
+                // experts' over expert-dp (the engine refuses it: the fp32 accounting keeps its buffers)
+                const double dense = (double)(cpz.held - cpz.expert), e = (double)cpz.expert, ne = edp > 0 ? edp : 1;
+                gather_or_scatter(&sc.dp_cp, dense / dpcp, grad_elem, dpcp);
+                gather_or_scatter(&sc.dp_cp, dense / dpcp, param_elem, dpcp);
+                gather_or_scatter(&sc.expert_dp, e / ne, grad_elem, edp);
+                gather_or_scatter(&sc.expert_dp, e / ne, param_elem, edp);
+            } else if (sharded) {
                 gather_or_scatter(&sc.dp_cp, (double)shard, grad_elem, dpcp);  // reduce-scatter of the gradients
                 gather_or_scatter(&sc.dp_cp, (double)shard, param_elem, dpcp); // all-gather of the parameters
+            } else if (s.ep > 1 && cpz.expert > 0) {
+                // finalize_model_grads: the dense range over dp x cp, the experts' over expert-dp
+                const int64_t dense_aligned = cpz.aligned - cpz.expert_aligned;
+                all_reduce(&sc.dp_cp, mixed ? (double)(cpz.held - cpz.expert) : (double)dense_aligned, grad_elem, dpcp);
+                all_reduce(&sc.expert_dp, mixed ? (double)cpz.expert : (double)(padded - dense_aligned), grad_elem, edp);
             } else {
                 all_reduce(&sc.dp_cp, mixed ? (double)cpz.held : (double)padded, grad_elem, dpcp);
             }
             // FLOPs of the chunk: the engine's formula over what the rank holds, its heads
             const double tokens = (double)m * B * Tl;
-            double f = tokens * (6.0 * cpz.held + 12.0 * L * ((double)s.C / tp) * c->seq_length);
+            // (gpt_chunk_flops_per_token: the rank's experts run all ep ranks' tokens, k of E active)
+            const double active = s.E > 0 ? (double)(cpz.held - cpz.expert) + (double)(cpz.expert * s.ep * s.k / s.E)
+                                           : (double)cpz.held;
+            double f = tokens * (6.0 * active + 12.0 * L * ((double)s.C / tp) * c->seq_length);
             if (full) f += tokens * 2.0 * cpz.held * recomputed_layers / (L > 0 ? L : 1);
             else if (c->recompute_granularity == TB_RECOMPUTE_SELECTIVE)
                 f += tokens * 4.0 * L * ((double)s.C / tp) * c->seq_length;  // the core attention again
@@ -447,8 +585,9 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             plan->peak_bytes = st->total_bytes;
             plan->peak_stage = r;
         }
-        const double msgs[6] = {sc.tp.msg, sc.cp.msg, sc.pp.msg, sc.pp_grad.msg, sc.dp_cp.msg, sc.embedding.msg};
-        for (int i = 0; i < 6; i++)
+        const double msgs[8] = {sc.tp.msg,    sc.cp.msg,        sc.pp.msg, sc.pp_grad.msg,
+                                sc.dp_cp.msg, sc.embedding.msg, sc.ep.msg, sc.expert_dp.msg};
+        for (int i = 0; i < 8; i++)
             if (msgs[i] > comm_max[i]) comm_max[i] = msgs[i];
         // exposed communication of the stage: nothing overlapped (a stated simplification)
         const double gb = 1e9;
@@ -456,7 +595,9 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
         double secs = sc.tp.bus / (plan->tp_in_node ? intra : inter) + sc.cp.bus / (plan->cp_in_node ? intra : inter) +
                       (sc.pp.bus + sc.pp_grad.bus) / (group_in_node(tp * cp * dp * pp, cl->gpus_per_node) ? intra : inter) +
                       sc.embedding.bus / inter +
-                      sc.dp_cp.bus / (group_in_node(tp * cp * dp, cl->gpus_per_node) ? intra : inter);
+                      sc.dp_cp.bus / (group_in_node(tp * cp * dp, cl->gpus_per_node) ? intra : inter) +
+                      sc.ep.bus / (group_in_node(s.ep, cl->gpus_per_node) ? intra : inter) +
+                      sc.expert_dp.bus / (group_in_node(s.ep * edp, cl->gpus_per_node) ? intra : inter);
         if (secs > bus_seconds_max) bus_seconds_max = secs;
         if (stage_flops > max_stage_flops) max_stage_flops = stage_flops;
     }
@@ -466,13 +607,15 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     plan->comm.pp_grad = comm_max[3];
     plan->comm.dp_cp = comm_max[4];
     plan->comm.embedding = comm_max[5];
+    plan->comm.ep = comm_max[6];
+    plan->comm.expert_dp = comm_max[7];
     plan->comm.seconds = bus_seconds_max;
     plan->fits = plan->peak_bytes <= cl->gpu_memory;
 
     // model FLOPs of the global batch (no recompute): the engine's 6·N + 12·L·C·T per token
     const double tokens = (double)c->global_batch_size * c->seq_length;
     plan->flops_per_step =
-        tokens * (6.0 * (double)plan->model_parameters + 12.0 * c->num_layers * (double)s.C * c->seq_length);
+        tokens * (6.0 * (double)plan->active_parameters + 12.0 * c->num_layers * (double)s.C * c->seq_length);
     const double rate = cl->peak_tflops * 1e12 * cl->compute_efficiency;
     plan->compute_seconds = rate > 0 ? max_stage_flops / rate : 0;
     plan->step_seconds = plan->compute_seconds * (pp > 1 ? ((double)v * m + pp - 1) / ((double)v * m) : 1.0) +

@@ -54,7 +54,8 @@ typedef struct tb_plan_stage {
     int has_embedding, has_head;
     int64_t params_held;        // elements of its shards, exact
     int64_t params_counted;     // toward the model's N (tp rank 0's view)
-    int64_t params_counted_other_tp;  // the same on a tp rank other than 0 (no tp-replicated tensors)
+    int64_t params_counted_other_tp;
+    int64_t params_expert;      // of params_held: the tensors of its E/ep experts (MoE), exact  // the same on a tp rank other than 0 (no tp-replicated tensors)
     int64_t params_aligned;     // the engine's "parameters" (pipeline.json): each tensor 16-element aligned
     int64_t buffer_elements;    // the engine's flat buffers: the aligned tensors padded to 16 x dp
     int64_t param_bytes, grad_bytes, optimizer_bytes;
@@ -72,6 +73,8 @@ typedef struct tb_plan_stage {
 // The figure is the busiest rank's of the kind (max over stages).
 typedef struct tb_plan_comm {
     double tp, cp, pp, pp_grad, dp_cp, embedding;  // pp: activations forward, pp_grad: gradients backward
+    double ep;         // MoE all-to-all dispatcher: counts all-gathered, tokens all-to-all'd (a balanced-router estimate)
+    double expert_dp;  // the experts' gradient all-reduce over expert-dp (ep > 1)
     double seconds;  // the step-time model's exposed communication, every kind
 } tb_plan_comm;
 
@@ -84,6 +87,9 @@ typedef struct tb_plan {
     int heads_per_tp, query_groups_per_tp;
     int tp_in_node, cp_in_node;
     int64_t model_parameters;   // N at this layout's padded vocabulary, exact
+    int64_t expert_parameters;  // of N: every MoE layer's experts (0: dense), exact
+    int64_t active_parameters;  // per token: N − experts + experts·k/E (the engine's gpt_active_parameters)
+    int ep, edp, experts_per_rank;  // expert parallel (from the model's expert_model_parallel_size), expert-dp
     int nstages;
     tb_plan_stage *stages;      // (pp)
     int peak_stage;             // the stage with the most bytes
@@ -91,7 +97,7 @@ typedef struct tb_plan {
     int fits;
     double bubble;              // (p − 1)/(v·m + p − 1)
     tb_plan_comm comm;
-    double flops_per_step;      // model FLOPs of the global batch (the engine's 6N + 12·L·C·T per token)
+    double flops_per_step;      // model FLOPs of the global batch (the engine's 6·N_active + 12·L·C·T per token)
     double compute_seconds, step_seconds, mfu;
 } tb_plan;
 
@@ -112,5 +118,8 @@ void plan_layout_name(const tb_plan *plan, char *buf, size_t len);
 
 // The parameters of the model at tensor-parallel size tp (its padded vocabulary), exact.
 int64_t plan_model_parameters(const tb_config *cfg);
+// Of those, the experts' (every MoE layer's E experts), and the active parameters per token.
+int64_t plan_model_expert_parameters(const tb_config *cfg);
+int64_t plan_active_parameters(const tb_config *cfg);
 
 #endif

@@ -113,11 +113,11 @@ static int given(int n, char **v, const char *flag) {
 
 // "tp4,pp4,dp4,cp2,vpp2,mbs1"
 typedef struct layout_spec {
-    int tp, cp, pp, vpp, dp, mbs;
+    int tp, cp, pp, vpp, dp, mbs, ep, etp;
 } layout_spec;
 
 static int parse_layout(const char *text, layout_spec *l, tb_error *err) {
-    *l = (layout_spec){1, 1, 1, 1, 0, 0};
+    *l = (layout_spec){1, 1, 1, 1, 0, 0, 0, 0};
     const char *p = text;
     while (*p) {
         char key[8];
@@ -135,11 +135,10 @@ static int parse_layout(const char *text, layout_spec *l, tb_error *err) {
         else if (!strcmp(key, "vpp")) l->vpp = (int)v;
         else if (!strcmp(key, "dp")) l->dp = (int)v;
         else if (!strcmp(key, "mbs")) l->mbs = (int)v;
-        else if (!strcmp(key, "ep") || !strcmp(key, "etp"))
-            return tb_fail(err, "flag --explain '%s': %s%ld: expert parallelism is not supported yet by the planner "
-                                "(the engine has no MoE layer)", text, key, v);
+        else if (!strcmp(key, "ep")) l->ep = (int)v;
+        else if (!strcmp(key, "etp")) l->etp = (int)v;
         else
-            return tb_fail(err, "flag --explain '%s': unknown size '%s' (tp, cp, pp, vpp, dp, mbs)", text, key);
+            return tb_fail(err, "flag --explain '%s': unknown size '%s' (tp, cp, pp, vpp, dp, mbs, ep, etp)", text, key);
         p = *end ? end + 1 : end;
     }
     return 0;
@@ -158,8 +157,10 @@ static int cmp_plans(const void *a, const void *b) {
 static double gib(int64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
 
 static void print_table(FILE *out, const tb_plan *plans, int n, const tb_plan_cluster *cl) {
-    fprintf(out, "%-4s %-28s %4s %10s %8s %8s %8s %5s %7s %9s %9s %8s %6s\n", "#", "layout", "m", "layers/st",
-            "w+opt", "acts", "peak", "fits", "bubble", "tp GB", "dp GB", "step s*", "MFU*");
+    const int moe = n > 0 && plans[0].cfg.num_experts > 0;  // the ep column (the all-to-all estimate)
+    const int w = moe ? 31 : 28;  // the layout names grow by ",epN"
+    fprintf(out, "%-4s %-*s %4s %10s %8s %8s %8s %5s %7s %9s %9s %s%8s %6s\n", "#", w, "layout", "m", "layers/st",
+            "w+opt", "acts", "peak", "fits", "bubble", "tp GB", "dp GB", moe ? "   ep GB* " : "", "step s*", "MFU*");
     for (int i = 0; i < n; i++) {
         const tb_plan *p = &plans[i];
         char name[96], layers[32];
@@ -171,23 +172,34 @@ static void print_table(FILE *out, const tb_plan *plans, int n, const tb_plan_cl
                 snprintf(layers, sizeof layers, "%d..", p->stages[0].layers);
                 break;
             }
-        fprintf(out, "%-4d %-28s %4d %10s %7.1fG %7.1fG %7.1fG %5s %7.3f %9.2f %9.2f %8.3f %5.1f%%%s\n", i + 1, name,
+        char ep[32] = "";
+        if (moe) snprintf(ep, sizeof ep, "%9.2f ", p->comm.ep / 1e9);
+        fprintf(out, "%-4d %-*s %4d %10s %7.1fG %7.1fG %7.1fG %5s %7.3f %9.2f %9.2f %s%8.3f %5.1f%%%s\n", i + 1, w, name,
                 p->microbatches, layers, gib(st->param_bytes + st->grad_bytes + st->optimizer_bytes),
                 gib(st->activation_bytes), gib(p->peak_bytes), p->fits ? "yes" : "no", p->bubble, p->comm.tp / 1e9,
-                p->comm.dp_cp / 1e9, p->step_seconds, 100 * p->mfu, p->runs_here ? "" : "  (not on this engine)");
+                (p->comm.dp_cp + p->comm.expert_dp) / 1e9, ep, p->step_seconds, 100 * p->mfu,
+                p->runs_here ? "" : "  (not on this engine)");
     }
     fprintf(out, "(* an estimate: FLOPs at %.0f TFLOP/s x %.2f, bubble, un-overlapped communication at %.0f / %.0f GB/s; "
-                 "w+opt, acts and peak are the peak stage's per-rank GiB; tp/dp GB: bytes per rank per step)\n",
-            cl->peak_tflops, cl->compute_efficiency, cl->intra_node_gbps, cl->inter_node_gbps);
+                 "w+opt, acts and peak are the peak stage's per-rank GiB; tp/dp GB: bytes per rank per step%s)\n",
+            cl->peak_tflops, cl->compute_efficiency, cl->intra_node_gbps, cl->inter_node_gbps,
+            moe ? "; dp: dp x cp + expert-dp; ep*: the all-to-all dispatcher's, a balanced-router estimate" : "");
 }
 
 static json_t *model_json(const tb_config *c) {
-    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "num_layers", c->num_layers,
+    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "num_layers", c->num_layers,
                      "hidden_size", c->hidden_size, "num_attention_heads", c->num_attention_heads, "num_query_groups",
                      c->num_query_groups, "ffn_hidden_size", c->ffn_hidden_size, "vocab_size", c->vocab_size,
                      "seq_length", c->seq_length, "global_batch_size", c->global_batch_size, "swiglu", c->swiglu,
                      "normalization", config_choice_name("normalization", c->normalization), "recompute_granularity",
                      config_choice_name("recompute_granularity", c->recompute_granularity));
+    if (o && c->num_experts > 0)
+        json_object_set_new(o, "moe", json_pack("{s:i, s:i, s:i, s:i, s:i}", "num_experts", c->num_experts,
+                                                "moe_router_topk", c->moe_router_topk, "moe_ffn_hidden_size",
+                                                c->moe_ffn_hidden_size, "moe_layer_freq", c->moe_layer_freq,
+                                                "moe_shared_expert_intermediate_size",
+                                                c->moe_shared_expert_intermediate_size));
+    return o;
 }
 
 static json_t *cluster_json(const tb_plan_cluster *cl) {
@@ -267,12 +279,6 @@ int tracebook_plan_main(int argc, char **argv) {
         rc = TB_EXIT_USAGE;
         goto done;
     }
-    if (given(en, ev, "--expert-model-parallel-size") || given(en, ev, "--num-experts")) {
-        fprintf(stderr, "tracebook plan: --num-experts / --expert-model-parallel-size: MoE is not supported yet by the "
-                        "planner (the engine has no MoE layer)\n");
-        rc = TB_EXIT_USAGE;
-        goto done;
-    }
     tb_config base;
     config_defaults(&base);
     int help = 0;
@@ -317,6 +323,8 @@ int tracebook_plan_main(int argc, char **argv) {
         }
         if (l.mbs == 0) l.mbs = given(en, ev, "--micro-batch-size") ? base.micro_batch_size : 1;
         if (!have_gbs) base.global_batch_size = l.mbs * l.dp * (l.pp > 1 ? l.pp : 1);  // m = pp: the fewest legal
+        if (l.ep) base.expert_model_parallel_size = l.ep;
+        if (l.etp) base.expert_tensor_parallel_size = l.etp;
         tb_plan p;
         if (plan_evaluate(&p, &base, &cl, l.tp, l.cp, l.pp, l.vpp, l.mbs, &err) != 0) {
             fprintf(stderr, "tracebook plan: %s\n", err.msg);
@@ -341,6 +349,7 @@ int tracebook_plan_main(int argc, char **argv) {
     const int fixed_tp = given(en, ev, "--tensor-model-parallel-size"), fixed_pp = given(en, ev, "--pipeline-model-parallel-size");
     const int fixed_cp = given(en, ev, "--context-parallel-size"), fixed_mbs = given(en, ev, "--micro-batch-size");
     const int fixed_vpp = given(en, ev, "--virtual-pipeline-model-parallel-size");
+    const int fixed_ep = given(en, ev, "--expert-model-parallel-size");
     int nplans = 0, cap = 0, nillegal = 0;
     tb_plan *plans = NULL;
     json_t *illegal = a.all ? json_array() : NULL;
@@ -355,6 +364,12 @@ int tracebook_plan_main(int argc, char **argv) {
                 for (int v = 1; v <= (pp > 1 ? a.max_vpp : 1); v++) {
                     if (fixed_vpp && v != (base.virtual_pipeline_model_parallel_size > 1 ? base.virtual_pipeline_model_parallel_size : 1))
                         continue;
+                    // ep: the divisors of num_experts (1 for a dense model); the rules decide the rest
+                    for (int ep = 1; ep <= (base.num_experts > 0 ? base.num_experts : 1); ep++) {
+                    if ((base.num_experts > 0 && base.num_experts % ep) || (fixed_ep && ep != base.expert_model_parallel_size))
+                        continue;
+                    tb_config cand = base;
+                    cand.expert_model_parallel_size = ep;
                     for (int mbs = fixed_mbs ? base.micro_batch_size : 1; mbs <= (fixed_mbs ? base.micro_batch_size : a.max_mbs);
                          mbs *= 2) {
                         if (nplans == cap) {
@@ -362,7 +377,7 @@ int tracebook_plan_main(int argc, char **argv) {
                             plans = tb_xreallocarray(plans, (size_t)cap, sizeof *plans, "plans");
                         }
                         tb_plan *p = &plans[nplans];
-                        if (plan_evaluate(p, &base, &cl, tp, cp, pp, v, mbs, &err) != 0) {
+                        if (plan_evaluate(p, &cand, &cl, tp, cp, pp, v, mbs, &err) != 0) {
                             fprintf(stderr, "tracebook plan: %s\n", err.msg);
                             goto done;
                         }
@@ -378,6 +393,7 @@ int tracebook_plan_main(int argc, char **argv) {
                             json_array_append_new(illegal, json_pack("{s:s, s:s}", "layout", name, "rule", p->rule));
                         }
                         plan_free(p);
+                    }
                     }
                 }
             }

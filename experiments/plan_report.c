@@ -37,6 +37,7 @@ static const char *activation_formula(const tb_plan_cluster *cl) {
 void plan_layout_name(const tb_plan *p, char *buf, size_t len) {
     int n = snprintf(buf, len, "tp%d,cp%d,pp%d", p->tp, p->cp, p->pp);
     if (p->vpp > 1 && n > 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, ",vpp%d", p->vpp);
+    if (p->cfg.num_experts > 0 && n > 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, ",ep%d", p->ep);
     if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ",dp%d,mbs%d", p->dp, p->mbs);
 }
 
@@ -109,6 +110,20 @@ json_t *plan_to_json(const tb_plan *p, const tb_plan_cluster *cl) {
     json_object_set_new(o, "layers_per_stage_rebalanced", layers_json(c, 1));
     json_object_set_new(o, "model_parameters", json_integer(p->model_parameters));
     json_object_set_new(o, "padded_vocab_size", json_integer(c->padded_vocab_size));
+    if (c->num_experts > 0) {
+        json_t *moe = json_pack(
+            "{s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:s, s:f, s:f, s:s}", "num_experts", c->num_experts, "topk",
+            c->moe_router_topk, "ep", p->ep, "expert_dp", p->edp, "experts_per_ep_rank", p->experts_per_rank,
+            "expert_parameters", (json_int_t)p->expert_parameters, "active_parameters",
+            (json_int_t)p->active_parameters, "active_formula",
+            "N - experts + experts x k / E (integer division, the engine's gpt_active_parameters)",
+            "all_to_all_bytes_per_step", p->comm.ep, "expert_dp_bytes_per_step", p->comm.expert_dp, "all_to_all_note",
+            "an estimate: a balanced router and no token dropped (routing is data-dependent): per MoE layer and "
+            "microbatch, per forward the E int32 counts all-gathered over ep and N x k permuted tokens x C "
+            "all-to-all'd out and back, backward the two all-to-alls again; the engine's activations of a MoE "
+            "layer are exact at ep 1 without a capacity factor (R = N x k rows), an estimate otherwise");
+        json_object_set_new(o, "moe", moe);
+    }
     json_object_set_new(
         o, "groups",
         json_pack("{s:{s:i, s:b, s:s}, s:{s:i, s:b, s:s}, s:{s:i, s:s}, s:{s:i, s:s}}", "tp", "size", p->tp,
@@ -136,6 +151,9 @@ json_t *plan_to_json(const tb_plan *p, const tb_plan_cluster *cl) {
                       (json_int_t)st->activation_bytes_korthikanti, "microbatches_in_flight",
                       st->microbatches_in_flight, "total_bytes", (json_int_t)st->total_bytes));
     }
+    for (int s = 0; s < p->nstages; s++)
+        json_object_set_new(json_array_get(stages, (size_t)s), "parameters_expert",
+                            json_integer(p->stages[s].params_expert));
     json_object_set_new(o, "stages", stages);
     int64_t variants[3];
     recompute_variants(p, cl, variants);
@@ -157,9 +175,9 @@ json_t *plan_to_json(const tb_plan *p, const tb_plan_cluster *cl) {
                                   "(p - 1) / (v x m + p - 1), Narayanan et al. 2021 as a share of the step"));
     json_object_set_new(
         o, "comm_bytes_per_step",
-        json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "tp", p->comm.tp, "cp", p->comm.cp, "pp", p->comm.pp,
-                  "pp_grad", p->comm.pp_grad, "dp_cp",
-                  p->comm.dp_cp, "embedding", p->comm.embedding, "definition",
+        json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "tp", p->comm.tp, "cp", p->comm.cp, "pp",
+                  p->comm.pp, "pp_grad", p->comm.pp_grad, "dp_cp", p->comm.dp_cp, "embedding", p->comm.embedding,
+                  "ep", p->comm.ep, "expert_dp", p->comm.expert_dp, "definition",
                   "per rank and step, the sum over the group's calls of count x element size of the buffer each "
                   "passes (the traces' args.bytes), the busiest stage's; pp: activations forward (and the loss), "
                   "pp_grad: their gradients backward"));
@@ -193,6 +211,12 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
             c->num_layers, c->hidden_size, c->num_attention_heads, c->num_query_groups, c->ffn_hidden_size,
             c->swiglu ? " SwiGLU" : "", c->vocab_size, c->padded_vocab_size, p->tp, c->seq_length);
     fprintf(out, "  parameters N = %lld (exact, as the engine lays them out)\n", (long long)p->model_parameters);
+    if (c->num_experts > 0)
+        fprintf(out, "  MoE: %d experts (ffn %d), top-%d, every %d layer(s)%s; experts' parameters %lld, active per token "
+                     "%lld = N - experts + experts x %d / %d\n",
+                c->num_experts, c->moe_ffn_hidden_size, c->moe_router_topk, c->moe_layer_freq,
+                c->moe_shared_expert_intermediate_size > 0 ? ", a shared expert" : "", (long long)p->expert_parameters,
+                (long long)p->active_parameters, c->moe_router_topk, c->num_experts);
     fprintf(out, "\nworld %d = tp %d x cp %d x dp %d x pp %d (rank order tp-cp-dp-pp, tp fastest)\n", cl->gpus,
             p->tp, p->cp, p->dp, p->pp);
     fprintf(out, "  tp group: %d consecutive ranks, %s a node; heads per tp rank %d / %d = %d, query groups %d / %d = %d\n",
@@ -204,6 +228,10 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
                 p->cp);
     fprintf(out, "  dp x cp group: %d ranks holding the same shards: gradients averaged over it%s\n", p->dp * p->cp,
             c->use_distributed_optimizer ? ", the optimizer state sharded over it (distributed optimizer)" : "");
+    if (c->num_experts > 0)
+        fprintf(out, "  expert grid %d = etp 1 x ep %d x expert-dp %d x pp %d: each ep rank holds %d / %d = %d experts, "
+                     "their gradients averaged over expert-dp\n",
+                cl->gpus, p->ep, p->edp, p->pp, c->num_experts, p->ep, p->experts_per_rank);
     fprintf(out, "  global batch %d = micro batch %d x microbatches %d x dp %d\n", c->global_batch_size, p->mbs,
             p->microbatches, p->dp);
     int layers[TB_MAX_PIPELINE_STAGES];
@@ -223,6 +251,15 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
 
     fprintf(out, "\nmemory per rank (%s):\n  weights and optimizer: %s\n  activations: %s\n", precision_name(cl->precision),
             param_formula(p, cl), activation_formula(cl));
+    if (c->num_experts > 0)
+        fprintf(out, "  MoE layers: %s\n",
+                cl->precision == TB_PLAN_FP32
+                    ? (p->ep > 1 ? "the engine's saved tensors with the R rows reaching the rank's experts taken as N x k "
+                                   "(a balanced router): an estimate"
+                                 : "the engine's saved tensors, the R = N x k rows exact at ep 1 (no token dropped "
+                                   "without a capacity factor)")
+                    : "an estimate: the MLP term replaced by k x (2 + (4 or 6) x Fe/h) for the routed copies, (4 or 6) "
+                      "x Fs/h for the shared expert and 4E/h for the router's fp32 scores");
     fprintf(out, "  %-6s %7s %15s %9s %9s %9s %9s %9s %9s\n", "stage", "layers", "params held", "params", "grads",
             "optim", "acts", "in flight", "total");
     for (int s = 0; s < p->nstages; s++) {
@@ -250,6 +287,11 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
     fprintf(out, "  dp x cp %.2f GB   (%s)\n", p->comm.dp_cp / 1e9,
             c->use_distributed_optimizer && p->dp * p->cp > 1 ? "gradients reduce-scattered, parameters all-gathered"
                                                                : "gradients all-reduced");
+    if (p->comm.ep > 0)
+        fprintf(out, "  ep %.2f GB   (an estimate, a balanced router: per MoE layer and microbatch the counts "
+                     "all-gathered, N x k tokens all-to-all'd out and back, forward and backward)\n",
+                p->comm.ep / 1e9);
+    if (p->comm.expert_dp > 0) fprintf(out, "  expert-dp %.2f GB   (the experts' gradients all-reduced)\n", p->comm.expert_dp / 1e9);
     if (p->comm.embedding > 0) fprintf(out, "  embedding %.2f GB   (the tied word embedding's gradient, first + last stage)\n", p->comm.embedding / 1e9);
     fprintf(out, "\npipeline bubble (p - 1)/(v x m + p - 1) = (%d - 1)/(%d x %d + %d - 1) = %.4f\n", p->pp, p->vpp,
             p->microbatches, p->pp, p->bubble);

@@ -2,7 +2,9 @@
 // exact parameter counts (GPT-2 124M as the engine counts them, LLaMA-2-70B), per-rank
 // counts summing to the model over tp x pp, the rules identical to the engine's config
 // validation over random shapes, Korthikanti's formula in its closed form, every plan
-// figure of the small layouts equal to what the engine measures (--verify), bad input.
+// figure of the small layouts equal to what the engine measures (--verify), bad input; MoE:
+// expert counts per ep rank summing to the model, the MoE rules identical to the engine's, ep
+// enumerated, the all-to-all and expert-dp bytes of the stated model.
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -308,12 +310,16 @@ TB_TEST(bad_input_is_named) {
     TB_CHECK(rc == 2 && tb_has(o.err, "--gpus N is required"), "rc %d: %s", rc, o.err);
     rc = tb_run(&o, NULL, "'%s' plan --gpus 8 " LLAMA70B, TRACEBOOK);
     TB_CHECK(rc == 2 && tb_has(o.err, "--global-batch-size is required"), "rc %d: %s", rc, o.err);
-    rc = tb_run(&o, NULL, "'%s' plan --gpus 8 --num-experts 8 " LLAMA70B " --global-batch-size 64", TRACEBOOK);
-    TB_CHECK(rc == 2 && tb_has(o.err, "not supported yet"), "rc %d: %s", rc, o.err);
+    // MoE under tensor parallelism: legal for Megatron, not modeled (the engine runs MoE at tp 1)
+    rc = tb_run(&o, NULL, "'%s' plan --explain tp4,ep2,dp2 --gpus 8 --num-experts 8 --sequence-parallel " LLAMA70B,
+                TRACEBOOK);
+    TB_CHECK(rc == 1 && tb_has(o.out, "the planner: num_experts 8 with tensor_model_parallel_size 4") &&
+                 tb_has(o.out, "not supported yet"), "rc %d: %s", rc, o.out);
     rc = tb_run(&o, NULL, "'%s' plan --gpus 64 --explain tp4,pp4,dp2 " LLAMA70B, TRACEBOOK);
     TB_CHECK(rc == 2 && tb_has(o.err, "tp x cp x pp x dp = 32, --gpus is 64"), "rc %d: %s", rc, o.err);
-    rc = tb_run(&o, NULL, "'%s' plan --explain tp4,ep2 " LLAMA70B, TRACEBOOK);
-    TB_CHECK(rc == 2 && tb_has(o.err, "ep2: expert parallelism is not supported yet"), "rc %d: %s", rc, o.err);
+    rc = tb_run(&o, NULL, "'%s' plan --explain tp4,ep2,dp1 --gpus 4 " LLAMA70B, TRACEBOOK);
+    TB_CHECK(rc == 1 && tb_has(o.out, "not legal: expert_model_parallel_size (2) needs num_experts > 0"), "rc %d: %s",
+             rc, o.out);
     rc = tb_run(&o, NULL, "'%s' plan --explain tp3,dp1 " LLAMA70B, TRACEBOOK);
     TB_CHECK(rc == 1 && tb_has(o.out, "not legal: num_attention_heads (64) must be divisible by tensor_model_parallel_size (3)"),
              "rc %d: %s", rc, o.out);
@@ -375,6 +381,146 @@ TB_TEST(planner_runbooks_prove) {
     tb_shell(NULL, "rm -rf '%s'", art);
 }
 
+// A small MoE: 4 experts (ffn 32) top-2 every second layer, a shared expert (ffn 48), GELU and
+// biases, so layers 0 and 2 are MoE layers.
+#define TINY_MOE_MODEL "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --vocab-size 256 "
+#define TINY_MOE TINY_MOE_MODEL "--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 " \
+                 "--moe-shared-expert-intermediate-size 48 --moe-layer-freq 2 --moe-token-dispatcher-type alltoall"
+
+// The experts' counts in closed form (router E x C, each expert fc1 + fc2 with biases, the
+// shared expert), per ep rank E/ep experts, the per-rank counts summing to the model over
+// pp x ep (the dense part once per ep rank), the active parameters as the engine's
+// gpt_active_parameters, and the dispatcher's all-to-all bytes in the stated balanced model.
+TB_TEST(moe_parameters_per_expert_rank_sum_to_the_model) {
+    tb_config dense, c;
+    tb_error err;
+    TB_REQUIRE(config_from(&dense, TINY_MOE_MODEL "--global-batch-size 8", &err) == 0, "%s", err.msg);
+    TB_REQUIRE(config_from(&c, TINY_MOE " --global-batch-size 8", &err) == 0, "%s", err.msg);
+    const int64_t mlp = 256 * 64 + 256 + 64 * 256 + 64, router = 4 * 64, expert = 32 * 64 + 32 + 64 * 32 + 64;
+    const int64_t shared = 48 * 64 + 48 + 64 * 48 + 64;
+    const int64_t n = plan_model_parameters(&dense) - 2 * mlp + 2 * (router + 4 * expert + shared);
+    TB_CHECK(plan_model_parameters(&c) == n && plan_model_expert_parameters(&c) == 2 * 4 * expert,
+             "N %lld (expected %lld), experts %lld (expected %lld)", (long long)plan_model_parameters(&c), (long long)n,
+             (long long)plan_model_expert_parameters(&c), (long long)(8 * expert));
+    TB_CHECK(plan_active_parameters(&c) == n - 8 * expert + 8 * expert * 2 / 4, "active %lld",
+             (long long)plan_active_parameters(&c));
+    int checked = 0;
+    const int eps[] = {1, 2, 4}, pps[] = {1, 2};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) {
+            tb_config b = c;
+            b.expert_model_parallel_size = eps[i];
+            tb_plan_cluster cl = fp32_cluster(4 * pps[j]);
+            tb_plan p;
+            TB_REQUIRE(plan_evaluate(&p, &b, &cl, 1, 1, pps[j], 1, 1, &err) == 0, "%s", err.msg);
+            TB_REQUIRE(p.legal && p.runs_here, "ep %d pp %d: %s", eps[i], pps[j], p.rule);
+            int64_t sum = 0, experts = 0;
+            for (int s = 0; s < p.nstages; s++) {
+                sum += p.stages[s].params_counted - p.stages[s].params_expert + eps[i] * p.stages[s].params_expert;
+                experts += p.stages[s].params_expert;
+            }
+            TB_CHECK(sum == n && experts * eps[i] == 8 * expert && p.experts_per_rank == 4 / eps[i] &&
+                         p.edp == 4 / eps[i] && p.model_parameters == n,
+                     "ep %d pp %d: per-rank sum %lld (N %lld), experts per rank %lld, edp %d", eps[i], pps[j],
+                     (long long)sum, (long long)n, (long long)experts, p.edp);
+            // per MoE layer and microbatch: 4 all-to-alls of N x k tokens x C floats (forward
+            // dispatch + combine, backward both again) and the E counts all-gathered over ep
+            const double N = 1.0 * 32, per = 4 * N * 2 * 64 * 4 + 4.0 * eps[i] * 4;
+            const double want = eps[i] > 1 ? per * p.microbatches * (pps[j] == 1 ? 2 : 1) : 0.0;
+            TB_CHECK(p.comm.ep == want, "ep %d pp %d: all-to-all bytes %.0f, expected %.0f", eps[i], pps[j], p.comm.ep,
+                     want);
+            checked++;
+            plan_free(&p);
+        }
+    TB_CHECK(checked == 6, "%d layouts", checked);
+    // bf16 with the distributed optimizer at ep 2 on 4 GPUs (dp 4, expert-dp 2): the dense
+    // state sharded over dp, the experts' over expert-dp (Megatron's; the engine refuses it)
+    tb_config b = c;
+    b.expert_model_parallel_size = 2;
+    b.use_distributed_optimizer = 1;
+    tb_plan_cluster cl = fp32_cluster(4);
+    cl.precision = TB_PLAN_BF16;
+    tb_plan p;
+    TB_REQUIRE(plan_evaluate(&p, &b, &cl, 1, 1, 1, 1, 1, &err) == 0 && p.legal && !p.runs_here, "%s", p.rule);
+    const int64_t held = p.stages[0].params_held, ex = p.stages[0].params_expert;
+    TB_CHECK(ex == 4 * expert && p.edp == 2 &&
+                 p.stages[0].optimizer_bytes == (held - ex) * 12 / 4 + ex * 12 / 2 && p.comm.expert_dp == 6.0 * ex,
+             "held %lld experts %lld optimizer %lld expert-dp bytes %.0f", (long long)held, (long long)ex,
+             (long long)p.stages[0].optimizer_bytes, p.comm.expert_dp);
+    plan_free(&p);
+}
+
+// The planner's verdict on MoE layouts at tp 1 is the engine's (config_validate) with the same
+// first rule: ep dividing the experts and the expert grid dividing the world, the distributed
+// optimizer under ep refused as the engine refuses it; the tp > 1 layouts it does not model
+// are refused by name.
+TB_TEST(moe_rules_identical_to_config_validation) {
+    int runs = 0, refused = 0, disagree = 0;
+    const int eps[] = {1, 2, 3, 4, 8}, pps[] = {1, 2}, dps[] = {1, 2, 4, 6};
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 2; j++)
+            for (int k = 0; k < 4; k++)
+                for (int distopt = 0; distopt < 2; distopt++) {
+                    const int world = pps[j] * dps[k];
+                    char model[600], layout[800];
+                    snprintf(model, sizeof model, TINY_MOE " --global-batch-size %d --expert-model-parallel-size %d%s",
+                             dps[k] * 2, eps[i], distopt ? " --use-distributed-optimizer" : "");
+                    snprintf(layout, sizeof layout, "%s --pipeline-model-parallel-size %d --world-size %d --micro-batch-size 1", model,
+                             pps[j], world);
+                    tb_config engine, base;
+                    tb_error err, rule;
+                    TB_REQUIRE(config_from(&engine, layout, &err) == 0 && config_from(&base, model, &err) == 0, "%s",
+                               err.msg);
+                    const int ok = config_validate(&engine, &rule) == 0;
+                    char *nl = strchr(rule.msg, '\n');
+                    if (nl) *nl = '\0';
+                    tb_plan_cluster cl = fp32_cluster(world);
+                    tb_plan p;
+                    TB_REQUIRE(plan_evaluate(&p, &base, &cl, 1, 1, pps[j], 1, 1, &err) == 0, "%s", err.msg);
+                    if ((p.runs_here != ok || (!ok && strcmp(p.rule, rule.msg))) && disagree++ < 5)
+                        TB_CHECK(0, "%s\n    engine: %s; plan: %s", layout, ok ? "runs" : rule.msg,
+                                 p.runs_here ? "runs" : p.rule);
+                    runs += ok, refused += !ok;
+                    plan_free(&p);
+                }
+    printf("  %d MoE layouts the engine runs, %d it refuses, %d disagreements\n", runs, refused, disagree);
+    TB_CHECK(runs >= 10 && refused >= 10, "both verdicts must be covered (%d, %d)", runs, refused);
+    tb_config c;
+    tb_error err;
+    TB_REQUIRE(config_from(&c, TINY_MOE " --global-batch-size 8 --sequence-parallel", &err) == 0, "%s", err.msg);
+    tb_plan_cluster cl = fp32_cluster(2);
+    tb_plan p;
+    TB_REQUIRE(plan_evaluate(&p, &c, &cl, 2, 1, 1, 1, 1, &err) == 0, "%s", err.msg);
+    TB_CHECK(!p.legal && strstr(p.rule, "tensor_model_parallel_size 2") && strstr(p.rule, "not supported yet"), "%s",
+             p.rule);
+    plan_free(&p);
+}
+
+// `tracebook plan` enumerates ep over the divisors of num_experts: ep 1, 2 and 4 of 4 experts
+// on 4 GPUs appear, each at tp 1 and cp 1, with the expert grid in the JSON.
+TB_TEST(moe_enumerates_expert_parallel_layouts) {
+    tb_output o = {0};
+    int rc = tb_run(&o, NULL, "'%s' plan --gpus 4 " TINY_MOE " --global-batch-size 8 --json --top 0", TRACEBOOK);
+    TB_REQUIRE(rc == 0, "exit %d: %s", rc, o.err);
+    json_t *v = json_loads(o.out, 0, NULL);
+    TB_REQUIRE(v, "not JSON");
+    int seen[5] = {0}, bad = 0;
+    size_t i;
+    json_t *cand;
+    json_array_foreach(json_object_get(v, "candidates"), i, cand) {
+        json_t *moe = json_object_get(cand, "moe");
+        const json_int_t ep = json_integer_value(json_object_get(moe, "ep"));
+        if (ep >= 1 && ep <= 4) seen[ep]++;
+        if (json_integer_value(json_object_get(cand, "tp")) != 1 || json_integer_value(json_object_get(cand, "cp")) != 1 ||
+            json_integer_value(json_object_get(moe, "experts_per_ep_rank")) * ep != 4)
+            bad++;
+    }
+    TB_CHECK(seen[1] && seen[2] && seen[4] && !seen[3] && !bad, "ep 1 %d, 2 %d, 3 %d, 4 %d; %d wrong", seen[1],
+             seen[2], seen[3], seen[4], bad);
+    json_decref(v);
+    tb_output_free(&o);
+}
+
 int main(void) {
     TB_RUN(gpt2_124m_parameters_as_the_engine_counts_them);
     TB_RUN(llama2_70b_parameters_and_per_rank_counts_sum_to_the_model);
@@ -386,5 +532,8 @@ int main(void) {
     TB_RUN(bad_input_is_named);
     TB_RUN(runbook_plan_claims_prove_from_the_recorded_json);
     TB_RUN(planner_runbooks_prove);
+    TB_RUN(moe_parameters_per_expert_rank_sum_to_the_model);
+    TB_RUN(moe_rules_identical_to_config_validation);
+    TB_RUN(moe_enumerates_expert_parallel_layouts);
     return tb_test_summary();
 }
