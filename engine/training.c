@@ -215,11 +215,21 @@ static double average_loss(tb_rank *rk, double stage_loss) {
 
 // Whether anything reads the parameters (or calls the dp group) after the step, before the
 // next one's forward: a tensor dump, a checkpoint, the end of training.
+// Training stops after `step` (--exit-interval).
+static int exits_after(const tb_config *cfg, int64_t step) {
+    return cfg->exit_interval > 0 && step % cfg->exit_interval == 0;
+}
+
+// A checkpoint is saved after `step`: each --save-interval, the last step, an exit.
+static int saves_after(const tb_config *cfg, int64_t step) {
+    return cfg->save[0] && ((cfg->save_interval > 0 && step % cfg->save_interval == 0) || step >= cfg->train_iters ||
+                            exits_after(cfg, step));
+}
+
 static int params_read_after(const tb_trainer *tr, int64_t step) {
     const tb_config *cfg = tr->cfg;
-    const int exiting = cfg->exit_interval > 0 && step % cfg->exit_interval == 0;
-    return step >= cfg->train_iters || exiting || tensor_dump_wants(tr->dump, step) ||
-           (cfg->save[0] && cfg->save_interval > 0 && step % cfg->save_interval == 0);
+    return step >= cfg->train_iters || exits_after(cfg, step) || tensor_dump_wants(tr->dump, step) ||
+           saves_after(cfg, step);
 }
 
 tb_step_result train_step(tb_trainer *tr, int64_t step) {
@@ -244,7 +254,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
         usleep((useconds_t)slow_ms * 1000);
     TB_RANGE_POP();
     r.time.data_ms = ms_since(t0);
-    ddp_start_step(&tr->ddp, step);
+    ddp_start_step(&tr->ddp);
     t0 = tb_now_ns();
     double stage_loss = forward_backward_func(&tr->pipeline, tr->inputs, tr->targets, &r.time);
     r.nonfinite_microbatch = tr->pipeline.nonfinite_microbatch;
@@ -445,11 +455,8 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         if (rc == 0 && cfg->check_for_nan_in_loss_and_grad) rc = check_finite(rk, step, &r, err);
         if (rc == 0 && tensor_dump_finish(tr->dump, tr->models, tr->nchunks, r.loss, err) != 0)
             rc = tb_fail_prefix(err, "flag --dump-tensors");
-        const int exiting = cfg->exit_interval > 0 && step % cfg->exit_interval == 0;
-        if (rc == 0 && cfg->save[0] &&
-            ((cfg->save_interval > 0 && step % cfg->save_interval == 0) || step == cfg->train_iters || exiting))
-            rc = save_checkpoint(tr, step, err);
-        if (exiting) break;
+        if (rc == 0 && saves_after(cfg, step)) rc = save_checkpoint(tr, step, err);
+        if (exits_after(cfg, step)) break;
     }
     if (rc == 0) {  // an async save still writing
         dist_ckpt_state s = {rk, cfg, tr->models, tr->opts, tr->nchunks};

@@ -268,7 +268,7 @@ void ddp_free(tb_ddp *d) {
     memset(d, 0, sizeof *d);
 }
 
-void ddp_start_step(tb_ddp *d, int64_t step) {
+void ddp_start_step(tb_ddp *d) {
     d->rank_reduce_ms = 0;
     d->param_wait_ms = 0;
     if (!d->started) return;
@@ -277,7 +277,6 @@ void ddp_start_step(tb_ddp *d, int64_t step) {
     d->reduced = 0;
     open_window(d);  // (already open while the previous step's gathers are queued)
     pthread_mutex_unlock(&d->mu);
-    (void)step;
 }
 
 static void param_ready(tb_ddp *d, int c, int i, int64_t step) {

@@ -118,7 +118,7 @@ int ddp_active(const tb_ddp *d);
 // Joins the thread (a failed rank's too) and frees.
 void ddp_free(tb_ddp *d);
 // Before the step's first backward: every bucket pending again.
-void ddp_start_step(tb_ddp *d, int64_t step);
+void ddp_start_step(tb_ddp *d);
 // From the backward of a chunk's last microbatch: the parameters of `site` are final.
 void ddp_site_ready(tb_ddp *d, int chunk, int site);
 // finalize_model_grads with overlap: the deferred tied embedding is final, then wait for every
