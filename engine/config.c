@@ -549,23 +549,31 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
     if (E == 0) return;
     const int tp = c->tensor_model_parallel_size, cp = c->context_parallel_size;
     const int ep = c->expert_model_parallel_size, etp = c->expert_tensor_parallel_size;
-    if (tp > 1)
-        violated(r, "num_experts %d with tensor_model_parallel_size %d: not supported yet (MoE runs at tp 1)", E, tp);
-    if (etp > 1) violated(r, "expert_tensor_parallel_size %d: not supported yet", etp);
     if (cp > 1)
         violated(r, "num_experts %d with context_parallel_size %d: not supported yet (MoE runs at cp 1)", E, cp);
+    if (tp > 1 && c->moe_shared_expert_intermediate_size > 0)
+        violated(r, "moe_shared_expert_intermediate_size %d with tensor_model_parallel_size %d: not supported yet "
+                    "(the shared expert runs at tp 1)", c->moe_shared_expert_intermediate_size, tp);
     if (ep > 1 && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER)
         violated(r, "moe_token_dispatcher_type allgather with expert_model_parallel_size %d: not supported yet "
                     "(alltoall is)", ep);
-    if (ep > 1 && c->use_distributed_optimizer)
-        violated(r, "use_distributed_optimizer with expert_model_parallel_size %d: not supported yet (the experts' "
-                    "state would be sharded over dp, not expert-dp)", ep);
-    if (ep > 1 && c->overlap_grad_reduce)
-        violated(r, "overlap_grad_reduce with expert_model_parallel_size %d: not supported yet (the buckets are "
-                    "reduced over dp, the experts' gradients over expert-dp)", ep);
-    if (ep > 1 && c->dump_tensors[0])
-        violated(r, "dump_tensors with expert_model_parallel_size %d: not supported yet (the experts of other ep "
-                    "ranks are not gathered)", ep);
+    if (etp > 1 && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER)
+        violated(r, "moe_token_dispatcher_type allgather with expert_tensor_parallel_size %d: not supported yet "
+                    "(alltoall is)", etp);
+    // the experts' replicas (expert-dp) are not the dense ones' (dp x cp) under ep > 1 or etp != tp
+    const int apart = ep > 1 || etp != tp;
+    if (apart && c->use_distributed_optimizer)
+        violated(r, "use_distributed_optimizer with expert_model_parallel_size %d, expert_tensor_parallel_size %d "
+                    "(tensor_model_parallel_size %d): not supported yet (the experts' state would be sharded over "
+                    "dp, not expert-dp)", ep, etp, tp);
+    if (apart && c->overlap_grad_reduce)
+        violated(r, "overlap_grad_reduce with expert_model_parallel_size %d, expert_tensor_parallel_size %d "
+                    "(tensor_model_parallel_size %d): not supported yet (the buckets are reduced over dp, the "
+                    "experts' gradients over expert-dp)", ep, etp, tp);
+    if (apart && c->dump_tensors[0])
+        violated(r, "dump_tensors with expert_model_parallel_size %d, expert_tensor_parallel_size %d "
+                    "(tensor_model_parallel_size %d): not supported yet (the experts of other ep and etp ranks are "
+                    "not gathered)", ep, etp, tp);
     const int lb = c->moe_router_load_balancing_type;
     if (lb != TB_MOE_LB_AUX_LOSS && lb != TB_MOE_LB_NONE)
         violated(r, "moe_router_load_balancing_type %s: not supported yet (aux_loss and none are)",

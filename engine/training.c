@@ -76,7 +76,8 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     for (int c = 0; c < v; c++) {
         int k = c * p + r, first = 0;
         for (int j = 0; j < k; j++) first += layers[j];
-        gpt_chunk_spec spec = {first, layers[k], k == 0, k == p * v - 1, M, group(rk, TB_GROUP_EP)};
+        gpt_chunk_spec spec = {first, layers[k], k == 0, k == p * v - 1, M, group(rk, TB_GROUP_EP),
+                               group(rk, TB_GROUP_ETP)};
         TB_RANGE_PUSH("setup.model.chunk.%d", c);
         gpt_model_init_chunk(&tr->models[c], cfg, &rk->mem, group(rk, TB_GROUP_TP), spec);
         TB_RANGE_POP();
@@ -306,7 +307,7 @@ static void counted_parameters(const tb_trainer *tr, int64_t n[2]) {
     for (int k = 0; k < tr->nchunks; k++)
         for (int i = 0; i < tr->models[k].nparams; i++) {
             const gpt_param *p = &tr->models[k].params[i];
-            if ((p->tp_duplicate && rk->coords.tp != 0) || p->pp_duplicate) continue;
+            if (!gpt_param_tp_counted(p, rk->coords.tp, rk->world ? rk->groups[TB_GROUP_ETP].index : 0)) continue;
             if (!(p->expert ? expert_replica : dense_replica)) continue;
             n[p->expert ? 1 : 0] += (int64_t)p->numel;
         }

@@ -30,8 +30,12 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp)
         TB_RANGE_POP();
     }
 
-    tb_group *dp = &rk->groups[TB_GROUP_DP_CP];
-    if (!overlap && dp->size > 1) {  // (with overlap: the buckets', ddp_finish_grad_sync)
+    tb_group *dp = &rk->groups[TB_GROUP_DP_CP], *edp = &rk->groups[TB_GROUP_EXPERT_DP];
+    // the experts' replicas are another group than the dense ones' under expert parallelism or
+    // when etp is not tp (at etp 1 under tp 2, the tp ranks hold the same experts)
+    const int experts_apart = m->expert_parameters > 0 &&
+                              (rk->groups[TB_GROUP_EP].size > 1 || rk->groups[TB_GROUP_ETP].size != tp->size);
+    if (!overlap && (dp->size > 1 || (experts_apart && edp->size > 1))) {  // (overlap: ddp_finish_grad_sync)
         const float inv = 1.0f / (float)dp->size;
         if (opt->sharded) {
             TB_RANGE_PUSH("finalize_model_grads.reduce_scatter");
@@ -43,14 +47,13 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp)
                 float *g = m->grad_memory + k->slice_lo;
                 for (size_t i = 0; i < n; i++) g[i] = opt->shard_grads[k->at + i] * inv;
             }
-        } else if (rk->groups[TB_GROUP_EP].size > 1 && m->expert_parameters > 0) {
-            // expert parallelism: the dense range over dp × cp, the experts' over expert-dp (the
-            // ranks holding the same experts), both averaged over dp × cp as Megatron's DDP
-            // scales expert gradients: each expert's gradient sums every dp rank's tokens
+        } else if (experts_apart) {
+            // the dense range over dp × cp, the experts' over expert-dp (the ranks holding the
+            // same experts), both averaged over dp × cp as Megatron's DDP scales expert
+            // gradients: each expert's gradient sums every dp (and, at etp 1, tp) rank's tokens
             TB_RANGE_PUSH("finalize_model_grads.all_reduce");
-            tb_group *edp = &rk->groups[TB_GROUP_EXPERT_DP];
             const size_t dense = m->experts_offset;
-            tb_all_reduce(dp, m->grad_memory, dense, TB_RED_SUM);
+            if (dp->size > 1) tb_all_reduce(dp, m->grad_memory, dense, TB_RED_SUM);
             if (edp->size > 1) tb_all_reduce(edp, m->grad_memory + dense, m->padded_parameters - dense, TB_RED_SUM);
             for (size_t i = 0; i < m->padded_parameters; i++) m->grad_memory[i] *= inv;
         } else {

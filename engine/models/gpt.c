@@ -87,17 +87,28 @@ static void sp_partial(gpt_param *p) {
 // A MoE layer's MLP (transformer/moe/moe_layer.h): the router (E, C) and, per expert e, an
 // MLP of the dense one's kind, named h.L.mlp.experts.e.{c_fc,c_proj}.{weight,bias} (MoE models
 // are not GPT-2: these names are this engine's), and the shared expert h.L.mlp.shared_experts.*.
-// Replicated over tp (MoE runs at tp 1).
+// The router is replicated over tp (under sequence parallelism each tp rank routes its own
+// tokens: its gradient a partial sum, like a norm's); each expert is split over the etp group
+// (fc1 column-parallel, fc2 row-parallel, its bias replicated), whole at etp 1.
 static void add_moe_layer(layout *lay, const tb_config *c, int l, int fc1_factor, float std, float out_std, int bias) {
     const int C = c->hidden_size, Fe = c->moe_ffn_hidden_size, Fe1 = fc1_factor * Fe;
+    const int etp = c->expert_tensor_parallel_size > 1 ? c->expert_tensor_parallel_size : 1, nseg = fc1_factor;
     char name[64];
     snprintf(name, sizeof name, "h.%d.mlp.router.weight", l);
-    add_matrix(lay, name, c->num_experts, C, std);
+    sp_partial(add_matrix(lay, name, c->num_experts, C, std));
     for (int e = 0; e < c->num_experts; e++) {
 #define EXPERT(suffix) (snprintf(name, sizeof name, "h.%d.mlp.experts.%d.%s", l, e, suffix), name)
-        add_matrix(lay, EXPERT("c_fc.weight"), Fe1, C, std)->expert = 1 + e;
-        if (bias) add_vector(lay, EXPERT("c_fc.bias"), Fe1, 0.0f)->expert = 1 + e;
-        add_matrix(lay, EXPERT("c_proj.weight"), C, Fe, out_std)->expert = 1 + e;
+        gpt_param *x = add_matrix(lay, EXPERT("c_fc.weight"), Fe1, C, std);
+        x->expert = 1 + e;
+        if (etp > 1) split(x, etp, 0, nseg, Fe, Fe, 0);
+        if (bias) {
+            x = add_vector(lay, EXPERT("c_fc.bias"), Fe1, 0.0f);
+            x->expert = 1 + e;
+            if (etp > 1) split(x, etp, 1, nseg, Fe, Fe, 0);
+        }
+        x = add_matrix(lay, EXPERT("c_proj.weight"), C, Fe, out_std);
+        x->expert = 1 + e;
+        if (etp > 1) split(x, etp, 1, 1, Fe, 0, 0);
         if (bias) add_vector(lay, EXPERT("c_proj.bias"), C, 0.0f)->expert = 1 + e;
 #undef EXPERT
     }
@@ -198,17 +209,25 @@ void gpt_param_shard_copy(const gpt_param *p, int tp, int rank, float *full, flo
     }
 }
 
+tb_group *gpt_param_split_group(const gpt_model *m, const gpt_param *p, int *size, int *rank) {
+    tb_group *g = p->expert ? m->block.d.moe.etp : m->block.d.tp.tp;  // an expert's: the etp group
+    *size = p->expert ? m->block.d.moe.etp_size : m->tp_size;
+    *rank = p->expert ? (g ? g->index : 0) : m->tp_rank;
+    return g;
+}
+
 void gpt_gather_param(gpt_model *m, int i, int grads, float *full) {
     const gpt_param *p = &m->params[i];
     float *local = (grads ? m->grad_memory : m->param_memory) + p->offset;
-    tb_group *tp = m->block.d.tp.tp;
-    if (p->split_axis < 0 || m->tp_size == 1) {
+    int parts, part;
+    tb_group *tp = gpt_param_split_group(m, p, &parts, &part);
+    if (p->split_axis < 0 || parts == 1) {
         memcpy(full, local, p->numel * sizeof(float));
         return;
     }
-    float *shards = tb_alloc(m->mem, TB_MEM_COMM, p->numel * (size_t)m->tp_size * sizeof(float), "gather staging");
+    float *shards = tb_alloc(m->mem, TB_MEM_COMM, p->numel * (size_t)parts * sizeof(float), "gather staging");
     tb_all_gather(tp, local, shards, p->numel);
-    for (int r = 0; r < m->tp_size; r++) gpt_param_shard_copy(p, m->tp_size, r, full, shards + (size_t)r * p->numel, 0);
+    for (int r = 0; r < parts; r++) gpt_param_shard_copy(p, parts, r, full, shards + (size_t)r * p->numel, 0);
     tb_free(m->mem, shards);
 }
 
@@ -262,7 +281,9 @@ static void init_weights(gpt_model *m) {
         const gpt_param *p = &m->params[i];
         float *x = m->param_memory + p->offset;
         if (p->init_std > 0) {
-            const int sharded = p->split_axis >= 0 && m->tp_size > 1;
+            int parts, part;
+            gpt_param_split_group(m, p, &parts, &part);
+            const int sharded = p->split_axis >= 0 && parts > 1;
             size_t whole = (size_t)p->full_rows * p->full_cols;
             float *full = sharded ? tb_alloc(m->mem, TB_MEM_WORKSPACE, whole * sizeof(float), "init staging") : x;
             tb_rng rng;
@@ -271,7 +292,7 @@ static void init_weights(gpt_model *m) {
             for (size_t j = 0; j < real; j++) full[j] = p->init_std * tb_rng_normal(&rng);
             memset(full + real, 0, (whole - real) * sizeof(float));
             if (sharded) {
-                gpt_param_shard_copy(p, m->tp_size, m->tp_rank, full, x, 1);
+                gpt_param_shard_copy(p, parts, part, full, x, 1);
                 tb_free(m->mem, full);
             }
         } else {
@@ -333,6 +354,7 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
         m->block.d.moe.ep = chunk.ep;
         m->block.d.moe.expert_first = chunk.ep->index * m->block.d.moe.E_local;
     }
+    if (chunk.etp && chunk.etp->size > 1) m->block.d.moe.etp = chunk.etp;  // and its shard of them
     m->slots = tb_xcalloc((size_t)chunk.nslots, sizeof *m->slots, "microbatch slots");
 
     layout lay = {0};
@@ -369,7 +391,7 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
 }
 
 void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_group *tp_group) {
-    gpt_chunk_spec whole = {0, cfg->num_layers, 1, 1, 1, NULL};
+    gpt_chunk_spec whole = {0, cfg->num_layers, 1, 1, 1, NULL, NULL};
     gpt_model_init_chunk(m, cfg, mem, tp_group, whole);
 }
 
@@ -415,10 +437,12 @@ int64_t gpt_active_parameters(int64_t dense, int64_t expert, const tb_config *cf
 
 double gpt_chunk_flops_per_token(const gpt_model *m) {
     // under expert parallelism this rank's experts run the tokens of all ep ranks: ep times its
-    // own, so they count as the whole layer's experts would (balanced routing, in expectation)
+    // own, so they count as the whole layer's experts would (balanced routing, in expectation);
+    // their etp shards run the tokens of all etp ranks, each holding 1/tp of a microbatch's
     const int ep = m->block.d.moe.ep_size > 1 ? m->block.d.moe.ep_size : 1;
+    const int etp = m->block.d.moe.etp_size > 1 ? m->block.d.moe.etp_size : 1;
     const int64_t expert = (int64_t)m->expert_parameters, dense = (int64_t)m->experts_offset;  // (as padded)
-    return gpt_flops_per_token(gpt_active_parameters(dense, expert * ep, m->cfg), m->chunk.num_layers,
+    return gpt_flops_per_token(gpt_active_parameters(dense, expert * ep * etp / m->tp_size, m->cfg), m->chunk.num_layers,
                                m->C / m->tp_size, m->T);
 }
 

@@ -72,6 +72,8 @@ typedef struct gpt_chunk_spec {
     int nslots;                            // microbatches that may be in flight at once
     tb_group *ep;                          // MoE: the expert-parallel group, whose member i holds the
                                            // experts [i·E/ep, (i+1)·E/ep) (NULL: every expert)
+    tb_group *etp;                         // MoE: the expert-tensor-parallel group, whose members split
+                                           // each of those experts (NULL: whole)
 } gpt_chunk_spec;
 
 typedef struct gpt_model {
@@ -126,8 +128,19 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
 // Copies between a whole tensor (full_rows × full_cols) and tensor-parallel rank `rank`'s
 // shard of it. to_shard: full → shard; else shard → full (that rank's part only).
 void gpt_param_shard_copy(const gpt_param *p, int tp, int rank, float *full, float *shard, int to_shard);
-// The whole tensor of parameter i (or its gradient, grads != 0), assembled over tp: a
-// collective every tp rank must call. full holds full_rows × full_cols floats.
+// Whether this rank's copy of p counts (gradient norm, parameter counts) along the tensor
+// split: a dense tensor replicated over tp on tp rank 0 only (and the tied embedding's
+// last-stage copy never); an expert's, split over etp rather than tp, on etp rank 0 only when
+// replicated over etp. Replicas over dp (expert-dp for an expert's) are the caller's to skip.
+static inline int gpt_param_tp_counted(const gpt_param *p, int tp_rank, int etp_rank) {
+    if (p->expert) return !p->tp_duplicate || etp_rank == 0;
+    return (!p->tp_duplicate || tp_rank == 0) && !p->pp_duplicate;
+}
+// The group a parameter is split over (an expert's: etp; the others': tp; NULL: size 1), its
+// size and this rank's index in it.
+tb_group *gpt_param_split_group(const gpt_model *m, const gpt_param *p, int *size, int *rank);
+// The whole tensor of parameter i (or its gradient, grads != 0), assembled over its split group
+// (gpt_param_split_group): a collective every member must call. full holds full_rows × full_cols floats.
 void gpt_gather_param(gpt_model *m, int i, int grads, float *full);
 void gpt_model_free(gpt_model *m);
 

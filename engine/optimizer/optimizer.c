@@ -109,6 +109,7 @@ double clip_grads_global_norm(const float *grads, size_t n) { return sqrt(cpu_su
 double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *opts, int nchunks,
                                        struct tb_rank *rk) {
     const int tp_rank = rk && rk->world ? rk->coords.tp : 0;
+    const int etp_rank = rk && rk->world ? rk->groups[TB_GROUP_ETP].index : 0;
     const int dp_rank = rk && rk->world ? rk->groups[TB_GROUP_DP_CP].index : 0;
     // an expert's gradient is one replica per expert-dp group (under expert parallelism the
     // dp ranks hold different experts)
@@ -120,7 +121,7 @@ double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *
         const tb_adamw *opt = &opts[c];
         for (int i = 0; i < m->nparams; i++) {
             const gpt_param *p = &m->params[i];
-            if ((p->tp_duplicate && tp_rank != 0) || p->pp_duplicate) continue;
+            if (!gpt_param_tp_counted(p, tp_rank, etp_rank)) continue;
             if (!opt->sharded && (p->expert ? edp_rank : dp_rank) != 0) continue;
             for (int b = 0; b < opt->nbuckets; b++) {
                 const tb_shard_bucket *k = &opt->buckets[b];

@@ -38,6 +38,7 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_sp
     d.rope_cos = d.rope_sin = NULL;
     d.attention = spec->core_attention;
     d.moe = tb_moe_dims_for(cfg, fc1_factor);
+    d.moe.sp = cfg->sequence_parallel && tp > 1 ? tp_group : NULL;  // MoE: this rank's Ns tokens
     d.moe_loss_scale = 1.0f;
     d.moe_stats = NULL;
     return d;
@@ -74,7 +75,7 @@ static acts_plan plan_for(transformer_layer_acts *a, const tb_layer_dims *d, int
         void **slots[TB_MOE_SAVED];
         size_t counts[TB_MOE_SAVED];
         moe_layer_saved_slots(&a->moe, slots);
-        moe_layer_saved_counts(&d->moe, d->N, d->C, counts);
+        moe_layer_saved_counts(&d->moe, d->Ns, d->C, counts);
         for (int i = 0; i < TB_MOE_SAVED; i++) p.slot[p.n] = slots[i], p.count[p.n++] = counts[i];
     }
     return p;
@@ -148,7 +149,7 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
                              "context-parallel K and V");
     }
     d->tp.pos = ws->cp_pos;
-    moe_workspace_alloc(&ws->moe, mem, &d->moe, d->N, d->C);
+    moe_workspace_alloc(&ws->moe, mem, &d->moe, d->Ns, d->C);
 }
 
 void transformer_layer_set_context_parallel(tb_layer_dims *d, transformer_workspace *ws, tb_group *cp, int cp_rank) {
@@ -195,13 +196,19 @@ void transformer_layer_forward(const transformer_layer_spec *spec, int layer, co
     tensor_dump_forward(d->dump, &d->tp, ws->branch, d->Ns, d->C, "layer.%d.attention", layer);
     cpu_add(a->mid, inp, ws->branch, NsC);  // residual
 
+    // a MoE layer reads this rank's tokens (under sequence parallelism its shard, not gathered)
+    const int moe = tb_moe_is_layer(&d->moe, layer);
     TB_RANGE_PUSH("layer.%d.pre_mlp_layernorm", layer);
-    norm_forward(spec->pre_mlp_layernorm, d, ws, a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, p->ln2_w, p->ln2_b);
+    if (moe)
+        spec->pre_mlp_layernorm->forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, p->ln2_w, p->ln2_b, d->Ns, d->C,
+                                         d->eps);
+    else
+        norm_forward(spec->pre_mlp_layernorm, d, ws, a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, p->ln2_w, p->ln2_b);
     TB_RANGE_POP();
 
-    if (tb_moe_is_layer(&d->moe, layer))  // N = Ns: MoE runs at tp 1
-        moe_layer_forward(&d->moe, spec->activation, layer, d->N, d->C, &p->moe, &a->moe, &ws->moe, a->ln2, ws->branch,
-                          d->moe_stats);
+    if (moe)
+        moe_layer_forward(&d->moe, spec->activation, layer, d->Ns, d->C, &p->moe, &a->moe, &ws->moe, a->ln2,
+                          ws->branch, d->moe_stats);
     else
         mlp_forward(spec, layer, d, p, a, ws, ws->branch);
     tensor_dump_forward(d->dump, &d->tp, ws->branch, d->Ns, d->C, "layer.%d.mlp", layer);
@@ -220,7 +227,7 @@ void transformer_layer_backward(const transformer_layer_spec *spec, int layer, c
 
     // out = mid + mlp(ln2(mid)): dmid = dout + ln2ᵀ(mlpᵀ(dout))
     if (tb_moe_is_layer(&d->moe, layer))
-        moe_layer_backward(&d->moe, spec->activation, layer, d->N, d->C, &p->moe, &g->moe, &a->moe, &ws->moe,
+        moe_layer_backward(&d->moe, spec->activation, layer, d->Ns, d->C, &p->moe, &g->moe, &a->moe, &ws->moe,
                            d->moe_loss_scale, a->ln2, dout, ws->d_norm_out);
     else
         mlp_backward(spec, layer, d, p, g, a, ws, dout, ws->d_norm_out);

@@ -608,23 +608,34 @@ TB_TEST(pipeline_split_violations_are_refused_naming_the_layout) {
                      "num_layers_per_virtual_pipeline_stage (-1) must be non-negative"));
 }
 
-// Expert parallelism runs with the all-to-all dispatcher; what it does not do yet is refused.
+// Expert parallelism and expert tensor parallelism run with the all-to-all dispatcher, tensor
+// parallelism with sequence parallelism; what they do not do yet is refused.
 TB_TEST(expert_parallelism_runs_alltoall_and_refuses_what_it_lacks) {
 #define EP2 "world_size=2 expert_model_parallel_size=2 num_experts=2 "
     CHECK_CASES(IS_VALID("num_experts=4"), IS_VALID(EP2 "moe_token_dispatcher_type=alltoall"),
+                // tensor and sequence parallelism, the experts whole (etp 1) or split over etp
+                IS_VALID("world_size=2 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
+                         "expert_tensor_parallel_size=1"),
+                IS_VALID("world_size=2 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
+                         "moe_token_dispatcher_type=alltoall"),
+                IS_VALID("world_size=4 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
+                         "expert_model_parallel_size=2 moe_token_dispatcher_type=alltoall"),
                 IS_VALID("world_size=4 expert_model_parallel_size=4 num_experts=8 moe_token_dispatcher_type=alltoall "
                          "global_batch_size=16"),
                 ONLY(EP2, "moe_token_dispatcher_type allgather with expert_model_parallel_size 2: not supported yet "
                           "(alltoall is)"),
                 ONLY(EP2 "moe_token_dispatcher_type=alltoall use_distributed_optimizer=1",
-                     "use_distributed_optimizer with expert_model_parallel_size 2: not supported yet (the experts' "
-                     "state would be sharded over dp, not expert-dp)"),
+                     "use_distributed_optimizer with expert_model_parallel_size 2, expert_tensor_parallel_size 1 "
+                     "(tensor_model_parallel_size 1): not supported yet (the experts' state would be sharded over dp, "
+                     "not expert-dp)"),
                 ONLY(EP2 "moe_token_dispatcher_type=alltoall overlap_grad_reduce=1",
-                     "overlap_grad_reduce with expert_model_parallel_size 2: not supported yet (the buckets are "
-                     "reduced over dp, the experts' gradients over expert-dp)"),
+                     "overlap_grad_reduce with expert_model_parallel_size 2, expert_tensor_parallel_size 1 "
+                     "(tensor_model_parallel_size 1): not supported yet (the buckets are reduced over dp, the "
+                     "experts' gradients over expert-dp)"),
                 ONLY(EP2 "moe_token_dispatcher_type=alltoall dump_tensors=1",
-                     "dump_tensors with expert_model_parallel_size 2: not supported yet (the experts of other ep "
-                     "ranks are not gathered)"));
+                     "dump_tensors with expert_model_parallel_size 2, expert_tensor_parallel_size 1 "
+                     "(tensor_model_parallel_size 1): not supported yet (the experts of other ep and etp ranks are "
+                     "not gathered)"));
 #undef EP2
 }
 
@@ -701,10 +712,15 @@ TB_TEST(moe_values_not_built_are_refused_as_not_supported_yet) {
                         "moe_pad_expert_input_to_capacity: not supported yet"),
 
                 REFUSED("num_experts=4 moe_grouped_gemm=1", "moe_grouped_gemm: not supported yet"),
-                REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 expert_tensor_parallel_size=1",
-                        "num_experts 4 with tensor_model_parallel_size 2: not supported yet"),
+                REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
+                        "moe_shared_expert_intermediate_size=8",
+                        "moe_shared_expert_intermediate_size 8 with tensor_model_parallel_size 2: not supported yet"),
                 REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1",
-                        "expert_tensor_parallel_size 2: not supported yet"),
+                        "moe_token_dispatcher_type allgather with expert_tensor_parallel_size 2: not supported yet"),
+                REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 expert_tensor_parallel_size=1 "
+                        "use_distributed_optimizer=1",
+                        "use_distributed_optimizer with expert_model_parallel_size 1, expert_tensor_parallel_size 1 "
+                        "(tensor_model_parallel_size 2): not supported yet"),
                 REFUSED("num_experts=4 save=/tmp/ckpt", "save with num_experts 4: not supported yet"),
                 REFUSED("num_experts=4 load=/tmp/ckpt", "load with num_experts 4: not supported yet"),
                 REFUSED("num_experts=4 save_hf=/tmp/m.safetensors", "save_hf with num_experts 4: not supported yet"));

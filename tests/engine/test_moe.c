@@ -4,7 +4,8 @@
 // expert in token order and the combine weighted by the probs; and, through the trainer,
 // the load statistics a step records (every routed token counted once, recompute or not)
 // and written to the metrics by pretrain_gpt; the expert grid as --print-rank-layout prints it;
-// data, pipeline and expert parallelism against the single rank.
+// data, pipeline, expert, tensor (with sequence) and expert tensor parallelism against the
+// single rank.
 #include <jansson.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -310,6 +311,15 @@ static int train_layout(tb_config *cfg, layout_job *j) {
 // parallelism with the all-to-all dispatcher: each ep rank holds E / ep experts and runs the
 // tokens every rank routes to them; expert gradients sum every dp rank's tokens, averaged
 // over dp × cp and reduced over expert-dp where ep < dp.
+// Tensor and sequence parallelism (Megatron: MoE under tp runs sequence parallel): each tp
+// rank routes its own shard of the sequence, the router replicated over tp (its gradient a
+// partial sum reduced over tp, like a norm's) and the load-balancing loss counting tokens
+// over the tp group (switch_load_balancing_loss_func's sequence_partition_group); at etp 1
+// the experts are whole on every tp rank and their gradients reduced over expert-dp (which
+// holds the tp ranks); at etp > 1 each expert is split (fc1 column-, fc2 row-parallel) and the
+// all-to-all dispatcher all-gathers the tokens over etp after the all-to-all over ep and
+// reduce-scatters the partial sums before the all-to-all back. Biases on: fc1's split over
+// etp, fc2's added once (etp rank 0).
 TB_TEST(moe_layouts_match_the_single_rank) {
     tb_config base;
     moe_config(&base);
@@ -320,14 +330,29 @@ TB_TEST(moe_layouts_match_the_single_rank) {
     TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
     static const struct {
         const char *name;
-        int world, ep, pp, distopt;
-    } layouts[] = {{"dp 2", 2, 1, 1, 0},        {"dp 2 + dist-opt", 2, 1, 1, 1}, {"pp 2 x dp 2", 4, 1, 2, 0},
-                   {"ep 2", 2, 2, 1, 0},        {"ep 4", 4, 4, 1, 0},            {"ep 2 x expert-dp 2", 4, 2, 1, 0},
-                   {"ep 2 x pp 2", 4, 2, 2, 0}, {"ep 8", 8, 8, 1, 0}};
+        int world, ep, pp, distopt, tp, etp;
+    } layouts[] = {{"dp 2", 2, 1, 1, 0, 1, 1},
+                   {"dp 2 + dist-opt", 2, 1, 1, 1, 1, 1},
+                   {"pp 2 x dp 2", 4, 1, 2, 0, 1, 1},
+                   {"ep 2", 2, 2, 1, 0, 1, 1},
+                   {"ep 4", 4, 4, 1, 0, 1, 1},
+                   {"ep 2 x expert-dp 2", 4, 2, 1, 0, 1, 1},
+                   {"ep 2 x pp 2", 4, 2, 2, 0, 1, 1},
+                   {"ep 8", 8, 8, 1, 0, 1, 1},
+                   {"tp 2 sp, etp 1", 2, 1, 1, 0, 2, 1},
+                   {"tp 2 sp, etp 2", 2, 1, 1, 0, 2, 2},
+                   {"tp 2 sp, etp 1 x ep 2", 4, 2, 1, 0, 2, 1},
+                   {"tp 2 sp, etp 2 x ep 2", 4, 2, 1, 0, 2, 2},
+                   {"tp 2 sp, etp 1 x ep 4", 4, 4, 1, 0, 2, 1},
+                   {"dp 2, etp 2", 2, 1, 1, 0, 1, 2},
+                   {"dp 4, etp 2 x ep 2", 4, 2, 1, 0, 1, 2},
+                   {"tp 2 sp x pp 2, etp 2", 4, 1, 2, 0, 2, 2}};
     for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
         tb_config c = base;
         c.world_size = layouts[i].world, c.expert_model_parallel_size = layouts[i].ep;
         c.pipeline_model_parallel_size = layouts[i].pp, c.use_distributed_optimizer = layouts[i].distopt;
+        c.tensor_model_parallel_size = layouts[i].tp, c.sequence_parallel = layouts[i].tp > 1;
+        c.expert_tensor_parallel_size = layouts[i].etp;
         if (train_layout(&c, &j) != 0) {
             TB_CHECK(0, "%s: training failed", layouts[i].name);
             continue;
@@ -340,16 +365,19 @@ TB_TEST(moe_layouts_match_the_single_rank) {
             TB_CHECK(rl <= 1e-5 && rn <= 1e-5, "%s: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g",
                      layouts[i].name, s + 1, j.loss[s], j.norm[s], single.loss[s], single.norm[s]);
         }
-        // rank 0 holds its share of the experts (of its stage's MoE layers under pp)
-        const size_t want = single.expert_floats / (size_t)layouts[i].ep / (size_t)layouts[i].pp;
+        // rank 0 holds its ep share of the experts (of its stage's MoE layers under pp), each
+        // split over etp but for its fc2 bias (C floats per expert of the 2 MoE layers)
+        const size_t ep = (size_t)layouts[i].ep, etp = (size_t)layouts[i].etp, pp = (size_t)layouts[i].pp;
+        const size_t fc2_bias = 2 * (size_t)base.num_experts * (size_t)base.hidden_size;
+        const size_t want = (single.expert_floats - fc2_bias) / ep / etp / pp + fc2_bias / ep / pp;
         TB_CHECK(j.expert_floats == want, "%s: rank 0 holds %zu expert floats, want %zu", layouts[i].name,
                  j.expert_floats, want);
-        // without pp a rank computes, per token, what the single rank does: its experts run the
-        // tokens of all ep ranks
-        if (layouts[i].pp == 1)
+        // without pp, tp and etp a rank computes, per token, what the single rank does: its
+        // experts run the tokens of all ep ranks
+        if (layouts[i].pp == 1 && layouts[i].tp == 1 && layouts[i].etp == 1)
             TB_CHECK(j.flops == single.flops, "%s: rank 0's FLOPs per token %.17g, single rank %.17g", layouts[i].name,
                      j.flops, single.flops);
-        printf("    %-20s loss and grad norm within %.1e of the single rank; rank 0: %zu of %zu expert floats\n",
+        printf("    %-22s loss and grad norm within %.1e of the single rank; rank 0: %zu of %zu expert floats\n",
                layouts[i].name, worst, j.expert_floats, single.expert_floats);
     }
 }

@@ -1,10 +1,14 @@
 #include "transformer/moe/experts.h"
 
 #include "backend/cpu/kernels.h"
+#include "comm/group.h"
 
 void experts_forward(const tb_moe_dims *m, const tb_activation_module *act, int C, const int32_t *counts,
                      const moe_layer_params *p, const float *inp, float *fc1, float *actv, float *out) {
     const int F = m->F, F1 = m->F1;
+    // under etp fc2 is row-parallel: its outputs are partial sums, reduced over etp by the
+    // dispatcher, so its bias is added once, by etp rank 0
+    const int add_fc2_bias = !m->etp || m->etp->index == 0;
     size_t row = 0;
     for (int e = 0; e < m->E_local; e++) {
         const int n = counts[e];
@@ -12,7 +16,7 @@ void experts_forward(const tb_moe_dims *m, const tb_activation_module *act, int 
         // (n,C) -> (n,F1) -> (n,F) -> (n,C)
         cpu_matmul_forward(fc1 + row * F1, inp + row * C, p->fc1_w[e], p->fc1_b[e], n, C, F1);
         act->forward(actv + row * F, fc1 + row * F1, n, F);
-        cpu_matmul_forward(out + row * C, actv + row * F, p->fc2_w[e], p->fc2_b[e], n, F, C);
+        cpu_matmul_forward(out + row * C, actv + row * F, p->fc2_w[e], add_fc2_bias ? p->fc2_b[e] : NULL, n, F, C);
         row += (size_t)n;
     }
 }

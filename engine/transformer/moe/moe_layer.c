@@ -1,10 +1,12 @@
 #include "transformer/moe/moe_layer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "comm/comm.h"
 #include "core/json_number.h"
 #include "core/ranges.h"
 #include "core/xalloc.h"
@@ -20,7 +22,8 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.E = cfg->num_experts;
     m.expert_first = 0;
     m.k = cfg->moe_router_topk;
-    m.F = cfg->moe_ffn_hidden_size;
+    m.etp_size = cfg->expert_tensor_parallel_size > 1 ? cfg->expert_tensor_parallel_size : 1;
+    m.F = cfg->moe_ffn_hidden_size / m.etp_size;  // this etp rank's columns of each expert
     m.F1 = fc1_factor * m.F;
     m.Fs = cfg->moe_shared_expert_intermediate_size > 0 ? cfg->moe_shared_expert_intermediate_size : 0;
     m.Fs1 = fc1_factor * m.Fs;
@@ -31,15 +34,15 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.capacity_factor = cfg->moe_expert_capacity_factor;
     m.drop_position = cfg->moe_token_drop_policy == TB_MOE_DROP_POSITION;
     m.ep_size = cfg->expert_model_parallel_size > 1 ? cfg->expert_model_parallel_size : 1;
-    m.E_local = m.E / m.ep_size;  // expert_first and the group: set by the model
-    m.ep = NULL;
+    m.E_local = m.E / m.ep_size;  // expert_first and the groups: set by the model
+    m.ep = m.etp = m.sp = NULL;
     return m;
 }
 
 void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]) {
     const size_t n = (size_t)N, M = n * m->k;
     const size_t c[TB_MOE_SAVED] = {n * m->E, n * m->k, n * m->k, n * m->k, (size_t)m->E, (size_t)m->E, n * m->k,
-                                    M,        (size_t)m->ep_size * m->E, (size_t)m->E_local, M * C,
+                                    M,        (size_t)m->etp_size * m->ep_size * m->E, (size_t)m->E_local, M * C,
                                     n * m->Fs1, n * m->Fs};
     memcpy(counts, c, sizeof c);
 }
@@ -63,7 +66,7 @@ void moe_workspace_alloc(moe_workspace *ws, tb_allocator *mem, const tb_moe_dims
     ws->d_probs = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->k * f, "grad of router probs");
     ws->d_expert_out = tb_alloc(mem, TB_MEM_WORKSPACE, M * C * f, "grad of expert outputs");
     ws->d_perm_in = tb_alloc(mem, TB_MEM_WORKSPACE, M * C * f, "grad of permuted tokens");
-    if (m->ep_size > 1) ws->send = tb_alloc(mem, TB_MEM_COMM, M * C * f, "permuted tokens to send over ep");
+    if (m->ep_size > 1 || m->etp_size > 1) ws->send = tb_alloc(mem, TB_MEM_COMM, M * C * f, "permuted tokens to send over ep");
     if (m->Fs > 0) {
         ws->shared_out = tb_alloc(mem, TB_MEM_WORKSPACE, n * C * f, "shared expert output");
         ws->d_shared_in = tb_alloc(mem, TB_MEM_WORKSPACE, n * C * f, "grad of shared expert input");
@@ -150,10 +153,33 @@ json_t *moe_stats_json(const moe_stats *s, int aux_loss) {
 // ---------------------------------------------------------------------------------------
 // Forward and backward
 
+// Under sequence parallelism the load-balancing loss counts over the microbatch, every tp rank's
+// shard (Megatron's switch_load_balancing_loss_func with its sequence_partition_group): the
+// choices per expert summed over the group (selected_per_expert becomes the microbatch's) and,
+// for the statistics, the scores' column sums too. Returns the microbatch's loss (without the
+// coefficient); the gradient then uses N·sp tokens (moe_layer_backward).
+static double sequence_parallel_aux_loss(const tb_moe_dims *m, int N, const float *scores, int32_t *selected) {
+    const int E = m->E, sp = m->sp->size;
+    float buf[2 * TB_MOE_MAX_EXPERTS];
+    for (int e = 0; e < E; e++) {
+        double col = 0;
+        for (int n = 0; n < N; n++) col += scores[(size_t)n * E + e];
+        buf[e] = (float)selected[e], buf[E + e] = (float)col;
+    }
+    tb_all_reduce(m->sp, buf, (size_t)2 * E, TB_RED_SUM);
+    double sum = 0;
+    for (int e = 0; e < E; e++) {
+        selected[e] = (int32_t)lrintf(buf[e]);
+        sum += (double)buf[E + e] * selected[e];
+    }
+    const double NT = (double)N * sp;
+    return sum * E / ((double)m->k * NT * NT);
+}
+
 void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
                        const moe_layer_params *p, moe_layer_acts *a, moe_workspace *ws, const float *inp, float *out,
                        moe_stats *stats) {
-    const int ep = m->ep_size > 1;
+    const int moved = m->ep_size > 1 || m->etp_size > 1;  // tokens leave the rank (the all-to-all dispatcher)
     const size_t f = sizeof(float);
     TB_RANGE_PUSH("layer.%d.moe", layer);
 
@@ -162,15 +188,18 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
     router_forward(m, N, C, inp, p->router_w, ws->logits, a->scores, a->topk, a->probs);
     const int dropped = router_apply_capacity(m, N, a->topk, a->probs, a->route, a->selected_per_expert);
     const int M = N * m->k - dropped;
+    double aux = 0;
+    if (m->aux_loss && m->sp) aux = sequence_parallel_aux_loss(m, N, a->scores, a->selected_per_expert);
+    else if (m->aux_loss) aux = router_load_balancing_loss(m, N, a->scores, a->selected_per_expert);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.dispatch", layer);
-    // (N,C) -> (M,C) grouped by expert; under ep, to the experts' ranks -> (R,C)
+    // (N,C) -> (M,C) grouped by expert; under ep / etp, to the experts' ranks -> (R,C)
     moe_permute_map(a->route, N, m->k, m->E, a->tokens_per_expert, a->perm_pos, a->perm_token);
-    if (ep) {
-        size_t sendc[TB_MAX_GROUP], recvc[TB_MAX_GROUP];
-        moe_alltoall_counts(m->ep, a->tokens_per_expert, m->E, a->all_counts);
-        moe_alltoall_splits(a->all_counts, m->ep->index, m->ep_size, m->E, C, sendc, recvc, a->local_counts);
+    moe_a2a_plan pl;
+    if (moved) {
+        moe_alltoall_counts(m->ep, m->etp, a->tokens_per_expert, m->E, a->all_counts);
+        pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, a->local_counts);
     } else {
         memcpy(a->all_counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
         memcpy(a->local_counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
@@ -184,11 +213,10 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
     float *base = tb_alloc(ws->mem, TB_MEM_ACTIVATIONS, (size_t)R * (C + m->F1 + m->F) * f + 1, what);
     a->expert_memory = base;
     a->expert_in = base, a->fc1 = base + (size_t)R * C, a->act = a->fc1 + (size_t)R * m->F1;
-    float *recv = NULL, *y = a->expert_out;
-    if (ep) {
+    float *y = a->expert_out;
+    if (moved) {
         moe_permute(ws->send, inp, a->perm_token, M, C);
-        recv = tb_alloc(ws->mem, TB_MEM_COMM, (size_t)R * C * f + 1, "tokens received over ep");
-        moe_alltoall_dispatch(m->ep, ws->send, a->all_counts, m->E, C, recv, a->expert_in);
+        moe_alltoall_dispatch(&pl, ws->mem, ws->send, a->expert_in);
         y = tb_alloc(ws->mem, TB_MEM_WORKSPACE, (size_t)R * C * f + 1, "expert outputs");
     } else {
         moe_permute(a->expert_in, inp, a->perm_token, M, C);
@@ -200,10 +228,9 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.combine", layer);
-    if (ep) {  // (R,C) back to the tokens' ranks -> (M,C)
-        moe_alltoall_combine(m->ep, y, a->all_counts, m->E, C, recv, a->expert_out);
+    if (moved) {  // (R,C) back to the tokens' ranks -> (M,C)
+        moe_alltoall_combine(&pl, ws->mem, y, a->expert_out);
         tb_free(ws->mem, y);
-        tb_free(ws->mem, recv);
     }
     // (M,C) -> (N,C), weighted by the router's probs
     moe_unpermute(out, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
@@ -222,8 +249,7 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
     if (stats && layer < stats->num_layers) {
         int64_t *t = stats->tokens_per_expert + (size_t)layer * stats->E;
         for (int e = 0; e < m->E; e++) t[e] += a->tokens_per_expert[e];
-        if (m->aux_loss)
-            stats->load_balancing_loss[layer] += router_load_balancing_loss(m, N, a->scores, a->selected_per_expert);
+        stats->load_balancing_loss[layer] += aux;
         stats->dropped_tokens[layer] += dropped;
         stats->microbatches[layer]++;
     }
@@ -233,42 +259,47 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
 void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
                         const moe_layer_params *p, moe_layer_params *g, const moe_layer_acts *a, moe_workspace *ws,
                         float loss_scale, const float *inp, const float *dout, float *dinp) {
-    const int ep = m->ep_size > 1;
+    const int moved = m->ep_size > 1 || m->etp_size > 1;
     const size_t R = (size_t)a->rows, f = sizeof(float);
     TB_RANGE_PUSH("layer.%d.moe.backward", layer);
 
     TB_RANGE_PUSH("layer.%d.moe.combine.backward", layer);
     moe_unpermute_backward(ws->d_expert_out, ws->d_probs, dout, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
-    // d_y (R,C): the gradients at this rank's experts' outputs (under ep, from every rank)
-    float *d_y = ws->d_expert_out, *scratch = NULL;
-    if (ep) {
-        scratch = tb_alloc(ws->mem, TB_MEM_COMM, R * C * f + 1, "expert gradients over ep");
+    // d_y (R,C): the gradients at this rank's experts' outputs (under ep, from every rank; under
+    // etp, gathered: the reverse of the combine's reduce-scatter)
+    float *d_y = ws->d_expert_out;
+    moe_a2a_plan pl;
+    if (moved) {
+        int32_t local[TB_MOE_MAX_EXPERTS];
+        pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, local);
         d_y = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert outputs (received)");
-        moe_alltoall_dispatch(m->ep, ws->d_expert_out, a->all_counts, m->E, C, scratch, d_y);
+        moe_alltoall_dispatch(&pl, ws->mem, ws->d_expert_out, d_y);
     }
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.experts.backward", layer);
     float *d_act = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * m->F * f + 1, "grad of expert activations");
     float *d_fc1 = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * m->F1 * f + 1, "grad of expert fc1 outputs");
-    float *d_in = ep ? tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert inputs") : ws->d_perm_in;
+    float *d_in = moved ? tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert inputs") : ws->d_perm_in;
     experts_backward(m, act, C, a->local_counts, p, g, a->expert_in, a->fc1, a->act, d_y, d_act, d_fc1, d_in);
     tb_free(ws->mem, d_act);
     tb_free(ws->mem, d_fc1);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.router.backward", layer);
-    // the router's share of dinp (written), with the load-balancing loss's gradient
+    // the router's share of dinp (written), with the load-balancing loss's gradient; under
+    // sequence parallelism its counts are the microbatch's (selected_per_expert, summed over
+    // the group) over N·sp tokens: E / (k·(N·sp)²) = E / (k·N²) / sp²
+    const float sp = m->sp ? (float)m->sp->size : 1.0f;
     router_backward(m, N, C, inp, p->router_w, a->scores, a->topk, a->probs, a->selected_per_expert, ws->d_probs,
-                    loss_scale, ws->d_logits, g->router_w, dinp);
+                    loss_scale / (sp * sp), ws->d_logits, g->router_w, dinp);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.dispatch.backward", layer);
-    if (ep) {  // the input gradients back to the tokens' ranks
-        moe_alltoall_combine(m->ep, d_in, a->all_counts, m->E, C, scratch, ws->d_perm_in);
+    if (moved) {  // the input gradients back to the tokens' ranks (summed over etp: fc1's partial sums)
+        moe_alltoall_combine(&pl, ws->mem, d_in, ws->d_perm_in);
         tb_free(ws->mem, d_in);
         tb_free(ws->mem, d_y);
-        tb_free(ws->mem, scratch);
     }
     moe_permute_backward(dinp, ws->d_perm_in, a->perm_pos, N, m->k, C);  // the experts' share, added
     TB_RANGE_POP();

@@ -50,6 +50,12 @@ typedef struct tb_moe_dims {
     int drop_position;          // over capacity, drop the last positions (else the lowest probs)
     int ep_size;                // expert-parallel ranks (E_local = E / ep_size)
     tb_group *ep;               // their group (set with expert_first by the model; NULL: ep 1)
+    int etp_size;               // expert-tensor-parallel ranks: each expert's fc1 column-parallel and fc2
+                                // row-parallel over them (F, F1 above are this rank's: F = ffn / etp)
+    tb_group *etp;              // their group (set by the model; NULL: etp 1)
+    tb_group *sp;               // sequence parallelism (tp > 1): the tp ranks whose token shards make the
+                                // microbatch; the layer runs on this rank's shard, the load-balancing loss
+                                // counts tokens over the group (Megatron's sequence_partition_group). NULL: none
 } tb_moe_dims;
 
 tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor);

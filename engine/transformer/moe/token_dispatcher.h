@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "comm/group.h"
+#include "core/memory.h"
 
 // route (N,k) → tokens_per_expert (E), perm_pos (N,k), perm_token (M, the choices not dropped);
 // a dropped choice (route -1) has perm_pos -1 and no row: it is skipped by every function below.
@@ -29,21 +30,42 @@ void moe_unpermute(float *out, const float *expert_out, const int32_t *perm_pos,
 void moe_unpermute_backward(float *d_expert_out, float *d_probs, const float *dout, const float *expert_out,
                             const int32_t *perm_pos, const float *probs, int N, int k, int C);
 
-// --- the all-to-all dispatcher over the expert-parallel group (P ranks, E_local = E / P) ---
-// Every rank's tokens_per_expert (E) → all_counts (P,E), through an all-gather of the bytes.
-void moe_alltoall_counts(tb_group *ep, const int32_t *tokens_per_expert, int E, int32_t *all_counts);
-// Floats this rank sends to / receives from each member (rows × C), and the rows of each local expert.
-void moe_alltoall_splits(const int32_t *all_counts, int me, int P, int E, int C, size_t *send, size_t *recv,
-                         int32_t *local_counts);
-// Rows in (source rank, local expert) order ↔ (local expert, source rank) order; counts (P,E).
-void moe_sort_chunks(float *out, const float *in, const int32_t *all_counts, int P, int E, int first, int El, int C,
+// --- the all-to-all dispatcher (Megatron's MoEAlltoAllTokenDispatcher) over the expert-parallel
+// group (P ranks, E_local = E / P each) and the expert-tensor-parallel group (Q ranks, each
+// holding a 1/Q shard of the same E_local experts):
+//   dispatch  permuted tokens (M,C) ─A2A over ep─► (R_me,C) from every ep rank, in (ep source,
+//             local expert) order ─all-gather over etp (variable sizes)─► (R,C) in (etp source,
+//             ep source, local expert) order ─sort─► (R,C) each local expert's rows together
+//   combine   the reverse: sort back ─reduce-scatter over etp (variable sizes, the row-parallel
+//             fc2's partial sums)─► (R_me,C) ─A2A back over ep─► (M,C) in this rank's permuted order
+// A source s = q·P + p is the rank at etp index q, ep index p; all_counts (Q·P, E) holds every
+// source's tokens_per_expert. Without etp (Q 1) R = R_me; without ep (P 1) the A2A is skipped.
+typedef struct moe_a2a_plan {
+    tb_group *ep, *etp;                  // NULL: size 1
+    int P, Q, E, El, first, C;           // first: this rank's first expert (ep index · El)
+    const int32_t *all_counts;           // (Q·P, E)
+    size_t send[TB_MAX_GROUP], recv[TB_MAX_GROUP];  // floats to / from each ep member
+    size_t etp_rows[TB_MAX_GROUP];       // R_me of each etp member
+    size_t rows_me, rows;                // R_me, R
+} moe_a2a_plan;
+// Every rank's tokens_per_expert (E) → all_counts (Q·P, E): all-gathered over ep, then over etp.
+void moe_alltoall_counts(tb_group *ep, tb_group *etp, const int32_t *tokens_per_expert, int E, int32_t *all_counts);
+// The plan of this rank from all_counts; local_counts (E_local): the rows of each local expert (R in all).
+moe_a2a_plan moe_alltoall_plan(tb_group *ep, tb_group *etp, const int32_t *all_counts, int E, int C,
+                               int32_t *local_counts);
+// Rows in source-major order (S sources, each its local experts' chunks) ↔ expert-major order
+// (each local expert's chunks from every source); counts (S,E), the local experts [first, first + El).
+void moe_sort_chunks(float *out, const float *in, const int32_t *all_counts, int S, int E, int first, int El, int C,
                      int to_expert_major);
-// send (M,C), this rank's permuted tokens → expert_in (R,C), each local expert's rows together
-// (all_to_all, then sorted); recv (R,C) is scratch.
-void moe_alltoall_dispatch(tb_group *ep, const float *send, const int32_t *all_counts, int E, int C, float *recv,
-                           float *expert_in);
-// expert_out (R,C) → out (M,C) in this rank's permuted order (sorted back, then all_to_all); scratch (R,C).
-void moe_alltoall_combine(tb_group *ep, const float *expert_out, const int32_t *all_counts, int E, int C,
-                          float *scratch, float *out);
+// send (M,C), this rank's permuted tokens → expert_in (R,C), each local expert's rows together.
+void moe_alltoall_dispatch(const moe_a2a_plan *pl, tb_allocator *mem, const float *send, float *expert_in);
+// expert_out (R,C) (partial sums under etp) → out (M,C) in this rank's permuted order.
+void moe_alltoall_combine(const moe_a2a_plan *pl, tb_allocator *mem, const float *expert_out, float *out);
+// The variable-size collectives over etp (tb_all_to_all underneath, in a range of their name):
+// mine (rows[me],C) → all (Σ rows, C), the members' rows in group order;
+void moe_all_gather_v(tb_group *g, tb_allocator *mem, const float *mine, const size_t *rows, int C, float *all);
+// all (Σ rows, C) on every member → mine (rows[me],C) = Σ over members of their copy of segment me,
+// summed in group order (the same bits on every backend).
+void moe_reduce_scatter_v(tb_group *g, tb_allocator *mem, const float *all, const size_t *rows, int C, float *mine);
 
 #endif
