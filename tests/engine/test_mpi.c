@@ -434,7 +434,8 @@ TB_TEST(context_parallel_under_mpirun_matches_threads_bitwise_and_the_single_ran
 }
 
 // Expert parallelism across processes: the all-to-all dispatcher's exchange (and the counts'
-// all-gather) over the MPI backend gives the bits of the rank threads, and the single rank's
+// all-gather; under etp, the tokens' all-gather and reduce-scatter over etp) over the MPI
+// backend gives the bits of the rank threads, and the single rank's
 // losses within the tolerance. Its own single-rank reference: a MoE model.
 #define MOE " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 --moe-layer-freq 2" \
             " --moe-aux-loss-coeff 0.01 --moe-token-dispatcher-type alltoall"
@@ -442,6 +443,13 @@ TB_TEST(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_singl
     static const layout ep[] = {
         {"moe ep 2", 2, 1, "--world-size 2 --expert-model-parallel-size 2"},
         {"K 2: moe ep 4", 2, 2, "--world-size 4 --expert-model-parallel-size 4"},  // the ep group spans processes
+        // the tp group and the etp group (etp = tp = 2) across processes: the etp all-gather and
+        // reduce-scatter of the tokens over MPI
+        {"moe tp 2 sp, etp 2", 2, 1, "--world-size 2 --tensor-model-parallel-size 2 --sequence-parallel"},
+        // tp inside each process, experts whole (etp 1), ep 2 and expert-dp across processes
+        {"K 2: moe tp 2 sp, etp 1 x ep 2", 2, 2,
+         "--world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 "
+         "--expert-model-parallel-size 2"},
     };
     char dir[512];
     double moe_single[STEPS];
