@@ -554,12 +554,6 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
     if (tp > 1 && c->moe_shared_expert_intermediate_size > 0)
         violated(r, "moe_shared_expert_intermediate_size %d with tensor_model_parallel_size %d: not supported yet "
                     "(the shared expert runs at tp 1)", c->moe_shared_expert_intermediate_size, tp);
-    if (ep > 1 && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER)
-        violated(r, "moe_token_dispatcher_type allgather with expert_model_parallel_size %d: not supported yet "
-                    "(alltoall is)", ep);
-    if (etp > 1 && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER)
-        violated(r, "moe_token_dispatcher_type allgather with expert_tensor_parallel_size %d: not supported yet "
-                    "(alltoall is)", etp);
     // the experts' replicas (expert-dp) are not the dense ones' (dp x cp) under ep > 1 or etp != tp
     const int apart = ep > 1 || etp != tp;
     if (apart && c->use_distributed_optimizer)

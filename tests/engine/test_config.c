@@ -233,9 +233,8 @@ TB_TEST(expert_grid_not_dividing_the_world_is_refused) {
                      "world_size=2",
                      "world_size (2) must be divisible by expert_tensor_parallel_size x expert_model_parallel_size x "
                      "pipeline_model_parallel_size (2 x 2 x 1 = 4): the expert grid"),
-                REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 expert_model_parallel_size=2 "
-                        "expert_tensor_parallel_size=1 world_size=2",
-                        "not supported yet"),
+                IS_VALID("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 expert_model_parallel_size=2 "
+                         "expert_tensor_parallel_size=1 world_size=2"),
                 ONLY("num_experts=4 pipeline_model_parallel_size=2 expert_model_parallel_size=2 world_size=2 "
                      "global_batch_size=8",
                      "world_size (2) must be divisible by expert_tensor_parallel_size x expert_model_parallel_size x "
@@ -608,7 +607,7 @@ TB_TEST(pipeline_split_violations_are_refused_naming_the_layout) {
                      "num_layers_per_virtual_pipeline_stage (-1) must be non-negative"));
 }
 
-// Expert parallelism and expert tensor parallelism run with the all-to-all dispatcher, tensor
+// Expert parallelism and expert tensor parallelism run with either dispatcher, tensor
 // parallelism with sequence parallelism; what they do not do yet is refused.
 TB_TEST(expert_parallelism_runs_alltoall_and_refuses_what_it_lacks) {
 #define EP2 "world_size=2 expert_model_parallel_size=2 num_experts=2 "
@@ -618,12 +617,12 @@ TB_TEST(expert_parallelism_runs_alltoall_and_refuses_what_it_lacks) {
                          "expert_tensor_parallel_size=1"),
                 IS_VALID("world_size=2 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
                          "moe_token_dispatcher_type=alltoall"),
+                IS_VALID("world_size=2 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1"),
                 IS_VALID("world_size=4 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
                          "expert_model_parallel_size=2 moe_token_dispatcher_type=alltoall"),
                 IS_VALID("world_size=4 expert_model_parallel_size=4 num_experts=8 moe_token_dispatcher_type=alltoall "
                          "global_batch_size=16"),
-                ONLY(EP2, "moe_token_dispatcher_type allgather with expert_model_parallel_size 2: not supported yet "
-                          "(alltoall is)"),
+                IS_VALID(EP2 "moe_token_dispatcher_type=allgather"),
                 ONLY(EP2 "moe_token_dispatcher_type=alltoall use_distributed_optimizer=1",
                      "use_distributed_optimizer with expert_model_parallel_size 2, expert_tensor_parallel_size 1 "
                      "(tensor_model_parallel_size 1): not supported yet (the experts' state would be sharded over dp, "
@@ -715,8 +714,6 @@ TB_TEST(moe_values_not_built_are_refused_as_not_supported_yet) {
                 REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
                         "moe_shared_expert_intermediate_size=8",
                         "moe_shared_expert_intermediate_size 8 with tensor_model_parallel_size 2: not supported yet"),
-                REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1",
-                        "moe_token_dispatcher_type allgather with expert_tensor_parallel_size 2: not supported yet"),
                 REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 expert_tensor_parallel_size=1 "
                         "use_distributed_optimizer=1",
                         "use_distributed_optimizer with expert_model_parallel_size 1, expert_tensor_parallel_size 1 "

@@ -319,7 +319,10 @@ static int train_layout(tb_config *cfg, layout_job *j) {
 // holds the tp ranks); at etp > 1 each expert is split (fc1 column-, fc2 row-parallel) and the
 // all-to-all dispatcher all-gathers the tokens over etp after the all-to-all over ep and
 // reduce-scatters the partial sums before the all-to-all back. Biases on: fc1's split over
-// etp, fc2's added once (etp rank 0).
+// etp, fc2's added once (etp rank 0). The all-gather dispatcher (Megatron's
+// MoEAllGatherTokenDispatcher): every rank of the ep x etp grid gathers every rank's tokens and
+// routing, runs its experts on those routed to them, and the partial outputs are
+// reduce-scattered back.
 TB_TEST(moe_layouts_match_the_single_rank) {
     tb_config base;
     moe_config(&base);
@@ -330,29 +333,36 @@ TB_TEST(moe_layouts_match_the_single_rank) {
     TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
     static const struct {
         const char *name;
-        int world, ep, pp, distopt, tp, etp;
-    } layouts[] = {{"dp 2", 2, 1, 1, 0, 1, 1},
-                   {"dp 2 + dist-opt", 2, 1, 1, 1, 1, 1},
-                   {"pp 2 x dp 2", 4, 1, 2, 0, 1, 1},
-                   {"ep 2", 2, 2, 1, 0, 1, 1},
-                   {"ep 4", 4, 4, 1, 0, 1, 1},
-                   {"ep 2 x expert-dp 2", 4, 2, 1, 0, 1, 1},
-                   {"ep 2 x pp 2", 4, 2, 2, 0, 1, 1},
-                   {"ep 8", 8, 8, 1, 0, 1, 1},
-                   {"tp 2 sp, etp 1", 2, 1, 1, 0, 2, 1},
-                   {"tp 2 sp, etp 2", 2, 1, 1, 0, 2, 2},
-                   {"tp 2 sp, etp 1 x ep 2", 4, 2, 1, 0, 2, 1},
-                   {"tp 2 sp, etp 2 x ep 2", 4, 2, 1, 0, 2, 2},
-                   {"tp 2 sp, etp 1 x ep 4", 4, 4, 1, 0, 2, 1},
-                   {"dp 2, etp 2", 2, 1, 1, 0, 1, 2},
-                   {"dp 4, etp 2 x ep 2", 4, 2, 1, 0, 1, 2},
-                   {"tp 2 sp x pp 2, etp 2", 4, 1, 2, 0, 2, 2}};
+        int world, ep, pp, distopt, tp, etp, allgather;
+    } layouts[] = {{"dp 2", 2, 1, 1, 0, 1, 1, 0},
+                   {"dp 2 + dist-opt", 2, 1, 1, 1, 1, 1, 0},
+                   {"pp 2 x dp 2", 4, 1, 2, 0, 1, 1, 0},
+                   {"ep 2", 2, 2, 1, 0, 1, 1, 0},
+                   {"ep 4", 4, 4, 1, 0, 1, 1, 0},
+                   {"ep 2 x expert-dp 2", 4, 2, 1, 0, 1, 1, 0},
+                   {"ep 2 x pp 2", 4, 2, 2, 0, 1, 1, 0},
+                   {"ep 8", 8, 8, 1, 0, 1, 1, 0},
+                   {"tp 2 sp, etp 1", 2, 1, 1, 0, 2, 1, 0},
+                   {"tp 2 sp, etp 2", 2, 1, 1, 0, 2, 2, 0},
+                   {"tp 2 sp, etp 1 x ep 2", 4, 2, 1, 0, 2, 1, 0},
+                   {"tp 2 sp, etp 2 x ep 2", 4, 2, 1, 0, 2, 2, 0},
+                   {"tp 2 sp, etp 1 x ep 4", 4, 4, 1, 0, 2, 1, 0},
+                   {"dp 2, etp 2", 2, 1, 1, 0, 1, 2, 0},
+                   {"dp 4, etp 2 x ep 2", 4, 2, 1, 0, 1, 2, 0},
+                   {"tp 2 sp x pp 2, etp 2", 4, 1, 2, 0, 2, 2, 0},
+                   {"allgather: ep 2", 2, 2, 1, 0, 1, 1, 1},
+                   {"allgather: ep 4", 4, 4, 1, 0, 1, 1, 1},
+                   {"allgather: ep 2 x edp 2", 4, 2, 1, 0, 1, 1, 1},
+                   {"allgather: dp 2, etp 2", 2, 1, 1, 0, 1, 2, 1},
+                   {"allgather: tp 2 sp, etp 2 x ep 2", 4, 2, 1, 0, 2, 2, 1},
+                   {"allgather: tp 2 sp, etp 1", 2, 1, 1, 0, 2, 1, 1}};
     for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
         tb_config c = base;
         c.world_size = layouts[i].world, c.expert_model_parallel_size = layouts[i].ep;
         c.pipeline_model_parallel_size = layouts[i].pp, c.use_distributed_optimizer = layouts[i].distopt;
         c.tensor_model_parallel_size = layouts[i].tp, c.sequence_parallel = layouts[i].tp > 1;
         c.expert_tensor_parallel_size = layouts[i].etp;
+        if (layouts[i].allgather) c.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLGATHER;
         if (train_layout(&c, &j) != 0) {
             TB_CHECK(0, "%s: training failed", layouts[i].name);
             continue;
@@ -377,7 +387,7 @@ TB_TEST(moe_layouts_match_the_single_rank) {
         if (layouts[i].pp == 1 && layouts[i].tp == 1 && layouts[i].etp == 1)
             TB_CHECK(j.flops == single.flops, "%s: rank 0's FLOPs per token %.17g, single rank %.17g", layouts[i].name,
                      j.flops, single.flops);
-        printf("    %-22s loss and grad norm within %.1e of the single rank; rank 0: %zu of %zu expert floats\n",
+        printf("    %-32s loss and grad norm within %.1e of the single rank; rank 0: %zu of %zu expert floats\n",
                layouts[i].name, worst, j.expert_floats, single.expert_floats);
     }
 }

@@ -450,6 +450,10 @@ TB_TEST(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_singl
         {"K 2: moe tp 2 sp, etp 1 x ep 2", 2, 2,
          "--world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 "
          "--expert-model-parallel-size 2"},
+        // the all-gather dispatcher: the tokens gathered over etp inside each process, over ep across
+        {"K 2: moe allgather tp 2 sp, etp 2 x ep 2", 2, 2,
+         "--world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 "
+         "--moe-token-dispatcher-type allgather"},
     };
     char dir[512];
     double moe_single[STEPS];
@@ -481,7 +485,7 @@ TB_TEST(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_singl
             TB_CHECK(rel <= 1e-5, "%s: step %d loss %.9g vs single rank %.9g (rel %.2e)", l->name, st + 1, m[st],
                      moe_single[st], rel);
         }
-        printf("    %-30s -np %d x %d: bitwise as threads, vs single rank %.1e\n", l->name, l->processes,
+        printf("    %-40s -np %d x %d: bitwise as threads, vs single rank %.1e\n", l->name, l->processes,
                l->ranks_per_process, worst);
     }
 }

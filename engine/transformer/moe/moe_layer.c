@@ -36,6 +36,7 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.ep_size = cfg->expert_model_parallel_size > 1 ? cfg->expert_model_parallel_size : 1;
     m.E_local = m.E / m.ep_size;  // expert_first and the groups: set by the model
     m.ep = m.etp = m.sp = NULL;
+    m.allgather = cfg->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER;
     return m;
 }
 
@@ -86,8 +87,10 @@ void moe_workspace_free(moe_workspace *ws, tb_allocator *mem) {
 
 void moe_layer_release(moe_layer_acts *a, tb_allocator *mem) {
     tb_free(mem, a->expert_memory);
-    a->expert_memory = NULL;
-    a->expert_in = a->fc1 = a->act = NULL;
+    tb_free(mem, a->gather_memory);
+    a->expert_memory = a->gather_memory = NULL;
+    a->expert_in = a->fc1 = a->act = a->gathered_probs = a->gathered_y = NULL;
+    a->gathered_pos = a->gathered_token = NULL;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -179,48 +182,20 @@ static double sequence_parallel_aux_loss(const tb_moe_dims *m, int N, const floa
 void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
                        const moe_layer_params *p, moe_layer_acts *a, moe_workspace *ws, const float *inp, float *out,
                        moe_stats *stats) {
-    const int moved = m->ep_size > 1 || m->etp_size > 1;  // tokens leave the rank (the all-to-all dispatcher)
-    const size_t f = sizeof(float);
     TB_RANGE_PUSH("layer.%d.moe", layer);
 
     TB_RANGE_PUSH("layer.%d.moe.router", layer);
     // (N,C) -> scores (N,E), topk and probs (N,k)
     router_forward(m, N, C, inp, p->router_w, ws->logits, a->scores, a->topk, a->probs);
     const int dropped = router_apply_capacity(m, N, a->topk, a->probs, a->route, a->selected_per_expert);
-    const int M = N * m->k - dropped;
     double aux = 0;
     if (m->aux_loss && m->sp) aux = sequence_parallel_aux_loss(m, N, a->scores, a->selected_per_expert);
     else if (m->aux_loss) aux = router_load_balancing_loss(m, N, a->scores, a->selected_per_expert);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.dispatch", layer);
-    // (N,C) -> (M,C) grouped by expert; under ep / etp, to the experts' ranks -> (R,C)
-    moe_permute_map(a->route, N, m->k, m->E, a->tokens_per_expert, a->perm_pos, a->perm_token);
-    moe_a2a_plan pl;
-    if (moved) {
-        moe_alltoall_counts(m->ep, m->etp, a->tokens_per_expert, m->E, a->all_counts);
-        pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, a->local_counts);
-    } else {
-        memcpy(a->all_counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
-        memcpy(a->local_counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
-    }
-    int R = 0;
-    for (int e = 0; e < m->E_local; e++) R += a->local_counts[e];
-    moe_layer_release(a, ws->mem);
-    char what[64];
-    snprintf(what, sizeof what, "layer.%d moe expert activations", layer);
-    a->rows = R;
-    float *base = tb_alloc(ws->mem, TB_MEM_ACTIVATIONS, (size_t)R * (C + m->F1 + m->F) * f + 1, what);
-    a->expert_memory = base;
-    a->expert_in = base, a->fc1 = base + (size_t)R * C, a->act = a->fc1 + (size_t)R * m->F1;
-    float *y = a->expert_out;
-    if (moved) {
-        moe_permute(ws->send, inp, a->perm_token, M, C);
-        moe_alltoall_dispatch(&pl, ws->mem, ws->send, a->expert_in);
-        y = tb_alloc(ws->mem, TB_MEM_WORKSPACE, (size_t)R * C * f + 1, "expert outputs");
-    } else {
-        moe_permute(a->expert_in, inp, a->perm_token, M, C);
-    }
+    // (N,C) -> (M,C) grouped by expert, then to the experts' ranks -> (R,C) (token_dispatcher.h)
+    float *y = moe_token_dispatch(m, layer, N, C, a, ws, inp);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.experts", layer);
@@ -228,12 +203,8 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.combine", layer);
-    if (moved) {  // (R,C) back to the tokens' ranks -> (M,C)
-        moe_alltoall_combine(&pl, ws->mem, y, a->expert_out);
-        tb_free(ws->mem, y);
-    }
-    // (M,C) -> (N,C), weighted by the router's probs
-    moe_unpermute(out, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
+    // (R,C) -> (N,C), weighted by the router's probs
+    moe_token_combine(m, N, C, a, ws, y, out);
     TB_RANGE_POP();
 
     if (m->Fs > 0) {
@@ -259,31 +230,12 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
 void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
                         const moe_layer_params *p, moe_layer_params *g, const moe_layer_acts *a, moe_workspace *ws,
                         float loss_scale, const float *inp, const float *dout, float *dinp) {
-    const int moved = m->ep_size > 1 || m->etp_size > 1;
     const size_t R = (size_t)a->rows, f = sizeof(float);
     TB_RANGE_PUSH("layer.%d.moe.backward", layer);
 
     TB_RANGE_PUSH("layer.%d.moe.combine.backward", layer);
-    moe_unpermute_backward(ws->d_expert_out, ws->d_probs, dout, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
-    // d_y (R,C): the gradients at this rank's experts' outputs (under ep, from every rank; under
-    // etp, gathered: the reverse of the combine's reduce-scatter)
-    float *d_y = ws->d_expert_out;
-    moe_a2a_plan pl;
-    if (moved) {
-        int32_t local[TB_MOE_MAX_EXPERTS];
-        pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, local);
-        d_y = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert outputs (received)");
-        moe_alltoall_dispatch(&pl, ws->mem, ws->d_expert_out, d_y);
-    }
-    TB_RANGE_POP();
-
-    TB_RANGE_PUSH("layer.%d.moe.experts.backward", layer);
-    float *d_act = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * m->F * f + 1, "grad of expert activations");
-    float *d_fc1 = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * m->F1 * f + 1, "grad of expert fc1 outputs");
-    float *d_in = moved ? tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert inputs") : ws->d_perm_in;
-    experts_backward(m, act, C, a->local_counts, p, g, a->expert_in, a->fc1, a->act, d_y, d_act, d_fc1, d_in);
-    tb_free(ws->mem, d_act);
-    tb_free(ws->mem, d_fc1);
+    // d_y (R,C): the gradients at this rank's experts' outputs; ws->d_probs (N,k)
+    float *d_y = moe_token_combine_backward(m, N, C, a, ws, dout);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.router.backward", layer);
@@ -295,13 +247,18 @@ void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, i
                     loss_scale / (sp * sp), ws->d_logits, g->router_w, dinp);
     TB_RANGE_POP();
 
+    TB_RANGE_PUSH("layer.%d.moe.experts.backward", layer);
+    float *d_act = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * m->F * f + 1, "grad of expert activations");
+    float *d_fc1 = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * m->F1 * f + 1, "grad of expert fc1 outputs");
+    float *d_in = moe_tokens_moved(m) ? tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert inputs")
+                                      : ws->d_perm_in;
+    experts_backward(m, act, C, a->local_counts, p, g, a->expert_in, a->fc1, a->act, d_y, d_act, d_fc1, d_in);
+    tb_free(ws->mem, d_act);
+    tb_free(ws->mem, d_fc1);
+    TB_RANGE_POP();
+
     TB_RANGE_PUSH("layer.%d.moe.dispatch.backward", layer);
-    if (moved) {  // the input gradients back to the tokens' ranks (summed over etp: fc1's partial sums)
-        moe_alltoall_combine(&pl, ws->mem, d_in, ws->d_perm_in);
-        tb_free(ws->mem, d_in);
-        tb_free(ws->mem, d_y);
-    }
-    moe_permute_backward(dinp, ws->d_perm_in, a->perm_pos, N, m->k, C);  // the experts' share, added
+    moe_token_dispatch_backward(m, N, C, a, ws, d_y, d_in, dinp);  // the experts' share, added
     TB_RANGE_POP();
 
     if (m->Fs > 0) {

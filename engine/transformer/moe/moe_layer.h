@@ -53,6 +53,7 @@ typedef struct tb_moe_dims {
     int etp_size;               // expert-tensor-parallel ranks: each expert's fc1 column-parallel and fc2
                                 // row-parallel over them (F, F1 above are this rank's: F = ffn / etp)
     tb_group *etp;              // their group (set by the model; NULL: etp 1)
+    int allgather;              // the all-gather dispatcher (else all-to-all); it moves tokens under ep or etp
     tb_group *sp;               // sequence parallelism (tp > 1): the tp ranks whose token shards make the
                                 // microbatch; the layer runs on this rank's shard, the load-balancing loss
                                 // counts tokens over the group (Megatron's sequence_partition_group). NULL: none
@@ -60,6 +61,8 @@ typedef struct tb_moe_dims {
 
 tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor);
 static inline int tb_moe_is_layer(const tb_moe_dims *m, int layer) { return m->E > 0 && layer % m->freq == 0; }
+// Whether the dispatcher moves tokens between ranks (ep or etp > 1).
+static inline int moe_tokens_moved(const tb_moe_dims *m) { return m->ep_size > 1 || m->etp_size > 1; }
 
 // A MoE layer's parameters (or their gradients): views into the model's buffers.
 typedef struct moe_layer_params {
@@ -88,6 +91,12 @@ typedef struct moe_layer_acts {
     void *expert_memory;
     int rows;                               // R
     float *expert_in, *fc1, *act;           // (R,C), (R,F1), (R,F)
+    // the all-gather dispatcher under ep / etp (S ranks' N tokens gathered; allocated with them)
+    void *gather_memory;
+    float *gathered_probs;                  // (S·N,k) every rank's probs
+    int32_t *gathered_pos;                  // (S·N,k) row of each choice among this rank's experts' (-1: not here)
+    int32_t *gathered_token;                // (R) the gathered token of each row
+    float *gathered_y;                      // (R,C) the experts' outputs (partial sums under etp)
 } moe_layer_acts;
 
 // Floats (4-byte words) of each carved tensor, in moe_layer_acts order, for the layer's plan.

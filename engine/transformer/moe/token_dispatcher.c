@@ -1,32 +1,39 @@
 #include "transformer/moe/token_dispatcher.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "backend/cpu/kernels.h"
 #include "comm/comm.h"
 #include "core/ranges.h"
 #include "config.h"
 
-void moe_permute_map(const int32_t *route, int N, int k, int E, int32_t *tokens_per_expert, int32_t *perm_pos,
-                     int32_t *perm_token) {
-    memset(tokens_per_expert, 0, (size_t)E * sizeof *tokens_per_expert);
-    for (int i = 0; i < N * k; i++)
-        if (route[i] >= 0) tokens_per_expert[route[i]]++;
+void moe_permute_map_local(const int32_t *route, int N, int k, int first, int El, int32_t *tokens_per_expert,
+                           int32_t *perm_pos, int32_t *perm_token) {
+    memset(tokens_per_expert, 0, (size_t)El * sizeof *tokens_per_expert);
+    for (size_t i = 0; i < (size_t)N * k; i++)
+        if (route[i] >= first && route[i] < first + El) tokens_per_expert[route[i] - first]++;
     // each expert's first row, then its tokens in token order
     int32_t next[TB_MOE_MAX_EXPERTS];
     int32_t at = 0;
-    for (int e = 0; e < E; e++) next[e] = at, at += tokens_per_expert[e];
+    for (int e = 0; e < El; e++) next[e] = at, at += tokens_per_expert[e];
     for (int n = 0; n < N; n++)
         for (int j = 0; j < k; j++) {
             const int32_t e = route[(size_t)n * k + j];
-            if (e < 0) {
+            if (e < first || e >= first + El) {  // dropped, or another rank's
                 perm_pos[(size_t)n * k + j] = -1;
                 continue;
             }
-            const int32_t row = next[e]++;
+            const int32_t row = next[e - first]++;
             perm_pos[(size_t)n * k + j] = row;
             perm_token[row] = n;
         }
+}
+
+void moe_permute_map(const int32_t *route, int N, int k, int E, int32_t *tokens_per_expert, int32_t *perm_pos,
+                     int32_t *perm_token) {
+    moe_permute_map_local(route, N, k, 0, E, tokens_per_expert, perm_pos, perm_token);
 }
 
 void moe_permute(float *out, const float *inp, const int32_t *perm_token, int M, int C) {
@@ -214,4 +221,181 @@ void moe_alltoall_combine(const moe_a2a_plan *pl, tb_allocator *mem, const float
     if (pl->ep) tb_all_to_all(pl->ep, mine, pl->recv, out, pl->send);  // the reverse of the dispatch's
     if (reduced != out) tb_free(mem, reduced);
     if (sorted != out) tb_free(mem, sorted);
+}
+
+// ---------------------------------------------------------------------------------------
+// The all-gather dispatcher
+
+void moe_allgather_tokens(tb_group *ep, tb_group *etp, tb_allocator *mem, const float *x, size_t floats, float *all) {
+    const size_t P = ep ? (size_t)ep->size : 1;
+    if (!etp) {
+        tb_all_gather(ep, x, all, floats);
+        return;
+    }
+    float *mid = (float *)x;  // (P · floats): this etp member's ep group
+    if (ep) {
+        mid = tb_alloc(mem, TB_MEM_COMM, P * floats * sizeof(float) + 1, "tokens gathered over ep");
+        tb_all_gather(ep, x, mid, floats);
+    }
+    tb_all_gather(etp, mid, all, P * floats);
+    if (ep) tb_free(mem, mid);
+}
+
+void moe_reduce_scatter_tokens(tb_group *ep, tb_group *etp, tb_allocator *mem, const float *all, size_t floats,
+                               float *x) {
+    const size_t P = ep ? (size_t)ep->size : 1;
+    if (!etp) {
+        tb_reduce_scatter(ep, all, x, floats);
+        return;
+    }
+    float *mid = ep ? tb_alloc(mem, TB_MEM_COMM, P * floats * sizeof(float) + 1, "outputs reduced over etp") : x;
+    tb_reduce_scatter(etp, all, mid, P * floats);  // the etp index is the outer one
+    if (ep) {
+        tb_reduce_scatter(ep, mid, x, floats);
+        tb_free(mem, mid);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The dispatchers in the layer
+
+// The experts' buffers for R rows (and, gathered, their outputs).
+static void alloc_expert_rows(const tb_moe_dims *m, int layer, int C, int R, int gathered, moe_layer_acts *a,
+                              tb_allocator *mem) {
+    char what[64];
+    snprintf(what, sizeof what, "layer.%d moe expert activations", layer);
+    a->rows = R;
+    const size_t r = (size_t)R;
+    float *base = tb_alloc(mem, TB_MEM_ACTIVATIONS, r * (C + m->F1 + m->F + (gathered ? C : 0)) * sizeof(float) + 1,
+                           what);
+    a->expert_memory = base;
+    a->expert_in = base, a->fc1 = base + r * C, a->act = a->fc1 + r * m->F1;
+    if (gathered) a->gathered_y = a->act + r * m->F;
+}
+
+static int rows_of(const tb_moe_dims *m, const int32_t *local_counts) {
+    int R = 0;
+    for (int e = 0; e < m->E_local; e++) R += local_counts[e];
+    return R;
+}
+
+static tb_group *ep_of(const tb_moe_dims *m) { return m->ep_size > 1 ? m->ep : NULL; }
+static tb_group *etp_of(const tb_moe_dims *m) { return m->etp_size > 1 ? m->etp : NULL; }
+static int gathered(const tb_moe_dims *m) { return m->allgather && moe_tokens_moved(m); }
+
+// The all-gather dispatcher: every rank's tokens, routes (int32: an all-gather moves bits) and
+// probs gathered; this rank's experts' rows picked from them.
+static void allgather_dispatch(const tb_moe_dims *m, int layer, int N, int C, moe_layer_acts *a, moe_workspace *ws,
+                               const float *inp) {
+    tb_group *ep = ep_of(m), *etp = etp_of(m);
+    const size_t NT = (size_t)m->ep_size * m->etp_size * N, NK = (size_t)N * m->k, f = sizeof(float);
+    a->gather_memory = tb_alloc(ws->mem, TB_MEM_ACTIVATIONS, NT * m->k * 3 * 4 + 1, "moe gathered routing");
+    a->gathered_probs = a->gather_memory;
+    a->gathered_pos = (int32_t *)(a->gathered_probs + NT * m->k);
+    a->gathered_token = a->gathered_pos + NT * m->k;
+    int32_t *routes = tb_alloc(ws->mem, TB_MEM_COMM, NT * m->k * 4 + 1, "moe gathered routes");
+    float *tokens = tb_alloc(ws->mem, TB_MEM_COMM, NT * C * f + 1, "moe gathered tokens");
+    moe_allgather_tokens(ep, etp, ws->mem, inp, (size_t)N * C, tokens);
+    moe_allgather_tokens(ep, etp, ws->mem, (const float *)a->route, NK, (float *)routes);
+    moe_allgather_tokens(ep, etp, ws->mem, a->probs, NK, a->gathered_probs);
+    moe_permute_map_local(routes, (int)NT, m->k, m->expert_first, m->E_local, a->local_counts, a->gathered_pos,
+                          a->gathered_token);
+    tb_free(ws->mem, routes);
+    alloc_expert_rows(m, layer, C, rows_of(m, a->local_counts), 1, a, ws->mem);
+    moe_permute(a->expert_in, tokens, a->gathered_token, a->rows, C);
+    tb_free(ws->mem, tokens);
+}
+
+float *moe_token_dispatch(const tb_moe_dims *m, int layer, int N, int C, moe_layer_acts *a, moe_workspace *ws,
+                          const float *inp) {
+    moe_permute_map(a->route, N, m->k, m->E, a->tokens_per_expert, a->perm_pos, a->perm_token);
+    moe_layer_release(a, ws->mem);
+    if (gathered(m)) {
+        allgather_dispatch(m, layer, N, C, a, ws, inp);
+        return a->gathered_y;
+    }
+    int M = 0;
+    for (int e = 0; e < m->E; e++) M += a->tokens_per_expert[e];
+    if (!moe_tokens_moved(m)) {
+        memcpy(a->all_counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
+        memcpy(a->local_counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
+        alloc_expert_rows(m, layer, C, M, 0, a, ws->mem);
+        moe_permute(a->expert_in, inp, a->perm_token, M, C);
+        return a->expert_out;
+    }
+    moe_alltoall_counts(m->ep, m->etp, a->tokens_per_expert, m->E, a->all_counts);
+    moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, a->local_counts);
+    alloc_expert_rows(m, layer, C, (int)pl.rows, 0, a, ws->mem);
+    moe_permute(ws->send, inp, a->perm_token, M, C);
+    moe_alltoall_dispatch(&pl, ws->mem, ws->send, a->expert_in);
+    return tb_alloc(ws->mem, TB_MEM_WORKSPACE, pl.rows * C * sizeof(float) + 1, "expert outputs");
+}
+
+void moe_token_combine(const tb_moe_dims *m, int N, int C, moe_layer_acts *a, moe_workspace *ws, float *y,
+                       float *out) {
+    if (gathered(m)) {
+        // (R,C) -> (S·N,C) weighted by the probs (zero where no choice is here) -> this rank's (N,C)
+        const size_t NT = (size_t)m->ep_size * m->etp_size * N;
+        float *all = tb_alloc(ws->mem, TB_MEM_COMM, NT * C * sizeof(float) + 1, "moe outputs to reduce-scatter");
+        moe_unpermute(all, y, a->gathered_pos, a->gathered_probs, (int)NT, m->k, C);
+        moe_reduce_scatter_tokens(ep_of(m), etp_of(m), ws->mem, all, (size_t)N * C, out);
+        tb_free(ws->mem, all);
+        return;
+    }
+    if (moe_tokens_moved(m)) {  // (R,C) back to the tokens' ranks -> (M,C)
+        int32_t local[TB_MOE_MAX_EXPERTS];
+        moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, local);
+        moe_alltoall_combine(&pl, ws->mem, y, a->expert_out);
+        tb_free(ws->mem, y);
+    }
+    moe_unpermute(out, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
+}
+
+float *moe_token_combine_backward(const tb_moe_dims *m, int N, int C, const moe_layer_acts *a, moe_workspace *ws,
+                                  const float *dout) {
+    const size_t R = (size_t)a->rows, f = sizeof(float);
+    if (gathered(m)) {
+        tb_group *ep = ep_of(m), *etp = etp_of(m);
+        const size_t NT = (size_t)m->ep_size * m->etp_size * N;
+        float *d_out = tb_alloc(ws->mem, TB_MEM_COMM, NT * C * f + 1, "moe gathered output gradients");
+        float *d_probs = tb_alloc(ws->mem, TB_MEM_COMM, NT * m->k * f + 1, "moe gathered prob gradients");
+        float *d_y = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert outputs");
+        moe_allgather_tokens(ep, etp, ws->mem, dout, (size_t)N * C, d_out);
+        moe_unpermute_backward(d_y, d_probs, d_out, a->gathered_y, a->gathered_pos, a->gathered_probs, (int)NT, m->k,
+                               C);
+        // each choice's gradient from its expert's rank (under etp the partial dot products summed)
+        moe_reduce_scatter_tokens(ep, etp, ws->mem, d_probs, (size_t)N * m->k, ws->d_probs);
+        tb_free(ws->mem, d_probs);
+        tb_free(ws->mem, d_out);
+        return d_y;
+    }
+    moe_unpermute_backward(ws->d_expert_out, ws->d_probs, dout, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
+    if (!moe_tokens_moved(m)) return ws->d_expert_out;
+    // under ep from every rank; under etp gathered: the reverse of the combine's reduce-scatter
+    int32_t local[TB_MOE_MAX_EXPERTS];
+    moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, local);
+    float *d_y = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert outputs (received)");
+    moe_alltoall_dispatch(&pl, ws->mem, ws->d_expert_out, d_y);
+    return d_y;
+}
+
+void moe_token_dispatch_backward(const tb_moe_dims *m, int N, int C, const moe_layer_acts *a, moe_workspace *ws,
+                                 float *d_y, float *d_in, float *dinp) {
+    if (gathered(m)) {  // each gathered token's rows summed, then reduce-scattered to its rank
+        const size_t NT = (size_t)m->ep_size * m->etp_size * N;
+        float *all = tb_calloc(ws->mem, TB_MEM_COMM, NT * C * sizeof(float) + 1, "moe gathered token gradients");
+        moe_permute_backward(all, d_in, a->gathered_pos, (int)NT, m->k, C);
+        moe_reduce_scatter_tokens(ep_of(m), etp_of(m), ws->mem, all, (size_t)N * C, ws->d_perm_in);
+        tb_free(ws->mem, all);
+        cpu_add_inplace(dinp, ws->d_perm_in, (size_t)N * C);
+    } else {
+        if (moe_tokens_moved(m)) {  // back to the tokens' ranks (summed over etp: fc1's partial sums)
+            int32_t local[TB_MOE_MAX_EXPERTS];
+            moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, local);
+            moe_alltoall_combine(&pl, ws->mem, d_in, ws->d_perm_in);
+        }
+        moe_permute_backward(dinp, ws->d_perm_in, a->perm_pos, N, m->k, C);
+    }
+    if (d_in != ws->d_perm_in) tb_free(ws->mem, d_in);
+    if (d_y != ws->d_expert_out) tb_free(ws->mem, d_y);
 }

@@ -14,11 +14,15 @@
 
 #include "comm/group.h"
 #include "core/memory.h"
+#include "transformer/moe/moe_layer.h"
 
 // route (N,k) → tokens_per_expert (E), perm_pos (N,k), perm_token (M, the choices not dropped);
 // a dropped choice (route -1) has perm_pos -1 and no row: it is skipped by every function below.
 void moe_permute_map(const int32_t *route, int N, int k, int E, int32_t *tokens_per_expert, int32_t *perm_pos,
                      int32_t *perm_token);
+// The same for the experts [first, first + El) only: a choice of another expert has no row.
+void moe_permute_map_local(const int32_t *route, int N, int k, int first, int El, int32_t *tokens_per_expert,
+                           int32_t *perm_pos, int32_t *perm_token);
 // inp (N,C) → out (M,C): out[m] = inp[perm_token[m]]
 void moe_permute(float *out, const float *inp, const int32_t *perm_token, int M, int C);
 // d_perm (M,C) → dinp (N,C) accumulated: dinp[n] += Σ_j d_perm[perm_pos[n,j]]
@@ -67,5 +71,36 @@ void moe_all_gather_v(tb_group *g, tb_allocator *mem, const float *mine, const s
 // all (Σ rows, C) on every member → mine (rows[me],C) = Σ over members of their copy of segment me,
 // summed in group order (the same bits on every backend).
 void moe_reduce_scatter_v(tb_group *g, tb_allocator *mem, const float *all, const size_t *rows, int C, float *mine);
+
+// --- the all-gather dispatcher (Megatron's MoEAllGatherTokenDispatcher) over ep and etp ---
+// Every rank of the ep × etp grid (S = Q·P ranks, source s = q·P + p as above) gathers every
+// rank's N tokens with their routing, runs its local experts (its etp shard of them) on the
+// tokens routed to them, combines weighted by the probs, and the (S·N, C) partial outputs are
+// reduce-scattered back: token n of rank s sums every rank's share for it.
+// x (floats per rank) → all (S · floats): all-gathered over ep, then over etp (either NULL: size 1).
+void moe_allgather_tokens(tb_group *ep, tb_group *etp, tb_allocator *mem, const float *x, size_t floats, float *all);
+// all (S · floats) → x (floats): the sum over the S ranks of their copy of this rank's segment,
+// reduce-scattered over etp, then over ep.
+void moe_reduce_scatter_tokens(tb_group *ep, tb_group *etp, tb_allocator *mem, const float *all, size_t floats,
+                               float *x);
+
+// --- the dispatchers as the MoE layer calls them (Megatron's token_permutation /
+// token_unpermutation): all-to-all, or all-gather (--moe-token-dispatcher-type), each moving
+// tokens only under ep or etp (moe_tokens_moved); on one rank, the permutation alone ---
+// The routed tokens of inp (N,C) (a->route) to this rank's experts: a's permutation, counts and
+// expert buffers (R rows: a->expert_in filled). Returns the (R,C) buffer the experts write.
+float *moe_token_dispatch(const tb_moe_dims *m, int layer, int N, int C, moe_layer_acts *a, moe_workspace *ws,
+                          const float *inp);
+// The experts' outputs y (R,C) → out (N,C): each token's k outputs weighted by its probs (y freed
+// when the dispatch allocated it).
+void moe_token_combine(const tb_moe_dims *m, int N, int C, moe_layer_acts *a, moe_workspace *ws, float *y,
+                       float *out);
+// dout (N,C) → ws->d_probs (N,k) and the returned d_y (R,C), the gradient at the experts' outputs.
+float *moe_token_combine_backward(const tb_moe_dims *m, int N, int C, const moe_layer_acts *a, moe_workspace *ws,
+                                  const float *dout);
+// d_in (R,C), the gradient at the experts' inputs → dinp (N,C) accumulated; frees d_y and d_in
+// when they were allocated.
+void moe_token_dispatch_backward(const tb_moe_dims *m, int N, int C, const moe_layer_acts *a, moe_workspace *ws,
+                                 float *d_y, float *d_in, float *dinp);
 
 #endif
