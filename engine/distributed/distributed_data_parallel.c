@@ -35,6 +35,16 @@ static int cmp_size(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+int ddp_add_cut(size_t **cuts, int ncuts, size_t at, size_t padded_parameters) {
+    if (at == 0 || at >= padded_parameters) return ncuts;
+    for (int i = 0; i < ncuts; i++)
+        if ((*cuts)[i] == at) return ncuts;
+    int n = ncuts, cap = ncuts;
+    add_cut(cuts, &n, &cap, at);
+    qsort(*cuts, (size_t)n, sizeof **cuts, cmp_size);
+    return n;
+}
+
 int ddp_shared_embedding(const tb_config *cfg, const tb_rank *rk) {
     return rk->world && rk->groups[TB_GROUP_EMBEDDING].size > 1 && !cfg->untie_embeddings_and_output_weights;
 }

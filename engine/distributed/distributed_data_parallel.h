@@ -108,6 +108,9 @@ typedef struct tb_ddp {
 // each strictly inside (0, padded_parameters) and a multiple of align) and their count.
 // shared_embedding: the tied word embedding is shared by the first and last stage.
 int ddp_bucket_cuts(const gpt_model *m, size_t bucket_size, size_t align, int shared_embedding, size_t **cuts);
+// cuts (ncuts of them, malloc'd or NULL) with `at` added where it is not yet a cut and lies
+// strictly inside the buffer (the experts' range's start, sharded over its own group); the count.
+int ddp_add_cut(size_t **cuts, int ncuts, size_t at, size_t padded_parameters);
 // Whether rank rk's tied word embedding is shared with another stage (its own bucket).
 int ddp_shared_embedding(const tb_config *cfg, const tb_rank *rk);
 // Lays out the buckets of every chunk and starts the communication thread (only when

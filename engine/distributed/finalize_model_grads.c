@@ -40,10 +40,11 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp)
         if (opt->sharded) {
             TB_RANGE_PUSH("finalize_model_grads.reduce_scatter");
             // each bucket of every rank's buffer → the sum of this rank's slice, then the average
+            // (an expert bucket's over expert-dp, averaged over dp × cp as the all-reduce below)
             for (int b = 0; b < opt->nbuckets; b++) {
                 const tb_shard_bucket *k = &opt->buckets[b];
                 const size_t n = k->slice_hi - k->slice_lo;
-                tb_reduce_scatter(dp, m->grad_memory + k->lo, opt->shard_grads + k->at, n);
+                tb_reduce_scatter(adamw_bucket_group(opt, k, dp), m->grad_memory + k->lo, opt->shard_grads + k->at, n);
                 float *g = m->grad_memory + k->slice_lo;
                 for (size_t i = 0; i < n; i++) g[i] = opt->shard_grads[k->at + i] * inv;
             }

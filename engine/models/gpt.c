@@ -209,6 +209,21 @@ void gpt_param_shard_copy(const gpt_param *p, int tp, int rank, float *full, flo
     }
 }
 
+size_t gpt_lcm(size_t a, size_t b) {
+    size_t x = a, y = b;
+    while (y) {
+        const size_t t = x % y;
+        x = y, y = t;
+    }
+    return a / x * b;
+}
+
+int gpt_expert_dp_size(const tb_config *cfg) {
+    const int etp = cfg->expert_tensor_parallel_size > 0 ? cfg->expert_tensor_parallel_size : 1;
+    const int ep = cfg->expert_model_parallel_size > 0 ? cfg->expert_model_parallel_size : 1;
+    return cfg->world_size / (etp * ep * cfg->pipeline_model_parallel_size);
+}
+
 tb_group *gpt_param_split_group(const gpt_model *m, const gpt_param *p, int *size, int *rank) {
     tb_group *g = p->expert ? m->block.d.moe.etp : m->block.d.tp.tp;  // an expert's: the etp group
     *size = p->expert ? m->block.d.moe.etp_size : m->tp_size;
@@ -371,10 +386,20 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
         }
 
     // the distributed optimizer splits the flat buffer (each bucket of it) into equal slices
-    // over its group, dp × cp (the gradients are reduced over dp × cp)
+    // over its group, dp × cp (the gradients are reduced over dp × cp); with the experts'
+    // replicas apart, the experts' range over expert-dp: both ranges then start and end on a
+    // multiple of 16 · lcm(dp × cp, expert-dp) (the experts moved up to theirs)
     const size_t dp = (size_t)(cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1);
     const size_t cp = (size_t)(cfg->context_parallel_size > 0 ? cfg->context_parallel_size : 1);
     size_t unit = 16 * dp * cp;
+    if (cfg->use_distributed_optimizer && gpt_experts_apart(cfg) && m->expert_parameters > 0) {
+        unit = 16 * gpt_lcm(dp * cp, (size_t)gpt_expert_dp_size(cfg));
+        const size_t lo = (m->experts_offset + unit - 1) / unit * unit, shift = lo - m->experts_offset;
+        for (int i = 0; i < m->nparams; i++)
+            if (m->params[i].expert) m->params[i].offset += shift;
+        m->experts_offset = lo;
+        m->num_parameters += shift;
+    }
     m->padded_parameters = (m->num_parameters + unit - 1) / unit * unit;
     m->param_memory = tb_calloc(mem, TB_MEM_PARAMS, m->padded_parameters * sizeof(float), "parameters");
     m->grad_memory = tb_calloc(mem, TB_MEM_GRADS, m->padded_parameters * sizeof(float), "gradients");

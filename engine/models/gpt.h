@@ -128,6 +128,15 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
 // Copies between a whole tensor (full_rows × full_cols) and tensor-parallel rank `rank`'s
 // shard of it. to_shard: full → shard; else shard → full (that rank's part only).
 void gpt_param_shard_copy(const gpt_param *p, int tp, int rank, float *full, float *shard, int to_shard);
+// Whether the experts' replicas (expert-dp) are another group than the dense ones' (dp × cp):
+// under expert parallelism, or expert tensor parallelism other than tp (parallel_state.h).
+static inline int gpt_experts_apart(const tb_config *cfg) {
+    return cfg->num_experts > 0 &&
+           (cfg->expert_model_parallel_size > 1 || cfg->expert_tensor_parallel_size != cfg->tensor_model_parallel_size);
+}
+// The expert grid's expert-dp size, world / (etp × ep × pp); and the least common multiple.
+int gpt_expert_dp_size(const tb_config *cfg);
+size_t gpt_lcm(size_t a, size_t b);
 // Whether this rank's copy of p counts (gradient norm, parameter counts) along the tensor
 // split: a dense tensor replicated over tp on tp rank 0 only (and the tied embedding's
 // last-stage copy never); an expert's, split over etp rather than tp, on etp rank 0 only when

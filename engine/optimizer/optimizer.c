@@ -13,8 +13,15 @@
 
 void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, int dp_rank, int dp_size,
                 const size_t *cuts, int ncuts, tb_allocator *mem) {
-    opt->sharded = cfg->use_distributed_optimizer && dp_size > 1;
-    const size_t d = opt->sharded ? (size_t)dp_size : 1, r = opt->sharded ? (size_t)dp_rank : 0;
+    adamw_init_expert_parallel(opt, cfg, padded_parameters, dp_rank, dp_size, padded_parameters, NULL, cuts, ncuts,
+                               mem);
+}
+
+void adamw_init_expert_parallel(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, int dp_rank,
+                                int dp_size, size_t experts_lo, struct tb_group *edp, const size_t *cuts, int ncuts,
+                                tb_allocator *mem) {
+    opt->edp = edp;
+    opt->sharded = cfg->use_distributed_optimizer && (dp_size > 1 || (edp && edp->size > 1));
     opt->nbuckets = ncuts + 1;
     opt->buckets = tb_xcalloc((size_t)opt->nbuckets, sizeof *opt->buckets, "optimizer shard buckets");
     opt->shard_numel = 0;
@@ -22,6 +29,9 @@ void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, i
         tb_shard_bucket *k = &opt->buckets[b];
         k->lo = b ? cuts[b - 1] : 0;
         k->hi = b < ncuts ? cuts[b] : padded_parameters;
+        k->expert = edp && k->lo >= experts_lo;
+        const size_t d = !opt->sharded ? 1 : k->expert ? (size_t)edp->size : (size_t)dp_size;
+        const size_t r = !opt->sharded ? 0 : k->expert ? (size_t)edp->index : (size_t)dp_rank;
         if ((k->hi - k->lo) % d) {  // the buffer's padding and the cuts make each a multiple of dp × cp
             fprintf(stderr, "adamw_init: bucket [%zu, %zu) does not split into %zu equal slices\n", k->lo, k->hi, d);
             abort();
@@ -55,17 +65,21 @@ void adamw_free(tb_adamw *opt) {
     opt->nbuckets = 0;
 }
 
+struct tb_group *adamw_bucket_group(const tb_adamw *opt, const tb_shard_bucket *k, struct tb_group *dp) {
+    return k->expert ? opt->edp : dp;
+}
+
 void adamw_shard_all_gather_inplace(const tb_adamw *opt, struct tb_group *dp, float *buf) {
     for (int b = 0; b < opt->nbuckets; b++) {
         const tb_shard_bucket *k = &opt->buckets[b];
-        tb_all_gather(dp, buf + k->slice_lo, buf + k->lo, k->slice_hi - k->slice_lo);
+        tb_all_gather(adamw_bucket_group(opt, k, dp), buf + k->slice_lo, buf + k->lo, k->slice_hi - k->slice_lo);
     }
 }
 
 void adamw_shard_all_gather(const tb_adamw *opt, struct tb_group *dp, const float *shard, float *full) {
     for (int b = 0; b < opt->nbuckets; b++) {
         const tb_shard_bucket *k = &opt->buckets[b];
-        tb_all_gather(dp, shard + k->at, full + k->lo, k->slice_hi - k->slice_lo);
+        tb_all_gather(adamw_bucket_group(opt, k, dp), shard + k->at, full + k->lo, k->slice_hi - k->slice_lo);
     }
 }
 

@@ -24,10 +24,12 @@
 // those slices only (so optimizer memory falls by 1/dp), it updates them, and each bucket's
 // updated slices are all-gathered. The fp32 parameters are the master weights themselves
 // (Megatron's fp32/fp32 case). Without sharding the one bucket's slice is the whole buffer.
+struct tb_group;
 typedef struct tb_shard_bucket {
     size_t lo, hi;              // the bucket, [lo, hi) of the flat buffer
     size_t slice_lo, slice_hi;  // this rank's slice of it
     size_t at;                  // where the slice starts in the shard (m, v, shard_grads)
+    int expert;                 // a bucket of the experts' range, sliced over expert-dp (tb_adamw.edp)
 } tb_shard_bucket;
 
 typedef struct tb_adamw {
@@ -37,6 +39,7 @@ typedef struct tb_adamw {
     size_t shard_numel;         // the slices' total
     int sharded;
     float *shard_grads;         // shard_numel: reduce-scatter destination, category grads (sharded only)
+    struct tb_group *edp;       // the experts' buckets' group (expert-dp) when not dp's; NULL: none
     int64_t t;                  // updates taken
     float beta1, beta2, eps, weight_decay;
     tb_allocator *mem;
@@ -55,6 +58,12 @@ void adamw_update(float *p, float *m, float *v, const float *g, size_t n, float 
 // (ddp_bucket_cuts); NULL / 0: one bucket.
 void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, int dp_rank, int dp_size,
                 const size_t *cuts, int ncuts, tb_allocator *mem);
+// The same with the experts' range [experts_lo, padded_parameters) (a cut, every cut above it a
+// multiple of edp's size) sharded over expert-dp instead (Megatron's expert-parallel buffers:
+// expert parameters' state sharded over the ranks holding the same experts); edp NULL: as adamw_init.
+void adamw_init_expert_parallel(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, int dp_rank,
+                                int dp_size, size_t experts_lo, struct tb_group *edp, const size_t *cuts, int ncuts,
+                                tb_allocator *mem);
 void adamw_free(tb_adamw *opt);
 // One update of every parameter in the table with learning rate lr, on the gradients
 // scaled by grad_scale (the clipping coefficient: folded into the update's read of each
@@ -63,10 +72,12 @@ void adamw_free(tb_adamw *opt);
 void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *params, const float *grads,
                 float grad_scale, float lr);
 
-// The shard's collectives over the data-parallel group dp (sharded only), bucket by bucket:
+// The shard's collectives over the data-parallel group dp (an expert bucket's over opt->edp;
+// sharded only), bucket by bucket:
 // every rank's slices of buf, in place, become the whole buffer (the updated parameters, or
 // the reduced gradients); shard (m, v: this rank's slices, packed) all-gathered into full.
-struct tb_group;
+// The group bucket k is sharded over: dp, or opt->edp for an expert bucket.
+struct tb_group *adamw_bucket_group(const tb_adamw *opt, const tb_shard_bucket *k, struct tb_group *dp);
 void adamw_shard_all_gather_inplace(const tb_adamw *opt, struct tb_group *dp, float *buf);
 void adamw_shard_all_gather(const tb_adamw *opt, struct tb_group *dp, const float *shard, float *full);
 // This rank's slices of full, packed into shard (a checkpoint's moments, loaded).

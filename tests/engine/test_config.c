@@ -623,10 +623,7 @@ TB_TEST(expert_parallelism_runs_alltoall_and_refuses_what_it_lacks) {
                 IS_VALID("world_size=4 expert_model_parallel_size=4 num_experts=8 moe_token_dispatcher_type=alltoall "
                          "global_batch_size=16"),
                 IS_VALID(EP2 "moe_token_dispatcher_type=allgather"),
-                ONLY(EP2 "moe_token_dispatcher_type=alltoall use_distributed_optimizer=1",
-                     "use_distributed_optimizer with expert_model_parallel_size 2, expert_tensor_parallel_size 1 "
-                     "(tensor_model_parallel_size 1): not supported yet (the experts' state would be sharded over dp, "
-                     "not expert-dp)"),
+                IS_VALID(EP2 "moe_token_dispatcher_type=alltoall use_distributed_optimizer=1"),
                 ONLY(EP2 "moe_token_dispatcher_type=alltoall overlap_grad_reduce=1",
                      "overlap_grad_reduce with expert_model_parallel_size 2, expert_tensor_parallel_size 1 "
                      "(tensor_model_parallel_size 1): not supported yet (the buckets are reduced over dp, the "
@@ -715,8 +712,8 @@ TB_TEST(moe_values_not_built_are_refused_as_not_supported_yet) {
                         "moe_shared_expert_intermediate_size=8",
                         "moe_shared_expert_intermediate_size 8 with tensor_model_parallel_size 2: not supported yet"),
                 REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 expert_tensor_parallel_size=1 "
-                        "use_distributed_optimizer=1",
-                        "use_distributed_optimizer with expert_model_parallel_size 1, expert_tensor_parallel_size 1 "
+                        "overlap_grad_reduce=1",
+                        "overlap_grad_reduce with expert_model_parallel_size 1, expert_tensor_parallel_size 1 "
                         "(tensor_model_parallel_size 2): not supported yet"),
                 REFUSED("num_experts=4 save=/tmp/ckpt", "save with num_experts 4: not supported yet"),
                 REFUSED("num_experts=4 load=/tmp/ckpt", "load with num_experts 4: not supported yet"),

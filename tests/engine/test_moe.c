@@ -280,6 +280,8 @@ typedef struct layout_job {
     double loss[LAYOUT_STEPS], norm[LAYOUT_STEPS];
     size_t expert_floats;  // rank 0's expert parameters
     double flops;          // rank 0's FLOPs per token (its chunks)
+    size_t shard_floats;   // rank 0's optimizer shard (its chunks)
+    size_t dense_floats, buffer_floats;  // rank 0's buffer: the dense range [0, experts_offset), the whole
     atomic_int failed;
 } layout_job;
 
@@ -296,7 +298,9 @@ static void layout_rank(tb_rank *rk, void *arg) {
     }
     if (rk->rank == 0)
         for (int c = 0; c < tr.nchunks; c++)
-            j->expert_floats += tr.models[c].expert_parameters, j->flops += gpt_chunk_flops_per_token(&tr.models[c]);
+            j->expert_floats += tr.models[c].expert_parameters, j->flops += gpt_chunk_flops_per_token(&tr.models[c]),
+            j->shard_floats += tr.opts[c].shard_numel, j->dense_floats += tr.models[c].experts_offset,
+            j->buffer_floats += tr.models[c].padded_parameters;
     trainer_free(&tr);
 }
 
@@ -355,11 +359,18 @@ TB_TEST(moe_layouts_match_the_single_rank) {
                    {"allgather: ep 2 x edp 2", 4, 2, 1, 0, 1, 1, 1},
                    {"allgather: dp 2, etp 2", 2, 1, 1, 0, 1, 2, 1},
                    {"allgather: tp 2 sp, etp 2 x ep 2", 4, 2, 1, 0, 2, 2, 1},
-                   {"allgather: tp 2 sp, etp 1", 2, 1, 1, 0, 2, 1, 1}};
+                   {"allgather: tp 2 sp, etp 1", 2, 1, 1, 0, 2, 1, 1},
+                   // the distributed optimizer: the experts' state sharded over expert-dp (2: buckets of 5000)
+                   {"ep 2 + dist-opt", 2, 2, 1, 1, 1, 1, 0},
+                   {"ep 2 x edp 2 + dist-opt", 4, 2, 1, 1, 1, 1, 0},
+                   {"ep 2 x edp 2 + dist-opt, buckets", 4, 2, 1, 2, 1, 1, 0},
+                   {"tp 2 sp, etp 1 + dist-opt", 2, 1, 1, 1, 2, 1, 0},
+                   {"allgather: dp 4, etp 2 x ep 2 + dist-opt", 4, 2, 1, 2, 1, 2, 1}};
     for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
         tb_config c = base;
         c.world_size = layouts[i].world, c.expert_model_parallel_size = layouts[i].ep;
-        c.pipeline_model_parallel_size = layouts[i].pp, c.use_distributed_optimizer = layouts[i].distopt;
+        c.pipeline_model_parallel_size = layouts[i].pp, c.use_distributed_optimizer = layouts[i].distopt > 0;
+        if (layouts[i].distopt == 2) c.ddp_bucket_size = 5000;
         c.tensor_model_parallel_size = layouts[i].tp, c.sequence_parallel = layouts[i].tp > 1;
         c.expert_tensor_parallel_size = layouts[i].etp;
         if (layouts[i].allgather) c.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLGATHER;
@@ -382,12 +393,20 @@ TB_TEST(moe_layouts_match_the_single_rank) {
         const size_t want = (single.expert_floats - fc2_bias) / ep / etp / pp + fc2_bias / ep / pp;
         TB_CHECK(j.expert_floats == want, "%s: rank 0 holds %zu expert floats, want %zu", layouts[i].name,
                  j.expert_floats, want);
+        // the distributed optimizer's shard: the dense range's 1/dp, the experts' 1/expert-dp
+        if (layouts[i].distopt) {
+            const size_t dp = (size_t)(layouts[i].world / layouts[i].tp / layouts[i].pp);
+            const size_t edp = (size_t)layouts[i].world / etp / ep / pp;
+            const size_t shard = j.dense_floats / dp + (j.buffer_floats - j.dense_floats) / edp;
+            TB_CHECK(j.shard_floats == shard, "%s: rank 0's optimizer shard %zu floats, want %zu (dp %zu, edp %zu)",
+                     layouts[i].name, j.shard_floats, shard, dp, edp);
+        }
         // without pp, tp and etp a rank computes, per token, what the single rank does: its
         // experts run the tokens of all ep ranks
         if (layouts[i].pp == 1 && layouts[i].tp == 1 && layouts[i].etp == 1)
             TB_CHECK(j.flops == single.flops, "%s: rank 0's FLOPs per token %.17g, single rank %.17g", layouts[i].name,
                      j.flops, single.flops);
-        printf("    %-32s loss and grad norm within %.1e of the single rank; rank 0: %zu of %zu expert floats\n",
+        printf("    %-40s loss and grad norm within %.1e of the single rank; rank 0: %zu of %zu expert floats\n",
                layouts[i].name, worst, j.expert_floats, single.expert_floats);
     }
 }
