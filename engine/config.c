@@ -556,10 +556,6 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
                     "(the shared expert runs at tp 1)", c->moe_shared_expert_intermediate_size, tp);
     // the experts' replicas (expert-dp) are not the dense ones' (dp x cp) under ep > 1 or etp != tp
     const int apart = ep > 1 || etp != tp;
-    if (apart && c->overlap_grad_reduce)
-        violated(r, "overlap_grad_reduce with expert_model_parallel_size %d, expert_tensor_parallel_size %d "
-                    "(tensor_model_parallel_size %d): not supported yet (the buckets are reduced over dp, the "
-                    "experts' gradients over expert-dp)", ep, etp, tp);
     if (apart && c->dump_tensors[0])
         violated(r, "dump_tensors with expert_model_parallel_size %d, expert_tensor_parallel_size %d "
                     "(tensor_model_parallel_size %d): not supported yet (the experts of other ep and etp ranks are "

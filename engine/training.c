@@ -87,11 +87,8 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
         tb_group *edp = gpt_experts_apart(cfg) && m->expert_parameters > 0 ? group(rk, TB_GROUP_EXPERT_DP) : NULL;
         size_t *cuts = NULL;
         int ncuts = 0;
-        if (cfg->use_distributed_optimizer && ((dp && dp->size > 1) || (edp && edp->size > 1))) {
-            const size_t align = gpt_lcm(dp ? (size_t)dp->size : 1, edp ? (size_t)edp->size : 1);
-            ncuts = ddp_bucket_cuts(m, (size_t)cfg->ddp_bucket_size, align, ddp_shared_embedding(cfg, rk), &cuts);
-            if (edp) ncuts = ddp_add_cut(&cuts, ncuts, m->experts_offset, m->padded_parameters);
-        }
+        if (cfg->use_distributed_optimizer && ((dp && dp->size > 1) || (edp && edp->size > 1)))
+            ncuts = ddp_chunk_cuts(m, cfg, rk, 1, &cuts);
         TB_RANGE_PUSH("setup.optimizer.chunk.%d", c);
         adamw_init_expert_parallel(&tr->opts[c], cfg, m->padded_parameters, dp ? dp->index : 0, dp ? dp->size : 1,
                                    edp ? m->experts_offset : m->padded_parameters, edp, cuts, ncuts, &rk->mem);

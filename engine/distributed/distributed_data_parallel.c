@@ -45,6 +45,18 @@ int ddp_add_cut(size_t **cuts, int ncuts, size_t at, size_t padded_parameters) {
     return n;
 }
 
+// The expert-dp group when the experts' replicas are apart from dp's and m has experts.
+static const tb_group *experts_group(const gpt_model *m, const tb_config *cfg, const tb_rank *rk) {
+    return rk->world && gpt_experts_apart(cfg) && m->expert_parameters > 0 ? &rk->groups[TB_GROUP_EXPERT_DP] : NULL;
+}
+
+int ddp_chunk_cuts(const gpt_model *m, const tb_config *cfg, const tb_rank *rk, int sharded, size_t **cuts) {
+    const tb_group *dp = rk->world ? &rk->groups[TB_GROUP_DP_CP] : NULL, *edp = experts_group(m, cfg, rk);
+    const size_t align = sharded ? gpt_lcm(dp ? (size_t)dp->size : 1, edp ? (size_t)edp->size : 1) : 1;
+    int n = ddp_bucket_cuts(m, (size_t)cfg->ddp_bucket_size, align, ddp_shared_embedding(cfg, rk), cuts);
+    return edp ? ddp_add_cut(cuts, n, m->experts_offset, m->padded_parameters) : n;
+}
+
 int ddp_shared_embedding(const tb_config *cfg, const tb_rank *rk) {
     return rk->world && rk->groups[TB_GROUP_EMBEDDING].size > 1 && !cfg->untie_embeddings_and_output_weights;
 }
@@ -95,6 +107,7 @@ static void layout_buckets(tb_ddp *d, int c, const size_t *cuts, int ncuts) {
         ddp_bucket *k = &d->buckets[d->nbuckets++];
         *k = (ddp_bucket){.chunk = c, .lo = b ? cuts[b - 1] : 0, .hi = b < ncuts ? cuts[b] : m->padded_parameters,
                           .shard = d->opts && d->opts[c].sharded ? b : -1};
+        k->expert = d->edp && m->expert_parameters > 0 && k->lo >= m->experts_offset;
     }
     for (int i = 0; i < m->nparams; i++) {
         const gpt_param *p = &m->params[i];
@@ -126,7 +139,8 @@ static void comm_thread_fail(tb_comm_thread *t, int status, const char *msg) {
 static void reduce_bucket(tb_ddp *d, int b) {
     const ddp_bucket *k = &d->buckets[b];
     float *g = d->models[k->chunk].grad_memory;
-    const float inv = 1.0f / (float)d->dp->size;
+    const float inv = 1.0f / (float)d->dp->size;  // an expert bucket's too (finalize_model_grads)
+    tb_group *group = k->expert ? d->edp : d->dp;
     TB_RANGE_PUSH("ddp.bucket.%d", b);
     tb_range_annotate(d->ct.step, -1);  // the step its calls belong to (tracebook comm)
     if (k->shard >= 0) {
@@ -134,11 +148,11 @@ static void reduce_bucket(tb_ddp *d, int b) {
         const tb_adamw *o = &d->opts[k->chunk];
         const tb_shard_bucket *s = &o->buckets[k->shard];
         const size_t n = s->slice_hi - s->slice_lo;
-        tb_reduce_scatter(d->dp, g + k->lo, o->shard_grads + s->at, n);
+        tb_reduce_scatter(group, g + k->lo, o->shard_grads + s->at, n);
         for (size_t i = 0; i < n; i++) g[s->slice_lo + i] = o->shard_grads[s->at + i] * inv;
     } else {
         const size_t n = k->hi - k->lo;
-        tb_all_reduce(d->dp, g + k->lo, n, TB_RED_SUM);
+        if (group->size > 1) tb_all_reduce(group, g + k->lo, n, TB_RED_SUM);
         for (size_t i = 0; i < n; i++) g[k->lo + i] *= inv;  // finalize_model_grads' average, per element
     }
     TB_RANGE_POP();
@@ -150,7 +164,7 @@ static void gather_bucket(tb_ddp *d, int b) {
     float *p = d->models[k->chunk].param_memory;
     TB_RANGE_PUSH("ddp.param_gather.%d", b);
     tb_range_annotate(d->ct.step, -1);
-    tb_all_gather(d->dp, p + s->slice_lo, p + s->lo, s->slice_hi - s->slice_lo);
+    tb_all_gather(k->expert ? d->edp : d->dp, p + s->slice_lo, p + s->lo, s->slice_hi - s->slice_lo);
     TB_RANGE_POP();
 }
 
@@ -198,6 +212,7 @@ static void open_window(tb_ddp *d) {
     if (d->window) return;
     d->queued = d->taken = d->done = 0;
     d->dp->seq = d->rk->groups[TB_GROUP_DP_CP].seq;
+    if (d->edp) d->edp->seq = d->rk->groups[TB_GROUP_EXPERT_DP].seq;
     d->window = 1;
 }
 
@@ -216,6 +231,12 @@ void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, t
     tb_allocator *mem = tb_xcalloc(1, sizeof *mem, "ddp allocator");
     tb_allocator_init(mem, 0, NULL, NULL);
     d->dp->mem = mem;
+    // and of the expert-dp group, for the experts' buckets (their replicas apart from dp's)
+    if (gpt_experts_apart(cfg)) {
+        d->edp = tb_xcalloc(1, sizeof *d->edp, "ddp expert-data-parallel group");
+        *d->edp = rk->groups[TB_GROUP_EXPERT_DP];
+        d->edp->mem = mem;
+    }
     d->tp = &rk->groups[TB_GROUP_TP];
     d->sp_reduce = cfg->sequence_parallel && d->tp->size > 1 && cfg->debug_inject_fault != TB_FAULT_SKIP_SP_GRAD;
     const int shared_embedding = ddp_shared_embedding(cfg, rk);
@@ -229,8 +250,7 @@ void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, t
         d->bucket_hi[c] = tb_xcalloc((size_t)m->nparams + 1, sizeof **d->bucket_hi, "ddp buckets of parameters");
         for (int i = 0; i < m->nparams; i++) d->site[c][i] = site_of(m, &m->params[i], shared_embedding);
         size_t *cuts;
-        const size_t align = opts[c].sharded ? (size_t)d->dp->size : 1;
-        int ncuts = ddp_bucket_cuts(m, (size_t)cfg->ddp_bucket_size, align, shared_embedding, &cuts);
+        int ncuts = ddp_chunk_cuts(m, cfg, rk, opts[c].sharded, &cuts);
         if (opts[c].sharded && ncuts + 1 != opts[c].nbuckets) {
             fprintf(stderr, "%s: --overlap-grad-reduce: %d buckets, the distributed optimizer has %d\n", rk->label,
                     ncuts + 1, opts[c].nbuckets);
@@ -265,6 +285,7 @@ void ddp_free(tb_ddp *d) {
     tb_allocator_release_cache(d->dp->mem);
     free(d->dp->mem);
     free(d->dp);
+    free(d->edp);
     for (int c = 0; c < d->nchunks; c++) {
         free(d->site[c]);
         free(d->bucket_lo[c]);
@@ -317,7 +338,10 @@ void ddp_site_ready(tb_ddp *d, int chunk, int site) {
 static int close_window(tb_ddp *d, int grads) {
     while ((d->done < d->queued || (grads && d->reduced < d->nbuckets)) && !d->failed)
         pthread_cond_wait(&d->cv, &d->mu);
-    if (d->window && !d->failed) d->rk->groups[TB_GROUP_DP_CP].seq = d->dp->seq;
+    if (d->window && !d->failed) {
+        d->rk->groups[TB_GROUP_DP_CP].seq = d->dp->seq;
+        if (d->edp) d->rk->groups[TB_GROUP_EXPERT_DP].seq = d->edp->seq;
+    }
     d->window = 0;
     return d->failed;
 }

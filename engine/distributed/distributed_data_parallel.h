@@ -62,6 +62,7 @@ typedef struct ddp_bucket {
     int chunk;
     size_t lo, hi;  // [lo, hi) of the chunk's flat buffer
     int shard;      // its index in the chunk's optimizer buckets (distributed optimizer), else -1
+    int expert;     // of the experts' range, reduced over expert-dp (tb_ddp.edp)
     int pending;    // parameters whose gradient is not final yet this step
     int nparams;    // parameters with an element in it
     int gathered;   // --overlap-param-gather: its updated parameters are all here
@@ -77,6 +78,7 @@ typedef struct ddp_work {
 typedef struct tb_ddp {
     tb_rank *rk;
     tb_group *dp, *tp;
+    tb_group *edp;           // the experts' buckets' group (expert-dp) when apart from dp (gpt_experts_apart), else NULL
     gpt_model *models;
     tb_adamw *opts;
     int nchunks;
@@ -108,6 +110,10 @@ typedef struct tb_ddp {
 // each strictly inside (0, padded_parameters) and a multiple of align) and their count.
 // shared_embedding: the tied word embedding is shared by the first and last stage.
 int ddp_bucket_cuts(const gpt_model *m, size_t bucket_size, size_t align, int shared_embedding, size_t **cuts);
+// The bucket boundaries of chunk m as the distributed optimizer (sharded) and the buckets
+// share them: ddp_bucket_cuts at a multiple of dp × cp (and of expert-dp when the experts'
+// replicas are apart; unsharded: any), and the experts' range's start when apart.
+int ddp_chunk_cuts(const gpt_model *m, const tb_config *cfg, const tb_rank *rk, int sharded, size_t **cuts);
 // cuts (ncuts of them, malloc'd or NULL) with `at` added where it is not yet a cut and lies
 // strictly inside the buffer (the experts' range's start, sharded over its own group); the count.
 int ddp_add_cut(size_t **cuts, int ncuts, size_t at, size_t padded_parameters);

@@ -365,12 +365,20 @@ TB_TEST(moe_layouts_match_the_single_rank) {
                    {"ep 2 x edp 2 + dist-opt", 4, 2, 1, 1, 1, 1, 0},
                    {"ep 2 x edp 2 + dist-opt, buckets", 4, 2, 1, 2, 1, 1, 0},
                    {"tp 2 sp, etp 1 + dist-opt", 2, 1, 1, 1, 2, 1, 0},
-                   {"allgather: dp 4, etp 2 x ep 2 + dist-opt", 4, 2, 1, 2, 1, 2, 1}};
+                   {"allgather: dp 4, etp 2 x ep 2 + dist-opt", 4, 2, 1, 2, 1, 2, 1},
+                   // --overlap-grad-reduce (3; 4: with the distributed optimizer and --overlap-param-gather,
+                   // buckets of 5000): the experts' buckets reduced over expert-dp by the comm thread
+                   {"ep 2 x edp 2 + overlap", 4, 2, 1, 3, 1, 1, 0},
+                   {"ep 2 x edp 2 + overlap, dist-opt", 4, 2, 1, 4, 1, 1, 0},
+                   {"tp 2 sp, etp 1 x ep 2 + overlap, dist-opt", 4, 2, 1, 4, 2, 1, 0}};
     for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
         tb_config c = base;
         c.world_size = layouts[i].world, c.expert_model_parallel_size = layouts[i].ep;
-        c.pipeline_model_parallel_size = layouts[i].pp, c.use_distributed_optimizer = layouts[i].distopt > 0;
-        if (layouts[i].distopt == 2) c.ddp_bucket_size = 5000;
+        const int distopt = layouts[i].distopt;
+        c.pipeline_model_parallel_size = layouts[i].pp;
+        c.use_distributed_optimizer = distopt == 1 || distopt == 2 || distopt == 4;
+        c.overlap_grad_reduce = distopt >= 3, c.overlap_param_gather = distopt == 4;
+        if (distopt >= 2) c.ddp_bucket_size = 5000;
         c.tensor_model_parallel_size = layouts[i].tp, c.sequence_parallel = layouts[i].tp > 1;
         c.expert_tensor_parallel_size = layouts[i].etp;
         if (layouts[i].allgather) c.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLGATHER;
@@ -394,7 +402,7 @@ TB_TEST(moe_layouts_match_the_single_rank) {
         TB_CHECK(j.expert_floats == want, "%s: rank 0 holds %zu expert floats, want %zu", layouts[i].name,
                  j.expert_floats, want);
         // the distributed optimizer's shard: the dense range's 1/dp, the experts' 1/expert-dp
-        if (layouts[i].distopt) {
+        if (c.use_distributed_optimizer) {
             const size_t dp = (size_t)(layouts[i].world / layouts[i].tp / layouts[i].pp);
             const size_t edp = (size_t)layouts[i].world / etp / ep / pp;
             const size_t shard = j.dense_floats / dp + (j.buffer_floats - j.dense_floats) / edp;
