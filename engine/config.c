@@ -548,18 +548,11 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
     const int E = c->num_experts;
     if (E == 0) return;
     const int tp = c->tensor_model_parallel_size, cp = c->context_parallel_size;
-    const int ep = c->expert_model_parallel_size, etp = c->expert_tensor_parallel_size;
     if (cp > 1)
         violated(r, "num_experts %d with context_parallel_size %d: not supported yet (MoE runs at cp 1)", E, cp);
     if (tp > 1 && c->moe_shared_expert_intermediate_size > 0)
         violated(r, "moe_shared_expert_intermediate_size %d with tensor_model_parallel_size %d: not supported yet "
                     "(the shared expert runs at tp 1)", c->moe_shared_expert_intermediate_size, tp);
-    // the experts' replicas (expert-dp) are not the dense ones' (dp x cp) under ep > 1 or etp != tp
-    const int apart = ep > 1 || etp != tp;
-    if (apart && c->dump_tensors[0])
-        violated(r, "dump_tensors with expert_model_parallel_size %d, expert_tensor_parallel_size %d "
-                    "(tensor_model_parallel_size %d): not supported yet (the experts of other ep and etp ranks are "
-                    "not gathered)", ep, etp, tp);
     const int lb = c->moe_router_load_balancing_type;
     if (lb != TB_MOE_LB_AUX_LOSS && lb != TB_MOE_LB_NONE)
         violated(r, "moe_router_load_balancing_type %s: not supported yet (aux_loss and none are)",

@@ -130,14 +130,57 @@ void tensor_dump_forward(tb_tensor_dump *d, const tb_tp_region *r, const float *
     tb_free(mem, mine);
 }
 
+// A MoE layer's experts' tensors [i, i + n) of the table (El local experts, n / El tensors
+// each, expert-major), whole over etp, gathered over ep and kept in the whole layer's order
+// under their global names: experts [r·El, (r+1)·El) are ep rank r's.
+static void keep_experts(tb_tensor_dump *d, gpt_model *m, int i, int n, int grads) {
+    tb_allocator *mem = &d->rk->mem;
+    const tb_moe_dims *moe = &m->block.d.moe;
+    const int El = moe->E_local, P = moe->ep_size, K = n / El;
+    float **all = tb_xcalloc((size_t)n, sizeof *all, "tensor dump experts");
+    for (int t = 0; t < n; t++) {  // every rank's tensor t of its local experts
+        const gpt_param *p = &m->params[i + t];
+        const size_t numel = (size_t)p->full_rows * p->full_cols;
+        float *full = tb_alloc(mem, TB_MEM_WORKSPACE, numel * sizeof(float), "tensor dump gather");
+        all[t] = tb_alloc(mem, TB_MEM_WORKSPACE, numel * P * sizeof(float), "tensor dump experts over ep");
+        gpt_gather_param(m, i + t, grads, full);
+        tb_all_gather(moe->ep, full, all[t], numel);
+        tb_free(mem, full);
+    }
+    for (int r = 0; r < P; r++)
+        for (int t = 0; t < n; t++) {
+            const gpt_param *p = &m->params[i + t];
+            int layer, e;
+            char kind[48], name[96];
+            if (sscanf(p->name, "h.%d.mlp.experts.%d.%47s", &layer, &e, kind) != 3) continue;
+            snprintf(name, sizeof name, "%s/h.%d.mlp.experts.%d.%s", grads ? "grad" : "param", layer,
+                     r * El + t / K, kind);
+            const size_t numel = (size_t)p->full_rows * p->full_cols;
+            float *dst = keep(d, name, p->full_rows, p->full_cols);
+            if (dst) memcpy(dst, all[t] + (size_t)r * numel, numel * sizeof(float));
+        }
+    for (int t = 0; t < n; t++) tb_free(mem, all[t]);
+    free(all);
+}
+
 // Every parameter (or gradient) of the chunks, whole, its real rows only (the vocabulary's
-// padding differs between tp sizes).
+// padding differs between tp sizes); under expert parallelism every expert of each layer.
 static void keep_params(tb_tensor_dump *d, gpt_model *models, int nchunks, int grads) {
     for (int c = 0; c < nchunks; c++) {
         gpt_model *m = &models[c];
         for (int i = 0; i < m->nparams; i++) {
             const gpt_param *p = &m->params[i];
             if (p->pp_duplicate) continue;  // the first stage's copy of the tied embedding
+            if (p->expert && m->block.d.moe.ep_size > 1) {  // the layer's run of expert tensors
+                int n = 1, layer, next;
+                sscanf(p->name, "h.%d.", &layer);
+                while (i + n < m->nparams && m->params[i + n].expert && sscanf(m->params[i + n].name, "h.%d.", &next) == 1 &&
+                       next == layer)
+                    n++;
+                keep_experts(d, m, i, n, grads);
+                i += n - 1;
+                continue;
+            }
             float *full = tb_alloc(&d->rk->mem, TB_MEM_WORKSPACE, (size_t)p->full_rows * p->full_cols * sizeof(float),
                                    "tensor dump gather");
             gpt_gather_param(m, i, grads, full);

@@ -9,9 +9,11 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "checkpoint/safetensors.h"
 #include "config.h"
 #include "trainers.h"
 #include "tb_run_dir.h"
@@ -451,6 +453,82 @@ TB_TEST(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single
     for (int e = 0; e < 4; e++) TB_CHECK(r.tokens[0][e] <= 4 * 8, "expert %d took %lld > capacity", e, (long long)r.tokens[0][e]);
 }
 
+// --dump-tensors under expert (and expert tensor) parallelism: every expert of each layer
+// gathered over ep (and etp) under its global name, so the file holds the single rank's
+// tensors: the same names and shapes, in the same order, the values within the layouts'
+// tolerance (the forward's outputs, gradients and parameters after the step).
+static int dump_names(tb_safetensors *st, const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tensors/step-0000002.rank-00000.safetensors", dir);
+    tb_error err;
+    return tb_safetensors_open(st, path, &err);
+}
+
+TB_TEST(dump_tensors_under_ep_and_etp_holds_the_single_ranks_tensors) {
+    static const char *const runs[] = {"single", "ep2", "etp2_ep2"};
+    static const char *const flags[] = {"", "--world-size 2 --expert-model-parallel-size 2",
+                                        "--world-size 4 --expert-model-parallel-size 2 --expert-tensor-parallel-size 2 "
+                                        "--use-distributed-optimizer"};
+    char root[512], dir[3][768];
+    tb_tmp_path(root, sizeof root, "moe_dump");
+    tb_output sh = {0};
+    for (int r = 0; r < 3; r++) {
+        snprintf(dir[r], sizeof dir[r], "%s/%s", root, runs[r]);
+        int status = tb_run(&sh, NULL,
+                            "rm -rf '%s' && '%s' --num-layers 2 --hidden-size 32 --num-attention-heads 2 "
+                            "--seq-length 16 --vocab-size 64 --micro-batch-size 1 --global-batch-size 4 --train-iters 2 "
+                            "--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 24 --moe-aux-loss-coeff 0.01 "
+                            "--moe-token-dispatcher-type alltoall --num-threads 1 --dump-tensors 2 %s --run-dir '%s'",
+                            dir[r], PRETRAIN, flags[r], dir[r]);
+        TB_REQUIRE(status == 0, "%s: exit %d: %s", runs[r], status, sh.err);
+    }
+    tb_safetensors one;
+    TB_REQUIRE(dump_names(&one, dir[0]) == 0, "the single rank's dump");
+    for (int r = 1; r < 3; r++) {
+        tb_safetensors st;
+        TB_REQUIRE(dump_names(&st, dir[r]) == 0, "%s's dump", runs[r]);
+        TB_CHECK(st.ntensors == one.ntensors, "%s: %d tensors, the single rank %d", runs[r], st.ntensors,
+                 one.ntensors);
+        int experts = 0, worst = -1;
+        double worst_rel = 0;
+        for (int i = 0; i < one.ntensors; i++) {
+            const tb_st_tensor *a = &one.tensors[i], *b = tb_safetensors_find(&st, a->name);
+            if (!b || b->ndim != a->ndim || b->shape[0] != a->shape[0] || b->shape[1] != a->shape[1]) {
+                TB_CHECK(0, "%s: %s missing or of another shape", runs[r], a->name);
+                continue;
+            }
+            // the same place in the file (tensors in data order: the order they were kept)
+            TB_CHECK(i < st.ntensors && !strcmp(st.tensors[i].name, a->name), "%s: tensor %d is %s, the single rank's %s",
+                     runs[r], i, i < st.ntensors ? st.tensors[i].name : "-", a->name);
+            experts += strstr(a->name, ".mlp.experts.") != NULL;
+            // values: the forward's, every gradient, and the MoE parameters after the step (a
+            // dense parameter whose gradient is rounding noise, the key bias's, moves by Adam's
+            // normalisation of that noise: not a property of the layouts)
+            if (!strncmp(a->name, "param/", 6) && !strstr(a->name, ".mlp.")) continue;
+            const int64_t n = tb_st_tensor_numel(a);
+            float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+            tb_error err;
+            TB_REQUIRE(tb_safetensors_read_f32(&one, a, x, &err) == 0 && tb_safetensors_read_f32(&st, b, y, &err) == 0,
+                       "read %s", a->name);
+            double num = 0, den = 0;
+            for (int64_t k = 0; k < n; k++) num += (double)(x[k] - y[k]) * (x[k] - y[k]), den += (double)x[k] * x[k];
+            const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+            if (rel > worst_rel) worst_rel = rel, worst = i;
+            free(x);
+            free(y);
+        }
+        TB_CHECK(worst_rel <= 1e-5, "%s: %s differs from the single rank's by %.2e (relative L2)", runs[r],
+                 worst >= 0 ? one.tensors[worst].name : "", worst_rel);
+        // 2 MoE layers x 4 experts x 4 tensors, as gradients and parameters
+        TB_CHECK(experts == 2 * 4 * 4 * 2, "%s: %d expert tensors", runs[r], experts);
+        printf("    %-10s %d tensors (%d of experts) as the single rank's, within %.1e\n", runs[r], st.ntensors, experts,
+               worst_rel);
+        tb_safetensors_close(&st);
+    }
+    tb_safetensors_close(&one);
+    tb_output_free(&sh);
+}
+
 // The expert grid beside the dense one, as --print-rank-layout shows it (world 4, ep 2:
 // expert-dp 2).
 TB_TEST(print_rank_layout_shows_the_expert_grid_and_its_groups) {
@@ -483,6 +561,7 @@ int main(void) {
     TB_RUN(pretrain_gpt_writes_the_load_statistics_of_each_moe_layer);
     TB_RUN(print_rank_layout_shows_the_expert_grid_and_its_groups);
     TB_RUN(moe_layouts_match_the_single_rank);
+    TB_RUN(dump_tensors_under_ep_and_etp_holds_the_single_ranks_tensors);
     TB_RUN(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single_rank);
     return tb_test_summary();
 }
