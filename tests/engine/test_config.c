@@ -701,7 +701,7 @@ TB_TEST(moe_values_not_built_are_refused_as_not_supported_yet) {
                 REFUSED("num_experts=4 moe_expert_capacity_factor=1.25 moe_pad_expert_input_to_capacity=1",
                         "moe_pad_expert_input_to_capacity: not supported yet"),
 
-                REFUSED("num_experts=4 moe_grouped_gemm=1", "moe_grouped_gemm: not supported yet"),
+                IS_VALID("num_experts=4 moe_grouped_gemm=1"),
                 REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
                         "moe_shared_expert_intermediate_size=8",
                         "moe_shared_expert_intermediate_size 8 with tensor_model_parallel_size 2: not supported yet"),
@@ -759,10 +759,10 @@ TB_TEST(dropout_above_zero_is_refused_as_not_supported_yet) {
 }
 
 TB_TEST(unsupported_values_are_named_only_once_every_rule_passes) {
-    CHECK_CASES(ONLY("num_experts=2 moe_grouped_gemm=1 lr=1e-4 min_lr=1e-3",
+    CHECK_CASES(ONLY("num_experts=2 moe_token_dispatcher_type=flex lr=1e-4 min_lr=1e-3",
                      "min_lr (0.001) must be between 0 and lr (0.0001)"),
-                ONLY("num_experts=2 moe_grouped_gemm=1 lr=1e-4 min_lr=0",
-                     "moe_grouped_gemm: not supported yet (each expert's tokens are one GEMM per linear)"),
+                ONLY("num_experts=2 moe_token_dispatcher_type=flex lr=1e-4 min_lr=0",
+                     "moe_token_dispatcher_type flex: not supported yet (allgather and alltoall are)"),
                 // sequence parallelism without tp is checked with the unsupported values, after the rules
                 ONLY("sequence_parallel=1 collective_timeout=0", "collective_timeout (0) must be positive"));
 }

@@ -544,11 +544,12 @@ TB_TEST(invalid_config_exits_2_and_prints_the_rule_on_stderr) {
     // An unsupported feature exits 2 too, before a run directory is made.
     char run_dir[512];
     tb_tmp_path(run_dir, sizeof run_dir, "unsupported-run");
-    status = tb_run(&sh, NULL, "'" PRETRAIN "' --num-experts 2 --moe-grouped-gemm --train-iters 1 --run-dir '%s'",
+    status = tb_run(&sh, NULL,
+                    "'" PRETRAIN "' --num-experts 2 --moe-token-dispatcher-type flex --train-iters 1 --run-dir '%s'",
                     run_dir);
     TB_REQUIRE(sh.out && sh.err, "captured output");
     TB_CHECK(status == 2, "an unsupported feature exits 2, got %d", status);
-    TB_CHECK(strstr(sh.err, "moe_grouped_gemm: not supported yet") != NULL, "stderr: %s", sh.err);
+    TB_CHECK(strstr(sh.err, "moe_token_dispatcher_type flex: not supported yet") != NULL, "stderr: %s", sh.err);
     TB_CHECK(access(run_dir, F_OK) != 0, "no run directory for a refused config: %s exists", run_dir);
 
     status =

@@ -155,6 +155,41 @@ TB_TEST(capacity_drops_the_lowest_probs_or_the_last_positions) {
     TB_CHECK(dprobs[3] == 0 && dprobs[2] == 3, "dropped token's prob gradient %g (want 0)", dprobs[3]);
 }
 
+// The grouped GEMM (--moe-grouped-gemm) gives the bits of one cpu_matmul per group, forward and
+// backward, with a group of no rows among them (two OpenMP threads: the groups run in parallel,
+// each sgemm single-threaded, against the per-group sgemm threaded).
+TB_TEST(grouped_gemm_is_bitwise_the_per_expert_gemms) {
+    enum { G = 3, C = 24, OC = 40, N = 5 + 0 + 9 };
+    const int32_t rows[G] = {5, 0, 9};
+    static float inp[N * C], w[G][OC * C], b[G][OC], dout[N * OC];
+    static float out_a[N * OC], out_b[N * OC], din_a[N * C], din_b[N * C];
+    static float dw_a[G][OC * C], dw_b[G][OC * C], db_a[G][OC], db_b[G][OC];
+    uint32_t s = 12345;
+#define RND() ((s = s * 1664525u + 1013904223u), (float)(s >> 8) / (float)(1u << 24) - 0.5f)
+    for (int i = 0; i < N * C; i++) inp[i] = RND();
+    for (int i = 0; i < N * OC; i++) dout[i] = RND();
+    for (int g = 0; g < G; g++) {
+        for (int i = 0; i < OC * C; i++) w[g][i] = RND(), dw_a[g][i] = dw_b[g][i] = RND();
+        for (int i = 0; i < OC; i++) b[g][i] = RND(), db_a[g][i] = db_b[g][i] = RND();
+    }
+#undef RND
+    const float *wp[G] = {w[0], w[1], w[2]}, *bp[G] = {b[0], b[1], b[2]};
+    float *dwp[G] = {dw_b[0], dw_b[1], dw_b[2]}, *dbp[G] = {db_b[0], db_b[1], db_b[2]};
+    size_t at = 0;
+    for (int g = 0; g < G; g++) {
+        if (rows[g]) {
+            cpu_matmul_forward(out_a + at * OC, inp + at * C, w[g], b[g], rows[g], C, OC);
+            cpu_matmul_backward(din_a + at * C, dw_a[g], db_a[g], dout + at * OC, inp + at * C, w[g], rows[g], C, OC);
+        }
+        at += (size_t)rows[g];
+    }
+    cpu_grouped_matmul_forward(out_b, inp, wp, bp, rows, G, C, OC);
+    cpu_grouped_matmul_backward(din_b, dwp, dbp, dout, inp, wp, rows, G, C, OC);
+    TB_CHECK(!memcmp(out_a, out_b, sizeof out_a), "forward outputs differ");
+    TB_CHECK(!memcmp(din_a, din_b, sizeof din_a), "input gradients differ");
+    TB_CHECK(!memcmp(dw_a, dw_b, sizeof dw_a) && !memcmp(db_a, db_b, sizeof db_a), "weight / bias gradients differ");
+}
+
 // A tiny MoE model: experts in layers 0 and 2 of 4 (freq 2), top-2 of 4.
 static void moe_config(tb_config *c) {
     config_defaults(c);
@@ -217,6 +252,21 @@ TB_TEST(a_step_counts_every_routed_token_once_with_or_without_recompute) {
 
 // The aux loss trained on moves the weights (its gradient reaches the router), and without
 // a load-balancing loss there is none to report.
+// Training with --moe-grouped-gemm: the per-expert path's bits, step by step (SwiGLU experts
+// with biases, so both linears and the gated activation run grouped).
+TB_TEST(grouped_gemm_trains_to_the_per_expert_bits) {
+    tb_config c;
+    moe_config(&c);
+    c.swiglu = 1;
+    moe_run plain, grouped;
+    TB_REQUIRE(train_moe(&c, &plain) == 0, "train");
+    c.moe_grouped_gemm = 1;
+    TB_REQUIRE(train_moe(&c, &grouped) == 0, "train with the grouped GEMM");
+    for (int s = 0; s < 3; s++)
+        TB_CHECK(plain.loss[s] == grouped.loss[s], "step %d: loss %.9g, grouped %.9g", s + 1, plain.loss[s],
+                 grouped.loss[s]);
+}
+
 TB_TEST(aux_loss_coefficient_changes_training_and_none_reports_no_loss) {
     tb_config c;
     moe_config(&c);
@@ -556,7 +606,9 @@ int main(void) {
     TB_RUN(load_balancing_loss_is_switch_transformers_and_one_when_balanced);
     TB_RUN(permutation_groups_tokens_by_expert_in_token_order_and_combine_weights_by_probs);
     TB_RUN(capacity_drops_the_lowest_probs_or_the_last_positions);
+    TB_RUN(grouped_gemm_is_bitwise_the_per_expert_gemms);
     TB_RUN(a_step_counts_every_routed_token_once_with_or_without_recompute);
+    TB_RUN(grouped_gemm_trains_to_the_per_expert_bits);
     TB_RUN(aux_loss_coefficient_changes_training_and_none_reports_no_loss);
     TB_RUN(pretrain_gpt_writes_the_load_statistics_of_each_moe_layer);
     TB_RUN(print_rank_layout_shows_the_expert_grid_and_its_groups);

@@ -10,6 +10,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
+
 // OpenBLAS's own controls (declared in its cblas.h on Debian, repeated for clarity).
 void openblas_set_num_threads(int num_threads);
 char *openblas_get_corename(void);
@@ -62,6 +64,51 @@ void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float 
             }
         }
     }
+}
+
+// The first row of each group.
+static void group_starts(const int32_t *rows, int G, size_t *start) {
+    size_t at = 0;
+    for (int g = 0; g < G; g++) start[g] = at, at += (size_t)rows[g];
+}
+
+void cpu_grouped_matmul_forward(float *out, const float *inp, const float *const *weight, const float *const *bias,
+                                const int32_t *rows, int G, int C, int OC) {
+    size_t *start = tb_xcalloc((size_t)G + 1, sizeof *start, "grouped GEMM row starts");
+    group_starts(rows, G, start);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int g = 0; g < G; g++) {
+        const int n = rows[g];
+        if (n == 0) continue;
+        float *o = out + start[g] * OC;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, OC, C, 1.0f, inp + start[g] * C, C, weight[g], C, 0.0f,
+                    o, OC);
+        if (bias && bias[g])
+            for (int r = 0; r < n; r++)
+                for (int j = 0; j < OC; j++) o[(size_t)r * OC + j] += bias[g][j];
+    }
+    free(start);
+}
+
+void cpu_grouped_matmul_backward(float *dinp, float *const *dweight, float *const *dbias, const float *dout,
+                                 const float *inp, const float *const *weight, const int32_t *rows, int G, int C,
+                                 int OC) {
+    size_t *start = tb_xcalloc((size_t)G + 1, sizeof *start, "grouped GEMM row starts");
+    group_starts(rows, G, start);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int g = 0; g < G; g++) {
+        const int n = rows[g];
+        if (n == 0) continue;
+        const float *d = dout + start[g] * OC, *x = inp + start[g] * C;
+        if (dinp)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, C, OC, 1.0f, d, OC, weight[g], C, 0.0f,
+                        dinp + start[g] * C, C);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, n, 1.0f, d, OC, x, C, 1.0f, dweight[g], C);
+        if (dbias && dbias[g])
+            for (int r = 0; r < n; r++)
+                for (int j = 0; j < OC; j++) dbias[g][j] += d[(size_t)r * OC + j];
+    }
+    free(start);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -27,6 +27,17 @@ void cpu_matmul_forward(float *out, const float *inp, const float *weight, const
 // (dbias may be NULL).
 void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                          const float *inp, const float *weight, int N, int C, int OC);
+// Grouped GEMM (MoE's --moe-grouped-gemm, Megatron's GroupedMLP): G independent linears over
+// consecutive row blocks, rows[g] rows of inp / out for group g with its own weight (OC,C) and
+// bias (NULL: none), in one call — parallel over the groups, each group's GEMM the sgemm of
+// cpu_matmul_forward single-threaded (the same bits as G calls of it: test_moe). A group of
+// no rows is skipped.
+void cpu_grouped_matmul_forward(float *out, const float *inp, const float *const *weight, const float *const *bias,
+                                const int32_t *rows, int G, int C, int OC);
+// Its backward: dinp (NULL: not wanted) written, dweight[g] and dbias[g] (NULL: none) accumulated.
+void cpu_grouped_matmul_backward(float *dinp, float *const *dweight, float *const *dbias, const float *dout,
+                                 const float *inp, const float *const *weight, const int32_t *rows, int G, int C,
+                                 int OC);
 
 // --- norms ----------------------------------------------------------------------------
 // LayerNorm: out = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N).

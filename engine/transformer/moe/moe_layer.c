@@ -37,6 +37,7 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.E_local = m.E / m.ep_size;  // expert_first and the groups: set by the model
     m.ep = m.etp = m.sp = NULL;
     m.allgather = cfg->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER;
+    m.grouped_gemm = cfg->moe_grouped_gemm;
     return m;
 }
 

@@ -53,6 +53,7 @@ typedef struct tb_moe_dims {
     int etp_size;               // expert-tensor-parallel ranks: each expert's fc1 column-parallel and fc2
                                 // row-parallel over them (F, F1 above are this rank's: F = ffn / etp)
     tb_group *etp;              // their group (set by the model; NULL: etp 1)
+    int grouped_gemm;           // --moe-grouped-gemm: each expert linear one grouped GEMM over the local experts
     int allgather;              // the all-gather dispatcher (else all-to-all); it moves tokens under ep or etp
     tb_group *sp;               // sequence parallelism (tp > 1): the tp ranks whose token shards make the
                                 // microbatch; the layer runs on this rank's shard, the load-balancing loss
