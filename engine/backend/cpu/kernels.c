@@ -66,16 +66,16 @@ void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float 
     }
 }
 
-// The first row of each group.
-static void group_starts(const int32_t *rows, int G, size_t *start) {
-    size_t at = 0;
+// The first row of each group (malloc'd).
+static size_t *group_starts(const int32_t *rows, int G) {
+    size_t *start = tb_xcalloc((size_t)G + 1, sizeof *start, "grouped GEMM row starts"), at = 0;
     for (int g = 0; g < G; g++) start[g] = at, at += (size_t)rows[g];
+    return start;
 }
 
 void cpu_grouped_matmul_forward(float *out, const float *inp, const float *const *weight, const float *const *bias,
                                 const int32_t *rows, int G, int C, int OC) {
-    size_t *start = tb_xcalloc((size_t)G + 1, sizeof *start, "grouped GEMM row starts");
-    group_starts(rows, G, start);
+    size_t *start = group_starts(rows, G);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int g = 0; g < G; g++) {
         const int n = rows[g];
@@ -93,8 +93,7 @@ void cpu_grouped_matmul_forward(float *out, const float *inp, const float *const
 void cpu_grouped_matmul_backward(float *dinp, float *const *dweight, float *const *dbias, const float *dout,
                                  const float *inp, const float *const *weight, const int32_t *rows, int G, int C,
                                  int OC) {
-    size_t *start = tb_xcalloc((size_t)G + 1, sizeof *start, "grouped GEMM row starts");
-    group_starts(rows, G, start);
+    size_t *start = group_starts(rows, G);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int g = 0; g < G; g++) {
         const int n = rows[g];
