@@ -548,6 +548,7 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
     const int E = c->num_experts;
     if (E == 0) return;
     const int tp = c->tensor_model_parallel_size, cp = c->context_parallel_size;
+    const int ep = c->expert_model_parallel_size, etp = c->expert_tensor_parallel_size;
     if (cp > 1)
         violated(r, "num_experts %d with context_parallel_size %d: not supported yet (MoE runs at cp 1)", E, cp);
     if (tp > 1 && c->moe_shared_expert_intermediate_size > 0)
@@ -562,8 +563,11 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
                  config_choice_name("moe_router_score_function", c->moe_router_score_function));
     if (c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_FLEX)
         violated(r, "moe_token_dispatcher_type flex: not supported yet (allgather and alltoall are)");
-    if (c->moe_pad_expert_input_to_capacity)
-        violated(r, "moe_pad_expert_input_to_capacity: not supported yet (an expert's input is its kept tokens)");
+    if (c->moe_pad_expert_input_to_capacity && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER &&
+        (ep > 1 || etp > 1))
+        violated(r, "moe_pad_expert_input_to_capacity with moe_token_dispatcher_type allgather and "
+                    "expert_model_parallel_size %d, expert_tensor_parallel_size %d: not supported yet (alltoall is)",
+                 ep, etp);
     if (c->save[0]) violated(r, "save with num_experts %d: not supported yet (checkpoints of experts)", E);
     if (c->load[0]) violated(r, "load with num_experts %d: not supported yet (checkpoints of experts)", E);
     if (c->save_hf[0])

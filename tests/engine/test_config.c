@@ -698,8 +698,11 @@ TB_TEST(moe_values_not_built_are_refused_as_not_supported_yet) {
                         "moe_router_score_function sigmoid: not supported yet (softmax is)"),
                 REFUSED("num_experts=4 moe_token_dispatcher_type=flex",
                         "moe_token_dispatcher_type flex: not supported yet"),
-                REFUSED("num_experts=4 moe_expert_capacity_factor=1.25 moe_pad_expert_input_to_capacity=1",
-                        "moe_pad_expert_input_to_capacity: not supported yet"),
+                IS_VALID("num_experts=4 moe_expert_capacity_factor=1.25 moe_pad_expert_input_to_capacity=1"),
+                REFUSED("world_size=2 num_experts=4 expert_model_parallel_size=2 moe_expert_capacity_factor=1.25 "
+                        "moe_pad_expert_input_to_capacity=1",
+                        "moe_pad_expert_input_to_capacity with moe_token_dispatcher_type allgather and "
+                        "expert_model_parallel_size 2, expert_tensor_parallel_size 1: not supported yet"),
 
                 IS_VALID("num_experts=4 moe_grouped_gemm=1"),
                 REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "

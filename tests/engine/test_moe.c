@@ -206,6 +206,7 @@ typedef struct moe_run {
     int microbatches[4];
     double lb[4];
     int64_t dropped[4];
+    size_t peak_activations;  // the rank's peak of activation bytes
 } moe_run;
 
 static int train_moe(const tb_config *in, moe_run *out) {
@@ -221,6 +222,7 @@ static int train_moe(const tb_config *in, moe_run *out) {
         out->lb[l] = st->load_balancing_loss[l];
         out->dropped[l] = st->dropped_tokens[l];
     }
+    out->peak_activations = rk.mem.stats.peak[TB_MEM_ACTIVATIONS];
     trainer_free(&tr);
     return rk.mem.stats.total_current == 0 ? 0 : -2;
 }
@@ -579,6 +581,48 @@ TB_TEST(dump_tensors_under_ep_and_etp_holds_the_single_ranks_tensors) {
     tb_output_free(&sh);
 }
 
+// --moe-pad-expert-input-to-capacity (Megatron's): each expert's input padded with zero rows
+// to its capacity; the padding's outputs are read by no token and its gradients are zero, so
+// training is the unpadded run's (within rounding: the experts' GEMMs sum over more rows) and
+// the statistics count the routed tokens only; under ep the padded rows travel in the A2A.
+TB_TEST(padding_expert_inputs_to_capacity_trains_as_unpadded) {
+    const double factors[2] = {1.0, 2.0};
+    for (int f = 0; f < 2; f++) {
+        tb_config c;
+        moe_config(&c);
+        c.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL, c.moe_expert_capacity_factor = factors[f];
+        moe_run plain, padded;
+        TB_REQUIRE(train_moe(&c, &plain) == 0, "train at capacity factor %g", factors[f]);
+        c.moe_pad_expert_input_to_capacity = 1;
+        TB_REQUIRE(train_moe(&c, &padded) == 0, "train padded at capacity factor %g", factors[f]);
+        for (int s = 0; s < 3; s++)
+            TB_CHECK(fabs(plain.loss[s] - padded.loss[s]) <= 1e-6 * fabs(plain.loss[s]),
+                     "factor %g, step %d: loss %.9g, padded %.9g", factors[f], s + 1, plain.loss[s], padded.loss[s]);
+        TB_CHECK(!memcmp(plain.tokens, padded.tokens, sizeof plain.tokens) &&
+                     !memcmp(plain.dropped, padded.dropped, sizeof plain.dropped),
+                 "factor %g: the padding counted in the statistics", factors[f]);
+        // and the experts ran the padded rows: capacity 16 (factor 1, with drops) or 32 rows per
+        // expert of a microbatch's 64 choices
+        TB_CHECK(padded.peak_activations > plain.peak_activations, "factor %g: peak activations %zu padded, %zu not",
+                 factors[f], padded.peak_activations, plain.peak_activations);
+    }
+    // ep 4 x dp 4 padded against the single rank unpadded
+    tb_config base;
+    moe_config(&base);
+    base.global_batch_size = 4, base.micro_batch_size = 1, base.lr = 3e-3, base.collective_timeout = 60;
+    base.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL, base.moe_expert_capacity_factor = 1.0;
+    layout_job single, j;
+    tb_config one = base, c = base;
+    TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
+    c.world_size = 4, c.expert_model_parallel_size = 4, c.moe_pad_expert_input_to_capacity = 1;
+    TB_REQUIRE(train_layout(&c, &j) == 0, "ep 4, padded");
+    for (int s = 0; s < LAYOUT_STEPS; s++)
+        TB_CHECK(fabs(j.loss[s] - single.loss[s]) <= 1e-5 * fabs(single.loss[s]) &&
+                     fabs(j.norm[s] - single.norm[s]) <= 1e-5 * fabs(single.norm[s]),
+                 "ep 4 padded: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g", s + 1, j.loss[s], j.norm[s],
+                 single.loss[s], single.norm[s]);
+}
+
 // The expert grid beside the dense one, as --print-rank-layout shows it (world 4, ep 2:
 // expert-dp 2).
 TB_TEST(print_rank_layout_shows_the_expert_grid_and_its_groups) {
@@ -615,5 +659,6 @@ int main(void) {
     TB_RUN(moe_layouts_match_the_single_rank);
     TB_RUN(dump_tensors_under_ep_and_etp_holds_the_single_ranks_tensors);
     TB_RUN(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single_rank);
+    TB_RUN(padding_expert_inputs_to_capacity_trains_as_unpadded);
     return tb_test_summary();
 }

@@ -38,11 +38,17 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.ep = m.etp = m.sp = NULL;
     m.allgather = cfg->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER;
     m.grouped_gemm = cfg->moe_grouped_gemm;
+    m.pad_to_capacity = cfg->moe_pad_expert_input_to_capacity && cfg->moe_expert_capacity_factor > 0;
     return m;
 }
 
+int moe_dispatch_rows(const tb_moe_dims *m, int N) {
+    const int NK = N * m->k, padded = m->pad_to_capacity ? m->E * router_expert_capacity(m, N) : 0;
+    return padded > NK ? padded : NK;
+}
+
 void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]) {
-    const size_t n = (size_t)N, M = n * m->k;
+    const size_t n = (size_t)N, M = (size_t)moe_dispatch_rows(m, N);
     const size_t c[TB_MOE_SAVED] = {n * m->E, n * m->k, n * m->k, n * m->k, (size_t)m->E, (size_t)m->E, n * m->k,
                                     M,        (size_t)m->etp_size * m->ep_size * m->E, (size_t)m->E_local, M * C,
                                     n * m->Fs1, n * m->Fs};
@@ -62,7 +68,7 @@ void moe_workspace_alloc(moe_workspace *ws, tb_allocator *mem, const tb_moe_dims
     memset(ws, 0, sizeof *ws);
     ws->mem = mem;
     if (m->E == 0) return;
-    const size_t n = (size_t)N, M = n * m->k, f = sizeof(float);
+    const size_t n = (size_t)N, M = (size_t)moe_dispatch_rows(m, N), f = sizeof(float);
     ws->logits = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->E * f, "router logits");
     ws->d_logits = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->E * f, "grad of router logits");
     ws->d_probs = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->k * f, "grad of router probs");

@@ -53,6 +53,8 @@ typedef struct tb_moe_dims {
     int etp_size;               // expert-tensor-parallel ranks: each expert's fc1 column-parallel and fc2
                                 // row-parallel over them (F, F1 above are this rank's: F = ffn / etp)
     tb_group *etp;              // their group (set by the model; NULL: etp 1)
+    int pad_to_capacity;        // --moe-pad-expert-input-to-capacity: each expert's input padded to its
+                                // capacity with zero rows (its outputs unused, its gradients zero)
     int grouped_gemm;           // --moe-grouped-gemm: each expert linear one grouped GEMM over the local experts
     int allgather;              // the all-gather dispatcher (else all-to-all); it moves tokens under ep or etp
     tb_group *sp;               // sequence parallelism (tp > 1): the tp ranks whose token shards make the
@@ -61,6 +63,9 @@ typedef struct tb_moe_dims {
 } tb_moe_dims;
 
 tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor);
+// The rows a rank's N tokens dispatch: N·k, or under --moe-pad-expert-input-to-capacity
+// E · capacity when more (the permuted buffers' size, M below).
+int moe_dispatch_rows(const tb_moe_dims *m, int N);
 static inline int tb_moe_is_layer(const tb_moe_dims *m, int layer) { return m->E > 0 && layer % m->freq == 0; }
 // Whether the dispatcher moves tokens between ranks (ep or etp > 1).
 static inline int moe_tokens_moved(const tb_moe_dims *m) { return m->ep_size > 1 || m->etp_size > 1; }

@@ -8,6 +8,7 @@
 #include "comm/comm.h"
 #include "core/ranges.h"
 #include "config.h"
+#include "transformer/moe/router.h"
 
 void moe_permute_map_local(const int32_t *route, int N, int k, int first, int El, int32_t *tokens_per_expert,
                            int32_t *perm_pos, int32_t *perm_token) {
@@ -38,7 +39,26 @@ void moe_permute_map(const int32_t *route, int N, int k, int E, int32_t *tokens_
 
 void moe_permute(float *out, const float *inp, const int32_t *perm_token, int M, int C) {
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < M; r++) memcpy(out + (size_t)r * C, inp + (size_t)perm_token[r] * C, (size_t)C * sizeof(float));
+    for (int r = 0; r < M; r++) {
+        if (perm_token[r] < 0) memset(out + (size_t)r * C, 0, (size_t)C * sizeof(float));  // padding
+        else memcpy(out + (size_t)r * C, inp + (size_t)perm_token[r] * C, (size_t)C * sizeof(float));
+    }
+}
+
+void moe_pad_to_capacity(int32_t *tokens_per_expert, int32_t *perm_pos, int32_t *perm_token, int N, int k, int E,
+                         int capacity) {
+    int32_t start[TB_MOE_MAX_EXPERTS], at = 0;
+    for (int e = 0; e < E; e++) start[e] = at, at += tokens_per_expert[e];
+    // expert e's j-th row r = start[e] + j moves to e·capacity + j; the rows behind are padding
+    for (size_t i = 0; i < (size_t)E * capacity; i++) perm_token[i] = -1;
+    for (size_t i = 0; i < (size_t)N * k; i++) {
+        if (perm_pos[i] < 0) continue;
+        int e = 0;
+        while (e + 1 < E && start[e + 1] <= perm_pos[i]) e++;
+        perm_pos[i] = e * capacity + (perm_pos[i] - start[e]);
+        perm_token[perm_pos[i]] = (int32_t)(i / (size_t)k);
+    }
+    for (int e = 0; e < E; e++) tokens_per_expert[e] = capacity;
 }
 
 void moe_permute_backward(float *dinp, const float *d_perm, const int32_t *perm_pos, int N, int k, int C) {
@@ -314,16 +334,21 @@ float *moe_token_dispatch(const tb_moe_dims *m, int layer, int N, int C, moe_lay
         allgather_dispatch(m, layer, N, C, a, ws, inp);
         return a->gathered_y;
     }
+    // the rows dispatched per expert: its tokens (a->tokens_per_expert, the statistics'), or its capacity
+    int32_t counts[TB_MOE_MAX_EXPERTS];
+    memcpy(counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
+    if (m->pad_to_capacity)
+        moe_pad_to_capacity(counts, a->perm_pos, a->perm_token, N, m->k, m->E, router_expert_capacity(m, N));
     int M = 0;
-    for (int e = 0; e < m->E; e++) M += a->tokens_per_expert[e];
+    for (int e = 0; e < m->E; e++) M += counts[e];
     if (!moe_tokens_moved(m)) {
-        memcpy(a->all_counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
-        memcpy(a->local_counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
+        memcpy(a->all_counts, counts, (size_t)m->E * sizeof(int32_t));
+        memcpy(a->local_counts, counts, (size_t)m->E * sizeof(int32_t));
         alloc_expert_rows(m, layer, C, M, 0, a, ws->mem);
         moe_permute(a->expert_in, inp, a->perm_token, M, C);
         return a->expert_out;
     }
-    moe_alltoall_counts(m->ep, m->etp, a->tokens_per_expert, m->E, a->all_counts);
+    moe_alltoall_counts(m->ep, m->etp, counts, m->E, a->all_counts);
     moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, a->local_counts);
     alloc_expert_rows(m, layer, C, (int)pl.rows, 0, a, ws->mem);
     moe_permute(ws->send, inp, a->perm_token, M, C);
@@ -369,6 +394,8 @@ float *moe_token_combine_backward(const tb_moe_dims *m, int N, int C, const moe_
         tb_free(ws->mem, d_out);
         return d_y;
     }
+    if (m->pad_to_capacity)  // the padding rows' gradients are zero (no token reads their outputs)
+        memset(ws->d_expert_out, 0, (size_t)moe_dispatch_rows(m, N) * C * f);
     moe_unpermute_backward(ws->d_expert_out, ws->d_probs, dout, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
     if (!moe_tokens_moved(m)) return ws->d_expert_out;
     // under ep from every rank; under etp gathered: the reverse of the combine's reduce-scatter

@@ -23,8 +23,13 @@ void moe_permute_map(const int32_t *route, int N, int k, int E, int32_t *tokens_
 // The same for the experts [first, first + El) only: a choice of another expert has no row.
 void moe_permute_map_local(const int32_t *route, int N, int k, int first, int El, int32_t *tokens_per_expert,
                            int32_t *perm_pos, int32_t *perm_token);
-// inp (N,C) → out (M,C): out[m] = inp[perm_token[m]]
+// inp (N,C) → out (M,C): out[m] = inp[perm_token[m]], a zero row where perm_token is -1 (padding)
 void moe_permute(float *out, const float *inp, const int32_t *perm_token, int M, int C);
+// --moe-pad-expert-input-to-capacity: each expert's rows moved to [e·capacity, e·capacity +
+// tokens), the rest of its capacity padding (perm_token -1: zero rows); tokens_per_expert
+// becomes the capacity of each (every expert keeps at most its capacity: router_apply_capacity).
+void moe_pad_to_capacity(int32_t *tokens_per_expert, int32_t *perm_pos, int32_t *perm_token, int N, int k, int E,
+                         int capacity);
 // d_perm (M,C) → dinp (N,C) accumulated: dinp[n] += Σ_j d_perm[perm_pos[n,j]]
 void moe_permute_backward(float *dinp, const float *d_perm, const int32_t *perm_pos, int N, int k, int C);
 // expert_out (M,C) → out (N,C) written
