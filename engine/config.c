@@ -538,6 +538,9 @@ static void moe_rules(rules *r, const tb_config *c) {
     else if (c->moe_shared_expert_intermediate_size > (1 << 22))
         violated(r, "moe_shared_expert_intermediate_size (%d) exceeds the largest supported value %d",
                  c->moe_shared_expert_intermediate_size, 1 << 22);
+    else if (c->moe_shared_expert_intermediate_size > 0 && tp > 0)  // split over tp as the dense MLP
+        DIVISIBLE(r, c->moe_shared_expert_intermediate_size, "moe_shared_expert_intermediate_size", tp,
+                  "tensor_model_parallel_size");
     // Megatron's rule (arguments.py): MoE under tensor parallelism runs sequence parallel
     if (tp > 1 && !c->sequence_parallel)
         violated(r, "num_experts (%d) with tensor_model_parallel_size %d needs sequence_parallel", E, tp);
@@ -547,13 +550,10 @@ static void moe_rules(rules *r, const tb_config *c) {
 static void moe_not_supported_yet(rules *r, const tb_config *c) {
     const int E = c->num_experts;
     if (E == 0) return;
-    const int tp = c->tensor_model_parallel_size, cp = c->context_parallel_size;
+    const int cp = c->context_parallel_size;
     const int ep = c->expert_model_parallel_size, etp = c->expert_tensor_parallel_size;
     if (cp > 1)
         violated(r, "num_experts %d with context_parallel_size %d: not supported yet (MoE runs at cp 1)", E, cp);
-    if (tp > 1 && c->moe_shared_expert_intermediate_size > 0)
-        violated(r, "moe_shared_expert_intermediate_size %d with tensor_model_parallel_size %d: not supported yet "
-                    "(the shared expert runs at tp 1)", c->moe_shared_expert_intermediate_size, tp);
     const int lb = c->moe_router_load_balancing_type;
     if (lb != TB_MOE_LB_AUX_LOSS && lb != TB_MOE_LB_NONE)
         violated(r, "moe_router_load_balancing_type %s: not supported yet (aux_loss and none are)",

@@ -112,13 +112,13 @@ static void add_moe_layer(layout *lay, const tb_config *c, int l, int fc1_factor
         if (bias) add_vector(lay, EXPERT("c_proj.bias"), C, 0.0f)->expert = 1 + e;
 #undef EXPERT
     }
-    if (c->moe_shared_expert_intermediate_size > 0) {  // dense: every ep rank holds it
-        const int Fs = c->moe_shared_expert_intermediate_size, Fs1 = fc1_factor * Fs;
+    if (c->moe_shared_expert_intermediate_size > 0) {  // dense: every ep rank holds it, split over tp as the MLP
+        const int Fs = c->moe_shared_expert_intermediate_size, Fs1 = fc1_factor * Fs, tp = c->tensor_model_parallel_size;
 #define SHARED(suffix) (snprintf(name, sizeof name, "h.%d.mlp.shared_experts.%s", l, suffix), name)
-        add_matrix(lay, SHARED("c_fc.weight"), Fs1, C, std);
-        if (bias) add_vector(lay, SHARED("c_fc.bias"), Fs1, 0.0f);
-        add_matrix(lay, SHARED("c_proj.weight"), C, Fs, out_std);
-        if (bias) add_vector(lay, SHARED("c_proj.bias"), C, 0.0f);
+        split(add_matrix(lay, SHARED("c_fc.weight"), Fs1, C, std), tp, 0, nseg, Fs, Fs, 0);
+        if (bias) split(add_vector(lay, SHARED("c_fc.bias"), Fs1, 0.0f), tp, 1, nseg, Fs, Fs, 0);
+        split(add_matrix(lay, SHARED("c_proj.weight"), C, Fs, out_std), tp, 1, 1, Fs, 0, 0);
+        if (bias) sp_partial(add_vector(lay, SHARED("c_proj.bias"), C, 0.0f));
 #undef SHARED
     }
 }

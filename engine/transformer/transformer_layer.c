@@ -130,6 +130,7 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
                                 "attention scratch");
     ws->staging = sp ? tb_alloc(mem, TB_MEM_COMM, N * d->C * f, "sequence-parallel staging") : NULL;
     d->tp.staging = ws->staging;
+    d->moe.tp = &d->tp;  // the shared expert's tensor-parallel region
     ws->rope_cos = ws->rope_sin = NULL;
     if (d->rope_dim) {
         const size_t table = (size_t)d->T * (d->rope_dim / 2) * f;

@@ -705,9 +705,11 @@ TB_TEST(moe_values_not_built_are_refused_as_not_supported_yet) {
                         "expert_model_parallel_size 2, expert_tensor_parallel_size 1: not supported yet"),
 
                 IS_VALID("num_experts=4 moe_grouped_gemm=1"),
-                REFUSED("num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
-                        "moe_shared_expert_intermediate_size=8",
-                        "moe_shared_expert_intermediate_size 8 with tensor_model_parallel_size 2: not supported yet"),
+                IS_VALID("world_size=2 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
+                         "moe_shared_expert_intermediate_size=8"),
+                REFUSED("world_size=2 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
+                        "moe_shared_expert_intermediate_size=9",
+                        "moe_shared_expert_intermediate_size (9) must be divisible by tensor_model_parallel_size (2)"),
                 REFUSED("num_experts=4 save=/tmp/ckpt", "save with num_experts 4: not supported yet"),
                 REFUSED("num_experts=4 load=/tmp/ckpt", "load with num_experts 4: not supported yet"),
                 REFUSED("num_experts=4 save_hf=/tmp/m.safetensors", "save_hf with num_experts 4: not supported yet"));

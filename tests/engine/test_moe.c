@@ -581,6 +581,34 @@ TB_TEST(dump_tensors_under_ep_and_etp_holds_the_single_ranks_tensors) {
     tb_output_free(&sh);
 }
 
+// The shared expert under tensor parallelism is the dense MLP's pair (Megatron's
+// SharedExpertMLP): the tokens gathered over the sequence-parallel region, fc1 column- and fc2
+// row-parallel (its bias a partial sum reduced over tp), beside the routed experts.
+TB_TEST(a_shared_expert_under_tensor_parallelism_matches_the_single_rank) {
+    tb_config base;
+    moe_config(&base);
+    base.global_batch_size = 4, base.micro_batch_size = 1, base.lr = 3e-3, base.collective_timeout = 60;
+    base.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL, base.moe_shared_expert_intermediate_size = 16;
+    layout_job single, j;
+    tb_config one = base;
+    TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
+    static const struct {
+        const char *name;
+        int world, tp, etp, ep;
+    } layouts[] = {{"tp 2 sp, etp 2", 2, 2, 2, 1}, {"tp 2 sp, etp 1 x ep 2", 4, 2, 1, 2}};
+    for (int i = 0; i < 2; i++) {
+        tb_config c = base;
+        c.world_size = layouts[i].world, c.tensor_model_parallel_size = layouts[i].tp, c.sequence_parallel = 1;
+        c.expert_tensor_parallel_size = layouts[i].etp, c.expert_model_parallel_size = layouts[i].ep;
+        TB_REQUIRE(train_layout(&c, &j) == 0, "%s", layouts[i].name);
+        for (int s = 0; s < LAYOUT_STEPS; s++)
+            TB_CHECK(fabs(j.loss[s] - single.loss[s]) <= 1e-5 * fabs(single.loss[s]) &&
+                         fabs(j.norm[s] - single.norm[s]) <= 1e-5 * fabs(single.norm[s]),
+                     "%s: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g", layouts[i].name, s + 1, j.loss[s],
+                     j.norm[s], single.loss[s], single.norm[s]);
+    }
+}
+
 // --moe-pad-expert-input-to-capacity (Megatron's): each expert's input padded with zero rows
 // to its capacity; the padding's outputs are read by no token and its gradients are zero, so
 // training is the unpadded run's (within rounding: the experts' GEMMs sum over more rows) and
@@ -659,6 +687,7 @@ int main(void) {
     TB_RUN(moe_layouts_match_the_single_rank);
     TB_RUN(dump_tensors_under_ep_and_etp_holds_the_single_ranks_tensors);
     TB_RUN(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single_rank);
+    TB_RUN(a_shared_expert_under_tensor_parallelism_matches_the_single_rank);
     TB_RUN(padding_expert_inputs_to_capacity_trains_as_unpadded);
     return tb_test_summary();
 }

@@ -10,6 +10,7 @@
 #include "core/json_number.h"
 #include "core/ranges.h"
 #include "core/xalloc.h"
+#include "tensor_parallel/layers.h"
 #include "transformer/moe/experts.h"
 #include "transformer/moe/router.h"
 #include "transformer/moe/token_dispatcher.h"
@@ -25,7 +26,8 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.etp_size = cfg->expert_tensor_parallel_size > 1 ? cfg->expert_tensor_parallel_size : 1;
     m.F = cfg->moe_ffn_hidden_size / m.etp_size;  // this etp rank's columns of each expert
     m.F1 = fc1_factor * m.F;
-    m.Fs = cfg->moe_shared_expert_intermediate_size > 0 ? cfg->moe_shared_expert_intermediate_size : 0;
+    const int tp = cfg->tensor_model_parallel_size > 1 ? cfg->tensor_model_parallel_size : 1;
+    m.Fs = cfg->moe_shared_expert_intermediate_size > 0 ? cfg->moe_shared_expert_intermediate_size / tp : 0;
     m.Fs1 = fc1_factor * m.Fs;
     m.freq = cfg->moe_layer_freq > 0 ? cfg->moe_layer_freq : 1;
     m.pre_softmax = cfg->moe_router_pre_softmax;
@@ -36,6 +38,7 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.ep_size = cfg->expert_model_parallel_size > 1 ? cfg->expert_model_parallel_size : 1;
     m.E_local = m.E / m.ep_size;  // expert_first and the groups: set by the model
     m.ep = m.etp = m.sp = NULL;
+    m.tp = NULL;
     m.allgather = cfg->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER;
     m.grouped_gemm = cfg->moe_grouped_gemm;
     m.pad_to_capacity = cfg->moe_pad_expert_input_to_capacity && cfg->moe_expert_capacity_factor > 0;
@@ -47,11 +50,14 @@ int moe_dispatch_rows(const tb_moe_dims *m, int N) {
     return padded > NK ? padded : NK;
 }
 
+// The shared expert's rows: every token of the microbatch (gathered under sequence parallelism).
+static size_t shared_rows(const tb_moe_dims *m, int N) { return (size_t)N * (m->sp ? (size_t)m->sp->size : 1); }
+
 void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]) {
-    const size_t n = (size_t)N, M = (size_t)moe_dispatch_rows(m, N);
+    const size_t n = (size_t)N, M = (size_t)moe_dispatch_rows(m, N), ns = shared_rows(m, N);
     const size_t c[TB_MOE_SAVED] = {n * m->E, n * m->k, n * m->k, n * m->k, (size_t)m->E, (size_t)m->E, n * m->k,
                                     M,        (size_t)m->etp_size * m->ep_size * m->E, (size_t)m->E_local, M * C,
-                                    n * m->Fs1, n * m->Fs};
+                                    ns * m->Fs1, ns * m->Fs};
     memcpy(counts, c, sizeof c);
 }
 
@@ -76,16 +82,22 @@ void moe_workspace_alloc(moe_workspace *ws, tb_allocator *mem, const tb_moe_dims
     ws->d_perm_in = tb_alloc(mem, TB_MEM_WORKSPACE, M * C * f, "grad of permuted tokens");
     if (m->ep_size > 1 || m->etp_size > 1) ws->send = tb_alloc(mem, TB_MEM_COMM, M * C * f, "permuted tokens to send over ep");
     if (m->Fs > 0) {
+        const size_t ns = shared_rows(m, N);
         ws->shared_out = tb_alloc(mem, TB_MEM_WORKSPACE, n * C * f, "shared expert output");
         ws->d_shared_in = tb_alloc(mem, TB_MEM_WORKSPACE, n * C * f, "grad of shared expert input");
-        ws->d_shared_act = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->Fs * f, "grad of shared expert activation");
-        ws->d_shared_fc1 = tb_alloc(mem, TB_MEM_WORKSPACE, n * m->Fs1 * f, "grad of shared expert fc1 output");
+        ws->d_shared_act = tb_alloc(mem, TB_MEM_WORKSPACE, ns * m->Fs * f, "grad of shared expert activation");
+        ws->d_shared_fc1 = tb_alloc(mem, TB_MEM_WORKSPACE, ns * m->Fs1 * f, "grad of shared expert fc1 output");
+        if (m->sp) {
+            ws->shared_in = tb_alloc(mem, TB_MEM_WORKSPACE, ns * C * f, "shared expert gathered input");
+            ws->shared_partial = tb_alloc(mem, TB_MEM_WORKSPACE, ns * C * f, "shared expert partial sums");
+        }
     }
 }
 
 void moe_workspace_free(moe_workspace *ws, tb_allocator *mem) {
-    float **all[] = {&ws->logits, &ws->d_logits,     &ws->d_probs,     &ws->d_expert_out, &ws->d_perm_in,
-                     &ws->send,   &ws->shared_out, &ws->d_shared_in, &ws->d_shared_act, &ws->d_shared_fc1};
+    float **all[] = {&ws->logits,       &ws->d_logits,     &ws->d_probs,   &ws->d_expert_out,
+                     &ws->d_perm_in,    &ws->send,         &ws->shared_out, &ws->d_shared_in,
+                     &ws->d_shared_act, &ws->d_shared_fc1, &ws->shared_in,  &ws->shared_partial};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         tb_free(mem, *all[i]);
         *all[i] = NULL;
@@ -186,6 +198,48 @@ static double sequence_parallel_aux_loss(const tb_moe_dims *m, int N, const floa
     return sum * E / ((double)m->k * NT * NT);
 }
 
+// The shared expert (Megatron's SharedExpertMLP): (N,C) -> (N,Fs1) -> (N,Fs) -> ws->shared_out
+// (N,C). Under tensor parallelism the dense MLP's pair over the sequence-parallel region: the
+// tokens gathered, fc1 column-parallel, fc2 row-parallel (reduce-scattered back to this rank's).
+static void shared_expert_forward(const tb_moe_dims *m, const tb_activation_module *act, int N, int C,
+                                  const moe_layer_params *p, moe_layer_acts *a, moe_workspace *ws, const float *inp) {
+    const int NS = (int)shared_rows(m, N);
+    const float *x = inp;
+    if (m->sp) {
+        gather_from_sequence_parallel_region(m->tp, inp, ws->shared_in);
+        x = ws->shared_in;
+    }
+    column_parallel_linear_forward(a->shared_fc1, x, p->shared_fc1_w, p->shared_fc1_b, NS, C, m->Fs1);
+    act->forward(a->shared_act, a->shared_fc1, NS, m->Fs);
+    if (m->sp)
+        row_parallel_linear_forward(m->tp, ws->shared_out, ws->shared_partial, a->shared_act, p->shared_fc2_w,
+                                    p->shared_fc2_b, NS, m->Fs, C);
+    else
+        cpu_matmul_forward(ws->shared_out, a->shared_act, p->shared_fc2_w, p->shared_fc2_b, N, m->Fs, C);
+}
+
+// Its backward: dout (N,C) -> ws->d_shared_in (N,C), the gradients accumulated (under tensor
+// parallelism the input gathered again, as Megatron's sequence-parallel linears do).
+static void shared_expert_backward(const tb_moe_dims *m, const tb_activation_module *act, int N, int C,
+                                   const moe_layer_params *p, moe_layer_params *g, const moe_layer_acts *a,
+                                   moe_workspace *ws, const float *inp, const float *dout) {
+    const int NS = (int)shared_rows(m, N);
+    if (!m->sp) {
+        cpu_matmul_backward(ws->d_shared_act, g->shared_fc2_w, g->shared_fc2_b, dout, a->shared_act, p->shared_fc2_w, N,
+                            m->Fs, C);
+        act->backward(ws->d_shared_fc1, a->shared_fc1, ws->d_shared_act, N, m->Fs);
+        cpu_matmul_backward(ws->d_shared_in, g->shared_fc1_w, g->shared_fc1_b, ws->d_shared_fc1, inp, p->shared_fc1_w,
+                            N, C, m->Fs1);
+        return;
+    }
+    row_parallel_linear_backward(m->tp, ws->d_shared_act, ws->shared_partial, g->shared_fc2_w, g->shared_fc2_b, dout,
+                                 a->shared_act, p->shared_fc2_w, NS, m->Fs, C);
+    act->backward(ws->d_shared_fc1, a->shared_fc1, ws->d_shared_act, NS, m->Fs);
+    gather_from_sequence_parallel_region(m->tp, inp, ws->shared_in);
+    column_parallel_linear_backward(m->tp, ws->d_shared_in, ws->shared_partial, g->shared_fc1_w, g->shared_fc1_b,
+                                    ws->d_shared_fc1, ws->shared_in, p->shared_fc1_w, NS, C, m->Fs1);
+}
+
 void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
                        const moe_layer_params *p, moe_layer_acts *a, moe_workspace *ws, const float *inp, float *out,
                        moe_stats *stats) {
@@ -216,11 +270,8 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
 
     if (m->Fs > 0) {
         TB_RANGE_PUSH("layer.%d.moe.shared_experts", layer);
-        // (N,C) -> (N,Fs1) -> (N,Fs) -> (N,C), added to the routed experts' output
-        cpu_matmul_forward(a->shared_fc1, inp, p->shared_fc1_w, p->shared_fc1_b, N, C, m->Fs1);
-        act->forward(a->shared_act, a->shared_fc1, N, m->Fs);
-        cpu_matmul_forward(ws->shared_out, a->shared_act, p->shared_fc2_w, p->shared_fc2_b, N, m->Fs, C);
-        cpu_add_inplace(out, ws->shared_out, (size_t)N * C);
+        shared_expert_forward(m, act, N, C, p, a, ws, inp);
+        cpu_add_inplace(out, ws->shared_out, (size_t)N * C);  // added to the routed experts' output
         TB_RANGE_POP();
     }
 
@@ -270,11 +321,7 @@ void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, i
 
     if (m->Fs > 0) {
         TB_RANGE_PUSH("layer.%d.moe.shared_experts.backward", layer);
-        cpu_matmul_backward(ws->d_shared_act, g->shared_fc2_w, g->shared_fc2_b, dout, a->shared_act, p->shared_fc2_w, N,
-                            m->Fs, C);
-        act->backward(ws->d_shared_fc1, a->shared_fc1, ws->d_shared_act, N, m->Fs);
-        cpu_matmul_backward(ws->d_shared_in, g->shared_fc1_w, g->shared_fc1_b, ws->d_shared_fc1, inp, p->shared_fc1_w,
-                            N, C, m->Fs1);
+        shared_expert_backward(m, act, N, C, p, g, a, ws, inp, dout);
         cpu_add_inplace(dinp, ws->d_shared_in, (size_t)N * C);  // the shared expert's share
         TB_RANGE_POP();
     }

@@ -41,7 +41,7 @@ typedef struct tb_moe_dims {
     int E_local, expert_first;  // this rank's experts: [expert_first, expert_first + E_local)
     int k;                      // experts per token (--moe-router-topk)
     int F, F1;                  // each expert's hidden size and fc1 output (F, or 2F gated)
-    int Fs, Fs1;                // the shared expert's (--moe-shared-expert-intermediate-size; 0: none)
+    int Fs, Fs1;                // the shared expert's (--moe-shared-expert-intermediate-size / tp; 0: none)
     int freq;                   // layer l is a MoE layer when l % freq == 0
     int pre_softmax;            // softmax over every expert, then top-k (else top-k logits, then softmax)
     int aux_loss;               // the Switch/GShard load-balancing loss is computed
@@ -57,6 +57,8 @@ typedef struct tb_moe_dims {
                                 // capacity with zero rows (its outputs unused, its gradients zero)
     int grouped_gemm;           // --moe-grouped-gemm: each expert linear one grouped GEMM over the local experts
     int allgather;              // the all-gather dispatcher (else all-to-all); it moves tokens under ep or etp
+    const struct tb_tp_region *tp;  // the layer's tensor-parallel region (set with its workspace): the shared
+                                // expert under tp is the dense MLP's column- / row-parallel pair
     tb_group *sp;               // sequence parallelism (tp > 1): the tp ranks whose token shards make the
                                 // microbatch; the layer runs on this rank's shard, the load-balancing loss
                                 // counts tokens over the group (Megatron's sequence_partition_group). NULL: none
@@ -92,7 +94,8 @@ typedef struct moe_layer_acts {
     int32_t *all_counts;                    // (ep,E) every ep rank's tokens_per_expert
     int32_t *local_counts;                  // (E_local) rows reaching each local expert, from all ranks
     float *expert_out;                      // (M,C) the experts' outputs in this rank's permuted order
-    float *shared_fc1, *shared_act;         // (N,Fs1), (N,Fs): the shared expert's (NULL without one)
+    float *shared_fc1, *shared_act;         // (N·tp,Fs1), (N·tp,Fs): the shared expert's, on the gathered tokens
+                                            // under sequence parallelism (NULL without one)
     // allocated by the forward (moe_layer_release frees them)
     void *expert_memory;
     int rows;                               // R
@@ -120,7 +123,8 @@ typedef struct moe_workspace {
     float *d_expert_out, *d_perm_in;        // (M,C)
     float *send;                            // (M,C) the permuted tokens (expert parallelism)
     float *shared_out, *d_shared_in;        // (N,C) the shared expert's output, its input gradient
-    float *d_shared_act, *d_shared_fc1;     // (N,Fs), (N,Fs1)
+    float *shared_in, *shared_partial;      // (N·tp,C) under sequence parallelism: its gathered input, scratch
+    float *d_shared_act, *d_shared_fc1;     // (N·tp,Fs), (N·tp,Fs1)
 } moe_workspace;
 void moe_workspace_alloc(moe_workspace *ws, tb_allocator *mem, const tb_moe_dims *m, int N, int C);
 void moe_workspace_free(moe_workspace *ws, tb_allocator *mem);
