@@ -7,22 +7,29 @@
 //             ─► combine: unpermute, each token's k outputs weighted by its router probs
 //             (+ the shared expert's output, an MLP every token goes through) ─► (N,C)
 //
-// M = N·k routed tokens, less those dropped over capacity (--moe-expert-capacity-factor: each
-// expert takes at most ceil(N·k / E · factor) of a microbatch's tokens, as Megatron's
-// topk_softmax_with_capacity; the others are dropped, their share of the output zero). Under expert parallelism (ep ranks,
-// each holding E/ep consecutive experts) the dispatch is Megatron's all-to-all dispatcher: the
-// counts all-gathered over ep, the permuted tokens all-to-all'd to the ranks of their experts,
-// sorted from (source rank, expert) to (expert, source rank) order so that each local expert's
-// R_e rows are consecutive, and the reverse after the experts; R = Σ_e R_e rows reach this
-// rank's experts (R = M without expert parallelism). What backward needs is saved in
-// moe_layer_acts: carved from the layer's one activation allocation (transformer_layer.c)
+// N: this rank's tokens (under sequence parallelism its shard of the microbatch). M = N·k
+// routed tokens, less those dropped over capacity (--moe-expert-capacity-factor: each expert
+// takes at most ceil(N·k / E · factor) of a microbatch's tokens, as Megatron's
+// topk_softmax_with_capacity; the others are dropped, their share of the output zero; with
+// --moe-pad-expert-input-to-capacity each expert's rows padded to the capacity). Under expert
+// (ep ranks, each holding E/ep consecutive experts) or expert tensor parallelism the dispatch
+// is one of Megatron's dispatchers (token_dispatcher.h): all-to-all — the counts all-gathered
+// over ep and etp, the permuted tokens all-to-all'd to the ranks of their experts and
+// all-gathered over etp, sorted from (source rank, expert) to (expert, source rank) order so
+// that each local expert's R_e rows are consecutive, and the reverse after the experts — or
+// all-gather — every rank's tokens gathered, this rank's experts' picked, the partial outputs
+// reduce-scattered; R = Σ_e R_e rows reach this rank's experts (R = M on one rank). What
+// backward needs is saved in moe_layer_acts: carved from the layer's one activation
+// allocation (transformer_layer.c)
 //   router      scores (N,E) (softmax over every expert), topk (N,k) int32, probs (N,k),
 //               route (N,k) int32 (topk, -1 where dropped), selected_per_expert (E) int32
-//   dispatch    tokens_per_expert (E), perm_pos (N,k), perm_token (M), all_counts (ep,E),
+//               (under sequence parallelism summed over the tp group: the microbatch's)
+//   dispatch    tokens_per_expert (E), perm_pos (N,k), perm_token (M), all_counts (etp·ep,E),
 //               local_counts (E_local), all int32; expert_out (M,C) (the experts' outputs
 //               back in this rank's permuted order)
 // and allocated by the forward at the size the routing gives (freed with the layer's):
-//   experts     expert_in (R,C), fc1 (R,F1), act (R,F)
+//   experts     expert_in (R,C), fc1 (R,F1), act (R,F) (and the all-gather dispatcher's
+//               gathered routing and outputs, moe_layer_acts.gathered_*)
 #ifndef TB_TRANSFORMER_MOE_MOE_LAYER_H
 #define TB_TRANSFORMER_MOE_MOE_LAYER_H
 
