@@ -374,7 +374,19 @@ static int ranks_on_host(const tb_rank *rk) {
 // per process) and counted as the run's. The threads are rank 0's: every rank of a run has
 // the same policy.
 static int write_conditions(tb_rank *rk, const conditions_sample *first, const conditions_sample *last,
-                            tb_error *err) {
+                            tb_ddp *ddp, const dist_ckpt_writer *ckpt, tb_error *err) {
+    // the time this rank's threads waited for a core (its thread, its background threads);
+    // the rank that waited most speaks for the run (-1 from any rank: unknown)
+    const double comm_wait = ddp_thread_run_delay_s(ddp);
+    float wait = first->run_delay_s < 0 || last->run_delay_s < 0 || comm_wait < 0 || ckpt->writers_run_delay_s < 0
+                     ? -1.0f
+                     : (float)(last->run_delay_s - first->run_delay_s + comm_wait + ckpt->writers_run_delay_s);
+    if (rk->world_size > 1) {
+        float unknown = wait < 0 ? 1.0f : 0.0f;
+        float both[2] = {wait, unknown};
+        tb_all_reduce(&rk->groups[TB_GROUP_WORLD], both, 2, TB_RED_MAX);
+        wait = both[1] > 0 ? -1.0f : both[0];
+    }
     float others = 0;
     if (rk->world && rk->world->processes > 1) {
         others = rk->rank == rk->world->local_first && rk->rank != 0
@@ -396,7 +408,11 @@ static int write_conditions(tb_rank *rk, const conditions_sample *first, const c
                              : comm_thread               ? "gradient-reduce communication"
                                                          : "";
     conditions_threads t = {ranks_on_host(rk), cpu_get_num_threads(), cpu_get_blas_num_threads(),
-                            async_writer + comm_thread, background, chosen_by, NULL, NULL, others};
+                            async_writer + comm_thread, background, chosen_by, NULL, NULL, others, wait,
+                            cpu_get_num_threads() > 1 || cpu_get_blas_num_threads() > 1
+                                ? "the OpenMP and OpenBLAS worker threads of the kernels"
+                                : ""};
+    if (t.run_queue_unmeasured[0]) t.run_queue_wait_s = -1;
     t.wait_policy = cpu_openmp_wait_policy(&t.wait_source);
     return conditions_write(rk->run_dir, &t, first, last, err);
 }
@@ -463,7 +479,11 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         if (dist_checkpoint_finish(&s, &tr->ckpt, err) != 0) rc = tb_fail_prefix(err, "flag --save");
     }
     if (metrics_log_close(log, rc == 0 ? err : NULL) != 0) rc = -1;
-    if (rc == 0) rc = write_conditions(rk, &first, &before, err);
+    // the run's conditions span its steps and the completion of its last (async) save, so that
+    // the writer thread's wait for a core falls inside the window it is judged against
+    conditions_sample end;
+    conditions_sample_now(&end);
+    if (rc == 0) rc = write_conditions(rk, &first, &end, &tr->ddp, &tr->ckpt, err);
     if (rc != 0) return -1;
     stage_figures mine = stage_figures_of(tr);
     return pipeline_summary_write(rk, cfg, &mine, &totals, err);

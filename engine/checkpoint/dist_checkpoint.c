@@ -24,6 +24,7 @@
 #include "core/ranges.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
+#include "reports/conditions.h"
 
 #define CKPT_FORMAT "tracebook-dist-checkpoint"
 #define CKPT_VERSION 1
@@ -238,6 +239,7 @@ struct dist_ckpt_save {
     double stall_ms;   // what training waited for this save
     pthread_t thread;
     int threaded;
+    double run_delay_s;  // the writer thread's wait for a core (conditions_thread_run_delay_s)
 };
 
 // Materialisation: the moments all-gathered where sharded, the pieces this rank writes listed
@@ -338,7 +340,9 @@ static void write_files(struct dist_ckpt_save *sv) {
 }
 
 static void *writer_thread(void *arg) {
-    write_files(arg);
+    struct dist_ckpt_save *sv = arg;
+    write_files(sv);
+    sv->run_delay_s = conditions_thread_run_delay_s();
     return NULL;
 }
 
@@ -428,7 +432,11 @@ static int complete(const dist_ckpt_state *s, dist_ckpt_writer *w, tb_error *err
     tb_rank *rk = s->rk;
     w->in_flight = NULL;
     double wait0 = ms_now(rk);
-    if (sv->threaded) pthread_join(sv->thread, NULL);
+    if (sv->threaded) {
+        pthread_join(sv->thread, NULL);
+        if (w->writers_run_delay_s >= 0)
+            w->writers_run_delay_s = sv->run_delay_s < 0 ? -1 : w->writers_run_delay_s + sv->run_delay_s;
+    }
     TB_RANGE_PUSH("checkpoint.barrier");
     phase_begin(&sv->t, CKPT_BARRIER, sv->t.arrival_ms);
     int rc = agree(rk, sv->ok, "checkpoint shards", sv->ok ? err : (tb_error *)memcpy(err, &sv->err, sizeof *err));

@@ -88,6 +88,7 @@ struct dist_ckpt_save;
 typedef struct dist_ckpt_writer {
     struct dist_ckpt_save *in_flight;
     json_t *saves;
+    double writers_run_delay_s;  // the async writer threads' waits for a core, summed (-1: unknown)
 } dist_ckpt_writer;
 
 // Every rank calls it after step `iteration`; returns 0 on every rank or -1 on every rank
