@@ -22,6 +22,8 @@ struct finfo {
     long long id;
     long long def_file;  // files.id of the definition, 0: none yet
     int body_written;
+    int is_static;       // as the row was inserted
+    const char *name;
 };
 
 typedef struct writer {
@@ -120,7 +122,8 @@ static int put_function(writer *w, const ix_func *f, const char *usr) {
     bind_pos(w->ins_func, 9, f->end_col);
     sqlite3_bind_int64(w->ins_func, 10, w->unit);
     if (step(w, w->ins_func, "inserting a function")) return -1;
-    *(struct finfo *)tb_vec_push(&w->finfo) = (struct finfo){sqlite3_last_insert_rowid(w->db), f->is_def ? fid : 0, 0};
+    *(struct finfo *)tb_vec_push(&w->finfo) =
+        (struct finfo){sqlite3_last_insert_rowid(w->db), f->is_def ? fid : 0, 0, f->is_static, f->name};
     int k = (int)w->finfo.len - 1;
     tb_strmap_put(&w->funcs, usr, k);
     return k;
@@ -406,25 +409,81 @@ out:
 
 // libraries: each function without a definition in the index, called or named by a unit
 // of a linking target, and the first library of that target's link line that defines it.
-static int write_libraries(writer *w, const ix_targets *targets) {
+// From the units' facts in memory (each unit's own calls and callbacks, as tu_calls and
+// tu_callbacks hold them): the pairs (function row, target) in (id, target) order, each once.
+struct lib_pair {
+    long long id;
+    const char *name, *target;
+};
+
+static int lib_pair_cmp(const void *a, const void *b) {
+    const struct lib_pair *x = a, *y = b;
+    if (x->id != y->id) return x->id < y->id ? -1 : 1;
+    return strcmp(x->target, y->target);
+}
+
+static void lib_pair_add(writer *w, tb_vec *pairs, const char *usr, const char *target) {
+    int *slot = usr ? tb_strmap_get(&w->funcs, usr) : NULL;
+    if (!slot) return;
+    const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, *slot);
+    if (fi->def_file || fi->is_static) return;
+    *(struct lib_pair *)tb_vec_push(pairs) = (struct lib_pair){fi->id, fi->name, target};
+}
+
+static int write_libraries(writer *w, const ix_compdb *db, const ix_result *results, const ix_targets *targets) {
     if (!targets || !targets->links.len) return 0;
+    tb_strmap unit_of, first_link;  // unit path -> index in db->tus; target -> its first link
+    tb_strmap_init(&unit_of);
+    tb_strmap_init(&first_link);
+    for (size_t i = 0; i < db->ntus; i++)
+        if (!tb_strmap_get(&unit_of, db->tus[i].file)) tb_strmap_put(&unit_of, db->tus[i].file, (int)i);
+    size_t nl = targets->links.len;
+    int *next_link = tb_xcalloc(nl, sizeof *next_link, "link chains");  // the target's next link, -1: none
+    int *last_link = tb_xcalloc(nl, sizeof *last_link, "link chains");
+    for (size_t i = 0; i < nl; i++) {
+        const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, i);
+        next_link[i] = -1;
+        int *first = tb_strmap_get(&first_link, l->target);
+        if (!first) {
+            tb_strmap_put(&first_link, l->target, (int)i);
+            last_link[i] = (int)i;
+        } else {
+            next_link[last_link[*first]] = (int)i;
+            last_link[*first] = (int)i;
+        }
+    }
+    tb_vec pairs;
+    tb_vec_init(&pairs, sizeof(struct lib_pair), "library candidates");
+    tb_strmap seen;  // "target\nunit": a target row listed twice
+    tb_strmap_init(&seen);
+    for (size_t i = 0; i < targets->rows.len; i++) {
+        const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
+        int *u = tb_strmap_get(&unit_of, t->file);
+        if (!u || !tb_strmap_get(&first_link, t->target)) continue;
+        const char *key = tb_pool_printf(&w->pool, "%s\n%s", t->target, t->file);
+        if (tb_strmap_get(&seen, key)) continue;
+        tb_strmap_put(&seen, key, 1);
+        const ix_result *r = &results[*u];
+        for (size_t j = 0; j < r->calls.len; j++)
+            lib_pair_add(w, &pairs, TB_VEC_AT(&r->calls, ix_call, j).callee_usr, t->target);
+        for (size_t j = 0; j < r->callbacks.len; j++)
+            lib_pair_add(w, &pairs, TB_VEC_AT(&r->callbacks, ix_callback, j).target_usr, t->target);
+    }
+    tb_strmap_free(&seen);
+    if (pairs.len) qsort(pairs.items, pairs.len, sizeof(struct lib_pair), lib_pair_cmp);
     ix_libs libs;
     ix_libs_init(&libs);
-    sqlite3_stmt *q = NULL, *ins = NULL;
+    sqlite3_stmt *ins = NULL;
     int rc = -1;
-    if (prep(w, &q,
-             "SELECT DISTINCT f.id, f.name, t.target FROM functions f JOIN (SELECT tu_id, callee_usr AS usr FROM"
-             " tu_calls UNION SELECT tu_id, target_usr FROM tu_callbacks) u ON u.usr = f.usr JOIN targets t ON"
-             " t.file_id = u.tu_id WHERE f.is_definition = 0 AND f.is_static = 0 ORDER BY f.id, t.target") ||
-        prep(w, &ins, "INSERT OR IGNORE INTO libraries(function_id, target, library) VALUES(?,?,?)"))
-        goto out;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(q, 1), *target = (const char *)sqlite3_column_text(q, 2);
-        for (size_t i = 0; name && target && i < targets->links.len; i++) {
-            const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, i);
-            if (strcmp(l->target, target) || !ix_lib_defines(&libs, l->library, name)) continue;
-            sqlite3_bind_int64(ins, 1, sqlite3_column_int64(q, 0));
-            bind_text(ins, 2, target);
+    if (prep(w, &ins, "INSERT OR IGNORE INTO libraries(function_id, target, library) VALUES(?,?,?)")) goto out;
+    for (size_t k = 0; k < pairs.len; k++) {
+        const struct lib_pair *p = &TB_VEC_AT(&pairs, struct lib_pair, k);
+        if (k && !lib_pair_cmp(p, &TB_VEC_AT(&pairs, struct lib_pair, k - 1))) continue;
+        for (int i = *tb_strmap_get(&first_link, p->target); i >= 0; i = next_link[i]) {
+            const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, (size_t)i);
+            if (!ix_lib_defines(&libs, l->library, p->name)) continue;
+            sqlite3_bind_int64(ins, 1, p->id);
+            bind_text(ins, 2, p->target);
             bind_text(ins, 3, l->library);
             if (step(w, ins, "inserting a library")) goto out;
             break;
@@ -432,9 +491,13 @@ static int write_libraries(writer *w, const ix_targets *targets) {
     }
     rc = 0;
 out:
-    sqlite3_finalize(q);
     sqlite3_finalize(ins);
     ix_libs_free(&libs);
+    tb_vec_free(&pairs);
+    free(next_link);
+    free(last_link);
+    tb_strmap_free(&unit_of);
+    tb_strmap_free(&first_link);
     return rc;
 }
 
@@ -550,7 +613,7 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         return rc;
     }
     ix_phase_mark(opt, &tp, "write: secondary indexes");
-    if (write_libraries(w, targets)) return -1;
+    if (write_libraries(w, db, results, targets)) return -1;
     ix_phase_mark(opt, &tp, "write: libraries");
 
     sum->tus = (long)db->ntus;
