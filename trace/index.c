@@ -548,11 +548,20 @@ int tracebook_index_main(int argc, char **argv) {
         match[i] = ix_prev_match(&prev, &db.tus[i], inputs[i], &hashes);
     }
     if (prev.db) ix_prev_results(&prev, match, results, db.ntus);  // a unit it cannot read back is parsed
+    long long *prev_id = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *prev_id, "previous unit ids");
     for (size_t i = 0; i < db.ntus; i++) {
-        if (match[i]) nreused++;
-        else todo[ntodo++] = i;
+        if (match[i]) {
+            nreused++;
+            prev_id[i] = match[i]->id;
+        } else {
+            todo[ntodo++] = i;
+        }
     }
     free(match);
+    // Reused units keep their rows of the previous index: it is updated in place (index_write.h).
+    ix_inplace inplace = {.prev_file = opt.out, .prev_id = prev_id,
+                          .prev_paths = (const char *const *)prev.paths.items, .nprev_paths = prev.paths.len};
+    int in_place = prev.db != NULL && nreused > 0;
     ix_prev_close(&prev);  // everything reused is in memory now
     ix_phase_mark(&opt, &tp, "previous index read, inputs compared");
 
@@ -652,7 +661,7 @@ int tracebook_index_main(int argc, char **argv) {
     if (slash && slash != opt.out) out_dir = tb_pool_dupn(&pool, opt.out, (size_t)(slash - opt.out));
     if (out_dir && tb_mkdir_p(out_dir, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
-    } else if (ix_write_index(opt.out, &db, results, &targets, &opt, &meta, &sum, &err)) {
+    } else if (ix_write_index(opt.out, &db, results, &targets, &opt, &meta, in_place ? &inplace : NULL, &sum, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
     } else {
         // A unit that failed (an unreadable source, a unit libclang could not build) is missing
@@ -692,6 +701,7 @@ int tracebook_index_main(int argc, char **argv) {
     free(results);
     free(todo);
     free(inputs);
+    free(prev_id);
     ix_prev_free(&prev);
     ix_hashes_free(&hashes);
     ix_targets_free(&targets);
