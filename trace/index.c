@@ -216,7 +216,12 @@
 // Speed: units are parsed in parallel (-j N, default min(online CPUs, 4)), one libclang index
 // per thread; the facts are merged in database order, so the index does not depend on -j.
 // The index is a new file written in one transaction without a journal, its secondary indexes
-// built after the bulk inserts, then renamed over --out. --verbose prints each phase's time
+// built after the bulk inserts, then renamed over --out. A re-index that reuses units updates
+// a copy of the previous index instead (index_write.h, ix_inplace): the reused units' tu_*
+// rows (most of the file) stay, everything else is written again as a new index would be; when
+// the files would not keep their ids (a file added before others, one gone), it writes a new
+// file after all. Either way the content is what --full -j 1 writes (tests/trace/
+// test_index_equal.c compares every table). --verbose prints each phase's time
 // (targets, previous index read, parse and visit, hashing, link units, the write's parts).
 // --parse-only is the benchmark's reference (scripts/bench-index.sh): every unit parsed as
 // the index parses it first (same arguments, flags, in-memory stand-ins and -j), nothing

@@ -764,7 +764,7 @@ static int copy_index(const char *from, const char *to, tb_error *err) {
 }
 
 // One attempt: a new file, or (in) the previous index's copy updated. 1: the copy's file ids
-// would change (the caller rewrites instead); 0 written to tmp; -1 failed.
+// would change; 0 written to tmp; -1 failed (with in, the caller writes a new file instead).
 static int write_attempt(const char *tmp, const ix_compdb *db, ix_result *results, const ix_targets *targets,
                          const ix_options *opt, const ix_meta *meta, const ix_inplace *in, ix_summary *sum,
                          tb_error *err) {
@@ -800,8 +800,10 @@ int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, co
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int rc = write_attempt(tmp, db, results, targets, opt, meta, in, sum, err);
-    if (rc > 0) {
-        if (opt->verbose) fprintf(stderr, "tracebook index: the files' numbering changed: the index is rewritten\n");
+    if (rc && in) {  // renumbered files, or the previous index's copy could not be updated
+        if (opt->verbose)
+            fprintf(stderr, "tracebook index: %s: the index is rewritten\n",
+                    rc > 0 ? "the files' numbering changed" : err->msg);
         rc = write_attempt(tmp, db, results, targets, opt, meta, NULL, sum, err);
     }
     if (!rc) {

@@ -32,7 +32,8 @@ typedef struct ix_inplace {
 } ix_inplace;
 
 // Writes everything to path via a temporary file and a rename. in (or NULL): update a copy of
-// the previous index, when every file keeps its id (else the index is written anew).
+// the previous index, when every file keeps its id (else, or when the copy cannot be updated,
+// the index is written anew).
 // --verbose: "phase WHAT: S s" on stderr, the seconds since *last; *last becomes now.
 void ix_phase_mark(const ix_options *opt, struct timespec *last, const char *what);
 
