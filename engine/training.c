@@ -8,7 +8,10 @@
 #include <unistd.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
+#include "comm/nccl_backend.h"
 #include "checkpoint/dist_checkpoint.h"
 #include "checkpoint/gpt_checkpoint.h"
 #include "reports/tensor_dump.h"
@@ -55,10 +58,16 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     memset(tr, 0, sizeof *tr);
     tr->rk = rk;
     tr->cfg = cfg;
-    int rc = cfg->data_path[0] ? tb_gpt_dataset_open_file(&tr->data, &rk->mem, cfg->data_path, cfg->seq_length,
+    // the data and the step's tokens are read on the host: rk->mem is the device's under --device cuda
+    tr->host = &rk->mem;
+    if (!tb_be()->host) {
+        tb_allocator_init(&tr->host_mem, 0, memory_report_oom, rk);
+        tr->host = &tr->host_mem;
+    }
+    int rc = cfg->data_path[0] ? tb_gpt_dataset_open_file(&tr->data, tr->host, cfg->data_path, cfg->seq_length,
                                                           cfg->vocab_size, err)
                                : tb_gpt_dataset_open_synthetic(&tr->data, (uint64_t)cfg->seed, cfg->seq_length,
-                                                               cfg->vocab_size, &rk->mem, err);
+                                                               cfg->vocab_size, tr->host, err);
     if (rc != 0) return tb_fail_prefix(err, "flag --data-path");
 
     // this rank's chunks: virtual stage k = c·pp + pp_rank, with the layers the split gives it
@@ -66,7 +75,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     const int v = cfg->virtual_pipeline_model_parallel_size > 1 ? cfg->virtual_pipeline_model_parallel_size : 1;
     int layers[TB_MAX_PIPELINE_STAGES];
     if (config_pipeline_split(cfg, layers, err) < 0) {
-        tb_gpt_dataset_close(&tr->data, &rk->mem);
+        tb_gpt_dataset_close(&tr->data, tr->host);
         return -1;
     }
     tr->nchunks = v;
@@ -116,8 +125,8 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     }
     const int cp_size = cfg->context_parallel_size > 1 ? cfg->context_parallel_size : 1;
     size_t tokens = (size_t)M * cfg->micro_batch_size * (cfg->seq_length / cp_size);
-    tr->inputs = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch inputs");
-    tr->targets = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch targets");
+    tr->inputs = tb_alloc(tr->host, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch inputs");
+    tr->targets = tb_alloc(tr->host, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch targets");
     TB_RANGE_PUSH("setup.pipeline");
     pipeline_init(&tr->pipeline, cfg, rk, tr->models, tr->nchunks);
     TB_RANGE_POP();
@@ -125,12 +134,11 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
 }
 
 void trainer_free(tb_trainer *tr) {
-    tb_allocator *mem = &tr->rk->mem;
     ddp_free(&tr->ddp);  // first: its thread may still be in a call on the buffers below
     dist_checkpoint_writer_free(&tr->ckpt);
     tensor_dump_free(tr->dump);
-    tb_free(mem, tr->inputs);
-    tb_free(mem, tr->targets);
+    tb_free(tr->host, tr->inputs);
+    tb_free(tr->host, tr->targets);
     pipeline_free(&tr->pipeline);
     for (int c = 0; c < tr->nchunks; c++) {
         adamw_free(&tr->opts[c]);
@@ -138,7 +146,8 @@ void trainer_free(tb_trainer *tr) {
     }
     free(tr->models);
     free(tr->opts);
-    tb_gpt_dataset_close(&tr->data, mem);
+    tb_gpt_dataset_close(&tr->data, tr->host);
+    if (tr->host == &tr->host_mem) tb_allocator_free_all(&tr->host_mem);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -234,6 +243,7 @@ static int params_read_after(const tb_trainer *tr, int64_t step) {
 
 tb_step_result train_step(tb_trainer *tr, int64_t step) {
     tb_rank *rk = tr->rk;
+    const tb_backend *be = tb_be();
     tb_step_result r;
     memset(&r, 0, sizeof r);
     rk->step = step;
@@ -258,6 +268,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     t0 = tb_now_ns();
     double stage_loss = forward_backward_func(&tr->pipeline, tr->inputs, tr->targets, &r.time);
     r.nonfinite_microbatch = tr->pipeline.nonfinite_microbatch;
+    be->synchronize();  // a device's kernels are asynchronous: each phase's time ends when its work has
     r.time.pipeline_ms = ms_since(t0);
 
     t0 = tb_now_ns();
@@ -267,6 +278,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     r.time.exposed_comm_ms = ms_since(t0) + tr->ddp.rank_reduce_ms;
     tensor_dump_grads(tr->dump, tr->models, tr->opts, tr->nchunks);
     r.time.exposed_comm_ms += optimizer_step(tr, step, &r);
+    be->synchronize();
     r.time.optimizer_ms = ms_since(t0);
 
     r.loss = average_loss(rk, stage_loss / tr->cfg->num_microbatches);
@@ -477,7 +489,44 @@ typedef struct rank_run {
     int unwound;       // failed below its top; its state is freed by pretrain after the join
     tb_trainer tr;
     metrics_log log;
+    // --device cuda: the rank's GPU (its stream, cuBLASLt handle) and the device memory its
+    // allocator draws from; the world's NCCL unique ids (several ranks)
+    tb_cuda_context cuda;
+    tb_mem_device device_memory;
+    int on_device, on_nccl;
+    const tb_nccl_ids *nccl_ids;
 } rank_run;
+
+// A CUDA call of the rank that failed: the rank fails as from any other error below its top.
+static void cuda_failed(void *arg, const char *msg) { parallel_state_rank_fail(arg, TB_EXIT_FAILURE, "%s", msg); }
+
+// --device cuda: the rank on GPU rank mod the visible count (backend/cuda/cuda_backend.h), its
+// allocator on that device, the CUDA table bound to its thread, its groups on NCCL.
+static int rank_setup_device(tb_rank *rk, rank_run *run, tb_error *err) {
+    const tb_config *cfg = rk->cfg;
+    if (cfg->device != TB_DEVICE_CUDA) return 0;
+    char why[256] = "";
+    const int n = tb_cuda_device_count(why, sizeof why);
+    if (n <= 0) return tb_fail(err, "--device cuda: no GPU is visible (%s)", why);
+    if (tb_cuda_context_init(&run->cuda, rk->rank % n, err) != 0) return tb_fail_prefix(err, "--device cuda");
+    tb_cuda_mem_device(&run->device_memory, &run->cuda);
+    tb_allocator_set_device(&rk->mem, &run->device_memory);
+    tb_cuda_backend_bind(&run->cuda, &rk->mem, cfg->bf16, cuda_failed, rk);
+    tb_backend_bind(tb_backend_cuda());
+    run->on_device = 1;
+    if (run->nccl_ids) {
+        if (tb_nccl_rank_init(rk, run->nccl_ids, err) != 0) return tb_fail_prefix(err, "--device cuda: NCCL");
+        tb_nccl_rank_set_compute_stream(rk, run->cuda.stream);
+        run->on_nccl = 1;
+    }
+    return 0;
+}
+
+// The rank's thread, after its tensors are freed.
+static void rank_teardown_device(tb_rank *rk, rank_run *run) {
+    if (run->on_nccl) tb_nccl_rank_destroy(rk);
+    run->on_nccl = 0;
+}
 
 static void rank_setup(tb_rank *rk) {
     // the thread policy (backend/cpu/kernels.h): the rank threads of this process, the ranks on this host
@@ -492,8 +541,15 @@ static void rank_setup(tb_rank *rk) {
 static void rank_teardown(tb_rank *rk, rank_run *run) {
     metrics_log_close(&run->log, NULL);
     if (run->tr.rk) trainer_free(&run->tr);
+    if (!run->unwound && run->on_device) {  // (an unwound rank's thread is gone, and its binding with it)
+        tb_cuda_backend_bind(NULL, NULL, 0, NULL, NULL);
+        tb_backend_bind(NULL);
+    }
     tb_allocator_free_all(&rk->mem);  // what was in flight when a failing rank unwound
     tb_allocator_release_cache(&rk->mem);
+    if (!run->unwound) rank_teardown_device(rk, run);
+    if (run->on_device) tb_cuda_context_free(&run->cuda);
+    run->on_device = 0;
     tb_ranges_free(&rk->ranges);
 }
 
@@ -504,7 +560,8 @@ static int rank_train(tb_rank *rk, rank_run *run) {
     tb_error *err = &run->err;
     // the setup's allocations are on the range stack too (an OOM report names where)
     TB_RANGE_PUSH("setup");
-    int rc = trainer_init(&run->tr, cfg, rk, err);
+    int rc = rank_setup_device(rk, run, err);
+    if (rc == 0) rc = trainer_init(&run->tr, cfg, rk, err);
     TB_RANGE_POP();
     if (rc != 0) return -1;
     rc = train(&run->tr, &run->log, err);
@@ -613,12 +670,17 @@ static int connect_processes(tb_world *w, const tb_launch *l, tb_error *err) {
 }
 
 int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
-    // --device cuda is refused until training is wired to the CUDA backend (never run on the CPU instead)
+    // --device cuda: this build's backend and enough GPUs, or a clear refusal (never the CPU instead)
     if (cfg->device == TB_DEVICE_CUDA && tb_cuda_check_device_flag(cfg, err) != 0) return TB_EXIT_USAGE;
     tb_launch threads;
     if (!launch) {
         tb_launch_threads(&threads, 0, NULL);
         launch = &threads;
+    }
+    if (cfg->device == TB_DEVICE_CUDA && launch->mpi) {
+        tb_fail(err, "--device cuda under mpirun: not supported yet (rank threads of one process: run pretrain_gpt "
+                "without mpirun, --world-size N on N GPUs)");
+        return TB_EXIT_USAGE;
     }
     tb_world world;
     if (parallel_state_world_init_process(&world, cfg, launch->process, launch->processes, err) != 0)
@@ -628,7 +690,14 @@ int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
         parallel_state_world_free(&world);
         return TB_EXIT_FAILURE;
     }
+    tb_nccl_ids *nccl_ids = NULL;  // --device cuda: every group of the world on NCCL
+    if (cfg->device == TB_DEVICE_CUDA && world.size > 1 && tb_nccl_ids_create(&world, &nccl_ids, err) != 0) {
+        parallel_state_world_free(&world);
+        tb_fail_prefix(err, "--device cuda: NCCL");
+        return TB_EXIT_FAILURE;
+    }
     rank_run *runs = tb_xcalloc((size_t)world.size, sizeof *runs, "rank runs");
+    for (int r = 0; r < world.size; r++) runs[r].nccl_ids = nccl_ids;
     for (int r = 0; r < world.size; r++)
         snprintf(world.ranks[r].run_dir, sizeof world.ranks[r].run_dir, "%s", world.run_dir);
     // under mpirun a SIGTERM from the launcher (another process failed) leaves a report
@@ -646,6 +715,7 @@ int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
         if (world.size > 1) tb_fail_prefix(err, "%s", world.ranks[failed].label);
     }
     free(runs);
+    tb_nccl_ids_free(nccl_ids);
     parallel_state_world_free(&world);
     return status;
 }

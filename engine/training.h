@@ -41,6 +41,8 @@ typedef struct tb_trainer {
     dist_ckpt_writer ckpt;      // --save: the save in flight and checkpoint.json's record
     struct tb_tensor_dump *dump;  // --dump-tensors, or NULL
     tb_ddp ddp;                 // --overlap-grad-reduce: the buckets and the communication thread
+    tb_allocator *host;         // the data's and the batch's: rk->mem, or host_mem when rk->mem is a device's
+    tb_allocator host_mem;
 } tb_trainer;
 
 typedef struct tb_step_result {

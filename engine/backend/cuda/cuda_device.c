@@ -41,8 +41,13 @@ int tb_cuda_device_count(char *why, size_t why_len) {
 
 int tb_cuda_check_device_flag(const tb_config *cfg, tb_error *err) {
     char why[256] = "";
-    if (tb_cuda_device_count(why, sizeof why) <= 0) return tb_fail(err, "--device cuda: no GPU is visible (%s)", why);
-    return refuse_on_gpu(cfg, err);
+    const int n = tb_cuda_device_count(why, sizeof why);
+    if (n <= 0) return tb_fail(err, "--device cuda: no GPU is visible (%s)", why);
+    // NCCL takes one rank per GPU (a communicator refuses two members on one device)
+    if (cfg->world_size > 1 && cfg->world_size > n)
+        return tb_fail(err, "--device cuda with --world-size %d: needs %d GPUs (one rank per GPU), %d visible",
+                       cfg->world_size, cfg->world_size, n);
+    return 0;
 }
 
 int tb_cuda_context_init(tb_cuda_context *ctx, int device, tb_error *err) {
@@ -105,7 +110,6 @@ int tb_cuda_device_count(char *why, size_t why_len) {
     return 0;
 }
 int tb_cuda_check_device_flag(const tb_config *cfg, tb_error *err) {
-    (void)refuse_on_gpu;
     (void)cfg;
     return tb_fail(err, "--device cuda: %s", NOT_BUILT);
 }

@@ -47,7 +47,11 @@ int cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t 
 int cuda_swiglu_forward(float *out, const float *inp, int N, int F, tb_cuda_stream s);
 int cuda_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F, tb_cuda_stream s);
 
-// --- residual -------------------------------------------------------------------------
+// --- residual, bias, scaling ------------------------------------------------------------
+// out (rows, OC) += bias (OC) on every row
+int cuda_add_bias(float *out, const float *bias, int rows, int OC, tb_cuda_stream s);
+// out = inp · scale (out may be inp)
+int cuda_scale(float *out, const float *inp, float scale, size_t n, tb_cuda_stream s);
 int cuda_add(float *out, const float *a, const float *b, size_t n, tb_cuda_stream s);
 int cuda_add_bf16(tb_bf16 *out, const tb_bf16 *a, const tb_bf16 *b, size_t n, tb_cuda_stream s);
 int cuda_add_inplace(float *acc, const float *b, size_t n, tb_cuda_stream s);
@@ -80,6 +84,9 @@ int cuda_embedding_forward(float *out, const int32_t *tokens, const float *wte, 
                            const float *wpe, const int32_t *pos, int B, int T, int C, tb_cuda_stream s);
 int cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
                             int vocab_local, const int32_t *pos, int B, int T, int C, tb_cuda_stream s);
+
+// out (B,T,C) += wpe[t] (wpe[pos[t]] when pos is not NULL), as cpu_add_positions
+int cuda_add_positions(float *out, const float *wpe, const int32_t *pos, int B, int T, int C, tb_cuda_stream s);
 
 // --- vocab-parallel softmax cross-entropy: the stages of cpu_ce_* -----------------------
 int cuda_ce_row_max(const float *logits, float *rowmax, int N, int Vl, int vocab_start, int V, tb_cuda_stream s);

@@ -6,6 +6,7 @@
 #define TB_BACKEND_CUDA_GEMM_H
 
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_kernels.h"
 
 typedef enum tb_cuda_dtype { TB_CUDA_F32, TB_CUDA_BF16 } tb_cuda_dtype;
 
@@ -19,5 +20,11 @@ int tb_cuda_matmul_forward(tb_cuda_context *ctx, void *out, tb_cuda_dtype out_ty
 // dbias (OC) += column sums of dout (if not NULL)
 int tb_cuda_matmul_backward(tb_cuda_context *ctx, float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int N, int C, int OC, tb_error *err);
+
+// bf16 operands (the compute copies of --bf16), fp32 results: dinp (N,C) written (if not
+// NULL), dweight (OC,C) += doutᵀ @ inp accumulated in fp32 (main_grad). The bias gradient is
+// the caller's (cuda_bias_backward on the fp32 dout).
+int tb_cuda_matmul_backward_bf16(tb_cuda_context *ctx, float *dinp, float *dweight, const tb_bf16 *dout,
+                                 const tb_bf16 *inp, const tb_bf16 *weight, int N, int C, int OC, tb_error *err);
 
 #endif

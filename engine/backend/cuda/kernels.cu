@@ -194,6 +194,25 @@ __global__ void bias_backward_kernel(float *dbias, const float *dout, int N, int
     dbias[o] += s;
 }
 
+// out (rows, OC) += bias on every row (the row-parallel linear's bias, added after the reduce)
+__global__ void add_bias_kernel(float *out, const float *bias, size_t n, int OC) {
+    GRID_STRIDE(i, n) out[i] += bias[i % OC];
+}
+
+// out = inp · s
+__global__ void scale_kernel(float *out, const float *inp, float s, size_t n) {
+    GRID_STRIDE(i, n) out[i] = inp[i] * s;
+}
+
+// out (B,T,C) += wpe[t] (or wpe[pos[t]])
+__global__ void add_positions_kernel(float *out, const float *wpe, const int32_t *pos, int BT, int T, int C) {
+    GRID_STRIDE(idx, (size_t)BT * C) {
+        size_t bt = idx / C;
+        int c = (int)(idx % C);
+        out[idx] += wpe[(size_t)(pos ? pos[bt % T] : (int)(bt % T)) * C + c];
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // RoPE: one thread per (row, head, pair)
 
@@ -448,6 +467,24 @@ int cuda_adamw_update(float *p, float *m, float *v, const float *g, size_t n, fl
                       float eps, float keep, float step, float inv_sqrt_bc2, tb_cuda_stream s) {
     adamw_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, m, v, g, n, grad_scale, b1, b2, eps, keep, step,
                                                     inv_sqrt_bc2);
+    return launched();
+}
+
+int cuda_add_bias(float *out, const float *bias, int rows, int OC, tb_cuda_stream s) {
+    const size_t n = (size_t)rows * OC;
+    if (n == 0) return 0;
+    add_bias_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, bias, n, OC);
+    return launched();
+}
+int cuda_scale(float *out, const float *inp, float scale, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
+    scale_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, inp, scale, n);
+    return launched();
+}
+int cuda_add_positions(float *out, const float *wpe, const int32_t *pos, int B, int T, int C, tb_cuda_stream s) {
+    const size_t n = (size_t)B * T * C;
+    if (n == 0) return 0;
+    add_positions_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, wpe, pos, B * T, T, C);
     return launched();
 }
 
