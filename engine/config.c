@@ -171,7 +171,8 @@ const tb_option tb_config_options[] = {
         "bf16 mixed precision (Megatron's --bf16): the GEMMs on bf16 copies of their operands with fp32 "
         "accumulation; master weights, main_grad and Adam state fp32 (--device cuda only)"),
     OPT("--fp16", fp16, TB_OPT_BOOL, "false", NULL, "training",
-        "fp16 mixed precision with dynamic loss scaling (not supported yet)"),
+        "fp16 mixed precision as --bf16 with fp16 GEMM operands, and Megatron's dynamic loss scaling (initial "
+        "2^32, window 1000, hysteresis 2, min 1; a step whose gradients overflow is skipped) (--device cuda only)"),
     OPT("--recompute-granularity", recompute_granularity, TB_OPT_CHOICE, "none", "none|selective|full",
         "training", "activation recompute: selective = attention core, full = whole layers"),
     OPT("--recompute-method", recompute_method, TB_OPT_CHOICE, "none", "none|uniform|block", "training",
@@ -596,12 +597,11 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
 // GPU configurations on any machine.
 static void device_not_supported_yet(rules *r, const tb_config *c) {
     if (c->bf16 && c->fp16) violated(r, "bf16 and fp16 are exclusive (both given)");
-    if (c->fp16)
-        violated(r, "fp16: not supported yet (the dynamic loss scaler is not built; bf16 runs on --device cuda)");
     if (c->device != TB_DEVICE_CUDA) {
-        if (c->bf16)
-            violated(r, "bf16 with device cpu: not supported yet on --device cpu (the CPU backend is the fp32 "
-                        "reference the CUDA backend is checked against; bf16 runs on --device cuda)");
+        if (c->bf16 || c->fp16)
+            violated(r, "%s with device cpu: not supported yet on --device cpu (the CPU backend is the fp32 "
+                        "reference the CUDA backend is checked against; %s runs on --device cuda)",
+                     c->bf16 ? "bf16" : "fp16", c->bf16 ? "bf16" : "fp16");
         return;
     }
     const int pp = c->pipeline_model_parallel_size, cp = c->context_parallel_size;

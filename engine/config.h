@@ -130,7 +130,7 @@ typedef struct tb_config {
     int64_t seed;
     int device;                   // enum tb_device
     int bf16;                     // --bf16: bf16 GEMM compute, fp32 master weights and main_grad (--device cuda)
-    int fp16;                     // --fp16 (refused: not supported yet)
+    int fp16;                     // --fp16: as bf16 with fp16 GEMM operands and dynamic loss scaling (--device cuda)
     int recompute_granularity;    // enum tb_recompute_granularity
     int recompute_method;         // enum tb_recompute_method
     int recompute_num_layers;

@@ -125,6 +125,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     }
     const int cp_size = cfg->context_parallel_size > 1 ? cfg->context_parallel_size : 1;
     size_t tokens = (size_t)M * cfg->micro_batch_size * (cfg->seq_length / cp_size);
+    if (cfg->fp16) tb_grad_scaler_init(&tr->scaler);
     tr->inputs = tb_alloc(tr->host, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch inputs");
     tr->targets = tb_alloc(tr->host, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch targets");
     TB_RANGE_PUSH("setup.pipeline");
@@ -190,13 +191,26 @@ static double optimizer_step(tb_trainer *tr, int64_t step, tb_step_result *r) {
     TB_RANGE_PUSH("optimizer");
     TB_RANGE_PUSH("optimizer.clip_grads");
     r->grad_norm = clip_grads_global_norm_parallel(tr->models, tr->opts, tr->nchunks, rk);
+    // --fp16: the gradients carry the loss scale; an overflow (the world's norm is not finite)
+    // skips the update (Megatron's found_inf); else the scale is divided out of the norm and,
+    // through AdamW's grad_scale, out of the gradients
+    const int fp16 = tr->cfg->fp16;
+    float unscale = 1.0f;
+    if (fp16) {
+        r->loss_scale = tr->scaler.scale;
+        r->skipped = !isfinite(r->grad_norm);
+        tb_grad_scaler_update(&tr->scaler, r->skipped);
+        unscale = 1.0f / (float)r->loss_scale;
+        if (!r->skipped) r->grad_norm *= unscale;
+    }
     float clip = clip_grads_coefficient(r->grad_norm, tr->cfg->clip_grad);
     TB_RANGE_POP();
     TB_RANGE_PUSH("optimizer.adamw");
     r->lr = lr_at_step(tr->cfg, step);
-    for (int c = 0; c < tr->nchunks; c++) {
+    for (int c = 0; c < tr->nchunks && !r->skipped; c++) {
         gpt_model *m = &tr->models[c];
-        adamw_step(&tr->opts[c], m->params, m->nparams, m->param_memory, m->grad_memory, clip, (float)r->lr);
+        adamw_step(&tr->opts[c], m->params, m->nparams, m->param_memory, m->grad_memory, fp16 ? clip * unscale : clip,
+                   (float)r->lr);
     }
     TB_RANGE_POP();
     const int64_t t0 = tb_now_ns();
@@ -265,21 +279,24 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     TB_RANGE_POP();
     r.time.data_ms = ms_since(t0);
     ddp_start_step(&tr->ddp);
+    // on a device (kernels are asynchronous) the phases are timed by CUDA events on the rank's
+    // stream, which end when the phase's work has; on the CPU by the host clock
     t0 = tb_now_ns();
+    if (tr->cfg->fp16) tr->pipeline.grad_scale = tr->scaler.scale;
+    if (be->phase_begin) be->phase_begin();
     double stage_loss = forward_backward_func(&tr->pipeline, tr->inputs, tr->targets, &r.time);
     r.nonfinite_microbatch = tr->pipeline.nonfinite_microbatch;
-    be->synchronize();  // a device's kernels are asynchronous: each phase's time ends when its work has
-    r.time.pipeline_ms = ms_since(t0);
+    r.time.pipeline_ms = be->phase_end_ms ? be->phase_end_ms() : ms_since(t0);
 
     t0 = tb_now_ns();
+    if (be->phase_begin) be->phase_begin();
     for (int c = 0; c < tr->nchunks; c++) finalize_model_grads(&tr->models[c], rk, &tr->opts[c], &tr->ddp);
     ddp_finish_grad_sync(&tr->ddp);
     // all of it is gradient reduction the rank waited for (none of it hides under compute)
     r.time.exposed_comm_ms = ms_since(t0) + tr->ddp.rank_reduce_ms;
     tensor_dump_grads(tr->dump, tr->models, tr->opts, tr->nchunks);
     r.time.exposed_comm_ms += optimizer_step(tr, step, &r);
-    be->synchronize();
-    r.time.optimizer_ms = ms_since(t0);
+    r.time.optimizer_ms = be->phase_end_ms ? be->phase_end_ms() : ms_since(t0);
 
     r.loss = average_loss(rk, stage_loss / tr->cfg->num_microbatches);
     // --overlap-param-gather: the updated parameters' all-gather runs under the next step's
@@ -360,7 +377,8 @@ static stage_figures stage_figures_of(const tb_trainer *tr) {
 // run (after its metrics line is written), naming the step, the microbatch where this rank
 // first saw it, and the rank. Every rank sees the global loss and norm, so all stop together.
 static int check_finite(const tb_rank *rk, int64_t step, const tb_step_result *r, tb_error *err) {
-    if (isfinite(r->loss) && isfinite(r->grad_norm)) return 0;
+    // (--fp16: an overflowed gradient is the loss scaler's, which skipped the step)
+    if (isfinite(r->loss) && (isfinite(r->grad_norm) || r->skipped)) return 0;
     char where[160] = "";
     if (r->nonfinite_microbatch >= 0)
         snprintf(where, sizeof where, " (first in microbatch %d of this rank's stage)", r->nonfinite_microbatch);
@@ -455,7 +473,7 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         float slowest = (float)seconds;
         if (rk->world_size > 1) tb_all_reduce(&rk->groups[TB_GROUP_WORLD], &slowest, 1, TB_RED_MAX);
         step_metrics s = {step, r.loss, r.lr, r.grad_norm, seconds * 1e3, slowest * 1e3,
-                          (double)tokens_per_step / slowest, 0, 0};
+                          (double)tokens_per_step / slowest, 0, 0, r.loss_scale, r.skipped};
         s.tflops = flops_per_token * (double)tokens_per_step / slowest / 1e12 / rk->world_size;
         s.mfu = cfg->peak_tflops > 0 ? s.tflops / cfg->peak_tflops : 0;
         json_t *timeline = pipeline_timeline_json(cfg, rk->coords.pp, tr->nchunks, &r.time, seconds * 1e3);
@@ -511,7 +529,8 @@ static int rank_setup_device(tb_rank *rk, rank_run *run, tb_error *err) {
     if (tb_cuda_context_init(&run->cuda, rk->rank % n, err) != 0) return tb_fail_prefix(err, "--device cuda");
     tb_cuda_mem_device(&run->device_memory, &run->cuda);
     tb_allocator_set_device(&rk->mem, &run->device_memory);
-    tb_cuda_backend_bind(&run->cuda, &rk->mem, cfg->bf16, cuda_failed, rk);
+    const tb_cuda_precision precision = cfg->bf16 ? TB_CUDA_BF16_GEMMS : cfg->fp16 ? TB_CUDA_FP16_GEMMS : TB_CUDA_FP32;
+    tb_cuda_backend_bind(&run->cuda, &rk->mem, precision, cuda_failed, rk);
     tb_backend_bind(tb_backend_cuda());
     run->on_device = 1;
     if (run->nccl_ids) {
@@ -542,7 +561,7 @@ static void rank_teardown(tb_rank *rk, rank_run *run) {
     metrics_log_close(&run->log, NULL);
     if (run->tr.rk) trainer_free(&run->tr);
     if (!run->unwound && run->on_device) {  // (an unwound rank's thread is gone, and its binding with it)
-        tb_cuda_backend_bind(NULL, NULL, 0, NULL, NULL);
+        tb_cuda_backend_bind(NULL, NULL, TB_CUDA_FP32, NULL, NULL);
         tb_backend_bind(NULL);
     }
     tb_allocator_free_all(&rk->mem);  // what was in flight when a failing rank unwound

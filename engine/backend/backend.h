@@ -33,6 +33,11 @@ typedef struct tb_backend {
     void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);    // waits for the copy
     void (*copy_from_host)(void *dst, const void *host_src, size_t bytes);  // host_src reusable on return
     void (*synchronize)(void);  // every kernel enqueued by this thread has finished
+    // Device timing of a phase of the step (NULL on the CPU, whose phases the host clock
+    // times): begin records an event on the thread's stream; end records another, waits for
+    // it and returns the milliseconds between the two (CUDA events). One phase at a time.
+    void (*phase_begin)(void);
+    double (*phase_end_ms)(void);
 
     // --- linear (backend/cpu/kernels.h; GEMMs: cuBLASLt on cuda) ---
     void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias, int N, int C,

@@ -7,12 +7,21 @@
 // freed by pointer — so each must give the CPU run's bits: same kernels, same order.
 // Asserted: losses, gradient norms and final weights bitwise equal, one rank and tp 2 with
 // sequence parallelism (rank threads), and that the device paths did run (copies counted).
+//
+// Also --fp16's step logic (the loss scaler, optimizer/grad_scaler.h), with the CPU kernels:
+// the config refuses fp16 on --device cpu, so these runs set it after validation. The scaler
+// multiplies the backward's seed by a power of two and divides it out of the norm and the
+// update, which is exact in fp32 short of overflow: the same bits as without it. A scale that
+// overflows the gradients skips the steps (weights unchanged) and backs off as Megatron's
+// DynamicGradScaler does; the scaler's own rules are checked step by step.
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "optimizer/grad_scaler.h"
 #include "tb_test.h"
 #include "trainers.h"
 
@@ -47,6 +56,11 @@ static const tb_mem_device standin_memory = {"stand-in", block_alloc, block_rele
 typedef struct run {
     const tb_config *cfg;
     int device;                 // 1: the stand-in table and memory
+    int fp16;                   // set cfg->fp16 (after validation)
+    float initial_scale;        // with fp16: the scaler's first scale (0: Megatron's 2^32)
+    tb_grad_scaler scaler;      // with fp16: after the steps
+    int skipped[STEPS];
+    float *initial;             // rank 0's parameters after init (copied to the host)
     double loss[STEPS], norm[STEPS];
     float *weights;             // rank 0's final parameter buffer (copied to the host)
     size_t nweights;
@@ -68,12 +82,18 @@ static void train_rank(tb_rank *rk, run *r) {
         tb_backend_bind(NULL);
         return;
     }
+    const gpt_model *m = &tr.models[0];
+    if (r->fp16 && r->initial_scale > 0) tr.scaler.scale = r->initial_scale;
+    if (rk->rank == 0) {
+        r->initial = malloc(m->padded_parameters * sizeof(float));
+        tb_be()->copy_to_host(r->initial, m->param_memory, m->padded_parameters * sizeof(float));
+    }
     for (int s = 1; s <= STEPS; s++) {
         tb_step_result res = train_step(&tr, s);
-        if (rk->rank == 0) r->loss[s - 1] = res.loss, r->norm[s - 1] = res.grad_norm;
+        if (rk->rank == 0) r->loss[s - 1] = res.loss, r->norm[s - 1] = res.grad_norm, r->skipped[s - 1] = res.skipped;
     }
     if (rk->rank == 0) {
-        const gpt_model *m = &tr.models[0];
+        r->scaler = tr.scaler;
         r->nweights = m->padded_parameters;
         r->weights = malloc(r->nweights * sizeof(float));
         tb_be()->copy_to_host(r->weights, m->param_memory, r->nweights * sizeof(float));
@@ -86,9 +106,13 @@ static void train_rank(tb_rank *rk, run *r) {
 static void rank_fn(tb_rank *rk, void *arg) { train_rank(rk, arg); }
 
 static int train(tb_config *cfg, int device, run *r) {
+    const int fp16 = r->fp16;
+    const float initial_scale = r->initial_scale;
     memset(r, 0, sizeof *r);
     r->cfg = cfg;
     r->device = device;
+    r->fp16 = fp16;
+    r->initial_scale = initial_scale;
     if (cfg->world_size > 1) return run_world(cfg, rank_fn, r) != 0 || r->failed ? -1 : 0;
     config_resolve(cfg);
     tb_error err;
@@ -96,10 +120,16 @@ static int train(tb_config *cfg, int device, run *r) {
         printf("    invalid config: %s\n", err.msg);
         return -1;
     }
+    cfg->fp16 = r->fp16;  // (refused by the config on the CPU: the step logic is what is checked)
     tb_rank rk;
     rank_init_single(&rk, cfg);
     train_rank(&rk, r);
     return r->failed ? -1 : 0;
+}
+
+static void free_run(run *r) {
+    free(r->weights);
+    free(r->initial);
 }
 
 static void small(tb_config *c) {
@@ -111,7 +141,7 @@ static void small(tb_config *c) {
 
 // The same training on the CPU table and on the stand-in device: bit for bit.
 static void same_bits(const char *name, tb_config *a, tb_config *b) {
-    run cpu, dev;
+    run cpu = {0}, dev = {0};
     TB_REQUIRE(train(a, 0, &cpu) == 0, "%s: the CPU run", name);
     long before_to = to_host, before_from = from_host, before_blocks = device_blocks;
     TB_REQUIRE(train(b, 1, &dev) == 0, "%s: the stand-in device run", name);
@@ -125,8 +155,8 @@ static void same_bits(const char *name, tb_config *a, tb_config *b) {
     TB_CHECK(cpu.nweights == dev.nweights && cpu.weights && dev.weights &&
                  memcmp(cpu.weights, dev.weights, cpu.nweights * sizeof(float)) == 0,
              "%s: the final weights differ", name);
-    free(cpu.weights);
-    free(dev.weights);
+    free_run(&cpu);
+    free_run(&dev);
 }
 
 TB_TEST(unbound_threads_get_the_cpu_table) {
@@ -167,6 +197,56 @@ TB_TEST(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits) {
     same_bits("tp2-sp", &a, &b);
 }
 
+// Megatron's DynamicGradScaler, update by update.
+TB_TEST(grad_scaler_backs_off_after_the_hysteresis_and_grows_after_the_window) {
+    tb_grad_scaler s;
+    tb_grad_scaler_init(&s);
+    TB_CHECK(s.scale == 4294967296.0f && s.hysteresis_tracker == 2, "initial 2^32, hysteresis 2: %g %d", s.scale,
+             s.hysteresis_tracker);
+    tb_grad_scaler_update(&s, 1);
+    TB_CHECK(s.scale == 4294967296.0f, "the first overflow spends the hysteresis only: %g", s.scale);
+    tb_grad_scaler_update(&s, 1);
+    TB_CHECK(s.scale == 2147483648.0f, "the second halves: %g", s.scale);
+    tb_grad_scaler_update(&s, 1);
+    TB_CHECK(s.scale == 1073741824.0f, "then every one halves: %g", s.scale);
+    for (int i = 0; i < 999; i++) tb_grad_scaler_update(&s, 0);
+    TB_CHECK(s.scale == 1073741824.0f && s.growth_tracker == 999, "999 good steps: unchanged (%g)", s.scale);
+    tb_grad_scaler_update(&s, 0);
+    TB_CHECK(s.scale == 2147483648.0f && s.growth_tracker == 0 && s.hysteresis_tracker == 2,
+             "the 1000th doubles it and restores the hysteresis: %g %d", s.scale, s.hysteresis_tracker);
+    tb_grad_scaler_update(&s, 1);
+    TB_CHECK(s.scale == 2147483648.0f && s.growth_tracker == 0, "an overflow resets the window: %d", s.growth_tracker);
+    for (int i = 0; i < 100; i++) tb_grad_scaler_update(&s, 1);
+    TB_CHECK(s.scale == 1.0f, "never below min_scale 1: %g", s.scale);
+}
+
+TB_TEST(fp16_loss_scaling_is_exact_and_overflow_skips_the_step) {
+    tb_config a, b;
+    small(&a), small(&b);
+    run plain = {0}, scaled = {.fp16 = 1};
+    TB_REQUIRE(train(&a, 1, &plain) == 0 && train(&b, 1, &scaled) == 0, "the runs");
+    for (int s = 0; s < STEPS; s++)
+        TB_CHECK(plain.loss[s] == scaled.loss[s] && plain.norm[s] == scaled.norm[s] && !scaled.skipped[s],
+                 "step %d: loss %.9g vs %.9g, grad norm %.9g vs %.9g (scaled by 2^32, unscaled)", s + 1, plain.loss[s],
+                 scaled.loss[s], plain.norm[s], scaled.norm[s]);
+    TB_CHECK(memcmp(plain.weights, scaled.weights, plain.nweights * sizeof(float)) == 0, "the weights differ");
+    TB_CHECK(scaled.scaler.scale == 4294967296.0f && scaled.scaler.growth_tracker == STEPS, "scaler: %g, %d good steps",
+             scaled.scaler.scale, scaled.scaler.growth_tracker);
+    // a scale that overflows the gradients (Inf: fp32 has no other overflow to rely on here):
+    // both steps skipped, the weights as initialised, the hysteresis spent, the window reset
+    small(&b);
+    run over = {.fp16 = 1, .initial_scale = INFINITY};
+    TB_REQUIRE(train(&b, 1, &over) == 0, "the overflowing run");
+    TB_CHECK(over.skipped[0] && over.skipped[1] && !isfinite(over.norm[0]) && isfinite(over.loss[0]),
+             "skipped %d %d, norm %g, loss %g", over.skipped[0], over.skipped[1], over.norm[0], over.loss[0]);
+    TB_CHECK(memcmp(over.initial, over.weights, over.nweights * sizeof(float)) == 0, "a skipped step changed the weights");
+    TB_CHECK(over.scaler.hysteresis_tracker == 0 && over.scaler.growth_tracker == 0, "scaler: hysteresis %d, window %d",
+             over.scaler.hysteresis_tracker, over.scaler.growth_tracker);
+    free_run(&plain);
+    free_run(&scaled);
+    free_run(&over);
+}
+
 int main(void) {
     standin = *tb_backend_cpu();
     standin.name = "stand-in device";
@@ -176,5 +256,7 @@ int main(void) {
     TB_RUN(unbound_threads_get_the_cpu_table);
     TB_RUN(one_rank_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits);
+    TB_RUN(grad_scaler_backs_off_after_the_hysteresis_and_grows_after_the_window);
+    TB_RUN(fp16_loss_scaling_is_exact_and_overflow_skips_the_step);
     return tb_test_summary();
 }

@@ -50,7 +50,7 @@ TB_TEST(device_and_precision_rules) {
         const char *flags, *expect;
     } cases[] = {
         {"--bf16", "bf16 with device cpu: not supported yet on --device cpu"},
-        {"--fp16", "fp16: not supported yet"},
+        {"--fp16", "fp16 with device cpu: not supported yet on --device cpu"},
         {"--bf16 --fp16 --device cuda --attention-backend flash", "bf16 and fp16 are exclusive"},
         {"--device cuda", "device cuda with attention_backend local: not supported yet"},
         {"--device cuda --attention-backend flash --world-size 2 --pipeline-model-parallel-size 2 --num-layers 2 "

@@ -11,7 +11,9 @@
 //     loss 1e-4, gradient norm 1e-3, step 2's loss 1e-3;
 //   --bf16 on the GPU (bf16 GEMM operands, fp32 accumulation) against the fp32 CPU:
 //     loss 2e-2, gradient norm 5e-2, step 2's loss 3e-2 (the bf16 roundings of every GEMM
-//     operand, 2^-8 relative each, over 2 layers).
+//     operand, 2^-8 relative each, over 2 layers);
+//   --fp16: step 1's loss 1e-2 (fp16 operands, 2^-11 each); its first steps overflow at
+//     Megatron's initial scale 2^32 and are skipped while the scale backs off.
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -104,6 +106,45 @@ TB_TEST(one_step_fp32_matches_the_cpu) {
 
 TB_TEST(one_step_bf16_matches_the_cpu) { compare("gpt2-bf16", "", "--bf16", 2e-2, 5e-2, 3e-2); }
 
+// One number of step `step` of rank 0's metrics (NAN when absent; booleans as 0 / 1).
+static double metric(const char *run_dir, int step, const char *key) {
+    char path[1024], line[8192];
+    tb_rank_path(path, sizeof path, run_dir, TB_RANK_METRICS, 0);
+    FILE *f = fopen(path, "r");
+    double v = NAN;
+    while (f && fgets(line, sizeof line, f)) {
+        json_t *o = json_loads(line, 0, NULL);
+        json_t *x = json_object_get(o, key);
+        if (json_integer_value(json_object_get(o, "step")) == step && x)
+            v = json_is_boolean(x) ? (double)json_is_true(x) : json_number_value(x);
+        json_decref(o);
+    }
+    if (f) fclose(f);
+    return v;
+}
+
+// --fp16 at Megatron's initial loss scale 2^32: the scaled gradients overflow fp16, so the
+// first steps are skipped (hysteresis 2, then halving); the forward is fp16's.
+TB_TEST(fp16_skips_overflowing_steps_while_the_scale_backs_off) {
+    step_metrics cpu;
+    TB_REQUIRE(train("fp16-cpu", "cpu", "", &cpu) == 0, "the CPU run");
+    char run_dir[512];
+    tb_tmp_path(run_dir, sizeof run_dir, "fp16-cuda");
+    tb_run(&sh, NULL, "rm -rf '%s'", run_dir);
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " SMALL " --train-iters 3 --device cuda --fp16 --run-dir '%s'", PRETRAIN,
+                    run_dir);
+    TB_REQUIRE(rc == 0, "--fp16: exit %d\n%s", rc, sh.err);
+    const double loss = metric(run_dir, 1, "loss");
+    printf("    fp16: step 1 loss %.7f (cpu %.7f); loss scale %g, %g, %g; skipped %g %g %g\n", loss, cpu.loss[0],
+           metric(run_dir, 1, "loss_scale"), metric(run_dir, 2, "loss_scale"), metric(run_dir, 3, "loss_scale"),
+           metric(run_dir, 1, "skipped"), metric(run_dir, 2, "skipped"), metric(run_dir, 3, "skipped"));
+    TB_CHECK(close_to(loss, cpu.loss[0], 1e-2), "step 1 loss %.7f vs CPU %.7f (rtol 1e-2)", loss, cpu.loss[0]);
+    TB_CHECK(metric(run_dir, 1, "loss_scale") == 4294967296.0 && metric(run_dir, 1, "skipped") == 1 &&
+                 metric(run_dir, 2, "loss_scale") == 4294967296.0 && metric(run_dir, 2, "skipped") == 1 &&
+                 metric(run_dir, 3, "loss_scale") == 2147483648.0,
+             "steps 1, 2 skipped at 2^32 (the hysteresis), step 3 at 2^31");
+}
+
 static int two_gpus(const char *what) {
     char why[256] = "";
     int n = tb_cuda_device_count(why, sizeof why);
@@ -149,6 +190,7 @@ int main(void) {
     }
     TB_RUN(one_step_fp32_matches_the_cpu);
     TB_RUN(one_step_bf16_matches_the_cpu);
+    TB_RUN(fp16_skips_overflowing_steps_while_the_scale_backs_off);
     TB_RUN(tp2_and_dp2_over_nccl_match_the_cpu);
     TB_RUN(oom_under_a_cap_on_the_device);
     tb_output_free(&sh);

@@ -16,10 +16,11 @@
 typedef struct binding {
     tb_cuda_context *ctx;
     tb_allocator *mem;
-    int bf16;
+    tb_cuda_precision precision;
     tb_cuda_fail_fn fail;
     void *fail_arg;
     double *sum;  // one double on the device (sum_squares)
+    tb_cuda_timer phase;  // CUDA events of the step's phases
 } binding;
 static _Thread_local binding cur;
 
@@ -38,14 +39,18 @@ static void check(int rc, const char *what) {
 }
 #define K(call) check((call), #call)
 
-void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, int bf16, tb_cuda_fail_fn fail_fn, void *fail_arg) {
+void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_precision precision, tb_cuda_fail_fn fail_fn,
+                          void *fail_arg) {
     if (!ctx) {
         if (cur.sum && cur.mem) tb_free(cur.mem, cur.sum);
+        tb_cuda_timer_free(&cur.phase);
         memset(&cur, 0, sizeof cur);
         return;
     }
-    cur = (binding){ctx, mem, bf16, fail_fn, fail_arg, NULL};
+    cur = (binding){ctx, mem, precision, fail_fn, fail_arg, NULL, {NULL, NULL}};
     cur.sum = tb_alloc(mem, TB_MEM_WORKSPACE, sizeof(double), "sum of squares (device)");
+    tb_error err;
+    if (tb_cuda_timer_init(&cur.phase, &err) != 0) fail("the step's phase timer", err.msg);
 }
 
 // --- memory ----------------------------------------------------------------------------
@@ -67,48 +72,59 @@ static void cu_copy_from_host(void *dst, const void *host_src, size_t bytes) {
     K(cudaStreamSynchronize((cudaStream_t)stream()));  // host_src reusable on return
 }
 static void cu_synchronize(void) { K(cudaStreamSynchronize((cudaStream_t)stream())); }
+static void cu_phase_begin(void) { tb_cuda_timer_start(&cur.phase, cur.ctx->stream); }
+static double cu_phase_end_ms(void) {
+    tb_cuda_timer_stop(&cur.phase, cur.ctx->stream);
+    double ms = tb_cuda_timer_elapsed_ms(&cur.phase);
+    if (ms < 0) fail("the step's phase timer", cudaGetErrorString(cudaGetLastError()));
+    return ms;
+}
 
 // --- GEMMs -----------------------------------------------------------------------------
 
-// A bf16 compute copy of n fp32 values, from the workspace (freed by the caller once the
-// GEMM is enqueued: the caching allocator hands it out again in stream order).
-static tb_bf16 *bf16_copy(const float *x, size_t n, const char *what) {
-    tb_bf16 *b = tb_alloc(cur.mem, TB_MEM_WORKSPACE, n * sizeof(tb_bf16), what);
-    K(cuda_cast_f32_to_bf16(b, x, n, stream()));
+// A 16-bit (bf16 or fp16, as bound) compute copy of n fp32 values, from the workspace (freed
+// by the caller once the GEMM is enqueued: the caching allocator hands it out again in stream
+// order).
+static uint16_t *copy16(const float *x, size_t n, const char *what) {
+    uint16_t *b = tb_alloc(cur.mem, TB_MEM_WORKSPACE, n * sizeof(uint16_t), what);
+    if (cur.precision == TB_CUDA_FP16_GEMMS) K(cuda_cast_f32_to_f16(b, x, n, stream()));
+    else K(cuda_cast_f32_to_bf16(b, x, n, stream()));
     return b;
 }
+static tb_cuda_dtype dtype16(void) { return cur.precision == TB_CUDA_FP16_GEMMS ? TB_CUDA_F16 : TB_CUDA_BF16; }
 
 static void cu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C,
                               int OC) {
     tb_error err;
-    if (!cur.bf16) {
+    if (cur.precision == TB_CUDA_FP32) {
         if (tb_cuda_matmul_forward(cur.ctx, out, TB_CUDA_F32, inp, weight, TB_CUDA_F32, bias, N, C, OC, &err) != 0)
             fail("matmul forward (fp32)", err.msg);
         return;
     }
-    tb_bf16 *in16 = bf16_copy(inp, (size_t)N * C, "bf16 GEMM input"), *w16 = bf16_copy(weight, (size_t)OC * C, "bf16 GEMM weight");
-    int rc = tb_cuda_matmul_forward(cur.ctx, out, TB_CUDA_F32, in16, w16, TB_CUDA_BF16, bias, N, C, OC, &err);
+    uint16_t *in16 = copy16(inp, (size_t)N * C, "16-bit GEMM input");
+    uint16_t *w16 = copy16(weight, (size_t)OC * C, "16-bit GEMM weight");
+    int rc = tb_cuda_matmul_forward(cur.ctx, out, TB_CUDA_F32, in16, w16, dtype16(), bias, N, C, OC, &err);
     tb_free(cur.mem, w16);
     tb_free(cur.mem, in16);
-    if (rc != 0) fail("matmul forward (bf16)", err.msg);
+    if (rc != 0) fail("matmul forward (16-bit operands)", err.msg);
 }
 
 static void cu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                                const float *weight, int N, int C, int OC) {
     tb_error err;
-    if (!cur.bf16) {
+    if (cur.precision == TB_CUDA_FP32) {
         if (tb_cuda_matmul_backward(cur.ctx, dinp, dweight, dbias, dout, inp, weight, N, C, OC, &err) != 0)
             fail("matmul backward (fp32)", err.msg);
         return;
     }
-    tb_bf16 *d16 = bf16_copy(dout, (size_t)N * OC, "bf16 GEMM output grad");
-    tb_bf16 *in16 = bf16_copy(inp, (size_t)N * C, "bf16 GEMM input");
-    tb_bf16 *w16 = bf16_copy(weight, (size_t)OC * C, "bf16 GEMM weight");
-    int rc = tb_cuda_matmul_backward_bf16(cur.ctx, dinp, dweight, d16, in16, w16, N, C, OC, &err);
+    uint16_t *d16 = copy16(dout, (size_t)N * OC, "16-bit GEMM output grad");
+    uint16_t *in16 = copy16(inp, (size_t)N * C, "16-bit GEMM input");
+    uint16_t *w16 = copy16(weight, (size_t)OC * C, "16-bit GEMM weight");
+    int rc = tb_cuda_matmul_backward_16(cur.ctx, dinp, dweight, d16, in16, w16, dtype16(), N, C, OC, &err);
     tb_free(cur.mem, w16);
     tb_free(cur.mem, in16);
     tb_free(cur.mem, d16);
-    if (rc != 0) fail("matmul backward (bf16)", err.msg);
+    if (rc != 0) fail("matmul backward (16-bit operands)", err.msg);
     if (dbias) K(cuda_bias_backward(dbias, dout, N, OC, stream()));
 }
 
@@ -216,6 +232,8 @@ static const tb_backend cuda_backend = {
     .copy_to_host = cu_copy_to_host,
     .copy_from_host = cu_copy_from_host,
     .synchronize = cu_synchronize,
+    .phase_begin = cu_phase_begin,
+    .phase_end_ms = cu_phase_end_ms,
     .matmul_forward = cu_matmul_forward,
     .matmul_backward = cu_matmul_backward,
     .add_bias = cu_add_bias,
@@ -282,8 +300,9 @@ void tb_cuda_mem_device(tb_mem_device *d, tb_cuda_context *ctx) {
 #else  // not built
 
 const tb_backend *tb_backend_cuda(void) { return NULL; }
-void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, int bf16, tb_cuda_fail_fn fail, void *fail_arg) {
-    (void)ctx, (void)mem, (void)bf16, (void)fail, (void)fail_arg;
+void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_precision precision, tb_cuda_fail_fn fail,
+                          void *fail_arg) {
+    (void)ctx, (void)mem, (void)precision, (void)fail, (void)fail_arg;
 }
 void tb_cuda_mem_device(tb_mem_device *d, tb_cuda_context *ctx) {
     (void)ctx;

@@ -3,10 +3,11 @@
 // calling thread bound (a rank's: its GPU, compute stream, cuBLASLt handle). Compiled always:
 // without TB_HAVE_CUDA_BACKEND there is no table (tb_backend_cuda returns NULL).
 //
-// Precision (docs/ARCHITECTURE.md, "CUDA backend"): fp32 everywhere, or with bf16 the GEMMs
-// read bf16 copies of their operands (weights, activations, gradients; round to nearest even)
-// and accumulate and write fp32: master weights, main_grad, Adam state and every stored
-// activation stay fp32.
+// Precision (docs/ARCHITECTURE.md, "CUDA backend"): fp32 everywhere, or with bf16 (fp16) the
+// GEMMs read bf16 (fp16) copies of their operands (weights, activations, gradients; round to
+// nearest even) and accumulate and write fp32: master weights, main_grad, Adam state and every
+// stored activation stay fp32. Under fp16 an operand beyond fp16's range becomes ±inf, which
+// the loss scaler (optimizer/grad_scaler.h) sees in the gradient norm.
 //
 // A launch or cuBLASLt call that fails cannot be returned through the model's void kernels:
 // it calls the bound fail function (which must not return: the engine's unwinds the rank,
@@ -23,10 +24,12 @@ typedef void (*tb_cuda_fail_fn)(void *arg, const char *msg);
 // The CUDA table, or NULL when this build has no CUDA backend.
 const tb_backend *tb_backend_cuda(void);
 
-// Binds the calling thread's device context: the table's work goes on ctx's stream; bf16
-// scratch of the GEMMs comes from `mem` (category workspace). bf16: the GEMMs' operands in
-// bf16. NULL ctx unbinds.
-void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, int bf16, tb_cuda_fail_fn fail, void *fail_arg);
+typedef enum tb_cuda_precision { TB_CUDA_FP32, TB_CUDA_BF16_GEMMS, TB_CUDA_FP16_GEMMS } tb_cuda_precision;
+
+// Binds the calling thread's device context: the table's work goes on ctx's stream; the 16-bit
+// copies of the GEMMs' operands come from `mem` (category workspace). NULL ctx unbinds.
+void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_precision precision, tb_cuda_fail_fn fail,
+                          void *fail_arg);
 
 // cudaMalloc / cudaFree / cudaMemsetAsync on ctx's device and stream, for the tagged
 // allocator (core/memory.h, tb_allocator_set_device). ctx must outlive the allocator's blocks.

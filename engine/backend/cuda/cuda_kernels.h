@@ -24,6 +24,7 @@ extern "C" {
 // cudaStream_t without cuda_runtime.h (it is `struct CUstream_st *`); NULL: the default stream
 typedef struct CUstream_st *tb_cuda_stream;
 typedef uint16_t tb_bf16;  // storage of one bfloat16
+typedef uint16_t tb_f16;   // storage of one IEEE half (fp16)
 
 // --- norms ----------------------------------------------------------------------------
 int cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
@@ -59,6 +60,8 @@ int cuda_add_inplace(float *acc, const float *b, size_t n, tb_cuda_stream s);
 // --- precision ------------------------------------------------------------------------
 // bf16 compute copies of fp32 master tensors (round to nearest even), and back
 int cuda_cast_f32_to_bf16(tb_bf16 *out, const float *inp, size_t n, tb_cuda_stream s);
+// fp16 compute copies (--fp16; round to nearest even, overflow to ±inf: the loss scaler sees it)
+int cuda_cast_f32_to_f16(tb_f16 *out, const float *inp, size_t n, tb_cuda_stream s);
 int cuda_cast_bf16_to_f32(float *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s);
 
 // --- linear: what cuBLASLt does not (the GEMMs are backend/cuda/gemm.h) -----------------

@@ -2,6 +2,7 @@
 // and reduction kernels (declared in cuda_kernels.h). Each mirrors its backend/cpu
 // counterpart's arithmetic in fp32; bf16 variants load and store bf16 around fp32 math.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <float.h>
 
@@ -18,6 +19,7 @@ __device__ __forceinline__ float load(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float load(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
 __device__ __forceinline__ void store(float *p, size_t i, float x) { p[i] = x; }
 __device__ __forceinline__ void store(__nv_bfloat16 *p, size_t i, float x) { p[i] = __float2bfloat16(x); }
+__device__ __forceinline__ void store(__half *p, size_t i, float x) { p[i] = __float2half_rn(x); }
 
 __device__ __forceinline__ float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -406,6 +408,10 @@ int cuda_add_inplace(float *acc, const float *b, size_t n, tb_cuda_stream s) {
 }
 int cuda_cast_f32_to_bf16(tb_bf16 *out, const float *inp, size_t n, tb_cuda_stream s) {
     cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(BF(out), inp, n);
+    return launched();
+}
+int cuda_cast_f32_to_f16(tb_f16 *out, const float *inp, size_t n, tb_cuda_stream s) {
+    cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(reinterpret_cast<__half *>(out), inp, n);
     return launched();
 }
 int cuda_cast_bf16_to_f32(float *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s) {
