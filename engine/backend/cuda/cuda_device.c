@@ -14,15 +14,6 @@
 #define NOT_BUILT "this build has no CUDA backend (nvcc and cuBLASLt were not found at configure time; " \
                   "configure with the CUDA toolkit and -DTB_CUDA=ON)"
 
-static int refuse_on_gpu(const tb_config *cfg, tb_error *err) {
-    (void)cfg;
-    return tb_fail(err,
-                   "--device cuda: training on the GPU is not supported yet (this build has the CUDA kernels, "
-                   "cuBLASLt GEMMs and the device allocator, checked against the CPU backend by "
-                   "test_cuda_kernels; the model, optimizer, activations and NCCL in training are not wired to "
-                   "them): use --device cpu");
-}
-
 #ifdef TB_HAVE_CUDA_BACKEND
 
 int tb_cuda_built(void) { return 1; }
