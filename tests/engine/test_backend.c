@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "optimizer/grad_scaler.h"
 #include "tb_test.h"
 #include "trainers.h"
@@ -197,6 +198,34 @@ TB_TEST(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits) {
     same_bits("tp2-sp", &a, &b);
 }
 
+// Every entry of both tables is filled (a NULL in the CUDA table would crash the first GPU run
+// that reaches it; this build compiles the CUDA table when it has the backend).
+TB_TEST(every_entry_of_each_table_is_filled) {
+    const tb_backend *tables[] = {tb_backend_cpu(), tb_backend_cuda()};
+    for (int t = 0; t < 2; t++) {
+        const tb_backend *be = tables[t];
+        if (!be) {
+            printf("  (no CUDA table: this build has no CUDA backend)\n");
+            continue;
+        }
+#define FILLED(f) TB_CHECK(be->f != NULL, "%s table: %s is NULL", be->name, #f)
+        FILLED(copy); FILLED(zero); FILLED(copy_to_host); FILLED(copy_from_host); FILLED(synchronize);
+        FILLED(matmul_forward); FILLED(matmul_backward); FILLED(add_bias); FILLED(bias_backward);
+        FILLED(layernorm_forward); FILLED(layernorm_backward); FILLED(rmsnorm_forward); FILLED(rmsnorm_backward);
+        FILLED(gelu_forward); FILLED(gelu_backward); FILLED(swiglu_forward); FILLED(swiglu_backward);
+        FILLED(add); FILLED(add_inplace); FILLED(scale);
+        FILLED(flash_attention_forward); FILLED(flash_attention_backward); FILLED(rope_apply);
+        FILLED(embedding_forward); FILLED(embedding_backward); FILLED(add_positions);
+        FILLED(ce_row_max); FILLED(ce_target_logit); FILLED(ce_exp_sum); FILLED(ce_normalize);
+        FILLED(cross_entropy_backward); FILLED(adamw_update); FILLED(sum_squares);
+#undef FILLED
+        // the phase timer: CUDA events on a device, the host clock (NULL) on the CPU
+        TB_CHECK(be->host ? !be->phase_begin && !be->phase_end_ms : be->phase_begin && be->phase_end_ms,
+                 "%s table: phase timer", be->name);
+        TB_CHECK(be->host == (t == 0), "%s table: host %d", be->name, be->host);
+    }
+}
+
 // Megatron's DynamicGradScaler, update by update.
 TB_TEST(grad_scaler_backs_off_after_the_hysteresis_and_grows_after_the_window) {
     tb_grad_scaler s;
@@ -254,6 +283,7 @@ int main(void) {
     standin.copy_to_host = count_to_host;
     standin.copy_from_host = count_from_host;
     TB_RUN(unbound_threads_get_the_cpu_table);
+    TB_RUN(every_entry_of_each_table_is_filled);
     TB_RUN(one_rank_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(grad_scaler_backs_off_after_the_hysteresis_and_grows_after_the_window);
