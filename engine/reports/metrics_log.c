@@ -30,6 +30,10 @@ int metrics_log_write(metrics_log *log, const step_metrics *s, const tb_config *
     json_object_set_new(o, "pipeline", pipeline);
     json_object_set_new(o, "conditions", conditions);
     if (moe) json_object_set_new(o, "moe", moe);
+    if (c->fp16) {  // Megatron's "loss scale" and skipped iterations
+        json_object_set_new(o, "loss_scale", tb_json_number(s->loss_scale));
+        json_object_set_new(o, "skipped", json_boolean(s->skipped));
+    }
     char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     int bad = !text || fprintf(log->f, "%s\n", text) < 0 || fflush(log->f) != 0;
