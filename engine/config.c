@@ -579,8 +579,6 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
         violated(r, "moe_pad_expert_input_to_capacity: not supported yet (an expert's input is its kept tokens)");
     if (c->moe_grouped_gemm)
         violated(r, "moe_grouped_gemm: not supported yet (each expert's tokens are one GEMM per linear)");
-    if (c->save[0]) violated(r, "save with num_experts %d: not supported yet (checkpoints of experts)", E);
-    if (c->load[0]) violated(r, "load with num_experts %d: not supported yet (checkpoints of experts)", E);
     if (c->save_hf[0])
         violated(r, "save_hf with num_experts %d: not supported yet (GPT-2 files have no experts)", E);
 }

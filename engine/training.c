@@ -44,6 +44,9 @@ static int load(tb_trainer *tr, tb_error *err) {
         if (dist_checkpoint_load(&s, cfg->load, &tr->start_iteration, err) != 0) return tb_fail_prefix(err, "flag --load");
         return 0;
     }
+    if (cfg->num_experts > 0)
+        return tb_fail(err, "flag --load %s with num_experts %d: not supported yet (GPT-2 files have no experts; "
+                       "a checkpoint directory of --save holds them)", cfg->load, cfg->num_experts);
     if (cfg->pipeline_model_parallel_size > 1)
         return tb_fail(err, "flag --load with pipeline_model_parallel_size %d: not supported yet",
                        cfg->pipeline_model_parallel_size);
