@@ -110,6 +110,9 @@ typedef struct moe_stats {
     int64_t *tokens_per_expert;             // (num_layers, E) routed tokens of this rank's microbatches
     double *load_balancing_loss;            // (num_layers) summed over microbatches (without the coefficient)
     int64_t *dropped_tokens;                // (num_layers) choices dropped over capacity
+    int64_t *a2a_bytes;                     // (num_layers) bytes this rank's all-to-alls sent (ep > 1): the
+                                            // forward's dispatch and combine and the backward's two, 2·(M+R)·C·4
+                                            // per microbatch, its own share included (what tb_all_to_all records)
     int *microbatches;                      // (num_layers) forwards recorded; 0: not a MoE layer of this rank
 } moe_stats;
 void moe_stats_init(moe_stats *s, int num_layers, int E);
@@ -117,8 +120,9 @@ void moe_stats_free(moe_stats *s);
 void moe_stats_reset(moe_stats *s);
 // Adds b's records into a (chunks of one rank hold different layers).
 void moe_stats_add(moe_stats *a, const moe_stats *b);
-// [{"layer", "tokens_per_expert": [...], "max_over_mean", "load_balancing_loss" (mean over the
-// step's microbatches; null without the aux loss)}] for every layer with a record.
+// [{"layer", "tokens_per_expert": [...], "routed_tokens", "dropped_tokens", "max_over_mean",
+// "a2a_bytes", "load_balancing_loss" (mean over the step's microbatches; null without the aux
+// loss)}] for every layer with a record.
 json_t *moe_stats_json(const moe_stats *s, int aux_loss);
 
 // inp (N,C) → out (N,C) written. stats: the step's record (NULL: not recorded, e.g. a recompute).
