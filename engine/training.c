@@ -416,7 +416,8 @@ static json_t *moe_step_json(const tb_trainer *tr) {
     moe_stats all;
     moe_stats_init(&all, tr->cfg->num_layers, tr->cfg->num_experts);
     for (int c = 0; c < tr->nchunks; c++) moe_stats_add(&all, &tr->models[c].block.moe_stats);
-    json_t *j = moe_stats_json(&all, tr->cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS);
+    const int lb = tr->cfg->moe_router_load_balancing_type;
+    json_t *j = moe_stats_json(&all, lb == TB_MOE_LB_AUX_LOSS || lb == TB_MOE_LB_SEQ_AUX_LOSS);
     moe_stats_free(&all);
     return j;
 }

@@ -26,7 +26,11 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.Fs1 = fc1_factor * m.Fs;
     m.freq = cfg->moe_layer_freq > 0 ? cfg->moe_layer_freq : 1;
     m.pre_softmax = cfg->moe_router_pre_softmax;
-    m.aux_loss = cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS;
+    m.sigmoid = cfg->moe_router_score_function == TB_MOE_SCORE_SIGMOID;
+    m.aux_loss = cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS ||
+                 cfg->moe_router_load_balancing_type == TB_MOE_LB_SEQ_AUX_LOSS;
+    m.seq_aux = cfg->moe_router_load_balancing_type == TB_MOE_LB_SEQ_AUX_LOSS;
+    m.seq_length = cfg->seq_length;
     m.aux_coeff = cfg->moe_aux_loss_coeff;
     m.capacity_factor = cfg->moe_expert_capacity_factor;
     m.drop_position = cfg->moe_token_drop_policy == TB_MOE_DROP_POSITION;
@@ -228,7 +232,7 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
         int64_t *t = stats->tokens_per_expert + (size_t)layer * stats->E;
         for (int e = 0; e < m->E; e++) t[e] += a->tokens_per_expert[e];
         if (m->aux_loss)
-            stats->load_balancing_loss[layer] += router_load_balancing_loss(m, N, a->scores, a->selected_per_expert);
+            stats->load_balancing_loss[layer] += router_aux_loss(m, N, a->scores, a->topk, a->selected_per_expert);
         stats->dropped_tokens[layer] += dropped;
         // this rank's all-to-all sends of the microbatch: its M tokens out and the R rows back,
         // forward and again in backward (the gradients take the same ways), its own share included

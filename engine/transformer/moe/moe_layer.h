@@ -16,7 +16,7 @@
 // R_e rows are consecutive, and the reverse after the experts; R = Σ_e R_e rows reach this
 // rank's experts (R = M without expert parallelism). What backward needs is saved in
 // moe_layer_acts: carved from the layer's one activation allocation (transformer_layer.c)
-//   router      scores (N,E) (softmax over every expert), topk (N,k) int32, probs (N,k),
+//   router      scores (N,E) (softmax over every expert, or sigmoid), topk (N,k) int32, probs (N,k),
 //               route (N,k) int32 (topk, -1 where dropped), selected_per_expert (E) int32
 //   dispatch    tokens_per_expert (E), perm_pos (N,k), perm_token (M), all_counts (ep,E),
 //               local_counts (E_local), all int32; expert_out (M,C) (the experts' outputs
@@ -44,7 +44,10 @@ typedef struct tb_moe_dims {
     int Fs, Fs1;                // the shared expert's (--moe-shared-expert-intermediate-size; 0: none)
     int freq;                   // layer l is a MoE layer when l % freq == 0
     int pre_softmax;            // softmax over every expert, then top-k (else top-k logits, then softmax)
+    int sigmoid;                // --moe-router-score-function sigmoid (else softmax)
     int aux_loss;               // the Switch/GShard load-balancing loss is computed
+    int seq_aux;                // per sequence of seq_length tokens (seq_aux_loss)
+    int seq_length;
     double aux_coeff;           // and trained on with this coefficient
     double capacity_factor;     // --moe-expert-capacity-factor (0: no capacity, no token dropped)
     int drop_position;          // over capacity, drop the last positions (else the lowest probs)
