@@ -237,12 +237,29 @@ TB_TEST(verify_matches_the_engine) {
              (long long)json_integer_value(json_object_get(v, "failed_runs")));
     size_t i;
     json_t *c;
+    int ep_checked = 0;
     json_array_foreach(json_object_get(v, "cases"), i, c) {
+        // the all-to-all dispatcher's bytes (a stage's mean) and the experts' expert-dp
+        // reduction, each checked against the traces, not zero
+        if (!strcmp(json_string_value(json_object_get(c, "name")), "MoE E4 top-2, ep2 x expert-dp2 x pp2")) {
+            size_t k;
+            json_t *chk;
+            json_array_foreach(json_object_get(c, "checks"), k, chk) {
+                const char *q = json_string_value(json_object_get(chk, "quantity"));
+                if (strcmp(q, "comm bytes/step, ep (stage mean)") && strcmp(q, "comm bytes/step, group expert_dp")) continue;
+                ep_checked++;
+                TB_CHECK(json_is_true(json_object_get(chk, "exact")) &&
+                             json_number_value(json_object_get(chk, "predicted")) > 0,
+                         "%s: predicted %.0f, measured %.0f", q, json_number_value(json_object_get(chk, "predicted")),
+                         json_number_value(json_object_get(chk, "measured")));
+            }
+        }
         json_t *r = json_object_get(c, "activations_over_korthikanti");
         double lo = json_real_value(json_object_get(r, "min")), hi = json_real_value(json_object_get(r, "max"));
         TB_CHECK(lo >= 1.5 && hi <= 2.2, "%s: measured / Korthikanti %.3f-%.3f",
                  json_string_value(json_object_get(c, "name")), lo, hi);
     }
+    TB_CHECK(ep_checked == 2, "the ep x expert-dp x pp case checks its ep and expert_dp bytes (%d checks)", ep_checked);
     json_decref(v);
     tb_output_free(&o);
     tb_shell(NULL, "rm -rf '%s'", dir);
