@@ -383,17 +383,21 @@ TB_TEST(runbook_plan_claims_prove_from_the_recorded_json) {
     tb_shell(NULL, "rm -rf '%s'", dir);
 }
 
-// runbooks/planner_check.lua (the plan against engine runs, claim by claim) and a question of
-// runbooks/plans/ run, and prove re-derives every claim.
+// runbooks/planner_check.lua (the plan against engine runs, claim by claim) and two questions of
+// runbooks/plans/ (a dense model, a MoE of many small experts) run, and prove re-derives every
+// claim (the MoE question's 12: its expert and active parameters, experts per ep rank, all-to-all
+// and expert-dp bytes besides the dense questions' 7).
 TB_TEST(planner_runbooks_prove) {
     char art[512];
     tb_tmp_path(art, sizeof art, "plan-runbooks-%ld", (long)getpid());
     tb_output o = {0};
     int rc = tb_run(&o, TB_SOURCE_DIR, "rm -rf '%s' && '%s' run runbooks/planner_check.lua --artifacts '%s' && "
-                    "'%s' run runbooks/plans/llama2_70b_64_gpus.lua --artifacts '%s'", art, TRACEBOOK, art, TRACEBOOK, art);
+                    "'%s' run runbooks/plans/llama2_70b_64_gpus.lua --artifacts '%s' && "
+                    "'%s' run runbooks/plans/deepseek_moe_64_experts.lua --artifacts '%s'",
+                    art, TRACEBOOK, art, TRACEBOOK, art, TRACEBOOK, art);
     TB_REQUIRE(rc == 0, "runbooks exited %d: %s%s", rc, o.out, o.err);
     rc = tb_run(&o, TB_SOURCE_DIR, "'%s' prove --all --artifacts '%s'", TRACEBOOK, art);
-    TB_CHECK(rc == 0 && tb_has(o.out, "30 claims, 30 proven, 0 not proven"), "prove exited %d: %s", rc, o.out);
+    TB_CHECK(rc == 0 && tb_has(o.out, "42 claims, 42 proven, 0 not proven"), "prove exited %d: %s", rc, o.out);
     tb_output_free(&o);
     tb_shell(NULL, "rm -rf '%s'", art);
 }
