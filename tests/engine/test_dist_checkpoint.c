@@ -234,6 +234,9 @@ TB_TEST(a_moe_checkpoint_resumes_at_another_expert_parallel_size) {
                 MOE " --world-size 4 --expert-model-parallel-size 2", 1e-5);
     resume_case("moe ep 2 x expert-dp 2 -> ep 2 x pp 2", MOE " --world-size 4 --expert-model-parallel-size 2",
                 MOE " --world-size 4 --expert-model-parallel-size 2 --pipeline-model-parallel-size 2", 1e-5);
+    // the distributed optimizer's moments (ep 1: the experts sharded over dp with the rest)
+    resume_case("moe dp 2 dist-opt -> ep 2", MOE " --world-size 2 --use-distributed-optimizer",
+                MOE " --world-size 2 --expert-model-parallel-size 2", 1e-5);
 }
 
 // An expert-parallel save lists every expert's tensors once, each written once, by both
