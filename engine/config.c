@@ -573,20 +573,18 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
         violated(r, "dump_tensors with expert_model_parallel_size %d: not supported yet (the experts of other ep "
                     "ranks are not gathered)", ep);
     const int lb = c->moe_router_load_balancing_type;
-    if (lb != TB_MOE_LB_AUX_LOSS && lb != TB_MOE_LB_NONE)
-        violated(r, "moe_router_load_balancing_type %s: not supported yet (aux_loss and none are)",
+    if (lb != TB_MOE_LB_AUX_LOSS && lb != TB_MOE_LB_SEQ_AUX_LOSS && lb != TB_MOE_LB_NONE)
+        violated(r, "moe_router_load_balancing_type %s: not supported yet (aux_loss, seq_aux_loss and none are)",
                  config_choice_name("moe_router_load_balancing_type", lb));
-    if (c->moe_router_score_function != TB_MOE_SCORE_SOFTMAX)
-        violated(r, "moe_router_score_function %s: not supported yet (softmax is)",
-                 config_choice_name("moe_router_score_function", c->moe_router_score_function));
+    if (lb == TB_MOE_LB_SEQ_AUX_LOSS && (tp > 1 || cp > 1))
+        violated(r, "moe_router_load_balancing_type seq_aux_loss with tensor_model_parallel_size %d and "
+                    "context_parallel_size %d: not supported yet (a rank's tokens must be whole sequences)", tp, cp);
     if (c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_FLEX)
         violated(r, "moe_token_dispatcher_type flex: not supported yet (allgather and alltoall are)");
     if (c->moe_pad_expert_input_to_capacity)
         violated(r, "moe_pad_expert_input_to_capacity: not supported yet (an expert's input is its kept tokens)");
     if (c->moe_grouped_gemm)
         violated(r, "moe_grouped_gemm: not supported yet (each expert's tokens are one GEMM per linear)");
-    if (c->save[0]) violated(r, "save with num_experts %d: not supported yet (checkpoints of experts)", E);
-    if (c->load[0]) violated(r, "load with num_experts %d: not supported yet (checkpoints of experts)", E);
     if (c->save_hf[0])
         violated(r, "save_hf with num_experts %d: not supported yet (GPT-2 files have no experts)", E);
 }

@@ -47,6 +47,9 @@ static int load(tb_trainer *tr, tb_error *err) {
         if (dist_checkpoint_load(&s, cfg->load, &tr->start_iteration, err) != 0) return tb_fail_prefix(err, "flag --load");
         return 0;
     }
+    if (cfg->num_experts > 0)
+        return tb_fail(err, "flag --load %s with num_experts %d: not supported yet (GPT-2 files have no experts; "
+                       "a checkpoint directory of --save holds them)", cfg->load, cfg->num_experts);
     if (cfg->pipeline_model_parallel_size > 1)
         return tb_fail(err, "flag --load with pipeline_model_parallel_size %d: not supported yet",
                        cfg->pipeline_model_parallel_size);
@@ -459,7 +462,8 @@ static json_t *moe_step_json(const tb_trainer *tr) {
     moe_stats all;
     moe_stats_init(&all, tr->cfg->num_layers, tr->cfg->num_experts);
     for (int c = 0; c < tr->nchunks; c++) moe_stats_add(&all, &tr->models[c].block.moe_stats);
-    json_t *j = moe_stats_json(&all, tr->cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS);
+    const int lb = tr->cfg->moe_router_load_balancing_type;
+    json_t *j = moe_stats_json(&all, lb == TB_MOE_LB_AUX_LOSS || lb == TB_MOE_LB_SEQ_AUX_LOSS);
     moe_stats_free(&all);
     return j;
 }

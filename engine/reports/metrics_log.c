@@ -63,7 +63,10 @@ void print_run_header(const tb_config *c, const gpt_model *m, const char *run_di
     if (c->num_experts > 0)
         printf("MoE: %d experts of ffn %d, top-%d%s, in layers l mod %d = 0 | load balancing %s (coeff %g) | "
                "dispatcher %s\n",
-               c->num_experts, c->moe_ffn_hidden_size, c->moe_router_topk, c->moe_router_pre_softmax ? " (pre-softmax)" : "",
+               c->num_experts, c->moe_ffn_hidden_size, c->moe_router_topk,
+               c->moe_router_pre_softmax                                 ? " (pre-softmax)"
+               : c->moe_router_score_function == TB_MOE_SCORE_SIGMOID ? " (sigmoid scores)"
+                                                                         : "",
                c->moe_layer_freq,
                config_choice_name("moe_router_load_balancing_type", c->moe_router_load_balancing_type),
                c->moe_aux_loss_coeff, config_choice_name("moe_token_dispatcher_type", c->moe_token_dispatcher_type));

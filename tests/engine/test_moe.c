@@ -4,7 +4,8 @@
 // expert in token order and the combine weighted by the probs; and, through the trainer,
 // the load statistics a step records (every routed token counted once, recompute or not)
 // and written to the metrics by pretrain_gpt; the expert grid as --print-rank-layout prints it;
-// data, pipeline and expert parallelism against the single rank.
+// data, pipeline and expert parallelism against the single rank; Megatron's sigmoid scores
+// and sequence-level aux loss on hand values and under dp and ep.
 #include <jansson.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -65,6 +66,64 @@ TB_TEST(load_balancing_loss_is_switch_transformers_and_one_when_balanced) {
     const float uniform[4] = {0.5f, 0.5f, 0.5f, 0.5f};
     TB_CHECK(fabs(router_load_balancing_loss(&m, 2, uniform, even) - 1.0) < 1e-12, "balanced %g",
              router_load_balancing_loss(&m, 2, uniform, even));
+}
+
+static double sigmoid(double x) { return 1 / (1 + exp(-x)); }
+
+// Megatron's sigmoid scores: each expert's own sigmoid; the top k of them (ties to the lower),
+// their probs normalised to sum 1 for k > 1 and the sigmoid itself for k = 1; the aux loss
+// on the sigmoid normalised over every expert.
+TB_TEST(sigmoid_router_takes_the_top_k_scores_and_normalises_their_probs) {
+    const float logits[2][4] = {{1, 3, 3, 0}, {0.5f, -1, 2, 1.5f}}, eye[16] = {1, 0, 0, 0, 0, 1, 0, 0,
+                                                                             0, 0, 1, 0, 0, 0, 0, 1};
+    float scratch[8], scores[8], probs[4];
+    int32_t topk[4];
+    tb_moe_dims m = dims(4, 2, 0);
+    m.sigmoid = 1;
+    router_forward(&m, 2, 4, &logits[0][0], eye, scratch, scores, topk, probs);
+    TB_CHECK(topk[0] == 1 && topk[1] == 2 && topk[2] == 2 && topk[3] == 3, "routed to %d %d, %d %d (want 1 2, 2 3)",
+             topk[0], topk[1], topk[2], topk[3]);
+    TB_CHECK(fabs(scores[0] - sigmoid(1)) < 1e-7 && fabs(scores[7] - sigmoid(1.5)) < 1e-7, "scores %g %g", scores[0],
+             scores[7]);
+    const double p = sigmoid(2) / (sigmoid(2) + sigmoid(1.5));
+    TB_CHECK(fabs(probs[0] - 0.5) < 1e-7 && fabs(probs[2] - p) < 1e-7 && fabs(probs[3] - (1 - p)) < 1e-7,
+             "probs %g %g %g (want 0.5, %g, %g)", probs[0], probs[2], probs[3], p, 1 - p);
+    // the aux loss's scores: each row's sigmoids over their sum
+    const int32_t counts[4] = {0, 1, 2, 1};
+    double want = 0;
+    for (int e = 0; e < 4; e++) {
+        double col = 0;
+        for (int n = 0; n < 2; n++) {
+            double sum = 0;
+            for (int f = 0; f < 4; f++) sum += sigmoid(logits[n][f]);
+            col += sigmoid(logits[n][e]) / sum;
+        }
+        want += col * counts[e];
+    }
+    want *= 4.0 / (2 * 2 * 2);
+    TB_CHECK(fabs(router_load_balancing_loss(&m, 2, scores, counts) - want) < 1e-6, "sigmoid aux loss %g, want %g",
+             router_load_balancing_loss(&m, 2, scores, counts), want);
+    // top-1: the prob is the sigmoid itself
+    m = dims(4, 1, 0);
+    m.sigmoid = 1;
+    router_forward(&m, 2, 4, &logits[0][0], eye, scratch, scores, topk, probs);
+    TB_CHECK(topk[0] == 1 && fabs(probs[0] - sigmoid(3)) < 1e-7 && topk[1] == 2 && fabs(probs[1] - sigmoid(2)) < 1e-7,
+             "top-1: %d %g, %d %g", topk[0], probs[0], topk[1], probs[1]);
+}
+
+// Megatron's seq_aux_loss: the switch loss per sequence, with the sequence's own counts, over
+// the sequences' mean. E 2, k 1, T 2, 2 sequences; choices 0 0 | 1 0:
+//   sequence 0: 2 / 4 · (1.3 · 2) = 1.3; sequence 1: 2 / 4 · (1.1 · 1 + 0.9 · 1) = 1.0 -> 1.15
+// where the global loss is 2 / 16 · (2.4 · 3 + 1.6 · 1) = 1.1.
+TB_TEST(seq_aux_loss_is_the_switch_loss_per_sequence_averaged) {
+    const float scores[8] = {0.7f, 0.3f, 0.6f, 0.4f, 0.2f, 0.8f, 0.9f, 0.1f};
+    const int32_t topk[4] = {0, 0, 1, 0}, selected[2] = {3, 1};
+    tb_moe_dims m = dims(2, 1, 0);
+    TB_CHECK(fabs(router_aux_loss(&m, 4, scores, topk, selected) - 1.1) < 1e-6, "aux_loss %g",
+             router_aux_loss(&m, 4, scores, topk, selected));
+    m.seq_aux = 1, m.seq_length = 2;
+    TB_CHECK(fabs(router_aux_loss(&m, 4, scores, topk, selected) - 1.15) < 1e-6, "seq_aux_loss %g",
+             router_aux_loss(&m, 4, scores, topk, selected));
 }
 
 TB_TEST(permutation_groups_tokens_by_expert_in_token_order_and_combine_weights_by_probs) {
@@ -354,6 +413,25 @@ TB_TEST(moe_layouts_match_the_single_rank) {
     }
 }
 
+// base at world ranks of dp (ep 1), then of ep `ep`, against the single rank: per-step losses
+// and gradient norms within 1e-5.
+static void dp_and_ep_match_the_single_rank(const tb_config *base, int world, int ep) {
+    layout_job single, j;
+    tb_config one = *base;
+    TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
+    const int eps[2] = {1, ep};
+    for (int i = 0; i < 2; i++) {
+        tb_config c = *base;
+        c.world_size = world, c.expert_model_parallel_size = eps[i];
+        TB_REQUIRE(train_layout(&c, &j) == 0, "dp %d, ep %d", world, eps[i]);
+        for (int s = 0; s < LAYOUT_STEPS; s++)
+            TB_CHECK(fabs(j.loss[s] - single.loss[s]) <= 1e-5 * fabs(single.loss[s]) &&
+                         fabs(j.norm[s] - single.norm[s]) <= 1e-5 * fabs(single.norm[s]),
+                     "dp %d, ep %d: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g", world, eps[i], s + 1,
+                     j.loss[s], j.norm[s], single.loss[s], single.norm[s]);
+    }
+}
+
 // With a capacity each rank drops over its own microbatch's capacity, as the single rank
 // does microbatch by microbatch: data and expert parallelism keep the same drops. A shared
 // expert is a dense module: every ep rank holds it, its gradients reduced over dp.
@@ -363,20 +441,7 @@ TB_TEST(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single
     base.global_batch_size = 4, base.micro_batch_size = 1, base.lr = 3e-3, base.collective_timeout = 60;
     base.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL, base.moe_expert_capacity_factor = 1.0;
     base.moe_shared_expert_intermediate_size = 16;
-    layout_job single, j;
-    tb_config one = base;
-    TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
-    const int eps[2] = {1, 4};
-    for (int i = 0; i < 2; i++) {
-        tb_config c = base;
-        c.world_size = 4, c.expert_model_parallel_size = eps[i];
-        TB_REQUIRE(train_layout(&c, &j) == 0, "dp 4, ep %d", eps[i]);
-        for (int s = 0; s < LAYOUT_STEPS; s++)
-            TB_CHECK(fabs(j.loss[s] - single.loss[s]) <= 1e-5 * fabs(single.loss[s]) &&
-                         fabs(j.norm[s] - single.norm[s]) <= 1e-5 * fabs(single.norm[s]),
-                     "dp 4, ep %d: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g", eps[i], s + 1, j.loss[s],
-                     j.norm[s], single.loss[s], single.norm[s]);
-    }
+    dp_and_ep_match_the_single_rank(&base, 4, 4);
     // and tokens were dropped (top-2 of 4 at factor 1: an expert takes 8 of a microbatch's 32 choices)
     moe_run r;
     tb_config c = base;
@@ -384,6 +449,26 @@ TB_TEST(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single
     TB_CHECK(r.dropped[0] > 0 && r.dropped[0] + r.tokens[0][0] + r.tokens[0][1] + r.tokens[0][2] + r.tokens[0][3] == 4 * 32,
              "layer 0: %lld dropped of 128", (long long)r.dropped[0]);
     for (int e = 0; e < 4; e++) TB_CHECK(r.tokens[0][e] <= 4 * 8, "expert %d took %lld > capacity", e, (long long)r.tokens[0][e]);
+}
+
+// Sigmoid scores with the sequence-level aux loss trained on: dp 2 and ep 2 as the single rank
+// (each rank's microbatches are whole sequences), and a loss reported.
+TB_TEST(sigmoid_router_with_seq_aux_loss_under_dp_and_ep_matches_the_single_rank) {
+    tb_config base;
+    moe_config(&base);
+    base.global_batch_size = 4, base.micro_batch_size = 1, base.lr = 3e-3, base.collective_timeout = 60;
+    base.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL, base.moe_aux_loss_coeff = 0.1;
+    base.moe_router_score_function = TB_MOE_SCORE_SIGMOID;
+    base.moe_router_load_balancing_type = TB_MOE_LB_SEQ_AUX_LOSS;
+    dp_and_ep_match_the_single_rank(&base, 2, 2);
+    // the loss is trained on: the coefficient changes step 3; and it is reported
+    moe_run with, without;
+    tb_config c = base;
+    TB_REQUIRE(train_moe(&c, &with) == 0, "train");
+    c.moe_aux_loss_coeff = 0;
+    TB_REQUIRE(train_moe(&c, &without) == 0, "train without the coefficient");
+    TB_CHECK(with.loss[2] != without.loss[2] && with.lb[0] > 0, "seq_aux_loss trained on (%.9g vs %.9g), reported %g",
+             with.loss[2], without.loss[2], with.lb[0]);
 }
 
 // The expert grid beside the dense one, as --print-rank-layout shows it (world 4, ep 2:
@@ -411,6 +496,8 @@ int main(void) {
     cpu_set_num_threads(2);
     TB_RUN(router_takes_the_top_k_largest_first_ties_to_the_lower_expert);
     TB_RUN(load_balancing_loss_is_switch_transformers_and_one_when_balanced);
+    TB_RUN(sigmoid_router_takes_the_top_k_scores_and_normalises_their_probs);
+    TB_RUN(seq_aux_loss_is_the_switch_loss_per_sequence_averaged);
     TB_RUN(permutation_groups_tokens_by_expert_in_token_order_and_combine_weights_by_probs);
     TB_RUN(capacity_drops_the_lowest_probs_or_the_last_positions);
     TB_RUN(a_step_counts_every_routed_token_once_with_or_without_recompute);
@@ -419,5 +506,6 @@ int main(void) {
     TB_RUN(print_rank_layout_shows_the_expert_grid_and_its_groups);
     TB_RUN(moe_layouts_match_the_single_rank);
     TB_RUN(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single_rank);
+    TB_RUN(sigmoid_router_with_seq_aux_loss_under_dp_and_ep_matches_the_single_rank);
     return tb_test_summary();
 }

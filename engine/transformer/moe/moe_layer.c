@@ -26,7 +26,11 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.Fs1 = fc1_factor * m.Fs;
     m.freq = cfg->moe_layer_freq > 0 ? cfg->moe_layer_freq : 1;
     m.pre_softmax = cfg->moe_router_pre_softmax;
-    m.aux_loss = cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS;
+    m.sigmoid = cfg->moe_router_score_function == TB_MOE_SCORE_SIGMOID;
+    m.aux_loss = cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS ||
+                 cfg->moe_router_load_balancing_type == TB_MOE_LB_SEQ_AUX_LOSS;
+    m.seq_aux = cfg->moe_router_load_balancing_type == TB_MOE_LB_SEQ_AUX_LOSS;
+    m.seq_length = cfg->seq_length;
     m.aux_coeff = cfg->moe_aux_loss_coeff;
     m.capacity_factor = cfg->moe_expert_capacity_factor;
     m.drop_position = cfg->moe_token_drop_policy == TB_MOE_DROP_POSITION;
@@ -97,6 +101,7 @@ void moe_stats_init(moe_stats *s, int num_layers, int E) {
     s->load_balancing_loss = tb_xcalloc((size_t)num_layers, sizeof(double), "MoE load-balancing losses");
     s->microbatches = tb_xcalloc((size_t)num_layers, sizeof(int), "MoE record counts");
     s->dropped_tokens = tb_xcalloc((size_t)num_layers, sizeof(int64_t), "MoE dropped tokens");
+    s->a2a_bytes = tb_xcalloc((size_t)num_layers, sizeof(int64_t), "MoE all-to-all bytes");
 }
 
 void moe_stats_free(moe_stats *s) {
@@ -104,6 +109,7 @@ void moe_stats_free(moe_stats *s) {
     free(s->load_balancing_loss);
     free(s->microbatches);
     free(s->dropped_tokens);
+    free(s->a2a_bytes);
     memset(s, 0, sizeof *s);
 }
 
@@ -112,6 +118,7 @@ void moe_stats_reset(moe_stats *s) {
     memset(s->load_balancing_loss, 0, (size_t)s->num_layers * sizeof(double));
     memset(s->microbatches, 0, (size_t)s->num_layers * sizeof(int));
     memset(s->dropped_tokens, 0, (size_t)s->num_layers * sizeof(int64_t));
+    memset(s->a2a_bytes, 0, (size_t)s->num_layers * sizeof(int64_t));
 }
 
 void moe_stats_add(moe_stats *a, const moe_stats *b) {
@@ -120,6 +127,7 @@ void moe_stats_add(moe_stats *a, const moe_stats *b) {
         a->load_balancing_loss[l] += b->load_balancing_loss[l];
         a->microbatches[l] += b->microbatches[l];
         a->dropped_tokens[l] += b->dropped_tokens[l];
+        a->a2a_bytes[l] += b->a2a_bytes[l];
     }
 }
 
@@ -140,6 +148,7 @@ json_t *moe_stats_json(const moe_stats *s, int aux_loss) {
         json_t *o = json_pack("{s:i, s:o, s:I, s:I, s:o}", "layer", l, "tokens_per_expert", counts, "routed_tokens",
                               (json_int_t)total, "dropped_tokens", (json_int_t)s->dropped_tokens[l], "max_over_mean",
                               tb_json_number(mean > 0 ? (double)max / mean : 0));
+        json_object_set_new(o, "a2a_bytes", json_integer((json_int_t)s->a2a_bytes[l]));
         json_object_set_new(o, "load_balancing_loss",
                             aux_loss ? tb_json_number(s->load_balancing_loss[l] / s->microbatches[l]) : json_null());
         json_array_append_new(layers, o);
@@ -223,8 +232,11 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
         int64_t *t = stats->tokens_per_expert + (size_t)layer * stats->E;
         for (int e = 0; e < m->E; e++) t[e] += a->tokens_per_expert[e];
         if (m->aux_loss)
-            stats->load_balancing_loss[layer] += router_load_balancing_loss(m, N, a->scores, a->selected_per_expert);
+            stats->load_balancing_loss[layer] += router_aux_loss(m, N, a->scores, a->topk, a->selected_per_expert);
         stats->dropped_tokens[layer] += dropped;
+        // this rank's all-to-all sends of the microbatch: its M tokens out and the R rows back,
+        // forward and again in backward (the gradients take the same ways), its own share included
+        if (ep) stats->a2a_bytes[layer] += 2 * ((int64_t)M + R) * C * (int64_t)f;
         stats->microbatches[layer]++;
     }
     TB_RANGE_POP();
