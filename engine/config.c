@@ -166,7 +166,13 @@ const tb_option tb_config_options[] = {
     OPT("--seed", seed, TB_OPT_INT64, "1234", NULL, "training", "random seed (init, synthetic data)"),
     OPT("--device", device, TB_OPT_CHOICE, "cpu", "cpu|cuda", "training",
         "where each rank's tensors live: cpu, or cuda (rank r on GPU r mod the visible count; needs the CUDA "
-        "build and a GPU; training on it is not supported yet)"),
+        "build and a GPU; docs/ARCHITECTURE.md, \"CUDA backend\", says what runs there)"),
+    OPT("--bf16", bf16, TB_OPT_BOOL, "false", NULL, "training",
+        "bf16 mixed precision (Megatron's --bf16): the GEMMs on bf16 copies of their operands with fp32 "
+        "accumulation; master weights, main_grad and Adam state fp32 (--device cuda only)"),
+    OPT("--fp16", fp16, TB_OPT_BOOL, "false", NULL, "training",
+        "fp16 mixed precision as --bf16 with fp16 GEMM operands, and Megatron's dynamic loss scaling (initial "
+        "2^32, window 1000, hysteresis 2, min 1; a step whose gradients overflow is skipped) (--device cuda only)"),
     OPT("--recompute-granularity", recompute_granularity, TB_OPT_CHOICE, "none", "none|selective|full",
         "training", "activation recompute: selective = attention core, full = whole layers"),
     OPT("--recompute-method", recompute_method, TB_OPT_CHOICE, "none", "none|uniform|block", "training",
@@ -550,17 +556,17 @@ static void moe_rules(rules *r, const tb_config *c) {
 static void moe_not_supported_yet(rules *r, const tb_config *c) {
     const int E = c->num_experts;
     if (E == 0) return;
-    const int cp = c->context_parallel_size;
+    const int tp = c->tensor_model_parallel_size, cp = c->context_parallel_size;
     const int ep = c->expert_model_parallel_size, etp = c->expert_tensor_parallel_size;
     if (cp > 1)
         violated(r, "num_experts %d with context_parallel_size %d: not supported yet (MoE runs at cp 1)", E, cp);
     const int lb = c->moe_router_load_balancing_type;
-    if (lb != TB_MOE_LB_AUX_LOSS && lb != TB_MOE_LB_NONE)
-        violated(r, "moe_router_load_balancing_type %s: not supported yet (aux_loss and none are)",
+    if (lb != TB_MOE_LB_AUX_LOSS && lb != TB_MOE_LB_SEQ_AUX_LOSS && lb != TB_MOE_LB_NONE)
+        violated(r, "moe_router_load_balancing_type %s: not supported yet (aux_loss, seq_aux_loss and none are)",
                  config_choice_name("moe_router_load_balancing_type", lb));
-    if (c->moe_router_score_function != TB_MOE_SCORE_SOFTMAX)
-        violated(r, "moe_router_score_function %s: not supported yet (softmax is)",
-                 config_choice_name("moe_router_score_function", c->moe_router_score_function));
+    if (lb == TB_MOE_LB_SEQ_AUX_LOSS && (tp > 1 || cp > 1))
+        violated(r, "moe_router_load_balancing_type seq_aux_loss with tensor_model_parallel_size %d and "
+                    "context_parallel_size %d: not supported yet (a rank's tokens must be whole sequences)", tp, cp);
     if (c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_FLEX)
         violated(r, "moe_token_dispatcher_type flex: not supported yet (allgather and alltoall are)");
     if (c->moe_pad_expert_input_to_capacity && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER &&
@@ -568,10 +574,52 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
         violated(r, "moe_pad_expert_input_to_capacity with moe_token_dispatcher_type allgather and "
                     "expert_model_parallel_size %d, expert_tensor_parallel_size %d: not supported yet (alltoall is)",
                  ep, etp);
-    if (c->save[0]) violated(r, "save with num_experts %d: not supported yet (checkpoints of experts)", E);
-    if (c->load[0]) violated(r, "load with num_experts %d: not supported yet (checkpoints of experts)", E);
+    // checkpoints of experts (dist_checkpoint.c): whole experts, one per expert-dp replica
+    const char *ckpt = c->save[0] ? "save" : c->load[0] ? "load" : NULL;
+    if (ckpt && (tp > 1 || etp > 1))
+        violated(r, "%s with num_experts %d, tensor_model_parallel_size %d and expert_tensor_parallel_size %d: "
+                    "not supported yet (checkpoints of experts at tp 1 and etp 1)", ckpt, E, tp, etp);
     if (c->save_hf[0])
         violated(r, "save_hf with num_experts %d: not supported yet (GPT-2 files have no experts)", E);
+}
+
+// Precision and --device cuda: what the CUDA backend runs (backend/cuda/cuda_backend.h) and
+// what it does not yet. Whether this build has the backend and a GPU is visible is checked
+// where a run starts (tb_cuda_check_device_flag), not here: the planner and runbooks validate
+// GPU configurations on any machine.
+static void device_not_supported_yet(rules *r, const tb_config *c) {
+    if (c->bf16 && c->fp16) violated(r, "bf16 and fp16 are exclusive (both given)");
+    if (c->device != TB_DEVICE_CUDA) {
+        if (c->bf16 || c->fp16)
+            violated(r, "%s with device cpu: not supported yet on --device cpu (the CPU backend is the fp32 "
+                        "reference the CUDA backend is checked against; %s runs on --device cuda)",
+                     c->bf16 ? "bf16" : "fp16", c->bf16 ? "bf16" : "fp16");
+        return;
+    }
+    const int pp = c->pipeline_model_parallel_size, cp = c->context_parallel_size;
+#define CUDA_REFUSED(cond, ...) \
+    if (cond) violated(r, __VA_ARGS__)
+    CUDA_REFUSED(c->num_experts > 0, "device cuda with num_experts %d: not supported yet (MoE runs on the CPU)",
+                 c->num_experts);
+    CUDA_REFUSED(pp > 1, "device cuda with pipeline_model_parallel_size %d: not supported yet (NCCL sends are "
+                 "rendezvous, the schedules' sends are eager)", pp);
+    CUDA_REFUSED(cp > 1, "device cuda with context_parallel_size %d: not supported yet (no CUDA context-parallel "
+                 "attention)", cp);
+    CUDA_REFUSED(c->attention_backend != TB_ATTENTION_FLASH,
+                 "device cuda with attention_backend %s: not supported yet (the CUDA attention core is the flash "
+                 "kernel: use --attention-backend flash)",
+                 config_choice_name("attention_backend", c->attention_backend));
+    CUDA_REFUSED(c->num_attention_heads > 0 && c->hidden_size / c->num_attention_heads > 256,
+                 "device cuda with head size %d: not supported yet (the CUDA attention kernel takes head sizes up "
+                 "to 256)", c->hidden_size / c->num_attention_heads);
+    CUDA_REFUSED(c->overlap_grad_reduce, "device cuda with overlap_grad_reduce: not supported yet (the "
+                 "communication thread has no device context)");
+    CUDA_REFUSED(c->save[0], "device cuda with save: not supported yet (checkpoints read host memory)");
+    CUDA_REFUSED(c->load[0], "device cuda with load: not supported yet (checkpoints write host memory)");
+    CUDA_REFUSED(c->save_hf[0], "device cuda with save_hf: not supported yet (the writer reads host memory)");
+    CUDA_REFUSED(c->dump_tensors[0], "device cuda with dump_tensors: not supported yet (the dump reads host "
+                 "memory)");
+#undef CUDA_REFUSED
 }
 
 int config_validate(const tb_config *c, tb_error *err) { return config_validate_rules(c, 0, err); }
@@ -859,6 +907,7 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     if (c->sequence_parallel && tp == 1)
         violated(&r, "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)");
     moe_not_supported_yet(&r, c);
+    device_not_supported_yet(&r, c);
     if (c->save_hf[0] && pp > 1)
         violated(&r, "save_hf with pipeline_model_parallel_size %d: not supported yet (save a checkpoint with save, "
                      "load it at pp 1, then save_hf)", pp);

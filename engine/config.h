@@ -129,6 +129,8 @@ typedef struct tb_config {
     int check_for_nan_in_loss_and_grad;  // stop at a non-finite loss or gradient norm
     int64_t seed;
     int device;                   // enum tb_device
+    int bf16;                     // --bf16: bf16 GEMM compute, fp32 master weights and main_grad (--device cuda)
+    int fp16;                     // --fp16: as bf16 with fp16 GEMM operands and dynamic loss scaling (--device cuda)
     int recompute_granularity;    // enum tb_recompute_granularity
     int recompute_method;         // enum tb_recompute_method
     int recompute_num_layers;

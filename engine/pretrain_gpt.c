@@ -41,7 +41,8 @@ static int run(const tb_launch *l, int argc, char **argv, int *failed_in_run) {
     if (config_validate(&cfg, &err) != 0) status = TB_EXIT_USAGE;
     else if (tb_launch_validate(l, &cfg, &err) != 0) status = TB_EXIT_USAGE, what = "invalid launch: ";
     if ((status = agree(l, status, what, err.msg)) != 0) return status;
-    // --device cuda: refused, naming why, before any rank starts (never run on the CPU instead)
+    // --device cuda without the backend or without enough GPUs: refused, naming why, before any
+    // rank starts (never run on the CPU instead)
     if (cfg.device == TB_DEVICE_CUDA && tb_cuda_check_device_flag(&cfg, &err) != 0) status = TB_EXIT_USAGE;
     if ((status = agree(l, status, "", err.msg)) != 0) return status;
     if (cfg.print_rank_layout) {

@@ -8,7 +8,10 @@
 #include <unistd.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
+#include "comm/nccl_backend.h"
 #include "checkpoint/dist_checkpoint.h"
 #include "checkpoint/gpt_checkpoint.h"
 #include "reports/tensor_dump.h"
@@ -44,6 +47,9 @@ static int load(tb_trainer *tr, tb_error *err) {
         if (dist_checkpoint_load(&s, cfg->load, &tr->start_iteration, err) != 0) return tb_fail_prefix(err, "flag --load");
         return 0;
     }
+    if (cfg->num_experts > 0)
+        return tb_fail(err, "flag --load %s with num_experts %d: not supported yet (GPT-2 files have no experts; "
+                       "a checkpoint directory of --save holds them)", cfg->load, cfg->num_experts);
     if (cfg->pipeline_model_parallel_size > 1)
         return tb_fail(err, "flag --load with pipeline_model_parallel_size %d: not supported yet",
                        cfg->pipeline_model_parallel_size);
@@ -55,10 +61,16 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     memset(tr, 0, sizeof *tr);
     tr->rk = rk;
     tr->cfg = cfg;
-    int rc = cfg->data_path[0] ? tb_gpt_dataset_open_file(&tr->data, &rk->mem, cfg->data_path, cfg->seq_length,
+    // the data and the step's tokens are read on the host: rk->mem is the device's under --device cuda
+    tr->host = &rk->mem;
+    if (!tb_be()->host) {
+        tb_allocator_init(&tr->host_mem, 0, memory_report_oom, rk);
+        tr->host = &tr->host_mem;
+    }
+    int rc = cfg->data_path[0] ? tb_gpt_dataset_open_file(&tr->data, tr->host, cfg->data_path, cfg->seq_length,
                                                           cfg->vocab_size, err)
                                : tb_gpt_dataset_open_synthetic(&tr->data, (uint64_t)cfg->seed, cfg->seq_length,
-                                                               cfg->vocab_size, &rk->mem, err);
+                                                               cfg->vocab_size, tr->host, err);
     if (rc != 0) return tb_fail_prefix(err, "flag --data-path");
 
     // this rank's chunks: virtual stage k = c·pp + pp_rank, with the layers the split gives it
@@ -66,7 +78,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     const int v = cfg->virtual_pipeline_model_parallel_size > 1 ? cfg->virtual_pipeline_model_parallel_size : 1;
     int layers[TB_MAX_PIPELINE_STAGES];
     if (config_pipeline_split(cfg, layers, err) < 0) {
-        tb_gpt_dataset_close(&tr->data, &rk->mem);
+        tb_gpt_dataset_close(&tr->data, tr->host);
         return -1;
     }
     tr->nchunks = v;
@@ -119,8 +131,9 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     }
     const int cp_size = cfg->context_parallel_size > 1 ? cfg->context_parallel_size : 1;
     size_t tokens = (size_t)M * cfg->micro_batch_size * (cfg->seq_length / cp_size);
-    tr->inputs = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch inputs");
-    tr->targets = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch targets");
+    if (cfg->fp16) tb_grad_scaler_init(&tr->scaler);
+    tr->inputs = tb_alloc(tr->host, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch inputs");
+    tr->targets = tb_alloc(tr->host, TB_MEM_WORKSPACE, tokens * sizeof(int32_t), "batch targets");
     TB_RANGE_PUSH("setup.pipeline");
     pipeline_init(&tr->pipeline, cfg, rk, tr->models, tr->nchunks);
     TB_RANGE_POP();
@@ -128,12 +141,11 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
 }
 
 void trainer_free(tb_trainer *tr) {
-    tb_allocator *mem = &tr->rk->mem;
     ddp_free(&tr->ddp);  // first: its thread may still be in a call on the buffers below
     dist_checkpoint_writer_free(&tr->ckpt);
     tensor_dump_free(tr->dump);
-    tb_free(mem, tr->inputs);
-    tb_free(mem, tr->targets);
+    tb_free(tr->host, tr->inputs);
+    tb_free(tr->host, tr->targets);
     pipeline_free(&tr->pipeline);
     for (int c = 0; c < tr->nchunks; c++) {
         adamw_free(&tr->opts[c]);
@@ -141,7 +153,8 @@ void trainer_free(tb_trainer *tr) {
     }
     free(tr->models);
     free(tr->opts);
-    tb_gpt_dataset_close(&tr->data, mem);
+    tb_gpt_dataset_close(&tr->data, tr->host);
+    if (tr->host == &tr->host_mem) tb_allocator_free_all(&tr->host_mem);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -184,13 +197,26 @@ static double optimizer_step(tb_trainer *tr, int64_t step, tb_step_result *r) {
     TB_RANGE_PUSH("optimizer");
     TB_RANGE_PUSH("optimizer.clip_grads");
     r->grad_norm = clip_grads_global_norm_parallel(tr->models, tr->opts, tr->nchunks, rk);
+    // --fp16: the gradients carry the loss scale; an overflow (the world's norm is not finite)
+    // skips the update (Megatron's found_inf); else the scale is divided out of the norm and,
+    // through AdamW's grad_scale, out of the gradients
+    const int fp16 = tr->cfg->fp16;
+    float unscale = 1.0f;
+    if (fp16) {
+        r->loss_scale = tr->scaler.scale;
+        r->skipped = !isfinite(r->grad_norm);
+        tb_grad_scaler_update(&tr->scaler, r->skipped);
+        unscale = 1.0f / (float)r->loss_scale;
+        if (!r->skipped) r->grad_norm *= unscale;
+    }
     float clip = clip_grads_coefficient(r->grad_norm, tr->cfg->clip_grad);
     TB_RANGE_POP();
     TB_RANGE_PUSH("optimizer.adamw");
     r->lr = lr_at_step(tr->cfg, step);
-    for (int c = 0; c < tr->nchunks; c++) {
+    for (int c = 0; c < tr->nchunks && !r->skipped; c++) {
         gpt_model *m = &tr->models[c];
-        adamw_step(&tr->opts[c], m->params, m->nparams, m->param_memory, m->grad_memory, clip, (float)r->lr);
+        adamw_step(&tr->opts[c], m->params, m->nparams, m->param_memory, m->grad_memory, fp16 ? clip * unscale : clip,
+                   (float)r->lr);
     }
     TB_RANGE_POP();
     const int64_t t0 = tb_now_ns();
@@ -237,6 +263,7 @@ static int params_read_after(const tb_trainer *tr, int64_t step) {
 
 tb_step_result train_step(tb_trainer *tr, int64_t step) {
     tb_rank *rk = tr->rk;
+    const tb_backend *be = tb_be();
     tb_step_result r;
     memset(&r, 0, sizeof r);
     rk->step = step;
@@ -258,19 +285,24 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     TB_RANGE_POP();
     r.time.data_ms = ms_since(t0);
     ddp_start_step(&tr->ddp);
+    // on a device (kernels are asynchronous) the phases are timed by CUDA events on the rank's
+    // stream, which end when the phase's work has; on the CPU by the host clock
     t0 = tb_now_ns();
+    if (tr->cfg->fp16) tr->pipeline.grad_scale = tr->scaler.scale;
+    if (be->phase_begin) be->phase_begin();
     double stage_loss = forward_backward_func(&tr->pipeline, tr->inputs, tr->targets, &r.time);
     r.nonfinite_microbatch = tr->pipeline.nonfinite_microbatch;
-    r.time.pipeline_ms = ms_since(t0);
+    r.time.pipeline_ms = be->phase_end_ms ? be->phase_end_ms() : ms_since(t0);
 
     t0 = tb_now_ns();
+    if (be->phase_begin) be->phase_begin();
     for (int c = 0; c < tr->nchunks; c++) finalize_model_grads(&tr->models[c], rk, &tr->opts[c], &tr->ddp);
     ddp_finish_grad_sync(&tr->ddp);
     // all of it is gradient reduction the rank waited for (none of it hides under compute)
     r.time.exposed_comm_ms = ms_since(t0) + tr->ddp.rank_reduce_ms;
     tensor_dump_grads(tr->dump, tr->models, tr->opts, tr->nchunks);
     r.time.exposed_comm_ms += optimizer_step(tr, step, &r);
-    r.time.optimizer_ms = ms_since(t0);
+    r.time.optimizer_ms = be->phase_end_ms ? be->phase_end_ms() : ms_since(t0);
 
     r.loss = average_loss(rk, stage_loss / tr->cfg->num_microbatches);
     // --overlap-param-gather: the updated parameters' all-gather runs under the next step's
@@ -351,7 +383,8 @@ static stage_figures stage_figures_of(const tb_trainer *tr) {
 // run (after its metrics line is written), naming the step, the microbatch where this rank
 // first saw it, and the rank. Every rank sees the global loss and norm, so all stop together.
 static int check_finite(const tb_rank *rk, int64_t step, const tb_step_result *r, tb_error *err) {
-    if (isfinite(r->loss) && isfinite(r->grad_norm)) return 0;
+    // (--fp16: an overflowed gradient is the loss scaler's, which skipped the step)
+    if (isfinite(r->loss) && (isfinite(r->grad_norm) || r->skipped)) return 0;
     char where[160] = "";
     if (r->nonfinite_microbatch >= 0)
         snprintf(where, sizeof where, " (first in microbatch %d of this rank's stage)", r->nonfinite_microbatch);
@@ -377,7 +410,19 @@ static int ranks_on_host(const tb_rank *rk) {
 // per process) and counted as the run's. The threads are rank 0's: every rank of a run has
 // the same policy.
 static int write_conditions(tb_rank *rk, const conditions_sample *first, const conditions_sample *last,
-                            tb_error *err) {
+                            tb_ddp *ddp, const dist_ckpt_writer *ckpt, tb_error *err) {
+    // the time this rank's threads waited for a core (its thread, its background threads);
+    // the rank that waited most speaks for the run (-1 from any rank: unknown)
+    const double comm_wait = ddp_thread_run_delay_s(ddp);
+    float wait = first->run_delay_s < 0 || last->run_delay_s < 0 || comm_wait < 0 || ckpt->writers_run_delay_s < 0
+                     ? -1.0f
+                     : (float)(last->run_delay_s - first->run_delay_s + comm_wait + ckpt->writers_run_delay_s);
+    if (rk->world_size > 1) {
+        float unknown = wait < 0 ? 1.0f : 0.0f;
+        float both[2] = {wait, unknown};
+        tb_all_reduce(&rk->groups[TB_GROUP_WORLD], both, 2, TB_RED_MAX);
+        wait = both[1] > 0 ? -1.0f : both[0];
+    }
     float others = 0;
     if (rk->world && rk->world->processes > 1) {
         others = rk->rank == rk->world->local_first && rk->rank != 0
@@ -399,7 +444,11 @@ static int write_conditions(tb_rank *rk, const conditions_sample *first, const c
                              : comm_thread               ? "gradient-reduce communication"
                                                          : "";
     conditions_threads t = {ranks_on_host(rk), cpu_get_num_threads(), cpu_get_blas_num_threads(),
-                            async_writer + comm_thread, background, chosen_by, NULL, NULL, others};
+                            async_writer + comm_thread, background, chosen_by, NULL, NULL, others, wait,
+                            cpu_get_num_threads() > 1 || cpu_get_blas_num_threads() > 1
+                                ? "the OpenMP and OpenBLAS worker threads of the kernels"
+                                : ""};
+    if (t.run_queue_unmeasured[0]) t.run_queue_wait_s = -1;
     t.wait_policy = cpu_openmp_wait_policy(&t.wait_source);
     return conditions_write(rk->run_dir, &t, first, last, err);
 }
@@ -416,7 +465,8 @@ static json_t *moe_step_json(const tb_trainer *tr) {
     moe_stats all;
     moe_stats_init(&all, tr->cfg->num_layers, tr->cfg->num_experts);
     for (int c = 0; c < tr->nchunks; c++) moe_stats_add(&all, &tr->models[c].block.moe_stats);
-    json_t *j = moe_stats_json(&all, tr->cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS);
+    const int lb = tr->cfg->moe_router_load_balancing_type;
+    json_t *j = moe_stats_json(&all, lb == TB_MOE_LB_AUX_LOSS || lb == TB_MOE_LB_SEQ_AUX_LOSS);
     moe_stats_free(&all);
     return j;
 }
@@ -446,7 +496,7 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         float slowest = (float)seconds;
         if (rk->world_size > 1) tb_all_reduce(&rk->groups[TB_GROUP_WORLD], &slowest, 1, TB_RED_MAX);
         step_metrics s = {step, r.loss, r.lr, r.grad_norm, seconds * 1e3, slowest * 1e3,
-                          (double)tokens_per_step / slowest, 0, 0};
+                          (double)tokens_per_step / slowest, 0, 0, r.loss_scale, r.skipped};
         s.tflops = flops_per_token * (double)tokens_per_step / slowest / 1e12 / rk->world_size;
         s.mfu = cfg->peak_tflops > 0 ? s.tflops / cfg->peak_tflops : 0;
         json_t *timeline = pipeline_timeline_json(cfg, rk->coords.pp, tr->nchunks, &r.time, seconds * 1e3);
@@ -466,7 +516,11 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         if (dist_checkpoint_finish(&s, &tr->ckpt, err) != 0) rc = tb_fail_prefix(err, "flag --save");
     }
     if (metrics_log_close(log, rc == 0 ? err : NULL) != 0) rc = -1;
-    if (rc == 0) rc = write_conditions(rk, &first, &before, err);
+    // the run's conditions span its steps and the completion of its last (async) save, so that
+    // the writer thread's wait for a core falls inside the window it is judged against
+    conditions_sample end;
+    conditions_sample_now(&end);
+    if (rc == 0) rc = write_conditions(rk, &first, &end, &tr->ddp, &tr->ckpt, err);
     if (rc != 0) return -1;
     stage_figures mine = stage_figures_of(tr);
     return pipeline_summary_write(rk, cfg, &mine, &totals, err);
@@ -480,7 +534,45 @@ typedef struct rank_run {
     int unwound;       // failed below its top; its state is freed by pretrain after the join
     tb_trainer tr;
     metrics_log log;
+    // --device cuda: the rank's GPU (its stream, cuBLASLt handle) and the device memory its
+    // allocator draws from; the world's NCCL unique ids (several ranks)
+    tb_cuda_context cuda;
+    tb_mem_device device_memory;
+    int on_device, on_nccl;
+    const tb_nccl_ids *nccl_ids;
 } rank_run;
+
+// A CUDA call of the rank that failed: the rank fails as from any other error below its top.
+static void cuda_failed(void *arg, const char *msg) { parallel_state_rank_fail(arg, TB_EXIT_FAILURE, "%s", msg); }
+
+// --device cuda: the rank on GPU rank mod the visible count (backend/cuda/cuda_backend.h), its
+// allocator on that device, the CUDA table bound to its thread, its groups on NCCL.
+static int rank_setup_device(tb_rank *rk, rank_run *run, tb_error *err) {
+    const tb_config *cfg = rk->cfg;
+    if (cfg->device != TB_DEVICE_CUDA) return 0;
+    char why[256] = "";
+    const int n = tb_cuda_device_count(why, sizeof why);
+    if (n <= 0) return tb_fail(err, "--device cuda: no GPU is visible (%s)", why);
+    if (tb_cuda_context_init(&run->cuda, rk->rank % n, err) != 0) return tb_fail_prefix(err, "--device cuda");
+    tb_cuda_mem_device(&run->device_memory, &run->cuda);
+    tb_allocator_set_device(&rk->mem, &run->device_memory);
+    const tb_cuda_precision precision = cfg->bf16 ? TB_CUDA_BF16_GEMMS : cfg->fp16 ? TB_CUDA_FP16_GEMMS : TB_CUDA_FP32;
+    tb_cuda_backend_bind(&run->cuda, &rk->mem, precision, cuda_failed, rk);
+    tb_backend_bind(tb_backend_cuda());
+    run->on_device = 1;
+    if (run->nccl_ids) {
+        if (tb_nccl_rank_init(rk, run->nccl_ids, err) != 0) return tb_fail_prefix(err, "--device cuda: NCCL");
+        tb_nccl_rank_set_compute_stream(rk, run->cuda.stream);
+        run->on_nccl = 1;
+    }
+    return 0;
+}
+
+// The rank's thread, after its tensors are freed.
+static void rank_teardown_device(tb_rank *rk, rank_run *run) {
+    if (run->on_nccl) tb_nccl_rank_destroy(rk);
+    run->on_nccl = 0;
+}
 
 static void rank_setup(tb_rank *rk) {
     // the thread policy (backend/cpu/kernels.h): the rank threads of this process, the ranks on this host
@@ -495,8 +587,15 @@ static void rank_setup(tb_rank *rk) {
 static void rank_teardown(tb_rank *rk, rank_run *run) {
     metrics_log_close(&run->log, NULL);
     if (run->tr.rk) trainer_free(&run->tr);
+    if (!run->unwound && run->on_device) {  // (an unwound rank's thread is gone, and its binding with it)
+        tb_cuda_backend_bind(NULL, NULL, TB_CUDA_FP32, NULL, NULL);
+        tb_backend_bind(NULL);
+    }
     tb_allocator_free_all(&rk->mem);  // what was in flight when a failing rank unwound
     tb_allocator_release_cache(&rk->mem);
+    if (!run->unwound) rank_teardown_device(rk, run);
+    if (run->on_device) tb_cuda_context_free(&run->cuda);
+    run->on_device = 0;
     tb_ranges_free(&rk->ranges);
 }
 
@@ -507,7 +606,8 @@ static int rank_train(tb_rank *rk, rank_run *run) {
     tb_error *err = &run->err;
     // the setup's allocations are on the range stack too (an OOM report names where)
     TB_RANGE_PUSH("setup");
-    int rc = trainer_init(&run->tr, cfg, rk, err);
+    int rc = rank_setup_device(rk, run, err);
+    if (rc == 0) rc = trainer_init(&run->tr, cfg, rk, err);
     TB_RANGE_POP();
     if (rc != 0) return -1;
     rc = train(&run->tr, &run->log, err);
@@ -616,12 +716,17 @@ static int connect_processes(tb_world *w, const tb_launch *l, tb_error *err) {
 }
 
 int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
-    // --device cuda is refused until training is wired to the CUDA backend (never run on the CPU instead)
+    // --device cuda: this build's backend and enough GPUs, or a clear refusal (never the CPU instead)
     if (cfg->device == TB_DEVICE_CUDA && tb_cuda_check_device_flag(cfg, err) != 0) return TB_EXIT_USAGE;
     tb_launch threads;
     if (!launch) {
         tb_launch_threads(&threads, 0, NULL);
         launch = &threads;
+    }
+    if (cfg->device == TB_DEVICE_CUDA && launch->mpi) {
+        tb_fail(err, "--device cuda under mpirun: not supported yet (rank threads of one process: run pretrain_gpt "
+                "without mpirun, --world-size N on N GPUs)");
+        return TB_EXIT_USAGE;
     }
     tb_world world;
     if (parallel_state_world_init_process(&world, cfg, launch->process, launch->processes, err) != 0)
@@ -631,7 +736,14 @@ int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
         parallel_state_world_free(&world);
         return TB_EXIT_FAILURE;
     }
+    tb_nccl_ids *nccl_ids = NULL;  // --device cuda: every group of the world on NCCL
+    if (cfg->device == TB_DEVICE_CUDA && world.size > 1 && tb_nccl_ids_create(&world, &nccl_ids, err) != 0) {
+        parallel_state_world_free(&world);
+        tb_fail_prefix(err, "--device cuda: NCCL");
+        return TB_EXIT_FAILURE;
+    }
     rank_run *runs = tb_xcalloc((size_t)world.size, sizeof *runs, "rank runs");
+    for (int r = 0; r < world.size; r++) runs[r].nccl_ids = nccl_ids;
     for (int r = 0; r < world.size; r++)
         snprintf(world.ranks[r].run_dir, sizeof world.ranks[r].run_dir, "%s", world.run_dir);
     // under mpirun a SIGTERM from the launcher (another process failed) leaves a report
@@ -649,6 +761,7 @@ int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
         if (world.size > 1) tb_fail_prefix(err, "%s", world.ranks[failed].label);
     }
     free(runs);
+    tb_nccl_ids_free(nccl_ids);
     parallel_state_world_free(&world);
     return status;
 }

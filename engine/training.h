@@ -20,6 +20,7 @@
 #include "datasets/gpt_dataset.h"
 #include "initialize.h"
 #include "models/gpt.h"
+#include "optimizer/grad_scaler.h"
 #include "optimizer/optimizer.h"
 #include "parallel_state.h"
 #include "pipeline_parallel/schedules.h"
@@ -41,6 +42,9 @@ typedef struct tb_trainer {
     dist_ckpt_writer ckpt;      // --save: the save in flight and checkpoint.json's record
     struct tb_tensor_dump *dump;  // --dump-tensors, or NULL
     tb_ddp ddp;                 // --overlap-grad-reduce: the buckets and the communication thread
+    tb_allocator *host;         // the data's and the batch's: rk->mem, or host_mem when rk->mem is a device's
+    tb_allocator host_mem;
+    tb_grad_scaler scaler;      // --fp16: the dynamic loss scale
 } tb_trainer;
 
 typedef struct tb_step_result {
@@ -48,6 +52,8 @@ typedef struct tb_step_result {
     double grad_norm;   // before clipping
     double lr;
     int nonfinite_microbatch;  // the first microbatch whose loss was NaN or Inf on this rank, -1: none
+    double loss_scale;  // --fp16: the scale this step's backward ran with (0 without --fp16)
+    int skipped;        // --fp16: the gradients overflowed, no update (the loss scaler backs off)
     tb_step_timeline time;
 } tb_step_result;
 

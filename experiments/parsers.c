@@ -94,7 +94,7 @@ static const parser parsers[] = {
     {"comm_bytes",
      "per record: for each rank r of config world_size, the sum of args.bytes (count x 4: the buffer each call "
      "passes, not a ring's bus bytes) of the communicator calls in trace.rank-r.json on args.group (required: "
-     "tp, cp, dp, dp_cp, pp, pp_grad, mp, embedding, world) with args.op (default every op) that start inside "
+     "tp, cp, dp, dp_cp, pp, pp_grad, mp, embedding, world, ep, etp, expert_dp) with args.op (default every op) that start inside "
      "rank r's train_step range of args.step (default the last step); the record's value is the max over ranks "
      "(the busiest rank); median over records",
      comm_args, tbp_comm_bytes_record, NULL, NULL},

@@ -38,7 +38,7 @@
 //       Per record: pipeline.json stage_imbalance (slowest / fastest stage forward+backward
 //       time). Median over records.
 //   comm_bytes         args {"group": G (required: tp, cp, dp, dp_cp, pp, pp_grad, mp,
-//                      embedding, world), "op": O = every op (all_reduce, reduce_scatter,
+//                      embedding, world, ep, etp, expert_dp), "op": O = every op (all_reduce, reduce_scatter,
 //                      all_gather, all_to_all, broadcast, send, recv, barrier), "step": S = the last}
 //       Per record: for each rank r, the sum of args.bytes over the communicator calls of
 //       trace.rank-r.json on group G (and op O) that start inside rank r's train_step range

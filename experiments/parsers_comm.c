@@ -15,8 +15,8 @@
 
 // The engine's communicator group and op names (engine/comm/group.h, parallel_state.c): an
 // arg outside them is a typo, which would otherwise count no calls and give 0 bytes.
-static const char *const comm_groups[] = {"tp", "cp", "dp", "dp_cp", "pp", "pp_grad", "mp", "embedding", "world",
-                                          NULL};
+static const char *const comm_groups[] = {"tp",    "cp",   "dp", "dp_cp", "pp",        "pp_grad", "mp", "embedding",
+                                          "world", "ep", "etp", "expert_dp", NULL};
 static const char *const comm_ops[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
                                        "send",       "recv",           "barrier",    NULL};
 
@@ -127,7 +127,8 @@ int tbp_collective_record(const parser *p, json_t *args, const char *dir, double
                           tb_error *err) {
     static const char *const figures[] = {"enter_spread_ms", "max_enter_spread_ms", "transfer_ms", "last_rank",
                                           "last_rank_share", NULL};
-    static const char *const groups[] = {"tp", "cp", "dp", "dp_cp", "pp_grad", "mp", "embedding", "world", NULL};
+    static const char *const groups[] = {"tp", "cp", "dp", "dp_cp", "pp_grad", "mp", "embedding", "world",
+                                         "ep", "etp", "expert_dp", NULL};
     const char *group = tbp_string_arg(args, "group", NULL), *op = tbp_string_arg(args, "op", NULL);
     const char *figure = tbp_string_arg(args, "figure", "enter_spread_ms"), *in = tbp_string_arg(args, "in", NULL);
     if (json_object_get(args, "in") && (!in || !*in))

@@ -82,13 +82,22 @@ int tb_plan_figure_record(json_t *args, const char *record_dir, double *value, j
     else if (!strcmp(figure, "bubble")) v = json_object_get(json_object_get(plan, "bubble"), "value");
     else if (!strcmp(figure, "step_s") || !strcmp(figure, "mfu") || !strcmp(figure, "tokens_per_s"))
         v = json_object_get(json_object_get(plan, "estimate"), figure);
+    else if (!strcmp(figure, "expert_parameters") || !strcmp(figure, "active_parameters") ||
+             !strcmp(figure, "experts_per_ep_rank")) {
+        v = json_object_get(json_object_get(plan, "moe"), figure);
+        if (!v) {
+            tb_fail(err, "%s: layout %s is not a MoE plan: no %s", path,
+                    json_string_value(json_object_get(plan, "layout")), figure);
+            goto out;
+        }
+    }
     else if (!strncmp(figure, "comm_", 5) && strlen(figure) > 11 && !strcmp(figure + strlen(figure) - 6, "_bytes")) {
-        char group[32];  // comm_<group>_bytes: tp, cp, pp, pp_grad, dp_cp, embedding
+        char group[32];  // comm_<group>_bytes: tp, cp, pp, pp_grad, dp_cp, embedding, ep, expert_dp
         snprintf(group, sizeof group, "%.*s", (int)(strlen(figure) - 11), figure + 5);
         v = json_object_get(json_object_get(plan, "comm_bytes_per_step"), group);
         if (!v) {
-            tb_fail(err, "parser plan_figure: unknown args.figure '%s' (comm_<tp|cp|pp|pp_grad|dp_cp|embedding>_bytes)",
-                    figure);
+            tb_fail(err, "parser plan_figure: unknown args.figure '%s' "
+                    "(comm_<tp|cp|pp|pp_grad|dp_cp|embedding|ep|expert_dp>_bytes)", figure);
             goto out;
         }
     } else {

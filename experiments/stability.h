@@ -13,8 +13,13 @@
 //
 // Each reason is one line beginning with its kind:
 //   "not verifiable: ..." the record has no (readable) conditions.json, or lacks a figure;
-//   "oversubscribed: ..." more threads than usable cores (unless the claim accepts it);
-//   "contended: ..."      other processes or the hypervisor's steal took too much of the cores;
+//   "oversubscribed: ..." more threads than usable cores (unless the claim accepts it), and
+//                         the scheduler measured a rank's threads waiting for a core beyond
+//                         TB_STABLE_MAX_RUN_QUEUE_SHARE of the run, or did not measure it; where
+//                         it measured less, the extra threads rarely ran (a communication thread
+//                         asleep between buckets) and the run is accepted, saying so;
+//   "contended: ..."      other processes or the hypervisor's steal took too much of the cores,
+//                         or a rank's threads waited for a core beyond the threshold;
 //   "unstable: ..."       the per-step or per-repetition spread is too wide;
 //   "unequal threads: ..." runs compared by the claim occupied different numbers of cores.
 // Each names the run, the figure and the threshold below.
@@ -26,6 +31,7 @@
 // The thresholds (pyperf's `check` warns beyond the step-spread ones).
 #define TB_STABLE_MAX_OTHER_SHARE 0.10     // host.other_processes_share: of wall × usable cores
 #define TB_STABLE_MAX_STEAL_SHARE 0.05     // host.steal_s / (wall_s × cores.usable)
+#define TB_STABLE_MAX_RUN_QUEUE_SHARE 0.05 // scheduler.run_queue_share: the most waiting rank's wait for a core / wall_s
 #define TB_STABLE_MAX_STEP_SD 0.10         // standard deviation of the timed steps / their mean
 #define TB_STABLE_MAX_STEP_OVER_MEAN 1.5   // the slowest step / the mean
 #define TB_STABLE_MIN_STEP_OF_MEAN 0.5     // the fastest step / the mean

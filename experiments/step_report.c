@@ -42,19 +42,25 @@ static void traces_free(run_traces *t) {
     memset(t, 0, sizeof *t);
 }
 
-static int load_traces(const char *dir, run_traces *t, tb_error *err) {
-    memset(t, 0, sizeof *t);
+int tb_run_rank_files(const char *dir, tb_rank_file kind, tb_error *err) {
     DIR *d = opendir(dir);
     if (!d) return tb_fail(err, "%s: cannot open the run directory", dir);
     struct dirent *de;
     int max_rank = -1;
     while ((de = readdir(d)) != NULL) {
         int r;
-        if (tb_rank_file_match(de->d_name, TB_RANK_TRACE, &r) && r < SR_MAX_RANKS && r > max_rank) max_rank = r;
+        if (tb_rank_file_match(de->d_name, kind, &r) && r < SR_MAX_RANKS && r > max_rank) max_rank = r;
     }
     closedir(d);
-    if (max_rank < 0) return tb_fail(err, "%s: no trace.rank-NNNNN.json (the run wrote no traces)", dir);
-    t->nranks = max_rank + 1;
+    return max_rank + 1;
+}
+
+static int load_traces(const char *dir, run_traces *t, tb_error *err) {
+    memset(t, 0, sizeof *t);
+    const int n = tb_run_rank_files(dir, TB_RANK_TRACE, err);
+    if (n < 0) return -1;
+    if (n == 0) return tb_fail(err, "%s: no trace.rank-NNNNN.json (the run wrote no traces)", dir);
+    t->nranks = n;
     t->ranks = tb_xcalloc((size_t)t->nranks, sizeof *t->ranks, "rank traces");
     for (int r = 0; r < t->nranks; r++) {
         char path[SR_PATH_MAX];
@@ -174,9 +180,10 @@ static json_t *calls_of(const run_traces *t) {
         for (size_t k = a; k < b; k++) {
             const range_ev *e = &t->ranks[calls[k].rank].ev[calls[k].ev];
             double transfer = e->end - le->ts;
-            json_array_append_new(members, json_pack("{s:i, s:f, s:f, s:f}", "rank", calls[k].rank, "enter_ms",
+            json_array_append_new(members, json_pack("{s:i, s:f, s:f, s:f, s:O?}", "rank", calls[k].rank, "enter_ms",
                                                      e->ts / 1e3, "wait_ms", (le->ts - e->ts) / 1e3, "transfer_ms",
-                                                     (transfer > 0 ? transfer : 0) / 1e3));
+                                                     (transfer > 0 ? transfer : 0) / 1e3, "bytes",
+                                                     json_object_get(e->args, "bytes")));
         }
         const char *in, *after;
         context_of(&t->ranks[calls[last].rank], calls[last].ev, &in, &after);
@@ -296,7 +303,6 @@ static phase_series *series_of(phase_series *all, int *n, const char *name) {
     return p;
 }
 
-static int load_metrics(const char *dir, int nranks, json_t **rows, tb_error *err);
 
 // One run's phase values per step (after the first): the slowest rank's metrics phases, and
 // per group the largest wait and transfer of a rank in that step.
@@ -307,7 +313,7 @@ static int phase_values(const char *dir, int run, phase_series *all, int *nserie
         return -1;
     }
     json_t **rows = tb_xcalloc((size_t)t.nranks, sizeof *rows, "metrics");
-    int rc = load_metrics(dir, t.nranks, rows, err);
+    int rc = tb_rank_metrics(dir, t.nranks, rows, err);
     json_t *calls = rc == 0 ? calls_of(&t) : NULL;
     for (size_t s = 1; rc == 0 && s < json_array_size(rows[0]); s++) {
         json_int_t step = json_integer_value(json_object_get(json_array_get(rows[0], s), "step"));
@@ -445,8 +451,7 @@ static const tb_command steps_command = {"tracebook steps", "RUN_DIR",
                                          steps_options, 1, 1};
 
 
-// Every rank's metrics lines, as JSON objects by (rank, step): rows[rank] an array.
-static int load_metrics(const char *dir, int nranks, json_t **rows, tb_error *err) {
+int tb_rank_metrics(const char *dir, int nranks, json_t **rows, tb_error *err) {
     for (int r = 0; r < nranks; r++) {
         char path[SR_PATH_MAX], line[1 << 16];
         if (tb_rank_file_path(path, sizeof path, dir, TB_RANK_METRICS, r, err) != 0) return -1;
@@ -475,7 +480,7 @@ json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
     int rc = load_traces(dir, &t, err);
     if (rc == 0) {
         rows = tb_xcalloc((size_t)t.nranks, sizeof *rows, "metrics");
-        rc = load_metrics(dir, t.nranks, rows, err);
+        rc = tb_rank_metrics(dir, t.nranks, rows, err);
     }
     if (rc == 0) calls = calls_of(&t);
     // per (step, rank): the metrics' phases, and each group's collective wait and transfer

@@ -20,12 +20,21 @@
 #include <stdio.h>
 
 #include "core/error.h"
+#include "core/run_dir.h"
 
 // Every matched collective call of a run directory: a JSON array of {"group", "group_id",
-// "seq", "op", "bytes", "step", "enter_spread_ms", "last_rank", "last_in", "last_after",
-// "members": [{"rank", "enter_ms", "wait_ms", "transfer_ms"}]}, largest spread first.
+// "seq", "op", "bytes" (the last member's), "step", "enter_spread_ms", "last_rank", "last_in",
+// "last_after", "members": [{"rank", "enter_ms", "wait_ms", "transfer_ms", "bytes" (its own:
+// an all-to-all's differ per member)}]}, largest spread first.
 // P2P calls are left out (their sequence numbers are per caller, not per pair).
 json_t *tb_collective_calls(const char *run_dir, tb_error *err);
+// 1 + the highest rank with a file of that kind in the run directory (0: none), or -1 with err
+// set when the directory cannot be read.
+int tb_run_rank_files(const char *dir, tb_rank_file kind, tb_error *err);
+// Every rank's metrics lines (metrics.rank-NNNNN.jsonl of ranks 0 .. nranks-1), as JSON
+// objects: rows[rank] an array in line order (NULL past a failing rank). -1 with err naming
+// the file and line.
+int tb_rank_metrics(const char *dir, int nranks, json_t **rows, tb_error *err);
 
 // `tracebook diff A B --phases`: per phase (the steps' data, forward, backward, optimizer, P2P
 // wait, idle on the slowest rank of each step, and each group's collective wait and transfer)

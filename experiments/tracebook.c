@@ -16,6 +16,7 @@
 #include "bisect.h"
 #include "ckpt_cli.h"
 #include "hang_cli.h"
+#include "moe_report.h"
 #include "plan_cli.h"
 #include "replay.h"
 #include "report.h"
@@ -38,6 +39,7 @@ static const command commands[] = {
     {"diff", tracebook_diff_main, "two runs side by side: config and metric differences"},
     {"steps", tracebook_steps_main, "each step per rank: data, compute, collectives (wait vs transfer), idle"},
     {"comm", tracebook_comm_main, "collectives matched across ranks: enter spread and the last member"},
+    {"moe", tracebook_moe_main, "a MoE run's expert load per layer: imbalance, tokens, drops, aux loss, all-to-all"},
     {"bisect", tracebook_bisect_main, "the first tensor where two runs diverge beyond float reordering"},
     {"ckpt", tracebook_ckpt_main, "a run's checkpoint saves: phases per rank, the last arriver and why"},
     {"plan", tracebook_plan_main, "every legal TP/CP/PP/VPP/DP layout of a model on a cluster: per-rank budget, comm, bubble"},

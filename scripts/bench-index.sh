@@ -14,8 +14,8 @@
 # The table's last columns are the index's wall and CPU time (user + sys, all threads) over
 # that reference's: the indexer's own overhead. CPU time is the figure a loaded machine
 # stretches least. Full indexes and references are the best of two runs (by wall time). The
-# machine's load is printed with the figures (uptime's 1-minute average): on a
-# contended machine both columns stretch.
+# machine's load (the 1-minute average of /proc/loadavg) is printed with each figure, taken
+# as its run starts: on a contended machine both columns stretch.
 #
 # The sources are copied to a temporary directory (without .git and build directories) and the
 # compilation database is rewritten to point at the copy, so the change (a comment appended to
@@ -58,6 +58,7 @@ timed() {  # command...: runs it, stdout to $tmp/o; $cpu = its user+sys CPU seco
   cpu=$(awk '{ printf "%.2f", $1 + $2 }' "$tmp/t")
 }
 less() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+load() { cut -d' ' -f1 /proc/loadavg; }
 reference() {  # compdb dir: libclang's parses alone of the same units (best of 2 by wall), for the next row
   local line t best="" bestcpu=""
   for _ in 1 2; do
@@ -67,15 +68,16 @@ reference() {  # compdb dir: libclang's parses alone of the same units (best of 
     if [ -n "$t" ] && { [ -z "$best" ] || less "$t" "$best"; }; then best=$t; bestcpu=$cpu; fi
   done
   ref="${best:--}|${bestcpu:--}"
-  echo "reference (best of 2): ${line%% in *} in ${best:-?} s wall, ${bestcpu:-?} s CPU"
+  echo "reference (best of 2): ${line%% in *} in ${best:-?} s wall, ${bestcpu:-?} s CPU (load $(load))"
 }
 run() {  # label, compdb dir, extra args: prints the figures line, remembers it with the reference
-  local line label="$1" compdb="$2"
+  local line label="$1" compdb="$2" l
   shift 2
+  l=$(load)
   timed "$tracebook" index --compdb "$compdb" --out "$out" --build-dir "$build" "${jobs[@]}" "$@"
   line=$(grep 'TUs parsed' "$tmp/o")
-  echo "$label:$line; CPU $cpu s"
-  rows+=("$label|${ref:--|-}|$cpu|$line")
+  echo "$label:$line; CPU $cpu s (load $l)"
+  rows+=("$label|${ref:--|-}|$cpu|$l|$line")
   ref=""
 }
 run_full() {  # label, compdb dir: a full index, best of 2 by wall (as the reference is)
@@ -90,7 +92,6 @@ run_full() {  # label, compdb dir: a full index, best of 2 by wall (as the refer
   w2=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"${rows[-1]}")
   if less "$w1" "$w2"; then rows[-1]=$first; fi
 }
-load() { cut -d' ' -f1 /proc/loadavg; }
 rows=()
 echo "load average (1 min) before: $(load); $(nproc) CPUs"
 reference "$tmp/db"
@@ -133,16 +134,16 @@ fi
 echo "load average (1 min) after: $(load)"
 
 echo
-echo "| run | TUs parsed / reused | files, lines parsed | wall | CPU | files/s | lines/s | reference (parse only): wall, CPU | wall / reference | CPU / reference |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| run | TUs parsed / reused | files, lines parsed | wall | CPU | load (1 min) | files/s | lines/s | reference (parse only): wall, CPU | wall / reference | CPU / reference |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "-" || b <= 0) print "-"; else printf "%.2f\n", a / b }'; }
 for r in "${rows[@]}"; do
-  IFS='|' read -r label refwall refcpu cpu line <<<"$r"
+  IFS='|' read -r label refwall refcpu cpu l line <<<"$r"
   parsed=$(sed -E 's/.*TUs parsed ([0-9]+), reused ([0-9]+);.*/\1 \/ \2/' <<<"$line")
   fl=$(sed -E 's/.*files ([0-9]+), lines ([0-9]+) .*/\1, \2/' <<<"$line")
   secs=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$line")
   fps=$(sed -E 's/.* ([0-9]+) files\/s.*/\1/' <<<"$line")
   lps=$(sed -E 's/.* ([0-9]+) lines\/s.*/\1/' <<<"$line")
   if [ "$refwall" = - ]; then refcol=-; else refcol="$refwall s, $refcpu s"; fi
-  echo "| $label | $parsed | $fl | $secs s | $cpu s | $fps | $lps | $refcol | $(ratio "$secs" "$refwall") | $(ratio "$cpu" "$refcpu") |"
+  echo "| $label | $parsed | $fl | $secs s | $cpu s | $l | $fps | $lps | $refcol | $(ratio "$secs" "$refwall") | $(ratio "$cpu" "$refcpu") |"
 done

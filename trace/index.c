@@ -216,7 +216,12 @@
 // Speed: units are parsed in parallel (-j N, default min(online CPUs, 4)), one libclang index
 // per thread; the facts are merged in database order, so the index does not depend on -j.
 // The index is a new file written in one transaction without a journal, its secondary indexes
-// built after the bulk inserts, then renamed over --out. --verbose prints each phase's time
+// built after the bulk inserts, then renamed over --out. A re-index that reuses units updates
+// a copy of the previous index instead (index_write.h, ix_inplace): the reused units' tu_*
+// rows (most of the file) stay, everything else is written again as a new index would be; when
+// the files would not keep their ids (a file added before others, one gone), it writes a new
+// file after all. Either way the content is what --full -j 1 writes (tests/trace/
+// test_index_equal.c compares every table). --verbose prints each phase's time
 // (targets, previous index read, parse and visit, hashing, link units, the write's parts).
 // --parse-only is the benchmark's reference (scripts/bench-index.sh): every unit parsed as
 // the index parses it first (same arguments, flags, in-memory stand-ins and -j), nothing
@@ -548,11 +553,20 @@ int tracebook_index_main(int argc, char **argv) {
         match[i] = ix_prev_match(&prev, &db.tus[i], inputs[i], &hashes);
     }
     if (prev.db) ix_prev_results(&prev, match, results, db.ntus);  // a unit it cannot read back is parsed
+    long long *prev_id = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *prev_id, "previous unit ids");
     for (size_t i = 0; i < db.ntus; i++) {
-        if (match[i]) nreused++;
-        else todo[ntodo++] = i;
+        if (match[i]) {
+            nreused++;
+            prev_id[i] = match[i]->id;
+        } else {
+            todo[ntodo++] = i;
+        }
     }
     free(match);
+    // Reused units keep their rows of the previous index: it is updated in place (index_write.h).
+    ix_inplace inplace = {.prev_file = opt.out, .prev_id = prev_id,
+                          .prev_paths = (const char *const *)prev.paths.items, .nprev_paths = prev.paths.len};
+    int in_place = prev.db != NULL && nreused > 0;
     ix_prev_close(&prev);  // everything reused is in memory now
     ix_phase_mark(&opt, &tp, "previous index read, inputs compared");
 
@@ -652,7 +666,7 @@ int tracebook_index_main(int argc, char **argv) {
     if (slash && slash != opt.out) out_dir = tb_pool_dupn(&pool, opt.out, (size_t)(slash - opt.out));
     if (out_dir && tb_mkdir_p(out_dir, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
-    } else if (ix_write_index(opt.out, &db, results, &targets, &opt, &meta, &sum, &err)) {
+    } else if (ix_write_index(opt.out, &db, results, &targets, &opt, &meta, in_place ? &inplace : NULL, &sum, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
     } else {
         // A unit that failed (an unreadable source, a unit libclang could not build) is missing
@@ -692,6 +706,7 @@ int tracebook_index_main(int argc, char **argv) {
     free(results);
     free(todo);
     free(inputs);
+    free(prev_id);
     ix_prev_free(&prev);
     ix_hashes_free(&hashes);
     ix_targets_free(&targets);

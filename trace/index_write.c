@@ -22,6 +22,8 @@ struct finfo {
     long long id;
     long long def_file;  // files.id of the definition, 0: none yet
     int body_written;
+    int is_static;       // as the row was inserted
+    const char *name;
 };
 
 typedef struct writer {
@@ -120,7 +122,8 @@ static int put_function(writer *w, const ix_func *f, const char *usr) {
     bind_pos(w->ins_func, 9, f->end_col);
     sqlite3_bind_int64(w->ins_func, 10, w->unit);
     if (step(w, w->ins_func, "inserting a function")) return -1;
-    *(struct finfo *)tb_vec_push(&w->finfo) = (struct finfo){sqlite3_last_insert_rowid(w->db), f->is_def ? fid : 0, 0};
+    *(struct finfo *)tb_vec_push(&w->finfo) =
+        (struct finfo){sqlite3_last_insert_rowid(w->db), f->is_def ? fid : 0, 0, f->is_static, f->name};
     int k = (int)w->finfo.len - 1;
     tb_strmap_put(&w->funcs, usr, k);
     return k;
@@ -260,6 +263,21 @@ static int write_file_errors(writer *w, const ix_result *r) {
     return 0;
 }
 
+// In place (ix_write_index): a reused unit's tu_* rows stay as they are; its files are
+// numbered in the order write_unit_facts would number them, so that every file gets the id a
+// rewrite would give it.
+static int touch_unit_files(writer *w, const ix_result *r) {
+    long long bad = 0;
+    for (size_t i = 0; i < r->funcs.len; i++) bad |= file_id(w, TB_VEC_AT(&r->funcs, ix_func, i).file, 0, NULL, 0, NULL);
+    for (size_t i = 0; i < r->calls.len; i++) bad |= file_id(w, TB_VEC_AT(&r->calls, ix_call, i).file, 0, NULL, 0, NULL);
+    for (size_t i = 0; i < r->ftargets.len; i++)
+        bad |= file_id(w, TB_VEC_AT(&r->ftargets, ix_ftarget, i).file, 0, NULL, 0, NULL);
+    for (size_t i = 0; i < r->callbacks.len; i++)
+        bad |= file_id(w, TB_VEC_AT(&r->callbacks, ix_callback, i).file, 0, NULL, 0, NULL);
+    for (size_t i = 0; i < r->ranges.len; i++) bad |= file_id(w, TB_VEC_AT(&r->ranges, ix_range, i).file, 0, NULL, 0, NULL);
+    return bad < 0 ? -1 : 0;
+}
+
 // The unit's own facts, unmerged, and its inputs (the tu_* tables), for the next re-index.
 static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
     sqlite3_bind_int64(w->u_inputs, 1, tu_id);
@@ -353,7 +371,10 @@ static int write_collectives(writer *w, const ix_options *opt) {
     tb_strmap members;  // USRs of functions assigned to a field of an @Record
     tb_strmap_init(&members);
     const char **records = tb_xcalloc(opt->ncollectives + 1, sizeof *records, "collective records");
-    size_t nrecords = 0;
+    const char **globs = tb_xcalloc(opt->ncollectives + 1, sizeof *globs, "collective globs");
+    size_t nrecords = 0, nglobs = 0;
+    tb_strmap exact;  // the listed names without a glob
+    tb_strmap_init(&exact);
     sqlite3_stmt *q = NULL;
     int rc = -1;
     if (prep(w, &q, "SELECT function_usr FROM field_targets WHERE record = ?")) goto out;
@@ -367,6 +388,13 @@ static int write_collectives(writer *w, const ix_options *opt) {
     }
     sqlite3_finalize(q);
     q = NULL;
+    // the names without a glob in a map, the globs in a list (ix_name_matches' answer, once per name)
+    for (size_t i = 0; i < opt->ncollectives; i++) {
+        const char *p = opt->collectives[i];
+        if (p[0] == '@') continue;
+        if (strpbrk(p, "*?[\\")) globs[nglobs++] = p;
+        else tb_strmap_put(&exact, p, 1);
+    }
     if (prep(w, &q, "SELECT caller_id, callee_usr, callee_name, field, file_id, line, col, id FROM calls ORDER BY id"))
         goto out;
     while (sqlite3_step(q) == SQLITE_ROW) {
@@ -380,9 +408,9 @@ static int write_collectives(writer *w, const ix_options *opt) {
                 if (!strncmp(field, records[i], n) && field[n] == '.') site = field;
             }
         } else {
-            if (usr && tb_strmap_get(&members, usr)) site = name;
-            for (size_t i = 0; i < opt->ncollectives && !site; i++)
-                if (opt->collectives[i][0] != '@' && ix_name_matches(opt->collectives[i], name)) site = name;
+            if ((usr && tb_strmap_get(&members, usr)) || (name && tb_strmap_get(&exact, name))) site = name;
+            for (size_t i = 0; i < nglobs && !site && name; i++)
+                if (ix_name_matches(globs[i], name)) site = name;
         }
         if (!site) continue;
         sqlite3_bind_int64(w->ins_coll, 1, sqlite3_column_int64(q, 0));
@@ -400,31 +428,89 @@ static int write_collectives(writer *w, const ix_options *opt) {
 out:
     sqlite3_finalize(q);
     free(records);
+    free(globs);
+    tb_strmap_free(&exact);
     tb_strmap_free(&members);
     return rc;
 }
 
 // libraries: each function without a definition in the index, called or named by a unit
 // of a linking target, and the first library of that target's link line that defines it.
-static int write_libraries(writer *w, const ix_targets *targets) {
+// From the units' facts in memory (each unit's own calls and callbacks, as tu_calls and
+// tu_callbacks hold them): the pairs (function row, target) in (id, target) order, each once.
+struct lib_pair {
+    long long id;
+    const char *name, *target;
+};
+
+static int lib_pair_cmp(const void *a, const void *b) {
+    const struct lib_pair *x = a, *y = b;
+    if (x->id != y->id) return x->id < y->id ? -1 : 1;
+    return strcmp(x->target, y->target);
+}
+
+static void lib_pair_add(writer *w, tb_vec *pairs, const char *usr, const char *target) {
+    int *slot = usr ? tb_strmap_get(&w->funcs, usr) : NULL;
+    if (!slot) return;
+    const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, *slot);
+    if (fi->def_file || fi->is_static) return;
+    *(struct lib_pair *)tb_vec_push(pairs) = (struct lib_pair){fi->id, fi->name, target};
+}
+
+static int write_libraries(writer *w, const ix_compdb *db, const ix_result *results, const ix_targets *targets) {
     if (!targets || !targets->links.len) return 0;
+    tb_strmap unit_of, first_link;  // unit path -> index in db->tus; target -> its first link
+    tb_strmap_init(&unit_of);
+    tb_strmap_init(&first_link);
+    for (size_t i = 0; i < db->ntus; i++)
+        if (!tb_strmap_get(&unit_of, db->tus[i].file)) tb_strmap_put(&unit_of, db->tus[i].file, (int)i);
+    size_t nl = targets->links.len;
+    int *next_link = tb_xcalloc(nl, sizeof *next_link, "link chains");  // the target's next link, -1: none
+    int *last_link = tb_xcalloc(nl, sizeof *last_link, "link chains");
+    for (size_t i = 0; i < nl; i++) {
+        const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, i);
+        next_link[i] = -1;
+        int *first = tb_strmap_get(&first_link, l->target);
+        if (!first) {
+            tb_strmap_put(&first_link, l->target, (int)i);
+            last_link[i] = (int)i;
+        } else {
+            next_link[last_link[*first]] = (int)i;
+            last_link[*first] = (int)i;
+        }
+    }
+    tb_vec pairs;
+    tb_vec_init(&pairs, sizeof(struct lib_pair), "library candidates");
+    tb_strmap seen;  // "target\nunit": a target row listed twice
+    tb_strmap_init(&seen);
+    for (size_t i = 0; i < targets->rows.len; i++) {
+        const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
+        int *u = tb_strmap_get(&unit_of, t->file);
+        if (!u || !tb_strmap_get(&first_link, t->target)) continue;
+        const char *key = tb_pool_printf(&w->pool, "%s\n%s", t->target, t->file);
+        if (tb_strmap_get(&seen, key)) continue;
+        tb_strmap_put(&seen, key, 1);
+        const ix_result *r = &results[*u];
+        for (size_t j = 0; j < r->calls.len; j++)
+            lib_pair_add(w, &pairs, TB_VEC_AT(&r->calls, ix_call, j).callee_usr, t->target);
+        for (size_t j = 0; j < r->callbacks.len; j++)
+            lib_pair_add(w, &pairs, TB_VEC_AT(&r->callbacks, ix_callback, j).target_usr, t->target);
+    }
+    tb_strmap_free(&seen);
+    if (pairs.len) qsort(pairs.items, pairs.len, sizeof(struct lib_pair), lib_pair_cmp);
     ix_libs libs;
     ix_libs_init(&libs);
-    sqlite3_stmt *q = NULL, *ins = NULL;
+    sqlite3_stmt *ins = NULL;
     int rc = -1;
-    if (prep(w, &q,
-             "SELECT DISTINCT f.id, f.name, t.target FROM functions f JOIN (SELECT tu_id, callee_usr AS usr FROM"
-             " tu_calls UNION SELECT tu_id, target_usr FROM tu_callbacks) u ON u.usr = f.usr JOIN targets t ON"
-             " t.file_id = u.tu_id WHERE f.is_definition = 0 AND f.is_static = 0 ORDER BY f.id, t.target") ||
-        prep(w, &ins, "INSERT OR IGNORE INTO libraries(function_id, target, library) VALUES(?,?,?)"))
-        goto out;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(q, 1), *target = (const char *)sqlite3_column_text(q, 2);
-        for (size_t i = 0; name && target && i < targets->links.len; i++) {
-            const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, i);
-            if (strcmp(l->target, target) || !ix_lib_defines(&libs, l->library, name)) continue;
-            sqlite3_bind_int64(ins, 1, sqlite3_column_int64(q, 0));
-            bind_text(ins, 2, target);
+    if (prep(w, &ins, "INSERT OR IGNORE INTO libraries(function_id, target, library) VALUES(?,?,?)")) goto out;
+    for (size_t k = 0; k < pairs.len; k++) {
+        const struct lib_pair *p = &TB_VEC_AT(&pairs, struct lib_pair, k);
+        if (k && !lib_pair_cmp(p, &TB_VEC_AT(&pairs, struct lib_pair, k - 1))) continue;
+        for (int i = *tb_strmap_get(&first_link, p->target); i >= 0; i = next_link[i]) {
+            const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, (size_t)i);
+            if (!ix_lib_defines(&libs, l->library, p->name)) continue;
+            sqlite3_bind_int64(ins, 1, p->id);
+            bind_text(ins, 2, p->target);
             bind_text(ins, 3, l->library);
             if (step(w, ins, "inserting a library")) goto out;
             break;
@@ -432,9 +518,13 @@ static int write_libraries(writer *w, const ix_targets *targets) {
     }
     rc = 0;
 out:
-    sqlite3_finalize(q);
     sqlite3_finalize(ins);
     ix_libs_free(&libs);
+    tb_vec_free(&pairs);
+    free(next_link);
+    free(last_link);
+    tb_strmap_free(&unit_of);
+    tb_strmap_free(&first_link);
     return rc;
 }
 
@@ -462,8 +552,60 @@ void ix_phase_mark(const ix_options *opt, struct timespec *last, const char *wha
     *last = now;
 }
 
+// In place: the copy of the previous index loses everything but the tu_* rows of the reused
+// units (their previous files.id: results[i].reused units, prev_id[i]).
+static int clear_for_update(writer *w, const ix_compdb *db, const ix_result *results, const long long *prev_id) {
+    char *msg = NULL;
+    if (sqlite3_exec(w->db,
+                     "CREATE TEMP TABLE kept(id INTEGER PRIMARY KEY);"
+                     " DROP INDEX IF EXISTS calls_caller; DROP INDEX IF EXISTS calls_callee;"
+                     " DROP INDEX IF EXISTS functions_name; DROP INDEX IF EXISTS callbacks_function;"
+                     " DELETE FROM meta; DELETE FROM files; DELETE FROM functions; DELETE FROM file_errors;"
+                     " DELETE FROM calls; DELETE FROM field_targets; DELETE FROM range_sites; DELETE FROM callbacks;"
+                     " DELETE FROM collective_sites; DELETE FROM targets; DELETE FROM libraries;",
+                     NULL, NULL, &msg) != SQLITE_OK) {
+        int rc = tb_fail(w->err, "%s: clearing the previous index's copy: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
+        sqlite3_free(msg);
+        return rc;
+    }
+    sqlite3_stmt *keep = NULL;
+    if (prep(w, &keep, "INSERT OR IGNORE INTO kept(id) VALUES(?)")) return -1;
+    for (size_t i = 0; i < db->ntus; i++) {
+        if (!results[i].reused) continue;
+        sqlite3_bind_int64(keep, 1, prev_id[i]);
+        if (step(w, keep, "keeping a unit")) {
+            sqlite3_finalize(keep);
+            return -1;
+        }
+    }
+    sqlite3_finalize(keep);
+    static const char *const tables[] = {"tu_inputs", "tu_deps", "tu_functions", "tu_calls",
+                                         "tu_field_targets", "tu_callbacks", "tu_range_sites", "tu_symbols"};
+    for (size_t t = 0; t < sizeof tables / sizeof *tables; t++) {
+        char sql[160];
+        snprintf(sql, sizeof sql, "DELETE FROM %s WHERE tu_id NOT IN (SELECT id FROM kept)", tables[t]);
+        if (sqlite3_exec(w->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+            int rc = tb_fail(w->err, "%s: clearing %s: %s", w->path, tables[t], msg ? msg : sqlite3_errmsg(w->db));
+            sqlite3_free(msg);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+// In place: every file has the id it had in the previous index (files new since then come
+// after them), so the kept tu_* rows still name the right files. 1 when so.
+static int same_file_ids(const writer *w, const ix_inplace *in) {
+    for (size_t k = 0; k < w->files.cap; k++) {
+        if (!w->files.keys[k]) continue;
+        size_t id = (size_t)w->files.vals[k];
+        if (id < in->nprev_paths && (!in->prev_paths[id] || strcmp(in->prev_paths[id], w->files.keys[k]))) return 0;
+    }
+    return 1;
+}
+
 static int write_all(writer *w, const ix_compdb *db, ix_result *results, const ix_targets *targets,
-                     const ix_options *opt, const ix_meta *meta, ix_summary *sum) {
+                     const ix_options *opt, const ix_meta *meta, const ix_inplace *in, ix_summary *sum) {
     char *msg = NULL;
     // A new file that only this process sees until it is renamed over --out: no journal, no
     // syncs but the one before the rename, one transaction, the secondary indexes built once
@@ -472,11 +614,12 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
                      "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE;"
                      " PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536; BEGIN;",
                      NULL, NULL, &msg) != SQLITE_OK ||
-        sqlite3_exec(w->db, TB_INDEX_TABLES, NULL, NULL, &msg) != SQLITE_OK) {
+        (!in && sqlite3_exec(w->db, TB_INDEX_TABLES, NULL, NULL, &msg) != SQLITE_OK)) {
         int rc = tb_fail(w->err, "%s: creating the schema: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
         sqlite3_free(msg);
         return rc;
     }
+    if (in && clear_for_update(w, db, results, in->prev_id)) return -1;
     if (prep(w, &w->ins_file, "INSERT INTO files(path, is_tu, status, errors, diagnostics) VALUES(?,?,?,?,?)") ||
         prep(w, &w->ins_func,
              "INSERT INTO functions(usr, name, file_id, line, col, is_static, is_definition, end_line, end_col,"
@@ -527,11 +670,16 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         if (write_result(w, &results[i]) || write_file_errors(w, &results[i])) return -1;
     }
     ix_phase_mark(opt, &tp, "write: the merged facts");
+    if (in) {  // every file numbered first: the kept rows are valid only if no id changed
+        for (size_t i = 0; i < db->ntus; i++)
+            if (touch_unit_files(w, &results[i])) return -1;
+        if (!same_file_ids(w, in)) return 1;  // renumbered: rewrite instead
+    }
     for (size_t i = 0; i < db->ntus; i++) {
         int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
-        if (!tu_id || write_unit_facts(w, *tu_id, &results[i])) return -1;
+        if (!tu_id || (!(in && results[i].reused) && write_unit_facts(w, *tu_id, &results[i]))) return -1;
     }
-    ix_phase_mark(opt, &tp, "write: each unit's own facts (tu_*)");
+    ix_phase_mark(opt, &tp, in ? "write: the parsed units' own facts (tu_*), in place" : "write: each unit's own facts (tu_*)");
     if (write_collectives(w, opt)) return -1;
 
     for (size_t i = 0; targets && i < targets->rows.len; i++) {
@@ -550,7 +698,7 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         return rc;
     }
     ix_phase_mark(opt, &tp, "write: secondary indexes");
-    if (write_libraries(w, targets)) return -1;
+    if (write_libraries(w, db, results, targets)) return -1;
     ix_phase_mark(opt, &tp, "write: libraries");
 
     sum->tus = (long)db->ntus;
@@ -591,12 +739,38 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
     return 0;
 }
 
-int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, const ix_targets *targets,
-                   const ix_options *opt, const ix_meta *meta, ix_summary *sum, tb_error *err) {
+// A copy of the previous index, to be updated in place.
+static int copy_index(const char *from, const char *to, tb_error *err) {
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return tb_fail(err, "%s: cannot read the previous index: %s", from, strerror(errno));
+    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+        close(in);
+        return tb_fail(err, "%s: cannot create the index: %s", to, strerror(errno));
+    }
+    static char buf[1 << 20];
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n == 0) break;
+        if (n < 0 || write(out, buf, (size_t)n) != n) {
+            rc = tb_fail(err, "%s: copying the previous index: %s", to, strerror(errno));
+            break;
+        }
+    }
+    close(in);
+    if (close(out) != 0 && !rc) rc = tb_fail(err, "%s: copying the previous index: %s", to, strerror(errno));
+    return rc;
+}
+
+// One attempt: a new file, or (in) the previous index's copy updated. 1: the copy's file ids
+// would change; 0 written to tmp; -1 failed (with in, the caller writes a new file instead).
+static int write_attempt(const char *tmp, const ix_compdb *db, ix_result *results, const ix_targets *targets,
+                         const ix_options *opt, const ix_meta *meta, const ix_inplace *in, ix_summary *sum,
+                         tb_error *err) {
     memset(sum, 0, sizeof *sum);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     unlink(tmp);
+    if (in && copy_index(in->prev_file, tmp, err)) return -1;
     writer w = {.err = err, .path = tmp};
     tb_vec_init(&w.finfo, sizeof(struct finfo), "function rows");
     tb_strmap_init(&w.files);
@@ -605,7 +779,7 @@ int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, co
     if (sqlite3_open_v2(tmp, &w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         tb_fail(err, "%s: cannot create the index: %s", tmp, w.db ? sqlite3_errmsg(w.db) : "out of memory");
     } else {
-        rc = write_all(&w, db, results, targets, opt, meta, sum);
+        rc = write_all(&w, db, results, targets, opt, meta, in, sum);
     }
     sqlite3_stmt *sts[] = {w.ins_file, w.ins_func, w.upd_func, w.ins_call, w.ins_ft, w.ins_ferr,
                            w.ins_range, w.ins_coll, w.ins_target, w.ins_meta, w.ins_cb,
@@ -616,6 +790,22 @@ int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, co
     tb_strmap_free(&w.funcs);
     tb_vec_free(&w.finfo);
     tb_pool_free(&w.pool);
+    if (rc) unlink(tmp);
+    return rc;
+}
+
+int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, const ix_targets *targets,
+                   const ix_options *opt, const ix_meta *meta, const ix_inplace *in, ix_summary *sum,
+                   tb_error *err) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int rc = write_attempt(tmp, db, results, targets, opt, meta, in, sum, err);
+    if (rc && in) {  // renumbered files, or the previous index's copy could not be updated
+        if (opt->verbose)
+            fprintf(stderr, "tracebook index: %s: the index is rewritten\n",
+                    rc > 0 ? "the files' numbering changed" : err->msg);
+        rc = write_attempt(tmp, db, results, targets, opt, meta, NULL, sum, err);
+    }
     if (!rc) {
         int fd = open(tmp, O_RDONLY);
         if (fd < 0 || fsync(fd) != 0) rc = tb_fail(err, "%s: fsync: %s", tmp, strerror(errno));

@@ -22,11 +22,23 @@ typedef struct ix_meta {
     const char *source_dir, *build_dir, *compdb, *targets_source, *indexer_key;
 } ix_meta;
 
-// Writes everything to path via a temporary file and a rename.
+// A re-index that updates the previous index instead of writing a new one: its copy keeps
+// the reused units' tu_* rows (the bulk of the file); everything else is written again.
+typedef struct ix_inplace {
+    const char *prev_file;             // the previous index
+    const long long *prev_id;          // per unit of the database: its files.id there (reused units)
+    const char *const *prev_paths;     // files.id -> path there (NULL: no such id)
+    size_t nprev_paths;
+} ix_inplace;
+
+// Writes everything to path via a temporary file and a rename. in (or NULL): update a copy of
+// the previous index, when every file keeps its id (else, or when the copy cannot be updated,
+// the index is written anew).
 // --verbose: "phase WHAT: S s" on stderr, the seconds since *last; *last becomes now.
 void ix_phase_mark(const ix_options *opt, struct timespec *last, const char *what);
 
 int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, const ix_targets *targets,
-                   const ix_options *opt, const ix_meta *meta, ix_summary *sum, tb_error *err);
+                   const ix_options *opt, const ix_meta *meta, const ix_inplace *in, ix_summary *sum,
+                   tb_error *err);
 
 #endif

@@ -24,6 +24,7 @@
 #include "core/ranges.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
+#include "reports/conditions.h"
 
 #define CKPT_FORMAT "tracebook-dist-checkpoint"
 #define CKPT_VERSION 1
@@ -110,11 +111,31 @@ static json_t *geometry_json(const gpt_param *p, int tp) {
                      seg, "tp", p->split_axis < 0 ? 1 : tp, "rows", p->rows, "cols", p->cols);
 }
 
-// Whether this rank writes parameter p's pieces: one replica of each.
-static int writes(const gpt_param *p, int tp_rank, int dp_rank, int dp_size) {
-    if (p->pp_duplicate) return 0;                   // the first stage writes the tied embedding
-    if (p->split_axis < 0 && tp_rank != 0) return 0;  // replicated over tp
-    return dp_rank == p->global_index % dp_size;     // spread over the data-parallel replicas
+// The replicas of this rank's tensors: a dense tensor's over tp (when not split) and dp × cp;
+// an expert's (MoE) over etp and expert-dp, the ranks that hold the same experts.
+typedef struct replicas {
+    int tp_rank, dp_rank, dp_size;     // dense
+    int etp_rank, edp_rank, edp_size;  // experts
+} replicas;
+
+static replicas replicas_of(const tb_rank *rk, const gpt_model *m) {
+    replicas r = {m->tp_rank, 0, 1, 0, 0, 1};
+    if (rk->world) {
+        const tb_group *dp = &rk->groups[TB_GROUP_DP_CP], *edp = &rk->groups[TB_GROUP_EXPERT_DP];
+        r.dp_rank = dp->index, r.dp_size = dp->size;
+        r.etp_rank = rk->groups[TB_GROUP_ETP].index, r.edp_rank = edp->index, r.edp_size = edp->size;
+    }
+    return r;
+}
+
+// Whether this rank writes parameter p's pieces: one replica of each, spread over the
+// data-parallel (expert-data-parallel) replicas. An expert's tensors are named by their global
+// expert index (h.L.mlp.experts.E.*), so each is one global tensor whatever the ep it was saved at.
+static int writes(const gpt_param *p, const replicas *r) {
+    if (p->pp_duplicate) return 0;  // the first stage writes the tied embedding
+    if (p->expert) return r->etp_rank == 0 && r->edp_rank == p->global_index % r->edp_size;
+    if (p->split_axis < 0 && r->tp_rank != 0) return 0;  // replicated over tp
+    return r->dp_rank == p->global_index % r->dp_size;
 }
 
 static const char *const kinds[3] = {"model", "optimizer.exp_avg", "optimizer.exp_avg_sq"};
@@ -174,11 +195,12 @@ static int commit(const dist_ckpt_state *s, const char *dir, const char *tmp, co
     if (rc == 0) {
         const int vpp = cfg->virtual_pipeline_model_parallel_size > 1 ? cfg->virtual_pipeline_model_parallel_size : 1;
         json_t *meta = json_pack(
-            "{s:s, s:i, s:I, s:I, s:{s:I}, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:b}, s:o, s:o}", "format", CKPT_FORMAT,
+            "{s:s, s:i, s:I, s:I, s:{s:I}, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}, s:o, s:o}", "format", CKPT_FORMAT,
             "version", CKPT_VERSION, "iteration", (json_int_t)iteration, "consumed_samples",
             (json_int_t)(iteration * cfg->global_batch_size), "optimizer", "step", (json_int_t)s->opts[0].t, "config",
             config_to_json(cfg), "layout", "tp", cfg->tensor_model_parallel_size, "pp",
-            cfg->pipeline_model_parallel_size, "vpp", vpp, "dp", cfg->data_parallel_size, "world", cfg->world_size,
+            cfg->pipeline_model_parallel_size, "vpp", vpp, "dp", cfg->data_parallel_size, "ep", cfg->expert_model_parallel_size, "etp",
+            cfg->expert_tensor_parallel_size, "world", cfg->world_size,
             "distributed_optimizer", cfg->use_distributed_optimizer, "tensors", tensors, "files", files);
         tensors = files = NULL;
         rc = ckpt_path(path, err, "%s/" TB_CKPT_METADATA, tmp);
@@ -238,6 +260,7 @@ struct dist_ckpt_save {
     double stall_ms;   // what training waited for this save
     pthread_t thread;
     int threaded;
+    double run_delay_s;  // the writer thread's wait for a core (conditions_thread_run_delay_s)
 };
 
 // Materialisation: the moments all-gathered where sharded, the pieces this rank writes listed
@@ -246,8 +269,8 @@ static void materialize(struct dist_ckpt_save *sv) {
     const dist_ckpt_state *s = sv->s;
     tb_rank *rk = s->rk;
     const tb_group *dp = dp_group(rk);
-    const int dp_rank = dp ? dp->index : 0, dp_size = dp ? dp->size : 1;
     const int tp = s->models[0].tp_size, tp_rank = s->models[0].tp_rank;
+    const replicas reps = replicas_of(rk, &s->models[0]);
     phase_begin(&sv->t, CKPT_MATERIALIZE, ms_now(rk));
     sv->moments = tb_xcalloc(2 * (size_t)s->nchunks, sizeof *sv->moments, "checkpoint moments");
     for (int c = 0; c < s->nchunks; c++) {
@@ -270,7 +293,7 @@ static void materialize(struct dist_ckpt_save *sv) {
         const gpt_model *m = &s->models[c];
         for (int i = 0; i < m->nparams; i++) {
             const gpt_param *p = &m->params[i];
-            if (!writes(p, tp_rank, dp_rank, dp_size)) continue;
+            if (!writes(p, &reps)) continue;
             const float *data[3] = {m->param_memory + p->offset, sv->moments[2 * c] + p->offset,
                                     sv->moments[2 * c + 1] + p->offset};
             for (int k = 0; k < (s->cfg->save_optim ? 3 : 1); k++) {  // the model, then the moments
@@ -338,7 +361,9 @@ static void write_files(struct dist_ckpt_save *sv) {
 }
 
 static void *writer_thread(void *arg) {
-    write_files(arg);
+    struct dist_ckpt_save *sv = arg;
+    write_files(sv);
+    sv->run_delay_s = conditions_thread_run_delay_s();
     return NULL;
 }
 
@@ -428,7 +453,11 @@ static int complete(const dist_ckpt_state *s, dist_ckpt_writer *w, tb_error *err
     tb_rank *rk = s->rk;
     w->in_flight = NULL;
     double wait0 = ms_now(rk);
-    if (sv->threaded) pthread_join(sv->thread, NULL);
+    if (sv->threaded) {
+        pthread_join(sv->thread, NULL);
+        if (w->writers_run_delay_s >= 0)
+            w->writers_run_delay_s = sv->run_delay_s < 0 ? -1 : w->writers_run_delay_s + sv->run_delay_s;
+    }
     TB_RANGE_PUSH("checkpoint.barrier");
     phase_begin(&sv->t, CKPT_BARRIER, sv->t.arrival_ms);
     int rc = agree(rk, sv->ok, "checkpoint shards", sv->ok ? err : (tb_error *)memcpy(err, &sv->err, sizeof *err));
@@ -552,7 +581,8 @@ static int resolve_dir(const char *dir, char *out, tb_error *err) {
 static const char *const shape_keys[] = {
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "vocab_size",
     "normalization", "swiglu", "disable_bias_linear", "untie_embeddings_and_output_weights",
-    "position_embedding_type", "rotary_percent", "max_position_embeddings"};
+    "position_embedding_type", "rotary_percent", "max_position_embeddings", "num_experts", "moe_ffn_hidden_size",
+    "moe_layer_freq", "moe_shared_expert_intermediate_size"};
 
 static int check_shape(const json_t *saved, const tb_config *cfg, const char *path, tb_error *err) {
     json_t *mine = config_to_json(cfg);

@@ -19,12 +19,15 @@
 // the rows that are real, not vocabulary padding). Only one replica of a piece is written:
 // tp rank 0 for tensors replicated over tp, never the last stage's copy of a tied embedding,
 // and among the data-parallel replicas the one whose dp rank is the tensor's index mod dp,
-// so the writes spread over the data-parallel group. Under the distributed optimizer the
+// so the writes spread over the data-parallel group. An expert's tensors (MoE) are named by
+// their global expert index (h.L.mlp.experts.E.*): the replica written is the one whose
+// expert-dp rank is the index mod expert-dp, among the ranks holding that expert, so a
+// checkpoint saved at one expert-parallel size loads at any other. Under the distributed optimizer the
 // moments are first all-gathered over the data-parallel group.
 //
 // metadata.json: {"format": "tracebook-dist-checkpoint", "version": 1, "iteration",
 //   "consumed_samples", "optimizer": {"step"}, "config" (resolved), "layout" {tp, pp, vpp,
-//   dp, world, distributed_optimizer}, "tensors": {global name: {"full_rows", "full_cols",
+//   dp, ep, etp, world, distributed_optimizer}, "tensors": {global name: {"full_rows", "full_cols",
 //   "real_rows", "split_axis", "segments", "tp", "pieces": [{"tp_rank", "file", "key"}]}},
 //   "files": {file: {"sha256", "bytes"}}}.
 // RNG: nothing random runs after initialisation (no dropout) and the data position is a
@@ -88,6 +91,7 @@ struct dist_ckpt_save;
 typedef struct dist_ckpt_writer {
     struct dist_ckpt_save *in_flight;
     json_t *saves;
+    double writers_run_delay_s;  // the async writer threads' waits for a core, summed (-1: unknown)
 } dist_ckpt_writer;
 
 // Every rank calls it after step `iteration`; returns 0 on every rank or -1 on every rank

@@ -32,6 +32,9 @@ typedef struct nccl_group {
     int device;
     float *scratch;        // one float on the device, for barrier
     char name[64];         // the communicator's name in NCCL's logs
+    cudaStream_t compute;  // the rank's compute stream (training, tb_nccl_rank_set_compute_stream), or NULL
+    void *stage;           // device staging of host buffers (with a compute stream), grown as needed
+    size_t stage_bytes;
 } nccl_group;
 
 static nccl_group *state(const tb_group *g) { return g->backend == &tb_nccl_backend ? g->backend_state : NULL; }
@@ -142,6 +145,7 @@ static void free_state(nccl_group *s, int abort) {
     if (abort) abort_comm(s);
     if (s->stream) cudaStreamDestroy(s->stream);
     if (s->scratch) cudaFree(s->scratch);
+    if (s->stage) cudaFree(s->stage);
     free(s);
 }
 
@@ -305,7 +309,49 @@ static int prepare(tb_group *g, const char *op, nccl_group **out, tb_error *err)
     cudaError_t ce = cudaSetDevice(s->device);
     if (ce != cudaSuccess)
         return tb_fail(err, "%s on group %s: cudaSetDevice(%d): %s", op, g->name, s->device, cudaGetErrorString(ce));
+    // the buffers are written by kernels on the rank's compute stream: they must be done
+    if (s->compute && (ce = cudaStreamSynchronize(s->compute)) != cudaSuccess)
+        return tb_fail(err, "%s on group %s: the rank's compute stream: %s", op, g->name, cudaGetErrorString(ce));
     *out = s;
+    return 0;
+}
+
+// With a compute stream (training), a host buffer — the scalars and figures the trainer
+// reduces or gathers: the loss, the gradient norm, report figures — is copied through the
+// group's staging buffer. 1: p is host memory to stage.
+static int staged(const nccl_group *s, const void *p) {
+    if (!s->compute || !p) return 0;
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    return a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost;
+}
+
+// The staging buffer of at least `bytes`, holding `in_bytes` of `in` (if not NULL).
+static void *stage_in(tb_group *g, nccl_group *s, const char *op, const void *in, size_t in_bytes, size_t bytes,
+                      tb_error *err) {
+    cudaError_t ce = cudaSuccess;
+    if (s->stage_bytes < bytes) {
+        if (s->stage) cudaFree(s->stage);
+        s->stage = NULL;
+        s->stage_bytes = 0;
+        if ((ce = cudaMalloc(&s->stage, bytes)) != cudaSuccess)
+            return tb_fail(err, "%s on group %s: staging %zu bytes of host buffers: %s", op, g->name, bytes,
+                           cudaGetErrorString(ce)), NULL;
+        s->stage_bytes = bytes;
+    }
+    if (in && in_bytes && (ce = cudaMemcpy(s->stage, in, in_bytes, cudaMemcpyHostToDevice)) != cudaSuccess)
+        return tb_fail(err, "%s on group %s: staging a host buffer: %s", op, g->name, cudaGetErrorString(ce)), NULL;
+    return s->stage;
+}
+
+static int stage_out(tb_group *g, const char *op, void *out, const void *dev, size_t bytes, tb_error *err) {
+    cudaError_t ce = cudaMemcpy(out, dev, bytes, cudaMemcpyDeviceToHost);
+    if (ce != cudaSuccess)
+        return tb_fail(err, "%s on group %s: copying back a staged host buffer: %s", op, g->name,
+                       cudaGetErrorString(ce));
     return 0;
 }
 
@@ -375,10 +421,46 @@ static int finish(tb_group *g, nccl_group *s, const char *op, ncclResult_t r, in
     }
 }
 
+// The staged calls: the host buffer copied into the group's staging buffer, the call on it,
+// the result copied back.
+static int nccl_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, int *timed_out, tb_error *err);
+static int nccl_all_gather(tb_group *g, const float *send, float *recv, size_t sendcount, int *timed_out,
+                           tb_error *err);
+static int nccl_broadcast(tb_group *g, float *buf, size_t count, int root, int *timed_out, tb_error *err);
+
+static int staged_all_reduce(tb_group *g, nccl_group *s, float *buf, size_t count, tb_red_op op, int *timed_out,
+                             tb_error *err) {
+    float *d = stage_in(g, s, "all_reduce", buf, count * sizeof(float), count * sizeof(float), err);
+    if (!d || nccl_all_reduce(g, d, count, op, timed_out, err)) return -1;
+    return stage_out(g, "all_reduce", buf, d, count * sizeof(float), err);
+}
+
+// staging: [size · sendcount received | sendcount sent]
+static int staged_all_gather(tb_group *g, nccl_group *s, const float *send, float *recv, size_t sendcount,
+                             int *timed_out, tb_error *err) {
+    const size_t n = sendcount * sizeof(float), total = (size_t)g->size * n;
+    float *d = stage_in(g, s, "all_gather", NULL, 0, total + n, err);
+    if (!d) return -1;
+    float *mine = d + (size_t)g->size * sendcount;
+    cudaError_t ce = cudaMemcpy(mine, send, n, cudaMemcpyHostToDevice);
+    if (ce != cudaSuccess)
+        return tb_fail(err, "all_gather on group %s: staging a host buffer: %s", g->name, cudaGetErrorString(ce));
+    if (nccl_all_gather(g, mine, d, sendcount, timed_out, err)) return -1;
+    return stage_out(g, "all_gather", recv, d, total, err);
+}
+
+static int staged_broadcast(tb_group *g, nccl_group *s, float *buf, size_t count, int root, int *timed_out,
+                            tb_error *err) {
+    float *d = stage_in(g, s, "broadcast", buf, count * sizeof(float), count * sizeof(float), err);
+    if (!d || nccl_broadcast(g, d, count, root, timed_out, err)) return -1;
+    return stage_out(g, "broadcast", buf, d, count * sizeof(float), err);
+}
+
 static int nccl_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, int *timed_out, tb_error *err) {
     nccl_group *s = NULL;
     if (prepare(g, "all_reduce", &s, err)) return -1;
     if (count == 0) return 0;
+    if (staged(s, buf)) return staged_all_reduce(g, s, buf, count, op, timed_out, err);
     if (check_buffer(g, s, "all_reduce", "the", buf, err)) return -1;
     ncclResult_t r =
         ncclAllReduce(buf, buf, count, ncclFloat32, op == TB_RED_MAX ? ncclMax : ncclSum, s->comm, s->stream);
@@ -402,6 +484,7 @@ static int nccl_all_gather(tb_group *g, const float *send, float *recv, size_t s
     nccl_group *s = NULL;
     if (prepare(g, "all_gather", &s, err)) return -1;
     if (sendcount == 0) return 0;
+    if (staged(s, send) && staged(s, recv)) return staged_all_gather(g, s, send, recv, sendcount, timed_out, err);
     if (check_buffer(g, s, "all_gather", "send", send, err) || check_buffer(g, s, "all_gather", "recv", recv, err))
         return -1;
     ncclResult_t r = ncclAllGather(send, recv, sendcount, ncclFloat32, s->comm, s->stream);
@@ -444,6 +527,7 @@ static int nccl_broadcast(tb_group *g, float *buf, size_t count, int root, int *
     if (root < 0 || root >= g->size)
         return tb_fail(err, "broadcast on group %s: root %d outside the group's %d members", g->name, root, g->size);
     if (count == 0) return 0;
+    if (staged(s, buf)) return staged_broadcast(g, s, buf, count, root, timed_out, err);
     if (check_buffer(g, s, "broadcast", "the", buf, err)) return -1;
     ncclResult_t r = ncclBroadcast(buf, buf, count, ncclFloat32, root, s->comm, s->stream);
     return finish(g, s, "broadcast", r, timed_out, err);
@@ -484,6 +568,13 @@ static int nccl_barrier(tb_group *g, int *timed_out, tb_error *err) {
     return finish(g, s, "barrier", r, timed_out, err);
 }
 
+void tb_nccl_rank_set_compute_stream(tb_rank *rk, void *stream) {
+    for (int k = 0; k < TB_NGROUP_KINDS; k++) {
+        nccl_group *s = state(&rk->groups[k]);
+        if (s) s->compute = (cudaStream_t)stream;
+    }
+}
+
 const tb_comm_backend tb_nccl_backend = {
     "nccl",         nccl_all_reduce, nccl_reduce_scatter, nccl_all_gather, nccl_all_to_all,
     nccl_broadcast, nccl_send,       nccl_recv,           nccl_barrier,
@@ -519,6 +610,7 @@ int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
 }
 
 void tb_nccl_rank_destroy(tb_rank *rk) { (void)rk; }
+void tb_nccl_rank_set_compute_stream(tb_rank *rk, void *stream) { (void)rk, (void)stream; }
 
 void *tb_nccl_group_comm(const tb_group *g) { return NULL; }
 void *tb_nccl_group_stream(const tb_group *g) { return NULL; }

@@ -85,6 +85,13 @@ int tb_nccl_rank_init(struct tb_rank *rk, const tb_nccl_ids *ids, tb_error *err)
 // The rank's thread: undoes tb_nccl_rank_init (groups not on NCCL are left alone).
 void tb_nccl_rank_destroy(struct tb_rank *rk);
 
+// Training (--device cuda): the rank's compute stream. Every call of the rank's NCCL groups
+// then first waits for the work enqueued on it (the kernels that wrote its buffers), and a
+// host buffer given to all_reduce, all_gather or broadcast (the loss, the gradient norm, report
+// figures) is staged through a device buffer of the group instead of being refused. Without
+// it (NULL, the default) host buffers are refused as above.
+void tb_nccl_rank_set_compute_stream(struct tb_rank *rk, void *stream);
+
 // A group on the NCCL backend: its ncclComm_t (NULL once aborted), its cudaStream_t and
 // device. NULL / -1 for a group on another backend.
 void *tb_nccl_group_comm(const tb_group *g);

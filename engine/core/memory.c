@@ -14,7 +14,8 @@ typedef struct block_header {
     uint32_t category;
     uint32_t magic;
     struct block_header *prev, *next;  // the live list
-    char what[TB_MEM_WHAT_MAX + 40];
+    void *data;                        // the block: right after the header, or on the device
+    char what[TB_MEM_WHAT_MAX + 32];
 } block_header;
 
 _Static_assert(sizeof(block_header) % 64 == 0, "header keeps 64-byte alignment");
@@ -101,16 +102,41 @@ int tb_mem_stats_count_alloc(tb_mem_stats *s, tb_mem_category c, size_t bytes) {
     return 1;
 }
 
+// A header on the host for a block on the device; a refused allocation is retried once
+// after the cache has been given back, then is an OOM naming the device's reason.
+static block_header *device_block(tb_allocator *a, tb_mem_category c, size_t bytes, const char *what) {
+    const tb_mem_device *d = a->device;
+    block_header *h = malloc(sizeof *h);
+    if (!h) oom(a, c, bytes, what);
+    char why[sizeof a->device_failure - 32] = "";
+    void *p = NULL;
+    if (d->alloc(d->ctx, &p, bytes ? bytes : 1, why, sizeof why) != 0) {
+        tb_allocator_release_cache(a);
+        if (d->alloc(d->ctx, &p, bytes ? bytes : 1, why, sizeof why) != 0) {
+            free(h);
+            snprintf(a->device_failure, sizeof a->device_failure, "%s: %s", d->name, why);
+            oom(a, c, bytes, what);
+        }
+    }
+    h->data = p;
+    return h;
+}
+
 static void *alloc_impl(tb_allocator *a, tb_mem_category c, size_t bytes, const char *what,
                         int zero) {
     tb_mem_stats *s = &a->stats;
     if (a->cap && s->total_current + bytes > a->cap) oom(a, c, bytes, what);
     block_header *h = cache_take(a, bytes);
-    if (!h) {
+    if (!h && a->device) {
+        h = device_block(a, c, bytes, what);
+        s->reserved += bytes;
+        if (s->reserved > s->reserved_peak) s->reserved_peak = s->reserved;
+    } else if (!h) {
         void *raw = NULL;
         if (posix_memalign(&raw, 64, sizeof(block_header) + (bytes ? bytes : 1)) != 0)
             oom(a, c, bytes, what);
         h = raw;
+        h->data = h + 1;
         s->reserved += bytes;
         if (s->reserved > s->reserved_peak) s->reserved_peak = s->reserved;
     }
@@ -122,8 +148,9 @@ static void *alloc_impl(tb_allocator *a, tb_mem_category c, size_t bytes, const 
     h->next = a->live;
     if (h->next) h->next->prev = h;
     a->live = h;
-    void *p = h + 1;
-    if (zero) memset(p, 0, bytes);
+    void *p = h->data;
+    if (zero && a->device) a->device->zero(a->device->ctx, p, bytes);
+    else if (zero) memset(p, 0, bytes);
 
     if (tb_mem_stats_count_alloc(s, c, bytes)) take_snapshot(a);
     return p;
@@ -137,9 +164,23 @@ void *tb_calloc(tb_allocator *a, tb_mem_category c, size_t bytes, const char *wh
     return alloc_impl(a, c, bytes, what, 1);
 }
 
+// A device block's header: the live one whose block p is.
+static block_header *device_header(const tb_allocator *a, void *p) {
+    for (block_header *h = a->live; h; h = h->next)
+        if (h->data == p) return h;
+    fprintf(stderr, "tb_free: device pointer %p was not allocated by tb_alloc (or was freed twice)\n", p);
+    abort();
+}
+
+// Gives a block back to where it came from.
+static void release_block(tb_allocator *a, block_header *h) {
+    if (a->device) a->device->release(a->device->ctx, h->data);
+    free(h);
+}
+
 void tb_free(tb_allocator *a, void *p) {
     if (!p) return;
-    block_header *h = (block_header *)p - 1;
+    block_header *h = a->device ? device_header(a, p) : (block_header *)p - 1;
     if (h->magic != BLOCK_MAGIC) {
         fprintf(stderr, "tb_free: %p was not allocated by tb_alloc (or was freed twice)\n", p);
         abort();
@@ -152,7 +193,7 @@ void tb_free(tb_allocator *a, void *p) {
     a->stats.total_current -= h->bytes;
     if (!cache_put(a, h)) {
         a->stats.reserved -= h->bytes;
-        free(h);
+        release_block(a, h);
     }
 }
 
@@ -168,11 +209,13 @@ void tb_allocator_release_cache(tb_allocator *a) {
             a->cache[i].head = h->next;
             a->stats.reserved -= h->bytes;
             a->stats.cached[h->category] -= h->bytes;
-            free(h);
+            release_block(a, h);
         }
         a->cache[i].bytes = 0;
     }
 }
+
+void tb_allocator_set_device(tb_allocator *a, const tb_mem_device *device) { a->device = device; }
 
 void tb_allocator_reset_peaks(tb_allocator *a) {
     tb_mem_stats *s = &a->stats;
@@ -183,7 +226,7 @@ void tb_allocator_reset_peaks(tb_allocator *a) {
 }
 
 void tb_allocator_free_all(tb_allocator *a) {
-    while (a->live) tb_free(a, (block_header *)a->live + 1);
+    while (a->live) tb_free(a, ((block_header *)a->live)->data);
 }
 
 void tb_allocator_each_live(const tb_allocator *a, void (*fn)(void *arg, const char *what,

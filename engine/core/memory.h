@@ -33,6 +33,21 @@ const char *tb_mem_category_name(tb_mem_category c);
 
 typedef struct tb_allocator tb_allocator;
 
+// Where the bytes of the blocks come from: the host (none set: posix_memalign) or a device
+// (backend/cuda/cuda_backend.h: cudaMalloc on the rank's GPU). A device block's header (its
+// size, category, name) lives on the host, found by the block's pointer when it is freed; the
+// categories, peaks, cache, cap and OOM handler are the same. A device allocation that fails
+// is retried once after the cache is given back (PyTorch's), then is an OOM whose reason
+// (`device_failure`) the report names.
+typedef struct tb_mem_device {
+    const char *name;  // "cudaMalloc" in reports
+    // 0 and *p set, or non-zero with the device's reason in `why`
+    int (*alloc)(void *ctx, void **p, size_t bytes, char *why, size_t why_len);
+    void (*release)(void *ctx, void *p);
+    void (*zero)(void *ctx, void *p, size_t bytes);
+    void *ctx;
+} tb_mem_device;
+
 // Called when an allocation of `bytes` in `category` would exceed the cap (or the system
 // allocator fails). Should not return: it reports and fails the run (the engine's handler,
 // reports/memory_report.c, unwinds the rank). If it returns — or there is none — the
@@ -81,6 +96,8 @@ struct tb_allocator {
     int caching;                // keep freed blocks for reuse (off by default)
     tb_oom_handler on_oom;
     void *owner;
+    const tb_mem_device *device;  // NULL: host memory
+    char device_failure[160];     // the device's reason for the last refused allocation ("" if none)
 };
 
 // Counts an allocation of `bytes` in category c into s (current, peaks, at_total_peak); returns
@@ -99,6 +116,8 @@ void tb_free(tb_allocator *a, void *p);
 void tb_allocator_reset_peaks(tb_allocator *a);
 
 void tb_allocator_set_caching(tb_allocator *a, int on);
+// Blocks from a device from now on (before the first allocation; NULL: host).
+void tb_allocator_set_device(tb_allocator *a, const tb_mem_device *device);
 // Returns every cached block to the system (buffers in use are untouched). An allocator
 // with caching on must call this before it goes away.
 void tb_allocator_release_cache(tb_allocator *a);

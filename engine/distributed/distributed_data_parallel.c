@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/xalloc.h"
+#include "reports/conditions.h"
 
 int ddp_active(const tb_ddp *d) { return d->started; }
 
@@ -181,7 +182,9 @@ static void *comm_main(void *arg) {
         pthread_mutex_unlock(&d->mu);
         if (w.gather) gather_bucket(d, w.bucket);
         else reduce_bucket(d, w.bucket);
+        const double run_delay = conditions_thread_run_delay_s();
         pthread_mutex_lock(&d->mu);
+        d->run_delay_s = run_delay;
         d->done++;
         if (w.gather) {
             d->buckets[w.bucket].gathered = 1;
@@ -269,6 +272,14 @@ void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, t
         abort();
     }
     d->started = 1;
+}
+
+double ddp_thread_run_delay_s(tb_ddp *d) {
+    if (!d->started) return 0;
+    pthread_mutex_lock(&d->mu);
+    double v = d->run_delay_s;
+    pthread_mutex_unlock(&d->mu);
+    return v;
 }
 
 void ddp_free(tb_ddp *d) {

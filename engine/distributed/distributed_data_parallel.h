@@ -93,6 +93,7 @@ typedef struct tb_ddp {
 
     pthread_t thread;
     int started;
+    double run_delay_s;      // the thread's wait for a core so far (conditions_thread_run_delay_s; -1 unknown)
     tb_ranges ranges;        // the thread's track (tid 1 of the rank's trace)
     tb_comm_thread ct;
     pthread_mutex_t mu;
@@ -126,6 +127,9 @@ void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, t
 int ddp_active(const tb_ddp *d);
 // Joins the thread (a failed rank's too) and frees.
 void ddp_free(tb_ddp *d);
+// The communication thread's wait for a core so far, in seconds: 0 without the thread, -1
+// when the kernel does not report it (conditions.h, "scheduler").
+double ddp_thread_run_delay_s(tb_ddp *d);
 // Before the step's first backward: every bucket pending again.
 void ddp_start_step(tb_ddp *d);
 // From the backward of a chunk's last microbatch: the parameters of `site` are final.

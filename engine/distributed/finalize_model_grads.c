@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "backend/backend.h"
 #include "config.h"
 
 #include "core/ranges.h"
@@ -45,8 +46,7 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp)
                 const tb_shard_bucket *k = &opt->buckets[b];
                 const size_t n = k->slice_hi - k->slice_lo;
                 tb_reduce_scatter(adamw_bucket_group(opt, k, dp), m->grad_memory + k->lo, opt->shard_grads + k->at, n);
-                float *g = m->grad_memory + k->slice_lo;
-                for (size_t i = 0; i < n; i++) g[i] = opt->shard_grads[k->at + i] * inv;
+                tb_be()->scale(m->grad_memory + k->slice_lo, opt->shard_grads + k->at, inv, n);
             }
         } else if (experts_apart) {
             // the dense range over dp × cp, the experts' over expert-dp (the ranks holding the
@@ -56,11 +56,11 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp)
             const size_t dense = m->experts_offset;
             if (dp->size > 1) tb_all_reduce(dp, m->grad_memory, dense, TB_RED_SUM);
             if (edp->size > 1) tb_all_reduce(edp, m->grad_memory + dense, m->padded_parameters - dense, TB_RED_SUM);
-            for (size_t i = 0; i < m->padded_parameters; i++) m->grad_memory[i] *= inv;
+            tb_be()->scale(m->grad_memory, m->grad_memory, inv, m->padded_parameters);
         } else {
             TB_RANGE_PUSH("finalize_model_grads.all_reduce");
             tb_all_reduce(dp, m->grad_memory, m->padded_parameters, TB_RED_SUM);
-            for (size_t i = 0; i < m->padded_parameters; i++) m->grad_memory[i] *= inv;
+            tb_be()->scale(m->grad_memory, m->grad_memory, inv, m->padded_parameters);
         }
         TB_RANGE_POP();
     }

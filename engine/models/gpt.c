@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/kernels.h"
+#include "backend/backend.h"
 #include "core/rng.h"
 #include "core/xalloc.h"
 #include "core/ranges.h"
@@ -292,15 +292,20 @@ static void bind_views(gpt_model *m, float *base, gpt_weights *w, transformer_la
 // Each tensor is drawn whole from its own stream (seed, tensor index) and this rank keeps
 // its shard, so every layout initialises to the same model as the single rank.
 static void init_weights(gpt_model *m) {
+    const tb_backend *be = tb_be();
     for (int i = 0; i < m->nparams; i++) {
         const gpt_param *p = &m->params[i];
-        float *x = m->param_memory + p->offset;
+        float *dst = m->param_memory + p->offset;
+        // on a device the values are drawn on the host, then copied over
+        float *x = be->host ? dst : tb_xmalloc(p->numel * sizeof(float) + 1, "initial weights (host)");
         if (p->init_std > 0) {
             int parts, part;
             gpt_param_split_group(m, p, &parts, &part);
             const int sharded = p->split_axis >= 0 && parts > 1;
             size_t whole = (size_t)p->full_rows * p->full_cols;
-            float *full = sharded ? tb_alloc(m->mem, TB_MEM_WORKSPACE, whole * sizeof(float), "init staging") : x;
+            float *full = !sharded ? x
+                          : be->host ? tb_alloc(m->mem, TB_MEM_WORKSPACE, whole * sizeof(float), "init staging")
+                                     : tb_xmalloc(whole * sizeof(float), "init staging (host)");
             tb_rng rng;
             tb_rng_init(&rng, tb_seed_mix((uint64_t)m->cfg->seed, tb_seed_mix(0x706172616d73ull, (uint64_t)p->global_index)));
             size_t real = (size_t)p->hf_rows * p->full_cols;  // padded vocab rows stay 0
@@ -308,10 +313,15 @@ static void init_weights(gpt_model *m) {
             memset(full + real, 0, (whole - real) * sizeof(float));
             if (sharded) {
                 gpt_param_shard_copy(p, parts, part, full, x, 1);
-                tb_free(m->mem, full);
+                if (be->host) tb_free(m->mem, full);
+                else free(full);
             }
         } else {
             for (size_t j = 0; j < p->numel; j++) x[j] = p->init_value;
+        }
+        if (!be->host) {
+            be->copy_from_host(dst, x, p->numel * sizeof(float));
+            free(x);
         }
     }
 }
@@ -413,6 +423,8 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
     m->full = m->tp_size > 1 ? tb_alloc(mem, TB_MEM_WORKSPACE, N * m->C * f, "embedding / output-layer staging")
                              : NULL;
     m->ce_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, 3 * N * f, "cross-entropy statistics");
+    for (int s = 0; s < chunk.nslots && !tb_be()->host; s++)
+        m->slots[s].tokens_dev = tb_alloc(mem, TB_MEM_WORKSPACE, 2 * N * sizeof(int32_t), "microbatch tokens");
 }
 
 void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_group *tp_group) {
@@ -423,7 +435,10 @@ void gpt_model_init(gpt_model *m, const tb_config *cfg, tb_allocator *mem, tb_gr
 // Also frees a model whose construction stopped part way (an OOM under --memory-cap
 // unwinds the rank): every field is set once it is allocated, NULL before.
 void gpt_model_free(gpt_model *m) {
-    for (int i = 0; m->slots && i < m->chunk.nslots; i++) gpt_release_activations(m, i);
+    for (int i = 0; m->slots && i < m->chunk.nslots; i++) {
+        gpt_release_activations(m, i);
+        tb_free(m->mem, m->slots[i].tokens_dev);
+    }
     free(m->slots);
     transformer_block_free(&m->block);
     tb_free(m->mem, m->d_lnf);
@@ -450,7 +465,7 @@ void gpt_release_activations(gpt_model *m, int slot) {
     st->lnf = st->logits = NULL;
 }
 
-void gpt_zero_grad(gpt_model *m) { memset(m->grad_memory, 0, m->padded_parameters * sizeof(float)); }
+void gpt_zero_grad(gpt_model *m) { tb_be()->zero(m->grad_memory, m->padded_parameters * sizeof(float)); }
 
 double gpt_flops_per_token(int64_t parameters, int layers, int hidden_size, int seq_length) {
     return 6.0 * (double)parameters + 12.0 * (double)layers * (double)hidden_size * (double)seq_length;
@@ -487,6 +502,12 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
     const int sp = region->sp && m->tp_size > 1;
     gpt_slot *st = &m->slots[slot];
     gpt_release_activations(m, slot);
+    if (st->tokens_dev) {  // a device backend: the step's tokens copied to the slot's device buffer
+        if (inputs) tb_be()->copy_from_host(st->tokens_dev, inputs, (size_t)N * sizeof(int32_t));
+        if (targets) tb_be()->copy_from_host(st->tokens_dev + N, targets, (size_t)N * sizeof(int32_t));
+        inputs = inputs ? st->tokens_dev : NULL;
+        targets = targets ? st->tokens_dev + N : NULL;
+    }
     st->inputs = inputs;
     st->targets = targets;
 
@@ -504,12 +525,12 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
         TB_RANGE_POP();
         tensor_dump_forward(m->block.d.dump, region, x0, Ns, C, "embedding");
     } else if (x_in) {
-        memcpy(x0, x_in, (size_t)Ns * C * sizeof(float));
+        tb_be()->copy(x0, x_in, (size_t)Ns * C * sizeof(float));
     }
 
     const float *x = transformer_block_forward(&m->block, slot);
     if (!m->chunk.has_head) {
-        if (x_out) memcpy(x_out, x, (size_t)Ns * C * sizeof(float));
+        if (x_out) tb_be()->copy(x_out, x, (size_t)Ns * C * sizeof(float));
         TB_RANGE_POP();
         return 0.0f;
     }
@@ -537,8 +558,7 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
     TB_RANGE_PUSH("loss");
     vocab_parallel_cross_entropy_forward(region->tp, st->logits, st->losses, m->ce_scratch, targets, N, m->Vl,
                                          m->vocab_start, m->V, m->cfg->debug_inject_fault);
-    double sum = 0.0;
-    for (int i = 0; i < N; i++) sum += st->losses[i];
+    const double sum = tb_be_sum_to_host(st->losses, (size_t)N);
     TB_RANGE_POP();
 
     TB_RANGE_POP();
@@ -598,7 +618,7 @@ void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d
         TB_RANGE_POP();
         if (m->grads_final && m->grads_ready) m->grads_ready(m->grads_ready_ctx, m->chunk_index, -2);
     } else if (d_in) {
-        memcpy(d_in, dx0, (size_t)Ns * C * sizeof(float));
+        tb_be()->copy(d_in, dx0, (size_t)Ns * C * sizeof(float));
     }
 
     TB_RANGE_POP();

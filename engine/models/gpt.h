@@ -61,6 +61,7 @@ typedef struct gpt_slot {
     float *lnf, *lnf_mean, *lnf_rstd;      // (N,C) gathered, (Ns), (Ns)
     float *logits;                         // (N,Vl): logits → probs → dlogits, in place
     float *losses;                         // (N)
+    int32_t *tokens_dev;                   // (2N) inputs | targets on a device backend (NULL on the CPU)
 } gpt_slot;
 
 // A model chunk: the whole model, or one pipeline stage's (virtual stage's) slice of it —

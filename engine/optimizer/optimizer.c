@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/kernels.h"
+#include "backend/backend.h"
 #include "comm/comm.h"
 #include "core/xalloc.h"
 #include "optimizer/adamw_element.h"
@@ -103,6 +103,7 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
     const float bc1 = 1.0f - powf(b1, (float)opt->t), bc2 = 1.0f - powf(b2, (float)opt->t);
     // lr / bc1 and 1 / sqrt(bc2) folded once: p -= step · m / (sqrt(v)·inv_sqrt_bc2 + eps)
     const float step = lr / bc1, inv_sqrt_bc2 = 1.0f / sqrtf(bc2);
+    const tb_backend *be = tb_be();
     for (int b = 0; b < opt->nbuckets; b++) {
         const tb_shard_bucket *k = &opt->buckets[b];
         for (int i = 0; i < nparams; i++) {
@@ -113,12 +114,12 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
             if (lo >= hi) continue;
             const float keep = e->decay ? 1.0f - lr * opt->weight_decay : 1.0f;
             float *p = params + lo, *m = opt->m + k->at + (lo - k->slice_lo), *v = opt->v + k->at + (lo - k->slice_lo);
-            adamw_update(p, m, v, grads + lo, hi - lo, grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2);
+            be->adamw_update(p, m, v, grads + lo, hi - lo, grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2);
         }
     }
 }
 
-double clip_grads_global_norm(const float *grads, size_t n) { return sqrt(cpu_sum_squares(grads, n)); }
+double clip_grads_global_norm(const float *grads, size_t n) { return sqrt(tb_be()->sum_squares(grads, n)); }
 
 double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *opts, int nchunks,
                                        struct tb_rank *rk) {
@@ -141,7 +142,7 @@ double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *
                 const tb_shard_bucket *k = &opt->buckets[b];
                 size_t lo = p->offset > k->slice_lo ? p->offset : k->slice_lo;
                 size_t hi = p->offset + p->numel < k->slice_hi ? p->offset + p->numel : k->slice_hi;
-                if (lo < hi) sum += cpu_sum_squares(m->grad_memory + lo, hi - lo);
+                if (lo < hi) sum += tb_be()->sum_squares(m->grad_memory + lo, hi - lo);
             }
         }
     }

@@ -65,6 +65,7 @@ void pipeline_init(tb_pipeline *pl, const tb_config *cfg, struct tb_rank *rk, gp
     pl->micro_batch_size = cfg->micro_batch_size;
     pl->seq_length = cfg->seq_length / (cfg->context_parallel_size > 1 ? cfg->context_parallel_size : 1);
     pl->num_microbatches = M;
+    pl->grad_scale = 1.0f;
     pl->ops = tb_xcalloc((size_t)2 * M * nchunks, sizeof *pl->ops, "pipeline schedule");
     pl->nops = pipeline_schedule(p, r, M, nchunks, pl->ops);
     if (p > 1) {
@@ -94,7 +95,7 @@ static double ms_since(int64_t t0) { return (double)(tb_now_ns() - t0) / 1e6; }
 
 double forward_backward_func(tb_pipeline *pl, const int32_t *inputs, const int32_t *targets, tb_step_timeline *time) {
     const size_t mb_tokens = (size_t)pl->micro_batch_size * pl->seq_length;
-    const float loss_scale = 1.0f / (float)pl->num_microbatches;
+    const float loss_scale = pl->grad_scale / (float)pl->num_microbatches;  // (1 / M bit for bit without --fp16)
     double loss = 0.0;
     pl->nonfinite_microbatch = -1;
     for (int i = 0; i < pl->nops; i++) {

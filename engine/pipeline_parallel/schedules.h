@@ -65,6 +65,7 @@ typedef struct tb_pipeline {
     p2p_peers peers;
     float *x_in, *x_out;                 // (Ns,C) activations received from / sent to the neighbouring stages
     float *d_in, *d_out;                 // (Ns,C) gradients sent to / received from them; all NULL when pp = 1
+    float grad_scale;                    // the backward's seed is grad_scale / M (--fp16's loss scale; else 1)
     int nonfinite_microbatch;            // of the last step: the first microbatch whose loss was NaN or Inf
                                          // on this (last) stage, -1 when none
 } tb_pipeline;

@@ -42,11 +42,21 @@ static double read_loadavg(void) {
     return v;
 }
 
+double conditions_thread_run_delay_s(void) {
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (!f) return -1;
+    unsigned long long on_cpu_ns, run_delay_ns;
+    int n = fscanf(f, "%llu %llu", &on_cpu_ns, &run_delay_ns);
+    fclose(f);
+    return n == 2 ? (double)run_delay_ns / 1e9 : -1;
+}
+
 void conditions_sample_now(conditions_sample *s) {
     s->wall_s = clock_s(CLOCK_MONOTONIC);
     s->process_cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     read_proc_stat(&s->host_busy_s, &s->host_steal_s);
     s->loadavg1 = read_loadavg();
+    s->run_delay_s = conditions_thread_run_delay_s();
 }
 
 // What the host's other processes took between two samples: host busy time less ours.
@@ -60,10 +70,12 @@ static json_t *seconds_or_null(double v, double scale) { return v < 0 ? json_nul
 
 json_t *conditions_step_json(const conditions_sample *a, const conditions_sample *b) {
     int host = a->host_busy_s >= 0 && b->host_busy_s >= 0;
-    return json_pack("{s:o, s:o, s:o, s:o}", "process_cpu_ms", tb_json_number((b->process_cpu_s - a->process_cpu_s) * 1e3),
+    const int delay = a->run_delay_s >= 0 && b->run_delay_s >= 0;
+    return json_pack("{s:o, s:o, s:o, s:o, s:o}", "process_cpu_ms", tb_json_number((b->process_cpu_s - a->process_cpu_s) * 1e3),
                      "host_busy_ms", seconds_or_null(host ? b->host_busy_s - a->host_busy_s : -1, 1e3),
                      "other_processes_ms", seconds_or_null(others_s(a, b), 1e3), "steal_ms",
-                     seconds_or_null(host ? b->host_steal_s - a->host_steal_s : -1, 1e3));
+                     seconds_or_null(host ? b->host_steal_s - a->host_steal_s : -1, 1e3), "run_queue_wait_ms",
+                     seconds_or_null(delay ? b->run_delay_s - a->run_delay_s : -1, 1e3));
 }
 
 // The CPUs this process may run on (its affinity mask), else the online ones.
@@ -97,6 +109,14 @@ int conditions_write(const char *run_dir, const conditions_threads *t, const con
         seconds_or_null(others >= 0 && wall > 0 ? others / (wall * usable) : -1, 1), "steal_s",
         seconds_or_null(a->host_steal_s >= 0 && b->host_steal_s >= 0 ? b->host_steal_s - a->host_steal_s : -1, 1),
         "loadavg_start", seconds_or_null(a->loadavg1, 1), "loadavg_end", seconds_or_null(b->loadavg1, 1));
+    const int measured = t->run_queue_wait_s >= 0 && wall > 0;
+    json_object_set_new(
+        c, "scheduler",
+        json_pack("{s:o, s:o, s:s, s:s}", "run_queue_wait_s", seconds_or_null(measured ? t->run_queue_wait_s : -1, 1),
+                  "run_queue_share", seconds_or_null(measured ? t->run_queue_wait_s / wall : -1, 1), "measured",
+                  "the rank waiting most: its rank thread's and background threads' run_delay "
+                  "(/proc/thread-self/schedstat)",
+                  "unmeasured", t->run_queue_unmeasured ? t->run_queue_unmeasured : ""));
     char path[4096];
     if (tb_run_path(path, sizeof path, run_dir, TB_RUN_CONDITIONS, err) != 0) {
         json_decref(c);

@@ -5,7 +5,7 @@
 // meanwhile (other processes, and the hypervisor's steal), from /proc.
 //
 // Each metrics line carries the step's figures ("conditions": process_cpu_ms, host_busy_ms,
-// other_processes_ms, steal_ms); conditions.json (written by rank 0 at the end) the run's:
+// other_processes_ms, steal_ms, run_queue_wait_ms: the rank thread's wait for a core); conditions.json (written by rank 0 at the end) the run's:
 //   {"threads": {"ranks", "openmp_per_rank", "blas_per_rank", "total", "chosen_by",
 //                "openmp_wait_policy", "openmp_wait_policy_source"},
 //    "cores": {"online", "usable", "occupied": min(total, usable)},
@@ -15,6 +15,14 @@
 // as if they ran all the time: a run is judged oversubscribed rather than trusted when they
 // may have taken a core from the kernels.
 //    "oversubscribed": total > usable,
+//    "scheduler": {"run_queue_wait_s", "run_queue_share", "measured", "unmeasured"}:
+//        what oversubscription (or anything else) cost, measured rather than counted: the
+//        time a rank's threads spent runnable but waiting for a core (the kernel's run_delay,
+//        /proc/thread-self/schedstat) — the rank thread's between the first and last sample
+//        plus its background threads' — for the rank that waited most, and that over wall_s.
+//        null where a thread of the run is not measured (OpenMP or OpenBLAS workers: more
+//        than one kernel thread per rank) or the kernel does not report it; "unmeasured"
+//        says which.
 //    "wall_s", "process_cpu_s", "cpu_share": process CPU / (wall × min(total, usable)),
 //    "host": {"busy_s", "other_processes_s", "other_processes_share", "steal_s",
 //             "loadavg_start", "loadavg_end"}}
@@ -34,7 +42,13 @@ typedef struct conditions_sample {
     double host_busy_s;     // /proc/stat user+nice+system+irq+softirq over all CPUs; -1: unreadable
     double host_steal_s;    // /proc/stat steal; -1: unreadable
     double loadavg1;        // /proc/loadavg; -1: unreadable
+    double run_delay_s;     // the calling thread's run_delay (conditions_thread_run_delay_s)
 } conditions_sample;
+
+// The calling thread's time spent runnable but waiting for a core since it started (the
+// scheduler's run_delay, the second field of /proc/thread-self/schedstat), in seconds; -1
+// when the kernel does not report it.
+double conditions_thread_run_delay_s(void);
 
 void conditions_sample_now(conditions_sample *s);
 // The figures between two samples, for a metrics line.
@@ -47,6 +61,8 @@ typedef struct conditions_threads {
     const char *chosen_by;                   // e.g. "--num-threads 2", "1 per rank thread"
     const char *wait_policy, *wait_source;   // cpu_openmp_wait_policy's
     double run_others_cpu_s;                 // CPU time of this run's other processes (mpirun), counted as the run's
+    double run_queue_wait_s;                 // scheduler.run_queue_wait_s; -1: not measured
+    const char *run_queue_unmeasured;        // the threads it leaves out, "" for none
 } conditions_threads;
 
 // conditions.json in run_dir.

@@ -77,6 +77,9 @@ void memory_report_oom(void *owner, const tb_allocator *a, tb_mem_category categ
     for (int c = 0; c < TB_MEM_NCATEGORIES; c++) reserved[c] = a->stats.current[c] + a->stats.cached[c];
     json_object_set_new(report, "reserved", memory_bytes_by_category(reserved));  // its total: stats.reserved
     json_object_set_new(report, "cached", memory_bytes_by_category(a->stats.cached));
+    // the device a rank's tensors are on (--device cuda), and why it refused, when it did
+    json_object_set_new(report, "memory", json_string(a->device ? a->device->name : "host"));
+    if (a->device_failure[0]) json_object_set_new(report, "device_failure", json_string(a->device_failure));
     // this rank's part, then oom.json merged from every rank's that ran out (core/failure_report.h)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -101,6 +104,7 @@ void memory_report_oom(void *owner, const tb_allocator *a, tb_mem_category categ
     fprintf(stderr, "  requested %zu bytes (%s, %s); cap %zu bytes, in use %zu bytes\n", bytes, what ? what : "?",
             tb_mem_category_name(category), a->cap, a->stats.total_current);
     fprintf(stderr, "  range stack: %s\n", stack[0] ? stack : "(none)");
+    if (a->device_failure[0]) fprintf(stderr, "  the device refused it: %s\n", a->device_failure);
     fprintf(stderr, "  in use by category:");
     for (int c = 0; c < TB_MEM_NCATEGORIES; c++)
         fprintf(stderr, " %s %zu", tb_mem_category_name((tb_mem_category)c), a->stats.current[c]);
@@ -110,6 +114,10 @@ void memory_report_oom(void *owner, const tb_allocator *a, tb_mem_category categ
     if (others) fprintf(stderr, "; %zu other rank(s) out of memory too", others);
     fprintf(stderr, ")\n");
     fflush(NULL);
+    if (a->device_failure[0])
+        parallel_state_rank_fail(rk, TB_EXIT_OUT_OF_MEMORY, "out of memory: %zu bytes for %s (%s): %s (%s)", bytes,
+                                 what ? what : "?", tb_mem_category_name(category), a->device_failure,
+                                 wrote ? path : err.msg);
     parallel_state_rank_fail(rk, TB_EXIT_OUT_OF_MEMORY, "out of memory: %zu bytes for %s (%s) over --memory-cap %zu (%s)",
                              bytes, what ? what : "?", tb_mem_category_name(category), a->cap, wrote ? path : err.msg);
 }

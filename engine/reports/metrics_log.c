@@ -30,6 +30,10 @@ int metrics_log_write(metrics_log *log, const step_metrics *s, const tb_config *
     json_object_set_new(o, "pipeline", pipeline);
     json_object_set_new(o, "conditions", conditions);
     if (moe) json_object_set_new(o, "moe", moe);
+    if (c->fp16) {  // Megatron's "loss scale" and skipped iterations
+        json_object_set_new(o, "loss_scale", tb_json_number(s->loss_scale));
+        json_object_set_new(o, "skipped", json_boolean(s->skipped));
+    }
     char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     int bad = !text || fprintf(log->f, "%s\n", text) < 0 || fflush(log->f) != 0;
@@ -59,7 +63,10 @@ void print_run_header(const tb_config *c, const gpt_model *m, const char *run_di
     if (c->num_experts > 0)
         printf("MoE: %d experts of ffn %d, top-%d%s, in layers l mod %d = 0 | load balancing %s (coeff %g) | "
                "dispatcher %s\n",
-               c->num_experts, c->moe_ffn_hidden_size, c->moe_router_topk, c->moe_router_pre_softmax ? " (pre-softmax)" : "",
+               c->num_experts, c->moe_ffn_hidden_size, c->moe_router_topk,
+               c->moe_router_pre_softmax                                 ? " (pre-softmax)"
+               : c->moe_router_score_function == TB_MOE_SCORE_SIGMOID ? " (sigmoid scores)"
+                                                                         : "",
                c->moe_layer_freq,
                config_choice_name("moe_router_load_balancing_type", c->moe_router_load_balancing_type),
                c->moe_aux_loss_coeff, config_choice_name("moe_token_dispatcher_type", c->moe_token_dispatcher_type));

@@ -28,6 +28,8 @@ typedef struct step_metrics {
     double step_ms;               // this rank's
     double slowest_rank_step_ms;  // the world's slowest, which sets throughput
     double tokens_per_s, tflops, mfu;
+    double loss_scale;            // --fp16: the step's loss scale (written only with --fp16)
+    int skipped;                  // --fp16: the update was skipped (the gradients overflowed)
 } step_metrics;
 
 typedef struct metrics_log {

@@ -1,22 +1,22 @@
 #include "tensor_parallel/cross_entropy.h"
 
-#include "backend/cpu/kernels.h"
+#include "backend/backend.h"
 #include "config.h"
 
 void vocab_parallel_cross_entropy_forward(tb_group *tp, float *logits, float *losses, float *scratch,
                                           const int32_t *targets, int N, int Vl, int vocab_start, int V, int fault) {
     float *max = scratch, *target = scratch + N, *sum = scratch + 2 * (size_t)N;
     const int parallel = tp && tp->size > 1;
-    cpu_ce_row_max(logits, max, N, Vl, vocab_start, V);
+    tb_be()->ce_row_max(logits, max, N, Vl, vocab_start, V);
     if (parallel) tb_all_reduce(tp, max, (size_t)N, TB_RED_MAX);
-    cpu_ce_target_logit(logits, max, target, targets, N, Vl, vocab_start);
+    tb_be()->ce_target_logit(logits, max, target, targets, N, Vl, vocab_start);
     if (parallel) tb_all_reduce(tp, target, (size_t)N, TB_RED_SUM);
-    cpu_ce_exp_sum(logits, max, sum, N, Vl, vocab_start, V);
+    tb_be()->ce_exp_sum(logits, max, sum, N, Vl, vocab_start, V);
     if (parallel && fault != TB_FAULT_VOCAB_CE_SUM) tb_all_reduce(tp, sum, (size_t)N, TB_RED_SUM);  // (the drill skips it)
-    cpu_ce_normalize(logits, sum, target, losses, N, Vl);
+    tb_be()->ce_normalize(logits, sum, target, losses, N, Vl);
 }
 
 void vocab_parallel_cross_entropy_backward(float *probs, const int32_t *targets, float dloss, int N, int Vl,
                                            int vocab_start) {
-    cpu_cross_entropy_backward(probs, targets, dloss, N, Vl, vocab_start);
+    tb_be()->cross_entropy_backward(probs, targets, dloss, N, Vl, vocab_start);
 }

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "backend/backend.h"
 #include "core/ranges.h"
 
 void reduce_from_tensor_model_parallel_region(const tb_tp_region *r, float *buf, size_t count) {
@@ -16,8 +17,8 @@ static void shard_rows(const tb_tp_region *r, int rank, float *btc, float *block
     for (int b = 0; b < r->B; b++) {
         float *seq = btc + ((size_t)b * r->T + (size_t)rank * Tl) * r->C;
         float *blk = block + (size_t)b * Tl * r->C;
-        if (to_block) memcpy(blk, seq, row);
-        else memcpy(seq, blk, row);
+        if (to_block) tb_be()->copy(blk, seq, row);
+        else tb_be()->copy(seq, blk, row);
     }
 }
 
@@ -25,7 +26,7 @@ void gather_from_sequence_parallel_region(const tb_tp_region *r, const float *lo
     const int tp = tb_tp_size(r);
     const size_t shard = (size_t)r->B * (r->T / tp) * r->C;
     if (tp == 1) {
-        if (full != local) memcpy(full, local, shard * sizeof(float));
+        if (full != local) tb_be()->copy(full, local, shard * sizeof(float));
         return;
     }
     tb_all_gather(r->tp, local, r->staging, shard);  // rank-major: [(B,T/tp,C) of rank 0 | rank 1 | ...]
@@ -36,7 +37,7 @@ void reduce_scatter_to_sequence_parallel_region(const tb_tp_region *r, const flo
     const int tp = tb_tp_size(r);
     const size_t shard = (size_t)r->B * (r->T / tp) * r->C;
     if (tp == 1) {
-        if (full != local) memcpy(local, full, shard * sizeof(float));
+        if (full != local) tb_be()->copy(local, full, shard * sizeof(float));
         return;
     }
     for (int k = 0; k < tp; k++) shard_rows(r, k, (float *)full, r->staging + (size_t)k * shard, 1);
@@ -46,7 +47,7 @@ void reduce_scatter_to_sequence_parallel_region(const tb_tp_region *r, const flo
 void scatter_to_sequence_parallel_region(const tb_tp_region *r, const float *full, float *local) {
     const int tp = tb_tp_size(r);
     if (tp == 1) {
-        if (full != local) memcpy(local, full, (size_t)r->B * r->T * r->C * sizeof(float));
+        if (full != local) tb_be()->copy(local, full, (size_t)r->B * r->T * r->C * sizeof(float));
         return;
     }
     shard_rows(r, r->tp->index, (float *)full, local, 1);

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
-#include "backend/cuda/cuda_device.h"
 #include "config.h"
 #include "core/ranges.h"
 #include "core/xalloc.h"
@@ -84,8 +83,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gpt: invalid configuration:\n%s\n", err.msg);
         return 2;
     }
-    if (cfg.device == TB_DEVICE_CUDA && tb_cuda_check_device_flag(&cfg, &err) != 0) {
-        fprintf(stderr, "bench_gpt: %s\n", err.msg);
+    if (cfg.device == TB_DEVICE_CUDA) {  // its in-process trainer and sgemm timings are the CPU's
+        fprintf(stderr, "bench_gpt: --device cuda: not supported yet (bench_gpt times the CPU backend and "
+                        "OpenBLAS; on a GPU run pretrain_gpt --device cuda --peak-tflops P, whose metrics give "
+                        "tok/s and MFU, and bench_cuda for the GEMMs and attention alone)\n");
         return 2;
     }
     if (cfg.train_iters < 2) {

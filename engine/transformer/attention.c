@@ -1,5 +1,5 @@
 // attention.c — self-attention: ColumnParallel qkv → core attention → RowParallel proj.
-#include "backend/cpu/kernels.h"
+#include "backend/backend.h"
 #include "core/ranges.h"
 #include "tensor_parallel/layers.h"
 #include "transformer/context_parallel.h"
@@ -18,7 +18,7 @@ void self_attention_forward(const transformer_layer_spec *spec, int layer, const
     if (d->rope_dim) {
         // q and k rotated in place: the saved qkv is what the attention core reads
         TB_RANGE_PUSH("layer.%d.attention.rotary_pos_emb", layer);
-        cpu_rope_apply(a->qkv, d->rope_cos, d->rope_sin, d->B, d->T, d->QKV, d->NH + d->G, d->hs, d->rope_dim,
+        tb_be()->rope_apply(a->qkv, d->rope_cos, d->rope_sin, d->B, d->T, d->QKV, d->NH + d->G, d->hs, d->rope_dim,
                        d->rope_interleaved, 0);
         TB_RANGE_POP();
     }
@@ -71,7 +71,7 @@ void self_attention_backward(const transformer_layer_spec *spec, int layer, cons
     if (d->rope_dim) {
         // the gradient at the rotated q, k, rotated back: that at the qkv GEMM's output
         TB_RANGE_PUSH("layer.%d.attention.rotary_pos_emb.backward", layer);
-        cpu_rope_apply(ws->d_qkv, d->rope_cos, d->rope_sin, d->B, d->T, d->QKV, d->NH + d->G, d->hs, d->rope_dim,
+        tb_be()->rope_apply(ws->d_qkv, d->rope_cos, d->rope_sin, d->B, d->T, d->QKV, d->NH + d->G, d->hs, d->rope_dim,
                        d->rope_interleaved, 1);
         TB_RANGE_POP();
     }

@@ -1,41 +1,46 @@
 #include "transformer/spec.h"
 
+#include "backend/backend.h"
 #include "backend/cpu/kernels.h"
 
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                               const float *bias, int N, int C, float eps) {
-    cpu_layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, eps);
+    tb_be()->layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, eps);
 }
 
 static void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                                const float *inp, const float *weight, const float *mean,
                                const float *rstd, int N, int C) {
-    cpu_layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+    tb_be()->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 
 static void rmsnorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                             const float *bias, int N, int C, float eps) {
-    cpu_rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
+    tb_be()->rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
 }
 
 static void rmsnorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                              const float *inp, const float *weight, const float *mean, const float *rstd,
                              int N, int C) {
-    cpu_rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+    tb_be()->rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
 }
 
 static void gelu_forward(float *out, const float *inp, int N, int F) {
-    cpu_gelu_forward(out, inp, (size_t)N * F);
+    tb_be()->gelu_forward(out, inp, (size_t)N * F);
 }
 
 static void gelu_backward(float *dinp, const float *inp, const float *dout, int N, int F) {
-    cpu_gelu_backward(dinp, inp, dout, (size_t)N * F);
+    tb_be()->gelu_backward(dinp, inp, dout, (size_t)N * F);
 }
 
 static const tb_norm_module layernorm = {"LayerNorm", 1, layernorm_forward, layernorm_backward};
 static const tb_norm_module rmsnorm = {"RMSNorm", 0, rmsnorm_forward, rmsnorm_backward};
 static const tb_activation_module gelu = {"gelu_tanh", 1, gelu_forward, gelu_backward};
-static const tb_activation_module swiglu = {"swiglu", 2, cpu_swiglu_forward, cpu_swiglu_backward};
+static void swiglu_forward(float *out, const float *inp, int N, int F) { tb_be()->swiglu_forward(out, inp, N, F); }
+static void swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F) {
+    tb_be()->swiglu_backward(dinp, inp, dout, N, F);
+}
+static const tb_activation_module swiglu = {"swiglu", 2, swiglu_forward, swiglu_backward};
 static size_t local_saved_floats(int B, int T, int NH, int selective) {
     return selective ? 0 : (size_t)B * NH * T * T;  // the probabilities
 }
@@ -53,11 +58,11 @@ static size_t flash_saved_floats(int B, int T, int NH, int selective) {
 }
 static void flash_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T, int NH,
                           int G, int hs) {
-    cpu_flash_attention_forward(out, lse, scratch, threads, qkv, B, T, NH, G, hs, 1);
+    tb_be()->flash_attention_forward(out, lse, scratch, threads, qkv, B, T, NH, G, hs);
 }
 static void flash_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
                            const float *qkv, const float *lse, int B, int T, int NH, int G, int hs) {
-    cpu_flash_attention_backward(dqkv, scratch, threads, dout, out, qkv, lse, B, T, NH, G, hs, 1);
+    tb_be()->flash_attention_backward(dqkv, scratch, threads, dout, out, qkv, lse, B, T, NH, G, hs);
 }
 
 static const tb_core_attention_module dot_product_attention = {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "core/ranges.h"
 #include "core/xalloc.h"
 
@@ -152,7 +153,7 @@ const float *transformer_block_backward(transformer_block *b, int slot, const fl
     }
     if (b->L == 0) {
         // an empty block passes the gradient through
-        memcpy(b->d_ping, dout, (size_t)b->d.Ns * b->d.C * sizeof(float));
+        tb_be()->copy(b->d_ping, dout, (size_t)b->d.Ns * b->d.C * sizeof(float));
         dcur = b->d_ping;
     }
     tb_free(b->mem, st->x[0]);

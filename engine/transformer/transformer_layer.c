@@ -2,10 +2,13 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "backend/cpu/kernels.h"
 #include "core/ranges.h"
+#include "core/xalloc.h"
 #include "transformer/context_parallel.h"
 #include "reports/tensor_dump.h"
 
@@ -113,6 +116,21 @@ void transformer_layer_acts_free(transformer_layer_acts *a, tb_allocator *mem) {
     a->memory = NULL;
 }
 
+// The rotary tables, computed on the host and written to the backend's tensors.
+static void rope_tables(transformer_workspace *ws, const tb_layer_dims *d) {
+    const tb_backend *be = tb_be();
+    if (be->host) {
+        cpu_rope_tables(ws->rope_cos, ws->rope_sin, d->T, d->rope_dim, d->rope_base);
+        return;
+    }
+    const size_t n = (size_t)d->T * (d->rope_dim / 2);
+    float *cos_t = tb_xmalloc(2 * n * sizeof(float), "rope tables (host)"), *sin_t = cos_t + n;
+    cpu_rope_tables(cos_t, sin_t, d->T, d->rope_dim, d->rope_base);
+    be->copy_from_host(ws->rope_cos, cos_t, n * sizeof(float));
+    be->copy_from_host(ws->rope_sin, sin_t, n * sizeof(float));
+    free(cos_t);
+}
+
 void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, tb_layer_dims *d) {
     const size_t N = (size_t)d->N, Ns = (size_t)d->Ns, f = sizeof(float);
     const int sp = d->tp.sp && tb_tp_size(&d->tp) > 1;
@@ -136,7 +154,7 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
         const size_t table = (size_t)d->T * (d->rope_dim / 2) * f;
         ws->rope_cos = tb_alloc(mem, TB_MEM_WORKSPACE, table, "rope cos table");
         ws->rope_sin = tb_alloc(mem, TB_MEM_WORKSPACE, table, "rope sin table");
-        cpu_rope_tables(ws->rope_cos, ws->rope_sin, d->T, d->rope_dim, d->rope_base);
+        rope_tables(ws, d);
     }
     d->rope_cos = ws->rope_cos;
     d->rope_sin = ws->rope_sin;
@@ -195,7 +213,7 @@ void transformer_layer_forward(const transformer_layer_spec *spec, int layer, co
 
     self_attention_forward(spec, layer, d, p, a, ws, ws->branch);
     tensor_dump_forward(d->dump, &d->tp, ws->branch, d->Ns, d->C, "layer.%d.attention", layer);
-    cpu_add(a->mid, inp, ws->branch, NsC);  // residual
+    tb_be()->add(a->mid, inp, ws->branch, NsC);  // residual
 
     // a MoE layer reads this rank's tokens (under sequence parallelism its shard, not gathered)
     const int moe = tb_moe_is_layer(&d->moe, layer);
@@ -213,7 +231,7 @@ void transformer_layer_forward(const transformer_layer_spec *spec, int layer, co
     else
         mlp_forward(spec, layer, d, p, a, ws, ws->branch);
     tensor_dump_forward(d->dump, &d->tp, ws->branch, d->Ns, d->C, "layer.%d.mlp", layer);
-    cpu_add(out, a->mid, ws->branch, NsC);  // residual
+    tb_be()->add(out, a->mid, ws->branch, NsC);  // residual
     tensor_dump_forward(d->dump, &d->tp, out, d->Ns, d->C, "layer.%d", layer);
 
     TB_RANGE_POP();
@@ -236,7 +254,7 @@ void transformer_layer_backward(const transformer_layer_spec *spec, int layer, c
     spec->pre_mlp_layernorm->backward(ws->d_mid, g->ln2_w, g->ln2_b, ws->d_norm_out, a->mid, p->ln2_w,
                                       a->ln2_mean, a->ln2_rstd, d->Ns, d->C);
     TB_RANGE_POP();
-    cpu_add_inplace(ws->d_mid, dout, NsC);
+    tb_be()->add_inplace(ws->d_mid, dout, NsC);
 
     // mid = inp + attn(ln1(inp)): dinp = dmid + ln1ᵀ(attnᵀ(dmid))
     self_attention_backward(spec, layer, d, p, g, a, ws, ws->d_mid, ws->d_norm_out);
@@ -244,7 +262,7 @@ void transformer_layer_backward(const transformer_layer_spec *spec, int layer, c
     spec->input_layernorm->backward(dinp, g->ln1_w, g->ln1_b, ws->d_norm_out, inp, p->ln1_w, a->ln1_mean,
                                     a->ln1_rstd, d->Ns, d->C);
     TB_RANGE_POP();
-    cpu_add_inplace(dinp, ws->d_mid, NsC);
+    tb_be()->add_inplace(dinp, ws->d_mid, NsC);
 
     TB_RANGE_POP();
 }

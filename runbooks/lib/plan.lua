@@ -2,7 +2,9 @@
 -- (exp:plan, `tracebook plan`), one recorded derivation of its top candidate (--explain), and
 -- claims that `tracebook prove` re-derives from the recorded plan.json files (parser
 -- plan_figure): the model's parameter count, the chosen layout's per-rank memory, its bubble,
--- and the agreement of the ranked and the explained budgets.
+-- and the agreement of the ranked and the explained budgets; for a MoE model also its expert
+-- and active parameters, the experts per ep rank and the chosen layout's all-to-all and
+-- expert-dp bytes.
 local M = {}
 
 local function merged(a, b)
@@ -20,8 +22,10 @@ function M.answer(exp, model, cluster, top)
     local best = ranked.plan.candidates and ranked.plan.candidates[1]
     tb.assert(best ~= nil, "the planner found no legal layout")
     tb.assert(best.peak.fits, "no legal layout fits: the smallest peak is " .. best.peak.bytes .. " bytes")
-    local layout = string.format("tp%d,cp%d,pp%d,%sdp%d,mbs%d", best.tp, best.cp, best.pp,
-                                 best.vpp > 1 and ("vpp" .. best.vpp .. ",") or "", best.dp, best.micro_batch_size)
+    local ep = best.moe and best.moe.ep or 1
+    local layout = string.format("tp%d,cp%d,pp%d,%s%sdp%d,mbs%d", best.tp, best.cp, best.pp,
+                                 best.vpp > 1 and ("vpp" .. best.vpp .. ",") or "", ep > 1 and ("ep" .. ep .. ",") or "",
+                                 best.dp, best.micro_batch_size)
     local explained = exp:plan(merged(merged(model, cluster), { explain = layout }))
     local name = best.layout
     exp:claim{ id = "model_parameters", parser = "plan_figure", runs = explained,
@@ -43,6 +47,21 @@ function M.answer(exp, model, cluster, top)
                text = "the ranked list's top candidate and its --explain derivation give the same per-rank peak" }
     exp:claim{ id = "legal_layouts", parser = "plan_figure", runs = ranked, args = { figure = "legal_layouts" },
                text = "layouts of the model on the cluster that the engine's config rules allow" }
+    if best.moe then  -- a MoE model: what a token computes with, and the dispatcher's traffic
+        local moe = {
+            { "expert_parameters", "expert_parameters", "parameters of every MoE layer's experts (exact)" },
+            { "active_parameters", "active_parameters",
+              "parameters a token computes with: N - experts + experts x k / E (exact, the engine's gpt_active_parameters)" },
+            { "experts_per_ep_rank", "experts_per_ep_rank", "experts each expert-parallel rank of " .. name .. " holds" },
+            { "chosen_all_to_all_bytes", "comm_ep_bytes",
+              "all-to-all bytes per rank and step of " .. name .. " (a balanced router's estimate, no token dropped)" },
+            { "chosen_expert_dp_bytes", "comm_expert_dp_bytes",
+              "the experts' gradient bytes over expert-dp per rank and step of " .. name },
+        }
+        for _, f in ipairs(moe) do
+            exp:claim{ id = f[1], parser = "plan_figure", runs = explained, args = { figure = f[2] }, text = f[3] }
+        end
+    end
     return ranked, explained, name
 end
 

@@ -691,11 +691,15 @@ TB_TEST(moe_rules_follow_megatron_and_moe_settings_without_experts_are_refused) 
 // What the MoE layer does not do yet is refused, each naming its flag's value.
 TB_TEST(moe_values_not_built_are_refused_as_not_supported_yet) {
     CHECK_CASES(REFUSED("num_experts=4 moe_router_load_balancing_type=sinkhorn",
-                        "moe_router_load_balancing_type sinkhorn: not supported yet (aux_loss and none are)"),
-                REFUSED("num_experts=4 moe_router_load_balancing_type=seq_aux_loss",
-                        "moe_router_load_balancing_type seq_aux_loss: not supported yet"),
-                REFUSED("num_experts=4 moe_router_score_function=sigmoid",
-                        "moe_router_score_function sigmoid: not supported yet (softmax is)"),
+                        "moe_router_load_balancing_type sinkhorn: not supported yet (aux_loss, seq_aux_loss and none "
+                        "are)"),
+                REFUSED("num_experts=4 moe_router_load_balancing_type=global_aux_loss",
+                        "moe_router_load_balancing_type global_aux_loss: not supported yet"),
+                IS_VALID("num_experts=4 moe_router_load_balancing_type=seq_aux_loss moe_aux_loss_coeff=0.01"),
+                IS_VALID("num_experts=4 moe_router_score_function=sigmoid"),
+                REFUSED("num_experts=4 moe_router_load_balancing_type=seq_aux_loss context_parallel_size=2 world_size=2",
+                        "moe_router_load_balancing_type seq_aux_loss with tensor_model_parallel_size 1 and "
+                        "context_parallel_size 2: not supported yet (a rank's tokens must be whole sequences)"),
                 REFUSED("num_experts=4 moe_token_dispatcher_type=flex",
                         "moe_token_dispatcher_type flex: not supported yet"),
                 IS_VALID("num_experts=4 moe_expert_capacity_factor=1.25 moe_pad_expert_input_to_capacity=1"),
@@ -710,8 +714,18 @@ TB_TEST(moe_values_not_built_are_refused_as_not_supported_yet) {
                 REFUSED("world_size=2 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
                         "moe_shared_expert_intermediate_size=9",
                         "moe_shared_expert_intermediate_size (9) must be divisible by tensor_model_parallel_size (2)"),
-                REFUSED("num_experts=4 save=/tmp/ckpt", "save with num_experts 4: not supported yet"),
-                REFUSED("num_experts=4 load=/tmp/ckpt", "load with num_experts 4: not supported yet"),
+                IS_VALID("world_size=2 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
+                         "moe_router_score_function=sigmoid"),
+                IS_VALID("num_experts=4 save=/tmp/ckpt"),
+                IS_VALID("world_size=4 num_experts=4 expert_model_parallel_size=2 use_distributed_optimizer=1 "
+                         "load=/tmp/ckpt"),
+                REFUSED("world_size=2 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 save=/tmp/ckpt",
+                        "save with num_experts 4, tensor_model_parallel_size 2 and expert_tensor_parallel_size 2: "
+                        "not supported yet"),
+                REFUSED("world_size=2 num_experts=4 tensor_model_parallel_size=2 sequence_parallel=1 "
+                        "expert_tensor_parallel_size=1 expert_model_parallel_size=2 load=/tmp/ckpt",
+                        "load with num_experts 4, tensor_model_parallel_size 2 and expert_tensor_parallel_size 1: "
+                        "not supported yet"),
                 REFUSED("num_experts=4 save_hf=/tmp/m.safetensors", "save_hf with num_experts 4: not supported yet"));
 }
 

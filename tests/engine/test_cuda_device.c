@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_memory.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 
@@ -18,18 +19,56 @@
 
 static tb_output sh;
 
+// Without the backend or a GPU, --device cuda is refused before any rank starts (the
+// assertions name what this machine lacks; with a GPU the run is test_cuda_training's).
 TB_TEST(device_cuda_is_refused_naming_the_flag) {
+    char why[256] = "";
+    if (tb_cuda_device_count(why, sizeof why) > 0) {
+        printf("  SKIP device_cuda_is_refused_naming_the_flag: a GPU is visible (test_cuda_training runs on it)\n");
+        return;
+    }
     char run_dir[512];
     tb_tmp_path(run_dir, sizeof run_dir, "device-cuda");
-    int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " --run-dir '%s' --device cuda", PRETRAIN, run_dir);
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " --attention-backend flash --run-dir '%s' --device cuda",
+                    PRETRAIN, run_dir);
     TB_CHECK(rc == TB_EXIT_USAGE, "exit %d (expected %d), stderr:\n%s", rc, TB_EXIT_USAGE, sh.err);
     TB_CHECK(strstr(sh.err, "--device cuda: "), "stderr names the flag:\n%s", sh.err);
-    // why: not built, no GPU, or (with both) training on the GPU not supported yet
-    TB_CHECK(strstr(sh.err, "no CUDA backend") || strstr(sh.err, "no GPU") || strstr(sh.err, "not supported yet"),
-             "stderr says why:\n%s", sh.err);
+    if (tb_cuda_built()) TB_CHECK(strstr(sh.err, "no GPU is visible"), "this build says no GPU is visible:\n%s", sh.err);
+    else TB_CHECK(strstr(sh.err, "no CUDA backend"), "this build says it lacks the backend:\n%s", sh.err);
     TB_CHECK(!strstr(sh.out, "step"), "nothing trained:\n%s", sh.out);
     TB_CHECK(!tb_exists(run_dir), "no run directory was made at %s", run_dir);
-    if (!tb_cuda_built()) TB_CHECK(strstr(sh.err, "no CUDA backend"), "this build says it lacks the backend:\n%s", sh.err);
+    // bench_gpt's trainer is the CPU's: refused there, never run on the CPU instead
+    rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " --attention-backend flash --device cuda", TB_BIN_DIR "/bench_gpt");
+    TB_CHECK(rc == TB_EXIT_USAGE && strstr(sh.err, "--device cuda: not supported yet"), "bench_gpt: exit %d\n%s", rc,
+             sh.err);
+}
+
+// What the CUDA backend does not run yet, and the precisions, are refused by the config on any
+// machine, each naming the flag's setting and "not supported yet" (config.c).
+TB_TEST(device_and_precision_rules) {
+    static const struct {
+        const char *flags, *expect;
+    } cases[] = {
+        {"--bf16", "bf16 with device cpu: not supported yet on --device cpu"},
+        {"--fp16", "fp16 with device cpu: not supported yet on --device cpu"},
+        {"--bf16 --fp16 --device cuda --attention-backend flash", "bf16 and fp16 are exclusive"},
+        {"--device cuda", "device cuda with attention_backend local: not supported yet"},
+        {"--device cuda --attention-backend flash --world-size 2 --pipeline-model-parallel-size 2 --num-layers 2 "
+         "--micro-batch-size 1 --global-batch-size 2",
+         "device cuda with pipeline_model_parallel_size 2: not supported yet"},
+        {"--device cuda --attention-backend flash --world-size 2 --context-parallel-size 2",
+         "device cuda with context_parallel_size 2: not supported yet"},
+        {"--device cuda --attention-backend flash --num-experts 2", "device cuda with num_experts 2: not supported yet"},
+        {"--device cuda --attention-backend flash --world-size 2 --overlap-grad-reduce",
+         "device cuda with overlap_grad_reduce: not supported yet"},
+        {"--device cuda --attention-backend flash --save-hf x.safetensors", "device cuda with save_hf: not supported yet"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " %s", PRETRAIN, cases[i].flags);
+        TB_CHECK(rc == TB_EXIT_USAGE && strstr(sh.err, cases[i].expect), "%s: exit %d, expected '%s' in:\n%s",
+                 cases[i].flags, rc, cases[i].expect, sh.err);
+        TB_CHECK(!strstr(sh.out, "step"), "%s: nothing trained:\n%s", cases[i].flags, sh.out);
+    }
 }
 
 TB_TEST(device_cpu_trains_and_bad_values_are_refused) {
@@ -104,6 +143,69 @@ TB_TEST(device_allocator_counts_by_category_and_caches) {
     TB_CHECK(h.releases == 2 && a.stats.total_current == 0 && a.stats.reserved == 0, "all returned");
 }
 
+// --- the tagged allocator (core/memory.h) over a device source: what a rank's tensors use
+// under --device cuda, here with the host stand-in for cudaMalloc ------------------------
+
+static void host_zero(void *ctx, void *p, size_t bytes) { memset(p, 0, bytes); }
+static tb_mem_device stand_in(host_raw *h) { return (tb_mem_device){"cudaMalloc", host_alloc, host_release, host_zero, h}; }
+
+TB_TEST(tagged_allocator_on_a_device_source) {
+    host_raw h = {.limit = 1 << 20};
+    tb_mem_device dev = stand_in(&h);
+    tb_allocator a;
+    tb_allocator_init(&a, 0, NULL, NULL);
+    tb_allocator_set_device(&a, &dev);
+    tb_allocator_set_caching(&a, 1);
+    unsigned char *w = tb_calloc(&a, TB_MEM_PARAMS, 4096, "wte");
+    TB_CHECK(h.allocs == 1 && ((size_t *)w)[-2] == 4096, "the block is the source's (allocs %d)", h.allocs);
+    int zero = 1;
+    for (int i = 0; i < 4096; i++) zero &= w[i] == 0;
+    TB_CHECK(zero, "tb_calloc zeroes through the source");
+    void *x = tb_alloc(&a, TB_MEM_ACTIVATIONS, 1000, "layer.0 activations");
+    TB_CHECK(a.stats.current[TB_MEM_PARAMS] == 4096 && a.stats.current[TB_MEM_ACTIVATIONS] == 1000 &&
+                 a.stats.total_peak == 5096,
+             "params %zu activations %zu peak %zu", a.stats.current[TB_MEM_PARAMS],
+             a.stats.current[TB_MEM_ACTIVATIONS], a.stats.total_peak);
+    tb_free(&a, x);  // found by its pointer: the header is on the host
+    TB_CHECK(a.stats.cached[TB_MEM_ACTIVATIONS] == 1000 && a.stats.reserved == 5096, "cached %zu reserved %zu",
+             a.stats.cached[TB_MEM_ACTIVATIONS], a.stats.reserved);
+    void *y = tb_alloc(&a, TB_MEM_WORKSPACE, 1000, "attention scratch");
+    TB_CHECK(y == x && h.allocs == 2, "the cached block is reused (allocs %d)", h.allocs);
+    tb_allocator_free_all(&a);
+    tb_allocator_release_cache(&a);
+    TB_CHECK(h.releases == 2 && h.held == 0 && a.stats.total_current == 0 && a.stats.reserved == 0,
+             "everything back to the source: releases %d held %zu", h.releases, h.held);
+}
+
+static void report_device_failure(void *owner, const tb_allocator *a, tb_mem_category c, size_t bytes, const char *what) {
+    fprintf(stderr, "oom %zu bytes for %s (%s): %s; reserved %zu cached %zu\n", bytes, what, tb_mem_category_name(c),
+            a->device_failure, a->stats.reserved, a->stats.cached[TB_MEM_ACTIVATIONS]);
+}
+
+static void tagged_device_refuses(void) {
+    static host_raw h = {.limit = 10000};
+    static tb_mem_device dev;
+    dev = stand_in(&h);
+    tb_allocator a;
+    tb_allocator_init(&a, 0, report_device_failure, NULL);
+    tb_allocator_set_device(&a, &dev);
+    tb_allocator_set_caching(&a, 1);
+    tb_free(&a, tb_alloc(&a, TB_MEM_ACTIVATIONS, 3000, "logits"));  // cached, given back before the retry
+    tb_alloc(&a, TB_MEM_GRADS, 7000, "gradients");
+    tb_alloc(&a, TB_MEM_GRADS, 7000, "shard grads");
+}
+
+static void tagged_over_cap(void) {
+    static host_raw h = {.limit = 1 << 20};
+    static tb_mem_device dev;
+    dev = stand_in(&h);
+    tb_allocator a;
+    tb_allocator_init(&a, 8192, report_device_failure, NULL);
+    tb_allocator_set_device(&a, &dev);
+    tb_alloc(&a, TB_MEM_PARAMS, 6000, "parameters");
+    tb_alloc(&a, TB_MEM_OPTIMIZER, 4000, "adam exp_avg");
+}
+
 // Runs fn in a child; returns its exit status, its stderr in err.
 static int in_child(void (*fn)(void), char *err, size_t len) {
     int fd[2];
@@ -160,6 +262,18 @@ TB_TEST(device_allocator_oom_reports) {
     TB_CHECK(strstr(err, "reserved 7000 (cached 0)"), "the cache was given back before the retry:\n%s", err);
 }
 
+TB_TEST(tagged_allocator_device_oom) {
+    char err[4096];
+    int rc = in_child(tagged_device_refuses, err, sizeof err);
+    TB_CHECK(rc == TB_EXIT_OUT_OF_MEMORY, "device refuses: exit %d\n%s", rc, err);
+    TB_CHECK(strstr(err, "oom 7000 bytes for shard grads (grads): cudaMalloc: out of memory (stand-in device of 10000 "
+                         "bytes); reserved 7000 cached 0"),
+             "names the device's reason, after giving the cache back:\n%s", err);
+    rc = in_child(tagged_over_cap, err, sizeof err);
+    TB_CHECK(rc == TB_EXIT_OUT_OF_MEMORY && strstr(err, "oom 4000 bytes for adam exp_avg (optimizer): ;"),
+             "over the cap (no device reason): exit %d\n%s", rc, err);
+}
+
 // --- on a GPU: real cudaMalloc under a cap ---------------------------------------------
 
 static void gpu_over_cap(void) {
@@ -192,6 +306,9 @@ TB_TEST(gpu_oom_under_a_cap) {
 int main(void) {
     TB_RUN(device_cuda_is_refused_naming_the_flag);
     TB_RUN(device_cpu_trains_and_bad_values_are_refused);
+    TB_RUN(device_and_precision_rules);
+    TB_RUN(tagged_allocator_on_a_device_source);
+    TB_RUN(tagged_allocator_device_oom);
     TB_RUN(device_allocator_counts_by_category_and_caches);
     TB_RUN(device_allocator_oom_reports);
     TB_RUN(gpu_oom_under_a_cap);

@@ -4,7 +4,8 @@
 // distributed optimizer); a checkpoint saved at one layout resumes at another within the
 // layouts' equivalence tolerance; one replica of each piece is written; checkpoints of
 // another model, with a missing or altered shard, are refused by name before training; a
-// save killed at any moment leaves the previous checkpoint the latest and whole.
+// save killed at any moment leaves the previous checkpoint the latest and whole; a MoE
+// checkpoint holds each expert once under its global index and resumes at another ep.
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -213,6 +214,84 @@ TB_TEST(checkpoints_that_do_not_fit_are_refused_before_training) {
              "exit %d\n%s", rc, sh.err);
 }
 
+// MoE (--num-experts): each expert's tensors are one global tensor under its global expert
+// index, written by one of the ranks holding it (its expert-dp replica global_index mod
+// expert-dp), so a checkpoint saved at one expert-parallel size resumes at another; the router
+// and the shared expert are dense tensors. Resuming at the same layout is bitwise; at another
+// ep (or dp, pp) the experts' weight gradients sum their tokens in another order (one GEMM over
+// every ep rank's rows, or per rank then all-reduced), so within the layouts' tolerance (the
+// MoE layouts' own equivalence, test_moe: 1e-5).
+#define MOE " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-token-dispatcher-type alltoall" \
+            " --moe-aux-loss-coeff 0.01 --moe-shared-expert-intermediate-size 16"
+TB_TEST(a_moe_checkpoint_resumes_at_another_expert_parallel_size) {
+    resume_case("moe ep 2 -> ep 2", MOE " --world-size 2 --expert-model-parallel-size 2",
+                MOE " --world-size 2 --expert-model-parallel-size 2", 0);
+    resume_case("moe ep 2 -> ep 1 (one rank)", MOE " --world-size 2 --expert-model-parallel-size 2", MOE, 1e-5);
+    resume_case("moe ep 2 -> ep 4", MOE " --world-size 2 --expert-model-parallel-size 2",
+                MOE " --world-size 4 --expert-model-parallel-size 4", 1e-5);
+    resume_case("moe ep 1 -> ep 2", MOE, MOE " --world-size 2 --expert-model-parallel-size 2", 1e-5);
+    resume_case("moe ep 4 -> ep 2 x expert-dp 2", MOE " --world-size 4 --expert-model-parallel-size 4",
+                MOE " --world-size 4 --expert-model-parallel-size 2", 1e-5);
+    resume_case("moe ep 2 x expert-dp 2 -> ep 2 x pp 2", MOE " --world-size 4 --expert-model-parallel-size 2",
+                MOE " --world-size 4 --expert-model-parallel-size 2 --pipeline-model-parallel-size 2", 1e-5);
+    // the distributed optimizer's moments (ep 1: the experts sharded over dp with the rest)
+    resume_case("moe dp 2 dist-opt -> ep 2", MOE " --world-size 2 --use-distributed-optimizer",
+                MOE " --world-size 2 --expert-model-parallel-size 2", 1e-5);
+}
+
+// An expert-parallel save lists every expert's tensors once, each written once, by both
+// expert-dp replicas in turn; a MoE checkpoint does not load into another model.
+TB_TEST(a_moe_checkpoint_holds_each_expert_once_under_its_global_index) {
+    char ck[1024], meta[1100], args[1200], dir[1024];
+    tmp(ck, "ck-moe-spread");
+    tb_run(&sh, NULL, "rm -rf '%s'", ck);
+    snprintf(args, sizeof args, "--save '%s' --no-save-optim", ck);
+    TB_REQUIRE(train("moe-spread", MOE " --world-size 4 --expert-model-parallel-size 2", args) == 0, "%s", sh.err);
+    snprintf(meta, sizeof meta, "%s/iter_0000006/" TB_CKPT_METADATA, ck);
+    json_t *m = tb_load_json(meta);
+    TB_REQUIRE(m, "%s", meta);
+    json_t *tensors = json_object_get(m, "tensors");
+    // ranks 0, 1 are ep ranks 0, 1 of expert-dp rank 0; ranks 2, 3 the same experts' expert-dp rank 1
+    int experts = 0, writers_of[4][4] = {{0}};
+    const char *name;
+    json_t *t;
+    json_object_foreach(tensors, name, t) {
+        int layer, e;
+        char rest[64];
+        if (sscanf(name, "model.h.%d.mlp.experts.%d.%63s", &layer, &e, rest) != 3) continue;
+        experts++;
+        json_t *pieces = json_object_get(t, "pieces");
+        TB_CHECK(json_array_size(pieces) == 1, "%s: %zu pieces, want 1", name, json_array_size(pieces));
+        int r = -1;
+        sscanf(json_string_value(json_object_get(json_array_get(pieces, 0), "file")), "rank-%d.safetensors", &r);
+        TB_CHECK(r >= 0 && r < 4 && (r % 2) == e / 2, "%s written by rank %d: not a holder of expert %d", name, r, e);
+        if (r >= 0 && r < 4 && e >= 0 && e < 4) writers_of[e][r]++;
+    }
+    // 4 layers x 4 experts x 4 tensors (c_fc and c_proj weights and biases)
+    TB_CHECK(experts == 4 * 4 * 4, "%d expert tensors, want 64", experts);
+    for (int e = 0; e < 4; e++)
+        TB_CHECK(writers_of[e][e / 2] && writers_of[e][e / 2 + 2], "expert %d's tensors written by both its replicas "
+                 "(%d by rank %d, %d by rank %d)", e, writers_of[e][e / 2], e / 2, writers_of[e][e / 2 + 2], e / 2 + 2);
+    TB_CHECK(json_object_get(tensors, "model.h.0.mlp.router.weight") &&
+                 json_object_get(tensors, "model.h.0.mlp.shared_experts.c_fc.weight"),
+             "the router and the shared expert are saved as dense tensors");
+    TB_CHECK(json_integer_value(json_object_get(json_object_get(m, "layout"), "ep")) == 2, "layout ep 2");
+    json_decref(m);
+    int rc = tb_run(&sh, NULL, "'%s'" MODEL " --train-iters 8 --load '%s' --no-load-optim --run-dir '%s'", PRETRAIN, ck,
+                    tmp(dir, "moe-into-dense"));
+    TB_CHECK(rc != 0 && strstr(sh.err, "the checkpoint's num_experts is 4, this model's 0"),
+             "a MoE checkpoint into a dense model is refused by name: exit %d\n%s", rc, sh.err);
+    rc = tb_run(&sh, NULL,
+                "'%s'" MODEL MOE " --moe-ffn-hidden-size 16 --train-iters 8 --load '%s' --no-load-optim --run-dir '%s'",
+                PRETRAIN, ck, tmp(dir, "moe-other-ffn"));
+    TB_CHECK(rc != 0 && strstr(sh.err, "the checkpoint's moe_ffn_hidden_size is 32, this model's 16"),
+             "another expert size is refused by name: exit %d\n%s", rc, sh.err);
+    // a Hugging Face GPT-2 file has no experts
+    rc = tb_run(&sh, NULL, "'%s'" MODEL MOE " --load gpt2.safetensors --run-dir '%s'", PRETRAIN, tmp(dir, "moe-hf"));
+    TB_CHECK(rc != 0 && strstr(sh.err, "--load gpt2.safetensors with num_experts 4: not supported yet"),
+             "a safetensors file into a MoE model is refused: exit %d\n%s", rc, sh.err);
+}
+
 // Saves every step while the process is killed (SIGKILL) at random moments: afterwards
 // the latest checkpoint is complete and loads, and every iter_ directory has its metadata.
 TB_TEST(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole) {
@@ -347,6 +426,23 @@ TB_TEST(checkpoints_save_and_resume_under_mpirun) {
     char args[1200];
     snprintf(args, sizeof args, "--load '%s'", ck);
     TB_CHECK(train("mpi-single", "", args) == 0, "a single rank resumes the processes' checkpoint: %s", sh.err);
+    // MoE: experts saved by 2 processes at ep 2 resume at one rank as the uninterrupted single rank
+    tmp(ck, "ck-mpi-moe");
+    tb_run(&sh, NULL, "rm -rf '%s'", ck);
+    TB_REQUIRE(train("mpi-moe-ref", MOE, "") == 0, "%s", sh.err);
+    tmp(ref, "mpi-moe-ref");
+    rc = tb_run(&sh, NULL,
+                MPIRUN " -np 2 '%s'" MODEL MOE " --world-size 2 --expert-model-parallel-size 2 --exit-interval 3 "
+                       "--save '%s' --run-dir '%s' > /dev/null",
+                PRETRAIN, ck, tmp(dir, "mpi-moe-a"));
+    TB_REQUIRE(rc == 0, "mpirun MoE save: exit %d: %s", rc, sh.err);
+    snprintf(args, sizeof args, "--load '%s'", ck);
+    TB_REQUIRE(train("mpi-moe-b", MOE, args) == 0, "a single rank resumes the processes' MoE checkpoint: %s", sh.err);
+    losses(ref, want), losses(tmp(b, "mpi-moe-b"), got);
+    double worst = 0;
+    for (int s = 4; s <= 6; s++) worst = fmax(worst, fabs(got[s] - want[s]) / fabs(want[s]));
+    TB_CHECK(!isnan(got[4]) && worst <= 1e-5, "MoE ep 2 under mpirun -> one rank: steps 4-6 within %.1e of the "
+             "uninterrupted single rank", worst);
 #else
     printf("    skipped: this build has no MPI (TB_MPIEXEC undefined)\n");
 #endif
@@ -359,6 +455,8 @@ int main(void) {
     TB_RUN(a_checkpoint_resumes_at_another_layout);
     TB_RUN(one_replica_of_each_piece_is_written_and_writes_spread_over_dp);
     TB_RUN(checkpoints_that_do_not_fit_are_refused_before_training);
+    TB_RUN(a_moe_checkpoint_resumes_at_another_expert_parallel_size);
+    TB_RUN(a_moe_checkpoint_holds_each_expert_once_under_its_global_index);
     TB_RUN(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole);
     TB_RUN(an_async_save_writes_what_a_sync_save_writes);
     TB_RUN(the_slow_writer_drill_names_the_last_arriver_and_its_phase);

@@ -453,8 +453,8 @@ typedef struct {
 static double moe_objective(void *ctx) {
     moe_case *c = ctx;
     moe_layer_forward(&c->m, c->act, 0, c->N, c->C, &c->p, &c->a, &c->ws, c->inp, c->out, NULL);
-    double aux = c->m.aux_loss ? c->m.aux_coeff * router_load_balancing_loss(&c->m, c->N, c->a.scores,
-                                                                             c->a.tokens_per_expert)
+    double aux = c->m.aux_loss ? c->m.aux_coeff * router_aux_loss(&c->m, c->N, c->a.scores, c->a.topk,
+                                                                  c->a.selected_per_expert)
                                : 0.0;
     return dot(c->out, c->R, (size_t)c->N * c->C) + aux;
 }
@@ -477,9 +477,18 @@ static float routing_margin(const moe_case *c) {
     return margin;
 }
 
+// The router's score function and load-balancing type of the next moe_check (softmax and
+// aux_loss unless a test sets them).
+static struct {
+    int score_function, load_balancing;
+} router_variant = {TB_MOE_SCORE_SOFTMAX, TB_MOE_LB_AUX_LOSS};
+
 static void moe_check_shared(int swiglu, int pre_softmax, int k, int bias, double coeff, double capacity, int shared) {
     tb_config cfg;
     config_defaults(&cfg);
+    cfg.moe_router_score_function = router_variant.score_function;
+    cfg.moe_router_load_balancing_type = router_variant.load_balancing;
+    cfg.seq_length = 5;  // the 10 tokens are 2 sequences (seq_aux_loss)
     cfg.hidden_size = 16, cfg.num_experts = 4, cfg.moe_router_topk = k, cfg.moe_ffn_hidden_size = 12;
     cfg.moe_router_pre_softmax = pre_softmax, cfg.moe_aux_loss_coeff = coeff, cfg.swiglu = swiglu;
     // the position policy: which choices drop depends on the routing alone (kept by the margin below)
@@ -600,6 +609,29 @@ TB_TEST(moe_layer_top1_router_gradient_matches_finite_differences) {
 TB_TEST(moe_layer_with_a_shared_expert_backward_matches_finite_differences) {
     moe_check_shared(0, 0, 2, 1, 0.1, 0, 8);
     moe_check_shared(1, 1, 2, 1, 0.1, 0, 8);
+}
+
+// Megatron's sigmoid scores: top-2 probs normalised over the chosen (and the aux loss's scores
+// over every expert), top-1 the sigmoid itself, and with dropped tokens (pre-softmax applies to
+// softmax only: the config refuses it with sigmoid)
+TB_TEST(moe_layer_sigmoid_router_backward_matches_finite_differences) {
+    router_variant.score_function = TB_MOE_SCORE_SIGMOID;
+    moe_check(0, 0, 2, 1, 0.1);
+    moe_check(1, 0, 1, 0, 0.5);
+    moe_check_capacity(0, 0, 2, 1, 0.1, 0.8);
+    router_variant.score_function = TB_MOE_SCORE_SOFTMAX;
+}
+
+// Megatron's sequence-level aux loss: per sequence of 5 tokens with its own counts, averaged
+// over the 2 sequences; with softmax and with sigmoid scores
+TB_TEST(moe_layer_seq_aux_loss_backward_matches_finite_differences) {
+    router_variant.load_balancing = TB_MOE_LB_SEQ_AUX_LOSS;
+    moe_check(0, 0, 2, 1, 0.5);
+    moe_check(0, 1, 1, 1, 0.5);
+    router_variant.score_function = TB_MOE_SCORE_SIGMOID;
+    moe_check(0, 0, 2, 1, 0.5);
+    router_variant.score_function = TB_MOE_SCORE_SOFTMAX;
+    router_variant.load_balancing = TB_MOE_LB_AUX_LOSS;
 }
 
 // capacity 0.8 of the even share: dropped choices take no part in the output or the gradients
@@ -729,6 +761,8 @@ int main(void) {
     TB_RUN(moe_layer_top1_router_gradient_matches_finite_differences);
     TB_RUN(moe_layer_with_dropped_tokens_backward_matches_finite_differences);
     TB_RUN(moe_layer_with_a_shared_expert_backward_matches_finite_differences);
+    TB_RUN(moe_layer_sigmoid_router_backward_matches_finite_differences);
+    TB_RUN(moe_layer_seq_aux_loss_backward_matches_finite_differences);
     TB_RUN(gpt_tied_layernorm_gradients_match_finite_differences);
     TB_RUN(gpt_untied_rmsnorm_gradients_match_finite_differences);
     TB_RUN(gpt_rope_gradients_match_finite_differences);

@@ -5,7 +5,8 @@
 // the load statistics a step records (every routed token counted once, recompute or not)
 // and written to the metrics by pretrain_gpt; the expert grid as --print-rank-layout prints it;
 // data, pipeline, expert, tensor (with sequence) and expert tensor parallelism against the
-// single rank.
+// single rank; Megatron's sigmoid scores and sequence-level aux loss on hand values and under
+// dp and ep, the sigmoid scores' aux loss under tensor (sequence) parallelism.
 #include <jansson.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -68,6 +69,64 @@ TB_TEST(load_balancing_loss_is_switch_transformers_and_one_when_balanced) {
     const float uniform[4] = {0.5f, 0.5f, 0.5f, 0.5f};
     TB_CHECK(fabs(router_load_balancing_loss(&m, 2, uniform, even) - 1.0) < 1e-12, "balanced %g",
              router_load_balancing_loss(&m, 2, uniform, even));
+}
+
+static double sigmoid(double x) { return 1 / (1 + exp(-x)); }
+
+// Megatron's sigmoid scores: each expert's own sigmoid; the top k of them (ties to the lower),
+// their probs normalised to sum 1 for k > 1 and the sigmoid itself for k = 1; the aux loss
+// on the sigmoid normalised over every expert.
+TB_TEST(sigmoid_router_takes_the_top_k_scores_and_normalises_their_probs) {
+    const float logits[2][4] = {{1, 3, 3, 0}, {0.5f, -1, 2, 1.5f}}, eye[16] = {1, 0, 0, 0, 0, 1, 0, 0,
+                                                                             0, 0, 1, 0, 0, 0, 0, 1};
+    float scratch[8], scores[8], probs[4];
+    int32_t topk[4];
+    tb_moe_dims m = dims(4, 2, 0);
+    m.sigmoid = 1;
+    router_forward(&m, 2, 4, &logits[0][0], eye, scratch, scores, topk, probs);
+    TB_CHECK(topk[0] == 1 && topk[1] == 2 && topk[2] == 2 && topk[3] == 3, "routed to %d %d, %d %d (want 1 2, 2 3)",
+             topk[0], topk[1], topk[2], topk[3]);
+    TB_CHECK(fabs(scores[0] - sigmoid(1)) < 1e-7 && fabs(scores[7] - sigmoid(1.5)) < 1e-7, "scores %g %g", scores[0],
+             scores[7]);
+    const double p = sigmoid(2) / (sigmoid(2) + sigmoid(1.5));
+    TB_CHECK(fabs(probs[0] - 0.5) < 1e-7 && fabs(probs[2] - p) < 1e-7 && fabs(probs[3] - (1 - p)) < 1e-7,
+             "probs %g %g %g (want 0.5, %g, %g)", probs[0], probs[2], probs[3], p, 1 - p);
+    // the aux loss's scores: each row's sigmoids over their sum
+    const int32_t counts[4] = {0, 1, 2, 1};
+    double want = 0;
+    for (int e = 0; e < 4; e++) {
+        double col = 0;
+        for (int n = 0; n < 2; n++) {
+            double sum = 0;
+            for (int f = 0; f < 4; f++) sum += sigmoid(logits[n][f]);
+            col += sigmoid(logits[n][e]) / sum;
+        }
+        want += col * counts[e];
+    }
+    want *= 4.0 / (2 * 2 * 2);
+    TB_CHECK(fabs(router_load_balancing_loss(&m, 2, scores, counts) - want) < 1e-6, "sigmoid aux loss %g, want %g",
+             router_load_balancing_loss(&m, 2, scores, counts), want);
+    // top-1: the prob is the sigmoid itself
+    m = dims(4, 1, 0);
+    m.sigmoid = 1;
+    router_forward(&m, 2, 4, &logits[0][0], eye, scratch, scores, topk, probs);
+    TB_CHECK(topk[0] == 1 && fabs(probs[0] - sigmoid(3)) < 1e-7 && topk[1] == 2 && fabs(probs[1] - sigmoid(2)) < 1e-7,
+             "top-1: %d %g, %d %g", topk[0], probs[0], topk[1], probs[1]);
+}
+
+// Megatron's seq_aux_loss: the switch loss per sequence, with the sequence's own counts, over
+// the sequences' mean. E 2, k 1, T 2, 2 sequences; choices 0 0 | 1 0:
+//   sequence 0: 2 / 4 · (1.3 · 2) = 1.3; sequence 1: 2 / 4 · (1.1 · 1 + 0.9 · 1) = 1.0 -> 1.15
+// where the global loss is 2 / 16 · (2.4 · 3 + 1.6 · 1) = 1.1.
+TB_TEST(seq_aux_loss_is_the_switch_loss_per_sequence_averaged) {
+    const float scores[8] = {0.7f, 0.3f, 0.6f, 0.4f, 0.2f, 0.8f, 0.9f, 0.1f};
+    const int32_t topk[4] = {0, 0, 1, 0}, selected[2] = {3, 1};
+    tb_moe_dims m = dims(2, 1, 0);
+    TB_CHECK(fabs(router_aux_loss(&m, 4, scores, topk, selected) - 1.1) < 1e-6, "aux_loss %g",
+             router_aux_loss(&m, 4, scores, topk, selected));
+    m.seq_aux = 1, m.seq_length = 2;
+    TB_CHECK(fabs(router_aux_loss(&m, 4, scores, topk, selected) - 1.15) < 1e-6, "seq_aux_loss %g",
+             router_aux_loss(&m, 4, scores, topk, selected));
 }
 
 TB_TEST(permutation_groups_tokens_by_expert_in_token_order_and_combine_weights_by_probs) {
@@ -336,6 +395,7 @@ typedef struct layout_job {
     double flops;          // rank 0's FLOPs per token (its chunks)
     size_t shard_floats;   // rank 0's optimizer shard (its chunks)
     size_t dense_floats, buffer_floats;  // rank 0's buffer: the dense range [0, experts_offset), the whole
+    double lb[4];          // rank 0's last step's load-balancing loss per layer (its first chunk)
     atomic_int failed;
 } layout_job;
 
@@ -350,6 +410,8 @@ static void layout_rank(tb_rank *rk, void *arg) {
         tb_step_result r = train_step(&tr, s);
         if (rk->rank == 0) j->loss[s - 1] = r.loss, j->norm[s - 1] = r.grad_norm;
     }
+    if (rk->rank == 0 && tr.models[0].block.moe_stats.num_layers >= 4)
+        for (int l = 0; l < 4; l++) j->lb[l] = tr.models[0].block.moe_stats.load_balancing_loss[l];
     if (rk->rank == 0)
         for (int c = 0; c < tr.nchunks; c++)
             j->expert_floats += tr.models[c].expert_parameters, j->flops += gpt_chunk_flops_per_token(&tr.models[c]),
@@ -473,6 +535,25 @@ TB_TEST(moe_layouts_match_the_single_rank) {
     }
 }
 
+// base at world ranks of dp (ep 1), then of ep `ep`, against the single rank: per-step losses
+// and gradient norms within 1e-5.
+static void dp_and_ep_match_the_single_rank(const tb_config *base, int world, int ep) {
+    layout_job single, j;
+    tb_config one = *base;
+    TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
+    const int eps[2] = {1, ep};
+    for (int i = 0; i < 2; i++) {
+        tb_config c = *base;
+        c.world_size = world, c.expert_model_parallel_size = eps[i];
+        TB_REQUIRE(train_layout(&c, &j) == 0, "dp %d, ep %d", world, eps[i]);
+        for (int s = 0; s < LAYOUT_STEPS; s++)
+            TB_CHECK(fabs(j.loss[s] - single.loss[s]) <= 1e-5 * fabs(single.loss[s]) &&
+                         fabs(j.norm[s] - single.norm[s]) <= 1e-5 * fabs(single.norm[s]),
+                     "dp %d, ep %d: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g", world, eps[i], s + 1,
+                     j.loss[s], j.norm[s], single.loss[s], single.norm[s]);
+    }
+}
+
 // With a capacity each rank drops over its own microbatch's capacity, as the single rank
 // does microbatch by microbatch: data and expert parallelism keep the same drops. A shared
 // expert is a dense module: every ep rank holds it, its gradients reduced over dp.
@@ -482,20 +563,7 @@ TB_TEST(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single
     base.global_batch_size = 4, base.micro_batch_size = 1, base.lr = 3e-3, base.collective_timeout = 60;
     base.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL, base.moe_expert_capacity_factor = 1.0;
     base.moe_shared_expert_intermediate_size = 16;
-    layout_job single, j;
-    tb_config one = base;
-    TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
-    const int eps[2] = {1, 4};
-    for (int i = 0; i < 2; i++) {
-        tb_config c = base;
-        c.world_size = 4, c.expert_model_parallel_size = eps[i];
-        TB_REQUIRE(train_layout(&c, &j) == 0, "dp 4, ep %d", eps[i]);
-        for (int s = 0; s < LAYOUT_STEPS; s++)
-            TB_CHECK(fabs(j.loss[s] - single.loss[s]) <= 1e-5 * fabs(single.loss[s]) &&
-                         fabs(j.norm[s] - single.norm[s]) <= 1e-5 * fabs(single.norm[s]),
-                     "dp 4, ep %d: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g", eps[i], s + 1, j.loss[s],
-                     j.norm[s], single.loss[s], single.norm[s]);
-    }
+    dp_and_ep_match_the_single_rank(&base, 4, 4);
     // and tokens were dropped (top-2 of 4 at factor 1: an expert takes 8 of a microbatch's 32 choices)
     moe_run r;
     tb_config c = base;
@@ -651,6 +719,61 @@ TB_TEST(padding_expert_inputs_to_capacity_trains_as_unpadded) {
                  single.loss[s], single.norm[s]);
 }
 
+// A small MoE model of sigmoid scores, its aux loss trained on, for the layouts.
+static void sigmoid_config(tb_config *base) {
+    moe_config(base);
+    base->global_batch_size = 4, base->micro_batch_size = 1, base->lr = 3e-3, base->collective_timeout = 60;
+    base->moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL, base->moe_aux_loss_coeff = 0.1;
+    base->moe_router_score_function = TB_MOE_SCORE_SIGMOID;
+}
+
+// Sigmoid scores with the sequence-level aux loss trained on: dp 2 and ep 2 as the single rank
+// (each rank's microbatches are whole sequences), and a loss reported.
+TB_TEST(sigmoid_router_with_seq_aux_loss_under_dp_and_ep_matches_the_single_rank) {
+    tb_config base;
+    sigmoid_config(&base);
+    base.moe_router_load_balancing_type = TB_MOE_LB_SEQ_AUX_LOSS;
+    dp_and_ep_match_the_single_rank(&base, 2, 2);
+    // the loss is trained on: the coefficient changes step 3; and it is reported
+    moe_run with, without;
+    tb_config c = base;
+    TB_REQUIRE(train_moe(&c, &with) == 0, "train");
+    c.moe_aux_loss_coeff = 0;
+    TB_REQUIRE(train_moe(&c, &without) == 0, "train without the coefficient");
+    TB_CHECK(with.loss[2] != without.loss[2] && with.lb[0] > 0, "seq_aux_loss trained on (%.9g vs %.9g), reported %g",
+             with.loss[2], without.loss[2], with.lb[0]);
+}
+
+// Sigmoid scores under tensor (sequence) parallelism: each tp rank routes its shard and the
+// load-balancing loss sums the sigmoid scores normalised over every expert across the tp group
+// (sequence_parallel_aux_loss, as router_aux_loss on one rank): the losses, gradient norms and
+// the reported aux loss of each MoE layer are the single rank's, at etp 1 and etp 2.
+TB_TEST(sigmoid_router_under_tensor_parallelism_matches_the_single_rank) {
+    tb_config base;
+    sigmoid_config(&base);
+    layout_job single, j;
+    tb_config one = base;
+    TB_REQUIRE(train_layout(&one, &single) == 0, "single rank");
+    TB_CHECK(single.lb[0] > 0 && single.lb[2] > 0, "the single rank reports aux losses %g %g", single.lb[0],
+             single.lb[2]);
+    const int etps[2] = {1, 2};
+    for (int i = 0; i < 2; i++) {
+        tb_config c = base;
+        c.world_size = 2, c.tensor_model_parallel_size = 2, c.sequence_parallel = 1;
+        c.expert_tensor_parallel_size = etps[i];
+        TB_REQUIRE(train_layout(&c, &j) == 0, "tp 2 sp, etp %d", etps[i]);
+        for (int s = 0; s < LAYOUT_STEPS; s++)
+            TB_CHECK(fabs(j.loss[s] - single.loss[s]) <= 1e-5 * fabs(single.loss[s]) &&
+                         fabs(j.norm[s] - single.norm[s]) <= 1e-5 * fabs(single.norm[s]),
+                     "tp 2 sp, etp %d: step %d loss %.9g grad norm %.9g vs single rank %.9g %.9g", etps[i], s + 1,
+                     j.loss[s], j.norm[s], single.loss[s], single.norm[s]);
+        for (int l = 0; l < 4; l += 2)
+            TB_CHECK(fabs(j.lb[l] - single.lb[l]) <= 1e-5 * fabs(single.lb[l]),
+                     "tp 2 sp, etp %d: layer %d aux loss %.9g, the single rank %.9g", etps[i], l, j.lb[l],
+                     single.lb[l]);
+    }
+}
+
 // The expert grid beside the dense one, as --print-rank-layout shows it (world 4, ep 2:
 // expert-dp 2).
 TB_TEST(print_rank_layout_shows_the_expert_grid_and_its_groups) {
@@ -676,6 +799,8 @@ int main(void) {
     cpu_set_num_threads(2);
     TB_RUN(router_takes_the_top_k_largest_first_ties_to_the_lower_expert);
     TB_RUN(load_balancing_loss_is_switch_transformers_and_one_when_balanced);
+    TB_RUN(sigmoid_router_takes_the_top_k_scores_and_normalises_their_probs);
+    TB_RUN(seq_aux_loss_is_the_switch_loss_per_sequence_averaged);
     TB_RUN(permutation_groups_tokens_by_expert_in_token_order_and_combine_weights_by_probs);
     TB_RUN(capacity_drops_the_lowest_probs_or_the_last_positions);
     TB_RUN(grouped_gemm_is_bitwise_the_per_expert_gemms);
@@ -689,5 +814,7 @@ int main(void) {
     TB_RUN(moe_with_capacity_and_a_shared_expert_under_dp_and_ep_matches_the_single_rank);
     TB_RUN(a_shared_expert_under_tensor_parallelism_matches_the_single_rank);
     TB_RUN(padding_expert_inputs_to_capacity_trains_as_unpadded);
+    TB_RUN(sigmoid_router_with_seq_aux_loss_under_dp_and_ep_matches_the_single_rank);
+    TB_RUN(sigmoid_router_under_tensor_parallelism_matches_the_single_rank);
     return tb_test_summary();
 }

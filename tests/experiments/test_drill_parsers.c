@@ -11,18 +11,12 @@
 #include "tb_run_dir.h"
 #include "tb_shell.h"
 #include "tb_test.h"
+#include "tb_trace_events.h"
 
 #define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
 #define TINY " --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --vocab-size 64"
 
 static tb_output sh;
-
-static void write_json(const char *path, json_t *j) {
-    char *text = json_dumps(j, JSON_COMPACT);
-    tb_write_text(path, text);
-    free(text);
-    json_decref(j);
-}
 
 // A record directory <TMP>/<name> with an empty run/ holding config.json {"world_size": world}.
 static const char *fresh_record(const char *name, int world, char *run, size_t size) {
@@ -32,7 +26,7 @@ static const char *fresh_record(const char *name, int world, char *run, size_t s
     tb_run(&sh, NULL, "rm -rf %s && mkdir -p %s", rec, run);
     char path[1200];
     snprintf(path, sizeof path, "%s/config.json", run);
-    write_json(path, json_pack("{s:i}", "world_size", world));
+    tb_write_json(path, json_pack("{s:i}", "world_size", world));
     return rec;
 }
 
@@ -61,13 +55,13 @@ static json_t *mem(int params, int activations, int workspace) {
 // bytes of workspace in the backward; rank 2 did not.
 static void oom_parts(const char *run) {
     char path[1200];
-    write_json(tb_rank_path(path, sizeof path, run, TB_RANK_OOM_PART, 0),
+    tb_write_json(tb_rank_path(path, sizeof path, run, TB_RANK_OOM_PART, 0),
                json_pack("{s:s, s:i, s:s, s:i, s:i, s:s, s:s, s:i, s:s, s:i, s:o, s:o}", "kind", "out_of_memory",
                          "rank", 0, "rank_label", "rank 0 (tp0 cp0 dp0 pp0)", "step", 2, "microbatch", 1, "range_stack",
                          "train_step > forward", "requested_what", "layer.1 activations", "requested_bytes", 1000,
                          "requested_category", "activations", "cap_bytes", 5000, "current", mem(500, 1500, 100),
                          "peak", mem(500, 1700, 300)));
-    write_json(tb_rank_path(path, sizeof path, run, TB_RANK_OOM_PART, 1),
+    tb_write_json(tb_rank_path(path, sizeof path, run, TB_RANK_OOM_PART, 1),
                json_pack("{s:s, s:i, s:s, s:i, s:i, s:s, s:s, s:i, s:s, s:i, s:o, s:o}", "kind", "out_of_memory",
                          "rank", 1, "rank_label", "rank 1 (tp1 cp0 dp0 pp0)", "step", 2, "microbatch", 3, "range_stack",
                          "train_step > backward > layer.0.backward", "requested_what", "grad staging",
@@ -113,7 +107,7 @@ TB_TEST(oom_figure_counts_and_reads_the_ranks_that_ran_out) {
              "category without a by-category figure is refused: %s", err.msg);
     // a part of a rank outside the world is another run's: refused
     char path[1200];
-    write_json(tb_rank_path(path, sizeof path, run, TB_RANK_OOM_PART, 3),
+    tb_write_json(tb_rank_path(path, sizeof path, run, TB_RANK_OOM_PART, 3),
                json_pack("{s:i, s:s, s:s}", "rank", 3, "range_stack", "x", "requested_category", "comm"));
     TB_CHECK(isnan(derive("oom_figure", "{\"figure\": \"ranks\"}", rec, &err)) &&
                  strstr(err.msg, "oom.rank-00003.json, but") && strstr(err.msg, "world_size 3"),
@@ -164,13 +158,6 @@ TB_TEST(step_phase_reads_each_steps_slowest_rank_or_the_one_named) {
              "an unknown phase: %s", err.msg);
 }
 
-static json_t *range(const char *name, double ts, double dur, int depth, json_t *args) {
-    json_t *a = args ? args : json_object();
-    json_object_set_new(a, "depth", json_integer(depth));
-    return json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:o}", "name", name, "cat", "range", "ph", "X", "ts", ts,
-                     "dur", dur, "pid", 0, "tid", 0, "args", a);
-}
-
 // Two ranks, steps 1..3 of 1000 µs each; in each step a dp gradient all-reduce (inside
 // "grads") and a loss all-reduce (inside "loss_average"). Rank 1 enters the gradient one
 // late by 100, 300 and 500 µs at steps 1, 2, 3; both leave 50 µs after the last enters. The
@@ -182,18 +169,18 @@ static void collective_traces(const char *run) {
         for (int s = 0; s < 3; s++) {
             const double t0 = 1000.0 * s, late = 100 + 200 * s, enter = t0 + 100 + (r ? late : 0);
             const double leave = t0 + 100 + late + 50;
-            json_array_append_new(events, range("train_step", t0, 999, 0, json_pack("{s:i}", "step", s + 1)));
-            json_array_append_new(events, range("grads", t0 + 50, 800, 1, NULL));
+            json_array_append_new(events, tb_trace_range("train_step", t0, 999, 0, json_pack("{s:i}", "step", s + 1)));
+            json_array_append_new(events, tb_trace_range("grads", t0 + 50, 800, 1, NULL));
             json_t *grad_args = json_pack("{s:s, s:s, s:i, s:i, s:i}", "group", "dp", "op", "all_reduce", "group_id",
                                           3, "seq", 2 * s + 1, "bytes", 4096);
-            json_array_append_new(events, range("comm.dp.all_reduce", enter, leave - enter, 2, grad_args));
-            json_array_append_new(events, range("loss_average", t0 + 900, 90, 1, NULL));
+            json_array_append_new(events, tb_trace_range("comm.dp.all_reduce", enter, leave - enter, 2, grad_args));
+            json_array_append_new(events, tb_trace_range("loss_average", t0 + 900, 90, 1, NULL));
             const double lenter = t0 + 910 + (r ? 0 : 1);
-            json_array_append_new(events, range("comm.dp.all_reduce", lenter, t0 + 931 - lenter, 2,
+            json_array_append_new(events, tb_trace_range("comm.dp.all_reduce", lenter, t0 + 931 - lenter, 2,
                                                 json_pack("{s:s, s:s, s:i, s:i, s:i}", "group", "dp", "op",
                                                           "all_reduce", "group_id", 3, "seq", 2 * s + 2, "bytes", 4)));
         }
-        write_json(tb_rank_path(path, sizeof path, run, TB_RANK_TRACE, r), json_pack("{s:o}", "traceEvents", events));
+        tb_write_json(tb_rank_path(path, sizeof path, run, TB_RANK_TRACE, r), json_pack("{s:o}", "traceEvents", events));
     }
 }
 

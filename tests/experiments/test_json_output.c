@@ -138,7 +138,7 @@ TB_TEST(show_json_holds_the_run_and_the_steps_it_prints) {
 }
 
 TB_TEST(diff_json_names_the_keys_the_text_names) {
-    char args[600];
+    char args[1200];
     snprintf(args, sizeof args, "diff %s %s --phases --artifacts %s", run_one, run_tp2, ART);
     json_t *doc = json_of(args);
     TB_REQUIRE(doc, "diff");

@@ -237,12 +237,29 @@ TB_TEST(verify_matches_the_engine) {
              (long long)json_integer_value(json_object_get(v, "failed_runs")));
     size_t i;
     json_t *c;
+    int ep_checked = 0;
     json_array_foreach(json_object_get(v, "cases"), i, c) {
+        // the all-to-all dispatcher's bytes (a stage's mean) and the experts' expert-dp
+        // reduction, each checked against the traces, not zero
+        if (!strcmp(json_string_value(json_object_get(c, "name")), "MoE E4 top-2, ep2 x expert-dp2 x pp2")) {
+            size_t k;
+            json_t *chk;
+            json_array_foreach(json_object_get(c, "checks"), k, chk) {
+                const char *q = json_string_value(json_object_get(chk, "quantity"));
+                if (strcmp(q, "comm bytes/step, ep (stage mean)") && strcmp(q, "comm bytes/step, group expert_dp")) continue;
+                ep_checked++;
+                TB_CHECK(json_is_true(json_object_get(chk, "exact")) &&
+                             json_number_value(json_object_get(chk, "predicted")) > 0,
+                         "%s: predicted %.0f, measured %.0f", q, json_number_value(json_object_get(chk, "predicted")),
+                         json_number_value(json_object_get(chk, "measured")));
+            }
+        }
         json_t *r = json_object_get(c, "activations_over_korthikanti");
         double lo = json_real_value(json_object_get(r, "min")), hi = json_real_value(json_object_get(r, "max"));
         TB_CHECK(lo >= 1.5 && hi <= 2.2, "%s: measured / Korthikanti %.3f-%.3f",
                  json_string_value(json_object_get(c, "name")), lo, hi);
     }
+    TB_CHECK(ep_checked == 2, "the ep x expert-dp x pp case checks its ep and expert_dp bytes (%d checks)", ep_checked);
     json_decref(v);
     tb_output_free(&o);
     tb_shell(NULL, "rm -rf '%s'", dir);
@@ -366,17 +383,21 @@ TB_TEST(runbook_plan_claims_prove_from_the_recorded_json) {
     tb_shell(NULL, "rm -rf '%s'", dir);
 }
 
-// runbooks/planner_check.lua (the plan against engine runs, claim by claim) and a question of
-// runbooks/plans/ run, and prove re-derives every claim.
+// runbooks/planner_check.lua (the plan against engine runs, claim by claim) and two questions of
+// runbooks/plans/ (a dense model, a MoE of many small experts) run, and prove re-derives every
+// claim (the MoE question's 12: its expert and active parameters, experts per ep rank, all-to-all
+// and expert-dp bytes besides the dense questions' 7).
 TB_TEST(planner_runbooks_prove) {
     char art[512];
     tb_tmp_path(art, sizeof art, "plan-runbooks-%ld", (long)getpid());
     tb_output o = {0};
     int rc = tb_run(&o, TB_SOURCE_DIR, "rm -rf '%s' && '%s' run runbooks/planner_check.lua --artifacts '%s' && "
-                    "'%s' run runbooks/plans/llama2_70b_64_gpus.lua --artifacts '%s'", art, TRACEBOOK, art, TRACEBOOK, art);
+                    "'%s' run runbooks/plans/llama2_70b_64_gpus.lua --artifacts '%s' && "
+                    "'%s' run runbooks/plans/deepseek_moe_64_experts.lua --artifacts '%s'",
+                    art, TRACEBOOK, art, TRACEBOOK, art, TRACEBOOK, art);
     TB_REQUIRE(rc == 0, "runbooks exited %d: %s%s", rc, o.out, o.err);
     rc = tb_run(&o, TB_SOURCE_DIR, "'%s' prove --all --artifacts '%s'", TRACEBOOK, art);
-    TB_CHECK(rc == 0 && tb_has(o.out, "30 claims, 30 proven, 0 not proven"), "prove exited %d: %s", rc, o.out);
+    TB_CHECK(rc == 0 && tb_has(o.out, "42 claims, 42 proven, 0 not proven"), "prove exited %d: %s", rc, o.out);
     tb_output_free(&o);
     tb_shell(NULL, "rm -rf '%s'", art);
 }

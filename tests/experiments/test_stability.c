@@ -133,6 +133,53 @@ TB_TEST(a_contended_run_does_not_prove_its_timing_but_proves_its_byte_count) {
     free(out);
 }
 
+// More threads than cores, but the scheduler measured how long they waited for one: a run
+// whose extra thread rarely ran (a communication thread asleep between buckets) is accepted
+// and says so; one whose threads waited is refused with the figure, oversubscribed or not.
+TB_TEST(a_measured_wait_for_a_core_decides_an_oversubscribed_run_and_gates_any_run) {
+    const char *root = fx_fresh_dir("gate_run_queue");
+    static const struct {
+        const char *id;
+        int threads, measured;
+        double share;
+        const char *expect;
+    } cases[] = {
+        {"rare", 4, 1, 0.01, "PROVEN  g/v1/tps_rare (accepted: 4 threads on 2 cores, but no rank's threads waited "
+                             "for a core more than 1% of run rare (threshold 5%, measured by the scheduler's run_delay))"},
+        {"waited", 4, 1, 0.30, "NOT PROVEN  g/v1/tps_waited (oversubscribed: in run waited a rank's threads waited "
+                               "for a core 30% of the run (4 threads on 2 usable cores; threshold 5%) (a claim may "
+                               "declare accept_oversubscribed))"},
+        {"unmeasured", 4, 0, 0, "NOT PROVEN  g/v1/tps_unmeasured (oversubscribed: run unmeasured ran 4 threads on 2 "
+                                "usable cores, so its threads waited for each other, by how much not measured"},
+        {"busy", 2, 1, 0.20, "NOT PROVEN  g/v1/tps_busy (contended: in run busy a rank's threads waited for a core "
+                             "20% of the run (2 threads on 2 usable cores; threshold 5%))"},
+        {"quiet", 2, 1, 0.04, "PROVEN  g/v1/tps_quiet\n"},
+    };
+    json_t *claims = json_array();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fx_numbers n = steady();
+        n.cond.threads = cases[i].threads;
+        n.cond.queue_measured = cases[i].measured;
+        n.cond.queue_share = cases[i].share;
+        write_record(root, cases[i].id, &n);
+        char id[32];
+        snprintf(id, sizeof id, "tps_%s", cases[i].id);
+        const char *runs[] = {cases[i].id, NULL};
+        add_claim(claims, root, id, "tokens_per_s", NULL, runs, NULL);
+    }
+    write_claims(root, claims);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char id[32], *out;
+        snprintf(id, sizeof id, "tps_%s", cases[i].id);
+        int rc = prove(root, id, &out);
+        TB_CHECK(rc == (cases[i].expect[0] == 'P' ? 0 : 1) && strstr(out, cases[i].expect), "%s: exit %d",
+                 cases[i].id, rc);
+        if (cases[i].measured)
+            TB_CHECK(strstr(out, "waited for a core ") != NULL, "%s: the measured wait in the evidence", cases[i].id);
+        free(out);
+    }
+}
+
 TB_TEST(an_oversubscribed_run_proves_only_when_the_claim_accepts_it) {
     const char *root = fx_fresh_dir("gate_over");
     fx_numbers n = steady();
@@ -323,6 +370,7 @@ int main(void) {
     TB_RUN(a_timing_claim_over_quiet_steady_runs_is_proven_with_its_conditions);
     TB_RUN(a_contended_run_does_not_prove_its_timing_but_proves_its_byte_count);
     TB_RUN(an_oversubscribed_run_proves_only_when_the_claim_accepts_it);
+    TB_RUN(a_measured_wait_for_a_core_decides_an_oversubscribed_run_and_gates_any_run);
     TB_RUN(a_step_three_times_the_others_is_unstable);
     TB_RUN(repetitions_spread_25_percent_are_unstable);
     TB_RUN(a_record_without_conditions_is_not_verifiable);

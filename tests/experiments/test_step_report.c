@@ -10,27 +10,14 @@
 #include "tb_run_dir.h"
 #include "tb_shell.h"
 #include "tb_test.h"
+#include "tb_trace_events.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"
 
 static tb_output sh;
 
-static void write_json(const char *path, json_t *j) {
-    char *text = json_dumps(j, JSON_COMPACT);
-    tb_write_text(path, text);
-    free(text);
-    json_decref(j);
-}
-
-static json_t *range(const char *name, double ts, double dur, int depth, json_t *args) {
-    json_t *a = args ? args : json_object();
-    json_object_set_new(a, "depth", json_integer(depth));
-    return json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:o}", "name", name, "cat", "range", "ph", "X", "ts", ts,
-                     "dur", dur, "pid", 0, "tid", 0, "args", a);
-}
-
 static json_t *comm(double ts, double dur, int seq) {
-    return range("comm.tp.all_reduce", ts, dur, 1,
+    return tb_trace_range("comm.tp.all_reduce", ts, dur, 1,
                  json_pack("{s:s, s:s, s:i, s:i, s:i}", "group", "tp", "op", "all_reduce", "group_id", 0, "seq", seq,
                            "bytes", 4096));
 }
@@ -43,10 +30,10 @@ static void synthetic_run(const char *dir) {
     char path[1024];
     for (int r = 0; r < 2; r++) {
         json_t *events = json_array();
-        json_array_append_new(events, range("train_step", 0, 100, 0, json_pack("{s:i}", "step", 1)));
-        if (r == 1) json_array_append_new(events, range("layer.0.mlp", 5, 20, 1, NULL));
+        json_array_append_new(events, tb_trace_range("train_step", 0, 100, 0, json_pack("{s:i}", "step", 1)));
+        if (r == 1) json_array_append_new(events, tb_trace_range("layer.0.mlp", 5, 20, 1, NULL));
         json_array_append_new(events, comm(r == 0 ? 10 : 25, r == 0 ? 30 : 15, 1));
-        write_json(tb_rank_path(path, sizeof path, dir, TB_RANK_TRACE, r), json_pack("{s:o}", "traceEvents", events));
+        tb_write_json(tb_rank_path(path, sizeof path, dir, TB_RANK_TRACE, r), json_pack("{s:o}", "traceEvents", events));
         tb_rank_path(path, sizeof path, dir, TB_RANK_METRICS, r);
         json_t *line = json_pack("{s:i, s:f, s:{s:f, s:f, s:f, s:f, s:f, s:f}}", "step", 1, "step_ms", r ? 0.1 : 0.09,
                                  "pipeline", "data_ms", 0.001, "forward_ms", 0.02, "backward_ms", 0.03, "optimizer_ms",
@@ -142,7 +129,7 @@ static void phase_run(const char *dir, double backward, double forward_jitter) {
     json_t *events = json_array();
     FILE *m = fopen(tb_rank_path(path, sizeof path, dir, TB_RANK_METRICS, 0), "w");
     for (int step = 1; step <= 5; step++) {
-        json_array_append_new(events, range("train_step", step * 1000.0, 900, 0, json_pack("{s:i}", "step", step)));
+        json_array_append_new(events, tb_trace_range("train_step", step * 1000.0, 900, 0, json_pack("{s:i}", "step", step)));
         json_t *line = json_pack("{s:i, s:f, s:{s:f, s:f, s:f, s:f, s:f, s:f}}", "step", step, "step_ms", 40.0,
                                  "pipeline", "data_ms", 0.1, "forward_ms", 5 + forward_jitter * (step % 2),
                                  "backward_ms", backward + 0.05 * (step % 3), "optimizer_ms", 3.0, "p2p_wait_ms", 0.0,
@@ -153,7 +140,7 @@ static void phase_run(const char *dir, double backward, double forward_jitter) {
         json_decref(line);
     }
     fclose(m);
-    write_json(tb_rank_path(path, sizeof path, dir, TB_RANK_TRACE, 0), json_pack("{s:o}", "traceEvents", events));
+    tb_write_json(tb_rank_path(path, sizeof path, dir, TB_RANK_TRACE, 0), json_pack("{s:o}", "traceEvents", events));
 }
 
 TB_TEST(diff_phases_names_the_first_phase_that_changed_beyond_the_spread) {

@@ -59,18 +59,11 @@ static int write_inputs(void) {
     bad |= tb_write_text(WORK "/compile_commands.json",
                          "[{\"directory\": \"" WORK "\", \"arguments\": [\"cc\", \"-std=c17\", \"-isystem\", \"" XFIX
                          "/sysinc\", \"-c\", \"" APP_C "\"], \"file\": \"" APP_C "\"}]\n");
-    bad |= tb_write_text(REPLY "/index-2000-01-01T00-00-00-0000.json",
-                         "{\"reply\": {\"codemodel-v2\": {\"jsonFile\": \"codemodel-v2-x.json\"}}}\n");
-    bad |= tb_write_text(REPLY "/codemodel-v2-x.json",
-                         "{\"paths\": {\"source\": \"" XFIX "\", \"build\": \"" WORK "\"}, \"configurations\": [{"
-                         "\"targets\": [{\"id\": \"app::@x\", \"name\": \"app\", \"jsonFile\": \"target-app.json\"}]}]}\n");
-    bad |= tb_write_text(REPLY "/target-app.json",
-                         "{\"name\": \"app\", \"type\": \"EXECUTABLE\", \"sources\": [{\"path\": \"app.c\","
-                         " \"compileGroupIndex\": 0}], \"link\": {\"commandFragments\": ["
-                         "{\"fragment\": \"-L" WORK "\", \"role\": \"libraryPath\"},"
-                         "{\"fragment\": \"-Wl,-rpath," WORK "\", \"role\": \"libraries\"},"
-                         "{\"fragment\": \"libfakenccl.a\", \"role\": \"libraries\"},"
-                         "{\"fragment\": \"-lfakempi\", \"role\": \"libraries\"}]}}\n");
+    bad |= tb_write_app_reply(REPLY, XFIX, WORK, "{\"path\": \"app.c\", \"compileGroupIndex\": 0}",
+                              "{\"fragment\": \"-L" WORK "\", \"role\": \"libraryPath\"},"
+                              "{\"fragment\": \"-Wl,-rpath," WORK "\", \"role\": \"libraries\"},"
+                              "{\"fragment\": \"libfakenccl.a\", \"role\": \"libraries\"},"
+                              "{\"fragment\": \"-lfakempi\", \"role\": \"libraries\"}");
     return bad ? -1 : 0;
 }
 

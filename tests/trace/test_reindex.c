@@ -2,7 +2,7 @@
 // basic, copied into the test's temporary directory with a third unit that does not include
 // fx.h; the repository's fixture files are never modified) is indexed, changed and indexed
 // again. After every step the index must equal a --full index of the same sources (every
-// query table, compared row for row), and the summary must say which units were parsed.
+// table, compared row for row: tb_index_dump), and the summary must say which units were parsed.
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,58 +87,6 @@ static int index_run(const char *out, const char *extra) {
     return st;
 }
 
-// Every table the queries read, as text with ids replaced by what they stand for.
-static char *dump(const char *path) {
-    sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        sqlite3_close(db);
-        return NULL;
-    }
-    static const char *const queries[] = {
-        "SELECT path, is_tu, status, errors, diagnostics FROM files ORDER BY 1",
-        "SELECT f.usr, f.name, p.path, f.line, f.col, f.is_static, f.is_definition, f.end_line, f.end_col"
-        " FROM functions f LEFT JOIN files p ON p.id = f.file_id ORDER BY 1",
-        "SELECT fn.usr, c.callee_usr, c.callee_name, c.field, p.path, c.line, c.col, c.in_macro FROM calls c"
-        " JOIN functions fn ON fn.id = c.caller_id LEFT JOIN files p ON p.id = c.file_id ORDER BY 1,2,3,4,5,6,7",
-        "SELECT record, field, function_usr, p.path, line FROM field_targets t LEFT JOIN files p ON p.id = t.file_id"
-        " ORDER BY 1,2,3",
-        "SELECT fn.usr, r.kind, r.name, p.path, r.line, r.col FROM range_sites r JOIN functions fn ON fn.id ="
-        " r.function_id LEFT JOIN files p ON p.id = r.file_id ORDER BY 1,2,3,4,5,6",
-        "SELECT fn.usr, b.target_usr, b.passed_to, p.path, b.line, b.col FROM callbacks b JOIN functions fn ON"
-        " fn.id = b.function_id LEFT JOIN files p ON p.id = b.file_id ORDER BY 1,2,3,4,5,6",
-        "SELECT fn.usr, s.callee_name, p.path, s.line, s.col, c.callee_name FROM collective_sites s JOIN functions"
-        " fn ON fn.id = s.function_id LEFT JOIN files p ON p.id = s.file_id LEFT JOIN calls c ON c.id = s.call_id"
-        " ORDER BY 1,2,3,4,5",
-        "SELECT key, value FROM meta WHERE key NOT IN ('created') ORDER BY 1",
-    };
-    size_t cap = 1 << 16, len = 0;
-    char *s = malloc(cap);
-    s[0] = 0;
-    for (size_t q = 0; q < sizeof queries / sizeof *queries; q++) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, queries[q], -1, &st, NULL) != SQLITE_OK) {
-            printf("  sql error: %s\n", sqlite3_errmsg(db));
-            continue;
-        }
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            for (int c = 0; c < sqlite3_column_count(st); c++) {
-                const char *v = (const char *)sqlite3_column_text(st, c);
-                size_t need = len + (v ? strlen(v) : 4) + 4;
-                if (need > cap) {
-                    while (need > cap) cap *= 2;
-                    s = realloc(s, cap);
-                }
-                len += (size_t)sprintf(s + len, "%s|", v ? v : "NULL");
-            }
-            s[len++] = '\n';
-            s[len] = 0;
-        }
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(db);
-    return s;
-}
-
 static long q_long(const char *path, const char *fmt, ...) {
     sqlite3 *db = tb_index_open_ro(path);
     if (!db) return -1;
@@ -153,13 +101,7 @@ static long q_long(const char *path, const char *fmt, ...) {
 // The incremental index equals a --full one of the same sources.
 static int same_as_full(void) {
     unlink(FULL);
-    if (index_run(FULL, "--full") != 0) return 0;
-    char *a = dump(OUT), *b = dump(FULL);
-    int same = a && b && !strcmp(a, b);
-    if (!same) printf("  incremental:\n%s\n  full:\n%s\n", a ? a : "(none)", b ? b : "(none)");
-    free(a);
-    free(b);
-    return same;
+    return index_run(FULL, "--full") == 0 && tb_index_same("incremental", OUT, "full", FULL);
 }
 
 #define MAIN_USR "c:" SRC "/main.c@F@main"
@@ -184,12 +126,12 @@ TB_TEST(reindexing_parses_exactly_the_units_whose_inputs_changed) {
     TB_CHECK(parsed == 3 && reused == 0, "first run: parsed %d reused %d\n%s", parsed, reused, sh.out);
     TB_CHECK(strstr(sh.out, "files/s") && strstr(sh.out, "lines/s") && strstr(sh.out, "wall"), "the figures line:\n%s",
              sh.out);
-    char *before = dump(OUT);
+    char *before = tb_index_dump(OUT);
 
     // Nothing changed: nothing parsed, the same index.
     TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", sh.out);
     TB_CHECK(parsed == 0 && reused == 3, "unchanged: parsed %d reused %d\n%s", parsed, reused, sh.out);
-    char *after = dump(OUT);
+    char *after = tb_index_dump(OUT);
     TB_CHECK(before && after && !strcmp(before, after), "an unchanged re-index changed the index");
     free(before);
     free(after);

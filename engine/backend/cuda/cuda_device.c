@@ -14,15 +14,6 @@
 #define NOT_BUILT "this build has no CUDA backend (nvcc and cuBLASLt were not found at configure time; " \
                   "configure with the CUDA toolkit and -DTB_CUDA=ON)"
 
-static int refuse_on_gpu(const tb_config *cfg, tb_error *err) {
-    (void)cfg;
-    return tb_fail(err,
-                   "--device cuda: training on the GPU is not supported yet (this build has the CUDA kernels, "
-                   "cuBLASLt GEMMs and the device allocator, checked against the CPU backend by "
-                   "test_cuda_kernels; the model, optimizer, activations and NCCL in training are not wired to "
-                   "them): use --device cpu");
-}
-
 #ifdef TB_HAVE_CUDA_BACKEND
 
 int tb_cuda_built(void) { return 1; }
@@ -41,8 +32,13 @@ int tb_cuda_device_count(char *why, size_t why_len) {
 
 int tb_cuda_check_device_flag(const tb_config *cfg, tb_error *err) {
     char why[256] = "";
-    if (tb_cuda_device_count(why, sizeof why) <= 0) return tb_fail(err, "--device cuda: no GPU is visible (%s)", why);
-    return refuse_on_gpu(cfg, err);
+    const int n = tb_cuda_device_count(why, sizeof why);
+    if (n <= 0) return tb_fail(err, "--device cuda: no GPU is visible (%s)", why);
+    // NCCL takes one rank per GPU (a communicator refuses two members on one device)
+    if (cfg->world_size > 1 && cfg->world_size > n)
+        return tb_fail(err, "--device cuda with --world-size %d: needs %d GPUs (one rank per GPU), %d visible",
+                       cfg->world_size, cfg->world_size, n);
+    return 0;
 }
 
 int tb_cuda_context_init(tb_cuda_context *ctx, int device, tb_error *err) {
@@ -105,7 +101,6 @@ int tb_cuda_device_count(char *why, size_t why_len) {
     return 0;
 }
 int tb_cuda_check_device_flag(const tb_config *cfg, tb_error *err) {
-    (void)refuse_on_gpu;
     (void)cfg;
     return tb_fail(err, "--device cuda: %s", NOT_BUILT);
 }

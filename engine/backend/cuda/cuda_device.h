@@ -16,8 +16,9 @@ int tb_cuda_built(void);
 // The GPUs visible to this process (0 with `why` set when none or not built).
 int tb_cuda_device_count(char *why, size_t why_len);
 
-// `--device cuda`: 0 when training can run on the GPU as configured; otherwise a message that
-// names the flag and why (not built, no GPU, or what is not supported yet), non-zero.
+// `--device cuda`: 0 when training can run on the GPUs of this machine; otherwise a message
+// that names the flag and why (not built, no GPU, fewer GPUs than ranks), non-zero. What the
+// CUDA backend does not run yet is refused by config_validate (config.c).
 int tb_cuda_check_device_flag(const struct tb_config *cfg, tb_error *err);
 
 // One rank's device: what every kernel launch and GEMM of the rank runs on.

@@ -24,6 +24,7 @@ extern "C" {
 // cudaStream_t without cuda_runtime.h (it is `struct CUstream_st *`); NULL: the default stream
 typedef struct CUstream_st *tb_cuda_stream;
 typedef uint16_t tb_bf16;  // storage of one bfloat16
+typedef uint16_t tb_f16;   // storage of one IEEE half (fp16)
 
 // --- norms ----------------------------------------------------------------------------
 int cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
@@ -47,7 +48,11 @@ int cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t 
 int cuda_swiglu_forward(float *out, const float *inp, int N, int F, tb_cuda_stream s);
 int cuda_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F, tb_cuda_stream s);
 
-// --- residual -------------------------------------------------------------------------
+// --- residual, bias, scaling ------------------------------------------------------------
+// out (rows, OC) += bias (OC) on every row
+int cuda_add_bias(float *out, const float *bias, int rows, int OC, tb_cuda_stream s);
+// out = inp · scale (out may be inp)
+int cuda_scale(float *out, const float *inp, float scale, size_t n, tb_cuda_stream s);
 int cuda_add(float *out, const float *a, const float *b, size_t n, tb_cuda_stream s);
 int cuda_add_bf16(tb_bf16 *out, const tb_bf16 *a, const tb_bf16 *b, size_t n, tb_cuda_stream s);
 int cuda_add_inplace(float *acc, const float *b, size_t n, tb_cuda_stream s);
@@ -55,6 +60,8 @@ int cuda_add_inplace(float *acc, const float *b, size_t n, tb_cuda_stream s);
 // --- precision ------------------------------------------------------------------------
 // bf16 compute copies of fp32 master tensors (round to nearest even), and back
 int cuda_cast_f32_to_bf16(tb_bf16 *out, const float *inp, size_t n, tb_cuda_stream s);
+// fp16 compute copies (--fp16; round to nearest even, overflow to ±inf: the loss scaler sees it)
+int cuda_cast_f32_to_f16(tb_f16 *out, const float *inp, size_t n, tb_cuda_stream s);
 int cuda_cast_bf16_to_f32(float *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s);
 
 // --- linear: what cuBLASLt does not (the GEMMs are backend/cuda/gemm.h) -----------------
@@ -80,6 +87,9 @@ int cuda_embedding_forward(float *out, const int32_t *tokens, const float *wte, 
                            const float *wpe, const int32_t *pos, int B, int T, int C, tb_cuda_stream s);
 int cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
                             int vocab_local, const int32_t *pos, int B, int T, int C, tb_cuda_stream s);
+
+// out (B,T,C) += wpe[t] (wpe[pos[t]] when pos is not NULL), as cpu_add_positions
+int cuda_add_positions(float *out, const float *wpe, const int32_t *pos, int B, int T, int C, tb_cuda_stream s);
 
 // --- vocab-parallel softmax cross-entropy: the stages of cpu_ce_* -----------------------
 int cuda_ce_row_max(const float *logits, float *rowmax, int N, int Vl, int vocab_start, int V, tb_cuda_stream s);

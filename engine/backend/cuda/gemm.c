@@ -14,7 +14,9 @@
 
 #include "backend/cuda/cuda_kernels.h"
 
-static cudaDataType_t data_type(tb_cuda_dtype t) { return t == TB_CUDA_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+static cudaDataType_t data_type(tb_cuda_dtype t) {
+    return t == TB_CUDA_BF16 ? CUDA_R_16BF : t == TB_CUDA_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
 
 #define LT(call)                                                                                   \
     do {                                                                                           \
@@ -98,6 +100,17 @@ int tb_cuda_matmul_backward(tb_cuda_context *ctx, float *dinp, float *dweight, f
     return 0;
 }
 
+int tb_cuda_matmul_backward_16(tb_cuda_context *ctx, float *dinp, float *dweight, const uint16_t *dout,
+                               const uint16_t *inp, const uint16_t *weight, tb_cuda_dtype in, int N, int C, int OC,
+                               tb_error *err) {
+    int st;
+    // as tb_cuda_matmul_backward, on 16-bit operands with fp32 outputs (dweight accumulated in fp32)
+    if (dinp && (st = lt_matmul(ctx, dinp, TB_CUDA_F32, weight, 0, dout, 0, in, C, N, OC, C, OC, C, 0.0f, NULL,
+                                err)) != 0)
+        return st;
+    return lt_matmul(ctx, dweight, TB_CUDA_F32, inp, 0, dout, 1, in, C, OC, N, C, OC, C, 1.0f, NULL, err);
+}
+
 #else  // not built
 
 int tb_cuda_matmul_forward(tb_cuda_context *ctx, void *out, tb_cuda_dtype out_type, const void *inp,
@@ -110,6 +123,13 @@ int tb_cuda_matmul_backward(tb_cuda_context *ctx, float *dinp, float *dweight, f
                             const float *inp, const float *weight, int N, int C, int OC, tb_error *err) {
     (void)ctx, (void)dinp, (void)dweight, (void)dbias, (void)dout, (void)inp, (void)weight, (void)N, (void)C, (void)OC;
     return tb_fail(err, "tb_cuda_matmul_backward: the CUDA backend is not built"), -1;
+}
+
+int tb_cuda_matmul_backward_16(tb_cuda_context *ctx, float *dinp, float *dweight, const uint16_t *dout,
+                               const uint16_t *inp, const uint16_t *weight, tb_cuda_dtype in, int N, int C, int OC,
+                               tb_error *err) {
+    (void)ctx, (void)dinp, (void)dweight, (void)dout, (void)inp, (void)weight, (void)in, (void)N, (void)C, (void)OC;
+    return tb_fail(err, "tb_cuda_matmul_backward_16: the CUDA backend is not built"), -1;
 }
 
 #endif

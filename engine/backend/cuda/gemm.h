@@ -6,8 +6,9 @@
 #define TB_BACKEND_CUDA_GEMM_H
 
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_kernels.h"
 
-typedef enum tb_cuda_dtype { TB_CUDA_F32, TB_CUDA_BF16 } tb_cuda_dtype;
+typedef enum tb_cuda_dtype { TB_CUDA_F32, TB_CUDA_BF16, TB_CUDA_F16 } tb_cuda_dtype;
 
 // out (N,OC) = inp (N,C) @ weight (OC,C)^T (+ bias (OC), fp32, by the BIAS epilogue) —
 // inp and weight of type `in`, out of type `out_type`; fp32 accumulation either way (bf16
@@ -19,5 +20,13 @@ int tb_cuda_matmul_forward(tb_cuda_context *ctx, void *out, tb_cuda_dtype out_ty
 // dbias (OC) += column sums of dout (if not NULL)
 int tb_cuda_matmul_backward(tb_cuda_context *ctx, float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int N, int C, int OC, tb_error *err);
+
+// 16-bit operands of type `in` (TB_CUDA_BF16 or TB_CUDA_F16: the compute copies of --bf16 /
+// --fp16), fp32 results: dinp (N,C) written (if not NULL), dweight (OC,C) += doutᵀ @ inp
+// accumulated in fp32 (main_grad). The bias gradient is the caller's (cuda_bias_backward on
+// the fp32 dout).
+int tb_cuda_matmul_backward_16(tb_cuda_context *ctx, float *dinp, float *dweight, const uint16_t *dout,
+                               const uint16_t *inp, const uint16_t *weight, tb_cuda_dtype in, int N, int C, int OC,
+                               tb_error *err);
 
 #endif

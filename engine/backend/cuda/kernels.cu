@@ -2,6 +2,7 @@
 // and reduction kernels (declared in cuda_kernels.h). Each mirrors its backend/cpu
 // counterpart's arithmetic in fp32; bf16 variants load and store bf16 around fp32 math.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <float.h>
 
@@ -18,6 +19,7 @@ __device__ __forceinline__ float load(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float load(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
 __device__ __forceinline__ void store(float *p, size_t i, float x) { p[i] = x; }
 __device__ __forceinline__ void store(__nv_bfloat16 *p, size_t i, float x) { p[i] = __float2bfloat16(x); }
+__device__ __forceinline__ void store(__half *p, size_t i, float x) { p[i] = __float2half_rn(x); }
 
 __device__ __forceinline__ float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -192,6 +194,25 @@ __global__ void bias_backward_kernel(float *dbias, const float *dout, int N, int
     float s = 0.0f;
     for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
     dbias[o] += s;
+}
+
+// out (rows, OC) += bias on every row (the row-parallel linear's bias, added after the reduce)
+__global__ void add_bias_kernel(float *out, const float *bias, size_t n, int OC) {
+    GRID_STRIDE(i, n) out[i] += bias[i % OC];
+}
+
+// out = inp · s
+__global__ void scale_kernel(float *out, const float *inp, float s, size_t n) {
+    GRID_STRIDE(i, n) out[i] = inp[i] * s;
+}
+
+// out (B,T,C) += wpe[t] (or wpe[pos[t]])
+__global__ void add_positions_kernel(float *out, const float *wpe, const int32_t *pos, int BT, int T, int C) {
+    GRID_STRIDE(idx, (size_t)BT * C) {
+        size_t bt = idx / C;
+        int c = (int)(idx % C);
+        out[idx] += wpe[(size_t)(pos ? pos[bt % T] : (int)(bt % T)) * C + c];
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -389,6 +410,10 @@ int cuda_cast_f32_to_bf16(tb_bf16 *out, const float *inp, size_t n, tb_cuda_stre
     cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(BF(out), inp, n);
     return launched();
 }
+int cuda_cast_f32_to_f16(tb_f16 *out, const float *inp, size_t n, tb_cuda_stream s) {
+    cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(reinterpret_cast<__half *>(out), inp, n);
+    return launched();
+}
 int cuda_cast_bf16_to_f32(float *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s) {
     cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, CBF(inp), n);
     return launched();
@@ -448,6 +473,24 @@ int cuda_adamw_update(float *p, float *m, float *v, const float *g, size_t n, fl
                       float eps, float keep, float step, float inv_sqrt_bc2, tb_cuda_stream s) {
     adamw_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, m, v, g, n, grad_scale, b1, b2, eps, keep, step,
                                                     inv_sqrt_bc2);
+    return launched();
+}
+
+int cuda_add_bias(float *out, const float *bias, int rows, int OC, tb_cuda_stream s) {
+    const size_t n = (size_t)rows * OC;
+    if (n == 0) return 0;
+    add_bias_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, bias, n, OC);
+    return launched();
+}
+int cuda_scale(float *out, const float *inp, float scale, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
+    scale_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, inp, scale, n);
+    return launched();
+}
+int cuda_add_positions(float *out, const float *wpe, const int32_t *pos, int B, int T, int C, tb_cuda_stream s) {
+    const size_t n = (size_t)B * T * C;
+    if (n == 0) return 0;
+    add_positions_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, wpe, pos, B * T, T, C);
     return launched();
 }
 

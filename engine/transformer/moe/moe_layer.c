@@ -31,7 +31,11 @@ tb_moe_dims tb_moe_dims_for(const tb_config *cfg, int fc1_factor) {
     m.Fs1 = fc1_factor * m.Fs;
     m.freq = cfg->moe_layer_freq > 0 ? cfg->moe_layer_freq : 1;
     m.pre_softmax = cfg->moe_router_pre_softmax;
-    m.aux_loss = cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS;
+    m.sigmoid = cfg->moe_router_score_function == TB_MOE_SCORE_SIGMOID;
+    m.aux_loss = cfg->moe_router_load_balancing_type == TB_MOE_LB_AUX_LOSS ||
+                 cfg->moe_router_load_balancing_type == TB_MOE_LB_SEQ_AUX_LOSS;
+    m.seq_aux = cfg->moe_router_load_balancing_type == TB_MOE_LB_SEQ_AUX_LOSS;
+    m.seq_length = cfg->seq_length;
     m.aux_coeff = cfg->moe_aux_loss_coeff;
     m.capacity_factor = cfg->moe_expert_capacity_factor;
     m.drop_position = cfg->moe_token_drop_policy == TB_MOE_DROP_POSITION;
@@ -122,6 +126,7 @@ void moe_stats_init(moe_stats *s, int num_layers, int E) {
     s->load_balancing_loss = tb_xcalloc((size_t)num_layers, sizeof(double), "MoE load-balancing losses");
     s->microbatches = tb_xcalloc((size_t)num_layers, sizeof(int), "MoE record counts");
     s->dropped_tokens = tb_xcalloc((size_t)num_layers, sizeof(int64_t), "MoE dropped tokens");
+    s->a2a_bytes = tb_xcalloc((size_t)num_layers, sizeof(int64_t), "MoE all-to-all bytes");
 }
 
 void moe_stats_free(moe_stats *s) {
@@ -129,6 +134,7 @@ void moe_stats_free(moe_stats *s) {
     free(s->load_balancing_loss);
     free(s->microbatches);
     free(s->dropped_tokens);
+    free(s->a2a_bytes);
     memset(s, 0, sizeof *s);
 }
 
@@ -137,6 +143,7 @@ void moe_stats_reset(moe_stats *s) {
     memset(s->load_balancing_loss, 0, (size_t)s->num_layers * sizeof(double));
     memset(s->microbatches, 0, (size_t)s->num_layers * sizeof(int));
     memset(s->dropped_tokens, 0, (size_t)s->num_layers * sizeof(int64_t));
+    memset(s->a2a_bytes, 0, (size_t)s->num_layers * sizeof(int64_t));
 }
 
 void moe_stats_add(moe_stats *a, const moe_stats *b) {
@@ -145,6 +152,7 @@ void moe_stats_add(moe_stats *a, const moe_stats *b) {
         a->load_balancing_loss[l] += b->load_balancing_loss[l];
         a->microbatches[l] += b->microbatches[l];
         a->dropped_tokens[l] += b->dropped_tokens[l];
+        a->a2a_bytes[l] += b->a2a_bytes[l];
     }
 }
 
@@ -165,6 +173,7 @@ json_t *moe_stats_json(const moe_stats *s, int aux_loss) {
         json_t *o = json_pack("{s:i, s:o, s:I, s:I, s:o}", "layer", l, "tokens_per_expert", counts, "routed_tokens",
                               (json_int_t)total, "dropped_tokens", (json_int_t)s->dropped_tokens[l], "max_over_mean",
                               tb_json_number(mean > 0 ? (double)max / mean : 0));
+        json_object_set_new(o, "a2a_bytes", json_integer((json_int_t)s->a2a_bytes[l]));
         json_object_set_new(o, "load_balancing_loss",
                             aux_loss ? tb_json_number(s->load_balancing_loss[l] / s->microbatches[l]) : json_null());
         json_array_append_new(layers, o);
@@ -183,11 +192,9 @@ json_t *moe_stats_json(const moe_stats *s, int aux_loss) {
 static double sequence_parallel_aux_loss(const tb_moe_dims *m, int N, const float *scores, int32_t *selected) {
     const int E = m->E, sp = m->sp->size;
     float buf[2 * TB_MOE_MAX_EXPERTS];
-    for (int e = 0; e < E; e++) {
-        double col = 0;
-        for (int n = 0; n < N; n++) col += scores[(size_t)n * E + e];
-        buf[e] = (float)selected[e], buf[E + e] = (float)col;
-    }
+    double col[TB_MOE_MAX_EXPERTS];
+    router_aux_score_sums(m, 0, N, scores, col);  // the aux loss's scores (sigmoid: normalised)
+    for (int e = 0; e < E; e++) buf[e] = (float)selected[e], buf[E + e] = (float)col[e];
     tb_all_reduce(m->sp, buf, (size_t)2 * E, TB_RED_SUM);
     double sum = 0;
     for (int e = 0; e < E; e++) {
@@ -251,7 +258,7 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
     const int dropped = router_apply_capacity(m, N, a->topk, a->probs, a->route, a->selected_per_expert);
     double aux = 0;
     if (m->aux_loss && m->sp) aux = sequence_parallel_aux_loss(m, N, a->scores, a->selected_per_expert);
-    else if (m->aux_loss) aux = router_load_balancing_loss(m, N, a->scores, a->selected_per_expert);
+    else if (m->aux_loss) aux = router_aux_loss(m, N, a->scores, a->topk, a->selected_per_expert);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.dispatch", layer);
@@ -280,6 +287,7 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
         for (int e = 0; e < m->E; e++) t[e] += a->tokens_per_expert[e];
         stats->load_balancing_loss[layer] += aux;
         stats->dropped_tokens[layer] += dropped;
+        stats->a2a_bytes[layer] += moe_alltoall_bytes(m, C, a);
         stats->microbatches[layer]++;
     }
     TB_RANGE_POP();

@@ -21,7 +21,7 @@
 // reduce-scattered; R = Σ_e R_e rows reach this rank's experts (R = M on one rank). What
 // backward needs is saved in moe_layer_acts: carved from the layer's one activation
 // allocation (transformer_layer.c)
-//   router      scores (N,E) (softmax over every expert), topk (N,k) int32, probs (N,k),
+//   router      scores (N,E) (softmax over every expert, or sigmoid), topk (N,k) int32, probs (N,k),
 //               route (N,k) int32 (topk, -1 where dropped), selected_per_expert (E) int32
 //               (under sequence parallelism summed over the tp group: the microbatch's)
 //   dispatch    tokens_per_expert (E), perm_pos (N,k), perm_token (M), all_counts (etp·ep,E),
@@ -51,7 +51,10 @@ typedef struct tb_moe_dims {
     int Fs, Fs1;                // the shared expert's (--moe-shared-expert-intermediate-size / tp; 0: none)
     int freq;                   // layer l is a MoE layer when l % freq == 0
     int pre_softmax;            // softmax over every expert, then top-k (else top-k logits, then softmax)
+    int sigmoid;                // --moe-router-score-function sigmoid (else softmax)
     int aux_loss;               // the Switch/GShard load-balancing loss is computed
+    int seq_aux;                // per sequence of seq_length tokens (seq_aux_loss)
+    int seq_length;
     double aux_coeff;           // and trained on with this coefficient
     double capacity_factor;     // --moe-expert-capacity-factor (0: no capacity, no token dropped)
     int drop_position;          // over capacity, drop the last positions (else the lowest probs)
@@ -142,6 +145,9 @@ typedef struct moe_stats {
     int64_t *tokens_per_expert;             // (num_layers, E) routed tokens of this rank's microbatches
     double *load_balancing_loss;            // (num_layers) summed over microbatches (without the coefficient)
     int64_t *dropped_tokens;                // (num_layers) choices dropped over capacity
+    int64_t *a2a_bytes;                     // (num_layers) bytes this rank's all-to-alls sent (ep > 1): the
+                                            // forward's dispatch and combine and the backward's two, 2·(M+R)·C·4
+                                            // per microbatch, its own share included (what tb_all_to_all records)
     int *microbatches;                      // (num_layers) forwards recorded; 0: not a MoE layer of this rank
 } moe_stats;
 void moe_stats_init(moe_stats *s, int num_layers, int E);
@@ -149,8 +155,9 @@ void moe_stats_free(moe_stats *s);
 void moe_stats_reset(moe_stats *s);
 // Adds b's records into a (chunks of one rank hold different layers).
 void moe_stats_add(moe_stats *a, const moe_stats *b);
-// [{"layer", "tokens_per_expert": [...], "max_over_mean", "load_balancing_loss" (mean over the
-// step's microbatches; null without the aux loss)}] for every layer with a record.
+// [{"layer", "tokens_per_expert": [...], "routed_tokens", "dropped_tokens", "max_over_mean",
+// "a2a_bytes", "load_balancing_loss" (mean over the step's microbatches; null without the aux
+// loss)}] for every layer with a record.
 json_t *moe_stats_json(const moe_stats *s, int aux_loss);
 
 // inp (N,C) → out (N,C) written. stats: the step's record (NULL: not recorded, e.g. a recompute).

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cpu/kernels.h"
 #include "core/xalloc.h"
@@ -29,6 +30,9 @@ static void top_k(int32_t *idx, const float *v, int E, int k) {
     }
 }
 
+// Megatron's guard in the sigmoid normalisations
+#define SIGMOID_EPS 1e-20
+
 void router_forward(const tb_moe_dims *m, int N, int C, const float *inp, const float *w, float *logits, float *scores,
                     int32_t *topk, float *probs) {
     const int E = m->E, k = m->k;
@@ -38,6 +42,14 @@ void router_forward(const tb_moe_dims *m, int N, int C, const float *inp, const 
         const float *l = logits + (size_t)n * E;
         float *s = scores + (size_t)n * E, *p = probs + (size_t)n * k;
         int32_t *idx = topk + (size_t)n * k;
+        if (m->sigmoid) {  // the top k of sigmoid(logits); with k > 1 their probs sum to 1
+            for (int e = 0; e < E; e++) s[e] = 1.0f / (1.0f + expf(-l[e]));
+            top_k(idx, s, E, k);
+            double sum = 0;
+            for (int j = 0; j < k; j++) sum += s[idx[j]];
+            for (int j = 0; j < k; j++) p[j] = k > 1 ? (float)(s[idx[j]] / (sum + SIGMOID_EPS)) : s[idx[j]];
+            continue;
+        }
         softmax_row(s, l, E);
         top_k(idx, m->pre_softmax ? s : l, E, k);
         if (m->pre_softmax) {
@@ -50,31 +62,100 @@ void router_forward(const tb_moe_dims *m, int N, int C, const float *inp, const 
     }
 }
 
-double router_load_balancing_loss(const tb_moe_dims *m, int N, const float *scores, const int32_t *tokens_per_expert) {
-    const int E = m->E;
+// The aux loss's score of token n at expert e: the softmax score, or under sigmoid (k > 1) the
+// sigmoid normalised over every expert (Megatron's compute_routing_scores_for_aux_loss).
+static double sigmoid_row_sum(const float *s, int E) {
     double sum = 0;
+    for (int e = 0; e < E; e++) sum += s[e];
+    return sum + SIGMOID_EPS;
+}
+
+static double aux_score(const tb_moe_dims *m, const float *row, int e) {
+    return m->sigmoid && m->k > 1 ? row[e] / sigmoid_row_sum(row, m->E) : row[e];
+}
+
+void router_aux_score_sums(const tb_moe_dims *m, int first, int T, const float *scores, double *col) {
+    const int E = m->E;
     for (int e = 0; e < E; e++) {
-        double col = 0;  // Σ_n scores[n,e]
-        for (int n = 0; n < N; n++) col += scores[(size_t)n * E + e];
-        sum += col * tokens_per_expert[e];
+        col[e] = 0;
+        for (int n = first; n < first + T; n++) col[e] += aux_score(m, scores + (size_t)n * E, e);
     }
-    return sum * E / ((double)m->k * N * N);
+}
+
+// E / (k · T²) · Σ_e (Σ_{n in tokens [first, first + T)} a[n,e]) · counts[e]
+static double switch_loss(const tb_moe_dims *m, int first, int T, const float *scores, const int32_t *counts) {
+    double col[TB_MOE_MAX_EXPERTS], sum = 0;
+    router_aux_score_sums(m, first, T, scores, col);
+    for (int e = 0; e < m->E; e++) sum += col[e] * counts[e];
+    return sum * m->E / ((double)m->k * T * T);
+}
+
+double router_load_balancing_loss(const tb_moe_dims *m, int N, const float *scores, const int32_t *tokens_per_expert) {
+    return switch_loss(m, 0, N, scores, tokens_per_expert);
+}
+
+// Each sequence's choices per expert (top-k, before any drop): counts (N / T, E).
+static void sequence_counts(const tb_moe_dims *m, int N, const int32_t *topk, int32_t *counts) {
+    const int T = m->seq_length, S = N / T;
+    memset(counts, 0, (size_t)S * m->E * sizeof *counts);
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < m->k; j++) counts[(size_t)(n / T) * m->E + topk[(size_t)n * m->k + j]]++;
+}
+
+double router_aux_loss(const tb_moe_dims *m, int N, const float *scores, const int32_t *topk,
+                       const int32_t *selected_per_expert) {
+    if (!m->seq_aux) return router_load_balancing_loss(m, N, scores, selected_per_expert);
+    const int T = m->seq_length, S = N / T;
+    int32_t *counts = tb_xcalloc((size_t)S * m->E, sizeof *counts, "sequence expert counts");
+    sequence_counts(m, N, topk, counts);
+    double loss = 0;
+    for (int b = 0; b < S; b++) loss += switch_loss(m, b * T, T, scores, counts + (size_t)b * m->E);
+    free(counts);
+    return loss / S;
 }
 
 void router_backward(const tb_moe_dims *m, int N, int C, const float *inp, const float *w, const float *scores,
                      const int32_t *topk, const float *probs, const int32_t *tokens_per_expert, const float *d_probs,
                      float aux_scale, float *d_logits, float *dw, float *dinp) {
     const int E = m->E, k = m->k;
-    // ∂aux/∂scores[n,e] = coeff · E / (k · N²) · tokens_per_expert[e], the same for every token
-    const double aux = m->aux_loss ? (double)aux_scale * m->aux_coeff * E / ((double)k * N * N) : 0.0;
+    // ∂aux/∂score[n,e] = coeff · E / (k · N²) · tokens_per_expert[e], the same for every token;
+    // per sequence (seq_aux_loss): coeff · E / (k · T² · S) · counts[seq(n), e]
+    const int T = m->seq_aux ? m->seq_length : N, S = N / T;
+    const double aux = m->aux_loss ? (double)aux_scale * m->aux_coeff * E / ((double)k * T * T * S) : 0.0;
+    int32_t *seq_counts = NULL;
+    if (m->aux_loss && m->seq_aux) {
+        seq_counts = tb_xcalloc((size_t)S * E, sizeof *seq_counts, "sequence expert counts");
+        sequence_counts(m, N, topk, seq_counts);
+    }
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *s = scores + (size_t)n * E, *p = probs + (size_t)n * k, *dp = d_probs + (size_t)n * k;
         const int32_t *idx = topk + (size_t)n * k;
+        const int32_t *counts = seq_counts ? seq_counts + (size_t)(n / T) * E : tokens_per_expert;
         float *dl = d_logits + (size_t)n * E;
-        // the gradient at the scores: the aux loss's, plus the probs' under pre-softmax
-        float ds[TB_MOE_MAX_EXPERTS];
-        for (int e = 0; e < E; e++) ds[e] = (float)(aux * tokens_per_expert[e]);
+        float ds[TB_MOE_MAX_EXPERTS];  // the gradient at the (aux loss's) scores
+        for (int e = 0; e < E; e++) ds[e] = (float)(aux * counts[e]);
+        if (m->sigmoid) {
+            // σ = s; the aux scores a = σ / Σσ (k > 1): dσ_f = (ds_f − ⟨ds, a⟩) / Σσ
+            double dsig[TB_MOE_MAX_EXPERTS];
+            if (k > 1) {
+                const double sum = sigmoid_row_sum(s, E);
+                double da = 0;
+                for (int e = 0; e < E; e++) da += (double)ds[e] * s[e] / sum;
+                for (int e = 0; e < E; e++) dsig[e] = (ds[e] - da) / sum;
+                // probs p_j = σ_j / Σ_chosen σ: dσ_j += (dp_j − ⟨dp, p⟩) / Σ_chosen σ
+                double chosen = 0, pdp = 0;
+                for (int j = 0; j < k; j++) chosen += s[idx[j]], pdp += (double)p[j] * dp[j];
+                chosen += SIGMOID_EPS;
+                for (int j = 0; j < k; j++) dsig[idx[j]] += (dp[j] - pdp) / chosen;
+            } else {
+                for (int e = 0; e < E; e++) dsig[e] = ds[e];
+                dsig[idx[0]] += dp[0];
+            }
+            for (int e = 0; e < E; e++) dl[e] = (float)(dsig[e] * s[e] * (1.0 - s[e]));  // σ' = σ(1 − σ)
+            continue;
+        }
+        // the probs' gradient at the scores under pre-softmax
         if (m->pre_softmax)
             for (int j = 0; j < k; j++) ds[idx[j]] += dp[j];
         // softmax backward over every expert: dl = s ⊙ (ds − ⟨s, ds⟩)
@@ -88,6 +169,7 @@ void router_backward(const tb_moe_dims *m, int N, int C, const float *inp, const
             for (int j = 0; j < k; j++) dl[idx[j]] += p[j] * (dp[j] - (float)pdp);
         }
     }
+    free(seq_counts);
     cpu_matmul_backward(dinp, dw, NULL, d_logits, inp, w, N, C, E);  // (N,E) -> (N,C), dW (E,C)
 }
 

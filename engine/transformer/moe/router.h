@@ -1,14 +1,25 @@
-// router.h — Megatron-Core's TopKRouter (transformer/moe/router.py) with softmax scores.
+// router.h — Megatron-Core's TopKRouter (transformer/moe/router.py) with softmax or sigmoid
+// scores (--moe-router-score-function).
 //
 //   logits (N,E) = inp (N,C) @ Wᵀ (no bias)
+//   softmax:
 //   scores (N,E) = softmax(logits) over every expert
 //   topk   (N,k) = the k largest (largest first; ties to the lower expert index), of the scores
 //                  under --moe-router-pre-softmax, else of the logits (the same order)
 //   probs  (N,k) = scores at the top-k (pre-softmax), else softmax over the k chosen logits
+//   sigmoid (Megatron's topk_softmax_with_capacity, score_function "sigmoid"):
+//   scores (N,E) = sigmoid(logits), each expert on its own
+//   topk   (N,k) = the k largest scores (ties to the lower expert index)
+//   probs  (N,k) = the k chosen scores over their sum (+1e-20) when k > 1; the score when k = 1
 //
 // The load-balancing loss is switch_load_balancing_loss_func's (Switch Transformer / GShard):
-//   aux = coeff · E / (k · N²) · Σ_e (Σ_n scores[n,e]) · tokens_per_expert[e]
-// with tokens_per_expert a count (no gradient); it is 1·coeff when the load is balanced.
+//   aux = coeff · E / (k · N²) · Σ_e (Σ_n a[n,e]) · tokens_per_expert[e]
+// with tokens_per_expert a count (no gradient), 1·coeff when the load is balanced, and a the
+// aux loss's scores (compute_routing_scores_for_aux_loss): the softmax scores, or the sigmoid
+// scores normalised over every expert, a[n,e] = σ[n,e] / (Σ_e' σ[n,e'] + 1e-20), when k > 1
+// (σ itself at k = 1). seq_aux_loss (Megatron's sequence-level loss) is the same per sequence
+// of T = --seq-length tokens, with each sequence's own top-k counts, averaged over the S = N / T
+// sequences: coeff / S · Σ_s E / (k · T²) · Σ_e (Σ_{n in s} a[n,e]) · counts[s,e].
 #ifndef TB_TRANSFORMER_MOE_ROUTER_H
 #define TB_TRANSFORMER_MOE_ROUTER_H
 
@@ -27,10 +38,17 @@ int router_expert_capacity(const tb_moe_dims *m, int N);
 // selected (E): the choices per expert before the drop. Returns the choices dropped.
 int router_apply_capacity(const tb_moe_dims *m, int N, const int32_t *topk, const float *probs, int32_t *route,
                           int32_t *selected);
-// The loss without its coefficient: E / (k · N²) · Σ_e (Σ_n scores[n,e]) · tokens_per_expert[e].
+// col (E): Σ over the tokens [first, first + T) of the aux loss's scores a[n,e] (above).
+void router_aux_score_sums(const tb_moe_dims *m, int first, int T, const float *scores, double *col);
+// The loss without its coefficient: E / (k · N²) · Σ_e (Σ_n a[n,e]) · tokens_per_expert[e].
 double router_load_balancing_loss(const tb_moe_dims *m, int N, const float *scores, const int32_t *tokens_per_expert);
+// The layer's load-balancing loss without its coefficient: router_load_balancing_loss over the
+// choices before any drop (selected_per_expert), or per sequence from topk (seq_aux_loss).
+double router_aux_loss(const tb_moe_dims *m, int N, const float *scores, const int32_t *topk,
+                       const int32_t *selected_per_expert);
 // d_probs (N,k) → dinp (N,C) written, dw (E,C) accumulated; adds the load-balancing loss's
-// gradient aux_scale · coeff · ∂(loss)/∂logits when m->aux_loss. d_logits (N,E) is scratch.
+// gradient aux_scale · coeff · ∂(loss)/∂logits when m->aux_loss (tokens_per_expert: the counts
+// before any drop; seq_aux_loss counts per sequence from topk). d_logits (N,E) is scratch.
 void router_backward(const tb_moe_dims *m, int N, int C, const float *inp, const float *w, const float *scores,
                      const int32_t *topk, const float *probs, const int32_t *tokens_per_expert, const float *d_probs,
                      float aux_scale, float *d_logits, float *dw, float *dinp);

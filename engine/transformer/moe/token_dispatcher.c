@@ -426,3 +426,12 @@ void moe_token_dispatch_backward(const tb_moe_dims *m, int N, int C, const moe_l
     if (d_in != ws->d_perm_in) tb_free(ws->mem, d_in);
     if (d_y != ws->d_expert_out) tb_free(ws->mem, d_y);
 }
+
+int64_t moe_alltoall_bytes(const tb_moe_dims *m, int C, const moe_layer_acts *a) {
+    if (m->allgather || m->ep_size <= 1) return 0;  // no all-to-all over ep
+    int32_t local[TB_MOE_MAX_EXPERTS];
+    const moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, local);
+    size_t floats = 0;  // the dispatch sends pl.send to each ep member, the combine pl.recv back
+    for (int p = 0; p < pl.P; p++) floats += pl.send[p] + pl.recv[p];
+    return 2 * (int64_t)floats * (int64_t)sizeof(float);  // forward, and the gradients in backward
+}

@@ -77,6 +77,13 @@ void moe_all_gather_v(tb_group *g, tb_allocator *mem, const float *mine, const s
 // summed in group order (the same bits on every backend).
 void moe_reduce_scatter_v(tb_group *g, tb_allocator *mem, const float *all, const size_t *rows, int C, float *mine);
 
+// The bytes this rank sends in the layer's all-to-alls over ep for one microbatch (a's routing,
+// after its dispatch): the dispatch's rows out and the combine's back, forward and again in
+// backward, its own share included — the metrics' a2a_bytes. Under etp only this rank's ep
+// all-to-all (the etp all-gather and reduce-scatter are not all-to-alls of the dispatch); 0 with
+// the all-gather dispatcher or at ep 1 (no all-to-all).
+int64_t moe_alltoall_bytes(const tb_moe_dims *m, int C, const moe_layer_acts *a);
+
 // --- the all-gather dispatcher (Megatron's MoEAllGatherTokenDispatcher) over ep and etp ---
 // Every rank of the ep × etp grid (S = Q·P ranks, source s = q·P + p as above) gathers every
 // rank's N tokens with their routing, runs its local experts (its etp shard of them) on the

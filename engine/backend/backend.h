@@ -1,0 +1,108 @@
+// backend.h — the kernel dispatch (docs/ARCHITECTURE.md, "CUDA backend"): one const table of
+// the model's numeric entry points, chosen once per rank from --device. The model, the
+// tensor-parallel layers, the optimizer and finalize_model_grads call tb_be()->..., never a
+// backend directly.
+//
+//   cpu   the entries ARE the cpu_* kernels of backend/cpu/kernels.h (and the host loops the
+//         model ran before the dispatch existed, moved here unchanged): the CPU path computes
+//         the same bits as before.
+//   cuda  backend/cuda/cuda_backend.c: the cuda_* launchers and the cuBLASLt GEMMs on the
+//         rank's device context (stream, cuBLASLt handle); every pointer is device memory.
+//
+// The table in use is the calling thread's (tb_backend_bind): a rank is a thread, as its
+// CUDA device is the thread's current device; an unbound thread (tests, tools) gets the CPU
+// table. Shapes, arguments and gradient conventions are backend/cpu/kernels.h's: parameter
+// gradients accumulate, activation gradients are written.
+//
+// Memory: `host` says whether the backend's tensors are host memory. Host code reads or
+// writes a tensor only through copy_to_host / copy_from_host (loss, gradient norm, weights'
+// initialisation, reports); copy and zero work on tensors of the backend.
+#ifndef TB_BACKEND_BACKEND_H
+#define TB_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tb_backend {
+    const char *name;  // "cpu", "cuda"
+    int host;          // 1: tensors are host memory
+
+    // --- memory (bytes) ---
+    void (*copy)(void *dst, const void *src, size_t bytes);  // tensor → tensor
+    void (*zero)(void *dst, size_t bytes);
+    void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);    // waits for the copy
+    void (*copy_from_host)(void *dst, const void *host_src, size_t bytes);  // host_src reusable on return
+    void (*synchronize)(void);  // every kernel enqueued by this thread has finished
+    // Device timing of a phase of the step (NULL on the CPU, whose phases the host clock
+    // times): begin records an event on the thread's stream; end records another, waits for
+    // it and returns the milliseconds between the two (CUDA events). One phase at a time.
+    void (*phase_begin)(void);
+    double (*phase_end_ms)(void);
+
+    // --- linear (backend/cpu/kernels.h; GEMMs: cuBLASLt on cuda) ---
+    void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias, int N, int C,
+                           int OC);
+    void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                            const float *weight, int N, int C, int OC);
+    // out (rows, OC) += bias (OC) on every row; dbias (OC) += column sums of dout's first rows rows
+    void (*add_bias)(float *out, const float *bias, int rows, int OC);
+    void (*bias_backward)(float *dbias, const float *dout, int rows, int OC);
+
+    // --- norms, activations, residual ---
+    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                              const float *bias, int N, int C, float eps);
+    void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                               const float *weight, const float *mean, const float *rstd, int N, int C);
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps);
+    void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                             const float *rstd, int N, int C);
+    void (*gelu_forward)(float *out, const float *inp, size_t n);
+    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
+    void (*swiglu_forward)(float *out, const float *inp, int N, int F);
+    void (*swiglu_backward)(float *dinp, const float *inp, const float *dout, int N, int F);
+    void (*add)(float *out, const float *a, const float *b, size_t n);
+    void (*add_inplace)(float *acc, const float *b, size_t n);
+    void (*scale)(float *out, const float *inp, float s, size_t n);  // out = inp · s (out may be inp)
+
+    // --- attention core (flash: out, lse; causal); NULL where the backend lacks it ---
+    void (*flash_attention_forward)(float *out, float *lse, float *scratch, int threads, const float *qkv, int B,
+                                    int T, int NH, int G, int hs);
+    void (*flash_attention_backward)(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
+                                     const float *qkv, const float *lse, int B, int T, int NH, int G, int hs);
+    void (*rope_apply)(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
+                       int dim, int interleaved, int inverse);
+
+    // --- embedding ---
+    void (*embedding_forward)(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
+                              const float *wpe, const int32_t *pos, int B, int T, int C);
+    void (*embedding_backward)(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
+                               int vocab_local, const int32_t *pos, int B, int T, int C);
+    void (*add_positions)(float *out, const float *wpe, const int32_t *pos, int B, int T, int C);
+
+    // --- vocab-parallel cross-entropy stages ---
+    void (*ce_row_max)(const float *logits, float *rowmax, int N, int Vl, int vocab_start, int V);
+    void (*ce_target_logit)(const float *logits, const float *max, float *target, const int32_t *targets, int N,
+                            int Vl, int vocab_start);
+    void (*ce_exp_sum)(float *logits, const float *max, float *sum, int N, int Vl, int vocab_start, int V);
+    void (*ce_normalize)(float *probs, const float *sum, const float *target, float *losses, int N, int Vl);
+    void (*cross_entropy_backward)(float *probs_to_dlogits, const int32_t *targets, float dloss, int N, int Vl,
+                                   int vocab_start);
+
+    // --- optimizer, reductions ---
+    void (*adamw_update)(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
+                         float eps, float keep, float step, float inv_sqrt_bc2);
+    double (*sum_squares)(const float *x, size_t n);  // read back to the host
+} tb_backend;
+
+// The CPU table (always there).
+const tb_backend *tb_backend_cpu(void);
+
+// The calling thread's table (the CPU's when none is bound); bind NULL to unbind.
+const tb_backend *tb_be(void);
+void tb_backend_bind(const tb_backend *be);
+
+// Σ x[i] for i < n in double, in index order, read from a tensor of the thread's backend
+// (the loss): the CPU reads the tensor itself, the others copy it to the host first.
+double tb_be_sum_to_host(const float *x, size_t n);
+
+#endif

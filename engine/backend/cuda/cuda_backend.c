@@ -1,0 +1,312 @@
+// cuda_backend.c — see cuda_backend.h.
+#include "backend/cuda/cuda_backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef TB_HAVE_CUDA_BACKEND
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/gemm.h"
+
+// the calling thread's binding (a rank's thread)
+typedef struct binding {
+    tb_cuda_context *ctx;
+    tb_allocator *mem;
+    tb_cuda_precision precision;
+    tb_cuda_fail_fn fail;
+    void *fail_arg;
+    double *sum;  // one double on the device (sum_squares)
+    tb_cuda_timer phase;  // CUDA events of the step's phases
+} binding;
+static _Thread_local binding cur;
+
+static tb_cuda_stream stream(void) { return (tb_cuda_stream)cur.ctx->stream; }
+
+__attribute__((noreturn)) static void fail(const char *what, const char *why) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "CUDA backend: %s: %s (device %d)", what, why, cur.ctx ? cur.ctx->device : -1);
+    if (cur.fail) cur.fail(cur.fail_arg, msg);
+    fprintf(stderr, "%s\n", msg);
+    abort();  // fail does not return
+}
+
+static void check(int rc, const char *what) {
+    if (rc != 0) fail(what, cudaGetErrorString((cudaError_t)rc));
+}
+#define K(call) check((call), #call)
+
+void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_precision precision, tb_cuda_fail_fn fail_fn,
+                          void *fail_arg) {
+    if (!ctx) {
+        if (cur.sum && cur.mem) tb_free(cur.mem, cur.sum);
+        tb_cuda_timer_free(&cur.phase);
+        memset(&cur, 0, sizeof cur);
+        return;
+    }
+    cur = (binding){ctx, mem, precision, fail_fn, fail_arg, NULL, {NULL, NULL}};
+    cur.sum = tb_alloc(mem, TB_MEM_WORKSPACE, sizeof(double), "sum of squares (device)");
+    tb_error err;
+    if (tb_cuda_timer_init(&cur.phase, &err) != 0) fail("the step's phase timer", err.msg);
+}
+
+// --- memory ----------------------------------------------------------------------------
+
+static void cu_copy(void *dst, const void *src, size_t bytes) {
+    if (dst != src && bytes) K(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream()));
+}
+static void cu_zero(void *dst, size_t bytes) {
+    if (bytes) K(cudaMemsetAsync(dst, 0, bytes, (cudaStream_t)stream()));
+}
+static void cu_copy_to_host(void *host_dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    K(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)stream()));
+    K(cudaStreamSynchronize((cudaStream_t)stream()));
+}
+static void cu_copy_from_host(void *dst, const void *host_src, size_t bytes) {
+    if (!bytes) return;
+    K(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)stream()));
+    K(cudaStreamSynchronize((cudaStream_t)stream()));  // host_src reusable on return
+}
+static void cu_synchronize(void) { K(cudaStreamSynchronize((cudaStream_t)stream())); }
+static void cu_phase_begin(void) { tb_cuda_timer_start(&cur.phase, cur.ctx->stream); }
+static double cu_phase_end_ms(void) {
+    tb_cuda_timer_stop(&cur.phase, cur.ctx->stream);
+    double ms = tb_cuda_timer_elapsed_ms(&cur.phase);
+    if (ms < 0) fail("the step's phase timer", cudaGetErrorString(cudaGetLastError()));
+    return ms;
+}
+
+// --- GEMMs -----------------------------------------------------------------------------
+
+// A 16-bit (bf16 or fp16, as bound) compute copy of n fp32 values, from the workspace (freed
+// by the caller once the GEMM is enqueued: the caching allocator hands it out again in stream
+// order).
+static uint16_t *copy16(const float *x, size_t n, const char *what) {
+    uint16_t *b = tb_alloc(cur.mem, TB_MEM_WORKSPACE, n * sizeof(uint16_t), what);
+    if (cur.precision == TB_CUDA_FP16_GEMMS) K(cuda_cast_f32_to_f16(b, x, n, stream()));
+    else K(cuda_cast_f32_to_bf16(b, x, n, stream()));
+    return b;
+}
+static tb_cuda_dtype dtype16(void) { return cur.precision == TB_CUDA_FP16_GEMMS ? TB_CUDA_F16 : TB_CUDA_BF16; }
+
+static void cu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C,
+                              int OC) {
+    tb_error err;
+    if (cur.precision == TB_CUDA_FP32) {
+        if (tb_cuda_matmul_forward(cur.ctx, out, TB_CUDA_F32, inp, weight, TB_CUDA_F32, bias, N, C, OC, &err) != 0)
+            fail("matmul forward (fp32)", err.msg);
+        return;
+    }
+    uint16_t *in16 = copy16(inp, (size_t)N * C, "16-bit GEMM input");
+    uint16_t *w16 = copy16(weight, (size_t)OC * C, "16-bit GEMM weight");
+    int rc = tb_cuda_matmul_forward(cur.ctx, out, TB_CUDA_F32, in16, w16, dtype16(), bias, N, C, OC, &err);
+    tb_free(cur.mem, w16);
+    tb_free(cur.mem, in16);
+    if (rc != 0) fail("matmul forward (16-bit operands)", err.msg);
+}
+
+static void cu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                               const float *weight, int N, int C, int OC) {
+    tb_error err;
+    if (cur.precision == TB_CUDA_FP32) {
+        if (tb_cuda_matmul_backward(cur.ctx, dinp, dweight, dbias, dout, inp, weight, N, C, OC, &err) != 0)
+            fail("matmul backward (fp32)", err.msg);
+        return;
+    }
+    uint16_t *d16 = copy16(dout, (size_t)N * OC, "16-bit GEMM output grad");
+    uint16_t *in16 = copy16(inp, (size_t)N * C, "16-bit GEMM input");
+    uint16_t *w16 = copy16(weight, (size_t)OC * C, "16-bit GEMM weight");
+    int rc = tb_cuda_matmul_backward_16(cur.ctx, dinp, dweight, d16, in16, w16, dtype16(), N, C, OC, &err);
+    tb_free(cur.mem, w16);
+    tb_free(cur.mem, in16);
+    tb_free(cur.mem, d16);
+    if (rc != 0) fail("matmul backward (16-bit operands)", err.msg);
+    if (dbias) K(cuda_bias_backward(dbias, dout, N, OC, stream()));
+}
+
+static void cu_add_bias(float *out, const float *bias, int rows, int OC) { K(cuda_add_bias(out, bias, rows, OC, stream())); }
+static void cu_bias_backward(float *dbias, const float *dout, int rows, int OC) {
+    if (rows > 0) K(cuda_bias_backward(dbias, dout, rows, OC, stream()));
+}
+
+// --- norms, activations, residual ------------------------------------------------------
+
+static void cu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                                 const float *bias, int N, int C, float eps) {
+    K(cuda_layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, eps, stream()));
+}
+static void cu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                  const float *weight, const float *mean, const float *rstd, int N, int C) {
+    K(cuda_layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, stream()));
+}
+static void cu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps) {
+    K(cuda_rmsnorm_forward(out, rstd, inp, weight, N, C, eps, stream()));
+}
+static void cu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                                const float *rstd, int N, int C) {
+    K(cuda_rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C, stream()));
+}
+static void cu_gelu_forward(float *out, const float *inp, size_t n) { K(cuda_gelu_forward(out, inp, n, stream())); }
+static void cu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    K(cuda_gelu_backward(dinp, inp, dout, n, stream()));
+}
+static void cu_swiglu_forward(float *out, const float *inp, int N, int F) { K(cuda_swiglu_forward(out, inp, N, F, stream())); }
+static void cu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F) {
+    K(cuda_swiglu_backward(dinp, inp, dout, N, F, stream()));
+}
+static void cu_add(float *out, const float *a, const float *b, size_t n) { K(cuda_add(out, a, b, n, stream())); }
+static void cu_add_inplace(float *acc, const float *b, size_t n) { K(cuda_add_inplace(acc, b, n, stream())); }
+static void cu_scale(float *out, const float *inp, float s, size_t n) { K(cuda_scale(out, inp, s, n, stream())); }
+
+// --- attention, RoPE, embedding --------------------------------------------------------
+
+static void cu_flash_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T,
+                             int NH, int G, int hs) {
+    (void)scratch, (void)threads;
+    K(cuda_flash_attention_forward(out, lse, qkv, B, T, NH, G, hs, stream()));
+}
+static void cu_flash_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
+                              const float *qkv, const float *lse, int B, int T, int NH, int G, int hs) {
+    (void)scratch, (void)threads;
+    K(cuda_flash_attention_backward(dqkv, dout, out, qkv, lse, B, T, NH, G, hs, stream()));
+}
+static void cu_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
+                          int dim, int interleaved, int inverse) {
+    K(cuda_rope_apply(qkv, cos_t, sin_t, B, T, row, heads, hs, dim, interleaved, inverse, stream()));
+}
+static void cu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
+                                 const float *wpe, const int32_t *pos, int B, int T, int C) {
+    K(cuda_embedding_forward(out, tokens, wte, vocab_start, vocab_local, wpe, pos, B, T, C, stream()));
+}
+static void cu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
+                                  int vocab_local, const int32_t *pos, int B, int T, int C) {
+    K(cuda_embedding_backward(dwte, dwpe, dout, tokens, vocab_start, vocab_local, pos, B, T, C, stream()));
+}
+static void cu_add_positions(float *out, const float *wpe, const int32_t *pos, int B, int T, int C) {
+    K(cuda_add_positions(out, wpe, pos, B, T, C, stream()));
+}
+
+// --- cross-entropy ---------------------------------------------------------------------
+
+static void cu_ce_row_max(const float *logits, float *rowmax, int N, int Vl, int vocab_start, int V) {
+    K(cuda_ce_row_max(logits, rowmax, N, Vl, vocab_start, V, stream()));
+}
+static void cu_ce_target_logit(const float *logits, const float *max, float *target, const int32_t *targets, int N,
+                               int Vl, int vocab_start) {
+    K(cuda_ce_target_logit(logits, max, target, targets, N, Vl, vocab_start, stream()));
+}
+static void cu_ce_exp_sum(float *logits, const float *max, float *sum, int N, int Vl, int vocab_start, int V) {
+    K(cuda_ce_exp_sum(logits, max, sum, N, Vl, vocab_start, V, stream()));
+}
+static void cu_ce_normalize(float *probs, const float *sum, const float *target, float *losses, int N, int Vl) {
+    K(cuda_ce_normalize(probs, sum, target, losses, N, Vl, stream()));
+}
+static void cu_ce_backward(float *probs, const int32_t *targets, float dloss, int N, int Vl, int vocab_start) {
+    K(cuda_cross_entropy_backward(probs, targets, dloss, N, Vl, vocab_start, stream()));
+}
+
+// --- optimizer, reductions -------------------------------------------------------------
+
+static void cu_adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1,
+                            float b2, float eps, float keep, float step, float inv_sqrt_bc2) {
+    K(cuda_adamw_update(p, m, v, g, n, grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2, stream()));
+}
+static double cu_sum_squares(const float *x, size_t n) {
+    double s = 0.0;
+    if (n == 0) return 0.0;
+    K(cudaMemsetAsync(cur.sum, 0, sizeof(double), (cudaStream_t)stream()));
+    K(cuda_sum_squares(cur.sum, x, n, stream()));
+    cu_copy_to_host(&s, cur.sum, sizeof s);
+    return s;
+}
+
+static const tb_backend cuda_backend = {
+    .name = "cuda",
+    .host = 0,
+    .copy = cu_copy,
+    .zero = cu_zero,
+    .copy_to_host = cu_copy_to_host,
+    .copy_from_host = cu_copy_from_host,
+    .synchronize = cu_synchronize,
+    .phase_begin = cu_phase_begin,
+    .phase_end_ms = cu_phase_end_ms,
+    .matmul_forward = cu_matmul_forward,
+    .matmul_backward = cu_matmul_backward,
+    .add_bias = cu_add_bias,
+    .bias_backward = cu_bias_backward,
+    .layernorm_forward = cu_layernorm_forward,
+    .layernorm_backward = cu_layernorm_backward,
+    .rmsnorm_forward = cu_rmsnorm_forward,
+    .rmsnorm_backward = cu_rmsnorm_backward,
+    .gelu_forward = cu_gelu_forward,
+    .gelu_backward = cu_gelu_backward,
+    .swiglu_forward = cu_swiglu_forward,
+    .swiglu_backward = cu_swiglu_backward,
+    .add = cu_add,
+    .add_inplace = cu_add_inplace,
+    .scale = cu_scale,
+    .flash_attention_forward = cu_flash_forward,
+    .flash_attention_backward = cu_flash_backward,
+    .rope_apply = cu_rope_apply,
+    .embedding_forward = cu_embedding_forward,
+    .embedding_backward = cu_embedding_backward,
+    .add_positions = cu_add_positions,
+    .ce_row_max = cu_ce_row_max,
+    .ce_target_logit = cu_ce_target_logit,
+    .ce_exp_sum = cu_ce_exp_sum,
+    .ce_normalize = cu_ce_normalize,
+    .cross_entropy_backward = cu_ce_backward,
+    .adamw_update = cu_adamw_update,
+    .sum_squares = cu_sum_squares,
+};
+
+const tb_backend *tb_backend_cuda(void) { return &cuda_backend; }
+
+// --- device memory for the tagged allocator ---------------------------------------------
+
+static int dev_alloc(void *ctx, void **p, size_t bytes, char *why, size_t why_len) {
+    tb_cuda_context *c = ctx;
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e == cudaSuccess) e = cudaMalloc(p, bytes);
+    if (e != cudaSuccess) {
+        snprintf(why, why_len, "%s (device %d)", cudaGetErrorString(e), c->device);
+        (void)cudaGetLastError();  // an out-of-memory error is not sticky
+        return -1;
+    }
+    return 0;
+}
+static void dev_release(void *ctx, void *p) {
+    tb_cuda_context *c = ctx;
+    (void)cudaSetDevice(c->device);  // (the teardown of a failed rank runs on the main thread)
+    (void)cudaFree(p);
+}
+static void dev_zero(void *ctx, void *p, size_t bytes) {
+    tb_cuda_context *c = ctx;
+    if (cudaMemsetAsync(p, 0, bytes, (cudaStream_t)c->stream) != cudaSuccess) {
+        char why[128];
+        snprintf(why, sizeof why, "cudaMemsetAsync of %zu bytes: %s", bytes, cudaGetErrorString(cudaGetLastError()));
+        fail("zeroing an allocation", why);
+    }
+}
+
+void tb_cuda_mem_device(tb_mem_device *d, tb_cuda_context *ctx) {
+    *d = (tb_mem_device){"cudaMalloc", dev_alloc, dev_release, dev_zero, ctx};
+}
+
+#else  // not built
+
+const tb_backend *tb_backend_cuda(void) { return NULL; }
+void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_precision precision, tb_cuda_fail_fn fail,
+                          void *fail_arg) {
+    (void)ctx, (void)mem, (void)precision, (void)fail, (void)fail_arg;
+}
+void tb_cuda_mem_device(tb_mem_device *d, tb_cuda_context *ctx) {
+    (void)ctx;
+    memset(d, 0, sizeof *d);
+}
+
+#endif

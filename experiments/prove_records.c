@@ -1,0 +1,142 @@
+// prove_records.c — records verified against their manifests, once each (prove_records.h).
+#include "prove_records.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/run_dir.h"
+#include "core/xalloc.h"
+#include "record.h"
+#include "record_verify.h"
+
+// ---------------------------------------------------------------------------------------
+// A growable string
+
+void sb_printf(strbuf *b, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = b->cap - b->len;
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? room : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) return;
+        if (b->s && (size_t)n < room) {
+            b->len += (size_t)n;
+            return;
+        }
+        b->cap = (b->len + (size_t)n + 1) * 2;
+        b->s = tb_xrealloc(b->s, b->cap, "report text");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Verifying a record against its manifest
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+// The slot of dir: its entry, or the empty slot where it belongs.
+static record_check *check_find(check_table *t, const char *dir) {
+    size_t j = hash_str(dir) & (t->cap - 1);
+    while (t->slots[j].dir && strcmp(t->slots[j].dir, dir)) j = (j + 1) & (t->cap - 1);
+    return &t->slots[j];
+}
+
+// A new entry for dir (not in the table), growing the table first when half full; pointers
+// to entries stay valid until the next insertion.
+static record_check *check_insert(check_table *t, const char *dir) {
+    if (2 * (t->n + 1) > t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 1024;
+        check_table bigger = {tb_xcalloc(cap, sizeof(record_check), "verified records"), cap, 0};
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->slots[i].dir) {
+                *check_find(&bigger, t->slots[i].dir) = t->slots[i];
+                bigger.n++;
+            }
+        free(t->slots);
+        *t = bigger;
+    }
+    record_check *c = check_find(t, dir);
+    c->dir = tb_xstrdup(dir, "record path");
+    t->n++;
+    return c;
+}
+
+void check_table_free(check_table *t) {
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].dir) {
+            free(t->slots[i].dir);
+            json_decref(t->slots[i].manifest);
+            free(t->slots[i].failures.s);
+            free(t->slots[i].warnings.s);
+        }
+    free(t->slots);
+}
+
+// A manifest's file name must stay inside the record: relative, without "..".
+static void add_failure(void *failures, const char *text) { sb_printf(failures, "%s\n", text); }
+
+// Every regular file under dir/sub that the manifest's files do not list.
+static void find_unlisted(const char *root, const char *sub, json_t *files, strbuf *warnings, int depth) {
+    char path[PROVE_PATH_MAX];
+    if (snprintf(path, sizeof path, "%s%s%s", root, *sub ? "/" : "", sub) >= (int)sizeof path || depth > 16) return;
+    DIR *d = opendir(path);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!*sub && (!strcmp(e->d_name, TB_RECORD_MANIFEST) || !strcmp(e->d_name, TB_RECORD_HEARTBEAT))) continue;
+        char rel[PROVE_PATH_MAX], full[PROVE_PATH_MAX];
+        if (snprintf(rel, sizeof rel, "%s%s%s", sub, *sub ? "/" : "", e->d_name) >= (int)sizeof rel ||
+            snprintf(full, sizeof full, "%s/%s", root, rel) >= (int)sizeof full)
+            continue;
+        struct stat st;
+        if (lstat(full, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) find_unlisted(root, rel, files, warnings, depth + 1);
+        else if (!json_object_get(files, rel)) sb_printf(warnings, "unlisted file (not in the manifest): %s\n", full);
+    }
+    closedir(d);
+}
+
+record_check *verify_record(check_table *t, const char *dir) {
+    record_check *c = t->cap ? check_find(t, dir) : NULL;
+    if (c && c->dir) return c;
+    c = check_insert(t, dir);
+    char path[PROVE_PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/" TB_RECORD_MANIFEST, dir) >= (int)sizeof path) {
+        sb_printf(&c->failures, "record path too long: %s\n", dir);
+        return c;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        sb_printf(&c->failures, "record missing: %s (no such directory)\n", dir);
+        return c;
+    }
+    json_error_t jerr;
+    c->manifest = json_load_file(path, 0, &jerr);
+    if (!c->manifest) {
+        if (stat(path, &st) != 0) sb_printf(&c->failures, "record incomplete: %s missing\n", path);
+        else sb_printf(&c->failures, "manifest unreadable: %s: line %d: %s\n", path, jerr.line, jerr.text);
+        return c;
+    }
+    json_t *files = json_object_get(c->manifest, "files");
+    if (!json_is_object(files)) {
+        sb_printf(&c->failures, "manifest without \"files\": %s\n", path);
+        return c;
+    }
+    const char *status = json_string_value(json_object_get(c->manifest, "status"));
+    if (!status || (strcmp(status, "finished") && !tb_manifest_failed_as_expected(c->manifest)))
+        sb_printf(&c->warnings, "run status %s (not finished): %s\n", status ? status : "(none)", path);
+    c->files_verified = tb_record_verify_files(dir, files, add_failure, &c->failures);
+    find_unlisted(dir, "", files, &c->warnings, 0);
+    return c;
+}
+

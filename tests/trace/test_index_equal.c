@@ -1,0 +1,167 @@
+// test_index_equal.c — an index built the fast way equals one built the plain way, table for
+// table (tb_index_dump: every table, the tu_* ones too, ids replaced by paths and USRs). The
+// fast way: parallel parses (-j 2) and re-indexes that update the previous index in place
+// (its copy keeps the reused units' tu_* rows) or, when a change renumbers the files, write it
+// anew; the libraries table computed from the units' facts in memory. The plain way: --full
+// -j 1 into a new file. The sources are written into the test's temporary directory: two units
+// of one executable (a hand-written CMake file-API reply whose link line has -lm, so sqrtf
+// and strlen get libraries rows), a header with an inline function both include and one only
+// b.c includes, a call of a collective declared in a system header, range sites, a
+// function-pointer field.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "index_query.h"
+#include "tb_shell.h"
+#include "tb_test.h"
+
+#define TRACEBOOK TB_BIN_DIR "/tracebook"
+#define XFIX TB_SOURCE_DIR "/tests/trace/fixtures/external"
+#define WORK TB_TEST_TMPDIR "/test_index_equal"
+#define SRC WORK "/src"
+#define REPLY SRC "/.cmake/api/v1/reply"
+#define FAST WORK "/fast.sqlite"
+#define PLAIN WORK "/plain.sqlite"
+
+static tb_output sh;  // what the last index printed (stdout and stderr together)
+
+static int write_compdb(int with_b) {
+    const char *unit = "{\"directory\": \"" SRC "\", \"arguments\": [\"cc\", \"-std=c17\", \"-isystem\", \"" XFIX
+                       "/sysinc\", \"-c\", \"%s.c\"], \"file\": \"%s.c\"}";
+    char a[1024], b[1024], all[2200];
+    snprintf(a, sizeof a, unit, "a", "a");
+    snprintf(b, sizeof b, unit, "b", "b");
+    snprintf(all, sizeof all, "[%s%s%s]\n", a, with_b ? ", " : "", with_b ? b : "");
+    return tb_write_text(SRC "/compile_commands.json", all);
+}
+
+static int write_sources(void) {
+    tb_error err;
+    int bad = tb_mkdir_p(REPLY, &err);
+    bad |= tb_write_text(SRC "/common.h",
+                         "#include <math.h>\n#include <string.h>\n#include <nccl.h>\n"
+                         "struct ops { int (*run)(int); };\n"
+                         "static inline int twice(int x) { return (int)sqrtf((float)(x * x)) * 2; }\n"
+                         "int helper(int x);\nvoid tb_range_push(const char *name);\nvoid tb_range_pop(void);\n");
+    bad |= tb_write_text(SRC "/a.c",
+                         "#include \"common.h\"\n"
+                         "static int run_one(int x) { return helper(x) + twice(x); }\n"
+                         "static struct ops the_ops = {.run = run_one};\n"
+                         "int main(void) {\n  tb_range_push(\"step\");\n"
+                         "  int r = the_ops.run(3) + (int)strlen(\"ab\");\n"
+                         "  r += ncclAllReduce(0, 0, 1, 7, 0, 0, 0);\n  tb_range_pop();\n  return r;\n}\n");
+    bad |= tb_write_text(SRC "/b_only.h", "static inline int b_only(int x) { return x - 1; }\n");
+    bad |= tb_write_text(SRC "/b.c", "#include \"common.h\"\n#include \"b_only.h\"\n"
+                                     "int helper(int x) { return twice(x) + b_only(x); }\n");
+    bad |= write_compdb(1);
+    bad |= tb_write_app_reply(REPLY, SRC, SRC,
+                              "{\"path\": \"a.c\", \"compileGroupIndex\": 0}, {\"path\": \"b.c\", \"compileGroupIndex\": 0}",
+                              "{\"fragment\": \"-lm\", \"role\": \"libraries\"}");
+    return bad ? -1 : 0;
+}
+
+// Appends text to a source; the pause lets the file system's clock move past the edit (an
+// input modified within 20 ms of a run's start counts as modified during it).
+static int append(const char *path, const char *text) {
+    char *s = tb_slurp(path);
+    if (!s) return -1;
+    size_t n = strlen(s) + strlen(text) + 1;
+    char *t = malloc(n);
+    snprintf(t, n, "%s%s", s, text);
+    int rc = tb_write_text(path, t);
+    free(s);
+    free(t);
+    usleep(100 * 1000);
+    return rc;
+}
+
+static int parsed, reused;
+
+static int index_run(const char *out, const char *flags) {
+    int st = tb_run_merged(&sh, NULL, "'%s' index --compdb '%s' --out '%s' --verbose %s", TRACEBOOK, SRC, out, flags);
+    parsed = reused = -1;
+    const char *p = strstr(sh.out, "TUs parsed ");
+    if (p) sscanf(p, "TUs parsed %d, reused %d", &parsed, &reused);
+    return st;
+}
+
+// The fast index equals a plain one of the same sources; prints both when not.
+static int same_as_plain(void) {
+    unlink(PLAIN);
+    return index_run(PLAIN, "--full -j 1") == 0 && tb_index_same("fast", FAST, "plain", PLAIN);
+}
+
+// A re-index (-j 2) that parses and reuses what is expected, says `says` (NULL: anything), and
+// equals a plain index after it.
+static int reindexed(const char *what, int want_parsed, int want_reused, const char *says) {
+    if (index_run(FAST, "-j 2") != 0) {
+        printf("  %s: re-index failed:\n%s\n", what, sh.out);
+        return 0;
+    }
+    if (parsed != want_parsed || reused != want_reused) {
+        printf("  %s: parsed %d reused %d, expected %d and %d\n", what, parsed, reused, want_parsed, want_reused);
+        return 0;
+    }
+    if (says && !tb_has(sh.out, says)) {
+        printf("  %s: the output does not say '%s':\n%s\n", what, says, sh.out);
+        return 0;
+    }
+    return same_as_plain();
+}
+
+static long q_long(const char *path, const char *sql) {
+    sqlite3 *db = tb_index_open_ro(path);
+    if (!db) return -1;
+    long v = tb_index_q_long(db, "%s", sql);
+    sqlite3_close(db);
+    return v;
+}
+
+TB_TEST(fast_and_plain_indexes_are_equal_table_for_table) {
+    TB_REQUIRE(write_sources() == 0, "cannot write the sources");
+    usleep(100 * 1000);
+    unlink(FAST);
+
+    // A first index (no previous one), parsed in parallel.
+    TB_CHECK(reindexed("first index", 2, 0, NULL), "a parallel index differs from a plain one");
+    // what the comparison covers is there: the libraries of the link, the collective, the range
+    TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM libraries l JOIN functions f ON f.id = l.function_id WHERE"
+                          " f.name IN ('sqrtf', 'strlen')") == 2,
+             "sqrtf and strlen have their libraries rows");
+    TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'ncclAllReduce'") == 1,
+             "the collective site");
+    TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM range_sites") == 2, "the range sites");
+
+    // b.c changed: only b.c parsed, the index updated in place (its copy keeps a.c's rows).
+    TB_REQUIRE(append(SRC "/b.c", "int helper2(int x) { return helper(x) + (int)strlen(\"c\"); }\n") == 0,
+               "cannot edit b.c");
+    TB_CHECK(reindexed("b.c changed", 1, 1, "in place"), "an index updated in place differs from a plain one");
+
+    // a.c now includes a new header: numbered as a.c's facts are written, before b_only.h, it
+    // moves b_only.h's id, so the index is written anew.
+    TB_REQUIRE(tb_write_text(SRC "/extra.h", "static inline int extra(int x) { return twice(x); }\n") == 0 &&
+                   append(SRC "/a.c", "#include \"extra.h\"\nint use_extra(void) { return extra(2); }\n") == 0,
+               "cannot edit a.c");
+    TB_CHECK(reindexed("a.c changed", 1, 1, "numbering changed: the index is rewritten"),
+             "a rewritten re-index differs from a plain one");
+
+    // Nothing changed: in place, the same content.
+    TB_CHECK(reindexed("unchanged", 0, 2, "in place"), "an unchanged re-index differs from a plain one");
+
+    // b.c leaves the database: its rows leave the index.
+    TB_REQUIRE(write_compdb(0) == 0, "cannot write the database");
+    usleep(100 * 1000);
+    TB_CHECK(reindexed("b.c removed", 0, 1, NULL), "a re-index without b.c differs from a plain one");
+    TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM tu_functions t JOIN files f ON f.id = t.tu_id WHERE f.path LIKE"
+                          " '%/b.c'") == 0,
+             "b.c's own facts are gone");
+}
+
+int main(void) {
+    TB_RUN(fast_and_plain_indexes_are_equal_table_for_table);
+    tb_output_free(&sh);
+    return tb_test_summary();
+}
