@@ -574,11 +574,6 @@ static void moe_not_supported_yet(rules *r, const tb_config *c) {
         violated(r, "moe_pad_expert_input_to_capacity with moe_token_dispatcher_type allgather and "
                     "expert_model_parallel_size %d, expert_tensor_parallel_size %d: not supported yet (alltoall is)",
                  ep, etp);
-    // checkpoints of experts (dist_checkpoint.c): whole experts, one per expert-dp replica
-    const char *ckpt = c->save[0] ? "save" : c->load[0] ? "load" : NULL;
-    if (ckpt && (tp > 1 || etp > 1))
-        violated(r, "%s with num_experts %d, tensor_model_parallel_size %d and expert_tensor_parallel_size %d: "
-                    "not supported yet (checkpoints of experts at tp 1 and etp 1)", ckpt, E, tp, etp);
     if (c->save_hf[0])
         violated(r, "save_hf with num_experts %d: not supported yet (GPT-2 files have no experts)", E);
 }

@@ -102,7 +102,8 @@ static int fsync_dir(const char *path, tb_error *err) {
 
 // --- which pieces this rank holds and writes --------------------------------------------
 
-// The geometry that reassembles a tensor from its tp pieces (models/gpt.h's fields).
+// The geometry that reassembles a tensor from its pieces over its split group (tp, or an
+// expert's etp: gpt_param_split_group; models/gpt.h's fields).
 static json_t *geometry_json(const gpt_param *p, int tp) {
     json_t *seg = json_array();
     for (int s = 0; s < p->nseg; s++) json_array_append_new(seg, json_integer(p->seg[s]));
@@ -112,7 +113,8 @@ static json_t *geometry_json(const gpt_param *p, int tp) {
 }
 
 // The replicas of this rank's tensors: a dense tensor's over tp (when not split) and dp × cp;
-// an expert's (MoE) over etp and expert-dp, the ranks that hold the same experts.
+// an expert's (MoE) over expert-dp, the ranks that hold the same experts, and over etp when
+// not split (fc2's bias; a split one's etp ranks each hold a piece).
 typedef struct replicas {
     int tp_rank, dp_rank, dp_size;     // dense
     int etp_rank, edp_rank, edp_size;  // experts
@@ -133,7 +135,7 @@ static replicas replicas_of(const tb_rank *rk, const gpt_model *m) {
 // expert index (h.L.mlp.experts.E.*), so each is one global tensor whatever the ep it was saved at.
 static int writes(const gpt_param *p, const replicas *r) {
     if (p->pp_duplicate) return 0;  // the first stage writes the tied embedding
-    if (p->expert) return r->etp_rank == 0 && r->edp_rank == p->global_index % r->edp_size;
+    if (p->expert) return (p->split_axis >= 0 || r->etp_rank == 0) && r->edp_rank == p->global_index % r->edp_size;
     if (p->split_axis < 0 && r->tp_rank != 0) return 0;  // replicated over tp
     return r->dp_rank == p->global_index % r->dp_size;
 }
@@ -269,7 +271,6 @@ static void materialize(struct dist_ckpt_save *sv) {
     const dist_ckpt_state *s = sv->s;
     tb_rank *rk = s->rk;
     const tb_group *dp = dp_group(rk);
-    const int tp = s->models[0].tp_size, tp_rank = s->models[0].tp_rank;
     const replicas reps = replicas_of(rk, &s->models[0]);
     phase_begin(&sv->t, CKPT_MATERIALIZE, ms_now(rk));
     sv->moments = tb_xcalloc(2 * (size_t)s->nchunks, sizeof *sv->moments, "checkpoint moments");
@@ -294,6 +295,8 @@ static void materialize(struct dist_ckpt_save *sv) {
         for (int i = 0; i < m->nparams; i++) {
             const gpt_param *p = &m->params[i];
             if (!writes(p, &reps)) continue;
+            int parts, part;  // its pieces: over tp, or an expert's over etp
+            gpt_param_split_group(m, p, &parts, &part);
             const float *data[3] = {m->param_memory + p->offset, sv->moments[2 * c] + p->offset,
                                     sv->moments[2 * c + 1] + p->offset};
             for (int k = 0; k < (s->cfg->save_optim ? 3 : 1); k++) {  // the model, then the moments
@@ -310,8 +313,8 @@ static void materialize(struct dist_ckpt_save *sv) {
                 e->data = data[k];
                 floats += p->numel;
                 json_array_append_new(sv->pieces, json_pack("{s:s, s:i, s:o}", "tensor", name, "tp_rank",
-                                                            p->split_axis < 0 ? 0 : tp_rank, "geometry",
-                                                            geometry_json(p, tp)));
+                                                            p->split_axis < 0 ? 0 : part, "geometry",
+                                                            geometry_json(p, parts)));
             }
         }
     }
@@ -647,7 +650,7 @@ static void close_files(open_files *of) {
 static int geo_int(const json_t *t, const char *key) { return (int)json_integer_value(json_object_get(t, key)); }
 
 // Global tensor `name` reassembled from its pieces, then this rank's shard of it (p's
-// geometry at tp ranks) written to dst.
+// geometry at tp ranks: an expert's at etp ranks) written to dst.
 static int load_tensor(open_files *of, const json_t *tensors, const char *name, const gpt_param *p, int tp,
                        int tp_rank, float *dst, tb_allocator *mem, tb_error *err) {
     const json_t *t = json_object_get(tensors, name);
@@ -659,7 +662,9 @@ static int load_tensor(open_files *of, const json_t *tensors, const char *name, 
     src.nseg = (int)json_array_size(seg);
     for (int s = 0; s < src.nseg && s < 3; s++) src.seg[s] = (int)json_integer_value(json_array_get(seg, (size_t)s));
     const int src_tp = geo_int(t, "tp"), real = geo_int(t, "real_rows");
-    if (src.full_cols != p->full_cols || real != p->hf_rows || src.nseg != p->nseg || src.nseg > 3 || src_tp < 1 ||
+    // an expert's tensor has no segments where it is whole (etp 1): the same full tensor
+    const int same_segments = src.nseg == p->nseg || (p->expert && (src.nseg == 0 || p->nseg == 0));
+    if (src.full_cols != p->full_cols || real != p->hf_rows || !same_segments || src.nseg > 3 || src_tp < 1 ||
         src.full_rows < real)
         return tb_fail(err, "%s: tensor %s is [%d real of %d rows, %d cols] in %d segments there, [%d of %d, %d] in %d "
                        "here",
@@ -741,13 +746,15 @@ static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iterati
         for (int i = 0; i < m->nparams && rc == 0; i++) {
             const gpt_param *p = &m->params[i];
             float *dst[3] = {m->param_memory + p->offset, moments[0] + p->offset, moments[1] + p->offset};
+            int parts, part;
+            gpt_param_split_group(m, p, &parts, &part);
             for (int k = 0; k < (s->cfg->load_optim ? 3 : 1) && rc == 0; k++) {
                 char name[160];
                 snprintf(name, sizeof name, "%s.%s", kinds[k], p->name);
                 if (k > 0 && !json_object_get(tensors, name))
                     rc = tb_fail(err, "%s: the checkpoint has no optimizer state (%s; saved with --no-save-optim?): "
                                  "--no-load-optim starts a fresh optimizer", of.dir, name);
-                else rc = load_tensor(&of, tensors, name, p, m->tp_size, m->tp_rank, dst[k], mem, err);
+                else rc = load_tensor(&of, tensors, name, p, parts, part, dst[k], mem, err);
             }
         }
         if (o->sharded) {

@@ -223,6 +223,7 @@ TB_TEST(checkpoints_that_do_not_fit_are_refused_before_training) {
 // MoE layouts' own equivalence, test_moe: 1e-5).
 #define MOE " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-token-dispatcher-type alltoall" \
             " --moe-aux-loss-coeff 0.01 --moe-shared-expert-intermediate-size 16"
+#define DISTOPT_EP2 MOE " --world-size 4 --expert-model-parallel-size 2 --use-distributed-optimizer"
 TB_TEST(a_moe_checkpoint_resumes_at_another_expert_parallel_size) {
     resume_case("moe ep 2 -> ep 2", MOE " --world-size 2 --expert-model-parallel-size 2",
                 MOE " --world-size 2 --expert-model-parallel-size 2", 0);
@@ -237,6 +238,24 @@ TB_TEST(a_moe_checkpoint_resumes_at_another_expert_parallel_size) {
     // the distributed optimizer's moments (ep 1: the experts sharded over dp with the rest)
     resume_case("moe dp 2 dist-opt -> ep 2", MOE " --world-size 2 --use-distributed-optimizer",
                 MOE " --world-size 2 --expert-model-parallel-size 2", 1e-5);
+    // ep > 1: the experts' moments sharded over expert-dp (gathered and extracted per bucket group)
+    resume_case("moe ep 2 x expert-dp 2 dist-opt -> ep 1", DISTOPT_EP2, MOE, 1e-5);
+    resume_case("moe ep 2 x expert-dp 2 dist-opt -> ep 4 dist-opt", DISTOPT_EP2,
+                MOE " --world-size 4 --expert-model-parallel-size 4 --use-distributed-optimizer", 1e-5);
+}
+
+// Experts split over etp (fc1's rows, fc2's columns) are saved as one piece per etp rank and
+// reassembled at any etp; under tp (sequence parallel) the dense tensors' pieces are tp's and
+// the experts' etp's, whole at etp 1.
+TB_TEST(a_moe_checkpoint_resumes_at_another_expert_tensor_parallel_size) {
+    resume_case("moe etp 2 -> etp 1 (one rank)", MOE " --world-size 2 --expert-tensor-parallel-size 2", MOE, 1e-5);
+    resume_case("moe tp 2 sp x etp 2 x ep 2 dist-opt -> ep 2",
+                MOE " --world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2"
+                    " --use-distributed-optimizer",
+                MOE " --world-size 2 --expert-model-parallel-size 2", 1e-5);
+    resume_case("moe ep 2 -> tp 2 sp x etp 1", MOE " --world-size 2 --expert-model-parallel-size 2",
+                MOE " --world-size 2 --tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1",
+                1e-5);
 }
 
 // An expert-parallel save lists every expert's tensors once, each written once, by both
@@ -456,6 +475,7 @@ int main(void) {
     TB_RUN(one_replica_of_each_piece_is_written_and_writes_spread_over_dp);
     TB_RUN(checkpoints_that_do_not_fit_are_refused_before_training);
     TB_RUN(a_moe_checkpoint_resumes_at_another_expert_parallel_size);
+    TB_RUN(a_moe_checkpoint_resumes_at_another_expert_tensor_parallel_size);
     TB_RUN(a_moe_checkpoint_holds_each_expert_once_under_its_global_index);
     TB_RUN(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole);
     TB_RUN(an_async_save_writes_what_a_sync_save_writes);
