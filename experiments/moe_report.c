@@ -84,6 +84,9 @@ json_t *tb_moe_report(const char *dir, tb_error *err) {
     const int L = cfg_int(cfg, "num_layers", 0), ep = cfg_int(cfg, "expert_model_parallel_size", 1);
     const int tp = cfg_int(cfg, "tensor_model_parallel_size", 1), etp = cfg_int(cfg, "expert_tensor_parallel_size", 1);
     const int sp = json_is_true(json_object_get(cfg, "sequence_parallel"));
+    // the all-gather dispatcher has no all-to-all (its metrics' a2a_bytes are 0)
+    const char *dispatcher = json_string_value(json_object_get(cfg, "moe_token_dispatcher_type"));
+    const int allgather = dispatcher && !strcmp(dispatcher, "allgather");
     json_decref(cfg);
     if (E <= 0) {
         tb_fail(err, "%s: num_experts is %d: not a MoE run", path, E);
@@ -240,8 +243,9 @@ json_t *tb_moe_report(const char *dir, tb_error *err) {
                                   tokens, "routed_tokens", (json_int_t)a->routed, "dropped_tokens",
                                   (json_int_t)a->dropped, "load_balancing_loss", aux, "a2a", a2a));
         }
-        out = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:o, s:b}", "run_dir", dir, "ranks", nranks, "steps", nsteps,
-                        "num_experts", E, "topk", topk, "ep", ep, "layers", layers, "traces", traces);
+        out = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:o, s:b, s:b}", "run_dir", dir, "ranks", nranks, "steps",
+                        nsteps, "num_experts", E, "topk", topk, "ep", ep, "layers", layers, "traces", traces,
+                        "allgather", allgather);
     }
     for (int l = 0; l < L; l++) {
         free(acc[l].tokens), free(acc[l].imbalance), free(acc[l].ep_imbalance), free(acc[l].aux);
@@ -324,6 +328,8 @@ static void print_report(const json_t *rep) {
                    num(rk, "transfer_ms"));
     }
     if (ep == 1) printf("\n(ep 1: no all-to-all)\n");
+    else if (json_is_true(json_object_get(rep, "allgather")))
+        printf("\n(the all-gather dispatcher: no all-to-all; its tokens move in all-gathers and reduce-scatters)\n");
 }
 
 int tracebook_moe_main(int argc, char **argv) {

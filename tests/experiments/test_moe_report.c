@@ -171,13 +171,45 @@ static void check_real(const char *label, const char *dir, int steps, int microb
     " --micro-batch-size 1 --global-batch-size 8 --train-iters 2 --num-experts 4 --moe-router-topk 2"        \
     " --moe-token-dispatcher-type alltoall --moe-aux-loss-coeff 0.01 --num-threads 1"
 
+// pretrain_gpt MOE_RUN at world 4, ep 2 and `flags` (rank threads) into run dir `dir`.
+static int run_threads(const char *dir, const char *flags) {
+    return tb_run(&sh, NULL,
+                  "rm -rf %s && '%s'" MOE_RUN " --world-size 4 --expert-model-parallel-size 2 %s --run-dir %s > /dev/null",
+                  dir, PRETRAIN, flags, dir);
+}
+
 TB_TEST(a_real_expert_parallel_run_accounts_for_every_token_and_byte) {
     const char *dir = TB_TEST_TMPDIR "/moe_report_threads";
-    int rc = tb_run(&sh, NULL,
-                    "rm -rf %s && '%s'" MOE_RUN " --world-size 4 --expert-model-parallel-size 2 --run-dir %s > /dev/null",
-                    dir, PRETRAIN, dir);
+    int rc = run_threads(dir, "");
     TB_REQUIRE(rc == 0, "pretrain_gpt: %s", sh.err);
     check_real("threads, ep 2 x expert-dp 2", dir, 2, 2, 4);
+    // etp 2 x ep 2 with each expert's input padded to its capacity: the metrics count the ep
+    // all-to-all's rows as sent, padding included (the etp all-gather is not an all-to-all of
+    // the dispatch); and the all-gather dispatcher has none: 0 bytes, 0 calls, said so
+    const char *edir = TB_TEST_TMPDIR "/moe_report_etp";
+    rc = run_threads(edir, "--expert-tensor-parallel-size 2 --moe-expert-capacity-factor 4 "
+                           "--moe-pad-expert-input-to-capacity");
+    TB_REQUIRE(rc == 0, "pretrain_gpt at etp 2: %s", sh.err);
+    check_real("threads, etp 2 x ep 2, padded", edir, 2, 2, 4);
+    const char *gdir = TB_TEST_TMPDIR "/moe_report_allgather";
+    rc = run_threads(gdir, "--moe-token-dispatcher-type allgather");
+    TB_REQUIRE(rc == 0, "pretrain_gpt with the all-gather dispatcher: %s", sh.err);
+    tb_error err;
+    json_t *rep = tb_moe_report(gdir, &err);
+    TB_REQUIRE(rep, "allgather: %s", err.msg);
+    size_t i;
+    json_t *l;
+    json_array_foreach(json_object_get(rep, "layers"), i, l) {
+        json_t *a2a = json_object_get(l, "a2a");
+        TB_CHECK(json_is_object(a2a) && at(l, "routed_tokens", NULL) == 2 * 8 * 16 * 2 && at(a2a, "calls", NULL) == 0 &&
+                     at(a2a, "bytes", NULL) == 0 && at(a2a, "metrics_bytes", NULL) == 0,
+                 "allgather layer %zu: %g routed, %g all-to-all calls, %g bytes, metrics %g", i,
+                 at(l, "routed_tokens", NULL), at(a2a, "calls", NULL), at(a2a, "bytes", NULL),
+                 at(a2a, "metrics_bytes", NULL));
+    }
+    json_decref(rep);
+    rc = tb_run(&sh, NULL, "'%s' moe '%s'", TRACEBOOK, gdir);
+    TB_CHECK(rc == 0 && strstr(sh.out, "the all-gather dispatcher: no all-to-all"), "exit %d\n%s", rc, sh.out);
     rc = tb_run(&sh, NULL, "'%s' moe '%s'", TRACEBOOK, dir);
     TB_CHECK(rc == 0 && strstr(sh.out, "4 experts, top-2, ep 2; 2 steps, 4 ranks") && strstr(sh.out, "wait for peers"),
              "exit %d\n%s", rc, sh.out);
