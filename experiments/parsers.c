@@ -41,6 +41,7 @@ static const char *const collective_args[] = {"group", "op", "in", "figure", "wa
 static const char *const oom_args[] = {"figure", "rank", "requested_category", "in", "category", NULL};
 static const char *const hang_args[] = {"figure", NULL};
 static const char *const divergence_args[] = {"a", "b", "step", "tolerance", NULL};
+static const char *const moe_figure_args[] = {"figure", "layer", "step", "rank", "of", NULL};
 
 // Which claims are timed (stability.h): these read a time, or an order in time.
 static int always_timed(json_t *args) {
@@ -174,6 +175,15 @@ static const parser parsers[] = {
      "id]} (records default: all the claim's runs) derived as a claim of its own; both are read from the records "
      "at prove time, so neither side is a number the runbook states",
      difference_args, NULL, tbp_difference_combine, NULL},
+    {"moe_figure",
+     "per record: for each rank r of config world_size holding MoE layer args.layer (default rank 0's first), "
+     "the layer's entry in the \"moe\" array of metrics.rank-r.jsonl at args.step (default the last step): "
+     "args.figure expert_rows_mean (the rows M of the rank's expert GEMMs per local expert per microbatch, "
+     "after the expert-tensor-parallel gather, padding included), expert_rows_max (the busiest local expert's), "
+     "local_experts, fc1_n, fc1_k, fc2_n, fc2_k (the N and K of each expert's linear on the rank: its etp "
+     "shard), max_over_mean, routed_tokens, dropped_tokens or a2a_bytes; that of args.rank, or with args.of "
+     "\"max\" (the default), \"min\" or \"sum\" over the ranks holding the layer; median over records",
+     moe_figure_args, tbp_moe_figure_record, NULL, NULL},
     {"plan_figure", TB_PLAN_FIGURE_DEFINITION, tb_plan_figure_args, plan_figure_record, NULL, NULL},  // parsers_plan.c
 };
 #define NPARSERS ((int)(sizeof parsers / sizeof *parsers))
@@ -182,7 +192,7 @@ const char *const tb_parser_names[] = {"tokens_per_s",    "step_ms",         "lo
                                        "pipeline_bubble", "stage_imbalance", "comm_bytes",   "rank_figure",
                                        "stage_figure",    "checkpoint_figure", "step_phase", "collective_figure",
                                        "oom_figure",      "hang_figure",     "first_divergence", "ratio",
-                                       "saved_fraction",  "relative_difference", "plan_figure", NULL};
+                                       "saved_fraction",  "relative_difference", "plan_figure", "moe_figure", NULL};
 
 static const parser *find_parser(const char *name) {
     for (int i = 0; name && i < NPARSERS; i++)

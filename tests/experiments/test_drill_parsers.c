@@ -343,6 +343,51 @@ TB_TEST(first_divergence_finds_a_gradient_gone_nan) {
              "tracebook bisect says so too (exit 1):\n%s", sh.out);
 }
 
+// moe_figure on a real etp 2 x ep 2 run of 4 ranks (8 experts of ffn 32, top-2, hidden 32):
+// a rank holds 8 / ep experts, each GEMM its etp shard (N or K = 32 / 2), and every routed
+// token reaches one expert's GEMM on each of the etp ranks it is gathered to, so the rows
+// over every rank and expert are etp times the routed tokens.
+TB_TEST(moe_figure_reads_the_expert_gemms_each_rank_ran) {
+    char run[1024];
+    const char *rec = fresh_record("moe_figure", 4, run, sizeof run);
+    int status = tb_run(&sh, NULL,
+                        "%s" TINY " --micro-batch-size 2 --global-batch-size 16 --train-iters 1 --world-size 4"
+                        " --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 32 --expert-model-parallel-size 2"
+                        " --expert-tensor-parallel-size 2 --moe-token-dispatcher-type alltoall --run-dir %s",
+                        PRETRAIN, run);
+    TB_REQUIRE(status == 0, "pretrain_gpt etp 2 x ep 2: %s", sh.err);
+    tb_error err;
+    TB_CHECK(derive("moe_figure", "{\"figure\": \"local_experts\", \"rank\": 3}", rec, &err) == 4,
+             "rank 3 holds 8 / ep 2 experts");
+    static const struct {
+        const char *figure;
+        double want;
+    } dims[] = {{"fc1_n", 16}, {"fc1_k", 32}, {"fc2_n", 32}, {"fc2_k", 16}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        char args[96];
+        snprintf(args, sizeof args, "{\"figure\": \"%s\", \"of\": \"min\"}", dims[i].figure);
+        double v = derive("moe_figure", args, rec, &err);
+        TB_CHECK(v == dims[i].want, "%s: %g (want %g)", dims[i].figure, v, dims[i].want);
+    }
+    // 16 / (2 x dp 4) = 2 microbatches; every rank's means summed, times 4 experts and 2 microbatches
+    const double rows = derive("moe_figure", "{\"figure\": \"expert_rows_mean\", \"of\": \"sum\"}", rec, &err);
+    const double routed = derive("moe_figure", "{\"figure\": \"routed_tokens\", \"of\": \"sum\"}", rec, &err);
+    TB_CHECK(routed == 4 * 2 * 2 * 16 * 2 && rows * 4 * 2 == 2 * routed,
+             "rows over every rank's experts %g = etp 2 x the %g routed tokens (4 ranks x 2 microbatches x 2 "
+             "sequences x 16 tokens, top-2)", rows * 4 * 2, routed);
+    const double busiest = derive("moe_figure", "{\"figure\": \"expert_rows_max\"}", rec, &err);
+    TB_CHECK(busiest >= rows / 4, "the busiest expert's rows %g are at least a rank's mean", busiest);
+    TB_CHECK(isnan(derive("moe_figure", "{\"figure\": \"flops\"}", rec, &err)) && strstr(err.msg, "figure") &&
+                 strstr(err.msg, "flops"),
+             "an unknown figure is refused by name: %s", err.msg);
+    TB_CHECK(isnan(derive("moe_figure", "{\"figure\": \"fc1_n\", \"rank\": 4}", rec, &err)) &&
+                 strstr(err.msg, "world_size 4"),
+             "a rank beyond the world is refused: %s", err.msg);
+    TB_CHECK(isnan(derive("moe_figure", "{\"figure\": \"fc1_n\", \"layer\": 7}", rec, &err)) &&
+                 strstr(err.msg, "layer 7"),
+             "a layer no rank holds is refused: %s", err.msg);
+}
+
 TB_TEST(the_stability_gate_judges_the_drill_parsers_that_read_time) {
     json_t *none = json_object();
     json_t *bytes = json_pack("{s:s}", "figure", "written_bytes"), *wait = json_pack("{s:s}", "figure", "last_arriver");
@@ -373,6 +418,7 @@ int main(void) {
     TB_RUN(hang_figure_blames_the_stalled_rank_from_the_per_rank_parts);
     TB_RUN(first_divergence_is_the_position_of_the_tensor_bisect_finds);
     TB_RUN(first_divergence_finds_a_gradient_gone_nan);
+    TB_RUN(moe_figure_reads_the_expert_gemms_each_rank_ran);
     TB_RUN(the_stability_gate_judges_the_drill_parsers_that_read_time);
     return tb_test_summary();
 }

@@ -554,6 +554,38 @@ TB_TEST(long_context_exact_claims_prove_on_any_machine) {
     check_timed_by_gate(sh.out, "long_context/v2", timed);
 }
 
+// The MoE mesh runbook's exact claims prove on any machine: ETP2 x EP2 runs twice ETP1 x
+// EP4's expert GEMMs per rank, each half as wide (fc1's N 16 against 32, K the hidden 128),
+// and moves bytes over etp that ETP1 does not; the step times are left to the gate.
+TB_TEST(moe_mesh_exact_claims_prove_on_any_machine) {
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s_mm && %s run runbooks/moe_mesh.lua --set iters=2 --artifacts %s_mm",
+                      ART, TRACEBOOK, ART) == 0,
+               "%s\n%s", sh.out, sh.err);
+    static const struct {
+        const char *claim, *value;
+    } values[] = {{"fc1_n_etp1", "= 32 "},          {"fc1_n_etp2", "= 16 "},           {"fc1_k_etp2", "= 128 "},
+                  {"local_experts_etp2", "= 8 "},   {"fc1_n_etp2_over_etp1", "= 0.5 "}, {"gemms_etp2_over_etp1", "= 2 "}};
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        char key[96];
+        snprintf(key, sizeof key, "claim %s: ", values[i].claim);
+        const char *at = strstr(sh.out, key);
+        TB_CHECK(at && strstr(at, values[i].value) && strstr(at, values[i].value) < strchr(at, '\n') + 1,
+                 "%s %s:\n%s", values[i].claim, values[i].value, sh.out);
+    }
+    tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --quiet --artifacts %s_mm", TRACEBOOK, ART);
+    static const char *const exact[] = {"local_experts_etp1",   "gemm_m_etp1",      "fc1_n_etp1",
+                                        "fc2_k_etp2",           "ep_a2a_bytes_etp1", "ep_a2a_bytes_etp2",
+                                        "etp_bytes_etp2",       "load_max_over_mean_etp2", "gemm_m_etp2_over_etp1",
+                                        "fc1_n_etp2_over_etp1", "gemms_etp2_over_etp1"};
+    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "PROVEN  moe_mesh/v1/%s\n", exact[i]);
+        TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
+    }
+    static const char *const timed[] = {"step_ms_etp1", "step_ms_etp2", "speedup_etp1_over_etp2", NULL};
+    check_timed_by_gate(sh.out, "moe_mesh/v1", timed);
+}
+
 TB_TEST(params_from_set_reach_the_runbook) {
     tb_write_text(TB_TEST_TMPDIR "/param.lua",
                "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n"
@@ -579,5 +611,6 @@ int main(void) {
     TB_RUN(tp_scaling_exact_claims_prove_on_any_machine);
     TB_RUN(ckpt_pause_drill_byte_claims_prove_on_any_machine);
     TB_RUN(long_context_exact_claims_prove_on_any_machine);
+    TB_RUN(moe_mesh_exact_claims_prove_on_any_machine);
     return tb_test_summary();
 }

@@ -127,6 +127,9 @@ void moe_stats_init(moe_stats *s, int num_layers, int E) {
     s->microbatches = tb_xcalloc((size_t)num_layers, sizeof(int), "MoE record counts");
     s->dropped_tokens = tb_xcalloc((size_t)num_layers, sizeof(int64_t), "MoE dropped tokens");
     s->a2a_bytes = tb_xcalloc((size_t)num_layers, sizeof(int64_t), "MoE all-to-all bytes");
+    s->expert_rows = tb_xcalloc((size_t)num_layers * (E > 0 ? E : 1), sizeof(int64_t), "MoE expert GEMM rows");
+    s->expert_first = s->E_local = 0;
+    memset(s->gemm, 0, sizeof s->gemm);
 }
 
 void moe_stats_free(moe_stats *s) {
@@ -135,6 +138,7 @@ void moe_stats_free(moe_stats *s) {
     free(s->microbatches);
     free(s->dropped_tokens);
     free(s->a2a_bytes);
+    free(s->expert_rows);
     memset(s, 0, sizeof *s);
 }
 
@@ -144,6 +148,7 @@ void moe_stats_reset(moe_stats *s) {
     memset(s->microbatches, 0, (size_t)s->num_layers * sizeof(int));
     memset(s->dropped_tokens, 0, (size_t)s->num_layers * sizeof(int64_t));
     memset(s->a2a_bytes, 0, (size_t)s->num_layers * sizeof(int64_t));
+    memset(s->expert_rows, 0, (size_t)s->num_layers * s->E * sizeof(int64_t));
 }
 
 void moe_stats_add(moe_stats *a, const moe_stats *b) {
@@ -153,6 +158,11 @@ void moe_stats_add(moe_stats *a, const moe_stats *b) {
         a->microbatches[l] += b->microbatches[l];
         a->dropped_tokens[l] += b->dropped_tokens[l];
         a->a2a_bytes[l] += b->a2a_bytes[l];
+        for (int e = 0; e < a->E; e++) a->expert_rows[(size_t)l * a->E + e] += b->expert_rows[(size_t)l * b->E + e];
+    }
+    if (!a->E_local && b->E_local) {  // every chunk of a rank holds the same experts' shapes
+        a->expert_first = b->expert_first, a->E_local = b->E_local;
+        memcpy(a->gemm, b->gemm, sizeof a->gemm);
     }
 }
 
@@ -176,6 +186,15 @@ json_t *moe_stats_json(const moe_stats *s, int aux_loss) {
         json_object_set_new(o, "a2a_bytes", json_integer((json_int_t)s->a2a_bytes[l]));
         json_object_set_new(o, "load_balancing_loss",
                             aux_loss ? tb_json_number(s->load_balancing_loss[l] / s->microbatches[l]) : json_null());
+        // what this rank's expert GEMMs ran over: M per local expert, N and K of its shard
+        json_t *rows = json_array();
+        for (int e = s->expert_first; e < s->expert_first + s->E_local; e++)
+            json_array_append_new(rows, json_integer((json_int_t)s->expert_rows[(size_t)l * s->E + e]));
+        json_object_set_new(o, "microbatches", json_integer(s->microbatches[l]));
+        json_object_set_new(o, "local_experts", json_pack("[i, i]", s->expert_first, s->E_local));
+        json_object_set_new(o, "expert_rows", rows);
+        json_object_set_new(o, "expert_gemm", json_pack("{s:[i, i], s:[i, i]}", "fc1", s->gemm[0], s->gemm[1], "fc2",
+                                                        s->gemm[2], s->gemm[3]));
         json_array_append_new(layers, o);
     }
     return layers;
@@ -288,6 +307,11 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
         stats->load_balancing_loss[layer] += aux;
         stats->dropped_tokens[layer] += dropped;
         stats->a2a_bytes[layer] += moe_alltoall_bytes(m, C, a);
+        int64_t *rows = stats->expert_rows + (size_t)layer * stats->E + m->expert_first;
+        for (int e = 0; e < m->E_local; e++) rows[e] += a->local_counts[e];
+        stats->expert_first = m->expert_first, stats->E_local = m->E_local;
+        // fc1 (M, C) → (M, F1): N = F1, K = C; fc2 (M, F) → (M, C): N = C, K = F (this rank's etp shard)
+        stats->gemm[0] = m->F1, stats->gemm[1] = C, stats->gemm[2] = C, stats->gemm[3] = m->F;
         stats->microbatches[layer]++;
     }
     TB_RANGE_POP();

@@ -149,6 +149,10 @@ typedef struct moe_stats {
                                             // forward's dispatch and combine and the backward's two, 2·(M+R)·C·4
                                             // per microbatch, its own share included (what tb_all_to_all records)
     int *microbatches;                      // (num_layers) forwards recorded; 0: not a MoE layer of this rank
+    int64_t *expert_rows;                   // (num_layers, E) rows each of this rank's experts' GEMMs ran over
+                                            // (the tokens of every rank that reach it, padding included)
+    int expert_first, E_local;              // this rank's experts (set by the first record)
+    int gemm[4];                            // each local expert's GEMMs, per row: fc1 N, K; fc2 N, K
 } moe_stats;
 void moe_stats_init(moe_stats *s, int num_layers, int E);
 void moe_stats_free(moe_stats *s);
@@ -157,7 +161,9 @@ void moe_stats_reset(moe_stats *s);
 void moe_stats_add(moe_stats *a, const moe_stats *b);
 // [{"layer", "tokens_per_expert": [...], "routed_tokens", "dropped_tokens", "max_over_mean",
 // "a2a_bytes", "load_balancing_loss" (mean over the step's microbatches; null without the aux
-// loss)}] for every layer with a record.
+// loss), "microbatches", "local_experts": [first, count], "expert_rows": [...] (per local
+// expert: the M of its GEMMs summed over the microbatches), "expert_gemm": {"fc1": [N, K],
+// "fc2": [N, K]} (this rank's shard: N or K divided by etp)}] for every layer with a record.
 json_t *moe_stats_json(const moe_stats *s, int aux_loss);
 
 // inp (N,C) → out (N,C) written. stats: the step's record (NULL: not recorded, e.g. a recompute).
