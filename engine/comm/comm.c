@@ -75,7 +75,7 @@ static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
     g->seq++;
     TB_RANGE_PUSH("comm.%s.%s", g->name, tb_comm_op_name(op));
     tb_range_comm_args args = {g->name, tb_comm_op_name(op), "float32", g->id, g->size, g->index, g->seq,
-                               count,   count * sizeof(float), peer};
+                               count,   count * sizeof(float), peer, -1};
     tb_range_annotate_comm(&args);
     tb_flight_entry e = {g->name, g->id, g->size, g->seq, op, count, count * sizeof(float), peer,
                          tb_now_ns(), 0, comm_thread ? comm_thread->step : rk->step,
@@ -144,6 +144,7 @@ void tb_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, flo
     for (int i = 0; i < g->size; i++) total += sendcounts[i];
     call c;
     begin(&c, g, TB_COMM_ALL_TO_ALL, total, -1);
+    tb_range_annotate_splits(sendcounts, recvcounts, g->size);
     end(&c, g->backend->all_to_all(g, send, sendcounts, recv, recvcounts, &c.timed_out, &c.err));
 }
 

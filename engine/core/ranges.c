@@ -37,9 +37,11 @@ void tb_ranges_free(tb_ranges *t) {
     free(t->events);
     free(t->strings);
     free(t->comm_args);
+    free(t->splits);
     t->events = NULL;
     t->strings = NULL;
     t->comm_args = NULL;
+    t->splits = NULL;
     pthread_mutex_destroy(&t->stack_mu);
 }
 
@@ -141,6 +143,24 @@ void tb_range_annotate_comm(const tb_range_comm_args *args) {
     t->events[t->stack[t->depth - 1]].comm = (int64_t)t->ncomm++;
 }
 
+void tb_range_annotate_splits(const size_t *send, const size_t *recv, int n) {
+    tb_ranges *t = current_trace;
+    if (!t || !t->recording || t->depth == 0 || n <= 0) return;
+    int64_t comm = t->events[t->stack[t->depth - 1]].comm;
+    if (comm < 0) return;
+    t->splits = grow(t->splits, &t->cap_splits, t->nsplits + 2 * (size_t)n, sizeof *t->splits);
+    memcpy(t->splits + t->nsplits, send, (size_t)n * sizeof *send);
+    memcpy(t->splits + t->nsplits + n, recv, (size_t)n * sizeof *recv);
+    t->comm_args[comm].splits = (int64_t)t->nsplits;
+    t->nsplits += 2 * (size_t)n;
+}
+
+static json_t *counts_json(const size_t *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_integer((json_int_t)v[i]));
+    return a;
+}
+
 void tb_ranges_stack_string(const tb_ranges *t, char *buf, size_t len) {
     size_t used = 0;
     buf[0] = '\0';
@@ -175,6 +195,11 @@ static void append_events(json_t *events, const tb_ranges *t, int tid) {
                                                (json_int_t)c->bytes, "peer", c->peer, "rank", t->rank_label);
             json_object_update(args, figures);
             json_decref(figures);
+            if (c->splits >= 0) {
+                json_object_set_new(args, "send_splits", counts_json(t->splits + c->splits, c->group_size));
+                json_object_set_new(args, "recv_splits",
+                                    counts_json(t->splits + c->splits + c->group_size, c->group_size));
+            }
         }
         json_object_set_new(ev, "args", args);
         json_array_append_new(events, ev);

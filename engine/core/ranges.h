@@ -49,6 +49,8 @@ typedef struct tb_range_comm_args {
     uint64_t seq;
     size_t count, bytes;
     int peer;             // -1: none
+    int64_t splits;       // all-to-all: index in tb_ranges.splits of its 2 · group_size element counts
+                          // (what it sends to each member, then what it receives from each); -1: none
 } tb_range_comm_args;
 
 typedef struct tb_ranges {
@@ -64,6 +66,8 @@ typedef struct tb_ranges {
     size_t nstrings, cap_strings;
     tb_range_comm_args *comm_args;
     size_t ncomm, cap_comm;
+    size_t *splits;
+    size_t nsplits, cap_splits;
 
     size_t stack[TB_RANGES_MAX_DEPTH];  // indices of the open events
     char stack_names[TB_RANGES_MAX_DEPTH][TB_RANGE_NAME_MAX];
@@ -89,6 +93,10 @@ void tb_range_pop(void);
 void tb_range_annotate(int64_t step, int64_t microbatch);
 // Attaches a communicator call's figures to the innermost open range of this thread.
 void tb_range_annotate_comm(const tb_range_comm_args *args);
+// The split sizes of the communicator call the innermost range annotates (after
+// tb_range_annotate_comm): n elements sent to each member, n received from each; the trace
+// writes them as args.send_splits and args.recv_splits.
+void tb_range_annotate_splits(const size_t *send, const size_t *recv, int n);
 
 #define TB_RANGE_PUSH(...) tb_range_push(__VA_ARGS__)
 #define TB_RANGE_POP() tb_range_pop()

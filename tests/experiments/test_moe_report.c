@@ -166,6 +166,58 @@ static void check_real(const char *label, const char *dir, int steps, int microb
     json_decref(rep);
 }
 
+// Every all-to-all range of every rank's trace carries its split sizes (elements per member of
+// its group, sent and received): they add up to the call's count, and what rank i receives from
+// member j of the same call (group id, seq) is what j sends to i.
+static void check_splits(const char *label, const char *dir, int nranks) {
+    typedef struct {
+        long long group, seq, index, size;
+        json_t *send, *recv;
+    } a2a;
+    a2a *calls = NULL;
+    size_t n = 0, cap = 0;
+    json_t *traces[8] = {0};
+    for (int r = 0; r < nranks && r < 8; r++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/trace.rank-%05d.json", dir, r);
+        traces[r] = json_load_file(path, 0, NULL);
+        TB_REQUIRE(traces[r], "%s: %s", label, path);
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(traces[r], "traceEvents"), i, e) {
+            json_t *args = json_object_get(e, "args");
+            const char *op = json_string_value(json_object_get(args, "op"));
+            if (!op || strcmp(op, "all_to_all")) continue;
+            json_t *send = json_object_get(args, "send_splits"), *recv = json_object_get(args, "recv_splits");
+            long long size = json_integer_value(json_object_get(args, "group_size"));
+            TB_REQUIRE(json_is_array(send) && json_is_array(recv) && (long long)json_array_size(send) == size &&
+                           (long long)json_array_size(recv) == size,
+                       "%s rank %d: an all-to-all without its split sizes", label, r);
+            long long total = 0;
+            for (long long j = 0; j < size; j++) total += json_integer_value(json_array_get(send, (size_t)j));
+            TB_CHECK(total == json_integer_value(json_object_get(args, "count")),
+                     "%s rank %d: send_splits add up to %lld, count %lld", label, r, total,
+                     (long long)json_integer_value(json_object_get(args, "count")));
+            if (n == cap) calls = realloc(calls, (cap = cap ? 2 * cap : 256) * sizeof *calls);
+            calls[n++] = (a2a){json_integer_value(json_object_get(args, "group_id")),
+                               json_integer_value(json_object_get(args, "seq")),
+                               json_integer_value(json_object_get(args, "group_index")), size, send, recv};
+        }
+    }
+    size_t pairs = 0, wrong = 0;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++) {
+            if (a == b || calls[a].group != calls[b].group || calls[a].seq != calls[b].seq) continue;
+            pairs++;
+            wrong += json_integer_value(json_array_get(calls[a].recv, (size_t)calls[b].index)) !=
+                     json_integer_value(json_array_get(calls[b].send, (size_t)calls[a].index));
+        }
+    TB_CHECK(n > 0 && pairs > 0 && wrong == 0, "%s: %zu all-to-alls, %zu member pairs, %zu receive what the peer "
+                                               "did not send", label, n, pairs, wrong);
+    free(calls);
+    for (int r = 0; r < nranks && r < 8; r++) json_decref(traces[r]);
+}
+
 #define MOE_RUN                                                                                              \
     " --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --vocab-size 64"               \
     " --micro-batch-size 1 --global-batch-size 8 --train-iters 2 --num-experts 4 --moe-router-topk 2"        \
@@ -183,6 +235,7 @@ TB_TEST(a_real_expert_parallel_run_accounts_for_every_token_and_byte) {
     int rc = run_threads(dir, "");
     TB_REQUIRE(rc == 0, "pretrain_gpt: %s", sh.err);
     check_real("threads, ep 2 x expert-dp 2", dir, 2, 2, 4);
+    check_splits("threads, ep 2 x expert-dp 2", dir, 4);
     // etp 2 x ep 2 with each expert's input padded to its capacity: the metrics count the ep
     // all-to-all's rows as sent, padding included (the etp all-gather is not an all-to-all of
     // the dispatch); and the all-gather dispatcher has none: 0 bytes, 0 calls, said so
@@ -191,6 +244,7 @@ TB_TEST(a_real_expert_parallel_run_accounts_for_every_token_and_byte) {
                            "--moe-pad-expert-input-to-capacity");
     TB_REQUIRE(rc == 0, "pretrain_gpt at etp 2: %s", sh.err);
     check_real("threads, etp 2 x ep 2, padded", edir, 2, 2, 4);
+    check_splits("threads, etp 2 x ep 2, padded", edir, 4);
     const char *gdir = TB_TEST_TMPDIR "/moe_report_allgather";
     rc = run_threads(gdir, "--moe-token-dispatcher-type allgather");
     TB_REQUIRE(rc == 0, "pretrain_gpt with the all-gather dispatcher: %s", sh.err);
