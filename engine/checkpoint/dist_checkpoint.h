@@ -21,9 +21,11 @@
 // and among the data-parallel replicas the one whose dp rank is the tensor's index mod dp,
 // so the writes spread over the data-parallel group. An expert's tensors (MoE) are named by
 // their global expert index (h.L.mlp.experts.E.*): the replica written is the one whose
-// expert-dp rank is the index mod expert-dp, among the ranks holding that expert, so a
-// checkpoint saved at one expert-parallel size loads at any other. Under the distributed optimizer the
-// moments are first all-gathered over the data-parallel group.
+// expert-dp rank is the index mod expert-dp, among the ranks holding that expert, and a tensor
+// split over etp is one piece per etp rank ("tp_rank" its etp index, "tp" the etp size), so a
+// checkpoint saved at one expert-parallel (or expert-tensor-parallel) size loads at any other.
+// Under the distributed optimizer the moments are first all-gathered bucket by bucket over the
+// data-parallel group (an experts' bucket over expert-dp: adamw_bucket_group).
 //
 // metadata.json: {"format": "tracebook-dist-checkpoint", "version": 1, "iteration",
 //   "consumed_samples", "optimizer": {"step"}, "config" (resolved), "layout" {tp, pp, vpp,

@@ -258,17 +258,56 @@ TB_TEST(a_moe_checkpoint_resumes_at_another_expert_tensor_parallel_size) {
                 1e-5);
 }
 
+// Trains run `name` at `layout` for `iters` steps saving (no optimizer state) into ck-NAME
+// (its path in ck); the saved checkpoint's metadata, or NULL.
+static json_t *saved_metadata(char *ck, const char *name, const char *layout, int iters) {
+    char meta[1100], args[1200], ckname[128];
+    snprintf(ckname, sizeof ckname, "ck-%s", name);
+    tmp(ck, ckname);
+    tb_run(&sh, NULL, "rm -rf '%s'", ck);
+    snprintf(args, sizeof args, "--save '%s' --no-save-optim --train-iters %d", ck, iters);
+    if (train(name, layout, args) != 0) return NULL;
+    snprintf(meta, sizeof meta, "%s/iter_%07d/" TB_CKPT_METADATA, ck, iters);
+    return tb_load_json(meta);
+}
+
+// At etp 2 an expert's split tensors (c_fc's weight and bias, c_proj's weight) are two pieces,
+// etp ranks 0 and 1 of the geometry's 2, written by two ranks; c_proj's bias (replicated over
+// etp) one piece.
+TB_TEST(a_moe_checkpoint_at_etp_2_holds_a_piece_per_etp_rank) {
+    char ck[1024];
+    json_t *m = saved_metadata(ck, "moe-etp", MOE " --world-size 2 --expert-tensor-parallel-size 2", 1);
+    TB_REQUIRE(m, "the checkpoint's metadata: %s", sh.err);
+    const char *name;
+    json_t *t;
+    int split = 0, whole = 0;
+    json_object_foreach(json_object_get(m, "tensors"), name, t) {
+        if (!strstr(name, ".mlp.experts.")) continue;
+        json_t *pieces = json_object_get(t, "pieces");
+        const size_t want = strstr(name, "c_proj.bias") ? 1 : 2;
+        TB_CHECK(json_array_size(pieces) == want && json_integer_value(json_object_get(t, "tp")) == (json_int_t)want,
+                 "%s: %zu pieces of tp %lld, want %zu", name, json_array_size(pieces),
+                 (long long)json_integer_value(json_object_get(t, "tp")), want);
+        if (want == 1) {
+            whole++;
+            continue;
+        }
+        split++;
+        const json_t *a = json_array_get(pieces, 0), *b = json_array_get(pieces, 1);
+        TB_CHECK(a && b && json_integer_value(json_object_get(a, "tp_rank")) != json_integer_value(json_object_get(b, "tp_rank")) &&
+                     strcmp(json_string_value(json_object_get(a, "file")), json_string_value(json_object_get(b, "file"))),
+                 "%s: its two pieces are of two etp ranks, in two ranks' files", name);
+    }
+    TB_CHECK(split == 4 * 4 * 3 && whole == 4 * 4, "%d split and %d whole expert tensors, want 48 and 16", split, whole);
+    json_decref(m);
+}
+
 // An expert-parallel save lists every expert's tensors once, each written once, by both
 // expert-dp replicas in turn; a MoE checkpoint does not load into another model.
 TB_TEST(a_moe_checkpoint_holds_each_expert_once_under_its_global_index) {
-    char ck[1024], meta[1100], args[1200], dir[1024];
-    tmp(ck, "ck-moe-spread");
-    tb_run(&sh, NULL, "rm -rf '%s'", ck);
-    snprintf(args, sizeof args, "--save '%s' --no-save-optim", ck);
-    TB_REQUIRE(train("moe-spread", MOE " --world-size 4 --expert-model-parallel-size 2", args) == 0, "%s", sh.err);
-    snprintf(meta, sizeof meta, "%s/iter_0000006/" TB_CKPT_METADATA, ck);
-    json_t *m = tb_load_json(meta);
-    TB_REQUIRE(m, "%s", meta);
+    char ck[1024], dir[1024];
+    json_t *m = saved_metadata(ck, "moe-spread", MOE " --world-size 4 --expert-model-parallel-size 2", 6);
+    TB_REQUIRE(m, "the checkpoint's metadata: %s", sh.err);
     json_t *tensors = json_object_get(m, "tensors");
     // ranks 0, 1 are ep ranks 0, 1 of expert-dp rank 0; ranks 2, 3 the same experts' expert-dp rank 1
     int experts = 0, writers_of[4][4] = {{0}};
@@ -477,6 +516,7 @@ int main(void) {
     TB_RUN(a_moe_checkpoint_resumes_at_another_expert_parallel_size);
     TB_RUN(a_moe_checkpoint_resumes_at_another_expert_tensor_parallel_size);
     TB_RUN(a_moe_checkpoint_holds_each_expert_once_under_its_global_index);
+    TB_RUN(a_moe_checkpoint_at_etp_2_holds_a_piece_per_etp_rank);
     TB_RUN(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole);
     TB_RUN(an_async_save_writes_what_a_sync_save_writes);
     TB_RUN(the_slow_writer_drill_names_the_last_arriver_and_its_phase);
