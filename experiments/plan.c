@@ -356,7 +356,12 @@ static void korthikanti_acts(const tb_config *c, const shape *s, chunk_acts *a, 
         // (split over tp as the dense MLP), and the router's scores (fp32, E per token); under
         // sequence parallelism the routed terms are the rank's 1/t of the tokens
         const double mlp = (c->swiglu ? 6.0 : 4.0) * s->F / h, gate = c->swiglu ? 6.0 : 4.0;
-        const double routed = s->k * (2.0 * s->etp + gate * s->Fe / h) + 4.0 * s->E / h, shared = gate * s->Fs / h;
+        double routed = s->k * (2.0 * s->etp + gate * s->Fe / h) + 4.0 * s->E / h;
+        const double shared = gate * s->Fs / h;
+        // the all-gather dispatcher with moved tokens: the gathered outputs (the rows again) and
+        // every ep x etp rank's routing (3 x 4 bytes per choice)
+        if ((s->ep > 1 || s->etp > 1) && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER)
+            routed += s->k * (2.0 * s->etp + 12.0 * s->ep * s->etp / h);
         const double delta = sp ? (routed + shared - mlp) / t : routed + (shared - mlp) / t;
         a->A_moe = a->A + (int64_t)llround(sbh * delta);
     }

@@ -70,14 +70,17 @@ static const verify_case cases[] = {
     // MoE under tensor + sequence parallelism: the router and dispatcher on each tp rank's
     // shard; at etp 2 each expert split over the etp group (its fc2 bias whole), the rows
     // all-gathered and reduce-scattered over etp; at etp 1 the experts whole on every tp rank
-    {"MoE E4 top-2, tp2 sp x etp2 x ep2 dist-opt", TINY " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
+    {"MoE tp2 sp x etp2 x ep2, dist-opt", TINY " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
                                 "--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 "
                                 "--expert-tensor-parallel-size 2 --world-size 4 --moe-token-dispatcher-type alltoall "
                                 "--use-distributed-optimizer"},
-    {"MoE E4 top-2 + shared, tp2 sp x etp1 x ep2", TINY " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
+    {"MoE + shared, tp2 sp x etp1 x ep2", TINY " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
                                 "--moe-shared-expert-intermediate-size 48 --tensor-model-parallel-size 2 "
                                 "--sequence-parallel --expert-model-parallel-size 2 --expert-tensor-parallel-size 1 "
                                 "--world-size 4 --moe-token-dispatcher-type alltoall"},
+    {"MoE tp2 sp x etp2 x ep2, allgather", TINY " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
+                                "--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 "
+                                "--expert-tensor-parallel-size 2 --world-size 4 --moe-token-dispatcher-type allgather"},
 };
 
 static int split_words(const char *text, char ***out) {
