@@ -92,12 +92,12 @@ int tb_plan_figure_record(json_t *args, const char *record_dir, double *value, j
         }
     }
     else if (!strncmp(figure, "comm_", 5) && strlen(figure) > 11 && !strcmp(figure + strlen(figure) - 6, "_bytes")) {
-        char group[32];  // comm_<group>_bytes: tp, cp, pp, pp_grad, dp_cp, embedding, ep, expert_dp
+        char group[32];  // comm_<group>_bytes: tp, cp, pp, pp_grad, dp_cp, embedding, ep, etp, expert_dp
         snprintf(group, sizeof group, "%.*s", (int)(strlen(figure) - 11), figure + 5);
         v = json_object_get(json_object_get(plan, "comm_bytes_per_step"), group);
         if (!v) {
             tb_fail(err, "parser plan_figure: unknown args.figure '%s' "
-                    "(comm_<tp|cp|pp|pp_grad|dp_cp|embedding|ep|expert_dp>_bytes)", figure);
+                    "(comm_<tp|cp|pp|pp_grad|dp_cp|embedding|ep|etp|expert_dp>_bytes)", figure);
             goto out;
         }
     } else {

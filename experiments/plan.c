@@ -10,6 +10,8 @@
 #include "core/xalloc.h"
 
 static int64_t round_up(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+static int64_t lcm64(int64_t a, int64_t b) { return a / gcd64(a, b) * b; }
 
 // ---------------------------------------------------------------------------------------
 // Parameters, as engine/models/gpt.c lays them out (build_layout, select_chunk)
@@ -18,8 +20,9 @@ typedef struct shape {
     int C, NH, G, hs, F, F1, QKV, tp, bias, norm_bias, learned_pos, tied;
     int64_t Vp, maxT;
     // MoE (engine/transformer/moe/): experts per layer, top-k, each expert's F and fc1 output,
-    // the shared expert's, layer l is MoE when l % freq == 0, expert-parallel ranks
-    int E, k, Fe, Fe1, Fs, Fs1, freq, ep;
+    // the shared expert's, layer l is MoE when l % freq == 0, expert-parallel ranks, expert
+    // tensor-parallel ranks (each expert split over them; Megatron's default: tp)
+    int E, k, Fe, Fe1, Fs, Fs1, freq, ep, etp;
 } shape;
 
 static shape shape_of(const tb_config *c) {
@@ -47,6 +50,7 @@ static shape shape_of(const tb_config *c) {
     s.Fs1 = gate * s.Fs;
     s.freq = c->moe_layer_freq > 0 ? c->moe_layer_freq : 1;
     s.ep = c->expert_model_parallel_size > 0 ? c->expert_model_parallel_size : 1;
+    s.etp = s.E > 0 && c->expert_tensor_parallel_size > 0 ? c->expert_tensor_parallel_size : 1;
     return s;
 }
 
@@ -84,6 +88,7 @@ static int layer_tensors(const shape *s, tensor *t, int moe) {
 typedef struct chunk_params {
     int64_t held, counted, replicated_counted, aligned, sp_partial, wte;
     int64_t expert, expert_aligned;  // of held / aligned: the rank's E/ep experts' tensors
+    int64_t expert_replicated;       // of expert: replicated over etp (fc2's bias), counted on etp rank 0
 } chunk_params;
 
 static void add_tensor(chunk_params *p, tensor t, int counted) {
@@ -94,36 +99,42 @@ static void add_tensor(chunk_params *p, tensor t, int counted) {
     if (t.sp_partial) p->sp_partial += t.numel;
 }
 
-static void add_expert_tensor(chunk_params *p, int64_t numel) {
+// etp_replicated: whole on every etp rank (fc2's bias); else the rank's etp shard
+static void add_expert_tensor(chunk_params *p, int64_t numel, int etp_replicated) {
     add_tensor(p, (tensor){numel, 1, 0}, 1);
     p->expert += numel;
+    if (etp_replicated) p->expert_replicated += numel;
     p->expert_aligned += round_up(numel, 16);  // placed after every dense tensor (place()), 16-aligned the same
 }
 
-// A MoE layer's MLP (models/gpt.c, add_moe_layer; MoE runs at tp 1, so nothing is split):
-// the router (E, C), no bias, on every rank; the rank's E/ep experts, each an MLP of the
-// dense one's kind at moe_ffn_hidden_size; the shared expert (dense: every ep rank holds it).
-static void add_moe_tensors(chunk_params *p, const shape *s, int ep) {
-    const int64_t C = s->C;
-    add_tensor(p, (tensor){(int64_t)s->E * C, 1, 0}, 1);  // mlp.router.weight
+// A MoE layer's MLP (models/gpt.c, add_moe_layer): the router (E, C), no bias, replicated
+// over tp (under sequence parallelism its gradient a partial sum, like a norm's); the rank's
+// E/ep experts, each an MLP of the dense one's kind at moe_ffn_hidden_size split over etp
+// (fc1 column-parallel, fc2 row-parallel, fc2's bias whole on every etp rank: etp 1 keeps
+// them whole on every tp rank); the shared expert split over tp as the dense MLP (every ep
+// rank holds it). The experts' tensors count once (tp_replicated): their split is etp's.
+static void add_moe_tensors(chunk_params *p, const shape *s, int ep, int etp) {
+    const int64_t C = s->C, tp = s->tp;
+    add_tensor(p, (tensor){(int64_t)s->E * C, 1, 1}, 1);  // mlp.router.weight
     for (int e = 0; e < s->E / ep; e++) {
-        add_expert_tensor(p, (int64_t)s->Fe1 * C);        // experts.e.c_fc.weight
-        if (s->bias) add_expert_tensor(p, s->Fe1);        // experts.e.c_fc.bias
-        add_expert_tensor(p, C * s->Fe);                  // experts.e.c_proj.weight
-        if (s->bias) add_expert_tensor(p, C);             // experts.e.c_proj.bias
+        add_expert_tensor(p, (int64_t)s->Fe1 * C / etp, 0);  // experts.e.c_fc.weight
+        if (s->bias) add_expert_tensor(p, s->Fe1 / etp, 0);  // experts.e.c_fc.bias
+        add_expert_tensor(p, C * s->Fe / etp, 0);            // experts.e.c_proj.weight
+        if (s->bias) add_expert_tensor(p, C, 1);             // experts.e.c_proj.bias
     }
     if (s->Fs > 0) {
-        add_tensor(p, (tensor){(int64_t)s->Fs1 * C, 1, 0}, 1);  // shared_experts.c_fc.weight
-        if (s->bias) add_tensor(p, (tensor){s->Fs1, 1, 0}, 1);
-        add_tensor(p, (tensor){C * s->Fs, 1, 0}, 1);            // shared_experts.c_proj.weight
-        if (s->bias) add_tensor(p, (tensor){C, 1, 0}, 1);
+        add_tensor(p, (tensor){(int64_t)s->Fs1 * C / tp, 0, 0}, 1);  // shared_experts.c_fc.weight
+        if (s->bias) add_tensor(p, (tensor){s->Fs1 / tp, 0, 0}, 1);
+        add_tensor(p, (tensor){C * s->Fs / tp, 0, 0}, 1);            // shared_experts.c_proj.weight
+        if (s->bias) add_tensor(p, (tensor){C, 1, 1}, 1);
     }
 }
 
-// first_layer: the chunk's first layer in the whole model (which layers are MoE); ep: the
-// expert-parallel ranks the experts are spread over (1: the whole model's experts).
+// first_layer: the chunk's first layer in the whole model (which layers are MoE); ep, etp: the
+// expert-parallel ranks the experts are spread over and the ranks each is split over (1, 1:
+// the whole model's experts).
 static chunk_params chunk_parameters(const shape *s, int first_layer, int layers, int has_embedding, int has_head,
-                                     int ep) {
+                                     int ep, int etp) {
     chunk_params p = {0};
     const int64_t C = s->C;
     if (has_embedding || (has_head && s->tied)) {
@@ -136,7 +147,7 @@ static chunk_params chunk_parameters(const shape *s, int first_layer, int layers
     for (int l = 0; l < layers; l++) {
         const int moe = is_moe_layer(s, first_layer + l), n = layer_tensors(s, t, moe);
         for (int i = 0; i < n; i++) add_tensor(&p, t[i], 1);
-        if (moe) add_moe_tensors(&p, s, ep);
+        if (moe) add_moe_tensors(&p, s, ep, etp);
     }
     if (has_head) {
         add_tensor(&p, (tensor){C, 1, 1}, 1);                       // ln_f.weight
@@ -153,13 +164,13 @@ static int64_t whole_of(const chunk_params *p, int tp) {
 
 int64_t plan_model_parameters(const tb_config *cfg) {
     shape s = shape_of(cfg);
-    chunk_params whole = chunk_parameters(&s, 0, cfg->num_layers, 1, 1, 1);
+    chunk_params whole = chunk_parameters(&s, 0, cfg->num_layers, 1, 1, 1, 1);
     return whole_of(&whole, s.tp);
 }
 
 int64_t plan_model_expert_parameters(const tb_config *cfg) {
     shape s = shape_of(cfg);
-    chunk_params whole = chunk_parameters(&s, 0, cfg->num_layers, 1, 1, 1);
+    chunk_params whole = chunk_parameters(&s, 0, cfg->num_layers, 1, 1, 1, 1);
     return whole.expert;
 }
 
@@ -295,16 +306,25 @@ static void engine_acts(const tb_config *c, const shape *s, chunk_acts *a, int h
            pad64(N * C) + 2 * pad64(Ns) + pad64(N * F1l) + pad64(N * Fl);
     if (s->E > 0) {
         // a MoE layer (transformer_layer.c plan_for, moe_layer.c): no dense fc1/act; the router's
-        // and dispatcher's saved tensors (moe_layer_saved_counts), then the forward's one
-        // allocation for the R rows reaching this rank's experts, (R, C + F1 + F) floats + 1 byte.
-        // R = N·k exactly at ep 1 without capacity (no token dropped); under expert parallelism
-        // it is the routing's (data-dependent): a balanced router's N·k, an estimate.
-        const int64_t M = N * s->k, El = s->E / s->ep;
-        const int64_t counts[] = {N * s->E, N * s->k, N * s->k, N * s->k, s->E, s->E, N * s->k, M,
-                                  (int64_t)s->ep * s->E, El, M * C, N * s->Fs1, N * s->Fs};
+        // and dispatcher's saved tensors (moe_layer_saved_counts) over the rank's Ns tokens
+        // (under sequence parallelism its shard), the shared expert's over the whole N (its
+        // input gathered over tp, its Fs/tp columns), then the forward's one allocation for the
+        // R rows reaching this rank's experts after the ep all-to-all and the etp all-gather,
+        // (R, C + F1/etp + F/etp) floats + 1 byte (the all-gather dispatcher's, with moved
+        // tokens, also a gathered output column C and its gathered routing, 3 x 4 bytes per
+        // choice of every ep x etp rank's tokens). R = Ns·k exactly without ep and without
+        // capacity (no token dropped; x etp after the gather); under expert parallelism it is
+        // the routing's (data-dependent): a balanced router's etp·Ns·k, an estimate.
+        const int64_t M = Ns * s->k, El = s->E / s->ep, R = (int64_t)s->etp * M;
+        const int64_t Fe1l = s->Fe1 / s->etp, Fel = s->Fe / s->etp, Fs1l = s->Fs1 / tp, Fsl = s->Fs / tp;
+        const int64_t counts[] = {Ns * s->E, Ns * s->k, Ns * s->k, Ns * s->k, s->E, s->E, Ns * s->k, M,
+                                  (int64_t)s->etp * s->ep * s->E, El, M * C, N * Fs1l, N * Fsl};
         int64_t moe = a->A - pad64(N * F1l) - pad64(N * Fl);
         for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) moe += pad64(counts[i]);
-        a->A_moe = moe + M * (C + s->Fe1 + s->Fe) * 4 + 1;
+        const int moved = s->ep > 1 || s->etp > 1;
+        const int gathered = moved && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER;
+        a->A_moe = moe + R * (C + Fe1l + Fel + (gathered ? C : 0)) * 4 + 1;
+        if (gathered) a->A_moe += (int64_t)s->ep * s->etp * Ns * s->k * 3 * 4 + 1;
     }
     a->S = Ns * C * 4;
     a->H1 = has_head ? (N * C + 2 * Ns) * 4 : 0;
@@ -330,13 +350,20 @@ static void korthikanti_acts(const tb_config *c, const shape *s, chunk_acts *a, 
     a->S = (int64_t)llround(2.0 * sbh / (sp ? t : 1.0));
     a->A = (int64_t)llround(layer) - a->S;
     if (s->E > 0) {
-        // an estimate for a MoE layer (MoE runs at tp 1 here): the dense MLP's term replaced by
-        // k routed copies of each token through an expert MLP (its input 2·k·s·b·h, its fc1 and
-        // activation k·(4 or 6)·Fe/h), the shared expert's, and the router's scores (fp32, E per token)
-        const double mlp = (c->swiglu ? 6.0 : 4.0) * s->F / h;
-        const double moe_mlp = s->k * (2.0 + (c->swiglu ? 6.0 : 4.0) * s->Fe / h) + (c->swiglu ? 6.0 : 4.0) * s->Fs / h +
-                               4.0 * s->E / h;
-        a->A_moe = a->A + (int64_t)llround(sbh * (moe_mlp - mlp));
+        // an estimate for a MoE layer: the dense MLP's term replaced by k routed copies of each
+        // token through an expert MLP (its input 2·k·s·b·h, etp times after the etp gather, its
+        // fc1 and activation k·(4 or 6)·Fe/h: etp rows of Fe/etp columns), the shared expert's
+        // (split over tp as the dense MLP), and the router's scores (fp32, E per token); under
+        // sequence parallelism the routed terms are the rank's 1/t of the tokens
+        const double mlp = (c->swiglu ? 6.0 : 4.0) * s->F / h, gate = c->swiglu ? 6.0 : 4.0;
+        double routed = s->k * (2.0 * s->etp + gate * s->Fe / h) + 4.0 * s->E / h;
+        const double shared = gate * s->Fs / h;
+        // the all-gather dispatcher with moved tokens: the gathered outputs (the rows again) and
+        // every ep x etp rank's routing (3 x 4 bytes per choice)
+        if ((s->ep > 1 || s->etp > 1) && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER)
+            routed += s->k * (2.0 * s->etp + 12.0 * s->ep * s->etp / h);
+        const double delta = sp ? (routed + shared - mlp) / t : routed + (shared - mlp) / t;
+        a->A_moe = a->A + (int64_t)llround(sbh * delta);
     }
     a->H1 = 0;
     // the output layer's logits, kept in fp32 for the cross entropy (Megatron's 4·s·b·v/t)
@@ -360,13 +387,18 @@ static void gather_or_scatter(comm_acc *a, double local, double elem, int n) {
     a->msg += local * n * elem;  // the traces count the whole gathered / reduced buffer (comm.c)
     a->bus += local * elem * (n - 1);
 }
+// a bucket's reduce-scatter or all-gather under the distributed optimizer: made on a group of one too
+static void shard_collective(comm_acc *a, double local, double elem, int n) {
+    a->msg += local * n * elem;
+    a->bus += local * elem * (n - 1);
+}
 static void p2p(comm_acc *a, double count, double elem) {
     a->msg += count * elem;
     a->bus += count * elem;
 }
 
 typedef struct stage_comm {
-    comm_acc tp, cp, pp, pp_grad, dp_cp, embedding, ep, expert_dp;
+    comm_acc tp, cp, pp, pp_grad, dp_cp, embedding, ep, expert_dp, etp;
 } stage_comm;
 
 // ---------------------------------------------------------------------------------------
@@ -403,13 +435,13 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
         snprintf(plan->rule, sizeof plan->rule, "%s", rule.msg);
         return 0;
     }
-    if (c->num_experts > 0 && (tp > 1 || cp > 1 || c->expert_tensor_parallel_size > 1)) {
-        // legal under Megatron's rules, but the planner models MoE only as the engine runs it
+    if (c->num_experts > 0 && cp > 1) {
+        // legal under Megatron's rules, but the engine runs MoE at cp 1 (config.c refuses it as
+        // "not supported yet"), so the planner has no model of it to budget
         snprintf(plan->rule, sizeof plan->rule,
-                 "the planner: num_experts %d with tensor_model_parallel_size %d, context_parallel_size %d, "
-                 "expert_tensor_parallel_size %d: not supported yet (MoE is modeled at tp 1, cp 1, etp 1, as the "
-                 "engine runs it)",
-                 c->num_experts, tp, cp, c->expert_tensor_parallel_size);
+                 "the planner: num_experts %d with context_parallel_size %d: not supported yet (MoE is modeled at "
+                 "cp 1, as the engine runs it)",
+                 c->num_experts, cp);
         return 0;
     }
     plan->legal = 1;
@@ -429,8 +461,11 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     plan->model_parameters = plan_model_parameters(c);
     plan->expert_parameters = plan_model_expert_parameters(c);
     plan->active_parameters = plan_active_parameters(c);
-    plan->edp = s.E > 0 ? cl->gpus / (s.ep * pp) : dpcp;  // the expert grid etp x ep x edp x pp (etp 1)
+    plan->etp = s.etp;
+    plan->edp = s.E > 0 ? cl->gpus / (s.etp * s.ep * pp) : dpcp;  // the expert grid etp x ep x edp x pp
     plan->experts_per_rank = s.E / s.ep;
+    // the experts' replicas another group than the dense ones' (gpt_experts_apart)
+    const int apart = s.E > 0 && (s.ep > 1 || s.etp != tp);
     plan->bubble = pp > 1 ? (double)(pp - 1) / ((double)v * m + pp - 1) : 0.0;
 
     int layers[TB_MAX_PIPELINE_STAGES];
@@ -443,7 +478,7 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     const int64_t B = mbs, Tl = c->seq_length / cp, N = B * Tl, Ns = c->sequence_parallel ? N / tp : N;
     const int64_t kv_local = B * Tl * 2 * (s.G / tp) * s.hs;
     double max_stage_flops = 0;
-    double comm_max[8] = {0}, bus_seconds_max = 0;  // tp, cp, pp, pp_grad, dp_cp, embedding
+    double comm_max[9] = {0}, bus_seconds_max = 0;  // tp, cp, pp, pp_grad, dp_cp, embedding, ep, expert_dp, etp
 
     int first_layer[TB_MAX_PIPELINE_STAGES];  // of each virtual stage, in model order
     for (int k = 0, at = 0; k < pp * v; k++) first_layer[k] = at, at += layers[k];
@@ -460,16 +495,27 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             st->layers += L;
             st->has_embedding |= emb;
             st->has_head |= head;
-            chunk_params cpz = chunk_parameters(&s, first_layer[k], L, emb, head, s.ep);
+            chunk_params cpz = chunk_parameters(&s, first_layer[k], L, emb, head, s.ep, s.etp);
             st->params_held += cpz.held;
             st->params_expert += cpz.expert;
+            st->params_expert_replicated += cpz.expert_replicated;
             st->params_counted += cpz.counted;
             st->params_counted_other_tp += cpz.counted - cpz.replicated_counted;
             st->params_aligned += cpz.aligned;
             // the engine's buffers (gpt_model_init_chunk, adamw_init)
-            const int64_t padded = round_up(cpz.aligned, 16 * (int64_t)(dpcp > 0 ? dpcp : 1));  // 16 x dp x cp
-            const int sharded = c->use_distributed_optimizer && dpcp > 1;
-            const int64_t shard = sharded ? padded / dpcp : padded;
+            // with the distributed optimizer and the experts apart, the experts' range starts and
+            // the buffer ends on a multiple of 16 x lcm(dp x cp, expert-dp): dense sharded over
+            // dp x cp, experts over expert-dp (adamw_init_expert_parallel)
+            const int sharded = c->use_distributed_optimizer && (dpcp > 1 || (apart && edp > 1));
+            const int split_ranges = c->use_distributed_optimizer && apart && cpz.expert > 0;
+            const int64_t unit = 16 * (split_ranges ? lcm64(dpcp, edp) : (int64_t)(dpcp > 0 ? dpcp : 1));
+            const int64_t dense_aligned = cpz.aligned - cpz.expert_aligned;
+            const int64_t experts_lo = split_ranges ? round_up(dense_aligned, unit) : dense_aligned;
+            const int64_t padded = round_up(experts_lo + cpz.expert_aligned, unit);
+            const int64_t shard = !sharded ? padded
+                                  : split_ranges ? experts_lo / dpcp + (padded - experts_lo) / edp
+                                                 : padded / dpcp;
+            st->params_aligned += experts_lo - dense_aligned;  // the engine's num_parameters counts the gap
             st->buffer_elements += padded;
             if (!mixed) {
                 st->param_bytes += padded * 4;
@@ -500,19 +546,58 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             // TP: each layer's forward and backward mappings, again for a recomputed forward
             for (int l = 0; l < L; l++) {
                 const double reps = 1.0 + (recomputed(&eng[ch], l) ? 1.0 : 0.0);
-                if (c->sequence_parallel) gather_or_scatter(&mb.tp, per_layer_tp * (reps + 1.0), act_elem, tp);
-                else all_reduce(&mb.tp, per_layer_tp * (reps + 1.0), act_elem, tp);
+                const int moe_layer = is_moe_layer(&s, first_layer[k] + l);
+                // a MoE layer's MLP has no tp mapping of its own (MoE under tp runs sequence
+                // parallel: the router and the dispatcher take the rank's Ns tokens); the
+                // shared expert gathers its input and reduce-scatters its output in forward,
+                // backward reduce-scatters the input's gradient after gathering the output's
+                // gradient and, again, its input (moe_layer.c, shared_expert_backward); the
+                // load-balancing loss all-reduces 2·E floats (choices, score sums) per forward
+                const double layer_tp = moe_layer ? per_layer_tp / 2 : per_layer_tp;
+                if (c->sequence_parallel) gather_or_scatter(&mb.tp, layer_tp * (reps + 1.0), act_elem, tp);
+                else all_reduce(&mb.tp, layer_tp * (reps + 1.0), act_elem, tp);
+                if (moe_layer && c->sequence_parallel) {
+                    if (s.Fs > 0) gather_or_scatter(&mb.tp, (double)Ns * s.C * (2.0 * reps + 3.0), act_elem, tp);
+                    const int lb = c->moe_router_load_balancing_type;
+                    if (lb == TB_MOE_LB_AUX_LOSS || lb == TB_MOE_LB_SEQ_AUX_LOSS)
+                        all_reduce(&mb.tp, 2.0 * s.E * reps, 4.0, tp);
+                }
                 // CP: K and V all-gathered in forward, again in backward, dK/dV reduce-scattered
                 gather_or_scatter(&mb.cp, (double)kv_local * (reps + 2.0), act_elem, cp);
-                // EP, a MoE layer's all-to-all dispatcher (token_dispatcher.c): per forward the
-                // counts (E int32) all-gathered, the N·k permuted tokens all-to-all'd to their
-                // experts and the R rows back; backward the same two all-to-alls reversed. A
-                // balanced router and no drop: R = N·k (an estimate: routing is data-dependent).
-                if (s.ep > 1 && is_moe_layer(&s, first_layer[k] + l)) {
-                    const double rows = (double)N * s.k;
-                    for (int f = 0; f < reps; f++) gather_or_scatter(&mb.ep, (double)s.E, 4.0, s.ep);
-                    mb.ep.msg += (2.0 * reps + 2.0) * rows * s.C * act_elem;
-                    mb.ep.bus += (2.0 * reps + 2.0) * rows * s.C * act_elem * (s.ep - 1) / s.ep;
+                // EP and ETP, a MoE layer's all-to-all dispatcher (token_dispatcher.c): per
+                // forward the counts (E int32) all-gathered over ep, then the ep group's (ep x E)
+                // over etp; the Ns·k permuted tokens all-to-all'd over ep to their experts, the
+                // rows received all-gathered over etp (an all-to-all of the same rows to every
+                // member: etp x rows), the experts' outputs reduce-scattered over etp (the etp
+                // group's rows) and all-to-all'd back; backward the same in reverse (the output
+                // gradients dispatched, the input gradients combined). A balanced router and no
+                // drop: Ns·k rows each way (an estimate per rank: routing is data-dependent;
+                // every row sent is received, so a stage's mean is exact).
+                if ((s.ep > 1 || s.etp > 1) && moe_layer && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLTOALL) {
+                    const double rows = (double)Ns * s.k, bytes = rows * s.C * act_elem, Q = s.etp;
+                    for (int f = 0; f < reps; f++) {
+                        gather_or_scatter(&mb.ep, (double)s.E, 4.0, s.ep);
+                        gather_or_scatter(&mb.etp, (double)s.ep * s.E, 4.0, s.etp);
+                    }
+                    if (s.ep > 1) {
+                        mb.ep.msg += (2.0 * reps + 2.0) * bytes;
+                        mb.ep.bus += (2.0 * reps + 2.0) * bytes * (s.ep - 1) / s.ep;
+                    }
+                    if (s.etp > 1) {
+                        mb.etp.msg += (2.0 * reps + 2.0) * Q * bytes;
+                        mb.etp.bus += (2.0 * reps + 2.0) * bytes * (Q - 1);
+                    }
+                } else if ((s.ep > 1 || s.etp > 1) && moe_layer) {
+                    // the all-gather dispatcher (exact: no routing changes what it moves): per
+                    // forward the Ns tokens, their routes and probs (int32 / fp32) all-gathered
+                    // over ep then etp, the outputs reduce-scattered back; backward the output
+                    // gradients all-gathered, the probs' and the tokens' gradients reduce-scattered
+                    const double tok = (double)Ns * s.C, choice = (double)Ns * s.k;
+                    const double act_calls = 2.0 * reps + 2.0, choice_calls = 2.0 * reps + 1.0;
+                    gather_or_scatter(&mb.ep, tok * act_calls, act_elem, s.ep);
+                    gather_or_scatter(&mb.ep, choice * choice_calls, 4.0, s.ep);
+                    gather_or_scatter(&mb.etp, s.ep * tok * act_calls, act_elem, s.etp);
+                    gather_or_scatter(&mb.etp, s.ep * choice * choice_calls, 4.0, s.etp);
                 }
             }
             if (emb) {
@@ -532,16 +617,16 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
                 p2p(&mb.pp, (double)Ns * s.C, act_elem);       // send_forward
                 p2p(&mb.pp_grad, (double)Ns * s.C, act_elem);  // recv_backward
             }
-            comm_acc *dst[] = {&sc.tp, &sc.cp, &sc.pp, &sc.pp_grad, &sc.ep},
-                     *src[] = {&mb.tp, &mb.cp, &mb.pp, &mb.pp_grad, &mb.ep};
-            for (int i = 0; i < 5; i++) {
+            comm_acc *dst[] = {&sc.tp, &sc.cp, &sc.pp, &sc.pp_grad, &sc.ep, &sc.etp},
+                     *src[] = {&mb.tp, &mb.cp, &mb.pp, &mb.pp_grad, &mb.ep, &mb.etp};
+            for (int i = 0; i < 6; i++) {
                 dst[i]->msg += m * src[i]->msg;
                 dst[i]->bus += m * src[i]->bus;
             }
             // per step: sequence-parallel partial gradients over tp, the tied embedding, dp
             if (c->sequence_parallel) all_reduce(&sc.tp, (double)cpz.sp_partial, grad_elem, tp);
             if (pp > 1 && s.tied && cpz.wte) all_reduce(&sc.embedding, (double)cpz.wte, grad_elem, 2);
-            if (sharded && mixed && s.ep > 1 && cpz.expert > 0) {
+            if (sharded && mixed && apart && cpz.expert > 0) {
                 // Megatron's distributed optimizer under ep: the dense range over dp x cp, the
                 // experts' over expert-dp (the engine refuses it: the fp32 accounting keeps its buffers)
                 const double dense = (double)(cpz.held - cpz.expert), e = (double)cpz.expert, ne = edp > 0 ? edp : 1;
@@ -549,12 +634,18 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
                 gather_or_scatter(&sc.dp_cp, dense / dpcp, param_elem, dpcp);
                 gather_or_scatter(&sc.expert_dp, e / ne, grad_elem, edp);
                 gather_or_scatter(&sc.expert_dp, e / ne, param_elem, edp);
+            } else if (sharded && split_ranges) {
+                // each range reduce-scattered and all-gathered over its own group, called (and
+                // traced) even where that group is one rank (finalize_model_grads: every bucket)
+                shard_collective(&sc.dp_cp, (double)experts_lo / dpcp, grad_elem, dpcp);
+                shard_collective(&sc.dp_cp, (double)experts_lo / dpcp, param_elem, dpcp);
+                shard_collective(&sc.expert_dp, (double)(padded - experts_lo) / edp, grad_elem, edp);
+                shard_collective(&sc.expert_dp, (double)(padded - experts_lo) / edp, param_elem, edp);
             } else if (sharded) {
                 gather_or_scatter(&sc.dp_cp, (double)shard, grad_elem, dpcp);  // reduce-scatter of the gradients
                 gather_or_scatter(&sc.dp_cp, (double)shard, param_elem, dpcp); // all-gather of the parameters
-            } else if (s.ep > 1 && cpz.expert > 0) {
+            } else if (apart && cpz.expert > 0) {
                 // finalize_model_grads: the dense range over dp x cp, the experts' over expert-dp
-                const int64_t dense_aligned = cpz.aligned - cpz.expert_aligned;
                 all_reduce(&sc.dp_cp, mixed ? (double)(cpz.held - cpz.expert) : (double)dense_aligned, grad_elem, dpcp);
                 all_reduce(&sc.expert_dp, mixed ? (double)cpz.expert : (double)(padded - dense_aligned), grad_elem, edp);
             } else {
@@ -562,8 +653,10 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             }
             // FLOPs of the chunk: the engine's formula over what the rank holds, its heads
             const double tokens = (double)m * B * Tl;
-            // (gpt_chunk_flops_per_token: the rank's experts run all ep ranks' tokens, k of E active)
-            const double active = s.E > 0 ? (double)(cpz.held - cpz.expert) + (double)(cpz.expert * s.ep * s.k / s.E)
+            // (gpt_chunk_flops_per_token: the rank's experts run all ep ranks' tokens, k of E
+            // active, their etp shards every etp rank's, each 1/tp of the microbatch)
+            const double active = s.E > 0 ? (double)(cpz.held - cpz.expert) +
+                                                (double)(cpz.expert * s.ep * s.etp / tp * s.k / s.E)
                                            : (double)cpz.held;
             double f = tokens * (6.0 * active + 12.0 * L * ((double)s.C / tp) * c->seq_length);
             if (full) f += tokens * 2.0 * cpz.held * recomputed_layers / (L > 0 ? L : 1);
@@ -585,9 +678,9 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             plan->peak_bytes = st->total_bytes;
             plan->peak_stage = r;
         }
-        const double msgs[8] = {sc.tp.msg,    sc.cp.msg,        sc.pp.msg, sc.pp_grad.msg,
-                                sc.dp_cp.msg, sc.embedding.msg, sc.ep.msg, sc.expert_dp.msg};
-        for (int i = 0; i < 8; i++)
+        const double msgs[9] = {sc.tp.msg,    sc.cp.msg,        sc.pp.msg, sc.pp_grad.msg,
+                                sc.dp_cp.msg, sc.embedding.msg, sc.ep.msg, sc.expert_dp.msg, sc.etp.msg};
+        for (int i = 0; i < 9; i++)
             if (msgs[i] > comm_max[i]) comm_max[i] = msgs[i];
         // exposed communication of the stage: nothing overlapped (a stated simplification)
         const double gb = 1e9;
@@ -597,6 +690,7 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
                       sc.embedding.bus / inter +
                       sc.dp_cp.bus / (group_in_node(tp * cp * dp, cl->gpus_per_node) ? intra : inter) +
                       sc.ep.bus / (group_in_node(s.ep, cl->gpus_per_node) ? intra : inter) +
+                      sc.etp.bus / (group_in_node(s.etp, cl->gpus_per_node) ? intra : inter) +
                       sc.expert_dp.bus / (group_in_node(s.ep * edp, cl->gpus_per_node) ? intra : inter);
         if (secs > bus_seconds_max) bus_seconds_max = secs;
         if (stage_flops > max_stage_flops) max_stage_flops = stage_flops;
@@ -609,6 +703,7 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     plan->comm.embedding = comm_max[5];
     plan->comm.ep = comm_max[6];
     plan->comm.expert_dp = comm_max[7];
+    plan->comm.etp = comm_max[8];
     plan->comm.seconds = bus_seconds_max;
     plan->fits = plan->peak_bytes <= cl->gpu_memory;
 

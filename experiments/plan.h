@@ -54,8 +54,9 @@ typedef struct tb_plan_stage {
     int has_embedding, has_head;
     int64_t params_held;        // elements of its shards, exact
     int64_t params_counted;     // toward the model's N (tp rank 0's view)
-    int64_t params_counted_other_tp;
-    int64_t params_expert;      // of params_held: the tensors of its E/ep experts (MoE), exact  // the same on a tp rank other than 0 (no tp-replicated tensors)
+    int64_t params_counted_other_tp;  // the same on a tp rank other than 0 (no tp-replicated tensors)
+    int64_t params_expert;      // of params_held: its E/ep experts' etp shards (MoE), exact
+    int64_t params_expert_replicated;  // of params_expert: replicated over etp (fc2's bias: counted on etp rank 0)
     int64_t params_aligned;     // the engine's "parameters" (pipeline.json): each tensor 16-element aligned
     int64_t buffer_elements;    // the engine's flat buffers: the aligned tensors padded to 16 x dp
     int64_t param_bytes, grad_bytes, optimizer_bytes;
@@ -75,6 +76,7 @@ typedef struct tb_plan_comm {
     double tp, cp, pp, pp_grad, dp_cp, embedding;  // pp: activations forward, pp_grad: gradients backward
     double ep;         // MoE all-to-all dispatcher: counts all-gathered, tokens all-to-all'd (a balanced-router estimate)
     double expert_dp;  // the experts' gradient all-reduce over expert-dp (ep > 1)
+    double etp;        // MoE under expert tensor parallelism: counts and tokens all-gathered, outputs reduce-scattered
     double seconds;  // the step-time model's exposed communication, every kind
 } tb_plan_comm;
 
@@ -89,7 +91,8 @@ typedef struct tb_plan {
     int64_t model_parameters;   // N at this layout's padded vocabulary, exact
     int64_t expert_parameters;  // of N: every MoE layer's experts (0: dense), exact
     int64_t active_parameters;  // per token: N − experts + experts·k/E (the engine's gpt_active_parameters)
-    int ep, edp, experts_per_rank;  // expert parallel (from the model's expert_model_parallel_size), expert-dp
+    int ep, etp, edp, experts_per_rank;  // expert parallel (from the model's expert_model_parallel_size), expert
+                                         // tensor parallel, expert-dp (world / (etp x ep x pp))
     int nstages;
     tb_plan_stage *stages;      // (pp)
     int peak_stage;             // the stage with the most bytes

@@ -325,6 +325,7 @@ int tracebook_plan_main(int argc, char **argv) {
         if (!have_gbs) base.global_batch_size = l.mbs * l.dp * (l.pp > 1 ? l.pp : 1);  // m = pp: the fewest legal
         if (l.ep) base.expert_model_parallel_size = l.ep;
         if (l.etp) base.expert_tensor_parallel_size = l.etp;
+        else if (!given(en, ev, "--expert-tensor-parallel-size")) base.expert_tensor_parallel_size = l.tp;  // Megatron's default
         tb_plan p;
         if (plan_evaluate(&p, &base, &cl, l.tp, l.cp, l.pp, l.vpp, l.mbs, &err) != 0) {
             fprintf(stderr, "tracebook plan: %s\n", err.msg);
@@ -350,6 +351,7 @@ int tracebook_plan_main(int argc, char **argv) {
     const int fixed_cp = given(en, ev, "--context-parallel-size"), fixed_mbs = given(en, ev, "--micro-batch-size");
     const int fixed_vpp = given(en, ev, "--virtual-pipeline-model-parallel-size");
     const int fixed_ep = given(en, ev, "--expert-model-parallel-size");
+    const int fixed_etp = given(en, ev, "--expert-tensor-parallel-size");
     int nplans = 0, cap = 0, nillegal = 0;
     tb_plan *plans = NULL;
     json_t *illegal = a.all ? json_array() : NULL;
@@ -368,8 +370,11 @@ int tracebook_plan_main(int argc, char **argv) {
                     for (int ep = 1; ep <= (base.num_experts > 0 ? base.num_experts : 1); ep++) {
                     if ((base.num_experts > 0 && base.num_experts % ep) || (fixed_ep && ep != base.expert_model_parallel_size))
                         continue;
+                    // etp: Megatron's default (tp) and whole experts (1), or the one given
+                    for (int ei = 0; ei < (base.num_experts > 0 && !fixed_etp && tp > 1 ? 2 : 1); ei++) {
                     tb_config cand = base;
                     cand.expert_model_parallel_size = ep;
+                    if (base.num_experts > 0 && !fixed_etp) cand.expert_tensor_parallel_size = ei == 0 ? tp : 1;
                     for (int mbs = fixed_mbs ? base.micro_batch_size : 1; mbs <= (fixed_mbs ? base.micro_batch_size : a.max_mbs);
                          mbs *= 2) {
                         if (nplans == cap) {
@@ -393,6 +398,7 @@ int tracebook_plan_main(int argc, char **argv) {
                             json_array_append_new(illegal, json_pack("{s:s, s:s}", "layout", name, "rule", p->rule));
                         }
                         plan_free(p);
+                    }
                     }
                     }
                 }

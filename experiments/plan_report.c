@@ -38,6 +38,8 @@ void plan_layout_name(const tb_plan *p, char *buf, size_t len) {
     int n = snprintf(buf, len, "tp%d,cp%d,pp%d", p->tp, p->cp, p->pp);
     if (p->vpp > 1 && n > 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, ",vpp%d", p->vpp);
     if (p->cfg.num_experts > 0 && n > 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, ",ep%d", p->ep);
+    if (p->cfg.num_experts > 0 && p->etp > 1 && n > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, ",etp%d", p->etp);
     if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ",dp%d,mbs%d", p->dp, p->mbs);
 }
 
@@ -112,16 +114,20 @@ json_t *plan_to_json(const tb_plan *p, const tb_plan_cluster *cl) {
     json_object_set_new(o, "padded_vocab_size", json_integer(c->padded_vocab_size));
     if (c->num_experts > 0) {
         json_t *moe = json_pack(
-            "{s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:s, s:f, s:f, s:s}", "num_experts", c->num_experts, "topk",
-            c->moe_router_topk, "ep", p->ep, "expert_dp", p->edp, "experts_per_ep_rank", p->experts_per_rank,
-            "expert_parameters", (json_int_t)p->expert_parameters, "active_parameters",
+            "{s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:s, s:f, s:f, s:f, s:s}", "num_experts", c->num_experts, "topk",
+            c->moe_router_topk, "ep", p->ep, "etp", p->etp, "expert_dp", p->edp, "experts_per_ep_rank",
+            p->experts_per_rank, "expert_parameters", (json_int_t)p->expert_parameters, "active_parameters",
             (json_int_t)p->active_parameters, "active_formula",
             "N - experts + experts x k / E (integer division, the engine's gpt_active_parameters)",
-            "all_to_all_bytes_per_step", p->comm.ep, "expert_dp_bytes_per_step", p->comm.expert_dp, "all_to_all_note",
-            "an estimate: a balanced router and no token dropped (routing is data-dependent): per MoE layer and "
-            "microbatch, per forward the E int32 counts all-gathered over ep and N x k permuted tokens x C "
-            "all-to-all'd out and back, backward the two all-to-alls again; the engine's activations of a MoE "
-            "layer are exact at ep 1 without a capacity factor (R = N x k rows), an estimate otherwise");
+            "all_to_all_bytes_per_step", p->comm.ep, "etp_bytes_per_step", p->comm.etp, "expert_dp_bytes_per_step",
+            p->comm.expert_dp, "all_to_all_note",
+            "an estimate per rank: a balanced router and no token dropped (routing is data-dependent; a stage's "
+            "mean is exact: every row sent is received): per MoE layer and microbatch, per forward the E int32 "
+            "counts all-gathered over ep (then ep x E over etp) and the rank's Ns x k permuted tokens x C "
+            "all-to-all'd over ep, all-gathered over etp (etp x the rows), reduce-scattered over etp and "
+            "all-to-all'd back, backward the same again; Ns: the rank's tokens (s x b / tp under sequence "
+            "parallelism); the engine's activations of a MoE layer are exact without ep and without a capacity "
+            "factor (R = etp x Ns x k rows), an estimate otherwise");
         json_object_set_new(o, "moe", moe);
     }
     json_object_set_new(
@@ -175,9 +181,9 @@ json_t *plan_to_json(const tb_plan *p, const tb_plan_cluster *cl) {
                                   "(p - 1) / (v x m + p - 1), Narayanan et al. 2021 as a share of the step"));
     json_object_set_new(
         o, "comm_bytes_per_step",
-        json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "tp", p->comm.tp, "cp", p->comm.cp, "pp",
+        json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "tp", p->comm.tp, "cp", p->comm.cp, "pp",
                   p->comm.pp, "pp_grad", p->comm.pp_grad, "dp_cp", p->comm.dp_cp, "embedding", p->comm.embedding,
-                  "ep", p->comm.ep, "expert_dp", p->comm.expert_dp, "definition",
+                  "ep", p->comm.ep, "etp", p->comm.etp, "expert_dp", p->comm.expert_dp, "definition",
                   "per rank and step, the sum over the group's calls of count x element size of the buffer each "
                   "passes (the traces' args.bytes), the busiest stage's; pp: activations forward (and the loss), "
                   "pp_grad: their gradients backward"));
@@ -228,10 +234,41 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
                 p->cp);
     fprintf(out, "  dp x cp group: %d ranks holding the same shards: gradients averaged over it%s\n", p->dp * p->cp,
             c->use_distributed_optimizer ? ", the optimizer state sharded over it (distributed optimizer)" : "");
-    if (c->num_experts > 0)
-        fprintf(out, "  expert grid %d = etp 1 x ep %d x expert-dp %d x pp %d: each ep rank holds %d / %d = %d experts, "
-                     "their gradients averaged over expert-dp\n",
-                cl->gpus, p->ep, p->edp, p->pp, c->num_experts, p->ep, p->experts_per_rank);
+    if (c->num_experts > 0) {
+        const int Fe = c->moe_ffn_hidden_size, gate = c->swiglu ? 2 : 1;
+        fprintf(out, "  expert grid %d = etp %d x ep %d x expert-dp %d x pp %d: each ep rank holds %d / %d = %d experts, "
+                     "their gradients averaged over expert-dp%s\n",
+                cl->gpus, p->etp, p->ep, p->edp, p->pp, c->num_experts, p->ep, p->experts_per_rank,
+                c->use_distributed_optimizer ? " (their optimizer state sharded over it, the dense over dp x cp)" : "");
+        if (p->etp > 1)
+            fprintf(out, "  expert shard per etp rank: ffn %d / %d = %d columns of each expert (fc1 %d x %d, fc2 %d x %d; "
+                         "fc2's bias whole on every etp rank, added by etp rank 0)\n",
+                    Fe, p->etp, Fe / p->etp, gate * Fe / p->etp, c->hidden_size, c->hidden_size, Fe / p->etp);
+        else if (p->tp > 1)
+            fprintf(out, "  etp 1 under tp %d: every tp rank holds its ep rank's experts whole (ffn %d)\n", p->tp, Fe);
+        if (c->moe_shared_expert_intermediate_size > 0 && p->tp > 1)
+            fprintf(out, "  shared expert split over tp as the dense MLP: ffn %d / %d = %d columns per tp rank\n",
+                    c->moe_shared_expert_intermediate_size, p->tp, c->moe_shared_expert_intermediate_size / p->tp);
+        const int Ns = p->sp ? c->micro_batch_size * c->seq_length / p->tp : c->micro_batch_size * c->seq_length;
+        fprintf(out, "  router replicated over tp, on the rank's %d tokens (%s); the %s dispatcher per MoE layer and "
+                     "microbatch: ",
+                Ns, p->sp ? "s x b / tp: sequence parallel" : "s x b",
+                c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLTOALL ? "all-to-all" : "all-gather");
+        if (p->ep == 1 && p->etp == 1)
+            fprintf(out, "no collective (every expert on the rank)\n");
+        else if (c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLTOALL)
+            fprintf(out, "E counts all-gathered over ep%s; %d x %d = %d rows all-to-all'd over ep%s, the experts, %s"
+                         "all-to-all'd back; backward the same in reverse\n",
+                    p->etp > 1 ? " then over etp" : "", Ns, c->moe_router_topk, Ns * c->moe_router_topk,
+                    p->etp > 1 ? ", all-gathered over etp (variable sizes: an all-to-all of the same rows to each member)"
+                               : "",
+                    p->etp > 1 ? "their outputs reduce-scattered over etp, " : "");
+        else
+            fprintf(out, "the %d tokens, their routes and probs all-gathered over ep then etp, the outputs "
+                         "reduce-scattered back; backward the output gradients all-gathered, the gradients "
+                         "reduce-scattered\n",
+                    Ns);
+    }
     fprintf(out, "  global batch %d = micro batch %d x microbatches %d x dp %d\n", c->global_batch_size, p->mbs,
             p->microbatches, p->dp);
     int layers[TB_MAX_PIPELINE_STAGES];
@@ -254,12 +291,13 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
     if (c->num_experts > 0)
         fprintf(out, "  MoE layers: %s\n",
                 cl->precision == TB_PLAN_FP32
-                    ? (p->ep > 1 ? "the engine's saved tensors with the R rows reaching the rank's experts taken as N x k "
-                                   "(a balanced router): an estimate"
-                                 : "the engine's saved tensors, the R = N x k rows exact at ep 1 (no token dropped "
-                                   "without a capacity factor)")
-                    : "an estimate: the MLP term replaced by k x (2 + (4 or 6) x Fe/h) for the routed copies, (4 or 6) "
-                      "x Fs/h for the shared expert and 4E/h for the router's fp32 scores");
+                    ? (p->ep > 1 ? "the engine's saved tensors with the R rows reaching the rank's experts taken as "
+                                   "etp x Ns x k (a balanced router): an estimate"
+                                 : "the engine's saved tensors, the R = etp x Ns x k rows exact at ep 1 (no token "
+                                   "dropped without a capacity factor)")
+                    : "an estimate: the MLP term replaced by k x (2 etp + (4 or 6) x Fe/h) for the routed copies, (4 or "
+                      "6) x Fs/h for the shared expert and 4E/h for the router's fp32 scores (/t under sequence "
+                      "parallelism)");
     fprintf(out, "  %-6s %7s %15s %9s %9s %9s %9s %9s %9s\n", "stage", "layers", "params held", "params", "grads",
             "optim", "acts", "in flight", "total");
     for (int s = 0; s < p->nstages; s++) {
@@ -279,9 +317,13 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
     fprintf(out, "\n");
 
     fprintf(out, "\ncommunication per rank per step (count x element bytes of each call, busiest stage):\n");
-    fprintf(out, "  tp %.2f GB   (per layer and microbatch: %s; + embedding, logits and cross entropy)\n",
+    fprintf(out, "  tp %.2f GB   (per layer and microbatch: %s; + embedding, logits and cross entropy%s)\n",
             p->comm.tp / 1e9, p->sp ? "4 all-gathers + 4 reduce-scatters, each of an s*b*h buffer (s*b*h/tp per rank)"
-                                    : "4 all-reduces of s*b*h");
+                                    : "4 all-reduces of s*b*h",
+            c->num_experts > 0 && p->tp > 1
+                ? "; a MoE layer: the attention's half, the shared expert's 2 forward + 3 backward, the "
+                  "load-balancing loss's 2E floats all-reduced"
+                : "");
     if (p->cp > 1) fprintf(out, "  cp %.2f GB   (per layer: K/V all-gathered forward and backward, dK/dV reduce-scattered)\n", p->comm.cp / 1e9);
     if (p->pp > 1) fprintf(out, "  pp %.2f GB   (per microbatch: the stage's activation forward, its gradient backward)\n", (p->comm.pp + p->comm.pp_grad) / 1e9);
     fprintf(out, "  dp x cp %.2f GB   (%s)\n", p->comm.dp_cp / 1e9,
@@ -289,8 +331,13 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
                                                                : "gradients all-reduced");
     if (p->comm.ep > 0)
         fprintf(out, "  ep %.2f GB   (an estimate, a balanced router: per MoE layer and microbatch the counts "
-                     "all-gathered, N x k tokens all-to-all'd out and back, forward and backward)\n",
+                     "all-gathered, the rank's Ns x k tokens all-to-all'd out and back, forward and backward)\n",
                 p->comm.ep / 1e9);
+    if (p->comm.etp > 0)
+        fprintf(out, "  etp %.2f GB   (per MoE layer and microbatch the ep group's counts all-gathered, the rows received "
+                     "over ep all-gathered and the outputs reduce-scattered, forward and backward; the busiest rank's "
+                     "depends on the routing)\n",
+                p->comm.etp / 1e9);
     if (p->comm.expert_dp > 0) fprintf(out, "  expert-dp %.2f GB   (the experts' gradients all-reduced)\n", p->comm.expert_dp / 1e9);
     if (p->comm.embedding > 0) fprintf(out, "  embedding %.2f GB   (the tied word embedding's gradient, first + last stage)\n", p->comm.embedding / 1e9);
     fprintf(out, "\npipeline bubble (p - 1)/(v x m + p - 1) = (%d - 1)/(%d x %d + %d - 1) = %.4f\n", p->pp, p->vpp,

@@ -67,6 +67,20 @@ static const verify_case cases[] = {
     {"MoE E4 top-2, ep2 x expert-dp2 x pp2", TINY " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
                                 "--world-size 8 --pipeline-model-parallel-size 2 --expert-model-parallel-size 2 "
                                 "--moe-token-dispatcher-type alltoall --micro-batch-size 1"},
+    // MoE under tensor + sequence parallelism: the router and dispatcher on each tp rank's
+    // shard; at etp 2 each expert split over the etp group (its fc2 bias whole), the rows
+    // all-gathered and reduce-scattered over etp; at etp 1 the experts whole on every tp rank
+    {"MoE tp2 sp x etp2 x ep2, dist-opt", TINY " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
+                                "--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 "
+                                "--expert-tensor-parallel-size 2 --world-size 4 --moe-token-dispatcher-type alltoall "
+                                "--use-distributed-optimizer"},
+    {"MoE + shared, tp2 sp x etp1 x ep2", TINY " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
+                                "--moe-shared-expert-intermediate-size 48 --tensor-model-parallel-size 2 "
+                                "--sequence-parallel --expert-model-parallel-size 2 --expert-tensor-parallel-size 1 "
+                                "--world-size 4 --moe-token-dispatcher-type alltoall"},
+    {"MoE tp2 sp x etp2 x ep2, allgather", TINY " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
+                                "--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 "
+                                "--expert-tensor-parallel-size 2 --world-size 4 --moe-token-dispatcher-type allgather"},
 };
 
 static int split_words(const char *text, char ***out) {
@@ -165,6 +179,34 @@ static void report_ratio(check_log *log, const char *what, int where, double pre
     if (log->out)
         fprintf(log->out, "    %-34s %4d %16.0f %16.0f  ratio %.3f\n", what, where, predicted, measured,
                 predicted > 0 ? measured / predicted : 0.0);
+}
+
+// A MoE dispatcher's group (ep, etp): what one rank sends and receives depends on the routing,
+// but every row sent is received (over etp every row received over ep gathered to each
+// member, the outputs reduce-scattered the same), so the mean over a stage's ranks is the
+// balanced router's figure exactly (no capacity: no token dropped); the busiest rank a ratio.
+static int moe_dispatch_check(check_log *log, const char **record, const tb_plan *p, const char *group,
+                              double predicted, int per_stage, tb_error *err) {
+    double v;
+    json_t *args = json_pack("{s:s}", "group", group), *ev = NULL;
+    int prc = tb_parse_claim("comm_bytes", args, record, 1, &v, &ev, err);
+    json_decref(args);
+    if (prc != 0) return -1;
+    json_t *per_rank = json_object_get(json_array_get(json_object_get(ev, "records"), 0), "per_rank");
+    double busiest_stage = 0;
+    for (int st = 0; st < p->nstages; st++) {
+        double sum = 0;
+        for (int r = st * per_stage; r < (st + 1) * per_stage; r++)
+            sum += json_number_value(json_object_get(json_array_get(per_rank, (size_t)r), "bytes"));
+        if (sum / per_stage > busiest_stage) busiest_stage = sum / per_stage;
+    }
+    json_decref(ev);
+    char what[64];
+    snprintf(what, sizeof what, "comm bytes/step, %s (stage mean)", group);
+    check_exact(log, what, 0, predicted, busiest_stage);
+    snprintf(what, sizeof what, "comm bytes/step, %s (busiest rank)", group);
+    report_ratio(log, what, 0, predicted, v, 0);
+    return 0;
 }
 
 static int verify_case_run(const char *engine, const char *dir, int index, check_log *log, json_t *jcase, tb_error *err) {
@@ -277,27 +319,8 @@ static int verify_case_run(const char *engine, const char *dir, int index, check
         if (prc != 0) goto plan_out;
         check_exact(log, "comm bytes/step, group expert_dp", 0, p.comm.expert_dp, v);
     }
-    if (p.ep > 1) {
-        // the all-to-all dispatcher: what one rank sends and receives depends on the routing,
-        // but every row sent is received, so the mean over a stage's ranks is the balanced
-        // router's figure exactly (no capacity: no token dropped); the busiest rank a ratio
-        double v;
-        json_t *args = json_pack("{s:s}", "group", "ep"), *ev = NULL;
-        int prc = tb_parse_claim("comm_bytes", args, &record, 1, &v, &ev, err);
-        json_decref(args);
-        if (prc != 0) goto plan_out;
-        json_t *per_rank = json_object_get(json_array_get(json_object_get(ev, "records"), 0), "per_rank");
-        double busiest_stage = 0;
-        for (int st = 0; st < p.nstages; st++) {
-            double sum = 0;
-            for (int r = st * per_stage; r < (st + 1) * per_stage; r++)
-                sum += json_number_value(json_object_get(json_array_get(per_rank, (size_t)r), "bytes"));
-            if (sum / per_stage > busiest_stage) busiest_stage = sum / per_stage;
-        }
-        json_decref(ev);
-        check_exact(log, "comm bytes/step, ep (stage mean)", 0, p.comm.ep, busiest_stage);
-        report_ratio(log, "comm bytes/step, ep (busiest rank)", 0, p.comm.ep, v, 0);
-    }
+    if (p.ep > 1 && moe_dispatch_check(log, &record, &p, "ep", p.comm.ep, per_stage, err) != 0) goto plan_out;
+    if (p.etp > 1 && moe_dispatch_check(log, &record, &p, "etp", p.comm.etp, per_stage, err) != 0) goto plan_out;
     rc = 0;
 plan_out:
     plan_free(&p);

@@ -23,9 +23,11 @@ function M.answer(exp, model, cluster, top)
     tb.assert(best ~= nil, "the planner found no legal layout")
     tb.assert(best.peak.fits, "no legal layout fits: the smallest peak is " .. best.peak.bytes .. " bytes")
     local ep = best.moe and best.moe.ep or 1
-    local layout = string.format("tp%d,cp%d,pp%d,%s%sdp%d,mbs%d", best.tp, best.cp, best.pp,
+    -- a MoE layout names its etp (--explain's default is Megatron's, tp)
+    local etp = best.moe and ("etp" .. best.moe.etp .. ",") or ""
+    local layout = string.format("tp%d,cp%d,pp%d,%s%s%sdp%d,mbs%d", best.tp, best.cp, best.pp,
                                  best.vpp > 1 and ("vpp" .. best.vpp .. ",") or "", ep > 1 and ("ep" .. ep .. ",") or "",
-                                 best.dp, best.micro_batch_size)
+                                 etp, best.dp, best.micro_batch_size)
     local explained = exp:plan(merged(merged(model, cluster), { explain = layout }))
     local name = best.layout
     exp:claim{ id = "model_parameters", parser = "plan_figure", runs = explained,
@@ -58,6 +60,11 @@ function M.answer(exp, model, cluster, top)
             { "chosen_expert_dp_bytes", "comm_expert_dp_bytes",
               "the experts' gradient bytes over expert-dp per rank and step of " .. name },
         }
+        if best.moe.etp > 1 then
+            moe[#moe + 1] = { "chosen_etp_bytes", "comm_etp_bytes",
+                              "expert-tensor-parallel bytes per rank and step of " .. name
+                              .. " (the rows all-gathered and reduce-scattered over etp; a balanced router's estimate)" }
+        end
         for _, f in ipairs(moe) do
             exp:claim{ id = f[1], parser = "plan_figure", runs = explained, args = { figure = f[2] }, text = f[3] }
         end

@@ -13,8 +13,11 @@
 -- and optimizer state over ep (each ep rank holds 64/ep experts, replicated over expert-dp)
 -- instead of splitting every GEMM over tp; the price is the all-to-all of every MoE layer
 -- (N x 6 tokens out and back, forward and backward). DeepSeek's first layer is dense; this
--- engine's --moe-layer-freq cannot say that, so every layer is a MoE layer here. MoE under tp,
--- cp or etp > 1 is not modeled (the engine runs MoE at tp 1), so the candidates are tp 1.
+-- engine's --moe-layer-freq cannot say that, so every layer is a MoE layer here. MoE under tp
+-- needs sequence parallelism (Megatron's rule), which this model does not ask for, so the
+-- candidates are tp 1; asked with --sequence-parallel the planner budgets the tp x etp layouts
+-- too (etp tp and 1), and at this shape its top candidate stays the same tp 1 layout. MoE under
+-- cp > 1 is refused (the engine runs MoE at cp 1).
 --
 -- Exact claims (the planner's arithmetic, re-derived from the recorded plan.json): the
 -- parameter count, the expert and active parameters, the experts per ep rank, the chosen

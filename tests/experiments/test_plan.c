@@ -6,6 +6,7 @@
 // expert counts per ep rank summing to the model, the MoE rules identical to the engine's, ep
 // enumerated, the all-to-all and expert-dp bytes of the stated model.
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,6 +261,33 @@ TB_TEST(verify_matches_the_engine) {
                  json_string_value(json_object_get(c, "name")), lo, hi);
     }
     TB_CHECK(ep_checked == 2, "the ep x expert-dp x pp case checks its ep and expert_dp bytes (%d checks)", ep_checked);
+    // MoE under tp 2 + sequence parallelism (both dispatchers): each rank's parameters exactly
+    // the engine's (pipeline.json), the etp (at etp 2) and ep bytes' stage means the traces', and
+    // the activations (the routing's rows) within 2% of the balanced router's estimate
+    const char *tp_cases[] = {"MoE tp2 sp x etp2 x ep2, dist-opt", "MoE + shared, tp2 sp x etp1 x ep2",
+                              "MoE tp2 sp x etp2 x ep2, allgather"};
+    for (int t = 0; t < 3; t++) {
+        int params = 0, etp = 0, ep = 0, acts = 0, found = 0;
+        json_array_foreach(json_object_get(v, "cases"), i, c) {
+            if (strcmp(json_string_value(json_object_get(c, "name")), tp_cases[t])) continue;
+            found = 1;
+            size_t k;
+            json_t *chk;
+            json_array_foreach(json_object_get(c, "checks"), k, chk) {
+                const char *q = json_string_value(json_object_get(chk, "quantity"));
+                const double pr = json_number_value(json_object_get(chk, "predicted")),
+                             me = json_number_value(json_object_get(chk, "measured"));
+                const int exact = json_is_true(json_object_get(chk, "exact"));
+                if (!strcmp(q, "parameters (buffer, aligned)")) params += exact && pr > 0;
+                if (!strcmp(q, "comm bytes/step, etp (stage mean)")) etp += exact && pr > 0;
+                if (!strcmp(q, "comm bytes/step, ep (stage mean)")) ep += exact && pr > 0;
+                if (!strcmp(q, "activation bytes (MoE ep, estimate)")) acts += fabs(me / pr - 1) <= 0.02;
+            }
+        }
+        TB_CHECK(found && params == 4 && etp == (t != 1) && ep == 1 && acts == 4,
+                 "%s: %d ranks' parameters exact, etp %d, ep %d exact, %d ranks' activations within 2%%", tp_cases[t],
+                 params, etp, ep, acts);
+    }
     json_decref(v);
     tb_output_free(&o);
     tb_shell(NULL, "rm -rf '%s'", dir);
@@ -327,11 +355,15 @@ TB_TEST(bad_input_is_named) {
     TB_CHECK(rc == 2 && tb_has(o.err, "--gpus N is required"), "rc %d: %s", rc, o.err);
     rc = tb_run(&o, NULL, "'%s' plan --gpus 8 " LLAMA70B, TRACEBOOK);
     TB_CHECK(rc == 2 && tb_has(o.err, "--global-batch-size is required"), "rc %d: %s", rc, o.err);
-    // MoE under tensor parallelism: legal for Megatron, not modeled (the engine runs MoE at tp 1)
-    rc = tb_run(&o, NULL, "'%s' plan --explain tp4,ep2,dp2 --gpus 8 --num-experts 8 --sequence-parallel " LLAMA70B,
+    // MoE under context parallelism: legal for Megatron, not modeled (the engine runs MoE at cp 1)
+    rc = tb_run(&o, NULL, "'%s' plan --explain tp1,cp2,ep1,dp4 --gpus 8 --num-experts 8 --attention-backend flash " LLAMA70B,
                 TRACEBOOK);
-    TB_CHECK(rc == 1 && tb_has(o.out, "the planner: num_experts 8 with tensor_model_parallel_size 4") &&
+    TB_CHECK(rc == 1 && tb_has(o.out, "the planner: num_experts 8 with context_parallel_size 2") &&
                  tb_has(o.out, "not supported yet"), "rc %d: %s", rc, o.out);
+    // under tensor parallelism without sequence parallelism: Megatron's rule, the engine's message
+    rc = tb_run(&o, NULL, "'%s' plan --explain tp4,ep2,dp2 --gpus 8 --num-experts 8 " LLAMA70B, TRACEBOOK);
+    TB_CHECK(rc == 1 && tb_has(o.out, "not legal: num_experts (8) with tensor_model_parallel_size 4 needs sequence_parallel"),
+             "rc %d: %s", rc, o.out);
     rc = tb_run(&o, NULL, "'%s' plan --gpus 64 --explain tp4,pp4,dp2 " LLAMA70B, TRACEBOOK);
     TB_CHECK(rc == 2 && tb_has(o.err, "tp x cp x pp x dp = 32, --gpus is 64"), "rc %d: %s", rc, o.err);
     rc = tb_run(&o, NULL, "'%s' plan --explain tp4,ep2,dp1 --gpus 4 " LLAMA70B, TRACEBOOK);
@@ -471,23 +503,31 @@ TB_TEST(moe_parameters_per_expert_rank_sum_to_the_model) {
     plan_free(&p);
 }
 
-// The planner's verdict on MoE layouts at tp 1 is the engine's (config_validate) with the same
-// first rule: ep dividing the experts and the expert grid dividing the world, the distributed
-// optimizer under ep judged as the engine judges it; the tp > 1 layouts it does not model
-// are refused by name.
+// The planner's verdict on MoE layouts is the engine's (config_validate) with the same first
+// rule: ep dividing the experts and the expert grid (etp x ep x expert-dp x pp) dividing the
+// world, the distributed optimizer under ep judged as the engine judges it, at tp 1 and at
+// tp 2 with sequence parallelism, etp 1 and 2; cp > 1 with MoE, which neither the engine nor
+// the planner models, is refused by name.
 TB_TEST(moe_rules_identical_to_config_validation) {
-    int runs = 0, refused = 0, disagree = 0;
+    int runs = 0, refused = 0, disagree = 0, runs_tp = 0;
     const int eps[] = {1, 2, 3, 4, 8}, pps[] = {1, 2}, dps[] = {1, 2, 4, 6};
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 2; j++)
             for (int k = 0; k < 4; k++)
-                for (int distopt = 0; distopt < 2; distopt++) {
-                    const int world = pps[j] * dps[k];
-                    char model[600], layout[800];
-                    snprintf(model, sizeof model, TINY_MOE " --global-batch-size %d --expert-model-parallel-size %d%s",
-                             dps[k] * 2, eps[i], distopt ? " --use-distributed-optimizer" : "");
-                    snprintf(layout, sizeof layout, "%s --pipeline-model-parallel-size %d --world-size %d --micro-batch-size 1", model,
-                             pps[j], world);
+                for (int distopt = 0; distopt < 2; distopt++)
+                    for (int tp = 1; tp <= 2; tp++)
+                        for (int etp = 1; etp <= 2; etp++) {
+                    const int world = tp * pps[j] * dps[k];
+                    char model[700], layout[900];
+                    snprintf(model, sizeof model,
+                             TINY_MOE " --global-batch-size %d --expert-model-parallel-size %d "
+                                      "--expert-tensor-parallel-size %d%s%s",
+                             dps[k] * 2, eps[i], etp, distopt ? " --use-distributed-optimizer" : "",
+                             tp > 1 ? " --sequence-parallel" : "");
+                    snprintf(layout, sizeof layout,
+                             "%s --tensor-model-parallel-size %d --pipeline-model-parallel-size %d --world-size %d "
+                             "--micro-batch-size 1",
+                             model, tp, pps[j], world);
                     tb_config engine, base;
                     tb_error err, rule;
                     TB_REQUIRE(config_from(&engine, layout, &err) == 0 && config_from(&base, model, &err) == 0, "%s",
@@ -497,24 +537,74 @@ TB_TEST(moe_rules_identical_to_config_validation) {
                     if (nl) *nl = '\0';
                     tb_plan_cluster cl = fp32_cluster(world);
                     tb_plan p;
-                    TB_REQUIRE(plan_evaluate(&p, &base, &cl, 1, 1, pps[j], 1, 1, &err) == 0, "%s", err.msg);
+                    TB_REQUIRE(plan_evaluate(&p, &base, &cl, tp, 1, pps[j], 1, 1, &err) == 0, "%s", err.msg);
+                    runs_tp += ok && tp > 1;
                     if ((p.runs_here != ok || (!ok && strcmp(p.rule, rule.msg))) && disagree++ < 5)
                         TB_CHECK(0, "%s\n    engine: %s; plan: %s", layout, ok ? "runs" : rule.msg,
                                  p.runs_here ? "runs" : p.rule);
                     runs += ok, refused += !ok;
                     plan_free(&p);
                 }
-    printf("  %d MoE layouts the engine runs, %d it refuses, %d disagreements\n", runs, refused, disagree);
-    TB_CHECK(runs >= 10 && refused >= 10, "both verdicts must be covered (%d, %d)", runs, refused);
+    printf("  %d MoE layouts the engine runs (%d at tp 2), %d it refuses, %d disagreements\n", runs, runs_tp, refused,
+           disagree);
+    TB_CHECK(runs >= 10 && runs_tp >= 10 && refused >= 10, "both verdicts must be covered (%d, %d at tp 2, %d)", runs,
+             runs_tp, refused);
+    tb_config c;
+    tb_error err;
+    TB_REQUIRE(config_from(&c, TINY_MOE " --global-batch-size 8 --sequence-parallel --attention-backend flash", &err) == 0,
+               "%s", err.msg);
+    tb_plan_cluster cl = fp32_cluster(2);
+    tb_plan p;
+    TB_REQUIRE(plan_evaluate(&p, &c, &cl, 1, 2, 1, 1, 1, &err) == 0, "%s", err.msg);
+    TB_CHECK(!p.legal && strstr(p.rule, "context_parallel_size 2") && strstr(p.rule, "not supported yet"), "%s",
+             p.rule);
+    plan_free(&p);
+}
+
+// MoE under tp 2 + sequence parallelism, etp 1 and 2, ep 1 and 2, pp 1 and 2: each rank's
+// experts in closed form (E/ep experts, fc1 and fc2 split over etp, fc2's bias whole), the
+// router whole; the per-rank counts (the shared expert split over tp) summing to the model
+// over tp x pp (dense, the tp-replicated tensors once) and etp x ep (experts, fc2's bias
+// once per ep rank); the etp bytes of the balanced all-to-all dispatcher in closed form.
+TB_TEST(moe_tp_etp_parameters_per_rank_sum_to_the_model) {
     tb_config c;
     tb_error err;
     TB_REQUIRE(config_from(&c, TINY_MOE " --global-batch-size 8 --sequence-parallel", &err) == 0, "%s", err.msg);
-    tb_plan_cluster cl = fp32_cluster(2);
-    tb_plan p;
-    TB_REQUIRE(plan_evaluate(&p, &c, &cl, 2, 1, 1, 1, 1, &err) == 0, "%s", err.msg);
-    TB_CHECK(!p.legal && strstr(p.rule, "tensor_model_parallel_size 2") && strstr(p.rule, "not supported yet"), "%s",
-             p.rule);
-    plan_free(&p);
+    const int64_t n = plan_model_parameters(&c), C = 64, Fe = 32;
+    int checked = 0;
+    for (int etp = 1; etp <= 2; etp++)
+        for (int ep = 1; ep <= 2; ep++)
+            for (int pp = 1; pp <= 2; pp++) {
+                tb_config b = c;
+                b.expert_model_parallel_size = ep;
+                b.expert_tensor_parallel_size = etp;
+                tb_plan_cluster cl = fp32_cluster(2 * pp * 2);  // tp 2 x pp x dp 2
+                tb_plan p;
+                TB_REQUIRE(plan_evaluate(&p, &b, &cl, 2, 1, pp, 1, 1, &err) == 0, "%s", err.msg);
+                TB_REQUIRE(p.legal && p.runs_here, "etp %d ep %d pp %d: %s", etp, ep, pp, p.rule);
+                const int64_t expert_rank = (4 / ep) * (Fe * C / etp + Fe / etp + C * Fe / etp + C);  // per MoE layer
+                int64_t sum = 0, experts = 0;
+                int ok = 1;
+                for (int s = 0; s < p.nstages; s++) {
+                    const tb_plan_stage *st = &p.stages[s];
+                    const int moe_layers = pp == 1 ? 2 : 1;  // layers 0 and 2 (one per stage at pp 2)
+                    ok &= st->params_expert == moe_layers * expert_rank &&
+                          st->params_expert_replicated == moe_layers * (4 / ep) * C;
+                    const int64_t dense0 = st->params_counted - st->params_expert, dense1 = st->params_counted_other_tp;
+                    sum += dense0 + dense1 +
+                           ep * (etp * (st->params_expert - st->params_expert_replicated) + st->params_expert_replicated);
+                    experts += st->params_expert;
+                }
+                const double Ns = 32.0 / 2, rows = Ns * 2, per = 4 * etp * rows * C * 4 + (double)ep * 4 * 4 * etp;
+                const double want = etp > 1 ? per * p.microbatches * (pp == 1 ? 2 : 1) : 0.0;
+                TB_CHECK(ok && sum == n && p.etp == etp && p.edp == 4 * pp / (etp * ep * pp) && p.comm.etp == want,
+                         "etp %d ep %d pp %d: per-rank sum %lld (N %lld), experts %lld, edp %d, etp bytes %.0f "
+                         "(expected %.0f)",
+                         etp, ep, pp, (long long)sum, (long long)n, (long long)experts, p.edp, p.comm.etp, want);
+                checked++;
+                plan_free(&p);
+            }
+    TB_CHECK(checked == 8, "%d layouts", checked);
 }
 
 // `tracebook plan` enumerates ep over the divisors of num_experts: ep 1, 2 and 4 of 4 experts
@@ -555,6 +645,7 @@ int main(void) {
     TB_RUN(planner_runbooks_prove);
     TB_RUN(moe_parameters_per_expert_rank_sum_to_the_model);
     TB_RUN(moe_rules_identical_to_config_validation);
+    TB_RUN(moe_tp_etp_parameters_per_rank_sum_to_the_model);
     TB_RUN(moe_enumerates_expert_parallel_layouts);
     return tb_test_summary();
 }
