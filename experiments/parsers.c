@@ -176,7 +176,7 @@ static const parser parsers[] = {
      "at prove time, so neither side is a number the runbook states",
      difference_args, NULL, tbp_difference_combine, NULL},
     {"moe_figure",
-     "per record: for each rank r of config world_size holding MoE layer args.layer (default rank 0's first), "
+     "per record: for each rank r of config world_size holding MoE layer args.layer (default the first MoE layer of the first rank read: rank 0, or args.rank), "
      "the layer's entry in the \"moe\" array of metrics.rank-r.jsonl at args.step (default the last step): "
      "args.figure expert_rows_mean (the rows M of the rank's expert GEMMs per local expert per microbatch, "
      "after the expert-tensor-parallel gather, padding included), expert_rows_max (the busiest local expert's), "

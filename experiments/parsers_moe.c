@@ -124,7 +124,7 @@ int tbp_moe_figure_record(const parser *p, json_t *args, const char *dir, double
         if (!line) return -1;
         json_array_append_new(files, json_string(path));
         json_t *entries = json_object_get(line, "moe"), *e = NULL;
-        // the layer asked for, or the first MoE layer of rank 0 (every rank then reads that one)
+        // the layer asked for, or the first MoE layer of the first rank read (every rank then reads that one)
         for (size_t i = 0; i < json_array_size(entries) && !e; i++) {
             json_t *l = json_object_get(json_array_get(entries, i), "layer");
             if (layer < 0 && json_is_integer(l)) layer = json_integer_value(l);
