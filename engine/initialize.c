@@ -86,6 +86,13 @@ void tb_finalize(tb_launch *l, int failed_in_run) {
 
 int tb_launch_is_lead(const tb_launch *l) { return l->process == 0; }
 
+int tb_launch_processes_on_host(int processes) {
+    const char *local = processes > 1 ? getenv("OMPI_COMM_WORLD_LOCAL_SIZE") : NULL;
+    char *end = NULL;
+    long n = local ? strtol(local, &end, 10) : 0;
+    return local && end != local && *end == '\0' && n > 0 && n <= processes ? (int)n : processes;
+}
+
 int tb_launch_agree(const tb_launch *l, int status, int *first_failing) {
     int first = status != 0 ? l->process : INT_MAX;
 #ifdef TB_HAVE_MPI

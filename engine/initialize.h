@@ -53,6 +53,10 @@ int tb_launch_is_lead(const tb_launch *l);
 // NULL) gets the lowest process whose status was not 0 (-1: none), the one to say why once.
 int tb_launch_agree(const tb_launch *l, int status, int *first_failing);
 
+// The processes of a launch of `processes` that share this host: under mpirun Open MPI's
+// OMPI_COMM_WORLD_LOCAL_SIZE (all of them when it does not say or says nonsense); 1 without.
+int tb_launch_processes_on_host(int processes);
+
 // Before config_resolve: under mpirun, --ranks-per-process 0 becomes 1 and --world-size 0
 // becomes processes × ranks per process (the world the launcher made, as Megatron takes it).
 void tb_launch_apply(const tb_launch *l, tb_config *cfg);

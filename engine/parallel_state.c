@@ -107,6 +107,17 @@ int parallel_state_rank_is_local(const tb_world *w, int rank) {
 
 int parallel_state_process_of(const tb_world *w, int rank) { return w->local_count > 0 ? rank / w->local_count : 0; }
 
+int parallel_state_rank_on_host(const tb_rank *rk) {
+    const tb_world *w = rk->world;
+    if (!w || w->processes <= 1) return rk->rank;
+    int local_process = w->process;
+    const char *s = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    char *end = NULL;
+    long v = s ? strtol(s, &end, 10) : -1;
+    if (s && end != s && *end == '\0' && v >= 0 && v < w->processes) local_process = (int)v;
+    return local_process * w->local_count + (rk->rank - w->local_first);
+}
+
 // Whether every member of the group is a rank of this process.
 static int group_is_local(const tb_world *w, const int *members, int n) {
     for (int i = 0; i < n; i++)

@@ -143,6 +143,11 @@ void parallel_state_world_free(tb_world *w);
 // Whether this process runs `rank`; the process that runs it.
 int parallel_state_rank_is_local(const tb_world *w, int rank);
 int parallel_state_process_of(const tb_world *w, int rank);
+// The rank's index among the ranks on its host, the GPU it takes being this mod the visible
+// count (Megatron's / torchrun's LOCAL_RANK): without mpirun its rank; under mpirun
+// local_process · K + its index in the process, local_process being Open MPI's
+// OMPI_COMM_WORLD_LOCAL_RANK (K = the ranks of a process; the process index when it does not say).
+int parallel_state_rank_on_host(const tb_rank *rk);
 
 // Runs fn(rank, arg) for every rank of this process, each on its own thread (on the calling
 // thread when the process has one rank), and returns when all have returned.

@@ -43,7 +43,10 @@ static int run(const tb_launch *l, int argc, char **argv, int *failed_in_run) {
     if ((status = agree(l, status, what, err.msg)) != 0) return status;
     // --device cuda without the backend or without enough GPUs: refused, naming why, before any
     // rank starts (never run on the CPU instead)
-    if (cfg.device == TB_DEVICE_CUDA && tb_cuda_check_device_flag(&cfg, &err) != 0) status = TB_EXIT_USAGE;
+    if (cfg.device == TB_DEVICE_CUDA &&
+        tb_cuda_check_device_flag(&cfg, tb_launch_processes_on_host(l->processes) * (cfg.world_size / l->processes),
+                                  &err) != 0)
+        status = TB_EXIT_USAGE;
     if ((status = agree(l, status, "", err.msg)) != 0) return status;
     if (cfg.print_rank_layout) {
         if (tb_launch_is_lead(l)) parallel_state_print_layout(stdout, &cfg);

@@ -399,10 +399,7 @@ static int check_finite(const tb_rank *rk, int64_t step, const tb_step_result *r
 static int ranks_in_process(const tb_rank *rk) { return rk->world ? rk->world->local_count : 1; }
 
 static int ranks_on_host(const tb_rank *rk) {
-    int processes = rk->world ? rk->world->processes : 1;
-    const char *local = processes > 1 ? getenv("OMPI_COMM_WORLD_LOCAL_SIZE") : NULL;
-    if (local && atoi(local) > 0 && atoi(local) <= processes) processes = atoi(local);
-    return processes * ranks_in_process(rk);
+    return tb_launch_processes_on_host(rk->world ? rk->world->processes : 1) * ranks_in_process(rk);
 }
 
 // conditions.json, by rank 0; every rank calls it. Under mpirun the run's other processes
@@ -553,9 +550,13 @@ static int rank_setup_device(tb_rank *rk, rank_run *run, tb_error *err) {
     char why[256] = "";
     const int n = tb_cuda_device_count(why, sizeof why);
     if (n <= 0) return tb_fail(err, "--device cuda: no GPU is visible (%s)", why);
-    if (tb_cuda_context_init(&run->cuda, rk->rank % n, err) != 0) return tb_fail_prefix(err, "--device cuda");
+    const int device = parallel_state_rank_on_host(rk) % n;
+    if (tb_cuda_context_init(&run->cuda, device, 0, err) != 0) return tb_fail_prefix(err, "--device cuda");
     tb_cuda_mem_device(&run->device_memory, &run->cuda);
     tb_allocator_set_device(&rk->mem, &run->device_memory);
+    // cuBLASLt's workspace is the rank's memory like any other (the report, the cap, the OOM report)
+    run->cuda.workspace = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, TB_CUDA_WORKSPACE_BYTES, "cuBLASLt workspace");
+    run->cuda.workspace_bytes = TB_CUDA_WORKSPACE_BYTES;
     const tb_cuda_precision precision = cfg->bf16 ? TB_CUDA_BF16_GEMMS : cfg->fp16 ? TB_CUDA_FP16_GEMMS : TB_CUDA_FP32;
     tb_cuda_backend_bind(&run->cuda, &rk->mem, precision, cuda_failed, rk);
     tb_backend_bind(tb_backend_cuda());
@@ -715,19 +716,31 @@ static int connect_processes(tb_world *w, const tb_launch *l, tb_error *err) {
     return -1;
 }
 
+// --device cuda on several ranks: the NCCL unique id of every group, made by the process of
+// its first member and, under mpirun, broadcast over the group's MPI communicator (every
+// process agreeing on the outcome, as for the MPI communicators).
+static int create_nccl_ids(tb_world *w, const tb_launch *l, tb_nccl_ids **ids, tb_error *err) {
+    int rc = (l->mpi ? tb_nccl_ids_create_mpi(w, ids, err) : tb_nccl_ids_create(w, ids, err)) != 0;
+    if (rc) tb_fail_prefix(err, "--device cuda: NCCL");
+    if (!l->mpi || tb_launch_agree(l, rc ? TB_EXIT_FAILURE : 0, NULL) == 0) return rc ? -1 : 0;
+    if (!rc) {
+        tb_nccl_ids_free(*ids);
+        *ids = NULL;
+        tb_fail(err, "process %d: another process could not make or receive the NCCL unique ids", l->process);
+    }
+    return -1;
+}
+
 int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
     // --device cuda: this build's backend and enough GPUs, or a clear refusal (never the CPU instead)
-    if (cfg->device == TB_DEVICE_CUDA && tb_cuda_check_device_flag(cfg, err) != 0) return TB_EXIT_USAGE;
     tb_launch threads;
     if (!launch) {
         tb_launch_threads(&threads, 0, NULL);
         launch = &threads;
     }
-    if (cfg->device == TB_DEVICE_CUDA && launch->mpi) {
-        tb_fail(err, "--device cuda under mpirun: not supported yet (rank threads of one process: run pretrain_gpt "
-                "without mpirun, --world-size N on N GPUs)");
+    const int ranks_on_this_host = tb_launch_processes_on_host(launch->processes) * (cfg->world_size / launch->processes);
+    if (cfg->device == TB_DEVICE_CUDA && tb_cuda_check_device_flag(cfg, ranks_on_this_host, err) != 0)
         return TB_EXIT_USAGE;
-    }
     tb_world world;
     if (parallel_state_world_init_process(&world, cfg, launch->process, launch->processes, err) != 0)
         return TB_EXIT_FAILURE;
@@ -737,9 +750,9 @@ int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
         return TB_EXIT_FAILURE;
     }
     tb_nccl_ids *nccl_ids = NULL;  // --device cuda: every group of the world on NCCL
-    if (cfg->device == TB_DEVICE_CUDA && world.size > 1 && tb_nccl_ids_create(&world, &nccl_ids, err) != 0) {
+    if (cfg->device == TB_DEVICE_CUDA && world.size > 1 && create_nccl_ids(&world, launch, &nccl_ids, err) != 0) {
+        tb_mpi_world_disconnect(&world);
         parallel_state_world_free(&world);
-        tb_fail_prefix(err, "--device cuda: NCCL");
         return TB_EXIT_FAILURE;
     }
     rank_run *runs = tb_xcalloc((size_t)world.size, sizeof *runs, "rank runs");

@@ -167,7 +167,7 @@ int tb_nccl_rank_init(tb_rank *rk, const tb_nccl_ids *ids, tb_error *err) {
     cudaError_t ce = cudaGetDeviceCount(&ndev);
     if (ce != cudaSuccess) return tb_fail(err, "%s: cudaGetDeviceCount: %s", rk->label, cudaGetErrorString(ce));
     if (ndev == 0) return tb_fail(err, "%s: no CUDA device", rk->label);
-    int dev = rk->rank % ndev;
+    int dev = parallel_state_rank_on_host(rk) % ndev;  // the rank's GPU (training.c, rank_setup_device)
     ce = cudaSetDevice(dev);
     if (ce != cudaSuccess) return tb_fail(err, "%s: cudaSetDevice(%d): %s", rk->label, dev, cudaGetErrorString(ce));
 

@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
     tb_cuda_context ctx;
     tb_cuda_timer timer;
     tb_error err;
-    if (tb_cuda_context_init(&ctx, 0, &err) != 0 || tb_cuda_timer_init(&timer, &err) != 0) {
+    if (tb_cuda_context_init(&ctx, 0, 1, &err) != 0 || tb_cuda_timer_init(&timer, &err) != 0) {
         fprintf(stderr, "bench_cuda: %s\n", err.msg);
         return 1;
     }

@@ -383,7 +383,7 @@ int main(void) {
         return 77;
     }
     tb_error err;
-    if (tb_cuda_context_init(&ctx, 0, &err) != 0) {
+    if (tb_cuda_context_init(&ctx, 0, 1, &err) != 0) {
         printf("FAIL: %s\n", err.msg);
         return 1;
     }

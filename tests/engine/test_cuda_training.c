@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_device.h"
+#include "tb_mpirun.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -60,31 +61,38 @@ static int read_metrics(const char *run_dir, step_metrics *m) {
     return seen == 3 ? 0 : -1;
 }
 
-// Trains SMALL with `flags` on `device`; 0 with its metrics, or -1.
-static int train(const char *name, const char *device, const char *flags, step_metrics *m) {
+// Trains SMALL with `flags` on `device`, started by `launcher` ("" or mpirun's command line);
+// 0 with its metrics, or -1.
+static int train_launched(const char *name, const char *launcher, const char *device, const char *flags,
+                          step_metrics *m) {
     char run_dir[512];
     tb_tmp_path(run_dir, sizeof run_dir, name);
     tb_run(&sh, NULL, "rm -rf '%s'", run_dir);
-    int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " SMALL " %s --device %s --run-dir '%s'", PRETRAIN, flags, device, run_dir);
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "%s '%s' " SMALL " %s --device %s --run-dir '%s'", launcher, PRETRAIN, flags,
+                    device, run_dir);
     if (rc != 0) {
-        printf("    %s (--device %s %s): exit %d\n%s\n", name, device, flags, rc, sh.err);
+        printf("    %s (%s --device %s %s): exit %d\n%s\n", name, launcher, device, flags, rc, sh.err);
         return -1;
     }
     return read_metrics(run_dir, m);
 }
 
+static int train(const char *name, const char *device, const char *flags, step_metrics *m) {
+    return train_launched(name, "", device, flags, m);
+}
+
 static int close_to(double got, double want, double rtol) { return isfinite(got) && fabs(got - want) <= rtol * fabs(want); }
 
-// The CUDA run of `flags` against the CPU's.
-static void compare(const char *name, const char *flags, const char *cuda_flags, double rtol_loss, double rtol_norm,
-                    double rtol_step2) {
+// The CUDA run of `flags` (started by `launcher`) against the CPU's (rank threads).
+static void compare_launched(const char *name, const char *launcher, const char *flags, const char *cuda_flags,
+                             double rtol_loss, double rtol_norm, double rtol_step2) {
     step_metrics cpu, gpu;
     char cpu_name[128], gpu_name[128], both[512];
     snprintf(cpu_name, sizeof cpu_name, "%s-cpu", name);
     snprintf(gpu_name, sizeof gpu_name, "%s-cuda", name);
     snprintf(both, sizeof both, "%s %s", flags, cuda_flags);
     TB_REQUIRE(train(cpu_name, "cpu", flags, &cpu) == 0, "%s: the CPU run", name);
-    TB_REQUIRE(train(gpu_name, "cuda", both, &gpu) == 0, "%s: the CUDA run", name);
+    TB_REQUIRE(train_launched(gpu_name, launcher, "cuda", both, &gpu) == 0, "%s: the CUDA run", name);
     printf("    %s: loss %.7f / %.7f, grad norm %.6f / %.6f, step 2 loss %.7f / %.7f (cpu / cuda)\n", name, cpu.loss[0],
            gpu.loss[0], cpu.grad_norm[0], gpu.grad_norm[0], cpu.loss[1], gpu.loss[1]);
     TB_CHECK(close_to(gpu.loss[0], cpu.loss[0], rtol_loss), "%s: step 1 loss %.7f vs CPU %.7f (rtol %g)", name,
@@ -93,6 +101,11 @@ static void compare(const char *name, const char *flags, const char *cuda_flags,
              gpu.grad_norm[0], cpu.grad_norm[0], rtol_norm);
     TB_CHECK(close_to(gpu.loss[1], cpu.loss[1], rtol_step2), "%s: step 2 loss %.7f vs CPU %.7f (rtol %g)", name,
              gpu.loss[1], cpu.loss[1], rtol_step2);
+}
+
+static void compare(const char *name, const char *flags, const char *cuda_flags, double rtol_loss, double rtol_norm,
+                    double rtol_step2) {
+    compare_launched(name, "", flags, cuda_flags, rtol_loss, rtol_norm, rtol_step2);
 }
 
 TB_TEST(one_step_fp32_matches_the_cpu) {
@@ -163,18 +176,37 @@ TB_TEST(tp2_and_dp2_over_nccl_match_the_cpu) {
     compare("dp2-distopt", "--world-size 2 --use-distributed-optimizer", "", 1e-4, 1e-3, 1e-3);
 }
 
+// Under mpirun: one process per GPU (its rank's device: its local rank on the host), the NCCL
+// unique ids broadcast over MPI; the same figures as the CPU's rank threads.
+TB_TEST(tp2_and_dp2_under_mpirun_over_nccl_match_the_cpu) {
+#ifdef TB_MPIEXEC
+    if (!two_gpus("tp2_and_dp2_under_mpirun_over_nccl_match_the_cpu")) return;
+    compare_launched("mpi-tp2", MPIRUN " -np 2", "--world-size 2 --tensor-model-parallel-size 2", "", 1e-4, 1e-3, 1e-3);
+    compare_launched("mpi-dp2", MPIRUN " -np 2", "--world-size 2", "", 1e-4, 1e-3, 1e-3);
+#else
+    printf("  SKIP tp2_and_dp2_under_mpirun_over_nccl_match_the_cpu: built without MPI (no mpiexec at configure time)\n");
+#endif
+}
+
 // Under --memory-cap the rank's device allocations stop at the cap with the OOM report, exit 3.
+// The cap leaves room for the cuBLASLt workspace (a block of the rank's allocator, category
+// workspace) and 200000 bytes more, which the model's tensors exceed.
 TB_TEST(oom_under_a_cap_on_the_device) {
-    char run_dir[512], path[1024];
+    char run_dir[512], path[1024], cap[64];
     tb_tmp_path(run_dir, sizeof run_dir, "cuda-oom");
     tb_run(&sh, NULL, "rm -rf '%s'", run_dir);
-    int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " SMALL " --device cuda --memory-cap 200000 --run-dir '%s'", PRETRAIN,
+    snprintf(cap, sizeof cap, "%zu", TB_CUDA_WORKSPACE_BYTES + 200000);
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " SMALL " --device cuda --memory-cap %s --run-dir '%s'", PRETRAIN, cap,
                     run_dir);
     TB_CHECK(rc == TB_EXIT_OUT_OF_MEMORY, "exit %d (expected %d)\n%s", rc, TB_EXIT_OUT_OF_MEMORY, sh.err);
-    TB_CHECK(strstr(sh.err, "OUT OF MEMORY") && strstr(sh.err, "cap 200000 bytes"), "the report:\n%s", sh.err);
+    char capped[96];
+    snprintf(capped, sizeof capped, "cap %s bytes", cap);
+    TB_CHECK(strstr(sh.err, "OUT OF MEMORY") && strstr(sh.err, capped), "the report:\n%s", sh.err);
     snprintf(path, sizeof path, "%s/%s", run_dir, TB_RUN_OOM_REPORT);
     char *oom = tb_slurp(path);
     TB_CHECK(oom && strstr(oom, "\"cudaMalloc\""), "oom.json names the device memory: %s", oom ? oom : "(missing)");
+    TB_CHECK(oom && strstr(oom, "cuBLASLt workspace"), "oom.json lists the workspace among the live blocks: %s",
+             oom ? oom : "(missing)");
     free(oom);
 }
 
@@ -192,6 +224,7 @@ int main(void) {
     TB_RUN(one_step_bf16_matches_the_cpu);
     TB_RUN(fp16_skips_overflowing_steps_while_the_scale_backs_off);
     TB_RUN(tp2_and_dp2_over_nccl_match_the_cpu);
+    TB_RUN(tp2_and_dp2_under_mpirun_over_nccl_match_the_cpu);
     TB_RUN(oom_under_a_cap_on_the_device);
     tb_output_free(&sh);
     return tb_test_summary();

@@ -7,6 +7,7 @@
 // --print-rank-layout and exits without training, or exits 2 naming the violated rule.
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "comm/comm.h"
 #include "comm/local_backend.h"
 #include "config.h"
+#include "initialize.h"
 #include "parallel_state.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -476,6 +478,46 @@ TB_TEST(world_of_one_rank_has_groups_of_one) {
     parallel_state_world_free(&w);
 }
 
+// The rank's index among the ranks on its host (its GPU: this mod the visible count): the
+// rank without mpirun; under mpirun the process's local rank (OMPI_COMM_WORLD_LOCAL_RANK) times
+// the ranks of a process plus the rank's index in its process, so that two processes on one
+// host never take the same GPU while a second host's processes start again from 0.
+TB_TEST(rank_on_host_is_the_local_index_torchrun_calls_local_rank) {
+    tb_config cfg;
+    config_defaults(&cfg);
+    cfg.world_size = 8;
+    config_resolve(&cfg);
+    tb_error err;
+    tb_world w;
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    TB_REQUIRE(parallel_state_world_init(&w, &cfg, &err) == 0, "world_init: \"%s\"", err.msg);
+    for (int r = 0; r < 8; r++)
+        TB_CHECK(parallel_state_rank_on_host(&w.ranks[r]) == r, "one process: rank %d on host %d", r,
+                 parallel_state_rank_on_host(&w.ranks[r]));
+    parallel_state_world_free(&w);
+    // 4 processes of 2 rank threads, 2 processes per host: process 3 is the second on its host
+    TB_REQUIRE(parallel_state_world_init_process(&w, &cfg, 3, 4, &err) == 0, "world_init_process: \"%s\"", err.msg);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+    TB_CHECK(parallel_state_rank_on_host(&w.ranks[6]) == 2 && parallel_state_rank_on_host(&w.ranks[7]) == 3,
+             "process 3, local rank 1: ranks 6, 7 on host %d, %d (expected 2, 3)",
+             parallel_state_rank_on_host(&w.ranks[6]), parallel_state_rank_on_host(&w.ranks[7]));
+    TB_CHECK(tb_launch_processes_on_host(4) == 2, "processes on host %d (OMPI_COMM_WORLD_LOCAL_SIZE=2)",
+             tb_launch_processes_on_host(4));
+    // without the local rank (or with nonsense) the process index stands in for it
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x1", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "9", 1);
+    TB_CHECK(parallel_state_rank_on_host(&w.ranks[7]) == 7, "nonsense local rank: rank 7 on host %d",
+             parallel_state_rank_on_host(&w.ranks[7]));
+    TB_CHECK(tb_launch_processes_on_host(4) == 4, "local size 9 of 4 processes: %d on the host (expected all 4)",
+             tb_launch_processes_on_host(4));
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    TB_CHECK(tb_launch_processes_on_host(1) == 1, "one process: %d on the host", tb_launch_processes_on_host(1));
+    parallel_state_world_free(&w);
+}
+
 // Each rank sums its rank number over its tp and dp groups and the world, and counts itself.
 typedef struct sum_job {
     atomic_int calls[4];
@@ -686,6 +728,7 @@ int main(void) {
 
     TB_RUN(world_init_gives_each_rank_its_groups_with_one_shared_object_per_group);
     TB_RUN(world_of_one_rank_has_groups_of_one);
+    TB_RUN(rank_on_host_is_the_local_index_torchrun_calls_local_rank);
     TB_RUN(ranks_of_a_shared_group_meet_in_it);
 
     TB_RUN(print_layout_lists_every_rank_and_its_groups);

@@ -30,18 +30,22 @@ int tb_cuda_device_count(char *why, size_t why_len) {
     return n;
 }
 
-int tb_cuda_check_device_flag(const tb_config *cfg, tb_error *err) {
+int tb_cuda_check_device_flag(const tb_config *cfg, int ranks_on_host, tb_error *err) {
     char why[256] = "";
     const int n = tb_cuda_device_count(why, sizeof why);
     if (n <= 0) return tb_fail(err, "--device cuda: no GPU is visible (%s)", why);
     // NCCL takes one rank per GPU (a communicator refuses two members on one device)
-    if (cfg->world_size > 1 && cfg->world_size > n)
-        return tb_fail(err, "--device cuda with --world-size %d: needs %d GPUs (one rank per GPU), %d visible",
-                       cfg->world_size, cfg->world_size, n);
+    if (cfg->world_size > 1 && ranks_on_host > n) {
+        if (ranks_on_host == cfg->world_size)
+            return tb_fail(err, "--device cuda with --world-size %d: needs %d GPUs (one rank per GPU), %d visible",
+                           cfg->world_size, cfg->world_size, n);
+        return tb_fail(err, "--device cuda with --world-size %d: %d of its ranks are on this host, which needs as "
+                       "many GPUs (one rank per GPU), %d visible", cfg->world_size, ranks_on_host, n);
+    }
     return 0;
 }
 
-int tb_cuda_context_init(tb_cuda_context *ctx, int device, tb_error *err) {
+int tb_cuda_context_init(tb_cuda_context *ctx, int device, int own_workspace, tb_error *err) {
     memset(ctx, 0, sizeof *ctx);
     ctx->device = device;
     cudaError_t e = cudaSetDevice(device);
@@ -52,18 +56,20 @@ int tb_cuda_context_init(tb_cuda_context *ctx, int device, tb_error *err) {
         tb_cuda_context_free(ctx);
         return tb_fail(err, "device %d: cublasLtCreate: %s", device, cublasLtGetStatusString(st));
     }
-    ctx->workspace_bytes = (size_t)32 << 20;  // llm.c's cuBLASLt workspace
-    e = cudaMalloc(&ctx->workspace, ctx->workspace_bytes);
+    if (!own_workspace) return 0;
+    e = cudaMalloc(&ctx->workspace, TB_CUDA_WORKSPACE_BYTES);
     if (e != cudaSuccess) {
         tb_cuda_context_free(ctx);
-        return tb_fail(err, "device %d: cuBLASLt workspace of %zu bytes: %s", device, (size_t)32 << 20,
+        return tb_fail(err, "device %d: cuBLASLt workspace of %zu bytes: %s", device, TB_CUDA_WORKSPACE_BYTES,
                        cudaGetErrorString(e));
     }
+    ctx->workspace_bytes = TB_CUDA_WORKSPACE_BYTES;
+    ctx->owns_workspace = 1;
     return 0;
 }
 
 void tb_cuda_context_free(tb_cuda_context *ctx) {
-    if (ctx->workspace) cudaFree(ctx->workspace);
+    if (ctx->workspace && ctx->owns_workspace) cudaFree(ctx->workspace);
     if (ctx->lt) cublasLtDestroy((cublasLtHandle_t)ctx->lt);
     if (ctx->stream) cudaStreamDestroy((cudaStream_t)ctx->stream);
     memset(ctx, 0, sizeof *ctx);
@@ -100,11 +106,12 @@ int tb_cuda_device_count(char *why, size_t why_len) {
     snprintf(why, why_len, "%s", NOT_BUILT);
     return 0;
 }
-int tb_cuda_check_device_flag(const tb_config *cfg, tb_error *err) {
-    (void)cfg;
+int tb_cuda_check_device_flag(const tb_config *cfg, int ranks_on_host, tb_error *err) {
+    (void)cfg, (void)ranks_on_host;
     return tb_fail(err, "--device cuda: %s", NOT_BUILT);
 }
-int tb_cuda_context_init(tb_cuda_context *ctx, int device, tb_error *err) {
+int tb_cuda_context_init(tb_cuda_context *ctx, int device, int own_workspace, tb_error *err) {
+    (void)own_workspace;
     memset(ctx, 0, sizeof *ctx);
     ctx->device = device;
     return tb_fail(err, "%s", NOT_BUILT);

@@ -16,21 +16,30 @@ int tb_cuda_built(void);
 // The GPUs visible to this process (0 with `why` set when none or not built).
 int tb_cuda_device_count(char *why, size_t why_len);
 
-// `--device cuda`: 0 when training can run on the GPUs of this machine; otherwise a message
-// that names the flag and why (not built, no GPU, fewer GPUs than ranks), non-zero. What the
+// `--device cuda`: 0 when training can run on the GPUs of this machine, ranks_on_host of the
+// run's ranks being on it (the whole world without mpirun); otherwise a message that names
+// the flag and why (not built, no GPU, fewer GPUs than the host's ranks), non-zero. What the
 // CUDA backend does not run yet is refused by config_validate (config.c).
-int tb_cuda_check_device_flag(const struct tb_config *cfg, tb_error *err);
+int tb_cuda_check_device_flag(const struct tb_config *cfg, int ranks_on_host, tb_error *err);
 
 // One rank's device: what every kernel launch and GEMM of the rank runs on.
 typedef struct tb_cuda_context {
     int device;
     void *stream;          // cudaStream_t (compute)
     void *lt;              // cublasLtHandle_t
-    void *workspace;       // cuBLASLt workspace (device)
+    void *workspace;       // cuBLASLt workspace (device), TB_CUDA_WORKSPACE_BYTES
     size_t workspace_bytes;
+    int owns_workspace;    // 1: cudaMalloc'd by tb_cuda_context_init (freed by _free)
 } tb_cuda_context;
 
-int tb_cuda_context_init(tb_cuda_context *ctx, int device, tb_error *err);
+#define TB_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)  // llm.c's cuBLASLt workspace
+
+// The device current for the calling thread, its compute stream and cuBLASLt handle. With
+// own_workspace the cuBLASLt workspace is cudaMalloc'd here (tools, tests); without, the
+// caller gives it one (training: a block of the rank's allocator, category workspace, so the
+// memory report, the cap and the OOM report count it) in workspace/workspace_bytes before
+// the first GEMM, and frees it.
+int tb_cuda_context_init(tb_cuda_context *ctx, int device, int own_workspace, tb_error *err);
 void tb_cuda_context_free(tb_cuda_context *ctx);
 
 // CUDA-event timing of work on a stream: start → stop, elapsed in ms after a sync.
