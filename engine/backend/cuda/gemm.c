@@ -4,6 +4,7 @@
 // column-major (C,N).
 #include "backend/cuda/gemm.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +28,13 @@ static cudaDataType_t data_type(tb_cuda_dtype t) {
             goto done;                                                                             \
         }                                                                                          \
     } while (0)
+
+// The largest power of two up to 256 that divides the address (the operand's alignment).
+static uint32_t alignment(const void *p) {
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a != 0) a >>= 1;
+    return a;
+}
 
 // Column-major D (m,n) = alpha · op(A) op(B) + beta · D, with an optional bias epilogue
 // (a vector of m added to every column of D).
@@ -56,6 +64,14 @@ static int lt_matmul(tb_cuda_context *ctx, void *D, tb_cuda_dtype dtype_d, const
     LT(cublasLtMatmulPreferenceCreate(&pref));
     LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx->workspace_bytes,
                                             sizeof ctx->workspace_bytes));
+    // The heuristic assumes 256-byte aligned operands unless told otherwise; a tensor inside a
+    // block (a parameter of the flat buffer, a microbatch's rows) may be aligned to as little
+    // as its element, and an algorithm that needs more would fault on it.
+    const uint32_t align_a = alignment(A), align_b = alignment(B), align_d = alignment(D);
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d));
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     LT(cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)ctx->lt, op, la, lb, ld, ld, pref, 1, &heur, &found));
