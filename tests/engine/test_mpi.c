@@ -689,17 +689,21 @@ TB_TEST(out_of_memory_in_two_processes_keeps_both_in_oom_json) {
 // The hang drills under processes (the threads' are test_comm_records'): a rank stalled at
 // step 2, whichever process's watchdog fires first, the merged report's root cause is the
 // stalled rank every time — tp, dp, pp, tp x pp and tp x dp x pp (two rank threads per
-// process). TB_HANG_REPEATS sets the repeats (default 2).
+// process). TB_HANG_REPEATS sets the repeats (default 2). The collective timeout is 2 s, 4 s
+// for the 8 ranks: on a loaded 2-core host a healthy rank of 8 once lagged more than 2 s
+// behind the others, so that it had not yet reached the call they were waiting in when the
+// dumps were taken and the report named it too (2 root causes); the timeout is what a rank
+// may lag, and the drill is about the stalled rank, not about a host that slow.
 TB_TEST(the_root_cause_of_each_hang_drill_under_mpirun_is_the_stalled_rank_every_time) {
     static const struct {
         const char *layout;
-        int processes, ranks_per_process, stalled;
+        int processes, ranks_per_process, stalled, timeout_s;
     } drills[] = {
-        {"--world-size 2 --tensor-model-parallel-size 2", 2, 1, 1},
-        {"--world-size 2", 2, 1, 0},
-        {"--world-size 2 --pipeline-model-parallel-size 2", 2, 1, 1},
-        {"--world-size 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", 4, 1, 1},
-        {"--world-size 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", 4, 2, 5},
+        {"--world-size 2 --tensor-model-parallel-size 2", 2, 1, 1, 2},
+        {"--world-size 2", 2, 1, 0, 2},
+        {"--world-size 2 --pipeline-model-parallel-size 2", 2, 1, 1, 2},
+        {"--world-size 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", 4, 1, 1, 2},
+        {"--world-size 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", 4, 2, 5, 4},
     };
     const char *env = getenv("TB_HANG_REPEATS");
     const int repeats = env && atoi(env) > 0 ? atoi(env) : 2;
@@ -711,9 +715,9 @@ TB_TEST(the_root_cause_of_each_hang_drill_under_mpirun_is_the_stalled_rank_every
             tb_run(&sh, NULL, "rm -rf %s", dir);
             int rc = mpirun(drills[d].processes,
                             " --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --vocab-size 64"
-                            " --micro-batch-size 1 --global-batch-size 8 --train-iters 3 --collective-timeout 2"
+                            " --micro-batch-size 1 --global-batch-size 8 --train-iters 3 --collective-timeout %d"
                             " --inject-stall %d:2 %s --ranks-per-process %d --run-dir %s",
-                            drills[d].stalled, drills[d].layout, drills[d].ranks_per_process, dir);
+                            drills[d].timeout_s, drills[d].stalled, drills[d].layout, drills[d].ranks_per_process, dir);
             snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_HANG_REPORT);
             json_t *h = rc == 4 ? tb_load_json(path) : NULL;
             json_t *root = json_object_get(h, "root_cause");
