@@ -334,7 +334,8 @@ __global__ void sum_squares_kernel(double *out, const float *x, size_t n) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
-// launchers
+// launchers (each returns 0 at once when there is nothing to do: a grid of 0 blocks is a
+// launch error, and the CPU twins do nothing there)
 
 #define BF(p) reinterpret_cast<__nv_bfloat16 *>(p)
 #define CBF(p) reinterpret_cast<const __nv_bfloat16 *>(p)
@@ -343,88 +344,107 @@ extern "C" {
 
 int cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                            const float *bias, int N, int C, float eps, tb_cuda_stream s) {
+    if (N <= 0) return 0;
     layernorm_forward_kernel<<<N, kThreads, 0, s>>>(out, mean, rstd, inp, weight, bias, C, eps);
     return launched();
 }
 int cuda_layernorm_forward_bf16(tb_bf16 *out, float *mean, float *rstd, const tb_bf16 *inp, const float *weight,
                                 const float *bias, int N, int C, float eps, tb_cuda_stream s) {
+    if (N <= 0) return 0;
     layernorm_forward_kernel<<<N, kThreads, 0, s>>>(BF(out), mean, rstd, CBF(inp), weight, bias, C, eps);
     return launched();
 }
 int cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, const float *mean, const float *rstd, int N, int C,
                             tb_cuda_stream s) {
+    if (N <= 0) return 0;
     layernorm_backward_kernel<<<N, kThreads, 0, s>>>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, C);
     return launched();
 }
 int cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps,
                          tb_cuda_stream s) {
+    if (N <= 0) return 0;
     rmsnorm_forward_kernel<<<N, kThreads, 0, s>>>(out, rstd, inp, weight, C, eps);
     return launched();
 }
 int cuda_rmsnorm_forward_bf16(tb_bf16 *out, float *rstd, const tb_bf16 *inp, const float *weight, int N, int C,
                               float eps, tb_cuda_stream s) {
+    if (N <= 0) return 0;
     rmsnorm_forward_kernel<<<N, kThreads, 0, s>>>(BF(out), rstd, CBF(inp), weight, C, eps);
     return launched();
 }
 int cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                           const float *rstd, int N, int C, tb_cuda_stream s) {
+    if (N <= 0) return 0;
     rmsnorm_backward_kernel<<<N, kThreads, 0, s>>>(dinp, dweight, dout, inp, weight, rstd, C);
     return launched();
 }
 
 int cuda_gelu_forward(float *out, const float *inp, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
     gelu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, inp, n);
     return launched();
 }
 int cuda_gelu_forward_bf16(tb_bf16 *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
     gelu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(BF(out), CBF(inp), n);
     return launched();
 }
 int cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
     gelu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(dinp, inp, dout, n);
     return launched();
 }
 int cuda_swiglu_forward(float *out, const float *inp, int N, int F, tb_cuda_stream s) {
+    if ((size_t)N * F == 0) return 0;
     swiglu_forward_kernel<<<blocks_for((size_t)N * F), kThreads, 0, s>>>(out, inp, N, F);
     return launched();
 }
 int cuda_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F, tb_cuda_stream s) {
+    if ((size_t)N * F == 0) return 0;
     swiglu_backward_kernel<<<blocks_for((size_t)N * F), kThreads, 0, s>>>(dinp, inp, dout, N, F);
     return launched();
 }
 
 int cuda_add(float *out, const float *a, const float *b, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
     add_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, a, b, n);
     return launched();
 }
 int cuda_add_bf16(tb_bf16 *out, const tb_bf16 *a, const tb_bf16 *b, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
     add_kernel<<<blocks_for(n), kThreads, 0, s>>>(BF(out), CBF(a), CBF(b), n);
     return launched();
 }
 int cuda_add_inplace(float *acc, const float *b, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
     add_inplace_kernel<<<blocks_for(n), kThreads, 0, s>>>(acc, b, n);
     return launched();
 }
 int cuda_cast_f32_to_bf16(tb_bf16 *out, const float *inp, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
     cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(BF(out), inp, n);
     return launched();
 }
 int cuda_cast_f32_to_f16(tb_f16 *out, const float *inp, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
     cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(reinterpret_cast<__half *>(out), inp, n);
     return launched();
 }
 int cuda_cast_bf16_to_f32(float *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
     cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, CBF(inp), n);
     return launched();
 }
 int cuda_bias_backward(float *dbias, const float *dout, int N, int OC, tb_cuda_stream s) {
+    if (OC <= 0) return 0;
     bias_backward_kernel<<<(OC + kThreads - 1) / kThreads, kThreads, 0, s>>>(dbias, dout, N, OC);
     return launched();
 }
 
 int cuda_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
                     int dim, int interleaved, int inverse, tb_cuda_stream s) {
+    if ((size_t)B * T * heads * (dim / 2) == 0) return 0;
     rope_kernel<<<blocks_for((size_t)B * T * heads * (dim / 2)), kThreads, 0, s>>>(
         qkv, cos_t, sin_t, B * T, T, row, heads, hs, dim, interleaved, inverse ? -1.0f : 1.0f);
     return launched();
@@ -432,45 +452,53 @@ int cuda_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, i
 
 int cuda_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
                            const float *wpe, const int32_t *pos, int B, int T, int C, tb_cuda_stream s) {
+    if ((size_t)B * T * C == 0) return 0;
     embedding_forward_kernel<<<blocks_for((size_t)B * T * C), kThreads, 0, s>>>(out, tokens, wte, vocab_start,
                                                                                 vocab_local, wpe, pos, B * T, T, C);
     return launched();
 }
 int cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
                             int vocab_local, const int32_t *pos, int B, int T, int C, tb_cuda_stream s) {
+    if ((size_t)B * T * C == 0) return 0;
     embedding_backward_kernel<<<blocks_for((size_t)B * T * C), kThreads, 0, s>>>(
         dwte, dwpe, dout, tokens, vocab_start, vocab_local, pos, B * T, T, C);
     return launched();
 }
 
 int cuda_ce_row_max(const float *logits, float *rowmax, int N, int Vl, int vocab_start, int V, tb_cuda_stream s) {
+    if (N <= 0) return 0;
     ce_row_max_kernel<<<N, kThreads, 0, s>>>(logits, rowmax, Vl, vocab_start, V);
     return launched();
 }
 int cuda_ce_target_logit(const float *logits, const float *max, float *target, const int32_t *targets, int N,
                          int Vl, int vocab_start, tb_cuda_stream s) {
+    if (N <= 0) return 0;
     ce_target_logit_kernel<<<(N + kThreads - 1) / kThreads, kThreads, 0, s>>>(logits, max, target, targets, N, Vl,
                                                                                vocab_start);
     return launched();
 }
 int cuda_ce_exp_sum(float *logits, const float *max, float *sum, int N, int Vl, int vocab_start, int V,
                     tb_cuda_stream s) {
+    if (N <= 0) return 0;
     ce_exp_sum_kernel<<<N, kThreads, 0, s>>>(logits, max, sum, Vl, vocab_start, V);
     return launched();
 }
 int cuda_ce_normalize(float *probs, const float *sum, const float *target, float *losses, int N, int Vl,
                       tb_cuda_stream s) {
+    if (N <= 0) return 0;
     ce_normalize_kernel<<<N, kThreads, 0, s>>>(probs, sum, target, losses, Vl);
     return launched();
 }
 int cuda_cross_entropy_backward(float *probs_to_dlogits, const int32_t *targets, float dloss, int N, int Vl,
                                 int vocab_start, tb_cuda_stream s) {
+    if (N <= 0) return 0;
     ce_backward_kernel<<<N, kThreads, 0, s>>>(probs_to_dlogits, targets, dloss, Vl, vocab_start);
     return launched();
 }
 
 int cuda_adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
                       float eps, float keep, float step, float inv_sqrt_bc2, tb_cuda_stream s) {
+    if (n == 0) return 0;
     adamw_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, m, v, g, n, grad_scale, b1, b2, eps, keep, step,
                                                     inv_sqrt_bc2);
     return launched();
@@ -489,12 +517,13 @@ int cuda_scale(float *out, const float *inp, float scale, size_t n, tb_cuda_stre
 }
 int cuda_add_positions(float *out, const float *wpe, const int32_t *pos, int B, int T, int C, tb_cuda_stream s) {
     const size_t n = (size_t)B * T * C;
-    if (n == 0) return 0;
+    if (n == 0 || !wpe) return 0;  // no learned positions (RoPE, none): nothing to add, as on the CPU
     add_positions_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, wpe, pos, B * T, T, C);
     return launched();
 }
 
 int cuda_sum_squares(double *out, const float *x, size_t n, tb_cuda_stream s) {
+    if (n == 0) return 0;
     unsigned blocks = blocks_for(n);
     if (blocks > 1024) blocks = 1024;
     sum_squares_kernel<<<blocks, kThreads, 0, s>>>(out, x, n);
