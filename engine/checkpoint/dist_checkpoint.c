@@ -270,6 +270,16 @@ struct dist_ckpt_save {
     double run_delay_s;  // the writer thread's wait for a core (conditions_thread_run_delay_s)
 };
 
+// The distributed optimizer's all-gathered moments given back (the unsharded ones are the
+// optimizer's own).
+static void free_gathered_moments(struct dist_ckpt_save *sv) {
+    for (int c = 0; sv->moments && c < sv->s->nchunks; c++)
+        if (sv->s->opts[c].sharded) {
+            tb_free(&sv->s->rk->mem, sv->moments[2 * c]), tb_free(&sv->s->rk->mem, sv->moments[2 * c + 1]);
+            sv->moments[2 * c] = sv->moments[2 * c + 1] = NULL;
+        }
+}
+
 // Materialisation: the moments all-gathered where sharded, the pieces this rank writes listed
 // (and, for an async save, copied out). A collective: in the rank's thread.
 static void materialize(struct dist_ckpt_save *sv) {
@@ -335,6 +345,7 @@ static void materialize(struct dist_ckpt_save *sv) {
             sv->entries[i].data = at;
             at += numel;
         }
+        free_gathered_moments(sv);  // the copies hold them: not kept on the device while training goes on
     } else {
         sv->on_device = !be->host;
     }
@@ -395,8 +406,7 @@ static void save_free(struct dist_ckpt_save *sv) {
     json_decref(sv->pieces);
     if (sv->staging) tb_host_buffer_free(&rk->mem, sv->staging);
     tb_host_stage_free(&sv->stage);
-    for (int c = 0; sv->moments && c < sv->s->nchunks; c++)
-        if (sv->s->opts[c].sharded) tb_free(&rk->mem, sv->moments[2 * c]), tb_free(&rk->mem, sv->moments[2 * c + 1]);
+    free_gathered_moments(sv);
     free(sv->moments);
     free(sv);
 }
