@@ -352,8 +352,6 @@ static void materialize(struct dist_ckpt_save *sv) {
     phase_end(&sv->t, CKPT_MATERIALIZE, ms_now(rk), (int64_t)(floats * sizeof(float)));
 }
 
-// Serialisation, write and fsync of this rank's shard file and its piece list: no collective,
-// so it may run in a background thread.
 // A device's piece, one at a time through the save's host stage (a synchronous save: the rank's thread).
 static const float *fetch_piece(void *ctx, int i, const tb_st_entry *e) {
     (void)i;
@@ -361,6 +359,8 @@ static const float *fetch_piece(void *ctx, int i, const tb_st_entry *e) {
     return tb_host_read(&sv->stage, e->data, (size_t)e->shape[0] * e->shape[1] * sizeof(float));
 }
 
+// Serialisation, write and fsync of this rank's shard file and its piece list: no collective,
+// so it may run in a background thread.
 static void write_files(struct dist_ckpt_save *sv) {
     const dist_ckpt_state *s = sv->s;
     const tb_rank *rk = s->rk;
