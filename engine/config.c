@@ -477,11 +477,6 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
                  "to 256)", c->hidden_size / c->num_attention_heads);
     CUDA_REFUSED(c->overlap_grad_reduce, "device cuda with overlap_grad_reduce: not supported yet (the "
                  "communication thread has no device context)");
-    CUDA_REFUSED(c->save[0], "device cuda with save: not supported yet (checkpoints read host memory)");
-    CUDA_REFUSED(c->load[0], "device cuda with load: not supported yet (checkpoints write host memory)");
-    CUDA_REFUSED(c->save_hf[0], "device cuda with save_hf: not supported yet (the writer reads host memory)");
-    CUDA_REFUSED(c->dump_tensors[0], "device cuda with dump_tensors: not supported yet (the dump reads host "
-                 "memory)");
 #undef CUDA_REFUSED
 }
 

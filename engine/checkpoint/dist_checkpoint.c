@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
+#include "backend/host_stage.h"
 #include "checkpoint/safetensors.h"
 #include "comm/comm.h"
 #include "config.h"
@@ -158,7 +160,7 @@ static void phase_end(dist_ckpt_timing *t, int phase, double ms, int64_t bytes) 
 
 // Rank 0: the rank files' piece lists merged into metadata.json, then the commit.
 static int commit(const dist_ckpt_state *s, const char *dir, const char *tmp, const char *final, int64_t iteration,
-                  dist_ckpt_timing *t, tb_error *err) {
+                  int64_t optimizer_step, dist_ckpt_timing *t, tb_error *err) {
     const tb_config *cfg = s->cfg;
     json_t *tensors = json_object(), *files = json_object();
     char path[CKPT_PATH];
@@ -199,7 +201,7 @@ static int commit(const dist_ckpt_state *s, const char *dir, const char *tmp, co
         json_t *meta = json_pack(
             "{s:s, s:i, s:I, s:I, s:{s:I}, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}, s:o, s:o}", "format", CKPT_FORMAT,
             "version", CKPT_VERSION, "iteration", (json_int_t)iteration, "consumed_samples",
-            (json_int_t)(iteration * cfg->global_batch_size), "optimizer", "step", (json_int_t)s->opts[0].t, "config",
+            (json_int_t)(iteration * cfg->global_batch_size), "optimizer", "step", (json_int_t)optimizer_step, "config",
             config_to_json(cfg), "layout", "tp", cfg->tensor_model_parallel_size, "pp",
             cfg->pipeline_model_parallel_size, "vpp", vpp, "dp", cfg->data_parallel_size, "ep", cfg->expert_model_parallel_size, "etp",
             cfg->expert_tensor_parallel_size, "world", cfg->world_size,
@@ -251,10 +253,13 @@ struct dist_ckpt_save {
     const dist_ckpt_state *s;
     char dir[CKPT_PATH], final[CKPT_PATH], tmp[CKPT_PATH];
     int64_t iteration;
+    int64_t optimizer_step;  // Adam's step at the save (an async save commits after later steps)
     int n;
     tb_st_entry *entries;
     json_t *pieces;
-    float *staging;    // async: the copies entries point at (the model trains on meanwhile)
+    float *staging;    // async: the copies entries point at, host memory (the model trains on meanwhile)
+    int on_device;     // sync on a device: entries point at device tensors, staged one at a time
+    tb_host_stage stage;
     float **moments;   // the distributed optimizer's all-gathered moments, per chunk (2 each)
     int ok;
     tb_error err;
@@ -264,6 +269,16 @@ struct dist_ckpt_save {
     int threaded;
     double run_delay_s;  // the writer thread's wait for a core (conditions_thread_run_delay_s)
 };
+
+// The distributed optimizer's all-gathered moments given back (the unsharded ones are the
+// optimizer's own).
+static void free_gathered_moments(struct dist_ckpt_save *sv) {
+    for (int c = 0; sv->moments && c < sv->s->nchunks; c++)
+        if (sv->s->opts[c].sharded) {
+            tb_free(&sv->s->rk->mem, sv->moments[2 * c]), tb_free(&sv->s->rk->mem, sv->moments[2 * c + 1]);
+            sv->moments[2 * c] = sv->moments[2 * c + 1] = NULL;
+        }
+}
 
 // Materialisation: the moments all-gathered where sharded, the pieces this rank writes listed
 // (and, for an async save, copied out). A collective: in the rank's thread.
@@ -318,18 +333,30 @@ static void materialize(struct dist_ckpt_save *sv) {
             }
         }
     }
+    const tb_backend *be = tb_be();
     if (s->cfg->async_save && floats) {
-        // the state as of this step, for the background writer
-        sv->staging = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, floats * sizeof(float), "checkpoint staging");
+        // the state as of this step, for the background writer: host memory (on a device, a
+        // copy of every piece this rank writes, made here in the rank's thread)
+        sv->staging = tb_host_buffer(&rk->mem, floats * sizeof(float), "checkpoint staging");
         float *at = sv->staging;
         for (int i = 0; i < sv->n; i++) {
             size_t numel = (size_t)sv->entries[i].shape[0] * sv->entries[i].shape[1];
-            memcpy(at, sv->entries[i].data, numel * sizeof(float));
+            be->copy_to_host(at, sv->entries[i].data, numel * sizeof(float));  // the CPU's: memcpy
             sv->entries[i].data = at;
             at += numel;
         }
+        free_gathered_moments(sv);  // the copies hold them: not kept on the device while training goes on
+    } else {
+        sv->on_device = !be->host;
     }
     phase_end(&sv->t, CKPT_MATERIALIZE, ms_now(rk), (int64_t)(floats * sizeof(float)));
+}
+
+// A device's piece, one at a time through the save's host stage (a synchronous save: the rank's thread).
+static const float *fetch_piece(void *ctx, int i, const tb_st_entry *e) {
+    (void)i;
+    struct dist_ckpt_save *sv = ctx;
+    return tb_host_read(&sv->stage, e->data, (size_t)e->shape[0] * e->shape[1] * sizeof(float));
 }
 
 // Serialisation, write and fsync of this rank's shard file and its piece list: no collective,
@@ -345,7 +372,9 @@ static void write_files(struct dist_ckpt_save *sv) {
     if (slow_writer(s->cfg, &delay_ms) == rk->rank) usleep((useconds_t)delay_ms * 1000);  // the drill
     double slept = ms_now(rk) - t0;
     sv->ok = ckpt_path(path, &sv->err, "%s/%s", sv->tmp, file) == 0 &&
-             (sv->n == 0 || tb_safetensors_write_timed(path, sv->entries, sv->n, NULL, sec, &sv->err) == 0);
+             (sv->n == 0 || tb_safetensors_write_from(path, sv->entries, sv->n, NULL,
+                                                      sv->on_device ? &(tb_st_source){fetch_piece, sv} : NULL, sec,
+                                                      &sv->err) == 0);
     // phases as they ran: serialize, write (the drill's delay is the write's), fsync
     sv->t.start_ms[CKPT_SERIALIZE] = t0;
     sv->t.end_ms[CKPT_SERIALIZE] = sv->t.start_ms[CKPT_WRITE] = t0 + sec[0] * 1e3;
@@ -375,9 +404,9 @@ static void save_free(struct dist_ckpt_save *sv) {
     for (int i = 0; i < sv->n; i++) free((char *)sv->entries[i].name);
     free(sv->entries);
     json_decref(sv->pieces);
-    if (sv->staging) tb_free(&rk->mem, sv->staging);
-    for (int c = 0; sv->moments && c < sv->s->nchunks; c++)
-        if (sv->s->opts[c].sharded) tb_free(&rk->mem, sv->moments[2 * c]), tb_free(&rk->mem, sv->moments[2 * c + 1]);
+    if (sv->staging) tb_host_buffer_free(&rk->mem, sv->staging);
+    tb_host_stage_free(&sv->stage);
+    free_gathered_moments(sv);
     free(sv->moments);
     free(sv);
 }
@@ -471,7 +500,7 @@ static int complete(const dist_ckpt_state *s, dist_ckpt_writer *w, tb_error *err
         if (rk->rank == 0) {
             TB_RANGE_PUSH("checkpoint.metadata");
             phase_begin(&sv->t, CKPT_METADATA, ms_now(rk));
-            ok = commit(s, sv->dir, sv->tmp, sv->final, sv->iteration, &sv->t, err) == 0;
+            ok = commit(s, sv->dir, sv->tmp, sv->final, sv->iteration, sv->optimizer_step, &sv->t, err) == 0;
             TB_RANGE_POP();
         }
         rc = agree(rk, ok, "checkpoint commit", err);
@@ -513,6 +542,7 @@ int dist_checkpoint_save(const dist_ckpt_state *s, dist_ckpt_writer *w, const ch
     sv->s = &sv->state;
     sv->t.begin_ms = t0;
     sv->iteration = iteration;
+    sv->optimizer_step = s->opts[0].t;
     int ok = ckpt_path(sv->dir, err, "%s", dir) == 0 &&
              ckpt_path(sv->final, err, "%s/iter_%07" PRId64, dir, iteration) == 0 &&
              ckpt_path(sv->tmp, err, "%s.tmp", sv->final) == 0;
@@ -652,7 +682,7 @@ static int geo_int(const json_t *t, const char *key) { return (int)json_integer_
 // Global tensor `name` reassembled from its pieces, then this rank's shard of it (p's
 // geometry at tp ranks: an expert's at etp ranks) written to dst.
 static int load_tensor(open_files *of, const json_t *tensors, const char *name, const gpt_param *p, int tp,
-                       int tp_rank, float *dst, tb_allocator *mem, tb_error *err) {
+                       int tp_rank, float *dst, tb_allocator *mem, tb_host_stage *stage, tb_error *err) {
     const json_t *t = json_object_get(tensors, name);
     if (!t) return tb_fail(err, "%s: tensor %s is not in the checkpoint", of->dir, name);
     gpt_param src = *p;  // the saving layout's geometry of the same tensor
@@ -671,9 +701,10 @@ static int load_tensor(open_files *of, const json_t *tensors, const char *name, 
                        of->dir, name, real, src.full_rows, src.full_cols, src.nseg, p->hf_rows, p->full_rows,
                        p->full_cols, p->nseg);
     const size_t src_full = (size_t)src.full_rows * src.full_cols, dst_full = (size_t)p->full_rows * p->full_cols;
-    float *full = tb_alloc(mem, TB_MEM_WORKSPACE, (src_full > dst_full ? src_full : dst_full) * sizeof(float),
-                           "checkpoint tensor"),
-          *shard = tb_alloc(mem, TB_MEM_WORKSPACE, (size_t)src.rows * src.cols * sizeof(float), "checkpoint shard");
+    // host memory: the files' pieces read and reassembled on the host, this rank's shard then
+    // written to dst (on a device: through the stage)
+    float *full = tb_host_buffer(mem, (src_full > dst_full ? src_full : dst_full) * sizeof(float), "checkpoint tensor"),
+          *shard = tb_host_buffer(mem, (size_t)src.rows * src.cols * sizeof(float), "checkpoint shard");
     // every tp piece exactly once
     int have[TB_MAX_GROUP] = {0}, rc = 0;
     size_t i;
@@ -706,10 +737,12 @@ static int load_tensor(open_files *of, const json_t *tensors, const char *name, 
             if (p->full_rows > real) memset(full + (size_t)real * p->full_cols, 0,
                                             (size_t)(p->full_rows - real) * p->full_cols * sizeof(float));
         }
-        gpt_param_shard_copy(p, tp, tp_rank, full, dst, 1);
+        const size_t bytes = p->numel * sizeof(float);
+        gpt_param_shard_copy(p, tp, tp_rank, full, tb_host_write_begin(stage, dst, bytes), 1);
+        tb_host_write_end(stage, dst, bytes);
     }
-    tb_free(mem, full);
-    tb_free(mem, shard);
+    tb_host_buffer_free(mem, full);
+    tb_host_buffer_free(mem, shard);
     return rc;
 }
 
@@ -735,6 +768,7 @@ static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iterati
     open_files of = {.dir = resolved, .digests = json_object_get(meta, "files")};
     const json_t *tensors = json_object_get(meta, "tensors");
     tb_allocator *mem = &s->rk->mem;
+    tb_host_stage stage = {0};
     for (int c = 0; c < s->nchunks && rc == 0; c++) {
         gpt_model *m = &s->models[c];
         tb_adamw *o = &s->opts[c];
@@ -754,7 +788,7 @@ static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iterati
                 if (k > 0 && !json_object_get(tensors, name))
                     rc = tb_fail(err, "%s: the checkpoint has no optimizer state (%s; saved with --no-save-optim?): "
                                  "--no-load-optim starts a fresh optimizer", of.dir, name);
-                else rc = load_tensor(&of, tensors, name, p, parts, part, dst[k], mem, err);
+                else rc = load_tensor(&of, tensors, name, p, parts, part, dst[k], mem, &stage, err);
             }
         }
         if (o->sharded) {
@@ -767,6 +801,7 @@ static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iterati
         }
         o->t = s->cfg->load_optim ? json_integer_value(step) : 0;
     }
+    tb_host_stage_free(&stage);
     *bytes = (float)of.bytes_read;
     close_files(&of);
     if (rc == 0) *iteration = json_integer_value(it);

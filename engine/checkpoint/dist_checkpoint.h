@@ -25,7 +25,14 @@
 // split over etp is one piece per etp rank ("tp_rank" its etp index, "tp" the etp size), so a
 // checkpoint saved at one expert-parallel (or expert-tensor-parallel) size loads at any other.
 // Under the distributed optimizer the moments are first all-gathered bucket by bucket over the
-// data-parallel group (an experts' bucket over expert-dp: adamw_bucket_group).
+// data-parallel group (an experts' bucket over expert-dp: adamw_bucket_group), into buffers of
+// the rank's backend (device memory on --device cuda: NCCL moves device buffers).
+//
+// On a device backend (--device cuda) the pieces go through host memory
+// (backend/host_stage.h): a synchronous save copies each piece to one host stage as the
+// writer reaches it, one at a time; an async save snapshots every piece it writes into one
+// host buffer in the rank's thread; a load reassembles each tensor on the host and copies the
+// rank's shard to the device. The files are the CPU's bit for bit for the same state.
 //
 // metadata.json: {"format": "tracebook-dist-checkpoint", "version": 1, "iteration",
 //   "consumed_samples", "optimizer": {"step"}, "config" (resolved), "layout" {tp, pp, vpp,
@@ -76,7 +83,8 @@ typedef struct dist_ckpt_state {
 //                with the rename and the directory's fsync
 //   barrier      from this rank's arrival (its file and piece list written) to every rank's
 //   metadata, commit   rank 0: metadata.json; the rename to iter_NNNNNNN and latest
-// (On the CPU backend there is no device-to-host copy: the state is host memory.)
+// (On the CPU backend there is no device-to-host copy: the state is host memory. On a device,
+// materialize includes an async save's copies to the host, write a sync save's.)
 enum { CKPT_MATERIALIZE, CKPT_SERIALIZE, CKPT_WRITE, CKPT_FSYNC, CKPT_BARRIER, CKPT_METADATA, CKPT_COMMIT,
        CKPT_NPHASES };
 typedef struct dist_ckpt_timing {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/host_stage.h"
 #include "checkpoint/safetensors.h"
 #include "core/xalloc.h"
 
@@ -43,29 +44,35 @@ static void transpose(float *dst, const float *src, int rows, int cols) {
                     dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
 }
 
+// The writer's source: tensor i gathered whole over tp (a collective) into host memory, in
+// file layout. One tensor at a time: the gather and transpose buffers hold the largest.
+typedef struct hf_source {
+    gpt_model *m;
+    float *whole, *file;  // host: the gathered tensor, its transpose
+    int next;             // the next tensor to gather (every tp rank gathers them all, in order)
+} hf_source;
+
+static const float *hf_fetch(void *ctx, int i, const tb_st_entry *e) {
+    (void)e;
+    hf_source *src = ctx;
+    const gpt_param *p = &src->m->params[i];
+    src->next = i + 1;
+    gpt_gather_param(src->m, i, 0, src->whole);
+    if (!p->hf_transposed) return src->whole;
+    transpose(src->file, src->whole, p->full_rows, p->full_cols);
+    return src->file;
+}
+
 int gpt_save_safetensors(gpt_model *m, const char *path, int write, tb_error *err) {
-    // Every tensor, whole (gathered over tp) and in file layout, staged in one workspace buffer.
-    size_t staged = 0, largest = 0;
-    for (int i = 0; i < m->nparams; i++) {
-        staged += full_numel(&m->params[i]);
+    size_t largest = 0;
+    for (int i = 0; i < m->nparams; i++)
         if (full_numel(&m->params[i]) > largest) largest = full_numel(&m->params[i]);
-    }
-    float *stage = tb_alloc(m->mem, TB_MEM_WORKSPACE, staged * sizeof(float), "checkpoint staging");
-    float *whole = tb_alloc(m->mem, TB_MEM_WORKSPACE, largest * sizeof(float), "checkpoint gather");
+    hf_source src = {m, tb_host_buffer(m->mem, largest * sizeof(float), "checkpoint gather"),
+                     tb_host_buffer(m->mem, largest * sizeof(float), "checkpoint staging"), 0};
     tb_st_entry *entries = tb_xcalloc((size_t)m->nparams, sizeof *entries, "checkpoint entries");
-    float *next = stage;
     for (int i = 0; i < m->nparams; i++) {
-        const gpt_param *p = &m->params[i];
-        entries[i].name = p->name;
-        file_shape(p, &entries[i].ndim, entries[i].shape);
-        if (p->hf_transposed) {
-            gpt_gather_param(m, i, 0, whole);  // collective over tp
-            transpose(next, whole, p->full_rows, p->full_cols);
-        } else {
-            gpt_gather_param(m, i, 0, next);
-        }
-        entries[i].data = next;
-        next += full_numel(p);
+        entries[i].name = m->params[i].name;
+        file_shape(&m->params[i], &entries[i].ndim, entries[i].shape);
     }
     int rc = 0;
     if (write) {
@@ -73,14 +80,18 @@ int gpt_save_safetensors(gpt_model *m, const char *path, int write, tb_error *er
         char *config_text = json_dumps(config, JSON_COMPACT);
         json_t *meta = json_pack("{s:s, s:s, s:s}", "format", "pt", "producer", "tracebook pretrain_gpt",
                                  "tracebook_config", config_text ? config_text : "{}");
-        rc = tb_safetensors_write(path, entries, m->nparams, meta, err);
+        const tb_st_source source = {hf_fetch, &src};
+        rc = tb_safetensors_write_from(path, entries, m->nparams, meta, &source, NULL, err);
         json_decref(meta);
         json_decref(config);
         free(config_text);
     }
+    // the gathers the writer did not make (a rank that does not write, or a write that failed
+    // part way): the other tp ranks are in them
+    while (src.next < m->nparams) hf_fetch(&src, src.next, &entries[src.next]);
     free(entries);
-    tb_free(m->mem, whole);
-    tb_free(m->mem, stage);
+    tb_host_buffer_free(m->mem, src.file);
+    tb_host_buffer_free(m->mem, src.whole);
     return rc;
 }
 
@@ -132,9 +143,9 @@ int gpt_load_safetensors(gpt_model *m, const char *path, tb_error *err) {
     size_t largest = 0;
     for (int i = 0; i < m->nparams; i++)
         if (full_numel(&m->params[i]) > largest) largest = full_numel(&m->params[i]);
-    float *buf = rc == 0 ? tb_alloc(m->mem, TB_MEM_WORKSPACE, 2 * largest * sizeof(float), "checkpoint staging")
-                         : NULL;
+    float *buf = rc == 0 ? tb_host_buffer(m->mem, 2 * largest * sizeof(float), "checkpoint staging") : NULL;
     float *whole = buf ? buf + largest : NULL;
+    tb_host_stage stage = {0};
     for (int i = 0; i < m->nparams && rc == 0; i++) {
         const gpt_param *p = &m->params[i];
         const tb_st_tensor *t = tb_safetensors_find(&st, p->name);
@@ -171,9 +182,13 @@ int gpt_load_safetensors(gpt_model *m, const char *path, tb_error *err) {
             if ((rc = tb_safetensors_read_f32(&st, t, whole, err)) != 0) break;
             if ((rc = check_finite(path, t, whole, numel, err)) != 0) break;
         }
-        gpt_param_shard_copy(p, m->tp_size, m->tp_rank, whole, m->param_memory + p->offset, 1);
+        float *dst = m->param_memory + p->offset;  // on a device: through the stage
+        gpt_param_shard_copy(p, m->tp_size, m->tp_rank, whole, tb_host_write_begin(&stage, dst, p->numel * sizeof(float)),
+                             1);
+        tb_host_write_end(&stage, dst, p->numel * sizeof(float));
     }
-    tb_free(m->mem, buf);
+    tb_host_stage_free(&stage);
+    if (buf) tb_host_buffer_free(m->mem, buf);
     tb_safetensors_close(&st);
     return rc;
 }

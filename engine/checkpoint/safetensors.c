@@ -419,7 +419,7 @@ int tb_safetensors_open(tb_safetensors *st, const char *path, tb_error *err) {
 
 // Checks the entries and builds the header JSON, with offsets laid out in entry order.
 static json_t *build_header(const char *path, const tb_st_entry *entries, int n,
-                            json_t *metadata, tb_error *err) {
+                            json_t *metadata, int fetched, tb_error *err) {
     if (n < 0) {
         tb_fail(err, "%s: cannot write %d tensors", path, n);
         return NULL;
@@ -462,7 +462,7 @@ static json_t *build_header(const char *path, const tb_st_entry *entries, int n,
                     name, shape_str(sbuf, sizeof sbuf, e->shape, e->ndim));
             goto fail;
         }
-        if (bytes > 0 && !e->data) {
+        if (bytes > 0 && !e->data && !fetched) {
             tb_fail(err, "%s: tensor '%s': data is NULL but shape %s holds %" PRId64
                     " floats", path, name, shape_str(sbuf, sizeof sbuf, e->shape, e->ndim),
                     bytes / 4);
@@ -525,13 +525,18 @@ static double seconds_now(void) {
 
 int tb_safetensors_write(const char *path, const tb_st_entry *entries, int n,
                          json_t *metadata, tb_error *err) {
-    return tb_safetensors_write_timed(path, entries, n, metadata, NULL, err);
+    return tb_safetensors_write_from(path, entries, n, metadata, NULL, NULL, err);
 }
 
 int tb_safetensors_write_timed(const char *path, const tb_st_entry *entries, int n, json_t *metadata,
                                double seconds[3], tb_error *err) {
+    return tb_safetensors_write_from(path, entries, n, metadata, NULL, seconds, err);
+}
+
+int tb_safetensors_write_from(const char *path, const tb_st_entry *entries, int n, json_t *metadata,
+                              const tb_st_source *source, double seconds[3], tb_error *err) {
     double t0 = seconds_now(), t1 = t0, t2 = t0;
-    json_t *root = build_header(path, entries, n, metadata, err);
+    json_t *root = build_header(path, entries, n, metadata, source != NULL, err);
     if (!root) return -1;
     char *json = json_dumps(root, JSON_COMPACT);
     json_decref(root);
@@ -559,7 +564,12 @@ int tb_safetensors_write_timed(const char *path, const tb_st_entry *entries, int
              fwrite(spaces, 1, hlen - jlen, fp) == hlen - jlen;
     for (int i = 0; ok && i < n; i++) {
         size_t numel = (size_t)shape_bytes(entries[i].shape, entries[i].ndim, 1);
-        if (numel) ok = fwrite(entries[i].data, sizeof(float), numel, fp) == numel;
+        const float *data = source ? source->fetch(source->ctx, i, &entries[i]) : entries[i].data;
+        if (numel && !data) {
+            tb_fail(err, "%s: tensor '%s': its source gave no data", path, entries[i].name);
+            goto done;
+        }
+        if (numel) ok = fwrite(data, sizeof(float), numel, fp) == numel;
     }
     // fflush moves stdio's buffer to the kernel; fsync moves the kernel's to the disk.
     // Both must succeed before the rename, or a crash could leave a renamed, empty file.

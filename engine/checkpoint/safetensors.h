@@ -126,4 +126,18 @@ int tb_safetensors_write(const char *path, const tb_st_entry *entries, int n,
 int tb_safetensors_write_timed(const char *path, const tb_st_entry *entries, int n, json_t *metadata,
                                double seconds[3], tb_error *err);
 
+// Where the writer finds the entries' bytes when they are not host memory in place (a
+// device's tensors, tensors gathered over tensor parallelism): fetch returns entry i's
+// numel floats in host memory, valid until its next call. It is called once per entry, in
+// entry order, as the file is written; the entries' data are not read (they may be NULL).
+// A failure stops the calls early: a caller whose fetch is a collective makes the calls
+// that are left itself.
+typedef struct tb_st_source {
+    const float *(*fetch)(void *ctx, int i, const tb_st_entry *e);
+    void *ctx;
+} tb_st_source;
+// tb_safetensors_write_timed with the bytes from source (NULL: the entries' data).
+int tb_safetensors_write_from(const char *path, const tb_st_entry *entries, int n, json_t *metadata,
+                              const tb_st_source *source, double seconds[3], tb_error *err);
+
 #endif

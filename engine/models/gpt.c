@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/host_stage.h"
 #include "core/rng.h"
 #include "core/xalloc.h"
 #include "core/ranges.h"
@@ -237,12 +238,17 @@ void gpt_gather_param(gpt_model *m, int i, int grads, float *full) {
     int parts, part;
     tb_group *tp = gpt_param_split_group(m, p, &parts, &part);
     if (p->split_axis < 0 || parts == 1) {
-        memcpy(full, local, p->numel * sizeof(float));
+        tb_be()->copy_to_host(full, local, p->numel * sizeof(float));  // the CPU's: memcpy
         return;
     }
-    float *shards = tb_alloc(m->mem, TB_MEM_COMM, p->numel * (size_t)parts * sizeof(float), "gather staging");
+    // the shards gathered on the backend (NCCL moves device buffers), read on the host
+    const size_t bytes = p->numel * (size_t)parts * sizeof(float);
+    float *shards = tb_alloc(m->mem, TB_MEM_COMM, bytes, "gather staging");
     tb_all_gather(tp, local, shards, p->numel);
-    for (int r = 0; r < parts; r++) gpt_param_shard_copy(p, parts, r, full, shards + (size_t)r * p->numel, 0);
+    tb_host_stage stage = {0};
+    float *host = (float *)tb_host_read(&stage, shards, bytes);
+    for (int r = 0; r < parts; r++) gpt_param_shard_copy(p, parts, r, full, host + (size_t)r * p->numel, 0);
+    tb_host_stage_free(&stage);
     tb_free(m->mem, shards);
 }
 

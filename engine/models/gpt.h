@@ -150,7 +150,9 @@ static inline int gpt_param_tp_counted(const gpt_param *p, int tp_rank, int etp_
 // size and this rank's index in it.
 tb_group *gpt_param_split_group(const gpt_model *m, const gpt_param *p, int *size, int *rank);
 // The whole tensor of parameter i (or its gradient, grads != 0), assembled over its split group
-// (gpt_param_split_group): a collective every member must call. full holds full_rows × full_cols floats.
+// (gpt_param_split_group): a collective every member must call. full is host memory of
+// full_rows × full_cols floats: on a device the tensor (or the gathered shards) is copied to
+// the host first (backend/host_stage.h).
 void gpt_gather_param(gpt_model *m, int i, int grads, float *full);
 void gpt_model_free(gpt_model *m);
 

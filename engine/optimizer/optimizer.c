@@ -84,9 +84,10 @@ void adamw_shard_all_gather(const tb_adamw *opt, struct tb_group *dp, const floa
 }
 
 void adamw_shard_extract(const tb_adamw *opt, const float *full, float *shard) {
+    const tb_backend *be = tb_be();
     for (int b = 0; b < opt->nbuckets; b++) {
         const tb_shard_bucket *k = &opt->buckets[b];
-        memcpy(shard + k->at, full + k->slice_lo, (k->slice_hi - k->slice_lo) * sizeof(float));
+        be->copy(shard + k->at, full + k->slice_lo, (k->slice_hi - k->slice_lo) * sizeof(float));
     }
 }
 

@@ -80,7 +80,8 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
 struct tb_group *adamw_bucket_group(const tb_adamw *opt, const tb_shard_bucket *k, struct tb_group *dp);
 void adamw_shard_all_gather_inplace(const tb_adamw *opt, struct tb_group *dp, float *buf);
 void adamw_shard_all_gather(const tb_adamw *opt, struct tb_group *dp, const float *shard, float *full);
-// This rank's slices of full, packed into shard (a checkpoint's moments, loaded).
+// This rank's slices of full, packed into shard (a checkpoint's moments, loaded); both are
+// tensors of the thread's backend (its copy).
 void adamw_shard_extract(const tb_adamw *opt, const float *full, float *shard);
 
 // Global L2 norm of the gradients (the whole buffer: padding holds zeros).

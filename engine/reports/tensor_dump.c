@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
+#include "backend/host_stage.h"
 #include "checkpoint/safetensors.h"
 #include "comm/comm.h"
 #include "core/fileio.h"
@@ -17,6 +19,8 @@
 #include "tensor_parallel/mappings.h"
 #include "transformer/context_parallel.h"
 
+// The kept tensors are host memory (backend/host_stage.h: on the CPU the rank's workspace, on a
+// device malloc), copied from the backend's tensors as they are captured.
 typedef struct dumped {
     char name[96];
     float *data;
@@ -54,7 +58,7 @@ tb_tensor_dump *tensor_dump_create(tb_rank *rk) {
 }
 
 static void drop_all(tb_tensor_dump *d) {
-    for (int i = 0; i < d->n; i++) tb_free(&d->rk->mem, d->t[i].data);
+    for (int i = 0; i < d->n; i++) tb_host_buffer_free(&d->rk->mem, d->t[i].data);
     d->n = 0;
 }
 
@@ -82,7 +86,7 @@ static float *keep(tb_tensor_dump *d, const char *name, int rows, int cols) {
     dumped *t = &d->t[d->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->rows = rows, t->cols = cols;
-    t->data = tb_alloc(&d->rk->mem, TB_MEM_WORKSPACE, (size_t)rows * cols * sizeof(float), "tensor dump");
+    t->data = tb_host_buffer(&d->rk->mem, (size_t)rows * cols * sizeof(float), "tensor dump");
     return t->data;
 }
 
@@ -101,21 +105,30 @@ void tensor_dump_forward(tb_tensor_dump *d, const tb_tp_region *r, const float *
         if (!strcmp(d->t[i].name, name)) return;
     const int local = sp ? rows * tb_tp_size(r) : rows;  // this cp rank's tokens, B x T/cp
     tb_group *cp = d->rk->world ? &d->rk->groups[TB_GROUP_CP] : NULL;
+    tb_allocator *mem = &d->rk->mem;
+    const tb_backend *be = tb_be();
+    const size_t bytes = (size_t)local * C * sizeof(float);
     if (!cp || cp->size < 2) {
         float *dst = keep(d, name, local, C);
-        if (sp) gather_from_sequence_parallel_region(r, x, dst);
-        else memcpy(dst, x, (size_t)local * C * sizeof(float));
+        if (sp) {  // gathered on the backend (NCCL moves device buffers), then to the host
+            float *g = be->host ? dst : tb_alloc(mem, TB_MEM_WORKSPACE, bytes, "tensor dump sp gather");
+            gather_from_sequence_parallel_region(r, x, g);
+            if (g != dst) be->copy_to_host(dst, g, bytes), tb_free(mem, g);
+        } else {
+            be->copy_to_host(dst, x, bytes);  // the CPU's: memcpy
+        }
         return;
     }
     // context parallelism: every cp rank's tokens, each row put back at its global position
     // (the zig-zag chunks, context_parallel.h), so that the tensor is the single rank's
-    tb_allocator *mem = &d->rk->mem;
     const int T = d->rk->cfg->seq_length, Tl = T / cp->size, B = local / Tl;
-    float *mine = tb_alloc(mem, TB_MEM_WORKSPACE, (size_t)local * C * sizeof(float), "tensor dump cp rows");
-    float *all = tb_alloc(mem, TB_MEM_WORKSPACE, (size_t)cp->size * local * C * sizeof(float), "tensor dump cp gather");
+    float *mine = tb_alloc(mem, TB_MEM_WORKSPACE, bytes, "tensor dump cp rows");
+    float *gathered = tb_alloc(mem, TB_MEM_WORKSPACE, (size_t)cp->size * bytes, "tensor dump cp gather");
     if (sp) gather_from_sequence_parallel_region(r, x, mine);
-    else memcpy(mine, x, (size_t)local * C * sizeof(float));
-    tb_all_gather(cp, mine, all, (size_t)local * C);
+    else be->copy(mine, x, bytes);
+    tb_all_gather(cp, mine, gathered, (size_t)local * C);
+    tb_host_stage stage = {0};
+    const float *all = tb_host_read(&stage, gathered, (size_t)cp->size * bytes);
     float *dst = keep(d, name, local * cp->size, C);
     int32_t *pos = tb_xcalloc((size_t)Tl, sizeof *pos, "tensor dump cp positions");
     for (int k = 0; k < cp->size; k++) {
@@ -126,7 +139,8 @@ void tensor_dump_forward(tb_tensor_dump *d, const tb_tp_region *r, const float *
                        (size_t)C * sizeof(float));
     }
     free(pos);
-    tb_free(mem, all);
+    tb_host_stage_free(&stage);
+    tb_free(mem, gathered);
     tb_free(mem, mine);
 }
 
@@ -141,11 +155,11 @@ static void keep_experts(tb_tensor_dump *d, gpt_model *m, int i, int n, int grad
     for (int t = 0; t < n; t++) {  // every rank's tensor t of its local experts
         const gpt_param *p = &m->params[i + t];
         const size_t numel = (size_t)p->full_rows * p->full_cols;
-        float *full = tb_alloc(mem, TB_MEM_WORKSPACE, numel * sizeof(float), "tensor dump gather");
-        all[t] = tb_alloc(mem, TB_MEM_WORKSPACE, numel * P * sizeof(float), "tensor dump experts over ep");
-        gpt_gather_param(m, i + t, grads, full);
+        float *full = tb_host_buffer(mem, numel * sizeof(float), "tensor dump gather");
+        all[t] = tb_host_buffer(mem, numel * P * sizeof(float), "tensor dump experts over ep");
+        gpt_gather_param(m, i + t, grads, full);  // host memory, as all[t] (NCCL stages host buffers)
         tb_all_gather(moe->ep, full, all[t], numel);
-        tb_free(mem, full);
+        tb_host_buffer_free(mem, full);
     }
     for (int r = 0; r < P; r++)
         for (int t = 0; t < n; t++) {
@@ -159,7 +173,7 @@ static void keep_experts(tb_tensor_dump *d, gpt_model *m, int i, int n, int grad
             float *dst = keep(d, name, p->full_rows, p->full_cols);
             if (dst) memcpy(dst, all[t] + (size_t)r * numel, numel * sizeof(float));
         }
-    for (int t = 0; t < n; t++) tb_free(mem, all[t]);
+    for (int t = 0; t < n; t++) tb_host_buffer_free(mem, all[t]);
     free(all);
 }
 
@@ -181,14 +195,14 @@ static void keep_params(tb_tensor_dump *d, gpt_model *models, int nchunks, int g
                 i += n - 1;
                 continue;
             }
-            float *full = tb_alloc(&d->rk->mem, TB_MEM_WORKSPACE, (size_t)p->full_rows * p->full_cols * sizeof(float),
-                                   "tensor dump gather");
+            float *full = tb_host_buffer(&d->rk->mem, (size_t)p->full_rows * p->full_cols * sizeof(float),
+                                         "tensor dump gather");
             gpt_gather_param(m, i, grads, full);
             char name[96];
             snprintf(name, sizeof name, "%s/%s", grads ? "grad" : "param", p->name);
             float *dst = keep(d, name, p->hf_rows, p->full_cols);
             if (dst) memcpy(dst, full, (size_t)p->hf_rows * p->full_cols * sizeof(float));
-            tb_free(&d->rk->mem, full);
+            tb_host_buffer_free(&d->rk->mem, full);
         }
     }
 }

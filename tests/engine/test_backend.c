@@ -16,43 +16,19 @@
 // DynamicGradScaler does; the scaler's own rules are checked step by step.
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "optimizer/grad_scaler.h"
+#include "standin_device.h"
 #include "tb_test.h"
 #include "trainers.h"
 
 #define STEPS 2
 
-// --- the stand-in device ---------------------------------------------------------------
-
-static _Atomic long to_host, from_host, device_blocks;
-static tb_backend standin;
-
-static void count_to_host(void *dst, const void *src, size_t bytes) {
-    to_host++;
-    memcpy(dst, src, bytes);
-}
-static void count_from_host(void *dst, const void *src, size_t bytes) {
-    from_host++;
-    memcpy(dst, src, bytes);
-}
-
-static int block_alloc(void *ctx, void **p, size_t bytes, char *why, size_t why_len) {
-    *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!*p) return snprintf(why, why_len, "malloc failed"), -1;
-    device_blocks++;
-    return 0;
-}
-static void block_release(void *ctx, void *p) { free(p); }
-static void block_zero(void *ctx, void *p, size_t bytes) { memset(p, 0, bytes); }
-static const tb_mem_device standin_memory = {"stand-in", block_alloc, block_release, block_zero, NULL};
-
-// --- training with one table or the other ----------------------------------------------
+// --- training with one table or the other (the stand-in device: standin_device.h) -----
 
 typedef struct run {
     const tb_config *cfg;
@@ -70,10 +46,7 @@ typedef struct run {
 
 static void train_rank(tb_rank *rk, run *r) {
     tb_allocator_init(&rk->mem, 0, NULL, NULL);
-    if (r->device) {
-        tb_allocator_set_device(&rk->mem, &standin_memory);
-        tb_backend_bind(&standin);
-    }
+    if (r->device) standin_bind(&rk->mem);
     cpu_set_num_threads(1);
     tb_trainer tr;
     tb_error err;
@@ -277,11 +250,7 @@ TB_TEST(fp16_loss_scaling_is_exact_and_overflow_skips_the_step) {
 }
 
 int main(void) {
-    standin = *tb_backend_cpu();
-    standin.name = "stand-in device";
-    standin.host = 0;
-    standin.copy_to_host = count_to_host;
-    standin.copy_from_host = count_from_host;
+    standin_init();
     TB_RUN(unbound_threads_get_the_cpu_table);
     TB_RUN(every_entry_of_each_table_is_filled);
     TB_RUN(one_rank_on_a_device_table_gives_the_cpu_bits);

@@ -14,12 +14,20 @@
 //     operand, 2^-8 relative each, over 2 layers);
 //   --fp16: step 1's loss 1e-2 (fp16 operands, 2^-11 each); its first steps overflow at
 //     Megatron's initial scale 2^32 and are skipped while the scale backs off.
+// Checkpoints across the backends (fp32): saved after step 2 on one (--save, --async-save),
+// resumed on the other for step 3: its loss within 1e-3 (step 2's tolerance: the state saved
+// is two steps old) of the uninterrupted CPU run's step 3; on two GPUs the same for tp 2 and
+// for dp 2 with the distributed optimizer. --save-hf and --dump-tensors at --lr 0 (one step
+// that leaves the weights as drawn on the host): the export's tensors and the dump's param/
+// tensors bit for bit the CPU's; the dump's fwd/ tensors within 1e-3 and grad/ within 1e-2 of
+// the CPU's, each ‖cuda − cpu‖ ≤ rtol·‖cpu‖ over the tensor.
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_device.h"
+#include "checkpoint/safetensors.h"
 #include "tb_mpirun.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
@@ -188,6 +196,131 @@ TB_TEST(tp2_and_dp2_under_mpirun_over_nccl_match_the_cpu) {
 #endif
 }
 
+// --- checkpoints, the export and the dump across the backends ---------------------------
+
+// Runs SMALL with `flags` on `device` into run dir `name` (its path in run_dir); the exit status.
+static int run_in(const char *name, const char *device, const char *flags, char run_dir[512]) {
+    tb_tmp_path(run_dir, 512, "%s", name);
+    tb_run(&sh, NULL, "rm -rf '%s'", run_dir);
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " SMALL " %s --device %s --run-dir '%s'", PRETRAIN, flags, device, run_dir);
+    if (rc != 0) printf("    %s (--device %s %s): exit %d\n%s\n", name, device, flags, rc, sh.err);
+    return rc;
+}
+
+// Saved after step 2 on `saver` (with saver_flags), resumed for step 3 on `loader`: step 3's
+// loss against the uninterrupted CPU run's (ref_loss).
+static void resume_across(const char *name, const char *layout, const char *saver, const char *saver_flags,
+                          const char *loader, double ref_loss) {
+    char dir[512], ck[512], flags[2048];
+    tb_tmp_path(ck, sizeof ck, "%s-ckpt", name);
+    tb_run(&sh, NULL, "rm -rf '%s'", ck);
+    snprintf(flags, sizeof flags, "%s --train-iters 3 --exit-interval 2 --save '%s' %s", layout, ck, saver_flags);
+    TB_REQUIRE(run_in(name, saver, flags, dir) == 0, "%s: the save on --device %s", name, saver);
+    snprintf(flags, sizeof flags, "%s --train-iters 3 --load '%s'", layout, ck);
+    char loaded[512];
+    TB_REQUIRE(run_in(name, loader, flags, loaded) == 0, "%s: the load on --device %s", name, loader);
+    const double loss = metric(loaded, 3, "loss");
+    printf("    %s: step 3 loss %.7f resumed on %s, %.7f uninterrupted on the cpu\n", name, loss, loader, ref_loss);
+    TB_CHECK(close_to(loss, ref_loss, 1e-3), "%s: step 3 loss %.7f vs the CPU's %.7f (rtol 1e-3)", name, loss,
+             ref_loss);
+    TB_CHECK(isnan(metric(loaded, 2, "loss")), "%s: the resumed run starts at step 3", name);
+}
+
+static double uninterrupted_step3(const char *name, const char *layout) {
+    char dir[512], flags[512];
+    snprintf(flags, sizeof flags, "%s --train-iters 3", layout);
+    if (run_in(name, "cpu", flags, dir) != 0) return NAN;
+    return metric(dir, 3, "loss");
+}
+
+TB_TEST(checkpoints_move_between_cuda_and_the_cpu) {
+    const double ref = uninterrupted_step3("ckpt-ref", "");
+    TB_REQUIRE(isfinite(ref), "the uninterrupted CPU run");
+    resume_across("ckpt-cuda-to-cpu", "", "cuda", "", "cpu", ref);
+    resume_across("ckpt-cpu-to-cuda", "", "cpu", "", "cuda", ref);
+    resume_across("ckpt-cuda-async-to-cpu", "", "cuda", "--async-save", "cpu", ref);
+    if (!two_gpus("checkpoints_move_between_cuda_and_the_cpu (tp 2, dp 2 dist-opt)")) return;
+    static const char *const layouts[] = {"--world-size 2 --tensor-model-parallel-size 2 --sequence-parallel",
+                                          "--world-size 2 --use-distributed-optimizer"};
+    for (int l = 0; l < 2; l++) {
+        char name[64];
+        const double ref2 = uninterrupted_step3(l ? "ckpt-ref-dp2" : "ckpt-ref-tp2", layouts[l]);
+        TB_REQUIRE(isfinite(ref2), "the uninterrupted CPU run at %s", layouts[l]);
+        snprintf(name, sizeof name, "ckpt-%s-cuda-to-cpu", l ? "dp2" : "tp2");
+        resume_across(name, layouts[l], "cuda", "", "cpu", ref2);
+        snprintf(name, sizeof name, "ckpt-%s-cpu-to-cuda", l ? "dp2" : "tp2");
+        resume_across(name, layouts[l], "cpu", "", "cuda", ref2);
+    }
+}
+
+// ‖a − b‖ / ‖b‖ over n floats (0 when both are zero).
+static double rel_norm(const float *a, const float *b, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), r += (double)b[i] * b[i];
+    return r > 0 ? sqrt(d / r) : sqrt(d);
+}
+
+// Every tensor of file `got` against the same tensor of `want`: bitwise where `prefix_bitwise`
+// starts its name (NULL: every tensor), else within rtol (fwd/: rtol_fwd, others: rtol_other).
+static void same_tensors(const char *what, const char *got, const char *want, const char *prefix_bitwise,
+                         double rtol_fwd, double rtol_other) {
+    tb_safetensors g, w;
+    tb_error err;
+    TB_REQUIRE(tb_safetensors_open(&w, want, &err) == 0, "%s: %s", what, err.msg);
+    if (tb_safetensors_open(&g, got, &err) != 0) {
+        tb_safetensors_close(&w);
+        TB_REQUIRE(0, "%s: %s", what, err.msg);
+    }
+    TB_CHECK(g.ntensors == w.ntensors && w.ntensors > 0, "%s: %d tensors, the CPU's %d", what, g.ntensors, w.ntensors);
+    int bitwise = 0, close = 0;
+    double worst_fwd = 0, worst_other = 0;
+    for (int i = 0; i < w.ntensors; i++) {
+        const tb_st_tensor *tw = &w.tensors[i], *tg = tb_safetensors_find(&g, tw->name);
+        const size_t n = (size_t)tb_st_tensor_numel(tw);
+        if (!tg || (size_t)tb_st_tensor_numel(tg) != n) {
+            TB_CHECK(0, "%s: tensor %s missing or of another size", what, tw->name);
+            continue;
+        }
+        float *a = malloc(n * sizeof(float) + 4), *b = malloc(n * sizeof(float) + 4);
+        if (tb_safetensors_read_f32(&g, tg, a, &err) == 0 && tb_safetensors_read_f32(&w, tw, b, &err) == 0) {
+            if (!prefix_bitwise || !strncmp(tw->name, prefix_bitwise, strlen(prefix_bitwise))) {
+                TB_CHECK(memcmp(a, b, n * sizeof(float)) == 0, "%s: tensor %s differs from the CPU's (want bitwise)",
+                         what, tw->name);
+                bitwise++;
+            } else {
+                const int fwd = !strncmp(tw->name, "fwd/", 4);
+                const double e = rel_norm(a, b, n), tol = fwd ? rtol_fwd : rtol_other;
+                if (fwd) worst_fwd = fmax(worst_fwd, e);
+                else worst_other = fmax(worst_other, e);
+                TB_CHECK(e <= tol, "%s: tensor %s rel err %.2e (rtol %g)", what, tw->name, e, tol);
+                close++;
+            }
+        } else {
+            TB_CHECK(0, "%s: %s", what, err.msg);
+        }
+        free(a), free(b);
+    }
+    printf("    %s: %d tensors bitwise, %d close (worst fwd %.1e, others %.1e)\n", what, bitwise, close, worst_fwd,
+           worst_other);
+    tb_safetensors_close(&g);
+    tb_safetensors_close(&w);
+}
+
+TB_TEST(save_hf_and_dump_tensors_on_cuda_are_the_cpus) {
+    char cpu_dir[512], gpu_dir[512], flags[1200], a[1100], b[1100];
+    const char *base = "--train-iters 1 --lr 0 --min-lr 0 --dump-tensors 1";
+    snprintf(flags, sizeof flags, "%s --save-hf '%s/hf-cpu.safetensors'", base, TB_TEST_TMPDIR);
+    TB_REQUIRE(run_in("export-cpu", "cpu", flags, cpu_dir) == 0, "the CPU run");
+    snprintf(flags, sizeof flags, "%s --save-hf '%s/hf-cuda.safetensors'", base, TB_TEST_TMPDIR);
+    TB_REQUIRE(run_in("export-cuda", "cuda", flags, gpu_dir) == 0, "the CUDA run");
+    snprintf(a, sizeof a, "%s/hf-cuda.safetensors", TB_TEST_TMPDIR);
+    snprintf(b, sizeof b, "%s/hf-cpu.safetensors", TB_TEST_TMPDIR);
+    same_tensors("--save-hf", a, b, NULL, 0, 0);
+    snprintf(a, sizeof a, "%s/tensors/step-0000001.rank-00000.safetensors", gpu_dir);
+    snprintf(b, sizeof b, "%s/tensors/step-0000001.rank-00000.safetensors", cpu_dir);
+    same_tensors("--dump-tensors", a, b, "param/", 1e-3, 1e-2);
+}
+
 // Under --memory-cap the rank's device allocations stop at the cap with the OOM report, exit 3.
 // The cap leaves room for the cuBLASLt workspace (a block of the rank's allocator, category
 // workspace) and 200000 bytes more, which the model's tensors exceed.
@@ -225,6 +358,8 @@ int main(void) {
     TB_RUN(fp16_skips_overflowing_steps_while_the_scale_backs_off);
     TB_RUN(tp2_and_dp2_over_nccl_match_the_cpu);
     TB_RUN(tp2_and_dp2_under_mpirun_over_nccl_match_the_cpu);
+    TB_RUN(checkpoints_move_between_cuda_and_the_cpu);
+    TB_RUN(save_hf_and_dump_tensors_on_cuda_are_the_cpus);
     TB_RUN(oom_under_a_cap_on_the_device);
     tb_output_free(&sh);
     return tb_test_summary();

@@ -408,6 +408,9 @@ TB_TEST(an_async_save_writes_what_a_sync_save_writes) {
         json_t *ma = tb_load_json(a), *mb = tb_load_json(b);
         TB_CHECK(ma && mb && json_equal(json_object_get(ma, "files"), json_object_get(mb, "files")),
                  "iteration %d: the async save's shards (sha256) are the sync save's", it);
+        // the optimizer's step as of the save, not of the later step that committed it
+        TB_CHECK(ma && mb && json_equal(json_object_get(ma, "optimizer"), json_object_get(mb, "optimizer")),
+                 "iteration %d: the async save's optimizer step is the sync save's", it);
         json_decref(ma), json_decref(mb);
     }
     json_t *c = tb_load_json(tmp(dir, "async/" TB_RUN_CHECKPOINT));

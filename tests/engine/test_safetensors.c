@@ -752,10 +752,62 @@ TB_TEST(write_failing_midway_keeps_old_file_and_removes_temp) {
     unlink(path);
 }
 
+// A source (tb_safetensors_write_from): fetch called once per entry, in order, the entries'
+// data unread; the file the same bytes as a write of the data; a fetch without data fails,
+// naming the tensor, and leaves no file.
+typedef struct counting_source {
+    const float *const *data;
+    int calls, order_ok, fail_at;
+} counting_source;
+
+static const float *fetch_counting(void *ctx, int i, const tb_st_entry *e) {
+    counting_source *c = ctx;
+    c->order_ok &= i == c->calls && e->data == NULL;
+    c->calls++;
+    return i == c->fail_at ? NULL : c->data[i];
+}
+
+TB_TEST(write_from_a_source_fetches_each_entry_once_in_order) {
+    char a[512], b[512];
+    tmp_path(a, sizeof a, "source-data");
+    tmp_path(b, sizeof b, "source-fetched");
+    float x[3] = {1.5f, -2, 3}, y[4] = {4, 5, 6, 7.25f}, z[1] = {0};
+    const float *data[3] = {x, y, z};
+    tb_st_entry with[3] = {{.name = "x", .ndim = 1, .shape = {3}, .data = x},
+                           {.name = "y", .ndim = 2, .shape = {2, 2}, .data = y},
+                           {.name = "empty", .ndim = 1, .shape = {0}, .data = NULL}};
+    tb_st_entry without[3];
+    memcpy(without, with, sizeof with);
+    for (int i = 0; i < 3; i++) without[i].data = NULL;
+    tb_error err = {{0}};
+    int rc = tb_safetensors_write(a, with, 3, NULL, &err);
+    TB_REQUIRE(rc == 0, "write: %s", err.msg);
+    counting_source c = {data, 0, 1, -1};
+    const tb_st_source src = {fetch_counting, &c};
+    rc = tb_safetensors_write_from(b, without, 3, NULL, &src, NULL, &err);
+    TB_REQUIRE(rc == 0, "write_from: %s", err.msg);
+    TB_CHECK(c.calls == 3 && c.order_ok, "fetch called %d times (want 3, in order, data unread: %d)", c.calls,
+             c.order_ok);
+    size_t la = 0, lb = 0;
+    char *fa = tb_slurp_len(a, &la), *fb = tb_slurp_len(b, &lb);
+    TB_CHECK(fa && fb && la == lb && memcmp(fa, fb, la) == 0, "the fetched file differs from the written one");
+    free(fa), free(fb);
+    unlink(b);
+    counting_source bad = {data, 0, 1, 1};
+    const tb_st_source bad_src = {fetch_counting, &bad};
+    rc = tb_safetensors_write_from(b, without, 3, NULL, &bad_src, NULL, &err);
+    TB_CHECK(rc == -1 && strstr(err.msg, "'y'") && strstr(err.msg, "no data"), "a fetch without data: %d, %s", rc,
+             err.msg);
+    TB_CHECK(!tb_exists(b) && bad.calls == 2, "nothing left at %s; fetch stopped after the failure (%d calls)", b,
+             bad.calls);
+    unlink(a);
+}
+
 int main(void) {
     TB_RUN(round_trip_preserves_names_shapes_dtypes_data_bitwise_and_metadata);
     TB_RUN(round_trip_with_no_tensors_and_no_metadata);
     TB_RUN(write_replaces_an_existing_file);
+    TB_RUN(write_from_a_source_fetches_each_entry_once_in_order);
     TB_RUN(tensors_are_sorted_by_data_offset_whatever_the_header_order);
     TB_RUN(f16_decodes_known_bit_patterns);
     TB_RUN(bf16_decodes_known_bit_patterns);
