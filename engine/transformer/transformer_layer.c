@@ -132,7 +132,7 @@ static void rope_tables(transformer_workspace *ws, const tb_layer_dims *d, const
     free(cos_t);
 }
 
-// Context parallelism: the local tokens' positions, on the host and in the backend's tensor.
+// Context parallelism: the local tokens' positions (cp_pos_host) copied into the backend's tensor.
 static void set_positions(transformer_workspace *ws, const tb_layer_dims *d) {
     tb_be()->copy_from_host(ws->cp_pos, ws->cp_pos_host, (size_t)d->T * sizeof(int32_t));
 }
