@@ -466,8 +466,8 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
                  c->num_experts);
     CUDA_REFUSED(pp > 1, "device cuda with pipeline_model_parallel_size %d: not supported yet (NCCL sends are "
                  "rendezvous, the schedules' sends are eager)", pp);
-    CUDA_REFUSED(cp > 1, "device cuda with context_parallel_size %d: not supported yet (no CUDA context-parallel "
-                 "attention)", cp);
+    CUDA_REFUSED(cp > 1 && c->cp_comm_type == TB_CP_P2P, "device cuda with cp_comm_type p2p: not supported yet (the "
+                 "ring's sends are eager, NCCL's are rendezvous; --cp-comm-type all_gather runs on cuda)");
     CUDA_REFUSED(c->attention_backend != TB_ATTENTION_FLASH,
                  "device cuda with attention_backend %s: not supported yet (the CUDA attention core is the flash "
                  "kernel: use --attention-backend flash)",

@@ -181,7 +181,7 @@ static void get_batch(tb_trainer *tr, int64_t step) {
                 continue;
             }
             tb_gpt_dataset_get_sample(&tr->data, first + b, in, tg);
-            const int32_t *pos = tr->models[0].block.ws.cp_pos;
+            const int32_t *pos = tr->models[0].block.ws.cp_pos_host;
             for (int t = 0; t < Tl; t++) li[t] = in[pos[t]], lt[t] = tg[pos[t]];
         }
     }

@@ -72,6 +72,21 @@ typedef struct tb_backend {
     void (*rope_apply)(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
                        int dim, int interleaved, int inverse);
 
+    // --- context parallelism, cp_comm_type all_gather (transformer/context_parallel.h) ---
+    // kv rows are (2·G·hs) floats [K groups | V groups]; qkv rows (NH+2G)·hs. As
+    // cpu_flash_attention_cp_forward / _backward and the cpu_cp_* loops of backend/cpu/kernels.h;
+    // qpos (Tq) is a tensor of the backend.
+    void (*flash_attention_cp_forward)(float *out, float *lse, float *scratch, int threads, const float *qkv,
+                                       const int32_t *qpos, const float *kv, int B, int Tq, int Tk, int NH, int G,
+                                       int hs);
+    void (*flash_attention_cp_backward)(float *dqkv, float *dkv, float *scratch, int threads, const float *dout,
+                                        const float *out, const float *qkv, const int32_t *qpos, const float *kv,
+                                        const float *lse, int B, int Tq, int Tk, int NH, int G, int hs);
+    void (*cp_pack_kv)(float *kv, const float *qkv, int B, int Tq, int NH, int G, int hs);
+    void (*cp_add_kv_grads)(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs);
+    void (*cp_rank_major_to_positions)(float *seq, const float *gathered, int cp_size, int B, int Tq, int KV);
+    void (*cp_positions_to_rank_major)(float *gathered, const float *seq, int cp_size, int B, int Tq, int KV);
+
     // --- embedding ---
     void (*embedding_forward)(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
                               const float *wpe, const int32_t *pos, int B, int T, int C);

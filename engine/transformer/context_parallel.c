@@ -3,77 +3,42 @@
 #include "transformer/context_parallel.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
+#include "backend/cp_layout.h"
 #include "backend/cpu/kernels.h"
 #include "comm/comm.h"
 #include "core/ranges.h"
-#include "core/xalloc.h"
 
 void cp_local_positions(int T, int cp, int rank, int32_t *pos) {
-    const int S = T / (2 * cp);  // the chunk
-    for (int t = 0; t < S; t++) {
-        pos[t] = rank * S + t;
-        pos[S + t] = (2 * cp - 1 - rank) * S + t;
-    }
+    for (int t = 0; t < T / cp; t++) pos[t] = tb_cp_position(T, cp, rank, t);
 }
 
-// The K and V rows of the local qkv, (B, Tq, 2·G·hs).
-static void pack_kv(float *kv, const float *qkv, int B, int Tq, int NH, int G, int hs) {
-    const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
-    for (size_t r = 0; r < (size_t)B * Tq; r++) memcpy(kv + r * KV, qkv + r * QKV + NH * hs, (size_t)KV * sizeof(float));
-}
-
-// dqkv's K and V rows += dkv (B, Tq, 2·G·hs): the gradients every cp rank's queries gave them.
-static void add_kv_grads(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs) {
-    const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
-    for (size_t r = 0; r < (size_t)B * Tq; r++) {
-        float *d = dqkv + r * QKV + NH * hs;
-        const float *m = dkv + r * KV;
-        for (int e = 0; e < KV; e++) d[e] += m[e];
-    }
-}
-
-// Gathered rank-major rows (cp, B, Tq, KV) ↔ the sequence in position order (B, T, KV).
-static void rank_major_to_positions(float *seq, const float *gathered, int cp_size, int B, int Tq, int KV,
-                                    int to_positions) {
-    const int T = Tq * cp_size;
-    int32_t *pos = tb_xcalloc((size_t)Tq, sizeof *pos, "context-parallel positions");
-    for (int r = 0; r < cp_size; r++) {
-        cp_local_positions(T, cp_size, r, pos);
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < Tq; t++) {
-                float *s = seq + ((size_t)b * T + pos[t]) * KV;
-                float *g = (float *)gathered + (((size_t)r * B + b) * Tq + t) * KV;
-                if (to_positions) memcpy(s, g, (size_t)KV * sizeof(float));
-                else memcpy(g, s, (size_t)KV * sizeof(float));
-            }
-    }
-    free(pos);
-}
-
+// The all-gather exchange runs on the rank's backend (tb_be(): every buffer a tensor of it).
 static const float *gather_kv(tb_group *cp, float *kv_scratch, const float *qkv, int B, int Tq, int NH, int G,
                               int hs) {
+    const tb_backend *be = tb_be();
     const size_t KV = 2 * (size_t)G * hs, local = (size_t)B * Tq * KV, whole = local * cp->size;
     float *mine = kv_scratch, *gathered = kv_scratch + whole, *seq = kv_scratch + 2 * whole;
-    pack_kv(mine, qkv, B, Tq, NH, G, hs);
+    be->cp_pack_kv(mine, qkv, B, Tq, NH, G, hs);
     TB_RANGE_PUSH("cp.all_gather_kv");
     tb_all_gather(cp, mine, gathered, local);
     TB_RANGE_POP();
-    rank_major_to_positions(seq, gathered, cp->size, B, Tq, (int)KV, 1);
+    be->cp_rank_major_to_positions(seq, gathered, cp->size, B, Tq, (int)KV);
     return seq;
 }
 
 void cp_attention_forward(tb_group *cp, const int32_t *pos, float *out, float *lse, float *scratch, int threads,
                           float *kv_scratch, const float *qkv, int B, int Tq, int NH, int G, int hs) {
     const float *kv = gather_kv(cp, kv_scratch, qkv, B, Tq, NH, G, hs);
-    cpu_flash_attention_cp_forward(out, lse, scratch, threads, qkv, pos, kv, B, Tq, Tq * cp->size, NH, G, hs);
+    tb_be()->flash_attention_cp_forward(out, lse, scratch, threads, qkv, pos, kv, B, Tq, Tq * cp->size, NH, G, hs);
 }
 
 void cp_attention_backward(tb_group *cp, const int32_t *pos, float *dqkv, float *scratch, int threads,
                            float *kv_scratch, const float *dout, const float *out, const float *qkv, const float *lse,
                            int B, int Tq, int NH, int G, int hs) {
+    const tb_backend *be = tb_be();
     const int T = Tq * cp->size, KV = 2 * G * hs;
     const size_t local = (size_t)B * Tq * KV, whole = local * cp->size;
     // the sequence's K and V again (not kept from the forward: memory stays ∝ T/cp)
@@ -82,16 +47,17 @@ void cp_attention_backward(tb_group *cp, const int32_t *pos, float *dqkv, float 
     // reduce-scattered: this rank's rows summed over every rank's queries
     float *dkv_seq = kv_scratch, *rank_major = kv_scratch + whole;
     float *mine = kv_scratch + 2 * whole;  // (kv itself lies here: read before it is overwritten)
-    cpu_flash_attention_cp_backward(dqkv, dkv_seq, scratch, threads, dout, out, qkv, pos, kv, lse, B, Tq, T, NH, G,
+    be->flash_attention_cp_backward(dqkv, dkv_seq, scratch, threads, dout, out, qkv, pos, kv, lse, B, Tq, T, NH, G,
                                     hs);
-    rank_major_to_positions(dkv_seq, rank_major, cp->size, B, Tq, KV, 0);
+    be->cp_positions_to_rank_major(rank_major, dkv_seq, cp->size, B, Tq, KV);
     TB_RANGE_PUSH("cp.reduce_scatter_dkv");
     tb_reduce_scatter(cp, rank_major, mine, local);
     TB_RANGE_POP();
-    add_kv_grads(dqkv, mine, B, Tq, NH, G, hs);
+    be->cp_add_kv_grads(dqkv, mine, B, Tq, NH, G, hs);
 }
 
 // --- the ring (cp_comm_type p2p) ---------------------------------------------------------
+// On the host only (the config refuses p2p on --device cuda): the CPU kernels and loops directly.
 
 size_t cp_attention_workspace_floats(int ring, int B, int Tq, int cp_size, int NH, int G, int hs) {
     const size_t local = (size_t)B * Tq * 2 * G * hs;
@@ -169,7 +135,7 @@ void cp_ring_attention_forward(tb_group *cp, float *out, float *lse, float *scra
     const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
     const size_t local = (size_t)B * Tq * KV;
     float *held = ws, *arriving = ws + local, *pout = ws + 4 * local, *plse = pout + (size_t)B * Tq * NH * hs;
-    pack_kv(held, qkv, B, Tq, NH, G, hs);
+    cpu_cp_pack_kv(held, qkv, B, Tq, NH, G, hs);
     for (int s = 0; s < P; s++) {
         const int owner = (me - s + P) % P;
         // the held chunk pair goes on to the next rank before this step's compute (an eager
@@ -195,7 +161,7 @@ void cp_ring_attention_backward(tb_group *cp, float *dqkv, float *scratch, int t
     const size_t local = (size_t)B * Tq * KV;
     float *held = ws, *arriving = ws + local, *dheld = ws + 2 * local, *darriving = ws + 3 * local;
     memset(dqkv, 0, (size_t)B * Tq * QKV * sizeof(float));
-    pack_kv(held, qkv, B, Tq, NH, G, hs);  // the forward's chunks again (not kept: memory stays ∝ T/cp)
+    cpu_cp_pack_kv(held, qkv, B, Tq, NH, G, hs);  // the forward's chunks again (not kept: memory stays ∝ T/cp)
     memset(dheld, 0, local * sizeof(float));
     for (int s = 0; s < P; s++) {
         const int owner = (me - s + P) % P;
@@ -213,5 +179,5 @@ void cp_ring_attention_backward(tb_group *cp, float *dqkv, float *scratch, int t
         ring_recv(cp, "cp.ring.recv_dkv", &dheld, &darriving, local, prev);
     }
     // dheld: every cp rank's queries' gradients at this rank's keys and values
-    add_kv_grads(dqkv, dheld, B, Tq, NH, G, hs);
+    cpu_cp_add_kv_grads(dqkv, dheld, B, Tq, NH, G, hs);
 }

@@ -116,19 +116,25 @@ void transformer_layer_acts_free(transformer_layer_acts *a, tb_allocator *mem) {
     a->memory = NULL;
 }
 
-// The rotary tables, computed on the host and written to the backend's tensors.
-static void rope_tables(transformer_workspace *ws, const tb_layer_dims *d) {
+// The rotary tables at the local tokens' positions (pos: a host array; NULL: 0..T-1), computed
+// on the host and written to the backend's tensors.
+static void rope_tables(transformer_workspace *ws, const tb_layer_dims *d, const int32_t *pos) {
     const tb_backend *be = tb_be();
     if (be->host) {
-        cpu_rope_tables(ws->rope_cos, ws->rope_sin, d->T, d->rope_dim, d->rope_base);
+        cpu_rope_tables_at(ws->rope_cos, ws->rope_sin, pos, d->T, d->rope_dim, d->rope_base);
         return;
     }
     const size_t n = (size_t)d->T * (d->rope_dim / 2);
     float *cos_t = tb_xmalloc(2 * n * sizeof(float), "rope tables (host)"), *sin_t = cos_t + n;
-    cpu_rope_tables(cos_t, sin_t, d->T, d->rope_dim, d->rope_base);
+    cpu_rope_tables_at(cos_t, sin_t, pos, d->T, d->rope_dim, d->rope_base);
     be->copy_from_host(ws->rope_cos, cos_t, n * sizeof(float));
     be->copy_from_host(ws->rope_sin, sin_t, n * sizeof(float));
     free(cos_t);
+}
+
+// Context parallelism: the local tokens' positions (cp_pos_host) copied into the backend's tensor.
+static void set_positions(transformer_workspace *ws, const tb_layer_dims *d) {
+    tb_be()->copy_from_host(ws->cp_pos, ws->cp_pos_host, (size_t)d->T * sizeof(int32_t));
 }
 
 void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, tb_layer_dims *d) {
@@ -154,15 +160,17 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
         const size_t table = (size_t)d->T * (d->rope_dim / 2) * f;
         ws->rope_cos = tb_alloc(mem, TB_MEM_WORKSPACE, table, "rope cos table");
         ws->rope_sin = tb_alloc(mem, TB_MEM_WORKSPACE, table, "rope sin table");
-        rope_tables(ws, d);
+        rope_tables(ws, d, NULL);
     }
     d->rope_cos = ws->rope_cos;
     d->rope_sin = ws->rope_sin;
     // context parallelism: the local tokens' positions, the sequence's K and V
-    ws->cp_pos = NULL, ws->cp_kv = NULL;
+    ws->cp_pos = ws->cp_pos_host = NULL, ws->cp_kv = NULL;
     if (d->cp_size > 1) {
         ws->cp_pos = tb_alloc(mem, TB_MEM_WORKSPACE, (size_t)d->T * sizeof(int32_t), "context-parallel positions");
-        for (int t = 0; t < d->T; t++) ws->cp_pos[t] = t;  // until transformer_layer_set_context_parallel
+        ws->cp_pos_host = tb_xmalloc((size_t)d->T * sizeof(int32_t), "context-parallel positions (host)");
+        for (int t = 0; t < d->T; t++) ws->cp_pos_host[t] = t;  // until transformer_layer_set_context_parallel
+        set_positions(ws, d);
         ws->cp_kv = tb_alloc(mem, TB_MEM_WORKSPACE,
                              cp_attention_workspace_floats(d->cp_ring, d->B, d->T, d->cp_size, d->NH, d->G, d->hs) * f,
                              "context-parallel K and V");
@@ -174,13 +182,15 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
 void transformer_layer_set_context_parallel(tb_layer_dims *d, transformer_workspace *ws, tb_group *cp, int cp_rank) {
     if (d->cp_size <= 1) return;
     d->cp = cp;
-    cp_local_positions(d->T * d->cp_size, d->cp_size, cp_rank, ws->cp_pos);
-    if (d->rope_dim) cpu_rope_tables_at(ws->rope_cos, ws->rope_sin, ws->cp_pos, d->T, d->rope_dim, d->rope_base);
+    cp_local_positions(d->T * d->cp_size, d->cp_size, cp_rank, ws->cp_pos_host);
+    set_positions(ws, d);
+    if (d->rope_dim) rope_tables(ws, d, ws->cp_pos_host);
 }
 
 void transformer_workspace_free(transformer_workspace *ws, tb_allocator *mem) {
     tb_free(mem, ws->cp_pos);
-    ws->cp_pos = NULL;
+    free(ws->cp_pos_host);
+    ws->cp_pos = ws->cp_pos_host = NULL;
     moe_workspace_free(&ws->moe, mem);
     float **all[] = {&ws->branch, &ws->full,  &ws->norm_out, &ws->d_norm_out,   &ws->d_mid,  &ws->d_qkv,
                      &ws->d_atty, &ws->d_fc1, &ws->d_act,    &ws->attn_scratch, &ws->staging,

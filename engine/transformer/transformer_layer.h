@@ -96,7 +96,9 @@ typedef struct transformer_workspace {
     float *attn_scratch;     // the attention core's scratch_floats
     int attn_threads;        // the OpenMP threads attn_scratch is sized for
     float *rope_cos, *rope_sin;  // (T, rope_dim / 2) each: rope's rotation; NULL without rope
-    int32_t *cp_pos;         // (T) context parallelism: the local tokens' global positions; else NULL
+    int32_t *cp_pos;         // (T) context parallelism: the local tokens' global positions (a tensor of the
+                             // backend: the kernels read it); else NULL
+    int32_t *cp_pos_host;    // the same positions in host memory (the batch's tokens are cut on the host)
     float *cp_kv;            // context parallelism's K/V exchange (cp_attention_workspace_floats); else NULL
     float *staging;          // (N,C) rank-major staging of the sequence-parallel mappings
     moe_workspace moe;       // the MoE layers' (nothing without experts)

@@ -5,8 +5,9 @@
 // --device cuda takes — the weights drawn on the host and copied over, the tokens copied into
 // each slot's device buffer, the losses and the RoPE tables through the copies, the blocks
 // freed by pointer — so each must give the CPU run's bits: same kernels, same order.
-// Asserted: losses, gradient norms and final weights bitwise equal, one rank and tp 2 with
-// sequence parallelism (rank threads), and that the device paths did run (copies counted).
+// Asserted: losses, gradient norms and final weights bitwise equal, one rank, tp 2 with
+// sequence parallelism and cp 2 (all_gather; also with tp 2 and RoPE) on rank threads, and that
+// the device paths did run (copies counted; the cp attention calls through the table counted).
 //
 // Also --fp16's step logic (the loss scaler, optimizer/grad_scaler.h), with the CPU kernels:
 // the config refuses fp16 on --device cpu, so these runs set it after validation. The scaler
@@ -27,6 +28,14 @@
 #include "trainers.h"
 
 #define STEPS 2
+
+// context parallelism's attention through the table (the CPU's kernel, counted)
+static _Atomic long cp_attention_calls;
+static void count_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,
+                             const int32_t *qpos, const float *kv, int B, int Tq, int Tk, int NH, int G, int hs) {
+    cp_attention_calls++;
+    tb_backend_cpu()->flash_attention_cp_forward(out, lse, scratch, threads, qkv, qpos, kv, B, Tq, Tk, NH, G, hs);
+}
 
 // --- training with one table or the other (the stand-in device: standin_device.h) -----
 
@@ -171,6 +180,31 @@ TB_TEST(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits) {
     same_bits("tp2-sp", &a, &b);
 }
 
+// Context parallelism (all_gather): the K/V packing, the gather's reordering, the attention
+// with positions and the K/V gradients' way back all through the table, the positions and
+// RoPE's tables at them copied to the device; learned positions (the embedding reads the
+// positions) and, with tp 2 and RoPE, GQA.
+TB_TEST(cp2_all_gather_on_a_device_table_gives_the_cpu_bits) {
+    tb_config a, b;
+    small(&a), small(&b);
+    a.world_size = b.world_size = 2;
+    a.context_parallel_size = b.context_parallel_size = 2;
+    long before = cp_attention_calls;
+    same_bits("cp2", &a, &b);
+    TB_CHECK(cp_attention_calls - before == 2L * 2 * STEPS * 2,
+             "cp2: the attention ran through the table %ld times (2 ranks x 2 layers x %d steps x 2 microbatches)",
+             cp_attention_calls - before, STEPS);
+    small(&a), small(&b);
+    a.world_size = b.world_size = 4;
+    a.context_parallel_size = b.context_parallel_size = 2;
+    a.tensor_model_parallel_size = b.tensor_model_parallel_size = 2;
+    a.normalization = b.normalization = TB_NORM_RMSNORM;
+    a.swiglu = b.swiglu = 1;
+    a.position_embedding_type = b.position_embedding_type = TB_POS_ROPE;
+    a.num_query_groups = b.num_query_groups = 2;
+    same_bits("cp2-tp2-llama", &a, &b);
+}
+
 // Every entry of both tables is filled (a NULL in the CUDA table would crash the first GPU run
 // that reaches it; this build compiles the CUDA table when it has the backend).
 TB_TEST(every_entry_of_each_table_is_filled) {
@@ -188,6 +222,8 @@ TB_TEST(every_entry_of_each_table_is_filled) {
         FILLED(gelu_forward); FILLED(gelu_backward); FILLED(swiglu_forward); FILLED(swiglu_backward);
         FILLED(add); FILLED(add_inplace); FILLED(scale);
         FILLED(flash_attention_forward); FILLED(flash_attention_backward); FILLED(rope_apply);
+        FILLED(flash_attention_cp_forward); FILLED(flash_attention_cp_backward); FILLED(cp_pack_kv);
+        FILLED(cp_add_kv_grads); FILLED(cp_rank_major_to_positions); FILLED(cp_positions_to_rank_major);
         FILLED(embedding_forward); FILLED(embedding_backward); FILLED(add_positions);
         FILLED(ce_row_max); FILLED(ce_target_logit); FILLED(ce_exp_sum); FILLED(ce_normalize);
         FILLED(cross_entropy_backward); FILLED(adamw_update); FILLED(sum_squares);
@@ -251,10 +287,12 @@ TB_TEST(fp16_loss_scaling_is_exact_and_overflow_skips_the_step) {
 
 int main(void) {
     standin_init();
+    standin.flash_attention_cp_forward = count_cp_forward;
     TB_RUN(unbound_threads_get_the_cpu_table);
     TB_RUN(every_entry_of_each_table_is_filled);
     TB_RUN(one_rank_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits);
+    TB_RUN(cp2_all_gather_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(grad_scaler_backs_off_after_the_hysteresis_and_grows_after_the_window);
     TB_RUN(fp16_loss_scaling_is_exact_and_overflow_skips_the_step);
     return tb_test_summary();

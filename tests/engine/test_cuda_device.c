@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_memory.h"
+#include "config.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "tb_shell.h"
@@ -56,8 +57,8 @@ TB_TEST(device_and_precision_rules) {
         {"--device cuda --attention-backend flash --world-size 2 --pipeline-model-parallel-size 2 --num-layers 2 "
          "--micro-batch-size 1 --global-batch-size 2",
          "device cuda with pipeline_model_parallel_size 2: not supported yet"},
-        {"--device cuda --attention-backend flash --world-size 2 --context-parallel-size 2",
-         "device cuda with context_parallel_size 2: not supported yet"},
+        {"--device cuda --attention-backend flash --world-size 2 --context-parallel-size 2 --cp-comm-type p2p",
+         "device cuda with cp_comm_type p2p: not supported yet"},
         {"--device cuda --attention-backend flash --num-experts 2", "device cuda with num_experts 2: not supported yet"},
         {"--device cuda --attention-backend flash --world-size 2 --overlap-grad-reduce",
          "device cuda with overlap_grad_reduce: not supported yet"},
@@ -68,6 +69,20 @@ TB_TEST(device_and_precision_rules) {
                  cases[i].flags, rc, cases[i].expect, sh.err);
         TB_CHECK(!strstr(sh.out, "step"), "%s: nothing trained:\n%s", cases[i].flags, sh.out);
     }
+}
+
+// Context parallelism's all-gather runs on cuda: the config takes it (the ring is refused above).
+TB_TEST(context_parallel_all_gather_passes_the_config_on_cuda) {
+    tb_config c;
+    config_defaults(&c);
+    c.device = TB_DEVICE_CUDA, c.attention_backend = TB_ATTENTION_FLASH;
+    c.world_size = 2, c.context_parallel_size = 2, c.seq_length = 16;
+    config_resolve(&c);
+    tb_error err = {0};
+    TB_CHECK(config_validate(&c, &err) == 0, "cp 2, all_gather, device cuda: %s", err.msg);
+    c.cp_comm_type = TB_CP_P2P;
+    TB_CHECK(config_validate(&c, &err) != 0 && strstr(err.msg, "device cuda with cp_comm_type p2p: not supported yet"),
+             "cp 2, p2p, device cuda: %s", err.msg);
 }
 
 TB_TEST(device_cpu_trains_and_bad_values_are_refused) {
@@ -306,6 +321,7 @@ int main(void) {
     TB_RUN(device_cuda_is_refused_naming_the_flag);
     TB_RUN(device_cpu_trains_and_bad_values_are_refused);
     TB_RUN(device_and_precision_rules);
+    TB_RUN(context_parallel_all_gather_passes_the_config_on_cuda);
     TB_RUN(tagged_allocator_on_a_device_source);
     TB_RUN(tagged_allocator_device_oom);
     TB_RUN(device_allocator_counts_by_category_and_caches);

@@ -5,8 +5,10 @@
 // Tolerances, |gpu − cpu| ≤ atol + rtol·|cpu| elementwise:
 //   fp32 elementwise, norms, embedding, RoPE, CE, AdamW: atol 1e-5, rtol 1e-4 (the same float
 //     operations in another order; atomics in the row reductions);
-//   fp32 GEMMs (cuBLASLt, CUBLAS_COMPUTE_32F: no TF32) and attention: atol 1e-4, rtol 1e-3
-//     (sums of K = 64..96 products in another order);
+//   fp32 GEMMs (cuBLASLt, CUBLAS_COMPUTE_32F: no TF32) and attention (also context
+//     parallelism's, queries at positions): atol 1e-4, rtol 1e-3 (sums of K = 64..96 products
+//     in another order);
+//   context parallelism's data movement (copies, one add per element): exact (atol 0, rtol 0);
 //   bf16 (bf16 in and out, fp32 math; the CPU runs fp32 on the same bf16-rounded inputs):
 //     atol 1e-2, rtol 1.6e-2 (two bf16 roundings, 2^-8 each, and the order).
 #include <math.h>
@@ -20,6 +22,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm.h"
 #include "optimizer/optimizer.h"
+#include "transformer/context_parallel.h"
 
 #ifndef TB_HAVE_CUDA_BACKEND
 int main(void) {
@@ -359,6 +362,53 @@ TB_TEST(flash_attention_gqa) {
     free(qkv), free(out), free(lse), free(dy), free(dqkv), free(scratch);
 }
 
+// Context parallelism's all-gather variant: cp rank 1 of 2's local queries (the zig-zag
+// positions) against a whole sequence's K and V, and the data movement around it (exact).
+TB_TEST(context_parallel_attention_and_data_movement) {
+    enum { CP = 2, TQ = T / CP };
+    const int QKV = (NH + 2 * G) * HS, KV = 2 * G * HS, CO = NH * HS;
+    const size_t nqkv = (size_t)B * TQ * QKV, nkv = (size_t)B * T * KV, nlocal = (size_t)B * TQ * KV;
+    const size_t nout = (size_t)B * TQ * CO, nlse = (size_t)B * NH * TQ;
+    int32_t pos[TQ];
+    cp_local_positions(T, CP, 1, pos);
+    float *qkv = randv(nqkv, 1.0f), *kv = randv(nkv, 1.0f), *dy = randv(nout, 1.0f);
+    float *out = malloc(nout * 4), *lse = malloc(nlse * 4), *dqkv = malloc(nqkv * 4), *dkv = malloc(nkv * 4);
+    float *scratch = malloc(cpu_flash_attention_scratch_floats(T, HS, 1) * 4);
+    float *d_qkv = upf(qkv, nqkv), *d_kv = upf(kv, nkv), *d_dy = upf(dy, nout), *d_out = upf(NULL, nout);
+    float *d_lse = upf(NULL, nlse), *d_dqkv = upf(NULL, nqkv), *d_dkv = upf(NULL, nkv);
+    int32_t *d_pos = up(pos, sizeof pos);
+    cpu_flash_attention_cp_forward(out, lse, scratch, 1, qkv, pos, kv, B, TQ, T, NH, G, HS);
+    OK(cuda_flash_attention_cp_forward(d_out, d_lse, d_qkv, d_pos, d_kv, B, TQ, T, NH, G, HS, ctx.stream));
+    CLOSE(down(d_out, nout), out, nout, GEMM_ATOL, GEMM_RTOL, "cp attention out");
+    CLOSE(down(d_lse, nlse), lse, nlse, GEMM_ATOL, GEMM_RTOL, "cp attention lse");
+    cpu_flash_attention_cp_backward(dqkv, dkv, scratch, 1, dy, out, qkv, pos, kv, lse, B, TQ, T, NH, G, HS);
+    OK(cuda_flash_attention_cp_backward(d_dqkv, d_dkv, d_dy, d_out, d_qkv, d_pos, d_kv, d_lse, B, TQ, T, NH, G, HS,
+                                        ctx.stream));
+    CLOSE(down(d_dqkv, nqkv), dqkv, nqkv, GEMM_ATOL, GEMM_RTOL, "cp attention dqkv (Q part; K, V zero)");
+    CLOSE(down(d_dkv, nkv), dkv, nkv, GEMM_ATOL, GEMM_RTOL, "cp attention dkv");
+    // the data movement: copies and one add per element, the CPU's bits (atol 0, rtol 0)
+    float *packed = malloc(nlocal * 4), *d_packed = upf(NULL, nlocal);
+    cpu_cp_pack_kv(packed, qkv, B, TQ, NH, G, HS);
+    OK(cuda_cp_pack_kv(d_packed, d_qkv, B, TQ, NH, G, HS, ctx.stream));
+    CLOSE(down(d_packed, nlocal), packed, nlocal, 0.0, 0.0, "cp pack_kv");
+    float *grads = randv(nqkv, 1.0f), *d_grads = upf(grads, nqkv);  // dqkv += the K/V rows of `packed`
+    cpu_cp_add_kv_grads(grads, packed, B, TQ, NH, G, HS);
+    OK(cuda_cp_add_kv_grads(d_grads, d_packed, B, TQ, NH, G, HS, ctx.stream));
+    CLOSE(down(d_grads, nqkv), grads, nqkv, 0.0, 0.0, "cp add_kv_grads");
+    float *gathered = randv(nkv, 1.0f), *seq = malloc(nkv * 4), *back = malloc(nkv * 4);
+    float *d_gathered = upf(gathered, nkv), *d_seq = upf(NULL, nkv), *d_back = upf(NULL, nkv);
+    cpu_cp_rank_major_to_positions(seq, gathered, CP, B, TQ, KV);
+    OK(cuda_cp_rank_major_to_positions(d_seq, d_gathered, CP, B, TQ, KV, ctx.stream));
+    CLOSE(down(d_seq, nkv), seq, nkv, 0.0, 0.0, "cp rank-major to positions");
+    cpu_cp_positions_to_rank_major(back, kv, CP, B, TQ, KV);
+    OK(cuda_cp_positions_to_rank_major(d_back, d_kv, CP, B, TQ, KV, ctx.stream));
+    CLOSE(down(d_back, nkv), back, nkv, 0.0, 0.0, "cp positions to rank-major");
+    void *frees[] = {d_qkv, d_kv, d_dy, d_out, d_lse, d_dqkv, d_dkv, d_pos, d_packed, d_grads, d_gathered, d_seq, d_back};
+    for (size_t i = 0; i < sizeof frees / sizeof *frees; i++) cudaFree(frees[i]);
+    free(qkv), free(kv), free(dy), free(out), free(lse), free(dqkv), free(dkv), free(scratch), free(packed);
+    free(grads), free(gathered), free(seq), free(back);
+}
+
 TB_TEST(event_timing) {
     tb_cuda_timer t;
     tb_error err;
@@ -397,6 +447,7 @@ int main(void) {
     TB_RUN(adamw);
     TB_RUN(matmul_cublaslt);
     TB_RUN(flash_attention_gqa);
+    TB_RUN(context_parallel_attention_and_data_movement);
     TB_RUN(event_timing);
     tb_cuda_context_free(&ctx);
     return tb_test_summary();

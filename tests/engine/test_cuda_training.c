@@ -184,6 +184,18 @@ TB_TEST(tp2_and_dp2_over_nccl_match_the_cpu) {
     compare("dp2-distopt", "--world-size 2 --use-distributed-optimizer", "", 1e-4, 1e-3, 1e-3);
 }
 
+// Context parallelism (--cp-comm-type all_gather, the default) over NCCL: the K/V all-gather,
+// the attention with the zig-zag positions (the embedding's and RoPE's too) and the K/V
+// gradients' reduce-scatter on the GPUs, against the same layout on the CPU.
+TB_TEST(cp2_all_gather_over_nccl_matches_the_cpu) {
+    if (!two_gpus("cp2_all_gather_over_nccl_matches_the_cpu")) return;
+    compare("cp2", "--world-size 2 --context-parallel-size 2", "", 1e-4, 1e-3, 1e-3);
+    compare("cp2-llama",
+            "--world-size 2 --context-parallel-size 2 --normalization RMSNorm --swiglu --position-embedding-type rope "
+            "--num-query-groups 2",
+            "", 1e-4, 1e-3, 1e-3);
+}
+
 // Under mpirun: one process per GPU (its rank's device: its local rank on the host), the NCCL
 // unique ids broadcast over MPI; the same figures as the CPU's rank threads.
 TB_TEST(tp2_and_dp2_under_mpirun_over_nccl_match_the_cpu) {
@@ -357,6 +369,7 @@ int main(void) {
     TB_RUN(one_step_bf16_matches_the_cpu);
     TB_RUN(fp16_skips_overflowing_steps_while_the_scale_backs_off);
     TB_RUN(tp2_and_dp2_over_nccl_match_the_cpu);
+    TB_RUN(cp2_all_gather_over_nccl_matches_the_cpu);
     TB_RUN(tp2_and_dp2_under_mpirun_over_nccl_match_the_cpu);
     TB_RUN(checkpoints_move_between_cuda_and_the_cpu);
     TB_RUN(save_hf_and_dump_tensors_on_cuda_are_the_cpus);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/flash_view.h"
 
 // Rows of Q and of K/V per block: the S tile (BR × BC floats, 16 KiB) stays in L1/L2.
 #define BR 64
@@ -29,22 +30,8 @@ static void scores(float *S, const float *q, int qs, const float *k, int ks, int
                 k + (size_t)j0 * ks, ks, 0.0f, S, BC);
 }
 
-// Where the queries, keys and values are: q rows (Tq per batch, qs floats apart, a batch qb
-// floats after the last, head h at h·hs), k and v rows (Tk per batch, ks apart, kb between
-// batches, group g at k_off + g·hs and v_off + g·hs), the keys in position order 0..Tk-1;
-// qpos[i] the position of query row i (NULL: i). out, dout and lse hold o_rows rows per batch
-// (per batch and head for lse), the Tq rows of the view starting at their pointers.
-typedef struct flash_io {
-    const float *q;
-    int qs;
-    size_t qb;
-    const float *kv;
-    int ks, k_off, v_off;
-    size_t kb;
-    int Tq, Tk, o_rows;
-    const int32_t *qpos;
-    int causal;
-} flash_io;
+// Where the queries, keys and values are (backend/flash_view.h).
+typedef tb_flash_view flash_io;
 
 static int qpos_of(const flash_io *io, int i) { return io->qpos ? io->qpos[i] : i; }
 
@@ -175,15 +162,9 @@ static void flash_backward(const flash_io *io, float *dq_base, float *dkv, float
         }
 }
 
-static flash_io fused(const float *qkv, int T, int NH, int G, int hs, int causal) {
-    const int QKV = (NH + 2 * G) * hs;
-    return (flash_io){qkv, QKV, (size_t)T * QKV, qkv, QKV, NH * hs, (NH + G) * hs, (size_t)T * QKV, T, T, T, NULL,
-                      causal};
-}
-
 void cpu_flash_attention_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T,
                                  int NH, int G, int hs, int causal) {
-    flash_io io = fused(qkv, T, NH, G, hs, causal);
+    flash_io io = tb_flash_view_fused(qkv, T, NH, G, hs, causal);
     flash_forward(&io, out, lse, scratch, threads, B, NH, G, hs);
 }
 
@@ -191,19 +172,14 @@ void cpu_flash_attention_backward(float *dqkv, float *scratch, int threads, cons
                                   const float *qkv, const float *lse, int B, int T, int NH, int G, int hs,
                                   int causal) {
     memset(dqkv, 0, (size_t)B * T * (NH + 2 * G) * hs * sizeof(float));
-    flash_io io = fused(qkv, T, NH, G, hs, causal);
+    flash_io io = tb_flash_view_fused(qkv, T, NH, G, hs, causal);
     flash_backward(&io, dqkv, dqkv, scratch, threads, dout, out, lse, B, NH, G, hs);
-}
-
-static flash_io split(const float *qkv, const int32_t *qpos, const float *kv, int Tq, int Tk, int NH, int G, int hs) {
-    const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
-    return (flash_io){qkv, QKV, (size_t)Tq * QKV, kv, KV, 0, G * hs, (size_t)Tk * KV, Tq, Tk, Tq, qpos, 1};
 }
 
 void cpu_flash_attention_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,
                                     const int32_t *qpos, const float *kv, int B, int Tq, int Tk, int NH, int G,
                                     int hs) {
-    flash_io io = split(qkv, qpos, kv, Tq, Tk, NH, G, hs);
+    flash_io io = tb_flash_view_cp(qkv, qpos, kv, Tq, Tk, NH, G, hs);
     flash_forward(&io, out, lse, scratch, threads, B, NH, G, hs);
 }
 
@@ -212,7 +188,7 @@ void cpu_flash_attention_cp_backward(float *dqkv, float *dkv, float *scratch, in
                                      const float *lse, int B, int Tq, int Tk, int NH, int G, int hs) {
     memset(dqkv, 0, (size_t)B * Tq * (NH + 2 * G) * hs * sizeof(float));
     memset(dkv, 0, (size_t)B * Tk * 2 * G * hs * sizeof(float));
-    flash_io io = split(qkv, qpos, kv, Tq, Tk, NH, G, hs);
+    flash_io io = tb_flash_view_cp(qkv, qpos, kv, Tq, Tk, NH, G, hs);
     flash_backward(&io, dqkv, dkv, scratch, threads, dout, out, lse, B, NH, G, hs);
 }
 

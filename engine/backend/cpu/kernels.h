@@ -95,6 +95,17 @@ void cpu_flash_attention_cp_forward(float *out, float *lse, float *scratch, int 
 void cpu_flash_attention_cp_backward(float *dqkv, float *dkv, float *scratch, int threads, const float *dout,
                                      const float *out, const float *qkv, const int32_t *qpos, const float *kv,
                                      const float *lse, int B, int Tq, int Tk, int NH, int G, int hs);
+// Context parallelism's data movement (backend/cpu/context_parallel.c), kv rows (2·G·hs)
+// floats [K groups | V groups], qkv rows (NH+2G)·hs:
+//   pack_kv                kv (B, Tq, KV) = the K and V parts of qkv (B, Tq, QKV)
+//   add_kv_grads           dqkv's K and V parts += dkv (B, Tq, KV)
+//   rank_major_to_positions  the all-gathered rows (cp, B, Tq, KV), rank-major, into the
+//                          sequence in position order seq (B, cp·Tq, KV) (backend/cp_layout.h);
+//   positions_to_rank_major  the reverse (for the reduce-scatter of dK/dV)
+void cpu_cp_pack_kv(float *kv, const float *qkv, int B, int Tq, int NH, int G, int hs);
+void cpu_cp_add_kv_grads(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs);
+void cpu_cp_rank_major_to_positions(float *seq, const float *gathered, int cp_size, int B, int Tq, int KV);
+void cpu_cp_positions_to_rank_major(float *gathered, const float *seq, int cp_size, int B, int Tq, int KV);
 // One block of context parallelism's ring (cp_comm_type p2p): Tq query rows of a fused qkv
 // tensor (B samples, q_batch_stride floats apart) against Tk key/value rows of a kv tensor
 // ((2·G·hs)-float rows [K groups | V groups], kv_batch_stride floats between samples), either

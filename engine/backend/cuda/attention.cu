@@ -1,12 +1,15 @@
 // attention.cu — flash-style causal grouped-query attention (FlashAttention-2's online
 // softmax: nothing of size T×T is stored; forward saves each row's log-sum-exp, backward
-// recomputes the probabilities from it). One warp per (batch, head, query row); each lane
+// recomputes the probabilities from it), causal by row index (the plain core) or by each
+// query's position (context parallelism's all-gather variant: the local queries against the
+// whole sequence's K and V). One warp per (batch, head, query row); each lane
 // holds hs/32 (rounded up) channels of q, the output accumulator and, in backward, dq.
 // Simple and exact rather than fast: no tensor cores, no shared-memory tiling of K and V.
 #include <cuda_runtime.h>
 #include <math.h>
 
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/flash_view.h"
 
 namespace {
 
@@ -17,6 +20,11 @@ __device__ __forceinline__ float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
     return x;
 }
+
+// The kernels read a tb_flash_view (backend/flash_view.h, the CPU kernel's layouts): the plain
+// flash attention is the fused view, context parallelism's the cp view (its queries at their
+// positions, K and V the sequence's own tensor). out, dout (B, Tq, NH·hs), lse (B, NH, Tq).
+typedef tb_flash_view View;
 
 struct Row {
     int b, h, t, g;
@@ -32,14 +40,18 @@ __device__ bool row_of_warp(Row *r, int B, int T, int NH, int G) {
     return true;
 }
 
-__global__ void flash_forward_kernel(float *out, float *lse, const float *qkv, int B, int T, int NH, int G,
-                                     int hs) {
+// The last key row t attends to.
+__device__ __forceinline__ int last_key(const View &v, int t) {
+    return !v.causal ? v.Tk - 1 : v.qpos ? v.qpos[t] : t;
+}
+
+__global__ void flash_forward_kernel(float *out, float *lse, View v, int B, int NH, int G, int hs) {
     Row r;
-    if (!row_of_warp(&r, B, T, NH, G)) return;
-    const int lane = threadIdx.x & 31, QKV = (NH + 2 * G) * hs;
+    if (!row_of_warp(&r, B, v.Tq, NH, G)) return;
+    const int lane = threadIdx.x & 31, T = v.o_rows;  // out and lse rows per sample
     const float scale = 1.0f / sqrtf((float)hs);
-    const float *base = qkv + (size_t)r.b * T * QKV;
-    const float *q = base + (size_t)r.t * QKV + r.h * hs;
+    const float *q = v.q + (size_t)r.b * v.qb + (size_t)r.t * v.qs + r.h * hs;
+    const float *kvb = v.kv + (size_t)r.b * v.kb;
     float qr[kMaxPerLane], acc[kMaxPerLane];
     for (int k = 0; k < kMaxPerLane; k++) {
         int d = lane + 32 * k;
@@ -47,8 +59,9 @@ __global__ void flash_forward_kernel(float *out, float *lse, const float *qkv, i
         acc[k] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    for (int j = 0; j <= r.t; j++) {
-        const float *kj = base + (size_t)j * QKV + (NH + r.g) * hs, *vj = base + (size_t)j * QKV + (NH + G + r.g) * hs;
+    const int last = last_key(v, r.t);
+    for (int j = 0; j <= last; j++) {
+        const float *kj = kvb + (size_t)j * v.ks + v.k_off + r.g * hs, *vj = kvb + (size_t)j * v.ks + v.v_off + r.g * hs;
         float part = 0.0f;
         for (int k = 0; k < kMaxPerLane; k++) {
             int d = lane + 32 * k;
@@ -73,16 +86,17 @@ __global__ void flash_forward_kernel(float *out, float *lse, const float *qkv, i
 
 // dS_ij = P_ij (dP_ij − D_i), D_i = dO_i · O_i; dQ_i = scale Σ_j dS_ij K_j written,
 // dK_j += scale dS_ij Q_i and dV_j += P_ij dO_i by atomics (the heads of a group and the rows
-// of a column all add into one K, V row).
-__global__ void flash_backward_kernel(float *dqkv, const float *dout, const float *out, const float *qkv,
-                                      const float *lse, int B, int T, int NH, int G, int hs) {
+// of a column all add into one K, V row). dq is laid out as v's q rows, dkv as its kv rows
+// (the same tensor for the fused view).
+__global__ void flash_backward_kernel(float *dq_base, float *dkv, const float *dout, const float *out,
+                                      const float *lse, View v, int B, int NH, int G, int hs) {
     Row r;
-    if (!row_of_warp(&r, B, T, NH, G)) return;
-    const int lane = threadIdx.x & 31, QKV = (NH + 2 * G) * hs, C = NH * hs;
+    if (!row_of_warp(&r, B, v.Tq, NH, G)) return;
+    const int lane = threadIdx.x & 31, T = v.o_rows, C = NH * hs;
     const float scale = 1.0f / sqrtf((float)hs);
-    const float *base = qkv + (size_t)r.b * T * QKV;
-    float *dbase = dqkv + (size_t)r.b * T * QKV;
-    const float *q = base + (size_t)r.t * QKV + r.h * hs;
+    const size_t qrow = (size_t)r.b * v.qb + (size_t)r.t * v.qs + r.h * hs;
+    const float *q = v.q + qrow, *kvb = v.kv + (size_t)r.b * v.kb;
+    float *dkvb = dkv + (size_t)r.b * v.kb;
     const float *dO = dout + ((size_t)r.b * T + r.t) * C + r.h * hs, *O = out + ((size_t)r.b * T + r.t) * C + r.h * hs;
     float qr[kMaxPerLane], dor[kMaxPerLane], dq[kMaxPerLane];
     float Dpart = 0.0f;
@@ -94,9 +108,11 @@ __global__ void flash_backward_kernel(float *dqkv, const float *dout, const floa
         if (d < hs) Dpart += dor[k] * O[d];
     }
     const float D = warp_sum(Dpart), L = lse[((size_t)r.b * NH + r.h) * T + r.t];
-    for (int j = 0; j <= r.t; j++) {
-        const float *kj = base + (size_t)j * QKV + (NH + r.g) * hs, *vj = base + (size_t)j * QKV + (NH + G + r.g) * hs;
-        float *dkj = dbase + (size_t)j * QKV + (NH + r.g) * hs, *dvj = dbase + (size_t)j * QKV + (NH + G + r.g) * hs;
+    const int last = last_key(v, r.t);
+    for (int j = 0; j <= last; j++) {
+        const size_t k_at = (size_t)j * v.ks + v.k_off + r.g * hs, v_at = (size_t)j * v.ks + v.v_off + r.g * hs;
+        const float *kj = kvb + k_at, *vj = kvb + v_at;
+        float *dkj = dkvb + k_at, *dvj = dkvb + v_at;
         float sp = 0.0f, dpp = 0.0f;
         for (int k = 0; k < kMaxPerLane; k++) {
             int d = lane + 32 * k;
@@ -113,7 +129,7 @@ __global__ void flash_backward_kernel(float *dqkv, const float *dout, const floa
             }
         }
     }
-    float *dqi = dbase + (size_t)r.t * QKV + r.h * hs;
+    float *dqi = dq_base + qrow;
     for (int k = 0; k < kMaxPerLane; k++) {
         int d = lane + 32 * k;
         if (d < hs) dqi[d] = dq[k];
@@ -125,25 +141,51 @@ unsigned blocks_for_rows(int B, int T, int NH) {
     return (unsigned)((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
+bool bad_shape(int NH, int G, int hs) { return hs > 32 * kMaxPerLane || G <= 0 || NH % G != 0; }
+
+int forward(float *out, float *lse, const View &v, int B, int NH, int G, int hs, cudaStream_t s) {
+    if (bad_shape(NH, G, hs)) return (int)cudaErrorInvalidValue;
+    flash_forward_kernel<<<blocks_for_rows(B, v.Tq, NH), 32 * kWarpsPerBlock, 0, s>>>(out, lse, v, B, NH, G, hs);
+    return (int)cudaGetLastError();
+}
+
+// dq_base's q rows (B·Tq·QKV floats, the K/V parts too) and dkv (dkv_floats) zeroed, then the
+// kernel (dkv == dq_base for the fused view).
+int backward(float *dq_base, float *dkv, size_t dkv_floats, const float *dout, const float *out, const float *lse,
+             const View &v, int B, int NH, int G, int hs, cudaStream_t s) {
+    if (bad_shape(NH, G, hs)) return (int)cudaErrorInvalidValue;
+    cudaError_t e = cudaMemsetAsync(dq_base, 0, (size_t)B * v.qb * sizeof(float), s);
+    if (e == cudaSuccess && dkv != dq_base) e = cudaMemsetAsync(dkv, 0, dkv_floats * sizeof(float), s);
+    if (e != cudaSuccess) return (int)e;
+    flash_backward_kernel<<<blocks_for_rows(B, v.Tq, NH), 32 * kWarpsPerBlock, 0, s>>>(dq_base, dkv, dout, out, lse, v,
+                                                                                       B, NH, G, hs);
+    return (int)cudaGetLastError();
+}
+
 }  // namespace
 
 extern "C" {
 
 int cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int G, int hs,
                                  tb_cuda_stream s) {
-    if (hs > 32 * kMaxPerLane || G <= 0 || NH % G != 0) return (int)cudaErrorInvalidValue;
-    flash_forward_kernel<<<blocks_for_rows(B, T, NH), 32 * kWarpsPerBlock, 0, s>>>(out, lse, qkv, B, T, NH, G, hs);
-    return (int)cudaGetLastError();
+    return forward(out, lse, tb_flash_view_fused(qkv, T, NH, G, hs, 1), B, NH, G, hs, s);
 }
 
 int cuda_flash_attention_backward(float *dqkv, const float *dout, const float *out, const float *qkv,
                                   const float *lse, int B, int T, int NH, int G, int hs, tb_cuda_stream s) {
-    if (hs > 32 * kMaxPerLane || G <= 0 || NH % G != 0) return (int)cudaErrorInvalidValue;
-    cudaError_t e = cudaMemsetAsync(dqkv, 0, (size_t)B * T * (NH + 2 * G) * hs * sizeof(float), s);
-    if (e != cudaSuccess) return (int)e;
-    flash_backward_kernel<<<blocks_for_rows(B, T, NH), 32 * kWarpsPerBlock, 0, s>>>(dqkv, dout, out, qkv, lse, B, T,
-                                                                                    NH, G, hs);
-    return (int)cudaGetLastError();
+    return backward(dqkv, dqkv, 0, dout, out, lse, tb_flash_view_fused(qkv, T, NH, G, hs, 1), B, NH, G, hs, s);
+}
+
+int cuda_flash_attention_cp_forward(float *out, float *lse, const float *qkv, const int32_t *qpos, const float *kv,
+                                    int B, int Tq, int Tk, int NH, int G, int hs, tb_cuda_stream s) {
+    return forward(out, lse, tb_flash_view_cp(qkv, qpos, kv, Tq, Tk, NH, G, hs), B, NH, G, hs, s);
+}
+
+int cuda_flash_attention_cp_backward(float *dqkv, float *dkv, const float *dout, const float *out, const float *qkv,
+                                     const int32_t *qpos, const float *kv, const float *lse, int B, int Tq, int Tk,
+                                     int NH, int G, int hs, tb_cuda_stream s) {
+    return backward(dqkv, dkv, (size_t)B * Tk * 2 * G * hs, dout, out, lse, tb_flash_view_cp(qkv, qpos, kv, Tq, Tk, NH, G, hs), B,
+                    NH, G, hs, s);
 }
 
 }  // extern "C"

@@ -174,6 +174,29 @@ static void cu_flash_backward(float *dqkv, float *scratch, int threads, const fl
     (void)scratch, (void)threads;
     K(cuda_flash_attention_backward(dqkv, dout, out, qkv, lse, B, T, NH, G, hs, stream()));
 }
+static void cu_flash_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,
+                                const int32_t *qpos, const float *kv, int B, int Tq, int Tk, int NH, int G, int hs) {
+    (void)scratch, (void)threads;
+    K(cuda_flash_attention_cp_forward(out, lse, qkv, qpos, kv, B, Tq, Tk, NH, G, hs, stream()));
+}
+static void cu_flash_cp_backward(float *dqkv, float *dkv, float *scratch, int threads, const float *dout,
+                                 const float *out, const float *qkv, const int32_t *qpos, const float *kv,
+                                 const float *lse, int B, int Tq, int Tk, int NH, int G, int hs) {
+    (void)scratch, (void)threads;
+    K(cuda_flash_attention_cp_backward(dqkv, dkv, dout, out, qkv, qpos, kv, lse, B, Tq, Tk, NH, G, hs, stream()));
+}
+static void cu_cp_pack_kv(float *kv, const float *qkv, int B, int Tq, int NH, int G, int hs) {
+    K(cuda_cp_pack_kv(kv, qkv, B, Tq, NH, G, hs, stream()));
+}
+static void cu_cp_add_kv_grads(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs) {
+    K(cuda_cp_add_kv_grads(dqkv, dkv, B, Tq, NH, G, hs, stream()));
+}
+static void cu_cp_rank_major_to_positions(float *seq, const float *gathered, int cp, int B, int Tq, int KV) {
+    K(cuda_cp_rank_major_to_positions(seq, gathered, cp, B, Tq, KV, stream()));
+}
+static void cu_cp_positions_to_rank_major(float *gathered, const float *seq, int cp, int B, int Tq, int KV) {
+    K(cuda_cp_positions_to_rank_major(gathered, seq, cp, B, Tq, KV, stream()));
+}
 static void cu_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
                           int dim, int interleaved, int inverse) {
     K(cuda_rope_apply(qkv, cos_t, sin_t, B, T, row, heads, hs, dim, interleaved, inverse, stream()));
@@ -252,6 +275,12 @@ static const tb_backend cuda_backend = {
     .flash_attention_forward = cu_flash_forward,
     .flash_attention_backward = cu_flash_backward,
     .rope_apply = cu_rope_apply,
+    .flash_attention_cp_forward = cu_flash_cp_forward,
+    .flash_attention_cp_backward = cu_flash_cp_backward,
+    .cp_pack_kv = cu_cp_pack_kv,
+    .cp_add_kv_grads = cu_cp_add_kv_grads,
+    .cp_rank_major_to_positions = cu_cp_rank_major_to_positions,
+    .cp_positions_to_rank_major = cu_cp_positions_to_rank_major,
     .embedding_forward = cu_embedding_forward,
     .embedding_backward = cu_embedding_backward,
     .add_positions = cu_add_positions,

@@ -70,12 +70,31 @@ int cuda_bias_backward(float *dbias, const float *dout, int N, int OC, tb_cuda_s
 
 // --- attention core: flash-style causal GQA (FlashAttention-2's online softmax) ---------
 // qkv (B,T,(NH+2G)·hs) [Q heads | K groups | V groups] → out (B,T,NH·hs), lse (B,NH,T)
-// as cpu_flash_attention_forward (causal); hs ≤ 256. One warp per query row.
+// as cpu_flash_attention_forward (causal by row index); hs ≤ 256. One warp per query row.
 int cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int G, int hs,
                                  tb_cuda_stream s);
 // dqkv written (zeroed first on `s`); recomputes the probabilities from lse
 int cuda_flash_attention_backward(float *dqkv, const float *dout, const float *out, const float *qkv,
                                   const float *lse, int B, int T, int NH, int G, int hs, tb_cuda_stream s);
+
+// --- context parallelism, cp_comm_type all_gather (transformer/context_parallel.h) -------
+// As cpu_flash_attention_cp_forward / _backward: Tq queries of qkv at positions qpos (Tq,
+// device) against the whole sequence's keys and values kv (B, Tk, 2·G·hs) in position order,
+// causal by position (key j visible to query t iff j ≤ qpos[t]). The plain flash kernels' code
+// with another view of K and V (attention.cu). Backward writes dqkv's Q part (its K and V parts
+// zero) and dkv (B, Tk, 2·G·hs), both zeroed first on `s`; dK/dV by atomics.
+int cuda_flash_attention_cp_forward(float *out, float *lse, const float *qkv, const int32_t *qpos, const float *kv,
+                                    int B, int Tq, int Tk, int NH, int G, int hs, tb_cuda_stream s);
+int cuda_flash_attention_cp_backward(float *dqkv, float *dkv, const float *dout, const float *out, const float *qkv,
+                                     const int32_t *qpos, const float *kv, const float *lse, int B, int Tq, int Tk,
+                                     int NH, int G, int hs, tb_cuda_stream s);
+// The data movement, as cpu_cp_* (exact: copies, one add per element; kernels.cu)
+int cuda_cp_pack_kv(float *kv, const float *qkv, int B, int Tq, int NH, int G, int hs, tb_cuda_stream s);
+int cuda_cp_add_kv_grads(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs, tb_cuda_stream s);
+int cuda_cp_rank_major_to_positions(float *seq, const float *gathered, int cp, int B, int Tq, int KV,
+                                    tb_cuda_stream s);
+int cuda_cp_positions_to_rank_major(float *gathered, const float *seq, int cp, int B, int Tq, int KV,
+                                    tb_cuda_stream s);
 
 // --- rotary position embedding --------------------------------------------------------
 // as cpu_rope_apply; cos_t, sin_t (T, dim/2) from cpu_rope_tables, copied to the device

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <float.h>
 
+#include "backend/cp_layout.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "optimizer/adamw_element.h"
 
@@ -331,6 +332,31 @@ __global__ void sum_squares_kernel(double *out, const float *x, size_t n) {
     if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
 }
 
+// ---------------------------------------------------------------------------------------
+// Context parallelism's data movement (cpu_cp_* of backend/cpu/context_parallel.c): copies
+// and one add per element, the CPU's bits. One thread per element of the K/V rows.
+
+// kv (rows, KV) = the K and V parts (from float `off` of each row) of qkv (rows, QKV)
+__global__ void cp_pack_kv_kernel(float *kv, const float *qkv, size_t rows, int QKV, int off, int KV) {
+    GRID_STRIDE(i, rows * KV) kv[i] = qkv[i / KV * QKV + off + i % KV];
+}
+
+__global__ void cp_add_kv_grads_kernel(float *dqkv, const float *dkv, size_t rows, int QKV, int off, int KV) {
+    GRID_STRIDE(i, rows * KV) dqkv[i / KV * QKV + off + i % KV] += dkv[i];
+}
+
+// gathered (cp, B, Tq, KV) rank-major ↔ seq (B, cp·Tq, KV) in position order (backend/cp_layout.h)
+__global__ void cp_reorder_kernel(float *seq, float *gathered, int cp, int B, int Tq, int KV, int to_positions) {
+    const int T = Tq * cp;
+    GRID_STRIDE(i, (size_t)cp * B * Tq * KV) {
+        const size_t row = i / KV;
+        const int t = (int)(row % Tq), b = (int)(row / Tq % B), r = (int)(row / Tq / B);
+        const size_t at = ((size_t)b * T + tb_cp_position(T, cp, r, t)) * KV + i % KV;
+        if (to_positions) seq[at] = gathered[i];
+        else gathered[i] = seq[at];
+    }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -520,6 +546,34 @@ int cuda_add_positions(float *out, const float *wpe, const int32_t *pos, int B, 
     if (n == 0 || !wpe) return 0;  // no learned positions (RoPE, none): nothing to add, as on the CPU
     add_positions_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, wpe, pos, B * T, T, C);
     return launched();
+}
+
+int cuda_cp_pack_kv(float *kv, const float *qkv, int B, int Tq, int NH, int G, int hs, tb_cuda_stream s) {
+    const size_t rows = (size_t)B * Tq;
+    cp_pack_kv_kernel<<<blocks_for(rows * 2 * G * hs), kThreads, 0, s>>>(kv, qkv, rows, (NH + 2 * G) * hs, NH * hs,
+                                                                          2 * G * hs);
+    return (int)cudaGetLastError();
+}
+
+int cuda_cp_add_kv_grads(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs, tb_cuda_stream s) {
+    const size_t rows = (size_t)B * Tq;
+    cp_add_kv_grads_kernel<<<blocks_for(rows * 2 * G * hs), kThreads, 0, s>>>(dqkv, dkv, rows, (NH + 2 * G) * hs,
+                                                                               NH * hs, 2 * G * hs);
+    return (int)cudaGetLastError();
+}
+
+int cuda_cp_rank_major_to_positions(float *seq, const float *gathered, int cp, int B, int Tq, int KV,
+                                    tb_cuda_stream s) {
+    cp_reorder_kernel<<<blocks_for((size_t)cp * B * Tq * KV), kThreads, 0, s>>>(seq, (float *)gathered, cp, B, Tq, KV,
+                                                                                 1);
+    return (int)cudaGetLastError();
+}
+
+int cuda_cp_positions_to_rank_major(float *gathered, const float *seq, int cp, int B, int Tq, int KV,
+                                    tb_cuda_stream s) {
+    cp_reorder_kernel<<<blocks_for((size_t)cp * B * Tq * KV), kThreads, 0, s>>>((float *)seq, gathered, cp, B, Tq, KV,
+                                                                                 0);
+    return (int)cudaGetLastError();
 }
 
 int cuda_sum_squares(double *out, const float *x, size_t n, tb_cuda_stream s) {

@@ -1,0 +1,20 @@
+// cp_layout.h — context parallelism's zig-zag (transformer/context_parallel.h) as one inline
+// function (as optimizer/adamw_element.h), shared by the host code and the CUDA kernels (backend/cuda/context_parallel.cu):
+// the sequence of T tokens is cut into 2·cp chunks of S = T/(2·cp); cp rank `rank` holds chunks
+// rank and 2·cp−1−rank, its local row t < S in the first, S ≤ t < 2S in the second.
+#ifndef TB_BACKEND_CP_LAYOUT_H
+#define TB_BACKEND_CP_LAYOUT_H
+
+#ifdef __CUDACC__
+#define TB_CP_INLINE __host__ __device__ __forceinline__
+#else
+#define TB_CP_INLINE static inline
+#endif
+
+// The global position of cp rank `rank`'s local row t (of T / cp).
+TB_CP_INLINE int tb_cp_position(int T, int cp, int rank, int t) {
+    const int S = T / (2 * cp);
+    return t < S ? rank * S + t : (2 * cp - 1 - rank) * S + (t - S);
+}
+
+#endif
