@@ -475,8 +475,6 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
     CUDA_REFUSED(c->num_attention_heads > 0 && c->hidden_size / c->num_attention_heads > 256,
                  "device cuda with head size %d: not supported yet (the CUDA attention kernel takes head sizes up "
                  "to 256)", c->hidden_size / c->num_attention_heads);
-    CUDA_REFUSED(c->overlap_grad_reduce, "device cuda with overlap_grad_reduce: not supported yet (the "
-                 "communication thread has no device context)");
     CUDA_REFUSED(c->save[0], "device cuda with save: not supported yet (checkpoints read host memory)");
     CUDA_REFUSED(c->load[0], "device cuda with load: not supported yet (checkpoints write host memory)");
     CUDA_REFUSED(c->save_hf[0], "device cuda with save_hf: not supported yet (the writer reads host memory)");

@@ -59,8 +59,6 @@ TB_TEST(device_and_precision_rules) {
         {"--device cuda --attention-backend flash --world-size 2 --context-parallel-size 2",
          "device cuda with context_parallel_size 2: not supported yet"},
         {"--device cuda --attention-backend flash --num-experts 2", "device cuda with num_experts 2: not supported yet"},
-        {"--device cuda --attention-backend flash --world-size 2 --overlap-grad-reduce",
-         "device cuda with overlap_grad_reduce: not supported yet"},
         {"--device cuda --attention-backend flash --save-hf x.safetensors", "device cuda with save_hf: not supported yet"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
