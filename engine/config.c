@@ -475,8 +475,6 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
     CUDA_REFUSED(c->num_attention_heads > 0 && c->hidden_size / c->num_attention_heads > 256,
                  "device cuda with head size %d: not supported yet (the CUDA attention kernel takes head sizes up "
                  "to 256)", c->hidden_size / c->num_attention_heads);
-    CUDA_REFUSED(c->overlap_grad_reduce, "device cuda with overlap_grad_reduce: not supported yet (the "
-                 "communication thread has no device context)");
 #undef CUDA_REFUSED
 }
 

@@ -95,7 +95,7 @@ gpu_tests() {
 }
 if [ $built -eq 0 ]; then
     stage gpu_tests 180 gpu_tests
-    grep -E "Skipped|SKIP|: (ok|FAIL) |passed, |10 x gelu|device 0 of|tests passed|\(cpu / cuda\)|resumed on|tensors bitwise" "$dir/gpu_tests.log" |
+    grep -E "Skipped|SKIP|: (ok|FAIL) |passed, |10 x gelu|device 0 of|tests passed|\((cpu|cuda) / cuda|resumed on|tensors bitwise" "$dir/gpu_tests.log" |
         sed 's/^/    /' | tee -a "$res" >/dev/null
 else
     say "FAIL gpu_tests: not run, the build failed"

@@ -107,6 +107,26 @@ typedef struct tb_backend {
     void (*adamw_update)(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
                          float eps, float keep, float step, float inv_sqrt_bc2);
     double (*sum_squares)(const float *x, size_t n);  // read back to the host
+
+    // --- a rank's second thread, streams and events (NULL on the CPU, whose kernels have
+    // finished when they return and run on any thread) ---
+    // DistributedDataParallel's communication thread (distributed/distributed_data_parallel.h)
+    // runs on the rank's device: it binds the rank thread's context (thread_context, taken on
+    // the rank thread; bind_side_thread, on the other thread, makes the device current — NULL
+    // unbinds; a side thread runs the elementwise kernels, no GEMM and no sum_squares), puts
+    // its work on a communication group's stream (set_stream; NULL: back to the thread's own)
+    // and orders the streams with events (PyTorch's Event.record / Event.wait): event_record
+    // marks the work enqueued so far on the thread's current stream, event_wait makes the work
+    // enqueued on it from now wait for the marked work. An event must have been recorded (in
+    // host order) before a wait on it means anything. A failed call fails the thread as a
+    // failed kernel does (the bound fail function).
+    void *(*thread_context)(void);
+    void (*bind_side_thread)(void *context, void (*fail)(void *arg, const char *msg), void *fail_arg);
+    void (*set_stream)(void *stream);
+    void *(*event_create)(void);
+    void (*event_destroy)(void *event);  // any thread (a failed rank's teardown)
+    void (*event_record)(void *event);
+    void (*event_wait)(void *event);
 } tb_backend;
 
 // The CPU table (always there).

@@ -17,6 +17,7 @@
 static _Thread_local tb_comm_thread *comm_thread;
 
 void tb_comm_thread_bind(tb_comm_thread *t) { comm_thread = t; }
+const tb_comm_thread *tb_comm_thread_current(void) { return comm_thread; }
 
 // The bookkeeping around one call.
 typedef struct call {

@@ -46,13 +46,19 @@ void tb_barrier(tb_group *g);
 // the rank (rk->unwind is the rank thread's): it calls fail, which must not return (the
 // thread ends there and the rank thread fails with status and msg when it next waits for it).
 // step and microbatch are what its calls record (the rank thread's own fields change under it).
-// --inject-stall applies to the rank thread only.
+// --inject-stall applies to the rank thread only. stream_ordered: the thread orders each call
+// after the kernels that wrote its buffers itself (an event of the compute stream the group's
+// stream waits for, distributed_data_parallel.c), so a device backend does not also wait for
+// the rank's whole compute stream (comm/nccl_backend.h) — that would wait for later work too.
 typedef struct tb_comm_thread {
     void (*fail)(struct tb_comm_thread *t, int status, const char *msg);
     int64_t step;
     int microbatch;
+    int stream_ordered;
 } tb_comm_thread;
 // Binds t to the calling thread (NULL unbinds).
 void tb_comm_thread_bind(tb_comm_thread *t);
+// The calling thread's binding: NULL on a rank thread.
+const tb_comm_thread *tb_comm_thread_current(void);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "comm/local_backend.h"
 #include "comm/mpi_backend.h"
 #include "core/xalloc.h"
@@ -33,6 +34,7 @@ typedef struct nccl_group {
     float *scratch;        // one float on the device, for barrier
     char name[64];         // the communicator's name in NCCL's logs
     cudaStream_t compute;  // the rank's compute stream (training, tb_nccl_rank_set_compute_stream), or NULL
+    cudaEvent_t computed;  // recorded on it by a call of the rank thread, the group's stream waits for it
     void *stage;           // device staging of host buffers (with a compute stream), grown as needed
     size_t stage_bytes;
 } nccl_group;
@@ -146,6 +148,7 @@ static void free_state(nccl_group *s, int abort) {
     if (s->stream) cudaStreamDestroy(s->stream);
     if (s->scratch) cudaFree(s->scratch);
     if (s->stage) cudaFree(s->stage);
+    if (s->computed) cudaEventDestroy(s->computed);
     free(s);
 }
 
@@ -300,7 +303,25 @@ int tb_nccl_group_device(const tb_group *g) {
 // ---------------------------------------------------------------------------------------
 // The calls
 
-// Common checks before enqueuing: a live communicator, the rank's device current.
+// The buffers of a call are written by kernels on the rank's compute stream. A call of the
+// rank thread orders the group's stream after everything enqueued there so far: an event
+// recorded on the compute stream now, which the group's stream waits for (the call's own wait,
+// finish, then covers the compute stream's work up to the call). A rank's communication thread
+// that orders its calls itself (tb_comm_thread.stream_ordered: DistributedDataParallel has the
+// group's stream wait for the event recorded where the bucket became ready) is not ordered
+// here: the compute stream's later work — the rest of the backward — must not hold it back.
+static cudaError_t order_after_compute(nccl_group *s) {
+    const tb_comm_thread *t = tb_comm_thread_current();
+    if (t && t->stream_ordered) return cudaSuccess;
+    cudaError_t ce = cudaSuccess;
+    if (!s->computed) ce = cudaEventCreateWithFlags(&s->computed, cudaEventDisableTiming);
+    if (ce == cudaSuccess) ce = cudaEventRecord(s->computed, s->compute);
+    if (ce == cudaSuccess) ce = cudaStreamWaitEvent(s->stream, s->computed, 0);
+    return ce;
+}
+
+// Common checks before enqueuing: a live communicator, the rank's device current, the group's
+// stream after the work that wrote the buffers.
 static int prepare(tb_group *g, const char *op, nccl_group **out, tb_error *err) {
     nccl_group *s = state(g);
     if (!s) return tb_fail(err, "%s on group %s: the group is not on the NCCL backend", op, g->name);
@@ -309,9 +330,9 @@ static int prepare(tb_group *g, const char *op, nccl_group **out, tb_error *err)
     cudaError_t ce = cudaSetDevice(s->device);
     if (ce != cudaSuccess)
         return tb_fail(err, "%s on group %s: cudaSetDevice(%d): %s", op, g->name, s->device, cudaGetErrorString(ce));
-    // the buffers are written by kernels on the rank's compute stream: they must be done
-    if (s->compute && (ce = cudaStreamSynchronize(s->compute)) != cudaSuccess)
-        return tb_fail(err, "%s on group %s: the rank's compute stream: %s", op, g->name, cudaGetErrorString(ce));
+    if (s->compute && (ce = order_after_compute(s)) != cudaSuccess)
+        return tb_fail(err, "%s on group %s: ordering the group's stream after the rank's compute stream: %s", op,
+                       g->name, cudaGetErrorString(ce));
     *out = s;
     return 0;
 }

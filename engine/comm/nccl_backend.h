@@ -86,7 +86,10 @@ int tb_nccl_rank_init(struct tb_rank *rk, const tb_nccl_ids *ids, tb_error *err)
 void tb_nccl_rank_destroy(struct tb_rank *rk);
 
 // Training (--device cuda): the rank's compute stream. Every call of the rank's NCCL groups
-// then first waits for the work enqueued on it (the kernels that wrote its buffers), and a
+// then first orders the group's stream after the work enqueued on it so far (the kernels that
+// wrote its buffers: an event recorded on the compute stream, which the group's stream waits
+// for) — except a call of a communication thread that orders its calls itself
+// (tb_comm_thread.stream_ordered, comm.h: DistributedDataParallel's bucket events) — and a
 // host buffer given to all_reduce, all_gather or broadcast (the loss, the gradient norm, report
 // figures) is staged through a device buffer of the group instead of being refused. Without
 // it (NULL, the default) host buffers are refused as above.

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/nccl_backend.h"
 #include "core/xalloc.h"
 #include "reports/conditions.h"
 
@@ -137,6 +138,20 @@ static void comm_thread_fail(tb_comm_thread *t, int status, const char *msg) {
     pthread_exit(NULL);
 }
 
+// A failed device call of the thread (an event, a kernel): the thread fails as from a call.
+static void device_failed(void *arg, const char *msg) {
+    tb_ddp *d = arg;
+    comm_thread_fail(&d->ct, TB_EXIT_FAILURE, msg);
+}
+
+// On a device: the thread's work from now on the group's stream, after the bucket's ready
+// event (recorded on the compute stream where the rank thread queued the bucket).
+static void after_ready(tb_ddp *d, tb_group *g, void *const *ready, int b) {
+    if (!ready) return;
+    d->be->set_stream(tb_nccl_group_stream(g));
+    d->be->event_wait(ready[b]);
+}
+
 static void reduce_bucket(tb_ddp *d, int b) {
     const ddp_bucket *k = &d->buckets[b];
     float *g = d->models[k->chunk].grad_memory;
@@ -144,18 +159,20 @@ static void reduce_bucket(tb_ddp *d, int b) {
     tb_group *group = k->expert ? d->edp : d->dp;
     TB_RANGE_PUSH("ddp.bucket.%d", b);
     tb_range_annotate(d->ct.step, -1);  // the step its calls belong to (tracebook comm)
+    after_ready(d, group, d->grad_ready, b);
     if (k->shard >= 0) {
         // the distributed optimizer: this rank's slice summed, then averaged (finalize's rule)
         const tb_adamw *o = &d->opts[k->chunk];
         const tb_shard_bucket *s = &o->buckets[k->shard];
         const size_t n = s->slice_hi - s->slice_lo;
         tb_reduce_scatter(group, g + k->lo, o->shard_grads + s->at, n);
-        for (size_t i = 0; i < n; i++) g[s->slice_lo + i] = o->shard_grads[s->at + i] * inv;
+        d->be->scale(g + s->slice_lo, o->shard_grads + s->at, inv, n);
     } else {
         const size_t n = k->hi - k->lo;
         if (group->size > 1) tb_all_reduce(group, g + k->lo, n, TB_RED_SUM);
-        for (size_t i = 0; i < n; i++) g[k->lo + i] *= inv;  // finalize_model_grads' average, per element
+        d->be->scale(g + k->lo, g + k->lo, inv, n);  // finalize_model_grads' average, per element
     }
+    if (d->grad_done) d->be->event_record(d->grad_done[b]);
     TB_RANGE_POP();
 }
 
@@ -163,9 +180,12 @@ static void gather_bucket(tb_ddp *d, int b) {
     const ddp_bucket *k = &d->buckets[b];
     const tb_shard_bucket *s = &d->opts[k->chunk].buckets[k->shard];
     float *p = d->models[k->chunk].param_memory;
+    tb_group *group = k->expert ? d->edp : d->dp;
     TB_RANGE_PUSH("ddp.param_gather.%d", b);
     tb_range_annotate(d->ct.step, -1);
-    tb_all_gather(k->expert ? d->edp : d->dp, p + s->slice_lo, p + s->lo, s->slice_hi - s->slice_lo);
+    after_ready(d, group, d->gather_ready, b);
+    tb_all_gather(group, p + s->slice_lo, p + s->lo, s->slice_hi - s->slice_lo);
+    if (d->gather_done) d->be->event_record(d->gather_done[b]);
     TB_RANGE_POP();
 }
 
@@ -173,6 +193,9 @@ static void *comm_main(void *arg) {
     tb_ddp *d = arg;
     tb_ranges_bind(&d->ranges);
     tb_comm_thread_bind(&d->ct);
+    // the rank's table, and on a device the rank's device (its kernels: the buckets' averages)
+    tb_backend_bind(d->be);
+    if (d->be->bind_side_thread) d->be->bind_side_thread(d->be_context, device_failed, d);
     pthread_mutex_lock(&d->mu);
     for (;;) {
         while (!d->stop && d->taken == d->queued) pthread_cond_wait(&d->cv, &d->mu);
@@ -195,9 +218,22 @@ static void *comm_main(void *arg) {
         pthread_cond_broadcast(&d->cv);
     }
     pthread_mutex_unlock(&d->mu);
+    if (d->be->bind_side_thread) d->be->bind_side_thread(NULL, NULL, NULL);
+    tb_backend_bind(NULL);
     tb_comm_thread_bind(NULL);
     tb_ranges_bind(NULL);
     return NULL;
+}
+
+// On a device: each bucket's four events (backend/backend.h), and the scratch of the waits.
+static void **events(const tb_ddp *d) {
+    void **ev = tb_xcalloc((size_t)d->nbuckets, sizeof *ev, "ddp bucket events");
+    for (int b = 0; b < d->nbuckets; b++) ev[b] = d->be->event_create();
+    return ev;
+}
+static void free_events(const tb_ddp *d, void **ev) {
+    for (int b = 0; ev && b < d->nbuckets; b++) d->be->event_destroy(ev[b]);
+    free(ev);
 }
 
 // Queues one unit of work (d->mu held).
@@ -262,9 +298,17 @@ void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, t
         layout_buckets(d, c, cuts, ncuts);
         free(cuts);
     }
+    d->be = tb_be();
+    d->be_context = d->be->thread_context ? d->be->thread_context() : NULL;
+    d->to_wait = tb_xcalloc((size_t)d->nbuckets, sizeof *d->to_wait, "ddp bucket waits");
+    if (d->be->event_create) {
+        d->grad_ready = events(d), d->grad_done = events(d);
+        if (d->param_gather) d->gather_ready = events(d), d->gather_done = events(d);
+    }
     tb_ranges_init(&d->ranges, rk->rank, rk->world_size, rk->label, rk->world->origin_ns, 1);
     d->ct.fail = comm_thread_fail;
     d->ct.microbatch = -1;
+    d->ct.stream_ordered = d->grad_ready != NULL;  // (the events order its calls: the module comment)
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     if (pthread_create(&d->thread, NULL, comm_main, d) != 0) {
@@ -307,6 +351,11 @@ void ddp_free(tb_ddp *d) {
     free(d->bucket_hi);
     free(d->buckets);
     free(d->queue);
+    free_events(d, d->grad_ready);
+    free_events(d, d->grad_done);
+    free_events(d, d->gather_ready);
+    free_events(d, d->gather_done);
+    free(d->to_wait);
     memset(d, 0, sizeof *d);
 }
 
@@ -329,10 +378,20 @@ static void param_ready(tb_ddp *d, int c, int i, int64_t step) {
         tb_all_reduce(d->tp, m->grad_memory + p->offset, p->numel, TB_RED_SUM);
         d->rank_reduce_ms += (double)(tb_now_ns() - t0) / 1e6;
     }
+    int n = 0;
     pthread_mutex_lock(&d->mu);
     // the highest bucket first: the order buckets fill in
     for (int b = d->bucket_hi[c][i]; b >= d->bucket_lo[c][i]; b--)
-        if (--d->buckets[b].pending == 0) enqueue(d, b, 0, step);
+        if (--d->buckets[b].pending == 0) d->to_wait[n++] = b;
+    if (!d->grad_ready)
+        for (int j = 0; j < n; j++) enqueue(d, d->to_wait[j], 0, step);
+    pthread_mutex_unlock(&d->mu);
+    if (!d->grad_ready || !n) return;
+    // on a device, the ready event here, in the rank thread's order (outside the lock: a failed
+    // record unwinds the rank), then the bucket is queued
+    for (int j = 0; j < n; j++) d->be->event_record(d->grad_ready[d->to_wait[j]]);
+    pthread_mutex_lock(&d->mu);
+    for (int j = 0; j < n; j++) enqueue(d, d->to_wait[j], 0, step);
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -368,18 +427,22 @@ void ddp_finish_grad_sync(tb_ddp *d) {
     pthread_mutex_lock(&d->mu);
     int failed = close_window(d, 1);
     pthread_mutex_unlock(&d->mu);
+    // on a device: the compute stream (the optimizer) after every bucket's reduction
+    for (int b = 0; b < d->nbuckets && d->grad_done && !failed; b++) d->be->event_wait(d->grad_done[b]);
     TB_RANGE_POP();
     fail_if(d, failed);
 }
 
 void ddp_start_param_gather(tb_ddp *d, int64_t step) {
     if (!d->started || !d->param_gather) return;
+    // on a device: every bucket's ready event after the optimizer step's kernels
+    for (int b = 0; b < d->nbuckets && d->gather_ready; b++) d->be->event_record(d->gather_ready[b]);
     pthread_mutex_lock(&d->mu);
     open_window(d);
     // forward order: chunk by chunk (the first microbatch runs them in order), each from the
     // start of its buffer
-    for (int b = 0; b < d->nbuckets; b++) d->buckets[b].gathered = 0;
-    d->gathers_left = d->nbuckets;
+    for (int b = 0; b < d->nbuckets; b++) d->buckets[b].gathered = 0, d->buckets[b].gather_unwaited = 1;
+    d->gathers_left = d->gathers_unwaited = d->nbuckets;
     for (int c = 0; c < d->nchunks; c++)
         for (int b = 0; b < d->nbuckets; b++)
             if (d->buckets[b].chunk == c) enqueue(d, b, 1, step);
@@ -396,24 +459,32 @@ static int used_at(const tb_ddp *d, int c, int i, int site) {
 void ddp_params_needed(tb_ddp *d, int chunk, int site) {
     if (!d->started || !d->param_gather) return;
     pthread_mutex_lock(&d->mu);
-    if (d->gathers_left == 0 || d->failed) {
+    if (d->gathers_unwaited == 0 || d->failed) {
         pthread_mutex_unlock(&d->mu);
         return;
     }
     const int64_t t0 = tb_now_ns();
-    int waited = 0;
+    int waited = 0, n = 0;
     const gpt_model *m = &d->models[chunk];
     for (int i = 0; i < m->nparams && !d->failed; i++) {
         if (!used_at(d, chunk, i, site)) continue;
-        for (int b = d->bucket_lo[chunk][i]; b <= d->bucket_hi[chunk][i] && !d->failed; b++)
+        for (int b = d->bucket_lo[chunk][i]; b <= d->bucket_hi[chunk][i] && !d->failed; b++) {
             while (!d->buckets[b].gathered && !d->failed) {
                 if (!waited) TB_RANGE_PUSH("ddp.wait_param_gather");
                 waited = 1;
                 pthread_cond_wait(&d->cv, &d->mu);
             }
+            if (d->buckets[b].gathered && d->buckets[b].gather_unwaited) {
+                d->buckets[b].gather_unwaited = 0;
+                d->gathers_unwaited--;
+                d->to_wait[n++] = b;
+            }
+        }
     }
     int failed = d->failed;
     pthread_mutex_unlock(&d->mu);
+    // on a device: the forward's kernels (the compute stream) after the bucket's gather
+    for (int j = 0; j < n && d->gather_done && !failed; j++) d->be->event_wait(d->gather_done[d->to_wait[j]]);
     if (waited) {
         TB_RANGE_POP();
         d->param_wait_ms += (double)(tb_now_ns() - t0) / 1e6;
@@ -426,8 +497,13 @@ void ddp_finish_param_gather(tb_ddp *d) {
     const int64_t t0 = tb_now_ns();
     TB_RANGE_PUSH("ddp.finish_param_gather");
     pthread_mutex_lock(&d->mu);
-    int failed = close_window(d, 0);
+    int failed = close_window(d, 0), n = 0;
+    for (int b = 0; b < d->nbuckets && !failed; b++)
+        if (d->buckets[b].gather_unwaited) d->buckets[b].gather_unwaited = 0, d->to_wait[n++] = b;
+    if (!failed) d->gathers_unwaited = 0;
     pthread_mutex_unlock(&d->mu);
+    // on a device: what reads the parameters next (the compute stream) after every gather
+    for (int j = 0; j < n && d->gather_done; j++) d->be->event_wait(d->gather_done[d->to_wait[j]]);
     TB_RANGE_POP();
     d->param_wait_ms += (double)(tb_now_ns() - t0) / 1e6;
     fail_if(d, failed);

@@ -37,6 +37,22 @@
 // no dp call while the window is open: from the first backward (or the end of the previous
 // step, when gathers are queued) until ddp_finish_grad_sync, or ddp_finish_param_gather.
 //
+// On a device (--device cuda; the table's streams and events, backend/backend.h) the thread
+// binds the rank's device (bind_side_thread) and puts a bucket's work on its group's NCCL
+// stream (set_stream), never on the compute stream, ordered exactly: where the rank thread
+// marks a bucket ready (in its program order, the backward's kernels that wrote the bucket
+// enqueued before, the later ones after) it records the bucket's ready event on the compute
+// stream; the thread has the group's stream wait for it (event_wait), runs the collective (the
+// NCCL backend then does not also wait for the whole compute stream: tb_comm_thread's
+// stream_ordered), the average after it on the same stream, and records the bucket's done
+// event; ddp_finish_grad_sync has the compute stream wait for every bucket's done event, so the
+// optimizer runs after every bucket's reduction. The gathers the same way round: the ready
+// event recorded after the optimizer step, the forward's compute stream waiting for a bucket's
+// done event before its first use of the bucket's parameters (ddp_params_needed), or at
+// ddp_finish_param_gather. The host waits (the queue, the done counts) stay as on the CPU:
+// they also make sure an event was recorded before anything waits for it. On the CPU the
+// entries are NULL and none of this runs.
+//
 // Bitwise: the local and MPI backends sum each element over the group's members in group
 // order (comm/reduce.h), whatever range a call covers, so a bucket's reduction gives the same
 // bits as the whole buffer's; the average is the same multiply per element, and the gathers
@@ -46,6 +62,7 @@
 
 #include <pthread.h>
 
+#include "backend/backend.h"
 #include "comm/comm.h"
 #include "core/ranges.h"
 #include "models/gpt.h"
@@ -66,6 +83,7 @@ typedef struct ddp_bucket {
     int pending;    // parameters whose gradient is not final yet this step
     int nparams;    // parameters with an element in it
     int gathered;   // --overlap-param-gather: its updated parameters are all here
+    int gather_unwaited;  // its gather is queued and the rank thread has not waited for it yet
 } ddp_bucket;
 
 // A unit of the communication thread's work.
@@ -90,6 +108,15 @@ typedef struct tb_ddp {
     int nbuckets;
     double rank_reduce_ms;   // this step: the rank thread's own gradient reductions during backward (tp, sp)
     double param_wait_ms;    // this step: the rank thread's waits for parameter gathers
+
+    // the rank thread's table and (on a device) its context, for the thread; each bucket's
+    // events (on a device; else NULL): its reduction's ready (compute stream) and done (the
+    // group's stream), its gather's ready and done
+    const tb_backend *be;
+    void *be_context;
+    void **grad_ready, **grad_done, **gather_ready, **gather_done;
+    int gathers_unwaited;    // buckets with gather_unwaited set
+    int *to_wait;            // (nbuckets) the rank thread's scratch: buckets to record or wait for
 
     pthread_t thread;
     int started;

@@ -9,6 +9,15 @@
 // sequence parallelism and cp 2 (all_gather; also with tp 2 and RoPE) on rank threads, and that
 // the device paths did run (copies counted; the cp attention calls through the table counted).
 //
+// --overlap-grad-reduce (and the distributed optimizer's --overlap-param-gather) through the
+// stand-in device, dp 2: the bits of the CPU run without overlap, and the stand-in's stream and
+// event entries (counting no-ops that log each call) show the communication thread bound to
+// the rank's device and each bucket's events used once per step in the order the CUDA backend
+// needs: the rank thread records the bucket's ready event while the backward is still running
+// (at the point it queued the bucket), the communication thread waits for it, averages the
+// bucket and records its done event, and the rank thread waits for that (before the optimizer;
+// for a gather, before the forward's first use of the bucket).
+//
 // Also --fp16's step logic (the loss scaler, optimizer/grad_scaler.h), with the CPU kernels:
 // the config refuses fp16 on --device cpu, so these runs set it after validation. The scaler
 // multiplies the backward's seed by a power of two and divides it out of the norm and the
@@ -22,6 +31,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "distributed/distributed_data_parallel.h"
 #include "optimizer/grad_scaler.h"
 #include "standin_device.h"
 #include "tb_test.h"
@@ -37,6 +47,74 @@ static void count_cp_forward(float *out, float *lse, float *scratch, int threads
     tb_backend_cpu()->flash_attention_cp_forward(out, lse, scratch, threads, qkv, qpos, kv, B, Tq, Tk, NH, G, hs);
 }
 
+// The stand-in's second thread, streams and events: no-ops that count and log. A rank's
+// "context" is contexts[rank]; each log entry carries the rank, whether a side thread made the
+// call, and the rank's kernel counts at that moment (backward GEMMs, embedding forwards, AdamW
+// updates: where in the rank thread's program the call falls).
+#define MAX_RANKS 2
+#define MAX_LOG 4096
+enum { EV_RECORD, EV_WAIT };
+typedef struct ev_entry {
+    int rank, side, op, event;
+    long backward, embedding, adamw;
+} ev_entry;
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static ev_entry ev_log[MAX_LOG];
+static int ev_logged;
+static int contexts[MAX_RANKS];
+static _Thread_local int my_rank, on_side;
+static _Atomic long side_binds, side_unbinds, streams_set, events_live, next_event;
+static _Atomic long backward_calls[MAX_RANKS], embedding_calls[MAX_RANKS], adamw_calls[MAX_RANKS];
+
+static void *standin_thread_context(void) { return &contexts[my_rank]; }
+static void standin_bind_side_thread(void *ctx, void (*fail)(void *, const char *), void *arg) {
+    (void)fail, (void)arg;
+    if (!ctx) {
+        side_unbinds++;
+        on_side = 0;
+        return;
+    }
+    side_binds++;
+    my_rank = (int)((int *)ctx - contexts);
+    on_side = 1;
+}
+static void standin_set_stream(void *stream) { (void)stream, streams_set++; }
+static void *standin_event_create(void) {
+    int *e = malloc(sizeof *e);
+    *e = (int)++next_event;
+    events_live++;
+    return e;
+}
+static void standin_event_destroy(void *e) {
+    events_live--;
+    free(e);
+}
+static void log_event(int op, void *e) {
+    pthread_mutex_lock(&log_mu);
+    if (ev_logged < MAX_LOG)
+        ev_log[ev_logged++] = (ev_entry){my_rank, on_side, op, *(int *)e, backward_calls[my_rank],
+                                         embedding_calls[my_rank], adamw_calls[my_rank]};
+    pthread_mutex_unlock(&log_mu);
+}
+static void standin_event_record(void *e) { log_event(EV_RECORD, e); }
+static void standin_event_wait(void *e) { log_event(EV_WAIT, e); }
+
+static void count_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                  const float *weight, int N, int C, int OC) {
+    backward_calls[my_rank]++;
+    tb_backend_cpu()->matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+static void count_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start,
+                                    int vocab_local, const float *wpe, const int32_t *pos, int B, int T, int C) {
+    embedding_calls[my_rank]++;
+    tb_backend_cpu()->embedding_forward(out, tokens, wte, vocab_start, vocab_local, wpe, pos, B, T, C);
+}
+static void count_adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1,
+                               float b2, float eps, float keep, float step, float inv_sqrt_bc2) {
+    adamw_calls[my_rank]++;
+    tb_backend_cpu()->adamw_update(p, m, v, g, n, grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2);
+}
+
 // --- training with one table or the other (the stand-in device: standin_device.h) -----
 
 typedef struct run {
@@ -50,10 +128,23 @@ typedef struct run {
     double loss[STEPS], norm[STEPS];
     float *weights;             // rank 0's final parameter buffer (copied to the host)
     size_t nweights;
+    int nbuckets[MAX_RANKS];    // with overlap on the stand-in: each rank's buckets and the ids
+    int *events[MAX_RANKS][4];  // of their events: grad ready, grad done, gather ready, gather done
     int failed;
 } run;
 
+static void event_ids(run *r, int rank, const tb_ddp *d) {
+    void **const ev[4] = {d->grad_ready, d->grad_done, d->gather_ready, d->gather_done};
+    r->nbuckets[rank] = d->nbuckets;
+    for (int k = 0; k < 4; k++) {
+        if (!ev[k]) continue;
+        r->events[rank][k] = calloc((size_t)d->nbuckets, sizeof(int));
+        for (int b = 0; b < d->nbuckets; b++) r->events[rank][k][b] = *(int *)ev[k][b];
+    }
+}
+
 static void train_rank(tb_rank *rk, run *r) {
+    my_rank = rk->rank;
     tb_allocator_init(&rk->mem, 0, NULL, NULL);
     if (r->device) standin_bind(&rk->mem);
     cpu_set_num_threads(1);
@@ -81,6 +172,7 @@ static void train_rank(tb_rank *rk, run *r) {
         r->weights = malloc(r->nweights * sizeof(float));
         tb_be()->copy_to_host(r->weights, m->param_memory, r->nweights * sizeof(float));
     }
+    if (r->device && ddp_active(&tr.ddp) && rk->rank < MAX_RANKS) event_ids(r, rk->rank, &tr.ddp);
     trainer_free(&tr);
     tb_allocator_free_all(&rk->mem);
     tb_backend_bind(NULL);
@@ -96,6 +188,7 @@ static int train(tb_config *cfg, int device, run *r) {
     r->device = device;
     r->fp16 = fp16;
     r->initial_scale = initial_scale;
+    ev_logged = 0;
     if (cfg->world_size > 1) return run_world(cfg, rank_fn, r) != 0 || r->failed ? -1 : 0;
     config_resolve(cfg);
     tb_error err;
@@ -113,6 +206,8 @@ static int train(tb_config *cfg, int device, run *r) {
 static void free_run(run *r) {
     free(r->weights);
     free(r->initial);
+    for (int i = 0; i < MAX_RANKS; i++)
+        for (int k = 0; k < 4; k++) free(r->events[i][k]);
 }
 
 static void small(tb_config *c) {
@@ -122,8 +217,9 @@ static void small(tb_config *c) {
     c->attention_backend = TB_ATTENTION_FLASH, c->lr = 3e-3, c->collective_timeout = 60;
 }
 
-// The same training on the CPU table and on the stand-in device: bit for bit.
-static void same_bits(const char *name, tb_config *a, tb_config *b) {
+// The same training on the CPU table and on the stand-in device: bit for bit; then `check`
+// (if any) on the stand-in run.
+static void same_bits_then(const char *name, tb_config *a, tb_config *b, void (*check)(const char *, const run *)) {
     run cpu = {0}, dev = {0};
     TB_REQUIRE(train(a, 0, &cpu) == 0, "%s: the CPU run", name);
     long before_to = to_host, before_from = from_host, before_blocks = device_blocks;
@@ -138,9 +234,12 @@ static void same_bits(const char *name, tb_config *a, tb_config *b) {
     TB_CHECK(cpu.nweights == dev.nweights && cpu.weights && dev.weights &&
                  memcmp(cpu.weights, dev.weights, cpu.nweights * sizeof(float)) == 0,
              "%s: the final weights differ", name);
+    if (check) check(name, &dev);
     free_run(&cpu);
     free_run(&dev);
 }
+
+static void same_bits(const char *name, tb_config *a, tb_config *b) { same_bits_then(name, a, b, NULL); }
 
 TB_TEST(unbound_threads_get_the_cpu_table) {
     TB_CHECK(tb_be() == tb_backend_cpu() && tb_be()->host && !strcmp(tb_be()->name, "cpu"), "unbound: %s",
@@ -207,6 +306,92 @@ TB_TEST(cp2_all_gather_on_a_device_table_gives_the_cpu_bits) {
 
 // Every entry of both tables is filled (a NULL in the CUDA table would crash the first GPU run
 // that reaches it; this build compiles the CUDA table when it has the backend).
+// One bucket's two events on one rank (ready: `ready`, done: `done`), in log order: each step
+// (STEPS of them) the rank thread records ready, the side thread waits for it and records
+// done, the rank thread waits for done. 0 when so; the entries of each step in *steps.
+static int bucket_events_in_order(const char *name, int rank, const char *what, int b, int ready, int done,
+                                  const ev_entry *steps[STEPS][4]) {
+    static const struct {
+        int ev, op, side;
+    } pattern[4] = {{0, EV_RECORD, 0}, {0, EV_WAIT, 1}, {1, EV_RECORD, 1}, {1, EV_WAIT, 0}};
+    int n = 0;
+    for (int i = 0; i < ev_logged; i++) {
+        const ev_entry *e = &ev_log[i];
+        if (e->rank != rank || (e->event != ready && e->event != done)) continue;
+        const int k = n % 4, s = n / 4;
+        if (s >= STEPS || (e->event == done) != pattern[k].ev || e->op != pattern[k].op || e->side != pattern[k].side) {
+            TB_CHECK(0, "%s rank %d %s bucket %d: call %d is %s of its %s event on the %s thread (expected %s of %s "
+                     "on the %s thread)", name, rank, what, b, n, e->op == EV_RECORD ? "a record" : "a wait",
+                     e->event == done ? "done" : "ready", e->side ? "side" : "rank",
+                     pattern[k].op == EV_RECORD ? "a record" : "a wait", pattern[k].ev ? "done" : "ready",
+                     pattern[k].side ? "side" : "rank");
+            return -1;
+        }
+        steps[s][k] = e;
+        n++;
+    }
+    TB_CHECK(n == 4 * STEPS, "%s rank %d %s bucket %d: %d event calls, expected %d (4 a step)", name, rank, what, b, n,
+             4 * STEPS);
+    return n == 4 * STEPS ? 0 : -1;
+}
+
+// The overlap runs' events (the test comment at the top of the file).
+static void overlap_events_in_order(const char *name, const run *r) {
+    TB_CHECK(ev_logged < MAX_LOG, "%s: the event log is full (%d)", name, ev_logged);
+    const int gathers = r->events[0][2] != NULL;
+    for (int rank = 0; rank < MAX_RANKS; rank++) {
+        const int nb = r->nbuckets[rank];
+        TB_REQUIRE(nb > 2 && r->events[rank][0] && r->events[rank][1], "%s rank %d: %d buckets with events", name,
+                   rank, nb);
+        for (int b = 0; b < nb; b++) {
+            const ev_entry *g[STEPS][4], *p[STEPS][4];
+            if (bucket_events_in_order(name, rank, "reduction", b, r->events[rank][0][b], r->events[rank][1][b], g))
+                continue;
+            for (int s = 0; s < STEPS && b == nb - 1; s++)  // the first bucket ready: the buffer's end
+                TB_CHECK(g[s][0]->backward < g[s][3]->backward,
+                         "%s rank %d step %d: the first bucket's ready event was recorded after %ld backward GEMMs, "
+                         "not before the backward's last (%ld by the optimizer's wait)", name, rank, s + 1,
+                         g[s][0]->backward, g[s][3]->backward);
+            if (!gathers ||
+                bucket_events_in_order(name, rank, "gather", b, r->events[rank][2][b], r->events[rank][3][b], p))
+                continue;
+            for (int s = 0; s < STEPS; s++) {
+                TB_CHECK(p[s][0]->adamw > g[s][3]->adamw, "%s rank %d step %d bucket %d: the gather's ready event "
+                         "before the optimizer step (AdamW updates %ld, %ld)", name, rank, s + 1, b,
+                         p[s][0]->adamw, g[s][3]->adamw);
+                if (b == 0)  // the embedding's bucket: waited for before the next forward's embedding
+                    TB_CHECK(p[s][3]->embedding == p[s][0]->embedding, "%s rank %d step %d: the embedding ran "
+                             "before the wait for its bucket's gather", name, rank, s + 1);
+            }
+        }
+    }
+}
+
+TB_TEST(dp2_overlap_on_a_device_table_gives_the_cpu_bits_with_events_in_order) {
+    tb_config a, b;
+    const long binds = side_binds, unbinds = side_unbinds, streams = streams_set;
+    small(&a), small(&b);
+    a.world_size = b.world_size = 2;
+    b.overlap_grad_reduce = 1, b.ddp_bucket_size = 3000;  // a layer is ~12.7k elements: several buckets
+    same_bits_then("dp2-overlap", &a, &b, overlap_events_in_order);
+    TB_CHECK(side_binds - binds == 2 && side_unbinds - unbinds == 2 && streams_set > streams && events_live == 0,
+             "each rank's communication thread bound once (%ld), unbound (%ld), set its stream (%ld); events left %ld",
+             side_binds - binds, side_unbinds - unbinds, streams_set - streams, (long)events_live);
+    small(&a), small(&b);
+    a.world_size = b.world_size = 2;
+    a.use_distributed_optimizer = b.use_distributed_optimizer = 1;
+    b.overlap_grad_reduce = b.overlap_param_gather = 1, b.ddp_bucket_size = 3000;
+    same_bits_then("dp2-distopt-overlap-param-gather", &a, &b, overlap_events_in_order);
+    TB_CHECK(events_live == 0, "events left %ld", (long)events_live);
+    // and --device cuda takes it (the config's refusal is lifted)
+    small(&b);
+    b.world_size = 2, b.device = TB_DEVICE_CUDA, b.overlap_grad_reduce = 1;
+    b.use_distributed_optimizer = b.overlap_param_gather = 1;
+    config_resolve(&b);
+    tb_error err;
+    TB_CHECK(config_validate(&b, &err) == 0, "device cuda with overlap: %s", err.msg);
+}
+
 TB_TEST(every_entry_of_each_table_is_filled) {
     const tb_backend *tables[] = {tb_backend_cpu(), tb_backend_cuda()};
     for (int t = 0; t < 2; t++) {
@@ -231,6 +416,10 @@ TB_TEST(every_entry_of_each_table_is_filled) {
         // the phase timer: CUDA events on a device, the host clock (NULL) on the CPU
         TB_CHECK(be->host ? !be->phase_begin && !be->phase_end_ms : be->phase_begin && be->phase_end_ms,
                  "%s table: phase timer", be->name);
+        // a second thread, streams and events: a device's, none on the CPU
+        const int side = !!be->thread_context + !!be->bind_side_thread + !!be->set_stream + !!be->event_create +
+                         !!be->event_destroy + !!be->event_record + !!be->event_wait;
+        TB_CHECK(side == (be->host ? 0 : 7), "%s table: %d of the 7 stream and event entries", be->name, side);
         TB_CHECK(be->host == (t == 0), "%s table: host %d", be->name, be->host);
     }
 }
@@ -288,11 +477,22 @@ TB_TEST(fp16_loss_scaling_is_exact_and_overflow_skips_the_step) {
 int main(void) {
     standin_init();
     standin.flash_attention_cp_forward = count_cp_forward;
+    standin.thread_context = standin_thread_context;
+    standin.bind_side_thread = standin_bind_side_thread;
+    standin.set_stream = standin_set_stream;
+    standin.event_create = standin_event_create;
+    standin.event_destroy = standin_event_destroy;
+    standin.event_record = standin_event_record;
+    standin.event_wait = standin_event_wait;
+    standin.matmul_backward = count_matmul_backward;
+    standin.embedding_forward = count_embedding_forward;
+    standin.adamw_update = count_adamw_update;
     TB_RUN(unbound_threads_get_the_cpu_table);
     TB_RUN(every_entry_of_each_table_is_filled);
     TB_RUN(one_rank_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(cp2_all_gather_on_a_device_table_gives_the_cpu_bits);
+    TB_RUN(dp2_overlap_on_a_device_table_gives_the_cpu_bits_with_events_in_order);
     TB_RUN(grad_scaler_backs_off_after_the_hysteresis_and_grows_after_the_window);
     TB_RUN(fp16_loss_scaling_is_exact_and_overflow_skips_the_step);
     return tb_test_summary();

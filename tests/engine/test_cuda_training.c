@@ -91,24 +91,39 @@ static int train(const char *name, const char *device, const char *flags, step_m
 
 static int close_to(double got, double want, double rtol) { return isfinite(got) && fabs(got - want) <= rtol * fabs(want); }
 
-// The CUDA run of `flags` (started by `launcher`) against the CPU's (rank threads).
+// The CUDA run of `flags` and `cuda_flags`, started by `launcher` ("" or mpirun's command
+// line), against the reference run of `flags` on `ref_device` (cpu, or cuda: then the
+// reference run lacks cuda_flags) in rank threads.
+static void compare_to_launched(const char *name, const char *ref_device, const char *launcher, const char *flags,
+                                const char *cuda_flags, double rtol_loss, double rtol_norm, double rtol_step2) {
+    step_metrics ref, gpu;
+    char ref_name[128], gpu_name[128], both[512];
+    snprintf(ref_name, sizeof ref_name, "%s-%s", name, ref_device);
+    const int on_cuda = !strcmp(ref_device, "cuda");
+    snprintf(gpu_name, sizeof gpu_name, "%s-cuda%s", name, on_cuda ? "-with" : "");
+    snprintf(both, sizeof both, "%s %s", flags, cuda_flags);
+    TB_REQUIRE(train(ref_name, ref_device, flags, &ref) == 0, "%s: the %s run", name, ref_device);
+    TB_REQUIRE(train_launched(gpu_name, launcher, "cuda", both, &gpu) == 0, "%s: the CUDA run", name);
+    printf("    %s: loss %.7f / %.7f, grad norm %.6f / %.6f, step 2 loss %.7f / %.7f (%s / cuda%s%s)\n", name,
+           ref.loss[0], gpu.loss[0], ref.grad_norm[0], gpu.grad_norm[0], ref.loss[1], gpu.loss[1], ref_device,
+           on_cuda ? " " : "", on_cuda ? cuda_flags : "");
+    TB_CHECK(close_to(gpu.loss[0], ref.loss[0], rtol_loss), "%s: step 1 loss %.7f vs %s %.7f (rtol %g)", name,
+             gpu.loss[0], ref_device, ref.loss[0], rtol_loss);
+    TB_CHECK(close_to(gpu.grad_norm[0], ref.grad_norm[0], rtol_norm), "%s: grad norm %.6f vs %s %.6f (rtol %g)", name,
+             gpu.grad_norm[0], ref_device, ref.grad_norm[0], rtol_norm);
+    TB_CHECK(close_to(gpu.loss[1], ref.loss[1], rtol_step2), "%s: step 2 loss %.7f vs %s %.7f (rtol %g)", name,
+             gpu.loss[1], ref_device, ref.loss[1], rtol_step2);
+}
+
+static void compare_to(const char *name, const char *ref_device, const char *flags, const char *cuda_flags,
+                       double rtol_loss, double rtol_norm, double rtol_step2) {
+    compare_to_launched(name, ref_device, "", flags, cuda_flags, rtol_loss, rtol_norm, rtol_step2);
+}
+
+// The CUDA run of `flags` (started by `launcher`) against the CPU's.
 static void compare_launched(const char *name, const char *launcher, const char *flags, const char *cuda_flags,
                              double rtol_loss, double rtol_norm, double rtol_step2) {
-    step_metrics cpu, gpu;
-    char cpu_name[128], gpu_name[128], both[512];
-    snprintf(cpu_name, sizeof cpu_name, "%s-cpu", name);
-    snprintf(gpu_name, sizeof gpu_name, "%s-cuda", name);
-    snprintf(both, sizeof both, "%s %s", flags, cuda_flags);
-    TB_REQUIRE(train(cpu_name, "cpu", flags, &cpu) == 0, "%s: the CPU run", name);
-    TB_REQUIRE(train_launched(gpu_name, launcher, "cuda", both, &gpu) == 0, "%s: the CUDA run", name);
-    printf("    %s: loss %.7f / %.7f, grad norm %.6f / %.6f, step 2 loss %.7f / %.7f (cpu / cuda)\n", name, cpu.loss[0],
-           gpu.loss[0], cpu.grad_norm[0], gpu.grad_norm[0], cpu.loss[1], gpu.loss[1]);
-    TB_CHECK(close_to(gpu.loss[0], cpu.loss[0], rtol_loss), "%s: step 1 loss %.7f vs CPU %.7f (rtol %g)", name,
-             gpu.loss[0], cpu.loss[0], rtol_loss);
-    TB_CHECK(close_to(gpu.grad_norm[0], cpu.grad_norm[0], rtol_norm), "%s: grad norm %.6f vs CPU %.6f (rtol %g)", name,
-             gpu.grad_norm[0], cpu.grad_norm[0], rtol_norm);
-    TB_CHECK(close_to(gpu.loss[1], cpu.loss[1], rtol_step2), "%s: step 2 loss %.7f vs CPU %.7f (rtol %g)", name,
-             gpu.loss[1], cpu.loss[1], rtol_step2);
+    compare_to_launched(name, "cpu", launcher, flags, cuda_flags, rtol_loss, rtol_norm, rtol_step2);
 }
 
 static void compare(const char *name, const char *flags, const char *cuda_flags, double rtol_loss, double rtol_norm,
@@ -333,6 +348,25 @@ TB_TEST(save_hf_and_dump_tensors_on_cuda_are_the_cpus) {
     same_tensors("--dump-tensors", a, b, "param/", 1e-3, 1e-2);
 }
 
+// --overlap-grad-reduce over NCCL: each bucket's reduction on the dp group's NCCL stream while
+// the backward runs, ordered by the bucket's events (distributed/distributed_data_parallel.h),
+// and with the distributed optimizer --overlap-param-gather's all-gathers under the next
+// forward. Small buckets (SMALL's layer is ~50k elements) so that there are several; SMALL's
+// two steps, so that step 2's forward waits for step 1's gathers. Against the same CUDA run
+// without overlap (itself checked against the CPU above) at the fp32 tolerances: NCCL sums a
+// bucket in its own ring order, not the whole buffer's. A missing wait (the optimizer before a
+// bucket's reduction, the forward before a gather) would read stale or half-reduced gradients
+// or parameters when it loses the race; the event order itself is checked without a GPU
+// (test_backend's stand-in device).
+TB_TEST(dp2_overlap_over_nccl_matches_without) {
+    if (!two_gpus("dp2_overlap_over_nccl_matches_without")) return;
+    const char *dp2 = "--world-size 2 --ddp-bucket-size 20000";
+    const char *dp2_distopt = "--world-size 2 --ddp-bucket-size 20000 --use-distributed-optimizer";
+    compare_to("dp2-overlap", "cuda", dp2, "--overlap-grad-reduce", 1e-4, 1e-3, 1e-3);
+    compare_to("dp2-distopt-overlap", "cuda", dp2_distopt, "--overlap-grad-reduce --overlap-param-gather", 1e-4, 1e-3,
+               1e-3);
+}
+
 // Under --memory-cap the rank's device allocations stop at the cap with the OOM report, exit 3.
 // The cap leaves room for the cuBLASLt workspace (a block of the rank's allocator, category
 // workspace) and 200000 bytes more, which the model's tensors exceed.
@@ -373,6 +407,7 @@ int main(void) {
     TB_RUN(tp2_and_dp2_under_mpirun_over_nccl_match_the_cpu);
     TB_RUN(checkpoints_move_between_cuda_and_the_cpu);
     TB_RUN(save_hf_and_dump_tensors_on_cuda_are_the_cpus);
+    TB_RUN(dp2_overlap_over_nccl_matches_without);
     TB_RUN(oom_under_a_cap_on_the_device);
     tb_output_free(&sh);
     return tb_test_summary();

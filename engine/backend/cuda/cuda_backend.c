@@ -21,10 +21,12 @@ typedef struct binding {
     void *fail_arg;
     double *sum;  // one double on the device (sum_squares)
     tb_cuda_timer phase;  // CUDA events of the step's phases
+    int side;             // a rank's second thread (bind_side_thread): no allocator, no GEMMs
+    void *use;            // set_stream's stream, or NULL: the context's compute stream
 } binding;
 static _Thread_local binding cur;
 
-static tb_cuda_stream stream(void) { return (tb_cuda_stream)cur.ctx->stream; }
+static tb_cuda_stream stream(void) { return (tb_cuda_stream)(cur.use ? cur.use : cur.ctx->stream); }
 
 __attribute__((noreturn)) static void fail(const char *what, const char *why) {
     char msg[512];
@@ -47,7 +49,7 @@ void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_preci
         memset(&cur, 0, sizeof cur);
         return;
     }
-    cur = (binding){ctx, mem, precision, fail_fn, fail_arg, NULL, {NULL, NULL}};
+    cur = (binding){ctx, mem, precision, fail_fn, fail_arg, NULL, {NULL, NULL}, 0, NULL};
     cur.sum = tb_alloc(mem, TB_MEM_WORKSPACE, sizeof(double), "sum of squares (device)");
     tb_error err;
     if (tb_cuda_timer_init(&cur.phase, &err) != 0) fail("the step's phase timer", err.msg);
@@ -86,6 +88,7 @@ static double cu_phase_end_ms(void) {
 // by the caller once the GEMM is enqueued: the caching allocator hands it out again in stream
 // order).
 static uint16_t *copy16(const float *x, size_t n, const char *what) {
+    if (cur.side) fail(what, "a side thread runs no GEMM (it has no allocator)");
     uint16_t *b = tb_alloc(cur.mem, TB_MEM_WORKSPACE, n * sizeof(uint16_t), what);
     if (cur.precision == TB_CUDA_FP16_GEMMS) K(cuda_cast_f32_to_f16(b, x, n, stream()));
     else K(cuda_cast_f32_to_bf16(b, x, n, stream()));
@@ -241,11 +244,40 @@ static void cu_adamw_update(float *p, float *m, float *v, const float *g, size_t
 static double cu_sum_squares(const float *x, size_t n) {
     double s = 0.0;
     if (n == 0) return 0.0;
+    if (cur.side) fail("sum_squares", "not on a side thread (it has no allocator)");
     K(cudaMemsetAsync(cur.sum, 0, sizeof(double), (cudaStream_t)stream()));
     K(cuda_sum_squares(cur.sum, x, n, stream()));
     cu_copy_to_host(&s, cur.sum, sizeof s);
     return s;
 }
+
+// --- a rank's second thread, streams and events --------------------------------------
+
+static void *cu_thread_context(void) { return cur.ctx; }
+
+// The side thread shares the rank's context (device, handles; the compute stream only through
+// set_stream(NULL)) and allocates nothing.
+static void cu_bind_side_thread(void *context, void (*fail_fn)(void *arg, const char *msg), void *fail_arg) {
+    if (!context) {
+        memset(&cur, 0, sizeof cur);
+        return;
+    }
+    tb_cuda_context *ctx = context;
+    cur = (binding){.ctx = ctx, .precision = TB_CUDA_FP32, .fail = fail_fn, .fail_arg = fail_arg, .side = 1};
+    cudaError_t e = cudaSetDevice(ctx->device);
+    if (e != cudaSuccess) fail("cudaSetDevice (a side thread of the rank)", cudaGetErrorString(e));
+}
+static void cu_set_stream(void *s) { cur.use = s; }
+static void *cu_event_create(void) {
+    cudaEvent_t ev = NULL;
+    K(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    return ev;
+}
+static void cu_event_destroy(void *ev) {
+    if (ev) (void)cudaEventDestroy((cudaEvent_t)ev);  // (teardown: nothing to report to)
+}
+static void cu_event_record(void *ev) { K(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream())); }
+static void cu_event_wait(void *ev) { K(cudaStreamWaitEvent((cudaStream_t)stream(), (cudaEvent_t)ev, 0)); }
 
 static const tb_backend cuda_backend = {
     .name = "cuda",
@@ -291,6 +323,13 @@ static const tb_backend cuda_backend = {
     .cross_entropy_backward = cu_ce_backward,
     .adamw_update = cu_adamw_update,
     .sum_squares = cu_sum_squares,
+    .thread_context = cu_thread_context,
+    .bind_side_thread = cu_bind_side_thread,
+    .set_stream = cu_set_stream,
+    .event_create = cu_event_create,
+    .event_destroy = cu_event_destroy,
+    .event_record = cu_event_record,
+    .event_wait = cu_event_wait,
 };
 
 const tb_backend *tb_backend_cuda(void) { return &cuda_backend; }

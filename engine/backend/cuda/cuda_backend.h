@@ -27,7 +27,10 @@ const tb_backend *tb_backend_cuda(void);
 typedef enum tb_cuda_precision { TB_CUDA_FP32, TB_CUDA_BF16_GEMMS, TB_CUDA_FP16_GEMMS } tb_cuda_precision;
 
 // Binds the calling thread's device context: the table's work goes on ctx's stream; the 16-bit
-// copies of the GEMMs' operands come from `mem` (category workspace). NULL ctx unbinds.
+// copies of the GEMMs' operands come from `mem` (category workspace). NULL ctx unbinds. A second
+// thread of the rank (DDP's communication thread) binds the same context through the table's
+// bind_side_thread (backend.h): the rank's device current, no allocator (elementwise kernels
+// only), its work on the stream set_stream names, and its failures to its own fail function.
 void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_precision precision, tb_cuda_fail_fn fail,
                           void *fail_arg);
 
