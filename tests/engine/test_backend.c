@@ -51,7 +51,8 @@ static void count_cp_forward(float *out, float *lse, float *scratch, int threads
 // "context" is contexts[rank]; each log entry carries the rank, whether a side thread made the
 // call, and the rank's kernel counts at that moment (backward GEMMs, embedding forwards, AdamW
 // updates: where in the rank thread's program the call falls).
-#define MAX_RANKS 2
+#define MAX_RANKS 2  // the ranks whose events are checked (dp 2)
+#define MAX_WORLD 4  // the widest world this file trains (cp 2 x tp 2): the per-rank counters
 #define MAX_LOG 4096
 enum { EV_RECORD, EV_WAIT };
 typedef struct ev_entry {
@@ -61,10 +62,10 @@ typedef struct ev_entry {
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static ev_entry ev_log[MAX_LOG];
 static int ev_logged;
-static int contexts[MAX_RANKS];
+static int contexts[MAX_WORLD];
 static _Thread_local int my_rank, on_side;
 static _Atomic long side_binds, side_unbinds, streams_set, events_live, next_event;
-static _Atomic long backward_calls[MAX_RANKS], embedding_calls[MAX_RANKS], adamw_calls[MAX_RANKS];
+static _Atomic long backward_calls[MAX_WORLD], embedding_calls[MAX_WORLD], adamw_calls[MAX_WORLD];
 
 static void *standin_thread_context(void) { return &contexts[my_rank]; }
 static void standin_bind_side_thread(void *ctx, void (*fail)(void *, const char *), void *arg) {
@@ -144,6 +145,10 @@ static void event_ids(run *r, int rank, const tb_ddp *d) {
 }
 
 static void train_rank(tb_rank *rk, run *r) {
+    if (rk->rank >= MAX_WORLD) {  // the per-rank counters would be written out of bounds
+        printf("    %s: rank %d, but MAX_WORLD is %d\n", rk->label, rk->rank, MAX_WORLD);
+        abort();
+    }
     my_rank = rk->rank;
     tb_allocator_init(&rk->mem, 0, NULL, NULL);
     if (r->device) standin_bind(&rk->mem);
