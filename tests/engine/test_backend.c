@@ -5,8 +5,9 @@
 // --device cuda takes — the weights drawn on the host and copied over, the tokens copied into
 // each slot's device buffer, the losses and the RoPE tables through the copies, the blocks
 // freed by pointer — so each must give the CPU run's bits: same kernels, same order.
-// Asserted: losses, gradient norms and final weights bitwise equal, one rank and tp 2 with
-// sequence parallelism (rank threads), and that the device paths did run (copies counted).
+// Asserted: losses, gradient norms and final weights bitwise equal, one rank, tp 2 with
+// sequence parallelism, pp 2 and pp 2 interleaved (v 2) (rank threads; rank 0's weights and
+// the last rank's, every chunk), and that the device paths did run (copies counted).
 //
 // Also --fp16's step logic (the loss scaler, optimizer/grad_scaler.h), with the CPU kernels:
 // the config refuses fp16 on --device cpu, so these runs set it after validation. The scaler
@@ -61,12 +62,27 @@ typedef struct run {
     float initial_scale;        // with fp16: the scaler's first scale (0: Megatron's 2^32)
     tb_grad_scaler scaler;      // with fp16: after the steps
     int skipped[STEPS];
-    float *initial;             // rank 0's parameters after init (copied to the host)
+    float *initial;             // rank 0's parameters after init, every chunk's (copied to the host)
     double loss[STEPS], norm[STEPS];
-    float *weights;             // rank 0's final parameter buffer (copied to the host)
+    float *weights;             // rank 0's final parameter buffers, every chunk's (copied to the host)
     size_t nweights;
+    float *last_weights;        // the same of the last rank (another pipeline stage under pp), or NULL
+    size_t nlast;
     int failed;
 } run;
+
+// The parameter buffers of every chunk of the trainer, one after the other, copied to the host.
+static float *all_weights(const tb_trainer *tr, size_t *n) {
+    *n = 0;
+    for (int c = 0; c < tr->nchunks; c++) *n += tr->models[c].padded_parameters;
+    float *w = malloc(*n * sizeof(float)), *at = w;
+    for (int c = 0; c < tr->nchunks; c++) {
+        const gpt_model *m = &tr->models[c];
+        tb_be()->copy_to_host(at, m->param_memory, m->padded_parameters * sizeof(float));
+        at += m->padded_parameters;
+    }
+    return w;
+}
 
 static void train_rank(tb_rank *rk, run *r) {
     tb_allocator_init(&rk->mem, 0, NULL, NULL);
@@ -83,22 +99,18 @@ static void train_rank(tb_rank *rk, run *r) {
         tb_backend_bind(NULL);
         return;
     }
-    const gpt_model *m = &tr.models[0];
     if (r->fp16 && r->initial_scale > 0) tr.scaler.scale = r->initial_scale;
-    if (rk->rank == 0) {
-        r->initial = malloc(m->padded_parameters * sizeof(float));
-        tb_be()->copy_to_host(r->initial, m->param_memory, m->padded_parameters * sizeof(float));
-    }
+    size_t n;
+    if (rk->rank == 0) r->initial = all_weights(&tr, &n);
     for (int s = 1; s <= STEPS; s++) {
         tb_step_result res = train_step(&tr, s);
         if (rk->rank == 0) r->loss[s - 1] = res.loss, r->norm[s - 1] = res.grad_norm, r->skipped[s - 1] = res.skipped;
     }
     if (rk->rank == 0) {
         r->scaler = tr.scaler;
-        r->nweights = m->padded_parameters;
-        r->weights = malloc(r->nweights * sizeof(float));
-        tb_be()->copy_to_host(r->weights, m->param_memory, r->nweights * sizeof(float));
+        r->weights = all_weights(&tr, &r->nweights);
     }
+    if (rk->rank > 0 && rk->rank == rk->world_size - 1) r->last_weights = all_weights(&tr, &r->nlast);
     trainer_free(&tr);
     tb_allocator_free_all(&rk->mem);
     tb_backend_bind(NULL);
@@ -131,6 +143,7 @@ static int train(tb_config *cfg, int device, run *r) {
 static void free_run(run *r) {
     free(r->weights);
     free(r->initial);
+    free(r->last_weights);
 }
 
 static void small(tb_config *c) {
@@ -156,6 +169,10 @@ static void same_bits(const char *name, tb_config *a, tb_config *b) {
     TB_CHECK(cpu.nweights == dev.nweights && cpu.weights && dev.weights &&
                  memcmp(cpu.weights, dev.weights, cpu.nweights * sizeof(float)) == 0,
              "%s: the final weights differ", name);
+    TB_CHECK(cpu.nlast == dev.nlast && (cpu.nlast == 0 || (cpu.last_weights && dev.last_weights &&
+                                                            memcmp(cpu.last_weights, dev.last_weights,
+                                                                   cpu.nlast * sizeof(float)) == 0)),
+             "%s: the last rank's final weights differ", name);
     free_run(&cpu);
     free_run(&dev);
 }
@@ -196,6 +213,24 @@ TB_TEST(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits) {
     a.tensor_model_parallel_size = b.tensor_model_parallel_size = 2;
     a.sequence_parallel = b.sequence_parallel = 1;
     same_bits("tp2-sp", &a, &b);
+}
+
+// Pipeline parallelism: the activations and gradients sent between stages from the device
+// buffers, the tied word embedding's gradient all-reduced over the embedding group, the loss
+// from the last stage (both stages' weights compared). Then interleaved: two chunks per rank.
+TB_TEST(pp2_and_interleaved_pp2_on_a_device_table_give_the_cpu_bits) {
+    tb_config a, b;
+    small(&a), small(&b);
+    a.world_size = b.world_size = 2;
+    a.pipeline_model_parallel_size = b.pipeline_model_parallel_size = 2;
+    same_bits("pp2", &a, &b);
+    small(&a), small(&b);
+    a.world_size = b.world_size = 2;
+    a.pipeline_model_parallel_size = b.pipeline_model_parallel_size = 2;
+    a.virtual_pipeline_model_parallel_size = b.virtual_pipeline_model_parallel_size = 2;
+    a.num_layers = b.num_layers = 4;
+    a.global_batch_size = b.global_batch_size = 8;  // 4 microbatches: a steady state
+    same_bits("pp2-vpp2", &a, &b);
 }
 
 // Every entry of both tables is filled (a NULL in the CUDA table would crash the first GPU run
@@ -286,6 +321,7 @@ int main(void) {
     TB_RUN(every_entry_of_each_table_is_filled);
     TB_RUN(one_rank_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits);
+    TB_RUN(pp2_and_interleaved_pp2_on_a_device_table_give_the_cpu_bits);
     TB_RUN(grad_scaler_backs_off_after_the_hysteresis_and_grows_after_the_window);
     TB_RUN(fp16_loss_scaling_is_exact_and_overflow_skips_the_step);
     return tb_test_summary();
