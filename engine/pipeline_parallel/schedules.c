@@ -156,12 +156,13 @@ double forward_backward_func(tb_pipeline *pl, const int32_t *inputs, const int32
     pl->nonfinite_microbatch = -1;
     int c = 0;
     for (int i = 0; i <= pl->nops; i++) {
-        // the point-to-point calls before op i (after the last op: its sends)
+        // the point-to-point calls before op i (after the last op: its sends), while the rank
+        // is at op i's microbatch (each message's entry names its own)
+        if (i < pl->nops) pl->rk->microbatch = pl->ops[i].microbatch;
         for (; c < pl->ncalls && pl->calls[c].before == i; c++) exchange(pl, &pl->calls[c], &time->p2p_ms);
         if (i == pl->nops) break;
         const pp_op *op = &pl->ops[i];
         gpt_model *m = &pl->models[op->chunk];
-        pl->rk->microbatch = op->microbatch;
         int64_t t0 = tb_now_ns();
         if (op->kind == 'F') {
             float l = gpt_forward_chunk(m, op->microbatch, inputs + (size_t)op->microbatch * mb_tokens,
