@@ -459,13 +459,11 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
                      c->bf16 ? "bf16" : "fp16", c->bf16 ? "bf16" : "fp16");
         return;
     }
-    const int pp = c->pipeline_model_parallel_size, cp = c->context_parallel_size;
+    const int cp = c->context_parallel_size;
 #define CUDA_REFUSED(cond, ...) \
     if (cond) violated(r, __VA_ARGS__)
     CUDA_REFUSED(c->num_experts > 0, "device cuda with num_experts %d: not supported yet (MoE runs on the CPU)",
                  c->num_experts);
-    CUDA_REFUSED(pp > 1, "device cuda with pipeline_model_parallel_size %d: not supported yet (NCCL sends are "
-                 "rendezvous, the schedules' sends are eager)", pp);
     CUDA_REFUSED(cp > 1 && c->cp_comm_type == TB_CP_P2P, "device cuda with cp_comm_type p2p: not supported yet (the "
                  "ring's sends are eager, NCCL's are rendezvous; --cp-comm-type all_gather runs on cuda)");
     CUDA_REFUSED(c->attention_backend != TB_ATTENTION_FLASH,

@@ -94,7 +94,8 @@ gpu_tests() {
     return $rc
 }
 if [ $built -eq 0 ]; then
-    stage gpu_tests 180 gpu_tests
+    # (240 s: test_cuda_training's two-GPU part trains 12 small runs, the PP ones among them)
+    stage gpu_tests 240 gpu_tests
     grep -E "Skipped|SKIP|: (ok|FAIL) |passed, |10 x gelu|device 0 of|tests passed|\((cpu|cuda) / cuda|resumed on|tensors bitwise" "$dir/gpu_tests.log" |
         sed 's/^/    /' | tee -a "$res" >/dev/null
 else

@@ -68,7 +68,8 @@ static void maybe_stall(tb_rank *rk) {
               (long long)step);
 }
 
-static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
+// microbatch: what the flight-recorder entry names (-1: the calling thread's current one).
+static void begin_as(call *c, tb_group *g, tb_comm_op op, size_t count, int peer, int microbatch) {
     tb_rank *rk = g->rk;
     c->g = g;
     c->timed_out = 0;
@@ -80,9 +81,11 @@ static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) {
     tb_range_annotate_comm(&args);
     tb_flight_entry e = {g->name, g->id, g->size, g->seq, op, count, count * sizeof(float), peer,
                          tb_now_ns(), 0, comm_thread ? comm_thread->step : rk->step,
-                         comm_thread ? comm_thread->microbatch : rk->microbatch};
+                         microbatch >= 0 ? microbatch : comm_thread ? comm_thread->microbatch : rk->microbatch};
     c->slot = tb_flight_recorder_enter(&rk->fr, &e);
 }
+
+static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) { begin_as(c, g, op, count, peer, -1); }
 
 // A call that failed ends the rank's part in the run (like an NCCL error in Megatron): a
 // timeout after its hang report, a call stopped by a peer's failure as that failure's
@@ -155,16 +158,46 @@ void tb_broadcast(tb_group *g, float *buf, size_t count, int root) {
     end(&c, g->backend->broadcast(g, buf, count, root, &c.timed_out, &c.err));
 }
 
-void tb_send(tb_group *g, const float *buf, size_t count, int peer) {
+// One send or recv on its own.
+static void p2p(const tb_p2p_op *o) {
+    tb_group *g = o->g;
     call c;
-    begin(&c, g, TB_COMM_SEND, count, peer);
-    end(&c, g->backend->send(g, buf, count, peer, &c.timed_out, &c.err));
+    begin_as(&c, g, o->op, o->count, o->peer, o->microbatch);
+    end(&c, o->op == TB_COMM_SEND ? g->backend->send(g, o->buf, o->count, o->peer, &c.timed_out, &c.err)
+                                  : g->backend->recv(g, o->buf, o->count, o->peer, &c.timed_out, &c.err));
 }
 
-void tb_recv(tb_group *g, float *buf, size_t count, int peer) {
-    call c;
-    begin(&c, g, TB_COMM_RECV, count, peer);
-    end(&c, g->backend->recv(g, buf, count, peer, &c.timed_out, &c.err));
+void tb_send(tb_group *g, const float *buf, size_t count, int peer) {
+    p2p(&(tb_p2p_op){TB_COMM_SEND, g, (float *)buf, count, peer, -1});
+}
+
+void tb_recv(tb_group *g, float *buf, size_t count, int peer) { p2p(&(tb_p2p_op){TB_COMM_RECV, g, buf, count, peer, -1}); }
+
+void tb_batch_send_recv(const tb_p2p_op *ops, int n) {
+    if (n <= 0) return;
+    tb_rank *rk = ops[0].g->rk;
+    if (n > TB_P2P_BATCH_MAX)
+        fail_rank(rk, TB_EXIT_FAILURE, "communicator error: a batch of %d sends and recvs (at most %d)", n,
+                  TB_P2P_BATCH_MAX);
+    const tb_comm_backend *be = ops[0].g->backend;
+    int together = be->batch_send_recv != NULL;
+    for (int i = 0; i < n; i++) {
+        if (ops[i].op != TB_COMM_SEND && ops[i].op != TB_COMM_RECV)
+            fail_rank(rk, TB_EXIT_FAILURE, "communicator error: op %d of a batch on group %s is %s, not a send or recv",
+                      i, ops[i].g->name, tb_comm_op_name(ops[i].op));
+        together &= ops[i].g->backend == be;
+    }
+    if (!together) {  // eager sends: one call after the other
+        for (int i = 0; i < n; i++) p2p(&ops[i]);
+        return;
+    }
+    call c[TB_P2P_BATCH_MAX];
+    for (int i = 0; i < n; i++) begin_as(&c[i], ops[i].g, ops[i].op, ops[i].count, ops[i].peer, ops[i].microbatch);
+    // a failure is the last op's (the newest pending entry, as the hang report reads it)
+    call *last = &c[n - 1];
+    const int rc = be->batch_send_recv(ops, n, &last->timed_out, &last->err);
+    end(last, rc);
+    for (int i = n - 2; i >= 0; i--) end(&c[i], 0);  // the innermost range first
 }
 
 void tb_barrier(tb_group *g) {

@@ -38,6 +38,20 @@ void tb_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, flo
 void tb_broadcast(tb_group *g, float *buf, size_t count, int root);
 void tb_send(tb_group *g, const float *buf, size_t count, int peer);
 void tb_recv(tb_group *g, float *buf, size_t count, int peer);
+// A batch of n (1 .. TB_P2P_BATCH_MAX) sends and recvs, on one group or several, issued
+// together; returns once all are done (PyTorch's batch_isend_irecv and the wait on its
+// requests, as Megatron's p2p_communication._communicate does). List the sends first.
+//   local, MPI  sends are eager: the ops run one by one in list order, each exactly a tb_send
+//               or tb_recv (the same messages, bits, records and order as those calls).
+//   NCCL        sends are rendezvous: one ncclGroupStart / ncclSend | ncclRecv ... /
+//               ncclGroupEnd over the ops' communicators, each on its group's stream, so two
+//               stages that send to each other and then receive do not deadlock.
+// Each op is recorded as its single call would be (its range comm.<group>.send|recv with
+// the peer and bytes, its flight-recorder entry — naming op.microbatch when that is not -1 —
+// and its group's next sequence number); on
+// NCCL the ranges nest in list order and every op's entry stays pending until the whole
+// batch is done. A timeout is reported (hang report) on the last op's group.
+void tb_batch_send_recv(const tb_p2p_op *ops, int n);
 void tb_barrier(tb_group *g);
 
 // A rank's second thread (DistributedDataParallel's communication thread, --overlap-grad-reduce)

@@ -31,6 +31,21 @@ struct tb_rank;
 struct tb_allocator;
 typedef struct tb_group tb_group;
 
+// One half of a batched point-to-point exchange (PyTorch's P2POp, comm.h's
+// tb_batch_send_recv): a send of count floats of buf to member peer of g, or a recv of them
+// into buf from it. A batch holds at most TB_P2P_BATCH_MAX of them (Megatron's _communicate:
+// a send and a recv each way).
+typedef struct tb_p2p_op {
+    tb_comm_op op;  // TB_COMM_SEND or TB_COMM_RECV
+    tb_group *g;
+    float *buf;     // a send only reads it
+    size_t count;
+    int peer;       // group index
+    int microbatch; // what its flight-recorder entry names (-1: the caller's current microbatch)
+} tb_p2p_op;
+
+#define TB_P2P_BATCH_MAX 4
+
 // The world a group's calls run in, as a backend sees it. parallel_state's tb_world holds
 // it, so that the backends need not know parallel_state (which creates their groups).
 typedef struct tb_comm_world {
@@ -54,6 +69,10 @@ typedef struct tb_comm_backend {
     int (*send)(tb_group *g, const float *buf, size_t count, int peer, int *timed_out, tb_error *err);
     int (*recv)(tb_group *g, float *buf, size_t count, int peer, int *timed_out, tb_error *err);
     int (*barrier)(tb_group *g, int *timed_out, tb_error *err);
+    // The ops of a batch issued together, returning once all are done (every op's group is on
+    // this backend). NULL for a backend whose sends are eager (local, MPI): comm.c then runs
+    // the ops one by one, in list order, as single sends and recvs.
+    int (*batch_send_recv)(const tb_p2p_op *ops, int n, int *timed_out, tb_error *err);
 } tb_comm_backend;
 
 // A group as one member rank sees it.

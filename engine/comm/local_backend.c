@@ -275,4 +275,5 @@ static int local_barrier(tb_group *g, int *timed_out, tb_error *err) { return ba
 const tb_comm_backend tb_local_backend = {
     "local",        local_all_reduce, local_reduce_scatter, local_all_gather, local_all_to_all,
     local_broadcast, local_send,      local_recv,           local_barrier,
+    NULL,  // sends are eager: a batch runs op by op (comm.c)
 };

@@ -457,6 +457,7 @@ static int mpi_barrier(tb_group *g, int *timed_out, tb_error *err) {
 const tb_comm_backend tb_mpi_backend = {
     "mpi",         mpi_all_reduce, mpi_reduce_scatter, mpi_all_gather, mpi_all_to_all,
     mpi_broadcast, mpi_send,       mpi_recv,           mpi_barrier,
+    NULL,  // sends are eager (buffered): a batch runs op by op (comm.c)
 };
 
 // ---------------------------------------------------------------------------------------

@@ -396,50 +396,85 @@ static int check_buffer(tb_group *g, nccl_group *s, const char *op, const char *
     return 0;
 }
 
-// After enqueuing (r: what the enqueue returned): waits until the operation is done on the
-// group's stream, NCCL reports an error, or the timeout passes.
-static int finish(tb_group *g, nccl_group *s, const char *op, ncclResult_t r, int *timed_out, tb_error *err) {
+// What one wait covers: the group of a single call, or every op's group of a batch
+// (tb_batch_send_recv), with the words its failures name them by.
+typedef struct wait_set {
+    int n;
+    tb_group *g[TB_P2P_BATCH_MAX];
+    nccl_group *s[TB_P2P_BATCH_MAX];
+    char groups[192];  // "group pp" / "groups pp, pp_grad"
+    char where[384];   // "group pp (2 ranks, member 0)" / "groups pp (2 ranks, member 0), pp_grad (...)"
+} wait_set;
+
+static void wait_one(wait_set *w, tb_group *g, nccl_group *s) {
+    w->n = 1;
+    w->g[0] = g;
+    w->s[0] = s;
+    snprintf(w->groups, sizeof w->groups, "group %s", g->name);
+    snprintf(w->where, sizeof w->where, "group %s (%d ranks, member %d)", g->name, g->size, g->index);
+}
+
+static void abort_all(wait_set *w) {
+    for (int i = 0; i < w->n; i++) abort_comm(w->s[i]);
+}
+
+// After enqueuing (r: what the enqueue returned): waits until the operations are done on
+// every group's stream, NCCL reports an error, or the timeout passes (then every
+// communicator of the set is aborted).
+static int finish_set(wait_set *w, const char *op, ncclResult_t r, int *timed_out, tb_error *err) {
     if (r != ncclSuccess && r != ncclInProgress)
-        return tb_fail(err, "%s on group %s (%d ranks, member %d): %s (%s)", op, g->name, g->size, g->index,
-                       ncclGetErrorString(r), last_error(s->comm));
-    double timeout = world_timeout(g->rk), deadline = tb_comm_now_s() + timeout;
+        return tb_fail(err, "%s on %s: %s (%s)", op, w->where, ncclGetErrorString(r), last_error(w->s[0]->comm));
+    double timeout = world_timeout(w->g[0]->rk), deadline = tb_comm_now_s() + timeout;
     unsigned polls = 0;
     for (;;) {
-        ncclResult_t a = ncclSuccess;
-        ncclResult_t q = ncclCommGetAsyncError(s->comm, &a);
-        if (q != ncclSuccess) a = q;
-        if (a != ncclSuccess && a != ncclInProgress) {
-            tb_fail(err, "%s on group %s (%d ranks, member %d): NCCL error %s (%s); communicator aborted", op, g->name,
-                    g->size, g->index, ncclGetErrorString(a), last_error(s->comm));
-            abort_comm(s);
-            return -1;
-        }
-        if (a == ncclSuccess) {  // enqueued (ncclInProgress: still being enqueued in the background)
+        int done = 1;
+        for (int i = 0; i < w->n; i++) {
+            nccl_group *s = w->s[i];
+            ncclResult_t a = ncclSuccess;
+            ncclResult_t q = ncclCommGetAsyncError(s->comm, &a);
+            if (q != ncclSuccess) a = q;
+            if (a != ncclSuccess && a != ncclInProgress) {
+                tb_fail(err, "%s on %s: NCCL error %s (%s)%s%s; communicator aborted", op, w->where,
+                        ncclGetErrorString(a), last_error(s->comm), w->n > 1 ? " on group " : "",
+                        w->n > 1 ? w->g[i]->name : "");
+                abort_all(w);
+                return -1;
+            }
+            if (a == ncclInProgress) {  // still being enqueued in the background
+                done = 0;
+                continue;
+            }
             cudaError_t ce = cudaStreamQuery(s->stream);
-            if (ce == cudaSuccess) return 0;
-            if (ce != cudaErrorNotReady) {
-                tb_fail(err, "%s on group %s (%d ranks, member %d): CUDA error on the group's stream: %s; "
-                        "communicator aborted",
-                        op, g->name, g->size, g->index, cudaGetErrorString(ce));
-                abort_comm(s);
+            if (ce == cudaErrorNotReady) done = 0;
+            else if (ce != cudaSuccess) {
+                tb_fail(err, "%s on %s: CUDA error on the stream of group %s: %s; communicator aborted", op,
+                        w->where, w->g[i]->name, cudaGetErrorString(ce));
+                abort_all(w);
                 return -1;
             }
         }
-        if (g->world && atomic_load(&g->world->aborted)) {
-            abort_comm(s);
-            return tb_fail(err, "%s on group %s stopped: the run was aborted by the failure of %s; NCCL communicator "
+        if (done) return 0;
+        const tb_comm_world *world = w->g[0]->world;
+        if (world && atomic_load(&world->aborted)) {
+            abort_all(w);
+            return tb_fail(err, "%s on %s stopped: the run was aborted by the failure of %s; NCCL communicator "
                            "aborted",
-                           op, g->name, g->world->aborted_by);
+                           op, w->groups, world->aborted_by);
         }
         if (tb_comm_now_s() > deadline) {
-            abort_comm(s);
+            abort_all(w);
             *timed_out = 1;
-            return tb_fail(err, "%s on group %s (%d ranks, member %d) not complete after %.1f s; NCCL communicator "
-                           "aborted",
-                           op, g->name, g->size, g->index, timeout);
+            return tb_fail(err, "%s on %s not complete after %.1f s; NCCL communicator aborted", op, w->where,
+                           timeout);
         }
         tb_comm_backoff(&polls);
     }
+}
+
+static int finish(tb_group *g, nccl_group *s, const char *op, ncclResult_t r, int *timed_out, tb_error *err) {
+    wait_set w;
+    wait_one(&w, g, s);
+    return finish_set(&w, op, r, timed_out, err);
 }
 
 // The staged calls: the host buffer copied into the group's staging buffer, the call on it,
@@ -582,6 +617,44 @@ static int nccl_recv(tb_group *g, float *buf, size_t count, int peer, int *timed
     return finish(g, s, "recv", r, timed_out, err);
 }
 
+// Megatron's batch_isend_irecv: every op of the batch in one NCCL group, each on its own
+// group's communicator and stream (NCCL makes the streams wait for each other around the
+// group's kernels), then one wait for all of them.
+static int nccl_batch_send_recv(const tb_p2p_op *ops, int n, int *timed_out, tb_error *err) {
+    wait_set w = {0};
+    size_t used = 0, uw = 0;
+    for (int i = 0; i < n; i++) {
+        const tb_p2p_op *o = &ops[i];
+        const char *op = o->op == TB_COMM_SEND ? "send" : "recv";
+        nccl_group *s = NULL;
+        if (o->op != TB_COMM_SEND && o->op != TB_COMM_RECV)
+            return tb_fail(err, "batch_send_recv on group %s: op %d of the batch is %s, not a send or recv", o->g->name,
+                           i, tb_comm_op_name(o->op));
+        if (prepare(o->g, op, &s, err) || check_peer(o->g, op, o->peer, err)) return -1;
+        if (o->count && check_buffer(o->g, s, op, "the", o->buf, err)) return -1;
+        w.g[i] = o->g;
+        w.s[i] = s;
+        if (used < sizeof w.groups)
+            used += (size_t)snprintf(w.groups + used, sizeof w.groups - used, "%s%s", i ? ", " : "groups ", o->g->name);
+        if (uw < sizeof w.where)
+            uw += (size_t)snprintf(w.where + uw, sizeof w.where - uw, "%s%s (%d ranks, member %d: %s %s member %d)",
+                                   i ? ", " : "groups ", o->g->name, o->g->size, o->g->index, op,
+                                   o->op == TB_COMM_SEND ? "to" : "from", o->peer);
+    }
+    w.n = n;
+    ncclResult_t r = ncclGroupStart(), first = r;
+    for (int i = 0; i < n && first == ncclSuccess; i++) {
+        const tb_p2p_op *o = &ops[i];
+        if (!o->count) continue;
+        r = o->op == TB_COMM_SEND ? ncclSend(o->buf, o->count, ncclFloat32, o->peer, w.s[i]->comm, w.s[i]->stream)
+                                  : ncclRecv(o->buf, o->count, ncclFloat32, o->peer, w.s[i]->comm, w.s[i]->stream);
+        if (r != ncclSuccess && r != ncclInProgress) first = r;
+    }
+    r = ncclGroupEnd();
+    if (first != ncclSuccess) r = first;
+    return finish_set(&w, "batch_send_recv", r, timed_out, err);
+}
+
 static int nccl_barrier(tb_group *g, int *timed_out, tb_error *err) {
     nccl_group *s = NULL;
     if (prepare(g, "barrier", &s, err)) return -1;
@@ -598,7 +671,7 @@ void tb_nccl_rank_set_compute_stream(tb_rank *rk, void *stream) {
 
 const tb_comm_backend tb_nccl_backend = {
     "nccl",         nccl_all_reduce, nccl_reduce_scatter, nccl_all_gather, nccl_all_to_all,
-    nccl_broadcast, nccl_send,       nccl_recv,           nccl_barrier,
+    nccl_broadcast, nccl_send,       nccl_recv,           nccl_barrier,    nccl_batch_send_recv,
 };
 
 #else  // !TB_HAVE_NCCL: the stub
@@ -663,10 +736,13 @@ static int stub_recv(tb_group *g, float *b, size_t n, int peer, int *t, tb_error
     return not_built(g, "recv", err);
 }
 static int stub_barrier(tb_group *g, int *t, tb_error *err) { return not_built(g, "barrier", err); }
+static int stub_batch_send_recv(const tb_p2p_op *ops, int n, int *t, tb_error *err) {
+    return not_built(ops[0].g, "batch_send_recv", err);
+}
 
 const tb_comm_backend tb_nccl_backend = {
     "nccl",         stub_all_reduce, stub_reduce_scatter, stub_all_gather, stub_all_to_all,
-    stub_broadcast, stub_send,       stub_recv,           stub_barrier,
+    stub_broadcast, stub_send,       stub_recv,           stub_barrier,    stub_batch_send_recv,
 };
 
 #endif

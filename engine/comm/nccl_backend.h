@@ -37,8 +37,11 @@
 // - the group's stream is created with default flags, so it is ordered after work on the
 //   legacy default stream; work on other streams must be synchronized by the caller;
 // - send is a rendezvous, not eager: it completes only once the peer posts the matching
-//   recv, so two ranks that both send first deadlock (order pairs by parity, or use
-//   all_to_all); a send to oneself is refused;
+//   recv, so two ranks that both send first deadlock (order pairs by parity, use all_to_all,
+//   or batch the sends with their recvs: batch_send_recv issues a batch's ncclSend and
+//   ncclRecv calls, on their groups' communicators and streams, in one ncclGroupStart /
+//   ncclGroupEnd and waits for all of them, aborting every one of those communicators on a
+//   failure or timeout); a send to oneself is refused;
 // - all_to_all does not check that the counts agree across ranks (mismatched counts hang
 //   until the timeout);
 // - sums are reduced in NCCL's order (ring/tree), not group order: the same on every rank

@@ -3,28 +3,17 @@
 #include "comm/comm.h"
 #include "core/ranges.h"
 
-static double ms_since(int64_t t0) { return (double)(tb_now_ns() - t0) / 1e6; }
-
-void recv_forward(const p2p_peers *p, float *x_in, double *wait_ms) {
-    int64_t t0 = tb_now_ns();
-    tb_recv(p->pp, x_in, p->count, p->prev);
-    *wait_ms += ms_since(t0);
-}
-
-void send_forward(const p2p_peers *p, const float *x_out, double *wait_ms) {
-    int64_t t0 = tb_now_ns();
-    tb_send(p->pp, x_out, p->count, p->next);
-    *wait_ms += ms_since(t0);
-}
-
-void recv_backward(const p2p_peers *p, float *d_out, double *wait_ms) {
-    int64_t t0 = tb_now_ns();
-    tb_recv(p->pp_grad, d_out, p->count, p->next);
-    *wait_ms += ms_since(t0);
-}
-
-void send_backward(const p2p_peers *p, const float *d_in, double *wait_ms) {
-    int64_t t0 = tb_now_ns();
-    tb_send(p->pp_grad, d_in, p->count, p->prev);
-    *wait_ms += ms_since(t0);
+void p2p_communicate(const p2p_peers *p, const pp_msg msg[PP_P2P_DIRS], float *const buf[PP_P2P_DIRS],
+                     double *wait_ms) {
+    static const tb_comm_op op[PP_P2P_DIRS] = {TB_COMM_SEND, TB_COMM_SEND, TB_COMM_RECV, TB_COMM_RECV};
+    tb_group *const g[PP_P2P_DIRS] = {p->pp, p->pp_grad, p->pp, p->pp_grad};
+    const int peer[PP_P2P_DIRS] = {p->next, p->prev, p->prev, p->next};
+    tb_p2p_op ops[PP_P2P_DIRS];
+    int n = 0;
+    for (int d = 0; d < PP_P2P_DIRS; d++)
+        if (msg[d].present) ops[n++] = (tb_p2p_op){op[d], g[d], buf[d], p->count, peer[d], msg[d].microbatch};
+    if (n == 0) return;
+    const int64_t t0 = tb_now_ns();
+    tb_batch_send_recv(ops, n);
+    *wait_ms += (double)(tb_now_ns() - t0) / 1e6;
 }

@@ -36,6 +36,39 @@ int pipeline_warmup(int p, int r, int m, int v);
 double pipeline_theoretical_bubble(int p, int m, int v);
 
 // ---------------------------------------------------------------------------------------
+// The point-to-point program: what a rank sends and receives between the ops of its
+// schedule, as the calls of p2p_communicate the executor makes. An op receives its input
+// before it runs (a forward the activation from the previous stage unless its virtual stage
+// is the first, a backward the gradient from the next unless its virtual stage is the last)
+// and sends its output after it (the forward's activation unless last, the backward's
+// gradient unless first). Batched (what the executor runs), each call holds the sends of the
+// ops since the previous call and the recvs of the ops up to the next one, Megatron's
+// _communicate pairs:
+//   1F1B (and no pipelining)  one op between calls: send_forward_recv_backward after a
+//                             forward, send_backward_recv_forward after a backward, the
+//                             warm-up's send_forward_recv_forward, the cool-down's
+//                             send_backward_recv_backward;
+//   interleaved               the same in warm-up and cool-down, but the steady state's
+//                             forward and backward run back to back between two calls of
+//                             send_forward_backward_recv_forward_backward (with one op
+//                             between calls, an interleaved pipeline deadlocks on
+//                             rendezvous sends, e.g. p 2, m 4, v 2).
+// Separate is the executor before batching: every send and every recv a call of its own, in
+// the same order (a deadlock on rendezvous sends already at p 2, m 2).
+
+typedef enum pp_p2p_mode { PP_P2P_SEPARATE, PP_P2P_BATCHED } pp_p2p_mode;
+
+typedef struct pp_p2p_call {
+    int before;               // runs before op `before` of the schedule (the op count: after the last)
+    pp_msg msg[PP_P2P_DIRS];  // by direction; p2p_communicate issues them in this order
+} pp_p2p_call;
+
+// The calls of rank r for its schedule ops (nops of them, pipeline_schedule(p, r, m, v)) in
+// order, written into calls (room for 2·nops + 1); returns their count.
+int pipeline_p2p_program(int p, int r, int m, int v, pp_p2p_mode mode, const pp_op *ops, int nops,
+                         pp_p2p_call *calls);
+
+// ---------------------------------------------------------------------------------------
 // The executor. Megatron has three functions (forward_backward_no_pipelining,
 // _pipelining_without_interleaving, _with_interleaving); here the three schedules are op
 // lists from pipeline_schedule and one executor walks whichever the layout gives.
@@ -62,6 +95,8 @@ typedef struct tb_pipeline {
     int micro_batch_size, seq_length, num_microbatches;
     pp_op *ops;                          // (2·M·nchunks) this rank's schedule
     int nops;
+    pp_p2p_call *calls;                  // its point-to-point program (batched)
+    int ncalls;
     p2p_peers peers;
     float *x_in, *x_out;                 // (Ns,C) activations received from / sent to the neighbouring stages
     float *d_in, *d_out;                 // (Ns,C) gradients sent to / received from them; all NULL when pp = 1
@@ -75,7 +110,8 @@ void pipeline_init(tb_pipeline *pl, const tb_config *cfg, struct tb_rank *rk, gp
 void pipeline_free(tb_pipeline *pl);
 
 // Runs this rank's schedule for one step: every (microbatch, chunk) forward and backward,
-// activations and gradients exchanged with the neighbouring stages, each microbatch's loss
+// activations and gradients exchanged with the neighbouring stages by the calls of its
+// point-to-point program (p2p_communicate, their time in time->p2p_ms), each microbatch's loss
 // scaled by 1 / num_microbatches. inputs, targets: (M,B,T), the step's microbatches.
 // Adds forward, backward and p2p time to *time. Returns the sum of the last stage's
 // microbatch losses (0 on other stages).

@@ -1,12 +1,16 @@
 // comm_world.h — what the communicator tests share: a world of ranks on the local backend
-// (world_up / world_down), a clock, and RK_CHECK for checks made on a rank's own thread.
+// (world_up / world_down), a clock, RK_CHECK for checks made on a rank's own thread, and
+// jstr / jint to read a report's JSON fields.
 //
 // Rank functions run on their own threads: checks made there go through RK_CHECK, which
 // serialises the harness's bookkeeping.
 #ifndef TB_TESTS_ENGINE_COMM_WORLD_H
 #define TB_TESTS_ENGINE_COMM_WORLD_H
 
+#include <jansson.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "config.h"
@@ -55,6 +59,35 @@ static inline void world_down(world *W) {
     parallel_state_world_free(&W->w);
 }
 
+// Runs fn on every rank of a world (size, tp, the collective timeout) in a child process, with
+// the run directory dir and stderr into dir/stderr.txt, so that the test survives a run that a
+// hang ends. Returns the child's pid (-1 when fork fails); the child exits 0 if fn returns.
+static inline pid_t world_in_child(const char *dir, int size, int tp, double timeout_s, void (*fn)(tb_rank *, void *),
+                                   void *arg) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stderr.txt", dir);
+    if (!freopen(path, "w", stderr)) _exit(99);
+    world W;
+    if (world_up(&W, size, tp, timeout_s) != 0) _exit(98);
+    snprintf(W.w.run_dir, sizeof W.w.run_dir, "%s", dir);
+    parallel_state_run_ranks(&W.w, fn, arg);
+    _exit(0);
+}
+
 static inline double now_s(void) { return (double)tb_now_ns() / 1e9; }
+
+// A JSON object's string field ("" when absent) and integer field (-999999 when absent).
+static inline const char *jstr(json_t *o, const char *key) {
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
+}
+
+static inline long long jint(json_t *o, const char *key) {
+    json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : -999999;
+}
 
 #endif

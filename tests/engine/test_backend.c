@@ -6,8 +6,10 @@
 // each slot's device buffer, the losses and the RoPE tables through the copies, the blocks
 // freed by pointer — so each must give the CPU run's bits: same kernels, same order.
 // Asserted: losses, gradient norms and final weights bitwise equal, one rank, tp 2 with
-// sequence parallelism and cp 2 (all_gather; also with tp 2 and RoPE) on rank threads, and that
-// the device paths did run (copies counted; the cp attention calls through the table counted).
+// sequence parallelism, cp 2 (all_gather; also with tp 2 and RoPE), pp 2 and pp 2
+// interleaved (v 2) on rank threads (rank 0's weights and the last rank's, every chunk), and
+// that the device paths did run (copies counted; the cp attention calls through the table
+// counted).
 //
 // --overlap-grad-reduce (and the distributed optimizer's --overlap-param-gather) through the
 // stand-in device, dp 2: the bits of the CPU run without overlap, and the stand-in's stream and
@@ -125,12 +127,14 @@ typedef struct run {
     float initial_scale;        // with fp16: the scaler's first scale (0: Megatron's 2^32)
     tb_grad_scaler scaler;      // with fp16: after the steps
     int skipped[STEPS];
-    float *initial;             // rank 0's parameters after init (copied to the host)
+    float *initial;             // rank 0's parameters after init, every chunk's (copied to the host)
     double loss[STEPS], norm[STEPS];
-    float *weights;             // rank 0's final parameter buffer (copied to the host)
+    float *weights;             // rank 0's final parameter buffers, every chunk's (copied to the host)
     size_t nweights;
     int nbuckets[MAX_RANKS];    // with overlap on the stand-in: each rank's buckets and the ids
     int *events[MAX_RANKS][4];  // of their events: grad ready, grad done, gather ready, gather done
+    float *last_weights;        // the same of the last rank (another pipeline stage under pp), or NULL
+    size_t nlast;
     int failed;
 } run;
 
@@ -142,6 +146,19 @@ static void event_ids(run *r, int rank, const tb_ddp *d) {
         r->events[rank][k] = calloc((size_t)d->nbuckets, sizeof(int));
         for (int b = 0; b < d->nbuckets; b++) r->events[rank][k][b] = *(int *)ev[k][b];
     }
+}
+
+// The parameter buffers of every chunk of the trainer, one after the other, copied to the host.
+static float *all_weights(const tb_trainer *tr, size_t *n) {
+    *n = 0;
+    for (int c = 0; c < tr->nchunks; c++) *n += tr->models[c].padded_parameters;
+    float *w = malloc(*n * sizeof(float)), *at = w;
+    for (int c = 0; c < tr->nchunks; c++) {
+        const gpt_model *m = &tr->models[c];
+        tb_be()->copy_to_host(at, m->param_memory, m->padded_parameters * sizeof(float));
+        at += m->padded_parameters;
+    }
+    return w;
 }
 
 static void train_rank(tb_rank *rk, run *r) {
@@ -161,23 +178,19 @@ static void train_rank(tb_rank *rk, run *r) {
         tb_backend_bind(NULL);
         return;
     }
-    const gpt_model *m = &tr.models[0];
     if (r->fp16 && r->initial_scale > 0) tr.scaler.scale = r->initial_scale;
-    if (rk->rank == 0) {
-        r->initial = malloc(m->padded_parameters * sizeof(float));
-        tb_be()->copy_to_host(r->initial, m->param_memory, m->padded_parameters * sizeof(float));
-    }
+    size_t n;
+    if (rk->rank == 0) r->initial = all_weights(&tr, &n);
     for (int s = 1; s <= STEPS; s++) {
         tb_step_result res = train_step(&tr, s);
         if (rk->rank == 0) r->loss[s - 1] = res.loss, r->norm[s - 1] = res.grad_norm, r->skipped[s - 1] = res.skipped;
     }
     if (rk->rank == 0) {
         r->scaler = tr.scaler;
-        r->nweights = m->padded_parameters;
-        r->weights = malloc(r->nweights * sizeof(float));
-        tb_be()->copy_to_host(r->weights, m->param_memory, r->nweights * sizeof(float));
+        r->weights = all_weights(&tr, &r->nweights);
     }
     if (r->device && ddp_active(&tr.ddp) && rk->rank < MAX_RANKS) event_ids(r, rk->rank, &tr.ddp);
+    if (rk->rank > 0 && rk->rank == rk->world_size - 1) r->last_weights = all_weights(&tr, &r->nlast);
     trainer_free(&tr);
     tb_allocator_free_all(&rk->mem);
     tb_backend_bind(NULL);
@@ -213,6 +226,7 @@ static void free_run(run *r) {
     free(r->initial);
     for (int i = 0; i < MAX_RANKS; i++)
         for (int k = 0; k < 4; k++) free(r->events[i][k]);
+    free(r->last_weights);
 }
 
 static void small(tb_config *c) {
@@ -239,6 +253,10 @@ static void same_bits_then(const char *name, tb_config *a, tb_config *b, void (*
     TB_CHECK(cpu.nweights == dev.nweights && cpu.weights && dev.weights &&
                  memcmp(cpu.weights, dev.weights, cpu.nweights * sizeof(float)) == 0,
              "%s: the final weights differ", name);
+    TB_CHECK(cpu.nlast == dev.nlast && (cpu.nlast == 0 || (cpu.last_weights && dev.last_weights &&
+                                                            memcmp(cpu.last_weights, dev.last_weights,
+                                                                   cpu.nlast * sizeof(float)) == 0)),
+             "%s: the last rank's final weights differ", name);
     if (check) check(name, &dev);
     free_run(&cpu);
     free_run(&dev);
@@ -307,6 +325,24 @@ TB_TEST(cp2_all_gather_on_a_device_table_gives_the_cpu_bits) {
     a.position_embedding_type = b.position_embedding_type = TB_POS_ROPE;
     a.num_query_groups = b.num_query_groups = 2;
     same_bits("cp2-tp2-llama", &a, &b);
+}
+
+// Pipeline parallelism: the activations and gradients sent between stages from the device
+// buffers, the tied word embedding's gradient all-reduced over the embedding group, the loss
+// from the last stage (both stages' weights compared). Then interleaved: two chunks per rank.
+TB_TEST(pp2_and_interleaved_pp2_on_a_device_table_give_the_cpu_bits) {
+    tb_config a, b;
+    small(&a), small(&b);
+    a.world_size = b.world_size = 2;
+    a.pipeline_model_parallel_size = b.pipeline_model_parallel_size = 2;
+    same_bits("pp2", &a, &b);
+    small(&a), small(&b);
+    a.world_size = b.world_size = 2;
+    a.pipeline_model_parallel_size = b.pipeline_model_parallel_size = 2;
+    a.virtual_pipeline_model_parallel_size = b.virtual_pipeline_model_parallel_size = 2;
+    a.num_layers = b.num_layers = 4;
+    a.global_batch_size = b.global_batch_size = 8;  // 4 microbatches: a steady state
+    same_bits("pp2-vpp2", &a, &b);
 }
 
 // Every entry of both tables is filled (a NULL in the CUDA table would crash the first GPU run
@@ -498,6 +534,7 @@ int main(void) {
     TB_RUN(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(cp2_all_gather_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(dp2_overlap_on_a_device_table_gives_the_cpu_bits_with_events_in_order);
+    TB_RUN(pp2_and_interleaved_pp2_on_a_device_table_give_the_cpu_bits);
     TB_RUN(grad_scaler_backs_off_after_the_hysteresis_and_grows_after_the_window);
     TB_RUN(fp16_loss_scaling_is_exact_and_overflow_skips_the_step);
     return tb_test_summary();

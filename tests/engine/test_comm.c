@@ -351,6 +351,32 @@ static void send_recv_ring_rank(tb_rank *rk, void *arg) {
     }
 }
 
+// A batch both ways around the group (the pipeline's send_forward_backward_recv_forward_backward):
+// every member sends to its next and its previous member first, then receives from both.
+static void batch_both_ways_rank(tb_rank *rk, void *arg) {
+    tb_group *g = &rk->groups[((coll_ctx *)arg)->kind];
+    int n = g->size, next = (g->index + 1) % n, prev = (g->index - 1 + n) % n;
+    float to_next[RING_LEN], to_prev[RING_LEN], from_prev[RING_LEN], from_next[RING_LEN];
+    for (int k = 0; k < RING_LEN; k++) {
+        to_next[k] = (float)(rk->rank * 1000 + k);
+        to_prev[k] = (float)(-rk->rank * 1000 - k - 1);
+        from_prev[k] = from_next[k] = 0.5f;
+    }
+    const tb_p2p_op ops[] = {{TB_COMM_SEND, g, to_next, RING_LEN, next, -1},
+                             {TB_COMM_SEND, g, to_prev, RING_LEN, prev, -1},
+                             {TB_COMM_RECV, g, from_prev, RING_LEN, prev, -1},
+                             {TB_COMM_RECV, g, from_next, RING_LEN, next, -1}};
+    tb_batch_send_recv(ops, 4);
+    int bad = -1;
+    for (int k = 0; k < RING_LEN && bad < 0; k++)
+        if (from_prev[k] != (float)(g->ranks[prev] * 1000 + k) || from_next[k] != (float)(-g->ranks[next] * 1000 - k - 1))
+            bad = k;
+    RK_CHECK(bad < 0, "%s: batch on %s: element %d from member %d is %.0f, from member %d is %.0f", rk->label, g->name,
+             bad, prev, bad >= 0 ? from_prev[bad] : 0.0f, next, bad >= 0 ? from_next[bad] : 0.0f);
+    RK_CHECK(g->seq == 4, "%s: the batch on %s counts as 4 calls (seq %llu)", rk->label, g->name,
+             (unsigned long long)g->seq);
+}
+
 #define BARRIER_ROUNDS 5
 
 typedef struct barrier_ctx {
@@ -407,6 +433,11 @@ TB_TEST(send_recv_ring_does_not_deadlock_and_queued_messages_arrive_in_order) {
         run_on_groups(coll_layouts[i][0], coll_layouts[i][1], send_recv_ring_rank, 1);
 }
 
+TB_TEST(batched_sends_and_recvs_both_ways_deliver_each_message) {
+    for (size_t i = 0; i < NCOLL_LAYOUTS; i++)
+        run_on_groups(coll_layouts[i][0], coll_layouts[i][1], batch_both_ways_rank, 1);
+}
+
 TB_TEST(barrier_releases_no_member_before_all_have_arrived) {
     const tb_group_kind kinds[] = {TB_GROUP_WORLD, TB_GROUP_TP, TB_GROUP_DP_CP};
     world W;
@@ -428,6 +459,7 @@ int main(void) {
     TB_RUN(all_to_all_routes_uneven_per_peer_counts_in_member_order);
     TB_RUN(broadcast_from_a_non_zero_root_reaches_every_member);
     TB_RUN(send_recv_ring_does_not_deadlock_and_queued_messages_arrive_in_order);
+    TB_RUN(batched_sends_and_recvs_both_ways_deliver_each_message);
     TB_RUN(barrier_releases_no_member_before_all_have_arrived);
     printf("(%.1f s)\n", now_s() - t0);
     return tb_test_summary();

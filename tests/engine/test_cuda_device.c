@@ -38,6 +38,14 @@ TB_TEST(device_cuda_is_refused_naming_the_flag) {
     else TB_CHECK(strstr(sh.err, "no CUDA backend"), "this build says it lacks the backend:\n%s", sh.err);
     TB_CHECK(!strstr(sh.out, "step"), "nothing trained:\n%s", sh.out);
     TB_CHECK(!tb_exists(run_dir), "no run directory was made at %s", run_dir);
+    // pipeline parallelism passes the config on --device cuda (it runs over NCCL): what stops
+    // it here is the missing GPU (or backend), not a "not supported yet"
+    rc = tb_run(&sh, TB_SOURCE_DIR,
+                "'%s' " TINY " --attention-backend flash --device cuda --world-size 2 --pipeline-model-parallel-size 2 "
+                "--num-layers 2 --micro-batch-size 1 --global-batch-size 2",
+                PRETRAIN);
+    TB_CHECK(rc == TB_EXIT_USAGE && strstr(sh.err, "--device cuda: ") && !strstr(sh.err, "not supported yet"),
+             "pp 2 on --device cuda: exit %d, stderr:\n%s", rc, sh.err);
     // bench_gpt's trainer is the CPU's: refused there, never run on the CPU instead
     rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " --attention-backend flash --device cuda", TB_BIN_DIR "/bench_gpt");
     TB_CHECK(rc == TB_EXIT_USAGE && strstr(sh.err, "--device cuda: not supported yet"), "bench_gpt: exit %d\n%s", rc,
@@ -54,9 +62,6 @@ TB_TEST(device_and_precision_rules) {
         {"--fp16", "fp16 with device cpu: not supported yet on --device cpu"},
         {"--bf16 --fp16 --device cuda --attention-backend flash", "bf16 and fp16 are exclusive"},
         {"--device cuda", "device cuda with attention_backend local: not supported yet"},
-        {"--device cuda --attention-backend flash --world-size 2 --pipeline-model-parallel-size 2 --num-layers 2 "
-         "--micro-batch-size 1 --global-batch-size 2",
-         "device cuda with pipeline_model_parallel_size 2: not supported yet"},
         {"--device cuda --attention-backend flash --world-size 2 --context-parallel-size 2 --cp-comm-type p2p",
          "device cuda with cp_comm_type p2p: not supported yet"},
         {"--device cuda --attention-backend flash --num-experts 2", "device cuda with num_experts 2: not supported yet"},

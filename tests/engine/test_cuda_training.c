@@ -6,6 +6,8 @@
 // What is compared: the metrics of steps 1 and 2 (same seed, same data, same layout) of
 // `--device cpu` and `--device cuda`. Step 1's loss is a forward of the initial weights;
 // its gradient norm the whole backward; step 2's loss the forward after one AdamW update.
+// Layouts: one GPU; with two GPUs tp 2 (and sp), dp 2 (and the distributed optimizer), pp 2
+// and pp 2 interleaved, each against the same layout on the CPU.
 // Tolerances, |cuda − cpu| ≤ rtol·|cpu|:
 //   fp32 (CUBLAS_COMPUTE_32F, no TF32; the kernels' sums in another order, atomics):
 //     loss 1e-4, gradient norm 1e-3, step 2's loss 1e-3;
@@ -197,6 +199,21 @@ TB_TEST(tp2_and_dp2_over_nccl_match_the_cpu) {
     compare("tp2-sp", "--world-size 2 --tensor-model-parallel-size 2 --sequence-parallel", "", 1e-4, 1e-3, 1e-3);
     compare("dp2", "--world-size 2", "", 1e-4, 1e-3, 1e-3);
     compare("dp2-distopt", "--world-size 2 --use-distributed-optimizer", "", 1e-4, 1e-3, 1e-3);
+}
+
+// Pipeline parallelism over NCCL: each stage on its own GPU, activations and gradients sent
+// from device buffers in batched sends and recvs (p2p_communicate), the tied embedding's
+// gradient all-reduced between the first and last stage; then interleaved (two chunks per
+// rank, 4 microbatches: a steady state whose calls send and receive both ways). Against the
+// same layouts on the CPU (themselves checked against one rank by test_parallel and
+// test_schedules); each stage's kernels are the single GPU's, so the fp32 tolerances hold.
+TB_TEST(pp2_and_interleaved_pp2_over_nccl_match_the_cpu) {
+    if (!two_gpus("pp2_and_interleaved_pp2_over_nccl_match_the_cpu")) return;
+    compare("pp2", "--world-size 2 --pipeline-model-parallel-size 2 --global-batch-size 4", "", 1e-4, 1e-3, 1e-3);
+    compare("pp2-vpp2",
+            "--world-size 2 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2 --num-layers 4 "
+            "--global-batch-size 8",
+            "", 1e-4, 1e-3, 1e-3);
 }
 
 // Context parallelism (--cp-comm-type all_gather, the default) over NCCL: the K/V all-gather,
@@ -408,6 +425,7 @@ int main(void) {
     TB_RUN(checkpoints_move_between_cuda_and_the_cpu);
     TB_RUN(save_hf_and_dump_tensors_on_cuda_are_the_cpus);
     TB_RUN(dp2_overlap_over_nccl_matches_without);
+    TB_RUN(pp2_and_interleaved_pp2_over_nccl_match_the_cpu);
     TB_RUN(oom_under_a_cap_on_the_device);
     tb_output_free(&sh);
     return tb_test_summary();

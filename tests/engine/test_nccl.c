@@ -3,7 +3,9 @@
 // Every rank thread runs the same calls twice on the groups world, tp and dp: first on the
 // local backend with host buffers, then on NCCL with device buffers; the results must agree
 // (bitwise for data movement and max, within 1e-6 relative for sums, which NCCL reduces in
-// its own order). The world has one rank per GPU (at most 8; tp 2 when the count is even),
+// its own order). Among the calls: a ring of sends and recvs ordered by parity, and a batch
+// (batch_send_recv) in which every member sends both ways first, over two communicators. The
+// world has one rank per GPU (at most 8; tp 2 when the count is even),
 // so one GPU checks the size-1 paths. With two GPUs or more, a call one member never joins
 // must time out, abort the communicator and say so.
 //
@@ -28,11 +30,11 @@
 static const tb_group_kind tested[] = {TB_GROUP_WORLD, TB_GROUP_TP, TB_GROUP_DP};
 #define NTESTED 3
 
-enum { R_SUM, R_MAX, R_SUM_BIG, R_RS, R_AG, R_A2A, R_BCAST, R_RING, R_NRES };
+enum { R_SUM, R_MAX, R_SUM_BIG, R_RS, R_AG, R_A2A, R_BCAST, R_RING, R_BATCH, R_NRES };
 static const char *const res_names[R_NRES] = {"all_reduce sum", "all_reduce max", "all_reduce sum (4 MiB)",
                                               "reduce_scatter", "all_gather",     "all_to_all",
-                                              "broadcast",      "send/recv ring"};
-static const int res_is_sum[R_NRES] = {1, 0, 1, 1, 0, 0, 0, 0};
+                                              "broadcast",      "send/recv ring", "batched send/recv both ways"};
+static const int res_is_sum[R_NRES] = {1, 0, 1, 1, 0, 0, 0, 0, 0};
 
 typedef struct outputs {
     float *r[NTESTED][R_NRES];
@@ -237,6 +239,37 @@ static int run_ops(job *j, int dev, outputs *o) {
                 else CALL(g->backend->recv(g, r, NR, prev, &to_, &e_), "recv");
             }
             if (ok && keep(j, o, dev, t, R_RING, r, NR)) ok = 0;
+            drop(dev, s);
+            drop(dev, r);
+            free(in);
+        }
+
+        // a batch both ways, over two communicators (the pipeline's
+        // send_forward_backward_recv_forward_backward): every member sends first — to its next
+        // member on this group and to its previous one on world — then receives from both. As
+        // separate calls on rendezvous sends that deadlocks; on NCCL it is one group call
+        // (batch_send_recv), on the local backend (eager sends) the four calls in order.
+        if (ok && n >= 2) {
+            tb_group *wg = &rk->groups[TB_GROUP_WORLD];
+            const int wn = wg->size, wnext = (wg->index + 1) % wn, wprev = (wg->index + wn - 1) % wn;
+            const int next = (me + 1) % n, prev = (me + n - 1) % n;
+            float *in = input(rk->rank, 70, 2 * NR);
+            float *s = put(dev, in, 2 * NR), *r = space(dev, 2 * NR);
+            if (!s || !r) return failf(j, "batch", "alloc", "out of memory");
+            const tb_p2p_op ops[4] = {{TB_COMM_SEND, g, s, NR, next, -1},
+                                      {TB_COMM_SEND, wg, s + NR, NR, wprev, -1},
+                                      {TB_COMM_RECV, g, r, NR, prev, -1},
+                                      {TB_COMM_RECV, wg, r + NR, NR, wnext, -1}};
+            if (dev) {
+                CALL(g->backend->batch_send_recv(ops, 4, &to_, &e_), "batch_send_recv");
+            } else {
+                for (int k = 0; k < 4 && ok; k++)
+                    CALL(ops[k].op == TB_COMM_SEND
+                             ? ops[k].g->backend->send(ops[k].g, ops[k].buf, NR, ops[k].peer, &to_, &e_)
+                             : ops[k].g->backend->recv(ops[k].g, ops[k].buf, NR, ops[k].peer, &to_, &e_),
+                         "batch (local)");
+            }
+            if (ok && keep(j, o, dev, t, R_BATCH, r, 2 * NR)) ok = 0;
             drop(dev, s);
             drop(dev, r);
             free(in);

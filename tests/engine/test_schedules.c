@@ -368,11 +368,12 @@ TB_TEST(neighbouring_stages_send_and_receive_in_the_same_order) {
     }
 }
 
-// Runs the p ranks' schedules as training.c does with eager (buffered) sends, the local
-// backend's semantics: a forward whose virtual stage is not the first receives (blocking)
-// from the previous rank, then sends unless it is the last virtual stage; a backward
-// receives from the next rank unless it is the last virtual stage, then sends unless it is
-// the first. Each message carries (microbatch, receiver chunk): the receiving op must be
+// Runs the p ranks' schedules op by op with eager (buffered) sends, the local backend's
+// semantics — a model of the schedule's messages, not of the executor's calls (those are
+// pipeline_p2p_program's, which test_pipeline_p2p runs): a forward whose virtual stage is not
+// the first receives (blocking) from the previous rank, then sends unless it is the last
+// virtual stage; a backward receives from the next rank unless it is the last virtual stage,
+// then sends unless it is the first. Each message carries (microbatch, receiver chunk): the receiving op must be
 // exactly that one. Returns 0, or -1 with a description of the deadlock or mismatch.
 // *max_live gets each rank's largest count of forwards awaiting their backward.
 static int simulate_eager(int p, int m, int v, int *max_live, char *why, size_t len) {
