@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# gpu-check.sh — what a machine with a GPU runs in one go (issue 19): builds with CUDA, runs the
-# GPU tests (a skip is a failure here, but for the parts that need two GPUs on a one-GPU machine):
-# the kernels against the CPU's, training on --device cuda against --device cpu (fp32 and bf16,
-# TP2/DP2 over NCCL with two GPUs, an OOM under a cap), then the GPT-2 124M --bf16 benchmark on
-# --device cuda (tok/s and MFU), a TP/DP point when there are several GPUs, and an Nsight
-# Systems profile of a few --device cuda steps mapped by `tracebook map`. Every
+# gpu-check.sh — what a machine with a GPU runs in one go (issue 19): builds with CUDA; runs the
+# kernel tests (each kernel against the CPU's); benchmarks GPT-2 124M --bf16 on --device cuda
+# (tok/s and MFU) with a TP/DP point when there are several GPUs; then the training tests
+# (--device cuda against --device cpu: fp32, bf16, fp16, an OOM under a cap, checkpoints, and
+# with two GPUs TP, SP, DP, the distributed optimizer, PP, CP, DDP overlap, MoE and mpirun
+# over NCCL) — a skip is a failure here, but for the parts that need two GPUs on a one-GPU
+# machine — and an Nsight Systems profile of a few --device cuda steps mapped by `tracebook
+# map`. Every
 # stage has its own timeout; a failed stage is reported and the next one runs. Results go to
 # RESULTS (default: $OUT/gpu-check.txt when $OUT is set, else artifacts/gpu-check.txt), with
 # each stage's full log beside it. Exit status: 0 when every stage passed, 1 otherwise.
@@ -79,12 +81,13 @@ built=$?
 # --- 2. the GPU tests through ctest: each must run, none may skip (ctest counts a skip as a
 # pass; here a test skipped whole, exit 77, or in part, a SKIP line, fails the stage). Allowed:
 # test_cuda_device's no-GPU refusal (it skips where a GPU is visible) and, on one GPU, the
-# parts that need two.
+# parts that need two. The kernels first (seconds); the training tests after the benchmark
+# (step 4), so that a slow or failing training test cannot take the benchmark's time.
 export ngpu
 gpu_tests() {
     local out rc allowed="a GPU is visible \(test_cuda_training runs on it\)"
     [ "${ngpu:-0}" -lt 2 ] && allowed="$allowed|GPU\(s\) visible, needs 2"
-    out=$(ctest --test-dir "$build" -R '^engine[.]test_(cuda_kernels|cuda_device|cuda_training|nccl)$' -V 2>&1)
+    out=$(ctest --test-dir "$build" -R "^engine[.]test_($1)\$" -V 2>&1)
     rc=$?
     printf '%s\n' "$out"
     if grep -E "Skipped|SKIP" <<<"$out" | grep -qvE "$allowed"; then
@@ -93,13 +96,15 @@ gpu_tests() {
     fi
     return $rc
 }
-if [ $built -eq 0 ]; then
-    # (240 s: test_cuda_training's two-GPU part trains 12 small runs, the PP ones among them)
-    stage gpu_tests 240 gpu_tests
-    grep -E "Skipped|SKIP|: (ok|FAIL) |passed, |10 x gelu|device 0 of|tests passed|\((cpu|cuda) / cuda|resumed on|tensors bitwise" "$dir/gpu_tests.log" |
+results() {
+    grep -E "Skipped|SKIP|: (ok|FAIL) |passed, |10 x gelu|device 0 of|tests passed|\((cpu|cuda) / cuda|resumed on|tensors bitwise" "$dir/$1.log" |
         sed 's/^/    /' | tee -a "$res" >/dev/null
+}
+if [ $built -eq 0 ]; then
+    stage gpu_kernels 90 gpu_tests 'cuda_kernels|cuda_device'
+    results gpu_kernels
 else
-    say "FAIL gpu_tests: not run, the build failed"
+    say "FAIL gpu tests: not run, the build failed"
     failures=$((failures + 1))
 fi
 
@@ -143,7 +148,15 @@ if [ $built -eq 0 ]; then
     fi
 fi
 
-# --- 4. Nsight Systems: profile a few --device cuda steps (NVTX ranges, the CUDA kernels),
+# --- 4. training on the GPU against the CPU (test_cuda_training: one GPU, then the two-GPU
+# layouts over NCCL — TP, SP, DP, distributed optimizer, PP, CP, overlap, mpirun, checkpoints,
+# MoE — some 60 short pretrain_gpt runs) and test_nccl.
+if [ $built -eq 0 ]; then
+    stage gpu_training 300 gpu_tests 'cuda_training|nccl'
+    results gpu_training
+fi
+
+# --- 5. Nsight Systems: profile a few --device cuda steps (NVTX ranges, the CUDA kernels),
 # export SQLite, `tracebook map` it.
 if command -v nsys >/dev/null 2>&1; then
     export tiny="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --vocab-size 512 --train-iters 3 --device cuda --attention-backend flash"
