@@ -410,10 +410,10 @@ static int write_conditions(tb_rank *rk, const conditions_sample *first, const c
                             tb_ddp *ddp, const dist_ckpt_writer *ckpt, tb_error *err) {
     // the time this rank's threads waited for a core (its thread, its background threads);
     // the rank that waited most speaks for the run (-1 from any rank: unknown)
-    const double comm_wait = ddp_thread_run_delay_s(ddp);
-    float wait = first->run_delay_s < 0 || last->run_delay_s < 0 || comm_wait < 0 || ckpt->writers_run_delay_s < 0
+    const double comm_wait = ddp_thread_run_delay_s(ddp), own_wait = conditions_run_delay_between_s(first, last);
+    float wait = own_wait < 0 || comm_wait < 0 || ckpt->writers_run_delay_s < 0
                      ? -1.0f
-                     : (float)(last->run_delay_s - first->run_delay_s + comm_wait + ckpt->writers_run_delay_s);
+                     : (float)(own_wait + comm_wait + ckpt->writers_run_delay_s);
     if (rk->world_size > 1) {
         float unknown = wait < 0 ? 1.0f : 0.0f;
         float both[2] = {wait, unknown};

@@ -52,11 +52,18 @@ double conditions_thread_run_delay_s(void) {
 }
 
 void conditions_sample_now(conditions_sample *s) {
+    s->run_delay_s = conditions_thread_run_delay_s();
     s->wall_s = clock_s(CLOCK_MONOTONIC);
+    s->run_delay_after_s = conditions_thread_run_delay_s();
     s->process_cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     read_proc_stat(&s->host_busy_s, &s->host_steal_s);
     s->loadavg1 = read_loadavg();
-    s->run_delay_s = conditions_thread_run_delay_s();
+}
+
+double conditions_run_delay_between_s(const conditions_sample *a, const conditions_sample *b) {
+    if (a->run_delay_after_s < 0 || b->run_delay_s < 0) return -1;
+    const double d = b->run_delay_s - a->run_delay_after_s;
+    return d > 0 ? d : 0;
 }
 
 // What the host's other processes took between two samples: host busy time less ours.
@@ -70,12 +77,11 @@ static json_t *seconds_or_null(double v, double scale) { return v < 0 ? json_nul
 
 json_t *conditions_step_json(const conditions_sample *a, const conditions_sample *b) {
     int host = a->host_busy_s >= 0 && b->host_busy_s >= 0;
-    const int delay = a->run_delay_s >= 0 && b->run_delay_s >= 0;
     return json_pack("{s:o, s:o, s:o, s:o, s:o}", "process_cpu_ms", tb_json_number((b->process_cpu_s - a->process_cpu_s) * 1e3),
                      "host_busy_ms", seconds_or_null(host ? b->host_busy_s - a->host_busy_s : -1, 1e3),
                      "other_processes_ms", seconds_or_null(others_s(a, b), 1e3), "steal_ms",
                      seconds_or_null(host ? b->host_steal_s - a->host_steal_s : -1, 1e3), "run_queue_wait_ms",
-                     seconds_or_null(delay ? b->run_delay_s - a->run_delay_s : -1, 1e3));
+                     seconds_or_null(conditions_run_delay_between_s(a, b), 1e3));
 }
 
 // The CPUs this process may run on (its affinity mask), else the online ones.
