@@ -92,6 +92,20 @@ typedef struct tb_backend {
     void (*adamw_update)(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
                          float eps, float keep, float step, float inv_sqrt_bc2);
     double (*sum_squares)(const float *x, size_t n);  // read back to the host
+
+    // --- MoE --- (backend/cpu/moe_kernels.h: shapes and conventions; the router's per-token
+    // arithmetic is backend/moe_row.h on both backends).
+    void (*moe_router_forward)(const float *logits, float *scores, int32_t *topk, float *probs, int N, int E, int k,
+                               int sigmoid, int pre_softmax);
+    void (*moe_router_backward)(float *d_logits, const float *scores, const int32_t *topk, const float *probs,
+                                const float *d_probs, const int32_t *counts, int T, double aux, int N, int E, int k,
+                                int sigmoid, int pre_softmax);
+    void (*moe_aux_score_sums)(double *col, const float *scores, int S, int T, int E, int normalise);
+    void (*moe_permute)(float *out, const float *inp, const int32_t *idx, int M, int C);
+    void (*moe_permute_backward)(float *dinp, const float *d_perm, const int32_t *pos, int N, int k, int C);
+    void (*moe_unpermute)(float *out, const float *y, const int32_t *pos, const float *probs, int N, int k, int C);
+    void (*moe_unpermute_backward)(float *dy, float *d_probs, const float *dout, const float *y, const int32_t *pos,
+                                   const float *probs, int N, int k, int C);
 } tb_backend;
 
 // The CPU table (always there).

@@ -224,6 +224,35 @@ static double cu_sum_squares(const float *x, size_t n) {
     return s;
 }
 
+// --- MoE ---
+
+static void cu_moe_router_forward(const float *logits, float *scores, int32_t *topk, float *probs, int N, int E, int k,
+                                  int sigmoid, int pre_softmax) {
+    K(cuda_moe_router_forward(logits, scores, topk, probs, N, E, k, sigmoid, pre_softmax, stream()));
+}
+static void cu_moe_router_backward(float *d_logits, const float *scores, const int32_t *topk, const float *probs,
+                                   const float *d_probs, const int32_t *counts, int T, double aux, int N, int E, int k,
+                                   int sigmoid, int pre_softmax) {
+    K(cuda_moe_router_backward(d_logits, scores, topk, probs, d_probs, counts, T, aux, N, E, k, sigmoid, pre_softmax,
+                               stream()));
+}
+static void cu_moe_aux_score_sums(double *col, const float *scores, int S, int T, int E, int normalise) {
+    K(cuda_moe_aux_score_sums(col, scores, S, T, E, normalise, stream()));
+}
+static void cu_moe_permute(float *out, const float *inp, const int32_t *idx, int M, int C) {
+    K(cuda_moe_permute(out, inp, idx, M, C, stream()));
+}
+static void cu_moe_permute_backward(float *dinp, const float *d_perm, const int32_t *pos, int N, int k, int C) {
+    K(cuda_moe_permute_backward(dinp, d_perm, pos, N, k, C, stream()));
+}
+static void cu_moe_unpermute(float *out, const float *y, const int32_t *pos, const float *probs, int N, int k, int C) {
+    K(cuda_moe_unpermute(out, y, pos, probs, N, k, C, stream()));
+}
+static void cu_moe_unpermute_backward(float *dy, float *d_probs, const float *dout, const float *y, const int32_t *pos,
+                                      const float *probs, int N, int k, int C) {
+    K(cuda_moe_unpermute_backward(dy, d_probs, dout, y, pos, probs, N, k, C, stream()));
+}
+
 static const tb_backend cuda_backend = {
     .name = "cuda",
     .host = 0,
@@ -262,6 +291,14 @@ static const tb_backend cuda_backend = {
     .cross_entropy_backward = cu_ce_backward,
     .adamw_update = cu_adamw_update,
     .sum_squares = cu_sum_squares,
+    // --- MoE ---
+    .moe_router_forward = cu_moe_router_forward,
+    .moe_router_backward = cu_moe_router_backward,
+    .moe_aux_score_sums = cu_moe_aux_score_sums,
+    .moe_permute = cu_moe_permute,
+    .moe_permute_backward = cu_moe_permute_backward,
+    .moe_unpermute = cu_moe_unpermute,
+    .moe_unpermute_backward = cu_moe_unpermute_backward,
 };
 
 const tb_backend *tb_backend_cuda(void) { return &cuda_backend; }

@@ -1,5 +1,6 @@
 #include "transformer/moe/experts.h"
 
+#include "backend/backend.h"
 #include "backend/cpu/kernels.h"
 #include "comm/group.h"
 
@@ -45,9 +46,9 @@ void experts_forward(const tb_moe_dims *m, const tb_activation_module *act, int 
         const int n = counts[e];
         if (n == 0) continue;
         // (n,C) -> (n,F1) -> (n,F) -> (n,C)
-        cpu_matmul_forward(fc1 + row * F1, inp + row * C, p->fc1_w[e], p->fc1_b[e], n, C, F1);
+        tb_be()->matmul_forward(fc1 + row * F1, inp + row * C, p->fc1_w[e], p->fc1_b[e], n, C, F1);
         act->forward(actv + row * F, fc1 + row * F1, n, F);
-        cpu_matmul_forward(out + row * C, actv + row * F, p->fc2_w[e], add_fc2_bias ? p->fc2_b[e] : NULL, n, F, C);
+        tb_be()->matmul_forward(out + row * C, actv + row * F, p->fc2_w[e], add_fc2_bias ? p->fc2_b[e] : NULL, n, F, C);
         row += (size_t)n;
     }
 }
@@ -64,10 +65,10 @@ void experts_backward(const tb_moe_dims *m, const tb_activation_module *act, int
     for (int e = 0; e < m->E_local; e++) {
         const int n = counts[e];
         if (n == 0) continue;
-        cpu_matmul_backward(d_act + row * F, g->fc2_w[e], g->fc2_b[e], dout + row * C, actv + row * F, p->fc2_w[e], n,
+        tb_be()->matmul_backward(d_act + row * F, g->fc2_w[e], g->fc2_b[e], dout + row * C, actv + row * F, p->fc2_w[e], n,
                             F, C);
         act->backward(d_fc1 + row * F1, fc1 + row * F1, d_act + row * F, n, F);
-        cpu_matmul_backward(dinp + row * C, g->fc1_w[e], g->fc1_b[e], d_fc1 + row * F1, inp + row * C, p->fc1_w[e], n,
+        tb_be()->matmul_backward(dinp + row * C, g->fc1_w[e], g->fc1_b[e], d_fc1 + row * F1, inp + row * C, p->fc1_w[e], n,
                             C, F1);
         row += (size_t)n;
     }
