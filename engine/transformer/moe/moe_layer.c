@@ -212,20 +212,11 @@ json_t *moe_stats_json(const moe_stats *s, int aux_loss) {
 static double sequence_parallel_aux_loss(const tb_moe_dims *m, tb_allocator *mem, int N, const float *scores,
                                          int32_t *selected) {
     const int E = m->E, sp = m->sp->size;
-    const tb_backend *be = tb_be();
     float buf[2 * TB_MOE_MAX_EXPERTS];
     double col[TB_MOE_MAX_EXPERTS];
     router_aux_score_sums_tensor(m, mem, 1, N, scores, col);  // the aux loss's scores (sigmoid: normalised)
     for (int e = 0; e < E; e++) buf[e] = (float)selected[e], buf[E + e] = (float)col[e];
-    if (be->host) {
-        tb_all_reduce(m->sp, buf, (size_t)2 * E, TB_RED_SUM);
-    } else {  // through device memory (the NCCL backend takes device buffers)
-        float *dev = tb_alloc(mem, TB_MEM_COMM, (size_t)2 * E * sizeof(float), "moe aux-loss counts (device)");
-        be->copy_from_host(dev, buf, (size_t)2 * E * sizeof(float));
-        tb_all_reduce(m->sp, dev, (size_t)2 * E, TB_RED_SUM);
-        be->copy_to_host(buf, dev, (size_t)2 * E * sizeof(float));
-        tb_free(mem, dev);
-    }
+    tb_all_reduce(m->sp, buf, (size_t)2 * E, TB_RED_SUM);  // (a host buffer: NCCL stages it)
     double sum = 0;
     for (int e = 0; e < E; e++) {
         selected[e] = (int32_t)lrintf(buf[e]);

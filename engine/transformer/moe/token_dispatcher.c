@@ -74,33 +74,17 @@ void moe_unpermute_backward(float *d_expert_out, float *d_probs, const float *do
 // ---------------------------------------------------------------------------------------
 // The all-to-all dispatcher
 
-// An all-gather of host bytes: straight on a host backend, else staged through device memory
-// (the NCCL backend takes device buffers), as Megatron moves tokens_per_expert.
-static void all_gather_host_bytes(tb_group *g, tb_allocator *mem, const void *send, void *recv, size_t bytes) {
-    const tb_backend *be = tb_be();
-    if (be->host) {
-        tb_all_gather_bytes(g, send, recv, bytes);
-        return;
-    }
-    char *dev = tb_alloc(mem, TB_MEM_COMM, (size_t)(g->size + 1) * bytes, "moe counts all-gathered (device)");
-    be->copy_from_host(dev, send, bytes);
-    tb_all_gather_bytes(g, dev, dev + bytes, bytes);
-    be->copy_to_host(recv, dev + bytes, (size_t)g->size * bytes);
-    tb_free(mem, dev);
-}
-
-void moe_alltoall_counts(tb_group *ep, tb_group *etp, tb_allocator *mem, const int32_t *tokens_per_expert, int E,
-                         int32_t *all_counts) {
+void moe_alltoall_counts(tb_group *ep, tb_group *etp, const int32_t *tokens_per_expert, int E, int32_t *all_counts) {
     const int P = ep ? ep->size : 1, Q = etp ? etp->size : 1;
     const size_t row = (size_t)E * sizeof(int32_t);
     int32_t *mine = all_counts;  // (P,E): this etp member's ep group, placed at the end, then gathered over etp
     if (Q > 1) mine = all_counts + (size_t)(Q - 1) * P * E;
-    if (P > 1) all_gather_host_bytes(ep, mem, tokens_per_expert, mine, row);
+    if (P > 1) tb_all_gather_bytes(ep, tokens_per_expert, mine, row);
     else memcpy(mine, tokens_per_expert, row);
     if (Q > 1) {
         int32_t staged[TB_MAX_GROUP * TB_MOE_MAX_EXPERTS];
         memcpy(staged, mine, (size_t)P * row);
-        all_gather_host_bytes(etp, mem, staged, all_counts, (size_t)P * row);
+        tb_all_gather_bytes(etp, staged, all_counts, (size_t)P * row);
     }
 }
 
@@ -326,7 +310,7 @@ float *moe_token_dispatch(const tb_moe_dims *m, int layer, int N, int C, moe_lay
         moe_permute(a->expert_in, inp, a->perm_token, M, C);
         return a->expert_out;
     }
-    moe_alltoall_counts(m->ep, m->etp, ws->mem, counts, m->E, a->h_all_counts);
+    moe_alltoall_counts(m->ep, m->etp, counts, m->E, a->h_all_counts);
     moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->h_all_counts, m->E, C, a->h_local_counts);
     alloc_expert_rows(m, layer, C, (int)pl.rows, 0, a, ws->mem);
     moe_permute(ws->send, inp, a->perm_token, M, C);

@@ -58,9 +58,8 @@ typedef struct moe_a2a_plan {
     size_t rows_me, rows;                // R_me, R
 } moe_a2a_plan;
 // Every rank's tokens_per_expert (E) → all_counts (Q·P, E): all-gathered over ep, then over etp.
-// Host arrays; on a device backend staged through device memory from mem.
-void moe_alltoall_counts(tb_group *ep, tb_group *etp, tb_allocator *mem, const int32_t *tokens_per_expert, int E,
-                         int32_t *all_counts);
+// Host arrays (the NCCL backend stages host buffers through the device).
+void moe_alltoall_counts(tb_group *ep, tb_group *etp, const int32_t *tokens_per_expert, int E, int32_t *all_counts);
 // The plan of this rank from all_counts; local_counts (E_local): the rows of each local expert (R in all).
 moe_a2a_plan moe_alltoall_plan(tb_group *ep, tb_group *etp, const int32_t *all_counts, int E, int C,
                                int32_t *local_counts);
