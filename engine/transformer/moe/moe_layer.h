@@ -1,5 +1,6 @@
-// moe_layer.h — Megatron-Core's MoELayer (transformer/moe/moe_layer.py) on the CPU, in place
-// of a layer's dense MLP (docs/ARCHITECTURE.md, "Mixture of experts"):
+// moe_layer.h — Megatron-Core's MoELayer (transformer/moe/moe_layer.py), in place of a
+// layer's dense MLP (docs/ARCHITECTURE.md, "Mixture of experts"; on a device backend its
+// tensors are device memory, the routing's host decisions on host copies: "CUDA backend"):
 //
 //   ln2 (N,C) ─► router (router.h): scores, top-k experts and probs per token, the aux loss
 //             ─► dispatch (token_dispatcher.h): permute the routed tokens, grouped by expert

@@ -6,6 +6,9 @@
 // tokens are consecutive rows and one GEMM per linear (experts.h); expert parallelism would
 // send each rank's consecutive block of experts to it.
 // unpermute (combine): out[n] = Σ_j probs[n,j] · expert_out[perm_pos[n,j]], summed in j order.
+// The maps (moe_permute_map*, moe_pad_to_capacity, the all-to-all's counts and plan) are host
+// arrays; moe_permute, moe_permute_backward, moe_unpermute and moe_unpermute_backward take
+// tensors of the thread's backend (its moe_* entries, backend.h).
 #ifndef TB_TRANSFORMER_MOE_TOKEN_DISPATCHER_H
 #define TB_TRANSFORMER_MOE_TOKEN_DISPATCHER_H
 
