@@ -470,8 +470,6 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
                  "expert_tensor_parallel_size %d: not supported yet (its gathered routing is read on the host; use "
                  "--moe-token-dispatcher-type alltoall)", c->expert_model_parallel_size,
                  c->expert_tensor_parallel_size);
-    CUDA_REFUSED(c->num_experts > 0 && c->moe_grouped_gemm, "device cuda with moe_grouped_gemm: not supported yet "
-                 "(no grouped GEMM in the CUDA backend; without the flag each expert's GEMMs run on cuBLASLt)");
     CUDA_REFUSED(pp > 1, "device cuda with pipeline_model_parallel_size %d: not supported yet (NCCL sends are "
                  "rendezvous, the schedules' sends are eager)", pp);
     CUDA_REFUSED(cp > 1, "device cuda with context_parallel_size %d: not supported yet (no CUDA context-parallel "

@@ -106,6 +106,8 @@ static const tb_backend cpu_backend = {
     .moe_permute_backward = cpu_moe_permute_backward,
     .moe_unpermute = cpu_moe_unpermute,
     .moe_unpermute_backward = cpu_moe_unpermute_backward,
+    .grouped_matmul_forward = cpu_grouped_matmul_forward,
+    .grouped_matmul_backward = cpu_grouped_matmul_backward,
 };
 
 const tb_backend *tb_backend_cpu(void) { return &cpu_backend; }

@@ -106,6 +106,13 @@ typedef struct tb_backend {
     void (*moe_unpermute)(float *out, const float *y, const int32_t *pos, const float *probs, int N, int k, int C);
     void (*moe_unpermute_backward)(float *dy, float *d_probs, const float *dout, const float *y, const int32_t *pos,
                                    const float *probs, int N, int k, int C);
+    // --moe-grouped-gemm (backend/cpu/kernels.h's cpu_grouped_matmul_*): rows (G) a host array,
+    // the groups' weights and biases tensors; on cuda one cuBLASLt GEMM per group, back to back
+    void (*grouped_matmul_forward)(float *out, const float *inp, const float *const *weight,
+                                   const float *const *bias, const int32_t *rows, int G, int C, int OC);
+    void (*grouped_matmul_backward)(float *dinp, float *const *dweight, float *const *dbias, const float *dout,
+                                    const float *inp, const float *const *weight, const int32_t *rows, int G, int C,
+                                    int OC);
 } tb_backend;
 
 // The CPU table (always there).

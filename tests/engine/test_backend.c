@@ -234,7 +234,8 @@ TB_TEST(moe_on_a_device_table_gives_the_cpu_bits) {
     a.moe_expert_capacity_factor = b.moe_expert_capacity_factor = 1.0;
     a.moe_pad_expert_input_to_capacity = b.moe_pad_expert_input_to_capacity = 1;
     a.moe_shared_expert_intermediate_size = b.moe_shared_expert_intermediate_size = 16;
-    moe_same_bits("moe sigmoid, seq aux loss, capacity 1 padded, shared expert", &a, &b);
+    a.moe_grouped_gemm = b.moe_grouped_gemm = 1;
+    moe_same_bits("moe sigmoid, seq aux loss, capacity 1 padded, shared expert, grouped GEMM", &a, &b);
     moe_small(&a), moe_small(&b);
     a.world_size = b.world_size = 2;
     a.tensor_model_parallel_size = b.tensor_model_parallel_size = 2;
@@ -266,6 +267,7 @@ TB_TEST(every_entry_of_each_table_is_filled) {
         FILLED(cross_entropy_backward); FILLED(adamw_update); FILLED(sum_squares);
         FILLED(moe_router_forward); FILLED(moe_router_backward); FILLED(moe_aux_score_sums); FILLED(moe_permute);
         FILLED(moe_permute_backward); FILLED(moe_unpermute); FILLED(moe_unpermute_backward);
+        FILLED(grouped_matmul_forward); FILLED(grouped_matmul_backward);
 #undef FILLED
         // the phase timer: CUDA events on a device, the host clock (NULL) on the CPU
         TB_CHECK(be->host ? !be->phase_begin && !be->phase_end_ms : be->phase_begin && be->phase_end_ms,

@@ -62,8 +62,6 @@ TB_TEST(device_and_precision_rules) {
          "--moe-token-dispatcher-type allgather",
          "device cuda with moe_token_dispatcher_type allgather at expert_model_parallel_size 2, "
          "expert_tensor_parallel_size 1: not supported yet"},
-        {"--device cuda --attention-backend flash --num-experts 2 --moe-token-dispatcher-type alltoall "
-         "--moe-grouped-gemm", "device cuda with moe_grouped_gemm: not supported yet"},
         {"--device cuda --attention-backend flash --world-size 2 --overlap-grad-reduce",
          "device cuda with overlap_grad_reduce: not supported yet"},
         {"--device cuda --attention-backend flash --save-hf x.safetensors", "device cuda with save_hf: not supported yet"},

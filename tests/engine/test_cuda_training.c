@@ -203,7 +203,7 @@ TB_TEST(moe_matches_the_cpu) {
     compare("moe-sigmoid-capacity",
             MOE " --moe-router-score-function sigmoid --moe-router-load-balancing-type seq_aux_loss "
                 "--moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity "
-                "--moe-shared-expert-intermediate-size 32",
+                "--moe-shared-expert-intermediate-size 32 --moe-grouped-gemm",
             "", 1e-4, 1e-3, 1e-3);
     if (!two_gpus("moe_matches_the_cpu (ep 2, tp 2 with etp 2)")) return;
     compare("moe-ep2", "--world-size 2 --expert-model-parallel-size 2 " MOE, "", 1e-4, 1e-3, 1e-3);

@@ -252,6 +252,28 @@ static void cu_moe_unpermute_backward(float *dy, float *d_probs, const float *do
                                       const float *probs, int N, int k, int C) {
     K(cuda_moe_unpermute_backward(dy, d_probs, dout, y, pos, probs, N, k, C, stream()));
 }
+// A grouped GEMM as one GEMM per group, enqueued in order on the stream (each group's rows
+// consecutive, rows on the host); the precision's 16-bit operands as every GEMM's.
+static void cu_grouped_matmul_forward(float *out, const float *inp, const float *const *weight,
+                                      const float *const *bias, const int32_t *rows, int G, int C, int OC) {
+    size_t at = 0;
+    for (int g = 0; g < G; g++) {
+        if (rows[g] > 0)
+            cu_matmul_forward(out + at * OC, inp + at * C, weight[g], bias ? bias[g] : NULL, rows[g], C, OC);
+        at += (size_t)rows[g];
+    }
+}
+static void cu_grouped_matmul_backward(float *dinp, float *const *dweight, float *const *dbias, const float *dout,
+                                       const float *inp, const float *const *weight, const int32_t *rows, int G, int C,
+                                       int OC) {
+    size_t at = 0;
+    for (int g = 0; g < G; g++) {
+        if (rows[g] > 0)
+            cu_matmul_backward(dinp ? dinp + at * C : NULL, dweight[g], dbias ? dbias[g] : NULL, dout + at * OC,
+                               inp + at * C, weight[g], rows[g], C, OC);
+        at += (size_t)rows[g];
+    }
+}
 
 static const tb_backend cuda_backend = {
     .name = "cuda",
@@ -299,6 +321,8 @@ static const tb_backend cuda_backend = {
     .moe_permute_backward = cu_moe_permute_backward,
     .moe_unpermute = cu_moe_unpermute,
     .moe_unpermute_backward = cu_moe_unpermute_backward,
+    .grouped_matmul_forward = cu_grouped_matmul_forward,
+    .grouped_matmul_backward = cu_grouped_matmul_backward,
 };
 
 const tb_backend *tb_backend_cuda(void) { return &cuda_backend; }
