@@ -462,14 +462,7 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
     const int pp = c->pipeline_model_parallel_size, cp = c->context_parallel_size;
 #define CUDA_REFUSED(cond, ...) \
     if (cond) violated(r, __VA_ARGS__)
-    // MoE: the router, the all-to-all dispatch and the per-expert GEMMs run on the device
-    // (transformer/moe/, backend.h "MoE"); what does not yet:
-    const int moves = c->expert_model_parallel_size > 1 || c->expert_tensor_parallel_size > 1;
-    CUDA_REFUSED(c->num_experts > 0 && moves && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER,
-                 "device cuda with moe_token_dispatcher_type allgather at expert_model_parallel_size %d, "
-                 "expert_tensor_parallel_size %d: not supported yet (its gathered routing is read on the host; use "
-                 "--moe-token-dispatcher-type alltoall)", c->expert_model_parallel_size,
-                 c->expert_tensor_parallel_size);
+    // (MoE runs on the device: transformer/moe/, backend.h "MoE")
     CUDA_REFUSED(pp > 1, "device cuda with pipeline_model_parallel_size %d: not supported yet (NCCL sends are "
                  "rendezvous, the schedules' sends are eager)", pp);
     CUDA_REFUSED(cp > 1, "device cuda with context_parallel_size %d: not supported yet (no CUDA context-parallel "

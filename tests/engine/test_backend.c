@@ -243,6 +243,13 @@ TB_TEST(moe_on_a_device_table_gives_the_cpu_bits) {
     a.expert_tensor_parallel_size = b.expert_tensor_parallel_size = 2;
     a.moe_shared_expert_intermediate_size = b.moe_shared_expert_intermediate_size = 16;
     moe_same_bits("moe tp 2 sp, etp 2, shared expert", &a, &b);
+    a.moe_token_dispatcher_type = b.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLGATHER;
+    moe_same_bits("moe allgather, tp 2 sp, etp 2, shared expert", &a, &b);
+    moe_small(&a), moe_small(&b);
+    a.world_size = b.world_size = 2;
+    a.expert_model_parallel_size = b.expert_model_parallel_size = 2;
+    a.moe_token_dispatcher_type = b.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLGATHER;
+    moe_same_bits("moe allgather, ep 2", &a, &b);
 }
 
 // Every entry of both tables is filled (a NULL in the CUDA table would crash the first GPU run

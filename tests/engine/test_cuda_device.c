@@ -58,10 +58,6 @@ TB_TEST(device_and_precision_rules) {
          "device cuda with pipeline_model_parallel_size 2: not supported yet"},
         {"--device cuda --attention-backend flash --world-size 2 --context-parallel-size 2",
          "device cuda with context_parallel_size 2: not supported yet"},
-        {"--device cuda --attention-backend flash --world-size 2 --num-experts 2 --expert-model-parallel-size 2 "
-         "--moe-token-dispatcher-type allgather",
-         "device cuda with moe_token_dispatcher_type allgather at expert_model_parallel_size 2, "
-         "expert_tensor_parallel_size 1: not supported yet"},
         {"--device cuda --attention-backend flash --world-size 2 --overlap-grad-reduce",
          "device cuda with overlap_grad_reduce: not supported yet"},
         {"--device cuda --attention-backend flash --save-hf x.safetensors", "device cuda with save_hf: not supported yet"},

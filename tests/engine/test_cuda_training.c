@@ -191,7 +191,7 @@ TB_TEST(tp2_and_dp2_under_mpirun_over_nccl_match_the_cpu) {
 // MoE (transformer/moe/): the router, the permutations and the aux loss's statistics on the
 // device, the routing's host decisions (capacity, the all-to-all's split sizes) on copies, the
 // experts' GEMMs on cuBLASLt; over NCCL the ep all-to-all (and under etp the all-gather and
-// reduce-scatter). The fp32 tolerances: a routing choice differs only where two of a token's
+// reduce-scatter), or the all-gather dispatcher's gathers and reduce-scatters. The fp32 tolerances: a routing choice differs only where two of a token's
 // logits (or, over capacity, two probs) are within the GEMMs' rounding of each other, which
 // these random initial weights make improbable (a differing choice shows as a loss difference
 // far beyond them).
@@ -209,6 +209,8 @@ TB_TEST(moe_matches_the_cpu) {
     compare("moe-ep2", "--world-size 2 --expert-model-parallel-size 2 " MOE, "", 1e-4, 1e-3, 1e-3);
     compare("moe-tp2-etp2", "--world-size 2 --tensor-model-parallel-size 2 --sequence-parallel " MOE, "", 1e-4, 1e-3,
             1e-3);
+    compare("moe-ep2-allgather", "--world-size 2 --expert-model-parallel-size 2 " MOE
+            " --moe-token-dispatcher-type allgather", "", 1e-4, 1e-3, 1e-3);
 }
 
 // Under --memory-cap the rank's device allocations stop at the cap with the OOM report, exit 3.

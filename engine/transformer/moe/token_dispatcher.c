@@ -2,11 +2,13 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "core/ranges.h"
+#include "core/xalloc.h"
 #include "config.h"
 #include "transformer/moe/router.h"
 
@@ -262,9 +264,11 @@ static tb_group *etp_of(const tb_moe_dims *m) { return m->etp_size > 1 ? m->etp 
 static int gathered(const tb_moe_dims *m) { return m->allgather && moe_tokens_moved(m); }
 
 // The all-gather dispatcher: every rank's tokens, routes (int32: an all-gather moves bits) and
-// probs gathered; this rank's experts' rows picked from them.
+// probs gathered; this rank's experts' rows picked from them. The routes go as a tensor and
+// the map is the host's (on a device: the gathered routes copied back, the map copied over).
 static void allgather_dispatch(const tb_moe_dims *m, int layer, int N, int C, moe_layer_acts *a, moe_workspace *ws,
                                const float *inp) {
+    const tb_backend *be = tb_be();
     tb_group *ep = ep_of(m), *etp = etp_of(m);
     const size_t NT = (size_t)m->ep_size * m->etp_size * N, NK = (size_t)N * m->k, f = sizeof(float);
     a->gather_memory = tb_alloc(ws->mem, TB_MEM_ACTIVATIONS, NT * m->k * 3 * 4 + 1, "moe gathered routing");
@@ -273,13 +277,25 @@ static void allgather_dispatch(const tb_moe_dims *m, int layer, int N, int C, mo
     a->gathered_token = a->gathered_pos + NT * m->k;
     int32_t *routes = tb_alloc(ws->mem, TB_MEM_COMM, NT * m->k * 4 + 1, "moe gathered routes");
     float *tokens = tb_alloc(ws->mem, TB_MEM_COMM, NT * C * f + 1, "moe gathered tokens");
+    if (!be->host) be->copy_from_host(a->route, a->h_route, NK * sizeof(int32_t));
     moe_allgather_tokens(ep, etp, ws->mem, inp, (size_t)N * C, tokens);
     moe_allgather_tokens(ep, etp, ws->mem, (const float *)a->route, NK, (float *)routes);
     moe_allgather_tokens(ep, etp, ws->mem, a->probs, NK, a->gathered_probs);
-    moe_permute_map_local(routes, (int)NT, m->k, m->expert_first, m->E_local, a->local_counts, a->gathered_pos,
-                          a->gathered_token);
+    int32_t *h_routes = routes, *h_pos = a->gathered_pos, *h_token = a->gathered_token;
+    if (!be->host) {
+        h_routes = tb_xcalloc(3 * NT * m->k, sizeof(int32_t), "moe gathered routing (host)");
+        h_pos = h_routes + NT * m->k, h_token = h_pos + NT * m->k;
+        be->copy_to_host(h_routes, routes, NT * m->k * sizeof(int32_t));
+    }
+    moe_permute_map_local(h_routes, (int)NT, m->k, m->expert_first, m->E_local, a->h_local_counts, h_pos, h_token);
+    const int R = rows_of(m, a->h_local_counts);
+    if (!be->host) {
+        be->copy_from_host(a->gathered_pos, h_pos, NT * m->k * sizeof(int32_t));
+        be->copy_from_host(a->gathered_token, h_token, (size_t)R * sizeof(int32_t));
+        free(h_routes);
+    }
     tb_free(ws->mem, routes);
-    alloc_expert_rows(m, layer, C, rows_of(m, a->local_counts), 1, a, ws->mem);
+    alloc_expert_rows(m, layer, C, R, 1, a, ws->mem);
     moe_permute(a->expert_in, tokens, a->gathered_token, a->rows, C);
     tb_free(ws->mem, tokens);
 }
@@ -288,7 +304,7 @@ float *moe_token_dispatch(const tb_moe_dims *m, int layer, int N, int C, moe_lay
                           const float *inp) {
     const tb_backend *be = tb_be();
     moe_permute_map(a->h_route, N, m->k, m->E, a->h_tokens_per_expert, a->h_perm_pos, a->h_perm_token);
-    if (gathered(m)) {  // (a host backend's: refused on a device, config.c)
+    if (gathered(m)) {
         allgather_dispatch(m, layer, N, C, a, ws, inp);
         return a->gathered_y;
     }
