@@ -121,7 +121,8 @@ typedef struct moe_layer_acts {
     // permutation maps, the all-to-all's split sizes, the experts' row counts, as Megatron's
     // tokens_per_expert.cpu()): on a host backend the tensors above; on a device host copies
     // (host_memory, allocated by the forward, freed by moe_layer_release), of which perm_pos,
-    // perm_token and selected_per_expert are copied back to the tensors the kernels read.
+    // perm_token and selected_per_expert (and for the all-gather dispatcher route, and its
+    // gathered maps) are copied to the tensors the kernels and collectives read.
     void *host_memory;
     int32_t *h_topk, *h_route, *h_selected, *h_tokens_per_expert, *h_perm_pos, *h_perm_token;
     int32_t *h_all_counts, *h_local_counts;
