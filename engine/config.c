@@ -462,8 +462,6 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
     const int cp = c->context_parallel_size;
 #define CUDA_REFUSED(cond, ...) \
     if (cond) violated(r, __VA_ARGS__)
-    CUDA_REFUSED(c->num_experts > 0, "device cuda with num_experts %d: not supported yet (MoE runs on the CPU)",
-                 c->num_experts);
     CUDA_REFUSED(cp > 1 && c->cp_comm_type == TB_CP_P2P, "device cuda with cp_comm_type p2p: not supported yet (the "
                  "ring's sends are eager, NCCL's are rendezvous; --cp-comm-type all_gather runs on cuda)");
     CUDA_REFUSED(c->attention_backend != TB_ATTENTION_FLASH,

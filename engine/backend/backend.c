@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/moe_kernels.h"
 #include "core/xalloc.h"
 #include "optimizer/optimizer.h"
 
@@ -103,6 +104,16 @@ static const tb_backend cpu_backend = {
     .cross_entropy_backward = cpu_cross_entropy_backward,
     .adamw_update = adamw_update,
     .sum_squares = cpu_sum_squares,
+    // --- MoE ---
+    .moe_router_forward = cpu_moe_router_forward,
+    .moe_router_backward = cpu_moe_router_backward,
+    .moe_aux_score_sums = cpu_moe_aux_score_sums,
+    .moe_permute = cpu_moe_permute,
+    .moe_permute_backward = cpu_moe_permute_backward,
+    .moe_unpermute = cpu_moe_unpermute,
+    .moe_unpermute_backward = cpu_moe_unpermute_backward,
+    .grouped_matmul_forward = cpu_grouped_matmul_forward,
+    .grouped_matmul_backward = cpu_grouped_matmul_backward,
 };
 
 const tb_backend *tb_backend_cpu(void) { return &cpu_backend; }

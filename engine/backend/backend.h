@@ -127,6 +127,26 @@ typedef struct tb_backend {
     void (*event_destroy)(void *event);  // any thread (a failed rank's teardown)
     void (*event_record)(void *event);
     void (*event_wait)(void *event);
+    // --- MoE --- (backend/cpu/moe_kernels.h: shapes and conventions; the router's per-token
+    // arithmetic is backend/moe_row.h on both backends).
+    void (*moe_router_forward)(const float *logits, float *scores, int32_t *topk, float *probs, int N, int E, int k,
+                               int sigmoid, int pre_softmax);
+    void (*moe_router_backward)(float *d_logits, const float *scores, const int32_t *topk, const float *probs,
+                                const float *d_probs, const int32_t *counts, int T, double aux, int N, int E, int k,
+                                int sigmoid, int pre_softmax);
+    void (*moe_aux_score_sums)(double *col, const float *scores, int S, int T, int E, int normalise);
+    void (*moe_permute)(float *out, const float *inp, const int32_t *idx, int M, int C);
+    void (*moe_permute_backward)(float *dinp, const float *d_perm, const int32_t *pos, int N, int k, int C);
+    void (*moe_unpermute)(float *out, const float *y, const int32_t *pos, const float *probs, int N, int k, int C);
+    void (*moe_unpermute_backward)(float *dy, float *d_probs, const float *dout, const float *y, const int32_t *pos,
+                                   const float *probs, int N, int k, int C);
+    // --moe-grouped-gemm (backend/cpu/kernels.h's cpu_grouped_matmul_*): rows (G) a host array,
+    // the groups' weights and biases tensors; on cuda one cuBLASLt GEMM per group, back to back
+    void (*grouped_matmul_forward)(float *out, const float *inp, const float *const *weight,
+                                   const float *const *bias, const int32_t *rows, int G, int C, int OC);
+    void (*grouped_matmul_backward)(float *dinp, float *const *dweight, float *const *dbias, const float *dout,
+                                    const float *inp, const float *const *weight, const int32_t *rows, int G, int C,
+                                    int OC);
 } tb_backend;
 
 // The CPU table (always there).

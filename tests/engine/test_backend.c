@@ -345,6 +345,60 @@ TB_TEST(pp2_and_interleaved_pp2_on_a_device_table_give_the_cpu_bits) {
     same_bits("pp2-vpp2", &a, &b);
 }
 
+// MoE (transformer/moe/) through the device table: the router, the permutations and the
+// statistics take the backend's entries and the host copies of the routing (tokens per expert,
+// capacity, the all-to-all's split sizes); the MoE entries are counted to show they ran.
+static _Atomic long moe_calls;
+static void count_router(const float *logits, float *scores, int32_t *topk, float *probs, int N, int E, int k,
+                         int sigmoid, int pre_softmax) {
+    moe_calls++;
+    tb_backend_cpu()->moe_router_forward(logits, scores, topk, probs, N, E, k, sigmoid, pre_softmax);
+}
+
+static void moe_small(tb_config *c) {
+    small(c);
+    c->num_experts = 4, c->moe_router_topk = 2, c->moe_ffn_hidden_size = 16;
+    c->moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLTOALL, c->moe_aux_loss_coeff = 0.01;
+}
+
+static void moe_same_bits(const char *name, tb_config *a, tb_config *b) {
+    const long before = moe_calls;
+    same_bits(name, a, b);
+    TB_CHECK(moe_calls > before, "%s: the device table's MoE router ran (%ld calls)", name, moe_calls - before);
+}
+
+TB_TEST(moe_on_a_device_table_gives_the_cpu_bits) {
+    tb_config a, b;
+    moe_small(&a), moe_small(&b);
+    moe_same_bits("moe top-2 of 4, alltoall, aux loss", &a, &b);
+    moe_small(&a), moe_small(&b);
+    a.world_size = b.world_size = 2;
+    a.expert_model_parallel_size = b.expert_model_parallel_size = 2;
+    moe_same_bits("moe ep 2", &a, &b);
+    moe_small(&a), moe_small(&b);  // every host decision: capacity (drop by probs), padding, per-sequence counts
+    a.moe_router_score_function = b.moe_router_score_function = TB_MOE_SCORE_SIGMOID;
+    a.moe_router_load_balancing_type = b.moe_router_load_balancing_type = TB_MOE_LB_SEQ_AUX_LOSS;
+    a.moe_expert_capacity_factor = b.moe_expert_capacity_factor = 1.0;
+    a.moe_pad_expert_input_to_capacity = b.moe_pad_expert_input_to_capacity = 1;
+    a.moe_shared_expert_intermediate_size = b.moe_shared_expert_intermediate_size = 16;
+    a.moe_grouped_gemm = b.moe_grouped_gemm = 1;
+    moe_same_bits("moe sigmoid, seq aux loss, capacity 1 padded, shared expert, grouped GEMM", &a, &b);
+    moe_small(&a), moe_small(&b);
+    a.world_size = b.world_size = 2;
+    a.tensor_model_parallel_size = b.tensor_model_parallel_size = 2;
+    a.sequence_parallel = b.sequence_parallel = 1;
+    a.expert_tensor_parallel_size = b.expert_tensor_parallel_size = 2;
+    a.moe_shared_expert_intermediate_size = b.moe_shared_expert_intermediate_size = 16;
+    moe_same_bits("moe tp 2 sp, etp 2, shared expert", &a, &b);
+    a.moe_token_dispatcher_type = b.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLGATHER;
+    moe_same_bits("moe allgather, tp 2 sp, etp 2, shared expert", &a, &b);
+    moe_small(&a), moe_small(&b);
+    a.world_size = b.world_size = 2;
+    a.expert_model_parallel_size = b.expert_model_parallel_size = 2;
+    a.moe_token_dispatcher_type = b.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLGATHER;
+    moe_same_bits("moe allgather, ep 2", &a, &b);
+}
+
 // Every entry of both tables is filled (a NULL in the CUDA table would crash the first GPU run
 // that reaches it; this build compiles the CUDA table when it has the backend).
 // One bucket's two events on one rank (ready: `ready`, done: `done`), in log order: each step
@@ -453,6 +507,9 @@ TB_TEST(every_entry_of_each_table_is_filled) {
         FILLED(embedding_forward); FILLED(embedding_backward); FILLED(add_positions);
         FILLED(ce_row_max); FILLED(ce_target_logit); FILLED(ce_exp_sum); FILLED(ce_normalize);
         FILLED(cross_entropy_backward); FILLED(adamw_update); FILLED(sum_squares);
+        FILLED(moe_router_forward); FILLED(moe_router_backward); FILLED(moe_aux_score_sums); FILLED(moe_permute);
+        FILLED(moe_permute_backward); FILLED(moe_unpermute); FILLED(moe_unpermute_backward);
+        FILLED(grouped_matmul_forward); FILLED(grouped_matmul_backward);
 #undef FILLED
         // the phase timer: CUDA events on a device, the host clock (NULL) on the CPU
         TB_CHECK(be->host ? !be->phase_begin && !be->phase_end_ms : be->phase_begin && be->phase_end_ms,
@@ -528,6 +585,7 @@ int main(void) {
     standin.matmul_backward = count_matmul_backward;
     standin.embedding_forward = count_embedding_forward;
     standin.adamw_update = count_adamw_update;
+    standin.moe_router_forward = count_router;
     TB_RUN(unbound_threads_get_the_cpu_table);
     TB_RUN(every_entry_of_each_table_is_filled);
     TB_RUN(one_rank_on_a_device_table_gives_the_cpu_bits);
@@ -535,6 +593,7 @@ int main(void) {
     TB_RUN(cp2_all_gather_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(dp2_overlap_on_a_device_table_gives_the_cpu_bits_with_events_in_order);
     TB_RUN(pp2_and_interleaved_pp2_on_a_device_table_give_the_cpu_bits);
+    TB_RUN(moe_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(grad_scaler_backs_off_after_the_hysteresis_and_grows_after_the_window);
     TB_RUN(fp16_loss_scaling_is_exact_and_overflow_skips_the_step);
     return tb_test_summary();

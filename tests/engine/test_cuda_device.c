@@ -64,7 +64,6 @@ TB_TEST(device_and_precision_rules) {
         {"--device cuda", "device cuda with attention_backend local: not supported yet"},
         {"--device cuda --attention-backend flash --world-size 2 --context-parallel-size 2 --cp-comm-type p2p",
          "device cuda with cp_comm_type p2p: not supported yet"},
-        {"--device cuda --attention-backend flash --num-experts 2", "device cuda with num_experts 2: not supported yet"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " %s", PRETRAIN, cases[i].flags);

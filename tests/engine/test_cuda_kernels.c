@@ -10,7 +10,11 @@
 //     in another order);
 //   context parallelism's data movement (copies, one add per element): exact (atol 0, rtol 0);
 //   bf16 (bf16 in and out, fp32 math; the CPU runs fp32 on the same bf16-rounded inputs):
-//     atol 1e-2, rtol 1.6e-2 (two bf16 roundings, 2^-8 each, and the order).
+//     atol 1e-2, rtol 1.6e-2 (two bf16 roundings, 2^-8 each, and the order);
+//   MoE (backend/cpu/moe_kernels.h): the top-k choices exactly (the logits are spaced 0.5 apart,
+//     so no expf rounding can reorder them), the row gather exactly, the rest at the fp32
+//     elementwise tolerances (the CPU's float operations; fused multiply-adds, expf's ulp, the
+//     probs' gradient a warp's sum in double) and the aux loss's column sums to 1e-9 relative.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +22,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/moe_kernels.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm.h"
@@ -409,6 +414,86 @@ TB_TEST(context_parallel_attention_and_data_movement) {
     free(grads), free(gathered), free(seq), free(back);
 }
 
+TB_TEST(moe_router_and_permutations) {
+    enum { E = 8, K = 2, S = 2, TS = N / S, NK = N * K };
+    cudaStream_t s = ctx.stream;
+    float *logits = malloc((size_t)N * E * 4), *scores = malloc((size_t)N * E * 4), *probs = malloc(NK * 4);
+    int32_t *topk = malloc(NK * 4), *gpu_topk = malloc(NK * 4);
+    for (int n = 0; n < N; n++)  // distinct, 0.5 apart: no ties, no reordering by an ulp
+        for (int e = 0; e < E; e++) logits[n * E + e] = (float)((n * 5 + e * 3) % E) * 0.5f - 1.5f + 0.01f * frand();
+    float *d_logits = upf(logits, (size_t)N * E), *d_scores = upf(NULL, (size_t)N * E), *d_probs = upf(NULL, NK);
+    int32_t *d_topk = up(NULL, NK * 4);
+    static const struct {
+        int k, sigmoid, pre_softmax;
+        const char *name;
+    } modes[] = {{K, 0, 0, "softmax"}, {K, 0, 1, "pre-softmax"}, {K, 1, 0, "sigmoid top-2"}, {1, 1, 0, "sigmoid top-1"}};
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        const int k = modes[m].k;
+        cpu_moe_router_forward(logits, scores, topk, probs, N, E, k, modes[m].sigmoid, modes[m].pre_softmax);
+        OK(cuda_moe_router_forward(d_logits, d_scores, d_topk, d_probs, N, E, k, modes[m].sigmoid, modes[m].pre_softmax,
+                                   s));
+        cudaStreamSynchronize(s);
+        cudaMemcpy(gpu_topk, d_topk, (size_t)N * k * 4, cudaMemcpyDeviceToHost);
+        TB_CHECK(memcmp(gpu_topk, topk, (size_t)N * k * 4) == 0, "%s: the top-k choices differ", modes[m].name);
+        CLOSE(down(d_scores, (size_t)N * E), scores, (size_t)N * E, F32_ATOL, F32_RTOL, modes[m].name);
+        CLOSE(down(d_probs, (size_t)N * k), probs, (size_t)N * k, F32_ATOL, F32_RTOL, modes[m].name);
+        // backward from the same forward (its saved scores, topk, probs), with the aux loss's counts
+        int32_t counts[S * E];
+        for (int i = 0; i < S * E; i++) counts[i] = (i * 7) % 11;
+        float *dp = randv((size_t)N * k, 1.0f), *dl = malloc((size_t)N * E * 4);
+        int32_t *d_counts = up(counts, sizeof counts);
+        float *d_dp = upf(dp, (size_t)N * k), *d_dl = upf(NULL, (size_t)N * E);
+        cpu_moe_router_backward(dl, scores, topk, probs, dp, counts, TS, 3e-3, N, E, k, modes[m].sigmoid,
+                                modes[m].pre_softmax);
+        OK(cuda_moe_router_backward(d_dl, d_scores, d_topk, d_probs, d_dp, d_counts, TS, 3e-3, N, E, k,
+                                    modes[m].sigmoid, modes[m].pre_softmax, s));
+        CLOSE(down(d_dl, (size_t)N * E), dl, (size_t)N * E, F32_ATOL, F32_RTOL, modes[m].name);
+        // the aux loss's column sums per sequence (sigmoid with k > 1: normalised scores)
+        const int normalise = modes[m].sigmoid && k > 1;
+        double col[S * E], gcol[S * E], *d_col = up(NULL, sizeof col);
+        cpu_moe_aux_score_sums(col, scores, S, TS, E, normalise);
+        OK(cuda_moe_aux_score_sums(d_col, d_scores, S, TS, E, normalise, s));
+        cudaStreamSynchronize(s);
+        cudaMemcpy(gcol, d_col, sizeof gcol, cudaMemcpyDeviceToHost);
+        double worst = 0;
+        for (int i = 0; i < S * E; i++) worst = fmax(worst, fabs(gcol[i] - col[i]) / (fabs(col[i]) + 1e-30));
+        TB_CHECK(worst < 1e-9, "%s: aux score sums off by %g relative", modes[m].name, worst);
+        cudaFree(d_counts), cudaFree(d_dp), cudaFree(d_dl), cudaFree(d_col);
+        free(dp), free(dl);
+    }
+    // the permutations: rows gathered by index (-1: a zero padding row), scattered back
+    // weighted by probs (-1: a dropped choice)
+    int32_t idx[NK], pos[NK];
+    for (int r = 0; r < NK; r++) idx[r] = r % 3 == 2 ? -1 : (r * 11) % N;
+    for (int i = 0; i < NK; i++) pos[i] = i % 5 == 3 ? -1 : (i * 7) % NK;
+    float *x = randv((size_t)N * C, 1.0f), *y = randv((size_t)NK * C, 1.0f), *pr = randv(NK, 1.0f);
+    float *dout = randv((size_t)N * C, 1.0f), *dinp = randv((size_t)N * C, 1.0f);
+    float *out = malloc((size_t)NK * C * 4), *comb = malloc((size_t)N * C * 4), *dy = calloc((size_t)NK * C, 4);
+    float *dpr = malloc(NK * 4);
+    int32_t *d_idx = up(idx, sizeof idx), *d_pos = up(pos, sizeof pos);
+    float *d_x = upf(x, (size_t)N * C), *d_y = upf(y, (size_t)NK * C), *d_pr = upf(pr, NK), *d_out = upf(NULL, (size_t)NK * C);
+    float *d_comb = upf(NULL, (size_t)N * C), *d_dout = upf(dout, (size_t)N * C), *d_dinp = upf(dinp, (size_t)N * C);
+    float *d_dy = upf(NULL, (size_t)NK * C), *d_dpr = upf(NULL, NK);
+    cpu_moe_permute(out, x, idx, NK, C);
+    OK(cuda_moe_permute(d_out, d_x, d_idx, NK, C, s));
+    CLOSE(down(d_out, (size_t)NK * C), out, (size_t)NK * C, 0.0, 0.0, "moe permute");
+    cpu_moe_permute_backward(dinp, y, pos, N, K, C);
+    OK(cuda_moe_permute_backward(d_dinp, d_y, d_pos, N, K, C, s));
+    CLOSE(down(d_dinp, (size_t)N * C), dinp, (size_t)N * C, F32_ATOL, F32_RTOL, "moe permute backward");
+    cpu_moe_unpermute(comb, y, pos, pr, N, K, C);
+    OK(cuda_moe_unpermute(d_comb, d_y, d_pos, d_pr, N, K, C, s));
+    CLOSE(down(d_comb, (size_t)N * C), comb, (size_t)N * C, F32_ATOL, F32_RTOL, "moe unpermute");
+    cpu_moe_unpermute_backward(dy, dpr, dout, y, pos, pr, N, K, C);
+    OK(cuda_moe_unpermute_backward(d_dy, d_dpr, d_dout, d_y, d_pos, d_pr, N, K, C, s));
+    CLOSE(down(d_dy, (size_t)NK * C), dy, (size_t)NK * C, F32_ATOL, F32_RTOL, "moe unpermute backward: d_y");
+    CLOSE(down(d_dpr, NK), dpr, NK, F32_ATOL, F32_RTOL, "moe unpermute backward: d_probs");
+    void *frees[] = {d_logits, d_scores, d_probs, d_topk, d_idx, d_pos, d_x, d_y, d_pr, d_out, d_comb, d_dout, d_dinp,
+                     d_dy, d_dpr};
+    for (size_t i = 0; i < sizeof frees / sizeof *frees; i++) cudaFree(frees[i]);
+    free(logits), free(scores), free(probs), free(topk), free(gpu_topk), free(x), free(y), free(pr), free(dout);
+    free(dinp), free(out), free(comb), free(dy), free(dpr);
+}
+
 TB_TEST(event_timing) {
     tb_cuda_timer t;
     tb_error err;
@@ -448,6 +533,7 @@ int main(void) {
     TB_RUN(matmul_cublaslt);
     TB_RUN(flash_attention_gqa);
     TB_RUN(context_parallel_attention_and_data_movement);
+    TB_RUN(moe_router_and_permutations);
     TB_RUN(event_timing);
     tb_cuda_context_free(&ctx);
     return tb_test_summary();

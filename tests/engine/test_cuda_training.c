@@ -384,6 +384,31 @@ TB_TEST(dp2_overlap_over_nccl_matches_without) {
                1e-3);
 }
 
+// MoE (transformer/moe/): the router, the permutations and the aux loss's statistics on the
+// device, the routing's host decisions (capacity, the all-to-all's split sizes) on copies, the
+// experts' GEMMs on cuBLASLt; over NCCL the ep all-to-all (and under etp the all-gather and
+// reduce-scatter), or the all-gather dispatcher's gathers and reduce-scatters. The fp32 tolerances: a routing choice differs only where two of a token's
+// logits (or, over capacity, two probs) are within the GEMMs' rounding of each other, which
+// these random initial weights make improbable (a differing choice shows as a loss difference
+// far beyond them).
+#define MOE                                                                                                  \
+    "--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 64 --moe-token-dispatcher-type alltoall " \
+    "--moe-aux-loss-coeff 0.01"
+TB_TEST(moe_matches_the_cpu) {
+    compare("moe", MOE, "", 1e-4, 1e-3, 1e-3);
+    compare("moe-sigmoid-capacity",
+            MOE " --moe-router-score-function sigmoid --moe-router-load-balancing-type seq_aux_loss "
+                "--moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity "
+                "--moe-shared-expert-intermediate-size 32 --moe-grouped-gemm",
+            "", 1e-4, 1e-3, 1e-3);
+    if (!two_gpus("moe_matches_the_cpu (ep 2, tp 2 with etp 2)")) return;
+    compare("moe-ep2", "--world-size 2 --expert-model-parallel-size 2 " MOE, "", 1e-4, 1e-3, 1e-3);
+    compare("moe-tp2-etp2", "--world-size 2 --tensor-model-parallel-size 2 --sequence-parallel " MOE, "", 1e-4, 1e-3,
+            1e-3);
+    compare("moe-ep2-allgather", "--world-size 2 --expert-model-parallel-size 2 " MOE
+            " --moe-token-dispatcher-type allgather", "", 1e-4, 1e-3, 1e-3);
+}
+
 // Under --memory-cap the rank's device allocations stop at the cap with the OOM report, exit 3.
 // The cap leaves room for the cuBLASLt workspace (a block of the rank's allocator, category
 // workspace) and 200000 bytes more, which the model's tensors exceed.
@@ -426,6 +451,7 @@ int main(void) {
     TB_RUN(save_hf_and_dump_tensors_on_cuda_are_the_cpus);
     TB_RUN(dp2_overlap_over_nccl_matches_without);
     TB_RUN(pp2_and_interleaved_pp2_over_nccl_match_the_cpu);
+    TB_RUN(moe_matches_the_cpu);
     TB_RUN(oom_under_a_cap_on_the_device);
     tb_output_free(&sh);
     return tb_test_summary();

@@ -279,6 +279,57 @@ static void cu_event_destroy(void *ev) {
 static void cu_event_record(void *ev) { K(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream())); }
 static void cu_event_wait(void *ev) { K(cudaStreamWaitEvent((cudaStream_t)stream(), (cudaEvent_t)ev, 0)); }
 
+// --- MoE ---
+
+static void cu_moe_router_forward(const float *logits, float *scores, int32_t *topk, float *probs, int N, int E, int k,
+                                  int sigmoid, int pre_softmax) {
+    K(cuda_moe_router_forward(logits, scores, topk, probs, N, E, k, sigmoid, pre_softmax, stream()));
+}
+static void cu_moe_router_backward(float *d_logits, const float *scores, const int32_t *topk, const float *probs,
+                                   const float *d_probs, const int32_t *counts, int T, double aux, int N, int E, int k,
+                                   int sigmoid, int pre_softmax) {
+    K(cuda_moe_router_backward(d_logits, scores, topk, probs, d_probs, counts, T, aux, N, E, k, sigmoid, pre_softmax,
+                               stream()));
+}
+static void cu_moe_aux_score_sums(double *col, const float *scores, int S, int T, int E, int normalise) {
+    K(cuda_moe_aux_score_sums(col, scores, S, T, E, normalise, stream()));
+}
+static void cu_moe_permute(float *out, const float *inp, const int32_t *idx, int M, int C) {
+    K(cuda_moe_permute(out, inp, idx, M, C, stream()));
+}
+static void cu_moe_permute_backward(float *dinp, const float *d_perm, const int32_t *pos, int N, int k, int C) {
+    K(cuda_moe_permute_backward(dinp, d_perm, pos, N, k, C, stream()));
+}
+static void cu_moe_unpermute(float *out, const float *y, const int32_t *pos, const float *probs, int N, int k, int C) {
+    K(cuda_moe_unpermute(out, y, pos, probs, N, k, C, stream()));
+}
+static void cu_moe_unpermute_backward(float *dy, float *d_probs, const float *dout, const float *y, const int32_t *pos,
+                                      const float *probs, int N, int k, int C) {
+    K(cuda_moe_unpermute_backward(dy, d_probs, dout, y, pos, probs, N, k, C, stream()));
+}
+// A grouped GEMM as one GEMM per group, enqueued in order on the stream (each group's rows
+// consecutive, rows on the host); the precision's 16-bit operands as every GEMM's.
+static void cu_grouped_matmul_forward(float *out, const float *inp, const float *const *weight,
+                                      const float *const *bias, const int32_t *rows, int G, int C, int OC) {
+    size_t at = 0;
+    for (int g = 0; g < G; g++) {
+        if (rows[g] > 0)
+            cu_matmul_forward(out + at * OC, inp + at * C, weight[g], bias ? bias[g] : NULL, rows[g], C, OC);
+        at += (size_t)rows[g];
+    }
+}
+static void cu_grouped_matmul_backward(float *dinp, float *const *dweight, float *const *dbias, const float *dout,
+                                       const float *inp, const float *const *weight, const int32_t *rows, int G, int C,
+                                       int OC) {
+    size_t at = 0;
+    for (int g = 0; g < G; g++) {
+        if (rows[g] > 0)
+            cu_matmul_backward(dinp ? dinp + at * C : NULL, dweight[g], dbias ? dbias[g] : NULL, dout + at * OC,
+                               inp + at * C, weight[g], rows[g], C, OC);
+        at += (size_t)rows[g];
+    }
+}
+
 static const tb_backend cuda_backend = {
     .name = "cuda",
     .host = 0,
@@ -330,6 +381,16 @@ static const tb_backend cuda_backend = {
     .event_destroy = cu_event_destroy,
     .event_record = cu_event_record,
     .event_wait = cu_event_wait,
+    // --- MoE ---
+    .moe_router_forward = cu_moe_router_forward,
+    .moe_router_backward = cu_moe_router_backward,
+    .moe_aux_score_sums = cu_moe_aux_score_sums,
+    .moe_permute = cu_moe_permute,
+    .moe_permute_backward = cu_moe_permute_backward,
+    .moe_unpermute = cu_moe_unpermute,
+    .moe_unpermute_backward = cu_moe_unpermute_backward,
+    .grouped_matmul_forward = cu_grouped_matmul_forward,
+    .grouped_matmul_backward = cu_grouped_matmul_backward,
 };
 
 const tb_backend *tb_backend_cuda(void) { return &cuda_backend; }

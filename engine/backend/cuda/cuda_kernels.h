@@ -131,6 +131,21 @@ int cuda_adamw_update(float *p, float *m, float *v, const float *g, size_t n, fl
 // *out (one double on the device) += Σ x² (double accumulation; order not fixed)
 int cuda_sum_squares(double *out, const float *x, size_t n, tb_cuda_stream s);
 
+// --- MoE --- (moe.cu): the twins of backend/cpu/moe_kernels.h, same arguments and shapes
+int cuda_moe_router_forward(const float *logits, float *scores, int32_t *topk, float *probs, int N, int E, int k,
+                            int sigmoid, int pre_softmax, tb_cuda_stream s);
+int cuda_moe_router_backward(float *d_logits, const float *scores, const int32_t *topk, const float *probs,
+                             const float *d_probs, const int32_t *counts, int T, double aux, int N, int E, int k,
+                             int sigmoid, int pre_softmax, tb_cuda_stream s);
+int cuda_moe_aux_score_sums(double *col, const float *scores, int S, int T, int E, int normalise, tb_cuda_stream s);
+int cuda_moe_permute(float *out, const float *inp, const int32_t *idx, int M, int C, tb_cuda_stream s);
+int cuda_moe_permute_backward(float *dinp, const float *d_perm, const int32_t *pos, int N, int k, int C,
+                              tb_cuda_stream s);
+int cuda_moe_unpermute(float *out, const float *y, const int32_t *pos, const float *probs, int N, int k, int C,
+                       tb_cuda_stream s);
+int cuda_moe_unpermute_backward(float *dy, float *d_probs, const float *dout, const float *y, const int32_t *pos,
+                                const float *probs, int N, int k, int C, tb_cuda_stream s);
+
 #ifdef __cplusplus
 }
 #endif

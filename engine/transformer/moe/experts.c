@@ -1,6 +1,6 @@
 #include "transformer/moe/experts.h"
 
-#include "backend/cpu/kernels.h"
+#include "backend/backend.h"
 #include "comm/group.h"
 
 // Under etp fc2 is row-parallel: its outputs are partial sums, reduced over etp by the
@@ -14,10 +14,10 @@ static void grouped_forward(const tb_moe_dims *m, const tb_activation_module *ac
     const float *b2[TB_MOE_MAX_EXPERTS];
     int R = 0;
     for (int e = 0; e < m->E_local; e++) b2[e] = adds_fc2_bias(m) ? p->fc2_b[e] : NULL, R += counts[e];
-    cpu_grouped_matmul_forward(fc1, inp, (const float *const *)p->fc1_w, (const float *const *)p->fc1_b, counts,
+    tb_be()->grouped_matmul_forward(fc1, inp, (const float *const *)p->fc1_w, (const float *const *)p->fc1_b, counts,
                                m->E_local, C, m->F1);
     act->forward(actv, fc1, R, m->F);
-    cpu_grouped_matmul_forward(out, actv, (const float *const *)p->fc2_w, b2, counts, m->E_local, m->F, C);
+    tb_be()->grouped_matmul_forward(out, actv, (const float *const *)p->fc2_w, b2, counts, m->E_local, m->F, C);
 }
 
 static void grouped_backward(const tb_moe_dims *m, const tb_activation_module *act, int C, const int32_t *counts,
@@ -25,10 +25,10 @@ static void grouped_backward(const tb_moe_dims *m, const tb_activation_module *a
                              const float *actv, const float *dout, float *d_act, float *d_fc1, float *dinp) {
     int R = 0;
     for (int e = 0; e < m->E_local; e++) R += counts[e];
-    cpu_grouped_matmul_backward(d_act, g->fc2_w, g->fc2_b, dout, actv, (const float *const *)p->fc2_w, counts,
+    tb_be()->grouped_matmul_backward(d_act, g->fc2_w, g->fc2_b, dout, actv, (const float *const *)p->fc2_w, counts,
                                 m->E_local, m->F, C);
     act->backward(d_fc1, fc1, d_act, R, m->F);
-    cpu_grouped_matmul_backward(dinp, g->fc1_w, g->fc1_b, d_fc1, inp, (const float *const *)p->fc1_w, counts,
+    tb_be()->grouped_matmul_backward(dinp, g->fc1_w, g->fc1_b, d_fc1, inp, (const float *const *)p->fc1_w, counts,
                                 m->E_local, C, m->F1);
 }
 
@@ -45,9 +45,9 @@ void experts_forward(const tb_moe_dims *m, const tb_activation_module *act, int 
         const int n = counts[e];
         if (n == 0) continue;
         // (n,C) -> (n,F1) -> (n,F) -> (n,C)
-        cpu_matmul_forward(fc1 + row * F1, inp + row * C, p->fc1_w[e], p->fc1_b[e], n, C, F1);
+        tb_be()->matmul_forward(fc1 + row * F1, inp + row * C, p->fc1_w[e], p->fc1_b[e], n, C, F1);
         act->forward(actv + row * F, fc1 + row * F1, n, F);
-        cpu_matmul_forward(out + row * C, actv + row * F, p->fc2_w[e], add_fc2_bias ? p->fc2_b[e] : NULL, n, F, C);
+        tb_be()->matmul_forward(out + row * C, actv + row * F, p->fc2_w[e], add_fc2_bias ? p->fc2_b[e] : NULL, n, F, C);
         row += (size_t)n;
     }
 }
@@ -64,10 +64,10 @@ void experts_backward(const tb_moe_dims *m, const tb_activation_module *act, int
     for (int e = 0; e < m->E_local; e++) {
         const int n = counts[e];
         if (n == 0) continue;
-        cpu_matmul_backward(d_act + row * F, g->fc2_w[e], g->fc2_b[e], dout + row * C, actv + row * F, p->fc2_w[e], n,
+        tb_be()->matmul_backward(d_act + row * F, g->fc2_w[e], g->fc2_b[e], dout + row * C, actv + row * F, p->fc2_w[e], n,
                             F, C);
         act->backward(d_fc1 + row * F1, fc1 + row * F1, d_act + row * F, n, F);
-        cpu_matmul_backward(dinp + row * C, g->fc1_w[e], g->fc1_b[e], d_fc1 + row * F1, inp + row * C, p->fc1_w[e], n,
+        tb_be()->matmul_backward(dinp + row * C, g->fc1_w[e], g->fc1_b[e], d_fc1 + row * F1, inp + row * C, p->fc1_w[e], n,
                             C, F1);
         row += (size_t)n;
     }

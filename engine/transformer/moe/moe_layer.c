@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/kernels.h"
+#include "backend/backend.h"
 #include "comm/comm.h"
 #include "core/json_number.h"
 #include "core/ranges.h"
@@ -111,7 +111,8 @@ void moe_workspace_free(moe_workspace *ws, tb_allocator *mem) {
 void moe_layer_release(moe_layer_acts *a, tb_allocator *mem) {
     tb_free(mem, a->expert_memory);
     tb_free(mem, a->gather_memory);
-    a->expert_memory = a->gather_memory = NULL;
+    free(a->host_memory);
+    a->expert_memory = a->gather_memory = a->host_memory = NULL;
     a->expert_in = a->fc1 = a->act = a->gathered_probs = a->gathered_y = NULL;
     a->gathered_pos = a->gathered_token = NULL;
 }
@@ -208,13 +209,14 @@ json_t *moe_stats_json(const moe_stats *s, int aux_loss) {
 // choices per expert summed over the group (selected_per_expert becomes the microbatch's) and,
 // for the statistics, the scores' column sums too. Returns the microbatch's loss (without the
 // coefficient); the gradient then uses N·sp tokens (moe_layer_backward).
-static double sequence_parallel_aux_loss(const tb_moe_dims *m, int N, const float *scores, int32_t *selected) {
+static double sequence_parallel_aux_loss(const tb_moe_dims *m, tb_allocator *mem, int N, const float *scores,
+                                         int32_t *selected) {
     const int E = m->E, sp = m->sp->size;
     float buf[2 * TB_MOE_MAX_EXPERTS];
     double col[TB_MOE_MAX_EXPERTS];
-    router_aux_score_sums(m, 0, N, scores, col);  // the aux loss's scores (sigmoid: normalised)
+    router_aux_score_sums_tensor(m, mem, 1, N, scores, col);  // the aux loss's scores (sigmoid: normalised)
     for (int e = 0; e < E; e++) buf[e] = (float)selected[e], buf[E + e] = (float)col[e];
-    tb_all_reduce(m->sp, buf, (size_t)2 * E, TB_RED_SUM);
+    tb_all_reduce(m->sp, buf, (size_t)2 * E, TB_RED_SUM);  // (a host buffer: NCCL stages it)
     double sum = 0;
     for (int e = 0; e < E; e++) {
         selected[e] = (int32_t)lrintf(buf[e]);
@@ -241,7 +243,7 @@ static void shared_expert_forward(const tb_moe_dims *m, const tb_activation_modu
         row_parallel_linear_forward(m->tp, ws->shared_out, ws->shared_partial, a->shared_act, p->shared_fc2_w,
                                     p->shared_fc2_b, NS, m->Fs, C);
     else
-        cpu_matmul_forward(ws->shared_out, a->shared_act, p->shared_fc2_w, p->shared_fc2_b, N, m->Fs, C);
+        tb_be()->matmul_forward(ws->shared_out, a->shared_act, p->shared_fc2_w, p->shared_fc2_b, N, m->Fs, C);
 }
 
 // Its backward: dout (N,C) -> ws->d_shared_in (N,C), the gradients accumulated (under tensor
@@ -251,11 +253,11 @@ static void shared_expert_backward(const tb_moe_dims *m, const tb_activation_mod
                                    moe_workspace *ws, const float *inp, const float *dout) {
     const int NS = (int)shared_rows(m, N);
     if (!m->sp) {
-        cpu_matmul_backward(ws->d_shared_act, g->shared_fc2_w, g->shared_fc2_b, dout, a->shared_act, p->shared_fc2_w, N,
-                            m->Fs, C);
+        tb_be()->matmul_backward(ws->d_shared_act, g->shared_fc2_w, g->shared_fc2_b, dout, a->shared_act,
+                                 p->shared_fc2_w, N, m->Fs, C);
         act->backward(ws->d_shared_fc1, a->shared_fc1, ws->d_shared_act, N, m->Fs);
-        cpu_matmul_backward(ws->d_shared_in, g->shared_fc1_w, g->shared_fc1_b, ws->d_shared_fc1, inp, p->shared_fc1_w,
-                            N, C, m->Fs1);
+        tb_be()->matmul_backward(ws->d_shared_in, g->shared_fc1_w, g->shared_fc1_b, ws->d_shared_fc1, inp,
+                                 p->shared_fc1_w, N, C, m->Fs1);
         return;
     }
     row_parallel_linear_backward(m->tp, ws->d_shared_act, ws->shared_partial, g->shared_fc2_w, g->shared_fc2_b, dout,
@@ -266,18 +268,76 @@ static void shared_expert_backward(const tb_moe_dims *m, const tb_activation_mod
                                     ws->d_shared_fc1, ws->shared_in, p->shared_fc1_w, NS, C, m->Fs1);
 }
 
+// The routing's int arrays the host reads (moe_layer_acts.h_*): the tensors themselves on a host
+// backend, else host copies.
+static void host_views(const tb_moe_dims *m, int N, moe_layer_acts *a) {
+    if (tb_be()->host) {
+        a->h_topk = a->topk, a->h_route = a->route, a->h_selected = a->selected_per_expert;
+        a->h_tokens_per_expert = a->tokens_per_expert, a->h_perm_pos = a->perm_pos, a->h_perm_token = a->perm_token;
+        a->h_all_counts = a->all_counts, a->h_local_counts = a->local_counts, a->h_probs = a->probs;
+        return;
+    }
+    const size_t NK = (size_t)N * m->k, E = (size_t)m->E, M = (size_t)moe_dispatch_rows(m, N);
+    const size_t all = (size_t)m->etp_size * m->ep_size * E;
+    int32_t *h = tb_xcalloc(4 * NK + 3 * E + M + all, sizeof(int32_t), "moe routing (host copies)");
+    a->host_memory = h;
+    a->h_topk = h, a->h_route = h + NK, a->h_perm_pos = h + 2 * NK, a->h_probs = (float *)(h + 3 * NK);
+    a->h_selected = h + 4 * NK, a->h_tokens_per_expert = a->h_selected + E, a->h_local_counts = a->h_selected + 2 * E;
+    a->h_perm_token = a->h_selected + 3 * E, a->h_all_counts = a->h_perm_token + M;
+}
+
+// The layer's load-balancing loss (without its coefficient) from the scores' column sums (the
+// backend's) and the host's counts.
+static double layer_aux_loss(const tb_moe_dims *m, int N, const moe_layer_acts *a, moe_workspace *ws) {
+    const int T = m->seq_aux ? m->seq_length : N, S = N / T;
+    double *col = tb_xcalloc((size_t)S * m->E, sizeof *col, "moe aux-loss score sums");
+    int32_t *counts = m->seq_aux ? tb_xcalloc((size_t)S * m->E, sizeof *counts, "sequence expert counts") : NULL;
+    if (counts) router_sequence_counts(m, N, a->h_topk, counts);
+    router_aux_score_sums_tensor(m, ws->mem, S, T, a->scores, col);
+    const double loss = router_aux_loss_from_sums(m, S, T, col, counts ? counts : a->h_selected);
+    free(counts);
+    free(col);
+    return loss;
+}
+
+// The counts the router's backward reads (a tensor): the choices per expert before any drop, or
+// under seq_aux_loss each sequence's (from the host's topk: a host array on a host backend,
+// else copied to a tensor from ws->mem).
+static int32_t *aux_counts(const tb_moe_dims *m, int N, const moe_layer_acts *a, moe_workspace *ws) {
+    if (!m->aux_loss || !m->seq_aux) return a->selected_per_expert;
+    const tb_backend *be = tb_be();
+    const size_t n = (size_t)(N / m->seq_length) * m->E, bytes = n * sizeof(int32_t);
+    int32_t *h = tb_xcalloc(n, sizeof *h, "sequence expert counts");
+    router_sequence_counts(m, N, a->h_topk, h);
+    if (be->host) return h;
+    int32_t *counts = tb_alloc(ws->mem, TB_MEM_WORKSPACE, bytes, "sequence expert counts (device)");
+    be->copy_from_host(counts, h, bytes);
+    free(h);
+    return counts;
+}
+
 void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, int layer, int N, int C,
                        const moe_layer_params *p, moe_layer_acts *a, moe_workspace *ws, const float *inp, float *out,
                        moe_stats *stats) {
     TB_RANGE_PUSH("layer.%d.moe", layer);
 
+    const tb_backend *be = tb_be();
+    moe_layer_release(a, ws->mem);  // the previous forward's expert rows
+    host_views(m, N, a);
+
     TB_RANGE_PUSH("layer.%d.moe.router", layer);
-    // (N,C) -> scores (N,E), topk and probs (N,k)
+    // (N,C) -> scores (N,E), topk and probs (N,k); the routing's host decisions from topk, probs
     router_forward(m, N, C, inp, p->router_w, ws->logits, a->scores, a->topk, a->probs);
-    const int dropped = router_apply_capacity(m, N, a->topk, a->probs, a->route, a->selected_per_expert);
+    if (!be->host) {
+        be->copy_to_host(a->h_topk, a->topk, (size_t)N * m->k * sizeof(int32_t));
+        be->copy_to_host(a->h_probs, a->probs, (size_t)N * m->k * sizeof(float));
+    }
+    const int dropped = router_apply_capacity(m, N, a->h_topk, a->h_probs, a->h_route, a->h_selected);
     double aux = 0;
-    if (m->aux_loss && m->sp) aux = sequence_parallel_aux_loss(m, N, a->scores, a->selected_per_expert);
-    else if (m->aux_loss) aux = router_aux_loss(m, N, a->scores, a->topk, a->selected_per_expert);
+    if (m->aux_loss && m->sp) aux = sequence_parallel_aux_loss(m, ws->mem, N, a->scores, a->h_selected);
+    else if (m->aux_loss) aux = layer_aux_loss(m, N, a, ws);
+    if (!be->host)  // the aux loss's counts, read by the router's backward
+        be->copy_from_host(a->selected_per_expert, a->h_selected, (size_t)m->E * sizeof(int32_t));
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.dispatch", layer);
@@ -286,7 +346,7 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.experts", layer);
-    experts_forward(m, act, C, a->local_counts, p, a->expert_in, a->fc1, a->act, y);
+    experts_forward(m, act, C, a->h_local_counts, p, a->expert_in, a->fc1, a->act, y);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.combine", layer);
@@ -297,18 +357,18 @@ void moe_layer_forward(const tb_moe_dims *m, const tb_activation_module *act, in
     if (m->Fs > 0) {
         TB_RANGE_PUSH("layer.%d.moe.shared_experts", layer);
         shared_expert_forward(m, act, N, C, p, a, ws, inp);
-        cpu_add_inplace(out, ws->shared_out, (size_t)N * C);  // added to the routed experts' output
+        tb_be()->add_inplace(out, ws->shared_out, (size_t)N * C);  // added to the routed experts' output
         TB_RANGE_POP();
     }
 
     if (stats && layer < stats->num_layers) {
         int64_t *t = stats->tokens_per_expert + (size_t)layer * stats->E;
-        for (int e = 0; e < m->E; e++) t[e] += a->tokens_per_expert[e];
+        for (int e = 0; e < m->E; e++) t[e] += a->h_tokens_per_expert[e];
         stats->load_balancing_loss[layer] += aux;
         stats->dropped_tokens[layer] += dropped;
         stats->a2a_bytes[layer] += moe_alltoall_bytes(m, C, a);
         int64_t *rows = stats->expert_rows + (size_t)layer * stats->E + m->expert_first;
-        for (int e = 0; e < m->E_local; e++) rows[e] += a->local_counts[e];
+        for (int e = 0; e < m->E_local; e++) rows[e] += a->h_local_counts[e];
         stats->expert_first = m->expert_first, stats->E_local = m->E_local;
         // fc1 (M, C) → (M, F1): N = F1, K = C; fc2 (M, F) → (M, C): N = C, K = F (this rank's etp shard)
         stats->gemm[0] = m->F1, stats->gemm[1] = C, stats->gemm[2] = C, stats->gemm[3] = m->F;
@@ -333,8 +393,11 @@ void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, i
     // sequence parallelism its counts are the microbatch's (selected_per_expert, summed over
     // the group) over N·sp tokens: E / (k·(N·sp)²) = E / (k·N²) / sp²
     const float sp = m->sp ? (float)m->sp->size : 1.0f;
-    router_backward(m, N, C, inp, p->router_w, a->scores, a->topk, a->probs, a->selected_per_expert, ws->d_probs,
+    int32_t *counts = aux_counts(m, N, a, ws);
+    router_backward(m, N, C, inp, p->router_w, a->scores, a->topk, a->probs, counts, ws->d_probs,
                     loss_scale / (sp * sp), ws->d_logits, g->router_w, dinp);
+    if (counts != a->selected_per_expert && tb_be()->host) free(counts);
+    else if (counts != a->selected_per_expert) tb_free(ws->mem, counts);
     TB_RANGE_POP();
 
     TB_RANGE_PUSH("layer.%d.moe.experts.backward", layer);
@@ -342,7 +405,7 @@ void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, i
     float *d_fc1 = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * m->F1 * f + 1, "grad of expert fc1 outputs");
     float *d_in = moe_tokens_moved(m) ? tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert inputs")
                                       : ws->d_perm_in;
-    experts_backward(m, act, C, a->local_counts, p, g, a->expert_in, a->fc1, a->act, d_y, d_act, d_fc1, d_in);
+    experts_backward(m, act, C, a->h_local_counts, p, g, a->expert_in, a->fc1, a->act, d_y, d_act, d_fc1, d_in);
     tb_free(ws->mem, d_act);
     tb_free(ws->mem, d_fc1);
     TB_RANGE_POP();
@@ -354,7 +417,7 @@ void moe_layer_backward(const tb_moe_dims *m, const tb_activation_module *act, i
     if (m->Fs > 0) {
         TB_RANGE_PUSH("layer.%d.moe.shared_experts.backward", layer);
         shared_expert_backward(m, act, N, C, p, g, a, ws, inp, dout);
-        cpu_add_inplace(dinp, ws->d_shared_in, (size_t)N * C);  // the shared expert's share
+        tb_be()->add_inplace(dinp, ws->d_shared_in, (size_t)N * C);  // the shared expert's share
         TB_RANGE_POP();
     }
 

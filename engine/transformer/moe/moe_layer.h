@@ -1,5 +1,6 @@
-// moe_layer.h — Megatron-Core's MoELayer (transformer/moe/moe_layer.py) on the CPU, in place
-// of a layer's dense MLP (docs/ARCHITECTURE.md, "Mixture of experts"):
+// moe_layer.h — Megatron-Core's MoELayer (transformer/moe/moe_layer.py), in place of a
+// layer's dense MLP (docs/ARCHITECTURE.md, "Mixture of experts"; on a device backend its
+// tensors are device memory, the routing's host decisions on host copies: "CUDA backend"):
 //
 //   ln2 (N,C) ─► router (router.h): scores, top-k experts and probs per token, the aux loss
 //             ─► dispatch (token_dispatcher.h): permute the routed tokens, grouped by expert
@@ -116,6 +117,16 @@ typedef struct moe_layer_acts {
     int32_t *gathered_pos;                  // (S·N,k) row of each choice among this rank's experts' (-1: not here)
     int32_t *gathered_token;                // (R) the gathered token of each row
     float *gathered_y;                      // (R,C) the experts' outputs (partial sums under etp)
+    // The routing's small int arrays as the host reads them (its decisions: capacity, the
+    // permutation maps, the all-to-all's split sizes, the experts' row counts, as Megatron's
+    // tokens_per_expert.cpu()): on a host backend the tensors above; on a device host copies
+    // (host_memory, allocated by the forward, freed by moe_layer_release), of which perm_pos,
+    // perm_token and selected_per_expert (and for the all-gather dispatcher route, and its
+    // gathered maps) are copied to the tensors the kernels and collectives read.
+    void *host_memory;
+    int32_t *h_topk, *h_route, *h_selected, *h_tokens_per_expert, *h_perm_pos, *h_perm_token;
+    int32_t *h_all_counts, *h_local_counts;
+    float *h_probs;
 } moe_layer_acts;
 
 // Floats (4-byte words) of each carved tensor, in moe_layer_acts order, for the layer's plan.

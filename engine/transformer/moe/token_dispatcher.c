@@ -2,11 +2,13 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/kernels.h"
+#include "backend/backend.h"
 #include "comm/comm.h"
 #include "core/ranges.h"
+#include "core/xalloc.h"
 #include "config.h"
 #include "transformer/moe/router.h"
 
@@ -38,11 +40,7 @@ void moe_permute_map(const int32_t *route, int N, int k, int E, int32_t *tokens_
 }
 
 void moe_permute(float *out, const float *inp, const int32_t *perm_token, int M, int C) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < M; r++) {
-        if (perm_token[r] < 0) memset(out + (size_t)r * C, 0, (size_t)C * sizeof(float));  // padding
-        else memcpy(out + (size_t)r * C, inp + (size_t)perm_token[r] * C, (size_t)C * sizeof(float));
-    }
+    tb_be()->moe_permute(out, inp, perm_token, M, C);
 }
 
 void moe_pad_to_capacity(int32_t *tokens_per_expert, int32_t *perm_pos, int32_t *perm_token, int N, int k, int E,
@@ -62,52 +60,17 @@ void moe_pad_to_capacity(int32_t *tokens_per_expert, int32_t *perm_pos, int32_t 
 }
 
 void moe_permute_backward(float *dinp, const float *d_perm, const int32_t *perm_pos, int N, int k, int C) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        float *d = dinp + (size_t)n * C;
-        for (int j = 0; j < k; j++) {
-            if (perm_pos[(size_t)n * k + j] < 0) continue;
-            const float *src = d_perm + (size_t)perm_pos[(size_t)n * k + j] * C;
-            for (int c = 0; c < C; c++) d[c] += src[c];
-        }
-    }
+    tb_be()->moe_permute_backward(dinp, d_perm, perm_pos, N, k, C);
 }
 
 void moe_unpermute(float *out, const float *expert_out, const int32_t *perm_pos, const float *probs, int N, int k,
                    int C) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        float *o = out + (size_t)n * C;
-        memset(o, 0, (size_t)C * sizeof(float));
-        for (int j = 0; j < k; j++) {
-            if (perm_pos[(size_t)n * k + j] < 0) continue;  // dropped: no share of the output
-            const float p = probs[(size_t)n * k + j], *y = expert_out + (size_t)perm_pos[(size_t)n * k + j] * C;
-            for (int c = 0; c < C; c++) o[c] += p * y[c];
-        }
-    }
+    tb_be()->moe_unpermute(out, expert_out, perm_pos, probs, N, k, C);
 }
 
 void moe_unpermute_backward(float *d_expert_out, float *d_probs, const float *dout, const float *expert_out,
                             const int32_t *perm_pos, const float *probs, int N, int k, int C) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *d = dout + (size_t)n * C;
-        for (int j = 0; j < k; j++) {
-            if (perm_pos[(size_t)n * k + j] < 0) {
-                d_probs[(size_t)n * k + j] = 0;
-                continue;
-            }
-            const size_t row = (size_t)perm_pos[(size_t)n * k + j];
-            const float p = probs[(size_t)n * k + j], *y = expert_out + row * C;
-            float *dy = d_expert_out + row * C;
-            double dp = 0;
-            for (int c = 0; c < C; c++) {
-                dy[c] = p * d[c];
-                dp += (double)d[c] * y[c];
-            }
-            d_probs[(size_t)n * k + j] = (float)dp;
-        }
-    }
+    tb_be()->moe_unpermute_backward(d_expert_out, d_probs, dout, expert_out, perm_pos, probs, N, k, C);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -167,8 +130,8 @@ void moe_sort_chunks(float *out, const float *in, const int32_t *all_counts, int
                 for (int s2 = 0; s2 < S; s2++) exp_major += (size_t)all_counts[(size_t)s2 * E + first + e2];
             for (int s2 = 0; s2 < s; s2++) exp_major += (size_t)all_counts[(size_t)s2 * E + first + e];
             const size_t n = (size_t)all_counts[(size_t)s * E + first + e] * C;
-            if (to_expert_major) memcpy(out + exp_major * C, in + src_major * C, n * sizeof(float));
-            else memcpy(out + src_major * C, in + exp_major * C, n * sizeof(float));
+            if (to_expert_major) tb_be()->copy(out + exp_major * C, in + src_major * C, n * sizeof(float));
+            else tb_be()->copy(out + src_major * C, in + exp_major * C, n * sizeof(float));
             src_major += (size_t)all_counts[(size_t)s * E + first + e];
         }
 }
@@ -179,7 +142,7 @@ void moe_all_gather_v(tb_group *g, tb_allocator *mem, const float *mine, const s
     size_t sendc[TB_MAX_GROUP], recvc[TB_MAX_GROUP];
     float *send = tb_alloc(mem, TB_MEM_COMM, (size_t)Q * n * sizeof(float) + 1, "tokens all-gathered over etp");
     for (int q = 0; q < Q; q++) {  // the same rows to every member
-        memcpy(send + (size_t)q * n, mine, n * sizeof(float));
+        tb_be()->copy(send + (size_t)q * n, mine, n * sizeof(float));
         sendc[q] = n, recvc[q] = rows[q] * C;
     }
     TB_RANGE_PUSH("moe.%s.all_gather_v", g->name);
@@ -197,11 +160,8 @@ void moe_reduce_scatter_v(tb_group *g, tb_allocator *mem, const float *all, cons
     TB_RANGE_PUSH("moe.%s.reduce_scatter_v", g->name);
     tb_all_to_all(g, all, sendc, recv, recvc);
     TB_RANGE_POP();
-    memcpy(mine, recv, n * sizeof(float));
-    for (int q = 1; q < Q; q++) {
-        const float *x = recv + (size_t)q * n;
-        for (size_t i = 0; i < n; i++) mine[i] += x[i];
-    }
+    tb_be()->copy(mine, recv, n * sizeof(float));
+    for (int q = 1; q < Q; q++) tb_be()->add_inplace(mine, recv + (size_t)q * n, n);
     tb_free(mem, recv);
 }
 
@@ -304,9 +264,11 @@ static tb_group *etp_of(const tb_moe_dims *m) { return m->etp_size > 1 ? m->etp 
 static int gathered(const tb_moe_dims *m) { return m->allgather && moe_tokens_moved(m); }
 
 // The all-gather dispatcher: every rank's tokens, routes (int32: an all-gather moves bits) and
-// probs gathered; this rank's experts' rows picked from them.
+// probs gathered; this rank's experts' rows picked from them. The routes go as a tensor and
+// the map is the host's (on a device: the gathered routes copied back, the map copied over).
 static void allgather_dispatch(const tb_moe_dims *m, int layer, int N, int C, moe_layer_acts *a, moe_workspace *ws,
                                const float *inp) {
+    const tb_backend *be = tb_be();
     tb_group *ep = ep_of(m), *etp = etp_of(m);
     const size_t NT = (size_t)m->ep_size * m->etp_size * N, NK = (size_t)N * m->k, f = sizeof(float);
     a->gather_memory = tb_alloc(ws->mem, TB_MEM_ACTIVATIONS, NT * m->k * 3 * 4 + 1, "moe gathered routing");
@@ -315,41 +277,57 @@ static void allgather_dispatch(const tb_moe_dims *m, int layer, int N, int C, mo
     a->gathered_token = a->gathered_pos + NT * m->k;
     int32_t *routes = tb_alloc(ws->mem, TB_MEM_COMM, NT * m->k * 4 + 1, "moe gathered routes");
     float *tokens = tb_alloc(ws->mem, TB_MEM_COMM, NT * C * f + 1, "moe gathered tokens");
+    if (!be->host) be->copy_from_host(a->route, a->h_route, NK * sizeof(int32_t));
     moe_allgather_tokens(ep, etp, ws->mem, inp, (size_t)N * C, tokens);
     moe_allgather_tokens(ep, etp, ws->mem, (const float *)a->route, NK, (float *)routes);
     moe_allgather_tokens(ep, etp, ws->mem, a->probs, NK, a->gathered_probs);
-    moe_permute_map_local(routes, (int)NT, m->k, m->expert_first, m->E_local, a->local_counts, a->gathered_pos,
-                          a->gathered_token);
+    int32_t *h_routes = routes, *h_pos = a->gathered_pos, *h_token = a->gathered_token;
+    if (!be->host) {
+        h_routes = tb_xcalloc(3 * NT * m->k, sizeof(int32_t), "moe gathered routing (host)");
+        h_pos = h_routes + NT * m->k, h_token = h_pos + NT * m->k;
+        be->copy_to_host(h_routes, routes, NT * m->k * sizeof(int32_t));
+    }
+    moe_permute_map_local(h_routes, (int)NT, m->k, m->expert_first, m->E_local, a->h_local_counts, h_pos, h_token);
+    const int R = rows_of(m, a->h_local_counts);
+    if (!be->host) {
+        be->copy_from_host(a->gathered_pos, h_pos, NT * m->k * sizeof(int32_t));
+        be->copy_from_host(a->gathered_token, h_token, (size_t)R * sizeof(int32_t));
+        free(h_routes);
+    }
     tb_free(ws->mem, routes);
-    alloc_expert_rows(m, layer, C, rows_of(m, a->local_counts), 1, a, ws->mem);
+    alloc_expert_rows(m, layer, C, R, 1, a, ws->mem);
     moe_permute(a->expert_in, tokens, a->gathered_token, a->rows, C);
     tb_free(ws->mem, tokens);
 }
 
 float *moe_token_dispatch(const tb_moe_dims *m, int layer, int N, int C, moe_layer_acts *a, moe_workspace *ws,
                           const float *inp) {
-    moe_permute_map(a->route, N, m->k, m->E, a->tokens_per_expert, a->perm_pos, a->perm_token);
-    moe_layer_release(a, ws->mem);
+    const tb_backend *be = tb_be();
+    moe_permute_map(a->h_route, N, m->k, m->E, a->h_tokens_per_expert, a->h_perm_pos, a->h_perm_token);
     if (gathered(m)) {
         allgather_dispatch(m, layer, N, C, a, ws, inp);
         return a->gathered_y;
     }
     // the rows dispatched per expert: its tokens (a->tokens_per_expert, the statistics'), or its capacity
     int32_t counts[TB_MOE_MAX_EXPERTS];
-    memcpy(counts, a->tokens_per_expert, (size_t)m->E * sizeof(int32_t));
+    memcpy(counts, a->h_tokens_per_expert, (size_t)m->E * sizeof(int32_t));
     if (m->pad_to_capacity)
-        moe_pad_to_capacity(counts, a->perm_pos, a->perm_token, N, m->k, m->E, router_expert_capacity(m, N));
+        moe_pad_to_capacity(counts, a->h_perm_pos, a->h_perm_token, N, m->k, m->E, router_expert_capacity(m, N));
     int M = 0;
     for (int e = 0; e < m->E; e++) M += counts[e];
+    if (!be->host) {  // the maps the kernels read
+        be->copy_from_host(a->perm_pos, a->h_perm_pos, (size_t)N * m->k * sizeof(int32_t));
+        be->copy_from_host(a->perm_token, a->h_perm_token, (size_t)M * sizeof(int32_t));
+    }
     if (!moe_tokens_moved(m)) {
-        memcpy(a->all_counts, counts, (size_t)m->E * sizeof(int32_t));
-        memcpy(a->local_counts, counts, (size_t)m->E * sizeof(int32_t));
+        memcpy(a->h_all_counts, counts, (size_t)m->E * sizeof(int32_t));
+        memcpy(a->h_local_counts, counts, (size_t)m->E * sizeof(int32_t));
         alloc_expert_rows(m, layer, C, M, 0, a, ws->mem);
         moe_permute(a->expert_in, inp, a->perm_token, M, C);
         return a->expert_out;
     }
-    moe_alltoall_counts(m->ep, m->etp, counts, m->E, a->all_counts);
-    moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, a->local_counts);
+    moe_alltoall_counts(m->ep, m->etp, counts, m->E, a->h_all_counts);
+    moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->h_all_counts, m->E, C, a->h_local_counts);
     alloc_expert_rows(m, layer, C, (int)pl.rows, 0, a, ws->mem);
     moe_permute(ws->send, inp, a->perm_token, M, C);
     moe_alltoall_dispatch(&pl, ws->mem, ws->send, a->expert_in);
@@ -369,7 +347,7 @@ void moe_token_combine(const tb_moe_dims *m, int N, int C, moe_layer_acts *a, mo
     }
     if (moe_tokens_moved(m)) {  // (R,C) back to the tokens' ranks -> (M,C)
         int32_t local[TB_MOE_MAX_EXPERTS];
-        moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, local);
+        moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->h_all_counts, m->E, C, local);
         moe_alltoall_combine(&pl, ws->mem, y, a->expert_out);
         tb_free(ws->mem, y);
     }
@@ -395,12 +373,12 @@ float *moe_token_combine_backward(const tb_moe_dims *m, int N, int C, const moe_
         return d_y;
     }
     if (m->pad_to_capacity)  // the padding rows' gradients are zero (no token reads their outputs)
-        memset(ws->d_expert_out, 0, (size_t)moe_dispatch_rows(m, N) * C * f);
+        tb_be()->zero(ws->d_expert_out, (size_t)moe_dispatch_rows(m, N) * C * f);
     moe_unpermute_backward(ws->d_expert_out, ws->d_probs, dout, a->expert_out, a->perm_pos, a->probs, N, m->k, C);
     if (!moe_tokens_moved(m)) return ws->d_expert_out;
     // under ep from every rank; under etp gathered: the reverse of the combine's reduce-scatter
     int32_t local[TB_MOE_MAX_EXPERTS];
-    moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, local);
+    moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->h_all_counts, m->E, C, local);
     float *d_y = tb_alloc(ws->mem, TB_MEM_WORKSPACE, R * C * f + 1, "grad of expert outputs (received)");
     moe_alltoall_dispatch(&pl, ws->mem, ws->d_expert_out, d_y);
     return d_y;
@@ -414,11 +392,11 @@ void moe_token_dispatch_backward(const tb_moe_dims *m, int N, int C, const moe_l
         moe_permute_backward(all, d_in, a->gathered_pos, (int)NT, m->k, C);
         moe_reduce_scatter_tokens(ep_of(m), etp_of(m), ws->mem, all, (size_t)N * C, ws->d_perm_in);
         tb_free(ws->mem, all);
-        cpu_add_inplace(dinp, ws->d_perm_in, (size_t)N * C);
+        tb_be()->add_inplace(dinp, ws->d_perm_in, (size_t)N * C);
     } else {
         if (moe_tokens_moved(m)) {  // back to the tokens' ranks (summed over etp: fc1's partial sums)
             int32_t local[TB_MOE_MAX_EXPERTS];
-            moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, local);
+            moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->h_all_counts, m->E, C, local);
             moe_alltoall_combine(&pl, ws->mem, d_in, ws->d_perm_in);
         }
         moe_permute_backward(dinp, ws->d_perm_in, a->perm_pos, N, m->k, C);
@@ -430,7 +408,7 @@ void moe_token_dispatch_backward(const tb_moe_dims *m, int N, int C, const moe_l
 int64_t moe_alltoall_bytes(const tb_moe_dims *m, int C, const moe_layer_acts *a) {
     if (m->allgather || m->ep_size <= 1) return 0;  // no all-to-all over ep
     int32_t local[TB_MOE_MAX_EXPERTS];
-    const moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->all_counts, m->E, C, local);
+    const moe_a2a_plan pl = moe_alltoall_plan(m->ep, m->etp, a->h_all_counts, m->E, C, local);
     size_t floats = 0;  // the dispatch sends pl.send to each ep member, the combine pl.recv back
     for (int p = 0; p < pl.P; p++) floats += pl.send[p] + pl.recv[p];
     return 2 * (int64_t)floats * (int64_t)sizeof(float);  // forward, and the gradients in backward

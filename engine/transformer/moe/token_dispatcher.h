@@ -6,6 +6,9 @@
 // tokens are consecutive rows and one GEMM per linear (experts.h); expert parallelism would
 // send each rank's consecutive block of experts to it.
 // unpermute (combine): out[n] = Σ_j probs[n,j] · expert_out[perm_pos[n,j]], summed in j order.
+// The maps (moe_permute_map*, moe_pad_to_capacity, the all-to-all's counts and plan) are host
+// arrays; moe_permute, moe_permute_backward, moe_unpermute and moe_unpermute_backward take
+// tensors of the thread's backend (its moe_* entries, backend.h).
 #ifndef TB_TRANSFORMER_MOE_TOKEN_DISPATCHER_H
 #define TB_TRANSFORMER_MOE_TOKEN_DISPATCHER_H
 
@@ -58,6 +61,7 @@ typedef struct moe_a2a_plan {
     size_t rows_me, rows;                // R_me, R
 } moe_a2a_plan;
 // Every rank's tokens_per_expert (E) → all_counts (Q·P, E): all-gathered over ep, then over etp.
+// Host arrays (the NCCL backend stages host buffers through the device).
 void moe_alltoall_counts(tb_group *ep, tb_group *etp, const int32_t *tokens_per_expert, int E, int32_t *all_counts);
 // The plan of this rank from all_counts; local_counts (E_local): the rows of each local expert (R in all).
 moe_a2a_plan moe_alltoall_plan(tb_group *ep, tb_group *etp, const int32_t *all_counts, int E, int C,
