@@ -468,9 +468,9 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
                  "device cuda with attention_backend %s: not supported yet (the CUDA attention core is the flash "
                  "kernel: use --attention-backend flash)",
                  config_choice_name("attention_backend", c->attention_backend));
-    CUDA_REFUSED(c->num_attention_heads > 0 && c->hidden_size / c->num_attention_heads > 256,
+    CUDA_REFUSED(c->num_attention_heads > 0 && c->hidden_size / c->num_attention_heads > 1024,
                  "device cuda with head size %d: not supported yet (the CUDA attention kernel takes head sizes up "
-                 "to 256)", c->hidden_size / c->num_attention_heads);
+                 "to 1024)", c->hidden_size / c->num_attention_heads);
 #undef CUDA_REFUSED
 }
 

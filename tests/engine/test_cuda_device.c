@@ -87,6 +87,21 @@ TB_TEST(context_parallel_all_gather_passes_the_config_on_cuda) {
              "cp 2, p2p, device cuda: %s", err.msg);
 }
 
+// Head sizes up to 1024 run on cuda (the attention kernel's instances of 8, 16 and 32 channels
+// per lane); 1100 is refused by name and number.
+TB_TEST(head_sizes_up_to_1024_pass_the_config_on_cuda) {
+    tb_config c;
+    config_defaults(&c);
+    c.device = TB_DEVICE_CUDA, c.attention_backend = TB_ATTENTION_FLASH;
+    c.hidden_size = 2048, c.num_attention_heads = 2;
+    config_resolve(&c);
+    tb_error err = {0};
+    TB_CHECK(config_validate(&c, &err) == 0, "head size 1024, device cuda: %s", err.msg);
+    c.hidden_size = 2200;
+    TB_CHECK(config_validate(&c, &err) != 0 && strstr(err.msg, "device cuda with head size 1100: not supported yet"),
+             "head size 1100, device cuda: %s", err.msg);
+}
+
 TB_TEST(device_cpu_trains_and_bad_values_are_refused) {
     char run_dir[512];
     tb_tmp_path(run_dir, sizeof run_dir, "device-cpu");
@@ -324,6 +339,7 @@ int main(void) {
     TB_RUN(device_cpu_trains_and_bad_values_are_refused);
     TB_RUN(device_and_precision_rules);
     TB_RUN(context_parallel_all_gather_passes_the_config_on_cuda);
+    TB_RUN(head_sizes_up_to_1024_pass_the_config_on_cuda);
     TB_RUN(tagged_allocator_on_a_device_source);
     TB_RUN(tagged_allocator_device_oom);
     TB_RUN(device_allocator_counts_by_category_and_caches);

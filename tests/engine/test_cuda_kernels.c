@@ -348,23 +348,39 @@ TB_TEST(matmul_cublaslt) {
     free(x), free(w), free(bias), free(out), free(dy), free(dx), free(dw), free(db);
 }
 
-TB_TEST(flash_attention_gqa) {
-    const int QKV = (NH + 2 * G) * HS, CO = NH * HS;
+// One head size: the kernel instance with ceil(hs / 32) channels per lane rounded up to 8, 16
+// or 32 (hs 24, 320, 1000: each instance, hs not a multiple of 32 included).
+static void flash_attention_at(int hs) {
+    const int QKV = (NH + 2 * G) * hs, CO = NH * hs;
     const size_t nqkv = (size_t)N * QKV, nout = (size_t)N * CO, nlse = (size_t)B * NH * T;
     float *qkv = randv(nqkv, 1.0f), *out = malloc(nout * 4), *lse = malloc(nlse * 4), *dy = randv(nout, 1.0f);
     float *dqkv = malloc(nqkv * 4);
-    float *scratch = malloc(cpu_flash_attention_scratch_floats(T, HS, 1) * 4);
+    float *scratch = malloc(cpu_flash_attention_scratch_floats(T, hs, 1) * 4);
     float *d_qkv = upf(qkv, nqkv), *d_out = upf(NULL, nout), *d_lse = upf(NULL, nlse), *d_dy = upf(dy, nout);
     float *d_dqkv = upf(NULL, nqkv);
-    cpu_flash_attention_forward(out, lse, scratch, 1, qkv, B, T, NH, G, HS, 1);
-    OK(cuda_flash_attention_forward(d_out, d_lse, d_qkv, B, T, NH, G, HS, ctx.stream));
-    CLOSE(down(d_out, nout), out, nout, GEMM_ATOL, GEMM_RTOL, "attention out");
-    CLOSE(down(d_lse, nlse), lse, nlse, GEMM_ATOL, GEMM_RTOL, "attention lse");
-    cpu_flash_attention_backward(dqkv, scratch, 1, dy, out, qkv, lse, B, T, NH, G, HS, 1);
-    OK(cuda_flash_attention_backward(d_dqkv, d_dy, d_out, d_qkv, d_lse, B, T, NH, G, HS, ctx.stream));
-    CLOSE(down(d_dqkv, nqkv), dqkv, nqkv, GEMM_ATOL, GEMM_RTOL, "attention dqkv");
+    char what[64];
+    cpu_flash_attention_forward(out, lse, scratch, 1, qkv, B, T, NH, G, hs, 1);
+    OK(cuda_flash_attention_forward(d_out, d_lse, d_qkv, B, T, NH, G, hs, ctx.stream));
+    snprintf(what, sizeof what, "attention out (hs %d)", hs);
+    CLOSE(down(d_out, nout), out, nout, GEMM_ATOL, GEMM_RTOL, what);
+    snprintf(what, sizeof what, "attention lse (hs %d)", hs);
+    CLOSE(down(d_lse, nlse), lse, nlse, GEMM_ATOL, GEMM_RTOL, what);
+    cpu_flash_attention_backward(dqkv, scratch, 1, dy, out, qkv, lse, B, T, NH, G, hs, 1);
+    OK(cuda_flash_attention_backward(d_dqkv, d_dy, d_out, d_qkv, d_lse, B, T, NH, G, hs, ctx.stream));
+    snprintf(what, sizeof what, "attention dqkv (hs %d)", hs);
+    CLOSE(down(d_dqkv, nqkv), dqkv, nqkv, GEMM_ATOL, GEMM_RTOL, what);
     cudaFree(d_qkv), cudaFree(d_out), cudaFree(d_lse), cudaFree(d_dy), cudaFree(d_dqkv);
     free(qkv), free(out), free(lse), free(dy), free(dqkv), free(scratch);
+}
+
+TB_TEST(flash_attention_gqa) {
+    flash_attention_at(HS);
+    flash_attention_at(320);
+    flash_attention_at(1000);
+    // beyond 1024 the launcher refuses (the config refuses it first: test_cuda_device)
+    TB_CHECK(cuda_flash_attention_forward(NULL, NULL, NULL, B, T, NH, G, 1056, ctx.stream) ==
+                 (int)cudaErrorInvalidValue,
+             "hs 1056 refused by the launcher");
 }
 
 // Context parallelism's all-gather variant: cp rank 1 of 2's local queries (the zig-zag

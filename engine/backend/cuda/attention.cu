@@ -13,7 +13,10 @@
 
 namespace {
 
-constexpr int kMaxPerLane = 8;  // hs ≤ 256
+// Each lane holds P = ceil(hs / 32) channels (rounded up to 8, 16 or 32: one kernel
+// instance each), so head sizes up to 32·32 = 1024; registers grow with P (the backward's three
+// per-lane arrays spill beyond hs 512, slower but exact).
+constexpr int kMaxHeadSize = 1024;
 constexpr int kWarpsPerBlock = 4;
 
 __device__ __forceinline__ float warp_sum(float x) {
@@ -45,6 +48,7 @@ __device__ __forceinline__ int last_key(const View &v, int t) {
     return !v.causal ? v.Tk - 1 : v.qpos ? v.qpos[t] : t;
 }
 
+template <int P>
 __global__ void flash_forward_kernel(float *out, float *lse, View v, int B, int NH, int G, int hs) {
     Row r;
     if (!row_of_warp(&r, B, v.Tq, NH, G)) return;
@@ -52,8 +56,8 @@ __global__ void flash_forward_kernel(float *out, float *lse, View v, int B, int 
     const float scale = 1.0f / sqrtf((float)hs);
     const float *q = v.q + (size_t)r.b * v.qb + (size_t)r.t * v.qs + r.h * hs;
     const float *kvb = v.kv + (size_t)r.b * v.kb;
-    float qr[kMaxPerLane], acc[kMaxPerLane];
-    for (int k = 0; k < kMaxPerLane; k++) {
+    float qr[P], acc[P];
+    for (int k = 0; k < P; k++) {
         int d = lane + 32 * k;
         qr[k] = d < hs ? q[d] : 0.0f;
         acc[k] = 0.0f;
@@ -63,21 +67,21 @@ __global__ void flash_forward_kernel(float *out, float *lse, View v, int B, int 
     for (int j = 0; j <= last; j++) {
         const float *kj = kvb + (size_t)j * v.ks + v.k_off + r.g * hs, *vj = kvb + (size_t)j * v.ks + v.v_off + r.g * hs;
         float part = 0.0f;
-        for (int k = 0; k < kMaxPerLane; k++) {
+        for (int k = 0; k < P; k++) {
             int d = lane + 32 * k;
             if (d < hs) part += qr[k] * kj[d];
         }
         const float s = warp_sum(part) * scale;
         const float m_new = fmaxf(m, s), corr = expf(m - m_new), p = expf(s - m_new);
         l = l * corr + p;
-        for (int k = 0; k < kMaxPerLane; k++) {
+        for (int k = 0; k < P; k++) {
             int d = lane + 32 * k;
             if (d < hs) acc[k] = acc[k] * corr + p * vj[d];
         }
         m = m_new;
     }
     float *o = out + ((size_t)r.b * T + r.t) * NH * hs + r.h * hs;
-    for (int k = 0; k < kMaxPerLane; k++) {
+    for (int k = 0; k < P; k++) {
         int d = lane + 32 * k;
         if (d < hs) o[d] = acc[k] / l;
     }
@@ -88,6 +92,7 @@ __global__ void flash_forward_kernel(float *out, float *lse, View v, int B, int 
 // dK_j += scale dS_ij Q_i and dV_j += P_ij dO_i by atomics (the heads of a group and the rows
 // of a column all add into one K, V row). dq is laid out as v's q rows, dkv as its kv rows
 // (the same tensor for the fused view).
+template <int P>
 __global__ void flash_backward_kernel(float *dq_base, float *dkv, const float *dout, const float *out,
                                       const float *lse, View v, int B, int NH, int G, int hs) {
     Row r;
@@ -98,9 +103,9 @@ __global__ void flash_backward_kernel(float *dq_base, float *dkv, const float *d
     const float *q = v.q + qrow, *kvb = v.kv + (size_t)r.b * v.kb;
     float *dkvb = dkv + (size_t)r.b * v.kb;
     const float *dO = dout + ((size_t)r.b * T + r.t) * C + r.h * hs, *O = out + ((size_t)r.b * T + r.t) * C + r.h * hs;
-    float qr[kMaxPerLane], dor[kMaxPerLane], dq[kMaxPerLane];
+    float qr[P], dor[P], dq[P];
     float Dpart = 0.0f;
-    for (int k = 0; k < kMaxPerLane; k++) {
+    for (int k = 0; k < P; k++) {
         int d = lane + 32 * k;
         qr[k] = d < hs ? q[d] : 0.0f;
         dor[k] = d < hs ? dO[d] : 0.0f;
@@ -114,13 +119,13 @@ __global__ void flash_backward_kernel(float *dq_base, float *dkv, const float *d
         const float *kj = kvb + k_at, *vj = kvb + v_at;
         float *dkj = dkvb + k_at, *dvj = dkvb + v_at;
         float sp = 0.0f, dpp = 0.0f;
-        for (int k = 0; k < kMaxPerLane; k++) {
+        for (int k = 0; k < P; k++) {
             int d = lane + 32 * k;
             if (d < hs) sp += qr[k] * kj[d], dpp += dor[k] * vj[d];
         }
         const float p = expf(warp_sum(sp) * scale - L), dp = warp_sum(dpp);
         const float ds = p * (dp - D) * scale;
-        for (int k = 0; k < kMaxPerLane; k++) {
+        for (int k = 0; k < P; k++) {
             int d = lane + 32 * k;
             if (d < hs) {
                 dq[k] += ds * kj[d];
@@ -130,7 +135,7 @@ __global__ void flash_backward_kernel(float *dq_base, float *dkv, const float *d
         }
     }
     float *dqi = dq_base + qrow;
-    for (int k = 0; k < kMaxPerLane; k++) {
+    for (int k = 0; k < P; k++) {
         int d = lane + 32 * k;
         if (d < hs) dqi[d] = dq[k];
     }
@@ -141,11 +146,14 @@ unsigned blocks_for_rows(int B, int T, int NH) {
     return (unsigned)((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
-bool bad_shape(int NH, int G, int hs) { return hs > 32 * kMaxPerLane || G <= 0 || NH % G != 0; }
+bool bad_shape(int NH, int G, int hs) { return hs <= 0 || hs > kMaxHeadSize || G <= 0 || NH % G != 0; }
 
 int forward(float *out, float *lse, const View &v, int B, int NH, int G, int hs, cudaStream_t s) {
     if (bad_shape(NH, G, hs)) return (int)cudaErrorInvalidValue;
-    flash_forward_kernel<<<blocks_for_rows(B, v.Tq, NH), 32 * kWarpsPerBlock, 0, s>>>(out, lse, v, B, NH, G, hs);
+    const unsigned grid = blocks_for_rows(B, v.Tq, NH), threads = 32 * kWarpsPerBlock;
+    if (hs <= 256) flash_forward_kernel<8><<<grid, threads, 0, s>>>(out, lse, v, B, NH, G, hs);
+    else if (hs <= 512) flash_forward_kernel<16><<<grid, threads, 0, s>>>(out, lse, v, B, NH, G, hs);
+    else flash_forward_kernel<32><<<grid, threads, 0, s>>>(out, lse, v, B, NH, G, hs);
     return (int)cudaGetLastError();
 }
 
@@ -157,8 +165,10 @@ int backward(float *dq_base, float *dkv, size_t dkv_floats, const float *dout, c
     cudaError_t e = cudaMemsetAsync(dq_base, 0, (size_t)B * v.qb * sizeof(float), s);
     if (e == cudaSuccess && dkv != dq_base) e = cudaMemsetAsync(dkv, 0, dkv_floats * sizeof(float), s);
     if (e != cudaSuccess) return (int)e;
-    flash_backward_kernel<<<blocks_for_rows(B, v.Tq, NH), 32 * kWarpsPerBlock, 0, s>>>(dq_base, dkv, dout, out, lse, v,
-                                                                                       B, NH, G, hs);
+    const unsigned grid = blocks_for_rows(B, v.Tq, NH), threads = 32 * kWarpsPerBlock;
+    if (hs <= 256) flash_backward_kernel<8><<<grid, threads, 0, s>>>(dq_base, dkv, dout, out, lse, v, B, NH, G, hs);
+    else if (hs <= 512) flash_backward_kernel<16><<<grid, threads, 0, s>>>(dq_base, dkv, dout, out, lse, v, B, NH, G, hs);
+    else flash_backward_kernel<32><<<grid, threads, 0, s>>>(dq_base, dkv, dout, out, lse, v, B, NH, G, hs);
     return (int)cudaGetLastError();
 }
 

@@ -70,7 +70,7 @@ int cuda_bias_backward(float *dbias, const float *dout, int N, int OC, tb_cuda_s
 
 // --- attention core: flash-style causal GQA (FlashAttention-2's online softmax) ---------
 // qkv (B,T,(NH+2G)·hs) [Q heads | K groups | V groups] → out (B,T,NH·hs), lse (B,NH,T)
-// as cpu_flash_attention_forward (causal by row index); hs ≤ 256. One warp per query row.
+// as cpu_flash_attention_forward (causal by row index); hs ≤ 1024. One warp per query row.
 int cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int G, int hs,
                                  tb_cuda_stream s);
 // dqkv written (zeroed first on `s`); recomputes the probabilities from lse
