@@ -459,11 +459,8 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
                      c->bf16 ? "bf16" : "fp16", c->bf16 ? "bf16" : "fp16");
         return;
     }
-    const int cp = c->context_parallel_size;
 #define CUDA_REFUSED(cond, ...) \
     if (cond) violated(r, __VA_ARGS__)
-    CUDA_REFUSED(cp > 1 && c->cp_comm_type == TB_CP_P2P, "device cuda with cp_comm_type p2p: not supported yet (the "
-                 "ring's sends are eager, NCCL's are rendezvous; --cp-comm-type all_gather runs on cuda)");
     CUDA_REFUSED(c->attention_backend != TB_ATTENTION_FLASH,
                  "device cuda with attention_backend %s: not supported yet (the CUDA attention core is the flash "
                  "kernel: use --attention-backend flash)",

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct cpu_flash_block;  // backend/cpu/kernels.h
+
 typedef struct tb_backend {
     const char *name;  // "cpu", "cuda"
     int host;          // 1: tensors are host memory
@@ -86,6 +88,17 @@ typedef struct tb_backend {
     void (*cp_add_kv_grads)(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs);
     void (*cp_rank_major_to_positions)(float *seq, const float *gathered, int cp_size, int B, int Tq, int KV);
     void (*cp_positions_to_rank_major)(float *gathered, const float *seq, int cp_size, int B, int Tq, int KV);
+    // cp_comm_type p2p (the ring): one block of queries against one K/V chunk pair, as
+    // cpu_flash_attention_block_forward / _backward (the block: backend/cpu/kernels.h; forward
+    // writes the block's out and lse, backward adds into dq and dkv), and the merge of a
+    // block's partial out and lse into the running ones (cpu_cp_merge_partial)
+    void (*flash_attention_block_forward)(float *out, float *lse, float *scratch, int threads,
+                                          const struct cpu_flash_block *blk, int B, int NH, int G, int hs);
+    void (*flash_attention_block_backward)(float *dq, float *dkv, float *scratch, int threads, const float *dout,
+                                           const float *out, const float *lse, const struct cpu_flash_block *blk,
+                                           int B, int NH, int G, int hs);
+    void (*cp_merge_partial)(float *out, float *lse, const float *pout, const float *plse, int B, int NH, int Tq,
+                             int row0, int rows, int hs);
 
     // --- embedding ---
     void (*embedding_forward)(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,

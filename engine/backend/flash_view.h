@@ -50,4 +50,16 @@ TB_FLASH_VIEW_INLINE tb_flash_view tb_flash_view_cp(const float *qkv, const int3
     return v;
 }
 
+// Context parallelism's ring: one block of Tq query rows of a qkv tensor (B samples,
+// q_batch_stride floats apart) against Tk key/value rows of a kv tensor ((2·G·hs)-float rows,
+// kv_batch_stride between samples), every key visible (causal 0) or causal by row index
+// (causal 1: the diagonal block); out and lse hold out_rows rows per sample.
+TB_FLASH_VIEW_INLINE tb_flash_view tb_flash_view_block(const float *qkv, size_t q_batch_stride, const float *kv,
+                                                       size_t kv_batch_stride, int Tq, int Tk, int out_rows, int causal,
+                                                       int NH, int G, int hs) {
+    const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
+    tb_flash_view v = {qkv, QKV, q_batch_stride, kv, KV, 0, G * hs, kv_batch_stride, Tq, Tk, out_rows, NULL, causal};
+    return v;
+}
+
 #endif

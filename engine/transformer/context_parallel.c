@@ -57,7 +57,11 @@ void cp_attention_backward(tb_group *cp, const int32_t *pos, float *dqkv, float 
 }
 
 // --- the ring (cp_comm_type p2p) ---------------------------------------------------------
-// On the host only (the config refuses p2p on --device cuda): the CPU kernels and loops directly.
+// Through the backend's table like the all-gather exchange; each step's messages are one batch
+// (tb_batch_send_recv: a send to the next rank and a recv from the previous, Megatron's
+// ring send_recv), so that the ring also runs where sends are rendezvous (NCCL): a rank's
+// send completes only once its peer receives, and every rank sending first would wait on the
+// whole ring.
 
 size_t cp_attention_workspace_floats(int ring, int B, int Tq, int cp_size, int NH, int G, int hs) {
     const size_t local = (size_t)B * Tq * 2 * G * hs;
@@ -92,92 +96,71 @@ static ring_block ring_step_block(const float *qkv, const float *kv, int owner, 
     return r;
 }
 
-// Merges a block's partial attention (pout (B, rows, NH·hs), plse (B, NH, rows)) into out and
-// lse (B, Tq rows, from row0) by the online-softmax rule: lse' = log(e^lse + e^plse), out' =
-// out·e^(lse − lse') + pout·e^(plse − lse').
-static void merge_partial(float *out, float *lse, const float *pout, const float *plse, int B, int NH, int Tq,
-                          int row0, int rows, int hs) {
-    const int C = NH * hs;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int r = 0; r < rows; r++) {
-                float *L = lse + ((size_t)b * NH + h) * Tq + row0 + r;
-                const float pl = plse[((size_t)b * NH + h) * rows + r];
-                const float hi = *L > pl ? *L : pl, lo = *L > pl ? pl : *L;
-                const float merged = hi + log1pf(expf(lo - hi));
-                const float wa = expf(*L - merged), wb = expf(pl - merged);
-                float *o = out + ((size_t)b * Tq + row0 + r) * C + h * hs;
-                const float *po = pout + ((size_t)b * rows + r) * C + h * hs;
-                for (int e = 0; e < hs; e++) o[e] = o[e] * wa + po[e] * wb;
-                *L = merged;
-            }
-}
-
-// One message of the ring on the cp group, under its range.
-static void ring_send(tb_group *cp, const char *range, const float *buf, size_t count, int peer) {
+// One step's exchange on the cp group, under its range: `give` to the next rank, the previous
+// rank's into `arriving`, as one batch.
+static void ring_exchange(tb_group *cp, const char *range, float *give, float *arriving, size_t count, int next,
+                          int prev) {
     TB_RANGE_PUSH("%s", range);
-    tb_send(cp, buf, count, peer);
+    const tb_p2p_op ops[2] = {{TB_COMM_SEND, cp, give, count, next, -1}, {TB_COMM_RECV, cp, arriving, count, prev, -1}};
+    tb_batch_send_recv(ops, 2);
     TB_RANGE_POP();
 }
 
-// Receives into *arriving, which then becomes *held (and the old held buffer the next arrival's).
-static void ring_recv(tb_group *cp, const char *range, float **held, float **arriving, size_t count, int peer) {
-    TB_RANGE_PUSH("%s", range);
-    tb_recv(cp, *arriving, count, peer);
-    TB_RANGE_POP();
-    float *t = *held;
-    *held = *arriving, *arriving = t;
+static void swap_buffers(float **a, float **b) {
+    float *t = *a;
+    *a = *b, *b = t;
 }
 
 void cp_ring_attention_forward(tb_group *cp, float *out, float *lse, float *scratch, int threads, float *ws,
                                const float *qkv, int B, int Tq, int NH, int G, int hs) {
+    const tb_backend *be = tb_be();
     const int P = cp->size, me = cp->index, next = (me + 1) % P, prev = (me + P - 1) % P;
     const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
     const size_t local = (size_t)B * Tq * KV;
     float *held = ws, *arriving = ws + local, *pout = ws + 4 * local, *plse = pout + (size_t)B * Tq * NH * hs;
-    cpu_cp_pack_kv(held, qkv, B, Tq, NH, G, hs);
+    be->cp_pack_kv(held, qkv, B, Tq, NH, G, hs);
     for (int s = 0; s < P; s++) {
         const int owner = (me - s + P) % P;
-        // the held chunk pair goes on to the next rank before this step's compute (an eager
-        // send: posted now, so the peer's receive after its own compute need not wait for ours)
-        if (s + 1 < P) ring_send(cp, "cp.ring.send_kv", held, local, next);
+        // the held chunk pair on to the next rank, the previous rank's in (for the next step)
+        if (s + 1 < P) ring_exchange(cp, "cp.ring.exchange_kv", held, arriving, local, next, prev);
         ring_block r = ring_step_block(qkv, held, owner, me, Tq, QKV, KV);
         if (s == 0) {  // the diagonal block starts out and lse
-            cpu_flash_attention_block_forward(out, lse, scratch, threads, &r.blk, B, NH, G, hs);
+            be->flash_attention_block_forward(out, lse, scratch, threads, &r.blk, B, NH, G, hs);
         } else {
             r.blk.out_rows = r.blk.Tq;
-            cpu_flash_attention_block_forward(pout, plse, scratch, threads, &r.blk, B, NH, G, hs);
-            merge_partial(out, lse, pout, plse, B, NH, Tq, r.q_row0, r.blk.Tq, hs);
+            be->flash_attention_block_forward(pout, plse, scratch, threads, &r.blk, B, NH, G, hs);
+            be->cp_merge_partial(out, lse, pout, plse, B, NH, Tq, r.q_row0, r.blk.Tq, hs);
         }
-        if (s + 1 < P) ring_recv(cp, "cp.ring.recv_kv", &held, &arriving, local, prev);
+        if (s + 1 < P) swap_buffers(&held, &arriving);
     }
 }
 
 void cp_ring_attention_backward(tb_group *cp, float *dqkv, float *scratch, int threads, float *ws, const float *dout,
                                 const float *out, const float *qkv, const float *lse, int B, int Tq, int NH, int G,
                                 int hs) {
+    const tb_backend *be = tb_be();
     const int P = cp->size, me = cp->index, next = (me + 1) % P, prev = (me + P - 1) % P;
     const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs, C = NH * hs;
     const size_t local = (size_t)B * Tq * KV;
     float *held = ws, *arriving = ws + local, *dheld = ws + 2 * local, *darriving = ws + 3 * local;
-    memset(dqkv, 0, (size_t)B * Tq * QKV * sizeof(float));
-    cpu_cp_pack_kv(held, qkv, B, Tq, NH, G, hs);  // the forward's chunks again (not kept: memory stays ∝ T/cp)
-    memset(dheld, 0, local * sizeof(float));
+    be->zero(dqkv, (size_t)B * Tq * QKV * sizeof(float));
+    be->cp_pack_kv(held, qkv, B, Tq, NH, G, hs);  // the forward's chunks again (not kept: memory stays ∝ T/cp)
+    be->zero(dheld, local * sizeof(float));
     for (int s = 0; s < P; s++) {
         const int owner = (me - s + P) % P;
-        if (s + 1 < P) ring_send(cp, "cp.ring.send_kv", held, local, next);
+        if (s + 1 < P) ring_exchange(cp, "cp.ring.exchange_kv", held, arriving, local, next, prev);
         // with the merged out and lse, this block's share of dq (into dqkv's Q part) and of
         // the owner's dK/dV (into the gradients that travel with its chunks)
         ring_block r = ring_step_block(qkv, held, owner, me, Tq, QKV, KV);
         const size_t q0 = (size_t)r.q_row0;
-        cpu_flash_attention_block_backward(dqkv + q0 * QKV, dheld, scratch, threads, dout + q0 * C, out + q0 * C,
+        be->flash_attention_block_backward(dqkv + q0 * QKV, dheld, scratch, threads, dout + q0 * C, out + q0 * C,
                                            lse + q0, &r.blk, B, NH, G, hs);
         // the owner's dK/dV, summed over the ranks it has passed, go on with it; after the
         // last step they reach the owner itself
-        ring_send(cp, "cp.ring.send_dkv", dheld, local, next);
-        if (s + 1 < P) ring_recv(cp, "cp.ring.recv_kv", &held, &arriving, local, prev);
-        ring_recv(cp, "cp.ring.recv_dkv", &dheld, &darriving, local, prev);
+        ring_exchange(cp, "cp.ring.exchange_dkv", dheld, darriving, local, next, prev);
+        if (s + 1 < P) swap_buffers(&held, &arriving);
+        swap_buffers(&dheld, &darriving);
     }
     // dheld: every cp rank's queries' gradients at this rank's keys and values
-    cpu_cp_add_kv_grads(dqkv, dheld, B, Tq, NH, G, hs);
+    be->cp_add_kv_grads(dqkv, dheld, B, Tq, NH, G, hs);
 }

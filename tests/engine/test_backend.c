@@ -43,6 +43,13 @@
 
 // context parallelism's attention through the table (the CPU's kernel, counted)
 static _Atomic long cp_attention_calls;
+// the ring's blocks through the table (the CPU's kernel, counted)
+static _Atomic long ring_block_calls;
+static void count_block_forward(float *out, float *lse, float *scratch, int threads, const cpu_flash_block *blk,
+                                int B, int NH, int G, int hs) {
+    ring_block_calls++;
+    tb_backend_cpu()->flash_attention_block_forward(out, lse, scratch, threads, blk, B, NH, G, hs);
+}
 static void count_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,
                              const int32_t *qpos, const float *kv, int B, int Tq, int Tk, int NH, int G, int hs) {
     cp_attention_calls++;
@@ -327,6 +334,28 @@ TB_TEST(cp2_all_gather_on_a_device_table_gives_the_cpu_bits) {
     same_bits("cp2-tp2-llama", &a, &b);
 }
 
+// The ring (cp_comm_type p2p): each step's K/V exchange one batch, the blocks, the merge and the
+// gradients' way round through the table; cp 2 and cp 4 (every kind of block: the diagonal,
+// an earlier rank's chunk pair, a later one's), the blocks counted (cp·layers·steps·micro ·cp).
+TB_TEST(cp_ring_on_a_device_table_gives_the_cpu_bits) {
+    static const int sizes[] = {2, 4};
+    for (int i = 0; i < 2; i++) {
+        const int cp = sizes[i];
+        tb_config a, b;
+        small(&a), small(&b);
+        a.world_size = b.world_size = cp;
+        a.context_parallel_size = b.context_parallel_size = cp;
+        a.cp_comm_type = b.cp_comm_type = TB_CP_P2P;
+        char name[32];
+        snprintf(name, sizeof name, "cp%d-ring", cp);
+        long before = ring_block_calls;
+        same_bits(name, &a, &b);
+        TB_CHECK(ring_block_calls - before == (long)cp * 2 * STEPS * 2 * cp,
+                 "%s: %ld forward blocks through the table (cp x 2 layers x %d steps x 2 microbatches x cp steps)",
+                 name, ring_block_calls - before, STEPS);
+    }
+}
+
 // Pipeline parallelism: the activations and gradients sent between stages from the device
 // buffers, the tied word embedding's gradient all-reduced over the embedding group, the loss
 // from the last stage (both stages' weights compared). Then interleaved: two chunks per rank.
@@ -575,6 +604,7 @@ TB_TEST(fp16_loss_scaling_is_exact_and_overflow_skips_the_step) {
 int main(void) {
     standin_init();
     standin.flash_attention_cp_forward = count_cp_forward;
+    standin.flash_attention_block_forward = count_block_forward;
     standin.thread_context = standin_thread_context;
     standin.bind_side_thread = standin_bind_side_thread;
     standin.set_stream = standin_set_stream;
@@ -591,6 +621,7 @@ int main(void) {
     TB_RUN(one_rank_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(cp2_all_gather_on_a_device_table_gives_the_cpu_bits);
+    TB_RUN(cp_ring_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(dp2_overlap_on_a_device_table_gives_the_cpu_bits_with_events_in_order);
     TB_RUN(pp2_and_interleaved_pp2_on_a_device_table_give_the_cpu_bits);
     TB_RUN(moe_on_a_device_table_gives_the_cpu_bits);

@@ -62,8 +62,6 @@ TB_TEST(device_and_precision_rules) {
         {"--fp16", "fp16 with device cpu: not supported yet on --device cpu"},
         {"--bf16 --fp16 --device cuda --attention-backend flash", "bf16 and fp16 are exclusive"},
         {"--device cuda", "device cuda with attention_backend local: not supported yet"},
-        {"--device cuda --attention-backend flash --world-size 2 --context-parallel-size 2 --cp-comm-type p2p",
-         "device cuda with cp_comm_type p2p: not supported yet"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " %s", PRETRAIN, cases[i].flags);
@@ -73,7 +71,7 @@ TB_TEST(device_and_precision_rules) {
     }
 }
 
-// Context parallelism's all-gather runs on cuda: the config takes it (the ring is refused above).
+// Context parallelism runs on cuda, both exchanges: the config takes the all-gather and the ring.
 TB_TEST(context_parallel_all_gather_passes_the_config_on_cuda) {
     tb_config c;
     config_defaults(&c);
@@ -83,8 +81,7 @@ TB_TEST(context_parallel_all_gather_passes_the_config_on_cuda) {
     tb_error err = {0};
     TB_CHECK(config_validate(&c, &err) == 0, "cp 2, all_gather, device cuda: %s", err.msg);
     c.cp_comm_type = TB_CP_P2P;
-    TB_CHECK(config_validate(&c, &err) != 0 && strstr(err.msg, "device cuda with cp_comm_type p2p: not supported yet"),
-             "cp 2, p2p, device cuda: %s", err.msg);
+    TB_CHECK(config_validate(&c, &err) == 0, "cp 2, p2p, device cuda: %s", err.msg);
 }
 
 // Head sizes up to 1024 run on cuda (the attention kernel's instances of 8, 16 and 32 channels

@@ -430,6 +430,59 @@ TB_TEST(context_parallel_attention_and_data_movement) {
     free(grads), free(gathered), free(seq), free(back);
 }
 
+// The ring's pieces (cp_comm_type p2p): a diagonal block (causal by row) and a block of the
+// second half of the queries against a whole chunk pair (every key), forward and backward —
+// the backward adding into dq and dkv that already hold values, as the ring's steps do — and
+// the merge of a partial out and lse into running ones.
+TB_TEST(context_parallel_ring_blocks_and_merge) {
+    enum { TQ = T / 2, S = TQ / 2 };
+    const int QKV = (NH + 2 * G) * HS, KV = 2 * G * HS, CO = NH * HS;
+    const size_t nqkv = (size_t)B * TQ * QKV, nkv = (size_t)B * TQ * KV, nout = (size_t)B * TQ * CO;
+    const size_t nlse = (size_t)B * NH * TQ;
+    float *qkv = randv(nqkv, 1.0f), *kv = randv(nkv, 1.0f), *dy = randv(nout, 1.0f);
+    float *d_qkv = upf(qkv, nqkv), *d_kv = upf(kv, nkv), *d_dy = upf(dy, nout);
+    float *scratch = malloc(cpu_flash_attention_scratch_floats(TQ, HS, 1) * 4);
+    for (int causal = 1; causal >= 0; causal--) {
+        // causal: all TQ rows against the chunk pair; otherwise the second half of the rows (from S)
+        const int rows = causal ? TQ : S, row0 = causal ? 0 : S;
+        cpu_flash_block blk = {qkv + (size_t)row0 * QKV, (size_t)TQ * QKV, kv, (size_t)TQ * KV, rows, TQ, rows, causal};
+        const size_t no = (size_t)B * rows * CO, nl = (size_t)B * NH * rows;
+        float *out = malloc(no * 4), *lse = malloc(nl * 4), *d_out = upf(NULL, no), *d_lse = upf(NULL, nl);
+        char what[64];
+        cpu_flash_attention_block_forward(out, lse, scratch, 1, &blk, B, NH, G, HS);
+        OK(cuda_flash_attention_block_forward(d_out, d_lse, d_qkv + (size_t)row0 * QKV, blk.q_batch_stride, d_kv,
+                                              blk.kv_batch_stride, rows, TQ, rows, causal, B, NH, G, HS, ctx.stream));
+        snprintf(what, sizeof what, "ring block out (causal %d)", causal);
+        CLOSE(down(d_out, no), out, no, GEMM_ATOL, GEMM_RTOL, what);
+        snprintf(what, sizeof what, "ring block lse (causal %d)", causal);
+        CLOSE(down(d_lse, nl), lse, nl, GEMM_ATOL, GEMM_RTOL, what);
+        float *dq = randv(nqkv, 1.0f), *dkv = randv(nkv, 1.0f);  // the running sums the block adds to
+        float *d_dq = upf(dq, nqkv), *d_dkv = upf(dkv, nkv), *d_dyb = d_dy + (size_t)row0 * CO;
+        cpu_flash_attention_block_backward(dq + (size_t)row0 * QKV, dkv, scratch, 1, dy + (size_t)row0 * CO, out, lse,
+                                           &blk, B, NH, G, HS);
+        OK(cuda_flash_attention_block_backward(d_dq + (size_t)row0 * QKV, d_dkv, d_dyb, d_out, d_lse,
+                                               d_qkv + (size_t)row0 * QKV, blk.q_batch_stride, d_kv,
+                                               blk.kv_batch_stride, rows, TQ, rows, causal, B, NH, G, HS, ctx.stream));
+        snprintf(what, sizeof what, "ring block dq, accumulated (causal %d)", causal);
+        CLOSE(down(d_dq, nqkv), dq, nqkv, GEMM_ATOL, GEMM_RTOL, what);
+        snprintf(what, sizeof what, "ring block dkv, accumulated (causal %d)", causal);
+        CLOSE(down(d_dkv, nkv), dkv, nkv, GEMM_ATOL, GEMM_RTOL, what);
+        cudaFree(d_out), cudaFree(d_lse), cudaFree(d_dq), cudaFree(d_dkv);
+        free(out), free(lse), free(dq), free(dkv);
+    }
+    // the merge: rows S.. of a running out/lse with a partial block's
+    float *out = randv(nout, 1.0f), *lse = randv(nlse, 2.0f), *pout = randv((size_t)B * S * CO, 1.0f);
+    float *plse = randv((size_t)B * NH * S, 2.0f);
+    float *d_o = upf(out, nout), *d_l = upf(lse, nlse), *d_po = upf(pout, (size_t)B * S * CO);
+    float *d_pl = upf(plse, (size_t)B * NH * S);
+    cpu_cp_merge_partial(out, lse, pout, plse, B, NH, TQ, S, S, HS);
+    OK(cuda_cp_merge_partial(d_o, d_l, d_po, d_pl, B, NH, TQ, S, S, HS, ctx.stream));
+    CLOSE(down(d_o, nout), out, nout, F32_ATOL, F32_RTOL, "ring merge out");
+    CLOSE(down(d_l, nlse), lse, nlse, F32_ATOL, F32_RTOL, "ring merge lse");
+    cudaFree(d_o), cudaFree(d_l), cudaFree(d_po), cudaFree(d_pl), cudaFree(d_qkv), cudaFree(d_kv), cudaFree(d_dy);
+    free(out), free(lse), free(pout), free(plse), free(qkv), free(kv), free(dy), free(scratch);
+}
+
 TB_TEST(moe_router_and_permutations) {
     enum { E = 8, K = 2, S = 2, TS = N / S, NK = N * K };
     cudaStream_t s = ctx.stream;
@@ -549,6 +602,7 @@ int main(void) {
     TB_RUN(matmul_cublaslt);
     TB_RUN(flash_attention_gqa);
     TB_RUN(context_parallel_attention_and_data_movement);
+    TB_RUN(context_parallel_ring_blocks_and_merge);
     TB_RUN(moe_router_and_permutations);
     TB_RUN(event_timing);
     tb_cuda_context_free(&ctx);

@@ -226,6 +226,8 @@ TB_TEST(cp2_all_gather_over_nccl_matches_the_cpu) {
             "--world-size 2 --context-parallel-size 2 --normalization RMSNorm --swiglu --position-embedding-type rope "
             "--num-query-groups 2",
             "", 1e-4, 1e-3, 1e-3);
+    // the ring: each step's K/V (and, backward, dK/dV) exchange one batch on NCCL
+    compare("cp2-ring", "--world-size 2 --context-parallel-size 2 --cp-comm-type p2p", "", 1e-4, 1e-3, 1e-3);
 }
 
 // Under mpirun: one process per GPU (its rank's device: its local rank on the host), the NCCL

@@ -193,9 +193,8 @@ void cpu_flash_attention_cp_backward(float *dqkv, float *dkv, float *scratch, in
 }
 
 static flash_io block(const cpu_flash_block *blk, int NH, int G, int hs) {
-    const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs;
-    return (flash_io){blk->qkv, QKV, blk->q_batch_stride, blk->kv, KV, 0, G * hs, blk->kv_batch_stride, blk->Tq,
-                      blk->Tk, blk->out_rows, NULL, blk->causal};
+    return tb_flash_view_block(blk->qkv, blk->q_batch_stride, blk->kv, blk->kv_batch_stride, blk->Tq, blk->Tk,
+                               blk->out_rows, blk->causal, NH, G, hs);
 }
 
 void cpu_flash_attention_block_forward(float *out, float *lse, float *scratch, int threads, const cpu_flash_block *blk,

@@ -106,6 +106,10 @@ void cpu_cp_pack_kv(float *kv, const float *qkv, int B, int Tq, int NH, int G, i
 void cpu_cp_add_kv_grads(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs);
 void cpu_cp_rank_major_to_positions(float *seq, const float *gathered, int cp_size, int B, int Tq, int KV);
 void cpu_cp_positions_to_rank_major(float *gathered, const float *seq, int cp_size, int B, int Tq, int KV);
+// The ring's merge of a block's partial attention (pout (B, rows, NH·hs), plse (B, NH, rows))
+// into out and lse (B, Tq rows, from row0) by the online-softmax rule.
+void cpu_cp_merge_partial(float *out, float *lse, const float *pout, const float *plse, int B, int NH, int Tq,
+                          int row0, int rows, int hs);
 // One block of context parallelism's ring (cp_comm_type p2p): Tq query rows of a fused qkv
 // tensor (B samples, q_batch_stride floats apart) against Tk key/value rows of a kv tensor
 // ((2·G·hs)-float rows [K groups | V groups], kv_batch_stride floats between samples), either

@@ -134,10 +134,10 @@ __global__ void flash_backward_kernel(float *dq_base, float *dkv, const float *d
             }
         }
     }
-    float *dqi = dq_base + qrow;
+    float *dqi = dq_base + qrow;  // added: zeroed first by the plain and cp launchers, the ring's blocks accumulate
     for (int k = 0; k < P; k++) {
         int d = lane + 32 * k;
-        if (d < hs) dqi[d] = dq[k];
+        if (d < hs) dqi[d] += dq[k];
     }
 }
 
@@ -157,13 +157,13 @@ int forward(float *out, float *lse, const View &v, int B, int NH, int G, int hs,
     return (int)cudaGetLastError();
 }
 
-// dq_base's q rows (B·Tq·QKV floats, the K/V parts too) and dkv (dkv_floats) zeroed, then the
-// kernel (dkv == dq_base for the fused view).
-int backward(float *dq_base, float *dkv, size_t dkv_floats, const float *dout, const float *out, const float *lse,
-             const View &v, int B, int NH, int G, int hs, cudaStream_t s) {
+// With `zero`, dq_base's q rows (B·Tq·QKV floats, the K/V parts too) and dkv (dkv_floats)
+// zeroed first (dkv == dq_base for the fused view); then the kernel, which adds into both.
+int backward(float *dq_base, float *dkv, size_t dkv_floats, int zero, const float *dout, const float *out,
+             const float *lse, const View &v, int B, int NH, int G, int hs, cudaStream_t s) {
     if (bad_shape(NH, G, hs)) return (int)cudaErrorInvalidValue;
-    cudaError_t e = cudaMemsetAsync(dq_base, 0, (size_t)B * v.qb * sizeof(float), s);
-    if (e == cudaSuccess && dkv != dq_base) e = cudaMemsetAsync(dkv, 0, dkv_floats * sizeof(float), s);
+    cudaError_t e = zero ? cudaMemsetAsync(dq_base, 0, (size_t)B * v.qb * sizeof(float), s) : cudaSuccess;
+    if (e == cudaSuccess && zero && dkv != dq_base) e = cudaMemsetAsync(dkv, 0, dkv_floats * sizeof(float), s);
     if (e != cudaSuccess) return (int)e;
     const unsigned grid = blocks_for_rows(B, v.Tq, NH), threads = 32 * kWarpsPerBlock;
     if (hs <= 256) flash_backward_kernel<8><<<grid, threads, 0, s>>>(dq_base, dkv, dout, out, lse, v, B, NH, G, hs);
@@ -183,7 +183,7 @@ int cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B
 
 int cuda_flash_attention_backward(float *dqkv, const float *dout, const float *out, const float *qkv,
                                   const float *lse, int B, int T, int NH, int G, int hs, tb_cuda_stream s) {
-    return backward(dqkv, dqkv, 0, dout, out, lse, tb_flash_view_fused(qkv, T, NH, G, hs, 1), B, NH, G, hs, s);
+    return backward(dqkv, dqkv, 0, 1, dout, out, lse, tb_flash_view_fused(qkv, T, NH, G, hs, 1), B, NH, G, hs, s);
 }
 
 int cuda_flash_attention_cp_forward(float *out, float *lse, const float *qkv, const int32_t *qpos, const float *kv,
@@ -194,7 +194,23 @@ int cuda_flash_attention_cp_forward(float *out, float *lse, const float *qkv, co
 int cuda_flash_attention_cp_backward(float *dqkv, float *dkv, const float *dout, const float *out, const float *qkv,
                                      const int32_t *qpos, const float *kv, const float *lse, int B, int Tq, int Tk,
                                      int NH, int G, int hs, tb_cuda_stream s) {
-    return backward(dqkv, dkv, (size_t)B * Tk * 2 * G * hs, dout, out, lse, tb_flash_view_cp(qkv, qpos, kv, Tq, Tk, NH, G, hs), B,
+    return backward(dqkv, dkv, (size_t)B * Tk * 2 * G * hs, 1, dout, out, lse,
+                    tb_flash_view_cp(qkv, qpos, kv, Tq, Tk, NH, G, hs), B, NH, G, hs, s);
+}
+
+int cuda_flash_attention_block_forward(float *out, float *lse, const float *q, size_t q_batch_stride, const float *kv,
+                                       size_t kv_batch_stride, int Tq, int Tk, int out_rows, int causal, int B, int NH,
+                                       int G, int hs, tb_cuda_stream s) {
+    return forward(out, lse, tb_flash_view_block(q, q_batch_stride, kv, kv_batch_stride, Tq, Tk, out_rows, causal, NH, G, hs),
+                   B, NH, G, hs, s);
+}
+
+int cuda_flash_attention_block_backward(float *dq, float *dkv, const float *dout, const float *out, const float *lse,
+                                        const float *q, size_t q_batch_stride, const float *kv, size_t kv_batch_stride,
+                                        int Tq, int Tk, int out_rows, int causal, int B, int NH, int G, int hs,
+                                        tb_cuda_stream s) {
+    return backward(dq, dkv, 0, 0, dout, out, lse,
+                    tb_flash_view_block(q, q_batch_stride, kv, kv_batch_stride, Tq, Tk, out_rows, causal, NH, G, hs), B,
                     NH, G, hs, s);
 }
 

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include "backend/cpu/kernels.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm.h"
 
@@ -200,6 +201,24 @@ static void cu_cp_rank_major_to_positions(float *seq, const float *gathered, int
 static void cu_cp_positions_to_rank_major(float *gathered, const float *seq, int cp, int B, int Tq, int KV) {
     K(cuda_cp_positions_to_rank_major(gathered, seq, cp, B, Tq, KV, stream()));
 }
+static void cu_flash_block_forward(float *out, float *lse, float *scratch, int threads, const cpu_flash_block *blk,
+                                   int B, int NH, int G, int hs) {
+    (void)scratch, (void)threads;
+    K(cuda_flash_attention_block_forward(out, lse, blk->qkv, blk->q_batch_stride, blk->kv, blk->kv_batch_stride,
+                                         blk->Tq, blk->Tk, blk->out_rows, blk->causal, B, NH, G, hs, stream()));
+}
+static void cu_flash_block_backward(float *dq, float *dkv, float *scratch, int threads, const float *dout,
+                                    const float *out, const float *lse, const cpu_flash_block *blk, int B, int NH,
+                                    int G, int hs) {
+    (void)scratch, (void)threads;
+    K(cuda_flash_attention_block_backward(dq, dkv, dout, out, lse, blk->qkv, blk->q_batch_stride, blk->kv,
+                                          blk->kv_batch_stride, blk->Tq, blk->Tk, blk->out_rows, blk->causal, B, NH, G,
+                                          hs, stream()));
+}
+static void cu_cp_merge_partial(float *out, float *lse, const float *pout, const float *plse, int B, int NH, int Tq,
+                                int row0, int rows, int hs) {
+    K(cuda_cp_merge_partial(out, lse, pout, plse, B, NH, Tq, row0, rows, hs, stream()));
+}
 static void cu_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
                           int dim, int interleaved, int inverse) {
     K(cuda_rope_apply(qkv, cos_t, sin_t, B, T, row, heads, hs, dim, interleaved, inverse, stream()));
@@ -364,6 +383,9 @@ static const tb_backend cuda_backend = {
     .cp_add_kv_grads = cu_cp_add_kv_grads,
     .cp_rank_major_to_positions = cu_cp_rank_major_to_positions,
     .cp_positions_to_rank_major = cu_cp_positions_to_rank_major,
+    .flash_attention_block_forward = cu_flash_block_forward,
+    .flash_attention_block_backward = cu_flash_block_backward,
+    .cp_merge_partial = cu_cp_merge_partial,
     .embedding_forward = cu_embedding_forward,
     .embedding_backward = cu_embedding_backward,
     .add_positions = cu_add_positions,

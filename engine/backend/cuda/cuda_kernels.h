@@ -95,6 +95,21 @@ int cuda_cp_rank_major_to_positions(float *seq, const float *gathered, int cp, i
                                     tb_cuda_stream s);
 int cuda_cp_positions_to_rank_major(float *gathered, const float *seq, int cp, int B, int Tq, int KV,
                                     tb_cuda_stream s);
+// cp_comm_type p2p (the ring), as cpu_flash_attention_block_forward / _backward: Tq query rows
+// of q (qkv rows; q_batch_stride floats between samples) against Tk rows of kv (2·G·hs-float
+// rows, kv_batch_stride between samples), causal by row index or every key visible; out and
+// lse with out_rows rows per sample. Forward writes the block's out and lse; backward adds
+// into dq (q's layout) and dkv (kv's), nothing zeroed. The merge as cpu_cp_merge_partial
+// (kernels.cu: one thread per (sample, head, row)).
+int cuda_flash_attention_block_forward(float *out, float *lse, const float *q, size_t q_batch_stride, const float *kv,
+                                       size_t kv_batch_stride, int Tq, int Tk, int out_rows, int causal, int B, int NH,
+                                       int G, int hs, tb_cuda_stream s);
+int cuda_flash_attention_block_backward(float *dq, float *dkv, const float *dout, const float *out, const float *lse,
+                                        const float *q, size_t q_batch_stride, const float *kv, size_t kv_batch_stride,
+                                        int Tq, int Tk, int out_rows, int causal, int B, int NH, int G, int hs,
+                                        tb_cuda_stream s);
+int cuda_cp_merge_partial(float *out, float *lse, const float *pout, const float *plse, int B, int NH, int Tq,
+                          int row0, int rows, int hs, tb_cuda_stream s);
 
 // --- rotary position embedding --------------------------------------------------------
 // as cpu_rope_apply; cos_t, sin_t (T, dim/2) from cpu_rope_tables, copied to the device

@@ -357,6 +357,19 @@ __global__ void cp_reorder_kernel(float *seq, float *gathered, int cp, int B, in
     }
 }
 
+// The ring's merge (cpu_cp_merge_partial): one thread per (sample, head, row) of the block,
+// the same float operations as the CPU's.
+__global__ void cp_merge_partial_kernel(float *out, float *lse, const float *pout, const float *plse, int B, int NH,
+                                        int Tq, int row0, int rows, int hs) {
+    const int C = NH * hs;
+    GRID_STRIDE(i, (size_t)B * NH * rows) {
+        const int r = (int)(i % rows), h = (int)(i / rows % NH), b = (int)(i / rows / NH);
+        tb_cp_merge_row(out + ((size_t)b * Tq + row0 + r) * C + h * hs,
+                        lse + ((size_t)b * NH + h) * Tq + row0 + r,
+                        pout + ((size_t)b * rows + r) * C + h * hs, plse[((size_t)b * NH + h) * rows + r], hs);
+    }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -573,6 +586,14 @@ int cuda_cp_positions_to_rank_major(float *gathered, const float *seq, int cp, i
                                     tb_cuda_stream s) {
     cp_reorder_kernel<<<blocks_for((size_t)cp * B * Tq * KV), kThreads, 0, s>>>((float *)seq, gathered, cp, B, Tq, KV,
                                                                                  0);
+    return (int)cudaGetLastError();
+}
+
+int cuda_cp_merge_partial(float *out, float *lse, const float *pout, const float *plse, int B, int NH, int Tq,
+                          int row0, int rows, int hs, tb_cuda_stream s) {
+    const size_t n = (size_t)B * NH * rows;
+    if (n == 0) return 0;
+    cp_merge_partial_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, lse, pout, plse, B, NH, Tq, row0, rows, hs);
     return (int)cudaGetLastError();
 }
 
