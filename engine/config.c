@@ -461,13 +461,10 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
     }
 #define CUDA_REFUSED(cond, ...) \
     if (cond) violated(r, __VA_ARGS__)
-    CUDA_REFUSED(c->attention_backend != TB_ATTENTION_FLASH,
-                 "device cuda with attention_backend %s: not supported yet (the CUDA attention core is the flash "
-                 "kernel: use --attention-backend flash)",
-                 config_choice_name("attention_backend", c->attention_backend));
-    CUDA_REFUSED(c->num_attention_heads > 0 && c->hidden_size / c->num_attention_heads > 1024,
-                 "device cuda with head size %d: not supported yet (the CUDA attention kernel takes head sizes up "
-                 "to 1024)", c->hidden_size / c->num_attention_heads);
+    CUDA_REFUSED(c->attention_backend == TB_ATTENTION_FLASH && c->num_attention_heads > 0 &&
+                     c->hidden_size / c->num_attention_heads > 1024,
+                 "device cuda with head size %d: not supported yet (the CUDA flash attention kernel takes head sizes "
+                 "up to 1024; --attention-backend local takes any)", c->hidden_size / c->num_attention_heads);
 #undef CUDA_REFUSED
 }
 

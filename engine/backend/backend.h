@@ -66,6 +66,12 @@ typedef struct tb_backend {
     void (*add_inplace)(float *acc, const float *b, size_t n);
     void (*scale)(float *out, const float *inp, float s, size_t n);  // out = inp · s (out may be inp)
 
+    // --- attention core, unfused ("local": cpu_attention_forward / _backward of
+    // backend/cpu/kernels.h; probs (B, NH, T, T) saved, or NULL: recomputed, scratch 2·T·T) ---
+    void (*attention_forward)(float *out, float *probs, float *scratch, const float *qkv, int B, int T, int NH, int G,
+                              int hs);
+    void (*attention_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *probs,
+                               int B, int T, int NH, int G, int hs);
     // --- attention core (flash: out, lse; causal); NULL where the backend lacks it ---
     void (*flash_attention_forward)(float *out, float *lse, float *scratch, int threads, const float *qkv, int B,
                                     int T, int NH, int G, int hs);

@@ -47,11 +47,11 @@ static size_t local_saved_floats(int B, int T, int NH, int selective) {
 static size_t local_scratch_floats(int T, int hs, int threads) { return 2 * (size_t)T * T; }
 static void local_forward(float *out, float *probs, float *scratch, int threads, const float *qkv, int B, int T,
                           int NH, int G, int hs) {
-    cpu_attention_forward(out, probs, scratch, qkv, B, T, NH, G, hs);  // BLAS threads over the whole core
+    tb_be()->attention_forward(out, probs, scratch, qkv, B, T, NH, G, hs);  // BLAS threads over the whole core
 }
 static void local_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
                            const float *qkv, const float *probs, int B, int T, int NH, int G, int hs) {
-    cpu_attention_backward(dqkv, scratch, dout, qkv, probs, B, T, NH, G, hs);
+    tb_be()->attention_backward(dqkv, scratch, dout, qkv, probs, B, T, NH, G, hs);
 }
 static size_t flash_saved_floats(int B, int T, int NH, int selective) {
     return (size_t)B * NH * T;  // the log-sum-exp of each row

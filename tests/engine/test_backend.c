@@ -43,6 +43,15 @@
 
 // context parallelism's attention through the table (the CPU's kernel, counted)
 static _Atomic long cp_attention_calls;
+// the unfused core through the table (the CPU's kernel, counted; probs NULL: recomputed)
+static _Atomic long local_attention_calls, local_attention_recomputed;
+static void count_attention_forward(float *out, float *probs, float *scratch, const float *qkv, int B, int T, int NH,
+                                    int G, int hs) {
+    local_attention_calls++;
+    if (!probs) local_attention_recomputed++;
+    tb_backend_cpu()->attention_forward(out, probs, scratch, qkv, B, T, NH, G, hs);
+}
+
 // the ring's blocks through the table (the CPU's kernel, counted)
 static _Atomic long ring_block_calls;
 static void count_block_forward(float *out, float *lse, float *scratch, int threads, const cpu_flash_block *blk,
@@ -334,6 +343,32 @@ TB_TEST(cp2_all_gather_on_a_device_table_gives_the_cpu_bits) {
     same_bits("cp2-tp2-llama", &a, &b);
 }
 
+// The unfused ("local") core through the table: its probabilities kept, and under selective
+// recompute not kept (recomputed in backward), one rank and tp 2 with SP.
+TB_TEST(local_attention_on_a_device_table_gives_the_cpu_bits) {
+    for (int selective = 0; selective < 2; selective++)
+        for (int tp = 1; tp <= 2; tp++) {
+            tb_config a, b;
+            small(&a), small(&b);
+            a.attention_backend = b.attention_backend = TB_ATTENTION_LOCAL;
+            if (selective) a.recompute_granularity = b.recompute_granularity = TB_RECOMPUTE_SELECTIVE;
+            if (tp == 2) {
+                a.world_size = b.world_size = 2;
+                a.tensor_model_parallel_size = b.tensor_model_parallel_size = 2;
+                a.sequence_parallel = b.sequence_parallel = 1;
+            }
+            char name[48];
+            snprintf(name, sizeof name, "local tp%d%s", tp, selective ? " selective" : "");
+            long calls = local_attention_calls, recomputed = local_attention_recomputed;
+            same_bits(name, &a, &b);
+            TB_CHECK(local_attention_calls - calls == (long)tp * 2 * STEPS * 2,
+                     "%s: %ld forward calls through the table (ranks x 2 layers x %d steps x 2 microbatches)", name,
+                     local_attention_calls - calls, STEPS);
+            TB_CHECK((local_attention_recomputed - recomputed > 0) == selective,
+                     "%s: %ld forwards without kept probabilities", name, local_attention_recomputed - recomputed);
+        }
+}
+
 // The ring (cp_comm_type p2p): each step's K/V exchange one batch, the blocks, the merge and the
 // gradients' way round through the table; cp 2 and cp 4 (every kind of block: the diagonal,
 // an earlier rank's chunk pair, a later one's), the blocks counted (cp·layers·steps·micro ·cp).
@@ -605,6 +640,7 @@ int main(void) {
     standin_init();
     standin.flash_attention_cp_forward = count_cp_forward;
     standin.flash_attention_block_forward = count_block_forward;
+    standin.attention_forward = count_attention_forward;
     standin.thread_context = standin_thread_context;
     standin.bind_side_thread = standin_bind_side_thread;
     standin.set_stream = standin_set_stream;
@@ -622,6 +658,7 @@ int main(void) {
     TB_RUN(tp2_sequence_parallel_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(cp2_all_gather_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(cp_ring_on_a_device_table_gives_the_cpu_bits);
+    TB_RUN(local_attention_on_a_device_table_gives_the_cpu_bits);
     TB_RUN(dp2_overlap_on_a_device_table_gives_the_cpu_bits_with_events_in_order);
     TB_RUN(pp2_and_interleaved_pp2_on_a_device_table_give_the_cpu_bits);
     TB_RUN(moe_on_a_device_table_gives_the_cpu_bits);

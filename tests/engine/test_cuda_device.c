@@ -61,7 +61,6 @@ TB_TEST(device_and_precision_rules) {
         {"--bf16", "bf16 with device cpu: not supported yet on --device cpu"},
         {"--fp16", "fp16 with device cpu: not supported yet on --device cpu"},
         {"--bf16 --fp16 --device cuda --attention-backend flash", "bf16 and fp16 are exclusive"},
-        {"--device cuda", "device cuda with attention_backend local: not supported yet"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' " TINY " %s", PRETRAIN, cases[i].flags);

@@ -348,6 +348,28 @@ TB_TEST(matmul_cublaslt) {
     free(x), free(w), free(bias), free(out), free(dy), free(dx), free(dw), free(db);
 }
 
+// The unfused ("local") core: the probabilities, the output and the backward against
+// cpu_attention_* (the GEMM and attention tolerances; the probabilities' zeros above the
+// diagonal exact).
+TB_TEST(local_attention_gqa) {
+    const int QKV = (NH + 2 * G) * HS, CO = NH * HS;
+    const size_t nqkv = (size_t)N * QKV, nout = (size_t)N * CO, np = (size_t)B * NH * T * T;
+    float *qkv = randv(nqkv, 1.0f), *dy = randv(nout, 1.0f), *out = malloc(nout * 4), *probs = malloc(np * 4);
+    float *dqkv = malloc(nqkv * 4), *scratch = malloc((size_t)2 * T * T * 4);
+    float *d_qkv = upf(qkv, nqkv), *d_dy = upf(dy, nout), *d_out = upf(NULL, nout), *d_p = upf(NULL, np);
+    float *d_ds = upf(NULL, np), *d_dqkv = upf(NULL, nqkv);
+    cpu_attention_forward(out, probs, scratch, qkv, B, T, NH, G, HS);
+    OK(cuda_attention_probs(d_p, d_qkv, B, T, NH, G, HS, ctx.stream));
+    OK(cuda_attention_forward(d_out, d_p, d_qkv, B, T, NH, G, HS, ctx.stream));
+    CLOSE(down(d_p, np), probs, np, GEMM_ATOL, GEMM_RTOL, "local attention probabilities");
+    CLOSE(down(d_out, nout), out, nout, GEMM_ATOL, GEMM_RTOL, "local attention out");
+    cpu_attention_backward(dqkv, scratch, dy, qkv, probs, B, T, NH, G, HS);
+    OK(cuda_attention_backward(d_dqkv, d_ds, d_dy, d_qkv, d_p, B, T, NH, G, HS, ctx.stream));
+    CLOSE(down(d_dqkv, nqkv), dqkv, nqkv, GEMM_ATOL, GEMM_RTOL, "local attention dqkv");
+    cudaFree(d_qkv), cudaFree(d_dy), cudaFree(d_out), cudaFree(d_p), cudaFree(d_ds), cudaFree(d_dqkv);
+    free(qkv), free(dy), free(out), free(probs), free(dqkv), free(scratch);
+}
+
 // One head size: the kernel instance with ceil(hs / 32) channels per lane rounded up to 8, 16
 // or 32 (hs 24, 320, 1000: each instance, hs not a multiple of 32 included).
 static void flash_attention_at(int hs) {
@@ -601,6 +623,7 @@ int main(void) {
     TB_RUN(adamw);
     TB_RUN(matmul_cublaslt);
     TB_RUN(flash_attention_gqa);
+    TB_RUN(local_attention_gqa);
     TB_RUN(context_parallel_attention_and_data_movement);
     TB_RUN(context_parallel_ring_blocks_and_merge);
     TB_RUN(moe_router_and_permutations);

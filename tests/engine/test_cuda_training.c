@@ -142,6 +142,13 @@ TB_TEST(one_step_fp32_matches_the_cpu) {
             "", 1e-4, 1e-3, 1e-3);
 }
 
+// The unfused core (--attention-backend local, the default): its probabilities kept, and
+// recomputed under selective recompute.
+TB_TEST(local_attention_matches_the_cpu) {
+    compare("local-fp32", "--attention-backend local", "", 1e-4, 1e-3, 1e-3);
+    compare("local-selective", "--attention-backend local --recompute-granularity selective", "", 1e-4, 1e-3, 1e-3);
+}
+
 TB_TEST(one_step_bf16_matches_the_cpu) { compare("gpt2-bf16", "", "--bf16", 2e-2, 5e-2, 3e-2); }
 
 // One number of step `step` of rank 0's metrics (NAN when absent; booleans as 0 / 1).
@@ -444,6 +451,7 @@ int main(void) {
         return 77;
     }
     TB_RUN(one_step_fp32_matches_the_cpu);
+    TB_RUN(local_attention_matches_the_cpu);
     TB_RUN(one_step_bf16_matches_the_cpu);
     TB_RUN(fp16_skips_overflowing_steps_while_the_scale_backs_off);
     TB_RUN(tp2_and_dp2_over_nccl_match_the_cpu);

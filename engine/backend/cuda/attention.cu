@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/warp.cuh"
 #include "backend/flash_view.h"
 
 namespace {
@@ -19,10 +20,6 @@ namespace {
 constexpr int kMaxHeadSize = 1024;
 constexpr int kWarpsPerBlock = 4;
 
-__device__ __forceinline__ float warp_sum(float x) {
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
-}
 
 // The kernels read a tb_flash_view (backend/flash_view.h, the CPU kernel's layouts): the plain
 // flash attention is the fused view, context parallelism's the cp view (its queries at their

@@ -168,6 +168,32 @@ static void cu_scale(float *out, const float *inp, float s, size_t n) { K(cuda_s
 
 // --- attention, RoPE, embedding --------------------------------------------------------
 
+// The unfused core: the probabilities in `probs` when the caller keeps them, otherwise in a
+// workspace block of the step (selective recompute: recomputed by the same kernel in backward,
+// so the same bits); dS in another, freed in stream order.
+static void cu_attention_forward(float *out, float *probs, float *scratch, const float *qkv, int B, int T, int NH,
+                                 int G, int hs) {
+    (void)scratch;
+    float *P = probs ? probs
+                     : tb_alloc(cur.mem, TB_MEM_WORKSPACE, (size_t)B * NH * T * T * sizeof(float),
+                                "attention probabilities (recomputed)");
+    K(cuda_attention_probs(P, qkv, B, T, NH, G, hs, stream()));
+    K(cuda_attention_forward(out, P, qkv, B, T, NH, G, hs, stream()));
+    if (!probs) tb_free(cur.mem, P);
+}
+static void cu_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *probs,
+                                  int B, int T, int NH, int G, int hs) {
+    (void)scratch;
+    const size_t bytes = (size_t)B * NH * T * T * sizeof(float);
+    float *P = (float *)probs, *ds = tb_alloc(cur.mem, TB_MEM_WORKSPACE, bytes, "attention dS");
+    if (!probs) {
+        P = tb_alloc(cur.mem, TB_MEM_WORKSPACE, bytes, "attention probabilities (recomputed)");
+        K(cuda_attention_probs(P, qkv, B, T, NH, G, hs, stream()));
+    }
+    K(cuda_attention_backward(dqkv, ds, dout, qkv, P, B, T, NH, G, hs, stream()));
+    if (!probs) tb_free(cur.mem, P);
+    tb_free(cur.mem, ds);
+}
 static void cu_flash_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T,
                              int NH, int G, int hs) {
     (void)scratch, (void)threads;
@@ -376,6 +402,8 @@ static const tb_backend cuda_backend = {
     .scale = cu_scale,
     .flash_attention_forward = cu_flash_forward,
     .flash_attention_backward = cu_flash_backward,
+    .attention_forward = cu_attention_forward,
+    .attention_backward = cu_attention_backward,
     .rope_apply = cu_rope_apply,
     .flash_attention_cp_forward = cu_flash_cp_forward,
     .flash_attention_cp_backward = cu_flash_cp_backward,

@@ -77,6 +77,16 @@ int cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B
 int cuda_flash_attention_backward(float *dqkv, const float *dout, const float *out, const float *qkv,
                                   const float *lse, int B, int T, int NH, int G, int hs, tb_cuda_stream s);
 
+// --- the unfused ("local") core, as cpu_attention_forward / _backward (attention_local.cu) ---
+// probs (B, NH, T, T): the causal softmax of scale · Q Kᵀ, zeros above the diagonal; out
+// (B, T, NH·hs) = P V. Backward writes all of dqkv (B, T, (NH+2G)·hs) from dout, qkv and the
+// probabilities, using ds (B, NH, T, T) for dS.
+int cuda_attention_probs(float *probs, const float *qkv, int B, int T, int NH, int G, int hs, tb_cuda_stream s);
+int cuda_attention_forward(float *out, const float *probs, const float *qkv, int B, int T, int NH, int G, int hs,
+                           tb_cuda_stream s);
+int cuda_attention_backward(float *dqkv, float *ds, const float *dout, const float *qkv, const float *probs, int B,
+                            int T, int NH, int G, int hs, tb_cuda_stream s);
+
 // --- context parallelism, cp_comm_type all_gather (transformer/context_parallel.h) -------
 // As cpu_flash_attention_cp_forward / _backward: Tq queries of qkv at positions qpos (Tq,
 // device) against the whole sequence's keys and values kv (B, Tk, 2·G·hs) in position order,

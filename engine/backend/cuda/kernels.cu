@@ -8,6 +8,7 @@
 
 #include "backend/cp_layout.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/warp.cuh"
 #include "optimizer/adamw_element.h"
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi), as backend/cpu/activations.c
@@ -22,14 +23,6 @@ __device__ __forceinline__ void store(float *p, size_t i, float x) { p[i] = x; }
 __device__ __forceinline__ void store(__nv_bfloat16 *p, size_t i, float x) { p[i] = __float2bfloat16(x); }
 __device__ __forceinline__ void store(__half *p, size_t i, float x) { p[i] = __float2half_rn(x); }
 
-__device__ __forceinline__ float warp_sum(float x) {
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
-}
-__device__ __forceinline__ float warp_max(float x) {
-    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-    return x;
-}
 
 struct SumOp {
     __device__ float warp(float x) const { return warp_sum(x); }
