@@ -531,7 +531,13 @@ TB_TEST(dp2_overlap_on_a_device_table_gives_the_cpu_bits_with_events_in_order) {
     const long binds = side_binds, unbinds = side_unbinds, streams = streams_set;
     small(&a), small(&b);
     a.world_size = b.world_size = 2;
-    b.overlap_grad_reduce = 1, b.ddp_bucket_size = 3000;  // a layer is ~12.7k elements: several buckets
+    // the same buckets in both runs (a layer is ~12.7k elements: several buckets): the overlap
+    // is what differs. The bucket layout is not free to differ: it cuts the distributed
+    // optimizer's shards, and the gradient norm is each rank's shard sum of squares rounded to
+    // float and all-reduced, so another layout can move the norm by an ulp (the gradients
+    // themselves keep their bits: test_overlap's bucket_layout_moves_only_the_norms_rounding).
+    a.ddp_bucket_size = b.ddp_bucket_size = 3000;
+    b.overlap_grad_reduce = 1;
     same_bits_then("dp2-overlap", &a, &b, overlap_events_in_order);
     TB_CHECK(side_binds - binds == 2 && side_unbinds - unbinds == 2 && streams_set > streams && events_live == 0,
              "each rank's communication thread bound once (%ld), unbound (%ld), set its stream (%ld); events left %ld",
@@ -539,7 +545,8 @@ TB_TEST(dp2_overlap_on_a_device_table_gives_the_cpu_bits_with_events_in_order) {
     small(&a), small(&b);
     a.world_size = b.world_size = 2;
     a.use_distributed_optimizer = b.use_distributed_optimizer = 1;
-    b.overlap_grad_reduce = b.overlap_param_gather = 1, b.ddp_bucket_size = 3000;
+    a.ddp_bucket_size = b.ddp_bucket_size = 3000;
+    b.overlap_grad_reduce = b.overlap_param_gather = 1;
     same_bits_then("dp2-distopt-overlap-param-gather", &a, &b, overlap_events_in_order);
     TB_CHECK(events_live == 0, "events left %ld", (long)events_live);
     // and --device cuda takes it (the config's refusal is lifted)

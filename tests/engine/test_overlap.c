@@ -5,6 +5,7 @@
 // (with sequence parallelism: sp all-reduces in backward), pp 2 x dp 2 (the tied embedding's
 // deferred bucket) and interleaved pp 2 x v 2 x dp 2, under gradient accumulation (the
 // buckets may only go with the last microbatch) and with small buckets so that there are many.
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -230,6 +231,66 @@ TB_TEST(distributed_optimizer_over_dp_x_cp_updates_every_parameter) {
     free(b);
 }
 
+// The bucket layout cuts the distributed optimizer's shards, and the gradient norm is each
+// rank's shard sum of squares (double), rounded to float and all-reduced: another layout adds
+// the same squares in other groups. The gradients keep their bits (the kernels see the same
+// shapes whatever the buckets); the norm may move by the rounding of that float sum, no more.
+// Which way it rounds depends on the gradients' last bits, so on the BLAS kernel: a bitwise
+// comparison across layouts passes with one OpenBLAS kernel and fails with another.
+#define LAYOUT_DIR TB_TEST_TMPDIR "/overlap_layout"
+static double first_grad_norm(const char *run) {
+    char path[512];
+    snprintf(path, sizeof path, LAYOUT_DIR "/%s/metrics.rank-00000.jsonl", run);
+    char *text = tb_slurp(path);
+    const char *at = text ? strstr(text, "\"grad_norm\":") : NULL;
+    double norm = at ? strtod(at + strlen("\"grad_norm\":"), NULL) : NAN;
+    free(text);
+    return norm;
+}
+TB_TEST(bucket_layout_moves_only_the_norms_rounding) {
+    static const char *const model = TB_BIN_DIR "/pretrain_gpt --num-layers 2 --hidden-size 32 "
+                                     "--num-attention-heads 4 --seq-length 16 --vocab-size 96 --micro-batch-size 2 "
+                                     "--global-batch-size 4 --train-iters 1 --dump-tensors 1 --world-size 2 "
+                                     "--use-distributed-optimizer --attention-backend flash --log-interval 1000";
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "rm -rf " LAYOUT_DIR " && %s --run-dir " LAYOUT_DIR "/big > /dev/null 2>&1 && "
+             "%s --ddp-bucket-size 3000 --run-dir " LAYOUT_DIR "/small > /dev/null 2>&1", model, model);
+    TB_REQUIRE(system(cmd) == 0, "training dp 2 with the distributed optimizer at two bucket sizes: %s", cmd);
+    tb_safetensors a, b;
+    tb_error err;
+    TB_REQUIRE(tb_safetensors_open(&a, LAYOUT_DIR "/big/tensors/step-0000001.rank-00000.safetensors", &err) == 0,
+               "%s", err.msg);
+    TB_REQUIRE(tb_safetensors_open(&b, LAYOUT_DIR "/small/tensors/step-0000001.rank-00000.safetensors", &err) == 0,
+               "%s", err.msg);
+    int grads = 0, differing = 0;
+    for (int i = 0; i < a.ntensors; i++) {
+        const tb_st_tensor *ta = &a.tensors[i], *tb = tb_safetensors_find(&b, ta->name);
+        if (strncmp(ta->name, "grad/", 5) != 0) continue;
+        grads++;
+        const int64_t n = tb_st_tensor_numel(ta);
+        TB_CHECK(tb && tb_st_tensor_numel(tb) == n, "%s: missing or reshaped in the small-bucket run", ta->name);
+        if (!tb || tb_st_tensor_numel(tb) != n) continue;
+        float *va = malloc((size_t)n * sizeof *va), *vb = malloc((size_t)n * sizeof *vb);
+        TB_CHECK(tb_safetensors_read_f32(&a, ta, va, &err) == 0 && tb_safetensors_read_f32(&b, tb, vb, &err) == 0,
+                 "%s: %s", ta->name, err.msg);
+        if (memcmp(va, vb, (size_t)n * sizeof *va) != 0) {
+            differing++;
+            printf("    %s differs between the bucket layouts\n", ta->name);
+        }
+        free(va);
+        free(vb);
+    }
+    tb_safetensors_close(&a);
+    tb_safetensors_close(&b);
+    TB_CHECK(grads > 10 && differing == 0, "%d of %d gradients differ between the layouts", differing, grads);
+    // the norm is sqrt(total): an ulp of the float total moves it by half an ulp, relatively
+    const double na = first_grad_norm("big"), nb = first_grad_norm("small");
+    TB_CHECK(isfinite(na) && isfinite(nb) && fabs(na - nb) <= FLT_EPSILON * na,
+             "step 1 gradient norm %.17g (one bucket) vs %.17g (3000-element buckets): more than the float "
+             "rounding of the shards' sum", na, nb);
+    printf("    the same gradients; norm %.17g vs %.17g\n", na, nb);
+}
+
 // Each refusal names the flag and the value.
 static void expect_refusal(void (*setup)(tb_config *), const char *words) {
     tb_config c;
@@ -287,5 +348,6 @@ int main(void) {
     TB_RUN(overlap_param_gather_pp2_vpp2_dp2_bitwise);
     TB_RUN(communication_thread_timeout_fails_the_rank_with_a_hang_report);
     TB_RUN(distributed_optimizer_over_dp_x_cp_updates_every_parameter);
+    TB_RUN(bucket_layout_moves_only_the_norms_rounding);
     return tb_test_summary();
 }
