@@ -440,11 +440,20 @@ static int write_conditions(tb_rank *rk, const conditions_sample *first, const c
                              : async_writer              ? "async checkpoint writer"
                              : comm_thread               ? "gradient-reduce communication"
                                                          : "";
-    conditions_threads t = {ranks_on_host(rk), cpu_get_num_threads(), cpu_get_blas_num_threads(),
-                            async_writer + comm_thread, background, chosen_by, NULL, NULL, others, wait,
-                            cpu_get_num_threads() > 1 || cpu_get_blas_num_threads() > 1
-                                ? "the OpenMP and OpenBLAS worker threads of the kernels"
-                                : ""};
+    conditions_threads t = {
+        .ranks = ranks_on_host(rk),
+        .openmp_per_rank = cpu_get_num_threads(),
+        .blas_per_rank = cpu_get_blas_num_threads(),
+        .background_per_rank = async_writer + comm_thread,
+        .background = background,
+        .chosen_by = chosen_by,
+        .wait_reason = cpu_openmp_wait_policy_reason(),
+        .run_others_cpu_s = others,
+        .run_queue_wait_s = wait,
+        .run_queue_unmeasured = cpu_get_num_threads() > 1 || cpu_get_blas_num_threads() > 1
+                                    ? "the OpenMP and OpenBLAS worker threads of the kernels"
+                                    : "",
+    };
     if (t.run_queue_unmeasured[0]) t.run_queue_wait_s = -1;
     t.wait_policy = cpu_openmp_wait_policy(&t.wait_source);
     return conditions_write(rk->run_dir, &t, first, last, err);

@@ -103,11 +103,11 @@ int conditions_write(const char *run_dir, const conditions_threads *t, const con
     if (others > 0) others = others > t->run_others_cpu_s ? others - t->run_others_cpu_s : 0;
     const int occupied = total < usable ? total : usable;
     json_t *c = json_pack(
-        "{s:{s:i, s:i, s:i, s:i, s:s, s:i, s:s, s:s, s:s}, s:{s:I, s:i, s:i}, s:b, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, "
+        "{s:{s:i, s:i, s:i, s:i, s:s, s:i, s:s, s:s, s:s, s:s}, s:{s:I, s:i, s:i}, s:b, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, "
         "s:o}}",
         "threads", "ranks", t->ranks, "openmp_per_rank", t->openmp_per_rank, "blas_per_rank", t->blas_per_rank,
         "background_per_rank", t->background_per_rank, "background", t->background ? t->background : "", "total", total, "chosen_by", t->chosen_by, "openmp_wait_policy", t->wait_policy, "openmp_wait_policy_source",
-        t->wait_source, "cores", "online", (json_int_t)online, "usable", usable, "occupied", occupied,
+        t->wait_source, "openmp_wait_policy_reason", t->wait_reason ? t->wait_reason : "", "cores", "online", (json_int_t)online, "usable", usable, "occupied", occupied,
         "oversubscribed", total > usable, "wall_s", tb_json_number(wall), "process_cpu_s", tb_json_number(cpu),
         "cpu_share", tb_json_number(wall > 0 ? cpu / (wall * occupied) : 0), "host", "busy_s",
         seconds_or_null(a->host_busy_s >= 0 && b->host_busy_s >= 0 ? b->host_busy_s - a->host_busy_s : -1, 1),

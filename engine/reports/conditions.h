@@ -7,7 +7,7 @@
 // Each metrics line carries the step's figures ("conditions": process_cpu_ms, host_busy_ms,
 // other_processes_ms, steal_ms, run_queue_wait_ms: the rank thread's wait for a core); conditions.json (written by rank 0 at the end) the run's:
 //   {"threads": {"ranks", "openmp_per_rank", "blas_per_rank", "total", "chosen_by",
-//                "openmp_wait_policy", "openmp_wait_policy_source"},
+//                "openmp_wait_policy", "openmp_wait_policy_source", "openmp_wait_policy_reason"},
 //    "cores": {"online", "usable", "occupied": min(total, usable)},
 // total = ranks × (max(openmp_per_rank, blas_per_rank) + background_per_rank): a rank's
 // background threads (the --async-save checkpoint writer, the --overlap-grad-reduce
@@ -67,6 +67,7 @@ typedef struct conditions_threads {
     const char *background;                  // what they are, e.g. "async checkpoint writer"; "" for none
     const char *chosen_by;                   // e.g. "--num-threads 2", "1 per rank thread"
     const char *wait_policy, *wait_source;   // cpu_openmp_wait_policy's
+    const char *wait_reason;                 // cpu_openmp_wait_policy_reason's ("" for none)
     double run_others_cpu_s;                 // CPU time of this run's other processes (mpirun), counted as the run's
     double run_queue_wait_s;                 // scheduler.run_queue_wait_s; -1: not measured
     const char *run_queue_unmeasured;        // the threads it leaves out, "" for none

@@ -8,10 +8,12 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "backend/cpu/kernels.h"
 #include "core/json_number.h"
 #include "datasets/gpt_dataset.h"
 #include "tb_shell.h"
 #include "tb_run_dir.h"
+#include "backend/cpu/kernels.h"
 #include "tb_test.h"
 
 #define PRETRAIN TB_BIN_DIR "/pretrain_gpt"
@@ -433,8 +435,11 @@ TB_TEST(a_run_records_its_measurement_conditions_and_a_contended_run_is_seen_as_
 }
 
 // The thread policy (backend/cpu/kernels.h) is recorded with who chose it: one rank takes the
-// usable cores, rank threads one each, --num-threads overrides both; waiting OpenMP threads
-// sleep (OMP_WAIT_POLICY=PASSIVE) unless the environment chose a policy.
+// usable cores, rank threads one each, --num-threads overrides both; the wait policy is the
+// engine's ("ENGINE" below: a bounded spin on a quiet host, sleep beside a busy task, with the
+// reason) unless the environment chose one. Whether the host is quiet while ctest runs
+// another test beside this one is not this test's to know: the recorded policy must agree
+// with the recorded reason (the busy case is wait_policy_sleeps_beside_a_busy_process).
 TB_TEST(the_thread_policy_is_recorded_with_who_chose_it) {
     static const char *const model = " --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16"
                                      " --vocab-size 64 --micro-batch-size 2 --global-batch-size 4 --train-iters 2";
@@ -443,9 +448,9 @@ TB_TEST(the_thread_policy_is_recorded_with_who_chose_it) {
         int per_rank;  // 0: the usable cores
         const char *chosen_by, *policy, *source;
     } cases[] = {
-        {"env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT", "", 0, "the usable cores", "PASSIVE", "engine default"},
+        {"env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT", "", 0, "the usable cores", "ENGINE", "engine default"},
         {"env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT", " --world-size 2 --tensor-model-parallel-size 2", 1,
-         "1 per rank thread", "PASSIVE", "engine default"},
+         "1 per rank thread", "ENGINE", "engine default"},
         {"env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=ACTIVE", " --num-threads 1", 1, "--num-threads 1", "ACTIVE",
          "environment"},
         {"env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=1000", " --world-size 2 --tensor-model-parallel-size 2 --num-threads 2",
@@ -469,14 +474,59 @@ TB_TEST(the_thread_policy_is_recorded_with_who_chose_it) {
         const char *source = json_string_value(json_object_get(t, "openmp_wait_policy_source"));
         TB_CHECK(chosen && !strcmp(chosen, cases[i].chosen_by), "case %zu: chosen by '%s' (want '%s')", i,
                  chosen ? chosen : "(none)", cases[i].chosen_by);
-        TB_CHECK(policy && source && !strcmp(policy, cases[i].policy) && !strcmp(source, cases[i].source),
-                 "case %zu: wait policy '%s' from '%s' (want '%s' from '%s')", i, policy ? policy : "(none)",
-                 source ? source : "(none)", cases[i].policy, cases[i].source);
+        const char *reason = json_string_value(json_object_get(t, "openmp_wait_policy_reason"));
+        const char *policy_want = cases[i].policy;
+        if (!strcmp(policy_want, "ENGINE"))  // the engine's choice, by the reason it gives
+            policy_want = reason && !strncmp(reason, "quiet host:", 11) ? "GOMP_SPINCOUNT=300000"
+                   : reason && !strncmp(reason, "busy host:", 10) ? "PASSIVE"
+                                                                  : "(a reason: quiet host or busy host)";
+        else
+            TB_CHECK(reason && !reason[0], "case %zu: a reason '%s' for the environment's policy", i, reason);
+        TB_CHECK(policy && source && !strcmp(policy, policy_want) && !strcmp(source, cases[i].source),
+                 "case %zu: wait policy '%s' from '%s' (want '%s' from '%s'; reason '%s')", i, policy ? policy : "(none)",
+                 source ? source : "(none)", policy_want, cases[i].source, reason ? reason : "(none)");
         long occupied = (long)json_integer_value(json_object_get(cores, "occupied"));
         TB_CHECK(occupied == (total < usable ? total : usable), "case %zu: %ld threads occupy %ld of %ld cores", i,
                  total, occupied, usable);
         json_decref(c);
     }
+}
+
+// The choice itself: spin only when no other task was runnable; sleep when one was, or when
+// the host could not be read (unknown is not quiet).
+TB_TEST(wait_policy_spins_only_on_a_quiet_host) {
+    const char *name, *value;
+    char why[512];
+    TB_CHECK(cpu_wait_policy_choose(0, &name, &value, why, sizeof why) == 1 && !strcmp(name, "GOMP_SPINCOUNT") &&
+                 !strcmp(value, TB_SPIN_ROUNDS) && !strncmp(why, "quiet host: ", 12),
+             "no other task: %s=%s (%s)", name, value, why);
+    for (int others = 1; others <= 3; others++)
+        TB_CHECK(cpu_wait_policy_choose(others, &name, &value, why, sizeof why) == 0 &&
+                     !strcmp(name, "OMP_WAIT_POLICY") && !strcmp(value, "PASSIVE") && !strncmp(why, "busy host: ", 11),
+                 "%d other tasks: %s=%s (%s)", others, name, value, why);
+    TB_CHECK(cpu_wait_policy_choose(-1, &name, &value, why, sizeof why) == 0 && !strcmp(value, "PASSIVE") &&
+                 strstr(why, "unreadable"),
+             "unreadable: %s=%s (%s)", name, value, why);
+}
+
+// Beside a task that keeps a core busy, the engine's default lets waiting threads sleep at
+// once (a spinning team waits at every barrier for its member sharing that core), and says why.
+TB_TEST(wait_policy_sleeps_beside_a_busy_process) {
+    int status = tb_run(&sh, NULL,
+                        "timeout 20 sh -c 'while :; do :; done' & a=$!; sleep 0.3; rm -rf %s_policy && "
+                        "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT %s" TINY " --train-iters 2 --run-dir %s_policy; "
+                        "rc=$?; kill $a 2>/dev/null; wait $a 2>/dev/null; exit $rc",
+                        RUN_DIR, PRETRAIN, RUN_DIR);
+    TB_REQUIRE(status == 0, "pretrain_gpt beside a busy loop: %s", sh.err);
+    json_t *c = tb_load_json(RUN_DIR "_policy/" TB_RUN_CONDITIONS);
+    TB_REQUIRE(c, TB_RUN_CONDITIONS " of the run beside a busy loop");
+    json_t *t = json_object_get(c, "threads");
+    const char *policy = json_string_value(json_object_get(t, "openmp_wait_policy"));
+    const char *reason = json_string_value(json_object_get(t, "openmp_wait_policy_reason"));
+    TB_CHECK(policy && !strcmp(policy, "PASSIVE") && reason && strstr(reason, "busy host: ") &&
+                 strstr(reason, "other task"),
+             "beside a busy loop: policy '%s', reason '%s'", policy ? policy : "(none)", reason ? reason : "(none)");
+    json_decref(c);
 }
 
 // A rank's background threads (the async checkpoint writer, the gradient-reduce communication
@@ -554,6 +604,8 @@ TB_TEST(background_threads_count_in_the_threads_a_run_occupied) {
 
 int main(void) {
     TB_RUN(run_writes_resolved_config_and_per_step_metrics);
+    TB_RUN(wait_policy_spins_only_on_a_quiet_host);
+    TB_RUN(wait_policy_sleeps_beside_a_busy_process);
     TB_RUN(background_threads_count_in_the_threads_a_run_occupied);
     TB_RUN(mfu_is_reported_against_the_peak_the_user_sets);
     TB_RUN(trace_ranges_nest_properly_and_cover_every_module);

@@ -443,7 +443,7 @@ int cpu_threads_per_rank(int requested, int ranks_in_process, int ranks_on_host)
 }
 
 // Set by cpu_runtime_select before it re-executes the program, so that the new image knows
-// the policy is the engine's default and not the user's.
+// the policy is the engine's default and not the user's; its value says why it was chosen.
 #define TB_WAIT_POLICY_MARK "TB_OMP_WAIT_POLICY_SET_BY"
 
 const char *cpu_openmp_wait_policy(const char **source) {
@@ -455,6 +455,50 @@ const char *cpu_openmp_wait_policy(const char **source) {
              spin ? "GOMP_SPINCOUNT=" : "");
     if (spin) snprintf(described + strlen(described), sizeof described - strlen(described), "%s", spin);
     return described;
+}
+
+const char *cpu_openmp_wait_policy_reason(void) {
+    const char *why = getenv(TB_WAIT_POLICY_MARK);
+    return why ? why : "";
+}
+
+// The tasks runnable on the host besides the caller: the least of a few readings of the
+// kernel's count of runnable tasks (/proc/loadavg's fourth field, "running/total", which
+// counts the reader too), so that a task that ran for a moment (a shell, a daemon's tick) is
+// not counted and one that keeps a core busy is. -1 when /proc/loadavg cannot be read.
+static int other_runnable_tasks(int readings, long apart_us) {
+    int least = -1;
+    for (int i = 0; i < readings; i++) {
+        if (i) usleep((useconds_t)apart_us);
+        FILE *f = fopen("/proc/loadavg", "r");
+        int running = -1;
+        if (f) {
+            if (fscanf(f, "%*s %*s %*s %d/", &running) != 1) running = -1;
+            fclose(f);
+        }
+        if (running < 1) return -1;
+        if (least < 0 || running - 1 < least) least = running - 1;
+    }
+    return least;
+}
+
+int cpu_wait_policy_choose(int others, const char **env_name, const char **env_value, char *why, size_t size) {
+    if (others == 0) {
+        *env_name = "GOMP_SPINCOUNT", *env_value = TB_SPIN_ROUNDS;
+        snprintf(why, size, "quiet host: no other task runnable in %d readings of /proc/loadavg over %d ms at start, "
+                 "so waiting threads spin " TB_SPIN_ROUNDS " rounds (libgomp's own bound) before they sleep",
+                 TB_WAIT_PROBE_READINGS, TB_WAIT_PROBE_READINGS * TB_WAIT_PROBE_APART_US / 1000);
+    } else {
+        *env_name = "OMP_WAIT_POLICY", *env_value = "PASSIVE";
+        if (others > 0)
+            snprintf(why, size, "busy host: %d other task%s runnable in each of %d readings of /proc/loadavg at start, "
+                     "so waiting threads sleep (a spinning team waits for its member that shares a core)",
+                     others, others == 1 ? "" : "s", TB_WAIT_PROBE_READINGS);
+        else
+            snprintf(why, size, "/proc/loadavg unreadable, so whether the host is quiet is unknown: waiting threads "
+                     "sleep");
+    }
+    return others == 0;
 }
 
 int cpu_get_num_threads(void) { return omp_get_max_threads(); }
@@ -486,9 +530,13 @@ void cpu_runtime_select(char **argv) {
     const int wait_policy = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
     if (!core && !wait_policy) return;
     if (core) setenv("OPENBLAS_CORETYPE", core, 1);
+    const char *name = NULL, *value = NULL;
     if (wait_policy) {
-        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-        setenv(TB_WAIT_POLICY_MARK, "pretrain_gpt", 1);
+        char why[512];
+        cpu_wait_policy_choose(other_runnable_tasks(TB_WAIT_PROBE_READINGS, TB_WAIT_PROBE_APART_US), &name, &value,
+                               why, sizeof why);
+        setenv(name, value, 1);
+        setenv(TB_WAIT_POLICY_MARK, why, 1);
     }
     execv("/proc/self/exe", argv);
     // exec failed: the libraries keep what they chose when they loaded; say so, and leave
@@ -496,11 +544,11 @@ void cpu_runtime_select(char **argv) {
     int e = errno;
     if (core) unsetenv("OPENBLAS_CORETYPE");
     if (wait_policy) {
-        unsetenv("OMP_WAIT_POLICY");
+        unsetenv(name);
         unsetenv(TB_WAIT_POLICY_MARK);
     }
-    fprintf(stderr, "note: re-exec with%s%s%s failed (%s): OpenBLAS keeps its '%s' kernels and OpenMP its "
+    fprintf(stderr, "note: re-exec with%s%s%s%s%s%s failed (%s): OpenBLAS keeps its '%s' kernels and OpenMP its "
                     "default wait policy\n",
-            core ? " OPENBLAS_CORETYPE=" : "", core ? core : "", wait_policy ? " OMP_WAIT_POLICY=PASSIVE" : "",
-            strerror(e), openblas_get_corename());
+            core ? " OPENBLAS_CORETYPE=" : "", core ? core : "", wait_policy ? " " : "", wait_policy ? name : "",
+            wait_policy ? "=" : "", wait_policy ? value : "", strerror(e), openblas_get_corename());
 }

@@ -190,8 +190,8 @@ double cpu_sum_squares(const float *x, size_t n);
 // - OpenBLAS picks its kernels from the CPU model. OpenBLAS 0.3.21 (Debian 12) does not know
 //   recent Xeons and falls back to its generic SSE3 "Prescott" kernels, at a third of the
 //   speed: on a CPU with AVX-512 (or AVX2 + FMA) OPENBLAS_CORETYPE=SkylakeX (or Haswell).
-// - libgomp reads its wait policy: waiting threads sleep (OMP_WAIT_POLICY=PASSIVE), see
-//   the thread policy below.
+// - libgomp reads its wait policy: bounded spin on a quiet host, sleep beside a busy task
+//   (the thread policy below).
 // Called first thing in main: when either must change, it sets the environment and
 // re-executes the program, once. A user's OPENBLAS_CORETYPE, OMP_WAIT_POLICY or
 // GOMP_SPINCOUNT is always respected.
@@ -209,10 +209,24 @@ void cpu_set_num_threads(int n);
 // and prove's stability gate refuses to compare their timings.
 int cpu_threads_per_rank(int requested, int ranks_in_process, int ranks_on_host);
 
-// Waiting OpenMP threads sleep instead of spinning. libgomp spins about 300000 rounds at
-// every barrier before it sleeps; when another process takes one of the cores, a team
-// with a statically scheduled region then waits spinning for its descheduled member, and a
-// 2-thread step measured 5x slower beside one busy process (README, "Thread policy").
+// The wait policy, chosen at start from the host (cpu_runtime_select): waiting OpenMP
+// threads spin a bounded time, then sleep (GOMP_SPINCOUNT=300000, libgomp's own bound,
+// a few ms) on a quiet host, and sleep at once (OMP_WAIT_POLICY=PASSIVE) when another task
+// keeps a core busy. Spinning, a team with a statically scheduled region waits at every
+// barrier for its member that shares a core with the other task: a 2-thread step measured
+// 3-5x slower beside one busy process. Sleeping, every region pays a wake-up: the
+// quickstart model's step 15% (Intel) to 2x (AMD EPYC) slower on a quiet host. libgomp
+// reads the policy once, so a task that starts after the engine is not seen: the run's
+// conditions.json measures the contention, and prove refuses its timings (README, "Thread
+// policy"). A policy in the environment is always respected.
+#define TB_SPIN_ROUNDS "300000"
+#define TB_WAIT_PROBE_READINGS 8
+#define TB_WAIT_PROBE_APART_US 2000
+// The policy for `others` runnable tasks besides this process (-1: unknown): the variable
+// to set and its value; why (the reason recorded with the run). Returns 1 for the spin.
+int cpu_wait_policy_choose(int others, const char **env_name, const char **env_value, char *why, size_t size);
+// Why the engine chose the policy it runs with ("" when it did not choose: the environment's).
+const char *cpu_openmp_wait_policy_reason(void);
 // The policy libgomp read ("PASSIVE", "ACTIVE, GOMP_SPINCOUNT=1000", "unset") and who set
 // it: "engine default" (cpu_runtime_select), "environment" or "libgomp default".
 const char *cpu_openmp_wait_policy(const char **source);
