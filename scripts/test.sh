@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Two tests at a time: many wait (for a timeout, a drill, a child process) more than they
 # compute, and waiting OpenMP threads sleep (OMP_WAIT_POLICY=PASSIVE, set for every test in
-# CMakeLists.txt) — spinning thread pools once slowed each other 4 s → 190 s under ASan.
+# CMakeLists.txt, in place of the engine's choice at start) — spinning thread pools once
+# slowed each other 4 s → 190 s under ASan.
 jobs=2
 ./scripts/build.sh -DTB_WERROR=ON
 ctest --test-dir build --output-on-failure -j "$jobs"

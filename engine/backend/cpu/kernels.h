@@ -215,7 +215,7 @@ int cpu_threads_per_rank(int requested, int ranks_in_process, int ranks_on_host)
 // keeps a core busy. Spinning, a team with a statically scheduled region waits at every
 // barrier for its member that shares a core with the other task: a 2-thread step measured
 // 3-5x slower beside one busy process. Sleeping, every region pays a wake-up: the
-// quickstart model's step 15% (Intel) to 2x (AMD EPYC) slower on a quiet host. libgomp
+// quickstart model's step 0-14% (Intel) to 2x (AMD EPYC) slower on a quiet host. libgomp
 // reads the policy once, so a task that starts after the engine is not seen: the run's
 // conditions.json measures the contention, and prove refuses its timings (README, "Thread
 // policy"). A policy in the environment is always respected.
