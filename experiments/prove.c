@@ -202,6 +202,8 @@ static void print_evidence(const char *indent, const char *label, json_t *ev, ch
            json_number_value(json_object_get(ev, "value")));
     free(args);
     printf("%s  definition: %s\n", indent, json_string_value(json_object_get(ev, "definition")));
+    if (json_object_get(ev, "sampling_text"))
+        printf("%s  sampling: %s\n", indent, json_string_value(json_object_get(ev, "sampling_text")));
     char deeper[64];
     snprintf(deeper, sizeof deeper, "%s  ", indent);
     static const char *const sides[] = {"numerator", "denominator", "treatment", "baseline", "a", "b"};
@@ -423,8 +425,15 @@ static void claim_failed(prove_state *s, const char *name, const char *reason) {
 // or NULL; *accepted: the accepted conditions' lines (malloc'd) or NULL.
 
 static char *gate_claim(json_t *claim, json_t *evidence, strbuf *failures, char **accepted) {
+    *accepted = NULL;
+    tb_sampling sampling;
+    char bad[512];
+    if (tb_sampling_from_claim(claim, &sampling, bad, sizeof bad) != 0) {
+        sb_printf(failures, "the claim's sampling rule: %s\n", bad);
+        return tb_xstrdup(bad, "verdict");
+    }
     tb_stability st;
-    tb_stability_check(evidence, json_is_true(json_object_get(claim, "accept_oversubscribed")), &st);
+    tb_stability_check(evidence, &sampling, &st);
     char *headline = NULL;
     if (st.reasons) {
         headline = tb_xstrndup(st.reasons, strcspn(st.reasons, "\n"), "verdict");

@@ -2,7 +2,8 @@
 // users in runbooks/README.md. One global table `tb`:
 //   tb.experiment{name=, version=, question=, seed=}  → an experiment with :run and :claim
 //   exp:run{<engine config>..., repeat_=N}            → results (per run: steps, record; stats)
-//   exp:claim{id=, parser=, runs=, args=, text=, value= | at_most=, accept_oversubscribed=}  → the derived number
+//   exp:claim{id=, parser=, runs=, args=, text=, value= | at_most=, accept_oversubscribed=,
+//             timing_tolerance=, min_window_s=, min_steps=, min_repetitions=}  → the derived number
 //   tb.sweep{key={v1, v2}, ...}                       → the cartesian product, as config tables
 //   tb.param(name, default)                           → a --set value (number when numeric)
 //   tb.assert(cond, message), tb.read_json(path), tb.read_jsonl(path)
@@ -184,7 +185,8 @@ static int l_claim(lua_State *L) {
     tb_runbook_check_experiment(L, "claim");
     luaL_checktype(L, 2, LUA_TTABLE);
     static const char *const keys[] = {"id",      "parser", "runs", "args", "text", "value", "relative_tolerance",
-                                       "at_most", "accept_oversubscribed", NULL};
+                                       "at_most", "accept_oversubscribed", "timing_tolerance", "min_window_s",
+                                       "min_steps", "min_repetitions", NULL};
     tb_rb_check_keys(L, 2, "exp:claim", keys);
     const char *id, *parser, *text;
     tb_rb_get_string(L, 2, "exp:claim", "id", 1, &id);
@@ -221,6 +223,17 @@ static int l_claim(lua_State *L) {
         accept_oversubscribed = lua_toboolean(L, -1);
     }
     lua_pop(L, 1);
+    // a timing claim's sampling rule (stability.h), stored as given; prove checks each field
+    static const char *const sampling_keys[] = {"timing_tolerance", "min_window_s", "min_steps", "min_repetitions"};
+    double sampling[4];
+    int has_sampling[4];
+    for (int k = 0; k < 4; k++) {
+        has_sampling[k] = tb_rb_get_number(L, 2, what, sampling_keys[k], 0, 0, &sampling[k]);
+        if (has_sampling[k] && k >= 2 && (sampling[k] < 1 || sampling[k] != floor(sampling[k])))
+            return tb_rb_error(L, "%s: %s must be an integer >= 1 (got %.17g)", what, sampling_keys[k], sampling[k]);
+        if (has_sampling[k] && k == 0 && !(sampling[k] > 0 && sampling[k] <= 1))
+            return tb_rb_error(L, "%s: timing_tolerance must be in (0, 1] (got %.17g)", what, sampling[k]);
+    }
     if (lua_getfield(L, 2, "args") != LUA_TNIL) {
         if (!lua_istable(L, -1)) {
             char v[96];
@@ -307,8 +320,12 @@ static int l_claim(lua_State *L) {
         json_array_append_new(claims, json_pack("{s:s, s:s, s:f, s:s, s:o, s:o, s:f}", "id", id, "text", text,
                                                 "value", value, "parser", parser, "args", args, "runs", runs,
                                                 "relative_tolerance", tol));
-    if (accept_oversubscribed)
-        json_object_set_new(json_array_get(claims, json_array_size(claims) - 1), "accept_oversubscribed", json_true());
+    json_t *stored = json_array_get(claims, json_array_size(claims) - 1);
+    if (accept_oversubscribed) json_object_set_new(stored, "accept_oversubscribed", json_true());
+    for (int k = 0; k < 4; k++)
+        if (has_sampling[k])
+            json_object_set_new(stored, sampling_keys[k], k >= 2 ? json_integer((json_int_t)sampling[k])
+                                                                 : json_real(sampling[k]));
     rc = tb_write_json_atomic(path, doc, &err);
     json_decref(doc);
     if (rc != 0) return tb_rb_error(L, "%s", err.msg);

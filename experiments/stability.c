@@ -1,5 +1,5 @@
-// stability.c — the stability gate (stability.h): conditions.json and the per-step and
-// per-repetition spread of every timed record of a claim.
+// stability.c — the stability gate (stability.h): conditions.json of every timed record of a
+// claim, its samples (repetitions, steps, windows) and the median's interval.
 #include "stability.h"
 
 #include <math.h>
@@ -10,8 +10,10 @@
 
 #include "core/error.h"
 #include "core/run_dir.h"
+#include "core/xalloc.h"
 #include "parsers.h"
 #include "record.h"
+#include "timing_interval.h"
 
 #define STAB_PATH_MAX 4096
 
@@ -21,6 +23,7 @@ typedef struct gate {
     char *reasons_buf, *accepted_buf;
     size_t reasons_len, accepted_len;
     int accept_oversubscribed, timed;
+    tb_sampling sampling;
     // the cores the first timed record's threads occupied (min(threads, usable cores)):
     // runs whose timings are compared must have run on the same number
     double occupied;
@@ -166,46 +169,67 @@ static void judge_conditions(gate *g, const char *run, const char *record_dir, c
     json_decref(c);
 }
 
-// The spread of a record's timed steps (the slowest rank's step_ms after warmup).
-static void judge_steps(gate *g, const char *run, const char *record_dir, long long warmup, char *text, size_t size) {
+// A record's timed steps (the slowest rank's step_ms after warmup), appended to text with
+// their window; *steps (malloc'd) and *n, or NULL when they cannot be read (a reason added).
+static double *timed_steps(gate *g, const char *run, const char *record_dir, long long warmup, int *n, char *text,
+                           size_t size) {
     double *t = NULL;
-    int n = 0;
     tb_error err;
-    if (tb_slowest_step_ms(record_dir, warmup, &t, &n, &err) != 0) {
+    if (tb_slowest_step_ms(record_dir, warmup, &t, n, &err) != 0) {
         add_line(g->reasons, &g->reasons_buf, "not verifiable: the step times of run %s: %s", run, err.msg);
-        return;
+        return NULL;
     }
-    double sum = 0, lo = t[0], hi = t[0];
-    for (int i = 0; i < n; i++) {
-        sum += t[i];
-        lo = t[i] < lo ? t[i] : lo;
-        hi = t[i] > hi ? t[i] : hi;
-    }
-    double mean = sum / n, ss = 0;
-    for (int i = 0; i < n; i++) ss += (t[i] - mean) * (t[i] - mean);
-    double sd = n > 1 ? sqrt(ss / (n - 1)) : 0;  // the sample deviation, as pyperf's
-    free(t);
-    if (sd > TB_STABLE_MAX_STEP_SD * mean)
-        add_line(g->reasons, &g->reasons_buf,
-                 "unstable: run %s: the standard deviation of the %d timed step times is %d%% of the mean %.4g ms "
-                 "(threshold %d%%)",
-                 run, n, pct(sd / mean), mean, pct(TB_STABLE_MAX_STEP_SD));
-    if (hi > TB_STABLE_MAX_STEP_OVER_MEAN * mean)
-        add_line(g->reasons, &g->reasons_buf,
-                 "unstable: run %s: the maximum step time %.4g ms is %d%% greater than the mean %.4g ms (threshold "
-                 "%d%%)",
-                 run, hi, pct(hi / mean - 1), mean, pct(TB_STABLE_MAX_STEP_OVER_MEAN - 1));
-    if (lo < TB_STABLE_MIN_STEP_OF_MEAN * mean)
-        add_line(g->reasons, &g->reasons_buf,
-                 "unstable: run %s: the minimum step time %.4g ms is %d%% less than the mean %.4g ms (threshold %d%%)",
-                 run, lo, pct(1 - lo / mean), mean, pct(1 - TB_STABLE_MIN_STEP_OF_MEAN));
+    double window = 0, ss = 0;
+    for (int i = 0; i < *n; i++) window += t[i];
+    const double mean = window / *n;
+    for (int i = 0; i < *n; i++) ss += (t[i] - mean) * (t[i] - mean);
+    const double sd = *n > 1 ? sqrt(ss / (*n - 1)) : 0;
     size_t used = strlen(text);
-    snprintf(text + used, size - used,
-             "%sper-step spread over %d step%s: sd %.1f%% of the mean (threshold %d%%), max %+.1f%% (threshold "
-             "+%d%%), min %+.1f%% (threshold -%d%%)",
-             used ? "; " : "", n, n == 1 ? "" : "s", 100 * sd / mean, pct(TB_STABLE_MAX_STEP_SD),
-             100 * (hi / mean - 1), pct(TB_STABLE_MAX_STEP_OVER_MEAN - 1), 100 * (lo / mean - 1),
-             pct(1 - TB_STABLE_MIN_STEP_OF_MEAN));
+    snprintf(text + used, size - used, "%s%d timed step%s (warmup %lld) over %.3g s, mean %.4g ms, sd %.1f%%",
+             used ? "; " : "", *n, *n == 1 ? "" : "s", warmup, window / 1000, mean, 100 * sd / mean);
+    if (*n < g->sampling.min_steps || window / 1000 < g->sampling.min_window_s)
+        add_line(g->reasons, &g->reasons_buf,
+                 "undersampled: run %s timed %d step%s over %.3g s after the warm-up (a repetition must time at least "
+                 "%d steps over at least %.3g s: the claim's min_steps and min_window_s)",
+                 run, *n, *n == 1 ? "" : "s", window / 1000, g->sampling.min_steps, g->sampling.min_window_s);
+    return t;
+}
+
+// The node's timed steps over its records: the count of repetitions, the median's interval
+// against the claim's tolerance; the figures go into the node ("sampling", "sampling_text").
+static void judge_sampling(gate *g, json_t *ev, const char *parser, tb_timing_repetition *reps, int n,
+                           int records) {
+    if (records < g->sampling.min_repetitions)
+        add_line(g->reasons, &g->reasons_buf,
+                 "undersampled: %d repetition%s of %s; a timing claim needs at least %d, each a separate process "
+                 "(the claim's min_repetitions)",
+                 records, records == 1 ? "" : "s", parser, g->sampling.min_repetitions);
+    tb_timing_interval iv;
+    if (n < 1 || n < records || tb_timing_interval_compute(reps, n, &iv) != 0) return;  // reasons given per record
+    const double tol = g->sampling.timing_tolerance, below = 1 - iv.lo / iv.median, above = iv.hi / iv.median - 1;
+    char text[512];
+    snprintf(text, sizeof text,
+             "median step %.4g ms, %.0f%% interval [%.4g, %.4g] ms (-%.1f%%/+%.1f%%; timing_tolerance +-%.1f%%), mean "
+             "%.4g +- sd %.4g ms (%.1f%%%s), %d steps over %d repetition%s (hierarchical bootstrap over repetitions "
+             "then steps, %d resamples)",
+             iv.median, 100 * iv.level, iv.lo, iv.hi, 100 * below, 100 * above, 100 * tol, iv.mean, iv.sd,
+             100 * iv.sd / iv.mean, iv.sd > TB_STABLE_WARN_STEP_SD * iv.mean ? ": above 10%, pyperf would warn" : "",
+             iv.steps, iv.repetitions, iv.repetitions == 1 ? "" : "s", iv.resamples);
+    json_object_set_new(ev, "sampling_text", json_string(text));
+    json_object_set_new(
+        ev, "sampling",
+        json_pack("{s:f, s:[f, f], s:f, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:i, s:f}", "median_ms", iv.median,
+                  "interval_ms", iv.lo, iv.hi, "level", iv.level, "method",
+                  "hierarchical percentile bootstrap: repetitions with replacement, then each one's steps",
+                  "resamples", iv.resamples, "repetitions", iv.repetitions, "steps", iv.steps, "mean_ms", iv.mean,
+                  "sd_ms", iv.sd, "timing_tolerance", tol, "fewest_steps", iv.fewest_steps, "shortest_window_s",
+                  iv.shortest_window_s));
+    if (below > tol || above > tol)
+        add_line(g->reasons, &g->reasons_buf,
+                 "unstable: the median step time's %.0f%% interval over %d repetition%s and %d steps of %s is [%.4g, "
+                 "%.4g] ms, -%.1f%%/+%.1f%% of the median %.4g ms, wider than the claim's timing_tolerance +-%.1f%%",
+                 100 * iv.level, iv.repetitions, iv.repetitions == 1 ? "" : "s", iv.steps, parser, iv.lo, iv.hi,
+                 100 * below, 100 * above, iv.median, 100 * tol);
 }
 
 static void judge(gate *g, json_t *ev, int depth) {
@@ -214,40 +238,69 @@ static void judge(gate *g, json_t *ev, int depth) {
     for (int s = 0; s < 6 && depth < 16; s++)
         if (json_object_get(ev, sides[s])) judge(g, json_object_get(ev, sides[s]), depth + 1);
     json_t *args = json_object_get(ev, "args");
-    if (!tb_parser_timed(json_string_value(json_object_get(ev, "parser")), args)) return;
+    const char *parser = json_string_value(json_object_get(ev, "parser"));
+    if (!tb_parser_timed(parser, args)) return;
     g->timed = 1;
     json_t *w = json_object_get(args, "warmup_steps");
     long long warmup = json_is_number(w) ? (long long)json_number_value(w) : TB_STABLE_DEFAULT_WARMUP;
+    json_t *records = json_object_get(ev, "records");
+    const int nrecords = (int)json_array_size(records);
+    tb_timing_repetition *reps = tb_xcalloc((size_t)nrecords + 1, sizeof *reps, "timed repetitions");
+    int n = 0;
     size_t i;
     json_t *rec;
-    json_array_foreach(json_object_get(ev, "records"), i, rec) {
+    json_array_foreach(records, i, rec) {
         const char *run = json_string_value(json_object_get(rec, "run_id"));
         const char *dir = json_string_value(json_object_get(rec, "record_dir"));
         if (!run || !dir) continue;
         char text[1024] = "";
         judge_conditions(g, run, dir, text, sizeof text);
-        judge_steps(g, run, dir, warmup, text, sizeof text);
+        int steps = 0;
+        double *t = timed_steps(g, run, dir, warmup, &steps, text, sizeof text);
+        if (t) reps[n++] = (tb_timing_repetition){t, steps};
         json_object_set_new(rec, "conditions", json_string(text));
     }
-    json_t *over = json_object_get(ev, "over_records");
-    if (json_integer_value(json_object_get(over, "count")) >= 2) {
-        double lo = json_number_value(json_object_get(over, "min")), hi = json_number_value(json_object_get(over, "max")),
-               med = json_number_value(json_object_get(over, "median"));
-        double spread = med != 0 ? (hi - lo) / fabs(med) : (hi > lo ? INFINITY : 0);
-        if (spread > TB_STABLE_MAX_REPETITION_SPREAD)
-            add_line(g->reasons, &g->reasons_buf,
-                     "unstable: the %lld repetitions of %s spread %d%% of their median (min %.6g, median %.6g, max "
-                     "%.6g; threshold %d%%)",
-                     (long long)json_integer_value(json_object_get(over, "count")),
-                     json_string_value(json_object_get(ev, "parser")), pct(spread), lo, med, hi,
-                     pct(TB_STABLE_MAX_REPETITION_SPREAD));
-    }
+    judge_sampling(g, ev, parser ? parser : "?", reps, n, nrecords);
+    for (int k = 0; k < n; k++) free((void *)reps[k].steps);
+    free(reps);
 }
 
-void tb_stability_check(json_t *evidence, int accept_oversubscribed, tb_stability *out) {
+int tb_sampling_from_claim(json_t *claim, tb_sampling *out, char *msg, size_t size) {
+    *out = (tb_sampling){json_is_true(json_object_get(claim, "accept_oversubscribed")), TB_TIMING_DEFAULT_TOLERANCE,
+                         TB_TIMING_DEFAULT_MIN_WINDOW_S, TB_TIMING_DEFAULT_MIN_STEPS,
+                         TB_TIMING_DEFAULT_MIN_REPETITIONS};
+    static const struct {
+        const char *key;
+        double lo, hi;  // the accepted range, inclusive
+        int integer;
+    } fields[] = {{"timing_tolerance", 1e-6, 1, 0},
+                  {"min_window_s", 0, 3600, 0},
+                  {"min_steps", 1, 1e6, 1},
+                  {"min_repetitions", 1, 1000, 1}};
+    for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) {
+        json_t *v = json_object_get(claim, fields[f].key);
+        if (!v) continue;
+        const double x = json_is_number(v) ? json_number_value(v) : NAN;
+        if (!(x >= fields[f].lo && x <= fields[f].hi) || (fields[f].integer && x != floor(x))) {
+            char *got = json_dumps(v, JSON_ENCODE_ANY);
+            snprintf(msg, size, "%s must be %s in [%g, %g] (got %s)", fields[f].key,
+                     fields[f].integer ? "an integer" : "a number", fields[f].lo, fields[f].hi, got ? got : "?");
+            free(got);
+            return -1;
+        }
+        if (!strcmp(fields[f].key, "timing_tolerance")) out->timing_tolerance = x;
+        else if (!strcmp(fields[f].key, "min_window_s")) out->min_window_s = x;
+        else if (!strcmp(fields[f].key, "min_steps")) out->min_steps = (int)x;
+        else out->min_repetitions = (int)x;
+    }
+    return 0;
+}
+
+void tb_stability_check(json_t *evidence, const tb_sampling *sampling, tb_stability *out) {
     memset(out, 0, sizeof *out);
     gate g = {0};
-    g.accept_oversubscribed = accept_oversubscribed;
+    g.sampling = *sampling;
+    g.accept_oversubscribed = sampling->accept_oversubscribed;
     g.reasons = open_memstream(&g.reasons_buf, &g.reasons_len);
     g.accepted = open_memstream(&g.accepted_buf, &g.accepted_len);
     if (!g.reasons || !g.accepted) {

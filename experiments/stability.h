@@ -11,6 +11,19 @@
 // (peak_memory_bytes, loss_at_step, comm_bytes, rank_figure, stage_figure, the theoretical
 // bubble, oom_figure, hang_figure, first_divergence) are exact: not gated.
 //
+// What a timing claim measures (pyperf's method): every repetition of the run (a separate
+// process) times its steps after the warm-up (warmup_steps, default 1: the first step, which
+// pays the first touch of every buffer); the claim's repetitions must number at least
+// min_repetitions (3), each timing at least min_steps (5) steps over at least min_window_s
+// (1 s) of steps. The verdict is the median step time's 95% interval (timing_interval.h: a
+// hierarchical bootstrap over repetitions, then steps) against the claim's timing_tolerance
+// (relative, default 5%): PROVEN only when the interval lies within ±timing_tolerance of the
+// median. For tokens_per_s and step_ms that median is the claimed figure's (tokens / t is
+// monotone in t); for the other timed figures (a bubble, an imbalance, a phase's time) it is
+// the precision of the run's step timing, not an interval of the figure itself. A ratio's
+// sides are judged each on its own. A claim sets these in claims.json (exp:claim's
+// timing_tolerance, min_window_s, min_steps, min_repetitions).
+//
 // Each reason is one line beginning with its kind:
 //   "not verifiable: ..." the record has no (readable) conditions.json, or lacks a figure;
 //   "oversubscribed: ..." more threads than usable cores (unless the claim accepts it), and
@@ -20,7 +33,9 @@
 //                         asleep between buckets) and the run is accepted, saying so;
 //   "contended: ..."      other processes or the hypervisor's steal took too much of the cores,
 //                         or a rank's threads waited for a core beyond the threshold;
-//   "unstable: ..."       the per-step or per-repetition spread is too wide;
+//   "undersampled: ..."   fewer repetitions than min_repetitions, or a repetition that timed
+//                         fewer than min_steps steps or a shorter window than min_window_s;
+//   "unstable: ..."       the median's interval is wider than the claim's timing_tolerance;
 //   "unequal threads: ..." runs compared by the claim occupied different numbers of cores.
 // Each names the run, the figure and the threshold below.
 #ifndef TB_EXPERIMENTS_STABILITY_H
@@ -28,15 +43,29 @@
 
 #include <jansson.h>
 
-// The thresholds (pyperf's `check` warns beyond the step-spread ones).
+// The thresholds of the conditions (contention and oversubscription).
 #define TB_STABLE_MAX_OTHER_SHARE 0.10     // host.other_processes_share: of wall × usable cores
 #define TB_STABLE_MAX_STEAL_SHARE 0.05     // host.steal_s / (wall_s × cores.usable)
 #define TB_STABLE_MAX_RUN_QUEUE_SHARE 0.05 // scheduler.run_queue_share: the most waiting rank's wait for a core / wall_s
-#define TB_STABLE_MAX_STEP_SD 0.10         // standard deviation of the timed steps / their mean
-#define TB_STABLE_MAX_STEP_OVER_MEAN 1.5   // the slowest step / the mean
-#define TB_STABLE_MIN_STEP_OF_MEAN 0.5     // the fastest step / the mean
-#define TB_STABLE_MAX_REPETITION_SPREAD 0.10  // (max − min) / median of the records' values
 #define TB_STABLE_DEFAULT_WARMUP 1         // steps left out when the claim's args do not say
+#define TB_STABLE_WARN_STEP_SD 0.10        // pyperf warns when the standard deviation passes 10% of the mean
+
+// A timing claim's sampling rule, its defaults, and the claim fields that set them.
+#define TB_TIMING_DEFAULT_TOLERANCE 0.05
+#define TB_TIMING_DEFAULT_MIN_WINDOW_S 1.0
+#define TB_TIMING_DEFAULT_MIN_STEPS 5
+#define TB_TIMING_DEFAULT_MIN_REPETITIONS 3
+typedef struct tb_sampling {
+    int accept_oversubscribed;  // the claim's accept_oversubscribed
+    double timing_tolerance;    // the median's interval within ±this of the median (relative)
+    double min_window_s;        // each repetition's timed steps sum to at least this
+    int min_steps;              // and number at least this
+    int min_repetitions;        // repetitions (separate processes) at least
+} tb_sampling;
+
+// The claim's rule: each field it has, checked (a number in range, an integer count), the
+// defaults for the rest. Returns 0, or -1 with why in msg (naming the field and its value).
+int tb_sampling_from_claim(json_t *claim, tb_sampling *out, char *msg, size_t size);
 
 typedef struct tb_stability {
     int timed;       // 1 when the claim is timing-derived (the gate applied)
@@ -44,12 +73,13 @@ typedef struct tb_stability {
     char *accepted;  // "accepted: ..." lines for conditions the claim accepts; NULL when none
 } tb_stability;
 
-// Gates a claim by its re-derived evidence (tb_parse_claim's, experiments/parsers.h).
-// accept_oversubscribed: the claim's "accept_oversubscribed". Each timed record object in
-// evidence gains "conditions": one line of text (CPU share, other processes' share, steal,
-// threads on cores, per-step spread) for prove to print. out is filled; free it with
-// tb_stability_free.
-void tb_stability_check(json_t *evidence, int accept_oversubscribed, tb_stability *out);
+// Gates a claim by its re-derived evidence (tb_parse_claim's, experiments/parsers.h) under
+// its sampling rule. Each timed record object in evidence gains "conditions": one line of
+// text (CPU share, other processes' share, steal, threads on cores, its timed steps and
+// window); each timed parser object gains "sampling" (the interval's figures) and
+// "sampling_text" (one line: median, interval, spread, sample counts) for prove to print.
+// out is filled; free it with tb_stability_free.
+void tb_stability_check(json_t *evidence, const tb_sampling *sampling, tb_stability *out);
 void tb_stability_free(tb_stability *s);
 
 #endif

@@ -121,8 +121,8 @@ static void drill(const char *name, const char *sets, int min_proven) {
         }
         // "NOT PROVEN  <id> (<the gate's first reason>)"
         const char *paren = strchr(p, '('), *nl = strchr(p, '\n');
-        static const char *const kinds[] = {"(contended:", "(unstable:", "(oversubscribed:", "(unequal threads:",
-                                            "(not verifiable:"};
+        static const char *const kinds[] = {"(contended:", "(unstable:", "(undersampled:", "(oversubscribed:",
+                                            "(unequal threads:", "(not verifiable:"};
         int is_gate = 0;
         for (size_t k = 0; paren && (!nl || paren < nl) && k < sizeof kinds / sizeof *kinds; k++)
             is_gate |= !strncmp(paren, kinds[k], strlen(kinds[k]));

@@ -456,7 +456,8 @@ static int has_line(const char *out, const char *line) {
 // then PROVEN, or NOT PROVEN by the stability gate alone (a verdict of its kinds), never for
 // a file or a number.
 static void check_timed_by_gate(const char *out, const char *version, const char *const *timed) {
-    static const char *const gate[] = {"(unstable: ", "(contended: ", "(oversubscribed: ", "(not verifiable: "};
+    static const char *const gate[] = {"(unstable: ", "(undersampled: ", "(contended: ", "(oversubscribed: ",
+                                       "(not verifiable: "};
     for (size_t i = 0; timed[i]; i++) {
         char proven[160], not_proven[160];
         snprintf(proven, sizeof proven, "PROVEN  %s/%s", version, timed[i]);

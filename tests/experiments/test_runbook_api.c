@@ -208,7 +208,7 @@ TB_TEST(api_tables_refuse_unknown_keys_listing_the_allowed) {
                    "tb.experiment: unknown key 'seeed' (it takes name, version, question, seed)");
     expect_refused("exp:claim{ id = 'c', parser = 'ratio', runs = exp:run{ " TINY " }, text = 't', valu = 1 }",
                    "exp:claim: unknown key 'valu' (it takes id, parser, runs, args, text, value, relative_tolerance, "
-                   "at_most, accept_oversubscribed)");
+                   "at_most, accept_oversubscribed, timing_tolerance, min_window_s, min_steps, min_repetitions)");
     expect_refused("tb.experiment{ 'k', version = 1, question = 'q' }", "tb.experiment: a value without a name");
     expect_refused("exp:run{ " TINY ", num_layerz = 2 }",
                    "unknown config key 'num_layerz' (did you mean 'num_layers'?");

@@ -1,7 +1,7 @@
 // test_stability.c — the stability gate of `tracebook prove` (experiments/stability.h): a
 // claim derived from time is PROVEN only when its runs were measured validly (quiet
-// conditions, steady steps, close repetitions); an exact claim over the same records is not
-// gated.
+// conditions, enough repetitions and steps, a median whose interval fits the claim's
+// tolerance); an exact claim over the same records is not gated.
 #include <math.h>
 #include <signal.h>
 #include <string.h>
@@ -33,8 +33,14 @@ static void write_record(const char *root, const char *id, const fx_numbers *n) 
     fx_write_manifest(rec, "g", 1, id, NULL);
 }
 
+// The claims of the condition tests below are about the conditions: one repetition of 5
+// steps of ~10 ms is enough for them (the sampling rule's own tests set theirs, RULE_DEFAULT
+// for the defaults of stability.h).
+#define RULE_ONE_SHORT_RUN "{\"min_repetitions\": 1, \"min_window_s\": 0}"
+#define RULE_DEFAULT "{}"
+
 // Adds a claim over runs (a NULL-terminated list of ids) with the value its parser derives.
-// extra: more claim fields as JSON (may be NULL).
+// extra: more claim fields as JSON (NULL: RULE_ONE_SHORT_RUN).
 static void add_claim(json_t *claims, const char *root, const char *id, const char *parser, const char *args_json,
                       const char *const *runs, const char *extra) {
     char store[8][FX_PATH];
@@ -51,8 +57,10 @@ static void add_claim(json_t *claims, const char *root, const char *id, const ch
     if (tb_parse_claim(parser, args, dirs, n, &v, NULL, &err) != 0) printf("  claim %s: %s\n", id, err.msg);
     json_t *claim = json_pack("{s:s, s:f, s:s, s:o, s:o, s:f}", "id", id, "value", v, "parser", parser, "args", args,
                               "runs", ids, "relative_tolerance", 1e-9);
-    json_t *more = extra ? json_loads(extra, 0, NULL) : NULL;
+    json_t *rule = json_loads(RULE_ONE_SHORT_RUN, 0, NULL), *more = extra ? json_loads(extra, 0, NULL) : NULL;
+    if (!extra) json_object_update(claim, rule);
     if (more) json_object_update(claim, more);
+    json_decref(rule);
     json_decref(more);
     json_array_append_new(claims, claim);
 }
@@ -71,6 +79,10 @@ static int prove(const char *root, const char *claim, char **out) {
 }
 
 static const char *const only_q[] = {"q", NULL};
+static const char *const *only_r1(void) {
+    static const char *const ids[] = {"r1", NULL};
+    return ids;
+}
 
 TB_TEST(a_timing_claim_over_quiet_steady_runs_is_proven_with_its_conditions) {
     const char *root = fx_fresh_dir("gate_quiet");
@@ -83,8 +95,10 @@ TB_TEST(a_timing_claim_over_quiet_steady_runs_is_proven_with_its_conditions) {
     int rc = prove(root, "tps", &out);
     TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/tps\n"), "proven: exit %d", rc);
     TB_CHECK(strstr(out, "conditions: cpu share 97%, other processes 0% (threshold 10%), steal 0% (threshold 5%), "
-                         "1 thread on 2 cores; per-step spread over 5 steps: sd "),
-             "the conditions and the per-step spread in the evidence");
+                         "1 thread on 2 cores; 5 timed steps (warmup 1) over 0.0502 s, mean 10.04 ms, sd "),
+             "the conditions and the timed steps in the evidence");
+    TB_CHECK(strstr(out, "sampling: median step 10 ms, 95% interval [") && strstr(out, "5 steps over 1 repetition "),
+             "the median's interval and the sample counts");
     free(out);
 }
 
@@ -187,7 +201,8 @@ TB_TEST(an_oversubscribed_run_proves_only_when_the_claim_accepts_it) {
     write_record(root, "q", &n);
     json_t *claims = json_array();
     add_claim(claims, root, "tps", "tokens_per_s", NULL, only_q, NULL);
-    add_claim(claims, root, "tps_ok", "tokens_per_s", NULL, only_q, "{\"accept_oversubscribed\": true}");
+    add_claim(claims, root, "tps_ok", "tokens_per_s", NULL, only_q,
+              "{\"accept_oversubscribed\": true, \"min_repetitions\": 1, \"min_window_s\": 0}");
     add_claim(claims, root, "bytes", "comm_bytes", "{\"group\": \"tp\"}", only_q, NULL);
     write_claims(root, claims);
     char *out;
@@ -206,6 +221,9 @@ TB_TEST(an_oversubscribed_run_proves_only_when_the_claim_accepts_it) {
     free(out);
 }
 
+// One step of five three times the others: a resample draws it three times or more in
+// about 6% of draws, so the median's interval reaches it: too few steps to say. The warm-up
+// is the claim's: with warmup_steps 4 the spike is left out.
 TB_TEST(a_step_three_times_the_others_is_unstable) {
     const char *root = fx_fresh_dir("gate_spike");
     fx_numbers n = steady();
@@ -213,46 +231,99 @@ TB_TEST(a_step_three_times_the_others_is_unstable) {
     write_record(root, "q", &n);
     json_t *claims = json_array();
     add_claim(claims, root, "ms", "step_ms", NULL, only_q, NULL);
+    add_claim(claims, root, "ms_after", "step_ms", "{\"warmup_steps\": 4}", only_q,
+              "{\"min_repetitions\": 1, \"min_window_s\": 0, \"min_steps\": 2}");
     write_claims(root, claims);
     char *out;
     int rc = prove(root, "ms", &out);
-    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/ms (unstable: run q: the standard deviation of the 5 timed step "
-                                    "times is 63% of the mean 14.06 ms (threshold 10%))"),
-             "unstable, naming the figure: exit %d", rc);
-    TB_CHECK(strstr(out, "  unstable: run q: the maximum step time 30 ms is 113% greater than the mean 14.06 ms "
-                         "(threshold 50%)"),
-             "every reason follows");
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/ms (unstable: the median step time's 95% interval over 1 "
+                                    "repetition and 5 steps of step_ms is [10, 30] ms, -1.0%/+197.0% of the median "
+                                    "10.1 ms, wider than the claim's timing_tolerance +-5.0%)"),
+             "unstable, naming the interval: exit %d", rc);
     free(out);
-    // the warmup is the claim's: with warmup_steps 4 the spike is left out
-    claims = json_array();
-    add_claim(claims, root, "ms", "step_ms", "{\"warmup_steps\": 4}", only_q, NULL);
-    write_claims(root, claims);
-    rc = prove(root, "ms", &out);
-    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/ms"), "after the spike: exit %d", rc);
+    rc = prove(root, "ms_after", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/ms_after"), "after the spike: exit %d", rc);
     free(out);
 }
 
-TB_TEST(repetitions_spread_25_percent_are_unstable) {
+// Three steady repetitions of 250 ms steps, one of which runs a third slower: the median's
+// interval spans the slow repetition (repetitions are drawn first), wider than 5%.
+static fx_numbers long_steps(double ms) {
+    fx_numbers n = steady();
+    for (int s = 1; s < n.nsteps; s++) n.step_ms[0][s] = ms * (1 + 0.004 * (s % 3));
+    return n;
+}
+TB_TEST(repetitions_a_third_apart_are_unstable) {
     const char *root = fx_fresh_dir("gate_reps");
     static const char *const ids[] = {"r1", "r2", "r3", NULL};
     for (int i = 0; i < 3; i++) {
-        fx_numbers n = steady();
-        for (int s = 0; s < n.nsteps; s++) n.step_ms[0][s] = i == 2 ? 40.0 / 3 : 10;  // tok/s 6400 6400 4800
+        fx_numbers n = long_steps(i == 2 ? 1000.0 / 3 : 250);
         write_record(root, ids[i], &n);
     }
     json_t *claims = json_array();
-    add_claim(claims, root, "tps", "tokens_per_s", NULL, ids, NULL);
-    static const char *const close[] = {"r1", "r2", NULL};
-    add_claim(claims, root, "tps2", "tokens_per_s", NULL, close, NULL);
+    add_claim(claims, root, "tps", "tokens_per_s", NULL, ids, RULE_DEFAULT);
+    add_claim(claims, root, "tps_loose", "tokens_per_s", NULL, ids, "{\"timing_tolerance\": 0.5}");
     write_claims(root, claims);
     char *out;
     int rc = prove(root, "tps", &out);
-    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps (unstable: the 3 repetitions of tokens_per_s spread 25% of "
-                                    "their median (min 4800, median 6400, max 6400; threshold 10%))"),
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps (unstable: the median step time's 95% interval over 3 "
+                                    "repetitions and 15 steps of tokens_per_s is [") &&
+                 strstr(out, "wider than the claim's timing_tolerance +-5.0%)"),
              "exit %d", rc);
     free(out);
-    rc = prove(root, "tps2", &out);
-    TB_CHECK(rc == 0, "two close repetitions prove: exit %d", rc);
+    rc = prove(root, "tps_loose", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/tps_loose\n") && strstr(out, "timing_tolerance +-50.0%"),
+             "the claim's own tolerance: exit %d", rc);
+    TB_CHECK(strstr(out, "% of the mean") == NULL && strstr(out, "%: above 10%, pyperf would warn)"),
+             "a proven claim's spread above 10%% of the mean is printed with pyperf's warning");
+    free(out);
+}
+
+// The default rule (stability.h): 3 repetitions, each at least 5 steps over at least 1 s.
+TB_TEST(a_timing_claim_needs_three_repetitions_of_a_second_each) {
+    const char *root = fx_fresh_dir("gate_samples");
+    static const char *const ids[] = {"r1", "r2", "r3", NULL}, *const two[] = {"r1", "r2", NULL};
+    static const char *const shorts[] = {"s1", "s2", "s3", NULL};
+    for (int i = 0; i < 3; i++) {
+        fx_numbers n = long_steps(250);  // 5 timed steps of ~250 ms: 1.25 s
+        write_record(root, ids[i], &n);
+        fx_numbers m = steady();  // 5 timed steps of ~10 ms: 0.05 s
+        write_record(root, shorts[i], &m);
+    }
+    json_t *claims = json_array();
+    add_claim(claims, root, "tps", "tokens_per_s", NULL, ids, RULE_DEFAULT);
+    add_claim(claims, root, "tps_two", "tokens_per_s", NULL, two, RULE_DEFAULT);
+    add_claim(claims, root, "tps_short", "tokens_per_s", NULL, shorts, RULE_DEFAULT);
+    add_claim(claims, root, "tps_six", "tokens_per_s", NULL, ids, "{\"min_steps\": 6}");
+    add_claim(claims, root, "tps_bad", "tokens_per_s", NULL, ids, "{\"min_repetitions\": 2.5}");
+    add_claim(claims, root, "mem", "peak_memory_bytes", NULL, only_r1(), RULE_DEFAULT);
+    write_claims(root, claims);
+    char *out;
+    int rc = prove(root, "tps", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/tps\n") && strstr(out, "15 steps over 3 repetitions"),
+             "three repetitions of 1.25 s: exit %d", rc);
+    free(out);
+    rc = prove(root, "tps_two", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps_two (undersampled: 2 repetitions of tokens_per_s; a timing "
+                                    "claim needs at least 3, each a separate process (the claim's min_repetitions))"),
+             "two repetitions: exit %d", rc);
+    free(out);
+    rc = prove(root, "tps_short", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps_short (undersampled: run s1 timed 5 steps over 0.0502 s "
+                                    "after the warm-up (a repetition must time at least 5 steps over at least 1 s"),
+             "windows of 50 ms: exit %d", rc);
+    free(out);
+    rc = prove(root, "tps_six", &out);
+    TB_CHECK(rc == 1 && strstr(out, "(undersampled: run r1 timed 5 steps over 1.26 s after the warm-up (a repetition "
+                                    "must time at least 6 steps"),
+             "the claim's min_steps: exit %d", rc);
+    free(out);
+    rc = prove(root, "tps_bad", &out);
+    TB_CHECK(rc == 1 && strstr(out, "min_repetitions must be an integer in [1, 1000] (got 2.5)"),
+             "a malformed rule is named with its value: exit %d", rc);
+    free(out);
+    rc = prove(root, "mem", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/mem\n"), "an exact claim needs no samples: exit %d", rc);
     free(out);
 }
 
@@ -311,7 +382,7 @@ TB_TEST(a_ratio_of_runs_on_unequal_thread_counts_is_not_proven) {
     add_claim(claims, root, "equal", "ratio",
               "{\"numerator\": {\"parser\": \"tokens_per_s\", \"records\": [\"eight\"]},"
               " \"denominator\": {\"parser\": \"tokens_per_s\", \"records\": [\"two\"]}}",
-              runs, "{\"accept_oversubscribed\": true}");
+              runs, "{\"accept_oversubscribed\": true, \"min_repetitions\": 1, \"min_window_s\": 0}");
     write_claims(root, claims);
     char *out;
     int rc = prove(root, "unequal", &out);
@@ -372,7 +443,8 @@ int main(void) {
     TB_RUN(an_oversubscribed_run_proves_only_when_the_claim_accepts_it);
     TB_RUN(a_measured_wait_for_a_core_decides_an_oversubscribed_run_and_gates_any_run);
     TB_RUN(a_step_three_times_the_others_is_unstable);
-    TB_RUN(repetitions_spread_25_percent_are_unstable);
+    TB_RUN(repetitions_a_third_apart_are_unstable);
+    TB_RUN(a_timing_claim_needs_three_repetitions_of_a_second_each);
     TB_RUN(a_record_without_conditions_is_not_verifiable);
     TB_RUN(a_ratio_of_runs_on_unequal_thread_counts_is_not_proven);
     TB_RUN(a_real_run_beside_busy_loops_proves_its_bytes_but_not_its_speed);

@@ -1,0 +1,50 @@
+-- timing.lua — sizing a timing measurement for the host it runs on (require "timing"), as
+-- pyperf calibrates a benchmark before it measures: a short calibration run of the same
+-- config times its steps, and the measured config trains enough steps that each repetition
+-- times at least `min_window_s` of steps after the warm-up (the sampling rule prove applies,
+-- experiments/stability.h: 3 repetitions, 5 steps and 1 s each unless the claim says more).
+local config = require "config"
+
+local M = {}
+
+M.defaults = { min_window_s = 1.0, min_steps = 5, repetitions = 3, warmup_steps = 1, margin = 1.5 }
+
+local function option(opts, key)
+    local v = opts and opts[key]
+    if v == nil then return M.defaults[key] end
+    return v
+end
+
+-- `cfg` (an exp:run config) measured for timing: train_iters raised so that a repetition
+-- times at least min_window_s (with a margin of 1.5: one process's steps run up to ~15%
+-- slower than another's on a 2-core VM) and min_steps steps after
+-- warmup_steps, never lowered (exact claims may read a step of the config's), and repeat_ set
+-- to `repetitions`; the learning-rate schedule is pinned to the config's train_iters
+-- (lr_decay_iters), so that the steps the config trains give the same losses. The
+-- calibration run is an ordinary recorded run of the experiment
+-- (warmup_steps + 5 steps), so the choice has its evidence; the chosen train_iters is in every
+-- measured run's argv, so a replay trains the same steps. Returns the config and the
+-- calibration's fastest step time in ms (nil in a dry run, where nothing is timed).
+function M.calibrated(exp, cfg, opts)
+    local warmup, min_steps = option(opts, "warmup_steps"), option(opts, "min_steps")
+    local window, margin = option(opts, "min_window_s"), option(opts, "margin")
+    local probe = exp:run(config.with(cfg, { train_iters = warmup + 5, repeat_ = 1 }))
+    local stats = probe.stats and probe.stats.step_ms
+    local measured = { repeat_ = option(opts, "repetitions") }
+    -- the calibration's fastest step: the steps right after the warm-up run slower than later
+    -- ones, and a process may run slower than the next, so its median would ask too few steps
+    if stats and stats.min and stats.min > 0 then
+        local steps = math.max(min_steps, math.ceil(margin * window * 1000 / stats.min))
+        measured.train_iters = math.max(cfg.train_iters or 0, warmup + steps)
+        -- the schedule stays the config's: lr_decay_iters defaults to train_iters, so without
+        -- it the longer run would take other learning rates at the config's own steps
+        if cfg.train_iters and not cfg.lr_decay_iters and measured.train_iters > cfg.train_iters then
+            measured.lr_decay_iters = cfg.train_iters
+        end
+        print(string.format("  timing: calibration's fastest step %.1f ms -> train_iters %d (%d timed steps, >= %.2g s "
+                            .. "each)", stats.min, measured.train_iters, measured.train_iters - warmup, window))
+    end
+    return config.with(cfg, measured), stats and stats.min
+end
+
+return M

@@ -1,0 +1,104 @@
+// test_timing_interval.c — the median's interval of a timing claim (experiments/timing_interval.h):
+// its figures on data whose answer is known, the same interval from the same steps, and the
+// coverage the 95% level promises on repetitions drawn from a known distribution.
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "tb_test.h"
+#include "timing_interval.h"
+
+TB_TEST(steps_all_equal_give_an_interval_of_one_point) {
+    const double a[] = {10, 10, 10, 10, 10}, b[] = {10, 10, 10};
+    const tb_timing_repetition reps[] = {{a, 5}, {b, 3}};
+    tb_timing_interval iv;
+    TB_REQUIRE(tb_timing_interval_compute(reps, 2, &iv) == 0, "computed");
+    TB_CHECK(iv.median == 10 && iv.lo == 10 && iv.hi == 10 && iv.sd == 0 && iv.mean == 10,
+             "median %g [%g, %g], sd %g", iv.median, iv.lo, iv.hi, iv.sd);
+    TB_CHECK(iv.steps == 8 && iv.repetitions == 2 && iv.fewest_steps == 3 && fabs(iv.shortest_window_s - 0.03) < 1e-12,
+             "%d steps, %d repetitions, fewest %d, shortest window %g s", iv.steps, iv.repetitions, iv.fewest_steps,
+             iv.shortest_window_s);
+    TB_CHECK(iv.level == 0.95 && iv.resamples == 2000, "level %g, %d resamples", iv.level, iv.resamples);
+}
+
+TB_TEST(the_pooled_median_mean_and_sample_deviation) {
+    const double a[] = {1, 2, 3}, b[] = {4, 5, 6, 7};
+    const tb_timing_repetition reps[] = {{a, 3}, {b, 4}};
+    tb_timing_interval iv;
+    TB_REQUIRE(tb_timing_interval_compute(reps, 2, &iv) == 0, "computed");
+    // 1..7: median 4, mean 4, sample deviation sqrt(28 / 6)
+    TB_CHECK(iv.median == 4 && iv.mean == 4 && fabs(iv.sd - sqrt(28.0 / 6)) < 1e-12, "median %g mean %g sd %g",
+             iv.median, iv.mean, iv.sd);
+    TB_CHECK(iv.lo >= 1 && iv.lo <= iv.median && iv.hi >= iv.median && iv.hi <= 7, "[%g, %g]", iv.lo, iv.hi);
+}
+
+// prove re-derives its verdict: the same steps give the same interval, bit for bit
+TB_TEST(the_same_steps_give_the_same_interval) {
+    const double a[] = {9.7, 10.4, 10.1, 12.0, 9.9, 10.2}, b[] = {11.0, 10.8, 10.9, 11.3, 10.7};
+    const tb_timing_repetition reps[] = {{a, 6}, {b, 5}};
+    tb_timing_interval x, y;
+    TB_REQUIRE(tb_timing_interval_compute(reps, 2, &x) == 0 && tb_timing_interval_compute(reps, 2, &y) == 0,
+               "computed");
+    TB_CHECK(x.lo == y.lo && x.hi == y.hi && x.median == y.median, "[%.17g, %.17g] vs [%.17g, %.17g]", x.lo, x.hi,
+             y.lo, y.hi);
+    TB_CHECK(x.lo < x.median && x.median < x.hi, "a spread gives an interval around the median: [%g, %g] %g", x.lo,
+             x.hi, x.median);
+}
+
+TB_TEST(nothing_to_compute_from_is_refused) {
+    const double a[] = {1};
+    const tb_timing_repetition empty[] = {{a, 0}};
+    tb_timing_interval iv;
+    TB_CHECK(tb_timing_interval_compute(empty, 0, &iv) == -1, "no repetitions");
+    TB_CHECK(tb_timing_interval_compute(empty, 1, &iv) == -1, "a repetition without steps");
+}
+
+// The test's own generator (not the interval's): splitmix64, and normal draws by Box-Muller.
+static uint64_t rng_state = 12345;
+static double uniform(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0);
+}
+static double normal(void) { return sqrt(-2 * log(1 - uniform())) * cos(2 * M_PI * uniform()); }
+
+// Runs of a known distribution: each repetition a process whose own speed is drawn (100 ms
+// times 1 + 3% N(0,1)), each step that times 1 + 5% N(0,1): the median over processes and
+// steps is 100 ms. Over 300 such claims (3 repetitions of 12 steps, as the runbooks take
+// them) the 95% interval must hold 100 ms in most: a percentile bootstrap over 3 repetitions
+// under-covers (it cannot draw a process speed it has not seen), so the bound asked is 80%,
+// and an interval that ignored the repetitions (steps alone) covers far less (checked too).
+TB_TEST(the_interval_covers_the_true_median_of_runs_drawn_from_a_known_distribution) {
+    enum { CLAIMS = 300, REPS = 3, STEPS = 12 };
+    int covered = 0, covered_flat = 0;
+    double steps[REPS][STEPS];
+    for (int c = 0; c < CLAIMS; c++) {
+        tb_timing_repetition reps[REPS];
+        for (int r = 0; r < REPS; r++) {
+            const double process = 1 + 0.03 * normal();
+            for (int s = 0; s < STEPS; s++) steps[r][s] = 100 * process * (1 + 0.05 * normal());
+            reps[r] = (tb_timing_repetition){steps[r], STEPS};
+        }
+        tb_timing_interval iv, flat;
+        TB_REQUIRE(tb_timing_interval_compute(reps, REPS, &iv) == 0, "claim %d", c);
+        // every step as one repetition: the interval of independent steps
+        tb_timing_repetition one = {&steps[0][0], REPS * STEPS};
+        TB_REQUIRE(tb_timing_interval_compute(&one, 1, &flat) == 0, "claim %d, pooled", c);
+        covered += iv.lo <= 100 && 100 <= iv.hi;
+        covered_flat += flat.lo <= 100 && 100 <= flat.hi;
+    }
+    printf("    covered %d of %d (steps alone: %d)\n", covered, CLAIMS, covered_flat);
+    TB_CHECK(covered >= CLAIMS * 80 / 100, "the interval held the true median in %d of %d claims", covered, CLAIMS);
+    TB_CHECK(covered > covered_flat, "drawing repetitions first covers more than steps alone (%d vs %d)", covered,
+             covered_flat);
+}
+
+int main(void) {
+    TB_RUN(steps_all_equal_give_an_interval_of_one_point);
+    TB_RUN(the_pooled_median_mean_and_sample_deviation);
+    TB_RUN(the_same_steps_give_the_same_interval);
+    TB_RUN(nothing_to_compute_from_is_refused);
+    TB_RUN(the_interval_covers_the_true_median_of_runs_drawn_from_a_known_distribution);
+    return tb_test_summary();
+}
