@@ -298,33 +298,28 @@ TB_TEST(a_timing_claim_needs_three_repetitions_of_a_second_each) {
     add_claim(claims, root, "tps_bad", "tokens_per_s", NULL, ids, "{\"min_repetitions\": 2.5}");
     add_claim(claims, root, "mem", "peak_memory_bytes", NULL, only_r1(), RULE_DEFAULT);
     write_claims(root, claims);
-    char *out;
-    int rc = prove(root, "tps", &out);
-    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/tps\n") && strstr(out, "15 steps over 3 repetitions"),
-             "three repetitions of 1.25 s: exit %d", rc);
-    free(out);
-    rc = prove(root, "tps_two", &out);
-    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps_two (undersampled: 2 repetitions of tokens_per_s; a timing "
-                                    "claim needs at least 3, each a separate process (the claim's min_repetitions))"),
-             "two repetitions: exit %d", rc);
-    free(out);
-    rc = prove(root, "tps_short", &out);
-    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps_short (undersampled: run s1 timed 5 steps over 0.0502 s "
-                                    "after the warm-up (a repetition must time at least 5 steps over at least 1 s"),
-             "windows of 50 ms: exit %d", rc);
-    free(out);
-    rc = prove(root, "tps_six", &out);
-    TB_CHECK(rc == 1 && strstr(out, "(undersampled: run r1 timed 5 steps over 1.26 s after the warm-up (a repetition "
-                                    "must time at least 6 steps"),
-             "the claim's min_steps: exit %d", rc);
-    free(out);
-    rc = prove(root, "tps_bad", &out);
-    TB_CHECK(rc == 1 && strstr(out, "min_repetitions must be an integer in [1, 1000] (got 2.5)"),
-             "a malformed rule is named with its value: exit %d", rc);
-    free(out);
-    rc = prove(root, "mem", &out);
-    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/mem\n"), "an exact claim needs no samples: exit %d", rc);
-    free(out);
+    static const struct {
+        const char *id, *expect, *what;
+    } cases[] = {
+        {"tps", "PROVEN  g/v1/tps\n", "three repetitions of 1.25 s"},
+        {"tps_two", "NOT PROVEN  g/v1/tps_two (undersampled: 2 repetitions of tokens_per_s; a timing claim needs at "
+                    "least 3, each a separate process (the claim's min_repetitions))", "two repetitions"},
+        {"tps_short", "NOT PROVEN  g/v1/tps_short (undersampled: run s1 timed 5 steps over 0.0502 s after the warm-up "
+                      "(a repetition must time at least 5 steps over at least 1 s", "windows of 50 ms"},
+        {"tps_six", "(undersampled: run r1 timed 5 steps over 1.26 s after the warm-up (a repetition must time at "
+                    "least 6 steps", "the claim's min_steps"},
+        {"tps_bad", "min_repetitions must be an integer in [1, 1000] (got 2.5)", "a malformed rule, named with its value"},
+        {"mem", "PROVEN  g/v1/mem\n", "an exact claim needs no samples"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *out;
+        int rc = prove(root, cases[i].id, &out);
+        TB_CHECK(rc == (cases[i].expect[0] == 'P' ? 0 : 1) && strstr(out, cases[i].expect), "%s: exit %d",
+                 cases[i].what, rc);
+        if (!strcmp(cases[i].id, "tps"))
+            TB_CHECK(strstr(out, "15 steps over 3 repetitions"), "the sample counts in the evidence");
+        free(out);
+    }
 }
 
 TB_TEST(a_record_without_conditions_is_not_verifiable) {
