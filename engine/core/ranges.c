@@ -22,6 +22,12 @@ int64_t tb_now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t tb_thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 void tb_ranges_init(tb_ranges *t, int rank, int world_size, const char *rank_label, int64_t origin_ns,
                    int recording) {
     memset(t, 0, sizeof *t);
@@ -100,7 +106,10 @@ void tb_range_push(const char *fmt, ...) {
         e->arg_step = -1;
         e->arg_microbatch = -1;
         e->comm = -1;
+        e->cpu_dur_ns = -1;
+        // the CPU window inside the wall window: wall then CPU here, CPU then wall at pop
         e->start_ns = tb_now_ns() - t->origin_ns;
+        e->cpu_start_ns = tb_thread_cpu_ns();
         t->stack[t->depth] = t->nevents++;
     }
     pthread_mutex_lock(&t->stack_mu);
@@ -123,6 +132,7 @@ void tb_range_pop(void) {
     pthread_mutex_unlock(&t->stack_mu);
     if (t->recording) {
         tb_range_event *e = &t->events[t->stack[t->depth]];
+        e->cpu_dur_ns = tb_thread_cpu_ns() - e->cpu_start_ns;
         e->dur_ns = tb_now_ns() - t->origin_ns - e->start_ns;
     }
 }
@@ -179,9 +189,10 @@ static json_t *metadata_event(const char *what, int pid, int tid, const char *na
 static void append_events(json_t *events, const tb_ranges *t, int tid) {
     for (size_t i = 0; i < t->nevents; i++) {
         const tb_range_event *e = &t->events[i];
-        json_t *ev = json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i}", "name", t->strings + e->name,
+        json_t *ev = json_pack("{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:i, s:i}", "name", t->strings + e->name,
                                "cat", "range", "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
-                               (double)e->dur_ns / 1000.0, "pid", t->rank, "tid", tid);
+                               (double)e->dur_ns / 1000.0, "tts", (double)e->cpu_start_ns / 1000.0, "tdur",
+                               (double)e->cpu_dur_ns / 1000.0, "pid", t->rank, "tid", tid);
         json_t *args = json_pack("{s:i}", "depth", (json_int_t)e->depth);
         if (e->arg_step >= 0) json_object_set_new(args, "step", json_integer(e->arg_step));
         if (e->arg_microbatch >= 0)

@@ -8,7 +8,8 @@
 //   - an NVTX range (nvtxRangePushA / nvtxRangePop) when the NVTX3 headers were found,
 //     so Nsight Systems shows the same names, and
 //   - a complete ("X") event in the trace of the rank that owns the calling thread,
-//     written as Chrome trace JSON (Perfetto, chrome://tracing, Holistic Trace Analysis).
+//     written as Chrome trace JSON (Perfetto, chrome://tracing, Holistic Trace Analysis),
+//     with the thread's CPU time beside the wall time (the format's "tts" and "tdur").
 //
 // Ranges follow NVTX's model: a per-thread stack. A rank thread binds its rank's tb_ranges
 // once (tb_ranges_bind); TB_RANGE_PUSH/POP then need no argument. A thread with no bound
@@ -35,6 +36,11 @@ typedef struct tb_range_event {
     uint32_t depth;       // nesting depth at push (0 = outermost)
     int64_t start_ns;     // relative to the trace origin
     int64_t dur_ns;       // -1 while open
+    // the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID) at push, and spent until pop:
+    // what the range cost this thread on a core of its own, whatever else shared the core —
+    // the durations a schedule's replay runs on (docs/ARCHITECTURE.md, "Observability"). Its
+    // OpenMP/BLAS workers' time is not in it (a rank has none when ranks share a process).
+    int64_t cpu_start_ns, cpu_dur_ns;
     int64_t arg_step;     // -1 = none; otherwise written as args.step
     int64_t arg_microbatch;
     int64_t comm;         // index in tb_ranges.comm_args, -1 = not a communicator call
@@ -78,6 +84,7 @@ typedef struct tb_ranges {
 } tb_ranges;
 
 int64_t tb_now_ns(void);  // CLOCK_MONOTONIC in ns
+int64_t tb_thread_cpu_ns(void);  // CLOCK_THREAD_CPUTIME_ID of the calling thread, in ns
 
 void tb_ranges_init(tb_ranges *t, int rank, int world_size, const char *rank_label, int64_t origin_ns,
                    int recording);

@@ -125,6 +125,11 @@ TB_TEST(trace_ranges_nest_properly_and_cover_every_module) {
         ev[n].end = ev[n].ts + json_number_value(json_object_get(e, "dur"));
         ev[n].args = json_object_get(e, "args");
         TB_CHECK(json_number_value(json_object_get(e, "dur")) >= 0, "%s: negative duration", ev[n].name);
+        // the rank thread's CPU time beside the wall time (its OpenMP workers' is not in it)
+        const double tdur = json_number_value(json_object_get(e, "tdur"));
+        TB_CHECK(json_is_number(json_object_get(e, "tdur")) && tdur >= 0 &&
+                     tdur <= json_number_value(json_object_get(e, "dur")) + 1,
+                 "%s: thread CPU %.1f us of wall %.1f us", ev[n].name, tdur, json_number_value(json_object_get(e, "dur")));
         n++;
     }
     qsort(ev, (size_t)n, sizeof *ev, by_start);
