@@ -29,6 +29,7 @@
 #include "parsers.h"
 #include "recorder.h"
 #include "runbook_host.h"
+#include "stability.h"
 
 // ---------------------------------------------------------------------------------------
 // The host and the experiment objects
@@ -177,6 +178,28 @@ static void check_claim_unique(lua_State *L, const char *version_dir, const char
     lua_pop(L, 2);
 }
 
+// The claim table's sampling rule fields (stability.h) as claims.json stores them, checked
+// by the rule prove applies (tb_sampling_from_claim): a refused value raises a Lua error
+// naming the field and the value. Every field is read before anything is allocated.
+static json_t *sampling_rule(lua_State *L, int idx, const char *what) {
+    static const char *const keys[] = {"timing_tolerance", "min_window_s", "min_steps", "min_repetitions"};
+    double v[4];
+    int has[4];
+    for (int k = 0; k < 4; k++) has[k] = tb_rb_get_number(L, idx, what, keys[k], 0, -HUGE_VAL, &v[k]);
+    json_t *rule = json_object();
+    for (int k = 0; k < 4; k++)
+        if (has[k])
+            json_object_set_new(rule, keys[k], v[k] == floor(v[k]) && fabs(v[k]) < 1e15 ? json_integer((json_int_t)v[k])
+                                                                                     : json_real(v[k]));
+    tb_sampling checked;
+    char bad[512];
+    if (tb_sampling_from_claim(rule, &checked, bad, sizeof bad) != 0) {
+        json_decref(rule);
+        tb_rb_error(L, "%s: %s", what, bad);
+    }
+    return rule;
+}
+
 // exp:claim{id=, parser=, runs=, args=, text=, value=, relative_tolerance=, at_most=} → the
 // number derived by the parser from the runs' raw files, stored in the version's claims.json
 // (with at_most: the bound, which the derived number must not exceed, instead of the number).
@@ -223,17 +246,7 @@ static int l_claim(lua_State *L) {
         accept_oversubscribed = lua_toboolean(L, -1);
     }
     lua_pop(L, 1);
-    // a timing claim's sampling rule (stability.h), stored as given; prove checks each field
-    static const char *const sampling_keys[] = {"timing_tolerance", "min_window_s", "min_steps", "min_repetitions"};
-    double sampling[4];
-    int has_sampling[4];
-    for (int k = 0; k < 4; k++) {
-        has_sampling[k] = tb_rb_get_number(L, 2, what, sampling_keys[k], 0, 0, &sampling[k]);
-        if (has_sampling[k] && k >= 2 && (sampling[k] < 1 || sampling[k] != floor(sampling[k])))
-            return tb_rb_error(L, "%s: %s must be an integer >= 1 (got %.17g)", what, sampling_keys[k], sampling[k]);
-        if (has_sampling[k] && k == 0 && !(sampling[k] > 0 && sampling[k] <= 1))
-            return tb_rb_error(L, "%s: timing_tolerance must be in (0, 1] (got %.17g)", what, sampling[k]);
-    }
+    json_decref(sampling_rule(L, 2, what));  // refused here as prove would refuse it
     if (lua_getfield(L, 2, "args") != LUA_TNIL) {
         if (!lua_istable(L, -1)) {
             char v[96];
@@ -322,10 +335,9 @@ static int l_claim(lua_State *L) {
                                                 "relative_tolerance", tol));
     json_t *stored = json_array_get(claims, json_array_size(claims) - 1);
     if (accept_oversubscribed) json_object_set_new(stored, "accept_oversubscribed", json_true());
-    for (int k = 0; k < 4; k++)
-        if (has_sampling[k])
-            json_object_set_new(stored, sampling_keys[k], k >= 2 ? json_integer((json_int_t)sampling[k])
-                                                                 : json_real(sampling[k]));
+    json_t *rule = sampling_rule(L, 2, what);  // checked above: raises nothing now
+    json_object_update(stored, rule);
+    json_decref(rule);
     rc = tb_write_json_atomic(path, doc, &err);
     json_decref(doc);
     if (rc != 0) return tb_rb_error(L, "%s", err.msg);

@@ -22,7 +22,7 @@ typedef struct gate {
     FILE *reasons, *accepted;
     char *reasons_buf, *accepted_buf;
     size_t reasons_len, accepted_len;
-    int accept_oversubscribed, timed;
+    int timed;
     tb_sampling sampling;
     // the cores the first timed record's threads occupied (min(threads, usable cores)):
     // runs whose timings are compared must have run on the same number
@@ -125,7 +125,7 @@ static void judge_conditions(gate *g, const char *run, const char *record_dir, c
     const double queue_share = json_is_number(share_v) ? json_number_value(share_v) : -1;
     const char *unmeasured = json_string_value(json_object_get(sched, "unmeasured"));
     const int oversubscribed = json_is_true(json_object_get(c, "oversubscribed"));
-    if (g->accept_oversubscribed) {
+    if (g->sampling.accept_oversubscribed) {
         if (oversubscribed)
             add_line(g->accepted, &g->accepted_buf, "accepted: oversubscribed, %.0f threads on %.0f cores (run %s)",
                      threads, usable, run);
@@ -300,7 +300,6 @@ void tb_stability_check(json_t *evidence, const tb_sampling *sampling, tb_stabil
     memset(out, 0, sizeof *out);
     gate g = {0};
     g.sampling = *sampling;
-    g.accept_oversubscribed = sampling->accept_oversubscribed;
     g.reasons = open_memstream(&g.reasons_buf, &g.reasons_len);
     g.accepted = open_memstream(&g.accepted_buf, &g.accepted_len);
     if (!g.reasons || !g.accepted) {

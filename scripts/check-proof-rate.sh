@@ -48,8 +48,10 @@ for rb in "${runbooks[@]}"; do
     fi
     "$tracebook" prove --all --quiet --artifacts "$art" >"$tmp/prove.log" 2>/dev/null || true
     # "PROVEN  id ..." / "NOT PROVEN  id (reason)": one verdict a claim
+    # (a verdict without a headline, such as a file altered, has its reason on the next line)
     awk -v rb="$rb" '/^PROVEN  / { print rb "\t" $2 "\tPROVEN\t" }
                      /^NOT PROVEN  / { id = $3; r = $0; sub(/^NOT PROVEN  [^ ]+ ?/, "", r);
+                                       if (r == "" && (getline next_line) > 0) { r = next_line; sub(/^ +/, "", r) }
                                        sub(/^\(/, "", r); sub(/\)$/, "", r); print rb "\t" id "\tNOT\t" r }' \
       "$tmp/prove.log" >>"$tmp/verdicts"
     printf '  %s round %d of %d: %s s, %s PROVEN, %s NOT PROVEN\n' "$rb" "$i" "$n" "$(($(date +%s) - start))" \

@@ -215,6 +215,13 @@ TB_TEST(api_tables_refuse_unknown_keys_listing_the_allowed) {
     expect_refused("exp:run{ " TINY ", launchr = 'mpirun' }",
                    "unknown config key 'launchr' (keys are pretrain_gpt's flags with underscores, see pretrain_gpt "
                    "--help, and repeat_, launcher, processes, expect_failure)");
+    // a timing claim's sampling rule is refused by prove's own rule, naming the field and value
+    expect_refused("exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', "
+                   "timing_tolerance = 2 }",
+                   "exp:claim 'c': timing_tolerance must be a number in [1e-06, 1] (got 2)");
+    expect_refused("exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', "
+                   "min_repetitions = 2.5 }",
+                   "exp:claim 'c': min_repetitions must be an integer in [1, 1000] (got 2.5)");
     expect_refused("exp:claim{ id = 'c', parser = 'tokens_per_sec', runs = exp:run{ " TINY " }, text = 't' }",
                    "exp:claim 'c': unknown parser 'tokens_per_sec' (the parsers: tokens_per_s, step_ms, ");
 }
