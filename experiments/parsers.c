@@ -42,6 +42,7 @@ static const char *const oom_args[] = {"figure", "rank", "requested_category", "
 static const char *const hang_args[] = {"figure", NULL};
 static const char *const divergence_args[] = {"a", "b", "step", "tolerance", NULL};
 static const char *const moe_figure_args[] = {"figure", "layer", "step", "rank", "of", NULL};
+static const char *const replayed_args[] = {"figure", "warmup_steps", NULL};
 
 // Which claims are timed (stability.h): these read a time, or an order in time.
 static int always_timed(json_t *args) {
@@ -185,6 +186,19 @@ static const parser parsers[] = {
      "\"max\" (the default), \"min\" or \"sum\" over the ranks holding the layer; median over records",
      moe_figure_args, tbp_moe_figure_record, NULL, NULL},
     {"plan_figure", TB_PLAN_FIGURE_DEFINITION, tb_plan_figure_args, plan_figure_record, NULL, NULL},  // parsers_plan.c
+    {"replayed",
+     "per record: every step s > warmup_steps (default 1) replayed on one core per rank from the thread CPU time "
+     "each rank's trace.rank-r.json records per op (tts/tdur): a rank's work between communicator calls takes the "
+     "CPU time recorded between them, a collective starts when its last member enters (matched by its order among "
+     "the member's collectives on the group), a send is eager and the k-th recv from a peer waits for the k-th send "
+     "(schedule_replay.h); args.figure (required) step_ms (the slowest rank's replayed train_step), tokens_per_s "
+     "(global_batch_size x seq_length / step_ms), bubble_fraction (mean over pipeline.json's stages of 1 - replayed "
+     "forward+backward / replayed schedule span), stage_imbalance (slowest / fastest stage replayed compute) or "
+     "exposed_comm_ms (the slowest rank's calls in finalize_model_grads and optimizer, waits included); the "
+     "record's value is the median over those steps; median over records. Not modelled: caches and memory "
+     "bandwidth shared between cores, transfers beyond the calls' own CPU time; refused: sleeps (the slow drills), "
+     "a communication thread, worker threads of a rank, a device",
+     replayed_args, tbp_replayed_record, NULL, always_timed},  // parsers_replay.c
 };
 #define NPARSERS ((int)(sizeof parsers / sizeof *parsers))
 
@@ -192,7 +206,7 @@ const char *const tb_parser_names[] = {"tokens_per_s",    "step_ms",         "lo
                                        "pipeline_bubble", "stage_imbalance", "comm_bytes",   "rank_figure",
                                        "stage_figure",    "checkpoint_figure", "step_phase", "collective_figure",
                                        "oom_figure",      "hang_figure",     "first_divergence", "ratio",
-                                       "saved_fraction",  "relative_difference", "plan_figure", "moe_figure", NULL};
+                                       "saved_fraction",  "relative_difference", "plan_figure", "moe_figure", "replayed", NULL};
 
 static const parser *find_parser(const char *name) {
     for (int i = 0; name && i < NPARSERS; i++)
@@ -208,6 +222,11 @@ const char *tb_parser_definition(const char *name) {
 int tb_parser_timed(const char *name, json_t *args) {
     const parser *p = find_parser(name);
     return p && p->timed && p->timed(args);
+}
+
+int tb_parser_replayed(const char *name) {
+    const parser *p = find_parser(name);
+    return p && p->per_record == tbp_replayed_record;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -122,6 +122,17 @@
 //       ratio's, both derived from their records at prove time (a or b not finite is an
 //       error). For "the loss is unchanged by recompute" with claims.json "at_most": 0:
 //       {"a": loss_at_step of the recompute run, "b": the same of the run without}.
+//   replayed           args {"figure": F (required: step_ms, tokens_per_s, bubble_fraction,
+//                      stage_imbalance, exposed_comm_ms), "warmup_steps": W = 1}
+//       Per record: every step s > W replayed on one core per rank from the thread CPU time
+//       each rank's trace records per op (schedule_replay.h: the model, what it leaves out,
+//       what it refuses); F of each replayed step — the slowest rank's replayed step time,
+//       global_batch_size x seq_length / it, the mean over pipeline.json's stages of 1 −
+//       replayed compute / replayed schedule span, slowest / fastest stage compute, or the
+//       slowest rank's communicator calls in finalize_model_grads and optimizer with their
+//       waits — and the record's value is the median over those steps. Median over records.
+//       Timed, and sampled on the replayed step times; the oversubscription gate does not
+//       apply (the replay gives each rank a core), the contention gates do.
 #ifndef TB_EXPERIMENTS_PARSERS_H
 #define TB_EXPERIMENTS_PARSERS_H
 
@@ -152,6 +163,9 @@ const char *tb_parser_definition(const char *parser);
 // stability gate judges (stability.h): 1, or 0 for an exact one, a combination (ratio,
 // saved_fraction, relative_difference: their parts are judged) or no parser of that name.
 int tb_parser_timed(const char *parser, json_t *args);
+// Whether the parser's time is replayed from per-op CPU time (replayed: the gate samples the
+// replayed step times and does not apply the oversubscription gate): 1, else 0.
+int tb_parser_replayed(const char *parser);
 
 // The parsers' names, NULL-terminated.
 extern const char *const tb_parser_names[];

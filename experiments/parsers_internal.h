@@ -72,6 +72,7 @@ int tbp_collective_record(const parser *, json_t *, const char *, double *, json
 int tbp_oom_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);  // failure reports
 int tbp_moe_figure_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);  // moe entries
 int tbp_hang_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);
+int tbp_replayed_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);  // replay
 int tbp_first_divergence_combine(const parser *, json_t *, const char *const *, int, double *, json_t **,
                                  tb_error *);  // dumped tensors
 int tbp_ratio_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);

@@ -56,8 +56,11 @@ static double number_at(json_t *o, const char *key, const char *sub, int *ok) {
 }
 
 // conditions.json of one record: oversubscription and contention. Appends the figures to
-// text (the PROVEN evidence line).
-static void judge_conditions(gate *g, const char *run, const char *record_dir, char *text, size_t size) {
+// text (the PROVEN evidence line). A replayed figure (replayed = 1) gives each rank a core of
+// its own: neither oversubscription nor the thread counts of compared runs enter it, the
+// contention of other processes and the hypervisor does.
+static void judge_conditions(gate *g, const char *run, const char *record_dir, int replayed, char *text,
+                             size_t size) {
     char run_dir[STAB_PATH_MAX], path[STAB_PATH_MAX];
     tb_error err;
     if (tb_run_path(run_dir, sizeof run_dir, record_dir, TB_RECORD_RUN_DIR, &err) != 0 ||
@@ -111,7 +114,9 @@ static void judge_conditions(gate *g, const char *run, const char *record_dir, c
     }
     double steal_share = steal / (wall * usable);
     const double occupied = threads < usable ? threads : usable;
-    if (!g->occupied_run[0]) {
+    if (replayed) {
+        // no comparison of occupied cores
+    } else if (!g->occupied_run[0]) {
         g->occupied = occupied;
         snprintf(g->occupied_run, sizeof g->occupied_run, "%s", run);
     } else if (occupied != g->occupied)
@@ -125,7 +130,19 @@ static void judge_conditions(gate *g, const char *run, const char *record_dir, c
     const double queue_share = json_is_number(share_v) ? json_number_value(share_v) : -1;
     const char *unmeasured = json_string_value(json_object_get(sched, "unmeasured"));
     const int oversubscribed = json_is_true(json_object_get(c, "oversubscribed"));
-    if (g->sampling.accept_oversubscribed) {
+    if (replayed) {
+        if (oversubscribed)
+            add_line(g->accepted, &g->accepted_buf,
+                     "accepted: oversubscribed, %.0f threads on %.0f cores (run %s): its figure is replayed from "
+                     "per-op CPU time on one core per rank, not read from the wall clock the threads shared",
+                     threads, usable, run);
+        else if (queue_share > TB_STABLE_MAX_RUN_QUEUE_SHARE)
+            add_line(g->reasons, &g->reasons_buf,
+                     "contended: in run %s a rank's threads waited for a core %d%% of the run (%.0f thread%s on %.0f "
+                     "usable cores; threshold %d%%)",
+                     run, pct(queue_share), threads, threads == 1 ? "" : "s", usable,
+                     pct(TB_STABLE_MAX_RUN_QUEUE_SHARE));
+    } else if (g->sampling.accept_oversubscribed) {
         if (oversubscribed)
             add_line(g->accepted, &g->accepted_buf, "accepted: oversubscribed, %.0f threads on %.0f cores (run %s)",
                      threads, usable, run);
@@ -171,11 +188,22 @@ static void judge_conditions(gate *g, const char *run, const char *record_dir, c
 
 // A record's timed steps (the slowest rank's step_ms after warmup), appended to text with
 // their window; *steps (malloc'd) and *n, or NULL when they cannot be read (a reason added).
-static double *timed_steps(gate *g, const char *run, const char *record_dir, long long warmup, int *n, char *text,
-                           size_t size) {
+// A replayed figure's steps are its replay's (the record's evidence "replayed_step_ms", what
+// the parser replayed from the raw traces a moment ago).
+static double *timed_steps(gate *g, const char *run, const char *record_dir, json_t *replayed, long long warmup,
+                           int *n, char *text, size_t size) {
     double *t = NULL;
     tb_error err;
-    if (tb_slowest_step_ms(record_dir, warmup, &t, n, &err) != 0) {
+    if (replayed) {
+        *n = (int)json_array_size(replayed);
+        t = tb_xcalloc((size_t)*n + 1, sizeof *t, "replayed steps");
+        for (int i = 0; i < *n; i++) t[i] = json_number_value(json_array_get(replayed, (size_t)i));
+        if (*n == 0) {
+            free(t);
+            add_line(g->reasons, &g->reasons_buf, "not verifiable: run %s has no replayed steps", run);
+            return NULL;
+        }
+    } else if (tb_slowest_step_ms(record_dir, warmup, &t, n, &err) != 0) {
         add_line(g->reasons, &g->reasons_buf, "not verifiable: the step times of run %s: %s", run, err.msg);
         return NULL;
     }
@@ -185,20 +213,22 @@ static double *timed_steps(gate *g, const char *run, const char *record_dir, lon
     for (int i = 0; i < *n; i++) ss += (t[i] - mean) * (t[i] - mean);
     const double sd = *n > 1 ? sqrt(ss / (*n - 1)) : 0;
     size_t used = strlen(text);
-    snprintf(text + used, size - used, "%s%d timed step%s (warmup %lld) over %.3g s, mean %.4g ms, sd %.1f%%",
-             used ? "; " : "", *n, *n == 1 ? "" : "s", warmup, window / 1000, mean, 100 * sd / mean);
+    snprintf(text + used, size - used, "%s%d %s step%s (warmup %lld) over %.3g s, mean %.4g ms, sd %.1f%%",
+             used ? "; " : "", *n, replayed ? "replayed" : "timed", *n == 1 ? "" : "s", warmup, window / 1000, mean,
+             100 * sd / mean);
     if (*n < g->sampling.min_steps || window / 1000 < g->sampling.min_window_s)
         add_line(g->reasons, &g->reasons_buf,
-                 "undersampled: run %s timed %d step%s over %.3g s after the warm-up (a repetition must time at least "
+                 "undersampled: run %s %s %d step%s over %.3g s after the warm-up (a repetition must time at least "
                  "%d steps over at least %.3g s: the claim's min_steps and min_window_s)",
-                 run, *n, *n == 1 ? "" : "s", window / 1000, g->sampling.min_steps, g->sampling.min_window_s);
+                 run, replayed ? "replayed" : "timed", *n, *n == 1 ? "" : "s", window / 1000, g->sampling.min_steps,
+                 g->sampling.min_window_s);
     return t;
 }
 
 // The node's timed steps over its records: the count of repetitions, the median's interval
 // against the claim's tolerance; the figures go into the node ("sampling", "sampling_text").
-static void judge_sampling(gate *g, json_t *ev, const char *parser, tb_timing_repetition *reps, int n,
-                           int records) {
+static void judge_sampling(gate *g, json_t *ev, const char *parser, int replayed, tb_timing_repetition *reps,
+                           int n, int records) {
     if (records < g->sampling.min_repetitions)
         add_line(g->reasons, &g->reasons_buf,
                  "undersampled: %d repetition%s of %s; a timing claim needs at least %d, each a separate process "
@@ -209,16 +239,17 @@ static void judge_sampling(gate *g, json_t *ev, const char *parser, tb_timing_re
     const double tol = g->sampling.timing_tolerance, below = 1 - iv.lo / iv.median, above = iv.hi / iv.median - 1;
     char text[512];
     snprintf(text, sizeof text,
-             "median step %.4g ms, %.0f%% interval [%.4g, %.4g] ms (-%.1f%%/+%.1f%%; timing_tolerance +-%.1f%%), mean "
+             "median %sstep %.4g ms, %.0f%% interval [%.4g, %.4g] ms (-%.1f%%/+%.1f%%; timing_tolerance +-%.1f%%), mean "
              "%.4g +- sd %.4g ms (%.1f%%%s), %d steps over %d repetition%s (hierarchical bootstrap over repetitions "
              "then steps, %d resamples)",
-             iv.median, 100 * iv.level, iv.lo, iv.hi, 100 * below, 100 * above, 100 * tol, iv.mean, iv.sd,
+             replayed ? "replayed " : "", iv.median, 100 * iv.level, iv.lo, iv.hi, 100 * below, 100 * above, 100 * tol, iv.mean, iv.sd,
              100 * iv.sd / iv.mean, iv.sd > TB_STABLE_WARN_STEP_SD * iv.mean ? ": above 10%, pyperf would warn" : "",
              iv.steps, iv.repetitions, iv.repetitions == 1 ? "" : "s", iv.resamples);
     json_object_set_new(ev, "sampling_text", json_string(text));
     json_object_set_new(
         ev, "sampling",
-        json_pack("{s:f, s:[f, f], s:f, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:i, s:f}", "median_ms", iv.median,
+        json_pack("{s:s, s:f, s:[f, f], s:f, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:i, s:f}", "step_times",
+                  replayed ? "replayed from per-op CPU time on one core per rank" : "wall clock", "median_ms", iv.median,
                   "interval_ms", iv.lo, iv.hi, "level", iv.level, "method",
                   "hierarchical percentile bootstrap: repetitions with replacement, then each one's steps",
                   "resamples", iv.resamples, "repetitions", iv.repetitions, "steps", iv.steps, "mean_ms", iv.mean,
@@ -226,9 +257,10 @@ static void judge_sampling(gate *g, json_t *ev, const char *parser, tb_timing_re
                   iv.shortest_window_s));
     if (below > tol || above > tol)
         add_line(g->reasons, &g->reasons_buf,
-                 "unstable: the median step time's %.0f%% interval over %d repetition%s and %d steps of %s is [%.4g, "
+                 "unstable: the median %sstep time's %.0f%% interval over %d repetition%s and %d steps of %s is [%.4g, "
                  "%.4g] ms, -%.1f%%/+%.1f%% of the median %.4g ms, wider than the claim's timing_tolerance +-%.1f%%",
-                 100 * iv.level, iv.repetitions, iv.repetitions == 1 ? "" : "s", iv.steps, parser, iv.lo, iv.hi,
+                 replayed ? "replayed " : "", 100 * iv.level, iv.repetitions, iv.repetitions == 1 ? "" : "s",
+                 iv.steps, parser, iv.lo, iv.hi,
                  100 * below, 100 * above, iv.median, 100 * tol);
 }
 
@@ -241,6 +273,7 @@ static void judge(gate *g, json_t *ev, int depth) {
     const char *parser = json_string_value(json_object_get(ev, "parser"));
     if (!tb_parser_timed(parser, args)) return;
     g->timed = 1;
+    const int replayed = tb_parser_replayed(parser);
     json_t *w = json_object_get(args, "warmup_steps");
     long long warmup = json_is_number(w) ? (long long)json_number_value(w) : TB_STABLE_DEFAULT_WARMUP;
     json_t *records = json_object_get(ev, "records");
@@ -254,13 +287,18 @@ static void judge(gate *g, json_t *ev, int depth) {
         const char *dir = json_string_value(json_object_get(rec, "record_dir"));
         if (!run || !dir) continue;
         char text[1024] = "";
-        judge_conditions(g, run, dir, text, sizeof text);
+        judge_conditions(g, run, dir, replayed, text, sizeof text);
         int steps = 0;
-        double *t = timed_steps(g, run, dir, warmup, &steps, text, sizeof text);
+        json_t *replayed_steps = replayed ? json_object_get(rec, "replayed_step_ms") : NULL;
+        if (replayed && !json_is_array(replayed_steps)) {
+            add_line(g->reasons, &g->reasons_buf, "not verifiable: run %s: the replay gave no replayed_step_ms", run);
+            continue;
+        }
+        double *t = timed_steps(g, run, dir, replayed_steps, warmup, &steps, text, sizeof text);
         if (t) reps[n++] = (tb_timing_repetition){t, steps};
         json_object_set_new(rec, "conditions", json_string(text));
     }
-    judge_sampling(g, ev, parser ? parser : "?", reps, n, nrecords);
+    judge_sampling(g, ev, parser ? parser : "?", replayed, reps, n, nrecords);
     for (int k = 0; k < n; k++) free((void *)reps[k].steps);
     free(reps);
 }
