@@ -378,11 +378,15 @@ static void push_run_result(lua_State *L, const char *rec, const char *run_id, i
     lua_setfield(L, -2, "steps");
 }
 
-// min / median / max of a parser's per-run values over the repetitions, into the table on top.
-static void push_stat(lua_State *L, const char *parser, char **records, int n, int warmup) {
+// min / median / max of a parser's per-run values over the repetitions (args.figure when
+// figure is not NULL), into the table on top as field `key`. A run the parser cannot read
+// (a replay of a run that is not replayable) is left out: n counts those it read.
+static void push_stat(lua_State *L, const char *key, const char *parser, const char *figure, char **records, int n,
+                      int warmup) {
     double *v = tb_xcalloc((size_t)(n ? n : 1), sizeof *v, "per-run values");
     int k = 0;
     json_t *args = json_pack("{s:i}", "warmup_steps", warmup);
+    if (figure) json_object_set_new(args, "figure", json_string(figure));
     for (int i = 0; i < n; i++) {
         double x;
         json_t *evidence = NULL;
@@ -406,12 +410,12 @@ static void push_stat(lua_State *L, const char *parser, char **records, int n, i
     lua_setfield(L, -2, "n");
     lua_pushinteger(L, warmup);
     lua_setfield(L, -2, "warmup_steps");
-    lua_setfield(L, -2, parser);
+    lua_setfield(L, -2, key);
     free(v);
 }
 
 // exp:run{config..., repeat_=N} → {runs = {...}, stats = {tokens_per_s = {min, median, max,
-// n, warmup_steps}, step_ms = ...}, config = the config table}
+// n, warmup_steps}, step_ms = ..., replayed_step_ms = ...}, config = the config table}
 int tb_runbook_exp_run(lua_State *L) {
     tb_runbook_host *h = tb_runbook_host_of(L);
     tb_runbook_check_experiment(L, "run");
@@ -567,8 +571,11 @@ int tb_runbook_exp_run(lua_State *L) {
         for (int i = 0; i < repeats; i++)
             if (s->records[i]) s->records[n++] = s->records[i];
         s->repeats = n;  // what is left past n is NULL or moved below n: freed once, by the first n
-        push_stat(L, "tokens_per_s", s->records, n, 1);
-        push_stat(L, "step_ms", s->records, n, 1);
+        push_stat(L, "tokens_per_s", "tokens_per_s", NULL, s->records, n, 1);
+        push_stat(L, "step_ms", "step_ms", NULL, s->records, n, 1);
+        // the step replayed on one core per rank (parsers.h "replayed"), for sizing a replayed
+        // timing measurement (runbooks/lib/timing.lua)
+        push_stat(L, "replayed_step_ms", "replayed", "step_ms", s->records, n, 1);
         lua_setfield(L, -2, "stats");
     }
     tb_lua_push_json(L, s->point);

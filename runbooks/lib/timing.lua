@@ -23,13 +23,19 @@ end
 -- (lr_decay_iters), so that the steps the config trains give the same losses. The
 -- calibration run is an ordinary recorded run of the experiment
 -- (warmup_steps + 5 steps), so the choice has its evidence; the chosen train_iters is in every
--- measured run's argv, so a replay trains the same steps. Returns the config and the
--- calibration's fastest step time in ms (nil in a dry run, where nothing is timed).
+-- measured run's argv, so a replay trains the same steps. With opts.replayed the window is
+-- of replayed steps (parsers.h "replayed": each rank on a core of its own), shorter than the
+-- wall clock's when the ranks outnumber the cores. Returns the config and the calibration's
+-- fastest step time in ms (nil in a dry run, where nothing is timed).
 function M.calibrated(exp, cfg, opts)
     local warmup, min_steps = option(opts, "warmup_steps"), option(opts, "min_steps")
     local window, margin = option(opts, "min_window_s"), option(opts, "margin")
     local probe = exp:run(config.with(cfg, { train_iters = warmup + 5, repeat_ = 1 }))
-    local stats = probe.stats and probe.stats.step_ms
+    local stats = probe.stats and probe.stats[opts and opts.replayed and "replayed_step_ms" or "step_ms"]
+    if opts and opts.replayed and probe.stats and (stats.n or 0) == 0 then
+        error("timing.calibrated: the calibration run " .. probe.runs[1].run_id .. " cannot be replayed (tracebook "
+              .. "prove says why); size it by the wall clock instead (opts.replayed = false)")
+    end
     local measured = { repeat_ = option(opts, "repetitions") }
     -- the calibration's fastest step: the steps right after the warm-up run slower than later
     -- ones, and a process may run slower than the next, so its median would ask too few steps
@@ -41,8 +47,9 @@ function M.calibrated(exp, cfg, opts)
         if cfg.train_iters and not cfg.lr_decay_iters and measured.train_iters > cfg.train_iters then
             measured.lr_decay_iters = cfg.train_iters
         end
-        print(string.format("  timing: calibration's fastest step %.1f ms -> train_iters %d (%d timed steps, >= %.2g s "
-                            .. "each)", stats.min, measured.train_iters, measured.train_iters - warmup, window))
+        print(string.format("  timing: calibration's fastest %sstep %.1f ms -> train_iters %d (%d timed steps, >= %.2g s "
+                            .. "each)", opts and opts.replayed and "replayed " or "", stats.min, measured.train_iters,
+                            measured.train_iters - warmup, window))
     end
     return config.with(cfg, measured), stats and stats.min
 end

@@ -12,6 +12,8 @@
 #include "tb_shell.h"
 #include "tb_test.h"
 
+#define TRACEBOOK TB_BIN_DIR "/tracebook"
+
 static tb_output sh;
 
 // ---------------------------------------------------------------------------------------
@@ -315,7 +317,7 @@ TB_TEST(real_runs_with_a_core_per_rank_replay_to_their_wall_clock) {
         for (int attempt = 0; attempt < 3 && !quiet; attempt++) {
             int rc = tb_run(&sh, NULL,
                             "rm -rf %s && %s/pretrain_gpt --num-layers 4 --hidden-size 128 --num-attention-heads 4 "
-                            "--seq-length 128 --vocab-size 512 --micro-batch-size 4 --train-iters 12 --num-threads 1 "
+                            "--seq-length 128 --vocab-size 512 --micro-batch-size 4 --train-iters 8 --num-threads 1 "
                             "%s --run-dir %s > /dev/null",
                             dir, TB_BIN_DIR, cases[c].flags, dir);
             TB_REQUIRE(rc == 0, "pretrain_gpt %s: %s", cases[c].name, sh.err);
@@ -340,11 +342,65 @@ TB_TEST(real_runs_with_a_core_per_rank_replay_to_their_wall_clock) {
     }
 }
 
+// End to end: a runbook records PP4 on the host's 2 cores three times; prove accepts the
+// replayed step and bubble (their runs oversubscribed, each rank replayed on a core of its
+// own), refuses the wall-clock step time of the same runs (oversubscribed), and refuses the
+// replayed ones beside a busy process (contended: the replay does not lift that gate).
+static const char *const replay_runbook =
+    "local exp = tb.experiment{ name = 'replay_check', version = 1, seed = 1, question = 'replayed?' }\n"
+    "local r = exp:run{ num_layers = 4, hidden_size = 64, num_attention_heads = 4, seq_length = 64, vocab_size = 256,\n"
+    "                   micro_batch_size = 2, global_batch_size = 16, pipeline_model_parallel_size = 4,\n"
+    "                   world_size = 4, train_iters = 20, repeat_ = 3 }\n"
+    "for _, f in ipairs{ 'step_ms', 'bubble_fraction' } do\n"
+    "  exp:claim{ id = 'replayed_' .. f, parser = 'replayed', runs = r, args = { figure = f },\n"
+    "             timing_tolerance = 0.5, min_window_s = 0.2, text = 'PP4 ' .. f .. ', replayed' }\n"
+    "end\n"
+    "exp:claim{ id = 'wall_step_ms', parser = 'step_ms', runs = r, timing_tolerance = 0.5, min_window_s = 0.2,\n"
+    "           text = 'PP4 step time as it ran' }\n";
+
+TB_TEST(prove_accepts_a_replayed_timing_of_an_oversubscribed_run_and_not_a_contended_one) {
+    const char *script = TB_TEST_TMPDIR "/replay_check.lua", *art = TB_TEST_TMPDIR "/replay_check_art";
+    TB_REQUIRE(tb_write_text(script, replay_runbook) == 0, "writing %s", script);
+    int quiet = 0;
+    char why[160] = "";
+    for (int attempt = 0; attempt < 3 && !quiet; attempt++) {
+        TB_REQUIRE(tb_run(&sh, NULL, "rm -rf %s && %s run %s --artifacts %s > /dev/null", art, TRACEBOOK, script, art) ==
+                       0,
+                   "tracebook run: %s", sh.err);
+        tb_run(&sh, NULL, "%s prove --all --quiet --artifacts %s", TRACEBOOK, art);
+        quiet = !strstr(sh.out, "contended:");
+        snprintf(why, sizeof why, "%s", quiet ? "" : strstr(sh.out, "contended:"));
+    }
+    if (!quiet) {
+        printf("skip: contended in 3 attempts (%s)\n", why);
+        skipped++;
+        return;
+    }
+    TB_CHECK(strstr(sh.out, "PROVEN  replay_check/v1/replayed_step_ms") &&
+                 strstr(sh.out, "PROVEN  replay_check/v1/replayed_bubble_fraction") &&
+                 strstr(sh.out, "replayed from per-op CPU time on one core per rank"),
+             "the replayed claims prove, saying why oversubscription does not enter them:\n%s", sh.out);
+    TB_CHECK(strstr(sh.out, "NOT PROVEN  replay_check/v1/wall_step_ms (oversubscribed:"),
+             "the wall-clock step of the same runs does not:\n%s", sh.out);
+    // beside two busy loops (bounded: they end by themselves)
+    TB_REQUIRE(tb_run(&sh, NULL,
+                      "timeout 30 sh -c 'while :; do :; done' & a=$!; timeout 30 sh -c 'while :; do :; done' & b=$!; "
+                      "sleep 0.5; rm -rf %s_busy && %s run %s --artifacts %s_busy > /dev/null; rc=$?; kill $a $b; "
+                      "exit $rc",
+                      art, TRACEBOOK, script, art) == 0,
+               "tracebook run beside busy loops: %s", sh.err);
+    tb_run(&sh, NULL, "%s prove --all --quiet --artifacts %s_busy", TRACEBOOK, art);
+    TB_CHECK(strstr(sh.out, "NOT PROVEN  replay_check/v1/replayed_step_ms (contended:") &&
+                 strstr(sh.out, "NOT PROVEN  replay_check/v1/replayed_bubble_fraction (contended:"),
+             "beside a busy process the replayed claims do not prove either:\n%s", sh.out);
+}
+
 int main(void) {
     TB_RUN(a_two_stage_1f1b_replays_to_the_schedule_worked_by_hand);
     TB_RUN(a_collective_waits_for_its_last_member);
     TB_RUN(what_cannot_be_replayed_is_refused_by_name);
     TB_RUN(real_runs_with_a_core_per_rank_replay_to_their_wall_clock);
+    TB_RUN(prove_accepts_a_replayed_timing_of_an_oversubscribed_run_and_not_a_contended_one);
     const int failed = tb_test_summary();
     return failed ? failed : skipped ? 77 : 0;
 }
