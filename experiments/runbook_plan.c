@@ -61,8 +61,8 @@ int tb_runbook_exp_plan(lua_State *L) {
             int is_bool = !strcmp(k, "bf16") || !strcmp(k, "fp16");
             if (is_bool ? t != LUA_TBOOLEAN : t != LUA_TNUMBER && t != LUA_TSTRING)
                 return tb_rb_error(L, "exp:plan: %s must be %s", k, is_bool ? "true or false" : "a number or a string");
-        } else if (!strcmp(k, "run_dir") || !strcmp(k, "world_size") || !strcmp(k, "repeat_") || !strcmp(k, "launcher") ||
-                   !strcmp(k, "processes")) {
+        } else if (!strcmp(k, "run_dir") || !strcmp(k, "world_size") || !strcmp(k, "repeat_") ||
+                   !strcmp(k, "repetition_") || !strcmp(k, "launcher") || !strcmp(k, "processes")) {
             return tb_rb_error(L, "exp:plan: %s does not apply to a plan (the cluster is gpus = N)", k);
         } else {
             tb_runbook_check_config_value(L, "exp:plan", k, -1);

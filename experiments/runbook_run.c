@@ -107,9 +107,9 @@ void tb_runbook_check_config_value(lua_State *L, const char *what, const char *k
     idx = lua_absindex(L, idx);
     char v[96], text[TB_PATH_MAX + 32];
     lua_Integer i = 0;
-    if (!strcmp(key, "repeat_")) {
+    if (!strcmp(key, "repeat_") || !strcmp(key, "repetition_")) {
         if (!tb_rb_integer(L, idx, &i) || i < 1 || i > INT_MAX)
-            tb_rb_error(L, "%s: repeat_ must be an integer >= 1 (got %s)", what, tb_rb_describe(L, idx, v, sizeof v));
+            tb_rb_error(L, "%s: %s must be an integer >= 1 (got %s)", what, key, tb_rb_describe(L, idx, v, sizeof v));
         return;
     }
     if (!strcmp(key, "launcher")) {
@@ -136,7 +136,8 @@ void tb_runbook_check_config_value(lua_State *L, const char *what, const char *k
         char hint[96] = "";
         if (near) snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
         tb_rb_error(L, "%s: unknown config key '%s' (%skeys are pretrain_gpt's flags with underscores, see "
-                       "pretrain_gpt --help, and repeat_, launcher, processes, expect_failure)", what, key, hint);
+                       "pretrain_gpt --help, and repeat_, repetition_, launcher, processes, expect_failure)", what, key,
+                    hint);
     }
     if (!strcmp(key, "run_dir")) tb_rb_error(L, "%s: run_dir is set by the recorder", what);
     // the Lua type the option's values have: a number is not taken for a string or a boolean,
@@ -271,10 +272,12 @@ static void launcher_argv(lua_State *L, tb_runbook_host *h, const json_t *config
 // The command for a config table (at idx), into *argv_out — a run_state's, so that the errors
 // raised here free it: the launcher's part (launcher_argv), then the engine and its flags in
 // key order, so a config always gives the same command. *engine_index: where the engine is.
+// *repeats: repeat_ (1 when absent); *only: repetition_ (0 when absent: every repetition).
 static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *run_dir, json_t *config,
-                       int *repeats, json_t **argv_out, int *engine_index) {
+                       int *repeats, int *only, json_t **argv_out, int *engine_index) {
     json_t *argv = *argv_out = json_array();
     *repeats = 1;
+    *only = 0;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         char k[96];
@@ -283,6 +286,7 @@ static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *ru
         const char *key = lua_tostring(L, -2);
         tb_runbook_check_config_value(L, "exp:run", key, -1);
         if (!strcmp(key, "repeat_")) *repeats = (int)lua_tointeger(L, -1);
+        else if (!strcmp(key, "repetition_")) *only = (int)lua_tointeger(L, -1);
         else if (is_launch_key(key)) json_object_set_new(config, key, tb_lua_to_json(L, -1));
         else json_object_set_new(config, key, config_json(L, -1, option_by_key(key)));
         lua_pop(L, 1);
@@ -426,8 +430,8 @@ int tb_runbook_exp_run(lua_State *L) {
         return tb_rb_error(L, "%s", err.msg);
     run_state *s = push_run_state(L);  // from here on, every error frees what s holds
     s->point = json_object();
-    int repeats, engine_index = 0;
-    build_argv(L, 2, h, "RUN_DIR", s->point, &repeats, &s->argv, &engine_index);  // only checks the config: dropped
+    int repeats, only, engine_index = 0;
+    build_argv(L, 2, h, "RUN_DIR", s->point, &repeats, &only, &s->argv, &engine_index);  // only checks: dropped
     drop_json(&s->argv);
     lua_getfield(L, 1, "seed");
     const uint64_t root = (uint64_t)lua_tointeger(L, -1);
@@ -450,13 +454,17 @@ int tb_runbook_exp_run(lua_State *L) {
                           ? (int)json_integer_value(json_object_get(s->point, "train_iters"))
                           : defaults.train_iters;
 
-    s->records = tb_xcalloc((size_t)repeats, sizeof *s->records, "records");
-    s->repeats = repeats;
+    // repetition_ = K: repetition K alone (its seed and record those of the sweep point's K-th),
+    // so that the repetitions of two configs can alternate in time (runbooks/lib/timing.lua)
+    if (only > repeats) repeats = only;
+    const int first = only ? only : 1, final_rep = only ? only : repeats, count = final_rep - first + 1;
+    s->records = tb_xcalloc((size_t)count, sizeof *s->records, "records");
+    s->repeats = count;
     lua_newtable(L);  // result
     lua_newtable(L);  // result.runs
     // repetitions are numbered 1..repeats wherever they are stored or printed (the manifest,
-    // the results, every line); runs[rep] and records[rep - 1] hold repetition rep
-    for (int rep = 1; rep <= repeats; rep++) {
+    // the results, every line); runs[rep - first + 1] and records[rep - first] hold repetition rep
+    for (int rep = first; rep <= final_rep; rep++) {
         // each run's seed: from the experiment's root seed, the sweep point and the repetition
         // — mixed 0-based, as before repetitions counted from 1, so that a config keeps its seeds
         int64_t seed = json_is_integer(json_object_get(s->point, "seed"))
@@ -476,8 +484,8 @@ int tb_runbook_exp_run(lua_State *L) {
             printf("  skip: %s repetition %d of %d already finished as %s (--force re-runs)\n", version_dir, rep,
                    repeats, run_id);
             push_run_result(L, rec, run_id, rep, seed, expected ? "failed" : "finished", 1);
-            lua_rawseti(L, -2, rep);
-            s->records[rep - 1] = tb_xstrdup(rec, "record path");
+            lua_rawseti(L, -2, rep - first + 1);
+            s->records[rep - first] = tb_xstrdup(rec, "record path");
             drop_json(&s->config);
             continue;
         }
@@ -490,8 +498,8 @@ int tb_runbook_exp_run(lua_State *L) {
         tb_lua_push_json(L, s->config);
         int cfg_idx = lua_gettop(L);
         s->resolved = json_object();
-        int dummy;
-        build_argv(L, cfg_idx, h, run_dir, s->resolved, &dummy, &s->argv, &engine_index);
+        int dummy, dummy_only;
+        build_argv(L, cfg_idx, h, run_dir, s->resolved, &dummy, &dummy_only, &s->argv, &engine_index);
         drop_json(&s->resolved);
         lua_pop(L, 2);
         if (h->dry_run) {
@@ -561,14 +569,14 @@ int tb_runbook_exp_run(lua_State *L) {
             tb_rb_error(L, "engine run %s failed (exit status %d): %s (see %s)", run_id, o.exit_status, last, log);
         }
         push_run_result(L, rec, run_id, rep, seed, expected ? "failed" : "finished", 0);
-        lua_rawseti(L, -2, rep);
-        s->records[rep - 1] = tb_xstrdup(rec, "record path");
+        lua_rawseti(L, -2, rep - first + 1);
+        s->records[rep - first] = tb_xstrdup(rec, "record path");
     }
     lua_setfield(L, -2, "runs");
     if (!h->dry_run) {
         lua_newtable(L);
         int n = 0;
-        for (int i = 0; i < repeats; i++)
+        for (int i = 0; i < count; i++)
             if (s->records[i]) s->records[n++] = s->records[i];
         s->repeats = n;  // what is left past n is NULL or moved below n: freed once, by the first n
         push_stat(L, "tokens_per_s", "tokens_per_s", NULL, s->records, n, 1);

@@ -28,6 +28,7 @@ typedef struct gate {
     // runs whose timings are compared must have run on the same number
     double occupied;
     char occupied_run[128];
+    int paired;      // judging the sides of a paired ratio: their own intervals are not the verdict
 } gate;
 
 // Appends a line unless the same line is there already: a record shared by a ratio's two
@@ -188,22 +189,27 @@ static void judge_conditions(gate *g, const char *run, const char *record_dir, i
 
 // A record's timed steps (the slowest rank's step_ms after warmup), appended to text with
 // their window; *steps (malloc'd) and *n, or NULL when they cannot be read (a reason added).
-// A replayed figure's steps are its replay's (the record's evidence "replayed_step_ms", what
-// the parser replayed from the raw traces a moment ago).
+// A record's timed steps (malloc'd, *n of them): the slowest rank's step_ms after warmup, or
+// for a replayed figure its replay's (the record's evidence "replayed_step_ms", what the parser
+// replayed from the raw traces a moment ago). NULL with why in err.
+static double *record_steps(const char *record_dir, json_t *replayed, long long warmup, int *n, tb_error *err) {
+    double *t = NULL;
+    if (!replayed) return tb_slowest_step_ms(record_dir, warmup, &t, n, err) == 0 ? t : NULL;
+    *n = (int)json_array_size(replayed);
+    if (*n == 0) {
+        tb_fail(err, "%s has no replayed steps", record_dir);
+        return NULL;
+    }
+    t = tb_xcalloc((size_t)*n, sizeof *t, "replayed steps");
+    for (int i = 0; i < *n; i++) t[i] = json_number_value(json_array_get(replayed, (size_t)i));
+    return t;
+}
+
 static double *timed_steps(gate *g, const char *run, const char *record_dir, json_t *replayed, long long warmup,
                            int *n, char *text, size_t size) {
-    double *t = NULL;
     tb_error err;
-    if (replayed) {
-        *n = (int)json_array_size(replayed);
-        t = tb_xcalloc((size_t)*n + 1, sizeof *t, "replayed steps");
-        for (int i = 0; i < *n; i++) t[i] = json_number_value(json_array_get(replayed, (size_t)i));
-        if (*n == 0) {
-            free(t);
-            add_line(g->reasons, &g->reasons_buf, "not verifiable: run %s has no replayed steps", run);
-            return NULL;
-        }
-    } else if (tb_slowest_step_ms(record_dir, warmup, &t, n, &err) != 0) {
+    double *t = record_steps(record_dir, replayed, warmup, n, &err);
+    if (!t) {
         add_line(g->reasons, &g->reasons_buf, "not verifiable: the step times of run %s: %s", run, err.msg);
         return NULL;
     }
@@ -255,7 +261,7 @@ static void judge_sampling(gate *g, json_t *ev, const char *parser, int replayed
                   "resamples", iv.resamples, "repetitions", iv.repetitions, "steps", iv.steps, "mean_ms", iv.mean,
                   "sd_ms", iv.sd, "timing_tolerance", tol, "fewest_steps", iv.fewest_steps, "shortest_window_s",
                   iv.shortest_window_s));
-    if (below > tol || above > tol)
+    if ((below > tol || above > tol) && !g->paired)
         add_line(g->reasons, &g->reasons_buf,
                  "unstable: the median %sstep time's %.0f%% interval over %d repetition%s and %d steps of %s is [%.4g, "
                  "%.4g] ms, -%.1f%%/+%.1f%% of the median %.4g ms, wider than the claim's timing_tolerance +-%.1f%%",
@@ -264,13 +270,122 @@ static void judge_sampling(gate *g, json_t *ev, const char *parser, int replayed
                  100 * below, 100 * above, iv.median, 100 * tol);
 }
 
+// ---------------------------------------------------------------------------------------
+// Paired ratios: two configurations' repetitions run alternately (timing.interleaved)
+
+// Whether a side's figure is its step time or its inverse (a ratio of them is a ratio of step
+// times): tokens_per_s, step_ms, and replayed of step_ms or tokens_per_s.
+static int step_time_side(json_t *side) {
+    const char *p = json_string_value(json_object_get(side, "parser"));
+    if (!p) return 0;
+    if (!strcmp(p, "tokens_per_s") || !strcmp(p, "step_ms")) return 1;
+    const char *f = json_string_value(json_object_get(json_object_get(side, "args"), "figure"));
+    return !strcmp(p, "replayed") && f && (!strcmp(f, "step_ms") || !strcmp(f, "tokens_per_s"));
+}
+
+// A record's start and end (manifest.json, ISO 8601 UTC to the second: they compare as text).
+static int record_window(json_t *rec, char *start, char *end, size_t size) {
+    const char *dir = json_string_value(json_object_get(rec, "record_dir"));
+    char path[STAB_PATH_MAX];
+    snprintf(path, sizeof path, "%s/" TB_RECORD_MANIFEST, dir ? dir : "");
+    json_t *m = json_load_file(path, 0, NULL);
+    const char *s = json_string_value(json_object_get(m, "start")), *e = json_string_value(json_object_get(m, "end"));
+    const int ok = s && e;
+    if (ok) snprintf(start, size, "%s", s), snprintf(end, size, "%s", e);
+    json_decref(m);
+    return ok;
+}
+
+// Whether the two sides' records ran as pairs: as many on each side, and record i of one side
+// ran right before or right after record i of the other and before pair i + 1 (by the
+// manifests' start and end, to the second).
+static int paired_records(json_t *a, json_t *b) {
+    json_t *ra = json_object_get(a, "records"), *rb = json_object_get(b, "records");
+    const size_t n = json_array_size(ra);
+    if (n < 1 || n != json_array_size(rb)) return 0;
+    char prev_end[40] = "";
+    for (size_t i = 0; i < n; i++) {
+        char sa[40], ea[40], sb[40], eb[40];
+        if (!record_window(json_array_get(ra, i), sa, ea, sizeof sa) ||
+            !record_window(json_array_get(rb, i), sb, eb, sizeof sb))
+            return 0;
+        const char *first_start = strcmp(sa, sb) <= 0 ? sa : sb, *last_end = strcmp(ea, eb) >= 0 ? ea : eb;
+        // the pair after the previous one, and its two runs one after the other (not overlapping
+        // by more than the second the stamps round to)
+        const int sequential = strcmp(ea, sb) <= 0 || strcmp(eb, sa) <= 0;
+        if (strcmp(first_start, prev_end) < 0 || !sequential) return 0;
+        snprintf(prev_end, sizeof prev_end, "%s", last_end);
+    }
+    return 1;
+}
+
+// The steps of each record of a side into reps (n of them); 0, or -1 when one cannot be read.
+static int side_steps(json_t *side, tb_timing_repetition *reps, int n) {
+    json_t *w = json_object_get(json_object_get(side, "args"), "warmup_steps");
+    const long long warmup = json_is_number(w) ? (long long)json_number_value(w) : TB_STABLE_DEFAULT_WARMUP;
+    const int replayed = tb_parser_replayed(json_string_value(json_object_get(side, "parser")));
+    for (int i = 0; i < n; i++) {
+        json_t *rec = json_array_get(json_object_get(side, "records"), (size_t)i);
+        tb_error err;
+        int steps = 0;
+        double *t = record_steps(json_string_value(json_object_get(rec, "record_dir")),
+                                 replayed ? json_object_get(rec, "replayed_step_ms") : NULL, warmup, &steps, &err);
+        if (!t) return -1;
+        reps[i] = (tb_timing_repetition){t, steps};
+    }
+    return 0;
+}
+
+// The paired ratio's interval against the claim's tolerance, into the ratio's node.
+static void judge_pairs(gate *g, json_t *ev, json_t *num, json_t *den) {
+    const int n = (int)json_array_size(json_object_get(num, "records"));
+    tb_timing_repetition *a = tb_xcalloc((size_t)n, sizeof *a, "paired steps");
+    tb_timing_repetition *b = tb_xcalloc((size_t)n, sizeof *b, "paired steps");
+    tb_timing_ratio_interval iv;
+    if (side_steps(num, a, n) == 0 && side_steps(den, b, n) == 0 && tb_timing_ratio_interval_compute(a, b, n, &iv) == 0) {
+        const double tol = g->sampling.timing_tolerance, below = 1 - iv.lo / iv.ratio, above = iv.hi / iv.ratio - 1;
+        char text[512];
+        snprintf(text, sizeof text,
+                 "paired: %d pairs of repetitions run one after the other; numerator / denominator median step time "
+                 "%.4g, %.0f%% interval [%.4g, %.4g] (-%.1f%%/+%.1f%%; timing_tolerance +-%.1f%%; hierarchical "
+                 "bootstrap over the pairs then their steps, %d resamples)",
+                 iv.pairs, iv.ratio, 100 * iv.level, iv.lo, iv.hi, 100 * below, 100 * above, 100 * tol, iv.resamples);
+        json_object_set_new(ev, "sampling_text", json_string(text));
+        json_object_set_new(ev, "sampling",
+                            json_pack("{s:s, s:f, s:[f, f], s:f, s:i, s:i, s:f}", "method",
+                                      "paired: ratio of the pooled median step times, hierarchical percentile "
+                                      "bootstrap over the pairs then each one's steps",
+                                      "step_time_ratio", iv.ratio, "interval", iv.lo, iv.hi, "level", iv.level,
+                                      "pairs", iv.pairs, "resamples", iv.resamples, "timing_tolerance", tol));
+        if (below > tol || above > tol)
+            add_line(g->reasons, &g->reasons_buf,
+                     "unstable: the paired ratio of median step times over %d pairs is %.4g, its %.0f%% interval "
+                     "[%.4g, %.4g] -%.1f%%/+%.1f%%, wider than the claim's timing_tolerance +-%.1f%%",
+                     iv.pairs, iv.ratio, 100 * iv.level, iv.lo, iv.hi, 100 * below, 100 * above, 100 * tol);
+    }
+    for (int i = 0; i < n; i++) free((void *)a[i].steps), free((void *)b[i].steps);
+    free(a);
+    free(b);
+}
+
 static void judge(gate *g, json_t *ev, int depth) {
     // every side a composite parser reads (ratio, saved_fraction, relative_difference)
     static const char *const sides[] = {"numerator", "denominator", "treatment", "baseline", "a", "b"};
+    const char *parser = json_string_value(json_object_get(ev, "parser"));
+    json_t *num = json_object_get(ev, "numerator"), *den = json_object_get(ev, "denominator");
+    // a ratio of two step times whose repetitions ran in pairs is judged by the pairs: the
+    // drift of the host between them cancels in each pair's ratio (the sides' own intervals,
+    // which hold that drift, are printed but are not the verdict)
+    const int pairs = parser && !strcmp(parser, "ratio") && !g->paired && step_time_side(num) &&
+                      step_time_side(den) && paired_records(num, den);
+    if (pairs) g->paired = 1;
     for (int s = 0; s < 6 && depth < 16; s++)
         if (json_object_get(ev, sides[s])) judge(g, json_object_get(ev, sides[s]), depth + 1);
+    if (pairs) {
+        g->paired = 0;
+        judge_pairs(g, ev, num, den);
+    }
     json_t *args = json_object_get(ev, "args");
-    const char *parser = json_string_value(json_object_get(ev, "parser"));
     if (!tb_parser_timed(parser, args)) return;
     g->timed = 1;
     const int replayed = tb_parser_replayed(parser);

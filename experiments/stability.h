@@ -21,8 +21,17 @@
 // median. For tokens_per_s and step_ms that median is the claimed figure's (tokens / t is
 // monotone in t); for the other timed figures (a bubble, an imbalance, a phase's time) it is
 // the precision of the run's step timing, not an interval of the figure itself. A ratio's
-// sides are judged each on its own. A claim sets these in claims.json (exp:claim's
-// timing_tolerance, min_window_s, min_steps, min_repetitions).
+// sides are judged each on its own — unless both are step times (tokens_per_s, step_ms,
+// replayed step_ms or tokens_per_s) whose repetitions ran in pairs, one configuration right
+// after the other (runbooks/lib/timing.lua's interleaved; the manifests' start and end say
+// so): then the verdict is the interval of the ratio of median step times over the pairs
+// (timing_interval.h), in which what the host's speed does between pairs cancels, and the
+// sides' own intervals are printed but not gated. A claim sets these in claims.json
+// (exp:claim's timing_tolerance, min_window_s, min_steps, min_repetitions).
+//
+// A replayed figure (parser "replayed": each rank on a core of its own, from per-op CPU time)
+// is sampled on its replayed step times; the oversubscription gate and the comparison of
+// occupied cores do not apply to it, the contention gates do.
 //
 // Each reason is one line beginning with its kind:
 //   "not verifiable: ..." the record has no (readable) conditions.json, or lacks a figure;
@@ -35,7 +44,8 @@
 //                         or a rank's threads waited for a core beyond the threshold;
 //   "undersampled: ..."   fewer repetitions than min_repetitions, or a repetition that timed
 //                         fewer than min_steps steps or a shorter window than min_window_s;
-//   "unstable: ..."       the median's interval is wider than the claim's timing_tolerance;
+//   "unstable: ..."       the median's interval (a paired ratio's) is wider than the claim's
+//                         timing_tolerance;
 //   "unequal threads: ..." runs compared by the claim occupied different numbers of cores.
 // Each names the run, the figure and the threshold below.
 #ifndef TB_EXPERIMENTS_STABILITY_H

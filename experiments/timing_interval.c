@@ -85,3 +85,47 @@ int tb_timing_interval_compute(const tb_timing_repetition *reps, int n, tb_timin
     free(pooled);
     return 0;
 }
+
+// The pooled steps of the n repetitions rep[idx[j]] (idx NULL: rep[j]), each drawn with
+// replacement from its own when state is not NULL, into v; returns how many.
+static int pool(const tb_timing_repetition *reps, const int *idx, int n, uint64_t *state, double *v) {
+    int k = 0;
+    for (int j = 0; j < n; j++) {
+        const tb_timing_repetition *rep = &reps[idx ? idx[j] : j];
+        for (int i = 0; i < rep->n; i++) v[k++] = rep->steps[state ? draw(state, rep->n) : i];
+    }
+    return k;
+}
+
+int tb_timing_ratio_interval_compute(const tb_timing_repetition *a, const tb_timing_repetition *b, int pairs,
+                                     tb_timing_ratio_interval *out) {
+    *out = (tb_timing_ratio_interval){.level = TB_TIMING_LEVEL, .resamples = TB_TIMING_RESAMPLES, .pairs = pairs};
+    if (pairs < 1) return -1;
+    int most = 0;
+    for (int p = 0; p < pairs; p++) {
+        if (a[p].n < 1 || b[p].n < 1) return -1;
+        most = a[p].n > most ? a[p].n : most;
+        most = b[p].n > most ? b[p].n : most;
+    }
+    double *va = tb_xcalloc((size_t)pairs * (size_t)most, sizeof *va, "paired resample");
+    double *vb = tb_xcalloc((size_t)pairs * (size_t)most, sizeof *vb, "paired resample");
+    double *ratios = tb_xcalloc(TB_TIMING_RESAMPLES, sizeof *ratios, "bootstrap ratios");
+    int *idx = tb_xcalloc((size_t)pairs, sizeof *idx, "drawn pairs");
+    int na = pool(a, NULL, pairs, NULL, va), nb = pool(b, NULL, pairs, NULL, vb);
+    out->ratio = median_sorting(va, na) / median_sorting(vb, nb);
+    uint64_t state = 0x7472616365626f6full;
+    for (int r = 0; r < TB_TIMING_RESAMPLES; r++) {
+        for (int j = 0; j < pairs; j++) idx[j] = draw(&state, pairs);
+        na = pool(a, idx, pairs, &state, va);
+        nb = pool(b, idx, pairs, &state, vb);
+        ratios[r] = median_sorting(va, na) / median_sorting(vb, nb);
+    }
+    qsort(ratios, TB_TIMING_RESAMPLES, sizeof *ratios, by_value);
+    out->lo = quantile(ratios, TB_TIMING_RESAMPLES, (1 - TB_TIMING_LEVEL) / 2);
+    out->hi = quantile(ratios, TB_TIMING_RESAMPLES, 1 - (1 - TB_TIMING_LEVEL) / 2);
+    free(idx);
+    free(ratios);
+    free(vb);
+    free(va);
+    return 0;
+}

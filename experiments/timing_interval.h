@@ -35,4 +35,19 @@ typedef struct tb_timing_interval {
 // when there is nothing to compute it from.
 int tb_timing_interval_compute(const tb_timing_repetition *reps, int n, tb_timing_interval *out);
 
+// A ratio of two timings measured in pairs: a[i] and b[i] are repetitions (separate
+// processes) of two configurations run one right after the other, so that what drifts on the
+// host over minutes (a shared memory system's speed) is common to the pair. The figure is
+// median(a's steps) / median(b's steps), pooled; its interval is the same hierarchical
+// bootstrap over the pairs (drawn with replacement, each then drawing its two repetitions'
+// steps), so that the drift between pairs enters it only as it moves the ratio.
+typedef struct tb_timing_ratio_interval {
+    double ratio, lo, hi;     // median(a) / median(b), pooled, and its interval's ends
+    double level;
+    int resamples, pairs;
+} tb_timing_ratio_interval;
+
+int tb_timing_ratio_interval_compute(const tb_timing_repetition *a, const tb_timing_repetition *b, int pairs,
+                                     tb_timing_ratio_interval *out);
+
 #endif

@@ -9,13 +9,15 @@
 -- rank's trace: true on any machine. The timing claims (speed-up, bubble, stage imbalance) are
 -- replayed from per-op CPU time on one core per rank (the parser "replayed",
 -- experiments/schedule_replay.h): on a host with fewer than 8 cores the 8 stages share them,
--- and the wall clock would measure that sharing, not the schedule. Each is measured over 6
--- processes, each with at least 1 s of replayed steps after the first (runbooks/lib/timing.lua
--- sizes train_iters from a calibration run), and PROVEN when the median replayed step's 95%
--- interval is within +-15%: a rank's CPU time per op drifts with the host's memory system
--- (on a shared 2-core VM by +-20% over tens of seconds, scripts/bench-host-drift.sh), and
--- the claims say what 6 processes can hold there. Both layouts run one thread per rank
--- (num_threads = 1): the speed-up is that of 8 cores, one per stage, over 1.
+-- and the wall clock would measure that sharing, not the schedule. Each layout is measured
+-- over 6 processes, each with at least 1 s of replayed steps after the first
+-- (runbooks/lib/timing.lua sizes train_iters from a calibration run), the two layouts'
+-- processes alternating (pp1, pp8, pp1, ...). The speed-up is PROVEN when the 95% interval of
+-- its paired ratio (over the 6 pairs) is within +-15%, the bubble and imbalance when the
+-- median replayed step's is: a rank's CPU time per op drifts with the host's memory system
+-- (on a shared 2-core VM by +-20% over tens of seconds, scripts/bench-host-drift.sh), which a
+-- pair shares. Both layouts run one thread per rank (num_threads = 1): the speed-up is that
+-- of 8 cores, one per stage, over 1.
 
 local config = require "config"
 local timing = require "timing"
@@ -30,8 +32,12 @@ local base = { num_layers = 16, hidden_size = 128, num_attention_heads = 4, seq_
 local function with(extra) return config.with(base, extra) end
 local replayed = { replayed = true, repetitions = 6 }
 local tolerance = 0.15  -- the timing claims' (above)
-local pp1 = exp:run(timing.calibrated(exp, with{}, replayed))
-local pp8 = exp:run(timing.calibrated(exp, with{ pipeline_model_parallel_size = 8, world_size = 8 }, replayed))
+-- each sized by its own calibration, then their repetitions alternately (pp1, pp8, pp1, ...):
+-- the speed-up is judged over those pairs
+local sized = { timing.calibrated(exp, with{}, replayed),
+                (timing.calibrated(exp, with{ pipeline_model_parallel_size = 8, world_size = 8 }, replayed)) }
+local both = timing.interleaved(exp, sized)
+local pp1, pp8 = both[1], both[2]
 local part = config.part
 
 if pp1.stats then  -- not in a dry run

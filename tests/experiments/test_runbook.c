@@ -84,6 +84,39 @@ TB_TEST(runbook_runs_records_and_claims_and_prove_rederives) {
     TB_CHECK(records(ART "/rb/v1", names, 8) == 4, "--force re-runs");
 }
 
+// repetition_ = K runs repetition K alone, with its seed and record as the K-th of repeat_;
+// timing.interleaved alternates two configs' repetitions that way (runbooks/lib/timing.lua).
+TB_TEST(repetition_runs_one_repetition_and_interleaved_alternates_configs) {
+    tb_run(&sh, NULL, "rm -rf %s/alt && mkdir -p %s/alt && ln -s %s/runbooks/lib %s/alt/lib", TB_TEST_TMPDIR,
+           TB_TEST_TMPDIR, TB_SOURCE_DIR, TB_TEST_TMPDIR);
+    tb_write_text(TB_TEST_TMPDIR "/alt/alt.lua",
+                  "local timing = require 'timing'\n"
+                  "local exp = tb.experiment{ name = 'alt', version = 1, question = 'q' }\n"
+                  "local both = timing.interleaved(exp, { { " TINY ", train_iters = 2 }, { " TINY ", train_iters = 3 } },\n"
+                  "                                 { repetitions = 2 })\n"
+                  "tb.assert(#both[1].runs == 2 and #both[2].runs == 2, 'two repetitions of each')\n"
+                  "tb.assert(both[1].runs[2].repetition == 2 and both[2].runs[1].repetition == 1, 'numbered')\n"
+                  "tb.assert(both[1].stats.step_ms.n == 2, 'stats over both repetitions')\n"
+                  "local all = exp:run{ " TINY ", train_iters = 2, repeat_ = 2 }\n"
+                  "tb.assert(all.runs[2].run_id == both[1].runs[2].run_id and all.runs[2].resumed,\n"
+                  "          'repetition 2 of repeat_ 2 is the record repetition_ 2 made')\n"
+                  "tb.assert(all.runs[1].seed == both[1].runs[1].seed and all.runs[1].seed ~= all.runs[2].seed, 'seeds')\n"
+                  "exp:claim{ id = 'mem', parser = 'peak_memory_bytes', runs = all, text = 'bytes' }\n");
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s_alt && %s run %s/alt/alt.lua --artifacts %s_alt", ART, TRACEBOOK,
+                    TB_TEST_TMPDIR, ART) == 0,
+             "%s\n%s", sh.out, sh.err);
+    // the order: config 1 repetition 1, config 2 repetition 1, config 1 repetition 2, ...
+    const char *p = strstr(sh.out, "repetition 1 of 2"), *q = p ? strstr(p + 1, "repetition 1 of 2") : NULL;
+    const char *r = q ? strstr(q + 1, "repetition 2 of 2") : NULL, *t = r ? strstr(r + 1, "repetition 2 of 2") : NULL;
+    TB_CHECK(p && q && r && t, "repetition 1 twice, then 2 twice:\n%s", sh.out);
+    tb_write_text(TB_TEST_TMPDIR "/alt/bad.lua",
+                  "local exp = tb.experiment{ name = 'alt', version = 1, question = 'q' }\n"
+                  "exp:run{ " TINY ", repetition_ = 0 }\n");
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/alt/bad.lua --artifacts %s_alt", TRACEBOOK, TB_TEST_TMPDIR, ART) != 0 &&
+                 strstr(sh.err, "repetition_ must be an integer >= 1 (got 0)"),
+             "repetition_ 0 is refused: %s", sh.err);
+}
+
 // repeat_=3 is repetitions 1, 2, 3: in the manifests, the results the runbook reads, the
 // progress lines, the resume line, ls, show, prove's evidence and a dry run.
 TB_TEST(repetitions_are_numbered_from_one_everywhere) {
@@ -601,6 +634,7 @@ int main(void) {
     TB_RUN(runbook_runs_records_and_claims_and_prove_rederives);
     TB_RUN(dry_run_prints_argv_and_config_and_runs_nothing);
     TB_RUN(repetitions_are_numbered_from_one_everywhere);
+    TB_RUN(repetition_runs_one_repetition_and_interleaved_alternates_configs);
     TB_RUN(runbook_errors_name_file_and_line_and_mark_the_experiment_failed);
     TB_RUN(over_long_artifacts_root_is_refused_naming_the_path_and_the_limit);
     TB_RUN(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest);

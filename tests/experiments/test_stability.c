@@ -322,6 +322,65 @@ TB_TEST(a_timing_claim_needs_three_repetitions_of_a_second_each) {
     }
 }
 
+// Sets a record's manifest start and end (ISO 8601 UTC) to minute 0, seconds [from, to).
+static void set_window(const char *root, const char *id, int from, int to) {
+    char path[FX_PATH], start[32], end[32];
+    fx_path(path, sizeof path, "%s/g/v1/%s/" TB_RECORD_MANIFEST, root, id);
+    json_t *m = json_load_file(path, 0, NULL);
+    snprintf(start, sizeof start, "2026-11-29T10:00:%02dZ", from);
+    snprintf(end, sizeof end, "2026-11-29T10:00:%02dZ", to);
+    json_object_set_new(m, "start", json_string(start));
+    json_object_set_new(m, "end", json_string(end));
+    tb_write_json_atomic(path, m, NULL);
+    json_decref(m);
+}
+
+// Two configurations whose every process ran at the host's speed of the moment: repetition i
+// of both is k_i times as slow (k = 1, 1.4, 0.7, a drift of the host), b always twice a's
+// steps. Each side's interval holds that drift (unstable at +-5%); run in pairs, one right
+// after the other, the ratio of each pair is 2, and the paired interval of step times holds only
+// the steps' own 0.4% jitter: [0.498, 0.502]. Run one configuration's three, then the other's, no pair shares
+// its drift and the sides are judged each on its own.
+TB_TEST(a_ratio_of_paired_repetitions_is_judged_over_the_pairs) {
+    const char *root = fx_fresh_dir("gate_pairs");
+    static const char *const as[] = {"a1", "a2", "a3", NULL}, *const bs[] = {"b1", "b2", "b3", NULL};
+    static const char *const all[] = {"a1", "a2", "a3", "b1", "b2", "b3", NULL};
+    const double k[3] = {1, 1.4, 0.7};
+    for (int i = 0; i < 3; i++) {
+        fx_numbers a = long_steps(300 * k[i]), b = long_steps(600 * k[i]);
+        write_record(root, as[i], &a);
+        write_record(root, bs[i], &b);
+    }
+    const char *ratio = "{\"numerator\": {\"parser\": \"tokens_per_s\", \"records\": [\"a1\", \"a2\", \"a3\"]}, "
+                        "\"denominator\": {\"parser\": \"tokens_per_s\", \"records\": [\"b1\", \"b2\", \"b3\"]}}";
+    json_t *claims = json_array();
+    add_claim(claims, root, "speedup", "ratio", ratio, all, RULE_DEFAULT);
+    write_claims(root, claims);
+    // a1 b1 a2 b2 a3 b3, two seconds each
+    for (int i = 0; i < 3; i++) {
+        set_window(root, as[i], 4 * i, 4 * i + 2);
+        set_window(root, bs[i], 4 * i + 2, 4 * i + 4);
+    }
+    char *out;
+    int rc = prove(root, "speedup", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/speedup") &&
+                 strstr(out, "sampling: paired: 3 pairs of repetitions run one after the other; numerator / "
+                             "denominator median step time 0.5, 95% interval [0.498, 0.502] (-0.4%/+0.4%"),
+             "interleaved: exit %d", rc);
+    TB_CHECK(strstr(out, "unstable") == NULL, "the sides' own intervals are not the verdict");
+    free(out);
+    // a1 a2 a3 b1 b2 b3
+    for (int i = 0; i < 3; i++) {
+        set_window(root, as[i], 2 * i, 2 * i + 2);
+        set_window(root, bs[i], 6 + 2 * i, 8 + 2 * i);
+    }
+    rc = prove(root, "speedup", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/speedup (unstable: the median step time's 95% interval over 3 "
+                                    "repetitions") && !strstr(out, "paired:"),
+             "one configuration after the other: exit %d", rc);
+    free(out);
+}
+
 TB_TEST(a_record_without_conditions_is_not_verifiable) {
     const char *root = fx_fresh_dir("gate_none");
     fx_numbers n = steady();
@@ -440,6 +499,7 @@ int main(void) {
     TB_RUN(a_step_three_times_the_others_is_unstable);
     TB_RUN(repetitions_a_third_apart_are_unstable);
     TB_RUN(a_timing_claim_needs_three_repetitions_of_a_second_each);
+    TB_RUN(a_ratio_of_paired_repetitions_is_judged_over_the_pairs);
     TB_RUN(a_record_without_conditions_is_not_verifiable);
     TB_RUN(a_ratio_of_runs_on_unequal_thread_counts_is_not_proven);
     TB_RUN(a_real_run_beside_busy_loops_proves_its_bytes_but_not_its_speed);

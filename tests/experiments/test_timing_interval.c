@@ -94,11 +94,40 @@ TB_TEST(the_interval_covers_the_true_median_of_runs_drawn_from_a_known_distribut
              covered_flat);
 }
 
+// A drift common to each pair cancels: pair i's steps are k_i times as slow on both sides
+// (k from 0.7 to 1.4), b's twice a's, so every pair's ratio is 0.5 and the interval holds only
+// the steps' own spread; the same steps judged unpaired (each side on its own) hold the drift.
+TB_TEST(a_drift_shared_by_each_pair_cancels_in_the_paired_ratio) {
+    const double k[4] = {1, 1.4, 0.7, 1.2};
+    double sa[4][5], sb[4][5];
+    tb_timing_repetition a[4], b[4];
+    for (int p = 0; p < 4; p++) {
+        for (int i = 0; i < 5; i++) sa[p][i] = 100 * k[p] * (1 + 0.01 * i), sb[p][i] = 2 * sa[p][i];
+        a[p] = (tb_timing_repetition){sa[p], 5};
+        b[p] = (tb_timing_repetition){sb[p], 5};
+    }
+    tb_timing_ratio_interval r;
+    TB_REQUIRE(tb_timing_ratio_interval_compute(a, b, 4, &r) == 0, "computed");
+    // what is left is the steps' own 0..4% spread, drawn independently on each side
+    TB_CHECK(fabs(r.ratio - 0.5) < 1e-12 && r.lo > 0.5 * 0.97 && r.hi < 0.5 * 1.03,
+             "ratio %.15g in [%.15g, %.15g]: the 40%% drift between pairs is not in it", r.ratio, r.lo, r.hi);
+    TB_CHECK(r.pairs == 4 && r.level == 0.95 && r.resamples == 2000, "%d pairs", r.pairs);
+    tb_timing_interval side;
+    TB_REQUIRE(tb_timing_interval_compute(a, 4, &side) == 0, "computed");
+    TB_CHECK(side.hi / side.lo > 1.5, "unpaired, a's own interval [%g, %g] holds the drift", side.lo, side.hi);
+    // pairs that do not share it: b's drift reversed
+    tb_timing_repetition rev[4] = {b[3], b[2], b[1], b[0]};
+    TB_REQUIRE(tb_timing_ratio_interval_compute(a, rev, 4, &r) == 0, "computed");
+    TB_CHECK(r.hi / r.lo > 1.5, "pairs with different drifts: interval [%g, %g]", r.lo, r.hi);
+    TB_CHECK(tb_timing_ratio_interval_compute(a, b, 0, &r) == -1, "no pairs: nothing to compute from");
+}
+
 int main(void) {
     TB_RUN(steps_all_equal_give_an_interval_of_one_point);
     TB_RUN(the_pooled_median_mean_and_sample_deviation);
     TB_RUN(the_same_steps_give_the_same_interval);
     TB_RUN(nothing_to_compute_from_is_refused);
     TB_RUN(the_interval_covers_the_true_median_of_runs_drawn_from_a_known_distribution);
+    TB_RUN(a_drift_shared_by_each_pair_cancels_in_the_paired_ratio);
     return tb_test_summary();
 }
