@@ -11,45 +11,7 @@ M.defaults = { min_window_s = 1.0, min_steps = 5, repetitions = 3, warmup_steps 
 
 local function option(opts, key)
     local v = opts and opts[key]
-    if v == nil then -- The configs' repetitions run alternately, pair by pair: repetition 1 of each config, then
--- repetition 2 of each, ... (exp:run's repetition_), so that a ratio of their timings is judged
--- over the pairs (experiments/stability.h): what the host's speed does over the minutes the
--- runbook takes is common to a pair and cancels in its ratio. cfgs: configs as exp:run takes
--- them (timing.calibrated's); returns one result per config, each {runs = every repetition's
--- run, stats = {tokens_per_s, step_ms, replayed_step_ms = {min, median, max, n}} over the
--- repetitions, config}.
-function M.interleaved(exp, cfgs, opts)
-    local reps = 0
-    for _, c in ipairs(cfgs) do reps = math.max(reps, c.repeat_ or option(opts, "repetitions")) end
-    local out, values = {}, {}
-    for i = 1, #cfgs do out[i], values[i] = { runs = {} }, { tokens_per_s = {}, step_ms = {}, replayed_step_ms = {} } end
-    for rep = 1, reps do
-        for i, c in ipairs(cfgs) do
-            local r = exp:run(config.with(c, { repeat_ = reps, repetition_ = rep }))
-            out[i].config = r.config
-            for _, run in ipairs(r.runs) do out[i].runs[#out[i].runs + 1] = run end
-            for key, list in pairs(values[i]) do
-                local st = r.stats and r.stats[key]
-                if st and st.median then list[#list + 1] = st.median end
-            end
-        end
-    end
-    for i = 1, #cfgs do
-        if next(values[i].step_ms) then  -- not in a dry run
-            out[i].stats = {}
-            for key, list in pairs(values[i]) do
-                table.sort(list)
-                local n, median = #list, nil
-                if n % 2 == 1 then median = list[(n + 1) // 2]
-                elseif n > 0 then median = (list[n // 2] + list[n // 2 + 1]) / 2 end
-                out[i].stats[key] = { min = list[1], median = median, max = list[n], n = n }
-            end
-        end
-    end
-    return out
-end
-
-return M.defaults[key] end
+    if v == nil then return M.defaults[key] end
     return v
 end
 
