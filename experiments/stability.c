@@ -296,9 +296,10 @@ static int record_window(json_t *rec, char *start, char *end, size_t size) {
     return ok;
 }
 
-// Whether the two sides' records ran as pairs: as many on each side, and record i of one side
-// ran right before or right after record i of the other and before pair i + 1 (by the
-// manifests' start and end, to the second).
+// Whether the two sides' records ran as pairs: as many on each side, pair i (record i of each
+// side) after pair i - 1 and its two runs one after the other — in one round of
+// timing.interleaved, where other configurations' runs of the round may sit between them (by
+// the manifests' start and end, to the second).
 static int paired_records(json_t *a, json_t *b) {
     json_t *ra = json_object_get(a, "records"), *rb = json_object_get(b, "records");
     const size_t n = json_array_size(ra);

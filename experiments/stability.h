@@ -22,9 +22,9 @@
 // monotone in t); for the other timed figures (a bubble, an imbalance, a phase's time) it is
 // the precision of the run's step timing, not an interval of the figure itself. A ratio's
 // sides are judged each on its own — unless both are step times (tokens_per_s, step_ms,
-// replayed step_ms or tokens_per_s) whose repetitions ran in pairs, one configuration right
-// after the other (runbooks/lib/timing.lua's interleaved; the manifests' start and end say
-// so): then the verdict is the interval of the ratio of median step times over the pairs
+// replayed step_ms or tokens_per_s) whose repetitions ran in pairs, pair i after pair i - 1
+// and its two runs one after the other (a round of runbooks/lib/timing.lua's interleaved;
+// the manifests' start and end say so): then the verdict is the interval of the ratio of median step times over the pairs
 // (timing_interval.h), in which what the host's speed does between pairs cancels, and the
 // sides' own intervals are printed but not gated. A claim sets these in claims.json
 // (exp:claim's timing_tolerance, min_window_s, min_steps, min_repetitions).
