@@ -510,6 +510,8 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
             sb_printf(&failures, "does not re-derive: %s\n", err.msg);
         else have_derived = 1;
     }
+    // prove reads only what the manifests vouch for: every file the parser opened
+    if (have_derived) check_read_files(&s->checks, evidence, &failures, 0);
     double diff = have_derived ? fabs(derived - claimed) : NAN;
     double rel = claimed != 0 ? diff / fabs(claimed) : diff;
     if (have_derived && bounded && !(derived <= claimed))  // a NaN derived number is above every bound

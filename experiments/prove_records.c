@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,8 +85,10 @@ void check_table_free(check_table *t) {
 // A manifest's file name must stay inside the record: relative, without "..".
 static void add_failure(void *failures, const char *text) { sb_printf(failures, "%s\n", text); }
 
-// Every regular file under dir/sub that the manifest's files do not list.
-static void find_unlisted(const char *root, const char *sub, json_t *files, strbuf *warnings, int depth) {
+// Every regular file under dir/sub that the manifest's files do not list: a file in a record
+// that its manifest does not vouch for is a failure, not a warning — an extra rank's metrics
+// would otherwise sit beside the listed ones, for whatever reads a directory to find them.
+static void find_unlisted(const char *root, const char *sub, json_t *files, strbuf *failures, int depth) {
     char path[PROVE_PATH_MAX];
     if (snprintf(path, sizeof path, "%s%s%s", root, *sub ? "/" : "", sub) >= (int)sizeof path || depth > 16) return;
     DIR *d = opendir(path);
@@ -100,8 +103,9 @@ static void find_unlisted(const char *root, const char *sub, json_t *files, strb
             continue;
         struct stat st;
         if (lstat(full, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) find_unlisted(root, rel, files, warnings, depth + 1);
-        else if (!json_object_get(files, rel)) sb_printf(warnings, "unlisted file (not in the manifest): %s\n", full);
+        if (S_ISDIR(st.st_mode)) find_unlisted(root, rel, files, failures, depth + 1);
+        else if (!json_object_get(files, rel))
+            sb_printf(failures, "unlisted file (not in the manifest, so nothing vouches for it): %s\n", full);
     }
     closedir(d);
 }
@@ -132,11 +136,75 @@ record_check *verify_record(check_table *t, const char *dir) {
         sb_printf(&c->failures, "manifest without \"files\": %s\n", path);
         return c;
     }
+    if (json_object_size(files) == 0) {
+        sb_printf(&c->failures, "manifest lists no files: %s (a record whose manifest vouches for nothing proves nothing)\n",
+                  path);
+        return c;
+    }
     const char *status = json_string_value(json_object_get(c->manifest, "status"));
     if (!status || (strcmp(status, "finished") && !tb_manifest_failed_as_expected(c->manifest)))
         sb_printf(&c->warnings, "run status %s (not finished): %s\n", status ? status : "(none)", path);
     c->files_verified = tb_record_verify_files(dir, files, add_failure, &c->failures);
-    find_unlisted(dir, "", files, &c->warnings, 0);
+    find_unlisted(dir, "", files, &c->failures, 0);
     return c;
+}
+
+static int is_directory(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Appends line (with its newline) unless failures holds it already.
+static void add_once(strbuf *failures, const char *line) {
+    if (failures->s && strstr(failures->s, line)) return;
+    sb_printf(failures, "%s", line);
+}
+
+void check_read_files(check_table *t, json_t *ev, strbuf *failures, int depth) {
+    if (depth > 32) return;
+    if (json_is_array(ev)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(ev, i, v) check_read_files(t, v, failures, depth + 1);
+        return;
+    }
+    if (!json_is_object(ev)) return;
+    const char *dir = json_string_value(json_object_get(ev, "record_dir"));
+    json_t *read = json_object_get(ev, "files");
+    if (dir && json_is_array(read)) {
+        record_check *c = verify_record(t, dir);  // once per record; a part's records too
+        if (c->failures.len) {
+            for (const char *p = c->failures.s; *p;) {
+                const char *nl = strchr(p, '\n');
+                char line[PROVE_PATH_MAX + 256];
+                snprintf(line, sizeof line, "%.*s\n", (int)(nl ? nl - p : (ptrdiff_t)strlen(p)), p);
+                add_once(failures, line);
+                p = nl ? nl + 1 : p + strlen(p);
+            }
+        }
+        json_t *listed = json_object_get(c->manifest, "files");
+        const size_t len = strlen(dir);
+        size_t i;
+        json_t *f;
+        json_array_foreach(read, i, f) {
+            const char *path = json_string_value(f);
+            char line[2 * PROVE_PATH_MAX + 256];
+            if (!path) continue;
+            if (strncmp(path, dir, len) || path[len] != '/') {
+                snprintf(line, sizeof line, "read outside its record: %s (record %s)\n", path, dir);
+                add_once(failures, line);
+            } else if (!json_object_get(listed, path + len + 1) && !is_directory(path)) {
+                // (a directory a parser read from — dumped tensors — holds only listed files:
+                // verify_record fails a record with any file its manifest does not list)
+                snprintf(line, sizeof line,
+                         "read but not in the manifest: %s (the parser read a file whose sha256 nothing vouches for)\n",
+                         path);
+                add_once(failures, line);
+            }
+        }
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(ev, key, v) if (json_is_object(v) || json_is_array(v)) check_read_files(t, v, failures, depth + 1);
 }
 

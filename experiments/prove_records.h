@@ -1,6 +1,7 @@
 // prove_records.h — what `tracebook prove` knows of each record it reads (prove.c): the
 // record verified against its manifest once, however many claims name it — its files'
-// sha256, a missing or unreadable manifest, files it does not list, a run that did not finish.
+// sha256, a missing or unreadable manifest, a manifest that lists nothing, files it does not
+// list (failures: nothing vouches for them), a run that did not finish (a warning).
 #ifndef TB_EXPERIMENTS_PROVE_RECORDS_H
 #define TB_EXPERIMENTS_PROVE_RECORDS_H
 
@@ -20,8 +21,8 @@ __attribute__((format(printf, 2, 3))) void sb_printf(strbuf *b, const char *fmt,
 typedef struct record_check {
     char *dir;
     json_t *manifest;   // NULL when missing or unreadable
-    strbuf failures;    // one line each: missing / altered files, an incomplete record
-    strbuf warnings;    // files the manifest does not list, a run that did not finish
+    strbuf failures;    // one line each: missing / altered / unlisted files, an incomplete record
+    strbuf warnings;    // a run that did not finish
     int files_verified;
 } record_check;
 
@@ -35,5 +36,11 @@ typedef struct check_table {
 // the next record is verified.
 record_check *verify_record(check_table *t, const char *dir);
 void check_table_free(check_table *t);
+
+// Every file a parser read, as its evidence lists them (each record object's "record_dir" and
+// "files", at any depth: a ratio's parts too), must lie in its record and be listed in that
+// record's manifest with its sha256; the records a part names beyond the claim's runs are
+// verified here. Each problem is one line appended to failures (once).
+void check_read_files(check_table *t, json_t *evidence, strbuf *failures, int depth);
 
 #endif

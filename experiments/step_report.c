@@ -106,16 +106,20 @@ static int cmp_double(const void *a, const void *b) {
 
 // --- matching the collectives -----------------------------------------------------------
 
+// A call is matched across its group's members by its ordinal: its place among the member's
+// collectives on that group. Not by sequence number: a member's seq counts every call it made
+// on the group, P2P included, and the pp group's middle stages send and receive where its first
+// stage only sends, so their all-reduces on it carry different numbers.
 typedef struct call {
     int group_id, rank;
-    long long seq, step;
+    long long seq, ordinal, step;
     size_t ev;  // index into the rank's events
 } call;
 
 static int by_call(const void *a, const void *b) {
     const call *x = a, *y = b;
     if (x->group_id != y->group_id) return x->group_id < y->group_id ? -1 : 1;
-    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+    if (x->ordinal != y->ordinal) return x->ordinal < y->ordinal ? -1 : 1;
     return x->rank - y->rank;
 }
 
@@ -154,7 +158,8 @@ static int by_spread(const void *a, const void *b) {
 static json_t *calls_of(const run_traces *t) {
     size_t n = 0, cap = 256;
     call *calls = tb_xcalloc(cap, sizeof *calls, "collective calls");
-    for (int r = 0; r < t->nranks; r++)
+    for (int r = 0; r < t->nranks; r++) {
+        size_t first = n;  // this rank's calls: calls[first .. n)
         for (size_t i = 0; i < t->ranks[r].n; i++) {
             json_t *a = t->ranks[r].ev[i].args;
             const char *op = json_string_value(json_object_get(a, "op"));
@@ -162,12 +167,17 @@ static json_t *calls_of(const run_traces *t) {
             if (!op || !json_is_integer(gid) || !json_is_integer(seq) || !strcmp(op, "send") || !strcmp(op, "recv"))
                 continue;
             if (n == cap) calls = tb_xreallocarray(calls, cap *= 2, sizeof *calls, "collective calls");
-            calls[n++] = (call){(int)json_integer_value(gid), r, json_integer_value(seq), step_of(&t->ranks[r], i), i};
+            call c = {(int)json_integer_value(gid), r, json_integer_value(seq), 0, step_of(&t->ranks[r], i), i};
+            // its ordinal: the rank's calls on the group before it (by seq, their order on the group)
+            for (size_t k = first; k < n; k++) c.ordinal += calls[k].group_id == c.group_id && calls[k].seq < c.seq;
+            for (size_t k = first; k < n; k++) calls[k].ordinal += calls[k].group_id == c.group_id && calls[k].seq > c.seq;
+            calls[n++] = c;
         }
+    }
     qsort(calls, n, sizeof *calls, by_call);
     json_t *out = json_array();
     for (size_t a = 0, b; a < n; a = b) {
-        for (b = a + 1; b < n && calls[b].group_id == calls[a].group_id && calls[b].seq == calls[a].seq;) b++;
+        for (b = a + 1; b < n && calls[b].group_id == calls[a].group_id && calls[b].ordinal == calls[a].ordinal;) b++;
         size_t last = a, first = a;
         for (size_t k = a; k < b; k++) {
             const range_ev *e = &t->ranks[calls[k].rank].ev[calls[k].ev];
@@ -189,9 +199,9 @@ static json_t *calls_of(const run_traces *t) {
         context_of(&t->ranks[calls[last].rank], calls[last].ev, &in, &after);
         json_t *args = le->args;
         json_array_append_new(
-            out, json_pack("{s:O, s:i, s:I, s:O, s:O, s:I, s:f, s:i, s:s?, s:s?, s:o}", "group",
-                           json_object_get(args, "group"), "group_id", calls[a].group_id, "seq",
-                           (json_int_t)calls[a].seq, "op", json_object_get(args, "op"), "bytes",
+            out, json_pack("{s:O, s:i, s:I, s:I, s:O, s:O, s:I, s:f, s:i, s:s?, s:s?, s:o}", "group",
+                           json_object_get(args, "group"), "group_id", calls[a].group_id, "call",
+                           (json_int_t)calls[a].ordinal + 1, "seq", (json_int_t)calls[last].seq, "op", json_object_get(args, "op"), "bytes",
                            json_object_get(args, "bytes"), "step", (json_int_t)calls[last].step, "enter_spread_ms",
                            (le->ts - fe->ts) / 1e3, "last_rank", calls[last].rank, "last_in", in, "last_after", after,
                            "members", members));

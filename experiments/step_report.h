@@ -6,8 +6,9 @@
 //       stage timeline), and each group's collectives split into waiting for peers and
 //       transfer; the slowest rank of each step marked.
 //   tracebook comm RUN_DIR [--top N] [--json]
-//       every collective call matched across its group's members by (group id, sequence
-//       number): its enter spread (how long after the first member the last one entered)
+//       every collective call matched across its group's members by (group id, its place
+//       among the member's collectives on the group — not the sequence number, which counts a
+//       member's P2P calls on the group too): its enter spread (how long after the first member the last one entered)
 //       and the last member, with the range it was in and the one it had just left — a
 //       collective whose transfer is fast can still wait long for a late peer.
 //
@@ -23,7 +24,8 @@
 #include "core/run_dir.h"
 
 // Every matched collective call of a run directory: a JSON array of {"group", "group_id",
-// "seq", "op", "bytes" (the last member's), "step", "enter_spread_ms", "last_rank", "last_in",
+// "call" (1-based: its place among each member's collectives on the group), "seq" (the last
+// member's sequence number), "op", "bytes" (the last member's), "step", "enter_spread_ms", "last_rank", "last_in",
 // "last_after", "members": [{"rank", "enter_ms", "wait_ms", "transfer_ms", "bytes" (its own:
 // an all-to-all's differ per member)}]}, largest spread first.
 // P2P calls are left out (their sequence numbers are per caller, not per pair).

@@ -11,6 +11,7 @@
 #include "fixtures/record_fixture.h"
 #include "parsers.h"
 #include "tb_run_dir.h"
+#include "prove_records.h"
 #include "tb_test.h"
 
 // ---------------------------------------------------------------------------------------
@@ -653,17 +654,67 @@ TB_TEST(prove_fails_when_the_claimed_value_is_wrong) {
     sqlite3_close(db);
 }
 
-TB_TEST(prove_reports_files_the_manifest_does_not_list) {
-    const char *root = prove_fixture("prove_unlisted");
+// prove reads only what the manifest vouches for (the adversarial drill's forgeries): a file
+// in a record its manifest does not list is a failure, not a warning; a manifest that lists
+// nothing proves nothing, even with its claim edited to the forged number; a file a parser
+// reads must be listed.
+static void manifest_files_edit(const char *root, const char *id, const char *drop, int clear) {
     char path[FX_PATH];
-    fx_write_text(fx_path(path, sizeof path, "%s/px/v1/r0/" TB_RECORD_RUN_DIR "/notes.txt", root), "added later\n");
+    fx_path(path, sizeof path, "%s/px/v1/%s/" TB_RECORD_MANIFEST, root, id);
+    json_t *m = json_load_file(path, 0, NULL);
+    json_t *files = json_object_get(m, "files");
+    if (clear) json_object_clear(files);
+    if (drop) json_object_del(files, drop);
+    tb_write_json_atomic(path, m, NULL);
+    json_decref(m);
+}
+
+TB_TEST(prove_reads_only_what_the_manifest_vouches_for) {
+    const char *root = prove_fixture("prove_unlisted");
+    char path[FX_PATH], want[FX_PATH + 128];
     char *out;
-    int rc = fx_capture(tracebook_prove_main, &out, "prove", "tps", "--artifacts", root, NULL);
-    TB_CHECK(rc == 0 && strstr(out, "PROVEN  px/v1/tps"), "still proven (not evidence): %d", rc);
-    char want[FX_PATH + 64];
-    snprintf(want, sizeof want, "unlisted file (not in the manifest): %s", path);
-    TB_CHECK(strstr(out, want), "reported: %s", out);
+    // an extra file in run/: an extra rank's metrics, say
+    fx_write_text(fx_path(path, sizeof path, "%s/px/v1/r0/" TB_RECORD_RUN_DIR "/metrics.rank-00001.jsonl", root),
+                  "{\"step\": 1, \"loss\": 1.5}\n");
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "act", "--artifacts", root, NULL);
+    snprintf(want, sizeof want, "unlisted file (not in the manifest, so nothing vouches for it): %s", path);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  px/v1/act") && strstr(out, want), "an unlisted file: exit %d\n%s", rc,
+             out);
     free(out);
+    remove(path);
+    // the drill's forgery: files emptied, one loss edited and the claim with it
+    manifest_files_edit(root, "r1", NULL, 1);
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "loss", "--artifacts", root, NULL);
+    snprintf(want, sizeof want, "manifest lists no files: %s/px/v1/r1/" TB_RECORD_MANIFEST, root);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  px/v1/loss") && strstr(out, want), "an empty manifest: exit %d\n%s", rc,
+             out);
+    free(out);
+    // one listed file dropped from the manifest: the parser would read it unvouched
+    manifest_files_edit(root, "r2", "run/metrics.rank-00000.jsonl", 0);
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "tps", "--artifacts", root, NULL);
+    snprintf(want, sizeof want, "%s/px/v1/r2/" TB_RECORD_RUN_DIR "/metrics.rank-00000.jsonl", root);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  px/v1/tps") && strstr(out, "unlisted file") && strstr(out, want),
+             "a file dropped from the manifest: exit %d\n%s", rc, out);
+    free(out);
+    // and every claim over that record, a ratio's part among them
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "speedup", "--artifacts", root, NULL);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  px/v1/speedup"), "a ratio over it: exit %d", rc);
+    free(out);
+}
+
+TB_TEST(a_parser_that_reads_an_unlisted_file_does_not_prove) {
+    json_t *ev = json_pack("{s:s, s:[{s:s, s:[s, s]}]}", "parser", "x", "records", "record_dir", "/nonexistent/rec",
+                           "files", "/nonexistent/rec/run/config.json", "/elsewhere/config.json");
+    check_table t = {0};
+    strbuf failures = {0};
+    check_read_files(&t, ev, &failures, 0);
+    TB_CHECK(failures.s && strstr(failures.s, "record missing: /nonexistent/rec") &&
+                 strstr(failures.s, "read but not in the manifest: /nonexistent/rec/run/config.json") &&
+                 strstr(failures.s, "read outside its record: /elsewhere/config.json"),
+             "%s", failures.s ? failures.s : "(nothing)");
+    free(failures.s);
+    check_table_free(&t);
+    json_decref(ev);
 }
 
 // Appends a claim (JSON text) to px/v1/claims.json of a prove fixture.
@@ -930,7 +981,8 @@ int main(void) {
     TB_RUN(prove_fails_naming_the_file_when_a_metric_line_is_edited);
     TB_RUN(prove_fails_naming_a_deleted_file);
     TB_RUN(prove_fails_when_the_claimed_value_is_wrong);
-    TB_RUN(prove_reports_files_the_manifest_does_not_list);
+    TB_RUN(prove_reads_only_what_the_manifest_vouches_for);
+    TB_RUN(a_parser_that_reads_an_unlisted_file_does_not_prove);
     TB_RUN(prove_relative_difference_reads_the_baseline_from_its_record);
     TB_RUN(prove_at_most_bounds_the_derived_number);
     TB_RUN(prove_all_over_a_thousand_records_scales_linearly);

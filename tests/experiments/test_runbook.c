@@ -509,7 +509,7 @@ static void check_timed_by_gate(const char *out, const char *version, const char
 // alone (a verdict of its kinds), never for a file or a number.
 TB_TEST(tp_scaling_exact_claims_prove_on_any_machine) {
     TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
-                      "rm -rf %s_tp && %s run runbooks/tp_scaling.lua --set iters=2 --set repeats=1 --artifacts %s_tp",
+                      "rm -rf %s_tp && %s run runbooks/tp_scaling.lua --set window=0.05 --set repeats=1 --artifacts %s_tp",
                       ART, TRACEBOOK, ART) == 0,
                "%s\n%s", sh.out, sh.err);
     tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --quiet --artifacts %s_tp", TRACEBOOK, ART);
@@ -519,14 +519,14 @@ TB_TEST(tp_scaling_exact_claims_prove_on_any_machine) {
                                         "tp8_flops_share"};
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
         char want[160];
-        snprintf(want, sizeof want, "PROVEN  tp_scaling/v2/%s\n", exact[i]);
+        snprintf(want, sizeof want, "PROVEN  tp_scaling/v3/%s\n", exact[i]);
         TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
     }
     static const char *const timed[] = {"tp1_tokens_per_s", "tp2_over_tp1", "tp8_tokens_per_s", "tp8_over_tp1", NULL};
-    check_timed_by_gate(sh.out, "tp_scaling/v2", timed);
+    check_timed_by_gate(sh.out, "tp_scaling/v3", timed);
     // the accepted oversubscription is stated where it applied (TP8 on fewer than 8 cores)
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 8 && has_line(sh.out, "PROVEN  tp_scaling/v2/tp8_tokens_per_s"))
-        TB_CHECK(has_line(sh.out, "PROVEN  tp_scaling/v2/tp8_tokens_per_s (accepted: oversubscribed, 8 threads on"),
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 8 && has_line(sh.out, "PROVEN  tp_scaling/v3/tp8_tokens_per_s"))
+        TB_CHECK(has_line(sh.out, "PROVEN  tp_scaling/v3/tp8_tokens_per_s (accepted: oversubscribed, 8 threads on"),
                  "the accepted condition is printed:\n%s", sh.out);
 }
 

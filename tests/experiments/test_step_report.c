@@ -86,39 +86,59 @@ TB_TEST(enter_spread_wait_and_transfer_of_a_known_call) {
     TB_CHECK(rc == 1 && strstr(sh.err, "/nonexistent-run"), "a missing run directory is named: %s", sh.err);
 }
 
-// A real run: every collective call of every group is matched across all its members (tp
-// groups of 2, dp groups of 2, the world of 4), and no member's wait or transfer is negative.
+// Real runs: every collective call of every group is matched across all its members — tp
+// groups of 2, dp groups of 2 and the world of 4 under tp 2; under pp 4 the pp group of 4
+// (the loss average), whose middle stages send and receive on it where the first only sends
+// (their sequence numbers differ; the calls' places among the collectives do not), and the
+// embedding group of the first and last stages — and no member's wait or transfer is negative.
 TB_TEST(every_collective_of_a_real_run_is_matched_across_its_members) {
-    const char *dir = TB_TEST_TMPDIR "/step_report_real";
-    int rc = tb_run(&sh, NULL,
-                    "rm -rf %s && %s/pretrain_gpt --num-layers 2 --hidden-size 32 --num-attention-heads 2 "
-                    "--seq-length 16 --vocab-size 64 --micro-batch-size 2 --global-batch-size 8 --train-iters 2 "
-                    "--world-size 4 --tensor-model-parallel-size 2 --run-dir %s > /dev/null",
-                    dir, TB_BIN_DIR, dir);
-    TB_REQUIRE(rc == 0, "pretrain_gpt: %s", sh.err);
-    tb_error err;
-    json_t *calls = tb_collective_calls(dir, &err);
-    TB_REQUIRE(calls && json_array_size(calls) > 0, "%s", calls ? "no calls" : err.msg);
-    size_t i, bad = 0, tp = 0;
-    json_t *c;
-    json_array_foreach(calls, i, c) {
-        const char *g = json_string_value(json_object_get(c, "group"));
-        size_t want = !strcmp(g, "world") ? 4 : 2, have = json_array_size(json_object_get(c, "members"));
-        if (!strcmp(g, "tp")) tp++;
-        size_t k;
-        json_t *m;
-        int negative = 0;
-        json_array_foreach(json_object_get(c, "members"), k, m) negative |=
-            json_number_value(json_object_get(m, "wait_ms")) < 0 || json_number_value(json_object_get(m, "transfer_ms")) < 0;
-        if (have != want || negative) {
-            if (bad++ < 3) printf("    %s seq %lld: %zu members (want %zu)%s\n", g,
-                                  (long long)json_integer_value(json_object_get(c, "seq")), have, want,
-                                  negative ? ", a negative wait or transfer" : "");
+    static const struct {
+        const char *name, *flags, *sizes;  // sizes: "group=N,..." (others: 2)
+    } layouts[] = {
+        {"tp2", "--world-size 4 --tensor-model-parallel-size 2", "world=4"},
+        {"pp4", "--world-size 4 --pipeline-model-parallel-size 4", "world=4,pp=4,pp_grad=4"},
+    };
+    for (size_t l = 0; l < sizeof layouts / sizeof *layouts; l++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, TB_TEST_TMPDIR "/step_report_real_%s", layouts[l].name);
+        int rc = tb_run(&sh, NULL,
+                        "rm -rf %s && %s/pretrain_gpt --num-layers 4 --hidden-size 32 --num-attention-heads 2 "
+                        "--seq-length 16 --vocab-size 64 --micro-batch-size 2 --global-batch-size 8 --train-iters 2 "
+                        "%s --run-dir %s > /dev/null",
+                        dir, TB_BIN_DIR, layouts[l].flags, dir);
+        TB_REQUIRE(rc == 0, "pretrain_gpt %s: %s", layouts[l].name, sh.err);
+        tb_error err;
+        json_t *calls = tb_collective_calls(dir, &err);
+        TB_REQUIRE(calls && json_array_size(calls) > 0, "%s", calls ? "no calls" : err.msg);
+        size_t i, bad = 0, tp = 0, pp = 0;
+        json_t *c;
+        json_array_foreach(calls, i, c) {
+            const char *g = json_string_value(json_object_get(c, "group"));
+            char key[32];
+            snprintf(key, sizeof key, "%s=", g);
+            const char *at = strstr(layouts[l].sizes, key);
+            size_t want = at && (at == layouts[l].sizes || at[-1] == ',') ? strtoul(at + strlen(key), NULL, 10) : 2;
+            size_t have = json_array_size(json_object_get(c, "members"));
+            tp += !strcmp(g, "tp");
+            pp += !strcmp(g, "pp");
+            size_t k;
+            json_t *m;
+            int negative = 0;
+            json_array_foreach(json_object_get(c, "members"), k, m) negative |=
+                json_number_value(json_object_get(m, "wait_ms")) < 0 ||
+                json_number_value(json_object_get(m, "transfer_ms")) < 0;
+            if (have != want || negative) {
+                if (bad++ < 3)
+                    printf("    %s: %s call %lld: %zu members (want %zu)%s\n", layouts[l].name, g,
+                           (long long)json_integer_value(json_object_get(c, "call")), have, want,
+                           negative ? ", a negative wait or transfer" : "");
+            }
         }
+        TB_CHECK(bad == 0, "%s: %zu calls not matched across their whole group", layouts[l].name, bad);
+        TB_CHECK(l == 0 ? tp > 0 : pp > 0, "%s: the %s collectives are among them", layouts[l].name,
+                 l == 0 ? "tensor-parallel" : "pipeline group's");
+        json_decref(calls);
     }
-    TB_CHECK(bad == 0, "%zu calls not matched across their whole group", bad);
-    TB_CHECK(tp > 0, "the tensor-parallel all-reduces are among them");
-    json_decref(calls);
 }
 
 // Two runs of 5 steps whose backward differs (10 ms against 20, each within 0.2 ms of itself)
