@@ -38,9 +38,22 @@ function M.calibrated(exp, cfg, opts)
     end
     local measured = { repeat_ = option(opts, "repetitions") }
     -- the calibration's fastest step: the steps right after the warm-up run slower than later
-    -- ones, and a process may run slower than the next, so its median would ask too few steps
-    if stats and stats.min and stats.min > 0 then
-        local steps = math.max(min_steps, math.ceil(margin * window * 1000 / stats.min))
+    -- ones, and the host's speed drifts (one phase of a shared VM runs 20% slower than the
+    -- next), so its median would ask too few steps; a replayed step is the replayed median
+    -- scaled by the same fastest / median of the probe's wall-clock steps
+    local fastest = nil
+    if stats and stats.median and stats.median > 0 then
+        local times = {}
+        for _, s in ipairs(probe.runs[1].steps or {}) do
+            if s.step > warmup and s.step_ms and s.step_ms > 0 then times[#times + 1] = s.step_ms end
+        end
+        table.sort(times)
+        local n = #times
+        local median = n > 0 and (n % 2 == 1 and times[(n + 1) // 2] or (times[n // 2] + times[n // 2 + 1]) / 2) or nil
+        fastest = stats.median * ((n > 0 and median > 0) and times[1] / median or 1)
+    end
+    if fastest then
+        local steps = math.max(min_steps, math.ceil(margin * window * 1000 / fastest))
         measured.train_iters = math.max(cfg.train_iters or 0, warmup + steps)
         -- the schedule stays the config's: lr_decay_iters defaults to train_iters, so without
         -- it the longer run would take other learning rates at the config's own steps
@@ -48,10 +61,10 @@ function M.calibrated(exp, cfg, opts)
             measured.lr_decay_iters = cfg.train_iters
         end
         print(string.format("  timing: calibration's fastest %sstep %.1f ms -> train_iters %d (%d timed steps, >= %.2g s "
-                            .. "each)", opts and opts.replayed and "replayed " or "", stats.min, measured.train_iters,
+                            .. "each)", opts and opts.replayed and "replayed " or "", fastest, measured.train_iters,
                             measured.train_iters - warmup, window))
     end
-    return config.with(cfg, measured), stats and stats.min
+    return config.with(cfg, measured), fastest
 end
 
 -- The configs' repetitions run alternately, pair by pair: repetition 1 of each config, then
