@@ -3,7 +3,7 @@
 -- and on 2 and 4 ranks passing them around the ring (cp_comm_type p2p) (the flash attention
 -- core; cp ranks hold zig-zag chunks of each sequence, engine/transformer/context_parallel.h).
 --
---   build/bin/tracebook run runbooks/long_context.lua [--set seq=1024]
+--   build/bin/tracebook run runbooks/long_context.lua [--set seq=1024] [--set repeats=3 --set window=1]
 --
 -- Exact claims (pipeline.json and every rank's trace, true on any machine): a cp rank's peak
 -- activation memory is the single rank's over cp (memory per rank ∝ seq / cp), and doubling
@@ -14,8 +14,8 @@
 -- of one thread each (a core per rank on a 2-core host), sized by a calibration run to 3
 -- processes of at least 1 s of steps (runbooks/lib/timing.lua), PROVEN when the median step's
 -- 95% interval is within +-15% (the host's memory system drifts, scripts/bench-host-drift.sh)
--- and the host was quiet. --set window=S sizes it for S seconds (a quick look: below 1 s the
--- timing is NOT PROVEN as undersampled).
+-- and the host was quiet. --set window=S sizes it for S seconds, --set repeats=N runs N
+-- processes (a quick look: below 1 s or 3 processes the timing is NOT PROVEN, undersampled).
 
 local config = require "config"
 local timing = require "timing"
@@ -35,7 +35,8 @@ local ring4 = exp:run(with{ seq_length = seq, world_size = 4, context_parallel_s
 local cp1_long = exp:run(with{ seq_length = 2 * seq })
 local cp2_long = exp:run(timing.calibrated(exp, with{ seq_length = 2 * seq, world_size = 2, context_parallel_size = 2,
                                                      num_threads = 1 },
-                                          { min_window_s = tb.param("window", 1.0) }))
+                                          { min_window_s = tb.param("window", 1.0),
+                                            repetitions = tb.param("repeats", 3) }))
 local part = config.part
 local activations = { figure = "peak_activation_bytes" }
 

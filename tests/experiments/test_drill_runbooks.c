@@ -142,9 +142,9 @@ TB_TEST(every_drill_runs_and_its_exact_claims_are_proven) {
     drill("oom", "", 18);
     drill("partial_hang", "", 12);
     drill("tp_divergence", "", 5);
-    drill("overlap_review", "--set iters=3 --set hidden=64 --set layers=2", 6);
+    drill("overlap_review", "--set iters=3 --set hidden=64 --set layers=2 --set repeats=1 --set window=0.05", 6);
     drill("pp_scaling", "--set iters=3 --set window=0.05", 12);
-    drill("mfu_drop", "--set iters=3 --set delay_ms=100 --set hidden=64", 2);
+    drill("mfu_drop", "--set iters=3 --set delay_ms=100 --set hidden=64 --set repeats=1 --set window=0.05", 2);
 }
 
 int main(void) {

@@ -535,25 +535,27 @@ TB_TEST(tp_scaling_exact_claims_prove_on_any_machine) {
 // model-only save writing exactly a third of a model + optimizer save; its timing claims are
 // PROVEN or NOT PROVEN by the stability gate alone.
 TB_TEST(ckpt_pause_drill_byte_claims_prove_on_any_machine) {
-    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s_ck && %s run runbooks/drills/ckpt_pause.lua --artifacts %s_ck", ART,
-                      TRACEBOOK, ART) == 0,
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
+                      "rm -rf %s_ck && %s run runbooks/drills/ckpt_pause.lua --set repeats=1 --set window=0.05 "
+                      "--artifacts %s_ck",
+                      ART, TRACEBOOK, ART) == 0,
                "%s\n%s", sh.out, sh.err);
     TB_CHECK(strstr(sh.out, "model_only_fraction: ") && strstr(sh.out, "= 0.333333 "),
              "a model-only save is a third of a model + optimizer save:\n%s", sh.out);
     char *found = NULL;
-    tb_shell(&found, "ls -d %s_ck/ckpt_pause/v2/*/run/checkpoints/iter_0000002 | wc -l", ART);
+    tb_shell(&found, "ls -d %s_ck/ckpt_pause/v3/*/run/checkpoints/iter_0000008 | wc -l", ART);
     TB_CHECK(found && atoi(found) == 4, "every run's checkpoints are in its run directory (%s)", found ? found : "?");
     free(found);
     tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --quiet --artifacts %s_ck", TRACEBOOK, ART);
     static const char *const exact[] = {"state_bytes_per_save", "file_bytes_per_save", "model_only_fraction"};
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
         char want[160];
-        snprintf(want, sizeof want, "PROVEN  ckpt_pause/v2/%s\n", exact[i]);
+        snprintf(want, sizeof want, "PROVEN  ckpt_pause/v3/%s\n", exact[i]);
         TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
     }
     static const char *const timed[] = {"slow_writer_is_last", "slow_writer_wait_ms", "sync_stall_fraction",
                                         "async_stall_fraction", NULL};
-    check_timed_by_gate(sh.out, "ckpt_pause/v2", timed);
+    check_timed_by_gate(sh.out, "ckpt_pause/v3", timed);
 }
 
 // The long-context runbook's exact claims prove on any machine: a cp 2 rank's activation
@@ -562,7 +564,8 @@ TB_TEST(ckpt_pause_drill_byte_claims_prove_on_any_machine) {
 // (1.25); every cp run's loss is the single rank's.
 TB_TEST(long_context_exact_claims_prove_on_any_machine) {
     TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
-                      "rm -rf %s_lc && %s run runbooks/long_context.lua --set seq=256 --set iters=2 --artifacts %s_lc",
+                      "rm -rf %s_lc && %s run runbooks/long_context.lua --set seq=256 --set iters=2 --set window=0.05 "
+                      "--set repeats=1 --artifacts %s_lc",
                       ART, TRACEBOOK, ART) == 0,
                "%s\n%s", sh.out, sh.err);
     TB_CHECK(strstr(sh.out, "cp2_activation_share: ") && strstr(strstr(sh.out, "cp2_activation_share: "), "= 0.5 "),
@@ -581,18 +584,19 @@ TB_TEST(long_context_exact_claims_prove_on_any_machine) {
                                         "ring4_loss_is_the_single_ranks"};
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
         char want[160];
-        snprintf(want, sizeof want, "PROVEN  long_context/v2/%s\n", exact[i]);
+        snprintf(want, sizeof want, "PROVEN  long_context/v3/%s\n", exact[i]);
         TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
     }
     static const char *const timed[] = {"cp2_step_ms_long", NULL};
-    check_timed_by_gate(sh.out, "long_context/v2", timed);
+    check_timed_by_gate(sh.out, "long_context/v3", timed);
 }
 
 // The MoE mesh runbook's exact claims prove on any machine: ETP2 x EP2 runs twice ETP1 x
 // EP4's expert GEMMs per rank, each half as wide (fc1's N 16 against 32, K the hidden 128),
 // and moves bytes over etp that ETP1 does not; the step times are left to the gate.
 TB_TEST(moe_mesh_exact_claims_prove_on_any_machine) {
-    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s_mm && %s run runbooks/moe_mesh.lua --set iters=2 --artifacts %s_mm",
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s_mm && %s run runbooks/moe_mesh.lua --set iters=2 --set window=0.05 --set repeats=1 "
+                      "--artifacts %s_mm",
                       ART, TRACEBOOK, ART) == 0,
                "%s\n%s", sh.out, sh.err);
     static const struct {
@@ -613,11 +617,11 @@ TB_TEST(moe_mesh_exact_claims_prove_on_any_machine) {
                                         "fc1_n_etp2_over_etp1", "gemms_etp2_over_etp1"};
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
         char want[160];
-        snprintf(want, sizeof want, "PROVEN  moe_mesh/v1/%s\n", exact[i]);
+        snprintf(want, sizeof want, "PROVEN  moe_mesh/v2/%s\n", exact[i]);
         TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
     }
     static const char *const timed[] = {"step_ms_etp1", "step_ms_etp2", "speedup_etp1_over_etp2", NULL};
-    check_timed_by_gate(sh.out, "moe_mesh/v1", timed);
+    check_timed_by_gate(sh.out, "moe_mesh/v2", timed);
 }
 
 TB_TEST(params_from_set_reach_the_runbook) {
