@@ -186,12 +186,13 @@ int tb_catalog_open(sqlite3 **db, const char *artifacts, tb_error *err) {
         if (rc == 0) {
             if (sqlite3_step(st) == SQLITE_ROW) {
                 const char *v = (const char *)sqlite3_column_text(st, 0);
-                if (v && (!strcmp(v, "1") || !strcmp(v, "2"))) {
+                if (v && (!strcmp(v, "1") || !strcmp(v, "2") || !strcmp(v, "3"))) {
                     // schema 1 held repetitions as the manifests said them, 0-based before
                     // manifest_version 2; forgetting every manifest's stamp makes the next
                     // sync re-read each record and store its 1-based repetition. Schema 2
                     // lacked claims.at_most; the next sync re-reads every claims.json. Claims
-                    // and their prove history are kept.
+                    // and their prove history are kept. Schema 3 lacked the anchors tables,
+                    // which TB_CATALOG_SCHEMA has just created.
                     rc = exec_sql(*db, !strcmp(v, "1") ? "UPDATE runs SET manifest_stamp = '';" : "", err);
                     if (rc == 0 && !has_column(*db, "claims", "at_most"))
                         rc = exec_sql(*db, "ALTER TABLE claims ADD COLUMN at_most REAL;", err);
@@ -199,8 +200,9 @@ int tb_catalog_open(sqlite3 **db, const char *artifacts, tb_error *err) {
                         rc = exec_sql(*db, "UPDATE meta SET value = '" TB_CATALOG_SCHEMA_VERSION
                                       "' WHERE key = 'schema_version';", err);
                 } else if (!v || strcmp(v, TB_CATALOG_SCHEMA_VERSION) != 0)
-                    rc = tb_fail(err, "%s: catalogue schema version %s, this tracebook writes %s: delete the file "
-                                      "(every command rebuilds it from the records)",
+                    rc = tb_fail(err, "%s: catalogue schema version %s, this tracebook writes %s: use the tracebook "
+                                      "that wrote it (deleting the file loses its anchors, and the records it "
+                                      "anchored would no longer prove)",
                                  path, v ? v : "(none)", TB_CATALOG_SCHEMA_VERSION);
             } else {
                 rc = exec_sql(*db, "INSERT INTO meta(key, value) VALUES('schema_version', '" TB_CATALOG_SCHEMA_VERSION "')",

@@ -2,8 +2,11 @@
 // file (<artifacts>/catalog.sqlite, TB_CATALOG of core/run_dir.h) that `tracebook ls | show | diff | prove` query.
 //
 // The records (experiments/record.h) are the truth; the catalogue is an index derived from
-// them. Any command may bring it in line with the records (tb_catalog_rebuild), and deleting
-// catalog.sqlite loses nothing but the prove history (claims.proven_at / proven_value).
+// them, but for the anchors (experiments/anchor.h: each manifest's, claims.json's and
+// experiment.json's digest as written, and each version's ledger head), which are not
+// derived. Any command may bring the rest in line with the records (tb_catalog_rebuild).
+// Deleting catalog.sqlite loses the prove history (claims.proven_at / proven_value) and the
+// anchors: the records written before then no longer prove ("not anchored in the catalogue").
 //
 // Every write of a record or a claims file is one transaction (a SAVEPOINT, so it nests in
 // a caller's transaction), so a catalogue killed mid-way holds the old rows or the new ones,
@@ -26,7 +29,9 @@
 // catalogue is brought to 2 on open: its runs are re-read at the next sync.
 // 3: claims.at_most, the bound of a claim that bounds its number instead of stating it. A
 // schema-2 catalogue gains the column on open; the next sync fills it from claims.json.
-#define TB_CATALOG_SCHEMA_VERSION "3"
+// 4: the anchors and anchor_heads tables (experiments/anchor.h). A schema-3 catalogue gains
+// them on open, empty: the records it indexes were never anchored, and do not prove.
+#define TB_CATALOG_SCHEMA_VERSION "4"
 // A record whose manifest says "running" but whose heartbeat is older than this (or absent)
 // is catalogued as "incomplete": its runner died.
 #define TB_HEARTBEAT_STALE_S 60
@@ -56,7 +61,14 @@
     /* `tracebook prove` (NULL when never proven, or when the last prove failed) */                           \
     "CREATE TABLE IF NOT EXISTS claims(experiment TEXT NOT NULL, version INTEGER NOT NULL, id TEXT NOT NULL," \
     " value REAL, at_most REAL, parser TEXT, text TEXT, runs TEXT, args TEXT, relative_tolerance REAL,"       \
-    " proven_at TEXT, proven_value REAL, PRIMARY KEY(experiment, version, id));\n"
+    " proven_at TEXT, proven_value REAL, PRIMARY KEY(experiment, version, id));\n"                         \
+    /* anchors (experiments/anchor.h): not derived from the records, so a sync keeps them; */                 \
+    /* version_dir is "<experiment>/v<N>" */                                                                  \
+    "CREATE TABLE IF NOT EXISTS anchors(version_dir TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,"  \
+    " sha256 TEXT NOT NULL, seq INTEGER NOT NULL, link TEXT NOT NULL, anchored_at TEXT,"                     \
+    " PRIMARY KEY(version_dir, kind, name));\n"                                                               \
+    "CREATE TABLE IF NOT EXISTS anchor_heads(version_dir TEXT PRIMARY KEY, seq INTEGER NOT NULL,"            \
+    " link TEXT NOT NULL);\n"
 
 // Opens <artifacts>/catalog.sqlite, creating the directory, the file and the schema when
 // they are missing. A catalogue of another schema version is an error that says to delete

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "anchor.h"
 #include "catalog.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
@@ -254,6 +255,7 @@ typedef struct prove_state {
     int print;        // the text verdicts and evidence on stdout (not for --json, not for a report)
     long long version;  // only this experiment version (-1: every version)
     json_t *results;  // every claim's outcome as JSON (prove.h), in the order proven
+    strbuf version_failures;  // the claims file being proven: its own and experiment.json's anchors
 } prove_state;
 
 // ---------------------------------------------------------------------------------------
@@ -497,9 +499,11 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
         dirs[i] = tb_xmalloc(len, "record path");
         snprintf(dirs[i], len, "%s/%s", version_dir, run_id);
         record_check *c = verify_record(&s->checks, dirs[i]);
-        if (c->failures.len) sb_printf(&failures, "%s", c->failures.s);
-        if (c->warnings.len) sb_printf(&warnings, "%s", c->warnings.s);
+        if (c->failures.len) sb_add_lines_once(&failures, c->failures.s);
+        if (c->warnings.len) sb_add_lines_once(&warnings, c->warnings.s);
     }
+    // claims.json, which states the claim, and experiment.json, as anchored when written
+    if (s->version_failures.len) sb_add_lines_once(&failures, s->version_failures.s);
     double derived = NAN;
     json_t *evidence = NULL;
     int have_derived = 0;
@@ -573,23 +577,57 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
     free(dirs);
 }
 
+static void add_line(void *b, const char *line) { sb_printf(b, "%s\n", line); }
+
+// The version's file `name` against its anchors (anchor.h): each problem a line of out.
+static void check_version_file(prove_state *s, const char *version_dir, const char *name, strbuf *out) {
+    char path[PROVE_PATH_MAX], hex[65];
+    tb_error err;
+    if (snprintf(path, sizeof path, "%s/%s", version_dir, name) >= (int)sizeof path) return;
+    const int present = access(path, F_OK) == 0;
+    if (present && tb_sha256_file(path, hex, &err) != 0) {
+        sb_printf(out, "%s\n", err.msg);
+        return;
+    }
+    tb_anchor_verify(s->checks.anchors, version_dir, TB_ANCHOR_FILE, name, present ? hex : NULL, add_line, out);
+}
+
+// A failure of the version as a whole, named "<experiment>/v<N> (<file>)": a claims.json that
+// does not read, or one anchored and gone.
+static void version_failed(prove_state *s, const char *exp_dirname, long long version, const char *file,
+                           const char *reason) {
+    char name[PROVE_PATH_MAX];
+    snprintf(name, sizeof name, "%s/v%lld (%s)", exp_dirname, version, file);
+    s->claims++;
+    claim_failed(s, name, reason);
+    claim_outcome o = {.exp = exp_dirname, .name = name, .version = version, .reasons = reason};
+    add_result(s, &o);
+}
+
 // One claims.json: every claim in it (or the one named).
 static int prove_claims_file(prove_state *s, const char *version_dir, const char *exp_dirname, long long version,
                              int *matched) {
     char path[PROVE_PATH_MAX];
     if (snprintf(path, sizeof path, "%s/" TB_EXPERIMENT_CLAIMS, version_dir) >= (int)sizeof path) return 0;
+    // the file that states the claims, and the one that says how the runbook ended, must be
+    // the ones anchored when they were written (anchor.h)
+    strbuf *vf = &s->version_failures;
+    vf->len = 0;
+    if (vf->s) vf->s[0] = '\0';
+    check_version_file(s, version_dir, TB_EXPERIMENT_CLAIMS, vf);
+    check_version_file(s, version_dir, TB_EXPERIMENT_STATUS, vf);
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
     if (!root) {
-        if (access(path, F_OK) != 0) return 0;  // a version without claims
+        const int missing = access(path, F_OK) != 0;
         if (s->opt.claim) return 0;  // reported only when proving everything
-        char reason[PROVE_PATH_MAX + 256], name[512];
-        if (snprintf(reason, sizeof reason, "%s: line %d: %s", path, jerr.line, jerr.text) < 0) reason[0] = '\0';
-        snprintf(name, sizeof name, "%s/v%lld (" TB_EXPERIMENT_CLAIMS ")", exp_dirname, version);
-        s->claims++;
-        claim_failed(s, name, reason);
-        claim_outcome o = {.exp = exp_dirname, .name = name, .version = version, .reasons = reason};
-        add_result(s, &o);
+        if (missing && !vf->len) return 0;  // a version without claims, never anchored with any
+        char reason[2 * PROVE_PATH_MAX + 256];
+        if (missing) snprintf(reason, sizeof reason, "%s", vf->s);
+        else if (snprintf(reason, sizeof reason, "%s: line %d: %s", path, jerr.line, jerr.text) < 0) reason[0] = '\0';
+        size_t n = strlen(reason);
+        while (n > 0 && reason[n - 1] == '\n') reason[--n] = '\0';
+        version_failed(s, exp_dirname, version, TB_EXPERIMENT_CLAIMS, reason);
         return 0;
     }
     json_t *claims = json_object_get(root, "claims");
@@ -665,6 +703,35 @@ static const tb_command prove_command = {
 
 // Every experiment (or the one of opt.experiment), every version (or s->version), every claim
 // (or opt.claim). *experiments, *matched: how many experiments and claims were found.
+// Versions the catalogue anchored whose directory is gone (an experiment or version deleted
+// with its claims): each a failure, as the deletion of one claims.json is.
+static void prove_gone_versions(prove_state *s) {
+    sqlite3_stmt *st;
+    if (!s->db || sqlite3_prepare_v2(s->db, "SELECT version_dir, seq FROM anchor_heads ORDER BY version_dir", -1, &st,
+                                     NULL) != SQLITE_OK)
+        return;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(st, 0);
+        const char *slash = key ? strrchr(key, '/') : NULL;
+        char *end;
+        long long version = slash && slash[1] == 'v' ? strtoll(slash + 2, &end, 10) : -1;
+        if (version < 0 || *end) continue;
+        char exp[512], dir[PROVE_PATH_MAX];
+        snprintf(exp, sizeof exp, "%.*s", (int)(slash - key), key);
+        if ((s->opt.experiment && strcmp(exp, s->opt.experiment)) || (s->version >= 0 && version != s->version))
+            continue;
+        if (snprintf(dir, sizeof dir, "%s/%s", s->opt.artifacts, key) >= (int)sizeof dir || access(dir, F_OK) == 0)
+            continue;
+        char reason[PROVE_PATH_MAX + 256];
+        snprintf(reason, sizeof reason,
+                 "%s is gone, but the catalogue anchored %lld entries of it (its records, claims.json, "
+                 "experiment.json): deleted after they were written",
+                 dir, (long long)sqlite3_column_int64(st, 1));
+        version_failed(s, exp, version, TB_EXPERIMENT_LEDGER, reason);
+    }
+    sqlite3_finalize(st);
+}
+
 static void prove_scan(prove_state *s, int *experiments, int *matched) {
     int nexp = 0;
     char **exps = list_dirs(s->opt.artifacts, &nexp);
@@ -687,6 +754,7 @@ static void prove_scan(prove_state *s, int *experiments, int *matched) {
         free_names(vers, nver);
     }
     free_names(exps, nexp);
+    if (!s->opt.claim) prove_gone_versions(s);
 }
 
 json_t *tb_prove_collect(const char *artifacts, const char *experiment, long long version, tb_error *err) {
@@ -702,12 +770,18 @@ json_t *tb_prove_collect(const char *artifacts, const char *experiment, long lon
     s.opt.quiet = 1;
     s.version = version;
     s.results = json_array();
+    tb_error cat_err;
+    if (tb_catalog_open(&s.db, artifacts, &cat_err) != 0) s.db = NULL;  // the anchors then say so
+    s.checks.anchors = tb_anchor_verifier_new(s.db);
     int experiments = 0, matched = 0;
     prove_scan(&s, &experiments, &matched);
     json_t *doc = json_pack("{s:o, s:{s:i, s:i, s:i, s:I}}", "claims", s.results, "summary", "claims", s.claims,
                             "proven", s.proven, "not_proven", s.failed, "records_verified", (json_int_t)s.checks.n);
     free(s.failures.s);
+    free(s.version_failures.s);
     check_table_free(&s.checks);
+    tb_anchor_verifier_free(s.checks.anchors);
+    if (s.db) sqlite3_close(s.db);
     return doc;
 }
 
@@ -755,8 +829,11 @@ int tracebook_prove_main(int argc, char **argv) {
         s.db = NULL;
     }
 
+    s.checks.anchors = tb_anchor_verifier_new(s.db);
     int matched = 0, experiments = 0;
     prove_scan(&s, &experiments, &matched);
+    tb_anchor_verifier_free(s.checks.anchors);
+    s.checks.anchors = NULL;
 
     if (s.db) {
         sqlite3_finalize(s.record_outcome);
@@ -792,6 +869,7 @@ int tracebook_prove_main(int argc, char **argv) {
         rc = TB_EXIT_FAILURE;
     }
     free(s.failures.s);
+    free(s.version_failures.s);
     check_table_free(&s.checks);
     return rc;
 }

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 
 #include "core/run_dir.h"
+#include "anchor.h"
+#include "core/error.h"
 #include "core/xalloc.h"
 #include "record.h"
 #include "record_verify.h"
@@ -56,7 +58,7 @@ static record_check *check_find(check_table *t, const char *dir) {
 static record_check *check_insert(check_table *t, const char *dir) {
     if (2 * (t->n + 1) > t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 1024;
-        check_table bigger = {tb_xcalloc(cap, sizeof(record_check), "verified records"), cap, 0};
+        check_table bigger = {tb_xcalloc(cap, sizeof(record_check), "verified records"), cap, 0, t->anchors};
         for (size_t i = 0; i < t->cap; i++)
             if (t->slots[i].dir) {
                 *check_find(&bigger, t->slots[i].dir) = t->slots[i];
@@ -110,6 +112,27 @@ static void find_unlisted(const char *root, const char *sub, json_t *files, strb
     closedir(d);
 }
 
+// The manifest at path (NULL: missing) against the digest anchored when the record was
+// finished (anchor.h): a manifest edited since (its config, argv, exit status, files) fails.
+static void check_anchor(check_table *t, record_check *c, const char *path, int present) {
+    if (!t->anchors) {
+        sb_printf(&c->failures, "not checked against its anchors (internal: no verifier): %s\n", path);
+        return;
+    }
+    char version_dir[PROVE_PATH_MAX], hex[65];
+    snprintf(version_dir, sizeof version_dir, "%s", c->dir);
+    char *slash = strrchr(version_dir, '/');
+    if (!slash) {
+        sb_printf(&c->failures, "not a record directory (<artifacts>/<experiment>/v<N>/<run id>): %s\n", c->dir);
+        return;
+    }
+    *slash = '\0';
+    tb_error err;
+    if (present && tb_json_digest(path, hex, &err) != 0) return;  // unreadable: said already
+    tb_anchor_verify(t->anchors, version_dir, TB_ANCHOR_RECORD, slash + 1, present ? hex : NULL, add_failure,
+                     &c->failures);
+}
+
 record_check *verify_record(check_table *t, const char *dir) {
     record_check *c = t->cap ? check_find(t, dir) : NULL;
     if (c && c->dir) return c;
@@ -122,10 +145,12 @@ record_check *verify_record(check_table *t, const char *dir) {
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         sb_printf(&c->failures, "record missing: %s (no such directory)\n", dir);
+        check_anchor(t, c, path, 0);
         return c;
     }
     json_error_t jerr;
     c->manifest = json_load_file(path, 0, &jerr);
+    check_anchor(t, c, path, stat(path, &st) == 0);
     if (!c->manifest) {
         if (stat(path, &st) != 0) sb_printf(&c->failures, "record incomplete: %s missing\n", path);
         else sb_printf(&c->failures, "manifest unreadable: %s: line %d: %s\n", path, jerr.line, jerr.text);
@@ -160,6 +185,18 @@ static void add_once(strbuf *failures, const char *line) {
     sb_printf(failures, "%s", line);
 }
 
+void sb_add_lines_once(strbuf *b, const char *lines) {
+    for (const char *p = lines; p && *p;) {
+        size_t len = strcspn(p, "\n");
+        char *line = tb_xmalloc(len + 2, "report line");
+        memcpy(line, p, len);
+        memcpy(line + len, "\n", 2);
+        add_once(b, line);
+        free(line);
+        p += len + (p[len] == '\n');
+    }
+}
+
 void check_read_files(check_table *t, json_t *ev, strbuf *failures, int depth) {
     if (depth > 32) return;
     if (json_is_array(ev)) {
@@ -173,15 +210,7 @@ void check_read_files(check_table *t, json_t *ev, strbuf *failures, int depth) {
     json_t *read = json_object_get(ev, "files");
     if (dir && json_is_array(read)) {
         record_check *c = verify_record(t, dir);  // once per record; a part's records too
-        if (c->failures.len) {
-            for (const char *p = c->failures.s; *p;) {
-                const char *nl = strchr(p, '\n');
-                char line[PROVE_PATH_MAX + 256];
-                snprintf(line, sizeof line, "%.*s\n", (int)(nl ? nl - p : (ptrdiff_t)strlen(p)), p);
-                add_once(failures, line);
-                p = nl ? nl + 1 : p + strlen(p);
-            }
-        }
+        if (c->failures.len) sb_add_lines_once(failures, c->failures.s);
         json_t *listed = json_object_get(c->manifest, "files");
         const size_t len = strlen(dir);
         size_t i;

@@ -1,7 +1,8 @@
 // prove_records.h — what `tracebook prove` knows of each record it reads (prove.c): the
 // record verified against its manifest once, however many claims name it — its files'
 // sha256, a missing or unreadable manifest, a manifest that lists nothing, files it does not
-// list (failures: nothing vouches for them), a run that did not finish (a warning).
+// list (failures: nothing vouches for them), a manifest that is not the one anchored when it
+// was written (anchor.h), a run that did not finish (a warning).
 #ifndef TB_EXPERIMENTS_PROVE_RECORDS_H
 #define TB_EXPERIMENTS_PROVE_RECORDS_H
 
@@ -27,15 +28,21 @@ typedef struct record_check {
 } record_check;
 
 // The verified records, by directory (open addressing; each record is verified once).
+// anchors: the manifests' digests are checked against their anchors (anchor.h); NULL: every
+// record fails, "not checked against its anchors".
 typedef struct check_table {
     record_check *slots;
     size_t cap, n;
+    struct tb_anchor_verifier *anchors;
 } check_table;
 
 // The record at dir, verified the first time it is asked for; the entry stays valid until
 // the next record is verified.
 record_check *verify_record(check_table *t, const char *dir);
-void check_table_free(check_table *t);
+void check_table_free(check_table *t);  // (not t->anchors: the caller's)
+
+// Appends each line of lines (newline-terminated) to b unless b holds it already.
+void sb_add_lines_once(strbuf *b, const char *lines);
 
 // Every file a parser read, as its evidence lists them (each record object's "record_dir" and
 // "files", at any depth: a ratio's parts too), must lie in its record and be listed in that

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "anchor.h"
 #include "catalog.h"
 #include "core/fileio.h"
 #include "core/options.h"
@@ -98,6 +99,25 @@ static int traceback(lua_State *L) {
     return 1;
 }
 
+// The --set keys the runbook never read, as one message into buf: 1 when there are any.
+static int unread_params(const tb_runbook_host *h, char *buf, size_t len) {
+    const char *key;
+    json_t *v;
+    size_t used = 0;
+    int n = 0;
+    buf[0] = '\0';
+    json_object_foreach(h->params, key, v) {
+        if (json_object_get(h->params_read, key)) continue;
+        used += (size_t)snprintf(buf + (used < len ? used : len - 1), used < len ? len - used : 1, "%s--set %s=%s",
+                                 n++ ? ", " : "", key, json_string_value(v));
+    }
+    if (!n) return 0;
+    size_t at = used < len ? used : len - 1;
+    snprintf(buf + at, len - at, ": the runbook %s never reads %s (tb.param): misspelled?", h->runbook,
+             n == 1 ? "this parameter" : "these parameters");
+    return 1;
+}
+
 // Writes each declared experiment's experiment.json with the runbook's outcome (exit_code >= 0:
 // the status os.exit gave). One that cannot be written is reported and the others are still
 // written: 0, or -1 when any failed.
@@ -113,7 +133,8 @@ static int mark_experiments(tb_runbook_host *h, const char *status, const char *
         char path[PATH_MAX + 96];
         tb_error err;
         if (tb_path_format(path, sizeof path, &err, "%s/" TB_EXPERIMENT_STATUS, key) != 0 ||
-            (!h->dry_run && tb_write_json_atomic(path, e, &err) != 0)) {
+            (!h->dry_run && (tb_write_json_atomic(path, e, &err) != 0 ||
+                             tb_anchor_version_file(h->artifacts, key, TB_EXPERIMENT_STATUS, &err) != 0))) {
             fprintf(stderr, "tracebook: %s\n", err.msg);
             rc = -1;
         }
@@ -198,8 +219,13 @@ static int host_from_args(tb_runbook_host *h, tb_error *err) {
         if (snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv) >= (int)sizeof key)
             return tb_fail(err, "tracebook run: flag --set: key of '%.40s...' is over %zu characters", kv,
                            sizeof key - 1);
+        const char *before = json_string_value(json_object_get(h->params, key));
+        if (before)
+            return tb_fail(err, "tracebook run: flag --set: '%s' is set twice (%s=%s, then %s): give it once", key, key,
+                           before, kv);
         json_object_set_new(h->params, key, json_string(eq + 1));
     }
+    h->params_read = json_object();
     if (tb_env_globs_check("tracebook run", &h->env_allowed, "--env-allow", err) != 0 ||
         tb_env_globs_check("tracebook run", &h->env_denied, "--env-deny", err) != 0)
         return -1;
@@ -211,6 +237,7 @@ static int host_from_args(tb_runbook_host *h, tb_error *err) {
 static void host_free(tb_runbook_host *h) {
     if (h->have_git) tb_git_state_free(&h->git);
     json_decref(h->params);
+    json_decref(h->params_read);
     json_decref(h->experiments);
     free(h->env_allow);
     free(h->env_deny);
@@ -301,6 +328,7 @@ int tracebook_run_main(int argc, char **argv) {
     int rc = luaL_loadfile(L, runbook);
     if (rc == LUA_OK) rc = lua_pcall(L, 0, 0, -2);
     int status = 0;
+    char unread[1024];
     if (rc != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
         fprintf(stderr, "tracebook run: %s\n", msg ? msg : "error");
@@ -308,6 +336,11 @@ int tracebook_run_main(int argc, char **argv) {
         snprintf(first, sizeof first, "%s", msg ? msg : "error");
         first[strcspn(first, "\n")] = '\0';
         mark_experiments(&h, "failed", first, -1);
+        status = TB_EXIT_FAILURE;
+    } else if (unread_params(&h, unread, sizeof unread)) {
+        // the runbook ran, but not as asked: a --set it never read (misspelled?) was ignored
+        fprintf(stderr, "tracebook run: %s\n", unread);
+        mark_experiments(&h, "failed", unread, -1);
         status = TB_EXIT_FAILURE;
     } else if (mark_experiments(&h, "finished", NULL, -1) != 0) {
         status = TB_EXIT_FAILURE;  // the runs are recorded, but not the experiment's outcome

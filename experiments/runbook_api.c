@@ -7,7 +7,7 @@
 //   tb.sweep{key={v1, v2}, ...}                       → the cartesian product, as config tables
 //   tb.param(name, default)                           → a --set value (number when numeric)
 //   tb.assert(cond, message), tb.read_json(path), tb.read_jsonl(path)
-//   tb.params                                         → every --set value, as strings
+//   tb.params                                         → every --set value, as strings (read-only view)
 // Errors are Lua errors (tb_rb_error, runbook_check.c), so they carry the runbook's file:line;
 // every value a call is given is checked there (runbooks/README.md, "What the API checks").
 #include <errno.h>
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "anchor.h"
 #include "catalog.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
@@ -340,7 +341,8 @@ static int l_claim(lua_State *L) {
     json_decref(rule);
     rc = tb_write_json_atomic(path, doc, &err);
     json_decref(doc);
-    if (rc != 0) return tb_rb_error(L, "%s", err.msg);
+    if (rc != 0 || tb_anchor_version_file(h->artifacts, version_dir, TB_EXPERIMENT_CLAIMS, &err) != 0)
+        return tb_rb_error(L, "%s", err.msg);
     sqlite3 *db;
     if (tb_catalog_open(&db, h->artifacts, &err) == 0) {
         if (tb_catalog_add_claims(db, path, &err) != 0) fprintf(stderr, "tracebook: catalogue: %s\n", err.msg);
@@ -444,6 +446,7 @@ static int l_param(lua_State *L) {
     snprintf(what, sizeof what, "tb.param '%s'", name);
     const int dt = lua_type(L, 2);
     if (dt != LUA_TNONE && dt != LUA_TNIL) tb_rb_check_scalar(L, 2, what, "the default");
+    json_object_set_new(h->params_read, name, json_true());
     const char *s = json_string_value(json_object_get(h->params, name));
     if (!s) {
         lua_settop(L, 2);
@@ -462,6 +465,27 @@ static int l_param(lua_State *L) {
                            tb_rb_describe(L, 2, v, sizeof v));
     if (!number) lua_pushstring(L, s);
     return 1;
+}
+
+// tb.params[key]: the --set value (a string), the key marked read.
+static int l_params_index(lua_State *L) {
+    tb_runbook_host *h = tb_runbook_host_of(L);
+    if (lua_type(L, 2) == LUA_TSTRING) json_object_set_new(h->params_read, lua_tostring(L, 2), json_true());
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1));
+    return 1;
+}
+
+// pairs(tb.params): every --set value, all marked read.
+static int l_params_pairs(lua_State *L) {
+    tb_runbook_host *h = tb_runbook_host_of(L);
+    const char *key;
+    json_t *v;
+    json_object_foreach(h->params, key, v) json_object_set_new(h->params_read, key, json_true());
+    lua_getglobal(L, "next");
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushnil(L);
+    return 3;
 }
 
 static int l_assert(lua_State *L) {
@@ -523,7 +547,17 @@ void tb_runbook_open_api(lua_State *L, tb_runbook_host *h) {
         {NULL, NULL},
     };
     luaL_newlib(L, tb_functions);
+    // tb.params: an empty table whose reads go to the values (upvalue 1), each read key
+    // marked read (pairs marks them all), so that a --set nothing reads is an error
+    lua_newtable(L);
+    lua_newtable(L);
     tb_lua_push_json(L, h->params);
+    lua_pushcclosure(L, l_params_index, 1);
+    lua_setfield(L, -2, "__index");
+    tb_lua_push_json(L, h->params);
+    lua_pushcclosure(L, l_params_pairs, 1);
+    lua_setfield(L, -2, "__pairs");
+    lua_setmetatable(L, -2);
     lua_setfield(L, -2, "params");
     lua_setglobal(L, "tb");
 }

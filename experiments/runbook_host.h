@@ -33,6 +33,8 @@ typedef struct tb_runbook_host {
     char mpirun[PATH_MAX];   // Open MPI's mpirun on PATH, once a run asks for it ("" before)
     int tty;                 // stdout is a terminal: live progress lines
     json_t *params;          // the --set values by key
+    json_t *params_read;     // the keys the runbook read (tb.param, tb.params): a --set it never
+                             // read is an error at the end (a misspelled parameter is not ignored)
     tb_git_state git;
     int have_git;
     json_t *experiments;     // declared experiments: <artifacts>/<name>/v<N> → experiment.json's object

@@ -6,7 +6,8 @@
 # anything else on the host is what the contention gate refuses.
 #
 #   scripts/check-proof-rate.sh RUNBOOK... [-n N] [--build DIR] [--set key=value ...]
-#     (default N = 5; the runbooks' own --set values go to every run)
+#     (default N = 5; the runbooks' own --set values go to every run, so each runbook must
+#     read each of them: tracebook run fails a run with a --set it never reads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=5

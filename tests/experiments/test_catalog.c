@@ -64,13 +64,15 @@ TB_TEST(catalog_open_creates_the_schema_in_wal_mode) {
     TB_CHECK(!strcmp(mode, "wal"), "journal_mode %s", mode);
     free(mode);
     TB_CHECK(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
-                           "('experiments', 'runs', 'metrics', 'claims')") == 4,
-             "the four tables exist");
+                           "('experiments', 'runs', 'metrics', 'claims', 'anchors', 'anchor_heads')") == 6,
+             "the six tables exist");
     sqlite3_close(db);
     TB_REQUIRE(tb_catalog_open(&db, sub, &err) == 0, "reopen: %s", err.msg);
     sqlite3_exec(db, "UPDATE meta SET value = '99' WHERE key = 'schema_version'", NULL, NULL, NULL);
     sqlite3_close(db);
-    TB_CHECK(tb_catalog_open(&db, sub, &err) != 0 && strstr(err.msg, "schema version 99") && strstr(err.msg, "delete"),
+    // ... and not to be deleted: its anchors are not derived from the records
+    TB_CHECK(tb_catalog_open(&db, sub, &err) != 0 && strstr(err.msg, "schema version 99") &&
+                 strstr(err.msg, "use the tracebook that wrote it") && strstr(err.msg, "loses its anchors"),
              "a foreign schema version is refused, saying what to do: %s", err.msg);
 }
 

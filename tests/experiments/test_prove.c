@@ -425,7 +425,7 @@ static const char *prove_fixture(const char *name) {
     }
     json_t *file = json_pack("{s:s, s:i, s:o}", "experiment", "px", "version", 1, "claims", list);
     char path[FX_PATH];
-    tb_write_json_atomic(fx_path(path, sizeof path, "%s/px/v1/" TB_EXPERIMENT_CLAIMS, root), file, NULL);
+    fx_write_claims(fx_path(path, sizeof path, "%s/px/v1/" TB_EXPERIMENT_CLAIMS, root), file);
     json_decref(file);
     return root;
 }
@@ -530,7 +530,7 @@ TB_TEST(prove_comm_bytes_and_rank_figures_of_an_engine_record) {
                                params, "parser", "rank_figure", "args", figure, "runs", "tp2");
     json_t *file = json_pack("{s:s, s:i, s:o}", "experiment", "cx", "version", 1, "claims", claims);
     char path[FX_PATH];
-    tb_write_json_atomic(fx_path(path, sizeof path, "%s/cx/v1/" TB_EXPERIMENT_CLAIMS, root), file, NULL);
+    fx_write_claims(fx_path(path, sizeof path, "%s/cx/v1/" TB_EXPERIMENT_CLAIMS, root), file);
     json_decref(file);
     char *out;
     int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
@@ -623,7 +623,7 @@ TB_TEST(prove_fails_when_the_claimed_value_is_wrong) {
     json_t *file = json_load_file(path, 0, NULL);
     json_t *claim = json_array_get(json_object_get(file, "claims"), 0);  // tps
     json_object_set_new(claim, "value", json_real(json_real_value(json_object_get(claim, "value")) * 1.01));
-    tb_write_json_atomic(path, file, NULL);
+    fx_write_claims(path, file);
     json_decref(file);
     file = json_load_file(path, 0, NULL);  // the claimed value as written (12 digits)
     double claimed = json_real_value(json_object_get(json_array_get(json_object_get(file, "claims"), 0), "value"));
@@ -723,7 +723,7 @@ static void add_claim(const char *root, const char *claim_json) {
     fx_path(path, sizeof path, "%s/px/v1/" TB_EXPERIMENT_CLAIMS, root);
     json_t *file = json_load_file(path, 0, NULL);
     json_array_append_new(json_object_get(file, "claims"), fx_claim_short_runs(json_loads(claim_json, 0, NULL)));
-    tb_write_json_atomic(path, file, NULL);
+    fx_write_claims(path, file);
     json_decref(file);
 }
 
@@ -901,7 +901,7 @@ TB_TEST(prove_all_over_a_thousand_records_scales_linearly) {
         }
         json_t *file = json_pack("{s:s, s:i, s:o}", "experiment", fx_path(path, sizeof path, "bulk%02d", e),
                                  "version", 1, "claims", claims);
-        tb_write_json_atomic(fx_path(path, sizeof path, "%s/" TB_EXPERIMENT_CLAIMS, version_dir), file, NULL);
+        fx_write_claims(fx_path(path, sizeof path, "%s/" TB_EXPERIMENT_CLAIMS, version_dir), file);
         json_decref(file);
     }
     for (int f = 0; f < NFILES; f++) free(content[f]);

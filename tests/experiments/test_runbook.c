@@ -634,6 +634,34 @@ TB_TEST(params_from_set_reach_the_runbook) {
              "%s", sh.err);
 }
 
+// A --set the runbook never reads (a misspelled parameter) is an error naming it, not
+// ignored; a --set given twice is refused before anything runs; tb.params counts as reading.
+TB_TEST(a_set_never_read_or_given_twice_is_an_error) {
+    tb_write_text(TB_TEST_TMPDIR "/param2.lua",
+                  "local exp = tb.experiment{ name = 'p2', version = 1, question = 'q' }\n"
+                  "tb.assert(tb.param('iters', 1) == 7, 'number from --set')\n");
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "%s run %s/param2.lua --set iters=7 --set iter=3 --artifacts %s_p2", TRACEBOOK,
+                    TB_TEST_TMPDIR, ART);
+    TB_CHECK(rc != 0 && strstr(sh.err, "--set iter=3: the runbook ") && strstr(sh.err, "never reads this parameter"),
+             "an unread --set (exit %d):\n%s", rc, sh.err);
+    json_t *e = json_load_file(ART "_p2/p2/v1/" TB_EXPERIMENT_STATUS, 0, NULL);
+    TB_CHECK(e && !strcmp(json_string_value(json_object_get(e, "status")) ?: "", "failed") &&
+                 strstr(json_string_value(json_object_get(e, "error")) ?: "", "--set iter=3"),
+             "the experiment is marked failed with the reason");
+    json_decref(e);
+    rc = tb_run(&sh, TB_SOURCE_DIR, "%s run %s/param2.lua --set iters=3 --set iters=4 --artifacts %s_p2", TRACEBOOK,
+                TB_TEST_TMPDIR, ART);
+    TB_CHECK(rc != 0 && strstr(sh.err, "flag --set: 'iters' is set twice (iters=3, then iters=4)"),
+             "a repeated --set (exit %d):\n%s", rc, sh.err);
+    tb_write_text(TB_TEST_TMPDIR "/param3.lua",
+                  "local n = 0\n"
+                  "for k, v in pairs(tb.params) do n = n + 1 end\n"
+                  "tb.assert(n == 2 and tb.params.a == '1', 'pairs and index')\n");
+    rc = tb_run(&sh, TB_SOURCE_DIR, "%s run %s/param3.lua --set a=1 --set b=2 --artifacts %s_p3", TRACEBOOK,
+                TB_TEST_TMPDIR, ART);
+    TB_CHECK(rc == 0, "pairs(tb.params) reads every --set (exit %d):\n%s", rc, sh.err);
+}
+
 int main(void) {
     TB_RUN(runbook_runs_records_and_claims_and_prove_rederives);
     TB_RUN(dry_run_prints_argv_and_config_and_runs_nothing);
@@ -646,6 +674,7 @@ int main(void) {
     TB_RUN(env_deny_keeps_secrets_out_of_the_manifest);
     TB_RUN(no_secret_value_reaches_any_file_of_the_record);
     TB_RUN(params_from_set_reach_the_runbook);
+    TB_RUN(a_set_never_read_or_given_twice_is_an_error);
     TB_RUN(runbook_comparison_claims_read_the_baseline_from_its_record);
     TB_RUN(tp_scaling_exact_claims_prove_on_any_machine);
     TB_RUN(ckpt_pause_drill_byte_claims_prove_on_any_machine);

@@ -68,7 +68,7 @@ static void add_claim(json_t *claims, const char *root, const char *id, const ch
 static void write_claims(const char *root, json_t *claims) {
     json_t *file = json_pack("{s:s, s:i, s:o}", "experiment", "g", "version", 1, "claims", claims);
     char path[FX_PATH];
-    tb_write_json_atomic(fx_path(path, sizeof path, "%s/g/v1/" TB_EXPERIMENT_CLAIMS, root), file, NULL);
+    fx_write_claims(fx_path(path, sizeof path, "%s/g/v1/" TB_EXPERIMENT_CLAIMS, root), file);
     json_decref(file);
 }
 
@@ -333,6 +333,7 @@ static void set_window(const char *root, const char *id, int from, int to) {
     json_object_set_new(m, "end", json_string(end));
     tb_write_json_atomic(path, m, NULL);
     json_decref(m);
+    fx_anchor_record(fx_path(path, sizeof path, "%s/g/v1/%s", root, id));  // as the recorder wrote them
 }
 
 // Two configurations whose every process ran at the host's speed of the moment: repetition i
