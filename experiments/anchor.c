@@ -18,6 +18,7 @@
 #include "core/xalloc.h"
 #include "provenance.h"
 #include "recorder.h"
+#include "signing.h"
 
 #define ZERO_LINK "0000000000000000000000000000000000000000000000000000000000000000"
 
@@ -239,13 +240,26 @@ typedef struct ledger {
     json_t *entries;   // the ledger's lines, parsed (those that parse)
     char *problems;    // the ledger's own problems, one line each; NULL when none
     int have_head;     // the catalogue has a head for the version
+    long long signed_seq;  // with a key required: the last seq it signed (0: none, sign_why says why)
+    char sign_why[2 * PATH_MAX];
 } ledger;
 
 struct tb_anchor_verifier {
     sqlite3 *db;
+    const tb_public_key *key;  // required signer, or NULL
     ledger *ledgers;
     size_t n, cap;
 };
+
+void tb_anchor_verifier_require_signature(tb_anchor_verifier *v, const struct tb_public_key *key) { v->key = key; }
+
+// The ledger's link at seq (its entries are seq 1, 2, ... in order, as far as they chain).
+static const char *link_at(void *ctx, long long seq) {
+    const ledger *l = ctx;
+    json_t *e = seq >= 1 ? json_array_get(l->entries, (size_t)(seq - 1)) : NULL;
+    return e && json_integer_value(json_object_get(e, "seq")) == seq ? json_string_value(json_object_get(e, "link"))
+                                                                      : NULL;
+}
 
 tb_anchor_verifier *tb_anchor_verifier_new(sqlite3 *db) {
     tb_anchor_verifier *v = tb_xcalloc(1, sizeof *v, "anchor verifier");
@@ -282,7 +296,7 @@ static ledger *load_ledger(tb_anchor_verifier *v, const char *version_dir) {
         if (!strcmp(v->ledgers[i].version_dir, version_dir)) return &v->ledgers[i];
     if (v->n == v->cap) v->ledgers = tb_xreallocarray(v->ledgers, v->cap = v->cap ? 2 * v->cap : 8, sizeof *v->ledgers, "ledgers");
     ledger *l = &v->ledgers[v->n++];
-    *l = (ledger){tb_xstrdup(version_dir, "ledger path"), json_array(), NULL, 0};
+    *l = (ledger){.version_dir = tb_xstrdup(version_dir, "ledger path"), .entries = json_array()};
     char key[PATH_MAX], path[PATH_MAX + 32];
     tb_error err;
     if (version_key(version_dir, key, sizeof key, &err) != 0 ||
@@ -369,7 +383,31 @@ static ledger *load_ledger(tb_anchor_verifier *v, const char *version_dir) {
                         "entries were removed, added or the ledger rewritten",
                         path, seq, prev, head_seq, head_link);
     }
+    if (v->key) l->signed_seq = tb_signed_seq(v->key, version_dir, key, link_at, l, l->sign_why, sizeof l->sign_why);
     return l;
+}
+
+int tb_anchor_ledger_head(tb_anchor_verifier *v, const char *version_dir, char *key, size_t key_len, long long *seq,
+                          char link[65], char **problems) {
+    ledger *l = load_ledger(v, version_dir);
+    tb_error err;
+    *problems = NULL;
+    if (version_key(version_dir, key, key_len, &err) != 0) {
+        *problems = tb_xstrdup(err.msg, "problems");
+        return -1;
+    }
+    if (l->problems) {
+        *problems = tb_xstrdup(l->problems, "problems");
+        return -1;
+    }
+    json_t *last = json_array_get(l->entries, json_array_size(l->entries) - 1);
+    if (!last) {
+        *problems = tb_xstrdup("its ledger is empty or missing: nothing was anchored", "problems");
+        return -1;
+    }
+    *seq = json_integer_value(json_object_get(last, "seq"));
+    snprintf(link, 65, "%s", json_string_value(json_object_get(last, "link")));
+    return 0;
 }
 
 // Each line of text to add; how many.
@@ -454,6 +492,13 @@ int tb_anchor_verify(tb_anchor_verifier *v, const char *version_dir, const char 
                         "%s: the ledger's entry (seq %lld) is not the one the catalogue anchored (seq %lld): the ledger "
                         "was rewritten",
                         what, entry_seq, row_seq);
+    }
+    if (v->key && sha256 && entry) {
+        if (l->signed_seq == 0) add_problem(&problems, "%s", l->sign_why);
+        else if (entry_seq > l->signed_seq)
+            add_problem(&problems,
+                        "%s was anchored at seq %lld, after the last head %s signed (seq %lld of %s): not signed", what,
+                        entry_seq, tb_public_key_id(v->key), l->signed_seq, key);
     }
     int added = emit(l->problems, add, ctx) + emit(problems, add, ctx);
     free(problems);

@@ -19,7 +19,7 @@
 // What it catches: an edit of a manifest, claims.json or experiment.json, or their deletion,
 // unless the ledger and the catalogue are both rewritten to match (a ledger rewritten alone,
 // its chain recomputed, no longer ends where the catalogue's head says). Against a forger
-// who rewrites both, only a signature by a key the forger does not hold helps (not built yet).
+// who rewrites both, only a signature by a key the forger does not hold helps (signing.h).
 #ifndef TB_EXPERIMENTS_ANCHOR_H
 #define TB_EXPERIMENTS_ANCHOR_H
 
@@ -51,6 +51,17 @@ typedef struct tb_anchor_verifier tb_anchor_verifier;
 // saying so.
 tb_anchor_verifier *tb_anchor_verifier_new(sqlite3 *db);
 void tb_anchor_verifier_free(tb_anchor_verifier *v);
+
+// With a key required (`tracebook prove --require-signature`), an item is vouched for only
+// when anchored at or before a ledger head that key signed (signing.h); key not owned.
+struct tb_public_key;
+void tb_anchor_verifier_require_signature(tb_anchor_verifier *v, const struct tb_public_key *key);
+
+// The version's ledger head (its last seq and link) and its key "<experiment>/v<N>", when the
+// ledger chains and ends where the catalogue's head says: 0; else -1 with *problems (malloc'd
+// lines) saying why.
+int tb_anchor_ledger_head(tb_anchor_verifier *v, const char *version_dir, char *key, size_t key_len, long long *seq,
+                          char link[65], char **problems);
 
 // Calls add(ctx, line) for each reason the item (kind, name) of version_dir is not anchored
 // as it is now: sha256 is its digest now, or NULL when it is missing. An item neither ledger

@@ -41,6 +41,7 @@
 #include "provenance.h"
 #include "record.h"
 #include "record_verify.h"
+#include "signing.h"
 #include "stability.h"
 
 #define DEFAULT_RELATIVE_TOLERANCE 1e-9
@@ -241,7 +242,7 @@ static void print_text(const char *text, double value) {
 // Proving
 
 typedef struct prove_opts {
-    const char *artifacts, *claim, *experiment;
+    const char *artifacts, *claim, *experiment, *require_signature;
     int all, quiet, json;
 } prove_opts;
 
@@ -689,6 +690,9 @@ static const tb_option prove_options[] = {
     TB_OPTION("-q", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "the same as --quiet"),
     TB_OPTION("--json", prove_opts, json, TB_OPT_BOOL, NULL, NULL,
               "every claim's verdict, reasons and evidence as one JSON document (README.md, \"JSON output\")"),
+    TB_OPTION("--require-signature", prove_opts, require_signature, TB_OPT_STRING, NULL, "PUBKEY.pem",
+              "prove only what this Ed25519 key signed (tracebook sign): every record and claims file a claim reads "
+              "anchored at or before a ledger head it signed"),
     TB_ARTIFACTS_OPTION(prove_opts, artifacts),
     TB_OPTIONS_END};
 
@@ -701,8 +705,6 @@ static const tb_command prove_command = {
     "CLAIM is a claim id (every " TB_EXPERIMENT_CLAIMS " holding it); or give --all.",
     prove_options, 0, 1};
 
-// Every experiment (or the one of opt.experiment), every version (or s->version), every claim
-// (or opt.claim). *experiments, *matched: how many experiments and claims were found.
 // Versions the catalogue anchored whose directory is gone (an experiment or version deleted
 // with its claims): each a failure, as the deletion of one claims.json is.
 static void prove_gone_versions(prove_state *s) {
@@ -732,6 +734,8 @@ static void prove_gone_versions(prove_state *s) {
     sqlite3_finalize(st);
 }
 
+// Every experiment (or the one of opt.experiment), every version (or s->version), every claim
+// (or opt.claim). *experiments, *matched: how many experiments and claims were found.
 static void prove_scan(prove_state *s, int *experiments, int *matched) {
     int nexp = 0;
     char **exps = list_dirs(s->opt.artifacts, &nexp);
@@ -813,6 +817,13 @@ int tracebook_prove_main(int argc, char **argv) {
         json_decref(s.results);
         return TB_EXIT_FAILURE;
     }
+    // a required signer's public key, loaded before anything is proven
+    tb_public_key *signer = NULL;
+    if (s.opt.require_signature && !(signer = tb_public_key_load(s.opt.require_signature, &err))) {
+        fprintf(stderr, "tracebook prove: flag --require-signature: %s\n", err.msg);
+        json_decref(s.results);
+        return TB_EXIT_USAGE;
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
@@ -830,6 +841,7 @@ int tracebook_prove_main(int argc, char **argv) {
     }
 
     s.checks.anchors = tb_anchor_verifier_new(s.db);
+    if (signer) tb_anchor_verifier_require_signature(s.checks.anchors, signer);
     int matched = 0, experiments = 0;
     prove_scan(&s, &experiments, &matched);
     tb_anchor_verifier_free(s.checks.anchors);
@@ -860,8 +872,9 @@ int tracebook_prove_main(int argc, char **argv) {
         printf("\n");
         json_decref(doc);
     } else {
-        printf("prove: %d claim%s, %d proven, %d not proven; %zu record%s verified (%.3f s)\n", s.claims,
-               s.claims == 1 ? "" : "s", s.proven, s.failed, s.checks.n, s.checks.n == 1 ? "" : "s", seconds);
+        printf("prove: %d claim%s, %d proven, %d not proven; %zu record%s verified (%.3f s)%s%s\n", s.claims,
+               s.claims == 1 ? "" : "s", s.proven, s.failed, s.checks.n, s.checks.n == 1 ? "" : "s", seconds,
+               signer ? "; signatures required: " : "", signer ? tb_public_key_id(signer) : "");
     }
     if (s.failures.len) {
         fflush(stdout);
@@ -871,5 +884,6 @@ int tracebook_prove_main(int argc, char **argv) {
     free(s.failures.s);
     free(s.version_failures.s);
     check_table_free(&s.checks);
+    tb_public_key_free(signer);
     return rc;
 }

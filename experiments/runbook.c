@@ -22,6 +22,7 @@
 
 #include "anchor.h"
 #include "catalog.h"
+#include "signing.h"
 #include "core/fileio.h"
 #include "core/options.h"
 #include "core/run_dir.h"
@@ -142,6 +143,29 @@ static int mark_experiments(tb_runbook_host *h, const char *status, const char *
     return rc;
 }
 
+// --sign: each declared experiment version's ledger head signed (signing.h), after its
+// experiment.json was written; a version that cannot be signed is reported: 0, or -1.
+static int sign_experiments(tb_runbook_host *h) {
+    const char *key;
+    json_t *e;
+    int rc = 0;
+    json_object_foreach(h->experiments, key, e) {
+        struct stat st;
+        if (stat(key, &st) != 0) continue;  // nothing was recorded for it
+        long long seq;
+        char id[TB_KEY_ID_MAX];
+        tb_error err;
+        if (tb_sign_version(h->artifacts, key, h->sign_key, &seq, id, &err) == 0) {
+            printf("  signed %s at seq %lld with %s\n", key, seq, id);
+        } else {
+            fprintf(stderr, "tracebook run: %s\n", err.msg);
+            rc = -1;
+        }
+    }
+    fflush(stdout);
+    return rc;
+}
+
 // Writes (or refreshes) each declared experiment's report (report.h) and prints its path. A
 // report that cannot be written loses nothing — the runs and claims are recorded before — but
 // the command says so and fails, as it does when experiment.json cannot be written: 0, or -1.
@@ -194,6 +218,8 @@ static const tb_option run_options[] = {
     TB_OPTION("--dry-run", host, dry_run, TB_OPT_BOOL, NULL, NULL, "print each engine run's argv and config; run nothing"),
     TB_OPTION("--require-clean", host, require_clean, TB_OPT_BOOL, NULL, NULL, "refuse to run from a dirty working tree"),
     TB_OPTION("--force", host, force, TB_OPT_BOOL, NULL, NULL, "re-run repetitions that already finished"),
+    TB_OPTION("--sign", host, sign_key, TB_OPT_STRING, NULL, "KEY.pem",
+              "at the end, sign each experiment version's ledger head with this Ed25519 key (tracebook sign)"),
     TB_OPTION("--env-allow", host, env_allowed, TB_OPT_LIST, NULL, "NAME_OR_GLOB",
               "also record environment variables matching NAME_OR_GLOB in the manifests"),
     TB_OPTION("--env-deny", host, env_denied, TB_OPT_LIST, NULL, "GLOB",
@@ -231,6 +257,8 @@ static int host_from_args(tb_runbook_host *h, tb_error *err) {
         return -1;
     h->env_allow = tb_globs_with(tb_default_env_allow, h->env_allowed.items, h->env_allowed.n);
     h->env_deny = tb_globs_with(tb_default_env_deny, h->env_denied.items, h->env_denied.n);
+    char id[TB_KEY_ID_MAX];  // a key that cannot sign fails now, not after the runs
+    if (h->sign_key && tb_sign_key_check(h->sign_key, id, err) != 0) return tb_fail_prefix(err, "tracebook run: flag --sign");
     return 0;
 }
 
@@ -346,6 +374,7 @@ int tracebook_run_main(int argc, char **argv) {
         status = TB_EXIT_FAILURE;  // the runs are recorded, but not the experiment's outcome
     }
     if (!h.dry_run && !tb_recorder_interrupted() && write_reports(&h) != 0) status = TB_EXIT_FAILURE;
+    if (h.sign_key && !h.dry_run && sign_experiments(&h) != 0) status = TB_EXIT_FAILURE;
     lua_close(L);
     host_free(&h);
     return tb_recorder_interrupted() ? 128 + SIGINT : status;

@@ -24,6 +24,7 @@ typedef struct tb_runbook_host {
     const char *artifacts;
     int dry_run, require_clean, force;
     tb_strlist sets;         // --set key=value
+    const char *sign_key;    // --sign KEY.pem: sign each declared version's ledger head at the end
     tb_strlist env_allowed;  // --env-allow NAME_OR_GLOB
     tb_strlist env_denied;   // --env-deny GLOB
     const char *runbook;

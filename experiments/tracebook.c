@@ -1,6 +1,6 @@
 // tracebook.c — the tracebook CLI: one binary, one subcommand per job.
 //
-//   tracebook run | replay | prove | ls | show | diff | hang | plan | report      (experiments/)
+//   tracebook run | replay | prove | sign | ls | show | diff | hang | plan | report      (experiments/)
 //   tracebook index | def | callers | callees | chain | map | walk      (trace/)
 //
 // Each subcommand parses its own flags from an option table (core/options.h) and returns
@@ -22,6 +22,7 @@
 #include "report.h"
 #include "step_report.h"
 #include "runbook.h"
+#include "signing.h"
 #include "trace_cli.h"
 
 typedef struct command {
@@ -34,6 +35,7 @@ static const command commands[] = {
     {"run", tracebook_run_main, "run a Lua runbook: engine runs recorded with their provenance, claims"},
     {"replay", tracebook_replay_main, "re-run a record at its recorded revision and compare, loss bitwise"},
     {"prove", tracebook_prove_main, "re-derive claimed numbers from the raw files, checking every file's sha256"},
+    {"sign", tracebook_sign_main, "sign each experiment version's ledger head with an Ed25519 key (prove --require-signature)"},
     {"ls", tracebook_ls_main, "experiments, or one experiment's runs"},
     {"show", tracebook_show_main, "one run: manifest, command, config, per-step metrics"},
     {"diff", tracebook_diff_main, "two runs side by side: config and metric differences"},

@@ -1,15 +1,20 @@
-// test_anchor.c — records and claims files anchored when written (experiments/anchor.h): the
+// test_anchor.c — records and claims files anchored when written (experiments/anchor.h) and
+// ledger heads signed (experiments/signing.h): the
 // adversarial drill's forgeries that once proved — a manifest's fields edited, claims.json or
 // experiment.json deleted, the whole version deleted — are each named by `tracebook prove`;
 // a ledger rewritten with its chain recomputed is caught by the catalogue's head; only a
-// forger who rewrites the catalogue too gets past the anchors.
+// forger who rewrites the catalogue too gets past the anchors, and a signature catches that.
 #include <jansson.h>
 #include <sqlite3.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
 #include "anchor.h"
 #include "catalog.h"
+#include "signing.h"
 #include "fixtures/record_fixture.h"
 #include "provenance.h"
 #include "tb_run_dir.h"
@@ -210,11 +215,126 @@ TB_TEST(an_unanchored_record_does_not_prove) {
     free(out);
 }
 
+// An Ed25519 key pair written as PEM files <dir>/<name>.pem and <dir>/<name>.pub.pem.
+static void write_key_pair(const char *dir, const char *name) {
+    EVP_PKEY *k = NULL;
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, NULL);
+    EVP_PKEY_keygen_init(ctx);
+    EVP_PKEY_keygen(ctx, &k);
+    EVP_PKEY_CTX_free(ctx);
+    char path[FX_PATH];
+    FILE *f = fopen(fx_path(path, sizeof path, "%s/%s.pem", dir, name), "w");
+    PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL);
+    fclose(f);
+    f = fopen(fx_path(path, sizeof path, "%s/%s.pub.pem", dir, name), "w");
+    PEM_write_PUBKEY(f, k);
+    fclose(f);
+    EVP_PKEY_free(k);
+}
+
+static int prove_signed(const char *root, const char *pub, char **out) {
+    return fx_capture(tracebook_prove_main, out, "prove", "--all", "--quiet", "--require-signature", pub, "--artifacts",
+                      root, NULL);
+}
+
+// What a signature adds: prove --require-signature proves only what the key signed; the
+// forger who re-anchors an edited manifest through the ledger and the catalogue together
+// (which the anchors alone cannot tell) is named, as is anything anchored after the signed
+// head, another key's signature and a tampered one.
+TB_TEST(a_signature_catches_the_forger_who_rewrites_ledger_and_catalogue) {
+    char vdir[FX_PATH], path[FX_PATH], pub[FX_PATH], key[FX_PATH], other[FX_PATH];
+    char keys[FX_PATH];
+    snprintf(keys, sizeof keys, "%s", fx_fresh_dir("anchor_keys"));
+    write_key_pair(keys, "alice");
+    write_key_pair(keys, "mallory");
+    fx_path(key, sizeof key, "%s/alice.pem", keys);
+    fx_path(pub, sizeof pub, "%s/alice.pub.pem", keys);
+    fx_path(other, sizeof other, "%s/mallory.pem", keys);
+    const char *root = anchored_fixture("anchor_sign", vdir, sizeof vdir);
+    char *out;
+    int rc = prove_signed(root, pub, &out);
+    TB_CHECK(rc != 0 && strstr(out, "not signed by ed25519:") && strstr(out, "ledger.sig.json is missing"),
+             "unsigned: not proven when a signature is required (exit %d):\n%s", rc, out);
+    free(out);
+    rc = fx_capture(tracebook_sign_main, &out, "sign", "--key", key, "--artifacts", root, NULL);
+    TB_CHECK(rc == 0 && strstr(out, "/an/v1 at seq 3 with ed25519:"), "signed at the head (exit %d):\n%s", rc, out);
+    free(out);
+    fx_path(path, sizeof path, "%s/" TB_EXPERIMENT_SIGNATURES, vdir);
+    char *sigs = fx_read(path);
+    TB_CHECK(sigs && !strstr(sigs, "PRIVATE") && strstr(sigs, "\"public_key\""), "the public key only:\n%s", sigs);
+    free(sigs);
+    rc = prove_signed(root, pub, &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  an/v1/loss") && strstr(out, "signatures required: ed25519:"),
+             "signed: proven (exit %d):\n%s", rc, out);
+    free(out);
+    // another key's signature does not stand for alice's
+    char mallory_pub[FX_PATH];
+    fx_path(mallory_pub, sizeof mallory_pub, "%s/mallory.pub.pem", keys);
+    rc = prove_signed(root, mallory_pub, &out);
+    TB_CHECK(rc != 0 && strstr(out, "holds no signature by that key"), "another key (exit %d):\n%s", rc, out);
+    free(out);
+    // the forger rewrites the manifest and re-anchors it in the ledger and the catalogue, and
+    // signs with their own key: the anchors pass, alice's signature does not
+    set_manifest_field(vdir, "seed", json_integer(99));
+    TB_REQUIRE(fx_anchor_record(fx_path(path, sizeof path, "%s/r0", vdir)) == 0, "re-anchor");
+    rc = fx_capture(tracebook_sign_main, &out, "sign", "--key", other, "--artifacts", root, NULL);
+    free(out);
+    rc = prove(root, &out);
+    TB_CHECK(rc == 0, "without a signature required, the rewrite passes the anchors (exit %d):\n%s", rc, out);
+    free(out);
+    rc = prove_signed(root, pub, &out);
+    TB_CHECK(rc != 0 && strstr(out, "the manifest of record r0 was anchored at seq 4, after the last head ") &&
+                 strstr(out, "signed (seq 3 of an/v1): not signed"),
+             "the re-anchored manifest is after alice's signed head (exit %d):\n%s", rc, out);
+    free(out);
+    // ... and one who rewrites the whole ledger from the start (seq 1 re-linked) breaks the
+    // signed link itself
+    root = anchored_fixture("anchor_sign", vdir, sizeof vdir);
+    fx_capture(tracebook_sign_main, &out, "sign", "--key", key, "--artifacts", root, NULL);
+    free(out);
+    set_manifest_field(vdir, "seed", json_integer(99));
+    char cmd[4 * FX_PATH];
+    snprintf(cmd, sizeof cmd, "rm -f %s/" TB_EXPERIMENT_LEDGER " %s/" TB_CATALOG "*", vdir, root);
+    TB_REQUIRE(system(cmd) == 0, "%s", cmd);
+    TB_REQUIRE(fx_anchor_record(fx_path(path, sizeof path, "%s/r0", vdir)) == 0 &&
+                   fx_anchor_version_file(vdir, TB_EXPERIMENT_CLAIMS) == 0 &&
+                   fx_anchor_version_file(vdir, TB_EXPERIMENT_STATUS) == 0,
+               "re-anchored from scratch");
+    rc = prove(root, &out);
+    TB_CHECK(rc == 0, "ledger and catalogue rebuilt: the anchors pass (exit %d):\n%s", rc, out);
+    free(out);
+    rc = prove_signed(root, pub, &out);
+    TB_CHECK(rc != 0 && strstr(out, "signed seq 3 with link ") && strstr(out, "rewritten after it was signed"),
+             "the signed link is not the ledger's (exit %d):\n%s", rc, out);
+    free(out);
+    // a tampered signature does not verify
+    root = anchored_fixture("anchor_sign", vdir, sizeof vdir);
+    fx_capture(tracebook_sign_main, &out, "sign", "--key", key, "--artifacts", root, NULL);
+    free(out);
+    fx_path(path, sizeof path, "%s/" TB_EXPERIMENT_SIGNATURES, vdir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    json_t *sig = json_array_get(json_object_get(doc, "signatures"), 0);
+    char forged[129];
+    snprintf(forged, sizeof forged, "%s", json_string_value(json_object_get(sig, "signature")));
+    forged[0] = forged[0] == '0' ? '1' : '0';
+    json_object_set_new(sig, "signature", json_string(forged));
+    tb_write_json_atomic(path, doc, NULL);
+    json_decref(doc);
+    rc = prove_signed(root, pub, &out);
+    TB_CHECK(rc != 0 && strstr(out, "does not verify (seq 3 of an/v1)"), "a tampered signature (exit %d):\n%s", rc, out);
+    free(out);
+    // a public key cannot sign; a missing key is named
+    rc = fx_capture(tracebook_sign_main, &out, "sign", "--key", pub, "--artifacts", root, NULL);
+    TB_CHECK(rc != 0, "a public key does not sign");
+    free(out);
+}
+
 int main(void) {
     TB_RUN(an_anchored_record_proves_and_its_ledger_chains);
     TB_RUN(an_edited_manifest_is_named);
     TB_RUN(deleted_claims_experiment_files_and_versions_are_named);
     TB_RUN(a_rewritten_ledger_is_caught_by_the_catalogue_and_only_a_rewritten_catalogue_passes);
     TB_RUN(an_unanchored_record_does_not_prove);
+    TB_RUN(a_signature_catches_the_forger_who_rewrites_ledger_and_catalogue);
     return tb_test_summary();
 }
