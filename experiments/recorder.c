@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,11 +27,12 @@
 
 extern char **environ;
 
-// The one process-level flag a signal handler may touch.
+// The one process-level flag a signal handler may touch: the first SIGINT or SIGTERM's
+// number. A second one ends the host at once (its engine child, PR_SET_PDEATHSIG, with it).
 static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
+static void on_interrupt(int sig) {
+    if (interrupted) _exit(128 + sig);
+    interrupted = sig;
 }
 
 int tb_env_globs_check(const char *command, const tb_strlist *globs, const char *flag, tb_error *err) {
@@ -45,7 +47,14 @@ int tb_env_globs_check(const char *command, const tb_strlist *globs, const char 
     return 0;
 }
 
-void tb_recorder_install_sigint(void) { signal(SIGINT, on_sigint); }
+void tb_recorder_install_sigint(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 int tb_recorder_interrupted(void) { return interrupted; }
 
 void tb_iso_now(char *buf, size_t len) {
@@ -138,11 +147,15 @@ int tb_run_engine(const json_t *argv, const char *rec, int progress, const char 
     char **args = tb_xcalloc(n + 1, sizeof *args, "engine argv");
     for (size_t i = 0; i < n; i++) args[i] = (char *)json_string_value(json_array_get(argv, i));
     fflush(NULL);
+    const pid_t host = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        // the engine dies with the host (a kill -9 of the host leaves no orphan training on)
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != host) _exit(128 + SIGTERM);
         int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0) _exit(126);
         signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         execv(args[0], args);
         fprintf(stderr, "exec %s: %s\n", args[0], strerror(errno));
         _exit(127);
@@ -159,7 +172,7 @@ int tb_run_engine(const json_t *argv, const char *rec, int progress, const char 
         if (waitpid(pid, &status, WNOHANG) == pid) break;
         if (interrupted && !out.interrupted) {
             out.interrupted = 1;
-            kill(pid, SIGINT);
+            kill(pid, interrupted);  // SIGINT or SIGTERM, as the host got
         }
         double t = now_s();
         if (t - last_beat >= 2.0) {

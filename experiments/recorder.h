@@ -2,8 +2,9 @@
 // machinery of `tracebook run` and `tracebook replay`.
 //
 // tb_run_engine forks the engine with stdout/stderr into the record, rewrites a heartbeat
-// every 2 s while it lives and, on a terminal, shows a live progress line; SIGINT to the
-// host (tb_recorder_install_sigint) stops the engine. tb_record_finish hashes every file of
+// every 2 s while it lives and, on a terminal, shows a live progress line; SIGINT or SIGTERM
+// to the host (tb_recorder_install_sigint) stops the engine, and the engine dies with the host
+// (PR_SET_PDEATHSIG) if the host is killed. tb_record_finish hashes every file of
 // the record into manifest.json and writes the manifest last, atomically, then catalogues
 // the run.
 #ifndef TB_EXPERIMENTS_RECORDER_H
@@ -57,6 +58,9 @@ typedef struct tb_run_identity {
 // filter). 0, or -1 with err naming the command, the flag and the value.
 int tb_env_globs_check(const char *command, const tb_strlist *globs, const char *flag, tb_error *err);
 
+// SIGINT and SIGTERM: the first sets the flag (the engine running is sent the same signal and
+// recorded incomplete; the runbook host stops at its next Lua instructions), a second ends
+// the host at once. tb_recorder_interrupted: the first signal's number, 0 when none.
 void tb_recorder_install_sigint(void);
 int tb_recorder_interrupted(void);
 

@@ -119,6 +119,40 @@ static int unread_params(const tb_runbook_host *h, char *buf, size_t len) {
     return 1;
 }
 
+// A Lua count hook: once SIGINT or SIGTERM has come, every 10,000 instructions raise an
+// error, so a runbook in a loop stops.
+static void interrupt_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    const int sig = tb_recorder_interrupted();
+    if (sig) luaL_error(L, "interrupted by %s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+// pcall, xpcall and coroutine.resume as the stock ones (upvalue 1), but once the host is
+// interrupted whatever they caught is raised again: a runbook cannot catch its interruption.
+static int l_rethrow_if_interrupted(lua_State *L) {
+    const int n = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    const int sig = tb_recorder_interrupted();
+    if (sig) luaL_error(L, "interrupted by %s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    return lua_gettop(L);
+}
+
+static void wrap_catchers(lua_State *L) {
+    static const char *const globals[] = {"pcall", "xpcall"};
+    for (size_t i = 0; i < sizeof globals / sizeof *globals; i++) {
+        lua_getglobal(L, globals[i]);
+        lua_pushcclosure(L, l_rethrow_if_interrupted, 1);
+        lua_setglobal(L, globals[i]);
+    }
+    lua_getglobal(L, "coroutine");
+    lua_getfield(L, -1, "resume");
+    lua_pushcclosure(L, l_rethrow_if_interrupted, 1);
+    lua_setfield(L, -2, "resume");
+    lua_pop(L, 1);
+}
+
 // Writes each declared experiment's experiment.json with the runbook's outcome (exit_code >= 0:
 // the status os.exit gave). One that cannot be written is reported and the others are still
 // written: 0, or -1 when any failed.
@@ -328,7 +362,10 @@ int tracebook_run_main(int argc, char **argv) {
         host_free(&h);
         return TB_EXIT_OUT_OF_MEMORY;
     }
+    // a signal stops a runbook busy in Lua, not only one waiting for an engine
+    lua_sethook(L, interrupt_hook, LUA_MASKCOUNT, 10000);
     luaL_openlibs(L);
+    wrap_catchers(L);
     tb_runbook_open_api(L, &h);
     lua_getglobal(L, "os");
     lua_getfield(L, -1, "exit");
@@ -363,7 +400,7 @@ int tracebook_run_main(int argc, char **argv) {
         char first[1024];
         snprintf(first, sizeof first, "%s", msg ? msg : "error");
         first[strcspn(first, "\n")] = '\0';
-        mark_experiments(&h, "failed", first, -1);
+        mark_experiments(&h, tb_recorder_interrupted() ? "interrupted" : "failed", first, -1);
         status = TB_EXIT_FAILURE;
     } else if (unread_params(&h, unread, sizeof unread)) {
         // the runbook ran, but not as asked: a --set it never read (misspelled?) was ignored
@@ -377,5 +414,5 @@ int tracebook_run_main(int argc, char **argv) {
     if (h.sign_key && !h.dry_run && sign_experiments(&h) != 0) status = TB_EXIT_FAILURE;
     lua_close(L);
     host_free(&h);
-    return tb_recorder_interrupted() ? 128 + SIGINT : status;
+    return tb_recorder_interrupted() ? 128 + tb_recorder_interrupted() : status;
 }

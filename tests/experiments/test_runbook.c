@@ -287,11 +287,16 @@ TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
     json_decref(m);
 
     // SIGKILL to the host: no manifest at all (the manifest is written last), which reads as incomplete
+    // ... and its engine dies with it (PR_SET_PDEATHSIG): none is left training after 1 s
     snprintf(cmd, sizeof cmd,
              "cd %s && rm -rf %s_kill && (%s run %s/long.lua --artifacts %s_kill > /dev/null 2>&1 & pid=$!; sleep 1.5; "
-             "kill -KILL $pid; wait $pid; pkill -KILL -f '[p]retrain_gpt.*%s_kill' ; true)",
-             TB_SOURCE_DIR, ART, TRACEBOOK, TB_TEST_TMPDIR, ART, ART);
+             "kill -KILL $pid; wait $pid; sleep 1; pgrep -f '[p]retrain_gpt.*%s_kill' > %s/orphans; "
+             "pkill -KILL -f '[p]retrain_gpt.*%s_kill' ; true)",
+             TB_SOURCE_DIR, ART, TRACEBOOK, TB_TEST_TMPDIR, ART, ART, TB_TEST_TMPDIR, ART);
     TB_REQUIRE(system(cmd) == 0, "shell");
+    char orphans[256];
+    tb_slurp_into(TB_TEST_TMPDIR "/orphans", orphans, sizeof orphans);
+    TB_CHECK(orphans[0] == '\0', "no engine outlives a killed host (pids: %s)", orphans);
     TB_REQUIRE(records(ART "_kill/long/v1", names, 8) == 1, "one record");
     snprintf(path, sizeof path, ART "_kill/long/v1/%s/" TB_RECORD_MANIFEST, names[0]);
     TB_CHECK(access(path, F_OK) != 0, "no manifest after SIGKILL");
@@ -300,6 +305,52 @@ TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
     TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s ls long --artifacts %s_kill", TRACEBOOK, ART) == 0 &&
                  strstr(sh.out, "incomplete"),
              "the catalogue lists the killed run as incomplete:\n%s\n%s", sh.out, sh.err);
+}
+
+// SIGTERM ends a run as SIGINT does (the engine stopped, its record incomplete, the experiment
+// interrupted, exit 128 + 15); a runbook busy in a Lua loop — one that catches errors with
+// pcall, even — stops at SIGINT too.
+TB_TEST(sigterm_and_a_runbook_busy_in_lua_are_interrupted) {
+    char cmd[2048], status[64], names[8][256], path[1024];
+    tb_write_text(TB_TEST_TMPDIR "/long.lua",
+                  "local exp = tb.experiment{ name = 'long', version = 1, question = 'q' }\n"
+                  "exp:run{ num_layers = 4, hidden_size = 128, num_attention_heads = 4, seq_length = 128, "
+                  "vocab_size = 256, train_iters = 100000 }\n");
+    snprintf(cmd, sizeof cmd,
+             "cd %s && rm -rf %s_term && (%s run %s/long.lua --artifacts %s_term > /dev/null 2>&1 & pid=$!; sleep 1.5; "
+             "kill -TERM $pid; wait $pid; echo $? > %s/term.status)",
+             TB_SOURCE_DIR, ART, TRACEBOOK, TB_TEST_TMPDIR, ART, TB_TEST_TMPDIR);
+    TB_REQUIRE(system(cmd) == 0, "shell");
+    tb_slurp_into(TB_TEST_TMPDIR "/term.status", status, sizeof status);
+    TB_CHECK(atoi(status) == 128 + SIGTERM, "SIGTERM: exit 143 (got %s)", status);
+    TB_REQUIRE(records(ART "_term/long/v1", names, 8) == 1, "one record");
+    snprintf(path, sizeof path, ART "_term/long/v1/%s/" TB_RECORD_MANIFEST, names[0]);
+    json_t *m = json_load_file(path, 0, NULL);
+    TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "status")) ?: "", "incomplete"), "record incomplete");
+    json_decref(m);
+    json_t *e = json_load_file(ART "_term/long/v1/" TB_EXPERIMENT_STATUS, 0, NULL);
+    TB_CHECK(e && !strcmp(json_string_value(json_object_get(e, "status")) ?: "", "interrupted"),
+             "experiment.json says interrupted");
+    json_decref(e);
+
+    tb_write_text(TB_TEST_TMPDIR "/busy.lua",
+                  "local exp = tb.experiment{ name = 'busy', version = 1, question = 'q' }\n"
+                  "exp:run{ " TINY ", train_iters = 2 }\n"
+                  "while true do pcall(function() local x = 0; for i = 1, 1e6 do x = x + i end end) end\n");
+    snprintf(cmd, sizeof cmd,
+             "cd %s && rm -rf %s_busy && (%s run %s/busy.lua --artifacts %s_busy > /dev/null 2>&1 & pid=$!; sleep 3; "
+             "kill -INT $pid; sleep 2; if kill -0 $pid 2>/dev/null; then kill -KILL $pid; echo alive; fi; wait $pid; "
+             "echo $? >> %s/busy.status) > %s/busy.status",
+             TB_SOURCE_DIR, ART, TRACEBOOK, TB_TEST_TMPDIR, ART, TB_TEST_TMPDIR, TB_TEST_TMPDIR);
+    TB_REQUIRE(system(cmd) == 0, "shell");
+    tb_slurp_into(TB_TEST_TMPDIR "/busy.status", status, sizeof status);
+    TB_CHECK(!strstr(status, "alive") && atoi(status) == 128 + SIGINT,
+             "a runbook in a pcall loop stops within 2 s of SIGINT, exit 130 (got %s)", status);
+    e = json_load_file(ART "_busy/busy/v1/" TB_EXPERIMENT_STATUS, 0, NULL);
+    TB_CHECK(e && !strcmp(json_string_value(json_object_get(e, "status")) ?: "", "interrupted") &&
+                 strstr(json_string_value(json_object_get(e, "error")) ?: "", "busy.lua:3: interrupted by SIGINT"),
+             "experiment.json says interrupted, at the runbook's line");
+    json_decref(e);
 }
 
 TB_TEST(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook) {
@@ -670,6 +721,7 @@ int main(void) {
     TB_RUN(runbook_errors_name_file_and_line_and_mark_the_experiment_failed);
     TB_RUN(over_long_artifacts_root_is_refused_naming_the_path_and_the_limit);
     TB_RUN(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest);
+    TB_RUN(sigterm_and_a_runbook_busy_in_lua_are_interrupted);
     TB_RUN(killed_engine_leaves_an_incomplete_record_and_fails_the_runbook);
     TB_RUN(env_deny_keeps_secrets_out_of_the_manifest);
     TB_RUN(no_secret_value_reaches_any_file_of_the_record);
