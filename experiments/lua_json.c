@@ -1,6 +1,7 @@
 // lua_json.c — JSON values to and from Lua (lua_json.h).
 #include "lua_json.h"
 
+#include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,7 @@ void tb_lua_push_json(lua_State *L, const json_t *j) {
 
 json_t *tb_lua_to_json(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
+    luaL_checkstack(L, 4, "a nested table");
     switch (lua_type(L, idx)) {
     case LUA_TBOOLEAN: return json_boolean(lua_toboolean(L, idx));
     case LUA_TNUMBER:

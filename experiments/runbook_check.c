@@ -163,9 +163,19 @@ static int table_shape(lua_State *L, int idx) {
 
 int tb_rb_is_list(lua_State *L, int idx) { return table_shape(L, lua_absindex(L, idx)) == 1; }
 
+void tb_rb_check_plain_table(lua_State *L, int idx, const char *what, const char *name) {
+    if (lua_getmetatable(L, idx)) {
+        lua_pop(L, 1);
+        tb_rb_error(L, "%s: %s has a metatable: its fields are read as they are stored, so __index or "
+                       "__pairs would be ignored (not supported: pass a plain table, e.g. a copy)",
+                    what, name);
+    }
+}
+
 // tb_rb_check_json below the path `at` (a buffer of at least 256 bytes holding the name so far).
 static void check_json(lua_State *L, int idx, const char *what, char *at, size_t len, int depth) {
     idx = lua_absindex(L, idx);
+    luaL_checkstack(L, 4, "a nested table");  // each level holds a key and a value
     char v[96];
     switch (lua_type(L, idx)) {
     case LUA_TBOOLEAN:
@@ -180,6 +190,7 @@ static void check_json(lua_State *L, int idx, const char *what, char *at, size_t
                     tb_rb_describe(L, idx, v, sizeof v));
     }
     if (depth > 16) tb_rb_error(L, "%s: %s is nested more than 16 tables deep (a table that holds itself?)", what, at);
+    tb_rb_check_plain_table(L, idx, what, at);
     int shape = table_shape(L, idx);
     if (shape == 0)
         tb_rb_error(L, "%s: %s mixes a list with named keys (or has gaps): give a list {a, b} or a table {k = v}",

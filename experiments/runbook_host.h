@@ -101,6 +101,9 @@ int tb_rb_is_list(lua_State *L, int idx);
 // Refuses a value (named `name` in messages) that tb_lua_to_json would not keep whole: a
 // number not finite, a function, a table mixing a list with named keys, nesting past 16.
 void tb_rb_check_json(lua_State *L, int idx, const char *what, const char *name);
+// Raises "<what>: <name> has a metatable ..." for a table with one: the host reads tables raw
+// (lua_next), so a metatable's __index or __pairs would be silently ignored; refused instead.
+void tb_rb_check_plain_table(lua_State *L, int idx, const char *what, const char *name);
 // Refuses a value other than a boolean, a string or a finite number; returns its lua_type.
 int tb_rb_check_scalar(lua_State *L, int idx, const char *what, const char *name);
 

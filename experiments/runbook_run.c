@@ -424,6 +424,7 @@ int tb_runbook_exp_run(lua_State *L) {
     tb_runbook_host *h = tb_runbook_host_of(L);
     tb_runbook_check_experiment(L, "run");
     luaL_checktype(L, 2, LUA_TTABLE);
+    tb_rb_check_plain_table(L, 2, "exp:run", "its config");
     char version_dir[PATH_MAX];
     tb_error err;
     if (tb_runbook_experiment_dir(L, 1, version_dir, sizeof version_dir, &err) != 0)

@@ -47,6 +47,20 @@ TB_TEST(non_finite_config_numbers_are_refused_not_dropped) {
     expect_refused("exp:run{ " TINY ", lr = -math.huge }", "config key 'lr' must be a finite number (got -inf)");
 }
 
+// A config table read through a metatable was run as the default model (the host reads tables
+// raw): refused, naming it; a self-referencing args table is refused naming the path (it gave
+// "error object is nil": the check overflowed Lua's stack).
+TB_TEST(metatables_and_self_referencing_tables_are_refused_by_name) {
+    expect_refused("exp:run(setmetatable({}, { __index = { " TINY " } }))",
+                   "exp:run: its config has a metatable: its fields are read as they are stored, so __index");
+    expect_refused("local t = { figure = 'x' }; t.me = t; exp:claim{ id = 'c', parser = 'loss_at_step', runs = {}, "
+                   "args = t, text = 't' }",
+                   "exp:claim 'c': args.me.me.me.me.me.me.me.me.me.me.me.me.me.me.me.me.me is nested more than 16");
+    expect_refused("exp:claim{ id = 'c', parser = 'loss_at_step', runs = {}, args = { a = setmetatable({}, {}) }, "
+                   "text = 't' }",
+                   "exp:claim 'c': args.a has a metatable");
+}
+
 TB_TEST(experiment_seed_must_be_an_integer_not_replaced_by_the_default) {
     const char *bad[][2] = {{"'abc'", "(got 'abc')"}, {"{}", "(got an empty table)"}, {"1.5", "(got 1.5)"},
                             {"-1", "(got -1)"}};
@@ -300,5 +314,6 @@ int main(void) {
     TB_RUN(os_exit_records_the_experiment_as_interrupted_and_exits_with_its_status);
     TB_RUN(api_tables_refuse_unknown_keys_listing_the_allowed);
     TB_RUN(api_values_are_checked_for_type_integrality_and_range);
+    TB_RUN(metatables_and_self_referencing_tables_are_refused_by_name);
     return tb_test_summary();
 }
