@@ -19,26 +19,47 @@ const char *const tb_default_env_allow[] = {
     "LD_PRELOAD",     "LIBRARY_PATH",   "CPATH",          "C_INCLUDE_PATH",  "CPLUS_INCLUDE_PATH",
     "PKG_CONFIG_PATH", "CMAKE_PREFIX_PATH", "LUA_PATH",   "LUA_CPATH",       "LUA_PATH_5_4",
     "LUA_CPATH_5_4",  NULL};
-const char *const tb_default_env_deny[] = {"*TOKEN*", "*KEY*", "*PASSWORD*", "*SECRET*", "*CREDENTIAL*", NULL};
+const char *const tb_default_env_deny[] = {"*PASS*",       "*PWD*", "*AUTH*",   "*SECRET*",  "*TOKEN*", "*KEY*",
+                                           "*CREDENTIAL*", "*DSN*", "*COOKIE*", "*SESSION*", NULL};
 
 static int is_alnum(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
-// 1 when some "scheme://user:password@host" in s has a non-empty password. The authority
-// ends at the first '/', '?', '#', whitespace or list separator (',' ';'), so a value that
-// lists several URLs is read URL by URL; its userinfo is what precedes its last '@'.
-static int url_has_password(const char *s) {
+// 2 when some "scheme://user:password@host" in s has a non-empty password, 1 when some URL
+// has a userinfo without one ("scheme://user@host": a Sentry DSN's key, a token used as the
+// user name), 0 when none has. The authority ends at the first '/', '?', '#', whitespace or
+// list separator (',' ';'), so a value that lists several URLs is read URL by URL; its
+// userinfo is what precedes its last '@'.
+static int url_userinfo(const char *s) {
+    int found = 0;
     for (const char *p = strstr(s, "://"); p; p = strstr(p + 1, "://")) {
         const char *auth = p + 3, *end = auth + strcspn(auth, "/?#,; \t\n");
         const char *at = NULL;
         for (const char *q = auth; q < end; q++)
             if (*q == '@') at = q;
-        if (!at) continue;
+        if (!at || at == auth) continue;
         const char *colon = memchr(auth, ':', (size_t)(at - auth));
-        if (colon && colon + 1 < at) return 1;
+        if (colon && colon + 1 < at) return 2;
+        found = 1;
     }
-    return 0;
+    return found;
+}
+
+static int is_base64url(char c) { return is_alnum(c) || c == '-' || c == '_'; }
+
+// Whether a JSON Web Token starts at p: "eyJ" (the base64url of '{"'), then three base64url
+// segments of at least 8 characters separated by '.' (header, payload, signature).
+static int jwt_at(const char *p) {
+    if (strncmp(p, "eyJ", 3)) return 0;
+    for (int seg = 0; seg < 3; seg++) {
+        int len = 0;
+        while (is_base64url(p[len])) len++;
+        if (len < 8) return 0;
+        p += len;
+        if (seg < 2 && *p++ != '.') return 0;
+    }
+    return 1;
 }
 
 // A family of tokens: its prefix ('?' matches one lower-case letter), the characters of its
@@ -86,13 +107,15 @@ static int token_at(const char *p, const token_family *f) {
 }
 
 const char *tb_credential_marker(const char *value) {
-    if (url_has_password(value)) return "<redacted: credentials in URL>";
-    for (const char *p = value; *p; p++) {
+    const int userinfo = url_userinfo(value);
+    if (userinfo == 2) return "<redacted: credentials in URL>";
+    for (const char *p = value; *p; p++) {  // a known token names itself, in a URL's user too
         if (p > value && is_alnum(p[-1])) continue;  // a token starts a word
+        if (jwt_at(p)) return "<redacted: JSON Web Token (eyJ...)>";
         for (size_t i = 0; i < sizeof token_families / sizeof *token_families; i++)
             if (token_at(p, &token_families[i])) return token_families[i].marker;
     }
-    return NULL;
+    return userinfo ? "<redacted: user name in URL>" : NULL;
 }
 
 const char **tb_globs_with(const char *const *defaults, const char *const *extra, int n) {

@@ -124,14 +124,17 @@ int tb_hash_tree(const char *dir, const char *skip_name, json_t **files, tb_erro
 //                      LUA_PATH  LUA_CPATH  LUA_PATH_5_4  LUA_CPATH_5_4
 extern const char *const tb_default_env_allow[];
 // Names never recorded even when an allow glob admits them (the deny-list wins; fnmatch,
-// case-insensitive): {"*TOKEN*", "*KEY*", "*PASSWORD*", "*SECRET*", "*CREDENTIAL*", NULL}
+// case-insensitive): *PASS* *PWD* *AUTH* *SECRET* *TOKEN* *KEY* *CREDENTIAL* *DSN* *COOKIE*
+// *SESSION*. A value under such a name is never recorded, however it looks.
 extern const char *const tb_default_env_deny[];
 
 // The marker that replaces a value carrying credentials — "<redacted: credentials in URL>",
 // "<redacted: token (ghp_...)>" — or NULL when value carries none. What counts:
 //   - a URL of any scheme ("scheme://", so https, postgres, redis, git+ssh, ...) whose
-//     authority has a userinfo with a password: "scheme://user:password@host". A user alone
-//     ("ssh://git@host") is not a credential.
+//     authority has a userinfo: "scheme://user:password@host" ("credentials in URL"), and a
+//     user alone too ("user name in URL": "ssh://git@host", a Sentry DSN's key, a token
+//     passed as the user). scp-like "git@host:path" and e-mail addresses are not URLs.
+//   - a JSON Web Token: "eyJ" and three base64url segments of 8 or more, joined by '.'.
 //   - a known token prefix at the start of a word (the value's start, or after a character
 //     that is not a letter or digit), followed by the token's body: at least `min` of the
 //     characters that family uses, and — where the family is random base62 — a mix of at

@@ -50,8 +50,9 @@ typedef struct tb_run_identity {
 #define TB_ENV_POLICY_HELP                                                                               \
     "Manifests record only allowed environment variables: OMP_* GOMP_* OPENBLAS_* CUDA_* NCCL_* TB_* LANG\n" \
     "LC_* PATH and the library/include/pkg-config/CMake/Lua search paths, plus --env-allow; never names\n"   \
-    "matching *TOKEN* *KEY* *PASSWORD* *SECRET* *CREDENTIAL* or --env-deny. A value carrying credentials\n"  \
-    "(user:password@ in a URL, a known token prefix) is recorded as \"<redacted: why>\"."
+    "matching *PASS* *PWD* *AUTH* *SECRET* *TOKEN* *KEY* *CREDENTIAL* *DSN* *COOKIE* *SESSION* (any case)\n" \
+    "or --env-deny. A value carrying credentials (a URL's user or user:password@, a JWT, a known token\n"      \
+    "prefix) is recorded as \"<redacted: why>\"."
 
 // The --env-allow / --env-deny values of a command line: a name or a glob, so neither empty
 // nor holding '=' (a NAME=VALUE pasted by mistake would put a value in the manifest's

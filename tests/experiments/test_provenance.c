@@ -316,7 +316,7 @@ TB_TEST(test_environment_records_only_the_allow_list_by_default) {
              "the filter holds names, never values: %s", text);
     free(text);
     TB_CHECK(json_array_size(json_object_get(filter, "allow")) > 0 &&
-                 !strcmp(sv(json_array_get(json_object_get(filter, "deny"), 0), ""), "*TOKEN*"),
+                 !strcmp(sv(json_array_get(json_object_get(filter, "deny"), 0), ""), "*PASS*"),
              "the globs applied are recorded: %s", dump(filter));
     json_decref(o);
     json_decref(filter);
@@ -324,9 +324,10 @@ TB_TEST(test_environment_records_only_the_allow_list_by_default) {
     const char *more[] = {"HOME", "SENTRY_*", NULL};
     const char **allow = tb_globs_with(tb_default_env_allow, more, 2);
     o = tb_environment_json(env, allow, NULL, NULL);
-    TB_CHECK(o && !strcmp(sv(json_object_get(o, "HOME"), ""), "/home/x") && json_object_get(o, "SENTRY_DSN") &&
-                 json_object_get(o, "PATH"),
+    TB_CHECK(o && !strcmp(sv(json_object_get(o, "HOME"), ""), "/home/x") && json_object_get(o, "PATH"),
              "added names and globs are recorded beside the defaults: %s", dump(o));
+    TB_CHECK(o && !json_object_get(o, "SENTRY_DSN"), "an allowed glob does not admit a denied name (*DSN*): %s",
+             dump(o));
     json_decref(o);
     free(allow);
 }
@@ -354,6 +355,12 @@ TB_TEST(test_credential_values_are_redacted_even_for_allowed_names) {
         {"ASIAJ4K2L6M8N0P2Q4R6", "AWS access key id (ASIA"},
         {"Bearer sk-proj-Ab3De5Gh7Jk9Lm1Np3Qr5St7Uv9Wx1Yz", "API key (sk-"},
         {"npm_Ab3De5Gh7Jk9Lm1Np3Qr5St7Uv9Wx1Yz3Bc5D", "npm_"},
+        // a URL's user alone is redacted too: a DSN's key, a token passed as the user name
+        {"ssh://git@github.com/org/repo.git", "user name in URL"},
+        {"https://3f2a9c1e5b7d4e8f@o1.ingest.sentry.io/45", "user name in URL"},
+        {"https://deploytoken@gitlab.example.com/org/repo.git", "user name in URL"},
+        {"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "JSON Web Token"},
+        {"Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJ0YiJ9.c2lnbmF0dXJlLWJ5dGVz", "JSON Web Token"},
     };
     for (size_t i = 0; i < sizeof secret / sizeof *secret; i++) {
         const char *m = tb_credential_marker(secret[i][0]);
@@ -362,9 +369,9 @@ TB_TEST(test_credential_values_are_redacted_even_for_allowed_names) {
     }
     static const char *const clean[] = {
         "/usr/local/bin:/usr/bin:/bin", "/data/hf_cache", "/mnt/sk-learn-datasets-archive-2024",
-        "ssh://git@github.com/org/repo.git", "git@github.com:org/repo.git", "http://proxy.corp:3128",
-        "https://[::1]:8443/path", "C.UTF-8", "0,1", "disk-0123456789abcdefABCDEF", "MASKIAIOSFODNN7EXAMPLEX",
-        "AKIAIOSFODNN7EXAMPLE2", "user@example.com", "https://3f2a9c1e5b7d4e8f@o1.ingest.sentry.io/45", "",
+        "git@github.com:org/repo.git", "http://proxy.corp:3128", "https://[::1]:8443/path", "C.UTF-8", "0,1",
+        "disk-0123456789abcdefABCDEF", "MASKIAIOSFODNN7EXAMPLEX", "AKIAIOSFODNN7EXAMPLE2", "user@example.com",
+        "eyJ.short.x", "/data/eyJsomething", "",
     };
     for (size_t i = 0; i < sizeof clean / sizeof *clean; i++) {
         const char *m = tb_credential_marker(clean[i]);
@@ -390,6 +397,25 @@ TB_TEST(test_credential_values_are_redacted_even_for_allowed_names) {
     free(text);
     json_decref(o);
     json_decref(filter);
+}
+
+// Every name the default deny-list covers is left out under an allowed prefix (TB_*, OMP_*),
+// in any case, whatever its value looks like.
+TB_TEST(test_every_denied_name_is_left_out_under_allowed_prefixes) {
+    static const char *const words[] = {"PASS", "PWD", "AUTH", "SECRET", "TOKEN", "KEY", "CREDENTIAL", "DSN", "COOKIE",
+                                        "SESSION"};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+        char upper[64], lower[64], inner[64];
+        snprintf(upper, sizeof upper, "TB_%s=plain-value", words[i]);
+        snprintf(inner, sizeof inner, "OMP_MY_%s_X=plain-value", words[i]);
+        snprintf(lower, sizeof lower, "TB_x%s=plain-value", words[i]);
+        for (char *p = lower + 4; *p && *p != '='; p++) *p = (char)(*p - 'A' + 'a');
+        char *env[] = {upper, inner, lower, "TB_KEPT=1", NULL};
+        json_t *o = tb_environment_json(env, NULL, NULL, NULL);
+        TB_CHECK(o && json_object_size(o) == 1 && json_object_get(o, "TB_KEPT"), "%s: only TB_KEPT is kept: %s",
+                 words[i], dump(o));
+        json_decref(o);
+    }
 }
 
 TB_TEST(test_host_json) {
@@ -691,6 +717,7 @@ int main(void) {
     TB_RUN(test_environment_deny_list);
     TB_RUN(test_environment_records_only_the_allow_list_by_default);
     TB_RUN(test_credential_values_are_redacted_even_for_allowed_names);
+    TB_RUN(test_every_denied_name_is_left_out_under_allowed_prefixes);
     TB_RUN(test_host_json);
     TB_RUN(test_git_clean);
     TB_RUN(test_git_dirty);
