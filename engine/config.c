@@ -661,6 +661,8 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
         if (c->recompute_num_layers < lo || c->recompute_num_layers > c->num_layers)
             violated(&r, "recompute_num_layers (%d) must be between %d and num_layers (%d)",
                      c->recompute_num_layers, lo, c->num_layers);
+    } else if (c->recompute_num_layers < 0) {
+        violated(&r, "recompute_num_layers (%d) must be non-negative", c->recompute_num_layers);
     } else if (c->recompute_method != TB_RECOMPUTE_METHOD_NONE) {
         violated(&r, "recompute_method %s needs recompute_granularity full (is %s)",
                  config_choice_name("recompute_method", c->recompute_method),
@@ -671,6 +673,7 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     if (c->memory_cap < 0) violated(&r, "memory_cap (%lld) must be non-negative", (long long)c->memory_cap);
     if (c->peak_tflops < 0) violated(&r, "peak_tflops (%g) must be non-negative", c->peak_tflops);
     if (c->num_threads < 0) violated(&r, "num_threads (%d) must be non-negative", c->num_threads);
+    if (c->seed < 0) violated(&r, "seed (%lld) must be non-negative", (long long)c->seed);
     if (c->save_interval < 0) violated(&r, "save_interval (%d) must be non-negative", c->save_interval);
     if (c->exit_interval < 0) violated(&r, "exit_interval (%d) must be non-negative", c->exit_interval);
     if (c->save_interval > 0 && !c->save[0])
@@ -716,6 +719,9 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
         else if (rank < 0 || rank >= c->world_size || step < 1)
             violated(&r, "inject_stall '%s': rank must be in [0, %d) and step at least 1", c->inject_stall,
                      c->world_size);
+        else if (c->world_size < 2)  // a stall is found by the peers left waiting in a collective
+            violated(&r, "inject_stall '%s' needs world_size at least 2 (is %d): with no peer to wait for the "
+                         "stalled rank, the drill would never fire", c->inject_stall, c->world_size);
         else if (step > c->train_iters)  // a drill that never fires would pass for one that found no hang
             violated(&r, "inject_stall '%s': step %lld is beyond train_iters (%d), so the stall would never happen",
                      c->inject_stall, step, c->train_iters);

@@ -40,6 +40,10 @@ static int run(const tb_launch *l, int argc, char **argv, int *failed_in_run) {
     const char *what = "invalid configuration:\n";
     if (config_validate(&cfg, &err) != 0) status = TB_EXIT_USAGE;
     else if (tb_launch_validate(l, &cfg, &err) != 0) status = TB_EXIT_USAGE, what = "invalid launch: ";
+    else if (cfg.num_threads > cpu_max_num_threads())  // refused, not clamped and said only in the banner
+        status = TB_EXIT_USAGE, what = "",
+        tb_fail(&err, "flag --num-threads: %d exceeds %d, the most threads this build's OpenBLAS runs per rank",
+                cfg.num_threads, cpu_max_num_threads());
     if ((status = agree(l, status, what, err.msg)) != 0) return status;
     // --device cuda without the backend or without enough GPUs: refused, naming why, before any
     // rank starts (never run on the CPU instead)

@@ -386,6 +386,14 @@ TB_TEST(slow_data_and_slow_link_drills_are_refused_unless_well_formed) {
                 IS_VALID("world_size=2 debug_slow_link=dp_cp:400"), IS_VALID("world_size=2 debug_slow_link=tp:0"));
 }
 
+// Values the engine once accepted that the runbook API (or Megatron) refuses: a negative seed,
+// a negative recompute_num_layers without full recompute.
+TB_TEST(negative_seed_and_recompute_layers_are_refused) {
+    CHECK_CASES(ONLY("seed=-1", "seed (-1) must be non-negative"),
+                ONLY("recompute_num_layers=-1", "recompute_num_layers (-1) must be non-negative"), IS_VALID("seed=0"),
+                IS_VALID("recompute_num_layers=0"));
+}
+
 #define STALL_FORM "' must be RANK:STEP"
 #define STALL_RANGE(world) "': rank must be in [0, " #world ") and step at least 1"
 
@@ -403,7 +411,10 @@ TB_TEST(inject_stall_must_be_rank_colon_step_within_the_world) {
                 ONLY("world_size=4 inject_stall=0:-3", "inject_stall '0:-3" STALL_RANGE(4)),
                 ONLY("world_size=1 inject_stall=1:2", "inject_stall '1:2" STALL_RANGE(1)),
                 IS_VALID("world_size=4 inject_stall=1:2"), IS_VALID("world_size=4 inject_stall=3:1"),
-                IS_VALID("world_size=1 inject_stall=0:20"));
+                IS_VALID("world_size=2 inject_stall=0:20"),
+                // a world of one has no peer left waiting: the drill would never fire
+                ONLY("world_size=1 inject_stall=0:20", "inject_stall '0:20' needs world_size at least 2 (is 1): with no "
+                                                        "peer to wait for the stalled rank, the drill would never fire"));
 
     // The flag sets it; a value longer than the field is refused when parsed.
     tb_config c;
@@ -863,6 +874,7 @@ int main(void) {
     TB_RUN(world_over_64_ranks_is_refused_because_ranks_are_threads);
     TB_RUN(collective_timeout_must_be_positive);
     TB_RUN(inject_stall_must_be_rank_colon_step_within_the_world);
+    TB_RUN(negative_seed_and_recompute_layers_are_refused);
     TB_RUN(slow_data_and_slow_link_drills_are_refused_unless_well_formed);
     TB_RUN(inject_stall_step_beyond_train_iters_is_refused_because_the_drill_would_never_fire);
     TB_RUN(negative_expert_count_is_refused_and_zero_means_dense);

@@ -443,7 +443,7 @@ TB_TEST(config_json_written_by_config_to_json_loads_back_identically) {
     a.init_method_std = 0.1 + 0.2;  // not exactly representable in few digits
     a.micro_batch_size = 3, a.global_batch_size = 12, a.train_iters = 77, a.lr = 1.0 / 3.0, a.min_lr = 1e-7;
     a.lr_warmup_iters = 5, a.lr_decay_style = TB_LR_LINEAR, a.adam_beta2 = 0.95, a.clip_grad = 0;
-    a.seed = INT64_C(-9007199254740993), a.recompute_granularity = TB_RECOMPUTE_FULL;
+    a.seed = INT64_C(9007199254740993), a.recompute_granularity = TB_RECOMPUTE_FULL;
     a.recompute_method = TB_RECOMPUTE_BLOCK, a.recompute_num_layers = 2;
     snprintf(a.data_path, sizeof a.data_path, "/data/t \"quoted\" \\ path.bin");
     snprintf(a.run_dir, sizeof a.run_dir, "runs/ü");
@@ -527,6 +527,17 @@ TB_TEST(help_exits_0_and_lists_every_flag_with_its_default) {
             TB_CHECK(strstr(text, o->choices) != NULL, "%s's line lacks its choices: %s", o->flag, text);
     }
     TB_CHECK(strstr(sh.out, "--config FILE.json") != NULL, "--help mentions --config");
+    tb_output_free(&sh);
+}
+
+// More threads per rank than this build's OpenBLAS runs were clamped, said only in the
+// banner: refused, naming the flag, the value and the limit.
+TB_TEST(num_threads_beyond_the_blas_limit_exits_2_naming_the_limit) {
+    tb_output sh = {0};
+    int status = tb_run(&sh, NULL, "'" PRETRAIN "' --num-threads 100000 --train-iters 1");
+    TB_CHECK(status == 2 && sh.err && strstr(sh.err, "flag --num-threads: 100000 exceeds ") &&
+                 strstr(sh.err, "the most threads this build's OpenBLAS runs per rank"),
+             "exit %d, stderr: %s", status, sh.err ? sh.err : "");
     tb_output_free(&sh);
 }
 
@@ -626,6 +637,7 @@ int main(void) {
 
     TB_RUN(help_exits_0_and_lists_every_flag_with_its_default);
     TB_RUN(invalid_config_exits_2_and_prints_the_rule_on_stderr);
+    TB_RUN(num_threads_beyond_the_blas_limit_exits_2_naming_the_limit);
     TB_RUN(warmup_stall_and_expert_rules_exit_2_before_a_run_directory_is_made);
     TB_RUN(unknown_flag_and_bad_value_exit_2_naming_them);
     return tb_test_summary();

@@ -434,6 +434,14 @@ void cpu_set_num_threads(int n) {
     openblas_set_num_threads(n);
 }
 
+int cpu_max_num_threads(void) {
+    const int was = openblas_get_num_threads();
+    openblas_set_num_threads(1 << 20);  // OpenBLAS clamps to the most its build runs
+    const int most = openblas_get_num_threads();
+    openblas_set_num_threads(was);
+    return most;
+}
+
 int cpu_threads_per_rank(int requested, int ranks_in_process, int ranks_on_host) {
     if (requested > 0) return requested;
     if (ranks_in_process > 1) return 1;

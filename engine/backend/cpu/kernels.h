@@ -199,6 +199,8 @@ void cpu_runtime_select(char **argv);
 
 // Sets OpenBLAS's and OpenMP's thread counts (0: all cores).
 void cpu_set_num_threads(int n);
+// The most threads a rank's kernels can run: OpenBLAS's build limit (it clamps above it).
+int cpu_max_num_threads(void);
 
 // --- the thread policy (docs/ARCHITECTURE.md, "Ranks and threads") -------------------
 // Threads for one rank: `requested` (--num-threads) when positive; else 1 when several
