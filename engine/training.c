@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/cpu/kernels.h"
@@ -47,6 +48,11 @@ static int load(tb_trainer *tr, tb_error *err) {
         if (dist_checkpoint_load(&s, cfg->load, &tr->start_iteration, err) != 0) return tb_fail_prefix(err, "flag --load");
         return 0;
     }
+    struct stat st;
+    if (stat(cfg->load, &st) == 0 && S_ISDIR(st.st_mode))
+        return tb_fail(err, "flag --load %s: a directory without " TB_CKPT_LATEST " or " TB_CKPT_METADATA
+                       ": not a checkpoint (a --save directory, one of its iter_NNNNNNN, or a safetensors file is "
+                       "expected)", cfg->load);
     if (cfg->num_experts > 0)
         return tb_fail(err, "flag --load %s with num_experts %d: not supported yet (GPT-2 files have no experts; "
                        "a checkpoint directory of --save holds them)", cfg->load, cfg->num_experts);

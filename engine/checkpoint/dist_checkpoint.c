@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -596,17 +597,57 @@ int dist_checkpoint_is_dir(const char *path) {
     return ckpt_path(p, NULL, "%s/" TB_CKPT_METADATA, path) == 0 && access(p, F_OK) == 0;
 }
 
-// The committed checkpoint directory `dir` names: latest_checkpointed_iteration.txt's, or dir itself.
-static int resolve_dir(const char *dir, char *out, tb_error *err) {
-    char p[CKPT_PATH];
-    if (ckpt_path(p, err, "%s/" TB_CKPT_LATEST, dir) != 0) return -1;
-    FILE *f = fopen(p, "r");
-    if (!f) return ckpt_path(out, err, "%s", dir);
-    long long it = -1;
-    char extra;
-    int n = fscanf(f, "%lld %c", &it, &extra);
+// A JSON file opened only when it is a regular file (a FIFO would block the load forever).
+static json_t *load_json_regular(const char *path, tb_error *err) {
+    int fd = tb_open_regular(path, "a checkpoint's JSON file is expected", NULL, err);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        tb_fail(err, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *j = json_loadf(f, 0, &jerr);
     fclose(f);
-    if (n != 1 || it < 0) return tb_fail(err, "%s: want one iteration number, not what it holds", p);
+    if (!j) tb_fail(err, "%s: %s (line %d)", path, jerr.text, jerr.line);
+    return j;
+}
+
+// The committed checkpoint directory `dir` names: latest_checkpointed_iteration.txt's, or dir
+// itself; *named_iteration the iteration the directory's name says (iter_NNNNNNN), -1 when it
+// says none.
+static int resolve_dir(const char *dir, char *out, long long *named_iteration, tb_error *err) {
+    char p[CKPT_PATH];
+    *named_iteration = -1;
+    if (ckpt_path(p, err, "%s/" TB_CKPT_LATEST, dir) != 0) return -1;
+    struct stat st;
+    if (lstat(p, &st) != 0) {
+        if (ckpt_path(out, err, "%s", dir) != 0) return -1;
+        const char *base = strrchr(out, '/');
+        base = base ? base + 1 : out;
+        long long it;
+        int n = 0;
+        if (sscanf(base, "iter_%lld%n", &it, &n) == 1 && base[n] == '\0' && it >= 0) *named_iteration = it;
+        return 0;
+    }
+    int fd = tb_open_regular(p, "a text file holding the iteration is expected", NULL, err);
+    if (fd < 0) return -1;
+    char text[64];
+    ssize_t len = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (len < 0) return tb_fail(err, "%s: %s", p, strerror(errno));
+    text[len] = '\0';
+    char *end;
+    errno = 0;
+    long long it = strtoll(text, &end, 10);
+    while (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r') end++;
+    if (end == text || *end || len == (ssize_t)sizeof text - 1)
+        return tb_fail(err, "%s: want one iteration number, not what it holds", p);
+    if (errno == ERANGE || it < 0 || it > 9999999)
+        return tb_fail(err, "%s: iteration %.*s is out of range [0, 9999999] (the iter_NNNNNNN directories)", p,
+                       (int)strcspn(text, " \n\t\r"), text);
+    *named_iteration = it;
     return ckpt_path(out, err, "%s/iter_%07lld", dir, it);
 }
 
@@ -652,15 +693,29 @@ static tb_safetensors *file_of(open_files *of, const char *name, tb_error *err) 
     }
     char path[CKPT_PATH], hex[65];
     uint64_t bytes;
+    // a shard file lies in the checkpoint directory: a name with a '/' (or "..") could read
+    // any file that has a matching entry
+    if (!name || !*name || strchr(name, '/') || !strcmp(name, "..") || !strcmp(name, ".")) {
+        tb_fail(err, "%s: a piece's file '%s' is not a file name inside the checkpoint directory", of->dir,
+                name ? name : "(none)");
+        return NULL;
+    }
     if (ckpt_path(path, err, "%s/%s", of->dir, name) != 0) return NULL;
-    const char *want = json_string_value(json_object_get(json_object_get(of->digests, name), "sha256"));
-    if (!want) {
-        tb_fail(err, "%s: not listed in %s's files", path, TB_CKPT_METADATA);
+    const json_t *digest = json_object_get(of->digests, name);
+    const char *want = json_string_value(json_object_get(digest, "sha256"));
+    const json_t *want_bytes = json_object_get(digest, "bytes");
+    if (!want || !json_is_integer(want_bytes)) {
+        tb_fail(err, "%s: not listed in %s's files with its sha256 and bytes", path, TB_CKPT_METADATA);
         return NULL;
     }
     if (sha256_file(path, hex, &bytes, err) != 0) return NULL;
     if (strcmp(hex, want) != 0) {
         tb_fail(err, "%s: sha256 %s, the metadata says %s: the shard was altered or damaged", path, hex, want);
+        return NULL;
+    }
+    if ((json_int_t)bytes != json_integer_value(want_bytes)) {
+        tb_fail(err, "%s: %llu bytes, the metadata says %lld", path, (unsigned long long)bytes,
+                (long long)json_integer_value(want_bytes));
         return NULL;
     }
     tb_safetensors *st = &of->st[of->n];
@@ -725,6 +780,10 @@ static int load_tensor(open_files *of, const json_t *tensors, const char *name, 
             rc = tb_fail(err, "%s: %s holds %" PRId64 " floats, its geometry %d x %d", st->path, key,
                          tb_st_tensor_numel(tt), src.rows, src.cols);
         else rc = tb_safetensors_read_f32(st, tt, shard, err);
+        for (int64_t k = 0; rc == 0 && k < (int64_t)src.rows * src.cols; k++)
+            if (!isfinite(shard[k]))  // as the safetensors path refuses one, naming the tensor
+                rc = tb_fail(err, "%s: tensor %s holds a non-finite value (%g at element %lld)", st->path, key,
+                             (double)shard[k], (long long)k);
         if (rc != 0) break;
         of->bytes_read += (int64_t)(tt->end - tt->begin);
         gpt_param_shard_copy(&src, src_tp, r, full, shard, 0);
@@ -746,21 +805,62 @@ static int load_tensor(open_files *of, const json_t *tensors, const char *name, 
     return rc;
 }
 
+// The metadata's layout against the config it saved with: the same sizes, each named.
+static int check_layout(const json_t *meta, const char *path, tb_error *err) {
+    static const char *const keys[][2] = {{"tp", "tensor_model_parallel_size"},
+                                          {"pp", "pipeline_model_parallel_size"},
+                                          {"dp", "data_parallel_size"},
+                                          {"ep", "expert_model_parallel_size"},
+                                          {"etp", "expert_tensor_parallel_size"},
+                                          {"world", "world_size"}};
+    const json_t *layout = json_object_get(meta, "layout"), *config = json_object_get(meta, "config");
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        // data_parallel_size is derived (config.derived), the others are the config's own
+        const json_t *b = json_object_get(config, keys[i][1]);
+        if (!json_is_integer(b)) b = json_object_get(json_object_get(config, "derived"), keys[i][1]);
+        const json_t *a = json_object_get(layout, keys[i][0]);
+        if (!json_is_integer(a) || !json_is_integer(b) || json_integer_value(a) != json_integer_value(b) ||
+            json_integer_value(a) < 1)
+            return tb_fail(err, "%s: layout.%s is %lld but the saved config's %s is %lld (the metadata disagrees with "
+                           "itself)", path, keys[i][0], (long long)json_integer_value(a), keys[i][1],
+                           (long long)json_integer_value(b));
+    }
+    return 0;
+}
+
 static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iteration, float *bytes, tb_error *err) {
     char resolved[CKPT_PATH], path[CKPT_PATH];
-    if (resolve_dir(dir, resolved, err) != 0 || ckpt_path(path, err, "%s/" TB_CKPT_METADATA, resolved) != 0) return -1;
-    json_error_t jerr;
-    json_t *meta = json_load_file(path, 0, &jerr);
-    if (!meta) return tb_fail(err, "%s: %s (line %d)", path, jerr.text, jerr.line);
+    long long named = -1;
+    if (resolve_dir(dir, resolved, &named, err) != 0 || ckpt_path(path, err, "%s/" TB_CKPT_METADATA, resolved) != 0)
+        return -1;
+    json_t *meta = load_json_regular(path, err);
+    if (!meta) return -1;
     int rc = 0;
     const char *format = json_string_value(json_object_get(meta, "format"));
     json_int_t version = json_integer_value(json_object_get(meta, "version"));
     json_t *it = json_object_get(meta, "iteration"), *step = json_object_get(json_object_get(meta, "optimizer"), "step");
+    json_t *consumed = json_object_get(meta, "consumed_samples");
+    const json_t *saved_gbs = json_object_get(json_object_get(meta, "config"), "global_batch_size");
     if (!format || strcmp(format, CKPT_FORMAT) != 0 || version != CKPT_VERSION)
         rc = tb_fail(err, "%s: format %s version %lld, this engine reads %s version %d", path,
                      format ? format : "(none)", (long long)version, CKPT_FORMAT, CKPT_VERSION);
     else if (!json_is_integer(it) || json_integer_value(it) < 0 || !json_is_integer(step))
         rc = tb_fail(err, "%s: iteration and optimizer.step must be integers", path);
+    else if (named >= 0 && json_integer_value(it) != named)
+        rc = tb_fail(err, "%s: iteration %lld, but its directory is iter_%07lld", path,
+                     (long long)json_integer_value(it), named);
+    else if (json_integer_value(step) < 0 || json_integer_value(step) > json_integer_value(it))
+        rc = tb_fail(err, "%s: optimizer.step %lld is out of [0, iteration %lld] (one Adam step per iteration at most)",
+                     path, (long long)json_integer_value(step), (long long)json_integer_value(it));
+    else if (!json_is_integer(consumed) || !json_is_integer(saved_gbs))
+        rc = tb_fail(err, "%s: consumed_samples and config.global_batch_size must be integers", path);
+    else if (json_integer_value(consumed) != json_integer_value(it) * json_integer_value(saved_gbs))
+        rc = tb_fail(err, "%s: consumed_samples %lld is not iteration %lld x the saved global_batch_size %lld (%lld)",
+                     path, (long long)json_integer_value(consumed), (long long)json_integer_value(it),
+                     (long long)json_integer_value(saved_gbs),
+                     (long long)(json_integer_value(it) * json_integer_value(saved_gbs)));
+    else if (check_layout(meta, path, err) != 0)
+        rc = -1;
     else if (json_integer_value(it) >= s->cfg->train_iters)
         rc = tb_fail(err, "%s: the checkpoint is of iteration %lld; train_iters (%d) leaves nothing to train", path,
                      (long long)json_integer_value(it), s->cfg->train_iters);

@@ -224,6 +224,126 @@ TB_TEST(checkpoints_that_do_not_fit_are_refused_before_training) {
 #define MOE " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-token-dispatcher-type alltoall" \
             " --moe-aux-loss-coeff 0.01 --moe-shared-expert-intermediate-size 16"
 #define DISTOPT_EP2 MOE " --world-size 4 --expert-model-parallel-size 2 --use-distributed-optimizer"
+// A fresh copy of the checkpoint `ck` at `copy`, its iter_0000002/metadata.json edited by
+// edit(meta) when given; then loaded: the exit status (never a hang: 60 s at most).
+static int load_edited(const char *ck, const char *copy, void (*edit)(json_t *meta)) {
+    tb_run(&sh, NULL, "rm -rf '%s' && cp -r '%s' '%s'", copy, ck, copy);
+    if (edit) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/iter_0000002/metadata.json", copy);
+        json_t *meta = tb_load_json(path);
+        edit(meta);
+        json_dump_file(meta, path, JSON_INDENT(1));
+        json_decref(meta);
+    }
+    char dir[1024];
+    return tb_run(&sh, NULL, "timeout 60 '%s'" MODEL " --world-size 2 --tensor-model-parallel-size 2 --load '%s' "
+                  "--run-dir '%s'", PRETRAIN, copy, tmp(dir, "meta-load"));
+}
+
+static json_t *first_file(json_t *meta) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(meta, "files"), key, v) return v;
+    return NULL;
+}
+static void set_bytes(json_t *m) { json_object_set_new(first_file(m), "bytes", json_integer(5)); }
+static void set_consumed(json_t *m) { json_object_set_new(m, "consumed_samples", json_integer(-5)); }
+static void set_step(json_t *m) { json_object_set_new(json_object_get(m, "optimizer"), "step", json_integer(-1)); }
+static void set_layout(json_t *m) { json_object_set_new(json_object_get(m, "layout"), "tp", json_integer(1)); }
+static void set_iteration(json_t *m) { json_object_set_new(m, "iteration", json_integer(7)); }
+static void set_outside(json_t *m) {
+    json_t *t = json_object_iter_value(json_object_iter(json_object_get(m, "tensors")));  // the first tensor
+    json_t *piece = json_array_get(json_object_get(t, "pieces"), 0);
+    json_object_set_new(piece, "file", json_string("../../outside/evil.safetensors"));
+    json_object_set(json_object_get(m, "files"), "../../outside/evil.safetensors", first_file(m));
+}
+
+// A NaN written over the first float of <copy>/iter_0000002/rank-00000.safetensors, its
+// sha256 in the metadata recomputed (a forger's edit that the digest alone does not catch).
+static void plant_nan(const char *copy) {
+    char file[1200], meta_path[1200];
+    snprintf(file, sizeof file, "%s/iter_0000002/rank-00000.safetensors", copy);
+    snprintf(meta_path, sizeof meta_path, "%s/iter_0000002/metadata.json", copy);
+    FILE *f = fopen(file, "r+b");
+    unsigned char len8[8];
+    if (!f || fread(len8, 1, 8, f) != 8) return;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | len8[i];
+    const float nan = NAN;
+    fseek(f, (long)(8 + n), SEEK_SET);
+    fwrite(&nan, sizeof nan, 1, f);
+    fclose(f);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "sha256sum '%s'", file);
+    tb_run(&sh, NULL, "%s", cmd);
+    char hex[65] = "";
+    snprintf(hex, sizeof hex, "%.64s", sh.out ? sh.out : "");
+    json_t *meta = tb_load_json(meta_path);
+    json_object_set_new(json_object_get(json_object_get(meta, "files"), "rank-00000.safetensors"), "sha256",
+                        json_string(hex));
+    json_dump_file(meta, meta_path, JSON_INDENT(1));
+    json_decref(meta);
+}
+
+// The adversarial drill's metadata edits, each refused by name before training (they loaded,
+// or hung: a FIFO for a metadata file blocked the load forever).
+TB_TEST(checkpoint_metadata_is_validated_against_what_it_describes) {
+    char ck[1024], copy[1024], args[1200], path[1300];
+    tmp(ck, "ck-meta");
+    tmp(copy, "ck-meta-copy");
+    tb_run(&sh, NULL, "rm -rf '%s'", ck);
+    snprintf(args, sizeof args, "--exit-interval 2 --save '%s' --world-size 2 --tensor-model-parallel-size 2", ck);
+    TB_REQUIRE(train("meta-save", "", args) == 0, "%s", sh.err);
+    TB_REQUIRE(load_edited(ck, copy, NULL) == 0, "the untouched copy loads:\n%s", sh.err);
+    static const struct {
+        void (*edit)(json_t *);
+        const char *want;
+    } cases[] = {
+        {set_bytes, "bytes, the metadata says 5"},
+        {set_consumed, "consumed_samples -5 is not iteration 2 x the saved global_batch_size 8 (16)"},
+        {set_step, "optimizer.step -1 is out of [0, iteration 2]"},
+        {set_layout, "layout.tp is 1 but the saved config's tensor_model_parallel_size is 2"},
+        {set_iteration, "iteration 7, but its directory is iter_0000002"},
+        {set_outside, "a piece's file '../../outside/evil.safetensors' is not a file name inside the checkpoint"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int rc = load_edited(ck, copy, cases[i].edit);
+        TB_CHECK(rc != 0 && rc != 124 && strstr(sh.err, cases[i].want), "case %zu: exit %d, want '%s':\n%s", i, rc,
+                 cases[i].want, sh.err);
+    }
+    // a NaN in a shard whose digest was recomputed: refused naming the tensor
+    tb_run(&sh, NULL, "rm -rf '%s' && cp -r '%s' '%s'", copy, ck, copy);
+    plant_nan(copy);
+    snprintf(path, sizeof path, "%s-2", copy);
+    int nan_rc = load_edited(copy, path, NULL);
+    TB_CHECK(nan_rc != 0 && strstr(sh.err, "rank-00000.safetensors: tensor ") && strstr(sh.err, "holds a non-finite value"),
+             "a planted NaN: exit %d\n%s", nan_rc, sh.err);
+    // FIFOs for the metadata and the latest file: refused by what they are, not opened
+    static const char *const fifos[] = {"iter_0000002/metadata.json", "latest_checkpointed_iteration.txt"};
+    for (size_t i = 0; i < 2; i++) {
+        tb_run(&sh, NULL, "rm -rf '%s' && cp -r '%s' '%s' && rm '%s/%s' && mkfifo '%s/%s'", copy, ck, copy, copy,
+               fifos[i], copy, fifos[i]);
+        char dir[1024];
+        int rc = tb_run(&sh, NULL, "timeout 60 '%s'" MODEL " --world-size 2 --tensor-model-parallel-size 2 --load '%s' "
+                        "--run-dir '%s'", PRETRAIN, copy, tmp(dir, "meta-load"));
+        TB_CHECK(rc != 0 && rc != 124 && strstr(sh.err, "is a FIFO (named pipe), not a regular file"),
+                 "%s as a FIFO: exit %d\n%s", fifos[i], rc, sh.err);
+    }
+    // an out-of-range latest iteration, and a directory that is no checkpoint
+    tb_run(&sh, NULL, "rm -rf '%s' && cp -r '%s' '%s' && echo 99999999999999999999 > '%s/" TB_CKPT_LATEST "'", copy,
+           ck, copy, copy);
+    snprintf(path, sizeof path, "%s-2", copy);
+    int rc = load_edited(copy, path, NULL);
+    TB_CHECK(rc != 0 && strstr(sh.err, "iteration 99999999999999999999 is out of range [0, 9999999]"), "exit %d\n%s",
+             rc, sh.err);
+    tb_run(&sh, NULL, "rm -rf '%s' && mkdir -p '%s'", copy, copy);
+    char dir[1024];
+    rc = tb_run(&sh, NULL, "'%s'" MODEL " --load '%s' --run-dir '%s'", PRETRAIN, copy, tmp(dir, "meta-load"));
+    TB_CHECK(rc != 0 && strstr(sh.err, "a directory without " TB_CKPT_LATEST " or " TB_CKPT_METADATA ": not a checkpoint"),
+             "an empty directory: exit %d\n%s", rc, sh.err);
+}
+
 TB_TEST(a_moe_checkpoint_resumes_at_another_expert_parallel_size) {
     resume_case("moe ep 2 -> ep 2", MOE " --world-size 2 --expert-model-parallel-size 2",
                 MOE " --world-size 2 --expert-model-parallel-size 2", 0);
@@ -513,6 +633,7 @@ int main(void) {
     char dir[1024];
     tb_run(&sh, NULL, "mkdir -p '%s'", tmp(dir, ""));
     TB_RUN(resuming_at_the_same_layout_continues_bitwise);
+    TB_RUN(checkpoint_metadata_is_validated_against_what_it_describes);
     TB_RUN(a_checkpoint_resumes_at_another_layout);
     TB_RUN(one_replica_of_each_piece_is_written_and_writes_spread_over_dp);
     TB_RUN(checkpoints_that_do_not_fit_are_refused_before_training);
