@@ -241,7 +241,7 @@ int tb_bisect_runs(const char *run_a, const char *run_b, long long step, double 
 }
 
 int tracebook_bisect_main(int argc, char **argv) {
-    bisect_args a;
+    bisect_args a = {0};
     tb_positional pos = {0};
     tb_error err;
     int rc = tb_command_parse(&bisect_command, &a, argc, argv, &pos, &err);

@@ -28,7 +28,7 @@ static const tb_command ckpt_command = {
 static double num(const json_t *o, const char *key) { return json_number_value(json_object_get(o, key)); }
 
 int tracebook_ckpt_main(int argc, char **argv) {
-    ckpt_args a;
+    ckpt_args a = {0};
     tb_positional pos = {0};
     tb_error err;
     int rc = tb_command_parse(&ckpt_command, &a, argc, argv, &pos, &err);

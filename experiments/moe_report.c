@@ -333,7 +333,7 @@ static void print_report(const json_t *rep) {
 }
 
 int tracebook_moe_main(int argc, char **argv) {
-    moe_args a;
+    moe_args a = {0};
     tb_positional pos = {0};
     tb_error err;
     int rc = tb_command_parse(&moe_command, &a, argc, argv, &pos, &err);

@@ -253,7 +253,7 @@ int tracebook_plan_main(int argc, char **argv) {
     char **pv = tb_xcalloc((size_t)argc + 1, sizeof *pv, "plan arguments"), **ev = tb_xcalloc((size_t)argc + 1, sizeof *ev, "plan arguments");
     int pn, en, rc = TB_EXIT_FAILURE;
     split_args(argc, argv, &pn, pv, &en, ev);
-    plan_args a;
+    plan_args a = {0};
     tb_positional pos = {0};
     tb_error err;
     int parsed = tb_command_parse(&plan_command, &a, pn, pv, &pos, &err);

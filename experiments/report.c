@@ -455,7 +455,7 @@ static const tb_command report_command = {
     report_options, 1, 1};
 
 int tracebook_report_main(int argc, char **argv) {
-    report_args a;
+    report_args a = {0};  // a flag without a default leaves its field as it is
     tb_positional pos = {0};
     tb_error err;
     int rc = tb_command_parse(&report_command, &a, argc, argv, &pos, &err);

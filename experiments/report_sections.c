@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/run_dir.h"
 #include "report_internal.h"
 
 static const char *str(json_t *o, const char *key) {
@@ -171,6 +172,34 @@ static void lines_list(tb_html *h, json_t *lines, const char *title) {
     tb_html_raw(h, "</ul>");
 }
 
+// Who signed the version's ledger heads (signing.h), as ledger.sig.json records them: listed,
+// not verified here — against a key the reader trusts, `tracebook prove --require-signature`
+// verifies them.
+static void write_signatures(tb_html *h, const report *rp) {
+    char path[REPORT_PATH_MAX + 32];
+    if (snprintf(path, sizeof path, "%s/" TB_EXPERIMENT_SIGNATURES, rp->version_dir) >= (int)sizeof path) return;
+    json_t *doc = json_load_file(path, 0, NULL);
+    json_t *sigs = json_object_get(doc, "signatures");
+    if (!json_array_size(sigs)) {
+        tb_html_raw(h, "<p class=\"absent\">Not signed (tracebook sign).</p>\n");
+        json_decref(doc);
+        return;
+    }
+    tb_html_raw(h, "<p>Signed (as " TB_EXPERIMENT_SIGNATURES " records it; `tracebook prove --require-signature "
+                   "PUBKEY.pem` verifies against a key you trust):</p>\n<ul>");
+    size_t i;
+    json_t *sg;
+    json_array_foreach(sigs, i, sg) {
+        tb_html_raw(h, "<li>");
+        tb_html_textf(h, "%s signed the ledger head at seq %lld on %s", str(sg, "key_id") ? str(sg, "key_id") : "?",
+                      (long long)json_integer_value(json_object_get(sg, "seq")),
+                      str(sg, "signed_at") ? str(sg, "signed_at") : "?");
+        tb_html_raw(h, "</li>");
+    }
+    tb_html_raw(h, "</ul>\n");
+    json_decref(doc);
+}
+
 void report_write_claims(tb_html *h, const report *rp) {
     json_t *summary = json_object_get(rp->proof, "summary"), *claims = json_object_get(rp->proof, "claims");
     tb_html_raw(h, "<h2 id=\"claims\">Claims</h2>\n<p>");
@@ -183,6 +212,7 @@ void report_write_claims(tb_html *h, const report *rp) {
                   (long long)json_integer_value(json_object_get(summary, "proven")),
                   (long long)json_integer_value(json_object_get(summary, "not_proven")), rp->experiment);
     tb_html_raw(h, "</p>\n");
+    write_signatures(h, rp);
     if (!json_array_size(claims)) tb_html_raw(h, "<p class=\"absent\">This experiment version makes no claims.</p>\n");
     size_t i;
     json_t *c;

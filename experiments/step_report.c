@@ -245,7 +245,7 @@ static const tb_command comm_command = {"tracebook comm", "RUN_DIR",
                                         comm_options, 1, 1};
 
 int tracebook_comm_main(int argc, char **argv) {
-    comm_args a;
+    comm_args a = {0};
     tb_positional pos = {0};
     tb_error err;
     int rc = tb_command_parse(&comm_command, &a, argc, argv, &pos, &err);
@@ -545,7 +545,7 @@ json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
 }
 
 int tracebook_steps_main(int argc, char **argv) {
-    steps_args a;
+    steps_args a = {0};
     tb_positional pos = {0};
     tb_error err;
     int rc = tb_command_parse(&steps_command, &a, argc, argv, &pos, &err);

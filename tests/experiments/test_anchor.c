@@ -17,6 +17,7 @@
 #include "signing.h"
 #include "fixtures/record_fixture.h"
 #include "provenance.h"
+#include "report.h"
 #include "tb_run_dir.h"
 #include "tb_test.h"
 
@@ -267,6 +268,13 @@ TB_TEST(a_signature_catches_the_forger_who_rewrites_ledger_and_catalogue) {
     TB_CHECK(rc == 0 && strstr(out, "PROVEN  an/v1/loss") && strstr(out, "signatures required: ed25519:"),
              "signed: proven (exit %d):\n%s", rc, out);
     free(out);
+    // the report shows who signed
+    rc = fx_capture(tracebook_report_main, &out, "report", "an", "--artifacts", root, NULL);
+    free(out);
+    char *html = fx_read(fx_path(path, sizeof path, "%s/" TB_EXPERIMENT_REPORT, vdir));
+    TB_CHECK(rc == 0 && html && strstr(html, "ed25519:") && strstr(html, "signed the ledger head at seq 3"),
+             "the report names the signer (exit %d)", rc);
+    free(html);
     // another key's signature does not stand for alice's
     char mallory_pub[FX_PATH];
     fx_path(mallory_pub, sizeof mallory_pub, "%s/mallory.pub.pem", keys);
