@@ -10,6 +10,7 @@
 #include "core/run_dir.h"
 #include "schedule_replay.h"
 #include "tb_shell.h"
+#include "stability.h"
 #include "tb_test.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"
@@ -276,6 +277,7 @@ typedef struct layout_case {
     const char *name, *flags;
     int world, pp;
     int stages[2];
+    double step_tolerance;  // |replayed / wall - 1| at most
 } layout_case;
 
 // Whether the run had its cores to itself (conditions.json, the stability gate's thresholds):
@@ -287,28 +289,42 @@ static int quiet_run(const char *dir, char *why, size_t size) {
     json_t *c = load(path);
     json_t *others = json_object_get(json_object_get(c, "host"), "other_processes_share");
     json_t *queue = json_object_get(json_object_get(c, "scheduler"), "run_queue_share");
+    json_t *steal = json_object_get(json_object_get(c, "host"), "steal_s"), *wall = json_object_get(c, "wall_s");
+    json_t *usable = json_object_get(json_object_get(c, "cores"), "usable");
     const double o = json_is_number(others) ? json_number_value(others) : 1;
     const double q = json_is_number(queue) ? json_number_value(queue) : 0;
-    snprintf(why, size, "other processes took %.0f%% of the cores, a rank waited for one %.0f%% of the run", 100 * o,
-             100 * q);
+    // the hypervisor's steal stretches the wall clock and not the threads' CPU time: a VM
+    // whose neighbours take its cores breaks the premise as another process does
+    const double st = json_is_number(steal) && json_is_number(wall) && json_number_value(wall) > 0 &&
+                              json_integer_value(usable) > 0
+                          ? json_number_value(steal) / (json_number_value(wall) * (double)json_integer_value(usable))
+                          : 1;
+    snprintf(why, size,
+             "other processes took %.0f%% of the cores, the hypervisor stole %.0f%%, a rank waited for one %.0f%% of "
+             "the run",
+             100 * o, 100 * st, 100 * q);
     json_decref(c);
-    return o <= 0.10 && q <= 0.05;
+    return o <= TB_STABLE_MAX_OTHER_SHARE && st <= TB_STABLE_MAX_STEAL_SHARE && q <= TB_STABLE_MAX_RUN_QUEUE_SHARE;
 }
 
 static int skipped;
 
 // Two ranks on the host's two cores, one thread each: the replay of each layout's steps after
-// the first agrees with the wall clock within 5% (median step time) and its bubble with the
-// engine's measured one within 0.03 (pipeline.json's mean over steps of the stages' bubble
-// against the replay's median; measured: within 2% and 0.015 on a quiet 2-core VM). Run
-// alone (RUN_SERIAL): a run beside another process measures the sharing; three contended
-// attempts skip the test (exit 77), naming why.
+// the first agrees with the wall clock (median step time) and its bubble with the engine's
+// measured one within 0.03 (pipeline.json's mean over steps of the stages' bubble against the
+// replay's median). The replay leaves out each collective's hand-off — the time a waiting
+// rank takes to resume once the last member has come, in the wall clock and in no thread's
+// CPU time — so it runs fast by about that time per collective: pipeline layouts, a few
+// sends a step, within 5% (measured on the 2-core Intel VM: -0.2% to -2.0%); tp 2, some 20
+// all-reduces a step, within 10% (measured -0.1% to -6.9%, host to host and hour to hour).
+// Run alone (RUN_SERIAL): a run beside another process measures the sharing; three
+// contended attempts skip the test (exit 77), naming why.
 TB_TEST(real_runs_with_a_core_per_rank_replay_to_their_wall_clock) {
     const layout_case cases[] = {
-        {"pp2", "--pipeline-model-parallel-size 2 --global-batch-size 32", 2, 2, {0, 1}},
-        {"tp2", "--tensor-model-parallel-size 2 --global-batch-size 8", 2, 1, {0, 0}},
+        {"pp2", "--pipeline-model-parallel-size 2 --global-batch-size 32", 2, 2, {0, 1}, 0.05},
+        {"tp2", "--tensor-model-parallel-size 2 --global-batch-size 8", 2, 1, {0, 0}, 0.10},
         {"pp2-interleaved", "--pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2 "
-                            "--global-batch-size 32", 2, 2, {0, 1}},
+                            "--global-batch-size 32", 2, 2, {0, 1}, 0.05},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         char dir[256], why[160] = "";
@@ -335,8 +351,9 @@ TB_TEST(real_runs_with_a_core_per_rank_replay_to_their_wall_clock) {
         const double measured = measured_bubble(dir);
         printf("%s: replayed step %.3f ms, wall %.3f ms (%+.1f%%); bubble replayed %.4f, measured %.4f\n",
                cases[c].name, replayed, wall, 100 * (replayed / wall - 1), bubble, measured);
-        TB_CHECK(fabs(replayed / wall - 1) <= 0.05, "%s: replayed %.4g ms vs wall %.4g ms: more than 5%% apart",
-                 cases[c].name, replayed, wall);
+        TB_CHECK(fabs(replayed / wall - 1) <= cases[c].step_tolerance,
+                 "%s: replayed %.4g ms vs wall %.4g ms: more than %.0f%% apart", cases[c].name, replayed, wall,
+                 100 * cases[c].step_tolerance);
         TB_CHECK(fabs(bubble - measured) <= 0.03, "%s: replayed bubble %.4f vs measured %.4f: more than 0.03 apart",
                  cases[c].name, bubble, measured);
     }
