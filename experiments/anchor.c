@@ -3,9 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "core/fileio.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
 #include "provenance.h"
@@ -180,7 +181,10 @@ static int anchor(const char *artifacts, const char *version_dir, const char *ki
     if (version_key(version_dir, key, sizeof key, err) != 0 ||
         tb_path_format(path, sizeof path, err, "%s/" TB_EXPERIMENT_LEDGER, version_dir) != 0)
         return -1;
-    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return tb_fail(err, "%s: not a regular file (the version's ledger is expected): not extended", path);
+    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return tb_fail(err, "%s: cannot open the ledger: %s", path, strerror(errno));
     if (flock(fd, LOCK_EX) != 0) {
         close(fd);
@@ -325,11 +329,19 @@ static ledger *load_ledger(tb_anchor_verifier *v, const char *version_dir) {
             add_problem(&l->problems, "anchors not checked: catalogue: %s", sqlite3_errmsg(v->db));
         }
     }
-    FILE *f = fopen(path, "r");
-    if (!f) {
+    struct stat st;
+    if (lstat(path, &st) != 0) {
         if (l->have_head)
             add_problem(&l->problems, "ledger missing: %s (the catalogue anchored %lld entries of %s; deleted?)", path,
                         head_seq, key);
+        return l;
+    }
+    // opened only when a regular file: a FIFO put in its place would block prove forever
+    const int fd = tb_open_regular(path, "the version's ledger is expected", NULL, &err);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        add_problem(&l->problems, "%s", fd >= 0 ? strerror(errno) : err.msg);
         return l;
     }
     char *line = NULL;

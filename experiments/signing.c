@@ -215,10 +215,21 @@ long long tb_signed_seq(const tb_public_key *key, const char *version_dir, const
     char path[PATH_MAX + 32];
     snprintf(why, why_len, "not signed by %s: %s/" TB_EXPERIMENT_SIGNATURES " is missing", key->id, version_dir);
     if (snprintf(path, sizeof path, "%s/" TB_EXPERIMENT_SIGNATURES, version_dir) >= (int)sizeof path) return 0;
+    struct stat st;
+    if (lstat(path, &st) != 0) return 0;  // why: missing
+    tb_error err;
+    const int fd = tb_open_regular(path, "a signatures file is expected", NULL, &err);  // a FIFO would block
+    if (fd < 0) {
+        snprintf(why, why_len, "%s", err.msg);
+        return 0;
+    }
     json_error_t jerr;
-    json_t *doc = json_load_file(path, 0, &jerr);
+    FILE *f = fdopen(fd, "r");
+    json_t *doc = f ? json_loadf(f, 0, &jerr) : NULL;
+    if (f) fclose(f);
+    else close(fd);
     if (!doc) {
-        if (access(path, F_OK) == 0) snprintf(why, why_len, "%s: line %d: %s", path, jerr.line, jerr.text);
+        snprintf(why, why_len, "%s: line %d: %s", path, f ? jerr.line : 0, f ? jerr.text : strerror(errno));
         return 0;
     }
     long long best = 0;

@@ -12,6 +12,7 @@
 --   rank's late write, not a slow barrier.
 --
 --   build/bin/tracebook run runbooks/drills/ckpt_pause.lua [--set repeats=3 --set window=1]
+--       [--set iters=16 --set save_interval=8]
 --   build/bin/tracebook ckpt artifacts/ckpt_pause/v3/<run>/run      (the phases per rank)
 --
 -- The byte counts are exact (checkpoint.json's materialize and write phases, summed over
@@ -33,7 +34,7 @@ local exp = tb.experiment{
 local base = { num_layers = 4, hidden_size = 256, num_attention_heads = 4, seq_length = 64, vocab_size = 256,
                micro_batch_size = 2, global_batch_size = 8, train_iters = tb.param("iters", 16), seed = 7,
                world_size = 2, num_threads = 1, use_distributed_optimizer = true,
-               save = "{run_dir}/checkpoints", save_interval = 8 }
+               save = "{run_dir}/checkpoints", save_interval = tb.param("save_interval", 8) }
 local repeats, tolerance, window = tb.param("repeats", 3), 0.15, tb.param("window", 1.0)
 local function sized(extra)
     return (timing.calibrated(exp, config.with(base, extra), { repetitions = repeats, min_window_s = window }))

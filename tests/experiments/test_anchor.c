@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -180,6 +181,17 @@ TB_TEST(a_rewritten_ledger_is_caught_by_the_catalogue_and_only_a_rewritten_catal
     TB_CHECK(rc != 0 && strstr(out, "line 2: the chain breaks") && strstr(out, "the ledger was edited"),
              "an edited line (exit %d):\n%s", rc, out);
     free(out);
+    // a FIFO in the ledger's place is refused by what it is, not read (prove would block)
+    char *kept = fx_read(ledger);
+    unlink(ledger);
+    TB_REQUIRE(mkfifo(ledger, 0644) == 0, "mkfifo %s", ledger);
+    rc = prove(root, &out);
+    TB_CHECK(rc != 0 && strstr(out, "is a FIFO (named pipe), not a regular file"), "a FIFO ledger (exit %d):\n%s", rc,
+             out);
+    free(out);
+    unlink(ledger);
+    fx_write_text(ledger, kept ? kept : "");
+    free(kept);
     // the catalogue deleted: nothing vouches for the version
     snprintf(cmd, sizeof cmd, "rm -f %s/" TB_CATALOG "*", root);
     TB_REQUIRE(system(cmd) == 0, "%s", cmd);

@@ -588,14 +588,15 @@ TB_TEST(tp_scaling_exact_claims_prove_on_any_machine) {
 TB_TEST(ckpt_pause_drill_byte_claims_prove_on_any_machine) {
     TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
                       "rm -rf %s_ck && %s run runbooks/drills/ckpt_pause.lua --set repeats=1 --set window=0.05 "
-                      "--artifacts %s_ck",
+                      "--set iters=4 --set save_interval=2 --artifacts %s_ck",
                       ART, TRACEBOOK, ART) == 0,
                "%s\n%s", sh.out, sh.err);
     TB_CHECK(strstr(sh.out, "model_only_fraction: ") && strstr(sh.out, "= 0.333333 "),
              "a model-only save is a third of a model + optimizer save:\n%s", sh.out);
     char *found = NULL;
-    tb_shell(&found, "ls -d %s_ck/ckpt_pause/v3/*/run/checkpoints/iter_0000008 | wc -l", ART);
-    TB_CHECK(found && atoi(found) == 4, "every run's checkpoints are in its run directory (%s)", found ? found : "?");
+    tb_shell(&found, "ls -d %s_ck/ckpt_pause/v3/*/run/checkpoints/iter_0000002 | wc -l", ART);
+    // 4 configs, each a calibration run and one measured run (--set repeats=1), each saving at step 2
+    TB_CHECK(found && atoi(found) == 8, "every run's checkpoints are in its run directory (%s)", found ? found : "?");
     free(found);
     tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --quiet --artifacts %s_ck", TRACEBOOK, ART);
     static const char *const exact[] = {"state_bytes_per_save", "file_bytes_per_save", "model_only_fraction"};
