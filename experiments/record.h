@@ -25,6 +25,10 @@
 //     "repetition": 1, "sweep_point": {"tensor_model_parallel_size": 2},
 //                      // 1..N for a config run with repeat_=N, as every command prints it
 //     "replay_of": null | "<run-id>",
+//     "supersedes": [{"run_id": "<run-id>", "reason": "contended: ..."}],
+//                      // only on a repetition measured again because those earlier
+//                      // measurements of it were contended (exp:run's rerun_contended_);
+//                      // they stay in the version, and prove checks that they were
 //     "git": {"commit": "40 hex", "branch": "main", "dirty": true,
 //             "changed": ["engine/x.c"], "untracked": ["notes.txt"],
 //             "patch": "git.patch", "patch_sha256": "..."},        // patch fields when dirty

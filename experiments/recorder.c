@@ -251,6 +251,7 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
         return tb_fail(err, "%s: manifest: the run's identity lacks its experiment, runbook path, runbook sha256 or sweep point", rec);
     }
     json_object_set_new(m, "replay_of", id->replay_of ? json_string(id->replay_of) : json_null());
+    if (id->supersedes) json_object_set_new(m, "supersedes", json_deep_copy(id->supersedes));
     json_object_set_new(m, "git", id->git ? tb_git_state_json(id->git, id->git->dirty ? TB_RECORD_PATCH : NULL) : json_null());
     json_object_set_new(m, "argv", json_deep_copy(argv));
     json_object_set_new(m, "launcher", launch ? json_deep_copy(launch) : tb_launch_json(NULL, 1, 0));

@@ -43,6 +43,9 @@ typedef struct tb_run_identity {
     // exit status it must end with; NULL and 0 for a run that must finish
     const char *expected_failure;
     int expected_exit_status;
+    // the earlier measurements of this repetition it replaces, each measured contended
+    // (exp:run's rerun_contended_): [{"run_id", "reason"}]; NULL for none
+    const json_t *supersedes;
 } tb_run_identity;
 
 // What `tracebook run` and `tracebook replay` say in --help about the environment a manifest

@@ -386,7 +386,8 @@ int tracebook_replay_main(int argc, char **argv) {
                           (const char *const *)args.env_allow,
                           (const char *const *)args.env_deny,
                           json_string_value(json_object_get(json_object_get(m, "expected_failure"), "kind")),
-                          (int)json_integer_value(json_object_get(json_object_get(m, "expected_failure"), "exit_status"))};
+                          (int)json_integer_value(json_object_get(json_object_get(m, "expected_failure"), "exit_status")),
+                          NULL};  // a replay is evidence about its original, never a re-measurement
     int recorded = tb_record_finish(artifacts, new_rec, new_id, &id, new_argv,
                                     json_is_object(launch) ? launch : NULL, start, o, &err);
     json_decref(new_argv);

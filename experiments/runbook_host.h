@@ -54,8 +54,13 @@ int tb_runbook_experiment_dir(lua_State *L, int exp, char *buf, size_t len, tb_e
 // Raises a Lua error unless argument 1 is an experiment from tb.experiment.
 void tb_runbook_check_experiment(lua_State *L, const char *method);
 
-// exp:run{config..., repeat_=N, launcher=, processes=} (runbook_run.c)
+// exp:run{config..., repeat_=N, launcher=, processes=, rerun_contended_=K} (runbook_run.c).
+// rerun_contended_ = K: a repetition whose run was contended by the gate prove applies
+// (stability.h: other processes or the hypervisor's steal beyond the thresholds) is measured
+// again, up to K re-runs in all per exp:run; the contended record stays, and the new one's
+// manifest names it ("supersedes"). Default 0.
 int tb_runbook_exp_run(lua_State *L);
+#define TB_RUNBOOK_MAX_RERUNS 1000
 // exp:plan{planner and model keys} (runbook_plan.c): one recorded `tracebook plan`
 int tb_runbook_exp_plan(lua_State *L);
 // exp:run's launcher values, and the most processes it launches

@@ -62,7 +62,7 @@ int tb_runbook_exp_plan(lua_State *L) {
             if (is_bool ? t != LUA_TBOOLEAN : t != LUA_TNUMBER && t != LUA_TSTRING)
                 return tb_rb_error(L, "exp:plan: %s must be %s", k, is_bool ? "true or false" : "a number or a string");
         } else if (!strcmp(k, "run_dir") || !strcmp(k, "world_size") || !strcmp(k, "repeat_") ||
-                   !strcmp(k, "repetition_") || !strcmp(k, "launcher") || !strcmp(k, "processes")) {
+                   !strcmp(k, "repetition_") || !strcmp(k, "rerun_contended_") || !strcmp(k, "launcher") || !strcmp(k, "processes")) {
             return tb_rb_error(L, "exp:plan: %s does not apply to a plan (the cluster is gpus = N)", k);
         } else {
             tb_runbook_check_config_value(L, "exp:plan", k, -1);
@@ -141,7 +141,7 @@ int tb_runbook_exp_plan(lua_State *L) {
     lua_getfield(L, 1, "question");
     tb_run_identity id = {lua_tostring(L, -3), lua_tointeger(L, -2), lua_tostring(L, -1), h->runbook,
                           h->runbook_sha256, 0, 1, point, NULL, h->have_git ? &h->git : NULL,
-                          (const char *const *)h->env_allow, (const char *const *)h->env_deny, NULL, 0};
+                          (const char *const *)h->env_allow, (const char *const *)h->env_deny, NULL, 0, NULL};
     // no engine in the argv (engine_argv_index -1): the manifest's engine_build says so, and
     // tracebook replay refuses the record
     json_t *launch = json_pack("{s:s, s:i, s:i}", "name", "tracebook plan", "processes", 1, "engine_argv_index", -1);

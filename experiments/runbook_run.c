@@ -31,6 +31,7 @@
 #include "record.h"
 #include "recorder.h"
 #include "runbook_host.h"
+#include "stability.h"
 
 static const tb_option *option_by_key(const char *key) { return tb_options_find_key(tb_config_options, key); }
 
@@ -45,6 +46,7 @@ typedef struct run_state {
     json_t *argv;      // the engine's argv being built, or this repetition's
     char **records;    // [repeats] the record directory of each repetition (NULL: none yet)
     int repeats;
+    json_t *supersedes;  // the repetition being run: its earlier, contended measurements
 } run_state;
 
 static void drop_json(json_t **j) {
@@ -58,6 +60,7 @@ static int run_state_release(lua_State *L) {
     drop_json(&s->config);
     drop_json(&s->resolved);
     drop_json(&s->argv);
+    drop_json(&s->supersedes);
     for (int i = 0; i < s->repeats; i++) free(s->records[i]);
     free(s->records);
     s->records = NULL;
@@ -112,6 +115,12 @@ void tb_runbook_check_config_value(lua_State *L, const char *what, const char *k
             tb_rb_error(L, "%s: %s must be an integer >= 1 (got %s)", what, key, tb_rb_describe(L, idx, v, sizeof v));
         return;
     }
+    if (!strcmp(key, "rerun_contended_")) {
+        if (!tb_rb_integer(L, idx, &i) || i < 0 || i > TB_RUNBOOK_MAX_RERUNS)
+            tb_rb_error(L, "%s: rerun_contended_ must be an integer from 0 to %d (got %s)", what,
+                        TB_RUNBOOK_MAX_RERUNS, tb_rb_describe(L, idx, v, sizeof v));
+        return;
+    }
     if (!strcmp(key, "launcher")) {
         if (lua_type(L, idx) != LUA_TSTRING || tb_choice_index(TB_RUNBOOK_LAUNCHERS, lua_tostring(L, idx)) < 0)
             tb_rb_error(L, "%s: launcher must be 'threads' or 'mpirun' (got %s)", what,
@@ -136,7 +145,7 @@ void tb_runbook_check_config_value(lua_State *L, const char *what, const char *k
         char hint[96] = "";
         if (near) snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
         tb_rb_error(L, "%s: unknown config key '%s' (%skeys are pretrain_gpt's flags with underscores, see "
-                       "pretrain_gpt --help, and repeat_, repetition_, launcher, processes, expect_failure)", what, key,
+                       "pretrain_gpt --help, and repeat_, repetition_, rerun_contended_, launcher, processes, expect_failure)", what, key,
                     hint);
     }
     if (!strcmp(key, "run_dir")) tb_rb_error(L, "%s: run_dir is set by the recorder", what);
@@ -272,12 +281,17 @@ static void launcher_argv(lua_State *L, tb_runbook_host *h, const json_t *config
 // The command for a config table (at idx), into *argv_out — a run_state's, so that the errors
 // raised here free it: the launcher's part (launcher_argv), then the engine and its flags in
 // key order, so a config always gives the same command. *engine_index: where the engine is.
-// *repeats: repeat_ (1 when absent); *only: repetition_ (0 when absent: every repetition).
+// The host's own keys go into *ctl, not the command.
+typedef struct run_controls {
+    int repeats;  // repeat_ (1 when absent)
+    int only;     // repetition_ (0 when absent: every repetition)
+    int reruns;   // rerun_contended_ (0 when absent)
+} run_controls;
+
 static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *run_dir, json_t *config,
-                       int *repeats, int *only, json_t **argv_out, int *engine_index) {
+                       run_controls *ctl, json_t **argv_out, int *engine_index) {
     json_t *argv = *argv_out = json_array();
-    *repeats = 1;
-    *only = 0;
+    *ctl = (run_controls){1, 0, 0};
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         char k[96];
@@ -285,8 +299,9 @@ static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *ru
             tb_rb_error(L, "exp:run: config keys must be strings (got [%s])", tb_rb_describe(L, -2, k, sizeof k));
         const char *key = lua_tostring(L, -2);
         tb_runbook_check_config_value(L, "exp:run", key, -1);
-        if (!strcmp(key, "repeat_")) *repeats = (int)lua_tointeger(L, -1);
-        else if (!strcmp(key, "repetition_")) *only = (int)lua_tointeger(L, -1);
+        if (!strcmp(key, "repeat_")) ctl->repeats = (int)lua_tointeger(L, -1);
+        else if (!strcmp(key, "repetition_")) ctl->only = (int)lua_tointeger(L, -1);
+        else if (!strcmp(key, "rerun_contended_")) ctl->reruns = (int)lua_tointeger(L, -1);
         else if (is_launch_key(key)) json_object_set_new(config, key, tb_lua_to_json(L, -1));
         else json_object_set_new(config, key, config_json(L, -1, option_by_key(key)));
         lua_pop(L, 1);
@@ -325,14 +340,19 @@ static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *ru
 
 // A finished record of this experiment version with the same sweep point and repetition
 // (1-based; a record of manifest_version 1 is read 1-based too), into out: 1 found, 0 not, -1
-// with err set when a path does not fit.
-static int find_finished(const char *version_dir, const json_t *point, int repetition, char *out, size_t len,
-                         tb_error *err) {
+// with err set when a path does not fit. A record that another one supersedes (measured again
+// as contended), or whose run id is in `replaced` (this call's own), is not the repetition's.
+static int find_finished(const char *version_dir, const json_t *point, int repetition, const json_t *replaced,
+                         char *out, size_t len, tb_error *err) {
     DIR *d = opendir(version_dir);
     if (!d) return 0;
     int found = 0;
+    json_t *superseded = json_object(), *candidates = json_array();  // run ids
+    size_t k;
+    json_t *v;
+    json_array_foreach(replaced, k, v) json_object_set(superseded, json_string_value(json_object_get(v, "run_id")), json_true());
     struct dirent *e;
-    while (!found && (e = readdir(d))) {
+    while (found >= 0 && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         char path[PATH_MAX * 2];
         if (tb_path_format(path, sizeof path, err, "%s/%s/" TB_RECORD_MANIFEST, version_dir, e->d_name) != 0) {
@@ -348,11 +368,23 @@ static int find_finished(const char *version_dir, const json_t *point, int repet
         const int done = json_object_get(point, "expect_failure") ? tb_manifest_failed_as_expected(m)
                                                                   : status && !strcmp(status, "finished");
         if (done && !replay && tb_manifest_repetition(m, &rep) && rep == repetition &&
-            json_equal(json_object_get(m, "sweep_point"), (json_t *)point))
-            found = tb_path_format(out, len, err, "%s/%s", version_dir, e->d_name) == 0 ? 1 : -1;
+            json_equal(json_object_get(m, "sweep_point"), (json_t *)point)) {
+            json_array_append_new(candidates, json_string(e->d_name));
+            json_array_foreach(json_object_get(m, "supersedes"), k, v) {
+                const char *id = json_string_value(json_object_get(v, "run_id"));
+                if (id) json_object_set(superseded, id, json_true());
+            }
+        }
         json_decref(m);
     }
     closedir(d);
+    json_array_foreach(candidates, k, v) {
+        if (found < 0 || json_object_get(superseded, json_string_value(v))) continue;
+        found = tb_path_format(out, len, err, "%s/%s", version_dir, json_string_value(v)) == 0 ? 1 : -1;
+        break;
+    }
+    json_decref(superseded);
+    json_decref(candidates);
     return found;
 }
 
@@ -431,8 +463,11 @@ int tb_runbook_exp_run(lua_State *L) {
         return tb_rb_error(L, "%s", err.msg);
     run_state *s = push_run_state(L);  // from here on, every error frees what s holds
     s->point = json_object();
-    int repeats, only, engine_index = 0;
-    build_argv(L, 2, h, "RUN_DIR", s->point, &repeats, &only, &s->argv, &engine_index);  // only checks: dropped
+    int engine_index = 0;
+    run_controls ctl;
+    build_argv(L, 2, h, "RUN_DIR", s->point, &ctl, &s->argv, &engine_index);  // only checks: dropped
+    int repeats = ctl.repeats, reruns_left = ctl.reruns;
+    const int only = ctl.only;
     drop_json(&s->argv);
     lua_getfield(L, 1, "seed");
     const uint64_t root = (uint64_t)lua_tointeger(L, -1);
@@ -474,7 +509,7 @@ int tb_runbook_exp_run(lua_State *L) {
         s->config = json_deep_copy(s->point);
         json_object_set_new(s->config, "seed", json_integer(seed));
         char rec[PATH_MAX + 128], run_id[64];
-        int finished = h->force ? 0 : find_finished(version_dir, s->point, rep, rec, sizeof rec, &err);
+        int finished = h->force ? 0 : find_finished(version_dir, s->point, rep, s->supersedes, rec, sizeof rec, &err);
         if (finished < 0) tb_rb_error(L, "%s", err.msg);
         const char *expected = json_string_value(json_object_get(s->point, "expect_failure"));
         const int expected_status = expected ? tb_runbook_expected_exit_status(expected) : 0;
@@ -499,8 +534,8 @@ int tb_runbook_exp_run(lua_State *L) {
         tb_lua_push_json(L, s->config);
         int cfg_idx = lua_gettop(L);
         s->resolved = json_object();
-        int dummy, dummy_only;
-        build_argv(L, cfg_idx, h, run_dir, s->resolved, &dummy, &dummy_only, &s->argv, &engine_index);
+        run_controls same;
+        build_argv(L, cfg_idx, h, run_dir, s->resolved, &same, &s->argv, &engine_index);
         drop_json(&s->resolved);
         lua_pop(L, 2);
         if (h->dry_run) {
@@ -540,7 +575,7 @@ int tb_runbook_exp_run(lua_State *L) {
         tb_run_identity id = {lua_tostring(L, -3), lua_tointeger(L, -2), lua_tostring(L, -1), h->runbook,
                               h->runbook_sha256, seed, rep, s->point, NULL, h->have_git ? &h->git : NULL,
                               (const char *const *)h->env_allow, (const char *const *)h->env_deny, expected,
-                              expected_status};
+                              expected_status, s->supersedes};
         json_t *launch = tb_launch_json(json_string_value(json_object_get(s->point, "launcher")),
                                         (int)json_integer_value(json_object_get(s->point, "processes")), engine_index);
         int recorded = tb_record_finish(h->artifacts, rec, run_id, &id, s->argv, launch, start, o, &err);
@@ -569,7 +604,27 @@ int tb_runbook_exp_run(lua_State *L) {
             last[strcspn(last, "\n")] = '\0';
             tb_rb_error(L, "engine run %s failed (exit status %d): %s (see %s)", run_id, o.exit_status, last, log);
         }
+        // a measurement the host's contention disturbed (the gate prove applies, stability.h)
+        // is measured again, up to rerun_contended_ times per exp:run; the earlier record stays,
+        // named in the new one's manifest, and prove checks that it was contended
+        char why[768];
+        if (!expected && reruns_left > 0 && tb_stability_contended(rec, run_id, why, sizeof why) == 1) {
+            reruns_left--;
+            if (!s->supersedes) s->supersedes = json_array();
+            json_array_append_new(s->supersedes, json_pack("{s:s, s:s}", "run_id", run_id, "reason", why));
+            printf("  re-run: repetition %d of %d (%s) was %s; measuring it again (%d more re-run%s "
+                   "allowed by rerun_contended_)\n",
+                   rep, repeats, run_id, why, reruns_left, reruns_left == 1 ? "" : "s");
+            fflush(stdout);
+            rep--;  // the same repetition: its seed, its sweep point
+            continue;
+        }
         push_run_result(L, rec, run_id, rep, seed, expected ? "failed" : "finished", 0);
+        if (s->supersedes) {
+            tb_lua_push_json(L, s->supersedes);
+            lua_setfield(L, -2, "supersedes");
+            drop_json(&s->supersedes);
+        }
         lua_rawseti(L, -2, rep - first + 1);
         s->records[rep - first] = tb_xstrdup(rec, "record path");
     }

@@ -13,6 +13,7 @@
 #include "core/xalloc.h"
 #include "parsers.h"
 #include "record.h"
+#include "record_verify.h"
 #include "timing_interval.h"
 
 #define STAB_PATH_MAX 4096
@@ -46,6 +47,12 @@ __attribute__((format(printf, 3, 4))) static void add_line(FILE *f, char **buf, 
 
 static int pct(double fraction) { return (int)lround(100 * fraction); }
 
+// tb_record_verify_files' problem callback: the first problem, into a char[512].
+static void note_problem(void *arg, const char *text) {
+    char *out = arg;
+    if (!out[0]) snprintf(out, 512, "%s", text);
+}
+
 static double number_at(json_t *o, const char *key, const char *sub, int *ok) {
     json_t *v = json_object_get(o, key);
     if (sub) v = json_object_get(v, sub);
@@ -56,12 +63,134 @@ static double number_at(json_t *o, const char *key, const char *sub, int *ok) {
     return json_number_value(v);
 }
 
+// The host's contention during a run (other processes, the hypervisor's steal) against the
+// thresholds: one "contended: ..." line per gate crossed, into lines; returns their count.
+static int host_contention(double others, double steal, double wall, double usable, const char *run,
+                           char lines[2][256]) {
+    int n = 0;
+    const double steal_share = steal / (wall * usable);
+    if (others > TB_STABLE_MAX_OTHER_SHARE)
+        snprintf(lines[n++], sizeof lines[0],
+                 "contended: other processes took %d%% of the cores during run %s (threshold %d%%)", pct(others), run,
+                 pct(TB_STABLE_MAX_OTHER_SHARE));
+    if (steal_share > TB_STABLE_MAX_STEAL_SHARE)
+        snprintf(lines[n++], sizeof lines[0],
+                 "contended: the hypervisor stole %d%% of the cores during run %s (steal %.3g s; threshold %d%%)",
+                 pct(steal_share), run, steal, pct(TB_STABLE_MAX_STEAL_SHARE));
+    return n;
+}
+
+// A record's conditions.json, loaded (NULL with why in err: no such file, not JSON).
+static json_t *load_conditions(const char *record_dir, char *path, size_t size, json_error_t *jerr, tb_error *err) {
+    char run_dir[STAB_PATH_MAX];
+    if (tb_run_path(run_dir, sizeof run_dir, record_dir, TB_RECORD_RUN_DIR, err) != 0 ||
+        tb_run_path(path, size, run_dir, TB_RUN_CONDITIONS, err) != 0)
+        return NULL;
+    json_t *c = json_load_file(path, 0, jerr);
+    if (!c) tb_fail(err, "%s: line %d: %s", path, jerr->line, jerr->text);
+    return c;
+}
+
+int tb_stability_contended(const char *record_dir, const char *run, char *why, size_t size) {
+    char path[STAB_PATH_MAX];
+    json_error_t jerr;
+    tb_error err;
+    why[0] = '\0';
+    json_t *c = load_conditions(record_dir, path, sizeof path, &jerr, &err);
+    if (!c) {
+        snprintf(why, size, "%s", err.msg);
+        return -1;
+    }
+    int ok = 1;
+    const double wall = number_at(c, "wall_s", NULL, &ok), usable = number_at(c, "cores", "usable", &ok);
+    json_t *host = json_object_get(c, "host");
+    const double others = number_at(host, "other_processes_share", NULL, &ok),
+                 steal = number_at(host, "steal_s", NULL, &ok);
+    json_decref(c);
+    if (!ok || !(wall > 0) || !(usable >= 1)) {
+        snprintf(why, size, "%s lacks wall_s, cores.usable, host.other_processes_share or host.steal_s", path);
+        return -1;
+    }
+    char lines[2][256];
+    const int n = host_contention(others, steal, wall, usable, run, lines);
+    if (n) snprintf(why, size, "%s%s%s", lines[0], n > 1 ? "; " : "", n > 1 ? lines[1] + strlen("contended: ") : "");
+    return n > 0;
+}
+
+// A repetition measured again because its first measurement was contended (the manifest's
+// "supersedes", runbook_run.c's rerun_contended_): each measurement it replaces must be a
+// record of the same version, the same sweep point and repetition, whose conditions.json —
+// unaltered since it was recorded — shows the contention. Then the sample is the host's
+// undisturbed one, and the replaced measurements are listed as accepted; otherwise a
+// "selected:" reason: a timing sample left out without cause would let a runbook choose its
+// samples.
+// Each replaced record goes into the record's evidence ("replaces": run_id, record_dir and the
+// file read), so that prove verifies it against its manifest and anchors like any it reads.
+static void judge_remeasure(gate *g, const char *run, const char *record_dir, json_t *m, json_t *rec) {
+    json_t *replaced = json_object_get(m, "supersedes");
+    size_t i;
+    json_t *entry;
+    json_array_foreach(replaced, i, entry) {
+        const char *old = json_string_value(json_object_get(entry, "run_id"));
+        char old_dir[STAB_PATH_MAX], old_manifest[STAB_PATH_MAX + 32], why[STAB_PATH_MAX + 768] = "";
+        const char *slash = strrchr(record_dir, '/');
+        const int base = slash ? (int)(slash - record_dir) : 0;
+        json_t *om = NULL;
+        json_int_t rep = 0, old_rep = -1;
+        if (!old || !tb_record_safe_path(old) || strchr(old, '/')) {
+            snprintf(why, sizeof why, "its manifest's supersedes[%zu] names no run id", i);
+        } else {
+            snprintf(old_dir, sizeof old_dir, "%.*s%s%s", base, record_dir, slash ? "/" : "", old);
+            snprintf(old_manifest, sizeof old_manifest, "%s/" TB_RECORD_MANIFEST, old_dir);
+            om = json_load_file(old_manifest, 0, NULL);
+            if (!om)
+                snprintf(why, sizeof why, "the record it replaces, %s, has no readable manifest", old_dir);
+            else if (!tb_manifest_repetition(m, &rep) || !tb_manifest_repetition(om, &old_rep) || rep != old_rep ||
+                     !json_equal(json_object_get(m, "sweep_point"), json_object_get(om, "sweep_point")))
+                snprintf(why, sizeof why, "the run it replaces, %s, is another repetition or sweep point", old);
+        }
+        if (!why[0]) {
+            // the replaced run's conditions as recorded: its manifest's sha256 of them
+            const char *key = TB_RECORD_RUN_DIR "/" TB_RUN_CONDITIONS;
+            json_t *listed = json_object_get(json_object_get(om, "files"), key);
+            json_t *one = json_object();
+            if (listed) json_object_set(one, key, listed);
+            char problem[512] = "";
+            if (!listed || tb_record_verify_files(old_dir, one, note_problem, problem) != 1 || problem[0])
+                snprintf(why, sizeof why, "the conditions of the run it replaces, %s, are not as recorded%s%s", old,
+                         problem[0] ? ": " : "", problem);
+            json_decref(one);
+        }
+        if (om) {
+            char conditions[STAB_PATH_MAX + 64];
+            snprintf(conditions, sizeof conditions, "%s/" TB_RECORD_RUN_DIR "/" TB_RUN_CONDITIONS, old_dir);
+            if (!json_is_array(json_object_get(rec, "replaces"))) json_object_set_new(rec, "replaces", json_array());
+            json_array_append_new(json_object_get(rec, "replaces"),
+                                  json_pack("{s:s, s:s, s:[s]}", "run_id", old, "record_dir", old_dir, "files",
+                                            conditions));
+        }
+        char contention[600] = "";
+        if (!why[0] && tb_stability_contended(old_dir, old, contention, sizeof contention) != 1)
+            snprintf(why, sizeof why, "the run it replaces, %s, was not measured contended (%s)", old,
+                     contention[0] ? contention : "within every threshold");
+        if (why[0])
+            add_line(g->reasons, &g->reasons_buf,
+                     "selected: run %s replaces an earlier measurement of its repetition as contended, but %s: a "
+                     "timing sample is left out only when it was measured contended",
+                     run, why);
+        else
+            add_line(g->accepted, &g->accepted_buf,
+                     "accepted: run %s measured its repetition again, replacing run %s: %s", run, old, contention);
+        json_decref(om);
+    }
+}
+
 // conditions.json of one record: oversubscription and contention. Appends the figures to
 // text (the PROVEN evidence line). A replayed figure (replayed = 1) gives each rank a core of
 // its own: neither oversubscription nor the thread counts of compared runs enter it, the
 // contention of other processes and the hypervisor does.
-static void judge_conditions(gate *g, const char *run, const char *record_dir, int replayed, char *text,
-                             size_t size) {
+static void judge_conditions(gate *g, json_t *rec, const char *run, const char *record_dir, int replayed,
+                             char *text, size_t size) {
     char run_dir[STAB_PATH_MAX], path[STAB_PATH_MAX];
     tb_error err;
     if (tb_run_path(run_dir, sizeof run_dir, record_dir, TB_RECORD_RUN_DIR, &err) != 0 ||
@@ -90,8 +219,8 @@ static void judge_conditions(gate *g, const char *run, const char *record_dir, i
     snprintf(manifest_path, sizeof manifest_path, "%s/" TB_RECORD_MANIFEST, record_dir);
     json_t *manifest = json_load_file(manifest_path, 0, NULL);
     int listed = json_object_get(json_object_get(manifest, "files"), TB_RECORD_RUN_DIR "/" TB_RUN_CONDITIONS) != NULL;
-    json_decref(manifest);
     if (!listed) {
+        json_decref(manifest);
         add_line(g->reasons, &g->reasons_buf,
                  "not verifiable: %s is not in %s, so it is no evidence of how the timings of run %s were measured",
                  path, manifest_path, run);
@@ -110,6 +239,7 @@ static void judge_conditions(gate *g, const char *run, const char *record_dir, i
                  "host.other_processes_share or host.steal_s (or they are not positive), so whether the timings of "
                  "run %s were contended is unknown",
                  path, run);
+        json_decref(manifest);
         json_decref(c);
         return;
     }
@@ -167,14 +297,11 @@ static void judge_conditions(gate *g, const char *run, const char *record_dir, i
                  run, threads, usable, unmeasured && unmeasured[0] ? ": " : "",
                  unmeasured && unmeasured[0] ? unmeasured : "");
     }
-    if (others > TB_STABLE_MAX_OTHER_SHARE)
-        add_line(g->reasons, &g->reasons_buf,
-                 "contended: other processes took %d%% of the cores during run %s (threshold %d%%)", pct(others), run,
-                 pct(TB_STABLE_MAX_OTHER_SHARE));
-    if (steal_share > TB_STABLE_MAX_STEAL_SHARE)
-        add_line(g->reasons, &g->reasons_buf,
-                 "contended: the hypervisor stole %d%% of the cores during run %s (steal %.3g s; threshold %d%%)",
-                 pct(steal_share), run, steal, pct(TB_STABLE_MAX_STEAL_SHARE));
+    char contention[2][256];
+    for (int k = 0, lines = host_contention(others, steal, wall, usable, run, contention); k < lines; k++)
+        add_line(g->reasons, &g->reasons_buf, "%s", contention[k]);
+    judge_remeasure(g, run, record_dir, manifest, rec);
+    json_decref(manifest);
     char queue[96] = "";
     if (queue_share >= 0)
         snprintf(queue, sizeof queue, ", waited for a core %d%% (threshold %d%%)", pct(queue_share),
@@ -403,7 +530,7 @@ static void judge(gate *g, json_t *ev, int depth) {
         const char *dir = json_string_value(json_object_get(rec, "record_dir"));
         if (!run || !dir) continue;
         char text[1024] = "";
-        judge_conditions(g, run, dir, replayed, text, sizeof text);
+        judge_conditions(g, rec, run, dir, replayed, text, sizeof text);
         int steps = 0;
         json_t *replayed_steps = replayed ? json_object_get(rec, "replayed_step_ms") : NULL;
         if (replayed && !json_is_array(replayed_steps)) {

@@ -46,7 +46,13 @@
 //                         fewer than min_steps steps or a shorter window than min_window_s;
 //   "unstable: ..."       the median's interval (a paired ratio's) is wider than the claim's
 //                         timing_tolerance;
-//   "unequal threads: ..." runs compared by the claim occupied different numbers of cores.
+//   "unequal threads: ..." runs compared by the claim occupied different numbers of cores;
+//   "selected: ..."       a repetition replaces an earlier measurement of itself (its manifest's
+//                         "supersedes": exp:run's rerun_contended_) that was not measured
+//                         contended, or whose conditions are not as recorded.
+// A repetition measured again because its first measurement was contended is sampled like
+// any other; the measurements it replaced are named in the accepted lines with their
+// contention (stability.c, judge_remeasure).
 // Each names the run, the figure and the threshold below.
 #ifndef TB_EXPERIMENTS_STABILITY_H
 #define TB_EXPERIMENTS_STABILITY_H
@@ -89,6 +95,12 @@ typedef struct tb_stability {
 // window); each timed parser object gains "sampling" (the interval's figures) and
 // "sampling_text" (one line: median, interval, spread, sample counts) for prove to print.
 // out is filled; free it with tb_stability_free.
+// The contention a run's conditions.json shows (the gate's own thresholds above): other
+// processes beyond TB_STABLE_MAX_OTHER_SHARE of the cores, or the hypervisor's steal beyond
+// TB_STABLE_MAX_STEAL_SHARE. 1 with the "contended: ..." reason in why, 0 when neither, -1
+// with why when the conditions cannot be read or lack a figure. run names the run in why.
+int tb_stability_contended(const char *record_dir, const char *run, char *why, size_t size);
+
 void tb_stability_check(json_t *evidence, const tb_sampling *sampling, tb_stability *out);
 void tb_stability_free(tb_stability *s);
 

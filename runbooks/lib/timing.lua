@@ -18,8 +18,11 @@ end
 -- `cfg` (an exp:run config) measured for timing: train_iters raised so that a repetition
 -- times at least min_window_s (with a margin of 1.5: one process's steps run up to ~15%
 -- slower than another's on a 2-core VM) and min_steps steps after
--- warmup_steps, never lowered (exact claims may read a step of the config's), and repeat_ set
--- to `repetitions`; the learning-rate schedule is pinned to the config's train_iters
+-- warmup_steps, never lowered (exact claims may read a step of the config's), repeat_ set
+-- to `repetitions`, and rerun_contended_ to `rerun_contended` (default: a third of the
+-- repetitions, rounded up; `--set rerun_contended=K` for all): a repetition the host's contention disturbed (other processes or
+-- the hypervisor's steal beyond prove's thresholds, experiments/stability.h) is measured
+-- again, the disturbed record kept and named by the new one; the learning-rate schedule is pinned to the config's train_iters
 -- (lr_decay_iters), so that the steps the config trains give the same losses. The
 -- calibration run is an ordinary recorded run of the experiment
 -- (warmup_steps + 5 steps), so the choice has its evidence; the chosen train_iters is in every
@@ -36,7 +39,13 @@ function M.calibrated(exp, cfg, opts)
         error("timing.calibrated: the calibration run " .. probe.runs[1].run_id .. " cannot be replayed (tracebook "
               .. "prove says why); size it by the wall clock instead (opts.replayed = false)")
     end
-    local measured = { repeat_ = option(opts, "repetitions") }
+    local reps = option(opts, "repetitions")
+    -- `--set rerun_contended=K` overrides it for every measurement of the runbook (tests set 0:
+    -- under a parallel test suite every run is contended, and prove refuses it either way)
+    local reruns = opts and opts.rerun_contended
+    if reruns == nil then reruns = (reps + 2) // 3 end
+    reruns = tb.param("rerun_contended", reruns)
+    local measured = { repeat_ = reps, rerun_contended_ = reruns }
     -- the calibration's fastest step: the steps right after the warm-up run slower than later
     -- ones, and the host's speed drifts (one phase of a shared VM runs 20% slower than the
     -- next), so its median would ask too few steps; a replayed step is the replayed median
@@ -68,7 +77,8 @@ function M.calibrated(exp, cfg, opts)
 end
 
 -- The configs' repetitions run alternately, pair by pair: repetition 1 of each config, then
--- repetition 2 of each, ... (exp:run's repetition_), so that a ratio of their timings is judged
+-- repetition 2 of each, ... (exp:run's repetition_; a config's rerun_contended_ is its budget of
+-- re-measurements over all its repetitions), so that a ratio of their timings is judged
 -- over the pairs (experiments/stability.h): what the host's speed does over the minutes the
 -- runbook takes is common to a pair and cancels in its ratio. cfgs: configs as exp:run takes
 -- them (timing.calibrated's); returns one result per config, each {runs = every repetition's
@@ -78,12 +88,19 @@ function M.interleaved(exp, cfgs, opts)
     local reps = 0
     for _, c in ipairs(cfgs) do reps = math.max(reps, c.repeat_ or option(opts, "repetitions")) end
     local out, values = {}, {}
-    for i = 1, #cfgs do out[i], values[i] = { runs = {} }, { tokens_per_s = {}, step_ms = {}, replayed_step_ms = {} } end
+    local reruns = {}
+    for i = 1, #cfgs do
+        out[i], values[i] = { runs = {} }, { tokens_per_s = {}, step_ms = {}, replayed_step_ms = {} }
+        reruns[i] = cfgs[i].rerun_contended_ or 0
+    end
     for rep = 1, reps do
         for i, c in ipairs(cfgs) do
-            local r = exp:run(config.with(c, { repeat_ = reps, repetition_ = rep }))
+            local r = exp:run(config.with(c, { repeat_ = reps, repetition_ = rep, rerun_contended_ = reruns[i] }))
             out[i].config = r.config
-            for _, run in ipairs(r.runs) do out[i].runs[#out[i].runs + 1] = run end
+            for _, run in ipairs(r.runs) do
+                out[i].runs[#out[i].runs + 1] = run
+                reruns[i] = reruns[i] - #(run.supersedes or {})
+            end
             for key, list in pairs(values[i]) do
                 local st = r.stats and r.stats[key]
                 if st and st.median then list[#list + 1] = st.median end

@@ -221,6 +221,87 @@ TB_TEST(an_oversubscribed_run_proves_only_when_the_claim_accepts_it) {
     free(out);
 }
 
+// A repetition measured again (exp:run's rerun_contended_): the new record's manifest names
+// the measurement it replaces, and prove accepts that only when the replaced one was measured
+// contended, is the same repetition, and its conditions are as recorded.
+static void write_remeasure(const char *root, const char *id, const char *replaces) {
+    char rec[FX_PATH];
+    fx_numbers n = steady();
+    fx_write_run(fx_path(rec, sizeof rec, "%s/g/v1/%s", root, id), &n);
+    fx_write_manifest(rec, "g", 1, id,
+                      json_pack("{s:[{s:s, s:s}]}", "supersedes", "run_id", replaces, "reason", "contended: fixture"));
+}
+
+TB_TEST(a_repetition_measured_again_replaces_only_a_contended_measurement_of_itself) {
+    const char *root = fx_fresh_dir("gate_remeasure");
+    fx_numbers stolen = steady(), quiet = steady(), other = steady();
+    stolen.cond.steal_s = 0.2;  // 10% of 1 s on 2 cores (threshold 5%)
+    other.cond.steal_s = 0.2;
+    write_record(root, "stolen", &stolen);
+    write_record(root, "quiet", &quiet);
+    char rec[FX_PATH];
+    fx_write_run(fx_path(rec, sizeof rec, "%s/g/v1/other", root), &other);
+    fx_write_manifest(rec, "g", 1, "other", json_pack("{s:i}", "repetition", 2));
+    write_remeasure(root, "again", "stolen");
+    write_remeasure(root, "cherry", "quiet");
+    write_remeasure(root, "elsewhere", "other");
+    write_remeasure(root, "nowhere", "gone");
+    json_t *claims = json_array();
+    static const char *const again[] = {"again", NULL}, *const cherry[] = {"cherry", NULL},
+                             *const elsewhere[] = {"elsewhere", NULL}, *const nowhere[] = {"nowhere", NULL};
+    add_claim(claims, root, "again", "tokens_per_s", NULL, again, NULL);
+    add_claim(claims, root, "cherry", "tokens_per_s", NULL, cherry, NULL);
+    add_claim(claims, root, "elsewhere", "tokens_per_s", NULL, elsewhere, NULL);
+    add_claim(claims, root, "nowhere", "tokens_per_s", NULL, nowhere, NULL);
+    add_claim(claims, root, "bytes", "comm_bytes", "{\"group\": \"tp\"}", cherry, NULL);
+    write_claims(root, claims);
+    char *out;
+    int rc = prove(root, "again", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/again (accepted: run again measured its repetition again, "
+                                    "replacing run stolen: contended: the hypervisor stole 10% of the cores during "
+                                    "run stolen (steal 0.2 s; threshold 5%))"),
+             "a measurement replaced for its steal: proven, the replaced run named: exit %d", rc);
+    free(out);
+    rc = prove(root, "cherry", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/cherry (selected: run cherry replaces an earlier measurement "
+                                    "of its repetition as contended, but the run it replaces, quiet, was not "
+                                    "measured contended (within every threshold)"),
+             "a quiet measurement left out is a chosen sample: exit %d", rc);
+    free(out);
+    rc = prove(root, "bytes", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/bytes\n"), "the same record's exact figure is not gated: exit %d",
+             rc);
+    free(out);
+    rc = prove(root, "elsewhere", &out);
+    TB_CHECK(rc == 1 && strstr(out, "(selected: run elsewhere replaces an earlier measurement of its repetition as "
+                                    "contended, but the run it replaces, other, is another repetition or sweep point"),
+             "a contended run of another repetition is not this one's: exit %d", rc);
+    free(out);
+    rc = prove(root, "nowhere", &out);
+    TB_CHECK(rc == 1 && strstr(out, "(selected: run nowhere replaces an earlier measurement of its repetition as "
+                                    "contended, but the record it replaces, ") &&
+                 strstr(out, "/g/v1/gone, has no readable manifest"),
+             "a replaced record that is gone: exit %d", rc);
+    free(out);
+    // the replaced run's conditions rewritten to show contention after the fact are no evidence
+    fx_write_conditions(fx_path(rec, sizeof rec, "%s/g/v1/quiet", root), &(fx_conditions){.steal_s = 0.4});
+    rc = prove(root, "cherry", &out);
+    TB_CHECK(rc == 1 && strstr(out, "the conditions of the run it replaces, quiet, are not as recorded: file altered: "),
+             "conditions altered after the run: exit %d", rc);
+    free(out);
+    // the replaced record is verified like every record prove reads: its manifest as anchored
+    char path[FX_PATH];
+    json_t *m = json_load_file(fx_path(path, sizeof path, "%s/g/v1/stolen/" TB_RECORD_MANIFEST, root), 0, NULL);
+    json_object_set_new(m, "seed", json_integer(4321));
+    tb_write_json_atomic(path, m, NULL);
+    json_decref(m);
+    rc = prove(root, "again", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/again\n") &&
+                 strstr(out, "the manifest of record stolen altered since it was anchored"),
+             "a replaced record whose manifest changed after it was anchored: exit %d", rc);
+    free(out);
+}
+
 // One step of five three times the others: a resample draws it three times or more in
 // about 6% of draws, so the median's interval reaches it: too few steps to say. The warm-up
 // is the claim's: with warmup_steps 4 the spike is left out.
@@ -499,6 +580,7 @@ int main(void) {
     TB_RUN(a_timing_claim_over_quiet_steady_runs_is_proven_with_its_conditions);
     TB_RUN(a_contended_run_does_not_prove_its_timing_but_proves_its_byte_count);
     TB_RUN(an_oversubscribed_run_proves_only_when_the_claim_accepts_it);
+    TB_RUN(a_repetition_measured_again_replaces_only_a_contended_measurement_of_itself);
     TB_RUN(a_measured_wait_for_a_core_decides_an_oversubscribed_run_and_gates_any_run);
     TB_RUN(a_step_three_times_the_others_is_unstable);
     TB_RUN(repetitions_a_third_apart_are_unstable);
