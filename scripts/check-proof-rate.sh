@@ -37,6 +37,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git diff --quiet HEAD 2>/dev/null && echo clean || echo dirty)
 : >"$tmp/verdicts"
+total_reruns=0
 for rb in "${runbooks[@]}"; do
   for ((i = 1; i <= n; i++)); do
     art="$tmp/artifacts-$i"
@@ -55,8 +56,12 @@ for rb in "${runbooks[@]}"; do
                                        if (r == "" && (getline next_line) > 0) { r = next_line; sub(/^ +/, "", r) }
                                        sub(/^\(/, "", r); sub(/\)$/, "", r); print rb "\t" id "\tNOT\t" r }' \
       "$tmp/prove.log" >>"$tmp/verdicts"
-    printf '  %s round %d of %d: %s s, %s PROVEN, %s NOT PROVEN\n' "$rb" "$i" "$n" "$(($(date +%s) - start))" \
-      "$(grep -c '^PROVEN  ' "$tmp/prove.log" || true)" "$(grep -c '^NOT PROVEN  ' "$tmp/prove.log" || true)" >&2
+    # repetitions measured again because the host's contention disturbed them (rerun_contended_)
+    reruns=$(grep -c '^  re-run: ' "$tmp/run.log" || true)
+    total_reruns=$((total_reruns + reruns))
+    printf '  %s round %d of %d: %s s, %s PROVEN, %s NOT PROVEN, %s re-run%s of contended repetitions\n' "$rb" "$i" \
+      "$n" "$(($(date +%s) - start))" "$(grep -c '^PROVEN  ' "$tmp/prove.log" || true)" \
+      "$(grep -c '^NOT PROVEN  ' "$tmp/prove.log" || true)" "$reruns" "$([ "$reruns" = 1 ] || echo s)" >&2
     rm -rf "$art"
   done
 done
@@ -65,8 +70,9 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 printf '\nhost: %s, %s usable cores; load %s before, %s after; commit %s (%s)\n' \
   "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" "$(nproc)" "$load_before" "$load_after" \
   "$commit" "$dirty"
-printf 'command: scripts/check-proof-rate.sh %s -n %s%s\n\n' "${runbooks[*]}" "$n" \
+printf 'command: scripts/check-proof-rate.sh %s -n %s%s\n' "${runbooks[*]}" "$n" \
   "$([ ${#sets[@]} -gt 0 ] && printf ' %s' "${sets[@]}")"
+printf 'repetitions measured again for contention: %d in all\n\n' "$total_reruns"
 printf '%-44s %-9s %s\n' "claim" "proven" "the others' first reasons (count)"
 # per claim: PROVEN count of N, then the distinct reasons with their counts (numbers masked
 # so that the same reason with other figures counts once)

@@ -480,6 +480,9 @@ static void hop_text(const tb_graph *g, int t, int fn, int call, char *buf, size
 void tb_graph_hop(const tb_graph *g, int t, int fn, int call, char *buf, size_t len) {
     hop_text(g, t, fn, call, buf, len);
     size_t n = strlen(buf);
+    // a call in a template the compiler left to its instantiation, linked by its one candidate
+    if (call >= 0 && tb_graph_call_by_name(&g->calls[call]) && n + 1 < len)
+        n += (size_t)snprintf(buf + n, len - n, " [resolved by name]");
     if (tb_graph_fn_partial(g, fn) >= 0 && n + 1 < len) snprintf(buf + n, len - n, " [partial parse]");
 }
 

@@ -23,6 +23,7 @@
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "source.h"
@@ -65,6 +66,8 @@ typedef struct tb_gcall {
     char *callee_name;
     char *field;         // "record.field" or NULL
     char *in_macro;
+    char *resolution;    // calls.resolution: NULL (the compiler's), "name", "candidates" (index_db.h)
+    char *candidates;    // "candidates": the USRs, one per line
     int file;
     tb_pos pos;
     int *targets;        // candidate callees (function indices), the whole index
@@ -155,6 +158,12 @@ const tb_source *tb_graph_source(tb_graph *g, int file);
 // Fills out (malloc'd) and returns the count.
 int tb_graph_lookup(const tb_graph *g, const char *symbol, int **out);
 int tb_graph_fn_by_usr(const tb_graph *g, const char *usr);  // -1: none
+// Whether a call's callee was found by name (calls.resolution "name": a dependent call in a
+// template with one candidate), and whether it has several candidates instead.
+static inline int tb_graph_call_by_name(const tb_gcall *c) { return c->resolution && !strcmp(c->resolution, "name"); }
+static inline int tb_graph_call_ambiguous(const tb_gcall *c) {
+    return c->resolution && !strcmp(c->resolution, "candidates");
+}
 // Where the functions named `name` start in by_name (they follow it), -1: none.
 int tb_graph_name_first(const tb_graph *g, const char *name);
 int tb_graph_target_by_name(const tb_graph *g, const char *name);

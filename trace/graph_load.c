@@ -362,7 +362,8 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
     }
 
     if (prepare(db,
-                "SELECT caller_id, callee_usr, callee_name, field, file_id, line, col, in_macro, id FROM calls"
+                "SELECT caller_id, callee_usr, callee_name, field, file_id, line, col, in_macro, id, resolution, candidates"
+                " FROM calls"
                 " ORDER BY caller_id, line, col, id",
                 &st, err, path))
         goto out;
@@ -387,6 +388,8 @@ static int load(tb_graph *g, sqlite3 *db, const char *path, tb_error *err) {
         c->in_macro = dup_col(st, 7);
         c->field_index = -1;
         c->id = sqlite3_column_int64(st, 8);
+        c->resolution = dup_col(st, 9);
+        c->candidates = dup_col(st, 10);
     }
     sqlite3_finalize(st);
     g->ncalls = (int)calls.len;
@@ -544,6 +547,8 @@ void tb_graph_free(tb_graph *g) {
         free(c->callee_name);
         free(c->field);
         free(c->in_macro);
+        free(c->resolution);
+        free(c->candidates);
         free(c->targets);
         free(c->passed_to);
     }

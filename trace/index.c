@@ -116,8 +116,14 @@
 //               holding a function pointer (p->f(), x.f(), (*p->f)()): callee_usr NULL, callee_name the
 //               field, field "Record.field" (Record: the struct's tag, or for an anonymous
 //               struct its typedef's name). Through a function-pointer variable or parameter:
-//               callee_usr NULL, callee_name the variable. Unresolved (dependent calls in
-//               templates): the overloaded name when known, else "(indirect)". Left out:
+//               callee_usr NULL, callee_name the variable. Unresolved until instantiation
+//               (a call in a template whose arguments depend on a template parameter, a
+//               member call on a dependent type): linked by name as clangd's heuristic
+//               resolver does - the one candidate function of the lookup (for this->f() or
+//               x.f(), the one method f of the class the base names, or of its bases'
+//               primary templates) is the callee, resolution "name"; several are kept as
+//               candidates (their USRs), resolution "candidates", callee_usr NULL; none:
+//               the name, else "(indirect)". Left out:
 //               __builtin_* calls, the <<<...>>> configuration call of a kernel launch,
 //               constructor/destructor calls of system-header classes (dim3(n)) and of the
 //               constructors the compiler declares implicitly. Location: the

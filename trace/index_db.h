@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
-#define TB_INDEX_SCHEMA_VERSION "6"
+#define TB_INDEX_SCHEMA_VERSION "7"
 
 // The schema: the tables, then their secondary indexes (the indexer creates these after its
 // bulk inserts, which is faster than maintaining them row by row; the file is the same).
@@ -37,8 +37,13 @@
     /* call sites. A direct call names its callee's USR; a call through a struct field holding a  */         \
     /* function pointer has callee_usr NULL and field = 'record.field' (e.g. tb_comm_backend.all_reduce), */ \
     /* resolved through field_targets. in_macro: the macro the call was expanded from, if any.    */         \
+    /* resolution: NULL when the compiler resolved the call (or nothing could: a pointer, a field); */        \
+    /* 'name' when a call in a template that the compiler leaves unresolved until instantiation (a  */        \
+    /* dependent call, a member of a dependent type) names one function, which callee_usr is;        */        \
+    /* 'candidates' when it names several: candidates holds their USRs, one per line, callee_usr NULL */       \
     "CREATE TABLE calls(id INTEGER PRIMARY KEY, caller_id INTEGER NOT NULL, callee_usr TEXT,"                \
-    " callee_name TEXT NOT NULL, field TEXT, file_id INTEGER, line INTEGER, col INTEGER, in_macro TEXT);\n"  \
+    " callee_name TEXT NOT NULL, field TEXT, file_id INTEGER, line INTEGER, col INTEGER, in_macro TEXT,"     \
+    " resolution TEXT, candidates TEXT);\n"                                                                   \
     /* functions assigned to function-pointer fields anywhere (designated initializers, positional */        \
     /* initializers of struct constants, assignments) */                                                     \
     "CREATE TABLE field_targets(record TEXT NOT NULL, field TEXT NOT NULL, function_usr TEXT NOT NULL,"      \
@@ -83,7 +88,8 @@
     " line INTEGER, col INTEGER, end_line INTEGER, end_col INTEGER, is_static INTEGER NOT NULL,"              \
     " is_definition INTEGER NOT NULL, main_like INTEGER NOT NULL);\n"                                         \
     "CREATE TABLE tu_calls(tu_id INTEGER NOT NULL, caller INTEGER NOT NULL, callee_usr TEXT, callee_name TEXT," \
-    " field TEXT, file_id INTEGER, line INTEGER, col INTEGER, in_macro TEXT);\n"                             \
+    " field TEXT, file_id INTEGER, line INTEGER, col INTEGER, in_macro TEXT, resolution TEXT,"                \
+    " candidates TEXT);\n"                                                                                    \
     "CREATE TABLE tu_field_targets(tu_id INTEGER NOT NULL, record TEXT, field TEXT, function_usr TEXT,"       \
     " file_id INTEGER, line INTEGER);\n"                                                                     \
     "CREATE TABLE tu_callbacks(tu_id INTEGER NOT NULL, caller INTEGER NOT NULL, target_usr TEXT,"             \

@@ -349,8 +349,8 @@ int ix_prev_results(ix_prev *p, const ix_prev_unit **match, ix_result *results, 
         f->main_like = sqlite3_column_int(st, 10);
     }
     sqlite3_finalize(st);
-    if (scan(&s, "SELECT tu_id, caller, callee_usr, callee_name, field, file_id, line, col, in_macro"
-                 " FROM tu_calls ORDER BY rowid", &st)) goto out;
+    if (scan(&s, "SELECT tu_id, caller, callee_usr, callee_name, field, file_id, line, col, in_macro, resolution,"
+                 " candidates FROM tu_calls ORDER BY rowid", &st)) goto out;
     while (sqlite3_step(st) == SQLITE_ROW) {
         if (!(r = row_unit(&s, st, &i)) || !caller_ok(&s, i, sqlite3_column_int(st, 1))) continue;
         ix_call *c = tb_vec_push(&r->calls);
@@ -362,6 +362,8 @@ int ix_prev_results(ix_prev *p, const ix_prev_unit **match, ix_result *results, 
         c->line = col_u(st, 6);
         c->col = col_u(st, 7);
         c->in_macro = col_text(&r->pool, st, 8);
+        c->resolution = col_text(&r->pool, st, 9);
+        c->candidates = col_text(&r->pool, st, 10);
     }
     sqlite3_finalize(st);
     if (scan(&s, "SELECT tu_id, record, field, function_usr, file_id, line FROM tu_field_targets ORDER BY rowid", &st))

@@ -101,6 +101,7 @@ typedef struct ctx {
     // second only what is inside them.
     int captured_pass;  // 0: the parse as given; 1: the second parse, inside `captured` only
     tb_vec captured;    // of ix_extent: the statements OpenMP directives apply to
+    CXCursor function;  // the function whose body is being walked (a dependent member call's class)
 } ctx;
 
 // A statement an OpenMP directive applies to. The first pass knows where the directive
@@ -584,6 +585,139 @@ static void call_refs(ctx *c, CXCursor call, int caller, const char *callee_name
     }
 }
 
+// --- calls the compiler leaves unresolved until instantiation ----------------------------
+// A call in a template whose arguments depend on a template parameter names its callee by an
+// unresolved lookup (the declarations the name found, the choice made per instantiation); a
+// member call on a dependent type names only the member. As clangd's heuristic resolver
+// does, the indexer takes the name: one candidate function is the callee ("name"), several
+// are kept as candidates ("candidates": their USRs, one per line), the callee unresolved.
+
+// The USRs of the candidate functions, one per line, into the pool; *n their count.
+static const char *candidate_list(ctx *c, const CXCursor *fns, unsigned n) {
+    size_t len = 0;
+    const char *usrs[64];
+    unsigned k = 0;
+    for (unsigned i = 0; i < n && k < 64; i++)
+        if ((usrs[k] = usr_of(c, fns[i], NULL))) len += strlen(usrs[k++]) + 1;
+    if (!k) return NULL;
+    char *out = tb_pool_alloc(&c->r->pool, len);
+    char *p = out;
+    for (unsigned i = 0; i < k; i++) p += sprintf(p, "%s%s", i ? "\n" : "", usrs[i]);
+    return out;
+}
+
+static void take_candidates(ctx *c, const CXCursor *fns, unsigned n, const char **usr, const char **resolution,
+                            const char **candidates) {
+    if (n == 1) {
+        note_library_function(c, fns[0]);
+        *usr = usr_of(c, fns[0], NULL);
+        *resolution = TB_CALL_RESOLVED_BY_NAME;
+    } else if (n > 1) {
+        *candidates = candidate_list(c, fns, n);
+        *resolution = TB_CALL_CANDIDATES;
+    }
+}
+
+static void resolve_by_name(ctx *c, CXCursor overloaded, const char **name, const char **usr,
+                            const char **resolution, const char **candidates) {
+    CXCursor fns[64];
+    unsigned n = 0, all = clang_getNumOverloadedDecls(overloaded);
+    for (unsigned i = 0; i < all && n < 64; i++) {
+        CXCursor d = clang_getOverloadedDecl(overloaded, i);
+        if (!*name) *name = cxstr(c, clang_getCursorSpelling(d));
+        if (is_function_kind(clang_getCursorKind(d))) fns[n++] = d;
+    }
+    take_candidates(c, fns, n, usr, resolution, candidates);
+}
+
+typedef struct member_search {
+    const char *name;
+    CXCursor found[64];
+    unsigned n;
+    CXCursor bases[16];
+    unsigned nbases;
+} member_search;
+
+static enum CXChildVisitResult member_child(CXCursor ch, CXCursor parent, CXClientData d) {
+    (void)parent;
+    member_search *m = d;
+    enum CXCursorKind k = clang_getCursorKind(ch);
+    if ((k == CXCursor_CXXMethod || k == CXCursor_FunctionTemplate) && m->n < 64) {
+        CXString sp = clang_getCursorSpelling(ch);
+        if (!strcmp(clang_getCString(sp), m->name)) m->found[m->n++] = ch;
+        clang_disposeString(sp);
+    } else if (k == CXCursor_CXXBaseSpecifier && m->nbases < 16) {
+        m->bases[m->nbases++] = ch;
+    }
+    return CXChildVisit_Continue;
+}
+
+// The class or class template a cursor of a base specifier or a type names (a dependent
+// Base<T> names the primary template), or a null cursor.
+static CXCursor class_of_type(CXType t) {
+    t = clang_getCanonicalType(t);
+    if (t.kind == CXType_Pointer || t.kind == CXType_LValueReference || t.kind == CXType_RValueReference)
+        t = clang_getPointeeType(t);
+    CXCursor d = clang_getTypeDeclaration(t);
+    if (clang_Cursor_isNull(d) || clang_getCursorKind(d) == CXCursor_NoDeclFound) {
+        // a dependent specialization: its template
+        CXCursor tmpl = clang_getTypeDeclaration(clang_Type_getNamedType(t));
+        return clang_Cursor_isNull(tmpl) ? clang_getNullCursor() : tmpl;
+    }
+    CXCursor general = clang_getSpecializedCursorTemplate(d);
+    return clang_Cursor_isNull(general) ? d : general;
+}
+
+// The methods named m->name of cls and its bases (depth-first, a base at most 8 deep); the
+// first class that declares any ends the search, as name lookup does.
+static void find_member(CXCursor cls, member_search *m, int depth) {
+    if (clang_Cursor_isNull(cls) || depth > 8) return;
+    member_search here = {.name = m->name};
+    clang_visitChildren(cls, member_child, &here);
+    if (here.n) {
+        for (unsigned i = 0; i < here.n && m->n < 64; i++) m->found[m->n++] = here.found[i];
+        return;
+    }
+    for (unsigned b = 0; b < here.nbases && !m->n; b++) {
+        CXCursor base = clang_getCursorReferenced(here.bases[b]);
+        if (clang_Cursor_isNull(base) || !clang_isDeclaration(clang_getCursorKind(base)))
+            base = class_of_type(clang_getCursorType(here.bases[b]));
+        else if (!clang_Cursor_isNull(clang_getSpecializedCursorTemplate(base)))
+            base = clang_getSpecializedCursorTemplate(base);
+        find_member(base, m, depth + 1);
+    }
+}
+
+// The member a member expression names, from its tokens (the last identifier: flush in
+// this->flush), into the pool; NULL when there is none.
+static const char *member_name(ctx *c, CXCursor member_ref) {
+    CXToken *toks = NULL;
+    unsigned n = 0;
+    clang_tokenize(c->tu, clang_getCursorExtent(member_ref), &toks, &n);
+    const char *name = NULL;
+    for (unsigned i = n; i-- > 0 && !name;)
+        if (clang_getTokenKind(toks[i]) == CXToken_Identifier) name = cxstr(c, clang_getTokenSpelling(c->tu, toks[i]));
+    if (toks) clang_disposeTokens(c->tu, toks, n);
+    return name;
+}
+
+static void resolve_dependent_member(ctx *c, CXCursor member_ref, const char *name, const char **usr,
+                                     const char **resolution, const char **candidates) {
+    kids ch = children(member_ref);
+    CXCursor base = ch.n ? strip(ch.items[0]) : clang_getNullCursor(), cls = clang_getNullCursor();
+    if (clang_Cursor_isNull(base) || clang_getCursorKind(base) == CXCursor_CXXThisExpr)
+        cls = clang_getCursorSemanticParent(c->function);  // this->f(), or f() of a dependent base
+    else
+        cls = class_of_type(clang_getCursorType(base));
+    enum CXCursorKind k = clang_getCursorKind(cls);
+    if (k != CXCursor_ClassTemplate && k != CXCursor_StructDecl && k != CXCursor_ClassDecl &&
+        k != CXCursor_ClassTemplatePartialSpecialization)
+        return;
+    member_search m = {.name = name};
+    find_member(cls, &m, 0);
+    take_candidates(c, m.found, m.n, usr, resolution, candidates);
+}
+
 static void handle_call(ctx *c, CXCursor call, int caller) {
     const char *callee_usr = NULL, *callee_name = NULL, *field = NULL;
     CXCursor ref = clang_getCursorReferenced(call);
@@ -596,14 +730,19 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
         if (ck == CXCursor_MemberRefExpr || ck == CXCursor_DeclRefExpr) ref = clang_getCursorReferenced(callee);
     }
     enum CXCursorKind rk = clang_getCursorKind(ref);
-    if (clang_Cursor_isNull(ref)) {
-        if (clang_getCursorKind(callee) == CXCursor_OverloadedDeclRef) {
-            unsigned n = clang_getNumOverloadedDecls(callee);
-            if (n >= 1) {
-                CXCursor d = clang_getOverloadedDecl(callee, 0);
-                callee_name = cxstr(c, clang_getCursorSpelling(d));
-                if (n == 1 && is_function_kind(clang_getCursorKind(d))) callee_usr = usr_of(c, d, NULL);
-            }
+    const char *resolution = NULL, *candidates = NULL;
+    if (rk == CXCursor_OverloadedDeclRef) {
+        // an unresolved lookup (a call whose arguments depend on a template parameter, or an
+        // overload set): its candidates, by name
+        resolve_by_name(c, ref, &callee_name, &callee_usr, &resolution, &candidates);
+        call_refs(c, call, caller, callee_name ? callee_name : "(indirect)");
+    } else if (clang_Cursor_isNull(ref)) {
+        if (clang_getCursorKind(callee) == CXCursor_MemberRefExpr) {
+            // a member of a dependent type (this->flush() in a class template): libclang spells
+            // no name for it, the source does
+            callee_name = cxstr(c, clang_getCursorSpelling(callee));
+            if (!callee_name) callee_name = member_name(c, callee);
+            if (callee_name) resolve_dependent_member(c, callee, callee_name, &callee_usr, &resolution, &candidates);
         }
         if (!callee_name) callee_name = cxstr(c, clang_getCursorSpelling(call));
     } else if (is_function_kind(rk)) {
@@ -626,7 +765,7 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
         callee_name = cxstr(c, clang_getCursorSpelling(ref));  // a function-pointer variable or parameter
     }
     if (!callee_name) callee_name = "(indirect)";
-    if (!is_function_kind(rk)) call_refs(c, call, caller, field ? field : callee_name);
+    if (!is_function_kind(rk) && rk != CXCursor_OverloadedDeclRef) call_refs(c, call, caller, field ? field : callee_name);
 
     CXSourceLocation loc = clang_getCursorLocation(call);
     unsigned line, col;
@@ -640,6 +779,8 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
     k->line = line;
     k->col = col;
     k->in_macro = macro_at(c, loc);
+    k->resolution = resolution;
+    k->candidates = candidates;
 
     if (field) return;
     const ix_options *o = c->opt;
@@ -780,7 +921,10 @@ static void visit_function(ctx *c, CXCursor cur) {
     if (!is_def || idx < 0) return;
     note_strong_function(c, cur, &TB_VEC_AT(&c->r->funcs, ix_func, idx));
     body_state s = {c, idx};
+    CXCursor outer = c->function;  // a local class's method is walked inside its function
+    c->function = cur;
     clang_visitChildren(cur, body_visit, &s);
+    c->function = outer;
 }
 
 static enum CXChildVisitResult top_visit(CXCursor cur, CXCursor parent, CXClientData d) {

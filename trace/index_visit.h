@@ -17,9 +17,17 @@ typedef struct ix_func {
     int main_like;  // external `main`: its USR is made file-qualified (every binary has one)
 } ix_func;
 
+// How a call's callee was found (calls.resolution): NULL by the compiler (or not at all: a
+// call through a pointer, a field); TB_CALL_RESOLVED_BY_NAME the one function an unresolved
+// lookup in a template names (a dependent call: clangd's heuristic); TB_CALL_CANDIDATES
+// several, kept in `candidates` (USRs, one per line), the callee unresolved.
+#define TB_CALL_RESOLVED_BY_NAME "name"
+#define TB_CALL_CANDIDATES "candidates"
+
 typedef struct ix_call {
     int caller;  // index in the TU's funcs
     const char *callee_usr, *callee_name, *field, *file, *in_macro;
+    const char *resolution, *candidates;
     unsigned line, col;
 } ix_call;
 

@@ -175,6 +175,8 @@ static int write_result(writer *w, const ix_result *r) {
         sqlite3_bind_int(w->ins_call, 6, (int)c->line);
         sqlite3_bind_int(w->ins_call, 7, (int)c->col);
         bind_text(w->ins_call, 8, c->in_macro);
+        bind_text(w->ins_call, 9, c->resolution);
+        bind_text(w->ins_call, 10, c->candidates);
         if (step(w, w->ins_call, "inserting a call")) goto out;
     }
     for (size_t i = 0; i < r->ranges.len; i++) {
@@ -317,6 +319,8 @@ static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
         bind_pos(w->u_call, 7, c->line);
         bind_pos(w->u_call, 8, c->col);
         bind_text(w->u_call, 9, c->in_macro);
+        bind_text(w->u_call, 10, c->resolution);
+        bind_text(w->u_call, 11, c->candidates);
         if (step(w, w->u_call, "inserting a unit's call")) return -1;
     }
     for (size_t i = 0; i < r->ftargets.len; i++) {
@@ -629,8 +633,8 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         prep(w, &w->ins_ferr, "INSERT INTO file_errors(unit_id, file_id, errors, first) VALUES(?,?,?,?)"
                               " ON CONFLICT(unit_id, file_id) DO UPDATE SET errors = errors + 1") ||
         prep(w, &w->ins_call,
-             "INSERT INTO calls(caller_id, callee_usr, callee_name, field, file_id, line, col, in_macro)"
-             " VALUES(?,?,?,?,?,?,?,?)") ||
+             "INSERT INTO calls(caller_id, callee_usr, callee_name, field, file_id, line, col, in_macro, resolution,"
+             " candidates) VALUES(?,?,?,?,?,?,?,?,?,?)") ||
         prep(w, &w->ins_ft,
              "INSERT OR IGNORE INTO field_targets(record, field, function_usr, file_id, line) VALUES(?,?,?,?,?)") ||
         prep(w, &w->ins_range,
@@ -647,8 +651,8 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
              "INSERT INTO tu_functions(tu_id, usr, name, file_id, line, col, end_line, end_col, is_static,"
              " is_definition, main_like) VALUES(?,?,?,?,?,?,?,?,?,?,?)") ||
         prep(w, &w->u_call,
-             "INSERT INTO tu_calls(tu_id, caller, callee_usr, callee_name, field, file_id, line, col, in_macro)"
-             " VALUES(?,?,?,?,?,?,?,?,?)") ||
+             "INSERT INTO tu_calls(tu_id, caller, callee_usr, callee_name, field, file_id, line, col, in_macro,"
+             " resolution, candidates) VALUES(?,?,?,?,?,?,?,?,?,?,?)") ||
         prep(w, &w->u_ft,
              "INSERT INTO tu_field_targets(tu_id, record, field, function_usr, file_id, line) VALUES(?,?,?,?,?,?)") ||
         prep(w, &w->u_cb,

@@ -112,11 +112,24 @@ static json_t *fn_json(const tb_graph *g, int fn) {
                      f->is_definition);
 }
 
-// A call site: {"caller" | "callee", "file", "line", "col", "via", "passed_to", "callback", "in_macro"}.
+// A call site: {"caller" | "callee", "file", "line", "col", "via", "passed_to", "callback", "in_macro",
+// "resolution": null (the compiler's), "name" or "candidates" (index_db.h); "candidates": the
+// candidates' USRs (null unless several).
 static json_t *call_json(const tb_graph *g, const tb_gcall *call, const char *who_key, const char *who) {
-    return json_pack("{s:s, s:s, s:i, s:i, s:o, s:o, s:b, s:o}", who_key, who, "file", tb_graph_file(g, call->file),
-                     "line", call->pos.line, "col", call->pos.col, "via", str_or_null(call->field), "passed_to",
-                     str_or_null(call->passed_to), "callback", call->callback, "in_macro", str_or_null(call->in_macro));
+    json_t *candidates = json_null();
+    if (call->candidates) {
+        candidates = json_array();
+        for (const char *p = call->candidates; *p;) {
+            size_t len = strcspn(p, "\n");
+            json_array_append_new(candidates, json_stringn(p, len));
+            p += len + (p[len] == '\n');
+        }
+    }
+    return json_pack("{s:s, s:s, s:i, s:i, s:o, s:o, s:b, s:o, s:o, s:o}", who_key, who, "file",
+                     tb_graph_file(g, call->file), "line", call->pos.line, "col", call->pos.col, "via",
+                     str_or_null(call->field), "passed_to", str_or_null(call->passed_to), "callback", call->callback,
+                     "in_macro", str_or_null(call->in_macro), "resolution", str_or_null(call->resolution),
+                     "candidates", candidates);
 }
 
 // The partial-parse lines for the functions shown, into doc's "partial_parse"; prints doc.
@@ -206,6 +219,27 @@ int tracebook_def_main(int argc, char **argv) {
 
 // --- callers / callees -----------------------------------------------------------------
 
+// How a call in a template was linked (index_db.h, calls.resolution): by its one candidate's
+// name, or not at all among several candidates, which are listed.
+static void print_resolution(const tb_graph *g, const tb_gcall *c) {
+    if (tb_graph_call_by_name(c)) printf("  [resolved by name]");
+    if (!tb_graph_call_ambiguous(c) || !c->candidates) return;
+    int n = 1;
+    for (const char *p = c->candidates; *p; p++) n += *p == '\n';
+    printf("  [unresolved: %d candidates", n);
+    for (const char *p = c->candidates; *p;) {
+        size_t len = strcspn(p, "\n");
+        char usr[1024];
+        snprintf(usr, sizeof usr, "%.*s", (int)(len < sizeof usr ? len : sizeof usr - 1), p);
+        int fn = tb_graph_fn_by_usr(g, usr);
+        char loc[600] = "?";
+        if (fn >= 0) tb_graph_fn_loc(g, fn, loc, sizeof loc);
+        printf("%s %s (%s)", p == c->candidates ? ":" : ",", fn >= 0 ? g->fns[fn].name : usr, loc);
+        p += len + (p[len] == '\n');
+    }
+    printf("]");
+}
+
 static void print_call_targets(const tb_graph *g, const tb_gcall *c) {
     for (int i = 0; i < c->ntargets; i++) {
         char loc[600];
@@ -293,6 +327,7 @@ int tracebook_callers_main(int argc, char **argv) {
             if (call->passed_to) printf("  (passed to %s as a callback)", call->passed_to);
             else if (call->callback) printf("  (taken as a callback)");
             if (call->in_macro) printf("  [%s]", call->in_macro);
+            print_resolution(g, call);
             printf("\n");
         }
         if (!found) printf("  (no call sites in the index)\n");
@@ -349,6 +384,7 @@ int tracebook_callees_main(int argc, char **argv) {
             if (call->passed_to) printf("  (passed to %s as a callback)", call->passed_to);
             else if (call->callback) printf("  (taken as a callback)");
             if (call->in_macro) printf("  [%s]", call->in_macro);
+            print_resolution(g, call);
             print_call_targets(g, call);
             printf("\n");
         }
