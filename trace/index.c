@@ -64,7 +64,9 @@
 //   "expected value in expression" errors on nccl-tests), and declares the cache-hinted
 //   loads and stores the wrapper leaves out with CUDA's sm_32_intrinsics.h (__ldcg, __ldca,
 //   __ldcs, __ldlu, __ldcv, __stwb, __stcg, __stcs, __stwt: nccl_device's gin_proxy.h calls
-//   __stwt). No -std is added: clang 19 defaults to C++17, as nvcc 13 does; an explicit
+//   __stwt), and the host side of CUDA's min/max overloads (crt/math_functions.hpp defines
+//   them `static inline __host__ __device__`; the wrapper keeps the device side only, so host
+//   code nvcc compiles, min(m, 4) in nccl-tests' common.cu, found no overload). No -std is added: clang 19 defaults to C++17, as nvcc 13 does; an explicit
 //   -std=c++14 is kept, and CCCL then refuses it as nvcc would.
 //   Checked with clang 19 + CUDA 13.0: <cuda_runtime.h>, cuda_bf16/fp16/fp8, mma.h,
 //   curand_kernel.h, cublas_v2.h, cublasLt.h, nvtx3, cooperative_groups (+ reduce), cub,

@@ -64,7 +64,33 @@
     "template <typename T> __device__ T __ldcv(const T *);\ntemplate <typename T> __device__ void __stwb(T *, T);\n" \
     "template <typename T> __device__ void __stcg(T *, T);\ntemplate <typename T> __device__ void __stcs(T *, T);\n" \
     "template <typename T> __device__ void __stwt(T *, T);\n"                                                  \
+    STUB_CUDA_HOST_MINMAX                                                                                      \
     "#endif\n"
+// nvcc's crt/math_functions.hpp defines min and max for every integer and floating pair it
+// lists as `static inline __host__ __device__`; clang's wrapper poisons __host__ while it
+// includes that header and keeps only device-side ones (__clang_cuda_math.h), so host code
+// nvcc compiles — min(m, 4), max(n, (size_t)m): nccl-tests' common.cu and util.cu — finds no
+// overload. The host side of nvcc's set, declared (the bodies do not matter to the index).
+#define STUB_CUDA_MINMAX_PAIR(R, A, B)                                                                     \
+    "static inline __host__ " R " min(const " A " a, const " B " b) { return a < b ? a : b; }\n"           \
+    "static inline __host__ " R " max(const " A " a, const " B " b) { return a > b ? a : b; }\n"
+#define STUB_CUDA_HOST_MINMAX                                                                              \
+    STUB_CUDA_MINMAX_PAIR("int", "int", "int")                                                             \
+    STUB_CUDA_MINMAX_PAIR("unsigned int", "unsigned int", "unsigned int")                                  \
+    STUB_CUDA_MINMAX_PAIR("unsigned int", "int", "unsigned int")                                           \
+    STUB_CUDA_MINMAX_PAIR("unsigned int", "unsigned int", "int")                                           \
+    STUB_CUDA_MINMAX_PAIR("long int", "long int", "long int")                                              \
+    STUB_CUDA_MINMAX_PAIR("unsigned long int", "unsigned long int", "unsigned long int")                   \
+    STUB_CUDA_MINMAX_PAIR("unsigned long int", "long int", "unsigned long int")                            \
+    STUB_CUDA_MINMAX_PAIR("unsigned long int", "unsigned long int", "long int")                            \
+    STUB_CUDA_MINMAX_PAIR("long long int", "long long int", "long long int")                               \
+    STUB_CUDA_MINMAX_PAIR("unsigned long long int", "unsigned long long int", "unsigned long long int")    \
+    STUB_CUDA_MINMAX_PAIR("unsigned long long int", "long long int", "unsigned long long int")             \
+    STUB_CUDA_MINMAX_PAIR("unsigned long long int", "unsigned long long int", "long long int")             \
+    STUB_CUDA_MINMAX_PAIR("float", "float", "float")                                                       \
+    STUB_CUDA_MINMAX_PAIR("double", "double", "double")                                                    \
+    STUB_CUDA_MINMAX_PAIR("double", "float", "double")                                                     \
+    STUB_CUDA_MINMAX_PAIR("double", "double", "float")
 static struct CXUnsavedFile stubs[] = {
     {IX_STUB_DIR "/tracebook_cuda.h", STUB_CUDA_DEFINES, sizeof STUB_CUDA_DEFINES - 1},
     {IX_STUB_DIR "/texture_fetch_functions.h", STUB_TEXTURE_FETCH, sizeof STUB_TEXTURE_FETCH - 1},

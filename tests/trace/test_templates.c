@@ -131,6 +131,9 @@ TB_TEST(a_kernel_launcher_template_is_traced_to_the_nccl_call) {
     int st = tb_shell(&out, "'%s' index --compdb '%s/cuda' --out '%s'", TRACEBOOK, WORK, CUDA_INDEX);
     sqlite3 *cdb = st == 0 ? tb_index_open_ro(CUDA_INDEX) : NULL;
     TB_REQUIRE(cdb, "index failed (%d):\n%s", st, out);
+    TB_CHECK(tb_index_q_long(cdb, "SELECT COUNT(*) FROM files WHERE path = %Q AND status = 'ok' AND errors = 0",
+                             LAUNCHER) == 1,
+             "launcher.cu parses clean, host min/max included:\n%s", out);
     free(out);
     call_row k = call_at(cdb, LAUNCHER, "launch_and_reduce", "scale_kernel", "C:scale_kernel");
     TB_CHECK(k.found && !strncmp(k.usr, "c:@FT@", 6) && !strcmp(k.resolution, "name"),
