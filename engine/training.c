@@ -518,7 +518,7 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         before = after;
         if (rc == 0 && lead && (step % cfg->log_interval == 0 || step == cfg->train_iters)) print_step_line(&s);
         if (rc == 0 && cfg->check_for_nan_in_loss_and_grad) rc = check_finite(rk, step, &r, err);
-        if (rc == 0 && tensor_dump_finish(tr->dump, tr->models, tr->nchunks, r.loss, err) != 0)
+        if (rc == 0 && tensor_dump_finish(tr->dump, tr->models, tr->opts, tr->nchunks, r.lr, r.loss, err) != 0)
             rc = tb_fail_prefix(err, "flag --dump-tensors");
         if (rc == 0 && saves_after(cfg, step)) rc = save_checkpoint(tr, step, err);
         if (exits_after(cfg, step)) break;

@@ -9,9 +9,21 @@
 // layouts' equivalence tolerance) bounds what summing the same terms in another order does
 // to fp32 values after a few layers — tp, sp, dp and pp reorder the reductions, measured
 // here at 1e-7..1e-6 of a tensor's scale. The first diverging tensor names where to look: its
-// range (tracebook walk RANGE finds its source) or its parameter. Parameters after the step
-// leave out the elements whose gradient is within the bound of 0: under Adam's first steps
-// such an element moves by about lr either way, whatever its gradient's size.
+// range (tracebook walk RANGE finds its source) or its parameter.
+//
+// The optimizer's step is not a sum: AdamW divides, p' = p·keep − step·m / (sqrt(v)·s + eps),
+// so an element whose gradient is float noise around 0 (a bias the loss barely depends on)
+// moves by an lr-sized amount either way, and every later step carries the difference. So the
+// parameters after the step are bounded element by element by what produced them (the dump's
+// param.before, adam.m, adam.v, adam.hyper, engine/reports/tensor_dump.h):
+//   |a' − b'| ≤ T · max |b'| + |a − b| + |u_a − u_b| + rounding,
+//   u_X = step · m_X / (sqrt(v_X) · s + eps) from run X's own moments and scalars,
+// where the moments themselves were compared first (running averages of the gradients and
+// their squares, within T of their scale), |a − b| is the difference the step started from
+// (keep ≤ 1) and rounding is four fp32 roundings (2^-24 each) of the magnitudes involved.
+// The verdict gives the worst element's ratio to its bound. A dump without the optimizer's
+// state (an older engine's) falls back to leaving out the elements whose gradient is within
+// the bound of 0.
 #include "bisect.h"
 
 #include <dirent.h>
@@ -104,7 +116,98 @@ static void order_of(const char *name, int *phase, double *key) {
     if (!strncmp(base, "wte", 3) || !strncmp(base, "wpe", 3)) model = -1;
     else if (sscanf(base, "h.%d.", &layer) == 1) model = layer;
     *phase = !strncmp(name, "grad/", 5) ? 1 : 2;
-    *key = *phase == 1 ? -model : model;  // the backward meets the last layer first
+    // the backward meets the last layer first; the optimizer: its scalars, then per parameter
+    // its moments before its value
+    const int sub = !strncmp(name, "adam.m/", 7) ? 0 : !strncmp(name, "adam.v/", 7) ? 1 : 2;
+    *key = *phase == 1 ? -model : !strncmp(name, "adam.hyper/", 11) ? -1e9 : model * 4 + sub;
+}
+
+static json_t *number_json(double v);
+
+// The tensor of a run named name (n elements) as floats (malloc'd) into *out: 1 read, 0 when
+// the run has no such tensor of n elements, -1 with err set.
+static int read_named(dumped_run *r, const char *name, int64_t n, float **out, tb_error *err) {
+    *out = NULL;
+    for (int j = 0; j < r->n; j++) {
+        if (strcmp(r->refs[j].name, name) || tb_st_tensor_numel(r->refs[j].t) != n) continue;
+        *out = tb_xmalloc((size_t)n * sizeof(float) + 1, "bisect tensor");
+        if (tb_safetensors_read_f32(&r->files[r->refs[j].file], r->refs[j].t, *out, err) != 0) {
+            free(*out);
+            *out = NULL;
+            return -1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+// What a run's optimizer step read and wrote for one parameter (tensor_dump.h).
+typedef struct adam_inputs {
+    float *before, *m, *v;
+    double step_size, inv_sqrt_bc2, eps;
+} adam_inputs;
+
+static void adam_free(adam_inputs *a) {
+    free(a->before), free(a->m), free(a->v);
+    memset(a, 0, sizeof *a);
+}
+
+// The parameter's value before the step, its moments after it and the step's scalars: 1 when
+// the dump has them all, 0 when not (an older engine's), -1 with err set.
+static int adam_read(dumped_run *r, const char *param, int64_t n, adam_inputs *a, tb_error *err) {
+    static const char *const prefixes[] = {"param.before", "adam.m", "adam.v"};
+    static const char *const scalars[] = {"adam.hyper/step_size", "adam.hyper/inv_sqrt_bc2", "adam.hyper/eps"};
+    float **bufs[] = {&a->before, &a->m, &a->v};
+    double *values[] = {&a->step_size, &a->inv_sqrt_bc2, &a->eps};
+    char name[200];
+    int rc = 1;
+    for (int k = 0; k < 3 && rc == 1; k++) {
+        snprintf(name, sizeof name, "%s/%s", prefixes[k], param);
+        rc = read_named(r, name, n, bufs[k], err);
+    }
+    for (int k = 0; k < 3 && rc == 1; k++) {
+        float *scalar = NULL;
+        rc = read_named(r, scalars[k], 1, &scalar, err);
+        if (rc == 1) *values[k] = scalar[0];
+        free(scalar);
+    }
+    return rc;
+}
+
+// AdamW's update of one element from a run's own moments and scalars.
+static double adam_update(const adam_inputs *a, int64_t k) {
+    return a->step_size * (double)a->m[k] / (sqrt((double)a->v[k]) * a->inv_sqrt_bc2 + a->eps);
+}
+
+// A parameter after the step against its derived bound (above): the verdict at its worst
+// element by the ratio |a' − b'| / bound, or NULL when every element is within its bound.
+static json_t *judge_update(const char *tensor, const char *phase, int position, const float *x, const float *y,
+                            int64_t n, const adam_inputs in[2], double tolerance) {
+    double scale = 0;
+    for (int64_t k = 0; k < n; k++) scale = fabs(y[k]) > scale ? fabs(y[k]) : scale;
+    const double ulp = 0x1p-24;
+    double worst = -1, worst_bound = 0, worst_d = 0, carried = 0, updates = 0;
+    int64_t at = 0;
+    for (int64_t k = 0; k < n; k++) {
+        const double ua = adam_update(&in[0], k), ub = adam_update(&in[1], k);
+        const double from = fabs((double)in[0].before[k] - in[1].before[k]), du = fabs(ua - ub);
+        const double rounding = 4 * ulp * (fabs(y[k]) + fabs(ub) + fabs((double)in[1].before[k]));
+        const double bound = tolerance * scale + from + du + rounding;
+        const double d = fabs((double)x[k] - y[k]);
+        const double ratio = isnan(d) || isnan(bound) ? INFINITY : bound > 0 ? d / bound : d > 0 ? INFINITY : 0;
+        if (ratio > worst)
+            worst = ratio, worst_bound = bound, worst_d = isnan(d) ? INFINITY : d, at = k, carried = from,
+            updates = du;
+    }
+    if (!(worst > 1)) return NULL;
+    return json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:I, s:o, s:o, s:o, s:s, s:o, s:o, s:o}", "kind",
+                     "divergence", "tensor", tensor, "phase", phase, "position", position, "max_abs_difference",
+                     number_json(worst_d), "relative_to_scale", number_json(scale > 0 ? worst_d / scale : INFINITY),
+                     "bound", number_json(worst_bound), "at_element", (json_int_t)at, "a", number_json((double)x[at]),
+                     "b", number_json((double)y[at]), "scale", number_json(scale), "bound_kind",
+                     "adamw: T x scale + the difference the step started from + the updates' difference + rounding",
+                     "ratio_to_bound", number_json(worst), "started_from_difference", number_json(carried),
+                     "update_difference", number_json(updates));
 }
 
 typedef struct compared {
@@ -165,6 +268,8 @@ int tb_bisect_runs(const char *run_a, const char *run_b, long long step, double 
         cmp = tb_xcalloc((size_t)runs[0].n + 1, sizeof *cmp, "bisect pairs");
         for (int i = 0; i < runs[0].n; i++) {
             const tensor_ref *x = &runs[0].refs[i], *y = NULL;
+            // the step's input, not its output: the optimizer's bound reads it
+            if (!strncmp(x->name, "param.before/", 13)) continue;
             for (int j = 0; j < runs[1].n && !y; j++)
                 if (!strcmp(runs[1].refs[j].name, x->name)) y = &runs[1].refs[j];
             if (!y) {
@@ -175,6 +280,7 @@ int tb_bisect_runs(const char *run_a, const char *run_b, long long step, double 
             order_of(x->name, &cmp[n].phase, &cmp[n].key);
             n++;
         }
+        for (int j = 0; j < runs[1].n; j++) only -= !strncmp(runs[1].refs[j].name, "param.before/", 13);
         only += runs[1].n - n;
         qsort(cmp, (size_t)n, sizeof *cmp, by_order);
     }
@@ -190,12 +296,28 @@ int tb_bisect_runs(const char *run_a, const char *run_b, long long step, double 
         float *x = tb_xmalloc((size_t)na * sizeof(float) + 1, "bisect tensor"), *y = tb_xmalloc((size_t)nb * sizeof(float) + 1, "bisect tensor");
         rc = tb_safetensors_read_f32(&runs[0].files[cmp[i].a->file], ta, x, err);
         if (rc == 0) rc = tb_safetensors_read_f32(&runs[1].files[cmp[i].b->file], tb, y, err);
-        // a parameter after the step: leave out the elements whose gradient is within the bound
-        // of 0 — Adam's first steps move them by about lr whatever the gradient's size, so
-        // reordering noise in a near-zero gradient may move them either way
+        // a parameter after the step: its bound follows AdamW's arithmetic (above)
+        adam_inputs in[2];
+        memset(in, 0, sizeof in);
+        int derived = 0;
+        if (rc == 0 && cmp[i].phase == 2 && !strncmp(ta->name, "param/", 6)) {
+            derived = adam_read(&runs[0], ta->name + 6, na, &in[0], err);
+            if (derived == 1) derived = adam_read(&runs[1], ta->name + 6, nb, &in[1], err);
+            if (derived < 0) rc = -1;
+        }
+        if (rc == 0 && derived == 1) {
+            verdict = judge_update(ta->name, phase_names[cmp[i].phase], i + 1, x, y, na, in, tolerance);
+            adam_free(&in[0]), adam_free(&in[1]);
+            free(x), free(y);
+            continue;
+        }
+        adam_free(&in[0]), adam_free(&in[1]);
+        // an older dump without the optimizer's state: leave out the elements whose gradient is
+        // within the bound of 0 — Adam's first steps move them by about lr whatever the
+        // gradient's size, so reordering noise in a near-zero gradient may move them either way
         float *g = NULL;
         double gbound = 0;
-        if (rc == 0 && cmp[i].phase == 2) {
+        if (rc == 0 && cmp[i].phase == 2 && !strncmp(ta->name, "param/", 6)) {
             char gname[160];
             snprintf(gname, sizeof gname, "grad/%s", strchr(ta->name, '/') + 1);
             for (int j = 0; j < runs[1].n && !g; j++)
@@ -265,7 +387,7 @@ int tracebook_bisect_main(int argc, char **argv) {
             printf("\n");
         } else {
             printf("step %lld: %d tensors compared in step order (forward, backward, optimizer)%s; bound: max |a - b| "
-                   "<= %g x max |b|\n",
+                   "<= %g x max |b| (the parameters after the step: and what AdamW's step explains)\n",
                    step, n, only ? " (some only in one run)" : "", a.tolerance);
             if (!verdict) {
                 printf("no divergence beyond the bound\n");
@@ -288,6 +410,13 @@ int tracebook_bisect_main(int argc, char **argv) {
                        number_text(json_object_get(verdict, "relative_to_scale"), 3, t[3], sizeof t[3]),
                        number_text(json_object_get(verdict, "scale"), 6, t[4], sizeof t[4]),
                        number_text(json_object_get(verdict, "bound"), 3, t[5], sizeof t[5]));
+                json_t *ratio = json_object_get(verdict, "ratio_to_bound");
+                if (ratio)
+                    printf("  the bound follows AdamW's step: %g x scale + the difference the step started from %s "
+                           "+ the updates' difference %s + rounding; %s x the bound\n",
+                           a.tolerance, number_text(json_object_get(verdict, "started_from_difference"), 3, t[0], sizeof t[0]),
+                           number_text(json_object_get(verdict, "update_difference"), 3, t[1], sizeof t[1]),
+                           number_text(ratio, 3, t[2], sizeof t[2]));
                 const char *base = strchr(name, '/') + 1;
                 if (!strncmp(name, "fwd/", 4) && strcmp(base, "loss") != 0)
                     printf("  the range %s computes it: tracebook walk %s --trace RUN/trace.rank-00000.json shows its "

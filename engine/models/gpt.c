@@ -233,8 +233,12 @@ tb_group *gpt_param_split_group(const gpt_model *m, const gpt_param *p, int *siz
 }
 
 void gpt_gather_param(gpt_model *m, int i, int grads, float *full) {
+    gpt_gather_param_from(m, i, grads ? m->grad_memory : m->param_memory, full);
+}
+
+void gpt_gather_param_from(gpt_model *m, int i, const float *base, float *full) {
     const gpt_param *p = &m->params[i];
-    float *local = (grads ? m->grad_memory : m->param_memory) + p->offset;
+    const float *local = base + p->offset;
     int parts, part;
     tb_group *tp = gpt_param_split_group(m, p, &parts, &part);
     if (p->split_axis < 0 || parts == 1) {

@@ -154,6 +154,8 @@ tb_group *gpt_param_split_group(const gpt_model *m, const gpt_param *p, int *siz
 // full_rows × full_cols floats: on a device the tensor (or the gathered shards) is copied to
 // the host first (backend/host_stage.h).
 void gpt_gather_param(gpt_model *m, int i, int grads, float *full);
+// The same from another buffer laid out as the parameters (an optimizer moment made whole).
+void gpt_gather_param_from(gpt_model *m, int i, const float *base, float *full);
 void gpt_model_free(gpt_model *m);
 
 const gpt_param *gpt_find_param(const gpt_model *m, const char *name);

@@ -10,7 +10,12 @@
 //     fwd/loss         the step's loss (on the last stage)
 //     grad/<param>     every parameter's gradient after the step's reduction, whole (gathered
 //                      over tp, and over dp under the distributed optimizer)
+//     param.before/<param>  every parameter as the step found it (before the optimizer)
 //     param/<param>    every parameter after the optimizer step, whole
+//     adam.m/<param>, adam.v/<param>  AdamW's moments after the step, whole (the distributed
+//                      optimizer's slices gathered)
+//     adam.hyper/step_size, adam.hyper/inv_sqrt_bc2, adam.hyper/eps  the step's scalars:
+//                      p = p·keep − step_size·m / (sqrt(v)·inv_sqrt_bc2 + eps)
 //   __metadata__: "order.<name>": the tensor's place in the step (forward in the order the
 //   modules ran, then the gradients in backward order, then the parameters).
 // Every rank of the stage takes part (the gathers are collectives); one writes.
@@ -42,7 +47,10 @@ void tensor_dump_forward(tb_tensor_dump *d, const struct tb_tp_region *r, const 
                          const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 // After the step's gradients are reduced (before the optimizer): every gradient, whole.
 void tensor_dump_grads(tb_tensor_dump *d, struct gpt_model *models, struct tb_adamw *opts, int nchunks);
-// After the optimizer step: every parameter and the loss; writes the file and disarms.
-int tensor_dump_finish(tb_tensor_dump *d, struct gpt_model *models, int nchunks, double loss, tb_error *err);
+// After the optimizer step: every parameter, the moments of opts (a collective where they are
+// sharded), the step's AdamW scalars at learning rate lr, and the loss; writes the file and
+// disarms.
+int tensor_dump_finish(tb_tensor_dump *d, struct gpt_model *models, struct tb_adamw *opts, int nchunks, double lr,
+                       double loss, tb_error *err);
 
 #endif

@@ -78,7 +78,7 @@ static void job_rank(tb_rank *rk, void *arg) {
         tb_step_result res = train_step(&tr, step);
         if (lead) j->loss[step] = res.loss;
         if (step != SAVE_AT || !cfg->save[0]) continue;
-        if (tensor_dump_finish(tr.dump, tr.models, tr.nchunks, res.loss, &err) != 0) fail(j, rk, "dump", &err);
+        if (tensor_dump_finish(tr.dump, tr.models, tr.opts, tr.nchunks, res.lr, res.loss, &err) != 0) fail(j, rk, "dump", &err);
         long t0 = thread_to_host;
         if (dist_checkpoint_save(&s, &tr.ckpt, cfg->save, step, &err) != 0) fail(j, rk, "save", &err);
         // a sync save is complete here; an async one completes after the next step
