@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/run_dir.h"
@@ -63,6 +64,32 @@ static double number_at(json_t *o, const char *key, const char *sub, int *ok) {
     return json_number_value(v);
 }
 
+// /proc/stat counts each CPU's time in whole ticks (USER_HZ: 10 ms on Linux), so a figure
+// taken as the difference of two readings, as the host's busy time and steal are, is off by
+// up to a tick per online CPU. As a share of the window's core time (wall × usable cores)
+// that resolution must be finer than the thresholds, or a window of a few ticks reads a host
+// beside two busy loops as quiet (13 ms on 2 CPUs counted 1 tick of 2.6). The conditions' own
+// host.stat_tick_s, else this host's (records older than it; USER_HZ is part of Linux's ABI).
+// 0, or -1 with the "not verifiable: ..." reason in line.
+static int window_resolves(json_t *c, double wall, double usable, const char *run, char line[512]) {
+    json_t *host = json_object_get(c, "host");
+    json_t *tick_v = json_object_get(host, "stat_tick_s"), *online_v = json_object_get(json_object_get(c, "cores"), "online");
+    const double tick = json_is_number(tick_v) ? json_number_value(tick_v) : 1.0 / (double)sysconf(_SC_CLK_TCK);
+    const double online = json_is_number(online_v) && json_number_value(online_v) >= usable ? json_number_value(online_v)
+                                                                                           : usable;
+    const double threshold = TB_STABLE_MAX_STEAL_SHARE < TB_STABLE_MAX_OTHER_SHARE ? TB_STABLE_MAX_STEAL_SHARE
+                                                                                    : TB_STABLE_MAX_OTHER_SHARE;
+    const double resolution = online * tick / (wall * usable);
+    if (tick > 0 && resolution <= threshold) return 0;
+    snprintf(line, 512,
+             "not verifiable: run %s timed %.0f ms, too short for /proc/stat to tell contention: its counters tick "
+             "every %.0f ms on each of %.0f CPUs, +-%d%% of the window's core time against the %d%% threshold "
+             "(a window of at least %.0f ms resolves it)",
+             run, wall * 1e3, tick * 1e3, online, pct(resolution), pct(threshold),
+             ceil(online * tick / (threshold * usable) * 1e3));
+    return -1;
+}
+
 // The host's contention during a run (other processes, the hypervisor's steal) against the
 // thresholds: one "contended: ..." line per gate crossed, into lines; returns their count.
 static int host_contention(double others, double steal, double wall, double usable, const char *run,
@@ -106,11 +133,18 @@ int tb_stability_contended(const char *record_dir, const char *run, char *why, s
     json_t *host = json_object_get(c, "host");
     const double others = number_at(host, "other_processes_share", NULL, &ok),
                  steal = number_at(host, "steal_s", NULL, &ok);
-    json_decref(c);
     if (!ok || !(wall > 0) || !(usable >= 1)) {
+        json_decref(c);
         snprintf(why, size, "%s lacks wall_s, cores.usable, host.other_processes_share or host.steal_s", path);
         return -1;
     }
+    char unresolved[512];
+    if (window_resolves(c, wall, usable, run, unresolved) != 0) {
+        json_decref(c);
+        snprintf(why, size, "%s", unresolved + strlen("not verifiable: "));
+        return -1;
+    }
+    json_decref(c);
     char lines[2][256];
     const int n = host_contention(others, steal, wall, usable, run, lines);
     if (n) snprintf(why, size, "%s%s%s", lines[0], n > 1 ? "; " : "", n > 1 ? lines[1] + strlen("contended: ") : "");
@@ -297,7 +331,8 @@ static void judge_conditions(gate *g, json_t *rec, const char *run, const char *
                  run, threads, usable, unmeasured && unmeasured[0] ? ": " : "",
                  unmeasured && unmeasured[0] ? unmeasured : "");
     }
-    char contention[2][256];
+    char contention[2][256], unresolved[512];
+    if (window_resolves(c, wall, usable, run, unresolved) != 0) add_line(g->reasons, &g->reasons_buf, "%s", unresolved);
     for (int k = 0, lines = host_contention(others, steal, wall, usable, run, contention); k < lines; k++)
         add_line(g->reasons, &g->reasons_buf, "%s", contention[k]);
     judge_remeasure(g, run, record_dir, manifest, rec);

@@ -104,7 +104,7 @@ int conditions_write(const char *run_dir, const conditions_threads *t, const con
     const int occupied = total < usable ? total : usable;
     json_t *c = json_pack(
         "{s:{s:i, s:i, s:i, s:i, s:s, s:i, s:s, s:s, s:s, s:s}, s:{s:I, s:i, s:i}, s:b, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, "
-        "s:o}}",
+        "s:o, s:o}}",
         "threads", "ranks", t->ranks, "openmp_per_rank", t->openmp_per_rank, "blas_per_rank", t->blas_per_rank,
         "background_per_rank", t->background_per_rank, "background", t->background ? t->background : "", "total", total, "chosen_by", t->chosen_by, "openmp_wait_policy", t->wait_policy, "openmp_wait_policy_source",
         t->wait_source, "openmp_wait_policy_reason", t->wait_reason ? t->wait_reason : "", "cores", "online", (json_int_t)online, "usable", usable, "occupied", occupied,
@@ -114,7 +114,9 @@ int conditions_write(const char *run_dir, const conditions_threads *t, const con
         "other_processes_s", seconds_or_null(others, 1), "other_processes_share",
         seconds_or_null(others >= 0 && wall > 0 ? others / (wall * usable) : -1, 1), "steal_s",
         seconds_or_null(a->host_steal_s >= 0 && b->host_steal_s >= 0 ? b->host_steal_s - a->host_steal_s : -1, 1),
-        "loadavg_start", seconds_or_null(a->loadavg1, 1), "loadavg_end", seconds_or_null(b->loadavg1, 1));
+        "loadavg_start", seconds_or_null(a->loadavg1, 1), "loadavg_end", seconds_or_null(b->loadavg1, 1),
+        // /proc/stat's unit: busy_s and steal_s are whole ticks per CPU (the gate's resolution)
+        "stat_tick_s", tb_json_number(1.0 / (double)sysconf(_SC_CLK_TCK)));
     const int measured = t->run_queue_wait_s >= 0 && wall > 0;
     json_object_set_new(
         c, "scheduler",

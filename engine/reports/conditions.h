@@ -25,9 +25,11 @@
 //        says which.
 //    "wall_s", "process_cpu_s", "cpu_share": process CPU / (wall × min(total, usable)),
 //    "host": {"busy_s", "other_processes_s", "other_processes_share", "steal_s",
-//             "loadavg_start", "loadavg_end"}}
-// The host's figures are /proc/stat's jiffies (1/USER_HZ s): a step of a few ms reads
-// them as 0 or one jiffy; a run's totals are what to judge it by.
+//             "loadavg_start", "loadavg_end", "stat_tick_s"}}
+// The host's figures are /proc/stat's jiffies (stat_tick_s = 1/USER_HZ s on each CPU): a step
+// of a few ms reads them as 0 or one jiffy; a run's totals are what to judge it by, and only
+// when its window is long enough for a jiffy per CPU to be small beside the thresholds
+// (experiments/stability.c, window_resolves).
 #ifndef TB_REPORTS_CONDITIONS_H
 #define TB_REPORTS_CONDITIONS_H
 

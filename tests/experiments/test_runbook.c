@@ -118,14 +118,15 @@ TB_TEST(repetition_runs_one_repetition_and_interleaved_alternates_configs) {
 }
 
 // rerun_contended_ = K: a repetition measured beside busy processes (the gate prove applies:
-// other processes beyond 10% of the cores) is measured again, up to K times; every record
+// other processes beyond 10% of the cores) is measured again, up to K times (300 steps: a
+// timed window /proc/stat's ticks resolve, stability.c window_resolves); every record
 // stays, the last one's manifest names those it replaces and why, a resume takes the last
 // one, and prove judges it like any (still contended here: NOT PROVEN, never "selected") and
 // verifies the records it replaces.
 TB_TEST(a_contended_repetition_is_measured_again_naming_what_it_replaces) {
     tb_write_text(TB_TEST_TMPDIR "/rerun.lua",
                   "local exp = tb.experiment{ name = 'rerun', version = 1, question = 'q' }\n"
-                  "local r = exp:run{ " TINY ", train_iters = 3, rerun_contended_ = 2 }\n"
+                  "local r = exp:run{ " TINY ", train_iters = 300, rerun_contended_ = 2 }\n"
                   "print('replaced ' .. #(r.runs[1].supersedes or {}) .. ' final ' .. r.runs[1].run_id)\n"
                   "local once = exp:run{ " TINY ", train_iters = 4, rerun_contended_ = 0 }\n"
                   "exp:claim{ id = 'tps', parser = 'tokens_per_s', runs = r, text = 't', min_repetitions = 1,\n"
