@@ -28,6 +28,10 @@ enum tb_normalization { TB_NORM_LAYERNORM, TB_NORM_RMSNORM };
 enum tb_position_embedding { TB_POS_LEARNED_ABSOLUTE, TB_POS_ROPE, TB_POS_NONE };
 enum tb_attention_backend { TB_ATTENTION_LOCAL, TB_ATTENTION_FLASH };
 enum tb_cp_comm_type { TB_CP_ALL_GATHER, TB_CP_P2P };
+// How a collective on a group that spans processes runs under mpirun (comm/mpi_backend.h):
+// MPI's own non-blocking collective on the caller's buffers, or the local backend's algorithm
+// over point-to-point messages (group-order sums: the same bits as rank threads).
+enum tb_mpi_collectives { TB_MPI_COLLECTIVES_NATIVE, TB_MPI_COLLECTIVES_EXACT };
 // Known bugs on purpose (--debug-inject-fault), each wrong only under tensor parallelism:
 //   row_parallel_bias_per_rank  every tp rank adds the row-parallel bias before the reduction
 //   skip_sp_grad_all_reduce     the sequence-parallel partial gradients are not all-reduced
@@ -107,6 +111,7 @@ typedef struct tb_config {
     int ddp_bucket_size;          // elements per gradient bucket (at least; cut at parameter boundaries)
     int ranks_per_process;        // rank threads per process under mpirun (0: 1 under mpirun, all without)
     double collective_timeout;    // seconds before a communicator call becomes a hang report
+    int mpi_collectives;          // enum tb_mpi_collectives: MPI's own collectives or the exact algorithm
     char inject_stall[64];        // "RANK:STEP": that rank stops before its next collective
     char debug_slow_data[64];     // "RANK:MS": that rank's data loading takes MS ms longer each step (drill)
     char debug_slow_link[64];     // "GROUP:MS": every call on that group kind takes MS ms longer once in (drill)

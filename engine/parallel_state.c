@@ -141,6 +141,7 @@ int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int pro
     w->local_count = w->size / processes;
     w->local_first = process * w->local_count;
     w->comm.collective_timeout_s = cfg->collective_timeout;
+    w->comm.mpi_exact = cfg->mpi_collectives == TB_MPI_COLLECTIVES_EXACT;
     w->stall_rank = -1;
     if (cfg->inject_stall[0] && sscanf(cfg->inject_stall, "%d:%lld", &w->stall_rank, (long long *)&w->stall_step) != 2)
         return tb_fail(err, "flag --inject-stall: '%s' is not RANK:STEP", cfg->inject_stall);

@@ -21,7 +21,16 @@
 // where the moments themselves were compared first (running averages of the gradients and
 // their squares, within T of their scale), |a − b| is the difference the step started from
 // (keep ≤ 1) and rounding is four fp32 roundings (2^-24 each) of the magnitudes involved.
-// The verdict gives the worst element's ratio to its bound. A dump without the optimizer's
+// The verdict gives the worst element's ratio to its bound.
+//
+// A step after the first starts from parameters that already differ by the earlier steps'
+// AdamW noise (above: an lr-sized move of a noise-gradient element), and every tensor it
+// computes carries that difference. So the forward's and backward's tensors (and the moments)
+// are bounded by (T + δ) · max |b|, δ the largest difference the step started from as a
+// share of its parameter's scale (param.before, max over parameters of max |a − b| / max |b|):
+// to first order a relative input difference δ moves an output by δ of its scale (unit gain;
+// a layer that amplifies it more than that is not bounded here). At a first step from the
+// same weights δ is 0. A dump without the optimizer's
 // state (an older engine's) falls back to leaving out the elements whose gradient is within
 // the bound of 0.
 #include "bisect.h"
@@ -174,6 +183,41 @@ static int adam_read(dumped_run *r, const char *param, int64_t n, adam_inputs *a
     return rc;
 }
 
+// δ (above): the largest max |a − b| / max |b| over the parameters both runs dumped before the
+// step (param.before/), and which parameter it is; 0 and "" when they start alike or the dump
+// has no param.before (an older engine's, or a run without the optimizer's state).
+static int started_from(dumped_run runs[2], double *delta, char *which, size_t size, tb_error *err) {
+    *delta = 0;
+    which[0] = '\0';
+    for (int i = 0; i < runs[0].n; i++) {
+        const tensor_ref *x = &runs[0].refs[i];
+        if (strncmp(x->name, "param.before/", 13)) continue;
+        const int64_t n = tb_st_tensor_numel(x->t);
+        float *a = NULL, *b = NULL;
+        int got = read_named(&runs[0], x->name, n, &a, err);
+        if (got == 1) got = read_named(&runs[1], x->name, n, &b, err);
+        if (got < 0) {
+            free(a), free(b);
+            return -1;
+        }
+        double worst = 0, scale = 0;
+        for (int64_t k = 0; got == 1 && k < n; k++) {
+            const double d = fabs((double)a[k] - b[k]);
+            if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
+            if (fabs(b[k]) > scale) scale = fabs(b[k]);
+        }
+        // a parameter that is NaN, or differs from an all-zero one, relieves nothing: the
+        // step's tensors are then judged by T alone and the difference shows where it went
+        const double rel = worst > 0 && scale > 0 ? worst / scale : 0;
+        if (got == 1 && isfinite(rel) && rel > *delta) {
+            *delta = rel;
+            snprintf(which, size, "%s", x->name + 13);
+        }
+        free(a), free(b);
+    }
+    return 0;
+}
+
 // AdamW's update of one element from a run's own moments and scalars.
 static double adam_update(const adam_inputs *a, int64_t k) {
     return a->step_size * (double)a->m[k] / (sqrt((double)a->v[k]) * a->inv_sqrt_bc2 + a->eps);
@@ -284,6 +328,9 @@ int tb_bisect_runs(const char *run_a, const char *run_b, long long step, double 
         only += runs[1].n - n;
         qsort(cmp, (size_t)n, sizeof *cmp, by_order);
     }
+    double carried = 0;  // δ: the largest relative difference the step's parameters started from
+    char carried_from[160] = "";
+    if (rc == 0) rc = started_from(runs, &carried, carried_from, sizeof carried_from, err);
     for (int i = 0; rc == 0 && i < n && !verdict; i++) {
         const tb_st_tensor *ta = cmp[i].a->t, *tb = cmp[i].b->t;
         int64_t na = tb_st_tensor_numel(ta), nb = tb_st_tensor_numel(tb);
@@ -337,14 +384,15 @@ int tb_bisect_runs(const char *run_a, const char *run_b, long long step, double 
             if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d, at = k;
             if (fabs(y[k]) > scale) scale = fabs(y[k]);
         }
-        if (rc == 0 && worst > tolerance * scale) {
+        const double relative = tolerance + carried;
+        if (rc == 0 && worst > relative * scale) {
             // a NaN or Inf difference is the plainest divergence of all: its figures are kept
             // as text ("nan", "inf"), which JSON's numbers cannot hold
             verdict = json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:I, s:o, s:o, s:o}", "kind", "divergence",
                                 "tensor", ta->name, "phase", phase_names[cmp[i].phase], "position", i + 1,
                                 "max_abs_difference", number_json(worst), "relative_to_scale",
                                 number_json(scale > 0 ? worst / scale : INFINITY), "bound",
-                                number_json(tolerance * scale), "at_element", (json_int_t)at, "a",
+                                number_json(relative * scale), "at_element", (json_int_t)at, "a",
                                 number_json((double)x[at]), "b", number_json((double)y[at]), "scale",
                                 number_json(scale));
             if (!verdict) rc = tb_fail(err, "bisect: tensor %s diverges, but its verdict could not be built", ta->name);
@@ -352,8 +400,9 @@ int tb_bisect_runs(const char *run_a, const char *run_b, long long step, double 
         free(x), free(y), free(g);
     }
     if (rc == 0)
-        *result = json_pack("{s:I, s:i, s:i, s:f, s:o}", "step", (json_int_t)step, "tensors_compared", n,
-                            "tensors_in_one_run_only", only, "tolerance", tolerance, "first_divergence",
+        *result = json_pack("{s:I, s:i, s:i, s:f, s:o, s:s, s:o}", "step", (json_int_t)step, "tensors_compared", n,
+                            "tensors_in_one_run_only", only, "tolerance", tolerance, "started_from_relative_difference",
+                            number_json(carried), "started_from_parameter", carried_from, "first_divergence",
                             verdict ? json_incref(verdict) : json_null());
     json_decref(verdict);
     free(cmp);
@@ -386,9 +435,14 @@ int tracebook_bisect_main(int argc, char **argv) {
             json_dumpf(out, stdout, JSON_INDENT(1));
             printf("\n");
         } else {
+            const double carried = json_number_value(json_object_get(out, "started_from_relative_difference"));
+            char from[256] = "";
+            if (carried > 0)
+                snprintf(from, sizeof from, " + %.3g (the step's parameters started %.3g of their scale apart, at %s)",
+                         carried, carried, json_string_value(json_object_get(out, "started_from_parameter")));
             printf("step %lld: %d tensors compared in step order (forward, backward, optimizer)%s; bound: max |a - b| "
-                   "<= %g x max |b| (the parameters after the step: and what AdamW's step explains)\n",
-                   step, n, only ? " (some only in one run)" : "", a.tolerance);
+                   "<= (%g%s) x max |b| (the parameters after the step: and what AdamW's step explains)\n",
+                   step, n, only ? " (some only in one run)" : "", a.tolerance, from);
             if (!verdict) {
                 printf("no divergence beyond the bound\n");
             } else if (!strcmp(json_string_value(json_object_get(verdict, "kind")), "shape")) {

@@ -1,5 +1,6 @@
 #include "comm/group.h"
 
+#include <sched.h>
 #include <time.h>
 
 static const char *const op_names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
@@ -37,4 +38,9 @@ void tb_comm_backoff(unsigned *polls) {
     if (ns > 1000000L) ns = 1000000L;
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
+}
+
+void tb_comm_poll_pause(unsigned *polls) {
+    if ((*polls)++ < 2000) return;
+    sched_yield();
 }

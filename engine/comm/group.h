@@ -50,6 +50,7 @@ typedef struct tb_p2p_op {
 // it, so that the backends need not know parallel_state (which creates their groups).
 typedef struct tb_comm_world {
     double collective_timeout_s;  // a call not complete after this long is a hang; <= 0: 300 s
+    int mpi_exact;                // --mpi-collectives exact: the MPI backend's groups on the exact algorithm
     atomic_int aborted;           // 0, or 1 + the rank whose failure aborted the world
     char aborted_by[96];          // that rank's label, written before aborted is set
 } tb_comm_world;
@@ -103,6 +104,12 @@ double tb_comm_timeout_s(const tb_group *g);
 // lasts costs little CPU (rank threads share a few cores) and one that ends soon is not delayed.
 double tb_comm_now_s(void);
 void tb_comm_backoff(unsigned *polls);
+// The MPI backend's pause between two polls of its requests (each poll drives MPI's progress
+// engine, as MPI_Wait's own loop does): none for the first polls (a bounded spin, some tens of
+// µs), then sched_yield(), which hands the core to any runnable thread (a peer process on an
+// oversubscribed host) and returns at once when there is none. Never a sleep: the transfer
+// moves only while someone polls.
+void tb_comm_poll_pause(unsigned *polls);
 int tb_comm_world_aborted(const tb_group *g);
 int tb_comm_fail_aborted(tb_group *g, const char *what, tb_error *err);
 int tb_comm_fail_timed_out(tb_group *g, const char *what, int *timed_out, tb_error *err);

@@ -41,6 +41,7 @@ typedef struct mpi_group {
     MPI_Comm comm;
     int id;
     int size;
+    int native;                       // collectives on MPI's own (one member per process, --mpi-collectives native)
     int proc[TB_MAX_GROUP];           // communicator rank of the process of member i
     transport *sends[TB_MAX_GROUP];   // member i's eager sends in flight (only its thread touches them)
     pthread_mutex_t mu;               // guards abandoned
@@ -169,7 +170,7 @@ static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req,
         if (done) return 0;
         if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, what, err);
         if (tb_comm_now_s() > deadline) return tb_comm_fail_timed_out(g, what, timed_out, err);
-        tb_comm_backoff(&polls);
+        tb_comm_poll_pause(&polls);
     }
 }
 
@@ -201,7 +202,7 @@ static void reap_sends(mpi_group *s, int member) {
 
 // Every member i reduces share i of all members' buffers in group order (the local
 // backend's algorithm and summation, comm/reduce.h), then the shares are gathered.
-static int mpi_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, int *timed_out, tb_error *err) {
+static int exact_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, int *timed_out, tb_error *err) {
     const int n = g->size, me = g->index;
     if (n == 1) return 0;
     xfer x;
@@ -244,7 +245,7 @@ static int mpi_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, i
     return xfer_end(&x, rc);
 }
 
-static int mpi_reduce_scatter(tb_group *g, const float *send, float *recv, size_t recvcount, int *timed_out,
+static int exact_reduce_scatter(tb_group *g, const float *send, float *recv, size_t recvcount, int *timed_out,
                               tb_error *err) {
     const int n = g->size, me = g->index;
     if (n == 1) {
@@ -272,7 +273,7 @@ static int mpi_reduce_scatter(tb_group *g, const float *send, float *recv, size_
     return xfer_end(&x, rc);
 }
 
-static int mpi_all_gather(tb_group *g, const float *send, float *recv, size_t sendcount, int *timed_out,
+static int exact_all_gather(tb_group *g, const float *send, float *recv, size_t sendcount, int *timed_out,
                           tb_error *err) {
     const int n = g->size, me = g->index;
     if (n == 1) {
@@ -304,7 +305,7 @@ static int count_mismatch(tb_group *g, int src, size_t sent, size_t expected, tb
                    src, sent, g->index, expected);
 }
 
-static int mpi_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
+static int exact_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
                           const size_t *recvcounts, int *timed_out, tb_error *err) {
     const int n = g->size, me = g->index;
     size_t soff[TB_MAX_GROUP + 1] = {0}, roff[TB_MAX_GROUP + 1] = {0};
@@ -348,7 +349,7 @@ static int mpi_all_to_all(tb_group *g, const float *send, const size_t *sendcoun
     return xfer_end(&x, rc);
 }
 
-static int mpi_broadcast(tb_group *g, float *buf, size_t count, int root, int *timed_out, tb_error *err) {
+static int exact_broadcast(tb_group *g, float *buf, size_t count, int root, int *timed_out, tb_error *err) {
     const int n = g->size, me = g->index;
     if (root < 0 || root >= n)
         return tb_fail(err, "broadcast on group %s: root %d outside the group's %d members", g->name, root, n);
@@ -419,7 +420,7 @@ static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_
         if (found) break;
         if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, "recv", err);
         if (tb_comm_now_s() > deadline) return tb_comm_fail_timed_out(g, "recv", timed_out, err);
-        tb_comm_backoff(&polls);
+        tb_comm_poll_pause(&polls);
     }
     int bytes = 0;
     MPI_Get_count(&st, MPI_BYTE, &bytes);
@@ -438,7 +439,7 @@ static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_
 }
 
 // Every member sends an empty message to every other and waits for theirs.
-static int mpi_barrier(tb_group *g, int *timed_out, tb_error *err) {
+static int exact_barrier(tb_group *g, int *timed_out, tb_error *err) {
     const int n = g->size, me = g->index;
     if (n == 1) return 0;
     xfer x;
@@ -454,9 +455,161 @@ static int mpi_barrier(tb_group *g, int *timed_out, tb_error *err) {
     return xfer_end(&x, rc);
 }
 
+// ---------------------------------------------------------------------------------------
+// MPI's own collectives (--mpi-collectives native)
+//
+// A group with one member per process (its communicator rank is the member's group index)
+// runs each collective as MPI's non-blocking collective on the caller's buffers: no transport
+// copy, MPI's algorithm for the size and the process count (Open MPI's tuned component).
+// The request is completed by the same polling as the exact algorithm's (poll_requests: the
+// deadline, the world's abort). A request that gives up stays with MPI (MPI forbids cancelling
+// or freeing a collective's request), and with it the caller's buffers: the call has failed, so
+// the rank fails and its process ends without MPI_Finalize (initialize.h). A group with two
+// members in one process, or --mpi-collectives exact, takes the exact algorithm above.
+
+static int mpi_count(tb_group *g, const char *what, size_t count, int *out, tb_error *err) {
+    if (count > (size_t)INT_MAX)
+        return tb_fail(err, "%s on group %s: %zu elements exceed MPI's int count (%d)", what, g->name, count, INT_MAX);
+    *out = (int)count;
+    return 0;
+}
+
+// Waits for one collective request posted by `posted` (an MPI return code).
+static int native_wait(tb_group *g, const char *what, int posted, MPI_Request *req, int *timed_out, tb_error *err) {
+    if (posted != MPI_SUCCESS) return mpi_fail(err, what, g, posted);
+    MPI_Status st;
+    return poll_requests(g, what, 1, req, &st, NULL, timed_out, err);
+}
+
+// Whether [a, a + an) and [b, b + bn) share a byte: MPI forbids aliased send and receive buffers.
+static int overlap(const void *a, size_t an, const void *b, size_t bn) {
+    const char *x = a, *y = b;
+    return x < y + bn && y < x + an;
+}
+
+static int native_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, int *timed_out, tb_error *err) {
+    if (!state(g)->native) return exact_all_reduce(g, buf, count, op, timed_out, err);
+    if (g->size == 1) return 0;
+    int n = 0;
+    if (mpi_count(g, "all_reduce", count, &n, err)) return -1;
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, op == TB_RED_MAX ? MPI_MAX : MPI_SUM,
+                                  state(g)->comm, &req);
+    return native_wait(g, "all_reduce", rc, &req, timed_out, err);
+}
+
+// recv may be this member's slice of send (the distributed optimizer's shard of a bucket):
+// then MPI's result goes to a transport buffer of recvcount floats first.
+static int native_reduce_scatter(tb_group *g, const float *send, float *recv, size_t recvcount, int *timed_out,
+                                 tb_error *err) {
+    if (!state(g)->native) return exact_reduce_scatter(g, send, recv, recvcount, timed_out, err);
+    const size_t total = (size_t)g->size * recvcount;
+    int n = 0, k = 0;
+    if (mpi_count(g, "reduce_scatter", total, &k, err) || mpi_count(g, "reduce_scatter", recvcount, &n, err)) return -1;
+    xfer x;
+    xfer_begin(&x, g, "reduce_scatter");
+    float *out = overlap(send, total * sizeof(float), recv, recvcount * sizeof(float))
+                     ? xfer_buf(&x, recvcount * sizeof(float))
+                     : recv;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = native_wait(g, "reduce_scatter",
+                         MPI_Ireduce_scatter_block(send, out, n, MPI_FLOAT, MPI_SUM, x.s->comm, &req), &req, timed_out,
+                         err);
+    if (rc == 0 && out != recv) memcpy(recv, out, recvcount * sizeof(float));
+    return xfer_end(&x, rc);
+}
+
+// send may be this member's slot of recv (the distributed optimizer's gather of its shard):
+// MPI_IN_PLACE; any other overlap goes through a transport copy of send.
+static int native_all_gather(tb_group *g, const float *send, float *recv, size_t sendcount, int *timed_out,
+                             tb_error *err) {
+    if (!state(g)->native) return exact_all_gather(g, send, recv, sendcount, timed_out, err);
+    int n = 0, k = 0;
+    if (mpi_count(g, "all_gather", sendcount, &n, err) ||
+        mpi_count(g, "all_gather", (size_t)g->size * sendcount, &k, err))
+        return -1;
+    xfer x;
+    xfer_begin(&x, g, "all_gather");
+    const size_t bytes = sendcount * sizeof(float);
+    const void *in = send;
+    if (send == recv + (size_t)g->index * sendcount) {
+        in = MPI_IN_PLACE;
+    } else if (overlap(send, bytes, recv, (size_t)g->size * bytes)) {
+        void *copy = xfer_buf(&x, bytes);
+        memcpy(copy, send, bytes);
+        in = copy;
+    }
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = native_wait(g, "all_gather", MPI_Iallgather(in, n, MPI_FLOAT, recv, n, MPI_FLOAT, x.s->comm, &req), &req,
+                         timed_out, err);
+    return xfer_end(&x, rc);
+}
+
+// Every member first learns what each sends it (MPI_Ialltoall of the counts), so that a count
+// that does not match is refused with the local backend's message instead of truncating.
+static int native_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
+                             const size_t *recvcounts, int *timed_out, tb_error *err) {
+    if (!state(g)->native) return exact_all_to_all(g, send, sendcounts, recv, recvcounts, timed_out, err);
+    const int n = g->size;
+    int scount[TB_MAX_GROUP], rcount[TB_MAX_GROUP], sdispl[TB_MAX_GROUP], rdispl[TB_MAX_GROUP], told[TB_MAX_GROUP];
+    size_t stotal = 0, rtotal = 0;
+    for (int j = 0; j < n; j++) {  // counts and displacements are ints in MPI
+        if (stotal + sendcounts[j] > (size_t)INT_MAX || rtotal + recvcounts[j] > (size_t)INT_MAX)
+            return tb_fail(err, "all_to_all on group %s: more than MPI's int count (%d) of elements", g->name, INT_MAX);
+        sdispl[j] = (int)stotal;
+        rdispl[j] = (int)rtotal;
+        scount[j] = (int)sendcounts[j];
+        rcount[j] = (int)recvcounts[j];
+        stotal += sendcounts[j];
+        rtotal += recvcounts[j];
+    }
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = native_wait(g, "all_to_all", MPI_Ialltoall(scount, 1, MPI_INT, told, 1, MPI_INT, state(g)->comm, &req), &req,
+                         timed_out, err);
+    for (int j = 0; j < n && rc == 0; j++)
+        if (told[j] != rcount[j]) rc = count_mismatch(g, j, (size_t)told[j], recvcounts[j], err);
+    if (rc != 0) return rc;
+    xfer x;
+    xfer_begin(&x, g, "all_to_all");
+    const float *in = send;
+    if (overlap(send, stotal * sizeof(float), recv, rtotal * sizeof(float))) {
+        float *copy = xfer_buf(&x, stotal * sizeof(float));
+        memcpy(copy, send, stotal * sizeof(float));
+        in = copy;
+    }
+    rc = native_wait(g, "all_to_all",
+                     MPI_Ialltoallv(in, scount, sdispl, MPI_FLOAT, recv, rcount, rdispl, MPI_FLOAT, x.s->comm, &req),
+                     &req, timed_out, err);
+    return xfer_end(&x, rc);
+}
+
+static int native_broadcast(tb_group *g, float *buf, size_t count, int root, int *timed_out, tb_error *err) {
+    if (!state(g)->native || root < 0 || root >= g->size) return exact_broadcast(g, buf, count, root, timed_out, err);
+    int n = 0;
+    if (mpi_count(g, "broadcast", count, &n, err)) return -1;
+    MPI_Request req = MPI_REQUEST_NULL;
+    return native_wait(g, "broadcast", MPI_Ibcast(buf, n, MPI_FLOAT, root, state(g)->comm, &req), &req, timed_out,
+                       err);
+}
+
+static int native_barrier(tb_group *g, int *timed_out, tb_error *err) {
+    if (!state(g)->native) return exact_barrier(g, timed_out, err);
+    MPI_Request req = MPI_REQUEST_NULL;
+    return native_wait(g, "barrier", MPI_Ibarrier(state(g)->comm, &req), &req, timed_out, err);
+}
+
+// --mpi-collectives exact: the local backend's algorithm on every group.
+const tb_comm_backend tb_mpi_exact_backend = {
+    "mpi",           exact_all_reduce, exact_reduce_scatter, exact_all_gather, exact_all_to_all,
+    exact_broadcast, mpi_send,         mpi_recv,             exact_barrier,
+    NULL,  // sends are eager (buffered): a batch runs op by op (comm.c)
+};
+
+// --mpi-collectives native: MPI's own collectives where the group allows (above), the exact
+// algorithm otherwise; point-to-point eager either way.
 const tb_comm_backend tb_mpi_backend = {
-    "mpi",         mpi_all_reduce, mpi_reduce_scatter, mpi_all_gather, mpi_all_to_all,
-    mpi_broadcast, mpi_send,       mpi_recv,           mpi_barrier,
+    "mpi",            native_all_reduce, native_reduce_scatter, native_all_gather, native_all_to_all,
+    native_broadcast, mpi_send,          mpi_recv,              native_barrier,
     NULL,  // sends are eager (buffered): a batch runs op by op (comm.c)
 };
 
@@ -480,7 +633,7 @@ static void free_group(tb_world *w, mpi_group *s) {
                 reap_sends(s, i);
                 break;
             }
-            tb_comm_backoff(&polls);
+            tb_comm_poll_pause(&polls);
         }
     }
     for (transport *t = s->abandoned, *next; t; t = next) {
@@ -498,7 +651,7 @@ void tb_mpi_world_disconnect(tb_world *w) {
     for (int r = w->local_first; r < w->local_first + w->local_count; r++)
         for (int k = 0; k < TB_NGROUP_KINDS; k++) {
             tb_group *g = &w->ranks[r].groups[k];
-            if (g->backend == &tb_mpi_backend) {
+            if (g->backend == &tb_mpi_backend || g->backend == &tb_mpi_exact_backend) {
                 g->backend = NULL;
                 g->backend_state = NULL;
             }
@@ -555,6 +708,7 @@ int tb_mpi_world_connect(tb_world *w, tb_error *err) {
         s->comm = comm;
         s->id = id;
         s->size = g0->size;
+        s->native = np == g0->size;  // one member per process: communicator rank = group index
         memcpy(s->proc, member_proc, (size_t)g0->size * sizeof(int));
         pthread_mutex_init(&s->mu, NULL);
         w->mpi_groups[id] = s;
@@ -568,7 +722,7 @@ int tb_mpi_world_connect(tb_world *w, tb_error *err) {
         for (int k = 0; k < TB_NGROUP_KINDS; k++) {
             tb_group *g = &w->ranks[r].groups[k];
             if (g->id < 0 || !w->mpi_groups[g->id]) continue;
-            g->backend = &tb_mpi_backend;
+            g->backend = w->comm.mpi_exact ? &tb_mpi_exact_backend : &tb_mpi_backend;
             g->backend_state = w->mpi_groups[g->id];
         }
     return 0;
@@ -608,5 +762,6 @@ int tb_mpi_group_bcast_from_first(tb_world *w, int group_id, void *buf, size_t b
 
 // Never attached to a group: tb_mpi_world_connect fails first.
 const tb_comm_backend tb_mpi_backend = {.name = "mpi"};
+const tb_comm_backend tb_mpi_exact_backend = {.name = "mpi"};
 
 #endif

@@ -77,6 +77,9 @@ void tb_mpi_world_disconnect(struct tb_world *w);
 // in increasing group id (like tb_mpi_world_connect). Returns 0, or -1 with err set.
 int tb_mpi_group_bcast_from_first(struct tb_world *w, int group_id, void *buf, size_t bytes, tb_error *err);
 
+// --mpi-collectives native (the default): a group with one member per process runs each
+// collective on MPI's own; exact: every group on the local backend's algorithm (above).
 extern const tb_comm_backend tb_mpi_backend;
+extern const tb_comm_backend tb_mpi_exact_backend;
 
 #endif

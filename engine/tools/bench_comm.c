@@ -1,26 +1,33 @@
-// bench_comm — all-reduce over the MPI backend (comm/mpi_backend.h) across processes, in
-// nccl-tests' bus-bandwidth convention, next to memcpy measured in the same run.
+// bench_comm — all-reduce across processes, three ways on the same buffers in one run, in
+// nccl-tests' convention:
+//   engine   the MPI backend as pretrain_gpt runs it by default (--mpi-collectives native:
+//            MPI_Iallreduce on the caller's buffer, polled to completion, comm/mpi_backend.h)
+//   exact    --mpi-collectives exact: the local backend's reduce-scatter + all-gather over
+//            point-to-point messages (group-order sums, the same bits as rank threads)
+//   MPI      MPI_Allreduce(MPI_IN_PLACE) itself on MPI_COMM_WORLD: the reference
 //
 //   mpirun -np N build/bin/bench_comm [--min BYTES] [--max BYTES] [--reps R]
-//   (default 1K .. 64M by factors of 4, R = 5; Open MPI as root: --allow-run-as-root; more
-//   processes than cores: --oversubscribe --bind-to none; scripts/bench-comm.sh runs it)
+//   (default 8 B .. 64M by factors of 2 as nccl-tests' -f 2, R = 5; Open MPI as root:
+//   --allow-run-as-root; more processes than cores: --oversubscribe --bind-to none;
+//   scripts/bench-comm.sh runs it)
 //
-// One rank per process, one group (the world) spanning them all, so every call goes through
-// the MPI backend: the engine's own all_reduce (the local backend's reduce-scatter + all-gather
-// over point-to-point messages), called on the backend directly (no flight recorder, no
-// ranges: their cost is the engine's, not the transport's). Per size: a warm-up call, then R
-// timed batches of calls between barriers, each batch's time the slowest process's; the
-// median batch is reported as nccl-tests does —
-//   time   per call
+// One rank per process, one group (the world) spanning them all, so every engine call goes
+// through the MPI backend, called on the backend directly (no flight recorder, no ranges:
+// their cost is the engine's, not the transport's). Per size, for each path in turn: a
+// warm-up call (its result checked: the sum of the processes' (p + 1)s, first and last
+// element), then R timed batches of calls between barriers, each batch's time the slowest
+// process's; the median batch is reported as nccl-tests does —
+//   time   per call (the latency, at small sizes)
 //   algbw  = bytes / time
-//   busbw  = algbw × 2(n − 1)/n   (what each link carries in a ring all-reduce)
-// — and beside it the memcpy bandwidth of process 0 on the same size (bytes copied / time),
-// the bound a shared-memory transport's copies live under. The warm-up call's result is
-// checked (the sum of the processes' (p + 1)s, first and last element); timed calls sum zeros.
+//   busbw  = algbw x 2(n - 1)/n   (what each link carries in a ring all-reduce)
+// — and the engine's busbw over MPI's. The paths take turns batch by batch, so that a drift
+// of the host's speed within a size falls on all three alike.
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <mpi.h>
 
 #include "comm/mpi_backend.h"
 #include "config.h"
@@ -36,6 +43,9 @@ typedef struct bench {
     int failed;
 } bench;
 
+enum { PATH_ENGINE, PATH_EXACT, PATH_MPI, NPATHS };
+static const char *const path_names[NPATHS] = {"engine", "exact", "MPI"};
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -49,79 +59,96 @@ static int calls_for(size_t bytes) {
     return n < 2 ? 2 : n > 200 ? 200 : (int)n;
 }
 
+// One all-reduce of buf on the path.
+static int all_reduce(int path, tb_group *g, float *buf, size_t count, int *timed_out, tb_error *err) {
+    switch (path) {
+    case PATH_ENGINE: return tb_mpi_backend.all_reduce(g, buf, count, TB_RED_SUM, timed_out, err);
+    case PATH_EXACT: return tb_mpi_exact_backend.all_reduce(g, buf, count, TB_RED_SUM, timed_out, err);
+    default: {
+        int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        return rc == MPI_SUCCESS ? 0 : tb_fail(err, "MPI_Allreduce: error %d", rc);
+    }
+    }
+}
+
+// A batch of `calls` all-reduces on the path between barriers; the slowest process's seconds.
+static int timed_batch(int path, tb_group *g, float *buf, size_t count, int calls, double *secs, tb_error *err) {
+    int timed_out = 0;
+    int rc = tb_mpi_backend.barrier(g, &timed_out, err);
+    const double t0 = now_s();
+    for (int c = 0; c < calls && rc == 0; c++) rc = all_reduce(path, g, buf, count, &timed_out, err);
+    double t = now_s() - t0;
+    if (rc == 0 && MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+        rc = tb_fail(err, "MPI_Allreduce of the batch times failed");
+    *secs = t;
+    return rc;
+}
+
 static void bench_rank(tb_rank *rk, void *arg) {
     bench *b = arg;
     tb_group *g = &rk->groups[TB_GROUP_WORLD];
     const int n = g->size, lead = g->index == 0;
     tb_error err;
     int timed_out = 0;
-    float *buf = tb_xmalloc(b->max, "all_reduce buffer"), *copy = lead ? tb_xmalloc(b->max, "memcpy target") : NULL;
+    float *buf = tb_xmalloc(b->max, "all_reduce buffer");
     if (lead) {
-        printf("all_reduce over the MPI backend: %d processes, one rank each; median of %d batches\n", n, b->reps);
-        printf("busbw = algbw x 2(n-1)/n = algbw x %.3f (nccl-tests); memcpy: process 0, same size, same run\n\n",
-               2.0 * (n - 1) / n);
-        printf("%12s %8s %12s %12s %12s %14s %10s\n", "bytes", "calls", "time us", "algbw GB/s", "busbw GB/s",
-               "memcpy GB/s", "busbw/memcpy");
+        printf("all_reduce across %d processes, one rank each: the engine's default path (MPI_Iallreduce, polled), "
+               "the exact path, MPI_Allreduce; median of %d batches each, taking turns\n",
+               n, b->reps);
+        printf("busbw = algbw x 2(n-1)/n = algbw x %.3f (nccl-tests)\n\n", 2.0 * (n - 1) / n);
+        printf("%12s %6s | %10s %9s | %10s %9s | %10s %9s | %12s %12s\n", "", "", "engine", "", "exact", "", "MPI",
+               "", "engine/MPI", "");
+        printf("%12s %6s | %10s %9s | %10s %9s | %10s %9s | %12s %12s\n", "bytes", "calls", "time us", "busbw GB/s",
+               "time us", "busbw GB/s", "time us", "busbw GB/s", "busbw", "time");
     }
-    for (size_t bytes = b->min; bytes <= b->max && !b->failed; bytes *= 4) {
+    for (size_t bytes = b->min; bytes <= b->max && !b->failed; bytes *= 2) {
         const size_t count = bytes / sizeof(float);
         const int calls = calls_for(bytes);
-        double t[64];
-        for (int r = -1; r < b->reps && r < 64; r++) {  // r = -1: warm-up, not timed
-            // the warm-up's one call is checked; the timed ones sum zeros, which stay finite
-            for (size_t i = 0; i < count; i++) buf[i] = r == -1 ? (float)(g->index + 1) : 0.0f;
-            int rc = g->backend->barrier(g, &timed_out, &err);
-            const double t0 = now_s();
-            for (int c = 0; c < (r == -1 ? 1 : calls) && rc == 0; c++)
-                rc = g->backend->all_reduce(g, buf, count, TB_RED_SUM, &timed_out, &err);
-            float secs = (float)(now_s() - t0);
-            if (rc == 0) rc = g->backend->all_reduce(g, &secs, 1, TB_RED_MAX, &timed_out, &err);  // the slowest's
-            if (rc != 0) {
-                fprintf(stderr, "bench_comm: %s: %s\n", rk->label, err.msg);
+        const int reps = b->reps;
+        double t[NPATHS][64];
+        for (int p = 0; p < NPATHS && !b->failed; p++) {
+            // the warm-up call is checked; the timed ones sum zeros, which stay finite
+            for (size_t i = 0; i < count; i++) buf[i] = (float)(g->index + 1);
+            int rc = all_reduce(p, g, buf, count, &timed_out, &err);
+            const float want = (float)n * (float)(n + 1) / 2.0f;
+            if (rc == 0 && count && (buf[0] != want || buf[count - 1] != want)) {
+                fprintf(stderr, "bench_comm: %s, %zu bytes: the sum is %g, expected %g\n", path_names[p], bytes,
+                        buf[0], want);
                 b->failed = 1;
-                break;
+            } else if (rc != 0) {
+                fprintf(stderr, "bench_comm: %s: %s: %s\n", rk->label, path_names[p], err.msg);
+                b->failed = 1;
             }
-            if (r == -1) {
-                // every element is the sum of the processes' (index + 1)s: n(n+1)/2
-                const float want = (float)n * (float)(n + 1) / 2.0f;
-                if (count && (buf[0] != want || buf[count - 1] != want)) {
-                    fprintf(stderr, "bench_comm: %zu bytes: the sum is %g, expected %g\n", bytes, buf[0], want);
+        }
+        memset(buf, 0, bytes);
+        for (int r = 0; r < reps && !b->failed; r++)
+            for (int p = 0; p < NPATHS && !b->failed; p++) {
+                if (timed_batch(p, g, buf, count, calls, &t[p][r], &err) != 0) {
+                    fprintf(stderr, "bench_comm: %s: %s: %s\n", rk->label, path_names[p], err.msg);
                     b->failed = 1;
-                    break;
                 }
-                continue;
+                t[p][r] /= calls;
             }
-            t[r] = (double)secs / calls;
+        if (b->failed || !lead) continue;
+        double median[NPATHS], busbw[NPATHS];
+        for (int p = 0; p < NPATHS; p++) {
+            qsort(t[p], (size_t)reps, sizeof **t, cmp_double);
+            median[p] = reps % 2 ? t[p][reps / 2] : (t[p][reps / 2 - 1] + t[p][reps / 2]) / 2;
+            busbw[p] = (double)bytes / median[p] / 1e9 * 2.0 * (n - 1) / n;
         }
-        if (b->failed) break;
-        const int reps = b->reps < 64 ? b->reps : 64;
-        qsort(t, (size_t)reps, sizeof *t, cmp_double);
-        const double time = t[reps / 2];
-        if (!lead) continue;
-        double m[64];
-        for (int r = 0; r < reps; r++) {
-            const double t0 = now_s();
-            for (int c = 0; c < calls; c++) {
-                memcpy(copy, buf, bytes);
-                __asm__ volatile("" : : "r"(copy) : "memory");  // the copy is not optimized away
-            }
-            m[r] = (now_s() - t0) / calls;
-        }
-        qsort(m, (size_t)reps, sizeof *m, cmp_double);
-        const double algbw = (double)bytes / time / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
-        const double mem = (double)bytes / m[reps / 2] / 1e9;
-        printf("%12zu %8d %12.1f %12.3f %12.3f %14.3f %10.3f\n", bytes, calls, time * 1e6, algbw, busbw, mem,
-               busbw / mem);
+        printf("%12zu %6d | %10.1f %9.3f | %10.1f %9.3f | %10.1f %9.3f | %11.2fx %11.2fx\n", bytes, calls,
+               median[PATH_ENGINE] * 1e6, busbw[PATH_ENGINE], median[PATH_EXACT] * 1e6, busbw[PATH_EXACT],
+               median[PATH_MPI] * 1e6, busbw[PATH_MPI], busbw[PATH_ENGINE] / busbw[PATH_MPI],
+               median[PATH_ENGINE] / median[PATH_MPI]);
         fflush(stdout);
     }
     free(buf);
-    free(copy);
 }
 
 static int parse_size(const char *flag, const char *text, size_t *out) {
     int64_t v;
     if (tb_parse_bytes(text, &v) != 0 || v < 4 || v > ((int64_t)1 << 30) || v % 4 != 0) {
-        fprintf(stderr, "bench_comm: %s '%s': want a byte count from 4 to 1G, a multiple of 4 (e.g. 1K, 64M)\n",
+        fprintf(stderr, "bench_comm: %s '%s': want a byte count from 4 to 1G, a multiple of 4 (e.g. 8, 1K, 64M)\n",
                 flag, text);
         return -1;
     }
@@ -130,7 +157,7 @@ static int parse_size(const char *flag, const char *text, size_t *out) {
 }
 
 int main(int argc, char **argv) {
-    bench b = {1024, (size_t)64 << 20, 5, 0};
+    bench b = {8, (size_t)64 << 20, 5, 0};
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc && argv[i][0] == '-') return fprintf(stderr, "bench_comm: %s needs a value\n", argv[i]), 2;
         if (!strcmp(argv[i], "--min")) {

@@ -1,14 +1,18 @@
 // test_mpi.c — pretrain_gpt under mpirun against the same layouts on rank threads and the
 // single rank.
 //
-// Every layout trains the same tiny model for 3 steps three ways: one rank; rank threads of
-// one process (the local backend); processes under mpirun (2 or 4 on this host, one rank per
-// process or two rank threads per process, the groups that span processes on the MPI
-// backend). The MPI backend reduces with the local backend's algorithm and summation code,
-// so the per-step losses under mpirun must be the same bits as on threads; against the
-// single rank they agree within the layout tests' tolerance (1e-5 relative: the layouts sum
-// in another order; context parallelism's layouts, both exchanges, against the single rank
-// with the same flash core). Each run directory must hold every rank's files, config.json, and a
+// Every layout trains the same tiny model for 3 steps: one rank; rank threads of one process
+// (the local backend); processes under mpirun (2 or 4 on this host, one rank per process or
+// two rank threads per process, the groups that span processes on the MPI backend), once on
+// each path of --mpi-collectives. exact reduces with the local backend's algorithm and
+// summation code, so the per-step losses under mpirun must be the same bits as on threads.
+// native runs MPI's own collectives on groups with one member per process: a sum of two
+// members is the same bits either way (a + b = b + a), so the layouts whose spanning groups
+// have two members must match threads bitwise on it too; a group of more (dp 4 across 4
+// processes) sums in MPI's order: within 1e-5 of threads, and the same bits from run to run.
+// Against the single rank every run agrees within the layout tests' tolerance (1e-5
+// relative: the layouts sum in another order; context parallelism's layouts, both exchanges,
+// against the single rank with the same flash core). Each run directory must hold every rank's files, config.json, and a
 // launch.json that says how it ran; pipeline.json's per-stage figures, gathered across
 // processes, must equal the threads run's. Bad launches (a world that is not processes x
 // ranks per process, a model-parallel group larger than the world the processes make) must
@@ -60,28 +64,34 @@ typedef struct layout {
     const char *name;
     int processes, ranks_per_process;
     const char *flags;
+    int wide;  // a group of more than two members with one per process: native sums in MPI's order
 } layout;
 
+// The two paths of --mpi-collectives.
+static const char *const algorithms[] = {"native", "exact"};
+
 static const layout layouts[] = {
-    {"tp 2", 2, 1, "--tensor-model-parallel-size 2"},
-    {"tp 2 + sp", 2, 1, "--tensor-model-parallel-size 2 --sequence-parallel"},
-    {"dp 2", 2, 1, "--world-size 2"},
-    {"dp 2 + distributed optimizer", 2, 1, "--world-size 2 --use-distributed-optimizer"},
+    {"tp 2", 2, 1, "--tensor-model-parallel-size 2", 0},
+    {"tp 2 + sp", 2, 1, "--tensor-model-parallel-size 2 --sequence-parallel", 0},
+    {"dp 2", 2, 1, "--world-size 2", 0},
+    {"dp 2 + distributed optimizer", 2, 1, "--world-size 2 --use-distributed-optimizer", 0},
     // the communication thread's bucketed reduce-scatters and parameter all-gathers beside the
     // rank thread's calls (MPI_THREAD_MULTIPLE)
     {"dp 2 + dist-opt, both overlaps", 2, 1,
-     "--world-size 2 --use-distributed-optimizer --ddp-bucket-size 3000 --overlap-grad-reduce --overlap-param-gather"},
-    {"pp 2 (1F1B)", 2, 1, "--pipeline-model-parallel-size 2"},
-    {"pp 2 x vpp 2 (interleaved)", 2, 1, "--pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2"},
+     "--world-size 2 --use-distributed-optimizer --ddp-bucket-size 3000 --overlap-grad-reduce --overlap-param-gather", 0},
+    {"pp 2 (1F1B)", 2, 1, "--pipeline-model-parallel-size 2", 0},
+    {"pp 2 x vpp 2 (interleaved)", 2, 1, "--pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2", 0},
     {"tp 2 + sp x dp 2 + dist-opt", 4, 1,
-     "--world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer"},
-    {"pp 2 x tp 2", 4, 1, "--world-size 4 --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2"},
-    {"pp 4 (1F1B)", 4, 1, "--pipeline-model-parallel-size 4"},
+     "--world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer", 0},
+    {"pp 2 x tp 2", 4, 1, "--world-size 4 --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2", 0},
+    {"pp 4 (1F1B)", 4, 1, "--pipeline-model-parallel-size 4", 0},
     // two rank threads per process: tp inside a process, dp across
-    {"K 2: tp 2 x dp 2 + dist-opt", 2, 2, "--world-size 4 --tensor-model-parallel-size 2 --use-distributed-optimizer"},
+    {"K 2: tp 2 x dp 2 + dist-opt", 2, 2, "--world-size 4 --tensor-model-parallel-size 2 --use-distributed-optimizer", 0},
     // two members of one spanning group in each process
-    {"K 2: dp 4", 2, 2, "--world-size 4"},
-    {"K 2: pp 2 x dp 2", 2, 2, "--world-size 4 --pipeline-model-parallel-size 2"},
+    {"K 2: dp 4", 2, 2, "--world-size 4", 0},
+    {"K 2: pp 2 x dp 2", 2, 2, "--world-size 4 --pipeline-model-parallel-size 2", 0},
+    // a data-parallel group of four processes: MPI's own all-reduce of four members
+    {"dp 4 + distributed optimizer", 4, 1, "--world-size 4 --use-distributed-optimizer", 1},
 };
 #define NLAYOUTS (int)(sizeof layouts / sizeof *layouts)
 
@@ -245,7 +255,10 @@ static void worker_rank_fn(tb_rank *rk, void *arg) {
     for (int t = 0; t < NTESTED; t++) {
         tb_group *g = &rk->groups[tested[t]];
         const int n = g->size, i = g->index, salt = 10 * t;
-        const char *on = g->backend == &tb_mpi_backend ? "mpi" : g->backend ? g->backend->name : "none";
+        const char *on = g->backend == &tb_mpi_backend         ? "mpi native"
+                         : g->backend == &tb_mpi_exact_backend ? "mpi exact"
+                         : g->backend                          ? g->backend->name
+                                                               : "none";
         for (int opi = 0; opi < 2; opi++) {
             tb_red_op op = opi ? TB_RED_MAX : TB_RED_SUM;
             fill(a, N, rk->rank, salt + opi);
@@ -304,7 +317,7 @@ static void worker_rank_fn(tb_rank *rk, void *arg) {
 }
 #undef CALL
 
-static int worker(int k) {
+static int worker(int k, const char *algorithm) {
     tb_launch l;
     tb_error err;
     if (tb_initialize(&l, 0, NULL, &err) != 0 || !l.mpi) {
@@ -315,6 +328,7 @@ static int worker(int k) {
     config_defaults(&cfg);
     cfg.world_size = l.processes * k;
     cfg.tensor_model_parallel_size = k;  // tp inside a process, dp and world across
+    cfg.mpi_collectives = !strcmp(algorithm, "exact") ? TB_MPI_COLLECTIVES_EXACT : TB_MPI_COLLECTIVES_NATIVE;
     config_resolve(&cfg);
     tb_world w;
     int status = 0;
@@ -348,13 +362,18 @@ static int occurrences(const char *text, const char *needle) {
     return n;
 }
 
+// Both paths: a spanning group here has two members, whose sums are the group-order bits on
+// MPI's own collectives too (a + b = b + a).
 TB_TEST(every_call_of_the_mpi_backend_gives_the_local_backends_bits) {
-    for (int k = 1; k <= 2; k++) {
-        int rc = tb_run_merged(&sh, NULL, MPIRUN " -np 2 %s --worker %d", self_path, k);
-        mpi_seconds += sh.seconds;
-        TB_CHECK(rc == 0 && occurrences(sh.out, "WORKER OK") == 2, "2 processes x %d: exit %d\n%s", k, rc, sh.out);
-        printf("    every call, -np 2 x %d: %s (%.1f s)\n", k, rc == 0 ? "ok" : "FAILED", sh.seconds);
-    }
+    for (int a = 0; a < 2; a++)
+        for (int k = 1; k <= 2; k++) {
+            int rc = tb_run_merged(&sh, NULL, MPIRUN " -np 2 %s --worker %d %s", self_path, k, algorithms[a]);
+            mpi_seconds += sh.seconds;
+            TB_CHECK(rc == 0 && occurrences(sh.out, "WORKER OK") == 2, "2 processes x %d, %s: exit %d\n%s", k,
+                     algorithms[a], rc, sh.out);
+            printf("    every call, -np 2 x %d, %s: %s (%.1f s)\n", k, algorithms[a], rc == 0 ? "ok" : "FAILED",
+                   sh.seconds);
+        }
 }
 
 TB_TEST(single_rank_reference) {
@@ -374,41 +393,71 @@ TB_TEST(single_rank_reference) {
     json_decref(launch);
 }
 
-// One layout on rank threads and under mpirun (run directories numbered i): the losses the same
-// bits, within 1e-5 of the single rank's (ref), the run directory complete.
+// One layout on rank threads and under mpirun on each path of --mpi-collectives (run
+// directories numbered i): the losses the same bits (a wide layout on native: within 1e-5
+// of threads and the same bits as a second native run), within 1e-5 of the single rank's
+// (ref), the run directory complete and saying which path ran.
 static void check_layout(const layout *l, int i, const double *ref) {
     char tdir[512], mdir[512];
     run_dir(tdir, sizeof tdir, "threads", i);
-    run_dir(mdir, sizeof mdir, "procs", i);
     if (tb_run_merged(&sh, NULL, ENGINE MODEL " %s --run-dir %s", l->flags, tdir) != 0) {
         TB_CHECK(0, "%s on threads:\n%s", l->name, sh.out);
         return;
     }
-    int rc = mpirun(l->processes, MODEL " %s --ranks-per-process %d --run-dir %s", l->flags, l->ranks_per_process,
-                    mdir);
-    double secs = sh.seconds;
-    if (rc != 0) {
-        TB_CHECK(0, "%s under mpirun -np %d: exit %d\n%s", l->name, l->processes, rc, sh.out);
-        return;
+    double t[STEPS];
+    TB_CHECK(read_losses(tdir, t) == STEPS, "%s: %d steps on threads", l->name, STEPS);
+    for (int a = 0; a < 2; a++) {
+        const int exact = a == 1, runs = l->wide && !exact ? 2 : 1;
+        double m[2][STEPS], secs = 0;
+        for (int k = 0; k < runs; k++) {
+            snprintf(mdir, sizeof mdir, "%s/mpi-procs-%s-%d-%d", TB_TEST_TMPDIR, algorithms[a], i, k);
+            int rc = mpirun(l->processes, MODEL " %s --mpi-collectives %s --ranks-per-process %d --run-dir %s",
+                            l->flags, algorithms[a], l->ranks_per_process, mdir);
+            secs += sh.seconds;
+            if (rc != 0) {
+                TB_CHECK(0, "%s under mpirun -np %d, %s: exit %d\n%s", l->name, l->processes, algorithms[a], rc,
+                         sh.out);
+                return;
+            }
+            TB_CHECK(read_losses(mdir, m[k]) == STEPS, "%s, %s: %d steps", l->name, algorithms[a], STEPS);
+        }
+        double worst = 0, apart = 0;
+        for (int s = 0; s < STEPS; s++) {
+            double rel = fabs(m[0][s] - ref[s]) / fabs(ref[s]);
+            worst = fmax(worst, rel);
+            apart = fmax(apart, fabs(m[0][s] - t[s]) / fabs(t[s]));
+            TB_CHECK(rel <= 1e-5, "%s, %s: step %d loss %.9g vs single rank %.9g (rel %.2e)", l->name, algorithms[a],
+                     s + 1, m[0][s], ref[s], rel);
+        }
+        if (runs == 2) {
+            TB_CHECK(apart <= 1e-5, "%s, %s: losses %.2e from the threads run's (bound 1e-5)", l->name, algorithms[a],
+                     apart);
+            TB_CHECK(memcmp(m[0], m[1], sizeof m[0]) == 0,
+                     "%s, %s: two runs differ: %.17g %.17g %.17g and %.17g %.17g %.17g", l->name, algorithms[a],
+                     m[0][0], m[0][1], m[0][2], m[1][0], m[1][1], m[1][2]);
+        } else {
+            TB_CHECK(memcmp(t, m[0], sizeof t) == 0,
+                     "%s, %s: losses under mpirun %.17g %.17g %.17g, on threads %.17g %.17g %.17g", l->name,
+                     algorithms[a], m[0][0], m[0][1], m[0][2], t[0], t[1], t[2]);
+        }
+        check_run_dir(l, mdir);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", mdir, TB_RUN_CONFIG);
+        json_t *cfg = tb_load_json(path);
+        TB_CHECK(!strcmp(json_string_value(json_object_get(cfg, "mpi_collectives")) ?: "", algorithms[a]),
+                 "%s: config.json says mpi_collectives %s", l->name, algorithms[a]);
+        json_decref(cfg);
+        if (strstr(l->flags, "pipeline")) check_pipeline(l, mdir, tdir);
+        if (runs == 2)
+            printf("    %-30s -np %d x %d, %s: %.1e from threads, the same bits twice, vs single rank %.1e (%.1f s)\n",
+                   l->name, l->processes, l->ranks_per_process, algorithms[a], apart, worst, secs);
+        else
+            printf("    %-30s -np %d x %d, %s: bitwise as threads, vs single rank %.1e (%.1f s)\n", l->name,
+                   l->processes, l->ranks_per_process, algorithms[a], worst, secs);
     }
-    double t[STEPS], m[STEPS];
-    TB_CHECK(read_losses(tdir, t) == STEPS && read_losses(mdir, m) == STEPS, "%s: %d steps each", l->name, STEPS);
-    TB_CHECK(memcmp(t, m, sizeof t) == 0, "%s: losses under mpirun %.17g %.17g %.17g, on threads %.17g %.17g %.17g",
-             l->name, m[0], m[1], m[2], t[0], t[1], t[2]);
-    double worst = 0;
-    for (int s = 0; s < STEPS; s++) {
-        double rel = fabs(m[s] - ref[s]) / fabs(ref[s]);
-        worst = fmax(worst, rel);
-        TB_CHECK(rel <= 1e-5, "%s: step %d loss %.9g vs single rank %.9g (rel %.2e)", l->name, s + 1, m[s], ref[s],
-                 rel);
-    }
-    check_run_dir(l, mdir);
-    if (strstr(l->flags, "pipeline")) check_pipeline(l, mdir, tdir);
-    printf("    %-30s -np %d x %d: bitwise as threads, vs single rank %.1e (%.1f s)\n", l->name, l->processes,
-           l->ranks_per_process, worst, secs);
 }
 
-TB_TEST(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank) {
+TB_TEST(layouts_under_mpirun_match_threads_on_both_paths_and_the_single_rank) {
     for (int i = 0; i < NLAYOUTS; i++) check_layout(&layouts[i], i, single);
 }
 
@@ -417,10 +466,10 @@ TB_TEST(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank) {
 // two processes, and the ring with tp 2 inside each process and cp across.
 #define FLASH " --attention-backend flash"
 static const layout cp_layouts[] = {
-    {"cp 2 all_gather", 2, 1, FLASH " --context-parallel-size 2 --cp-comm-type all_gather"},
-    {"cp 2 p2p", 2, 1, FLASH " --context-parallel-size 2 --cp-comm-type p2p"},
+    {"cp 2 all_gather", 2, 1, FLASH " --context-parallel-size 2 --cp-comm-type all_gather", 0},
+    {"cp 2 p2p", 2, 1, FLASH " --context-parallel-size 2 --cp-comm-type p2p", 0},
     {"K 2: tp 2 x cp 2 p2p", 2, 2,
-     FLASH " --world-size 4 --tensor-model-parallel-size 2 --context-parallel-size 2 --cp-comm-type p2p"},
+     FLASH " --world-size 4 --tensor-model-parallel-size 2 --context-parallel-size 2 --cp-comm-type p2p", 0},
 };
 
 TB_TEST(context_parallel_under_mpirun_matches_threads_bitwise_and_the_single_rank) {
@@ -441,19 +490,19 @@ TB_TEST(context_parallel_under_mpirun_matches_threads_bitwise_and_the_single_ran
             " --moe-aux-loss-coeff 0.01 --moe-token-dispatcher-type alltoall"
 TB_TEST(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_single_rank) {
     static const layout ep[] = {
-        {"moe ep 2", 2, 1, "--world-size 2 --expert-model-parallel-size 2"},
-        {"K 2: moe ep 4", 2, 2, "--world-size 4 --expert-model-parallel-size 4"},  // the ep group spans processes
+        {"moe ep 2", 2, 1, "--world-size 2 --expert-model-parallel-size 2", 0},
+        {"K 2: moe ep 4", 2, 2, "--world-size 4 --expert-model-parallel-size 4", 0},  // the ep group spans processes
         // the tp group and the etp group (etp = tp = 2) across processes: the etp all-gather and
         // reduce-scatter of the tokens over MPI
-        {"moe tp 2 sp, etp 2", 2, 1, "--world-size 2 --tensor-model-parallel-size 2 --sequence-parallel"},
+        {"moe tp 2 sp, etp 2", 2, 1, "--world-size 2 --tensor-model-parallel-size 2 --sequence-parallel", 0},
         // tp inside each process, experts whole (etp 1), ep 2 and expert-dp across processes
         {"K 2: moe tp 2 sp, etp 1 x ep 2", 2, 2,
          "--world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 "
-         "--expert-model-parallel-size 2"},
+         "--expert-model-parallel-size 2", 0},
         // the all-gather dispatcher: the tokens gathered over etp inside each process, over ep across
         {"K 2: moe allgather tp 2 sp, etp 2 x ep 2", 2, 2,
          "--world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 "
-         "--moe-token-dispatcher-type allgather"},
+         "--moe-token-dispatcher-type allgather", 0},
     };
     char dir[512];
     double moe_single[STEPS];
@@ -464,29 +513,32 @@ TB_TEST(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_singl
         const layout *l = &ep[i];
         char tdir[512], mdir[512];
         run_dir(tdir, sizeof tdir, "moe-threads", i);
-        run_dir(mdir, sizeof mdir, "moe-procs", i);
         if (tb_run_merged(&sh, NULL, ENGINE MODEL MOE " %s --run-dir %s", l->flags, tdir) != 0) {
             TB_CHECK(0, "%s on threads:\n%s", l->name, sh.out);
             continue;
         }
-        int rc = mpirun(l->processes, MODEL MOE " %s --ranks-per-process %d --run-dir %s", l->flags,
-                        l->ranks_per_process, mdir);
+      for (int a = 0; a < 2; a++) {
+        snprintf(mdir, sizeof mdir, "%s/mpi-moe-procs-%s-%d", TB_TEST_TMPDIR, algorithms[a], i);
+        int rc = mpirun(l->processes, MODEL MOE " %s --mpi-collectives %s --ranks-per-process %d --run-dir %s",
+                        l->flags, algorithms[a], l->ranks_per_process, mdir);
         if (rc != 0) {
-            TB_CHECK(0, "%s under mpirun -np %d: exit %d\n%s", l->name, l->processes, rc, sh.out);
+            TB_CHECK(0, "%s under mpirun -np %d, %s: exit %d\n%s", l->name, l->processes, algorithms[a], rc, sh.out);
             continue;
         }
         double t[STEPS], m[STEPS], worst = 0;
         TB_CHECK(read_losses(tdir, t) == STEPS && read_losses(mdir, m) == STEPS, "%s: %d steps each", l->name, STEPS);
-        TB_CHECK(memcmp(t, m, sizeof t) == 0, "%s: losses under mpirun %.17g %.17g %.17g, on threads %.17g %.17g %.17g",
-                 l->name, m[0], m[1], m[2], t[0], t[1], t[2]);
+        TB_CHECK(memcmp(t, m, sizeof t) == 0,
+                 "%s, %s: losses under mpirun %.17g %.17g %.17g, on threads %.17g %.17g %.17g", l->name, algorithms[a],
+                 m[0], m[1], m[2], t[0], t[1], t[2]);
         for (int st = 0; st < STEPS; st++) {
             double rel = fabs(m[st] - moe_single[st]) / fabs(moe_single[st]);
             worst = fmax(worst, rel);
             TB_CHECK(rel <= 1e-5, "%s: step %d loss %.9g vs single rank %.9g (rel %.2e)", l->name, st + 1, m[st],
                      moe_single[st], rel);
         }
-        printf("    %-40s -np %d x %d: bitwise as threads, vs single rank %.1e\n", l->name, l->processes,
-               l->ranks_per_process, worst);
+        printf("    %-40s -np %d x %d, %s: bitwise as threads, vs single rank %.1e\n", l->name, l->processes,
+               l->ranks_per_process, algorithms[a], worst);
+      }
     }
 }
 
@@ -523,9 +575,11 @@ TB_TEST(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_ever
 // later), which writes its own part on SIGTERM. The merged hang.json holds both ranks: the one that timed out pending
 // in the call, the stalled one with none.
 TB_TEST(a_stall_across_processes_times_out_with_a_hang_report) {
+  for (int a = 0; a < 2; a++) {
     char dir[512];
-    run_dir(dir, sizeof dir, "stall", 0);
-    int rc = mpirun(2, MODEL " --world-size 2 --inject-stall 1:2 --collective-timeout 2 --run-dir %s", dir);
+    run_dir(dir, sizeof dir, algorithms[a], 0);
+    int rc = mpirun(2, MODEL " --world-size 2 --mpi-collectives %s --inject-stall 1:2 --collective-timeout 2 --run-dir %s",
+                    algorithms[a], dir);
     TB_CHECK(rc == 4, "exit %d, expected 4 (124: it hung)\n%s", rc, sh.out);
     TB_CHECK(tb_has(sh.out, "HANG: all_reduce on group dp_cp (2 ranks) not complete after 2.0 s") &&
                  tb_has(sh.out, "detected by rank 0 (tp0 cp0 dp0 pp0) in all_reduce"),
@@ -552,7 +606,8 @@ TB_TEST(a_stall_across_processes_times_out_with_a_hang_report) {
                  json_is_object(json_object_get(peer, "last_completed")),
              "rank 1 is the absent peer, with its own last completed call");
     json_decref(hang);
-    printf("    stall across processes ended in %.1f s\n", sh.seconds);
+    printf("    stall across processes, %s: ended in %.1f s\n", algorithms[a], sh.seconds);
+  }
 }
 
 // Starts sh -c cmd in the background; its pid.
@@ -674,16 +729,18 @@ TB_TEST(a_sigkilled_process_is_reported_absent_by_every_survivor) {
 // Both processes run out of memory (at model construction): each writes its rank's part and
 // merges, so oom.json lists both ranks whichever process merged last.
 TB_TEST(out_of_memory_in_two_processes_keeps_both_in_oom_json) {
+  for (int a = 0; a < 2; a++) {
     char dir[512], path[1024];
-    run_dir(dir, sizeof dir, "oom", 0);
-    int rc = mpirun(2, MODEL " --world-size 2 --memory-cap 1K --run-dir %s", dir);
+    run_dir(dir, sizeof dir, "oom", a);
+    int rc = mpirun(2, MODEL " --world-size 2 --mpi-collectives %s --memory-cap 1K --run-dir %s", algorithms[a], dir);
     TB_CHECK(rc == 3, "exit %d, expected 3\n%s", rc, sh.out);
     snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_OOM_REPORT);
     json_t *m = tb_load_json(path);
     json_t *all = json_object_get(m, "out_of_memory_ranks");
     TB_CHECK(m && json_array_size(all) == 2 && json_integer_value(json_object_get(json_array_get(all, 1), "process")) == 1,
-             "oom.json lists both ranks, rank 1 from process 1:\n%s", sh.out);
+             "oom.json lists both ranks, rank 1 from process 1 (%s):\n%s", algorithms[a], sh.out);
     json_decref(m);
+  }
 }
 
 // The hang drills under processes (the threads' are test_comm_records'): a rank stalled at
@@ -706,8 +763,10 @@ TB_TEST(the_root_cause_of_each_hang_drill_under_mpirun_is_the_stalled_rank_every
         {"--world-size 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", 4, 2, 5, 4},
     };
     const char *env = getenv("TB_HANG_REPEATS");
-    const int repeats = env && atoi(env) > 0 ? atoi(env) : 2;
+    const int native_repeats = env && atoi(env) > 0 ? atoi(env) : 2;
+    for (int a = 0; a < 2; a++)
     for (size_t d = 0; d < sizeof drills / sizeof *drills; d++) {
+        const int repeats = a == 0 ? native_repeats : 1;  // the default path repeated, the exact one once
         int right = 0;
         char last_wrong[256] = "", dir[512], path[1024];
         run_dir(dir, sizeof dir, "drill", (int)d);
@@ -716,8 +775,9 @@ TB_TEST(the_root_cause_of_each_hang_drill_under_mpirun_is_the_stalled_rank_every
             int rc = mpirun(drills[d].processes,
                             " --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --vocab-size 64"
                             " --micro-batch-size 1 --global-batch-size 8 --train-iters 3 --collective-timeout %d"
-                            " --inject-stall %d:2 %s --ranks-per-process %d --run-dir %s",
-                            drills[d].timeout_s, drills[d].stalled, drills[d].layout, drills[d].ranks_per_process, dir);
+                            " --inject-stall %d:2 %s --mpi-collectives %s --ranks-per-process %d --run-dir %s",
+                            drills[d].timeout_s, drills[d].stalled, drills[d].layout, algorithms[a],
+                            drills[d].ranks_per_process, dir);
             snprintf(path, sizeof path, "%s/%s", dir, TB_RUN_HANG_REPORT);
             json_t *h = rc == 4 ? tb_load_json(path) : NULL;
             json_t *root = json_object_get(h, "root_cause");
@@ -729,10 +789,11 @@ TB_TEST(the_root_cause_of_each_hang_drill_under_mpirun_is_the_stalled_rank_every
                           json_array_size(root), who);
             json_decref(h);
         }
-        printf("    %-72s -np %d x %d, stalled rank %d: named %d of %d times\n", drills[d].layout,
-               drills[d].processes, drills[d].ranks_per_process, drills[d].stalled, right, repeats);
-        TB_CHECK(right == repeats, "%s under mpirun: the root cause was rank %d in %d of %d repeats (last other: %s)",
-                 drills[d].layout, drills[d].stalled, right, repeats, last_wrong);
+        printf("    %-72s -np %d x %d, %s, stalled rank %d: named %d of %d times\n", drills[d].layout,
+               drills[d].processes, drills[d].ranks_per_process, algorithms[a], drills[d].stalled, right, repeats);
+        TB_CHECK(right == repeats,
+                 "%s under mpirun, %s: the root cause was rank %d in %d of %d repeats (last other: %s)",
+                 drills[d].layout, algorithms[a], drills[d].stalled, right, repeats, last_wrong);
     }
 }
 
@@ -741,11 +802,11 @@ int main(int argc, char **argv) {
         printf("SKIP: MPI backend not built\n");
         return SKIP;
     }
-    if (argc == 3 && !strcmp(argv[1], "--worker")) return worker(atoi(argv[2]));
+    if (argc == 4 && !strcmp(argv[1], "--worker")) return worker(atoi(argv[2]), argv[3]);
     if (!realpath(argv[0], self_path)) snprintf(self_path, sizeof self_path, "%s", argv[0]);
     TB_RUN(every_call_of_the_mpi_backend_gives_the_local_backends_bits);
     TB_RUN(single_rank_reference);
-    TB_RUN(layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
+    TB_RUN(layouts_under_mpirun_match_threads_on_both_paths_and_the_single_rank);
     TB_RUN(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
     TB_RUN(context_parallel_under_mpirun_matches_threads_bitwise_and_the_single_rank);
     TB_RUN(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_every_process);
