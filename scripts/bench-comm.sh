@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The MPI backend's speed (issue 11): all-reduce bus bandwidth across 2 and 4 processes at
-# 1 KiB .. 64 MiB beside memcpy measured in the same run (bench_comm, nccl-tests' busbw
-# convention), and what one training step costs under mpirun -np 2 against the same layout
-# (tp 2) on two rank threads of one process.
+# The MPI backend's speed: all-reduce across 2 and 4 processes from 8 B to 64 MiB, the
+# engine's default path (--mpi-collectives native: MPI's own collective on the group), the
+# exact path (--mpi-collectives exact) and MPI_Allreduce itself, taking turns on the same
+# buffers (bench_comm, nccl-tests' busbw convention); then what one training step costs under
+# mpirun -np 2 against the same layout (tp 2) on two rank threads of one process, on each path.
 #
 #   scripts/bench-comm.sh [BUILD_DIR]        (ITERS=20 HIDDEN=256: the training step's run)
 set -euo pipefail
@@ -39,9 +40,12 @@ model=(--num-layers 4 --hidden-size "$hidden" --num-attention-heads 4 --seq-leng
        --log-interval 1000)
 "$build/bin/pretrain_gpt" "${model[@]}" --run-dir "$tmp/threads" >"$tmp/threads.log" 2>&1 ||
   { cat "$tmp/threads.log" >&2; exit 1; }
-"${mpirun[@]}" -np 2 "$build/bin/pretrain_gpt" "${model[@]}" --run-dir "$tmp/procs" >"$tmp/procs.log" 2>&1 ||
-  { cat "$tmp/procs.log" >&2; exit 1; }
-t=$(median_ms "$tmp/threads") p=$(median_ms "$tmp/procs")
+for alg in native exact; do
+  "${mpirun[@]}" -np 2 "$build/bin/pretrain_gpt" "${model[@]}" --mpi-collectives "$alg" --run-dir "$tmp/procs-$alg" \
+    >"$tmp/procs-$alg.log" 2>&1 || { cat "$tmp/procs-$alg.log" >&2; exit 1; }
+done
+t=$(median_ms "$tmp/threads") n=$(median_ms "$tmp/procs-native") e=$(median_ms "$tmp/procs-exact")
 printf 'one training step, tp 2 (4 layers, hidden %s, seq 128, micro batch 2 x 2 microbatches), median of steps 2..%s:\n' "$hidden" "$iters"
-printf '  %-34s %10.2f ms\n' "2 rank threads of one process" "$t" "mpirun -np 2 (one rank per process)" "$p"
-awk -v t="$t" -v p="$p" 'BEGIN { printf "  processes - threads: %+.2f ms per step (%.2fx)\n", p - t, p / t }'
+printf '  %-52s %10.2f ms\n' "2 rank threads of one process" "$t" \
+  "mpirun -np 2, --mpi-collectives native (the default)" "$n" "mpirun -np 2, --mpi-collectives exact" "$e"
+awk -v t="$t" -v n="$n" -v e="$e" 'BEGIN { printf "  processes / threads: native %.3fx, exact %.3fx\n", n / t, e / t }'

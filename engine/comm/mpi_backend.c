@@ -459,12 +459,14 @@ static int exact_barrier(tb_group *g, int *timed_out, tb_error *err) {
 // MPI's own collectives (--mpi-collectives native)
 //
 // A group with one member per process (its communicator rank is the member's group index)
-// runs each collective as MPI's non-blocking collective on the caller's buffers: no transport
-// copy, MPI's algorithm for the size and the process count (Open MPI's tuned component).
-// The request is completed by the same polling as the exact algorithm's (poll_requests: the
-// deadline, the world's abort). A request that gives up stays with MPI (MPI forbids cancelling
-// or freeing a collective's request), and with it the caller's buffers: the call has failed, so
-// the rank fails and its process ends without MPI_Finalize (initialize.h). A group with two
+// runs each collective as MPI's own blocking collective on the caller's buffers: no transport
+// copy, the algorithm MPI's tuned component picks for the size and the process count, as
+// PyTorch's ProcessGroupMPI calls them. Measured against the non-blocking ones on Open MPI
+// 4.1 (scripts/bench-comm.sh): MPI_Iallreduce, completed by polling MPI_Test, ran at 0.45 of
+// MPI_Allreduce's bus bandwidth from 8 B to 64 MiB across 2 processes (its libnbc schedules).
+// A blocking call cannot time out in the thread that waits in it, so its timeout is the
+// watchdog's, as an NCCL call's is in PyTorch (comm/watchdog.h: a call pending past the
+// collective timeout is reported as a hang and ends the process, status 4). A group with two
 // members in one process, or --mpi-collectives exact, takes the exact algorithm above.
 
 static int mpi_count(tb_group *g, const char *what, size_t count, int *out, tb_error *err) {
@@ -474,11 +476,13 @@ static int mpi_count(tb_group *g, const char *what, size_t count, int *out, tb_e
     return 0;
 }
 
-// Waits for one collective request posted by `posted` (an MPI return code).
-static int native_wait(tb_group *g, const char *what, int posted, MPI_Request *req, int *timed_out, tb_error *err) {
-    if (posted != MPI_SUCCESS) return mpi_fail(err, what, g, posted);
-    MPI_Status st;
-    return poll_requests(g, what, 1, req, &st, NULL, timed_out, err);
+// A call about to block: refused when the world is already aborted (its peers may never come).
+static int native_begin(tb_group *g, const char *what, tb_error *err) {
+    return tb_comm_world_aborted(g) ? tb_comm_fail_aborted(g, what, err) : 0;
+}
+
+static int native_end(tb_group *g, const char *what, int rc, tb_error *err) {
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(err, what, g, rc);
 }
 
 // Whether [a, a + an) and [b, b + bn) share a byte: MPI forbids aliased send and receive buffers.
@@ -491,11 +495,11 @@ static int native_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op
     if (!state(g)->native) return exact_all_reduce(g, buf, count, op, timed_out, err);
     if (g->size == 1) return 0;
     int n = 0;
-    if (mpi_count(g, "all_reduce", count, &n, err)) return -1;
-    MPI_Request req = MPI_REQUEST_NULL;
-    const int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, op == TB_RED_MAX ? MPI_MAX : MPI_SUM,
-                                  state(g)->comm, &req);
-    return native_wait(g, "all_reduce", rc, &req, timed_out, err);
+    if (mpi_count(g, "all_reduce", count, &n, err) || native_begin(g, "all_reduce", err)) return -1;
+    return native_end(g, "all_reduce",
+                      MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, op == TB_RED_MAX ? MPI_MAX : MPI_SUM,
+                                    state(g)->comm),
+                      err);
 }
 
 // recv may be this member's slice of send (the distributed optimizer's shard of a bucket):
@@ -505,16 +509,16 @@ static int native_reduce_scatter(tb_group *g, const float *send, float *recv, si
     if (!state(g)->native) return exact_reduce_scatter(g, send, recv, recvcount, timed_out, err);
     const size_t total = (size_t)g->size * recvcount;
     int n = 0, k = 0;
-    if (mpi_count(g, "reduce_scatter", total, &k, err) || mpi_count(g, "reduce_scatter", recvcount, &n, err)) return -1;
+    if (mpi_count(g, "reduce_scatter", total, &k, err) || mpi_count(g, "reduce_scatter", recvcount, &n, err) ||
+        native_begin(g, "reduce_scatter", err))
+        return -1;
     xfer x;
     xfer_begin(&x, g, "reduce_scatter");
     float *out = overlap(send, total * sizeof(float), recv, recvcount * sizeof(float))
                      ? xfer_buf(&x, recvcount * sizeof(float))
                      : recv;
-    MPI_Request req = MPI_REQUEST_NULL;
-    int rc = native_wait(g, "reduce_scatter",
-                         MPI_Ireduce_scatter_block(send, out, n, MPI_FLOAT, MPI_SUM, x.s->comm, &req), &req, timed_out,
-                         err);
+    int rc = native_end(g, "reduce_scatter", MPI_Reduce_scatter_block(send, out, n, MPI_FLOAT, MPI_SUM, x.s->comm),
+                        err);
     if (rc == 0 && out != recv) memcpy(recv, out, recvcount * sizeof(float));
     return xfer_end(&x, rc);
 }
@@ -526,7 +530,7 @@ static int native_all_gather(tb_group *g, const float *send, float *recv, size_t
     if (!state(g)->native) return exact_all_gather(g, send, recv, sendcount, timed_out, err);
     int n = 0, k = 0;
     if (mpi_count(g, "all_gather", sendcount, &n, err) ||
-        mpi_count(g, "all_gather", (size_t)g->size * sendcount, &k, err))
+        mpi_count(g, "all_gather", (size_t)g->size * sendcount, &k, err) || native_begin(g, "all_gather", err))
         return -1;
     xfer x;
     xfer_begin(&x, g, "all_gather");
@@ -539,13 +543,11 @@ static int native_all_gather(tb_group *g, const float *send, float *recv, size_t
         memcpy(copy, send, bytes);
         in = copy;
     }
-    MPI_Request req = MPI_REQUEST_NULL;
-    int rc = native_wait(g, "all_gather", MPI_Iallgather(in, n, MPI_FLOAT, recv, n, MPI_FLOAT, x.s->comm, &req), &req,
-                         timed_out, err);
+    int rc = native_end(g, "all_gather", MPI_Allgather(in, n, MPI_FLOAT, recv, n, MPI_FLOAT, x.s->comm), err);
     return xfer_end(&x, rc);
 }
 
-// Every member first learns what each sends it (MPI_Ialltoall of the counts), so that a count
+// Every member first learns what each sends it (MPI_Alltoall of the counts), so that a count
 // that does not match is refused with the local backend's message instead of truncating.
 static int native_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
                              const size_t *recvcounts, int *timed_out, tb_error *err) {
@@ -563,9 +565,8 @@ static int native_all_to_all(tb_group *g, const float *send, const size_t *sendc
         stotal += sendcounts[j];
         rtotal += recvcounts[j];
     }
-    MPI_Request req = MPI_REQUEST_NULL;
-    int rc = native_wait(g, "all_to_all", MPI_Ialltoall(scount, 1, MPI_INT, told, 1, MPI_INT, state(g)->comm, &req), &req,
-                         timed_out, err);
+    if (native_begin(g, "all_to_all", err)) return -1;
+    int rc = native_end(g, "all_to_all", MPI_Alltoall(scount, 1, MPI_INT, told, 1, MPI_INT, state(g)->comm), err);
     for (int j = 0; j < n && rc == 0; j++)
         if (told[j] != rcount[j]) rc = count_mismatch(g, j, (size_t)told[j], recvcounts[j], err);
     if (rc != 0) return rc;
@@ -577,25 +578,22 @@ static int native_all_to_all(tb_group *g, const float *send, const size_t *sendc
         memcpy(copy, send, stotal * sizeof(float));
         in = copy;
     }
-    rc = native_wait(g, "all_to_all",
-                     MPI_Ialltoallv(in, scount, sdispl, MPI_FLOAT, recv, rcount, rdispl, MPI_FLOAT, x.s->comm, &req),
-                     &req, timed_out, err);
+    rc = native_end(g, "all_to_all",
+                    MPI_Alltoallv(in, scount, sdispl, MPI_FLOAT, recv, rcount, rdispl, MPI_FLOAT, x.s->comm), err);
     return xfer_end(&x, rc);
 }
 
 static int native_broadcast(tb_group *g, float *buf, size_t count, int root, int *timed_out, tb_error *err) {
     if (!state(g)->native || root < 0 || root >= g->size) return exact_broadcast(g, buf, count, root, timed_out, err);
     int n = 0;
-    if (mpi_count(g, "broadcast", count, &n, err)) return -1;
-    MPI_Request req = MPI_REQUEST_NULL;
-    return native_wait(g, "broadcast", MPI_Ibcast(buf, n, MPI_FLOAT, root, state(g)->comm, &req), &req, timed_out,
-                       err);
+    if (mpi_count(g, "broadcast", count, &n, err) || native_begin(g, "broadcast", err)) return -1;
+    return native_end(g, "broadcast", MPI_Bcast(buf, n, MPI_FLOAT, root, state(g)->comm), err);
 }
 
 static int native_barrier(tb_group *g, int *timed_out, tb_error *err) {
     if (!state(g)->native) return exact_barrier(g, timed_out, err);
-    MPI_Request req = MPI_REQUEST_NULL;
-    return native_wait(g, "barrier", MPI_Ibarrier(state(g)->comm, &req), &req, timed_out, err);
+    if (native_begin(g, "barrier", err)) return -1;
+    return native_end(g, "barrier", MPI_Barrier(state(g)->comm), err);
 }
 
 // --mpi-collectives exact: the local backend's algorithm on every group.

@@ -21,9 +21,16 @@
 // it for the groups it holds in increasing group id, a total order, so no two processes wait
 // on each other in opposite orders.
 //
-// The calls. A communicator's rank is a process, not a rank thread, so MPI's own collectives
-// (MPI_Iallreduce ...) cannot serve a group with two members in one process. Every call is
-// therefore built from non-blocking point-to-point messages between members: tag =
+// The calls (--mpi-collectives). native, the default: a group with one member per process
+// (communicator rank = group index) runs each collective on MPI's own blocking collective on
+// the caller's buffers (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Alltoallv,
+// MPI_Bcast, MPI_Barrier), as PyTorch's ProcessGroupMPI does; its timeout is the watchdog
+// thread's (comm/watchdog.h), since a blocking MPI call cannot give up. A sum over two members
+// is the same bits as the local backend's (a + b = b + a); over more it is MPI's order,
+// reproducible at a fixed process count. A communicator's rank is a process, not a rank
+// thread, so MPI's own collectives cannot serve a group with two members in one process:
+// such a group, and every group under exact, runs the exact algorithm, built from
+// non-blocking point-to-point messages between members: tag =
 // class · 4096 + source index · 64 + destination index (class 0 collectives, 1 send/recv), so
 // each member thread receives only what is addressed to it, and MPI's non-overtaking rule
 // keeps successive calls of one pair in order. The algorithms are the local backend's:
@@ -33,15 +40,16 @@
 // local backend, and a run under mpirun the same bits as the same layout on rank threads.
 // Data moves as bytes (MPI_BYTE): no conversion, homogeneous hosts assumed.
 //
-// Waiting. Every call posts its requests and polls them with MPI_Testall (spinning briefly,
-// then sleeping up to 1 ms between polls) until done, until the world's collective timeout
+// Waiting (the exact algorithm and point-to-point). Every call posts its requests and polls
+// them with MPI_Testall (spinning, then sched_yield() between polls: never a sleep, since the
+// transfer moves only while someone polls) until done, until the world's collective timeout
 // (then *timed_out is set and the message is the local backend's: "<op> on group <g> (<n>
 // ranks) not complete after <s> s", so comm.c writes the hang report as for threads), or
 // until the world is aborted by a rank of this process. Requests of a call that gives up
 // are cancelled (receives) or left to complete (sends) and their buffers kept to the end:
-// every buffer MPI touches is the backend's own transport memory (plain host memory outside
-// the ranks' accounting, as the local backend's messages and NCCL's buffers are), never the
-// caller's, so a call that gives up leaves nothing of the caller's in MPI's hands.
+// every buffer these calls give MPI is the backend's own transport memory (plain host memory
+// outside the ranks' accounting, as the local backend's messages and NCCL's buffers are),
+// never the caller's, so a call that gives up leaves nothing of the caller's in MPI's hands.
 //
 // Point-to-point sends are eager as on the local backend: the message is copied and send
 // returns; the copy is freed once MPI has sent it. A message's size is checked at the

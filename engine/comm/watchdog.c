@@ -193,6 +193,80 @@ static void *term_watch(void *arg) {
     _exit(TB_EXIT_HANG);  // the rank threads are still in their calls: no orderly return
 }
 
+// ---------------------------------------------------------------------------------------
+// The watchdog thread under mpirun
+
+static pthread_t monitor_thread;
+static pthread_mutex_t monitor_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t monitor_cv;
+static int monitor_stop, monitor_running;
+
+// A call of rk pending past the collective timeout: this process's parts of the hang report,
+// named as the call's own timeout would name it, and the process's end (the thread waits in a
+// call that cannot return). Nothing when a report is already being written: its writer ends
+// the process, or the abort below does.
+static void fire(tb_world *w, tb_rank *rk, const tb_flight_entry *e) {
+    tb_group *g = NULL;
+    for (int k = 0; k < TB_NGROUP_KINDS && !g; k++)
+        if (rk->groups[k].id == e->group_id) g = &rk->groups[k];
+    if (!g || atomic_exchange(&w->hang_reported, 1)) return;
+    char what[256];
+    snprintf(what, sizeof what, "%s on group %s (%d ranks) not complete after %.1f s", tb_comm_op_name(e->op), g->name,
+             g->size, tb_comm_timeout_s(g));
+    report(w, "timeout", what, g, rk);
+    fprintf(stderr, "%s: HANG: %s (the watchdog: the call waits in MPI, which cannot time out)\n", rk->label, what);
+    fflush(NULL);
+    _exit(TB_EXIT_HANG);
+}
+
+// Reads every local rank's flight recorder WATCHDOG_PERIOD_S apart. A call pending longer
+// than the collective timeout + WATCHDOG_GRACE_S is a hang (fire): the grace leaves a call
+// that times out in its own thread (the local backend, the exact algorithm, point-to-point)
+// to report itself. A world aborted by a failure of this process while a call still waits
+// ABORT_GRACE_S later: the waiting thread is in a call that cannot see the abort (MPI's own
+// collective, comm/mpi_backend.h), so the process ends with the failure's status.
+#define WATCHDOG_PERIOD_S 0.1
+#define WATCHDOG_GRACE_S 0.5
+#define ABORT_GRACE_S 2.0
+static void *monitor(void *arg) {
+    tb_world *w = arg;
+    const double timeout = w->comm.collective_timeout_s > 0 ? w->comm.collective_timeout_s : 300.0;
+    const int64_t limit_ns = (int64_t)((timeout + WATCHDOG_GRACE_S) * 1e9);
+    int64_t aborted_at = 0;
+    pthread_mutex_lock(&monitor_mu);
+    while (!monitor_stop) {
+        struct timespec at;
+        clock_gettime(CLOCK_MONOTONIC, &at);
+        at.tv_nsec += (long)(WATCHDOG_PERIOD_S * 1e9);
+        if (at.tv_nsec >= 1000000000L) at.tv_sec++, at.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&monitor_cv, &monitor_mu, &at);
+        if (monitor_stop) break;
+        pthread_mutex_unlock(&monitor_mu);
+        const int64_t now = tb_now_ns();
+        int waiting = 0;
+        for (int r = w->local_first; r < w->local_first + w->local_count; r++) {
+            rank_view v;
+            view_rank(&w->ranks[r], &v);
+            if (!v.pending) continue;
+            waiting = 1;
+            if (now - v.pending->enter_ns > limit_ns) fire(w, &w->ranks[r], v.pending);
+        }
+        if (atomic_load(&w->comm.aborted) && waiting) {
+            if (!aborted_at) aborted_at = now;
+            else if (now - aborted_at > (int64_t)(ABORT_GRACE_S * 1e9)) {
+                fprintf(stderr, "pretrain_gpt: process %d: the run was aborted by the failure of %s, and a call still "
+                        "waits in MPI %.0f s later: ending the process\n", w->process, w->comm.aborted_by,
+                        ABORT_GRACE_S);
+                fflush(NULL);
+                _exit(w->abort_status ? w->abort_status : TB_EXIT_FAILURE);
+            }
+        }
+        pthread_mutex_lock(&monitor_mu);
+    }
+    pthread_mutex_unlock(&monitor_mu);
+    return NULL;
+}
+
 int tb_watchdog_start(tb_world *w, tb_error *err) {
     if (w->processes <= 1) return 0;
     if (sem_init(&term_sem, 0, 0) != 0) return tb_fail(err, "SIGTERM watcher: sem_init: %s", strerror(errno));
@@ -201,6 +275,15 @@ int tb_watchdog_start(tb_world *w, tb_error *err) {
         sem_destroy(&term_sem);
         return tb_fail(err, "SIGTERM watcher: cannot start its thread");
     }
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&monitor_cv, &attr);
+    pthread_condattr_destroy(&attr);
+    monitor_stop = 0;
+    monitor_running = pthread_create(&monitor_thread, NULL, monitor, w) == 0;
+    if (!monitor_running) fprintf(stderr, "pretrain_gpt: the watchdog thread did not start: a call that waits in MPI "
+                                          "cannot time out\n");
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigterm;
@@ -212,6 +295,15 @@ int tb_watchdog_start(tb_world *w, tb_error *err) {
 
 void tb_watchdog_stop(tb_world *w) {
     if (w->processes <= 1 || !atomic_load(&term_armed)) return;
+    if (monitor_running) {
+        pthread_mutex_lock(&monitor_mu);
+        monitor_stop = 1;
+        pthread_cond_signal(&monitor_cv);
+        pthread_mutex_unlock(&monitor_mu);
+        pthread_join(monitor_thread, NULL);
+        pthread_cond_destroy(&monitor_cv);
+        monitor_running = 0;
+    }
     sigaction(SIGTERM, &term_previous, NULL);
     atomic_store(&term_armed, 0);
     sem_post(&term_sem);

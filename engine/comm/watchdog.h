@@ -33,9 +33,19 @@ void tb_watchdog_report_hang(tb_group *g, const char *what);
 // is already being written.
 void tb_watchdog_report_stall(struct tb_rank *rk, const char *what);
 
-// Under mpirun (w->processes > 1): the SIGTERM handler and its watcher thread, for the run's
-// rank threads (nothing to do with one process). tb_watchdog_stop restores the previous
-// handler once they have returned.
+// The watchdog thread, under mpirun: MPI's own collectives block in MPI (comm/mpi_backend.h,
+// --mpi-collectives native), so they cannot time out in the thread that waits, as an NCCL
+// call cannot in PyTorch, whose NCCL watchdog this follows. The thread reads every local
+// rank's flight recorder ten times a second; a call pending longer than the collective timeout
+// (+ 0.5 s, so that a call that times out in its own thread reports itself) is reported as
+// that call's hang — the same parts, merge and message — and the process ends with status 4.
+// A world aborted by a failure in this process while a call still waits 2 s later ends the
+// process with the failure's status.
+//
+// Under mpirun (w->processes > 1): the SIGTERM handler and its watcher thread, and the
+// watchdog thread, for the run's rank threads (nothing to do with one process).
+// tb_watchdog_stop stops the watchdog and restores the previous handler once they have
+// returned.
 int tb_watchdog_start(struct tb_world *w, tb_error *err);
 void tb_watchdog_stop(struct tb_world *w);
 

@@ -1,13 +1,14 @@
 // bench_comm — all-reduce across processes, three ways on the same buffers in one run, in
 // nccl-tests' convention:
 //   engine   the MPI backend as pretrain_gpt runs it by default (--mpi-collectives native:
-//            MPI_Iallreduce on the caller's buffer, polled to completion, comm/mpi_backend.h)
+//            MPI_Allreduce on the group's communicator and the caller's buffer, its timeout the
+//            watchdog's, comm/mpi_backend.h)
 //   exact    --mpi-collectives exact: the local backend's reduce-scatter + all-gather over
 //            point-to-point messages (group-order sums, the same bits as rank threads)
 //   MPI      MPI_Allreduce(MPI_IN_PLACE) itself on MPI_COMM_WORLD: the reference
 //
 //   mpirun -np N build/bin/bench_comm [--min BYTES] [--max BYTES] [--reps R]
-//   (default 8 B .. 64M by factors of 2 as nccl-tests' -f 2, R = 5; Open MPI as root:
+//   (default 8 B .. 64M by factors of 2 as nccl-tests' -f 2, R = 9; Open MPI as root:
 //   --allow-run-as-root; more processes than cores: --oversubscribe --bind-to none;
 //   scripts/bench-comm.sh runs it)
 //
@@ -20,8 +21,10 @@
 //   time   per call (the latency, at small sizes)
 //   algbw  = bytes / time
 //   busbw  = algbw x 2(n - 1)/n   (what each link carries in a ring all-reduce)
-// — and the engine's busbw over MPI's. The paths take turns batch by batch, so that a drift
-// of the host's speed within a size falls on all three alike.
+// — and the engine's busbw over MPI's (time: MPI's over the engine's), paired: the paths take
+// turns batch by batch, and the ratio is the median over rounds of each round's engine batch
+// against its MPI batch, so that the host's drift between rounds (a shared VM's memory system
+// drifts by tens of percent over seconds: scripts/bench-host-drift.sh) cancels in each pair.
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,12 +95,12 @@ static void bench_rank(tb_rank *rk, void *arg) {
     int timed_out = 0;
     float *buf = tb_xmalloc(b->max, "all_reduce buffer");
     if (lead) {
-        printf("all_reduce across %d processes, one rank each: the engine's default path (MPI_Iallreduce, polled), "
+        printf("all_reduce across %d processes, one rank each: the engine's default path (MPI's own, on the group), "
                "the exact path, MPI_Allreduce; median of %d batches each, taking turns\n",
                n, b->reps);
         printf("busbw = algbw x 2(n-1)/n = algbw x %.3f (nccl-tests)\n\n", 2.0 * (n - 1) / n);
-        printf("%12s %6s | %10s %9s | %10s %9s | %10s %9s | %12s %12s\n", "", "", "engine", "", "exact", "", "MPI",
-               "", "engine/MPI", "");
+        printf("%12s %6s | %10s %9s | %10s %9s | %10s %9s | %25s\n", "", "", "engine", "", "exact", "", "MPI",
+               "", "engine/MPI, paired");
         printf("%12s %6s | %10s %9s | %10s %9s | %10s %9s | %12s %12s\n", "bytes", "calls", "time us", "busbw GB/s",
                "time us", "busbw GB/s", "time us", "busbw GB/s", "busbw", "time");
     }
@@ -130,6 +133,12 @@ static void bench_rank(tb_rank *rk, void *arg) {
                 t[p][r] /= calls;
             }
         if (b->failed || !lead) continue;
+        // the paired ratio: each round's engine batch against the MPI batch next to it in time,
+        // the median over rounds (the host's drift between rounds cancels in a pair)
+        double pair[64];
+        for (int r = 0; r < reps; r++) pair[r] = t[PATH_MPI][r] / t[PATH_ENGINE][r];
+        qsort(pair, (size_t)reps, sizeof *pair, cmp_double);
+        const double paired = reps % 2 ? pair[reps / 2] : (pair[reps / 2 - 1] + pair[reps / 2]) / 2;
         double median[NPATHS], busbw[NPATHS];
         for (int p = 0; p < NPATHS; p++) {
             qsort(t[p], (size_t)reps, sizeof **t, cmp_double);
@@ -138,8 +147,7 @@ static void bench_rank(tb_rank *rk, void *arg) {
         }
         printf("%12zu %6d | %10.1f %9.3f | %10.1f %9.3f | %10.1f %9.3f | %11.2fx %11.2fx\n", bytes, calls,
                median[PATH_ENGINE] * 1e6, busbw[PATH_ENGINE], median[PATH_EXACT] * 1e6, busbw[PATH_EXACT],
-               median[PATH_MPI] * 1e6, busbw[PATH_MPI], busbw[PATH_ENGINE] / busbw[PATH_MPI],
-               median[PATH_ENGINE] / median[PATH_MPI]);
+               median[PATH_MPI] * 1e6, busbw[PATH_MPI], paired, 1 / paired);
         fflush(stdout);
     }
     free(buf);
@@ -157,7 +165,7 @@ static int parse_size(const char *flag, const char *text, size_t *out) {
 }
 
 int main(int argc, char **argv) {
-    bench b = {8, (size_t)64 << 20, 5, 0};
+    bench b = {8, (size_t)64 << 20, 9, 0};
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc && argv[i][0] == '-') return fprintf(stderr, "bench_comm: %s needs a value\n", argv[i]), 2;
         if (!strcmp(argv[i], "--min")) {
