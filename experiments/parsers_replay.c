@@ -104,6 +104,23 @@ int tbp_replayed_record(const parser *p, json_t *args, const char *dir, double *
         json_array_append_new(files, json_string(path));
         rc = replayable(config_path, config, path, conditions, err);
     }
+    // under mpirun a call's thread CPU time holds its wait: MPI's progress engine polls, in
+    // MPI's own collectives and in the exact algorithm's MPI_Testall alike
+    json_t *launch = NULL;
+    if (rc == 0 && (rc = tbp_run_path(path, sizeof path, dir, TB_RUN_LAUNCH, err)) == 0 &&
+        (launch = tbp_load_json_file(path, err)) == NULL)
+        rc = -1;
+    if (rc == 0) {
+        json_array_append_new(files, json_string(path));
+        json_t *procs = json_object_get(launch, "processes");
+        if (!json_is_integer(procs))
+            rc = tb_fail(err, "%s: no integer 'processes', so whether the run's calls polled MPI is unknown", path);
+        else if (json_integer_value(procs) > 1)
+            rc = tb_fail(err, "%s: %lld processes under mpirun: a call's CPU time there holds its wait (MPI's progress "
+                              "engine polls while it waits), so it is not the call's own work; replaying it is not "
+                              "supported yet", path, (long long)json_integer_value(procs));
+    }
+    json_decref(launch);
     if (rc == 0 && (rc = tbp_run_path(path, sizeof path, dir, TB_RUN_PIPELINE, err)) == 0 &&
         (pipeline = tbp_load_json_file(path, err)) == NULL)
         rc = -1;
