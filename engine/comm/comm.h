@@ -5,8 +5,10 @@
 //          reduction sums the members' contributions in group order, so results are the
 //          same bits on every rank and in every run. Blocking, with a timeout.
 //   mpi    under mpirun, a group whose members are in more than one process: one MPI
-//          communicator per group, the local backend's algorithms and summation over
-//          point-to-point messages, so the same bits as the local backend (comm/mpi_backend.h).
+//          communicator per group; MPI's own collectives where the group has one member per
+//          process (--mpi-collectives native), else the local backend's algorithms and
+//          summation over point-to-point messages, the same bits as the local backend
+//          (comm/mpi_backend.h).
 //   nccl   one NCCL communicator per group (ncclCommInitRank, the unique id shared within
 //          the process); buffers are device memory. Built when CUDA and NCCL are found.
 //
@@ -41,8 +43,12 @@ void tb_recv(tb_group *g, float *buf, size_t count, int peer);
 // A batch of n (1 .. TB_P2P_BATCH_MAX) sends and recvs, on one group or several, issued
 // together; returns once all are done (PyTorch's batch_isend_irecv and the wait on its
 // requests, as Megatron's p2p_communication._communicate does). List the sends first.
-//   local, MPI  sends are eager: the ops run one by one in list order, each exactly a tb_send
+//   local       sends are eager: the ops run one by one in list order, each exactly a tb_send
 //               or tb_recv (the same messages, bits, records and order as those calls).
+//   MPI         every op posted on the caller's buffers (MPI_Isend, MPI_Irecv), then all
+//               waited for together, so a send that MPI completes only once its receive is
+//               posted (its rendezvous protocol for large messages) cannot deadlock two stages
+//               that send to each other; the messages are tb_send's and tb_recv's.
 //   NCCL        sends are rendezvous: one ncclGroupStart / ncclSend | ncclRecv ... /
 //               ncclGroupEnd over the ops' communicators, each on its group's stream, so two
 //               stages that send to each other and then receive do not deadlock.

@@ -426,7 +426,10 @@ static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_
     MPI_Get_count(&st, MPI_BYTE, &bytes);
     xfer x;
     xfer_begin(&x, g, "recv");
-    void *data = xfer_buf(&x, (size_t)bytes);
+    // the expected size goes straight into the caller's buffer; another one through transport
+    // memory, to be refused whole
+    const int direct = (size_t)bytes == count * sizeof(float);
+    void *data = direct ? (void *)buf : xfer_buf(&x, (size_t)bytes);
     int rc = MPI_Imrecv(data, bytes, MPI_BYTE, &msg, &x.req[0]);
     if (rc != MPI_SUCCESS) return xfer_end(&x, mpi_fail(err, "recv", g, rc));
     x.n = 1;
@@ -434,8 +437,65 @@ static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_
     if (rc == 0 && (size_t)bytes != count * sizeof(float))
         rc = tb_fail(err, "recv on group %s from member %d: message of %zu elements, expected %zu", g->name, peer,
                      (size_t)bytes / sizeof(float), count);
-    if (rc == 0) memcpy(buf, data, (size_t)bytes);
     return xfer_end(&x, rc);
+}
+
+// Megatron's batch_isend_irecv on MPI: every op of the batch posted on the caller's buffers
+// (MPI_Isend, MPI_Irecv of exactly the expected size), then all waited for together, so two
+// stages that send to each other and then receive never wait on each other, whatever MPI's
+// protocol for the size (eager, or a rendezvous that completes a send only once its receive is
+// posted). A message of another size is refused with the local backend's message: MPI reports
+// a longer one as truncated, a shorter one by its count. The messages are the tb_send /
+// tb_recv ones (tag class 1): a batch's send matches a peer's single recv, and the reverse.
+static int mpi_batch_send_recv(const tb_p2p_op *ops, int n, int *timed_out, tb_error *err) {
+    MPI_Request req[TB_P2P_BATCH_MAX];
+    MPI_Status st[TB_P2P_BATCH_MAX];
+    int rc = 0, posted = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const tb_p2p_op *o = &ops[i];
+        tb_group *g = o->g;
+        mpi_group *s = state(g);
+        const char *op = o->op == TB_COMM_SEND ? "send" : "recv";
+        if (check_peer(g, op, o->peer, err)) {
+            rc = -1;
+            break;
+        }
+        const size_t bytes = o->count * sizeof(float);
+        if (bytes > (size_t)INT_MAX) {
+            rc = tb_fail(err, "%s on group %s: a message of %zu bytes exceeds MPI's int count (%d)", op, g->name, bytes,
+                         INT_MAX);
+            break;
+        }
+        reap_sends(s, g->index);
+        const int me = g->index;
+        int e = o->op == TB_COMM_SEND
+                    ? MPI_Isend(o->buf, (int)bytes, MPI_BYTE, s->proc[o->peer], tag_of(TAG_P2P, me, o->peer), s->comm,
+                                &req[i])
+                    : MPI_Irecv(o->buf, (int)bytes, MPI_BYTE, s->proc[o->peer], tag_of(TAG_P2P, o->peer, me), s->comm,
+                                &req[i]);
+        if (e != MPI_SUCCESS) rc = mpi_fail(err, op, g, e);
+        else posted = i + 1;
+    }
+    int failed = -1;
+    if (rc == 0) rc = poll_requests(ops[n - 1].g, "batch_send_recv", n, req, st, &failed, timed_out, err);
+    if (rc != 0) {
+        // a call that gave up: the receives are cancelled, the sends left to MPI; the caller's
+        // buffers stay with MPI, safe because the rank fails and its process ends (comm.h)
+        drop_requests(posted, req);
+        if (failed >= 0 && ops[failed].op == TB_COMM_RECV && st[failed].MPI_ERROR == MPI_ERR_TRUNCATE)
+            return tb_fail(err, "recv on group %s from member %d: a message of more than the %zu elements expected",
+                           ops[failed].g->name, ops[failed].peer, ops[failed].count);
+        return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        if (ops[i].op != TB_COMM_RECV) continue;
+        int bytes = 0;
+        MPI_Get_count(&st[i], MPI_BYTE, &bytes);
+        if ((size_t)bytes != ops[i].count * sizeof(float))
+            return tb_fail(err, "recv on group %s from member %d: message of %zu elements, expected %zu",
+                           ops[i].g->name, ops[i].peer, (size_t)bytes / sizeof(float), ops[i].count);
+    }
+    return 0;
 }
 
 // Every member sends an empty message to every other and waits for theirs.
@@ -600,15 +660,16 @@ static int native_barrier(tb_group *g, int *timed_out, tb_error *err) {
 const tb_comm_backend tb_mpi_exact_backend = {
     "mpi",           exact_all_reduce, exact_reduce_scatter, exact_all_gather, exact_all_to_all,
     exact_broadcast, mpi_send,         mpi_recv,             exact_barrier,
-    NULL,  // sends are eager (buffered): a batch runs op by op (comm.c)
+    mpi_batch_send_recv,
 };
 
 // --mpi-collectives native: MPI's own collectives where the group allows (above), the exact
-// algorithm otherwise; point-to-point eager either way.
+// algorithm otherwise; point-to-point alike on either path (single sends eager, a batch on
+// the caller's buffers).
 const tb_comm_backend tb_mpi_backend = {
     "mpi",            native_all_reduce, native_reduce_scatter, native_all_gather, native_all_to_all,
     native_broadcast, mpi_send,          mpi_recv,              native_barrier,
-    NULL,  // sends are eager (buffered): a batch runs op by op (comm.c)
+    mpi_batch_send_recv,
 };
 
 // ---------------------------------------------------------------------------------------

@@ -51,9 +51,13 @@
 // outside the ranks' accounting, as the local backend's messages and NCCL's buffers are),
 // never the caller's, so a call that gives up leaves nothing of the caller's in MPI's hands.
 //
-// Point-to-point sends are eager as on the local backend: the message is copied and send
-// returns; the copy is freed once MPI has sent it. A message's size is checked at the
-// receiver (MPI_Improbe + MPI_Imrecv), with the local backend's message.
+// Point-to-point: a single send is eager as on the local backend (the message is copied and
+// send returns; the copy is freed once MPI has sent it); a single recv finds the message
+// (MPI_Improbe), checks its size with the local backend's message and receives it into the
+// caller's buffer (MPI_Imrecv). A batch (tb_batch_send_recv: the pipeline's and the CP ring's
+// exchanges) posts every op on the caller's buffers, MPI_Isend and MPI_Irecv, and waits for
+// them together, so that no copy is made and no rendezvous send waits for a receive that
+// its own batch has yet to post.
 //
 // Without MPI at configure time (TB_HAVE_MPI undefined) these functions are stubs that fail
 // with "MPI backend not built (...)".

@@ -297,6 +297,18 @@ static void worker_rank_fn(tb_rank *rk, void *arg) {
         if (CALL(recv, b, N, (i + n - 1) % n)) wfail(me, rk, "recv on %s: %s", g->name, err.msg);
         fill(e, N, g->ranks[(i + n - 1) % n], salt + 6);
         if (memcmp(b, e, N * sizeof(float))) wfail(me, rk, "send/recv ring on %s (%s)", g->name, on);
+        // the same ring as one batch on the caller's buffers (Megatron's batch_isend_irecv), with
+        // a message beyond MPI's eager size (64 KiB: a rendezvous completes a send only once its
+        // receive is posted, so the batch posts both before it waits)
+        const size_t big = 16 * N;
+        fill(a, big, rk->rank, salt + 7);
+        tb_p2p_op ring[2] = {{TB_COMM_SEND, g, a, big, (i + 1) % n, -1}, {TB_COMM_RECV, g, b, big, (i + n - 1) % n, -1}};
+        timed_out = 0;
+        if (n > 1 && g->backend->batch_send_recv && g->backend->batch_send_recv(ring, 2, &timed_out, &err))
+            wfail(me, rk, "batch send/recv on %s: %s", g->name, err.msg);
+        fill(e, big, g->ranks[(i + n - 1) % n], salt + 7);
+        if (n > 1 && g->backend->batch_send_recv && memcmp(b, e, big * sizeof(float)))
+            wfail(me, rk, "batch send/recv ring on %s (%s)", g->name, on);
         timed_out = 0;
         if (g->backend->barrier(g, &timed_out, &err)) wfail(me, rk, "barrier on %s: %s", g->name, err.msg);
     }
@@ -307,6 +319,19 @@ static void worker_rank_fn(tb_rank *rk, void *arg) {
         int r = CALL(recv, b, 5, 0);
         if (r == 0 || !strstr(err.msg, "recv on group world from member 0: message of 4 elements, expected 5"))
             wfail(me, rk, "a recv of the wrong size: rc %d, '%s'", r, r ? err.msg : "");
+    }
+    // the same refusals in a batch on the caller's buffers: a shorter message by its count, a
+    // longer one as more than expected
+    tb_p2p_op one = {g->index == 0 ? TB_COMM_SEND : TB_COMM_RECV, g, g->index == 0 ? a : b, 4, g->index == 0 ? 1 : 0, -1};
+    for (int k = 0; k < 2 && g->backend->batch_send_recv && g->index <= 1; k++) {
+        if (g->index == 1) one.count = k == 0 ? 5 : 3;
+        timed_out = 0;
+        int r = g->backend->batch_send_recv(&one, 1, &timed_out, &err);
+        const char *want = k == 0 ? "recv on group world from member 0: message of 4 elements, expected 5"
+                                  : "recv on group world from member 0: a message of more than the 3 elements expected";
+        if (g->index == 0 && r != 0) wfail(me, rk, "a batch send of 4: %s", err.msg);
+        if (g->index == 1 && (r == 0 || !strstr(err.msg, want)))
+            wfail(me, rk, "a batch recv of the wrong size: rc %d, '%s' (want '%s')", r, r ? err.msg : "", want);
     }
     // member 0 never joins: the others time out as on the local backend; on MPI's own blocking
     // collective (native, one member per process) only the watchdog can end that wait, and a
