@@ -181,9 +181,12 @@ json_t *tb_launch_record(const tb_launch *l, const tb_config *cfg) {
         json_object_set_new(per_host, all[p].host, json_integer((n ? json_integer_value(n) : 0) + k));
     }
     free(all);
-    return json_pack("{s:s, s:o, s:i, s:i, s:i, s:o, s:o, s:o, s:o}", "launcher", l->mpi ? "mpirun" : "threads",
+    // how a collective across processes ran (config.h, enum tb_mpi_collectives)
+    json_t *collectives = l->mpi ? json_string(cfg->mpi_collectives == TB_MPI_COLLECTIVES_EXACT ? "exact" : "native")
+                                 : json_null();
+    return json_pack("{s:s, s:o, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:o}", "launcher", l->mpi ? "mpirun" : "threads",
                      "argv", argv, "processes", l->processes, "ranks_per_process", k, "world_size", cfg->world_size,
                      "thread_level", l->mpi ? json_string("MPI_THREAD_MULTIPLE") : json_null(), "mpi_library",
-                     library[0] ? json_string(library) : json_null(), "per_process", processes, "ranks_per_host",
-                     per_host);
+                     library[0] ? json_string(library) : json_null(), "mpi_collectives", collectives, "per_process",
+                     processes, "ranks_per_host", per_host);
 }

@@ -472,9 +472,13 @@ static void check_layout(const layout *l, int i, const double *ref) {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", mdir, TB_RUN_CONFIG);
         json_t *cfg = tb_load_json(path);
-        TB_CHECK(!strcmp(json_string_value(json_object_get(cfg, "mpi_collectives")) ?: "", algorithms[a]),
-                 "%s: config.json says mpi_collectives %s", l->name, algorithms[a]);
+        snprintf(path, sizeof path, "%s/%s", mdir, TB_RUN_LAUNCH);
+        json_t *launch = tb_load_json(path);
+        TB_CHECK(!strcmp(json_string_value(json_object_get(cfg, "mpi_collectives")) ?: "", algorithms[a]) &&
+                     !strcmp(json_string_value(json_object_get(launch, "mpi_collectives")) ?: "", algorithms[a]),
+                 "%s: config.json and launch.json say mpi_collectives %s", l->name, algorithms[a]);
         json_decref(cfg);
+        json_decref(launch);
         if (strstr(l->flags, "pipeline")) check_pipeline(l, mdir, tdir);
         if (runs == 2)
             printf("    %-30s -np %d x %d, %s: %.1e from threads, the same bits twice, vs single rank %.1e (%.1f s)\n",
