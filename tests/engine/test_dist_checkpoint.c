@@ -582,31 +582,43 @@ TB_TEST(the_slow_writer_drill_names_the_last_arriver_and_its_phase) {
 }
 
 // Processes as threads: a checkpoint saved by 2 processes under mpirun resumes under mpirun
-// bitwise as the uninterrupted threads run (the MPI backend sums as the local one), and
-// resumes at a single rank too.
+// bitwise as the uninterrupted threads run, on both paths of --mpi-collectives (exact sums as
+// the local backend does; native's sums over the tp group's two members are the same bits),
+// and resumes at a single rank too.
 TB_TEST(checkpoints_save_and_resume_under_mpirun) {
 #ifdef TB_MPIEXEC
-    char ck[1024], dir[1024], ref[1024], b[1024];
-    tmp(ck, "ck-mpi");
-    tb_run(&sh, NULL, "rm -rf '%s'", ck);
+    char ck[1024], dir[1024], ref[1024], b[1024], args[1200];
+    double want[7], got[7];
     const char *tp2 = "--tensor-model-parallel-size 2";
     TB_REQUIRE(train("mpi-ref", "--world-size 2 --tensor-model-parallel-size 2", "") == 0, "%s", sh.err);
     tmp(ref, "mpi-ref");
-    int rc = tb_run(&sh, NULL, MPIRUN " -np 2 '%s'" MODEL " %s --exit-interval 3 --save '%s' --run-dir '%s' > /dev/null",
-                    PRETRAIN, tp2, ck, tmp(dir, "mpi-a"));
-    TB_REQUIRE(rc == 0, "mpirun save: exit %d: %s", rc, sh.err);
-    rc = tb_run(&sh, NULL, MPIRUN " -np 2 '%s'" MODEL " %s --load '%s' --run-dir '%s' > /dev/null", PRETRAIN, tp2,
-                ck, tmp(b, "mpi-b"));
-    TB_REQUIRE(rc == 0, "mpirun resume: exit %d: %s", rc, sh.err);
-    double want[7], got[7];
-    losses(ref, want), losses(b, got);
-    int same = 1;
-    for (int s = 4; s <= 6; s++) same = same && got[s] == want[s];
-    TB_CHECK(same, "under mpirun, steps 4-6 after resuming are the threads run's bits (%.17g vs %.17g at step 6)",
-             got[6], want[6]);
-    char args[1200];
-    snprintf(args, sizeof args, "--load '%s'", ck);
-    TB_CHECK(train("mpi-single", "", args) == 0, "a single rank resumes the processes' checkpoint: %s", sh.err);
+    static const char *const algorithms[] = {"native", "exact"};
+    int rc = 0;
+    for (int a = 0; a < 2; a++) {
+        char name[64];
+        snprintf(name, sizeof name, "ck-mpi-%s", algorithms[a]);
+        tmp(ck, name);
+        tb_run(&sh, NULL, "rm -rf '%s'", ck);
+        snprintf(name, sizeof name, "mpi-a-%s", algorithms[a]);
+        rc = tb_run(&sh, NULL,
+                    MPIRUN " -np 2 '%s'" MODEL " %s --mpi-collectives %s --exit-interval 3 --save '%s' --run-dir '%s' > "
+                           "/dev/null",
+                    PRETRAIN, tp2, algorithms[a], ck, tmp(dir, name));
+        TB_REQUIRE(rc == 0, "mpirun save (%s): exit %d: %s", algorithms[a], rc, sh.err);
+        snprintf(name, sizeof name, "mpi-b-%s", algorithms[a]);
+        rc = tb_run(&sh, NULL, MPIRUN " -np 2 '%s'" MODEL " %s --mpi-collectives %s --load '%s' --run-dir '%s' > /dev/null",
+                    PRETRAIN, tp2, algorithms[a], ck, tmp(b, name));
+        TB_REQUIRE(rc == 0, "mpirun resume (%s): exit %d: %s", algorithms[a], rc, sh.err);
+        losses(ref, want), losses(b, got);
+        int same = 1;
+        for (int s = 4; s <= 6; s++) same = same && got[s] == want[s];
+        TB_CHECK(same, "under mpirun (%s), steps 4-6 after resuming are the threads run's bits (%.17g vs %.17g at step 6)",
+                 algorithms[a], got[6], want[6]);
+        snprintf(args, sizeof args, "--load '%s'", ck);
+        snprintf(name, sizeof name, "mpi-single-%s", algorithms[a]);
+        TB_CHECK(train(name, "", args) == 0, "a single rank resumes the processes' checkpoint (%s): %s", algorithms[a],
+                 sh.err);
+    }
     // MoE: experts saved by 2 processes at ep 2 resume at one rank as the uninterrupted single rank
     tmp(ck, "ck-mpi-moe");
     tb_run(&sh, NULL, "rm -rf '%s'", ck);

@@ -22,7 +22,8 @@
 // the wrong size and a call one member skips (which must time out as on the local backend).
 // A rank stalled in one process must end the run with a hang report, not a wait forever; a
 // rank process killed by SIGKILL must be named absent in the merged report by every survivor,
-// each exiting 4 within the collective timeout + 5 s.
+// each exiting 4 within the collective timeout + 5 s. The failures and drills run on both paths too
+// (the exact path's hang drills once each, the default's TB_HANG_REPEATS times).
 //
 // Exit status 77 (ctest: skipped) when MPI was not built or no mpirun was found.
 #include <jansson.h>
@@ -672,7 +673,7 @@ static double now_s(void) {
 // exits with status 4 within the collective timeout + 5 s, whether mpirun terminates them
 // (its default: SIGTERM, on which they write their parts) or leaves them to time out
 // (--enable-recovery: each times out, writes its part and merges).
-static void killed_process(int processes, const char *mpirun_flags, const char *how) {
+static void killed_process(int processes, const char *mpirun_flags, const char *how, const char *algorithm) {
     static int nth;
     char dir[512], log[600], cmd[8192];
     run_dir(dir, sizeof dir, "killed", nth++);
@@ -680,8 +681,8 @@ static void killed_process(int processes, const char *mpirun_flags, const char *
     const double timeout = 2;
     snprintf(cmd, sizeof cmd,
              "rm -rf %s; " MPIRUN " %s -np %d" REPORTING_SHELL ENGINE MODEL
-             " --world-size %d --inject-stall 1:2 --collective-timeout %g --run-dir %s > %s 2>&1",
-             dir, mpirun_flags, processes, processes, timeout, dir, log);
+             " --world-size %d --mpi-collectives %s --inject-stall 1:2 --collective-timeout %g --run-dir %s > %s 2>&1",
+             dir, mpirun_flags, processes, processes, algorithm, timeout, dir, log);
     unlink(log);
     pid_t pid = start_background(cmd);
     TB_REQUIRE(pid > 0, "fork");
@@ -750,12 +751,15 @@ static void killed_process(int processes, const char *mpirun_flags, const char *
                  tb_has(sh.out, "rank 1 (tp0 cp0 dp1 pp0)"),
              "%s: tracebook hang: exit %d\n%s", how, rc, sh.out);
     free(out);
-    printf("    SIGKILLed process, -np %d, %s: survivors exited 4 in %.1f s after the kill\n", processes, how, secs);
+    printf("    SIGKILLed process, -np %d, %s, %s: survivors exited 4 in %.1f s after the kill\n", processes, how,
+           algorithm, secs);
 }
 
 TB_TEST(a_sigkilled_process_is_reported_absent_by_every_survivor) {
-    killed_process(2, "", "mpirun terminates the survivors");
-    killed_process(4, "--enable-recovery", "survivors time out (--enable-recovery)");
+    for (int a = 0; a < 2; a++) {
+        killed_process(2, "", "mpirun terminates the survivors", algorithms[a]);
+        killed_process(4, "--enable-recovery", "survivors time out (--enable-recovery)", algorithms[a]);
+    }
 }
 
 // Both processes run out of memory (at model construction): each writes its rank's part and
