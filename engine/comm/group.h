@@ -99,9 +99,9 @@ struct tb_group {
 // run was aborted by the failure of <rank>" and "<what> on group <g> (<n> ranks) not complete
 // after <s> s" (which also sets *timed_out, for comm.c's hang report).
 double tb_comm_timeout_s(const tb_group *g);
-// The polling backends' (MPI, NCCL) clock and pause: CLOCK_MONOTONIC seconds; a wait that
-// spins briefly, then sleeps 10 µs, 20 µs, ... up to 1 ms between polls, so that a wait that
-// lasts costs little CPU (rank threads share a few cores) and one that ends soon is not delayed.
+// The polling backends' clock, CLOCK_MONOTONIC seconds, and NCCL's pause: a wait that spins
+// briefly, then sleeps 10 µs, 20 µs, ... up to 1 ms between polls of a device's completion
+// (the GPU moves the data meanwhile), so that a wait that lasts costs little CPU.
 double tb_comm_now_s(void);
 void tb_comm_backoff(unsigned *polls);
 // The MPI backend's pause between two polls of its requests (each poll drives MPI's progress
