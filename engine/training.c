@@ -459,6 +459,9 @@ static int write_conditions(tb_rank *rk, const conditions_sample *first, const c
         .run_queue_unmeasured = cpu_get_num_threads() > 1 || cpu_get_blas_num_threads() > 1
                                     ? "the OpenMP and OpenBLAS worker threads of the kernels"
                                     : "",
+        .mpi_collectives = rk->world && rk->world->processes > 1
+                               ? (rk->cfg->mpi_collectives == TB_MPI_COLLECTIVES_EXACT ? "exact" : "native")
+                               : NULL,
     };
     if (t.run_queue_unmeasured[0]) t.run_queue_wait_s = -1;
     t.wait_policy = cpu_openmp_wait_policy(&t.wait_source);

@@ -117,6 +117,7 @@ int conditions_write(const char *run_dir, const conditions_threads *t, const con
         "loadavg_start", seconds_or_null(a->loadavg1, 1), "loadavg_end", seconds_or_null(b->loadavg1, 1),
         // /proc/stat's unit: busy_s and steal_s are whole ticks per CPU (the gate's resolution)
         "stat_tick_s", tb_json_number(1.0 / (double)sysconf(_SC_CLK_TCK)));
+    json_object_set_new(c, "mpi_collectives", t->mpi_collectives ? json_string(t->mpi_collectives) : json_null());
     const int measured = t->run_queue_wait_s >= 0 && wall > 0;
     json_object_set_new(
         c, "scheduler",

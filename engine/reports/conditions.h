@@ -15,6 +15,8 @@
 // as if they ran all the time: a run is judged oversubscribed rather than trusted when they
 // may have taken a core from the kernels.
 //    "oversubscribed": total > usable,
+//    "mpi_collectives": under mpirun, how a collective across processes ran ("native": MPI's
+//        own, "exact": the group-order algorithm; --mpi-collectives), null in one process,
 //    "scheduler": {"run_queue_wait_s", "run_queue_share", "measured", "unmeasured"}:
 //        what oversubscription (or anything else) cost, measured rather than counted: the
 //        time a rank's threads spent runnable but waiting for a core (the kernel's run_delay,
@@ -73,6 +75,7 @@ typedef struct conditions_threads {
     double run_others_cpu_s;                 // CPU time of this run's other processes (mpirun), counted as the run's
     double run_queue_wait_s;                 // scheduler.run_queue_wait_s; -1: not measured
     const char *run_queue_unmeasured;        // the threads it leaves out, "" for none
+    const char *mpi_collectives;             // under mpirun: "native" or "exact" (--mpi-collectives); NULL: one process
 } conditions_threads;
 
 // conditions.json in run_dir.

@@ -475,11 +475,15 @@ static void check_layout(const layout *l, int i, const double *ref) {
         json_t *cfg = tb_load_json(path);
         snprintf(path, sizeof path, "%s/%s", mdir, TB_RUN_LAUNCH);
         json_t *launch = tb_load_json(path);
+        snprintf(path, sizeof path, "%s/%s", mdir, TB_RUN_CONDITIONS);
+        json_t *cond = tb_load_json(path);
         TB_CHECK(!strcmp(json_string_value(json_object_get(cfg, "mpi_collectives")) ?: "", algorithms[a]) &&
-                     !strcmp(json_string_value(json_object_get(launch, "mpi_collectives")) ?: "", algorithms[a]),
-                 "%s: config.json and launch.json say mpi_collectives %s", l->name, algorithms[a]);
+                     !strcmp(json_string_value(json_object_get(launch, "mpi_collectives")) ?: "", algorithms[a]) &&
+                     !strcmp(json_string_value(json_object_get(cond, "mpi_collectives")) ?: "", algorithms[a]),
+                 "%s: config.json, launch.json and conditions.json say mpi_collectives %s", l->name, algorithms[a]);
         json_decref(cfg);
         json_decref(launch);
+        json_decref(cond);
         if (strstr(l->flags, "pipeline")) check_pipeline(l, mdir, tdir);
         if (runs == 2)
             printf("    %-30s -np %d x %d, %s: %.1e from threads, the same bits twice, vs single rank %.1e (%.1f s)\n",
