@@ -14,11 +14,13 @@
 #include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "comm/reduce.h"
+#include "core/ranges.h"
 #include "core/xalloc.h"
 
 // Tags: class · 4096 + source index · 64 + destination index (TB_MAX_GROUP = 64).
@@ -42,6 +44,7 @@ typedef struct mpi_group {
     int id;
     int size;
     int native;                       // collectives on MPI's own (one member per process, --mpi-collectives native)
+    atomic_llong blocked_since_ns;    // when its member entered MPI's own blocking collective; 0: not in one
     int proc[TB_MAX_GROUP];           // communicator rank of the process of member i
     transport *sends[TB_MAX_GROUP];   // member i's eager sends in flight (only its thread touches them)
     pthread_mutex_t mu;               // guards abandoned
@@ -536,13 +539,28 @@ static int mpi_count(tb_group *g, const char *what, size_t count, int *out, tb_e
     return 0;
 }
 
-// A call about to block: refused when the world is already aborted (its peers may never come).
+// A call about to block: refused when the world is already aborted (its peers may never come);
+// else marked as blocked from now on, for the watchdog (tb_mpi_blocked_since). native_end
+// takes the MPI call's status, so the call has returned when it clears the mark.
 static int native_begin(tb_group *g, const char *what, tb_error *err) {
-    return tb_comm_world_aborted(g) ? tb_comm_fail_aborted(g, what, err) : 0;
+    if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, what, err);
+    atomic_store(&state(g)->blocked_since_ns, (long long)tb_now_ns());
+    return 0;
 }
 
 static int native_end(tb_group *g, const char *what, int rc, tb_error *err) {
+    atomic_store(&state(g)->blocked_since_ns, 0);
     return rc == MPI_SUCCESS ? 0 : mpi_fail(err, what, g, rc);
+}
+
+int64_t tb_mpi_blocked_since(const tb_world *w, int *group_id) {
+    int64_t oldest = 0;
+    for (int id = 0; w->mpi_groups && id < w->size * TB_NGROUP_KINDS; id++) {
+        const mpi_group *s = w->mpi_groups[id];
+        const int64_t t = s ? atomic_load(&s->blocked_since_ns) : 0;
+        if (t && (!oldest || t < oldest)) oldest = t, *group_id = id;
+    }
+    return oldest;
 }
 
 // Whether [a, a + an) and [b, b + bn) share a byte: MPI forbids aliased send and receive buffers.
@@ -817,6 +835,11 @@ void tb_mpi_world_disconnect(tb_world *w) { (void)w; }
 
 int tb_mpi_group_bcast_from_first(tb_world *w, int group_id, void *buf, size_t bytes, tb_error *err) {
     return tb_fail(err, "%s", TB_MPI_NOT_BUILT);
+}
+
+int64_t tb_mpi_blocked_since(const tb_world *w, int *group_id) {
+    (void)w, (void)group_id;
+    return 0;
 }
 
 // Never attached to a group: tb_mpi_world_connect fails first.

@@ -65,6 +65,7 @@
 #define TB_COMM_MPI_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "comm/group.h"
 #include "core/error.h"
@@ -93,5 +94,10 @@ int tb_mpi_group_bcast_from_first(struct tb_world *w, int group_id, void *buf, s
 // collective on MPI's own; exact: every group on the local backend's algorithm (above).
 extern const tb_comm_backend tb_mpi_backend;
 extern const tb_comm_backend tb_mpi_exact_backend;
+
+// For the watchdog (comm/watchdog.h): when the longest-waiting member of this process entered
+// MPI's own blocking collective (tb_now_ns), with its group's id in *group_id; 0 when none is
+// in one. Safe from any thread while the world is connected.
+int64_t tb_mpi_blocked_since(const struct tb_world *w, int *group_id);
 
 #endif

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/mpi_backend.h"
 #include "core/failure_report.h"
 #include "core/fileio.h"
 #include "core/ranges.h"
@@ -201,30 +202,36 @@ static pthread_mutex_t monitor_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t monitor_cv;
 static int monitor_stop, monitor_running;
 
-// A call of rk pending past the collective timeout: this process's parts of the hang report,
-// named as the call's own timeout would name it, and the process's end (the thread waits in a
-// call that cannot return). Nothing when a report is already being written: its writer ends
-// the process, or the abort below does.
-static void fire(tb_world *w, tb_rank *rk, const tb_flight_entry *e) {
+// A call blocked in MPI past the collective timeout on group `group_id`: this process's parts
+// of the hang report, named as the call's own timeout would name it, by the group's member in
+// this process (one member per process: MPI's own collectives serve no other group), and the
+// process's end, since that thread cannot return. Nothing when a report is already being
+// written: its writer ends the process, or the abort rule below does.
+static void fire(tb_world *w, int group_id) {
+    tb_rank *rk = NULL;
     tb_group *g = NULL;
-    for (int k = 0; k < TB_NGROUP_KINDS && !g; k++)
-        if (rk->groups[k].id == e->group_id) g = &rk->groups[k];
+    for (int r = w->local_first; r < w->local_first + w->local_count && !g; r++)
+        for (int k = 0; k < TB_NGROUP_KINDS && !g; k++)
+            if (w->ranks[r].groups[k].id == group_id) rk = &w->ranks[r], g = &rk->groups[k];
     if (!g || atomic_exchange(&w->hang_reported, 1)) return;
+    rank_view v;
+    view_rank(rk, &v);
     char what[256];
-    snprintf(what, sizeof what, "%s on group %s (%d ranks) not complete after %.1f s", tb_comm_op_name(e->op), g->name,
-             g->size, tb_comm_timeout_s(g));
+    snprintf(what, sizeof what, "%s on group %s (%d ranks) not complete after %.1f s",
+             v.pending ? tb_comm_op_name(v.pending->op) : "a collective", g->name, g->size, tb_comm_timeout_s(g));
     report(w, "timeout", what, g, rk);
-    fprintf(stderr, "%s: HANG: %s (the watchdog: the call waits in MPI, which cannot time out)\n", rk->label, what);
+    fprintf(stderr, "%s: HANG: %s (seen by the watchdog: the call waits in MPI, which cannot time out)\n", rk->label,
+            what);
     fflush(NULL);
     _exit(TB_EXIT_HANG);
 }
 
-// Reads every local rank's flight recorder WATCHDOG_PERIOD_S apart. A call pending longer
-// than the collective timeout + WATCHDOG_GRACE_S is a hang (fire): the grace leaves a call
-// that times out in its own thread (the local backend, the exact algorithm, point-to-point)
-// to report itself. A world aborted by a failure of this process while a call still waits
-// ABORT_GRACE_S later: the waiting thread is in a call that cannot see the abort (MPI's own
-// collective, comm/mpi_backend.h), so the process ends with the failure's status.
+// Every WATCHDOG_PERIOD_S: a member of this process blocked in MPI's own collective
+// (tb_mpi_blocked_since) longer than the collective timeout + WATCHDOG_GRACE_S is a hang
+// (fire); a world aborted by a failure of this process while a member is still blocked in MPI
+// ABORT_GRACE_S later ends the process with the failure's status, since that member cannot
+// see the abort. Calls that time out in their own thread (the local backend, the exact
+// algorithm, point-to-point) never block in MPI and are left to report themselves.
 #define WATCHDOG_PERIOD_S 0.1
 #define WATCHDOG_GRACE_S 0.5
 #define ABORT_GRACE_S 2.0
@@ -242,16 +249,10 @@ static void *monitor(void *arg) {
         pthread_cond_timedwait(&monitor_cv, &monitor_mu, &at);
         if (monitor_stop) break;
         pthread_mutex_unlock(&monitor_mu);
-        const int64_t now = tb_now_ns();
-        int waiting = 0;
-        for (int r = w->local_first; r < w->local_first + w->local_count; r++) {
-            rank_view v;
-            view_rank(&w->ranks[r], &v);
-            if (!v.pending) continue;
-            waiting = 1;
-            if (now - v.pending->enter_ns > limit_ns) fire(w, &w->ranks[r], v.pending);
-        }
-        if (atomic_load(&w->comm.aborted) && waiting) {
+        int group_id = -1;
+        const int64_t since = tb_mpi_blocked_since(w, &group_id), now = tb_now_ns();
+        if (since && now - since > limit_ns) fire(w, group_id);
+        if (since && atomic_load(&w->comm.aborted)) {
             if (!aborted_at) aborted_at = now;
             else if (now - aborted_at > (int64_t)(ABORT_GRACE_S * 1e9)) {
                 fprintf(stderr, "pretrain_gpt: process %d: the run was aborted by the failure of %s, and a call still "
@@ -260,6 +261,8 @@ static void *monitor(void *arg) {
                 fflush(NULL);
                 _exit(w->abort_status ? w->abort_status : TB_EXIT_FAILURE);
             }
+        } else {
+            aborted_at = 0;
         }
         pthread_mutex_lock(&monitor_mu);
     }

@@ -35,12 +35,14 @@ void tb_watchdog_report_stall(struct tb_rank *rk, const char *what);
 
 // The watchdog thread, under mpirun: MPI's own collectives block in MPI (comm/mpi_backend.h,
 // --mpi-collectives native), so they cannot time out in the thread that waits, as an NCCL
-// call cannot in PyTorch, whose NCCL watchdog this follows. The thread reads every local
-// rank's flight recorder ten times a second; a call pending longer than the collective timeout
-// (+ 0.5 s, so that a call that times out in its own thread reports itself) is reported as
-// that call's hang — the same parts, merge and message — and the process ends with status 4.
-// A world aborted by a failure in this process while a call still waits 2 s later ends the
-// process with the failure's status.
+// call cannot in PyTorch, whose NCCL watchdog this follows. Ten times a second the thread asks
+// the MPI backend which member of this process has been blocked in such a call the longest
+// (tb_mpi_blocked_since); one blocked longer than the collective timeout (+ 0.5 s) is
+// reported as that call's hang — the same parts, merge and message, the flight recorders
+// read as a timeout in the call would read them — and the process ends with status 4. A
+// world aborted by a failure in this process while a member is still blocked in MPI 2 s later
+// ends the process with the failure's status. Calls that time out in their own thread never
+// block in MPI, and report themselves.
 //
 // Under mpirun (w->processes > 1): the SIGTERM handler and its watcher thread, and the
 // watchdog thread, for the run's rank threads (nothing to do with one process).
