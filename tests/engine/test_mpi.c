@@ -18,8 +18,10 @@
 // ranks per process, a model-parallel group larger than the world the processes make) must
 // end every process with status 2 and one message naming the numbers, within a timeout. A
 // worker mode (--worker K, started under mpirun by this test) runs every call of the MPI
-// backend on spanning, in-process and mixed groups against the group-order bits, a recv of
-// the wrong size and a call one member skips (which must time out as on the local backend).
+// backend on spanning, in-process and mixed groups against the group-order bits, on both
+// paths, a ring of sends and one of batches, a recv of the wrong size (single and batched) and
+// a call one member skips (which must time out as on the local backend; on MPI's own blocking
+// collective only the watchdog of pretrain_gpt can end it, which the stall drills check).
 // A rank stalled in one process must end the run with a hang report, not a wait forever; a
 // rank process killed by SIGKILL must be named absent in the merged report by every survivor,
 // each exiting 4 within the collective timeout + 5 s. The failures and drills run on both paths too
