@@ -131,8 +131,8 @@ const tb_option tb_config_options[] = {
         "under mpirun: rank threads per process, ranks p*K .. p*K+K-1 in process p (0: 1 under mpirun; "
         "without mpirun the one process holds every rank)"),
     OPT("--mpi-collectives", mpi_collectives, TB_OPT_CHOICE, "native", "native|exact", "parallel",
-        "under mpirun, a collective on a group that spans processes: native (MPI's own non-blocking collective on "
-        "the caller's buffers; groups with one member per process) or exact (the local backend's algorithm over "
+        "under mpirun, a collective on a group that spans processes: native (MPI's own collective on the caller's "
+        "buffers, its timeout the watchdog's; groups with one member per process) or exact (the local backend's algorithm over "
         "point-to-point messages: the same bits as rank threads)"),
     OPT("--collective-timeout", collective_timeout, TB_OPT_FLOAT, "300", NULL, "parallel",
         "seconds a communicator call may take before the run ends with a hang report"),

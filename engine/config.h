@@ -29,7 +29,7 @@ enum tb_position_embedding { TB_POS_LEARNED_ABSOLUTE, TB_POS_ROPE, TB_POS_NONE }
 enum tb_attention_backend { TB_ATTENTION_LOCAL, TB_ATTENTION_FLASH };
 enum tb_cp_comm_type { TB_CP_ALL_GATHER, TB_CP_P2P };
 // How a collective on a group that spans processes runs under mpirun (comm/mpi_backend.h):
-// MPI's own non-blocking collective on the caller's buffers, or the local backend's algorithm
+// MPI's own (blocking) collective on the caller's buffers, or the local backend's algorithm
 // over point-to-point messages (group-order sums: the same bits as rank threads).
 enum tb_mpi_collectives { TB_MPI_COLLECTIVES_NATIVE, TB_MPI_COLLECTIVES_EXACT };
 // Known bugs on purpose (--debug-inject-fault), each wrong only under tensor parallelism:

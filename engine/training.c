@@ -781,9 +781,11 @@ int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
     tb_error watch_err;
     if (tb_watchdog_start(&world, &watch_err) != 0) fprintf(stderr, "pretrain_gpt: %s (no report on SIGTERM)\n", watch_err.msg);
     parallel_state_run_ranks(&world, rank_main, runs);
-    tb_watchdog_stop(&world);
+    // an unwound rank's teardown joins its communication thread, which may be blocked in MPI:
+    // the watchdog stays until it is done, and stops before the communicators go
     for (int r = 0; r < world.size; r++)
         if (runs[r].unwound) rank_teardown(&world.ranks[r], &runs[r]);
+    tb_watchdog_stop(&world);
     tb_mpi_world_disconnect(&world);
     int status = 0, failed = failed_rank(&world, runs);
     if (failed >= 0) {

@@ -45,6 +45,7 @@ typedef struct mpi_group {
     int size;
     int native;                       // collectives on MPI's own (one member per process, --mpi-collectives native)
     atomic_llong blocked_since_ns;    // when its member entered MPI's own blocking collective; 0: not in one
+    _Atomic(tb_group *) blocked;      // the calling thread's view of the group then (a communication thread's copy)
     int proc[TB_MAX_GROUP];           // communicator rank of the process of member i
     transport *sends[TB_MAX_GROUP];   // member i's eager sends in flight (only its thread touches them)
     pthread_mutex_t mu;               // guards abandoned
@@ -406,6 +407,31 @@ static int mpi_send(tb_group *g, const float *buf, size_t count, int peer, int *
     return 0;
 }
 
+// Receives into the caller's buffers that a call gives up on (a timeout, the world's abort):
+// each is cancelled (one not yet matched cancels at once) and waited for up to SETTLE_S, until
+// it is cancelled or done, so that MPI writes none of the caller's memory once the call
+// returns and the failing rank's teardown frees it. One that does not settle by then (a
+// transfer stalled half-way) is said on stderr. Sends are only read from, and are left to MPI
+// (Open MPI does not cancel a started send): a late read of freed memory sends garbage to a
+// peer of a failing run, and writes nothing here.
+#define SETTLE_S 2.0
+static void settle_receives(tb_group *g, const char *what, int n, MPI_Request *req) {
+    for (int i = 0; i < n; i++)
+        if (req[i] != MPI_REQUEST_NULL) MPI_Cancel(&req[i]);
+    const double deadline = tb_comm_now_s() + SETTLE_S;
+    unsigned polls = 0;
+    int done = 0;
+    while (!done && tb_comm_now_s() < deadline) {
+        if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
+        if (!done) tb_comm_poll_pause(&polls);
+    }
+    if (!done) {
+        fprintf(stderr, "%s: %s on group %s gave up with a receive into its caller's buffer still in MPI's hands "
+                "after %.0f s\n", g->rk ? g->rk->label : "?", what, g->name, SETTLE_S);
+        drop_requests(n, req);
+    }
+}
+
 // Waits for the peer's next message (MPI_Improbe, so its size is known before it is
 // received), then receives it (MPI_Imrecv) into transport memory and checks its size.
 static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
@@ -437,6 +463,10 @@ static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_
     if (rc != MPI_SUCCESS) return xfer_end(&x, mpi_fail(err, "recv", g, rc));
     x.n = 1;
     rc = xfer_wait(&x, timed_out, err);
+    if (rc != 0 && direct) {  // the caller's buffer: not left in MPI's hands
+        settle_receives(g, "recv", 1, x.req);
+        x.n = 0;
+    }
     if (rc == 0 && (size_t)bytes != count * sizeof(float))
         rc = tb_fail(err, "recv on group %s from member %d: message of %zu elements, expected %zu", g->name, peer,
                      (size_t)bytes / sizeof(float), count);
@@ -447,47 +477,48 @@ static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_
 // (MPI_Isend, MPI_Irecv of exactly the expected size), then all waited for together, so two
 // stages that send to each other and then receive never wait on each other, whatever MPI's
 // protocol for the size (eager, or a rendezvous that completes a send only once its receive is
-// posted). A message of another size is refused with the local backend's message: MPI reports
-// a longer one as truncated, a shorter one by its count. The messages are the tb_send /
-// tb_recv ones (tag class 1): a batch's send matches a peer's single recv, and the reverse.
+// posted). Every op is checked before any is posted. A message of another size is refused
+// with the local backend's message: MPI reports a longer one as truncated, a shorter one by
+// its count. The messages are the tb_send / tb_recv ones (tag class 1): a batch's send
+// matches a peer's single recv, and the reverse. A batch that gives up settles its receives
+// (above) before it returns.
 static int mpi_batch_send_recv(const tb_p2p_op *ops, int n, int *timed_out, tb_error *err) {
     MPI_Request req[TB_P2P_BATCH_MAX];
     MPI_Status st[TB_P2P_BATCH_MAX];
+    for (int i = 0; i < n; i++) {
+        const tb_p2p_op *o = &ops[i];
+        const char *op = o->op == TB_COMM_SEND ? "send" : "recv";
+        if (check_peer(o->g, op, o->peer, err)) return -1;
+        if (o->count * sizeof(float) > (size_t)INT_MAX)
+            return tb_fail(err, "%s on group %s: a message of %zu bytes exceeds MPI's int count (%d)", op, o->g->name,
+                           o->count * sizeof(float), INT_MAX);
+    }
     int rc = 0, posted = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         const tb_p2p_op *o = &ops[i];
         tb_group *g = o->g;
         mpi_group *s = state(g);
-        const char *op = o->op == TB_COMM_SEND ? "send" : "recv";
-        if (check_peer(g, op, o->peer, err)) {
-            rc = -1;
-            break;
-        }
-        const size_t bytes = o->count * sizeof(float);
-        if (bytes > (size_t)INT_MAX) {
-            rc = tb_fail(err, "%s on group %s: a message of %zu bytes exceeds MPI's int count (%d)", op, g->name, bytes,
-                         INT_MAX);
-            break;
-        }
-        reap_sends(s, g->index);
-        const int me = g->index;
+        const int me = g->index, bytes = (int)(o->count * sizeof(float));
+        reap_sends(s, me);
         int e = o->op == TB_COMM_SEND
-                    ? MPI_Isend(o->buf, (int)bytes, MPI_BYTE, s->proc[o->peer], tag_of(TAG_P2P, me, o->peer), s->comm,
-                                &req[i])
-                    : MPI_Irecv(o->buf, (int)bytes, MPI_BYTE, s->proc[o->peer], tag_of(TAG_P2P, o->peer, me), s->comm,
-                                &req[i]);
-        if (e != MPI_SUCCESS) rc = mpi_fail(err, op, g, e);
+                    ? MPI_Isend(o->buf, bytes, MPI_BYTE, s->proc[o->peer], tag_of(TAG_P2P, me, o->peer), s->comm, &req[i])
+                    : MPI_Irecv(o->buf, bytes, MPI_BYTE, s->proc[o->peer], tag_of(TAG_P2P, o->peer, me), s->comm, &req[i]);
+        if (e != MPI_SUCCESS) rc = mpi_fail(err, o->op == TB_COMM_SEND ? "send" : "recv", g, e);
         else posted = i + 1;
     }
     int failed = -1;
     if (rc == 0) rc = poll_requests(ops[n - 1].g, "batch_send_recv", n, req, st, &failed, timed_out, err);
     if (rc != 0) {
-        // a call that gave up: the receives are cancelled, the sends left to MPI; the caller's
-        // buffers stay with MPI, safe because the rank fails and its process ends (comm.h)
-        drop_requests(posted, req);
         if (failed >= 0 && ops[failed].op == TB_COMM_RECV && st[failed].MPI_ERROR == MPI_ERR_TRUNCATE)
-            return tb_fail(err, "recv on group %s from member %d: a message of more than the %zu elements expected",
-                           ops[failed].g->name, ops[failed].peer, ops[failed].count);
+            rc = tb_fail(err, "recv on group %s from member %d: a message of more than the %zu elements expected",
+                         ops[failed].g->name, ops[failed].peer, ops[failed].count);
+        MPI_Request recvs[TB_P2P_BATCH_MAX];
+        int nrecv = 0;
+        for (int i = 0; i < posted; i++) {
+            if (ops[i].op == TB_COMM_RECV) recvs[nrecv++] = req[i];
+            else if (req[i] != MPI_REQUEST_NULL) MPI_Request_free(&req[i]);
+        }
+        settle_receives(ops[n - 1].g, "batch_send_recv", nrecv, recvs);
         return rc;
     }
     for (int i = 0; i < n; i++) {
@@ -544,6 +575,7 @@ static int mpi_count(tb_group *g, const char *what, size_t count, int *out, tb_e
 // takes the MPI call's status, so the call has returned when it clears the mark.
 static int native_begin(tb_group *g, const char *what, tb_error *err) {
     if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, what, err);
+    atomic_store(&state(g)->blocked, g);
     atomic_store(&state(g)->blocked_since_ns, (long long)tb_now_ns());
     return 0;
 }
@@ -553,12 +585,12 @@ static int native_end(tb_group *g, const char *what, int rc, tb_error *err) {
     return rc == MPI_SUCCESS ? 0 : mpi_fail(err, what, g, rc);
 }
 
-int64_t tb_mpi_blocked_since(const tb_world *w, int *group_id) {
+int64_t tb_mpi_blocked_since(const tb_world *w, tb_group **group) {
     int64_t oldest = 0;
     for (int id = 0; w->mpi_groups && id < w->size * TB_NGROUP_KINDS; id++) {
-        const mpi_group *s = w->mpi_groups[id];
+        mpi_group *s = w->mpi_groups[id];
         const int64_t t = s ? atomic_load(&s->blocked_since_ns) : 0;
-        if (t && (!oldest || t < oldest)) oldest = t, *group_id = id;
+        if (t && (!oldest || t < oldest)) oldest = t, *group = atomic_load(&s->blocked);
     }
     return oldest;
 }
@@ -625,29 +657,45 @@ static int native_all_gather(tb_group *g, const float *send, float *recv, size_t
     return xfer_end(&x, rc);
 }
 
-// Every member first learns what each sends it (MPI_Alltoall of the counts), so that a count
-// that does not match is refused with the local backend's message instead of truncating.
+// Every member first learns what each sends it (MPI_Alltoall of the counts) and then whether
+// any member found a count it does not expect, or a total beyond MPI's int (MPI_Allreduce of
+// a flag), so that a mismatch is refused by every member together, the one that sees it with
+// the local backend's message, instead of truncating, or of leaving the others blocked in
+// MPI_Alltoallv until the watchdog.
 static int native_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
                              const size_t *recvcounts, int *timed_out, tb_error *err) {
     if (!state(g)->native) return exact_all_to_all(g, send, sendcounts, recv, recvcounts, timed_out, err);
     const int n = g->size;
     int scount[TB_MAX_GROUP], rcount[TB_MAX_GROUP], sdispl[TB_MAX_GROUP], rdispl[TB_MAX_GROUP], told[TB_MAX_GROUP];
     size_t stotal = 0, rtotal = 0;
+    int bad = 0;  // 1: a total beyond MPI's int here; 2: a count here that its sender does not send
     for (int j = 0; j < n; j++) {  // counts and displacements are ints in MPI
-        if (stotal + sendcounts[j] > (size_t)INT_MAX || rtotal + recvcounts[j] > (size_t)INT_MAX)
-            return tb_fail(err, "all_to_all on group %s: more than MPI's int count (%d) of elements", g->name, INT_MAX);
-        sdispl[j] = (int)stotal;
-        rdispl[j] = (int)rtotal;
-        scount[j] = (int)sendcounts[j];
-        rcount[j] = (int)recvcounts[j];
+        if (stotal + sendcounts[j] > (size_t)INT_MAX || rtotal + recvcounts[j] > (size_t)INT_MAX) bad = 1;
+        sdispl[j] = bad ? 0 : (int)stotal;
+        rdispl[j] = bad ? 0 : (int)rtotal;
+        scount[j] = bad ? -1 : (int)sendcounts[j];
+        rcount[j] = bad ? -1 : (int)recvcounts[j];
         stotal += sendcounts[j];
         rtotal += recvcounts[j];
     }
     if (native_begin(g, "all_to_all", err)) return -1;
     int rc = native_end(g, "all_to_all", MPI_Alltoall(scount, 1, MPI_INT, told, 1, MPI_INT, state(g)->comm), err);
-    for (int j = 0; j < n && rc == 0; j++)
-        if (told[j] != rcount[j]) rc = count_mismatch(g, j, (size_t)told[j], recvcounts[j], err);
+    int first = -1;
+    for (int j = 0; j < n && rc == 0 && !bad; j++)
+        if (told[j] != rcount[j]) bad = 2, first = j;
+    int any = bad;
+    if (rc == 0 && native_begin(g, "all_to_all", err) == 0)
+        rc = native_end(g, "all_to_all", MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, state(g)->comm), err);
+    else if (rc == 0)
+        rc = -1;
     if (rc != 0) return rc;
+    if (bad == 1)
+        return tb_fail(err, "all_to_all on group %s: more than MPI's int count (%d) of elements", g->name, INT_MAX);
+    if (bad == 2) return count_mismatch(g, first, (size_t)told[first], recvcounts[first], err);
+    if (any)
+        return tb_fail(err, "all_to_all on group %s: another member's counts do not match what its peers send to it "
+                            "(that member names them); refused by every member",
+                       g->name);
     xfer x;
     xfer_begin(&x, g, "all_to_all");
     const float *in = send;
@@ -656,6 +704,7 @@ static int native_all_to_all(tb_group *g, const float *send, const size_t *sendc
         memcpy(copy, send, stotal * sizeof(float));
         in = copy;
     }
+    if (native_begin(g, "all_to_all", err)) return xfer_end(&x, -1);
     rc = native_end(g, "all_to_all",
                     MPI_Alltoallv(in, scount, sdispl, MPI_FLOAT, recv, rcount, rdispl, MPI_FLOAT, x.s->comm), err);
     return xfer_end(&x, rc);
@@ -837,8 +886,8 @@ int tb_mpi_group_bcast_from_first(tb_world *w, int group_id, void *buf, size_t b
     return tb_fail(err, "%s", TB_MPI_NOT_BUILT);
 }
 
-int64_t tb_mpi_blocked_since(const tb_world *w, int *group_id) {
-    (void)w, (void)group_id;
+int64_t tb_mpi_blocked_since(const tb_world *w, tb_group **group) {
+    (void)w, (void)group;
     return 0;
 }
 

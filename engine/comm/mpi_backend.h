@@ -96,8 +96,9 @@ extern const tb_comm_backend tb_mpi_backend;
 extern const tb_comm_backend tb_mpi_exact_backend;
 
 // For the watchdog (comm/watchdog.h): when the longest-waiting member of this process entered
-// MPI's own blocking collective (tb_now_ns), with its group's id in *group_id; 0 when none is
-// in one. Safe from any thread while the world is connected.
-int64_t tb_mpi_blocked_since(const struct tb_world *w, int *group_id);
+// MPI's own blocking collective (tb_now_ns), with the calling thread's view of its group in
+// *group (a communication thread's copy has its own sequence numbers); 0 when none is in one.
+// Safe from any thread while the world is connected.
+int64_t tb_mpi_blocked_since(const struct tb_world *w, tb_group **group);
 
 #endif

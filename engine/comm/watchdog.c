@@ -202,18 +202,14 @@ static pthread_mutex_t monitor_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t monitor_cv;
 static int monitor_stop, monitor_running;
 
-// A call blocked in MPI past the collective timeout on group `group_id`: this process's parts
-// of the hang report, named as the call's own timeout would name it, by the group's member in
-// this process (one member per process: MPI's own collectives serve no other group), and the
-// process's end, since that thread cannot return. Nothing when a report is already being
-// written: its writer ends the process, or the abort rule below does.
-static void fire(tb_world *w, int group_id) {
-    tb_rank *rk = NULL;
-    tb_group *g = NULL;
-    for (int r = w->local_first; r < w->local_first + w->local_count && !g; r++)
-        for (int k = 0; k < TB_NGROUP_KINDS && !g; k++)
-            if (w->ranks[r].groups[k].id == group_id) rk = &w->ranks[r], g = &rk->groups[k];
+// A call blocked in MPI past the collective timeout on group g (the calling thread's view):
+// this process's parts of the hang report, named as the call's own timeout would name it, by
+// the group's member in this process, and the process's end, since that thread cannot return.
+// Nothing when a report is already being written: its writer ends the process, or the abort
+// rule below does.
+static void fire(tb_world *w, tb_group *g) {
     if (!g || atomic_exchange(&w->hang_reported, 1)) return;
+    tb_rank *rk = g->rk;
     rank_view v;
     view_rank(rk, &v);
     char what[256];
@@ -249,15 +245,16 @@ static void *monitor(void *arg) {
         pthread_cond_timedwait(&monitor_cv, &monitor_mu, &at);
         if (monitor_stop) break;
         pthread_mutex_unlock(&monitor_mu);
-        int group_id = -1;
-        const int64_t since = tb_mpi_blocked_since(w, &group_id), now = tb_now_ns();
-        if (since && now - since > limit_ns) fire(w, group_id);
+        tb_group *blocked = NULL;
+        const int64_t since = tb_mpi_blocked_since(w, &blocked), now = tb_now_ns();
+        if (since && now - since > limit_ns) fire(w, blocked);
         if (since && atomic_load(&w->comm.aborted)) {
             if (!aborted_at) aborted_at = now;
             else if (now - aborted_at > (int64_t)(ABORT_GRACE_S * 1e9)) {
-                fprintf(stderr, "pretrain_gpt: process %d: the run was aborted by the failure of %s, and a call still "
-                        "waits in MPI %.0f s later: ending the process\n", w->process, w->comm.aborted_by,
-                        ABORT_GRACE_S);
+                const int by = atomic_load(&w->comm.aborted) - 1;
+                fprintf(stderr, "pretrain_gpt: process %d: the run was aborted by the failure of %s (%s), and a call "
+                        "still waits in MPI %.0f s later: ending the process\n", w->process, w->comm.aborted_by,
+                        by >= 0 && by < w->size ? w->ranks[by].fail_err.msg : "?", ABORT_GRACE_S);
                 fflush(NULL);
                 _exit(w->abort_status ? w->abort_status : TB_EXIT_FAILURE);
             }

@@ -53,10 +53,13 @@
 // they also make sure an event was recorded before anything waits for it. On the CPU the
 // entries are NULL and none of this runs.
 //
-// Bitwise: the local and MPI backends sum each element over the group's members in group
-// order (comm/reduce.h), whatever range a call covers, so a bucket's reduction gives the same
-// bits as the whole buffer's; the average is the same multiply per element, and the gathers
-// copy. Losses with and without overlap are the same bits (tests/engine/test_overlap.c).
+// Bitwise: the local backend and the MPI backend's exact path sum each element over the
+// group's members in group order (comm/reduce.h), whatever range a call covers, so a bucket's
+// reduction gives the same bits as the whole buffer's; the average is the same multiply per
+// element, and the gathers copy. Losses with and without overlap are the same bits
+// (tests/engine/test_overlap.c). MPI's own collectives (--mpi-collectives native) sum two
+// members alike (a + b = b + a); more in MPI's order, which may depend on the call's size, so
+// with three or more processes in the group a bucket's bits may differ from the whole buffer's.
 #ifndef TB_DISTRIBUTED_DISTRIBUTED_DATA_PARALLEL_H
 #define TB_DISTRIBUTED_DISTRIBUTED_DATA_PARALLEL_H
 

@@ -1,8 +1,8 @@
 // bench_comm — all-reduce across processes, three ways on the same buffers in one run, in
 // nccl-tests' convention:
 //   engine   the MPI backend as pretrain_gpt runs it by default (--mpi-collectives native:
-//            MPI_Allreduce on the group's communicator and the caller's buffer, its timeout the
-//            watchdog's, comm/mpi_backend.h)
+//            MPI_Allreduce on the group's communicator and the caller's buffer, comm/mpi_backend.h;
+//            in pretrain_gpt its timeout is the watchdog's, which this bench does not start)
 //   exact    --mpi-collectives exact: the local backend's reduce-scatter + all-gather over
 //            point-to-point messages (group-order sums, the same bits as rank threads)
 //   MPI      MPI_Allreduce(MPI_IN_PLACE) itself on MPI_COMM_WORLD: the reference
@@ -29,6 +29,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifndef TB_HAVE_MPI
+
+int main(void) {
+    fprintf(stderr, "bench_comm: the MPI backend was not built (no MPI found at configure time, or TB_WITH_MPI=OFF)\n");
+    return 2;
+}
+
+#else
 
 #include <mpi.h>
 
@@ -214,3 +223,5 @@ int main(int argc, char **argv) {
     tb_finalize(&l, b.failed);
     return b.failed ? 1 : 0;
 }
+
+#endif  // TB_HAVE_MPI
