@@ -336,6 +336,18 @@ static void worker_rank_fn(tb_rank *rk, void *arg) {
         if (g->index == 1 && (r == 0 || !strstr(err.msg, want)))
             wfail(me, rk, "a batch recv of the wrong size: rc %d, '%s' (want '%s')", r, r ? err.msg : "", want);
     }
+    // an all-to-all whose counts disagree (member 0 sends 3 elements to member 1, which expects
+    // 2): on MPI's own collectives every member refuses it together, the receiver naming it
+    if (g->backend == &tb_mpi_backend && rk->world->local_count == 1 && g->size == 2) {
+        size_t sc[2] = {1, g->index == 0 ? 3 : 1}, rc[2] = {1, g->index == 1 ? 2 : 1};
+        if (g->index == 1) sc[0] = 1, sc[1] = 1, rc[0] = 2, rc[1] = 1;
+        int r = CALL(all_to_all, a, sc, b, rc);
+        const char *want = g->index == 1 ? "all_to_all on group world: member 0 sends 3 elements to member 1, which "
+                                           "expects 2"
+                                         : "refused by every member";
+        if (r == 0 || !strstr(err.msg, want))
+            wfail(me, rk, "an all-to-all whose counts disagree: rc %d, '%s' (want '%s')", r, r ? err.msg : "", want);
+    }
     // member 0 never joins: the others time out as on the local backend; on MPI's own blocking
     // collective (native, one member per process) only the watchdog can end that wait, and a
     // worker has none: the stall drills below check it under pretrain_gpt
