@@ -15,6 +15,33 @@
     "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\" timeout 300 " TB_MPIEXEC          \
     " --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader"                                  \
     " --mca mca_base_component_disable_dlclose 1"
+
+// What test_mpi.c and test_mpi_failures.c launch: the engine, the tiny model they train, the
+// two paths of --mpi-collectives, their run directories under TB_TEST_TMPDIR, and
+// `mpirun -np N pretrain_gpt ARGS` with its output in *sh and its wall time added to *total_s.
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "tb_shell.h"
+
+#define TB_MPI_ENGINE TB_BIN_DIR "/pretrain_gpt"
+#define TB_MPI_MODEL                                                                                                  \
+    " --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --vocab-size 128"                  \
+    " --micro-batch-size 2 --global-batch-size 8 --train-iters 3 --lr 3e-3 --collective-timeout 60"
+#define TB_MPI_ALGORITHMS {"native", "exact"}
+
+static inline const char *tb_mpi_run_dir(char *buf, size_t len, const char *kind, int i) {
+    snprintf(buf, len, "%s/mpi-%s-%d", TB_TEST_TMPDIR, kind, i);
+    return buf;
+}
+
+static inline int tb_mpirun_engine_v(tb_output *sh, double *total_s, int processes, const char *fmt_args, va_list ap) {
+    char args[4096];
+    vsnprintf(args, sizeof args, fmt_args, ap);
+    int rc = tb_run_merged(sh, NULL, MPIRUN " -np %d " TB_MPI_ENGINE " %s", processes, args);
+    *total_s += sh->seconds;
+    return rc;
+}
 #endif
 
 #endif

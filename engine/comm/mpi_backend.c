@@ -1,5 +1,7 @@
-// mpi_backend.c — the communicator on MPI (see mpi_backend.h). Compiled always: the real
-// backend with TB_HAVE_MPI, a stub that says it was not built otherwise.
+// mpi_backend.c — the communicator on MPI (see mpi_backend.h): the groups' communicators, the
+// exact algorithm (tb_mpi_exact_backend) and point-to-point; the collectives on MPI's own are
+// mpi_collectives.c's. Compiled always: the real backend with TB_HAVE_MPI, a stub that says it
+// was not built otherwise.
 #include "comm/mpi_backend.h"
 
 #include <stdio.h>
@@ -19,8 +21,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "comm/mpi_internal.h"
 #include "comm/reduce.h"
-#include "core/ranges.h"
 #include "core/xalloc.h"
 
 // Tags: class · 4096 + source index · 64 + destination index (TB_MAX_GROUP = 64).
@@ -29,32 +31,7 @@ _Static_assert(TB_MAX_GROUP <= 64, "tags give 6 bits to a member index");
 
 static int tag_of(int cls, int src, int dst) { return cls * 4096 + src * 64 + dst; }
 
-// Transport memory MPI may still touch after the call that posted it gave up, or an eager
-// send in flight: freed once its request completes, or at disconnect.
-typedef struct transport {
-    struct transport *next;
-    MPI_Request req;  // MPI_REQUEST_NULL once done or freed
-    void *buf;
-} transport;
-
-// One group that spans processes, as this process holds it (shared by its local members,
-// as the local backend's group object is).
-typedef struct mpi_group {
-    MPI_Comm comm;
-    int id;
-    int size;
-    int native;                       // collectives on MPI's own (one member per process, --mpi-collectives native)
-    atomic_llong blocked_since_ns;    // when its member entered MPI's own blocking collective; 0: not in one
-    _Atomic(tb_group *) blocked;      // the calling thread's view of the group then (a communication thread's copy)
-    int proc[TB_MAX_GROUP];           // communicator rank of the process of member i
-    transport *sends[TB_MAX_GROUP];   // member i's eager sends in flight (only its thread touches them)
-    pthread_mutex_t mu;               // guards abandoned
-    transport *abandoned;             // buffers of calls that gave up
-} mpi_group;
-
-static mpi_group *state(const tb_group *g) { return g->backend_state; }
-
-static int mpi_fail(tb_error *err, const char *what, const tb_group *g, int code) {
+int tb_mpi_fail(tb_error *err, const char *what, const tb_group *g, int code) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error code %d", code);
@@ -90,7 +67,7 @@ typedef struct xfer {
 
 static void xfer_begin(xfer *x, tb_group *g, const char *what) {
     x->g = g;
-    x->s = state(g);
+    x->s = mpi_state(g);
     x->what = what;
     x->n = 0;
     x->failed = -1;
@@ -141,7 +118,7 @@ static int post(xfer *x, int recv, void *buf, size_t bytes, int peer, tb_error *
                               x->s->comm, &x->req[i]);
     if (rc != MPI_SUCCESS) {
         x->req[i] = MPI_REQUEST_NULL;
-        return mpi_fail(err, x->what, x->g, rc);
+        return tb_mpi_fail(err, x->what, x->g, rc);
     }
     return 0;
 }
@@ -169,7 +146,7 @@ static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req,
                         if (failed) *failed = i;
                         break;
                     }
-            return mpi_fail(err, what, g, code);
+            return tb_mpi_fail(err, what, g, code);
         }
         if (done) return 0;
         if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, what, err);
@@ -304,7 +281,7 @@ static int exact_all_gather(tb_group *g, const float *send, float *recv, size_t 
     return xfer_end(&x, rc);
 }
 
-static int count_mismatch(tb_group *g, int src, size_t sent, size_t expected, tb_error *err) {
+int tb_mpi_count_mismatch(tb_group *g, int src, size_t sent, size_t expected, tb_error *err) {
     return tb_fail(err, "all_to_all on group %s: member %d sends %zu elements to member %d, which expects %zu", g->name,
                    src, sent, g->index, expected);
 }
@@ -317,7 +294,7 @@ static int exact_all_to_all(tb_group *g, const float *send, const size_t *sendco
         soff[j + 1] = soff[j] + sendcounts[j];
         roff[j + 1] = roff[j] + recvcounts[j];
     }
-    if (sendcounts[me] != recvcounts[me]) return count_mismatch(g, me, sendcounts[me], recvcounts[me], err);
+    if (sendcounts[me] != recvcounts[me]) return tb_mpi_count_mismatch(g, me, sendcounts[me], recvcounts[me], err);
     xfer x;
     xfer_begin(&x, g, "all_to_all");
     reap_sends(x.s, me);
@@ -344,7 +321,7 @@ static int exact_all_to_all(tb_group *g, const float *send, const size_t *sendco
         int bytes = 0, j = member[i];
         MPI_Get_count(&x.st[i], MPI_BYTE, &bytes);
         if ((size_t)bytes != recvcounts[j] * sizeof(float))
-            rc = count_mismatch(g, j, (size_t)bytes / sizeof(float), recvcounts[j], err);
+            rc = tb_mpi_count_mismatch(g, j, (size_t)bytes / sizeof(float), recvcounts[j], err);
     }
     if (rc == 0) {
         memcpy(got + roff[me], copy + soff[me], sendcounts[me] * sizeof(float));
@@ -384,9 +361,9 @@ static int check_peer(tb_group *g, const char *op, int peer, tb_error *err) {
 
 // Eager, as on the local backend: the message is copied, sent in the background and freed
 // once MPI is done with it (reap_sends), so two members that both send first never deadlock.
-static int mpi_send(tb_group *g, const float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
+int tb_mpi_send(tb_group *g, const float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
     if (check_peer(g, "send", peer, err)) return -1;
-    mpi_group *s = state(g);
+    mpi_group *s = mpi_state(g);
     const int me = g->index;
     reap_sends(s, me);
     const size_t bytes = count * sizeof(float);
@@ -400,7 +377,7 @@ static int mpi_send(tb_group *g, const float *buf, size_t count, int peer, int *
     if (rc != MPI_SUCCESS) {
         free(t->buf);
         free(t);
-        return mpi_fail(err, "send", g, rc);
+        return tb_mpi_fail(err, "send", g, rc);
     }
     t->next = s->sends[me];
     s->sends[me] = t;
@@ -434,9 +411,9 @@ static void settle_receives(tb_group *g, const char *what, int n, MPI_Request *r
 
 // Waits for the peer's next message (MPI_Improbe, so its size is known before it is
 // received), then receives it (MPI_Imrecv) into transport memory and checks its size.
-static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
+int tb_mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
     if (check_peer(g, "recv", peer, err)) return -1;
-    mpi_group *s = state(g);
+    mpi_group *s = mpi_state(g);
     const int me = g->index;
     reap_sends(s, me);
     const double deadline = tb_comm_now_s() + tb_comm_timeout_s(g);
@@ -445,7 +422,7 @@ static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_
     MPI_Status st;
     for (int found = 0; !found;) {
         int rc = MPI_Improbe(s->proc[peer], tag_of(TAG_P2P, peer, me), s->comm, &found, &msg, &st);
-        if (rc != MPI_SUCCESS) return mpi_fail(err, "recv", g, rc);
+        if (rc != MPI_SUCCESS) return tb_mpi_fail(err, "recv", g, rc);
         if (found) break;
         if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, "recv", err);
         if (tb_comm_now_s() > deadline) return tb_comm_fail_timed_out(g, "recv", timed_out, err);
@@ -460,7 +437,7 @@ static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_
     const int direct = (size_t)bytes == count * sizeof(float);
     void *data = direct ? (void *)buf : xfer_buf(&x, (size_t)bytes);
     int rc = MPI_Imrecv(data, bytes, MPI_BYTE, &msg, &x.req[0]);
-    if (rc != MPI_SUCCESS) return xfer_end(&x, mpi_fail(err, "recv", g, rc));
+    if (rc != MPI_SUCCESS) return xfer_end(&x, tb_mpi_fail(err, "recv", g, rc));
     x.n = 1;
     rc = xfer_wait(&x, timed_out, err);
     if (rc != 0 && direct) {  // the caller's buffer: not left in MPI's hands
@@ -482,7 +459,7 @@ static int mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_
 // its count. The messages are the tb_send / tb_recv ones (tag class 1): a batch's send
 // matches a peer's single recv, and the reverse. A batch that gives up settles its receives
 // (above) before it returns.
-static int mpi_batch_send_recv(const tb_p2p_op *ops, int n, int *timed_out, tb_error *err) {
+int tb_mpi_batch_send_recv(const tb_p2p_op *ops, int n, int *timed_out, tb_error *err) {
     MPI_Request req[TB_P2P_BATCH_MAX];
     MPI_Status st[TB_P2P_BATCH_MAX];
     for (int i = 0; i < n; i++) {
@@ -497,13 +474,13 @@ static int mpi_batch_send_recv(const tb_p2p_op *ops, int n, int *timed_out, tb_e
     for (int i = 0; i < n && rc == 0; i++) {
         const tb_p2p_op *o = &ops[i];
         tb_group *g = o->g;
-        mpi_group *s = state(g);
+        mpi_group *s = mpi_state(g);
         const int me = g->index, bytes = (int)(o->count * sizeof(float));
         reap_sends(s, me);
         int e = o->op == TB_COMM_SEND
                     ? MPI_Isend(o->buf, bytes, MPI_BYTE, s->proc[o->peer], tag_of(TAG_P2P, me, o->peer), s->comm, &req[i])
                     : MPI_Irecv(o->buf, bytes, MPI_BYTE, s->proc[o->peer], tag_of(TAG_P2P, o->peer, me), s->comm, &req[i]);
-        if (e != MPI_SUCCESS) rc = mpi_fail(err, o->op == TB_COMM_SEND ? "send" : "recv", g, e);
+        if (e != MPI_SUCCESS) rc = tb_mpi_fail(err, o->op == TB_COMM_SEND ? "send" : "recv", g, e);
         else posted = i + 1;
     }
     int failed = -1;
@@ -549,194 +526,11 @@ static int exact_barrier(tb_group *g, int *timed_out, tb_error *err) {
     return xfer_end(&x, rc);
 }
 
-// ---------------------------------------------------------------------------------------
-// MPI's own collectives (--mpi-collectives native)
-//
-// A group with one member per process (its communicator rank is the member's group index)
-// runs each collective as MPI's own blocking collective on the caller's buffers: no transport
-// copy, the algorithm MPI's tuned component picks for the size and the process count, as
-// PyTorch's ProcessGroupMPI calls them. Measured against the non-blocking ones on Open MPI
-// 4.1 (scripts/bench-comm.sh): MPI_Iallreduce, completed by polling MPI_Test, ran at 0.45 of
-// MPI_Allreduce's bus bandwidth from 8 B to 64 MiB across 2 processes (its libnbc schedules).
-// A blocking call cannot time out in the thread that waits in it, so its timeout is the
-// watchdog's, as an NCCL call's is in PyTorch (comm/watchdog.h: a call pending past the
-// collective timeout is reported as a hang and ends the process, status 4). A group with two
-// members in one process, or --mpi-collectives exact, takes the exact algorithm above.
-
-static int mpi_count(tb_group *g, const char *what, size_t count, int *out, tb_error *err) {
-    if (count > (size_t)INT_MAX)
-        return tb_fail(err, "%s on group %s: %zu elements exceed MPI's int count (%d)", what, g->name, count, INT_MAX);
-    *out = (int)count;
-    return 0;
-}
-
-// A call about to block: refused when the world is already aborted (its peers may never come);
-// else marked as blocked from now on, for the watchdog (tb_mpi_blocked_since). native_end
-// takes the MPI call's status, so the call has returned when it clears the mark.
-static int native_begin(tb_group *g, const char *what, tb_error *err) {
-    if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, what, err);
-    atomic_store(&state(g)->blocked, g);
-    atomic_store(&state(g)->blocked_since_ns, (long long)tb_now_ns());
-    return 0;
-}
-
-static int native_end(tb_group *g, const char *what, int rc, tb_error *err) {
-    atomic_store(&state(g)->blocked_since_ns, 0);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(err, what, g, rc);
-}
-
-int64_t tb_mpi_blocked_since(const tb_world *w, tb_group **group) {
-    int64_t oldest = 0;
-    for (int id = 0; w->mpi_groups && id < w->size * TB_NGROUP_KINDS; id++) {
-        mpi_group *s = w->mpi_groups[id];
-        const int64_t t = s ? atomic_load(&s->blocked_since_ns) : 0;
-        if (t && (!oldest || t < oldest)) oldest = t, *group = atomic_load(&s->blocked);
-    }
-    return oldest;
-}
-
-// Whether [a, a + an) and [b, b + bn) share a byte: MPI forbids aliased send and receive buffers.
-static int overlap(const void *a, size_t an, const void *b, size_t bn) {
-    const char *x = a, *y = b;
-    return x < y + bn && y < x + an;
-}
-
-static int native_all_reduce(tb_group *g, float *buf, size_t count, tb_red_op op, int *timed_out, tb_error *err) {
-    if (!state(g)->native) return exact_all_reduce(g, buf, count, op, timed_out, err);
-    if (g->size == 1) return 0;
-    int n = 0;
-    if (mpi_count(g, "all_reduce", count, &n, err) || native_begin(g, "all_reduce", err)) return -1;
-    return native_end(g, "all_reduce",
-                      MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, op == TB_RED_MAX ? MPI_MAX : MPI_SUM,
-                                    state(g)->comm),
-                      err);
-}
-
-// recv may be this member's slice of send (the distributed optimizer's shard of a bucket):
-// then MPI's result goes to a transport buffer of recvcount floats first.
-static int native_reduce_scatter(tb_group *g, const float *send, float *recv, size_t recvcount, int *timed_out,
-                                 tb_error *err) {
-    if (!state(g)->native) return exact_reduce_scatter(g, send, recv, recvcount, timed_out, err);
-    const size_t total = (size_t)g->size * recvcount;
-    int n = 0, k = 0;
-    if (mpi_count(g, "reduce_scatter", total, &k, err) || mpi_count(g, "reduce_scatter", recvcount, &n, err) ||
-        native_begin(g, "reduce_scatter", err))
-        return -1;
-    xfer x;
-    xfer_begin(&x, g, "reduce_scatter");
-    float *out = overlap(send, total * sizeof(float), recv, recvcount * sizeof(float))
-                     ? xfer_buf(&x, recvcount * sizeof(float))
-                     : recv;
-    int rc = native_end(g, "reduce_scatter", MPI_Reduce_scatter_block(send, out, n, MPI_FLOAT, MPI_SUM, x.s->comm),
-                        err);
-    if (rc == 0 && out != recv) memcpy(recv, out, recvcount * sizeof(float));
-    return xfer_end(&x, rc);
-}
-
-// send may be this member's slot of recv (the distributed optimizer's gather of its shard):
-// MPI_IN_PLACE; any other overlap goes through a transport copy of send.
-static int native_all_gather(tb_group *g, const float *send, float *recv, size_t sendcount, int *timed_out,
-                             tb_error *err) {
-    if (!state(g)->native) return exact_all_gather(g, send, recv, sendcount, timed_out, err);
-    int n = 0, k = 0;
-    if (mpi_count(g, "all_gather", sendcount, &n, err) ||
-        mpi_count(g, "all_gather", (size_t)g->size * sendcount, &k, err) || native_begin(g, "all_gather", err))
-        return -1;
-    xfer x;
-    xfer_begin(&x, g, "all_gather");
-    const size_t bytes = sendcount * sizeof(float);
-    const void *in = send;
-    if (send == recv + (size_t)g->index * sendcount) {
-        in = MPI_IN_PLACE;
-    } else if (overlap(send, bytes, recv, (size_t)g->size * bytes)) {
-        void *copy = xfer_buf(&x, bytes);
-        memcpy(copy, send, bytes);
-        in = copy;
-    }
-    int rc = native_end(g, "all_gather", MPI_Allgather(in, n, MPI_FLOAT, recv, n, MPI_FLOAT, x.s->comm), err);
-    return xfer_end(&x, rc);
-}
-
-// Every member first learns what each sends it (MPI_Alltoall of the counts) and then whether
-// any member found a count it does not expect, or a total beyond MPI's int (MPI_Allreduce of
-// a flag), so that a mismatch is refused by every member together, the one that sees it with
-// the local backend's message, instead of truncating, or of leaving the others blocked in
-// MPI_Alltoallv until the watchdog.
-static int native_all_to_all(tb_group *g, const float *send, const size_t *sendcounts, float *recv,
-                             const size_t *recvcounts, int *timed_out, tb_error *err) {
-    if (!state(g)->native) return exact_all_to_all(g, send, sendcounts, recv, recvcounts, timed_out, err);
-    const int n = g->size;
-    int scount[TB_MAX_GROUP], rcount[TB_MAX_GROUP], sdispl[TB_MAX_GROUP], rdispl[TB_MAX_GROUP], told[TB_MAX_GROUP];
-    size_t stotal = 0, rtotal = 0;
-    int bad = 0;  // 1: a total beyond MPI's int here; 2: a count here that its sender does not send
-    for (int j = 0; j < n; j++) {  // counts and displacements are ints in MPI
-        if (stotal + sendcounts[j] > (size_t)INT_MAX || rtotal + recvcounts[j] > (size_t)INT_MAX) bad = 1;
-        sdispl[j] = bad ? 0 : (int)stotal;
-        rdispl[j] = bad ? 0 : (int)rtotal;
-        scount[j] = bad ? -1 : (int)sendcounts[j];
-        rcount[j] = bad ? -1 : (int)recvcounts[j];
-        stotal += sendcounts[j];
-        rtotal += recvcounts[j];
-    }
-    if (native_begin(g, "all_to_all", err)) return -1;
-    int rc = native_end(g, "all_to_all", MPI_Alltoall(scount, 1, MPI_INT, told, 1, MPI_INT, state(g)->comm), err);
-    int first = -1;
-    for (int j = 0; j < n && rc == 0 && !bad; j++)
-        if (told[j] != rcount[j]) bad = 2, first = j;
-    int any = bad;
-    if (rc == 0 && native_begin(g, "all_to_all", err) == 0)
-        rc = native_end(g, "all_to_all", MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, state(g)->comm), err);
-    else if (rc == 0)
-        rc = -1;
-    if (rc != 0) return rc;
-    if (bad == 1)
-        return tb_fail(err, "all_to_all on group %s: more than MPI's int count (%d) of elements", g->name, INT_MAX);
-    if (bad == 2) return count_mismatch(g, first, (size_t)told[first], recvcounts[first], err);
-    if (any)
-        return tb_fail(err, "all_to_all on group %s: another member's counts do not match what its peers send to it "
-                            "(that member names them); refused by every member",
-                       g->name);
-    xfer x;
-    xfer_begin(&x, g, "all_to_all");
-    const float *in = send;
-    if (overlap(send, stotal * sizeof(float), recv, rtotal * sizeof(float))) {
-        float *copy = xfer_buf(&x, stotal * sizeof(float));
-        memcpy(copy, send, stotal * sizeof(float));
-        in = copy;
-    }
-    if (native_begin(g, "all_to_all", err)) return xfer_end(&x, -1);
-    rc = native_end(g, "all_to_all",
-                    MPI_Alltoallv(in, scount, sdispl, MPI_FLOAT, recv, rcount, rdispl, MPI_FLOAT, x.s->comm), err);
-    return xfer_end(&x, rc);
-}
-
-static int native_broadcast(tb_group *g, float *buf, size_t count, int root, int *timed_out, tb_error *err) {
-    if (!state(g)->native || root < 0 || root >= g->size) return exact_broadcast(g, buf, count, root, timed_out, err);
-    int n = 0;
-    if (mpi_count(g, "broadcast", count, &n, err) || native_begin(g, "broadcast", err)) return -1;
-    return native_end(g, "broadcast", MPI_Bcast(buf, n, MPI_FLOAT, root, state(g)->comm), err);
-}
-
-static int native_barrier(tb_group *g, int *timed_out, tb_error *err) {
-    if (!state(g)->native) return exact_barrier(g, timed_out, err);
-    if (native_begin(g, "barrier", err)) return -1;
-    return native_end(g, "barrier", MPI_Barrier(state(g)->comm), err);
-}
-
 // --mpi-collectives exact: the local backend's algorithm on every group.
 const tb_comm_backend tb_mpi_exact_backend = {
     "mpi",           exact_all_reduce, exact_reduce_scatter, exact_all_gather, exact_all_to_all,
-    exact_broadcast, mpi_send,         mpi_recv,             exact_barrier,
-    mpi_batch_send_recv,
-};
-
-// --mpi-collectives native: MPI's own collectives where the group allows (above), the exact
-// algorithm otherwise; point-to-point alike on either path (single sends eager, a batch on
-// the caller's buffers).
-const tb_comm_backend tb_mpi_backend = {
-    "mpi",            native_all_reduce, native_reduce_scatter, native_all_gather, native_all_to_all,
-    native_broadcast, mpi_send,          mpi_recv,              native_barrier,
-    mpi_batch_send_recv,
+    exact_broadcast, tb_mpi_send,         tb_mpi_recv,             exact_barrier,
+    tb_mpi_batch_send_recv,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -867,7 +661,7 @@ int tb_mpi_group_bcast_from_first(tb_world *w, int group_id, void *buf, size_t b
     MPI_Request req = MPI_REQUEST_NULL;
     MPI_Status st;
     int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, s->comm, &req);  // rank 0: the first member's process
-    if (rc != MPI_SUCCESS) return mpi_fail(err, "broadcast", g, rc);
+    if (rc != MPI_SUCCESS) return tb_mpi_fail(err, "broadcast", g, rc);
     int timed_out = 0;
     rc = poll_requests(g, "broadcast", 1, &req, &st, NULL, &timed_out, err);
     if (rc != 0) drop_requests(1, &req);
