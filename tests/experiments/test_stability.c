@@ -147,6 +147,35 @@ TB_TEST(a_contended_run_does_not_prove_its_timing_but_proves_its_byte_count) {
     free(out);
 }
 
+// /proc/stat counts in ticks of 10 ms per CPU: a run that timed 13 ms on 2 CPUs cannot say
+// whether the host was quiet (its "0% other processes" is a tick's rounding), so its timing
+// is not verifiable, naming the window that would be (200 ms: a tick per CPU within 5% of the
+// window's core time); its exact figures still prove, and a run of 250 ms proves its timing.
+TB_TEST(a_window_too_short_for_proc_stat_is_not_verifiable) {
+    const char *root = fx_fresh_dir("gate_short_window");
+    fx_numbers n = steady();
+    n.cond.wall_s = 0.013;
+    write_record(root, "q", &n);
+    n.cond.wall_s = 0.25;
+    write_record(root, "r1", &n);
+    json_t *claims = json_array();
+    add_claim(claims, root, "tps", "tokens_per_s", NULL, only_q, NULL);
+    add_claim(claims, root, "bytes", "comm_bytes", "{\"group\": \"tp\", \"op\": \"all_reduce\"}", only_q, NULL);
+    add_claim(claims, root, "tps_250ms", "tokens_per_s", NULL, only_r1(), NULL);
+    write_claims(root, claims);
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    printf("%s", out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/tps (not verifiable: run q timed 13 ms, too short for /proc/stat "
+                                    "to tell contention: its counters tick every 10 ms on each of 2 CPUs, +-77% of "
+                                    "the window's core time against the 5% threshold (a window of at least 200 ms "
+                                    "resolves it))"),
+             "the 13 ms run's timing is not verifiable, naming the window it needs (exit %d)", rc);
+    TB_CHECK(strstr(out, "PROVEN  g/v1/bytes\n") && strstr(out, "PROVEN  g/v1/tps_250ms\n"),
+             "its byte count proves, and a run of 250 ms proves its timing");
+    free(out);
+}
+
 // More threads than cores, but the scheduler measured how long they waited for one: a run
 // whose extra thread rarely ran (a communication thread asleep between buckets) is accepted
 // and says so; one whose threads waited is refused with the figure, oversubscribed or not.
@@ -579,6 +608,7 @@ TB_TEST(a_real_run_beside_busy_loops_proves_its_bytes_but_not_its_speed) {
 int main(void) {
     TB_RUN(a_timing_claim_over_quiet_steady_runs_is_proven_with_its_conditions);
     TB_RUN(a_contended_run_does_not_prove_its_timing_but_proves_its_byte_count);
+    TB_RUN(a_window_too_short_for_proc_stat_is_not_verifiable);
     TB_RUN(an_oversubscribed_run_proves_only_when_the_claim_accepts_it);
     TB_RUN(a_repetition_measured_again_replaces_only_a_contended_measurement_of_itself);
     TB_RUN(a_measured_wait_for_a_core_decides_an_oversubscribed_run_and_gates_any_run);
