@@ -270,6 +270,7 @@
 #include "index_reuse.h"
 #include "index_targets.h"
 #include "index_units.h"
+#include "index_update.h"
 #include "index_visit.h"
 #include "index_write.h"
 #include "pool.h"
@@ -360,6 +361,65 @@ typedef struct index_args {
     tb_strlist collectives, range_push, range_pop;
     int no_default_collectives, jobs, full, parse_only, quiet, verbose;
 } index_args;
+
+// The parsed units' input files and their hashes (each file read once), and the figures:
+// distinct files the parses read (`counted`) and their lines.
+static void hash_inputs(const ix_compdb *db, ix_result *results, const size_t *todo, size_t ntodo, ix_hashes *hashes,
+                        tb_strmap *counted, long *nfiles, long *nlines) {
+    for (size_t k = 0; k < ntodo; k++) {
+        size_t i = todo[k];
+        ix_result *r = &results[i];
+        tb_vec deps;
+        tb_vec_init(&deps, sizeof(ix_dep), "unit inputs");
+        tb_strmap seen;
+        tb_strmap_init(&seen);
+        ((ix_dep *)tb_vec_push(&deps))->path = db->tus[i].file;  // the source, even when it did not parse
+        tb_strmap_put(&seen, db->tus[i].file, 1);
+        for (size_t j = 0; j < r->deps.len; j++) {
+            const char *path = TB_VEC_AT(&r->deps, ix_dep, j).path;
+            if (tb_strmap_get(&seen, path)) continue;
+            tb_strmap_put(&seen, path, 1);
+            ((ix_dep *)tb_vec_push(&deps))->path = path;
+        }
+        tb_strmap_free(&seen);
+        for (size_t j = 0; j < deps.len; j++) {
+            ix_dep *d = &TB_VEC_AT(&deps, ix_dep, j);
+            long lines = 0;
+            d->hash = ix_file_hash(hashes, d->path, &lines);
+            if (!tb_strmap_get(counted, d->path) && strcmp(d->hash, "-")) {
+                tb_strmap_put(counted, d->path, 1);
+                (*nfiles)++;
+                *nlines += lines;
+            }
+        }
+        tb_vec_free(&r->deps);
+        r->deps = deps;
+    }
+}
+
+// The update in place did not apply: the reused units' facts are read back for the full merge,
+// and a unit whose facts cannot be read is parsed after all (appended to w's todo list).
+static void reuse_after_all(work *w, ix_prev *prev, const ix_prev_unit **match, ix_hashes *hashes, tb_strmap *counted,
+                            long *nfiles, long *nlines, size_t *ntodo, size_t *nreused) {
+    size_t n = w->db->ntus;
+    char *was = tb_xcalloc(n ? n : 1, 1, "reused units");
+    for (size_t i = 0; i < n; i++) {
+        was[i] = match[i] != NULL;
+        if (was[i]) ix_result_free(&w->results[i]);
+    }
+    ix_prev_results(prev, match, w->results, n);
+    size_t *todo = (size_t *)w->todo, from = *ntodo;
+    for (size_t i = 0; i < n; i++)
+        if (was[i] && !match[i]) todo[(*ntodo)++] = i, (*nreused)--;
+    free(was);
+    w->todo = todo + from;
+    w->ntodo = *ntodo - from;
+    atomic_store(&w->next, 0);
+    run_workers(w, w->opt->jobs);
+    hash_inputs(w->db, w->results, todo + from, *ntodo - from, hashes, counted, nfiles, nlines);
+    w->todo = todo;
+    w->ntodo = *ntodo;
+}
 
 static const tb_option index_options[] = {
     TB_OPTION("--compdb", index_args, compdb, TB_OPT_STRING, "build/compile_commands.json", "FILE|DIR",
@@ -560,67 +620,45 @@ int tracebook_index_main(int argc, char **argv) {
         inputs[i] = ix_inputs_hash(&pool, &db.tus[i], &opt);
         match[i] = ix_prev_match(&prev, &db.tus[i], inputs[i], &hashes);
     }
-    if (prev.db) ix_prev_results(&prev, match, results, db.ntus);  // a unit it cannot read back is parsed
-    long long *prev_id = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *prev_id, "previous unit ids");
-    for (size_t i = 0; i < db.ntus; i++) {
-        if (match[i]) {
-            nreused++;
-            prev_id[i] = match[i]->id;
-        } else {
-            todo[ntodo++] = i;
+    // A few units to parse: the index file is updated in place by their difference
+    // (index_update.c), and the reused units' facts are not read at all; else they are read
+    // back and everything is merged again (index_write.c).
+    size_t nmatched = 0;
+    for (size_t i = 0; i < db.ntus; i++) nmatched += match[i] != NULL;
+    const char *update_why = NULL;
+    int try_update = prev.db && !args.targets && trc == 0 &&
+                     ix_update_applies(&prev, &db, db.ntus - nmatched, &update_why);
+    if (try_update) {
+        for (size_t i = 0; i < db.ntus; i++) {
+            if (!match[i]) continue;
+            ix_result_init(&results[i]);  // what the summary and the error report read
+            results[i].reused = 1;
+            results[i].status = match[i]->status;
+            results[i].errors = match[i]->errors;
+            results[i].reduced = match[i]->reduced;
+            results[i].diagnostics = match[i]->diagnostics ? tb_xstrdup(match[i]->diagnostics, "diagnostics") : NULL;
         }
+    } else if (prev.db) {
+        ix_prev_results(&prev, match, results, db.ntus);  // a unit it cannot read back is parsed
     }
-    free(match);
-    // Reused units keep their rows of the previous index: it is updated in place (index_write.h).
-    ix_inplace inplace = {.prev_file = opt.out, .prev_id = prev_id,
-                          .prev_paths = (const char *const *)prev.paths.items, .nprev_paths = prev.paths.len};
-    int in_place = prev.db != NULL && nreused > 0;
-    ix_prev_close(&prev);  // everything reused is in memory now
+    for (size_t i = 0; i < db.ntus; i++) {
+        if (match[i])
+            nreused++;
+        else
+            todo[ntodo++] = i;
+    }
     ix_phase_mark(&opt, &tp, "previous index read, inputs compared");
 
     // Parse.
     work w = {.db = &db, .opt = &opt, .results = results, .todo = todo, .ntodo = ntodo};
     run_workers(&w, opt.jobs);
     ix_phase_mark(&opt, &tp, "parse and visit");
-
-    // The parsed units' input files and their hashes (each file read once), and the figures:
-    // distinct files the parses read and their lines.
     long nfiles = 0, nlines = 0;
     tb_strmap counted;
     tb_strmap_init(&counted);
-    for (size_t k = 0; k < ntodo; k++) {
-        size_t i = todo[k];
-        ix_result *r = &results[i];
-        tb_vec deps;
-        tb_vec_init(&deps, sizeof(ix_dep), "unit inputs");
-        tb_strmap seen;
-        tb_strmap_init(&seen);
-        ((ix_dep *)tb_vec_push(&deps))->path = db.tus[i].file;  // the source, even when it did not parse
-        tb_strmap_put(&seen, db.tus[i].file, 1);
-        for (size_t j = 0; j < r->deps.len; j++) {
-            const char *path = TB_VEC_AT(&r->deps, ix_dep, j).path;
-            if (tb_strmap_get(&seen, path)) continue;
-            tb_strmap_put(&seen, path, 1);
-            ((ix_dep *)tb_vec_push(&deps))->path = path;
-        }
-        tb_strmap_free(&seen);
-        for (size_t j = 0; j < deps.len; j++) {
-            ix_dep *d = &TB_VEC_AT(&deps, ix_dep, j);
-            long lines = 0;
-            d->hash = ix_file_hash(&hashes, d->path, &lines);
-            if (!tb_strmap_get(&counted, d->path) && strcmp(d->hash, "-")) {
-                tb_strmap_put(&counted, d->path, 1);
-                nfiles++;
-                nlines += lines;
-            }
-        }
-        tb_vec_free(&r->deps);
-        r->deps = deps;
-    }
-    tb_strmap_free(&counted);
+    hash_inputs(&db, results, todo, ntodo, &hashes, &counted, &nfiles, &nlines);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
     ix_phase_mark(&opt, &tp, "input files hashed");
-
     // Link units: what the build said, else inferred from the units' symbols.
     if (trc > 0) {
         ix_units_report rep;
@@ -672,11 +710,41 @@ int tracebook_index_main(int argc, char **argv) {
     const char *out_dir = NULL;
     const char *slash = strrchr(opt.out, '/');
     if (slash && slash != opt.out) out_dir = tb_pool_dupn(&pool, opt.out, (size_t)(slash - opt.out));
+    int written = -1;
     if (out_dir && tb_mkdir_p(out_dir, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
-    } else if (ix_write_index(opt.out, &db, results, &targets, &opt, &meta, in_place ? &inplace : NULL, &sum, &err)) {
-        fprintf(stderr, "tracebook index: %s\n", err.msg);
     } else {
+        if (try_update) {
+            int urc = ix_update_index(opt.out, &db, results, todo, ntodo, &prev, &targets, &opt, &meta, &sum,
+                                      &update_why, &err);
+            if (urc == 0) {
+                written = 0;
+                if (opt.verbose)
+                    fprintf(stderr, "tracebook index: updated in place: %zu parsed unit%s merged by the difference of "
+                                    "their facts\n", ntodo, ntodo == 1 ? "" : "s");
+            } else {
+                if (opt.verbose)
+                    fprintf(stderr, "tracebook index: not updated in place (%s): every unit merged again\n",
+                            urc > 0 ? update_why : err.msg);
+                reuse_after_all(&w, &prev, match, &hashes, &counted, &nfiles, &nlines, &ntodo, &nreused);
+                for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
+            }
+        }
+        if (written != 0) {
+            long long *prev_id = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *prev_id, "previous unit ids");
+            size_t kept = 0;
+            for (size_t i = 0; i < db.ntus; i++)
+                if (match[i] && results[i].reused) prev_id[i] = match[i]->id, kept++;
+            // Reused units keep their rows of the previous index: a copy of it is updated (index_write.h).
+            ix_inplace inplace = {.prev_file = opt.out, .prev_id = prev_id,
+                                  .prev_paths = (const char *const *)prev.paths.items, .nprev_paths = prev.paths.len};
+            written = ix_write_index(opt.out, &db, results, &targets, &opt, &meta, prev.db && kept ? &inplace : NULL,
+                                     &sum, &err);
+            free(prev_id);
+            if (written) fprintf(stderr, "tracebook index: %s\n", err.msg);
+        }
+    }
+    if (written == 0) {
         // A unit that failed (an unreadable source, a unit libclang could not build) is missing
         // from the index: the index is written, but the run did not do what was asked.
         ix_phase_mark(&opt, &tp, "index written");
@@ -714,7 +782,8 @@ int tracebook_index_main(int argc, char **argv) {
     free(results);
     free(todo);
     free(inputs);
-    free(prev_id);
+    free(match);
+    tb_strmap_free(&counted);
     ix_prev_free(&prev);
     ix_hashes_free(&hashes);
     ix_targets_free(&targets);

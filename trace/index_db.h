@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
-#define TB_INDEX_SCHEMA_VERSION "7"
+#define TB_INDEX_SCHEMA_VERSION "8"
 
 // The schema: the tables, then their secondary indexes (the indexer creates these after its
 // bulk inserts, which is faster than maintaining them row by row; the file is the same).
@@ -78,8 +78,8 @@
     /* function is in every unit that includes it), and its inputs. tu_id: the unit's files.id; file_id, */  \
     /* files.id; caller: the index (0-based, in rowid order) of the unit's tu_functions row. A re-index */   \
     /* reuses the rows of the units whose inputs are unchanged and merges again, so the tables above */     \
-    /* are exactly what a full index gives. The re-index reads each tu_* table in one scan (rowid order), */ \
-    /* so they have no index. */                                                              \
+    /* are exactly what a full index gives (index_update.c: by the difference of the parsed units' old */  \
+    /* and new rows, through TB_INDEX_UNIT_INDEXES). */                                                       \
     "CREATE TABLE tu_inputs(tu_id INTEGER PRIMARY KEY, inputs TEXT NOT NULL, reduced INTEGER NOT NULL);\n"  \
     /* every input file of a unit (its source, each file it included) with the hex SHA-256 of its */        \
     /* contents: '-' unreadable, '~' modified while the index was written */                                \
@@ -102,10 +102,27 @@
     "CREATE TABLE tu_symbols(tu_id INTEGER NOT NULL, usr TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL," \
     " defines INTEGER NOT NULL);\n"
 #define TB_INDEX_INDEXES                                                                                     \
-    "CREATE INDEX calls_caller ON calls(caller_id);\n"                                                       \
-    "CREATE INDEX calls_callee ON calls(callee_usr);\n"                                                      \
-    "CREATE INDEX functions_name ON functions(name);\n"                                                      \
-    "CREATE INDEX callbacks_function ON callbacks(function_id);\n"
+    "CREATE INDEX IF NOT EXISTS calls_caller ON calls(caller_id);\n"                                         \
+    "CREATE INDEX IF NOT EXISTS calls_callee ON calls(callee_usr);\n"                                        \
+    "CREATE INDEX IF NOT EXISTS functions_name ON functions(name);\n"                                        \
+    "CREATE INDEX IF NOT EXISTS callbacks_function ON callbacks(function_id);\n"                             \
+    "CREATE INDEX IF NOT EXISTS range_sites_function ON range_sites(function_id);\n"                         \
+    "CREATE INDEX IF NOT EXISTS collective_sites_function ON collective_sites(function_id);\n"               \
+    TB_INDEX_UNIT_INDEXES
+// For updating the index in place (index_update.c): each unit's rows, a USR's rows in every
+// unit, the units that call or name a function, a field target's rows.
+#define TB_INDEX_UNIT_INDEXES                                                                                \
+    "CREATE INDEX IF NOT EXISTS tu_deps_unit ON tu_deps(tu_id);\n"                                           \
+    "CREATE INDEX IF NOT EXISTS tu_functions_unit ON tu_functions(tu_id);\n"                                 \
+    "CREATE INDEX IF NOT EXISTS tu_functions_usr ON tu_functions(usr);\n"                                    \
+    "CREATE INDEX IF NOT EXISTS tu_calls_unit ON tu_calls(tu_id, caller);\n"                                 \
+    "CREATE INDEX IF NOT EXISTS tu_calls_callee ON tu_calls(callee_usr);\n"                                  \
+    "CREATE INDEX IF NOT EXISTS tu_callbacks_unit ON tu_callbacks(tu_id, caller);\n"                         \
+    "CREATE INDEX IF NOT EXISTS tu_callbacks_target ON tu_callbacks(target_usr);\n"                          \
+    "CREATE INDEX IF NOT EXISTS tu_range_sites_unit ON tu_range_sites(tu_id, caller);\n"                     \
+    "CREATE INDEX IF NOT EXISTS tu_field_targets_unit ON tu_field_targets(tu_id);\n"                         \
+    "CREATE INDEX IF NOT EXISTS tu_field_targets_key ON tu_field_targets(record, field, function_usr);\n"    \
+    "CREATE INDEX IF NOT EXISTS tu_symbols_unit ON tu_symbols(tu_id);\n"
 
 // Opens an existing index read-only; a missing or foreign file, or one that fails SQLite's
 // quick_check (every page and b-tree), is an error naming it.

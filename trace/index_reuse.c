@@ -192,7 +192,7 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
     sqlite3_finalize(st);
     st = NULL;
     if (sqlite3_prepare_v2(p->db,
-                           "SELECT f.path, u.tu_id, u.inputs, f.status, f.diagnostics FROM tu_inputs u"
+                           "SELECT f.path, u.tu_id, u.inputs, f.status, f.diagnostics, f.errors, u.reduced FROM tu_inputs u"
                            " JOIN files f ON f.id = u.tu_id",
                            -1, &st, NULL) != SQLITE_OK) {
         *why = "the previous index cannot be read";
@@ -205,6 +205,11 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
         u->inputs = col_text(&p->pool, st, 2);
         const char *diags = (const char *)sqlite3_column_text(st, 4);
         u->missing_header = diags && strstr(diags, "file not found");
+        const char *status = (const char *)sqlite3_column_text(st, 3);
+        u->status = !status ? "failed" : !strcmp(status, "ok") ? "ok" : !strcmp(status, "partial") ? "partial" : "failed";
+        u->diagnostics = diags ? col_text(&p->pool, st, 4) : NULL;
+        u->errors = sqlite3_column_int(st, 5);
+        u->reduced = sqlite3_column_int(st, 6);
         tb_vec_init(&u->deps, sizeof(ix_dep), "unit inputs");
         if (file) tb_strmap_put(&p->units, file, (int)(p->list.len - 1));
     }
@@ -275,6 +280,7 @@ typedef struct reuse_scan {
     long long *slot;
     long long nslots;
     char *bad;  // per result: a row that does not fit (the unit is parsed instead)
+    long long only;  // > 0: read this unit's rows only (through the tu_id indexes)
 } reuse_scan;
 
 static ix_result *row_unit(reuse_scan *s, sqlite3_stmt *st, size_t *i) {
@@ -286,7 +292,14 @@ static ix_result *row_unit(reuse_scan *s, sqlite3_stmt *st, size_t *i) {
 
 static int scan(reuse_scan *s, const char *sql, sqlite3_stmt **st) {
     *st = NULL;
-    return sqlite3_prepare_v2(s->p->db, sql, -1, st, NULL) == SQLITE_OK ? 0 : -1;
+    if (s->only <= 0) return sqlite3_prepare_v2(s->p->db, sql, -1, st, NULL) == SQLITE_OK ? 0 : -1;
+    const char *order = strstr(sql, " ORDER BY");  // the tu_* scans; else the units' status
+    char *q = order ? sqlite3_mprintf("%.*s WHERE tu_id = %lld%s", (int)(order - sql), sql, s->only, order)
+                    : sqlite3_mprintf("%s WHERE u.tu_id = %lld", sql, s->only);
+    if (!q) return -1;
+    int rc = sqlite3_prepare_v2(s->p->db, q, -1, st, NULL) == SQLITE_OK ? 0 : -1;
+    sqlite3_free(q);
+    return rc;
 }
 
 static int caller_ok(reuse_scan *s, size_t i, int caller) {
@@ -295,8 +308,8 @@ static int caller_ok(reuse_scan *s, size_t i, int caller) {
     return 0;
 }
 
-int ix_prev_results(ix_prev *p, const ix_prev_unit **match, ix_result *results, size_t n) {
-    reuse_scan s = {.p = p, .match = match, .results = results};
+static int read_results(ix_prev *p, const ix_prev_unit **match, ix_result *results, size_t n, long long only) {
+    reuse_scan s = {.p = p, .match = match, .results = results, .only = only};
     long long maxid = 0;
     for (size_t i = 0; i < n; i++)
         if (match[i] && match[i]->id > maxid) maxid = match[i]->id;
@@ -440,6 +453,15 @@ out:
     free(s.bad);
     free(s.slot);
     return rc;
+}
+
+int ix_prev_results(ix_prev *p, const ix_prev_unit **match, ix_result *results, size_t n) {
+    return read_results(p, match, results, n, 0);
+}
+
+int ix_prev_unit_facts(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
+    const ix_prev_unit *match[1] = {u};
+    return read_results(p, match, r, 1, u->id) == 0 && match[0] ? 0 : -1;
 }
 
 void ix_prev_close(ix_prev *p) {

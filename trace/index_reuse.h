@@ -39,6 +39,9 @@ typedef struct ix_prev_unit {
     const char *inputs;  // its ix_inputs_hash
     tb_vec deps;         // of ix_dep
     int missing_header;  // a "file not found" error: parsed again every run
+    const char *status;  // ok | partial | failed, its error count and diagnostics (files row), and
+    int errors, reduced; // whether it was parsed with the reduced command line
+    const char *diagnostics;
 } ix_prev_unit;
 
 typedef struct ix_prev {
@@ -59,6 +62,9 @@ const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *input
 // not fit (or every unit, on a read error: -1) gets match[i] = NULL and results[i] zeroed, to
 // be parsed. The results' paths point into p: keep p until they are written.
 int ix_prev_results(ix_prev *p, const ix_prev_unit **match, ix_result *results, size_t n);
+// The facts of one previous unit (its rows only, through the tu_id indexes) into r, which it
+// initialises; -1 (r zeroed) when its rows cannot be read or do not fit.
+int ix_prev_unit_facts(ix_prev *p, const ix_prev_unit *u, ix_result *r);
 // Closes the previous index (the facts read stay); ix_prev_free does it too.
 void ix_prev_close(ix_prev *p);
 void ix_prev_free(ix_prev *p);

@@ -3,6 +3,7 @@
 // the collective sites, adds the targets and meta rows, and publishes the file atomically
 // (written to <out>.tmp.<pid>, fsync'd, renamed over <out>).
 #include <errno.h>
+#include <openssl/evp.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,87 +14,110 @@
 #include "core/xalloc.h"
 #include "index_db.h"
 #include "index_libs.h"
-#include "index_write.h"
+#include "index_write_internal.h"
 #include "pool.h"
 #include "strmap.h"
 
-// What the writer knows of each function row it wrote.
-struct finfo {
-    long long id;
-    long long def_file;  // files.id of the definition, 0: none yet
-    int body_written;
-    int is_static;       // as the row was inserted
-    const char *name;
-};
-
-typedef struct writer {
-    sqlite3 *db;
-    sqlite3_stmt *ins_file, *ins_func, *upd_func, *ins_call, *ins_ft, *ins_range, *ins_coll, *ins_target, *ins_meta,
-        *ins_cb, *ins_ferr;
-    long long unit;       // files.id of the unit being merged
-    sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range, *u_sym;  // the tu_* tables
-    tb_strmap files;      // path -> files.id
-    tb_strmap funcs;      // usr -> index in finfo
-    tb_vec finfo;         // of struct finfo, per index in funcs
-    tb_pool pool;
-    tb_error *err;
-    const char *path;
-} writer;
-
-static int sql_fail(writer *w, const char *what) {
+int ixw_sql_fail(writer *w, const char *what) {
     return tb_fail(w->err, "%s: %s: %s", w->path, what, sqlite3_errmsg(w->db));
 }
 
-static int prep(writer *w, sqlite3_stmt **st, const char *sql) {
-    return sqlite3_prepare_v2(w->db, sql, -1, st, NULL) == SQLITE_OK ? 0 : sql_fail(w, "preparing a statement");
+int ixw_prep(writer *w, sqlite3_stmt **st, const char *sql) {
+    return sqlite3_prepare_v2(w->db, sql, -1, st, NULL) == SQLITE_OK ? 0 : ixw_sql_fail(w, "preparing a statement");
 }
 
-static void bind_text(sqlite3_stmt *st, int i, const char *s) {
+void ixw_bind_text(sqlite3_stmt *st, int i, const char *s) {
     if (s)
         sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, i);
 }
 
-static int step(writer *w, sqlite3_stmt *st, const char *what) {
+int ixw_step(writer *w, sqlite3_stmt *st, const char *what) {
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
-    return rc == SQLITE_DONE ? 0 : sql_fail(w, what);
+    return rc == SQLITE_DONE ? 0 : ixw_sql_fail(w, what);
 }
 
-static long long file_id(writer *w, const char *path, int is_tu, const char *status, int errors, const char *diags) {
+long long ixw_file_id(writer *w, const char *path, int is_tu, const char *status, int errors, const char *diags) {
     if (!path) return 0;
     int *id = tb_strmap_get(&w->files, path);
     if (id) return *id;
-    bind_text(w->ins_file, 1, path);
+    ixw_bind_text(w->ins_file, 1, path);
     sqlite3_bind_int(w->ins_file, 2, is_tu);
-    bind_text(w->ins_file, 3, status);
+    ixw_bind_text(w->ins_file, 3, status);
     sqlite3_bind_int(w->ins_file, 4, errors);
-    bind_text(w->ins_file, 5, diags);
-    if (step(w, w->ins_file, "inserting a file")) return -1;
+    ixw_bind_text(w->ins_file, 5, diags);
+    if (ixw_step(w, w->ins_file, "inserting a file")) return -1;
     long long rid = sqlite3_last_insert_rowid(w->db);
     tb_strmap_put(&w->files, path, (int)rid);
     return rid;
 }
 
-static void bind_file(sqlite3_stmt *st, int i, long long id) {
+void ixw_bind_file(sqlite3_stmt *st, int i, long long id) {
     if (id > 0)
         sqlite3_bind_int64(st, i, id);
     else
         sqlite3_bind_null(st, i);
 }
 
-static void bind_pos(sqlite3_stmt *st, int i, unsigned v) {
+void ixw_bind_pos(sqlite3_stmt *st, int i, unsigned v) {
     if (v)
         sqlite3_bind_int(st, i, (int)v);
     else
         sqlite3_bind_null(st, i);
 }
 
+int ixw_prepare(writer *w) {
+    return (ixw_prep(w, &w->ins_file, "INSERT INTO files(path, is_tu, status, errors, diagnostics) VALUES(?,?,?,?,?)") ||
+        ixw_prep(w, &w->ins_func,
+             "INSERT INTO functions(usr, name, file_id, line, col, is_static, is_definition, end_line, end_col,"
+             " unit_id) VALUES(?,?,?,?,?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->upd_func, "UPDATE functions SET file_id = ?, line = ?, col = ?, end_line = ?, end_col = ?, is_definition = 1,"
+                                   " unit_id = ? WHERE id = ?") ||
+        ixw_prep(w, &w->ins_ferr, "INSERT INTO file_errors(unit_id, file_id, errors, first) VALUES(?,?,?,?)"
+                              " ON CONFLICT(unit_id, file_id) DO UPDATE SET errors = errors + 1") ||
+        ixw_prep(w, &w->ins_call,
+             "INSERT INTO calls(caller_id, callee_usr, callee_name, field, file_id, line, col, in_macro, resolution,"
+             " candidates) VALUES(?,?,?,?,?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->ins_ft,
+             "INSERT OR IGNORE INTO field_targets(record, field, function_usr, file_id, line) VALUES(?,?,?,?,?)") ||
+        ixw_prep(w, &w->ins_range,
+             "INSERT INTO range_sites(function_id, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->ins_coll,
+             "INSERT INTO collective_sites(function_id, callee_name, file_id, line, col, call_id) VALUES(?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->ins_cb,
+             "INSERT INTO callbacks(function_id, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->ins_target, "INSERT OR IGNORE INTO targets(target, type, file_id) VALUES(?,?,?)") ||
+        ixw_prep(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES(?,?)") ||
+        ixw_prep(w, &w->u_inputs, "INSERT INTO tu_inputs(tu_id, inputs, reduced) VALUES(?,?,?)") ||
+        ixw_prep(w, &w->u_dep, "INSERT INTO tu_deps(tu_id, path, hash) VALUES(?,?,?)") ||
+        ixw_prep(w, &w->u_func,
+             "INSERT INTO tu_functions(tu_id, usr, name, file_id, line, col, end_line, end_col, is_static,"
+             " is_definition, main_like) VALUES(?,?,?,?,?,?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->u_call,
+             "INSERT INTO tu_calls(tu_id, caller, callee_usr, callee_name, field, file_id, line, col, in_macro,"
+             " resolution, candidates) VALUES(?,?,?,?,?,?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->u_ft,
+             "INSERT INTO tu_field_targets(tu_id, record, field, function_usr, file_id, line) VALUES(?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->u_cb,
+             "INSERT INTO tu_callbacks(tu_id, caller, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->u_range,
+             "INSERT INTO tu_range_sites(tu_id, caller, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->u_sym, "INSERT INTO tu_symbols(tu_id, usr, name, kind, defines) VALUES(?,?,?,?,?)")) ? -1 : 0;
+}
+
+void ixw_finalize(writer *w) {
+    sqlite3_stmt *sts[] = {w->ins_file, w->ins_func, w->upd_func, w->ins_call, w->ins_ft, w->ins_ferr,
+                           w->ins_range, w->ins_coll, w->ins_target, w->ins_meta, w->ins_cb,
+                           w->u_inputs, w->u_dep, w->u_func, w->u_call, w->u_ft, w->u_cb, w->u_range, w->u_sym};
+    for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
+}
+
 // Inserts the function or upgrades its row to the definition; returns its finfo index.
 static int put_function(writer *w, const ix_func *f, const char *usr) {
-    long long fid = file_id(w, f->file, 0, NULL, 0, NULL);
+    long long fid = ixw_file_id(w, f->file, 0, NULL, 0, NULL);
     if (fid < 0) return -1;
     int *slot = tb_strmap_get(&w->funcs, usr);
     if (slot) {
@@ -102,26 +126,26 @@ static int put_function(writer *w, const ix_func *f, const char *usr) {
             sqlite3_bind_int64(w->upd_func, 1, fid);
             sqlite3_bind_int(w->upd_func, 2, (int)f->line);
             sqlite3_bind_int(w->upd_func, 3, (int)f->col);
-            bind_pos(w->upd_func, 4, f->end_line);
-            bind_pos(w->upd_func, 5, f->end_col);
+            ixw_bind_pos(w->upd_func, 4, f->end_line);
+            ixw_bind_pos(w->upd_func, 5, f->end_col);
             sqlite3_bind_int64(w->upd_func, 6, w->unit);
             sqlite3_bind_int64(w->upd_func, 7, fi->id);
-            if (step(w, w->upd_func, "updating a function")) return -1;
+            if (ixw_step(w, w->upd_func, "updating a function")) return -1;
             fi->def_file = fid;
         }
         return *slot;
     }
-    bind_text(w->ins_func, 1, usr);
-    bind_text(w->ins_func, 2, f->name);
-    bind_file(w->ins_func, 3, fid);
+    ixw_bind_text(w->ins_func, 1, usr);
+    ixw_bind_text(w->ins_func, 2, f->name);
+    ixw_bind_file(w->ins_func, 3, fid);
     sqlite3_bind_int(w->ins_func, 4, (int)f->line);
     sqlite3_bind_int(w->ins_func, 5, (int)f->col);
     sqlite3_bind_int(w->ins_func, 6, f->is_static);
     sqlite3_bind_int(w->ins_func, 7, f->is_def);
-    bind_pos(w->ins_func, 8, f->end_line);
-    bind_pos(w->ins_func, 9, f->end_col);
+    ixw_bind_pos(w->ins_func, 8, f->end_line);
+    ixw_bind_pos(w->ins_func, 9, f->end_col);
     sqlite3_bind_int64(w->ins_func, 10, w->unit);
-    if (step(w, w->ins_func, "inserting a function")) return -1;
+    if (ixw_step(w, w->ins_func, "inserting a function")) return -1;
     *(struct finfo *)tb_vec_push(&w->finfo) =
         (struct finfo){sqlite3_last_insert_rowid(w->db), f->is_def ? fid : 0, 0, f->is_static, f->name};
     int k = (int)w->finfo.len - 1;
@@ -144,7 +168,7 @@ static int write_result(writer *w, const ix_result *r) {
         const char *usr = f->usr;
         int *slot = tb_strmap_get(&w->funcs, usr);
         if (f->is_def && slot && TB_VEC_AT(&w->finfo, struct finfo, *slot).def_file) {
-            long long fid = file_id(w, f->file, 0, NULL, 0, NULL);
+            long long fid = ixw_file_id(w, f->file, 0, NULL, 0, NULL);
             if (fid != TB_VEC_AT(&w->finfo, struct finfo, *slot).def_file) {
                 // An external function defined again in another file (another binary's copy):
                 // its own row, with a file-qualified USR; this unit's calls go to it.
@@ -168,27 +192,27 @@ static int write_result(writer *w, const ix_result *r) {
         int *ren = callee ? tb_strmap_get(&renamed, callee) : NULL;
         if (ren) callee = renamed_to[*ren];
         sqlite3_bind_int64(w->ins_call, 1, TB_VEC_AT(&w->finfo, struct finfo, fidx[c->caller]).id);
-        bind_text(w->ins_call, 2, callee);
-        bind_text(w->ins_call, 3, c->callee_name);
-        bind_text(w->ins_call, 4, c->field);
-        bind_file(w->ins_call, 5, file_id(w, c->file, 0, NULL, 0, NULL));
+        ixw_bind_text(w->ins_call, 2, callee);
+        ixw_bind_text(w->ins_call, 3, c->callee_name);
+        ixw_bind_text(w->ins_call, 4, c->field);
+        ixw_bind_file(w->ins_call, 5, ixw_file_id(w, c->file, 0, NULL, 0, NULL));
         sqlite3_bind_int(w->ins_call, 6, (int)c->line);
         sqlite3_bind_int(w->ins_call, 7, (int)c->col);
-        bind_text(w->ins_call, 8, c->in_macro);
-        bind_text(w->ins_call, 9, c->resolution);
-        bind_text(w->ins_call, 10, c->candidates);
-        if (step(w, w->ins_call, "inserting a call")) goto out;
+        ixw_bind_text(w->ins_call, 8, c->in_macro);
+        ixw_bind_text(w->ins_call, 9, c->resolution);
+        ixw_bind_text(w->ins_call, 10, c->candidates);
+        if (ixw_step(w, w->ins_call, "inserting a call")) goto out;
     }
     for (size_t i = 0; i < r->ranges.len; i++) {
         const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, i);
         if (!emit[g->caller]) continue;
         sqlite3_bind_int64(w->ins_range, 1, TB_VEC_AT(&w->finfo, struct finfo, fidx[g->caller]).id);
-        bind_text(w->ins_range, 2, g->kind);
-        bind_text(w->ins_range, 3, g->name);
-        bind_file(w->ins_range, 4, file_id(w, g->file, 0, NULL, 0, NULL));
+        ixw_bind_text(w->ins_range, 2, g->kind);
+        ixw_bind_text(w->ins_range, 3, g->name);
+        ixw_bind_file(w->ins_range, 4, ixw_file_id(w, g->file, 0, NULL, 0, NULL));
         sqlite3_bind_int(w->ins_range, 5, (int)g->line);
         sqlite3_bind_int(w->ins_range, 6, (int)g->col);
-        if (step(w, w->ins_range, "inserting a range site")) goto out;
+        if (ixw_step(w, w->ins_range, "inserting a range site")) goto out;
     }
     for (size_t i = 0; i < r->callbacks.len; i++) {
         const ix_callback *b = &TB_VEC_AT(&r->callbacks, ix_callback, i);
@@ -197,24 +221,24 @@ static int write_result(writer *w, const ix_result *r) {
         int *ren = tb_strmap_get(&renamed, target);
         if (ren) target = renamed_to[*ren];
         sqlite3_bind_int64(w->ins_cb, 1, TB_VEC_AT(&w->finfo, struct finfo, fidx[b->caller]).id);
-        bind_text(w->ins_cb, 2, target);
-        bind_text(w->ins_cb, 3, b->passed_to);
-        bind_file(w->ins_cb, 4, file_id(w, b->file, 0, NULL, 0, NULL));
+        ixw_bind_text(w->ins_cb, 2, target);
+        ixw_bind_text(w->ins_cb, 3, b->passed_to);
+        ixw_bind_file(w->ins_cb, 4, ixw_file_id(w, b->file, 0, NULL, 0, NULL));
         sqlite3_bind_int(w->ins_cb, 5, (int)b->line);
         sqlite3_bind_int(w->ins_cb, 6, (int)b->col);
-        if (step(w, w->ins_cb, "inserting a callback")) goto out;
+        if (ixw_step(w, w->ins_cb, "inserting a callback")) goto out;
     }
     for (size_t i = 0; i < r->ftargets.len; i++) {
         const ix_ftarget *t = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);
         const char *fn = t->fn_usr;
         int *ren = tb_strmap_get(&renamed, fn);
         if (ren) fn = renamed_to[*ren];
-        bind_text(w->ins_ft, 1, t->record);
-        bind_text(w->ins_ft, 2, t->field);
-        bind_text(w->ins_ft, 3, fn);
-        bind_file(w->ins_ft, 4, file_id(w, t->file, 0, NULL, 0, NULL));
+        ixw_bind_text(w->ins_ft, 1, t->record);
+        ixw_bind_text(w->ins_ft, 2, t->field);
+        ixw_bind_text(w->ins_ft, 3, fn);
+        ixw_bind_file(w->ins_ft, 4, ixw_file_id(w, t->file, 0, NULL, 0, NULL));
         sqlite3_bind_int(w->ins_ft, 5, (int)t->line);
-        if (step(w, w->ins_ft, "inserting a field target")) goto out;
+        if (ixw_step(w, w->ins_ft, "inserting a field target")) goto out;
     }
     rc = 0;
 out:
@@ -227,7 +251,7 @@ out:
 
 // file_errors: the unit's error diagnostics ("file:line:col: message" lines, or "unit: message"
 // without a location) counted by the file they are in, each file's first one kept.
-static int write_file_errors(writer *w, const ix_result *r) {
+int ixw_write_file_errors(writer *w, const ix_result *r) {
     for (const char *s = r->diagnostics; s && *s;) {
         const char *e = strchr(s, '\n');
         size_t n = e ? (size_t)(e - s) : strlen(s);
@@ -245,7 +269,7 @@ static int write_file_errors(writer *w, const ix_result *r) {
         int is_note = !path_end && (strstr(s, ": note: ") && (size_t)(strstr(s, ": note: ") - s) < n);
         if (!is_note) {
             char *path = path_end ? tb_xstrndup(s, (size_t)(path_end - s), "diagnostic path") : NULL;
-            long long fid = path ? file_id(w, path, 0, NULL, 0, NULL) : w->unit;
+            long long fid = path ? ixw_file_id(w, path, 0, NULL, 0, NULL) : w->unit;
             free(path);
             char *first = tb_xstrndup(s, n, "diagnostic");
             if (fid < 0) {
@@ -256,7 +280,7 @@ static int write_file_errors(writer *w, const ix_result *r) {
             sqlite3_bind_int64(w->ins_ferr, 2, fid);
             sqlite3_bind_int(w->ins_ferr, 3, 1);
             sqlite3_bind_text(w->ins_ferr, 4, first, -1, SQLITE_TRANSIENT);
-            int rc = step(w, w->ins_ferr, "inserting a file's errors");
+            int rc = ixw_step(w, w->ins_ferr, "inserting a file's errors");
             free(first);
             if (rc) return -1;
         }
@@ -270,100 +294,100 @@ static int write_file_errors(writer *w, const ix_result *r) {
 // rewrite would give it.
 static int touch_unit_files(writer *w, const ix_result *r) {
     long long bad = 0;
-    for (size_t i = 0; i < r->funcs.len; i++) bad |= file_id(w, TB_VEC_AT(&r->funcs, ix_func, i).file, 0, NULL, 0, NULL);
-    for (size_t i = 0; i < r->calls.len; i++) bad |= file_id(w, TB_VEC_AT(&r->calls, ix_call, i).file, 0, NULL, 0, NULL);
+    for (size_t i = 0; i < r->funcs.len; i++) bad |= ixw_file_id(w, TB_VEC_AT(&r->funcs, ix_func, i).file, 0, NULL, 0, NULL);
+    for (size_t i = 0; i < r->calls.len; i++) bad |= ixw_file_id(w, TB_VEC_AT(&r->calls, ix_call, i).file, 0, NULL, 0, NULL);
     for (size_t i = 0; i < r->ftargets.len; i++)
-        bad |= file_id(w, TB_VEC_AT(&r->ftargets, ix_ftarget, i).file, 0, NULL, 0, NULL);
+        bad |= ixw_file_id(w, TB_VEC_AT(&r->ftargets, ix_ftarget, i).file, 0, NULL, 0, NULL);
     for (size_t i = 0; i < r->callbacks.len; i++)
-        bad |= file_id(w, TB_VEC_AT(&r->callbacks, ix_callback, i).file, 0, NULL, 0, NULL);
-    for (size_t i = 0; i < r->ranges.len; i++) bad |= file_id(w, TB_VEC_AT(&r->ranges, ix_range, i).file, 0, NULL, 0, NULL);
+        bad |= ixw_file_id(w, TB_VEC_AT(&r->callbacks, ix_callback, i).file, 0, NULL, 0, NULL);
+    for (size_t i = 0; i < r->ranges.len; i++) bad |= ixw_file_id(w, TB_VEC_AT(&r->ranges, ix_range, i).file, 0, NULL, 0, NULL);
     return bad < 0 ? -1 : 0;
 }
 
 // The unit's own facts, unmerged, and its inputs (the tu_* tables), for the next re-index.
-static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
+int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
     sqlite3_bind_int64(w->u_inputs, 1, tu_id);
-    bind_text(w->u_inputs, 2, r->inputs ? r->inputs : "");
+    ixw_bind_text(w->u_inputs, 2, r->inputs ? r->inputs : "");
     sqlite3_bind_int(w->u_inputs, 3, r->reduced);
-    if (step(w, w->u_inputs, "inserting a unit's inputs")) return -1;
+    if (ixw_step(w, w->u_inputs, "inserting a unit's inputs")) return -1;
     for (size_t i = 0; i < r->deps.len; i++) {
         const ix_dep *d = &TB_VEC_AT(&r->deps, ix_dep, i);
         sqlite3_bind_int64(w->u_dep, 1, tu_id);
-        bind_text(w->u_dep, 2, d->path);
-        bind_text(w->u_dep, 3, d->hash ? d->hash : "-");
-        if (step(w, w->u_dep, "inserting a unit's input file")) return -1;
+        ixw_bind_text(w->u_dep, 2, d->path);
+        ixw_bind_text(w->u_dep, 3, d->hash ? d->hash : "-");
+        if (ixw_step(w, w->u_dep, "inserting a unit's input file")) return -1;
     }
     for (size_t i = 0; i < r->funcs.len; i++) {
         const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, i);
         sqlite3_bind_int64(w->u_func, 1, tu_id);
-        bind_text(w->u_func, 2, f->usr);
-        bind_text(w->u_func, 3, f->name);
-        bind_file(w->u_func, 4, file_id(w, f->file, 0, NULL, 0, NULL));
-        bind_pos(w->u_func, 5, f->line);
-        bind_pos(w->u_func, 6, f->col);
-        bind_pos(w->u_func, 7, f->end_line);
-        bind_pos(w->u_func, 8, f->end_col);
+        ixw_bind_text(w->u_func, 2, f->usr);
+        ixw_bind_text(w->u_func, 3, f->name);
+        ixw_bind_file(w->u_func, 4, ixw_file_id(w, f->file, 0, NULL, 0, NULL));
+        ixw_bind_pos(w->u_func, 5, f->line);
+        ixw_bind_pos(w->u_func, 6, f->col);
+        ixw_bind_pos(w->u_func, 7, f->end_line);
+        ixw_bind_pos(w->u_func, 8, f->end_col);
         sqlite3_bind_int(w->u_func, 9, f->is_static);
         sqlite3_bind_int(w->u_func, 10, f->is_def);
         sqlite3_bind_int(w->u_func, 11, f->main_like);
-        if (step(w, w->u_func, "inserting a unit's function")) return -1;
+        if (ixw_step(w, w->u_func, "inserting a unit's function")) return -1;
     }
     for (size_t i = 0; i < r->calls.len; i++) {
         const ix_call *c = &TB_VEC_AT(&r->calls, ix_call, i);
         sqlite3_bind_int64(w->u_call, 1, tu_id);
         sqlite3_bind_int(w->u_call, 2, c->caller);
-        bind_text(w->u_call, 3, c->callee_usr);
-        bind_text(w->u_call, 4, c->callee_name);
-        bind_text(w->u_call, 5, c->field);
-        bind_file(w->u_call, 6, file_id(w, c->file, 0, NULL, 0, NULL));
-        bind_pos(w->u_call, 7, c->line);
-        bind_pos(w->u_call, 8, c->col);
-        bind_text(w->u_call, 9, c->in_macro);
-        bind_text(w->u_call, 10, c->resolution);
-        bind_text(w->u_call, 11, c->candidates);
-        if (step(w, w->u_call, "inserting a unit's call")) return -1;
+        ixw_bind_text(w->u_call, 3, c->callee_usr);
+        ixw_bind_text(w->u_call, 4, c->callee_name);
+        ixw_bind_text(w->u_call, 5, c->field);
+        ixw_bind_file(w->u_call, 6, ixw_file_id(w, c->file, 0, NULL, 0, NULL));
+        ixw_bind_pos(w->u_call, 7, c->line);
+        ixw_bind_pos(w->u_call, 8, c->col);
+        ixw_bind_text(w->u_call, 9, c->in_macro);
+        ixw_bind_text(w->u_call, 10, c->resolution);
+        ixw_bind_text(w->u_call, 11, c->candidates);
+        if (ixw_step(w, w->u_call, "inserting a unit's call")) return -1;
     }
     for (size_t i = 0; i < r->ftargets.len; i++) {
         const ix_ftarget *t = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);
         sqlite3_bind_int64(w->u_ft, 1, tu_id);
-        bind_text(w->u_ft, 2, t->record);
-        bind_text(w->u_ft, 3, t->field);
-        bind_text(w->u_ft, 4, t->fn_usr);
-        bind_file(w->u_ft, 5, file_id(w, t->file, 0, NULL, 0, NULL));
-        bind_pos(w->u_ft, 6, t->line);
-        if (step(w, w->u_ft, "inserting a unit's field target")) return -1;
+        ixw_bind_text(w->u_ft, 2, t->record);
+        ixw_bind_text(w->u_ft, 3, t->field);
+        ixw_bind_text(w->u_ft, 4, t->fn_usr);
+        ixw_bind_file(w->u_ft, 5, ixw_file_id(w, t->file, 0, NULL, 0, NULL));
+        ixw_bind_pos(w->u_ft, 6, t->line);
+        if (ixw_step(w, w->u_ft, "inserting a unit's field target")) return -1;
     }
     for (size_t i = 0; i < r->callbacks.len; i++) {
         const ix_callback *b = &TB_VEC_AT(&r->callbacks, ix_callback, i);
         sqlite3_bind_int64(w->u_cb, 1, tu_id);
         sqlite3_bind_int(w->u_cb, 2, b->caller);
-        bind_text(w->u_cb, 3, b->target_usr);
-        bind_text(w->u_cb, 4, b->passed_to);
-        bind_file(w->u_cb, 5, file_id(w, b->file, 0, NULL, 0, NULL));
-        bind_pos(w->u_cb, 6, b->line);
-        bind_pos(w->u_cb, 7, b->col);
-        if (step(w, w->u_cb, "inserting a unit's callback")) return -1;
+        ixw_bind_text(w->u_cb, 3, b->target_usr);
+        ixw_bind_text(w->u_cb, 4, b->passed_to);
+        ixw_bind_file(w->u_cb, 5, ixw_file_id(w, b->file, 0, NULL, 0, NULL));
+        ixw_bind_pos(w->u_cb, 6, b->line);
+        ixw_bind_pos(w->u_cb, 7, b->col);
+        if (ixw_step(w, w->u_cb, "inserting a unit's callback")) return -1;
     }
     for (size_t i = 0; i < r->ranges.len; i++) {
         const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, i);
         sqlite3_bind_int64(w->u_range, 1, tu_id);
         sqlite3_bind_int(w->u_range, 2, g->caller);
-        bind_text(w->u_range, 3, g->kind);
-        bind_text(w->u_range, 4, g->name);
-        bind_file(w->u_range, 5, file_id(w, g->file, 0, NULL, 0, NULL));
-        bind_pos(w->u_range, 6, g->line);
-        bind_pos(w->u_range, 7, g->col);
-        if (step(w, w->u_range, "inserting a unit's range site")) return -1;
+        ixw_bind_text(w->u_range, 3, g->kind);
+        ixw_bind_text(w->u_range, 4, g->name);
+        ixw_bind_file(w->u_range, 5, ixw_file_id(w, g->file, 0, NULL, 0, NULL));
+        ixw_bind_pos(w->u_range, 6, g->line);
+        ixw_bind_pos(w->u_range, 7, g->col);
+        if (ixw_step(w, w->u_range, "inserting a unit's range site")) return -1;
     }
     for (size_t i = 0; i < r->syms.len; i++) {
         const ix_sym *y = &TB_VEC_AT(&r->syms, ix_sym, i);
         char kind[2] = {(char)y->kind, 0};
         sqlite3_bind_int64(w->u_sym, 1, tu_id);
-        bind_text(w->u_sym, 2, y->usr);
-        bind_text(w->u_sym, 3, y->name);
-        bind_text(w->u_sym, 4, kind);
+        ixw_bind_text(w->u_sym, 2, y->usr);
+        ixw_bind_text(w->u_sym, 3, y->name);
+        ixw_bind_text(w->u_sym, 4, kind);
         sqlite3_bind_int(w->u_sym, 5, y->defines);
-        if (step(w, w->u_sym, "inserting a unit's symbol")) return -1;
+        if (ixw_step(w, w->u_sym, "inserting a unit's symbol")) return -1;
     }
     return 0;
 }
@@ -371,54 +395,73 @@ static int write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
 // collective_sites: direct calls of a listed name or glob; with "@Record", calls of any
 // function assigned to one of Record's fields, and calls through those fields (named
 // "Record.field").
-static int write_collectives(writer *w, const ix_options *opt) {
-    tb_strmap members;  // USRs of functions assigned to a field of an @Record
-    tb_strmap_init(&members);
-    const char **records = tb_xcalloc(opt->ncollectives + 1, sizeof *records, "collective records");
-    const char **globs = tb_xcalloc(opt->ncollectives + 1, sizeof *globs, "collective globs");
-    size_t nrecords = 0, nglobs = 0;
-    tb_strmap exact;  // the listed names without a glob
-    tb_strmap_init(&exact);
+int ixw_collectives_init(writer *w, const ix_options *opt, ixw_collectives *c) {
+    memset(c, 0, sizeof *c);
+    tb_strmap_init(&c->members);  // USRs of functions assigned to a field of an @Record
+    tb_strmap_init(&c->exact);    // the listed names without a glob
+    c->records = tb_xcalloc(opt->ncollectives + 1, sizeof *c->records, "collective records");
+    c->globs = tb_xcalloc(opt->ncollectives + 1, sizeof *c->globs, "collective globs");
     sqlite3_stmt *q = NULL;
-    int rc = -1;
-    if (prep(w, &q, "SELECT function_usr FROM field_targets WHERE record = ?")) goto out;
+    if (ixw_prep(w, &q, "SELECT function_usr FROM field_targets WHERE record = ?")) return -1;
     for (size_t i = 0; i < opt->ncollectives; i++) {
         const char *p = opt->collectives[i];
-        if (p[0] != '@') continue;
-        records[nrecords++] = p + 1;
-        sqlite3_bind_text(q, 1, p + 1, -1, SQLITE_STATIC);
-        while (sqlite3_step(q) == SQLITE_ROW) tb_strmap_put(&members, (const char *)sqlite3_column_text(q, 0), 1);
-        sqlite3_reset(q);
+        if (p[0] == '@') {
+            c->records[c->nrecords++] = p + 1;
+            sqlite3_bind_text(q, 1, p + 1, -1, SQLITE_STATIC);
+            while (sqlite3_step(q) == SQLITE_ROW)
+                tb_strmap_put(&c->members, (const char *)sqlite3_column_text(q, 0), 1);
+            sqlite3_reset(q);
+        } else if (strpbrk(p, "*?[\\")) {  // the globs in a list (ix_name_matches' answer, once per name)
+            c->globs[c->nglobs++] = p;
+        } else {
+            tb_strmap_put(&c->exact, p, 1);
+        }
     }
     sqlite3_finalize(q);
-    q = NULL;
-    // the names without a glob in a map, the globs in a list (ix_name_matches' answer, once per name)
-    for (size_t i = 0; i < opt->ncollectives; i++) {
-        const char *p = opt->collectives[i];
-        if (p[0] == '@') continue;
-        if (strpbrk(p, "*?[\\")) globs[nglobs++] = p;
-        else tb_strmap_put(&exact, p, 1);
+    return 0;
+}
+
+const char *ixw_collective_site(const ixw_collectives *c, const char *usr, const char *name, const char *field) {
+    if (field) {
+        for (size_t i = 0; i < c->nrecords; i++) {
+            size_t n = strlen(c->records[i]);
+            if (!strncmp(field, c->records[i], n) && field[n] == '.') return field;
+        }
+        return NULL;
     }
-    if (prep(w, &q, "SELECT caller_id, callee_usr, callee_name, field, file_id, line, col, id FROM calls ORDER BY id"))
+    if ((usr && tb_strmap_get(&c->members, usr)) || (name && tb_strmap_get(&c->exact, name))) return name;
+    for (size_t i = 0; i < c->nglobs && name; i++)
+        if (ix_name_matches(c->globs[i], name)) return name;
+    return NULL;
+}
+
+int ixw_collective_record(const ixw_collectives *c, const char *record) {
+    for (size_t i = 0; record && i < c->nrecords; i++)
+        if (!strcmp(c->records[i], record)) return 1;
+    return 0;
+}
+
+void ixw_collectives_free(ixw_collectives *c) {
+    free(c->records);
+    free(c->globs);
+    tb_strmap_free(&c->exact);
+    tb_strmap_free(&c->members);
+}
+
+int ixw_write_collectives(writer *w, const ix_options *opt) {
+    ixw_collectives c;
+    sqlite3_stmt *q = NULL;
+    int rc = -1;
+    if (ixw_collectives_init(w, opt, &c)) goto out;
+    if (ixw_prep(w, &q, "SELECT caller_id, callee_usr, callee_name, field, file_id, line, col, id FROM calls ORDER BY id"))
         goto out;
     while (sqlite3_step(q) == SQLITE_ROW) {
-        const char *usr = (const char *)sqlite3_column_text(q, 1);
-        const char *name = (const char *)sqlite3_column_text(q, 2);
-        const char *field = (const char *)sqlite3_column_text(q, 3);
-        const char *site = NULL;
-        if (field) {
-            for (size_t i = 0; i < nrecords && !site; i++) {
-                size_t n = strlen(records[i]);
-                if (!strncmp(field, records[i], n) && field[n] == '.') site = field;
-            }
-        } else {
-            if ((usr && tb_strmap_get(&members, usr)) || (name && tb_strmap_get(&exact, name))) site = name;
-            for (size_t i = 0; i < nglobs && !site && name; i++)
-                if (ix_name_matches(globs[i], name)) site = name;
-        }
+        const char *site = ixw_collective_site(&c, (const char *)sqlite3_column_text(q, 1),
+                                               (const char *)sqlite3_column_text(q, 2),
+                                               (const char *)sqlite3_column_text(q, 3));
         if (!site) continue;
         sqlite3_bind_int64(w->ins_coll, 1, sqlite3_column_int64(q, 0));
-        bind_text(w->ins_coll, 2, site);
+        ixw_bind_text(w->ins_coll, 2, site);
         if (sqlite3_column_type(q, 4) == SQLITE_NULL)
             sqlite3_bind_null(w->ins_coll, 3);
         else
@@ -426,15 +469,12 @@ static int write_collectives(writer *w, const ix_options *opt) {
         sqlite3_bind_int(w->ins_coll, 4, sqlite3_column_int(q, 5));
         sqlite3_bind_int(w->ins_coll, 5, sqlite3_column_int(q, 6));
         sqlite3_bind_int64(w->ins_coll, 6, sqlite3_column_int64(q, 7));
-        if (step(w, w->ins_coll, "inserting a collective site")) goto out;
+        if (ixw_step(w, w->ins_coll, "inserting a collective site")) goto out;
     }
     rc = 0;
 out:
     sqlite3_finalize(q);
-    free(records);
-    free(globs);
-    tb_strmap_free(&exact);
-    tb_strmap_free(&members);
+    ixw_collectives_free(&c);
     return rc;
 }
 
@@ -506,7 +546,7 @@ static int write_libraries(writer *w, const ix_compdb *db, const ix_result *resu
     ix_libs_init(&libs);
     sqlite3_stmt *ins = NULL;
     int rc = -1;
-    if (prep(w, &ins, "INSERT OR IGNORE INTO libraries(function_id, target, library) VALUES(?,?,?)")) goto out;
+    if (ixw_prep(w, &ins, "INSERT OR IGNORE INTO libraries(function_id, target, library) VALUES(?,?,?)")) goto out;
     for (size_t k = 0; k < pairs.len; k++) {
         const struct lib_pair *p = &TB_VEC_AT(&pairs, struct lib_pair, k);
         if (k && !lib_pair_cmp(p, &TB_VEC_AT(&pairs, struct lib_pair, k - 1))) continue;
@@ -514,9 +554,9 @@ static int write_libraries(writer *w, const ix_compdb *db, const ix_result *resu
             const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, (size_t)i);
             if (!ix_lib_defines(&libs, l->library, p->name)) continue;
             sqlite3_bind_int64(ins, 1, p->id);
-            bind_text(ins, 2, p->target);
-            bind_text(ins, 3, l->library);
-            if (step(w, ins, "inserting a library")) goto out;
+            ixw_bind_text(ins, 2, p->target);
+            ixw_bind_text(ins, 3, l->library);
+            if (ixw_step(w, ins, "inserting a library")) goto out;
             break;
         }
     }
@@ -532,19 +572,102 @@ out:
     return rc;
 }
 
-static int put_meta(writer *w, const char *key, const char *value) {
-    bind_text(w->ins_meta, 1, key);
-    bind_text(w->ins_meta, 2, value);
-    return step(w, w->ins_meta, "inserting meta");
+static int ixw_put_meta(writer *w, const char *key, const char *value) {
+    ixw_bind_text(w->ins_meta, 1, key);
+    ixw_bind_text(w->ins_meta, 2, value);
+    return ixw_step(w, w->ins_meta, "inserting meta");
 }
 
-static long count(writer *w, const char *sql) {
+static long ixw_count(writer *w, const char *sql) {
     sqlite3_stmt *st = NULL;
     long n = -1;
     if (sqlite3_prepare_v2(w->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
         n = (long)sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return n;
+}
+
+void ixw_count_summary(writer *w, ix_summary *sum) {
+    sum->files = ixw_count(w, "SELECT COUNT(*) FROM files");
+    sum->functions = ixw_count(w, "SELECT COUNT(*) FROM functions");
+    sum->definitions = ixw_count(w, "SELECT COUNT(*) FROM functions WHERE is_definition = 1");
+    sum->calls = ixw_count(w, "SELECT COUNT(*) FROM calls");
+    sum->callbacks = ixw_count(w, "SELECT COUNT(*) FROM callbacks");
+    sum->field_targets = ixw_count(w, "SELECT COUNT(*) FROM field_targets");
+    sum->range_sites = ixw_count(w, "SELECT COUNT(*) FROM range_sites");
+    sum->collective_sites = ixw_count(w, "SELECT COUNT(*) FROM collective_sites");
+    sum->targets = ixw_count(w, "SELECT COUNT(DISTINCT target) FROM targets");
+    sum->target_rows = ixw_count(w, "SELECT COUNT(*) FROM targets");
+    sum->library_functions = ixw_count(w, "SELECT COUNT(*) FROM functions WHERE is_definition = 0");
+    sum->library_found = ixw_count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
+}
+
+static const char *digest_hex(tb_pool *p, EVP_MD_CTX *ctx) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    EVP_DigestFinal_ex(ctx, md, &n);
+    EVP_MD_CTX_free(ctx);
+    char s[2 * EVP_MAX_MD_SIZE + 1];
+    for (unsigned i = 0; i < n; i++) snprintf(s + 2 * i, 3, "%02x", md[i]);
+    s[2 * n] = 0;
+    return tb_pool_dup(p, s);
+}
+
+static void digest_add(EVP_MD_CTX *ctx, const char *s) {
+    EVP_DigestUpdate(ctx, s ? s : "", s ? strlen(s) + 1 : 1);  // each string with its NUL: unambiguous
+}
+
+static EVP_MD_CTX *digest_new(void) {
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) tb_host_oom(sizeof(EVP_MD_CTX *), "a SHA-256 context", __FILE__, __LINE__);
+    return ctx;
+}
+
+const char *ixw_targets_digest(tb_pool *p, const char *targets_source, const ix_targets *targets) {
+    EVP_MD_CTX *ctx = digest_new();
+    digest_add(ctx, targets_source);
+    for (size_t i = 0; targets && i < targets->rows.len; i++) {
+        const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
+        digest_add(ctx, "row");
+        digest_add(ctx, t->target);
+        digest_add(ctx, t->type);
+        digest_add(ctx, t->file);
+    }
+    for (size_t i = 0; targets && i < targets->links.len; i++) {
+        const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, i);
+        digest_add(ctx, "link");
+        digest_add(ctx, l->target);
+        digest_add(ctx, l->library);
+    }
+    return digest_hex(p, ctx);
+}
+
+const char *ixw_collectives_digest(tb_pool *p, const ix_options *opt) {
+    EVP_MD_CTX *ctx = digest_new();
+    for (size_t i = 0; i < opt->ncollectives; i++) digest_add(ctx, opt->collectives[i]);
+    return digest_hex(p, ctx);
+}
+
+int ixw_write_meta(writer *w, const ix_meta *meta, const ix_options *opt, const ix_targets *targets, long tus,
+                   long errors, long tus_with_errors) {
+    char now[64], num[32], num2[32], num3[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(num, sizeof num, "%ld", tus);
+    snprintf(num2, sizeof num2, "%ld", errors);
+    snprintf(num3, sizeof num3, "%ld", tus_with_errors);
+    return ixw_put_meta(w, "schema_version", TB_INDEX_SCHEMA_VERSION) || ixw_put_meta(w, "source_dir", meta->source_dir) ||
+                   ixw_put_meta(w, "build_dir", meta->build_dir) || ixw_put_meta(w, "compdb", meta->compdb) ||
+                   ixw_put_meta(w, "created", now) || ixw_put_meta(w, "tu_count", num) ||
+                   ixw_put_meta(w, "error_count", num2) || ixw_put_meta(w, "tus_with_errors", num3) ||
+                   ixw_put_meta(w, "targets_source", meta->targets_source) ||
+                   ixw_put_meta(w, "indexer", meta->indexer_key) ||
+                   ixw_put_meta(w, "targets_digest", ixw_targets_digest(&w->pool, meta->targets_source, targets)) ||
+                   ixw_put_meta(w, "collectives_digest", ixw_collectives_digest(&w->pool, opt))
+               ? -1
+               : 0;
 }
 
 void ix_phase_mark(const ix_options *opt, struct timespec *last, const char *what) {
@@ -564,6 +687,7 @@ static int clear_for_update(writer *w, const ix_compdb *db, const ix_result *res
                      "CREATE TEMP TABLE kept(id INTEGER PRIMARY KEY);"
                      " DROP INDEX IF EXISTS calls_caller; DROP INDEX IF EXISTS calls_callee;"
                      " DROP INDEX IF EXISTS functions_name; DROP INDEX IF EXISTS callbacks_function;"
+                     " DROP INDEX IF EXISTS range_sites_function; DROP INDEX IF EXISTS collective_sites_function;"
                      " DELETE FROM meta; DELETE FROM files; DELETE FROM functions; DELETE FROM file_errors;"
                      " DELETE FROM calls; DELETE FROM field_targets; DELETE FROM range_sites; DELETE FROM callbacks;"
                      " DELETE FROM collective_sites; DELETE FROM targets; DELETE FROM libraries;",
@@ -573,11 +697,11 @@ static int clear_for_update(writer *w, const ix_compdb *db, const ix_result *res
         return rc;
     }
     sqlite3_stmt *keep = NULL;
-    if (prep(w, &keep, "INSERT OR IGNORE INTO kept(id) VALUES(?)")) return -1;
+    if (ixw_prep(w, &keep, "INSERT OR IGNORE INTO kept(id) VALUES(?)")) return -1;
     for (size_t i = 0; i < db->ntus; i++) {
         if (!results[i].reused) continue;
         sqlite3_bind_int64(keep, 1, prev_id[i]);
-        if (step(w, keep, "keeping a unit")) {
+        if (ixw_step(w, keep, "keeping a unit")) {
             sqlite3_finalize(keep);
             return -1;
         }
@@ -624,54 +748,18 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         return rc;
     }
     if (in && clear_for_update(w, db, results, in->prev_id)) return -1;
-    if (prep(w, &w->ins_file, "INSERT INTO files(path, is_tu, status, errors, diagnostics) VALUES(?,?,?,?,?)") ||
-        prep(w, &w->ins_func,
-             "INSERT INTO functions(usr, name, file_id, line, col, is_static, is_definition, end_line, end_col,"
-             " unit_id) VALUES(?,?,?,?,?,?,?,?,?,?)") ||
-        prep(w, &w->upd_func, "UPDATE functions SET file_id = ?, line = ?, col = ?, end_line = ?, end_col = ?, is_definition = 1,"
-                                   " unit_id = ? WHERE id = ?") ||
-        prep(w, &w->ins_ferr, "INSERT INTO file_errors(unit_id, file_id, errors, first) VALUES(?,?,?,?)"
-                              " ON CONFLICT(unit_id, file_id) DO UPDATE SET errors = errors + 1") ||
-        prep(w, &w->ins_call,
-             "INSERT INTO calls(caller_id, callee_usr, callee_name, field, file_id, line, col, in_macro, resolution,"
-             " candidates) VALUES(?,?,?,?,?,?,?,?,?,?)") ||
-        prep(w, &w->ins_ft,
-             "INSERT OR IGNORE INTO field_targets(record, field, function_usr, file_id, line) VALUES(?,?,?,?,?)") ||
-        prep(w, &w->ins_range,
-             "INSERT INTO range_sites(function_id, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?)") ||
-        prep(w, &w->ins_coll,
-             "INSERT INTO collective_sites(function_id, callee_name, file_id, line, col, call_id) VALUES(?,?,?,?,?,?)") ||
-        prep(w, &w->ins_cb,
-             "INSERT INTO callbacks(function_id, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?)") ||
-        prep(w, &w->ins_target, "INSERT OR IGNORE INTO targets(target, type, file_id) VALUES(?,?,?)") ||
-        prep(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES(?,?)") ||
-        prep(w, &w->u_inputs, "INSERT INTO tu_inputs(tu_id, inputs, reduced) VALUES(?,?,?)") ||
-        prep(w, &w->u_dep, "INSERT INTO tu_deps(tu_id, path, hash) VALUES(?,?,?)") ||
-        prep(w, &w->u_func,
-             "INSERT INTO tu_functions(tu_id, usr, name, file_id, line, col, end_line, end_col, is_static,"
-             " is_definition, main_like) VALUES(?,?,?,?,?,?,?,?,?,?,?)") ||
-        prep(w, &w->u_call,
-             "INSERT INTO tu_calls(tu_id, caller, callee_usr, callee_name, field, file_id, line, col, in_macro,"
-             " resolution, candidates) VALUES(?,?,?,?,?,?,?,?,?,?,?)") ||
-        prep(w, &w->u_ft,
-             "INSERT INTO tu_field_targets(tu_id, record, field, function_usr, file_id, line) VALUES(?,?,?,?,?,?)") ||
-        prep(w, &w->u_cb,
-             "INSERT INTO tu_callbacks(tu_id, caller, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?,?)") ||
-        prep(w, &w->u_range,
-             "INSERT INTO tu_range_sites(tu_id, caller, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?,?)") ||
-        prep(w, &w->u_sym, "INSERT INTO tu_symbols(tu_id, usr, name, kind, defines) VALUES(?,?,?,?,?)"))
-        return -1;
+    if (ixw_prepare(w)) return -1;
 
     struct timespec tp;
     clock_gettime(CLOCK_MONOTONIC, &tp);
     // Translation units first (ids in database order), then each unit's facts.
     for (size_t i = 0; i < db->ntus; i++)
-        if (file_id(w, db->tus[i].file, 1, results[i].status, results[i].errors, results[i].diagnostics) < 0)
+        if (ixw_file_id(w, db->tus[i].file, 1, results[i].status, results[i].errors, results[i].diagnostics) < 0)
             return -1;
     for (size_t i = 0; i < db->ntus; i++) {
         int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
         w->unit = tu_id ? *tu_id : 0;
-        if (write_result(w, &results[i]) || write_file_errors(w, &results[i])) return -1;
+        if (write_result(w, &results[i]) || ixw_write_file_errors(w, &results[i])) return -1;
     }
     ix_phase_mark(opt, &tp, "write: the merged facts");
     if (in) {  // every file numbered first: the kept rows are valid only if no id changed
@@ -681,19 +769,19 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
     }
     for (size_t i = 0; i < db->ntus; i++) {
         int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
-        if (!tu_id || (!(in && results[i].reused) && write_unit_facts(w, *tu_id, &results[i]))) return -1;
+        if (!tu_id || (!(in && results[i].reused) && ixw_write_unit_facts(w, *tu_id, &results[i]))) return -1;
     }
     ix_phase_mark(opt, &tp, in ? "write: the parsed units' own facts (tu_*), in place" : "write: each unit's own facts (tu_*)");
-    if (write_collectives(w, opt)) return -1;
+    if (ixw_write_collectives(w, opt)) return -1;
 
     for (size_t i = 0; targets && i < targets->rows.len; i++) {
         const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
         int *fid = tb_strmap_get(&w->files, t->file);
         if (!fid) continue;  // a source the database does not list
-        bind_text(w->ins_target, 1, t->target);
-        bind_text(w->ins_target, 2, t->type);
+        ixw_bind_text(w->ins_target, 1, t->target);
+        ixw_bind_text(w->ins_target, 2, t->type);
         sqlite3_bind_int64(w->ins_target, 3, *fid);
-        if (step(w, w->ins_target, "inserting a target")) return -1;
+        if (ixw_step(w, w->ins_target, "inserting a target")) return -1;
     }
     ix_phase_mark(opt, &tp, "write: collective sites, targets");
     if (sqlite3_exec(w->db, TB_INDEX_INDEXES, NULL, NULL, &msg) != SQLITE_OK) {
@@ -711,34 +799,9 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         sum->tus_with_errors += results[i].errors > 0;
         sum->tus_failed += !strcmp(results[i].status, "failed");
     }
-    char now[64], num[32], num2[32], num3[32];
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    snprintf(num, sizeof num, "%ld", sum->tus);
-    snprintf(num2, sizeof num2, "%ld", sum->errors);
-    snprintf(num3, sizeof num3, "%ld", sum->tus_with_errors);
-    if (put_meta(w, "schema_version", TB_INDEX_SCHEMA_VERSION) || put_meta(w, "source_dir", meta->source_dir) ||
-        put_meta(w, "build_dir", meta->build_dir) || put_meta(w, "compdb", meta->compdb) ||
-        put_meta(w, "created", now) || put_meta(w, "tu_count", num) || put_meta(w, "error_count", num2) ||
-        put_meta(w, "tus_with_errors", num3) || put_meta(w, "targets_source", meta->targets_source) ||
-        put_meta(w, "indexer", meta->indexer_key))
-        return -1;
-
-    sum->files = count(w, "SELECT COUNT(*) FROM files");
-    sum->functions = count(w, "SELECT COUNT(*) FROM functions");
-    sum->definitions = count(w, "SELECT COUNT(*) FROM functions WHERE is_definition = 1");
-    sum->calls = count(w, "SELECT COUNT(*) FROM calls");
-    sum->callbacks = count(w, "SELECT COUNT(*) FROM callbacks");
-    sum->field_targets = count(w, "SELECT COUNT(*) FROM field_targets");
-    sum->range_sites = count(w, "SELECT COUNT(*) FROM range_sites");
-    sum->collective_sites = count(w, "SELECT COUNT(*) FROM collective_sites");
-    sum->targets = count(w, "SELECT COUNT(DISTINCT target) FROM targets");
-    sum->target_rows = count(w, "SELECT COUNT(*) FROM targets");
-    sum->library_functions = count(w, "SELECT COUNT(*) FROM functions WHERE is_definition = 0");
-    sum->library_found = count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
-    if (sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return sql_fail(w, "committing");
+    if (ixw_write_meta(w, meta, opt, targets, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
+    ixw_count_summary(w, sum);
+    if (sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return ixw_sql_fail(w, "committing");
     ix_phase_mark(opt, &tp, "write: counts, commit");
     return 0;
 }
@@ -785,10 +848,7 @@ static int write_attempt(const char *tmp, const ix_compdb *db, ix_result *result
     } else {
         rc = write_all(&w, db, results, targets, opt, meta, in, sum);
     }
-    sqlite3_stmt *sts[] = {w.ins_file, w.ins_func, w.upd_func, w.ins_call, w.ins_ft, w.ins_ferr,
-                           w.ins_range, w.ins_coll, w.ins_target, w.ins_meta, w.ins_cb,
-                           w.u_inputs, w.u_dep, w.u_func, w.u_call, w.u_ft, w.u_cb, w.u_range, w.u_sym};
-    for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
+    ixw_finalize(&w);
     if (w.db && sqlite3_close(w.db) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
     tb_strmap_free(&w.files);
     tb_strmap_free(&w.funcs);

@@ -1,13 +1,15 @@
 // test_index_equal.c — an index built the fast way equals one built the plain way, table for
 // table (tb_index_dump: every table, the tu_* ones too, ids replaced by paths and USRs). The
-// fast way: parallel parses (-j 2) and re-indexes that update the previous index in place
-// (its copy keeps the reused units' tu_* rows) or, when a change renumbers the files, write it
-// anew; the libraries table computed from the units' facts in memory. The plain way: --full
+// fast way: parallel parses (-j 2) and re-indexes that update the previous index file in place
+// by the difference of the parsed unit's facts (index_update.c) or, where that does not apply,
+// merge every unit again (index_write.c); the libraries table computed from the units' facts
+// in memory, or per function touched. The plain way: --full
 // -j 1 into a new file. The sources are written into the test's temporary directory: two units
 // of one executable (a hand-written CMake file-API reply whose link line has -lm, so sqrtf
 // and strlen get libraries rows), a header with an inline function both include and one only
 // b.c includes, a call of a collective declared in a system header, range sites, a
-// function-pointer field.
+// function-pointer field. One re-index goes through the full merge: a.c dropping the header
+// whose inline function's body it wrote (the body passes to b.c).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,23 @@ static int write_compdb(int with_b) {
     return tb_write_text(SRC "/compile_commands.json", all);
 }
 
+static const char a_source[] = "#include \"common.h\"\n"
+                               "static int run_one(int x) { return helper(x) + twice(x); }\n"
+                               "static struct ops the_ops = {.run = run_one};\n"
+                               "int main(void) {\n  tb_range_push(\"step\");\n"
+                               "  int r = the_ops.run(3) + (int)strlen(\"ab\");\n"
+                               "  r += ncclAllReduce(0, 0, 1, 7, 0, 0, 0);\n  tb_range_pop();\n  return r;\n}\n";
+
+// a.c: its first version and what follows it.
+static int write_a(const char *more) {
+    size_t n = sizeof a_source + strlen(more);
+    char *t = malloc(n);
+    snprintf(t, n, "%s%s", a_source, more);
+    int rc = tb_write_text(SRC "/a.c", t);
+    free(t);
+    return rc;
+}
+
 static int write_sources(void) {
     tb_error err;
     int bad = tb_mkdir_p(REPLY, &err);
@@ -46,13 +65,7 @@ static int write_sources(void) {
                          "struct ops { int (*run)(int); };\n"
                          "static inline int twice(int x) { return (int)sqrtf((float)(x * x)) * 2; }\n"
                          "int helper(int x);\nvoid tb_range_push(const char *name);\nvoid tb_range_pop(void);\n");
-    bad |= tb_write_text(SRC "/a.c",
-                         "#include \"common.h\"\n"
-                         "static int run_one(int x) { return helper(x) + twice(x); }\n"
-                         "static struct ops the_ops = {.run = run_one};\n"
-                         "int main(void) {\n  tb_range_push(\"step\");\n"
-                         "  int r = the_ops.run(3) + (int)strlen(\"ab\");\n"
-                         "  r += ncclAllReduce(0, 0, 1, 7, 0, 0, 0);\n  tb_range_pop();\n  return r;\n}\n");
+    bad |= write_a("");
     bad |= tb_write_text(SRC "/b_only.h", "static inline int b_only(int x) { return x - 1; }\n");
     bad |= tb_write_text(SRC "/b.c", "#include \"common.h\"\n#include \"b_only.h\"\n"
                                      "int helper(int x) { return twice(x) + b_only(x); }\n");
@@ -135,21 +148,34 @@ TB_TEST(fast_and_plain_indexes_are_equal_table_for_table) {
              "the collective site");
     TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM range_sites") == 2, "the range sites");
 
-    // b.c changed: only b.c parsed, the index updated in place (its copy keeps a.c's rows).
+    // b.c changed: only b.c parsed, the index file updated in place by the difference of b.c's
+    // facts (index_update.c; a new function, a new call of a library function).
     TB_REQUIRE(append(SRC "/b.c", "int helper2(int x) { return helper(x) + (int)strlen(\"c\"); }\n") == 0,
                "cannot edit b.c");
-    TB_CHECK(reindexed("b.c changed", 1, 1, "in place"), "an index updated in place differs from a plain one");
+    TB_CHECK(reindexed("b.c changed", 1, 1, "updated in place"), "an index updated in place differs from a plain one");
 
-    // a.c now includes a new header: numbered as a.c's facts are written, before b_only.h, it
-    // moves b_only.h's id, so the index is written anew.
+    // a.c now includes a new header (a new file, an inline function whose body a.c writes).
     TB_REQUIRE(tb_write_text(SRC "/extra.h", "static inline int extra(int x) { return twice(x); }\n") == 0 &&
                    append(SRC "/a.c", "#include \"extra.h\"\nint use_extra(void) { return extra(2); }\n") == 0,
                "cannot edit a.c");
-    TB_CHECK(reindexed("a.c changed", 1, 1, "numbering changed: the index is rewritten"),
-             "a rewritten re-index differs from a plain one");
+    TB_CHECK(reindexed("a.c includes extra.h", 1, 1, "updated in place"), "an updated index differs from a plain one");
+    // b.c includes it too: a.c, first in the database, still writes extra's body.
+    TB_REQUIRE(append(SRC "/b.c", "#include \"extra.h\"\nint b_extra(void) { return extra(3); }\n") == 0,
+               "cannot edit b.c");
+    TB_CHECK(reindexed("b.c includes extra.h", 1, 1, "updated in place"), "an updated index differs from a plain one");
+    // a.c drops it: extra's body passes to b.c, which the update leaves to the full merge.
+    TB_REQUIRE(write_a("int use_extra(void) { return 2; }\n") == 0, "cannot edit a.c");
+    usleep(100 * 1000);
+    TB_CHECK(reindexed("a.c drops extra.h", 1, 1, "not updated in place (a function body passes to another unit)"),
+             "a re-merged index differs from a plain one");
+    // ... and back: a.c writes the body again, taking it from b.c in place.
+    TB_REQUIRE(write_a("#include \"extra.h\"\nint use_extra(void) { return extra(2); }\n") == 0, "cannot edit a.c");
+    usleep(100 * 1000);
+    TB_CHECK(reindexed("a.c takes extra's body back", 1, 1, "updated in place"),
+             "an updated index differs from a plain one");
 
     // Nothing changed: in place, the same content.
-    TB_CHECK(reindexed("unchanged", 0, 2, "in place"), "an unchanged re-index differs from a plain one");
+    TB_CHECK(reindexed("unchanged", 0, 2, "updated in place"), "an unchanged re-index differs from a plain one");
 
     // b.c leaves the database: its rows leave the index.
     TB_REQUIRE(write_compdb(0) == 0, "cannot write the database");

@@ -1,0 +1,822 @@
+// index_update.c — see index_update.h. The merged tables are what index_write.c's merge of
+// every unit in database order gives (write_result there); this file applies the same rules to
+// the keys one parsed unit U touches, reading the other units' rows through the tu_* indexes:
+//
+//   - functions: per USR, the first row in database order makes the row (name, place, static),
+//     the first definition upgrades it and writes the body (calls, range sites, callbacks, and
+//     their collective sites); a USR is touched when U's rows of it, or the body U gives it,
+//     differ between U's old facts and its new ones, and only those USRs are merged again;
+//   - field targets: per (record, field, function), the first row in database order;
+//   - libraries: per function without a definition, the first library of each linking target
+//     whose units call or name it, for the functions touched and those U's calls start or stop
+//     naming;
+//   - files: U's own row and its file_errors; a file no unit refers to any more is removed.
+//
+// What the update does not do, and leaves to the full merge (the caller writes the index anew,
+// *why says which): a unit whose definition of an external function is another file's copy
+// (index_write.c renames those rows per file, so which copy comes first decides other units'
+// calls), a definition that moves to another file while another unit defines it too, a body
+// that passes from U to another unit (its calls are that unit's), a field target of a function
+// defined in several files, a changed --collective list or targets (digests in meta).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/xalloc.h"
+#include "index_db.h"
+#include "index_libs.h"
+#include "index_update.h"
+#include "index_write_internal.h"
+
+int ix_update_applies(const ix_prev *prev, const ix_compdb *db, size_t ntodo, const char **why) {
+    size_t most = db->ntus / 4 > 8 ? db->ntus / 4 : 8;
+    if (!prev->db) return *why = "no previous index", 0;
+    if (ntodo > most) return *why = "more than a quarter of the units changed", 0;
+    if (prev->list.len != db->ntus) return *why = "the database lists other units", 0;
+    for (size_t i = 0; i < db->ntus; i++) {
+        int *k = tb_strmap_get(&prev->units, db->tus[i].file);
+        if (!k || TB_VEC_AT(&prev->list, ix_prev_unit, *k).id != (long long)i + 1)
+            return *why = "the database lists other units, or in another order", 0;
+    }
+    return 1;
+}
+
+typedef struct updater {
+    writer w;
+    const ix_compdb *db;
+    const ix_targets *targets;
+    const ix_options *opt;
+    const char *why;          // set: the update does not apply
+    ixw_collectives coll;
+    int recollect;            // an @Record's field targets changed: every collective site again
+    tb_strmap lib_check;      // USRs whose libraries rows are derived again
+    tb_strmap orphan;         // files.id (as text) U's old facts named and its new ones do not: removed
+                              // when nothing else names them
+    sqlite3_stmt *q_rows, *q_merged, *ins_fn, *upd_fn;
+} updater;
+
+static int fail(updater *u, const char *what) { return ixw_sql_fail(&u->w, what); }
+
+static int exec(updater *u, const char *sql) {
+    char *msg = NULL;
+    if (sqlite3_exec(u->w.db, sql, NULL, NULL, &msg) == SQLITE_OK) return 0;
+    int rc = tb_fail(u->w.err, "%s: %s: %s", u->w.path, sql, msg ? msg : sqlite3_errmsg(u->w.db));
+    sqlite3_free(msg);
+    return rc;
+}
+
+// Runs a statement with one integer parameter to its end.
+static int exec_id(updater *u, const char *sql, long long id) {
+    sqlite3_stmt *st = NULL;
+    if (ixw_prep(&u->w, &st, sql)) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = ixw_step(&u->w, st, sql);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int not_applicable(updater *u, const char *why) {
+    if (!u->why) u->why = why;
+    return 1;
+}
+
+// --- a unit's facts, keyed --------------------------------------------------------------
+
+// Per caller (index in funcs), the facts its body holds: offsets into an index array.
+typedef struct by_caller {
+    size_t *start;  // nfuncs + 1 offsets
+    size_t *items;  // indexes into the facts vec
+} by_caller;
+
+static void group(by_caller *g, size_t nfuncs, const tb_vec *facts, size_t size) {
+    g->start = tb_xcalloc(nfuncs + 2, sizeof *g->start, "facts by caller");
+    g->items = tb_xcalloc(facts->len + 1, sizeof *g->items, "facts by caller");
+    for (size_t i = 0; i < facts->len; i++) {
+        int c = *(const int *)((const char *)facts->items + i * size);  // `caller` is the first member
+        if (c >= 0 && (size_t)c < nfuncs) g->start[c + 1]++;
+    }
+    for (size_t j = 0; j < nfuncs; j++) g->start[j + 1] += g->start[j];
+    size_t *fill = tb_xcalloc(nfuncs + 1, sizeof *fill, "facts by caller");
+    for (size_t i = 0; i < facts->len; i++) {
+        int c = *(const int *)((const char *)facts->items + i * size);
+        if (c >= 0 && (size_t)c < nfuncs) g->items[g->start[c] + fill[c]++] = i;
+    }
+    free(fill);
+}
+
+static void group_free(by_caller *g) {
+    free(g->start);
+    free(g->items);
+}
+
+typedef struct keyed {
+    const ix_result *r;
+    by_caller calls, ranges, callbacks;
+    tb_strmap sig;  // usr -> index in sigs: the unit's rows of the USR and the bodies they give
+    tb_vec sigs;    // of const char *
+    tb_strmap ft;   // "record\x1f field\x1f function" -> index in fts: the first row's place
+    tb_vec fts;     // of const char *
+    tb_strmap named;  // USRs its calls and callbacks name (libraries)
+    tb_pool pool;
+} keyed;
+
+#define S(x) ((x) ? (x) : "\x01")  // NULL, told apart from ""
+
+static void key_unit(keyed *k, const ix_result *r) {
+    memset(k, 0, sizeof *k);
+    k->r = r;
+    size_t nf = r->funcs.len;
+    group(&k->calls, nf, &r->calls, sizeof(ix_call));
+    group(&k->ranges, nf, &r->ranges, sizeof(ix_range));
+    group(&k->callbacks, nf, &r->callbacks, sizeof(ix_callback));
+    tb_strmap_init(&k->sig);
+    tb_strmap_init(&k->ft);
+    tb_strmap_init(&k->named);
+    tb_vec_init(&k->sigs, sizeof(const char *), "unit signatures");
+    tb_vec_init(&k->fts, sizeof(const char *), "unit field targets");
+    tb_buf b = {0};
+    for (size_t j = 0; j < nf; j++) {
+        const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, j);
+        int *slot = tb_strmap_get(&k->sig, f->usr);
+        b.len = 0;
+        if (slot) tb_buf_printf(&b, "%s", TB_VEC_AT(&k->sigs, const char *, *slot));
+        tb_buf_printf(&b, "F|%s|%s|%u|%u|%u|%u|%d|%d|%d\n", f->name, S(f->file), f->line, f->col, f->end_line,
+                      f->end_col, f->is_static, f->is_def, f->main_like);
+        if (f->is_def) {
+            for (size_t i = k->calls.start[j]; i < k->calls.start[j + 1]; i++) {
+                const ix_call *c = &TB_VEC_AT(&r->calls, ix_call, k->calls.items[i]);
+                tb_buf_printf(&b, "C|%s|%s|%s|%s|%u|%u|%s|%s|%s\n", S(c->callee_usr), S(c->callee_name), S(c->field),
+                              S(c->file), c->line, c->col, S(c->in_macro), S(c->resolution), S(c->candidates));
+            }
+            for (size_t i = k->ranges.start[j]; i < k->ranges.start[j + 1]; i++) {
+                const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, k->ranges.items[i]);
+                tb_buf_printf(&b, "R|%s|%s|%s|%u|%u\n", S(g->kind), S(g->name), S(g->file), g->line, g->col);
+            }
+            for (size_t i = k->callbacks.start[j]; i < k->callbacks.start[j + 1]; i++) {
+                const ix_callback *c = &TB_VEC_AT(&r->callbacks, ix_callback, k->callbacks.items[i]);
+                tb_buf_printf(&b, "B|%s|%s|%s|%u|%u\n", S(c->target_usr), S(c->passed_to), S(c->file), c->line, c->col);
+            }
+        }
+        const char *s = tb_pool_dup(&k->pool, b.s ? b.s : "");
+        if (slot) {
+            TB_VEC_AT(&k->sigs, const char *, *slot) = s;
+        } else {
+            *(const char **)tb_vec_push(&k->sigs) = s;
+            tb_strmap_put(&k->sig, f->usr, (int)k->sigs.len - 1);
+        }
+    }
+    for (size_t i = 0; i < r->ftargets.len; i++) {
+        const ix_ftarget *t = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);
+        b.len = 0;
+        tb_buf_printf(&b, "%s\x1f%s\x1f%s", S(t->record), S(t->field), S(t->fn_usr));
+        if (tb_strmap_get(&k->ft, b.s)) continue;  // the first row of the key is the one merged
+        tb_strmap_put(&k->ft, b.s, (int)k->fts.len);
+        *(const char **)tb_vec_push(&k->fts) = tb_pool_printf(&k->pool, "%s|%u", S(t->file), t->line);
+    }
+    for (size_t i = 0; i < r->calls.len; i++) {
+        const char *c = TB_VEC_AT(&r->calls, ix_call, i).callee_usr;
+        if (c) tb_strmap_put(&k->named, c, 1);
+    }
+    for (size_t i = 0; i < r->callbacks.len; i++) {
+        const char *c = TB_VEC_AT(&r->callbacks, ix_callback, i).target_usr;
+        if (c) tb_strmap_put(&k->named, c, 1);
+    }
+    tb_buf_free(&b);
+}
+
+static void key_free(keyed *k) {
+    group_free(&k->calls);
+    group_free(&k->ranges);
+    group_free(&k->callbacks);
+    tb_strmap_free(&k->sig);
+    tb_strmap_free(&k->ft);
+    tb_strmap_free(&k->named);
+    tb_vec_free(&k->sigs);
+    tb_vec_free(&k->fts);
+    tb_pool_free(&k->pool);
+}
+
+static const char *sig_of(const keyed *k, const char *usr) {
+    int *i = tb_strmap_get(&k->sig, usr);
+    return i ? TB_VEC_AT(&k->sigs, const char *, *i) : NULL;
+}
+
+static int differs(const char *a, const char *b) { return !a || !b ? a != b : strcmp(a, b) != 0; }
+
+// --- the merged state --------------------------------------------------------------------
+
+typedef struct merged_fn {
+    long long id;         // 0: no row
+    long long def_file;   // files.id of the definition, 0: none
+    long long unit;       // unit_id
+} merged_fn;
+
+static int read_merged(updater *u, const char *usr, merged_fn *m) {
+    memset(m, 0, sizeof *m);
+    sqlite3_bind_text(u->q_merged, 1, usr, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(u->q_merged);
+    if (rc == SQLITE_ROW) {
+        m->id = sqlite3_column_int64(u->q_merged, 0);
+        if (sqlite3_column_int(u->q_merged, 1)) m->def_file = sqlite3_column_int64(u->q_merged, 2);
+        m->unit = sqlite3_column_int64(u->q_merged, 3);
+    }
+    sqlite3_reset(u->q_merged);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(u, "reading a function");
+}
+
+// Whether unit U's definitions are its own (index_write.c renames a definition whose file is
+// not the merged one: another binary's copy of an external function): 1 when one is not.
+static int renames(updater *u, const ix_result *r) {
+    for (size_t j = 0; j < r->funcs.len; j++) {
+        const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, j);
+        if (!f->is_def) continue;
+        merged_fn m;
+        if (read_merged(u, f->usr, &m)) return -1;
+        int *fid = f->file ? tb_strmap_get(&u->w.files, f->file) : NULL;
+        if (m.def_file && (!fid || *fid != m.def_file)) return 1;
+    }
+    return 0;
+}
+
+// The merge of one USR over every unit's rows (tu_functions, database order), as write_result
+// does it: the row's values and who writes its body.
+typedef struct replay {
+    int exists, is_static, is_def;
+    const char *name;
+    long long file, unit, body_unit, def_file;
+    unsigned line, col, end_line, end_col;
+    int def_units;        // units with a definition of the USR
+    int renamed_in_unit;  // a definition in the updated unit that is another file's copy
+} replay;
+
+static int replay_usr(updater *u, const char *usr, long long unit, tb_pool *p, replay *out) {
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *q = u->q_rows;
+    sqlite3_bind_text(q, 1, usr, -1, SQLITE_STATIC);
+    long long last_def_unit = 0;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        long long tu = sqlite3_column_int64(q, 0);
+        long long file = sqlite3_column_type(q, 1) == SQLITE_NULL ? 0 : sqlite3_column_int64(q, 1);
+        int is_def = sqlite3_column_int(q, 8);
+        if (is_def && tu != last_def_unit) {
+            out->def_units++;
+            last_def_unit = tu;
+        }
+        if (is_def && out->exists && out->def_file && file != out->def_file) {  // renamed: another file's copy
+            if (tu == unit) out->renamed_in_unit = 1;
+            continue;
+        }
+        if (!out->exists) {
+            out->exists = 1;
+            out->name = tb_pool_dup(p, (const char *)sqlite3_column_text(q, 2));
+            out->file = file;
+            out->line = (unsigned)sqlite3_column_int(q, 3);
+            out->col = (unsigned)sqlite3_column_int(q, 4);
+            out->end_line = (unsigned)sqlite3_column_int(q, 5);
+            out->end_col = (unsigned)sqlite3_column_int(q, 6);
+            out->is_static = sqlite3_column_int(q, 7);
+            out->is_def = is_def;
+            out->unit = tu;
+            if (is_def) out->def_file = file, out->body_unit = tu;
+        } else if (is_def && !out->def_file) {
+            out->file = file;
+            out->line = (unsigned)sqlite3_column_int(q, 3);
+            out->col = (unsigned)sqlite3_column_int(q, 4);
+            out->end_line = (unsigned)sqlite3_column_int(q, 5);
+            out->end_col = (unsigned)sqlite3_column_int(q, 6);
+            out->is_def = 1;
+            out->unit = tu;
+            out->def_file = file;
+            out->body_unit = tu;
+        }
+    }
+    sqlite3_reset(q);
+    return rc == SQLITE_DONE ? 0 : fail(u, "reading a function's rows");
+}
+
+// A function row's body rows (and their collective sites) removed.
+static int drop_body(updater *u, long long id) {
+    return exec_id(u, "DELETE FROM collective_sites WHERE function_id = ?", id) ||
+                   exec_id(u, "DELETE FROM calls WHERE caller_id = ?", id) ||
+                   exec_id(u, "DELETE FROM range_sites WHERE function_id = ?", id) ||
+                   exec_id(u, "DELETE FROM callbacks WHERE function_id = ?", id)
+               ? -1
+               : 0;
+}
+
+// The body of usr as unit k gives it (every definition row of usr in k), under function row id.
+static int emit_body(updater *u, const keyed *k, const char *usr, long long id) {
+    writer *w = &u->w;
+    const ix_result *r = k->r;
+    for (size_t j = 0; j < r->funcs.len; j++) {
+        const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, j);
+        if (!f->is_def || strcmp(f->usr, usr)) continue;
+        for (size_t i = k->calls.start[j]; i < k->calls.start[j + 1]; i++) {
+            const ix_call *c = &TB_VEC_AT(&r->calls, ix_call, k->calls.items[i]);
+            sqlite3_bind_int64(w->ins_call, 1, id);
+            ixw_bind_text(w->ins_call, 2, c->callee_usr);
+            ixw_bind_text(w->ins_call, 3, c->callee_name);
+            ixw_bind_text(w->ins_call, 4, c->field);
+            long long fid = ixw_file_id(w, c->file, 0, NULL, 0, NULL);
+            if (fid < 0) return -1;
+            ixw_bind_file(w->ins_call, 5, fid);
+            sqlite3_bind_int(w->ins_call, 6, (int)c->line);
+            sqlite3_bind_int(w->ins_call, 7, (int)c->col);
+            ixw_bind_text(w->ins_call, 8, c->in_macro);
+            ixw_bind_text(w->ins_call, 9, c->resolution);
+            ixw_bind_text(w->ins_call, 10, c->candidates);
+            if (ixw_step(w, w->ins_call, "inserting a call")) return -1;
+            const char *site = ixw_collective_site(&u->coll, c->callee_usr, c->callee_name, c->field);
+            if (!site) continue;
+            long long call_id = sqlite3_last_insert_rowid(w->db);
+            sqlite3_bind_int64(w->ins_coll, 1, id);
+            ixw_bind_text(w->ins_coll, 2, site);
+            ixw_bind_file(w->ins_coll, 3, fid);
+            sqlite3_bind_int(w->ins_coll, 4, (int)c->line);
+            sqlite3_bind_int(w->ins_coll, 5, (int)c->col);
+            sqlite3_bind_int64(w->ins_coll, 6, call_id);
+            if (ixw_step(w, w->ins_coll, "inserting a collective site")) return -1;
+        }
+        for (size_t i = k->ranges.start[j]; i < k->ranges.start[j + 1]; i++) {
+            const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, k->ranges.items[i]);
+            long long fid = ixw_file_id(w, g->file, 0, NULL, 0, NULL);
+            if (fid < 0) return -1;
+            sqlite3_bind_int64(w->ins_range, 1, id);
+            ixw_bind_text(w->ins_range, 2, g->kind);
+            ixw_bind_text(w->ins_range, 3, g->name);
+            ixw_bind_file(w->ins_range, 4, fid);
+            sqlite3_bind_int(w->ins_range, 5, (int)g->line);
+            sqlite3_bind_int(w->ins_range, 6, (int)g->col);
+            if (ixw_step(w, w->ins_range, "inserting a range site")) return -1;
+        }
+        for (size_t i = k->callbacks.start[j]; i < k->callbacks.start[j + 1]; i++) {
+            const ix_callback *b = &TB_VEC_AT(&r->callbacks, ix_callback, k->callbacks.items[i]);
+            long long fid = ixw_file_id(w, b->file, 0, NULL, 0, NULL);
+            if (fid < 0) return -1;
+            sqlite3_bind_int64(w->ins_cb, 1, id);
+            ixw_bind_text(w->ins_cb, 2, b->target_usr);
+            ixw_bind_text(w->ins_cb, 3, b->passed_to);
+            ixw_bind_file(w->ins_cb, 4, fid);
+            sqlite3_bind_int(w->ins_cb, 5, (int)b->line);
+            sqlite3_bind_int(w->ins_cb, 6, (int)b->col);
+            if (ixw_step(w, w->ins_cb, "inserting a callback")) return -1;
+        }
+    }
+    return 0;
+}
+
+// One touched USR merged again: its functions row and, where unit `unit` writes or wrote it,
+// its body.
+static int merge_usr(updater *u, const char *usr, long long unit, const keyed *now, const merged_fn *before) {
+    tb_pool p = {0};
+    replay r;
+    int rc = replay_usr(u, usr, unit, &p, &r);
+    if (rc) goto out;
+    rc = 1;
+    if (r.renamed_in_unit) {
+        not_applicable(u, "a definition in the unit is another file's copy of an external function");
+        goto out;
+    }
+    if (before->def_file != r.def_file && r.def_units + (before->def_file != 0) > 1) {
+        not_applicable(u, "a function defined in several files changes its first definition");
+        goto out;
+    }
+    if (before->def_file && before->unit == unit && r.body_unit && r.body_unit != unit) {
+        not_applicable(u, "a function body passes to another unit");
+        goto out;
+    }
+    rc = -1;
+    writer *w = &u->w;
+    long long id = before->id;
+    if (!r.exists) {
+        if (id && (drop_body(u, id) || exec_id(u, "DELETE FROM libraries WHERE function_id = ?", id) ||
+                   exec_id(u, "DELETE FROM functions WHERE id = ?", id)))
+            goto out;
+        rc = 0;
+        goto out;
+    }
+    sqlite3_stmt *st = id ? u->upd_fn : u->ins_fn;
+    ixw_bind_text(st, 1, r.name);
+    ixw_bind_file(st, 2, r.file);
+    sqlite3_bind_int(st, 3, (int)r.line);
+    sqlite3_bind_int(st, 4, (int)r.col);
+    sqlite3_bind_int(st, 5, r.is_static);
+    sqlite3_bind_int(st, 6, r.is_def);
+    ixw_bind_pos(st, 7, r.end_line);
+    ixw_bind_pos(st, 8, r.end_col);
+    sqlite3_bind_int64(st, 9, r.unit);
+    if (id)
+        sqlite3_bind_int64(st, 10, id);
+    else
+        ixw_bind_text(st, 10, usr);
+    if (ixw_step(w, st, id ? "updating a function" : "inserting a function")) goto out;
+    if (!id) id = sqlite3_last_insert_rowid(w->db);
+    long long body_before = before->def_file ? before->unit : 0;
+    if (body_before == unit || r.body_unit == unit || body_before != r.body_unit) {
+        if (drop_body(u, id)) goto out;
+        if (r.body_unit == unit && emit_body(u, now, usr, id)) goto out;
+    }
+    rc = 0;
+out:
+    tb_pool_free(&p);
+    return rc;
+}
+
+// A field target key merged again: the first row of (record, field, function) in database order.
+static int merge_ftarget(updater *u, const char *key) {
+    char *k = tb_xstrdup(key, "field target key");
+    char *field = strchr(k, '\x1f'), *fn = field ? strchr(field + 1, '\x1f') : NULL;
+    int rc = -1;
+    sqlite3_stmt *q = NULL;
+    if (!field || !fn) goto out;
+    *field++ = 0;
+    *fn++ = 0;
+    if (!strcmp(k, "\x01") || !strcmp(field, "\x01") || !strcmp(fn, "\x01")) {
+        rc = not_applicable(u, "a field target without a record, field or function");
+        goto out;
+    }
+    // a function defined in several files: which copy a unit's row names depends on the renames
+    if (ixw_prep(&u->w, &q, "SELECT COUNT(DISTINCT file_id) FROM tu_functions WHERE usr = ? AND is_definition = 1"))
+        goto out;
+    sqlite3_bind_text(q, 1, fn, -1, SQLITE_STATIC);
+    int copies = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) : 0;
+    sqlite3_finalize(q);
+    q = NULL;
+    if (copies > 1) {
+        rc = not_applicable(u, "a field target names a function defined in several files");
+        goto out;
+    }
+    if (ixw_prep(&u->w, &q, "DELETE FROM field_targets WHERE record = ? AND field = ? AND function_usr = ?")) goto out;
+    sqlite3_bind_text(q, 1, k, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, field, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, fn, -1, SQLITE_STATIC);
+    if (ixw_step(&u->w, q, "removing a field target")) goto out;
+    sqlite3_finalize(q);
+    q = NULL;
+    if (ixw_prep(&u->w, &q,
+                 "INSERT INTO field_targets(record, field, function_usr, file_id, line) SELECT record, field,"
+                 " function_usr, file_id, line FROM tu_field_targets WHERE record = ?1 AND field = ?2 AND"
+                 " function_usr = ?3 ORDER BY tu_id, rowid LIMIT 1"))
+        goto out;
+    sqlite3_bind_text(q, 1, k, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, field, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, fn, -1, SQLITE_STATIC);
+    if (ixw_step(&u->w, q, "merging a field target")) goto out;
+    if (ixw_collective_record(&u->coll, k)) u->recollect = 1;
+    rc = 0;
+out:
+    sqlite3_finalize(q);
+    free(k);
+    return rc;
+}
+
+// The files.id values a unit's facts name, as text keys, into m.
+static void files_named(updater *u, const ix_result *r, tb_strmap *m) {
+    char key[32];
+#define NAME(path)                                                                   \
+    do {                                                                             \
+        int *id_ = (path) ? tb_strmap_get(&u->w.files, (path)) : NULL;              \
+        if (id_) snprintf(key, sizeof key, "%d", *id_), tb_strmap_put(m, key, 1);    \
+    } while (0)
+    for (size_t i = 0; i < r->funcs.len; i++) NAME(TB_VEC_AT(&r->funcs, ix_func, i).file);
+    for (size_t i = 0; i < r->calls.len; i++) NAME(TB_VEC_AT(&r->calls, ix_call, i).file);
+    for (size_t i = 0; i < r->ftargets.len; i++) NAME(TB_VEC_AT(&r->ftargets, ix_ftarget, i).file);
+    for (size_t i = 0; i < r->callbacks.len; i++) NAME(TB_VEC_AT(&r->callbacks, ix_callback, i).file);
+    for (size_t i = 0; i < r->ranges.len; i++) NAME(TB_VEC_AT(&r->ranges, ix_range, i).file);
+#undef NAME
+}
+
+// One parsed unit: its tu_* rows replaced, and every key whose rows differ merged again.
+static int update_unit(updater *u, long long tu_id, const ix_result *old, const ix_result *now) {
+    writer *w = &u->w;
+    w->unit = tu_id;
+    int rc = renames(u, old);  // old: the merged rows are still the old ones
+    if (rc) return rc < 0 ? -1 : not_applicable(u, "a definition in the unit is another file's copy of an external function");
+    keyed ko, kn;
+    key_unit(&ko, old);
+    key_unit(&kn, now);
+    tb_vec touched;  // of const char *: the USRs to merge again, with their merged rows before
+    tb_vec_init(&touched, sizeof(const char *), "touched functions");
+    tb_vec before;
+    tb_vec_init(&before, sizeof(merged_fn), "touched functions");
+    tb_strmap named_old, named_now;  // files.id (as text) the old and new facts name
+    tb_strmap_init(&named_old);
+    tb_strmap_init(&named_now);
+    rc = -1;
+    for (int side = 0; side < 2; side++) {
+        const keyed *a = side ? &kn : &ko, *b = side ? &ko : &kn;
+        for (size_t i = 0; i < a->sig.cap; i++) {
+            const char *usr = a->sig.keys[i];
+            if (!usr || (side && sig_of(b, usr)) || !differs(sig_of(a, usr), sig_of(b, usr))) continue;
+            *(const char **)tb_vec_push(&touched) = usr;
+            if (read_merged(u, usr, tb_vec_push(&before))) goto out;
+            tb_strmap_put(&u->lib_check, usr, 1);
+        }
+        for (size_t i = 0; i < a->named.cap; i++)  // libraries: functions U starts or stops naming
+            if (a->named.keys[i] && !tb_strmap_get(&b->named, a->named.keys[i]))
+                tb_strmap_put(&u->lib_check, a->named.keys[i], 1);
+    }
+    files_named(u, old, &named_old);
+    {
+        sqlite3_stmt *q = NULL;
+        if (ixw_prep(w, &q, "SELECT file_id FROM file_errors WHERE unit_id = ?")) goto out;
+        sqlite3_bind_int64(q, 1, tu_id);
+        while (sqlite3_step(q) == SQLITE_ROW) {
+            char key[32];
+            snprintf(key, sizeof key, "%lld", (long long)sqlite3_column_int64(q, 0));
+            tb_strmap_put(&named_old, key, 1);
+        }
+        sqlite3_finalize(q);
+    }
+
+    // the unit's own rows
+    static const char *const own[] = {
+        "DELETE FROM tu_inputs WHERE tu_id = ?", "DELETE FROM tu_deps WHERE tu_id = ?",
+        "DELETE FROM tu_functions WHERE tu_id = ?", "DELETE FROM tu_calls WHERE tu_id = ?",
+        "DELETE FROM tu_field_targets WHERE tu_id = ?", "DELETE FROM tu_callbacks WHERE tu_id = ?",
+        "DELETE FROM tu_range_sites WHERE tu_id = ?", "DELETE FROM tu_symbols WHERE tu_id = ?",
+        "DELETE FROM file_errors WHERE unit_id = ?"};
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+        if (exec_id(u, own[i], tu_id)) goto out;
+    if (ixw_write_unit_facts(w, tu_id, now) || ixw_write_file_errors(w, now)) goto out;
+    files_named(u, now, &named_now);
+    for (size_t i = 0; i < named_old.cap; i++)  // the candidates: named before, not now (errors aside)
+        if (named_old.keys[i] && !tb_strmap_get(&named_now, named_old.keys[i]))
+            tb_strmap_put(&u->orphan, named_old.keys[i], 1);
+    {
+        sqlite3_stmt *q = NULL;
+        if (ixw_prep(w, &q, "UPDATE files SET status = ?, errors = ?, diagnostics = ? WHERE id = ?")) goto out;
+        ixw_bind_text(q, 1, now->status);
+        sqlite3_bind_int(q, 2, now->errors);
+        ixw_bind_text(q, 3, now->diagnostics);
+        sqlite3_bind_int64(q, 4, tu_id);
+        int bad = ixw_step(w, q, "updating a unit's status");
+        sqlite3_finalize(q);
+        if (bad) goto out;
+    }
+
+    for (size_t i = 0; i < touched.len; i++) {
+        int m = merge_usr(u, TB_VEC_AT(&touched, const char *, i), tu_id, &kn, &TB_VEC_AT(&before, merged_fn, i));
+        if (m) {
+            rc = m;
+            goto out;
+        }
+    }
+    rc = renames(u, now);  // now: the merged rows are the new ones
+    if (rc) {
+        if (rc > 0) not_applicable(u, "a definition in the unit is another file's copy of an external function");
+        goto out;
+    }
+    for (int side = 0; side < 2; side++) {
+        const keyed *a = side ? &kn : &ko, *b = side ? &ko : &kn;
+        for (size_t i = 0; i < a->ft.cap; i++) {
+            const char *key = a->ft.keys[i];
+            if (!key || (side && tb_strmap_get(&b->ft, key))) continue;
+            int *x = tb_strmap_get(&a->ft, key), *y = tb_strmap_get(&b->ft, key);
+            if (y && !strcmp(TB_VEC_AT(&a->fts, const char *, *x), TB_VEC_AT(&b->fts, const char *, *y))) continue;
+            int m = merge_ftarget(u, key);
+            if (m) {
+                rc = m;
+                goto out;
+            }
+        }
+    }
+    rc = 0;
+out:
+    tb_strmap_free(&named_old);
+    tb_strmap_free(&named_now);
+    tb_vec_free(&touched);
+    tb_vec_free(&before);
+    key_free(&ko);
+    key_free(&kn);
+    return rc;
+}
+
+// libraries for the functions checked: as write_libraries derives them for every function.
+static int update_libraries(updater *u) {
+    const ix_targets *t = u->targets;
+    if (!t || !t->links.len || !u->lib_check.len) return 0;
+    writer *w = &u->w;
+    size_t nrows = t->rows.len;
+    tb_strmap first_row;  // unit path -> its first targets row; next_row chains the unit's others
+    tb_strmap_init(&first_row);
+    int *next_row = tb_xcalloc(nrows + 1, sizeof *next_row, "target rows");
+    int *last_row = tb_xcalloc(nrows + 1, sizeof *last_row, "target rows");
+    for (size_t i = 0; i < nrows; i++) {
+        const ix_target_row *row = &TB_VEC_AT(&t->rows, ix_target_row, i);
+        next_row[i] = -1;
+        int *f = tb_strmap_get(&first_row, row->file);
+        if (!f) {
+            tb_strmap_put(&first_row, row->file, (int)i);
+            last_row[i] = (int)i;
+        } else {
+            next_row[last_row[*f]] = (int)i;
+            last_row[*f] = (int)i;
+        }
+    }
+    ix_libs libs;
+    ix_libs_init(&libs);
+    sqlite3_stmt *fn = NULL, *units = NULL, *ins = NULL;
+    int rc = -1;
+    if (ixw_prep(w, &fn, "SELECT id, name, is_definition, is_static FROM functions WHERE usr = ?") ||
+        ixw_prep(w, &units, "SELECT tu_id FROM tu_calls WHERE callee_usr = ?1 UNION SELECT tu_id FROM tu_callbacks"
+                            " WHERE target_usr = ?1") ||
+        ixw_prep(w, &ins, "INSERT OR IGNORE INTO libraries(function_id, target, library) VALUES(?,?,?)"))
+        goto out;
+    for (size_t k = 0; k < u->lib_check.cap; k++) {
+        const char *usr = u->lib_check.keys[k];
+        if (!usr) continue;
+        sqlite3_bind_text(fn, 1, usr, -1, SQLITE_STATIC);
+        if (sqlite3_step(fn) != SQLITE_ROW) {
+            sqlite3_reset(fn);
+            continue;  // no row: nothing to link (a deleted row's libraries went with it)
+        }
+        long long id = sqlite3_column_int64(fn, 0);
+        const char *name = tb_pool_dup(&w->pool, (const char *)sqlite3_column_text(fn, 1));
+        int keep_out = sqlite3_column_int(fn, 2) || sqlite3_column_int(fn, 3);
+        sqlite3_reset(fn);
+        if (exec_id(u, "DELETE FROM libraries WHERE function_id = ?", id)) goto out;
+        if (keep_out) continue;
+        tb_strmap done;  // targets already given this function's row
+        tb_strmap_init(&done);
+        sqlite3_bind_text(units, 1, usr, -1, SQLITE_STATIC);
+        int bad = 0;
+        while (!bad && sqlite3_step(units) == SQLITE_ROW) {
+            long long tu = sqlite3_column_int64(units, 0);
+            if (tu < 1 || (size_t)tu > u->db->ntus) continue;
+            int *r0 = tb_strmap_get(&first_row, u->db->tus[tu - 1].file);
+            for (int r = r0 ? *r0 : -1; r >= 0 && !bad; r = next_row[r]) {
+                const char *target = TB_VEC_AT(&t->rows, ix_target_row, (size_t)r).target;
+                if (tb_strmap_get(&done, target)) continue;
+                tb_strmap_put(&done, target, 1);
+                for (size_t l = 0; l < t->links.len; l++) {
+                    const ix_target_link *link = &TB_VEC_AT(&t->links, ix_target_link, l);
+                    if (strcmp(link->target, target) || !ix_lib_defines(&libs, link->library, name)) continue;
+                    sqlite3_bind_int64(ins, 1, id);
+                    ixw_bind_text(ins, 2, target);
+                    ixw_bind_text(ins, 3, link->library);
+                    bad = ixw_step(w, ins, "inserting a library");
+                    break;
+                }
+            }
+        }
+        sqlite3_reset(units);
+        tb_strmap_free(&done);
+        if (bad) goto out;
+    }
+    rc = 0;
+out:
+    sqlite3_finalize(fn);
+    sqlite3_finalize(units);
+    sqlite3_finalize(ins);
+    ix_libs_free(&libs);
+    free(next_row);
+    free(last_row);
+    tb_strmap_free(&first_row);
+    return rc;
+}
+
+// Files that U's old facts named and nothing names any more leave the files table.
+static int drop_orphans(updater *u) {
+    sqlite3_stmt *q = NULL, *del = NULL;
+    int rc = -1;
+    if (ixw_prep(&u->w, &q,
+                 "SELECT NOT (EXISTS(SELECT 1 FROM files WHERE id = ?1 AND is_tu = 1)"
+                 " OR EXISTS(SELECT 1 FROM tu_functions WHERE file_id = ?1) OR EXISTS(SELECT 1 FROM tu_calls WHERE file_id = ?1)"
+                 " OR EXISTS(SELECT 1 FROM tu_field_targets WHERE file_id = ?1)"
+                 " OR EXISTS(SELECT 1 FROM tu_callbacks WHERE file_id = ?1)"
+                 " OR EXISTS(SELECT 1 FROM tu_range_sites WHERE file_id = ?1)"
+                 " OR EXISTS(SELECT 1 FROM file_errors WHERE file_id = ?1))") ||
+        ixw_prep(&u->w, &del, "DELETE FROM files WHERE id = ?"))
+        goto out;
+    for (size_t k = 0; k < u->orphan.cap; k++) {
+        if (!u->orphan.keys[k]) continue;
+        long long id = atoll(u->orphan.keys[k]);
+        sqlite3_bind_int64(q, 1, id);
+        int gone = sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0);
+        sqlite3_reset(q);
+        if (!gone) continue;
+        sqlite3_bind_int64(del, 1, id);
+        if (ixw_step(&u->w, del, "removing a file")) goto out;
+    }
+    rc = 0;
+out:
+    sqlite3_finalize(q);
+    sqlite3_finalize(del);
+    return rc;
+}
+
+static const char *meta_of(updater *u, const char *key) {
+    sqlite3_stmt *q = NULL;
+    const char *v = NULL;
+    if (sqlite3_prepare_v2(u->w.db, "SELECT value FROM meta WHERE key = ?", -1, &q, NULL) != SQLITE_OK) return NULL;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW) v = tb_pool_dup(&u->w.pool, (const char *)sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    return v;
+}
+
+static int update_all(updater *u, const ix_result *results, const ix_result *old, const size_t *todo, size_t ntodo,
+                      const ix_meta *meta, ix_summary *sum) {
+    writer *w = &u->w;
+    if (exec(u, "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; BEGIN IMMEDIATE")) return -1;
+    const char *td = meta_of(u, "targets_digest"), *cd = meta_of(u, "collectives_digest");
+    if (!td || strcmp(td, ixw_targets_digest(&w->pool, meta->targets_source, u->targets)))
+        return not_applicable(u, "the targets or their link lines changed");
+    if (!cd || strcmp(cd, ixw_collectives_digest(&w->pool, u->opt)))
+        return not_applicable(u, "the --collective list changed");
+    if (ixw_prepare(w) || ixw_collectives_init(w, u->opt, &u->coll) ||
+        ixw_prep(w, &u->q_rows,
+                 "SELECT tu_id, file_id, name, line, col, end_line, end_col, is_static, is_definition FROM tu_functions"
+                 " WHERE usr = ? ORDER BY tu_id, rowid") ||
+        ixw_prep(w, &u->q_merged, "SELECT id, is_definition, file_id, unit_id FROM functions WHERE usr = ?") ||
+        ixw_prep(w, &u->ins_fn,
+                 "INSERT INTO functions(name, file_id, line, col, is_static, is_definition, end_line, end_col, unit_id,"
+                 " usr) VALUES(?,?,?,?,?,?,?,?,?,?)") ||
+        ixw_prep(w, &u->upd_fn,
+                 "UPDATE functions SET name = ?, file_id = ?, line = ?, col = ?, is_static = ?, is_definition = ?,"
+                 " end_line = ?, end_col = ?, unit_id = ? WHERE id = ?"))
+        return -1;
+    sqlite3_stmt *files = NULL;
+    if (ixw_prep(w, &files, "SELECT id, path FROM files")) return -1;
+    while (sqlite3_step(files) == SQLITE_ROW)
+        tb_strmap_put(&w->files, (const char *)sqlite3_column_text(files, 1), (int)sqlite3_column_int64(files, 0));
+    sqlite3_finalize(files);
+
+    for (size_t k = 0; k < ntodo; k++) {
+        size_t i = todo[k];
+        int rc = update_unit(u, (long long)i + 1, &old[k], &results[i]);
+        if (rc) return rc;
+    }
+    if (update_libraries(u)) return -1;
+    if (u->recollect) {
+        ixw_collectives_free(&u->coll);
+        memset(&u->coll, 0, sizeof u->coll);
+        if (exec(u, "DELETE FROM collective_sites") || ixw_write_collectives(w, u->opt)) return -1;
+    }
+    if (drop_orphans(u)) return -1;
+
+    sqlite3_stmt *q = NULL;
+    if (ixw_prep(w, &q, "SELECT COUNT(*), SUM(errors), SUM(errors > 0), SUM(status = 'failed') FROM files WHERE is_tu = 1"))
+        return -1;
+    if (sqlite3_step(q) == SQLITE_ROW) {
+        sum->tus = (long)sqlite3_column_int64(q, 0);
+        sum->errors = (long)sqlite3_column_int64(q, 1);
+        sum->tus_with_errors = (long)sqlite3_column_int64(q, 2);
+        sum->tus_failed = (long)sqlite3_column_int64(q, 3);
+    }
+    sqlite3_finalize(q);
+    if (ixw_write_meta(w, meta, u->opt, u->targets, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
+    ixw_count_summary(w, sum);
+    return exec(u, "COMMIT");
+}
+
+int ix_update_index(const char *path, const ix_compdb *db, const ix_result *results, const size_t *todo,
+                    size_t ntodo, ix_prev *prev, const ix_targets *targets, const ix_options *opt,
+                    const ix_meta *meta, ix_summary *sum, const char **why, tb_error *err) {
+    memset(sum, 0, sizeof *sum);
+    *why = NULL;
+    // the parsed units' old facts, read before anything changes
+    ix_result *old = tb_xcalloc(ntodo ? ntodo : 1, sizeof *old, "old unit facts");
+    int rc = 0;
+    for (size_t k = 0; k < ntodo && !rc; k++) {
+        int *p = tb_strmap_get(&prev->units, db->tus[todo[k]].file);
+        if (!p || ix_prev_unit_facts(prev, &TB_VEC_AT(&prev->list, ix_prev_unit, *p), &old[k])) {
+            *why = "a unit's previous facts cannot be read";
+            rc = 1;
+        }
+    }
+    updater u = {.db = db, .targets = targets, .opt = opt, .w = {.err = err, .path = path}};
+    tb_vec_init(&u.w.finfo, sizeof(struct finfo), "function rows");
+    tb_strmap_init(&u.w.files);
+    tb_strmap_init(&u.w.funcs);
+    tb_strmap_init(&u.lib_check);
+    tb_strmap_init(&u.orphan);
+    if (!rc) {
+        if (sqlite3_open_v2(path, &u.w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+            rc = tb_fail(err, "%s: cannot open the index: %s", path, u.w.db ? sqlite3_errmsg(u.w.db) : "out of memory");
+        } else {
+            sqlite3_busy_timeout(u.w.db, 5000);
+            rc = update_all(&u, results, old, todo, ntodo, meta, sum);
+            if (rc) {
+                sqlite3_exec(u.w.db, "ROLLBACK", NULL, NULL, NULL);
+                if (rc > 0) *why = u.why ? u.why : "the update does not apply";
+            }
+        }
+    }
+    ixw_finalize(&u.w);
+    sqlite3_stmt *sts[] = {u.q_rows, u.q_merged, u.ins_fn, u.upd_fn};
+    for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
+    ixw_collectives_free(&u.coll);
+    if (u.w.db && sqlite3_close(u.w.db) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", path);
+    tb_strmap_free(&u.w.files);
+    tb_strmap_free(&u.w.funcs);
+    tb_vec_free(&u.w.finfo);
+    tb_pool_free(&u.w.pool);
+    tb_strmap_free(&u.lib_check);
+    tb_strmap_free(&u.orphan);
+    for (size_t k = 0; k < ntodo; k++) ix_result_free(&old[k]);
+    free(old);
+    return rc;
+}

@@ -1,0 +1,29 @@
+// index_update.h — a re-index that parsed few units updates the previous index file in place
+// (index_update.c), by the difference between each parsed unit's old and new facts, in one
+// SQLite transaction: the cost follows the units that changed, not the size of the index.
+#ifndef TB_TRACE_INDEX_UPDATE_H
+#define TB_TRACE_INDEX_UPDATE_H
+
+#include "index_compdb.h"
+#include "index_options.h"
+#include "index_reuse.h"
+#include "index_targets.h"
+#include "index_visit.h"
+#include "index_write.h"
+
+// Whether an update in place can apply before anything is parsed: the database lists the
+// previous index's units, in the same order (files.id 1..n in database order), and at most a
+// quarter of them (at least 8) are to be parsed. Otherwise *why says why not.
+int ix_update_applies(const ix_prev *prev, const ix_compdb *db, size_t ntodo, const char **why);
+
+// Updates the index at path: the units todo[0..ntodo) were parsed into results (their inputs
+// and hashed deps filled in); every other unit keeps its rows. The merged tables end up
+// exactly as a full index of the same sources writes them (row ids aside). 0: updated;
+// 1: does not apply (*why says why: the targets or the --collective list changed, a change
+// that renumbers another unit's copies of an external function, a body that moves to another
+// unit), the file untouched; -1: failed (err), the file untouched.
+int ix_update_index(const char *path, const ix_compdb *db, const ix_result *results, const size_t *todo,
+                    size_t ntodo, ix_prev *prev, const ix_targets *targets, const ix_options *opt,
+                    const ix_meta *meta, ix_summary *sum, const char **why, tb_error *err);
+
+#endif

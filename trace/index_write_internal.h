@@ -1,0 +1,85 @@
+// index_write_internal.h — what the two writers of the index share: index_write.c (a new
+// file, or a copy of the previous one, merged from every unit's facts) and index_update.c (the
+// previous file updated in place by the difference of the parsed units' old and new facts).
+// The merge rules live in index_write.c's write_result; index_update.c applies the same rules
+// to the rows one changed unit touches.
+#ifndef TB_TRACE_INDEX_WRITE_INTERNAL_H
+#define TB_TRACE_INDEX_WRITE_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "core/error.h"
+#include "index_options.h"
+#include "index_targets.h"
+#include "index_visit.h"
+#include "index_write.h"
+#include "pool.h"
+#include "strmap.h"
+#include "vec.h"
+
+// What the writer knows of each function row it wrote.
+struct finfo {
+    long long id;
+    long long def_file;  // files.id of the definition, 0: none yet
+    int body_written;
+    int is_static;       // as the row was inserted
+    const char *name;
+};
+
+typedef struct writer {
+    sqlite3 *db;
+    sqlite3_stmt *ins_file, *ins_func, *upd_func, *ins_call, *ins_ft, *ins_range, *ins_coll, *ins_target, *ins_meta,
+        *ins_cb, *ins_ferr;
+    long long unit;       // files.id of the unit being merged
+    sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range, *u_sym;  // the tu_* tables
+    tb_strmap files;      // path -> files.id
+    tb_strmap funcs;      // usr -> index in finfo
+    tb_vec finfo;         // of struct finfo, per index in funcs
+    tb_pool pool;
+    tb_error *err;
+    const char *path;
+} writer;
+
+int ixw_sql_fail(writer *w, const char *what);
+int ixw_prep(writer *w, sqlite3_stmt **st, const char *sql);
+void ixw_bind_text(sqlite3_stmt *st, int i, const char *s);
+void ixw_bind_file(sqlite3_stmt *st, int i, long long id);  // NULL for id <= 0
+void ixw_bind_pos(sqlite3_stmt *st, int i, unsigned v);     // NULL for 0
+// Steps an insert or update to its end and resets it; an error names `what`.
+int ixw_step(writer *w, sqlite3_stmt *st, const char *what);
+// files.id of path, inserting the row when the writer has not seen it (w->files).
+long long ixw_file_id(writer *w, const char *path, int is_tu, const char *status, int errors, const char *diags);
+// Prepares every insert statement of the writer; ixw_finalize finalizes them.
+int ixw_prepare(writer *w);
+void ixw_finalize(writer *w);
+// The unit's rows of file_errors (w->unit is the unit) and of the tu_* tables.
+int ixw_write_file_errors(writer *w, const ix_result *r);
+int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r);
+
+// Which calls are collective sites (--collective): listed names and globs, and with @Record
+// the functions field_targets assigns to Record's fields and calls through those fields.
+typedef struct ixw_collectives {
+    tb_strmap members, exact;
+    const char **records, **globs;
+    size_t nrecords, nglobs;
+} ixw_collectives;
+int ixw_collectives_init(writer *w, const ix_options *opt, ixw_collectives *c);
+// The site's callee_name for a call (usr, name, field as in calls), or NULL: not a site.
+const char *ixw_collective_site(const ixw_collectives *c, const char *usr, const char *name, const char *field);
+// Whether record is one of the @Record entries (its field targets decide sites).
+int ixw_collective_record(const ixw_collectives *c, const char *record);
+void ixw_collectives_free(ixw_collectives *c);
+// Every call of the calls table that is a collective site, into collective_sites.
+int ixw_write_collectives(writer *w, const ix_options *opt);
+
+// The meta rows every writer writes (schema, paths, counts, the digests an update checks).
+int ixw_write_meta(writer *w, const ix_meta *meta, const ix_options *opt, const ix_targets *targets, long tus,
+                   long errors, long tus_with_errors);
+// Hex SHA-256 of what decides the targets and libraries rows (the targets' source, rows and
+// link lines), and of the --collective list: an update in place needs both unchanged.
+const char *ixw_targets_digest(tb_pool *p, const char *targets_source, const ix_targets *targets);
+const char *ixw_collectives_digest(tb_pool *p, const ix_options *opt);
+// The summary's counts, read from the tables.
+void ixw_count_summary(writer *w, ix_summary *sum);
+
+#endif
