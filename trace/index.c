@@ -608,6 +608,7 @@ int tracebook_index_main(int argc, char **argv) {
         why = "--full";
     } else {
         ix_prev_load(&prev, opt.out, indexer_key, &why);
+        if (prev.db) ix_hashes_known(&hashes, prev.db);  // files unchanged since are not read again
     }
     if (prev.db == NULL && why && strcmp(why, "no previous index") && !opt.quiet)
         fprintf(stderr, "tracebook index: note: %s: parsing every unit\n", why);
@@ -705,7 +706,8 @@ int tracebook_index_main(int argc, char **argv) {
                     .build_dir = build_dir,
                     .compdb = db.path,
                     .targets_source = targets_source,
-                    .indexer_key = indexer_key};
+                    .indexer_key = indexer_key,
+                    .hashes = &hashes};
     ix_summary sum;
     const char *out_dir = NULL;
     const char *slash = strrchr(opt.out, '/');

@@ -100,7 +100,12 @@
     /* 'v' a variable; defines 1: a strong definition in the unit's own code, 0: a reference to a */       \
     /* variable (references to functions are the tu_calls, tu_callbacks and tu_field_targets rows) */         \
     "CREATE TABLE tu_symbols(tu_id INTEGER NOT NULL, usr TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL," \
-    " defines INTEGER NOT NULL);\n"
+    " defines INTEGER NOT NULL);\n"                                                                           \
+    /* the units' input files as the run that hashed them saw them (stat: size, times in ns, inode, */      \
+    /* device) with their SHA-256 and lines: a file whose stat is unchanged is not read again */            \
+    "CREATE TABLE file_stats(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,"         \
+    " ctime_ns INTEGER NOT NULL, ino INTEGER NOT NULL, dev INTEGER NOT NULL, hash TEXT NOT NULL,"              \
+    " lines INTEGER NOT NULL);\n"
 #define TB_INDEX_INDEXES                                                                                     \
     "CREATE INDEX IF NOT EXISTS calls_caller ON calls(caller_id);\n"                                         \
     "CREATE INDEX IF NOT EXISTS calls_callee ON calls(callee_usr);\n"                                        \
@@ -110,15 +115,14 @@
     "CREATE INDEX IF NOT EXISTS collective_sites_function ON collective_sites(function_id);\n"               \
     TB_INDEX_UNIT_INDEXES
 // For updating the index in place (index_update.c): each unit's rows, a USR's rows in every
-// unit, the units that call or name a function, a field target's rows.
+// unit, a field target's rows. (Which units name a function, for its libraries rows, is a scan:
+// the update asks it only for functions whose naming or definition changed; tu_deps has no
+// index: deleting a unit's rows scans it once.)
 #define TB_INDEX_UNIT_INDEXES                                                                                \
-    "CREATE INDEX IF NOT EXISTS tu_deps_unit ON tu_deps(tu_id);\n"                                           \
     "CREATE INDEX IF NOT EXISTS tu_functions_unit ON tu_functions(tu_id);\n"                                 \
     "CREATE INDEX IF NOT EXISTS tu_functions_usr ON tu_functions(usr);\n"                                    \
     "CREATE INDEX IF NOT EXISTS tu_calls_unit ON tu_calls(tu_id, caller);\n"                                 \
-    "CREATE INDEX IF NOT EXISTS tu_calls_callee ON tu_calls(callee_usr);\n"                                  \
     "CREATE INDEX IF NOT EXISTS tu_callbacks_unit ON tu_callbacks(tu_id, caller);\n"                         \
-    "CREATE INDEX IF NOT EXISTS tu_callbacks_target ON tu_callbacks(target_usr);\n"                          \
     "CREATE INDEX IF NOT EXISTS tu_range_sites_unit ON tu_range_sites(tu_id, caller);\n"                     \
     "CREATE INDEX IF NOT EXISTS tu_field_targets_unit ON tu_field_targets(tu_id);\n"                         \
     "CREATE INDEX IF NOT EXISTS tu_field_targets_key ON tu_field_targets(record, field, function_usr);\n"    \

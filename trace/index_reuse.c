@@ -26,6 +26,7 @@
 typedef struct hash_ent {
     const char *hash;
     long lines;
+    ix_file_stat st;  // as hashed (st.size < 0: no stat, nothing to keep)
 } hash_ent;
 
 static const char *hex(tb_pool *p, const unsigned char *md, unsigned n) {
@@ -39,6 +40,8 @@ void ix_hashes_init(ix_hashes *h) {
     memset(h, 0, sizeof *h);
     tb_strmap_init(&h->idx);
     tb_vec_init(&h->ents, sizeof(hash_ent), "file hashes");
+    tb_strmap_init(&h->known_idx);
+    tb_vec_init(&h->known, sizeof(hash_ent), "known file hashes");
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->start_ns = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
@@ -47,12 +50,23 @@ void ix_hashes_init(ix_hashes *h) {
 void ix_hashes_free(ix_hashes *h) {
     tb_strmap_free(&h->idx);
     tb_vec_free(&h->ents);
+    tb_strmap_free(&h->known_idx);
+    tb_vec_free(&h->known);
     tb_pool_free(&h->pool);
 }
 
+static ix_file_stat stat_of(const struct stat *st) {
+    return (ix_file_stat){.size = (long long)st->st_size,
+                          .mtime_ns = (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec,
+                          .ctime_ns = (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec,
+                          .ino = (long long)st->st_ino,
+                          .dev = (long long)st->st_dev};
+}
+
 // SHA-256 and line count of a file's contents; "-" when it cannot be read.
-static const char *hash_file(ix_hashes *h, const char *path, long *lines) {
+static const char *hash_file(ix_hashes *h, const char *path, long *lines, ix_file_stat *fs) {
     *lines = 0;
+    fs->size = -1;
     int fd = open(path, O_RDONLY);
     if (fd < 0) return "-";
     struct stat st;
@@ -85,14 +99,38 @@ static const char *hash_file(ix_hashes *h, const char *path, long *lines) {
     *lines = nl + (last != '\n');
     // (20 ms of slack: file systems stamp with a coarse clock that may lag CLOCK_REALTIME)
     if (changed || mt >= h->start_ns - 20000000LL) return "~";
+    *fs = stat_of(&st);
     return hex(&h->pool, out, len);
+}
+
+// The hash a previous run recorded for the file, when its stat says it is the same file
+// unchanged since: size, mtime, inode and device as then, and ctime, which the kernel sets to
+// the current time on every change of contents or metadata and no program can set back. Both
+// times before the run's start (20 ms of slack), as hash_file requires.
+static const hash_ent *known_unchanged(ix_hashes *h, const char *path, ix_file_stat *fs) {
+    int *k = tb_strmap_get(&h->known_idx, path);
+    if (!k) return NULL;
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+    *fs = stat_of(&st);
+    const hash_ent *e = &TB_VEC_AT(&h->known, hash_ent, *k);
+    long long limit = h->start_ns - 20000000LL;
+    if (memcmp(&e->st, fs, sizeof *fs) || fs->mtime_ns >= limit || fs->ctime_ns >= limit) return NULL;
+    return e;
 }
 
 const char *ix_file_hash(ix_hashes *h, const char *path, long *lines) {
     int *i = tb_strmap_get(&h->idx, path);
     if (!i) {
+        ix_file_stat fs;
+        const hash_ent *k = known_unchanged(h, path, &fs);
         hash_ent *e = tb_vec_push(&h->ents);
-        e->hash = hash_file(h, path, &e->lines);
+        if (k) {
+            *e = *k;
+        } else {
+            e->hash = hash_file(h, path, &e->lines, &fs);
+            e->st = fs;
+        }
         i = tb_strmap_put(&h->idx, path, (int)(h->ents.len - 1));
     }
     hash_ent *e = &TB_VEC_AT(&h->ents, hash_ent, *i);
@@ -462,6 +500,50 @@ int ix_prev_results(ix_prev *p, const ix_prev_unit **match, ix_result *results, 
 int ix_prev_unit_facts(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
     const ix_prev_unit *match[1] = {u};
     return read_results(p, match, r, 1, u->id) == 0 && match[0] ? 0 : -1;
+}
+
+void ix_hashes_known(ix_hashes *h, sqlite3 *db) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT path, size, mtime_ns, ctime_ns, ino, dev, hash, lines FROM file_stats", -1, &st,
+                           NULL) != SQLITE_OK)
+        return;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *path = (const char *)sqlite3_column_text(st, 0), *hash = (const char *)sqlite3_column_text(st, 6);
+        if (!path || !hash || strlen(hash) != 64) continue;
+        hash_ent *e = tb_vec_push(&h->known);
+        e->st = (ix_file_stat){sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
+                               sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5)};
+        e->hash = tb_pool_dup(&h->pool, hash);
+        e->lines = (long)sqlite3_column_int64(st, 7);
+        tb_strmap_put(&h->known_idx, path, (int)(h->known.len - 1));
+    }
+    sqlite3_finalize(st);
+}
+
+int ix_hashes_save(const ix_hashes *h, sqlite3 *db) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_exec(db, "DELETE FROM file_stats", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO file_stats(path, size, mtime_ns, ctime_ns, ino, dev, hash, lines)"
+                               " VALUES(?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    int rc = 0;
+    for (size_t k = 0; k < h->idx.cap && !rc; k++) {
+        if (!h->idx.keys[k]) continue;
+        const hash_ent *e = &TB_VEC_AT(&h->ents, hash_ent, h->idx.vals[k]);
+        if (e->st.size < 0 || !e->hash || strlen(e->hash) != 64) continue;  // "-", "~": not kept
+        sqlite3_bind_text(st, 1, h->idx.keys[k], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, e->st.size);
+        sqlite3_bind_int64(st, 3, e->st.mtime_ns);
+        sqlite3_bind_int64(st, 4, e->st.ctime_ns);
+        sqlite3_bind_int64(st, 5, e->st.ino);
+        sqlite3_bind_int64(st, 6, e->st.dev);
+        sqlite3_bind_text(st, 7, e->hash, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 8, e->lines);
+        rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    return rc;
 }
 
 void ix_prev_close(ix_prev *p) {

@@ -14,14 +14,27 @@
 // Content hashes of files, each file read once per run. A file that cannot be read hashes
 // to "-"; one modified after the run started (its mtime is not before `start`) to "~",
 // which matches no content, so its units are parsed again next time.
+// A file's identity and state as stat(2) gives it; equal at a later stat: the contents are
+// unchanged (ctime moves on every change, and no program can set it back).
+typedef struct ix_file_stat {
+    long long size, mtime_ns, ctime_ns, ino, dev;
+} ix_file_stat;
+
 typedef struct ix_hashes {
     tb_strmap idx;          // path -> index in ents
-    tb_vec ents;         // of struct { const char *hash; long lines; }
+    tb_vec ents;            // of struct hash_ent (index_reuse.c): hash, lines, stat
+    tb_strmap known_idx;    // path -> index in known
+    tb_vec known;           // what the previous index's file_stats recorded
     tb_pool pool;
-    long long start_ns;  // CLOCK_REALTIME when the run started
+    long long start_ns;     // CLOCK_REALTIME when the run started
 } ix_hashes;
 
 void ix_hashes_init(ix_hashes *h);
+// The previous index's file_stats: a file whose stat is as recorded there takes the hash
+// recorded there instead of being read again (a stat per file instead of its contents).
+void ix_hashes_known(ix_hashes *h, sqlite3 *db);
+// Every file hashed this run (not "-" or "~") with its stat, as the index's file_stats.
+int ix_hashes_save(const ix_hashes *h, sqlite3 *db);
 const char *ix_file_hash(ix_hashes *h, const char *path, long *lines);
 void ix_hashes_free(ix_hashes *h);
 

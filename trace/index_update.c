@@ -41,6 +41,8 @@ int ix_update_applies(const ix_prev *prev, const ix_compdb *db, size_t ntodo, co
     return 1;
 }
 
+typedef struct keyed keyed;  // a unit's facts, keyed (below)
+
 typedef struct updater {
     writer w;
     const ix_compdb *db;
@@ -50,6 +52,11 @@ typedef struct updater {
     ixw_collectives coll;
     int recollect;            // an @Record's field targets changed: every collective site again
     tb_strmap lib_check;      // USRs whose libraries rows are derived again
+    keyed *old_keys, *new_keys;  // per parsed unit (todo order)
+    const keyed **by_unit;    // tu_id -> the parsed unit's new facts, NULL: not parsed
+    tb_strmap touched;        // USR -> index in before: merged again in pass 2
+    tb_vec before;            // of merged_fn: the touched USRs' merged rows before the update
+    tb_strmap ft_touched;     // field target keys merged again
     tb_strmap orphan;         // files.id (as text) U's old facts named and its new ones do not: removed
                               // when nothing else names them
     sqlite3_stmt *q_rows, *q_merged, *ins_fn, *upd_fn;
@@ -109,7 +116,7 @@ static void group_free(by_caller *g) {
     free(g->items);
 }
 
-typedef struct keyed {
+struct keyed {
     const ix_result *r;
     by_caller calls, ranges, callbacks;
     tb_strmap sig;  // usr -> index in sigs: the unit's rows of the USR and the bodies they give
@@ -118,7 +125,7 @@ typedef struct keyed {
     tb_vec fts;     // of const char *
     tb_strmap named;  // USRs its calls and callbacks name (libraries)
     tb_pool pool;
-} keyed;
+};
 
 #define S(x) ((x) ? (x) : "\x01")  // NULL, told apart from ""
 
@@ -209,6 +216,7 @@ typedef struct merged_fn {
     long long id;         // 0: no row
     long long def_file;   // files.id of the definition, 0: none
     long long unit;       // unit_id
+    int is_static;
 } merged_fn;
 
 static int read_merged(updater *u, const char *usr, merged_fn *m) {
@@ -219,6 +227,7 @@ static int read_merged(updater *u, const char *usr, merged_fn *m) {
         m->id = sqlite3_column_int64(u->q_merged, 0);
         if (sqlite3_column_int(u->q_merged, 1)) m->def_file = sqlite3_column_int64(u->q_merged, 2);
         m->unit = sqlite3_column_int64(u->q_merged, 3);
+        m->is_static = sqlite3_column_int(u->q_merged, 4);
     }
     sqlite3_reset(u->q_merged);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(u, "reading a function");
@@ -245,11 +254,11 @@ typedef struct replay {
     const char *name;
     long long file, unit, body_unit, def_file;
     unsigned line, col, end_line, end_col;
-    int def_units;        // units with a definition of the USR
-    int renamed_in_unit;  // a definition in the updated unit that is another file's copy
+    int unparsed_def_units;  // units not parsed this run with a definition of the USR
+    int renamed_in_unit;  // a definition in a parsed unit that is another file's copy
 } replay;
 
-static int replay_usr(updater *u, const char *usr, long long unit, tb_pool *p, replay *out) {
+static int replay_usr(updater *u, const char *usr, tb_pool *p, replay *out) {
     memset(out, 0, sizeof *out);
     sqlite3_stmt *q = u->q_rows;
     sqlite3_bind_text(q, 1, usr, -1, SQLITE_STATIC);
@@ -260,11 +269,11 @@ static int replay_usr(updater *u, const char *usr, long long unit, tb_pool *p, r
         long long file = sqlite3_column_type(q, 1) == SQLITE_NULL ? 0 : sqlite3_column_int64(q, 1);
         int is_def = sqlite3_column_int(q, 8);
         if (is_def && tu != last_def_unit) {
-            out->def_units++;
+            out->unparsed_def_units += tu < 1 || (size_t)tu > u->db->ntus || !u->by_unit[tu];
             last_def_unit = tu;
         }
         if (is_def && out->exists && out->def_file && file != out->def_file) {  // renamed: another file's copy
-            if (tu == unit) out->renamed_in_unit = 1;
+            if (tu >= 1 && (size_t)tu <= u->db->ntus && u->by_unit[tu]) out->renamed_in_unit = 1;
             continue;
         }
         if (!out->exists) {
@@ -368,27 +377,32 @@ static int emit_body(updater *u, const keyed *k, const char *usr, long long id) 
 
 // One touched USR merged again: its functions row and, where unit `unit` writes or wrote it,
 // its body.
-static int merge_usr(updater *u, const char *usr, long long unit, const keyed *now, const merged_fn *before) {
+static int merge_usr(updater *u, const char *usr, const merged_fn *before) {
     tb_pool p = {0};
     replay r;
-    int rc = replay_usr(u, usr, unit, &p, &r);
+    int rc = replay_usr(u, usr, &p, &r);
     if (rc) goto out;
     rc = 1;
     if (r.renamed_in_unit) {
         not_applicable(u, "a definition in the unit is another file's copy of an external function");
         goto out;
     }
-    if (before->def_file != r.def_file && r.def_units + (before->def_file != 0) > 1) {
+    // another unit's definition is a renamed copy or not by which file defines the function first
+    if (before->def_file && r.def_file && before->def_file != r.def_file && r.unparsed_def_units) {
         not_applicable(u, "a function defined in several files changes its first definition");
         goto out;
     }
-    if (before->def_file && before->unit == unit && r.body_unit && r.body_unit != unit) {
-        not_applicable(u, "a function body passes to another unit");
+    long long body_before = before->def_file ? before->unit : 0;
+    if (r.body_unit && r.body_unit != body_before && !u->by_unit[r.body_unit]) {
+        not_applicable(u, "a function body passes to a unit that was not parsed");
         goto out;
     }
     rc = -1;
     writer *w = &u->w;
     long long id = before->id;
+    // libraries rows follow the row's existence, definition and static-ness (and who names it)
+    if (!id || !r.exists || (before->def_file != 0) != (r.is_def != 0) || before->is_static != r.is_static)
+        tb_strmap_put(&u->lib_check, usr, 1);
     if (!r.exists) {
         if (id && (drop_body(u, id) || exec_id(u, "DELETE FROM libraries WHERE function_id = ?", id) ||
                    exec_id(u, "DELETE FROM functions WHERE id = ?", id)))
@@ -412,10 +426,10 @@ static int merge_usr(updater *u, const char *usr, long long unit, const keyed *n
         ixw_bind_text(st, 10, usr);
     if (ixw_step(w, st, id ? "updating a function" : "inserting a function")) goto out;
     if (!id) id = sqlite3_last_insert_rowid(w->db);
-    long long body_before = before->def_file ? before->unit : 0;
-    if (body_before == unit || r.body_unit == unit || body_before != r.body_unit) {
+    if ((body_before && u->by_unit[body_before]) || (r.body_unit && u->by_unit[r.body_unit]) ||
+        body_before != r.body_unit) {
         if (drop_body(u, id)) goto out;
-        if (r.body_unit == unit && emit_body(u, now, usr, id)) goto out;
+        if (r.body_unit && emit_body(u, u->by_unit[r.body_unit], usr, id)) goto out;
     }
     rc = 0;
 out:
@@ -487,35 +501,41 @@ static void files_named(updater *u, const ix_result *r, tb_strmap *m) {
 #undef NAME
 }
 
-// One parsed unit: its tu_* rows replaced, and every key whose rows differ merged again.
-static int update_unit(updater *u, long long tu_id, const ix_result *old, const ix_result *now) {
+// Pass 1, per parsed unit: what its change touches (the USRs whose rows or bodies differ, with
+// their merged rows before anything changes; the field target keys; the functions it starts or
+// stops naming; the files it stops naming), and its tu_* rows, file_errors and files row replaced.
+static int prepare_unit(updater *u, size_t k, long long tu_id, const ix_result *old, const ix_result *now) {
     writer *w = &u->w;
     w->unit = tu_id;
-    int rc = renames(u, old);  // old: the merged rows are still the old ones
+    int rc = renames(u, old);  // the merged rows are still the old ones
     if (rc) return rc < 0 ? -1 : not_applicable(u, "a definition in the unit is another file's copy of an external function");
-    keyed ko, kn;
-    key_unit(&ko, old);
-    key_unit(&kn, now);
-    tb_vec touched;  // of const char *: the USRs to merge again, with their merged rows before
-    tb_vec_init(&touched, sizeof(const char *), "touched functions");
-    tb_vec before;
-    tb_vec_init(&before, sizeof(merged_fn), "touched functions");
+    keyed *ko = &u->old_keys[k], *kn = &u->new_keys[k];
+    key_unit(ko, old);
+    key_unit(kn, now);
+    u->by_unit[tu_id] = kn;
     tb_strmap named_old, named_now;  // files.id (as text) the old and new facts name
     tb_strmap_init(&named_old);
     tb_strmap_init(&named_now);
     rc = -1;
     for (int side = 0; side < 2; side++) {
-        const keyed *a = side ? &kn : &ko, *b = side ? &ko : &kn;
+        const keyed *a = side ? kn : ko, *b = side ? ko : kn;
         for (size_t i = 0; i < a->sig.cap; i++) {
             const char *usr = a->sig.keys[i];
             if (!usr || (side && sig_of(b, usr)) || !differs(sig_of(a, usr), sig_of(b, usr))) continue;
-            *(const char **)tb_vec_push(&touched) = usr;
-            if (read_merged(u, usr, tb_vec_push(&before))) goto out;
-            tb_strmap_put(&u->lib_check, usr, 1);
+            if (tb_strmap_get(&u->touched, usr)) continue;  // another parsed unit touched it first
+            tb_strmap_put(&u->touched, usr, (int)u->before.len);
+            if (read_merged(u, usr, tb_vec_push(&u->before))) goto out;
         }
         for (size_t i = 0; i < a->named.cap; i++)  // libraries: functions U starts or stops naming
             if (a->named.keys[i] && !tb_strmap_get(&b->named, a->named.keys[i]))
                 tb_strmap_put(&u->lib_check, a->named.keys[i], 1);
+        for (size_t i = 0; i < a->ft.cap; i++) {  // field targets whose first row in U differs
+            const char *key = a->ft.keys[i];
+            if (!key || (side && tb_strmap_get(&b->ft, key))) continue;
+            int *x = tb_strmap_get(&a->ft, key), *y = tb_strmap_get(&b->ft, key);
+            if (y && !strcmp(TB_VEC_AT(&a->fts, const char *, *x), TB_VEC_AT(&b->fts, const char *, *y))) continue;
+            tb_strmap_put(&u->ft_touched, key, 1);
+        }
     }
     files_named(u, old, &named_old);
     {
@@ -555,42 +575,33 @@ static int update_unit(updater *u, long long tu_id, const ix_result *old, const 
         sqlite3_finalize(q);
         if (bad) goto out;
     }
-
-    for (size_t i = 0; i < touched.len; i++) {
-        int m = merge_usr(u, TB_VEC_AT(&touched, const char *, i), tu_id, &kn, &TB_VEC_AT(&before, merged_fn, i));
-        if (m) {
-            rc = m;
-            goto out;
-        }
-    }
-    rc = renames(u, now);  // now: the merged rows are the new ones
-    if (rc) {
-        if (rc > 0) not_applicable(u, "a definition in the unit is another file's copy of an external function");
-        goto out;
-    }
-    for (int side = 0; side < 2; side++) {
-        const keyed *a = side ? &kn : &ko, *b = side ? &ko : &kn;
-        for (size_t i = 0; i < a->ft.cap; i++) {
-            const char *key = a->ft.keys[i];
-            if (!key || (side && tb_strmap_get(&b->ft, key))) continue;
-            int *x = tb_strmap_get(&a->ft, key), *y = tb_strmap_get(&b->ft, key);
-            if (y && !strcmp(TB_VEC_AT(&a->fts, const char *, *x), TB_VEC_AT(&b->fts, const char *, *y))) continue;
-            int m = merge_ftarget(u, key);
-            if (m) {
-                rc = m;
-                goto out;
-            }
-        }
-    }
     rc = 0;
 out:
     tb_strmap_free(&named_old);
     tb_strmap_free(&named_now);
-    tb_vec_free(&touched);
-    tb_vec_free(&before);
-    key_free(&ko);
-    key_free(&kn);
     return rc;
+}
+
+// Passes 2 and 3: every touched USR and field target merged again once, over every unit's
+// rows as they are now; then no parsed unit may have a definition that is another file's copy.
+static int merge_touched(updater *u, const ix_result *results, const size_t *todo, size_t ntodo) {
+    for (size_t i = 0; i < u->touched.cap; i++) {
+        const char *usr = u->touched.keys[i];
+        if (!usr) continue;
+        int rc = merge_usr(u, usr, &TB_VEC_AT(&u->before, merged_fn, u->touched.vals[i]));
+        if (rc) return rc;
+    }
+    for (size_t k = 0; k < ntodo; k++) {
+        u->w.unit = (long long)todo[k] + 1;
+        int rc = renames(u, &results[todo[k]]);
+        if (rc) return rc < 0 ? -1 : not_applicable(u, "a definition in the unit is another file's copy of an external function");
+    }
+    for (size_t i = 0; i < u->ft_touched.cap; i++) {
+        if (!u->ft_touched.keys[i]) continue;
+        int rc = merge_ftarget(u, u->ft_touched.keys[i]);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 // libraries for the functions checked: as write_libraries derives them for every function.
@@ -730,7 +741,7 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
         ixw_prep(w, &u->q_rows,
                  "SELECT tu_id, file_id, name, line, col, end_line, end_col, is_static, is_definition FROM tu_functions"
                  " WHERE usr = ? ORDER BY tu_id, rowid") ||
-        ixw_prep(w, &u->q_merged, "SELECT id, is_definition, file_id, unit_id FROM functions WHERE usr = ?") ||
+        ixw_prep(w, &u->q_merged, "SELECT id, is_definition, file_id, unit_id, is_static FROM functions WHERE usr = ?") ||
         ixw_prep(w, &u->ins_fn,
                  "INSERT INTO functions(name, file_id, line, col, is_static, is_definition, end_line, end_col, unit_id,"
                  " usr) VALUES(?,?,?,?,?,?,?,?,?,?)") ||
@@ -745,10 +756,11 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
     sqlite3_finalize(files);
 
     for (size_t k = 0; k < ntodo; k++) {
-        size_t i = todo[k];
-        int rc = update_unit(u, (long long)i + 1, &old[k], &results[i]);
+        int rc = prepare_unit(u, k, (long long)todo[k] + 1, &old[k], &results[todo[k]]);
         if (rc) return rc;
     }
+    int rc = merge_touched(u, results, todo, ntodo);
+    if (rc) return rc;
     if (update_libraries(u)) return -1;
     if (u->recollect) {
         ixw_collectives_free(&u->coll);
@@ -768,6 +780,7 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
     }
     sqlite3_finalize(q);
     if (ixw_write_meta(w, meta, u->opt, u->targets, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
+    if (meta->hashes && ix_hashes_save(meta->hashes, w->db)) return fail(u, "writing file_stats");
     ixw_count_summary(w, sum);
     return exec(u, "COMMIT");
 }
@@ -793,6 +806,12 @@ int ix_update_index(const char *path, const ix_compdb *db, const ix_result *resu
     tb_strmap_init(&u.w.funcs);
     tb_strmap_init(&u.lib_check);
     tb_strmap_init(&u.orphan);
+    tb_strmap_init(&u.touched);
+    tb_strmap_init(&u.ft_touched);
+    tb_vec_init(&u.before, sizeof(merged_fn), "touched functions");
+    u.old_keys = tb_xcalloc(ntodo ? ntodo : 1, sizeof *u.old_keys, "parsed units' facts");
+    u.new_keys = tb_xcalloc(ntodo ? ntodo : 1, sizeof *u.new_keys, "parsed units' facts");
+    u.by_unit = tb_xcalloc(db->ntus + 1, sizeof *u.by_unit, "parsed units");
     if (!rc) {
         if (sqlite3_open_v2(path, &u.w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
             rc = tb_fail(err, "%s: cannot open the index: %s", path, u.w.db ? sqlite3_errmsg(u.w.db) : "out of memory");
@@ -816,6 +835,16 @@ int ix_update_index(const char *path, const ix_compdb *db, const ix_result *resu
     tb_pool_free(&u.w.pool);
     tb_strmap_free(&u.lib_check);
     tb_strmap_free(&u.orphan);
+    tb_strmap_free(&u.touched);
+    tb_strmap_free(&u.ft_touched);
+    tb_vec_free(&u.before);
+    for (size_t k = 0; k < ntodo; k++) {
+        if (u.old_keys[k].r) key_free(&u.old_keys[k]);
+        if (u.new_keys[k].r) key_free(&u.new_keys[k]);
+    }
+    free(u.old_keys);
+    free(u.new_keys);
+    free(u.by_unit);
     for (size_t k = 0; k < ntodo; k++) ix_result_free(&old[k]);
     free(old);
     return rc;

@@ -14,6 +14,7 @@
 #include "core/xalloc.h"
 #include "index_db.h"
 #include "index_libs.h"
+#include "index_reuse.h"
 #include "index_write_internal.h"
 #include "pool.h"
 #include "strmap.h"
@@ -481,24 +482,34 @@ out:
 // libraries: each function without a definition in the index, called or named by a unit
 // of a linking target, and the first library of that target's link line that defines it.
 // From the units' facts in memory (each unit's own calls and callbacks, as tu_calls and
-// tu_callbacks hold them): the pairs (function row, target) in (id, target) order, each once.
+// tu_callbacks hold them): each unit's candidates once (a unit links into many targets), then
+// the pairs (function row, target) in (id, target) order, each once.
 struct lib_pair {
     long long id;
-    const char *name, *target;
+    const char *name;
+    int target;  // index of the target's first link (its link chain)
 };
 
 static int lib_pair_cmp(const void *a, const void *b) {
     const struct lib_pair *x = a, *y = b;
     if (x->id != y->id) return x->id < y->id ? -1 : 1;
-    return strcmp(x->target, y->target);
+    return (x->target > y->target) - (x->target < y->target);
 }
 
-static void lib_pair_add(writer *w, tb_vec *pairs, const char *usr, const char *target) {
-    int *slot = usr ? tb_strmap_get(&w->funcs, usr) : NULL;
-    if (!slot) return;
-    const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, *slot);
-    if (fi->def_file || fi->is_static) return;
-    *(struct lib_pair *)tb_vec_push(pairs) = (struct lib_pair){fi->id, fi->name, target};
+// The unit's functions without a definition that are not static, each once (finfo indexes).
+static void lib_candidates(writer *w, const ix_result *r, tb_vec *out) {
+    tb_strmap seen;
+    tb_strmap_init(&seen);
+    for (size_t j = 0; j < r->calls.len + r->callbacks.len; j++) {
+        const char *usr = j < r->calls.len ? TB_VEC_AT(&r->calls, ix_call, j).callee_usr
+                                           : TB_VEC_AT(&r->callbacks, ix_callback, j - r->calls.len).target_usr;
+        int *slot = usr ? tb_strmap_get(&w->funcs, usr) : NULL;
+        if (!slot || tb_strmap_get(&seen, usr)) continue;
+        tb_strmap_put(&seen, usr, 1);
+        const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, *slot);
+        if (!fi->def_file && !fi->is_static) *(int *)tb_vec_push(out) = *slot;
+    }
+    tb_strmap_free(&seen);
 }
 
 static int write_libraries(writer *w, const ix_compdb *db, const ix_result *results, const ix_targets *targets) {
@@ -523,22 +534,28 @@ static int write_libraries(writer *w, const ix_compdb *db, const ix_result *resu
             last_link[*first] = (int)i;
         }
     }
+    tb_vec *cands = tb_xcalloc(db->ntus ? db->ntus : 1, sizeof *cands, "library candidates");  // per unit, lazily
+    char *have = tb_xcalloc(db->ntus ? db->ntus : 1, 1, "library candidates");
     tb_vec pairs;
     tb_vec_init(&pairs, sizeof(struct lib_pair), "library candidates");
     tb_strmap seen;  // "target\nunit": a target row listed twice
     tb_strmap_init(&seen);
     for (size_t i = 0; i < targets->rows.len; i++) {
         const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
-        int *u = tb_strmap_get(&unit_of, t->file);
-        if (!u || !tb_strmap_get(&first_link, t->target)) continue;
+        int *u = tb_strmap_get(&unit_of, t->file), *first = tb_strmap_get(&first_link, t->target);
+        if (!u || !first) continue;
         const char *key = tb_pool_printf(&w->pool, "%s\n%s", t->target, t->file);
         if (tb_strmap_get(&seen, key)) continue;
         tb_strmap_put(&seen, key, 1);
-        const ix_result *r = &results[*u];
-        for (size_t j = 0; j < r->calls.len; j++)
-            lib_pair_add(w, &pairs, TB_VEC_AT(&r->calls, ix_call, j).callee_usr, t->target);
-        for (size_t j = 0; j < r->callbacks.len; j++)
-            lib_pair_add(w, &pairs, TB_VEC_AT(&r->callbacks, ix_callback, j).target_usr, t->target);
+        if (!have[*u]) {
+            tb_vec_init(&cands[*u], sizeof(int), "library candidates");
+            lib_candidates(w, &results[*u], &cands[*u]);
+            have[*u] = 1;
+        }
+        for (size_t j = 0; j < cands[*u].len; j++) {
+            const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, TB_VEC_AT(&cands[*u], int, j));
+            *(struct lib_pair *)tb_vec_push(&pairs) = (struct lib_pair){fi->id, fi->name, *first};
+        }
     }
     tb_strmap_free(&seen);
     if (pairs.len) qsort(pairs.items, pairs.len, sizeof(struct lib_pair), lib_pair_cmp);
@@ -550,11 +567,11 @@ static int write_libraries(writer *w, const ix_compdb *db, const ix_result *resu
     for (size_t k = 0; k < pairs.len; k++) {
         const struct lib_pair *p = &TB_VEC_AT(&pairs, struct lib_pair, k);
         if (k && !lib_pair_cmp(p, &TB_VEC_AT(&pairs, struct lib_pair, k - 1))) continue;
-        for (int i = *tb_strmap_get(&first_link, p->target); i >= 0; i = next_link[i]) {
+        for (int i = p->target; i >= 0; i = next_link[i]) {
             const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, (size_t)i);
             if (!ix_lib_defines(&libs, l->library, p->name)) continue;
             sqlite3_bind_int64(ins, 1, p->id);
-            ixw_bind_text(ins, 2, p->target);
+            ixw_bind_text(ins, 2, l->target);
             ixw_bind_text(ins, 3, l->library);
             if (ixw_step(w, ins, "inserting a library")) goto out;
             break;
@@ -565,6 +582,10 @@ out:
     sqlite3_finalize(ins);
     ix_libs_free(&libs);
     tb_vec_free(&pairs);
+    for (size_t i = 0; i < db->ntus; i++)
+        if (have[i]) tb_vec_free(&cands[i]);
+    free(cands);
+    free(have);
     free(next_link);
     free(last_link);
     tb_strmap_free(&unit_of);
@@ -800,6 +821,7 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         sum->tus_failed += !strcmp(results[i].status, "failed");
     }
     if (ixw_write_meta(w, meta, opt, targets, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
+    if (meta->hashes && ix_hashes_save(meta->hashes, w->db)) return ixw_sql_fail(w, "writing file_stats");
     ixw_count_summary(w, sum);
     if (sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return ixw_sql_fail(w, "committing");
     ix_phase_mark(opt, &tp, "write: counts, commit");

@@ -20,6 +20,7 @@ typedef struct ix_summary {
 
 typedef struct ix_meta {
     const char *source_dir, *build_dir, *compdb, *targets_source, *indexer_key;
+    const struct ix_hashes *hashes;  // the input files' stats and hashes (file_stats), or NULL
 } ix_meta;
 
 // A re-index that updates the previous index instead of writing a new one: its copy keeps

@@ -9,7 +9,7 @@
 // and strlen get libraries rows), a header with an inline function both include and one only
 // b.c includes, a call of a collective declared in a system header, range sites, a
 // function-pointer field. One re-index goes through the full merge: a.c dropping the header
-// whose inline function's body it wrote (the body passes to b.c).
+// whose inline function's body it wrote (the body passes to b.c, which was not parsed).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,13 +166,23 @@ TB_TEST(fast_and_plain_indexes_are_equal_table_for_table) {
     // a.c drops it: extra's body passes to b.c, which the update leaves to the full merge.
     TB_REQUIRE(write_a("int use_extra(void) { return 2; }\n") == 0, "cannot edit a.c");
     usleep(100 * 1000);
-    TB_CHECK(reindexed("a.c drops extra.h", 1, 1, "not updated in place (a function body passes to another unit)"),
+    TB_CHECK(reindexed("a.c drops extra.h", 1, 1, "not updated in place (a function body passes to a unit that was not parsed)"),
              "a re-merged index differs from a plain one");
     // ... and back: a.c writes the body again, taking it from b.c in place.
     TB_REQUIRE(write_a("#include \"extra.h\"\nint use_extra(void) { return extra(2); }\n") == 0, "cannot edit a.c");
     usleep(100 * 1000);
     TB_CHECK(reindexed("a.c takes extra's body back", 1, 1, "updated in place"),
              "an updated index differs from a plain one");
+
+    // extra.h gains an inline function and loses it again: both units parsed, merged together
+    // (its body a.c's, then nobody's).
+    TB_REQUIRE(append(SRC "/extra.h", "static inline int extra_more(int x) { return extra(x) + 1; }\n") == 0,
+               "cannot edit extra.h");
+    TB_CHECK(reindexed("extra.h gains a function", 2, 0, "updated in place"), "an updated index differs from a plain one");
+    TB_REQUIRE(tb_write_text(SRC "/extra.h", "static inline int extra(int x) { return twice(x); }\n") == 0,
+               "cannot edit extra.h");
+    usleep(100 * 1000);
+    TB_CHECK(reindexed("extra.h loses it", 2, 0, "updated in place"), "an updated index differs from a plain one");
 
     // Nothing changed: in place, the same content.
     TB_CHECK(reindexed("unchanged", 0, 2, "updated in place"), "an unchanged re-index differs from a plain one");
