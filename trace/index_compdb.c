@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,43 @@ static void normalise_lexically(char *p) {
     *out = 0;
 }
 
+// realpath(3) of an absolute path, else the path normalised lexically; each path resolved once
+// per process (a source is named by every target it links into, a directory by every unit:
+// thousands of realpath calls, a readlink per component each). Any thread; the answers live
+// until the process ends.
+static pthread_mutex_t resolved_lock = PTHREAD_MUTEX_INITIALIZER;
+static tb_strmap resolved_map;  // path -> index in resolved_paths
+static tb_vec resolved_paths;   // of const char *, in resolved_pool
+static tb_pool resolved_pool;
+
+static const char *resolved(const char *path) {
+    pthread_mutex_lock(&resolved_lock);
+    if (!resolved_paths.what) tb_vec_init(&resolved_paths, sizeof(const char *), "resolved paths");
+    int *i = tb_strmap_get(&resolved_map, path);
+    const char *r = i ? TB_VEC_AT(&resolved_paths, const char *, *i) : NULL;
+    pthread_mutex_unlock(&resolved_lock);
+    if (r) return r;
+    char *real = realpath(path, NULL);
+    char *norm = NULL;
+    if (!real) {
+        norm = tb_xstrdup(path, "path");
+        normalise_lexically(norm);
+    }
+    pthread_mutex_lock(&resolved_lock);
+    i = tb_strmap_get(&resolved_map, path);
+    if (i) {
+        r = TB_VEC_AT(&resolved_paths, const char *, *i);
+    } else {
+        r = tb_pool_dup(&resolved_pool, real ? real : norm);
+        *(const char **)tb_vec_push(&resolved_paths) = r;
+        tb_strmap_put(&resolved_map, path, (int)resolved_paths.len - 1);
+    }
+    pthread_mutex_unlock(&resolved_lock);
+    free(real);
+    free(norm);
+    return r;
+}
+
 const char *ix_abspath(tb_pool *p, const char *dir, const char *path) {
     tb_buf b = {0};
     if (path[0] != '/') {
@@ -52,15 +90,7 @@ const char *ix_abspath(tb_pool *p, const char *dir, const char *path) {
         }
     }
     tb_buf_printf(&b, "%s", path);
-    char *real = realpath(b.s, NULL);
-    if (real) {
-        const char *r = tb_pool_dup(p, real);
-        free(real);
-        tb_buf_free(&b);
-        return r;
-    }
-    normalise_lexically(b.s);
-    const char *r = tb_pool_dup(p, b.s);
+    const char *r = tb_pool_dup(p, resolved(b.s));
     tb_buf_free(&b);
     return r;
 }

@@ -252,31 +252,6 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
         if (file) tb_strmap_put(&p->units, file, (int)(p->list.len - 1));
     }
     sqlite3_finalize(st);
-    st = NULL;
-    if (sqlite3_prepare_v2(p->db, "SELECT tu_id, path, hash FROM tu_deps ORDER BY tu_id, rowid", -1, &st, NULL) !=
-        SQLITE_OK) {
-        *why = "the previous index cannot be read";
-        goto none;
-    }
-    // Units by id, for the deps.
-    tb_strmap byid;
-    tb_strmap_init(&byid);
-    for (size_t i = 0; i < p->list.len; i++) {
-        char k[32];
-        snprintf(k, sizeof k, "%lld", TB_VEC_AT(&p->list, ix_prev_unit, i).id);
-        tb_strmap_put(&byid, k, (int)i);
-    }
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        char k[32];
-        snprintf(k, sizeof k, "%lld", (long long)sqlite3_column_int64(st, 0));
-        int *i = tb_strmap_get(&byid, k);
-        if (!i) continue;
-        ix_dep *d = tb_vec_push(&TB_VEC_AT(&p->list, ix_prev_unit, *i).deps);
-        d->path = col_text(&p->pool, st, 1);
-        d->hash = col_text(&p->pool, st, 2);
-    }
-    sqlite3_finalize(st);
-    tb_strmap_free(&byid);
     return 0;
 none:
     sqlite3_close(p->db);
@@ -284,16 +259,67 @@ none:
     return 1;
 }
 
+// The previous unit at files.id `id`, or NULL.
+static ix_prev_unit *unit_by_id(ix_prev *p, long long id, ix_prev_unit **byid, long long nbyid) {
+    return id > 0 && id < nbyid ? byid[id] : NULL;
+}
+
+// One scan of tu_deps: fn(unit, path, hash, arg) for each row, in rowid order (each unit's in
+// the order they were recorded). The text pointers are SQLite's, valid during the call.
+static int scan_deps(ix_prev *p, void (*fn)(ix_prev_unit *, const char *, const char *, void *), void *arg) {
+    long long nbyid = (long long)p->paths.len;
+    ix_prev_unit **byid = tb_xcalloc(nbyid ? (size_t)nbyid : 1, sizeof *byid, "previous units by id");
+    for (size_t i = 0; i < p->list.len; i++) {
+        ix_prev_unit *u = &TB_VEC_AT(&p->list, ix_prev_unit, i);
+        if (u->id > 0 && u->id < nbyid) byid[u->id] = u;
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (sqlite3_prepare_v2(p->db, "SELECT tu_id, path, hash FROM tu_deps ORDER BY rowid", -1, &st, NULL) == SQLITE_OK) {
+        int r;
+        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+            ix_prev_unit *u = unit_by_id(p, sqlite3_column_int64(st, 0), byid, nbyid);
+            if (u) fn(u, (const char *)sqlite3_column_text(st, 1), (const char *)sqlite3_column_text(st, 2), arg);
+        }
+        rc = r == SQLITE_DONE ? 0 : -1;
+    }
+    sqlite3_finalize(st);
+    free(byid);
+    return rc;
+}
+
+static void check_dep(ix_prev_unit *u, const char *path, const char *hash, void *arg) {
+    u->ndeps++;
+    if (!path || !hash || strcmp(ix_file_hash(arg, path, NULL), hash)) u->deps_changed = 1;
+}
+
+void ix_prev_check_deps(ix_prev *p, ix_hashes *h) {
+    if (!p->db) return;
+    if (scan_deps(p, check_dep, h))  // unreadable: nothing is reused
+        for (size_t i = 0; i < p->list.len; i++) TB_VEC_AT(&p->list, ix_prev_unit, i).deps_changed = 1;
+}
+
+static void keep_dep(ix_prev_unit *u, const char *path, const char *hash, void *arg) {
+    ix_prev *p = arg;
+    ix_dep *d = tb_vec_push(&u->deps);
+    d->path = tb_pool_dup(&p->pool, path);
+    d->hash = tb_pool_dup(&p->pool, hash);
+}
+
+// The units' input files themselves, for the facts read back (a full merge writes them again).
+static int load_deps(ix_prev *p) {
+    if (p->deps_loaded) return 0;
+    p->deps_loaded = 1;
+    return scan_deps(p, keep_dep, p);
+}
+
 const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *inputs, ix_hashes *h) {
+    (void)h;
     if (!p->db) return NULL;
     int *i = tb_strmap_get(&p->units, tu->file);
     if (!i) return NULL;
     const ix_prev_unit *u = &TB_VEC_AT(&p->list, ix_prev_unit, *i);
-    if (!u->inputs || strcmp(u->inputs, inputs) || u->missing_header || !u->deps.len) return NULL;
-    for (size_t k = 0; k < u->deps.len; k++) {
-        const ix_dep *d = &TB_VEC_AT(&u->deps, ix_dep, k);
-        if (!d->path || !d->hash || strcmp(ix_file_hash(h, d->path, NULL), d->hash)) return NULL;
-    }
+    if (!u->inputs || strcmp(u->inputs, inputs) || u->missing_header || !u->ndeps || u->deps_changed) return NULL;
     return u;
 }
 
@@ -347,6 +373,10 @@ static int caller_ok(reuse_scan *s, size_t i, int caller) {
 }
 
 static int read_results(ix_prev *p, const ix_prev_unit **match, ix_result *results, size_t n, long long only) {
+    if (!only && load_deps(p)) {  // the facts of a single unit (an update in place) do not need them
+        for (size_t i = 0; i < n; i++) match[i] = NULL;
+        return -1;
+    }
     reuse_scan s = {.p = p, .match = match, .results = results, .only = only};
     long long maxid = 0;
     for (size_t i = 0; i < n; i++)
@@ -502,6 +532,8 @@ int ix_prev_unit_facts(ix_prev *p, const ix_prev_unit *u, ix_result *r) {
     return read_results(p, match, r, 1, u->id) == 0 && match[0] ? 0 : -1;
 }
 
+static int kept(const hash_ent *e) { return e->st.size >= 0 && e->hash && strlen(e->hash) == 64; }
+
 void ix_hashes_known(ix_hashes *h, sqlite3 *db) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, "SELECT path, size, mtime_ns, ctime_ns, ino, dev, hash, lines FROM file_stats", -1, &st,
@@ -520,17 +552,33 @@ void ix_hashes_known(ix_hashes *h, sqlite3 *db) {
     sqlite3_finalize(st);
 }
 
-int ix_hashes_save(const ix_hashes *h, sqlite3 *db) {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_exec(db, "DELETE FROM file_stats", NULL, NULL, NULL) != SQLITE_OK ||
+int ix_hashes_save(const ix_hashes *h, sqlite3 *db, int holds_known) {
+    sqlite3_stmt *st = NULL, *del = NULL;
+    if (sqlite3_prepare_v2(db, "DELETE FROM file_stats WHERE path = ?", -1, &del, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO file_stats(path, size, mtime_ns, ctime_ns, ino, dev, hash, lines)"
-                               " VALUES(?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+                               " VALUES(?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
+        sqlite3_finalize(del);
         return -1;
+    }
     int rc = 0;
+    if (!holds_known && sqlite3_exec(db, "DELETE FROM file_stats", NULL, NULL, NULL) != SQLITE_OK) rc = -1;
+    for (size_t k = 0; holds_known && k < h->known_idx.cap && !rc; k++) {
+        const char *path = h->known_idx.keys[k];
+        int *i = path ? tb_strmap_get(&h->idx, path) : NULL;
+        if (!path || (i && kept(&TB_VEC_AT(&h->ents, hash_ent, *i)))) continue;
+        sqlite3_bind_text(del, 1, path, -1, SQLITE_STATIC);
+        rc = sqlite3_step(del) == SQLITE_DONE ? 0 : -1;
+        sqlite3_reset(del);
+    }
     for (size_t k = 0; k < h->idx.cap && !rc; k++) {
         if (!h->idx.keys[k]) continue;
         const hash_ent *e = &TB_VEC_AT(&h->ents, hash_ent, h->idx.vals[k]);
-        if (e->st.size < 0 || !e->hash || strlen(e->hash) != 64) continue;  // "-", "~": not kept
+        if (!kept(e)) continue;  // "-", "~": not kept
+        int *i = tb_strmap_get(&h->known_idx, h->idx.keys[k]);
+        const hash_ent *was = i ? &TB_VEC_AT(&h->known, hash_ent, *i) : NULL;
+        if (holds_known && was && !memcmp(&was->st, &e->st, sizeof e->st) && !strcmp(was->hash, e->hash) &&
+            was->lines == e->lines)
+            continue;  // the row is as it was
         sqlite3_bind_text(st, 1, h->idx.keys[k], -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, e->st.size);
         sqlite3_bind_int64(st, 3, e->st.mtime_ns);
@@ -543,6 +591,7 @@ int ix_hashes_save(const ix_hashes *h, sqlite3 *db) {
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
+    sqlite3_finalize(del);
     return rc;
 }
 

@@ -33,8 +33,10 @@ void ix_hashes_init(ix_hashes *h);
 // The previous index's file_stats: a file whose stat is as recorded there takes the hash
 // recorded there instead of being read again (a stat per file instead of its contents).
 void ix_hashes_known(ix_hashes *h, sqlite3 *db);
-// Every file hashed this run (not "-" or "~") with its stat, as the index's file_stats.
-int ix_hashes_save(const ix_hashes *h, sqlite3 *db);
+// Every file hashed this run (not "-" or "~") with its stat, as the index's file_stats. With
+// holds_known, the table holds what ix_hashes_known loaded, and only the differences are
+// written (rows of files not hashed this run deleted, new or changed ones written).
+int ix_hashes_save(const ix_hashes *h, sqlite3 *db, int holds_known);
 const char *ix_file_hash(ix_hashes *h, const char *path, long *lines);
 void ix_hashes_free(ix_hashes *h);
 
@@ -52,6 +54,8 @@ typedef struct ix_prev_unit {
     const char *inputs;  // its ix_inputs_hash
     tb_vec deps;         // of ix_dep
     int missing_header;  // a "file not found" error: parsed again every run
+    long ndeps;          // its tu_deps rows, and whether one of them has changed since
+    int deps_changed;    // (ix_prev_check_deps); deps itself is read only for a full merge
     const char *status;  // ok | partial | failed, its error count and diagnostics (files row), and
     int errors, reduced; // whether it was parsed with the reduced command line
     const char *diagnostics;
@@ -63,12 +67,17 @@ typedef struct ix_prev {
     tb_vec list;         // of ix_prev_unit
     tb_vec paths;        // of const char *: files.id -> path (NULL: none)
     tb_pool pool;
+    int deps_loaded;     // the units' deps vecs are filled (read_results needs them)
 } ix_prev;
 
 // 0: loaded; 1: nothing to reuse (no file, another schema or indexer: *why says which);
 // the previous index being unreadable is also 1, never an error.
 int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const char **why);
-// The previous unit for tu when every input is unchanged, else NULL.
+// One pass over the previous index's tu_deps: each unit learns whether every input file it
+// recorded still has the hash recorded (h: each file hashed once, or its stat unchanged).
+void ix_prev_check_deps(ix_prev *p, ix_hashes *h);
+// The previous unit for tu when its command line is unchanged and ix_prev_check_deps found
+// every input file unchanged, else NULL.
 const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *inputs, ix_hashes *h);
 // Fills results[i] (initialised here) with the facts of unit match[i] from the previous index,
 // for each i < n whose match[i] is not NULL, reading each table once; a unit whose rows do

@@ -780,7 +780,7 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
     }
     sqlite3_finalize(q);
     if (ixw_write_meta(w, meta, u->opt, u->targets, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
-    if (meta->hashes && ix_hashes_save(meta->hashes, w->db)) return fail(u, "writing file_stats");
+    if (meta->hashes && ix_hashes_save(meta->hashes, w->db, 1)) return fail(u, "writing file_stats");
     ixw_count_summary(w, sum);
     return exec(u, "COMMIT");
 }

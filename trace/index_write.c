@@ -821,7 +821,7 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         sum->tus_failed += !strcmp(results[i].status, "failed");
     }
     if (ixw_write_meta(w, meta, opt, targets, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
-    if (meta->hashes && ix_hashes_save(meta->hashes, w->db)) return ixw_sql_fail(w, "writing file_stats");
+    if (meta->hashes && ix_hashes_save(meta->hashes, w->db, in != NULL)) return ixw_sql_fail(w, "writing file_stats");
     ixw_count_summary(w, sum);
     if (sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return ixw_sql_fail(w, "committing");
     ix_phase_mark(opt, &tp, "write: counts, commit");
