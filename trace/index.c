@@ -421,6 +421,65 @@ static void reuse_after_all(work *w, ix_prev *prev, const ix_prev_unit **match, 
     w->ntodo = *ntodo;
 }
 
+// The link units: --targets FILE (*source "targets-file"), CMake's file API reply in build_dir,
+// or none: *trc 1, to be inferred from the units' symbols (a reply that cannot be read is
+// warned about). -1: --targets FILE is wrong (printed).
+static int load_targets(ix_targets *targets, const char *targets_file, const ix_compdb *db, const char *build_dir,
+                        int *trc, const char **source, tb_error *err) {
+    ix_targets_free(targets);
+    *source = "cmake-file-api";
+    if (targets_file) {
+        if (ix_targets_load_map(targets, targets_file, db, err)) {
+            fprintf(stderr, "tracebook index: %s\n", err->msg);
+            return -1;
+        }
+        *trc = 0;
+        *source = "targets-file";
+    } else if ((*trc = ix_targets_load(targets, build_dir, err)) < 0) {
+        fprintf(stderr, "tracebook index: warning: %s; link units are inferred instead\n", err->msg);
+        const char *reply_dir = targets->reply_dir;
+        tb_pool keep = targets->pool;  // reply_dir lives there
+        tb_vec_free(&targets->rows);
+        tb_vec_free(&targets->links);
+        memset(targets, 0, sizeof *targets);
+        targets->pool = keep;
+        targets->reply_dir = reply_dir;
+        tb_vec_init(&targets->rows, sizeof(ix_target_row), "target rows");
+        tb_vec_init(&targets->links, sizeof(ix_target_link), "target links");
+        *trc = 1;
+    }
+    return 0;
+}
+
+// Link units: what the build said, else inferred from the units' symbols (*source "inferred" or
+// "none"); a --targets FILE checked against the units.
+static void link_units(ix_targets *targets, const ix_compdb *db, const ix_result *results, int trc, int targets_file,
+                       const ix_options *opt, const char **source) {
+    if (trc > 0) {
+        ix_units_report rep;
+        size_t n = ix_units_infer(targets, db, results, &rep);
+        *source = n ? "inferred" : "none";
+        if (!opt->quiet && n)
+            fprintf(stderr,
+                    "tracebook index: note: no CMake file API reply in %s: %zu link unit%s inferred from the units' "
+                    "symbols (no two units defining main or the same external symbol in one; --targets FILE names "
+                    "them)%s\n",
+                    targets->reply_dir, n, n == 1 ? "" : "s", rep.unclaimed ? "; units in none are in every one's scope" : "");
+        else if (!opt->quiet)
+            fprintf(stderr,
+                    "tracebook index: note: no CMake file API reply in %s and nothing to tell binaries apart by (no main "
+                    "or symbol defined twice): one scope\n",
+                    targets->reply_dir);
+        if (rep.capped)
+            fprintf(stderr,
+                    "tracebook index: warning: %zu unit%s could link with more choices of units than are kept (64 per "
+                    "unit): some binaries may be missing; --targets FILE names them\n",
+                    rep.capped, rep.capped == 1 ? "" : "s");
+    } else if (targets_file) {
+        ix_units_check(targets, db, results, stderr);
+    }
+}
+
 static const tb_option index_options[] = {
     TB_OPTION("--compdb", index_args, compdb, TB_OPT_STRING, "build/compile_commands.json", "FILE|DIR",
               "compile_commands.json, or its directory"),
@@ -566,34 +625,6 @@ int tracebook_index_main(int argc, char **argv) {
 
     tb_pool pool = {0};
     const char *build_dir = opt.build_dir ? ix_abspath(&pool, NULL, opt.build_dir) : db.dir;
-    ix_targets targets;
-    int trc;  // 0: targets given (file API or --targets); 1: none, to be inferred
-    const char *targets_source = "cmake-file-api";
-    if (args.targets) {
-        if (ix_targets_load_map(&targets, args.targets, &db, &err)) {
-            fprintf(stderr, "tracebook index: %s\n", err.msg);
-            ix_targets_free(&targets);
-            tb_pool_free(&pool);
-            ix_compdb_free(&db);
-            goto out;
-        }
-        trc = 0;
-        targets_source = "targets-file";
-    } else if ((trc = ix_targets_load(&targets, build_dir, &err)) < 0) {
-        fprintf(stderr, "tracebook index: warning: %s; link units are inferred instead\n", err.msg);
-        const char *reply_dir = targets.reply_dir;
-        tb_pool keep = targets.pool;  // reply_dir lives there
-        tb_vec_free(&targets.rows);
-        tb_vec_free(&targets.links);
-        memset(&targets, 0, sizeof targets);
-        targets.pool = keep;
-        targets.reply_dir = reply_dir;
-        tb_vec_init(&targets.rows, sizeof(ix_target_row), "target rows");
-        tb_vec_init(&targets.links, sizeof(ix_target_link), "target links");
-        trc = 1;
-    }
-
-    ix_phase_mark(&opt, &tp, "targets");
     // Reuse: the units whose inputs (command line, source, every included file) are those the
     // previous index recorded keep their facts; the others are parsed.
     const char *indexer_key = ix_indexer_key(&pool);
@@ -613,6 +644,30 @@ int tracebook_index_main(int argc, char **argv) {
     }
     if (prev.db == NULL && why && strcmp(why, "no previous index") && !opt.quiet)
         fprintf(stderr, "tracebook index: note: %s: parsing every unit\n", why);
+    ix_phase_mark(&opt, &tp, "previous index read");
+    // The link units. The CMake file API reply as the previous run read it (same signature):
+    // not read again unless the update needs its link lines (index_update.c) or the full merge
+    // runs.
+    ix_targets targets;
+    memset(&targets, 0, sizeof targets);
+    tb_vec_init(&targets.rows, sizeof(ix_target_row), "target rows");
+    tb_vec_init(&targets.links, sizeof(ix_target_link), "target links");
+    int trc = 0;  // 0: targets given (file API or --targets); 1: none, to be inferred
+    const char *targets_source = "cmake-file-api";
+    const char *targets_sig = args.targets ? NULL : ix_targets_signature(&pool, build_dir);
+    const char *prev_sig = prev.db ? ix_prev_meta(&prev, "targets_signature") : NULL;
+    const char *prev_source = prev.db ? ix_prev_meta(&prev, "targets_source") : NULL;
+    int targets_loaded = !(targets_sig && prev_sig && !strcmp(targets_sig, prev_sig) && prev_source &&
+                           !strcmp(prev_source, "cmake-file-api"));
+    if (targets_loaded && load_targets(&targets, args.targets, &db, build_dir, &trc, &targets_source, &err)) {
+        ix_targets_free(&targets);
+        ix_prev_free(&prev);
+        ix_hashes_free(&hashes);
+        tb_pool_free(&pool);
+        ix_compdb_free(&db);
+        goto out;
+    }
+    ix_phase_mark(&opt, &tp, "targets");
     ix_result *results = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *results, "unit results");
     size_t *todo = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *todo, "units to parse");
     size_t ntodo = 0, nreused = 0;
@@ -643,13 +698,17 @@ int tracebook_index_main(int argc, char **argv) {
     } else if (prev.db) {
         ix_prev_results(&prev, match, results, db.ntus);  // a unit it cannot read back is parsed
     }
+    if (!try_update && !targets_loaded) {  // the full merge writes the targets and libraries rows
+        targets_loaded = 1;
+        load_targets(&targets, NULL, &db, build_dir, &trc, &targets_source, &err);
+    }
     for (size_t i = 0; i < db.ntus; i++) {
         if (match[i])
             nreused++;
         else
             todo[ntodo++] = i;
     }
-    ix_phase_mark(&opt, &tp, "previous index read, inputs compared");
+    ix_phase_mark(&opt, &tp, "inputs compared");
 
     // Parse.
     work w = {.db = &db, .opt = &opt, .results = results, .todo = todo, .ntodo = ntodo};
@@ -661,30 +720,7 @@ int tracebook_index_main(int argc, char **argv) {
     hash_inputs(&db, results, todo, ntodo, &hashes, &counted, &nfiles, &nlines);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
     ix_phase_mark(&opt, &tp, "input files hashed");
-    // Link units: what the build said, else inferred from the units' symbols.
-    if (trc > 0) {
-        ix_units_report rep;
-        size_t n = ix_units_infer(&targets, &db, results, &rep);
-        targets_source = n ? "inferred" : "none";
-        if (!opt.quiet && n)
-            fprintf(stderr,
-                    "tracebook index: note: no CMake file API reply in %s: %zu link unit%s inferred from the units' "
-                    "symbols (no two units defining main or the same external symbol in one; --targets FILE names "
-                    "them)%s\n",
-                    targets.reply_dir, n, n == 1 ? "" : "s", rep.unclaimed ? "; units in none are in every one's scope" : "");
-        else if (!opt.quiet)
-            fprintf(stderr,
-                    "tracebook index: note: no CMake file API reply in %s and nothing to tell binaries apart by (no main "
-                    "or symbol defined twice): one scope\n",
-                    targets.reply_dir);
-        if (rep.capped)
-            fprintf(stderr,
-                    "tracebook index: warning: %zu unit%s could link with more choices of units than are kept (64 per "
-                    "unit): some binaries may be missing; --targets FILE names them\n",
-                    rep.capped, rep.capped == 1 ? "" : "s");
-    } else if (args.targets) {
-        ix_units_check(&targets, &db, results, stderr);
-    }
+    link_units(&targets, &db, results, trc, args.targets != NULL, &opt, &targets_source);
 
     for (size_t i = 0; i < db.ntus; i++) {
         if (opt.verbose) {
@@ -702,12 +738,17 @@ int tracebook_index_main(int argc, char **argv) {
 
     ix_phase_mark(&opt, &tp, "link units");
     // Write.
-    const char *source_dir = targets.source_dir ? targets.source_dir : read_cmake_home(&pool, build_dir);
+    const char *source_dir = !targets_loaded        ? ix_prev_meta(&prev, "source_dir")
+                             : targets.source_dir ? targets.source_dir
+                                                  : read_cmake_home(&pool, build_dir);
     ix_meta meta = {.source_dir = source_dir ? source_dir : db.dir,
                     .build_dir = build_dir,
                     .compdb = db.path,
                     .targets_source = targets_source,
                     .indexer_key = indexer_key,
+                    .targets_digest = targets_loaded ? ix_targets_digest(&pool, targets_source, &targets)
+                                                     : ix_prev_meta(&prev, "targets_digest"),
+                    .targets_signature = targets_sig,
                     .hashes = &hashes};
     ix_summary sum;
     const char *out_dir = NULL;
@@ -718,8 +759,9 @@ int tracebook_index_main(int argc, char **argv) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
     } else {
         if (try_update) {
-            int urc = ix_update_index(opt.out, &db, results, todo, ntodo, &prev, &targets, &opt, &meta, &sum,
-                                      &update_why, &err);
+            int read_before = targets_loaded;  // the update may read them (its libraries rows)
+            int urc = ix_update_index(opt.out, &db, results, todo, ntodo, &prev, &targets, &targets_loaded, build_dir,
+                                      &opt, &meta, &sum, &update_why, &err);
             if (urc == 0) {
                 written = 0;
                 if (opt.verbose)
@@ -731,6 +773,15 @@ int tracebook_index_main(int argc, char **argv) {
                             urc > 0 ? update_why : err.msg);
                 reuse_after_all(&w, &prev, match, &hashes, &counted, &nfiles, &nlines, &ntodo, &nreused);
                 for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
+                if (!read_before) {  // the full merge writes the targets and libraries rows anew
+                    targets_loaded = 1;
+                    load_targets(&targets, NULL, &db, build_dir, &trc, &targets_source, &err);
+                    link_units(&targets, &db, results, trc, 0, &opt, &targets_source);
+                    meta.targets_source = targets_source;
+                    meta.targets_digest = ix_targets_digest(&pool, targets_source, &targets);
+                    source_dir = targets.source_dir ? targets.source_dir : read_cmake_home(&pool, build_dir);
+                    meta.source_dir = source_dir ? source_dir : db.dir;
+                }
             }
         }
         if (written != 0) {

@@ -36,6 +36,25 @@ static const char *hex(tb_pool *p, const unsigned char *md, unsigned n) {
     return tb_pool_dup(p, s);
 }
 
+EVP_MD_CTX *ix_digest_new(void) {
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+        tb_host_oom(sizeof(EVP_MD_CTX *), "a SHA-256 context", __FILE__, __LINE__);
+    return ctx;
+}
+
+void ix_digest_add(EVP_MD_CTX *ctx, const char *s) {
+    EVP_DigestUpdate(ctx, s ? s : "", s ? strlen(s) + 1 : 1);  // each string with its NUL: unambiguous
+}
+
+const char *ix_digest_hex(tb_pool *p, EVP_MD_CTX *ctx) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    EVP_DigestFinal_ex(ctx, md, &n);
+    EVP_MD_CTX_free(ctx);
+    return hex(p, md, n);
+}
+
 void ix_hashes_init(ix_hashes *h) {
     memset(h, 0, sizeof *h);
     tb_strmap_init(&h->idx);
@@ -191,6 +210,8 @@ static const char *meta_value(sqlite3 *db, tb_pool *p, const char *key) {
     sqlite3_finalize(st);
     return v;
 }
+
+const char *ix_prev_meta(ix_prev *p, const char *key) { return p->db ? meta_value(p->db, &p->pool, key) : NULL; }
 
 int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const char **why) {
     memset(p, 0, sizeof *p);

@@ -3,6 +3,7 @@
 #ifndef TB_TRACE_INDEX_REUSE_H
 #define TB_TRACE_INDEX_REUSE_H
 
+#include <openssl/evp.h>
 #include <sqlite3.h>
 #include "index_compdb.h"
 #include "index_options.h"
@@ -14,6 +15,12 @@
 // Content hashes of files, each file read once per run. A file that cannot be read hashes
 // to "-"; one modified after the run started (its mtime is not before `start`) to "~",
 // which matches no content, so its units are parsed again next time.
+// SHA-256 over a sequence of strings (each with its terminating NUL, so the sequence is
+// unambiguous), as lowercase hex in p; ix_digest_hex frees the context.
+EVP_MD_CTX *ix_digest_new(void);
+void ix_digest_add(EVP_MD_CTX *ctx, const char *s);
+const char *ix_digest_hex(tb_pool *p, EVP_MD_CTX *ctx);
+
 // A file's identity and state as stat(2) gives it; equal at a later stat: the contents are
 // unchanged (ctime moves on every change, and no program can set it back).
 typedef struct ix_file_stat {
@@ -73,6 +80,8 @@ typedef struct ix_prev {
 // 0: loaded; 1: nothing to reuse (no file, another schema or indexer: *why says which);
 // the previous index being unreadable is also 1, never an error.
 int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const char **why);
+// A meta value of the previous index (in p's pool), or NULL.
+const char *ix_prev_meta(ix_prev *p, const char *key);
 // One pass over the previous index's tu_deps: each unit learns whether every input file it
 // recorded still has the hash recorded (h: each file hashed once, or its stat unchanged).
 void ix_prev_check_deps(ix_prev *p, ix_hashes *h);

@@ -6,12 +6,14 @@
 // gets its own sources only (it does not contain its dependencies).
 #include <dirent.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "core/xalloc.h"
 #include "index_compdb.h"
+#include "index_reuse.h"
 #include "index_targets.h"
 #include "strmap.h"
 
@@ -228,6 +230,57 @@ done:
     json_decref(model);
     json_decref(index);
     return rc;
+}
+
+const char *ix_targets_digest(tb_pool *p, const char *targets_source, const ix_targets *targets) {
+    EVP_MD_CTX *ctx = ix_digest_new();
+    ix_digest_add(ctx, targets_source);
+    for (size_t i = 0; targets && i < targets->rows.len; i++) {
+        const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
+        ix_digest_add(ctx, "row");
+        ix_digest_add(ctx, t->target);
+        ix_digest_add(ctx, t->type);
+        ix_digest_add(ctx, t->file);
+    }
+    for (size_t i = 0; targets && i < targets->links.len; i++) {
+        const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, i);
+        ix_digest_add(ctx, "link");
+        ix_digest_add(ctx, l->target);
+        ix_digest_add(ctx, l->library);
+    }
+    return ix_digest_hex(p, ctx);
+}
+
+
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+const char *ix_targets_signature(tb_pool *p, const char *build_dir) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/.cmake/api/v1/reply", build_dir);
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    tb_vec names;
+    tb_vec_init(&names, sizeof(char *), "reply files");
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.') *(char **)tb_vec_push(&names) = tb_xstrdup(e->d_name, "reply file");
+    closedir(d);
+    if (names.len) qsort(names.items, names.len, sizeof(char *), name_cmp);
+    EVP_MD_CTX *ctx = ix_digest_new();
+    for (size_t i = 0; i < names.len; i++) {
+        char *name = TB_VEC_AT(&names, char *, i), path[4608], num[160];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        struct stat st;
+        if (stat(path, &st) == 0)
+            snprintf(num, sizeof num, "%lld %lld.%09ld %lld.%09ld %llu", (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+                     st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec, (unsigned long long)st.st_ino);
+        else
+            snprintf(num, sizeof num, "-");
+        ix_digest_add(ctx, name);
+        ix_digest_add(ctx, num);
+        free(name);
+    }
+    tb_vec_free(&names);
+    return ix_digest_hex(p, ctx);
 }
 
 void ix_targets_free(ix_targets *t) {

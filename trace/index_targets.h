@@ -38,5 +38,13 @@ int ix_targets_load(ix_targets *t, const char *build_dir, tb_error *err);
 // with err naming the file, the binary and the value that is wrong.
 int ix_targets_load_map(ix_targets *t, const char *path, const ix_compdb *db, tb_error *err);
 void ix_targets_free(ix_targets *t);
+// Hex SHA-256 of what decides the targets and libraries rows: the targets' source (the meta
+// value), their rows and link lines.
+const char *ix_targets_digest(tb_pool *p, const char *targets_source, const ix_targets *targets);
+// Hex SHA-256 of the CMake file API reply directory as stat(2) sees it (each file's name, size,
+// mtime, ctime, inode): equal to a previous run's, the reply is the one read then (CMake writes
+// new files when it regenerates) and the targets need not be read again. NULL: no reply.
+// (Not seen: a library that appears or disappears on the -L directories meanwhile; --full.)
+const char *ix_targets_signature(tb_pool *p, const char *build_dir);
 
 #endif

@@ -25,6 +25,7 @@
 #include "core/xalloc.h"
 #include "index_db.h"
 #include "index_libs.h"
+#include "index_reuse.h"
 #include "index_update.h"
 #include "index_write_internal.h"
 
@@ -46,7 +47,10 @@ typedef struct keyed keyed;  // a unit's facts, keyed (below)
 typedef struct updater {
     writer w;
     const ix_compdb *db;
-    const ix_targets *targets;
+    ix_targets *targets;      // read lazily (update_libraries) when *targets_loaded is 0
+    int *targets_loaded;
+    const char *build_dir;
+    const char *targets_digest;  // the index's
     const ix_options *opt;
     const char *why;          // set: the update does not apply
     ixw_collectives coll;
@@ -606,9 +610,17 @@ static int merge_touched(updater *u, const ix_result *results, const size_t *tod
 
 // libraries for the functions checked: as write_libraries derives them for every function.
 static int update_libraries(updater *u) {
-    const ix_targets *t = u->targets;
-    if (!t || !t->links.len || !u->lib_check.len) return 0;
+    if (!u->lib_check.len) return 0;
     writer *w = &u->w;
+    if (!*u->targets_loaded) {  // the reply's signature was unchanged: read it only now
+        *u->targets_loaded = 1;
+        if (ix_targets_load(u->targets, u->build_dir, w->err) != 0)
+            return not_applicable(u, "the CMake file API reply cannot be read again");
+        if (strcmp(ix_targets_digest(&w->pool, "cmake-file-api", u->targets), u->targets_digest))
+            return not_applicable(u, "the targets or their link lines changed");
+    }
+    const ix_targets *t = u->targets;
+    if (!t->links.len) return 0;
     size_t nrows = t->rows.len;
     tb_strmap first_row;  // unit path -> its first targets row; next_row chains the unit's others
     tb_strmap_init(&first_row);
@@ -733,8 +745,9 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
     writer *w = &u->w;
     if (exec(u, "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; BEGIN IMMEDIATE")) return -1;
     const char *td = meta_of(u, "targets_digest"), *cd = meta_of(u, "collectives_digest");
-    if (!td || strcmp(td, ixw_targets_digest(&w->pool, meta->targets_source, u->targets)))
+    if (!td || !meta->targets_digest || strcmp(td, meta->targets_digest))
         return not_applicable(u, "the targets or their link lines changed");
+    u->targets_digest = td;
     if (!cd || strcmp(cd, ixw_collectives_digest(&w->pool, u->opt)))
         return not_applicable(u, "the --collective list changed");
     if (ixw_prepare(w) || ixw_collectives_init(w, u->opt, &u->coll) ||
@@ -779,15 +792,15 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
         sum->tus_failed = (long)sqlite3_column_int64(q, 3);
     }
     sqlite3_finalize(q);
-    if (ixw_write_meta(w, meta, u->opt, u->targets, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
+    if (ixw_write_meta(w, meta, u->opt, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
     if (meta->hashes && ix_hashes_save(meta->hashes, w->db, 1)) return fail(u, "writing file_stats");
     ixw_count_summary(w, sum);
     return exec(u, "COMMIT");
 }
 
 int ix_update_index(const char *path, const ix_compdb *db, const ix_result *results, const size_t *todo,
-                    size_t ntodo, ix_prev *prev, const ix_targets *targets, const ix_options *opt,
-                    const ix_meta *meta, ix_summary *sum, const char **why, tb_error *err) {
+                    size_t ntodo, ix_prev *prev, ix_targets *targets, int *targets_loaded, const char *build_dir,
+                    const ix_options *opt, const ix_meta *meta, ix_summary *sum, const char **why, tb_error *err) {
     memset(sum, 0, sizeof *sum);
     *why = NULL;
     // the parsed units' old facts, read before anything changes
@@ -800,7 +813,8 @@ int ix_update_index(const char *path, const ix_compdb *db, const ix_result *resu
             rc = 1;
         }
     }
-    updater u = {.db = db, .targets = targets, .opt = opt, .w = {.err = err, .path = path}};
+    updater u = {.db = db, .targets = targets, .targets_loaded = targets_loaded, .build_dir = build_dir, .opt = opt,
+                 .w = {.err = err, .path = path}};
     tb_vec_init(&u.w.finfo, sizeof(struct finfo), "function rows");
     tb_strmap_init(&u.w.files);
     tb_strmap_init(&u.w.funcs);

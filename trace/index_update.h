@@ -22,8 +22,10 @@ int ix_update_applies(const ix_prev *prev, const ix_compdb *db, size_t ntodo, co
 // 1: does not apply (*why says why: the targets or the --collective list changed, a change
 // that renumbers another unit's copies of an external function, a body that moves to another
 // unit), the file untouched; -1: failed (err), the file untouched.
+// targets: the CMake file API reply's, read (*targets_loaded) or, when its signature was the
+// previous run's, read here only if a library row needs them (then *targets_loaded is set).
 int ix_update_index(const char *path, const ix_compdb *db, const ix_result *results, const size_t *todo,
-                    size_t ntodo, ix_prev *prev, const ix_targets *targets, const ix_options *opt,
-                    const ix_meta *meta, ix_summary *sum, const char **why, tb_error *err);
+                    size_t ntodo, ix_prev *prev, ix_targets *targets, int *targets_loaded, const char *build_dir,
+                    const ix_options *opt, const ix_meta *meta, ix_summary *sum, const char **why, tb_error *err);
 
 #endif

@@ -3,7 +3,6 @@
 // the collective sites, adds the targets and meta rows, and publishes the file atomically
 // (written to <out>.tmp.<pid>, fsync'd, renamed over <out>).
 #include <errno.h>
-#include <openssl/evp.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -623,54 +622,14 @@ void ixw_count_summary(writer *w, ix_summary *sum) {
     sum->library_found = ixw_count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
 }
 
-static const char *digest_hex(tb_pool *p, EVP_MD_CTX *ctx) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned n = 0;
-    EVP_DigestFinal_ex(ctx, md, &n);
-    EVP_MD_CTX_free(ctx);
-    char s[2 * EVP_MAX_MD_SIZE + 1];
-    for (unsigned i = 0; i < n; i++) snprintf(s + 2 * i, 3, "%02x", md[i]);
-    s[2 * n] = 0;
-    return tb_pool_dup(p, s);
-}
-
-static void digest_add(EVP_MD_CTX *ctx, const char *s) {
-    EVP_DigestUpdate(ctx, s ? s : "", s ? strlen(s) + 1 : 1);  // each string with its NUL: unambiguous
-}
-
-static EVP_MD_CTX *digest_new(void) {
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) tb_host_oom(sizeof(EVP_MD_CTX *), "a SHA-256 context", __FILE__, __LINE__);
-    return ctx;
-}
-
-const char *ixw_targets_digest(tb_pool *p, const char *targets_source, const ix_targets *targets) {
-    EVP_MD_CTX *ctx = digest_new();
-    digest_add(ctx, targets_source);
-    for (size_t i = 0; targets && i < targets->rows.len; i++) {
-        const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
-        digest_add(ctx, "row");
-        digest_add(ctx, t->target);
-        digest_add(ctx, t->type);
-        digest_add(ctx, t->file);
-    }
-    for (size_t i = 0; targets && i < targets->links.len; i++) {
-        const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, i);
-        digest_add(ctx, "link");
-        digest_add(ctx, l->target);
-        digest_add(ctx, l->library);
-    }
-    return digest_hex(p, ctx);
-}
-
 const char *ixw_collectives_digest(tb_pool *p, const ix_options *opt) {
-    EVP_MD_CTX *ctx = digest_new();
-    for (size_t i = 0; i < opt->ncollectives; i++) digest_add(ctx, opt->collectives[i]);
-    return digest_hex(p, ctx);
+    EVP_MD_CTX *ctx = ix_digest_new();
+    for (size_t i = 0; i < opt->ncollectives; i++) ix_digest_add(ctx, opt->collectives[i]);
+    return ix_digest_hex(p, ctx);
 }
 
-int ixw_write_meta(writer *w, const ix_meta *meta, const ix_options *opt, const ix_targets *targets, long tus,
-                   long errors, long tus_with_errors) {
+int ixw_write_meta(writer *w, const ix_meta *meta, const ix_options *opt, long tus, long errors,
+                   long tus_with_errors) {
     char now[64], num[32], num2[32], num3[32];
     time_t t = time(NULL);
     struct tm tm;
@@ -685,7 +644,8 @@ int ixw_write_meta(writer *w, const ix_meta *meta, const ix_options *opt, const 
                    ixw_put_meta(w, "error_count", num2) || ixw_put_meta(w, "tus_with_errors", num3) ||
                    ixw_put_meta(w, "targets_source", meta->targets_source) ||
                    ixw_put_meta(w, "indexer", meta->indexer_key) ||
-                   ixw_put_meta(w, "targets_digest", ixw_targets_digest(&w->pool, meta->targets_source, targets)) ||
+                   ixw_put_meta(w, "targets_digest", meta->targets_digest) ||
+                   ixw_put_meta(w, "targets_signature", meta->targets_signature) ||
                    ixw_put_meta(w, "collectives_digest", ixw_collectives_digest(&w->pool, opt))
                ? -1
                : 0;
@@ -820,7 +780,7 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         sum->tus_with_errors += results[i].errors > 0;
         sum->tus_failed += !strcmp(results[i].status, "failed");
     }
-    if (ixw_write_meta(w, meta, opt, targets, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
+    if (ixw_write_meta(w, meta, opt, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
     if (meta->hashes && ix_hashes_save(meta->hashes, w->db, in != NULL)) return ixw_sql_fail(w, "writing file_stats");
     ixw_count_summary(w, sum);
     if (sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return ixw_sql_fail(w, "committing");

@@ -20,6 +20,8 @@ typedef struct ix_summary {
 
 typedef struct ix_meta {
     const char *source_dir, *build_dir, *compdb, *targets_source, *indexer_key;
+    const char *targets_digest;     // ix_targets_digest of the targets the rows come from
+    const char *targets_signature;  // ix_targets_signature of the reply they were read from, or NULL
     const struct ix_hashes *hashes;  // the input files' stats and hashes (file_stats), or NULL
 } ix_meta;
 

@@ -73,11 +73,10 @@ void ixw_collectives_free(ixw_collectives *c);
 int ixw_write_collectives(writer *w, const ix_options *opt);
 
 // The meta rows every writer writes (schema, paths, counts, the digests an update checks).
-int ixw_write_meta(writer *w, const ix_meta *meta, const ix_options *opt, const ix_targets *targets, long tus,
-                   long errors, long tus_with_errors);
-// Hex SHA-256 of what decides the targets and libraries rows (the targets' source, rows and
-// link lines), and of the --collective list: an update in place needs both unchanged.
-const char *ixw_targets_digest(tb_pool *p, const char *targets_source, const ix_targets *targets);
+int ixw_write_meta(writer *w, const ix_meta *meta, const ix_options *opt, long tus, long errors,
+                   long tus_with_errors);
+// Hex SHA-256 of the --collective list: an update in place needs it unchanged (as it needs
+// ix_targets_digest unchanged).
 const char *ixw_collectives_digest(tb_pool *p, const ix_options *opt);
 // The summary's counts, read from the tables.
 void ixw_count_summary(writer *w, ix_summary *sum);

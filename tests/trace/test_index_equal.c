@@ -187,6 +187,19 @@ TB_TEST(fast_and_plain_indexes_are_equal_table_for_table) {
     // Nothing changed: in place, the same content.
     TB_CHECK(reindexed("unchanged", 0, 2, "updated in place"), "an unchanged re-index differs from a plain one");
 
+    // The link line changes (CMake regenerated its reply without -lm): the reply is read again,
+    // and its digest tells the update it does not apply.
+    TB_REQUIRE(tb_write_app_reply(REPLY, SRC, SRC,
+                                  "{\"path\": \"a.c\", \"compileGroupIndex\": 0}, {\"path\": \"b.c\", \"compileGroupIndex\": 0}",
+                                  "{\"fragment\": \"-lc\", \"role\": \"libraries\"}") == 0,
+               "cannot write the reply");
+    usleep(100 * 1000);
+    TB_CHECK(reindexed("link line changed", 0, 2, "not updated in place (the targets or their link lines changed)"),
+             "a re-index after the reply changed differs from a plain one");
+    TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM libraries l JOIN functions f ON f.id = l.function_id WHERE"
+                          " f.name = 'sqrtf'") == 0,
+             "sqrtf has no library without -lm");
+
     // b.c leaves the database: its rows leave the index.
     TB_REQUIRE(write_compdb(0) == 0, "cannot write the database");
     usleep(100 * 1000);
