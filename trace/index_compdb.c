@@ -51,6 +51,29 @@ static tb_strmap resolved_map;  // path -> index in resolved_paths
 static tb_vec resolved_paths;   // of const char *, in resolved_pool
 static tb_pool resolved_pool;
 
+static const char *resolved(const char *path);
+
+// realpath(3) of dir/base when base is a plain file or directory (not a link, not . or ..):
+// the directory's resolved path (cached) and the name, for one lstat instead of a readlink per
+// component. NULL: ask realpath.
+static char *resolve_in_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (path[0] != '/' || !slash || slash == path || !slash[1] || !strcmp(slash + 1, ".") || !strcmp(slash + 1, ".."))
+        return NULL;
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISLNK(st.st_mode)) return NULL;
+    char dir[PATH_MAX];
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof dir) return NULL;
+    memcpy(dir, path, n);
+    dir[n] = 0;
+    const char *rd = resolved(dir);
+    if (rd[0] != '/') return NULL;
+    tb_buf b = {0};
+    tb_buf_printf(&b, "%s%s%s", rd, strcmp(rd, "/") ? "/" : "", slash + 1);
+    return b.s;  // malloc'd, as realpath's
+}
+
 static const char *resolved(const char *path) {
     pthread_mutex_lock(&resolved_lock);
     if (!resolved_paths.what) tb_vec_init(&resolved_paths, sizeof(const char *), "resolved paths");
@@ -58,7 +81,8 @@ static const char *resolved(const char *path) {
     const char *r = i ? TB_VEC_AT(&resolved_paths, const char *, *i) : NULL;
     pthread_mutex_unlock(&resolved_lock);
     if (r) return r;
-    char *real = realpath(path, NULL);
+    char *real = resolve_in_dir(path);
+    if (!real) real = realpath(path, NULL);
     char *norm = NULL;
     if (!real) {
         norm = tb_xstrdup(path, "path");

@@ -80,7 +80,9 @@
     /* reuses the rows of the units whose inputs are unchanged and merges again, so the tables above */     \
     /* are exactly what a full index gives (index_update.c: by the difference of the parsed units' old */  \
     /* and new rows, through TB_INDEX_UNIT_INDEXES). */                                                       \
-    "CREATE TABLE tu_inputs(tu_id INTEGER PRIMARY KEY, inputs TEXT NOT NULL, reduced INTEGER NOT NULL);\n"  \
+    /* deps_kept: every tu_deps hash of the unit is a SHA-256 (none '-' or '~'), so file_stats has them */  \
+    "CREATE TABLE tu_inputs(tu_id INTEGER PRIMARY KEY, inputs TEXT NOT NULL, reduced INTEGER NOT NULL,"       \
+    " deps_kept INTEGER NOT NULL);\n"                                                                        \
     /* every input file of a unit (its source, each file it included) with the hex SHA-256 of its */        \
     /* contents: '-' unreadable, '~' modified while the index was written */                                \
     "CREATE TABLE tu_deps(tu_id INTEGER NOT NULL, path TEXT NOT NULL, hash TEXT NOT NULL);\n"                \
@@ -114,11 +116,13 @@
     "CREATE INDEX IF NOT EXISTS range_sites_function ON range_sites(function_id);\n"                         \
     "CREATE INDEX IF NOT EXISTS collective_sites_function ON collective_sites(function_id);\n"               \
     TB_INDEX_UNIT_INDEXES
-// For updating the index in place (index_update.c): each unit's rows, a USR's rows in every
-// unit, a field target's rows. (Which units name a function, for its libraries rows, is a scan:
-// the update asks it only for functions whose naming or definition changed; tu_deps has no
-// index: deleting a unit's rows scans it once.)
+// For updating the index in place (index_update.c): each unit's rows, the units that read a
+// file, a USR's rows in every unit, a field target's rows. (Which units name a function, for
+// its libraries rows, is a scan: the update asks it only for functions whose naming or
+// definition changed.)
 #define TB_INDEX_UNIT_INDEXES                                                                                \
+    "CREATE INDEX IF NOT EXISTS tu_deps_unit ON tu_deps(tu_id);\n"                                           \
+    "CREATE INDEX IF NOT EXISTS tu_deps_path ON tu_deps(path);\n"                                            \
     "CREATE INDEX IF NOT EXISTS tu_functions_unit ON tu_functions(tu_id);\n"                                 \
     "CREATE INDEX IF NOT EXISTS tu_functions_usr ON tu_functions(usr);\n"                                    \
     "CREATE INDEX IF NOT EXISTS tu_calls_unit ON tu_calls(tu_id, caller);\n"                                 \

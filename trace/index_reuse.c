@@ -251,7 +251,7 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
     sqlite3_finalize(st);
     st = NULL;
     if (sqlite3_prepare_v2(p->db,
-                           "SELECT f.path, u.tu_id, u.inputs, f.status, f.diagnostics, f.errors, u.reduced FROM tu_inputs u"
+                           "SELECT f.path, u.tu_id, u.inputs, f.status, f.diagnostics, f.errors, u.reduced, u.deps_kept FROM tu_inputs u"
                            " JOIN files f ON f.id = u.tu_id",
                            -1, &st, NULL) != SQLITE_OK) {
         *why = "the previous index cannot be read";
@@ -269,6 +269,7 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
         u->diagnostics = diags ? col_text(&p->pool, st, 4) : NULL;
         u->errors = sqlite3_column_int(st, 5);
         u->reduced = sqlite3_column_int(st, 6);
+        u->deps_kept = sqlite3_column_int(st, 7);
         tb_vec_init(&u->deps, sizeof(ix_dep), "unit inputs");
         if (file) tb_strmap_put(&p->units, file, (int)(p->list.len - 1));
     }
@@ -314,8 +315,53 @@ static void check_dep(ix_prev_unit *u, const char *path, const char *hash, void 
     if (!path || !hash || strcmp(ix_file_hash(arg, path, NULL), hash)) u->deps_changed = 1;
 }
 
+// Every run hashes every unit's input files (or takes their hashes by stat) and records them in
+// file_stats, and a unit is reused only when its recorded hashes are the current ones; so after
+// each run a unit's tu_deps hashes are file_stats' (deps_kept: all of them SHA-256s). The files
+// of file_stats that changed since are found by their stat (and hash), and the units that read
+// them by a search of tu_deps per changed file; a unit with a '-' or '~' input is parsed again.
+// Without file_stats, or with many changed files, one scan compares each unit's rows.
 void ix_prev_check_deps(ix_prev *p, ix_hashes *h) {
     if (!p->db) return;
+    tb_vec changed;  // of const char *: recorded files whose hash is not the recorded one
+    tb_vec_init(&changed, sizeof(const char *), "changed input files");
+    for (size_t k = 0; k < h->known_idx.cap; k++) {  // every recorded file hashed (or stat'ed) once
+        const char *path = h->known_idx.keys[k];
+        if (path && strcmp(ix_file_hash(h, path, NULL), TB_VEC_AT(&h->known, hash_ent, h->known_idx.vals[k]).hash))
+            *(const char **)tb_vec_push(&changed) = path;
+    }
+    sqlite3_stmt *st = NULL;
+    int scan = !h->known.len || changed.len > 16 ||
+               sqlite3_prepare_v2(p->db, "SELECT DISTINCT tu_id FROM tu_deps WHERE path = ?", -1, &st, NULL) != SQLITE_OK;
+    if (!scan) {
+        long long nbyid = (long long)p->paths.len;
+        ix_prev_unit **byid = tb_xcalloc(nbyid ? (size_t)nbyid : 1, sizeof *byid, "previous units by id");
+        for (size_t i = 0; i < p->list.len; i++) {
+            ix_prev_unit *u = &TB_VEC_AT(&p->list, ix_prev_unit, i);
+            u->ndeps = 1;
+            u->deps_changed = !u->deps_kept;
+            if (u->id > 0 && u->id < nbyid) byid[u->id] = u;
+        }
+        for (size_t k = 0; k < changed.len && !scan; k++) {
+            sqlite3_bind_text(st, 1, TB_VEC_AT(&changed, const char *, k), -1, SQLITE_STATIC);
+            int r;
+            while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+                ix_prev_unit *u = unit_by_id(p, sqlite3_column_int64(st, 0), byid, nbyid);
+                if (u) u->deps_changed = 1;
+            }
+            scan = r != SQLITE_DONE;
+            sqlite3_reset(st);
+        }
+        free(byid);
+    }
+    sqlite3_finalize(st);
+    tb_vec_free(&changed);
+    if (!scan) return;
+    for (size_t i = 0; i < p->list.len; i++) {
+        ix_prev_unit *u = &TB_VEC_AT(&p->list, ix_prev_unit, i);
+        u->ndeps = 0;
+        u->deps_changed = 0;
+    }
     if (scan_deps(p, check_dep, h))  // unreadable: nothing is reused
         for (size_t i = 0; i < p->list.len; i++) TB_VEC_AT(&p->list, ix_prev_unit, i).deps_changed = 1;
 }

@@ -63,6 +63,7 @@ typedef struct ix_prev_unit {
     int missing_header;  // a "file not found" error: parsed again every run
     long ndeps;          // its tu_deps rows, and whether one of them has changed since
     int deps_changed;    // (ix_prev_check_deps); deps itself is read only for a full merge
+    int deps_kept;       // tu_inputs.deps_kept: every recorded hash a SHA-256
     const char *status;  // ok | partial | failed, its error count and diagnostics (files row), and
     int errors, reduced; // whether it was parsed with the reduced command line
     const char *diagnostics;

@@ -91,7 +91,7 @@ int ixw_prepare(writer *w) {
              "INSERT INTO callbacks(function_id, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?)") ||
         ixw_prep(w, &w->ins_target, "INSERT OR IGNORE INTO targets(target, type, file_id) VALUES(?,?,?)") ||
         ixw_prep(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES(?,?)") ||
-        ixw_prep(w, &w->u_inputs, "INSERT INTO tu_inputs(tu_id, inputs, reduced) VALUES(?,?,?)") ||
+        ixw_prep(w, &w->u_inputs, "INSERT INTO tu_inputs(tu_id, inputs, reduced, deps_kept) VALUES(?,?,?,?)") ||
         ixw_prep(w, &w->u_dep, "INSERT INTO tu_deps(tu_id, path, hash) VALUES(?,?,?)") ||
         ixw_prep(w, &w->u_func,
              "INSERT INTO tu_functions(tu_id, usr, name, file_id, line, col, end_line, end_col, is_static,"
@@ -309,6 +309,12 @@ int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
     sqlite3_bind_int64(w->u_inputs, 1, tu_id);
     ixw_bind_text(w->u_inputs, 2, r->inputs ? r->inputs : "");
     sqlite3_bind_int(w->u_inputs, 3, r->reduced);
+    int kept = r->deps.len > 0;
+    for (size_t i = 0; i < r->deps.len && kept; i++) {
+        const char *h = TB_VEC_AT(&r->deps, ix_dep, i).hash;
+        kept = h && strlen(h) == 64;
+    }
+    sqlite3_bind_int(w->u_inputs, 4, kept);
     if (ixw_step(w, w->u_inputs, "inserting a unit's inputs")) return -1;
     for (size_t i = 0; i < r->deps.len; i++) {
         const ix_dep *d = &TB_VEC_AT(&r->deps, ix_dep, i);
