@@ -5,15 +5,18 @@
 # make; built from tests/trace/fixtures/cudamake, since nccl-tests itself is not available
 # offline; skipped without a CUDA toolkit with NCCL's device headers).
 #
-#   scripts/bench-index.sh [BUILD_DIR] [-j N]      (default build/; its bin/tracebook and
-#                                                   compile_commands.json)
+#   scripts/bench-index.sh [BUILD_DIR] [-j N] [-n R]   (default build/; its bin/tracebook and
+#                                                       compile_commands.json; R repetitions, 3)
 #
 # The reference, measured in the same run: `tracebook index --parse-only`, libclang's
 # clang_parseTranslationUnit2 of the same units with the same arguments, flags and -j, and
 # nothing else (no AST visit, no second parse for OpenMP directives, no hashing, no SQLite).
 # The table's last columns are the index's wall and CPU time (user + sys, all threads) over
 # that reference's: the indexer's own overhead. CPU time is the figure a loaded machine
-# stretches least. Full indexes and references are the best of two runs (by wall time). The
+# stretches least. Every row and its reference are the best of R runs (by wall time), the
+# reference's runs taking turns with the row's (a host whose speed drifts over seconds, as a
+# VM sharing its memory system does, stretches both alike); the one-file re-index appends
+# another comment each time, so every run parses that unit again. The
 # machine's load (the 1-minute average of /proc/loadavg) is printed with each figure, taken
 # as its run starts: on a contended machine both columns stretch.
 #
@@ -25,10 +28,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build
 jobs=()
+reps=3
 while [ $# -gt 0 ]; do
   case "$1" in
     -j) jobs=(-j "$2"); shift 2 ;;
     -j*) jobs=(-j "${1#-j}"); shift ;;
+    -n) reps="$2"; shift 2 ;;
     *) build="$1"; shift ;;
   esac
 done
@@ -51,7 +56,6 @@ sed -e "s#$build#@@BUILD@@#g" -e "s#$src/#$tmp/src/#g" -e "s#@@BUILD@@#$build#g"
   "$build/compile_commands.json" > "$tmp/db/compile_commands.json"
 
 out="$tmp/index.sqlite"
-ref=""
 timed() {  # command...: runs it, stdout to $tmp/o; $cpu = its user+sys CPU seconds (children included)
   local TIMEFORMAT='%U %S'
   { time "$@" > "$tmp/o" 2>/dev/null; } 2> "$tmp/t" || true
@@ -59,46 +63,46 @@ timed() {  # command...: runs it, stdout to $tmp/o; $cpu = its user+sys CPU seco
 }
 less() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 load() { cut -d' ' -f1 /proc/loadavg; }
-reference() {  # compdb dir: libclang's parses alone of the same units (best of 2 by wall), for the next row
-  local line t best="" bestcpu=""
-  for _ in 1 2; do
-    timed "$tracebook" index --parse-only --compdb "$1" "${jobs[@]}"
-    line=$(grep -- '--parse-only:' "$tmp/o" || true)
-    t=$(sed -nE 's/.* in ([0-9.]+) s .*/\1/p' <<<"$line")
-    if [ -n "$t" ] && { [ -z "$best" ] || less "$t" "$best"; }; then best=$t; bestcpu=$cpu; fi
-  done
-  ref="${best:--}|${bestcpu:--}"
-  echo "reference (best of 2): ${line%% in *} in ${best:-?} s wall, ${bestcpu:-?} s CPU (load $(load))"
+reference_once() {  # compdb dir: libclang's parses alone of the same units, once; best kept
+  local line t
+  timed "$tracebook" index --parse-only --compdb "$1" "${jobs[@]}"
+  line=$(grep -- '--parse-only:' "$tmp/o" || true)
+  t=$(sed -nE 's/.* in ([0-9.]+) s .*/\1/p' <<<"$line")
+  if [ -n "$t" ] && { [ -z "$ref_best" ] || less "$t" "$ref_best"; }; then ref_best=$t; ref_cpu=$cpu; fi
+  ref_line=${line%% in *}
 }
-run() {  # label, compdb dir, extra args: prints the figures line, remembers it with the reference
-  local line label="$1" compdb="$2" l
+run_once() {  # label, compdb dir, extra args: one index run; the best (by wall) kept in $best_row
+  local line label="$1" compdb="$2" l w
   shift 2
   l=$(load)
   timed "$tracebook" index --compdb "$compdb" --out "$out" --build-dir "$build" "${jobs[@]}" "$@"
   line=$(grep 'TUs parsed' "$tmp/o")
   echo "$label:$line; CPU $cpu s (load $l)"
-  rows+=("$label|${ref:--|-}|$cpu|$l|$line")
-  ref=""
+  w=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$line")
+  if [ -z "$best_wall" ] || less "$w" "$best_wall"; then best_wall=$w; best_row="$label|$cpu|$l|$line"; fi
 }
-run_full() {  # label, compdb dir: a full index, best of 2 by wall (as the reference is)
-  local keep="$ref" first
-  run "$@" --full
-  first=${rows[-1]}
-  unset 'rows[-1]'
-  ref="$keep"
-  run "$@" --full
-  local w1 w2
-  w1=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$first")
-  w2=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"${rows[-1]}")
-  if less "$w1" "$w2"; then rows[-1]=$first; fi
+# measure LABEL COMPDB REFDIR|- SETUP|- ARGS...: R runs of the index (each after SETUP, when
+# given), taking turns with R runs of the reference on REFDIR; the best of each is the row.
+measure() {
+  local label="$1" compdb="$2" refdir="$3" setup="$4"
+  shift 4
+  ref_best="" ref_cpu="" best_wall="" best_row=""
+  for ((k = 0; k < reps; k++)); do
+    [ "$refdir" = - ] || reference_once "$refdir"
+    [ "$setup" = - ] || "$setup" "$k"
+    run_once "$label" "$compdb" "$@"
+  done
+  [ "$refdir" = - ] || echo "reference (best of $reps): $ref_line in ${ref_best:-?} s wall, ${ref_cpu:-?} s CPU"
+  IFS='|' read -r lab c l line <<<"$best_row"
+  rows+=("$lab|${ref_best:--}|${ref_cpu:--}|$c|$l|$line")
 }
 rows=()
 echo "load average (1 min) before: $(load); $(nproc) CPUs"
-reference "$tmp/db"
-run_full "full index" "$tmp/db"
-run "re-index, nothing changed" "$tmp/db"
-printf '\n// bench-index.sh\n' >> "$tmp/src/engine/transformer/mlp.c"
-sleep 0.1
+measure "full index" "$tmp/db" "$tmp/db" - --full
+best_wall=""  # after the last full index: nothing changed (best of R)
+for ((k = 0; k < reps; k++)); do run_once "re-index, nothing changed" "$tmp/db"; done
+IFS='|' read -r lab c l line <<<"$best_row"
+rows+=("$lab|-|-|$c|$l|$line")
 # the one unit the change makes the index parse, alone, as the reference
 mkdir -p "$tmp/one"
 python3 - "$tmp/db/compile_commands.json" "$tmp/one/compile_commands.json" "$tmp/src/engine/transformer/mlp.c" <<'PY'
@@ -106,8 +110,8 @@ import json, sys
 db = json.load(open(sys.argv[1]))
 json.dump([e for e in db if e["file"] == sys.argv[3]], open(sys.argv[2], "w"))
 PY
-reference "$tmp/one"
-run "re-index, engine/transformer/mlp.c changed" "$tmp/db"
+change_mlp() { printf '\n// bench-index.sh %s\n' "$1" >> "$tmp/src/engine/transformer/mlp.c"; sleep 0.1; }
+measure "re-index, engine/transformer/mlp.c changed" "$tmp/db" "$tmp/one" change_mlp
 
 # A CUDA codebase of nccl-tests' size: common.cu (main) and 15 test files, each a copy of the
 # fixture's all_reduce.cu or all_gather.cu (every one defines ncclTestEngine, as nccl-tests'
@@ -126,8 +130,7 @@ if [ -f "$cuda/include/cuda_runtime.h" ] && [ -f "$cuda/include/nccl_device.h" ]
   done
   (IFS=,; echo "[${entries[*]}]") > "$tmp/cuda/compile_commands.json"
   out="$tmp/cuda.sqlite"
-  reference "$tmp/cuda"
-  run_full "CUDA, 16 .cu units (nccl-tests' size), full index" "$tmp/cuda"
+  measure "CUDA, 16 .cu units (nccl-tests' size), full index" "$tmp/cuda" "$tmp/cuda" - --full
 else
   echo "(no CUDA toolkit with NCCL's device headers in $cuda: the CUDA rows are skipped)"
 fi

@@ -223,35 +223,44 @@
 //
 // Speed: units are parsed in parallel (-j N, default min(online CPUs, 4)), one libclang index
 // per thread; the facts are merged in database order, so the index does not depend on -j.
-// The index is a new file written in one transaction without a journal, its secondary indexes
-// built after the bulk inserts, then renamed over --out. A re-index that reuses units updates
-// a copy of the previous index instead (index_write.h, ix_inplace): the reused units' tu_*
-// rows (most of the file) stay, everything else is written again as a new index would be; when
-// the files would not keep their ids (a file added before others, one gone), it writes a new
-// file after all. Either way the content is what --full -j 1 writes (tests/trace/
-// test_index_equal.c compares every table). --verbose prints each phase's time
-// (targets, previous index read, parse and visit, hashing, link units, the write's parts).
-// --parse-only is the benchmark's reference (scripts/bench-index.sh): every unit parsed as
-// the index parses it first (same arguments, flags, in-memory stand-ins and -j), nothing
-// visited, hashed or written; it prints the wall time and exits 1 when a unit failed.
+// A full index is a new file written in one transaction without a journal, its secondary
+// indexes built after the bulk inserts, then renamed over --out. A re-index that parses at
+// most a quarter of the units (at least 8), with the same units in the same order, updates the
+// previous index file in place instead (index_update.c): one SQLite transaction (rollback
+// journal) replaces the parsed units' tu_* rows and merges again only what their change
+// touched — the functions whose rows or bodies differ between a unit's old and new facts, the
+// field targets, the libraries rows of functions whose definition or naming changed, the
+// files no unit names any more — reading the other units' rows through indexes; the reused
+// units' facts are not read at all. What the update leaves to the full merge (a body passing
+// to a unit not parsed, renamed copies of an external function, changed targets or
+// --collective list) is merged as before: the reused units' facts read back, a copy of the
+// previous index updated (index_write.h, ix_inplace) or, when a file would change its id, a
+// new file. Whichever path, the content is what --full -j 1 writes (tests/trace/
+// test_index_equal.c compares every table; row ids may differ). --verbose prints each phase's
+// time and which path the write took. --parse-only is the benchmark's reference
+// (scripts/bench-index.sh): every unit parsed as the index parses it first (same arguments,
+// flags, in-memory stand-ins and -j), nothing visited, hashed or written; it prints the wall
+// time and exits 1 when a unit failed.
 //
 // Incremental re-indexing (index_reuse.c): when --out names an index of this schema written by
 // the same tracebook executable and libclang, a unit is parsed again only when its inputs
 // changed: its command line (the clang arguments after translation, the reduced ones, the
 // directory, CUDA mode, the --range-push/--range-pop lists: one SHA-256), or the contents
-// (SHA-256, not mtimes) of its source or of any file it included, system headers too
-// (libclang's clang_getInclusions). A unit whose errors include "file not found" is parsed
-// every time (the header may exist now). Each unit's own facts, before the merge across
-// units, are kept in the tu_* tables (index_db.h); the reused units' facts are read back from
-// there and everything is merged again exactly as for a full index, so a header's inline
-// function defined in several units survives the re-parse of any of them, a unit removed
-// from the database disappears, and the index equals what --full would write. --full (or an
-// index of another schema or indexer) parses every unit. Not detected: a new header that
-// would now shadow an included one earlier on the include path (as with make); use --full.
-// A file whose mtime is not before the run's start is recorded as changed ('~'), so an edit
-// made while indexing is picked up next time. The last summary line gives the figures: TUs
-// parsed and reused, the distinct files the parses read and their lines, wall time (from
-// after the database is loaded to the index written), files/s and lines/s.
+// (SHA-256) of its source or of any file it included, system headers too (libclang's
+// clang_getInclusions). Each input file's hash is recorded with its stat (file_stats: size,
+// mtime, ctime, inode, device); a file whose stat is unchanged takes the recorded hash without
+// being read (ctime moves on every change and no program can set it back), and the units that
+// read a changed file are found through tu_deps. A unit whose errors include "file not found",
+// or one with an input that could not be hashed, is parsed every time. The CMake file API
+// reply is read again only when its files' stats differ from the previous run's (its
+// signature) or when its link lines are needed. --full (or an index of another schema or
+// indexer) parses every unit. Not detected: a new header that would now shadow an included one
+// earlier on the include path (as with make), a library appearing on a link line's -L
+// directories while the reply is unchanged; use --full. A file whose mtime is not before the
+// run's start is recorded as changed ('~'), so an edit made while indexing is picked up next
+// time. The last summary line gives the figures: TUs parsed and reused, the distinct files the
+// parses read and their lines, wall time (from after the database is loaded to the index
+// written), files/s and lines/s.
 #include <clang-c/Index.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -362,41 +371,6 @@ typedef struct index_args {
     int no_default_collectives, jobs, full, parse_only, quiet, verbose;
 } index_args;
 
-// The parsed units' input files and their hashes (each file read once), and the figures:
-// distinct files the parses read (`counted`) and their lines.
-static void hash_inputs(const ix_compdb *db, ix_result *results, const size_t *todo, size_t ntodo, ix_hashes *hashes,
-                        tb_strmap *counted, long *nfiles, long *nlines) {
-    for (size_t k = 0; k < ntodo; k++) {
-        size_t i = todo[k];
-        ix_result *r = &results[i];
-        tb_vec deps;
-        tb_vec_init(&deps, sizeof(ix_dep), "unit inputs");
-        tb_strmap seen;
-        tb_strmap_init(&seen);
-        ((ix_dep *)tb_vec_push(&deps))->path = db->tus[i].file;  // the source, even when it did not parse
-        tb_strmap_put(&seen, db->tus[i].file, 1);
-        for (size_t j = 0; j < r->deps.len; j++) {
-            const char *path = TB_VEC_AT(&r->deps, ix_dep, j).path;
-            if (tb_strmap_get(&seen, path)) continue;
-            tb_strmap_put(&seen, path, 1);
-            ((ix_dep *)tb_vec_push(&deps))->path = path;
-        }
-        tb_strmap_free(&seen);
-        for (size_t j = 0; j < deps.len; j++) {
-            ix_dep *d = &TB_VEC_AT(&deps, ix_dep, j);
-            long lines = 0;
-            d->hash = ix_file_hash(hashes, d->path, &lines);
-            if (!tb_strmap_get(counted, d->path) && strcmp(d->hash, "-")) {
-                tb_strmap_put(counted, d->path, 1);
-                (*nfiles)++;
-                *nlines += lines;
-            }
-        }
-        tb_vec_free(&r->deps);
-        r->deps = deps;
-    }
-}
-
 // The update in place did not apply: the reused units' facts are read back for the full merge,
 // and a unit whose facts cannot be read is parsed after all (appended to w's todo list).
 static void reuse_after_all(work *w, ix_prev *prev, const ix_prev_unit **match, ix_hashes *hashes, tb_strmap *counted,
@@ -416,68 +390,9 @@ static void reuse_after_all(work *w, ix_prev *prev, const ix_prev_unit **match, 
     w->ntodo = *ntodo - from;
     atomic_store(&w->next, 0);
     run_workers(w, w->opt->jobs);
-    hash_inputs(w->db, w->results, todo + from, *ntodo - from, hashes, counted, nfiles, nlines);
+    ix_hash_unit_inputs(w->db, w->results, todo + from, *ntodo - from, hashes, counted, nfiles, nlines);
     w->todo = todo;
     w->ntodo = *ntodo;
-}
-
-// The link units: --targets FILE (*source "targets-file"), CMake's file API reply in build_dir,
-// or none: *trc 1, to be inferred from the units' symbols (a reply that cannot be read is
-// warned about). -1: --targets FILE is wrong (printed).
-static int load_targets(ix_targets *targets, const char *targets_file, const ix_compdb *db, const char *build_dir,
-                        int *trc, const char **source, tb_error *err) {
-    ix_targets_free(targets);
-    *source = "cmake-file-api";
-    if (targets_file) {
-        if (ix_targets_load_map(targets, targets_file, db, err)) {
-            fprintf(stderr, "tracebook index: %s\n", err->msg);
-            return -1;
-        }
-        *trc = 0;
-        *source = "targets-file";
-    } else if ((*trc = ix_targets_load(targets, build_dir, err)) < 0) {
-        fprintf(stderr, "tracebook index: warning: %s; link units are inferred instead\n", err->msg);
-        const char *reply_dir = targets->reply_dir;
-        tb_pool keep = targets->pool;  // reply_dir lives there
-        tb_vec_free(&targets->rows);
-        tb_vec_free(&targets->links);
-        memset(targets, 0, sizeof *targets);
-        targets->pool = keep;
-        targets->reply_dir = reply_dir;
-        tb_vec_init(&targets->rows, sizeof(ix_target_row), "target rows");
-        tb_vec_init(&targets->links, sizeof(ix_target_link), "target links");
-        *trc = 1;
-    }
-    return 0;
-}
-
-// Link units: what the build said, else inferred from the units' symbols (*source "inferred" or
-// "none"); a --targets FILE checked against the units.
-static void link_units(ix_targets *targets, const ix_compdb *db, const ix_result *results, int trc, int targets_file,
-                       const ix_options *opt, const char **source) {
-    if (trc > 0) {
-        ix_units_report rep;
-        size_t n = ix_units_infer(targets, db, results, &rep);
-        *source = n ? "inferred" : "none";
-        if (!opt->quiet && n)
-            fprintf(stderr,
-                    "tracebook index: note: no CMake file API reply in %s: %zu link unit%s inferred from the units' "
-                    "symbols (no two units defining main or the same external symbol in one; --targets FILE names "
-                    "them)%s\n",
-                    targets->reply_dir, n, n == 1 ? "" : "s", rep.unclaimed ? "; units in none are in every one's scope" : "");
-        else if (!opt->quiet)
-            fprintf(stderr,
-                    "tracebook index: note: no CMake file API reply in %s and nothing to tell binaries apart by (no main "
-                    "or symbol defined twice): one scope\n",
-                    targets->reply_dir);
-        if (rep.capped)
-            fprintf(stderr,
-                    "tracebook index: warning: %zu unit%s could link with more choices of units than are kept (64 per "
-                    "unit): some binaries may be missing; --targets FILE names them\n",
-                    rep.capped, rep.capped == 1 ? "" : "s");
-    } else if (targets_file) {
-        ix_units_check(targets, db, results, stderr);
-    }
 }
 
 static const tb_option index_options[] = {
@@ -659,7 +574,7 @@ int tracebook_index_main(int argc, char **argv) {
     const char *prev_source = prev.db ? ix_prev_meta(&prev, "targets_source") : NULL;
     int targets_loaded = !(targets_sig && prev_sig && !strcmp(targets_sig, prev_sig) && prev_source &&
                            !strcmp(prev_source, "cmake-file-api"));
-    if (targets_loaded && load_targets(&targets, args.targets, &db, build_dir, &trc, &targets_source, &err)) {
+    if (targets_loaded && ix_link_units_load(&targets, args.targets, &db, build_dir, &trc, &targets_source, &err)) {
         ix_targets_free(&targets);
         ix_prev_free(&prev);
         ix_hashes_free(&hashes);
@@ -700,7 +615,7 @@ int tracebook_index_main(int argc, char **argv) {
     }
     if (!try_update && !targets_loaded) {  // the full merge writes the targets and libraries rows
         targets_loaded = 1;
-        load_targets(&targets, NULL, &db, build_dir, &trc, &targets_source, &err);
+        ix_link_units_load(&targets, NULL, &db, build_dir, &trc, &targets_source, &err);
     }
     for (size_t i = 0; i < db.ntus; i++) {
         if (match[i])
@@ -717,10 +632,10 @@ int tracebook_index_main(int argc, char **argv) {
     long nfiles = 0, nlines = 0;
     tb_strmap counted;
     tb_strmap_init(&counted);
-    hash_inputs(&db, results, todo, ntodo, &hashes, &counted, &nfiles, &nlines);
+    ix_hash_unit_inputs(&db, results, todo, ntodo, &hashes, &counted, &nfiles, &nlines);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
     ix_phase_mark(&opt, &tp, "input files hashed");
-    link_units(&targets, &db, results, trc, args.targets != NULL, &opt, &targets_source);
+    ix_link_units_resolve(&targets, &db, results, trc, args.targets != NULL, &opt, &targets_source);
 
     for (size_t i = 0; i < db.ntus; i++) {
         if (opt.verbose) {
@@ -775,8 +690,8 @@ int tracebook_index_main(int argc, char **argv) {
                 for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
                 if (!read_before) {  // the full merge writes the targets and libraries rows anew
                     targets_loaded = 1;
-                    load_targets(&targets, NULL, &db, build_dir, &trc, &targets_source, &err);
-                    link_units(&targets, &db, results, trc, 0, &opt, &targets_source);
+                    ix_link_units_load(&targets, NULL, &db, build_dir, &trc, &targets_source, &err);
+                    ix_link_units_resolve(&targets, &db, results, trc, 0, &opt, &targets_source);
                     meta.targets_source = targets_source;
                     meta.targets_digest = ix_targets_digest(&pool, targets_source, &targets);
                     source_dir = targets.source_dir ? targets.source_dir : read_cmake_home(&pool, build_dir);

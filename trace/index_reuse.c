@@ -675,3 +675,38 @@ void ix_prev_free(ix_prev *p) {
     tb_pool_free(&p->pool);
     tb_vec_free(&p->paths);
 }
+
+// The parsed units' input files and their hashes (each file read once), and the figures:
+// distinct files the parses read (`counted`) and their lines.
+void ix_hash_unit_inputs(const ix_compdb *db, ix_result *results, const size_t *todo, size_t ntodo, ix_hashes *hashes,
+                        tb_strmap *counted, long *nfiles, long *nlines) {
+    for (size_t k = 0; k < ntodo; k++) {
+        size_t i = todo[k];
+        ix_result *r = &results[i];
+        tb_vec deps;
+        tb_vec_init(&deps, sizeof(ix_dep), "unit inputs");
+        tb_strmap seen;
+        tb_strmap_init(&seen);
+        ((ix_dep *)tb_vec_push(&deps))->path = db->tus[i].file;  // the source, even when it did not parse
+        tb_strmap_put(&seen, db->tus[i].file, 1);
+        for (size_t j = 0; j < r->deps.len; j++) {
+            const char *path = TB_VEC_AT(&r->deps, ix_dep, j).path;
+            if (tb_strmap_get(&seen, path)) continue;
+            tb_strmap_put(&seen, path, 1);
+            ((ix_dep *)tb_vec_push(&deps))->path = path;
+        }
+        tb_strmap_free(&seen);
+        for (size_t j = 0; j < deps.len; j++) {
+            ix_dep *d = &TB_VEC_AT(&deps, ix_dep, j);
+            long lines = 0;
+            d->hash = ix_file_hash(hashes, d->path, &lines);
+            if (!tb_strmap_get(counted, d->path) && strcmp(d->hash, "-")) {
+                tb_strmap_put(counted, d->path, 1);
+                (*nfiles)++;
+                *nlines += lines;
+            }
+        }
+        tb_vec_free(&r->deps);
+        r->deps = deps;
+    }
+}

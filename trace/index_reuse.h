@@ -47,6 +47,12 @@ int ix_hashes_save(const ix_hashes *h, sqlite3 *db, int holds_known);
 const char *ix_file_hash(ix_hashes *h, const char *path, long *lines);
 void ix_hashes_free(ix_hashes *h);
 
+// The parsed units' (todo) input files deduplicated, the source first, with their hashes (each
+// file read once, or its stat unchanged), and the figures: the distinct files the parses read
+// (`counted`), their number and lines.
+void ix_hash_unit_inputs(const ix_compdb *db, ix_result *results, const size_t *todo, size_t ntodo, ix_hashes *hashes,
+                         tb_strmap *counted, long *nfiles, long *nlines);
+
 // Hex SHA-256 of what, besides its files, decides a unit's facts: directory, file, the
 // clang arguments and the reduced ones, CUDA mode, the range push / pop lists.
 const char *ix_inputs_hash(tb_pool *p, const ix_tu *tu, const ix_options *opt);

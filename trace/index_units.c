@@ -355,3 +355,62 @@ size_t ix_units_check(const ix_targets *t, const ix_compdb *db, const ix_result 
     symtab_free(&s);
     return bad;
 }
+
+// The link units: --targets FILE (*source "targets-file"), CMake's file API reply in build_dir,
+// or none: *trc 1, to be inferred from the units' symbols (a reply that cannot be read is
+// warned about). -1: --targets FILE is wrong (printed).
+int ix_link_units_load(ix_targets *targets, const char *targets_file, const ix_compdb *db, const char *build_dir,
+                        int *trc, const char **source, tb_error *err) {
+    ix_targets_free(targets);
+    *source = "cmake-file-api";
+    if (targets_file) {
+        if (ix_targets_load_map(targets, targets_file, db, err)) {
+            fprintf(stderr, "tracebook index: %s\n", err->msg);
+            return -1;
+        }
+        *trc = 0;
+        *source = "targets-file";
+    } else if ((*trc = ix_targets_load(targets, build_dir, err)) < 0) {
+        fprintf(stderr, "tracebook index: warning: %s; link units are inferred instead\n", err->msg);
+        const char *reply_dir = targets->reply_dir;
+        tb_pool keep = targets->pool;  // reply_dir lives there
+        tb_vec_free(&targets->rows);
+        tb_vec_free(&targets->links);
+        memset(targets, 0, sizeof *targets);
+        targets->pool = keep;
+        targets->reply_dir = reply_dir;
+        tb_vec_init(&targets->rows, sizeof(ix_target_row), "target rows");
+        tb_vec_init(&targets->links, sizeof(ix_target_link), "target links");
+        *trc = 1;
+    }
+    return 0;
+}
+
+// Link units: what the build said, else inferred from the units' symbols (*source "inferred" or
+// "none"); a --targets FILE checked against the units.
+void ix_link_units_resolve(ix_targets *targets, const ix_compdb *db, const ix_result *results, int trc, int targets_file,
+                       const ix_options *opt, const char **source) {
+    if (trc > 0) {
+        ix_units_report rep;
+        size_t n = ix_units_infer(targets, db, results, &rep);
+        *source = n ? "inferred" : "none";
+        if (!opt->quiet && n)
+            fprintf(stderr,
+                    "tracebook index: note: no CMake file API reply in %s: %zu link unit%s inferred from the units' "
+                    "symbols (no two units defining main or the same external symbol in one; --targets FILE names "
+                    "them)%s\n",
+                    targets->reply_dir, n, n == 1 ? "" : "s", rep.unclaimed ? "; units in none are in every one's scope" : "");
+        else if (!opt->quiet)
+            fprintf(stderr,
+                    "tracebook index: note: no CMake file API reply in %s and nothing to tell binaries apart by (no main "
+                    "or symbol defined twice): one scope\n",
+                    targets->reply_dir);
+        if (rep.capped)
+            fprintf(stderr,
+                    "tracebook index: warning: %zu unit%s could link with more choices of units than are kept (64 per "
+                    "unit): some binaries may be missing; --targets FILE names them\n",
+                    rep.capped, rep.capped == 1 ? "" : "s");
+    } else if (targets_file) {
+        ix_units_check(targets, db, results, stderr);
+    }
+}

@@ -26,6 +26,7 @@
 #include "index_db.h"
 #include "index_libs.h"
 #include "index_reuse.h"
+#include "index_unit_keys.h"
 #include "index_update.h"
 #include "index_write_internal.h"
 
@@ -42,8 +43,6 @@ int ix_update_applies(const ix_prev *prev, const ix_compdb *db, size_t ntodo, co
     return 1;
 }
 
-typedef struct keyed keyed;  // a unit's facts, keyed (below)
-
 typedef struct updater {
     writer w;
     const ix_compdb *db;
@@ -56,8 +55,8 @@ typedef struct updater {
     ixw_collectives coll;
     int recollect;            // an @Record's field targets changed: every collective site again
     tb_strmap lib_check;      // USRs whose libraries rows are derived again
-    keyed *old_keys, *new_keys;  // per parsed unit (todo order)
-    const keyed **by_unit;    // tu_id -> the parsed unit's new facts, NULL: not parsed
+    ix_unit_keys *old_keys, *new_keys;  // per parsed unit (todo order)
+    const ix_unit_keys **by_unit;    // tu_id -> the parsed unit's new facts, NULL: not parsed
     tb_strmap touched;        // USR -> index in before: merged again in pass 2
     tb_vec before;            // of merged_fn: the touched USRs' merged rows before the update
     tb_strmap ft_touched;     // field target keys merged again
@@ -90,129 +89,6 @@ static int not_applicable(updater *u, const char *why) {
     if (!u->why) u->why = why;
     return 1;
 }
-
-// --- a unit's facts, keyed --------------------------------------------------------------
-
-// Per caller (index in funcs), the facts its body holds: offsets into an index array.
-typedef struct by_caller {
-    size_t *start;  // nfuncs + 1 offsets
-    size_t *items;  // indexes into the facts vec
-} by_caller;
-
-static void group(by_caller *g, size_t nfuncs, const tb_vec *facts, size_t size) {
-    g->start = tb_xcalloc(nfuncs + 2, sizeof *g->start, "facts by caller");
-    g->items = tb_xcalloc(facts->len + 1, sizeof *g->items, "facts by caller");
-    for (size_t i = 0; i < facts->len; i++) {
-        int c = *(const int *)((const char *)facts->items + i * size);  // `caller` is the first member
-        if (c >= 0 && (size_t)c < nfuncs) g->start[c + 1]++;
-    }
-    for (size_t j = 0; j < nfuncs; j++) g->start[j + 1] += g->start[j];
-    size_t *fill = tb_xcalloc(nfuncs + 1, sizeof *fill, "facts by caller");
-    for (size_t i = 0; i < facts->len; i++) {
-        int c = *(const int *)((const char *)facts->items + i * size);
-        if (c >= 0 && (size_t)c < nfuncs) g->items[g->start[c] + fill[c]++] = i;
-    }
-    free(fill);
-}
-
-static void group_free(by_caller *g) {
-    free(g->start);
-    free(g->items);
-}
-
-struct keyed {
-    const ix_result *r;
-    by_caller calls, ranges, callbacks;
-    tb_strmap sig;  // usr -> index in sigs: the unit's rows of the USR and the bodies they give
-    tb_vec sigs;    // of const char *
-    tb_strmap ft;   // "record\x1f field\x1f function" -> index in fts: the first row's place
-    tb_vec fts;     // of const char *
-    tb_strmap named;  // USRs its calls and callbacks name (libraries)
-    tb_pool pool;
-};
-
-#define S(x) ((x) ? (x) : "\x01")  // NULL, told apart from ""
-
-static void key_unit(keyed *k, const ix_result *r) {
-    memset(k, 0, sizeof *k);
-    k->r = r;
-    size_t nf = r->funcs.len;
-    group(&k->calls, nf, &r->calls, sizeof(ix_call));
-    group(&k->ranges, nf, &r->ranges, sizeof(ix_range));
-    group(&k->callbacks, nf, &r->callbacks, sizeof(ix_callback));
-    tb_strmap_init(&k->sig);
-    tb_strmap_init(&k->ft);
-    tb_strmap_init(&k->named);
-    tb_vec_init(&k->sigs, sizeof(const char *), "unit signatures");
-    tb_vec_init(&k->fts, sizeof(const char *), "unit field targets");
-    tb_buf b = {0};
-    for (size_t j = 0; j < nf; j++) {
-        const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, j);
-        int *slot = tb_strmap_get(&k->sig, f->usr);
-        b.len = 0;
-        if (slot) tb_buf_printf(&b, "%s", TB_VEC_AT(&k->sigs, const char *, *slot));
-        tb_buf_printf(&b, "F|%s|%s|%u|%u|%u|%u|%d|%d|%d\n", f->name, S(f->file), f->line, f->col, f->end_line,
-                      f->end_col, f->is_static, f->is_def, f->main_like);
-        if (f->is_def) {
-            for (size_t i = k->calls.start[j]; i < k->calls.start[j + 1]; i++) {
-                const ix_call *c = &TB_VEC_AT(&r->calls, ix_call, k->calls.items[i]);
-                tb_buf_printf(&b, "C|%s|%s|%s|%s|%u|%u|%s|%s|%s\n", S(c->callee_usr), S(c->callee_name), S(c->field),
-                              S(c->file), c->line, c->col, S(c->in_macro), S(c->resolution), S(c->candidates));
-            }
-            for (size_t i = k->ranges.start[j]; i < k->ranges.start[j + 1]; i++) {
-                const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, k->ranges.items[i]);
-                tb_buf_printf(&b, "R|%s|%s|%s|%u|%u\n", S(g->kind), S(g->name), S(g->file), g->line, g->col);
-            }
-            for (size_t i = k->callbacks.start[j]; i < k->callbacks.start[j + 1]; i++) {
-                const ix_callback *c = &TB_VEC_AT(&r->callbacks, ix_callback, k->callbacks.items[i]);
-                tb_buf_printf(&b, "B|%s|%s|%s|%u|%u\n", S(c->target_usr), S(c->passed_to), S(c->file), c->line, c->col);
-            }
-        }
-        const char *s = tb_pool_dup(&k->pool, b.s ? b.s : "");
-        if (slot) {
-            TB_VEC_AT(&k->sigs, const char *, *slot) = s;
-        } else {
-            *(const char **)tb_vec_push(&k->sigs) = s;
-            tb_strmap_put(&k->sig, f->usr, (int)k->sigs.len - 1);
-        }
-    }
-    for (size_t i = 0; i < r->ftargets.len; i++) {
-        const ix_ftarget *t = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);
-        b.len = 0;
-        tb_buf_printf(&b, "%s\x1f%s\x1f%s", S(t->record), S(t->field), S(t->fn_usr));
-        if (tb_strmap_get(&k->ft, b.s)) continue;  // the first row of the key is the one merged
-        tb_strmap_put(&k->ft, b.s, (int)k->fts.len);
-        *(const char **)tb_vec_push(&k->fts) = tb_pool_printf(&k->pool, "%s|%u", S(t->file), t->line);
-    }
-    for (size_t i = 0; i < r->calls.len; i++) {
-        const char *c = TB_VEC_AT(&r->calls, ix_call, i).callee_usr;
-        if (c) tb_strmap_put(&k->named, c, 1);
-    }
-    for (size_t i = 0; i < r->callbacks.len; i++) {
-        const char *c = TB_VEC_AT(&r->callbacks, ix_callback, i).target_usr;
-        if (c) tb_strmap_put(&k->named, c, 1);
-    }
-    tb_buf_free(&b);
-}
-
-static void key_free(keyed *k) {
-    group_free(&k->calls);
-    group_free(&k->ranges);
-    group_free(&k->callbacks);
-    tb_strmap_free(&k->sig);
-    tb_strmap_free(&k->ft);
-    tb_strmap_free(&k->named);
-    tb_vec_free(&k->sigs);
-    tb_vec_free(&k->fts);
-    tb_pool_free(&k->pool);
-}
-
-static const char *sig_of(const keyed *k, const char *usr) {
-    int *i = tb_strmap_get(&k->sig, usr);
-    return i ? TB_VEC_AT(&k->sigs, const char *, *i) : NULL;
-}
-
-static int differs(const char *a, const char *b) { return !a || !b ? a != b : strcmp(a, b) != 0; }
 
 // --- the merged state --------------------------------------------------------------------
 
@@ -319,7 +195,7 @@ static int drop_body(updater *u, long long id) {
 }
 
 // The body of usr as unit k gives it (every definition row of usr in k), under function row id.
-static int emit_body(updater *u, const keyed *k, const char *usr, long long id) {
+static int emit_body(updater *u, const ix_unit_keys *k, const char *usr, long long id) {
     writer *w = &u->w;
     const ix_result *r = k->r;
     for (size_t j = 0; j < r->funcs.len; j++) {
@@ -513,19 +389,19 @@ static int prepare_unit(updater *u, size_t k, long long tu_id, const ix_result *
     w->unit = tu_id;
     int rc = renames(u, old);  // the merged rows are still the old ones
     if (rc) return rc < 0 ? -1 : not_applicable(u, "a definition in the unit is another file's copy of an external function");
-    keyed *ko = &u->old_keys[k], *kn = &u->new_keys[k];
-    key_unit(ko, old);
-    key_unit(kn, now);
+    ix_unit_keys *ko = &u->old_keys[k], *kn = &u->new_keys[k];
+    ix_key_unit(ko, old);
+    ix_key_unit(kn, now);
     u->by_unit[tu_id] = kn;
     tb_strmap named_old, named_now;  // files.id (as text) the old and new facts name
     tb_strmap_init(&named_old);
     tb_strmap_init(&named_now);
     rc = -1;
     for (int side = 0; side < 2; side++) {
-        const keyed *a = side ? kn : ko, *b = side ? ko : kn;
+        const ix_unit_keys *a = side ? kn : ko, *b = side ? ko : kn;
         for (size_t i = 0; i < a->sig.cap; i++) {
             const char *usr = a->sig.keys[i];
-            if (!usr || (side && sig_of(b, usr)) || !differs(sig_of(a, usr), sig_of(b, usr))) continue;
+            if (!usr || (side && ix_sig_of(b, usr)) || !ix_differs(ix_sig_of(a, usr), ix_sig_of(b, usr))) continue;
             if (tb_strmap_get(&u->touched, usr)) continue;  // another parsed unit touched it first
             tb_strmap_put(&u->touched, usr, (int)u->before.len);
             if (read_merged(u, usr, tb_vec_push(&u->before))) goto out;
@@ -621,23 +497,11 @@ static int update_libraries(updater *u) {
     }
     const ix_targets *t = u->targets;
     if (!t->links.len) return 0;
-    size_t nrows = t->rows.len;
-    tb_strmap first_row;  // unit path -> its first targets row; next_row chains the unit's others
+    tb_strmap first_row, first_link;  // unit path -> its first targets row; target -> its first link
     tb_strmap_init(&first_row);
-    int *next_row = tb_xcalloc(nrows + 1, sizeof *next_row, "target rows");
-    int *last_row = tb_xcalloc(nrows + 1, sizeof *last_row, "target rows");
-    for (size_t i = 0; i < nrows; i++) {
-        const ix_target_row *row = &TB_VEC_AT(&t->rows, ix_target_row, i);
-        next_row[i] = -1;
-        int *f = tb_strmap_get(&first_row, row->file);
-        if (!f) {
-            tb_strmap_put(&first_row, row->file, (int)i);
-            last_row[i] = (int)i;
-        } else {
-            next_row[last_row[*f]] = (int)i;
-            last_row[*f] = (int)i;
-        }
-    }
+    tb_strmap_init(&first_link);
+    int *next_row = ixw_chain(&t->rows, ixw_row_file, &first_row);
+    int *next_link = ixw_chain(&t->links, ixw_link_target, &first_link);
     ix_libs libs;
     ix_libs_init(&libs);
     sqlite3_stmt *fn = NULL, *units = NULL, *ins = NULL;
@@ -673,9 +537,10 @@ static int update_libraries(updater *u) {
                 const char *target = TB_VEC_AT(&t->rows, ix_target_row, (size_t)r).target;
                 if (tb_strmap_get(&done, target)) continue;
                 tb_strmap_put(&done, target, 1);
-                for (size_t l = 0; l < t->links.len; l++) {
-                    const ix_target_link *link = &TB_VEC_AT(&t->links, ix_target_link, l);
-                    if (strcmp(link->target, target) || !ix_lib_defines(&libs, link->library, name)) continue;
+                int *l0 = tb_strmap_get(&first_link, target);
+                for (int l = l0 ? *l0 : -1; l >= 0; l = next_link[l]) {
+                    const ix_target_link *link = &TB_VEC_AT(&t->links, ix_target_link, (size_t)l);
+                    if (!ix_lib_defines(&libs, link->library, name)) continue;
                     sqlite3_bind_int64(ins, 1, id);
                     ixw_bind_text(ins, 2, target);
                     ixw_bind_text(ins, 3, link->library);
@@ -695,8 +560,9 @@ out:
     sqlite3_finalize(ins);
     ix_libs_free(&libs);
     free(next_row);
-    free(last_row);
+    free(next_link);
     tb_strmap_free(&first_row);
+    tb_strmap_free(&first_link);
     return rc;
 }
 
@@ -853,8 +719,8 @@ int ix_update_index(const char *path, const ix_compdb *db, const ix_result *resu
     tb_strmap_free(&u.ft_touched);
     tb_vec_free(&u.before);
     for (size_t k = 0; k < ntodo; k++) {
-        if (u.old_keys[k].r) key_free(&u.old_keys[k]);
-        if (u.new_keys[k].r) key_free(&u.new_keys[k]);
+        if (u.old_keys[k].r) ix_key_free(&u.old_keys[k]);
+        if (u.new_keys[k].r) ix_key_free(&u.new_keys[k]);
     }
     free(u.old_keys);
     free(u.new_keys);

@@ -1,14 +1,16 @@
 // index_write_internal.h — what the two writers of the index share: index_write.c (a new
 // file, or a copy of the previous one, merged from every unit's facts) and index_update.c (the
-// previous file updated in place by the difference of the parsed units' old and new facts).
-// The merge rules live in index_write.c's write_result; index_update.c applies the same rules
-// to the rows one changed unit touches.
+// previous file updated in place by the difference of the parsed units' old and new facts),
+// and the tables both derive (index_derived.c: collective sites, libraries). The merge rules
+// live in index_write.c's write_result; index_update.c applies the same rules to the rows the
+// parsed units' change touches.
 #ifndef TB_TRACE_INDEX_WRITE_INTERNAL_H
 #define TB_TRACE_INDEX_WRITE_INTERNAL_H
 
 #include <sqlite3.h>
 
 #include "core/error.h"
+#include "index_compdb.h"
 #include "index_options.h"
 #include "index_targets.h"
 #include "index_visit.h"
@@ -56,6 +58,12 @@ void ixw_finalize(writer *w);
 int ixw_write_file_errors(writer *w, const ix_result *r);
 int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r);
 
+// Chains the items (of a vec) that share a key: *first maps each key to its first item, and the
+// returned array (malloc'd) gives each item's next with the same key, -1 after the last.
+int *ixw_chain(const tb_vec *items, const char *(*key)(const void *item), tb_strmap *first);
+const char *ixw_link_target(const void *item);  // an ix_target_link's target
+const char *ixw_row_file(const void *item);     // an ix_target_row's file
+
 // Which calls are collective sites (--collective): listed names and globs, and with @Record
 // the functions field_targets assigns to Record's fields and calls through those fields.
 typedef struct ixw_collectives {
@@ -71,6 +79,8 @@ int ixw_collective_record(const ixw_collectives *c, const char *record);
 void ixw_collectives_free(ixw_collectives *c);
 // Every call of the calls table that is a collective site, into collective_sites.
 int ixw_write_collectives(writer *w, const ix_options *opt);
+// The libraries table of a whole index, from the units' facts in memory and w's function rows.
+int ixw_write_libraries(writer *w, const ix_compdb *db, const ix_result *results, const ix_targets *targets);
 
 // The meta rows every writer writes (schema, paths, counts, the digests an update checks).
 int ixw_write_meta(writer *w, const ix_meta *meta, const ix_options *opt, long tus, long errors,
