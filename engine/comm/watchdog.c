@@ -95,6 +95,7 @@ static json_t *part_json(tb_world *w, tb_rank *rk, const rank_view *v, int64_t n
 
 // This process's part of the report — one file per rank it runs — then the merge of every
 // part in the run directory, and its summary on stderr.
+#define PEER_PARTS_WAIT_S 2.0
 static void report(tb_world *w, const char *reason, const char *what, const tb_group *g, const tb_rank *detector) {
     const int64_t now = tb_now_ns();
     const char *dir = w->run_dir[0] ? w->run_dir : ".";
@@ -127,6 +128,25 @@ static void report(tb_world *w, const char *reason, const char *what, const tb_g
     if (tb_run_path(path, sizeof path, dir, TB_RUN_HANG_REPORT, &merge_err) != 0 ||
         tb_report_merge_write(dir, TB_RANK_HANG_PART, &merged, &merge_err) != 0)
         wrote = 0, err = merge_err;
+    // Under mpirun, this process's end makes mpirun terminate the others at once, and a peer
+    // killed before it wrote its part is absent from the report. A peer blocked in MPI's own
+    // collective reports 0.5 s after its timeout (the watchdog's grace, below), a call that
+    // times out in its own thread at its timeout: tp x pp, 4 processes under ASan on 2 cores,
+    // a pipeline rank's recv timed out first, the tp rank waiting for the stalled one was
+    // killed before its report, and the merge named it a root cause beside the stalled rank.
+    // So the detector waits up to PEER_PARTS_WAIT_S for the parts of every rank (peers whose
+    // own timeouts fire meanwhile write theirs) and merges again; a stalled rank's process
+    // writes its part only when terminated, hence the bound. Not when terminated itself.
+    if (w->processes > 1 && strcmp(reason, "terminated")) {
+        const int64_t until = tb_now_ns() + (int64_t)(PEER_PARTS_WAIT_S * 1e9);
+        while (tb_report_parts_count(dir, TB_RANK_HANG_PART) < w->size && tb_now_ns() < until) {
+            const struct timespec pause = {0, 100 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+        }
+        json_decref(merged);
+        merged = NULL;
+        if (tb_report_merge_write(dir, TB_RANK_HANG_PART, &merged, &merge_err) != 0) wrote = 0, err = merge_err;
+    }
     // the summary in one write: under mpirun the processes' stderr lines interleave
     char *text = NULL;
     size_t len = 0;

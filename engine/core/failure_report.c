@@ -27,6 +27,15 @@ static int by_rank(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+int tb_report_parts_count(const char *run_dir, tb_rank_file kind) {
+    DIR *d = opendir(run_dir);
+    if (!d) return 0;
+    int n = 0, rank;
+    for (struct dirent *e; (e = readdir(d));) n += tb_rank_file_match(e->d_name, kind, &rank) != 0;
+    closedir(d);
+    return n;
+}
+
 json_t *tb_report_parts_read(const char *run_dir, tb_rank_file kind, int *unreadable, tb_error *err) {
     if (unreadable) *unreadable = 0;
     DIR *d = opendir(run_dir);

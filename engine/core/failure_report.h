@@ -36,6 +36,8 @@ void tb_rank_label_format(char *buf, size_t len, int rank, int tp, int cp, int d
 // The parts of `kind` (TB_RANK_HANG_PART or TB_RANK_OOM_PART) in run_dir, by increasing
 // rank; an unreadable part is left out and counted in *unreadable (when not NULL).
 json_t *tb_report_parts_read(const char *run_dir, tb_rank_file kind, int *unreadable, tb_error *err);
+// How many parts of the kind the run directory holds (their names only; none read).
+int tb_report_parts_count(const char *run_dir, tb_rank_file kind);
 
 // The merged reports of a non-empty array of parts (see above).
 json_t *tb_hang_report_merge(const json_t *parts);
