@@ -3,6 +3,7 @@
 // assigned to function-pointer fields, and range sites (see index.c for the semantics).
 #include <clang-c/Index.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,12 +92,93 @@
     STUB_CUDA_MINMAX_PAIR("double", "double", "double")                                                    \
     STUB_CUDA_MINMAX_PAIR("double", "float", "double")                                                     \
     STUB_CUDA_MINMAX_PAIR("double", "double", "float")
+// Toolkit headers that clang 19 rejects where nvcc's front end accepts them, patched in memory
+// for CUDA units: the real file is read and the fix applied only where its text is found, so
+// another version of the header is parsed as it is. Each is looked for under the unit's -I and
+// -isystem directories and its --cuda-path's include directory.
+//   nccl_device/utility.h (CUDA 13.0's NCCL 2.28): Optional's delegating constructor names
+//   IntSeqUpTo<...>::Type, a dependent type, without `typename`; nvcc (EDG) infers it, clang
+//   errors where a Present<...> constructs an Optional (ncclBarrierSession over a GIN
+//   context: nccl-tests' alltoall.cu), and what that unit calls may go missing.
+typedef struct header_fix {
+    const char *rel, *find, *replace;
+} header_fix;
+static const header_fix header_fixes[] = {
+    {"nccl_device/utility.h", "Optional(args, IntSeqUpTo<sizeof...(Arg), 0>::Type())",
+     "Optional(args, typename IntSeqUpTo<sizeof...(Arg), 0>::Type())"},
+};
+#define NFIXES (sizeof header_fixes / sizeof *header_fixes)
+
+// The patched headers, read once per process (any thread): path -> contents, NULL when the
+// file is absent or its text is not the one fixed.
+static pthread_mutex_t fixed_lock = PTHREAD_MUTEX_INITIALIZER;
+static tb_strmap fixed_map;  // path -> index in fixed_texts
+static tb_vec fixed_texts;   // of char * (malloc'd, process lifetime)
+
+static const char *fixed_header(const char *path, const header_fix *fix) {
+    pthread_mutex_lock(&fixed_lock);
+    if (!fixed_texts.what) tb_vec_init(&fixed_texts, sizeof(char *), "patched headers");
+    int *i = tb_strmap_get(&fixed_map, path);
+    if (i) {
+        const char *t = TB_VEC_AT(&fixed_texts, char *, *i);
+        pthread_mutex_unlock(&fixed_lock);
+        return t;
+    }
+    char *text = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        tb_buf b = {0};
+        char buf[1 << 14];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0) tb_buf_add(&b, buf, n);
+        fclose(f);
+        const char *at = b.s ? strstr(b.s, fix->find) : NULL;
+        if (at) {
+            tb_buf out = {0};
+            tb_buf_add(&out, b.s, (size_t)(at - b.s));
+            tb_buf_printf(&out, "%s%s", fix->replace, at + strlen(fix->find));
+            text = out.s;
+        }
+        tb_buf_free(&b);
+    }
+    *(char **)tb_vec_push(&fixed_texts) = text;
+    tb_strmap_put(&fixed_map, path, (int)fixed_texts.len - 1);
+    pthread_mutex_unlock(&fixed_lock);
+    return text;
+}
+
+// The unit's in-memory files: the stand-ins, and for a CUDA unit the patched toolkit headers
+// found on its include path (into out, which has room for NSTUBS + NFIXES).
+static unsigned unit_unsaved(const ix_tu *tu, struct CXUnsavedFile *out, tb_pool *p);
+
 static struct CXUnsavedFile stubs[] = {
     {IX_STUB_DIR "/tracebook_cuda.h", STUB_CUDA_DEFINES, sizeof STUB_CUDA_DEFINES - 1},
     {IX_STUB_DIR "/texture_fetch_functions.h", STUB_TEXTURE_FETCH, sizeof STUB_TEXTURE_FETCH - 1},
     {IX_STUB_DIR "/omp.h", STUB_OMP, sizeof STUB_OMP - 1},
 };
 #define NSTUBS (sizeof stubs / sizeof *stubs)
+
+static unsigned unit_unsaved(const ix_tu *tu, struct CXUnsavedFile *out, tb_pool *p) {
+    memcpy(out, stubs, sizeof stubs);
+    unsigned n = (unsigned)NSTUBS;
+    if (!tu->cuda) return n;
+    for (size_t k = 0; k < NFIXES; k++) {
+        const header_fix *fix = &header_fixes[k];
+        for (int i = 0; i < tu->nargs; i++) {
+            const char *a = tu->args[i], *dir = NULL;
+            if (!strncmp(a, "-I", 2)) dir = a[2] ? a + 2 : (i + 1 < tu->nargs ? tu->args[i + 1] : NULL);
+            else if (!strcmp(a, "-isystem")) dir = i + 1 < tu->nargs ? tu->args[i + 1] : NULL;
+            else if (!strncmp(a, "--cuda-path=", 12)) dir = tb_pool_printf(p, "%s/include", a + 12);
+            if (!dir || !*dir) continue;
+            const char *path = tb_pool_printf(p, "%s/%s", dir, fix->rel);
+            if (access(path, R_OK) != 0) continue;
+            const char *text = fixed_header(path, fix);
+            if (text) out[n++] = (struct CXUnsavedFile){path, text, strlen(text)};
+            break;  // the first on the path is the one the unit includes
+        }
+    }
+    return n;
+}
 
 // ---------------------------------------------------------------------------------------
 // Context
@@ -1121,8 +1203,8 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     tb_strmap_init(&c.syms);
     c.source = tu->file;
     unsigned flags = parse_flags;
-    struct CXUnsavedFile *unsaved = stubs;
-    unsigned nunsaved = (unsigned)NSTUBS;
+    struct CXUnsavedFile unsaved[NSTUBS + NFIXES];
+    unsigned nunsaved = unit_unsaved(tu, unsaved, &r->pool);
     enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, tu->args, tu->nargs, unsaved,
                                                      nunsaved, flags, &c.tu);
     const char *note = NULL;
@@ -1172,8 +1254,12 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
 
 int ix_parse_only(void *cxindex, const ix_tu *tu) {
     CXTranslationUnit cx = NULL;
-    enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, tu->args, tu->nargs, stubs,
-                                                     (unsigned)NSTUBS, parse_flags, &cx);
+    tb_pool pool = {0};
+    struct CXUnsavedFile unsaved[NSTUBS + NFIXES];
+    unsigned nunsaved = unit_unsaved(tu, unsaved, &pool);
+    enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, tu->args, tu->nargs, unsaved,
+                                                     nunsaved, parse_flags, &cx);
+    tb_pool_free(&pool);
     if (cx) clang_disposeTranslationUnit(cx);
     return e == CXError_Success ? 0 : -1;
 }

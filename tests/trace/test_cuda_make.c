@@ -2,7 +2,8 @@
 // nccl-tests: common.cu with main, all_reduce.cu and all_gather.cu each defining the global
 // ncclTestEngine; <cuda_runtime.h>, <nccl.h> and CUDA 13's NCCL device API: nccl_device.h,
 // nccl_device/utility.h, coop.h) through a compile_commands.json of nvcc commands as bear
-// writes for `make`: every unit parses with no error diagnostic from the toolkit's headers,
+// writes for `make`: every unit parses with no error diagnostic from the toolkit's headers
+// (a GIN barrier session too, through the indexer's in-memory patch of utility.h),
 // the binaries are told apart without CMake, main → ncclAllReduce is one chain, in
 // all_reduce's binary only, and `tracebook walk` goes from main through the NVTX range
 // TimeTest opens down to ncclAllReduce.
@@ -53,6 +54,13 @@ TB_TEST(every_unit_parses_without_an_error_from_the_toolkit_headers) {
              "no error diagnostics at all:\n%s", ix_output);
     TB_CHECK(!tb_has(ix_output, "expected value in expression") && !tb_has(ix_output, "nccl_device"),
              "nothing from nccl_device's headers:\n%s", ix_output);
+    // nccl_device/utility.h's Optional, constructed by a GIN barrier session, parses (the
+    // indexer's in-memory patch) and the kernel's call into the session is indexed
+    TB_CHECK(tb_index_q_long(db,
+                             "SELECT COUNT(*) FROM calls c JOIN functions f ON f.id = c.caller_id WHERE"
+                             " f.name = 'GinBarrierKernel' AND c.callee_name = 'sync' AND c.line = %d",
+                             line_of("all_gather.cu", "CALL_GIN_SYNC")) == 1,
+             "GinBarrierKernel's bar.sync at line %d:\n%s", line_of("all_gather.cu", "CALL_GIN_SYNC"), ix_output);
     // device code is indexed too: a __device__ function's call into nccl_device/utility.h
     TB_CHECK(tb_index_q_long(db,
                              "SELECT COUNT(*) FROM calls c JOIN functions f ON f.id = c.caller_id WHERE f.name = 'chunk'"
