@@ -37,6 +37,9 @@ while [ $# -gt 0 ]; do
     *) build="$1"; shift ;;
   esac
 done
+case "$reps" in
+  '' | *[!0-9]* | 0) echo "bench-index: -n '$reps': not a number of repetitions (1 or more)" >&2; exit 2 ;;
+esac
 build=$(cd "$build" && pwd)
 src=$(pwd)
 tracebook="$build/bin/tracebook"

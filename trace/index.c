@@ -590,7 +590,7 @@ int tracebook_index_main(int argc, char **argv) {
     const ix_prev_unit **match = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *match, "reused units");
     for (size_t i = 0; i < db.ntus; i++) {
         inputs[i] = ix_inputs_hash(&pool, &db.tus[i], &opt);
-        match[i] = ix_prev_match(&prev, &db.tus[i], inputs[i], &hashes);
+        match[i] = ix_prev_match(&prev, &db.tus[i], inputs[i]);
     }
     // A few units to parse: the index file is updated in place by their difference
     // (index_update.c), and the reused units' facts are not read at all; else they are read

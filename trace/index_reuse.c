@@ -274,6 +274,11 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
         if (file) tb_strmap_put(&p->units, file, (int)(p->list.len - 1));
     }
     sqlite3_finalize(st);
+    p->by_id = tb_xcalloc(p->paths.len + 1, sizeof *p->by_id, "previous units by id");
+    for (size_t i = 0; i < p->list.len; i++) {
+        ix_prev_unit *u = &TB_VEC_AT(&p->list, ix_prev_unit, i);
+        if (u->id > 0 && (size_t)u->id < p->paths.len) p->by_id[u->id] = u;
+    }
     return 0;
 none:
     sqlite3_close(p->db);
@@ -282,31 +287,24 @@ none:
 }
 
 // The previous unit at files.id `id`, or NULL.
-static ix_prev_unit *unit_by_id(ix_prev *p, long long id, ix_prev_unit **byid, long long nbyid) {
-    return id > 0 && id < nbyid ? byid[id] : NULL;
+static ix_prev_unit *unit_by_id(const ix_prev *p, long long id) {
+    return id > 0 && (size_t)id < p->paths.len ? p->by_id[id] : NULL;
 }
 
 // One scan of tu_deps: fn(unit, path, hash, arg) for each row, in rowid order (each unit's in
 // the order they were recorded). The text pointers are SQLite's, valid during the call.
 static int scan_deps(ix_prev *p, void (*fn)(ix_prev_unit *, const char *, const char *, void *), void *arg) {
-    long long nbyid = (long long)p->paths.len;
-    ix_prev_unit **byid = tb_xcalloc(nbyid ? (size_t)nbyid : 1, sizeof *byid, "previous units by id");
-    for (size_t i = 0; i < p->list.len; i++) {
-        ix_prev_unit *u = &TB_VEC_AT(&p->list, ix_prev_unit, i);
-        if (u->id > 0 && u->id < nbyid) byid[u->id] = u;
-    }
     sqlite3_stmt *st = NULL;
     int rc = -1;
     if (sqlite3_prepare_v2(p->db, "SELECT tu_id, path, hash FROM tu_deps ORDER BY rowid", -1, &st, NULL) == SQLITE_OK) {
         int r;
         while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-            ix_prev_unit *u = unit_by_id(p, sqlite3_column_int64(st, 0), byid, nbyid);
+            ix_prev_unit *u = unit_by_id(p, sqlite3_column_int64(st, 0));
             if (u) fn(u, (const char *)sqlite3_column_text(st, 1), (const char *)sqlite3_column_text(st, 2), arg);
         }
         rc = r == SQLITE_DONE ? 0 : -1;
     }
     sqlite3_finalize(st);
-    free(byid);
     return rc;
 }
 
@@ -334,25 +332,21 @@ void ix_prev_check_deps(ix_prev *p, ix_hashes *h) {
     int scan = !h->known.len || changed.len > 16 ||
                sqlite3_prepare_v2(p->db, "SELECT DISTINCT tu_id FROM tu_deps WHERE path = ?", -1, &st, NULL) != SQLITE_OK;
     if (!scan) {
-        long long nbyid = (long long)p->paths.len;
-        ix_prev_unit **byid = tb_xcalloc(nbyid ? (size_t)nbyid : 1, sizeof *byid, "previous units by id");
         for (size_t i = 0; i < p->list.len; i++) {
             ix_prev_unit *u = &TB_VEC_AT(&p->list, ix_prev_unit, i);
             u->ndeps = 1;
             u->deps_changed = !u->deps_kept;
-            if (u->id > 0 && u->id < nbyid) byid[u->id] = u;
         }
         for (size_t k = 0; k < changed.len && !scan; k++) {
             sqlite3_bind_text(st, 1, TB_VEC_AT(&changed, const char *, k), -1, SQLITE_STATIC);
             int r;
             while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-                ix_prev_unit *u = unit_by_id(p, sqlite3_column_int64(st, 0), byid, nbyid);
+                ix_prev_unit *u = unit_by_id(p, sqlite3_column_int64(st, 0));
                 if (u) u->deps_changed = 1;
             }
             scan = r != SQLITE_DONE;
             sqlite3_reset(st);
         }
-        free(byid);
     }
     sqlite3_finalize(st);
     tb_vec_free(&changed);
@@ -380,8 +374,7 @@ static int load_deps(ix_prev *p) {
     return scan_deps(p, keep_dep, p);
 }
 
-const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *inputs, ix_hashes *h) {
-    (void)h;
+const ix_prev_unit *ix_prev_match(const ix_prev *p, const ix_tu *tu, const char *inputs) {
     if (!p->db) return NULL;
     int *i = tb_strmap_get(&p->units, tu->file);
     if (!i) return NULL;
@@ -671,6 +664,7 @@ void ix_prev_free(ix_prev *p) {
     ix_prev_close(p);
     for (size_t i = 0; i < p->list.len; i++) tb_vec_free(&TB_VEC_AT(&p->list, ix_prev_unit, i).deps);
     tb_vec_free(&p->list);
+    free(p->by_id);
     tb_strmap_free(&p->units);
     tb_pool_free(&p->pool);
     tb_vec_free(&p->paths);

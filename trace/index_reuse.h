@@ -82,6 +82,7 @@ typedef struct ix_prev {
     tb_vec paths;        // of const char *: files.id -> path (NULL: none)
     tb_pool pool;
     int deps_loaded;     // the units' deps vecs are filled (read_results needs them)
+    ix_prev_unit **by_id;  // files.id -> its unit in list (paths.len entries), NULL: none
 } ix_prev;
 
 // 0: loaded; 1: nothing to reuse (no file, another schema or indexer: *why says which);
@@ -94,7 +95,7 @@ const char *ix_prev_meta(ix_prev *p, const char *key);
 void ix_prev_check_deps(ix_prev *p, ix_hashes *h);
 // The previous unit for tu when its command line is unchanged and ix_prev_check_deps found
 // every input file unchanged, else NULL.
-const ix_prev_unit *ix_prev_match(ix_prev *p, const ix_tu *tu, const char *inputs, ix_hashes *h);
+const ix_prev_unit *ix_prev_match(const ix_prev *p, const ix_tu *tu, const char *inputs);
 // Fills results[i] (initialised here) with the facts of unit match[i] from the previous index,
 // for each i < n whose match[i] is not NULL, reading each table once; a unit whose rows do
 // not fit (or every unit, on a read error: -1) gets match[i] = NULL and results[i] zeroed, to

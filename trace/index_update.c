@@ -1,6 +1,7 @@
 // index_update.c — see index_update.h. The merged tables are what index_write.c's merge of
 // every unit in database order gives (write_result there); this file applies the same rules to
-// the keys one parsed unit U touches, reading the other units' rows through the tu_* indexes:
+// the keys the parsed units touch (U below: any of them), reading the other units' rows through
+// the tu_* indexes:
 //
 //   - functions: per USR, the first row in database order makes the row (name, place, static),
 //     the first definition upgrades it and writes the body (calls, range sites, callbacks, and
@@ -15,9 +16,10 @@
 // What the update does not do, and leaves to the full merge (the caller writes the index anew,
 // *why says which): a unit whose definition of an external function is another file's copy
 // (index_write.c renames those rows per file, so which copy comes first decides other units'
-// calls), a definition that moves to another file while another unit defines it too, a body
-// that passes from U to another unit (its calls are that unit's), a field target of a function
-// defined in several files, a changed --collective list or targets (digests in meta).
+// calls), a first definition that moves to another file while an unparsed unit defines the
+// function too, a body that passes to a unit not parsed this run (its calls would have to be
+// read back), a field target of a function defined in several files, a changed --collective
+// list or targets (digests in meta).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,60 +205,30 @@ static int emit_body(updater *u, const ix_unit_keys *k, const char *usr, long lo
         if (!f->is_def || strcmp(f->usr, usr)) continue;
         for (size_t i = k->calls.start[j]; i < k->calls.start[j + 1]; i++) {
             const ix_call *c = &TB_VEC_AT(&r->calls, ix_call, k->calls.items[i]);
-            sqlite3_bind_int64(w->ins_call, 1, id);
-            ixw_bind_text(w->ins_call, 2, c->callee_usr);
-            ixw_bind_text(w->ins_call, 3, c->callee_name);
-            ixw_bind_text(w->ins_call, 4, c->field);
-            long long fid = ixw_file_id(w, c->file, 0, NULL, 0, NULL);
-            if (fid < 0) return -1;
-            ixw_bind_file(w->ins_call, 5, fid);
-            sqlite3_bind_int(w->ins_call, 6, (int)c->line);
-            sqlite3_bind_int(w->ins_call, 7, (int)c->col);
-            ixw_bind_text(w->ins_call, 8, c->in_macro);
-            ixw_bind_text(w->ins_call, 9, c->resolution);
-            ixw_bind_text(w->ins_call, 10, c->candidates);
-            if (ixw_step(w, w->ins_call, "inserting a call")) return -1;
+            long long call_id = ixw_insert_call(w, id, c, c->callee_usr);
+            if (call_id < 0) return -1;
             const char *site = ixw_collective_site(&u->coll, c->callee_usr, c->callee_name, c->field);
             if (!site) continue;
-            long long call_id = sqlite3_last_insert_rowid(w->db);
             sqlite3_bind_int64(w->ins_coll, 1, id);
             ixw_bind_text(w->ins_coll, 2, site);
-            ixw_bind_file(w->ins_coll, 3, fid);
+            ixw_bind_file(w->ins_coll, 3, ixw_file_id(w, c->file, 0, NULL, 0, NULL));
             sqlite3_bind_int(w->ins_coll, 4, (int)c->line);
             sqlite3_bind_int(w->ins_coll, 5, (int)c->col);
             sqlite3_bind_int64(w->ins_coll, 6, call_id);
             if (ixw_step(w, w->ins_coll, "inserting a collective site")) return -1;
         }
-        for (size_t i = k->ranges.start[j]; i < k->ranges.start[j + 1]; i++) {
-            const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, k->ranges.items[i]);
-            long long fid = ixw_file_id(w, g->file, 0, NULL, 0, NULL);
-            if (fid < 0) return -1;
-            sqlite3_bind_int64(w->ins_range, 1, id);
-            ixw_bind_text(w->ins_range, 2, g->kind);
-            ixw_bind_text(w->ins_range, 3, g->name);
-            ixw_bind_file(w->ins_range, 4, fid);
-            sqlite3_bind_int(w->ins_range, 5, (int)g->line);
-            sqlite3_bind_int(w->ins_range, 6, (int)g->col);
-            if (ixw_step(w, w->ins_range, "inserting a range site")) return -1;
-        }
+        for (size_t i = k->ranges.start[j]; i < k->ranges.start[j + 1]; i++)
+            if (ixw_insert_range(w, id, &TB_VEC_AT(&r->ranges, ix_range, k->ranges.items[i]))) return -1;
         for (size_t i = k->callbacks.start[j]; i < k->callbacks.start[j + 1]; i++) {
-            const ix_callback *b = &TB_VEC_AT(&r->callbacks, ix_callback, k->callbacks.items[i]);
-            long long fid = ixw_file_id(w, b->file, 0, NULL, 0, NULL);
-            if (fid < 0) return -1;
-            sqlite3_bind_int64(w->ins_cb, 1, id);
-            ixw_bind_text(w->ins_cb, 2, b->target_usr);
-            ixw_bind_text(w->ins_cb, 3, b->passed_to);
-            ixw_bind_file(w->ins_cb, 4, fid);
-            sqlite3_bind_int(w->ins_cb, 5, (int)b->line);
-            sqlite3_bind_int(w->ins_cb, 6, (int)b->col);
-            if (ixw_step(w, w->ins_cb, "inserting a callback")) return -1;
+            const ix_callback *cb = &TB_VEC_AT(&r->callbacks, ix_callback, k->callbacks.items[i]);
+            if (ixw_insert_callback(w, id, cb, cb->target_usr)) return -1;
         }
     }
     return 0;
 }
 
-// One touched USR merged again: its functions row and, where unit `unit` writes or wrote it,
-// its body.
+// One touched USR merged again: its functions row and, where a parsed unit writes or wrote it
+// (or the writer changed), its body.
 static int merge_usr(updater *u, const char *usr, const merged_fn *before) {
     tb_pool p = {0};
     replay r;

@@ -152,6 +152,48 @@ static int put_function(writer *w, const ix_func *f, const char *usr) {
     return k;
 }
 
+// A body's rows: a call (returns its calls.id, -1 on failure), a range site, a callback, under
+// the function row caller_id; callee / target: the USR as merged (a unit's renamed copy).
+long long ixw_insert_call(writer *w, long long caller_id, const ix_call *c, const char *callee) {
+    long long fid = ixw_file_id(w, c->file, 0, NULL, 0, NULL);
+    if (fid < 0) return -1;
+    sqlite3_bind_int64(w->ins_call, 1, caller_id);
+    ixw_bind_text(w->ins_call, 2, callee);
+    ixw_bind_text(w->ins_call, 3, c->callee_name);
+    ixw_bind_text(w->ins_call, 4, c->field);
+    ixw_bind_file(w->ins_call, 5, fid);
+    sqlite3_bind_int(w->ins_call, 6, (int)c->line);
+    sqlite3_bind_int(w->ins_call, 7, (int)c->col);
+    ixw_bind_text(w->ins_call, 8, c->in_macro);
+    ixw_bind_text(w->ins_call, 9, c->resolution);
+    ixw_bind_text(w->ins_call, 10, c->candidates);
+    return ixw_step(w, w->ins_call, "inserting a call") ? -1 : sqlite3_last_insert_rowid(w->db);
+}
+
+int ixw_insert_range(writer *w, long long caller_id, const ix_range *g) {
+    long long fid = ixw_file_id(w, g->file, 0, NULL, 0, NULL);
+    if (fid < 0) return -1;
+    sqlite3_bind_int64(w->ins_range, 1, caller_id);
+    ixw_bind_text(w->ins_range, 2, g->kind);
+    ixw_bind_text(w->ins_range, 3, g->name);
+    ixw_bind_file(w->ins_range, 4, fid);
+    sqlite3_bind_int(w->ins_range, 5, (int)g->line);
+    sqlite3_bind_int(w->ins_range, 6, (int)g->col);
+    return ixw_step(w, w->ins_range, "inserting a range site");
+}
+
+int ixw_insert_callback(writer *w, long long caller_id, const ix_callback *b, const char *target) {
+    long long fid = ixw_file_id(w, b->file, 0, NULL, 0, NULL);
+    if (fid < 0) return -1;
+    sqlite3_bind_int64(w->ins_cb, 1, caller_id);
+    ixw_bind_text(w->ins_cb, 2, target);
+    ixw_bind_text(w->ins_cb, 3, b->passed_to);
+    ixw_bind_file(w->ins_cb, 4, fid);
+    sqlite3_bind_int(w->ins_cb, 5, (int)b->line);
+    sqlite3_bind_int(w->ins_cb, 6, (int)b->col);
+    return ixw_step(w, w->ins_cb, "inserting a callback");
+}
+
 // One translation unit's facts. A function whose body an earlier unit already contributed
 // (an inline function of a header) contributes no calls or range sites again.
 static int write_result(writer *w, const ix_result *r) {
@@ -190,28 +232,12 @@ static int write_result(writer *w, const ix_result *r) {
         const char *callee = c->callee_usr;
         int *ren = callee ? tb_strmap_get(&renamed, callee) : NULL;
         if (ren) callee = renamed_to[*ren];
-        sqlite3_bind_int64(w->ins_call, 1, TB_VEC_AT(&w->finfo, struct finfo, fidx[c->caller]).id);
-        ixw_bind_text(w->ins_call, 2, callee);
-        ixw_bind_text(w->ins_call, 3, c->callee_name);
-        ixw_bind_text(w->ins_call, 4, c->field);
-        ixw_bind_file(w->ins_call, 5, ixw_file_id(w, c->file, 0, NULL, 0, NULL));
-        sqlite3_bind_int(w->ins_call, 6, (int)c->line);
-        sqlite3_bind_int(w->ins_call, 7, (int)c->col);
-        ixw_bind_text(w->ins_call, 8, c->in_macro);
-        ixw_bind_text(w->ins_call, 9, c->resolution);
-        ixw_bind_text(w->ins_call, 10, c->candidates);
-        if (ixw_step(w, w->ins_call, "inserting a call")) goto out;
+        if (ixw_insert_call(w, TB_VEC_AT(&w->finfo, struct finfo, fidx[c->caller]).id, c, callee) < 0) goto out;
     }
     for (size_t i = 0; i < r->ranges.len; i++) {
         const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, i);
         if (!emit[g->caller]) continue;
-        sqlite3_bind_int64(w->ins_range, 1, TB_VEC_AT(&w->finfo, struct finfo, fidx[g->caller]).id);
-        ixw_bind_text(w->ins_range, 2, g->kind);
-        ixw_bind_text(w->ins_range, 3, g->name);
-        ixw_bind_file(w->ins_range, 4, ixw_file_id(w, g->file, 0, NULL, 0, NULL));
-        sqlite3_bind_int(w->ins_range, 5, (int)g->line);
-        sqlite3_bind_int(w->ins_range, 6, (int)g->col);
-        if (ixw_step(w, w->ins_range, "inserting a range site")) goto out;
+        if (ixw_insert_range(w, TB_VEC_AT(&w->finfo, struct finfo, fidx[g->caller]).id, g)) goto out;
     }
     for (size_t i = 0; i < r->callbacks.len; i++) {
         const ix_callback *b = &TB_VEC_AT(&r->callbacks, ix_callback, i);
@@ -219,13 +245,7 @@ static int write_result(writer *w, const ix_result *r) {
         const char *target = b->target_usr;
         int *ren = tb_strmap_get(&renamed, target);
         if (ren) target = renamed_to[*ren];
-        sqlite3_bind_int64(w->ins_cb, 1, TB_VEC_AT(&w->finfo, struct finfo, fidx[b->caller]).id);
-        ixw_bind_text(w->ins_cb, 2, target);
-        ixw_bind_text(w->ins_cb, 3, b->passed_to);
-        ixw_bind_file(w->ins_cb, 4, ixw_file_id(w, b->file, 0, NULL, 0, NULL));
-        sqlite3_bind_int(w->ins_cb, 5, (int)b->line);
-        sqlite3_bind_int(w->ins_cb, 6, (int)b->col);
-        if (ixw_step(w, w->ins_cb, "inserting a callback")) goto out;
+        if (ixw_insert_callback(w, TB_VEC_AT(&w->finfo, struct finfo, fidx[b->caller]).id, b, target)) goto out;
     }
     for (size_t i = 0; i < r->ftargets.len; i++) {
         const ix_ftarget *t = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);

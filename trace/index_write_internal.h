@@ -51,6 +51,11 @@ void ixw_bind_pos(sqlite3_stmt *st, int i, unsigned v);     // NULL for 0
 int ixw_step(writer *w, sqlite3_stmt *st, const char *what);
 // files.id of path, inserting the row when the writer has not seen it (w->files).
 long long ixw_file_id(writer *w, const char *path, int is_tu, const char *status, int errors, const char *diags);
+// A body's rows under the function row caller_id: a call (its calls.id, -1 on failure), a
+// range site, a callback; callee / target the USR as merged (a unit's renamed copy, or as is).
+long long ixw_insert_call(writer *w, long long caller_id, const ix_call *c, const char *callee);
+int ixw_insert_range(writer *w, long long caller_id, const ix_range *g);
+int ixw_insert_callback(writer *w, long long caller_id, const ix_callback *b, const char *target);
 // Prepares every insert statement of the writer; ixw_finalize finalizes them.
 int ixw_prepare(writer *w);
 void ixw_finalize(writer *w);
