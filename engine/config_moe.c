@@ -1,5 +1,6 @@
 // config_moe.c — the mixture-of-experts rules of config validation (config.c calls them):
 // Megatron-Core's, each with its numbers, and the MoE values the engine cannot run yet.
+#include "config.h"
 #include "config_rules.h"
 
 // Mixture of experts (transformer/moe/): Megatron-Core's rules, each with its numbers. The

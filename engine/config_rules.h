@@ -4,8 +4,11 @@
 #ifndef TB_CONFIG_RULES_H
 #define TB_CONFIG_RULES_H
 
-#include "config.h"
+#include <stddef.h>
+
 #include "core/error.h"
+
+struct tb_config;
 
 // Appends one violated rule to the message.
 typedef struct rules {
@@ -24,7 +27,7 @@ __attribute__((format(printf, 2, 3))) void violated(rules *r, const char *fmt, .
 
 
 // Mixture of experts (config_moe.c): Megatron-Core's rules, and what the engine cannot run yet.
-void config_moe_rules(rules *r, const tb_config *c);
-void config_moe_not_supported_yet(rules *r, const tb_config *c);
+void config_moe_rules(rules *r, const struct tb_config *c);
+void config_moe_not_supported_yet(rules *r, const struct tb_config *c);
 
 #endif

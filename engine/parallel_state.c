@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm/local_backend.h"
 #include "core/failure_report.h"
 #include "core/xalloc.h"
 
@@ -125,16 +124,18 @@ static int group_is_local(const tb_world *w, const int *members, int n) {
     return 1;
 }
 
-int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err) {
-    return parallel_state_world_init_process(w, cfg, 0, 1, err);
+int parallel_state_world_init(tb_world *w, const tb_config *cfg, const tb_comm_backend *in_process, tb_error *err) {
+    return parallel_state_world_init_process(w, cfg, 0, 1, in_process, err);
 }
 
-int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int process, int processes, tb_error *err) {
+int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int process, int processes,
+                                      const tb_comm_backend *in_process, tb_error *err) {
     memset(w, 0, sizeof *w);
     if (processes < 1 || process < 0 || process >= processes || cfg->world_size % processes != 0)
         return tb_fail(err, "process %d of %d cannot hold an equal share of a world of %d ranks", process, processes,
                        cfg->world_size);
     w->cfg = cfg;
+    w->in_process = in_process;
     w->size = cfg->world_size;
     w->process = process;
     w->processes = processes;
@@ -177,7 +178,7 @@ int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int pro
             g->rk = rk;
             g->mem = &rk->mem;
             g->world = &w->comm;
-            g->backend = &tb_local_backend;
+            g->backend = in_process;
             if (n == 0) {  // not a member (a middle stage's embedding group)
                 g->index = -1;
                 g->id = -1;
@@ -193,7 +194,7 @@ int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int pro
                 continue;
             }
             void **shared = &w->local_groups[g->id];
-            if (!*shared) *shared = tb_local_group_create(n);
+            if (!*shared) *shared = in_process->group_create(n);
             g->backend_state = *shared;
         }
     }
@@ -203,7 +204,7 @@ int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int pro
 
 void parallel_state_world_free(tb_world *w) {
     for (int i = 0; w->local_groups && i < w->size * TB_NGROUP_KINDS; i++)
-        if (w->local_groups[i]) tb_local_group_destroy(w->local_groups[i]);
+        if (w->local_groups[i]) w->in_process->group_destroy(w->local_groups[i]);
     for (int r = 0; w->ranks && r < w->size; r++)
         if (w->ranks[r].world) tb_flight_recorder_destroy(&w->ranks[r].fr);
     if (w->ranks) {
@@ -310,7 +311,7 @@ void parallel_state_abort(tb_world *w, const tb_rank *rk, int status) {
     pthread_cond_broadcast(&w->abort_cv);
     pthread_mutex_unlock(&w->abort_mu);
     for (int i = 0; i < w->size * TB_NGROUP_KINDS; i++)
-        if (w->local_groups[i]) tb_local_group_wake(w->local_groups[i]);
+        if (w->local_groups[i]) w->in_process->group_wake(w->local_groups[i]);
 }
 
 void parallel_state_rank_fail(tb_rank *rk, int status, const char *fmt, ...) {

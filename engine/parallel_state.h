@@ -27,8 +27,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "comm/group.h"
 #include "comm/flight_recorder.h"
+#include "comm/group.h"
 #include "config.h"
 #include "core/memory.h"
 #include "core/ranges.h"
@@ -108,8 +108,10 @@ typedef struct tb_world {
     tb_rank *ranks;                 // (size)
     int process, processes;         // this process and how many there are (0 and 1 without mpirun)
     int local_first, local_count;   // the ranks this process runs: [local_first, local_first + local_count)
-    // (kinds × size) by group id: the local backend's shared object of each group whose members
-    // are all in this process; NULL for every other group
+    // the backend of the groups whose members are all in this process (comm/local_backend.h's,
+    // given by the caller), and (kinds × size) by group id the shared object of each such group;
+    // NULL for every other group
+    const tb_comm_backend *in_process;
     void **local_groups;
     // (kinds × size) by group id: the MPI backend's state of each group that spans processes and
     // has a member here (comm/mpi_backend.h); NULL until tb_mpi_world_connect
@@ -131,14 +133,17 @@ typedef struct tb_world {
     int64_t origin_ns;              // ts = 0 of every rank's trace
 } tb_world;
 
-// Builds the world for cfg in one process: every rank's coordinates and groups on the local
-// backend. Allocators, traces and run directories of the ranks are left to the caller.
-int parallel_state_world_init(tb_world *w, const tb_config *cfg, tb_error *err);
+// Builds the world for cfg in one process: every rank's coordinates and groups on the
+// in-process backend `in_process` (&tb_local_backend, comm/local_backend.h: parallel_state
+// knows no backend, as Megatron's parallel_state takes torch.distributed's). Allocators, traces
+// and run directories of the ranks are left to the caller.
+int parallel_state_world_init(tb_world *w, const tb_config *cfg, const tb_comm_backend *in_process, tb_error *err);
 // The same as process `process` of `processes` (which must divide the world size): groups
-// whose members are all local go on the local backend; the local ranks' groups that span
+// whose members are all local go on `in_process`; the local ranks' groups that span
 // processes are left with no backend (backend NULL) until tb_mpi_world_connect gives them
 // theirs.
-int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int process, int processes, tb_error *err);
+int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int process, int processes,
+                                      const tb_comm_backend *in_process, tb_error *err);
 void parallel_state_world_free(tb_world *w);
 // Whether this process runs `rank`; the process that runs it.
 int parallel_state_rank_is_local(const tb_world *w, int rank);

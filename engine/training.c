@@ -1,3 +1,4 @@
+#include "comm/local_backend.h"
 #include "training.h"
 
 #include <math.h>
@@ -8,16 +9,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/cpu/kernels.h"
 #include "backend/backend.h"
+#include "backend/cpu/kernels.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
-#include "comm/nccl_backend.h"
 #include "checkpoint/dist_checkpoint.h"
 #include "checkpoint/gpt_checkpoint.h"
-#include "reports/tensor_dump.h"
 #include "comm/comm.h"
 #include "comm/mpi_backend.h"
+#include "comm/nccl_backend.h"
 #include "comm/watchdog.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
@@ -27,6 +27,7 @@
 #include "reports/memory_report.h"
 #include "reports/metrics_log.h"
 #include "reports/pipeline_summary.h"
+#include "reports/tensor_dump.h"
 
 static tb_group *group(tb_rank *rk, tb_group_kind k) { return rk->world ? &rk->groups[k] : NULL; }
 
@@ -132,7 +133,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     tr->dump = tensor_dump_create(rk);
     tb_group *cp = group(rk, TB_GROUP_CP);
     for (int c = 0; c < tr->nchunks; c++) {
-        tr->models[c].block.d.dump = tr->dump;
+        tr->models[c].block.d.forward_hook = tensor_dump_hook(tr->dump);
         transformer_layer_set_context_parallel(&tr->models[c].block.d, &tr->models[c].block.ws, cp, cp ? cp->index : 0);
     }
     const int cp_size = cfg->context_parallel_size > 1 ? cfg->context_parallel_size : 1;
@@ -760,7 +761,7 @@ int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
     if (cfg->device == TB_DEVICE_CUDA && tb_cuda_check_device_flag(cfg, ranks_on_this_host, err) != 0)
         return TB_EXIT_USAGE;
     tb_world world;
-    if (parallel_state_world_init_process(&world, cfg, launch->process, launch->processes, err) != 0)
+    if (parallel_state_world_init_process(&world, cfg, launch->process, launch->processes, &tb_local_backend, err) != 0)
         return TB_EXIT_FAILURE;
     world.origin_ns = tb_now_ns();
     if (setup_run_dir(&world, cfg, launch, err) != 0 || connect_processes(&world, launch, err) != 0) {

@@ -14,12 +14,11 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
 #include "provenance.h"
-#include "recorder.h"
-#include "signing.h"
 
 #define ZERO_LINK "0000000000000000000000000000000000000000000000000000000000000000"
 
@@ -250,12 +249,14 @@ typedef struct ledger {
 
 struct tb_anchor_verifier {
     sqlite3 *db;
-    const tb_public_key *key;  // required signer, or NULL
+    tb_anchor_signer signer;   // required signer (signer.key NULL: none)
     ledger *ledgers;
     size_t n, cap;
 };
 
-void tb_anchor_verifier_require_signature(tb_anchor_verifier *v, const struct tb_public_key *key) { v->key = key; }
+void tb_anchor_verifier_require_signature(tb_anchor_verifier *v, const tb_anchor_signer *signer) {
+    v->signer = *signer;
+}
 
 // The ledger's link at seq (its entries are seq 1, 2, ... in order, as far as they chain).
 static const char *link_at(void *ctx, long long seq) {
@@ -395,7 +396,9 @@ static ledger *load_ledger(tb_anchor_verifier *v, const char *version_dir) {
                         "entries were removed, added or the ledger rewritten",
                         path, seq, prev, head_seq, head_link);
     }
-    if (v->key) l->signed_seq = tb_signed_seq(v->key, version_dir, key, link_at, l, l->sign_why, sizeof l->sign_why);
+    if (v->signer.key)
+        l->signed_seq =
+            v->signer.signed_seq(v->signer.key, version_dir, key, link_at, l, l->sign_why, sizeof l->sign_why);
     return l;
 }
 
@@ -505,12 +508,12 @@ int tb_anchor_verify(tb_anchor_verifier *v, const char *version_dir, const char 
                         "was rewritten",
                         what, entry_seq, row_seq);
     }
-    if (v->key && sha256 && entry) {
+    if (v->signer.key && sha256 && entry) {
         if (l->signed_seq == 0) add_problem(&problems, "%s", l->sign_why);
         else if (entry_seq > l->signed_seq)
             add_problem(&problems,
                         "%s was anchored at seq %lld, after the last head %s signed (seq %lld of %s): not signed", what,
-                        entry_seq, tb_public_key_id(v->key), l->signed_seq, key);
+                        entry_seq, v->signer.id(v->signer.key), l->signed_seq, key);
     }
     int added = emit(l->problems, add, ctx) + emit(problems, add, ctx);
     free(problems);

@@ -52,10 +52,21 @@ typedef struct tb_anchor_verifier tb_anchor_verifier;
 tb_anchor_verifier *tb_anchor_verifier_new(sqlite3 *db);
 void tb_anchor_verifier_free(tb_anchor_verifier *v);
 
-// With a key required (`tracebook prove --require-signature`), an item is vouched for only
-// when anchored at or before a ledger head that key signed (signing.h); key not owned.
-struct tb_public_key;
-void tb_anchor_verifier_require_signature(tb_anchor_verifier *v, const struct tb_public_key *key);
+// A signer whose signature is required: the highest seq of a version's ledger it signed (0 and
+// why, one line, when none; chain_link(ctx, seq) gives the ledger's link at seq, NULL when it
+// has none), and its id for messages. signing.h makes one from a public key
+// (tb_public_key_signer); the anchors know signatures only through it.
+typedef struct tb_anchor_signer {
+    long long (*signed_seq)(const void *key, const char *version_dir, const char *version_key,
+                            const char *(*chain_link)(void *ctx, long long seq), void *ctx, char *why,
+                            size_t why_len);
+    const char *(*id)(const void *key);
+    const void *key;  // not owned
+} tb_anchor_signer;
+
+// With a signer required (`tracebook prove --require-signature`), an item is vouched for only
+// when anchored at or before a ledger head it signed (signing.h); *signer is copied.
+void tb_anchor_verifier_require_signature(tb_anchor_verifier *v, const tb_anchor_signer *signer);
 
 // The version's ledger head (its last seq and link) and its key "<experiment>/v<N>", when the
 // ledger chains and ends where the catalogue's head says: 0; else -1 with *problems (malloc'd

@@ -41,8 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint/safetensors.h"
 #include "core/options.h"
+#include "core/safetensors.h"
 #include "core/xalloc.h"
 
 #define BS_PATH_MAX 4096

@@ -845,7 +845,10 @@ int tracebook_prove_main(int argc, char **argv) {
     }
 
     s.checks.anchors = tb_anchor_verifier_new(s.db);
-    if (signer) tb_anchor_verifier_require_signature(s.checks.anchors, signer);
+    if (signer) {
+        const tb_anchor_signer required = tb_public_key_signer(signer);
+        tb_anchor_verifier_require_signature(s.checks.anchors, &required);
+    }
     int matched = 0, experiments = 0;
     prove_scan(&s, &experiments, &matched);
     tb_anchor_verifier_free(s.checks.anchors);

@@ -17,6 +17,7 @@
 
 #include "anchor.h"
 #include "catalog.h"
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "core/json_number.h"
 #include "core/rng.h"
@@ -57,24 +58,11 @@ void tb_recorder_install_sigint(void) {
 }
 int tb_recorder_interrupted(void) { return interrupted; }
 
-void tb_iso_now(char *buf, size_t len) {
-    time_t t = time(NULL);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-double tb_wall_s(void) { return now_s(); }
-
 void tb_new_run_id(char *buf, size_t len) {
     char stamp[32];
     time_t t = time(NULL);
     strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", gmtime(&t));
-    uint64_t s = (uint64_t)(now_s() * 1e6) ^ (uint64_t)getpid() << 32;
+    uint64_t s = (uint64_t)(tb_wall_s() * 1e6) ^ (uint64_t)getpid() << 32;
     uint32_t r = 0;
     int fd = open("/dev/urandom", O_RDONLY);
     if (fd >= 0) {
@@ -84,36 +72,6 @@ void tb_new_run_id(char *buf, size_t len) {
     snprintf(buf, len, "%s-%08x", stamp, (unsigned)((uint32_t)tb_splitmix64(&s) ^ r));
 }
 
-int tb_path_format(char *buf, size_t len, tb_error *err, const char *fmt, ...) {
-    va_list ap, again;
-    va_start(ap, fmt);
-    va_copy(again, ap);
-    int n = vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-    if (n >= 0 && (size_t)n < len) {
-        va_end(again);
-        return 0;
-    }
-    if (len > 0) buf[0] = '\0';  // a cut path must not be used by a caller that ignores -1
-    if (n < 0) {
-        va_end(again);
-        return tb_fail(err, "cannot format a path from '%s'", fmt);
-    }
-    // The message names the whole path, formatted again at full length: its start says which
-    // root was too long, its end which file was wanted. A long one keeps both ends, so the
-    // message still fits a tb_error with the callers' context before it.
-    char *full = tb_xmalloc((size_t)n + 1, "too-long path");
-    vsnprintf(full, (size_t)n + 1, fmt, again);
-    va_end(again);
-    enum { SHOWN = 300 };  // bytes of each end of a path too long to show whole
-    if (n <= 2 * SHOWN)
-        tb_fail(err, "path too long: %s (%d bytes, over the limit of %zu)", full, n, len ? len - 1 : 0);
-    else
-        tb_fail(err, "path too long: %.*s...%s (%d bytes, over the limit of %zu)", SHOWN, full, full + n - SHOWN, n,
-                len ? len - 1 : 0);
-    free(full);
-    return -1;
-}
 
 int tb_record_rank_file(char *buf, size_t len, const char *record, tb_rank_file kind, int rank, tb_error *err) {
     char run_dir[PATH_MAX];
@@ -136,7 +94,7 @@ static json_t *last_metrics_line(const char *path) {
 int tb_run_engine(const json_t *argv, const char *rec, int progress, const char *label, int iters,
                   tb_run_outcome *outcome, tb_error *err) {
     tb_run_outcome out = {0, 0, 0, 0.0};
-    const double started = now_s();
+    const double started = tb_wall_s();
     char out_path[PATH_MAX], err_path[PATH_MAX], beat[PATH_MAX], metrics[PATH_MAX];
     if (tb_path_format(out_path, sizeof out_path, err, "%s/" TB_RECORD_STDOUT, rec) != 0 ||
         tb_path_format(err_path, sizeof err_path, err, "%s/" TB_RECORD_STDERR, rec) != 0 ||
@@ -174,7 +132,7 @@ int tb_run_engine(const json_t *argv, const char *rec, int progress, const char 
             out.interrupted = 1;
             kill(pid, interrupted);  // SIGINT or SIGTERM, as the host got
         }
-        double t = now_s();
+        double t = tb_wall_s();
         if (t - last_beat >= 2.0) {
             char text[64];
             int len = snprintf(text, sizeof text, "%.3f\n", t);
@@ -200,7 +158,7 @@ int tb_run_engine(const json_t *argv, const char *rec, int progress, const char 
         struct timespec ts = {0, 10 * 1000 * 1000};  // 10 ms: the most a run waits to be noticed done
         nanosleep(&ts, NULL);
     }
-    out.engine_s = now_s() - started;
+    out.engine_s = tb_wall_s() - started;
     if (progress) fprintf(stdout, "\r%*s\r", 100, "");
     if (WIFEXITED(status)) out.exit_status = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) {

@@ -14,7 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/clock.h"
 #include "core/error.h"
+#include "core/fileio.h"
 #include "core/options.h"
 #include "core/run_dir.h"
 #include "provenance.h"
@@ -68,15 +70,8 @@ int tb_env_globs_check(const char *command, const tb_strlist *globs, const char 
 void tb_recorder_install_sigint(void);
 int tb_recorder_interrupted(void);
 
-// Wall-clock seconds (CLOCK_REALTIME).
-double tb_wall_s(void);
-// "2026-11-29T10:45:12Z" (UTC)
-void tb_iso_now(char *buf, size_t len);
 // "20261129T104512-3f9a2c1e": start time + 8 hex of randomness
 void tb_new_run_id(char *buf, size_t len);
-// snprintf for paths, never a silent truncation: 0, or -1 with err naming the path that
-// does not fit (its start and its end) and the limit, len - 1 bytes; buf is then "".
-int tb_path_format(char *buf, size_t len, tb_error *err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 // "<record>/run/<kind>.rank-NNNNN.<ext>": a rank's file of the run directory inside a record
 // (core/run_dir.h). 0, or -1 with err set when the path does not fit.
 int tb_record_rank_file(char *buf, size_t len, const char *record, tb_rank_file kind, int rank, tb_error *err);

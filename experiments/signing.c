@@ -272,6 +272,18 @@ long long tb_signed_seq(const tb_public_key *key, const char *version_dir, const
     return best;
 }
 
+static long long signer_signed_seq(const void *key, const char *version_dir, const char *version_key,
+                                const char *(*chain_link)(void *ctx, long long seq), void *ctx, char *why,
+                                size_t why_len) {
+    return tb_signed_seq(key, version_dir, version_key, chain_link, ctx, why, why_len);
+}
+
+static const char *signer_id(const void *key) { return tb_public_key_id(key); }
+
+tb_anchor_signer tb_public_key_signer(const tb_public_key *k) {
+    return (tb_anchor_signer){ .signed_seq = signer_signed_seq, .id = signer_id, .key = k };
+}
+
 // ---------------------------------------------------------------------------------------
 // tracebook sign
 

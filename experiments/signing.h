@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 
+#include "anchor.h"
 #include "core/error.h"
 
 #define TB_KEY_ID_MAX 32  // "ed25519:" + 16 hex digits of the public key's sha256
@@ -47,6 +48,10 @@ int tb_sign_key_check(const char *key_path, char key_id[TB_KEY_ID_MAX], tb_error
 // why) when none. chain_link(seq) gives the ledger's link at seq (NULL when it has none).
 long long tb_signed_seq(const tb_public_key *key, const char *version_dir, const char *version_key,
                         const char *(*chain_link)(void *ctx, long long seq), void *ctx, char *why, size_t why_len);
+
+// k as the anchors' required signer (anchor.h), k not owned: its signed_seq is
+// tb_signed_seq, its id tb_public_key_id.
+tb_anchor_signer tb_public_key_signer(const tb_public_key *k);
 
 // tracebook sign [--experiment NAME] --key KEY.pem [--artifacts DIR]
 int tracebook_sign_main(int argc, char **argv);

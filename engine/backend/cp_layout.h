@@ -1,5 +1,5 @@
 // cp_layout.h — context parallelism's zig-zag (transformer/context_parallel.h) as one inline
-// function (as optimizer/adamw_element.h), shared by the host code and the CUDA kernels (backend/cuda/context_parallel.cu):
+// function (as adamw_element.h), shared by the host code and the CUDA kernels (backend/cuda/context_parallel.cu):
 // the sequence of T tokens is cut into 2·cp chunks of S = T/(2·cp); cp rank `rank` holds chunks
 // rank and 2·cp−1−rank, its local row t < S in the first, S ≤ t < 2S in the second.
 #ifndef TB_BACKEND_CP_LAYOUT_H

@@ -1,6 +1,6 @@
 // moe_row.h — the MoE router's per-token arithmetic (transformer/moe/router.h), shared by the
 // CPU loops (backend/cpu/moe_kernels.c) and the CUDA kernels (backend/cuda/moe.cu), so both
-// do the same float operations in the same order (as optimizer/adamw_element.h).
+// do the same float operations in the same order (as adamw_element.h).
 //
 //   moe_router_row_forward   one token: scores (E) from its logits (softmax over every expert,
 //                            or sigmoid), its top-k experts (largest first, ties to the lower

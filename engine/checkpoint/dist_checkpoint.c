@@ -20,14 +20,14 @@
 
 #include "backend/backend.h"
 #include "backend/host_stage.h"
-#include "checkpoint/safetensors.h"
 #include "comm/comm.h"
 #include "config.h"
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "core/ranges.h"
 #include "core/run_dir.h"
+#include "core/safetensors.h"
 #include "core/xalloc.h"
-#include "reports/conditions.h"
 
 #define CKPT_FORMAT "tracebook-dist-checkpoint"
 #define CKPT_VERSION 1
@@ -268,7 +268,7 @@ struct dist_ckpt_save {
     double stall_ms;   // what training waited for this save
     pthread_t thread;
     int threaded;
-    double run_delay_s;  // the writer thread's wait for a core (conditions_thread_run_delay_s)
+    double run_delay_s;  // the writer thread's wait for a core (tb_thread_run_delay_s)
 };
 
 // The distributed optimizer's all-gathered moments given back (the unsharded ones are the
@@ -396,7 +396,7 @@ static void write_files(struct dist_ckpt_save *sv) {
 static void *writer_thread(void *arg) {
     struct dist_ckpt_save *sv = arg;
     write_files(sv);
-    sv->run_delay_s = conditions_thread_run_delay_s();
+    sv->run_delay_s = tb_thread_run_delay_s();
     return NULL;
 }
 

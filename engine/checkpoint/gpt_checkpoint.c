@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "backend/host_stage.h"
-#include "checkpoint/safetensors.h"
+#include "core/safetensors.h"
 #include "core/xalloc.h"
 
 // The shape a tensor has in files: Conv1D weights transposed, embeddings unpadded.

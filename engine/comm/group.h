@@ -74,6 +74,13 @@ typedef struct tb_comm_backend {
     // this backend). NULL for a backend whose sends are eager (local, MPI): comm.c then runs
     // the ops one by one, in list order, as single sends and recvs.
     int (*batch_send_recv)(const tb_p2p_op *ops, int n, int *timed_out, tb_error *err);
+    // A backend whose groups live in one process (local): the shared object a group's members
+    // meet in (tb_group.backend_state), made by the world once per group (parallel_state.c),
+    // woken when the world aborts (its waits then read the abort flag), destroyed with the
+    // world. NULL for a backend connected after the world is made (MPI, NCCL).
+    void *(*group_create)(int size);
+    void (*group_wake)(void *state);
+    void (*group_destroy)(void *state);
 } tb_comm_backend;
 
 // A group as one member rank sees it.

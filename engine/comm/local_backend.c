@@ -272,8 +272,22 @@ static int local_recv(tb_group *g, float *buf, size_t count, int peer, int *time
 
 static int local_barrier(tb_group *g, int *timed_out, tb_error *err) { return barrier(g, "barrier", timed_out, err); }
 
+static void *local_group_create(int size) { return tb_local_group_create(size); }
+static void local_group_wake(void *state) { tb_local_group_wake(state); }
+static void local_group_destroy(void *state) { tb_local_group_destroy(state); }
+
 const tb_comm_backend tb_local_backend = {
-    "local",        local_all_reduce, local_reduce_scatter, local_all_gather, local_all_to_all,
-    local_broadcast, local_send,      local_recv,           local_barrier,
-    NULL,  // sends are eager: a batch runs op by op (comm.c)
+    .name = "local",
+    .all_reduce = local_all_reduce,
+    .reduce_scatter = local_reduce_scatter,
+    .all_gather = local_all_gather,
+    .all_to_all = local_all_to_all,
+    .broadcast = local_broadcast,
+    .send = local_send,
+    .recv = local_recv,
+    .barrier = local_barrier,
+    .batch_send_recv = NULL,  // sends are eager: a batch runs op by op (comm.c)
+    .group_create = local_group_create,
+    .group_wake = local_group_wake,
+    .group_destroy = local_group_destroy,
 };

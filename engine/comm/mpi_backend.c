@@ -528,9 +528,16 @@ static int exact_barrier(tb_group *g, int *timed_out, tb_error *err) {
 
 // --mpi-collectives exact: the local backend's algorithm on every group.
 const tb_comm_backend tb_mpi_exact_backend = {
-    "mpi",           exact_all_reduce, exact_reduce_scatter, exact_all_gather, exact_all_to_all,
-    exact_broadcast, tb_mpi_send,         tb_mpi_recv,             exact_barrier,
-    tb_mpi_batch_send_recv,
+    .name = "mpi",
+    .all_reduce = exact_all_reduce,
+    .reduce_scatter = exact_reduce_scatter,
+    .all_gather = exact_all_gather,
+    .all_to_all = exact_all_to_all,
+    .broadcast = exact_broadcast,
+    .send = tb_mpi_send,
+    .recv = tb_mpi_recv,
+    .barrier = exact_barrier,
+    .batch_send_recv = tb_mpi_batch_send_recv,
 };
 
 // ---------------------------------------------------------------------------------------

@@ -188,9 +188,16 @@ static int native_barrier(tb_group *g, int *timed_out, tb_error *err) {
 // algorithm (tb_mpi_exact_backend) otherwise; point-to-point alike on either path (single sends eager, a batch on
 // the caller's buffers).
 const tb_comm_backend tb_mpi_backend = {
-    "mpi",            native_all_reduce, native_reduce_scatter, native_all_gather, native_all_to_all,
-    native_broadcast, tb_mpi_send,       tb_mpi_recv,           native_barrier,
-    tb_mpi_batch_send_recv,
+    .name = "mpi",
+    .all_reduce = native_all_reduce,
+    .reduce_scatter = native_reduce_scatter,
+    .all_gather = native_all_gather,
+    .all_to_all = native_all_to_all,
+    .broadcast = native_broadcast,
+    .send = tb_mpi_send,
+    .recv = tb_mpi_recv,
+    .barrier = native_barrier,
+    .batch_send_recv = tb_mpi_batch_send_recv,
 };
 
 #endif  // TB_HAVE_MPI

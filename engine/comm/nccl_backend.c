@@ -670,8 +670,16 @@ void tb_nccl_rank_set_compute_stream(tb_rank *rk, void *stream) {
 }
 
 const tb_comm_backend tb_nccl_backend = {
-    "nccl",         nccl_all_reduce, nccl_reduce_scatter, nccl_all_gather, nccl_all_to_all,
-    nccl_broadcast, nccl_send,       nccl_recv,           nccl_barrier,    nccl_batch_send_recv,
+    .name = "nccl",
+    .all_reduce = nccl_all_reduce,
+    .reduce_scatter = nccl_reduce_scatter,
+    .all_gather = nccl_all_gather,
+    .all_to_all = nccl_all_to_all,
+    .broadcast = nccl_broadcast,
+    .send = nccl_send,
+    .recv = nccl_recv,
+    .barrier = nccl_barrier,
+    .batch_send_recv = nccl_batch_send_recv,
 };
 
 #else  // !TB_HAVE_NCCL: the stub
@@ -741,8 +749,16 @@ static int stub_batch_send_recv(const tb_p2p_op *ops, int n, int *t, tb_error *e
 }
 
 const tb_comm_backend tb_nccl_backend = {
-    "nccl",         stub_all_reduce, stub_reduce_scatter, stub_all_gather, stub_all_to_all,
-    stub_broadcast, stub_send,       stub_recv,           stub_barrier,    stub_batch_send_recv,
+    .name = "nccl",
+    .all_reduce = stub_all_reduce,
+    .reduce_scatter = stub_reduce_scatter,
+    .all_gather = stub_all_gather,
+    .all_to_all = stub_all_to_all,
+    .broadcast = stub_broadcast,
+    .send = stub_send,
+    .recv = stub_recv,
+    .barrier = stub_barrier,
+    .batch_send_recv = stub_batch_send_recv,
 };
 
 #endif

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,4 +102,35 @@ int tb_open_regular(const char *path, const char *note, struct stat *out, tb_err
     }
     if (out) *out = now;
     return fd;
+}
+
+int tb_path_format(char *buf, size_t len, tb_error *err, const char *fmt, ...) {
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    int n = vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < len) {
+        va_end(again);
+        return 0;
+    }
+    if (len > 0) buf[0] = '\0';  // a cut path must not be used by a caller that ignores -1
+    if (n < 0) {
+        va_end(again);
+        return tb_fail(err, "cannot format a path from '%s'", fmt);
+    }
+    // The message names the whole path, formatted again at full length: its start says which
+    // root was too long, its end which file was wanted. A long one keeps both ends, so the
+    // message still fits a tb_error with the callers' context before it.
+    char *full = tb_xmalloc((size_t)n + 1, "too-long path");
+    vsnprintf(full, (size_t)n + 1, fmt, again);
+    va_end(again);
+    enum { SHOWN = 300 };  // bytes of each end of a path too long to show whole
+    if (n <= 2 * SHOWN)
+        tb_fail(err, "path too long: %s (%d bytes, over the limit of %zu)", full, n, len ? len - 1 : 0);
+    else
+        tb_fail(err, "path too long: %.*s...%s (%d bytes, over the limit of %zu)", SHOWN, full, full + n - SHOWN, n,
+                len ? len - 1 : 0);
+    free(full);
+    return -1;
 }

@@ -31,4 +31,8 @@ int tb_open_regular(const char *path, const char *note, struct stat *st, tb_erro
 // "a character device", ... ("a regular file" for one).
 const char *tb_file_kind(mode_t mode);
 
+// snprintf for paths, never a silent truncation: 0, or -1 with err naming the path that
+// does not fit (its start and its end) and the limit, len - 1 bytes; buf is then "".
+int tb_path_format(char *buf, size_t len, tb_error *err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 #endif

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "comm/nccl_backend.h"
+#include "core/clock.h"
 #include "core/xalloc.h"
-#include "reports/conditions.h"
 
 int ddp_active(const tb_ddp *d) { return d->started; }
 
@@ -205,7 +205,7 @@ static void *comm_main(void *arg) {
         pthread_mutex_unlock(&d->mu);
         if (w.gather) gather_bucket(d, w.bucket);
         else reduce_bucket(d, w.bucket);
-        const double run_delay = conditions_thread_run_delay_s();
+        const double run_delay = tb_thread_run_delay_s();
         pthread_mutex_lock(&d->mu);
         d->run_delay_s = run_delay;
         d->done++;

@@ -123,7 +123,7 @@ typedef struct tb_ddp {
 
     pthread_t thread;
     int started;
-    double run_delay_s;      // the thread's wait for a core so far (conditions_thread_run_delay_s; -1 unknown)
+    double run_delay_s;      // the thread's wait for a core so far (tb_thread_run_delay_s; -1 unknown)
     tb_ranges ranges;        // the thread's track (tid 1 of the rank's trace)
     tb_comm_thread ct;
     pthread_mutex_t mu;

@@ -7,12 +7,12 @@
 
 #include "backend/backend.h"
 #include "backend/host_stage.h"
+#include "core/ranges.h"
 #include "core/rng.h"
 #include "core/xalloc.h"
-#include "core/ranges.h"
-#include "reports/tensor_dump.h"
 #include "tensor_parallel/cross_entropy.h"
 #include "tensor_parallel/layers.h"
+#include "transformer/forward_hook.h"
 
 // ---------------------------------------------------------------------------------------
 // Parameter layout
@@ -533,7 +533,7 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
         // (B,T) -> (Ns,C)
         vocab_parallel_embedding_forward(region, x0, m->full, inputs, m->w.wte, m->vocab_start, m->Vl, m->w.wpe);
         TB_RANGE_POP();
-        tensor_dump_forward(m->block.d.dump, region, x0, Ns, C, "embedding");
+        tb_forward_hook_call(m->block.d.forward_hook, region, x0, Ns, C, "embedding");
     } else if (x_in) {
         tb_be()->copy(x0, x_in, (size_t)Ns * C * sizeof(float));
     }

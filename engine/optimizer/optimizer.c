@@ -8,7 +8,6 @@
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "core/xalloc.h"
-#include "optimizer/adamw_element.h"
 #include "parallel_state.h"
 
 void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, int dp_rank, int dp_size,
@@ -89,12 +88,6 @@ void adamw_shard_extract(const tb_adamw *opt, const float *full, float *shard) {
         const tb_shard_bucket *k = &opt->buckets[b];
         be->copy(shard + k->at, full + k->slice_lo, (k->slice_hi - k->slice_lo) * sizeof(float));
     }
-}
-
-void adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
-                  float eps, float keep, float step, float inv_sqrt_bc2) {
-#pragma omp parallel for schedule(static)
-    for (size_t j = 0; j < n; j++) adamw_element(p + j, m + j, v + j, g[j], grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2);
 }
 
 void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *params, const float *grads,

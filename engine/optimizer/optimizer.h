@@ -45,13 +45,6 @@ typedef struct tb_adamw {
     tb_allocator *mem;
 } tb_adamw;
 
-// The AdamW update of n contiguous fp32 values (the loop of adamw_step, and the CPU
-// counterpart of the CUDA backend's cuda_adamw_update): g·grad_scale into m and v, then
-// p = p·keep − step·m / (sqrt(v)·inv_sqrt_bc2 + eps); keep = 1 − lr·weight_decay for decayed
-// tensors (else 1), step = lr / (1 − β1^t), inv_sqrt_bc2 = 1 / sqrt(1 − β2^t).
-void adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
-                  float eps, float keep, float step, float inv_sqrt_bc2);
-
 // padded_parameters: the flat buffer's length (a multiple of dp). dp_rank / dp_size: this
 // rank's place in the data-parallel group; sharded only with --use-distributed-optimizer.
 // cuts: the ncuts bucket boundaries inside the buffer, ascending, each a multiple of dp

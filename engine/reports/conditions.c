@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "core/json_number.h"
 #include "core/run_dir.h"
@@ -42,19 +43,10 @@ static double read_loadavg(void) {
     return v;
 }
 
-double conditions_thread_run_delay_s(void) {
-    FILE *f = fopen("/proc/thread-self/schedstat", "r");
-    if (!f) return -1;
-    unsigned long long on_cpu_ns, run_delay_ns;
-    int n = fscanf(f, "%llu %llu", &on_cpu_ns, &run_delay_ns);
-    fclose(f);
-    return n == 2 ? (double)run_delay_ns / 1e9 : -1;
-}
-
 void conditions_sample_now(conditions_sample *s) {
-    s->run_delay_s = conditions_thread_run_delay_s();
+    s->run_delay_s = tb_thread_run_delay_s();
     s->wall_s = clock_s(CLOCK_MONOTONIC);
-    s->run_delay_after_s = conditions_thread_run_delay_s();
+    s->run_delay_after_s = tb_thread_run_delay_s();
     s->process_cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     read_proc_stat(&s->host_busy_s, &s->host_steal_s);
     s->loadavg1 = read_loadavg();

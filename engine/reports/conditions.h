@@ -46,17 +46,13 @@ typedef struct conditions_sample {
     double host_busy_s;     // /proc/stat user+nice+system+irq+softirq over all CPUs; -1: unreadable
     double host_steal_s;    // /proc/stat steal; -1: unreadable
     double loadavg1;        // /proc/loadavg; -1: unreadable
-    // the calling thread's run_delay (conditions_thread_run_delay_s) read just before the
+    // the calling thread's run_delay (tb_thread_run_delay_s, core/clock.h) read just before the
     // clock (run_delay_s: a window that ends here) and just after it (run_delay_after_s: one
     // that starts here), so that a window's wait, b.run_delay_s − a.run_delay_after_s, lies
     // inside its wall time even when the thread waited for a core between the two reads
     double run_delay_s, run_delay_after_s;
 } conditions_sample;
 
-// The calling thread's time spent runnable but waiting for a core since it started (the
-// scheduler's run_delay, the second field of /proc/thread-self/schedstat), in seconds; -1
-// when the kernel does not report it.
-double conditions_thread_run_delay_s(void);
 // The calling thread's wait for a core between samples a and b (which it took), in seconds;
 // -1 when the kernel does not say.
 double conditions_run_delay_between_s(const conditions_sample *a, const conditions_sample *b);

@@ -2,23 +2,23 @@
 #include "reports/tensor_dump.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
 #include "backend/host_stage.h"
-#include "checkpoint/safetensors.h"
 #include "comm/comm.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
+#include "core/safetensors.h"
 #include "core/xalloc.h"
 #include "models/gpt.h"
 #include "optimizer/optimizer.h"
 #include "parallel_state.h"
 #include "tensor_parallel/mappings.h"
 #include "transformer/context_parallel.h"
+#include "transformer/forward_hook.h"
 
 // The kept tensors are host memory (backend/host_stage.h: on the CPU the rank's workspace, on a
 // device malloc), copied from the backend's tensors as they are captured.
@@ -30,6 +30,7 @@ typedef struct dumped {
 
 struct tb_tensor_dump {
     tb_rank *rk;
+    tb_forward_hook hook;  // the model's module outputs (capture_output)
     int64_t steps[64];
     int nsteps;
     int64_t armed;  // the step being dumped, 0: none
@@ -51,13 +52,18 @@ static int parse_steps(const char *text, int64_t *steps, int *n) {
     return *n ? 0 : -1;
 }
 
+static void capture_output(void *ctx, const tb_tp_region *r, const float *x, int rows, int C, const char *module);
+
 tb_tensor_dump *tensor_dump_create(tb_rank *rk) {
     if (!rk->cfg->dump_tensors[0]) return NULL;
     tb_tensor_dump *d = tb_xcalloc(1, sizeof *d, "tensor dump");
     d->rk = rk;
     if (parse_steps(rk->cfg->dump_tensors, d->steps, &d->nsteps) != 0) d->nsteps = 0;  // config_validate refused it
+    d->hook = (tb_forward_hook){ .output = capture_output, .ctx = d };
     return d;
 }
+
+const tb_forward_hook *tensor_dump_hook(tb_tensor_dump *d) { return d ? &d->hook : NULL; }
 
 static void drop_all(tb_tensor_dump *d) {
     for (int i = 0; i < d->n; i++) tb_host_buffer_free(&d->rk->mem, d->t[i].data);
@@ -92,14 +98,12 @@ static float *keep(tb_tensor_dump *d, const char *name, int rows, int cols) {
     return t->data;
 }
 
-void tensor_dump_forward(tb_tensor_dump *d, const tb_tp_region *r, const float *x, int rows, int C, const char *fmt,
-                         ...) {
-    if (!d || !d->armed) return;
-    char name[96] = "fwd/";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name + 4, sizeof name - 4, fmt, ap);
-    va_end(ap);
+// The forward hook's output: module `module`'s output x, kept as fwd/<module> while armed.
+static void capture_output(void *ctx, const tb_tp_region *r, const float *x, int rows, int C, const char *module) {
+    tb_tensor_dump *d = ctx;
+    if (!d->armed) return;
+    char name[96];
+    snprintf(name, sizeof name, "fwd/%s", module);
     const int sp = r && r->sp && tb_tp_size(r) > 1;
     // every tp (and cp) rank captures the same names in the same order: the gathers are
     // matched collectives

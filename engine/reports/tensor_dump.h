@@ -40,11 +40,12 @@ void tensor_dump_free(tb_tensor_dump *d);
 int tensor_dump_wants(const tb_tensor_dump *d, int64_t step);
 // Arms the dump for `step`: the forward captures that follow (microbatch 0's) are kept.
 void tensor_dump_arm(tb_tensor_dump *d, int64_t step);
-// A module's output (rows × C on this rank; gathered over sequence parallelism through r when
-// sp, and over context parallelism into the global sequence order): kept once per name while
-// armed (a recomputed forward is not captured again).
-void tensor_dump_forward(tb_tensor_dump *d, const struct tb_tp_region *r, const float *x, int rows, int C,
-                         const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+// The forward hook (transformer/forward_hook.h) that captures the model's module outputs
+// into d, for tb_layer_dims.forward_hook; NULL when d is. Each output (rows × C on this rank;
+// gathered over sequence parallelism through its region when sp, and over context
+// parallelism into the global sequence order) is kept as fwd/<name> once per name while armed
+// (a recomputed forward is not captured again).
+const struct tb_forward_hook *tensor_dump_hook(tb_tensor_dump *d);
 // After the step's gradients are reduced (before the optimizer): every gradient, whole.
 void tensor_dump_grads(tb_tensor_dump *d, struct gpt_model *models, struct tb_adamw *opts, int nchunks);
 // After the optimizer step: every parameter, the moments of opts (a collective where they are

@@ -41,6 +41,7 @@ int main(void) {
 
 #include <mpi.h>
 
+#include "comm/local_backend.h"
 #include "comm/mpi_backend.h"
 #include "config.h"
 #include "core/options.h"
@@ -208,7 +209,7 @@ int main(int argc, char **argv) {
     cfg.ranks_per_process = 1;
     config_resolve(&cfg);
     tb_world w;
-    if (parallel_state_world_init_process(&w, &cfg, l.process, l.processes, &err) != 0 ||
+    if (parallel_state_world_init_process(&w, &cfg, l.process, l.processes, &tb_local_backend, &err) != 0 ||
         tb_mpi_world_connect(&w, &err) != 0) {
         fprintf(stderr, "bench_comm: process %d: %s\n", l.process, err.msg);
         tb_finalize(&l, 1);

@@ -10,7 +10,7 @@
 #include "core/ranges.h"
 #include "core/xalloc.h"
 #include "transformer/context_parallel.h"
-#include "reports/tensor_dump.h"
+#include "transformer/forward_hook.h"
 
 tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_spec *spec, tb_group *tp_group) {
     const int fc1_factor = spec->activation->fc1_factor;
@@ -33,7 +33,7 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_sp
     d.F1 = fc1_factor * d.F;
     d.eps = (float)cfg->norm_epsilon;
     d.tp = (tb_tp_region){tp_group, cfg->sequence_parallel, d.B, d.T, d.C, NULL, cfg->debug_inject_fault, NULL};
-    d.dump = NULL;
+    d.forward_hook = NULL;
     const int rope = cfg->position_embedding_type == TB_POS_ROPE;
     d.rope_dim = rope ? (int)lround(d.hs * cfg->rotary_percent) : 0;
     d.rope_interleaved = rope && cfg->rotary_interleaved;
@@ -222,7 +222,7 @@ void transformer_layer_forward(const transformer_layer_spec *spec, int layer, co
     TB_RANGE_POP();
 
     self_attention_forward(spec, layer, d, p, a, ws, ws->branch);
-    tensor_dump_forward(d->dump, &d->tp, ws->branch, d->Ns, d->C, "layer.%d.attention", layer);
+    tb_forward_hook_call(d->forward_hook, &d->tp, ws->branch, d->Ns, d->C, "layer.%d.attention", layer);
     tb_be()->add(a->mid, inp, ws->branch, NsC);  // residual
 
     // a MoE layer reads this rank's tokens (under sequence parallelism its shard, not gathered)
@@ -240,9 +240,9 @@ void transformer_layer_forward(const transformer_layer_spec *spec, int layer, co
                           ws->branch, d->moe_stats);
     else
         mlp_forward(spec, layer, d, p, a, ws, ws->branch);
-    tensor_dump_forward(d->dump, &d->tp, ws->branch, d->Ns, d->C, "layer.%d.mlp", layer);
+    tb_forward_hook_call(d->forward_hook, &d->tp, ws->branch, d->Ns, d->C, "layer.%d.mlp", layer);
     tb_be()->add(out, a->mid, ws->branch, NsC);  // residual
-    tensor_dump_forward(d->dump, &d->tp, out, d->Ns, d->C, "layer.%d", layer);
+    tb_forward_hook_call(d->forward_hook, &d->tp, out, d->Ns, d->C, "layer.%d", layer);
 
     TB_RANGE_POP();
 }

@@ -47,7 +47,7 @@ typedef struct tb_layer_dims {
     double rope_base;
     const float *rope_cos, *rope_sin;
     const tb_core_attention_module *attention;  // the spec's: what it saves and needs as scratch
-    struct tb_tensor_dump *dump;                // --dump-tensors: module outputs kept (NULL: none)
+    const struct tb_forward_hook *forward_hook; // sees each module's output (forward_hook.h; NULL: none)
     int cp_size;        // context parallelism (context_parallel.h): T above is this rank's T / cp tokens
     tb_group *cp;       // the context-parallel group (set by transformer_layer_set_context_parallel)
     tb_moe_dims moe;    // mixture of experts: which layers are MoE layers, their experts (E 0: none)

@@ -13,10 +13,10 @@
 #include <jansson.h>
 
 #include "checkpoint/gpt_checkpoint.h"
-#include "checkpoint/safetensors.h"
 #include "config.h"
 #include "core/memory.h"
 #include "core/rng.h"
+#include "core/safetensors.h"
 #include "models/gpt.h"
 
 #define TMP(name) TB_TEST_TMPDIR "/checkpoint." name

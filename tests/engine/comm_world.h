@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "comm/local_backend.h"
 #include "config.h"
 #include "core/memory.h"
 #include "core/ranges.h"
@@ -44,7 +45,7 @@ static inline int world_up(world *W, int size, int tp, double timeout_s) {
     W->cfg.tensor_model_parallel_size = tp;
     config_resolve(&W->cfg);
     tb_error err;
-    if (parallel_state_world_init(&W->w, &W->cfg, &err) != 0) {
+    if (parallel_state_world_init(&W->w, &W->cfg, &tb_local_backend, &err) != 0) {
         TB_CHECK(0, "world %d tp %d: %s", size, tp, err.msg);
         return -1;
     }

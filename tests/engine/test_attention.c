@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "comm/local_backend.h"
 #include "config.h"
 #include "core/rng.h"
 #include "parallel_state.h"
@@ -329,7 +330,7 @@ TB_TEST(context_parallel_ring_and_all_gather_match_the_whole_sequence) {
         config_resolve(&cfg);
         tb_world w;
         tb_error err;
-        TB_REQUIRE(parallel_state_world_init(&w, &cfg, &err) == 0, "cp %d world: %s", c.cp, err.msg);
+        TB_REQUIRE(parallel_state_world_init(&w, &cfg, &tb_local_backend, &err) == 0, "cp %d world: %s", c.cp, err.msg);
         w.comm.collective_timeout_s = 60;
         for (int r = 0; r < w.size; r++) tb_allocator_init(&w.ranks[r].mem, 0, NULL, NULL);
         parallel_state_run_ranks(&w, cp_exchange_rank, &c);

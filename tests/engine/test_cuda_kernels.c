@@ -301,7 +301,7 @@ TB_TEST(adamw) {
     for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
     float *d_p = upf(p, n), *d_m = upf(m, n), *d_v = upf(v, n), *d_g = upf(g, n);
     const float lr = 3e-4f, b1 = 0.9f, b2 = 0.95f, bc1 = 1.0f - powf(b1, 3.0f), bc2 = 1.0f - powf(b2, 3.0f);
-    adamw_update(p, m, v, g, n, 0.7f, b1, b2, 1e-8f, 1.0f - lr * 0.1f, lr / bc1, 1.0f / sqrtf(bc2));
+    cpu_adamw_update(p, m, v, g, n, 0.7f, b1, b2, 1e-8f, 1.0f - lr * 0.1f, lr / bc1, 1.0f / sqrtf(bc2));
     OK(cuda_adamw_update(d_p, d_m, d_v, d_g, n, 0.7f, b1, b2, 1e-8f, 1.0f - lr * 0.1f, lr / bc1, 1.0f / sqrtf(bc2),
                          ctx.stream));
     CLOSE(down(d_p, n), p, n, F32_ATOL, F32_RTOL, "adamw params");

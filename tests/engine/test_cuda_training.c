@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_device.h"
-#include "checkpoint/safetensors.h"
+#include "core/safetensors.h"
 #include "tb_mpirun.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"

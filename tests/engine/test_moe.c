@@ -14,12 +14,12 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
-#include "checkpoint/safetensors.h"
 #include "config.h"
-#include "trainers.h"
+#include "core/safetensors.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
 #include "tb_test.h"
+#include "trainers.h"
 #include "training.h"
 #include "transformer/moe/router.h"
 #include "transformer/moe/token_dispatcher.h"

@@ -36,12 +36,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/local_backend.h"
 #include "comm/mpi_backend.h"
 #include "comm/reduce.h"
 #include "config.h"
+#include "core/run_dir.h"
 #include "initialize.h"
 #include "parallel_state.h"
-#include "core/run_dir.h"
 
 #define SKIP 77
 #define STEPS 3
@@ -359,7 +360,7 @@ static int worker(int k, const char *algorithm) {
     config_resolve(&cfg);
     tb_world w;
     int status = 0;
-    if (parallel_state_world_init_process(&w, &cfg, l.process, l.processes, &err) != 0 ||
+    if (parallel_state_world_init_process(&w, &cfg, l.process, l.processes, &tb_local_backend, &err) != 0 ||
         tb_mpi_world_connect(&w, &err) != 0) {
         printf("WORKER FAIL process %d: %s\n", l.process, err.msg);
         tb_finalize(&l, 0);

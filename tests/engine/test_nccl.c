@@ -343,7 +343,7 @@ static int make_world(tb_world *w, tb_config *cfg, int n, int tp, double timeout
     cfg->collective_timeout = timeout;
     config_resolve(cfg);
     tb_error err;
-    if (parallel_state_world_init(w, cfg, &err) != 0) {
+    if (parallel_state_world_init(w, cfg, &tb_local_backend, &err) != 0) {
         printf("  parallel_state_world_init: %s\n", err.msg);
         return -1;
     }

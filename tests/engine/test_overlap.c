@@ -14,8 +14,9 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
-#include "checkpoint/safetensors.h"
+#include "comm/local_backend.h"
 #include "config.h"
+#include "core/safetensors.h"
 #include "parallel_state.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -90,7 +91,7 @@ static int train(tb_config *cfg, result *out) {
         return -1;
     }
     tb_world w;
-    if (parallel_state_world_init(&w, cfg, &err) != 0) {
+    if (parallel_state_world_init(&w, cfg, &tb_local_backend, &err) != 0) {
         printf("    %s\n", err.msg);
         return -1;
     }

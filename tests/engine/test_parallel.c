@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 
 #include "backend/cpu/kernels.h"
+#include "comm/local_backend.h"
 #include "config.h"
 #include "parallel_state.h"
 #include "tb_run_dir.h"
@@ -174,7 +175,7 @@ static int train(tb_config *cfg, result *out, int gather_grads) {
         return -1;
     }
     tb_world w;
-    if (parallel_state_world_init(&w, cfg, &err) != 0) {
+    if (parallel_state_world_init(&w, cfg, &tb_local_backend, &err) != 0) {
         printf("    %s\n", err.msg);
         return -1;
     }

@@ -409,7 +409,7 @@ TB_TEST(world_init_gives_each_rank_its_groups_with_one_shared_object_per_group) 
     TB_REQUIRE(config_validate(&cfg, &err) == 0, "tp 2 x dp 2 is valid: \"%s\"", err.msg);
     shape s = {2, 1, 2, 1};
     tb_world w;
-    TB_REQUIRE(parallel_state_world_init(&w, &cfg, &err) == 0, "world_init: \"%s\"", err.msg);
+    TB_REQUIRE(parallel_state_world_init(&w, &cfg, &tb_local_backend, &err) == 0, "world_init: \"%s\"", err.msg);
     TB_CHECK(w.size == 4 && w.cfg == &cfg, "size %d", w.size);
     TB_CHECK(w.comm.collective_timeout_s == cfg.collective_timeout, "timeout %g", w.comm.collective_timeout_s);
     TB_CHECK(w.stall_rank == 1 && w.stall_step == 2, "--inject-stall 1:2 → rank %d step %lld", w.stall_rank,
@@ -468,7 +468,7 @@ TB_TEST(world_of_one_rank_has_groups_of_one) {
     config_resolve(&cfg);
     tb_error err;
     tb_world w;
-    TB_REQUIRE(parallel_state_world_init(&w, &cfg, &err) == 0, "world_init: \"%s\"", err.msg);
+    TB_REQUIRE(parallel_state_world_init(&w, &cfg, &tb_local_backend, &err) == 0, "world_init: \"%s\"", err.msg);
     TB_CHECK(w.size == 1 && w.stall_rank == -1, "size %d, stall rank %d", w.size, w.stall_rank);
     for (int k = 0; k < TB_NGROUP_KINDS; k++) {
         const tb_group *g = &w.ranks[0].groups[k];
@@ -491,13 +491,13 @@ TB_TEST(rank_on_host_is_the_local_index_torchrun_calls_local_rank) {
     tb_world w;
     unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
     unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    TB_REQUIRE(parallel_state_world_init(&w, &cfg, &err) == 0, "world_init: \"%s\"", err.msg);
+    TB_REQUIRE(parallel_state_world_init(&w, &cfg, &tb_local_backend, &err) == 0, "world_init: \"%s\"", err.msg);
     for (int r = 0; r < 8; r++)
         TB_CHECK(parallel_state_rank_on_host(&w.ranks[r]) == r, "one process: rank %d on host %d", r,
                  parallel_state_rank_on_host(&w.ranks[r]));
     parallel_state_world_free(&w);
     // 4 processes of 2 rank threads, 2 processes per host: process 3 is the second on its host
-    TB_REQUIRE(parallel_state_world_init_process(&w, &cfg, 3, 4, &err) == 0, "world_init_process: \"%s\"", err.msg);
+    TB_REQUIRE(parallel_state_world_init_process(&w, &cfg, 3, 4, &tb_local_backend, &err) == 0, "world_init_process: \"%s\"", err.msg);
     setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
     TB_CHECK(parallel_state_rank_on_host(&w.ranks[6]) == 2 && parallel_state_rank_on_host(&w.ranks[7]) == 3,
@@ -546,7 +546,7 @@ TB_TEST(ranks_of_a_shared_group_meet_in_it) {
     config_resolve(&cfg);
     tb_error err;
     tb_world w;
-    TB_REQUIRE(parallel_state_world_init(&w, &cfg, &err) == 0, "world_init: \"%s\"", err.msg);
+    TB_REQUIRE(parallel_state_world_init(&w, &cfg, &tb_local_backend, &err) == 0, "world_init: \"%s\"", err.msg);
     static sum_job j;
     memset(&j, 0, sizeof j);
     parallel_state_run_ranks(&w, sum_ranks, &j);

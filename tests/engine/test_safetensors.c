@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint/safetensors.h"
+#include "core/safetensors.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 

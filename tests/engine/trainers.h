@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "backend/cpu/kernels.h"
+#include "comm/local_backend.h"
 #include "config.h"
 #include "parallel_state.h"
 #include "training.h"
@@ -52,7 +53,7 @@ static inline int run_world(tb_config *cfg, void (*fn)(tb_rank *rk, void *arg), 
         return -1;
     }
     tb_world w;
-    if (parallel_state_world_init(&w, cfg, &err) != 0) {
+    if (parallel_state_world_init(&w, cfg, &tb_local_backend, &err) != 0) {
         printf("    %s\n", err.msg);
         return -1;
     }

@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "backend/adamw_element.h"
 #include "core/xalloc.h"
 
 // OpenBLAS's own controls (declared in its cblas.h on Debian, repeated for clarity).
@@ -559,4 +560,13 @@ void cpu_runtime_select(char **argv) {
                     "default wait policy\n",
             core ? " OPENBLAS_CORETYPE=" : "", core ? core : "", wait_policy ? " " : "", wait_policy ? name : "",
             wait_policy ? "=" : "", wait_policy ? value : "", strerror(e), openblas_get_corename());
+}
+
+// --- optimizer ---------------------------------------------------------------------
+
+void cpu_adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
+                      float eps, float keep, float step, float inv_sqrt_bc2) {
+#pragma omp parallel for schedule(static)
+    for (size_t j = 0; j < n; j++)
+        adamw_element(p + j, m + j, v + j, g[j], grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2);
 }

@@ -242,4 +242,13 @@ const char *cpu_blas_name(void);
 const char *cpu_blas_config(void);
 const char *cpu_blas_corename(void);
 
+// --- optimizer ---------------------------------------------------------------------
+// The AdamW update of n contiguous fp32 values (the backend's adamw_update, which
+// optimizer.c's adamw_step calls per slice of a tensor; the CPU counterpart of the CUDA
+// backend's cuda_adamw_update, both through backend/adamw_element.h): g·grad_scale into m
+// and v, then p = p·keep − step·m / (sqrt(v)·inv_sqrt_bc2 + eps); keep = 1 − lr·weight_decay
+// for decayed tensors (else 1), step = lr / (1 − β1^t), inv_sqrt_bc2 = 1 / sqrt(1 − β2^t).
+void cpu_adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
+                      float eps, float keep, float step, float inv_sqrt_bc2);
+
 #endif

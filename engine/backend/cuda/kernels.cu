@@ -6,10 +6,10 @@
 #include <cuda_runtime.h>
 #include <float.h>
 
+#include "backend/adamw_element.h"
 #include "backend/cp_layout.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/warp.cuh"
-#include "optimizer/adamw_element.h"
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2 / pi), as backend/cpu/activations.c
 

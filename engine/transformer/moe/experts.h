@@ -8,7 +8,8 @@
 
 #include <stdint.h>
 
-#include "transformer/moe/moe_layer.h"
+#include "transformer/moe/moe_types.h"
+#include "transformer/spec.h"
 
 // inp (M,C) → out (M,C); fc1 (M,F1) and act (M,F) saved. counts: (E_local) rows per local expert.
 void experts_forward(const tb_moe_dims *m, const tb_activation_module *act, int C, const int32_t *counts,

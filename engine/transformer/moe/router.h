@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "core/memory.h"
-#include "transformer/moe/moe_layer.h"
+#include "transformer/moe/moe_types.h"
 
 // logits (N,E) is scratch; scores, topk, probs are written.
 void router_forward(const tb_moe_dims *m, int N, int C, const float *inp, const float *w, float *logits, float *scores,

@@ -7,10 +7,15 @@
 
 #include "backend/backend.h"
 #include "comm/comm.h"
+#include "config.h"
 #include "core/ranges.h"
 #include "core/xalloc.h"
-#include "config.h"
 #include "transformer/moe/router.h"
+
+int moe_dispatch_rows(const tb_moe_dims *m, int N) {
+    const int NK = N * m->k, padded = m->pad_to_capacity ? m->E * router_expert_capacity(m, N) : 0;
+    return padded > NK ? padded : NK;
+}
 
 void moe_permute_map_local(const int32_t *route, int N, int k, int first, int El, int32_t *tokens_per_expert,
                            int32_t *perm_pos, int32_t *perm_token) {

@@ -17,7 +17,11 @@
 
 #include "comm/group.h"
 #include "core/memory.h"
-#include "transformer/moe/moe_layer.h"
+#include "transformer/moe/moe_types.h"
+
+// The rows a rank's N tokens dispatch: N·k, or under --moe-pad-expert-input-to-capacity
+// E · capacity when more (the permuted buffers' size, M below).
+int moe_dispatch_rows(const tb_moe_dims *m, int N);
 
 // route (N,k) → tokens_per_expert (E), perm_pos (N,k), perm_token (M, the choices not dropped);
 // a dropped choice (route -1) has perm_pos -1 and no row: it is skipped by every function below.

@@ -1,4 +1,4 @@
-#include "checkpoint/safetensors.h"
+#include "core/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,10 +1,10 @@
-// adamw_element.h — the AdamW update of one value, shared by the CPU loop (adamw_update,
-// optimizer.c) and the CUDA kernel (backend/cuda/kernels.cu), so both evaluate the same
+// adamw_element.h — the AdamW update of one value, shared by the CPU loop (cpu_adamw_update,
+// backend/cpu/kernels.c) and the CUDA kernel (backend/cuda/kernels.cu), so both evaluate the same
 // formula in the same order. Not bit for bit across the two: nvcc contracts a·b + c into
 // fused multiply-adds by default (-fmad=true), and gcc does where -march=native has FMA
 // (-ffp-contract=fast), each where it chooses; the GPU tests compare within a tolerance.
-#ifndef TB_OPTIMIZER_ADAMW_ELEMENT_H
-#define TB_OPTIMIZER_ADAMW_ELEMENT_H
+#ifndef TB_BACKEND_ADAMW_ELEMENT_H
+#define TB_BACKEND_ADAMW_ELEMENT_H
 
 #include <math.h>
 

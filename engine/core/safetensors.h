@@ -31,8 +31,8 @@
 //
 // The host is assumed little-endian (x86_64, aarch64 Linux): the data buffer and the
 // header length are read and written as raw host words.
-#ifndef TB_CHECKPOINT_SAFETENSORS_H
-#define TB_CHECKPOINT_SAFETENSORS_H
+#ifndef TB_CORE_SAFETENSORS_H
+#define TB_CORE_SAFETENSORS_H
 
 #include <stdint.h>
 #include <stdio.h>
