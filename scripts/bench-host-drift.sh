@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# How steady this host is over time (bench_host): an ALU loop and a memory stream, each timed
-# in ~100 ms chunks for SECONDS, with the host and its load. A timing claim can be no more
-# precise than the drift printed here: on a VM whose memory system other tenants share the
-# stream (and the engine's steps with it) drifts while the ALU loop stays flat.
+# How steady this host is over time (bench_host): an ALU loop, a memory stream and the
+# core-to-core round trip between two pinned threads, each timed in ~100 ms chunks for
+# SECONDS, with the host and its load. A timing claim can be no more precise than the drift
+# printed here: on a VM whose memory system other tenants share the stream drifts while the
+# ALU loop stays flat, and where the hypervisor moves the vCPUs the round trip changes several
+# times over (so do steps that run two cooperating threads).
 #
 #   scripts/bench-host-drift.sh [SECONDS=20] [BUILD_DIR=build]
 set -euo pipefail
