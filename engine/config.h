@@ -178,7 +178,10 @@ void config_defaults(tb_config *cfg);
 int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested, tb_error *err);
 int config_load_json(tb_config *cfg, const char *path, tb_error *err);
 void config_resolve(tb_config *cfg);
-// Checks every rule; on failure err lists each violated rule on its own line.
+// Megatron's virtual pipeline size from --num-layers-per-virtual-pipeline-stage: (layers per
+// stage, counting the embedding and the loss when asked) / layers per virtual stage.
+int config_virtual_stages_from_layers(const tb_config *cfg);
+// Checks every rule (config_rules.c); on failure err lists each violated rule on its own line.
 int config_validate(const tb_config *cfg, tb_error *err);
 // The same rules, less those `skip` names: TB_RULES_SKIP_BUILD_LIMITS, this build's capacity
 // (world_size <= 64, vocab_size <= 65536 for uint16 token files), and TB_RULES_SKIP_NOT_SUPPORTED,

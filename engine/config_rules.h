@@ -1,6 +1,6 @@
-// config_rules.h — what engine/config.c's validation and its MoE rules (config_moe.c) share:
-// the violated rules collected into one message, and the rule macros. Not an interface beyond
-// the config's own files.
+// config_rules.h — what the config's validation (config_rules.c) and its MoE rules
+// (config_moe.c) share: the violated rules collected into one message, and the rule macros.
+// Not an interface beyond those two files.
 #ifndef TB_CONFIG_RULES_H
 #define TB_CONFIG_RULES_H
 

@@ -143,12 +143,7 @@ int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int pro
     w->local_first = process * w->local_count;
     w->comm.collective_timeout_s = cfg->collective_timeout;
     w->comm.mpi_exact = cfg->mpi_collectives == TB_MPI_COLLECTIVES_EXACT;
-    w->stall_rank = -1;
-    if (cfg->inject_stall[0] && sscanf(cfg->inject_stall, "%d:%lld", &w->stall_rank, (long long *)&w->stall_step) != 2)
-        return tb_fail(err, "flag --inject-stall: '%s' is not RANK:STEP", cfg->inject_stall);
-    if (cfg->debug_slow_link[0] &&
-        sscanf(cfg->debug_slow_link, "%31[a-z_]:%d", w->slow_link_group, &w->slow_link_ms) != 2)
-        return tb_fail(err, "flag --debug-slow-link: '%s' is not GROUP:MS", cfg->debug_slow_link);
+    if (tb_drills_init(&w->drills, cfg, err) != 0) return -1;
     w->ranks = tb_xcalloc((size_t)w->size, sizeof *w->ranks, "ranks of the world");
     w->local_groups = tb_xcalloc((size_t)w->size * TB_NGROUP_KINDS, sizeof *w->local_groups, "local groups");
     w->mpi_groups = tb_xcalloc((size_t)w->size * TB_NGROUP_KINDS, sizeof *w->mpi_groups, "MPI groups");

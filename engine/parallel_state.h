@@ -32,6 +32,7 @@
 #include "config.h"
 #include "core/memory.h"
 #include "core/ranges.h"
+#include "drills/drills.h"
 
 typedef struct tb_coords {
     int tp, cp, dp, pp;
@@ -117,10 +118,7 @@ typedef struct tb_world {
     // has a member here (comm/mpi_backend.h); NULL until tb_mpi_world_connect
     void **mpi_groups;
     tb_comm_world comm;             // the collective timeout and the abort, as the backends see them
-    int stall_rank;                 // --inject-stall RANK:STEP (-1: none)
-    int64_t stall_step;
-    char slow_link_group[32];       // --debug-slow-link GROUP:MS ("": none)
-    int slow_link_ms;
+    tb_drills drills;               // the drills' plan (drills/drills.h), parsed once from cfg
     atomic_int hang_reported;
     // The world's abort: set by the first rank that fails (the root cause); every rank
     // waiting in a call on the local backend, or stalled by --inject-stall, then wakes and

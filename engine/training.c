@@ -128,6 +128,8 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
         tr->models[c].grads_ready = grads_ready;
         tr->models[c].grads_ready_ctx = &tr->ddp;
         tr->models[c].params_needed = params_needed;
+        // a fault drill's hooks at the model's fault sites (NULL in a normal run)
+        tr->models[c].block.d.tp.faults = rk->world ? tb_drills_fault_hooks(&rk->world->drills) : NULL;
     }
     ddp_init(&tr->ddp, cfg, rk, tr->models, tr->opts, tr->nchunks);
     tr->dump = tensor_dump_create(rk);
@@ -285,10 +287,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     int64_t t0 = tb_now_ns();
     TB_RANGE_PUSH("data");
     get_batch(tr, step);
-    int slow_rank, slow_ms;  // --debug-slow-data RANK:MS: that rank's data loading is slow (the drill)
-    if (tr->cfg->debug_slow_data[0] && sscanf(tr->cfg->debug_slow_data, "%d:%d", &slow_rank, &slow_ms) == 2 &&
-        slow_rank == rk->rank)
-        usleep((useconds_t)slow_ms * 1000);
+    if (rk->world) tb_drills_slow_data(&rk->world->drills, rk->rank);  // --debug-slow-data
     TB_RANGE_POP();
     r.time.data_ms = ms_since(t0);
     ddp_start_step(&tr->ddp);

@@ -47,7 +47,7 @@ __attribute__((noreturn, format(printf, 3, 4))) static void fail_rank(tb_rank *r
 static void maybe_stall(tb_rank *rk) {
     tb_world *w = rk->world;
     const int64_t step = comm_thread ? comm_thread->step : rk->step;
-    if (!w || w->stall_rank != rk->rank || step != w->stall_step) return;
+    if (!w || !tb_drills_stalls(&w->drills, rk->rank, step)) return;
     fprintf(stderr, "%s: --inject-stall: stopping before its next collective at step %lld\n", rk->label,
             (long long)step);
     if (w->processes > 1) {
@@ -114,8 +114,7 @@ static void end(call *c, int rc) {
     // --debug-slow-link GROUP:MS: the call takes MS ms longer on every member, after all of
     // them are in (the transfer, not the wait for a peer, grows)
     const tb_world *w = c->g->rk->world;
-    if (w && w->slow_link_group[0] && !strcmp(c->g->name, w->slow_link_group))
-        usleep((useconds_t)w->slow_link_ms * 1000);
+    if (w) tb_drills_slow_link(&w->drills, c->g->name);
     tb_flight_recorder_exit(&c->g->rk->fr, c->slot, tb_now_ns());
     TB_RANGE_POP();
 }

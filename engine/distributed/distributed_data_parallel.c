@@ -277,7 +277,7 @@ void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, t
         d->edp->mem = mem;
     }
     d->tp = &rk->groups[TB_GROUP_TP];
-    d->sp_reduce = cfg->sequence_parallel && d->tp->size > 1 && cfg->debug_inject_fault != TB_FAULT_SKIP_SP_GRAD;
+    d->sp_reduce = cfg->sequence_parallel && d->tp->size > 1;
     const int shared_embedding = ddp_shared_embedding(cfg, rk);
     d->site = tb_xcalloc((size_t)nchunks, sizeof *d->site, "ddp sites");
     d->bucket_lo = tb_xcalloc((size_t)nchunks, sizeof *d->bucket_lo, "ddp buckets of parameters");
@@ -373,7 +373,7 @@ void ddp_start_step(tb_ddp *d) {
 static void param_ready(tb_ddp *d, int c, int i, int64_t step) {
     gpt_model *m = &d->models[c];
     const gpt_param *p = &m->params[i];
-    if (d->sp_reduce && p->sp_partial) {
+    if (d->sp_reduce && p->sp_partial && !tb_fault_fires(m->block.d.tp.faults, TB_SITE_SP_GRAD_REDUCE)) {
         int64_t t0 = tb_now_ns();
         tb_all_reduce(d->tp, m->grad_memory + p->offset, p->numel, TB_RED_SUM);
         d->rank_reduce_ms += (double)(tb_now_ns() - t0) / 1e6;

@@ -14,7 +14,8 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp)
 
     tb_group *tp = &rk->groups[TB_GROUP_TP];
     const int overlap = ddp && ddp_active(ddp);
-    if (!overlap && cfg->sequence_parallel && tp->size > 1 && cfg->debug_inject_fault != TB_FAULT_SKIP_SP_GRAD) {
+    if (!overlap && cfg->sequence_parallel && tp->size > 1 &&
+        !tb_fault_fires(m->block.d.tp.faults, TB_SITE_SP_GRAD_REDUCE)) {
         TB_RANGE_PUSH("finalize_model_grads.sequence_parallel");
         for (int i = 0; i < m->nparams; i++)
             if (m->params[i].sp_partial)

@@ -567,7 +567,7 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
 
     TB_RANGE_PUSH("loss");
     vocab_parallel_cross_entropy_forward(region->tp, st->logits, st->losses, m->ce_scratch, targets, N, m->Vl,
-                                         m->vocab_start, m->V, m->cfg->debug_inject_fault);
+                                         m->vocab_start, m->V, region->faults);
     const double sum = tb_be_sum_to_host(st->losses, (size_t)N);
     TB_RANGE_POP();
 

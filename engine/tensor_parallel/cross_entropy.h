@@ -13,11 +13,13 @@
 #include <stdint.h>
 
 #include "comm/comm.h"
+#include "drills/fault_sites.h"
 
 // logits (N,Vl) → probs in place; losses (N); scratch (3N floats)
-// fault: enum tb_debug_fault (config.h); TB_FAULT_VOCAB_CE_SUM leaves the exp sums per rank (bisect's drill)
+// faults: a drill's hooks (NULL: none); at TB_SITE_VOCAB_CE_EXP_SUM the exp sums stay per rank
 void vocab_parallel_cross_entropy_forward(tb_group *tp, float *logits, float *losses, float *scratch,
-                                          const int32_t *targets, int N, int Vl, int vocab_start, int V, int fault);
+                                          const int32_t *targets, int N, int Vl, int vocab_start, int V,
+                                          const tb_fault_hooks *faults);
 // probs (N,Vl) → dlogits in place, scaled by dloss (dL/dloss of each token)
 void vocab_parallel_cross_entropy_backward(float *probs, const int32_t *targets, float dloss, int N, int Vl,
                                            int vocab_start);

@@ -1,7 +1,5 @@
 #include "tensor_parallel/layers.h"
 
-#include "config.h"
-
 #include <string.h>
 
 #include "backend/backend.h"
@@ -30,8 +28,8 @@ void column_parallel_linear_backward(const tb_tp_region *r, float *dinp, float *
 void row_parallel_linear_forward(const tb_tp_region *r, float *out, float *partial, const float *inp,
                                  const float *weight, const float *bias, int N, int K, int OC) {
     int rows = N;
-    if (r->fault == TB_FAULT_ROW_PARALLEL_BIAS && tb_tp_size(r) > 1 && !r->sp) {
-        // the drill's bug: the bias added to every rank's partial sum, so tp times after the reduce
+    if (tb_tp_size(r) > 1 && !r->sp && tb_fault_fires(r->faults, TB_SITE_ROW_PARALLEL_BIAS)) {
+        // a drill's bug: the bias added to every rank's partial sum, so tp times after the reduce
         tb_be()->matmul_forward(out, inp, weight, bias, N, K, OC);
         reduce_from_tensor_model_parallel_region(r, out, (size_t)N * OC);
         return;

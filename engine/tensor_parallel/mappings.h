@@ -18,13 +18,14 @@
 #include <stddef.h>
 
 #include "comm/comm.h"
+#include "drills/fault_sites.h"
 
 typedef struct tb_tp_region {
     tb_group *tp;    // NULL or size 1: no tensor parallelism
     int sp;          // sequence parallel
     int B, T, C;     // full (B,T,C) shape of the region's tensors
     float *staging;  // (B·T·C) scratch for the rank-major layout (sequence parallel only)
-    int fault;       // enum tb_debug_fault (config.h): a known bug on purpose, for bisect's drill
+    const tb_fault_hooks *faults;  // a fault drill's hooks (drills/fault_sites.h; NULL: a normal run)
     const int32_t *pos;  // context parallelism: the global positions of the T local rows (NULL: 0..T-1)
 } tb_tp_region;
 

@@ -32,7 +32,7 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_sp
     d.F = cfg->ffn_hidden_size / tp;
     d.F1 = fc1_factor * d.F;
     d.eps = (float)cfg->norm_epsilon;
-    d.tp = (tb_tp_region){tp_group, cfg->sequence_parallel, d.B, d.T, d.C, NULL, cfg->debug_inject_fault, NULL};
+    d.tp = (tb_tp_region){tp_group, cfg->sequence_parallel, d.B, d.T, d.C, NULL, NULL, NULL};  // faults: set by training
     d.forward_hook = NULL;
     const int rope = cfg->position_embedding_type == TB_POS_ROPE;
     d.rope_dim = rope ? (int)lround(d.hs * cfg->rotary_percent) : 0;

@@ -412,8 +412,8 @@ TB_TEST(world_init_gives_each_rank_its_groups_with_one_shared_object_per_group) 
     TB_REQUIRE(parallel_state_world_init(&w, &cfg, &tb_local_backend, &err) == 0, "world_init: \"%s\"", err.msg);
     TB_CHECK(w.size == 4 && w.cfg == &cfg, "size %d", w.size);
     TB_CHECK(w.comm.collective_timeout_s == cfg.collective_timeout, "timeout %g", w.comm.collective_timeout_s);
-    TB_CHECK(w.stall_rank == 1 && w.stall_step == 2, "--inject-stall 1:2 → rank %d step %lld", w.stall_rank,
-             (long long)w.stall_step);
+    TB_CHECK(w.drills.stall_rank == 1 && w.drills.stall_step == 2, "--inject-stall 1:2 → rank %d step %lld",
+             w.drills.stall_rank, (long long)w.drills.stall_step);
     static const int want_tp[4][2] = {{0, 1}, {0, 1}, {2, 3}, {2, 3}};
     static const int want_dp[4][2] = {{0, 2}, {1, 3}, {0, 2}, {1, 3}};
     for (int r = 0; r < w.size; r++) {
@@ -469,7 +469,7 @@ TB_TEST(world_of_one_rank_has_groups_of_one) {
     tb_error err;
     tb_world w;
     TB_REQUIRE(parallel_state_world_init(&w, &cfg, &tb_local_backend, &err) == 0, "world_init: \"%s\"", err.msg);
-    TB_CHECK(w.size == 1 && w.stall_rank == -1, "size %d, stall rank %d", w.size, w.stall_rank);
+    TB_CHECK(w.size == 1 && w.drills.stall_rank == -1, "size %d, stall rank %d", w.size, w.drills.stall_rank);
     for (int k = 0; k < TB_NGROUP_KINDS; k++) {
         const tb_group *g = &w.ranks[0].groups[k];
         TB_CHECK(g->size == 1 && g->index == 0 && g->ranks[0] == 0 && g->backend_state != NULL, "%s group",
