@@ -6,8 +6,9 @@
 //
 // Reads the compilation database, parses every translation unit with libclang using its own
 // flags, and writes the source index (trace/index_db.h) that the queries read. The pieces:
-// index_compdb.c (the database and flag translation), index_visit.c (one unit's AST),
-// index_targets.c (CMake's file API), index_write.c (SQLite), index_reuse.c (incremental
+// index_compdb.c (the database and flag translation), index_visit.c (one unit's parse; its
+// AST walked in index_visit_walk.c and index_visit_dependent.c, its in-memory headers
+// index_unsaved.c), index_targets.c (CMake's file API), index_write.c (SQLite), index_reuse.c (incremental
 // re-indexing); each with its own header. Containers: pool.h, vec.h, strmap.h.
 //
 // The compilation database
@@ -24,7 +25,7 @@
 //   decide the status) and -working-directory=<the entry's directory>.
 //   -fopenmp units get a stand-in omp.h when clang's resource directory has none (LLVM's
 //   libomp headers not installed; GCC's omp.h uses GCC-only attributes and its include
-//   directory would bring GCC's stdatomic.h): see index_visit.c.
+//   directory would bring GCC's stdatomic.h): see index_unsaved.c.
 //   OpenMP: -fopenmp is kept, so _OPENMP code and the directives are what the compiler sees;
 //   but libclang's visitor does not enter the statement a directive applies to (its
 //   CapturedStmt yields only the captured variables). A unit with such directives is parsed
@@ -55,7 +56,7 @@
 //   through the host filter above; --std/-std X → -std=X; --include-path, --define-macro,
 //   --undefine-macro, --system-include, --pre-include → -I -D -U -isystem -include;
 //   --debug → -g). clang 19's CUDA wrapper includes texture_fetch_functions.h, which CUDA 13
-//   no longer ships: index_visit.c supplies an empty stand-in as an in-memory file under
+//   no longer ships: index_unsaved.c supplies an empty stand-in as an in-memory file under
 //   /tracebook-stubs, last on the include path (so a toolkit that has the real one wins);
 //   nothing is read from or written to the disk for it. Every CUDA unit also gets
 //   -include /tracebook-stubs/tracebook_cuda.h, read after the wrapper: it gives __CUDACC__

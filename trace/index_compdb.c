@@ -352,7 +352,7 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 // Whether clang's resource directory has an omp.h (LLVM's libomp headers installed); when
-// not, -fopenmp units get index_visit.c's stand-in.
+// not, -fopenmp units get index_unsaved.c's stand-in.
 static int have_clang_omp_h(void) {
     struct stat st;
     return stat(TB_CLANG_RESOURCE_DIR "/include/omp.h", &st) == 0;

@@ -8,7 +8,7 @@
 #include "pool.h"
 #include "vec.h"
 
-// The directory of the stand-in headers index_visit.c supplies as in-memory files (CUDA 13's
+// The directory of the stand-in headers index_unsaved.c supplies as in-memory files (CUDA 13's
 // missing texture_fetch_functions.h, omp.h when LLVM's is not installed); it goes last on the
 // include path (-idirafter), so real headers win.
 #define IX_STUB_DIR "/tracebook-stubs"

@@ -2,7 +2,8 @@
 // (libclang's unsaved files): stand-in headers under IX_STUB_DIR for what a toolkit removed
 // or a compiler keeps to itself (CUDA 13's texture_fetch_functions.h, the OpenMP runtime API,
 // nvcc's min/max overloads), and the toolkit headers clang rejects where nvcc accepts them,
-// patched in memory (CUDA 13.0's nccl_device/utility.h). index_visit.c parses with them.
+// patched in memory (CUDA 13.0's nccl_device/utility.h). index_visit.c parses
+// with them.
 #ifndef TB_TRACE_INDEX_UNSAVED_H
 #define TB_TRACE_INDEX_UNSAVED_H
 
