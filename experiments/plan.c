@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/xalloc.h"
+#include "shapes/saved_tensors.h"
 
 static int64_t round_up(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
 static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
@@ -291,19 +292,20 @@ static acts_walk walk_schedule(const chunk_acts *chunks, int p, int r, int m, in
     return w;
 }
 
-static int64_t pad64(int64_t floats) { return round_up(floats * 4, 64); }
-
-// The engine's saved tensors per layer (transformer_layer.c, plan_for), fp32, 64-byte aligned.
+// The engine's saved tensors per layer, fp32, 64-byte aligned: the rule the engine's plan reads
+// (shapes/saved_tensors.h), on this layout's shapes.
 static void engine_acts(const tb_config *c, const shape *s, chunk_acts *a, int has_head) {
     const int tp = s->tp, cp = c->context_parallel_size;
     const int64_t B = c->micro_batch_size, T = c->seq_length / cp, N = B * T;
     const int64_t Ns = c->sequence_parallel ? N / tp : N, C = s->C;
     const int64_t NHl = s->NH / tp, CA = NHl * s->hs, QKVl = s->QKV / tp, Fl = s->F / tp, F1l = s->F1 / tp;
-    const int selective = c->recompute_granularity == TB_RECOMPUTE_SELECTIVE;
-    const int64_t attn = c->attention_backend == TB_ATTENTION_FLASH ? B * NHl * T       // log-sum-exp rows
-                                                                    : (selective ? 0 : B * NHl * T * T);  // probabilities
-    a->A = pad64(N * C) + 2 * pad64(Ns) + pad64(N * QKVl) + pad64(attn) + pad64(N * CA) + pad64(Ns * C) +
-           pad64(N * C) + 2 * pad64(Ns) + pad64(N * F1l) + pad64(N * Fl);
+    tb_layer_saved_shape layer = {.B = B, .T = T, .Ns = Ns, .C = C, .QKV = QKVl, .CA = CA, .NH = NHl, .F = Fl,
+                                  .F1 = F1l, .flash = c->attention_backend == TB_ATTENTION_FLASH,
+                                  .selective = c->recompute_granularity == TB_RECOMPUTE_SELECTIVE};
+    int64_t floats[TB_LAYER_SAVED];
+    tb_layer_saved_floats(&layer, floats);
+    a->A = 0;
+    for (int i = 0; i < TB_LAYER_SAVED; i++) a->A += tb_saved_bytes(floats[i]);
     if (s->E > 0) {
         // a MoE layer (transformer_layer.c plan_for, moe_layer.c): no dense fc1/act; the router's
         // and dispatcher's saved tensors (moe_layer_saved_counts) over the rank's Ns tokens
@@ -315,12 +317,18 @@ static void engine_acts(const tb_config *c, const shape *s, chunk_acts *a, int h
         // choice of every ep x etp rank's tokens). R = Ns·k exactly without ep and without
         // capacity (no token dropped; x etp after the gather); under expert parallelism it is
         // the routing's (data-dependent): a balanced router's etp·Ns·k, an estimate.
-        const int64_t M = Ns * s->k, El = s->E / s->ep, R = (int64_t)s->etp * M;
-        const int64_t Fe1l = s->Fe1 / s->etp, Fel = s->Fe / s->etp, Fs1l = s->Fs1 / tp, Fsl = s->Fs / tp;
-        const int64_t counts[] = {Ns * s->E, Ns * s->k, Ns * s->k, Ns * s->k, s->E, s->E, Ns * s->k, M,
-                                  (int64_t)s->etp * s->ep * s->E, El, M * C, N * Fs1l, N * Fsl};
-        int64_t moe = a->A - pad64(N * F1l) - pad64(N * Fl);
-        for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) moe += pad64(counts[i]);
+        const int64_t M = Ns * s->k, R = (int64_t)s->etp * M;
+        const int64_t Fe1l = s->Fe1 / s->etp, Fel = s->Fe / s->etp;
+        const tb_moe_saved_shape routed = {.Ns = Ns, .C = C, .E = s->E, .k = s->k, .E_local = s->E / s->ep,
+                                           .ep = s->ep, .etp = s->etp, .M = M, .shared_rows = N,
+                                           .Fs1 = s->Fs1 / tp, .Fs = s->Fs / tp};
+        int64_t moe_floats[TB_MOE_SAVED];
+        tb_moe_saved_floats(&routed, moe_floats);
+        layer.moe = 1;
+        tb_layer_saved_floats(&layer, floats);
+        int64_t moe = 0;
+        for (int i = 0; i < TB_LAYER_SAVED; i++) moe += tb_saved_bytes(floats[i]);
+        for (int i = 0; i < TB_MOE_SAVED; i++) moe += tb_saved_bytes(moe_floats[i]);
         const int moved = s->ep > 1 || s->etp > 1;
         const int gathered = moved && c->moe_token_dispatcher_type == TB_MOE_DISPATCHER_ALLGATHER;
         a->A_moe = moe + R * (C + Fe1l + Fel + (gathered ? C : 0)) * 4 + 1;

@@ -2,6 +2,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
+#include "shapes/saved_tensors.h"
 
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                               const float *bias, int N, int C, float eps) {
@@ -42,7 +43,7 @@ static void swiglu_backward(float *dinp, const float *inp, const float *dout, in
 }
 static const tb_activation_module swiglu = {"swiglu", 2, swiglu_forward, swiglu_backward};
 static size_t local_saved_floats(int B, int T, int NH, int selective) {
-    return selective ? 0 : (size_t)B * NH * T * T;  // the probabilities
+    return (size_t)tb_attention_saved_floats(0, B, T, NH, selective);  // the probabilities
 }
 static size_t local_scratch_floats(int T, int hs, int threads) { return 2 * (size_t)T * T; }
 static void local_forward(float *out, float *probs, float *scratch, int threads, const float *qkv, int B, int T,
@@ -54,7 +55,7 @@ static void local_backward(float *dqkv, float *scratch, int threads, const float
     tb_be()->attention_backward(dqkv, scratch, dout, qkv, probs, B, T, NH, G, hs);
 }
 static size_t flash_saved_floats(int B, int T, int NH, int selective) {
-    return (size_t)B * NH * T;  // the log-sum-exp of each row
+    return (size_t)tb_attention_saved_floats(1, B, T, NH, selective);  // the log-sum-exp of each row
 }
 static void flash_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T, int NH,
                           int G, int hs) {

@@ -9,6 +9,7 @@
 #include "backend/cpu/kernels.h"
 #include "core/ranges.h"
 #include "core/xalloc.h"
+#include "shapes/saved_tensors.h"
 #include "transformer/context_parallel.h"
 #include "transformer/forward_hook.h"
 
@@ -49,30 +50,26 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_sp
 
 // The saved tensors of one layer, in carve order: {pointer slot, floats}.
 typedef struct acts_plan {
-    void **slot[12 + TB_MOE_SAVED];
-    size_t count[12 + TB_MOE_SAVED];
+    void **slot[TB_LAYER_SAVED + TB_MOE_SAVED];
+    size_t count[TB_LAYER_SAVED + TB_MOE_SAVED];
     int n;
 } acts_plan;
 
 // moe: a MoE layer (its router, dispatch and experts save instead of the MLP)
 static acts_plan plan_for(transformer_layer_acts *a, const tb_layer_dims *d, int selective, int moe) {
-    const size_t N = (size_t)d->N;
     acts_plan p = {0};
-#define SAVE(field, floats) (p.slot[p.n] = (void **)&a->field, p.count[p.n++] = (floats))
-    const size_t Ns = (size_t)d->Ns;
-    SAVE(ln1, N * d->C);
-    SAVE(ln1_mean, Ns);
-    SAVE(ln1_rstd, Ns);
-    SAVE(qkv, N * d->QKV);
-    SAVE(attn_saved, d->attention->saved_floats(d->B, d->T, d->NH, selective));
-    SAVE(atty, N * d->CA);
-    SAVE(mid, Ns * d->C);
-    SAVE(ln2, N * d->C);
-    SAVE(ln2_mean, Ns);
-    SAVE(ln2_rstd, Ns);
-    SAVE(fc1, moe ? 0 : N * d->F1);
-    SAVE(act, moe ? 0 : N * d->F);
-#undef SAVE
+    // the counts are the shared rule's (shapes/saved_tensors.h: the planner reads it too); the
+    // core attention's from the spec's module, which answers with the same rule
+    const tb_layer_saved_shape shape = {.B = d->B, .T = d->T, .Ns = d->Ns, .C = d->C, .QKV = d->QKV, .CA = d->CA,
+                                        .NH = d->NH, .F = d->F, .F1 = d->F1, .moe = moe};
+    int64_t floats[TB_LAYER_SAVED];
+    tb_layer_saved_floats(&shape, floats);
+    floats[4] = (int64_t)d->attention->saved_floats(d->B, d->T, d->NH, selective);
+    void **dense[TB_LAYER_SAVED] = {(void **)&a->ln1,  (void **)&a->ln1_mean, (void **)&a->ln1_rstd,
+                                    (void **)&a->qkv,  (void **)&a->attn_saved, (void **)&a->atty,
+                                    (void **)&a->mid,  (void **)&a->ln2,      (void **)&a->ln2_mean,
+                                    (void **)&a->ln2_rstd, (void **)&a->fc1,  (void **)&a->act};
+    for (int i = 0; i < TB_LAYER_SAVED; i++) p.slot[p.n] = dense[i], p.count[p.n++] = (size_t)floats[i];
     memset(&a->moe, 0, sizeof a->moe);
     if (moe) {
         void **slots[TB_MOE_SAVED];
@@ -84,8 +81,8 @@ static acts_plan plan_for(transformer_layer_acts *a, const tb_layer_dims *d, int
     return p;
 }
 
-// Each tensor starts on a 64-byte boundary.
-static size_t padded(size_t floats) { return (floats * sizeof(float) + 63) / 64 * 64; }
+// Each tensor starts on a 64-byte boundary (the shared rule's layout).
+static size_t padded(size_t floats) { return (size_t)tb_saved_bytes((int64_t)floats); }
 
 size_t transformer_layer_acts_bytes(const tb_layer_dims *d, int selective_recompute) {
     transformer_layer_acts dummy;

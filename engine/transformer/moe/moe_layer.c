@@ -19,11 +19,12 @@
 static size_t shared_rows(const tb_moe_dims *m, int N) { return (size_t)N * (m->sp ? (size_t)m->sp->size : 1); }
 
 void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]) {
-    const size_t n = (size_t)N, M = (size_t)moe_dispatch_rows(m, N), ns = shared_rows(m, N);
-    const size_t c[TB_MOE_SAVED] = {n * m->E, n * m->k, n * m->k, n * m->k, (size_t)m->E, (size_t)m->E, n * m->k,
-                                    M,        (size_t)m->etp_size * m->ep_size * m->E, (size_t)m->E_local, M * C,
-                                    ns * m->Fs1, ns * m->Fs};
-    memcpy(counts, c, sizeof c);
+    const tb_moe_saved_shape s = {.Ns = N, .C = C, .E = m->E, .k = m->k, .E_local = m->E_local,
+                                  .ep = m->ep_size, .etp = m->etp_size, .M = moe_dispatch_rows(m, N),
+                                  .shared_rows = (int64_t)shared_rows(m, N), .Fs1 = m->Fs1, .Fs = m->Fs};
+    int64_t floats[TB_MOE_SAVED];
+    tb_moe_saved_floats(&s, floats);
+    for (int i = 0; i < TB_MOE_SAVED; i++) counts[i] = (size_t)floats[i];
 }
 
 void moe_layer_saved_slots(moe_layer_acts *a, void **slots[TB_MOE_SAVED]) {

@@ -41,11 +41,12 @@
 #include "comm/group.h"
 #include "config.h"
 #include "core/memory.h"
+#include "shapes/saved_tensors.h"
 #include "transformer/moe/moe_types.h"
 #include "transformer/spec.h"
 
-// Floats (4-byte words) of each carved tensor, in moe_layer_acts order, for the layer's plan.
-#define TB_MOE_SAVED 13
+// Floats (4-byte words) of each carved tensor, in moe_layer_acts order, for the layer's plan
+// (shapes/saved_tensors.h: tb_moe_saved_floats, TB_MOE_SAVED).
 void moe_layer_saved_counts(const tb_moe_dims *m, int N, int C, size_t counts[TB_MOE_SAVED]);
 // The slots of a's tensors in the same order.
 void moe_layer_saved_slots(moe_layer_acts *a, void **slots[TB_MOE_SAVED]);
