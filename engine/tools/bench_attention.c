@@ -79,8 +79,8 @@ int main(int argc, char **argv) {
             cpu_attention_forward(out, probs, scratch, qkv, B, T, NH, G, hs);
             cpu_attention_backward(dqkv, scratch, dout, qkv, probs, B, T, NH, G, hs);
             int64_t t1 = tb_now_ns();
-            cpu_flash_attention_forward(out, lse, fscratch, threads, qkv, B, T, NH, G, hs, 1);
-            cpu_flash_attention_backward(dqkv, fscratch, threads, dout, out, qkv, lse, B, T, NH, G, hs, 1);
+            cpu_flash_attention_forward(out, lse, fscratch, threads, qkv, B, T, NH, G, hs);
+            cpu_flash_attention_backward(dqkv, fscratch, threads, dout, out, qkv, lse, B, T, NH, G, hs);
             int64_t t2 = tb_now_ns();
             if (r >= 0) local[r] = (double)(t1 - t0) / 1e6, flash[r] = (double)(t2 - t1) / 1e6;
         }

@@ -101,8 +101,9 @@ static void flash_run(flash_result *r, const float *qkv, const float *dout, int 
     r->lse = calloc((size_t)B * NH * T, sizeof(float));
     r->dqkv = calloc(nqkv, sizeof(float));
     r->scratch = calloc(cpu_flash_attention_scratch_floats(T, hs, threads), sizeof(float));
-    cpu_flash_attention_forward(r->out, r->lse, r->scratch, threads, qkv, B, T, NH, G, hs, causal);
-    cpu_flash_attention_backward(r->dqkv, r->scratch, threads, dout, r->out, qkv, r->lse, B, T, NH, G, hs, causal);
+    cpu_flash_attention_forward_masked(r->out, r->lse, r->scratch, threads, qkv, B, T, NH, G, hs, causal);
+    cpu_flash_attention_backward_masked(r->dqkv, r->scratch, threads, dout, r->out, qkv, r->lse, B, T, NH, G, hs,
+                                        causal);
 }
 
 static void flash_free(flash_result *r) {

@@ -11,7 +11,7 @@
 //   context parallelism's data movement (copies, one add per element): exact (atol 0, rtol 0);
 //   bf16 (bf16 in and out, fp32 math; the CPU runs fp32 on the same bf16-rounded inputs):
 //     atol 1e-2, rtol 1.6e-2 (two bf16 roundings, 2^-8 each, and the order);
-//   MoE (backend/cpu/moe_kernels.h): the top-k choices exactly (the logits are spaced 0.5 apart,
+//   MoE (backend/kernel_table.h, "MoE"): the top-k choices exactly (the logits are spaced 0.5 apart,
 //     so no expf rounding can reorder them), the row gather exactly, the rest at the fp32
 //     elementwise tolerances (the CPU's float operations; fused multiply-adds, expf's ulp, the
 //     probs' gradient a warp's sum in double) and the aux loss's column sums to 1e-9 relative.
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
-#include "backend/cpu/moe_kernels.h"
+#include "backend/cpu/kernels.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm.h"
@@ -381,13 +381,13 @@ static void flash_attention_at(int hs) {
     float *d_qkv = upf(qkv, nqkv), *d_out = upf(NULL, nout), *d_lse = upf(NULL, nlse), *d_dy = upf(dy, nout);
     float *d_dqkv = upf(NULL, nqkv);
     char what[64];
-    cpu_flash_attention_forward(out, lse, scratch, 1, qkv, B, T, NH, G, hs, 1);
+    cpu_flash_attention_forward(out, lse, scratch, 1, qkv, B, T, NH, G, hs);
     OK(cuda_flash_attention_forward(d_out, d_lse, d_qkv, B, T, NH, G, hs, ctx.stream));
     snprintf(what, sizeof what, "attention out (hs %d)", hs);
     CLOSE(down(d_out, nout), out, nout, GEMM_ATOL, GEMM_RTOL, what);
     snprintf(what, sizeof what, "attention lse (hs %d)", hs);
     CLOSE(down(d_lse, nlse), lse, nlse, GEMM_ATOL, GEMM_RTOL, what);
-    cpu_flash_attention_backward(dqkv, scratch, 1, dy, out, qkv, lse, B, T, NH, G, hs, 1);
+    cpu_flash_attention_backward(dqkv, scratch, 1, dy, out, qkv, lse, B, T, NH, G, hs);
     OK(cuda_flash_attention_backward(d_dqkv, d_dy, d_out, d_qkv, d_lse, B, T, NH, G, hs, ctx.stream));
     snprintf(what, sizeof what, "attention dqkv (hs %d)", hs);
     CLOSE(down(d_dqkv, nqkv), dqkv, nqkv, GEMM_ATOL, GEMM_RTOL, what);

@@ -162,18 +162,29 @@ static void flash_backward(const flash_io *io, float *dq_base, float *dkv, float
         }
 }
 
-void cpu_flash_attention_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T,
-                                 int NH, int G, int hs, int causal) {
+void cpu_flash_attention_forward_masked(float *out, float *lse, float *scratch, int threads, const float *qkv, int B,
+                                        int T, int NH, int G, int hs, int causal) {
     flash_io io = tb_flash_view_fused(qkv, T, NH, G, hs, causal);
     flash_forward(&io, out, lse, scratch, threads, B, NH, G, hs);
 }
 
-void cpu_flash_attention_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
-                                  const float *qkv, const float *lse, int B, int T, int NH, int G, int hs,
-                                  int causal) {
+void cpu_flash_attention_backward_masked(float *dqkv, float *scratch, int threads, const float *dout,
+                                         const float *out, const float *qkv, const float *lse, int B, int T, int NH,
+                                         int G, int hs, int causal) {
     memset(dqkv, 0, (size_t)B * T * (NH + 2 * G) * hs * sizeof(float));
     flash_io io = tb_flash_view_fused(qkv, T, NH, G, hs, causal);
     flash_backward(&io, dqkv, dqkv, scratch, threads, dout, out, lse, B, NH, G, hs);
+}
+
+// The dispatch's (causal) flash attention.
+void cpu_flash_attention_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T,
+                                 int NH, int G, int hs) {
+    cpu_flash_attention_forward_masked(out, lse, scratch, threads, qkv, B, T, NH, G, hs, 1);
+}
+
+void cpu_flash_attention_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
+                                  const float *qkv, const float *lse, int B, int T, int NH, int G, int hs) {
+    cpu_flash_attention_backward_masked(dqkv, scratch, threads, dout, out, qkv, lse, B, T, NH, G, hs, 1);
 }
 
 void cpu_flash_attention_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,

@@ -225,6 +225,26 @@ void cpu_add_inplace(float *acc, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) acc[i] += b[i];
 }
 
+void cpu_scale(float *out, const float *inp, float s, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] * s;
+}
+
+// (row-parallel linear's bias, tensor_parallel/layers.c, as it was)
+void cpu_add_bias(float *out, const float *bias, int rows, int OC) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < rows; n++) {
+        float *o = out + (size_t)n * OC;
+        for (int j = 0; j < OC; j++) o[j] += bias[j];
+    }
+}
+
+void cpu_bias_backward(float *dbias, const float *dout, int rows, int OC) {
+    for (int n = 0; n < rows; n++) {
+        const float *g = dout + (size_t)n * OC;
+        for (int j = 0; j < OC; j++) dbias[j] += g[j];
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // attention core
 

@@ -19,97 +19,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// --- linear: out = inp @ weight^T + bias ----------------------------------------------
-// inp (N,C), weight (OC,C), bias (OC) or NULL → out (N,OC)
-void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
-                        int C, int OC);
-// dout (N,OC) → dinp (N,C) written (if not NULL); dweight (OC,C) and dbias (OC) accumulated
-// (dbias may be NULL).
-void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                         const float *inp, const float *weight, int N, int C, int OC);
-// Grouped GEMM (MoE's --moe-grouped-gemm, Megatron's GroupedMLP): G independent linears over
-// consecutive row blocks, rows[g] rows of inp / out for group g with its own weight (OC,C) and
-// bias (NULL: none), in one call — parallel over the groups, each group's GEMM the sgemm of
-// cpu_matmul_forward single-threaded (the same bits as G calls of it: test_moe). A group of
-// no rows is skipped.
-void cpu_grouped_matmul_forward(float *out, const float *inp, const float *const *weight, const float *const *bias,
-                                const int32_t *rows, int G, int C, int OC);
-// Its backward: dinp (NULL: not wanted) written, dweight[g] and dbias[g] (NULL: none) accumulated.
-void cpu_grouped_matmul_backward(float *dinp, float *const *dweight, float *const *dbias, const float *dout,
-                                 const float *inp, const float *const *weight, const int32_t *rows, int G, int C,
-                                 int OC);
+#include "backend/kernel_table.h"
 
-// --- norms ----------------------------------------------------------------------------
-// LayerNorm: out = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N).
-void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                           const float *weight, const float *bias, int N, int C, float eps);
-void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                            const float *inp, const float *weight, const float *mean,
-                            const float *rstd, int N, int C);
-// RMSNorm: out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp²) + eps); saves rstd (N).
-void cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C,
-                         float eps);
-void cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
-                          const float *weight, const float *rstd, int N, int C);
+// The kernels of the dispatch (backend/kernel_table.h: shapes and conventions there),
+// declared from its list: `ret cpu_<name>(parameters)` for every line.
+#define TB_CPU_KERNEL_DECLARATION(side, ret, name, params, args) ret cpu_##name params;
+TB_KERNEL_TABLE(TB_CPU_KERNEL_DECLARATION)
+#undef TB_CPU_KERNEL_DECLARATION
 
-// --- activations ----------------------------------------------------------------------
-// GELU, tanh approximation: (N·F) → (N·F)
-void cpu_gelu_forward(float *out, const float *inp, size_t n);
-void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
-// SwiGLU: inp (N, 2F) = [gate | up] → out (N, F) = silu(gate) * up
-void cpu_swiglu_forward(float *out, const float *inp, int N, int F);
-void cpu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F);
-
-// --- residual -------------------------------------------------------------------------
-void cpu_add(float *out, const float *a, const float *b, size_t n);            // out = a + b
-void cpu_add_inplace(float *acc, const float *b, size_t n);                    // acc += b
-
-// --- attention core -------------------------------------------------------------------
-// Causal grouped-query attention over a fused qkv (B,T,(NH + 2G)·hs) laid out
-// [Q heads | K groups | V groups]; head h reads key/value group h / (NH/G).
-// out (B,T,NH·hs). probs (B,NH,T,T) is saved for backward; when probs is NULL the
-// probabilities live only in `scratch` (T·T floats) — the selective-recompute path.
-void cpu_attention_forward(float *out, float *probs, float *scratch, const float *qkv, int B, int T,
-                           int NH, int G, int hs);
-// dout (B,T,NH·hs) → dqkv (B,T,(NH+2G)·hs) written. probs as saved by forward, or NULL to
-// recompute them from qkv in `scratch` (2·T·T floats), bit for bit as forward did.
-void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                            const float *probs, int B, int T, int NH, int G, int hs);
-
-// Blocked causal attention (FlashAttention-2's algorithm, flash_attention.c), same layout:
-// out (B,T,NH·hs) and lse (B,NH,T), each row's log-sum-exp of its scaled scores — all it
-// saves. Backward recomputes each block's probabilities from lse and reads forward's out;
-// dqkv is written. scratch: cpu_flash_attention_scratch_floats(T, hs, threads) floats; at
-// most `threads` OpenMP threads run. Results do not depend on the thread count. causal 0:
-// every position sees every other (the engine's GPT is always causal; tests use both).
+// Blocked causal attention (FlashAttention-2's algorithm, flash_attention.c): the table's
+// flash_attention_forward / _backward with the mask a parameter — causal 0: every position
+// sees every other (the engine's GPT is always causal; tests use both). scratch:
+// cpu_flash_attention_scratch_floats(T, hs, threads) floats.
 size_t cpu_flash_attention_scratch_floats(int T, int hs, int threads);
-// Context parallelism: this rank's queries — Tq rows of qkv at global positions qpos —
-// against the whole sequence's keys and values, kv (B, Tk, 2·G·hs: [K groups | V groups]) in
-// position order, causal by position. out (B,Tq,NH·hs), lse (B,NH,Tq) as above; backward
-// writes dqkv's Q part (its K and V parts zero) and dkv (B, Tk, 2·G·hs), the gradient at every
-// key and value from this rank's queries (summed over the context-parallel ranks by the caller).
-// scratch: cpu_flash_attention_scratch_floats(Tk, hs, threads) floats.
-void cpu_flash_attention_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,
-                                    const int32_t *qpos, const float *kv, int B, int Tq, int Tk, int NH, int G,
-                                    int hs);
-void cpu_flash_attention_cp_backward(float *dqkv, float *dkv, float *scratch, int threads, const float *dout,
-                                     const float *out, const float *qkv, const int32_t *qpos, const float *kv,
-                                     const float *lse, int B, int Tq, int Tk, int NH, int G, int hs);
-// Context parallelism's data movement (backend/cpu/context_parallel.c), kv rows (2·G·hs)
-// floats [K groups | V groups], qkv rows (NH+2G)·hs:
-//   pack_kv                kv (B, Tq, KV) = the K and V parts of qkv (B, Tq, QKV)
-//   add_kv_grads           dqkv's K and V parts += dkv (B, Tq, KV)
-//   rank_major_to_positions  the all-gathered rows (cp, B, Tq, KV), rank-major, into the
-//                          sequence in position order seq (B, cp·Tq, KV) (backend/cp_layout.h);
-//   positions_to_rank_major  the reverse (for the reduce-scatter of dK/dV)
-void cpu_cp_pack_kv(float *kv, const float *qkv, int B, int Tq, int NH, int G, int hs);
-void cpu_cp_add_kv_grads(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs);
-void cpu_cp_rank_major_to_positions(float *seq, const float *gathered, int cp_size, int B, int Tq, int KV);
-void cpu_cp_positions_to_rank_major(float *gathered, const float *seq, int cp_size, int B, int Tq, int KV);
-// The ring's merge of a block's partial attention (pout (B, rows, NH·hs), plse (B, NH, rows))
-// into out and lse (B, Tq rows, from row0) by the online-softmax rule.
-void cpu_cp_merge_partial(float *out, float *lse, const float *pout, const float *plse, int B, int NH, int Tq,
-                          int row0, int rows, int hs);
+void cpu_flash_attention_forward_masked(float *out, float *lse, float *scratch, int threads, const float *qkv, int B,
+                                        int T, int NH, int G, int hs, int causal);
+void cpu_flash_attention_backward_masked(float *dqkv, float *scratch, int threads, const float *dout,
+                                         const float *out, const float *qkv, const float *lse, int B, int T, int NH,
+                                         int G, int hs, int causal);
 // One block of context parallelism's ring (cp_comm_type p2p): Tq query rows of a fused qkv
 // tensor (B samples, q_batch_stride floats apart) against Tk key/value rows of a kv tensor
 // ((2·G·hs)-float rows [K groups | V groups], kv_batch_stride floats between samples), either
@@ -126,18 +53,9 @@ typedef struct cpu_flash_block {
     size_t kv_batch_stride;
     int Tq, Tk, out_rows, causal;
 } cpu_flash_block;
-void cpu_flash_attention_block_forward(float *out, float *lse, float *scratch, int threads, const cpu_flash_block *blk,
-                                       int B, int NH, int G, int hs);
-void cpu_flash_attention_block_backward(float *dq, float *dkv, float *scratch, int threads, const float *dout,
-                                        const float *out, const float *lse, const cpu_flash_block *blk, int B, int NH,
-                                        int G, int hs);
 // x[i] = exp(x[i] − shift) for i < n (finite values: activations.c's vector expf); returns
 // their sum. One thread's row: the caller parallelises.
 float cpu_exp_shifted(float *x, int n, float shift);
-void cpu_flash_attention_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T,
-                                 int NH, int G, int hs, int causal);
-void cpu_flash_attention_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
-                                  const float *qkv, const float *lse, int B, int T, int NH, int G, int hs, int causal);
 
 // --- rotary position embedding (RoPE, Megatron's RotaryEmbedding) ---------------------
 // The rotation of position t: angle t · base^(−2i / dim) for channel pair i < dim / 2, as
@@ -145,46 +63,6 @@ void cpu_flash_attention_backward(float *dqkv, float *scratch, int threads, cons
 void cpu_rope_tables(float *cos_t, float *sin_t, int T, int dim, double base);
 // The same for rows at positions pos[0..T) (context parallelism's local tokens).
 void cpu_rope_tables_at(float *cos_t, float *sin_t, const int32_t *pos, int T, int dim, double base);
-// Rotates the first `dim` channels of each of the first `heads` heads of every row of a
-// fused qkv (B·T rows of `row` floats; heads hs floats wide, from the row's start: the Q
-// heads then the K groups), row b·T + t by position t. Pairs are (i, i + dim/2), Megatron's
-// rotate_half, or (2i, 2i+1) when interleaved. inverse rotates by −angle: the transpose,
-// which takes a gradient at the rotated q, k back to the unrotated ones.
-void cpu_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
-                    int dim, int interleaved, int inverse);
-
-// --- embedding ------------------------------------------------------------------------
-// out (B,T,C) = wte[token − vocab_start] (0 for tokens outside [vocab_start,
-// vocab_start + vocab_local): another tensor-parallel rank's rows) + wpe[t] if wpe is not NULL,
-// t the row's position in its sample, or pos[t] when pos is not NULL (context parallelism).
-void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
-                           const float *wpe, const int32_t *pos, int B, int T, int C);
-// dwte (rows of this rank's vocabulary range) and dwpe (if not NULL) accumulated
-void cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
-                            int vocab_local, const int32_t *pos, int B, int T, int C);
-// out (B,T,C) += wpe[t]
-void cpu_add_positions(float *out, const float *wpe, const int32_t *pos, int B, int T, int C);
-
-// --- loss: softmax cross-entropy over a vocabulary shard -------------------------------
-// logits (N,Vl) hold columns [vocab_start, vocab_start + Vl) of the padded vocabulary; only
-// global columns < V are real. The stages let tensor parallelism all-reduce between them
-// (tensor_parallel/cross_entropy.c).
-// rowmax (N) = max over this shard's real columns (-FLT_MAX if it has none)
-void cpu_ce_row_max(const float *logits, float *rowmax, int N, int Vl, int vocab_start, int V);
-// target (N) = logit[target] − max when the target column is in this shard, else 0
-void cpu_ce_target_logit(const float *logits, const float *max, float *target, const int32_t *targets, int N,
-                         int Vl, int vocab_start);
-// logits → exp(logit − max) in place over real columns (padding → 0); sum (N) over the shard
-void cpu_ce_exp_sum(float *logits, const float *max, float *sum, int N, int Vl, int vocab_start, int V);
-// exp → probabilities (÷ sum); losses (N) = log(sum) − target
-void cpu_ce_normalize(float *probs, const float *sum, const float *target, float *losses, int N, int Vl);
-// probs (N,Vl) → dlogits in place: (p − onehot(target)) · dloss
-void cpu_cross_entropy_backward(float *probs_to_dlogits, const int32_t *targets, float dloss, int N, int Vl,
-                                int vocab_start);
-
-// --- reductions -----------------------------------------------------------------------
-// Σ x² in double, summed in fixed blocks so the result is independent of thread count.
-double cpu_sum_squares(const float *x, size_t n);
 
 // What the CPU libraries choose once, when they load, before main runs:
 // - OpenBLAS picks its kernels from the CPU model. OpenBLAS 0.3.21 (Debian 12) does not know
@@ -241,14 +119,5 @@ const char *cpu_blas_name(void);
 // openblas_get_config and openblas_get_corename, e.g. "SkylakeX").
 const char *cpu_blas_config(void);
 const char *cpu_blas_corename(void);
-
-// --- optimizer ---------------------------------------------------------------------
-// The AdamW update of n contiguous fp32 values (the backend's adamw_update, which
-// optimizer.c's adamw_step calls per slice of a tensor; the CPU counterpart of the CUDA
-// backend's cuda_adamw_update, both through backend/adamw_element.h): g·grad_scale into m
-// and v, then p = p·keep − step·m / (sqrt(v)·inv_sqrt_bc2 + eps); keep = 1 − lr·weight_decay
-// for decayed tensors (else 1), step = lr / (1 − β1^t), inv_sqrt_bc2 = 1 / sqrt(1 − β2^t).
-void cpu_adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
-                      float eps, float keep, float step, float inv_sqrt_bc2);
 
 #endif

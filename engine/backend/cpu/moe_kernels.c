@@ -1,5 +1,6 @@
-// moe_kernels.c — see moe_kernels.h.
-#include "backend/cpu/moe_kernels.h"
+// moe_kernels.c — the CPU backend's MoE kernels (backend/kernel_table.h, "MoE"): the host
+// loops the MoE layer ran before the dispatch, moved here unchanged.
+#include "backend/cpu/kernels.h"
 
 #include <string.h>
 

@@ -42,6 +42,17 @@ static void check(int rc, const char *what) {
 }
 #define K(call) check((call), #call)
 
+// --- the kernels of backend/kernel_table.h ----------------------------------------------
+// A LAUNCH kernel's entry enqueues its launcher on the thread's stream and fails the rank on
+// its error; an OWN kernel's cu_<name> is written below (declared here, from the table).
+#define WITH_STREAM(...) (__VA_ARGS__, stream())
+#define CU_KERNEL_LAUNCH(ret, name, params, args) \
+    static ret cu_##name params { check(cuda_##name WITH_STREAM args, "cuda_" #name); }
+#define CU_KERNEL_OWN(ret, name, params, args) static ret cu_##name params;
+#define CU_KERNEL(side, ret, name, params, args) CU_KERNEL_##side(ret, name, params, args)
+TB_KERNEL_TABLE(CU_KERNEL)
+#define CU_ENTRY(side, ret, name, params, args) .name = cu_##name,
+
 void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_precision precision, tb_cuda_fail_fn fail_fn,
                           void *fail_arg) {
     if (!ctx) {
@@ -132,41 +143,11 @@ static void cu_matmul_backward(float *dinp, float *dweight, float *dbias, const 
     if (dbias) K(cuda_bias_backward(dbias, dout, N, OC, stream()));
 }
 
-static void cu_add_bias(float *out, const float *bias, int rows, int OC) { K(cuda_add_bias(out, bias, rows, OC, stream())); }
 static void cu_bias_backward(float *dbias, const float *dout, int rows, int OC) {
     if (rows > 0) K(cuda_bias_backward(dbias, dout, rows, OC, stream()));
 }
 
-// --- norms, activations, residual ------------------------------------------------------
-
-static void cu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
-                                 const float *bias, int N, int C, float eps) {
-    K(cuda_layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, eps, stream()));
-}
-static void cu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                                  const float *weight, const float *mean, const float *rstd, int N, int C) {
-    K(cuda_layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, stream()));
-}
-static void cu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps) {
-    K(cuda_rmsnorm_forward(out, rstd, inp, weight, N, C, eps, stream()));
-}
-static void cu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                                const float *rstd, int N, int C) {
-    K(cuda_rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C, stream()));
-}
-static void cu_gelu_forward(float *out, const float *inp, size_t n) { K(cuda_gelu_forward(out, inp, n, stream())); }
-static void cu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
-    K(cuda_gelu_backward(dinp, inp, dout, n, stream()));
-}
-static void cu_swiglu_forward(float *out, const float *inp, int N, int F) { K(cuda_swiglu_forward(out, inp, N, F, stream())); }
-static void cu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F) {
-    K(cuda_swiglu_backward(dinp, inp, dout, N, F, stream()));
-}
-static void cu_add(float *out, const float *a, const float *b, size_t n) { K(cuda_add(out, a, b, n, stream())); }
-static void cu_add_inplace(float *acc, const float *b, size_t n) { K(cuda_add_inplace(acc, b, n, stream())); }
-static void cu_scale(float *out, const float *inp, float s, size_t n) { K(cuda_scale(out, inp, s, n, stream())); }
-
-// --- attention, RoPE, embedding --------------------------------------------------------
+// --- attention -------------------------------------------------------------------------
 
 // The unfused core: the probabilities in `probs` when the caller keeps them, otherwise in a
 // workspace block of the step (selective recompute: recomputed by the same kernel in backward,
@@ -194,98 +175,46 @@ static void cu_attention_backward(float *dqkv, float *scratch, const float *dout
     if (!probs) tb_free(cur.mem, P);
     tb_free(cur.mem, ds);
 }
-static void cu_flash_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T,
-                             int NH, int G, int hs) {
+static void cu_flash_attention_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B,
+                                       int T, int NH, int G, int hs) {
     (void)scratch, (void)threads;
     K(cuda_flash_attention_forward(out, lse, qkv, B, T, NH, G, hs, stream()));
 }
-static void cu_flash_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
-                              const float *qkv, const float *lse, int B, int T, int NH, int G, int hs) {
+static void cu_flash_attention_backward(float *dqkv, float *scratch, int threads, const float *dout,
+                                        const float *out, const float *qkv, const float *lse, int B, int T, int NH,
+                                        int G, int hs) {
     (void)scratch, (void)threads;
     K(cuda_flash_attention_backward(dqkv, dout, out, qkv, lse, B, T, NH, G, hs, stream()));
 }
-static void cu_flash_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,
-                                const int32_t *qpos, const float *kv, int B, int Tq, int Tk, int NH, int G, int hs) {
+static void cu_flash_attention_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,
+                                          const int32_t *qpos, const float *kv, int B, int Tq, int Tk, int NH, int G,
+                                          int hs) {
     (void)scratch, (void)threads;
     K(cuda_flash_attention_cp_forward(out, lse, qkv, qpos, kv, B, Tq, Tk, NH, G, hs, stream()));
 }
-static void cu_flash_cp_backward(float *dqkv, float *dkv, float *scratch, int threads, const float *dout,
-                                 const float *out, const float *qkv, const int32_t *qpos, const float *kv,
-                                 const float *lse, int B, int Tq, int Tk, int NH, int G, int hs) {
+static void cu_flash_attention_cp_backward(float *dqkv, float *dkv, float *scratch, int threads, const float *dout,
+                                           const float *out, const float *qkv, const int32_t *qpos, const float *kv,
+                                           const float *lse, int B, int Tq, int Tk, int NH, int G, int hs) {
     (void)scratch, (void)threads;
     K(cuda_flash_attention_cp_backward(dqkv, dkv, dout, out, qkv, qpos, kv, lse, B, Tq, Tk, NH, G, hs, stream()));
 }
-static void cu_cp_pack_kv(float *kv, const float *qkv, int B, int Tq, int NH, int G, int hs) {
-    K(cuda_cp_pack_kv(kv, qkv, B, Tq, NH, G, hs, stream()));
-}
-static void cu_cp_add_kv_grads(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs) {
-    K(cuda_cp_add_kv_grads(dqkv, dkv, B, Tq, NH, G, hs, stream()));
-}
-static void cu_cp_rank_major_to_positions(float *seq, const float *gathered, int cp, int B, int Tq, int KV) {
-    K(cuda_cp_rank_major_to_positions(seq, gathered, cp, B, Tq, KV, stream()));
-}
-static void cu_cp_positions_to_rank_major(float *gathered, const float *seq, int cp, int B, int Tq, int KV) {
-    K(cuda_cp_positions_to_rank_major(gathered, seq, cp, B, Tq, KV, stream()));
-}
-static void cu_flash_block_forward(float *out, float *lse, float *scratch, int threads, const cpu_flash_block *blk,
-                                   int B, int NH, int G, int hs) {
+static void cu_flash_attention_block_forward(float *out, float *lse, float *scratch, int threads,
+                                             const cpu_flash_block *blk, int B, int NH, int G, int hs) {
     (void)scratch, (void)threads;
     K(cuda_flash_attention_block_forward(out, lse, blk->qkv, blk->q_batch_stride, blk->kv, blk->kv_batch_stride,
                                          blk->Tq, blk->Tk, blk->out_rows, blk->causal, B, NH, G, hs, stream()));
 }
-static void cu_flash_block_backward(float *dq, float *dkv, float *scratch, int threads, const float *dout,
-                                    const float *out, const float *lse, const cpu_flash_block *blk, int B, int NH,
-                                    int G, int hs) {
+static void cu_flash_attention_block_backward(float *dq, float *dkv, float *scratch, int threads, const float *dout,
+                                              const float *out, const float *lse, const cpu_flash_block *blk, int B,
+                                              int NH, int G, int hs) {
     (void)scratch, (void)threads;
     K(cuda_flash_attention_block_backward(dq, dkv, dout, out, lse, blk->qkv, blk->q_batch_stride, blk->kv,
                                           blk->kv_batch_stride, blk->Tq, blk->Tk, blk->out_rows, blk->causal, B, NH, G,
                                           hs, stream()));
 }
-static void cu_cp_merge_partial(float *out, float *lse, const float *pout, const float *plse, int B, int NH, int Tq,
-                                int row0, int rows, int hs) {
-    K(cuda_cp_merge_partial(out, lse, pout, plse, B, NH, Tq, row0, rows, hs, stream()));
-}
-static void cu_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
-                          int dim, int interleaved, int inverse) {
-    K(cuda_rope_apply(qkv, cos_t, sin_t, B, T, row, heads, hs, dim, interleaved, inverse, stream()));
-}
-static void cu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
-                                 const float *wpe, const int32_t *pos, int B, int T, int C) {
-    K(cuda_embedding_forward(out, tokens, wte, vocab_start, vocab_local, wpe, pos, B, T, C, stream()));
-}
-static void cu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
-                                  int vocab_local, const int32_t *pos, int B, int T, int C) {
-    K(cuda_embedding_backward(dwte, dwpe, dout, tokens, vocab_start, vocab_local, pos, B, T, C, stream()));
-}
-static void cu_add_positions(float *out, const float *wpe, const int32_t *pos, int B, int T, int C) {
-    K(cuda_add_positions(out, wpe, pos, B, T, C, stream()));
-}
 
-// --- cross-entropy ---------------------------------------------------------------------
+// --- reductions ------------------------------------------------------------------------
 
-static void cu_ce_row_max(const float *logits, float *rowmax, int N, int Vl, int vocab_start, int V) {
-    K(cuda_ce_row_max(logits, rowmax, N, Vl, vocab_start, V, stream()));
-}
-static void cu_ce_target_logit(const float *logits, const float *max, float *target, const int32_t *targets, int N,
-                               int Vl, int vocab_start) {
-    K(cuda_ce_target_logit(logits, max, target, targets, N, Vl, vocab_start, stream()));
-}
-static void cu_ce_exp_sum(float *logits, const float *max, float *sum, int N, int Vl, int vocab_start, int V) {
-    K(cuda_ce_exp_sum(logits, max, sum, N, Vl, vocab_start, V, stream()));
-}
-static void cu_ce_normalize(float *probs, const float *sum, const float *target, float *losses, int N, int Vl) {
-    K(cuda_ce_normalize(probs, sum, target, losses, N, Vl, stream()));
-}
-static void cu_ce_backward(float *probs, const int32_t *targets, float dloss, int N, int Vl, int vocab_start) {
-    K(cuda_cross_entropy_backward(probs, targets, dloss, N, Vl, vocab_start, stream()));
-}
-
-// --- optimizer, reductions -------------------------------------------------------------
-
-static void cu_adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1,
-                            float b2, float eps, float keep, float step, float inv_sqrt_bc2) {
-    K(cuda_adamw_update(p, m, v, g, n, grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2, stream()));
-}
 static double cu_sum_squares(const float *x, size_t n) {
     double s = 0.0;
     if (n == 0) return 0.0;
@@ -324,34 +253,8 @@ static void cu_event_destroy(void *ev) {
 static void cu_event_record(void *ev) { K(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream())); }
 static void cu_event_wait(void *ev) { K(cudaStreamWaitEvent((cudaStream_t)stream(), (cudaEvent_t)ev, 0)); }
 
-// --- MoE ---
+// --- MoE: the grouped GEMMs ---------------------------------------------------------
 
-static void cu_moe_router_forward(const float *logits, float *scores, int32_t *topk, float *probs, int N, int E, int k,
-                                  int sigmoid, int pre_softmax) {
-    K(cuda_moe_router_forward(logits, scores, topk, probs, N, E, k, sigmoid, pre_softmax, stream()));
-}
-static void cu_moe_router_backward(float *d_logits, const float *scores, const int32_t *topk, const float *probs,
-                                   const float *d_probs, const int32_t *counts, int T, double aux, int N, int E, int k,
-                                   int sigmoid, int pre_softmax) {
-    K(cuda_moe_router_backward(d_logits, scores, topk, probs, d_probs, counts, T, aux, N, E, k, sigmoid, pre_softmax,
-                               stream()));
-}
-static void cu_moe_aux_score_sums(double *col, const float *scores, int S, int T, int E, int normalise) {
-    K(cuda_moe_aux_score_sums(col, scores, S, T, E, normalise, stream()));
-}
-static void cu_moe_permute(float *out, const float *inp, const int32_t *idx, int M, int C) {
-    K(cuda_moe_permute(out, inp, idx, M, C, stream()));
-}
-static void cu_moe_permute_backward(float *dinp, const float *d_perm, const int32_t *pos, int N, int k, int C) {
-    K(cuda_moe_permute_backward(dinp, d_perm, pos, N, k, C, stream()));
-}
-static void cu_moe_unpermute(float *out, const float *y, const int32_t *pos, const float *probs, int N, int k, int C) {
-    K(cuda_moe_unpermute(out, y, pos, probs, N, k, C, stream()));
-}
-static void cu_moe_unpermute_backward(float *dy, float *d_probs, const float *dout, const float *y, const int32_t *pos,
-                                      const float *probs, int N, int k, int C) {
-    K(cuda_moe_unpermute_backward(dy, d_probs, dout, y, pos, probs, N, k, C, stream()));
-}
 // A grouped GEMM as one GEMM per group, enqueued in order on the stream (each group's rows
 // consecutive, rows on the host); the precision's 16-bit operands as every GEMM's.
 static void cu_grouped_matmul_forward(float *out, const float *inp, const float *const *weight,
@@ -385,45 +288,7 @@ static const tb_backend cuda_backend = {
     .synchronize = cu_synchronize,
     .phase_begin = cu_phase_begin,
     .phase_end_ms = cu_phase_end_ms,
-    .matmul_forward = cu_matmul_forward,
-    .matmul_backward = cu_matmul_backward,
-    .add_bias = cu_add_bias,
-    .bias_backward = cu_bias_backward,
-    .layernorm_forward = cu_layernorm_forward,
-    .layernorm_backward = cu_layernorm_backward,
-    .rmsnorm_forward = cu_rmsnorm_forward,
-    .rmsnorm_backward = cu_rmsnorm_backward,
-    .gelu_forward = cu_gelu_forward,
-    .gelu_backward = cu_gelu_backward,
-    .swiglu_forward = cu_swiglu_forward,
-    .swiglu_backward = cu_swiglu_backward,
-    .add = cu_add,
-    .add_inplace = cu_add_inplace,
-    .scale = cu_scale,
-    .flash_attention_forward = cu_flash_forward,
-    .flash_attention_backward = cu_flash_backward,
-    .attention_forward = cu_attention_forward,
-    .attention_backward = cu_attention_backward,
-    .rope_apply = cu_rope_apply,
-    .flash_attention_cp_forward = cu_flash_cp_forward,
-    .flash_attention_cp_backward = cu_flash_cp_backward,
-    .cp_pack_kv = cu_cp_pack_kv,
-    .cp_add_kv_grads = cu_cp_add_kv_grads,
-    .cp_rank_major_to_positions = cu_cp_rank_major_to_positions,
-    .cp_positions_to_rank_major = cu_cp_positions_to_rank_major,
-    .flash_attention_block_forward = cu_flash_block_forward,
-    .flash_attention_block_backward = cu_flash_block_backward,
-    .cp_merge_partial = cu_cp_merge_partial,
-    .embedding_forward = cu_embedding_forward,
-    .embedding_backward = cu_embedding_backward,
-    .add_positions = cu_add_positions,
-    .ce_row_max = cu_ce_row_max,
-    .ce_target_logit = cu_ce_target_logit,
-    .ce_exp_sum = cu_ce_exp_sum,
-    .ce_normalize = cu_ce_normalize,
-    .cross_entropy_backward = cu_ce_backward,
-    .adamw_update = cu_adamw_update,
-    .sum_squares = cu_sum_squares,
+    TB_KERNEL_TABLE(CU_ENTRY)
     .thread_context = cu_thread_context,
     .bind_side_thread = cu_bind_side_thread,
     .set_stream = cu_set_stream,
@@ -431,16 +296,6 @@ static const tb_backend cuda_backend = {
     .event_destroy = cu_event_destroy,
     .event_record = cu_event_record,
     .event_wait = cu_event_wait,
-    // --- MoE ---
-    .moe_router_forward = cu_moe_router_forward,
-    .moe_router_backward = cu_moe_router_backward,
-    .moe_aux_score_sums = cu_moe_aux_score_sums,
-    .moe_permute = cu_moe_permute,
-    .moe_permute_backward = cu_moe_permute_backward,
-    .moe_unpermute = cu_moe_unpermute,
-    .moe_unpermute_backward = cu_moe_unpermute_backward,
-    .grouped_matmul_forward = cu_grouped_matmul_forward,
-    .grouped_matmul_backward = cu_grouped_matmul_backward,
 };
 
 const tb_backend *tb_backend_cuda(void) { return &cuda_backend; }

@@ -1,7 +1,7 @@
 // cuda_kernels.h — the CUDA backend's kernels: thin extern "C" launchers over the .cu files
-// of this directory (kernels.cu, attention.cu), one per kernel of backend/cpu/kernels.h used
-// by the dense GPT path, with the same arguments, shapes (llm.c's letters) and conventions:
-// parameter gradients ACCUMULATE, activation gradients are WRITTEN. Every pointer is device
+// of this directory (kernels.cu, attention.cu, attention_local.cu, moe.cu): one per LAUNCH
+// kernel of backend/kernel_table.h and the pieces of its OWN ones, with the table's
+// arguments, shapes (llm.c's letters) and conventions: parameter gradients ACCUMULATE, activation gradients are WRITTEN. Every pointer is device
 // memory; each launcher enqueues on `stream` and returns cudaGetLastError() as an int (0: ok).
 //
 // Precision: fp32 in and out unless the name ends in _bf16, whose tensors are bf16 (uint16_t
@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/kernel_table.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -26,36 +28,32 @@ typedef struct CUstream_st *tb_cuda_stream;
 typedef uint16_t tb_bf16;  // storage of one bfloat16
 typedef uint16_t tb_f16;   // storage of one IEEE half (fp16)
 
-// --- norms ----------------------------------------------------------------------------
-int cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
-                           const float *bias, int N, int C, float eps, tb_cuda_stream s);
+// --- the dispatch's kernels (backend/kernel_table.h) ----------------------------------------
+// Every LAUNCH line of the table has its launcher here, declared from the line: the table's
+// parameters and the stream, `int cuda_<name>(parameters, tb_cuda_stream stream)`, as the CPU
+// kernel cpu_<name> computes (kernels.cu, moe.cu; the MoE router's per-token arithmetic is
+// backend/moe_row.h's). Notes on the CUDA side of some:
+//   rope_apply         cos_t, sin_t (T, dim/2) from cpu_rope_tables, copied to the device
+//   cp_* data movement exact (copies, one add per element; kernels.cu)
+//   cp_merge_partial   one thread per (sample, head, row)
+//   adamw_update       through backend/adamw_element.h, as the CPU's
+#define TB_CUDA_WITH_STREAM(...) (__VA_ARGS__, tb_cuda_stream stream)
+#define TB_CUDA_LAUNCHER_LAUNCH(ret, name, params) int cuda_##name TB_CUDA_WITH_STREAM params;
+#define TB_CUDA_LAUNCHER_OWN(ret, name, params)
+#define TB_CUDA_LAUNCHER(side, ret, name, params, args) TB_CUDA_LAUNCHER_##side(ret, name, params)
+TB_KERNEL_TABLE(TB_CUDA_LAUNCHER)
+#undef TB_CUDA_LAUNCHER
+#undef TB_CUDA_LAUNCHER_OWN
+#undef TB_CUDA_LAUNCHER_LAUNCH
+#undef TB_CUDA_WITH_STREAM
+
+// --- bf16 variants of the norms, activations and residual -----------------------------
 int cuda_layernorm_forward_bf16(tb_bf16 *out, float *mean, float *rstd, const tb_bf16 *inp, const float *weight,
                                 const float *bias, int N, int C, float eps, tb_cuda_stream s);
-int cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                            const float *weight, const float *mean, const float *rstd, int N, int C,
-                            tb_cuda_stream s);
-int cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps,
-                         tb_cuda_stream s);
 int cuda_rmsnorm_forward_bf16(tb_bf16 *out, float *rstd, const tb_bf16 *inp, const float *weight, int N, int C,
                               float eps, tb_cuda_stream s);
-int cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                          const float *rstd, int N, int C, tb_cuda_stream s);
-
-// --- activations ----------------------------------------------------------------------
-int cuda_gelu_forward(float *out, const float *inp, size_t n, tb_cuda_stream s);
 int cuda_gelu_forward_bf16(tb_bf16 *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s);
-int cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n, tb_cuda_stream s);
-int cuda_swiglu_forward(float *out, const float *inp, int N, int F, tb_cuda_stream s);
-int cuda_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F, tb_cuda_stream s);
-
-// --- residual, bias, scaling ------------------------------------------------------------
-// out (rows, OC) += bias (OC) on every row
-int cuda_add_bias(float *out, const float *bias, int rows, int OC, tb_cuda_stream s);
-// out = inp · scale (out may be inp)
-int cuda_scale(float *out, const float *inp, float scale, size_t n, tb_cuda_stream s);
-int cuda_add(float *out, const float *a, const float *b, size_t n, tb_cuda_stream s);
 int cuda_add_bf16(tb_bf16 *out, const tb_bf16 *a, const tb_bf16 *b, size_t n, tb_cuda_stream s);
-int cuda_add_inplace(float *acc, const float *b, size_t n, tb_cuda_stream s);
 
 // --- precision ------------------------------------------------------------------------
 // bf16 compute copies of fp32 master tensors (round to nearest even), and back
@@ -64,8 +62,8 @@ int cuda_cast_f32_to_bf16(tb_bf16 *out, const float *inp, size_t n, tb_cuda_stre
 int cuda_cast_f32_to_f16(tb_f16 *out, const float *inp, size_t n, tb_cuda_stream s);
 int cuda_cast_bf16_to_f32(float *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s);
 
-// --- linear: what cuBLASLt does not (the GEMMs are backend/cuda/gemm.h) -----------------
-// dbias (OC) += column sums of dout (N,OC)
+// --- the OWN kernels' pieces (cuda_backend.c) ----------------------------------------------
+// dbias (OC) += column sums of dout (N,OC); what cuBLASLt does not (the GEMMs are gemm.h)
 int cuda_bias_backward(float *dbias, const float *dout, int N, int OC, tb_cuda_stream s);
 
 // --- attention core: flash-style causal GQA (FlashAttention-2's online softmax) ---------
@@ -98,19 +96,11 @@ int cuda_flash_attention_cp_forward(float *out, float *lse, const float *qkv, co
 int cuda_flash_attention_cp_backward(float *dqkv, float *dkv, const float *dout, const float *out, const float *qkv,
                                      const int32_t *qpos, const float *kv, const float *lse, int B, int Tq, int Tk,
                                      int NH, int G, int hs, tb_cuda_stream s);
-// The data movement, as cpu_cp_* (exact: copies, one add per element; kernels.cu)
-int cuda_cp_pack_kv(float *kv, const float *qkv, int B, int Tq, int NH, int G, int hs, tb_cuda_stream s);
-int cuda_cp_add_kv_grads(float *dqkv, const float *dkv, int B, int Tq, int NH, int G, int hs, tb_cuda_stream s);
-int cuda_cp_rank_major_to_positions(float *seq, const float *gathered, int cp, int B, int Tq, int KV,
-                                    tb_cuda_stream s);
-int cuda_cp_positions_to_rank_major(float *gathered, const float *seq, int cp, int B, int Tq, int KV,
-                                    tb_cuda_stream s);
 // cp_comm_type p2p (the ring), as cpu_flash_attention_block_forward / _backward: Tq query rows
 // of q (qkv rows; q_batch_stride floats between samples) against Tk rows of kv (2·G·hs-float
 // rows, kv_batch_stride between samples), causal by row index or every key visible; out and
 // lse with out_rows rows per sample. Forward writes the block's out and lse; backward adds
-// into dq (q's layout) and dkv (kv's), nothing zeroed. The merge as cpu_cp_merge_partial
-// (kernels.cu: one thread per (sample, head, row)).
+// into dq (q's layout) and dkv (kv's), nothing zeroed.
 int cuda_flash_attention_block_forward(float *out, float *lse, const float *q, size_t q_batch_stride, const float *kv,
                                        size_t kv_batch_stride, int Tq, int Tk, int out_rows, int causal, int B, int NH,
                                        int G, int hs, tb_cuda_stream s);
@@ -118,58 +108,9 @@ int cuda_flash_attention_block_backward(float *dq, float *dkv, const float *dout
                                         const float *q, size_t q_batch_stride, const float *kv, size_t kv_batch_stride,
                                         int Tq, int Tk, int out_rows, int causal, int B, int NH, int G, int hs,
                                         tb_cuda_stream s);
-int cuda_cp_merge_partial(float *out, float *lse, const float *pout, const float *plse, int B, int NH, int Tq,
-                          int row0, int rows, int hs, tb_cuda_stream s);
 
-// --- rotary position embedding --------------------------------------------------------
-// as cpu_rope_apply; cos_t, sin_t (T, dim/2) from cpu_rope_tables, copied to the device
-int cuda_rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int row, int heads, int hs,
-                    int dim, int interleaved, int inverse, tb_cuda_stream s);
-
-// --- embedding ------------------------------------------------------------------------
-int cuda_embedding_forward(float *out, const int32_t *tokens, const float *wte, int vocab_start, int vocab_local,
-                           const float *wpe, const int32_t *pos, int B, int T, int C, tb_cuda_stream s);
-int cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int vocab_start,
-                            int vocab_local, const int32_t *pos, int B, int T, int C, tb_cuda_stream s);
-
-// out (B,T,C) += wpe[t] (wpe[pos[t]] when pos is not NULL), as cpu_add_positions
-int cuda_add_positions(float *out, const float *wpe, const int32_t *pos, int B, int T, int C, tb_cuda_stream s);
-
-// --- vocab-parallel softmax cross-entropy: the stages of cpu_ce_* -----------------------
-int cuda_ce_row_max(const float *logits, float *rowmax, int N, int Vl, int vocab_start, int V, tb_cuda_stream s);
-int cuda_ce_target_logit(const float *logits, const float *max, float *target, const int32_t *targets, int N,
-                         int Vl, int vocab_start, tb_cuda_stream s);
-int cuda_ce_exp_sum(float *logits, const float *max, float *sum, int N, int Vl, int vocab_start, int V,
-                    tb_cuda_stream s);
-int cuda_ce_normalize(float *probs, const float *sum, const float *target, float *losses, int N, int Vl,
-                      tb_cuda_stream s);
-int cuda_cross_entropy_backward(float *probs_to_dlogits, const int32_t *targets, float dloss, int N, int Vl,
-                                int vocab_start, tb_cuda_stream s);
-
-// --- optimizer ------------------------------------------------------------------------
-// AdamW on n fp32 master values, as adamw_update (optimizer/optimizer.h): m, v updated,
-// p = p·keep − step·m / (sqrt(v)·inv_sqrt_bc2 + eps) with g scaled by grad_scale first.
-int cuda_adamw_update(float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2,
-                      float eps, float keep, float step, float inv_sqrt_bc2, tb_cuda_stream s);
-
-// --- reductions -----------------------------------------------------------------------
 // *out (one double on the device) += Σ x² (double accumulation; order not fixed)
 int cuda_sum_squares(double *out, const float *x, size_t n, tb_cuda_stream s);
-
-// --- MoE --- (moe.cu): the twins of backend/cpu/moe_kernels.h, same arguments and shapes
-int cuda_moe_router_forward(const float *logits, float *scores, int32_t *topk, float *probs, int N, int E, int k,
-                            int sigmoid, int pre_softmax, tb_cuda_stream s);
-int cuda_moe_router_backward(float *d_logits, const float *scores, const int32_t *topk, const float *probs,
-                             const float *d_probs, const int32_t *counts, int T, double aux, int N, int E, int k,
-                             int sigmoid, int pre_softmax, tb_cuda_stream s);
-int cuda_moe_aux_score_sums(double *col, const float *scores, int S, int T, int E, int normalise, tb_cuda_stream s);
-int cuda_moe_permute(float *out, const float *inp, const int32_t *idx, int M, int C, tb_cuda_stream s);
-int cuda_moe_permute_backward(float *dinp, const float *d_perm, const int32_t *pos, int N, int k, int C,
-                              tb_cuda_stream s);
-int cuda_moe_unpermute(float *out, const float *y, const int32_t *pos, const float *probs, int N, int k, int C,
-                       tb_cuda_stream s);
-int cuda_moe_unpermute_backward(float *dy, float *d_probs, const float *dout, const float *y, const int32_t *pos,
-                                const float *probs, int N, int k, int C, tb_cuda_stream s);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/moe_kernels.h"
+#include "backend/cpu/kernels.h"
 #include "backend/moe_row.h"
 #include "core/memory.h"
 #include "core/xalloc.h"
