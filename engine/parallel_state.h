@@ -30,8 +30,8 @@
 #include "comm/flight_recorder.h"
 #include "comm/group.h"
 #include "config.h"
-#include "core/memory.h"
-#include "core/ranges.h"
+#include "runtime/memory.h"
+#include "runtime/ranges.h"
 #include "drills/drills.h"
 
 typedef struct tb_coords {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/xalloc.h"
-#include "shapes/saved_tensors.h"
+#include "core/shapes/saved_tensors.h"
 
 static int64_t round_up(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
 static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }

@@ -12,7 +12,7 @@
 #define REPORT_PATH_MAX 4096
 #define REPORT_MEM_CATEGORIES 6
 #define REPORT_LABEL_MAX 40  // a run's label on a plot's axis: its config differences, or "config N"
-// engine/core/memory.h's categories, in its order (memory.rank-NNNNN.json keys)
+// engine/runtime/memory.h's categories, in its order (memory.rank-NNNNN.json keys)
 static const char *const report_mem_categories[REPORT_MEM_CATEGORIES] = {"params",      "grads",     "optimizer",
                                                                          "activations", "workspace", "comm"};
 

@@ -8,7 +8,7 @@
 # connected set of more than one module is a circle: printed with the includes that close it,
 # file and line, exit 1.
 #
-#   scripts/check-includes.sh [--root DIR] [DIR...]     (default: engine experiments trace)
+#   scripts/check-includes.sh [--root DIR] [DIR...]     (default: core engine experiments trace)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dirs=()
@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
     *) dirs+=("$1"); shift ;;
   esac
 done
-[ ${#dirs[@]} -gt 0 ] || dirs=(engine experiments trace)
+[ ${#dirs[@]} -gt 0 ] || dirs=(core engine experiments trace)
 cd "$root"
 for d in "${dirs[@]}"; do
   [ -d "$d" ] || { echo "check-includes: no directory '$d' under $root" >&2; exit 2; }

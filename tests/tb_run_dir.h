@@ -1,5 +1,5 @@
 // tb_run_dir.h — paths of a run directory's and a record's files in tests, by the names
-// engine/core/run_dir.h defines once (TB_RUN_CONFIG, TB_RECORD_MANIFEST, ...).
+// core/run_dir.h defines once (TB_RUN_CONFIG, TB_RECORD_MANIFEST, ...).
 #ifndef TB_TESTS_RUN_DIR_H
 #define TB_TESTS_RUN_DIR_H
 

@@ -1,6 +1,6 @@
 // tb_trace_events.h — what the tests that write run directories by hand share: a JSON file
 // written compactly, and a range event of a rank's Chrome trace as the engine writes it
-// (core/ranges.h: "X" events with their depth, and the collectives' args).
+// (runtime/ranges.h: "X" events with their depth, and the collectives' args).
 #ifndef TB_TESTS_TRACE_EVENTS_H
 #define TB_TESTS_TRACE_EVENTS_H
 

@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "core/memory.h"
+#include "runtime/memory.h"
 
 typedef struct tb_host_stage {
     void *buf;   // malloc'd, NULL until a device tensor is staged

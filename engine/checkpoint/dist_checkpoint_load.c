@@ -25,7 +25,7 @@
 #include "config.h"
 #include "core/clock.h"
 #include "core/fileio.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/run_dir.h"
 #include "core/safetensors.h"
 #include "core/xalloc.h"

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "comm/watchdog.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "parallel_state.h"
 
 // The calling thread's binding when it is a rank's communication thread (comm.h).

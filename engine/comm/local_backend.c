@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "comm/reduce.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "core/xalloc.h"
 
 // An in-flight point-to-point message. Transport buffers like these (NCCL's are the

@@ -10,7 +10,7 @@
 
 #include "comm/mpi_backend.h"
 #include "comm/mpi_internal.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/xalloc.h"
 #include "parallel_state.h"
 

@@ -14,7 +14,7 @@
 #include "comm/mpi_backend.h"
 #include "core/failure_report.h"
 #include "core/fileio.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/run_dir.h"
 #include "parallel_state.h"
 

@@ -57,7 +57,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 
 #define TB_TOKEN_FILE_MAGIC 20240520
 #define TB_TOKEN_FILE_VERSION 1

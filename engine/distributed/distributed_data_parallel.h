@@ -67,7 +67,7 @@
 
 #include "backend/backend.h"
 #include "comm/comm.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "models/gpt.h"
 #include "optimizer/optimizer.h"
 #include "parallel_state.h"

@@ -5,7 +5,7 @@
 #include "backend/backend.h"
 #include "config.h"
 
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 
 void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp) {
     if (!rk->world) return;

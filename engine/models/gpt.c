@@ -7,7 +7,7 @@
 
 #include "backend/backend.h"
 #include "backend/host_stage.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/rng.h"
 #include "core/xalloc.h"
 #include "tensor_parallel/cross_entropy.h"

@@ -16,7 +16,7 @@
 
 #include "config.h"
 #include "core/error.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "transformer/transformer_block.h"
 
 typedef struct gpt_param {

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "models/gpt.h"
 
 // With the distributed optimizer (Megatron's DistributedOptimizer, ZeRO-1) a data-parallel

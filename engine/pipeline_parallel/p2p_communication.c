@@ -1,7 +1,7 @@
 #include "pipeline_parallel/p2p_communication.h"
 
 #include "comm/comm.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 
 void p2p_communicate(const p2p_peers *p, const pp_msg msg[PP_P2P_DIRS], float *const buf[PP_P2P_DIRS],
                      double *wait_ms) {

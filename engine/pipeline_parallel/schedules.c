@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/xalloc.h"
 #include "parallel_state.h"
 

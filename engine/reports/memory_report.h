@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "core/error.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 
 struct tb_rank;
 

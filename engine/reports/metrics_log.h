@@ -17,7 +17,7 @@
 
 #include "config.h"
 #include "core/error.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "models/gpt.h"
 
 struct tb_rank;

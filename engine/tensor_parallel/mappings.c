@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 
 void reduce_from_tensor_model_parallel_region(const tb_tp_region *r, float *buf, size_t count) {
     if (tb_tp_size(r) > 1) tb_all_reduce(r->tp, buf, count, TB_RED_SUM);

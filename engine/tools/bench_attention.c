@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/xalloc.h"
 
 static int cmp_double(const void *a, const void *b) {

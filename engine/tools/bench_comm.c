@@ -45,7 +45,7 @@ int main(void) {
 #include "comm/mpi_backend.h"
 #include "config.h"
 #include "core/options.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/xalloc.h"
 #include "initialize.h"
 #include "parallel_state.h"

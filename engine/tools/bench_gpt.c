@@ -21,7 +21,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "config.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/xalloc.h"
 #include "training.h"
 

@@ -18,7 +18,7 @@
 
 #include "core/error.h"
 #include "core/fileio.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "datasets/gpt_dataset.h"
 
 static void usage(FILE *f) {

@@ -1,6 +1,6 @@
 // attention.c — self-attention: ColumnParallel qkv → core attention → RowParallel proj.
 #include "backend/backend.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "tensor_parallel/layers.h"
 #include "transformer/context_parallel.h"
 #include "transformer/transformer_layer.h"

@@ -9,7 +9,7 @@
 #include "backend/cp_layout.h"
 #include "backend/cpu/kernels.h"
 #include "comm/comm.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 
 void cp_local_positions(int T, int cp, int rank, int32_t *pos) {
     for (int t = 0; t < T / cp; t++) pos[t] = tb_cp_position(T, cp, rank, t);

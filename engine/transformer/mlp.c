@@ -1,5 +1,5 @@
 // mlp.c — the MLP: ColumnParallel fc1 → activation (GELU or SwiGLU) → RowParallel fc2.
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "tensor_parallel/layers.h"
 #include "transformer/transformer_layer.h"
 

@@ -2,7 +2,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
-#include "shapes/saved_tensors.h"
+#include "core/shapes/saved_tensors.h"
 
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                               const float *bias, int N, int C, float eps) {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/xalloc.h"
 
 void transformer_block_init(transformer_block *b, const tb_config *cfg, const transformer_layer_spec *spec,

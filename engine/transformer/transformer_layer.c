@@ -7,9 +7,9 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/xalloc.h"
-#include "shapes/saved_tensors.h"
+#include "core/shapes/saved_tensors.h"
 #include "transformer/context_parallel.h"
 #include "transformer/forward_hook.h"
 

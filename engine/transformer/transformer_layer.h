@@ -26,7 +26,7 @@
 
 #include <stddef.h>
 
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "tensor_parallel/mappings.h"
 #include "transformer/moe/moe_layer.h"
 #include "transformer/spec.h"

@@ -14,7 +14,7 @@
 
 #include "checkpoint/gpt_checkpoint.h"
 #include "config.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "models/gpt.h"

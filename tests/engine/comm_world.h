@@ -15,8 +15,8 @@
 #include "comm/comm.h"
 #include "comm/local_backend.h"
 #include "config.h"
-#include "core/memory.h"
-#include "core/ranges.h"
+#include "runtime/memory.h"
+#include "runtime/ranges.h"
 #include "parallel_state.h"
 #include "tb_test.h"
 

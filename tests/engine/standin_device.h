@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 
 static _Atomic long to_host, from_host, device_blocks;
 static _Thread_local long thread_to_host, thread_from_host;  // the calling rank's own copies

@@ -11,7 +11,7 @@
 #include "backend/cuda/device_memory.h"
 #include "config.h"
 #include "core/error.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 
@@ -170,7 +170,7 @@ TB_TEST(device_allocator_counts_by_category_and_caches) {
     TB_CHECK(h.releases == 2 && a.stats.total_current == 0 && a.stats.reserved == 0, "all returned");
 }
 
-// --- the tagged allocator (core/memory.h) over a device source: what a rank's tensors use
+// --- the tagged allocator (runtime/memory.h) over a device source: what a rank's tensors use
 // under --device cuda, here with the host stand-in for cudaMalloc ------------------------
 
 static void host_zero(void *ctx, void *p, size_t bytes) { memset(p, 0, bytes); }

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "datasets/gpt_dataset.h"
 #include "tb_shell.h"
 #include "tb_test.h"

@@ -9,7 +9,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "config.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "core/rng.h"
 #include "models/gpt.h"
 #include "tensor_parallel/cross_entropy.h"

@@ -1,5 +1,5 @@
 // test_range_cpu_time.c — every range records the calling thread's CPU time beside its wall
-// time (core/ranges.h: the Chrome trace's "tts" and "tdur"): a range that computes spends CPU
+// time (runtime/ranges.h: the Chrome trace's "tts" and "tdur"): a range that computes spends CPU
 // time, one that sleeps spends next to none, a thread's CPU time never exceeds its wall time,
 // and a range's CPU time holds its children's. These are the durations a replay of the
 // schedule runs on (one core per rank), whatever else shared the cores.
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "tb_test.h"
 
 #define TRACE TB_TEST_TMPDIR "/range_cpu_time.json"

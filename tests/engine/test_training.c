@@ -264,7 +264,7 @@ TB_TEST(lr_warms_up_linearly_then_follows_cosine_to_min_lr) {
     TB_CHECK(lr_at_step(&cfg, 150) == 1e-3, "constant: %g", lr_at_step(&cfg, 150));
 }
 
-// The caching allocator (core/memory.h): a freed block is kept, counted as cached under the
+// The caching allocator (runtime/memory.h): a freed block is kept, counted as cached under the
 // category it held, and reserved (in use + cached) stays what the process holds; reusing it
 // moves its bytes back to in use, under the new owner's category; releasing the cache returns it.
 TB_TEST(caching_allocator_counts_reserved_and_cached_bytes_by_category) {

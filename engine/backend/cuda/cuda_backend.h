@@ -17,7 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_device.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 
 typedef void (*tb_cuda_fail_fn)(void *arg, const char *msg);
 
@@ -35,7 +35,7 @@ void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_preci
                           void *fail_arg);
 
 // cudaMalloc / cudaFree / cudaMemsetAsync on ctx's device and stream, for the tagged
-// allocator (core/memory.h, tb_allocator_set_device). ctx must outlive the allocator's blocks.
+// allocator (runtime/memory.h, tb_allocator_set_device). ctx must outlive the allocator's blocks.
 void tb_cuda_mem_device(tb_mem_device *d, tb_cuda_context *ctx);
 
 #endif

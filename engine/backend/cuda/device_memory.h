@@ -1,5 +1,5 @@
 // device_memory.h — the tagged caching allocator on device memory: the categories, the
-// per-category current/peak/cached bytes and the cap of core/memory.h, for cudaMalloc'd
+// per-category current/peak/cached bytes and the cap of runtime/memory.h, for cudaMalloc'd
 // buffers. Device pointers cannot carry a header in front, so each block's record lives on
 // the host, in a list keyed by the device pointer. An allocation over the cap, or one the
 // device refuses (cudaMalloc fails even after the cache is returned), calls the OOM handler
@@ -14,7 +14,7 @@
 
 #include <stdio.h>
 
-#include "core/memory.h"
+#include "runtime/memory.h"
 
 typedef struct tb_device_raw {
     // 0 and *p set, or non-zero with the device's reason in `why`
@@ -35,7 +35,7 @@ typedef void (*tb_device_oom_handler)(void *owner, const tb_device_allocator *a,
                                       size_t bytes, const char *what, const char *reason);
 
 struct tb_device_allocator {
-    tb_mem_stats stats;  // as core/memory.h: held by the engine, reserved = held + cached
+    tb_mem_stats stats;  // as runtime/memory.h: held by the engine, reserved = held + cached
     void *live;          // host records of live blocks (newest first)
     void *cached;        // host records of freed blocks kept for reuse (exact size)
     size_t cap;          // 0: none

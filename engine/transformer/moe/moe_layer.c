@@ -8,7 +8,7 @@
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "core/json_number.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/xalloc.h"
 #include "tensor_parallel/layers.h"
 #include "transformer/moe/experts.h"

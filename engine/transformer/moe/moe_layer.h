@@ -40,8 +40,8 @@
 
 #include "comm/group.h"
 #include "config.h"
-#include "core/memory.h"
-#include "shapes/saved_tensors.h"
+#include "runtime/memory.h"
+#include "core/shapes/saved_tensors.h"
 #include "transformer/moe/moe_types.h"
 #include "transformer/spec.h"
 

@@ -11,7 +11,7 @@
 
 #include "comm/group.h"
 #include "config.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 
 struct tb_tp_region;
 

@@ -7,7 +7,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
 #include "backend/moe_row.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "core/xalloc.h"
 
 _Static_assert(TB_MOE_ROW_MAX_EXPERTS == TB_MOE_MAX_EXPERTS, "backend/moe_row.h's bound is config.h's");

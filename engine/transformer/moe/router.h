@@ -25,7 +25,7 @@
 
 #include <stdint.h>
 
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "transformer/moe/moe_types.h"
 
 // logits (N,E) is scratch; scores, topk, probs are written.

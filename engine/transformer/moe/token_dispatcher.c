@@ -8,7 +8,7 @@
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "config.h"
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 #include "core/xalloc.h"
 #include "transformer/moe/router.h"
 

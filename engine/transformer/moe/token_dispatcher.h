@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "comm/group.h"
-#include "core/memory.h"
+#include "runtime/memory.h"
 #include "transformer/moe/moe_types.h"
 
 // The rows a rank's N tokens dispatch: N·k, or under --moe-pad-expert-input-to-capacity

@@ -1,7 +1,7 @@
 // xalloc.h — the one policy for host memory that is not a tensor.
 //
 // Tensors and every buffer the memory accounting must see go through the tagged allocator
-// (core/memory.h). Everything else the engine, experiments/ and trace/ allocate on the host
+// (runtime/memory.h). Everything else the engine, experiments/ and trace/ allocate on the host
 // — arrays of structs, strings, hash tables, JSON text — goes through this family. A
 // failed allocation is not something a caller can act on: it reports what was being
 // allocated, where (file:line) and how many bytes, then ends the process with status

@@ -11,7 +11,7 @@
 
 // Exit statuses of pretrain_gpt and tracebook, decided at the top (main) from the error
 // that reached it. The two that end the process from below main are documented where
-// they happen: out of memory (core/xalloc.h, core/memory.h) and a hang (comm/watchdog.h).
+// they happen: out of memory (core/xalloc.h, runtime/memory.h) and a hang (comm/watchdog.h).
 enum {
     TB_EXIT_FAILURE = 1,        // an error, reported on stderr
     TB_EXIT_USAGE = 2,          // bad command line

@@ -1,4 +1,4 @@
-#include "shapes/saved_tensors.h"
+#include "core/shapes/saved_tensors.h"
 
 int64_t tb_attention_saved_floats(int flash, int64_t B, int64_t T, int64_t NH, int selective) {
     if (flash) return B * NH * T;       // the log-sum-exp of each row

@@ -1,4 +1,4 @@
-#include "core/memory.h"
+#include "runtime/memory.h"
 
 #include <stdio.h>
 #include <stdlib.h>

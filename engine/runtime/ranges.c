@@ -1,4 +1,4 @@
-#include "core/ranges.h"
+#include "runtime/ranges.h"
 
 #include <jansson.h>
 #include <stdarg.h>
