@@ -74,9 +74,9 @@ int tb_rank_file_match(const char *name, tb_rank_file kind, int *rank);
 // one experiment version's directory
 #define TB_EXPERIMENT_STATUS "experiment.json"
 #define TB_EXPERIMENT_CLAIMS "claims.json"
-#define TB_EXPERIMENT_REPORT "report.html"  // tracebook report (experiments/report.h)
-#define TB_EXPERIMENT_LEDGER "ledger.jsonl"  // the version's anchors (experiments/anchor.h)
-#define TB_EXPERIMENT_SIGNATURES "ledger.sig.json"  // signatures of its heads (experiments/signing.h)
+#define TB_EXPERIMENT_REPORT "report.html"  // tracebook report (experiments/reports/report.h)
+#define TB_EXPERIMENT_LEDGER "ledger.jsonl"  // the version's anchors (experiments/records/anchor.h)
+#define TB_EXPERIMENT_SIGNATURES "ledger.sig.json"  // signatures of its heads (experiments/records/signing.h)
 // the artifacts root
 #define TB_CATALOG "catalog.sqlite"
 

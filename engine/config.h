@@ -185,7 +185,7 @@ int config_virtual_stages_from_layers(const tb_config *cfg);
 int config_validate(const tb_config *cfg, tb_error *err);
 // The same rules, less those `skip` names: TB_RULES_SKIP_BUILD_LIMITS, this build's capacity
 // (world_size <= 64, vocab_size <= 65536 for uint16 token files), and TB_RULES_SKIP_NOT_SUPPORTED,
-// what the engine cannot run yet. The planner (experiments/plan.h) asks both ways: the layout
+// what the engine cannot run yet. The planner (experiments/planner/plan.h) asks both ways: the layout
 // rules Megatron has (skip both), and whether this engine runs it (skip none), so the planner
 // and the engine never disagree on a rule. config_validate(c, err) = config_validate_rules(c, 0, err).
 #define TB_RULES_SKIP_BUILD_LIMITS 1u

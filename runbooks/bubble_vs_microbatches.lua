@@ -6,7 +6,7 @@
 --   build/bin/tracebook run runbooks/bubble_vs_microbatches.lua [--set repeats=5] [--set window=1]
 --
 -- The bubble is replayed from per-op CPU time on one core per stage (the parser "replayed",
--- experiments/schedule_replay.h: the mean over stages of 1 - compute / schedule span, the
+-- experiments/prove/schedule_replay.h: the mean over stages of 1 - compute / schedule span, the
 -- median over the steps after the first): on a host with fewer than 4 cores the stages share
 -- them, and the wall clock would measure that sharing. Each m runs 5 processes of at least
 -- 1 s of replayed steps (a replayed calibration run sizes them), PROVEN when the median

@@ -15,7 +15,7 @@
 -- expert GEMMs — M the rows that reach a local expert per microbatch, N and K its shard's —
 -- how many expert GEMMs a rank runs, the bytes it sends over ep and over etp per step, and the
 -- load imbalance. Timed: each layout's step time and their ratio, replayed from per-op CPU
--- time on one core per rank (the parser "replayed", experiments/schedule_replay.h): 4 rank
+-- time on one core per rank (the parser "replayed", experiments/prove/schedule_replay.h): 4 rank
 -- threads on a 2-core host time-share, so their wall clock measures the sharing, not the
 -- mesh. A replayed all-to-all costs what the local backend's copies cost on the rank that
 -- entered last; transfer times over a real link are left out. Each layout runs `repeats`

@@ -8,7 +8,7 @@
 -- sends on per step, the theoretical bubble — are counts from pipeline.json and every
 -- rank's trace: true on any machine. The timing claims (speed-up, bubble, stage imbalance) are
 -- replayed from per-op CPU time on one core per rank (the parser "replayed",
--- experiments/schedule_replay.h): on a host with fewer than 8 cores the 8 stages share them,
+-- experiments/prove/schedule_replay.h): on a host with fewer than 8 cores the 8 stages share them,
 -- and the wall clock would measure that sharing, not the schedule. Each layout is measured
 -- over 6 processes, each with at least 1 s of replayed steps after the first
 -- (runbooks/lib/timing.lua sizes train_iters from a calibration run), the two layouts'

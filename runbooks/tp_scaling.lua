@@ -7,7 +7,7 @@
 -- Two kinds of claim. Exact ones — the bytes each rank all-reduces per step, the parameters
 -- and FLOPs each rank holds and computes — are counts read from every rank's trace and
 -- pipeline.json, true on any machine under any load. Timing ones are replayed from per-op CPU
--- time on one core per rank (the parser "replayed", experiments/schedule_replay.h): on a
+-- time on one core per rank (the parser "replayed", experiments/prove/schedule_replay.h): on a
 -- host with fewer than 8 cores TP4's and TP8's ranks share them, and the wall clock would
 -- measure that sharing. A replayed all-reduce costs what the local backend's copies and sums
 -- cost the rank's thread, so TP8 here is 8 cores of one host sharing its memory, not 8 GPUs

@@ -1,7 +1,7 @@
 // saved_tensors.h — what a transformer layer saves for its backward, tensor by tensor, in
 // floats, and how it is laid out (each tensor on a 64-byte boundary of one allocation): the
 // one rule the engine's allocation plan (transformer/transformer_layer.c, moe_layer.c) and
-// the planner (experiments/plan.c) both read, so the planned activation memory cannot drift
+// the planner (experiments/planner/plan.c) both read, so the planned activation memory cannot drift
 // from the engine's. No engine dependency: tb_core carries it.
 #ifndef TB_SHAPES_SAVED_TENSORS_H
 #define TB_SHAPES_SAVED_TENSORS_H

@@ -31,7 +31,7 @@
 // The host's figures are /proc/stat's jiffies (stat_tick_s = 1/USER_HZ s on each CPU): a step
 // of a few ms reads them as 0 or one jiffy; a run's totals are what to judge it by, and only
 // when its window is long enough for a jiffy per CPU to be small beside the thresholds
-// (experiments/stability.c, window_resolves).
+// (experiments/prove/stability.c, window_resolves).
 #ifndef TB_REPORTS_CONDITIONS_H
 #define TB_REPORTS_CONDITIONS_H
 

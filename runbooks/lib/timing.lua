@@ -2,7 +2,7 @@
 -- pyperf calibrates a benchmark before it measures: a short calibration run of the same
 -- config times its steps, and the measured config trains enough steps that each repetition
 -- times at least `min_window_s` of steps after the warm-up (the sampling rule prove applies,
--- experiments/stability.h: 3 repetitions, 5 steps and 1 s each unless the claim says more).
+-- experiments/prove/stability.h: 3 repetitions, 5 steps and 1 s each unless the claim says more).
 local config = require "config"
 
 local M = {}
@@ -23,7 +23,7 @@ end
 -- warmup_steps, never lowered (exact claims may read a step of the config's), repeat_ set
 -- to `repetitions`, and rerun_contended_ to `rerun_contended` (default: a third of the
 -- repetitions, rounded up; `--set rerun_contended=K` for all): a repetition the host's contention disturbed (other processes or
--- the hypervisor's steal beyond prove's thresholds, experiments/stability.h) is measured
+-- the hypervisor's steal beyond prove's thresholds, experiments/prove/stability.h) is measured
 -- again, the disturbed record kept and named by the new one; the learning-rate schedule is pinned to the config's train_iters
 -- (lr_decay_iters), so that the steps the config trains give the same losses. The
 -- calibration run is an ordinary recorded run of the experiment
@@ -81,7 +81,7 @@ end
 -- The configs' repetitions run alternately, pair by pair: repetition 1 of each config, then
 -- repetition 2 of each, ... (exp:run's repetition_; a config's rerun_contended_ is its budget of
 -- re-measurements over all its repetitions), so that a ratio of their timings is judged
--- over the pairs (experiments/stability.h): what the host's speed does over the minutes the
+-- over the pairs (experiments/prove/stability.h): what the host's speed does over the minutes the
 -- runbook takes is common to a pair and cancels in its ratio. cfgs: configs as exp:run takes
 -- them (timing.calibrated's); returns one result per config, each {runs = every repetition's
 -- run, stats = {tokens_per_s, step_ms, replayed_step_ms = {min, median, max, n}} over the

@@ -265,7 +265,7 @@ TB_TEST(dump_tensors_under_ep_and_etp_holds_the_single_ranks_tensors) {
             // values: the forward's, every gradient and moment, and the MoE parameters before and
             // after the step (a dense parameter whose gradient is rounding noise, the key bias's,
             // moves by Adam's normalisation of that noise: not a property of the layouts, and
-            // tracebook bisect bounds it by the update, experiments/bisect.c)
+            // tracebook bisect bounds it by the update, experiments/inspect/bisect.c)
             if ((!strncmp(a->name, "param/", 6) || !strncmp(a->name, "param.before/", 13)) && !strstr(a->name, ".mlp."))
                 continue;
             const int64_t n = tb_st_tensor_numel(a);

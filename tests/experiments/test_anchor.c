@@ -1,5 +1,5 @@
-// test_anchor.c — records and claims files anchored when written (experiments/anchor.h) and
-// ledger heads signed (experiments/signing.h): the
+// test_anchor.c — records and claims files anchored when written (experiments/records/anchor.h) and
+// ledger heads signed (experiments/records/signing.h): the
 // adversarial drill's forgeries that once proved — a manifest's fields edited, claims.json or
 // experiment.json deleted, the whole version deleted — are each named by `tracebook prove`;
 // a ledger rewritten with its chain recomputed is caught by the catalogue's head; only a
@@ -13,12 +13,12 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
-#include "anchor.h"
-#include "catalog.h"
-#include "signing.h"
+#include "records/anchor.h"
+#include "records/catalog.h"
+#include "records/signing.h"
 #include "fixtures/record_fixture.h"
-#include "provenance.h"
-#include "report.h"
+#include "records/provenance.h"
+#include "reports/report.h"
 #include "tb_run_dir.h"
 #include "tb_test.h"
 

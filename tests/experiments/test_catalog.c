@@ -1,4 +1,4 @@
-// test_catalog.c — the catalogue (experiments/catalog.h) and `tracebook ls | show | diff`,
+// test_catalog.c — the catalogue (experiments/records/catalog.h) and `tracebook ls | show | diff`,
 // over records made by the real engine and over records with known numbers.
 #include <signal.h>
 #include <sqlite3.h>
@@ -6,9 +6,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "catalog.h"
+#include "records/catalog.h"
 #include "fixtures/record_fixture.h"
-#include "parsers.h"
+#include "prove/parsers.h"
 #include "tb_run_dir.h"
 #include "tb_test.h"
 

@@ -1,4 +1,4 @@
-// test_claim_parsers.c — the claim parsers (experiments/parsers.h) on records of known
+// test_claim_parsers.c — the claim parsers (experiments/prove/parsers.h) on records of known
 // numbers: each figure derived as its definition says, sub-claims combined, and a missing or
 // malformed file named. (prove over engine records: test_prove.c.)
 
@@ -7,11 +7,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "catalog.h"
+#include "records/catalog.h"
 #include "fixtures/record_fixture.h"
-#include "parsers.h"
+#include "prove/parsers.h"
 #include "tb_run_dir.h"
-#include "prove_records.h"
+#include "prove/prove_records.h"
 #include "tb_test.h"
 
 // ---------------------------------------------------------------------------------------

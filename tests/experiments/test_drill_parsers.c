@@ -1,4 +1,4 @@
-// test_drill_parsers.c — the claim parsers the drill runbooks use (experiments/parsers.h):
+// test_drill_parsers.c — the claim parsers the drill runbooks use (experiments/prove/parsers.h):
 // oom_figure, step_phase and collective_figure on run directories written here with known
 // answers; hang_figure and first_divergence on tiny real runs (a stalled rank, an injected
 // fault) whose answers the engine's drills fix; and which of them prove's stability gate
@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "parsers.h"
+#include "prove/parsers.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
 #include "tb_test.h"

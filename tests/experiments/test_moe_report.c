@@ -1,4 +1,4 @@
-// test_moe_report.c — `tracebook moe` (experiments/moe_report.h): the load imbalance over
+// test_moe_report.c — `tracebook moe` (experiments/inspect/moe_report.h): the load imbalance over
 // steps, tokens per expert, drops, aux loss and the all-to-all bytes and wait vs transfer of a
 // synthetic run directory with known answers; then real expert-parallel runs (rank threads
 // and mpirun processes), whose every routed token and every all-to-all byte is accounted for.
@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "moe_report.h"
+#include "inspect/moe_report.h"
 #include "tb_mpirun.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"

@@ -1,4 +1,4 @@
-// test_plan.c — the parallel-configuration planner (experiments/plan.h, `tracebook plan`):
+// test_plan.c — the parallel-configuration planner (experiments/planner/plan.h, `tracebook plan`):
 // exact parameter counts (GPT-2 124M as the engine counts them, LLaMA-2-70B), per-rank
 // counts summing to the model over tp x pp, the rules identical to the engine's config
 // validation over random shapes, Korthikanti's formula in its closed form, every plan
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "plan.h"
+#include "planner/plan.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 

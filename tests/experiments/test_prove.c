@@ -8,11 +8,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "catalog.h"
+#include "records/catalog.h"
 #include "fixtures/record_fixture.h"
-#include "parsers.h"
+#include "prove/parsers.h"
 #include "tb_run_dir.h"
-#include "prove_records.h"
+#include "prove/prove_records.h"
 #include "tb_test.h"
 
 // ---------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "provenance.h"
+#include "records/provenance.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 

@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "provenance.h"
+#include "records/provenance.h"
 #include "tb_shell.h"
 #include "tb_run_dir.h"
 #include "tb_test.h"

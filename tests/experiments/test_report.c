@@ -1,4 +1,4 @@
-// test_report.c — `tracebook report` (experiments/report.h) on recorded runs that hold every
+// test_report.c — `tracebook report` (experiments/reports/report.h) on recorded runs that hold every
 // plot's data: a single rank, context parallel 2 at two sequence lengths, pipeline parallel 2.
 // It checks the plots chosen from what the runs hold, the claims' verdicts against `tracebook
 // prove --json` (one computation), every text escaped (a question and a claim text full of

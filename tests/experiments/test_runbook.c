@@ -43,7 +43,7 @@ TB_TEST(runbook_runs_records_and_claims_and_prove_rederives) {
                "tb.assert(r.stats.tokens_per_s.n == 2 and r.stats.tokens_per_s.warmup_steps == 1, 'stats')\n"
                "tb.assert(r.runs[1].seed ~= r.runs[2].seed, 'seeds differ per repetition')\n"
                // an exact claim: prove's exit 0 is about re-derivation; a timing claim of these tiny runs may
-               // rightly be NOT PROVEN (unstable) on a shared machine (experiments/stability.h)
+               // rightly be NOT PROVEN (unstable) on a shared machine (experiments/prove/stability.h)
                "local v = exp:claim{ id = 'mem', parser = 'peak_memory_bytes', runs = r, text = 'bytes' }\n"
                "tb.assert(v > 0, 'a positive number')\n");
     TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s && %s run %s/ok.lua --artifacts %s", ART, TRACEBOOK,

@@ -1,5 +1,5 @@
 // test_schedule_replay.c — the replay of a run's steps on one core per rank
-// (experiments/schedule_replay.h): schedules whose replayed times are known by hand, the
+// (experiments/prove/schedule_replay.h): schedules whose replayed times are known by hand, the
 // refusals, and real runs whose ranks had a core each, where the replay must agree with the
 // wall clock.
 #include <math.h>
@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "core/run_dir.h"
-#include "schedule_replay.h"
+#include "prove/schedule_replay.h"
 #include "tb_shell.h"
-#include "stability.h"
+#include "prove/stability.h"
 #include "tb_test.h"
 
 #define TRACEBOOK TB_BIN_DIR "/tracebook"

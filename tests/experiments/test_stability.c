@@ -1,4 +1,4 @@
-// test_stability.c — the stability gate of `tracebook prove` (experiments/stability.h): a
+// test_stability.c — the stability gate of `tracebook prove` (experiments/prove/stability.h): a
 // claim derived from time is PROVEN only when its runs were measured validly (quiet
 // conditions, enough repetitions and steps, a median whose interval fits the claim's
 // tolerance); an exact claim over the same records is not gated.
@@ -8,10 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "catalog.h"
+#include "records/catalog.h"
 #include "fixtures/record_fixture.h"
-#include "parsers.h"
-#include "stability.h"
+#include "prove/parsers.h"
+#include "prove/stability.h"
 #include "tb_run_dir.h"
 #include "tb_test.h"
 

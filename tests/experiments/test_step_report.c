@@ -1,4 +1,4 @@
-// test_step_report.c — `tracebook comm` and `tracebook steps` (experiments/step_report.h):
+// test_step_report.c — `tracebook comm` and `tracebook steps` (experiments/inspect/step_report.h):
 // enter spread, the last member and its context, wait vs transfer, on synthetic traces with
 // known answers; then on a real tp 2 x dp 2 run, where every collective call is matched across
 // its group's members.
@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "step_report.h"
+#include "inspect/step_report.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
 #include "tb_test.h"

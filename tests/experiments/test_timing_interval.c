@@ -1,4 +1,4 @@
-// test_timing_interval.c — the median's interval of a timing claim (experiments/timing_interval.h):
+// test_timing_interval.c — the median's interval of a timing claim (experiments/prove/timing_interval.h):
 // its figures on data whose answer is known, the same interval from the same steps, and the
 // coverage the 95% level promises on repetitions drawn from a known distribution.
 #include <math.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "tb_test.h"
-#include "timing_interval.h"
+#include "prove/timing_interval.h"
 
 TB_TEST(steps_all_equal_give_an_interval_of_one_point) {
     const double a[] = {10, 10, 10, 10, 10}, b[] = {10, 10, 10};

@@ -1,0 +1,89 @@
+// ckpt_cli.c — `tracebook ckpt RUN_DIR [--json]` (ckpt_cli.h): for every save, its total time
+// and training's stall, the last rank to reach the barrier, by how long and the phase that
+// made it late; then each rank's phases (ms and bytes) and its barrier arrival. "All ranks
+// waited 5 minutes at the barrier" reads here as one late rank and the phase it was late in.
+#include "inspect/ckpt_cli.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/options.h"
+#include "core/run_dir.h"
+
+typedef struct ckpt_args {
+    int json;
+} ckpt_args;
+
+static const tb_option ckpt_options[] = {
+    TB_OPTION("--json", ckpt_args, json, TB_OPT_BOOL, "false", NULL, "print checkpoint.json itself"),
+    TB_OPTIONS_END,
+};
+
+static const tb_command ckpt_command = {
+    "tracebook ckpt", "RUN_DIR", "a run's checkpoint saves: phases per rank, the last arriver and why",
+    ckpt_options, 1, 1};
+
+static double num(const json_t *o, const char *key) { return json_number_value(json_object_get(o, key)); }
+
+int tracebook_ckpt_main(int argc, char **argv) {
+    ckpt_args a = {0};
+    tb_positional pos = {0};
+    tb_error err;
+    int rc = tb_command_parse(&ckpt_command, &a, argc, argv, &pos, &err);
+    if (rc == 1) return 0;
+    if (rc != 0) return tb_command_usage_error(&ckpt_command, &err);
+    char path[4096];
+    rc = tb_run_path(path, sizeof path, pos.items[0], TB_RUN_CHECKPOINT, &err);
+    tb_positional_free(&pos);
+    if (rc != 0) {
+        fprintf(stderr, "tracebook ckpt: %s\n", err.msg);
+        return 1;
+    }
+    json_error_t jerr;
+    json_t *doc = json_load_file(path, 0, &jerr);
+    json_t *saves = json_object_get(doc, "saves");
+    if (!doc || !json_is_array(saves)) {
+        fprintf(stderr, "tracebook ckpt: %s: %s\n", path,
+                doc ? "no \"saves\" array (not a checkpoint.json)" : jerr.text);
+        json_decref(doc);
+        return 1;
+    }
+    if (a.json) {
+        json_dumpf(doc, stdout, JSON_INDENT(1));
+        printf("\n");
+        json_decref(doc);
+        return 0;
+    }
+    size_t i;
+    json_t *s;
+    json_array_foreach(saves, i, s) {
+        json_t *last = json_object_get(s, "last_arriver");
+        printf("iteration %lld  %s  %s: total %.1f ms, training stalled up to %.1f ms\n",
+               (long long)json_integer_value(json_object_get(s, "iteration")),
+               json_string_value(json_object_get(s, "checkpoint")),
+               json_is_true(json_object_get(s, "async")) ? "async" : "sync", num(s, "total_ms"), num(s, "max_stall_ms"));
+        printf("  last to the barrier: rank %lld, %.1f ms after the first; late in %s (%.1f ms, the ranks' median "
+               "%.1f ms)\n",
+               (long long)json_integer_value(json_object_get(last, "rank")), num(last, "waited_for_ms"),
+               json_string_value(json_object_get(last, "late_phase")), num(last, "phase_ms"),
+               num(last, "median_phase_ms"));
+        size_t r;
+        json_t *rank;
+        json_array_foreach(json_object_get(s, "ranks"), r, rank) {
+            printf("  %-28s arrival %9.1f ms  stall %8.1f ms |", json_string_value(json_object_get(rank, "rank_label")),
+                   num(rank, "barrier_arrival_ms"), num(rank, "stall_ms"));
+            size_t p;
+            json_t *ph;
+            json_array_foreach(json_object_get(rank, "phases"), p, ph) {
+                json_int_t bytes = json_integer_value(json_object_get(ph, "bytes"));
+                printf(" %s %.1f", json_string_value(json_object_get(ph, "phase")), num(ph, "ms"));
+                if (bytes) printf(" (%.2f MB)", (double)bytes / 1e6);
+            }
+            printf("\n");
+        }
+    }
+    json_decref(doc);
+    return 0;
+}

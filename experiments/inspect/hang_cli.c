@@ -1,0 +1,107 @@
+// hang_cli.c — `tracebook hang RUN_DIR` (hang_cli.h).
+#include "inspect/hang_cli.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/failure_report.h"
+#include "core/options.h"
+#include "core/run_dir.h"
+#include "records/recorder.h"
+
+typedef struct hang_args {
+    int json, write;
+} hang_args;
+
+static const tb_option hang_options[] = {
+    TB_OPTION("--json", hang_args, json, TB_OPT_BOOL, NULL, NULL, "print the merged report as JSON"),
+    TB_OPTION("--write", hang_args, write, TB_OPT_BOOL, NULL, NULL,
+              "rewrite RUN_DIR/hang.json with this merge (not in a record)"),
+    TB_OPTIONS_END};
+
+static const tb_command hang_command = {
+    "tracebook hang", "RUN_DIR",
+    "Merges the hang report parts (hang.rank-NNNNN.json) of a run directory or a record: every reporting rank's\n"
+    "pending call and flight-recorder tail, the ranks that wrote none (absent) with their last call as their\n"
+    "peers saw it, the stuck ranks by group.",
+    hang_options, 1, 1};
+
+static int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int tracebook_hang_main(int argc, char **argv) {
+    hang_args args = {0, 0};
+    tb_positional pos;
+    tb_error err;
+    int parsed = tb_command_parse(&hang_command, &args, argc, argv, &pos, &err);
+    if (parsed != 0) return parsed > 0 ? 0 : tb_command_usage_error(&hang_command, &err);
+    char dir[PATH_MAX], manifest[PATH_MAX], report_path[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", pos.items[0]);
+    tb_positional_free(&pos);
+    // a record: its run directory
+    int in_record = 0;
+    if (tb_path_format(manifest, sizeof manifest, &err, "%s/" TB_RECORD_MANIFEST, dir) == 0 &&
+        access(manifest, F_OK) == 0) {
+        char run[PATH_MAX];
+        if (tb_path_format(run, sizeof run, &err, "%s/" TB_RECORD_RUN_DIR, dir) == 0 && is_dir(run)) {
+            snprintf(dir, sizeof dir, "%s", run);
+            in_record = 1;
+        }
+    }
+    if (!is_dir(dir)) {
+        fprintf(stderr, "tracebook hang: %s: not a directory (give a run directory or a record)\n", dir);
+        return TB_EXIT_FAILURE;
+    }
+    int unreadable = 0;
+    json_t *parts = tb_report_parts_read(dir, TB_RANK_HANG_PART, &unreadable, &err);
+    if (!parts) {
+        fprintf(stderr, "tracebook hang: %s\n", err.msg);
+        return TB_EXIT_FAILURE;
+    }
+    if (json_array_size(parts) == 0) {
+        fprintf(stderr, "tracebook hang: %s: no %s to merge (no hang was reported there%s)\n", dir,
+                tb_rank_file_pattern(TB_RANK_HANG_PART), unreadable ? "; some parts are unreadable" : "");
+        json_decref(parts);
+        return TB_EXIT_FAILURE;
+    }
+    if (tb_path_format(report_path, sizeof report_path, &err, "%s/" TB_RUN_HANG_REPORT, dir) != 0) {
+        fprintf(stderr, "tracebook hang: %s\n", err.msg);
+        json_decref(parts);
+        return TB_EXIT_FAILURE;
+    }
+    json_t *merged = tb_hang_report_merge(parts);
+    json_decref(parts);
+    int rc = 0;
+    if (args.write && in_record) {
+        fprintf(stderr, "tracebook hang: --write: %s is a record's run directory; its manifest hashes hang.json, "
+                "and rewriting it would alter the record\n", dir);
+        rc = TB_EXIT_FAILURE;
+    } else if (args.write && tb_report_merge_write(dir, TB_RANK_HANG_PART, NULL, &err) != 0) {
+        fprintf(stderr, "tracebook hang: %s\n", err.msg);
+        rc = TB_EXIT_FAILURE;
+    }
+    if (args.json) {
+        json_dumpf(merged, stdout, JSON_INDENT(1));
+        printf("\n");
+    } else {
+        tb_hang_report_print(stdout, merged, NULL);
+        json_t *disk = json_load_file(report_path, 0, NULL);
+        const json_int_t here = json_integer_value(json_object_get(merged, "reported_ranks"));
+        const json_int_t there = json_integer_value(json_object_get(disk, "reported_ranks"));
+        if (!disk) printf("  %s: none on disk%s\n", report_path, args.write ? "" : " (--write writes it)");
+        else if (there != here && !args.write)
+            printf("  %s on disk was merged from %lld part(s), this merge from %lld (--write rewrites it)\n",
+                   report_path, (long long)there, (long long)here);
+        else printf("  report: %s\n", report_path);
+        json_decref(disk);
+        if (unreadable) printf("  %d part(s) could not be read and are left out\n", unreadable);
+    }
+    json_decref(merged);
+    return rc;
+}

@@ -1,0 +1,592 @@
+// step_report.c — `tracebook steps` and `tracebook comm` (step_report.h).
+#include "inspect/step_report.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/options.h"
+#include "core/run_dir.h"
+#include "core/xalloc.h"
+
+#define SR_PATH_MAX 4096
+#define SR_MAX_RANKS 4096
+
+// One range event of one rank's trace.
+typedef struct range_ev {
+    double ts, end;  // µs
+    int depth;
+    const char *name;
+    json_t *args;
+} range_ev;
+
+typedef struct rank_trace {
+    json_t *root;  // owns the names and args
+    range_ev *ev;
+    size_t n;
+} rank_trace;
+
+typedef struct run_traces {
+    rank_trace *ranks;  // by rank; n == 0 for a rank without a trace
+    int nranks;
+} run_traces;
+
+static void traces_free(run_traces *t) {
+    for (int r = 0; r < t->nranks; r++) {
+        json_decref(t->ranks[r].root);
+        free(t->ranks[r].ev);
+    }
+    free(t->ranks);
+    memset(t, 0, sizeof *t);
+}
+
+int tb_run_rank_files(const char *dir, tb_rank_file kind, tb_error *err) {
+    DIR *d = opendir(dir);
+    if (!d) return tb_fail(err, "%s: cannot open the run directory", dir);
+    struct dirent *de;
+    int max_rank = -1;
+    while ((de = readdir(d)) != NULL) {
+        int r;
+        if (tb_rank_file_match(de->d_name, kind, &r) && r < SR_MAX_RANKS && r > max_rank) max_rank = r;
+    }
+    closedir(d);
+    return max_rank + 1;
+}
+
+static int load_traces(const char *dir, run_traces *t, tb_error *err) {
+    memset(t, 0, sizeof *t);
+    const int n = tb_run_rank_files(dir, TB_RANK_TRACE, err);
+    if (n < 0) return -1;
+    if (n == 0) return tb_fail(err, "%s: no trace.rank-NNNNN.json (the run wrote no traces)", dir);
+    t->nranks = n;
+    t->ranks = tb_xcalloc((size_t)t->nranks, sizeof *t->ranks, "rank traces");
+    for (int r = 0; r < t->nranks; r++) {
+        char path[SR_PATH_MAX];
+        if (tb_rank_file_path(path, sizeof path, dir, TB_RANK_TRACE, r, err) != 0) return -1;
+        json_error_t jerr;
+        FILE *probe = fopen(path, "r");
+        if (!probe) continue;  // a rank that wrote none (it failed before the end)
+        fclose(probe);
+        json_t *root = json_load_file(path, 0, &jerr);
+        json_t *events = json_object_get(root, "traceEvents");
+        if (!json_is_array(events)) {
+            json_decref(root);
+            return tb_fail(err, "%s: %s", path, root ? "no traceEvents array" : jerr.text);
+        }
+        rank_trace *rt = &t->ranks[r];
+        rt->root = root;
+        rt->ev = tb_xcalloc(json_array_size(events) + 1, sizeof *rt->ev, "trace events");
+        size_t i;
+        json_t *e;
+        json_array_foreach(events, i, e) {
+            const char *ph = json_string_value(json_object_get(e, "ph"));
+            json_t *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur"), *args = json_object_get(e, "args");
+            if (!ph || strcmp(ph, "X") != 0 || !json_is_number(ts) || !json_is_number(dur)) continue;
+            range_ev *x = &rt->ev[rt->n++];
+            x->ts = json_number_value(ts);
+            x->end = x->ts + json_number_value(dur);
+            x->depth = (int)json_integer_value(json_object_get(args, "depth"));
+            x->name = json_string_value(json_object_get(e, "name"));
+            x->args = args;
+        }
+    }
+    return 0;
+}
+
+// The metrics' stage timeline, in the order a step runs them.
+static const char *const phases[] = {"data_ms", "forward_ms", "backward_ms", "optimizer_ms", "p2p_wait_ms", "idle_ms"};
+#define NPHASES 6
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// --- matching the collectives -----------------------------------------------------------
+
+// A call is matched across its group's members by its ordinal: its place among the member's
+// collectives on that group. Not by sequence number: a member's seq counts every call it made
+// on the group, P2P included, and the pp group's middle stages send and receive where its first
+// stage only sends, so their all-reduces on it carry different numbers.
+typedef struct call {
+    int group_id, rank;
+    long long seq, ordinal, step;
+    size_t ev;  // index into the rank's events
+} call;
+
+static int by_call(const void *a, const void *b) {
+    const call *x = a, *y = b;
+    if (x->group_id != y->group_id) return x->group_id < y->group_id ? -1 : 1;
+    if (x->ordinal != y->ordinal) return x->ordinal < y->ordinal ? -1 : 1;
+    return x->rank - y->rank;
+}
+
+// The range enclosing event i of a rank (its parent), and the sibling it follows.
+static void context_of(const rank_trace *rt, size_t i, const char **in, const char **after) {
+    *in = *after = NULL;
+    const range_ev *c = &rt->ev[i];
+    for (size_t j = i; j-- > 0;) {
+        const range_ev *e = &rt->ev[j];
+        if (!*after && e->depth == c->depth && e->end <= c->ts) *after = e->name;
+        if (e->depth == c->depth - 1 && e->ts <= c->ts && e->end >= c->end) {
+            *in = e->name;
+            break;
+        }
+    }
+}
+
+static long long step_of(const rank_trace *rt, size_t i) {
+    const range_ev *c = &rt->ev[i];
+    for (size_t j = i; j-- > 0;) {
+        const range_ev *e = &rt->ev[j];
+        if (e->depth == 0 && e->ts <= c->ts && e->end >= c->end) {
+            json_t *s = json_object_get(e->args, "step");
+            return json_is_integer(s) ? json_integer_value(s) : -1;
+        }
+    }
+    return -1;
+}
+
+static int by_spread(const void *a, const void *b) {
+    double x = json_number_value(json_object_get(*(json_t *const *)a, "enter_spread_ms"));
+    double y = json_number_value(json_object_get(*(json_t *const *)b, "enter_spread_ms"));
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static json_t *calls_of(const run_traces *t) {
+    size_t n = 0, cap = 256;
+    call *calls = tb_xcalloc(cap, sizeof *calls, "collective calls");
+    for (int r = 0; r < t->nranks; r++) {
+        size_t first = n;  // this rank's calls: calls[first .. n)
+        for (size_t i = 0; i < t->ranks[r].n; i++) {
+            json_t *a = t->ranks[r].ev[i].args;
+            const char *op = json_string_value(json_object_get(a, "op"));
+            json_t *gid = json_object_get(a, "group_id"), *seq = json_object_get(a, "seq");
+            if (!op || !json_is_integer(gid) || !json_is_integer(seq) || !strcmp(op, "send") || !strcmp(op, "recv"))
+                continue;
+            if (n == cap) calls = tb_xreallocarray(calls, cap *= 2, sizeof *calls, "collective calls");
+            call c = {(int)json_integer_value(gid), r, json_integer_value(seq), 0, step_of(&t->ranks[r], i), i};
+            // its ordinal: the rank's calls on the group before it (by seq, their order on the group)
+            for (size_t k = first; k < n; k++) c.ordinal += calls[k].group_id == c.group_id && calls[k].seq < c.seq;
+            for (size_t k = first; k < n; k++) calls[k].ordinal += calls[k].group_id == c.group_id && calls[k].seq > c.seq;
+            calls[n++] = c;
+        }
+    }
+    qsort(calls, n, sizeof *calls, by_call);
+    json_t *out = json_array();
+    for (size_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && calls[b].group_id == calls[a].group_id && calls[b].ordinal == calls[a].ordinal;) b++;
+        size_t last = a, first = a;
+        for (size_t k = a; k < b; k++) {
+            const range_ev *e = &t->ranks[calls[k].rank].ev[calls[k].ev];
+            if (e->ts > t->ranks[calls[last].rank].ev[calls[last].ev].ts) last = k;
+            if (e->ts < t->ranks[calls[first].rank].ev[calls[first].ev].ts) first = k;
+        }
+        const range_ev *le = &t->ranks[calls[last].rank].ev[calls[last].ev];
+        const range_ev *fe = &t->ranks[calls[first].rank].ev[calls[first].ev];
+        json_t *members = json_array();
+        for (size_t k = a; k < b; k++) {
+            const range_ev *e = &t->ranks[calls[k].rank].ev[calls[k].ev];
+            double transfer = e->end - le->ts;
+            json_array_append_new(members, json_pack("{s:i, s:f, s:f, s:f, s:O?}", "rank", calls[k].rank, "enter_ms",
+                                                     e->ts / 1e3, "wait_ms", (le->ts - e->ts) / 1e3, "transfer_ms",
+                                                     (transfer > 0 ? transfer : 0) / 1e3, "bytes",
+                                                     json_object_get(e->args, "bytes")));
+        }
+        const char *in, *after;
+        context_of(&t->ranks[calls[last].rank], calls[last].ev, &in, &after);
+        json_t *args = le->args;
+        json_array_append_new(
+            out, json_pack("{s:O, s:i, s:I, s:I, s:O, s:O, s:I, s:f, s:i, s:s?, s:s?, s:o}", "group",
+                           json_object_get(args, "group"), "group_id", calls[a].group_id, "call",
+                           (json_int_t)calls[a].ordinal + 1, "seq", (json_int_t)calls[last].seq, "op", json_object_get(args, "op"), "bytes",
+                           json_object_get(args, "bytes"), "step", (json_int_t)calls[last].step, "enter_spread_ms",
+                           (le->ts - fe->ts) / 1e3, "last_rank", calls[last].rank, "last_in", in, "last_after", after,
+                           "members", members));
+    }
+    free(calls);
+    // largest spread first
+    size_t m = json_array_size(out);
+    json_t **items = tb_xcalloc(m + 1, sizeof *items, "collective calls");
+    for (size_t i = 0; i < m; i++) items[i] = json_incref(json_array_get(out, i));
+    qsort(items, m, sizeof *items, by_spread);
+    json_array_clear(out);
+    for (size_t i = 0; i < m; i++) json_array_append_new(out, items[i]);
+    free(items);
+    return out;
+}
+
+json_t *tb_collective_calls(const char *run_dir, tb_error *err) {
+    run_traces t;
+    if (load_traces(run_dir, &t, err) != 0) {
+        traces_free(&t);
+        return NULL;
+    }
+    json_t *out = calls_of(&t);
+    traces_free(&t);
+    return out;
+}
+
+// --- tracebook comm ---------------------------------------------------------------------
+
+typedef struct comm_args {
+    int top, json;
+} comm_args;
+
+static const tb_option comm_options[] = {
+    TB_OPTION("--top", comm_args, top, TB_OPT_INT, "10", "N", "the N calls with the largest enter spread (0: all)"),
+    TB_OPTION("--json", comm_args, json, TB_OPT_BOOL, "false", NULL, "every matched call as JSON"),
+    TB_OPTIONS_END,
+};
+static const tb_command comm_command = {"tracebook comm", "RUN_DIR",
+                                        "collectives matched across ranks: enter spread and the last member",
+                                        comm_options, 1, 1};
+
+int tracebook_comm_main(int argc, char **argv) {
+    comm_args a = {0};
+    tb_positional pos = {0};
+    tb_error err;
+    int rc = tb_command_parse(&comm_command, &a, argc, argv, &pos, &err);
+    if (rc == 1) return 0;
+    if (rc != 0) return tb_command_usage_error(&comm_command, &err);
+    if (a.top < 0) {
+        fprintf(stderr, "tracebook comm: flag --top: %d is negative\n", a.top);
+        tb_positional_free(&pos);
+        return 2;
+    }
+    json_t *calls = tb_collective_calls(pos.items[0], &err);
+    tb_positional_free(&pos);
+    if (!calls) {
+        fprintf(stderr, "tracebook comm: %s\n", err.msg);
+        return 1;
+    }
+    if (a.json) {
+        json_dumpf(calls, stdout, JSON_INDENT(1));
+        printf("\n");
+        json_decref(calls);
+        return 0;
+    }
+    const size_t n = json_array_size(calls);
+    double *spread = tb_xcalloc(n + 1, sizeof *spread, "spreads");
+    for (size_t i = 0; i < n; i++) spread[i] = json_number_value(json_object_get(json_array_get(calls, i), "enter_spread_ms"));
+    qsort(spread, n, sizeof *spread, cmp_double);
+    printf("%zu collective calls matched across their groups; enter spread median %.3f ms, max %.3f ms\n\n", n,
+           n ? spread[n / 2] : 0.0, n ? spread[n - 1] : 0.0);
+    free(spread);
+    printf("  %-8s %5s %-14s %10s %5s %11s  %s\n", "group", "seq", "op", "bytes", "step", "spread ms",
+           "last to enter (in; after)");
+    for (size_t i = 0; i < n && (a.top == 0 || i < (size_t)a.top); i++) {
+        json_t *c = json_array_get(calls, i);
+        printf("  %-8s %5lld %-14s %10lld %5lld %11.3f  rank %lld (in %s; after %s)\n",
+               json_string_value(json_object_get(c, "group")), (long long)json_integer_value(json_object_get(c, "seq")),
+               json_string_value(json_object_get(c, "op")), (long long)json_integer_value(json_object_get(c, "bytes")),
+               (long long)json_integer_value(json_object_get(c, "step")),
+               json_number_value(json_object_get(c, "enter_spread_ms")),
+               (long long)json_integer_value(json_object_get(c, "last_rank")),
+               json_string_value(json_object_get(c, "last_in")) ? json_string_value(json_object_get(c, "last_in")) : "-",
+               json_string_value(json_object_get(c, "last_after")) ? json_string_value(json_object_get(c, "last_after"))
+                                                                   : "-");
+    }
+    json_decref(calls);
+    return 0;
+}
+
+// --- phases of two runs ---------------------------------------------------------------
+
+#define MAX_PHASE_ROWS 64
+
+typedef struct phase_series {
+    char name[64];
+    double v[2][1024];  // per run, per step after the first
+    int n[2];
+} phase_series;
+
+static phase_series *series_of(phase_series *all, int *n, const char *name) {
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(all[i].name, name)) return &all[i];
+    if (*n == MAX_PHASE_ROWS) return NULL;
+    phase_series *p = &all[(*n)++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    return p;
+}
+
+
+// One run's phase values per step (after the first): the slowest rank's metrics phases, and
+// per group the largest wait and transfer of a rank in that step.
+static int phase_values(const char *dir, int run, phase_series *all, int *nseries, tb_error *err) {
+    run_traces t;
+    if (load_traces(dir, &t, err) != 0) {
+        traces_free(&t);
+        return -1;
+    }
+    json_t **rows = tb_xcalloc((size_t)t.nranks, sizeof *rows, "metrics");
+    int rc = tb_rank_metrics(dir, t.nranks, rows, err);
+    json_t *calls = rc == 0 ? calls_of(&t) : NULL;
+    for (size_t s = 1; rc == 0 && s < json_array_size(rows[0]); s++) {
+        json_int_t step = json_integer_value(json_object_get(json_array_get(rows[0], s), "step"));
+        int slow = 0;
+        for (int r = 1; r < t.nranks; r++)
+            if (json_number_value(json_object_get(json_array_get(rows[r], s), "step_ms")) >
+                json_number_value(json_object_get(json_array_get(rows[slow], s), "step_ms")))
+                slow = r;
+        json_t *pipe = json_object_get(json_array_get(rows[slow], s), "pipeline");
+        for (int p = 0; p < NPHASES; p++) {
+            phase_series *ps = series_of(all, nseries, phases[p]);
+            if (ps && ps->n[run] < 1024) ps->v[run][ps->n[run]++] = json_number_value(json_object_get(pipe, phases[p]));
+        }
+        // per group: the largest per-rank wait and transfer summed over the step's calls
+        double wait[64][64], xfer[64][64];  // [group][rank]: ranks beyond 64 are left out
+        char groups[64][32];
+        int ng = 0;
+        memset(wait, 0, sizeof wait), memset(xfer, 0, sizeof xfer);
+        size_t i;
+        json_t *c;
+        json_array_foreach(calls, i, c) {
+            if (json_integer_value(json_object_get(c, "step")) != step) continue;
+            const char *g = json_string_value(json_object_get(c, "group"));
+            int gi = 0;
+            while (gi < ng && strcmp(groups[gi], g)) gi++;
+            if (gi == ng && ng < 64) snprintf(groups[ng++], sizeof groups[0], "%s", g);
+            if (gi >= 64) continue;
+            size_t k;
+            json_t *m;
+            json_array_foreach(json_object_get(c, "members"), k, m) {
+                int r = (int)json_integer_value(json_object_get(m, "rank"));
+                if (r < 0 || r >= 64) continue;
+                wait[gi][r] += json_number_value(json_object_get(m, "wait_ms"));
+                xfer[gi][r] += json_number_value(json_object_get(m, "transfer_ms"));
+            }
+        }
+        for (int g = 0; g < ng; g++) {
+            double w = 0, x = 0;
+            for (int r = 0; r < 64; r++) w = wait[g][r] > w ? wait[g][r] : w, x = xfer[g][r] > x ? xfer[g][r] : x;
+            char name[64];
+            snprintf(name, sizeof name, "%.31s wait", groups[g]);
+            phase_series *ps = series_of(all, nseries, name);
+            if (ps && ps->n[run] < 1024) ps->v[run][ps->n[run]++] = w;
+            snprintf(name, sizeof name, "%.31s transfer", groups[g]);
+            ps = series_of(all, nseries, name);
+            if (ps && ps->n[run] < 1024) ps->v[run][ps->n[run]++] = x;
+        }
+    }
+    for (int r = 0; r < t.nranks; r++) json_decref(rows[r]);
+    free(rows);
+    json_decref(calls);
+    traces_free(&t);
+    return rc;
+}
+
+static void stats_of(const double *v, int n, double *median, double *lo, double *hi) {
+    double s[1024];
+    memcpy(s, v, (size_t)n * sizeof *v);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    *median = n ? (n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2) : 0;
+    *lo = n ? s[0] : 0, *hi = n ? s[n - 1] : 0;
+}
+
+json_t *tb_phase_diff_json(const char *run_a, const char *run_b, tb_error *err) {
+    phase_series *all = tb_xcalloc(MAX_PHASE_ROWS, sizeof *all, "phase series");
+    int n = 0;
+    if (phase_values(run_a, 0, all, &n, err) != 0 || phase_values(run_b, 1, all, &n, err) != 0) {
+        free(all);
+        return NULL;
+    }
+    json_t *rows = json_array(), *first = json_null();
+    for (int i = 0; i < n; i++) {
+        double ma, la, ha, mb, lb, hb;
+        stats_of(all[i].v[0], all[i].n[0], &ma, &la, &ha);
+        stats_of(all[i].v[1], all[i].n[1], &mb, &lb, &hb);
+        const double spread = (ha - la) > (hb - lb) ? ha - la : hb - lb, delta = mb - ma;
+        const int changed = all[i].n[0] && all[i].n[1] && fabs(delta) > spread;
+        json_t *side[2];
+        for (int k = 0; k < 2; k++)
+            side[k] = all[i].n[k] ? json_pack("{s:f, s:f, s:f, s:i}", "median_ms", k ? mb : ma, "min_ms", k ? lb : la,
+                                              "max_ms", k ? hb : ha, "steps", all[i].n[k])
+                                  : json_null();
+        json_array_append_new(rows, json_pack("{s:s, s:o, s:o, s:f, s:f, s:b}", "phase", all[i].name, "a", side[0], "b",
+                                              side[1], "delta_ms", delta, "spread_ms", spread, "changed", changed));
+        if (changed && json_is_null(first)) first = json_pack("{s:s, s:f, s:f}", "phase", all[i].name, "delta_ms", delta, "spread_ms", spread);
+    }
+    free(all);
+    return json_pack("{s:o, s:o}", "phases", rows, "first_changed", first);
+}
+
+int tb_phase_diff(FILE *out, const char *run_a, const char *run_b, tb_error *err) {
+    json_t *d = tb_phase_diff_json(run_a, run_b, err);
+    if (!d) return -1;
+    fprintf(out, "\nphases (ms per step after the first; the slowest rank's, and each group's most waiting rank):\n");
+    fprintf(out, "  %-24s %26s %26s %10s\n", "", "A median [min, max]", "B median [min, max]", "B - A");
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(d, "phases"), i, row) {
+        char text[2][64];
+        for (int k = 0; k < 2; k++) {
+            json_t *side = json_object_get(row, k ? "b" : "a");
+            if (json_is_null(side)) snprintf(text[k], sizeof text[k], "-");
+            else
+                snprintf(text[k], sizeof text[k], "%.3f [%.3f, %.3f]", json_real_value(json_object_get(side, "median_ms")),
+                         json_real_value(json_object_get(side, "min_ms")), json_real_value(json_object_get(side, "max_ms")));
+        }
+        fprintf(out, "  %-24s %26s %26s %+10.3f%s\n", json_string_value(json_object_get(row, "phase")), text[0], text[1],
+                json_real_value(json_object_get(row, "delta_ms")),
+                json_is_true(json_object_get(row, "changed")) ? "  changed" : "");
+    }
+    json_t *first = json_object_get(d, "first_changed");
+    if (!json_is_null(first))
+        fprintf(out, "\nfirst changed phase: %s (%+.3f ms per step, beyond the runs' own spread of %.3f ms)\n",
+                json_string_value(json_object_get(first, "phase")), json_real_value(json_object_get(first, "delta_ms")),
+                json_real_value(json_object_get(first, "spread_ms")));
+    else
+        fprintf(out, "\nno phase changed beyond the runs' own spread\n");
+    json_decref(d);
+    return 0;
+}
+
+// --- tracebook steps --------------------------------------------------------------------
+
+typedef struct steps_args {
+    int step, json;
+} steps_args;
+
+static const tb_option steps_options[] = {
+    TB_OPTION("--step", steps_args, step, TB_OPT_INT, "0", "N", "only step N (0: every step)"),
+    TB_OPTION("--json", steps_args, json, TB_OPT_BOOL, "false", NULL, "the decomposition as JSON"),
+    TB_OPTIONS_END,
+};
+static const tb_command steps_command = {"tracebook steps", "RUN_DIR",
+                                         "each step per rank: data, compute, collectives (wait vs transfer), idle",
+                                         steps_options, 1, 1};
+
+
+int tb_rank_metrics(const char *dir, int nranks, json_t **rows, tb_error *err) {
+    for (int r = 0; r < nranks; r++) {
+        char path[SR_PATH_MAX], line[1 << 16];
+        if (tb_rank_file_path(path, sizeof path, dir, TB_RANK_METRICS, r, err) != 0) return -1;
+        rows[r] = json_array();
+        FILE *f = fopen(path, "r");
+        if (!f) return tb_fail(err, "%s: missing (rank %d has a trace but no metrics)", path, r);
+        int lineno = 0;
+        while (fgets(line, sizeof line, f)) {
+            lineno++;
+            json_error_t jerr;
+            json_t *o = json_loads(line, 0, &jerr);
+            if (!o) {
+                fclose(f);
+                return tb_fail(err, "%s: line %d: %s", path, lineno, jerr.text);
+            }
+            json_array_append_new(rows[r], o);
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
+json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
+    run_traces t;
+    json_t **rows = NULL, *calls = NULL, *out = json_array();
+    int rc = load_traces(dir, &t, err);
+    if (rc == 0) {
+        rows = tb_xcalloc((size_t)t.nranks, sizeof *rows, "metrics");
+        rc = tb_rank_metrics(dir, t.nranks, rows, err);
+    }
+    if (rc == 0) calls = calls_of(&t);
+    // per (step, rank): the metrics' phases, and each group's collective wait and transfer
+    for (size_t s = 0; rc == 0 && s < json_array_size(rows[0]); s++) {
+        json_int_t step = json_integer_value(json_object_get(json_array_get(rows[0], s), "step"));
+        if (only_step && step != only_step) continue;
+        json_t *ranks = json_array();
+        int slowest = 0;
+        double slowest_ms = -1;
+        for (int r = 0; r < t.nranks; r++) {
+            json_t *m = json_array_get(rows[r], s), *pipe = json_object_get(m, "pipeline");
+            double step_ms = json_number_value(json_object_get(m, "step_ms"));
+            if (step_ms > slowest_ms) slowest_ms = step_ms, slowest = r;
+            json_t *row = json_pack("{s:i, s:f}", "rank", r, "step_ms", step_ms), *groups = json_object();
+            for (int p = 0; p < NPHASES; p++)
+                json_object_set_new(row, phases[p], json_real(json_number_value(json_object_get(pipe, phases[p]))));
+            size_t i;
+            json_t *c;
+            json_array_foreach(calls, i, c) {
+                if (json_integer_value(json_object_get(c, "step")) != step) continue;
+                size_t k;
+                json_t *mem;
+                json_array_foreach(json_object_get(c, "members"), k, mem) {
+                    if (json_integer_value(json_object_get(mem, "rank")) != r) continue;
+                    const char *g = json_string_value(json_object_get(c, "group"));
+                    json_t *acc = json_object_get(groups, g);
+                    if (!acc) json_object_set_new(groups, g, acc = json_pack("{s:f, s:f, s:i}", "wait_ms", 0.0, "transfer_ms", 0.0, "calls", 0));
+                    json_object_set_new(acc, "wait_ms", json_real(json_number_value(json_object_get(acc, "wait_ms")) +
+                                                                  json_number_value(json_object_get(mem, "wait_ms"))));
+                    json_object_set_new(acc, "transfer_ms",
+                                        json_real(json_number_value(json_object_get(acc, "transfer_ms")) +
+                                                  json_number_value(json_object_get(mem, "transfer_ms"))));
+                    json_object_set_new(acc, "calls", json_integer(json_integer_value(json_object_get(acc, "calls")) + 1));
+                }
+            }
+            json_object_set_new(row, "collectives", groups);
+            json_array_append_new(ranks, row);
+        }
+        json_array_append_new(out, json_pack("{s:I, s:i, s:o}", "step", step, "slowest_rank", slowest, "ranks", ranks));
+    }
+    if (rc == 0 && only_step && json_array_size(out) == 0)
+        rc = tb_fail(err, "%s: no step %d in rank 0's metrics (%zu steps)", dir, only_step, json_array_size(rows[0]));
+    for (int r = 0; rows && r < t.nranks; r++) json_decref(rows[r]);
+    free(rows);
+    json_decref(calls);
+    traces_free(&t);
+    if (rc != 0) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+int tracebook_steps_main(int argc, char **argv) {
+    steps_args a = {0};
+    tb_positional pos = {0};
+    tb_error err;
+    int rc = tb_command_parse(&steps_command, &a, argc, argv, &pos, &err);
+    if (rc == 1) return 0;
+    if (rc != 0) return tb_command_usage_error(&steps_command, &err);
+    const char *dir = pos.items[0];
+    if (a.step < 0) {
+        fprintf(stderr, "tracebook steps: flag --step: %d is negative\n", a.step);
+        tb_positional_free(&pos);
+        return 2;
+    }
+    json_t *out = tb_step_decomposition(dir, a.step, &err);
+    rc = out ? 0 : -1;
+    if (rc == 0 && a.json) {
+        json_dumpf(out, stdout, JSON_INDENT(1));
+        printf("\n");
+    } else if (rc == 0) {
+        size_t s;
+        json_t *st;
+        json_array_foreach(out, s, st) {
+            printf("step %lld (* the slowest rank)\n", (long long)json_integer_value(json_object_get(st, "step")));
+            printf("    %-5s %9s %8s %8s %8s %8s %8s %8s   collectives: wait / transfer ms\n", "rank", "step ms",
+                   "data", "forward", "backward", "optim", "p2p wait", "idle");
+            size_t r;
+            json_t *row;
+            json_array_foreach(json_object_get(st, "ranks"), r, row) {
+                printf("  %c %-5zu %9.2f", (int)r == json_integer_value(json_object_get(st, "slowest_rank")) ? '*' : ' ', r,
+                       json_number_value(json_object_get(row, "step_ms")));
+                for (int p = 0; p < NPHASES; p++) printf(" %8.2f", json_number_value(json_object_get(row, phases[p])));
+                printf("  ");
+                const char *g;
+                json_t *acc;
+                json_object_foreach(json_object_get(row, "collectives"), g, acc)
+                    printf(" %s %.2f / %.2f", g, json_number_value(json_object_get(acc, "wait_ms")),
+                           json_number_value(json_object_get(acc, "transfer_ms")));
+                printf("\n");
+            }
+        }
+    }
+    if (rc != 0) fprintf(stderr, "tracebook steps: %s\n", err.msg);
+    json_decref(out);
+    tb_positional_free(&pos);
+    return rc != 0;
+}

@@ -1,0 +1,62 @@
+// parsers_checkpoint.c — checkpoint_figure: one figure of a save in checkpoint.json.
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "prove/parsers_internal.h"
+
+// checkpoint_figure: one figure of a save in checkpoint.json (engine/checkpoint/dist_checkpoint.h).
+int tbp_checkpoint_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev,
+                             tb_error *err) {
+    static const char *const figures[] = {"materialized_bytes", "written_bytes", "last_arriver", "waited_for_ms",
+                                          "max_stall_ms",       "total_ms",      "stall_fraction", NULL};
+    const char *figure = tbp_string_arg(args, "figure", NULL);
+    if (tbp_one_of(p, "figure", figure, figures, err) != 0) return -1;
+    long long index;
+    if (tbp_int_arg(p, args, "save", 0, 1, &index, err) != 0) return -1;
+    char path[REC_PATH_MAX];
+    if (tbp_run_path(path, sizeof path, dir, TB_RUN_CHECKPOINT, err) != 0) return -1;
+    json_t *root = tbp_load_json_file(path, err);
+    if (!root) return -1;
+    json_t *files = json_array();
+    json_array_append_new(files, json_string(path));
+    json_object_set_new(ev, "files", files);
+    json_t *saves = json_object_get(root, "saves");
+    const long long n = json_is_array(saves) ? (long long)json_array_size(saves) : 0;
+    int rc = 0;
+    if (n == 0) rc = tb_fail(err, "%s: no saves", path);
+    else if (index > n) rc = tb_fail(err, "parser %s: args.save %lld, but %s holds %lld saves", p->name, index, path, n);
+    json_t *sv = rc == 0 ? json_array_get(saves, (size_t)(index ? index - 1 : n - 1)) : NULL;
+    json_t *last = json_object_get(sv, "last_arriver");
+    double v = 0;
+    if (rc == 0 && (!strcmp(figure, "materialized_bytes") || !strcmp(figure, "written_bytes"))) {
+        const char *phase = figure[0] == 'm' ? "materialize" : "write";
+        size_t r, i;
+        json_t *rank, *ph;
+        json_array_foreach(json_object_get(sv, "ranks"), r, rank) json_array_foreach(json_object_get(rank, "phases"), i, ph) {
+            const char *name = json_string_value(json_object_get(ph, "phase"));
+            if (name && !strcmp(name, phase)) v += (double)json_integer_value(json_object_get(ph, "bytes"));
+        }
+    } else if (rc == 0) {
+        json_t *x = !strcmp(figure, "last_arriver")    ? json_object_get(last, "rank")
+                    : !strcmp(figure, "waited_for_ms") ? json_object_get(last, "waited_for_ms")
+                    : !strcmp(figure, "stall_fraction") ? json_object_get(sv, "max_stall_ms")
+                                                        : json_object_get(sv, figure);
+        double total = json_number_value(json_object_get(sv, "total_ms"));
+        if (!json_is_number(x) || (!strcmp(figure, "stall_fraction") && !(total > 0)))
+            rc = tb_fail(err, "%s: save %lld has no numeric %s", path, index ? index : n, figure);
+        else v = !strcmp(figure, "stall_fraction") ? json_number_value(x) / total : json_number_value(x);
+    }
+    json_decref(root);
+    if (rc != 0) return -1;
+    *value = v;
+    char detail[160];
+    snprintf(detail, sizeof detail, TB_RUN_CHECKPOINT " save %lld of %lld: %s", index ? index : n, n, figure);
+    json_object_set_new(ev, "detail", json_string(detail));
+    return 0;
+}

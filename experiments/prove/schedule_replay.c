@@ -1,0 +1,504 @@
+// schedule_replay.c — the replay of a run's steps on one core per rank (schedule_replay.h).
+#include "prove/schedule_replay.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/xalloc.h"
+
+// ---------------------------------------------------------------------------------------
+// One rank's step, read from its trace
+
+typedef enum op_kind { OP_SEND, OP_RECV, OP_COLLECTIVE } op_kind;
+
+// A communicator call of the step, in the rank's order.
+typedef struct rop {
+    op_kind kind;
+    const char *name;       // its range name (messages)
+    int group_id, peer;     // peer: the other rank of a send or recv (a global rank)
+    int ordinal;            // among the rank's collectives on the group (a collective), or its
+                            // sends to / recvs from the peer on the group (P2P), in this step
+    int exposed;            // inside finalize_model_grads or optimizer
+    int64_t cpu_start, cpu_dur;
+    // the replay
+    int entered;
+    int64_t enter, wait;    // replay time it was reached; how long it waited for peers there
+} rop;
+
+// A depth-1 range of the step the figures read.
+typedef enum span_kind { SPAN_PASS, SPAN_P2P, SPAN_EXPOSED } span_kind;
+typedef struct span {
+    int64_t cpu_start, cpu_end;
+    span_kind kind;         // a forward or backward (compute); a pipeline send or recv (both in the
+                            // schedule span); finalize_model_grads or optimizer (exposed calls)
+    int ops_before_start;   // the step's calls that precede its start (by trace order: a range's
+    int ops_before_end;     // own calls follow its push), and that precede its end
+} span;
+
+typedef struct rank_step {
+    long long step;
+    int64_t cpu_start, cpu_end;
+    double wall_ms;
+    rop *ops;
+    int nops;
+    span *spans;
+    int nspans;
+    int64_t *waits_before;  // (nops + 1) prefix sums of the ops' waits, after the replay
+} rank_step;
+
+typedef struct rank_trace {
+    const char *name;
+    rank_step *steps;
+    int nsteps;
+} rank_trace;
+
+// The members of each group id: rank of (group id, group index), from every trace's calls.
+typedef struct group_map {
+    int *rank;   // [id * stride + index], -1 unknown
+    int *size;   // [id]
+    int nids, stride;
+} group_map;
+
+static int64_t ns_of(double us) { return (int64_t)llround(us * 1000.0); }
+
+static int number_field(json_t *e, const char *key, double *out) {
+    json_t *v = json_object_get(e, key);
+    if (!json_is_number(v)) return -1;
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int int_arg(json_t *args, const char *key, long long *out) {
+    json_t *v = json_object_get(args, key);
+    if (!json_is_integer(v)) return -1;
+    *out = (long long)json_integer_value(v);
+    return 0;
+}
+
+// The complete events of the rank thread: the thread of the first train_step. Work recorded
+// on any other thread (a communication thread's calls) is not the rank thread's and cannot be
+// replayed on its core: refused.
+static int rank_thread_events(json_t *trace, const char *name, json_t **events_out, json_int_t *tid_out,
+                              tb_error *err) {
+    json_t *events = json_object_get(trace, "traceEvents");
+    if (!json_is_array(events)) return tb_fail(err, "%s: no 'traceEvents' array", name);
+    json_int_t tid = -1;
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e) {
+        const char *n = json_string_value(json_object_get(e, "name"));
+        if (n && !strcmp(n, "train_step") && json_is_integer(json_object_get(e, "tid"))) {
+            tid = json_integer_value(json_object_get(e, "tid"));
+            break;
+        }
+    }
+    if (tid < 0) return tb_fail(err, "%s: no train_step range (a run that trained no step has nothing to replay)", name);
+    json_array_foreach(events, i, e) {
+        const char *n = json_string_value(json_object_get(e, "name"));
+        json_t *t = json_object_get(e, "tid");
+        if (n && !strncmp(n, "comm.", 5) && json_is_integer(t) && json_integer_value(t) != tid)
+            return tb_fail(err,
+                           "%s: traceEvents[%zu] (%s) ran on thread %lld, not the rank thread %lld: replaying a "
+                           "communication thread (--overlap-grad-reduce, --overlap-param-gather) is not supported yet",
+                           name, i, n, (long long)json_integer_value(t), (long long)tid);
+    }
+    *events_out = events;
+    *tid_out = tid;
+    return 0;
+}
+
+static int is_pipeline_p2p(const char *group) { return !strcmp(group, "pp") || !strcmp(group, "pp_grad"); }
+
+// Adds (group id, index) -> rank to the map, growing it.
+// A world of W ranks has at most W members per group and, the engine's groups being a dozen
+// kinds, far fewer than 64·W + 64 group ids: beyond that the trace is not the engine's.
+static int map_member(group_map *m, long long id, long long size, long long index, int rank, int world,
+                      const char *name, size_t at, tb_error *err) {
+    if (id < 0 || id >= 64LL * world + 64 || size < 1 || size > world || index < 0 || index >= size)
+        return tb_fail(err,
+                       "%s: traceEvents[%zu]: group_id %lld, group_size %lld, group_index %lld are not a member of a "
+                       "group of a world of %d ranks",
+                       name, at, id, size, index, world);
+    if (id >= m->nids || size > m->stride) {
+        const int nids = id >= m->nids ? (int)id + 1 : m->nids, stride = size > m->stride ? (int)size : m->stride;
+        int *ranks = tb_xcalloc((size_t)nids * (size_t)stride, sizeof *ranks, "replay group members");
+        int *sizes = tb_xcalloc((size_t)nids, sizeof *sizes, "replay group sizes");
+        for (size_t k = 0; k < (size_t)nids * (size_t)stride; k++) ranks[k] = -1;
+        for (int g = 0; g < m->nids; g++) {
+            sizes[g] = m->size[g];
+            for (int j = 0; j < m->stride; j++) ranks[(size_t)g * stride + j] = m->rank[(size_t)g * m->stride + j];
+        }
+        free(m->rank);
+        free(m->size);
+        *m = (group_map){ranks, sizes, nids, stride};
+    }
+    int *slot = &m->rank[(size_t)id * m->stride + index];
+    if ((m->size[id] && m->size[id] != size) || (*slot >= 0 && *slot != rank))
+        return tb_fail(err, "%s: traceEvents[%zu]: group %lld index %lld is rank %d here but rank %d (size %d) elsewhere",
+                       name, at, id, index, rank, *slot, m->size[id]);
+    m->size[id] = size;
+    *slot = rank;
+    return 0;
+}
+
+// One complete event of the rank thread, in trace order (push order: a range precedes what
+// it holds, and what it holds are the events after it until one of its depth or less).
+typedef struct tev {
+    const char *name;
+    json_t *args;
+    size_t at;              // index in traceEvents
+    long long depth;
+    int64_t start, end;     // thread CPU time
+    double wall_us;
+} tev;
+
+static int read_events(json_t *events, json_int_t tid, const char *name, tev **out, size_t *n, tb_error *err) {
+    *out = tb_xcalloc(json_array_size(events) + 1, sizeof **out, "replay events");
+    *n = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e) {
+        const char *nm = json_string_value(json_object_get(e, "name"));
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        if (!nm || !ph || strcmp(ph, "X") || json_integer_value(json_object_get(e, "tid")) != tid) continue;
+        json_t *args = json_object_get(e, "args");
+        double tts, tdur, dur;
+        long long depth;
+        if (number_field(e, "tts", &tts) || number_field(e, "tdur", &tdur) || number_field(e, "dur", &dur) ||
+            int_arg(args, "depth", &depth) != 0 || !(tdur >= 0) || depth < 0)
+            return tb_fail(err,
+                           "%s: traceEvents[%zu] (%s) has no numeric tts, non-negative tdur, dur and integer "
+                           "args.depth (a trace written before ranges recorded thread CPU time cannot be replayed)",
+                           name, i, nm);
+        (*out)[(*n)++] = (tev){nm, args, i, depth, ns_of(tts), ns_of(tts + tdur), dur};
+    }
+    return 0;
+}
+
+// The steps of one rank's trace: each train_step's communicator calls and figure spans.
+static int read_rank(json_t *trace, const char *name, int rank, int world, group_map *map, rank_trace *out,
+                     tb_error *err) {
+    json_t *events = NULL;
+    json_int_t tid = -1;
+    tev *ev = NULL;
+    size_t n = 0;
+    if (rank_thread_events(trace, name, &events, &tid, err) != 0) return -1;
+    if (read_events(events, tid, name, &ev, &n, err) != 0) {
+        free(ev);
+        return -1;
+    }
+    out->name = name;
+    out->steps = tb_xcalloc(n + 1, sizeof *out->steps, "replay steps");
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (strcmp(ev[i].name, "train_step")) continue;
+        long long step;
+        if (int_arg(ev[i].args, "step", &step) != 0) {
+            rc = tb_fail(err, "%s: traceEvents[%zu] (train_step) has no integer args.step", name, ev[i].at);
+            break;
+        }
+        size_t last = i + 1;  // the step's events: [i + 1, last)
+        while (last < n && ev[last].depth > ev[i].depth) last++;
+        rank_step *st = &out->steps[out->nsteps++];
+        *st = (rank_step){step, ev[i].start, ev[i].end, ev[i].wall_us / 1000.0, NULL, 0, NULL, 0, NULL};
+        st->ops = tb_xcalloc(last - i, sizeof *st->ops, "replay ops");
+        st->spans = tb_xcalloc(last - i, sizeof *st->spans, "replay spans");
+        int *ops_before = tb_xcalloc(last - i + 1, sizeof *ops_before, "replay op positions");
+        for (size_t j = i + 1; j < last && rc == 0; j++) {
+            ops_before[j - i - 1] = st->nops;
+            const char *group = json_string_value(json_object_get(ev[j].args, "group"));
+            const char *op = json_string_value(json_object_get(ev[j].args, "op"));
+            if (strncmp(ev[j].name, "comm.", 5) || !group || !op) continue;
+            long long gid, gsize, gindex;
+            if (int_arg(ev[j].args, "group_id", &gid) || int_arg(ev[j].args, "group_size", &gsize) ||
+                int_arg(ev[j].args, "group_index", &gindex)) {
+                rc = tb_fail(err, "%s: traceEvents[%zu] (%s) has no integer args.group_id, group_size, group_index",
+                             name, ev[j].at, ev[j].name);
+                break;
+            }
+            if (map_member(map, gid, gsize, gindex, rank, world, name, ev[j].at, err) != 0) {
+                rc = -1;
+                break;
+            }
+            rop o = {.kind = OP_COLLECTIVE, .name = ev[j].name, .group_id = (int)gid, .peer = -1,
+                     .cpu_start = ev[j].start, .cpu_dur = ev[j].end - ev[j].start};
+            if (!strcmp(op, "send") || !strcmp(op, "recv")) {
+                long long peer;
+                if (int_arg(ev[j].args, "peer", &peer) != 0 || peer < 0 || peer >= gsize) {
+                    rc = tb_fail(err, "%s: traceEvents[%zu] (%s) has no args.peer in [0, %lld)", name, ev[j].at,
+                                 ev[j].name, gsize);
+                    break;
+                }
+                o.kind = !strcmp(op, "send") ? OP_SEND : OP_RECV;
+                o.peer = (int)peer;  // a group index until every trace is read (resolve_ops)
+            }
+            st->ops[st->nops++] = o;
+        }
+        ops_before[last - i - 1] = st->nops;
+        // the depth-1 ranges the figures read, with the calls before their start and end
+        for (size_t j = i + 1; j < last && rc == 0; j++) {
+            if (ev[j].depth != ev[i].depth + 1) continue;
+            const char *nm = ev[j].name, *group = json_string_value(json_object_get(ev[j].args, "group"));
+            int kind = -1;
+            if (!strcmp(nm, "forward") || !strcmp(nm, "backward")) kind = SPAN_PASS;
+            else if (!strncmp(nm, "comm.", 5) && group && is_pipeline_p2p(group)) kind = SPAN_P2P;
+            else if (!strcmp(nm, "finalize_model_grads") || !strcmp(nm, "optimizer")) kind = SPAN_EXPOSED;
+            if (kind < 0) continue;
+            size_t end = j + 1;
+            while (end < last && ev[end].depth > ev[j].depth) end++;
+            st->spans[st->nspans++] =
+                (span){ev[j].start, ev[j].end, (span_kind)kind, ops_before[j - i - 1], ops_before[end - i - 1]};
+        }
+        for (int k = 0; k < st->nspans; k++)
+            if (st->spans[k].kind == SPAN_EXPOSED)
+                for (int o = st->spans[k].ops_before_start; o < st->spans[k].ops_before_end; o++) st->ops[o].exposed = 1;
+        free(ops_before);
+    }
+    free(ev);
+    return rc;
+}
+
+// P2P peers from group indices to ranks, and every call's ordinal in its step: the calls
+// before it of the same kind on the same group (and, P2P, with the same peer).
+typedef struct ordinal_key {
+    int group_id, peer;
+    op_kind kind;
+    int count;
+} ordinal_key;
+
+static int resolve_ops(rank_trace *t, const group_map *map, int world, tb_error *err) {
+    for (int s = 0; s < t->nsteps; s++) {
+        rank_step *st = &t->steps[s];
+        ordinal_key *keys = tb_xcalloc((size_t)st->nops + 1, sizeof *keys, "replay ordinals");
+        int nkeys = 0;
+        for (int k = 0; k < st->nops; k++) {
+            rop *o = &st->ops[k];
+            if (o->kind != OP_COLLECTIVE) {
+                const int peer = map->rank[(size_t)o->group_id * map->stride + o->peer];
+                if (peer < 0 || peer >= world) {
+                    free(keys);
+                    return tb_fail(err, "%s: step %lld: %s with group %d index %d: no trace shows that member",
+                                   t->name, st->step, o->name, o->group_id, o->peer);
+                }
+                o->peer = peer;
+            }
+            int j = 0;
+            while (j < nkeys && !(keys[j].group_id == o->group_id && keys[j].peer == o->peer && keys[j].kind == o->kind))
+                j++;
+            if (j == nkeys) keys[nkeys++] = (ordinal_key){o->group_id, o->peer, o->kind, 0};
+            o->ordinal = keys[j].count++;
+        }
+        free(keys);
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// The replay of one step
+
+// A collective instance, (group id, ordinal): how many members have entered, when the last did.
+typedef struct instance {
+    int entered;
+    int64_t last_enter;
+} instance;
+
+// The ends of the sends of one (group, sender, receiver), in order.
+typedef struct channel {
+    int group_id, src, dst, n, cap;
+    int64_t *ends;
+} channel;
+
+typedef struct sim {
+    instance **inst;  // [group id][ordinal]
+    int *ninst;       // [group id]
+    int nids;
+    channel *ch;
+    int nch, capch;
+} sim;
+
+static instance *find_instance(sim *m, int group_id, int ordinal) {
+    if (ordinal >= m->ninst[group_id]) {
+        const int n = 2 * ordinal + 16;
+        m->inst[group_id] = tb_xreallocarray(m->inst[group_id], (size_t)n, sizeof **m->inst, "replay collectives");
+        for (int k = m->ninst[group_id]; k < n; k++) m->inst[group_id][k] = (instance){0, INT64_MIN};
+        m->ninst[group_id] = n;
+    }
+    return &m->inst[group_id][ordinal];
+}
+
+static channel *find_channel(sim *m, int group_id, int src, int dst) {
+    for (int i = 0; i < m->nch; i++)
+        if (m->ch[i].group_id == group_id && m->ch[i].src == src && m->ch[i].dst == dst) return &m->ch[i];
+    if (m->nch == m->capch) {
+        m->capch = m->capch ? 2 * m->capch : 16;
+        m->ch = tb_xreallocarray(m->ch, (size_t)m->capch, sizeof *m->ch, "replay channels");
+    }
+    m->ch[m->nch] = (channel){group_id, src, dst, 0, 0, NULL};
+    return &m->ch[m->nch++];
+}
+
+static void sim_free(sim *m) {
+    for (int i = 0; i < m->nch; i++) free(m->ch[i].ends);
+    for (int g = 0; g < m->nids; g++) free(m->inst[g]);
+    free(m->inst);
+    free(m->ninst);
+    free(m->ch);
+}
+
+// Replay time of CPU time t on a rank, after `ops` of the step's calls: the CPU time since
+// the step began plus their waits.
+static int64_t replay_at(const rank_step *st, int64_t t, int ops) { return t - st->cpu_start + st->waits_before[ops]; }
+
+// Runs step index s of every rank; fills out.
+static int replay_one(rank_trace *ranks, const int *index, int world, const group_map *map, const int *stage_ranks,
+                      int pp, tb_replay_step *out, tb_error *err) {
+    sim m = {tb_xcalloc((size_t)map->nids + 1, sizeof *m.inst, "replay collectives"),
+             tb_xcalloc((size_t)map->nids + 1, sizeof *m.ninst, "replay collectives"), map->nids, NULL, 0, 0};
+    int *pos = tb_xcalloc((size_t)world, sizeof *pos, "replay positions");
+    int64_t *clock = tb_xcalloc((size_t)world, sizeof *clock, "replay clocks");
+    int64_t *cpu_prev = tb_xcalloc((size_t)world, sizeof *cpu_prev, "replay cpu marks");
+    for (int r = 0; r < world; r++) cpu_prev[r] = ranks[r].steps[index[r]].cpu_start;
+    int rc = 0, remaining = world;
+    for (int r = 0; r < world; r++) remaining -= ranks[r].steps[index[r]].nops == 0;
+    while (remaining > 0 && rc == 0) {
+        int progress = 0;
+        for (int r = 0; r < world; r++) {
+            rank_step *st = &ranks[r].steps[index[r]];
+            while (pos[r] < st->nops) {
+                rop *o = &st->ops[pos[r]];
+                if (!o->entered) {
+                    o->enter = clock[r] + (o->cpu_start - cpu_prev[r]);
+                    o->entered = 1;
+                    if (o->kind == OP_COLLECTIVE) {
+                        instance *in = find_instance(&m, o->group_id, o->ordinal);
+                        in->entered++;
+                        if (o->enter > in->last_enter) in->last_enter = o->enter;
+                    }
+                }
+                int64_t start;  // when its own work begins
+                if (o->kind == OP_SEND) {
+                    start = o->enter;
+                    channel *c = find_channel(&m, o->group_id, r, o->peer);
+                    if (c->n == c->cap) {
+                        c->cap = c->cap ? 2 * c->cap : 8;
+                        c->ends = tb_xreallocarray(c->ends, (size_t)c->cap, sizeof *c->ends, "replay sends");
+                    }
+                    c->ends[c->n++] = o->enter + o->cpu_dur;
+                } else if (o->kind == OP_RECV) {
+                    channel *c = find_channel(&m, o->group_id, o->peer, r);
+                    if (o->ordinal >= c->n) break;  // its send is not reached yet
+                    const int64_t sent = c->ends[o->ordinal];
+                    start = sent > o->enter ? sent : o->enter;
+                } else {
+                    instance *in = find_instance(&m, o->group_id, o->ordinal);
+                    if (in->entered < map->size[o->group_id]) break;  // a member is not in yet
+                    start = in->last_enter;
+                }
+                o->wait = start - o->enter;
+                clock[r] = start + o->cpu_dur;
+                cpu_prev[r] = o->cpu_start + o->cpu_dur;
+                if (++pos[r] == st->nops) remaining--;
+                progress = 1;
+            }
+        }
+        if (!progress) {
+            // name the first stuck rank and the call it waits in
+            for (int r = 0; r < world && rc == 0; r++) {
+                const rank_step *st = &ranks[r].steps[index[r]];
+                if (pos[r] < st->nops)
+                    rc = tb_fail(err,
+                                 "%s: step %lld: the replay stalls at %s (group %d, call %d of its kind in the step): "
+                                 "its peers never reach the matching call in their traces",
+                                 ranks[r].name, st->step, st->ops[pos[r]].name, st->ops[pos[r]].group_id,
+                                 st->ops[pos[r]].ordinal + 1);
+            }
+        }
+    }
+    if (rc == 0) {
+        double slowest = -1, wall = 0, compute_max = 0, compute_min = INFINITY, bubble_sum = 0;
+        int slow = 0;
+        for (int r = 0; r < world; r++) {
+            rank_step *st = &ranks[r].steps[index[r]];
+            st->waits_before = tb_xcalloc((size_t)st->nops + 1, sizeof *st->waits_before, "replay waits");
+            for (int k = 0; k < st->nops; k++) st->waits_before[k + 1] = st->waits_before[k] + st->ops[k].wait;
+            const double end_ms = (double)(clock[r] + (st->cpu_end - cpu_prev[r])) / 1e6;
+            if (end_ms > slowest) slowest = end_ms, slow = r;
+            if (st->wall_ms > wall) wall = st->wall_ms;
+        }
+        for (int s = 0; s < pp; s++) {
+            const rank_step *st = &ranks[stage_ranks[s]].steps[index[stage_ranks[s]]];
+            int64_t compute = 0, lo = INT64_MAX, hi = INT64_MIN;
+            for (int k = 0; k < st->nspans; k++) {
+                if (st->spans[k].kind == SPAN_EXPOSED) continue;
+                const int64_t a = replay_at(st, st->spans[k].cpu_start, st->spans[k].ops_before_start);
+                const int64_t b = replay_at(st, st->spans[k].cpu_end, st->spans[k].ops_before_end);
+                if (st->spans[k].kind == SPAN_PASS) compute += b - a;
+                if (a < lo) lo = a;
+                if (b > hi) hi = b;
+            }
+            const double c = (double)compute / 1e6;
+            if (c > compute_max) compute_max = c;
+            if (c < compute_min) compute_min = c;
+            bubble_sum += hi > lo ? 1.0 - (double)compute / (double)(hi - lo) : 0.0;
+        }
+        const rank_step *st = &ranks[slow].steps[index[slow]];
+        int64_t exposed = 0;
+        for (int k = 0; k < st->nops; k++)
+            if (st->ops[k].exposed) exposed += st->ops[k].wait + st->ops[k].cpu_dur;
+        *out = (tb_replay_step){st->step, slowest, wall, slow, pp > 0 ? bubble_sum / pp : 0,
+                                compute_min > 0 ? compute_max / compute_min : 0, (double)exposed / 1e6};
+    }
+    free(pos);
+    free(clock);
+    free(cpu_prev);
+    sim_free(&m);
+    return rc;
+}
+
+int tb_replay_steps(json_t *const *traces, const char *const *names, int world, const int *stage_ranks, int pp,
+                    tb_replay_step **steps, int *nsteps, tb_error *err) {
+    *steps = NULL;
+    *nsteps = 0;
+    if (world < 1 || pp < 1 || pp > world) return tb_fail(err, "replay: world %d with %d stages", world, pp);
+    for (int s = 0; s < pp; s++)
+        if (stage_ranks[s] < 0 || stage_ranks[s] >= world)
+            return tb_fail(err, "replay: stage %d is rank %d, outside world_size %d", s, stage_ranks[s], world);
+    rank_trace *ranks = tb_xcalloc((size_t)world, sizeof *ranks, "replay ranks");
+    group_map map = {0};
+    int rc = 0;
+    for (int r = 0; r < world && rc == 0; r++) rc = read_rank(traces[r], names[r], r, world, &map, &ranks[r], err);
+    for (int r = 0; r < world && rc == 0; r++) rc = resolve_ops(&ranks[r], &map, world, err);
+    int *index = tb_xcalloc((size_t)world, sizeof *index, "replay step index");
+    tb_replay_step *out = rc == 0 ? tb_xcalloc((size_t)ranks[0].nsteps + 1, sizeof *out, "replayed steps") : NULL;
+    for (int s = 0; rc == 0 && s < ranks[0].nsteps; s++) {
+        const long long step = ranks[0].steps[s].step;
+        for (int r = 0; r < world && rc == 0; r++) {
+            int k = 0;
+            while (k < ranks[r].nsteps && ranks[r].steps[k].step != step) k++;
+            if (k == ranks[r].nsteps) rc = tb_fail(err, "%s: no train_step of step %lld (rank 0 has it)", names[r], step);
+            index[r] = k;
+        }
+        if (rc == 0) rc = replay_one(ranks, index, world, &map, stage_ranks, pp, &out[s], err);
+    }
+    if (rc == 0) {
+        *steps = out;
+        *nsteps = ranks[0].nsteps;
+    } else {
+        free(out);
+    }
+    free(index);
+    for (int r = 0; r < world; r++) {
+        for (int s = 0; s < ranks[r].nsteps; s++) {
+            free(ranks[r].steps[s].ops);
+            free(ranks[r].steps[s].spans);
+            free(ranks[r].steps[s].waits_before);
+        }
+        free(ranks[r].steps);
+    }
+    free(ranks);
+    free(map.rank);
+    free(map.size);
+    return rc;
+}
