@@ -26,4 +26,10 @@
 // recording the outcomes in the catalogue. NULL with err set when artifacts is not a directory.
 json_t *tb_prove_collect(const char *artifacts, const char *experiment, long long version, tb_error *err);
 
+// `tracebook prove` (argv[0] = "prove"): prints each claim's verdict and evidence on stdout,
+// errors on stderr; 0 when every claim asked for proved, TB_EXIT_FAILURE when one did not,
+// TB_EXIT_USAGE for a bad command line.
+//   tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--json] [--artifacts DIR]
+int tracebook_prove_main(int argc, char **argv);
+
 #endif

@@ -106,13 +106,11 @@ void tb_config_flatten(json_t *config, const char *prefix, json_t *out);
 json_t *tb_config_differing_keys(json_t *const *flat, int n);
 
 // The commands (argv[0] = the command's name). Each prints its result on stdout and errors on
-// stderr and returns the exit status: 0 ok, TB_EXIT_FAILURE (prove: a claim did not prove),
-// TB_EXIT_USAGE (a bad command line; --help prints each command's flags from its option table).
-//   tracebook prove [CLAIM | --all] [--experiment NAME] [--quiet] [--json] [--artifacts DIR]
+// stderr and returns the exit status: 0 ok, TB_EXIT_FAILURE, TB_EXIT_USAGE (a bad command
+// line; --help prints each command's flags from its option table).
 //   tracebook ls [EXPERIMENT] [--json] [--artifacts DIR]
 //   tracebook show RUN [--json] [--artifacts DIR]          (RUN: a run id or a unique prefix of one)
 //   tracebook diff RUN RUN [--phases] [--json] [--artifacts DIR]
-int tracebook_prove_main(int argc, char **argv);
 int tracebook_ls_main(int argc, char **argv);
 int tracebook_show_main(int argc, char **argv);
 int tracebook_diff_main(int argc, char **argv);

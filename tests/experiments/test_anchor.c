@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
+#include "prove/prove.h"
 #include "records/anchor.h"
 #include "records/catalog.h"
 #include "records/signing.h"

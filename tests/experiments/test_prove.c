@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "prove/prove.h"
 #include "records/catalog.h"
 #include "fixtures/record_fixture.h"
 #include "prove/parsers.h"

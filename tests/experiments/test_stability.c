@@ -11,6 +11,7 @@
 #include "records/catalog.h"
 #include "fixtures/record_fixture.h"
 #include "prove/parsers.h"
+#include "prove/prove.h"
 #include "prove/stability.h"
 #include "tb_run_dir.h"
 #include "tb_test.h"
