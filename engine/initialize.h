@@ -19,7 +19,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/error.h"
 
 typedef struct tb_launch {

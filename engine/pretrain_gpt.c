@@ -10,9 +10,9 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cuda/cuda_device.h"
 #include "build_info.h"
-#include "config.h"
+#include "config/config.h"
 #include "initialize.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 #include "training.h"
 
 // Every process's status agreed; the first failing process prints its message.

@@ -15,14 +15,14 @@
 
 #include "distributed/distributed_data_parallel.h"
 #include "checkpoint/dist_checkpoint.h"
-#include "config.h"
+#include "config/config.h"
 #include "core/error.h"
 #include "datasets/gpt_dataset.h"
 #include "initialize.h"
 #include "models/gpt.h"
 #include "optimizer/grad_scaler.h"
 #include "optimizer/optimizer.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 #include "pipeline_parallel/schedules.h"
 
 // The state of training on one rank: its model, optimizer and data (Megatron's

@@ -61,7 +61,7 @@
 #include "core/error.h"
 #include "models/gpt.h"
 #include "optimizer/optimizer.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 #define TB_CKPT_LATEST "latest_checkpointed_iteration.txt"
 #define TB_CKPT_METADATA "metadata.json"

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 #define CKPT_FORMAT "tracebook-dist-checkpoint"
 #define CKPT_VERSION 1

@@ -22,7 +22,7 @@
 #include "backend/backend.h"
 #include "backend/host_stage.h"
 #include "comm/comm.h"
-#include "config.h"
+#include "config/config.h"
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "runtime/ranges.h"

@@ -11,7 +11,7 @@
 
 #include "comm/watchdog.h"
 #include "runtime/ranges.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 // The calling thread's binding when it is a rank's communication thread (comm.h).
 static _Thread_local tb_comm_thread *comm_thread;

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 #define TB_MPI_NOT_BUILT "MPI backend not built (no MPI found at configure time, or TB_WITH_MPI=OFF)"
 

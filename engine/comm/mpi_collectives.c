@@ -12,7 +12,7 @@
 #include "comm/mpi_internal.h"
 #include "runtime/ranges.h"
 #include "core/xalloc.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 // A group with one member per process (its communicator rank is the member's group index)
 // runs each collective as MPI's own blocking collective on the caller's buffers: no transport

@@ -9,7 +9,7 @@
 #include "comm/local_backend.h"
 #include "comm/mpi_backend.h"
 #include "core/xalloc.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 #define TB_NCCL_NOT_BUILT "NCCL backend not built (no CUDA toolkit / NCCL found at configure time)"
 

@@ -16,7 +16,7 @@
 #include "core/fileio.h"
 #include "runtime/ranges.h"
 #include "core/run_dir.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 #define TAIL 8
 

@@ -70,7 +70,7 @@
 #include "runtime/ranges.h"
 #include "models/gpt.h"
 #include "optimizer/optimizer.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 // The backward sites whose parameter gradients become final together (gpt_backward_chunk).
 #define TB_DDP_SITE_HEAD (-1)       // output layer (untied) and final norm

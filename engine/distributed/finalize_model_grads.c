@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "config.h"
+#include "config/config.h"
 
 #include "runtime/ranges.h"
 

@@ -13,7 +13,7 @@
 #include "distributed/distributed_data_parallel.h"
 #include "models/gpt.h"
 #include "optimizer/optimizer.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 // ddp: the rank's DistributedDataParallel; when active (--overlap-grad-reduce), the sp
 // all-reduces were made during backward and the dp reduction is the buckets' (distributed/

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/error.h"
 #include "drills/fault_sites.h"
 

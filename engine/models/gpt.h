@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/error.h"
 #include "runtime/memory.h"
 #include "transformer/transformer_block.h"

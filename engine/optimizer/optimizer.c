@@ -8,7 +8,7 @@
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "core/xalloc.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 void adamw_init(tb_adamw *opt, const tb_config *cfg, size_t padded_parameters, int dp_rank, int dp_size,
                 const size_t *cuts, int ncuts, tb_allocator *mem) {

@@ -6,7 +6,7 @@
 
 #include "runtime/ranges.h"
 #include "core/xalloc.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 int pipeline_warmup(int p, int r, int m, int v) {
     if (p == 1) return 0;

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "models/gpt.h"
 #include "pipeline_parallel/p2p_communication.h"
 

@@ -9,7 +9,7 @@
 #include "core/failure_report.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 json_t *memory_bytes_by_category(const size_t *bytes) {
     json_t *o = json_object();

@@ -5,7 +5,7 @@
 #include "backend/cpu/kernels.h"
 #include "core/json_number.h"
 #include "core/run_dir.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 #include "reports/memory_report.h"
 
 int metrics_log_open(metrics_log *log, const char *run_dir, int rank, tb_error *err) {

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/error.h"
 #include "runtime/memory.h"
 #include "models/gpt.h"

@@ -8,7 +8,7 @@
 #include "core/fileio.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 static int virtual_size(const tb_config *c) {
     return c->virtual_pipeline_model_parallel_size > 1 ? c->virtual_pipeline_model_parallel_size : 1;

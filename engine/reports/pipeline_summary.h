@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/error.h"
 #include "pipeline_parallel/schedules.h"
 

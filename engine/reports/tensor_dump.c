@@ -15,7 +15,7 @@
 #include "core/xalloc.h"
 #include "models/gpt.h"
 #include "optimizer/optimizer.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 #include "tensor_parallel/mappings.h"
 #include "transformer/context_parallel.h"
 #include "transformer/forward_hook.h"

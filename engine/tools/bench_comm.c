@@ -43,12 +43,12 @@ int main(void) {
 
 #include "comm/local_backend.h"
 #include "comm/mpi_backend.h"
-#include "config.h"
+#include "config/config.h"
 #include "core/options.h"
 #include "runtime/ranges.h"
 #include "core/xalloc.h"
 #include "initialize.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 typedef struct bench {
     size_t min, max;

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
-#include "config.h"
+#include "config/config.h"
 #include "runtime/ranges.h"
 #include "core/xalloc.h"
 #include "training.h"

@@ -5,7 +5,7 @@
 #ifndef TB_TRANSFORMER_SPEC_H
 #define TB_TRANSFORMER_SPEC_H
 
-#include "config.h"
+#include "config/config.h"
 
 // A norm: LayerNorm uses mean, rstd and bias; RMSNorm only rstd (mean and bias unused).
 typedef struct tb_norm_module {

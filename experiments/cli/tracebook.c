@@ -1,9 +1,10 @@
 // tracebook.c — the tracebook CLI: one binary, one subcommand per job, each part's commands
 // in a table its folder owns (core/subcommand.h):
 //
-//   runbook/  run                                   records/  replay sign ls show diff
-//   prove/    prove                                 inspect/  steps comm moe bisect ckpt hang
-//   planner/  plan                                  reports/  report
+//   runbook/  run                                   runs/     ls show diff replay
+//   records/  sign                                  prove/    prove
+//   inspect/  steps comm moe bisect ckpt hang       planner/  plan
+//   reports/  report
 //   trace/    index def callers callees chain map walk
 //
 // Each subcommand parses its own flags from an option table (core/options.h) and returns
@@ -22,11 +23,12 @@
 #include "records/commands.h"
 #include "reports/commands.h"
 #include "runbook/commands.h"
+#include "runs/commands.h"
 #include "trace_cli.h"
 
 // In the order `tracebook --help` lists them.
 static const tb_subcommand_table *const parts[] = {
-    &tb_runbook_commands, &tb_records_commands, &tb_prove_commands, &tb_inspect_commands,
+    &tb_runbook_commands, &tb_runs_commands, &tb_records_commands, &tb_prove_commands, &tb_inspect_commands,
     &tb_planner_commands, &tb_reports_commands, &tb_trace_commands,
 };
 #define NPARTS (sizeof parts / sizeof *parts)

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "core/failure_report.h"
+#include "core/fileio.h"
 #include "core/options.h"
 #include "core/run_dir.h"
-#include "records/recorder.h"
 
 typedef struct hang_args {
     int json, write;

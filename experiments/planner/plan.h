@@ -4,7 +4,7 @@
 // plan_evaluate derives for one candidate layout (tp, cp, pp, vpp, dp, micro batch,
 // microbatches) everything docs/ARCHITECTURE.md, "Planner" lists:
 //
-//   - legality: the engine's config rules themselves (config_validate_rules, engine/config.h),
+//   - legality: the engine's config rules themselves (config_validate_rules, engine/config/config.h),
 //     first with Megatron's layout rules only (this build's capacity limits and what the
 //     engine cannot run yet skipped), then whole — "legal" and "runs on this engine";
 //   - per pipeline stage (every rank of a stage holds the same shapes: tensors split evenly
@@ -33,7 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "config.h"
+#include "config/config.h"
 
 enum tb_plan_precision { TB_PLAN_FP32, TB_PLAN_BF16, TB_PLAN_FP16 };
 

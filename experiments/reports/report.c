@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "records/catalog.h"
+#include "runs/catalog_cli.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"

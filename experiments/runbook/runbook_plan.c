@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
 #include "runbook/lua_json.h"

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/fileio.h"
 #include "core/options.h"
 #include "core/rng.h"

@@ -13,7 +13,7 @@
 #include <jansson.h>
 
 #include "checkpoint/gpt_checkpoint.h"
-#include "config.h"
+#include "config/config.h"
 #include "runtime/memory.h"
 #include "core/rng.h"
 #include "core/safetensors.h"

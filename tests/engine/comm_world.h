@@ -14,10 +14,10 @@
 
 #include "comm/comm.h"
 #include "comm/local_backend.h"
-#include "config.h"
+#include "config/config.h"
 #include "runtime/memory.h"
 #include "runtime/ranges.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 #include "tb_test.h"
 
 static pthread_mutex_t check_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "tb_test.h"
 
 // Resolves then validates a copy of *cfg (the caller's config stays as it set it).

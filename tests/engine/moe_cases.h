@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "trainers.h"
 #include "training.h"
 

@@ -9,9 +9,9 @@
 
 #include "backend/cpu/kernels.h"
 #include "comm/local_backend.h"
-#include "config.h"
+#include "config/config.h"
 #include "core/rng.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 #include "tb_test.h"
 #include "transformer/context_parallel.h"
 #include "transformer/spec.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "config_cases.h"
 #include "tb_shell.h"
 #include "tb_test.h"

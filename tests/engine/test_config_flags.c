@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "config_cases.h"
 #include "tb_shell.h"
 #include "tb_test.h"

@@ -1,4 +1,4 @@
-// MoE configuration properties: Megatron-Core's MoE rules (engine/config_moe.c), each
+// MoE configuration properties: Megatron-Core's MoE rules (engine/config/config_moe.c), each
 // refusing its violation with its numbers; a MoE setting without experts refused; the MoE
 // values not built refused as "not supported yet"; the MoE flags parsed with Megatron-LM's
 // names; expert parallelism's layouts. (The other rules: test_config.c.)
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "config_cases.h"
 #include "tb_shell.h"
 #include "tb_test.h"

@@ -9,7 +9,7 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_memory.h"
-#include "config.h"
+#include "config/config.h"
 #include "core/error.h"
 #include "runtime/memory.h"
 #include "tb_shell.h"

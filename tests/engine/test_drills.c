@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "drills/drills.h"
 #include "tb_test.h"
 

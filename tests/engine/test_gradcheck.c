@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
-#include "config.h"
+#include "config/config.h"
 #include "runtime/memory.h"
 #include "core/rng.h"
 #include "models/gpt.h"

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
-#include "config.h"
+#include "config/config.h"
 #include "core/safetensors.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"

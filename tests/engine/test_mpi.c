@@ -39,10 +39,10 @@
 #include "comm/local_backend.h"
 #include "comm/mpi_backend.h"
 #include "comm/reduce.h"
-#include "config.h"
+#include "config/config.h"
 #include "core/run_dir.h"
 #include "initialize.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 #define SKIP 77
 #define STEPS 3

@@ -18,7 +18,7 @@
 
 #include "comm/local_backend.h"
 #include "comm/nccl_backend.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 #include "tb_test.h"
 
 #define SKIP 77

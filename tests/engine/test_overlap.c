@@ -15,9 +15,9 @@
 
 #include "backend/cpu/kernels.h"
 #include "comm/local_backend.h"
-#include "config.h"
+#include "config/config.h"
 #include "core/safetensors.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 #include "training.h"

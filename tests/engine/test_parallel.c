@@ -21,8 +21,8 @@
 
 #include "backend/cpu/kernels.h"
 #include "comm/local_backend.h"
-#include "config.h"
-#include "parallel_state.h"
+#include "config/config.h"
+#include "comm/parallel_state.h"
 #include "tb_run_dir.h"
 #include "tb_test.h"
 #include "training.h"

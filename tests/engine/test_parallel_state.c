@@ -14,9 +14,9 @@
 
 #include "comm/comm.h"
 #include "comm/local_backend.h"
-#include "config.h"
+#include "config/config.h"
 #include "initialize.h"
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 #include "tb_shell.h"
 #include "tb_test.h"
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "tb_test.h"
 
 // ---------------------------------------------------------------------------------------

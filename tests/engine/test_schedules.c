@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "pipeline_parallel/schedules.h"
 #include "tb_run_dir.h"
 #include "tb_test.h"

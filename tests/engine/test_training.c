@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
-#include "config.h"
+#include "config/config.h"
 #include "optimizer/optimizer.h"
 #include "trainers.h"
 #include "tb_test.h"

@@ -7,8 +7,8 @@
 
 #include "backend/cpu/kernels.h"
 #include "comm/local_backend.h"
-#include "config.h"
-#include "parallel_state.h"
+#include "config/config.h"
+#include "comm/parallel_state.h"
 #include "training.h"
 
 // One rank without a world: the config resolved and validated (the trainer keeps a pointer

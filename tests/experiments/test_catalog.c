@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "records/catalog.h"
+#include "runs/catalog_cli.h"
 #include "fixtures/record_fixture.h"
 #include "prove/parsers.h"
 #include "tb_run_dir.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "planner/plan.h"
 #include "tb_shell.h"
 #include "tb_test.h"

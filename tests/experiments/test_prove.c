@@ -10,6 +10,7 @@
 
 #include "prove/prove.h"
 #include "records/catalog.h"
+#include "runs/catalog_cli.h"
 #include "fixtures/record_fixture.h"
 #include "prove/parsers.h"
 #include "tb_run_dir.h"

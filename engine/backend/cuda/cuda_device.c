@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #ifdef TB_HAVE_CUDA_BACKEND
 #include <cublasLt.h>

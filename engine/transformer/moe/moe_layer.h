@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 #include "comm/group.h"
-#include "config.h"
+#include "config/config.h"
 #include "runtime/memory.h"
 #include "core/shapes/saved_tensors.h"
 #include "transformer/moe/moe_types.h"

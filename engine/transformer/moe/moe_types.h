@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "comm/group.h"
-#include "config.h"
+#include "config/config.h"
 #include "runtime/memory.h"
 
 struct tb_tp_region;

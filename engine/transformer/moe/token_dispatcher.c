@@ -7,7 +7,7 @@
 
 #include "backend/backend.h"
 #include "comm/comm.h"
-#include "config.h"
+#include "config/config.h"
 #include "runtime/ranges.h"
 #include "core/xalloc.h"
 #include "transformer/moe/router.h"

@@ -1,4 +1,4 @@
-#include "parallel_state.h"
+#include "comm/parallel_state.h"
 
 #include <errno.h>
 #include <math.h>

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "records/catalog.h"
-#include "config.h"
+#include "config/config.h"
 #include "core/fileio.h"
 #include "core/json_number.h"
 #include "core/run_dir.h"
@@ -20,7 +20,7 @@
 #include "records/record.h"
 #include "records/record_verify.h"
 #include "records/recorder.h"
-#include "records/replay.h"
+#include "runs/replay.h"
 
 // <artifacts>/*/v*/<run_id> into out: 1 found, 0 not, -1 with err set when a path does not fit.
 static int find_record(const char *artifacts, const char *run_id, char *out, size_t len, tb_error *err) {

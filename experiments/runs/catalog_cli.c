@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "records/catalog.h"
+#include "runs/catalog_cli.h"
 #include "core/xalloc.h"
 #include "prove/parsers.h"
 #include "core/run_dir.h"

@@ -1,7 +1,7 @@
 // config_moe.c — the mixture-of-experts rules of config validation (config.c calls them):
 // Megatron-Core's, each with its numbers, and the MoE values the engine cannot run yet.
-#include "config.h"
-#include "config_rules.h"
+#include "config/config.h"
+#include "config/config_rules.h"
 
 // Mixture of experts (transformer/moe/): Megatron-Core's rules, each with its numbers. The
 // expert grid is expert-tp x ep x expert-dp x pp over the same world as the dense

@@ -1,7 +1,7 @@
 // config_rules.c — config_validate: every rule of a config, Megatron-Core's and the engine's,
 // each violation named with its numbers and all of them listed, one per line; what the
 // engine cannot run yet refused as "not supported yet" (the MoE rules: config_moe.c).
-#include "config_rules.h"
+#include "config/config_rules.h"
 
 #include <float.h>
 #include <limits.h>
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 
 void violated(rules *r, const char *fmt, ...) {
     r->count++;

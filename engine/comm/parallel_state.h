@@ -29,7 +29,7 @@
 
 #include "comm/flight_recorder.h"
 #include "comm/group.h"
-#include "config.h"
+#include "config/config.h"
 #include "runtime/memory.h"
 #include "runtime/ranges.h"
 #include "drills/drills.h"
