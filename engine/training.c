@@ -69,7 +69,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
     tr->rk = rk;
     tr->cfg = cfg;
     // the data and the step's tokens are read on the host: rk->mem is the device's under --device cuda
-    tr->host = &rk->mem;
+    tr->host = rk->mem;
     if (!tb_be()->host) {
         tb_allocator_init(&tr->host_mem, 0, memory_report_oom, rk);
         tr->host = &tr->host_mem;
@@ -98,7 +98,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
         gpt_chunk_spec spec = {first, layers[k], k == 0, k == p * v - 1, M, group(rk, TB_GROUP_EP),
                                group(rk, TB_GROUP_ETP)};
         TB_RANGE_PUSH("setup.model.chunk.%d", c);
-        gpt_model_init_chunk(&tr->models[c], cfg, &rk->mem, group(rk, TB_GROUP_TP), spec);
+        gpt_model_init_chunk(&tr->models[c], cfg, rk->mem, group(rk, TB_GROUP_TP), spec);
         TB_RANGE_POP();
         // the distributed optimizer's shard: this rank's slice of every DDP bucket; with the
         // experts' replicas apart, the experts' range its own buckets, sliced over expert-dp
@@ -110,7 +110,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
             ncuts = ddp_chunk_cuts(m, cfg, rk, 1, &cuts);
         TB_RANGE_PUSH("setup.optimizer.chunk.%d", c);
         adamw_init_expert_parallel(&tr->opts[c], cfg, m->padded_parameters, dp ? dp->index : 0, dp ? dp->size : 1,
-                                   edp ? m->experts_offset : m->padded_parameters, edp, cuts, ncuts, &rk->mem);
+                                   edp ? m->experts_offset : m->padded_parameters, edp, cuts, ncuts, rk->mem);
         TB_RANGE_POP();
         free(cuts);
     }
@@ -322,14 +322,20 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     return r;
 }
 
-void rank_init_single(tb_rank *rk, const tb_config *cfg) {
-    memset(rk, 0, sizeof *rk);
+tb_rank *rank_init_single(tb_single_rank *s, const tb_config *cfg) {
+    memset(s, 0, sizeof *s);
+    tb_rank *rk = &s->rk;
+    rk->mem = &s->mem;
+    rk->ranges = &s->ranges;
+    rk->fr = &s->fr;
+    tb_flight_recorder_init(rk->fr);
     rk->cfg = cfg;
     rk->rank = 0;
     rk->world_size = 1;
     rk->coords = parallel_state_coords(cfg, 0);
     parallel_state_label(rk->label, sizeof rk->label, 0, rk->coords);
     rk->microbatch = -1;
+    return rk;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -375,7 +381,7 @@ static double model_flops_per_token(tb_trainer *tr) {
 // tensor-parallel share of them).
 static stage_figures stage_figures_of(const tb_trainer *tr) {
     const tb_config *c = tr->cfg;
-    stage_figures f = {0, 0, 0, (int64_t)tr->rk->mem.stats.peak[TB_MEM_ACTIVATIONS]};
+    stage_figures f = {0, 0, 0, (int64_t)tr->rk->mem->stats.peak[TB_MEM_ACTIVATIONS]};
     const double tokens = (double)c->num_microbatches * c->micro_batch_size * c->seq_length;
     for (int k = 0; k < tr->nchunks; k++) {
         f.parameters += (int64_t)tr->models[k].num_parameters;
@@ -516,7 +522,7 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         s.mfu = cfg->peak_tflops > 0 ? s.tflops / cfg->peak_tflops : 0;
         json_t *timeline = pipeline_timeline_json(cfg, rk->coords.pp, tr->nchunks, &r.time, seconds * 1e3);
         if (step > 1 || cfg->train_iters == 1) stage_totals_add(&totals, &r.time, seconds * 1e3);
-        rc = metrics_log_write(log, &s, cfg, &rk->mem, timeline, conditions_step_json(&before, &after),
+        rc = metrics_log_write(log, &s, cfg, rk->mem, timeline, conditions_step_json(&before, &after),
                                moe_step_json(tr), err);
         before = after;
         if (rc == 0 && lead && (step % cfg->log_interval == 0 || step == cfg->train_iters)) print_step_line(&s);
@@ -571,12 +577,12 @@ static int rank_setup_device(tb_rank *rk, rank_run *run, tb_error *err) {
     const int device = parallel_state_rank_on_host(rk) % n;
     if (tb_cuda_context_init(&run->cuda, device, 0, err) != 0) return tb_fail_prefix(err, "--device cuda");
     tb_cuda_mem_device(&run->device_memory, &run->cuda);
-    tb_allocator_set_device(&rk->mem, &run->device_memory);
+    tb_allocator_set_device(rk->mem, &run->device_memory);
     // cuBLASLt's workspace is the rank's memory like any other (the report, the cap, the OOM report)
-    run->cuda.workspace = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, TB_CUDA_WORKSPACE_BYTES, "cuBLASLt workspace");
+    run->cuda.workspace = tb_alloc(rk->mem, TB_MEM_WORKSPACE, TB_CUDA_WORKSPACE_BYTES, "cuBLASLt workspace");
     run->cuda.workspace_bytes = TB_CUDA_WORKSPACE_BYTES;
     const tb_cuda_precision precision = cfg->bf16 ? TB_CUDA_BF16_GEMMS : cfg->fp16 ? TB_CUDA_FP16_GEMMS : TB_CUDA_FP32;
-    tb_cuda_backend_bind(&run->cuda, &rk->mem, precision, cuda_failed, rk);
+    tb_cuda_backend_bind(&run->cuda, rk->mem, precision, cuda_failed, rk);
     tb_backend_bind(tb_backend_cuda());
     run->on_device = 1;
     if (run->nccl_ids) {
@@ -596,11 +602,11 @@ static void rank_teardown_device(tb_rank *rk, rank_run *run) {
 static void rank_setup(tb_rank *rk) {
     // the thread policy (backend/cpu/kernels.h): the rank threads of this process, the ranks on this host
     cpu_set_num_threads(cpu_threads_per_rank(rk->cfg->num_threads, ranks_in_process(rk), ranks_on_host(rk)));
-    tb_allocator_init(&rk->mem, (size_t)rk->cfg->memory_cap, memory_report_oom, rk);
-    tb_allocator_set_caching(&rk->mem, 1);
-    tb_ranges_init(&rk->ranges, rk->rank, rk->world_size, rk->label, rk->world ? rk->world->origin_ns : tb_now_ns(),
+    tb_allocator_init(rk->mem, (size_t)rk->cfg->memory_cap, memory_report_oom, rk);
+    tb_allocator_set_caching(rk->mem, 1);
+    tb_ranges_init(rk->ranges, rk->rank, rk->world_size, rk->label, rk->world ? rk->world->origin_ns : tb_now_ns(),
                    1);
-    tb_ranges_bind(&rk->ranges);
+    tb_ranges_bind(rk->ranges);
 }
 
 static void rank_teardown(tb_rank *rk, rank_run *run) {
@@ -610,12 +616,12 @@ static void rank_teardown(tb_rank *rk, rank_run *run) {
         tb_cuda_backend_bind(NULL, NULL, TB_CUDA_FP32, NULL, NULL);
         tb_backend_bind(NULL);
     }
-    tb_allocator_free_all(&rk->mem);  // what was in flight when a failing rank unwound
-    tb_allocator_release_cache(&rk->mem);
+    tb_allocator_free_all(rk->mem);  // what was in flight when a failing rank unwound
+    tb_allocator_release_cache(rk->mem);
     if (!run->unwound) rank_teardown_device(rk, run);
     if (run->on_device) tb_cuda_context_free(&run->cuda);
     run->on_device = 0;
-    tb_ranges_free(&rk->ranges);
+    tb_ranges_free(rk->ranges);
 }
 
 // A rank's whole run: its trainer, training, and its files.
@@ -642,7 +648,7 @@ static int rank_train(tb_rank *rk, rank_run *run) {
         rc = tb_rank_file_path(path, sizeof path, rk->run_dir, TB_RANK_TRACE, rk->rank, err);
         const tb_ddp *ddp = &run->tr.ddp;
         if (rc == 0)
-            rc = tb_ranges_write_chrome_tracks(&rk->ranges, ddp_active(ddp) ? &ddp->ranges : NULL,
+            rc = tb_ranges_write_chrome_tracks(rk->ranges, ddp_active(ddp) ? &ddp->ranges : NULL,
                                                "ddp communication", path, err);
     }
     if (rc == 0 && lead) print_run_footer(rk);
@@ -654,17 +660,17 @@ static void rank_main(tb_rank *rk, void *arg) {
     jmp_buf unwind;
     rank_setup(rk);
     if (setjmp(unwind) == 0) {
-        rk->unwind = &unwind;
+        rk->failure.unwind = &unwind;
         run->status = rank_train(rk, run) == 0 ? 0 : TB_EXIT_FAILURE;
-        rk->unwind = NULL;
+        rk->failure.unwind = NULL;
         if (run->status != 0 && rk->world) parallel_state_abort(rk->world, rk, run->status);
         // a rank that ends by itself, failed or not, has left every collective it entered
         rank_teardown(rk, run);
     } else {
-        rk->unwind = NULL;
+        rk->failure.unwind = NULL;
         run->unwound = 1;
-        run->status = rk->fail_status;
-        run->err = rk->fail_err;
+        run->status = rk->failure.status;
+        run->err = rk->failure.err;
     }
     tb_ranges_bind(NULL);
 }

@@ -265,7 +265,7 @@ struct dist_ckpt_save {
 static void free_gathered_moments(struct dist_ckpt_save *sv) {
     for (int c = 0; sv->moments && c < sv->s->nchunks; c++)
         if (sv->s->opts[c].sharded) {
-            tb_free(&sv->s->rk->mem, sv->moments[2 * c]), tb_free(&sv->s->rk->mem, sv->moments[2 * c + 1]);
+            tb_free(sv->s->rk->mem, sv->moments[2 * c]), tb_free(sv->s->rk->mem, sv->moments[2 * c + 1]);
             sv->moments[2 * c] = sv->moments[2 * c + 1] = NULL;
         }
 }
@@ -287,7 +287,7 @@ static void materialize(struct dist_ckpt_save *sv) {
                 sv->moments[2 * c + k] = (float *)mine;
                 continue;
             }
-            sv->moments[2 * c + k] = tb_alloc(&rk->mem, TB_MEM_WORKSPACE,
+            sv->moments[2 * c + k] = tb_alloc(rk->mem, TB_MEM_WORKSPACE,
                                               s->models[c].padded_parameters * sizeof(float), "checkpoint moments");
             adamw_shard_all_gather(o, (tb_group *)dp, mine, sv->moments[2 * c + k]);
         }
@@ -327,7 +327,7 @@ static void materialize(struct dist_ckpt_save *sv) {
     if (s->cfg->async_save && floats) {
         // the state as of this step, for the background writer: host memory (on a device, a
         // copy of every piece this rank writes, made here in the rank's thread)
-        sv->staging = tb_host_buffer(&rk->mem, floats * sizeof(float), "checkpoint staging");
+        sv->staging = tb_host_buffer(rk->mem, floats * sizeof(float), "checkpoint staging");
         float *at = sv->staging;
         for (int i = 0; i < sv->n; i++) {
             size_t numel = (size_t)sv->entries[i].shape[0] * sv->entries[i].shape[1];
@@ -393,7 +393,7 @@ static void save_free(struct dist_ckpt_save *sv) {
     for (int i = 0; i < sv->n; i++) free((char *)sv->entries[i].name);
     free(sv->entries);
     json_decref(sv->pieces);
-    if (sv->staging) tb_host_buffer_free(&rk->mem, sv->staging);
+    if (sv->staging) tb_host_buffer_free(rk->mem, sv->staging);
     tb_host_stage_free(&sv->stage);
     free_gathered_moments(sv);
     free(sv->moments);

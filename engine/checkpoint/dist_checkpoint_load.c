@@ -311,7 +311,7 @@ static int load_rank(const dist_ckpt_state *s, const char *dir, int64_t *iterati
     else rc = check_shape(json_object_get(meta, "config"), s->cfg, path, err);
     open_files of = {.dir = resolved, .digests = json_object_get(meta, "files")};
     const json_t *tensors = json_object_get(meta, "tensors");
-    tb_allocator *mem = &s->rk->mem;
+    tb_allocator *mem = s->rk->mem;
     tb_host_stage stage = {0};
     for (int c = 0; c < s->nchunks && rc == 0; c++) {
         gpt_model *m = &s->models[c];

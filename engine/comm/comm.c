@@ -12,6 +12,7 @@
 #include "comm/watchdog.h"
 #include "runtime/ranges.h"
 #include "comm/parallel_state.h"
+#include "comm/flight_recorder.h"
 
 // The calling thread's binding when it is a rank's communication thread (comm.h).
 static _Thread_local tb_comm_thread *comm_thread;
@@ -82,7 +83,7 @@ static void begin_as(call *c, tb_group *g, tb_comm_op op, size_t count, int peer
     tb_flight_entry e = {g->name, g->id, g->size, g->seq, op, count, count * sizeof(float), peer,
                          tb_now_ns(), 0, comm_thread ? comm_thread->step : rk->step,
                          microbatch >= 0 ? microbatch : comm_thread ? comm_thread->microbatch : rk->microbatch};
-    c->slot = tb_flight_recorder_enter(&rk->fr, &e);
+    c->slot = tb_flight_recorder_enter(rk->fr, &e);
 }
 
 static void begin(call *c, tb_group *g, tb_comm_op op, size_t count, int peer) { begin_as(c, g, op, count, peer, -1); }
@@ -115,7 +116,7 @@ static void end(call *c, int rc) {
     // them are in (the transfer, not the wait for a peer, grows)
     const tb_world *w = c->g->rk->world;
     if (w) tb_drills_slow_link(&w->drills, c->g->name);
-    tb_flight_recorder_exit(&c->g->rk->fr, c->slot, tb_now_ns());
+    tb_flight_recorder_exit(c->g->rk->fr, c->slot, tb_now_ns());
     TB_RANGE_POP();
 }
 

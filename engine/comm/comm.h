@@ -63,7 +63,7 @@ void tb_barrier(tb_group *g);
 // A rank's second thread (DistributedDataParallel's communication thread, --overlap-grad-reduce)
 // makes calls through the same API. Its calls are recorded on the rank's flight recorder
 // (which has a mutex) and on the thread's own bound ranges, but a failed call cannot unwind
-// the rank (rk->unwind is the rank thread's): it calls fail, which must not return (the
+// the rank (rk->failure.unwind is the rank thread's): it calls fail, which must not return (the
 // thread ends there and the rank thread fails with status and msg when it next waits for it).
 // step and microbatch are what its calls record (the rank thread's own fields change under it).
 // --inject-stall applies to the rank thread only. stream_ordered: the thread orders each call

@@ -10,8 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/flight_recorder.h"
 #include "core/failure_report.h"
 #include "core/xalloc.h"
+#include "runtime/memory.h"
+#include "runtime/ranges.h"
 
 static const char *const kind_names[TB_NGROUP_KINDS] = {"tp",      "cp", "dp",  "dp_cp",    "pp", "mp", "embedding",
                                                         "world",   "pp_grad", "ep", "etp", "expert_dp"};
@@ -100,6 +103,13 @@ int parallel_state_group_members(const tb_config *cfg, tb_group_kind k, int rank
     return n;
 }
 
+// The objects a world's rank owns (tb_rank's pointers), one block per rank.
+typedef struct tb_rank_objects {
+    tb_allocator mem;
+    tb_ranges ranges;
+    tb_flight_recorder fr;
+} tb_rank_objects;
+
 int parallel_state_rank_is_local(const tb_world *w, int rank) {
     return rank >= w->local_first && rank < w->local_first + w->local_count;
 }
@@ -145,6 +155,7 @@ int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int pro
     w->comm.mpi_exact = cfg->mpi_collectives == TB_MPI_COLLECTIVES_EXACT;
     if (tb_drills_init(&w->drills, cfg, err) != 0) return -1;
     w->ranks = tb_xcalloc((size_t)w->size, sizeof *w->ranks, "ranks of the world");
+    w->objects = tb_xcalloc((size_t)w->size, sizeof *w->objects, "the ranks' own objects");
     w->local_groups = tb_xcalloc((size_t)w->size * TB_NGROUP_KINDS, sizeof *w->local_groups, "local groups");
     w->mpi_groups = tb_xcalloc((size_t)w->size * TB_NGROUP_KINDS, sizeof *w->mpi_groups, "MPI groups");
     int *members = tb_xcalloc((size_t)w->size, sizeof(int), "group members");
@@ -159,7 +170,10 @@ int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int pro
         rk->coords = parallel_state_coords(cfg, r);
         parallel_state_label(rk->label, sizeof rk->label, r, rk->coords);
         rk->microbatch = -1;
-        tb_flight_recorder_init(&rk->fr);
+        rk->mem = &w->objects[r].mem;
+        rk->ranges = &w->objects[r].ranges;
+        rk->fr = &w->objects[r].fr;
+        tb_flight_recorder_init(rk->fr);
         for (int k = 0; k < TB_NGROUP_KINDS; k++) {
             int n = parallel_state_group_members(cfg, (tb_group_kind)k, r, members);
             if (n > TB_MAX_GROUP) {
@@ -171,7 +185,7 @@ int parallel_state_world_init_process(tb_world *w, const tb_config *cfg, int pro
             g->name = kind_names[k];
             g->size = n;
             g->rk = rk;
-            g->mem = &rk->mem;
+            g->mem = rk->mem;
             g->world = &w->comm;
             g->backend = in_process;
             if (n == 0) {  // not a member (a middle stage's embedding group)
@@ -201,7 +215,7 @@ void parallel_state_world_free(tb_world *w) {
     for (int i = 0; w->local_groups && i < w->size * TB_NGROUP_KINDS; i++)
         if (w->local_groups[i]) w->in_process->group_destroy(w->local_groups[i]);
     for (int r = 0; w->ranks && r < w->size; r++)
-        if (w->ranks[r].world) tb_flight_recorder_destroy(&w->ranks[r].fr);
+        if (w->ranks[r].world) tb_flight_recorder_destroy(w->ranks[r].fr);
     if (w->ranks) {
         pthread_mutex_destroy(&w->abort_mu);
         pthread_cond_destroy(&w->abort_cv);
@@ -209,6 +223,7 @@ void parallel_state_world_free(tb_world *w) {
     free(w->local_groups);
     free(w->mpi_groups);
     free(w->ranks);
+    free(w->objects);
     memset(w, 0, sizeof *w);
 }
 
@@ -312,12 +327,12 @@ void parallel_state_abort(tb_world *w, const tb_rank *rk, int status) {
 void parallel_state_rank_fail(tb_rank *rk, int status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(rk->fail_err.msg, sizeof rk->fail_err.msg, fmt, ap);
+    vsnprintf(rk->failure.err.msg, sizeof rk->failure.err.msg, fmt, ap);
     va_end(ap);
-    rk->fail_status = status;
+    rk->failure.status = status;
     if (rk->world) parallel_state_abort(rk->world, rk, status);
-    if (rk->unwind) longjmp(*rk->unwind, 1);
-    fprintf(stderr, "%s: %s\n", rk->label, rk->fail_err.msg);
+    if (rk->failure.unwind) longjmp(*rk->failure.unwind, 1);
+    fprintf(stderr, "%s: %s\n", rk->label, rk->failure.err.msg);
     fflush(NULL);
     _exit(status);
 }

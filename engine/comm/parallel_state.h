@@ -27,11 +27,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "comm/flight_recorder.h"
 #include "comm/group.h"
 #include "config/config.h"
-#include "runtime/memory.h"
-#include "runtime/ranges.h"
+#include "core/error.h"
 #include "drills/drills.h"
 
 typedef struct tb_coords {
@@ -73,7 +71,22 @@ int parallel_state_group_members(const tb_config *cfg, tb_group_kind k, int rank
 
 struct tb_world;
 
-// Everything that belongs to one rank. No engine state lives outside it.
+struct tb_allocator;        // runtime/memory.h
+struct tb_ranges;           // runtime/ranges.h
+struct tb_flight_recorder;  // comm/flight_recorder.h
+
+// How a rank fails from below its top (parallel_state_rank_fail): where it unwinds to, and
+// what it failed with.
+typedef struct tb_rank_failure {
+    jmp_buf *unwind;  // where the rank unwinds to; NULL: a failure ends the process
+    int status;       // TB_EXIT_* it failed with; 0 while it runs
+    tb_error err;     // why
+} tb_rank_failure;
+
+// One rank: who it is (its coordinates and label), its groups, where it is in the run, and
+// the objects it owns, each its own module's and reached from here. No engine state lives
+// outside it. A world (parallel_state_world_init) gives every rank its objects; a rank built
+// without one (a test, a tool) points them at its own.
 typedef struct tb_rank {
     int rank;
     int world_size;
@@ -82,17 +95,15 @@ typedef struct tb_rank {
     const tb_config *cfg;
     struct tb_world *world;         // NULL for a rank built without a world (tests)
     tb_group groups[TB_NGROUP_KINDS];
-    tb_flight_recorder fr;
-    tb_allocator mem;
-    tb_ranges ranges;
+    // the rank's own objects
+    struct tb_allocator *mem;       // every tensor of the rank (initialised by the trainer)
+    struct tb_ranges *ranges;       // its trace (initialised by the trainer)
+    struct tb_flight_recorder *fr;  // its collectives' last calls
+    tb_rank_failure failure;
     char run_dir[TB_PATH_MAX];
     // where the rank is, for OOM and hang reports
     _Atomic int64_t step;           // 1-based; 0 before training
     _Atomic int microbatch;         // 0-based; -1 outside a microbatch
-    // failing from below the rank's top (parallel_state_rank_fail)
-    jmp_buf *unwind;                // where the rank unwinds to; NULL: a failure ends the process
-    int fail_status;                // TB_EXIT_* it failed with; 0 while it runs
-    tb_error fail_err;              // why
 } tb_rank;
 
 // The world as this process sees it and what its ranks share: the local backend's group
@@ -129,6 +140,7 @@ typedef struct tb_world {
     pthread_cond_t abort_cv;
     char run_dir[TB_PATH_MAX];
     int64_t origin_ns;              // ts = 0 of every rank's trace
+    struct tb_rank_objects *objects;  // (size) what each rank's pointers point at (parallel_state.c)
 } tb_world;
 
 // Builds the world for cfg in one process: every rank's coordinates and groups on the
@@ -159,7 +171,7 @@ void parallel_state_run_ranks(tb_world *w, void (*fn)(tb_rank *rk, void *arg), v
 // Ends this rank's part in the run from anywhere below its top (an allocation over the
 // memory cap, a communicator call that timed out or failed, a peer's failure): records
 // status and the message in rk, aborts the world (the first rank to fail is its root
-// cause) and wakes every rank waiting on the local backend, then unwinds to rk->unwind
+// cause) and wakes every rank waiting on the local backend, then unwinds to rk->failure.unwind
 // (longjmp). The rank's top frees what it held once every rank has stopped (a peer may
 // still be reading its buffers). A rank without an unwind point (a tool, a test's rank)
 // prints the message and ends the process with status.

@@ -17,6 +17,7 @@
 #include "runtime/ranges.h"
 #include "core/run_dir.h"
 #include "comm/parallel_state.h"
+#include "comm/flight_recorder.h"
 
 #define TAIL 8
 
@@ -28,7 +29,7 @@ typedef struct rank_view {
 } rank_view;
 
 static void view_rank(tb_rank *rk, rank_view *v) {
-    v->ntail = tb_flight_recorder_tail(&rk->fr, v->tail, TAIL);
+    v->ntail = tb_flight_recorder_tail(rk->fr, v->tail, TAIL);
     v->pending = v->completed = NULL;
     for (int i = v->ntail - 1; i >= 0; i--) {
         if (!v->pending && v->tail[i].exit_ns == 0 && !v->completed) v->pending = &v->tail[i];
@@ -88,7 +89,7 @@ static json_t *part_json(tb_world *w, tb_rank *rk, const rank_view *v, int64_t n
     // where the rank is: its open ranges, read from the reporting thread (a rank stalled or
     // computing does not move them meanwhile; one still running may, and the text is a hint)
     char phase[512];
-    tb_ranges_stack_string(&rk->ranges, phase, sizeof phase);
+    tb_ranges_stack_string(rk->ranges, phase, sizeof phase);
     json_object_set_new(part, "phase", json_string(phase));
     return part;
 }
@@ -274,7 +275,7 @@ static void *monitor(void *arg) {
                 const int by = atomic_load(&w->comm.aborted) - 1;
                 fprintf(stderr, "pretrain_gpt: process %d: the run was aborted by the failure of %s (%s), and a call "
                         "still waits in MPI %.0f s later: ending the process\n", w->process, w->comm.aborted_by,
-                        by >= 0 && by < w->size ? w->ranks[by].fail_err.msg : "?", ABORT_GRACE_S);
+                        by >= 0 && by < w->size ? w->ranks[by].failure.err.msg : "?", ABORT_GRACE_S);
                 fflush(NULL);
                 _exit(w->abort_status ? w->abort_status : TB_EXIT_FAILURE);
             }

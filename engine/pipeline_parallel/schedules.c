@@ -121,16 +121,16 @@ void pipeline_init(tb_pipeline *pl, const tb_config *cfg, struct tb_rank *rk, gp
         size_t count = (size_t)models[0].block.d.Ns * cfg->hidden_size, bytes = count * sizeof(float);
         pl->peers = (p2p_peers){group(rk, TB_GROUP_PP), group(rk, TB_GROUP_PP_GRAD), (r - 1 + p) % p, (r + 1) % p,
                                 count};
-        pl->x_in = tb_alloc(&rk->mem, TB_MEM_COMM, bytes, "pipeline activation received");
-        pl->x_out = tb_alloc(&rk->mem, TB_MEM_COMM, bytes, "pipeline activation sent");
-        pl->d_in = tb_alloc(&rk->mem, TB_MEM_COMM, bytes, "pipeline gradient sent");
-        pl->d_out = tb_alloc(&rk->mem, TB_MEM_COMM, bytes, "pipeline gradient received");
+        pl->x_in = tb_alloc(rk->mem, TB_MEM_COMM, bytes, "pipeline activation received");
+        pl->x_out = tb_alloc(rk->mem, TB_MEM_COMM, bytes, "pipeline activation sent");
+        pl->d_in = tb_alloc(rk->mem, TB_MEM_COMM, bytes, "pipeline gradient sent");
+        pl->d_out = tb_alloc(rk->mem, TB_MEM_COMM, bytes, "pipeline gradient received");
     }
 }
 
 void pipeline_free(tb_pipeline *pl) {
     if (pl->rk) {
-        tb_allocator *mem = &pl->rk->mem;
+        tb_allocator *mem = pl->rk->mem;
         tb_free(mem, pl->x_in);
         tb_free(mem, pl->x_out);
         tb_free(mem, pl->d_in);

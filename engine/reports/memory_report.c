@@ -10,6 +10,7 @@
 #include "core/fileio.h"
 #include "core/run_dir.h"
 #include "comm/parallel_state.h"
+#include "runtime/ranges.h"
 
 json_t *memory_bytes_by_category(const size_t *bytes) {
     json_t *o = json_object();
@@ -32,7 +33,7 @@ static int by_bytes_desc(const void *a, const void *b) {
 }
 
 static json_t *memory_snapshot_json(tb_rank *rk) {
-    tb_allocator *a = &rk->mem;
+    tb_allocator *a = rk->mem;
     qsort(a->snapshot, (size_t)a->nsnapshot, sizeof a->snapshot[0], by_bytes_desc);
     json_t *live = json_array();
     for (int i = 0; i < a->nsnapshot; i++)
@@ -60,7 +61,7 @@ static void add_live(void *arg, const char *what, tb_mem_category c, size_t byte
 void memory_report_oom(void *owner, const tb_allocator *a, tb_mem_category category, size_t bytes, const char *what) {
     tb_rank *rk = owner;
     char stack[1024];
-    tb_ranges_stack_string(&rk->ranges, stack, sizeof stack);
+    tb_ranges_stack_string(rk->ranges, stack, sizeof stack);
     json_t *live = json_array();
     tb_allocator_each_live(a, add_live, live);
     json_t *report = json_pack(

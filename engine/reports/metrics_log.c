@@ -7,6 +7,7 @@
 #include "core/run_dir.h"
 #include "comm/parallel_state.h"
 #include "reports/memory_report.h"
+#include "runtime/memory.h"
 
 int metrics_log_open(metrics_log *log, const char *run_dir, int rank, tb_error *err) {
     log->f = NULL;
@@ -89,7 +90,7 @@ void print_step_line(const step_metrics *s) {
 static double mib(size_t bytes) { return (double)bytes / 1048576.0; }
 
 void print_run_footer(const tb_rank *rk) {
-    const tb_mem_stats *m = &rk->mem.stats;
+    const tb_mem_stats *m = &rk->mem->stats;
     printf("\nartifacts: %s\n", rk->run_dir);
     printf("  %s  %s  %s (open in Perfetto)  %s  (%d rank%s)\n", TB_RUN_CONFIG, tb_rank_file_pattern(TB_RANK_METRICS),
            tb_rank_file_pattern(TB_RANK_TRACE), tb_rank_file_pattern(TB_RANK_MEMORY), rk->world_size,

@@ -66,7 +66,7 @@ tb_tensor_dump *tensor_dump_create(tb_rank *rk) {
 const tb_forward_hook *tensor_dump_hook(tb_tensor_dump *d) { return d ? &d->hook : NULL; }
 
 static void drop_all(tb_tensor_dump *d) {
-    for (int i = 0; i < d->n; i++) tb_host_buffer_free(&d->rk->mem, d->t[i].data);
+    for (int i = 0; i < d->n; i++) tb_host_buffer_free(d->rk->mem, d->t[i].data);
     d->n = 0;
 }
 
@@ -94,7 +94,7 @@ static float *keep(tb_tensor_dump *d, const char *name, int rows, int cols) {
     dumped *t = &d->t[d->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->rows = rows, t->cols = cols;
-    t->data = tb_host_buffer(&d->rk->mem, (size_t)rows * cols * sizeof(float), "tensor dump");
+    t->data = tb_host_buffer(d->rk->mem, (size_t)rows * cols * sizeof(float), "tensor dump");
     return t->data;
 }
 
@@ -111,7 +111,7 @@ static void capture_output(void *ctx, const tb_tp_region *r, const float *x, int
         if (!strcmp(d->t[i].name, name)) return;
     const int local = sp ? rows * tb_tp_size(r) : rows;  // this cp rank's tokens, B x T/cp
     tb_group *cp = d->rk->world ? &d->rk->groups[TB_GROUP_CP] : NULL;
-    tb_allocator *mem = &d->rk->mem;
+    tb_allocator *mem = d->rk->mem;
     const tb_backend *be = tb_be();
     const size_t bytes = (size_t)local * C * sizeof(float);
     if (!cp || cp->size < 2) {
@@ -154,7 +154,7 @@ static void capture_output(void *ctx, const tb_tp_region *r, const float *x, int
 // each, expert-major), whole over etp, gathered over ep and kept in the whole layer's order
 // under their global names: experts [r·El, (r+1)·El) are ep rank r's.
 static void keep_experts(tb_tensor_dump *d, gpt_model *m, int i, int n, const float *base, const char *prefix) {
-    tb_allocator *mem = &d->rk->mem;
+    tb_allocator *mem = d->rk->mem;
     const tb_moe_dims *moe = &m->block.d.moe;
     const int El = moe->E_local, P = moe->ep_size, K = n / El;
     float **all = tb_xcalloc((size_t)n, sizeof *all, "tensor dump experts");
@@ -203,14 +203,14 @@ static void keep_params(tb_tensor_dump *d, gpt_model *models, int nchunks, float
                 i += n - 1;
                 continue;
             }
-            float *full = tb_host_buffer(&d->rk->mem, (size_t)p->full_rows * p->full_cols * sizeof(float),
+            float *full = tb_host_buffer(d->rk->mem, (size_t)p->full_rows * p->full_cols * sizeof(float),
                                          "tensor dump gather");
             gpt_gather_param_from(m, i, base, full);
             char name[96];
             snprintf(name, sizeof name, "%s/%s", prefix, p->name);
             float *dst = keep(d, name, p->hf_rows, p->full_cols);
             if (dst) memcpy(dst, full, (size_t)p->hf_rows * p->full_cols * sizeof(float));
-            tb_host_buffer_free(&d->rk->mem, full);
+            tb_host_buffer_free(d->rk->mem, full);
         }
     }
 }
@@ -239,7 +239,7 @@ static void keep_moments(tb_tensor_dump *d, gpt_model *models, tb_adamw *opts, i
         for (int c = 0; c < nchunks; c++) {
             const tb_adamw *o = &opts[c];
             const float *shard = which ? o->v : o->m;
-            bases[c] = tb_alloc(&rk->mem, TB_MEM_WORKSPACE, models[c].padded_parameters * sizeof(float),
+            bases[c] = tb_alloc(rk->mem, TB_MEM_WORKSPACE, models[c].padded_parameters * sizeof(float),
                                 "tensor dump moment");
             tb_be()->zero(bases[c], models[c].padded_parameters * sizeof(float));
             if (o->sharded && rk->world)
@@ -250,7 +250,7 @@ static void keep_moments(tb_tensor_dump *d, gpt_model *models, tb_adamw *opts, i
                                   (o->buckets[b].slice_hi - o->buckets[b].slice_lo) * sizeof(float));
         }
         keep_params(d, models, nchunks, bases, which ? "adam.v" : "adam.m");
-        for (int c = 0; c < nchunks; c++) tb_free(&rk->mem, bases[c]);
+        for (int c = 0; c < nchunks; c++) tb_free(rk->mem, bases[c]);
     }
     free(bases);
     // the step's own scalars (adamw_step): p = p·keep − step_size·m / (sqrt(v)·inv_sqrt_bc2 + eps)

@@ -49,6 +49,7 @@ int main(void) {
 #include "core/xalloc.h"
 #include "initialize.h"
 #include "comm/parallel_state.h"
+#include "runtime/memory.h"
 
 typedef struct bench {
     size_t min, max;
@@ -216,9 +217,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     w.comm.collective_timeout_s = 120;
-    for (int r = w.local_first; r < w.local_first + w.local_count; r++) tb_allocator_init(&w.ranks[r].mem, 0, NULL, NULL);
+    for (int r = w.local_first; r < w.local_first + w.local_count; r++) tb_allocator_init(w.ranks[r].mem, 0, NULL, NULL);
     parallel_state_run_ranks(&w, bench_rank, &b);
-    for (int r = w.local_first; r < w.local_first + w.local_count; r++) tb_allocator_release_cache(&w.ranks[r].mem);
+    for (int r = w.local_first; r < w.local_first + w.local_count; r++) tb_allocator_release_cache(w.ranks[r].mem);
     tb_mpi_world_disconnect(&w);
     parallel_state_world_free(&w);
     tb_finalize(&l, b.failed);

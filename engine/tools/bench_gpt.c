@@ -100,12 +100,12 @@ int main(int argc, char **argv) {
     printf("\nBLAS: %s, %d threads\n", cpu_blas_name(), cpu_get_num_threads());
 
     // 1. the whole training step
-    tb_rank rk;
-    rank_init_single(&rk, &cfg);
-    tb_allocator_init(&rk.mem, 0, NULL, NULL);
-    tb_allocator_set_caching(&rk.mem, 1);
+    tb_single_rank single;
+    tb_rank *rk = rank_init_single(&single, &cfg);
+    tb_allocator_init(rk->mem, 0, NULL, NULL);
+    tb_allocator_set_caching(rk->mem, 1);
     tb_trainer tr;
-    if (trainer_init(&tr, &cfg, &rk, &err) != 0) {
+    if (trainer_init(&tr, &cfg, rk, &err) != 0) {
         fprintf(stderr, "bench_gpt: %s\n", err.msg);
         return 1;
     }
@@ -128,7 +128,7 @@ int main(int argc, char **argv) {
     const double M = cfg.num_microbatches;
     const double num_parameters = (double)tr.models[0].num_parameters;
     trainer_free(&tr);
-    tb_allocator_release_cache(&rk.mem);
+    tb_allocator_release_cache(rk->mem);
 
     // 2. sgemm alone on the step's GEMM shapes
     gemm gemms[] = {

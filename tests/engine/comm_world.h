@@ -51,12 +51,12 @@ static inline int world_up(world *W, int size, int tp, double timeout_s) {
     }
     W->w.comm.collective_timeout_s = timeout_s;
     W->w.origin_ns = tb_now_ns();
-    for (int r = 0; r < W->w.size; r++) tb_allocator_init(&W->w.ranks[r].mem, 0, NULL, NULL);
+    for (int r = 0; r < W->w.size; r++) tb_allocator_init(W->w.ranks[r].mem, 0, NULL, NULL);
     return 0;
 }
 
 static inline void world_down(world *W) {
-    for (int r = 0; r < W->w.size; r++) tb_allocator_release_cache(&W->w.ranks[r].mem);
+    for (int r = 0; r < W->w.size; r++) tb_allocator_release_cache(W->w.ranks[r].mem);
     parallel_state_world_free(&W->w);
 }
 

@@ -30,7 +30,7 @@ typedef struct moe_run {
 
 static inline int train_moe(const tb_config *in, moe_run *out) {
     static tb_config cfg;  // the trainer keeps a pointer
-    tb_rank rk;
+    tb_single_rank rk;
     tb_trainer tr;
     if (single_rank_trainer(&cfg, in, &rk, &tr) != 0) return -1;
     for (int s = 1; s <= cfg.train_iters; s++) out->loss[s - 1] = train_step(&tr, s).loss;

@@ -333,9 +333,9 @@ TB_TEST(context_parallel_ring_and_all_gather_match_the_whole_sequence) {
         tb_error err;
         TB_REQUIRE(parallel_state_world_init(&w, &cfg, &tb_local_backend, &err) == 0, "cp %d world: %s", c.cp, err.msg);
         w.comm.collective_timeout_s = 60;
-        for (int r = 0; r < w.size; r++) tb_allocator_init(&w.ranks[r].mem, 0, NULL, NULL);
+        for (int r = 0; r < w.size; r++) tb_allocator_init(w.ranks[r].mem, 0, NULL, NULL);
         parallel_state_run_ranks(&w, cp_exchange_rank, &c);
-        for (int r = 0; r < w.size; r++) tb_allocator_release_cache(&w.ranks[r].mem);
+        for (int r = 0; r < w.size; r++) tb_allocator_release_cache(w.ranks[r].mem);
         parallel_state_world_free(&w);
         for (int m = 0; m < 2; m++) {
             double eo = rel_error_f(c.out[m], full.out, nout), el = rel_error_f(c.lse[m], full.lse, nlse);

@@ -183,8 +183,8 @@ static void train_rank(tb_rank *rk, run *r) {
         abort();
     }
     my_rank = rk->rank;
-    tb_allocator_init(&rk->mem, 0, NULL, NULL);
-    if (r->device) standin_bind(&rk->mem);
+    tb_allocator_init(rk->mem, 0, NULL, NULL);
+    if (r->device) standin_bind(rk->mem);
     cpu_set_num_threads(1);
     tb_trainer tr;
     tb_error err;
@@ -208,7 +208,7 @@ static void train_rank(tb_rank *rk, run *r) {
     if (r->device && ddp_active(&tr.ddp) && rk->rank < MAX_RANKS) event_ids(r, rk->rank, &tr.ddp);
     if (rk->rank > 0 && rk->rank == rk->world_size - 1) r->last_weights = all_weights(&tr, &r->nlast);
     trainer_free(&tr);
-    tb_allocator_free_all(&rk->mem);
+    tb_allocator_free_all(rk->mem);
     tb_backend_bind(NULL);
 }
 
@@ -231,9 +231,8 @@ static int train(tb_config *cfg, int device, run *r) {
         return -1;
     }
     cfg->fp16 = r->fp16;  // (refused by the config on the CPU: the step logic is what is checked)
-    tb_rank rk;
-    rank_init_single(&rk, cfg);
-    train_rank(&rk, r);
+    tb_single_rank single;
+    train_rank(rank_init_single(&single, cfg), r);
     return r->failed ? -1 : 0;
 }
 

@@ -59,15 +59,15 @@ static void job_rank(tb_rank *rk, void *arg) {
     job *j = arg;
     const tb_config *cfg = rk->cfg;
     snprintf(rk->run_dir, sizeof rk->run_dir, "%s", j->run_dir);
-    tb_allocator_init(&rk->mem, 0, NULL, NULL);
-    if (j->device) standin_bind(&rk->mem);
+    tb_allocator_init(rk->mem, 0, NULL, NULL);
+    if (j->device) standin_bind(rk->mem);
     cpu_set_num_threads(1);
     tb_trainer tr;
     tb_error err;
     long from0 = thread_from_host;
     if (trainer_init(&tr, cfg, rk, &err) != 0) {
         fail(j, rk, "trainer_init", &err);
-        tb_allocator_free_all(&rk->mem);
+        tb_allocator_free_all(rk->mem);
         tb_backend_bind(NULL);
         return;
     }
@@ -95,7 +95,7 @@ static void job_rank(tb_rank *rk, void *arg) {
         tb_be()->copy_to_host(j->weights, tr.models[0].param_memory, j->nweights * sizeof(float));
     }
     trainer_free(&tr);
-    tb_allocator_free_all(&rk->mem);
+    tb_allocator_free_all(rk->mem);
     tb_backend_bind(NULL);
 }
 
@@ -109,9 +109,8 @@ static int run(job *j) {
         printf("    invalid config: %s\n", err.msg);
         return -1;
     }
-    tb_rank rk;
-    rank_init_single(&rk, cfg);
-    job_rank(&rk, j);
+    tb_single_rank single;
+    job_rank(rank_init_single(&single, cfg), j);
     return j->failed ? -1 : 0;
 }
 

@@ -157,7 +157,7 @@ static void check_all_reduce_world(int size, int tp) {
         }
     }
     for (int r = 0; r < size; r++) {
-        const tb_mem_stats *s = &W.w.ranks[r].mem.stats;
+        const tb_mem_stats *s = &W.w.ranks[r].mem->stats;
         TB_CHECK(s->current[TB_MEM_COMM] == 0, "%s: all-reduce shares are freed (%zu bytes left)",
                  W.w.ranks[r].label, s->current[TB_MEM_COMM]);
         int in_group = W.w.ranks[r].groups[TB_GROUP_WORLD].size > 1;

@@ -52,8 +52,8 @@ static void use_standin(tb_rank *rk) {
 static void batch_rank(tb_rank *rk, void *arg) {
     (void)arg;
     use_standin(rk);
-    tb_ranges_init(&rk->ranges, rk->rank, rk->world_size, rk->label, rk->world->origin_ns, 1);
-    tb_ranges_bind(&rk->ranges);
+    tb_ranges_init(rk->ranges, rk->rank, rk->world_size, rk->label, rk->world->origin_ns, 1);
+    tb_ranges_bind(rk->ranges);
     rk->step = 7;
     rk->microbatch = 2;
     tb_group *tp = &rk->groups[TB_GROUP_TP], *wd = &rk->groups[TB_GROUP_WORLD];
@@ -70,9 +70,9 @@ static void batch_rank(tb_rank *rk, void *arg) {
     char path[512];
     snprintf(path, sizeof path, "%s/comm_batch.rank-%d.json", TB_TEST_TMPDIR, rk->rank);
     tb_error err;
-    RK_CHECK(tb_ranges_write_chrome(&rk->ranges, path, &err) == 0, "%s: %s", rk->label, err.msg);
+    RK_CHECK(tb_ranges_write_chrome(rk->ranges, path, &err) == 0, "%s: %s", rk->label, err.msg);
     tb_ranges_bind(NULL);
-    tb_ranges_free(&rk->ranges);
+    tb_ranges_free(rk->ranges);
 }
 
 TB_TEST(a_batch_records_each_op_as_its_call_with_nested_ranges) {
@@ -93,7 +93,7 @@ TB_TEST(a_batch_records_each_op_as_its_call_with_nested_ranges) {
     for (int r = 0; r < 2; r++) {
         tb_rank *rk = &W.w.ranks[r];
         tb_flight_entry tail[TB_FLIGHT_RECORDER_LEN];
-        int n = tb_flight_recorder_tail(&rk->fr, tail, TB_FLIGHT_RECORDER_LEN);
+        int n = tb_flight_recorder_tail(rk->fr, tail, TB_FLIGHT_RECORDER_LEN);
         TB_CHECK(n == 4, "%s: %d flight-recorder entries, expected 4", rk->label, n);
         int64_t last_enter = 0;
         for (int i = 0; i < n && i < 4; i++) last_enter = tail[i].enter_ns > last_enter ? tail[i].enter_ns : last_enter;

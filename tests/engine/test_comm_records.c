@@ -61,8 +61,8 @@ static void trace_path(char *buf, size_t len, int rank) {
 
 static void record_rank(tb_rank *rk, void *arg) {
     (void)arg;
-    tb_ranges_init(&rk->ranges, rk->rank, rk->world_size, rk->label, rk->world->origin_ns, 1);
-    tb_ranges_bind(&rk->ranges);
+    tb_ranges_init(rk->ranges, rk->rank, rk->world_size, rk->label, rk->world->origin_ns, 1);
+    tb_ranges_bind(rk->ranges);
     rk->step = 5;
     rk->microbatch = 1;
     float buf[16] = {0}, out[16] = {0};
@@ -89,9 +89,9 @@ static void record_rank(tb_rank *rk, void *arg) {
     char path[512];
     trace_path(path, sizeof path, rk->rank);
     tb_error err;
-    RK_CHECK(tb_ranges_write_chrome(&rk->ranges, path, &err) == 0, "%s: %s", rk->label, err.msg);
+    RK_CHECK(tb_ranges_write_chrome(rk->ranges, path, &err) == 0, "%s: %s", rk->label, err.msg);
     tb_ranges_bind(NULL);
-    tb_ranges_free(&rk->ranges);
+    tb_ranges_free(rk->ranges);
 }
 
 static int peer_of(const expect_call *e, const tb_rank *rk) {
@@ -107,7 +107,7 @@ TB_TEST(flight_recorder_holds_each_call_with_per_group_sequence_numbers) {
     for (int r = 0; r < 4; r++) {
         tb_rank *rk = &W.w.ranks[r];
         tb_flight_entry tail[TB_FLIGHT_RECORDER_LEN];
-        int n = tb_flight_recorder_tail(&rk->fr, tail, TB_FLIGHT_RECORDER_LEN);
+        int n = tb_flight_recorder_tail(rk->fr, tail, TB_FLIGHT_RECORDER_LEN);
         TB_CHECK(n == NRECORDED, "%s: %d entries recorded, expected %d", rk->label, n, NRECORDED);
         for (int i = 0; i < n && i < NRECORDED; i++) {
             const tb_flight_entry *e = &tail[i];
@@ -156,7 +156,7 @@ TB_TEST(flight_recorder_keeps_the_newest_calls_when_it_wraps) {
     parallel_state_run_ranks(&W.w, many_barriers_rank, NULL);
     for (int r = 0; r < 2; r++) {
         tb_flight_entry tail[TB_FLIGHT_RECORDER_LEN];
-        int n = tb_flight_recorder_tail(&W.w.ranks[r].fr, tail, TB_FLIGHT_RECORDER_LEN);
+        int n = tb_flight_recorder_tail(W.w.ranks[r].fr, tail, TB_FLIGHT_RECORDER_LEN);
         TB_CHECK(n == TB_FLIGHT_RECORDER_LEN, "rank %d: %d entries", r, n);
         for (int i = 0; i < n; i++)
             if (tail[i].seq != (uint64_t)(7 + i) || tail[i].exit_ns < tail[i].enter_ns) {
@@ -165,7 +165,7 @@ TB_TEST(flight_recorder_keeps_the_newest_calls_when_it_wraps) {
                 break;
             }
         tb_flight_entry last;
-        TB_CHECK(tb_flight_recorder_tail(&W.w.ranks[r].fr, &last, 1) == 1 && last.seq == 70,
+        TB_CHECK(tb_flight_recorder_tail(W.w.ranks[r].fr, &last, 1) == 1 && last.seq == 70,
                  "rank %d: the newest entry is seq 70", r);
     }
     world_down(&W);

@@ -53,6 +53,7 @@
 #include "tb_run_dir.h"
 #include "tb_shell.h"
 #include "tb_test.h"
+#include "runtime/memory.h"
 
 typedef struct layout {
     const char *name;
@@ -367,12 +368,12 @@ static int worker(int k, const char *algorithm) {
         return 1;
     }
     w.comm.collective_timeout_s = 2;
-    for (int r = w.local_first; r < w.local_first + w.local_count; r++) tb_allocator_init(&w.ranks[r].mem, 0, NULL, NULL);
+    for (int r = w.local_first; r < w.local_first + w.local_count; r++) tb_allocator_init(w.ranks[r].mem, 0, NULL, NULL);
     worker_rank *ranks = calloc((size_t)w.size, sizeof *ranks);
     parallel_state_run_ranks(&w, worker_rank_fn, ranks);
     for (int r = w.local_first; r < w.local_first + w.local_count; r++) {
         if (ranks[r].fail[0]) printf("WORKER FAIL %s\n", ranks[r].fail), status = 1;
-        tb_allocator_release_cache(&w.ranks[r].mem);
+        tb_allocator_release_cache(w.ranks[r].mem);
     }
     tb_mpi_world_disconnect(&w);
     parallel_state_world_free(&w);

@@ -20,6 +20,7 @@
 #include "comm/nccl_backend.h"
 #include "comm/parallel_state.h"
 #include "tb_test.h"
+#include "runtime/memory.h"
 
 #define SKIP 77
 
@@ -347,7 +348,7 @@ static int make_world(tb_world *w, tb_config *cfg, int n, int tp, double timeout
         printf("  parallel_state_world_init: %s\n", err.msg);
         return -1;
     }
-    for (int r = 0; r < n; r++) tb_allocator_init(&w->ranks[r].mem, 0, NULL, NULL);
+    for (int r = 0; r < n; r++) tb_allocator_init(w->ranks[r].mem, 0, NULL, NULL);
     return 0;
 }
 

@@ -42,7 +42,7 @@ typedef struct job {
 
 static void rank_fn(tb_rank *rk, void *arg) {
     job *j = arg;
-    tb_allocator_init(&rk->mem, 0, NULL, NULL);
+    tb_allocator_init(rk->mem, 0, NULL, NULL);
     cpu_set_num_threads(1);
     tb_trainer tr;
     tb_error err;

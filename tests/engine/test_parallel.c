@@ -120,7 +120,7 @@ static void step1_logits(tb_trainer *tr, tb_rank *rk, result *out) {
 
 static void rank_fn(tb_rank *rk, void *arg) {
     job *j = arg;
-    tb_allocator_init(&rk->mem, 0, NULL, NULL);
+    tb_allocator_init(rk->mem, 0, NULL, NULL);
     cpu_set_num_threads(1);
     tb_trainer tr;
     tb_error err;
@@ -152,7 +152,7 @@ static void rank_fn(tb_rank *rk, void *arg) {
         free(grads);
         free(weights);
     }
-    if (rk->rank == 0) j->out->optimizer_bytes = rk->mem.stats.peak[TB_MEM_OPTIMIZER];
+    if (rk->rank == 0) j->out->optimizer_bytes = rk->mem->stats.peak[TB_MEM_OPTIMIZER];
     trainer_free(&tr);
 }
 

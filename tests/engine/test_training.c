@@ -30,7 +30,7 @@ typedef struct run {
 static int train(const tb_config *cfg_in, run *out) {
     static tb_config cfg;  // the trainer keeps a pointer
     memset(out, 0, sizeof *out);
-    tb_rank rk;
+    tb_single_rank rk;
     tb_trainer tr;
     if (single_rank_trainer(&cfg, cfg_in, &rk, &tr) != 0) return -1;
     for (int s = 1; s <= cfg.train_iters; s++) out->loss[s - 1] = train_step(&tr, s).loss;

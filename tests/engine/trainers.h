@@ -14,7 +14,8 @@
 // One rank without a world: the config resolved and validated (the trainer keeps a pointer
 // to *cfg), the rank and its allocator, the trainer.
 // *cfg = *in resolved; returns 0, or -1 having printed why.
-static inline int single_rank_trainer(tb_config *cfg, const tb_config *in, tb_rank *rk, tb_trainer *tr) {
+static inline int single_rank_trainer(tb_config *cfg, const tb_config *in, tb_single_rank *single,
+                                      tb_trainer *tr) {
     *cfg = *in;
     config_resolve(cfg);
     tb_error err;
@@ -22,8 +23,8 @@ static inline int single_rank_trainer(tb_config *cfg, const tb_config *in, tb_ra
         printf("    invalid config: %s\n", err.msg);
         return -1;
     }
-    rank_init_single(rk, cfg);
-    tb_allocator_init(&rk->mem, 0, NULL, NULL);
+    tb_rank *rk = rank_init_single(single, cfg);
+    tb_allocator_init(rk->mem, 0, NULL, NULL);
     if (trainer_init(tr, cfg, rk, &err) != 0) {
         printf("    %s\n", err.msg);
         return -1;
@@ -34,7 +35,7 @@ static inline int single_rank_trainer(tb_config *cfg, const tb_config *in, tb_ra
 // A rank thread's trainer (its allocator, one BLAS thread per rank); returns 0, or -1 having
 // printed why.
 static inline int rank_trainer(tb_rank *rk, const tb_config *cfg, tb_trainer *tr) {
-    tb_allocator_init(&rk->mem, 0, NULL, NULL);
+    tb_allocator_init(rk->mem, 0, NULL, NULL);
     cpu_set_num_threads(1);
     tb_error err;
     if (trainer_init(tr, cfg, rk, &err) != 0) {
