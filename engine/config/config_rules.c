@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "config/drill_flags.h"
 
 void violated(rules *r, const char *fmt, ...) {
     r->count++;
@@ -265,8 +266,8 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     if (!(c->collective_timeout > 0))
         violated(&r, "collective_timeout (%g) must be positive", c->collective_timeout);
     if (c->debug_slow_write[0]) {
-        int rank, ms, n = 0;
-        if (sscanf(c->debug_slow_write, "%d:%d%n", &rank, &ms, &n) != 2 || c->debug_slow_write[n] != '\0')
+        int rank, ms;
+        if (tb_drill_rank_ms(c->debug_slow_write, &rank, &ms) != 0)
             violated(&r, "debug_slow_write '%s' must be RANK:MS", c->debug_slow_write);
         else if (rank < 0 || rank >= c->world_size || ms < 0)
             violated(&r, "debug_slow_write '%s': rank must be in [0, %d) and MS at least 0", c->debug_slow_write,
@@ -291,9 +292,9 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
         }
     }
     if (c->inject_stall[0]) {
-        int rank, n = 0;
-        long long step;
-        if (sscanf(c->inject_stall, "%d:%lld%n", &rank, &step, &n) != 2 || c->inject_stall[n] != '\0')
+        int rank;
+        int64_t step;
+        if (tb_drill_rank_step(c->inject_stall, &rank, &step) != 0)
             violated(&r, "inject_stall '%s' must be RANK:STEP", c->inject_stall);
         else if (rank < 0 || rank >= c->world_size || step < 1)
             violated(&r, "inject_stall '%s': rank must be in [0, %d) and step at least 1", c->inject_stall,
@@ -303,12 +304,12 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
                          "stalled rank, the drill would never fire", c->inject_stall, c->world_size);
         else if (step > c->train_iters)  // a drill that never fires would pass for one that found no hang
             violated(&r, "inject_stall '%s': step %lld is beyond train_iters (%d), so the stall would never happen",
-                     c->inject_stall, step, c->train_iters);
+                     c->inject_stall, (long long)step, c->train_iters);
     }
 
     if (c->debug_slow_data[0]) {
-        int rank, ms, n = 0;
-        if (sscanf(c->debug_slow_data, "%d:%d%n", &rank, &ms, &n) != 2 || c->debug_slow_data[n] != '\0')
+        int rank, ms;
+        if (tb_drill_rank_ms(c->debug_slow_data, &rank, &ms) != 0)
             violated(&r, "debug_slow_data '%s' must be RANK:MS", c->debug_slow_data);
         else if (rank < 0 || rank >= c->world_size || ms < 0 || ms > 60000)
             violated(&r, "debug_slow_data '%s': rank must be in [0, %d) and MS in [0, 60000]", c->debug_slow_data,
@@ -317,8 +318,8 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     if (c->debug_slow_link[0]) {
         static const char *const kinds[] = {"tp", "cp", "dp", "dp_cp", "pp", "mp", "embedding", "world", "pp_grad"};
         char kind[32];
-        int ms, n = 0, known = 0;
-        if (sscanf(c->debug_slow_link, "%31[a-z_]:%d%n", kind, &ms, &n) != 2 || c->debug_slow_link[n] != '\0') {
+        int ms, known = 0;
+        if (tb_drill_group_ms(c->debug_slow_link, kind, sizeof kind, &ms) != 0) {
             violated(&r, "debug_slow_link '%s' must be GROUP:MS", c->debug_slow_link);
         } else {
             for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) known |= !strcmp(kind, kinds[i]);

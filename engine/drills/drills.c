@@ -1,8 +1,9 @@
 #include "drills/drills.h"
 
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "config/drill_flags.h"
 
 // The site of each --debug-inject-fault choice (enum tb_debug_fault, config.h).
 static int site_of(int fault, tb_fault_site *site) {
@@ -32,9 +33,8 @@ const char *tb_fault_site_name(tb_fault_site site) {
 // "RANK:MS" of a slow-down flag into *rank and *ms; "" leaves rank -1.
 static int rank_ms(const char *flag, const char *v, int *rank, int *ms, tb_error *err) {
     *rank = -1, *ms = 0;
-    int n = 0;
     if (!v[0]) return 0;
-    if (sscanf(v, "%d:%d%n", rank, ms, &n) != 2 || v[n] != '\0' || *ms < 0) {
+    if (tb_drill_rank_ms(v, rank, ms) != 0 || *ms < 0) {
         *rank = -1;
         return tb_fail(err, "flag %s: '%s' is not RANK:MS", flag, v);
     }
@@ -44,24 +44,14 @@ static int rank_ms(const char *flag, const char *v, int *rank, int *ms, tb_error
 int tb_drills_init(tb_drills *d, const tb_config *cfg, tb_error *err) {
     memset(d, 0, sizeof *d);
     d->stall_rank = d->slow_data_rank = d->slow_write_rank = -1;
-    d->fault = cfg->debug_inject_fault;
     tb_fault_site site;
-    if (site_of(d->fault, &site)) {
-        d->faults.at[site] = always;
-        d->faults.ctx = d;
-    }
-    int n = 0;
-    long long step = 0;
-    if (cfg->inject_stall[0] &&
-        (sscanf(cfg->inject_stall, "%d:%lld%n", &d->stall_rank, &step, &n) != 2 || cfg->inject_stall[n] != '\0')) {
-        d->stall_rank = -1;
+    if (site_of(cfg->debug_inject_fault, &site)) d->faults.at[site] = always;
+    if (cfg->inject_stall[0] && tb_drill_rank_step(cfg->inject_stall, &d->stall_rank, &d->stall_step) != 0)
         return tb_fail(err, "flag --inject-stall: '%s' is not RANK:STEP", cfg->inject_stall);
-    }
-    d->stall_step = step;
-    n = 0;
     if (cfg->debug_slow_link[0] &&
-        (sscanf(cfg->debug_slow_link, "%31[a-z_]:%d%n", d->slow_link_group, &d->slow_link_ms, &n) != 2 ||
-         cfg->debug_slow_link[n] != '\0' || d->slow_link_ms < 0)) {
+        (tb_drill_group_ms(cfg->debug_slow_link, d->slow_link_group, sizeof d->slow_link_group, &d->slow_link_ms) !=
+             0 ||
+         d->slow_link_ms < 0)) {
         d->slow_link_group[0] = '\0';
         return tb_fail(err, "flag --debug-slow-link: '%s' is not GROUP:MS", cfg->debug_slow_link);
     }

@@ -17,7 +17,6 @@
 
 typedef struct tb_drills {
     tb_fault_hooks faults;        // the --debug-inject-fault site's callback (none: all NULL)
-    int fault;                    // enum tb_debug_fault
     int stall_rank;               // --inject-stall RANK:STEP (-1: none)
     int64_t stall_step;
     char slow_link_group[32];     // --debug-slow-link GROUP:MS ("": none)

@@ -24,7 +24,6 @@ struct tb_fault_hooks {
     // per site: NULL, or the drill's callback, asked each time the site runs: 1 takes the
     // faulty path
     int (*at[TB_FAULT_SITES])(const tb_fault_hooks *h, tb_fault_site site);
-    void *ctx;  // the drill's
 };
 
 // Whether a drill takes the faulty path at `site` (h NULL: a normal run, never).

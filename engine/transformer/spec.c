@@ -2,7 +2,6 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
-#include "core/shapes/saved_tensors.h"
 
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                               const float *bias, int N, int C, float eps) {
@@ -42,9 +41,6 @@ static void swiglu_backward(float *dinp, const float *inp, const float *dout, in
     tb_be()->swiglu_backward(dinp, inp, dout, N, F);
 }
 static const tb_activation_module swiglu = {"swiglu", 2, swiglu_forward, swiglu_backward};
-static size_t local_saved_floats(int B, int T, int NH, int selective) {
-    return (size_t)tb_attention_saved_floats(0, B, T, NH, selective);  // the probabilities
-}
 static size_t local_scratch_floats(int T, int hs, int threads) { return 2 * (size_t)T * T; }
 static void local_forward(float *out, float *probs, float *scratch, int threads, const float *qkv, int B, int T,
                           int NH, int G, int hs) {
@@ -53,9 +49,6 @@ static void local_forward(float *out, float *probs, float *scratch, int threads,
 static void local_backward(float *dqkv, float *scratch, int threads, const float *dout, const float *out,
                            const float *qkv, const float *probs, int B, int T, int NH, int G, int hs) {
     tb_be()->attention_backward(dqkv, scratch, dout, qkv, probs, B, T, NH, G, hs);
-}
-static size_t flash_saved_floats(int B, int T, int NH, int selective) {
-    return (size_t)tb_attention_saved_floats(1, B, T, NH, selective);  // the log-sum-exp of each row
 }
 static void flash_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B, int T, int NH,
                           int G, int hs) {
@@ -67,9 +60,9 @@ static void flash_backward(float *dqkv, float *scratch, int threads, const float
 }
 
 static const tb_core_attention_module dot_product_attention = {
-    "dot_product_attention", local_saved_floats, local_scratch_floats, local_forward, local_backward};
+    "dot_product_attention", 0, local_scratch_floats, local_forward, local_backward};
 static const tb_core_attention_module flash_attention = {
-    "flash_attention", flash_saved_floats, cpu_flash_attention_scratch_floats, flash_forward, flash_backward};
+    "flash_attention", 1, cpu_flash_attention_scratch_floats, flash_forward, flash_backward};
 
 void transformer_layer_spec_for(const tb_config *cfg, transformer_layer_spec *spec) {
     const tb_norm_module *norm = cfg->normalization == TB_NORM_RMSNORM ? &rmsnorm : &layernorm;

@@ -31,10 +31,12 @@ typedef struct tb_activation_module {
 //   local: DotProductAttention; saves the probabilities (B,NH,T,T), or nothing under
 //          selective recompute (backward recomputes them);
 //   flash: blocked, online softmax; saves one log-sum-exp per row (B,NH,T), recompute or not.
-// `saved` holds saved_floats floats, `scratch` scratch_floats for `threads` OpenMP threads.
+// `saved` holds what the shared rule says the core saves (core/shapes/saved_tensors.h,
+// tb_attention_saved_floats: the probabilities, or a log-sum-exp per row when flash), `scratch`
+// scratch_floats for `threads` OpenMP threads.
 typedef struct tb_core_attention_module {
     const char *name;
-    size_t (*saved_floats)(int B, int T, int NH, int selective_recompute);
+    int flash;  // saves a log-sum-exp per row (else the probabilities, unless selective recompute)
     size_t (*scratch_floats)(int T, int hs, int threads);
     void (*forward)(float *out, float *saved, float *scratch, int threads, const float *qkv, int B, int T, int NH,
                     int G, int hs);

@@ -58,13 +58,13 @@ typedef struct acts_plan {
 // moe: a MoE layer (its router, dispatch and experts save instead of the MLP)
 static acts_plan plan_for(transformer_layer_acts *a, const tb_layer_dims *d, int selective, int moe) {
     acts_plan p = {0};
-    // the counts are the shared rule's (shapes/saved_tensors.h: the planner reads it too); the
-    // core attention's from the spec's module, which answers with the same rule
+    // the counts are the shared rule's (core/shapes/saved_tensors.h: the planner reads it too),
+    // the core attention's by the spec's module kind
     const tb_layer_saved_shape shape = {.B = d->B, .T = d->T, .Ns = d->Ns, .C = d->C, .QKV = d->QKV, .CA = d->CA,
-                                        .NH = d->NH, .F = d->F, .F1 = d->F1, .moe = moe};
+                                        .NH = d->NH, .F = d->F, .F1 = d->F1, .flash = d->attention->flash,
+                                        .selective = selective, .moe = moe};
     int64_t floats[TB_LAYER_SAVED];
     tb_layer_saved_floats(&shape, floats);
-    floats[4] = (int64_t)d->attention->saved_floats(d->B, d->T, d->NH, selective);
     void **dense[TB_LAYER_SAVED] = {(void **)&a->ln1,  (void **)&a->ln1_mean, (void **)&a->ln1_rstd,
                                     (void **)&a->qkv,  (void **)&a->attn_saved, (void **)&a->atty,
                                     (void **)&a->mid,  (void **)&a->ln2,      (void **)&a->ln2_mean,

@@ -82,25 +82,6 @@ static json_t *lines_json(const char *text) {
     return a;
 }
 
-// What evidence_print_config shows, as an object: the config's highlights and the global-batch identity.
-static json_t *config_summary(json_t *config) {
-    static const char *const keys[] = {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
-                                       "tensor_model_parallel_size", "context_parallel_size",
-                                       "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
-                                       "data_parallel_size", "world_size", "sequence_parallel",
-                                       "use_distributed_optimizer", "train_iters", "seed", "global_batch_size",
-                                       "micro_batch_size", "num_microbatches"};
-    json_t *o = json_object();
-    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        json_object_set_new(o, keys[i], json_integer(evidence_cfg_int(config, keys[i])));
-    json_object_set_new(o, "recompute_granularity", json_string(evidence_cfg_str(config, "recompute_granularity")));
-    long long gbs = evidence_cfg_int(config, "global_batch_size"), mbs = evidence_cfg_int(config, "micro_batch_size"),
-              m = evidence_cfg_int(config, "num_microbatches"), dp = evidence_cfg_int(config, "data_parallel_size");
-    json_object_set_new(o, "tokens_per_step", json_integer(gbs * evidence_cfg_int(config, "seq_length")));
-    json_object_set_new(o, "global_batch_identity_holds", json_boolean(gbs == mbs * m * dp));
-    return o;
-}
-
 // Adds to every record of the evidence (and of its parts) what evidence_print_run prints beside the
 // parser's figures: "record": {command, repetition, sweep_point, git, config, files_verified}.
 static void evidence_add_records(json_t *ev, check_table *checks) {
@@ -123,7 +104,7 @@ static void evidence_add_records(json_t *ev, check_table *checks) {
         if (dir && snprintf(path, sizeof path, "%s/" TB_RECORD_RUN_DIR "/" TB_RUN_CONFIG, dir) < (int)sizeof path)
             config = json_load_file(path, 0, NULL);
         if (!config && m) config = json_incref(json_object_get(m, "config"));
-        json_object_set_new(r, "config", config ? config_summary(config) : json_null());
+        json_object_set_new(r, "config", config ? evidence_config_json(config) : json_null());
         json_decref(config);
         json_object_set_new(r, "files_verified", json_integer(c ? c->files_verified : 0));
         json_object_set_new(rec, "record", r);

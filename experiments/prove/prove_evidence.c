@@ -198,5 +198,21 @@ void evidence_print_text(const char *text, double value) {
     fputs(p, stdout);
 }
 
-long long evidence_cfg_int(json_t *config, const char *key) { return cfg_int(config, key); }
-const char *evidence_cfg_str(json_t *config, const char *key) { return cfg_str(config, key); }
+json_t *evidence_config_json(json_t *config) {
+    static const char *const keys[] = {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
+                                       "tensor_model_parallel_size", "context_parallel_size",
+                                       "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+                                       "data_parallel_size", "world_size", "sequence_parallel",
+                                       "use_distributed_optimizer", "train_iters", "seed", "global_batch_size",
+                                       "micro_batch_size", "num_microbatches"};
+    json_t *o = json_object();
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        json_object_set_new(o, keys[i], json_integer(cfg_int(config, keys[i])));
+    json_object_set_new(o, "recompute_granularity", json_string(cfg_str(config, "recompute_granularity")));
+    long long gbs = cfg_int(config, "global_batch_size"), mbs = cfg_int(config, "micro_batch_size"),
+              m = cfg_int(config, "num_microbatches"), dp = cfg_int(config, "data_parallel_size");
+    json_object_set_new(o, "tokens_per_step", json_integer(gbs * cfg_int(config, "seq_length")));
+    json_object_set_new(o, "global_batch_identity_holds", json_boolean(gbs == mbs * m * dp));
+    return o;
+}
+

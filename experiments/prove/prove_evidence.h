@@ -9,12 +9,10 @@
 
 #include "prove/prove_records.h"
 
-// A config.json value by key, or from its "derived" object: an integer (a boolean as 1), -1
-// when absent; a string, "?" when absent.
-long long evidence_cfg_int(json_t *config, const char *key);
-const char *evidence_cfg_str(json_t *config, const char *key);
-// The config's highlights and the global-batch identity (config.json "derived"), one line.
+// The config's highlights and the global-batch identity (config.json "derived"), one line;
+// and the same as an object (prove --json), a new reference.
 void evidence_print_config(const char *indent, json_t *config);
+json_t *evidence_config_json(json_t *config);
 // One record of the evidence: its run, command, config, commit, files read and verified.
 void evidence_print_run(const char *indent, json_t *rec, check_table *checks);
 // The evidence of a claim or sub-claim under label, its parts and records, indented.

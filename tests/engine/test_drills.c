@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "config/config.h"
+#include "config/drill_flags.h"
 #include "drills/drills.h"
 #include "tb_test.h"
 
@@ -107,10 +108,39 @@ TB_TEST(a_malformed_drill_is_refused_naming_its_flag_and_value) {
     }
 }
 
+// The forms the config's rules and the drills both read (config/drill_flags.h): what each
+// accepts, with its parts, and what it refuses.
+TB_TEST(the_drill_flag_forms_take_their_parts_and_refuse_anything_else) {
+    int rank = -7, ms = -7;
+    int64_t step = -7;
+    char group[8] = "?";
+    TB_CHECK(tb_drill_rank_step("3:12", &rank, &step) == 0 && rank == 3 && step == 12, "3:12 -> %d %lld", rank,
+             (long long)step);
+    TB_CHECK(tb_drill_rank_ms("1:250", &rank, &ms) == 0 && rank == 1 && ms == 250, "1:250 -> %d %d", rank, ms);
+    TB_CHECK(tb_drill_group_ms("dp_cp:40", group, sizeof group, &ms) == 0 && !strcmp(group, "dp_cp") && ms == 40,
+             "dp_cp:40 -> %s %d", group, ms);
+    static const char *const bad_rank[] = {"", "1", "1:", ":5", "1:5x", "a:5", "1:2:3", "1 5"};
+    for (size_t i = 0; i < sizeof bad_rank / sizeof *bad_rank; i++) {
+        rank = -7, ms = -7, step = -7;
+        TB_CHECK(tb_drill_rank_ms(bad_rank[i], &rank, &ms) != 0 && rank == -7 && ms == -7, "RANK:MS took '%s'",
+                 bad_rank[i]);
+        TB_CHECK(tb_drill_rank_step(bad_rank[i], &rank, &step) != 0 && rank == -7 && step == -7,
+                 "RANK:STEP took '%s'", bad_rank[i]);
+    }
+    static const char *const bad_group[] = {"", "dp", "dp:", ":5", "DP:5", "dp:5x", "d-p:5", "pipeline:5"};
+    for (size_t i = 0; i < sizeof bad_group / sizeof *bad_group; i++) {
+        ms = -7;
+        snprintf(group, sizeof group, "?");
+        TB_CHECK(tb_drill_group_ms(bad_group[i], group, sizeof group, &ms) != 0 && ms == -7 && !strcmp(group, "?"),
+                 "GROUP:MS took '%s' (group %zu bytes)", bad_group[i], sizeof group);
+    }
+}
+
 int main(void) {
     TB_RUN(a_normal_run_holds_no_fault_hooks_and_no_site_fires);
     TB_RUN(each_injected_fault_fires_at_its_own_site_only);
     TB_RUN(stall_and_slow_downs_apply_to_their_rank_or_group_only);
     TB_RUN(a_malformed_drill_is_refused_naming_its_flag_and_value);
+    TB_RUN(the_drill_flag_forms_take_their_parts_and_refuse_anything_else);
     return tb_test_summary();
 }
