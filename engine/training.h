@@ -22,11 +22,9 @@
 #include "models/gpt.h"
 #include "optimizer/grad_scaler.h"
 #include "optimizer/optimizer.h"
-#include "comm/flight_recorder.h"
 #include "comm/parallel_state.h"
+#include "comm/single_rank.h"
 #include "pipeline_parallel/schedules.h"
-#include "runtime/memory.h"
-#include "runtime/ranges.h"
 
 // The state of training on one rank: its model, optimizer and data (Megatron's
 // model + optimizer + data iterator).
@@ -67,16 +65,6 @@ void trainer_free(tb_trainer *tr);
 // One optimizer step (1-based): every microbatch's forward and backward, clipping, AdamW.
 tb_step_result train_step(tb_trainer *tr, int64_t step);
 
-// A rank built without a world (a test, a tool): the rank and the objects it owns.
-typedef struct tb_single_rank {
-    tb_rank rk;
-    tb_allocator mem;
-    tb_ranges ranges;
-    tb_flight_recorder fr;
-} tb_single_rank;
-// Rank 0 of a world of one for cfg (coordinates all 0), its objects s's: the flight recorder
-// initialised, the allocator and the ranges left to the caller. Returns &s->rk.
-tb_rank *rank_init_single(tb_single_rank *s, const tb_config *cfg);
 
 // Runs a validated, resolved config to the end: creates the run directory, config.json and
 // launch.json, starts this process's rank threads (every rank's without mpirun: launch NULL
