@@ -9,6 +9,7 @@
 #include "backend/host_stage.h"
 #include "runtime/ranges.h"
 #include "core/rng.h"
+#include "core/shapes/gpt_parameters.h"
 #include "core/xalloc.h"
 #include "tensor_parallel/cross_entropy.h"
 #include "tensor_parallel/layers.h"
@@ -17,40 +18,16 @@
 // ---------------------------------------------------------------------------------------
 // Parameter layout
 
+// The table being built: the rule's tensors (core/shapes/gpt_parameters.h) as this rank's
+// parameters, each beside the tensor it came from.
 typedef struct layout {
     gpt_param *params;
+    tb_gpt_tensor *tensors;
     int n, cap;
     size_t offset;
+    int tp, etp;     // the groups the tensors are split over
+    float std, out_std;  // TB_INIT_STD's and TB_INIT_OUT_STD's
 } layout;
-
-// A parameter of whole shape (rows, cols), split over `tp` ranks along `axis` in the given
-// segments (axis -1: replicated).
-static gpt_param *add_param(layout *lay, const char *name, int ndim, int rows, int cols) {
-    if (lay->n == lay->cap) {
-        lay->cap = lay->cap ? 2 * lay->cap : 64;
-        lay->params = tb_xreallocarray(lay->params, (size_t)lay->cap, sizeof *lay->params, "parameter table");
-    }
-    gpt_param *p = &lay->params[lay->n++];
-    memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->ndim = ndim;
-    p->rows = p->full_rows = rows;
-    p->cols = p->full_cols = cols;
-    p->hf_rows = rows;
-    p->split_axis = -1;
-    p->tp_duplicate = 1;
-    return p;
-}
-
-// Splits p over tp ranks along axis, the whole extent made of the given segments.
-static void split(gpt_param *p, int tp, int axis, int nseg, int s0, int s1, int s2) {
-    p->split_axis = axis;
-    p->nseg = nseg;
-    p->seg[0] = s0, p->seg[1] = s1, p->seg[2] = s2;
-    p->tp_duplicate = 0;
-    if (axis == 0) p->rows = p->full_rows / tp;
-    else p->cols = p->full_cols / tp;
-}
 
 // Offsets in the buffer, once every shape is final: each tensor starts on a 64-byte boundary;
 // the experts' tensors (MoE) after every dense one, so that each kind is one range of the
@@ -66,113 +43,73 @@ static void place(layout *lay) {
         }
 }
 
-static gpt_param *add_matrix(layout *lay, const char *name, int rows, int cols, float std) {
-    gpt_param *p = add_param(lay, name, 2, rows, cols);
-    p->decay = 1;
-    p->hf_transposed = 1;
-    p->init_std = std;
-    return p;
-}
-
-static gpt_param *add_vector(layout *lay, const char *name, int n, float value) {
-    gpt_param *p = add_param(lay, name, 1, 1, n);
-    p->init_value = value;
-    return p;
-}
-
-// Replicated over tp but, under sequence parallelism, summed over this rank's rows only.
-static void sp_partial(gpt_param *p) {
-    if (p) p->sp_partial = 1;
-}
-
-// A MoE layer's MLP (transformer/moe/moe_layer.h): the router (E, C) and, per expert e, an
-// MLP of the dense one's kind, named h.L.mlp.experts.e.{c_fc,c_proj}.{weight,bias} (MoE models
-// are not GPT-2: these names are this engine's), and the shared expert h.L.mlp.shared_experts.*.
-// The router is replicated over tp (under sequence parallelism each tp rank routes its own
-// tokens: its gradient a partial sum, like a norm's); each expert is split over the etp group
-// (fc1 column-parallel, fc2 row-parallel, its bias replicated), whole at etp 1.
-static void add_moe_layer(layout *lay, const tb_config *c, int l, int fc1_factor, float std, float out_std, int bias) {
-    const int C = c->hidden_size, Fe = c->moe_ffn_hidden_size, Fe1 = fc1_factor * Fe;
-    const int etp = c->expert_tensor_parallel_size > 1 ? c->expert_tensor_parallel_size : 1, nseg = fc1_factor;
-    char name[64];
-    snprintf(name, sizeof name, "h.%d.mlp.router.weight", l);
-    sp_partial(add_matrix(lay, name, c->num_experts, C, std));
-    for (int e = 0; e < c->num_experts; e++) {
-#define EXPERT(suffix) (snprintf(name, sizeof name, "h.%d.mlp.experts.%d.%s", l, e, suffix), name)
-        gpt_param *x = add_matrix(lay, EXPERT("c_fc.weight"), Fe1, C, std);
-        x->expert = 1 + e;
-        if (etp > 1) split(x, etp, 0, nseg, Fe, Fe, 0);
-        if (bias) {
-            x = add_vector(lay, EXPERT("c_fc.bias"), Fe1, 0.0f);
-            x->expert = 1 + e;
-            if (etp > 1) split(x, etp, 1, nseg, Fe, Fe, 0);
-        }
-        x = add_matrix(lay, EXPERT("c_proj.weight"), C, Fe, out_std);
-        x->expert = 1 + e;
-        if (etp > 1) split(x, etp, 1, 1, Fe, 0, 0);
-        if (bias) add_vector(lay, EXPERT("c_proj.bias"), C, 0.0f)->expert = 1 + e;
-#undef EXPERT
+// One tensor of the rule as this rank's parameter: its shard of the whole (rows, cols) when
+// split over tp — or over etp when that is more than one rank — else whole (tp_duplicate).
+static void add_tensor(void *arg, const tb_gpt_tensor *t) {
+    layout *lay = arg;
+    if (lay->n == lay->cap) {
+        lay->cap = lay->cap ? 2 * lay->cap : 64;
+        lay->params = tb_xreallocarray(lay->params, (size_t)lay->cap, sizeof *lay->params, "parameter table");
+        lay->tensors = tb_xreallocarray(lay->tensors, (size_t)lay->cap, sizeof *lay->tensors, "parameter tensors");
     }
-    if (c->moe_shared_expert_intermediate_size > 0) {  // dense: every ep rank holds it, split over tp as the MLP
-        const int Fs = c->moe_shared_expert_intermediate_size, Fs1 = fc1_factor * Fs, tp = c->tensor_model_parallel_size;
-#define SHARED(suffix) (snprintf(name, sizeof name, "h.%d.mlp.shared_experts.%s", l, suffix), name)
-        split(add_matrix(lay, SHARED("c_fc.weight"), Fs1, C, std), tp, 0, nseg, Fs, Fs, 0);
-        if (bias) split(add_vector(lay, SHARED("c_fc.bias"), Fs1, 0.0f), tp, 1, nseg, Fs, Fs, 0);
-        split(add_matrix(lay, SHARED("c_proj.weight"), C, Fs, out_std), tp, 1, 1, Fs, 0, 0);
-        if (bias) sp_partial(add_vector(lay, SHARED("c_proj.bias"), C, 0.0f));
-#undef SHARED
+    lay->tensors[lay->n] = *t;
+    gpt_param *p = &lay->params[lay->n++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", t->name);
+    p->ndim = t->ndim;
+    p->rows = p->full_rows = t->rows;
+    p->cols = p->full_cols = t->cols;
+    p->hf_rows = t->hf_rows;
+    p->decay = t->decay;
+    p->hf_transposed = t->hf_transposed;
+    p->init_std = t->init == TB_INIT_STD ? lay->std : t->init == TB_INIT_OUT_STD ? lay->out_std : 0.0f;
+    p->init_value = t->init == TB_INIT_ONES ? 1.0f : 0.0f;
+    p->sp_partial = t->sp_partial;
+    p->expert = t->expert;
+    p->split_axis = -1;
+    p->tp_duplicate = 1;
+    const int ranks = t->split == TB_SPLIT_TP ? lay->tp : t->split == TB_SPLIT_ETP && lay->etp > 1 ? lay->etp : 0;
+    if (ranks) {
+        p->split_axis = t->axis;
+        p->nseg = t->nseg;
+        memcpy(p->seg, t->seg, sizeof p->seg);
+        p->tp_duplicate = 0;
+        if (t->axis == 0) p->rows = p->full_rows / ranks;
+        else p->cols = p->full_cols / ranks;
     }
+}
+
+// The rule's dimensions of the model (core/shapes/gpt_parameters.h).
+static tb_gpt_dims dims_of(const gpt_model *m) {
+    const tb_config *c = m->cfg;
+    return (tb_gpt_dims){.C = m->C,
+                         .NH = c->num_attention_heads,
+                         .G = c->num_query_groups,
+                         .hs = m->C / c->num_attention_heads,
+                         .F = c->ffn_hidden_size,
+                         .fc1_factor = m->spec.activation->fc1_factor,
+                         .Vp = m->Vp,
+                         .V = m->V,
+                         .maxT = m->maxT,
+                         .L = c->num_layers,
+                         .bias = !c->disable_bias_linear,
+                         .norm_bias = m->spec.input_layernorm->has_bias,
+                         .learned_pos = c->position_embedding_type == TB_POS_LEARNED_ABSOLUTE,
+                         .tied = !c->untie_embeddings_and_output_weights,
+                         .E = c->num_experts,
+                         .freq = c->moe_layer_freq > 0 ? c->moe_layer_freq : 1,
+                         .Fe = c->moe_ffn_hidden_size,
+                         .Fs = c->moe_shared_expert_intermediate_size};
 }
 
 static void build_layout(gpt_model *m, layout *lay) {
     const tb_config *c = m->cfg;
-    const int tp = m->tp_size, C = m->C, hs = C / c->num_attention_heads;
-    const int NH = c->num_attention_heads, G = c->num_query_groups, F = c->ffn_hidden_size;
-    const int gated = m->spec.activation->fc1_factor == 2, F1 = gated ? 2 * F : F, QKV = (NH + 2 * G) * hs;
-    const float std = (float)c->init_method_std;
-    const float out_std = std / sqrtf(2.0f * (float)c->num_layers);  // Megatron's scaled init
-    const int bias = !c->disable_bias_linear, norm_bias = m->spec.input_layernorm->has_bias;
-    char name[64];
-
-    gpt_param *wte = add_param(lay, "wte.weight", 2, m->Vp, C);
-    wte->decay = 1;
-    wte->hf_rows = m->V;
-    wte->init_std = std;
-    split(wte, tp, 0, 1, m->Vp, 0, 0);  // VocabParallelEmbedding
-    if (c->position_embedding_type == TB_POS_LEARNED_ABSOLUTE) {  // rope rotates q and k instead; none: NoPE
-        gpt_param *wpe = add_param(lay, "wpe.weight", 2, m->maxT, C);
-        wpe->decay = 1;
-        wpe->init_std = std;
-    }
-    for (int l = 0; l < c->num_layers; l++) {
-#define NAME(suffix) (snprintf(name, sizeof name, "h.%d.%s", l, suffix), name)
-        sp_partial(add_vector(lay, NAME("ln_1.weight"), C, 1.0f));
-        if (norm_bias) sp_partial(add_vector(lay, NAME("ln_1.bias"), C, 0.0f));
-        split(add_matrix(lay, NAME("attn.c_attn.weight"), QKV, C, std), tp, 0, 3, NH * hs, G * hs, G * hs);
-        if (bias) split(add_vector(lay, NAME("attn.c_attn.bias"), QKV, 0.0f), tp, 1, 3, NH * hs, G * hs, G * hs);
-        split(add_matrix(lay, NAME("attn.c_proj.weight"), C, C, out_std), tp, 1, 1, C, 0, 0);
-        if (bias) sp_partial(add_vector(lay, NAME("attn.c_proj.bias"), C, 0.0f));
-        sp_partial(add_vector(lay, NAME("ln_2.weight"), C, 1.0f));
-        if (norm_bias) sp_partial(add_vector(lay, NAME("ln_2.bias"), C, 0.0f));
-        if (c->num_experts > 0 && l % c->moe_layer_freq == 0) {
-            add_moe_layer(lay, c, l, F1 / F, std, out_std, bias);
-            continue;
-        }
-        split(add_matrix(lay, NAME("mlp.c_fc.weight"), F1, C, std), tp, 0, gated ? 2 : 1, F, F, 0);
-        if (bias) split(add_vector(lay, NAME("mlp.c_fc.bias"), F1, 0.0f), tp, 1, gated ? 2 : 1, F, F, 0);
-        split(add_matrix(lay, NAME("mlp.c_proj.weight"), C, F, out_std), tp, 1, 1, F, 0, 0);
-        if (bias) sp_partial(add_vector(lay, NAME("mlp.c_proj.bias"), C, 0.0f));
-#undef NAME
-    }
-    sp_partial(add_vector(lay, "ln_f.weight", C, 1.0f));
-    if (norm_bias) sp_partial(add_vector(lay, "ln_f.bias", C, 0.0f));
-    if (c->untie_embeddings_and_output_weights) {
-        gpt_param *head = add_param(lay, "lm_head.weight", 2, m->Vp, C);
-        head->decay = 1;
-        head->hf_rows = m->V;
-        head->init_std = std;
-        split(head, tp, 0, 1, m->Vp, 0, 0);  // ColumnParallelLinear over the vocabulary
-    }
+    lay->tp = m->tp_size;
+    lay->etp = c->expert_tensor_parallel_size > 1 ? c->expert_tensor_parallel_size : 1;
+    lay->std = (float)c->init_method_std;
+    lay->out_std = lay->std / sqrtf(2.0f * (float)c->num_layers);  // Megatron's scaled init
+    const tb_gpt_dims d = dims_of(m);
+    tb_gpt_tensors(&d, add_tensor, lay);
     place(lay);
 }
 
@@ -337,32 +274,30 @@ static void init_weights(gpt_model *m) {
 }
 
 // Keeps the entries of the whole model's table that belong to this chunk.
+// The chunk's tensors of the whole model's table (the rule's tb_gpt_tensor_kept), placed again.
 static void select_chunk(gpt_model *m, layout *lay) {
     const gpt_chunk_spec *c = &m->chunk;
-    int kept = 0, have_wte = 0;
+    const tb_moe_dims *moe = &m->block.d.moe;
+    const tb_gpt_dims d = dims_of(m);
+    const tb_gpt_chunk chunk = {.first_layer = c->first_layer,
+                                .num_layers = c->num_layers,
+                                .has_embedding = c->has_embedding,
+                                .has_head = c->has_head,
+                                .expert_first = moe->expert_first,
+                                .experts = moe->E_local};
+    int kept = 0;
     for (int i = 0; i < lay->n; i++) {
+        if (!tb_gpt_tensor_kept(&d, &chunk, &lay->tensors[i])) continue;
         gpt_param p = lay->params[i];
         p.global_index = i;
-        int l, keep;
-        if (sscanf(p.name, "h.%d.", &l) == 1) keep = l >= c->first_layer && l < c->first_layer + c->num_layers;
-        else if (!strcmp(p.name, "wte.weight")) keep = c->has_embedding || (c->has_head && !m->cfg->untie_embeddings_and_output_weights);
-        else if (!strcmp(p.name, "wpe.weight")) keep = c->has_embedding;
-        else keep = c->has_head;  // ln_f.*, lm_head.weight
-        if (p.expert) {  // this expert-parallel rank's experts only
-            const tb_moe_dims *moe = &m->block.d.moe;
-            keep = keep && p.expert - 1 >= moe->expert_first && p.expert - 1 < moe->expert_first + moe->E_local;
-        }
-        if (!keep) continue;
-        if (!strcmp(p.name, "wte.weight")) {
-            have_wte = 1;
-            // the last stage's copy of the tied embedding: counted once, on the first stage
-            p.pp_duplicate = !c->has_embedding;
-        }
+        // the last stage's copy of the tied embedding: counted once, on the first stage
+        p.pp_duplicate = !tb_gpt_tensor_counted(&chunk, &lay->tensors[i]);
         lay->params[kept++] = p;
     }
-    (void)have_wte;
     lay->n = kept;
     lay->offset = 0;
+    free(lay->tensors);
+    lay->tensors = NULL;
     place(lay);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/xalloc.h"
+#include "core/shapes/gpt_parameters.h"
 #include "core/shapes/saved_tensors.h"
 
 static int64_t round_up(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
@@ -24,6 +25,7 @@ typedef struct shape {
     // the shared expert's, layer l is MoE when l % freq == 0, expert-parallel ranks, expert
     // tensor-parallel ranks (each expert split over them; Megatron's default: tp)
     int E, k, Fe, Fe1, Fs, Fs1, freq, ep, etp;
+    tb_gpt_dims dims;  // the parameters' rule's (core/shapes/gpt_parameters.h)
 } shape;
 
 static shape shape_of(const tb_config *c) {
@@ -52,38 +54,14 @@ static shape shape_of(const tb_config *c) {
     s.freq = c->moe_layer_freq > 0 ? c->moe_layer_freq : 1;
     s.ep = c->expert_model_parallel_size > 0 ? c->expert_model_parallel_size : 1;
     s.etp = s.E > 0 && c->expert_tensor_parallel_size > 0 ? c->expert_tensor_parallel_size : 1;
+    s.dims = (tb_gpt_dims){.C = s.C, .NH = s.NH, .G = s.G, .hs = s.hs, .F = s.F, .fc1_factor = gate,
+                           .Vp = (int)s.Vp, .V = c->vocab_size, .maxT = (int)s.maxT, .L = c->num_layers,
+                           .bias = s.bias, .norm_bias = s.norm_bias, .learned_pos = s.learned_pos, .tied = s.tied,
+                           .E = s.E, .freq = s.freq, .Fe = s.Fe, .Fs = s.Fs};
     return s;
 }
 
-// One tensor of a rank's shard: its elements, and whether it is replicated over tp.
-typedef struct tensor {
-    int64_t numel;
-    int tp_replicated, sp_partial;
-} tensor;
-
 static int is_moe_layer(const shape *s, int layer) { return s->E > 0 && layer % s->freq == 0; }
-
-// moe: the layer's MLP is a MoE layer's (its tensors added by add_moe_tensors instead)
-static int layer_tensors(const shape *s, tensor *t, int moe) {
-    int n = 0;
-    const int64_t C = s->C, tp = s->tp;
-#define ADD(count, rep, spp) (t[n++] = (tensor){(count), (rep), (spp)})
-    ADD(C, 1, 1);                                       // ln_1.weight
-    if (s->norm_bias) ADD(C, 1, 1);                     // ln_1.bias
-    ADD((int64_t)s->QKV * C / tp, 0, 0);                // attn.c_attn.weight (column parallel)
-    if (s->bias) ADD((int64_t)s->QKV / tp, 0, 0);       // attn.c_attn.bias
-    ADD(C * C / tp, 0, 0);                              // attn.c_proj.weight (row parallel)
-    if (s->bias) ADD(C, 1, 1);                          // attn.c_proj.bias
-    ADD(C, 1, 1);                                       // ln_2.weight
-    if (s->norm_bias) ADD(C, 1, 1);                     // ln_2.bias
-    if (moe) return n;
-    ADD((int64_t)s->F1 * C / tp, 0, 0);                 // mlp.c_fc.weight
-    if (s->bias) ADD((int64_t)s->F1 / tp, 0, 0);        // mlp.c_fc.bias
-    ADD(C * s->F / tp, 0, 0);                           // mlp.c_proj.weight
-    if (s->bias) ADD(C, 1, 1);                          // mlp.c_proj.bias
-#undef ADD
-    return n;
-}
 
 // One model chunk's figures on one rank.
 typedef struct chunk_params {
@@ -92,68 +70,81 @@ typedef struct chunk_params {
     int64_t expert_replicated;       // of expert: replicated over etp (fc2's bias), counted on etp rank 0
 } chunk_params;
 
-static void add_tensor(chunk_params *p, tensor t, int counted) {
-    p->held += t.numel;
-    p->aligned += round_up(t.numel, 16);  // place(): each tensor on a 64-byte boundary
-    if (counted) p->counted += t.numel;
-    if (counted && t.tp_replicated) p->replicated_counted += t.numel;
-    if (t.sp_partial) p->sp_partial += t.numel;
+// What a rank holds is the engine's rule (core/shapes/gpt_parameters.h): its tensors, summed.
+typedef struct rank_sum {
+    const tb_gpt_dims *d;
+    tb_gpt_chunk chunk;
+    int tp, etp;
+    chunk_params p;
+} rank_sum;
+
+static void add_kept(void *arg, const tb_gpt_tensor *t) {
+    rank_sum *r = arg;
+    if (!tb_gpt_tensor_kept(r->d, &r->chunk, t)) return;
+    chunk_params *p = &r->p;
+    const int64_t n = tb_gpt_tensor_numel(t, r->tp, r->etp), aligned = round_up(n, 16);  // place(): 64-byte boundaries
+    const int counted = tb_gpt_tensor_counted(&r->chunk, t);
+    p->held += n;
+    p->aligned += aligned;
+    if (counted) p->counted += n;
+    if (counted && t->split != TB_SPLIT_TP) p->replicated_counted += n;  // an expert's split is etp's: counted once
+    if (t->sp_partial) p->sp_partial += n;
+    if (t->place == TB_PLACE_EMBEDDING) p->wte = n;
+    if (t->expert) {
+        p->expert += n;
+        p->expert_aligned += aligned;  // placed after every dense tensor, 16-aligned the same
+        if (t->etp_replicated) p->expert_replicated += n;
+    }
 }
 
-// etp_replicated: whole on every etp rank (fc2's bias); else the rank's etp shard
-static void add_expert_tensor(chunk_params *p, int64_t numel, int etp_replicated) {
-    add_tensor(p, (tensor){numel, 1, 0}, 1);
-    p->expert += numel;
-    if (etp_replicated) p->expert_replicated += numel;
-    p->expert_aligned += round_up(numel, 16);  // placed after every dense tensor (place()), 16-aligned the same
+// The rule's tensors of one part, on one rank: a layer (MoE or dense) alone, or the chunk's
+// ends (the embedding, the head).
+static chunk_params part_parameters(const shape *s, int layer_kind, int has_embedding, int has_head, int ep,
+                                    int etp) {
+    tb_gpt_dims d = s->dims;
+    if (layer_kind < 0) {
+        d.L = 0;
+    } else {
+        d.L = 1;
+        if (!layer_kind) d.E = 0;  // a dense layer
+        d.freq = 1;
+    }
+    rank_sum r = {.d = &d,
+                  .chunk = {.first_layer = 0, .num_layers = d.L, .has_embedding = has_embedding, .has_head = has_head,
+                            .expert_first = 0, .experts = s->E / ep},
+                  .tp = s->tp,
+                  .etp = etp};
+    tb_gpt_tensors(&d, add_kept, &r);
+    return r.p;
 }
 
-// A MoE layer's MLP (models/gpt.c, add_moe_layer): the router (E, C), no bias, replicated
-// over tp (under sequence parallelism its gradient a partial sum, like a norm's); the rank's
-// E/ep experts, each an MLP of the dense one's kind at moe_ffn_hidden_size split over etp
-// (fc1 column-parallel, fc2 row-parallel, fc2's bias whole on every etp rank: etp 1 keeps
-// them whole on every tp rank); the shared expert split over tp as the dense MLP (every ep
-// rank holds it). The experts' tensors count once (tp_replicated): their split is etp's.
-static void add_moe_tensors(chunk_params *p, const shape *s, int ep, int etp) {
-    const int64_t C = s->C, tp = s->tp;
-    add_tensor(p, (tensor){(int64_t)s->E * C, 1, 1}, 1);  // mlp.router.weight
-    for (int e = 0; e < s->E / ep; e++) {
-        add_expert_tensor(p, (int64_t)s->Fe1 * C / etp, 0);  // experts.e.c_fc.weight
-        if (s->bias) add_expert_tensor(p, s->Fe1 / etp, 0);  // experts.e.c_fc.bias
-        add_expert_tensor(p, C * s->Fe / etp, 0);            // experts.e.c_proj.weight
-        if (s->bias) add_expert_tensor(p, C, 1);             // experts.e.c_proj.bias
-    }
-    if (s->Fs > 0) {
-        add_tensor(p, (tensor){(int64_t)s->Fs1 * C / tp, 0, 0}, 1);  // shared_experts.c_fc.weight
-        if (s->bias) add_tensor(p, (tensor){s->Fs1 / tp, 0, 0}, 1);
-        add_tensor(p, (tensor){C * s->Fs / tp, 0, 0}, 1);            // shared_experts.c_proj.weight
-        if (s->bias) add_tensor(p, (tensor){C, 1, 1}, 1);
-    }
+static void add_params(chunk_params *to, const chunk_params *p, int64_t times) {
+    to->held += times * p->held;
+    to->counted += times * p->counted;
+    to->replicated_counted += times * p->replicated_counted;
+    to->aligned += times * p->aligned;
+    to->sp_partial += times * p->sp_partial;
+    to->expert += times * p->expert;
+    to->expert_aligned += times * p->expert_aligned;
+    to->expert_replicated += times * p->expert_replicated;
 }
 
 // first_layer: the chunk's first layer in the whole model (which layers are MoE); ep, etp: the
 // expert-parallel ranks the experts are spread over and the ranks each is split over (1, 1:
-// the whole model's experts).
+// the whole model's experts). Every layer of a kind holds the same, so the rule is asked once
+// per kind.
 static chunk_params chunk_parameters(const shape *s, int first_layer, int layers, int has_embedding, int has_head,
                                      int ep, int etp) {
-    chunk_params p = {0};
-    const int64_t C = s->C;
-    if (has_embedding || (has_head && s->tied)) {
-        tensor wte = {s->Vp / s->tp * C, 0, 0};
-        add_tensor(&p, wte, has_embedding);  // the last stage's tied copy is counted once, on the first
-        p.wte = wte.numel;
+    chunk_params p = part_parameters(s, -1, has_embedding, has_head, ep, etp);
+    int moe_layers = 0;
+    for (int l = 0; l < layers; l++) moe_layers += is_moe_layer(s, first_layer + l);
+    if (layers > moe_layers) {
+        chunk_params dense = part_parameters(s, 0, 0, 0, ep, etp);
+        add_params(&p, &dense, layers - moe_layers);
     }
-    if (has_embedding && s->learned_pos) add_tensor(&p, (tensor){s->maxT * C, 1, 0}, 1);
-    tensor t[16];
-    for (int l = 0; l < layers; l++) {
-        const int moe = is_moe_layer(s, first_layer + l), n = layer_tensors(s, t, moe);
-        for (int i = 0; i < n; i++) add_tensor(&p, t[i], 1);
-        if (moe) add_moe_tensors(&p, s, ep, etp);
-    }
-    if (has_head) {
-        add_tensor(&p, (tensor){C, 1, 1}, 1);                       // ln_f.weight
-        if (s->norm_bias) add_tensor(&p, (tensor){C, 1, 1}, 1);     // ln_f.bias
-        if (!s->tied) add_tensor(&p, (tensor){s->Vp / s->tp * C, 0, 0}, 1);  // lm_head.weight
+    if (moe_layers) {
+        chunk_params moe = part_parameters(s, 1, 0, 0, ep, etp);
+        add_params(&p, &moe, moe_layers);
     }
     return p;
 }
