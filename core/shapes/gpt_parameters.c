@@ -165,6 +165,19 @@ int tb_gpt_tensor_counted(const tb_gpt_chunk *c, const tb_gpt_tensor *t) {
     return t->place != TB_PLACE_EMBEDDING || c->has_embedding;
 }
 
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+static int64_t round_up(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
+
+tb_gpt_buffer tb_gpt_buffer_layout(int64_t dense, int64_t experts, int64_t dp_cp, int64_t expert_dp, int apart) {
+    if (dp_cp < 1) dp_cp = 1;
+    if (expert_dp < 1) expert_dp = 1;
+    tb_gpt_buffer b;
+    b.unit = 16 * (apart ? dp_cp / gcd64(dp_cp, expert_dp) * expert_dp : dp_cp);
+    b.experts_offset = apart ? round_up(dense, b.unit) : dense;
+    b.padded = round_up(b.experts_offset + experts, b.unit);
+    return b;
+}
+
 int64_t tb_gpt_tensor_numel(const tb_gpt_tensor *t, int tp, int etp) {
     const int64_t n = t->split == TB_SPLIT_TP ? tp : t->split == TB_SPLIT_ETP ? etp : 1;
     return t->axis == 0 ? (int64_t)t->rows / n * t->cols : (int64_t)t->rows * (t->cols / n);

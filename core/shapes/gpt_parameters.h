@@ -80,4 +80,20 @@ int tb_gpt_tensor_counted(const tb_gpt_chunk *c, const tb_gpt_tensor *t);
 // The tensor's elements on one rank, split over tp (or etp for an expert's) ranks.
 int64_t tb_gpt_tensor_numel(const tb_gpt_tensor *t, int tp, int etp);
 
+// A chunk's flat parameter (and gradient) buffer: its dense tensors, then its experts', each
+// tensor on a 64-byte boundary (16 floats), the whole padded so that the distributed
+// optimizer splits it (each range of it) into equal slices over its group: the dense range
+// over dp × cp and, with the experts apart (their gradients reduced over expert-dp), the
+// experts' range over expert-dp; both ranges then start and end on a multiple of
+// 16 · lcm(dp × cp, expert-dp), the experts moved up to theirs. Otherwise one range on a
+// multiple of 16 · dp × cp.
+typedef struct tb_gpt_buffer {
+    int64_t unit;            // every range starts and ends on a multiple of it (floats)
+    int64_t experts_offset;  // where the experts' tensors start
+    int64_t padded;          // the buffer's floats
+} tb_gpt_buffer;
+// dense, experts: the chunk's aligned floats of each kind; apart: the experts' range split
+// over expert-dp (the distributed optimizer with the experts apart, and experts held).
+tb_gpt_buffer tb_gpt_buffer_layout(int64_t dense, int64_t experts, int64_t dp_cp, int64_t expert_dp, int apart);
+
 #endif

@@ -340,22 +340,19 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
             if (m->params[i].offset < m->experts_offset) m->experts_offset = m->params[i].offset;
         }
 
-    // the distributed optimizer splits the flat buffer (each bucket of it) into equal slices
-    // over its group, dp × cp (the gradients are reduced over dp × cp); with the experts'
-    // replicas apart, the experts' range over expert-dp: both ranges then start and end on a
-    // multiple of 16 · lcm(dp × cp, expert-dp) (the experts moved up to theirs)
-    const size_t dp = (size_t)(cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1);
-    const size_t cp = (size_t)(cfg->context_parallel_size > 0 ? cfg->context_parallel_size : 1);
-    size_t unit = 16 * dp * cp;
-    if (cfg->use_distributed_optimizer && gpt_experts_apart(cfg) && m->expert_parameters > 0) {
-        unit = 16 * gpt_lcm(dp * cp, (size_t)gpt_expert_dp_size(cfg));
-        const size_t lo = (m->experts_offset + unit - 1) / unit * unit, shift = lo - m->experts_offset;
-        for (int i = 0; i < m->nparams; i++)
-            if (m->params[i].expert) m->params[i].offset += shift;
-        m->experts_offset = lo;
-        m->num_parameters += shift;
-    }
-    m->padded_parameters = (m->num_parameters + unit - 1) / unit * unit;
+    // the distributed optimizer's slices of the flat buffer (the shared rule,
+    // core/shapes/gpt_parameters.h): the experts moved up to their range's start, the end padded
+    const int64_t dp = cfg->data_parallel_size, cp = cfg->context_parallel_size > 0 ? cfg->context_parallel_size : 1;
+    const int apart = cfg->use_distributed_optimizer && gpt_experts_apart(cfg) && m->expert_parameters > 0;
+    const tb_gpt_buffer buf =
+        tb_gpt_buffer_layout((int64_t)m->experts_offset, (int64_t)(m->num_parameters - m->experts_offset),
+                             (dp > 0 ? dp : 1) * cp, gpt_expert_dp_size(cfg), apart);
+    const size_t shift = (size_t)buf.experts_offset - m->experts_offset;
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].expert) m->params[i].offset += shift;
+    m->experts_offset = (size_t)buf.experts_offset;
+    m->num_parameters += shift;
+    m->padded_parameters = (size_t)buf.padded;
     m->param_memory = tb_calloc(mem, TB_MEM_PARAMS, m->padded_parameters * sizeof(float), "parameters");
     m->grad_memory = tb_calloc(mem, TB_MEM_GRADS, m->padded_parameters * sizeof(float), "gradients");
     bind_views(m, m->param_memory, &m->w, m->block.params);

@@ -12,8 +12,6 @@
 #include "core/shapes/saved_tensors.h"
 
 static int64_t round_up(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
-static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
-static int64_t lcm64(int64_t a, int64_t b) { return a / gcd64(a, b) * b; }
 
 // ---------------------------------------------------------------------------------------
 // Parameters, as engine/models/gpt.c lays them out (build_layout, select_chunk)
@@ -507,10 +505,9 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             // dp x cp, experts over expert-dp (adamw_init_expert_parallel)
             const int sharded = c->use_distributed_optimizer && (dpcp > 1 || (apart && edp > 1));
             const int split_ranges = c->use_distributed_optimizer && apart && cpz.expert > 0;
-            const int64_t unit = 16 * (split_ranges ? lcm64(dpcp, edp) : (int64_t)(dpcp > 0 ? dpcp : 1));
             const int64_t dense_aligned = cpz.aligned - cpz.expert_aligned;
-            const int64_t experts_lo = split_ranges ? round_up(dense_aligned, unit) : dense_aligned;
-            const int64_t padded = round_up(experts_lo + cpz.expert_aligned, unit);
+            const tb_gpt_buffer buf = tb_gpt_buffer_layout(dense_aligned, cpz.expert_aligned, dpcp, edp, split_ranges);
+            const int64_t experts_lo = buf.experts_offset, padded = buf.padded;
             const int64_t shard = !sharded ? padded
                                   : split_ranges ? experts_lo / dpcp + (padded - experts_lo) / edp
                                                  : padded / dpcp;
