@@ -582,6 +582,9 @@ TB_TEST(moe_tp_etp_parameters_per_rank_sum_to_the_model) {
                 tb_plan p;
                 TB_REQUIRE(plan_evaluate(&p, &b, &cl, 2, 1, pp, 1, 1, &err) == 0, "%s", err.msg);
                 TB_REQUIRE(p.legal && p.runs_here, "etp %d ep %d pp %d: %s", etp, ep, pp, p.rule);
+                // the model's N is the model's, whatever splits it
+                TB_CHECK(plan_model_parameters(&b) == n, "etp %d ep %d pp %d: N %lld, at the base layout %lld", etp,
+                         ep, pp, (long long)plan_model_parameters(&b), (long long)n);
                 const int64_t expert_rank = (4 / ep) * (Fe * C / etp + Fe / etp + C * Fe / etp + C);  // per MoE layer
                 int64_t sum = 0, experts = 0;
                 int ok = 1;
