@@ -28,6 +28,7 @@
 #include "reports/metrics_log.h"
 #include "reports/pipeline_summary.h"
 #include "reports/tensor_dump.h"
+#include "training_dump.h"
 
 static tb_group *group(tb_rank *rk, tb_group_kind k) { return rk->world ? &rk->groups[k] : NULL; }
 
@@ -306,7 +307,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     ddp_finish_grad_sync(&tr->ddp);
     // all of it is gradient reduction the rank waited for (none of it hides under compute)
     r.time.exposed_comm_ms = ms_since(t0) + tr->ddp.rank_reduce_ms;
-    tensor_dump_grads(tr->dump, tr->models, tr->opts, tr->nchunks);
+    training_dump_grads(tr->dump, tr->models, tr->opts, tr->nchunks);
     r.time.exposed_comm_ms += optimizer_step(tr, step, &r);
     r.time.optimizer_ms = be->phase_end_ms ? be->phase_end_ms() : ms_since(t0);
 
@@ -511,7 +512,7 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         before = after;
         if (rc == 0 && lead && (step % cfg->log_interval == 0 || step == cfg->train_iters)) print_step_line(&s);
         if (rc == 0 && cfg->check_for_nan_in_loss_and_grad) rc = check_finite(rk, step, &r, err);
-        if (rc == 0 && tensor_dump_finish(tr->dump, tr->models, tr->opts, tr->nchunks, r.lr, r.loss, err) != 0)
+        if (rc == 0 && training_dump_finish(tr->dump, tr->models, tr->opts, tr->nchunks, r.lr, r.loss, err) != 0)
             rc = tb_fail_prefix(err, "flag --dump-tensors");
         if (rc == 0 && saves_after(cfg, step)) rc = save_checkpoint(tr, step, err);
         if (exits_after(cfg, step)) break;

@@ -18,7 +18,9 @@
 //                      p = p·keep − step_size·m / (sqrt(v)·inv_sqrt_bc2 + eps)
 //   __metadata__: "order.<name>": the tensor's place in the step (forward in the order the
 //   modules ran, then the gradients in backward order, then the parameters).
-// Every rank of the stage takes part (the gathers are collectives); one writes.
+// Every rank of the stage takes part (the gathers are collectives); one writes. The dump knows
+// no model: its hook captures the forward outputs the model shows it, and the trainer hands
+// it the gradients, parameters and moments (training_dump.h) through tensor_dump_keep.
 #ifndef TB_REPORTS_TENSOR_DUMP_H
 #define TB_REPORTS_TENSOR_DUMP_H
 
@@ -27,8 +29,6 @@
 #include "core/error.h"
 
 struct tb_rank;
-struct gpt_model;
-struct tb_adamw;
 struct tb_tp_region;
 
 typedef struct tb_tensor_dump tb_tensor_dump;
@@ -46,12 +46,14 @@ void tensor_dump_arm(tb_tensor_dump *d, int64_t step);
 // parallelism into the global sequence order) is kept as fwd/<name> once per name while armed
 // (a recomputed forward is not captured again).
 const struct tb_forward_hook *tensor_dump_hook(tb_tensor_dump *d);
-// After the step's gradients are reduced (before the optimizer): every gradient, whole.
-void tensor_dump_grads(tb_tensor_dump *d, struct gpt_model *models, struct tb_adamw *opts, int nchunks);
-// After the optimizer step: every parameter, the moments of opts (a collective where they are
-// sharded), the step's AdamW scalars at learning rate lr, and the loss; writes the file and
-// disarms.
-int tensor_dump_finish(tb_tensor_dump *d, struct gpt_model *models, struct tb_adamw *opts, int nchunks, double lr,
-                       double loss, tb_error *err);
+// Whether d is armed (a step being dumped); 0 when d is NULL.
+int tensor_dump_armed(const tb_tensor_dump *d);
+// The rank the dump is of (its allocator, groups, run directory).
+struct tb_rank *tensor_dump_rank(const tb_tensor_dump *d);
+// A host buffer of rows × cols floats to fill, kept as `name` in the step's file; NULL when d
+// is not armed or already keeps that name (each name once).
+float *tensor_dump_keep(tb_tensor_dump *d, const char *name, int rows, int cols);
+// Writes the step's file (on the stage's tp 0, cp 0, dp 0 rank) and disarms; 0 when not armed.
+int tensor_dump_write(tb_tensor_dump *d, tb_error *err);
 
 #endif

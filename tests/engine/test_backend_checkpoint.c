@@ -26,7 +26,7 @@
 #include "checkpoint/dist_checkpoint.h"
 #include "checkpoint/gpt_checkpoint.h"
 #include "core/fileio.h"
-#include "reports/tensor_dump.h"
+#include "training_dump.h"
 #include "standin_device.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -78,7 +78,8 @@ static void job_rank(tb_rank *rk, void *arg) {
         tb_step_result res = train_step(&tr, step);
         if (lead) j->loss[step] = res.loss;
         if (step != SAVE_AT || !cfg->save[0]) continue;
-        if (tensor_dump_finish(tr.dump, tr.models, tr.opts, tr.nchunks, res.lr, res.loss, &err) != 0) fail(j, rk, "dump", &err);
+        if (training_dump_finish(tr.dump, tr.models, tr.opts, tr.nchunks, res.lr, res.loss, &err) != 0)
+            fail(j, rk, "dump", &err);
         long t0 = thread_to_host;
         if (dist_checkpoint_save(&s, &tr.ckpt, cfg->save, step, &err) != 0) fail(j, rk, "save", &err);
         // a sync save is complete here; an async one completes after the next step
