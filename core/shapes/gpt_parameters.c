@@ -1,7 +1,6 @@
 // gpt_parameters.c — see gpt_parameters.h.
 #include "core/shapes/gpt_parameters.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,15 +11,10 @@ typedef struct emitter {
     int layer;
 } emitter;
 
-static tb_gpt_tensor tensor(const emitter *e, int ndim, int rows, int cols, tb_param_init init, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-static tb_gpt_tensor tensor(const emitter *e, int ndim, int rows, int cols, tb_param_init init, const char *fmt, ...) {
+static tb_gpt_tensor tensor(const emitter *e, int ndim, int rows, int cols, tb_param_init init, const char *what) {
     tb_gpt_tensor t;
     memset(&t, 0, sizeof t);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t.name, sizeof t.name, fmt, ap);
-    va_end(ap);
+    t.what = what;
     t.place = e->place;
     t.layer = e->layer;
     t.ndim = ndim;
@@ -32,14 +26,14 @@ static tb_gpt_tensor tensor(const emitter *e, int ndim, int rows, int cols, tb_p
 
 // A weight matrix (rows, cols): decayed, Conv1D-transposed in Hugging Face's files.
 static tb_gpt_tensor matrix(const emitter *e, int rows, int cols, tb_param_init init, const char *name) {
-    tb_gpt_tensor t = tensor(e, 2, rows, cols, init, "%s", name);
+    tb_gpt_tensor t = tensor(e, 2, rows, cols, init, name);
     t.decay = t.hf_transposed = 1;
     return t;
 }
 
 // A vector of n: a norm's weight or bias, a linear's bias.
 static tb_gpt_tensor vector(const emitter *e, int n, tb_param_init init, const char *name) {
-    return tensor(e, 1, 1, n, init, "%s", name);
+    return tensor(e, 1, 1, n, init, name);
 }
 
 static tb_gpt_tensor split(tb_gpt_tensor t, tb_param_split how, int axis, int nseg, int s0, int s1, int s2) {
@@ -62,48 +56,51 @@ static void emit(const emitter *e, tb_gpt_tensor t) { e->each(e->arg, &t); }
 // like a norm's); per expert e an MLP of the dense one's kind, h.L.mlp.experts.e.*, split
 // over the etp group (fc1 column-parallel, fc2 row-parallel, its bias whole on every etp
 // rank); the shared expert h.L.mlp.shared_experts.*, split over tp as the dense MLP.
-static void moe_layer(const emitter *e, const tb_gpt_dims *d, int l) {
+static void moe_layer(const emitter *e, const tb_gpt_dims *d) {
     const int C = d->C, Fe = d->Fe, Fe1 = d->fc1_factor * Fe, nseg = d->fc1_factor;
-    char name[64];
-    snprintf(name, sizeof name, "h.%d.mlp.router.weight", l);
-    emit(e, sp_partial(matrix(e, d->E, C, TB_INIT_STD, name)));
-    for (int x = 0; x < d->E; x++) {
-#define EXPERT(suffix) (snprintf(name, sizeof name, "h.%d.mlp.experts.%d.%s", l, x, suffix), name)
-        tb_gpt_tensor t = split(matrix(e, Fe1, C, TB_INIT_STD, EXPERT("c_fc.weight")), TB_SPLIT_ETP, 0, nseg, Fe, Fe, 0);
+    emit(e, sp_partial(matrix(e, d->E, C, TB_INIT_STD, "mlp.router.weight")));
+    for (int x = 0; x < d->E; x++) {  // named h.L.mlp.experts.x.<what>
+        tb_gpt_tensor t = split(matrix(e, Fe1, C, TB_INIT_STD, "c_fc.weight"), TB_SPLIT_ETP, 0, nseg, Fe, Fe, 0);
         t.expert = 1 + x;
         emit(e, t);
         if (d->bias) {
-            t = split(vector(e, Fe1, TB_INIT_ZEROS, EXPERT("c_fc.bias")), TB_SPLIT_ETP, 1, nseg, Fe, Fe, 0);
+            t = split(vector(e, Fe1, TB_INIT_ZEROS, "c_fc.bias"), TB_SPLIT_ETP, 1, nseg, Fe, Fe, 0);
             t.expert = 1 + x;
             emit(e, t);
         }
-        t = split(matrix(e, C, Fe, TB_INIT_OUT_STD, EXPERT("c_proj.weight")), TB_SPLIT_ETP, 1, 1, Fe, 0, 0);
+        t = split(matrix(e, C, Fe, TB_INIT_OUT_STD, "c_proj.weight"), TB_SPLIT_ETP, 1, 1, Fe, 0, 0);
         t.expert = 1 + x;
         emit(e, t);
         if (d->bias) {
-            t = vector(e, C, TB_INIT_ZEROS, EXPERT("c_proj.bias"));
+            t = vector(e, C, TB_INIT_ZEROS, "c_proj.bias");
             t.expert = 1 + x;
             t.etp_replicated = 1;
             emit(e, t);
         }
-#undef EXPERT
     }
     if (d->Fs > 0) {  // dense: every ep rank holds it
         const int Fs = d->Fs, Fs1 = d->fc1_factor * Fs;
-#define SHARED(suffix) (snprintf(name, sizeof name, "h.%d.mlp.shared_experts.%s", l, suffix), name)
-        emit(e, split(matrix(e, Fs1, C, TB_INIT_STD, SHARED("c_fc.weight")), TB_SPLIT_TP, 0, nseg, Fs, Fs, 0));
-        if (d->bias) emit(e, split(vector(e, Fs1, TB_INIT_ZEROS, SHARED("c_fc.bias")), TB_SPLIT_TP, 1, nseg, Fs, Fs, 0));
-        emit(e, split(matrix(e, C, Fs, TB_INIT_OUT_STD, SHARED("c_proj.weight")), TB_SPLIT_TP, 1, 1, Fs, 0, 0));
-        if (d->bias) emit(e, sp_partial(vector(e, C, TB_INIT_ZEROS, SHARED("c_proj.bias"))));
-#undef SHARED
+        emit(e, split(matrix(e, Fs1, C, TB_INIT_STD, "mlp.shared_experts.c_fc.weight"), TB_SPLIT_TP, 0, nseg, Fs, Fs,
+                      0));
+        if (d->bias)
+            emit(e, split(vector(e, Fs1, TB_INIT_ZEROS, "mlp.shared_experts.c_fc.bias"), TB_SPLIT_TP, 1, nseg, Fs, Fs,
+                          0));
+        emit(e, split(matrix(e, C, Fs, TB_INIT_OUT_STD, "mlp.shared_experts.c_proj.weight"), TB_SPLIT_TP, 1, 1, Fs, 0,
+                      0));
+        if (d->bias) emit(e, sp_partial(vector(e, C, TB_INIT_ZEROS, "mlp.shared_experts.c_proj.bias")));
     }
+}
+
+void tb_gpt_tensor_name(const tb_gpt_tensor *t, char *buf, size_t size) {
+    if (t->place != TB_PLACE_LAYER) snprintf(buf, size, "%s", t->what);
+    else if (t->expert) snprintf(buf, size, "h.%d.mlp.experts.%d.%s", t->layer, t->expert - 1, t->what);
+    else snprintf(buf, size, "h.%d.%s", t->layer, t->what);
 }
 
 void tb_gpt_tensors(const tb_gpt_dims *d, void (*each)(void *arg, const tb_gpt_tensor *t), void *arg) {
     const int C = d->C, F = d->F, F1 = d->fc1_factor * F, QKV = (d->NH + 2 * d->G) * d->hs;
     const int q = d->NH * d->hs, kv = d->G * d->hs, gates = d->fc1_factor;
     emitter e = {each, arg, TB_PLACE_EMBEDDING, -1};
-    char name[64];
 
     tb_gpt_tensor wte = split(tensor(&e, 2, d->Vp, C, TB_INIT_STD, "wte.weight"), TB_SPLIT_TP, 0, 1, d->Vp, 0, 0);
     wte.decay = 1;
@@ -117,32 +114,31 @@ void tb_gpt_tensors(const tb_gpt_dims *d, void (*each)(void *arg, const tb_gpt_t
     }
     e.place = TB_PLACE_LAYER;
     for (int l = 0; l < d->L; l++) {
-        e.layer = l;
-#define NAME(suffix) (snprintf(name, sizeof name, "h.%d.%s", l, suffix), name)
-        emit(&e, sp_partial(vector(&e, C, TB_INIT_ONES, NAME("ln_1.weight"))));
-        if (d->norm_bias) emit(&e, sp_partial(vector(&e, C, TB_INIT_ZEROS, NAME("ln_1.bias"))));
-        emit(&e, split(matrix(&e, QKV, C, TB_INIT_STD, NAME("attn.c_attn.weight")), TB_SPLIT_TP, 0, 3, q, kv, kv));
-        if (d->bias) emit(&e, split(vector(&e, QKV, TB_INIT_ZEROS, NAME("attn.c_attn.bias")), TB_SPLIT_TP, 1, 3, q, kv, kv));
-        emit(&e, split(matrix(&e, C, C, TB_INIT_OUT_STD, NAME("attn.c_proj.weight")), TB_SPLIT_TP, 1, 1, C, 0, 0));
-        if (d->bias) emit(&e, sp_partial(vector(&e, C, TB_INIT_ZEROS, NAME("attn.c_proj.bias"))));
-        emit(&e, sp_partial(vector(&e, C, TB_INIT_ONES, NAME("ln_2.weight"))));
-        if (d->norm_bias) emit(&e, sp_partial(vector(&e, C, TB_INIT_ZEROS, NAME("ln_2.bias"))));
+        e.layer = l;  // named h.L.<what>
+        emit(&e, sp_partial(vector(&e, C, TB_INIT_ONES, "ln_1.weight")));
+        if (d->norm_bias) emit(&e, sp_partial(vector(&e, C, TB_INIT_ZEROS, "ln_1.bias")));
+        emit(&e, split(matrix(&e, QKV, C, TB_INIT_STD, "attn.c_attn.weight"), TB_SPLIT_TP, 0, 3, q, kv, kv));
+        if (d->bias) emit(&e, split(vector(&e, QKV, TB_INIT_ZEROS, "attn.c_attn.bias"), TB_SPLIT_TP, 1, 3, q, kv, kv));
+        emit(&e, split(matrix(&e, C, C, TB_INIT_OUT_STD, "attn.c_proj.weight"), TB_SPLIT_TP, 1, 1, C, 0, 0));
+        if (d->bias) emit(&e, sp_partial(vector(&e, C, TB_INIT_ZEROS, "attn.c_proj.bias")));
+        emit(&e, sp_partial(vector(&e, C, TB_INIT_ONES, "ln_2.weight")));
+        if (d->norm_bias) emit(&e, sp_partial(vector(&e, C, TB_INIT_ZEROS, "ln_2.bias")));
         if (d->E > 0 && l % d->freq == 0) {
-            moe_layer(&e, d, l);
+            moe_layer(&e, d);
             continue;
         }
-        emit(&e, split(matrix(&e, F1, C, TB_INIT_STD, NAME("mlp.c_fc.weight")), TB_SPLIT_TP, 0, gates, F, F, 0));
-        if (d->bias) emit(&e, split(vector(&e, F1, TB_INIT_ZEROS, NAME("mlp.c_fc.bias")), TB_SPLIT_TP, 1, gates, F, F, 0));
-        emit(&e, split(matrix(&e, C, F, TB_INIT_OUT_STD, NAME("mlp.c_proj.weight")), TB_SPLIT_TP, 1, 1, F, 0, 0));
-        if (d->bias) emit(&e, sp_partial(vector(&e, C, TB_INIT_ZEROS, NAME("mlp.c_proj.bias"))));
-#undef NAME
+        emit(&e, split(matrix(&e, F1, C, TB_INIT_STD, "mlp.c_fc.weight"), TB_SPLIT_TP, 0, gates, F, F, 0));
+        if (d->bias) emit(&e, split(vector(&e, F1, TB_INIT_ZEROS, "mlp.c_fc.bias"), TB_SPLIT_TP, 1, gates, F, F, 0));
+        emit(&e, split(matrix(&e, C, F, TB_INIT_OUT_STD, "mlp.c_proj.weight"), TB_SPLIT_TP, 1, 1, F, 0, 0));
+        if (d->bias) emit(&e, sp_partial(vector(&e, C, TB_INIT_ZEROS, "mlp.c_proj.bias")));
     }
     e.place = TB_PLACE_HEAD;
     e.layer = -1;
     emit(&e, sp_partial(vector(&e, C, TB_INIT_ONES, "ln_f.weight")));
     if (d->norm_bias) emit(&e, sp_partial(vector(&e, C, TB_INIT_ZEROS, "ln_f.bias")));
     if (!d->tied) {  // ColumnParallelLinear over the vocabulary
-        tb_gpt_tensor head = split(tensor(&e, 2, d->Vp, C, TB_INIT_STD, "lm_head.weight"), TB_SPLIT_TP, 0, 1, d->Vp, 0, 0);
+        tb_gpt_tensor head =
+            split(tensor(&e, 2, d->Vp, C, TB_INIT_STD, "lm_head.weight"), TB_SPLIT_TP, 0, 1, d->Vp, 0, 0);
         head.decay = 1;
         head.hf_rows = d->V;
         emit(&e, head);

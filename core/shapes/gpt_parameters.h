@@ -7,6 +7,7 @@
 #ifndef TB_SHAPES_GPT_PARAMETERS_H
 #define TB_SHAPES_GPT_PARAMETERS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 // The model's dimensions (the config's, resolved).
@@ -43,7 +44,7 @@ typedef enum tb_param_place {
 } tb_param_place;
 
 typedef struct tb_gpt_tensor {
-    char name[64];     // Hugging Face GPT-2's names ("h.3.attn.c_attn.weight"); MoE's are this engine's
+    const char *what;  // the name's last part ("attn.c_attn.weight"; tb_gpt_tensor_name makes the name)
     tb_param_place place;
     int layer;         // TB_PLACE_LAYER's
     int ndim;          // 1 or 2
@@ -59,6 +60,11 @@ typedef struct tb_gpt_tensor {
     int hf_rows;       // rows in Hugging Face's file (the real vocabulary's for wte and lm_head)
     tb_param_init init;
 } tb_gpt_tensor;
+
+// The tensor's name, Hugging Face GPT-2's ("wte.weight", "h.3.attn.c_attn.weight"); the MoE
+// layer's are this engine's ("h.3.mlp.router.weight", "h.3.mlp.experts.7.c_fc.weight",
+// "h.3.mlp.shared_experts.c_fc.weight"). Formatted on demand: the planner never asks.
+void tb_gpt_tensor_name(const tb_gpt_tensor *t, char *buf, size_t size);
 
 // Calls each(arg, t) for every tensor of the model, in the engine's order: wte, wpe, each
 // layer's (ln_1, attention, ln_2, then the MLP or the MoE layer's router, experts and shared

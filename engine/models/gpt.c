@@ -55,7 +55,7 @@ static void add_tensor(void *arg, const tb_gpt_tensor *t) {
     lay->tensors[lay->n] = *t;
     gpt_param *p = &lay->params[lay->n++];
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", t->name);
+    tb_gpt_tensor_name(t, p->name, sizeof p->name);
     p->ndim = t->ndim;
     p->rows = p->full_rows = t->rows;
     p->cols = p->full_cols = t->cols;

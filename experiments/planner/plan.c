@@ -127,23 +127,33 @@ static void add_params(chunk_params *to, const chunk_params *p, int64_t times) {
     to->expert_replicated += times * p->expert_replicated;
 }
 
-// first_layer: the chunk's first layer in the whole model (which layers are MoE); ep, etp: the
-// expert-parallel ranks the experts are spread over and the ranks each is split over (1, 1:
-// the whole model's experts). Every layer of a kind holds the same, so the rule is asked once
-// per kind.
-static chunk_params chunk_parameters(const shape *s, int first_layer, int layers, int has_embedding, int has_head,
-                                     int ep, int etp) {
-    chunk_params p = part_parameters(s, -1, has_embedding, has_head, ep, etp);
+// The rule's figures of each part at one (ep, etp), asked once each: a dense and a MoE layer,
+// and the chunk ends by (has_embedding, has_head).
+typedef struct param_parts {
+    int ep, etp;
+    chunk_params layer[2], ends[2][2];
+    int have_layer[2], have_ends[2][2];
+} param_parts;
+
+static const chunk_params *layer_part(const shape *s, param_parts *c, int moe) {
+    if (!c->have_layer[moe]) c->layer[moe] = part_parameters(s, moe, 0, 0, c->ep, c->etp), c->have_layer[moe] = 1;
+    return &c->layer[moe];
+}
+
+// first_layer: the chunk's first layer in the whole model (which layers are MoE); the parts'
+// ep, etp: the expert-parallel ranks the experts are spread over and the ranks each is split
+// over (1, 1: the whole model's experts). Every layer of a kind holds the same.
+static chunk_params chunk_parameters(const shape *s, param_parts *parts, int first_layer, int layers,
+                                     int has_embedding, int has_head) {
+    if (!parts->have_ends[has_embedding][has_head]) {
+        parts->ends[has_embedding][has_head] = part_parameters(s, -1, has_embedding, has_head, parts->ep, parts->etp);
+        parts->have_ends[has_embedding][has_head] = 1;
+    }
+    chunk_params p = parts->ends[has_embedding][has_head];
     int moe_layers = 0;
     for (int l = 0; l < layers; l++) moe_layers += is_moe_layer(s, first_layer + l);
-    if (layers > moe_layers) {
-        chunk_params dense = part_parameters(s, 0, 0, 0, ep, etp);
-        add_params(&p, &dense, layers - moe_layers);
-    }
-    if (moe_layers) {
-        chunk_params moe = part_parameters(s, 1, 0, 0, ep, etp);
-        add_params(&p, &moe, moe_layers);
-    }
+    if (layers > moe_layers) add_params(&p, layer_part(s, parts, 0), layers - moe_layers);
+    if (moe_layers) add_params(&p, layer_part(s, parts, 1), moe_layers);
     return p;
 }
 
@@ -154,13 +164,15 @@ static int64_t whole_of(const chunk_params *p, int tp) {
 
 int64_t plan_model_parameters(const tb_config *cfg) {
     shape s = shape_of(cfg);
-    chunk_params whole = chunk_parameters(&s, 0, cfg->num_layers, 1, 1, 1, 1);
+    param_parts parts = {.ep = 1, .etp = 1};
+    chunk_params whole = chunk_parameters(&s, &parts, 0, cfg->num_layers, 1, 1);
     return whole_of(&whole, s.tp);
 }
 
 int64_t plan_model_expert_parameters(const tb_config *cfg) {
     shape s = shape_of(cfg);
-    chunk_params whole = chunk_parameters(&s, 0, cfg->num_layers, 1, 1, 1, 1);
+    param_parts parts = {.ep = 1, .etp = 1};
+    chunk_params whole = chunk_parameters(&s, &parts, 0, cfg->num_layers, 1, 1);
     return whole.expert;
 }
 
@@ -450,6 +462,7 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     }
 
     const shape s = shape_of(c);
+    param_parts parts = {.ep = s.ep, .etp = s.etp};  // the rule asked once per part for this layout
     const int v = plan->vpp, m = c->num_microbatches, dp = c->data_parallel_size, dpcp = dp * cp;
     plan->heads_per_tp = s.NH / tp;
     plan->query_groups_per_tp = s.G / tp;
@@ -492,7 +505,7 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             st->layers += L;
             st->has_embedding |= emb;
             st->has_head |= head;
-            chunk_params cpz = chunk_parameters(&s, first_layer[k], L, emb, head, s.ep, s.etp);
+            chunk_params cpz = chunk_parameters(&s, &parts, first_layer[k], L, emb, head);
             st->params_held += cpz.held;
             st->params_expert += cpz.expert;
             st->params_expert_replicated += cpz.expert_replicated;
