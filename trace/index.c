@@ -206,7 +206,10 @@
 //               created (UTC), tu_count, error_count (error diagnostics, all units),
 //               tus_with_errors, targets_source (above), indexer (schema,
 //               SHA-256 of the tracebook executable, libclang's version: another indexer's
-//               per-unit facts are not reused).
+//               per-unit facts are not reused), indexer_exe_stat (the executable's size,
+//               mtime, ctime, inode, device when it was hashed: the next run takes the key
+//               without reading the executable when they are the same), targets_digest,
+//               targets_signature, collectives_digest.
 //   tu_*        each unit's own facts and inputs, for incremental re-indexing (below).
 //
 // Errors and exit status
@@ -543,7 +546,8 @@ int tracebook_index_main(int argc, char **argv) {
     const char *build_dir = opt.build_dir ? ix_abspath(&pool, NULL, opt.build_dir) : db.dir;
     // Reuse: the units whose inputs (command line, source, every included file) are those the
     // previous index recorded keep their facts; the others are parsed.
-    const char *indexer_key = ix_indexer_key(&pool);
+    ix_indexer indexer;
+    ix_indexer_init(&indexer, &pool);
     ix_hashes hashes;
     ix_hashes_init(&hashes);
     ix_prev prev;
@@ -554,7 +558,7 @@ int tracebook_index_main(int argc, char **argv) {
         tb_vec_init(&prev.list, sizeof(ix_prev_unit), "previous units");
         why = "--full";
     } else {
-        ix_prev_load(&prev, opt.out, indexer_key, &why);
+        ix_prev_load(&prev, opt.out, &indexer, &why);
         if (prev.db) ix_hashes_known(&hashes, prev.db);  // files unchanged since are not read again
         ix_prev_check_deps(&prev, &hashes);
     }
@@ -661,7 +665,8 @@ int tracebook_index_main(int argc, char **argv) {
                     .build_dir = build_dir,
                     .compdb = db.path,
                     .targets_source = targets_source,
-                    .indexer_key = indexer_key,
+                    .indexer_key = ix_indexer_key(&indexer),
+                    .indexer_exe_stat = indexer.stat,
                     .targets_digest = targets_loaded ? ix_targets_digest(&pool, targets_source, &targets)
                                                      : ix_prev_meta(&prev, "targets_digest"),
                     .targets_signature = targets_sig,

@@ -180,16 +180,45 @@ const char *ix_inputs_hash(tb_pool *p, const ix_tu *tu, const ix_options *opt) {
     return hex(p, out, len);
 }
 
-const char *ix_indexer_key(tb_pool *p) {
+void ix_indexer_init(ix_indexer *ind, tb_pool *p) {
+    struct stat st;
+    ind->pool = p;
+    ind->key = NULL;
+    ind->stat = "";
+    if (stat("/proc/self/exe", &st) == 0) {
+        ix_file_stat fs = stat_of(&st);
+        ind->stat = tb_pool_printf(p, "%lld %lld %lld %lld %lld", fs.size, fs.mtime_ns, fs.ctime_ns, fs.ino, fs.dev);
+    }
+}
+
+static const char *clang_version(tb_pool *p) {
+    CXString v = clang_getClangVersion();
+    const char *s = tb_pool_dup(p, clang_getCString(v) ? clang_getCString(v) : "");
+    clang_disposeString(v);
+    return s;
+}
+
+const char *ix_indexer_key(ix_indexer *ind) {
+    if (ind->key) return ind->key;
     ix_hashes h;
     ix_hashes_init(&h);
     h.start_ns = 0x7fffffffffffffffLL;  // the executable's mtime does not matter here
     const char *exe = ix_file_hash(&h, "/proc/self/exe", NULL);
-    CXString v = clang_getClangVersion();
-    const char *key = tb_pool_printf(p, "%s %s %s", TB_INDEX_SCHEMA_VERSION, exe, clang_getCString(v));
-    clang_disposeString(v);
+    ind->key = tb_pool_printf(ind->pool, "%s %s %s", TB_INDEX_SCHEMA_VERSION, exe, clang_version(ind->pool));
     ix_hashes_free(&h);
-    return key;
+    return ind->key;
+}
+
+// The previous index's key, when it was written by this very executable (same stat) with
+// the same schema and libclang.
+static void take_recorded_key(ix_indexer *ind, const char *key, const char *stat) {
+    if (ind->key || !key || !stat || !*ind->stat || strcmp(stat, ind->stat)) return;
+    size_t ns = strlen(TB_INDEX_SCHEMA_VERSION);
+    const char *clang = clang_version(ind->pool);
+    size_t nk = strlen(key), nc = strlen(clang);
+    if (nk > ns + nc + 2 && !strncmp(key, TB_INDEX_SCHEMA_VERSION, ns) && key[ns] == ' ' &&
+        !strcmp(key + nk - nc, clang) && key[nk - nc - 1] == ' ')
+        ind->key = tb_pool_dup(ind->pool, key);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -213,7 +242,7 @@ static const char *meta_value(sqlite3 *db, tb_pool *p, const char *key) {
 
 const char *ix_prev_meta(ix_prev *p, const char *key) { return p->db ? meta_value(p->db, &p->pool, key) : NULL; }
 
-int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const char **why) {
+int ix_prev_load(ix_prev *p, const char *path, ix_indexer *ind, const char **why) {
     memset(p, 0, sizeof *p);
     tb_vec_init(&p->paths, sizeof(const char *), "previous index paths");
     tb_strmap_init(&p->units);
@@ -233,7 +262,8 @@ int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const ch
         goto none;
     }
     const char *key = meta_value(p->db, &p->pool, "indexer");
-    if (!key || strcmp(key, indexer_key)) {
+    take_recorded_key(ind, key, meta_value(p->db, &p->pool, "indexer_exe_stat"));
+    if (!key || strcmp(key, ix_indexer_key(ind))) {
         *why = "the previous index was written by another build of tracebook or libclang";
         goto none;
     }

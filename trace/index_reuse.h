@@ -56,9 +56,18 @@ void ix_hash_unit_inputs(const ix_compdb *db, ix_result *results, const size_t *
 // Hex SHA-256 of what, besides its files, decides a unit's facts: directory, file, the
 // clang arguments and the reduced ones, CUDA mode, the range push / pop lists.
 const char *ix_inputs_hash(tb_pool *p, const ix_tu *tu, const ix_options *opt);
-// Hex SHA-256 of the indexer itself (this executable and libclang's version): facts recorded
-// by another build of tracebook are not reused.
-const char *ix_indexer_key(tb_pool *p);
+// The indexer itself (this executable's SHA-256, libclang's version, the schema): facts
+// recorded by another build of tracebook are not reused. The key is computed when first asked
+// for; ix_prev_load takes the previous index's key without reading the executable when the
+// executable's stat (size, mtime, ctime, inode, device: `stat`, as meta indexer_exe_stat
+// records it) is the one recorded with it, as file_stats does for the sources.
+typedef struct ix_indexer {
+    const char *stat;  // the executable's stat as text, "" when it cannot be taken
+    const char *key;   // NULL until computed or taken from the previous index
+    tb_pool *pool;
+} ix_indexer;
+void ix_indexer_init(ix_indexer *ind, tb_pool *p);
+const char *ix_indexer_key(ix_indexer *ind);
 
 // The previous index's units, when --out names an index of this schema written by the same
 // indexer.
@@ -87,7 +96,7 @@ typedef struct ix_prev {
 
 // 0: loaded; 1: nothing to reuse (no file, another schema or indexer: *why says which);
 // the previous index being unreadable is also 1, never an error.
-int ix_prev_load(ix_prev *p, const char *path, const char *indexer_key, const char **why);
+int ix_prev_load(ix_prev *p, const char *path, ix_indexer *ind, const char **why);
 // A meta value of the previous index (in p's pool), or NULL.
 const char *ix_prev_meta(ix_prev *p, const char *key);
 // One pass over the previous index's tu_deps: each unit learns whether every input file it

@@ -108,3 +108,79 @@ const char *ix_sig_of(const ix_unit_keys *k, const char *usr) {
 }
 
 int ix_differs(const char *a, const char *b) { return !a || !b ? a != b : strcmp(a, b) != 0; }
+
+static int same(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+static int dep_kept(const ix_result *r) {  // as write_inputs derives deps_kept
+    int kept = r->deps.len > 0;
+    for (size_t i = 0; i < r->deps.len && kept; i++) {
+        const char *h = TB_VEC_AT(&r->deps, ix_dep, i).hash;
+        kept = h && strlen(h) == 64;
+    }
+    return kept;
+}
+
+static int row_equal(ix_unit_table t, const void *x, const void *y) {
+    switch (t) {
+    case IX_TU_DEPS: {
+        const ix_dep *a = x, *b = y;
+        return same(a->path, b->path) && same(a->hash ? a->hash : "-", b->hash ? b->hash : "-");
+    }
+    case IX_TU_FUNCTIONS: {
+        const ix_func *a = x, *b = y;
+        return same(a->usr, b->usr) && same(a->name, b->name) && same(a->file, b->file) && a->line == b->line &&
+               a->col == b->col && a->end_line == b->end_line && a->end_col == b->end_col &&
+               a->is_static == b->is_static && a->is_def == b->is_def && a->main_like == b->main_like;
+    }
+    case IX_TU_CALLS: {
+        const ix_call *a = x, *b = y;
+        return a->caller == b->caller && same(a->callee_usr, b->callee_usr) && same(a->callee_name, b->callee_name) &&
+               same(a->field, b->field) && same(a->file, b->file) && a->line == b->line && a->col == b->col &&
+               same(a->in_macro, b->in_macro) && same(a->resolution, b->resolution) &&
+               same(a->candidates, b->candidates);
+    }
+    case IX_TU_FIELD_TARGETS: {
+        const ix_ftarget *a = x, *b = y;
+        return same(a->record, b->record) && same(a->field, b->field) && same(a->fn_usr, b->fn_usr) &&
+               same(a->file, b->file) && a->line == b->line;
+    }
+    case IX_TU_CALLBACKS: {
+        const ix_callback *a = x, *b = y;
+        return a->caller == b->caller && same(a->target_usr, b->target_usr) && same(a->passed_to, b->passed_to) &&
+               same(a->file, b->file) && a->line == b->line && a->col == b->col;
+    }
+    case IX_TU_RANGE_SITES: {
+        const ix_range *a = x, *b = y;
+        return a->caller == b->caller && same(a->kind, b->kind) && same(a->name, b->name) && same(a->file, b->file) &&
+               a->line == b->line && a->col == b->col;
+    }
+    case IX_TU_SYMBOLS: {
+        const ix_sym *a = x, *b = y;
+        return same(a->usr, b->usr) && same(a->name, b->name) && a->kind == b->kind && a->defines == b->defines;
+    }
+    default: return 0;
+    }
+}
+
+static const tb_vec *rows_of(const ix_result *r, ix_unit_table t) {
+    switch (t) {
+    case IX_TU_DEPS: return &r->deps;
+    case IX_TU_FUNCTIONS: return &r->funcs;
+    case IX_TU_CALLS: return &r->calls;
+    case IX_TU_FIELD_TARGETS: return &r->ftargets;
+    case IX_TU_CALLBACKS: return &r->callbacks;
+    case IX_TU_RANGE_SITES: return &r->ranges;
+    default: return &r->syms;
+    }
+}
+
+int ix_unit_rows_equal(const ix_result *a, const ix_result *b, ix_unit_table t) {
+    if (t == IX_TU_INPUTS)
+        return same(a->inputs ? a->inputs : "", b->inputs ? b->inputs : "") && a->reduced == b->reduced &&
+               dep_kept(a) == dep_kept(b);
+    const tb_vec *va = rows_of(a, t), *vb = rows_of(b, t);
+    if (va->len != vb->len) return 0;
+    for (size_t i = 0; i < va->len; i++)
+        if (!row_equal(t, (const char *)va->items + i * va->size, (const char *)vb->items + i * vb->size)) return 0;
+    return 1;
+}

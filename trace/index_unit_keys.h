@@ -35,4 +35,16 @@ const char *ix_sig_of(const ix_unit_keys *k, const char *usr);
 // Whether two signatures (or NULLs) differ.
 int ix_differs(const char *a, const char *b);
 
+// A unit's own tables (index_db.h's tu_*), in the order index_write.c writes them.
+typedef enum ix_unit_table {
+    IX_TU_INPUTS, IX_TU_DEPS, IX_TU_FUNCTIONS, IX_TU_CALLS, IX_TU_FIELD_TARGETS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES,
+    IX_TU_SYMBOLS, IX_TU_TABLES
+} ix_unit_table;
+extern const char *const ix_unit_table_names[IX_TU_TABLES];
+
+// 1 when a and b give the same rows of table t (every column, in the same order), so an
+// update in place may leave the unit's rows there as they are. IX_TU_INPUTS and IX_TU_DEPS
+// compare the command line's hash, the reduced flag and every input's path and hash.
+int ix_unit_rows_equal(const ix_result *a, const ix_result *b, ix_unit_table t);
+
 #endif

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/xalloc.h"
 #include "index_db.h"
@@ -353,6 +354,86 @@ static void files_named(updater *u, const ix_result *r, tb_strmap *m) {
 #undef NAME
 }
 
+// tu_deps by path, against the rows there (the previous facts read for the update do not hold
+// the inputs): a changed hash is updated, an input gone deleted, a new one inserted.
+static int replace_deps(updater *u, long long tu_id, const ix_result *now) {
+    writer *w = &u->w;
+    tb_strmap was;  // path -> index in rows
+    tb_strmap_init(&was);
+    tb_vec rows;    // of ix_dep, the unit's rows there
+    tb_vec_init(&rows, sizeof(ix_dep), "a unit's input files");
+    tb_pool pool = {0};
+    char *kept = NULL;
+    sqlite3_stmt *sel = NULL, *upd = NULL, *del = NULL;
+    int rc = -1;
+    if (ixw_prep(w, &sel, "SELECT path, hash FROM tu_deps WHERE tu_id = ?") ||
+        ixw_prep(w, &upd, "UPDATE tu_deps SET hash = ? WHERE path = ? AND tu_id = ?") ||
+        ixw_prep(w, &del, "DELETE FROM tu_deps WHERE path = ? AND tu_id = ?"))
+        goto out;
+    sqlite3_bind_int64(sel, 1, tu_id);
+    int step;
+    while ((step = sqlite3_step(sel)) == SQLITE_ROW) {
+        const char *path = (const char *)sqlite3_column_text(sel, 0), *hash = (const char *)sqlite3_column_text(sel, 1);
+        ix_dep *d = tb_vec_push(&rows);
+        d->path = tb_pool_dup(&pool, path ? path : "");
+        d->hash = tb_pool_dup(&pool, hash ? hash : "-");
+        tb_strmap_put(&was, d->path, (int)rows.len - 1);
+    }
+    if (step != SQLITE_DONE) {
+        fail(u, "reading a unit's input files");
+        goto out;
+    }
+    kept = tb_xcalloc(rows.len + 1, 1, "inputs kept");
+    for (size_t i = 0; i < now->deps.len; i++) {
+        const ix_dep *d = &TB_VEC_AT(&now->deps, ix_dep, i);
+        int *j = tb_strmap_get(&was, d->path);
+        if (!j || kept[*j]) {
+            if (ixw_write_unit_dep(w, tu_id, d)) goto out;
+            continue;
+        }
+        kept[*j] = 1;
+        const char *n = d->hash ? d->hash : "-";
+        if (!strcmp(TB_VEC_AT(&rows, ix_dep, *j).hash, n)) continue;
+        ixw_bind_text(upd, 1, n);
+        ixw_bind_text(upd, 2, d->path);
+        sqlite3_bind_int64(upd, 3, tu_id);
+        if (ixw_step(w, upd, "updating a unit's input file")) goto out;
+    }
+    for (size_t i = 0; i < rows.len; i++) {
+        if (kept[i]) continue;
+        ixw_bind_text(del, 1, TB_VEC_AT(&rows, ix_dep, i).path);
+        sqlite3_bind_int64(del, 2, tu_id);
+        if (ixw_step(w, del, "deleting a unit's input file")) goto out;
+    }
+    rc = 0;
+out:
+    sqlite3_finalize(sel);
+    sqlite3_finalize(upd);
+    sqlite3_finalize(del);
+    free(kept);
+    tb_vec_free(&rows);
+    tb_pool_free(&pool);
+    tb_strmap_free(&was);
+    return rc;
+}
+
+// The unit's tu_* rows as the new facts give them. A table whose rows are the same, column by
+// column and in order, is left as it is (an edit rarely changes what the headers give, the
+// bulk of a unit's rows); any other is deleted and written again; tu_deps row by row.
+static int replace_unit_rows(updater *u, long long tu_id, const ix_result *old, const ix_result *now) {
+    for (int t = 0; t < IX_TU_TABLES; t++) {
+        if (t == IX_TU_DEPS) {
+            if (replace_deps(u, tu_id, now)) return -1;
+            continue;
+        }
+        if (ix_unit_rows_equal(old, now, (ix_unit_table)t)) continue;
+        char sql[96];
+        snprintf(sql, sizeof sql, "DELETE FROM %s WHERE tu_id = ?", ix_unit_table_names[t]);
+        if (exec_id(u, sql, tu_id) || ixw_write_unit_table(&u->w, tu_id, now, (ix_unit_table)t)) return -1;
+    }
+    return 0;
+}
+
 // Pass 1, per parsed unit: what its change touches (the USRs whose rows or bodies differ, with
 // their merged rows before anything changes; the field target keys; the functions it starts or
 // stops naming; the files it stops naming), and its tu_* rows, file_errors and files row replaced.
@@ -402,16 +483,10 @@ static int prepare_unit(updater *u, size_t k, long long tu_id, const ix_result *
         sqlite3_finalize(q);
     }
 
-    // the unit's own rows
-    static const char *const own[] = {
-        "DELETE FROM tu_inputs WHERE tu_id = ?", "DELETE FROM tu_deps WHERE tu_id = ?",
-        "DELETE FROM tu_functions WHERE tu_id = ?", "DELETE FROM tu_calls WHERE tu_id = ?",
-        "DELETE FROM tu_field_targets WHERE tu_id = ?", "DELETE FROM tu_callbacks WHERE tu_id = ?",
-        "DELETE FROM tu_range_sites WHERE tu_id = ?", "DELETE FROM tu_symbols WHERE tu_id = ?",
-        "DELETE FROM file_errors WHERE unit_id = ?"};
-    for (size_t i = 0; i < sizeof own / sizeof *own; i++)
-        if (exec_id(u, own[i], tu_id)) goto out;
-    if (ixw_write_unit_facts(w, tu_id, now) || ixw_write_file_errors(w, now)) goto out;
+    // the unit's own rows: only the tables whose rows differ are written again
+    if (replace_unit_rows(u, tu_id, old, now) || exec_id(u, "DELETE FROM file_errors WHERE unit_id = ?", tu_id) ||
+        ixw_write_file_errors(w, now))
+        goto out;
     files_named(u, now, &named_now);
     for (size_t i = 0; i < named_old.cap; i++)  // the candidates: named before, not now (errors aside)
         if (named_old.keys[i] && !tb_strmap_get(&named_now, named_old.keys[i]))
@@ -581,6 +656,8 @@ static const char *meta_of(updater *u, const char *key) {
 static int update_all(updater *u, const ix_result *results, const ix_result *old, const size_t *todo, size_t ntodo,
                       const ix_meta *meta, ix_summary *sum) {
     writer *w = &u->w;
+    struct timespec tp;
+    clock_gettime(CLOCK_MONOTONIC, &tp);
     if (exec(u, "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; BEGIN IMMEDIATE")) return -1;
     const char *td = meta_of(u, "targets_digest"), *cd = meta_of(u, "collectives_digest");
     if (!td || !meta->targets_digest || strcmp(td, meta->targets_digest))
@@ -606,19 +683,24 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
         tb_strmap_put(&w->files, (const char *)sqlite3_column_text(files, 1), (int)sqlite3_column_int64(files, 0));
     sqlite3_finalize(files);
 
+    ix_phase_mark(u->opt, &tp, "update: statements, file ids");
     for (size_t k = 0; k < ntodo; k++) {
         int rc = prepare_unit(u, k, (long long)todo[k] + 1, &old[k], &results[todo[k]]);
         if (rc) return rc;
     }
+    ix_phase_mark(u->opt, &tp, "update: the parsed units' own facts");
     int rc = merge_touched(u, results, todo, ntodo);
     if (rc) return rc;
+    ix_phase_mark(u->opt, &tp, "update: merged facts");
     if (update_libraries(u)) return -1;
+    ix_phase_mark(u->opt, &tp, "update: libraries");
     if (u->recollect) {
         ixw_collectives_free(&u->coll);
         memset(&u->coll, 0, sizeof u->coll);
         if (exec(u, "DELETE FROM collective_sites") || ixw_write_collectives(w, u->opt)) return -1;
     }
     if (drop_orphans(u)) return -1;
+    ix_phase_mark(u->opt, &tp, "update: collective sites, orphan files");
 
     sqlite3_stmt *q = NULL;
     if (ixw_prep(w, &q, "SELECT COUNT(*), SUM(errors), SUM(errors > 0), SUM(status = 'failed') FROM files WHERE is_tu = 1"))
@@ -632,8 +714,12 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
     sqlite3_finalize(q);
     if (ixw_write_meta(w, meta, u->opt, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
     if (meta->hashes && ix_hashes_save(meta->hashes, w->db, 1)) return fail(u, "writing file_stats");
+    ix_phase_mark(u->opt, &tp, "update: meta, file stats");
     ixw_count_summary(w, sum);
-    return exec(u, "COMMIT");
+    ix_phase_mark(u->opt, &tp, "update: counts");
+    rc = exec(u, "COMMIT");
+    ix_phase_mark(u->opt, &tp, "update: commit");
+    return rc;
 }
 
 int ix_update_index(const char *path, const ix_compdb *db, const ix_result *results, const size_t *todo,

@@ -323,8 +323,11 @@ static int touch_unit_files(writer *w, const ix_result *r) {
     return bad < 0 ? -1 : 0;
 }
 
-// The unit's own facts, unmerged, and its inputs (the tu_* tables), for the next re-index.
-int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
+const char *const ix_unit_table_names[IX_TU_TABLES] = {"tu_inputs",    "tu_deps",          "tu_functions",
+                                                      "tu_calls",     "tu_field_targets", "tu_callbacks",
+                                                      "tu_range_sites", "tu_symbols"};
+
+static int write_inputs(writer *w, long long tu_id, const ix_result *r) {
     sqlite3_bind_int64(w->u_inputs, 1, tu_id);
     ixw_bind_text(w->u_inputs, 2, r->inputs ? r->inputs : "");
     sqlite3_bind_int(w->u_inputs, 3, r->reduced);
@@ -334,86 +337,118 @@ int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
         kept = h && strlen(h) == 64;
     }
     sqlite3_bind_int(w->u_inputs, 4, kept);
-    if (ixw_step(w, w->u_inputs, "inserting a unit's inputs")) return -1;
-    for (size_t i = 0; i < r->deps.len; i++) {
-        const ix_dep *d = &TB_VEC_AT(&r->deps, ix_dep, i);
-        sqlite3_bind_int64(w->u_dep, 1, tu_id);
-        ixw_bind_text(w->u_dep, 2, d->path);
-        ixw_bind_text(w->u_dep, 3, d->hash ? d->hash : "-");
-        if (ixw_step(w, w->u_dep, "inserting a unit's input file")) return -1;
+    return ixw_step(w, w->u_inputs, "inserting a unit's inputs");
+}
+
+int ixw_write_unit_dep(writer *w, long long tu_id, const ix_dep *d) {
+    sqlite3_bind_int64(w->u_dep, 1, tu_id);
+    ixw_bind_text(w->u_dep, 2, d->path);
+    ixw_bind_text(w->u_dep, 3, d->hash ? d->hash : "-");
+    return ixw_step(w, w->u_dep, "inserting a unit's input file");
+}
+
+int ixw_write_unit_table(writer *w, long long tu_id, const ix_result *r, ix_unit_table t) {
+    switch (t) {
+    case IX_TU_INPUTS: return write_inputs(w, tu_id, r);
+    case IX_TU_DEPS:
+        for (size_t i = 0; i < r->deps.len; i++)
+            if (ixw_write_unit_dep(w, tu_id, &TB_VEC_AT(&r->deps, ix_dep, i))) return -1;
+        return 0;
+    case IX_TU_FUNCTIONS:
+        for (size_t i = 0; i < r->funcs.len; i++) {
+            const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, i);
+            sqlite3_bind_int64(w->u_func, 1, tu_id);
+            ixw_bind_text(w->u_func, 2, f->usr);
+            ixw_bind_text(w->u_func, 3, f->name);
+            ixw_bind_file(w->u_func, 4, ixw_file_id(w, f->file, 0, NULL, 0, NULL));
+            ixw_bind_pos(w->u_func, 5, f->line);
+            ixw_bind_pos(w->u_func, 6, f->col);
+            ixw_bind_pos(w->u_func, 7, f->end_line);
+            ixw_bind_pos(w->u_func, 8, f->end_col);
+            sqlite3_bind_int(w->u_func, 9, f->is_static);
+            sqlite3_bind_int(w->u_func, 10, f->is_def);
+            sqlite3_bind_int(w->u_func, 11, f->main_like);
+            if (ixw_step(w, w->u_func, "inserting a unit's function")) return -1;
+        }
+        return 0;
+    case IX_TU_CALLS:
+        for (size_t i = 0; i < r->calls.len; i++) {
+            const ix_call *c = &TB_VEC_AT(&r->calls, ix_call, i);
+            sqlite3_bind_int64(w->u_call, 1, tu_id);
+            sqlite3_bind_int(w->u_call, 2, c->caller);
+            ixw_bind_text(w->u_call, 3, c->callee_usr);
+            ixw_bind_text(w->u_call, 4, c->callee_name);
+            ixw_bind_text(w->u_call, 5, c->field);
+            ixw_bind_file(w->u_call, 6, ixw_file_id(w, c->file, 0, NULL, 0, NULL));
+            ixw_bind_pos(w->u_call, 7, c->line);
+            ixw_bind_pos(w->u_call, 8, c->col);
+            ixw_bind_text(w->u_call, 9, c->in_macro);
+            ixw_bind_text(w->u_call, 10, c->resolution);
+            ixw_bind_text(w->u_call, 11, c->candidates);
+            if (ixw_step(w, w->u_call, "inserting a unit's call")) return -1;
+        }
+        return 0;
+    case IX_TU_FIELD_TARGETS:
+        for (size_t i = 0; i < r->ftargets.len; i++) {
+            const ix_ftarget *f = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);
+            sqlite3_bind_int64(w->u_ft, 1, tu_id);
+            ixw_bind_text(w->u_ft, 2, f->record);
+            ixw_bind_text(w->u_ft, 3, f->field);
+            ixw_bind_text(w->u_ft, 4, f->fn_usr);
+            ixw_bind_file(w->u_ft, 5, ixw_file_id(w, f->file, 0, NULL, 0, NULL));
+            ixw_bind_pos(w->u_ft, 6, f->line);
+            if (ixw_step(w, w->u_ft, "inserting a unit's field target")) return -1;
+        }
+        return 0;
+    case IX_TU_CALLBACKS:
+        for (size_t i = 0; i < r->callbacks.len; i++) {
+            const ix_callback *b = &TB_VEC_AT(&r->callbacks, ix_callback, i);
+            sqlite3_bind_int64(w->u_cb, 1, tu_id);
+            sqlite3_bind_int(w->u_cb, 2, b->caller);
+            ixw_bind_text(w->u_cb, 3, b->target_usr);
+            ixw_bind_text(w->u_cb, 4, b->passed_to);
+            ixw_bind_file(w->u_cb, 5, ixw_file_id(w, b->file, 0, NULL, 0, NULL));
+            ixw_bind_pos(w->u_cb, 6, b->line);
+            ixw_bind_pos(w->u_cb, 7, b->col);
+            if (ixw_step(w, w->u_cb, "inserting a unit's callback")) return -1;
+        }
+        return 0;
+    case IX_TU_RANGE_SITES:
+        for (size_t i = 0; i < r->ranges.len; i++) {
+            const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, i);
+            sqlite3_bind_int64(w->u_range, 1, tu_id);
+            sqlite3_bind_int(w->u_range, 2, g->caller);
+            ixw_bind_text(w->u_range, 3, g->kind);
+            ixw_bind_text(w->u_range, 4, g->name);
+            ixw_bind_file(w->u_range, 5, ixw_file_id(w, g->file, 0, NULL, 0, NULL));
+            ixw_bind_pos(w->u_range, 6, g->line);
+            ixw_bind_pos(w->u_range, 7, g->col);
+            if (ixw_step(w, w->u_range, "inserting a unit's range site")) return -1;
+        }
+        return 0;
+    case IX_TU_SYMBOLS:
+        for (size_t i = 0; i < r->syms.len; i++) {
+            const ix_sym *y = &TB_VEC_AT(&r->syms, ix_sym, i);
+            char kind[2] = {(char)y->kind, 0};
+            sqlite3_bind_int64(w->u_sym, 1, tu_id);
+            ixw_bind_text(w->u_sym, 2, y->usr);
+            ixw_bind_text(w->u_sym, 3, y->name);
+            ixw_bind_text(w->u_sym, 4, kind);
+            sqlite3_bind_int(w->u_sym, 5, y->defines);
+            if (ixw_step(w, w->u_sym, "inserting a unit's symbol")) return -1;
+        }
+        return 0;
+    case IX_TU_TABLES: break;
     }
-    for (size_t i = 0; i < r->funcs.len; i++) {
-        const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, i);
-        sqlite3_bind_int64(w->u_func, 1, tu_id);
-        ixw_bind_text(w->u_func, 2, f->usr);
-        ixw_bind_text(w->u_func, 3, f->name);
-        ixw_bind_file(w->u_func, 4, ixw_file_id(w, f->file, 0, NULL, 0, NULL));
-        ixw_bind_pos(w->u_func, 5, f->line);
-        ixw_bind_pos(w->u_func, 6, f->col);
-        ixw_bind_pos(w->u_func, 7, f->end_line);
-        ixw_bind_pos(w->u_func, 8, f->end_col);
-        sqlite3_bind_int(w->u_func, 9, f->is_static);
-        sqlite3_bind_int(w->u_func, 10, f->is_def);
-        sqlite3_bind_int(w->u_func, 11, f->main_like);
-        if (ixw_step(w, w->u_func, "inserting a unit's function")) return -1;
-    }
-    for (size_t i = 0; i < r->calls.len; i++) {
-        const ix_call *c = &TB_VEC_AT(&r->calls, ix_call, i);
-        sqlite3_bind_int64(w->u_call, 1, tu_id);
-        sqlite3_bind_int(w->u_call, 2, c->caller);
-        ixw_bind_text(w->u_call, 3, c->callee_usr);
-        ixw_bind_text(w->u_call, 4, c->callee_name);
-        ixw_bind_text(w->u_call, 5, c->field);
-        ixw_bind_file(w->u_call, 6, ixw_file_id(w, c->file, 0, NULL, 0, NULL));
-        ixw_bind_pos(w->u_call, 7, c->line);
-        ixw_bind_pos(w->u_call, 8, c->col);
-        ixw_bind_text(w->u_call, 9, c->in_macro);
-        ixw_bind_text(w->u_call, 10, c->resolution);
-        ixw_bind_text(w->u_call, 11, c->candidates);
-        if (ixw_step(w, w->u_call, "inserting a unit's call")) return -1;
-    }
-    for (size_t i = 0; i < r->ftargets.len; i++) {
-        const ix_ftarget *t = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);
-        sqlite3_bind_int64(w->u_ft, 1, tu_id);
-        ixw_bind_text(w->u_ft, 2, t->record);
-        ixw_bind_text(w->u_ft, 3, t->field);
-        ixw_bind_text(w->u_ft, 4, t->fn_usr);
-        ixw_bind_file(w->u_ft, 5, ixw_file_id(w, t->file, 0, NULL, 0, NULL));
-        ixw_bind_pos(w->u_ft, 6, t->line);
-        if (ixw_step(w, w->u_ft, "inserting a unit's field target")) return -1;
-    }
-    for (size_t i = 0; i < r->callbacks.len; i++) {
-        const ix_callback *b = &TB_VEC_AT(&r->callbacks, ix_callback, i);
-        sqlite3_bind_int64(w->u_cb, 1, tu_id);
-        sqlite3_bind_int(w->u_cb, 2, b->caller);
-        ixw_bind_text(w->u_cb, 3, b->target_usr);
-        ixw_bind_text(w->u_cb, 4, b->passed_to);
-        ixw_bind_file(w->u_cb, 5, ixw_file_id(w, b->file, 0, NULL, 0, NULL));
-        ixw_bind_pos(w->u_cb, 6, b->line);
-        ixw_bind_pos(w->u_cb, 7, b->col);
-        if (ixw_step(w, w->u_cb, "inserting a unit's callback")) return -1;
-    }
-    for (size_t i = 0; i < r->ranges.len; i++) {
-        const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, i);
-        sqlite3_bind_int64(w->u_range, 1, tu_id);
-        sqlite3_bind_int(w->u_range, 2, g->caller);
-        ixw_bind_text(w->u_range, 3, g->kind);
-        ixw_bind_text(w->u_range, 4, g->name);
-        ixw_bind_file(w->u_range, 5, ixw_file_id(w, g->file, 0, NULL, 0, NULL));
-        ixw_bind_pos(w->u_range, 6, g->line);
-        ixw_bind_pos(w->u_range, 7, g->col);
-        if (ixw_step(w, w->u_range, "inserting a unit's range site")) return -1;
-    }
-    for (size_t i = 0; i < r->syms.len; i++) {
-        const ix_sym *y = &TB_VEC_AT(&r->syms, ix_sym, i);
-        char kind[2] = {(char)y->kind, 0};
-        sqlite3_bind_int64(w->u_sym, 1, tu_id);
-        ixw_bind_text(w->u_sym, 2, y->usr);
-        ixw_bind_text(w->u_sym, 3, y->name);
-        ixw_bind_text(w->u_sym, 4, kind);
-        sqlite3_bind_int(w->u_sym, 5, y->defines);
-        if (ixw_step(w, w->u_sym, "inserting a unit's symbol")) return -1;
-    }
+    return 0;
+}
+
+// The unit's own facts, unmerged, and its inputs (the tu_* tables), for the next re-index.
+// The tables in ix_unit_table's order: the files they name are numbered in that order
+// (touch_unit_files follows it).
+int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
+    for (int t = 0; t < IX_TU_TABLES; t++)
+        if (ixw_write_unit_table(w, tu_id, r, (ix_unit_table)t)) return -1;
     return 0;
 }
 
@@ -469,6 +504,7 @@ int ixw_write_meta(writer *w, const ix_meta *meta, const ix_options *opt, long t
                    ixw_put_meta(w, "error_count", num2) || ixw_put_meta(w, "tus_with_errors", num3) ||
                    ixw_put_meta(w, "targets_source", meta->targets_source) ||
                    ixw_put_meta(w, "indexer", meta->indexer_key) ||
+                   ixw_put_meta(w, "indexer_exe_stat", meta->indexer_exe_stat) ||
                    ixw_put_meta(w, "targets_digest", meta->targets_digest) ||
                    ixw_put_meta(w, "targets_signature", meta->targets_signature) ||
                    ixw_put_meta(w, "collectives_digest", ixw_collectives_digest(&w->pool, opt))
@@ -538,8 +574,9 @@ static int same_file_ids(const writer *w, const ix_inplace *in) {
     return 1;
 }
 
-static int write_all(writer *w, const ix_compdb *db, ix_result *results, const ix_targets *targets,
-                     const ix_options *opt, const ix_meta *meta, const ix_inplace *in, ix_summary *sum) {
+// The file's schema (or the previous index's copy cleared) and the units' files rows, ids in
+// database order; each unit's status is set when its facts are written (write_unit).
+static int write_begin(writer *w, const ix_compdb *db, const ix_result *results, const ix_inplace *in) {
     char *msg = NULL;
     // A new file that only this process sees until it is renamed over --out: no journal, no
     // syncs but the one before the rename, one transaction, the secondary indexes built once
@@ -554,32 +591,39 @@ static int write_all(writer *w, const ix_compdb *db, ix_result *results, const i
         return rc;
     }
     if (in && clear_for_update(w, db, results, in->prev_id)) return -1;
-    if (ixw_prepare(w)) return -1;
+    if (ixw_prepare(w) ||
+        ixw_prep(w, &w->upd_unit, "UPDATE files SET status = ?, errors = ?, diagnostics = ? WHERE id = ?"))
+        return -1;
+    for (size_t i = 0; i < db->ntus; i++)
+        if (ixw_file_id(w, db->tus[i].file, 1, NULL, 0, NULL) < 0) return -1;
+    return 0;
+}
 
+// Unit i's facts, in database order: merged into the tables, its file_errors, its status, and
+// its own facts (tu_*) — or, a reused unit of the previous index's copy, the files they name
+// numbered as writing them would number them (its rows there stay).
+static int write_unit(writer *w, const ix_compdb *db, size_t i, const ix_result *r, const ix_inplace *in) {
+    int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
+    if (!tu_id) return tb_fail(w->err, "%s: %s has no files row", w->path, db->tus[i].file);
+    w->unit = *tu_id;
+    if (write_result(w, r) || ixw_write_file_errors(w, r)) return -1;
+    ixw_bind_text(w->upd_unit, 1, r->status);
+    sqlite3_bind_int(w->upd_unit, 2, r->errors);
+    ixw_bind_text(w->upd_unit, 3, r->diagnostics);
+    sqlite3_bind_int64(w->upd_unit, 4, *tu_id);
+    if (ixw_step(w, w->upd_unit, "setting a unit's status")) return -1;
+    return in && r->reused ? touch_unit_files(w, r) : ixw_write_unit_facts(w, *tu_id, r);
+}
+
+// After every unit: the derived tables, targets, secondary indexes, libraries, meta, file
+// stats, the summary's counts; committed. 1: in place, a file's id changed (rewrite instead).
+static int write_end(writer *w, const ix_compdb *db, const ix_result *results, const ix_targets *targets,
+                     const ix_options *opt, const ix_meta *meta, const ix_inplace *in, ix_summary *sum) {
+    char *msg = NULL;
     struct timespec tp;
     clock_gettime(CLOCK_MONOTONIC, &tp);
-    // Translation units first (ids in database order), then each unit's facts.
-    for (size_t i = 0; i < db->ntus; i++)
-        if (ixw_file_id(w, db->tus[i].file, 1, results[i].status, results[i].errors, results[i].diagnostics) < 0)
-            return -1;
-    for (size_t i = 0; i < db->ntus; i++) {
-        int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
-        w->unit = tu_id ? *tu_id : 0;
-        if (write_result(w, &results[i]) || ixw_write_file_errors(w, &results[i])) return -1;
-    }
-    ix_phase_mark(opt, &tp, "write: the merged facts");
-    if (in) {  // every file numbered first: the kept rows are valid only if no id changed
-        for (size_t i = 0; i < db->ntus; i++)
-            if (touch_unit_files(w, &results[i])) return -1;
-        if (!same_file_ids(w, in)) return 1;  // renumbered: rewrite instead
-    }
-    for (size_t i = 0; i < db->ntus; i++) {
-        int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
-        if (!tu_id || (!(in && results[i].reused) && ixw_write_unit_facts(w, *tu_id, &results[i]))) return -1;
-    }
-    ix_phase_mark(opt, &tp, in ? "write: the parsed units' own facts (tu_*), in place" : "write: each unit's own facts (tu_*)");
+    if (in && !same_file_ids(w, in)) return 1;  // the kept rows are valid only if no id changed
     if (ixw_write_collectives(w, opt)) return -1;
-
     for (size_t i = 0; targets && i < targets->rows.len; i++) {
         const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
         int *fid = tb_strmap_get(&w->files, t->file);
@@ -637,52 +681,126 @@ static int copy_index(const char *from, const char *to, tb_error *err) {
     return rc;
 }
 
-// One attempt: a new file, or (in) the previous index's copy updated. 1: the copy's file ids
-// would change; 0 written to tmp; -1 failed (with in, the caller writes a new file instead).
-static int write_attempt(const char *tmp, const ix_compdb *db, ix_result *results, const ix_targets *targets,
+struct ix_writer {
+    writer w;
+    char tmp[4096];
+    const char *path;
+    const ix_compdb *db;
+    const ix_inplace *in;
+    int failed;  // a unit could not be written: the rest is skipped, ix_write_end fails
+};
+
+// Finalizes the statements and closes the file: SQLITE_OK or the close's error.
+static int writer_close(ix_writer *x) {
+    if (!x->w.db) return SQLITE_OK;
+    ixw_finalize(&x->w);
+    sqlite3_finalize(x->w.upd_unit);
+    int rc = sqlite3_close(x->w.db);
+    x->w.db = NULL;
+    return rc;
+}
+
+static void writer_free(ix_writer *x) {
+    writer_close(x);
+    tb_strmap_free(&x->w.files);
+    tb_strmap_free(&x->w.funcs);
+    tb_vec_free(&x->w.finfo);
+    tb_pool_free(&x->w.pool);
+    free(x);
+}
+
+void ix_write_abandon(ix_writer *x) {
+    char tmp[sizeof x->tmp];
+    memcpy(tmp, x->tmp, sizeof tmp);
+    writer_free(x);
+    unlink(tmp);
+}
+
+// A new file, or (in) the previous index's copy; NULL on failure (err says why).
+static ix_writer *begin_attempt(const char *path, const ix_compdb *db, const ix_result *results,
+                                const ix_inplace *in, tb_error *err) {
+    ix_writer *x = tb_xcalloc(1, sizeof *x, "index writer");
+    snprintf(x->tmp, sizeof x->tmp, "%s.tmp.%ld", path, (long)getpid());
+    x->path = path;
+    x->db = db;
+    x->in = in;
+    x->w.err = err;
+    x->w.path = x->tmp;
+    tb_vec_init(&x->w.finfo, sizeof(struct finfo), "function rows");
+    tb_strmap_init(&x->w.files);
+    tb_strmap_init(&x->w.funcs);
+    unlink(x->tmp);
+    int rc = in ? copy_index(in->prev_file, x->tmp, err) : 0;
+    if (!rc && sqlite3_open_v2(x->tmp, &x->w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                               NULL) != SQLITE_OK)
+        rc = tb_fail(err, "%s: cannot create the index: %s", x->tmp, x->w.db ? sqlite3_errmsg(x->w.db) : "out of memory");
+    if (!rc) rc = write_begin(&x->w, db, results, in);
+    if (!rc) return x;
+    ix_write_abandon(x);
+    return NULL;
+}
+
+ix_writer *ix_write_begin(const char *path, const ix_compdb *db, tb_error *err) {
+    return begin_attempt(path, db, NULL, NULL, err);
+}
+
+int ix_write_unit(ix_writer *x, size_t i, const ix_result *r) {
+    if (x->failed) return -1;
+    if (write_unit(&x->w, x->db, i, r, x->in)) x->failed = 1;
+    return x->failed ? -1 : 0;
+}
+
+// 0: committed, closed, fsync'd and renamed over the path; 1: in place, renumbered (nothing
+// published); -1 failed (err says why). Frees x; the temporary file is gone unless published.
+static int end_attempt(ix_writer *x, const ix_result *results, const ix_targets *targets, const ix_options *opt,
+                       const ix_meta *meta, ix_summary *sum, int publish) {
+    tb_error *err = x->w.err;
+    char tmp[sizeof x->tmp];
+    memcpy(tmp, x->tmp, sizeof tmp);
+    const char *path = x->path;
+    int rc = x->failed ? -1 : write_end(&x->w, x->db, results, targets, opt, meta, x->in, sum);
+    if (writer_close(x) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
+    writer_free(x);
+    if (!rc && publish) {
+        int fd = open(tmp, O_RDONLY);
+        if (fd < 0 || fsync(fd) != 0) rc = tb_fail(err, "%s: fsync: %s", tmp, strerror(errno));
+        if (fd >= 0) close(fd);
+        if (!rc && rename(tmp, path) != 0) rc = tb_fail(err, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+    }
+    if (rc || !publish) unlink(tmp);
+    return rc;
+}
+
+int ix_write_end(ix_writer *x, const ix_result *results, const ix_targets *targets, const ix_options *opt,
+                 const ix_meta *meta, ix_summary *sum) {
+    memset(sum, 0, sizeof *sum);
+    return end_attempt(x, results, targets, opt, meta, sum, 1) ? -1 : 0;
+}
+
+// One attempt over results already there: 1 when in place renumbers files, 0 published, -1 failed.
+static int write_attempt(const char *path, const ix_compdb *db, ix_result *results, const ix_targets *targets,
                          const ix_options *opt, const ix_meta *meta, const ix_inplace *in, ix_summary *sum,
                          tb_error *err) {
     memset(sum, 0, sizeof *sum);
-    unlink(tmp);
-    if (in && copy_index(in->prev_file, tmp, err)) return -1;
-    writer w = {.err = err, .path = tmp};
-    tb_vec_init(&w.finfo, sizeof(struct finfo), "function rows");
-    tb_strmap_init(&w.files);
-    tb_strmap_init(&w.funcs);
-    int rc = -1;
-    if (sqlite3_open_v2(tmp, &w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-        tb_fail(err, "%s: cannot create the index: %s", tmp, w.db ? sqlite3_errmsg(w.db) : "out of memory");
-    } else {
-        rc = write_all(&w, db, results, targets, opt, meta, in, sum);
-    }
-    ixw_finalize(&w);
-    if (w.db && sqlite3_close(w.db) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
-    tb_strmap_free(&w.files);
-    tb_strmap_free(&w.funcs);
-    tb_vec_free(&w.finfo);
-    tb_pool_free(&w.pool);
-    if (rc) unlink(tmp);
-    return rc;
+    ix_writer *x = begin_attempt(path, db, results, in, err);
+    if (!x) return -1;
+    struct timespec tp;
+    clock_gettime(CLOCK_MONOTONIC, &tp);
+    for (size_t i = 0; i < db->ntus; i++) ix_write_unit(x, i, &results[i]);
+    ix_phase_mark(opt, &tp, in ? "write: every unit's facts merged, the parsed units' own facts (tu_*), in place"
+                               : "write: every unit's facts merged and its own facts (tu_*)");
+    return end_attempt(x, results, targets, opt, meta, sum, 1);
 }
 
 int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, const ix_targets *targets,
                    const ix_options *opt, const ix_meta *meta, const ix_inplace *in, ix_summary *sum,
                    tb_error *err) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int rc = write_attempt(tmp, db, results, targets, opt, meta, in, sum, err);
+    int rc = write_attempt(path, db, results, targets, opt, meta, in, sum, err);
     if (rc && in) {  // renumbered files, or the previous index's copy could not be updated
         if (opt->verbose)
             fprintf(stderr, "tracebook index: %s: the index is rewritten\n",
                     rc > 0 ? "the files' numbering changed" : err->msg);
-        rc = write_attempt(tmp, db, results, targets, opt, meta, NULL, sum, err);
+        rc = write_attempt(path, db, results, targets, opt, meta, NULL, sum, err);
     }
-    if (!rc) {
-        int fd = open(tmp, O_RDONLY);
-        if (fd < 0 || fsync(fd) != 0) rc = tb_fail(err, "%s: fsync: %s", tmp, strerror(errno));
-        if (fd >= 0) close(fd);
-    }
-    if (!rc && rename(tmp, path) != 0) rc = tb_fail(err, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-    if (rc) unlink(tmp);
-    return rc;
+    return rc ? -1 : 0;
 }

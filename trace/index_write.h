@@ -20,6 +20,7 @@ typedef struct ix_summary {
 
 typedef struct ix_meta {
     const char *source_dir, *build_dir, *compdb, *targets_source, *indexer_key;
+    const char *indexer_exe_stat;   // ix_indexer's stat of the executable the key hashed
     const char *targets_digest;     // ix_targets_digest of the targets the rows come from
     const char *targets_signature;  // ix_targets_signature of the reply they were read from, or NULL
     const struct ix_hashes *hashes;  // the input files' stats and hashes (file_stats), or NULL
@@ -39,6 +40,18 @@ typedef struct ix_inplace {
 // the index is written anew).
 // --verbose: "phase WHAT: S s" on stderr, the seconds since *last; *last becomes now.
 void ix_phase_mark(const ix_options *opt, struct timespec *last, const char *what);
+
+// The same, one unit at a time as the units' facts come (the full index writes while the
+// units are parsed): ix_write_begin makes the new file with the units' rows; ix_write_unit
+// writes unit i's facts, called for i = 0, 1, ... in database order (after a failure it writes
+// nothing more); ix_write_end writes the rest, commits and publishes (0) or fails (-1, err says
+// why; nothing is published); ix_write_abandon drops the file. Either frees the writer.
+typedef struct ix_writer ix_writer;
+ix_writer *ix_write_begin(const char *path, const ix_compdb *db, tb_error *err);
+int ix_write_unit(ix_writer *x, size_t i, const ix_result *r);
+int ix_write_end(ix_writer *x, const ix_result *results, const ix_targets *targets, const ix_options *opt,
+                 const ix_meta *meta, ix_summary *sum);
+void ix_write_abandon(ix_writer *x);
 
 int ix_write_index(const char *path, const ix_compdb *db, ix_result *results, const ix_targets *targets,
                    const ix_options *opt, const ix_meta *meta, const ix_inplace *in, ix_summary *sum,

@@ -13,6 +13,7 @@
 #include "index_compdb.h"
 #include "index_options.h"
 #include "index_targets.h"
+#include "index_unit_keys.h"
 #include "index_visit.h"
 #include "index_write.h"
 #include "pool.h"
@@ -32,6 +33,7 @@ typedef struct writer {
     sqlite3 *db;
     sqlite3_stmt *ins_file, *ins_func, *upd_func, *ins_call, *ins_ft, *ins_range, *ins_coll, *ins_target, *ins_meta,
         *ins_cb, *ins_ferr;
+    sqlite3_stmt *upd_unit;  // a unit's files row: its status, errors and diagnostics
     long long unit;       // files.id of the unit being merged
     sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range, *u_sym;  // the tu_* tables
     tb_strmap files;      // path -> files.id
@@ -62,6 +64,9 @@ void ixw_finalize(writer *w);
 // The unit's rows of file_errors (w->unit is the unit) and of the tu_* tables.
 int ixw_write_file_errors(writer *w, const ix_result *r);
 int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r);
+// One of those tables' rows of the unit; one tu_deps row.
+int ixw_write_unit_table(writer *w, long long tu_id, const ix_result *r, ix_unit_table t);
+int ixw_write_unit_dep(writer *w, long long tu_id, const ix_dep *d);
 
 // Chains the items (of a vec) that share a key: *first maps each key to its first item, and the
 // returned array (malloc'd) gives each item's next with the same key, -1 after the last.
