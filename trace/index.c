@@ -312,7 +312,10 @@ typedef struct work {
     const size_t *todo;  // the units to parse (indexes in db->tus)
     size_t ntodo;
     atomic_size_t next;
-    atomic_int failed;  // --parse-only: units libclang could not build
+    atomic_int failed;   // --parse-only: units libclang could not build
+    pthread_mutex_t mu;  // done, and its signal
+    pthread_cond_t cv;
+    char *done;          // per unit of the database: its facts are in results
 } work;
 
 static void *worker(void *arg) {
@@ -327,25 +330,97 @@ static void *worker(void *arg) {
             continue;
         }
         ix_index_tu(idx, &w->db->tus[i], w->opt, &w->results[i]);
+        pthread_mutex_lock(&w->mu);
+        w->done[i] = 1;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
     }
     clang_disposeIndex(idx);
     return NULL;
 }
 
-// The units of w->todo, `jobs` at a time (this thread is one of the workers).
-static void run_workers(work *w, int jobs) {
+// Waits until unit i (of the database) is parsed.
+static void wait_unit(work *w, size_t i) {
+    pthread_mutex_lock(&w->mu);
+    while (!w->done[i]) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void work_init(work *w, const ix_compdb *db, const ix_options *opt, ix_result *results, const size_t *todo,
+                      size_t ntodo) {
+    *w = (work){.db = db, .opt = opt, .results = results, .todo = todo, .ntodo = ntodo};
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->done = tb_xcalloc(db->ntus ? db->ntus : 1, 1, "units parsed");
+}
+
+static void work_free(work *w) {
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->done);
+}
+
+// The units of w->todo, `jobs` at a time. Without `meanwhile` this thread is one of the
+// workers; with it, `jobs` threads parse while this one runs meanwhile(w, arg), which may wait
+// for units (wait_unit) and use their facts as they come.
+static void run_workers(work *w, int jobs, void (*meanwhile)(work *w, void *arg), void *arg) {
     atomic_init(&w->next, 0);
     atomic_init(&w->failed, 0);
     int nthreads = jobs < (int)w->ntodo ? jobs : (int)w->ntodo;
     pthread_t *th = tb_xcalloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *th, "worker threads");
     int started = 0;
-    for (int i = 1; i < nthreads; i++) {
+    for (int i = meanwhile ? 0 : 1; i < nthreads; i++) {
         if (pthread_create(&th[i], NULL, worker, w) != 0) break;
         started++;
     }
-    if (w->ntodo) worker(w);
-    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+    if (w->ntodo && (!meanwhile || !started)) worker(w);  // no thread could start: parse here first
+    if (meanwhile) meanwhile(w, arg);
+    for (int i = 0; i < started; i++) pthread_join(th[meanwhile ? i : i + 1], NULL);
     free(th);
+}
+
+// A new index written while the units are parsed: this thread takes each unit in database
+// order as soon as it is parsed, hashes its input files and writes its facts, so that only
+// what needs every unit (link units, targets, secondary indexes, libraries) is left after the
+// last parse. Every unit is parsed (todo is the whole database).
+typedef struct streamed {
+    ix_writer *writer;  // NULL: it could not be made (the error is reported; units are not written)
+    ix_hashes *hashes;
+    tb_strmap *counted;
+    long *nfiles, *nlines;
+    const char **inputs;
+} streamed;
+
+static void parse_and_write(work *w, void *arg) {
+    streamed *sw = arg;
+    for (size_t i = 0; i < w->db->ntus; i++) {
+        wait_unit(w, i);
+        ix_hash_unit_inputs(w->db, w->results, &i, 1, sw->hashes, sw->counted, sw->nfiles, sw->nlines);
+        w->results[i].inputs = sw->inputs[i];
+        if (sw->writer) ix_write_unit(sw->writer, i, &w->results[i]);
+    }
+}
+
+// An update in place: what it needs before the parsed facts, done while they are parsed.
+typedef struct update_start {
+    const char *path;
+    const ix_compdb *db;
+    const size_t *todo;
+    size_t ntodo;
+    ix_prev *prev;
+    ix_targets *targets;
+    int *targets_loaded;
+    const char *build_dir;
+    const ix_options *opt;
+    tb_error *err;
+    ix_update *update;
+} update_start;
+
+static void begin_update(work *w, void *arg) {
+    (void)w;
+    update_start *us = arg;
+    us->update = ix_update_begin(us->path, us->db, us->todo, us->ntodo, us->prev, us->targets, us->targets_loaded,
+                                 us->build_dir, us->opt, us->err);
 }
 
 // --parse-only: every unit of the database parsed as the index parses it, nothing else; the
@@ -353,14 +428,16 @@ static void run_workers(work *w, int jobs) {
 static int parse_only(const ix_compdb *db, const ix_options *opt, const struct timespec *t0) {
     size_t *todo = tb_xcalloc(db->ntus ? db->ntus : 1, sizeof *todo, "units to parse");
     for (size_t i = 0; i < db->ntus; i++) todo[i] = i;
-    work w = {.db = db, .opt = opt, .todo = todo, .ntodo = db->ntus};
-    run_workers(&w, opt->jobs);
+    work w;
+    work_init(&w, db, opt, NULL, todo, db->ntus);
+    run_workers(&w, opt->jobs, NULL, NULL);
     free(todo);
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
     int failed = atomic_load(&w.failed);
-    printf("tracebook index --parse-only: %zu TUs parsed (%d failed) with -j %d in %.2f s (libclang's parses "
+    work_free(&w);
+    printf("tracebook index --parse-only: %zu TUs parsed (%d failed) with -j %d in %.3f s (libclang's parses "
            "alone: nothing visited, no index written)\n",
            db->ntus, failed, opt->jobs, secs);
     return failed ? 1 : 0;
@@ -392,8 +469,7 @@ static void reuse_after_all(work *w, ix_prev *prev, const ix_prev_unit **match, 
     free(was);
     w->todo = todo + from;
     w->ntodo = *ntodo - from;
-    atomic_store(&w->next, 0);
-    run_workers(w, w->opt->jobs);
+    run_workers(w, w->opt->jobs, NULL, NULL);
     ix_hash_unit_inputs(w->db, w->results, todo + from, *ntodo - from, hashes, counted, nfiles, nlines);
     w->todo = todo;
     w->ntodo = *ntodo;
@@ -630,14 +706,28 @@ int tracebook_index_main(int argc, char **argv) {
     }
     ix_phase_mark(&opt, &tp, "inputs compared");
 
-    // Parse.
-    work w = {.db = &db, .opt = &opt, .results = results, .todo = todo, .ntodo = ntodo};
-    run_workers(&w, opt.jobs);
-    ix_phase_mark(&opt, &tp, "parse and visit");
+    // Parse. A new index of every unit is written as the units are parsed (parse_and_write).
+    const char *out_dir = NULL;
+    const char *slash = strrchr(opt.out, '/');
+    if (slash && slash != opt.out) out_dir = tb_pool_dupn(&pool, opt.out, (size_t)(slash - opt.out));
+    int out_dir_failed = out_dir && tb_mkdir_p(out_dir, &err);
+    if (out_dir_failed) fprintf(stderr, "tracebook index: %s\n", err.msg);
     long nfiles = 0, nlines = 0;
     tb_strmap counted;
     tb_strmap_init(&counted);
-    ix_hash_unit_inputs(&db, results, todo, ntodo, &hashes, &counted, &nfiles, &nlines);
+    work w;
+    work_init(&w, &db, &opt, results, todo, ntodo);
+    streamed sw = {.hashes = &hashes, .counted = &counted, .nfiles = &nfiles, .nlines = &nlines, .inputs = inputs};
+    int stream = !out_dir_failed && !try_update && ntodo == db.ntus;
+    if (stream && !(sw.writer = ix_write_begin(opt.out, &db, &err))) fprintf(stderr, "tracebook index: %s\n", err.msg);
+    update_start us = {.path = opt.out, .db = &db, .todo = todo, .ntodo = ntodo, .prev = &prev, .targets = &targets,
+                       .targets_loaded = &targets_loaded, .build_dir = build_dir, .opt = &opt, .err = &err};
+    if (stream)
+        run_workers(&w, opt.jobs, parse_and_write, &sw);
+    else
+        run_workers(&w, opt.jobs, try_update && !out_dir_failed ? begin_update : NULL, &us);
+    ix_phase_mark(&opt, &tp, stream ? "parse and visit, each unit written as it came" : "parse and visit");
+    if (!stream) ix_hash_unit_inputs(&db, results, todo, ntodo, &hashes, &counted, &nfiles, &nlines);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
     ix_phase_mark(&opt, &tp, "input files hashed");
     ix_link_units_resolve(&targets, &db, results, trc, args.targets != NULL, &opt, &targets_source);
@@ -672,17 +762,14 @@ int tracebook_index_main(int argc, char **argv) {
                     .targets_signature = targets_sig,
                     .hashes = &hashes};
     ix_summary sum;
-    const char *out_dir = NULL;
-    const char *slash = strrchr(opt.out, '/');
-    if (slash && slash != opt.out) out_dir = tb_pool_dupn(&pool, opt.out, (size_t)(slash - opt.out));
     int written = -1;
-    if (out_dir && tb_mkdir_p(out_dir, &err)) {
-        fprintf(stderr, "tracebook index: %s\n", err.msg);
-    } else {
+    if (stream) {
+        if (sw.writer && (written = ix_write_end(sw.writer, results, &targets, &opt, &meta, &sum)))
+            fprintf(stderr, "tracebook index: %s\n", err.msg);
+    } else if (!out_dir_failed) {
         if (try_update) {
             int read_before = targets_loaded;  // the update may read them (its libraries rows)
-            int urc = ix_update_index(opt.out, &db, results, todo, ntodo, &prev, &targets, &targets_loaded, build_dir,
-                                      &opt, &meta, &sum, &update_why, &err);
+            int urc = ix_update_end(us.update, results, &meta, &sum, &update_why);
             if (urc == 0) {
                 written = 0;
                 if (opt.verbose)
@@ -748,7 +835,7 @@ int tracebook_index_main(int argc, char **argv) {
             if (db.nduplicates)
                 printf("  (%zu database entries for files already listed were skipped)\n", db.nduplicates);
             printf("  TUs parsed %zu, reused %zu; files %ld, lines %ld (parsed: sources and the files they "
-                   "include, each once); wall %.2f s; %.0f files/s, %.0f lines/s\n",
+                   "include, each once); wall %.3f s; %.0f files/s, %.0f lines/s\n",
                    ntodo, nreused, nfiles, nlines, secs, secs > 0 ? (double)nfiles / secs : 0.0,
                    secs > 0 ? (double)nlines / secs : 0.0);
         }
@@ -758,6 +845,7 @@ int tracebook_index_main(int argc, char **argv) {
     free(todo);
     free(inputs);
     free(match);
+    work_free(&w);
     tb_strmap_free(&counted);
     ix_prev_free(&prev);
     ix_hashes_free(&hashes);

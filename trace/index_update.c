@@ -46,13 +46,13 @@ int ix_update_applies(const ix_prev *prev, const ix_compdb *db, size_t ntodo, co
     return 1;
 }
 
-typedef struct updater {
+struct ix_update {
     writer w;
     const ix_compdb *db;
     ix_targets *targets;      // read lazily (update_libraries) when *targets_loaded is 0
     int *targets_loaded;
     const char *build_dir;
-    const char *targets_digest;  // the index's
+    const char *targets_digest, *collectives_digest;  // the index's
     const ix_options *opt;
     const char *why;          // set: the update does not apply
     ixw_collectives coll;
@@ -66,7 +66,13 @@ typedef struct updater {
     tb_strmap orphan;         // files.id (as text) U's old facts named and its new ones do not: removed
                               // when nothing else names them
     sqlite3_stmt *q_rows, *q_merged, *ins_fn, *upd_fn;
-} updater;
+    const size_t *todo;       // the parsed units (indexes in db->tus)
+    size_t ntodo;
+    ix_result *old;           // their previous facts
+    int rc;                   // ix_update_begin's outcome: 0, 1 (does not apply: why), -1 (failed: err)
+    tb_error *err;
+};
+typedef struct ix_update updater;
 
 static int fail(updater *u, const char *what) { return ixw_sql_fail(&u->w, what); }
 
@@ -653,18 +659,13 @@ static const char *meta_of(updater *u, const char *key) {
     return v;
 }
 
-static int update_all(updater *u, const ix_result *results, const ix_result *old, const size_t *todo, size_t ntodo,
-                      const ix_meta *meta, ix_summary *sum) {
+// Before the parsed units' facts are there (while they are parsed): the file in a write
+// transaction, its digests, the statements, the file ids.
+static int update_open(updater *u) {
     writer *w = &u->w;
-    struct timespec tp;
-    clock_gettime(CLOCK_MONOTONIC, &tp);
     if (exec(u, "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; BEGIN IMMEDIATE")) return -1;
-    const char *td = meta_of(u, "targets_digest"), *cd = meta_of(u, "collectives_digest");
-    if (!td || !meta->targets_digest || strcmp(td, meta->targets_digest))
-        return not_applicable(u, "the targets or their link lines changed");
-    u->targets_digest = td;
-    if (!cd || strcmp(cd, ixw_collectives_digest(&w->pool, u->opt)))
-        return not_applicable(u, "the --collective list changed");
+    u->targets_digest = meta_of(u, "targets_digest");
+    u->collectives_digest = meta_of(u, "collectives_digest");
     if (ixw_prepare(w) || ixw_collectives_init(w, u->opt, &u->coll) ||
         ixw_prep(w, &u->q_rows,
                  "SELECT tu_id, file_id, name, line, col, end_line, end_col, is_static, is_definition FROM tu_functions"
@@ -682,8 +683,19 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
     while (sqlite3_step(files) == SQLITE_ROW)
         tb_strmap_put(&w->files, (const char *)sqlite3_column_text(files, 1), (int)sqlite3_column_int64(files, 0));
     sqlite3_finalize(files);
+    return 0;
+}
 
-    ix_phase_mark(u->opt, &tp, "update: statements, file ids");
+static int update_all(updater *u, const ix_result *results, const ix_result *old, const size_t *todo, size_t ntodo,
+                      const ix_meta *meta, ix_summary *sum) {
+    writer *w = &u->w;
+    struct timespec tp;
+    clock_gettime(CLOCK_MONOTONIC, &tp);
+    const char *td = u->targets_digest, *cd = u->collectives_digest;
+    if (!td || !meta->targets_digest || strcmp(td, meta->targets_digest))
+        return not_applicable(u, "the targets or their link lines changed");
+    if (!cd || strcmp(cd, ixw_collectives_digest(&w->pool, u->opt)))
+        return not_applicable(u, "the --collective list changed");
     for (size_t k = 0; k < ntodo; k++) {
         int rc = prepare_unit(u, k, (long long)todo[k] + 1, &old[k], &results[todo[k]]);
         if (rc) return rc;
@@ -722,68 +734,73 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
     return rc;
 }
 
-int ix_update_index(const char *path, const ix_compdb *db, const ix_result *results, const size_t *todo,
-                    size_t ntodo, ix_prev *prev, ix_targets *targets, int *targets_loaded, const char *build_dir,
-                    const ix_options *opt, const ix_meta *meta, ix_summary *sum, const char **why, tb_error *err) {
+ix_update *ix_update_begin(const char *path, const ix_compdb *db, const size_t *todo, size_t ntodo, ix_prev *prev,
+                           ix_targets *targets, int *targets_loaded, const char *build_dir, const ix_options *opt,
+                           tb_error *err) {
+    updater *u = tb_xcalloc(1, sizeof *u, "index update");
+    *u = (updater){.db = db, .targets = targets, .targets_loaded = targets_loaded, .build_dir = build_dir, .opt = opt,
+                   .todo = todo, .ntodo = ntodo, .err = err, .w = {.err = err, .path = path}};
+    tb_vec_init(&u->w.finfo, sizeof(struct finfo), "function rows");
+    tb_strmap_init(&u->w.files);
+    tb_strmap_init(&u->w.funcs);
+    tb_strmap_init(&u->lib_check);
+    tb_strmap_init(&u->orphan);
+    tb_strmap_init(&u->touched);
+    tb_strmap_init(&u->ft_touched);
+    tb_vec_init(&u->before, sizeof(merged_fn), "touched functions");
+    u->old_keys = tb_xcalloc(ntodo ? ntodo : 1, sizeof *u->old_keys, "parsed units' facts");
+    u->new_keys = tb_xcalloc(ntodo ? ntodo : 1, sizeof *u->new_keys, "parsed units' facts");
+    u->by_unit = tb_xcalloc(db->ntus + 1, sizeof *u->by_unit, "parsed units");
+    // the parsed units' old facts, read before anything changes
+    u->old = tb_xcalloc(ntodo ? ntodo : 1, sizeof *u->old, "old unit facts");
+    for (size_t k = 0; k < ntodo && !u->rc; k++) {
+        int *p = tb_strmap_get(&prev->units, db->tus[todo[k]].file);
+        if (!p || ix_prev_unit_facts(prev, &TB_VEC_AT(&prev->list, ix_prev_unit, *p), &u->old[k])) {
+            u->why = "a unit's previous facts cannot be read";
+            u->rc = 1;
+        }
+    }
+    if (!u->rc) {
+        if (sqlite3_open_v2(path, &u->w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+            u->rc = tb_fail(err, "%s: cannot open the index: %s", path, u->w.db ? sqlite3_errmsg(u->w.db) : "out of memory");
+        } else {
+            sqlite3_busy_timeout(u->w.db, 5000);
+            u->rc = update_open(u);
+        }
+    }
+    return u;
+}
+
+int ix_update_end(ix_update *u, const ix_result *results, const ix_meta *meta, ix_summary *sum, const char **why) {
     memset(sum, 0, sizeof *sum);
     *why = NULL;
-    // the parsed units' old facts, read before anything changes
-    ix_result *old = tb_xcalloc(ntodo ? ntodo : 1, sizeof *old, "old unit facts");
-    int rc = 0;
-    for (size_t k = 0; k < ntodo && !rc; k++) {
-        int *p = tb_strmap_get(&prev->units, db->tus[todo[k]].file);
-        if (!p || ix_prev_unit_facts(prev, &TB_VEC_AT(&prev->list, ix_prev_unit, *p), &old[k])) {
-            *why = "a unit's previous facts cannot be read";
-            rc = 1;
-        }
-    }
-    updater u = {.db = db, .targets = targets, .targets_loaded = targets_loaded, .build_dir = build_dir, .opt = opt,
-                 .w = {.err = err, .path = path}};
-    tb_vec_init(&u.w.finfo, sizeof(struct finfo), "function rows");
-    tb_strmap_init(&u.w.files);
-    tb_strmap_init(&u.w.funcs);
-    tb_strmap_init(&u.lib_check);
-    tb_strmap_init(&u.orphan);
-    tb_strmap_init(&u.touched);
-    tb_strmap_init(&u.ft_touched);
-    tb_vec_init(&u.before, sizeof(merged_fn), "touched functions");
-    u.old_keys = tb_xcalloc(ntodo ? ntodo : 1, sizeof *u.old_keys, "parsed units' facts");
-    u.new_keys = tb_xcalloc(ntodo ? ntodo : 1, sizeof *u.new_keys, "parsed units' facts");
-    u.by_unit = tb_xcalloc(db->ntus + 1, sizeof *u.by_unit, "parsed units");
-    if (!rc) {
-        if (sqlite3_open_v2(path, &u.w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-            rc = tb_fail(err, "%s: cannot open the index: %s", path, u.w.db ? sqlite3_errmsg(u.w.db) : "out of memory");
-        } else {
-            sqlite3_busy_timeout(u.w.db, 5000);
-            rc = update_all(&u, results, old, todo, ntodo, meta, sum);
-            if (rc) {
-                sqlite3_exec(u.w.db, "ROLLBACK", NULL, NULL, NULL);
-                if (rc > 0) *why = u.why ? u.why : "the update does not apply";
-            }
-        }
-    }
-    ixw_finalize(&u.w);
-    sqlite3_stmt *sts[] = {u.q_rows, u.q_merged, u.ins_fn, u.upd_fn};
+    int rc = u->rc ? u->rc : update_all(u, results, u->old, u->todo, u->ntodo, meta, sum);
+    if (rc && u->w.db) sqlite3_exec(u->w.db, "ROLLBACK", NULL, NULL, NULL);
+    if (rc > 0) *why = u->why ? u->why : "the update does not apply";
+    ixw_finalize(&u->w);
+    sqlite3_stmt *sts[] = {u->q_rows, u->q_merged, u->ins_fn, u->upd_fn};
     for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
-    ixw_collectives_free(&u.coll);
-    if (u.w.db && sqlite3_close(u.w.db) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", path);
-    tb_strmap_free(&u.w.files);
-    tb_strmap_free(&u.w.funcs);
-    tb_vec_free(&u.w.finfo);
-    tb_pool_free(&u.w.pool);
-    tb_strmap_free(&u.lib_check);
-    tb_strmap_free(&u.orphan);
-    tb_strmap_free(&u.touched);
-    tb_strmap_free(&u.ft_touched);
-    tb_vec_free(&u.before);
-    for (size_t k = 0; k < ntodo; k++) {
-        if (u.old_keys[k].r) ix_key_free(&u.old_keys[k]);
-        if (u.new_keys[k].r) ix_key_free(&u.new_keys[k]);
+    ixw_collectives_free(&u->coll);
+    if (u->w.db && sqlite3_close(u->w.db) != SQLITE_OK && !rc)
+        rc = tb_fail(u->err, "%s: closing the index failed", u->w.path);
+    tb_strmap_free(&u->w.files);
+    tb_strmap_free(&u->w.funcs);
+    tb_vec_free(&u->w.finfo);
+    tb_pool_free(&u->w.pool);
+    tb_strmap_free(&u->lib_check);
+    tb_strmap_free(&u->orphan);
+    tb_strmap_free(&u->touched);
+    tb_strmap_free(&u->ft_touched);
+    tb_vec_free(&u->before);
+    for (size_t k = 0; k < u->ntodo; k++) {
+        if (u->old_keys[k].r) ix_key_free(&u->old_keys[k]);
+        if (u->new_keys[k].r) ix_key_free(&u->new_keys[k]);
     }
-    free(u.old_keys);
-    free(u.new_keys);
-    free(u.by_unit);
-    for (size_t k = 0; k < ntodo; k++) ix_result_free(&old[k]);
-    free(old);
+    free(u->old_keys);
+    free(u->new_keys);
+    free(u->by_unit);
+    for (size_t k = 0; k < u->ntodo; k++) ix_result_free(&u->old[k]);
+    free(u->old);
+    free(u);
     return rc;
 }

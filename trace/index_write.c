@@ -585,7 +585,7 @@ static int write_begin(writer *w, const ix_compdb *db, const ix_result *results,
                      "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE;"
                      " PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536; BEGIN;",
                      NULL, NULL, &msg) != SQLITE_OK ||
-        (!in && sqlite3_exec(w->db, TB_INDEX_TABLES, NULL, NULL, &msg) != SQLITE_OK)) {
+        (!in && sqlite3_exec(w->db, TB_INDEX_TABLES TB_INDEX_INDEXES, NULL, NULL, &msg) != SQLITE_OK)) {
         int rc = tb_fail(w->err, "%s: creating the schema: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
         sqlite3_free(msg);
         return rc;
