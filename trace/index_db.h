@@ -120,17 +120,21 @@
 // file, a USR's rows in every unit, a field target's rows. (Which units name a function, for
 // its libraries rows, is a scan: the update asks it only for functions whose naming or
 // definition changed.)
-#define TB_INDEX_UNIT_INDEXES                                                                                \
+#define TB_INDEX_UNIT_INDEXES TB_INDEX_UNIT_ROW_INDEXES TB_INDEX_UNIT_KEY_INDEXES
+// Keyed by the unit first: a full index writes unit after unit, so each insert lands at the
+// end of these; they are made with the tables. The others are built once every row is in.
+#define TB_INDEX_UNIT_ROW_INDEXES                                                                            \
     "CREATE INDEX IF NOT EXISTS tu_deps_unit ON tu_deps(tu_id);\n"                                           \
-    "CREATE INDEX IF NOT EXISTS tu_deps_path ON tu_deps(path);\n"                                            \
     "CREATE INDEX IF NOT EXISTS tu_functions_unit ON tu_functions(tu_id);\n"                                 \
-    "CREATE INDEX IF NOT EXISTS tu_functions_usr ON tu_functions(usr);\n"                                    \
     "CREATE INDEX IF NOT EXISTS tu_calls_unit ON tu_calls(tu_id, caller);\n"                                 \
     "CREATE INDEX IF NOT EXISTS tu_callbacks_unit ON tu_callbacks(tu_id, caller);\n"                         \
     "CREATE INDEX IF NOT EXISTS tu_range_sites_unit ON tu_range_sites(tu_id, caller);\n"                     \
     "CREATE INDEX IF NOT EXISTS tu_field_targets_unit ON tu_field_targets(tu_id);\n"                         \
-    "CREATE INDEX IF NOT EXISTS tu_field_targets_key ON tu_field_targets(record, field, function_usr);\n"    \
     "CREATE INDEX IF NOT EXISTS tu_symbols_unit ON tu_symbols(tu_id);\n"
+#define TB_INDEX_UNIT_KEY_INDEXES                                                                            \
+    "CREATE INDEX IF NOT EXISTS tu_deps_path ON tu_deps(path);\n"                                            \
+    "CREATE INDEX IF NOT EXISTS tu_functions_usr ON tu_functions(usr);\n"                                    \
+    "CREATE INDEX IF NOT EXISTS tu_field_targets_key ON tu_field_targets(record, field, function_usr);\n"
 
 // Opens an existing index read-only; a missing or foreign file, or one that fails SQLite's
 // quick_check (every page and b-tree), is an error naming it.

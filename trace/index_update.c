@@ -683,6 +683,15 @@ static int update_open(updater *u) {
     while (sqlite3_step(files) == SQLITE_ROW)
         tb_strmap_put(&w->files, (const char *)sqlite3_column_text(files, 1), (int)sqlite3_column_int64(files, 0));
     sqlite3_finalize(files);
+    // The summary's count of calls, the one table too big to count again after a small update
+    // (a scan of every row): counted now, while the units are parsed, and the update's inserts
+    // and deletes counted by triggers of this connection (temp: the file does not keep them).
+    if ((w->calls_before = ixw_count(w, "SELECT COUNT(*) FROM calls")) < 0 ||
+        exec(u, "CREATE TEMP TABLE calls_delta(n INTEGER NOT NULL); INSERT INTO calls_delta VALUES(0);"
+                " CREATE TEMP TRIGGER calls_added AFTER INSERT ON main.calls BEGIN UPDATE calls_delta SET n = n + 1; END;"
+                " CREATE TEMP TRIGGER calls_removed AFTER DELETE ON main.calls BEGIN UPDATE calls_delta SET n = n - 1; END;"))
+        return -1;
+    w->calls_counted = 1;
     return 0;
 }
 

@@ -458,7 +458,7 @@ static int ixw_put_meta(writer *w, const char *key, const char *value) {
     return ixw_step(w, w->ins_meta, "inserting meta");
 }
 
-static long ixw_count(writer *w, const char *sql) {
+long ixw_count(writer *w, const char *sql) {
     sqlite3_stmt *st = NULL;
     long n = -1;
     if (sqlite3_prepare_v2(w->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
@@ -469,16 +469,25 @@ static long ixw_count(writer *w, const char *sql) {
 
 void ixw_count_summary(writer *w, ix_summary *sum) {
     sum->files = ixw_count(w, "SELECT COUNT(*) FROM files");
-    sum->functions = ixw_count(w, "SELECT COUNT(*) FROM functions");
-    sum->definitions = ixw_count(w, "SELECT COUNT(*) FROM functions WHERE is_definition = 1");
-    sum->calls = ixw_count(w, "SELECT COUNT(*) FROM calls");
+    sqlite3_stmt *st = NULL;  // the functions in one pass: all, defined here, not (a library's)
+    sum->functions = sum->definitions = sum->library_functions = -1;
+    if (sqlite3_prepare_v2(w->db, "SELECT COUNT(*), TOTAL(is_definition = 1), TOTAL(is_definition = 0) FROM functions",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        sum->functions = (long)sqlite3_column_int64(st, 0);
+        sum->definitions = (long)sqlite3_column_int64(st, 1);
+        sum->library_functions = (long)sqlite3_column_int64(st, 2);
+    }
+    sqlite3_finalize(st);
+    // calls: counted before an update in place, plus what its triggers counted (index_update.c)
+    sum->calls = w->calls_counted ? w->calls_before + ixw_count(w, "SELECT n FROM temp.calls_delta")
+                                  : ixw_count(w, "SELECT COUNT(*) FROM calls");
     sum->callbacks = ixw_count(w, "SELECT COUNT(*) FROM callbacks");
     sum->field_targets = ixw_count(w, "SELECT COUNT(*) FROM field_targets");
     sum->range_sites = ixw_count(w, "SELECT COUNT(*) FROM range_sites");
     sum->collective_sites = ixw_count(w, "SELECT COUNT(*) FROM collective_sites");
     sum->targets = ixw_count(w, "SELECT COUNT(DISTINCT target) FROM targets");
     sum->target_rows = ixw_count(w, "SELECT COUNT(*) FROM targets");
-    sum->library_functions = ixw_count(w, "SELECT COUNT(*) FROM functions WHERE is_definition = 0");
     sum->library_found = ixw_count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
 }
 
@@ -585,7 +594,7 @@ static int write_begin(writer *w, const ix_compdb *db, const ix_result *results,
                      "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE;"
                      " PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536; BEGIN;",
                      NULL, NULL, &msg) != SQLITE_OK ||
-        (!in && sqlite3_exec(w->db, TB_INDEX_TABLES TB_INDEX_INDEXES, NULL, NULL, &msg) != SQLITE_OK)) {
+        (!in && sqlite3_exec(w->db, TB_INDEX_TABLES TB_INDEX_UNIT_ROW_INDEXES, NULL, NULL, &msg) != SQLITE_OK)) {
         int rc = tb_fail(w->err, "%s: creating the schema: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
         sqlite3_free(msg);
         return rc;
