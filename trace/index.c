@@ -227,8 +227,10 @@
 //
 // Speed: units are parsed in parallel (-j N, default min(online CPUs, 4)), one libclang index
 // per thread; the facts are merged in database order, so the index does not depend on -j.
-// A full index is a new file written in one transaction without a journal, its secondary
-// indexes built after the bulk inserts, then renamed over --out. A re-index that parses at
+// A full index is a new file written in one transaction without a journal while the units are
+// parsed: -j threads parse, this thread writes each unit's facts (merged, and its own tu_*
+// rows) in database order as soon as the unit is parsed; the text-keyed secondary indexes are
+// built after the last unit, then the file is renamed over --out. A re-index that parses at
 // most a quarter of the units (at least 8), with the same units in the same order, updates the
 // previous index file in place instead (index_update.c): one SQLite transaction (rollback
 // journal) replaces the parsed units' tu_* rows and merges again only what their change
