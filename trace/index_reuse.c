@@ -36,9 +36,19 @@ static const char *hex(tb_pool *p, const unsigned char *md, unsigned n) {
     return tb_pool_dup(p, s);
 }
 
+// SHA-256 fetched once: EVP_sha256() makes every EVP_DigestInit_ex fetch the implementation
+// again (OpenSSL 3), a few microseconds per digest, and the index takes one per unit and file.
+static EVP_MD *sha256_md;
+static void fetch_sha256(void) { sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL); }
+static const EVP_MD *sha256(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fetch_sha256);
+    return sha256_md ? sha256_md : EVP_sha256();
+}
+
 EVP_MD_CTX *ix_digest_new(void) {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+    if (!ctx || EVP_DigestInit_ex(ctx, sha256(), NULL) != 1)
         tb_host_oom(sizeof(EVP_MD_CTX *), "a SHA-256 context", __FILE__, __LINE__);
     return ctx;
 }
@@ -94,7 +104,7 @@ static const char *hash_file(ix_hashes *h, const char *path, long *lines, ix_fil
         return "-";
     }
     EVP_MD_CTX *md = EVP_MD_CTX_new();
-    if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) abort();
+    if (!md || !EVP_DigestInit_ex(md, sha256(), NULL)) abort();
     static _Thread_local unsigned char buf[1 << 16];
     ssize_t n;
     int last = '\n';
@@ -165,7 +175,7 @@ static void add_str(EVP_MD_CTX *md, const char *tag, const char *s) {
 
 const char *ix_inputs_hash(tb_pool *p, const ix_tu *tu, const ix_options *opt) {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
-    if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) abort();
+    if (!md || !EVP_DigestInit_ex(md, sha256(), NULL)) abort();
     add_str(md, "dir", tu->directory);
     add_str(md, "file", tu->file);
     add_str(md, "cuda", tu->cuda ? "1" : "0");

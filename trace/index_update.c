@@ -683,15 +683,26 @@ static int update_open(updater *u) {
     while (sqlite3_step(files) == SQLITE_ROW)
         tb_strmap_put(&w->files, (const char *)sqlite3_column_text(files, 1), (int)sqlite3_column_int64(files, 0));
     sqlite3_finalize(files);
-    // The summary's count of calls, the one table too big to count again after a small update
-    // (a scan of every row): counted now, while the units are parsed, and the update's inserts
-    // and deletes counted by triggers of this connection (temp: the file does not keep them).
-    if ((w->calls_before = ixw_count(w, "SELECT COUNT(*) FROM calls")) < 0 ||
-        exec(u, "CREATE TEMP TABLE calls_delta(n INTEGER NOT NULL); INSERT INTO calls_delta VALUES(0);"
-                " CREATE TEMP TRIGGER calls_added AFTER INSERT ON main.calls BEGIN UPDATE calls_delta SET n = n + 1; END;"
-                " CREATE TEMP TRIGGER calls_removed AFTER DELETE ON main.calls BEGIN UPDATE calls_delta SET n = n - 1; END;"))
+    // The summary's counts of the big tables (calls, functions and their definitions: a scan
+    // of every row after a small update) taken now, while the units are parsed; what the update
+    // inserts, deletes or upgrades is counted by triggers of this connection (temp: the file
+    // does not keep them).
+    if (ixw_count_big(w, &w->counted.calls, &w->counted.functions, &w->counted.definitions) ||
+        exec(u, "CREATE TEMP TABLE count_delta(calls INTEGER NOT NULL, functions INTEGER NOT NULL,"
+                " definitions INTEGER NOT NULL); INSERT INTO count_delta VALUES(0, 0, 0);"
+                " CREATE TEMP TRIGGER calls_added AFTER INSERT ON main.calls"
+                "  BEGIN UPDATE count_delta SET calls = calls + 1; END;"
+                " CREATE TEMP TRIGGER calls_removed AFTER DELETE ON main.calls"
+                "  BEGIN UPDATE count_delta SET calls = calls - 1; END;"
+                " CREATE TEMP TRIGGER functions_added AFTER INSERT ON main.functions BEGIN UPDATE count_delta"
+                "  SET functions = functions + 1, definitions = definitions + (NEW.is_definition = 1); END;"
+                " CREATE TEMP TRIGGER functions_removed AFTER DELETE ON main.functions BEGIN UPDATE count_delta"
+                "  SET functions = functions - 1, definitions = definitions - (OLD.is_definition = 1); END;"
+                " CREATE TEMP TRIGGER functions_changed AFTER UPDATE OF is_definition ON main.functions"
+                "  BEGIN UPDATE count_delta SET definitions = definitions + (NEW.is_definition = 1)"
+                "   - (OLD.is_definition = 1); END;"))
         return -1;
-    w->calls_counted = 1;
+    w->counted.before = 1;
     return 0;
 }
 

@@ -467,21 +467,38 @@ long ixw_count(writer *w, const char *sql) {
     return n;
 }
 
-void ixw_count_summary(writer *w, ix_summary *sum) {
-    sum->files = ixw_count(w, "SELECT COUNT(*) FROM files");
-    sqlite3_stmt *st = NULL;  // the functions in one pass: all, defined here, not (a library's)
-    sum->functions = sum->definitions = sum->library_functions = -1;
-    if (sqlite3_prepare_v2(w->db, "SELECT COUNT(*), TOTAL(is_definition = 1), TOTAL(is_definition = 0) FROM functions",
+int ixw_count_big(writer *w, long *calls, long *functions, long *definitions) {
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (sqlite3_prepare_v2(w->db, "SELECT (SELECT COUNT(*) FROM calls), COUNT(*), TOTAL(is_definition = 1) FROM functions",
                            -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {
-        sum->functions = (long)sqlite3_column_int64(st, 0);
-        sum->definitions = (long)sqlite3_column_int64(st, 1);
-        sum->library_functions = (long)sqlite3_column_int64(st, 2);
+        *calls = (long)sqlite3_column_int64(st, 0);
+        *functions = (long)sqlite3_column_int64(st, 1);
+        *definitions = (long)sqlite3_column_int64(st, 2);
+        rc = 0;
     }
     sqlite3_finalize(st);
-    // calls: counted before an update in place, plus what its triggers counted (index_update.c)
-    sum->calls = w->calls_counted ? w->calls_before + ixw_count(w, "SELECT n FROM temp.calls_delta")
-                                  : ixw_count(w, "SELECT COUNT(*) FROM calls");
+    return rc;
+}
+
+void ixw_count_summary(writer *w, ix_summary *sum) {
+    sum->files = ixw_count(w, "SELECT COUNT(*) FROM files");
+    sqlite3_stmt *st = NULL;
+    sum->calls = sum->functions = sum->definitions = -1;
+    if (w->counted.before) {  // an update in place: the counts before it and their change (index_update.c)
+        if (sqlite3_prepare_v2(w->db, "SELECT calls, functions, definitions FROM temp.count_delta", -1, &st, NULL) ==
+                SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW) {
+            sum->calls = w->counted.calls + (long)sqlite3_column_int64(st, 0);
+            sum->functions = w->counted.functions + (long)sqlite3_column_int64(st, 1);
+            sum->definitions = w->counted.definitions + (long)sqlite3_column_int64(st, 2);
+        }
+    } else {
+        ixw_count_big(w, &sum->calls, &sum->functions, &sum->definitions);
+    }
+    sqlite3_finalize(st);
+    sum->library_functions = sum->functions < 0 ? -1 : sum->functions - sum->definitions;
     sum->callbacks = ixw_count(w, "SELECT COUNT(*) FROM callbacks");
     sum->field_targets = ixw_count(w, "SELECT COUNT(*) FROM field_targets");
     sum->range_sites = ixw_count(w, "SELECT COUNT(*) FROM range_sites");

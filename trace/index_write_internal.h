@@ -35,8 +35,10 @@ typedef struct writer {
         *ins_cb, *ins_ferr;
     sqlite3_stmt *upd_unit;  // a unit's files row: its status, errors and diagnostics
     long long unit;       // files.id of the unit being merged
-    int calls_counted;    // calls_before is the calls table's count before an update, temp.calls_delta its change
-    long calls_before;
+    struct {              // an update in place: the big tables' counts before it (temp.count_delta: its change)
+        int before;
+        long calls, functions, definitions;
+    } counted;
     sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range, *u_sym;  // the tu_* tables
     tb_strmap files;      // path -> files.id
     tb_strmap funcs;      // usr -> index in finfo
@@ -102,6 +104,8 @@ int ixw_write_meta(writer *w, const ix_meta *meta, const ix_options *opt, long t
 const char *ixw_collectives_digest(tb_pool *p, const ix_options *opt);
 // The summary's counts, read from the tables.
 void ixw_count_summary(writer *w, ix_summary *sum);
+// The calls, the functions and those defined here: 0, or -1 when they cannot be counted.
+int ixw_count_big(writer *w, long *calls, long *functions, long *definitions);
 // The one value a query gives (a count), -1 when it gives none.
 long ixw_count(writer *w, const char *sql);
 

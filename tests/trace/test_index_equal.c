@@ -165,6 +165,13 @@ TB_TEST(fast_and_plain_indexes_are_equal_table_for_table) {
     TB_REQUIRE(append(SRC "/b.c", "int helper2(int x) { return helper(x) + (int)strlen(\"c\"); }\n") == 0,
                "cannot edit b.c");
     TB_CHECK(reindexed("b.c changed", 1, 1, "updated in place"), "an index updated in place differs from a plain one");
+    // a.c calls a function it only declares, then b.c defines it: the merged row is upgraded in
+    // place to the definition (the summary's defined count follows it: the update's triggers).
+    TB_REQUIRE(append(SRC "/a.c", "int later(int x);\nint use_later(void) { return later(1); }\n") == 0,
+               "cannot edit a.c");
+    TB_CHECK(reindexed("a.c declares later", 1, 1, "updated in place"), "an updated index differs from a plain one");
+    TB_REQUIRE(append(SRC "/b.c", "int later(int x) { return x; }\n") == 0, "cannot edit b.c");
+    TB_CHECK(reindexed("b.c defines later", 1, 1, "updated in place"), "an updated index differs from a plain one");
 
     // a.c now includes a new header (a new file, an inline function whose body a.c writes).
     TB_REQUIRE(tb_write_text(SRC "/extra.h", "static inline int extra(int x) { return twice(x); }\n") == 0 &&
