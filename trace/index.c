@@ -638,7 +638,7 @@ int tracebook_index_main(int argc, char **argv) {
     } else {
         ix_prev_load(&prev, opt.out, &indexer, &why);
         if (prev.db) ix_hashes_known(&hashes, prev.db);  // files unchanged since are not read again
-        ix_prev_check_deps(&prev, &hashes);
+        ix_prev_check_deps(&prev, &hashes, opt.jobs);
     }
     if (prev.db == NULL && why && strcmp(why, "no previous index") && !opt.quiet)
         fprintf(stderr, "tracebook index: note: %s: parsing every unit\n", why);

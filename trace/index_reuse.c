@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,10 @@ typedef struct hash_ent {
     const char *hash;
     long lines;
     ix_file_stat st;  // as hashed (st.size < 0: no stat, nothing to keep)
+    // A file of the previous index's file_stats, stat'ed ahead by stat_known: now_taken 1,
+    // now_ok whether it is a regular file, now its stat.
+    int now_taken, now_ok;
+    ix_file_stat now;
 } hash_ent;
 
 static const char *hex(tb_pool *p, const unsigned char *md, unsigned n) {
@@ -139,10 +144,15 @@ static const char *hash_file(ix_hashes *h, const char *path, long *lines, ix_fil
 static const hash_ent *known_unchanged(ix_hashes *h, const char *path, ix_file_stat *fs) {
     int *k = tb_strmap_get(&h->known_idx, path);
     if (!k) return NULL;
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
-    *fs = stat_of(&st);
     const hash_ent *e = &TB_VEC_AT(&h->known, hash_ent, *k);
+    if (e->now_taken) {
+        if (!e->now_ok) return NULL;
+        *fs = e->now;
+    } else {
+        struct stat st;
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+        *fs = stat_of(&st);
+    }
     long long limit = h->start_ns - 20000000LL;
     if (memcmp(&e->st, fs, sizeof *fs) || fs->mtime_ns >= limit || fs->ctime_ns >= limit) return NULL;
     return e;
@@ -359,8 +369,56 @@ static void check_dep(ix_prev_unit *u, const char *path, const char *hash, void 
 // of file_stats that changed since are found by their stat (and hash), and the units that read
 // them by a search of tu_deps per changed file; a unit with a '-' or '~' input is parsed again.
 // Without file_stats, or with many changed files, one scan compares each unit's rows.
-void ix_prev_check_deps(ix_prev *p, ix_hashes *h) {
+// stat_known's threads: every `stride`-th known file from `first`.
+typedef struct stat_share {
+    const char *const *paths;
+    hash_ent *const *ents;
+    size_t n, first, stride;
+} stat_share;
+
+static void *stat_some(void *arg) {
+    const stat_share *s = arg;
+    for (size_t i = s->first; i < s->n; i += s->stride) {
+        struct stat st;
+        hash_ent *e = s->ents[i];
+        e->now_ok = stat(s->paths[i], &st) == 0 && S_ISREG(st.st_mode);
+        if (e->now_ok) e->now = stat_of(&st);
+        e->now_taken = 1;
+    }
+    return NULL;
+}
+
+// Every file of the previous index's file_stats stat'ed now, `jobs` threads at a time (a
+// system call per file, ~1.5 ms for this project's 900 inputs on one thread).
+static void stat_known(ix_hashes *h, int jobs) {
+    size_t n = 0;
+    const char **paths = tb_xcalloc(h->known.len + 1, sizeof *paths, "known files");
+    hash_ent **ents = tb_xcalloc(h->known.len + 1, sizeof *ents, "known files");
+    for (size_t k = 0; k < h->known_idx.cap; k++) {
+        if (!h->known_idx.keys[k]) continue;
+        paths[n] = h->known_idx.keys[k];
+        ents[n++] = &TB_VEC_AT(&h->known, hash_ent, h->known_idx.vals[k]);
+    }
+    size_t nthreads = jobs < 1 ? 1 : (size_t)jobs;
+    if (nthreads > n / 128 + 1) nthreads = n / 128 + 1;  // a thread is worth ~100 stats
+    stat_share *shares = tb_xcalloc(nthreads, sizeof *shares, "stat shares");
+    pthread_t *th = tb_xcalloc(nthreads, sizeof *th, "stat threads");
+    for (size_t t = 0; t < nthreads; t++) shares[t] = (stat_share){paths, ents, n, t, nthreads};
+    size_t started = 0;
+    for (size_t t = 1; t < nthreads && pthread_create(&th[t], NULL, stat_some, &shares[t]) == 0; t++) started++;
+    for (size_t t = started + 1; t < nthreads; t++) stat_some(&shares[t]);  // a thread that did not start
+    stat_some(&shares[0]);
+    for (size_t t = 1; t <= started; t++) pthread_join(th[t], NULL);
+    free(th);
+    free(shares);
+    free(ents);
+    free(paths);
+}
+
+void ix_prev_check_deps(ix_prev *p, ix_hashes *h, int jobs) {
     if (!p->db) return;
+    stat_known(h, jobs);
+    tb_strmap_reserve(&h->idx, h->known.len);
     tb_vec changed;  // of const char *: recorded files whose hash is not the recorded one
     tb_vec_init(&changed, sizeof(const char *), "changed input files");
     for (size_t k = 0; k < h->known_idx.cap; k++) {  // every recorded file hashed (or stat'ed) once

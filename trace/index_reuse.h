@@ -100,8 +100,9 @@ int ix_prev_load(ix_prev *p, const char *path, ix_indexer *ind, const char **why
 // A meta value of the previous index (in p's pool), or NULL.
 const char *ix_prev_meta(ix_prev *p, const char *key);
 // One pass over the previous index's tu_deps: each unit learns whether every input file it
-// recorded still has the hash recorded (h: each file hashed once, or its stat unchanged).
-void ix_prev_check_deps(ix_prev *p, ix_hashes *h);
+// recorded still has the hash recorded (h: each file hashed once, or its stat unchanged; the
+// recorded files stat'ed first by `jobs` threads).
+void ix_prev_check_deps(ix_prev *p, ix_hashes *h, int jobs);
 // The previous unit for tu when its command line is unchanged and ix_prev_check_deps found
 // every input file unchanged, else NULL.
 const ix_prev_unit *ix_prev_match(const ix_prev *p, const ix_tu *tu, const char *inputs);

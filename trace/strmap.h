@@ -20,6 +20,7 @@ typedef struct tb_strmap {
 void tb_strmap_init(tb_strmap *m);
 int *tb_strmap_get(const tb_strmap *m, const char *key);  // NULL when absent
 int *tb_strmap_put(tb_strmap *m, const char *key, int val);  // inserts or overwrites; returns the slot
+void tb_strmap_reserve(tb_strmap *m, size_t n);  // room for n keys without growing again
 void tb_strmap_free(tb_strmap *m);
 
 // The 64-bit FNV-1a hash of s (also how Chrome traces' string thread ids become numbers).
