@@ -629,16 +629,17 @@ static int write_begin(writer *w, const ix_compdb *db, const ix_result *results,
 // its own facts (tu_*) — or, a reused unit of the previous index's copy, the files they name
 // numbered as writing them would number them (its rows there stay).
 static int write_unit(writer *w, const ix_compdb *db, size_t i, const ix_result *r, const ix_inplace *in) {
-    int *tu_id = tb_strmap_get(&w->files, db->tus[i].file);
-    if (!tu_id) return tb_fail(w->err, "%s: %s has no files row", w->path, db->tus[i].file);
-    w->unit = *tu_id;
+    const int *id = tb_strmap_get(&w->files, db->tus[i].file);  // the map grows as files come: copy
+    if (!id) return tb_fail(w->err, "%s: %s has no files row", w->path, db->tus[i].file);
+    const long long tu_id = *id;
+    w->unit = tu_id;
     if (write_result(w, r) || ixw_write_file_errors(w, r)) return -1;
     ixw_bind_text(w->upd_unit, 1, r->status);
     sqlite3_bind_int(w->upd_unit, 2, r->errors);
     ixw_bind_text(w->upd_unit, 3, r->diagnostics);
-    sqlite3_bind_int64(w->upd_unit, 4, *tu_id);
+    sqlite3_bind_int64(w->upd_unit, 4, tu_id);
     if (ixw_step(w, w->upd_unit, "setting a unit's status")) return -1;
-    return in && r->reused ? touch_unit_files(w, r) : ixw_write_unit_facts(w, *tu_id, r);
+    return in && r->reused ? touch_unit_files(w, r) : ixw_write_unit_facts(w, tu_id, r);
 }
 
 // After every unit: the derived tables, targets, secondary indexes, libraries, meta, file
