@@ -43,6 +43,7 @@ static const char *const hang_args[] = {"figure", NULL};
 static const char *const divergence_args[] = {"a", "b", "step", "tolerance", NULL};
 static const char *const moe_figure_args[] = {"figure", "layer", "step", "rank", "of", NULL};
 static const char *const replayed_args[] = {"figure", "warmup_steps", NULL};
+static const char *const growth_args[] = {"category", "warmup_steps", NULL};
 
 // Which claims are timed (stability.h): these read a time, or an order in time.
 static int always_timed(json_t *args) {
@@ -199,6 +200,23 @@ static const parser parsers[] = {
      "bandwidth shared between cores, transfers beyond the calls' own CPU time; refused: sleeps (the slow drills), "
      "a communication thread, worker threads of a rank, a device",
      replayed_args, tbp_replayed_record, NULL, always_timed},  // parsers_replay.c
+    {"resumed_loss_mismatches",
+     "the claim's first record is a run trained uninterrupted, the others in order the segments of the same run "
+     "interrupted and resumed: the first segment starts as the uninterrupted run did, each later one loads "
+     "(config load) the directory the segment before it saved into (config save, inside that segment's record); "
+     "the configs may differ only in run_dir, load, save, save_interval, exit_interval and async_save. Every "
+     "loss every rank of a segment logged (metrics.rank-r.jsonl) is compared bit for bit with the uninterrupted "
+     "run's rank r at that step, and every step of the uninterrupted run must be logged by a segment; the value "
+     "is the number of segment rows whose loss differs (0: the resumes trained the same bits). Exact",
+     no_args, NULL, tbp_resumed_loss_combine, NULL},  // parsers_resume.c
+    {"memory_growth_bytes",
+     "per record, rank r and category c (args.category: params, grads, optimizer, activations, workspace, comm, "
+     "total or total_peak; default \"every\": each of them but total), metrics.rank-r mem_peak_bytes[c] "
+     "(mem_total_peak_bytes for total_peak) at the record's last logged step minus at its args.warmup_steps-th "
+     "logged step (default 1): the allocator's high-water is a running maximum since the process started, so "
+     "this is how far it rose after the warm-up; the value is the max over records, ranks and categories. "
+     "Exact",
+     growth_args, NULL, tbp_memory_growth_combine, NULL},  // parsers_resume.c
 };
 #define NPARSERS ((int)(sizeof parsers / sizeof *parsers))
 
@@ -206,7 +224,8 @@ const char *const tb_parser_names[] = {"tokens_per_s",    "step_ms",         "lo
                                        "pipeline_bubble", "stage_imbalance", "comm_bytes",   "rank_figure",
                                        "stage_figure",    "checkpoint_figure", "step_phase", "collective_figure",
                                        "oom_figure",      "hang_figure",     "first_divergence", "ratio",
-                                       "saved_fraction",  "relative_difference", "plan_figure", "moe_figure", "replayed", NULL};
+                                       "saved_fraction",  "relative_difference", "plan_figure", "moe_figure", "replayed",
+                                       "resumed_loss_mismatches", "memory_growth_bytes", NULL};
 
 static const parser *find_parser(const char *name) {
     for (int i = 0; name && i < NPARSERS; i++)

@@ -133,6 +133,26 @@
 //       waits — and the record's value is the median over those steps. Median over records.
 //       Timed, and sampled on the replayed step times; the oversubscription gate does not
 //       apply (the replay gives each rank a core), the contention gates do.
+//   resumed_loss_mismatches  args {}
+//       The claim's records in order: a run trained uninterrupted, then the segments of the
+//       same run interrupted and resumed (runbooks/soak.lua). The first segment starts as the
+//       uninterrupted run did (the same config load); each later one loads the directory the
+//       segment before it saved into (config save, inside that segment's record: the
+//       checkpoint it resumed from is one of the record's hashed files). The configs may
+//       differ only in run_dir, load, save, save_interval, exit_interval, async_save. Every
+//       row every rank of a segment logged is compared with the uninterrupted run's rank r at
+//       that step: the loss bit for bit (both absent counts as equal); a step the
+//       uninterrupted run did not train, or a step of it no segment logged, is an error. The
+//       value is the number of rows that differ: 0 is a bitwise resume. Exact.
+//   memory_growth_bytes  args {"category": C = "every" (params, grads, optimizer,
+//                        activations, workspace, comm, total, total_peak; "every": each but
+//                        total), "warmup_steps": W = 1}
+//       Per record, rank r and category c: metrics.rank-r mem_peak_bytes[c]
+//       (mem_total_peak_bytes for total_peak) at the record's last logged step minus at its
+//       W-th logged step. The allocator's high-water is a running maximum since the process
+//       started (engine/runtime/memory.h), so this is how far it rose after the warm-up: a
+//       leak, a buffer that a save keeps. The value is the max over records, ranks and
+//       categories (evidence "worst" names them). Exact.
 #ifndef TB_EXPERIMENTS_PARSERS_H
 #define TB_EXPERIMENTS_PARSERS_H
 

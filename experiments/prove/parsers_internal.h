@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/error.h"
 #include "core/run_dir.h"
@@ -57,6 +58,41 @@ int tbp_one_of(const parser *p, const char *key, const char *s, const char *cons
 int tbp_record_world_size(const char *dir, char *config_path, size_t size, json_t *files, long long *world,
                           json_t **config, tb_error *err);
 
+// ---- one record's metrics (parsers_metrics.c): config.json and every rank's
+// metrics.rank-NNNNN.jsonl, the fields a parser needs
+
+enum { TBP_NEED_STEP_MS = 1, TBP_NEED_LOSS = 2, TBP_NEED_MEM = 4, TBP_NEED_PHASE = 8 };
+
+typedef struct tbp_metric_row {
+    int64_t step;
+    int line;  // of the rank's file, 1-based
+    int has_loss;
+    double loss, step_ms, mem, phase;
+} tbp_metric_row;
+
+typedef struct tbp_rank_metrics {
+    char path[REC_PATH_MAX];
+    tbp_metric_row *rows;  // sorted by step, no step twice
+    int n;
+} tbp_rank_metrics;
+
+typedef struct tbp_record_metrics {
+    json_t *config;  // run/config.json
+    char config_path[REC_PATH_MAX];
+    int nranks;
+    tbp_rank_metrics *ranks;
+} tbp_record_metrics;
+
+// Reads config.json and the metrics of ranks 0..world_size-1 (the fields `need` asks for; an
+// absent one is an error naming file and line), adding the paths to files. category: the
+// mem_peak_bytes key for TBP_NEED_MEM ("total_peak": mem_total_peak_bytes), the pipeline key
+// for TBP_NEED_PHASE ("backward_ms").
+int tbp_read_record_metrics(tbp_record_metrics *m, const char *record_dir, int need, const char *category,
+                            json_t *files, tb_error *err);
+void tbp_record_metrics_free(tbp_record_metrics *m);
+// The row of `step`, or NULL.
+const tbp_metric_row *tbp_find_step(const tbp_rank_metrics *rm, int64_t step);
+
 // ---- the per-record parsers and the combinations (one file per kind of record file)
 
 int tbp_tokens_per_s_record(const parser *, json_t *, const char *, double *, json_t *, tb_error *);  // metrics
@@ -77,5 +113,8 @@ int tbp_first_divergence_combine(const parser *, json_t *, const char *const *, 
                                  tb_error *);  // dumped tensors
 int tbp_ratio_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
 int tbp_difference_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
+int tbp_resumed_loss_combine(const parser *, json_t *, const char *const *, int, double *, json_t **,
+                             tb_error *);  // a run and its resumes (parsers_resume.c)
+int tbp_memory_growth_combine(const parser *, json_t *, const char *const *, int, double *, json_t **, tb_error *);
 
 #endif

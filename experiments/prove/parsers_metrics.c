@@ -18,29 +18,7 @@
 // ---------------------------------------------------------------------------------------
 // One record's metrics: every rank's metrics.rank-NNNNN.jsonl
 
-enum { NEED_STEP_MS = 1, NEED_LOSS = 2, NEED_MEM = 4, NEED_PHASE = 8 };
-
-typedef struct metric_row {
-    int64_t step;
-    int line;
-    int has_loss;
-    double loss, step_ms, mem, phase;
-} metric_row;
-
-typedef struct rank_metrics {
-    char path[REC_PATH_MAX];
-    metric_row *rows;  // sorted by step
-    int n;
-} rank_metrics;
-
-typedef struct record_metrics {
-    json_t *config;  // run/config.json
-    char config_path[REC_PATH_MAX];
-    int nranks;
-    rank_metrics *ranks;
-} record_metrics;
-
-static void record_metrics_free(record_metrics *m) {
+void tbp_record_metrics_free(tbp_record_metrics *m) {
     for (int r = 0; r < m->nranks; r++) free(m->ranks[r].rows);
     free(m->ranks);
     json_decref(m->config);
@@ -48,7 +26,7 @@ static void record_metrics_free(record_metrics *m) {
 }
 
 static int cmp_row_step(const void *a, const void *b) {
-    int64_t x = ((const metric_row *)a)->step, y = ((const metric_row *)b)->step;
+    int64_t x = ((const tbp_metric_row *)a)->step, y = ((const tbp_metric_row *)b)->step;
     return x < y ? -1 : x > y ? 1 : 0;
 }
 
@@ -81,9 +59,9 @@ static int number_field(json_t *line, const char *key, double *out) {
 }
 
 // Reads one rank's metrics file, keeping the fields `need` asks for (an absent one is an
-// error naming file and line). category: the mem_peak_bytes key for NEED_MEM ("total_peak":
-// mem_total_peak_bytes), the pipeline key for NEED_PHASE ("backward_ms").
-static int read_rank_metrics(rank_metrics *rm, int need, const char *category, tb_error *err) {
+// error naming file and line). category: the mem_peak_bytes key for TBP_NEED_MEM ("total_peak":
+// mem_total_peak_bytes), the pipeline key for TBP_NEED_PHASE ("backward_ms").
+static int read_rank_metrics(tbp_rank_metrics *rm, int need, const char *category, tb_error *err) {
     char *data = NULL;
     size_t len = 0;
     if (read_whole_file(rm->path, &data, &len, err) != 0) return -1;
@@ -106,17 +84,17 @@ static int read_rank_metrics(rank_metrics *rm, int need, const char *category, t
             json_decref(o);
             break;
         }
-        metric_row row = {0};
+        tbp_metric_row row = {0};
         row.line = lineno;
         json_t *step = json_object_get(o, "step");
         if (!json_is_integer(step) || json_integer_value(step) < 0) {
             rc = tb_fail(err, "%s:%d: no integer 'step'", rm->path, lineno);
         } else {
             row.step = (int64_t)json_integer_value(step);
-            if ((need & NEED_STEP_MS) && number_field(o, "step_ms", &row.step_ms) != 0)
+            if ((need & TBP_NEED_STEP_MS) && number_field(o, "step_ms", &row.step_ms) != 0)
                 rc = tb_fail(err, "%s:%d: no numeric 'step_ms'", rm->path, lineno);
-            if (rc == 0 && (need & NEED_LOSS)) row.has_loss = number_field(o, "loss", &row.loss) == 0;
-            if (rc == 0 && (need & NEED_MEM)) {
+            if (rc == 0 && (need & TBP_NEED_LOSS)) row.has_loss = number_field(o, "loss", &row.loss) == 0;
+            if (rc == 0 && (need & TBP_NEED_MEM)) {
                 int ok;
                 if (!strcmp(category, "total_peak")) {
                     ok = number_field(o, "mem_total_peak_bytes", &row.mem) == 0;
@@ -131,7 +109,7 @@ static int read_rank_metrics(rank_metrics *rm, int need, const char *category, t
                     rc = tb_fail(err, "%s:%d: no numeric 'mem_peak_bytes.%s'", rm->path, lineno, category);
             }
         }
-        if (rc == 0 && (need & NEED_PHASE) && number_field(json_object_get(o, "pipeline"), category, &row.phase) != 0)
+        if (rc == 0 && (need & TBP_NEED_PHASE) && number_field(json_object_get(o, "pipeline"), category, &row.phase) != 0)
             rc = tb_fail(err, "%s:%d: no numeric 'pipeline.%s'", rm->path, lineno, category);
         json_decref(o);
         if (rc != 0) break;
@@ -149,7 +127,7 @@ static int read_rank_metrics(rank_metrics *rm, int need, const char *category, t
     return 0;
 }
 
-static const metric_row *find_step(const rank_metrics *rm, int64_t step) {
+const tbp_metric_row *tbp_find_step(const tbp_rank_metrics *rm, int64_t step) {
     int lo = 0, hi = rm->n - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
@@ -160,8 +138,7 @@ static const metric_row *find_step(const rank_metrics *rm, int64_t step) {
     return NULL;
 }
 
-// Reads config.json and the metrics of ranks 0..world_size-1, adding the paths to files.
-static int read_record_metrics(record_metrics *m, const char *record_dir, int need, const char *category,
+int tbp_read_record_metrics(tbp_record_metrics *m, const char *record_dir, int need, const char *category,
                                json_t *files, tb_error *err) {
     memset(m, 0, sizeof *m);
     if (tbp_run_path(m->config_path, sizeof m->config_path, record_dir, TB_RUN_CONFIG, err) != 0) return -1;
@@ -170,21 +147,21 @@ static int read_record_metrics(record_metrics *m, const char *record_dir, int ne
     json_t *ws = json_object_get(m->config, "world_size");
     long long world = json_is_integer(ws) ? json_integer_value(ws) : 1;
     if (world < 1 || world > 1 << 20) {
-        record_metrics_free(m);
+        tbp_record_metrics_free(m);
         return tb_fail(err, "%s: world_size %lld out of range", m->config_path, world);
     }
     m->ranks = tb_xcalloc((size_t)world, sizeof *m->ranks, "ranks' metrics");
     m->nranks = (int)world;
     char run_dir[REC_PATH_MAX];
     if (tb_run_path(run_dir, sizeof run_dir, record_dir, TB_RECORD_RUN_DIR, err) != 0) {
-        record_metrics_free(m);
+        tbp_record_metrics_free(m);
         return -1;
     }
     for (int r = 0; r < m->nranks; r++) {
         if (tb_rank_file_path(m->ranks[r].path, sizeof m->ranks[r].path, run_dir, TB_RANK_METRICS, r, err) != 0 ||
             read_rank_metrics(&m->ranks[r], need, category, err) != 0) {
             if (r > 0) tb_fail_prefix(err, "rank %d of world_size %lld (%s)", r, world, m->config_path);
-            record_metrics_free(m);
+            tbp_record_metrics_free(m);
             return -1;
         }
         json_array_append_new(files, json_string(m->ranks[r].path));
@@ -193,7 +170,7 @@ static int read_record_metrics(record_metrics *m, const char *record_dir, int ne
 }
 
 // The global batch's tokens: config global_batch_size x seq_length.
-static int tokens_per_step(const record_metrics *m, double *tokens, json_t *ev, tb_error *err) {
+static int tokens_per_step(const tbp_record_metrics *m, double *tokens, json_t *ev, tb_error *err) {
     json_t *gbs = json_object_get(m->config, "global_batch_size"), *seq = json_object_get(m->config, "seq_length");
     if (!json_is_integer(gbs) || !json_is_integer(seq) || json_integer_value(gbs) <= 0 ||
         json_integer_value(seq) <= 0)
@@ -208,18 +185,18 @@ static int tokens_per_step(const record_metrics *m, double *tokens, json_t *ev, 
 }
 
 // t_s (max over ranks of step_ms) for rank 0's steps > warmup; *times is malloc'd.
-static int slowest_step_times(const record_metrics *m, long long warmup, double **times, int *n, json_t *ev,
+static int slowest_step_times(const tbp_record_metrics *m, long long warmup, double **times, int *n, json_t *ev,
                               tb_error *err) {
-    const rank_metrics *r0 = &m->ranks[0];
+    const tbp_rank_metrics *r0 = &m->ranks[0];
     double *t = tb_xcalloc((size_t)r0->n, sizeof *t, "step times");
     int k = 0;
     int64_t first = 0, last = 0;
     for (int i = 0; i < r0->n; i++) {
-        const metric_row *row = &r0->rows[i];
+        const tbp_metric_row *row = &r0->rows[i];
         if (row->step <= warmup) continue;
         double slowest = row->step_ms;
         for (int r = 1; r < m->nranks; r++) {
-            const metric_row *o = find_step(&m->ranks[r], row->step);
+            const tbp_metric_row *o = tbp_find_step(&m->ranks[r], row->step);
             if (!o) {
                 free(t);
                 return tb_fail(err, "%s: no step %lld (rank 0 has it, %s:%d)", m->ranks[r].path,
@@ -259,8 +236,8 @@ static int step_time_record(const parser *p, json_t *args, const char *dir, int 
     if (tbp_int_arg(p, args, "warmup_steps", 1, 0, &warmup, err) != 0) return -1;
     json_t *files = json_array();
     json_object_set_new(ev, "files", files);
-    record_metrics m;
-    if (read_record_metrics(&m, dir, NEED_STEP_MS, NULL, files, err) != 0) return -1;
+    tbp_record_metrics m;
+    if (tbp_read_record_metrics(&m, dir, TBP_NEED_STEP_MS, NULL, files, err) != 0) return -1;
     double tokens = 0, *t = NULL;
     int n = 0;
     int rc = throughput ? tokens_per_step(&m, &tokens, ev, err) : 0;
@@ -273,7 +250,7 @@ static int step_time_record(const parser *p, json_t *args, const char *dir, int 
         json_object_set_new(ev, "per_step", s);
     }
     free(t);
-    record_metrics_free(&m);
+    tbp_record_metrics_free(&m);
     return rc;
 }
 
@@ -293,18 +270,18 @@ int tbp_loss_at_step_record(const parser *p, json_t *args, const char *dir, doub
     if (tbp_int_arg(p, args, "step", -1, 1, &want, err) != 0) return -1;
     json_t *files = json_array();
     json_object_set_new(ev, "files", files);
-    record_metrics m;
-    if (read_record_metrics(&m, dir, NEED_LOSS, NULL, files, err) != 0) return -1;
-    const rank_metrics *r0 = &m.ranks[0];
+    tbp_record_metrics m;
+    if (tbp_read_record_metrics(&m, dir, TBP_NEED_LOSS, NULL, files, err) != 0) return -1;
+    const tbp_rank_metrics *r0 = &m.ranks[0];
     int64_t step = want < 0 ? r0->rows[r0->n - 1].step : (int64_t)want;
-    const metric_row *row = find_step(r0, step);
+    const tbp_metric_row *row = tbp_find_step(r0, step);
     int rc = 0;
     if (!row) rc = tb_fail(err, "%s: no step %lld (steps %lld..%lld)", r0->path, (long long)step,
                            (long long)r0->rows[0].step, (long long)r0->rows[r0->n - 1].step);
     else if (!row->has_loss) rc = tb_fail(err, "%s:%d: no numeric 'loss'", r0->path, row->line);
     int agreeing = 1;
     for (int r = 1; rc == 0 && r < m.nranks; r++) {
-        const metric_row *o = find_step(&m.ranks[r], step);
+        const tbp_metric_row *o = tbp_find_step(&m.ranks[r], step);
         if (!o || !o->has_loss) continue;
         if (fabs(o->loss - row->loss) > 1e-6 * fabs(row->loss))
             rc = tb_fail(err, "%s:%d: loss %.17g at step %lld disagrees with rank 0's %.17g (%s:%d)",
@@ -317,7 +294,7 @@ int tbp_loss_at_step_record(const parser *p, json_t *args, const char *dir, doub
         json_object_set_new(ev, "line", json_integer(row->line));
         json_object_set_new(ev, "ranks_agreeing", json_integer(agreeing));
     }
-    record_metrics_free(&m);
+    tbp_record_metrics_free(&m);
     return rc;
 }
 
@@ -333,11 +310,11 @@ int tbp_peak_memory_record(const parser *p, json_t *args, const char *dir, doubl
                             "workspace, comm, total, total_peak", p->name, category);
     json_t *files = json_array();
     json_object_set_new(ev, "files", files);
-    record_metrics m;
-    if (read_record_metrics(&m, dir, NEED_MEM, category, files, err) != 0) return -1;
+    tbp_record_metrics m;
+    if (tbp_read_record_metrics(&m, dir, TBP_NEED_MEM, category, files, err) != 0) return -1;
     double peak = -1;
     int peak_rank = 0;
-    const metric_row *at = NULL;
+    const tbp_metric_row *at = NULL;
     for (int r = 0; r < m.nranks; r++)
         for (int i = 0; i < m.ranks[r].n; i++)
             if (m.ranks[r].rows[i].mem > peak) {
@@ -350,7 +327,7 @@ int tbp_peak_memory_record(const parser *p, json_t *args, const char *dir, doubl
     json_object_set_new(ev, "rank_of_peak", json_integer(peak_rank));
     json_object_set_new(ev, "step_of_peak", json_integer(at ? at->step : 0));
     json_object_set_new(ev, "ranks", json_integer(m.nranks));
-    record_metrics_free(&m);
+    tbp_record_metrics_free(&m);
     return 0;
 }
 
@@ -370,22 +347,22 @@ int tbp_step_phase_record(const parser *p, json_t *args, const char *dir, double
     snprintf(key, sizeof key, "%s_ms", phase);
     json_t *files = json_array();
     json_object_set_new(ev, "files", files);
-    record_metrics m;
-    if (read_record_metrics(&m, dir, NEED_STEP_MS | NEED_PHASE, key, files, err) != 0) return -1;
+    tbp_record_metrics m;
+    if (tbp_read_record_metrics(&m, dir, TBP_NEED_STEP_MS | TBP_NEED_PHASE, key, files, err) != 0) return -1;
     int rc = 0;
     if (want_rank >= m.nranks)
         rc = tb_fail(err, "parser %s: args.rank %lld is not below world_size %d (%s)", p->name, want_rank, m.nranks,
                      m.config_path);
-    const rank_metrics *r0 = &m.ranks[0];
+    const tbp_rank_metrics *r0 = &m.ranks[0];
     double *v = tb_xcalloc((size_t)r0->n + 1, sizeof *v, "phase times");
     int *slowest = tb_xcalloc((size_t)m.nranks, sizeof *slowest, "slowest ranks"), k = 0;
     for (int i = 0; rc == 0 && i < r0->n; i++) {
         if (r0->rows[i].step <= warmup) continue;
         const int64_t step = r0->rows[i].step;
-        const metric_row *at = NULL;
+        const tbp_metric_row *at = NULL;
         int at_rank = 0;
         for (int r = 0; r < m.nranks && rc == 0; r++) {
-            const metric_row *o = find_step(&m.ranks[r], step);
+            const tbp_metric_row *o = tbp_find_step(&m.ranks[r], step);
             if (!o) rc = tb_fail(err, "%s: no step %lld (rank 0 has it, %s:%d)", m.ranks[r].path, (long long)step,
                                  r0->path, r0->rows[i].line);
             else if (want_rank >= 0 ? r == want_rank : (!at || o->step_ms > at->step_ms)) at = o, at_rank = r;
@@ -416,7 +393,7 @@ int tbp_step_phase_record(const parser *p, json_t *args, const char *dir, double
     }
     free(v);
     free(slowest);
-    record_metrics_free(&m);
+    tbp_record_metrics_free(&m);
     return rc;
 }
 
@@ -427,11 +404,11 @@ int tb_slowest_step_ms(const char *record_dir, long long warmup, double **times,
     *times = NULL;
     *n = 0;
     json_t *files = json_array(), *ev = json_object();
-    record_metrics m;
-    int rc = read_record_metrics(&m, record_dir, NEED_STEP_MS, NULL, files, err);
+    tbp_record_metrics m;
+    int rc = tbp_read_record_metrics(&m, record_dir, TBP_NEED_STEP_MS, NULL, files, err);
     if (rc == 0) {
         rc = slowest_step_times(&m, warmup, times, n, ev, err);
-        record_metrics_free(&m);
+        tbp_record_metrics_free(&m);
     }
     json_decref(files);
     json_decref(ev);
