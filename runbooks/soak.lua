@@ -4,15 +4,19 @@
 -- a 2-core machine is not oversubscribed), the same config, seed and global batch:
 --   the uninterrupted run: train_iters steps in one process, a checkpoint every
 --     save_interval steps;
---   the interrupted run: the same steps in `resumes` + 1 processes, each stopping at a stated
---     step (--exit-interval: it saves and exits there, Megatron's planned exit) and the next
---     loading that checkpoint from the previous process's record (--load) and going on.
+--   the interrupted run: the same steps in `resumes` + 1 processes, each stopped at a stated
+--     step and the next loading the newest checkpoint from the previous process's record
+--     (--load) and going on. `stop=kill` (the default): the recorder kills the process
+--     (SIGKILL, exp:run's expect_failure = "killed") once it has logged the step — a crash at a
+--     moment it does not choose, perhaps inside a save, so the next process trains again the
+--     steps after the newest committed checkpoint; `stop=exit`: --exit-interval, where the
+--     process saves and exits (Megatron's planned exit).
 -- The size: `minutes` of the uninterrupted run at the step time a calibration run measured on
 -- this host (the interrupted run repeats it: the runbook takes about twice `minutes`), or
 -- `iters` steps when set. The stops are at i x train_iters / (resumes + 1), i = 1..resumes.
 --
 --   build/bin/tracebook run runbooks/soak.lua [--set minutes=2] [--set resumes=2]
---       [--set iters=N] [--set save_interval=N]
+--       [--set stop=kill|exit] [--set iters=N] [--set save_interval=N]
 --   build/bin/tracebook prove --all
 --
 -- The claims are exact, read from every rank's metrics of every process:
@@ -24,9 +28,9 @@
 --     warm-up (parser memory_growth_bytes): the warm-up is the first save_interval + 1 logged
 --     steps of each process, which hold its first step (the activations, the optimizer's
 --     state) and its first save.
--- Not built yet (the issue's remaining soak claims): a process killed by a signal rather than
--- stopped at an exit step, throughput p5/p50/p95 over the run and the pause per save as
--- gated timing claims, and `tracebook report`'s plots of memory and throughput over time.
+-- `tracebook report soak` plots each process's throughput and memory high-water
+-- per step. Not built yet (the issue's remaining soak claims): throughput p5/p50/p95 over the
+-- run and the pause per save, as gated timing claims.
 
 local config = require "config"
 
@@ -40,6 +44,8 @@ local model = { num_layers = 4, hidden_size = 128, num_attention_heads = 4, seq_
                 use_distributed_optimizer = true }
 local minutes, resumes = tb.param("minutes", 2), math.tointeger(tb.param("resumes", 2))
 tb.assert(resumes and resumes >= 1, "resumes must be an integer >= 1")
+local stop = tb.param("stop", "kill")
+tb.assert(stop == "kill" or stop == "exit", "stop must be 'kill' or 'exit' (got " .. tostring(stop) .. ")")
 
 local iters = math.tointeger(tb.param("iters", 0))
 tb.assert(iters, "iters must be an integer")
@@ -53,14 +59,17 @@ if iters == 0 then
 end
 tb.assert(iters >= resumes + 2, "iters must leave a step between the stops (iters " .. iters .. ", resumes " .. resumes .. ")")
 local save_interval = math.tointeger(tb.param("save_interval", math.max(1, iters // 8)))
-tb.assert(save_interval and save_interval >= 1, "save_interval must be an integer >= 1")
+tb.assert(save_interval and save_interval >= 1 and save_interval <= iters // (resumes + 1),
+          "save_interval must be an integer from 1 to iters / (resumes + 1): every process saves before its stop")
 local timeline = config.with(model, { train_iters = iters, save = "{run_dir}/checkpoints", save_interval = save_interval })
 
 local whole = exp:run(timeline)
 local segments, previous = {}, nil
 for i = 1, resumes + 1 do
     local seg = config.with(timeline, {})
-    if i <= resumes then seg.exit_interval = i * iters // (resumes + 1) end
+    local at = i * iters // (resumes + 1)
+    if i <= resumes and stop == "exit" then seg.exit_interval = at end
+    if i <= resumes and stop == "kill" then seg.expect_failure, seg.kill_after_step = "killed", at end
     if previous and #previous.runs > 0 and previous.runs[1].record then
         seg.load = previous.runs[1].record .. "/run/checkpoints"
     end
@@ -71,9 +80,9 @@ end
 local all = { whole }
 for _, s in ipairs(segments) do all[#all + 1] = s end
 exp:claim{ id = "resumed_losses_bitwise", parser = "resumed_loss_mismatches", runs = all, value = 0,
-           text = string.format("steps whose loss, on any rank of the %d processes of the run stopped and resumed "
-                                .. "%d times, differs in any bit from the uninterrupted run's (%d steps)",
-                                resumes + 1, resumes, iters) }
+           text = string.format("steps whose loss, on any rank of the %d processes of the run %s and resumed "
+                                .. "%d times, differs in any bit from the uninterrupted run's (%d steps)", resumes + 1,
+                                stop == "kill" and "killed (SIGKILL)" or "stopped (--exit-interval)", resumes, iters) }
 exp:claim{ id = "memory_growth_after_warmup_bytes", parser = "memory_growth_bytes", runs = all,
            args = { warmup_steps = save_interval + 1 }, at_most = 0,
            text = string.format("how far any process's allocator high-water, on any rank and in any category, rose "

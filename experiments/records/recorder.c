@@ -91,9 +91,31 @@ static json_t *last_metrics_line(const char *path) {
     return last[0] ? json_loads(last, 0, NULL) : NULL;
 }
 
+// The newest step in the metrics file's complete lines from *offset on (newest when none),
+// *offset moved past them: a run's file is read once however long it gets.
+static long long newest_logged_step(const char *path, long *offset, long long newest) {
+    FILE *f = fopen(path, "r");
+    if (!f) return newest;
+    if (fseek(f, *offset, SEEK_SET) == 0) {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, f)) > 0 && line[n - 1] == '\n') {  // a line being written: next time
+            *offset += (long)n;
+            json_t *o = json_loadb(line, (size_t)n, 0, NULL);
+            json_t *step = json_object_get(o, "step");
+            if (json_is_integer(step) && json_integer_value(step) > newest) newest = json_integer_value(step);
+            json_decref(o);
+        }
+        free(line);
+    }
+    fclose(f);
+    return newest;
+}
+
 int tb_run_engine(const json_t *argv, const char *rec, int progress, const char *label, int iters,
-                  tb_run_outcome *outcome, tb_error *err) {
-    tb_run_outcome out = {0, 0, 0, 0.0};
+                  long long kill_after_step, tb_run_outcome *outcome, tb_error *err) {
+    tb_run_outcome out = {0, 0, 0, 0.0, 0};
     const double started = tb_wall_s();
     char out_path[PATH_MAX], err_path[PATH_MAX], beat[PATH_MAX], metrics[PATH_MAX];
     if (tb_path_format(out_path, sizeof out_path, err, "%s/" TB_RECORD_STDOUT, rec) != 0 ||
@@ -125,9 +147,16 @@ int tb_run_engine(const json_t *argv, const char *rec, int progress, const char 
         return 0;
     }
     double last_beat = 0, last_progress = 0;
+    long metrics_offset = 0;
+    long long newest = 0;
     int status = 0;
     for (;;) {
         if (waitpid(pid, &status, WNOHANG) == pid) break;
+        if (kill_after_step > 0 && !out.killed_after_step &&
+            (newest = newest_logged_step(metrics, &metrics_offset, newest)) >= kill_after_step) {
+            kill(pid, SIGKILL);
+            out.killed_after_step = newest;
+        }
         if (interrupted && !out.interrupted) {
             out.interrupted = 1;
             kill(pid, interrupted);  // SIGINT or SIGTERM, as the host got
@@ -197,7 +226,12 @@ int tb_record_finish(const char *artifacts, const char *rec, const char *run_id,
     tb_iso_now(end, sizeof end);
     if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, "?");
     json_t *config = json_load_file(cfg_path, 0, NULL);
-    const char *status = o.interrupted || o.signaled ? "incomplete" : o.exit_status == 0 ? "finished" : "failed";
+    // a run the recorder killed as its runbook asked (expect_failure "killed") failed as expected;
+    // any other signal, or an interrupted host, leaves the run incomplete
+    const int killed_as_asked = o.killed_after_step && id->expected_failure && !strcmp(id->expected_failure, "killed");
+    const char *status = o.interrupted || (o.signaled && !killed_as_asked) ? "incomplete"
+                         : o.exit_status == 0                               ? "finished"
+                                                                            : "failed";
     json_t *m = json_pack("{s:i, s:s, s:s, s:I, s:s, s:s, s:{s:s, s:s}, s:I, s:i, s:O}", "manifest_version",
                           TB_MANIFEST_VERSION, "run_id", run_id, "experiment", id->experiment, "version",
                           (json_int_t)id->version, "question", id->question ? id->question : "", "status", status,

@@ -26,6 +26,7 @@ typedef struct tb_run_outcome {
     int signaled;      // the engine died of a signal
     int interrupted;   // the host was interrupted (SIGINT) and stopped the engine
     double engine_s;   // wall time from fork to the engine's exit
+    long long killed_after_step;  // kill_after_step: the newest step rank 0 had logged when it was killed (0: not)
 } tb_run_outcome;
 
 // Who a run is: the manifest's identity fields.
@@ -80,9 +81,12 @@ int tb_record_rank_file(char *buf, size_t len, const char *record, tb_rank_file 
 // fills *out with how it ended. progress: show a live line — "run <label>: step s/iters  loss
 // tok/s  ETA" — for a terminal. -1 with err set when the record's file paths do not fit:
 // then no engine was started. An engine that cannot be started (fork, exec) is not an error
-// here: it ends with exit status 127 (126 when its logs cannot be opened).
+// here: it ends with exit status 127 (126 when its logs cannot be opened). kill_after_step > 0:
+// the engine is killed (SIGKILL: no handler, no cleanup, a crash at a moment it does not
+// choose) as soon as rank 0's metrics file has a complete line of that step or a later one
+// (polled every 10 ms, so it may be a step further, or inside the save after the step).
 int tb_run_engine(const json_t *argv, const char *record, int progress, const char *label, int iters,
-                  tb_run_outcome *out, tb_error *err);
+                  long long kill_after_step, tb_run_outcome *out, tb_error *err);
 
 // How a run was launched, for its manifest's "launcher": {"name": "threads" | "mpirun",
 // "processes": N, "engine_argv_index": K} — argv[K] is the engine (0 on threads; after

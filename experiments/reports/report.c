@@ -48,10 +48,24 @@ static void load_loss(report_run *r) {
     FILE *f = fopen(path, "r");
     if (!f) return;
     char line[1 << 16];
-    int cap = 0;
+    int cap = 0, series_cap = 0;
     while (fgets(line, sizeof line, f)) {
         json_t *o = json_loads(line, 0, NULL);
         json_t *loss = json_object_get(o, "loss"), *step = json_object_get(o, "step");
+        json_t *tps = json_object_get(o, "tokens_per_s"), *hw = json_object_get(o, "mem_total_peak_bytes");
+        if (json_is_integer(step) && json_is_number(tps) && json_is_number(hw)) {
+            if (r->nseries == series_cap) {
+                series_cap = series_cap ? 2 * series_cap : 64;
+                r->series_step = tb_xreallocarray(r->series_step, (size_t)series_cap, sizeof *r->series_step, "series");
+                r->tokens_per_s_at = tb_xreallocarray(r->tokens_per_s_at, (size_t)series_cap, sizeof *r->tokens_per_s_at,
+                                                      "series");
+                r->high_water_at = tb_xreallocarray(r->high_water_at, (size_t)series_cap, sizeof *r->high_water_at,
+                                                    "series");
+            }
+            r->series_step[r->nseries] = (double)json_integer_value(step);
+            r->tokens_per_s_at[r->nseries] = json_number_value(tps);
+            r->high_water_at[r->nseries++] = json_number_value(hw) / (1024.0 * 1024.0);
+        }
         if (json_is_number(loss) && json_is_integer(step) && isfinite(json_number_value(loss))) {
             if (r->nloss == cap) {
                 cap = cap ? 2 * cap : 64;
@@ -144,6 +158,9 @@ static void free_run(report_run *r) {
     json_decref(r->moe);
     free(r->loss_step);
     free(r->loss);
+    free(r->series_step);
+    free(r->tokens_per_s_at);
+    free(r->high_water_at);
 }
 
 // Short names for the keys a label shows (Megatron's abbreviations).

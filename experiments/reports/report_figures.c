@@ -2,7 +2,6 @@
 // (report_internal.h); report_plots.c draws them with gnuplot. A plot the runs hold no data
 // for is left out with a line saying why.
 #include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,24 +145,75 @@ static int plot_memory(tb_html *h, const report *rp, tb_error *err) {
     return rc;
 }
 
-static int plot_loss(tb_html *h, const report *rp, tb_error *err) {
-    int n = 0;
+// A per-step series of rank 0's metrics: a run's steps, its values and their count.
+typedef int (*series_of)(const report_run *r, const double **steps, const double **values);
+
+static int loss_series(const report_run *r, const double **steps, const double **values) {
+    *steps = r->loss_step, *values = r->loss;
+    return r->nloss;
+}
+static int throughput_series(const report_run *r, const double **steps, const double **values) {
+    *steps = r->series_step, *values = r->tokens_per_s_at;
+    return r->nseries;
+}
+static int high_water_series(const report_run *r, const double **steps, const double **values) {
+    *steps = r->series_step, *values = r->high_water_at;
+    return r->nseries;
+}
+
+typedef struct step_plot {
+    const char *title, *ylabel, *name, *caption;
+    const char *none;  // said when no run has the series (NULL: nothing)
+    series_of series;
+    int least;  // plotted when some run has at least this many points
+} step_plot;
+
+// One line per run of a series.
+static int plot_per_step(tb_html *h, const report *rp, const step_plot *sp, tb_error *err) {
+    int n = 0, most = 0;
     const char **names = tb_xcalloc((size_t)rp->nruns + 1, sizeof *names, "names");
     char (*text)[600] = tb_xcalloc((size_t)rp->nruns + 1, sizeof *text, "names");
     int *np = tb_xcalloc((size_t)rp->nruns + 1, sizeof *np, "points");
     const double **x = tb_xcalloc((size_t)rp->nruns + 1, sizeof *x, "x"), **y = tb_xcalloc((size_t)rp->nruns + 1, sizeof *y, "y");
     for (int i = 0; i < rp->nruns; i++) {
         const report_run *r = &rp->runs[i];
-        if (!r->nloss) continue;
+        if (!(np[n] = sp->series(r, &x[n], &y[n]))) continue;
         snprintf(text[n], sizeof text[n], "%s #%d", r->label, r->repetition);
-        names[n] = text[n], np[n] = r->nloss, x[n] = r->loss_step, y[n] = r->loss;
+        names[n] = text[n];
+        most = np[n] > most ? np[n] : most;
         n++;
     }
     int rc = 0;
-    if (!n) absent(h, "Loss curves: no run logged a finite loss.");
-    else rc = show(h, tb_plot_lines("Loss per step", "step", "loss (rank 0)", 0, n, names, np, x, y, err), "loss", "Rank 0's loss at every step (metrics.rank-00000.jsonl), one line per run.");
+    if (!n || most < sp->least) {
+        if (sp->none) absent(h, sp->none);
+    } else {
+        rc = show(h, tb_plot_lines(sp->title, "step", sp->ylabel, 0, n, names, np, x, y, err), sp->name, sp->caption);
+    }
     free(names), free(text), free(np), free(x), free(y);
     return rc;
+}
+
+// The loss, and over time (a long run such as the soak shows drift, a slowdown or a leak; a
+// run stopped and resumed continues its line where the process before it stopped) the
+// throughput and the allocator's high-water.
+static int plot_over_steps(tb_html *h, const report *rp, tb_error *err) {
+    static const step_plot plots[] = {
+        {"Loss per step", "loss (rank 0)", "loss",
+         "Rank 0's loss at every step (metrics.rank-00000.jsonl), one line per run.",
+         "Loss curves: no run logged a finite loss.", loss_series, 1},
+        {"Throughput per step", "tokens/s (rank 0)", "throughput_over_time",
+         "Rank 0's tokens_per_s at every step (metrics.rank-00000.jsonl), one line per run; shown when a run has at "
+         "least 50 steps.",
+         NULL, throughput_series, 50},
+        {"Memory high-water per step", "MiB (rank 0)", "memory_over_time",
+         "Rank 0's allocator high-water at every step (mem_total_peak_bytes: the most in use at once since the process "
+         "started), one line per run: flat after the warm-up unless memory leaks; shown when a run has at least 50 "
+         "steps.",
+         NULL, high_water_series, 50},
+    };
+    for (size_t i = 0; i < sizeof plots / sizeof *plots; i++)
+        if (plot_per_step(h, rp, &plots[i], err) != 0) return -1;
+    return 0;
 }
 
 // Activation memory against the sequence length, one line per context-parallel size, when a
@@ -425,7 +475,7 @@ static int plot_steps(tb_html *h, const report_run *r, long long step, tb_error 
 int report_write_plots(tb_html *h, const report *rp, tb_error *err) {
     tb_html_raw(h, "<h2 id=\"plots\">Plots</h2>\n");
     if (plot_throughput(h, rp, err) != 0 || plot_bubble(h, rp, err) != 0 || plot_memory(h, rp, err) != 0 ||
-        plot_loss(h, rp, err) != 0)
+        plot_over_steps(h, rp, err) != 0)
         return -1;
     const report_run *r = timeline_run(rp);
     if (!r) {

@@ -26,6 +26,9 @@ typedef struct report_run {
     double tokens_per_s, step_ms, final_loss, peak_bytes, activation_bytes, bubble, theoretical_bubble;
     double *loss_step, *loss;  // rank 0's loss per step
     int nloss;
+    // rank 0's throughput and allocator high-water (mem_total_peak_bytes) per step, over time
+    double *series_step, *tokens_per_s_at, *high_water_at;
+    int nseries;
     json_t *moe;               // rank 0's MoE load statistics of its last step (metrics "moe"), or NULL
     long long moe_step;
     int memory_rank;  // the rank of the largest total peak (memory.rank-NNNNN.json), -1: none

@@ -131,7 +131,7 @@ int tb_runbook_exp_plan(lua_State *L) {
     printf("  plan: %s (%s)\n", version_dir, run_id);
     fflush(stdout);
     tb_run_outcome o;
-    if (tb_run_engine(argv, rec, 0, "plan", 0, &o, &err) != 0) {
+    if (tb_run_engine(argv, rec, 0, "plan", 0, 0, &o, &err) != 0) {
         json_decref(argv);
         json_decref(point);
         return tb_rb_error(L, "plan %s not started: %s", run_id, err.msg);

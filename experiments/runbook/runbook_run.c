@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <lua.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,7 +130,13 @@ void tb_runbook_check_config_value(lua_State *L, const char *what, const char *k
     }
     if (!strcmp(key, "expect_failure")) {
         if (lua_type(L, idx) != LUA_TSTRING || tb_runbook_expected_exit_status(lua_tostring(L, idx)) < 0)
-            tb_rb_error(L, "%s: expect_failure must be 'oom' or 'hang' (got %s)", what,
+            tb_rb_error(L, "%s: expect_failure must be 'oom', 'hang' or 'killed' (got %s)", what,
+                        tb_rb_describe(L, idx, v, sizeof v));
+        return;
+    }
+    if (!strcmp(key, "kill_after_step")) {
+        if (!tb_rb_integer(L, idx, &i) || i < 1 || i > INT_MAX)
+            tb_rb_error(L, "%s: kill_after_step must be an integer >= 1 (got %s)", what,
                         tb_rb_describe(L, idx, v, sizeof v));
         return;
     }
@@ -145,7 +152,8 @@ void tb_runbook_check_config_value(lua_State *L, const char *what, const char *k
         char hint[96] = "";
         if (near) snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
         tb_rb_error(L, "%s: unknown config key '%s' (%skeys are pretrain_gpt's flags with underscores, see "
-                       "pretrain_gpt --help, and repeat_, repetition_, rerun_contended_, launcher, processes, expect_failure)", what, key,
+                       "pretrain_gpt --help, and repeat_, repetition_, rerun_contended_, launcher, processes, expect_failure, "
+                       "kill_after_step)", what, key,
                     hint);
     }
     if (!strcmp(key, "run_dir")) tb_rb_error(L, "%s: run_dir is set by the recorder", what);
@@ -212,13 +220,15 @@ static void substitute_run_dir(char *out, size_t size, const char *value, const 
 // The keys of exp:run that say how the engine is launched or how its run must end, not how
 // it is configured: in the sweep point, never in the engine's argv.
 static int is_launch_key(const char *key) {
-    return !strcmp(key, "launcher") || !strcmp(key, "processes") || !strcmp(key, "expect_failure");
+    return !strcmp(key, "launcher") || !strcmp(key, "processes") || !strcmp(key, "expect_failure") ||
+           !strcmp(key, "kill_after_step");
 }
 
 int tb_runbook_expected_exit_status(const char *kind) {
     switch (kind ? tb_choice_index(TB_RUNBOOK_EXPECTED_FAILURES, kind) : -1) {
     case 0: return TB_EXIT_OUT_OF_MEMORY;
     case 1: return TB_EXIT_HANG;
+    case 2: return 128 + SIGKILL;  // killed by the recorder (kill_after_step): a crash
     default: return -1;
     }
 }
@@ -257,6 +267,16 @@ static void find_mpirun(lua_State *L, tb_runbook_host *h) {
 static void launcher_argv(lua_State *L, tb_runbook_host *h, const json_t *config, json_t *argv) {
     const char *launcher = json_string_value(json_object_get(config, "launcher"));
     const json_t *processes = json_object_get(config, "processes");
+    // a crash on purpose: the recorder kills the engine it started, so one process, not mpirun's
+    const char *expected = json_string_value(json_object_get(config, "expect_failure"));
+    const int killed = expected && !strcmp(expected, "killed"), kill_step = json_object_get(config, "kill_after_step") != NULL;
+    if (killed != kill_step)
+        tb_rb_error(L, kill_step ? "exp:run: kill_after_step needs expect_failure = 'killed' (the run is to end killed)"
+                                 : "exp:run: expect_failure = 'killed' needs kill_after_step = N (the step after which "
+                                   "the recorder kills the engine)");
+    if (killed && launcher && !strcmp(launcher, "mpirun"))
+        tb_rb_error(L, "exp:run: expect_failure = 'killed' is not supported yet with launcher = 'mpirun' (the recorder "
+                       "kills the one engine process it started)");
     if (processes && (!launcher || strcmp(launcher, "mpirun") != 0))
         tb_rb_error(L, "exp:run: processes = %lld needs launcher = 'mpirun' (with threads every rank is a thread of "
                        "one process)", (long long)json_integer_value(processes));
@@ -302,6 +322,7 @@ static void build_argv(lua_State *L, int idx, tb_runbook_host *h, const char *ru
         if (!strcmp(key, "repeat_")) ctl->repeats = (int)lua_tointeger(L, -1);
         else if (!strcmp(key, "repetition_")) ctl->only = (int)lua_tointeger(L, -1);
         else if (!strcmp(key, "rerun_contended_")) ctl->reruns = (int)lua_tointeger(L, -1);
+        else if (!strcmp(key, "kill_after_step")) json_object_set_new(config, key, json_integer(lua_tointeger(L, -1)));
         else if (is_launch_key(key)) json_object_set_new(config, key, tb_lua_to_json(L, -1));
         else json_object_set_new(config, key, config_json(L, -1, option_by_key(key)));
         lua_pop(L, 1);
@@ -478,6 +499,7 @@ int tb_runbook_exp_run(lua_State *L) {
     json_object_del(model_point, "launcher");
     json_object_del(model_point, "processes");
     json_object_del(model_point, "expect_failure");
+    json_object_del(model_point, "kill_after_step");
     char *canonical = json_dumps(model_point, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(model_point);
     uint64_t point_hash = 1469598103934665603ull;  // FNV-1a of the sweep point
@@ -567,7 +589,9 @@ int tb_runbook_exp_run(lua_State *L) {
         char label[96];
         snprintf(label, sizeof label, "%d (repetition %d of %d)", run_no, rep, repeats);
         tb_run_outcome o;
-        if (tb_run_engine(s->argv, rec, h->tty, label, iters, &o, &err) != 0)
+        const json_t *kill_step = json_object_get(s->point, "kill_after_step");
+        if (tb_run_engine(s->argv, rec, h->tty, label, iters, kill_step ? (long long)json_integer_value(kill_step) : 0,
+                          &o, &err) != 0)
             tb_rb_error(L, "run %s not started: %s", run_id, err.msg);
         lua_getfield(L, 1, "name");
         lua_getfield(L, 1, "version");
@@ -587,6 +611,7 @@ int tb_runbook_exp_run(lua_State *L) {
         printf("  run %d %s in %.2f s: engine %.2f s, recording %.3f s (%.2f%%)\n", run_no,
                o.exit_status == 0 ? "done" : "ended", total, o.engine_s, total - o.engine_s,
                100.0 * (total - o.engine_s) / total);
+        if (o.killed_after_step) printf("  run %d killed (SIGKILL) when step %lld was logged\n", run_no, o.killed_after_step);
         drop_json(&s->argv);
         drop_json(&s->config);
         if (o.interrupted) tb_rb_error(L, "interrupted: run %s recorded as incomplete", run_id);

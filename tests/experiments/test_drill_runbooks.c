@@ -99,8 +99,65 @@ TB_TEST(a_run_expected_to_fail_is_recorded_resumed_and_proven_as_evidence) {
                   "exp:run{ " TINY ", expect_failure = 'segfault' }\n");
     TB_CHECK(run_runbook("expect_bad.lua", art) != 0 &&
                  strstr(sh.err, "expect_bad.lua:2:") &&
-                 strstr(sh.err, "expect_failure must be 'oom' or 'hang' (got 'segfault')"),
+                 strstr(sh.err, "expect_failure must be 'oom', 'hang' or 'killed' (got 'segfault')"),
              "an unknown failure kind is refused at its line:\n%s", sh.err);
+}
+
+// A crash on purpose (expect_failure = 'killed', kill_after_step): the recorder kills the engine
+// with SIGKILL once it logged the step; the record fails as expected (137) and a rerun resumes
+// it as done; the pair is refused alone, with mpirun, and when the run ends before the step.
+TB_TEST(a_run_killed_after_a_step_is_recorded_as_failed_as_expected) {
+    const char *art = ART "/kill";
+    tb_write_text(TB_TEST_TMPDIR "/kill.lua",
+                  "local exp = tb.experiment{ name = 'xk', version = 1, question = 'q' }\n"
+                  "local r = exp:run{ " TINY ", train_iters = 400, expect_failure = 'killed', kill_after_step = 2 }\n"
+                  "tb.assert(r.runs[1].status == 'failed', 'the result says failed: ' .. r.runs[1].status)\n");
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s && %s run %s/kill.lua --artifacts %s", art, TRACEBOOK,
+                      TB_TEST_TMPDIR, art) == 0,
+               "the runbook fails:\n%s\n%s", sh.out, sh.err);
+    char id[256], path[1024];
+    TB_REQUIRE(only_record(ART "/kill/xk/v1", id, sizeof id), "one record");
+    TB_CHECK(strstr(sh.out, "killed (SIGKILL) when step "), "the kill is said:\n%s", sh.out);
+    snprintf(path, sizeof path, ART "/kill/xk/v1/%s/" TB_RECORD_MANIFEST, id);
+    json_t *m = tb_load_json(path);
+    TB_REQUIRE(m, "%s", path);
+    json_t *xf = json_object_get(m, "expected_failure");
+    TB_CHECK(!strcmp(json_string_value(json_object_get(m, "status")), "failed") &&
+                 json_integer_value(json_object_get(m, "exit_status")) == 137 &&
+                 !strcmp(json_string_value(json_object_get(xf, "kind")), "killed") &&
+                 json_integer_value(json_object_get(xf, "exit_status")) == 137,
+             "failed as expected: killed, exit status 137");
+    char *argv = json_dumps(json_object_get(m, "argv"), 0);
+    TB_CHECK(argv && !strstr(argv, "kill_after") && !strstr(argv, "--kill"), "kill_after_step is not the engine's: %s", argv ? argv : "");
+    free(argv);
+    json_decref(m);
+    snprintf(path, sizeof path, ART "/kill/xk/v1/%s/run/metrics.rank-00000.jsonl", id);
+    char *metrics = tb_slurp(path);
+    int lines = 0;
+    for (const char *c = metrics ? metrics : ""; *c; c++) lines += *c == '\n';
+    free(metrics);
+    TB_CHECK(lines >= 2 && lines < 400, "killed after step 2, long before step 400 (%d steps logged)", lines);
+    TB_CHECK(run_runbook("kill.lua", art) == 0 && strstr(sh.out, "skip:") && only_record(ART "/kill/xk/v1", id, sizeof id),
+             "a rerun resumes it as done:\n%s\n%s", sh.out, sh.err);
+    static const char *const refused[][2] = {
+        {"kill_after_step = 2", "kill_after_step needs expect_failure = 'killed'"},
+        {"expect_failure = 'killed'", "expect_failure = 'killed' needs kill_after_step = N"},
+        {"expect_failure = 'killed', kill_after_step = 2, launcher = 'mpirun', processes = 1",
+         "expect_failure = 'killed' is not supported yet with launcher = 'mpirun'"},
+        {"expect_failure = 'killed', kill_after_step = 0", "kill_after_step must be an integer >= 1 (got 0)"},
+        {"expect_failure = 'killed', kill_after_step = 5, train_iters = 2",
+         "was expected to fail with killed (exit status 137), but its exit status was 0"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "local exp = tb.experiment{ name = 'xk%zu', version = 1, question = 'q' }\nexp:run{ " TINY ", %s }\n", i,
+                 refused[i][0]);
+        tb_write_text(TB_TEST_TMPDIR "/kill_bad.lua", text);
+        TB_CHECK(run_runbook("kill_bad.lua", art) != 0 && strstr(sh.err, "kill_bad.lua:2:") &&
+                     strstr(sh.err, refused[i][1]),
+                 "%s: refused at its line, saying '%s':\n%s", refused[i][0], refused[i][1], sh.err);
+    }
 }
 
 // Runs a drill and proves it: every claim proven but the timed ones, which may fail only on the
@@ -149,6 +206,7 @@ TB_TEST(every_drill_runs_and_its_exact_claims_are_proven) {
 
 int main(void) {
     TB_RUN(a_run_expected_to_fail_is_recorded_resumed_and_proven_as_evidence);
+    TB_RUN(a_run_killed_after_a_step_is_recorded_as_failed_as_expected);
     TB_RUN(every_drill_runs_and_its_exact_claims_are_proven);
     return tb_test_summary();
 }

@@ -228,7 +228,7 @@ TB_TEST(api_tables_refuse_unknown_keys_listing_the_allowed) {
                    "unknown config key 'num_layerz' (did you mean 'num_layers'?");
     expect_refused("exp:run{ " TINY ", launchr = 'mpirun' }",
                    "unknown config key 'launchr' (keys are pretrain_gpt's flags with underscores, see pretrain_gpt "
-                   "--help, and repeat_, repetition_, rerun_contended_, launcher, processes, expect_failure)");
+                   "--help, and repeat_, repetition_, rerun_contended_, launcher, processes, expect_failure, kill_after_step)");
     // a timing claim's sampling rule is refused by prove's own rule, naming the field and value
     expect_refused("exp:claim{ id = 'c', parser = 'tokens_per_s', runs = exp:run{ " TINY " }, text = 't', "
                    "timing_tolerance = 2 }",

@@ -1,8 +1,9 @@
 // test_soak_runbook.c — runbooks/soak.lua end to end through the binary, at a small size: the
-// interrupted run's processes chain through their checkpoints (each loads the directory the one
-// before saved into, inside that one's record), and both exact claims prove — every loss of
-// every process bit for bit the uninterrupted run's, no high-water rising after the warm-up.
-// Then the checkpoint a segment resumed from, changed, makes prove refuse. (The parsers on known numbers:
+// interrupted run's processes are killed (SIGKILL) after stated steps and chain through their
+// checkpoints (each loads the newest one the process before it saved, inside that one's
+// record); the killed ones are recorded as failed as expected; both exact claims prove — every
+// loss of every process bit for bit the uninterrupted run's, no high-water rising after the
+// warm-up. Then a checkpoint of a killed process, changed, makes prove refuse. (The parsers on known numbers:
 // test_resume_parsers.c.)
 #include <jansson.h>
 #include <string.h>
@@ -23,44 +24,58 @@ static int has_line(const char *out, const char *line) {
     return 0;
 }
 
-TB_TEST(the_soak_resumes_bitwise_and_its_memory_stays_flat) {
+TB_TEST(the_soak_resumes_bitwise_after_kills_and_its_memory_stays_flat) {
     TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
-                      "rm -rf %s && %s run runbooks/soak.lua --set iters=15 --set resumes=2 --set save_interval=2 "
+                      "rm -rf %s && %s run runbooks/soak.lua --set iters=50 --set resumes=2 --set save_interval=4 "
                       "--artifacts %s",
                       ART, TRACEBOOK, ART) == 0,
                "%s\n%s", sh.out, sh.err);
-    // the uninterrupted run and 3 segments (steps 1-5, 6-10, 11-15), each saving into its own
-    // record; the 2nd and 3rd load the previous one's checkpoints
+    // the uninterrupted run and 3 processes: the first two killed once they logged steps 16
+    // and 33, the 2nd and 3rd loading the newest checkpoint the one before saved (every 4 steps)
+    TB_CHECK(strstr(sh.out, "killed (SIGKILL) when step ") != NULL, "the kills are said:\n%s", sh.out);
     char *found = NULL;
     tb_shell(&found, "grep -l '\"load\": \"[^\"]*/run/checkpoints\"' %s/soak/v1/*/run/config.json | wc -l", ART);
-    TB_CHECK(found && atoi(found) == 2, "two segments load a checkpoint (%s)", found ? found : "?");
+    TB_CHECK(found && atoi(found) == 2, "two processes load a checkpoint (%s)", found ? found : "?");
     free(found);
-    // the first stop (step 5) is a save of the first segment's alone; the second (step 10) one
-    // of the second segment's and a regular save (every 2 steps) of the uninterrupted run's
-    tb_shell(&found, "ls -d %s/soak/v1/*/run/checkpoints/iter_0000005 | wc -l", ART);
-    TB_CHECK(found && atoi(found) == 1, "one record holds step 5's checkpoint (%s)", found ? found : "?");
-    free(found);
-    tb_shell(&found, "ls -d %s/soak/v1/*/run/checkpoints/iter_0000010 | wc -l", ART);
-    TB_CHECK(found && atoi(found) == 2, "two records hold step 10's (%s)", found ? found : "?");
-    free(found);
+    char *rec = NULL, path[2048];
+    tb_shell(&rec, "grep -l '\"kill_after_step\": 16' %s/soak/v1/*/" TB_RECORD_MANIFEST " | head -1", ART);
+    TB_REQUIRE(rec && *rec, "a record killed after step 16");
+    rec[strcspn(rec, "\n")] = 0;
+    json_t *m = tb_load_json(rec);
+    *strrchr(rec, '/') = 0;  // the record directory
+    json_t *xf = json_object_get(m, "expected_failure");
+    TB_CHECK(m && !strcmp(json_string_value(json_object_get(m, "status")), "failed") &&
+                 json_integer_value(json_object_get(m, "exit_status")) == 137 &&
+                 !strcmp(json_string_value(json_object_get(xf, "kind")), "killed") &&
+                 json_integer_value(json_object_get(xf, "exit_status")) == 137,
+             "the killed process's manifest: failed as expected, killed, exit status 137 (128 + SIGKILL)");
+    json_decref(m);
     tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --artifacts %s", TRACEBOOK, ART);
     TB_CHECK(has_line(sh.out, "PROVEN  soak/v1/resumed_losses_bitwise") &&
-                 has_line(sh.out, "PROVEN  soak/v1/memory_growth_after_warmup_bytes"),
-             "both claims:\n%s\n%s", sh.out, sh.err);
-    // the checkpoint the second segment resumed from, changed after the run: it is a file of
-    // the first segment's record, so its hash no longer matches and the claim is refused
-    TB_REQUIRE(tb_run(&sh, NULL,
-                      "f=$(ls %s/soak/v1/*/run/checkpoints/iter_0000005/rank-00000.safetensors) && "
-                      "printf X | dd of=$f bs=1 seek=2000 conv=notrunc status=none",
-                      ART) == 0,
-               "%s", sh.err);
+                 has_line(sh.out, "PROVEN  soak/v1/memory_growth_after_warmup_bytes") && !strstr(sh.out, "not finished"),
+             "both claims, the killed runs no warning:\n%s\n%s", sh.out, sh.err);
+    // the report plots throughput and high-water per step (the uninterrupted run has 50 steps)
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s report soak --artifacts %s", TRACEBOOK, ART) == 0,
+             "report: %s", sh.err);
+    char *html = NULL;
+    tb_shell(&html, "cat %s/soak/v1/report.html", ART);
+    TB_CHECK(html && strstr(html, "data-plot=\"throughput_over_time\"><svg") &&
+                 strstr(html, "data-plot=\"memory_over_time\"><svg"),
+             "the over-time plots are in the report");
+    free(html);
+    // the checkpoint at step 4 of the first process (committed before the kill), changed after
+    // the run: a file of that record, so its hash no longer matches and the claim is refused
+    snprintf(path, sizeof path, "%s/run/checkpoints/iter_0000004/rank-00000.safetensors", rec);
+    free(rec);
+    TB_REQUIRE(tb_run(&sh, NULL, "printf X | dd of=%s bs=1 seek=2000 conv=notrunc status=none", path) == 0, "%s: %s",
+               path, sh.err);
     tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --artifacts %s", TRACEBOOK, ART);
     TB_CHECK(has_line(sh.out, "NOT PROVEN  soak/v1/resumed_losses_bitwise") && strstr(sh.out, "file altered: ") &&
-                 strstr(sh.out, "/iter_0000005/rank-00000.safetensors: sha256 expected"),
+                 strstr(sh.out, path) && strstr(sh.out, "rank-00000.safetensors: sha256 expected"),
              "a changed checkpoint is refused:\n%s\n%s", sh.out, sh.err);
 }
 
 int main(void) {
-    TB_RUN(the_soak_resumes_bitwise_and_its_memory_stays_flat);
+    TB_RUN(the_soak_resumes_bitwise_after_kills_and_its_memory_stays_flat);
     return tb_test_summary();
 }
