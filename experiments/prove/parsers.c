@@ -24,7 +24,7 @@
 // ---------------------------------------------------------------------------------------
 // Definitions
 
-static const char *const warmup_args[] = {"warmup_steps", NULL};
+static const char *const step_time_args[] = {"warmup_steps", "quantile", NULL};
 static const char *const step_args[] = {"step", NULL};
 static const char *const category_args[] = {"category", NULL};
 static const char *const kind_args[] = {"kind", NULL};
@@ -70,12 +70,13 @@ static const parser parsers[] = {
     {"tokens_per_s",
      "per record: for each step s > warmup_steps (default 1), tokens / (t_s / 1000) with tokens = config "
      "global_batch_size x seq_length and t_s = max over ranks of metrics.rank-r step_ms at step s (the slowest "
-     "rank); the record's value is the median over those steps; the claim's value is the median over records",
-     warmup_args, tbp_tokens_per_s_record, NULL, always_timed},
+     "rank); the record's value is the median over those steps (args.quantile q: their q-quantile, linear "
+     "between order statistics, so 0.05 is the slow tail); the claim's value is the median over records",
+     step_time_args, tbp_tokens_per_s_record, NULL, always_timed},
     {"step_ms",
-     "per record: the median over steps s > warmup_steps (default 1) of t_s = max over ranks of "
-     "metrics.rank-r step_ms at step s (the slowest rank); median over records",
-     warmup_args, tbp_step_ms_record, NULL, always_timed},
+     "per record: the median (args.quantile q: the q-quantile) over steps s > warmup_steps (default 1) of t_s = "
+     "max over ranks of metrics.rank-r step_ms at step s (the slowest rank); median over records",
+     step_time_args, tbp_step_ms_record, NULL, always_timed},
     {"loss_at_step",
      "per record: rank 0's loss at args.step (default the last step); every other rank that logged that step "
      "must agree within a relative 1e-6; median over records",

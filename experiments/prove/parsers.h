@@ -15,14 +15,17 @@
 //
 // The parsers and their exact definitions (tb_parser_definition returns these texts):
 //
-//   tokens_per_s       args {"warmup_steps": W = 1}
+//   tokens_per_s       args {"warmup_steps": W = 1, "quantile": Q = 0.5}
 //       Per record: for each step s > W, tokens / (t_s / 1000), with tokens = config
 //       global_batch_size x seq_length (the global batch's tokens) and t_s = the slowest
 //       rank's step time, max over ranks r of metrics.rank-r step_ms at step s; the
-//       record's value is the median over those steps. The claim's value is the median over
-//       records (the repetitions).
-//   step_ms            args {"warmup_steps": W = 1}
-//       Per record: the median over steps s > W of t_s (above); median over records.
+//       record's value is the median over those steps, or with Q their Q-quantile (linear
+//       between order statistics: 0.05 is the slow tail). The claim's value is the median
+//       over records (the repetitions). The gate (stability.h) judges the interval of the
+//       step times' (1 - Q)-quantile, the same figure.
+//   step_ms            args {"warmup_steps": W = 1, "quantile": Q = 0.5}
+//       Per record: the median (or Q-quantile) over steps s > W of t_s (above); median over
+//       records.
 //   loss_at_step       args {"step": S = the last step}
 //       Per record: rank 0's loss at step S; every other rank that logged step S must agree
 //       within a relative 1e-6 (the loss is all-reduced). Median over records.

@@ -49,6 +49,8 @@ int tbp_integral(json_t *v, long long *out);
 // An integer arg >= min, or the default when absent.
 int tbp_int_arg(const parser *p, json_t *args, const char *key, long long dflt, long long min, long long *out,
                 tb_error *err);
+// args.quantile: a number strictly between 0 and 1, 0.5 (the median) when absent.
+int tbp_quantile_arg(const parser *p, json_t *args, double *q, tb_error *err);
 // A string arg, or dflt when absent or not a string.
 const char *tbp_string_arg(json_t *args, const char *key, const char *dflt);
 // Whether s is one of names (NULL-terminated); else err names the arg, the value and the choices.

@@ -230,10 +230,17 @@ static int slowest_step_times(const tbp_record_metrics *m, long long warmup, dou
 // ---------------------------------------------------------------------------------------
 // The per-record parsers
 
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static int step_time_record(const parser *p, json_t *args, const char *dir, int throughput, double *value,
                             json_t *ev, tb_error *err) {
     long long warmup = 1;
-    if (tbp_int_arg(p, args, "warmup_steps", 1, 0, &warmup, err) != 0) return -1;
+    double q;
+    if (tbp_int_arg(p, args, "warmup_steps", 1, 0, &warmup, err) != 0 || tbp_quantile_arg(p, args, &q, err) != 0)
+        return -1;
     json_t *files = json_array();
     json_object_set_new(ev, "files", files);
     tbp_record_metrics m;
@@ -247,6 +254,13 @@ static int step_time_record(const parser *p, json_t *args, const char *dir, int 
             for (int i = 0; i < n; i++) t[i] = tokens / (t[i] / 1000.0);
         json_t *s = tbp_summary_json(t, n);
         *value = json_real_value(json_object_get(s, "median"));
+        if (q != 0.5) {  // the q-quantile over the steps, between order statistics as the gate's
+            qsort(t, (size_t)n, sizeof *t, by_value);
+            const double at = q * (n - 1);
+            const int i = (int)at;
+            *value = i + 1 < n ? t[i] + (at - i) * (t[i + 1] - t[i]) : t[n - 1];
+            json_object_set_new(ev, "quantile", json_real(q));
+        }
         json_object_set_new(ev, "per_step", s);
     }
     free(t);

@@ -90,6 +90,16 @@ int tbp_int_arg(const parser *p, json_t *args, const char *key, long long dflt, 
     return 0;
 }
 
+int tbp_quantile_arg(const parser *p, json_t *args, double *q, tb_error *err) {
+    json_t *v = args ? json_object_get(args, "quantile") : NULL;
+    *q = 0.5;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v) || !(json_number_value(v) > 0 && json_number_value(v) < 1))
+        return tb_fail(err, "parser %s: args.quantile must be a number between 0 and 1, both excluded", p->name);
+    *q = json_number_value(v);
+    return 0;
+}
+
 const char *tbp_string_arg(json_t *args, const char *key, const char *dflt) {
     json_t *v = args ? json_object_get(args, key) : NULL;
     return json_is_string(v) ? json_string_value(v) : dflt;

@@ -402,15 +402,22 @@ static void judge_sampling(gate *g, json_t *ev, const char *parser, int replayed
                  "undersampled: %d repetition%s of %s; a timing claim needs at least %d, each a separate process "
                  "(the claim's min_repetitions)",
                  records, records == 1 ? "" : "s", parser, g->sampling.min_repetitions);
+    // the claim's quantile of its figure (args.quantile, parsers.h), as one of the step times:
+    // a throughput's q-quantile is the step time's (1 - q)-quantile
+    json_t *qa = json_object_get(json_object_get(ev, "args"), "quantile");
+    double q = json_is_number(qa) ? json_number_value(qa) : 0.5;
+    if (!strcmp(parser, "tokens_per_s")) q = 1 - q;
+    char what[32] = "median";
+    if (q != 0.5) snprintf(what, sizeof what, "p%.3g", 100 * q);
     tb_timing_interval iv;
-    if (n < 1 || n < records || tb_timing_interval_compute(reps, n, &iv) != 0) return;  // reasons given per record
-    const double tol = g->sampling.timing_tolerance, below = 1 - iv.lo / iv.median, above = iv.hi / iv.median - 1;
+    if (n < 1 || n < records || tb_timing_interval_compute_at(reps, n, q, &iv) != 0) return;  // reasons given per record
+    const double tol = g->sampling.timing_tolerance, below = 1 - iv.lo / iv.value, above = iv.hi / iv.value - 1;
     char text[512];
     snprintf(text, sizeof text,
-             "median %sstep %.4g ms, %.0f%% interval [%.4g, %.4g] ms (-%.1f%%/+%.1f%%; timing_tolerance +-%.1f%%), mean "
+             "%s %sstep %.4g ms, %.0f%% interval [%.4g, %.4g] ms (-%.1f%%/+%.1f%%; timing_tolerance +-%.1f%%), mean "
              "%.4g +- sd %.4g ms (%.1f%%%s), %d steps over %d repetition%s (hierarchical bootstrap over repetitions "
              "then steps, %d resamples)",
-             replayed ? "replayed " : "", iv.median, 100 * iv.level, iv.lo, iv.hi, 100 * below, 100 * above, 100 * tol, iv.mean, iv.sd,
+             what, replayed ? "replayed " : "", iv.value, 100 * iv.level, iv.lo, iv.hi, 100 * below, 100 * above, 100 * tol, iv.mean, iv.sd,
              100 * iv.sd / iv.mean, iv.sd > TB_STABLE_WARN_STEP_SD * iv.mean ? ": above 10%, pyperf would warn" : "",
              iv.steps, iv.repetitions, iv.repetitions == 1 ? "" : "s", iv.resamples);
     json_object_set_new(ev, "sampling_text", json_string(text));
@@ -423,13 +430,17 @@ static void judge_sampling(gate *g, json_t *ev, const char *parser, int replayed
                   "resamples", iv.resamples, "repetitions", iv.repetitions, "steps", iv.steps, "mean_ms", iv.mean,
                   "sd_ms", iv.sd, "timing_tolerance", tol, "fewest_steps", iv.fewest_steps, "shortest_window_s",
                   iv.shortest_window_s));
+    if (q != 0.5) {  // the interval is the quantile's
+        json_object_set_new(json_object_get(ev, "sampling"), "quantile", json_real(q));
+        json_object_set_new(json_object_get(ev, "sampling"), "quantile_ms", json_real(iv.value));
+    }
     if ((below > tol || above > tol) && !g->paired)
         add_line(g->reasons, &g->reasons_buf,
-                 "unstable: the median %sstep time's %.0f%% interval over %d repetition%s and %d steps of %s is [%.4g, "
-                 "%.4g] ms, -%.1f%%/+%.1f%% of the median %.4g ms, wider than the claim's timing_tolerance +-%.1f%%",
-                 replayed ? "replayed " : "", 100 * iv.level, iv.repetitions, iv.repetitions == 1 ? "" : "s",
+                 "unstable: the %s %sstep time's %.0f%% interval over %d repetition%s and %d steps of %s is [%.4g, "
+                 "%.4g] ms, -%.1f%%/+%.1f%% of the %s %.4g ms, wider than the claim's timing_tolerance +-%.1f%%",
+                 what, replayed ? "replayed " : "", 100 * iv.level, iv.repetitions, iv.repetitions == 1 ? "" : "s",
                  iv.steps, parser, iv.lo, iv.hi,
-                 100 * below, 100 * above, iv.median, 100 * tol);
+                 100 * below, 100 * above, what, iv.value, 100 * tol);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -439,7 +450,8 @@ static void judge_sampling(gate *g, json_t *ev, const char *parser, int replayed
 // times): tokens_per_s, step_ms, and replayed of step_ms or tokens_per_s.
 static int step_time_side(json_t *side) {
     const char *p = json_string_value(json_object_get(side, "parser"));
-    if (!p) return 0;
+    json_t *q = json_object_get(json_object_get(side, "args"), "quantile");
+    if (!p || (json_is_number(q) && json_number_value(q) != 0.5)) return 0;  // pairs compare medians
     if (!strcmp(p, "tokens_per_s") || !strcmp(p, "step_ms")) return 1;
     const char *f = json_string_value(json_object_get(json_object_get(side, "args"), "figure"));
     return !strcmp(p, "replayed") && f && (!strcmp(f, "step_ms") || !strcmp(f, "tokens_per_s"));

@@ -1,4 +1,5 @@
-// timing_interval.c — the median's hierarchical bootstrap interval (timing_interval.h).
+// timing_interval.c — the hierarchical bootstrap interval of the median, or of another
+// quantile, of step times (timing_interval.h).
 #include "prove/timing_interval.h"
 
 #include <math.h>
@@ -37,8 +38,21 @@ static double quantile(const double *v, int n, double q) {
 }
 
 int tb_timing_interval_compute(const tb_timing_repetition *reps, int n, tb_timing_interval *out) {
-    *out = (tb_timing_interval){.level = TB_TIMING_LEVEL, .resamples = TB_TIMING_RESAMPLES, .repetitions = n};
-    if (n < 1) return -1;
+    return tb_timing_interval_compute_at(reps, n, 0.5, out);
+}
+
+// The q-quantile of v[0..n) (n >= 1), sorting v; the median's mean of the two middle values
+// for q = 0.5, as median_sorting.
+static double quantile_sorting(double *v, int n, double q) {
+    if (q == 0.5) return median_sorting(v, n);
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return quantile(v, n, q);
+}
+
+int tb_timing_interval_compute_at(const tb_timing_repetition *reps, int n, double q, tb_timing_interval *out) {
+    *out = (tb_timing_interval){
+        .level = TB_TIMING_LEVEL, .resamples = TB_TIMING_RESAMPLES, .repetitions = n, .quantile = q};
+    if (n < 1 || !(q > 0 && q < 1)) return -1;
     int total = 0;
     out->fewest_steps = reps[0].n;
     out->shortest_window_s = INFINITY;
@@ -59,7 +73,8 @@ int tb_timing_interval_compute(const tb_timing_repetition *reps, int n, tb_timin
     double ss = 0;
     for (int k = 0; k < total; k++) ss += (pooled[k] - out->mean) * (pooled[k] - out->mean);
     out->sd = total > 1 ? sqrt(ss / (total - 1)) : 0;
-    out->median = median_sorting(pooled, total);
+    out->median = median_sorting(pooled, total);  // sorted now: the q-quantile reads it
+    out->value = q == 0.5 ? out->median : quantile(pooled, total, q);
 
     // each resample: n repetitions drawn, each contributing as many steps as it has, drawn
     // from its own; the resample's size varies with the repetitions drawn (at most n x the
@@ -67,7 +82,7 @@ int tb_timing_interval_compute(const tb_timing_repetition *reps, int n, tb_timin
     int most = 0;
     for (int r = 0; r < n; r++) most = reps[r].n > most ? reps[r].n : most;
     double *drawn = tb_xcalloc((size_t)n * (size_t)most, sizeof *drawn, "bootstrap resample");
-    double *medians = tb_xcalloc(TB_TIMING_RESAMPLES, sizeof *medians, "bootstrap medians");
+    double *estimates = tb_xcalloc(TB_TIMING_RESAMPLES, sizeof *estimates, "bootstrap estimates");
     uint64_t state = 0x7472616365626f6full;  // "tracebook": the same interval from the same steps
     for (int b = 0; b < TB_TIMING_RESAMPLES; b++) {
         int k = 0;
@@ -75,12 +90,12 @@ int tb_timing_interval_compute(const tb_timing_repetition *reps, int n, tb_timin
             const tb_timing_repetition *rep = &reps[draw(&state, n)];
             for (int i = 0; i < rep->n; i++) drawn[k++] = rep->steps[draw(&state, rep->n)];
         }
-        medians[b] = median_sorting(drawn, k);
+        estimates[b] = quantile_sorting(drawn, k, q);
     }
-    qsort(medians, TB_TIMING_RESAMPLES, sizeof *medians, by_value);
-    out->lo = quantile(medians, TB_TIMING_RESAMPLES, (1 - TB_TIMING_LEVEL) / 2);
-    out->hi = quantile(medians, TB_TIMING_RESAMPLES, 1 - (1 - TB_TIMING_LEVEL) / 2);
-    free(medians);
+    qsort(estimates, TB_TIMING_RESAMPLES, sizeof *estimates, by_value);
+    out->lo = quantile(estimates, TB_TIMING_RESAMPLES, (1 - TB_TIMING_LEVEL) / 2);
+    out->hi = quantile(estimates, TB_TIMING_RESAMPLES, 1 - (1 - TB_TIMING_LEVEL) / 2);
+    free(estimates);
     free(drawn);
     free(pooled);
     return 0;

@@ -22,7 +22,8 @@ typedef struct tb_timing_repetition {
 
 typedef struct tb_timing_interval {
     double median;            // of every timed step, pooled
-    double lo, hi;            // the interval's ends (ms)
+    double quantile, value;   // q and the q-quantile of every timed step, pooled (0.5: the median)
+    double lo, hi;            // the q-quantile's interval's ends (ms)
     double mean, sd;          // pooled; sd is the sample deviation (pyperf's)
     double level;             // TB_TIMING_LEVEL
     int resamples;            // TB_TIMING_RESAMPLES
@@ -34,6 +35,9 @@ typedef struct tb_timing_interval {
 // The interval over n repetitions (n >= 1, each with at least one step). Returns 0, or -1
 // when there is nothing to compute it from.
 int tb_timing_interval_compute(const tb_timing_repetition *reps, int n, tb_timing_interval *out);
+// The same for the q-quantile (0 < q < 1; linear interpolation between order statistics) of
+// the step times instead of their median: the same bootstrap, each resample's q-quantile.
+int tb_timing_interval_compute_at(const tb_timing_repetition *reps, int n, double q, tb_timing_interval *out);
 
 // A ratio of two timings measured in pairs: a[i] and b[i] are repetitions (separate
 // processes) of two configurations run one right after the other, so that what drifts on the

@@ -98,6 +98,15 @@ TB_TEST(tokens_per_s_is_global_batch_tokens_over_the_slowest_step) {
              "evidence: per-step max");
     TB_CHECK(json_array_size(json_object_get(rec, "files")) == 3, "evidence: config + 2 metrics files read");
     json_decref(ev);
+    // a quantile: p1's per-step throughputs 2560, 3657.1, 6400 (128 tokens over 50, 35, 20 ms);
+    // the 0.05-quantile sits at 0.1 between the first two
+    const double slow = 128.0 / 0.05, mid = 128.0 / 0.035;
+    v = parse("tokens_per_s", "{\"quantile\": 0.05}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && fabs(v - (slow + 0.1 * (mid - slow))) < 1e-9, "p5: %.17g (%s)", v, rc ? err.msg : "");
+    v = parse("step_ms", "{\"quantile\": 0.95}", one, 1, &err, &rc);
+    TB_CHECK(rc == 0 && fabs(v - (35 + 0.9 * 15)) < 1e-9, "step_ms p95 of 20 35 50: %.17g", v);
+    v = parse("tokens_per_s", "{\"quantile\": 1}", one, 1, &err, &rc);
+    TB_CHECK(rc != 0 && strstr(err.msg, "args.quantile must be a number between 0 and 1"), "q = 1: %s", err.msg);
 }
 
 TB_TEST(loss_at_step_reads_rank_0_and_checks_the_others) {

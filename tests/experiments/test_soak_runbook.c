@@ -54,6 +54,21 @@ TB_TEST(the_soak_resumes_bitwise_after_kills_and_its_memory_stays_flat) {
     TB_CHECK(has_line(sh.out, "PROVEN  soak/v1/resumed_losses_bitwise") &&
                  has_line(sh.out, "PROVEN  soak/v1/memory_growth_after_warmup_bytes") && !strstr(sh.out, "not finished"),
              "both claims, the killed runs no warning:\n%s\n%s", sh.out, sh.err);
+    // the timed claims (throughput quantiles, the save's pause) prove, or are refused by the
+    // stability gate alone (a test suite runs beside other tests), never for their number
+    static const char *const timed[] = {"throughput_p5_tokens_per_s", "throughput_p50_tokens_per_s",
+                                        "throughput_p95_tokens_per_s", "save_pause_ms"};
+    static const char *const gate[] = {"(contended:", "(unstable:", "(undersampled:", "(not verifiable:"};
+    for (size_t i = 0; i < sizeof timed / sizeof *timed; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "PROVEN  soak/v1/%s", timed[i]);
+        int ok = has_line(sh.out, line);
+        snprintf(line, sizeof line, "NOT PROVEN  soak/v1/%s ", timed[i]);
+        const char *at = strstr(sh.out, line);
+        for (size_t k = 0; at && !ok && k < sizeof gate / sizeof *gate; k++)
+            ok = !strncmp(at + strlen(line), gate[k], strlen(gate[k]));
+        TB_CHECK(ok, "%s: proven or refused by the gate:\n%s", timed[i], sh.out);
+    }
     // the report plots throughput and high-water per step (the uninterrupted run has 50 steps)
     TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s report soak --artifacts %s", TRACEBOOK, ART) == 0,
              "report: %s", sh.err);

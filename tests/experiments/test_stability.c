@@ -357,6 +357,36 @@ TB_TEST(a_step_three_times_the_others_is_unstable) {
     free(out);
 }
 
+// A quantile claim is judged on its own quantile's interval: one slow step in seven leaves the
+// median throughput and the fast tail (p95: the step time's p5) steady, but not the slow tail
+// (p5: the step time's p95), whose interval spans the slow step.
+TB_TEST(a_quantile_is_judged_on_its_own_interval) {
+    const char *root = fx_fresh_dir("gate_quantile");
+    fx_numbers n = steady();
+    n.nsteps = 8;
+    const double ms[8] = {30, 10, 10, 10, 10, 10, 10, 30};  // step 1 the warm-up
+    for (int s = 0; s < 8; s++) n.step_ms[0][s] = ms[s], n.loss[0][s] = 5 - 0.1 * s, n.act[0][s] = 70;
+    write_record(root, "q", &n);
+    json_t *claims = json_array();
+    add_claim(claims, root, "p50", "tokens_per_s", NULL, only_q, NULL);
+    add_claim(claims, root, "p95", "tokens_per_s", "{\"quantile\": 0.95}", only_q, NULL);
+    add_claim(claims, root, "p5", "tokens_per_s", "{\"quantile\": 0.05}", only_q, NULL);
+    write_claims(root, claims);
+    char *out;
+    int rc = prove(root, "p50", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/p50"), "the median is steady: exit %d", rc);
+    free(out);
+    rc = prove(root, "p95", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/p95") && strstr(out, "sampling: p5 step 10 ms"),
+             "the fast tail is the step time's p5, steady: exit %d", rc);
+    free(out);
+    rc = prove(root, "p5", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/p5 (unstable: the p95 step time's 95% interval over 1 "
+                                    "repetition and 7 steps of tokens_per_s is [10, 30] ms"),
+             "the slow tail spans the slow step: exit %d", rc);
+    free(out);
+}
+
 // Three steady repetitions of 250 ms steps, one of which runs a third slower: the median's
 // interval spans the slow repetition (repetitions are drawn first), wider than 5%.
 static fx_numbers long_steps(double ms) {
@@ -614,6 +644,7 @@ int main(void) {
     TB_RUN(a_repetition_measured_again_replaces_only_a_contended_measurement_of_itself);
     TB_RUN(a_measured_wait_for_a_core_decides_an_oversubscribed_run_and_gates_any_run);
     TB_RUN(a_step_three_times_the_others_is_unstable);
+    TB_RUN(a_quantile_is_judged_on_its_own_interval);
     TB_RUN(repetitions_a_third_apart_are_unstable);
     TB_RUN(a_timing_claim_needs_three_repetitions_of_a_second_each);
     TB_RUN(a_ratio_of_paired_repetitions_is_judged_over_the_pairs);

@@ -53,6 +53,26 @@ TB_TEST(nothing_to_compute_from_is_refused) {
     TB_CHECK(tb_timing_interval_compute(empty, 1, &iv) == -1, "a repetition without steps");
 }
 
+// Another quantile: its value between order statistics, its interval around it, and the median
+// path unchanged at 0.5.
+TB_TEST(a_quantile_and_its_interval) {
+    double a[100];
+    for (int i = 0; i < 100; i++) a[i] = 100 - i;  // 1..100, unsorted
+    const tb_timing_repetition reps[] = {{a, 100}};
+    tb_timing_interval iv, med, plain;
+    TB_REQUIRE(tb_timing_interval_compute_at(reps, 1, 0.95, &iv) == 0, "computed");
+    // sorted 1..100: at = 0.95 x 99 = 94.05, between 95 and 96
+    TB_CHECK(fabs(iv.value - 95.05) < 1e-9 && iv.quantile == 0.95 && iv.median == 50.5, "p95 %.17g, median %g",
+             iv.value, iv.median);
+    TB_CHECK(iv.lo < iv.value && iv.value < iv.hi && iv.lo > 85 && iv.hi <= 100, "p95's interval [%g, %g]", iv.lo,
+             iv.hi);
+    TB_REQUIRE(tb_timing_interval_compute_at(reps, 1, 0.5, &med) == 0 && tb_timing_interval_compute(reps, 1, &plain) == 0,
+               "computed");
+    TB_CHECK(med.value == 50.5 && med.lo == plain.lo && med.hi == plain.hi, "0.5 is the median's interval");
+    TB_CHECK(tb_timing_interval_compute_at(reps, 1, 0, &iv) == -1 && tb_timing_interval_compute_at(reps, 1, 1, &iv) == -1,
+             "q outside (0, 1) is refused");
+}
+
 // The test's own generator (not the interval's): splitmix64, and normal draws by Box-Muller.
 static uint64_t rng_state = 12345;
 static double uniform(void) {
@@ -127,6 +147,7 @@ int main(void) {
     TB_RUN(the_pooled_median_mean_and_sample_deviation);
     TB_RUN(the_same_steps_give_the_same_interval);
     TB_RUN(nothing_to_compute_from_is_refused);
+    TB_RUN(a_quantile_and_its_interval);
     TB_RUN(the_interval_covers_the_true_median_of_runs_drawn_from_a_known_distribution);
     TB_RUN(a_drift_shared_by_each_pair_cancels_in_the_paired_ratio);
     return tb_test_summary();
