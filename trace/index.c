@@ -8,8 +8,10 @@
 // flags, and writes the source index (trace/index_db.h) that the queries read. The pieces:
 // index_compdb.c (the database and flag translation), index_visit.c (one unit's parse; its
 // AST walked in index_visit_walk.c and index_visit_dependent.c, its in-memory headers
-// index_unsaved.c), index_targets.c (CMake's file API), index_write.c (SQLite), index_reuse.c (incremental
-// re-indexing); each with its own header. Containers: pool.h, vec.h, strmap.h.
+// index_unsaved.c), index_targets.c (CMake's file API), index_workers.c (the parse workers),
+// index_write.c (SQLite; index_write_units.c the per-unit tables), index_reuse.c (incremental
+// re-indexing; index_reuse_facts.c the reused units' facts read back), index_update.c (the
+// update in place; index_update_units.c a parsed unit's own rows); each with its own header. Containers: pool.h, vec.h, strmap.h.
 //
 // The compilation database
 //   --compdb is the compile_commands.json file or a directory holding one (default build/).
@@ -268,7 +270,6 @@
 // parses read and their lines, wall time (from after the database is loaded to the index
 // written), files/s and lines/s.
 #include <clang-c/Index.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -287,6 +288,7 @@
 #include "index_units.h"
 #include "index_update.h"
 #include "index_visit.h"
+#include "index_workers.h"
 #include "index_write.h"
 #include "pool.h"
 #include "trace_cli.h"
@@ -305,81 +307,7 @@ static const char *const default_push[] = {"tb_range_push", "nvtxRangePushA", "n
 static const char *const default_pop[] = {"tb_range_pop", "nvtxRangePop"};
 
 // ---------------------------------------------------------------------------------------
-// Workers
-
-typedef struct work {
-    const ix_compdb *db;
-    const ix_options *opt;
-    ix_result *results;
-    const size_t *todo;  // the units to parse (indexes in db->tus)
-    size_t ntodo;
-    atomic_size_t next;
-    atomic_int failed;   // --parse-only: units libclang could not build
-    pthread_mutex_t mu;  // done, and its signal
-    pthread_cond_t cv;
-    char *done;          // per unit of the database: its facts are in results
-} work;
-
-static void *worker(void *arg) {
-    work *w = arg;
-    CXIndex idx = clang_createIndex(0, 0);
-    for (;;) {
-        size_t k = atomic_fetch_add(&w->next, 1);
-        if (k >= w->ntodo) break;
-        size_t i = w->todo[k];
-        if (w->opt->parse_only) {
-            if (ix_parse_only(idx, &w->db->tus[i])) atomic_fetch_add(&w->failed, 1);
-            continue;
-        }
-        ix_index_tu(idx, &w->db->tus[i], w->opt, &w->results[i]);
-        pthread_mutex_lock(&w->mu);
-        w->done[i] = 1;
-        pthread_cond_broadcast(&w->cv);
-        pthread_mutex_unlock(&w->mu);
-    }
-    clang_disposeIndex(idx);
-    return NULL;
-}
-
-// Waits until unit i (of the database) is parsed.
-static void wait_unit(work *w, size_t i) {
-    pthread_mutex_lock(&w->mu);
-    while (!w->done[i]) pthread_cond_wait(&w->cv, &w->mu);
-    pthread_mutex_unlock(&w->mu);
-}
-
-static void work_init(work *w, const ix_compdb *db, const ix_options *opt, ix_result *results, const size_t *todo,
-                      size_t ntodo) {
-    *w = (work){.db = db, .opt = opt, .results = results, .todo = todo, .ntodo = ntodo};
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    w->done = tb_xcalloc(db->ntus ? db->ntus : 1, 1, "units parsed");
-}
-
-static void work_free(work *w) {
-    pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
-    free(w->done);
-}
-
-// The units of w->todo, `jobs` at a time. Without `meanwhile` this thread is one of the
-// workers; with it, `jobs` threads parse while this one runs meanwhile(w, arg), which may wait
-// for units (wait_unit) and use their facts as they come.
-static void run_workers(work *w, int jobs, void (*meanwhile)(work *w, void *arg), void *arg) {
-    atomic_init(&w->next, 0);
-    atomic_init(&w->failed, 0);
-    int nthreads = jobs < (int)w->ntodo ? jobs : (int)w->ntodo;
-    pthread_t *th = tb_xcalloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *th, "worker threads");
-    int started = 0;
-    for (int i = meanwhile ? 0 : 1; i < nthreads; i++) {
-        if (pthread_create(&th[i], NULL, worker, w) != 0) break;
-        started++;
-    }
-    if (w->ntodo && (!meanwhile || !started)) worker(w);  // no thread could start: parse here first
-    if (meanwhile) meanwhile(w, arg);
-    for (int i = 0; i < started; i++) pthread_join(th[meanwhile ? i : i + 1], NULL);
-    free(th);
-}
+// What the thread that started the workers does meanwhile (index_workers.h)
 
 // A new index written while the units are parsed: this thread takes each unit in database
 // order as soon as it is parsed, hashes its input files and writes its facts, so that only
@@ -393,10 +321,10 @@ typedef struct streamed {
     const char **inputs;
 } streamed;
 
-static void parse_and_write(work *w, void *arg) {
+static void parse_and_write(ix_work *w, void *arg) {
     streamed *sw = arg;
     for (size_t i = 0; i < w->db->ntus; i++) {
-        wait_unit(w, i);
+        ix_wait_unit(w, i);
         ix_hash_unit_inputs(w->db, w->results, &i, 1, sw->hashes, sw->counted, sw->nfiles, sw->nlines);
         w->results[i].inputs = sw->inputs[i];
         if (sw->writer) ix_write_unit(sw->writer, i, &w->results[i]);
@@ -418,7 +346,7 @@ typedef struct update_start {
     ix_update *update;
 } update_start;
 
-static void begin_update(work *w, void *arg) {
+static void begin_update(ix_work *w, void *arg) {
     (void)w;
     update_start *us = arg;
     us->update = ix_update_begin(us->path, us->db, us->todo, us->ntodo, us->prev, us->targets, us->targets_loaded,
@@ -430,15 +358,15 @@ static void begin_update(work *w, void *arg) {
 static int parse_only(const ix_compdb *db, const ix_options *opt, const struct timespec *t0) {
     size_t *todo = tb_xcalloc(db->ntus ? db->ntus : 1, sizeof *todo, "units to parse");
     for (size_t i = 0; i < db->ntus; i++) todo[i] = i;
-    work w;
-    work_init(&w, db, opt, NULL, todo, db->ntus);
-    run_workers(&w, opt->jobs, NULL, NULL);
+    ix_work w;
+    ix_work_init(&w, db, opt, NULL, todo, db->ntus);
+    ix_run_workers(&w, opt->jobs, NULL, NULL);
     free(todo);
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
     int failed = atomic_load(&w.failed);
-    work_free(&w);
+    ix_work_free(&w);
     printf("tracebook index --parse-only: %zu TUs parsed (%d failed) with -j %d in %.3f s (libclang's parses "
            "alone: nothing visited, no index written)\n",
            db->ntus, failed, opt->jobs, secs);
@@ -456,7 +384,7 @@ typedef struct index_args {
 
 // The update in place did not apply: the reused units' facts are read back for the full merge,
 // and a unit whose facts cannot be read is parsed after all (appended to w's todo list).
-static void reuse_after_all(work *w, ix_prev *prev, const ix_prev_unit **match, ix_hashes *hashes, tb_strmap *counted,
+static void reuse_after_all(ix_work *w, ix_prev *prev, const ix_prev_unit **match, ix_hashes *hashes, tb_strmap *counted,
                             long *nfiles, long *nlines, size_t *ntodo, size_t *nreused) {
     size_t n = w->db->ntus;
     char *was = tb_xcalloc(n ? n : 1, 1, "reused units");
@@ -471,7 +399,7 @@ static void reuse_after_all(work *w, ix_prev *prev, const ix_prev_unit **match, 
     free(was);
     w->todo = todo + from;
     w->ntodo = *ntodo - from;
-    run_workers(w, w->opt->jobs, NULL, NULL);
+    ix_run_workers(w, w->opt->jobs, NULL, NULL);
     ix_hash_unit_inputs(w->db, w->results, todo + from, *ntodo - from, hashes, counted, nfiles, nlines);
     w->todo = todo;
     w->ntodo = *ntodo;
@@ -717,17 +645,17 @@ int tracebook_index_main(int argc, char **argv) {
     long nfiles = 0, nlines = 0;
     tb_strmap counted;
     tb_strmap_init(&counted);
-    work w;
-    work_init(&w, &db, &opt, results, todo, ntodo);
+    ix_work w;
+    ix_work_init(&w, &db, &opt, results, todo, ntodo);
     streamed sw = {.hashes = &hashes, .counted = &counted, .nfiles = &nfiles, .nlines = &nlines, .inputs = inputs};
     int stream = !out_dir_failed && !try_update && ntodo == db.ntus;
     if (stream && !(sw.writer = ix_write_begin(opt.out, &db, &err))) fprintf(stderr, "tracebook index: %s\n", err.msg);
     update_start us = {.path = opt.out, .db = &db, .todo = todo, .ntodo = ntodo, .prev = &prev, .targets = &targets,
                        .targets_loaded = &targets_loaded, .build_dir = build_dir, .opt = &opt, .err = &err};
     if (stream)
-        run_workers(&w, opt.jobs, parse_and_write, &sw);
+        ix_run_workers(&w, opt.jobs, parse_and_write, &sw);
     else
-        run_workers(&w, opt.jobs, try_update && !out_dir_failed ? begin_update : NULL, &us);
+        ix_run_workers(&w, opt.jobs, try_update && !out_dir_failed ? begin_update : NULL, &us);
     ix_phase_mark(&opt, &tp, stream ? "parse and visit, each unit written as it came" : "parse and visit");
     if (!stream) ix_hash_unit_inputs(&db, results, todo, ntodo, &hashes, &counted, &nfiles, &nlines);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
@@ -847,7 +775,7 @@ int tracebook_index_main(int argc, char **argv) {
     free(todo);
     free(inputs);
     free(match);
-    work_free(&w);
+    ix_work_free(&w);
     tb_strmap_free(&counted);
     ix_prev_free(&prev);
     ix_hashes_free(&hashes);

@@ -31,6 +31,7 @@
 #include "index_reuse.h"
 #include "index_unit_keys.h"
 #include "index_update.h"
+#include "index_update_internal.h"
 #include "index_write_internal.h"
 
 int ix_update_applies(const ix_prev *prev, const ix_compdb *db, size_t ntodo, const char **why) {
@@ -46,35 +47,6 @@ int ix_update_applies(const ix_prev *prev, const ix_compdb *db, size_t ntodo, co
     return 1;
 }
 
-struct ix_update {
-    writer w;
-    const ix_compdb *db;
-    ix_targets *targets;      // read lazily (update_libraries) when *targets_loaded is 0
-    int *targets_loaded;
-    const char *build_dir;
-    const char *targets_digest, *collectives_digest;  // the index's
-    const ix_options *opt;
-    const char *why;          // set: the update does not apply
-    ixw_collectives coll;
-    int recollect;            // an @Record's field targets changed: every collective site again
-    tb_strmap lib_check;      // USRs whose libraries rows are derived again
-    ix_unit_keys *old_keys, *new_keys;  // per parsed unit (todo order)
-    const ix_unit_keys **by_unit;    // tu_id -> the parsed unit's new facts, NULL: not parsed
-    tb_strmap touched;        // USR -> index in before: merged again in pass 2
-    tb_vec before;            // of merged_fn: the touched USRs' merged rows before the update
-    tb_strmap ft_touched;     // field target keys merged again
-    tb_strmap orphan;         // files.id (as text) U's old facts named and its new ones do not: removed
-                              // when nothing else names them
-    sqlite3_stmt *q_rows, *q_merged, *ins_fn, *upd_fn;
-    const size_t *todo;       // the parsed units (indexes in db->tus)
-    size_t ntodo;
-    ix_result *old;           // their previous facts
-    int rc;                   // ix_update_begin's outcome: 0, 1 (does not apply: why), -1 (failed: err)
-    tb_error *err;
-};
-typedef struct ix_update updater;
-
-static int fail(updater *u, const char *what) { return ixw_sql_fail(&u->w, what); }
 
 static int exec(updater *u, const char *sql) {
     char *msg = NULL;
@@ -84,8 +56,7 @@ static int exec(updater *u, const char *sql) {
     return rc;
 }
 
-// Runs a statement with one integer parameter to its end.
-static int exec_id(updater *u, const char *sql, long long id) {
+int ixu_exec_id(updater *u, const char *sql, long long id) {
     sqlite3_stmt *st = NULL;
     if (ixw_prep(&u->w, &st, sql)) return -1;
     sqlite3_bind_int64(st, 1, id);
@@ -119,7 +90,7 @@ static int read_merged(updater *u, const char *usr, merged_fn *m) {
         m->is_static = sqlite3_column_int(u->q_merged, 4);
     }
     sqlite3_reset(u->q_merged);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(u, "reading a function");
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : ixu_fail(u, "reading a function");
 }
 
 // Whether unit U's definitions are its own (index_write.c renames a definition whose file is
@@ -190,15 +161,15 @@ static int replay_usr(updater *u, const char *usr, tb_pool *p, replay *out) {
         }
     }
     sqlite3_reset(q);
-    return rc == SQLITE_DONE ? 0 : fail(u, "reading a function's rows");
+    return rc == SQLITE_DONE ? 0 : ixu_fail(u, "reading a function's rows");
 }
 
 // A function row's body rows (and their collective sites) removed.
 static int drop_body(updater *u, long long id) {
-    return exec_id(u, "DELETE FROM collective_sites WHERE function_id = ?", id) ||
-                   exec_id(u, "DELETE FROM calls WHERE caller_id = ?", id) ||
-                   exec_id(u, "DELETE FROM range_sites WHERE function_id = ?", id) ||
-                   exec_id(u, "DELETE FROM callbacks WHERE function_id = ?", id)
+    return ixu_exec_id(u, "DELETE FROM collective_sites WHERE function_id = ?", id) ||
+                   ixu_exec_id(u, "DELETE FROM calls WHERE caller_id = ?", id) ||
+                   ixu_exec_id(u, "DELETE FROM range_sites WHERE function_id = ?", id) ||
+                   ixu_exec_id(u, "DELETE FROM callbacks WHERE function_id = ?", id)
                ? -1
                : 0;
 }
@@ -263,8 +234,8 @@ static int merge_usr(updater *u, const char *usr, const merged_fn *before) {
     if (!id || !r.exists || (before->def_file != 0) != (r.is_def != 0) || before->is_static != r.is_static)
         tb_strmap_put(&u->lib_check, usr, 1);
     if (!r.exists) {
-        if (id && (drop_body(u, id) || exec_id(u, "DELETE FROM libraries WHERE function_id = ?", id) ||
-                   exec_id(u, "DELETE FROM functions WHERE id = ?", id)))
+        if (id && (drop_body(u, id) || ixu_exec_id(u, "DELETE FROM libraries WHERE function_id = ?", id) ||
+                   ixu_exec_id(u, "DELETE FROM functions WHERE id = ?", id)))
             goto out;
         rc = 0;
         goto out;
@@ -344,102 +315,6 @@ out:
     return rc;
 }
 
-// The files.id values a unit's facts name, as text keys, into m.
-static void files_named(updater *u, const ix_result *r, tb_strmap *m) {
-    char key[32];
-#define NAME(path)                                                                   \
-    do {                                                                             \
-        int *id_ = (path) ? tb_strmap_get(&u->w.files, (path)) : NULL;              \
-        if (id_) snprintf(key, sizeof key, "%d", *id_), tb_strmap_put(m, key, 1);    \
-    } while (0)
-    for (size_t i = 0; i < r->funcs.len; i++) NAME(TB_VEC_AT(&r->funcs, ix_func, i).file);
-    for (size_t i = 0; i < r->calls.len; i++) NAME(TB_VEC_AT(&r->calls, ix_call, i).file);
-    for (size_t i = 0; i < r->ftargets.len; i++) NAME(TB_VEC_AT(&r->ftargets, ix_ftarget, i).file);
-    for (size_t i = 0; i < r->callbacks.len; i++) NAME(TB_VEC_AT(&r->callbacks, ix_callback, i).file);
-    for (size_t i = 0; i < r->ranges.len; i++) NAME(TB_VEC_AT(&r->ranges, ix_range, i).file);
-#undef NAME
-}
-
-// tu_deps by path, against the rows there (the previous facts read for the update do not hold
-// the inputs): a changed hash is updated, an input gone deleted, a new one inserted.
-static int replace_deps(updater *u, long long tu_id, const ix_result *now) {
-    writer *w = &u->w;
-    tb_strmap was;  // path -> index in rows
-    tb_strmap_init(&was);
-    tb_vec rows;    // of ix_dep, the unit's rows there
-    tb_vec_init(&rows, sizeof(ix_dep), "a unit's input files");
-    tb_pool pool = {0};
-    char *kept = NULL;
-    sqlite3_stmt *sel = NULL, *upd = NULL, *del = NULL;
-    int rc = -1;
-    if (ixw_prep(w, &sel, "SELECT path, hash FROM tu_deps WHERE tu_id = ?") ||
-        ixw_prep(w, &upd, "UPDATE tu_deps SET hash = ? WHERE path = ? AND tu_id = ?") ||
-        ixw_prep(w, &del, "DELETE FROM tu_deps WHERE path = ? AND tu_id = ?"))
-        goto out;
-    sqlite3_bind_int64(sel, 1, tu_id);
-    int step;
-    while ((step = sqlite3_step(sel)) == SQLITE_ROW) {
-        const char *path = (const char *)sqlite3_column_text(sel, 0), *hash = (const char *)sqlite3_column_text(sel, 1);
-        ix_dep *d = tb_vec_push(&rows);
-        d->path = tb_pool_dup(&pool, path ? path : "");
-        d->hash = tb_pool_dup(&pool, hash ? hash : "-");
-        tb_strmap_put(&was, d->path, (int)rows.len - 1);
-    }
-    if (step != SQLITE_DONE) {
-        fail(u, "reading a unit's input files");
-        goto out;
-    }
-    kept = tb_xcalloc(rows.len + 1, 1, "inputs kept");
-    for (size_t i = 0; i < now->deps.len; i++) {
-        const ix_dep *d = &TB_VEC_AT(&now->deps, ix_dep, i);
-        int *j = tb_strmap_get(&was, d->path);
-        if (!j || kept[*j]) {
-            if (ixw_write_unit_dep(w, tu_id, d)) goto out;
-            continue;
-        }
-        kept[*j] = 1;
-        const char *n = d->hash ? d->hash : "-";
-        if (!strcmp(TB_VEC_AT(&rows, ix_dep, *j).hash, n)) continue;
-        ixw_bind_text(upd, 1, n);
-        ixw_bind_text(upd, 2, d->path);
-        sqlite3_bind_int64(upd, 3, tu_id);
-        if (ixw_step(w, upd, "updating a unit's input file")) goto out;
-    }
-    for (size_t i = 0; i < rows.len; i++) {
-        if (kept[i]) continue;
-        ixw_bind_text(del, 1, TB_VEC_AT(&rows, ix_dep, i).path);
-        sqlite3_bind_int64(del, 2, tu_id);
-        if (ixw_step(w, del, "deleting a unit's input file")) goto out;
-    }
-    rc = 0;
-out:
-    sqlite3_finalize(sel);
-    sqlite3_finalize(upd);
-    sqlite3_finalize(del);
-    free(kept);
-    tb_vec_free(&rows);
-    tb_pool_free(&pool);
-    tb_strmap_free(&was);
-    return rc;
-}
-
-// The unit's tu_* rows as the new facts give them. A table whose rows are the same, column by
-// column and in order, is left as it is (an edit rarely changes what the headers give, the
-// bulk of a unit's rows); any other is deleted and written again; tu_deps row by row.
-static int replace_unit_rows(updater *u, long long tu_id, const ix_result *old, const ix_result *now) {
-    for (int t = 0; t < IX_TU_TABLES; t++) {
-        if (t == IX_TU_DEPS) {
-            if (replace_deps(u, tu_id, now)) return -1;
-            continue;
-        }
-        if (ix_unit_rows_equal(old, now, (ix_unit_table)t)) continue;
-        char sql[96];
-        snprintf(sql, sizeof sql, "DELETE FROM %s WHERE tu_id = ?", ix_unit_table_names[t]);
-        if (exec_id(u, sql, tu_id) || ixw_write_unit_table(&u->w, tu_id, now, (ix_unit_table)t)) return -1;
-    }
-    return 0;
-}
-
 // Pass 1, per parsed unit: what its change touches (the USRs whose rows or bodies differ, with
 // their merged rows before anything changes; the field target keys; the functions it starts or
 // stops naming; the files it stops naming), and its tu_* rows, file_errors and files row replaced.
@@ -476,7 +351,7 @@ static int prepare_unit(updater *u, size_t k, long long tu_id, const ix_result *
             tb_strmap_put(&u->ft_touched, key, 1);
         }
     }
-    files_named(u, old, &named_old);
+    ixu_files_named(u, old, &named_old);
     {
         sqlite3_stmt *q = NULL;
         if (ixw_prep(w, &q, "SELECT file_id FROM file_errors WHERE unit_id = ?")) goto out;
@@ -490,10 +365,10 @@ static int prepare_unit(updater *u, size_t k, long long tu_id, const ix_result *
     }
 
     // the unit's own rows: only the tables whose rows differ are written again
-    if (replace_unit_rows(u, tu_id, old, now) || exec_id(u, "DELETE FROM file_errors WHERE unit_id = ?", tu_id) ||
+    if (ixu_replace_unit_rows(u, tu_id, old, now) || ixu_exec_id(u, "DELETE FROM file_errors WHERE unit_id = ?", tu_id) ||
         ixw_write_file_errors(w, now))
         goto out;
-    files_named(u, now, &named_now);
+    ixu_files_named(u, now, &named_now);
     for (size_t i = 0; i < named_old.cap; i++)  // the candidates: named before, not now (errors aside)
         if (named_old.keys[i] && !tb_strmap_get(&named_now, named_old.keys[i]))
             tb_strmap_put(&u->orphan, named_old.keys[i], 1);
@@ -576,7 +451,7 @@ static int update_libraries(updater *u) {
         const char *name = tb_pool_dup(&w->pool, (const char *)sqlite3_column_text(fn, 1));
         int keep_out = sqlite3_column_int(fn, 2) || sqlite3_column_int(fn, 3);
         sqlite3_reset(fn);
-        if (exec_id(u, "DELETE FROM libraries WHERE function_id = ?", id)) goto out;
+        if (ixu_exec_id(u, "DELETE FROM libraries WHERE function_id = ?", id)) goto out;
         if (keep_out) continue;
         tb_strmap done;  // targets already given this function's row
         tb_strmap_init(&done);
@@ -745,7 +620,7 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
     }
     sqlite3_finalize(q);
     if (ixw_write_meta(w, meta, u->opt, sum->tus, sum->errors, sum->tus_with_errors)) return -1;
-    if (meta->hashes && ix_hashes_save(meta->hashes, w->db, 1)) return fail(u, "writing file_stats");
+    if (meta->hashes && ix_hashes_save(meta->hashes, w->db, 1)) return ixu_fail(u, "writing file_stats");
     ix_phase_mark(u->opt, &tp, "update: meta, file stats");
     ixw_count_summary(w, sum);
     ix_phase_mark(u->opt, &tp, "update: counts");

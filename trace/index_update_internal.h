@@ -1,0 +1,56 @@
+// index_update_internal.h — what index_update.c and index_update_units.c share: the updater's
+// state and the helpers both use; not an interface beyond them (index_update.h is).
+#ifndef TB_TRACE_INDEX_UPDATE_INTERNAL_H
+#define TB_TRACE_INDEX_UPDATE_INTERNAL_H
+
+#include "index_compdb.h"
+#include "index_options.h"
+#include "index_targets.h"
+#include "index_unit_keys.h"
+#include "index_update.h"
+#include "index_visit.h"
+#include "index_write_internal.h"
+#include "strmap.h"
+#include "vec.h"
+
+struct ix_update {
+    writer w;
+    const ix_compdb *db;
+    ix_targets *targets;      // read lazily (update_libraries) when *targets_loaded is 0
+    int *targets_loaded;
+    const char *build_dir;
+    const char *targets_digest, *collectives_digest;  // the index's
+    const ix_options *opt;
+    const char *why;          // set: the update does not apply
+    ixw_collectives coll;
+    int recollect;            // an @Record's field targets changed: every collective site again
+    tb_strmap lib_check;      // USRs whose libraries rows are derived again
+    ix_unit_keys *old_keys, *new_keys;  // per parsed unit (todo order)
+    const ix_unit_keys **by_unit;    // tu_id -> the parsed unit's new facts, NULL: not parsed
+    tb_strmap touched;        // USR -> index in before: merged again in pass 2
+    tb_vec before;            // of merged_fn: the touched USRs' merged rows before the update
+    tb_strmap ft_touched;     // field target keys merged again
+    tb_strmap orphan;         // files.id (as text) U's old facts named and its new ones do not: removed
+                              // when nothing else names them
+    sqlite3_stmt *q_rows, *q_merged, *ins_fn, *upd_fn;
+    const size_t *todo;       // the parsed units (indexes in db->tus)
+    size_t ntodo;
+    ix_result *old;           // their previous facts
+    int rc;                   // ix_update_begin's outcome: 0, 1 (does not apply: why), -1 (failed: err)
+    tb_error *err;
+};
+typedef struct ix_update updater;
+
+static inline int ixu_fail(updater *u, const char *what) { return ixw_sql_fail(&u->w, what); }
+// Runs a statement with one integer parameter to its end.
+int ixu_exec_id(updater *u, const char *sql, long long id);
+
+// The files.id values a unit's facts name, as text keys, into m.
+void ixu_files_named(updater *u, const ix_result *r, tb_strmap *m);
+// A parsed unit's tu_deps rows replaced by its new inputs (index_update_units.c): only the rows
+// that changed.
+int ixu_replace_deps(updater *u, long long tu_id, const ix_result *now);
+// A parsed unit's tu_* rows replaced, table by table, where its new facts differ from its old.
+int ixu_replace_unit_rows(updater *u, long long tu_id, const ix_result *old, const ix_result *now);
+
+#endif

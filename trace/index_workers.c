@@ -1,0 +1,66 @@
+// index_workers.c — the indexer's parse workers (index_workers.h).
+#include "index_workers.h"
+
+#include <clang-c/Index.h>
+#include <stdlib.h>
+
+#include "core/xalloc.h"
+
+// One worker: the next unit of the list until none is left; a parsed unit's facts are
+// published (done[i]) under the mutex, which the waiting thread reads them after.
+static void *worker(void *arg) {
+    ix_work *w = arg;
+    CXIndex idx = clang_createIndex(0, 0);
+    for (;;) {
+        size_t k = atomic_fetch_add(&w->next, 1);
+        if (k >= w->ntodo) break;
+        size_t i = w->todo[k];
+        if (w->opt->parse_only) {
+            if (ix_parse_only(idx, &w->db->tus[i])) atomic_fetch_add(&w->failed, 1);
+            continue;
+        }
+        ix_index_tu(idx, &w->db->tus[i], w->opt, &w->results[i]);
+        pthread_mutex_lock(&w->mu);
+        w->done[i] = 1;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+    clang_disposeIndex(idx);
+    return NULL;
+}
+
+void ix_wait_unit(ix_work *w, size_t i) {
+    pthread_mutex_lock(&w->mu);
+    while (!w->done[i]) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void ix_work_init(ix_work *w, const ix_compdb *db, const ix_options *opt, ix_result *results, const size_t *todo,
+                  size_t ntodo) {
+    *w = (ix_work){.db = db, .opt = opt, .results = results, .todo = todo, .ntodo = ntodo};
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->done = tb_xcalloc(db->ntus ? db->ntus : 1, 1, "units parsed");
+}
+
+void ix_work_free(ix_work *w) {
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->done);
+}
+
+void ix_run_workers(ix_work *w, int jobs, void (*meanwhile)(ix_work *w, void *arg), void *arg) {
+    atomic_init(&w->next, 0);
+    atomic_init(&w->failed, 0);
+    int nthreads = jobs < (int)w->ntodo ? jobs : (int)w->ntodo;
+    pthread_t *th = tb_xcalloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *th, "worker threads");
+    int started = 0;
+    for (int i = meanwhile ? 0 : 1; i < nthreads; i++) {
+        if (pthread_create(&th[i], NULL, worker, w) != 0) break;
+        started++;
+    }
+    if (w->ntodo && (!meanwhile || !started)) worker(w);  // no thread could start: parse here first
+    if (meanwhile) meanwhile(w, arg);
+    for (int i = 0; i < started; i++) pthread_join(th[meanwhile ? i : i + 1], NULL);
+    free(th);
+}

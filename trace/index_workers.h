@@ -1,0 +1,42 @@
+// index_workers.h — the indexer's parse workers (index.c): the units of a list parsed `jobs`
+// at a time, each worker taking the next unit as it finishes one, and the facts of each unit
+// handed over as soon as it is parsed, so that the thread that writes the index can take the
+// units in database order while the rest are still being parsed.
+#ifndef TB_TRACE_INDEX_WORKERS_H
+#define TB_TRACE_INDEX_WORKERS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "index_compdb.h"
+#include "index_options.h"
+#include "index_visit.h"
+
+typedef struct ix_work {
+    const ix_compdb *db;
+    const ix_options *opt;
+    ix_result *results;  // per unit of the database (NULL with --parse-only)
+    const size_t *todo;  // the units to parse (indexes in db->tus)
+    size_t ntodo;
+    atomic_size_t next;
+    atomic_int failed;   // --parse-only: units libclang could not build
+    pthread_mutex_t mu;  // done, and its signal
+    pthread_cond_t cv;
+    char *done;          // per unit of the database: its facts are in results
+} ix_work;
+
+void ix_work_init(ix_work *w, const ix_compdb *db, const ix_options *opt, ix_result *results, const size_t *todo,
+                  size_t ntodo);
+void ix_work_free(ix_work *w);
+
+// The units of w->todo, `jobs` at a time (opt->parse_only: parsed and dropped, the failures
+// counted). Without `meanwhile` this thread is one of the workers; with it, `jobs` threads
+// parse while this one runs meanwhile(w, arg), which may wait for units (ix_wait_unit) and use
+// their facts as they come. A list may be run again after more units were appended to it.
+void ix_run_workers(ix_work *w, int jobs, void (*meanwhile)(ix_work *w, void *arg), void *arg);
+
+// Waits until unit i (of the database) is parsed.
+void ix_wait_unit(ix_work *w, size_t i);
+
+#endif
