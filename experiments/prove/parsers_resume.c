@@ -88,19 +88,25 @@ int tbp_resumed_loss_combine(const parser *p, json_t *args, const char *const *d
     if (n < 2)
         return tb_fail(err, "parser %s: needs the uninterrupted run and at least one segment (%d record%s)", p->name,
                        n, n == 1 ? "" : "s");
-    json_t *files = json_array();
     tbp_record_metrics *m = tb_xcalloc((size_t)n, sizeof *m, "records' metrics");
+    long long *differ = tb_xcalloc((size_t)n, sizeof *differ, "rows that differ");
+    json_t *records = json_array();  // per record: run_id, record_dir, value (its rows that differ), files, detail
     int rc = 0, loaded = 0;
-    for (int i = 0; i < n && rc == 0; i++, loaded++)
+    for (int i = 0; i < n && rc == 0; i++, loaded++) {
+        json_t *files = json_array();
+        char run_id[256];
+        json_array_append_new(records, json_pack("{s:s, s:s, s:o}", "run_id", tbp_base_name(dirs[i], run_id, sizeof run_id),
+                                                 "record_dir", dirs[i], "files", files));
         if (tbp_read_record_metrics(&m[i], dirs[i], TBP_NEED_LOSS, NULL, files, err) != 0)
             rc = tb_fail_prefix(err, "parser %s, record %s", p->name, dirs[i]);
+    }
     for (int i = 1; i < n && rc == 0; i++) {
         if (same_training(&m[0], &m[i], i == 1, err) != 0 || (i > 1 && resumed_from(&m[i - 1], dirs[i - 1], &m[i], err)))
             rc = tb_fail_prefix(err, "parser %s, segment %d of %d (%s)", p->name, i, n - 1, dirs[i]);
     }
     // every rank's rows, every segment's steps against the uninterrupted run's, bit for bit
     long long compared = 0, mismatches = 0;
-    json_t *first = NULL, *segments = json_array();
+    json_t *first = NULL;
     const tbp_rank_metrics *w0 = rc == 0 ? &m[0].ranks[0] : NULL;
     char *covered = w0 ? tb_xcalloc((size_t)w0->n, 1, "covered steps") : NULL;
     for (int i = 1; i < n && rc == 0; i++) {
@@ -118,6 +124,7 @@ int tbp_resumed_loss_combine(const parser *p, json_t *args, const char *const *d
                 compared++;
                 int same = a->has_loss == b->has_loss && (!a->has_loss || !memcmp(&a->loss, &b->loss, sizeof a->loss));
                 if (same) continue;
+                differ[i]++;
                 if (!mismatches++) {
                     char sa[64] = "no loss", sb[64] = "no loss";
                     if (a->has_loss) snprintf(sa, sizeof sa, "%.17g", a->loss);
@@ -129,15 +136,21 @@ int tbp_resumed_loss_combine(const parser *p, json_t *args, const char *const *d
                 }
             }
         }
-        if (rc == 0) {
-            const tbp_rank_metrics *s0 = &m[i].ranks[0];
-            char run_id[256];
-            json_array_append_new(segments, json_pack("{s:s, s:I, s:I, s:s}", "run_id",
-                                                      tbp_base_name(dirs[i], run_id, sizeof run_id), "first_step",
-                                                      (json_int_t)s0->rows[0].step, "last_step",
-                                                      (json_int_t)s0->rows[s0->n - 1].step, "load",
-                                                      config_string(&m[i], "load")));
-        }
+    }
+    for (int i = 0; i < n && rc == 0; i++) {  // what each record is in the comparison
+        const tbp_rank_metrics *r0 = &m[i].ranks[0];
+        const char *load = config_string(&m[i], "load");
+        char detail[REC_PATH_MAX + 160];
+        if (i == 0)
+            snprintf(detail, sizeof detail, "the uninterrupted run: steps %lld..%lld", (long long)r0->rows[0].step,
+                     (long long)r0->rows[r0->n - 1].step);
+        else
+            snprintf(detail, sizeof detail, "segment %d of %d: steps %lld..%lld, %lld of its rows differ%s%s", i, n - 1,
+                     (long long)r0->rows[0].step, (long long)r0->rows[r0->n - 1].step, differ[i],
+                     *load ? "; loaded " : "", load);
+        json_t *rec = json_array_get(records, (size_t)i);
+        json_object_set_new(rec, "value", json_real((double)differ[i]));
+        json_object_set_new(rec, "detail", json_string(detail));
     }
     for (int k = 0; rc == 0 && k < w0->n; k++)
         if (!covered[k])
@@ -146,19 +159,17 @@ int tbp_resumed_loss_combine(const parser *p, json_t *args, const char *const *d
     if (rc == 0) {
         *value = (double)mismatches;
         if (evidence) {
-            char run_id[256];
-            *evidence = json_pack("{s:s, s:s, s:O, s:f, s:s, s:o, s:I, s:I, s:o, s:o}", "parser", p->name, "definition",
-                                  p->definition, "args", args ? args : json_null(), "value", *value, "uninterrupted",
-                                  tbp_base_name(dirs[0], run_id, sizeof run_id), "segments", segments, "rows_compared",
+            *evidence = json_pack("{s:s, s:s, s:O, s:f, s:I, s:I, s:o, s:o}", "parser", p->name, "definition",
+                                  p->definition, "args", args ? args : json_null(), "value", *value, "rows_compared",
                                   (json_int_t)compared, "steps", (json_int_t)w0->n, "first_mismatch",
-                                  first ? first : json_null(), "files", files);
-            segments = first = files = NULL;
+                                  first ? first : json_null(), "records", records);
+            first = records = NULL;
         }
     }
-    json_decref(segments);
     json_decref(first);
-    json_decref(files);
+    json_decref(records);
     free(covered);
+    free(differ);
     for (int i = 0; i < loaded; i++) tbp_record_metrics_free(&m[i]);
     free(m);
     return rc;
@@ -181,12 +192,12 @@ int tbp_memory_growth_combine(const parser *p, json_t *args, const char *const *
         return -1;
     const char *one[] = {category, NULL};
     const char *const *cats = strcmp(category, "every") ? one : every_category;
-    json_t *files = json_array(), *records = json_array(), *worst = NULL;
+    json_t *records = json_array(), *worst = NULL;
     double most = -INFINITY;
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         double rec_most = -INFINITY;
-        json_t *rec_worst = NULL;
+        json_t *rec_worst = NULL, *files = json_array();
         for (const char *const *c = cats; *c && rc == 0; c++) {
             tbp_record_metrics m;
             json_t *these = json_array();
@@ -217,10 +228,21 @@ int tbp_memory_growth_combine(const parser *p, json_t *args, const char *const *
             }
             tbp_record_metrics_free(&m);
         }
-        if (rc != 0) break;
-        char run_id[256];
-        json_array_append_new(records, json_pack("{s:s, s:f, s:O}", "run_id", tbp_base_name(dirs[i], run_id, sizeof run_id),
-                                                 "growth_bytes", rec_most, "where", rec_worst));
+        if (rc != 0) {
+            json_decref(files);
+            json_decref(rec_worst);
+            break;
+        }
+        char run_id[256], detail[REC_PATH_MAX + 200];
+        snprintf(detail, sizeof detail, "the most it rose: %.0f bytes of %s on rank %lld, from step %lld to step %lld (%s)",
+                 rec_most, json_string_value(json_object_get(rec_worst, "category")),
+                 (long long)json_integer_value(json_object_get(rec_worst, "rank")),
+                 (long long)json_integer_value(json_object_get(rec_worst, "after_warmup_step")),
+                 (long long)json_integer_value(json_object_get(rec_worst, "last_step")),
+                 json_string_value(json_object_get(rec_worst, "file")));
+        json_array_append_new(records, json_pack("{s:s, s:s, s:f, s:o, s:s, s:O}", "run_id",
+                                                 tbp_base_name(dirs[i], run_id, sizeof run_id), "record_dir", dirs[i],
+                                                 "value", rec_most, "files", files, "detail", detail, "where", rec_worst));
         if (rec_most > most) {
             most = rec_most;
             json_decref(worst);
@@ -231,14 +253,13 @@ int tbp_memory_growth_combine(const parser *p, json_t *args, const char *const *
     if (rc == 0) {
         *value = most;
         if (evidence) {
-            *evidence = json_pack("{s:s, s:s, s:O, s:f, s:I, s:o, s:o, s:o}", "parser", p->name, "definition",
+            *evidence = json_pack("{s:s, s:s, s:O, s:f, s:I, s:o, s:o}", "parser", p->name, "definition",
                                   p->definition, "args", args ? args : json_null(), "value", *value, "warmup_steps",
-                                  (json_int_t)warmup, "worst", worst, "records", records, "files", files);
-            worst = records = files = NULL;
+                                  (json_int_t)warmup, "worst", worst, "records", records);
+            worst = records = NULL;
         }
     }
     json_decref(worst);
     json_decref(records);
-    json_decref(files);
     return rc;
 }

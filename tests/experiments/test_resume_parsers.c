@@ -89,8 +89,8 @@ TB_TEST(a_chain_of_segments_with_the_same_losses_has_no_mismatch) {
     double v = parse("resumed_loss_mismatches", NULL, dirs, 4, &err, &rc, &ev);
     TB_CHECK(rc == 0 && v == 0, "rc %d, value %g (%s)", rc, v, rc ? err.msg : "");
     TB_CHECK(rc == 0 && json_integer_value(json_object_get(ev, "rows_compared")) == 24 &&
-                 json_array_size(json_object_get(ev, "segments")) == 3,
-             "24 rows compared (12 steps x 2 ranks), 3 segments");
+                 json_array_size(json_object_get(ev, "records")) == 4,
+             "24 rows compared (12 steps x 2 ranks), the run and its 3 segments");
     json_decref(ev);
 }
 
