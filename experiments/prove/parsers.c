@@ -202,9 +202,10 @@ static const parser parsers[] = {
      "a communication thread, worker threads of a rank, a device",
      replayed_args, tbp_replayed_record, NULL, always_timed},  // parsers_replay.c
     {"resumed_loss_mismatches",
-     "the claim's first record is a run trained uninterrupted, the others in order the segments of the same run "
-     "interrupted and resumed: the first segment starts as the uninterrupted run did, each later one loads "
-     "(config load) the directory the segment before it saved into (config save, inside that segment's record); "
+     "the claim's first record is a run trained uninterrupted, the others in order the segments (at least two) of "
+     "the same run interrupted and resumed: the first segment starts as the uninterrupted run did, each but the last "
+     "stops before its last step, each later one loads (config load) the directory the segment before it saved into "
+     "(config save, inside that segment's record) and starts after step 1; "
      "the configs may differ only in run_dir, load, save, save_interval, exit_interval and async_save. Every "
      "loss every rank of a segment logged (metrics.rank-r.jsonl) is compared bit for bit with the uninterrupted "
      "run's rank r at that step, and every step of the uninterrupted run must be logged by a segment; the value "

@@ -137,11 +137,13 @@
 //       Timed, and sampled on the replayed step times; the oversubscription gate does not
 //       apply (the replay gives each rank a core), the contention gates do.
 //   resumed_loss_mismatches  args {}
-//       The claim's records in order: a run trained uninterrupted, then the segments of the
-//       same run interrupted and resumed (runbooks/soak.lua). The first segment starts as the
-//       uninterrupted run did (the same config load); each later one loads the directory the
+//       The claim's records in order: a run trained uninterrupted, then the segments (at
+//       least two) of the same run interrupted and resumed (runbooks/soak.lua). The first
+//       segment starts as the uninterrupted run did (the same config load); each but the last
+//       stops before the uninterrupted run's last step; each later one loads the directory the
 //       segment before it saved into (config save, inside that segment's record: the
-//       checkpoint it resumed from is one of the record's hashed files). The configs may
+//       checkpoint it resumed from is one of the record's hashed files) and logs no step 1 (it
+//       resumed, not trained from scratch). The configs may
 //       differ only in run_dir, load, save, save_interval, exit_interval, async_save. Every
 //       row every rank of a segment logged is compared with the uninterrupted run's rank r at
 //       that step: the loss bit for bit (both absent counts as equal); a step the
@@ -193,7 +195,7 @@ int tb_parser_replayed(const char *parser);
 // The parsers' names, NULL-terminated.
 extern const char *const tb_parser_names[];
 
-// The median of n values (n > 0; values is reordered).
+// The median of n values (n > 0; values is sorted in place).
 double tb_median(double *values, int n);
 
 // t_s of a record for its steps s > warmup, as tokens_per_s and step_ms use them (the

@@ -36,7 +36,7 @@ struct parser {
 
 // ---- helpers (parsers_util.c)
 
-// min / median / max / count of n values, as a JSON object (values is reordered).
+// min / median / max / count of n values, as a JSON object (values is sorted in place).
 json_t *tbp_summary_json(double *v, int n);
 // The last component of a path (a record directory's run id), into out.
 const char *tbp_base_name(const char *path, char *out, size_t size);

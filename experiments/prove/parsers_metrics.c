@@ -14,6 +14,7 @@
 #include "core/json_number.h"
 #include "core/xalloc.h"
 #include "prove/parsers_internal.h"
+#include "prove/timing_interval.h"
 
 // ---------------------------------------------------------------------------------------
 // One record's metrics: every rank's metrics.rank-NNNNN.jsonl
@@ -230,11 +231,6 @@ static int slowest_step_times(const tbp_record_metrics *m, long long warmup, dou
 // ---------------------------------------------------------------------------------------
 // The per-record parsers
 
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int step_time_record(const parser *p, json_t *args, const char *dir, int throughput, double *value,
                             json_t *ev, tb_error *err) {
     long long warmup = 1;
@@ -252,13 +248,10 @@ static int step_time_record(const parser *p, json_t *args, const char *dir, int 
     if (rc == 0) {
         if (throughput)
             for (int i = 0; i < n; i++) t[i] = tokens / (t[i] / 1000.0);
-        json_t *s = tbp_summary_json(t, n);
+        json_t *s = tbp_summary_json(t, n);  // sorts t
         *value = json_real_value(json_object_get(s, "median"));
-        if (q != 0.5) {  // the q-quantile over the steps, between order statistics as the gate's
-            qsort(t, (size_t)n, sizeof *t, by_value);
-            const double at = q * (n - 1);
-            const int i = (int)at;
-            *value = i + 1 < n ? t[i] + (at - i) * (t[i + 1] - t[i]) : t[n - 1];
+        if (q != 0.5) {  // the q-quantile over the steps, as the gate's interval takes it
+            *value = tb_timing_quantile(t, n, q);
             json_object_set_new(ev, "quantile", json_real(q));
         }
         json_object_set_new(ev, "per_step", s);

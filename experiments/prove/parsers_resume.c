@@ -83,11 +83,28 @@ static int resumed_from(const tbp_record_metrics *prev, const char *prev_dir, co
     return 0;
 }
 
+// What makes the records an interrupted run and not copies of the whole one: every segment but
+// the last stopped before the uninterrupted run's last step, and every segment but the first
+// resumed from a checkpoint (its first logged step is after step 1, not a training from scratch).
+static int interrupted_and_resumed(const tbp_record_metrics *whole, const tbp_record_metrics *seg, int first, int last,
+                                   tb_error *err) {
+    const tbp_rank_metrics *w0 = &whole->ranks[0], *s0 = &seg->ranks[0];
+    const long long end = (long long)w0->rows[w0->n - 1].step, from = (long long)s0->rows[0].step,
+                    to = (long long)s0->rows[s0->n - 1].step;
+    if (!last && to >= end)
+        return tb_fail(err, "%s: logged steps %lld..%lld, up to the uninterrupted run's last (%lld): not interrupted",
+                       s0->path, from, to, end);
+    if (!first && from <= 1)
+        return tb_fail(err, "%s: its first logged step is %lld: trained from the start, not resumed from a checkpoint",
+                       s0->path, from);
+    return 0;
+}
+
 int tbp_resumed_loss_combine(const parser *p, json_t *args, const char *const *dirs, int n, double *value,
                              json_t **evidence, tb_error *err) {
-    if (n < 2)
-        return tb_fail(err, "parser %s: needs the uninterrupted run and at least one segment (%d record%s)", p->name,
-                       n, n == 1 ? "" : "s");
+    if (n < 3)
+        return tb_fail(err, "parser %s: needs the uninterrupted run and at least two segments, an interruption and a "
+                            "resume (%d record%s)", p->name, n, n == 1 ? "" : "s");
     tbp_record_metrics *m = tb_xcalloc((size_t)n, sizeof *m, "records' metrics");
     long long *differ = tb_xcalloc((size_t)n, sizeof *differ, "rows that differ");
     json_t *records = json_array();  // per record: run_id, record_dir, value (its rows that differ), files, detail
@@ -101,7 +118,8 @@ int tbp_resumed_loss_combine(const parser *p, json_t *args, const char *const *d
             rc = tb_fail_prefix(err, "parser %s, record %s", p->name, dirs[i]);
     }
     for (int i = 1; i < n && rc == 0; i++) {
-        if (same_training(&m[0], &m[i], i == 1, err) != 0 || (i > 1 && resumed_from(&m[i - 1], dirs[i - 1], &m[i], err)))
+        if (same_training(&m[0], &m[i], i == 1, err) != 0 || (i > 1 && resumed_from(&m[i - 1], dirs[i - 1], &m[i], err)) ||
+            interrupted_and_resumed(&m[0], &m[i], i == 1, i == n - 1, err) != 0)
             rc = tb_fail_prefix(err, "parser %s, segment %d of %d (%s)", p->name, i, n - 1, dirs[i]);
     }
     // every rank's rows, every segment's steps against the uninterrupted run's, bit for bit

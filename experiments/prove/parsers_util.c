@@ -24,7 +24,7 @@ double tb_median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// min / median / max of n values, as a JSON object (values is reordered)
+// min / median / max of n values, as a JSON object (values is sorted in place)
 json_t *tbp_summary_json(double *v, int n) {
     double med = tb_median(v, n);
     return json_pack("{s:f, s:f, s:f, s:i}", "min", v[0], "median", med, "max", v[n - 1], "count", n);

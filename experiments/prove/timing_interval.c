@@ -30,8 +30,7 @@ static uint64_t next_random(uint64_t *state) {
 // A uniform index in [0, n) (n small against 2^64: the modulo's bias is below 2^-40).
 static int draw(uint64_t *state, int n) { return (int)(next_random(state) % (uint64_t)n); }
 
-// The q-quantile of sorted v[0..n) by linear interpolation between order statistics.
-static double quantile(const double *v, int n, double q) {
+double tb_timing_quantile(const double *v, int n, double q) {
     const double at = q * (n - 1);
     const int i = (int)floor(at);
     return i + 1 < n ? v[i] + (at - i) * (v[i + 1] - v[i]) : v[n - 1];
@@ -46,7 +45,7 @@ int tb_timing_interval_compute(const tb_timing_repetition *reps, int n, tb_timin
 static double quantile_sorting(double *v, int n, double q) {
     if (q == 0.5) return median_sorting(v, n);
     qsort(v, (size_t)n, sizeof *v, by_value);
-    return quantile(v, n, q);
+    return tb_timing_quantile(v, n, q);
 }
 
 int tb_timing_interval_compute_at(const tb_timing_repetition *reps, int n, double q, tb_timing_interval *out) {
@@ -74,7 +73,7 @@ int tb_timing_interval_compute_at(const tb_timing_repetition *reps, int n, doubl
     for (int k = 0; k < total; k++) ss += (pooled[k] - out->mean) * (pooled[k] - out->mean);
     out->sd = total > 1 ? sqrt(ss / (total - 1)) : 0;
     out->median = median_sorting(pooled, total);  // sorted now: the q-quantile reads it
-    out->value = q == 0.5 ? out->median : quantile(pooled, total, q);
+    out->value = q == 0.5 ? out->median : tb_timing_quantile(pooled, total, q);
 
     // each resample: n repetitions drawn, each contributing as many steps as it has, drawn
     // from its own; the resample's size varies with the repetitions drawn (at most n x the
@@ -93,8 +92,8 @@ int tb_timing_interval_compute_at(const tb_timing_repetition *reps, int n, doubl
         estimates[b] = quantile_sorting(drawn, k, q);
     }
     qsort(estimates, TB_TIMING_RESAMPLES, sizeof *estimates, by_value);
-    out->lo = quantile(estimates, TB_TIMING_RESAMPLES, (1 - TB_TIMING_LEVEL) / 2);
-    out->hi = quantile(estimates, TB_TIMING_RESAMPLES, 1 - (1 - TB_TIMING_LEVEL) / 2);
+    out->lo = tb_timing_quantile(estimates, TB_TIMING_RESAMPLES, (1 - TB_TIMING_LEVEL) / 2);
+    out->hi = tb_timing_quantile(estimates, TB_TIMING_RESAMPLES, 1 - (1 - TB_TIMING_LEVEL) / 2);
     free(estimates);
     free(drawn);
     free(pooled);
@@ -136,8 +135,8 @@ int tb_timing_ratio_interval_compute(const tb_timing_repetition *a, const tb_tim
         ratios[r] = median_sorting(va, na) / median_sorting(vb, nb);
     }
     qsort(ratios, TB_TIMING_RESAMPLES, sizeof *ratios, by_value);
-    out->lo = quantile(ratios, TB_TIMING_RESAMPLES, (1 - TB_TIMING_LEVEL) / 2);
-    out->hi = quantile(ratios, TB_TIMING_RESAMPLES, 1 - (1 - TB_TIMING_LEVEL) / 2);
+    out->lo = tb_timing_quantile(ratios, TB_TIMING_RESAMPLES, (1 - TB_TIMING_LEVEL) / 2);
+    out->hi = tb_timing_quantile(ratios, TB_TIMING_RESAMPLES, 1 - (1 - TB_TIMING_LEVEL) / 2);
     free(idx);
     free(ratios);
     free(vb);

@@ -35,6 +35,9 @@ typedef struct tb_timing_interval {
 // The interval over n repetitions (n >= 1, each with at least one step). Returns 0, or -1
 // when there is nothing to compute it from.
 int tb_timing_interval_compute(const tb_timing_repetition *reps, int n, tb_timing_interval *out);
+// The q-quantile of sorted v[0..n) (n >= 1, 0 <= q <= 1) by linear interpolation between order
+// statistics: the definition the parsers' args.quantile and the interval above share.
+double tb_timing_quantile(const double *sorted, int n, double q);
 // The same for the q-quantile (0 < q < 1; linear interpolation between order statistics) of
 // the step times instead of their median: the same bootstrap, each resample's q-quantile.
 int tb_timing_interval_compute_at(const tb_timing_repetition *reps, int n, double q, tb_timing_interval *out);

@@ -68,7 +68,8 @@ int tb_runbook_exp_plan(lua_State *L);
 #define TB_RUNBOOK_MAX_PROCESSES 4096
 // exp:run's expect_failure values: a drill's run that must end as the engine ends that
 // failure (core/error.h), its reports kept in the record: "oom" TB_EXIT_OUT_OF_MEMORY (oom.json),
-// "hang" TB_EXIT_HANG (hang.json)
+// "hang" TB_EXIT_HANG (hang.json); or "killed" 128 + SIGKILL, the recorder's kill after
+// kill_after_step (a crash on purpose)
 #define TB_RUNBOOK_EXPECTED_FAILURES "oom|hang|killed"
 // The exit status of an expect_failure value, or -1 when it is none of them.
 int tb_runbook_expected_exit_status(const char *kind);

@@ -134,8 +134,8 @@ TB_TEST(segments_that_do_not_chain_or_train_otherwise_are_refused) {
     // the first segment must start as the uninterrupted run did
     char loaded[FX_PATH];
     write_segment(loaded, sizeof loaded, &(seg_spec){"s1_loaded", s2_save, 1, 4, 2, NULL}, 0, 0, NULL);
-    const char *first[] = {whole, loaded};
-    parse("resumed_loss_mismatches", NULL, first, 2, &err, &rc, NULL);
+    const char *first[] = {whole, loaded, s2};
+    parse("resumed_loss_mismatches", NULL, first, 3, &err, &rc, NULL);
     TB_CHECK(rc != 0 && strstr(err.msg, "config load differs"), "a first segment that loads: %s", err.msg);
     // a step the uninterrupted run did not train
     char beyond[FX_PATH];
@@ -143,10 +143,32 @@ TB_TEST(segments_that_do_not_chain_or_train_otherwise_are_refused) {
     const char *more[] = {whole, s1, s2, beyond};
     parse("resumed_loss_mismatches", NULL, more, 4, &err, &rc, NULL);
     TB_CHECK(rc != 0 && strstr(err.msg, "step 13 is not a step of the uninterrupted run"), "step 13: %s", err.msg);
-    const char *alone[] = {whole};
-    parse("resumed_loss_mismatches", NULL, alone, 1, &err, &rc, NULL);
-    TB_CHECK(rc != 0 && strstr(err.msg, "needs the uninterrupted run and at least one segment"), "one record: %s",
+    const char *alone[] = {whole, s1};
+    parse("resumed_loss_mismatches", NULL, alone, 2, &err, &rc, NULL);
+    TB_CHECK(rc != 0 && strstr(err.msg, "needs the uninterrupted run and at least two segments"), "one segment: %s",
              err.msg);
+}
+
+// Copies of the uninterrupted run are not an interrupted one: a segment that trained to the end
+// before the last is not interrupted, and one that logged step 1 after the first did not resume.
+TB_TEST(segments_that_were_not_interrupted_or_not_resumed_are_refused) {
+    chain(0, 0);
+    tb_error err;
+    int rc;
+    char full[FX_PATH], scratch[FX_PATH], full_save[FX_PATH];
+    write_segment(full, sizeof full, &(seg_spec){"s1_full", "", 1, 12, 2, NULL}, 0, 0, NULL);
+    fx_path(full_save, sizeof full_save, "%s/run/checkpoints", full);
+    char after_full[FX_PATH];
+    write_segment(after_full, sizeof after_full, &(seg_spec){"s2_after_full", full_save, 12, 12, 2, NULL}, 0, 0, NULL);
+    const char *uninterrupted[] = {whole, full, after_full};
+    parse("resumed_loss_mismatches", NULL, uninterrupted, 3, &err, &rc, NULL);
+    TB_CHECK(rc != 0 && strstr(err.msg, "up to the uninterrupted run's last (12): not interrupted"),
+             "a first segment of all 12 steps: %s", err.msg);
+    write_segment(scratch, sizeof scratch, &(seg_spec){"s2_scratch", s1_save, 1, 12, 2, NULL}, 0, 0, NULL);
+    const char *restarted[] = {whole, s1, scratch};
+    parse("resumed_loss_mismatches", NULL, restarted, 3, &err, &rc, NULL);
+    TB_CHECK(rc != 0 && strstr(err.msg, "its first logged step is 1: trained from the start, not resumed"),
+             "a second segment from step 1: %s", err.msg);
 }
 
 TB_TEST(memory_growth_is_the_rise_of_the_high_water_after_the_warmup) {
@@ -182,6 +204,7 @@ int main(void) {
     TB_RUN(a_chain_of_segments_with_the_same_losses_has_no_mismatch);
     TB_RUN(one_ulp_on_one_rank_at_one_step_is_a_mismatch);
     TB_RUN(segments_that_do_not_chain_or_train_otherwise_are_refused);
+    TB_RUN(segments_that_were_not_interrupted_or_not_resumed_are_refused);
     TB_RUN(memory_growth_is_the_rise_of_the_high_water_after_the_warmup);
     return tb_test_summary();
 }
