@@ -17,6 +17,7 @@ packages=(
   libopenmpi-dev openmpi-bin  # Open MPI: one process per rank (or group of rank threads) under mpirun; optional in CMake
   gnuplot-nox          # the plots of `tracebook report` (its SVG terminal; no X11)
   chromium             # the report's browser test (headless: tests/experiments/test_report_browser.c)
+  debootstrap          # gpu-check.sh --dry-build: a Debian root holding what the GPU image has
 )
 
 missing=()

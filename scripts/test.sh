@@ -22,6 +22,14 @@ if [ "${OPENBLAS_CORETYPE:-}" = Haswell ]; then
 else
   OPENBLAS_CORETYPE=Haswell ctest --test-dir build --output-on-failure -j "$jobs" -L bitwise
 fi
+# The GPU machine's build, proven here (issue 30): the engine's GPU targets built and started
+# in a Debian root holding only what the lent machine's image has, the CUDA toolkit and the
+# packages that travel to it (scripts/gpu-check.sh --dry-build). Needs the toolkit (CI has it).
+if [ -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]; then
+  ./scripts/gpu-check.sh --dry-build
+else
+  echo "test.sh: no CUDA toolkit: gpu-check.sh --dry-build not run"
+fi
 TB_BUILD_DIR=build-asan ./scripts/build.sh -DTB_WERROR=ON -DTB_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug \
     -DTB_CUDA=OFF
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j "$jobs"
