@@ -189,13 +189,15 @@ struct cpu_flash_block;  // backend/cpu/kernels.h: one block of the context-para
        AdamW on n contiguous fp32 values (optimizer.c's adamw_step calls it per slice of a tensor; both backends       \
        through backend/adamw_element.h): g·grad_scale into m and v, then p = p·keep − step·m / (sqrt(v)·inv_sqrt_bc2  \
        + eps); keep = 1 − lr·weight_decay for decayed tensors (else 1), step = lr / (1 − β1^t),                        \
-       inv_sqrt_bc2 = 1 / sqrt(1 − β2^t). sum_squares: Σ x² in double, read back to the host (on cpu in fixed blocks, \
-       independent of the thread count). */                                                                           \
+       inv_sqrt_bc2 = 1 / sqrt(1 − β2^t). sum_squares_add: Σ x² in double added to the rank's running sum (on cpu in \
+       fixed blocks, independent of the thread count, added in call order); sum_squares_take: that sum, read back to  \
+       the host once (cuda: one copy and one sync for a step's gradient norm), and the running sum zeroed. */          \
     X(LAUNCH, void, adamw_update,                                                                                     \
       (float *p, float *m, float *v, const float *g, size_t n, float grad_scale, float b1, float b2, float eps,       \
        float keep, float step, float inv_sqrt_bc2),                                                                    \
       (p, m, v, g, n, grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2))                                             \
-    X(OWN, double, sum_squares, (const float *x, size_t n), (x, n))                                                   \
+    X(OWN, void, sum_squares_add, (const float *x, size_t n), (x, n))                                                 \
+    X(OWN, double, sum_squares_take, (void), ())                                                                      \
     /* --- MoE (transformer/moe/: router.h, token_dispatcher.h; the router's per-token arithmetic is                  \
        backend/moe_row.h on both backends) ---                                                                         \
          moe_router_forward      logits (N,E) → scores (N,E), topk (N,k), probs (N,k)                                 \

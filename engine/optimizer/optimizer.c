@@ -113,7 +113,10 @@ void adamw_step(tb_adamw *opt, const gpt_param *table, int nparams, float *param
     }
 }
 
-double clip_grads_global_norm(const float *grads, size_t n) { return sqrt(tb_be()->sum_squares(grads, n)); }
+double clip_grads_global_norm(const float *grads, size_t n) {
+    tb_be()->sum_squares_add(grads, n);
+    return sqrt(tb_be()->sum_squares_take());
+}
 
 double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *opts, int nchunks,
                                        struct tb_rank *rk) {
@@ -124,7 +127,7 @@ double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *
     // dp ranks hold different experts)
     const int edp_rank = rk && rk->world && rk->groups[TB_GROUP_EXPERT_DP].size > 0
                              ? rk->groups[TB_GROUP_EXPERT_DP].index : dp_rank;
-    double sum = 0.0;
+    // every slice's Σ g² added on the backend, read back once (one copy per step on a device)
     for (int c = 0; c < nchunks; c++) {
         const gpt_model *m = &models[c];
         const tb_adamw *opt = &opts[c];
@@ -136,10 +139,11 @@ double clip_grads_global_norm_parallel(const gpt_model *models, const tb_adamw *
                 const tb_shard_bucket *k = &opt->buckets[b];
                 size_t lo = p->offset > k->slice_lo ? p->offset : k->slice_lo;
                 size_t hi = p->offset + p->numel < k->slice_hi ? p->offset + p->numel : k->slice_hi;
-                if (lo < hi) sum += tb_be()->sum_squares(m->grad_memory + lo, hi - lo);
+                if (lo < hi) tb_be()->sum_squares_add(m->grad_memory + lo, hi - lo);
             }
         }
     }
+    double sum = tb_be()->sum_squares_take();
     if (rk && rk->world && rk->world_size > 1) {
         float total = (float)sum;
         tb_all_reduce(&rk->groups[TB_GROUP_WORLD], &total, 1, TB_RED_SUM);

@@ -85,10 +85,14 @@ static double time_op(op *o, tb_cuda_timer *t, int reps) {
     }
     double ms[64];
     for (int r = 0; r < reps; r++) {
-        tb_cuda_timer_start(t, o->ctx->stream);
+        if (tb_cuda_timer_start(t, o->ctx->stream) != 0) ms[r] = -1.0;
         run_op(o, &err);
-        tb_cuda_timer_stop(t, o->ctx->stream);
-        ms[r] = tb_cuda_timer_elapsed_ms(t);
+        if (tb_cuda_timer_stop(t, o->ctx->stream) != 0) ms[r] = -1.0;
+        else ms[r] = tb_cuda_timer_elapsed_ms(t);
+        if (ms[r] < 0) {
+            fprintf(stderr, "bench_cuda: op %d: the CUDA events could not time it\n", (int)o->kind);
+            exit(1);
+        }
     }
     qsort(ms, (size_t)reps, sizeof *ms, cmp_double);
     return ms[reps / 2];
@@ -136,7 +140,7 @@ int main(int argc, char **argv) {
         o.d = dev_zero((size_t)oc * 4), o.e = dev_zero((size_t)N * c * 4), o.f = dev_zero((size_t)oc * c * 4);
         o.kind = OP_FWD_F32;
         double f32 = time_op(&o, &timer, reps);
-        o.kind = OP_FWD_BF16;  // the fp32 buffers hold at least as many bf16 values
+        o.kind = OP_FWD_BF16;  // the fp32 buffers hold at least as many bf16 values (the bias: zeros either way)
         double bf16 = time_op(&o, &timer, reps);
         o.kind = OP_BWD_F32;
         double bwd = time_op(&o, &timer, reps);

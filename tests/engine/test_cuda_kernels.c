@@ -22,10 +22,10 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
-#include "backend/cpu/kernels.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm.h"
+#include "backend/flash_tiled.h"
 #include "optimizer/optimizer.h"
 #include "transformer/context_parallel.h"
 
@@ -340,10 +340,21 @@ TB_TEST(matmul_cublaslt) {
     TB_REQUIRE(tb_cuda_matmul_forward(&ctx, d_out, TB_CUDA_F32, b_x, b_w, TB_CUDA_BF16, d_b, N, C, OC, &err) == 0,
                "%s", err.msg);
     CLOSE(down(d_out, (size_t)N * OC), out, (size_t)N * OC, GEMM_ATOL, GEMM_RTOL, "matmul bf16 in, fp32 out");
-    TB_REQUIRE(tb_cuda_matmul_forward(&ctx, b_out, TB_CUDA_BF16, b_x, b_w, TB_CUDA_BF16, d_b, N, C, OC, &err) == 0,
+    // bf16 out: the bias of D's type (cuBLASLt's rule), so bf16-rounded on the CPU side too
+    round_bf16(bias, OC);
+    uint16_t *b_b = upbf(bias, OC);
+    cpu_matmul_forward(out, x, w, bias, N, C, OC);
+    TB_REQUIRE(tb_cuda_matmul_forward(&ctx, b_out, TB_CUDA_BF16, b_x, b_w, TB_CUDA_BF16, b_b, N, C, OC, &err) == 0,
                "%s", err.msg);
-    CLOSE(downbf(b_out, (size_t)N * OC), out, (size_t)N * OC, BF16_ATOL, BF16_RTOL, "matmul bf16 in, bf16 out");
-    void *frees[] = {d_x, d_w, d_b, d_out, d_dy, d_dx, d_dw, d_db, b_x, b_w, b_out};
+    CLOSE(downbf(b_out, (size_t)N * OC), out, (size_t)N * OC, BF16_ATOL, BF16_RTOL, "matmul bf16 in, bf16 out + bf16 bias");
+    // a shape seen before runs on its kept plan: the same call again gives the same bits
+    float *first = down(d_out, (size_t)N * OC);
+    TB_REQUIRE(tb_cuda_matmul_forward(&ctx, d_out, TB_CUDA_F32, b_x, b_w, TB_CUDA_BF16, d_b, N, C, OC, &err) == 0,
+               "%s", err.msg);
+    float *again = down(d_out, (size_t)N * OC);
+    TB_CHECK(!memcmp(first, again, (size_t)N * OC * 4), "the kept cuBLASLt plan gave other bits on the same inputs");
+    free(first), free(again);
+    void *frees[] = {d_x, d_w, d_b, d_out, d_dy, d_dx, d_dw, d_db, b_x, b_w, b_out, b_b};
     for (size_t i = 0; i < sizeof frees / sizeof *frees; i++) cudaFree(frees[i]);
     free(x), free(w), free(bias), free(out), free(dy), free(dx), free(dw), free(db);
 }
@@ -403,6 +414,68 @@ TB_TEST(flash_attention_gqa) {
     TB_CHECK(cuda_flash_attention_forward(NULL, NULL, NULL, B, T, NH, G, 1056, ctx.stream) ==
                  (int)cudaErrorInvalidValue,
              "hs 1056 refused by the launcher");
+}
+
+// The tensor-core kernels (attention_tc.cu) against their C twin (backend/flash_tiled.c with
+// bf16 operands: the same tiles and roundings; test_flash_tiled checks the twin against the
+// exact kernels): the fused causal core (grouped queries, a partial last tile), context
+// parallelism's zig-zag view (cp rank 1 of 2) and a ring block (every key visible, out rows
+// beyond the block's), head sizes 16, 64 and 128. The backward runs from the twin's out and lse.
+typedef enum { TC_FUSED, TC_CP, TC_BLOCK } tc_kind;
+static tb_flash_view tc_view(tc_kind k, const float *qkv, const int32_t *qpos, const float *kv, int Tq, int Tk,
+                             int out_rows, int hs) {
+    if (k == TC_FUSED) return tb_flash_view_fused(qkv, Tq, NH, G, hs, 1);
+    if (k == TC_CP) return tb_flash_view_cp(qkv, qpos, kv, Tq, Tk, NH, G, hs);
+    return tb_flash_view_block(qkv, (size_t)Tq * (NH + 2 * G) * hs, kv, (size_t)Tk * 2 * G * hs, Tq, Tk, out_rows, 0,
+                               NH, G, hs);
+}
+static void tensor_core_case(tc_kind k, int Tq, int Tk, int out_rows, int hs, const char *name) {
+    const int QKV = (NH + 2 * G) * hs, KV = 2 * G * hs, CO = NH * hs;
+    const size_t nqkv = (size_t)B * Tq * QKV, nkv = k == TC_FUSED ? 0 : (size_t)B * Tk * KV;
+    const size_t nout = (size_t)B * out_rows * CO, nlse = (size_t)B * NH * out_rows, nd = (size_t)B * NH * Tq;
+    float *qkv = randv(nqkv, 1.0f), *kv = nkv ? randv(nkv, 1.0f) : NULL, *dy = randv(nout, 1.0f);
+    int32_t *qpos = malloc((size_t)Tq * sizeof *qpos);
+    for (int i = 0; i < Tq; i++) qpos[i] = Tq / 2 + i;  // cp rank 1 of 2: chunks 1 and 2 of 4, consecutive
+    float *d_qkv = upf(qkv, nqkv), *d_kv = nkv ? upf(kv, nkv) : NULL, *d_dy = upf(dy, nout);
+    int32_t *d_qpos = up(qpos, (size_t)Tq * sizeof *qpos);
+    const tb_flash_view hv = tc_view(k, qkv, qpos, kv, Tq, Tk, out_rows, hs);
+    const tb_flash_view dv = tc_view(k, d_qkv, d_qpos, d_kv, Tq, Tk, out_rows, hs);
+    float *out = calloc(nout, 4), *lse = calloc(nlse, 4), *dq = calloc(nqkv, 4), *dkv = nkv ? calloc(nkv, 4) : dq;
+    float *D = calloc(nd, 4);
+    tb_flash_tiled_forward(out, lse, &hv, B, NH, G, hs, 1);
+    tb_flash_tiled_backward(dq, dkv, D, dy, out, lse, &hv, B, NH, G, hs, 1);
+    float *d_out = upf(NULL, nout), *d_lse = upf(NULL, nlse), *d_dq = upf(NULL, nqkv), *d_D = upf(NULL, nd);
+    float *d_dkv = nkv ? upf(NULL, nkv) : d_dq;
+    char what[96];
+    OK(cuda_flash_attention_tc_forward(d_out, d_lse, &dv, B, NH, G, hs, ctx.stream));
+    snprintf(what, sizeof what, "%s hs %d: out", name, hs);
+    CLOSE(down(d_out, nout), out, nout, BF16_ATOL, BF16_RTOL, what);
+    snprintf(what, sizeof what, "%s hs %d: lse", name, hs);
+    CLOSE(down(d_lse, nlse), lse, nlse, BF16_ATOL, BF16_RTOL, what);
+    cudaMemcpy(d_out, out, nout * 4, cudaMemcpyHostToDevice);  // the backward from the twin's forward
+    cudaMemcpy(d_lse, lse, nlse * 4, cudaMemcpyHostToDevice);
+    OK(cuda_flash_attention_tc_backward(d_dq, d_dkv, d_D, d_dy, d_out, d_lse, &dv, B, NH, G, hs, ctx.stream));
+    snprintf(what, sizeof what, "%s hs %d: dq (dqkv when fused)", name, hs);
+    CLOSE(down(d_dq, nqkv), dq, nqkv, BF16_ATOL, 2 * BF16_RTOL, what);
+    if (nkv) {
+        snprintf(what, sizeof what, "%s hs %d: dkv", name, hs);
+        CLOSE(down(d_dkv, nkv), dkv, nkv, BF16_ATOL, 2 * BF16_RTOL, what);
+    }
+    void *frees[] = {d_qkv, d_kv, d_dy, d_qpos, d_out, d_lse, d_dq, d_D, nkv ? d_dkv : NULL};
+    for (size_t i = 0; i < sizeof frees / sizeof *frees; i++) cudaFree(frees[i]);
+    free(qkv), free(kv), free(dy), free(qpos), free(out), free(lse), free(dq), free(D);
+    if (nkv) free(dkv);
+}
+
+TB_TEST(tensor_core_attention_matches_its_c_twin) {
+    tensor_core_case(TC_FUSED, 150, 150, 150, 16, "fused causal");
+    tensor_core_case(TC_FUSED, 130, 130, 130, 64, "fused causal");
+    tensor_core_case(TC_FUSED, 70, 70, 70, 128, "fused causal");
+    tensor_core_case(TC_CP, 80, 160, 80, 64, "cp view");
+    tensor_core_case(TC_BLOCK, 70, 100, 90, 64, "ring block");
+    const tb_flash_view v = tb_flash_view_fused(NULL, T, NH, G, 72, 1);
+    TB_CHECK(cuda_flash_attention_tc_forward(NULL, NULL, &v, B, NH, G, 72, ctx.stream) == (int)cudaErrorInvalidValue,
+             "hs 72 (not a multiple of 16) refused by the tensor-core launcher");
 }
 
 // Context parallelism's all-gather variant: cp rank 1 of 2's local queries (the zig-zag
@@ -591,9 +664,9 @@ TB_TEST(event_timing) {
     TB_REQUIRE(tb_cuda_timer_init(&t, &err) == 0, "%s", err.msg);
     const size_t n = (size_t)1 << 22;
     float *d = upf(NULL, n);
-    tb_cuda_timer_start(&t, ctx.stream);
-    for (int i = 0; i < 10; i++) cuda_gelu_forward(d, d, n, ctx.stream);
-    tb_cuda_timer_stop(&t, ctx.stream);
+    TB_REQUIRE(tb_cuda_timer_start(&t, ctx.stream) == 0, "recording the start event");
+    for (int i = 0; i < 10; i++) TB_REQUIRE(cuda_gelu_forward(d, d, n, ctx.stream) == 0, "gelu launch");
+    TB_REQUIRE(tb_cuda_timer_stop(&t, ctx.stream) == 0, "recording the stop event");
     double ms = tb_cuda_timer_elapsed_ms(&t);
     TB_CHECK(ms > 0.0 && ms < 10000.0, "10 GELUs over 4M floats timed %g ms", ms);
     printf("  10 x gelu over %zu floats: %.3f ms (CUDA events)\n", n, ms);
@@ -623,6 +696,7 @@ int main(void) {
     TB_RUN(adamw);
     TB_RUN(matmul_cublaslt);
     TB_RUN(flash_attention_gqa);
+    TB_RUN(tensor_core_attention_matches_its_c_twin);
     TB_RUN(local_attention_gqa);
     TB_RUN(context_parallel_attention_and_data_movement);
     TB_RUN(context_parallel_ring_blocks_and_merge);

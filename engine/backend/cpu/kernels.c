@@ -449,6 +449,18 @@ double cpu_sum_squares(const float *x, size_t n) {
     return total;
 }
 
+// The rank's running sum (one per rank thread): each tensor's sum added in call order, so a
+// gradient norm has the bits of Σ over tensors of cpu_sum_squares, whatever the backend table.
+static _Thread_local double sum_squares_running;
+
+void cpu_sum_squares_add(const float *x, size_t n) { sum_squares_running += cpu_sum_squares(x, n); }
+
+double cpu_sum_squares_take(void) {
+    const double s = sum_squares_running;
+    sum_squares_running = 0.0;
+    return s;
+}
+
 void cpu_set_num_threads(int n) {
     if (n <= 0) n = omp_get_num_procs();
     omp_set_num_threads(n);

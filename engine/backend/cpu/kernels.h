@@ -27,6 +27,10 @@
 TB_KERNEL_TABLE(TB_CPU_KERNEL_DECLARATION)
 #undef TB_CPU_KERNEL_DECLARATION
 
+// Σ x² in double, in fixed blocks of 65,536 added in order (the same bits for any thread
+// count): what sum_squares_add adds, and the CUDA kernel's twin in its test.
+double cpu_sum_squares(const float *x, size_t n);
+
 // Blocked causal attention (FlashAttention-2's algorithm, flash_attention.c): the table's
 // flash_attention_forward / _backward with the mask a parameter — causal 0: every position
 // sees every other (the engine's GPT is always causal; tests use both). scratch:

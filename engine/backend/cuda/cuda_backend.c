@@ -12,6 +12,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm.h"
+#include "backend/flash_tiled.h"
 
 // the calling thread's binding (a rank's thread)
 typedef struct binding {
@@ -20,10 +21,12 @@ typedef struct binding {
     tb_cuda_precision precision;
     tb_cuda_fail_fn fail;
     void *fail_arg;
-    double *sum;  // one double on the device (sum_squares)
+    double *sum;      // one double on the device (sum_squares_add's running sum)
+    int sum_pending;  // sum holds additions not yet taken
     tb_cuda_timer phase;  // CUDA events of the step's phases
     int side;             // a rank's second thread (bind_side_thread): no allocator, no GEMMs
     void *use;            // set_stream's stream, or NULL: the context's compute stream
+    int debug_sync;       // TB_CUDA_DEBUG_SYNC=1: synchronise after every enqueued call (check)
 } binding;
 static _Thread_local binding cur;
 
@@ -37,7 +40,11 @@ __attribute__((noreturn)) static void fail(const char *what, const char *why) {
     abort();  // fail does not return
 }
 
+// Every enqueued call's result. With TB_CUDA_DEBUG_SYNC=1 the stream is also synchronised
+// after each, so that an asynchronous fault (an illegal address, a trap in a kernel) is named
+// by the launch or copy that raised it, not by whatever call next touches the device.
 static void check(int rc, const char *what) {
+    if (rc == 0 && cur.debug_sync && cur.ctx) rc = (int)cudaStreamSynchronize((cudaStream_t)stream());
     if (rc != 0) fail(what, cudaGetErrorString((cudaError_t)rc));
 }
 #define K(call) check((call), #call)
@@ -61,7 +68,10 @@ void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_preci
         memset(&cur, 0, sizeof cur);
         return;
     }
-    cur = (binding){ctx, mem, precision, fail_fn, fail_arg, NULL, {NULL, NULL}, 0, NULL};
+    cur = (binding){.ctx = ctx, .mem = mem, .precision = precision, .fail = fail_fn, .fail_arg = fail_arg};
+    const char *sync = getenv("TB_CUDA_DEBUG_SYNC");
+    if (sync && strcmp(sync, "0") && strcmp(sync, "1")) fail("TB_CUDA_DEBUG_SYNC", "must be 0 or 1");
+    cur.debug_sync = sync && !strcmp(sync, "1");
     cur.sum = tb_alloc(mem, TB_MEM_WORKSPACE, sizeof(double), "sum of squares (device)");
     tb_error err;
     if (tb_cuda_timer_init(&cur.phase, &err) != 0) fail("the step's phase timer", err.msg);
@@ -86,9 +96,9 @@ static void cu_copy_from_host(void *dst, const void *host_src, size_t bytes) {
     K(cudaStreamSynchronize((cudaStream_t)stream()));  // host_src reusable on return
 }
 static void cu_synchronize(void) { K(cudaStreamSynchronize((cudaStream_t)stream())); }
-static void cu_phase_begin(void) { tb_cuda_timer_start(&cur.phase, cur.ctx->stream); }
+static void cu_phase_begin(void) { check(tb_cuda_timer_start(&cur.phase, cur.ctx->stream), "the phase timer's start event"); }
 static double cu_phase_end_ms(void) {
-    tb_cuda_timer_stop(&cur.phase, cur.ctx->stream);
+    check(tb_cuda_timer_stop(&cur.phase, cur.ctx->stream), "the phase timer's stop event");
     double ms = tb_cuda_timer_elapsed_ms(&cur.phase);
     if (ms < 0) fail("the step's phase timer", cudaGetErrorString(cudaGetLastError()));
     return ms;
@@ -114,6 +124,7 @@ static void cu_matmul_forward(float *out, const float *inp, const float *weight,
     if (cur.precision == TB_CUDA_FP32) {
         if (tb_cuda_matmul_forward(cur.ctx, out, TB_CUDA_F32, inp, weight, TB_CUDA_F32, bias, N, C, OC, &err) != 0)
             fail("matmul forward (fp32)", err.msg);
+        check(0, "matmul forward (fp32)");
         return;
     }
     uint16_t *in16 = copy16(inp, (size_t)N * C, "16-bit GEMM input");
@@ -122,6 +133,7 @@ static void cu_matmul_forward(float *out, const float *inp, const float *weight,
     tb_free(cur.mem, w16);
     tb_free(cur.mem, in16);
     if (rc != 0) fail("matmul forward (16-bit operands)", err.msg);
+    check(0, "matmul forward (16-bit operands)");
 }
 
 static void cu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
@@ -130,6 +142,7 @@ static void cu_matmul_backward(float *dinp, float *dweight, float *dbias, const 
     if (cur.precision == TB_CUDA_FP32) {
         if (tb_cuda_matmul_backward(cur.ctx, dinp, dweight, dbias, dout, inp, weight, N, C, OC, &err) != 0)
             fail("matmul backward (fp32)", err.msg);
+        check(0, "matmul backward (fp32)");
         return;
     }
     uint16_t *d16 = copy16(dout, (size_t)N * OC, "16-bit GEMM output grad");
@@ -140,6 +153,7 @@ static void cu_matmul_backward(float *dinp, float *dweight, float *dbias, const 
     tb_free(cur.mem, in16);
     tb_free(cur.mem, d16);
     if (rc != 0) fail("matmul backward (16-bit operands)", err.msg);
+    check(0, "matmul backward (16-bit operands)");
     if (dbias) K(cuda_bias_backward(dbias, dout, N, OC, stream()));
 }
 
@@ -175,32 +189,74 @@ static void cu_attention_backward(float *dqkv, float *scratch, const float *dout
     if (!probs) tb_free(cur.mem, P);
     tb_free(cur.mem, ds);
 }
+// Attention on tensor cores (attention_tc.cu: bf16 MMA, FlashAttention-2's tiles) when the
+// rank computes in 16 bits (--bf16 / --fp16: the GEMMs' operands are 16-bit already) and the
+// head size has a tiled kernel; otherwise the exact fp32 kernels (attention.cu).
+static int tensor_cores(int hs) { return cur.precision != TB_CUDA_FP32 && tb_flash_tiled_supported(hs); }
+
+// The tiled backward adds into dq and dkv; D (rowsum(dO ∘ O)) in a workspace block.
+static void tc_backward(float *dq_base, float *dkv, const float *dout, const float *out, const float *lse,
+                        const tb_flash_view *v, int B, int NH, int G, int hs) {
+    float *D = tb_alloc(cur.mem, TB_MEM_WORKSPACE, (size_t)B * NH * v->Tq * sizeof(float), "attention D (dO·O per row)");
+    K(cuda_flash_attention_tc_backward(dq_base, dkv, D, dout, out, lse, v, B, NH, G, hs, stream()));
+    tb_free(cur.mem, D);
+}
+
 static void cu_flash_attention_forward(float *out, float *lse, float *scratch, int threads, const float *qkv, int B,
                                        int T, int NH, int G, int hs) {
     (void)scratch, (void)threads;
+    if (tensor_cores(hs)) {
+        const tb_flash_view v = tb_flash_view_fused(qkv, T, NH, G, hs, 1);
+        K(cuda_flash_attention_tc_forward(out, lse, &v, B, NH, G, hs, stream()));
+        return;
+    }
     K(cuda_flash_attention_forward(out, lse, qkv, B, T, NH, G, hs, stream()));
 }
 static void cu_flash_attention_backward(float *dqkv, float *scratch, int threads, const float *dout,
                                         const float *out, const float *qkv, const float *lse, int B, int T, int NH,
                                         int G, int hs) {
     (void)scratch, (void)threads;
+    if (tensor_cores(hs)) {
+        const tb_flash_view v = tb_flash_view_fused(qkv, T, NH, G, hs, 1);
+        cu_zero(dqkv, (size_t)B * T * (NH + 2 * G) * hs * sizeof(float));  // dqkv is written
+        tc_backward(dqkv, dqkv, dout, out, lse, &v, B, NH, G, hs);
+        return;
+    }
     K(cuda_flash_attention_backward(dqkv, dout, out, qkv, lse, B, T, NH, G, hs, stream()));
 }
 static void cu_flash_attention_cp_forward(float *out, float *lse, float *scratch, int threads, const float *qkv,
                                           const int32_t *qpos, const float *kv, int B, int Tq, int Tk, int NH, int G,
                                           int hs) {
     (void)scratch, (void)threads;
+    if (tensor_cores(hs)) {
+        const tb_flash_view v = tb_flash_view_cp(qkv, qpos, kv, Tq, Tk, NH, G, hs);
+        K(cuda_flash_attention_tc_forward(out, lse, &v, B, NH, G, hs, stream()));
+        return;
+    }
     K(cuda_flash_attention_cp_forward(out, lse, qkv, qpos, kv, B, Tq, Tk, NH, G, hs, stream()));
 }
 static void cu_flash_attention_cp_backward(float *dqkv, float *dkv, float *scratch, int threads, const float *dout,
                                            const float *out, const float *qkv, const int32_t *qpos, const float *kv,
                                            const float *lse, int B, int Tq, int Tk, int NH, int G, int hs) {
     (void)scratch, (void)threads;
+    if (tensor_cores(hs)) {
+        const tb_flash_view v = tb_flash_view_cp(qkv, qpos, kv, Tq, Tk, NH, G, hs);
+        cu_zero(dqkv, (size_t)B * Tq * (NH + 2 * G) * hs * sizeof(float));  // both written
+        cu_zero(dkv, (size_t)B * Tk * 2 * G * hs * sizeof(float));
+        tc_backward(dqkv, dkv, dout, out, lse, &v, B, NH, G, hs);
+        return;
+    }
     K(cuda_flash_attention_cp_backward(dqkv, dkv, dout, out, qkv, qpos, kv, lse, B, Tq, Tk, NH, G, hs, stream()));
 }
 static void cu_flash_attention_block_forward(float *out, float *lse, float *scratch, int threads,
                                              const cpu_flash_block *blk, int B, int NH, int G, int hs) {
     (void)scratch, (void)threads;
+    if (tensor_cores(hs)) {
+        const tb_flash_view v = tb_flash_view_block(blk->qkv, blk->q_batch_stride, blk->kv, blk->kv_batch_stride,
+                                                    blk->Tq, blk->Tk, blk->out_rows, blk->causal, NH, G, hs);
+        K(cuda_flash_attention_tc_forward(out, lse, &v, B, NH, G, hs, stream()));
+        return;
+    }
     K(cuda_flash_attention_block_forward(out, lse, blk->qkv, blk->q_batch_stride, blk->kv, blk->kv_batch_stride,
                                          blk->Tq, blk->Tk, blk->out_rows, blk->causal, B, NH, G, hs, stream()));
 }
@@ -208,6 +264,12 @@ static void cu_flash_attention_block_backward(float *dq, float *dkv, float *scra
                                               const float *out, const float *lse, const cpu_flash_block *blk, int B,
                                               int NH, int G, int hs) {
     (void)scratch, (void)threads;
+    if (tensor_cores(hs)) {  // the block's gradients add into dq and dkv
+        const tb_flash_view v = tb_flash_view_block(blk->qkv, blk->q_batch_stride, blk->kv, blk->kv_batch_stride,
+                                                    blk->Tq, blk->Tk, blk->out_rows, blk->causal, NH, G, hs);
+        tc_backward(dq, dkv, dout, out, lse, &v, B, NH, G, hs);
+        return;
+    }
     K(cuda_flash_attention_block_backward(dq, dkv, dout, out, lse, blk->qkv, blk->q_batch_stride, blk->kv,
                                           blk->kv_batch_stride, blk->Tq, blk->Tk, blk->out_rows, blk->causal, B, NH, G,
                                           hs, stream()));
@@ -215,13 +277,22 @@ static void cu_flash_attention_block_backward(float *dq, float *dkv, float *scra
 
 // --- reductions ------------------------------------------------------------------------
 
-static double cu_sum_squares(const float *x, size_t n) {
-    double s = 0.0;
-    if (n == 0) return 0.0;
-    if (cur.side) fail("sum_squares", "not on a side thread (it has no allocator)");
-    K(cudaMemsetAsync(cur.sum, 0, sizeof(double), (cudaStream_t)stream()));
+// A step's gradient norm: every slice's Σ x² added into one device double (zeroed before the
+// first), read back by one copy and one sync in take.
+static void cu_sum_squares_add(const float *x, size_t n) {
+    if (n == 0) return;
+    if (cur.side) fail("sum_squares_add", "not on a side thread (it has no allocator)");
+    if (!cur.sum_pending) {
+        K(cudaMemsetAsync(cur.sum, 0, sizeof(double), (cudaStream_t)stream()));
+        cur.sum_pending = 1;
+    }
     K(cuda_sum_squares(cur.sum, x, n, stream()));
+}
+static double cu_sum_squares_take(void) {
+    double s = 0.0;
+    if (!cur.sum_pending) return 0.0;
     cu_copy_to_host(&s, cur.sum, sizeof s);
+    cur.sum_pending = 0;
     return s;
 }
 

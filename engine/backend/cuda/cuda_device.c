@@ -9,6 +9,14 @@
 #ifdef TB_HAVE_CUDA_BACKEND
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+
+#include "backend/cuda/gemm.h"
+
+// A release that fails (a sticky error from an earlier fault, a driver going away) cannot fail
+// the run any more; it is said on stderr rather than lost.
+static void teardown_check(int rc, const char *what) {
+    if (rc != 0) fprintf(stderr, "CUDA backend: teardown: %s: %s\n", what, cudaGetErrorString((cudaError_t)rc));
+}
 #endif
 
 #define NOT_BUILT "this build has no CUDA backend (nvcc and cuBLASLt were not found at configure time; " \
@@ -69,9 +77,15 @@ int tb_cuda_context_init(tb_cuda_context *ctx, int device, int own_workspace, tb
 }
 
 void tb_cuda_context_free(tb_cuda_context *ctx) {
-    if (ctx->workspace && ctx->owns_workspace) cudaFree(ctx->workspace);
-    if (ctx->lt) cublasLtDestroy((cublasLtHandle_t)ctx->lt);
-    if (ctx->stream) cudaStreamDestroy((cudaStream_t)ctx->stream);
+    tb_cuda_gemm_plans_free(ctx);
+    if (ctx->workspace && ctx->owns_workspace) teardown_check((int)cudaFree(ctx->workspace), "cudaFree (cuBLASLt workspace)");
+    if (ctx->lt) {
+        cublasStatus_t st = cublasLtDestroy((cublasLtHandle_t)ctx->lt);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            fprintf(stderr, "CUDA backend: teardown: cublasLtDestroy: %s (device %d)\n", cublasLtGetStatusString(st),
+                    ctx->device);
+    }
+    if (ctx->stream) teardown_check((int)cudaStreamDestroy((cudaStream_t)ctx->stream), "cudaStreamDestroy");
     memset(ctx, 0, sizeof *ctx);
 }
 
@@ -85,8 +99,12 @@ int tb_cuda_timer_init(tb_cuda_timer *t, tb_error *err) {
     }
     return 0;
 }
-void tb_cuda_timer_start(tb_cuda_timer *t, void *stream) { cudaEventRecord((cudaEvent_t)t->start, (cudaStream_t)stream); }
-void tb_cuda_timer_stop(tb_cuda_timer *t, void *stream) { cudaEventRecord((cudaEvent_t)t->stop, (cudaStream_t)stream); }
+int tb_cuda_timer_start(tb_cuda_timer *t, void *stream) {
+    return (int)cudaEventRecord((cudaEvent_t)t->start, (cudaStream_t)stream);
+}
+int tb_cuda_timer_stop(tb_cuda_timer *t, void *stream) {
+    return (int)cudaEventRecord((cudaEvent_t)t->stop, (cudaStream_t)stream);
+}
 double tb_cuda_timer_elapsed_ms(tb_cuda_timer *t) {
     float ms = 0.0f;
     if (cudaEventSynchronize((cudaEvent_t)t->stop) != cudaSuccess) return -1.0;
@@ -94,8 +112,8 @@ double tb_cuda_timer_elapsed_ms(tb_cuda_timer *t) {
     return ms;
 }
 void tb_cuda_timer_free(tb_cuda_timer *t) {
-    if (t->start) cudaEventDestroy((cudaEvent_t)t->start);
-    if (t->stop) cudaEventDestroy((cudaEvent_t)t->stop);
+    if (t->start) teardown_check((int)cudaEventDestroy((cudaEvent_t)t->start), "cudaEventDestroy (timer start)");
+    if (t->stop) teardown_check((int)cudaEventDestroy((cudaEvent_t)t->stop), "cudaEventDestroy (timer stop)");
     memset(t, 0, sizeof *t);
 }
 
@@ -121,8 +139,8 @@ int tb_cuda_timer_init(tb_cuda_timer *t, tb_error *err) {
     memset(t, 0, sizeof *t);
     return tb_fail(err, "%s", NOT_BUILT);
 }
-void tb_cuda_timer_start(tb_cuda_timer *t, void *stream) { (void)t, (void)stream; }
-void tb_cuda_timer_stop(tb_cuda_timer *t, void *stream) { (void)t, (void)stream; }
+int tb_cuda_timer_start(tb_cuda_timer *t, void *stream) { return (void)t, (void)stream, -1; }
+int tb_cuda_timer_stop(tb_cuda_timer *t, void *stream) { return (void)t, (void)stream, -1; }
 double tb_cuda_timer_elapsed_ms(tb_cuda_timer *t) { return (void)t, -1.0; }
 void tb_cuda_timer_free(tb_cuda_timer *t) { memset(t, 0, sizeof *t); }
 

@@ -30,6 +30,7 @@ typedef struct tb_cuda_context {
     void *workspace;       // cuBLASLt workspace (device), TB_CUDA_WORKSPACE_BYTES
     size_t workspace_bytes;
     int owns_workspace;    // 1: cudaMalloc'd by tb_cuda_context_init (freed by _free)
+    void *gemm_plans;      // cuBLASLt descriptors and algorithm per GEMM shape (gemm.c)
 } tb_cuda_context;
 
 #define TB_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)  // llm.c's cuBLASLt workspace
@@ -47,8 +48,9 @@ typedef struct tb_cuda_timer {
     void *start, *stop;    // cudaEvent_t
 } tb_cuda_timer;
 int tb_cuda_timer_init(tb_cuda_timer *t, tb_error *err);
-void tb_cuda_timer_start(tb_cuda_timer *t, void *stream);
-void tb_cuda_timer_stop(tb_cuda_timer *t, void *stream);
+// record the start / stop event on the stream: 0 or the cudaError_t
+int tb_cuda_timer_start(tb_cuda_timer *t, void *stream);
+int tb_cuda_timer_stop(tb_cuda_timer *t, void *stream);
 // waits for stop; returns the milliseconds between the two events (negative on error)
 double tb_cuda_timer_elapsed_ms(tb_cuda_timer *t);
 void tb_cuda_timer_free(tb_cuda_timer *t);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/flash_view.h"
 #include "backend/kernel_table.h"
 
 #ifdef __cplusplus
@@ -63,7 +64,8 @@ int cuda_cast_f32_to_f16(tb_f16 *out, const float *inp, size_t n, tb_cuda_stream
 int cuda_cast_bf16_to_f32(float *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s);
 
 // --- the OWN kernels' pieces (cuda_backend.c) ----------------------------------------------
-// dbias (OC) += column sums of dout (N,OC); what cuBLASLt does not (the GEMMs are gemm.h)
+// dbias (OC) += column sums of dout (N,OC); what cuBLASLt does not (the GEMMs are gemm.h).
+// One block per 32 columns, no atomics: the same bits every run.
 int cuda_bias_backward(float *dbias, const float *dout, int N, int OC, tb_cuda_stream s);
 
 // --- attention core: flash-style causal GQA (FlashAttention-2's online softmax) ---------
@@ -108,6 +110,18 @@ int cuda_flash_attention_block_backward(float *dq, float *dkv, const float *dout
                                         const float *q, size_t q_batch_stride, const float *kv, size_t kv_batch_stride,
                                         int Tq, int Tk, int out_rows, int causal, int B, int NH, int G, int hs,
                                         tb_cuda_stream s);
+
+// --- attention on tensor cores (attention_tc.cu; its algorithm in C: backend/flash_tiled.h) ---
+// FlashAttention-2's tiles with bf16 MMA and fp32 accumulation, on any view of
+// backend/flash_view.h; head sizes tb_flash_tiled_supported (multiples of 16 up to 128).
+// Forward writes the view's out and lse rows; backward ADDS into dq (the view's q rows, from
+// dq_base) and dkv (its kv rows), nothing zeroed, using D (B·NH·Tq floats) as scratch; dK/dV
+// and dQ by two kernels, each output row with one owner: no atomics.
+int cuda_flash_attention_tc_forward(float *out, float *lse, const tb_flash_view *v, int B, int NH, int G, int hs,
+                                    tb_cuda_stream s);
+int cuda_flash_attention_tc_backward(float *dq_base, float *dkv, float *D, const float *dout, const float *out,
+                                     const float *lse, const tb_flash_view *v, int B, int NH, int G, int hs,
+                                     tb_cuda_stream s);
 
 // *out (one double on the device) += Σ x² (double accumulation; order not fixed)
 int cuda_sum_squares(double *out, const float *x, size_t n, tb_cuda_stream s);

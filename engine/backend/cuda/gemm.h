@@ -10,11 +10,13 @@
 
 typedef enum tb_cuda_dtype { TB_CUDA_F32, TB_CUDA_BF16, TB_CUDA_F16 } tb_cuda_dtype;
 
-// out (N,OC) = inp (N,C) @ weight (OC,C)^T (+ bias (OC), fp32, by the BIAS epilogue) —
-// inp and weight of type `in`, out of type `out_type`; fp32 accumulation either way (bf16
-// in, fp32 or bf16 out: Megatron's bf16 compute). Returns 0 or a cuBLAS status, message in err.
+// out (N,OC) = inp (N,C) @ weight (OC,C)^T (+ bias (OC) by the BIAS epilogue, of out's type
+// as cuBLASLt requires: fp32 for an fp32 out, bf16 for a bf16 one) — inp and weight of type
+// `in`, out of type `out_type`; fp32 accumulation either way (bf16 in, fp32 or bf16 out:
+// Megatron's bf16 compute). Returns 0 or a cuBLAS status, message in err. The descriptors and
+// algorithm of each shape are made once and kept in ctx (tb_cuda_gemm_plans_free).
 int tb_cuda_matmul_forward(tb_cuda_context *ctx, void *out, tb_cuda_dtype out_type, const void *inp,
-                           const void *weight, tb_cuda_dtype in, const float *bias, int N, int C, int OC,
+                           const void *weight, tb_cuda_dtype in, const void *bias, int N, int C, int OC,
                            tb_error *err);
 // fp32: dinp (N,C) = dout @ weight written (if not NULL); dweight (OC,C) += dout^T @ inp;
 // dbias (OC) += column sums of dout (if not NULL)
@@ -28,5 +30,8 @@ int tb_cuda_matmul_backward(tb_cuda_context *ctx, float *dinp, float *dweight, f
 int tb_cuda_matmul_backward_16(tb_cuda_context *ctx, float *dinp, float *dweight, const uint16_t *dout,
                                const uint16_t *inp, const uint16_t *weight, tb_cuda_dtype in, int N, int C, int OC,
                                tb_error *err);
+
+// The cuBLASLt plans ctx keeps (tb_cuda_context_free calls it).
+void tb_cuda_gemm_plans_free(tb_cuda_context *ctx);
 
 #endif

@@ -81,8 +81,9 @@ __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const
     if (threadIdx.x == 0) mean[row] = m, rstd[row] = r;
 }
 
-__global__ void layernorm_backward_kernel(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                                          const float *w, const float *mean, const float *rstd, int C) {
+// dinp only: the weight and bias gradients are column sums (column_sums_kernel, launched first)
+__global__ void layernorm_backward_kernel(float *dinp, const float *dout, const float *inp, const float *w,
+                                          const float *mean, const float *rstd, int C) {
     const size_t row = blockIdx.x;
     const float *x = inp + row * C, *dy = dout + row * C;
     const float m = mean[row], r = rstd[row];
@@ -96,8 +97,6 @@ __global__ void layernorm_backward_kernel(float *dinp, float *dw, float *db, con
     for (int i = threadIdx.x; i < C; i += blockDim.x) {
         float xhat = (x[i] - m) * r;
         dinp[row * C + i] = (w[i] * dy[i] - dnorm_mean - xhat * dnorm_xhat_mean) * r;
-        atomicAdd(&dw[i], xhat * dy[i]);
-        atomicAdd(&db[i], dy[i]);
     }
 }
 
@@ -112,7 +111,7 @@ __global__ void rmsnorm_forward_kernel(T *out, float *rstd, const T *inp, const 
     if (threadIdx.x == 0) rstd[row] = r;
 }
 
-__global__ void rmsnorm_backward_kernel(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+__global__ void rmsnorm_backward_kernel(float *dinp, const float *dout, const float *inp, const float *w,
                                         const float *rstd, int C) {
     const size_t row = blockIdx.x;
     const float *x = inp + row * C, *dy = dout + row * C;
@@ -122,7 +121,6 @@ __global__ void rmsnorm_backward_kernel(float *dinp, float *dw, const float *dou
     const float dnorm_xhat_mean = block_sum(c) / (float)C;
     for (int i = threadIdx.x; i < C; i += blockDim.x) {
         dinp[row * C + i] = (w[i] * dy[i] - x[i] * r * dnorm_xhat_mean) * r;
-        atomicAdd(&dw[i], x[i] * r * dy[i]);
     }
 }
 
@@ -181,13 +179,63 @@ __global__ void cast_kernel(O *out, const I *inp, size_t n) {
     GRID_STRIDE(i, n) store(out, i, load(inp, i));
 }
 
-// dbias[o] += Σ_n dout[n, o]: one thread per column, rows in order
-__global__ void bias_backward_kernel(float *dbias, const float *dout, int N, int OC) {
-    int o = blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= OC) return;
-    float s = 0.0f;
-    for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
-    dbias[o] += s;
+// Column sums over N rows, without atomics: one block per kColTile columns, kColTile ×
+// kColRows threads; thread (ty, tx) adds the terms of rows ty, ty + kColRows, ... of column
+// blockIdx.x·kColTile + tx (a warp reads one row's kColTile consecutive floats), then a
+// column's kColRows partials are added in shared memory by a fixed tree, so a run's bits do not
+// depend on scheduling; out_k[c] += the k-th sum (parameter gradients accumulate). Term(n, c,
+// s) adds row n's K terms of column c into s[0..K-1]. The bias gradient (K 1), LayerNorm's
+// weight and bias gradients (K 2) and RMSNorm's weight gradient (K 1).
+constexpr int kColTile = 32, kColRows = 32;
+
+template <int K, typename Term>
+__global__ void column_sums_kernel(float *out0, float *out1, int N, int OC, Term term) {
+    __shared__ float part[K][kColRows][kColTile + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y, col = blockIdx.x * kColTile + tx;
+    float s[K];
+    for (int k = 0; k < K; k++) s[k] = 0.0f;
+    if (col < OC)
+        for (int n = ty; n < N; n += kColRows) term(n, col, s);
+    for (int k = 0; k < K; k++) part[k][ty][tx] = s[k];
+    __syncthreads();
+    for (int half = kColRows / 2; half > 0; half >>= 1) {
+        if (ty < half)
+            for (int k = 0; k < K; k++) part[k][ty][tx] += part[k][ty + half][tx];
+        __syncthreads();
+    }
+    if (ty == 0 && col < OC) {
+        out0[col] += part[0][0][tx];
+        if (K > 1) out1[col] += part[K - 1][0][tx];
+    }
+}
+
+struct BiasTerm {  // dbias[c] += Σ_n dout[n, c]
+    const float *dout;
+    int OC;
+    __device__ void operator()(int n, int c, float *s) const { s[0] += dout[(size_t)n * OC + c]; }
+};
+struct LayerNormTerms {  // dw[c] += Σ_n x̂[n, c]·dy[n, c], db[c] += Σ_n dy[n, c]
+    const float *dout, *inp, *mean, *rstd;
+    int C;
+    __device__ void operator()(int n, int c, float *s) const {
+        const size_t at = (size_t)n * C + c;
+        const float dy = dout[at];
+        s[0] += (inp[at] - mean[n]) * rstd[n] * dy;
+        s[1] += dy;
+    }
+};
+struct RmsNormTerm {  // dw[c] += Σ_n x[n, c]·rstd[n]·dy[n, c]
+    const float *dout, *inp, *rstd;
+    int C;
+    __device__ void operator()(int n, int c, float *s) const {
+        const size_t at = (size_t)n * C + c;
+        s[0] += inp[at] * rstd[n] * dout[at];
+    }
+};
+
+template <int K, typename Term>
+void column_sums(float *out0, float *out1, int N, int OC, Term term, cudaStream_t s) {
+    column_sums_kernel<K><<<(OC + kColTile - 1) / kColTile, dim3(kColTile, kColRows), 0, s>>>(out0, out1, N, OC, term);
 }
 
 // out (rows, OC) += bias on every row (the row-parallel linear's bias, added after the reduce)
@@ -390,7 +438,11 @@ int cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const flo
                             const float *weight, const float *mean, const float *rstd, int N, int C,
                             tb_cuda_stream s) {
     if (N <= 0) return 0;
-    layernorm_backward_kernel<<<N, kThreads, 0, s>>>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, C);
+    // the column sums first: they read dout, which dinp may overwrite (in place)
+    column_sums<2>(dweight, dbias, N, C, LayerNormTerms{dout, inp, mean, rstd, C}, s);
+    int e = launched();
+    if (e != 0) return e;
+    layernorm_backward_kernel<<<N, kThreads, 0, s>>>(dinp, dout, inp, weight, mean, rstd, C);
     return launched();
 }
 int cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps,
@@ -408,7 +460,10 @@ int cuda_rmsnorm_forward_bf16(tb_bf16 *out, float *rstd, const tb_bf16 *inp, con
 int cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                           const float *rstd, int N, int C, tb_cuda_stream s) {
     if (N <= 0) return 0;
-    rmsnorm_backward_kernel<<<N, kThreads, 0, s>>>(dinp, dweight, dout, inp, weight, rstd, C);
+    column_sums<1>(dweight, dweight, N, C, RmsNormTerm{dout, inp, rstd, C}, s);  // before dinp (in place)
+    int e = launched();
+    if (e != 0) return e;
+    rmsnorm_backward_kernel<<<N, kThreads, 0, s>>>(dinp, dout, inp, weight, rstd, C);
     return launched();
 }
 
@@ -469,8 +524,8 @@ int cuda_cast_bf16_to_f32(float *out, const tb_bf16 *inp, size_t n, tb_cuda_stre
     return launched();
 }
 int cuda_bias_backward(float *dbias, const float *dout, int N, int OC, tb_cuda_stream s) {
-    if (OC <= 0) return 0;
-    bias_backward_kernel<<<(OC + kThreads - 1) / kThreads, kThreads, 0, s>>>(dbias, dout, N, OC);
+    if (OC <= 0 || N <= 0) return 0;
+    column_sums<1>(dbias, dbias, N, OC, BiasTerm{dout, OC}, s);
     return launched();
 }
 
