@@ -10,8 +10,6 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#include "backend/cuda/gemm.h"
-
 // A release that fails (a sticky error from an earlier fault, a driver going away) cannot fail
 // the run any more; it is said on stderr rather than lost.
 static void teardown_check(int rc, const char *what) {
@@ -77,7 +75,7 @@ int tb_cuda_context_init(tb_cuda_context *ctx, int device, int own_workspace, tb
 }
 
 void tb_cuda_context_free(tb_cuda_context *ctx) {
-    tb_cuda_gemm_plans_free(ctx);
+    if (ctx->gemm_plans_free) ctx->gemm_plans_free(ctx);
     if (ctx->workspace && ctx->owns_workspace) teardown_check((int)cudaFree(ctx->workspace), "cudaFree (cuBLASLt workspace)");
     if (ctx->lt) {
         cublasStatus_t st = cublasLtDestroy((cublasLtHandle_t)ctx->lt);

@@ -31,6 +31,7 @@ typedef struct tb_cuda_context {
     size_t workspace_bytes;
     int owns_workspace;    // 1: cudaMalloc'd by tb_cuda_context_init (freed by _free)
     void *gemm_plans;      // cuBLASLt descriptors and algorithm per GEMM shape (gemm.c)
+    void (*gemm_plans_free)(struct tb_cuda_context *ctx);  // set by gemm.c with its first plan
 } tb_cuda_context;
 
 #define TB_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)  // llm.c's cuBLASLt workspace

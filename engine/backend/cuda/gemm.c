@@ -81,7 +81,10 @@ void tb_cuda_gemm_plans_free(tb_cuda_context *ctx) {
 // (and *status) when cuBLASLt refuses or has no algorithm.
 static const lt_plan *plan_for(tb_cuda_context *ctx, const lt_key *k, int *status_out, tb_error *err) {
     lt_plans *ps = ctx->gemm_plans;
-    if (!ps) ps = ctx->gemm_plans = tb_xcalloc(1, sizeof *ps, "cuBLASLt plans");
+    if (!ps) {
+        ps = ctx->gemm_plans = tb_xcalloc(1, sizeof *ps, "cuBLASLt plans");
+        ctx->gemm_plans_free = tb_cuda_gemm_plans_free;
+    }
     for (int i = 0; i < ps->n; i++)
         if (!memcmp(&ps->v[i].key, k, sizeof *k)) return &ps->v[i];
     int status = 0;

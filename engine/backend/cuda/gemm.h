@@ -31,7 +31,7 @@ int tb_cuda_matmul_backward_16(tb_cuda_context *ctx, float *dinp, float *dweight
                                const uint16_t *inp, const uint16_t *weight, tb_cuda_dtype in, int N, int C, int OC,
                                tb_error *err);
 
-// The cuBLASLt plans ctx keeps (tb_cuda_context_free calls it).
+// Frees the cuBLASLt plans ctx keeps (tb_cuda_context_free calls it through ctx->gemm_plans_free).
 void tb_cuda_gemm_plans_free(tb_cuda_context *ctx);
 
 #endif
