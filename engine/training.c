@@ -199,6 +199,13 @@ static void get_batch(tb_trainer *tr, int64_t step) {
     free(tg);
 }
 
+// The parameters may have been written since the backend last read them (an update, its
+// all-gather, a load): a device's 16-bit weight copies are made again at their next GEMM.
+static void params_changed(tb_trainer *tr) {
+    for (int c = 0; c < tr->nchunks; c++)
+        tb_be()->params_changed(tr->models[c].param_memory, tr->models[c].padded_parameters);
+}
+
 // Clip, AdamW, and (distributed optimizer) the all-gather of the updated parameters — unless
 // --overlap-param-gather leaves it to the communication thread (train_step). Returns the
 // milliseconds of the all-gather (communication the rank waited for).
@@ -236,6 +243,7 @@ static double optimizer_step(tb_trainer *tr, int64_t step, tb_step_result *r) {
         adamw_shard_all_gather_inplace(&tr->opts[c], &rk->groups[TB_GROUP_DP_CP], tr->models[c].param_memory);
         TB_RANGE_POP();
     }
+    params_changed(tr);
     TB_RANGE_POP();
     return ms_since(t0);
 }
@@ -281,6 +289,8 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     TB_RANGE_PUSH("train_step");
     tb_range_annotate(step, -1);
     tensor_dump_arm(tr->dump, step);
+    // a load, or --overlap-param-gather's gathers (each waited for before its layer's GEMMs)
+    params_changed(tr);
     for (int c = 0; c < tr->nchunks; c++) {
         gpt_zero_grad(&tr->models[c]);
         if (tr->models[c].block.moe_stats.num_layers) moe_stats_reset(&tr->models[c].block.moe_stats);

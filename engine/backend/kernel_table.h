@@ -198,6 +198,10 @@ struct cpu_flash_block;  // backend/cpu/kernels.h: one block of the context-para
       (p, m, v, g, n, grad_scale, b1, b2, eps, keep, step, inv_sqrt_bc2))                                             \
     X(OWN, void, sum_squares_add, (const float *x, size_t n), (x, n))                                                 \
     X(OWN, double, sum_squares_take, (void), ())                                                                      \
+    /* params_changed: the parameters in [params, params + n) may have been written (an optimizer step, its           \
+       all-gather, a load): copies made from them before are stale (cuda: the 16-bit weight copies its GEMMs keep,     \
+       made once after each change; cpu: nothing kept) */                                                             \
+    X(OWN, void, params_changed, (const float *params, size_t n), (params, n))                                        \
     /* --- MoE (transformer/moe/: router.h, token_dispatcher.h; the router's per-token arithmetic is                  \
        backend/moe_row.h on both backends) ---                                                                         \
          moe_router_forward      logits (N,E) → scores (N,E), topk (N,k), probs (N,k)                                 \

@@ -50,8 +50,22 @@ static const char *last_error(ncclComm_t comm) {
     return s && *s ? s : "no further detail";
 }
 
+// A release at teardown that fails cannot fail the run any more (the rank is ending, maybe
+// after a fault that left the error sticky): it is said on stderr rather than lost.
+static void released(int failed, const char *what, const char *why) {
+    if (failed) fprintf(stderr, "NCCL backend: teardown: %s: %s\n", what, why);
+}
+#define RELEASED_CUDA(call)                                                       \
+    do {                                                                          \
+        cudaError_t e_ = (call);                                                  \
+        released(e_ != cudaSuccess, #call, cudaGetErrorString(e_));               \
+    } while (0)
+
 static void abort_comm(nccl_group *s) {
-    if (s->comm) ncclCommAbort(s->comm);
+    if (s->comm) {
+        ncclResult_t r = ncclCommAbort(s->comm);
+        released(r != ncclSuccess, "ncclCommAbort", ncclGetErrorString(r));
+    }
     s->comm = NULL;
 }
 
@@ -145,10 +159,10 @@ int tb_nccl_ids_create_mpi(tb_world *w, tb_nccl_ids **out, tb_error *err) {
 static void free_state(nccl_group *s, int abort) {
     if (!s) return;
     if (abort) abort_comm(s);
-    if (s->stream) cudaStreamDestroy(s->stream);
-    if (s->scratch) cudaFree(s->scratch);
-    if (s->stage) cudaFree(s->stage);
-    if (s->computed) cudaEventDestroy(s->computed);
+    if (s->stream) RELEASED_CUDA(cudaStreamDestroy(s->stream));
+    if (s->scratch) RELEASED_CUDA(cudaFree(s->scratch));
+    if (s->stage) RELEASED_CUDA(cudaFree(s->stage));
+    if (s->computed) RELEASED_CUDA(cudaEventDestroy(s->computed));
     free(s);
 }
 
@@ -245,7 +259,7 @@ void tb_nccl_rank_destroy(tb_rank *rk) {
         if (!st[k]) continue;
         back_to_local(&rk->groups[k]);
         if (!st[k]->comm) continue;
-        cudaSetDevice(st[k]->device);
+        RELEASED_CUDA(cudaSetDevice(st[k]->device));
         ncclResult_t r = ncclCommFinalize(st[k]->comm);
         if (r == ncclSuccess || r == ncclInProgress) finalizing[k] = 1;
         else abort_comm(st[k]);
@@ -267,7 +281,8 @@ void tb_nccl_rank_destroy(tb_rank *rk) {
             }
             finalizing[k] = 0;
             if (a == ncclSuccess) {
-                ncclCommDestroy(st[k]->comm);
+                ncclResult_t d = ncclCommDestroy(st[k]->comm);
+                released(d != ncclSuccess, "ncclCommDestroy", ncclGetErrorString(d));
                 st[k]->comm = NULL;
             } else {
                 abort_comm(st[k]);
@@ -355,7 +370,10 @@ static void *stage_in(tb_group *g, nccl_group *s, const char *op, const void *in
                       tb_error *err) {
     cudaError_t ce = cudaSuccess;
     if (s->stage_bytes < bytes) {
-        if (s->stage) cudaFree(s->stage);
+        if (s->stage && (ce = cudaFree(s->stage)) != cudaSuccess)
+            return tb_fail(err, "%s on group %s: freeing the smaller staging buffer: %s", op, g->name,
+                           cudaGetErrorString(ce)),
+                   NULL;
         s->stage = NULL;
         s->stage_bytes = 0;
         if ((ce = cudaMalloc(&s->stage, bytes)) != cudaSuccess)

@@ -577,6 +577,7 @@ TB_TEST(every_entry_of_each_table_is_filled) {
         FILLED(embedding_forward); FILLED(embedding_backward); FILLED(add_positions);
         FILLED(ce_row_max); FILLED(ce_target_logit); FILLED(ce_exp_sum); FILLED(ce_normalize);
         FILLED(cross_entropy_backward); FILLED(adamw_update); FILLED(sum_squares_add); FILLED(sum_squares_take);
+        FILLED(params_changed);
         FILLED(moe_router_forward); FILLED(moe_router_backward); FILLED(moe_aux_score_sums); FILLED(moe_permute);
         FILLED(moe_permute_backward); FILLED(moe_unpermute); FILLED(moe_unpermute_backward);
         FILLED(grouped_matmul_forward); FILLED(grouped_matmul_backward);

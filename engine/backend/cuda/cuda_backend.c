@@ -1,6 +1,7 @@
 // cuda_backend.c — see cuda_backend.h.
 #include "backend/cuda/cuda_backend.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm.h"
 #include "backend/flash_tiled.h"
+#include "core/xalloc.h"
 
 // the calling thread's binding (a rank's thread)
 typedef struct binding {
@@ -27,6 +29,21 @@ typedef struct binding {
     int side;             // a rank's second thread (bind_side_thread): no allocator, no GEMMs
     void *use;            // set_stream's stream, or NULL: the context's compute stream
     int debug_sync;       // TB_CUDA_DEBUG_SYNC=1: synchronise after every enqueued call (check)
+    // 16-bit weight copies (weight16): the parameter ranges given to params_changed, its
+    // generation (bumped by each call), and one copy per weight with the generation it is of
+    struct param_range {
+        const float *base;
+        size_t n;
+    } *ranges;
+    int nranges;
+    uint64_t generation;
+    struct weight_copy {
+        const float *w;
+        size_t n;
+        uint16_t *copy;
+        uint64_t generation;
+    } *copies;
+    int ncopies;
 } binding;
 static _Thread_local binding cur;
 
@@ -64,11 +81,15 @@ void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_preci
                           void *fail_arg) {
     if (!ctx) {
         if (cur.sum && cur.mem) tb_free(cur.mem, cur.sum);
+        for (int i = 0; i < cur.ncopies && cur.mem; i++) tb_free(cur.mem, cur.copies[i].copy);
+        free(cur.copies);
+        free(cur.ranges);
         tb_cuda_timer_free(&cur.phase);
         memset(&cur, 0, sizeof cur);
         return;
     }
-    cur = (binding){.ctx = ctx, .mem = mem, .precision = precision, .fail = fail_fn, .fail_arg = fail_arg};
+    cur = (binding){.ctx = ctx, .mem = mem, .precision = precision, .fail = fail_fn, .fail_arg = fail_arg,
+                    .generation = 1};
     const char *sync = getenv("TB_CUDA_DEBUG_SYNC");
     if (sync && strcmp(sync, "0") && strcmp(sync, "1")) fail("TB_CUDA_DEBUG_SYNC", "must be 0 or 1");
     cur.debug_sync = sync && !strcmp(sync, "1");
@@ -118,6 +139,47 @@ static uint16_t *copy16(const float *x, size_t n, const char *what) {
 }
 static tb_cuda_dtype dtype16(void) { return cur.precision == TB_CUDA_FP16_GEMMS ? TB_CUDA_F16 : TB_CUDA_BF16; }
 
+// A GEMM's 16-bit weight: Megatron keeps the model's parameters in bf16 beside the optimizer's
+// fp32 copy; here the fp32 parameters are the model's, and a weight inside a range given to
+// params_changed has one 16-bit copy (category params, "16-bit weight copy"), cast at its first
+// GEMM after each change and reused by every later one — the forward's, the backward's dinp,
+// every microbatch's — so weights are cast once per optimizer step. A weight outside every
+// range is cast per call into the workspace (*owned = 1: the caller frees it).
+static uint16_t *weight16(const float *w, size_t n, int *owned) {
+    *owned = 0;
+    int in_params = 0;
+    for (int i = 0; i < cur.nranges && !in_params; i++)
+        in_params = w >= cur.ranges[i].base && w + n <= cur.ranges[i].base + cur.ranges[i].n;
+    if (!in_params) {
+        *owned = 1;
+        return copy16(w, n, "16-bit GEMM weight");
+    }
+    struct weight_copy *c = NULL;
+    for (int i = 0; i < cur.ncopies && !c; i++)
+        if (cur.copies[i].w == w && cur.copies[i].n == n) c = &cur.copies[i];
+    if (!c) {
+        cur.copies = tb_xreallocarray(cur.copies, (size_t)cur.ncopies + 1, sizeof *cur.copies, "16-bit weight copies");
+        c = &cur.copies[cur.ncopies++];
+        *c = (struct weight_copy){w, n, tb_alloc(cur.mem, TB_MEM_PARAMS, n * sizeof(uint16_t), "16-bit weight copy"), 0};
+    }
+    if (c->generation != cur.generation) {
+        if (cur.precision == TB_CUDA_FP16_GEMMS) K(cuda_cast_f32_to_f16(c->copy, w, n, stream()));
+        else K(cuda_cast_f32_to_bf16(c->copy, w, n, stream()));
+        c->generation = cur.generation;
+    }
+    return c->copy;
+}
+
+static void cu_params_changed(const float *params, size_t n) {
+    int known = 0;
+    for (int i = 0; i < cur.nranges && !known; i++) known = cur.ranges[i].base == params && cur.ranges[i].n == n;
+    if (!known) {
+        cur.ranges = tb_xreallocarray(cur.ranges, (size_t)cur.nranges + 1, sizeof *cur.ranges, "parameter ranges");
+        cur.ranges[cur.nranges++] = (struct param_range){params, n};
+    }
+    cur.generation++;
+}
+
 static void cu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C,
                               int OC) {
     tb_error err;
@@ -127,10 +189,11 @@ static void cu_matmul_forward(float *out, const float *inp, const float *weight,
         check(0, "matmul forward (fp32)");
         return;
     }
+    int w_owned;
     uint16_t *in16 = copy16(inp, (size_t)N * C, "16-bit GEMM input");
-    uint16_t *w16 = copy16(weight, (size_t)OC * C, "16-bit GEMM weight");
+    uint16_t *w16 = weight16(weight, (size_t)OC * C, &w_owned);
     int rc = tb_cuda_matmul_forward(cur.ctx, out, TB_CUDA_F32, in16, w16, dtype16(), bias, N, C, OC, &err);
-    tb_free(cur.mem, w16);
+    if (w_owned) tb_free(cur.mem, w16);
     tb_free(cur.mem, in16);
     if (rc != 0) fail("matmul forward (16-bit operands)", err.msg);
     check(0, "matmul forward (16-bit operands)");
@@ -145,11 +208,12 @@ static void cu_matmul_backward(float *dinp, float *dweight, float *dbias, const 
         check(0, "matmul backward (fp32)");
         return;
     }
+    int w_owned = 0;
     uint16_t *d16 = copy16(dout, (size_t)N * OC, "16-bit GEMM output grad");
     uint16_t *in16 = copy16(inp, (size_t)N * C, "16-bit GEMM input");
-    uint16_t *w16 = copy16(weight, (size_t)OC * C, "16-bit GEMM weight");
+    uint16_t *w16 = dinp ? weight16(weight, (size_t)OC * C, &w_owned) : NULL;  // read for dinp only
     int rc = tb_cuda_matmul_backward_16(cur.ctx, dinp, dweight, d16, in16, w16, dtype16(), N, C, OC, &err);
-    tb_free(cur.mem, w16);
+    if (w_owned) tb_free(cur.mem, w16);
     tb_free(cur.mem, in16);
     tb_free(cur.mem, d16);
     if (rc != 0) fail("matmul backward (16-bit operands)", err.msg);
@@ -319,7 +383,8 @@ static void *cu_event_create(void) {
     return ev;
 }
 static void cu_event_destroy(void *ev) {
-    if (ev) (void)cudaEventDestroy((cudaEvent_t)ev);  // (teardown: nothing to report to)
+    cudaError_t e = ev ? cudaEventDestroy((cudaEvent_t)ev) : cudaSuccess;
+    if (e != cudaSuccess) fprintf(stderr, "CUDA backend: teardown: cudaEventDestroy: %s\n", cudaGetErrorString(e));
 }
 static void cu_event_record(void *ev) { K(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream())); }
 static void cu_event_wait(void *ev) { K(cudaStreamWaitEvent((cudaStream_t)stream(), (cudaEvent_t)ev, 0)); }
@@ -386,8 +451,11 @@ static int dev_alloc(void *ctx, void **p, size_t bytes, char *why, size_t why_le
 }
 static void dev_release(void *ctx, void *p) {
     tb_cuda_context *c = ctx;
-    (void)cudaSetDevice(c->device);  // (the teardown of a failed rank runs on the main thread)
-    (void)cudaFree(p);
+    // (the teardown of a failed rank runs on the main thread; a release cannot fail the run)
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e == cudaSuccess) e = cudaFree(p);
+    if (e != cudaSuccess)
+        fprintf(stderr, "CUDA backend: releasing a block on device %d: %s\n", c->device, cudaGetErrorString(e));
 }
 static void dev_zero(void *ctx, void *p, size_t bytes) {
     tb_cuda_context *c = ctx;

@@ -32,7 +32,8 @@ static int cuda_raw_alloc(void *ctx, void **p, size_t bytes, char *why, size_t w
 }
 static void cuda_raw_release(void *ctx, void *p) {
     (void)ctx;
-    cudaFree(p);
+    cudaError_t e = cudaFree(p);  // a release cannot fail the run: said, not lost
+    if (e != cudaSuccess) fprintf(stderr, "CUDA device memory: cudaFree: %s\n", cudaGetErrorString(e));
 }
 tb_device_raw tb_device_raw_cuda(void) { return (tb_device_raw){cuda_raw_alloc, cuda_raw_release, NULL, "cudaMalloc"}; }
 #else
