@@ -211,6 +211,16 @@ TB_TEST(activations_and_residual) {
     cudaMemcpy(&ss, d_ss, sizeof ss, cudaMemcpyDeviceToHost);
     double ref = cpu_sum_squares(x, n);
     TB_CHECK(fabs(ss - ref) <= 1e-9 * ref, "sum_squares gpu %.17g cpu %.17g", ss, ref);
+    // the same over three slices of x (one of them empty) in one launch: their sums added
+    const tb_cuda_segment segs[3] = {{d_x, n / 3}, {d_x + n / 2, 0}, {d_x + n / 2, n - n / 2}};
+    tb_cuda_segment *d_segs = up(segs, sizeof segs);
+    OK(cudaMemset(d_ss, 0, sizeof(double)));
+    OK(cuda_sum_squares_segments(d_ss, d_segs, 3, n - n / 2, s));
+    cudaStreamSynchronize(s);
+    cudaMemcpy(&ss, d_ss, sizeof ss, cudaMemcpyDeviceToHost);
+    ref = cpu_sum_squares(x, n / 3) + cpu_sum_squares(x + n / 2, n - n / 2);
+    TB_CHECK(fabs(ss - ref) <= 1e-9 * ref, "sum_squares_segments gpu %.17g cpu %.17g", ss, ref);
+    cudaFree(d_segs);
     // bf16: casts, gelu, add
     round_bf16(x, n), round_bf16(y, n);
     uint16_t *b_x = upbf(x, n), *b_y = upbf(y, n), *b_out = up(NULL, n * 2);

@@ -23,8 +23,10 @@ typedef struct binding {
     tb_cuda_precision precision;
     tb_cuda_fail_fn fail;
     void *fail_arg;
-    double *sum;      // one double on the device (sum_squares_add's running sum)
-    int sum_pending;  // sum holds additions not yet taken
+    double *sum;      // one double on the device (the gradient norm's sum)
+    // sum_squares_add's slices since the last take, and the list last sent to the device
+    tb_cuda_segment *segs, *sent, *dsegs;
+    int nsegs, segs_cap, sent_nsegs, sent_cap;
     tb_cuda_timer phase;  // CUDA events of the step's phases
     int side;             // a rank's second thread (bind_side_thread): no allocator, no GEMMs
     void *use;            // set_stream's stream, or NULL: the context's compute stream
@@ -81,6 +83,9 @@ void tb_cuda_backend_bind(tb_cuda_context *ctx, tb_allocator *mem, tb_cuda_preci
                           void *fail_arg) {
     if (!ctx) {
         if (cur.sum && cur.mem) tb_free(cur.mem, cur.sum);
+        if (cur.dsegs && cur.mem) tb_free(cur.mem, cur.dsegs);
+        free(cur.segs);
+        free(cur.sent);
         for (int i = 0; i < cur.ncopies && cur.mem; i++) tb_free(cur.mem, cur.copies[i].copy);
         free(cur.copies);
         free(cur.ranges);
@@ -341,22 +346,40 @@ static void cu_flash_attention_block_backward(float *dq, float *dkv, float *scra
 
 // --- reductions ------------------------------------------------------------------------
 
-// A step's gradient norm: every slice's Σ x² added into one device double (zeroed before the
-// first), read back by one copy and one sync in take.
+// A step's gradient norm: add records each slice (a host list); take sums every slice in one
+// launch into one device double and reads it back by one copy and one sync. The list goes to
+// the device only when it differs from the last one sent (the same slices every step).
 static void cu_sum_squares_add(const float *x, size_t n) {
     if (n == 0) return;
     if (cur.side) fail("sum_squares_add", "not on a side thread (it has no allocator)");
-    if (!cur.sum_pending) {
-        K(cudaMemsetAsync(cur.sum, 0, sizeof(double), (cudaStream_t)stream()));
-        cur.sum_pending = 1;
+    if (cur.nsegs == cur.segs_cap) {
+        cur.segs_cap = cur.segs_cap ? 2 * cur.segs_cap : 256;
+        cur.segs = tb_xreallocarray(cur.segs, (size_t)cur.segs_cap, sizeof *cur.segs, "gradient norm slices");
     }
-    K(cuda_sum_squares(cur.sum, x, n, stream()));
+    cur.segs[cur.nsegs++] = (tb_cuda_segment){x, n};
 }
 static double cu_sum_squares_take(void) {
     double s = 0.0;
-    if (!cur.sum_pending) return 0.0;
+    const int n = cur.nsegs;
+    cur.nsegs = 0;
+    if (n == 0) return 0.0;
+    const size_t bytes = (size_t)n * sizeof(tb_cuda_segment);
+    if (n != cur.sent_nsegs || memcmp(cur.sent, cur.segs, bytes)) {
+        if (n > cur.sent_cap) {
+            if (cur.dsegs) tb_free(cur.mem, cur.dsegs);
+            cur.dsegs = tb_alloc(cur.mem, TB_MEM_WORKSPACE, bytes, "gradient norm slices (device)");
+            cur.sent = tb_xreallocarray(cur.sent, (size_t)n, sizeof *cur.sent, "gradient norm slices sent");
+            cur.sent_cap = n;
+        }
+        memcpy(cur.sent, cur.segs, bytes);
+        cur.sent_nsegs = n;
+        cu_copy_from_host(cur.dsegs, cur.sent, bytes);
+    }
+    size_t longest = 0;
+    for (int i = 0; i < n; i++) longest = cur.segs[i].n > longest ? cur.segs[i].n : longest;
+    K(cudaMemsetAsync(cur.sum, 0, sizeof(double), (cudaStream_t)stream()));
+    K(cuda_sum_squares_segments(cur.sum, cur.dsegs, n, longest, stream()));
     cu_copy_to_host(&s, cur.sum, sizeof s);
-    cur.sum_pending = 0;
     return s;
 }
 

@@ -125,6 +125,13 @@ int cuda_flash_attention_tc_backward(float *dq_base, float *dkv, float *D, const
 
 // *out (one double on the device) += Σ x² (double accumulation; order not fixed)
 int cuda_sum_squares(double *out, const float *x, size_t n, tb_cuda_stream s);
+// The same over nsegs segments (a device array; longest: the largest n) in one launch: a step's
+// gradient norm over every tensor slice it counts.
+typedef struct tb_cuda_segment {
+    const float *x;
+    size_t n;
+} tb_cuda_segment;
+int cuda_sum_squares_segments(double *out, const tb_cuda_segment *segs, int nsegs, size_t longest, tb_cuda_stream s);
 
 #ifdef __cplusplus
 }

@@ -373,6 +373,17 @@ __global__ void sum_squares_kernel(double *out, const float *x, size_t n) {
     if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
 }
 
+// Σ x² over many segments in one launch: blockIdx.y the segment, the x blocks striding over it;
+// one atomic add per warp into *out.
+__global__ void sum_squares_segments_kernel(double *out, const tb_cuda_segment *segs) {
+    const tb_cuda_segment g = segs[blockIdx.y];
+    double s = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < g.n; i += (size_t)gridDim.x * blockDim.x)
+        s += (double)g.x[i] * g.x[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0 && s != 0.0) atomicAdd(out, s);
+}
+
 // ---------------------------------------------------------------------------------------
 // Context parallelism's data movement (cpu_cp_* of backend/cpu/context_parallel.c): copies
 // and one add per element, the CPU's bits. One thread per element of the K/V rows.
@@ -650,6 +661,14 @@ int cuda_sum_squares(double *out, const float *x, size_t n, tb_cuda_stream s) {
     unsigned blocks = blocks_for(n);
     if (blocks > 1024) blocks = 1024;
     sum_squares_kernel<<<blocks, kThreads, 0, s>>>(out, x, n);
+    return launched();
+}
+int cuda_sum_squares_segments(double *out, const tb_cuda_segment *segs, int nsegs, size_t longest, tb_cuda_stream s) {
+    if (nsegs <= 0 || longest == 0) return 0;
+    if (nsegs > 65535) return (int)cudaErrorInvalidValue;  // gridDim.y
+    unsigned blocks = blocks_for(longest);
+    if (blocks > 256) blocks = 256;
+    sum_squares_segments_kernel<<<dim3(blocks, (unsigned)nsegs), kThreads, 0, s>>>(out, segs);
     return launched();
 }
 
