@@ -199,8 +199,7 @@ static void get_batch(tb_trainer *tr, int64_t step) {
     free(tg);
 }
 
-// The parameters may have been written since the backend last read them (an update, its
-// all-gather, a load): a device's 16-bit weight copies are made again at their next GEMM.
+// The parameters may have changed (an update, its all-gather, a load): a device's 16-bit weight copies are stale.
 static void params_changed(tb_trainer *tr) {
     for (int c = 0; c < tr->nchunks; c++)
         tb_be()->params_changed(tr->models[c].param_memory, tr->models[c].padded_parameters);
@@ -289,8 +288,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     TB_RANGE_PUSH("train_step");
     tb_range_annotate(step, -1);
     tensor_dump_arm(tr->dump, step);
-    // a load, or --overlap-param-gather's gathers (each waited for before its layer's GEMMs)
-    params_changed(tr);
+    params_changed(tr);  // a load, or --overlap-param-gather's gathers (waited for before each layer's GEMMs)
     for (int c = 0; c < tr->nchunks; c++) {
         gpt_zero_grad(&tr->models[c]);
         if (tr->models[c].block.moe_stats.num_layers) moe_stats_reset(&tr->models[c].block.moe_stats);
