@@ -319,15 +319,20 @@ typedef struct streamed {
     tb_strmap *counted;
     long *nfiles, *nlines;
     const char **inputs;
+    double busy;  // seconds spent hashing and writing (not waiting for a unit): --verbose
 } streamed;
 
 static void parse_and_write(ix_work *w, void *arg) {
     streamed *sw = arg;
     for (size_t i = 0; i < w->db->ntus; i++) {
         ix_wait_unit(w, i);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         ix_hash_unit_inputs(w->db, w->results, &i, 1, sw->hashes, sw->counted, sw->nfiles, sw->nlines);
         w->results[i].inputs = sw->inputs[i];
         if (sw->writer) ix_write_unit(sw->writer, i, &w->results[i]);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        sw->busy += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     }
 }
 
@@ -657,6 +662,7 @@ int tracebook_index_main(int argc, char **argv) {
     else
         ix_run_workers(&w, opt.jobs, try_update && !out_dir_failed ? begin_update : NULL, &us);
     ix_phase_mark(&opt, &tp, stream ? "parse and visit, each unit written as it came" : "parse and visit");
+    ix_phase_units(&opt, results, todo, ntodo, stream ? sw.busy : -1);
     if (!stream) ix_hash_unit_inputs(&db, results, todo, ntodo, &hashes, &counted, &nfiles, &nlines);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
     ix_phase_mark(&opt, &tp, "input files hashed");

@@ -20,6 +20,12 @@
 // ---------------------------------------------------------------------------------------
 // Parsing
 
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
 static int count_errors(CXTranslationUnit tu, int *driver_errors) {
     int n = 0;
     if (driver_errors) *driver_errors = 0;
@@ -125,8 +131,11 @@ static void parse_captured(ctx *c, void *cxindex, const ix_tu *tu, const char *c
     c->files = NULL;
     c->fcap = c->flen = 0;
     c->tu = NULL;
+    struct timespec tp;
+    clock_gettime(CLOCK_MONOTONIC, &tp);
     enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, (const char *const *)a.items,
                                                      (int)a.len, unsaved, nunsaved, flags, &c->tu);
+    c->r->parse_seconds += seconds_since(&tp);
     tb_vec_free(&a);
     if (e != CXError_Success) {
         c->r->errors++;
@@ -147,7 +156,7 @@ static void parse_captured(ctx *c, void *cxindex, const ix_tu *tu, const char *c
 static const unsigned parse_flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
 
 void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_result *r) {
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ix_result_init(r);
 
@@ -170,6 +179,7 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     unsigned nunsaved = ix_unit_unsaved(tu, unsaved, &r->pool);
     enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, tu->args, tu->nargs, unsaved,
                                                      nunsaved, flags, &c.tu);
+    r->parse_seconds = seconds_since(&t0);
     const char *note = NULL;
     int driver_errors = 0;
     if (e == CXError_Success) count_errors(c.tu, &driver_errors);
@@ -211,8 +221,7 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     tb_vec_free(&c.captured);
     free(c.files);
     tb_vec_free(&c.seen_refs);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    r->seconds = seconds_since(&t0);
 }
 
 int ix_parse_only(void *cxindex, const ix_tu *tu) {

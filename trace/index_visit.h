@@ -75,7 +75,8 @@ typedef struct ix_result {
     tb_vec deps;         // of ix_dep: the unit's input files (hashes filled in by index.c)
     const char *inputs;  // hex SHA-256 of the unit's command line and options (ix_inputs_hash)
     tb_pool pool;
-    double seconds;
+    double seconds;        // the whole unit: the parses, the visits, the inclusions
+    double parse_seconds;  // libclang's parses alone (the second OpenMP one included)
 } ix_result;
 
 // Parses tu with its own flags and extracts its facts into r (which it initialises).

@@ -418,6 +418,17 @@ void ix_phase_mark(const ix_options *opt, struct timespec *last, const char *wha
     *last = now;
 }
 
+void ix_phase_units(const ix_options *opt, const ix_result *results, const size_t *todo, size_t ntodo,
+                    double writer_busy) {
+    if (!opt->verbose) return;
+    double all = 0, parse = 0;
+    for (size_t k = 0; k < ntodo; k++) all += results[todo[k]].seconds, parse += results[todo[k]].parse_seconds;
+    fprintf(stderr, "tracebook index: the units' time: %.3f s, of which libclang's parses %.3f s, visits %.3f s", all,
+            parse, all - parse);
+    if (writer_busy >= 0) fprintf(stderr, "; the writer thread busy %.3f s", writer_busy);
+    fprintf(stderr, "\n");
+}
+
 // In place: the copy of the previous index loses everything but the tu_* rows of the reused
 // units (their previous files.id: results[i].reused units, prev_id[i]).
 static int clear_for_update(writer *w, const ix_compdb *db, const ix_result *results, const long long *prev_id) {

@@ -40,6 +40,11 @@ typedef struct ix_inplace {
 // the index is written anew).
 // --verbose: "phase WHAT: S s" on stderr, the seconds since *last; *last becomes now.
 void ix_phase_mark(const ix_options *opt, struct timespec *last, const char *what);
+// --verbose: where the parse workers' time went, summed over the parsed units (todo): libclang's
+// parses and the rest (the visits); and how long the writer thread was busy (writer_busy < 0:
+// no writer thread).
+void ix_phase_units(const ix_options *opt, const ix_result *results, const size_t *todo, size_t ntodo,
+                    double writer_busy);
 
 // The same, one unit at a time as the units' facts come (the full index writes while the
 // units are parsed): ix_write_begin makes the new file with the units' rows; ix_write_unit

@@ -4,7 +4,9 @@
 // defines it, `callers` and `chain --to` end at it, and its calls are collective sites.
 // The link comes from a hand-written CMake file-API reply: an archive given by path
 // (libfakenccl.a, its symbol index written here) and -lfakempi, a GNU ld script (as
-// Debian's libc.so is) naming another archive. Lines come from marker comments.
+// Debian's libc.so is) naming another archive. Lines come from marker comments. Shared
+// objects: two built here with cc -shared, one with only a GNU hash table (looked up
+// through it) and one with only a SysV one (its dynamic symbols read whole).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +140,78 @@ TB_TEST(callers_and_chain_end_at_the_library_function) {
     free(out);
 }
 
+// The same program linked with two shared objects, built here: libfakegnu.so (only a GNU hash
+// table: --hash-style=gnu) defines ncclAllReduce_v2 and MPI_Allreduce, not ncclAllReduce;
+// libfakesysv.so (only a SysV one) defines ncclAllReduce and, weak, ncclGetErrorString.
+#define WORK2 WORK "/shared"
+#define INDEX2 WORK2 "/index.sqlite"
+
+static int so_status = -1;
+static char *so_output;
+
+static int build_shared(const char *name, const char *style, const char *code) {
+    char src[1024], *out = NULL;
+    snprintf(src, sizeof src, WORK2 "/%s.c", name);
+    if (tb_write_text(src, code)) return -1;
+    int rc = tb_shell(&out, "cc -shared -fPIC -Wl,--hash-style=%s -o '" WORK2 "/lib%s.so' '%s'", style, name, src);
+    if (rc) fprintf(stderr, "cc -shared %s: %s\n", name, out ? out : "");
+    free(out);
+    return rc ? -1 : 0;
+}
+
+static int write_shared_inputs(void) {
+    tb_error err;
+    if (tb_mkdir_p(WORK2 "/.cmake/api/v1/reply", &err)) return -1;
+    int bad = build_shared("fakegnu", "gnu",
+                           "int ncclAllReduce_v2(void) { return 0; }\nint MPI_Allreduce(void) { return 0; }\n");
+    bad |= build_shared("fakesysv", "sysv",
+                        "int ncclAllReduce(void) { return 0; }\n"
+                        "__attribute__((weak)) const char *ncclGetErrorString(int r) { return r ? \"e\" : \"\"; }\n");
+    bad |= tb_write_text(WORK2 "/compile_commands.json",
+                         "[{\"directory\": \"" WORK2 "\", \"arguments\": [\"cc\", \"-std=c17\", \"-isystem\", \"" XFIX
+                         "/sysinc\", \"-c\", \"" APP_C "\"], \"file\": \"" APP_C "\"}]\n");
+    bad |= tb_write_app_reply(WORK2 "/.cmake/api/v1/reply", XFIX, WORK2,
+                              "{\"path\": \"app.c\", \"compileGroupIndex\": 0}",
+                              "{\"fragment\": \"-L" WORK2 "\", \"role\": \"libraryPath\"},"
+                              "{\"fragment\": \"-lfakegnu\", \"role\": \"libraries\"},"
+                              "{\"fragment\": \"" WORK2 "/libfakesysv.so\", \"role\": \"libraries\"}");
+    return bad ? -1 : 0;
+}
+
+// What the linker wrote: which hash tables the object has ("GNU_HASH", "HASH" section types).
+static int has_section_type(const char *lib, const char *type) {
+    char *out = NULL;
+    int rc = tb_shell(&out, "readelf -SW '" WORK2 "/%s' | awk '{ for (i = 1; i <= NF; i++) if ($i == \"%s\") n++ }"
+                            " END { print n + 0 }'",
+                      lib, type);
+    int n = rc == 0 && out ? atoi(out) : -1;
+    free(out);
+    return n;
+}
+
+TB_TEST(shared_objects_are_read_through_either_hash_table) {
+    int built = so_status >= 0 || write_shared_inputs() == 0;
+    TB_REQUIRE(tb_index_fixture(&so_status, &so_output, built, TRACEBOOK, WORK2, INDEX2), "index failed (%d):\n%s",
+               so_status, so_output);
+    TB_REQUIRE(has_section_type("libfakegnu.so", "GNU_HASH") == 1 && has_section_type("libfakegnu.so", "HASH") == 0,
+               "libfakegnu.so has a GNU hash table only");
+    TB_REQUIRE(has_section_type("libfakesysv.so", "GNU_HASH") == 0 && has_section_type("libfakesysv.so", "HASH") == 1,
+               "libfakesysv.so has a SysV hash table only");
+    char *out;
+    int rc = tb_shell(&out, "'%s' def MPI_Allreduce --index '%s'", TRACEBOOK, INDEX2);
+    TB_CHECK(rc == 0 && tb_has(out, "  defined in " WORK2 "/libfakegnu.so, linked by app\n"), "rc %d:\n%s", rc, out);
+    free(out);
+    // libfakegnu.so defines ncclAllReduce_v2, not ncclAllReduce:
+    // the SysV object's symbol is found after it on the link line
+    rc = tb_shell(&out, "'%s' def ncclAllReduce --index '%s'", TRACEBOOK, INDEX2);
+    TB_CHECK(rc == 0 && tb_has(out, "  defined in " WORK2 "/libfakesysv.so, linked by app\n"), "rc %d:\n%s", rc, out);
+    free(out);
+    rc = tb_shell(&out, "'%s' def ncclGetErrorString --index '%s'", TRACEBOOK, INDEX2);
+    TB_CHECK(rc == 0 && tb_has(out, "  defined in " WORK2 "/libfakesysv.so, linked by app\n"),
+             "a weak definition: rc %d:\n%s", rc, out);
+    free(out);
+}
+
 TB_TEST(nccl_and_mpi_calls_are_collective_sites) {
     TB_REQUIRE(indexed(), "index failed:\n%s", ix_output);
     sqlite3 *db = tb_index_open_ro(INDEX);
@@ -158,6 +232,8 @@ int main(void) {
     TB_RUN(def_names_the_header_and_the_library_of_the_link);
     TB_RUN(callers_and_chain_end_at_the_library_function);
     TB_RUN(nccl_and_mpi_calls_are_collective_sites);
+    TB_RUN(shared_objects_are_read_through_either_hash_table);
     free(ix_output);
+    free(so_output);
     return tb_test_summary();
 }
