@@ -49,6 +49,11 @@ static tb_gpt_tensor sp_partial(tb_gpt_tensor t) {
     return t;
 }
 
+static tb_gpt_tensor tp_partial(tb_gpt_tensor t) {
+    t.tp_partial = 1;
+    return t;
+}
+
 static void emit(const emitter *e, tb_gpt_tensor t) { e->each(e->arg, &t); }
 
 // A MoE layer's MLP (transformer/moe/moe_layer.h): the router (E, C), replicated over tp
@@ -119,6 +124,12 @@ void tb_gpt_tensors(const tb_gpt_dims *d, void (*each)(void *arg, const tb_gpt_t
         if (d->norm_bias) emit(&e, sp_partial(vector(&e, C, TB_INIT_ZEROS, "ln_1.bias")));
         emit(&e, split(matrix(&e, QKV, C, TB_INIT_STD, "attn.c_attn.weight"), TB_SPLIT_TP, 0, 3, q, kv, kv));
         if (d->bias) emit(&e, split(vector(&e, QKV, TB_INIT_ZEROS, "attn.c_attn.bias"), TB_SPLIT_TP, 1, 3, q, kv, kv));
+        if (d->qk_norm) {  // over the head size, shared by the heads: whole on every tp rank
+            emit(&e, tp_partial(vector(&e, d->hs, TB_INIT_ONES, "attn.q_norm.weight")));
+            if (d->norm_bias) emit(&e, tp_partial(vector(&e, d->hs, TB_INIT_ZEROS, "attn.q_norm.bias")));
+            emit(&e, tp_partial(vector(&e, d->hs, TB_INIT_ONES, "attn.k_norm.weight")));
+            if (d->norm_bias) emit(&e, tp_partial(vector(&e, d->hs, TB_INIT_ZEROS, "attn.k_norm.bias")));
+        }
         emit(&e, split(matrix(&e, C, C, TB_INIT_OUT_STD, "attn.c_proj.weight"), TB_SPLIT_TP, 1, 1, C, 0, 0));
         if (d->bias) emit(&e, sp_partial(vector(&e, C, TB_INIT_ZEROS, "attn.c_proj.bias")));
         emit(&e, sp_partial(vector(&e, C, TB_INIT_ONES, "ln_2.weight")));

@@ -18,6 +18,7 @@ typedef struct tb_gpt_dims {
     int maxT;           // learned position embeddings' rows
     int L;              // layers
     int bias, norm_bias, learned_pos, tied;
+    int qk_norm;        // each layer's q and k norms (--qk-layernorm): a weight (and bias) of hs each
     // MoE: experts per MoE layer (0: none), layer l is one when l % freq == 0, each expert's
     // hidden, the shared expert's (0: none)
     int E, freq, Fe, Fs;
@@ -53,6 +54,8 @@ typedef struct tb_gpt_tensor {
     int axis;          // the split's: 0 rows, 1 columns
     int nseg, seg[3];  // the whole extent along axis as segments, each split alike (qkv: Q | K | V)
     int sp_partial;    // replicated over tp, its gradient a partial sum under sequence parallelism
+    int tp_partial;    // replicated over tp, its gradient a partial sum always: each tp rank applies
+                       // it to its own heads (the q/k norms)
     int expert;        // 0: dense; 1 + e: expert e's (placed after every dense tensor)
     int etp_replicated;  // an expert's, whole on every etp rank (fc2's bias)
     int decay;         // weight decay applies

@@ -15,16 +15,19 @@ typedef struct tb_layer_saved_shape {
     int64_t B, T, Ns;
     int64_t C;        // hidden
     int64_t QKV, CA;  // the qkv projection's output and the attention's (heads · head size)
-    int64_t NH;       // attention heads
+    int64_t NH, G;    // attention heads, query groups (key/value heads)
     int64_t F, F1;    // the MLP's hidden and fc1's output (F, or 2F gated)
     int flash;        // the flash core (a log-sum-exp per row), else the local core (probabilities)
     int selective;    // selective recompute: the local core's probabilities are not saved
     int moe;          // a MoE layer: no dense fc1 / activation (its own: tb_moe_saved_floats)
+    int qk_norm;      // --qk-layernorm: the queries and keys before their norms, and their statistics
 } tb_layer_saved_shape;
 
 // The dense layer's saved tensors, in carve order: ln1, ln1_mean, ln1_rstd, qkv, the core
-// attention's, atty, mid, ln2, ln2_mean, ln2_rstd, fc1, act.
-#define TB_LAYER_SAVED 12
+// attention's, atty, mid, ln2, ln2_mean, ln2_rstd, fc1, act, then with qk_norm (else 0 floats)
+// q_pre (N·NH rows of the head size CA / NH), q_mean, q_rstd (N·NH), k_pre (N·G rows), k_mean,
+// k_rstd (N·G): a mean is kept for RMSNorm too, as ln1_mean and ln2_mean are.
+#define TB_LAYER_SAVED 18
 void tb_layer_saved_floats(const tb_layer_saved_shape *s, int64_t floats[TB_LAYER_SAVED]);
 // The core attention's: B·NH·T log-sum-exps (flash), or B·NH·T·T probabilities (local; 0
 // under selective recompute, which recomputes them).

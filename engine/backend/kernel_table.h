@@ -72,6 +72,12 @@ struct cpu_flash_block;  // backend/cpu/kernels.h: one block of the context-para
     X(LAUNCH, void, add, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))                      \
     X(LAUNCH, void, add_inplace, (float *acc, const float *b, size_t n), (acc, b, n))                                 \
     X(LAUNCH, void, scale, (float *out, const float *inp, float s, size_t n), (out, inp, s, n))                       \
+    /* --- a column block of a (rows, stride) matrix as a tensor of its own (rows, width): columns                    \
+       [offset, offset + width) of each row; rows_gather copies them out, rows_scatter back in --- */                  \
+    X(LAUNCH, void, rows_gather, (float *dst, const float *src, int rows, int width, int stride, int offset),         \
+      (dst, src, rows, width, stride, offset))                                                                        \
+    X(LAUNCH, void, rows_scatter, (float *dst, const float *src, int rows, int width, int stride, int offset),        \
+      (dst, src, rows, width, stride, offset))                                                                        \
     /* --- attention core, unfused ("local") ---                                                                      \
        Causal grouped-query attention over a fused qkv (B,T,(NH+2G)·hs) laid out [Q heads | K groups | V groups];    \
        head h reads key/value group h / (NH/G); out (B,T,NH·hs). probs (B,NH,T,T) saved for backward, or NULL: the    \

@@ -132,10 +132,11 @@ int gpt_load_safetensors(gpt_model *m, const char *path, tb_error *err) {
         if (is_hf_buffer(name)) continue;
         if (!strcmp(name, "lm_head.weight") && !m->cfg->untie_embeddings_and_output_weights) continue;
         if (!gpt_find_param(m, name))
-            rc = tb_fail(err, "%s: tensor '%s' has no place in this model (%d layers, %s%s%s)", path,
+            rc = tb_fail(err, "%s: tensor '%s' has no place in this model (%d layers, %s%s%s%s)", path,
                          st.tensors[i].name, m->cfg->num_layers, m->spec.input_layernorm->name,
                          m->cfg->disable_bias_linear ? ", no linear biases" : "",
-                         m->cfg->untie_embeddings_and_output_weights ? ", untied output layer" : "");
+                         m->cfg->untie_embeddings_and_output_weights ? ", untied output layer" : "",
+                         m->cfg->qk_layernorm ? ", q/k norms" : "");
         else if (name != st.tensors[i].name && tb_safetensors_find(&st, name))
             rc = tb_fail(err, "%s: tensor '%s' appears both as '%s' and '%s'", path, name, name,
                          st.tensors[i].name);

@@ -41,6 +41,9 @@ const tb_option tb_config_options[] = {
     OPT("--norm-epsilon", norm_epsilon, TB_OPT_FLOAT, "1e-5", NULL, "model", "epsilon of the norms"),
     OPT("--swiglu", swiglu, TB_OPT_BOOL, "false", NULL, "model",
         "SwiGLU MLP (gated SiLU) instead of GELU"),
+    OPT("--qk-layernorm", qk_layernorm, TB_OPT_BOOL, "false", NULL, "model",
+        "normalize each head's queries and keys (LayerNorm or RMSNorm, as --normalization; one weight of head "
+        "size for the queries, one for the keys) after the qkv projection, before rotary embedding"),
     OPT("--disable-bias-linear", disable_bias_linear, TB_OPT_BOOL, "false", NULL, "model",
         "no biases in the linear layers"),
     OPT("--untie-embeddings-and-output-weights", untie_embeddings_and_output_weights, TB_OPT_BOOL,

@@ -65,6 +65,7 @@ typedef struct tb_config {
     int normalization;            // enum tb_normalization
     double norm_epsilon;
     int swiglu;
+    int qk_layernorm;             // a norm (--normalization's kind) on each head's queries and keys
     int disable_bias_linear;
     int untie_embeddings_and_output_weights;
     int position_embedding_type;  // enum tb_position_embedding

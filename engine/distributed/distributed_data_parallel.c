@@ -373,7 +373,8 @@ void ddp_start_step(tb_ddp *d) {
 static void param_ready(tb_ddp *d, int c, int i, int64_t step) {
     gpt_model *m = &d->models[c];
     const gpt_param *p = &m->params[i];
-    if (d->sp_reduce && p->sp_partial && !tb_fault_fires(m->block.d.tp.faults, TB_SITE_SP_GRAD_REDUCE)) {
+    const int sp = d->sp_reduce && p->sp_partial && !tb_fault_fires(m->block.d.tp.faults, TB_SITE_SP_GRAD_REDUCE);
+    if (sp || (p->tp_partial && d->tp->size > 1)) {
         int64_t t0 = tb_now_ns();
         tb_all_reduce(d->tp, m->grad_memory + p->offset, p->numel, TB_RED_SUM);
         d->rank_reduce_ms += (double)(tb_now_ns() - t0) / 1e6;

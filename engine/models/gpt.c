@@ -65,6 +65,7 @@ static void add_tensor(void *arg, const tb_gpt_tensor *t) {
     p->init_std = t->init == TB_INIT_STD ? lay->std : t->init == TB_INIT_OUT_STD ? lay->out_std : 0.0f;
     p->init_value = t->init == TB_INIT_ONES ? 1.0f : 0.0f;
     p->sp_partial = t->sp_partial;
+    p->tp_partial = t->tp_partial;
     p->expert = t->expert;
     p->split_axis = -1;
     p->tp_duplicate = 1;
@@ -96,6 +97,7 @@ static tb_gpt_dims dims_of(const gpt_model *m) {
                          .norm_bias = m->spec.input_layernorm->has_bias,
                          .learned_pos = c->position_embedding_type == TB_POS_LEARNED_ABSOLUTE,
                          .tied = !c->untie_embeddings_and_output_weights,
+                         .qk_norm = c->qk_layernorm,
                          .E = c->num_experts,
                          .freq = c->moe_layer_freq > 0 ? c->moe_layer_freq : 1,
                          .Fe = c->moe_ffn_hidden_size,
@@ -207,6 +209,10 @@ static void bind_views(gpt_model *m, float *base, gpt_weights *w, transformer_la
             else if (!strcmp(rest, "ln_1.bias")) lp->ln1_b = ptr;
             else if (!strcmp(rest, "attn.c_attn.weight")) lp->qkv_w = ptr;
             else if (!strcmp(rest, "attn.c_attn.bias")) lp->qkv_b = ptr;
+            else if (!strcmp(rest, "attn.q_norm.weight")) lp->q_norm_w = ptr;
+            else if (!strcmp(rest, "attn.q_norm.bias")) lp->q_norm_b = ptr;
+            else if (!strcmp(rest, "attn.k_norm.weight")) lp->k_norm_w = ptr;
+            else if (!strcmp(rest, "attn.k_norm.bias")) lp->k_norm_b = ptr;
             else if (!strcmp(rest, "attn.c_proj.weight")) lp->proj_w = ptr;
             else if (!strcmp(rest, "attn.c_proj.bias")) lp->proj_b = ptr;
             else if (!strcmp(rest, "ln_2.weight")) lp->ln2_w = ptr;

@@ -43,6 +43,8 @@ typedef struct gpt_param {
     int global_index;     // position in the whole model's table (seeds the tensor's init)
     int sp_partial;       // under sequence parallelism its gradient is a per-rank partial sum
                           // (norms, row-parallel biases): all-reduced over tp at the step's end
+    int tp_partial;       // its gradient is a per-rank partial sum over tp always (the q/k norms:
+                          // each rank normalizes its own heads): all-reduced over tp likewise
     int expert;           // 1 + the global expert index of an expert's parameter (MoE), else 0:
                           // a token computes with k of a layer's E experts
 } gpt_param;

@@ -1,9 +1,56 @@
-// attention.c — self-attention: ColumnParallel qkv → core attention → RowParallel proj.
+// attention.c — self-attention: ColumnParallel qkv → (q/k norms) → core attention → RowParallel proj.
 #include "backend/backend.h"
 #include "runtime/ranges.h"
 #include "tensor_parallel/layers.h"
 #include "transformer/context_parallel.h"
 #include "transformer/transformer_layer.h"
+
+// --qk-layernorm: each head's queries (qkv's first CA columns) and keys (the next G·hs) normalized
+// over the head size, in place, before the rotary embedding (Megatron's q_layernorm and
+// k_layernorm, in get_query_key_value_tensors). One weight (and bias) of hs for every query head,
+// one for every key head: whole on every tp rank, each rank applying them to its own heads, so
+// their gradients are partial sums over tp (finalize_model_grads all-reduces them). A token's
+// heads are normalized alone: no state crosses tokens, so context parallelism and pipeline
+// stages need nothing more. The norms read contiguous rows: the block is gathered out of qkv
+// (saved as q_pre, k_pre: what the backward reads), normalized into qk_out and scattered back.
+static void qk_norm_forward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
+                            const transformer_layer_params *p, transformer_layer_acts *a, transformer_workspace *ws) {
+    const tb_backend *be = tb_be();
+    const int KV = d->G * d->hs;
+    TB_RANGE_PUSH("layer.%d.attention.q_layernorm", layer);
+    be->rows_gather(a->q_pre, a->qkv, d->N, d->CA, d->QKV, 0);
+    spec->q_layernorm->forward(ws->qk_out, a->q_mean, a->q_rstd, a->q_pre, p->q_norm_w, p->q_norm_b, d->N * d->NH,
+                               d->hs, d->eps);
+    be->rows_scatter(a->qkv, ws->qk_out, d->N, d->CA, d->QKV, 0);
+    TB_RANGE_POP();
+    TB_RANGE_PUSH("layer.%d.attention.k_layernorm", layer);
+    be->rows_gather(a->k_pre, a->qkv, d->N, KV, d->QKV, d->CA);
+    spec->k_layernorm->forward(ws->qk_out, a->k_mean, a->k_rstd, a->k_pre, p->k_norm_w, p->k_norm_b, d->N * d->G,
+                               d->hs, d->eps);
+    be->rows_scatter(a->qkv, ws->qk_out, d->N, KV, d->QKV, d->CA);
+    TB_RANGE_POP();
+}
+
+// d_qkv's query and key blocks: the gradients at the norms' outputs → at their inputs (the qkv
+// GEMM's output); the norms' weight (and bias) gradients accumulated.
+static void qk_norm_backward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
+                             const transformer_layer_params *p, transformer_layer_params *g,
+                             const transformer_layer_acts *a, transformer_workspace *ws) {
+    const tb_backend *be = tb_be();
+    const int KV = d->G * d->hs;
+    TB_RANGE_PUSH("layer.%d.attention.k_layernorm.backward", layer);
+    be->rows_gather(ws->qk_out, ws->d_qkv, d->N, KV, d->QKV, d->CA);
+    spec->k_layernorm->backward(ws->qk_din, g->k_norm_w, g->k_norm_b, ws->qk_out, a->k_pre, p->k_norm_w, a->k_mean,
+                                a->k_rstd, d->N * d->G, d->hs);
+    be->rows_scatter(ws->d_qkv, ws->qk_din, d->N, KV, d->QKV, d->CA);
+    TB_RANGE_POP();
+    TB_RANGE_PUSH("layer.%d.attention.q_layernorm.backward", layer);
+    be->rows_gather(ws->qk_out, ws->d_qkv, d->N, d->CA, d->QKV, 0);
+    spec->q_layernorm->backward(ws->qk_din, g->q_norm_w, g->q_norm_b, ws->qk_out, a->q_pre, p->q_norm_w, a->q_mean,
+                                a->q_rstd, d->N * d->NH, d->hs);
+    be->rows_scatter(ws->d_qkv, ws->qk_din, d->N, d->CA, d->QKV, 0);
+    TB_RANGE_POP();
+}
 
 void self_attention_forward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
                             const transformer_layer_params *p, transformer_layer_acts *a,
@@ -14,6 +61,8 @@ void self_attention_forward(const transformer_layer_spec *spec, int layer, const
     // (N,C) -> (N,QKV): this rank's heads
     column_parallel_linear_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, d->N, d->C, d->QKV);
     TB_RANGE_POP();
+
+    if (d->qk_norm) qk_norm_forward(spec, layer, d, p, a, ws);
 
     if (d->rope_dim) {
         // q and k rotated in place: the saved qkv is what the attention core reads
@@ -75,6 +124,8 @@ void self_attention_backward(const transformer_layer_spec *spec, int layer, cons
                        d->rope_interleaved, 1);
         TB_RANGE_POP();
     }
+
+    if (d->qk_norm) qk_norm_backward(spec, layer, d, p, g, a, ws);
 
     TB_RANGE_PUSH("layer.%d.attention.qkv.backward", layer);
     column_parallel_linear_backward(&d->tp, dln1, ws->full, g->qkv_w, g->qkv_b, ws->d_qkv, a->ln1, p->qkv_w,

@@ -47,6 +47,9 @@ typedef struct tb_core_attention_module {
 
 typedef struct transformer_layer_spec {
     const tb_norm_module *input_layernorm;
+    // each head's queries and keys normalized over the head size (--qk-layernorm); NULL: none
+    // (Megatron's IdentityOp in the q_layernorm and k_layernorm slots)
+    const tb_norm_module *q_layernorm, *k_layernorm;
     const tb_core_attention_module *core_attention;
     const tb_norm_module *pre_mlp_layernorm;
     const tb_activation_module *activation;
@@ -54,7 +57,7 @@ typedef struct transformer_layer_spec {
 } transformer_layer_spec;
 
 // The spec for a config: norm from --normalization, activation from --swiglu, the attention
-// core from --attention-backend.
+// core from --attention-backend, the q/k norms (of --normalization's kind) from --qk-layernorm.
 void transformer_layer_spec_for(const tb_config *cfg, transformer_layer_spec *spec);
 
 #endif

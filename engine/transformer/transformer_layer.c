@@ -22,6 +22,7 @@ tb_layer_dims tb_layer_dims_for(const tb_config *cfg, const transformer_layer_sp
     d.T = cfg->seq_length / d.cp_size;  // this rank's tokens of each sample (context_parallel.h)
     d.cp = NULL;
     d.cp_ring = d.cp_size > 1 && cfg->cp_comm_type == TB_CP_P2P;
+    d.qk_norm = spec->q_layernorm != NULL;
     d.N = d.B * d.T;
     d.Ns = cfg->sequence_parallel ? d.N / tp : d.N;
     d.C = cfg->hidden_size;
@@ -61,14 +62,16 @@ static acts_plan plan_for(transformer_layer_acts *a, const tb_layer_dims *d, int
     // the counts are the shared rule's (core/shapes/saved_tensors.h: the planner reads it too),
     // the core attention's by the spec's module kind
     const tb_layer_saved_shape shape = {.B = d->B, .T = d->T, .Ns = d->Ns, .C = d->C, .QKV = d->QKV, .CA = d->CA,
-                                        .NH = d->NH, .F = d->F, .F1 = d->F1, .flash = d->attention->flash,
-                                        .selective = selective, .moe = moe};
+                                        .NH = d->NH, .G = d->G, .F = d->F, .F1 = d->F1, .flash = d->attention->flash,
+                                        .selective = selective, .moe = moe, .qk_norm = d->qk_norm};
     int64_t floats[TB_LAYER_SAVED];
     tb_layer_saved_floats(&shape, floats);
     void **dense[TB_LAYER_SAVED] = {(void **)&a->ln1,  (void **)&a->ln1_mean, (void **)&a->ln1_rstd,
                                     (void **)&a->qkv,  (void **)&a->attn_saved, (void **)&a->atty,
                                     (void **)&a->mid,  (void **)&a->ln2,      (void **)&a->ln2_mean,
-                                    (void **)&a->ln2_rstd, (void **)&a->fc1,  (void **)&a->act};
+                                    (void **)&a->ln2_rstd, (void **)&a->fc1,  (void **)&a->act,
+                                    (void **)&a->q_pre, (void **)&a->q_mean,  (void **)&a->q_rstd,
+                                    (void **)&a->k_pre, (void **)&a->k_mean,  (void **)&a->k_rstd};
     for (int i = 0; i < TB_LAYER_SAVED; i++) p.slot[p.n] = dense[i], p.count[p.n++] = (size_t)floats[i];
     memset(&a->moe, 0, sizeof a->moe);
     if (moe) {
@@ -146,6 +149,8 @@ void transformer_workspace_alloc(transformer_workspace *ws, tb_allocator *mem, t
     ws->d_atty = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->CA * f, "grad of attention output");
     ws->d_fc1 = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F1 * f, "grad of fc1 output");
     ws->d_act = tb_alloc(mem, TB_MEM_WORKSPACE, N * d->F * f, "grad of activation output");
+    ws->qk_out = d->qk_norm ? tb_alloc(mem, TB_MEM_WORKSPACE, N * d->CA * f, "q/k norm output") : NULL;
+    ws->qk_din = d->qk_norm ? tb_alloc(mem, TB_MEM_WORKSPACE, N * d->CA * f, "grad at q/k norm input") : NULL;
     ws->attn_threads = cpu_get_num_threads();
     ws->attn_scratch = tb_alloc(mem, TB_MEM_WORKSPACE, d->attention->scratch_floats(d->cp_ring ? d->T : d->T * d->cp_size, d->hs, ws->attn_threads) * f,
                                 "attention scratch");
@@ -191,7 +196,7 @@ void transformer_workspace_free(transformer_workspace *ws, tb_allocator *mem) {
     moe_workspace_free(&ws->moe, mem);
     float **all[] = {&ws->branch, &ws->full,  &ws->norm_out, &ws->d_norm_out,   &ws->d_mid,  &ws->d_qkv,
                      &ws->d_atty, &ws->d_fc1, &ws->d_act,    &ws->attn_scratch, &ws->staging,
-                     &ws->rope_cos, &ws->rope_sin, &ws->cp_kv};
+                     &ws->rope_cos, &ws->rope_sin, &ws->cp_kv, &ws->qk_out, &ws->qk_din};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         tb_free(mem, *all[i]);
         *all[i] = NULL;

@@ -7,7 +7,9 @@
 // transformer_layer_acts, allocated through the rank's allocator as "activations", so the
 // memory accounting and recompute are exact. What each submodule saves (N = B·T):
 //   input_layernorm    ln1 (N,C), ln1_mean (N), ln1_rstd (N)     (+ the layer input x)
-//   self_attention     qkv (N,QKV), the core's (transformer/spec.h: local's probabilities
+//   self_attention     qkv (N,QKV) (with --qk-layernorm: its queries and keys normalized, and
+//                      q_pre (N·NH,hs), k_pre (N·G,hs) before, their means and rstds),
+//                      the core's (transformer/spec.h: local's probabilities
 //                      (B,NH,T,T), not under selective recompute; flash's log-sum-exps (B,NH,T)),
 //                      atty (N,C)
 //   residual           mid (N,C)
@@ -54,6 +56,7 @@ typedef struct tb_layer_dims {
     float moe_loss_scale;        // backward: the main loss's scale, for the load-balancing loss's gradient
     struct moe_stats *moe_stats; // forward: the step's load statistics (NULL: not recorded)
     int cp_ring;        // cp_comm_type p2p: K and V pass around a ring of the cp ranks; 0: all-gathered
+    int qk_norm;        // the spec has q and k norms (--qk-layernorm)
 } tb_layer_dims;
 
 // Parameters (or their gradients: same struct, same layout). Biases are NULL without
@@ -65,6 +68,7 @@ typedef struct transformer_layer_params {
     float *ln2_w, *ln2_b;    // (C)
     float *fc1_w, *fc1_b;    // (F1, C), (F1)
     float *fc2_w, *fc2_b;    // (C, F), (C)
+    float *q_norm_w, *q_norm_b, *k_norm_w, *k_norm_b;  // (hs) each, --qk-layernorm's; else NULL
     moe_layer_params moe;    // a MoE layer's router and experts (the fc* above are then NULL)
 } transformer_layer_params;
 
@@ -72,6 +76,8 @@ typedef struct transformer_layer_acts {
     void *memory;            // the one allocation the pointers below are carved from
     float *ln1, *ln1_mean, *ln1_rstd;   // (N,C) gathered, (Ns), (Ns)
     float *qkv;                         // (N,QKV)
+    float *q_pre, *q_mean, *q_rstd;     // --qk-layernorm: the queries before their norm (N·NH,hs), (N·NH) each
+    float *k_pre, *k_mean, *k_rstd;     // the keys' (N·G,hs), (N·G) each; all NULL without
     float *attn_saved;                  // the attention core's: local (B,NH,T,T) probabilities, NULL
                                         // under selective recompute; flash (B,NH,T) log-sum-exps
     float *atty;                        // (N,CA)
@@ -93,6 +99,7 @@ typedef struct transformer_workspace {
     float *d_atty;           // (N,CA)
     float *d_fc1;            // (N,F1)
     float *d_act;            // (N,F)
+    float *qk_out, *qk_din;  // (N,CA) each, --qk-layernorm: a norm's contiguous output / input gradient
     float *attn_scratch;     // the attention core's scratch_floats
     int attn_threads;        // the OpenMP threads attn_scratch is sized for
     float *rope_cos, *rope_sin;  // (T, rope_dim / 2) each: rope's rotation; NULL without rope

@@ -55,6 +55,7 @@ static shape shape_of(const tb_config *c) {
     s.dims = (tb_gpt_dims){.C = s.C, .NH = s.NH, .G = s.G, .hs = s.hs, .F = s.F, .fc1_factor = gate,
                            .Vp = (int)s.Vp, .V = c->vocab_size, .maxT = (int)s.maxT, .L = c->num_layers,
                            .bias = s.bias, .norm_bias = s.norm_bias, .learned_pos = s.learned_pos, .tied = s.tied,
+                           .qk_norm = c->qk_layernorm,
                            .E = s.E, .freq = s.freq, .Fe = s.Fe, .Fs = s.Fs};
     return s;
 }
@@ -63,7 +64,7 @@ static int is_moe_layer(const shape *s, int layer) { return s->E > 0 && layer % 
 
 // One model chunk's figures on one rank.
 typedef struct chunk_params {
-    int64_t held, counted, replicated_counted, aligned, sp_partial, wte;
+    int64_t held, counted, replicated_counted, aligned, sp_partial, tp_partial, wte;
     int64_t expert, expert_aligned;  // of held / aligned: the rank's E/ep experts' tensors
     int64_t expert_replicated;       // of expert: replicated over etp (fc2's bias), counted on etp rank 0
 } chunk_params;
@@ -87,6 +88,7 @@ static void add_kept(void *arg, const tb_gpt_tensor *t) {
     if (counted) p->counted += n;
     if (counted && t->split != TB_SPLIT_TP) p->replicated_counted += n;  // an expert's split is etp's: counted once
     if (t->sp_partial) p->sp_partial += n;
+    if (t->tp_partial) p->tp_partial += n;
     if (t->place == TB_PLACE_EMBEDDING) p->wte = n;
     if (t->expert) {
         p->expert += n;
@@ -122,6 +124,7 @@ static void add_params(chunk_params *to, const chunk_params *p, int64_t times) {
     to->replicated_counted += times * p->replicated_counted;
     to->aligned += times * p->aligned;
     to->sp_partial += times * p->sp_partial;
+    to->tp_partial += times * p->tp_partial;
     to->expert += times * p->expert;
     to->expert_aligned += times * p->expert_aligned;
     to->expert_replicated += times * p->expert_replicated;
@@ -300,9 +303,11 @@ static void engine_acts(const tb_config *c, const shape *s, chunk_acts *a, int h
     const int64_t B = c->micro_batch_size, T = c->seq_length / cp, N = B * T;
     const int64_t Ns = c->sequence_parallel ? N / tp : N, C = s->C;
     const int64_t NHl = s->NH / tp, CA = NHl * s->hs, QKVl = s->QKV / tp, Fl = s->F / tp, F1l = s->F1 / tp;
-    tb_layer_saved_shape layer = {.B = B, .T = T, .Ns = Ns, .C = C, .QKV = QKVl, .CA = CA, .NH = NHl, .F = Fl,
-                                  .F1 = F1l, .flash = c->attention_backend == TB_ATTENTION_FLASH,
-                                  .selective = c->recompute_granularity == TB_RECOMPUTE_SELECTIVE};
+    tb_layer_saved_shape layer = {.B = B, .T = T, .Ns = Ns, .C = C, .QKV = QKVl, .CA = CA, .NH = NHl,
+                                  .G = s->G / tp, .F = Fl, .F1 = F1l,
+                                  .flash = c->attention_backend == TB_ATTENTION_FLASH,
+                                  .selective = c->recompute_granularity == TB_RECOMPUTE_SELECTIVE,
+                                  .qk_norm = c->qk_layernorm};
     int64_t floats[TB_LAYER_SAVED];
     tb_layer_saved_floats(&layer, floats);
     a->A = 0;
@@ -347,10 +352,13 @@ static void engine_acts(const tb_config *c, const shape *s, chunk_acts *a, int h
 // s·b·h·(18 + 4·F/h)/t, Megatron's theoretical_memory_usage. The core attention's 5·a·s/h is
 // dropped with selective recompute or the flash core. The stream S (the layer input, the
 // checkpoint of full recompute) is 2·s·b·h (/t with sequence parallelism) of the 10.
+// --qk-layernorm adds its norms' inputs, Q and K before the norms (2 + 2·g/a), and their
+// statistics (a mean and an rstd in fp32 per head and token: 8·(a + g)/h), sharded with the heads.
 static void korthikanti_acts(const tb_config *c, const shape *s, chunk_acts *a, int has_head) {
     const double t = s->tp, sbh = (double)c->micro_batch_size * (c->seq_length / c->context_parallel_size) * s->C;
     const double a_heads = s->NH, h = s->C, seq = (double)c->seq_length / c->context_parallel_size;
-    const double sharded = 4.0 + 4.0 * s->G / a_heads + (c->swiglu ? 6.0 : 4.0) * s->F / h;
+    const double qk = c->qk_layernorm ? 2.0 + 2.0 * s->G / a_heads + 8.0 * (a_heads + s->G) / h : 0.0;
+    const double sharded = 4.0 + 4.0 * s->G / a_heads + (c->swiglu ? 6.0 : 4.0) * s->F / h + qk;
     const int core_saved = c->recompute_granularity != TB_RECOMPUTE_SELECTIVE && c->attention_backend != TB_ATTENTION_FLASH;
     // the scores of the rank's s/cp queries against the whole sequence's keys
     const double core = core_saved ? 5.0 * a_heads * c->seq_length / h : 0.0;
@@ -632,8 +640,10 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
                 dst[i]->msg += m * src[i]->msg;
                 dst[i]->bus += m * src[i]->bus;
             }
-            // per step: sequence-parallel partial gradients over tp, the tied embedding, dp
+            // per step: sequence-parallel partial gradients over tp, the q/k norms' (partial
+            // over tp always), the tied embedding, dp
             if (c->sequence_parallel) all_reduce(&sc.tp, (double)cpz.sp_partial, grad_elem, tp);
+            if (cpz.tp_partial) all_reduce(&sc.tp, (double)cpz.tp_partial, grad_elem, tp);
             if (pp > 1 && s.tied && cpz.wte) all_reduce(&sc.embedding, (double)cpz.wte, grad_elem, 2);
             if (sharded && mixed && apart && cpz.expert > 0) {
                 // Megatron's distributed optimizer under ep: the dense range over dp x cp, the

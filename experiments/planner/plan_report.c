@@ -25,11 +25,13 @@ static const char *param_formula(const tb_plan *p, const tb_plan_cluster *cl) {
 static const char *activation_formula(const tb_plan_cluster *cl) {
     return cl->precision == TB_PLAN_FP32
                ? "the engine's saved tensors per layer (transformer_layer.c: ln_1 out, mean, rstd, qkv, the attention "
-                 "core's saved rows, attention out, mid residual, ln_2 out, mean, rstd, fc1 out, activation out; each "
+                 "core's saved rows, attention out, mid residual, ln_2 out, mean, rstd, fc1 out, activation out, with "
+                 "--qk-layernorm the queries and keys before their norms and the norms' means and rstds; each "
                  "64-byte aligned) + the residual stream per layer, + the final norm and logits on the last stage, in "
                  "fp32, walked through the 1F1B / interleaved schedule; peak over the schedule"
                : "Korthikanti et al. 2022 Table 2 per layer (16-bit): s*b*h*(10 + (4 + 4g/a + 4F/h [6F/h SwiGLU] + "
-                 "5as/h)/t), with sequence parallelism s*b*h*(10 + ...)/t; 5as/h dropped under selective recompute or "
+                 "5as/h [+ 2 + 2g/a + 8(a+g)/h with --qk-layernorm])/t), with sequence parallelism s*b*h*(10 + ...)/t; "
+                 "5as/h dropped under selective recompute or "
                  "the flash core; full recompute keeps the layer input 2sbh (/t with SP); + fp32 logits 4*s*b*V/t "
                  "on the last stage; s = seq/cp; x the microbatches in flight at the schedule's peak";
 }

@@ -58,6 +58,10 @@ static const verify_case cases[] = {
                                 "--untie-embeddings-and-output-weights --disable-bias-linear --ffn-hidden-size 96 "
                                 "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --world-size 8 "
                                 "--micro-batch-size 1 --use-distributed-optimizer --sequence-parallel"},
+    // --qk-layernorm: the q and k norms' weights whole on every tp rank (their gradients all-reduced
+    // over tp), the queries and keys before them and their statistics saved per layer
+    {"qk-layernorm tp2 + sp, RMSNorm rope", TINY " --qk-layernorm --normalization RMSNorm "
+                                "--position-embedding-type rope --tensor-model-parallel-size 2 --sequence-parallel"},
     // MoE: at ep 1 every figure is exact (no token dropped: R = N x k rows); under ep 2 the
     // rows reaching a rank's experts are the routing's, so its activations are a ratio
     {"MoE E4 top-2, ep1 dp2", TINY " --num-experts 4 --moe-router-topk 2 --world-size 2"},

@@ -151,6 +151,32 @@ TB_TEST(extra_layer_in_the_file_is_refused_as_having_no_place) {
     unlink(ln);
 }
 
+// --qk-layernorm's tensors (h.L.attn.q_norm.*, k_norm.*): a file without them (GPT-2's) cannot
+// fill a model that has them, and a file with them has no place in a model without them
+TB_TEST(q_and_k_norms_missing_or_extra_are_refused_naming_the_tensor) {
+    tb_config plain, qk;
+    gpt2_config(&plain);
+    qk = plain;
+    qk.qk_layernorm = 1;
+    config_resolve(&qk);
+    const char *ppath = TMP("plain.safetensors"), *qpath = TMP("qk.safetensors");
+    TB_REQUIRE(save_model_of(&plain, 1, ppath) == 0 && save_model_of(&qk, 1, qpath) == 0, "save");
+    tb_error err;
+    char want[2048];
+    int rc = load_into(&qk, ppath, &err);
+    snprintf(want, sizeof want, "%s: tensor 'h.0.attn.q_norm.weight' [%d] is missing", ppath,
+             qk.hidden_size / qk.num_attention_heads);
+    TB_CHECK(rc != 0 && !strcmp(err.msg, want), "rc %d, message:\n      %s\n    expected:\n      %s", rc, err.msg,
+             want);
+    rc = load_into(&plain, qpath, &err);
+    TB_CHECK(rc != 0 && strstr(err.msg, "'h.0.attn.q_norm.weight' has no place in this model (2 layers, LayerNorm)"),
+             "rc %d: %s", rc, err.msg);
+    rc = load_into(&qk, qpath, &err);
+    TB_CHECK(rc == 0, "a --qk-layernorm file into a --qk-layernorm model: %s", err.msg);
+    unlink(ppath);
+    unlink(qpath);
+}
+
 TB_TEST(tied_model_ignores_lm_head_and_untied_model_demands_it) {
     tb_config tied, untied;
     gpt2_config(&tied);
@@ -263,6 +289,7 @@ int main(int argc, char **argv) {
     TB_RUN(hidden_size_mismatch_is_refused_naming_the_tensor_and_both_shapes);
     TB_RUN(missing_tensor_is_refused_naming_it_and_its_shape);
     TB_RUN(extra_layer_in_the_file_is_refused_as_having_no_place);
+    TB_RUN(q_and_k_norms_missing_or_extra_are_refused_naming_the_tensor);
     TB_RUN(tied_model_ignores_lm_head_and_untied_model_demands_it);
     TB_RUN(non_finite_weight_is_refused_naming_the_tensor_and_the_element);
     TB_RUN(corrupt_or_absent_file_is_refused_naming_the_path);

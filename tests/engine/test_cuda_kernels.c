@@ -204,6 +204,20 @@ TB_TEST(activations_and_residual) {
     cpu_add_inplace(out, y, n);
     OK(cuda_add_inplace(d_out, d_y, n, s));
     CLOSE(down(d_out, n), out, n, F32_ATOL, F32_RTOL, "add_inplace");
+    // a column block of x seen as (N, 2F) rows (--qk-layernorm's q and k blocks of qkv): out
+    // and back in, exact copies
+    const int width = F / 2, offset = F + 3;
+    float *blk = malloc((size_t)N * width * 4), *d_blk = upf(NULL, (size_t)N * width);
+    cpu_rows_gather(blk, x, N, width, 2 * F, offset);
+    OK(cuda_rows_gather(d_blk, d_x, N, width, 2 * F, offset, s));
+    CLOSE(down(d_blk, (size_t)N * width), blk, (size_t)N * width, 0.0, 0.0, "rows_gather");
+    memcpy(out, y, n * 4);
+    OK(cudaMemcpy(d_out, d_y, n * 4, cudaMemcpyDeviceToDevice));
+    cpu_rows_scatter(out, blk, N, width, 2 * F, offset);
+    OK(cuda_rows_scatter(d_out, d_blk, N, width, 2 * F, offset, s));
+    CLOSE(down(d_out, n), out, n, 0.0, 0.0, "rows_scatter");
+    cudaFree(d_blk);
+    free(blk);
     // sum of squares (double; order differs)
     double *d_ss = up(NULL, sizeof(double)), ss = 0.0;
     OK(cuda_sum_squares(d_ss, d_x, n, s));

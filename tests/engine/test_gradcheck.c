@@ -377,13 +377,15 @@ static double layer_objective(void *ctx) {
     return dot(c->out, c->R, (size_t)c->d.N * c->d.C);
 }
 
-static void layer_check(int rms, int swiglu, int G, int selective, int rope, int flash) {
+// qk: --qk-layernorm (the q and k norms, of the layer's norm kind)
+static void layer_check(int rms, int swiglu, int G, int selective, int rope, int flash, int qk) {
     tb_config cfg;
     config_defaults(&cfg);
     cfg.micro_batch_size = 2, cfg.seq_length = 5, cfg.hidden_size = 16, cfg.num_attention_heads = 4;
     cfg.num_query_groups = G, cfg.ffn_hidden_size = 24, cfg.normalization = rms, cfg.swiglu = swiglu;
     if (rope) cfg.position_embedding_type = TB_POS_ROPE, cfg.rotary_percent = 0.5;  // head size 4: 2 rotated
     if (flash) cfg.attention_backend = TB_ATTENTION_FLASH;
+    cfg.qk_layernorm = qk;
     config_resolve(&cfg);
     layer_case c;
     memset(&c, 0, sizeof c);
@@ -392,17 +394,21 @@ static void layer_check(int rms, int swiglu, int G, int selective, int rope, int
     tb_allocator mem;
     tb_allocator_init(&mem, 0, NULL, NULL);
     const tb_layer_dims *d = &c.d;
-    size_t sizes[12] = {(size_t)d->C, (size_t)d->C, (size_t)d->QKV * d->C, (size_t)d->QKV,
+    const size_t hs = qk ? (size_t)d->hs : 0;  // the q/k norms' (none without)
+    size_t sizes[16] = {(size_t)d->C, (size_t)d->C, (size_t)d->QKV * d->C, (size_t)d->QKV,
                         (size_t)d->C * d->C, (size_t)d->C, (size_t)d->C, (size_t)d->C,
-                        (size_t)d->F1 * d->C, (size_t)d->F1, (size_t)d->C * d->F, (size_t)d->C};
-    const char *names[12] = {"ln1_w", "ln1_b", "qkv_w", "qkv_b", "proj_w", "proj_b",
-                             "ln2_w", "ln2_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b"};
-    float **pp = &c.p.ln1_w;  // the struct is 12 float pointers in this order
+                        (size_t)d->F1 * d->C, (size_t)d->F1, (size_t)d->C * d->F, (size_t)d->C,
+                        hs, rms ? 0 : hs, hs, rms ? 0 : hs};
+    const char *names[16] = {"ln1_w", "ln1_b", "qkv_w", "qkv_b", "proj_w", "proj_b", "ln2_w", "ln2_b",
+                             "fc1_w", "fc1_b", "fc2_w", "fc2_b", "q_norm_w", "q_norm_b", "k_norm_w", "k_norm_b"};
+    float **pp = &c.p.ln1_w;  // the struct begins with 16 float pointers in this order
     transformer_layer_params g;
+    memset(&g, 0, sizeof g);
     float **gp = &g.ln1_w;
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < 16; i++) {
+        if (!sizes[i]) continue;  // (stays NULL: no such tensor)
         pp[i] = randn(sizes[i], 0.3f);
-        if (i == 0 || i == 6) for (size_t j = 0; j < sizes[i]; j++) pp[i][j] += 1.0f;
+        if (i == 0 || i == 6 || i == 12 || i == 14) for (size_t j = 0; j < sizes[i]; j++) pp[i][j] += 1.0f;
         gp[i] = zeros(sizes[i]);
     }
     transformer_layer_acts_alloc(&c.a, &mem, d, selective, 0);
@@ -413,28 +419,36 @@ static void layer_check(int rms, int swiglu, int G, int selective, int rope, int
     transformer_layer_backward(&c.spec, 0, d, &c.p, &g, &c.a, &c.ws, c.inp, c.R, dinp);
     TB_CHECK(check("dinp", c.inp, dinp, (size_t)d->N * d->C, layer_objective, &c, 1e-2f, 60) == 0,
              "layer dinp (rms %d swiglu %d G %d selective %d)", rms, swiglu, G, selective);
-    for (int i = 0; i < 12; i++) {
-        if (rms && (i == 1 || i == 7)) continue;  // RMSNorm has no bias
+    for (int i = 0; i < 16; i++) {
+        if (!sizes[i] || (rms && (i == 1 || i == 7))) continue;  // RMSNorm has no bias
         TB_CHECK(check(names[i], pp[i], gp[i], sizes[i], layer_objective, &c, 1e-2f, 24) == 0,
-                 "layer %s (rms %d swiglu %d G %d)", names[i], rms, swiglu, G);
+                 "layer %s (rms %d swiglu %d G %d qk %d)", names[i], rms, swiglu, G, qk);
     }
-    for (int i = 0; i < 12; i++) free(pp[i]), free(gp[i]);
+    for (int i = 0; i < 16; i++) free(pp[i]), free(gp[i]);
     transformer_layer_acts_free(&c.a, &mem);
     transformer_workspace_free(&c.ws, &mem);
     free(c.inp), free(c.out), free(c.R), free(dinp);
     TB_CHECK(mem.stats.total_current == 0, "layer buffers leaked: %zu bytes", mem.stats.total_current);
 }
 
-TB_TEST(transformer_layer_layernorm_gelu_backward_matches_finite_differences) { layer_check(0, 0, 4, 0, 0, 0); }
-TB_TEST(transformer_layer_rmsnorm_swiglu_gqa_backward_matches_finite_differences) { layer_check(1, 1, 2, 0, 0, 0); }
-TB_TEST(transformer_layer_selective_recompute_backward_matches_finite_differences) { layer_check(0, 0, 2, 1, 0, 0); }
+TB_TEST(transformer_layer_layernorm_gelu_backward_matches_finite_differences) { layer_check(0, 0, 4, 0, 0, 0, 0); }
+TB_TEST(transformer_layer_rmsnorm_swiglu_gqa_backward_matches_finite_differences) { layer_check(1, 1, 2, 0, 0, 0, 0); }
+TB_TEST(transformer_layer_selective_recompute_backward_matches_finite_differences) { layer_check(0, 0, 2, 1, 0, 0, 0); }
+// --qk-layernorm: the q and k norms' weights (and LayerNorm's biases) and everything before them;
+// LayerNorm with multi-head attention, RMSNorm with grouped-query attention and RoPE after the
+// norms, the flash core, selective recompute
+TB_TEST(transformer_layer_qk_layernorm_backward_matches_finite_differences) {
+    layer_check(0, 0, 4, 0, 0, 0, 1);
+    layer_check(1, 1, 2, 0, 1, 0, 1);
+    layer_check(1, 1, 2, 1, 1, 1, 1);
+}
 // a LLaMA-style layer: RMSNorm, SwiGLU, grouped-query attention and RoPE, also recomputed,
 // with either attention core
 TB_TEST(transformer_layer_llama_style_rope_backward_matches_finite_differences) {
-    layer_check(1, 1, 2, 0, 1, 0);
-    layer_check(1, 1, 2, 1, 1, 0);
-    layer_check(1, 1, 2, 0, 1, 1);
-    layer_check(0, 0, 4, 1, 0, 1);
+    layer_check(1, 1, 2, 0, 1, 0, 0);
+    layer_check(1, 1, 2, 1, 1, 0, 0);
+    layer_check(1, 1, 2, 0, 1, 1, 0);
+    layer_check(0, 0, 4, 1, 0, 1, 0);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -756,6 +770,7 @@ int main(void) {
     TB_RUN(transformer_layer_rmsnorm_swiglu_gqa_backward_matches_finite_differences);
     TB_RUN(transformer_layer_llama_style_rope_backward_matches_finite_differences);
     TB_RUN(transformer_layer_selective_recompute_backward_matches_finite_differences);
+    TB_RUN(transformer_layer_qk_layernorm_backward_matches_finite_differences);
     TB_RUN(moe_layer_gelu_top2_backward_matches_finite_differences);
     TB_RUN(moe_layer_pre_softmax_swiglu_backward_matches_finite_differences);
     TB_RUN(moe_layer_top1_router_gradient_matches_finite_differences);

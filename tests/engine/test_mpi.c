@@ -509,14 +509,36 @@ static const layout cp_layouts[] = {
      FLASH " --world-size 4 --tensor-model-parallel-size 2 --context-parallel-size 2 --cp-comm-type p2p", 0},
 };
 
-TB_TEST(context_parallel_under_mpirun_matches_threads_bitwise_and_the_single_rank) {
+// Layouts of a model other than TB_MPI_MODEL's (its flags added to every run), against that
+// model's own single rank (run directory "single-<tag>"); their run directories numbered from first.
+static void check_against_own_single_rank(const char *flags, const char *tag, const layout *ls, int n, int first) {
     char dir[512];
-    run_dir(dir, sizeof dir, "single-flash", 0);
-    double flash_single[STEPS];
-    TB_REQUIRE(tb_run_merged(&sh, NULL, TB_MPI_ENGINE TB_MPI_MODEL FLASH " --run-dir %s", dir) == 0, "single rank:\n%s", sh.out);
-    TB_REQUIRE(read_losses(dir, flash_single) == STEPS, "single rank: %d steps", STEPS);
-    for (int i = 0; i < (int)(sizeof cp_layouts / sizeof *cp_layouts); i++)
-        check_layout(&cp_layouts[i], NLAYOUTS + i, flash_single);
+    run_dir(dir, sizeof dir, tag, 0);
+    double single_losses[STEPS];
+    TB_REQUIRE(tb_run_merged(&sh, NULL, TB_MPI_ENGINE TB_MPI_MODEL "%s --run-dir %s", flags, dir) == 0,
+               "%s: single rank:\n%s", tag, sh.out);
+    TB_REQUIRE(read_losses(dir, single_losses) == STEPS, "%s: single rank: %d steps", tag, STEPS);
+    for (int i = 0; i < n; i++) check_layout(&ls[i], first + i, single_losses);
+}
+
+TB_TEST(context_parallel_under_mpirun_matches_threads_bitwise_and_the_single_rank) {
+    check_against_own_single_rank(FLASH, "single-flash", cp_layouts, (int)(sizeof cp_layouts / sizeof *cp_layouts),
+                                  NLAYOUTS);
+}
+
+// --qk-layernorm across processes: the q and k norms' gradients, partial sums over tp, all-reduced
+// over the tp group of two processes (and of two rank threads in one process, dp across), against
+// the single rank with the same norms.
+#define QK " --qk-layernorm"
+static const layout qk_layouts[] = {
+    {"qk-layernorm tp 2 + sp", 2, 1, QK " --tensor-model-parallel-size 2 --sequence-parallel", 0},
+    {"qk-layernorm K 2: tp 2 x dp 2 + dist-opt", 2, 2,
+     QK " --world-size 4 --tensor-model-parallel-size 2 --use-distributed-optimizer", 0},
+};
+
+TB_TEST(qk_layernorm_under_mpirun_matches_threads_bitwise_and_the_single_rank) {
+    check_against_own_single_rank(QK, "single-qk", qk_layouts, (int)(sizeof qk_layouts / sizeof *qk_layouts),
+                                  NLAYOUTS + 8);
 }
 
 // Expert parallelism across processes: the all-to-all dispatcher's exchange (and the counts'
@@ -618,6 +640,7 @@ int main(int argc, char **argv) {
     TB_RUN(layouts_under_mpirun_match_threads_on_both_paths_and_the_single_rank);
     TB_RUN(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_single_rank);
     TB_RUN(context_parallel_under_mpirun_matches_threads_bitwise_and_the_single_rank);
+    TB_RUN(qk_layernorm_under_mpirun_matches_threads_bitwise_and_the_single_rank);
     TB_RUN(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_every_process);
     printf("    mpirun wall time in all: %.1f s\n", mpi_seconds);
     tb_output_free(&sh);

@@ -229,6 +229,16 @@ void cpu_scale(float *out, const float *inp, float s, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = inp[i] * s;
 }
 
+void cpu_rows_gather(float *dst, const float *src, int rows, int width, int stride, int offset) {
+    for (int r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * width, src + (size_t)r * stride + offset, (size_t)width * sizeof(float));
+}
+
+void cpu_rows_scatter(float *dst, const float *src, int rows, int width, int stride, int offset) {
+    for (int r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * stride + offset, src + (size_t)r * width, (size_t)width * sizeof(float));
+}
+
 // (row-parallel linear's bias, tensor_parallel/layers.c, as it was)
 void cpu_add_bias(float *out, const float *bias, int rows, int OC) {
 #pragma omp parallel for schedule(static)

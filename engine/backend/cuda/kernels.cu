@@ -174,6 +174,14 @@ __global__ void add_inplace_kernel(float *acc, const float *b, size_t n) {
     GRID_STRIDE(i, n) acc[i] += b[i];
 }
 
+// a column block of a (rows, stride) matrix: element i of the (rows, width) block; scatter: back in
+__global__ void rows_gather_kernel(float *dst, const float *src, int width, int stride, int offset, size_t n) {
+    GRID_STRIDE(i, n) dst[i] = src[(i / width) * stride + offset + i % width];
+}
+__global__ void rows_scatter_kernel(float *dst, const float *src, int width, int stride, int offset, size_t n) {
+    GRID_STRIDE(i, n) dst[(i / width) * stride + offset + i % width] = src[i];
+}
+
 template <typename O, typename I>
 __global__ void cast_kernel(O *out, const I *inp, size_t n) {
     GRID_STRIDE(i, n) store(out, i, load(inp, i));
@@ -517,6 +525,18 @@ int cuda_add_bf16(tb_bf16 *out, const tb_bf16 *a, const tb_bf16 *b, size_t n, tb
 int cuda_add_inplace(float *acc, const float *b, size_t n, tb_cuda_stream s) {
     if (n == 0) return 0;
     add_inplace_kernel<<<blocks_for(n), kThreads, 0, s>>>(acc, b, n);
+    return launched();
+}
+int cuda_rows_gather(float *dst, const float *src, int rows, int width, int stride, int offset, tb_cuda_stream s) {
+    const size_t n = (size_t)rows * width;
+    if (n == 0) return 0;
+    rows_gather_kernel<<<blocks_for(n), kThreads, 0, s>>>(dst, src, width, stride, offset, n);
+    return launched();
+}
+int cuda_rows_scatter(float *dst, const float *src, int rows, int width, int stride, int offset, tb_cuda_stream s) {
+    const size_t n = (size_t)rows * width;
+    if (n == 0) return 0;
+    rows_scatter_kernel<<<blocks_for(n), kThreads, 0, s>>>(dst, src, width, stride, offset, n);
     return launched();
 }
 int cuda_cast_f32_to_bf16(tb_bf16 *out, const float *inp, size_t n, tb_cuda_stream s) {
