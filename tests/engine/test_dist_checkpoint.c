@@ -120,6 +120,16 @@ TB_TEST(a_checkpoint_resumes_at_another_layout) {
                 "--world-size 2 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2", 1e-5);
 }
 
+// --qk-layernorm's q and k norms (whole on every tp rank, one writer each): resumed bitwise at
+// the layout they were saved at, and at another tp size and the distributed optimizer's shards
+#define QK " --qk-layernorm"
+TB_TEST(a_qk_layernorm_checkpoint_resumes_bitwise_and_at_another_layout) {
+    resume_case("qk tp 2 + sp", QK " --world-size 2 --tensor-model-parallel-size 2 --sequence-parallel",
+                QK " --world-size 2 --tensor-model-parallel-size 2 --sequence-parallel", 0);
+    resume_case("qk tp 2 x dp 2 dist-opt -> tp 1", QK " --world-size 4 --tensor-model-parallel-size 2 "
+                "--use-distributed-optimizer", QK, 1e-5);
+}
+
 // metadata.json lists every tensor once with all its tp pieces; replicated tensors have
 // one writer, and the writes of a tp 1 x dp 2 run come from both dp ranks.
 TB_TEST(one_replica_of_each_piece_is_written_and_writes_spread_over_dp) {
@@ -647,6 +657,7 @@ int main(void) {
     TB_RUN(resuming_at_the_same_layout_continues_bitwise);
     TB_RUN(checkpoint_metadata_is_validated_against_what_it_describes);
     TB_RUN(a_checkpoint_resumes_at_another_layout);
+    TB_RUN(a_qk_layernorm_checkpoint_resumes_bitwise_and_at_another_layout);
     TB_RUN(one_replica_of_each_piece_is_written_and_writes_spread_over_dp);
     TB_RUN(checkpoints_that_do_not_fit_are_refused_before_training);
     TB_RUN(a_moe_checkpoint_resumes_at_another_expert_parallel_size);
