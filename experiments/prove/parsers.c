@@ -35,7 +35,7 @@ static const char *const difference_args[] = {"a", "b", NULL};
 static const char *const comm_args[] = {"group", "op", "step", NULL};
 static const char *const rank_figure_args[] = {"figure", "rank", "of", NULL};
 static const char *const stage_figure_args[] = {"figure", "stage", "of", NULL};
-static const char *const checkpoint_args[] = {"figure", "save", NULL};
+static const char *const checkpoint_args[] = {"figure", "save", "of", NULL};
 static const char *const step_phase_args[] = {"phase", "rank", "warmup_steps", NULL};
 static const char *const collective_args[] = {"group", "op", "in", "figure", "warmup_steps", NULL};
 static const char *const oom_args[] = {"figure", "rank", "requested_category", "in", "category", NULL};
@@ -119,7 +119,8 @@ static const parser parsers[] = {
      "materialized_bytes (the state the ranks listed to save, summed over ranks: exact), written_bytes (their "
      "shard files, summed: exact), last_arriver (the rank last at the barrier), waited_for_ms (how long after the "
      "first), max_stall_ms (what training waited, the worst rank), total_ms or stall_fraction (max_stall_ms / "
-     "total_ms); median over records",
+     "total_ms); or with args.of \"max\", \"min\" or \"median\" (not with args.save) that figure over every save "
+     "(each save's in the evidence; not last_arriver, a rank); median over records",
      checkpoint_args, tbp_checkpoint_record, NULL, checkpoint_timed},
     {"step_phase",
      "per record: for each step s > warmup_steps (default 1) of rank 0's metrics, the rank r = args.rank, or "

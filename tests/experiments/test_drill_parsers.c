@@ -411,6 +411,68 @@ TB_TEST(the_stability_gate_judges_the_drill_parsers_that_read_time) {
     json_decref(theory);
 }
 
+// checkpoint.json of three saves: the pause training waited for each (max_stall_ms 40, 90, 10 ms),
+// the rank last at the barrier and the bytes each rank wrote.
+static void three_saves(const char *run) {
+    json_t *saves = json_array();
+    const double stall[3] = {40, 90, 10}, total[3] = {100, 120, 50};
+    for (int k = 0; k < 3; k++) {
+        json_t *ranks = json_array();
+        for (int r = 0; r < 2; r++)
+            json_array_append_new(ranks, json_pack("{s:[{s:s, s:i}, {s:s, s:i}]}", "phases", "phase", "materialize",
+                                                   "bytes", 1000 + r, "phase", "write", "bytes", 2000 + 10 * k));
+        json_array_append_new(saves, json_pack("{s:f, s:f, s:{s:i, s:f}, s:o}", "max_stall_ms", stall[k], "total_ms",
+                                               total[k], "last_arriver", "rank", k % 2, "waited_for_ms", 5.0 * k,
+                                               "ranks", ranks));
+    }
+    char path[1200];
+    snprintf(path, sizeof path, "%s/" TB_RUN_CHECKPOINT, run);
+    tb_write_json(path, json_pack("{s:o}", "saves", saves));
+}
+
+TB_TEST(checkpoint_figure_reads_one_save_or_a_figure_over_every_save) {
+    char run[1100];
+    const char *rec = fresh_record("checkpoint", 2, run, sizeof run);
+    three_saves(run);
+    tb_error err;
+    TB_CHECK(derive("checkpoint_figure", "{\"figure\": \"max_stall_ms\"}", rec, &err) == 10, "the last save's pause");
+    TB_CHECK(derive("checkpoint_figure", "{\"figure\": \"max_stall_ms\", \"save\": 2}", rec, &err) == 90,
+             "the second save's pause");
+    TB_CHECK(derive("checkpoint_figure", "{\"figure\": \"max_stall_ms\", \"of\": \"max\"}", rec, &err) == 90,
+             "the longest pause of every save");
+    TB_CHECK(derive("checkpoint_figure", "{\"figure\": \"max_stall_ms\", \"of\": \"min\"}", rec, &err) == 10,
+             "the shortest");
+    TB_CHECK(derive("checkpoint_figure", "{\"figure\": \"max_stall_ms\", \"of\": \"median\"}", rec, &err) == 40,
+             "the median");
+    TB_CHECK(fabs(derive("checkpoint_figure", "{\"figure\": \"stall_fraction\", \"of\": \"max\"}", rec, &err) -
+                  0.75) < 1e-12,
+             "the largest share of a save's time training waited (90 / 120)");
+    TB_CHECK(derive("checkpoint_figure", "{\"figure\": \"written_bytes\", \"of\": \"max\"}", rec, &err) == 4040,
+             "the most bytes a save wrote (2 ranks x 2020)");
+    // the evidence lists every save's value
+    json_t *args = json_loads("{\"figure\": \"max_stall_ms\", \"of\": \"max\"}", 0, NULL), *ev = NULL;
+    const char *dirs[1] = {rec};
+    double v;
+    TB_REQUIRE(tb_parse_claim("checkpoint_figure", args, dirs, 1, &v, &ev, &err) == 0, "%s", err.msg);
+    char *text = json_dumps(ev, JSON_COMPACT);
+    TB_CHECK(text && strstr(text, "\"per_save\":[40.0,90.0,10.0]") != NULL, "each save's pause in the evidence: %s",
+             text);
+    free(text);
+    json_decref(ev);
+    json_decref(args);
+    // refused: of with save; of last_arriver (a rank); an unknown of
+    TB_CHECK(isnan(derive("checkpoint_figure", "{\"figure\": \"max_stall_ms\", \"of\": \"max\", \"save\": 1}",
+                          rec, &err)) &&
+                 strstr(err.msg, "not both"),
+             "%s", err.msg);
+    TB_CHECK(isnan(derive("checkpoint_figure", "{\"figure\": \"last_arriver\", \"of\": \"max\"}", rec, &err)) &&
+                 strstr(err.msg, "a rank, not a quantity"),
+             "%s", err.msg);
+    TB_CHECK(isnan(derive("checkpoint_figure", "{\"figure\": \"max_stall_ms\", \"of\": \"p99\"}", rec, &err)) &&
+                 strstr(err.msg, "p99"),
+             "%s", err.msg);
+}
+
 int main(void) {
     TB_RUN(oom_figure_counts_and_reads_the_ranks_that_ran_out);
     TB_RUN(step_phase_reads_each_steps_slowest_rank_or_the_one_named);
@@ -419,6 +481,7 @@ int main(void) {
     TB_RUN(first_divergence_is_the_position_of_the_tensor_bisect_finds);
     TB_RUN(first_divergence_finds_a_gradient_gone_nan);
     TB_RUN(moe_figure_reads_the_expert_gemms_each_rank_ran);
+    TB_RUN(checkpoint_figure_reads_one_save_or_a_figure_over_every_save);
     TB_RUN(the_stability_gate_judges_the_drill_parsers_that_read_time);
     return tb_test_summary();
 }

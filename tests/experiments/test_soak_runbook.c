@@ -34,11 +34,11 @@ TB_TEST(the_soak_resumes_bitwise_after_kills_and_its_memory_stays_flat) {
     // and 33, the 2nd and 3rd loading the newest checkpoint the one before saved (every 4 steps)
     TB_CHECK(strstr(sh.out, "killed (SIGKILL) when step ") != NULL, "the kills are said:\n%s", sh.out);
     char *found = NULL;
-    tb_shell(&found, "grep -l '\"load\": \"[^\"]*/run/checkpoints\"' %s/soak/v1/*/run/config.json | wc -l", ART);
+    tb_shell(&found, "grep -l '\"load\": \"[^\"]*/run/checkpoints\"' %s/soak/v2/*/run/config.json | wc -l", ART);
     TB_CHECK(found && atoi(found) == 2, "two processes load a checkpoint (%s)", found ? found : "?");
     free(found);
     char *rec = NULL, path[2048];
-    tb_shell(&rec, "grep -l '\"kill_after_step\": 16' %s/soak/v1/*/" TB_RECORD_MANIFEST " | head -1", ART);
+    tb_shell(&rec, "grep -l '\"kill_after_step\": 16' %s/soak/v2/*/" TB_RECORD_MANIFEST " | head -1", ART);
     TB_REQUIRE(rec && *rec, "a record killed after step 16");
     rec[strcspn(rec, "\n")] = 0;
     json_t *m = tb_load_json(rec);
@@ -51,8 +51,8 @@ TB_TEST(the_soak_resumes_bitwise_after_kills_and_its_memory_stays_flat) {
              "the killed process's manifest: failed as expected, killed, exit status 137 (128 + SIGKILL)");
     json_decref(m);
     tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --artifacts %s", TRACEBOOK, ART);
-    TB_CHECK(has_line(sh.out, "PROVEN  soak/v1/resumed_losses_bitwise") &&
-                 has_line(sh.out, "PROVEN  soak/v1/memory_growth_after_warmup_bytes") && !strstr(sh.out, "not finished"),
+    TB_CHECK(has_line(sh.out, "PROVEN  soak/v2/resumed_losses_bitwise") &&
+                 has_line(sh.out, "PROVEN  soak/v2/memory_growth_after_warmup_bytes") && !strstr(sh.out, "not finished"),
              "both claims, the killed runs no warning:\n%s\n%s", sh.out, sh.err);
     // the timed claims (throughput quantiles, the save's pause) prove, or are refused by the
     // stability gate alone (a test suite runs beside other tests), never for their number
@@ -61,9 +61,9 @@ TB_TEST(the_soak_resumes_bitwise_after_kills_and_its_memory_stays_flat) {
     static const char *const gate[] = {"(contended:", "(unstable:", "(undersampled:", "(not verifiable:"};
     for (size_t i = 0; i < sizeof timed / sizeof *timed; i++) {
         char line[256];
-        snprintf(line, sizeof line, "PROVEN  soak/v1/%s", timed[i]);
+        snprintf(line, sizeof line, "PROVEN  soak/v2/%s", timed[i]);
         int ok = has_line(sh.out, line);
-        snprintf(line, sizeof line, "NOT PROVEN  soak/v1/%s ", timed[i]);
+        snprintf(line, sizeof line, "NOT PROVEN  soak/v2/%s ", timed[i]);
         const char *at = strstr(sh.out, line);
         for (size_t k = 0; at && !ok && k < sizeof gate / sizeof *gate; k++)
             ok = !strncmp(at + strlen(line), gate[k], strlen(gate[k]));
@@ -73,7 +73,7 @@ TB_TEST(the_soak_resumes_bitwise_after_kills_and_its_memory_stays_flat) {
     TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s report soak --artifacts %s", TRACEBOOK, ART) == 0,
              "report: %s", sh.err);
     char *html = NULL;
-    tb_shell(&html, "cat %s/soak/v1/report.html", ART);
+    tb_shell(&html, "cat %s/soak/v2/report.html", ART);
     TB_CHECK(html && strstr(html, "data-plot=\"throughput_over_time\"><svg") &&
                  strstr(html, "data-plot=\"memory_over_time\"><svg"),
              "the over-time plots are in the report");
@@ -85,7 +85,7 @@ TB_TEST(the_soak_resumes_bitwise_after_kills_and_its_memory_stays_flat) {
     TB_REQUIRE(tb_run(&sh, NULL, "printf X | dd of=%s bs=1 seek=2000 conv=notrunc status=none", path) == 0, "%s: %s",
                path, sh.err);
     tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --artifacts %s", TRACEBOOK, ART);
-    TB_CHECK(has_line(sh.out, "NOT PROVEN  soak/v1/resumed_losses_bitwise") && strstr(sh.out, "file altered: ") &&
+    TB_CHECK(has_line(sh.out, "NOT PROVEN  soak/v2/resumed_losses_bitwise") && strstr(sh.out, "file altered: ") &&
                  strstr(sh.out, path) && strstr(sh.out, "rank-00000.safetensors: sha256 expected"),
              "a changed checkpoint is refused:\n%s\n%s", sh.out, sh.err);
 }
