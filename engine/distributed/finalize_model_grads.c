@@ -22,13 +22,16 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp)
                 tb_all_reduce(tp, m->grad_memory + m->params[i].offset, m->params[i].numel, TB_RED_SUM);
         TB_RANGE_POP();
     }
-    // the q/k norms (--qk-layernorm): each tp rank applied them to its own heads
-    if (!overlap && tp->size > 1 && cfg->qk_layernorm) {
-        TB_RANGE_PUSH("finalize_model_grads.qk_layernorm");
-        for (int i = 0; i < m->nparams; i++)
-            if (m->params[i].tp_partial)
-                tb_all_reduce(tp, m->grad_memory + m->params[i].offset, m->params[i].numel, TB_RED_SUM);
-        TB_RANGE_POP();
+    // replicated tensors each tp rank applies to its own heads (the q/k norms of --qk-layernorm):
+    // their gradients are partial sums over tp with or without sequence parallelism
+    if (!overlap && tp->size > 1) {
+        int reduced = 0;
+        for (int i = 0; i < m->nparams; i++) {
+            if (!m->params[i].tp_partial) continue;
+            if (!reduced++) TB_RANGE_PUSH("finalize_model_grads.tp_partial");
+            tb_all_reduce(tp, m->grad_memory + m->params[i].offset, m->params[i].numel, TB_RED_SUM);
+        }
+        if (reduced) TB_RANGE_POP();
     }
 
     // the word embedding tied across the first and last pipeline stage: one gradient

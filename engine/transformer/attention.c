@@ -13,42 +13,49 @@
 // heads are normalized alone: no state crosses tokens, so context parallelism and pipeline
 // stages need nothing more. The norms read contiguous rows: the block is gathered out of qkv
 // (saved as q_pre, k_pre: what the backward reads), normalized into qk_out and scattered back.
+// One of the two norms over `heads` heads a token, at column `at` of each qkv row: what it
+// read saved in pre (its statistics in mean, rstd), its output written back into qkv.
+static void head_norm_forward(const tb_norm_module *norm, const tb_layer_dims *d, float *qkv, float *pre, float *mean,
+                              float *rstd, const float *w, const float *b, int heads, int at, float *staging) {
+    const int width = heads * d->hs;
+    tb_be()->rows_gather(pre, qkv, d->N, width, d->QKV, at);
+    norm->forward(staging, mean, rstd, pre, w, b, d->N * heads, d->hs, d->eps);
+    tb_be()->rows_scatter(qkv, staging, d->N, width, d->QKV, at);
+}
+
+// Its backward on d_qkv's block: the gradient at the norm's output → at its input, in place;
+// the weight (and bias) gradients accumulated.
+static void head_norm_backward(const tb_norm_module *norm, const tb_layer_dims *d, float *d_qkv, const float *pre,
+                               const float *mean, const float *rstd, const float *w, float *dw, float *db, int heads,
+                               int at, transformer_workspace *ws) {
+    const int width = heads * d->hs;
+    tb_be()->rows_gather(ws->qk_out, d_qkv, d->N, width, d->QKV, at);
+    norm->backward(ws->qk_din, dw, db, ws->qk_out, pre, w, mean, rstd, d->N * heads, d->hs);
+    tb_be()->rows_scatter(d_qkv, ws->qk_din, d->N, width, d->QKV, at);
+}
+
 static void qk_norm_forward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
                             const transformer_layer_params *p, transformer_layer_acts *a, transformer_workspace *ws) {
-    const tb_backend *be = tb_be();
-    const int KV = d->G * d->hs;
     TB_RANGE_PUSH("layer.%d.attention.q_layernorm", layer);
-    be->rows_gather(a->q_pre, a->qkv, d->N, d->CA, d->QKV, 0);
-    spec->q_layernorm->forward(ws->qk_out, a->q_mean, a->q_rstd, a->q_pre, p->q_norm_w, p->q_norm_b, d->N * d->NH,
-                               d->hs, d->eps);
-    be->rows_scatter(a->qkv, ws->qk_out, d->N, d->CA, d->QKV, 0);
+    head_norm_forward(spec->q_layernorm, d, a->qkv, a->q_pre, a->q_mean, a->q_rstd, p->q_norm_w, p->q_norm_b, d->NH,
+                      0, ws->qk_out);
     TB_RANGE_POP();
     TB_RANGE_PUSH("layer.%d.attention.k_layernorm", layer);
-    be->rows_gather(a->k_pre, a->qkv, d->N, KV, d->QKV, d->CA);
-    spec->k_layernorm->forward(ws->qk_out, a->k_mean, a->k_rstd, a->k_pre, p->k_norm_w, p->k_norm_b, d->N * d->G,
-                               d->hs, d->eps);
-    be->rows_scatter(a->qkv, ws->qk_out, d->N, KV, d->QKV, d->CA);
+    head_norm_forward(spec->k_layernorm, d, a->qkv, a->k_pre, a->k_mean, a->k_rstd, p->k_norm_w, p->k_norm_b, d->G,
+                      d->CA, ws->qk_out);
     TB_RANGE_POP();
 }
 
-// d_qkv's query and key blocks: the gradients at the norms' outputs → at their inputs (the qkv
-// GEMM's output); the norms' weight (and bias) gradients accumulated.
 static void qk_norm_backward(const transformer_layer_spec *spec, int layer, const tb_layer_dims *d,
                              const transformer_layer_params *p, transformer_layer_params *g,
                              const transformer_layer_acts *a, transformer_workspace *ws) {
-    const tb_backend *be = tb_be();
-    const int KV = d->G * d->hs;
     TB_RANGE_PUSH("layer.%d.attention.k_layernorm.backward", layer);
-    be->rows_gather(ws->qk_out, ws->d_qkv, d->N, KV, d->QKV, d->CA);
-    spec->k_layernorm->backward(ws->qk_din, g->k_norm_w, g->k_norm_b, ws->qk_out, a->k_pre, p->k_norm_w, a->k_mean,
-                                a->k_rstd, d->N * d->G, d->hs);
-    be->rows_scatter(ws->d_qkv, ws->qk_din, d->N, KV, d->QKV, d->CA);
+    head_norm_backward(spec->k_layernorm, d, ws->d_qkv, a->k_pre, a->k_mean, a->k_rstd, p->k_norm_w, g->k_norm_w,
+                       g->k_norm_b, d->G, d->CA, ws);
     TB_RANGE_POP();
     TB_RANGE_PUSH("layer.%d.attention.q_layernorm.backward", layer);
-    be->rows_gather(ws->qk_out, ws->d_qkv, d->N, d->CA, d->QKV, 0);
-    spec->q_layernorm->backward(ws->qk_din, g->q_norm_w, g->q_norm_b, ws->qk_out, a->q_pre, p->q_norm_w, a->q_mean,
-                                a->q_rstd, d->N * d->NH, d->hs);
-    be->rows_scatter(ws->d_qkv, ws->qk_din, d->N, d->CA, d->QKV, 0);
+    head_norm_backward(spec->q_layernorm, d, ws->d_qkv, a->q_pre, a->q_mean, a->q_rstd, p->q_norm_w, g->q_norm_w,
+                       g->q_norm_b, d->NH, 0, ws);
     TB_RANGE_POP();
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
 #include "prove/parsers_internal.h"
 
 // One figure of save sv (an element of checkpoint.json's saves); 0, or -1 with err naming the
@@ -76,12 +77,11 @@ int tbp_checkpoint_record(const parser *p, json_t *args, const char *dir, double
     double v = 0;
     char detail[160];
     if (rc == 0 && of) {
-        double *each = malloc((size_t)n * sizeof *each);
+        double *each = tb_xmalloc((size_t)n * sizeof *each, "each save's figure");
         json_t *per_save = json_array();
-        for (long long k = 0; k < n && rc == 0; k++) {
-            rc = save_figure(path, json_array_get(saves, (size_t)k), k + 1, figure, &each[k], err);
-            json_array_append_new(per_save, json_real(each[k]));
-        }
+        for (long long k = 0; k < n && rc == 0; k++)
+            if ((rc = save_figure(path, json_array_get(saves, (size_t)k), k + 1, figure, &each[k], err)) == 0)
+                json_array_append_new(per_save, json_real(each[k]));
         if (rc == 0) {
             json_object_set_new(ev, "per_save", per_save);
             qsort(each, (size_t)n, sizeof *each, by_value);
