@@ -60,7 +60,15 @@ deps_setup() {
   if [ -z "$nccl_root" ] && command -v python3 >/dev/null; then
     # PyTorch's NCCL wheel (nvidia-nccl-cu13: site-packages/nvidia/nccl/{include,lib}), the one
     # PyTorch runs on this driver, before the toolkit's (the GPU image's toolkit may have none)
-    nccl_root=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+    # nvidia/nccl/ in the cu12 wheels; the CUDA 13 wheels may use nvidia/cu13/: any nvidia/*/
+    # folder with include/nccl.h and lib/libnccl.so.2
+    nccl_root=$(python3 -c 'import glob, nvidia, os
+for p in nvidia.__path__:
+    for h in sorted(glob.glob(os.path.join(p, "*", "include", "nccl.h"))):
+        r = os.path.dirname(os.path.dirname(h))
+        if glob.glob(os.path.join(r, "lib", "libnccl.so*")):
+            print(r)
+            raise SystemExit' 2>/dev/null || true)
     [ -f "$nccl_root/include/nccl.h" ] || nccl_root=""
   fi
   if [ -n "$nccl_root" ]; then
