@@ -76,7 +76,7 @@ static int read_metrics(const char *run_dir, step_metrics *m) {
 static int train_launched(const char *name, const char *launcher, const char *device, const char *flags,
                           step_metrics *m) {
     char run_dir[512];
-    tb_tmp_path(run_dir, sizeof run_dir, name);
+    tb_tmp_path(run_dir, sizeof run_dir, "%s", name);
     tb_run(&sh, NULL, "rm -rf '%s'", run_dir);
     int rc = tb_run(&sh, TB_SOURCE_DIR, "%s '%s' " SMALL " %s --device %s --run-dir '%s'", launcher, PRETRAIN, flags,
                     device, run_dir);
