@@ -83,7 +83,7 @@ def main():
             for b in self.blocks:
                 x = b(x)
             logits = F.linear(self.ln_f(x), self.wte.weight)  # tied
-            return F.cross_entropy(logits.float().view(-1, a.vocab), targets.view(-1))
+            return F.cross_entropy(logits.float().reshape(-1, a.vocab), targets.reshape(-1))
 
     model = GPT().to(dev)
     n_params = sum(p.numel() for p in model.parameters())

@@ -335,7 +335,38 @@ memcheck() {
 }
 stage memcheck_kernels 120 memcheck && grep -E "ERROR SUMMARY" "$logs/memcheck_kernels.log" | tail -n 1 | indent
 
-# --- 5. training on the GPU against the CPU (test_cuda_training: one GPU, then the two-GPU
+# --- 5. where the step's time goes: Nsight Compute times every kernel of one GPT-2 124M step
+# (gpu__time_duration, clocks left alone; kernels serialised, so the sum is the GPU's busy time
+# without overlap) and the kernels are summed by name: the table names what to make faster.
+kernel_profile() {
+  local ncu
+  ncu=$(command -v ncu || ls "$cuda"/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  [ -n "$ncu" ] || { echo "ncu: not found"; return 1; }
+  rm -rf "$logs/run-profile"
+  "$ncu" --clock-control none --metrics gpu__time_duration.sum -f -o "$logs/step" \
+    "$build/bin/pretrain_gpt" $gpt2 --train-iters 1 --device cuda --bf16 --attention-backend flash \
+    --run-dir "$logs/run-profile" >"$logs/ncu-run.log" 2>&1 || { tail -n 20 "$logs/ncu-run.log"; return 1; }
+  "$ncu" --import "$logs/step.ncu-rep" --csv --page raw --print-units base >"$logs/step.csv" || return 1
+  python3 - "$logs/step.csv" <<'PY'
+import collections, csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head, unit = rows[0], rows[1]
+name, dur = head.index("Kernel Name"), head.index("gpu__time_duration.sum")
+scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}[unit[dur]]
+by = collections.defaultdict(lambda: [0, 0.0])
+for r in rows[2:]:
+    k = r[name].split("(")[0].split("<")[0]
+    by[k][0] += 1
+    by[k][1] += float(r[dur].replace(",", "")) * scale
+total = sum(v[1] for v in by.values())
+print(f"kernel profile: one step, {sum(v[0] for v in by.values())} kernels, {total:.2f} ms of GPU time")
+for k, (n, ms) in sorted(by.items(), key=lambda kv: -kv[1][1])[:22]:
+    print(f"  {ms:9.3f} ms {100 * ms / total:5.1f}% {n:5d}x  {k[:90]}")
+PY
+}
+stage kernel_profile 100 kernel_profile && sed -n '/^kernel profile:/,$p' "$logs/kernel_profile.log" | indent
+
+# --- 6. training on the GPU against the CPU (test_cuda_training: one GPU, then the two-GPU
 # layouts over NCCL — some 60 short pretrain_gpt runs) and test_nccl.
 stage gpu_training 300 gpu_tests 'cuda_training|nccl' && results gpu_training
 

@@ -3,6 +3,8 @@
 // allocator's accounting (categories, peaks, caching, the cap and the OOM report, also when
 // the device refuses an allocation) over a host-memory stand-in for cudaMalloc. With a GPU
 // it also drives the allocator over real cudaMalloc to an OOM under a cap.
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,11 +22,40 @@
 
 static tb_output sh;
 
+// The GPUs visible, asked in a child: CUDA initialised in this process would not survive the
+// fork() of the tests below that allocate on the device (a forked child's first CUDA call fails
+// with cudaErrorInitializationError).
+static int device_count_in_child(char *why, size_t len) {
+    int fd[2];
+    if (pipe(fd) != 0) return snprintf(why, len, "pipe: %s", strerror(errno)), -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        char w[256] = "";
+        int n = tb_cuda_device_count(w, sizeof w);
+        dprintf(fd[1], "%d %s", n, w);
+        _exit(0);
+    }
+    close(fd[1]);
+    char buf[320];
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < sizeof buf && (r = read(fd[0], buf + got, sizeof buf - 1 - got)) > 0) got += (size_t)r;
+    buf[got] = 0;
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    int n = -1, at = 0;
+    if (sscanf(buf, "%d %n", &n, &at) != 1) return snprintf(why, len, "the probe child said '%.200s'", buf), -1;
+    snprintf(why, len, "%s", buf + at);
+    return n;
+}
+
 // Without the backend or a GPU, --device cuda is refused before any rank starts (the
 // assertions name what this machine lacks; with a GPU the run is test_cuda_training's).
 TB_TEST(device_cuda_is_refused_naming_the_flag) {
     char why[256] = "";
-    if (tb_cuda_device_count(why, sizeof why) > 0) {
+    if (device_count_in_child(why, sizeof why) > 0) {
         printf("  SKIP device_cuda_is_refused_naming_the_flag: a GPU is visible (test_cuda_training runs on it)\n");
         return;
     }
@@ -319,7 +350,7 @@ static void gpu_too_big(void) {
 
 TB_TEST(gpu_oom_under_a_cap) {
     char why[256] = "";
-    if (tb_cuda_device_count(why, sizeof why) <= 0) {
+    if (device_count_in_child(why, sizeof why) <= 0) {
         printf("  SKIP gpu_oom_under_a_cap: %s\n", why);
         return;
     }
