@@ -352,10 +352,10 @@ import collections, csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
 head, unit = rows[0], rows[1]
 name, dur = head.index("Kernel Name"), head.index("gpu__time_duration.sum")
-scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}[unit[dur]]
+scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}[unit[dur]]
 by = collections.defaultdict(lambda: [0, 0.0])
 for r in rows[2:]:
-    k = r[name].split("(")[0].split("<")[0]
+    k = r[name].removeprefix("void ").split("(")[0]  # the name with its template arguments
     by[k][0] += 1
     by[k][1] += float(r[dur].replace(",", "")) * scale
 total = sum(v[1] for v in by.values())

@@ -1,40 +1,137 @@
-// attention_tc.cu — flash attention on tensor cores: bf16 MMA (WMMA 16×16×16, fp32
+// attention_tc.cu — flash attention on tensor cores: bf16 MMA (PTX mma.sync m16n8k16, fp32
 // accumulation), FlashAttention-2's tiles as backend/flash_tiled.c writes them in C. That file
 // is the algorithm and its test (tests/engine/test_flash_tiled.c); this one transcribes it, and
 // each step's comment names the twin's. Read the twin first.
 //
 // Tiles: a block of 4 warps; forward and dQ take 64 query rows (16 a warp) and walk 64-row
-// key/value tiles, staged fp32 → bf16 into shared memory by the whole block; dK/dV take 64
-// keys (16 a warp) and walk every head of their group and every query block that sees them.
-// Scores, probabilities and gradients of a tile live in a warp's shared rows (WMMA's fragment
-// layout is opaque, so elementwise steps go through memory); the dK, dV and dQ accumulators
-// stay in registers (fragments) for the whole kernel: no atomics, each output row has one
-// owner. Results are added into dq and dkv through shared memory, row by row, so no operand
-// needs more than the element's alignment and no row past the view is touched.
+// key/value tiles, staged fp32 → bf16 into shared memory by the whole block (16-byte loads
+// where the rows allow); dK/dV take 64 keys (16 a warp) and walk every head of their group and
+// every query block that sees them. A warp's scores, probabilities and gradients of a tile
+// never leave its registers: mma.sync's fragment layouts are documented (PTX ISA, "Matrix
+// Fragments for mma.m16n8k16"), so the softmax works on the accumulators in place (a row's
+// values are spread over the 4 lanes of a quad: two shuffles reduce it) and an accumulator
+// pair of n8 tiles is already the A operand of the next product (P V, dS K, Pᵀ dO, dSᵀ Q).
+// The dK, dV, dQ and O accumulators stay in registers for the whole kernel: no atomics, each
+// output element has one owning thread, which adds (dq, dkv) or writes (out) it once.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
-#include <mma.h>
+#include <stdint.h>
 
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/warp.cuh"
 #include "backend/flash_tiled.h"
-
-using namespace nvcuda;
 
 namespace {
 
 constexpr int TQ = TB_FLASH_TILE_Q, TK = TB_FLASH_TILE_K, WR = TB_FLASH_WARP_ROWS;
 constexpr int kWarps = TQ / WR, kThreads = 32 * kWarps;
 static_assert(TQ == TK, "the dK/dV kernel's warps own TK / kWarps keys: the same 16 rows as a query warp");
-constexpr int LDS = TK + 4;  // a warp's fp32 score rows (floats; WMMA: a multiple of 4)
-constexpr int LDP = TK + 8;  // a warp's bf16 P / dS rows (elements; WMMA: a multiple of 8)
+static_assert(WR == 16, "a warp's rows are one m16 MMA tile");
+constexpr int NT = TK / 8;  // n8 tiles across a 64-wide tile of scores
 
 typedef __nv_bfloat16 bf16;
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> FragA;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> FragB;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> FragBt;  // Xᵀ of a row-major X
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
+
+// --- mma.sync m16n8k16 (bf16 × bf16 → fp32) and its fragments ----------------------------
+// A lane's place in a fragment: fr = lane / 4 (its rows fr and fr + 8), fc = lane % 4 (its
+// columns 2fc, 2fc + 1, and 2fc + 8, 2fc + 9 where the fragment is 16 wide).
+//   A (16 × 16, row-major): a[0] = (fr, 2fc..+1), a[1] = (fr + 8, 2fc..), a[2] = (fr, 2fc + 8..),
+//                           a[3] = (fr + 8, 2fc + 8..)
+//   B (16 × 8, k × n):      b[0] = (k 2fc..+1, n fr), b[1] = (k 2fc + 8..+9, n fr)
+//   C (16 × 8, fp32):       c[0], c[1] = (fr, 2fc..+1), c[2], c[3] = (fr + 8, 2fc..+1)
+// A 32-bit register holds two bf16, the lower-indexed element in its low half.
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t ld_pair(const bf16 *p) { return *reinterpret_cast<const uint32_t *>(p); }
+__device__ __forceinline__ uint32_t pack(bf16 lo, bf16 hi) {
+    return (uint32_t)__bfloat16_as_ushort(lo) | ((uint32_t)__bfloat16_as_ushort(hi) << 16);
+}
+__device__ __forceinline__ uint32_t pack(float lo, float hi) {  // rounded to nearest even, as __float2bfloat16
+    return pack(__float2bfloat16(lo), __float2bfloat16(hi));
+}
+// A from a row-major bf16 matrix X (ld elements a row): rows 0..15 of X, columns k0..k0 + 15
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16 *X, int ld, int k0) {
+    const int fr = threadIdx.x % 32 / 4, fc = threadIdx.x % 4;
+    const bf16 *p = X + fr * ld + k0 + 2 * fc;
+    a[0] = ld_pair(p), a[1] = ld_pair(p + 8 * ld), a[2] = ld_pair(p + 8), a[3] = ld_pair(p + 8 * ld + 8);
+}
+// B = Yᵀ for a row-major Y (n rows): B's column n is Y's row n0 + n, its k rows Y's columns k0..
+__device__ __forceinline__ void load_bt(uint32_t &b0, uint32_t &b1, const bf16 *Y, int ld, int n0, int k0) {
+    const int fr = threadIdx.x % 32 / 4, fc = threadIdx.x % 4;
+    const bf16 *p = Y + (n0 + fr) * ld + k0 + 2 * fc;
+    b0 = ld_pair(p), b1 = ld_pair(p + 8);
+}
+// B = Y for a row-major Y (k rows): B's k rows are Y's rows k0.., its column n Y's column n0 + n
+__device__ __forceinline__ void load_b(uint32_t &b0, uint32_t &b1, const bf16 *Y, int ld, int k0, int n0) {
+    const int fr = threadIdx.x % 32 / 4, fc = threadIdx.x % 4;
+    const bf16 *p = Y + (k0 + 2 * fc) * ld + n0 + fr;
+    b0 = pack(p[0], p[ld]), b1 = pack(p[8 * ld], p[9 * ld]);
+}
+// The A operand (16 rows × keys 16kc..16kc + 15) from a 16 × 64 accumulator's n8 tiles 2kc, 2kc + 1
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&x)[NT][4], int kc) {
+    a[0] = pack(x[2 * kc][0], x[2 * kc][1]), a[1] = pack(x[2 * kc][2], x[2 * kc][3]);
+    a[2] = pack(x[2 * kc + 1][0], x[2 * kc + 1][1]), a[3] = pack(x[2 * kc + 1][2], x[2 * kc + 1][3]);
+}
+// X (16 × 64 = 8 n8 tiles) = A (the warp's 16 rows of P, HS wide) · Yᵀ (Y: 64 rows, HS wide)
+template <int HT>
+__device__ __forceinline__ void scores(float (&x)[NT][4], const bf16 *A, const bf16 *Y, int ld) {
+#pragma unroll
+    for (int n = 0; n < NT; n++) x[n][0] = x[n][1] = x[n][2] = x[n][3] = 0.0f;
+#pragma unroll
+    for (int kc = 0; kc < HT; kc++) {
+        uint32_t a[4];
+        load_a(a, A, ld, 16 * kc);
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            uint32_t b0, b1;
+            load_bt(b0, b1, Y, ld, 8 * n, 16 * kc);
+            mma(x[n], a, b0, b1);
+        }
+    }
+}
+// acc (16 × HS = 2HT n8 tiles) += X (16 × 64, an accumulator rounded to bf16) · Y (64 × HS)
+template <int HT>
+__device__ __forceinline__ void accumulate(float (&acc)[2 * HT][4], const float (&x)[NT][4], const bf16 *Y, int ld) {
+#pragma unroll
+    for (int kc = 0; kc < NT / 2; kc++) {
+        uint32_t a[4];
+        acc_to_a(a, x, kc);
+#pragma unroll
+        for (int n = 0; n < 2 * HT; n++) {
+            uint32_t b0, b1;
+            load_b(b0, b1, Y, ld, 16 * kc, 8 * n);
+            mma(acc[n], a, b0, b1);
+        }
+    }
+}
+// The 4 lanes of a quad hold one row's values
+__device__ __forceinline__ float quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+// A 16 × HS accumulator's element (row fr + 8·(e / 2), column 8n + 2fc + e % 2) added into the
+// row-major fp32 rows at base (row r at base + r·stride), rows from `valid` on skipped
+template <int HT>
+__device__ __forceinline__ void add_out(float *base, size_t stride, int valid, const float (&acc)[2 * HT][4]) {
+    const int fr = threadIdx.x % 32 / 4, fc = threadIdx.x % 4;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int r = fr + 8 * half;
+        if (r >= valid) continue;
+        float *row = base + (size_t)r * stride + 2 * fc;
+#pragma unroll
+        for (int n = 0; n < 2 * HT; n++) row[8 * n] += acc[n][2 * half], row[8 * n + 1] += acc[n][2 * half + 1];
+    }
+}
 
 __device__ __forceinline__ int qpos_of(const tb_flash_view &v, int i) { return v.qpos ? v.qpos[i] : i; }
 __device__ __forceinline__ bool visible(const tb_flash_view &v, int i, int j) {
@@ -48,186 +145,112 @@ __device__ int block_last_key(const tb_flash_view &v, int i0, int nr) {
     return min(last, v.Tk - 1);
 }
 
-// twin: stage — rows [0, rows) of an fp32 matrix (row stride `stride`) as bf16 rows of ldh
-// elements; rows from `valid` on are zero. The whole block takes part.
+// twin: stage — 64 rows of an fp32 matrix (row stride `stride`) as bf16 rows of ldh elements;
+// rows from `valid` on are zero. The whole block takes part; 16-byte loads when every row
+// starts 16-byte aligned.
 template <int HS>
-__device__ void stage(bf16 *dst, int ldh, const float *base, size_t stride, int rows, int valid) {
-    for (int idx = threadIdx.x; idx < rows * HS; idx += blockDim.x) {
+__device__ void stage(bf16 *dst, int ldh, const float *base, size_t stride, int valid) {
+    constexpr int V = HS / 4;  // float4s a row
+    if (((reinterpret_cast<uintptr_t>(base) | (stride * sizeof(float))) & 15) == 0) {
+#pragma unroll 4
+        for (int idx = threadIdx.x; idx < TK * V; idx += kThreads) {
+            const int r = idx / V, d = idx % V * 4;
+            const float4 x = r < valid ? *reinterpret_cast<const float4 *>(base + (size_t)r * stride + d)
+                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            __nv_bfloat162 *o = reinterpret_cast<__nv_bfloat162 *>(dst + r * ldh + d);
+            o[0] = __floats2bfloat162_rn(x.x, x.y), o[1] = __floats2bfloat162_rn(x.z, x.w);
+        }
+        return;
+    }
+    for (int idx = threadIdx.x; idx < TK * HS; idx += kThreads) {
         const int r = idx / HS, d = idx % HS;
         dst[r * ldh + d] = __float2bfloat16(r < valid ? base[(size_t)r * stride + d] : 0.0f);
     }
 }
 
-// C (16 × 16·N_TILES, fp32, row-major at c, ldc) = A (16 × 16·K_TILES) · B, A row-major at a
-// (lda), B at b (ldb): row-major (K × N) or, Bt, a row-major N × K matrix read as its transpose.
-template <int N_TILES, int K_TILES, typename FragBType>
-__device__ void mma_rows(float *c, int ldc, const bf16 *a, int lda, const bf16 *b, int ldb, bool bt) {
-    for (int n = 0; n < N_TILES; n++) {
-        FragC acc;
-        wmma::fill_fragment(acc, 0.0f);
-        for (int k = 0; k < K_TILES; k++) {
-            FragA fa;
-            FragBType fb;
-            wmma::load_matrix_sync(fa, a + k * 16, lda);
-            wmma::load_matrix_sync(fb, bt ? b + n * 16 * ldb + k * 16 : b + k * 16 * ldb + n * 16, ldb);
-            wmma::mma_sync(acc, fa, fb, acc);
-        }
-        wmma::store_matrix_sync(c + n * 16, acc, ldc, wmma::mem_row_major);
-    }
-}
-
-// acc[t] += A (16 × 16·K_TILES, row-major at a, lda) · B[:, 16t .. 16t + 16) (row-major at b, ldb)
-template <int HT, int K_TILES>
-__device__ void mma_accumulate(FragC (&acc)[HT], const bf16 *a, int lda, const bf16 *b, int ldb) {
-    for (int k = 0; k < K_TILES; k++) {
-        FragA fa;
-        wmma::load_matrix_sync(fa, a + k * 16, lda);
-        for (int t = 0; t < HT; t++) {
-            FragB fb;
-            wmma::load_matrix_sync(fb, b + k * 16 * ldb + t * 16, ldb);
-            wmma::mma_sync(acc[t], fa, fb, acc[t]);
-        }
-    }
-}
-
-// A warp's accumulators added into 16 rows of global memory (row r at rows + r·stride, those
-// from `valid` on skipped), through its shared staging area f (16 × (HS + 4) floats).
-template <int HT>
-__device__ void add_rows(float *rows, size_t stride, int valid, FragC (&acc)[HT], float *f) {
-    constexpr int HS = 16 * HT, LDO = HS + 4;
-    const int lane = threadIdx.x % 32;
-    for (int t = 0; t < HT; t++) wmma::store_matrix_sync(f + t * 16, acc[t], LDO, wmma::mem_row_major);
-    __syncwarp();
-    for (int idx = lane; idx < WR * HS; idx += 32) {
-        const int r = idx / HS, d = idx % HS;
-        if (r < valid) rows[(size_t)r * stride + d] += f[r * LDO + d];
-    }
-    __syncwarp();
-}
-
-// Shared memory, in 128-byte aligned sections (WMMA wants 32-byte aligned tile pointers).
+// Shared memory: 64-row bf16 tiles of HS + 8 elements a row (16-byte aligned rows; a quad's
+// 32-bit fragment loads fall in distinct banks), in 128-byte aligned sections.
 __host__ __device__ constexpr size_t up128(size_t b) { return (b + 127) / 128 * 128; }
 template <int HT>
 struct Layout {
-    static constexpr int HS = 16 * HT, LDH = HS + 8, LDO = HS + 4;
-    static constexpr size_t tile = up128((size_t)TQ * LDH * sizeof(bf16));        // 64 rows of bf16
-    static constexpr size_t scores = up128((size_t)kWarps * 2 * WR * LDS * 4);   // per warp: two fp32 16 × 64
-    static constexpr size_t probs = up128((size_t)kWarps * WR * LDP * sizeof(bf16));
-    static constexpr size_t out = up128((size_t)kWarps * WR * LDO * 4);
-    static constexpr size_t rows = up128((size_t)TQ * 4);
-    // forward: Q, K, V; S (one half of scores); P; O; m, l, corr
-    static constexpr size_t forward = 3 * tile + scores + probs + out + 3 * rows;
-    // backward (dK/dV and dQ): Q, dO, K, V; S/P and dP; two bf16 (Pᵀ, dSᵀ; dS); L and D
-    static constexpr size_t backward = 4 * tile + scores + 2 * probs + 2 * rows;
-    static_assert(2 * LDS >= LDO, "the result's staging reuses a warp's two score rows");
+    static constexpr int HS = 16 * HT, LDH = HS + 8;
+    static constexpr size_t tile = up128((size_t)TQ * LDH * sizeof(bf16));
+    static constexpr size_t rows = up128((size_t)TQ * sizeof(float));
+    static constexpr size_t forward = 3 * tile;             // Q, K, V
+    static constexpr size_t backward = 4 * tile + 2 * rows;  // Q, dO, K, V; the query block's lse and D
 };
 
 // A key/value tile's K and V rows [j0, j0 + nc) of group g, staged as bf16 (rows past nc zero).
 template <int HS>
 __device__ void stage_kv(bf16 *Ks, bf16 *Vs, const tb_flash_view &v, int b, int j0, int nc, int g) {
     const float *kvb = v.kv + (size_t)b * v.kb + (size_t)j0 * v.ks + (size_t)g * HS;
-    stage<HS>(Ks, HS + 8, kvb + v.k_off, (size_t)v.ks, TK, nc);
-    stage<HS>(Vs, HS + 8, kvb + v.v_off, (size_t)v.ks, TK, nc);
+    stage<HS>(Ks, HS + 8, kvb + v.k_off, (size_t)v.ks, nc);
+    stage<HS>(Vs, HS + 8, kvb + v.v_off, (size_t)v.ks, nc);
 }
-
-// The backward kernels' shared memory (Layout::backward): the Q, dO, K and V tiles; per warp two
-// fp32 rows of scores (S, then P; dP) and two of bf16 (Pᵀ and dSᵀ; dS); the query block's lse
-// and D.
-template <int HT>
-struct BackwardSmem {
-    bf16 *Q, *dO, *K, *V, *b0, *b1;
-    float *F, *L, *D;
-    __device__ explicit BackwardSmem(unsigned char *smem) {
-        typedef Layout<HT> Ly;
-        Q = (bf16 *)smem, dO = (bf16 *)(smem + Ly::tile), K = (bf16 *)(smem + 2 * Ly::tile);
-        V = (bf16 *)(smem + 3 * Ly::tile);
-        unsigned char *at = smem + 4 * Ly::tile;
-        F = (float *)at, b0 = (bf16 *)(at + Ly::scores), b1 = (bf16 *)(at + Ly::scores + Ly::probs);
-        L = (float *)(at + Ly::scores + 2 * Ly::probs), D = L + TQ;
-    }
-};
 
 // --- forward (twin: tb_flash_tiled_forward) ----------------------------------------------
 template <int HT>
 __global__ void __launch_bounds__(kThreads) tc_forward_kernel(float *out, float *lse, tb_flash_view v, int NH, int G) {
     typedef Layout<HT> L;
-    constexpr int HS = L::HS, LDH = L::LDH, LDO = L::LDO;
+    constexpr int HS = L::HS, LDH = L::LDH;
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Qs = (bf16 *)smem, *Ks = (bf16 *)(smem + L::tile), *Vs = (bf16 *)(smem + 2 * L::tile);
-    unsigned char *at = smem + 3 * L::tile;
-    float *S = (float *)at;
-    bf16 *P = (bf16 *)(at + L::scores);
-    float *O = (float *)(at + L::scores + L::probs);
-    float *stats = (float *)(at + L::scores + L::probs + L::out);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, fr = lane / 4, fc = lane % 4;
     const int b = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * TQ, g = h / (NH / G);
     const int nr = min(TQ, v.Tq - i0), w0 = warp * WR;  // the warp's first row in the block
+    const int row[2] = {i0 + w0 + fr, i0 + w0 + fr + 8};  // this lane's two rows
     const float scale = 1.0f / sqrtf((float)HS);
-    float *Sw = S + warp * 2 * WR * LDS, *Ow = O + warp * WR * LDO;
-    bf16 *Pw = P + warp * WR * LDP;
-    float *m = stats, *l = stats + TQ, *corr = stats + 2 * TQ;  // per block row
-    stage<HS>(Qs, LDH, v.q + (size_t)b * v.qb + (size_t)i0 * v.qs + (size_t)h * HS, (size_t)v.qs, TQ, nr);
-    for (int idx = lane; idx < WR * LDO; idx += 32) Ow[idx] = 0.0f;
-    if (lane < WR) m[w0 + lane] = -INFINITY, l[w0 + lane] = 0.0f;
+    stage<HS>(Qs, LDH, v.q + (size_t)b * v.qb + (size_t)i0 * v.qs + (size_t)h * HS, (size_t)v.qs, nr);
+    float o[2 * HT][4], s[NT][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int n = 0; n < 2 * HT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     const int last = block_last_key(v, i0, nr);
     for (int j0 = 0; j0 <= last; j0 += TK) {  // key tiles in order
         const int nc = min(TK, v.Tk - j0);
         __syncthreads();  // the last tile's readers are done (the first time: Q is staged)
         stage_kv<HS>(Ks, Vs, v, b, j0, nc, g);
         __syncthreads();
-        // S = Q Kᵀ for the warp's 16 rows (twin: s[c] = dot(q, k))
-        mma_rows<TK / 16, HT, FragBt>(Sw, LDS, Qs + w0 * LDH, LDH, Ks, LDH, true);
-        __syncwarp();
-        {  // the online softmax, two lanes a row, 32 columns each (twin: mx, m_new, corr, P, rowsum)
-            const int r = lane / 2, c0 = (lane % 2) * (TK / 2), i = i0 + w0 + r;
-            float s[TK / 2], mx = -INFINITY;
-            for (int c = 0; c < TK / 2; c++) {
-                const bool vis = i < v.Tq && c0 + c < nc && visible(v, i, j0 + c0 + c);
-                s[c] = vis ? Sw[r * LDS + c0 + c] * scale : -INFINITY;
-                mx = fmaxf(mx, s[c]);
+        scores<HT>(s, Qs + w0 * LDH, Ks, LDH);  // S = Q Kᵀ (twin: s[c] = dot(q, k))
+        // the online softmax (twin: mx, m_new, corr, P, rowsum), rows fr and fr + 8
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e / 2, c = 8 * n + 2 * fc + e % 2;
+                const bool vis = row[r] < v.Tq && c < nc && visible(v, row[r], j0 + c);
+                s[n][e] = vis ? s[n][e] * scale : -INFINITY;
+                mx[r] = fmaxf(mx[r], s[n][e]);
             }
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            const float m_old = m[w0 + r], m_new = fmaxf(m_old, mx);
-            float sum = 0.0f;
-            for (int c = 0; c < TK / 2; c++) {
-                const float p = s[c] == -INFINITY ? 0.0f : expf(s[c] - m_new);
-                Pw[r * LDP + c0 + c] = __float2bfloat16(p);
-                sum += p;
+        float m_new[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; r++) m_new[r] = fmaxf(m[r], quad_max(mx[r]));
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e / 2;
+                s[n][e] = s[n][e] == -INFINITY ? 0.0f : expf(s[n][e] - m_new[r]);  // P, fp32
+                sum[r] += s[n][e];
             }
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            __syncwarp();  // both lanes of the row have read m before it changes
-            if (lane % 2 == 0) {
-                const float cr = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);  // nothing visible yet: unchanged
-                l[w0 + r] = l[w0 + r] * cr + sum;
-                m[w0 + r] = m_new;
-                corr[w0 + r] = cr;
-            }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const float corr = m_new[r] == -INFINITY ? 1.0f : expf(m[r] - m_new[r]);  // nothing visible yet: unchanged
+            l[r] = l[r] * corr + quad_sum(sum[r]);
+            m[r] = m_new[r];
+#pragma unroll
+            for (int n = 0; n < 2 * HT; n++) o[n][2 * r] *= corr, o[n][2 * r + 1] *= corr;
         }
-        __syncwarp();
-        // O = O·corr + P V (twin: o[d] = o[d]·corr + pv)
-        for (int idx = lane; idx < WR * HS; idx += 32) Ow[(idx / HS) * LDO + idx % HS] *= corr[w0 + idx / HS];
-        __syncwarp();
-        for (int t = 0; t < HT; t++) {
-            FragC acc;
-            wmma::load_matrix_sync(acc, Ow + t * 16, LDO, wmma::mem_row_major);
-            for (int k = 0; k < TK / 16; k++) {
-                FragA fa;
-                FragB fb;
-                wmma::load_matrix_sync(fa, Pw + k * 16, LDP);
-                wmma::load_matrix_sync(fb, Vs + k * 16 * LDH + t * 16, LDH);
-                wmma::mma_sync(acc, fa, fb, acc);
-            }
-            wmma::store_matrix_sync(Ow + t * 16, acc, LDO, wmma::mem_row_major);
-        }
-        __syncwarp();
+        accumulate<HT>(o, s, Vs, LDH);  // O = O·corr + P V (P rounded to bf16)
     }
     // out = O / l, lse = m + log l
-    for (int idx = lane; idx < WR * HS; idx += 32) {
-        const int r = idx / HS, d = idx % HS, i = i0 + w0 + r;
-        if (i < v.Tq) out[((size_t)b * v.o_rows + i) * NH * HS + (size_t)h * HS + d] = Ow[r * LDO + d] / l[w0 + r];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (row[r] >= v.Tq) continue;
+        float *dst = out + ((size_t)b * v.o_rows + row[r]) * NH * HS + (size_t)h * HS + 2 * fc;
+#pragma unroll
+        for (int n = 0; n < 2 * HT; n++) dst[8 * n] = o[n][2 * r] / l[r], dst[8 * n + 1] = o[n][2 * r + 1] / l[r];
+        if (fc == 0) lse[((size_t)b * NH + h) * v.o_rows + row[r]] = m[r] + logf(l[r]);
     }
-    if (lane < WR && i0 + w0 + lane < v.Tq)
-        lse[((size_t)b * NH + h) * v.o_rows + i0 + w0 + lane] = m[w0 + lane] + logf(l[w0 + lane]);
 }
 
 // --- backward (twin: tb_flash_tiled_backward) ---------------------------------------------
@@ -254,6 +277,19 @@ __device__ void stage_rows(float *Lr, float *Dr, const float *lse, const float *
     }
 }
 
+// The backward kernels' shared memory (Layout::backward)
+template <int HT>
+struct BackwardSmem {
+    bf16 *Q, *dO, *K, *V;
+    float *L, *D;
+    __device__ explicit BackwardSmem(unsigned char *smem) {
+        typedef Layout<HT> Ly;
+        Q = (bf16 *)smem, dO = (bf16 *)(smem + Ly::tile), K = (bf16 *)(smem + 2 * Ly::tile);
+        V = (bf16 *)(smem + 3 * Ly::tile);
+        L = (float *)(smem + 4 * Ly::tile), D = (float *)(smem + 4 * Ly::tile + Ly::rows);
+    }
+};
+
 // dK, dV per (sample, group, key tile): the warp's 16 keys' accumulators in registers
 template <int HT>
 __global__ void __launch_bounds__(kThreads)
@@ -261,46 +297,45 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int HS = 16 * HT, LDH = HS + 8;
     extern __shared__ __align__(128) unsigned char smem[];
     const BackwardSmem<HT> sm(smem);
-    bf16 *Qs = sm.Q, *dOs = sm.dO, *Ks = sm.K, *Vs = sm.V;
-    float *Lr = sm.L, *Dr = sm.D;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w0 = warp * WR;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, fr = lane / 4, fc = lane % 4, w0 = warp * WR;
     const int b = blockIdx.z, g = blockIdx.y, j0 = blockIdx.x * TK, nc = min(TK, v.Tk - j0), hpg = NH / G;
+    const int key[2] = {j0 + w0 + fr, j0 + w0 + fr + 8};  // this lane's two keys
     const float scale = 1.0f / sqrtf((float)HS);
     const int C = NH * HS;
-    float *Sw = sm.F + warp * 2 * WR * LDS, *dPw = Sw + WR * LDS;
-    bf16 *Ptw = sm.b0 + warp * WR * LDP, *dStw = sm.b1 + warp * WR * LDP;
-    stage_kv<HS>(Ks, Vs, v, b, j0, nc, g);
-    FragC dK[HT], dV[HT];
-    for (int t = 0; t < HT; t++) wmma::fill_fragment(dK[t], 0.0f), wmma::fill_fragment(dV[t], 0.0f);
+    stage_kv<HS>(sm.K, sm.V, v, b, j0, nc, g);
+    float dK[2 * HT][4], dV[2 * HT][4], st[NT][4], dpt[NT][4];
+    for (int n = 0; n < 2 * HT; n++)
+        for (int e = 0; e < 4; e++) dK[n][e] = dV[n][e] = 0.0f;
     for (int h = g * hpg; h < (g + 1) * hpg; h++)
         for (int i0 = 0; i0 < v.Tq; i0 += TQ) {
             const int nr = min(TQ, v.Tq - i0);
             if (block_last_key(v, i0, nr) < j0) continue;  // no row of the block sees the tile
             __syncthreads();
-            stage<HS>(Qs, LDH, v.q + (size_t)b * v.qb + (size_t)i0 * v.qs + (size_t)h * HS, (size_t)v.qs, TQ, nr);
-            stage<HS>(dOs, LDH, dout + ((size_t)b * v.o_rows + i0) * C + (size_t)h * HS, (size_t)C, TQ, nr);
-            stage_rows(Lr, Dr, lse, D, v, b, h, NH, i0, nr);
+            stage<HS>(sm.Q, LDH, v.q + (size_t)b * v.qb + (size_t)i0 * v.qs + (size_t)h * HS, (size_t)v.qs, nr);
+            stage<HS>(sm.dO, LDH, dout + ((size_t)b * v.o_rows + i0) * C + (size_t)h * HS, (size_t)C, nr);
+            stage_rows(sm.L, sm.D, lse, D, v, b, h, NH, i0, nr);
             __syncthreads();
             // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for the warp's 16 keys × the block's 64 queries
-            mma_rows<TQ / 16, HT, FragBt>(Sw, LDS, Ks + w0 * LDH, LDH, Qs, LDH, true);
-            mma_rows<TQ / 16, HT, FragBt>(dPw, LDS, Vs + w0 * LDH, LDH, dOs, LDH, true);
-            __syncwarp();
-            // Pᵀ and dSᵀ (twin: p = prob(...), pb, ds)
-            for (int idx = lane; idx < WR * TQ; idx += 32) {
-                const int c = idx / TQ, r = idx % TQ, j = j0 + w0 + c, i = i0 + r;
-                const float p = r < nr && j < v.Tk && visible(v, i, j) ? expf(Sw[c * LDS + r] * scale - Lr[r]) : 0.0f;
-                Ptw[c * LDP + r] = __float2bfloat16(p);
-                dStw[c * LDP + r] = __float2bfloat16(p * (dPw[c * LDS + r] - Dr[r]) * scale);
-            }
-            __syncwarp();
-            mma_accumulate<HT, TQ / 16>(dV, Ptw, LDP, dOs, LDH);  // dV += Pᵀ dO
-            mma_accumulate<HT, TQ / 16>(dK, dStw, LDP, Qs, LDH);  // dK += dSᵀ Q
+            scores<HT>(st, sm.K + w0 * LDH, sm.Q, LDH);
+            scores<HT>(dpt, sm.V + w0 * LDH, sm.dO, LDH);
+            // Pᵀ and dSᵀ (twin: p = prob(...), pb, ds), in place
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int c = 8 * n + 2 * fc + e % 2, j = key[e / 2], i = i0 + c;
+                    const float p =
+                        c < nr && j < v.Tk && visible(v, i, j) ? expf(st[n][e] * scale - sm.L[c]) : 0.0f;
+                    st[n][e] = p;
+                    dpt[n][e] = p * (dpt[n][e] - sm.D[c]) * scale;
+                }
+            accumulate<HT>(dV, st, sm.dO, LDH);  // dV += Pᵀ dO
+            accumulate<HT>(dK, dpt, sm.Q, LDH);  // dK += dSᵀ Q
         }
     const int valid = min(WR, max(0, nc - w0));
-    add_rows<HT>(dkv + (size_t)b * v.kb + (size_t)(j0 + w0) * v.ks + v.k_off + (size_t)g * HS, (size_t)v.ks, valid, dK,
-                 Sw);
-    add_rows<HT>(dkv + (size_t)b * v.kb + (size_t)(j0 + w0) * v.ks + v.v_off + (size_t)g * HS, (size_t)v.ks, valid, dV,
-                 Sw);
+    float *rows = dkv + (size_t)b * v.kb + (size_t)(j0 + w0) * v.ks + (size_t)g * HS;
+    add_out<HT>(rows + v.k_off, (size_t)v.ks, valid, dK);
+    add_out<HT>(rows + v.v_off, (size_t)v.ks, valid, dV);
 }
 
 // dQ per (sample, head, query block): the warp's 16 rows' accumulator in registers
@@ -310,40 +345,38 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int HS = 16 * HT, LDH = HS + 8;
     extern __shared__ __align__(128) unsigned char smem[];
     const BackwardSmem<HT> sm(smem);
-    bf16 *Qs = sm.Q, *dOs = sm.dO, *Ks = sm.K, *Vs = sm.V;
-    float *Lr = sm.L, *Dr = sm.D;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w0 = warp * WR;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, fr = lane / 4, fc = lane % 4, w0 = warp * WR;
     const int b = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * TQ, g = h / (NH / G), nr = min(TQ, v.Tq - i0);
+    const int rloc[2] = {w0 + fr, w0 + fr + 8};  // this lane's two rows in the block
     const float scale = 1.0f / sqrtf((float)HS);
     const int C = NH * HS;
-    float *Sw = sm.F + warp * 2 * WR * LDS, *dPw = Sw + WR * LDS;
-    bf16 *dSw = sm.b0 + warp * WR * LDP;
-    stage<HS>(Qs, LDH, v.q + (size_t)b * v.qb + (size_t)i0 * v.qs + (size_t)h * HS, (size_t)v.qs, TQ, nr);
-    stage<HS>(dOs, LDH, dout + ((size_t)b * v.o_rows + i0) * C + (size_t)h * HS, (size_t)C, TQ, nr);
-    stage_rows(Lr, Dr, lse, D, v, b, h, NH, i0, nr);
-    FragC dQ[HT];
-    for (int t = 0; t < HT; t++) wmma::fill_fragment(dQ[t], 0.0f);
+    stage<HS>(sm.Q, LDH, v.q + (size_t)b * v.qb + (size_t)i0 * v.qs + (size_t)h * HS, (size_t)v.qs, nr);
+    stage<HS>(sm.dO, LDH, dout + ((size_t)b * v.o_rows + i0) * C + (size_t)h * HS, (size_t)C, nr);
+    stage_rows(sm.L, sm.D, lse, D, v, b, h, NH, i0, nr);
+    float dQ[2 * HT][4], s[NT][4], dp[NT][4];
+    for (int n = 0; n < 2 * HT; n++) dQ[n][0] = dQ[n][1] = dQ[n][2] = dQ[n][3] = 0.0f;
     const int last = block_last_key(v, i0, nr);
     for (int j0 = 0; j0 <= last; j0 += TK) {
         const int nc = min(TK, v.Tk - j0);
         __syncthreads();
-        stage_kv<HS>(Ks, Vs, v, b, j0, nc, g);
+        stage_kv<HS>(sm.K, sm.V, v, b, j0, nc, g);
         __syncthreads();
         // S = Q Kᵀ and dP = dO Vᵀ for the warp's 16 rows
-        mma_rows<TK / 16, HT, FragBt>(Sw, LDS, Qs + w0 * LDH, LDH, Ks, LDH, true);
-        mma_rows<TK / 16, HT, FragBt>(dPw, LDS, dOs + w0 * LDH, LDH, Vs, LDH, true);
-        __syncwarp();
-        // dS (twin: p, ds)
-        for (int idx = lane; idx < WR * TK; idx += 32) {
-            const int r = idx / TK, c = idx % TK, i = i0 + w0 + r, j = j0 + c;
-            const float p = i < v.Tq && c < nc && visible(v, i, j) ? expf(Sw[r * LDS + c] * scale - Lr[w0 + r]) : 0.0f;
-            dSw[r * LDP + c] = __float2bfloat16(p * (dPw[r * LDS + c] - Dr[w0 + r]) * scale);
-        }
-        __syncwarp();
-        mma_accumulate<HT, TK / 16>(dQ, dSw, LDP, Ks, LDH);  // dQ += dS K
+        scores<HT>(s, sm.Q + w0 * LDH, sm.K, LDH);
+        scores<HT>(dp, sm.dO + w0 * LDH, sm.V, LDH);
+        // dS (twin: p, ds), in place
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = rloc[e / 2], i = i0 + r, c = 8 * n + 2 * fc + e % 2, j = j0 + c;
+                const float p = i < v.Tq && c < nc && visible(v, i, j) ? expf(s[n][e] * scale - sm.L[r]) : 0.0f;
+                dp[n][e] = p * (dp[n][e] - sm.D[r]) * scale;
+            }
+        accumulate<HT>(dQ, dp, sm.K, LDH);  // dQ += dS K
     }
-    add_rows<HT>(dq_base + (size_t)b * v.qb + (size_t)(i0 + w0) * v.qs + (size_t)h * HS, (size_t)v.qs,
-                 min(WR, max(0, nr - w0)), dQ, Sw);
+    add_out<HT>(dq_base + (size_t)b * v.qb + (size_t)(i0 + w0) * v.qs + (size_t)h * HS, (size_t)v.qs,
+                min(WR, max(0, nr - w0)), dQ);
 }
 
 // --- launchers -------------------------------------------------------------------------
