@@ -232,7 +232,9 @@ finish() {
   exit
 }
 
-say "gpu-check $(date -u +%FT%TZ) at $(git rev-parse --short HEAD 2>/dev/null || echo '(no git)')$(git diff --quiet 2>/dev/null || echo ' (dirty or no git)')"
+# The device tool copies the working tree but not always its current git metadata: the caller
+# may state the commit the tree holds (TB_TREE_REV), printed beside what git says here.
+say "gpu-check $(date -u +%FT%TZ) at $(git rev-parse --short HEAD 2>/dev/null || echo '(no git)')$(git diff --quiet 2>/dev/null || echo ' (dirty or no git)')${TB_TREE_REV:+; the caller states the tree is commit $TB_TREE_REV}"
 say "host: $(nproc) cores, $(uname -r); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 say "GPU: $(nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit \
   --format=csv,noheader 2>/dev/null | tr '\n' ';' || echo 'nvidia-smi: not found')"

@@ -242,6 +242,16 @@ TB_TEST(activations_and_residual) {
     OK(cuda_cast_f32_to_bf16(b_out, d_x, n, s));  // d_x holds the unrounded x: rounds like to_bf16
     OK(cuda_cast_bf16_to_f32(back, b_out, n, s));
     CLOSE(down(back, n), x, n, 0.0, 0.0, "fp32 -> bf16 -> fp32 (round to nearest even, exact)");
+    // the four-a-thread cast's tail (a length of 3 mod 4) and an unaligned source (the scalar
+    // kernel): the same bits
+    const size_t tail_n = n / 4 * 4 - 1;
+    OK(cudaMemset(b_out, 0xff, n * 2));
+    OK(cuda_cast_f32_to_bf16(b_out, d_x, tail_n, s));
+    OK(cuda_cast_bf16_to_f32(back, b_out, tail_n, s));
+    CLOSE(down(back, tail_n), x, tail_n, 0.0, 0.0, "fp32 -> bf16, n % 4 == 3");
+    OK(cuda_cast_f32_to_bf16(b_out, d_x + 1, n - 2, s));
+    OK(cuda_cast_bf16_to_f32(back, b_out, n - 2, s));
+    CLOSE(down(back, n - 2), x + 1, n - 2, 0.0, 0.0, "fp32 -> bf16 from an unaligned source");
     cpu_gelu_forward(out, x, n);
     OK(cuda_gelu_forward_bf16(b_out, b_x, n, s));
     CLOSE(downbf(b_out, n), out, n, BF16_ATOL, BF16_RTOL, "gelu bf16");

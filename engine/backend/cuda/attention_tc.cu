@@ -66,11 +66,16 @@ __device__ __forceinline__ void load_bt(uint32_t &b0, uint32_t &b1, const bf16 *
     const bf16 *p = Y + (n0 + fr) * ld + k0 + 2 * fc;
     b0 = ld_pair(p), b1 = ld_pair(p + 8);
 }
-// B = Y for a row-major Y (k rows): B's k rows are Y's rows k0.., its column n Y's column n0 + n
+// B = Y for a row-major Y (k rows, in shared memory): B's k rows are Y's rows k0.., its column
+// n Y's column n0 + n. A lane's pair (rows k0 + 2fc, + 1 of column n0 + fr) spans two rows:
+// ldmatrix .trans gathers it (lanes 0-7 give the addresses of rows k0..k0 + 7, 8 elements from
+// n0 each: b0; lanes 8-15 rows k0 + 8..: b1; each row 16-byte aligned), one instruction where
+// 16-bit loads took four.
 __device__ __forceinline__ void load_b(uint32_t &b0, uint32_t &b1, const bf16 *Y, int ld, int k0, int n0) {
-    const int fr = threadIdx.x % 32 / 4, fc = threadIdx.x % 4;
-    const bf16 *p = Y + (k0 + 2 * fc) * ld + n0 + fr;
-    b0 = pack(p[0], p[ld]), b1 = pack(p[8 * ld], p[9 * ld]);
+    const bf16 *p = Y + (k0 + threadIdx.x % 16) * ld + n0;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(b0), "=r"(b1)
+                 : "r"((unsigned)__cvta_generic_to_shared(p)));
 }
 // The A operand (16 rows × keys 16kc..16kc + 15) from a 16 × 64 accumulator's n8 tiles 2kc, 2kc + 1
 __device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&x)[NT][4], int kc) {

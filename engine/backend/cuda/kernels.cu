@@ -186,6 +186,31 @@ template <typename O, typename I>
 __global__ void cast_kernel(O *out, const I *inp, size_t n) {
     GRID_STRIDE(i, n) store(out, i, load(inp, i));
 }
+// fp32 → 16-bit four elements a thread (one 16-byte load, one 8-byte store: the scalar cast
+// moved ~2 of the H200's ~4 TB/s), rounded as store() rounds; the last n % 4 by the first threads
+__device__ __forceinline__ uint32_t pack16(__nv_bfloat162 x) { return *reinterpret_cast<uint32_t *>(&x); }
+__device__ __forceinline__ uint32_t pack16(__half2 x) { return *reinterpret_cast<uint32_t *>(&x); }
+__device__ __forceinline__ uint2 cast4(__nv_bfloat16 *, float4 x) {
+    return make_uint2(pack16(__floats2bfloat162_rn(x.x, x.y)), pack16(__floats2bfloat162_rn(x.z, x.w)));
+}
+__device__ __forceinline__ uint2 cast4(__half *, float4 x) {
+    return make_uint2(pack16(__floats2half2_rn(x.x, x.y)), pack16(__floats2half2_rn(x.z, x.w)));
+}
+template <typename O>
+__global__ void cast4_kernel(O *out, const float *inp, size_t n) {
+    const size_t n4 = n / 4, first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    GRID_STRIDE(i, n4) reinterpret_cast<uint2 *>(out)[i] = cast4(out, reinterpret_cast<const float4 *>(inp)[i]);
+    if (first < n - 4 * n4) store(out, 4 * n4 + first, inp[4 * n4 + first]);
+}
+// out[i] = (O)inp[i]: vectorised where out is 8-byte and inp 16-byte aligned
+template <typename O>
+int cast_f32(O *out, const float *inp, size_t n, cudaStream_t s) {
+    if ((reinterpret_cast<uintptr_t>(out) & 7) == 0 && (reinterpret_cast<uintptr_t>(inp) & 15) == 0 && n >= 4)
+        cast4_kernel<<<blocks_for(n / 4), kThreads, 0, s>>>(out, inp, n);
+    else
+        cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, inp, n);
+    return (int)cudaGetLastError();
+}
 
 // Column sums over N rows, without atomics: one block per kColTile columns, kColTile ×
 // kColRows threads; thread (ty, tx) adds the terms of rows ty, ty + kColRows, ... of column
@@ -541,13 +566,11 @@ int cuda_rows_scatter(float *dst, const float *src, int rows, int width, int str
 }
 int cuda_cast_f32_to_bf16(tb_bf16 *out, const float *inp, size_t n, tb_cuda_stream s) {
     if (n == 0) return 0;
-    cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(BF(out), inp, n);
-    return launched();
+    return cast_f32(BF(out), inp, n, s);
 }
 int cuda_cast_f32_to_f16(tb_f16 *out, const float *inp, size_t n, tb_cuda_stream s) {
     if (n == 0) return 0;
-    cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(reinterpret_cast<__half *>(out), inp, n);
-    return launched();
+    return cast_f32(reinterpret_cast<__half *>(out), inp, n, s);
 }
 int cuda_cast_bf16_to_f32(float *out, const tb_bf16 *inp, size_t n, tb_cuda_stream s) {
     if (n == 0) return 0;
