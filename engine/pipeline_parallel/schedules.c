@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "runtime/ranges.h"
 #include "core/xalloc.h"
 #include "comm/parallel_state.h"
@@ -163,10 +164,15 @@ double forward_backward_func(tb_pipeline *pl, const int32_t *inputs, const int32
         if (i == pl->nops) break;
         const pp_op *op = &pl->ops[i];
         gpt_model *m = &pl->models[op->chunk];
+        // on a device the op's kernels are asynchronous: it ends waiting for them, so that the
+        // host clock times the device's work (without the wait a backward was timed as its
+        // launches, ~2 of ~45 ms on an H200, and the rest read as idle time)
+        const tb_backend *be = tb_be();
         int64_t t0 = tb_now_ns();
         if (op->kind == 'F') {
             float l = gpt_forward_chunk(m, op->microbatch, inputs + (size_t)op->microbatch * mb_tokens,
                                         targets + (size_t)op->microbatch * mb_tokens, pl->x_in, pl->x_out);
+            if (!be->host) be->synchronize();
             time->forward_ms += ms_since(t0);
             if (m->chunk.has_head) {
                 loss += l;
@@ -178,6 +184,7 @@ double forward_backward_func(tb_pipeline *pl, const int32_t *inputs, const int32
             m->grads_final = op->microbatch == pl->num_microbatches - 1;
             gpt_backward_chunk(m, op->microbatch, loss_scale, pl->d_out, pl->d_in);
             m->grads_final = 0;
+            if (!be->host) be->synchronize();
             time->backward_ms += ms_since(t0);
         }
     }
