@@ -82,7 +82,7 @@ __device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&x)[NT][
     a[0] = pack(x[2 * kc][0], x[2 * kc][1]), a[1] = pack(x[2 * kc][2], x[2 * kc][3]);
     a[2] = pack(x[2 * kc + 1][0], x[2 * kc + 1][1]), a[3] = pack(x[2 * kc + 1][2], x[2 * kc + 1][3]);
 }
-// X (16 × 64 = 8 n8 tiles) = A (the warp's 16 rows of P, HS wide) · Yᵀ (Y: 64 rows, HS wide)
+// X (16 × 64 = 8 n8 tiles) = A (the warp's 16 rows of Q, dO, K or V, HS wide) · Yᵀ (Y: 64 rows, HS wide)
 template <int HT>
 __device__ __forceinline__ void scores(float (&x)[NT][4], const bf16 *A, const bf16 *Y, int ld) {
 #pragma unroll
