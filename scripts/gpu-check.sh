@@ -5,7 +5,8 @@
 # unpacked into a prefix outside /; NCCL from PyTorch's nvidia-nccl wheel when the toolkit has
 # none); runs the kernel tests (each kernel against the CPU's); benchmarks GPT-2 124M --bf16 on
 # --device cuda beside a same-run PyTorch reference of the same model and shapes; runs the
-# kernel tests under compute-sanitizer memcheck; then the training tests (--device cuda
+# kernel tests under compute-sanitizer memcheck; times every kernel of one step with Nsight
+# Compute (summed by name); then the training tests (--device cuda
 # against --device cpu: fp32, bf16, fp16, an OOM under a cap, checkpoints, and with two GPUs
 # TP, SP, DP, the distributed optimizer, PP, CP, DDP overlap, MoE and mpirun over NCCL) — a
 # skip is a failure here, but for the parts that need two GPUs on a one-GPU machine.
