@@ -156,6 +156,10 @@ double forward_backward_func(tb_pipeline *pl, const int32_t *inputs, const int32
     double loss = 0.0;
     pl->nonfinite_microbatch = -1;
     int c = 0;
+    // on a device an op's kernels are asynchronous: each op ends waiting for them, so that the
+    // host clock times the device's work (without the wait a backward was timed as its
+    // launches, ~2 of ~45 ms on an H200, and the rest read as idle time)
+    const tb_backend *be = tb_be();
     for (int i = 0; i <= pl->nops; i++) {
         // the point-to-point calls before op i (after the last op: its sends), while the rank
         // is at op i's microbatch (each message's entry names its own)
@@ -164,10 +168,6 @@ double forward_backward_func(tb_pipeline *pl, const int32_t *inputs, const int32
         if (i == pl->nops) break;
         const pp_op *op = &pl->ops[i];
         gpt_model *m = &pl->models[op->chunk];
-        // on a device the op's kernels are asynchronous: it ends waiting for them, so that the
-        // host clock times the device's work (without the wait a backward was timed as its
-        // launches, ~2 of ~45 ms on an H200, and the rest read as idle time)
-        const tb_backend *be = tb_be();
         int64_t t0 = tb_now_ns();
         if (op->kind == 'F') {
             float l = gpt_forward_chunk(m, op->microbatch, inputs + (size_t)op->microbatch * mb_tokens,
