@@ -107,7 +107,7 @@ int trainer_init(tb_trainer *tr, const tb_config *cfg, tb_rank *rk, tb_error *er
         tb_group *edp = gpt_experts_apart(cfg) && m->expert_parameters > 0 ? group(rk, TB_GROUP_EXPERT_DP) : NULL;
         size_t *cuts = NULL;
         int ncuts = 0;
-        if (cfg->use_distributed_optimizer && ((dp && dp->size > 1) || (edp && edp->size > 1)))
+        if (config_shards_optimizer(cfg) && ((dp && dp->size > 1) || (edp && edp->size > 1)))
             ncuts = ddp_chunk_cuts(m, cfg, rk, 1, &cuts);
         TB_RANGE_PUSH("setup.optimizer.chunk.%d", c);
         adamw_init_expert_parallel(&tr->opts[c], cfg, m->padded_parameters, dp ? dp->index : 0, dp ? dp->size : 1,
@@ -236,7 +236,7 @@ static double optimizer_step(tb_trainer *tr, int64_t step, tb_step_result *r) {
     }
     TB_RANGE_POP();
     const int64_t t0 = tb_now_ns();
-    for (int c = 0; c < tr->nchunks && !tr->ddp.param_gather; c++) {
+    for (int c = 0; c < tr->nchunks && !tr->ddp.param_gather && !tr->ddp.fsdp.shard_params; c++) {
         if (!tr->opts[c].sharded) continue;
         TB_RANGE_PUSH("optimizer.all_gather_params");
         adamw_shard_all_gather_inplace(&tr->opts[c], &rk->groups[TB_GROUP_DP_CP], tr->models[c].param_memory);
@@ -315,7 +315,7 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
     ddp_finish_grad_sync(&tr->ddp);
     // all of it is gradient reduction the rank waited for (none of it hides under compute)
     r.time.exposed_comm_ms = ms_since(t0) + tr->ddp.rank_reduce_ms;
-    training_dump_grads(tr->dump, tr->models, tr->opts, tr->nchunks);
+    training_dump_grads(tr->dump, tr->models, tr->opts, tr->nchunks, &tr->ddp);
     r.time.exposed_comm_ms += optimizer_step(tr, step, &r);
     r.time.optimizer_ms = be->phase_end_ms ? be->phase_end_ms() : ms_since(t0);
 

@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "comm/parallel_state.h"
 #include "core/xalloc.h"
+#include "distributed/distributed_data_parallel.h"
 #include "models/gpt.h"
 #include "optimizer/optimizer.h"
 #include "reports/tensor_dump.h"
@@ -81,10 +82,14 @@ static void keep_params(tb_tensor_dump *d, gpt_model *models, int nchunks, float
     }
 }
 
-void training_dump_grads(tb_tensor_dump *d, gpt_model *models, tb_adamw *opts, int nchunks) {
+void training_dump_grads(tb_tensor_dump *d, gpt_model *models, tb_adamw *opts, int nchunks, tb_ddp *ddp) {
     if (!tensor_dump_armed(d)) return;
     tb_rank *rk = tensor_dump_rank(d);
-    for (int c = 0; c < nchunks; c++)
+    if (ddp->fsdp.active) {  // its sharded gradients (and parameters) gathered where it holds them
+        fsdp_gather_grads(&ddp->fsdp);
+        fsdp_gather_all(&ddp->fsdp);
+    }
+    for (int c = 0; c < nchunks && !ddp->fsdp.active; c++)
         if (opts[c].sharded && rk->world)  // each dp rank holds its range reduced: the whole, everywhere
             adamw_shard_all_gather_inplace(&opts[c], &rk->groups[TB_GROUP_DP_CP], models[c].grad_memory);
     float **bases = tb_xcalloc((size_t)nchunks, sizeof *bases, "tensor dump chunks");

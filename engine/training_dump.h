@@ -13,10 +13,13 @@
 struct tb_tensor_dump;
 struct gpt_model;
 struct tb_adamw;
+struct tb_ddp;
 
 // After the step's gradients are reduced (before the optimizer): every gradient, whole, and
-// the parameters the step starts from (what bisect carries into the optimizer's bound).
-void training_dump_grads(struct tb_tensor_dump *d, struct gpt_model *models, struct tb_adamw *opts, int nchunks);
+// the parameters the step starts from (what bisect carries into the optimizer's bound). ddp:
+// the rank's, whose Megatron-FSDP module gathers sharded gradients and parameters.
+void training_dump_grads(struct tb_tensor_dump *d, struct gpt_model *models, struct tb_adamw *opts, int nchunks,
+                         struct tb_ddp *ddp);
 // After the optimizer step: every parameter, the moments of opts (a collective where they are
 // sharded), the step's AdamW scalars at learning rate lr, and the loss; writes the file and
 // disarms the dump.

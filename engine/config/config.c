@@ -129,6 +129,14 @@ const tb_option tb_config_options[] = {
     OPT("--ddp-bucket-size", ddp_bucket_size, TB_OPT_INT, "1000000", NULL, "parallel",
         "gradient elements per bucket (at least; cut at parameter boundaries, with the distributed optimizer at "
         "multiples of dp: its shard is a slice of every bucket)"),
+    OPT("--use-megatron-fsdp", use_megatron_fsdp, TB_OPT_BOOL, "false", NULL, "parallel",
+        "Megatron-FSDP: the data-parallel state sharded per FSDP unit (the embedding, each transformer layer, the "
+        "output layer) as --data-parallel-sharding-strategy says"),
+    OPT("--data-parallel-sharding-strategy", data_parallel_sharding_strategy, TB_OPT_CHOICE, "no_shard",
+        "no_shard|optim|optim_grads|optim_grads_params", "parallel",
+        "with --use-megatron-fsdp: shard nothing (DDP), the optimizer state (ZeRO-1), it and the gradients (ZeRO-2: "
+        "reduce-scattered each microbatch), or also the parameters (ZeRO-3: all-gathered per unit before its forward "
+        "and its backward, freed after)"),
     OPT("--ranks-per-process", ranks_per_process, TB_OPT_INT, "0", NULL, "parallel",
         "under mpirun: rank threads per process, ranks p*K .. p*K+K-1 in process p (0: 1 under mpirun; "
         "without mpirun the one process holds every rank)"),

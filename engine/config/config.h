@@ -38,6 +38,8 @@ enum tb_mpi_collectives { TB_MPI_COLLECTIVES_NATIVE, TB_MPI_COLLECTIVES_EXACT };
 //   vocab_ce_local_sum          the vocab-parallel cross-entropy's exp sums are not all-reduced
 enum tb_debug_fault { TB_FAULT_NONE, TB_FAULT_ROW_PARALLEL_BIAS, TB_FAULT_SKIP_SP_GRAD, TB_FAULT_VOCAB_CE_SUM };
 enum tb_lr_decay_style { TB_LR_COSINE, TB_LR_LINEAR, TB_LR_CONSTANT };
+// --data-parallel-sharding-strategy (Megatron-FSDP): ZeRO-0 to ZeRO-3
+enum tb_fsdp_strategy { TB_FSDP_NO_SHARD, TB_FSDP_OPTIM, TB_FSDP_OPTIM_GRADS, TB_FSDP_OPTIM_GRADS_PARAMS };
 enum tb_recompute_granularity { TB_RECOMPUTE_NONE, TB_RECOMPUTE_SELECTIVE, TB_RECOMPUTE_FULL };
 enum tb_recompute_method { TB_RECOMPUTE_METHOD_NONE, TB_RECOMPUTE_UNIFORM, TB_RECOMPUTE_BLOCK };
 // Mixture of experts (transformer/moe/), Megatron-Core's choices; the ones not built yet are
@@ -110,6 +112,8 @@ typedef struct tb_config {
     int overlap_grad_reduce;      // DistributedDataParallel: dp gradient reduction in buckets, overlapped with backward
     int overlap_param_gather;     // the distributed optimizer's parameter all-gather overlapped with the next forward
     int ddp_bucket_size;          // elements per gradient bucket (at least; cut at parameter boundaries)
+    int use_megatron_fsdp;        // Megatron-FSDP: the data-parallel state sharded per FSDP unit (distributed/fsdp.h)
+    int data_parallel_sharding_strategy;  // enum tb_fsdp_strategy: what Megatron-FSDP shards
     int ranks_per_process;        // rank threads per process under mpirun (0: 1 under mpirun, all without)
     double collective_timeout;    // seconds before a communicator call becomes a hang report
     int mpi_collectives;          // enum tb_mpi_collectives: MPI's own collectives or the exact algorithm
@@ -204,5 +208,19 @@ int config_pipeline_split(const tb_config *cfg, int *layers, tb_error *err);
 
 // Name of a choice value, e.g. config_choice_name("normalization", TB_NORM_RMSNORM).
 const char *config_choice_name(const char *key, int value);
+
+// What the data-parallel group (dp x cp) shards: the optimizer state with the distributed
+// optimizer (ZeRO-1) unless Megatron-FSDP's strategy is no_shard; the gradients and the
+// parameters only as Megatron-FSDP's optim_grads (ZeRO-2) and optim_grads_params (ZeRO-3) say.
+static inline int config_shards_optimizer(const tb_config *c) {
+    return c->use_distributed_optimizer &&
+           !(c->use_megatron_fsdp && c->data_parallel_sharding_strategy == TB_FSDP_NO_SHARD);
+}
+static inline int config_shards_grads(const tb_config *c) {
+    return c->use_megatron_fsdp && c->data_parallel_sharding_strategy >= TB_FSDP_OPTIM_GRADS;
+}
+static inline int config_shards_params(const tb_config *c) {
+    return c->use_megatron_fsdp && c->data_parallel_sharding_strategy == TB_FSDP_OPTIM_GRADS_PARAMS;
+}
 
 #endif

@@ -188,6 +188,7 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
         violated(&r, "expert_model_parallel_size (%d) and context_parallel_size (%d) cannot both exceed 1",
                  ep, cp);
     config_moe_rules(&r, c);
+    config_fsdp_rules(&r, c);
 
     // Batch
     if (dp > 0) {
@@ -339,6 +340,7 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     if (c->sequence_parallel && tp == 1)
         violated(&r, "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)");
     config_moe_not_supported_yet(&r, c);
+    config_fsdp_not_supported_yet(&r, c);
     device_not_supported_yet(&r, c);
     if (c->save_hf[0] && pp > 1)
         violated(&r, "save_hf with pipeline_model_parallel_size %d: not supported yet (save a checkpoint with save, "

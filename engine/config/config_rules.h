@@ -1,6 +1,6 @@
-// config_rules.h — what the config's validation (config_rules.c) and its MoE rules
-// (config_moe.c) share: the violated rules collected into one message, and the rule macros.
-// Not an interface beyond those two files.
+// config_rules.h — what the config's validation (config_rules.c) and its MoE and Megatron-FSDP
+// rules (config_moe.c, config_fsdp.c) share: the violated rules collected into one message, and
+// the rule macros. Not an interface beyond those files.
 #ifndef TB_CONFIG_RULES_H
 #define TB_CONFIG_RULES_H
 
@@ -29,5 +29,8 @@ __attribute__((format(printf, 2, 3))) void violated(rules *r, const char *fmt, .
 // Mixture of experts (config_moe.c): Megatron-Core's rules, and what the engine cannot run yet.
 void config_moe_rules(rules *r, const struct tb_config *c);
 void config_moe_not_supported_yet(rules *r, const struct tb_config *c);
+// Megatron-FSDP (config_fsdp.c): the same two.
+void config_fsdp_rules(rules *r, const struct tb_config *c);
+void config_fsdp_not_supported_yet(rules *r, const struct tb_config *c);
 
 #endif

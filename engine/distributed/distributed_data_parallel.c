@@ -11,18 +11,7 @@
 
 int ddp_active(const tb_ddp *d) { return d->started; }
 
-// Which backward site finalises parameter p's gradient in chunk m.
-static int site_of(const gpt_model *m, const gpt_param *p, int shared_embedding) {
-    int l;
-    char rest[64];
-    if (sscanf(p->name, "h.%d.%63s", &l, rest) == 2) return l;
-    if (!strcmp(p->name, "wte.weight")) {
-        if (shared_embedding) return TB_DDP_SITE_DEFERRED;
-        return m->chunk.has_embedding ? TB_DDP_SITE_EMBEDDING : TB_DDP_SITE_HEAD;
-    }
-    if (!strcmp(p->name, "wpe.weight")) return TB_DDP_SITE_EMBEDDING;
-    return TB_DDP_SITE_HEAD;  // ln_f.*, lm_head.weight
-}
+int ddp_reduces_grads(const tb_ddp *d) { return d->started || d->fsdp.active; }
 
 static void add_cut(size_t **cuts, int *n, int *cap, size_t at) {
     if (*n == *cap) {
@@ -55,6 +44,7 @@ static const tb_group *experts_group(const gpt_model *m, const tb_config *cfg, c
 int ddp_chunk_cuts(const gpt_model *m, const tb_config *cfg, const tb_rank *rk, int sharded, size_t **cuts) {
     const tb_group *dp = rk->world ? &rk->groups[TB_GROUP_DP_CP] : NULL, *edp = experts_group(m, cfg, rk);
     const size_t align = sharded ? gpt_lcm(dp ? (size_t)dp->size : 1, edp ? (size_t)edp->size : 1) : 1;
+    if (cfg->use_megatron_fsdp) return fsdp_unit_cuts(m, align, cuts);  // one bucket a unit (no experts: config)
     int n = ddp_bucket_cuts(m, (size_t)cfg->ddp_bucket_size, align, ddp_shared_embedding(cfg, rk), cuts);
     return edp ? ddp_add_cut(cuts, n, m->experts_offset, m->padded_parameters) : n;
 }
@@ -71,7 +61,7 @@ int ddp_bucket_cuts(const gpt_model *m, size_t bucket_size, size_t align, int sh
     // from the end of the buffer down, at parameter boundaries: a bucket's lo is a cut
     for (int i = m->nparams - 1; i >= 0; i--) {
         const gpt_param *p = &m->params[i];
-        if (site_of(m, p, shared_embedding) == TB_DDP_SITE_DEFERRED) {
+        if (gpt_param_site(m, p, shared_embedding) == TB_DDP_SITE_DEFERRED) {
             const size_t hi = (p->offset + p->numel + align - 1) / align * align;  // up: keep it whole
             if (open && hi < top) add_cut(&cuts, &n, &cap, hi);
             add_cut(&cuts, &n, &cap, p->offset / align * align);
@@ -255,8 +245,19 @@ static void open_window(tb_ddp *d) {
     d->window = 1;
 }
 
+// The models' hook before a unit's backward (gpt.h), under Megatron-FSDP.
+static void backward_needs(void *ctx, int chunk, int site) {
+    (void)chunk;  // (one chunk: no pipeline parallelism with FSDP yet)
+    fsdp_acquire(&((tb_ddp *)ctx)->fsdp, site, 1);
+}
+
 void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, tb_adamw *opts, int nchunks) {
     memset(d, 0, sizeof *d);
+    if (rk->world && nchunks == 1) fsdp_init(&d->fsdp, cfg, rk, &models[0], &opts[0]);
+    if (d->fsdp.active) {
+        models[0].params_needed_backward = backward_needs;
+        return;
+    }
     if (!cfg->overlap_grad_reduce || !rk->world || rk->groups[TB_GROUP_DP_CP].size < 2) return;
     d->rk = rk;
     d->models = models;
@@ -287,7 +288,7 @@ void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, t
         d->site[c] = tb_xcalloc((size_t)m->nparams + 1, sizeof **d->site, "ddp sites");
         d->bucket_lo[c] = tb_xcalloc((size_t)m->nparams + 1, sizeof **d->bucket_lo, "ddp buckets of parameters");
         d->bucket_hi[c] = tb_xcalloc((size_t)m->nparams + 1, sizeof **d->bucket_hi, "ddp buckets of parameters");
-        for (int i = 0; i < m->nparams; i++) d->site[c][i] = site_of(m, &m->params[i], shared_embedding);
+        for (int i = 0; i < m->nparams; i++) d->site[c][i] = gpt_param_site(m, &m->params[i], shared_embedding);
         size_t *cuts;
         int ncuts = ddp_chunk_cuts(m, cfg, rk, opts[c].sharded, &cuts);
         if (opts[c].sharded && ncuts + 1 != opts[c].nbuckets) {
@@ -327,6 +328,7 @@ double ddp_thread_run_delay_s(tb_ddp *d) {
 }
 
 void ddp_free(tb_ddp *d) {
+    fsdp_free(&d->fsdp);
     if (!d->started) return;
     pthread_mutex_lock(&d->mu);
     d->stop = 1;
@@ -362,6 +364,7 @@ void ddp_free(tb_ddp *d) {
 void ddp_start_step(tb_ddp *d) {
     d->rank_reduce_ms = 0;
     d->param_wait_ms = 0;
+    fsdp_start_step(&d->fsdp);
     if (!d->started) return;
     pthread_mutex_lock(&d->mu);
     for (int b = 0; b < d->nbuckets; b++) d->buckets[b].pending = d->buckets[b].nparams;
@@ -397,6 +400,10 @@ static void param_ready(tb_ddp *d, int c, int i, int64_t step) {
 }
 
 void ddp_site_ready(tb_ddp *d, int chunk, int site) {
+    if (d->fsdp.active) {
+        fsdp_site_done(&d->fsdp, site);
+        return;
+    }
     if (!d->started) return;
     const gpt_model *m = &d->models[chunk];
     // the last parameters first: the order their buckets fill in
@@ -421,7 +428,20 @@ static void fail_if(tb_ddp *d, int failed) {
     if (failed) parallel_state_rank_fail(d->rk, d->fail_status, "%s", d->fail_msg);
 }
 
+// Megatron-FSDP's communication of the step so far, as the rank's waits: the reduce-scatters
+// (and tp sums) as its own reductions, the all-gathers as its parameter waits.
+static void count_fsdp_comm(tb_ddp *d) {
+    d->rank_reduce_ms += d->fsdp.reduce_ms;
+    d->param_wait_ms += d->fsdp.gather_ms;
+    d->fsdp.reduce_ms = d->fsdp.gather_ms = 0;
+}
+
 void ddp_finish_grad_sync(tb_ddp *d) {
+    if (d->fsdp.active) {
+        fsdp_finish_grad_sync(&d->fsdp);
+        count_fsdp_comm(d);
+        return;
+    }
     if (!d->started) return;
     for (int c = 0; c < d->nchunks; c++) ddp_site_ready(d, c, TB_DDP_SITE_DEFERRED);
     TB_RANGE_PUSH("ddp.finish_grad_sync");
@@ -435,6 +455,7 @@ void ddp_finish_grad_sync(tb_ddp *d) {
 }
 
 void ddp_start_param_gather(tb_ddp *d, int64_t step) {
+    fsdp_release_all(&d->fsdp);  // (Megatron-FSDP gathers on demand: what it holds is stale now)
     if (!d->started || !d->param_gather) return;
     // on a device: every bucket's ready event after the optimizer step's kernels
     for (int b = 0; b < d->nbuckets && d->gather_ready; b++) d->be->event_record(d->gather_ready[b]);
@@ -458,6 +479,10 @@ static int used_at(const tb_ddp *d, int c, int i, int site) {
 }
 
 void ddp_params_needed(tb_ddp *d, int chunk, int site) {
+    if (d->fsdp.active) {
+        fsdp_acquire(&d->fsdp, site, 0);
+        return;
+    }
     if (!d->started || !d->param_gather) return;
     pthread_mutex_lock(&d->mu);
     if (d->gathers_unwaited == 0 || d->failed) {
@@ -494,6 +519,11 @@ void ddp_params_needed(tb_ddp *d, int chunk, int site) {
 }
 
 void ddp_finish_param_gather(tb_ddp *d) {
+    if (d->fsdp.active) {
+        fsdp_gather_all(&d->fsdp);
+        count_fsdp_comm(d);
+        return;
+    }
     if (!d->started || !d->param_gather) return;
     const int64_t t0 = tb_now_ns();
     TB_RANGE_PUSH("ddp.finish_param_gather");

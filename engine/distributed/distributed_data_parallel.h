@@ -71,12 +71,12 @@
 #include "models/gpt.h"
 #include "optimizer/optimizer.h"
 #include "comm/parallel_state.h"
+#include "distributed/fsdp.h"
 
-// The backward sites whose parameter gradients become final together (gpt_backward_chunk).
-#define TB_DDP_SITE_HEAD (-1)       // output layer (untied) and final norm
-#define TB_DDP_SITE_EMBEDDING (-2)  // word and position embeddings
-#define TB_DDP_SITE_DEFERRED (-3)   // the tied embedding shared by two stages: at finalize
-// (a transformer layer's site is its global layer index)
+// The backward sites whose parameter gradients become final together (models/gpt.h).
+#define TB_DDP_SITE_HEAD GPT_SITE_HEAD
+#define TB_DDP_SITE_EMBEDDING GPT_SITE_EMBEDDING
+#define TB_DDP_SITE_DEFERRED GPT_SITE_DEFERRED
 
 typedef struct ddp_bucket {
     int chunk;
@@ -135,6 +135,10 @@ typedef struct tb_ddp {
     int stop;
     int failed, fail_status;
     char fail_msg[sizeof(((tb_error *)0)->msg) + 32];
+
+    // Megatron-FSDP's sharded gradients and parameters (distributed/fsdp.h): when active, the
+    // hooks below drive it instead (the config refuses overlap with it: no thread runs)
+    tb_fsdp fsdp;
 } tb_ddp;
 
 // The bucket boundaries of chunk m's buffer (the module comment): *cuts (malloc'd, ascending,
@@ -151,7 +155,9 @@ int ddp_add_cut(size_t **cuts, int ncuts, size_t at, size_t padded_parameters);
 // Whether rank rk's tied word embedding is shared with another stage (its own bucket).
 int ddp_shared_embedding(const tb_config *cfg, const tb_rank *rk);
 // Lays out the buckets of every chunk and starts the communication thread (only when
-// --overlap-grad-reduce and dp × cp > 1; otherwise leaves d inactive: ddp_active is 0).
+// --overlap-grad-reduce and dp × cp > 1; otherwise leaves d inactive: ddp_active is 0). With
+// Megatron-FSDP's sharded gradients it takes the one chunk over instead (fsdp_init) and sets the
+// models' backward hook.
 // opts: the chunks' optimizers (their buckets are these with the distributed optimizer).
 void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, tb_adamw *opts, int nchunks);
 int ddp_active(const tb_ddp *d);
@@ -160,6 +166,10 @@ void ddp_free(tb_ddp *d);
 // The communication thread's wait for a core so far, in seconds: 0 without the thread, -1
 // when the kernel does not report it (conditions.h, "scheduler").
 double ddp_thread_run_delay_s(tb_ddp *d);
+// Whether the data-parallel reduction of the gradients is made here, during the backward and
+// at ddp_finish_grad_sync (the communication thread's buckets, or Megatron-FSDP's), rather than
+// by finalize_model_grads.
+int ddp_reduces_grads(const tb_ddp *d);
 // Before the step's first backward: every bucket pending again.
 void ddp_start_step(tb_ddp *d);
 // From the backward of a chunk's last microbatch: the parameters of `site` are final.
@@ -173,7 +183,8 @@ void ddp_start_param_gather(tb_ddp *d, int64_t step);
 // Before the forward uses the parameters of `site` of a chunk: waits for their buckets.
 void ddp_params_needed(tb_ddp *d, int chunk, int site);
 // Waits for every queued gather and closes the window: before anything else reads the
-// parameters or calls the dp group (a checkpoint, a tensor dump, the end of training).
+// parameters or calls the dp group (a checkpoint, a tensor dump, the end of training). Under
+// Megatron-FSDP's optim_grads_params: every unit's parameters gathered.
 void ddp_finish_param_gather(tb_ddp *d);
 
 #endif

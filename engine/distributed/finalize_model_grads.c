@@ -13,7 +13,7 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp)
     TB_RANGE_PUSH("finalize_model_grads");
 
     tb_group *tp = &rk->groups[TB_GROUP_TP];
-    const int overlap = ddp && ddp_active(ddp);
+    const int overlap = ddp && ddp_reduces_grads(ddp);  // (the sp, tp and dp sums were made there)
     if (!overlap && cfg->sequence_parallel && tp->size > 1 &&
         !tb_fault_fires(m->block.d.tp.faults, TB_SITE_SP_GRAD_REDUCE)) {
         TB_RANGE_PUSH("finalize_model_grads.sequence_parallel");

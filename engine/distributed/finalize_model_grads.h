@@ -15,7 +15,8 @@
 #include "optimizer/optimizer.h"
 #include "comm/parallel_state.h"
 
-// ddp: the rank's DistributedDataParallel; when active (--overlap-grad-reduce), the sp
+// ddp: the rank's DistributedDataParallel; when it reduces the gradients itself
+// (ddp_reduces_grads: --overlap-grad-reduce, or Megatron-FSDP's sharded gradients), the sp
 // all-reduces were made during backward and the dp reduction is the buckets' (distributed/
 // distributed_data_parallel.h): this does the embedding all-reduce only, and the caller then
 // waits for the buckets with ddp_finish_grad_sync once every chunk's embedding is final.

@@ -359,8 +359,17 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
     m->experts_offset = (size_t)buf.experts_offset;
     m->num_parameters += shift;
     m->padded_parameters = (size_t)buf.padded;
-    m->param_memory = tb_calloc(mem, TB_MEM_PARAMS, m->padded_parameters * sizeof(float), "parameters");
-    m->grad_memory = tb_calloc(mem, TB_MEM_GRADS, m->padded_parameters * sizeof(float), "gradients");
+    const size_t bytes = m->padded_parameters * sizeof(float);
+    m->grads_reserved = config_shards_grads(cfg) && (dp > 0 ? dp : 1) * cp > 1;
+    m->params_reserved = m->grads_reserved && config_shards_params(cfg);
+    if (m->params_reserved) {  // (committed whole until the FSDP module shards it: fsdp_init)
+        m->param_memory = tb_reserve(mem, bytes, "parameters (reservation)");
+        tb_commit(mem, TB_MEM_PARAMS, m->param_memory, bytes, "parameters (whole, until FSDP shards them)");
+    } else {
+        m->param_memory = tb_calloc(mem, TB_MEM_PARAMS, bytes, "parameters");
+    }
+    m->grad_memory = m->grads_reserved ? tb_reserve(mem, bytes, "gradients (reservation)")
+                                       : tb_calloc(mem, TB_MEM_GRADS, bytes, "gradients");
     bind_views(m, m->param_memory, &m->w, m->block.params);
     bind_views(m, m->grad_memory, &m->g, m->block.grads);
     init_weights(m);
@@ -393,10 +402,24 @@ void gpt_model_free(gpt_model *m) {
     tb_free(m->mem, m->d_x);
     tb_free(m->mem, m->full);
     tb_free(m->mem, m->ce_scratch);
-    tb_free(m->mem, m->param_memory);
-    tb_free(m->mem, m->grad_memory);
+    if (m->params_reserved) tb_unreserve(m->mem, m->param_memory, m->padded_parameters * sizeof(float));
+    else tb_free(m->mem, m->param_memory);
+    if (m->grads_reserved) tb_unreserve(m->mem, m->grad_memory, m->padded_parameters * sizeof(float));
+    else tb_free(m->mem, m->grad_memory);
     free(m->params);
     memset(m, 0, sizeof *m);
+}
+
+int gpt_param_site(const gpt_model *m, const gpt_param *p, int shared_embedding) {
+    int l;
+    char rest[64];
+    if (sscanf(p->name, "h.%d.%63s", &l, rest) == 2) return l;
+    if (!strcmp(p->name, "wte.weight")) {
+        if (shared_embedding) return GPT_SITE_DEFERRED;
+        return m->chunk.has_embedding ? GPT_SITE_EMBEDDING : GPT_SITE_HEAD;
+    }
+    if (!strcmp(p->name, "wpe.weight")) return GPT_SITE_EMBEDDING;
+    return GPT_SITE_HEAD;  // ln_f.*, lm_head.weight
 }
 
 const gpt_param *gpt_find_param(const gpt_model *m, const char *name) {
@@ -413,7 +436,10 @@ void gpt_release_activations(gpt_model *m, int slot) {
     st->lnf = st->logits = NULL;
 }
 
-void gpt_zero_grad(gpt_model *m) { tb_be()->zero(m->grad_memory, m->padded_parameters * sizeof(float)); }
+// (a reserved gradient buffer reads as zeros wherever the FSDP module gave it back: fsdp_start_step)
+void gpt_zero_grad(gpt_model *m) {
+    if (!m->grads_reserved) tb_be()->zero(m->grad_memory, m->padded_parameters * sizeof(float));
+}
 
 double gpt_flops_per_token(int64_t parameters, int layers, int hidden_size, int seq_length) {
     return 6.0 * (double)parameters + 12.0 * (double)layers * (double)hidden_size * (double)seq_length;
@@ -466,7 +492,7 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
     m->block.layer_params_needed = m->params_needed ? layer_params_needed : NULL;
     m->block.hooks_ctx = m;
     if (m->chunk.has_embedding) {
-        if (m->params_needed) m->params_needed(m->grads_ready_ctx, m->chunk_index, -2);
+        if (m->params_needed) m->params_needed(m->grads_ready_ctx, m->chunk_index, GPT_SITE_EMBEDDING);
         TB_RANGE_PUSH("embedding");
         // (B,T) -> (Ns,C)
         vocab_parallel_embedding_forward(region, x0, m->full, inputs, m->w.wte, m->vocab_start, m->Vl, m->w.wpe);
@@ -483,7 +509,7 @@ float gpt_forward_chunk(gpt_model *m, int slot, const int32_t *inputs, const int
         return 0.0f;
     }
 
-    if (m->params_needed) m->params_needed(m->grads_ready_ctx, m->chunk_index, -1);
+    if (m->params_needed) m->params_needed(m->grads_ready_ctx, m->chunk_index, GPT_SITE_HEAD);
     TB_RANGE_PUSH("final_layernorm");
     // ln_f out (N,C) gathered, mean (Ns), rstd (Ns) in one activation allocation
     st->lnf = tb_alloc(m->mem, TB_MEM_ACTIVATIONS, ((size_t)N * C + 2 * (size_t)Ns) * sizeof(float),
@@ -518,6 +544,21 @@ static void layer_grads_done(void *ctx, int layer) {
     m->grads_ready(m->grads_ready_ctx, m->chunk_index, layer);
 }
 
+static void layer_backward_needs(void *ctx, int layer) {
+    gpt_model *m = ctx;
+    m->params_needed_backward(m->grads_ready_ctx, m->chunk_index, layer);
+}
+
+// The backward's hooks at a site: before it (params_needed_backward), after it (grads_ready).
+static void backward_needs(gpt_model *m, int site) {
+    if (m->params_needed_backward) m->params_needed_backward(m->grads_ready_ctx, m->chunk_index, site);
+}
+
+static void grads_done(gpt_model *m, int site) {
+    if ((m->grads_final || m->grads_each_microbatch) && m->grads_ready)
+        m->grads_ready(m->grads_ready_ctx, m->chunk_index, site);
+}
+
 void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d_out, float *d_in) {
     const int C = m->C, N = m->B * m->T, Ns = m->block.d.Ns;
     const transformer_layer_spec *spec = &m->spec;
@@ -529,6 +570,7 @@ void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d
 
     const float *dx = d_out;
     if (m->chunk.has_head) {
+        backward_needs(m, GPT_SITE_HEAD);
         TB_RANGE_PUSH("loss.backward");
         vocab_parallel_cross_entropy_backward(st->logits, st->targets, loss_scale / (float)N, N, m->Vl,
                                               m->vocab_start);
@@ -550,21 +592,24 @@ void gpt_backward_chunk(gpt_model *m, int slot, float loss_scale, const float *d
         st->lnf = NULL;
         TB_RANGE_POP();
         dx = m->d_x;
-        if (m->grads_final && m->grads_ready) m->grads_ready(m->grads_ready_ctx, m->chunk_index, -1);
+        grads_done(m, GPT_SITE_HEAD);
     }
 
     m->block.d.moe_loss_scale = loss_scale;  // the load-balancing loss's gradient scales as the main loss's
-    m->block.layer_grads_done = m->grads_final && m->grads_ready ? layer_grads_done : NULL;
+    const int report = (m->grads_final || m->grads_each_microbatch) && m->grads_ready;
+    m->block.layer_grads_done = report ? layer_grads_done : NULL;
+    m->block.layer_backward_needs = m->params_needed_backward ? layer_backward_needs : NULL;
     m->block.hooks_ctx = m;
     const float *dx0 = transformer_block_backward(&m->block, slot, dx);
     m->block.layer_grads_done = NULL;
 
     if (m->chunk.has_embedding) {
+        backward_needs(m, GPT_SITE_EMBEDDING);
         TB_RANGE_PUSH("embedding.backward");
         vocab_parallel_embedding_backward(region, m->g.wte, m->g.wpe, m->full, dx0, st->inputs, m->vocab_start,
                                           m->Vl);
         TB_RANGE_POP();
-        if (m->grads_final && m->grads_ready) m->grads_ready(m->grads_ready_ctx, m->chunk_index, -2);
+        grads_done(m, GPT_SITE_EMBEDDING);
     } else if (d_in) {
         tb_be()->copy(d_in, dx0, (size_t)Ns * C * sizeof(float));
     }

@@ -96,6 +96,10 @@ typedef struct gpt_model {
     size_t padded_parameters;  // its allocated length: a multiple of 16 x dp x cp (the distributed optimizer's group)
     float *param_memory;     // category params
     float *grad_memory;      // category grads
+    // Megatron-FSDP over dp × cp > 1 (distributed/fsdp.h): the gradient buffer (optim_grads) and
+    // the parameter buffer (optim_grads_params) are reservations, holding memory only where the
+    // FSDP module commits it; until it shards them the parameters are committed whole
+    int grads_reserved, params_reserved;
     gpt_weights w, g;
     transformer_block block;
 
@@ -106,7 +110,7 @@ typedef struct gpt_model {
     float *ce_scratch;                     // (3N) workspace
 
     // Gradient-ready hook (DistributedDataParallel, --overlap-grad-reduce): during a backward
-    // with grads_final set (the step's last microbatch of this chunk), grads_ready(ctx,
+    // with grads_final (the step's last microbatch of this chunk) or grads_each_microbatch set, grads_ready(ctx,
     // chunk_index, site) is called once the gradients of a site are final: -1 the output
     // layer and final norm, a layer's global index, -2 the embeddings (distributed/
     // distributed_data_parallel.h names them).
@@ -115,8 +119,12 @@ typedef struct gpt_model {
     // Parameter-needed hook (--overlap-param-gather), on the same ctx: the forward calls
     // params_needed(ctx, chunk_index, site) before it first reads a site's parameters.
     void (*params_needed)(void *ctx, int chunk, int site);
+    // Before a site's backward (and a recomputed layer's forward), when set (Megatron-FSDP: its
+    // parameters gathered, its gradients' memory committed), on the same ctx.
+    void (*params_needed_backward)(void *ctx, int chunk, int site);
     int chunk_index;
     int grads_final;
+    int grads_each_microbatch;  // grads_ready after every microbatch's backward, not only the last's (FSDP)
 } gpt_model;
 
 // Lays out and allocates parameters and gradients (zeroed) and initialises the weights
@@ -161,6 +169,14 @@ void gpt_gather_param_from(gpt_model *m, int i, const float *base, float *full);
 void gpt_model_free(gpt_model *m);
 
 const gpt_param *gpt_find_param(const gpt_model *m, const char *name);
+
+// The backward's sites, the hooks' `site` (gpt_model): a transformer layer's global index, or
+#define GPT_SITE_HEAD (-1)       // the final norm and the output layer (untied)
+#define GPT_SITE_EMBEDDING (-2)  // the word and position embeddings
+#define GPT_SITE_DEFERRED (-3)   // the tied embedding shared by the first and last stage: final at finalize
+// The site whose backward makes parameter p's gradient final (shared_embedding: the tied
+// word embedding is on two pipeline stages, its gradient summed over both at finalize).
+int gpt_param_site(const gpt_model *m, const gpt_param *p, int shared_embedding);
 
 // Forward of one microbatch through a whole model; returns the mean loss over its B·T
 // tokens and keeps what backward needs (a forward not followed by backward first releases

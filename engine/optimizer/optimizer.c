@@ -20,7 +20,7 @@ void adamw_init_expert_parallel(tb_adamw *opt, const tb_config *cfg, size_t padd
                                 int dp_size, size_t experts_lo, struct tb_group *edp, const size_t *cuts, int ncuts,
                                 tb_allocator *mem) {
     opt->edp = edp;
-    opt->sharded = cfg->use_distributed_optimizer && (dp_size > 1 || (edp && edp->size > 1));
+    opt->sharded = config_shards_optimizer(cfg) && (dp_size > 1 || (edp && edp->size > 1));
     opt->nbuckets = ncuts + 1;
     opt->buckets = tb_xcalloc((size_t)opt->nbuckets, sizeof *opt->buckets, "optimizer shard buckets");
     opt->shard_numel = 0;

@@ -95,9 +95,9 @@ void print_run_footer(const tb_rank *rk) {
     printf("  %s  %s  %s (open in Perfetto)  %s  (%d rank%s)\n", TB_RUN_CONFIG, tb_rank_file_pattern(TB_RANK_METRICS),
            tb_rank_file_pattern(TB_RANK_TRACE), tb_rank_file_pattern(TB_RANK_MEMORY), rk->world_size,
            rk->world_size > 1 ? "s" : "");
-    printf("peak memory (rank 0): %.1f MiB (params %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
-           "workspace %.1f, comm %.1f)\n",
-           mib(m->total_peak), mib(m->at_total_peak[TB_MEM_PARAMS]), mib(m->at_total_peak[TB_MEM_GRADS]),
-           mib(m->at_total_peak[TB_MEM_OPTIMIZER]), mib(m->at_total_peak[TB_MEM_ACTIVATIONS]),
-           mib(m->at_total_peak[TB_MEM_WORKSPACE]), mib(m->at_total_peak[TB_MEM_COMM]));
+    printf("peak memory (rank 0): %.1f MiB (", mib(m->total_peak));
+    for (int c = 0; c < TB_MEM_NCATEGORIES; c++)  // (gathered: Megatron-FSDP's, only where it ran)
+        if (c != TB_MEM_GATHERED || m->peak[c])
+            printf("%s%s %.1f", c ? ", " : "", tb_mem_category_name((tb_mem_category)c), mib(m->at_total_peak[c]));
+    printf(")\n");
 }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -21,9 +22,10 @@ typedef struct block_header {
 _Static_assert(sizeof(block_header) % 64 == 0, "header keeps 64-byte alignment");
 
 #define BLOCK_MAGIC 0x7b6d656du
+#define COMMIT_MAGIC 0x7b636d74u  // a committed range of a reservation: its header malloc'd apart
 
 static const char *const category_names[TB_MEM_NCATEGORIES] = {
-    "params", "grads", "optimizer", "activations", "workspace", "comm",
+    "params", "grads", "optimizer", "activations", "workspace", "comm", "gathered",
 };
 
 const char *tb_mem_category_name(tb_mem_category c) {
@@ -122,6 +124,30 @@ static block_header *device_block(tb_allocator *a, tb_mem_category c, size_t byt
     return h;
 }
 
+// Names block h, puts it at the head of the live list and counts it (a snapshot at a new peak).
+static void live_link(tb_allocator *a, block_header *h, tb_mem_category c, size_t bytes, uint32_t magic,
+                      const char *what) {
+    h->bytes = bytes;
+    h->category = (uint32_t)c;
+    h->magic = magic;
+    snprintf(h->what, TB_MEM_WHAT_MAX, "%s", what ? what : "?");
+    h->prev = NULL;
+    h->next = a->live;
+    if (h->next) h->next->prev = h;
+    a->live = h;
+    if (tb_mem_stats_count_alloc(&a->stats, c, h->bytes)) take_snapshot(a);
+}
+
+// Takes block h off the live list and out of the current counts.
+static void live_unlink(tb_allocator *a, block_header *h) {
+    h->magic = 0;
+    if (h->prev) h->prev->next = h->next;
+    else a->live = h->next;
+    if (h->next) h->next->prev = h->prev;
+    a->stats.current[h->category] -= h->bytes;
+    a->stats.total_current -= h->bytes;
+}
+
 static void *alloc_impl(tb_allocator *a, tb_mem_category c, size_t bytes, const char *what,
                         int zero) {
     tb_mem_stats *s = &a->stats;
@@ -140,19 +166,10 @@ static void *alloc_impl(tb_allocator *a, tb_mem_category c, size_t bytes, const 
         s->reserved += bytes;
         if (s->reserved > s->reserved_peak) s->reserved_peak = s->reserved;
     }
-    h->bytes = bytes;
-    h->category = (uint32_t)c;
-    h->magic = BLOCK_MAGIC;
-    snprintf(h->what, TB_MEM_WHAT_MAX, "%s", what ? what : "?");
-    h->prev = NULL;
-    h->next = a->live;
-    if (h->next) h->next->prev = h;
-    a->live = h;
     void *p = h->data;
     if (zero && a->device) a->device->zero(a->device->ctx, p, bytes);
     else if (zero) memset(p, 0, bytes);
-
-    if (tb_mem_stats_count_alloc(s, c, bytes)) take_snapshot(a);
+    live_link(a, h, c, bytes, BLOCK_MAGIC, what);
     return p;
 }
 
@@ -185,12 +202,7 @@ void tb_free(tb_allocator *a, void *p) {
         fprintf(stderr, "tb_free: %p was not allocated by tb_alloc (or was freed twice)\n", p);
         abort();
     }
-    h->magic = 0;
-    if (h->prev) h->prev->next = h->next;
-    else a->live = h->next;
-    if (h->next) h->next->prev = h->prev;
-    a->stats.current[h->category] -= h->bytes;
-    a->stats.total_current -= h->bytes;
+    live_unlink(a, h);
     if (!cache_put(a, h)) {
         a->stats.reserved -= h->bytes;
         release_block(a, h);
@@ -226,7 +238,69 @@ void tb_allocator_reset_peaks(tb_allocator *a) {
 }
 
 void tb_allocator_free_all(tb_allocator *a) {
-    while (a->live) tb_free(a, ((block_header *)a->live)->data);
+    while (a->live) {
+        block_header *h = a->live;
+        if (h->magic == COMMIT_MAGIC) tb_decommit(a, h->data);
+        else tb_free(a, h->data);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reservations and their committed ranges
+
+void *tb_reserve(tb_allocator *a, size_t bytes, const char *what) {
+    if (a->device) {
+        fprintf(stderr, "tb_reserve: %s: a device allocator has no reservations\n", what);
+        abort();
+    }
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) oom(a, TB_MEM_PARAMS, bytes, what);
+    return p;
+}
+
+void tb_unreserve(tb_allocator *a, void *p, size_t bytes) {
+    if (!p) return;
+    const char *lo = p, *hi = lo + bytes;
+    for (block_header *h = a->live, *next; h; h = next) {
+        next = h->next;
+        const char *at = h->data;
+        if (h->magic == COMMIT_MAGIC && at >= lo && at < hi) tb_decommit(a, h->data);
+    }
+    munmap(p, bytes ? bytes : 1);
+}
+
+void tb_commit(tb_allocator *a, tb_mem_category c, void *p, size_t bytes, const char *what) {
+    tb_mem_stats *s = &a->stats;
+    if (a->cap && s->total_current + bytes > a->cap) oom(a, c, bytes, what);
+    block_header *h = malloc(sizeof *h);
+    if (!h) oom(a, c, bytes, what);
+    h->data = p;
+    s->reserved += bytes;
+    if (s->reserved > s->reserved_peak) s->reserved_peak = s->reserved;
+    live_link(a, h, c, bytes, COMMIT_MAGIC, what);
+}
+
+void tb_decommit(tb_allocator *a, void *p) {
+    block_header *h = a->live;
+    while (h && !(h->magic == COMMIT_MAGIC && h->data == p)) h = h->next;
+    if (!h) {
+        fprintf(stderr, "tb_decommit: %p is not a committed range (or was decommitted twice)\n", p);
+        abort();
+    }
+    live_unlink(a, h);
+    a->stats.reserved -= h->bytes;
+    // the whole pages inside go back to the system (they read as zeros after); the edges
+    // share a page with a neighbouring range, which stays: they are zeroed here
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)p, hi = lo + h->bytes;
+    const uintptr_t in_lo = (lo + page - 1) / page * page, in_hi = hi / page * page;
+    if (in_lo < in_hi) {
+        memset(p, 0, in_lo - lo);
+        memset((void *)in_hi, 0, hi - in_hi);
+        if (madvise((void *)in_lo, in_hi - in_lo, MADV_DONTNEED) != 0) memset((void *)in_lo, 0, in_hi - in_lo);
+    } else {
+        memset(p, 0, h->bytes);
+    }
+    free(h);
 }
 
 void tb_allocator_each_live(const tb_allocator *a, void (*fn)(void *arg, const char *what,

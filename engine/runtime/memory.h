@@ -26,6 +26,7 @@ typedef enum tb_mem_category {
     TB_MEM_ACTIVATIONS,
     TB_MEM_WORKSPACE,
     TB_MEM_COMM,
+    TB_MEM_GATHERED,  // Megatron-FSDP: the other ranks' parameters of the units gathered now (distributed/fsdp.h)
     TB_MEM_NCATEGORIES
 } tb_mem_category;
 
@@ -122,8 +123,21 @@ void tb_allocator_set_device(tb_allocator *a, const tb_mem_device *device);
 // with caching on must call this before it goes away.
 void tb_allocator_release_cache(tb_allocator *a);
 
+// Reservations (host memory only: Megatron-FSDP's sharded buffers, distributed/fsdp.h): address
+// space with no memory behind it, so that pointers into a whole buffer stay valid while only the
+// ranges committed in it are held. A reservation reads as zeros and counts nothing. A committed
+// range [p, p + bytes) counts as a live block of its category (the cap, the peaks, the snapshot:
+// named `what`); its pages fault in as they are first written. Decommitting it gives its whole
+// pages back to the system (MADV_DONTNEED) and zeroes what it shares of a page with a neighbour,
+// so it reads as zeros again either way; its bytes leave the accounting. Commits within one
+// reservation do not overlap; tb_unreserve decommits what is still committed in it.
+void *tb_reserve(tb_allocator *a, size_t bytes, const char *what);
+void tb_unreserve(tb_allocator *a, void *p, size_t bytes);
+void tb_commit(tb_allocator *a, tb_mem_category category, void *p, size_t bytes, const char *what);
+void tb_decommit(tb_allocator *a, void *p);
+
 // Frees every live buffer: for a rank that failed mid-step, whose buffers no owner will
-// free (its stack was unwound).
+// free (its stack was unwound). Committed ranges are decommitted; reservations stay.
 void tb_allocator_free_all(tb_allocator *a);
 
 // Visits every live buffer, newest first.

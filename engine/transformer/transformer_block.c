@@ -126,6 +126,7 @@ static void recompute_chunk(transformer_block *b, transformer_block_state *st, i
     struct moe_stats *stats = b->d.moe_stats;
     b->d.moe_stats = NULL;  // counted by the first forward
     for (int l = s; l < s + n; l++) {
+        if (b->layer_backward_needs) b->layer_backward_needs(b->hooks_ctx, b->first + l);
         transformer_layer_acts_alloc(&st->acts[l], b->mem, &b->d, b->selective, b->first + l);
         float *out = b->recompute_out;
         if (l + 1 < s + n) out = st->x[l + 1] = alloc_stream(b, l + 1);
@@ -142,6 +143,7 @@ const float *transformer_block_backward(transformer_block *b, int slot, const fl
     for (int l = b->L - 1; l >= 0; l--) {
         if (b->recompute[l] && l == b->chunk_start[l] + b->chunk_len[l] - 1)
             recompute_chunk(b, st, b->chunk_start[l], b->chunk_len[l]);
+        if (b->layer_backward_needs) b->layer_backward_needs(b->hooks_ctx, b->first + l);
         transformer_layer_backward(b->spec, b->first + l, &b->d, &b->params[l], &b->grads[l], &st->acts[l], &b->ws,
                                    st->x[l], dcur, dnext);
         transformer_layer_acts_free(&st->acts[l], b->mem);

@@ -53,6 +53,9 @@ typedef struct transformer_block {
     // Called before each layer's forward with its global index, when set (on the same ctx:
     // gpt_model's parameter-needed hook, --overlap-param-gather waits there for its bucket).
     void (*layer_params_needed)(void *ctx, int layer);
+    // Called before each layer's backward, and before its forward when recomputed, when set (the
+    // model's params_needed_backward: Megatron-FSDP gathers the layer's parameters there).
+    void (*layer_backward_needs)(void *ctx, int layer);
     // The MoE layers' load statistics of the step (indexed by global layer; d.moe_stats points
     // here outside a recompute, so a recomputed forward is not counted twice).
     moe_stats moe_stats;

@@ -9,9 +9,9 @@
 #include "prove/parsers_internal.h"
 
 static const char *const mem_categories[] = {"params",    "grads", "optimizer", "activations",
-                                             "workspace", "comm",  NULL};
+                                             "workspace", "comm",  "gathered",  NULL};
 static const char *const mem_categories_total[] = {"params", "grads", "optimizer", "activations",
-                                                   "workspace", "comm", "total", NULL};
+                                                   "workspace", "comm", "gathered", "total", NULL};
 
 // The parts of `kind` in the record's run directory, each checked to be a rank of config
 // world_size and its path added to files. NULL with err set on trouble: an unreadable part is

@@ -307,14 +307,14 @@ int tbp_loss_at_step_record(const parser *p, json_t *args, const char *dir, doub
 
 int tbp_peak_memory_record(const parser *p, json_t *args, const char *dir, double *value, json_t *ev,
                               tb_error *err) {
-    static const char *const categories[] = {"params",    "grads", "optimizer", "activations",
-                                             "workspace", "comm",  "total",     "total_peak"};
+    static const char *const categories[] = {"params", "grads", "optimizer", "activations", "workspace",
+                                             "comm",   "gathered", "total", "total_peak"};
     const char *category = tbp_string_arg(args, "category", "total");
     int known = 0;
     for (size_t i = 0; i < sizeof categories / sizeof *categories; i++) known |= !strcmp(category, categories[i]);
     if (!known)
         return tb_fail(err, "parser %s: args.category '%s' is not one of params, grads, optimizer, activations, "
-                            "workspace, comm, total, total_peak", p->name, category);
+                            "workspace, comm, gathered, total, total_peak", p->name, category);
     json_t *files = json_array();
     json_object_set_new(ev, "files", files);
     tbp_record_metrics m;

@@ -201,8 +201,8 @@ static const char *const every_category[] = {"params", "grads", "optimizer", "ac
 
 int tbp_memory_growth_combine(const parser *p, json_t *args, const char *const *dirs, int n, double *value,
                               json_t **evidence, tb_error *err) {
-    static const char *const choices[] = {"params", "grads",      "optimizer", "activations", "workspace",
-                                          "comm",   "total_peak", "total",     "every",       NULL};
+    static const char *const choices[] = {"params", "grads",    "optimizer",  "activations", "workspace", "comm",
+                                          "gathered", "total_peak", "total",  "every",       NULL};
     const char *category = tbp_string_arg(args, "category", "every");
     long long warmup;
     if (tbp_one_of(p, "category", category, choices, err) != 0 ||

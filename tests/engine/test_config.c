@@ -535,6 +535,27 @@ TB_TEST(pipeline_layouts_with_and_without_interleaving_are_valid) {
                          "sequence_parallel=1 use_distributed_optimizer=1 micro_batch_size=1 global_batch_size=4"));
 }
 
+// Megatron-FSDP: the strategy only with --use-megatron-fsdp, which runs with the distributed
+// optimizer (Megatron's rule); what its engine module cannot run yet refused by name.
+#define FSDP_ON "world_size=2 use_distributed_optimizer=1 use_megatron_fsdp=1 "
+TB_TEST(megatron_fsdp_rules_and_the_layouts_not_supported_yet) {
+    CHECK_CASES(IS_VALID(FSDP_ON "data_parallel_sharding_strategy=optim_grads_params"),
+                IS_VALID(FSDP_ON "data_parallel_sharding_strategy=no_shard"),
+                IS_VALID("world_size=4 tensor_model_parallel_size=2 sequence_parallel=1 use_distributed_optimizer=1 "
+                         "use_megatron_fsdp=1 data_parallel_sharding_strategy=optim_grads"),
+                ONLY("data_parallel_sharding_strategy=optim_grads",
+                     "data_parallel_sharding_strategy optim_grads needs use_megatron_fsdp"),
+                ONLY("world_size=2 use_megatron_fsdp=1", "use_megatron_fsdp needs use_distributed_optimizer"),
+                REFUSED("world_size=4 use_distributed_optimizer=1 use_megatron_fsdp=1 pipeline_model_parallel_size=2 "
+                        "micro_batch_size=1 global_batch_size=4",
+                        "use_megatron_fsdp with pipeline_model_parallel_size 2: not supported yet"),
+                REFUSED(FSDP_ON "num_experts=2", "use_megatron_fsdp with num_experts 2: not supported yet"),
+                REFUSED(FSDP_ON "overlap_grad_reduce=1", "use_megatron_fsdp with overlap_grad_reduce: not supported yet"),
+                REFUSED(FSDP_ON "device=cuda data_parallel_sharding_strategy=optim_grads",
+                        "data_parallel_sharding_strategy optim_grads with device cuda: not supported yet"),
+                IS_VALID(FSDP_ON "device=cuda data_parallel_sharding_strategy=optim"));
+}
+
 // Context parallelism runs with the flash attention core and either exchange (all_gather or
 // the p2p ring); the local core is refused by name.
 TB_TEST(context_parallelism_needs_flash_attention) {
@@ -718,6 +739,7 @@ int main(void) {
     TB_RUN(experts_not_divisible_by_ep_is_refused);
     TB_RUN(expert_parallelism_without_experts_is_refused);
     TB_RUN(expert_and_context_parallelism_together_are_refused);
+    TB_RUN(megatron_fsdp_rules_and_the_layouts_not_supported_yet);
     TB_RUN(expert_grid_not_dividing_the_world_is_refused);
     TB_RUN(global_batch_not_divisible_by_micro_times_dp_is_refused);
     TB_RUN(fewer_microbatches_than_pipeline_stages_is_refused);

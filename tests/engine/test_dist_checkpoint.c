@@ -120,6 +120,22 @@ TB_TEST(a_checkpoint_resumes_at_another_layout) {
                 "--world-size 2 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2", 1e-5);
 }
 
+// Megatron-FSDP (distributed/fsdp.h): resumed bitwise at the layout it saved at (every unit
+// gathered for the save, the shards' moments through the units' slices), and resharded both
+// ways: from FSDP's units into the single rank and tp 2 + sp x dp 2 with the distributed
+// optimizer's one bucket, and from there into FSDP at dp 4
+#define FSDP " --use-distributed-optimizer --use-megatron-fsdp --data-parallel-sharding-strategy "
+TB_TEST(a_megatron_fsdp_checkpoint_resumes_bitwise_and_reshards_both_ways) {
+    resume_case("fsdp optim_grads_params dp 2", "--world-size 2" FSDP "optim_grads_params",
+                "--world-size 2" FSDP "optim_grads_params", 0);
+    resume_case("fsdp optim_grads dp 4", "--world-size 4" FSDP "optim_grads", "--world-size 4" FSDP "optim_grads", 0);
+    resume_case("fsdp optim_grads_params dp 4 -> single", "--world-size 4" FSDP "optim_grads_params", "", 1e-5);
+    resume_case("fsdp optim_grads_params dp 2 -> tp 2 sp x dp 2", "--world-size 2" FSDP "optim_grads_params",
+                "--world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer", 1e-5);
+    resume_case("tp 2 x dp 2 dist-opt -> fsdp dp 4", "--world-size 4 --tensor-model-parallel-size 2 "
+                "--use-distributed-optimizer", "--world-size 4" FSDP "optim_grads_params", 1e-5);
+}
+
 // --qk-layernorm's q and k norms (whole on every tp rank, one writer each): resumed bitwise at
 // the layout they were saved at, and at another tp size and the distributed optimizer's shards
 #define QK " --qk-layernorm"
@@ -658,6 +674,7 @@ int main(void) {
     TB_RUN(checkpoint_metadata_is_validated_against_what_it_describes);
     TB_RUN(a_checkpoint_resumes_at_another_layout);
     TB_RUN(a_qk_layernorm_checkpoint_resumes_bitwise_and_at_another_layout);
+    TB_RUN(a_megatron_fsdp_checkpoint_resumes_bitwise_and_reshards_both_ways);
     TB_RUN(one_replica_of_each_piece_is_written_and_writes_spread_over_dp);
     TB_RUN(checkpoints_that_do_not_fit_are_refused_before_training);
     TB_RUN(a_moe_checkpoint_resumes_at_another_expert_parallel_size);

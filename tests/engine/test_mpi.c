@@ -87,6 +87,13 @@ static const layout layouts[] = {
     {"K 2: pp 2 x dp 2", 2, 2, "--world-size 4 --pipeline-model-parallel-size 2", 0},
     // a data-parallel group of four processes: MPI's own all-reduce of four members
     {"dp 4 + distributed optimizer", 4, 1, "--world-size 4 --use-distributed-optimizer", 1},
+    // Megatron-FSDP: each unit's all-gathers and each microbatch's reduce-scatters across processes
+    {"dp 2 + fsdp optim_grads_params", 2, 1,
+     "--world-size 2 --use-distributed-optimizer --use-megatron-fsdp --data-parallel-sharding-strategy "
+     "optim_grads_params", 0},
+    {"K 2: tp 2 + sp x dp 2 + fsdp optim_grads", 2, 2,
+     "--world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer "
+     "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", 0},
 };
 #define NLAYOUTS (int)(sizeof layouts / sizeof *layouts)
 

@@ -4,7 +4,8 @@
 // gathered over tp and cp from the last pipeline stage, within 1e-5 of their scale; the gradient of every parameter
 // tensor at step 1 (gathered over tp) within 1e-5 of the tensor's scale; the final weights,
 // gathered over tp, within 1e-3 of each tensor's scale — and the distributed optimizer must
-// cut optimizer memory by about 1/dp.
+// cut optimizer memory by about 1/dp; Megatron-FSDP's strategies likewise, its parameters and
+// gradients sharded (each rank's step-1 gradients gathered from the shards).
 //
 // Why the weights get a looser bound than the gradients: the gradients differ only by
 // summation order (~1e-7), but Adam divides each gradient by its own running RMS, so an
@@ -41,6 +42,7 @@ typedef struct result {
     entry *entries;    // every tensor of every pipeline stage (the tied embedding twice under pp)
     int nentries;
     size_t optimizer_bytes;   // rank 0's optimizer memory
+    size_t peak[TB_MEM_NCATEGORIES];  // rank 0's peak bytes per category over steps 1 to train_iters - 1
     float *logits;     // (B, T, V) the initial weights' logits of one batch, gathered over tp, cp and pp
     pthread_mutex_t mu;
 } result;
@@ -118,6 +120,18 @@ static void step1_logits(tb_trainer *tr, tb_rank *rk, result *out) {
     free(in), free(tg);
 }
 
+// The step's gradients whole on every data-parallel rank where they are sharded: the distributed
+// optimizer's reduced slices, Megatron-FSDP's shard (a collective of the dp × cp group).
+static void unshard_grads(tb_trainer *tr, tb_rank *rk) {
+    if (tr->ddp.fsdp.active) {
+        fsdp_gather_grads(&tr->ddp.fsdp);
+        return;
+    }
+    for (int c = 0; c < tr->nchunks; c++)
+        if (tr->opts[c].sharded)
+            adamw_shard_all_gather_inplace(&tr->opts[c], &rk->groups[TB_GROUP_DP_CP], tr->models[c].grad_memory);
+}
+
 static void rank_fn(tb_rank *rk, void *arg) {
     job *j = arg;
     tb_allocator_init(rk->mem, 0, NULL, NULL);
@@ -129,6 +143,8 @@ static void rank_fn(tb_rank *rk, void *arg) {
         j->failed = 1;
         return;
     }
+    // the steps' peaks: Megatron-FSDP's setup holds the whole parameters once (fsdp.h), the steps never
+    tb_allocator_reset_peaks(rk->mem);
     // one copy per pipeline stage reports: tp rank 0 of data-parallel replica 0
     const int reports = rk->coords.tp == 0 && rk->coords.dp == 0;
     float **grads = NULL;
@@ -136,7 +152,13 @@ static void rank_fn(tb_rank *rk, void *arg) {
     for (int s = 1; s <= j->cfg->train_iters; s++) {  // STEPS, or fewer for a smaller test
         tb_step_result r = train_step(&tr, s);
         if (rk->rank == 0) j->out->loss[s - 1] = r.loss;
-        if (s == 1 && j->gather_grads) grads = gather_chunks(&tr, 1, reports);
+        if (s == 1 && j->gather_grads) {
+            unshard_grads(&tr, rk);
+            grads = gather_chunks(&tr, 1, reports);
+        }
+        // the steps' peaks, before the last step's end gathers what training's end reads (fsdp.h)
+        if (rk->rank == 0 && s == j->cfg->train_iters - 1)
+            memcpy(j->out->peak, rk->mem->stats.peak, sizeof j->out->peak);
     }
     float **weights = gather_chunks(&tr, 0, reports);
     if (reports) {
@@ -291,16 +313,16 @@ LAYOUT(tp4_sequence_parallel_matches_single_rank, "tp 4 + sp",
        (c.tensor_model_parallel_size = 4, c.sequence_parallel = 1), 1)
 LAYOUT(dp2_matches_single_rank, "dp 2", (c.world_size = 2), 1)
 LAYOUT(dp2_distributed_optimizer_matches_single_rank, "dp 2 + distributed optimizer",
-       (c.world_size = 2, c.use_distributed_optimizer = 1), 0)
+       (c.world_size = 2, c.use_distributed_optimizer = 1), 1)
 LAYOUT(tp2_dp2_matches_single_rank, "tp 2 x dp 2", (c.world_size = 4, c.tensor_model_parallel_size = 2), 1)
 LAYOUT(tp2_sp_dp2_distributed_optimizer_matches_single_rank, "tp 2 + sp x dp 2 + dist-opt",
        (c.world_size = 4, c.tensor_model_parallel_size = 2, c.sequence_parallel = 1,
-        c.use_distributed_optimizer = 1), 0)
+        c.use_distributed_optimizer = 1), 1)
 LAYOUT(tp4_sp_dp2_distributed_optimizer_matches_single_rank, "tp 4 + sp x dp 2 + dist-opt",
        (c.world_size = 8, c.tensor_model_parallel_size = 4, c.sequence_parallel = 1,
-        c.use_distributed_optimizer = 1), 0)
+        c.use_distributed_optimizer = 1), 1)
 LAYOUT(tp2_dp4_distributed_optimizer_matches_single_rank, "tp 2 x dp 4 + dist-opt",
-       (c.world_size = 8, c.tensor_model_parallel_size = 2, c.use_distributed_optimizer = 1), 0)
+       (c.world_size = 8, c.tensor_model_parallel_size = 2, c.use_distributed_optimizer = 1), 1)
 
 LAYOUT(pp2_matches_single_rank, "pp 2 (1F1B)", (c.pipeline_model_parallel_size = 2, c.world_size = 2), 1)
 LAYOUT(pp4_matches_single_rank, "pp 4 (1F1B)", (c.pipeline_model_parallel_size = 4, c.world_size = 4), 1)
@@ -311,9 +333,28 @@ LAYOUT(pp2_uneven_layout_matches_single_rank, "pp 2, layout 1,3",
        1)
 LAYOUT(pp2_tp2_dp2_matches_single_rank, "pp 2 x tp 2 + sp x dp 2 + dist-opt",
        (c.pipeline_model_parallel_size = 2, c.tensor_model_parallel_size = 2, c.world_size = 8,
-        c.sequence_parallel = 1, c.use_distributed_optimizer = 1), 0)
+        c.sequence_parallel = 1, c.use_distributed_optimizer = 1), 1)
 LAYOUT(pp2_tp2_dp2_plain_matches_single_rank, "pp 2 x tp 2 x dp 2",
        (c.pipeline_model_parallel_size = 2, c.tensor_model_parallel_size = 2, c.world_size = 8), 1)
+
+// Megatron-FSDP (distributed/fsdp.h): each strategy over dp 2 and 4, with tp 2 + sp, and with
+// full recompute (a recomputed layer's forward gathers its parameters again); the step-1
+// gradients are the shard's, gathered
+#define FSDP(strategy) (c.use_megatron_fsdp = 1, c.use_distributed_optimizer = 1, \
+                        c.data_parallel_sharding_strategy = TB_FSDP_##strategy)
+LAYOUT(fsdp_no_shard_dp2_matches_single_rank, "fsdp no_shard x dp 2", (c.world_size = 2, FSDP(NO_SHARD)), 1)
+LAYOUT(fsdp_optim_dp2_matches_single_rank, "fsdp optim x dp 2", (c.world_size = 2, FSDP(OPTIM)), 1)
+LAYOUT(fsdp_optim_grads_dp2_matches_single_rank, "fsdp optim_grads x dp 2", (c.world_size = 2, FSDP(OPTIM_GRADS)), 1)
+LAYOUT(fsdp_optim_grads_params_dp2_matches_single_rank, "fsdp optim_grads_params x dp 2",
+       (c.world_size = 2, FSDP(OPTIM_GRADS_PARAMS)), 1)
+LAYOUT(fsdp_optim_grads_dp4_matches_single_rank, "fsdp optim_grads x dp 4", (c.world_size = 4, FSDP(OPTIM_GRADS)), 1)
+LAYOUT(fsdp_optim_grads_params_dp4_matches_single_rank, "fsdp optim_grads_params x dp 4",
+       (c.world_size = 4, FSDP(OPTIM_GRADS_PARAMS)), 1)
+LAYOUT(fsdp_optim_grads_params_tp2_sp_dp2_matches_single_rank, "fsdp optim_grads_params, tp 2 + sp x dp 2",
+       (c.world_size = 4, c.tensor_model_parallel_size = 2, c.sequence_parallel = 1, FSDP(OPTIM_GRADS_PARAMS)), 1)
+LAYOUT(fsdp_optim_grads_params_recompute_dp2_matches_single_rank, "fsdp optim_grads_params + recompute x dp 2",
+       (c.world_size = 2, c.recompute_granularity = TB_RECOMPUTE_FULL, c.recompute_method = TB_RECOMPUTE_UNIFORM,
+        c.recompute_num_layers = 2, FSDP(OPTIM_GRADS_PARAMS)), 1)
 
 // Layouts of a model other than the reference's, each against that model's single rank.
 static void compare_model(tb_config *base, const char *model, const tb_config *layouts, int nlayouts) {
@@ -329,8 +370,9 @@ static void compare_model(tb_config *base, const char *model, const tb_config *l
                  c.sequence_parallel ? " + sp" : "", cp,
                  cp == 1 ? "" : c.cp_comm_type == TB_CP_P2P ? " p2p" : " all_gather", c.pipeline_model_parallel_size,
                  c.world_size / (c.tensor_model_parallel_size * cp * c.pipeline_model_parallel_size),
-                 c.use_distributed_optimizer ? " + dist-opt" : "");
-        compare_layout(label, &c, !c.use_distributed_optimizer);  // its gradients are sharded over dp
+                 c.use_megatron_fsdp ? " + fsdp"
+                 : c.use_distributed_optimizer ? " + dist-opt" : "");
+        compare_layout(label, &c, 1);
     }
     reference = saved;
     result_free(&single);
@@ -371,7 +413,8 @@ TB_TEST(qk_layernorm_models_under_tp_sp_cp_pp_and_dp_match_single_rank) {
     tb_config layouts[5] = {base, base, base, base, base};
     layouts[0].world_size = 2, layouts[0].tensor_model_parallel_size = 2;
     layouts[1].world_size = 4, layouts[1].tensor_model_parallel_size = 2, layouts[1].sequence_parallel = 1,
-    layouts[1].use_distributed_optimizer = 1;
+    layouts[1].use_distributed_optimizer = 1;  // and Megatron-FSDP: the q/k norms' tp sums per microbatch
+    layouts[1].use_megatron_fsdp = 1, layouts[1].data_parallel_sharding_strategy = TB_FSDP_OPTIM_GRADS_PARAMS;
     layouts[2].world_size = 4, layouts[2].tensor_model_parallel_size = 2, layouts[2].overlap_grad_reduce = 1;
     layouts[3].world_size = 2, layouts[3].pipeline_model_parallel_size = 2;
     layouts[4].world_size = 2;
@@ -403,6 +446,71 @@ TB_TEST(distributed_optimizer_cuts_optimizer_memory_by_dp) {
            r.optimizer_bytes, ratio);
     TB_CHECK(ratio > 0.24 && ratio < 0.26, "optimizer memory ratio %.3f, expected about 1/4", ratio);
     result_free(&r);
+}
+
+// Megatron-FSDP's optim_grads_params over dp 4 (distributed/fsdp.h): a rank's parameters are its
+// quarter of the model, the other ranks' parameters it holds at once are one transformer layer's
+// (the largest unit; its three other quarters), and its gradients never the whole model's: at most
+// the shard (summed, and averaged into the buffer's slices) and the whole gradients of one layer,
+// the embedding's and the output layer's (the tied embedding's gradient is written by the output
+// layer's backward first and final after the embedding's, the step's last) — everything but L - 1
+// layers. optim_grads shards the same gradients and keeps every parameter.
+TB_TEST(fsdp_holds_a_shard_and_one_unit_not_the_model) {
+    const int dp = 4;
+    const double P = (double)reference.peak[TB_MEM_PARAMS], G = (double)reference.peak[TB_MEM_GRADS];
+    const int C = reference_cfg.hidden_size, L = reference_cfg.num_layers;
+    const double layer = (12.0 * C * C + 13.0 * C) * sizeof(float);  // a GPT-2 layer's tensors (C a multiple of 16)
+    TB_REQUIRE(P > 0 && P == G, "single rank: params %.0f B, grads %.0f B", P, G);
+    for (int zero3 = 0; zero3 <= 1; zero3++) {
+        tb_config c = reference_cfg;
+        c.world_size = dp, c.use_distributed_optimizer = 1, c.use_megatron_fsdp = 1;
+        c.data_parallel_sharding_strategy = zero3 ? TB_FSDP_OPTIM_GRADS_PARAMS : TB_FSDP_OPTIM_GRADS;
+        result r;
+        TB_REQUIRE(train(&c, &r, 0) == 0, "fsdp dp %d", dp);
+        const double params = (double)r.peak[TB_MEM_PARAMS], gathered = (double)r.peak[TB_MEM_GATHERED];
+        const double grads = (double)r.peak[TB_MEM_GRADS], grads_bound = 2 * P / dp + (P - (L - 1) * layer);
+        printf("    %-18s per rank: params %.0f B (single rank %.0f), gathered %.0f B (a layer: %.0f), grads %.0f B "
+               "(bound %.0f, single rank %.0f)\n", zero3 ? "optim_grads_params" : "optim_grads", params, P, gathered,
+               layer, grads, grads_bound, G);
+        if (zero3) {
+            TB_CHECK(fabs(params - P / dp) <= 0.01 * P / dp, "params %.0f B, expected a quarter of %.0f", params, P);
+            TB_CHECK(fabs(gathered - layer * (dp - 1) / dp) <= 0.01 * layer,
+                     "gathered %.0f B, expected three quarters of one layer's %.0f", gathered, layer);
+        } else {
+            TB_CHECK(params == P && gathered == 0, "optim_grads: params %.0f B (whole %.0f), gathered %.0f", params, P,
+                     gathered);
+        }
+        TB_CHECK(grads <= grads_bound && grads < G, "grads %.0f B, above the bound %.0f (whole: %.0f)", grads,
+                 grads_bound, G);
+        result_free(&r);
+    }
+}
+
+// One microbatch per rank (global batch 4 of 2 over dp 2): Megatron-FSDP's reduce-scatter of
+// each microbatch is the distributed optimizer's of the step, the same sums in the same order —
+// the same losses and weights bit for bit, with its parameters gathered per unit.
+TB_TEST(fsdp_with_one_microbatch_per_rank_gives_the_distributed_optimizers_bits) {
+    tb_config c = reference_cfg;
+    c.world_size = 2, c.use_distributed_optimizer = 1, c.global_batch_size = 4;
+    result opt, fsdp;
+    TB_REQUIRE(train(&c, &opt, 0) == 0, "dp 2 + dist-opt");
+    c.use_megatron_fsdp = 1, c.data_parallel_sharding_strategy = TB_FSDP_OPTIM_GRADS_PARAMS;
+    TB_REQUIRE(train(&c, &fsdp, 0) == 0, "dp 2 + fsdp");
+    TB_CHECK(memcmp(opt.loss, fsdp.loss, sizeof opt.loss) == 0, "losses: dist-opt %.9g %.9g, fsdp %.9g %.9g",
+             opt.loss[0], opt.loss[STEPS - 1], fsdp.loss[0], fsdp.loss[STEPS - 1]);
+    int differ = 0;
+    for (int i = 0; i < opt.nentries; i++) {
+        const entry *e = find_entry(&fsdp, opt.entries[i].param.name);
+        TB_REQUIRE(e, "fsdp holds no %s", opt.entries[i].param.name);
+        const size_t n = (size_t)e->param.full_rows * e->param.full_cols;
+        if (memcmp(e->weights, opt.entries[i].weights, n * sizeof(float))) {
+            if (!differ++) printf("    %s differs\n", e->param.name);
+        }
+    }
+    TB_CHECK(differ == 0, "%d tensors' final weights differ from the distributed optimizer's", differ);
+    printf("    losses and the %d tensors' final weights bitwise equal over %d steps\n", opt.nentries, STEPS);
+    result_free(&opt);
+    result_free(&fsdp);
 }
 
 // Step-1 loss of a pretrain_gpt run, from its metrics file.
@@ -551,7 +659,8 @@ TB_TEST(pipeline_summary_reports_each_tensor_parallel_ranks_shard) {
 // Context parallelism (transformer/context_parallel.h): each rank's zig-zag chunks of the
 // sequence against the whole sequence's K and V, all-gathered or passed around the ring (p2p);
 // for each exchange cp 2 and cp 4 alone, cp 2 with tp 2 + sp (the ring's chunks hold a tp
-// rank's key/value groups), dp 2 with the distributed optimizer and pp 2; learned positions
+// rank's key/value groups), dp 2 with the distributed optimizer (the ring's: Megatron-FSDP's
+// optim_grads_params, its shard over dp x cp) and pp 2; learned positions
 // and RoPE follow the global positions. The reference model at hidden 32 and seq 16 (cp 4: chunks
 // of 2 tokens); with 2 layers instead of 4 the key bias's rounding drift, above, reached the
 // weights' 1e-3 after 10 steps.
@@ -569,6 +678,7 @@ TB_TEST(context_parallel_layouts_match_single_rank) {
         l[2].world_size = 4, l[2].context_parallel_size = 2, l[2].tensor_model_parallel_size = 2,
         l[2].sequence_parallel = 1;
         l[3].world_size = 4, l[3].context_parallel_size = 2, l[3].use_distributed_optimizer = 1;
+        if (k) l[3].use_megatron_fsdp = 1, l[3].data_parallel_sharding_strategy = TB_FSDP_OPTIM_GRADS_PARAMS;
         l[4].world_size = 4, l[4].context_parallel_size = 2, l[4].pipeline_model_parallel_size = 2;
     }
     compare_model(&base, "flash", layouts, 2 * N);
@@ -600,6 +710,16 @@ int main(void) {
     TB_RUN(context_parallel_layouts_match_single_rank);
     TB_RUN(qk_layernorm_models_under_tp_sp_cp_pp_and_dp_match_single_rank);
     TB_RUN(distributed_optimizer_cuts_optimizer_memory_by_dp);
+    TB_RUN(fsdp_no_shard_dp2_matches_single_rank);
+    TB_RUN(fsdp_optim_dp2_matches_single_rank);
+    TB_RUN(fsdp_optim_grads_dp2_matches_single_rank);
+    TB_RUN(fsdp_optim_grads_params_dp2_matches_single_rank);
+    TB_RUN(fsdp_optim_grads_dp4_matches_single_rank);
+    TB_RUN(fsdp_optim_grads_params_dp4_matches_single_rank);
+    TB_RUN(fsdp_optim_grads_params_tp2_sp_dp2_matches_single_rank);
+    TB_RUN(fsdp_optim_grads_params_recompute_dp2_matches_single_rank);
+    TB_RUN(fsdp_holds_a_shard_and_one_unit_not_the_model);
+    TB_RUN(fsdp_with_one_microbatch_per_rank_gives_the_distributed_optimizers_bits);
     TB_RUN(checkpoint_saved_under_tp_and_dp_loads_into_any_tp_size);
     TB_RUN(qk_layernorm_checkpoint_saved_under_tp_and_dp_loads_into_any_tp_size);
     TB_RUN(pp2_matches_single_rank);

@@ -4,6 +4,8 @@
 // schedule do what Megatron and torch.optim.AdamW do.
 #include <math.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "backend/cpu/kernels.h"
 #include "config/config.h"
@@ -295,8 +297,49 @@ TB_TEST(caching_allocator_counts_reserved_and_cached_bytes_by_category) {
     TB_CHECK(cached == 0 && a.stats.reserved == 0, "released: cached %zu, reserved %zu", cached, a.stats.reserved);
 }
 
+// A reservation (Megatron-FSDP's buffers): committed ranges count in their category and are
+// listed live; a decommitted range reads as zeros — its whole pages back with the kernel (not
+// resident), its edges, which share a page with a neighbour, cleared — and the neighbour keeps
+// its values; unreserving decommits what is left.
+TB_TEST(reservation_commits_count_and_decommitted_ranges_read_as_zeros) {
+    tb_allocator a;
+    tb_allocator_init(&a, 0, NULL, NULL);
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), n = 8 * page / sizeof(float);
+    float *buf = tb_reserve(&a, n * sizeof(float), "reservation");
+    TB_CHECK(a.stats.total_current == 0, "a reservation counts nothing: %zu", a.stats.total_current);
+    // [0, k) mine, [k, n) gathered: k not on a page boundary
+    const size_t k = page / sizeof(float) + 100;
+    tb_commit(&a, TB_MEM_PARAMS, buf, k * sizeof(float), "mine");
+    tb_commit(&a, TB_MEM_GATHERED, buf + k, (n - k) * sizeof(float), "theirs");
+    TB_CHECK(a.stats.current[TB_MEM_PARAMS] == k * sizeof(float) &&
+                 a.stats.current[TB_MEM_GATHERED] == (n - k) * sizeof(float) && a.stats.reserved == n * sizeof(float),
+             "committed: params %zu, gathered %zu, reserved %zu", a.stats.current[TB_MEM_PARAMS],
+             a.stats.current[TB_MEM_GATHERED], a.stats.reserved);
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i + 1);
+    tb_decommit(&a, buf + k);
+    size_t nonzero = 0, kept = 0;
+    for (size_t i = k; i < n; i++) nonzero += buf[i] != 0.0f;
+    for (size_t i = 0; i < k; i++) kept += buf[i] == (float)(i + 1);
+    TB_CHECK(nonzero == 0 && kept == k, "after decommit: %zu nonzero of theirs, %zu of %zu of mine kept", nonzero, kept,
+             k);
+    // (read above: the released pages came back as zero pages; released again, then asked)
+    tb_commit(&a, TB_MEM_GATHERED, buf + k, (n - k) * sizeof(float), "theirs again");
+    tb_decommit(&a, buf + k);
+    unsigned char resident[8];
+    TB_REQUIRE(mincore(buf, n * sizeof(float), resident) == 0, "mincore");
+    int pages_resident = 0;
+    for (int i = 2; i < 8; i++) pages_resident += resident[i] & 1;  // pages 2..7 lie wholly in [k, n)
+    TB_CHECK(pages_resident == 0, "%d of the 6 pages given back are still resident", pages_resident);
+    TB_CHECK(a.stats.current[TB_MEM_GATHERED] == 0 && a.stats.peak[TB_MEM_GATHERED] == (n - k) * sizeof(float),
+             "gathered now %zu, peak %zu", a.stats.current[TB_MEM_GATHERED], a.stats.peak[TB_MEM_GATHERED]);
+    tb_unreserve(&a, buf, n * sizeof(float));
+    TB_CHECK(a.stats.total_current == 0 && a.stats.reserved == 0 && a.live == NULL,
+             "unreserved: %zu in use, %zu reserved", a.stats.total_current, a.stats.reserved);
+}
+
 int main(void) {
     TB_RUN(caching_allocator_counts_reserved_and_cached_bytes_by_category);
+    TB_RUN(reservation_commits_count_and_decommitted_ranges_read_as_zeros);
     cpu_set_num_threads(2);
     TB_RUN(tiny_model_overfits_one_batch_below_0_05);
     TB_RUN(same_seed_and_config_give_bitwise_identical_runs);

@@ -1,0 +1,35 @@
+// config_fsdp.c — Megatron-FSDP's rules of config validation (config_rules.c calls them):
+// Megatron-Core's own, then what the engine's FSDP (distributed/fsdp.h) cannot run yet.
+#include "config/config.h"
+#include "config/config_rules.h"
+
+void config_fsdp_rules(rules *r, const tb_config *c) {
+    const char *strategy = config_choice_name("data_parallel_sharding_strategy", c->data_parallel_sharding_strategy);
+    if (!c->use_megatron_fsdp) {
+        // the strategy is Megatron-FSDP's: without it nothing would read the value
+        if (c->data_parallel_sharding_strategy != TB_FSDP_NO_SHARD)
+            violated(r, "data_parallel_sharding_strategy %s needs use_megatron_fsdp", strategy);
+        return;
+    }
+    // Megatron's rule: Megatron-FSDP runs with (and replaces) the distributed optimizer
+    if (!c->use_distributed_optimizer) violated(r, "use_megatron_fsdp needs use_distributed_optimizer");
+}
+
+// The Megatron-FSDP layouts the engine cannot run yet (after every rule passed).
+void config_fsdp_not_supported_yet(rules *r, const tb_config *c) {
+    if (!c->use_megatron_fsdp) return;
+    const char *strategy = config_choice_name("data_parallel_sharding_strategy", c->data_parallel_sharding_strategy);
+    if (c->pipeline_model_parallel_size > 1)
+        violated(r, "use_megatron_fsdp with pipeline_model_parallel_size %d: not supported yet (FSDP units are "
+                    "gathered per model chunk on one stage)", c->pipeline_model_parallel_size);
+    if (c->num_experts > 0)
+        violated(r, "use_megatron_fsdp with num_experts %d: not supported yet (a MoE layer's experts lie apart from "
+                    "its dense tensors in the buffer, so the layer is not one FSDP unit)", c->num_experts);
+    if (c->overlap_grad_reduce || c->overlap_param_gather)
+        violated(r, "use_megatron_fsdp with %s: not supported yet (the units' reduce-scatters and all-gathers run on "
+                    "the rank's thread, between the units' compute)",
+                 c->overlap_param_gather ? "overlap_param_gather" : "overlap_grad_reduce");
+    if (c->device == TB_DEVICE_CUDA && config_shards_grads(c))
+        violated(r, "data_parallel_sharding_strategy %s with device cuda: not supported yet (a unit's memory is "
+                    "given back by releasing pages of a host reservation; the device allocator has none)", strategy);
+}

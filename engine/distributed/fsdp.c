@@ -1,0 +1,275 @@
+#include "distributed/fsdp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "comm/comm.h"
+#include "core/xalloc.h"
+#include "runtime/ranges.h"
+
+int fsdp_unit_cuts(const gpt_model *m, size_t align, size_t **out) {
+    size_t *cuts = tb_xcalloc((size_t)m->nparams + 1, sizeof *cuts, "fsdp unit cuts");
+    int n = 0;
+    for (int i = 1; i < m->nparams; i++) {
+        const gpt_param *p = &m->params[i];
+        if (gpt_param_site(m, p, 0) == gpt_param_site(m, &m->params[i - 1], 0)) continue;
+        const size_t at = p->offset / align * align;
+        if (at > 0 && at < m->padded_parameters && (n == 0 || at > cuts[n - 1])) cuts[n++] = at;
+    }
+    if (!n) {
+        free(cuts);
+        cuts = NULL;
+    }
+    *out = cuts;
+    return n;
+}
+
+// The three ranges of bucket k in a buffer: the ranks' slices before this rank's, its own, after.
+static float *before(float *buf, const tb_shard_bucket *k) { return buf + k->lo; }
+static float *own(float *buf, const tb_shard_bucket *k) { return buf + k->slice_lo; }
+static float *after(float *buf, const tb_shard_bucket *k) { return buf + k->slice_hi; }
+static size_t before_n(const tb_shard_bucket *k) { return k->slice_lo - k->lo; }
+static size_t own_n(const tb_shard_bucket *k) { return k->slice_hi - k->slice_lo; }
+static size_t after_n(const tb_shard_bucket *k) { return k->hi - k->slice_hi; }
+
+static void commit(tb_fsdp *f, tb_mem_category c, float *p, size_t n, const char *what, int b) {
+    if (!n) return;  // (a committed range is found by its start: never an empty one)
+    char name[TB_MEM_WHAT_MAX];
+    snprintf(name, sizeof name, "%s %d", what, b);
+    tb_commit(f->m->mem, c, p, n * sizeof(float), name);
+}
+
+static void decommit(tb_fsdp *f, float *p, size_t n) {
+    if (n) tb_decommit(f->m->mem, p);
+}
+
+// Whether parameter i is read by the forward or backward of `site`: its own unit's, and the tied
+// word embedding by the output layer too.
+static int used_at(const tb_fsdp *f, int i, int site) {
+    if (f->site[i] == site) return 1;
+    return site == GPT_SITE_HEAD && !f->m->cfg->untie_embeddings_and_output_weights &&
+           !strcmp(f->m->params[i].name, "wte.weight");
+}
+
+static void gather(tb_fsdp *f, int b) {
+    const tb_shard_bucket *k = &f->opt->buckets[b];
+    float *p = f->m->param_memory;
+    commit(f, TB_MEM_GATHERED, before(p, k), before_n(k), "parameters gathered, bucket", b);
+    commit(f, TB_MEM_GATHERED, after(p, k), after_n(k), "parameters gathered, bucket", b);
+    const int64_t t0 = tb_now_ns();
+    tb_all_gather(f->dp, own(p, k), before(p, k), own_n(k));
+    f->gather_ms += (double)(tb_now_ns() - t0) / 1e6;
+    f->gather_bytes += (int64_t)((before_n(k) + after_n(k)) * sizeof(float));
+    f->gathered[b] = 1;
+}
+
+static void release(tb_fsdp *f, int b) {
+    const tb_shard_bucket *k = &f->opt->buckets[b];
+    decommit(f, before(f->m->param_memory, k), before_n(k));
+    decommit(f, after(f->m->param_memory, k), after_n(k));
+    f->gathered[b] = 0;
+}
+
+void fsdp_init(tb_fsdp *f, const tb_config *cfg, tb_rank *rk, gpt_model *m, tb_adamw *opt) {
+    memset(f, 0, sizeof *f);
+    if (!m->grads_reserved) return;  // (gpt_model_init_chunk decided: sharded gradients over dp × cp > 1)
+    f->active = 1;
+    f->shard_params = m->params_reserved;
+    f->dp = &rk->groups[TB_GROUP_DP_CP];
+    f->tp = &rk->groups[TB_GROUP_TP];
+    f->sp_reduce = cfg->sequence_parallel && f->tp->size > 1;
+    f->m = m;
+    f->opt = opt;
+    const int nb = opt->nbuckets;
+    f->site = tb_xcalloc((size_t)m->nparams, sizeof *f->site, "fsdp sites");
+    f->blo = tb_xcalloc((size_t)m->nparams, sizeof *f->blo, "fsdp buckets of parameters");
+    f->bhi = tb_xcalloc((size_t)m->nparams, sizeof *f->bhi, "fsdp buckets of parameters");
+    f->pending = tb_xcalloc((size_t)nb, sizeof *f->pending, "fsdp pending");
+    f->nparams = tb_xcalloc((size_t)nb, sizeof *f->nparams, "fsdp bucket parameters");
+    f->gathered = tb_xcalloc((size_t)nb, 1, "fsdp gathered");
+    f->grads_held = tb_xcalloc((size_t)nb, 1, "fsdp gradients held");
+    f->needed = tb_xcalloc((size_t)nb, 1, "fsdp needed");
+    size_t largest = 0;
+    for (int b = 0; b < nb; b++)
+        if (own_n(&opt->buckets[b]) > largest) largest = own_n(&opt->buckets[b]);
+    f->reduced = tb_alloc(m->mem, TB_MEM_COMM, largest * sizeof(float), "fsdp reduce-scatter destination");
+    for (int i = 0; i < m->nparams; i++) {
+        const gpt_param *p = &m->params[i];
+        f->site[i] = gpt_param_site(m, p, 0);
+        f->blo[i] = f->bhi[i] = -1;
+        for (int b = 0; b < nb; b++) {
+            const tb_shard_bucket *k = &opt->buckets[b];
+            if (p->offset >= k->hi || p->offset + p->numel <= k->lo) continue;
+            if (f->blo[i] < 0) f->blo[i] = b;
+            f->bhi[i] = b;
+            f->nparams[b]++;
+        }
+    }
+    for (int b = 0; b < nb; b++) f->pending[b] = f->nparams[b];
+    // the backward reports each unit every microbatch (gpt.h: grads_ready)
+    m->grads_each_microbatch = 1;
+    if (!f->shard_params) return;
+
+    // the whole parameters, initialised (or loaded) in the one committed range, become this
+    // rank's slices: kept aside, the whole given back, the slices committed and written again
+    const size_t shard = opt->shard_numel;
+    float *keep = tb_xmalloc(shard * sizeof(float) + 1, "fsdp parameter shard (staging)");
+    for (int b = 0; b < nb; b++) {
+        const tb_shard_bucket *k = &opt->buckets[b];
+        memcpy(keep + k->at, own(m->param_memory, k), own_n(k) * sizeof(float));
+    }
+    tb_decommit(m->mem, m->param_memory);
+    for (int b = 0; b < nb; b++) {
+        const tb_shard_bucket *k = &opt->buckets[b];
+        commit(f, TB_MEM_PARAMS, own(m->param_memory, k), own_n(k), "parameters, this rank's slice of bucket", b);
+        memcpy(own(m->param_memory, k), keep + k->at, own_n(k) * sizeof(float));
+    }
+    free(keep);
+}
+
+void fsdp_free(tb_fsdp *f) {
+    if (!f->active) return;
+    // the committed ranges go with the model's reservations (gpt_model_free)
+    tb_free(f->m->mem, f->reduced);
+    free(f->site);
+    free(f->blo);
+    free(f->bhi);
+    free(f->pending);
+    free(f->nparams);
+    free(f->gathered);
+    free(f->grads_held);
+    free(f->needed);
+    memset(f, 0, sizeof *f);
+}
+
+// The gradient slices of the previous step (2), and the others' slices a dump gathered (3).
+static void give_back_grads(tb_fsdp *f, int b) {
+    const tb_shard_bucket *k = &f->opt->buckets[b];
+    float *g = f->m->grad_memory;
+    if (f->grads_held[b] == 1) decommit(f, before(g, k), k->hi - k->lo);
+    if (f->grads_held[b] >= 2) decommit(f, own(g, k), own_n(k));
+    if (f->grads_held[b] == 3) {
+        decommit(f, before(g, k), before_n(k));
+        decommit(f, after(g, k), after_n(k));
+    }
+    f->grads_held[b] = 0;
+}
+
+void fsdp_start_step(tb_fsdp *f) {
+    if (!f->active) return;
+    f->gather_ms = f->reduce_ms = 0;
+    f->gather_bytes = f->reduce_bytes = 0;
+    for (int b = 0; b < f->opt->nbuckets; b++) {
+        give_back_grads(f, b);
+        f->pending[b] = f->nparams[b];
+    }
+    memset(f->opt->shard_grads, 0, f->opt->shard_numel * sizeof(float));
+}
+
+void fsdp_acquire(tb_fsdp *f, int site, int backward) {
+    if (!f->active) return;
+    const int nb = f->opt->nbuckets;
+    memset(f->needed, 0, (size_t)nb);
+    for (int i = 0; i < f->m->nparams; i++)
+        if (used_at(f, i, site))
+            for (int b = f->blo[i]; b <= f->bhi[i]; b++) f->needed[b] = 1;
+    for (int b = 0; b < nb && backward; b++) {
+        if (!f->needed[b] || f->grads_held[b]) continue;
+        const tb_shard_bucket *k = &f->opt->buckets[b];
+        commit(f, TB_MEM_GRADS, before(f->m->grad_memory, k), k->hi - k->lo, "gradients of the microbatch, bucket", b);
+        f->grads_held[b] = 1;
+    }
+    if (!f->shard_params) return;
+    // the buckets this unit does not read go first: the peak holds this unit's
+    for (int b = 0; b < nb; b++)
+        if (f->gathered[b] && !f->needed[b]) release(f, b);
+    int pushed = 0;
+    for (int b = 0; b < nb; b++) {
+        if (!f->needed[b] || f->gathered[b]) continue;
+        if (!pushed++) TB_RANGE_PUSH("fsdp.all_gather_params");
+        gather(f, b);
+    }
+    if (pushed) TB_RANGE_POP();
+}
+
+// A bucket's gradients of the microbatch, final on every rank: this rank's slice of their sum
+// added into the shard, the bucket given back (it reads as zeros for the next microbatch).
+static void reduce_bucket(tb_fsdp *f, int b) {
+    const tb_shard_bucket *k = &f->opt->buckets[b];
+    const size_t n = own_n(k);
+    const int64_t t0 = tb_now_ns();
+    TB_RANGE_PUSH("fsdp.reduce_scatter_grads");
+    tb_reduce_scatter(f->dp, before(f->m->grad_memory, k), f->reduced, n);
+    TB_RANGE_POP();
+    f->reduce_ms += (double)(tb_now_ns() - t0) / 1e6;
+    f->reduce_bytes += (int64_t)(n * sizeof(float));
+    float *acc = f->opt->shard_grads + k->at;
+    for (size_t j = 0; j < n; j++) acc[j] += f->reduced[j];
+    give_back_grads(f, b);
+    f->pending[b] = f->nparams[b];
+}
+
+void fsdp_site_done(tb_fsdp *f, int site) {
+    if (!f->active) return;
+    gpt_model *m = f->m;
+    // the last parameters first: the order their buckets fill in
+    for (int i = m->nparams - 1; i >= 0; i--) {
+        if (f->site[i] != site) continue;
+        const gpt_param *p = &m->params[i];
+        // a gradient each tp rank holds part of (sequence parallelism's norms and row-parallel
+        // biases; the q/k norms always) is summed over tp before dp, as finalize_model_grads does
+        const int sp = f->sp_reduce && p->sp_partial && !tb_fault_fires(m->block.d.tp.faults, TB_SITE_SP_GRAD_REDUCE);
+        if (sp || (p->tp_partial && f->tp->size > 1)) {
+            const int64_t t0 = tb_now_ns();
+            tb_all_reduce(f->tp, m->grad_memory + p->offset, p->numel, TB_RED_SUM);
+            f->reduce_ms += (double)(tb_now_ns() - t0) / 1e6;
+        }
+        for (int b = f->bhi[i]; b >= f->blo[i]; b--)
+            if (--f->pending[b] == 0) reduce_bucket(f, b);
+    }
+}
+
+void fsdp_finish_grad_sync(tb_fsdp *f) {
+    if (!f->active) return;
+    const float inv = 1.0f / (float)f->dp->size;
+    for (int b = 0; b < f->opt->nbuckets; b++) {
+        if (f->grads_held[b]) {
+            fprintf(stderr, "fsdp: bucket %d's gradients were never final (%d of its %d parameters pending)\n", b,
+                    f->pending[b], f->nparams[b]);
+            abort();
+        }
+        const tb_shard_bucket *k = &f->opt->buckets[b];
+        commit(f, TB_MEM_GRADS, own(f->m->grad_memory, k), own_n(k), "gradients, this rank's slice of bucket", b);
+        f->grads_held[b] = 2;
+        tb_be()->scale(own(f->m->grad_memory, k), f->opt->shard_grads + k->at, inv, own_n(k));
+    }
+}
+
+void fsdp_gather_all(tb_fsdp *f) {
+    if (!f->active || !f->shard_params) return;
+    TB_RANGE_PUSH("fsdp.gather_all");
+    for (int b = 0; b < f->opt->nbuckets; b++)
+        if (!f->gathered[b]) gather(f, b);
+    TB_RANGE_POP();
+}
+
+void fsdp_release_all(tb_fsdp *f) {
+    if (!f->active || !f->shard_params) return;
+    for (int b = 0; b < f->opt->nbuckets; b++)
+        if (f->gathered[b]) release(f, b);
+}
+
+void fsdp_gather_grads(tb_fsdp *f) {
+    if (!f->active) return;
+    for (int b = 0; b < f->opt->nbuckets; b++) {
+        if (f->grads_held[b] != 2) continue;
+        const tb_shard_bucket *k = &f->opt->buckets[b];
+        float *g = f->m->grad_memory;
+        commit(f, TB_MEM_GRADS, before(g, k), before_n(k), "gradients gathered for a dump, bucket", b);
+        commit(f, TB_MEM_GRADS, after(g, k), after_n(k), "gradients gathered for a dump, bucket", b);
+        tb_all_gather(f->dp, own(g, k), before(g, k), own_n(k));
+        f->grads_held[b] = 3;
+    }
+}

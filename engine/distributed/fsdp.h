@@ -1,0 +1,97 @@
+// fsdp.h — Megatron-FSDP's sharded gradients and parameters (Megatron-Core distributed/fsdp/:
+// --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads | optim_grads_params), on
+// the rank's thread.
+//
+// FSDP units: the embedding, each transformer layer, the final norm and output layer — the
+// sites of the backward (distributed_data_parallel.h). The model's flat buffer is cut at every
+// unit boundary (moved down to a multiple of dp × cp, so a unit's first elements may sit in the
+// bucket before it), and the distributed optimizer's shard is this rank's slice of every such
+// bucket: a unit's parameters, gradients and optimizer state split evenly over dp × cp, as
+// Megatron-FSDP's per-unit buffers are.
+//
+// Memory: the parameter and gradient buffers of a sharded model are reservations
+// (runtime/memory.h): pointers into the whole buffer stay valid, and only the ranges this module
+// commits hold memory.
+//   - optim_grads (ZeRO-2): a bucket's gradient range is committed when the backward of a unit
+//     that writes it starts, and given back once its gradients of the microbatch are final and
+//     reduce-scattered: each rank adds its slice of the sum into its shard (the optimizer's
+//     shard_grads, fp32). No whole gradient lives past a unit's backward, with or without
+//     gradient accumulation — the reduce-scatter runs every microbatch, as Megatron-FSDP's and
+//     PyTorch FSDP's do. After the last microbatch the shard, averaged over dp × cp, is written
+//     to the rank's slices of the gradient buffer (committed until the next step) where the
+//     optimizer and the gradient norm read it.
+//   - optim_grads_params (ZeRO-3): also the parameters. A rank holds its slice of every bucket
+//     (category params); before a unit's forward and before its backward the buckets holding the
+//     unit's parameters are all-gathered in place (the other ranks' slices committed in category
+//     "gathered"), and every bucket the unit does not need is given back first — so the peak
+//     holds one unit's parameters (and the neighbouring bucket's few elements), not the model's.
+//     After the optimizer step nothing is gathered; a read of the whole model (a checkpoint, a
+//     tensor dump, the end of training) gathers every bucket first (fsdp_gather_all).
+// A given-back range reads as zeros: a read of parameters the module did not gather is wrong
+// loudly, not stale quietly.
+//
+// Numerics: each microbatch's gradient is summed over dp × cp in group order (comm/reduce.h) and
+// the microbatches' sums added in order, where the replicated paths sum a rank's microbatches
+// first: the same terms in another order, so a layout's losses match the single rank's within
+// float rounding, not bitwise (tests/engine/test_fsdp.c).
+//
+// Time: the all-gathers and reduce-scatters run between the units' compute on the rank's
+// thread, all of it exposed (tb_step_time.exposed_comm_ms); prefetch of the next unit's gather
+// on the communication thread is not built yet (the config refuses overlap with FSDP).
+#ifndef TB_DISTRIBUTED_FSDP_H
+#define TB_DISTRIBUTED_FSDP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/parallel_state.h"
+#include "models/gpt.h"
+#include "optimizer/optimizer.h"
+
+typedef struct tb_fsdp {
+    int active;               // gradients sharded: optim_grads or optim_grads_params over dp × cp > 1
+    int shard_params;         // optim_grads_params
+    tb_group *dp, *tp;        // the shard's group (dp × cp) and tp (partial gradients)
+    gpt_model *m;             // the rank's one model chunk (no pipeline parallelism yet)
+    tb_adamw *opt;            // its buckets are the units' (fsdp_unit_cuts)
+    int sp_reduce;            // sequence parallelism over tp > 1: sp_partial gradients summed over tp
+    int *site;                // [param] the unit whose backward makes its gradient final
+    int *blo, *bhi;           // [param] the buckets it has an element in
+    int *pending;             // [bucket] its parameters whose gradient of this microbatch is still to come
+    int *nparams;             // [bucket]
+    unsigned char *gathered;  // [bucket] the other ranks' slices of its parameters are here
+    unsigned char *grads_held;  // [bucket] 1: its gradient range is committed; 2: only this rank's slice
+    unsigned char *needed;    // [bucket] scratch
+    float *reduced;           // the largest slice: a reduce-scatter's destination
+    double gather_ms, reduce_ms;  // this step's all-gathers, and reduce-scatters (with the tp sums)
+    int64_t gather_bytes, reduce_bytes;  // this step's elements received by all-gathers and reduce-scatters, x4
+} tb_fsdp;
+
+// The bucket boundaries of Megatron-FSDP: one bucket a unit, each cut at the unit's first
+// parameter moved down to a multiple of align. *cuts malloc'd (NULL when none); their count.
+int fsdp_unit_cuts(const gpt_model *m, size_t align, size_t **cuts);
+
+// Takes over model m (sharded by gpt_model_init_chunk) and its optimizer: shards the parameters
+// (optim_grads_params) and makes its backward report every microbatch. Inactive (f->active 0)
+// when the config shards no gradients or dp × cp is 1.
+void fsdp_init(tb_fsdp *f, const tb_config *cfg, tb_rank *rk, gpt_model *m, tb_adamw *opt);
+void fsdp_free(tb_fsdp *f);
+// Before the step's first forward: the previous step's gradient slices given back, the shard zeroed.
+void fsdp_start_step(tb_fsdp *f);
+// Before the forward (backward 0) or the backward (1) of a unit (a site of gpt.h's hooks): its
+// parameters gathered and every other bucket's given back (optim_grads_params); before a
+// backward, the gradient ranges it writes committed.
+void fsdp_acquire(tb_fsdp *f, int site, int backward);
+// After a unit's backward, every microbatch: its gradients of the microbatch are final; each
+// bucket whose every parameter's are is reduce-scattered into the shard and given back.
+void fsdp_site_done(tb_fsdp *f, int site);
+// After the last microbatch: the shard averaged into the rank's slices of the gradient buffer.
+void fsdp_finish_grad_sync(tb_fsdp *f);
+// Every bucket's parameters gathered (optim_grads_params): before a read of the whole model.
+void fsdp_gather_all(tb_fsdp *f);
+// After the optimizer step: the gathered copies are stale, every bucket's given back.
+void fsdp_release_all(tb_fsdp *f);
+// Every bucket's gradients whole on every rank (the slices all-gathered): a tensor dump's read.
+void fsdp_gather_grads(tb_fsdp *f);
+
+#endif
