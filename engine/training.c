@@ -31,7 +31,6 @@
 #include "training_dump.h"
 
 static tb_group *group(tb_rank *rk, tb_group_kind k) { return rk->world ? &rk->groups[k] : NULL; }
-
 static double ms_since(int64_t t0) { return (double)(tb_now_ns() - t0) / 1e6; }
 
 // ---------------------------------------------------------------------------------------
@@ -45,6 +44,7 @@ static void params_needed(void *ctx, int chunk, int site) { ddp_params_needed(ct
 // Face safetensors file (the weights).
 static int load(tb_trainer *tr, tb_error *err) {
     const tb_config *cfg = tr->cfg;
+    for (int c = 0; c < tr->nchunks; c++) gpt_params_whole(&tr->models[c]);  // (Megatron-FSDP: fsdp_init shards)
     if (dist_checkpoint_is_dir(cfg->load)) {
         dist_ckpt_state s = {tr->rk, cfg, tr->models, tr->opts, tr->nchunks};
         if (dist_checkpoint_load(&s, cfg->load, &tr->start_iteration, err) != 0) return tb_fail_prefix(err, "flag --load");

@@ -72,6 +72,16 @@ static void release(tb_fsdp *f, int b) {
     f->gathered[b] = 0;
 }
 
+// This rank's slices of the parameters committed (category params), written from keep (the
+// shard, packed as the optimizer's) when given.
+static void shard_params(tb_fsdp *f, const float *keep) {
+    for (int b = 0; b < f->opt->nbuckets; b++) {
+        const tb_shard_bucket *k = &f->opt->buckets[b];
+        commit(f, TB_MEM_PARAMS, own(f->m->param_memory, k), own_n(k), "parameters, this rank's slice of bucket", b);
+        if (keep) memcpy(own(f->m->param_memory, k), keep + k->at, own_n(k) * sizeof(float));
+    }
+}
+
 void fsdp_init(tb_fsdp *f, const tb_config *cfg, tb_rank *rk, gpt_model *m, tb_adamw *opt) {
     memset(f, 0, sizeof *f);
     if (!m->grads_reserved) return;  // (gpt_model_init_chunk decided: sharded gradients over dp × cp > 1)
@@ -112,21 +122,34 @@ void fsdp_init(tb_fsdp *f, const tb_config *cfg, tb_rank *rk, gpt_model *m, tb_a
     m->grads_each_microbatch = 1;
     if (!f->shard_params) return;
 
-    // the whole parameters, initialised (or loaded) in the one committed range, become this
-    // rank's slices: kept aside, the whole given back, the slices committed and written again
-    const size_t shard = opt->shard_numel;
-    float *keep = tb_xmalloc(shard * sizeof(float) + 1, "fsdp parameter shard (staging)");
-    for (int b = 0; b < nb; b++) {
-        const tb_shard_bucket *k = &opt->buckets[b];
-        memcpy(keep + k->at, own(m->param_memory, k), own_n(k) * sizeof(float));
+    if (m->params_whole) {
+        // loaded whole (gpt_params_whole): this rank's slices kept aside, the whole given
+        // back, the slices committed and written again
+        float *keep = tb_xmalloc(opt->shard_numel * sizeof(float) + 1, "fsdp parameter shard (staging)");
+        for (int b = 0; b < nb; b++)
+            memcpy(keep + opt->buckets[b].at, own(m->param_memory, &opt->buckets[b]),
+                   own_n(&opt->buckets[b]) * sizeof(float));
+        tb_decommit(m->mem, m->param_memory);
+        m->params_whole = 0;
+        shard_params(f, keep);
+        free(keep);
+        return;
     }
-    tb_decommit(m->mem, m->param_memory);
-    for (int b = 0; b < nb; b++) {
-        const tb_shard_bucket *k = &opt->buckets[b];
-        commit(f, TB_MEM_PARAMS, own(m->param_memory, k), own_n(k), "parameters, this rank's slice of bucket", b);
-        memcpy(own(m->param_memory, k), keep + k->at, own_n(k) * sizeof(float));
+    // else drawn tensor by tensor (gpt_init_param, a tensor's staging at a time), the parts in
+    // this rank's slices kept: the whole model is never held
+    shard_params(f, NULL);
+    for (int i = 0; i < m->nparams; i++) {
+        const gpt_param *p = &m->params[i];
+        float *x = tb_alloc(m->mem, TB_MEM_WORKSPACE, p->numel * sizeof(float), "initial weights of a tensor");
+        gpt_init_param(m, i, x);
+        for (int b = f->blo[i]; b <= f->bhi[i]; b++) {
+            const tb_shard_bucket *k = &opt->buckets[b];
+            const size_t lo = p->offset > k->slice_lo ? p->offset : k->slice_lo;
+            const size_t hi = p->offset + p->numel < k->slice_hi ? p->offset + p->numel : k->slice_hi;
+            if (lo < hi) memcpy(m->param_memory + lo, x + (lo - p->offset), (hi - lo) * sizeof(float));
+        }
+        tb_free(m->mem, x);
     }
-    free(keep);
 }
 
 void fsdp_free(tb_fsdp *f) {

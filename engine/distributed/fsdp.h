@@ -27,6 +27,9 @@
 //     holds one unit's parameters (and the neighbouring bucket's few elements), not the model's.
 //     After the optimizer step nothing is gathered; a read of the whole model (a checkpoint, a
 //     tensor dump, the end of training) gathers every bucket first (fsdp_gather_all).
+//     fsdp_init draws the initial values tensor by tensor and keeps what falls in the rank's
+//     slices, so the whole model is never held — except for a --load, which writes it whole
+//     (committed as gathered: gpt_params_whole) before fsdp_init keeps the slices.
 // A given-back range reads as zeros: a read of parameters the module did not gather is wrong
 // loudly, not stale quietly.
 //
@@ -71,8 +74,9 @@ typedef struct tb_fsdp {
 // parameter moved down to a multiple of align. *cuts malloc'd (NULL when none); their count.
 int fsdp_unit_cuts(const gpt_model *m, size_t align, size_t **cuts);
 
-// Takes over model m (sharded by gpt_model_init_chunk) and its optimizer: shards the parameters
-// (optim_grads_params) and makes its backward report every microbatch. Inactive (f->active 0)
+// Takes over model m (its buffers reserved by gpt_model_init_chunk) and its optimizer: with
+// optim_grads_params initialises (or, loaded whole, keeps) the rank's slices of the parameters,
+// and makes the backward report every microbatch. Inactive (f->active 0)
 // when the config shards no gradients or dp × cp is 1.
 void fsdp_init(tb_fsdp *f, const tb_config *cfg, tb_rank *rk, gpt_model *m, tb_adamw *opt);
 void fsdp_free(tb_fsdp *f);

@@ -244,6 +244,32 @@ static void bind_views(gpt_model *m, float *base, gpt_weights *w, transformer_la
 
 // Each tensor is drawn whole from its own stream (seed, tensor index) and this rank keeps
 // its shard, so every layout initialises to the same model as the single rank.
+void gpt_init_param(gpt_model *m, int i, float *x) {
+    const gpt_param *p = &m->params[i];
+    const tb_backend *be = tb_be();
+    if (p->init_std <= 0) {
+        for (size_t j = 0; j < p->numel; j++) x[j] = p->init_value;
+        return;
+    }
+    int parts, part;
+    gpt_param_split_group(m, p, &parts, &part);
+    const int sharded = p->split_axis >= 0 && parts > 1;
+    size_t whole = (size_t)p->full_rows * p->full_cols;
+    float *full = !sharded ? x
+                  : be->host ? tb_alloc(m->mem, TB_MEM_WORKSPACE, whole * sizeof(float), "init staging")
+                             : tb_xmalloc(whole * sizeof(float), "init staging (host)");
+    tb_rng rng;
+    tb_rng_init(&rng, tb_seed_mix((uint64_t)m->cfg->seed, tb_seed_mix(0x706172616d73ull, (uint64_t)p->global_index)));
+    size_t real = (size_t)p->hf_rows * p->full_cols;  // padded vocab rows stay 0
+    for (size_t j = 0; j < real; j++) full[j] = p->init_std * tb_rng_normal(&rng);
+    memset(full + real, 0, (whole - real) * sizeof(float));
+    if (sharded) {
+        gpt_param_shard_copy(p, parts, part, full, x, 1);
+        if (be->host) tb_free(m->mem, full);
+        else free(full);
+    }
+}
+
 static void init_weights(gpt_model *m) {
     const tb_backend *be = tb_be();
     for (int i = 0; i < m->nparams; i++) {
@@ -251,32 +277,19 @@ static void init_weights(gpt_model *m) {
         float *dst = m->param_memory + p->offset;
         // on a device the values are drawn on the host, then copied over
         float *x = be->host ? dst : tb_xmalloc(p->numel * sizeof(float) + 1, "initial weights (host)");
-        if (p->init_std > 0) {
-            int parts, part;
-            gpt_param_split_group(m, p, &parts, &part);
-            const int sharded = p->split_axis >= 0 && parts > 1;
-            size_t whole = (size_t)p->full_rows * p->full_cols;
-            float *full = !sharded ? x
-                          : be->host ? tb_alloc(m->mem, TB_MEM_WORKSPACE, whole * sizeof(float), "init staging")
-                                     : tb_xmalloc(whole * sizeof(float), "init staging (host)");
-            tb_rng rng;
-            tb_rng_init(&rng, tb_seed_mix((uint64_t)m->cfg->seed, tb_seed_mix(0x706172616d73ull, (uint64_t)p->global_index)));
-            size_t real = (size_t)p->hf_rows * p->full_cols;  // padded vocab rows stay 0
-            for (size_t j = 0; j < real; j++) full[j] = p->init_std * tb_rng_normal(&rng);
-            memset(full + real, 0, (whole - real) * sizeof(float));
-            if (sharded) {
-                gpt_param_shard_copy(p, parts, part, full, x, 1);
-                if (be->host) tb_free(m->mem, full);
-                else free(full);
-            }
-        } else {
-            for (size_t j = 0; j < p->numel; j++) x[j] = p->init_value;
-        }
+        gpt_init_param(m, i, x);
         if (!be->host) {
             be->copy_from_host(dst, x, p->numel * sizeof(float));
             free(x);
         }
     }
+}
+
+void gpt_params_whole(gpt_model *m) {
+    if (!m->params_reserved || m->params_whole) return;
+    tb_commit(m->mem, TB_MEM_GATHERED, m->param_memory, m->padded_parameters * sizeof(float),
+              "parameters gathered whole for a load");
+    m->params_whole = 1;
 }
 
 // Keeps the entries of the whole model's table that belong to this chunk.
@@ -362,9 +375,8 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
     const size_t bytes = m->padded_parameters * sizeof(float);
     m->grads_reserved = config_shards_grads(cfg) && (dp > 0 ? dp : 1) * cp > 1;
     m->params_reserved = m->grads_reserved && config_shards_params(cfg);
-    if (m->params_reserved) {  // (committed whole until the FSDP module shards it: fsdp_init)
+    if (m->params_reserved) {  // nothing held: fsdp_init draws this rank's slices (or a load the whole)
         m->param_memory = tb_reserve(mem, bytes, "parameters (reservation)");
-        tb_commit(mem, TB_MEM_PARAMS, m->param_memory, bytes, "parameters (whole, until FSDP shards them)");
     } else {
         m->param_memory = tb_calloc(mem, TB_MEM_PARAMS, bytes, "parameters");
     }
@@ -372,7 +384,7 @@ void gpt_model_init_chunk(gpt_model *m, const tb_config *cfg, tb_allocator *mem,
                                        : tb_calloc(mem, TB_MEM_GRADS, bytes, "gradients");
     bind_views(m, m->param_memory, &m->w, m->block.params);
     bind_views(m, m->grad_memory, &m->g, m->block.grads);
-    init_weights(m);
+    if (!m->params_reserved) init_weights(m);
 
     const size_t N = (size_t)m->B * m->T, Ns = (size_t)m->block.d.Ns, f = sizeof(float);
     m->d_lnf = tb_alloc(mem, TB_MEM_WORKSPACE, Ns * m->C * f, "grad at final norm output");

@@ -98,8 +98,10 @@ typedef struct gpt_model {
     float *grad_memory;      // category grads
     // Megatron-FSDP over dp × cp > 1 (distributed/fsdp.h): the gradient buffer (optim_grads) and
     // the parameter buffer (optim_grads_params) are reservations, holding memory only where the
-    // FSDP module commits it; until it shards them the parameters are committed whole
+    // FSDP module commits it; a reserved parameter buffer is not initialised here (fsdp_init
+    // draws the rank's slices) unless a load asks for it whole first (gpt_params_whole)
     int grads_reserved, params_reserved;
+    int params_whole;        // reserved, committed whole (category gathered) for a load
     gpt_weights w, g;
     transformer_block block;
 
@@ -167,6 +169,13 @@ void gpt_gather_param(gpt_model *m, int i, int grads, float *full);
 // The same from another buffer laid out as the parameters (an optimizer moment made whole).
 void gpt_gather_param_from(gpt_model *m, int i, const float *base, float *full);
 void gpt_model_free(gpt_model *m);
+// Draws parameter i's initial values (this rank's shard of the tensor, numel floats) into x,
+// host memory: each tensor from its own stream (seed, tensor index).
+void gpt_init_param(gpt_model *m, int i, float *x);
+// A reserved parameter buffer (Megatron-FSDP's optim_grads_params) committed whole, category
+// gathered, for a load that writes every tensor; fsdp_init then keeps the rank's slices. A no-op
+// otherwise.
+void gpt_params_whole(gpt_model *m);
 
 const gpt_param *gpt_find_param(const gpt_model *m, const char *name);
 

@@ -42,7 +42,7 @@ typedef struct result {
     entry *entries;    // every tensor of every pipeline stage (the tied embedding twice under pp)
     int nentries;
     size_t optimizer_bytes;   // rank 0's optimizer memory
-    size_t peak[TB_MEM_NCATEGORIES];  // rank 0's peak bytes per category over steps 1 to train_iters - 1
+    size_t peak[TB_MEM_NCATEGORIES];  // rank 0's peak bytes per category: setup and steps 1 to train_iters - 1
     float *logits;     // (B, T, V) the initial weights' logits of one batch, gathered over tp, cp and pp
     pthread_mutex_t mu;
 } result;
@@ -143,8 +143,6 @@ static void rank_fn(tb_rank *rk, void *arg) {
         j->failed = 1;
         return;
     }
-    // the steps' peaks: Megatron-FSDP's setup holds the whole parameters once (fsdp.h), the steps never
-    tb_allocator_reset_peaks(rk->mem);
     // one copy per pipeline stage reports: tp rank 0 of data-parallel replica 0
     const int reports = rk->coords.tp == 0 && rk->coords.dp == 0;
     float **grads = NULL;
@@ -156,7 +154,7 @@ static void rank_fn(tb_rank *rk, void *arg) {
             unshard_grads(&tr, rk);
             grads = gather_chunks(&tr, 1, reports);
         }
-        // the steps' peaks, before the last step's end gathers what training's end reads (fsdp.h)
+        // the peaks so far, before the last step's end gathers what training's end reads (fsdp.h)
         if (rk->rank == 0 && s == j->cfg->train_iters - 1)
             memcpy(j->out->peak, rk->mem->stats.peak, sizeof j->out->peak);
     }
@@ -448,8 +446,8 @@ TB_TEST(distributed_optimizer_cuts_optimizer_memory_by_dp) {
     result_free(&r);
 }
 
-// Megatron-FSDP's optim_grads_params over dp 4 (distributed/fsdp.h): a rank's parameters are its
-// quarter of the model, the other ranks' parameters it holds at once are one transformer layer's
+// Megatron-FSDP's optim_grads_params over dp 4 (distributed/fsdp.h), from the setup on (its
+// initial values drawn a tensor at a time): a rank's parameters are its quarter of the model, the other ranks' parameters it holds at once are one transformer layer's
 // (the largest unit; its three other quarters), and its gradients never the whole model's: at most
 // the shard (summed, and averaged into the buffer's slices) and the whole gradients of one layer,
 // the embedding's and the output layer's (the tied embedding's gradient is written by the output
