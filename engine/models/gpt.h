@@ -121,8 +121,8 @@ typedef struct gpt_model {
     // Parameter-needed hook (--overlap-param-gather), on the same ctx: the forward calls
     // params_needed(ctx, chunk_index, site) before it first reads a site's parameters.
     void (*params_needed)(void *ctx, int chunk, int site);
-    // Before a site's backward (and a recomputed layer's forward), when set (Megatron-FSDP: its
-    // parameters gathered, its gradients' memory committed), on the same ctx.
+    // Before a site's backward, when set (Megatron-FSDP: its parameters gathered, its gradients'
+    // memory committed), on the same ctx. (A recomputed layer's forward calls params_needed.)
     void (*params_needed_backward)(void *ctx, int chunk, int site);
     int chunk_index;
     int grads_final;

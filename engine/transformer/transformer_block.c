@@ -126,7 +126,7 @@ static void recompute_chunk(transformer_block *b, transformer_block_state *st, i
     struct moe_stats *stats = b->d.moe_stats;
     b->d.moe_stats = NULL;  // counted by the first forward
     for (int l = s; l < s + n; l++) {
-        if (b->layer_backward_needs) b->layer_backward_needs(b->hooks_ctx, b->first + l);
+        if (b->layer_params_needed) b->layer_params_needed(b->hooks_ctx, b->first + l);  // (a forward's)
         transformer_layer_acts_alloc(&st->acts[l], b->mem, &b->d, b->selective, b->first + l);
         float *out = b->recompute_out;
         if (l + 1 < s + n) out = st->x[l + 1] = alloc_stream(b, l + 1);

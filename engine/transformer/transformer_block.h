@@ -50,11 +50,12 @@ typedef struct transformer_block {
     // gradient-ready hook: --overlap-grad-reduce starts a bucket's reduction from it).
     void (*layer_grads_done)(void *ctx, int layer);
     void *hooks_ctx;
-    // Called before each layer's forward with its global index, when set (on the same ctx:
-    // gpt_model's parameter-needed hook, --overlap-param-gather waits there for its bucket).
+    // Called before each layer's forward (a recomputed one's too) with its global index, when set
+    // (on the same ctx: gpt_model's parameter-needed hook, --overlap-param-gather waits there for
+    // its bucket, Megatron-FSDP gathers it).
     void (*layer_params_needed)(void *ctx, int layer);
-    // Called before each layer's backward, and before its forward when recomputed, when set (the
-    // model's params_needed_backward: Megatron-FSDP gathers the layer's parameters there).
+    // Called before each layer's backward, when set (the model's params_needed_backward:
+    // Megatron-FSDP gathers the layer's parameters and commits its gradients' memory there).
     void (*layer_backward_needs)(void *ctx, int layer);
     // The MoE layers' load statistics of the step (indexed by global layer; d.moe_stats points
     // here outside a recompute, so a recomputed forward is not counted twice).

@@ -10,6 +10,7 @@
 #include "core/xalloc.h"
 #include "core/shapes/gpt_parameters.h"
 #include "core/shapes/saved_tensors.h"
+#include "planner/plan_fsdp.h"
 
 static int64_t round_up(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
 
@@ -423,6 +424,39 @@ typedef struct stage_comm {
 
 static int group_in_node(int span, int gpus_per_node) { return span <= gpus_per_node && gpus_per_node % span == 0; }
 
+// Megatron-FSDP's memory of one chunk on one rank (plan_fsdp.h walks its step): fp32, the
+// engine's buffers exactly — the parameters' slices (optim_grads_params) or the whole buffer,
+// the shard's summed gradients beside the whole buckets held during the backward (or the
+// rank's slices of the buffer at the end), Adam's moments of the shard, the other ranks'
+// slices gathered at once; 16-bit, Megatron's per-unit accounting — 2-byte parameters sharded
+// or whole, fp32 main gradients sharded plus the units' 16-bit gradients held, 12 bytes of
+// optimizer state per parameter sharded.
+static void fsdp_chunk(const tb_config *c, const shape *s, param_parts *parts, const chunk_acts *acts,
+                       const chunk_params *cpz, int emb, int head, int64_t padded, int64_t shard, int dpcp, int m,
+                       int mixed, tb_plan_stage *st, plan_fsdp_figures *fw) {
+    const int L = acts->L, zero3 = config_shards_params(c);
+    const chunk_params *lp = layer_part(s, parts, 0);
+    const int64_t embedding = emb ? part_parameters(s, -1, 1, 0, parts->ep, parts->etp).aligned : 0;
+    int *rc = tb_xcalloc((size_t)L * 3 + 1, sizeof *rc, "fsdp recompute");
+    for (int l = 0; l < L; l++)
+        rc[l] = recomputed(acts, l), rc[L + l] = chunk_start(acts, l), rc[2 * L + l] = chunk_len(acts, l);
+    const plan_fsdp_shape fs = {L, emb, head, embedding, lp->aligned, cpz->aligned - L * lp->aligned - embedding,
+                                padded, dpcp, s->tied, zero3, m, rc, rc + L, rc + 2 * L};
+    plan_fsdp_walk(&fs, fw);
+    free(rc);
+    if (!mixed) {
+        st->param_bytes += (zero3 ? shard : padded) * 4;
+        st->grad_bytes += 4 * (shard + (fw->grads_held_peak > shard ? fw->grads_held_peak : shard));
+        st->optimizer_bytes += 2 * shard * 4;
+        st->gathered_bytes += fw->gathered_peak * 4;
+    } else {
+        st->param_bytes += zero3 ? (int64_t)ceil((double)cpz->held * 2 / dpcp) : cpz->held * 2;
+        st->grad_bytes += (int64_t)ceil((double)cpz->held * 4 / dpcp) + fw->grads_held_peak * 2;
+        st->optimizer_bytes += (int64_t)ceil((double)cpz->held * 12 / dpcp);
+        st->gathered_bytes += fw->gathered_peak * 2;
+    }
+}
+
 int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *cl, int tp, int cp, int pp, int vpp,
                   int mbs, tb_error *err) {
     memset(plan, 0, sizeof *plan);
@@ -524,8 +558,8 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             // with the distributed optimizer and the experts apart, the experts' range starts and
             // the buffer ends on a multiple of 16 x lcm(dp x cp, expert-dp): dense sharded over
             // dp x cp, experts over expert-dp (adamw_init_expert_parallel)
-            const int sharded = c->use_distributed_optimizer && (dpcp > 1 || (apart && edp > 1));
-            const int split_ranges = c->use_distributed_optimizer && apart && cpz.expert > 0;
+            const int sharded = config_shards_optimizer(c) && (dpcp > 1 || (apart && edp > 1));
+            const int split_ranges = sharded && apart && cpz.expert > 0;
             const int64_t dense_aligned = cpz.aligned - cpz.expert_aligned;
             const tb_gpt_buffer buf = tb_gpt_buffer_layout(dense_aligned, cpz.expert_aligned, dpcp, edp, split_ranges);
             const int64_t experts_lo = buf.experts_offset, padded = buf.padded;
@@ -534,7 +568,11 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
                                                  : padded / dpcp;
             st->params_aligned += experts_lo - dense_aligned;  // the engine's num_parameters counts the gap
             st->buffer_elements += padded;
-            if (!mixed) {
+            // Megatron-FSDP's sharded gradients (and parameters): its module's step, below
+            const int fsdp = config_shards_grads(c) && dpcp > 1 && s.E == 0;
+            if (fsdp) {
+                // (fsdp_chunk, once the chunk's recompute is known)
+            } else if (!mixed) {
                 st->param_bytes += padded * 4;
                 st->grad_bytes += padded * 4 + (sharded ? shard * 4 : 0);
                 st->optimizer_bytes += 2 * shard * 4;
@@ -553,6 +591,8 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             eng[ch] = kor[ch] = base_acts;
             engine_acts(c, &s, &eng[ch], head);
             korthikanti_acts(c, &s, &kor[ch], head);
+            plan_fsdp_figures fw = {0};
+            if (fsdp) fsdp_chunk(c, &s, &parts, &eng[ch], &cpz, emb, head, padded, shard, dpcp, m, mixed, st, &fw);
 
             // communication of the chunk, per microbatch (x m) and per step
             double recomputed_layers = 0;
@@ -642,10 +682,18 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
             }
             // per step: sequence-parallel partial gradients over tp, the q/k norms' (partial
             // over tp always), the tied embedding, dp
-            if (c->sequence_parallel) all_reduce(&sc.tp, (double)cpz.sp_partial, grad_elem, tp);
-            if (cpz.tp_partial) all_reduce(&sc.tp, (double)cpz.tp_partial, grad_elem, tp);
+            // (Megatron-FSDP sums them over tp every microbatch, before each reduce-scatter)
+            const double partial_sums = fsdp ? m : 1;
+            if (c->sequence_parallel) all_reduce(&sc.tp, partial_sums * (double)cpz.sp_partial, grad_elem, tp);
+            if (cpz.tp_partial) all_reduce(&sc.tp, partial_sums * (double)cpz.tp_partial, grad_elem, tp);
             if (pp > 1 && s.tied && cpz.wte) all_reduce(&sc.embedding, (double)cpz.wte, grad_elem, 2);
-            if (sharded && mixed && apart && cpz.expert > 0) {
+            if (fsdp) {
+                // each bucket reduce-scattered every microbatch; the parameters all-gathered per
+                // unit (optim_grads_params) or after the update (optim_grads)
+                gather_or_scatter(&sc.dp_cp, fw.reduced_elements / dpcp, grad_elem, dpcp);
+                gather_or_scatter(&sc.dp_cp, config_shards_params(c) ? fw.gathered_elements / dpcp : (double)shard,
+                                  param_elem, dpcp);
+            } else if (sharded && mixed && apart && cpz.expert > 0) {
                 // Megatron's distributed optimizer under ep: the dense range over dp x cp, the
                 // experts' over expert-dp (the engine refuses it: the fp32 accounting keeps its buffers)
                 const double dense = (double)(cpz.held - cpz.expert), e = (double)cpz.expert, ne = edp > 0 ? edp : 1;
@@ -692,7 +740,8 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
         st->activation_bytes_korthikanti = wk.peak;
         st->activation_bytes = mixed ? wk.peak : we.peak;
         st->microbatches_in_flight = mixed ? wk.held_at_peak : we.held_at_peak;
-        st->total_bytes = st->param_bytes + st->grad_bytes + st->optimizer_bytes + st->activation_bytes;
+        st->total_bytes =
+            st->param_bytes + st->grad_bytes + st->optimizer_bytes + st->gathered_bytes + st->activation_bytes;
         if (st->total_bytes > plan->peak_bytes) {
             plan->peak_bytes = st->total_bytes;
             plan->peak_stage = r;

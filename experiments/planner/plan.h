@@ -60,11 +60,12 @@ typedef struct tb_plan_stage {
     int64_t params_aligned;     // the engine's "parameters" (pipeline.json): each tensor 16-element aligned
     int64_t buffer_elements;    // the engine's flat buffers: the aligned tensors padded to 16 x dp
     int64_t param_bytes, grad_bytes, optimizer_bytes;
+    int64_t gathered_bytes;     // Megatron-FSDP's optim_grads_params: the other ranks' parameters held at once
     int64_t activation_bytes;             // at the chosen precision's accounting (below)
     int64_t activation_bytes_engine;      // the engine's saved tensors (fp32), peak over its schedule
     int64_t activation_bytes_korthikanti; // Korthikanti Table 2 (16-bit), peak over the same schedule
     int microbatches_in_flight;           // forward passes held at the activation peak (chunk-microbatches)
-    int64_t total_bytes;                  // params + grads + optimizer + activations
+    int64_t total_bytes;                  // params + grads + optimizer + gathered + activations
 } tb_plan_stage;
 
 // Bytes per step on one rank, summed over the calls of a group kind: count x element size of

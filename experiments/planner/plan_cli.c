@@ -175,7 +175,7 @@ static void print_table(FILE *out, const tb_plan *plans, int n, const tb_plan_cl
         char ep[32] = "";
         if (moe) snprintf(ep, sizeof ep, "%9.2f ", p->comm.ep / 1e9);
         fprintf(out, "%-4d %-*s %4d %10s %7.1fG %7.1fG %7.1fG %5s %7.3f %9.2f %9.2f %s%8.3f %5.1f%%%s\n", i + 1, w, name,
-                p->microbatches, layers, gib(st->param_bytes + st->grad_bytes + st->optimizer_bytes),
+                p->microbatches, layers, gib(st->param_bytes + st->grad_bytes + st->optimizer_bytes + st->gathered_bytes),
                 gib(st->activation_bytes), gib(p->peak_bytes), p->fits ? "yes" : "no", p->bubble, p->comm.tp / 1e9,
                 (p->comm.dp_cp + p->comm.expert_dp) / 1e9, ep, p->step_seconds, 100 * p->mfu,
                 p->runs_here ? "" : "  (not on this engine)");

@@ -10,7 +10,22 @@
 static const char *precision_name(int p) { return p == TB_PLAN_BF16 ? "bf16" : p == TB_PLAN_FP16 ? "fp16" : "fp32"; }
 
 static const char *param_formula(const tb_plan *p, const tb_plan_cluster *cl) {
-    const int sharded = p->cfg.use_distributed_optimizer && p->dp * p->cp > 1;
+    const int sharded = config_shards_optimizer(&p->cfg) && p->dp * p->cp > 1;
+    const int fsdp = config_shards_grads(&p->cfg) && p->dp * p->cp > 1, zero3 = config_shards_params(&p->cfg);
+    if (fsdp && cl->precision == TB_PLAN_FP32)
+        return zero3 ? "Megatron-FSDP optim_grads_params, the engine's fp32 buffers: the parameters' slices 4/(dp x cp) "
+                       "B + the summed gradient shard 4/(dp x cp) B + the whole gradient buckets held during the "
+                       "backward (or the shard's slices at its end) + Adam moments 8/(dp x cp) B per buffer element, "
+                       "and the other ranks' slices of the units gathered at once (the step walked unit by unit)"
+                     : "Megatron-FSDP optim_grads, the engine's fp32 buffers: parameters 4 B + the summed gradient "
+                       "shard 4/(dp x cp) B + the whole gradient buckets held during the backward (or the shard's "
+                       "slices at its end) + Adam moments 8/(dp x cp) B per buffer element";
+    if (fsdp)
+        return zero3 ? "Megatron-FSDP optim_grads_params, mixed precision: (2 B parameters + 4 B fp32 main gradients "
+                       "+ 12 B master and Adam)/(dp x cp) per parameter, + 2 B per element of the units' gradient "
+                       "buckets held and of the other ranks' slices of the units gathered at once"
+                     : "Megatron-FSDP optim_grads, mixed precision: 2 B parameters + (4 B fp32 main gradients + 12 B "
+                       "master and Adam)/(dp x cp) per parameter, + 2 B per element of the units' gradient buckets held";
     if (cl->precision == TB_PLAN_FP32)
         return sharded ? "the engine's fp32 buffers: parameters 4 B + gradients 4 B + the reduce-scattered gradient shard "
                          "4/(dp x cp) B + Adam moments 8/(dp x cp) B per buffer element (8 + 12/d)"
@@ -159,9 +174,12 @@ json_t *plan_to_json(const tb_plan *p, const tb_plan_cluster *cl) {
                       (json_int_t)st->activation_bytes_korthikanti, "microbatches_in_flight",
                       st->microbatches_in_flight, "total_bytes", (json_int_t)st->total_bytes));
     }
-    for (int s = 0; s < p->nstages; s++)
+    for (int s = 0; s < p->nstages; s++) {
         json_object_set_new(json_array_get(stages, (size_t)s), "parameters_expert",
                             json_integer(p->stages[s].params_expert));
+        json_object_set_new(json_array_get(stages, (size_t)s), "gathered_bytes",
+                            json_integer(p->stages[s].gathered_bytes));
+    }
     json_object_set_new(o, "stages", stages);
     int64_t variants[3];
     recompute_variants(p, cl, variants);
@@ -235,7 +253,12 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
                 p->cp, p->tp, p->cp_in_node ? "inside" : "ACROSS", c->seq_length, p->cp, c->seq_length / p->cp,
                 p->cp);
     fprintf(out, "  dp x cp group: %d ranks holding the same shards: gradients averaged over it%s\n", p->dp * p->cp,
-            c->use_distributed_optimizer ? ", the optimizer state sharded over it (distributed optimizer)" : "");
+            config_shards_params(c)  ? ", the parameters, gradients and optimizer state sharded over it per unit "
+                                       "(Megatron-FSDP optim_grads_params)"
+            : config_shards_grads(c) ? ", the gradients and optimizer state sharded over it per unit (Megatron-FSDP "
+                                       "optim_grads)"
+            : config_shards_optimizer(c) ? ", the optimizer state sharded over it (distributed optimizer)"
+                                         : "");
     if (c->num_experts > 0) {
         const int Fe = c->moe_ffn_hidden_size, gate = c->swiglu ? 2 : 1;
         fprintf(out, "  expert grid %d = etp %d x ep %d x expert-dp %d x pp %d: each ep rank holds %d / %d = %d experts, "
@@ -300,13 +323,13 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
                     : "an estimate: the MLP term replaced by k x (2 etp + (4 or 6) x Fe/h) for the routed copies, (4 or "
                       "6) x Fs/h for the shared expert and 4E/h for the router's fp32 scores (/t under sequence "
                       "parallelism)");
-    fprintf(out, "  %-6s %7s %15s %9s %9s %9s %9s %9s %9s\n", "stage", "layers", "params held", "params", "grads",
-            "optim", "acts", "in flight", "total");
+    fprintf(out, "  %-6s %7s %15s %9s %9s %9s %9s %9s %9s %9s\n", "stage", "layers", "params held", "params",
+            "grads", "optim", "gathered", "acts", "in flight", "total");
     for (int s = 0; s < p->nstages; s++) {
         const tb_plan_stage *st = &p->stages[s];
-        fprintf(out, "  %-6d %7d %15lld %8.2fG %8.2fG %8.2fG %8.2fG %9d %8.2fG%s\n", s, st->layers,
+        fprintf(out, "  %-6d %7d %15lld %8.2fG %8.2fG %8.2fG %8.2fG %8.2fG %9d %8.2fG%s\n", s, st->layers,
                 (long long)st->params_held, gib(st->param_bytes), gib(st->grad_bytes), gib(st->optimizer_bytes),
-                gib(st->activation_bytes), st->microbatches_in_flight, gib(st->total_bytes),
+                gib(st->gathered_bytes), gib(st->activation_bytes), st->microbatches_in_flight, gib(st->total_bytes),
                 s == p->peak_stage ? "  <- peak" : "");
     }
     fprintf(out, "  peak %.2f GiB of %.2f GiB: %s (workspace and communication buffers not counted)\n",
@@ -329,8 +352,13 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
     if (p->cp > 1) fprintf(out, "  cp %.2f GB   (per layer: K/V all-gathered forward and backward, dK/dV reduce-scattered)\n", p->comm.cp / 1e9);
     if (p->pp > 1) fprintf(out, "  pp %.2f GB   (per microbatch: the stage's activation forward, its gradient backward)\n", (p->comm.pp + p->comm.pp_grad) / 1e9);
     fprintf(out, "  dp x cp %.2f GB   (%s)\n", p->comm.dp_cp / 1e9,
-            c->use_distributed_optimizer && p->dp * p->cp > 1 ? "gradients reduce-scattered, parameters all-gathered"
-                                                               : "gradients all-reduced");
+            config_shards_params(c) && p->dp * p->cp > 1
+                ? "each unit's gradients reduce-scattered every microbatch, its parameters all-gathered before its "
+                  "forward and its backward"
+            : config_shards_grads(c) && p->dp * p->cp > 1
+                ? "each unit's gradients reduce-scattered every microbatch, the parameters all-gathered after the update"
+            : config_shards_optimizer(c) && p->dp * p->cp > 1 ? "gradients reduce-scattered, parameters all-gathered"
+                                                              : "gradients all-reduced");
     if (p->comm.ep > 0)
         fprintf(out, "  ep %.2f GB   (an estimate, a balanced router: per MoE layer and microbatch the counts "
                      "all-gathered, the rank's Ns x k tokens all-to-all'd out and back, forward and backward)\n",

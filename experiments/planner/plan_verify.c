@@ -40,7 +40,7 @@ typedef struct verify_case {
 } verify_case;
 
 #define TINY "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --num-query-groups 2 --seq-length 32 " \
-             "--vocab-size 256 --train-iters 1 --global-batch-size 8 --micro-batch-size 2"
+             "--vocab-size 256 --train-iters 2 --global-batch-size 8 --micro-batch-size 2"
 static const verify_case cases[] = {
     {"single rank", TINY},
     {"tp2 + sequence parallel", TINY " --tensor-model-parallel-size 2 --sequence-parallel"},
@@ -74,6 +74,16 @@ static const verify_case cases[] = {
     // MoE under tensor + sequence parallelism: the router and dispatcher on each tp rank's
     // shard; at etp 2 each expert split over the etp group (its fc2 bias whole), the rows
     // all-gathered and reduce-scattered over etp; at etp 1 the experts whole on every tp rank
+    // Megatron-FSDP: each unit's gradients reduce-scattered every microbatch (two here), its
+    // parameters gathered before its forward and backward (a recomputed layer's forward too)
+    {"dp2 fsdp optim_grads", TINY " --world-size 2 --use-distributed-optimizer --use-megatron-fsdp "
+                                "--data-parallel-sharding-strategy optim_grads"},
+    {"dp2 fsdp optim_grads_params, full recompute", TINY " --world-size 2 --use-distributed-optimizer "
+                                "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params "
+                                "--recompute-granularity full --recompute-method uniform --recompute-num-layers 2"},
+    {"tp2 sp x dp2 fsdp optim_grads_params, untied", TINY " --world-size 4 --tensor-model-parallel-size 2 "
+                                "--sequence-parallel --untie-embeddings-and-output-weights --use-distributed-optimizer "
+                                "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"},
     {"MoE tp2 sp x etp2 x ep2, dist-opt", TINY " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
                                 "--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 "
                                 "--expert-tensor-parallel-size 2 --world-size 4 --moe-token-dispatcher-type alltoall "
@@ -136,7 +146,9 @@ static int run_engine(const char *engine, char **flags, int nflags, const char *
 }
 
 // The last line of a rank's metrics file.
-static json_t *last_metrics(const char *run_dir, int rank, tb_error *err) {
+// A rank's metrics line of step 1 (the runs train 2 steps: the last one's end gathers what
+// training's end reads, under Megatron-FSDP — not a step of the steady state the plan models).
+static json_t *step1_metrics(const char *run_dir, int rank, tb_error *err) {
     char path[PATH_MAX];
     if (tb_rank_file_path(path, sizeof path, run_dir, TB_RANK_METRICS, rank, err) != 0) return NULL;
     FILE *f = fopen(path, "r");
@@ -144,13 +156,18 @@ static json_t *last_metrics(const char *run_dir, int rank, tb_error *err) {
         tb_fail(err, "%s: %s", path, strerror(errno));
         return NULL;
     }
-    char line[65536], last[65536] = "";
-    while (fgets(line, sizeof line, f))
-        if (line[0] == '{') snprintf(last, sizeof last, "%s", line);
+    char line[65536];
+    json_t *o = NULL;
+    int bad = 0;
+    while (!o && !bad && fgets(line, sizeof line, f)) {
+        if (line[0] != '{') continue;
+        json_error_t je;
+        o = json_loads(line, 0, &je);
+        if (!o) bad = tb_fail(err, "%s: %s", path, je.text);
+        else if (json_integer_value(json_object_get(o, "step")) != 1) json_decref(o), o = NULL;
+    }
     fclose(f);
-    json_error_t je;
-    json_t *o = json_loads(last, 0, &je);
-    if (!o) tb_fail(err, "%s: last line: %s", path, je.text);
+    if (!o && !bad) tb_fail(err, "%s: no metrics line of step 1", path);
     return o;
 }
 
@@ -192,7 +209,7 @@ static void report_ratio(check_log *log, const char *what, int where, double pre
 static int moe_dispatch_check(check_log *log, const char **record, const tb_plan *p, const char *group,
                               double predicted, int per_stage, tb_error *err) {
     double v;
-    json_t *args = json_pack("{s:s}", "group", group), *ev = NULL;
+    json_t *args = json_pack("{s:s, s:i}", "group", group, "step", 1), *ev = NULL;
     int prc = tb_parse_claim("comm_bytes", args, record, 1, &v, &ev, err);
     json_decref(args);
     if (prc != 0) return -1;
@@ -275,7 +292,7 @@ static int verify_case_run(const char *engine, const char *dir, int index, check
     json_t *ranks = json_object_get(pipe, "ranks");
     for (int r = 0; r < cfg.world_size; r++) {
         const tb_plan_stage *st = &p.stages[r / per_stage];
-        json_t *m = last_metrics(run_dir, r, err);
+        json_t *m = step1_metrics(run_dir, r, err);
         if (!m) {
             json_decref(pipe);
             goto plan_out;
@@ -288,6 +305,8 @@ static int verify_case_run(const char *engine, const char *dir, int index, check
         check_exact(log, "grad bytes", r, (double)st->grad_bytes, (double)json_integer_value(json_object_get(peak, "grads")));
         check_exact(log, "optimizer bytes", r, (double)st->optimizer_bytes,
                     (double)json_integer_value(json_object_get(peak, "optimizer")));
+        check_exact(log, "gathered bytes (Megatron-FSDP)", r, (double)st->gathered_bytes,
+                    (double)json_integer_value(json_object_get(peak, "gathered")));
         const double act = (double)json_integer_value(json_object_get(peak, "activations"));
         if (p.ep > 1)  // the rows reaching this rank's experts depend on the routing: a balanced router's estimate
             report_ratio(log, "activation bytes (MoE ep, estimate)", r, (double)st->activation_bytes_engine, act, 0);
@@ -306,7 +325,7 @@ static int verify_case_run(const char *engine, const char *dir, int index, check
                   {"dp_cp", p.comm.dp_cp}, {"embedding", p.comm.embedding}};
     for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) {
         double v;
-        json_t *args = json_pack("{s:s}", "group", groups[g].group);
+        json_t *args = json_pack("{s:s, s:i}", "group", groups[g].group, "step", 1);
         int prc = tb_parse_claim("comm_bytes", args, &record, 1, &v, NULL, err);
         json_decref(args);
         if (prc != 0) goto plan_out;
@@ -317,7 +336,7 @@ static int verify_case_run(const char *engine, const char *dir, int index, check
     if (p.ep > 1 || p.comm.expert_dp > 0) {
         // the experts' gradients over expert-dp: the same on every rank of a stage, exact
         double v;
-        json_t *args = json_pack("{s:s}", "group", "expert_dp");
+        json_t *args = json_pack("{s:s, s:i}", "group", "expert_dp", "step", 1);
         int prc = tb_parse_claim("comm_bytes", args, &record, 1, &v, NULL, err);
         json_decref(args);
         if (prc != 0) goto plan_out;

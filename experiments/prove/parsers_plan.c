@@ -101,9 +101,9 @@ int tb_plan_figure_record(json_t *args, const char *record_dir, double *value, j
             goto out;
         }
     } else {
-        static const char *const per_stage[] = {"param_bytes", "grad_bytes", "optimizer_bytes", "activation_bytes",
-                                                "total_bytes", "parameters_held", "parameters_aligned", "layers",
-                                                NULL};
+        static const char *const per_stage[] = {"param_bytes",     "grad_bytes",      "optimizer_bytes",
+                                                "gathered_bytes",  "activation_bytes", "total_bytes",
+                                                "parameters_held", "parameters_aligned", "layers", NULL};
         int known = 0;
         for (const char *const *k = per_stage; *k; k++) known |= !strcmp(*k, figure);
         if (!known) {

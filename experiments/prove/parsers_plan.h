@@ -16,8 +16,9 @@ extern const char *const tb_plan_figure_args[];
     "peak_bytes, bubble, step_s, mfu, tokens_per_s, comm_<tp|cp|pp|pp_grad|dp_cp|embedding|ep|expert_dp>_bytes "    \
     "(per rank and step, the busiest), of a MoE plan expert_parameters, active_parameters, experts_per_ep_rank, "  \
     "or per rank of args.stage (default the peak stage) param_bytes, grad_bytes, "              \
-    "optimizer_bytes, activation_bytes, total_bytes, parameters_held, parameters_aligned (pipeline.json's "        \
-    "parameters), layers; or of the whole plan legal_layouts, fit_layouts; median over records. Exact: the "       \
+    "optimizer_bytes, gathered_bytes (Megatron-FSDP), activation_bytes, total_bytes, parameters_held, "          \
+    "parameters_aligned (pipeline.json's parameters), layers; or of the whole plan legal_layouts, fit_layouts; "   \
+    "median over records. Exact: the "                                                                              \
     "planner's arithmetic, re-read from the recorded file"
 
 // One record's value. ev gets "layout" and "files" (the plan.json read).

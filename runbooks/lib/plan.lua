@@ -72,4 +72,34 @@ function M.answer(exp, model, cluster, top)
     return ranked, explained, name
 end
 
+-- Megatron-FSDP's answer beside it: the same model with --use-megatron-fsdp and `strategy`
+-- (optim_grads or optim_grads_params), pipeline parallelism fixed at 1 (FSDP shards the state
+-- instead of splitting the layers; the engine's FSDP runs one stage), ranked the same way.
+-- Claims, prefixed fsdp_: the top layout's per-rank peak, its parameters' and gathered units'
+-- bytes at its peak stage and its dp x cp bytes per step. Returns the ranked plan and the layout.
+function M.fsdp(exp, model, cluster, strategy, top)
+    local m = merged(model, { use_megatron_fsdp = true, data_parallel_sharding_strategy = strategy,
+                              pipeline_model_parallel_size = 1 })
+    local ranked = exp:plan(merged(merged(m, cluster), { top = top or 5 }))
+    local best = ranked.plan.candidates and ranked.plan.candidates[1]
+    tb.assert(best ~= nil, "the planner found no legal Megatron-FSDP " .. strategy .. " layout at pp 1")
+    tb.assert(best.peak.fits, "no Megatron-FSDP " .. strategy .. " layout at pp 1 fits: the smallest peak is "
+              .. best.peak.bytes .. " bytes")
+    local name = best.layout .. " (Megatron-FSDP " .. strategy .. ")"
+    local figures = {
+        { "fsdp_peak_bytes_per_rank", "peak_bytes",
+          "per-rank memory of " .. name .. ": its parameters, gradients, optimizer, gathered units and activations (bytes)" },
+        { "fsdp_param_bytes", "param_bytes", "parameter bytes per rank of " .. name },
+        { "fsdp_gathered_bytes", "gathered_bytes",
+          "the other ranks' parameters a rank of " .. name .. " holds at once: its gathered units (bytes)" },
+        { "fsdp_dp_cp_bytes", "comm_dp_cp_bytes",
+          "dp x cp bytes per rank and step of " .. name .. ": the units' reduce-scatters and all-gathers" },
+    }
+    for _, f in ipairs(figures) do
+        exp:claim{ id = f[1], parser = "plan_figure", runs = ranked, args = { figure = f[2], candidate = 1 },
+                   text = f[3] }
+    end
+    return ranked, best.layout
+end
+
 return M

@@ -11,7 +11,7 @@
 local plan = require "plan"
 
 local exp = tb.experiment{
-    name = "plan_llama2_70b_64_gpus", version = 1,
+    name = "plan_llama2_70b_64_gpus", version = 2,
     question = "Which TP/CP/PP/DP layout trains a LLaMA-2-70B shape on 64 80-GB GPUs, and what does each rank hold?",
 }
 local model = { num_layers = 80, hidden_size = 8192, num_attention_heads = 64, num_query_groups = 8,
@@ -22,3 +22,5 @@ local model = { num_layers = 80, hidden_size = 8192, num_attention_heads = 64, n
                 sequence_parallel = true, recompute_granularity = "selective" }
 local cluster = { gpus = 64, gpus_per_node = 8, gpu_memory = "80G", bf16 = true, peak_tflops = 989 }
 plan.answer(exp, model, cluster, 5)
+-- beside the TP/PP/DP layouts: Megatron-FSDP (ZeRO-3) at pp 1, the state sharded instead of the layers split
+plan.fsdp(exp, model, cluster, "optim_grads_params", 5)

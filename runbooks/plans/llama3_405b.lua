@@ -11,7 +11,7 @@
 local plan = require "plan"
 
 local exp = tb.experiment{
-    name = "plan_llama3_405b", version = 1,
+    name = "plan_llama3_405b", version = 2,
     question = "Which layout trains a 405B dense model on 1024 80-GB GPUs, with its layers per stage rebalanced for the embedding and the loss?",
 }
 local model = { num_layers = 126, hidden_size = 16384, num_attention_heads = 128, num_query_groups = 8,
@@ -22,3 +22,5 @@ local model = { num_layers = 126, hidden_size = 16384, num_attention_heads = 128
                 account_for_embedding_in_pipeline_split = true, account_for_loss_in_pipeline_split = true }
 local cluster = { gpus = tb.param("gpus", 1024), gpus_per_node = 8, gpu_memory = "80G", bf16 = true, peak_tflops = 989 }
 plan.answer(exp, model, cluster, 5)
+-- beside the TP/PP/DP layouts: Megatron-FSDP (ZeRO-3) at pp 1, the state sharded instead of the layers split
+plan.fsdp(exp, model, cluster, "optim_grads_params", 5)

@@ -418,7 +418,8 @@ TB_TEST(runbook_plan_claims_prove_from_the_recorded_json) {
 // runbooks/planner_check.lua (the plan against engine runs, claim by claim) and two questions of
 // runbooks/plans/ (a dense model, a MoE of many small experts) run, and prove re-derives every
 // claim (the MoE question's 12: its expert and active parameters, experts per ep rank, all-to-all
-// and expert-dp bytes besides the dense questions' 7).
+// and expert-dp bytes besides the dense questions' 7; the 70B question's Megatron-FSDP answer 4
+// more: its peak, parameter, gathered and dp x cp bytes).
 TB_TEST(planner_runbooks_prove) {
     char art[512];
     tb_tmp_path(art, sizeof art, "plan-runbooks-%ld", (long)getpid());
@@ -429,7 +430,9 @@ TB_TEST(planner_runbooks_prove) {
                     art, TRACEBOOK, art, TRACEBOOK, art, TRACEBOOK, art);
     TB_REQUIRE(rc == 0, "runbooks exited %d: %s%s", rc, o.out, o.err);
     rc = tb_run(&o, TB_SOURCE_DIR, "'%s' prove --all --artifacts '%s'", TRACEBOOK, art);
-    TB_CHECK(rc == 0 && tb_has(o.out, "42 claims, 42 proven, 0 not proven"), "prove exited %d: %s", rc, o.out);
+    TB_CHECK(rc == 0 && tb_has(o.out, "46 claims, 46 proven, 0 not proven") &&
+                 tb_has(o.out, "PROVEN  plan_llama2_70b_64_gpus/v2/fsdp_gathered_bytes"),
+             "prove exited %d: %s", rc, o.out);
     tb_output_free(&o);
     tb_shell(NULL, "rm -rf '%s'", art);
 }
