@@ -49,7 +49,10 @@ TB_TEST(layouts_without_a_fault_do_not_diverge) {
         const char *name, *layout;
     } layouts[] = {{"tp2sp", "--world-size 2 --tensor-model-parallel-size 2 --sequence-parallel"},
                    {"tp4", "--world-size 4 --tensor-model-parallel-size 4"},
-                   {"pp2", "--world-size 2 --pipeline-model-parallel-size 2"}};
+                   {"pp2", "--world-size 2 --pipeline-model-parallel-size 2"},
+                   // Megatron-FSDP: the dumps gather the shard's gradients and every unit's parameters
+                   {"fsdp", "--world-size 2 --use-distributed-optimizer --use-megatron-fsdp "
+                            "--data-parallel-sharding-strategy optim_grads_params"}};
     for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
         TB_REQUIRE(dumped_run(layouts[i].name, layouts[i].layout) == 0, "%s: %s", layouts[i].name, sh.err);
         int rc = bisect("tp1", layouts[i].name);
