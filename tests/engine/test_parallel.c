@@ -486,10 +486,13 @@ TB_TEST(fsdp_holds_a_shard_and_one_unit_not_the_model) {
 
 // One microbatch per rank (global batch 4 of 2 over dp 2): Megatron-FSDP's reduce-scatter of
 // each microbatch is the distributed optimizer's of the step, the same sums in the same order —
-// the same losses and weights bit for bit, with its parameters gathered per unit.
+// the same losses and weights bit for bit, with its parameters gathered per unit. Clipping off:
+// the gradient norm sums each rank's slices, and FSDP's units slice the buffer otherwise than the
+// distributed optimizer's one bucket, so the norm may differ by an ulp (docs/ARCHITECTURE.md,
+// "another bucket size is another layout"), which a clipped update carries into the weights.
 TB_TEST(fsdp_with_one_microbatch_per_rank_gives_the_distributed_optimizers_bits) {
     tb_config c = reference_cfg;
-    c.world_size = 2, c.use_distributed_optimizer = 1, c.global_batch_size = 4;
+    c.world_size = 2, c.use_distributed_optimizer = 1, c.global_batch_size = 4, c.clip_grad = 0;
     result opt, fsdp;
     TB_REQUIRE(train(&c, &opt, 0) == 0, "dp 2 + dist-opt");
     c.use_megatron_fsdp = 1, c.data_parallel_sharding_strategy = TB_FSDP_OPTIM_GRADS_PARAMS;
@@ -506,7 +509,7 @@ TB_TEST(fsdp_with_one_microbatch_per_rank_gives_the_distributed_optimizers_bits)
         }
     }
     TB_CHECK(differ == 0, "%d tensors' final weights differ from the distributed optimizer's", differ);
-    printf("    losses and the %d tensors' final weights bitwise equal over %d steps\n", opt.nentries, STEPS);
+    if (!differ) printf("    losses and the %d tensors' final weights bitwise equal over %d steps\n", opt.nentries, STEPS);
     result_free(&opt);
     result_free(&fsdp);
 }
