@@ -61,7 +61,6 @@ static void gather(tb_fsdp *f, int b) {
     const int64_t t0 = tb_now_ns();
     tb_all_gather(f->dp, own(p, k), before(p, k), own_n(k));
     f->gather_ms += (double)(tb_now_ns() - t0) / 1e6;
-    f->gather_bytes += (int64_t)((before_n(k) + after_n(k)) * sizeof(float));
     f->gathered[b] = 1;
 }
 
@@ -183,7 +182,6 @@ static void give_back_grads(tb_fsdp *f, int b) {
 void fsdp_start_step(tb_fsdp *f) {
     if (!f->active) return;
     f->gather_ms = f->reduce_ms = 0;
-    f->gather_bytes = f->reduce_bytes = 0;
     for (int b = 0; b < f->opt->nbuckets; b++) {
         give_back_grads(f, b);
         f->pending[b] = f->nparams[b];
@@ -227,7 +225,6 @@ static void reduce_bucket(tb_fsdp *f, int b) {
     tb_reduce_scatter(f->dp, before(f->m->grad_memory, k), f->reduced, n);
     TB_RANGE_POP();
     f->reduce_ms += (double)(tb_now_ns() - t0) / 1e6;
-    f->reduce_bytes += (int64_t)(n * sizeof(float));
     float *acc = f->opt->shard_grads + k->at;
     for (size_t j = 0; j < n; j++) acc[j] += f->reduced[j];
     give_back_grads(f, b);

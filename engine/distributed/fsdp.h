@@ -67,7 +67,7 @@ typedef struct tb_fsdp {
     unsigned char *needed;    // [bucket] scratch
     float *reduced;           // the largest slice: a reduce-scatter's destination
     double gather_ms, reduce_ms;  // this step's all-gathers, and reduce-scatters (with the tp sums)
-    int64_t gather_bytes, reduce_bytes;  // this step's elements received by all-gathers and reduce-scatters, x4
+    // (their bytes are the communicator's: each call's range in the trace, `tracebook comm`)
 } tb_fsdp;
 
 // The bucket boundaries of Megatron-FSDP: one bucket a unit, each cut at the unit's first
