@@ -19,12 +19,11 @@ void config_fsdp_rules(rules *r, const tb_config *c) {
 void config_fsdp_not_supported_yet(rules *r, const tb_config *c) {
     if (!c->use_megatron_fsdp) return;
     const char *strategy = config_choice_name("data_parallel_sharding_strategy", c->data_parallel_sharding_strategy);
-    if (c->pipeline_model_parallel_size > 1)
-        violated(r, "use_megatron_fsdp with pipeline_model_parallel_size %d: not supported yet (FSDP units are "
-                    "gathered per model chunk on one stage)", c->pipeline_model_parallel_size);
-    if (c->num_experts > 0)
-        violated(r, "use_megatron_fsdp with num_experts %d: not supported yet (a MoE layer's experts lie apart from "
-                    "its dense tensors in the buffer, so the layer is not one FSDP unit)", c->num_experts);
+    // with pp each stage's one model chunk is sharded over its dp group; what is not built:
+    if (c->pipeline_model_parallel_size > 1 && c->virtual_pipeline_model_parallel_size > 1)
+        violated(r, "use_megatron_fsdp with virtual_pipeline_model_parallel_size %d: not supported yet (a stage's "
+                    "model chunks would each need their own units and shard)",
+                 c->virtual_pipeline_model_parallel_size);
     if (c->overlap_grad_reduce || c->overlap_param_gather)
         violated(r, "use_megatron_fsdp with %s: not supported yet (the units' reduce-scatters and all-gathers run on "
                     "the rank's thread, between the units' compute)",

@@ -44,8 +44,10 @@ static const tb_group *experts_group(const gpt_model *m, const tb_config *cfg, c
 int ddp_chunk_cuts(const gpt_model *m, const tb_config *cfg, const tb_rank *rk, int sharded, size_t **cuts) {
     const tb_group *dp = rk->world ? &rk->groups[TB_GROUP_DP_CP] : NULL, *edp = experts_group(m, cfg, rk);
     const size_t align = sharded ? gpt_lcm(dp ? (size_t)dp->size : 1, edp ? (size_t)edp->size : 1) : 1;
-    if (cfg->use_megatron_fsdp) return fsdp_unit_cuts(m, align, cuts);  // one bucket a unit (no experts: config)
-    int n = ddp_bucket_cuts(m, (size_t)cfg->ddp_bucket_size, align, ddp_shared_embedding(cfg, rk), cuts);
+    // Megatron-FSDP: one bucket a unit (a MoE layer's experts their own, sliced over expert-dp)
+    const int shared = ddp_shared_embedding(cfg, rk);
+    int n = cfg->use_megatron_fsdp ? fsdp_unit_cuts(m, align, shared, cuts)
+                                   : ddp_bucket_cuts(m, (size_t)cfg->ddp_bucket_size, align, shared, cuts);
     return edp ? ddp_add_cut(cuts, n, m->experts_offset, m->padded_parameters) : n;
 }
 
@@ -373,6 +375,15 @@ void ddp_start_step(tb_ddp *d) {
     pthread_mutex_unlock(&d->mu);
 }
 
+// Hands bucket b's reduction to the communication thread (d->mu held): Megatron's
+// start_grad_sync. The range marks when, on the rank thread's CPU clock: a replay starts the
+// thread's ddp.bucket.b no earlier (docs/ARCHITECTURE.md, "Replayed timings").
+static void start_grad_sync(tb_ddp *d, int b, int64_t step) {
+    TB_RANGE_PUSH("ddp.start_grad_sync.%d", b);
+    enqueue(d, b, 0, step);
+    TB_RANGE_POP();
+}
+
 static void param_ready(tb_ddp *d, int c, int i, int64_t step) {
     gpt_model *m = &d->models[c];
     const gpt_param *p = &m->params[i];
@@ -388,14 +399,14 @@ static void param_ready(tb_ddp *d, int c, int i, int64_t step) {
     for (int b = d->bucket_hi[c][i]; b >= d->bucket_lo[c][i]; b--)
         if (--d->buckets[b].pending == 0) d->to_wait[n++] = b;
     if (!d->grad_ready)
-        for (int j = 0; j < n; j++) enqueue(d, d->to_wait[j], 0, step);
+        for (int j = 0; j < n; j++) start_grad_sync(d, d->to_wait[j], step);
     pthread_mutex_unlock(&d->mu);
     if (!d->grad_ready || !n) return;
     // on a device, the ready event here, in the rank thread's order (outside the lock: a failed
     // record unwinds the rank), then the bucket is queued
     for (int j = 0; j < n; j++) d->be->event_record(d->grad_ready[d->to_wait[j]]);
     pthread_mutex_lock(&d->mu);
-    for (int j = 0; j < n; j++) enqueue(d, d->to_wait[j], 0, step);
+    for (int j = 0; j < n; j++) start_grad_sync(d, d->to_wait[j], step);
     pthread_mutex_unlock(&d->mu);
 }
 

@@ -34,10 +34,13 @@ void finalize_model_grads(gpt_model *m, tb_rank *rk, tb_adamw *opt, tb_ddp *ddp)
         if (reduced) TB_RANGE_POP();
     }
 
-    // the word embedding tied across the first and last pipeline stage: one gradient
+    // the word embedding tied across the first and last pipeline stage: one gradient (under
+    // Megatron-FSDP its shard's slices are summed instead, fsdp_finish_grad_sync: no whole
+    // gradient is left here)
     tb_group *emb = &rk->groups[TB_GROUP_EMBEDDING];
     const gpt_param *wte = gpt_find_param(m, "wte.weight");
-    if (emb->size > 1 && wte && !cfg->untie_embeddings_and_output_weights) {
+    const int fsdp = ddp && ddp->fsdp.active;
+    if (emb->size > 1 && wte && !cfg->untie_embeddings_and_output_weights && !fsdp) {
         TB_RANGE_PUSH("finalize_model_grads.embedding");
         tb_all_reduce(emb, m->grad_memory + wte->offset, wte->numel, TB_RED_SUM);
         TB_RANGE_POP();

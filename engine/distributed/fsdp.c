@@ -9,14 +9,45 @@
 #include "core/xalloc.h"
 #include "runtime/ranges.h"
 
-int fsdp_unit_cuts(const gpt_model *m, size_t align, size_t **out) {
+typedef struct placed {
+    size_t offset;
+    int param;
+} placed;
+
+static int by_offset(const void *a, const void *b) {
+    const size_t x = ((const placed *)a)->offset, y = ((const placed *)b)->offset;
+    return (x > y) - (x < y);
+}
+
+int fsdp_unit_cuts(const gpt_model *m, size_t align, int shared_embedding, size_t **out) {
+    // the buffer in offset order: a MoE layer's experts lie in the experts' range after every
+    // dense tensor, apart from their layer's other tensors in the table
+    placed *order = tb_xcalloc((size_t)m->nparams + 1, sizeof *order, "fsdp unit cuts");
+    for (int i = 0; i < m->nparams; i++) order[i] = (placed){m->params[i].offset, i};
+    qsort(order, (size_t)m->nparams, sizeof *order, by_offset);
     size_t *cuts = tb_xcalloc((size_t)m->nparams + 1, sizeof *cuts, "fsdp unit cuts");
     int n = 0;
-    for (int i = 1; i < m->nparams; i++) {
-        const gpt_param *p = &m->params[i];
-        if (gpt_param_site(m, p, 0) == gpt_param_site(m, &m->params[i - 1], 0)) continue;
+    for (int j = 1; j < m->nparams; j++) {
+        const gpt_param *p = &m->params[order[j].param], *prev = &m->params[order[j - 1].param];
+        if (gpt_param_site(m, p, 0) == gpt_param_site(m, prev, 0) && p->expert == prev->expert) continue;
         const size_t at = p->offset / align * align;
         if (at > 0 && at < m->padded_parameters && (n == 0 || at > cuts[n - 1])) cuts[n++] = at;
+    }
+    free(order);
+    // the word embedding tied across the first and last stage: the buffer's first tensor on both
+    // (core/shapes/gpt_parameters.c), made one bucket [0, its end rounded up): its slices then
+    // hold the same elements on both stages, whose sums fsdp_finish_grad_sync adds
+    const gpt_param *wte = shared_embedding ? gpt_find_param(m, "wte.weight") : NULL;
+    if (wte) {
+        const size_t hi = (wte->offset + wte->numel + align - 1) / align * align;
+        size_t *kept = tb_xcalloc((size_t)n + 2, sizeof *kept, "fsdp unit cuts");
+        int k = 0;
+        if (hi < m->padded_parameters) kept[k++] = hi;
+        for (int j = 0; j < n; j++)
+            if (cuts[j] > hi) kept[k++] = cuts[j];
+        free(cuts);
+        cuts = kept;
+        n = k;
     }
     if (!n) {
         free(cuts);
@@ -53,13 +84,53 @@ static int used_at(const tb_fsdp *f, int i, int site) {
            !strcmp(f->m->params[i].name, "wte.weight");
 }
 
+// A site's index in the per-site tables (fsdp.h).
+static int site_index(const tb_fsdp *f, int site) {
+    const int s = site - GPT_SITE_EMBEDDING;
+    if (s < 0 || s >= f->nsites) {
+        fprintf(stderr, "fsdp: site %d is no unit of the model (%d units)\n", site, f->nsites);
+        abort();
+    }
+    return s;
+}
+
+// The per-site tables: the buckets each unit reads, and its parameters, last first.
+static void index_sites(tb_fsdp *f) {
+    const gpt_model *m = f->m;
+    const int nb = f->opt->nbuckets;
+    int last = GPT_SITE_HEAD;
+    for (int i = 0; i < m->nparams; i++)
+        if (f->site[i] > last) last = f->site[i];
+    f->nsites = last + 1 - GPT_SITE_EMBEDDING;
+    f->needs = tb_xcalloc((size_t)f->nsites * (size_t)nb, 1, "fsdp buckets of units");
+    f->site_first = tb_xcalloc((size_t)f->nsites + 1, sizeof *f->site_first, "fsdp parameters of units");
+    f->site_params = tb_xcalloc((size_t)m->nparams + 1, sizeof *f->site_params, "fsdp parameters of units");
+    for (int s = 0; s < f->nsites; s++)
+        for (int i = 0; i < m->nparams; i++)
+            if (used_at(f, i, s + GPT_SITE_EMBEDDING))
+                for (int b = f->blo[i]; b <= f->bhi[i]; b++) f->needs[(size_t)s * nb + b] = 1;
+    for (int i = 0; i < m->nparams; i++) f->site_first[site_index(f, f->site[i]) + 1]++;
+    for (int s = 0; s < f->nsites; s++) f->site_first[s + 1] += f->site_first[s];
+    int *fill = tb_xcalloc((size_t)f->nsites, sizeof *fill, "fsdp parameters of units");
+    for (int i = m->nparams - 1; i >= 0; i--) {
+        const int s = site_index(f, f->site[i]);
+        f->site_params[f->site_first[s] + fill[s]++] = i;
+    }
+    free(fill);
+}
+
+// The group bucket k is sharded over: dp × cp, or expert-dp for the experts' buckets.
+static tb_group *group_of(const tb_fsdp *f, const tb_shard_bucket *k) {
+    return adamw_bucket_group(f->opt, k, f->dp);
+}
+
 static void gather(tb_fsdp *f, int b) {
     const tb_shard_bucket *k = &f->opt->buckets[b];
     float *p = f->m->param_memory;
     commit(f, TB_MEM_GATHERED, before(p, k), before_n(k), "parameters gathered, bucket", b);
     commit(f, TB_MEM_GATHERED, after(p, k), after_n(k), "parameters gathered, bucket", b);
     const int64_t t0 = tb_now_ns();
-    tb_all_gather(f->dp, own(p, k), before(p, k), own_n(k));
+    tb_all_gather(group_of(f, k), own(p, k), before(p, k), own_n(k));
     f->gather_ms += (double)(tb_now_ns() - t0) / 1e6;
     f->gathered[b] = 1;
 }
@@ -91,6 +162,16 @@ void fsdp_init(tb_fsdp *f, const tb_config *cfg, tb_rank *rk, gpt_model *m, tb_a
     f->sp_reduce = cfg->sequence_parallel && f->tp->size > 1;
     f->m = m;
     f->opt = opt;
+    f->wte = -1;
+    const gpt_param *wte = gpt_find_param(m, "wte.weight");
+    if (rk->groups[TB_GROUP_EMBEDDING].size > 1 && !cfg->untie_embeddings_and_output_weights && wte) {
+        if (wte->offset != 0 || opt->nbuckets < 1 || opt->buckets[0].lo != 0 || opt->buckets[0].hi < wte->numel) {
+            fprintf(stderr, "%s: fsdp: the tied word embedding is not the first bucket of the buffer\n", rk->label);
+            abort();
+        }
+        f->emb = &rk->groups[TB_GROUP_EMBEDDING];
+        f->wte = (int)(wte - m->params);
+    }
     const int nb = opt->nbuckets;
     f->site = tb_xcalloc((size_t)m->nparams, sizeof *f->site, "fsdp sites");
     f->blo = tb_xcalloc((size_t)m->nparams, sizeof *f->blo, "fsdp buckets of parameters");
@@ -99,7 +180,6 @@ void fsdp_init(tb_fsdp *f, const tb_config *cfg, tb_rank *rk, gpt_model *m, tb_a
     f->nparams = tb_xcalloc((size_t)nb, sizeof *f->nparams, "fsdp bucket parameters");
     f->gathered = tb_xcalloc((size_t)nb, 1, "fsdp gathered");
     f->grads_held = tb_xcalloc((size_t)nb, 1, "fsdp gradients held");
-    f->needed = tb_xcalloc((size_t)nb, 1, "fsdp needed");
     size_t largest = 0;
     for (int b = 0; b < nb; b++)
         if (own_n(&opt->buckets[b]) > largest) largest = own_n(&opt->buckets[b]);
@@ -117,6 +197,7 @@ void fsdp_init(tb_fsdp *f, const tb_config *cfg, tb_rank *rk, gpt_model *m, tb_a
         }
     }
     for (int b = 0; b < nb; b++) f->pending[b] = f->nparams[b];
+    index_sites(f);
     // the backward reports each unit every microbatch (gpt.h: grads_ready)
     m->grads_each_microbatch = 1;
     if (!f->shard_params) return;
@@ -162,21 +243,25 @@ void fsdp_free(tb_fsdp *f) {
     free(f->nparams);
     free(f->gathered);
     free(f->grads_held);
-    free(f->needed);
+    free(f->needs);
+    free(f->site_first);
+    free(f->site_params);
     memset(f, 0, sizeof *f);
 }
 
-// The gradient slices of the previous step (2), and the others' slices a dump gathered (3).
+// Whatever of bucket b's gradient range is committed: a microbatch's, the previous step's
+// slice, and the others' slices a dump gathered.
 static void give_back_grads(tb_fsdp *f, int b) {
     const tb_shard_bucket *k = &f->opt->buckets[b];
     float *g = f->m->grad_memory;
-    if (f->grads_held[b] == 1) decommit(f, before(g, k), k->hi - k->lo);
-    if (f->grads_held[b] >= 2) decommit(f, own(g, k), own_n(k));
-    if (f->grads_held[b] == 3) {
+    const fsdp_grads_held held = (fsdp_grads_held)f->grads_held[b];
+    if (held == FSDP_GRADS_MICROBATCH) decommit(f, before(g, k), k->hi - k->lo);
+    if (held == FSDP_GRADS_SLICE || held == FSDP_GRADS_WHOLE) decommit(f, own(g, k), own_n(k));
+    if (held == FSDP_GRADS_WHOLE) {
         decommit(f, before(g, k), before_n(k));
         decommit(f, after(g, k), after_n(k));
     }
-    f->grads_held[b] = 0;
+    f->grads_held[b] = FSDP_GRADS_NONE;
 }
 
 void fsdp_start_step(tb_fsdp *f) {
@@ -192,23 +277,20 @@ void fsdp_start_step(tb_fsdp *f) {
 void fsdp_acquire(tb_fsdp *f, int site, int backward) {
     if (!f->active) return;
     const int nb = f->opt->nbuckets;
-    memset(f->needed, 0, (size_t)nb);
-    for (int i = 0; i < f->m->nparams; i++)
-        if (used_at(f, i, site))
-            for (int b = f->blo[i]; b <= f->bhi[i]; b++) f->needed[b] = 1;
+    const unsigned char *needed = &f->needs[(size_t)site_index(f, site) * nb];
     for (int b = 0; b < nb && backward; b++) {
-        if (!f->needed[b] || f->grads_held[b]) continue;
+        if (!needed[b] || f->grads_held[b] != FSDP_GRADS_NONE) continue;
         const tb_shard_bucket *k = &f->opt->buckets[b];
         commit(f, TB_MEM_GRADS, before(f->m->grad_memory, k), k->hi - k->lo, "gradients of the microbatch, bucket", b);
-        f->grads_held[b] = 1;
+        f->grads_held[b] = FSDP_GRADS_MICROBATCH;
     }
     if (!f->shard_params) return;
     // the buckets this unit does not read go first: the peak holds this unit's
     for (int b = 0; b < nb; b++)
-        if (f->gathered[b] && !f->needed[b]) release(f, b);
+        if (f->gathered[b] && !needed[b]) release(f, b);
     int pushed = 0;
     for (int b = 0; b < nb; b++) {
-        if (!f->needed[b] || f->gathered[b]) continue;
+        if (!needed[b] || f->gathered[b]) continue;
         if (!pushed++) TB_RANGE_PUSH("fsdp.all_gather_params");
         gather(f, b);
     }
@@ -222,7 +304,7 @@ static void reduce_bucket(tb_fsdp *f, int b) {
     const size_t n = own_n(k);
     const int64_t t0 = tb_now_ns();
     TB_RANGE_PUSH("fsdp.reduce_scatter_grads");
-    tb_reduce_scatter(f->dp, before(f->m->grad_memory, k), f->reduced, n);
+    tb_reduce_scatter(group_of(f, k), before(f->m->grad_memory, k), f->reduced, n);
     TB_RANGE_POP();
     f->reduce_ms += (double)(tb_now_ns() - t0) / 1e6;
     float *acc = f->opt->shard_grads + k->at;
@@ -235,8 +317,9 @@ void fsdp_site_done(tb_fsdp *f, int site) {
     if (!f->active) return;
     gpt_model *m = f->m;
     // the last parameters first: the order their buckets fill in
-    for (int i = m->nparams - 1; i >= 0; i--) {
-        if (f->site[i] != site) continue;
+    const int s = site_index(f, site);
+    for (int j = f->site_first[s]; j < f->site_first[s + 1]; j++) {
+        const int i = f->site_params[j];
         const gpt_param *p = &m->params[i];
         // a gradient each tp rank holds part of (sequence parallelism's norms and row-parallel
         // biases; the q/k norms always) is summed over tp before dp, as finalize_model_grads does
@@ -253,16 +336,29 @@ void fsdp_site_done(tb_fsdp *f, int site) {
 
 void fsdp_finish_grad_sync(tb_fsdp *f) {
     if (!f->active) return;
+    if (f->emb) {
+        // the word embedding's elements of this rank's slice of bucket 0: the same on both stages
+        const gpt_param *wte = &f->m->params[f->wte];
+        const tb_shard_bucket *k = &f->opt->buckets[0];
+        const size_t lo = k->slice_lo, hi = k->slice_hi < wte->numel ? k->slice_hi : wte->numel;
+        if (lo < hi) {
+            const int64_t t0 = tb_now_ns();
+            TB_RANGE_PUSH("fsdp.embedding_grads");
+            tb_all_reduce(f->emb, f->opt->shard_grads + k->at, hi - lo, TB_RED_SUM);
+            TB_RANGE_POP();
+            f->reduce_ms += (double)(tb_now_ns() - t0) / 1e6;
+        }
+    }
     const float inv = 1.0f / (float)f->dp->size;
     for (int b = 0; b < f->opt->nbuckets; b++) {
-        if (f->grads_held[b]) {
+        if (f->grads_held[b] != FSDP_GRADS_NONE) {
             fprintf(stderr, "fsdp: bucket %d's gradients were never final (%d of its %d parameters pending)\n", b,
                     f->pending[b], f->nparams[b]);
             abort();
         }
         const tb_shard_bucket *k = &f->opt->buckets[b];
         commit(f, TB_MEM_GRADS, own(f->m->grad_memory, k), own_n(k), "gradients, this rank's slice of bucket", b);
-        f->grads_held[b] = 2;
+        f->grads_held[b] = FSDP_GRADS_SLICE;
         tb_be()->scale(own(f->m->grad_memory, k), f->opt->shard_grads + k->at, inv, own_n(k));
     }
 }
@@ -284,12 +380,12 @@ void fsdp_release_all(tb_fsdp *f) {
 void fsdp_gather_grads(tb_fsdp *f) {
     if (!f->active) return;
     for (int b = 0; b < f->opt->nbuckets; b++) {
-        if (f->grads_held[b] != 2) continue;
+        if (f->grads_held[b] != FSDP_GRADS_SLICE) continue;
         const tb_shard_bucket *k = &f->opt->buckets[b];
         float *g = f->m->grad_memory;
         commit(f, TB_MEM_GRADS, before(g, k), before_n(k), "gradients gathered for a dump, bucket", b);
         commit(f, TB_MEM_GRADS, after(g, k), after_n(k), "gradients gathered for a dump, bucket", b);
-        tb_all_gather(f->dp, own(g, k), before(g, k), own_n(k));
-        f->grads_held[b] = 3;
+        tb_all_gather(group_of(f, k), own(g, k), before(g, k), own_n(k));
+        f->grads_held[b] = FSDP_GRADS_WHOLE;
     }
 }

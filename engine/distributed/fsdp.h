@@ -7,7 +7,9 @@
 // unit boundary (moved down to a multiple of dp × cp, so a unit's first elements may sit in the
 // bucket before it), and the distributed optimizer's shard is this rank's slice of every such
 // bucket: a unit's parameters, gradients and optimizer state split evenly over dp × cp, as
-// Megatron-FSDP's per-unit buffers are.
+// Megatron-FSDP's per-unit buffers are. A MoE layer's experts (in the experts' range of the
+// buffer) are a bucket of their own, split over expert-dp. Under pp a stage's one chunk is
+// sharded; a word embedding tied across stages is its own bucket on both (fsdp_unit_cuts).
 //
 // Memory: the parameter and gradient buffers of a sharded model are reservations
 // (runtime/memory.h): pointers into the whole buffer stay valid, and only the ranges this module
@@ -51,28 +53,44 @@
 #include "models/gpt.h"
 #include "optimizer/optimizer.h"
 
+// What of a bucket's gradient range is committed.
+typedef enum fsdp_grads_held {
+    FSDP_GRADS_NONE,        // nothing: given back
+    FSDP_GRADS_MICROBATCH,  // the whole range: a unit's backward writes the microbatch's gradients
+    FSDP_GRADS_SLICE,       // this rank's slice: the step's averaged shard, read by the optimizer
+    FSDP_GRADS_WHOLE,       // the slice and the others' (all-gathered for a tensor dump)
+} fsdp_grads_held;
+
 typedef struct tb_fsdp {
     int active;               // gradients sharded: optim_grads or optim_grads_params over dp × cp > 1
     int shard_params;         // optim_grads_params
     tb_group *dp, *tp;        // the shard's group (dp × cp) and tp (partial gradients)
+    tb_group *emb;            // the first and last stage, when they share the word embedding; else NULL
+    int wte;                  // its parameter (the first bucket, fsdp_unit_cuts), -1 none
     gpt_model *m;             // the rank's one model chunk (no pipeline parallelism yet)
     tb_adamw *opt;            // its buckets are the units' (fsdp_unit_cuts)
     int sp_reduce;            // sequence parallelism over tp > 1: sp_partial gradients summed over tp
     int *site;                // [param] the unit whose backward makes its gradient final
     int *blo, *bhi;           // [param] the buckets it has an element in
+    // the sites (units), indexed site - GPT_SITE_EMBEDDING: the embedding, the head, each layer
+    int nsites;
+    unsigned char *needs;     // [site * nbuckets + bucket] the unit's forward and backward read the bucket
+    int *site_first;          // [site + 1] its parameters in site_params[site_first[s] .. site_first[s + 1]),
+    int *site_params;         //   last first (the order their buckets fill in)
     int *pending;             // [bucket] its parameters whose gradient of this microbatch is still to come
     int *nparams;             // [bucket]
     unsigned char *gathered;  // [bucket] the other ranks' slices of its parameters are here
-    unsigned char *grads_held;  // [bucket] 1: its gradient range is committed; 2: only this rank's slice
-    unsigned char *needed;    // [bucket] scratch
+    unsigned char *grads_held;  // [bucket] an fsdp_grads_held
     float *reduced;           // the largest slice: a reduce-scatter's destination
     double gather_ms, reduce_ms;  // this step's all-gathers, and reduce-scatters (with the tp sums)
     // (their bytes are the communicator's: each call's range in the trace, `tracebook comm`)
 } tb_fsdp;
 
-// The bucket boundaries of Megatron-FSDP: one bucket a unit, each cut at the unit's first
-// parameter moved down to a multiple of align. *cuts malloc'd (NULL when none); their count.
-int fsdp_unit_cuts(const gpt_model *m, size_t align, size_t **cuts);
+// The bucket boundaries of Megatron-FSDP: one bucket a unit (a MoE layer's experts another),
+// each cut at the unit's first parameter moved down to a multiple of align; with the word
+// embedding shared with another pipeline stage (shared_embedding), its own bucket from the
+// buffer's start to its end rounded up. *cuts malloc'd (NULL when none); their count.
+int fsdp_unit_cuts(const gpt_model *m, size_t align, int shared_embedding, size_t **cuts);
 
 // Takes over model m (its buffers reserved by gpt_model_init_chunk) and its optimizer: with
 // optim_grads_params initialises (or, loaded whole, keeps) the rank's slices of the parameters,
@@ -89,7 +107,9 @@ void fsdp_acquire(tb_fsdp *f, int site, int backward);
 // After a unit's backward, every microbatch: its gradients of the microbatch are final; each
 // bucket whose every parameter's are is reduce-scattered into the shard and given back.
 void fsdp_site_done(tb_fsdp *f, int site);
-// After the last microbatch: the shard averaged into the rank's slices of the gradient buffer.
+// After the last microbatch: the shard averaged into the rank's slices of the gradient buffer
+// (a shared word embedding's slice first summed over the first and last stage, as
+// finalize_model_grads sums its whole gradient).
 void fsdp_finish_grad_sync(tb_fsdp *f);
 // Every bucket's parameters gathered (optim_grads_params): before a read of the whole model.
 void fsdp_gather_all(tb_fsdp *f);

@@ -486,13 +486,16 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
         snprintf(plan->rule, sizeof plan->rule, "%s", rule.msg);
         return 0;
     }
-    if (c->num_experts > 0 && cp > 1) {
-        // legal under Megatron's rules, but the engine runs MoE at cp 1 (config.c refuses it as
-        // "not supported yet"), so the planner has no model of it to budget
-        snprintf(plan->rule, sizeof plan->rule,
-                 "the planner: num_experts %d with context_parallel_size %d: not supported yet (MoE is modeled at "
-                 "cp 1, as the engine runs it)",
-                 c->num_experts, cp);
+    if (c->num_experts > 0 && (cp > 1 || config_shards_grads(c))) {
+        // legal under Megatron's rules, but unmodeled: MoE at cp > 1 (the engine refuses it as
+        // "not supported yet"), Megatron-FSDP's expert units (plan_fsdp.c walks dense models)
+        char with[96];
+        if (cp > 1) snprintf(with, sizeof with, "context_parallel_size %d", cp);
+        else snprintf(with, sizeof with, "data_parallel_sharding_strategy %s",
+                      config_choice_name("data_parallel_sharding_strategy", c->data_parallel_sharding_strategy));
+        snprintf(plan->rule, sizeof plan->rule, "the planner: num_experts %d with %s: not supported yet (%s)",
+                 c->num_experts, with,
+                 cp > 1 ? "MoE is modeled at cp 1, as the engine runs it" : "its FSDP units are modeled for dense models");
         return 0;
     }
     plan->legal = 1;

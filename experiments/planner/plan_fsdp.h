@@ -2,8 +2,12 @@
 // (engine/distributed/fsdp.h) walked through one step of one rank, at the granularity of its
 // units and buckets, for the figures plan_evaluate reports — the whole gradient buckets held at
 // once, the other ranks' parameters gathered at once, and the elements all-gathered and
-// reduce-scattered per step. The engine runs Megatron-FSDP on one pipeline stage (pp 1), so
-// the walk is one model chunk: the embedding unit, the layers, the head.
+// reduce-scattered per step. The walk is one stage's model chunk (the engine runs Megatron-FSDP
+// with pp, one chunk a stage): the embedding unit, the layers, the head. Not walked as the
+// engine lays it out: the last stage's copy of a word embedding tied across stages, which the
+// engine places first in the buffer as a bucket of its own (fsdp_unit_cuts) and the walk counts
+// in the head unit — the figures of such a stage differ by the buckets' fringes (under a
+// multiple of dp x cp elements per cut).
 //
 // The buffer as the engine lays it out: each unit's tensors 16-element aligned, in order
 // (embedding, layers, head), the head's bucket running to the padded end; each bucket cut at

@@ -193,14 +193,17 @@ static const parser parsers[] = {
      "per record: every step s > warmup_steps (default 1) replayed on one core per rank from the thread CPU time "
      "each rank's trace.rank-r.json records per op (tts/tdur): a rank's work between communicator calls takes the "
      "CPU time recorded between them, a collective starts when its last member enters (matched by its order among "
-     "the member's collectives on the group), a send is eager and the k-th recv from a peer waits for the k-th send "
-     "(schedule_replay.h); args.figure (required) step_ms (the slowest rank's replayed train_step), tokens_per_s "
+     "the member's collectives on the group), a send is eager and the k-th recv from a peer waits for the k-th send, "
+     "and --overlap-grad-reduce's communication thread runs on a core of its own, each bucket no earlier than the "
+     "rank thread queued it, finish_grad_sync waiting for the last (schedule_replay.h); args.figure (required) "
+     "step_ms (the slowest rank's replayed train_step), tokens_per_s "
      "(global_batch_size x seq_length / step_ms), bubble_fraction (mean over pipeline.json's stages of 1 - replayed "
      "forward+backward / replayed schedule span), stage_imbalance (slowest / fastest stage replayed compute) or "
-     "exposed_comm_ms (the slowest rank's calls in finalize_model_grads and optimizer, waits included); the "
+     "exposed_comm_ms (the slowest rank's calls in finalize_model_grads and optimizer and its finish_grad_sync, "
+     "waits included); the "
      "record's value is the median over those steps; median over records. Not modelled: caches and memory "
      "bandwidth shared between cores, transfers beyond the calls' own CPU time; refused: sleeps (the slow drills), "
-     "a communication thread, worker threads of a rank, a device",
+     "--overlap-param-gather, worker threads of a rank, other background threads, a device",
      replayed_args, tbp_replayed_record, NULL, always_timed},  // parsers_replay.c
     {"resumed_loss_mismatches",
      "the claim's first record is a run trained uninterrupted, the others in order the segments (at least two) of "

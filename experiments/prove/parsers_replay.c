@@ -12,8 +12,9 @@
 
 // What the replay needs of the run: the CPU backend, every rank's work on its rank thread, and
 // no sleeps inside the steps. Anything else is refused, not replayed wrongly.
+// *comm_thread: whether each rank ran --overlap-grad-reduce's communication thread.
 static int replayable(const char *config_path, json_t *config, const char *conditions_path, json_t *conditions,
-                      tb_error *err) {
+                      int *comm_thread_out, tb_error *err) {
     const char *device = json_string_value(json_object_get(config, "device"));
     if (device && strcmp(device, "cpu"))
         return tb_fail(err, "%s: device %s: replaying a device's kernels from the host thread's CPU time is not "
@@ -25,11 +26,17 @@ static int replayable(const char *config_path, json_t *config, const char *condi
             return tb_fail(err, "%s: %s \"%s\": the drill's delay is a sleep, which costs no CPU time, so a replay "
                                 "would leave it out; replaying it is not supported yet", config_path, *k, v);
     }
-    if (json_is_true(json_object_get(config, "overlap_grad_reduce")) ||
-        json_is_true(json_object_get(config, "overlap_param_gather")))
-        return tb_fail(err, "%s: overlap_grad_reduce / overlap_param_gather: replaying the communication thread "
-                            "beside the rank thread is not supported yet", config_path);
+    if (json_is_true(json_object_get(config, "overlap_param_gather")))
+        return tb_fail(err, "%s: overlap_param_gather: replaying the parameter gathers the communication thread "
+                            "runs across steps is not supported yet", config_path);
+    // --overlap-grad-reduce's communication thread is replayed on a core of its own (the
+    // traces show whether the run had one: a dp of 1 has none); any other background thread
+    // (the async checkpoint writer) is not
     json_t *threads = json_object_get(conditions, "threads");
+    const char *background = json_string_value(json_object_get(threads, "background"));
+    const long long comm_thread = json_is_true(json_object_get(config, "overlap_grad_reduce")) && background &&
+                                  !strcmp(background, "gradient-reduce communication");
+    *comm_thread_out = (int)comm_thread;
     static const struct { const char *key; long long most; } per_rank[] = {
         {"openmp_per_rank", 1}, {"blas_per_rank", 1}, {"background_per_rank", 0}};
     for (size_t i = 0; i < sizeof per_rank / sizeof *per_rank; i++) {
@@ -37,12 +44,13 @@ static int replayable(const char *config_path, json_t *config, const char *condi
         if (!json_is_integer(v))
             return tb_fail(err, "%s: no integer threads.%s, so whether every rank's work ran on its rank thread is "
                                 "unknown", conditions_path, per_rank[i].key);
-        if (json_integer_value(v) > per_rank[i].most)
+        const long long most = per_rank[i].most + (i == 2 ? comm_thread : 0);
+        if (json_integer_value(v) > most)
             return tb_fail(err,
                            "%s: threads.%s %lld: the replay needs each rank's work on its rank thread (at most %lld), "
                            "since a worker thread's CPU time is not in the rank's trace; replaying it is not "
                            "supported yet (give the run --num-threads equal to its ranks)",
-                           conditions_path, per_rank[i].key, (long long)json_integer_value(v), per_rank[i].most);
+                           conditions_path, per_rank[i].key, (long long)json_integer_value(v), most);
     }
     return 0;
 }
@@ -89,7 +97,7 @@ int tbp_replayed_record(const parser *p, json_t *args, const char *dir, double *
     json_t **traces = NULL;
     char **names = NULL;
     tb_replay_step *steps = NULL;
-    int nsteps = 0, rc = 0, pp = 1, *stage_ranks = NULL;
+    int nsteps = 0, rc = 0, pp = 1, *stage_ranks = NULL, comm_thread = 0;
     if (tbp_record_world_size(dir, config_path, sizeof config_path, files, &world, &config, err) != 0 ||
         tb_run_path(run_dir, sizeof run_dir, dir, TB_RECORD_RUN_DIR, err) != 0)
         return -1;
@@ -102,7 +110,7 @@ int tbp_replayed_record(const parser *p, json_t *args, const char *dir, double *
         rc = -1;
     if (rc == 0) {
         json_array_append_new(files, json_string(path));
-        rc = replayable(config_path, config, path, conditions, err);
+        rc = replayable(config_path, config, path, conditions, &comm_thread, err);
     }
     // under mpirun a call's thread CPU time holds its wait: MPI's progress engine polls, in
     // MPI's own collectives and in the exact algorithm's MPI_Testall alike
@@ -186,9 +194,10 @@ int tbp_replayed_record(const parser *p, json_t *args, const char *dir, double *
         replayed = wall = NULL;
         char detail[512];
         snprintf(detail, sizeof detail,
-                 "replayed from per-op CPU time on one core per rank (%lld ranks, %d stage%s): %d steps after "
+                 "replayed from per-op CPU time on one core per rank%s (%lld ranks, %d stage%s): %d steps after "
                  "warmup_steps %lld, median replayed step %.4g ms against %.4g ms of wall clock recorded",
-                 world, pp, pp == 1 ? "" : "s", k, warmup, rmed, wmed);
+                 comm_thread ? " and one per rank's communication thread" : "", world, pp, pp == 1 ? "" : "s", k,
+                 warmup, rmed, wmed);
         json_object_set_new(ev, "detail", json_string(detail));
     }
     json_decref(replayed);

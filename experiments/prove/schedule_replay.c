@@ -11,15 +11,23 @@
 // ---------------------------------------------------------------------------------------
 // One rank's step, read from its trace
 
-typedef enum op_kind { OP_SEND, OP_RECV, OP_COLLECTIVE } op_kind;
+// A communicator call, or a hand-over between a rank thread and its communication thread
+// (--overlap-grad-reduce): the rank thread queues bucket k (ddp.start_grad_sync.b: POST) and
+// later waits for every bucket it queued (ddp.finish_grad_sync: JOIN); the communication
+// thread takes the buckets in that order, each a ddp.bucket.b range (BEGIN and END around
+// its calls).
+typedef enum op_kind { OP_SEND, OP_RECV, OP_COLLECTIVE, OP_POST, OP_JOIN, OP_BEGIN, OP_END } op_kind;
 
-// A communicator call of the step, in the rank's order.
+// One op of the step, in its thread's order.
 typedef struct rop {
     op_kind kind;
     const char *name;       // its range name (messages)
     int group_id, peer;     // peer: the other rank of a send or recv (a global rank)
     int ordinal;            // among the rank's collectives on the group (a collective), or its
                             // sends to / recvs from the peer on the group (P2P), in this step
+    int item;               // POST, BEGIN, END: the bucket's place in the step's queue; JOIN:
+                            // how many buckets were queued before it
+    int bucket;             // POST, BEGIN, END: the bucket (b of the range's name)
     int exposed;            // inside finalize_model_grads or optimizer
     int64_t cpu_start, cpu_dur;
     // the replay
@@ -41,17 +49,24 @@ typedef struct rank_step {
     long long step;
     int64_t cpu_start, cpu_end;
     double wall_ms;
-    rop *ops;
+    rop *ops;               // the rank thread's
     int nops;
+    rop *cops;              // the communication thread's: BEGIN, its calls, END for each bucket
+    int ncops, cap_cops;
+    int nposts, nitems;     // the buckets the rank thread queued in the step, the thread took
     span *spans;
     int nspans;
     int64_t *waits_before;  // (nops + 1) prefix sums of the ops' waits, after the replay
+    // the replay's hand-overs: when each queued bucket was queued and finished
+    int64_t *posted_at, *done_at;
+    int posted, done;
 } rank_step;
 
 typedef struct rank_trace {
     const char *name;
     rank_step *steps;
     int nsteps;
+    json_int_t comm_tid;    // the communication thread's, -1 none
 } rank_trace;
 
 // The members of each group id: rank of (group id, group index), from every trace's calls.
@@ -77,11 +92,22 @@ static int int_arg(json_t *args, const char *key, long long *out) {
     return 0;
 }
 
-// The complete events of the rank thread: the thread of the first train_step. Work recorded
-// on any other thread (a communication thread's calls) is not the rank thread's and cannot be
-// replayed on its core: refused.
+static int is_prefixed_number(const char *s, const char *prefix, int *n) {
+    const size_t len = strlen(prefix);
+    if (strncmp(s, prefix, len) || s[len] < '0' || s[len] > '9') return 0;
+    char *end;
+    const long v = strtol(s + len, &end, 10);
+    if (*end || v > 1 << 30) return 0;
+    *n = (int)v;
+    return 1;
+}
+
+// The threads of a rank's trace: the rank thread (that of the first train_step) and, if any
+// other thread recorded work, the communication thread of --overlap-grad-reduce — one thread
+// whose outermost ranges are all ddp.bucket.b. Any other thread's work is not replayed:
+// refused by name.
 static int rank_thread_events(json_t *trace, const char *name, json_t **events_out, json_int_t *tid_out,
-                              tb_error *err) {
+                              json_int_t *comm_tid_out, tb_error *err) {
     json_t *events = json_object_get(trace, "traceEvents");
     if (!json_is_array(events)) return tb_fail(err, "%s: no 'traceEvents' array", name);
     json_int_t tid = -1;
@@ -95,17 +121,37 @@ static int rank_thread_events(json_t *trace, const char *name, json_t **events_o
         }
     }
     if (tid < 0) return tb_fail(err, "%s: no train_step range (a run that trained no step has nothing to replay)", name);
+    json_int_t comm_tid = -1;
+    int bucket;
     json_array_foreach(events, i, e) {
         const char *n = json_string_value(json_object_get(e, "name"));
+        const char *ph = json_string_value(json_object_get(e, "ph"));
         json_t *t = json_object_get(e, "tid");
-        if (n && !strncmp(n, "comm.", 5) && json_is_integer(t) && json_integer_value(t) != tid)
+        if (!n || !ph || strcmp(ph, "X") || !json_is_integer(t) || json_integer_value(t) == tid) continue;
+        const json_int_t other = json_integer_value(t);
+        json_t *depth = json_object_get(json_object_get(e, "args"), "depth");
+        if (comm_tid >= 0 && other != comm_tid)
             return tb_fail(err,
-                           "%s: traceEvents[%zu] (%s) ran on thread %lld, not the rank thread %lld: replaying a "
-                           "communication thread (--overlap-grad-reduce, --overlap-param-gather) is not supported yet",
-                           name, i, n, (long long)json_integer_value(t), (long long)tid);
+                           "%s: traceEvents[%zu] (%s) ran on thread %lld, a third thread beside the rank thread %lld "
+                           "and the communication thread %lld: replaying it is not supported yet",
+                           name, i, n, (long long)other, (long long)tid, (long long)comm_tid);
+        if (json_is_integer(depth) && json_integer_value(depth) == 0 && !strncmp(n, "ddp.param_gather.", 17))
+            return tb_fail(err,
+                           "%s: traceEvents[%zu] (%s) on thread %lld: replaying --overlap-param-gather's gathers "
+                           "(queued by one step's optimizer, waited for in the next step's forward) is not supported "
+                           "yet",
+                           name, i, n, (long long)other);
+        const int outermost = json_is_integer(depth) && json_integer_value(depth) == 0;
+        if (!json_is_integer(depth) || (outermost && !is_prefixed_number(n, "ddp.bucket.", &bucket)))
+            return tb_fail(err,
+                           "%s: traceEvents[%zu] (%s) ran on thread %lld, not the rank thread %lld and not inside a "
+                           "ddp.bucket range of the communication thread: replaying it is not supported yet",
+                           name, i, n, (long long)other, (long long)tid);
+        comm_tid = other;
     }
     *events_out = events;
     *tid_out = tid;
+    *comm_tid_out = comm_tid;
     return 0;
 }
 
@@ -178,13 +224,41 @@ static int read_events(json_t *events, json_int_t tid, const char *name, tev **o
 }
 
 // The steps of one rank's trace: each train_step's communicator calls and figure spans.
+static int read_comm_thread(json_t *events, const char *name, int rank, int world, group_map *map,
+                            rank_trace *out, tb_error *err);
+
+// A communicator call's op from its range (group and op in its args), or 1 when the range is
+// not a call. P2P peers are group indices until every trace is read (resolve_ops).
+static int call_op(const tev *e, const char *name, int rank, int world, group_map *map, rop *o, tb_error *err) {
+    const char *group = json_string_value(json_object_get(e->args, "group"));
+    const char *op = json_string_value(json_object_get(e->args, "op"));
+    if (strncmp(e->name, "comm.", 5) || !group || !op) return 1;
+    long long gid, gsize, gindex;
+    if (int_arg(e->args, "group_id", &gid) || int_arg(e->args, "group_size", &gsize) ||
+        int_arg(e->args, "group_index", &gindex))
+        return tb_fail(err, "%s: traceEvents[%zu] (%s) has no integer args.group_id, group_size, group_index", name,
+                       e->at, e->name);
+    if (map_member(map, gid, gsize, gindex, rank, world, name, e->at, err) != 0) return -1;
+    *o = (rop){.kind = OP_COLLECTIVE, .name = e->name, .group_id = (int)gid, .peer = -1, .cpu_start = e->start,
+               .cpu_dur = e->end - e->start};
+    if (!strcmp(op, "send") || !strcmp(op, "recv")) {
+        long long peer;
+        if (int_arg(e->args, "peer", &peer) != 0 || peer < 0 || peer >= gsize)
+            return tb_fail(err, "%s: traceEvents[%zu] (%s) has no args.peer in [0, %lld)", name, e->at, e->name,
+                           gsize);
+        o->kind = !strcmp(op, "send") ? OP_SEND : OP_RECV;
+        o->peer = (int)peer;
+    }
+    return 0;
+}
+
 static int read_rank(json_t *trace, const char *name, int rank, int world, group_map *map, rank_trace *out,
                      tb_error *err) {
     json_t *events = NULL;
     json_int_t tid = -1;
     tev *ev = NULL;
     size_t n = 0;
-    if (rank_thread_events(trace, name, &events, &tid, err) != 0) return -1;
+    if (rank_thread_events(trace, name, &events, &tid, &out->comm_tid, err) != 0) return -1;
     if (read_events(events, tid, name, &ev, &n, err) != 0) {
         free(ev);
         return -1;
@@ -202,37 +276,24 @@ static int read_rank(json_t *trace, const char *name, int rank, int world, group
         size_t last = i + 1;  // the step's events: [i + 1, last)
         while (last < n && ev[last].depth > ev[i].depth) last++;
         rank_step *st = &out->steps[out->nsteps++];
-        *st = (rank_step){step, ev[i].start, ev[i].end, ev[i].wall_us / 1000.0, NULL, 0, NULL, 0, NULL};
+        *st = (rank_step){.step = step, .cpu_start = ev[i].start, .cpu_end = ev[i].end,
+                          .wall_ms = ev[i].wall_us / 1000.0};
         st->ops = tb_xcalloc(last - i, sizeof *st->ops, "replay ops");
         st->spans = tb_xcalloc(last - i, sizeof *st->spans, "replay spans");
         int *ops_before = tb_xcalloc(last - i + 1, sizeof *ops_before, "replay op positions");
         for (size_t j = i + 1; j < last && rc == 0; j++) {
             ops_before[j - i - 1] = st->nops;
-            const char *group = json_string_value(json_object_get(ev[j].args, "group"));
-            const char *op = json_string_value(json_object_get(ev[j].args, "op"));
-            if (strncmp(ev[j].name, "comm.", 5) || !group || !op) continue;
-            long long gid, gsize, gindex;
-            if (int_arg(ev[j].args, "group_id", &gid) || int_arg(ev[j].args, "group_size", &gsize) ||
-                int_arg(ev[j].args, "group_index", &gindex)) {
-                rc = tb_fail(err, "%s: traceEvents[%zu] (%s) has no integer args.group_id, group_size, group_index",
-                             name, ev[j].at, ev[j].name);
-                break;
-            }
-            if (map_member(map, gid, gsize, gindex, rank, world, name, ev[j].at, err) != 0) {
-                rc = -1;
-                break;
-            }
-            rop o = {.kind = OP_COLLECTIVE, .name = ev[j].name, .group_id = (int)gid, .peer = -1,
-                     .cpu_start = ev[j].start, .cpu_dur = ev[j].end - ev[j].start};
-            if (!strcmp(op, "send") || !strcmp(op, "recv")) {
-                long long peer;
-                if (int_arg(ev[j].args, "peer", &peer) != 0 || peer < 0 || peer >= gsize) {
-                    rc = tb_fail(err, "%s: traceEvents[%zu] (%s) has no args.peer in [0, %lld)", name, ev[j].at,
-                                 ev[j].name, gsize);
-                    break;
-                }
-                o.kind = !strcmp(op, "send") ? OP_SEND : OP_RECV;
-                o.peer = (int)peer;  // a group index until every trace is read (resolve_ops)
+            rop o = {.name = ev[j].name, .peer = -1, .cpu_start = ev[j].start, .cpu_dur = ev[j].end - ev[j].start};
+            if (is_prefixed_number(ev[j].name, "ddp.start_grad_sync.", &o.bucket)) {
+                o.kind = OP_POST;
+                o.item = st->nposts++;
+            } else if (!strcmp(ev[j].name, "ddp.finish_grad_sync")) {
+                o.kind = OP_JOIN;
+                o.item = st->nposts;
+                o.bucket = -1;
+            } else if ((rc = call_op(&ev[j], name, rank, world, map, &o, err)) != 0) {
+                rc = rc < 0 ? -1 : 0;
+                continue;
             }
             st->ops[st->nops++] = o;
         }
@@ -244,7 +305,9 @@ static int read_rank(json_t *trace, const char *name, int rank, int world, group
             int kind = -1;
             if (!strcmp(nm, "forward") || !strcmp(nm, "backward")) kind = SPAN_PASS;
             else if (!strncmp(nm, "comm.", 5) && group && is_pipeline_p2p(group)) kind = SPAN_P2P;
-            else if (!strcmp(nm, "finalize_model_grads") || !strcmp(nm, "optimizer")) kind = SPAN_EXPOSED;
+            else if (!strcmp(nm, "finalize_model_grads") || !strcmp(nm, "optimizer") ||
+                     !strcmp(nm, "ddp.finish_grad_sync"))
+                kind = SPAN_EXPOSED;
             if (kind < 0) continue;
             size_t end = j + 1;
             while (end < last && ev[end].depth > ev[j].depth) end++;
@@ -257,6 +320,106 @@ static int read_rank(json_t *trace, const char *name, int rank, int world, group
         free(ops_before);
     }
     free(ev);
+    if (rc == 0 && out->comm_tid >= 0) rc = read_comm_thread(events, name, rank, world, map, out, err);
+    return rc;
+}
+
+static rop *add_comm_op(rank_step *st, rop o) {
+    if (st->ncops == st->cap_cops) {
+        st->cap_cops = st->cap_cops ? 2 * st->cap_cops : 16;
+        st->cops = tb_xreallocarray(st->cops, (size_t)st->cap_cops, sizeof *st->cops, "replay communication ops");
+    }
+    st->cops[st->ncops] = o;
+    return &st->cops[st->ncops++];
+}
+
+// The communication thread's buckets, each into the step its args.step names: BEGIN, the
+// bucket's calls, END. The k-th bucket it took in a step is the k-th the rank thread queued
+// (one queue, first in first out): checked by bucket number.
+static int read_comm_thread(json_t *events, const char *name, int rank, int world, group_map *map,
+                            rank_trace *out, tb_error *err) {
+    tev *ev = NULL;
+    size_t n = 0;
+    int rc = read_events(events, out->comm_tid, name, &ev, &n, err);
+    rank_step *st = NULL;
+    int64_t item_end = 0;
+    int bucket = -1;
+    for (size_t j = 0; j < n && rc == 0; j++) {
+        rop o = {.name = ev[j].name, .peer = -1, .cpu_start = ev[j].start, .cpu_dur = ev[j].end - ev[j].start};
+        if (ev[j].depth == 0) {
+            if (st) add_comm_op(st, (rop){.kind = OP_END, .name = "ddp.bucket (end)", .cpu_start = item_end,
+                                          .item = st->nitems - 1, .bucket = bucket});
+            st = NULL;
+            long long step;
+            (void)is_prefixed_number(ev[j].name, "ddp.bucket.", &o.bucket);  // (rank_thread_events checked)
+            if (int_arg(ev[j].args, "step", &step) != 0) {
+                rc = tb_fail(err, "%s: traceEvents[%zu] (%s) has no integer args.step", name, ev[j].at, ev[j].name);
+                break;
+            }
+            for (int s = 0; s < out->nsteps && !st; s++)
+                if (out->steps[s].step == step) st = &out->steps[s];
+            if (!st) {
+                rc = tb_fail(err, "%s: traceEvents[%zu] (%s) belongs to step %lld, which has no train_step", name,
+                             ev[j].at, ev[j].name, step);
+                break;
+            }
+            o.kind = OP_BEGIN;
+            o.cpu_dur = 0;
+            bucket = o.bucket;
+            o.item = st->nitems++;
+            item_end = ev[j].end;
+            add_comm_op(st, o);
+            continue;
+        }
+        if (!st) {
+            rc = tb_fail(err,
+                         "%s: traceEvents[%zu] (%s) ran on thread %lld outside a ddp.bucket range of the communication "
+                         "thread: replaying it is not supported yet",
+                         name, ev[j].at, ev[j].name, (long long)out->comm_tid);
+            break;
+        }
+        const int r = call_op(&ev[j], name, rank, world, map, &o, err);
+        if (r < 0) rc = -1;
+        else if (r == 0 && o.kind != OP_COLLECTIVE)
+            rc = tb_fail(err, "%s: traceEvents[%zu] (%s): a send or recv on the communication thread is not "
+                              "supported yet by the replay", name, ev[j].at, ev[j].name);
+        else if (r == 0) {
+            // (a bucket's calls are matched after the rank thread's calls before its JOIN)
+            add_comm_op(st, o);
+        }
+    }
+    if (rc == 0 && st)
+        add_comm_op(st, (rop){.kind = OP_END, .name = "ddp.bucket (end)", .cpu_start = item_end,
+                              .item = st->nitems - 1, .bucket = bucket});
+    free(ev);
+    // every step: the buckets taken are those queued, in order, and waited for
+    for (int s = 0; s < out->nsteps && rc == 0; s++) {
+        rank_step *t = &out->steps[s];
+        if (t->nitems != t->nposts) {
+            rc = tb_fail(err, "%s: step %lld: the rank thread queued %d bucket%s (ddp.start_grad_sync), the "
+                              "communication thread took %d (ddp.bucket): a trace written before the engine recorded "
+                              "ddp.start_grad_sync cannot be replayed", name, t->step, t->nposts,
+                         t->nposts == 1 ? "" : "s", t->nitems);
+            break;
+        }
+        int k = 0, joined = t->nposts == 0;
+        for (int o = 0; o < t->nops; o++) {
+            if (t->ops[o].kind == OP_JOIN && t->ops[o].item == t->nposts) joined = 1;
+            if (t->ops[o].kind != OP_POST) continue;
+            while (k < t->ncops && t->cops[k].kind != OP_BEGIN) k++;
+            if (k == t->ncops || t->cops[k].bucket != t->ops[o].bucket) {
+                rc = tb_fail(err, "%s: step %lld: the rank thread queued bucket %d as its bucket %d of the step, the "
+                                  "communication thread took %d: not one queue in order", name, t->step,
+                             t->ops[o].bucket, t->ops[o].item + 1, k < t->ncops ? t->cops[k].bucket : -1);
+                break;
+            }
+            k++;
+        }
+        if (rc == 0 && !joined)
+            rc = tb_fail(err, "%s: step %lld: the rank thread queued %d bucket%s and never waited for them all "
+                              "(no ddp.finish_grad_sync after the last)", name, t->step, t->nposts,
+                         t->nposts == 1 ? "" : "s");
+    }
     return rc;
 }
 
@@ -268,13 +431,26 @@ typedef struct ordinal_key {
     int count;
 } ordinal_key;
 
+// The step's ops in the order a rank's calls on one group follow each other: the rank
+// thread's before its first JOIN, the communication thread's (which has the data-parallel
+// groups between the rank thread's start_grad_sync and finish_grad_sync), the rank thread's
+// from the JOIN on.
+static rop *merged_op(rank_step *st, int join, int k) {
+    if (k < join) return &st->ops[k];
+    if (k < join + st->ncops) return &st->cops[k - join];
+    return &st->ops[k - st->ncops];
+}
+
 static int resolve_ops(rank_trace *t, const group_map *map, int world, tb_error *err) {
     for (int s = 0; s < t->nsteps; s++) {
         rank_step *st = &t->steps[s];
-        ordinal_key *keys = tb_xcalloc((size_t)st->nops + 1, sizeof *keys, "replay ordinals");
-        int nkeys = 0;
-        for (int k = 0; k < st->nops; k++) {
-            rop *o = &st->ops[k];
+        const int n = st->nops + st->ncops;
+        ordinal_key *keys = tb_xcalloc((size_t)n + 1, sizeof *keys, "replay ordinals");
+        int nkeys = 0, join = 0;
+        while (join < st->nops && st->ops[join].kind != OP_JOIN) join++;
+        for (int k = 0; k < n; k++) {
+            rop *o = merged_op(st, join, k);
+            if (o->kind > OP_COLLECTIVE) continue;  // a hand-over
             if (o->kind != OP_COLLECTIVE) {
                 const int peer = map->rank[(size_t)o->group_id * map->stride + o->peer];
                 if (peer < 0 || peer >= world) {
@@ -351,25 +527,48 @@ static void sim_free(sim *m) {
 // the step began plus their waits.
 static int64_t replay_at(const rank_step *st, int64_t t, int ops) { return t - st->cpu_start + st->waits_before[ops]; }
 
+// A thread of the replay, on its own core: agent a < world is rank a's rank thread, a >= world
+// rank a - world's communication thread.
+static rop *agent_ops(rank_trace *ranks, const int *index, int world, int a, int *n) {
+    rank_step *st = &ranks[a % world].steps[index[a % world]];
+    *n = a < world ? st->nops : st->ncops;
+    return a < world ? st->ops : st->cops;
+}
+
 // Runs step index s of every rank; fills out.
 static int replay_one(rank_trace *ranks, const int *index, int world, const group_map *map, const int *stage_ranks,
                       int pp, tb_replay_step *out, tb_error *err) {
     sim m = {tb_xcalloc((size_t)map->nids + 1, sizeof *m.inst, "replay collectives"),
              tb_xcalloc((size_t)map->nids + 1, sizeof *m.ninst, "replay collectives"), map->nids, NULL, 0, 0};
-    int *pos = tb_xcalloc((size_t)world, sizeof *pos, "replay positions");
-    int64_t *clock = tb_xcalloc((size_t)world, sizeof *clock, "replay clocks");
-    int64_t *cpu_prev = tb_xcalloc((size_t)world, sizeof *cpu_prev, "replay cpu marks");
-    for (int r = 0; r < world; r++) cpu_prev[r] = ranks[r].steps[index[r]].cpu_start;
-    int rc = 0, remaining = world;
-    for (int r = 0; r < world; r++) remaining -= ranks[r].steps[index[r]].nops == 0;
+    const int agents = 2 * world;
+    int *pos = tb_xcalloc((size_t)agents, sizeof *pos, "replay positions");
+    int64_t *clock = tb_xcalloc((size_t)agents, sizeof *clock, "replay clocks");
+    int64_t *cpu_prev = tb_xcalloc((size_t)agents, sizeof *cpu_prev, "replay cpu marks");
+    int rc = 0, remaining = 0;
+    for (int a = 0; a < agents; a++) {
+        rank_step *st = &ranks[a % world].steps[index[a % world]];
+        int n;
+        rop *ops = agent_ops(ranks, index, world, a, &n);
+        // a communication thread's clock starts at its first bucket's begin (it slept before)
+        cpu_prev[a] = a < world ? st->cpu_start : n ? ops[0].cpu_start : 0;
+        remaining += n > 0;
+        if (a < world) {
+            st->posted_at = tb_xcalloc((size_t)st->nposts + 1, sizeof *st->posted_at, "replay hand-overs");
+            st->done_at = tb_xcalloc((size_t)st->nposts + 1, sizeof *st->done_at, "replay hand-overs");
+            st->posted = st->done = 0;
+        }
+    }
     while (remaining > 0 && rc == 0) {
         int progress = 0;
-        for (int r = 0; r < world; r++) {
+        for (int a = 0; a < agents; a++) {
+            const int r = a % world;
             rank_step *st = &ranks[r].steps[index[r]];
-            while (pos[r] < st->nops) {
-                rop *o = &st->ops[pos[r]];
+            int nops;
+            rop *ops = agent_ops(ranks, index, world, a, &nops);
+            while (pos[a] < nops) {
+                rop *o = &ops[pos[a]];
                 if (!o->entered) {
-                    o->enter = clock[r] + (o->cpu_start - cpu_prev[r]);
+                    o->enter = clock[a] + (o->cpu_start - cpu_prev[a]);
                     o->entered = 1;
                     if (o->kind == OP_COLLECTIVE) {
                         instance *in = find_instance(&m, o->group_id, o->ordinal);
@@ -377,9 +576,18 @@ static int replay_one(rank_trace *ranks, const int *index, int world, const grou
                         if (o->enter > in->last_enter) in->last_enter = o->enter;
                     }
                 }
-                int64_t start;  // when its own work begins
-                if (o->kind == OP_SEND) {
-                    start = o->enter;
+                int64_t start = o->enter;  // when its own work begins
+                if (o->kind == OP_POST) {
+                    st->posted_at[st->posted++] = start;
+                } else if (o->kind == OP_BEGIN) {
+                    if (st->posted <= o->item) break;  // not queued yet
+                    if (st->posted_at[o->item] > start) start = st->posted_at[o->item];
+                } else if (o->kind == OP_END) {
+                    st->done_at[st->done++] = start;
+                } else if (o->kind == OP_JOIN) {
+                    if (st->done < o->item) break;  // a queued bucket is not reduced yet
+                    if (o->item > 0 && st->done_at[o->item - 1] > start) start = st->done_at[o->item - 1];
+                } else if (o->kind == OP_SEND) {
                     channel *c = find_channel(&m, o->group_id, r, o->peer);
                     if (c->n == c->cap) {
                         c->cap = c->cap ? 2 * c->cap : 8;
@@ -397,22 +605,31 @@ static int replay_one(rank_trace *ranks, const int *index, int world, const grou
                     start = in->last_enter;
                 }
                 o->wait = start - o->enter;
-                clock[r] = start + o->cpu_dur;
-                cpu_prev[r] = o->cpu_start + o->cpu_dur;
-                if (++pos[r] == st->nops) remaining--;
+                clock[a] = start + o->cpu_dur;
+                cpu_prev[a] = o->cpu_start + o->cpu_dur;
+                if (++pos[a] == nops) remaining--;
                 progress = 1;
             }
         }
         if (!progress) {
-            // name the first stuck rank and the call it waits in
-            for (int r = 0; r < world && rc == 0; r++) {
-                const rank_step *st = &ranks[r].steps[index[r]];
-                if (pos[r] < st->nops)
+            // name the first stuck thread and the call it waits in
+            for (int a = 0; a < agents && rc == 0; a++) {
+                const int r = a % world;
+                int nops;
+                const rop *ops = agent_ops(ranks, index, world, a, &nops);
+                if (pos[a] < nops && ops[pos[a]].kind > OP_COLLECTIVE)
                     rc = tb_fail(err,
-                                 "%s: step %lld: the replay stalls at %s (group %d, call %d of its kind in the step): "
-                                 "its peers never reach the matching call in their traces",
-                                 ranks[r].name, st->step, st->ops[pos[r]].name, st->ops[pos[r]].group_id,
-                                 st->ops[pos[r]].ordinal + 1);
+                                 "%s: step %lld: the replay stalls at %s (bucket %d, the %s's hand-over %d of the "
+                                 "step): the thread it waits for is stalled in turn",
+                                 ranks[r].name, ranks[r].steps[index[r]].step, ops[pos[a]].name, ops[pos[a]].bucket,
+                                 a < world ? "rank thread" : "communication thread", ops[pos[a]].item + 1);
+                else if (pos[a] < nops)
+                    rc = tb_fail(err,
+                                 "%s: step %lld: the replay stalls at %s%s (group %d, call %d of its kind in the "
+                                 "step): its peers never reach the matching call in their traces",
+                                 ranks[r].name, ranks[r].steps[index[r]].step, ops[pos[a]].name,
+                                 a < world ? "" : " on the communication thread", ops[pos[a]].group_id,
+                                 ops[pos[a]].ordinal + 1);
             }
         }
     }
@@ -494,6 +711,9 @@ int tb_replay_steps(json_t *const *traces, const char *const *names, int world, 
             free(ranks[r].steps[s].ops);
             free(ranks[r].steps[s].spans);
             free(ranks[r].steps[s].waits_before);
+            free(ranks[r].steps[s].cops);
+            free(ranks[r].steps[s].posted_at);
+            free(ranks[r].steps[s].done_at);
         }
         free(ranks[r].steps);
     }

@@ -15,16 +15,24 @@
 //     ends its own CPU time after it starts; the k-th recv on a group from a peer (FIFO per
 //     pair, MPI's non-overtaking rule) starts when both it and the k-th send to it have
 //     been reached, and ends its own CPU time after the later of its start and the send's end;
-//   - each step starts every rank at 0 (a step's ranks are not carried into the next).
+//   - each step starts every rank at 0 (a step's ranks are not carried into the next);
+//   - --overlap-grad-reduce's communication thread is a core of its own beside its rank's:
+//     it takes the buckets in the order the rank thread queued them (ddp.start_grad_sync.b,
+//     on the rank thread's clock), each bucket (ddp.bucket.b: its CPU time, its calls matched
+//     with the peers' communication threads as above) starting no earlier than it was
+//     queued and no earlier than the previous one ended; the rank thread's
+//     ddp.finish_grad_sync waits until every bucket it queued has ended.
 // The gaps a rank waits in the replay are its bubble; the step takes the slowest rank's time.
 //
 // Not modelled: memory bandwidth and caches shared by cores (a rank's CPU time is what it
-// cost beside the other ranks of the recorded run, on a core it may have shared); transfer
-// time beyond the CPU time the calls spent copying and reducing (the local backend's
-// transfers are those copies); sleeps, which cost no CPU time (so runs with --debug-slow-data
-// or --debug-slow-link are refused), and work on other threads (a communication thread:
-// --overlap-grad-reduce or --overlap-param-gather; OpenMP or BLAS worker threads of a rank;
-// a device's kernels): refused, "not supported yet".
+// cost beside the other ranks of the recorded run, on a core it may have shared — with a
+// communication thread, beside its own rank's compute too); transfer time beyond the CPU time
+// the calls spent copying and reducing (the local backend's transfers are those copies); the
+// hand-over's wake-up (a thread's resumption after a condition variable, in no thread's CPU
+// time); sleeps, which cost no CPU time (so runs with --debug-slow-data or --debug-slow-link
+// are refused), and work on other threads (--overlap-param-gather's gathers, queued in one
+// step and waited for in the next; OpenMP or BLAS worker threads of a rank; a device's
+// kernels): refused, "not supported yet".
 #ifndef TB_EXPERIMENTS_SCHEDULE_REPLAY_H
 #define TB_EXPERIMENTS_SCHEDULE_REPLAY_H
 
@@ -41,7 +49,8 @@ typedef struct tb_replay_step {
     double bubble_fraction;  // mean over the stages of 1 - compute / schedule span (below)
     double stage_imbalance;  // slowest / fastest stage compute
     double exposed_comm_ms;  // the slowest rank's communicator calls in finalize_model_grads and
-                             // optimizer: their own CPU time and the waits for peers before them
+                             // optimizer and its ddp.finish_grad_sync: their own CPU time and the
+                             // waits for peers (or the communication thread) before them
 } tb_replay_step;
 
 // A stage's compute is the replayed span of its depth-1 forward and backward ranges summed;
@@ -52,7 +61,8 @@ typedef struct tb_replay_step {
 // names[r] its file, for messages) hold. stage_ranks[s] (s < pp): the rank of pipeline stage s
 // whose stages are reported (pipeline.json's: rank 0's pipeline group). *steps (malloc'd) in
 // rank 0's step order, *nsteps of them. Returns 0, or -1 with err naming the file, the event
-// and the value (a trace without tts/tdur, work on another thread, a call that never matches).
+// and the value (a trace without tts/tdur, work on a thread it does not replay, a call that never
+// matches).
 int tb_replay_steps(json_t *const *traces, const char *const *names, int world, const int *stage_ranks, int pp,
                     tb_replay_step **steps, int *nsteps, tb_error *err);
 

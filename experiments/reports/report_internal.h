@@ -10,11 +10,12 @@
 #include "reports/report_html.h"
 
 #define REPORT_PATH_MAX 4096
-#define REPORT_MEM_CATEGORIES 6
+#define REPORT_MEM_CATEGORIES 7
 #define REPORT_LABEL_MAX 40  // a run's label on a plot's axis: its config differences, or "config N"
 // engine/runtime/memory.h's categories, in its order (memory.rank-NNNNN.json keys)
-static const char *const report_mem_categories[REPORT_MEM_CATEGORIES] = {"params",      "grads",     "optimizer",
-                                                                         "activations", "workspace", "comm"};
+// (a snapshot older than a category reads as 0 bytes of it)
+static const char *const report_mem_categories[REPORT_MEM_CATEGORIES] = {
+    "params", "grads", "optimizer", "activations", "workspace", "comm", "gathered"};
 
 typedef struct report_run {
     char id[256], record_dir[REPORT_PATH_MAX], run_dir[REPORT_PATH_MAX], status[32], label[512];

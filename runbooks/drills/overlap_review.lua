@@ -4,39 +4,39 @@
 -- --overlap-grad-reduce (Megatron DDP's: gradients reduced in buckets of --ddp-bucket-size
 -- elements on a communication thread, each started as its last gradient is final, all waited
 -- for before the optimizer, so the wait is inside the step's timing window). What to read:
---   the step time of the slowest rank (step_ms: the max over ranks of each step), with and
---   without, and their ratio: the speed-up, measured where the async work is waited for;
---   exposed communication (step_phase exposed_comm: the communication the slowest rank's step
---   waited for, not hidden under compute), with and without;
+--   the step time of the slowest rank, with and without, and their ratio: the speed-up,
+--   measured where the async work is waited for; exposed communication (the communication
+--   the slowest rank's step waited for, not hidden under compute), with and without;
 --   what overlap costs or saves in memory (the peak in use at once, and the comm category);
 --   that it changes nothing else: the same loss bit for bit (each bucket reduces in the same
 --   order) and the same gradient bytes all-reduced per step over dp.
 --
 --   build/bin/tracebook run runbooks/drills/overlap_review.lua [--set iters=8] [--set hidden=64 --set layers=2]
 --       [--set repeats=5 --set window=1]
---   build/bin/tracebook steps artifacts/overlap_review/v2/<run>/run     (the step decomposition)
+--   build/bin/tracebook steps artifacts/overlap_review/v3/<run>/run     (the step decomposition)
 --
 -- The memory, byte and loss claims are exact (the loss and bytes read at step `iters`, the
 -- config's last: the timed runs train on, each as long as its calibration asked, on the
 -- config's learning-rate schedule). The step times, exposed communication and the speed-up
--- are wall clock: each rank is one thread (num_threads 1), so without overlap 2 threads run
--- on 2 cores, and with it each rank adds its communication thread, asleep between buckets:
--- the gate judges that by what the scheduler measured (conditions.json
--- scheduler.run_queue_share, the time the threads waited for a core), not by the count. Each
--- side runs `repeats` processes sized by a calibration run to at least 1 s of steps, off and
--- on in rounds (off, on, off, ...), so the speed-up is judged over the pairs; PROVEN when the
--- 95% interval is within +-15% (the host's memory system drifts,
--- scripts/bench-host-drift.sh) and the host was quiet. On a 2-core host the overlapped side's
--- communication threads wait for a core 8-9% of the run (measured: above the gate's 5%), so
--- its timings and the speed-up are NOT PROVEN there, oversubscribed: they need 4 cores. The
--- replayed measure is not offered: it refuses overlap (the communication thread's work is not
--- replayed yet).
+-- are replayed from per-op CPU time (parser replayed): each rank is one thread (num_threads
+-- 1), and with overlap each rank adds its communication thread, so the overlapped side runs
+-- 4 threads; on the wall clock of a 2-core host they wait for a core 8-9% of the run
+-- (measured), and the overlap a PR claims is exactly what time-sharing hides. The replay runs
+-- each rank thread and each communication thread on a core of its own: a bucket's reduction
+-- starts no earlier than the rank thread queued it (ddp.start_grad_sync) and the rank's
+-- finish_grad_sync waits for the last; both sides are replayed alike, so the speed-up
+-- compares like with like. Not modelled: memory bandwidth the threads share, the hand-over's
+-- wake-up (docs/ARCHITECTURE.md, "Replayed timings"). Each side runs `repeats` processes sized
+-- by a calibration run to at least 1 s of replayed steps, off and on in rounds (off, on, off,
+-- ...), so the speed-up is judged over the pairs; PROVEN when the 95% interval is within
+-- +-15% (the host's memory system drifts, scripts/bench-host-drift.sh) and no other process
+-- or the hypervisor took the cores.
 
 local config = require "config"
 local timing = require "timing"
 
 local exp = tb.experiment{
-    name = "overlap_review", version = 2, seed = 1234,
+    name = "overlap_review", version = 3, seed = 1234,
     question = "Does overlapping the data-parallel gradient reduction with the backward shorten the slowest "
                .. "rank's step, by how much exposed communication, at what memory cost, and with the same loss?",
 }
@@ -47,7 +47,7 @@ local base = { num_layers = tb.param("layers", 4), hidden_size = tb.param("hidde
                world_size = 2, num_threads = 1 }
 local repeats, tolerance, window = tb.param("repeats", 5), 0.15, tb.param("window", 1.0)
 local function sized(cfg)
-    return (timing.calibrated(exp, cfg, { repetitions = repeats, min_window_s = window }))
+    return (timing.calibrated(exp, cfg, { repetitions = repeats, min_window_s = window, replayed = true }))
 end
 local overlapped = config.with(base, { overlap_grad_reduce = true, ddp_bucket_size = 100000 })
 local sides = timing.interleaved(exp, { sized(base), sized(overlapped) })
@@ -72,18 +72,20 @@ for _, c in ipairs{ { "off", off }, { "on", on } } do
                text = "peak bytes of the comm category on a rank, overlap " .. name }
 end
 
--- timing: gated on the measurement conditions
+-- timing: replayed, gated on the measurement conditions
+local replayed = " (ms, replayed from per-op CPU time on a core per rank thread and per communication thread)"
 for _, c in ipairs{ { "off", off }, { "on", on } } do
     local name, r = c[1], c[2]
-    exp:claim{ id = "step_ms_" .. name, parser = "step_ms", runs = r, timing_tolerance = tolerance,
-               text = "the slowest rank's step time (ms, wall clock), the bucket waits inside the window, overlap "
-                      .. name }
-    exp:claim{ id = "exposed_comm_ms_" .. name, parser = "step_phase", runs = r, args = { phase = "exposed_comm" },
+    exp:claim{ id = "step_ms_" .. name, parser = "replayed", runs = r, args = { figure = "step_ms" },
                timing_tolerance = tolerance,
-               text = "the communication the slowest rank's step waited for (ms, wall clock), overlap " .. name }
+               text = "the slowest rank's step time, the bucket waits inside it, overlap " .. name .. replayed }
+    exp:claim{ id = "exposed_comm_ms_" .. name, parser = "replayed", runs = r, args = { figure = "exposed_comm_ms" },
+               timing_tolerance = tolerance,
+               text = "the communication the slowest rank's step waited for, overlap " .. name .. replayed }
 end
 exp:claim{ id = "speedup", parser = "ratio", runs = { off, on },
            timing_tolerance = tolerance,
-           args = { numerator = part("step_ms", {}, off), denominator = part("step_ms", {}, on) },
-           text = "the slowest rank's step time without overlap over with it (the PR's speed-up; wall clock, paired "
-                  .. "rounds)" }
+           args = { numerator = part("replayed", { figure = "step_ms" }, off),
+                    denominator = part("replayed", { figure = "step_ms" }, on) },
+           text = "the slowest rank's step time without overlap over with it (the PR's speed-up; replayed on a core "
+                  .. "per thread, paired rounds)" }

@@ -546,10 +546,17 @@ TB_TEST(megatron_fsdp_rules_and_the_layouts_not_supported_yet) {
                 ONLY("data_parallel_sharding_strategy=optim_grads",
                      "data_parallel_sharding_strategy optim_grads needs use_megatron_fsdp"),
                 ONLY("world_size=2 use_megatron_fsdp=1", "use_megatron_fsdp needs use_distributed_optimizer"),
+                IS_VALID("world_size=4 use_distributed_optimizer=1 use_megatron_fsdp=1 pipeline_model_parallel_size=2 "
+                         "micro_batch_size=1 global_batch_size=4"),
+                IS_VALID("world_size=4 use_distributed_optimizer=1 use_megatron_fsdp=1 pipeline_model_parallel_size=2 "
+                         "untie_embeddings_and_output_weights=1 micro_batch_size=1 global_batch_size=4"),
                 REFUSED("world_size=4 use_distributed_optimizer=1 use_megatron_fsdp=1 pipeline_model_parallel_size=2 "
+                        "untie_embeddings_and_output_weights=1 virtual_pipeline_model_parallel_size=2 num_layers=4 "
                         "micro_batch_size=1 global_batch_size=4",
-                        "use_megatron_fsdp with pipeline_model_parallel_size 2: not supported yet"),
-                REFUSED(FSDP_ON "num_experts=2", "use_megatron_fsdp with num_experts 2: not supported yet"),
+                        "use_megatron_fsdp with virtual_pipeline_model_parallel_size 2: not supported yet"),
+                IS_VALID(FSDP_ON "num_experts=4 data_parallel_sharding_strategy=optim_grads_params"),
+                IS_VALID(FSDP_ON "num_experts=4 expert_model_parallel_size=2 moe_token_dispatcher_type=alltoall "
+                         "data_parallel_sharding_strategy=optim_grads"),
                 REFUSED(FSDP_ON "overlap_grad_reduce=1", "use_megatron_fsdp with overlap_grad_reduce: not supported yet"),
                 REFUSED(FSDP_ON "device=cuda data_parallel_sharding_strategy=optim_grads",
                         "data_parallel_sharding_strategy optim_grads with device cuda: not supported yet"),

@@ -127,15 +127,26 @@ TB_TEST(moe_layouts_match_the_single_rank) {
                    // buckets of 5000): the experts' buckets reduced over expert-dp by the comm thread
                    {"ep 2 x edp 2 + overlap", 4, 2, 1, 3, 1, 1, 0},
                    {"ep 2 x edp 2 + overlap, dist-opt", 4, 2, 1, 4, 1, 1, 0},
-                   {"tp 2 sp, etp 1 x ep 2 + overlap, dist-opt", 4, 2, 1, 4, 2, 1, 0}};
+                   {"tp 2 sp, etp 1 x ep 2 + overlap, dist-opt", 4, 2, 1, 4, 2, 1, 0},
+                   // Megatron-FSDP (5: optim_grads, 6: optim_grads_params): each layer's dense tensors
+                   // a unit sharded over dp, its experts a unit sharded over expert-dp
+                   {"dp 2 + fsdp optim_grads", 2, 1, 1, 5, 1, 1, 0},
+                   {"dp 2 + fsdp optim_grads_params", 2, 1, 1, 6, 1, 1, 0},
+                   {"ep 2 + fsdp optim_grads_params", 2, 2, 1, 6, 1, 1, 0},
+                   {"ep 2 x edp 2 + fsdp optim_grads", 4, 2, 1, 5, 1, 1, 0},
+                   {"ep 2 x edp 2 + fsdp optim_grads_params", 4, 2, 1, 6, 1, 1, 0},
+                   {"tp 2 sp, etp 1 x ep 2 + fsdp optim_grads_params", 4, 2, 1, 6, 2, 1, 0}};
     for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
         tb_config c = base;
         c.world_size = layouts[i].world, c.expert_model_parallel_size = layouts[i].ep;
         const int distopt = layouts[i].distopt;
         c.pipeline_model_parallel_size = layouts[i].pp;
-        c.use_distributed_optimizer = distopt == 1 || distopt == 2 || distopt == 4;
-        c.overlap_grad_reduce = distopt >= 3, c.overlap_param_gather = distopt == 4;
-        if (distopt >= 2) c.ddp_bucket_size = 5000;
+        c.use_distributed_optimizer = distopt == 1 || distopt == 2 || distopt >= 4;
+        c.overlap_grad_reduce = distopt == 3 || distopt == 4, c.overlap_param_gather = distopt == 4;
+        if (distopt >= 5)
+            c.use_megatron_fsdp = 1,
+            c.data_parallel_sharding_strategy = distopt == 5 ? TB_FSDP_OPTIM_GRADS : TB_FSDP_OPTIM_GRADS_PARAMS;
+        if (distopt >= 2 && distopt <= 4) c.ddp_bucket_size = 5000;
         c.tensor_model_parallel_size = layouts[i].tp, c.sequence_parallel = layouts[i].tp > 1;
         c.expert_tensor_parallel_size = layouts[i].etp;
         if (layouts[i].allgather) c.moe_token_dispatcher_type = TB_MOE_DISPATCHER_ALLGATHER;

@@ -385,6 +385,25 @@ TB_TEST(gqa_swiglu_rmsnorm_untied_tp2_sp_dp2_matches_single_rank) {
     compare_model(&base, "gqa swiglu rms untied", &c, 1);
 }
 
+// Megatron-FSDP under pp 2 x dp 2: each stage's units sharded over its dp group; the word
+// embedding tied (fsdp.h: its own bucket, aligned alike on the first and last stage, its
+// slices summed over the two) or untied; ZeRO-2 and ZeRO-3.
+LAYOUT(fsdp_optim_grads_pp2_dp2_matches_single_rank, "fsdp optim_grads, pp 2 x dp 2",
+       (c.world_size = 4, c.pipeline_model_parallel_size = 2, FSDP(OPTIM_GRADS)), 1)
+LAYOUT(fsdp_optim_grads_params_pp2_dp2_matches_single_rank, "fsdp optim_grads_params, pp 2 x dp 2",
+       (c.world_size = 4, c.pipeline_model_parallel_size = 2, FSDP(OPTIM_GRADS_PARAMS)), 1)
+TB_TEST(fsdp_pp2_dp2_untied_matches_single_rank) {
+    tb_config base = reference_cfg;
+    base.untie_embeddings_and_output_weights = 1;
+    tb_config layouts[2] = {base, base};
+    for (int i = 0; i < 2; i++) {
+        layouts[i].world_size = 4, layouts[i].pipeline_model_parallel_size = 2;
+        layouts[i].use_megatron_fsdp = 1, layouts[i].use_distributed_optimizer = 1;
+        layouts[i].data_parallel_sharding_strategy = i ? TB_FSDP_OPTIM_GRADS_PARAMS : TB_FSDP_OPTIM_GRADS;
+    }
+    compare_model(&base, "untied (optim_grads, optim_grads_params)", layouts, 2);
+}
+
 // A LLaMA-style model (RoPE over half of each head, GQA, SwiGLU, RMSNorm, no biases, the
 // flash attention core): the rotation and the blocked attention are per head and per
 // position, so splitting heads over tp, the sequence over sp or the layers over pp does not
@@ -719,6 +738,9 @@ int main(void) {
     TB_RUN(fsdp_optim_grads_params_dp4_matches_single_rank);
     TB_RUN(fsdp_optim_grads_params_tp2_sp_dp2_matches_single_rank);
     TB_RUN(fsdp_optim_grads_params_recompute_dp2_matches_single_rank);
+    TB_RUN(fsdp_optim_grads_pp2_dp2_matches_single_rank);
+    TB_RUN(fsdp_optim_grads_params_pp2_dp2_matches_single_rank);
+    TB_RUN(fsdp_pp2_dp2_untied_matches_single_rank);
     TB_RUN(fsdp_holds_a_shard_and_one_unit_not_the_model);
     TB_RUN(fsdp_with_one_microbatch_per_rank_gives_the_distributed_optimizers_bits);
     TB_RUN(checkpoint_saved_under_tp_and_dp_loads_into_any_tp_size);

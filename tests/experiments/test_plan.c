@@ -360,6 +360,12 @@ TB_TEST(bad_input_is_named) {
                 TRACEBOOK);
     TB_CHECK(rc == 1 && tb_has(o.out, "the planner: num_experts 8 with context_parallel_size 2") &&
                  tb_has(o.out, "not supported yet"), "rc %d: %s", rc, o.out);
+    // Megatron-FSDP's sharded gradients of a MoE model: legal, its expert units not modeled
+    rc = tb_run(&o, NULL,
+                "'%s' plan --explain tp1,ep2,dp8 --gpus 8 --num-experts 8 --use-distributed-optimizer "
+                "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params " LLAMA70B, TRACEBOOK);
+    TB_CHECK(rc == 1 && tb_has(o.out, "the planner: num_experts 8 with data_parallel_sharding_strategy "
+                                      "optim_grads_params: not supported yet"), "rc %d: %s", rc, o.out);
     // under tensor parallelism without sequence parallelism: Megatron's rule, the engine's message
     rc = tb_run(&o, NULL, "'%s' plan --explain tp4,ep2,dp2 --gpus 8 --num-experts 8 " LLAMA70B, TRACEBOOK);
     TB_CHECK(rc == 1 && tb_has(o.out, "not legal: num_experts (8) with tensor_model_parallel_size 4 needs sequence_parallel"),

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/run_dir.h"
 #include "prove/schedule_replay.h"
@@ -23,9 +24,10 @@ static tb_output sh;
 typedef struct trace_builder {
     json_t *events;
     double cpu;  // the thread's CPU clock (µs), advanced by work()
+    int tid;
 } trace_builder;
 
-static void tb_init(trace_builder *b) { *b = (trace_builder){json_array(), 0}; }
+static void tb_init(trace_builder *b) { *b = (trace_builder){json_array(), 0, 0}; }
 
 static json_t *event(const char *name, int depth, int tid, double tts, double tdur) {
     return json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:i, s:i, s:{s:i}}", "name", name, "ph", "X", "ts", tts, "dur",
@@ -43,7 +45,7 @@ static void call(trace_builder *b, const char *group, const char *op, int group_
                  int depth, double us) {
     char name[64];
     snprintf(name, sizeof name, "comm.%s.%s", group, op);
-    json_t *e = event(name, depth, 0, b->cpu, us);
+    json_t *e = event(name, depth, b->tid, b->cpu, us);
     json_t *args = json_object_get(e, "args");
     json_object_set_new(args, "group", json_string(group));
     json_object_set_new(args, "op", json_string(op));
@@ -63,6 +65,35 @@ static json_t *finish(trace_builder *b, double wall_us) {
     json_object_set_new(json_object_get(step, "args"), "step", json_integer(1));
     json_array_insert_new(b->events, 0, step);
     return json_pack("{s:o}", "traceEvents", b->events);
+}
+
+// --overlap-grad-reduce's hand-overs on the rank thread: bucket queued (a range of no CPU
+// time), and the wait for every queued bucket (no CPU time of its own).
+static void start_grad_sync(trace_builder *b, int bucket) {
+    char name[64];
+    snprintf(name, sizeof name, "ddp.start_grad_sync.%d", bucket);
+    json_array_append_new(b->events, event(name, 1, 0, b->cpu, 0));
+}
+
+// The communication thread (tid 1) reduces a bucket of step 1: pre µs of its own work, an
+// all-reduce over dp (group 5) of call µs, post µs; then gap µs between buckets.
+static void bucket_reduce(trace_builder *c, int bucket, int index, double pre, double call_us, double post,
+                          double gap) {
+    char name[64];
+    snprintf(name, sizeof name, "ddp.bucket.%d", bucket);
+    json_t *e = event(name, 0, 1, c->cpu, pre + call_us + post);
+    json_object_set_new(json_object_get(e, "args"), "step", json_integer(1));
+    json_array_append_new(c->events, e);
+    c->cpu += pre;
+    call(c, "dp", "all_reduce", 5, 2, index, -1, 1, call_us);
+    c->cpu += post + gap;
+}
+
+// Appends the communication thread's events to a finished trace (after the rank thread's,
+// as the engine writes its two tracks).
+static void add_track(json_t *trace, trace_builder *c) {
+    json_array_extend(json_object_get(trace, "traceEvents"), c->events);
+    json_decref(c->events);
 }
 
 static int replay(json_t **traces, int world, const int *stages, int pp, tb_replay_step *out, tb_error *err) {
@@ -164,6 +195,106 @@ TB_TEST(a_collective_waits_for_its_last_member) {
     TB_CHECK(near(st.stage_imbalance, (3.25 + 1) / (3.125 + 1)),
              "imbalance %.9g: rank 0's forward and backward 4.25 ms, rank 1's 4.125 (its forward holds the 2 ms it "
              "waited for rank 0 in the all-reduce)", st.stage_imbalance);
+    json_decref(traces[0]);
+    json_decref(traces[1]);
+}
+
+// --overlap-grad-reduce on 2 ranks, 2 buckets each, worked by hand (µs). Rank 0's thread
+// queues bucket 1 at 1000 and bucket 0 at 3000 and waits for both from 3000; rank 1's at 1500,
+// 3500, 3500; then 1000 of optimizer each. The communication threads spend 100 before and 100
+// after each all-reduce (rank 0 800 in it, rank 1 600) and 50 between buckets. Bucket 1: the
+// threads start at 1000 and 1500, enter the all-reduce at 1100 and 1600, both start it at 1600
+// and end at 2400 and 2200, their buckets at 2500 and 2300. Bucket 0: queued at 3000 and 3500,
+// all-reduce from 3600 to 4400 and 4200, ends 4500 and 4300. Rank 0 waits 3000-4500 and ends
+// its step at 5500, rank 1 waits 3500-4300 and ends at 5300. Exposed: rank 0's 1500 of waiting.
+static void overlap_traces(json_t *traces[2], double first_call_rank0) {
+    for (int r = 0; r < 2; r++) {
+        trace_builder b, c;
+        tb_init(&b);
+        tb_init(&c);
+        c.tid = 1;
+        c.cpu = 10000 * (r + 1);  // another thread's CPU clock
+        work(&b, "backward", r ? 1500 : 1000);
+        start_grad_sync(&b, 1);
+        work(&b, "backward", 2000);
+        start_grad_sync(&b, 0);
+        json_array_append_new(b.events, event("ddp.finish_grad_sync", 1, 0, b.cpu, 0));
+        work(&b, "optimizer", 1000);
+        for (int k = 0; k < 2; k++) bucket_reduce(&c, 1 - k, r, 100, r ? 600 : k ? 800 : first_call_rank0, 100, 50);
+        traces[r] = finish(&b, 9000);
+        add_track(traces[r], &c);
+    }
+}
+
+TB_TEST(a_communication_thread_replays_on_a_core_of_its_own_worked_by_hand) {
+    json_t *traces[2];
+    overlap_traces(traces, 800);
+    const int stages[1] = {0};
+    tb_replay_step st;
+    tb_error err;
+    TB_REQUIRE(replay(traces, 2, stages, 1, &st, &err) == 0, "%s", err.msg);
+    TB_CHECK(near(st.step_ms, 5.5) && st.slowest_rank == 0, "step %.9g ms on rank %d (5.5 on rank 0 expected)",
+             st.step_ms, st.slowest_rank);
+    TB_CHECK(near(st.exposed_comm_ms, 1.5), "exposed %.9g ms (rank 0's wait for its last bucket: 1.5)",
+             st.exposed_comm_ms);
+    TB_CHECK(near(st.bubble_fraction, 0) && near(st.stage_imbalance, 1),
+             "bubble %.9g, imbalance %.9g: the backward's 3 ms are compute, unbroken by the hand-overs",
+             st.bubble_fraction, st.stage_imbalance);
+    // the communication thread slower than the backward: bucket 1's all-reduce takes 3000 on
+    // rank 0 (ends 4600, its bucket 4700); bucket 0 starts then (not at 3000), ends 4700 + 1000
+    json_decref(traces[0]);
+    json_decref(traces[1]);
+    overlap_traces(traces, 3000);
+    TB_REQUIRE(replay(traces, 2, stages, 1, &st, &err) == 0, "%s", err.msg);
+    // rank 0: bucket 1 1000-4700; bucket 0 begins 4750 (its 50 between), all-reduce enters
+    // 4850 where rank 1 waits since 3600, ends 5650 and 5450 (rank 1's 600), bucket 5750; rank
+    // 0's thread waits 3000-5750 and ends at 6750
+    TB_CHECK(near(st.step_ms, 6.75), "step %.9g ms (6.75 expected: the buckets queue behind each other)", st.step_ms);
+    TB_CHECK(near(st.exposed_comm_ms, 2.75), "exposed %.9g ms (2.75 expected)", st.exposed_comm_ms);
+    json_decref(traces[0]);
+    json_decref(traces[1]);
+}
+
+// Renames event i of rank r's trace.
+static void rename_event(json_t *traces[2], int r, size_t i, const char *name) {
+    json_object_set_new(json_array_get(json_object_get(traces[r], "traceEvents"), i), "name", json_string(name));
+}
+
+TB_TEST(a_communication_thread_whose_hand_overs_do_not_match_is_refused) {
+    const int stages[1] = {0};
+    tb_replay_step st;
+    tb_error err;
+    json_t *traces[2];
+    // (events of each trace: 0 train_step, 1 backward, 2 start_grad_sync.1, 3 backward,
+    // 4 start_grad_sync.0, 5 finish_grad_sync, 6 optimizer, 7 ddp.bucket.1, 8 its all-reduce,
+    // 9 ddp.bucket.0, 10 its all-reduce)
+    overlap_traces(traces, 800);
+    TB_REQUIRE(!strcmp(json_string_value(json_object_get(json_array_get(json_object_get(traces[1], "traceEvents"),
+                                                                        9), "name")), "ddp.bucket.0"),
+               "the traces' layout changed");
+    rename_event(traces, 1, 2, "backward.tail");  // rank 1 queues one bucket, its thread takes two
+    TB_CHECK(replay(traces, 2, stages, 1, &st, &err) != 0 && strstr(err.msg, "queued 1 bucket") &&
+                 strstr(err.msg, "took 2"),
+             "buckets taken that were never queued are refused: %s", err.msg);
+    json_decref(traces[0]);
+    json_decref(traces[1]);
+    overlap_traces(traces, 800);
+    rename_event(traces, 0, 2, "ddp.start_grad_sync.0");  // queued 0 then 0, taken 1 then 0
+    TB_CHECK(replay(traces, 2, stages, 1, &st, &err) != 0 && strstr(err.msg, "not one queue in order"),
+             "buckets taken in another order than queued are refused: %s", err.msg);
+    json_decref(traces[0]);
+    json_decref(traces[1]);
+    overlap_traces(traces, 800);
+    rename_event(traces, 1, 5, "optimizer.prologue");  // rank 1 never waits for its buckets
+    TB_CHECK(replay(traces, 2, stages, 1, &st, &err) != 0 && strstr(err.msg, "never waited for them all"),
+             "buckets never waited for are refused: %s", err.msg);
+    json_decref(traces[0]);
+    json_decref(traces[1]);
+    overlap_traces(traces, 800);
+    rename_event(traces, 0, 9, "ddp.param_gather.0");
+    TB_CHECK(replay(traces, 2, stages, 1, &st, &err) != 0 && strstr(err.msg, "--overlap-param-gather") &&
+                 strstr(err.msg, "not supported yet"),
+             "--overlap-param-gather's gathers are refused by name: %s", err.msg);
     json_decref(traces[0]);
     json_decref(traces[1]);
 }
@@ -283,6 +414,7 @@ typedef struct layout_case {
     int world, pp;
     int stages[2];
     double step_tolerance;  // |replayed / wall - 1| at most
+    int threads_per_rank;   // the rank thread, and a communication thread with --overlap-grad-reduce
 } layout_case;
 
 // Whether the run had its cores to itself (conditions.json, the stability gate's thresholds):
@@ -328,15 +460,26 @@ static int skipped;
 // all-reduces a step, within 10% (measured -0.1% to -6.9%, host to host and hour to hour).
 // Run alone (RUN_SERIAL): a run beside another process measures the sharing; three
 // contended attempts skip the test (exit 77), naming why.
+// dp 2 with --overlap-grad-reduce runs 4 threads: compared only on a host with a core for
+// each (on 2 cores the wall clock is the threads' time-sharing, the very thing the replay
+// takes out; the hand-overs are checked by the schedules worked by hand above).
 TB_TEST(real_runs_with_a_core_per_rank_replay_to_their_wall_clock) {
     const layout_case cases[] = {
-        {"pp2", "--pipeline-model-parallel-size 2 --global-batch-size 32", 2, 2, {0, 1}, 0.05},
-        {"tp2", "--tensor-model-parallel-size 2 --global-batch-size 8", 2, 1, {0, 0}, 0.10},
+        {"pp2", "--pipeline-model-parallel-size 2 --global-batch-size 32", 2, 2, {0, 1}, 0.05, 1},
+        {"tp2", "--tensor-model-parallel-size 2 --global-batch-size 8", 2, 1, {0, 0}, 0.10, 1},
         {"pp2-interleaved", "--pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2 "
-                            "--global-batch-size 32", 2, 2, {0, 1}, 0.05},
+                            "--global-batch-size 32", 2, 2, {0, 1}, 0.05, 1},
+        {"dp2-overlap", "--world-size 2 --global-batch-size 16 --overlap-grad-reduce --ddp-bucket-size 100000", 2, 1,
+         {0, 0}, 0.10, 2},
     };
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         char dir[256], why[160] = "";
+        if (cores < (long)cases[c].world * cases[c].threads_per_rank) {
+            printf("%s: %d threads, %ld cores here: not compared with the wall clock on this host\n", cases[c].name,
+                   cases[c].world * cases[c].threads_per_rank, cores);
+            continue;
+        }
         snprintf(dir, sizeof dir, TB_TEST_TMPDIR "/schedule_replay_%s", cases[c].name);
         int quiet = 0;
         for (int attempt = 0; attempt < 3 && !quiet; attempt++) {
@@ -430,6 +573,8 @@ TB_TEST(prove_accepts_a_replayed_timing_of_an_oversubscribed_run_and_not_a_conte
 int main(void) {
     TB_RUN(a_two_stage_1f1b_replays_to_the_schedule_worked_by_hand);
     TB_RUN(a_collective_waits_for_its_last_member);
+    TB_RUN(a_communication_thread_replays_on_a_core_of_its_own_worked_by_hand);
+    TB_RUN(a_communication_thread_whose_hand_overs_do_not_match_is_refused);
     TB_RUN(what_cannot_be_replayed_is_refused_by_name);
     TB_RUN(real_runs_with_a_core_per_rank_replay_to_their_wall_clock);
     TB_RUN(prove_accepts_a_replayed_timing_of_an_oversubscribed_run_and_not_a_contended_one);
