@@ -44,9 +44,13 @@ static const tb_group *experts_group(const gpt_model *m, const tb_config *cfg, c
 int ddp_chunk_cuts(const gpt_model *m, const tb_config *cfg, const tb_rank *rk, int sharded, size_t **cuts) {
     const tb_group *dp = rk->world ? &rk->groups[TB_GROUP_DP_CP] : NULL, *edp = experts_group(m, cfg, rk);
     const size_t align = sharded ? gpt_lcm(dp ? (size_t)dp->size : 1, edp ? (size_t)edp->size : 1) : 1;
-    // Megatron-FSDP: one bucket a unit (a MoE layer's experts their own, sliced over expert-dp)
+    // Megatron-FSDP: one bucket a unit (a MoE layer's experts their own, sliced over expert-dp);
+    // a tied embedding's bucket aligned alike on the first and last stage, whether or not a
+    // stage holds experts
     const int shared = ddp_shared_embedding(cfg, rk);
-    int n = cfg->use_megatron_fsdp ? fsdp_unit_cuts(m, align, shared, cuts)
+    const size_t shared_align =
+        shared && sharded ? gpt_lcm(align, gpt_experts_apart(cfg) ? (size_t)gpt_expert_dp_size(cfg) : 1) : 0;
+    int n = cfg->use_megatron_fsdp ? fsdp_unit_cuts(m, align, shared_align, cuts)
                                    : ddp_bucket_cuts(m, (size_t)cfg->ddp_bucket_size, align, shared, cuts);
     return edp ? ddp_add_cut(cuts, n, m->experts_offset, m->padded_parameters) : n;
 }

@@ -19,7 +19,7 @@ static int by_offset(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int fsdp_unit_cuts(const gpt_model *m, size_t align, int shared_embedding, size_t **out) {
+int fsdp_unit_cuts(const gpt_model *m, size_t align, size_t shared_align, size_t **out) {
     // the buffer in offset order: a MoE layer's experts lie in the experts' range after every
     // dense tensor, apart from their layer's other tensors in the table
     placed *order = tb_xcalloc((size_t)m->nparams + 1, sizeof *order, "fsdp unit cuts");
@@ -35,11 +35,12 @@ int fsdp_unit_cuts(const gpt_model *m, size_t align, int shared_embedding, size_
     }
     free(order);
     // the word embedding tied across the first and last stage: the buffer's first tensor on both
-    // (core/shapes/gpt_parameters.c), made one bucket [0, its end rounded up): its slices then
-    // hold the same elements on both stages, whose sums fsdp_finish_grad_sync adds
-    const gpt_param *wte = shared_embedding ? gpt_find_param(m, "wte.weight") : NULL;
+    // (core/shapes/gpt_parameters.c), made one bucket [0, its end rounded up to shared_align,
+    // the same on both stages): its slices then hold the same elements on both, whose sums
+    // fsdp_finish_grad_sync adds
+    const gpt_param *wte = shared_align ? gpt_find_param(m, "wte.weight") : NULL;
     if (wte) {
-        const size_t hi = (wte->offset + wte->numel + align - 1) / align * align;
+        const size_t hi = (wte->offset + wte->numel + shared_align - 1) / shared_align * shared_align;
         size_t *kept = tb_xcalloc((size_t)n + 2, sizeof *kept, "fsdp unit cuts");
         int k = 0;
         if (hi < m->padded_parameters) kept[k++] = hi;

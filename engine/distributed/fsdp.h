@@ -67,7 +67,7 @@ typedef struct tb_fsdp {
     tb_group *dp, *tp;        // the shard's group (dp × cp) and tp (partial gradients)
     tb_group *emb;            // the first and last stage, when they share the word embedding; else NULL
     int wte;                  // its parameter (the first bucket, fsdp_unit_cuts), -1 none
-    gpt_model *m;             // the rank's one model chunk (no pipeline parallelism yet)
+    gpt_model *m;             // the rank's one model chunk (its stage's, under pp)
     tb_adamw *opt;            // its buckets are the units' (fsdp_unit_cuts)
     int sp_reduce;            // sequence parallelism over tp > 1: sp_partial gradients summed over tp
     int *site;                // [param] the unit whose backward makes its gradient final
@@ -88,9 +88,10 @@ typedef struct tb_fsdp {
 
 // The bucket boundaries of Megatron-FSDP: one bucket a unit (a MoE layer's experts another),
 // each cut at the unit's first parameter moved down to a multiple of align; with the word
-// embedding shared with another pipeline stage (shared_embedding), its own bucket from the
-// buffer's start to its end rounded up. *cuts malloc'd (NULL when none); their count.
-int fsdp_unit_cuts(const gpt_model *m, size_t align, int shared_embedding, size_t **cuts);
+// embedding shared with another pipeline stage (shared_align > 0, a multiple of align that both
+// stages compute alike), its own bucket from the buffer's start to its end rounded up to a
+// multiple of shared_align. *cuts malloc'd (NULL when none); their count.
+int fsdp_unit_cuts(const gpt_model *m, size_t align, size_t shared_align, size_t **cuts);
 
 // Takes over model m (its buffers reserved by gpt_model_init_chunk) and its optimizer: with
 // optim_grads_params initialises (or, loaded whole, keeps) the rank's slices of the parameters,

@@ -130,18 +130,18 @@ static int rank_thread_events(json_t *trace, const char *name, json_t **events_o
         if (!n || !ph || strcmp(ph, "X") || !json_is_integer(t) || json_integer_value(t) == tid) continue;
         const json_int_t other = json_integer_value(t);
         json_t *depth = json_object_get(json_object_get(e, "args"), "depth");
+        const int outermost = json_is_integer(depth) && json_integer_value(depth) == 0;
         if (comm_tid >= 0 && other != comm_tid)
             return tb_fail(err,
                            "%s: traceEvents[%zu] (%s) ran on thread %lld, a third thread beside the rank thread %lld "
                            "and the communication thread %lld: replaying it is not supported yet",
                            name, i, n, (long long)other, (long long)tid, (long long)comm_tid);
-        if (json_is_integer(depth) && json_integer_value(depth) == 0 && !strncmp(n, "ddp.param_gather.", 17))
+        if (outermost && !strncmp(n, "ddp.param_gather.", 17))
             return tb_fail(err,
                            "%s: traceEvents[%zu] (%s) on thread %lld: replaying --overlap-param-gather's gathers "
                            "(queued by one step's optimizer, waited for in the next step's forward) is not supported "
                            "yet",
                            name, i, n, (long long)other);
-        const int outermost = json_is_integer(depth) && json_integer_value(depth) == 0;
         if (!json_is_integer(depth) || (outermost && !is_prefixed_number(n, "ddp.bucket.", &bucket)))
             return tb_fail(err,
                            "%s: traceEvents[%zu] (%s) ran on thread %lld, not the rank thread %lld and not inside a "
@@ -324,13 +324,18 @@ static int read_rank(json_t *trace, const char *name, int rank, int world, group
     return rc;
 }
 
-static rop *add_comm_op(rank_step *st, rop o) {
+static void add_comm_op(rank_step *st, rop o) {
     if (st->ncops == st->cap_cops) {
         st->cap_cops = st->cap_cops ? 2 * st->cap_cops : 16;
         st->cops = tb_xreallocarray(st->cops, (size_t)st->cap_cops, sizeof *st->cops, "replay communication ops");
     }
-    st->cops[st->ncops] = o;
-    return &st->cops[st->ncops++];
+    st->cops[st->ncops++] = o;
+}
+
+// The END of the step's last bucket taken: at its range's end on the thread's CPU clock.
+static void end_bucket(rank_step *st, int64_t cpu_end, int bucket) {
+    add_comm_op(st, (rop){.kind = OP_END, .name = "ddp.bucket (end)", .cpu_start = cpu_end, .item = st->nitems - 1,
+                          .bucket = bucket});
 }
 
 // The communication thread's buckets, each into the step its args.step names: BEGIN, the
@@ -347,8 +352,7 @@ static int read_comm_thread(json_t *events, const char *name, int rank, int worl
     for (size_t j = 0; j < n && rc == 0; j++) {
         rop o = {.name = ev[j].name, .peer = -1, .cpu_start = ev[j].start, .cpu_dur = ev[j].end - ev[j].start};
         if (ev[j].depth == 0) {
-            if (st) add_comm_op(st, (rop){.kind = OP_END, .name = "ddp.bucket (end)", .cpu_start = item_end,
-                                          .item = st->nitems - 1, .bucket = bucket});
+            if (st) end_bucket(st, item_end, bucket);
             st = NULL;
             long long step;
             (void)is_prefixed_number(ev[j].name, "ddp.bucket.", &o.bucket);  // (rank_thread_events checked)
@@ -383,14 +387,9 @@ static int read_comm_thread(json_t *events, const char *name, int rank, int worl
         else if (r == 0 && o.kind != OP_COLLECTIVE)
             rc = tb_fail(err, "%s: traceEvents[%zu] (%s): a send or recv on the communication thread is not "
                               "supported yet by the replay", name, ev[j].at, ev[j].name);
-        else if (r == 0) {
-            // (a bucket's calls are matched after the rank thread's calls before its JOIN)
-            add_comm_op(st, o);
-        }
+        else if (r == 0) add_comm_op(st, o);  // (matched after the rank thread's calls before its JOIN)
     }
-    if (rc == 0 && st)
-        add_comm_op(st, (rop){.kind = OP_END, .name = "ddp.bucket (end)", .cpu_start = item_end,
-                              .item = st->nitems - 1, .bucket = bucket});
+    if (rc == 0 && st) end_bucket(st, item_end, bucket);
     free(ev);
     // every step: the buckets taken are those queued, in order, and waited for
     for (int s = 0; s < out->nsteps && rc == 0; s++) {

@@ -135,7 +135,8 @@ TB_TEST(moe_layouts_match_the_single_rank) {
                    {"ep 2 + fsdp optim_grads_params", 2, 2, 1, 6, 1, 1, 0},
                    {"ep 2 x edp 2 + fsdp optim_grads", 4, 2, 1, 5, 1, 1, 0},
                    {"ep 2 x edp 2 + fsdp optim_grads_params", 4, 2, 1, 6, 1, 1, 0},
-                   {"tp 2 sp, etp 1 x ep 2 + fsdp optim_grads_params", 4, 2, 1, 6, 2, 1, 0}};
+                   {"tp 2 sp, etp 1 x ep 2 + fsdp optim_grads_params", 4, 2, 1, 6, 2, 1, 0},
+                   {"ep 2 x pp 2 + fsdp optim_grads_params", 4, 2, 2, 6, 1, 1, 0}};
     for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
         tb_config c = base;
         c.world_size = layouts[i].world, c.expert_model_parallel_size = layouts[i].ep;
