@@ -199,13 +199,16 @@ static void *comm_main(void *arg) {
         ddp_work w = d->queue[d->taken++];
         d->ct.step = w.step;  // only this thread reads it
         pthread_mutex_unlock(&d->mu);
-        if (w.gather) gather_bucket(d, w.bucket);
+        if (d->fsdp.active) fsdp_comm_run(&d->fsdp, w.bucket, w.gather, w.step, d->dp, d->edp);
+        else if (w.gather) gather_bucket(d, w.bucket);
         else reduce_bucket(d, w.bucket);
         const double run_delay = tb_thread_run_delay_s();
         pthread_mutex_lock(&d->mu);
         d->run_delay_s = run_delay;
         d->done++;
-        if (w.gather) {
+        if (d->fsdp.active) {
+            // (the rank thread counts its own tickets: fsdp.c)
+        } else if (w.gather) {
             d->buckets[w.bucket].gathered = 1;
             d->gathers_left--;
         } else {
@@ -253,8 +256,73 @@ static void open_window(tb_ddp *d) {
 
 // The models' hook before a unit's backward (gpt.h), under Megatron-FSDP.
 static void backward_needs(void *ctx, int chunk, int site) {
-    (void)chunk;  // (one chunk: no pipeline parallelism with FSDP yet)
+    (void)chunk;  // (one chunk a rank under FSDP)
     fsdp_acquire(&((tb_ddp *)ctx)->fsdp, site, 1);
+}
+
+// The communication thread's own copies of the dp group and (the experts' replicas apart from
+// dp's) the expert-dp group: their transfer buffers come from the thread's allocator (the
+// rank's is not thread-safe); seq is handed over at the window's ends.
+static void copy_groups(tb_ddp *d, const tb_config *cfg, tb_rank *rk) {
+    d->rk = rk;
+    d->dp = tb_xcalloc(1, sizeof *d->dp, "ddp data-parallel group");
+    *d->dp = rk->groups[TB_GROUP_DP_CP];
+    tb_allocator *mem = tb_xcalloc(1, sizeof *mem, "ddp allocator");
+    tb_allocator_init(mem, 0, NULL, NULL);
+    d->dp->mem = mem;
+    if (gpt_experts_apart(cfg)) {
+        d->edp = tb_xcalloc(1, sizeof *d->edp, "ddp expert-data-parallel group");
+        *d->edp = rk->groups[TB_GROUP_EXPERT_DP];
+        d->edp->mem = mem;
+    }
+}
+
+// The thread itself, its track and failure path (after the buckets and their events).
+static void start_thread(tb_ddp *d, tb_rank *rk) {
+    d->be = tb_be();
+    d->be_context = d->be->thread_context ? d->be->thread_context() : NULL;
+    tb_ranges_init(&d->ranges, rk->rank, rk->world_size, rk->label, rk->world->origin_ns, 1);
+    d->ct.fail = comm_thread_fail;
+    d->ct.microbatch = -1;
+    d->ct.stream_ordered = d->grad_ready != NULL;  // (the events order its calls: the module comment)
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    if (pthread_create(&d->thread, NULL, comm_main, d) != 0) {
+        fprintf(stderr, "%s: --overlap-grad-reduce: cannot start the communication thread\n", rk->label);
+        abort();
+    }
+    d->started = 1;
+}
+
+// Megatron-FSDP's side of the queue (fsdp.h: tb_fsdp_comm), on the rank thread.
+static int fsdp_post(void *ctx, int bucket, int gather) {
+    tb_ddp *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    const int ticket = d->queued;
+    enqueue(d, bucket, gather, d->rk->step);
+    pthread_mutex_unlock(&d->mu);
+    return ticket;
+}
+
+static void fail_if(tb_ddp *d, int failed) {
+    if (failed) parallel_state_rank_fail(d->rk, d->fail_status, "%s", d->fail_msg);
+}
+
+static void fsdp_wait(void *ctx, int ticket) {
+    tb_ddp *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    while (d->done <= ticket && !d->failed) pthread_cond_wait(&d->cv, &d->mu);
+    const int failed = d->failed;
+    pthread_mutex_unlock(&d->mu);
+    fail_if(d, failed);
+}
+
+static int fsdp_done(void *ctx, int ticket) {
+    tb_ddp *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    const int done = d->done > ticket || d->failed;  // (a failed thread: fsdp_wait reports it)
+    pthread_mutex_unlock(&d->mu);
+    return done;
 }
 
 void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, tb_adamw *opts, int nchunks) {
@@ -262,27 +330,20 @@ void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, t
     if (rk->world && nchunks == 1) fsdp_init(&d->fsdp, cfg, rk, &models[0], &opts[0]);
     if (d->fsdp.active) {
         models[0].params_needed_backward = backward_needs;
+        if (!cfg->overlap_grad_reduce) return;
+        // every dp call of the step on the communication thread (fsdp.h, "Time")
+        copy_groups(d, cfg, rk);
+        start_thread(d, rk);
+        const tb_fsdp_comm comm = {d, fsdp_post, fsdp_wait, fsdp_done};
+        fsdp_overlap(&d->fsdp, &comm, cfg->overlap_param_gather);
         return;
     }
     if (!cfg->overlap_grad_reduce || !rk->world || rk->groups[TB_GROUP_DP_CP].size < 2) return;
-    d->rk = rk;
     d->models = models;
     d->opts = opts;
     d->nchunks = nchunks;
     d->param_gather = cfg->overlap_param_gather && opts[0].sharded;
-    // the comm thread's own copy of the dp group: its transfer buffers come from the
-    // thread's allocator (the rank's is not thread-safe); seq is handed over at the window's ends
-    d->dp = tb_xcalloc(1, sizeof *d->dp, "ddp data-parallel group");
-    *d->dp = rk->groups[TB_GROUP_DP_CP];
-    tb_allocator *mem = tb_xcalloc(1, sizeof *mem, "ddp allocator");
-    tb_allocator_init(mem, 0, NULL, NULL);
-    d->dp->mem = mem;
-    // and of the expert-dp group, for the experts' buckets (their replicas apart from dp's)
-    if (gpt_experts_apart(cfg)) {
-        d->edp = tb_xcalloc(1, sizeof *d->edp, "ddp expert-data-parallel group");
-        *d->edp = rk->groups[TB_GROUP_EXPERT_DP];
-        d->edp->mem = mem;
-    }
+    copy_groups(d, cfg, rk);
     d->tp = &rk->groups[TB_GROUP_TP];
     d->sp_reduce = cfg->sequence_parallel && d->tp->size > 1;
     const int shared_embedding = ddp_shared_embedding(cfg, rk);
@@ -305,24 +366,13 @@ void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, t
         layout_buckets(d, c, cuts, ncuts);
         free(cuts);
     }
-    d->be = tb_be();
-    d->be_context = d->be->thread_context ? d->be->thread_context() : NULL;
     d->to_wait = tb_xcalloc((size_t)d->nbuckets, sizeof *d->to_wait, "ddp bucket waits");
-    if (d->be->event_create) {
+    if (tb_be()->event_create) {
+        d->be = tb_be();  // (events(): the table's; start_thread sets it again)
         d->grad_ready = events(d), d->grad_done = events(d);
         if (d->param_gather) d->gather_ready = events(d), d->gather_done = events(d);
     }
-    tb_ranges_init(&d->ranges, rk->rank, rk->world_size, rk->label, rk->world->origin_ns, 1);
-    d->ct.fail = comm_thread_fail;
-    d->ct.microbatch = -1;
-    d->ct.stream_ordered = d->grad_ready != NULL;  // (the events order its calls: the module comment)
-    pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->cv, NULL);
-    if (pthread_create(&d->thread, NULL, comm_main, d) != 0) {
-        fprintf(stderr, "%s: --overlap-grad-reduce: cannot start the communication thread\n", rk->label);
-        abort();
-    }
-    d->started = 1;
+    start_thread(d, rk);
 }
 
 double ddp_thread_run_delay_s(tb_ddp *d) {
@@ -373,9 +423,9 @@ void ddp_start_step(tb_ddp *d) {
     fsdp_start_step(&d->fsdp);
     if (!d->started) return;
     pthread_mutex_lock(&d->mu);
+    open_window(d);  // (already open while the previous step's gathers are queued)
     for (int b = 0; b < d->nbuckets; b++) d->buckets[b].pending = d->buckets[b].nparams;
     d->reduced = 0;
-    open_window(d);  // (already open while the previous step's gathers are queued)
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -439,9 +489,6 @@ static int close_window(tb_ddp *d, int grads) {
     return d->failed;
 }
 
-static void fail_if(tb_ddp *d, int failed) {
-    if (failed) parallel_state_rank_fail(d->rk, d->fail_status, "%s", d->fail_msg);
-}
 
 // Megatron-FSDP's communication of the step so far, as the rank's waits: the reduce-scatters
 // (and tp sums) as its own reductions, the all-gathers as its parameter waits.
@@ -453,6 +500,16 @@ static void count_fsdp_comm(tb_ddp *d) {
 
 void ddp_finish_grad_sync(tb_ddp *d) {
     if (d->fsdp.active) {
+        if (d->started) {
+            // every reduce-scatter (and gather) the step posted, done: the dp group is the rank's again
+            TB_RANGE_PUSH("fsdp.finish_grad_sync");
+            pthread_mutex_lock(&d->mu);
+            const int failed = close_window(d, 0);
+            pthread_mutex_unlock(&d->mu);
+            TB_RANGE_POP();
+            fail_if(d, failed);
+            fsdp_comm_settle(&d->fsdp);
+        }
         fsdp_finish_grad_sync(&d->fsdp);
         count_fsdp_comm(d);
         return;

@@ -136,8 +136,49 @@ static void gather(tb_fsdp *f, int b) {
     f->gathered[b] = 1;
 }
 
+// Overlap: waits for ticket t of the communication thread, timed as exposed (*ms) inside
+// range `what` when it is not done yet.
+static void wait_ticket(tb_fsdp *f, int t, const char *what, double *ms) {
+    if (f->comm.done(f->comm.ctx, t)) {
+        f->comm.wait(f->comm.ctx, t);  // (done: returns at once, and reports a failed thread)
+        return;
+    }
+    const int64_t t0 = tb_now_ns();
+    TB_RANGE_PUSH("%s", what);
+    f->comm.wait(f->comm.ctx, t);
+    TB_RANGE_POP();
+    *ms += (double)(tb_now_ns() - t0) / 1e6;
+}
+
+static int post(tb_fsdp *f, int b, int gather) {
+    const int t = f->comm.post(f->comm.ctx, b, gather);
+    if (t != f->posted) {
+        fprintf(stderr, "fsdp: ticket %d posted where %d was due (another caller on the queue)\n", t, f->posted);
+        abort();
+    }
+    f->posted++;
+    return t;
+}
+
+// Overlap: the ranges of bucket b's other slices committed, their all-gather posted.
+static void post_gather(tb_fsdp *f, int b) {
+    const tb_shard_bucket *k = &f->opt->buckets[b];
+    float *p = f->m->param_memory;
+    commit(f, TB_MEM_GATHERED, before(p, k), before_n(k), "parameters gathered, bucket", b);
+    commit(f, TB_MEM_GATHERED, after(p, k), after_n(k), "parameters gathered, bucket", b);
+    f->gather_ticket[b] = post(f, b, 1);
+    f->gathered[b] = 1;
+}
+
+static void wait_gather(tb_fsdp *f, int b) {
+    if (f->gather_ticket[b] < 0) return;
+    wait_ticket(f, f->gather_ticket[b], "fsdp.wait_param_gather", &f->gather_ms);
+    f->gather_ticket[b] = -1;
+}
+
 static void release(tb_fsdp *f, int b) {
     const tb_shard_bucket *k = &f->opt->buckets[b];
+    if (f->comm.post) wait_gather(f, b);  // (a gather in flight writes the range)
     decommit(f, before(f->m->param_memory, k), before_n(k));
     decommit(f, after(f->m->param_memory, k), after_n(k));
     f->gathered[b] = 0;
@@ -247,6 +288,9 @@ void fsdp_free(tb_fsdp *f) {
     free(f->needs);
     free(f->site_first);
     free(f->site_params);
+    free(f->gather_ticket);
+    free(f->reduce_ticket);
+    free(f->order);
     memset(f, 0, sizeof *f);
 }
 
@@ -256,7 +300,7 @@ static void give_back_grads(tb_fsdp *f, int b) {
     const tb_shard_bucket *k = &f->opt->buckets[b];
     float *g = f->m->grad_memory;
     const fsdp_grads_held held = (fsdp_grads_held)f->grads_held[b];
-    if (held == FSDP_GRADS_MICROBATCH) decommit(f, before(g, k), k->hi - k->lo);
+    if (held == FSDP_GRADS_MICROBATCH || held == FSDP_GRADS_REDUCING) decommit(f, before(g, k), k->hi - k->lo);
     if (held == FSDP_GRADS_SLICE || held == FSDP_GRADS_WHOLE) decommit(f, own(g, k), own_n(k));
     if (held == FSDP_GRADS_WHOLE) {
         decommit(f, before(g, k), before_n(k));
@@ -268,6 +312,7 @@ static void give_back_grads(tb_fsdp *f, int b) {
 void fsdp_start_step(tb_fsdp *f) {
     if (!f->active) return;
     f->gather_ms = f->reduce_ms = 0;
+    f->posted = f->drain_before = f->at = f->off_schedule = 0;
     for (int b = 0; b < f->opt->nbuckets; b++) {
         give_back_grads(f, b);
         f->pending[b] = f->nparams[b];
@@ -275,16 +320,77 @@ void fsdp_start_step(tb_fsdp *f) {
     memset(f->opt->shard_grads, 0, f->opt->shard_numel * sizeof(float));
 }
 
-void fsdp_acquire(tb_fsdp *f, int site, int backward) {
-    if (!f->active) return;
-    const int nb = f->opt->nbuckets;
-    const unsigned char *needed = &f->needs[(size_t)site_index(f, site) * nb];
-    for (int b = 0; b < nb && backward; b++) {
+// Before a unit's backward: the gradient ranges of the buckets it writes that hold none, committed.
+static void commit_grads(tb_fsdp *f, const unsigned char *needed) {
+    for (int b = 0; b < f->opt->nbuckets; b++) {
         if (!needed[b] || f->grads_held[b] != FSDP_GRADS_NONE) continue;
         const tb_shard_bucket *k = &f->opt->buckets[b];
         commit(f, TB_MEM_GRADS, before(f->m->grad_memory, k), k->hi - k->lo, "gradients of the microbatch, bucket", b);
         f->grads_held[b] = FSDP_GRADS_MICROBATCH;
     }
+}
+
+// Overlap: bucket b's reduce-scatter waited for (when it is in flight) and its range given back.
+static void settle_reduce(tb_fsdp *f, int b) {
+    if (f->grads_held[b] != FSDP_GRADS_REDUCING) return;
+    wait_ticket(f, f->reduce_ticket[b], "fsdp.wait_reduce_scatter", &f->reduce_ms);
+    f->reduce_ticket[b] = -1;
+    give_back_grads(f, b);
+}
+
+// Overlap: the schedule's use after this one (site, backward), or NULL: the first step records
+// the uses; a later one follows them, and prefetches nothing from a use they did not have on.
+static const fsdp_use *next_use(tb_fsdp *f, int site, int backward) {
+    const fsdp_use u = {site, backward};
+    const int at = f->at++;
+    if (!f->recorded) {
+        if (f->norder == f->order_cap) {
+            f->order_cap = f->order_cap ? 2 * f->order_cap : 64;
+            f->order = tb_xrealloc(f->order, (size_t)f->order_cap * sizeof *f->order, "fsdp schedule");
+        }
+        f->order[f->norder++] = u;
+        return NULL;
+    }
+    if (at >= f->norder || f->order[at].site != site || f->order[at].backward != backward) f->off_schedule = 1;
+    return !f->prefetch || f->off_schedule || at + 1 >= f->norder ? NULL : &f->order[at + 1];
+}
+
+// fsdp_acquire with a communication thread (fsdp.h, "Time").
+static void acquire_overlapped(tb_fsdp *f, int site, int backward) {
+    const int nb = f->opt->nbuckets;
+    const unsigned char *needed = &f->needs[(size_t)site_index(f, site) * nb];
+    const fsdp_use *next = next_use(f, site, backward);
+    const unsigned char *prefetched = next ? &f->needs[(size_t)site_index(f, next->site) * nb] : NULL;
+    // the reduce-scatters that are done given back; before a backward, every one posted before
+    // the last unit's (the drain: this unit's gradients and the last unit's are live), and those
+    // of the buckets this unit writes again
+    for (int b = 0; b < nb; b++) {
+        if (f->grads_held[b] != FSDP_GRADS_REDUCING) continue;
+        const int t = f->reduce_ticket[b];
+        if (f->comm.done(f->comm.ctx, t) || (backward && (t < f->drain_before || needed[b]))) settle_reduce(f, b);
+    }
+    if (backward) commit_grads(f, needed);
+    if (!f->shard_params) return;
+    // what neither this unit nor the next reads goes first: the peak holds two units' parameters
+    for (int b = 0; b < nb; b++)
+        if (f->gathered[b] && !needed[b] && !(prefetched && prefetched[b])) release(f, b);
+    for (int b = 0; b < nb; b++)
+        if (needed[b] && !f->gathered[b]) post_gather(f, b);
+    for (int b = 0; b < nb && prefetched; b++)
+        if (prefetched[b] && !f->gathered[b]) post_gather(f, b);
+    for (int b = 0; b < nb; b++)
+        if (needed[b]) wait_gather(f, b);
+}
+
+void fsdp_acquire(tb_fsdp *f, int site, int backward) {
+    if (!f->active) return;
+    if (f->comm.post) {
+        acquire_overlapped(f, site, backward);
+        return;
+    }
+    const int nb = f->opt->nbuckets;
+    const unsigned char *needed = &f->needs[(size_t)site_index(f, site) * nb];
+    if (backward) commit_grads(f, needed);
     if (!f->shard_params) return;
     // the buckets this unit does not read go first: the peak holds this unit's
     for (int b = 0; b < nb; b++)
@@ -319,6 +425,7 @@ void fsdp_site_done(tb_fsdp *f, int site) {
     gpt_model *m = f->m;
     // the last parameters first: the order their buckets fill in
     const int s = site_index(f, site);
+    int first_posted = -1;
     for (int j = f->site_first[s]; j < f->site_first[s + 1]; j++) {
         const int i = f->site_params[j];
         const gpt_param *p = &m->params[i];
@@ -330,9 +437,62 @@ void fsdp_site_done(tb_fsdp *f, int site) {
             tb_all_reduce(f->tp, m->grad_memory + p->offset, p->numel, TB_RED_SUM);
             f->reduce_ms += (double)(tb_now_ns() - t0) / 1e6;
         }
-        for (int b = f->bhi[i]; b >= f->blo[i]; b--)
-            if (--f->pending[b] == 0) reduce_bucket(f, b);
+        for (int b = f->bhi[i]; b >= f->blo[i]; b--) {
+            if (--f->pending[b] != 0) continue;
+            if (!f->comm.post) {
+                reduce_bucket(f, b);
+                continue;
+            }
+            if (first_posted < 0) first_posted = f->posted;
+            f->reduce_ticket[b] = post(f, b, 0);
+            f->grads_held[b] = FSDP_GRADS_REDUCING;
+            f->pending[b] = f->nparams[b];
+        }
     }
+    if (first_posted >= 0) f->drain_before = first_posted;
+}
+
+void fsdp_comm_run(tb_fsdp *f, int b, int gather, int64_t step, tb_group *dp, tb_group *edp) {
+    const tb_shard_bucket *k = &f->opt->buckets[b];
+    tb_group *group = k->expert ? edp : dp;
+    if (!group) {
+        fprintf(stderr, "fsdp: bucket %d of the experts has no expert-dp group on the communication thread\n", b);
+        abort();
+    }
+    const size_t n = own_n(k);
+    if (gather) {
+        TB_RANGE_PUSH("fsdp.all_gather_params.%d", b);
+        tb_range_annotate(step, -1);  // the step its calls belong to (tracebook comm)
+        tb_all_gather(group, own(f->m->param_memory, k), before(f->m->param_memory, k), n);
+        TB_RANGE_POP();
+        return;
+    }
+    TB_RANGE_PUSH("fsdp.reduce_scatter_grads.%d", b);
+    tb_range_annotate(step, -1);
+    tb_reduce_scatter(group, before(f->m->grad_memory, k), f->reduced, n);
+    float *acc = f->opt->shard_grads + k->at;
+    for (size_t j = 0; j < n; j++) acc[j] += f->reduced[j];
+    TB_RANGE_POP();
+}
+
+void fsdp_overlap(tb_fsdp *f, const tb_fsdp_comm *comm, int prefetch) {
+    if (!f->active) return;
+    f->comm = *comm;
+    f->prefetch = prefetch && f->shard_params;
+    const int nb = f->opt->nbuckets;
+    f->gather_ticket = tb_xmalloc((size_t)nb * sizeof *f->gather_ticket + 1, "fsdp gather tickets");
+    f->reduce_ticket = tb_xmalloc((size_t)nb * sizeof *f->reduce_ticket + 1, "fsdp reduce-scatter tickets");
+    for (int b = 0; b < nb; b++) f->gather_ticket[b] = f->reduce_ticket[b] = -1;
+}
+
+void fsdp_comm_settle(tb_fsdp *f) {
+    if (!f->active || !f->comm.post) return;
+    for (int b = 0; b < f->opt->nbuckets; b++) {
+        f->gather_ticket[b] = -1;
+        if (f->grads_held[b] == FSDP_GRADS_REDUCING) give_back_grads(f, b);
+        f->reduce_ticket[b] = -1;
+    }
+    f->recorded = 1;  // (the first step's uses are the schedule)
 }
 
 void fsdp_finish_grad_sync(tb_fsdp *f) {

@@ -40,9 +40,23 @@
 // first: the same terms in another order, so a layout's losses match the single rank's within
 // float rounding, not bitwise (tests/engine/test_fsdp.c).
 //
-// Time: the all-gathers and reduce-scatters run between the units' compute on the rank's
-// thread, all of it exposed (tb_step_time.exposed_comm_ms); prefetch of the next unit's gather
-// on the communication thread is not built yet (the config refuses overlap with FSDP).
+// Time: without overlap the all-gathers and reduce-scatters run between the units' compute on
+// the rank's thread, all of it exposed (tb_step_time.exposed_comm_ms). With --overlap-grad-reduce
+// every dp call of the step runs on the rank's communication thread (distributed_data_parallel.c)
+// in the order the rank thread posts it — the same on every rank of the group — through
+// tb_fsdp_comm: a bucket's reduce-scatter is posted when its gradients are final and waited for
+// only when the bucket's range is written again (the next microbatch's backward of its unit), or
+// when more than two units' gradients would be live (Megatron-FSDP's drain: the unit being
+// written and the one being reduced); a gather is posted when its unit needs it. With
+// --overlap-param-gather (optim_grads_params) the next unit's gather is also posted before this
+// unit computes (prefetch): the units' order is the first step's, recorded, as PyTorch FSDP's
+// forward and backward prefetch use (a static schedule; pp's interleaving and recompute's forward
+// inside the backward included); a rank holds at most two units' parameters then. What the rank
+// thread waits for is exposed: ranges fsdp.wait_param_gather and fsdp.wait_reduce_scatter on its
+// track, the calls themselves in ranges fsdp.all_gather_params.B and fsdp.reduce_scatter_grads.B
+// on the communication thread's (their bytes in the communicator's records, `tracebook comm`).
+// The same collectives in the same order sum the same terms: losses are the same bits with and
+// without overlap (tests/engine/test_overlap.c).
 #ifndef TB_DISTRIBUTED_FSDP_H
 #define TB_DISTRIBUTED_FSDP_H
 
@@ -57,9 +71,27 @@
 typedef enum fsdp_grads_held {
     FSDP_GRADS_NONE,        // nothing: given back
     FSDP_GRADS_MICROBATCH,  // the whole range: a unit's backward writes the microbatch's gradients
+    FSDP_GRADS_REDUCING,    // the whole range, its reduce-scatter posted to the communication thread
     FSDP_GRADS_SLICE,       // this rank's slice: the step's averaged shard, read by the optimizer
     FSDP_GRADS_WHOLE,       // the slice and the others' (all-gathered for a tensor dump)
 } fsdp_grads_held;
+
+// The communication thread's queue, as the rank thread sees it (distributed_data_parallel.c):
+// post returns the work's ticket, in posting order; the thread runs the work in that order
+// (fsdp_comm_run); wait returns once the work of `ticket` is done (a failed thread fails the
+// rank there); done says whether it is, without waiting. Tickets count from 0 at each step's
+// start (the window of distributed_data_parallel.h opens there).
+typedef struct tb_fsdp_comm {
+    void *ctx;
+    int (*post)(void *ctx, int bucket, int gather);
+    void (*wait)(void *ctx, int ticket);
+    int (*done)(void *ctx, int ticket);
+} tb_fsdp_comm;
+
+// A unit's use of its parameters, in the order of the step (the prefetch's schedule).
+typedef struct fsdp_use {
+    int site, backward;
+} fsdp_use;
 
 typedef struct tb_fsdp {
     int active;               // gradients sharded: optim_grads or optim_grads_params over dp × cp > 1
@@ -82,6 +114,17 @@ typedef struct tb_fsdp {
     unsigned char *gathered;  // [bucket] the other ranks' slices of its parameters are here
     unsigned char *grads_held;  // [bucket] an fsdp_grads_held
     float *reduced;           // the largest slice: a reduce-scatter's destination
+    // overlap (comm.post set): the communication thread's work, its tickets, and the schedule
+    tb_fsdp_comm comm;
+    int prefetch;             // --overlap-param-gather under optim_grads_params
+    int *gather_ticket;       // [bucket] its all-gather's ticket while not waited for, else -1
+    int *reduce_ticket;       // [bucket] its reduce-scatter's (FSDP_GRADS_REDUCING), else -1
+    int posted;               // tickets posted this step (the next one's number)
+    int drain_before;         // the first ticket the last fsdp_site_done posted: older reduce-scatters drain
+    fsdp_use *order;          // the units' uses of the first step with overlap, in order (norder)
+    int norder, order_cap, recorded;  // recorded: the first step is over, the schedule known
+    int at;                   // this step's uses so far
+    int off_schedule;         // a use this step that the schedule did not have: no prefetch until the next step
     double gather_ms, reduce_ms;  // this step's all-gathers, and reduce-scatters (with the tp sums)
     // (their bytes are the communicator's: each call's range in the trace, `tracebook comm`)
 } tb_fsdp;
@@ -118,5 +161,15 @@ void fsdp_gather_all(tb_fsdp *f);
 void fsdp_release_all(tb_fsdp *f);
 // Every bucket's gradients whole on every rank (the slices all-gathered): a tensor dump's read.
 void fsdp_gather_grads(tb_fsdp *f);
+
+// Overlap: posts the step's dp calls to a communication thread from now on (fsdp_init first).
+void fsdp_overlap(tb_fsdp *f, const tb_fsdp_comm *comm, int prefetch);
+// On the communication thread: the work of a ticket — bucket b's all-gather (gather 1) or
+// reduce-scatter into the shard (0) — over the thread's own copies of the groups (dp: dp × cp;
+// edp: expert-dp, for the experts' buckets when apart, else NULL).
+void fsdp_comm_run(tb_fsdp *f, int b, int gather, int64_t step, tb_group *dp, tb_group *edp);
+// Once every posted ticket is done (the window closed): the reduced buckets given back, the
+// gathers' tickets forgotten; the first step's schedule kept.
+void fsdp_comm_settle(tb_fsdp *f);
 
 #endif

@@ -8,7 +8,8 @@
 #include "inspect/step_report.h"
 
 static const tb_subcommand commands[] = {
-    {"steps", tracebook_steps_main, "each step per rank: data, compute, collectives (wait vs transfer), idle"},
+    {"steps", tracebook_steps_main,
+     "each step per rank: data, compute, exposed communication, collectives (wait vs transfer, bytes), idle"},
     {"comm", tracebook_comm_main, "collectives matched across ranks: enter spread and the last member"},
     {"moe", tracebook_moe_main, "a MoE run's expert load per layer: imbalance, tokens, drops, aux loss, all-to-all"},
     {"bisect", tracebook_bisect_main, "the first tensor where two runs diverge beyond float reordering"},

@@ -18,6 +18,7 @@
 typedef struct range_ev {
     double ts, end;  // µs
     int depth;
+    int tid;  // the track: 0 the rank's thread, 1 its communication thread
     const char *name;
     json_t *args;
 } range_ev;
@@ -88,6 +89,7 @@ static int load_traces(const char *dir, run_traces *t, tb_error *err) {
             x->ts = json_number_value(ts);
             x->end = x->ts + json_number_value(dur);
             x->depth = (int)json_integer_value(json_object_get(args, "depth"));
+            x->tid = (int)json_integer_value(json_object_get(e, "tid"));
             x->name = json_string_value(json_object_get(e, "name"));
             x->args = args;
         }
@@ -190,10 +192,10 @@ static json_t *calls_of(const run_traces *t) {
         for (size_t k = a; k < b; k++) {
             const range_ev *e = &t->ranks[calls[k].rank].ev[calls[k].ev];
             double transfer = e->end - le->ts;
-            json_array_append_new(members, json_pack("{s:i, s:f, s:f, s:f, s:O?}", "rank", calls[k].rank, "enter_ms",
-                                                     e->ts / 1e3, "wait_ms", (le->ts - e->ts) / 1e3, "transfer_ms",
-                                                     (transfer > 0 ? transfer : 0) / 1e3, "bytes",
-                                                     json_object_get(e->args, "bytes")));
+            json_array_append_new(members, json_pack("{s:i, s:f, s:f, s:f, s:O?, s:b}", "rank", calls[k].rank,
+                                                     "enter_ms", e->ts / 1e3, "wait_ms", (le->ts - e->ts) / 1e3,
+                                                     "transfer_ms", (transfer > 0 ? transfer : 0) / 1e3, "bytes",
+                                                     json_object_get(e->args, "bytes"), "comm_thread", e->tid == 1));
         }
         const char *in, *after;
         context_of(&t->ranks[calls[last].rank], calls[last].ev, &in, &after);
@@ -456,9 +458,10 @@ static const tb_option steps_options[] = {
     TB_OPTION("--json", steps_args, json, TB_OPT_BOOL, "false", NULL, "the decomposition as JSON"),
     TB_OPTIONS_END,
 };
-static const tb_command steps_command = {"tracebook steps", "RUN_DIR",
-                                         "each step per rank: data, compute, collectives (wait vs transfer), idle",
-                                         steps_options, 1, 1};
+static const tb_command steps_command = {
+    "tracebook steps", "RUN_DIR",
+    "each step per rank: data, compute, exposed communication, collectives (wait vs transfer, bytes), idle",
+    steps_options, 1, 1};
 
 
 int tb_rank_metrics(const char *dir, int nranks, json_t **rows, tb_error *err) {
@@ -484,6 +487,10 @@ int tb_rank_metrics(const char *dir, int nranks, json_t **rows, tb_error *err) {
     return 0;
 }
 
+static void add_int(json_t *o, const char *key, json_int_t v) {
+    json_object_set_new(o, key, json_integer(json_integer_value(json_object_get(o, key)) + v));
+}
+
 json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
     run_traces t;
     json_t **rows = NULL, *calls = NULL, *out = json_array();
@@ -507,6 +514,9 @@ json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
             json_t *row = json_pack("{s:i, s:f}", "rank", r, "step_ms", step_ms), *groups = json_object();
             for (int p = 0; p < NPHASES; p++)
                 json_object_set_new(row, phases[p], json_real(json_number_value(json_object_get(pipe, phases[p]))));
+            // the communication the rank waited for (the rest ran under its compute, on its thread)
+            json_object_set_new(row, "exposed_comm_ms",
+                                json_real(json_number_value(json_object_get(pipe, "exposed_comm_ms"))));
             size_t i;
             json_t *c;
             json_array_foreach(calls, i, c) {
@@ -517,7 +527,13 @@ json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
                     if (json_integer_value(json_object_get(mem, "rank")) != r) continue;
                     const char *g = json_string_value(json_object_get(c, "group"));
                     json_t *acc = json_object_get(groups, g);
-                    if (!acc) json_object_set_new(groups, g, acc = json_pack("{s:f, s:f, s:i}", "wait_ms", 0.0, "transfer_ms", 0.0, "calls", 0));
+                    if (!acc)
+                        json_object_set_new(groups, g,
+                                            acc = json_pack("{s:f, s:f, s:i, s:I, s:i}", "wait_ms", 0.0, "transfer_ms",
+                                                            0.0, "calls", 0, "bytes", (json_int_t)0,
+                                                            "comm_thread_calls", 0));
+                    add_int(acc, "bytes", json_integer_value(json_object_get(mem, "bytes")));
+                    add_int(acc, "comm_thread_calls", json_is_true(json_object_get(mem, "comm_thread")));
                     json_object_set_new(acc, "wait_ms", json_real(json_number_value(json_object_get(acc, "wait_ms")) +
                                                                   json_number_value(json_object_get(mem, "wait_ms"))));
                     json_object_set_new(acc, "transfer_ms",
@@ -567,20 +583,28 @@ int tracebook_steps_main(int argc, char **argv) {
         json_t *st;
         json_array_foreach(out, s, st) {
             printf("step %lld (* the slowest rank)\n", (long long)json_integer_value(json_object_get(st, "step")));
-            printf("    %-5s %9s %8s %8s %8s %8s %8s %8s   collectives: wait / transfer ms\n", "rank", "step ms",
-                   "data", "forward", "backward", "optim", "p2p wait", "idle");
+            printf("    %-5s %9s %8s %8s %8s %8s %8s %8s %8s   collectives: wait / transfer ms (bytes; calls on "
+                   "the communication thread)\n", "rank", "step ms", "data", "forward", "backward", "optim", "p2p wait",
+                   "idle", "exposed");
             size_t r;
             json_t *row;
             json_array_foreach(json_object_get(st, "ranks"), r, row) {
                 printf("  %c %-5zu %9.2f", (int)r == json_integer_value(json_object_get(st, "slowest_rank")) ? '*' : ' ', r,
                        json_number_value(json_object_get(row, "step_ms")));
                 for (int p = 0; p < NPHASES; p++) printf(" %8.2f", json_number_value(json_object_get(row, phases[p])));
-                printf("  ");
+                printf(" %8.2f  ", json_number_value(json_object_get(row, "exposed_comm_ms")));
                 const char *g;
                 json_t *acc;
-                json_object_foreach(json_object_get(row, "collectives"), g, acc)
-                    printf(" %s %.2f / %.2f", g, json_number_value(json_object_get(acc, "wait_ms")),
-                           json_number_value(json_object_get(acc, "transfer_ms")));
+                json_object_foreach(json_object_get(row, "collectives"), g, acc) {
+                    printf(" %s %.2f / %.2f (%lld B", g, json_number_value(json_object_get(acc, "wait_ms")),
+                           json_number_value(json_object_get(acc, "transfer_ms")),
+                           (long long)json_integer_value(json_object_get(acc, "bytes")));
+                    const json_int_t on_thread = json_integer_value(json_object_get(acc, "comm_thread_calls"));
+                    if (on_thread)
+                        printf("; %lld of %lld calls", (long long)on_thread,
+                               (long long)json_integer_value(json_object_get(acc, "calls")));
+                    printf(")");
+                }
                 printf("\n");
             }
         }

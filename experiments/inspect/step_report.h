@@ -52,7 +52,9 @@ json_t *tb_phase_diff_json(const char *run_a, const char *run_b, tb_error *err);
 // `tracebook steps` as data: a JSON array, one element per step of rank 0's metrics (or only
 // step only_step, when > 0: absent, an error): {"step", "slowest_rank", "ranks": [{"rank",
 // "step_ms", "data_ms", "forward_ms", "backward_ms", "optimizer_ms", "p2p_wait_ms", "idle_ms",
-// "collectives": {GROUP: {"wait_ms", "transfer_ms", "calls"}}}]}. NULL with err set.
+// "exposed_comm_ms" (the metrics': communication the rank thread waited for), "collectives":
+// {GROUP: {"wait_ms", "transfer_ms", "calls", "bytes", "comm_thread_calls" (those its
+// communication thread made: overlapped)}}}]}. NULL with err set.
 json_t *tb_step_decomposition(const char *run_dir, int only_step, tb_error *err);
 
 int tracebook_steps_main(int argc, char **argv);

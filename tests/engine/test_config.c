@@ -557,7 +557,16 @@ TB_TEST(megatron_fsdp_rules_and_the_layouts_not_supported_yet) {
                 IS_VALID(FSDP_ON "num_experts=4 data_parallel_sharding_strategy=optim_grads_params"),
                 IS_VALID(FSDP_ON "num_experts=4 expert_model_parallel_size=2 moe_token_dispatcher_type=alltoall "
                          "data_parallel_sharding_strategy=optim_grads"),
-                REFUSED(FSDP_ON "overlap_grad_reduce=1", "use_megatron_fsdp with overlap_grad_reduce: not supported yet"),
+                IS_VALID(FSDP_ON "overlap_grad_reduce=1 data_parallel_sharding_strategy=optim_grads"),
+                IS_VALID(FSDP_ON "overlap_grad_reduce=1 overlap_param_gather=1 "
+                         "data_parallel_sharding_strategy=optim_grads_params"),
+                IS_VALID(FSDP_ON "overlap_grad_reduce=1 overlap_param_gather=1 data_parallel_sharding_strategy=optim"),
+                ONLY(FSDP_ON "overlap_grad_reduce=1 overlap_param_gather=1",
+                     "overlap_param_gather with data_parallel_sharding_strategy no_shard: nothing to gather (no_shard "
+                     "keeps every parameter on every rank)"),
+                REFUSED(FSDP_ON "overlap_grad_reduce=1 overlap_param_gather=1 "
+                                "data_parallel_sharding_strategy=optim_grads",
+                        "use_megatron_fsdp optim_grads with overlap_param_gather: not supported yet"),
                 REFUSED(FSDP_ON "device=cuda data_parallel_sharding_strategy=optim_grads",
                         "data_parallel_sharding_strategy optim_grads with device cuda: not supported yet"),
                 IS_VALID(FSDP_ON "device=cuda data_parallel_sharding_strategy=optim"));

@@ -136,14 +136,18 @@ TB_TEST(moe_layouts_match_the_single_rank) {
                    {"ep 2 x edp 2 + fsdp optim_grads", 4, 2, 1, 5, 1, 1, 0},
                    {"ep 2 x edp 2 + fsdp optim_grads_params", 4, 2, 1, 6, 1, 1, 0},
                    {"tp 2 sp, etp 1 x ep 2 + fsdp optim_grads_params", 4, 2, 1, 6, 2, 1, 0},
-                   {"ep 2 x pp 2 + fsdp optim_grads_params", 4, 2, 2, 6, 1, 1, 0}};
+                   {"ep 2 x pp 2 + fsdp optim_grads_params", 4, 2, 2, 6, 1, 1, 0},
+                   // (7: optim_grads_params with both overlaps: the experts' gathers and reduce-scatters
+                   // over expert-dp on the communication thread, the next unit's prefetched)
+                   {"ep 2 x edp 2 + fsdp optim_grads_params, overlap", 4, 2, 1, 7, 1, 1, 0}};
     for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
         tb_config c = base;
         c.world_size = layouts[i].world, c.expert_model_parallel_size = layouts[i].ep;
         const int distopt = layouts[i].distopt;
         c.pipeline_model_parallel_size = layouts[i].pp;
         c.use_distributed_optimizer = distopt == 1 || distopt == 2 || distopt >= 4;
-        c.overlap_grad_reduce = distopt == 3 || distopt == 4, c.overlap_param_gather = distopt == 4;
+        c.overlap_grad_reduce = c.overlap_param_gather = distopt == 4 || distopt == 7;
+        c.overlap_grad_reduce |= distopt == 3;
         if (distopt >= 5)
             c.use_megatron_fsdp = 1,
             c.data_parallel_sharding_strategy = distopt == 5 ? TB_FSDP_OPTIM_GRADS : TB_FSDP_OPTIM_GRADS_PARAMS;

@@ -94,6 +94,10 @@ static const layout layouts[] = {
     {"K 2: tp 2 + sp x dp 2 + fsdp optim_grads", 2, 2,
      "--world-size 4 --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer "
      "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", 0},
+    // with both overlaps: every dp call on the communication thread, the next unit's gather prefetched
+    {"dp 2 + fsdp optim_grads_params, overlap", 2, 1,
+     "--world-size 2 --use-distributed-optimizer --use-megatron-fsdp --data-parallel-sharding-strategy "
+     "optim_grads_params --overlap-grad-reduce --overlap-param-gather", 0},
     // and under pp, the tied word embedding's slices summed over the first and last stage
     {"K 2: pp 2 x dp 2 + fsdp optim_grads_params", 2, 2,
      "--world-size 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer --use-megatron-fsdp "

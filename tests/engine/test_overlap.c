@@ -69,7 +69,8 @@ static void rank_fn(tb_rank *rk, void *arg) {
     }
     j->out->params[rk->rank] = all;
     j->out->nparams[rk->rank] = n;
-    j->out->buckets[rk->rank] = ddp_active(&tr.ddp) ? tr.ddp.nbuckets : 0;
+    // (Megatron-FSDP's buckets are the optimizer's: the units)
+    j->out->buckets[rk->rank] = !ddp_active(&tr.ddp) ? 0 : tr.ddp.fsdp.active ? tr.opts[0].nbuckets : tr.ddp.nbuckets;
     for (int c = 0; c < tr.nchunks; c++) {
         const tb_adamw *o = &tr.opts[c];
         j->out->shard_buckets[rk->rank] += o->nbuckets;
@@ -120,7 +121,7 @@ static void compare_overlap(const char *name, void (*setup)(tb_config *), int ga
     tb_config a, b;
     base_config(&a);
     setup(&a);
-    a.world_size = a.tensor_model_parallel_size * a.pipeline_model_parallel_size * 2;
+    a.world_size = a.tensor_model_parallel_size * a.pipeline_model_parallel_size * a.context_parallel_size * 2;
     // 2 microbatches (4 under pp: the 1F1B steady state; the interleaved schedule wants m % pp == 0)
     a.global_batch_size = a.micro_batch_size * 2 * (a.pipeline_model_parallel_size > 1 ? 4 : 2);
     b = a;
@@ -186,6 +187,52 @@ TB_TEST(overlap_param_gather_dp2_bitwise) { compare_overlap("dp2 distopt gather"
 TB_TEST(overlap_param_gather_tp2_sp_dp2_bitwise) { compare_overlap("tp2 sp x dp2 gather", tp2_sp_dp2_distopt, 1); }
 TB_TEST(overlap_param_gather_pp2_vpp2_dp2_bitwise) {
     compare_overlap("pp2 v2 x dp2 gather", pp2_vpp2_dp2_distopt, 1);
+}
+
+// Megatron-FSDP with overlap (distributed/fsdp.h, "Time"): every dp call of the step on the
+// communication thread, in the rank thread's order — the reduce-scatters waited for only when
+// their range is written again or drained, the gathers (optim_grads_params) posted one unit
+// ahead with --overlap-param-gather, from the first step's recorded schedule — the same bits as
+// without: under gradient accumulation (2 microbatches: a unit's range written again while its
+// reduce-scatter may be in flight), tp 2 + sp (the tp sums before the post), pp 2 (the tied
+// embedding's bucket on both stages; 1F1B interleaves the forward and backward of microbatches,
+// which the schedule records), full recompute (a layer's forward inside the backward) and cp 2.
+#define FSDP_SETUP(name, strategy, ...)                                                             \
+    static void name(tb_config *c) {                                                              \
+        c->use_distributed_optimizer = 1, c->use_megatron_fsdp = 1;                               \
+        c->data_parallel_sharding_strategy = TB_FSDP_##strategy;                                  \
+        __VA_ARGS__;                                                                              \
+    }
+FSDP_SETUP(fsdp_optim, OPTIM, (void)0)
+FSDP_SETUP(fsdp_optim_grads, OPTIM_GRADS, (void)0)
+FSDP_SETUP(fsdp_zero3, OPTIM_GRADS_PARAMS, (void)0)
+FSDP_SETUP(fsdp_zero3_tp2_sp, OPTIM_GRADS_PARAMS, tp2_sp_dp2(c))
+FSDP_SETUP(fsdp_zero3_pp2, OPTIM_GRADS_PARAMS, c->pipeline_model_parallel_size = 2)
+FSDP_SETUP(fsdp_optim_grads_pp2, OPTIM_GRADS, c->pipeline_model_parallel_size = 2)
+FSDP_SETUP(fsdp_zero3_recompute, OPTIM_GRADS_PARAMS,
+           (c->recompute_granularity = TB_RECOMPUTE_FULL, c->recompute_method = TB_RECOMPUTE_UNIFORM,
+            c->recompute_num_layers = 2))
+FSDP_SETUP(fsdp_zero3_cp2, OPTIM_GRADS_PARAMS,
+           (c->context_parallel_size = 2, c->attention_backend = TB_ATTENTION_FLASH))
+TB_TEST(fsdp_optim_overlap_bitwise) {  // the distributed optimizer on the units' buckets: DDP's thread
+    compare_overlap("fsdp optim", fsdp_optim, 0);
+    compare_overlap("fsdp optim gather", fsdp_optim, 1);
+}
+TB_TEST(fsdp_optim_grads_overlap_grad_reduce_bitwise) {
+    compare_overlap("fsdp optim_grads", fsdp_optim_grads, 0);
+    compare_overlap("fsdp optim_grads pp2", fsdp_optim_grads_pp2, 0);
+}
+TB_TEST(fsdp_optim_grads_params_overlap_bitwise) {
+    compare_overlap("fsdp zero3", fsdp_zero3, 0);
+    compare_overlap("fsdp zero3 prefetch", fsdp_zero3, 1);
+}
+TB_TEST(fsdp_optim_grads_params_prefetch_tp2_sp_pp2_bitwise) {
+    compare_overlap("fsdp zero3 tp2 sp prefetch", fsdp_zero3_tp2_sp, 1);
+    compare_overlap("fsdp zero3 pp2 prefetch", fsdp_zero3_pp2, 1);
+}
+TB_TEST(fsdp_optim_grads_params_prefetch_recompute_cp2_bitwise) {
+    compare_overlap("fsdp zero3 recompute prefetch", fsdp_zero3_recompute, 1);
+    compare_overlap("fsdp zero3 cp2 prefetch", fsdp_zero3_cp2, 1);
 }
 
 // The distributed optimizer's group is dp × cp: the buffer is padded so that each bucket splits
@@ -347,6 +394,11 @@ int main(void) {
     TB_RUN(overlap_param_gather_dp2_bitwise);
     TB_RUN(overlap_param_gather_tp2_sp_dp2_bitwise);
     TB_RUN(overlap_param_gather_pp2_vpp2_dp2_bitwise);
+    TB_RUN(fsdp_optim_overlap_bitwise);
+    TB_RUN(fsdp_optim_grads_overlap_grad_reduce_bitwise);
+    TB_RUN(fsdp_optim_grads_params_overlap_bitwise);
+    TB_RUN(fsdp_optim_grads_params_prefetch_tp2_sp_pp2_bitwise);
+    TB_RUN(fsdp_optim_grads_params_prefetch_recompute_cp2_bitwise);
     TB_RUN(communication_thread_timeout_fails_the_rank_with_a_hang_report);
     TB_RUN(distributed_optimizer_over_dp_x_cp_updates_every_parameter);
     TB_RUN(bucket_layout_moves_only_the_norms_rounding);

@@ -471,27 +471,38 @@ TB_TEST(distributed_optimizer_cuts_optimizer_memory_by_dp) {
 // the shard (summed, and averaged into the buffer's slices) and the whole gradients of one layer,
 // the embedding's and the output layer's (the tied embedding's gradient is written by the output
 // layer's backward first and final after the embedding's, the step's last) — everything but L - 1
-// layers. optim_grads shards the same gradients and keeps every parameter.
+// layers. optim_grads shards the same gradients and keeps every parameter. With overlap
+// (--overlap-grad-reduce --overlap-param-gather: the next unit's gather prefetched, a unit's
+// reduce-scatter in flight while the next one's backward writes) two units' of each: more than
+// one layer's gathered (the prefetch ran), at most two.
 TB_TEST(fsdp_holds_a_shard_and_one_unit_not_the_model) {
     const int dp = 4;
     const double P = (double)reference.peak[TB_MEM_PARAMS], G = (double)reference.peak[TB_MEM_GRADS];
     const int C = reference_cfg.hidden_size, L = reference_cfg.num_layers;
     const double layer = (12.0 * C * C + 13.0 * C) * sizeof(float);  // a GPT-2 layer's tensors (C a multiple of 16)
     TB_REQUIRE(P > 0 && P == G, "single rank: params %.0f B, grads %.0f B", P, G);
-    for (int zero3 = 0; zero3 <= 1; zero3++) {
+    for (int v = 0; v < 3; v++) {
+        const int zero3 = v > 0, overlap = v == 2;
         tb_config c = reference_cfg;
         c.world_size = dp, c.use_distributed_optimizer = 1, c.use_megatron_fsdp = 1;
         c.data_parallel_sharding_strategy = zero3 ? TB_FSDP_OPTIM_GRADS_PARAMS : TB_FSDP_OPTIM_GRADS;
+        c.overlap_grad_reduce = c.overlap_param_gather = overlap;
         result r;
         TB_REQUIRE(train(&c, &r, 0) == 0, "fsdp dp %d", dp);
         const double params = (double)r.peak[TB_MEM_PARAMS], gathered = (double)r.peak[TB_MEM_GATHERED];
-        const double grads = (double)r.peak[TB_MEM_GRADS], grads_bound = 2 * P / dp + (P - (L - 1) * layer);
-        printf("    %-18s per rank: params %.0f B (single rank %.0f), gathered %.0f B (a layer: %.0f), grads %.0f B "
-               "(bound %.0f, single rank %.0f)\n", zero3 ? "optim_grads_params" : "optim_grads", params, P, gathered,
-               layer, grads, grads_bound, G);
-        if (zero3) {
+        const double grads = (double)r.peak[TB_MEM_GRADS];
+        const double grads_bound = 2 * P / dp + (P - (L - 1 - overlap) * layer), quarters = layer * (dp - 1) / dp;
+        printf("    %-26s per rank: params %.0f B (single rank %.0f), gathered %.0f B (a layer: %.0f), grads %.0f B "
+               "(bound %.0f, single rank %.0f)\n", overlap ? "optim_grads_params overlap" : zero3 ? "optim_grads_params"
+               : "optim_grads", params, P, gathered, layer, grads, grads_bound, G);
+        if (overlap) {
             TB_CHECK(fabs(params - P / dp) <= 0.01 * P / dp, "params %.0f B, expected a quarter of %.0f", params, P);
-            TB_CHECK(fabs(gathered - layer * (dp - 1) / dp) <= 0.01 * layer,
+            TB_CHECK(gathered > 1.1 * quarters && gathered <= 2.02 * quarters,
+                     "gathered %.0f B, expected two units' (more than one layer's %.0f, at most two)", gathered,
+                     quarters);
+        } else if (zero3) {
+            TB_CHECK(fabs(params - P / dp) <= 0.01 * P / dp, "params %.0f B, expected a quarter of %.0f", params, P);
+            TB_CHECK(fabs(gathered - quarters) <= 0.01 * layer,
                      "gathered %.0f B, expected three quarters of one layer's %.0f", gathered, layer);
         } else {
             TB_CHECK(params == P && gathered == 0, "optim_grads: params %.0f B (whole %.0f), gathered %.0f", params, P,

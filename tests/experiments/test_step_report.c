@@ -24,7 +24,9 @@ static json_t *comm(double ts, double dur, int seq) {
 
 // Two ranks, one step: rank 0 enters the all-reduce at 10 µs and leaves at 40; rank 1 is in
 // layer.0.mlp until 25, enters at 25 and leaves at 40. Spread 15 µs; rank 1 is last, after
-// layer.0.mlp, inside train_step; rank 0 waits 15 µs and transfers 15, rank 1 0 and 15.
+// layer.0.mlp, inside train_step; rank 0 waits 15 µs and transfers 15, rank 1 0 and 15. Each
+// rank's communication thread (tid 1) also reduce-scatters 8192 bytes over dp in step 1, and
+// the metrics say 0.25 ms of it was exposed.
 static void synthetic_run(const char *dir) {
     tb_run(&sh, NULL, "rm -rf %s && mkdir -p %s", dir, dir);
     char path[1024];
@@ -33,11 +35,19 @@ static void synthetic_run(const char *dir) {
         json_array_append_new(events, tb_trace_range("train_step", 0, 100, 0, json_pack("{s:i}", "step", 1)));
         if (r == 1) json_array_append_new(events, tb_trace_range("layer.0.mlp", 5, 20, 1, NULL));
         json_array_append_new(events, comm(r == 0 ? 10 : 25, r == 0 ? 30 : 15, 1));
+        json_t *bucket = tb_trace_range("fsdp.reduce_scatter_grads.0", 50, 20, 0, json_pack("{s:i}", "step", 1));
+        json_t *rs = tb_trace_range("comm.dp.reduce_scatter", 52, 10, 1,
+                                    json_pack("{s:s, s:s, s:i, s:i, s:i}", "group", "dp", "op", "reduce_scatter",
+                                              "group_id", 1, "seq", 1, "bytes", 8192));
+        json_object_set_new(bucket, "tid", json_integer(1));
+        json_object_set_new(rs, "tid", json_integer(1));
+        json_array_append_new(events, bucket);
+        json_array_append_new(events, rs);
         tb_write_json(tb_rank_path(path, sizeof path, dir, TB_RANK_TRACE, r), json_pack("{s:o}", "traceEvents", events));
         tb_rank_path(path, sizeof path, dir, TB_RANK_METRICS, r);
-        json_t *line = json_pack("{s:i, s:f, s:{s:f, s:f, s:f, s:f, s:f, s:f}}", "step", 1, "step_ms", r ? 0.1 : 0.09,
-                                 "pipeline", "data_ms", 0.001, "forward_ms", 0.02, "backward_ms", 0.03, "optimizer_ms",
-                                 0.01, "p2p_wait_ms", 0.0, "idle_ms", 0.005);
+        json_t *line = json_pack("{s:i, s:f, s:{s:f, s:f, s:f, s:f, s:f, s:f, s:f}}", "step", 1, "step_ms",
+                                 r ? 0.1 : 0.09, "pipeline", "data_ms", 0.001, "forward_ms", 0.02, "backward_ms", 0.03,
+                                 "optimizer_ms", 0.01, "p2p_wait_ms", 0.0, "idle_ms", 0.005, "exposed_comm_ms", 0.25);
         char *text = json_dumps(line, JSON_COMPACT);
         char with_nl[512];
         snprintf(with_nl, sizeof with_nl, "%s\n", text);
@@ -53,8 +63,8 @@ TB_TEST(enter_spread_wait_and_transfer_of_a_known_call) {
     tb_error err;
     json_t *calls = tb_collective_calls(dir, &err);
     TB_REQUIRE(calls, "%s", err.msg);
-    TB_REQUIRE(json_array_size(calls) == 1, "one matched call (%zu)", json_array_size(calls));
-    json_t *c = json_array_get(calls, 0);
+    TB_REQUIRE(json_array_size(calls) == 2, "two matched calls (%zu)", json_array_size(calls));
+    json_t *c = json_array_get(calls, 0);  // (the largest enter spread first)
     TB_CHECK(fabs(json_number_value(json_object_get(c, "enter_spread_ms")) - 0.015) < 1e-12, "spread 15 us");
     TB_CHECK(json_integer_value(json_object_get(c, "last_rank")) == 1 &&
                  !strcmp(json_string_value(json_object_get(c, "last_in")), "train_step") &&
@@ -71,8 +81,20 @@ TB_TEST(enter_spread_wait_and_transfer_of_a_known_call) {
     json_decref(calls);
 
     int rc = tb_run(&sh, NULL, "'%s' steps '%s'", TRACEBOOK, dir);
-    TB_CHECK(rc == 0 && strstr(sh.out, "* 1 ") && strstr(sh.out, "tp 0.01 / 0.01") && strstr(sh.out, "tp 0.00 / 0.01"),
+    TB_CHECK(rc == 0 && strstr(sh.out, "* 1 ") && strstr(sh.out, "tp 0.01 / 0.01 (4096 B)") &&
+                 strstr(sh.out, "tp 0.00 / 0.01 (4096 B)"),
              "steps marks rank 1 slowest and splits tp into wait / transfer: exit %d\n%s", rc, sh.out);
+    TB_CHECK(strstr(sh.out, "dp 0.00 / 0.01 (8192 B; 1 of 1 calls)") && strstr(sh.out, "     0.25   tp"),
+             "steps gives the dp bytes, the calls on the communication thread and the exposed time:\n%s", sh.out);
+    json_t *steps = tb_step_decomposition(dir, 0, &err);
+    TB_REQUIRE(steps, "%s", err.msg);
+    json_t *r0 = json_array_get(json_object_get(json_array_get(steps, 0), "ranks"), 0);
+    json_t *dp = json_object_get(json_object_get(r0, "collectives"), "dp");
+    TB_CHECK(json_integer_value(json_object_get(dp, "bytes")) == 8192 &&
+                 json_integer_value(json_object_get(dp, "comm_thread_calls")) == 1 &&
+                 fabs(json_number_value(json_object_get(r0, "exposed_comm_ms")) - 0.25) < 1e-12,
+             "steps --json: dp's bytes, its call on the communication thread, 0.25 ms exposed");
+    json_decref(steps);
     rc = tb_run(&sh, NULL, "'%s' comm '%s'", TRACEBOOK, dir);
     TB_CHECK(rc == 0 && strstr(sh.out, "rank 1 (in train_step; after layer.0.mlp)"), "comm: exit %d\n%s", rc, sh.out);
     rc = tb_run(&sh, NULL, "'%s' steps '%s' --step 9", TRACEBOOK, dir);
