@@ -441,7 +441,8 @@ static void fsdp_chunk(const tb_config *c, const shape *s, param_parts *parts, c
     for (int l = 0; l < L; l++)
         rc[l] = recomputed(acts, l), rc[L + l] = chunk_start(acts, l), rc[2 * L + l] = chunk_len(acts, l);
     const plan_fsdp_shape fs = {L, emb, head, embedding, lp->aligned, cpz->aligned - L * lp->aligned - embedding,
-                                padded, dpcp, s->tied, zero3, m, rc, rc + L, rc + 2 * L};
+                                padded, dpcp, s->tied, zero3, m, rc, rc + L, rc + 2 * L,
+                                zero3 && c->overlap_param_gather, c->overlap_grad_reduce};
     plan_fsdp_walk(&fs, fw);
     free(rc);
     if (!mixed) {

@@ -30,6 +30,11 @@ typedef struct plan_fsdp_shape {
     // full recompute (transformer_block.h): per layer, whether it is recomputed and its chunk's
     // first layer and length (the chunk's forward runs again before its last layer's backward)
     const int *recompute, *chunk_start, *chunk_len;
+    // overlap (fsdp.h, "Time"): prefetch (--overlap-param-gather under optim_grads_params), each
+    // use's next unit gathered with it; drain (--overlap-grad-reduce), a unit's buckets held while
+    // their reduce-scatter is in flight, until the backward after the next unit's: their bound
+    // (the engine gives a bucket back earlier when its reduce-scatter is done by then)
+    int prefetch, drain;
 } plan_fsdp_shape;
 
 typedef struct plan_fsdp_figures {
@@ -40,7 +45,8 @@ typedef struct plan_fsdp_figures {
 } plan_fsdp_figures;
 
 // Walks a step (nothing gathered at its start — the previous update made the gathered copies
-// stale — and no read of the whole model after it). Returns 0, or -1 for a chunk with no unit.
+// stale — and no read of the whole model after it; with prefetch, a step after the first, which
+// records the schedule). Returns 0, or -1 for a chunk with no unit.
 int plan_fsdp_walk(const plan_fsdp_shape *s, plan_fsdp_figures *out);
 
 #endif

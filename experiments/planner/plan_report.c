@@ -37,6 +37,19 @@ static const char *param_formula(const tb_plan *p, const tb_plan_cluster *cl) {
                      "parameter (18)";
 }
 
+// Megatron-FSDP's overlap in the memory (plan_fsdp.h), or NULL without it.
+static const char *overlap_formula(const tb_plan *p) {
+    if (!config_shards_grads(&p->cfg) || p->dp * p->cp < 2 || !p->cfg.overlap_grad_reduce) return NULL;
+    return config_shards_params(&p->cfg) && p->cfg.overlap_param_gather
+               ? "with overlap, the next unit's parameters gathered beside this unit's (--overlap-param-gather's "
+                 "prefetch, from the second step on), and a unit's gradient buckets held while their reduce-scatter "
+                 "is in flight, until the backward after the next unit's (--overlap-grad-reduce: a bound, the engine "
+                 "gives a bucket back once its reduce-scatter is done)"
+               : "with overlap, a unit's gradient buckets held while their reduce-scatter is in flight, until the "
+                 "backward after the next unit's (--overlap-grad-reduce: a bound, the engine gives a bucket back once "
+                 "its reduce-scatter is done)";
+}
+
 static const char *activation_formula(const tb_plan_cluster *cl) {
     return cl->precision == TB_PLAN_FP32
                ? "the engine's saved tensors per layer (transformer_layer.c: ln_1 out, mean, rstd, qkv, the attention "
@@ -192,8 +205,9 @@ json_t *plan_to_json(const tb_plan *p, const tb_plan_cluster *cl) {
                                              "fits", p->fits));
     json_object_set_new(o, "precision", json_string(precision_name(cl->precision)));
     json_object_set_new(o, "memory_formula",
-                        json_pack("{s:s, s:s, s:s}", "weights_and_optimizer", param_formula(p, cl), "activations",
-                                  activation_formula(cl), "not_counted",
+                        json_pack("{s:s, s:s?, s:s, s:s}", "weights_and_optimizer", param_formula(p, cl),
+                                  "fsdp_overlap", overlap_formula(p), "activations", activation_formula(cl),
+                                  "not_counted",
                                   "workspace (gradients of the layer being computed, staging) and communication "
                                   "buffers; the engine reports them as its workspace and comm categories"));
     json_object_set_new(o, "bubble",
@@ -313,6 +327,7 @@ void plan_explain(FILE *out, const tb_plan *p, const tb_plan_cluster *cl) {
 
     fprintf(out, "\nmemory per rank (%s):\n  weights and optimizer: %s\n  activations: %s\n", precision_name(cl->precision),
             param_formula(p, cl), activation_formula(cl));
+    if (overlap_formula(p)) fprintf(out, "  Megatron-FSDP overlap: %s\n", overlap_formula(p));
     if (c->num_experts > 0)
         fprintf(out, "  MoE layers: %s\n",
                 cl->precision == TB_PLAN_FP32

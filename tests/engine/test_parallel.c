@@ -345,7 +345,11 @@ LAYOUT(fsdp_optim_dp2_matches_single_rank, "fsdp optim x dp 2", (c.world_size = 
 LAYOUT(fsdp_optim_grads_dp2_matches_single_rank, "fsdp optim_grads x dp 2", (c.world_size = 2, FSDP(OPTIM_GRADS)), 1)
 LAYOUT(fsdp_optim_grads_params_dp2_matches_single_rank, "fsdp optim_grads_params x dp 2",
        (c.world_size = 2, FSDP(OPTIM_GRADS_PARAMS)), 1)
+LAYOUT(fsdp_no_shard_dp4_matches_single_rank, "fsdp no_shard x dp 4", (c.world_size = 4, FSDP(NO_SHARD)), 1)
+LAYOUT(fsdp_optim_dp4_matches_single_rank, "fsdp optim x dp 4", (c.world_size = 4, FSDP(OPTIM)), 1)
 LAYOUT(fsdp_optim_grads_dp4_matches_single_rank, "fsdp optim_grads x dp 4", (c.world_size = 4, FSDP(OPTIM_GRADS)), 1)
+LAYOUT(fsdp_optim_grads_tp2_sp_dp2_matches_single_rank, "fsdp optim_grads, tp 2 + sp x dp 2",
+       (c.world_size = 4, c.tensor_model_parallel_size = 2, c.sequence_parallel = 1, FSDP(OPTIM_GRADS)), 1)
 LAYOUT(fsdp_optim_grads_params_dp4_matches_single_rank, "fsdp optim_grads_params x dp 4",
        (c.world_size = 4, FSDP(OPTIM_GRADS_PARAMS)), 1)
 LAYOUT(fsdp_optim_grads_params_tp2_sp_dp2_matches_single_rank, "fsdp optim_grads_params, tp 2 + sp x dp 2",
@@ -745,7 +749,10 @@ int main(void) {
     TB_RUN(fsdp_optim_dp2_matches_single_rank);
     TB_RUN(fsdp_optim_grads_dp2_matches_single_rank);
     TB_RUN(fsdp_optim_grads_params_dp2_matches_single_rank);
+    TB_RUN(fsdp_no_shard_dp4_matches_single_rank);
+    TB_RUN(fsdp_optim_dp4_matches_single_rank);
     TB_RUN(fsdp_optim_grads_dp4_matches_single_rank);
+    TB_RUN(fsdp_optim_grads_tp2_sp_dp2_matches_single_rank);
     TB_RUN(fsdp_optim_grads_params_dp4_matches_single_rank);
     TB_RUN(fsdp_optim_grads_params_tp2_sp_dp2_matches_single_rank);
     TB_RUN(fsdp_optim_grads_params_recompute_dp2_matches_single_rank);

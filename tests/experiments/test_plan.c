@@ -644,6 +644,75 @@ TB_TEST(moe_enumerates_expert_parallel_layouts) {
     tb_output_free(&o);
 }
 
+// Megatron-FSDP with overlap (plan_fsdp.h): the prefetch holds the next unit's parameters
+// beside this one's, which the engine holds from its second step on (its first records the
+// schedule) — the same bytes; the drain holds a unit's gradient buckets while their
+// reduce-scatter is in flight, a bound the engine's peak never exceeds (it gives a bucket back
+// as soon as its reduce-scatter is done, which on an idle host may be before the bound's point).
+#define FSDP_MODEL                                                                                           \
+    "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --num-query-groups 2 --seq-length 32 "        \
+    "--vocab-size 256 --global-batch-size 8 --micro-batch-size 2 --use-distributed-optimizer "              \
+    "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
+#define FSDP_OVERLAP " --overlap-grad-reduce --overlap-param-gather"
+
+static json_t *planned_stage(const char *extra) {
+    tb_output o = {0};
+    int rc = tb_run(&o, NULL, "'%s' plan --explain tp1,cp1,pp1,dp2,mbs2 --gpus 2 " FSDP_MODEL "%s --json", TRACEBOOK,
+                    extra);
+    json_t *doc = rc == 0 ? json_loads(o.out, 0, NULL) : NULL;
+    json_t *st = json_incref(json_array_get(json_object_get(json_object_get(doc, "plan"), "stages"), 0));
+    if (!st) printf("    plan exited %d: %s%s\n", rc, o.err, o.out);
+    json_decref(doc);
+    tb_output_free(&o);
+    return st;
+}
+
+// Rank 0's memory peaks (metrics mem_peak_bytes) at the engine's steps 1 and 2 (of 3: the last one
+// gathers what the end of training reads).
+static int measured_peaks(const char *extra, json_t *peaks[2]) {
+    char dir[512];
+    tb_tmp_path(dir, sizeof dir, "plan-fsdp-overlap-%ld", (long)getpid());
+    tb_output o = {0};
+    int rc = tb_run(&o, NULL, "rm -rf '%s' && '%s' " FSDP_MODEL "%s --world-size 2 --train-iters 3 --run-dir '%s'",
+                    dir, TB_BIN_DIR "/pretrain_gpt", extra, dir);
+    if (rc != 0) printf("    pretrain_gpt exited %d: %s\n", rc, o.err);
+    tb_output_free(&o);
+    char path[640];
+    snprintf(path, sizeof path, "%s/metrics.rank-00000.jsonl", dir);
+    char *text = rc == 0 ? tb_slurp(path) : NULL;
+    int n = 0;
+    for (char *line = text ? strtok(text, "\n") : NULL; line && n < 2; line = strtok(NULL, "\n")) {
+        json_t *m = json_loads(line, 0, NULL);
+        peaks[n++] = json_incref(json_object_get(m, "mem_peak_bytes"));
+        json_decref(m);
+    }
+    free(text);
+    tb_shell(NULL, "rm -rf '%s'", dir);
+    return n == 2 && peaks[0] && peaks[1] ? 0 : -1;
+}
+
+static json_int_t field(json_t *o, const char *key) { return json_integer_value(json_object_get(o, key)); }
+
+TB_TEST(fsdp_overlap_holds_what_the_engine_holds) {
+    json_t *plain = planned_stage(""), *overlap = planned_stage(FSDP_OVERLAP), *peaks[2] = {NULL, NULL};
+    TB_REQUIRE(plain && overlap, "the plans");
+    TB_REQUIRE(measured_peaks(FSDP_OVERLAP, peaks) == 0, "the engine's run with overlap");
+    const json_int_t g0 = field(plain, "gathered_bytes"), g = field(overlap, "gathered_bytes");
+    const json_int_t d0 = field(plain, "grad_bytes"), d = field(overlap, "grad_bytes");
+    printf("    gathered: planned %lld without overlap, %lld with; the engine %lld at step 1 (recording), %lld at "
+           "step 2\n    grads: planned %lld without, bound %lld with; the engine %lld, %lld\n",
+           (long long)g0, (long long)g, (long long)field(peaks[0], "gathered"), (long long)field(peaks[1], "gathered"),
+           (long long)d0, (long long)d, (long long)field(peaks[0], "grads"), (long long)field(peaks[1], "grads"));
+    TB_CHECK(g > g0 && g == field(peaks[1], "gathered"), "gathered: planned %lld, the engine's step 2 %lld",
+             (long long)g, (long long)field(peaks[1], "gathered"));
+    TB_CHECK(field(peaks[0], "gathered") == g0, "the engine's first step holds one unit: %lld, planned %lld",
+             (long long)field(peaks[0], "gathered"), (long long)g0);
+    TB_CHECK(d > d0 && field(peaks[1], "grads") <= d && field(peaks[0], "grads") <= d,
+             "grads: the bound %lld (without overlap %lld), the engine %lld, %lld", (long long)d, (long long)d0,
+             (long long)field(peaks[0], "grads"), (long long)field(peaks[1], "grads"));
+    json_decref(plain), json_decref(overlap), json_decref(peaks[0]), json_decref(peaks[1]);
+}
+
 int main(void) {
     TB_RUN(gpt2_124m_parameters_as_the_engine_counts_them);
     TB_RUN(llama2_70b_parameters_and_per_rank_counts_sum_to_the_model);
@@ -659,5 +728,6 @@ int main(void) {
     TB_RUN(moe_rules_identical_to_config_validation);
     TB_RUN(moe_tp_etp_parameters_per_rank_sum_to_the_model);
     TB_RUN(moe_enumerates_expert_parallel_layouts);
+    TB_RUN(fsdp_overlap_holds_what_the_engine_holds);
     return tb_test_summary();
 }
