@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "build_info.h"
 #include "config/config.h"
+#include "core/version.h"
 #include "initialize.h"
 #include "comm/parallel_state.h"
 #include "training.h"
@@ -68,6 +69,11 @@ static int run(const tb_launch *l, int argc, char **argv, int *failed_in_run) {
 int main(int argc, char **argv) {
     cpu_runtime_select(argv);
     // before the config: what this binary is, for the record (build_info.h)
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        char line[256];
+        tb_version_line(line, sizeof line, "pretrain_gpt");
+        return printf("%s\n", line) > 0 ? 0 : TB_EXIT_FAILURE;
+    }
     if (argc == 2 && !strcmp(argv[1], "--build-info")) {
         json_t *info = build_info_json();
         int ok = json_dumpf(info, stdout, JSON_INDENT(1)) == 0 && printf("\n") > 0;

@@ -25,9 +25,10 @@
 #include "tb_shell.h"
 
 #define TB_MPI_ENGINE TB_BIN_DIR "/pretrain_gpt"
-#define TB_MPI_MODEL                                                                                                  \
+#define TB_MPI_MODEL_UNTIMED                                                                                          \
     " --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --vocab-size 128"                  \
-    " --micro-batch-size 2 --global-batch-size 8 --train-iters 3 --lr 3e-3 --collective-timeout 60"
+    " --micro-batch-size 2 --global-batch-size 8 --train-iters 3 --lr 3e-3"
+#define TB_MPI_MODEL TB_MPI_MODEL_UNTIMED " --collective-timeout 60"  // (UNTIMED: for a test's own timeout)
 #define TB_MPI_ALGORITHMS {"native", "exact"}
 
 static inline const char *tb_mpi_run_dir(char *buf, size_t len, const char *kind, int i) {

@@ -23,6 +23,46 @@
 #define TB_TEST_TMPDIR "/tmp"
 #endif
 
+// --- engine flags ---
+
+// The flag name a word starts ("--seed" of "--seed" and "--seed=7"), into name; 0 when the word
+// is no flag.
+static inline int tb_flag_name(const char *word, char *name, size_t len) {
+    if (strncmp(word, "--", 2) != 0) return 0;
+    snprintf(name, len, "%.*s", (int)strcspn(word, "= "), word);
+    return 1;
+}
+
+// base's flags with those extra gives again left out, then extra — "--hidden-size 32 --seed 1"
+// and "--hidden-size 64" make "--seed 1 --hidden-size 64" — for a test that runs a base command
+// with a few changed (pretrain_gpt refuses a flag given twice). Words are separated by single
+// spaces; a flag's value is the next word when that is no flag. 0, or -1 when out is too small.
+static inline int tb_flags_merge(char *out, size_t len, const char *base, const char *extra) {
+    char *words = strdup(base ? base : ""), *save = NULL, name[128], other[128];
+    size_t at = 0;
+    out[0] = '\0';
+    int skipping = 0, rc = 0;
+    for (char *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        if (tb_flag_name(w, name, sizeof name)) {
+            skipping = 0;
+            char *copy = strdup(extra ? extra : ""), *save2 = NULL;
+            for (char *x = strtok_r(copy, " ", &save2); x && !skipping; x = strtok_r(NULL, " ", &save2))
+                skipping = tb_flag_name(x, other, sizeof other) && !strcmp(name, other);
+            free(copy);
+        }
+        if (skipping) continue;
+        int n = snprintf(out + at, len - at, "%s%s", at ? " " : "", w);
+        if (n < 0 || (size_t)n >= len - at) rc = -1;
+        else at += (size_t)n;
+    }
+    free(words);
+    if (extra && *extra) {
+        int n = snprintf(out + at, len - at, "%s%s", at ? " " : "", extra);
+        if (n < 0 || (size_t)n >= len - at) rc = -1;
+    }
+    return rc;
+}
+
 // --- files ---
 
 // The file's contents, NUL-terminated (malloc'd), or NULL when it cannot be read. *len (when

@@ -297,7 +297,41 @@ int config_load_json(tb_config *cfg, const char *path, tb_error *err) {
     return 0;
 }
 
+// The flags a command line gave so far, to refuse one given twice (config_parse_args).
+typedef struct given_flags {
+    int *at;               // [option] the argument that gave it (1-based), 0: not given
+    const char **value;    // [option] the value it gave
+} given_flags;
+
+// Notes option o given by argument i with value v; -1 with err naming both values when it was
+// given before: which one was meant cannot be told (argparse would keep the last silently).
+static int note_given(given_flags *g, const tb_option *o, int i, const char *v, tb_error *err) {
+    const size_t k = (size_t)(o - tb_config_options);
+    if (g->at[k])
+        return tb_fail(err, "flag %s given twice: '%s' (argument %d) and '%s' (argument %d); give it once", o->flag,
+                       g->value[k], g->at[k], v, i);
+    g->at[k] = i, g->value[k] = v;
+    return 0;
+}
+
+static int parse_flags(tb_config *cfg, int argc, char **argv, int *help_requested, given_flags *given,
+                       tb_error *err);
+
 int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested, tb_error *err) {
+    size_t n = 0;
+    while (tb_config_options[n].flag) n++;
+    given_flags given = {calloc(n + 1, sizeof *given.at), calloc(n + 1, sizeof *given.value)};
+    if (!given.at || !given.value) {
+        free(given.at), free(given.value);
+        return tb_fail(err, "cannot allocate the table of %zu flags", n);
+    }
+    const int rc = parse_flags(cfg, argc, argv, help_requested, &given, err);
+    free(given.at), free(given.value);
+    return rc;
+}
+
+static int parse_flags(tb_config *cfg, int argc, char **argv, int *help_requested, given_flags *given,
+                       tb_error *err) {
     *help_requested = 0;
     // --config first, wherever it is, so the flags override the file. (Values of other
     // flags are skipped: `--save --config` saves to a file named --config.)
@@ -331,6 +365,7 @@ int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested
         const char *eq = strchr(a, '=');
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
         const tb_option *o = find_by_flag(a, len);
+        const int flag_at = i;  // (i moves to the value's argument)
         // --no-FLAG clears a boolean FLAG, as Megatron-LM's argparse flags do
         char positive[128];
         if (!o && !eq && !strncmp(a, "--no-", 5) && snprintf(positive, sizeof positive, "--%s", a + 5) < (int)sizeof positive) {
@@ -338,6 +373,7 @@ int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested
             if (p && p->type == TB_OPT_BOOL) {
                 char where[160];
                 snprintf(where, sizeof where, "flag %s", a);
+                if (note_given(given, p, flag_at, "false", err) != 0) return -1;
                 if (tb_option_set(cfg, p, "false", where, err) != 0) return -1;
                 continue;
             }
@@ -350,7 +386,7 @@ int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested
         else if (o->type == TB_OPT_BOOL) value = "true";
         else if (i + 1 < argc) value = argv[++i];
         else return tb_fail(err, "%s: missing value", where);
-        if (tb_option_set(cfg, o, value, where, err) != 0) return -1;
+        if (note_given(given, o, flag_at, value, err) != 0 || tb_option_set(cfg, o, value, where, err) != 0) return -1;
     }
     return 0;
 }
@@ -463,27 +499,40 @@ json_t *config_to_json(const tb_config *cfg) {
     return root;
 }
 
+// One section of --help: the flags of `group`, in table order.
+static void print_section(FILE *out, const char *group) {
+    int header = 0;
+    for (const tb_option *o = tb_config_options; o->flag; o++) {
+        if (strcmp(o->group, group)) continue;
+        if (!header++) fprintf(out, "\n%s:\n", group);
+        char lhs[256];  // a flag with its choices, whole
+        if (o->type == TB_OPT_BOOL) snprintf(lhs, sizeof lhs, "%s", o->flag);
+        else if (o->type == TB_OPT_CHOICE) snprintf(lhs, sizeof lhs, "%s {%s}", o->flag, o->choices);
+        else snprintf(lhs, sizeof lhs, "%s VALUE", o->flag);
+        fprintf(out, "  %-44s %s (default: %s)\n", lhs, o->help, o->default_value[0] ? o->default_value : "\"\"");
+    }
+}
+
 void config_print_help(FILE *out, const char *program) {
     fprintf(out,
             "usage: %s [--config FILE.json] [--FLAG VALUE ...]\n\n"
             "Trains a GPT with Megatron-Core's concepts. Flags follow Megatron-LM's names; a JSON\n"
             "config file uses the same keys with underscores, and flags override it.\n",
             program);
-    const char *group = "";
+    // each section once, in the order of Megatron-LM's arguments.py (network size, training,
+    // checkpointing, distributed, data, MoE); a section not named there after them, in table order
+    static const char *const sections[] = {"model", "training", "io", "parallel", "data", "moe"};
+    const size_t nsections = sizeof sections / sizeof *sections;
+    for (size_t k = 0; k < nsections; k++) print_section(out, sections[k]);
     for (const tb_option *o = tb_config_options; o->flag; o++) {
-        if (strcmp(group, o->group) != 0) {
-            group = o->group;
-            fprintf(out, "\n%s:\n", group);
-        }
-        char lhs[256];  // a flag with its choices, whole
-        if (o->type == TB_OPT_BOOL) snprintf(lhs, sizeof lhs, "%s", o->flag);
-        else if (o->type == TB_OPT_CHOICE) snprintf(lhs, sizeof lhs, "%s {%s}", o->flag, o->choices);
-        else snprintf(lhs, sizeof lhs, "%s VALUE", o->flag);
-        fprintf(out, "  %-44s %s (default: %s)\n", lhs, o->help,
-                o->default_value[0] ? o->default_value : "\"\"");
+        size_t k = 0;
+        while (k < nsections && strcmp(sections[k], o->group)) k++;
+        const tb_option *first = tb_config_options;
+        while (strcmp(first->group, o->group)) first++;
+        if (k == nsections && first == o) print_section(out, o->group);  // (one not in the list)
     }
-    fprintf(out, "\nother:\n  %-44s %s\n  %-44s %s\n  %-44s %s\n", "--config FILE.json",
+    fprintf(out, "\nother:\n  %-44s %s\n  %-44s %s\n  %-44s %s\n  %-44s %s\n", "--config FILE.json",
             "load settings from a JSON file (keys with underscores)", "--build-info",
-            "print this binary's build (compiler, codegen flags, BLAS kernel, CPU ISA) as JSON; alone",
-            "--help", "this text");
+            "print this binary's build (compiler, codegen flags, BLAS kernel, CPU ISA) as JSON; alone", "--version",
+            "print the version and the git commit this binary was built from; alone", "--help", "this text");
 }

@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/subcommand.h"
 #include "core/error.h"
+#include "core/subcommand.h"
+#include "core/version.h"
 #include "core/xalloc.h"
 #include "inspect/commands.h"
 #include "planner/commands.h"
@@ -34,7 +35,8 @@ static const tb_subcommand_table *const parts[] = {
 #define NPARTS (sizeof parts / sizeof *parts)
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: tracebook COMMAND [ARGS...]   (tracebook COMMAND --help for its flags)\n");
+    fprintf(out, "usage: tracebook COMMAND [ARGS...]   (tracebook COMMAND --help for its flags)\n"
+                 "       tracebook --version           (the version and the commit this binary was built from)\n");
     for (size_t p = 0; p < NPARTS; p++) {
         fprintf(out, "\n%s:\n", parts[p]->part);
         for (size_t i = 0; i < parts[p]->count; i++)
@@ -51,6 +53,12 @@ int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? TB_EXIT_USAGE : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        char line[256];
+        tb_version_line(line, sizeof line, "tracebook");
+        printf("%s\n", line);
+        return 0;
     }
     for (size_t p = 0; p < NPARTS; p++)
         for (size_t i = 0; i < parts[p]->count; i++)

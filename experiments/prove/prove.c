@@ -52,7 +52,7 @@
 
 typedef struct prove_opts {
     const char *artifacts, *claim, *experiment, *require_signature;
-    int all, quiet, json;
+    int all, quiet, json, version;
 } prove_opts;
 
 typedef struct prove_state {
@@ -64,6 +64,7 @@ typedef struct prove_state {
     strbuf failures;  // "claim: reason" lines for stderr
     int print;        // the text verdicts and evidence on stdout (not for --json, not for a report)
     long long version;  // only this experiment version (-1: every version)
+    int versions;       // experiment versions proven (their claims files read)
     json_t *results;  // every claim's outcome as JSON (prove.h), in the order proven
     strbuf version_failures;  // the claims file being proven: its own and experiment.json's anchors
 } prove_state;
@@ -192,6 +193,50 @@ static void record_outcome(prove_state *s, const char *exp, long long version, c
     sqlite3_bind_text(st, 5, id, -1, SQLITE_TRANSIENT);
     sqlite3_step(st);
     sqlite3_reset(st);
+}
+
+// What one claim's verdict rests on, printed under its verdict line (proven or not).
+typedef struct claim_figures {
+    json_t *claim, *evidence;  // evidence: the parser's, NULL when it did not run
+    double claimed, derived, rel, tolerance;
+    int have_derived, bounded;
+    const char *const *dirs;   // the records of its runs
+    size_t ndirs;
+} claim_figures;
+
+static void print_lines(const char *indent, const char *text) {
+    for (const char *p = text; p && *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != '\0'))
+        if (strcspn(p, "\n")) printf("%s%.*s\n", indent, (int)strcspn(p, "\n"), p);
+}
+
+// The claim's text with its value, the claimed and derived figures, the gate's acceptance,
+// the evidence (runs: command, config, files; the parser's figures) and the warnings; without
+// evidence (the parser never ran: a record did not verify, say) the runs' records.
+static void print_claim_detail(prove_state *s, const claim_figures *f, const char *accepted, const char *warnings) {
+    const char *text = json_string_value(json_object_get(f->claim, "text"));
+    if (text) {
+        printf("  \"");
+        evidence_print_text(text, f->bounded && f->have_derived ? f->derived : f->claimed);
+        printf("\"\n");
+    }
+    if (!f->have_derived) printf("  claimed %.10g, not derived\n", f->claimed);
+    else if (f->bounded) printf("  derived %.10g %s bound %.10g (at_most)\n", f->derived,
+                                f->derived <= f->claimed ? "<=" : ">", f->claimed);
+    else
+        printf("  claimed %.10g, derived %.10g (relative difference %.3g, tolerance %.3g)\n", f->claimed, f->derived,
+               f->rel, f->tolerance);
+    print_lines("  ", accepted);
+    if (f->evidence) {
+        evidence_print("  ", "", f->evidence, &s->checks);
+    } else {
+        printf("  runs (records):\n");
+        for (size_t i = 0; i < f->ndirs; i++)
+            if (f->dirs[i]) printf("    %s\n", f->dirs[i]);
+    }
+    if (warnings && *warnings) {
+        printf("  warnings:\n");
+        print_lines("    ", warnings);
+    }
 }
 
 // headline: what the verdict line adds in parentheses (NULL: nothing).
@@ -325,38 +370,18 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
         check_read_files(&s->checks, evidence, &failures, 0);
     }
 
+    const claim_figures fig = {claim, evidence, claimed, derived, rel, tolerance, have_derived, bounded,
+                               (const char *const *)dirs, n};
     if (failures.len) {
         claim_failed_because(s, name, headline, failures.s);
-        if (s->print && warnings.len && !s->opt.quiet) printf("  warnings:\n%s", warnings.s);
+        // what the claim rests on, as for a proven one: the reader sees which runs and figures
+        if (s->print && !s->opt.quiet) print_claim_detail(s, &fig, NULL, warnings.s);
     } else {
         s->proven++;
         if (!s->print) {
         } else if (accepted) printf("PROVEN  %s (%.*s)\n", name, (int)strcspn(accepted, "\n"), accepted);
         else printf("PROVEN  %s\n", name);
-        if (s->print && !s->opt.quiet) {
-            const char *text = json_string_value(json_object_get(claim, "text"));
-            if (text) {
-                printf("  \"");
-                evidence_print_text(text, bounded ? derived : claimed);
-                printf("\"\n");
-            }
-            if (bounded) printf("  derived %.10g <= bound %.10g (at_most)\n", derived, claimed);
-            else
-                printf("  claimed %.10g, derived %.10g (relative difference %.3g, tolerance %.3g)\n", claimed,
-                       derived, rel, tolerance);
-            for (const char *p = accepted; p && *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != '\0'))
-                printf("  %.*s\n", (int)strcspn(p, "\n"), p);
-            evidence_print("  ", "", evidence, &s->checks);
-            if (warnings.len) {
-                printf("  warnings:\n");
-                for (const char *p = warnings.s; *p;) {
-                    const char *nl = strchr(p, '\n');
-                    int len = nl ? (int)(nl - p) : (int)strlen(p);
-                    printf("    %.*s\n", len, p);
-                    p += len + (nl ? 1 : 0);
-                }
-            }
-        }
+        if (s->print && !s->opt.quiet) print_claim_detail(s, &fig, accepted, warnings.s);
     }
     record_outcome(s, exp, version, id, !failures.len, derived, have_derived);
     claim_outcome o = {.exp = exp, .id = id, .name = name, .version = version, .claim = claim,
@@ -481,6 +506,8 @@ static void free_names(char **names, int n) {
 static const tb_option prove_options[] = {
     TB_OPTION("--all", prove_opts, all, TB_OPT_BOOL, NULL, NULL, "every claim (the default with --experiment)"),
     TB_OPTION("--experiment", prove_opts, experiment, TB_OPT_STRING, NULL, "NAME", "only this experiment's claims"),
+    TB_OPTION("--version", prove_opts, version, TB_OPT_INT, "0", "N",
+              "only version N of the experiments (their vN directory; 0: every version)"),
     TB_OPTION("--quiet", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "one line per claim, no evidence"),
     TB_OPTION("-q", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "the same as --quiet"),
     TB_OPTION("--json", prove_opts, json, TB_OPT_BOOL, NULL, NULL,
@@ -497,7 +524,12 @@ static const tb_command prove_command = {
     "record's manifest lists, re-runs the claim's parser and compares with the claimed value\n"
     "within its relative_tolerance, or with its at_most bound (derived <= bound). Exits 1\n"
     "naming each claim that does not prove and why.\n"
-    "CLAIM is a claim id (every " TB_EXPERIMENT_CLAIMS " holding it); or give --all.",
+    "CLAIM is a claim id (every " TB_EXPERIMENT_CLAIMS " holding it), EXPERIMENT/ID, or\n"
+    "EXPERIMENT/vN/ID as the verdicts name it (tp_scaling/v2/tp1_tokens_per_s); or give --all.\n"
+    "Every claim prints its evidence (runs: command, config, files; the figures), proven or not;\n"
+    "--quiet prints the verdicts alone. Exit status: 0 every claim proven, 1 one did not (or\n"
+    "none matched), 2 a usage error.\n"
+    "Example: tracebook prove tp_scaling/v2/tp1_tokens_per_s",
     prove_options, 0, 1};
 
 // Versions the catalogue anchored whose directory is gone (an experiment or version deleted
@@ -548,6 +580,7 @@ static void prove_scan(prove_state *s, int *experiments, int *matched) {
             char version_dir[PROVE_PATH_MAX];
             if (snprintf(version_dir, sizeof version_dir, "%s/%s", exp_dir, vers[v]) >= (int)sizeof version_dir)
                 continue;
+            s->versions++;
             prove_claims_file(s, version_dir, exps[e], version, matched);
         }
         free_names(vers, nver);
@@ -584,6 +617,38 @@ json_t *tb_prove_collect(const char *artifacts, const char *experiment, long lon
     return doc;
 }
 
+// CLAIM as the verdicts name it: ID, EXPERIMENT/ID or EXPERIMENT/vN/ID (name rewritten in place to
+// the ID; the experiment into exp, which s->opt.experiment then points to). The experiment and
+// version must agree with --experiment and --version when both are given. 0, or -1 with err set.
+static int parse_claim_name(prove_state *s, char *name, char *exp, tb_error *err) {
+    char *first = strchr(name, '/');
+    if (!first) return 0;
+    char *second = strchr(first + 1, '/');
+    if (second && strchr(second + 1, '/'))
+        return tb_fail(err, "tracebook prove: CLAIM '%s': more than EXPERIMENT/vN/ID", name);
+    char *end = NULL;
+    long long version = -1;
+    if (second) {
+        version = first[1] == 'v' && first[2] >= '0' && first[2] <= '9' ? strtoll(first + 2, &end, 10) : -1;
+        if (version < 1 || end != second)
+            return tb_fail(err, "tracebook prove: CLAIM '%s': '%.*s' is not a version (vN, N from 1)", name,
+                           (int)(second - first - 1), first + 1);
+    }
+    const char *id = second ? second + 1 : first + 1;
+    if (first == name || !*id) return tb_fail(err, "tracebook prove: CLAIM '%s': EXPERIMENT/ID with both named", name);
+    snprintf(exp, 512, "%.*s", (int)(first - name), name);
+    if (s->opt.experiment && strcmp(s->opt.experiment, exp))
+        return tb_fail(err, "tracebook prove: CLAIM '%s' names experiment %s, --experiment %s", name, exp,
+                       s->opt.experiment);
+    if (version > 0 && s->version > 0 && s->version != version)
+        return tb_fail(err, "tracebook prove: CLAIM '%s' names version %lld, --version %lld", name, version,
+                       s->version);
+    if (version > 0) s->version = version;
+    s->opt.experiment = exp;
+    memmove(name, id, strlen(id) + 1);
+    return 0;
+}
+
 int tracebook_prove_main(int argc, char **argv) {
     prove_state s;
     memset(&s, 0, sizeof s);
@@ -591,10 +656,20 @@ int tracebook_prove_main(int argc, char **argv) {
     tb_error err;
     int parsed = tb_command_parse(&prove_command, &s.opt, argc, argv, &pos, &err);
     if (parsed != 0) return parsed > 0 ? 0 : tb_command_usage_error(&prove_command, &err);
-    s.opt.claim = pos.n ? pos.items[0] : NULL;
+    char claim_arg[512] = "", exp_arg[512] = "";
+    if (pos.n && snprintf(claim_arg, sizeof claim_arg, "%s", pos.items[0]) >= (int)sizeof claim_arg) {
+        tb_fail(&err, "tracebook prove: CLAIM '%.64s...' is longer than %zu bytes", pos.items[0], sizeof claim_arg - 1);
+        tb_positional_free(&pos);
+        return tb_command_usage_error(&prove_command, &err);
+    }
+    s.opt.claim = pos.n ? claim_arg : NULL;
     tb_positional_free(&pos);
     s.print = !s.opt.json;
-    s.version = -1;
+    s.version = s.opt.version > 0 ? s.opt.version : -1;
+    if (s.opt.version < 0 || (s.opt.claim && parse_claim_name(&s, claim_arg, exp_arg, &err) != 0)) {
+        if (s.opt.version < 0) tb_fail(&err, "tracebook prove: flag --version: %d is negative", s.opt.version);
+        return tb_command_usage_error(&prove_command, &err);
+    }
     if (s.opt.json) s.results = json_array();
     if (!s.opt.claim && !s.opt.all && !s.opt.experiment) {
         tb_fail(&err, "tracebook prove: name a CLAIM, or --all");
@@ -656,6 +731,10 @@ int tracebook_prove_main(int argc, char **argv) {
     int rc = 0;
     if (s.opt.experiment && experiments == 0) {
         fprintf(stderr, "tracebook prove: no experiment '%s' in %s\n", s.opt.experiment, s.opt.artifacts);
+        rc = TB_EXIT_FAILURE;
+    } else if (s.version > 0 && s.versions == 0) {
+        fprintf(stderr, "tracebook prove: no version v%lld of %s in %s\n", s.version,
+                s.opt.experiment ? s.opt.experiment : "any experiment", s.opt.artifacts);
         rc = TB_EXIT_FAILURE;
     } else if (s.opt.claim && matched == 0) {
         fprintf(stderr, "tracebook prove: claim '%s' not found in %s/%s/v*/" TB_EXPERIMENT_CLAIMS "\n", s.opt.claim,

@@ -377,8 +377,9 @@ TB_TEST(pretrain_gpt_save_then_load_carries_the_weights_bitwise) {
     TB_CHECK(rc != 0 && strstr(sh.err, absent) && strstr(sh.err, "--load"), "missing file: exit %d, stderr: %s", rc,
              sh.err);
     // --load of a file with other shapes
-    rc = tb_run(&sh, NULL, "'%s' " FLAGS " --hidden-size 48 --train-iters 1 --load '%s' --run-dir '%s'", PRETRAIN, a,
-                TMP("run-wrong"));
+    char wrong[512];
+    tb_flags_merge(wrong, sizeof wrong, FLAGS, "--hidden-size 48 --train-iters 1");
+    rc = tb_run(&sh, NULL, "'%s' %s --load '%s' --run-dir '%s'", PRETRAIN, wrong, a, TMP("run-wrong"));
     TB_CHECK(rc != 0 && strstr(sh.err, "'wte.weight' has shape [50, 32], the model needs [50, 48]"),
              "wrong shape: exit %d, stderr: %s", rc, sh.err);
     unlink(a);

@@ -427,11 +427,22 @@ TB_TEST(no_prefix_clears_a_boolean_flag_and_is_refused_for_other_kinds) {
     tb_config c;
     tb_error e;
     int help;
-    char *argv[] = {"pretrain_gpt", "--swiglu", "--no-swiglu", "--no-check-for-nan-in-loss-and-grad"};
+    char *argv[] = {"pretrain_gpt", "--no-swiglu", "--no-check-for-nan-in-loss-and-grad"};
     TB_REQUIRE(parse(&c, ARGC(argv), argv, &help, &e) == 0, "%s", e.msg);
     TB_CHECK(c.swiglu == 0 && c.check_for_nan_in_loss_and_grad == 0, "cleared: swiglu %d, check %d", c.swiglu,
              c.check_for_nan_in_loss_and_grad);
     CHECK_PARSE_REFUSALS({{"--no-num-layers"}, "unknown flag '--no-num-layers'"});
+}
+
+// A flag given twice — with a space or '=', or a boolean and its --no- form — is refused naming
+// both values and where they stand: which one was meant cannot be told (argparse keeps the last
+// silently). A flag over the --config file's key is not "twice": flags override the file.
+TB_TEST(a_flag_given_twice_is_refused_naming_both_values) {
+    CHECK_PARSE_REFUSALS(
+        {{"--num-layers", "2", "--hidden-size", "64", "--num-layers=3"},
+         "flag --num-layers given twice: '2' (argument 1) and '3' (argument 5); give it once"},
+        {{"--swiglu", "--no-swiglu"}, "flag --swiglu given twice: 'true' (argument 1) and 'false' (argument 2)"},
+        {{"--seed", "7", "--seed", "7"}, "flag --seed given twice: '7' (argument 1) and '7' (argument 3)"});
 }
 
 TB_TEST(config_json_written_by_config_to_json_loads_back_identically) {
@@ -527,6 +538,16 @@ TB_TEST(help_exits_0_and_lists_every_flag_with_its_default) {
             TB_CHECK(strstr(text, o->choices) != NULL, "%s's line lacks its choices: %s", o->flag, text);
     }
     TB_CHECK(strstr(sh.out, "--config FILE.json") != NULL, "--help mentions --config");
+    // each section once, Megatron's order first (network size, training, checkpointing, distributed)
+    const char *sections[] = {"\nmodel:\n", "\ntraining:\n", "\nio:\n", "\nparallel:\n", "\ndata:\n", "\nmoe:\n",
+                              "\nother:\n"};
+    const char *prev = sh.out;
+    for (size_t i = 0; i < sizeof sections / sizeof *sections; i++) {
+        const char *at = strstr(sh.out, sections[i]);
+        TB_CHECK(at && !strstr(at + 1, sections[i]) && at >= prev, "section '%.*s' once and in order", 
+                 (int)strlen(sections[i]) - 2, sections[i] + 1);
+        if (at) prev = at;
+    }
     tb_output_free(&sh);
 }
 
@@ -633,6 +654,7 @@ int main(void) {
     TB_RUN(malformed_config_json_is_refused_with_file_line_and_column);
     TB_RUN(config_file_that_is_a_fifo_is_refused_by_kind_without_blocking);
     TB_RUN(no_prefix_clears_a_boolean_flag_and_is_refused_for_other_kinds);
+    TB_RUN(a_flag_given_twice_is_refused_naming_both_values);
     TB_RUN(config_json_written_by_config_to_json_loads_back_identically);
 
     TB_RUN(help_exits_0_and_lists_every_flag_with_its_default);

@@ -71,10 +71,11 @@ TB_TEST(device_cuda_is_refused_naming_the_flag) {
     TB_CHECK(!tb_exists(run_dir), "no run directory was made at %s", run_dir);
     // pipeline parallelism passes the config on --device cuda (it runs over NCCL): what stops
     // it here is the missing GPU (or backend), not a "not supported yet"
-    rc = tb_run(&sh, TB_SOURCE_DIR,
-                "'%s' " TINY " --attention-backend flash --device cuda --world-size 2 --pipeline-model-parallel-size 2 "
-                "--num-layers 2 --micro-batch-size 1 --global-batch-size 2",
-                PRETRAIN);
+    char pp2[512];
+    tb_flags_merge(pp2, sizeof pp2, TINY,
+                   "--attention-backend flash --device cuda --world-size 2 --pipeline-model-parallel-size 2 "
+                   "--num-layers 2 --micro-batch-size 1 --global-batch-size 2");
+    rc = tb_run(&sh, TB_SOURCE_DIR, "'%s' %s", PRETRAIN, pp2);
     TB_CHECK(rc == TB_EXIT_USAGE && strstr(sh.err, "--device cuda: ") && !strstr(sh.err, "not supported yet"),
              "pp 2 on --device cuda: exit %d, stderr:\n%s", rc, sh.err);
     // bench_gpt's trainer is the CPU's: refused there, never run on the CPU instead

@@ -46,10 +46,18 @@ static void losses(const char *run_dir, double out[7]) {
 }
 
 // Runs pretrain_gpt MODEL + layout + extra into run dir `name`; returns the exit status.
+// MODEL with `layout` and `extra` (their flags replacing MODEL's: a flag is given once).
+static const char *model_with(char *buf, size_t len, const char *layout, const char *extra) {
+    char changes[2048];
+    snprintf(changes, sizeof changes, "%s%s%s", layout, *layout && *extra ? " " : "", extra);
+    tb_flags_merge(buf, len, MODEL + 1, changes);
+    return buf;
+}
+
 static int train(const char *name, const char *layout, const char *extra) {
-    char dir[1024];
-    return tb_run(&sh, NULL, "rm -rf '%s' && '%s'" MODEL " %s %s --run-dir '%s' > /dev/null", tmp(dir, name),
-                  PRETRAIN, layout, extra, dir);
+    char dir[1024], flags[4096];
+    return tb_run(&sh, NULL, "rm -rf '%s' && '%s' %s --run-dir '%s' > /dev/null", tmp(dir, name), PRETRAIN,
+                  model_with(flags, sizeof flags, layout, extra), dir);
 }
 
 // Uninterrupted at `layout`, against stopped after step 3 at `saved_at` and resumed at
@@ -200,8 +208,9 @@ TB_TEST(checkpoints_that_do_not_fit_are_refused_before_training) {
     TB_REQUIRE(train("refuse-save", "", args) == 0, "%s", sh.err);
     // another model shape
     char dir[1024];
-    int rc = tb_run(&sh, NULL, "'%s'" MODEL " --hidden-size 32 --load '%s' --run-dir '%s'", PRETRAIN, ck,
-                    tmp(dir, "refuse-shape"));
+    char flags[4096];
+    int rc = tb_run(&sh, NULL, "'%s' %s --load '%s' --run-dir '%s'", PRETRAIN,
+                    model_with(flags, sizeof flags, "--hidden-size 32", ""), ck, tmp(dir, "refuse-shape"));
     TB_CHECK(rc != 0 && strstr(sh.err, "the checkpoint's hidden_size is 64, this model's 32") &&
                  !strstr(sh.out, "step"),
              "another hidden size is refused by name before a step: exit %d\n%s", rc, sh.err);
@@ -219,8 +228,8 @@ TB_TEST(checkpoints_that_do_not_fit_are_refused_before_training) {
     TB_CHECK(rc != 0 && strstr(sh.err, "rank-00001.safetensors"), "a missing shard is named: exit %d\n%s", rc, sh.err);
     free(saved);
     // nothing left to train
-    rc = tb_run(&sh, NULL, "'%s'" MODEL " --train-iters 2 --load '%s' --run-dir '%s'", PRETRAIN, ck,
-                tmp(dir, "refuse-done"));
+    rc = tb_run(&sh, NULL, "'%s' %s --load '%s' --run-dir '%s'", PRETRAIN,
+                model_with(flags, sizeof flags, "--train-iters 2", ""), ck, tmp(dir, "refuse-done"));
     TB_CHECK(rc != 0 && strstr(sh.err, "train_iters (2) leaves nothing to train"), "exit %d\n%s", rc, sh.err);
     // a model-only checkpoint restores the model, and the optimizer only when asked not to
     char mo[1024];
@@ -481,13 +490,15 @@ TB_TEST(a_moe_checkpoint_holds_each_expert_once_under_its_global_index) {
              "the router and the shared expert are saved as dense tensors");
     TB_CHECK(json_integer_value(json_object_get(json_object_get(m, "layout"), "ep")) == 2, "layout ep 2");
     json_decref(m);
-    int rc = tb_run(&sh, NULL, "'%s'" MODEL " --train-iters 8 --load '%s' --no-load-optim --run-dir '%s'", PRETRAIN, ck,
-                    tmp(dir, "moe-into-dense"));
+    char flags[4096];
+    int rc = tb_run(&sh, NULL, "'%s' %s --load '%s' --no-load-optim --run-dir '%s'", PRETRAIN,
+                    model_with(flags, sizeof flags, "--train-iters 8", ""), ck, tmp(dir, "moe-into-dense"));
     TB_CHECK(rc != 0 && strstr(sh.err, "the checkpoint's num_experts is 4, this model's 0"),
              "a MoE checkpoint into a dense model is refused by name: exit %d\n%s", rc, sh.err);
-    rc = tb_run(&sh, NULL,
-                "'%s'" MODEL MOE " --moe-ffn-hidden-size 16 --train-iters 8 --load '%s' --no-load-optim --run-dir '%s'",
-                PRETRAIN, ck, tmp(dir, "moe-other-ffn"));
+    char moe[1024];
+    tb_flags_merge(moe, sizeof moe, MOE + 1, "--moe-ffn-hidden-size 16 --train-iters 8");
+    rc = tb_run(&sh, NULL, "'%s' %s --load '%s' --no-load-optim --run-dir '%s'", PRETRAIN,
+                model_with(flags, sizeof flags, moe, ""), ck, tmp(dir, "moe-other-ffn"));
     TB_CHECK(rc != 0 && strstr(sh.err, "the checkpoint's moe_ffn_hidden_size is 32, this model's 16"),
              "another expert size is refused by name: exit %d\n%s", rc, sh.err);
     // a Hugging Face GPT-2 file has no experts
@@ -506,12 +517,14 @@ TB_TEST(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole) {
     int kills = 0;
     for (int k = 0; k < 6; k++) {
         int delay_ms = 150 + rand() % 900;
-        char cmd[4096];
+        char cmd[8192], flags[4096];
         snprintf(cmd, sizeof cmd,
-                 "'%s'" MODEL " --train-iters 400 --save-interval 1 --save '%s' %s --run-dir '%s' > /dev/null 2>&1 & "
+                 "'%s' %s --save-interval 1 --save '%s' --run-dir '%s' > /dev/null 2>&1 & "
                  "pid=$!; sleep %d.%03d; kill -9 $pid 2>/dev/null && echo killed; wait $pid 2>/dev/null; true",
-                 PRETRAIN, ck, k % 2 ? "--world-size 2 --tensor-model-parallel-size 2" : "", tmp(dir, "kill-run"),
-                 delay_ms / 1000, delay_ms % 1000);
+                 PRETRAIN,
+                 model_with(flags, sizeof flags, "--train-iters 400",
+                            k % 2 ? "--world-size 2 --tensor-model-parallel-size 2" : ""),
+                 ck, tmp(dir, "kill-run"), delay_ms / 1000, delay_ms % 1000);
         tb_run(&sh, NULL, "%s", cmd);
         if (strstr(sh.out, "killed")) kills++;
         char latest[1100];
@@ -527,8 +540,10 @@ TB_TEST(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole) {
         long iteration = text ? strtol(text, NULL, 10) : -1;
         free(text);
         TB_CHECK(iteration >= 1, "kill %d after %d ms: %s holds no iteration", k, delay_ms, latest);
-        rc = tb_run(&sh, NULL, "'%s'" MODEL " --train-iters %ld --load '%s' --run-dir '%s' > /dev/null", PRETRAIN,
-                    iteration + 1, ck, tmp(dir, "kill-load"));
+        char iters[64];
+        snprintf(iters, sizeof iters, "--train-iters %ld", iteration + 1);
+        rc = tb_run(&sh, NULL, "'%s' %s --load '%s' --run-dir '%s' > /dev/null", PRETRAIN,
+                    model_with(flags, sizeof flags, iters, ""), ck, tmp(dir, "kill-load"));
         TB_CHECK(rc == 0, "kill %d after %d ms: the latest checkpoint does not load: %s", k, delay_ms, sh.err);
     }
     printf("    %d of 6 runs killed mid-training\n", kills);

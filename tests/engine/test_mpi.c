@@ -585,16 +585,17 @@ TB_TEST(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_singl
     TB_REQUIRE(read_losses(dir, moe_single) == STEPS, "single rank: %d steps", STEPS);
     for (int i = 0; i < (int)(sizeof ep / sizeof *ep); i++) {
         const layout *l = &ep[i];
-        char tdir[512], mdir[512];
+        char tdir[512], mdir[512], flags[1024];
+        tb_flags_merge(flags, sizeof flags, MOE, l->flags);  // (the layout's dispatcher replaces MOE's)
         run_dir(tdir, sizeof tdir, "moe-threads", i);
-        if (tb_run_merged(&sh, NULL, TB_MPI_ENGINE TB_MPI_MODEL MOE " %s --run-dir %s", l->flags, tdir) != 0) {
+        if (tb_run_merged(&sh, NULL, TB_MPI_ENGINE TB_MPI_MODEL " %s --run-dir %s", flags, tdir) != 0) {
             TB_CHECK(0, "%s on threads:\n%s", l->name, sh.out);
             continue;
         }
       for (int a = 0; a < 2; a++) {
         snprintf(mdir, sizeof mdir, "%s/mpi-moe-procs-%s-%d", TB_TEST_TMPDIR, algorithms[a], i);
-        int rc = mpirun(l->processes, TB_MPI_MODEL MOE " %s --mpi-collectives %s --ranks-per-process %d --run-dir %s",
-                        l->flags, algorithms[a], l->ranks_per_process, mdir);
+        int rc = mpirun(l->processes, TB_MPI_MODEL " %s --mpi-collectives %s --ranks-per-process %d --run-dir %s",
+                        flags, algorithms[a], l->ranks_per_process, mdir);
         if (rc != 0) {
             TB_CHECK(0, "%s under mpirun -np %d, %s: exit %d\n%s", l->name, l->processes, algorithms[a], rc, sh.out);
             continue;

@@ -54,7 +54,9 @@ TB_TEST(a_stall_across_processes_times_out_with_a_hang_report) {
   for (int a = 0; a < 2; a++) {
     char dir[512];
     run_dir(dir, sizeof dir, algorithms[a], 0);
-    int rc = mpirun(2, TB_MPI_MODEL " --world-size 2 --mpi-collectives %s --inject-stall 1:2 --collective-timeout 2 --run-dir %s",
+    int rc = mpirun(2,
+                    TB_MPI_MODEL_UNTIMED " --world-size 2 --mpi-collectives %s --inject-stall 1:2 "
+                                         "--collective-timeout 2 --run-dir %s",
                     algorithms[a], dir);
     TB_CHECK(rc == 4, "exit %d, expected 4 (124: it hung)\n%s", rc, sh.out);
     TB_CHECK(tb_has(sh.out, "HANG: all_reduce on group dp_cp (2 ranks) not complete after 2.0 s") &&
@@ -123,7 +125,7 @@ static void killed_process(int processes, const char *mpirun_flags, const char *
     snprintf(log, sizeof log, "%s.log", dir);
     const double timeout = 2;
     snprintf(cmd, sizeof cmd,
-             "rm -rf %s; " MPIRUN " %s -np %d" REPORTING_SHELL TB_MPI_ENGINE TB_MPI_MODEL
+             "rm -rf %s; " MPIRUN " %s -np %d" REPORTING_SHELL TB_MPI_ENGINE TB_MPI_MODEL_UNTIMED
              " --world-size %d --mpi-collectives %s --inject-stall 1:2 --collective-timeout %g --run-dir %s > %s 2>&1",
              dir, mpirun_flags, processes, processes, algorithm, timeout, dir, log);
     unlink(log);

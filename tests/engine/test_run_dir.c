@@ -596,8 +596,9 @@ TB_TEST(background_threads_count_in_the_threads_a_run_occupied) {
         json_decref(c);
     }
     // with OpenMP workers beside a rank thread the wait is not measured, and says what is not
-    int status = tb_run(&sh, NULL, "rm -rf %s_bg && %s" TINY " --train-iters 2 --num-threads 2 --run-dir %s_bg/run",
-                        RUN_DIR, PRETRAIN, RUN_DIR);
+    char flags[512];
+    tb_flags_merge(flags, sizeof flags, TINY + 1, "--train-iters 2 --num-threads 2");
+    int status = tb_run(&sh, NULL, "rm -rf %s_bg && %s %s --run-dir %s_bg/run", RUN_DIR, PRETRAIN, flags, RUN_DIR);
     TB_REQUIRE(status == 0, "pretrain_gpt --num-threads 2: %s", sh.err);
     json_t *c = tb_load_json(RUN_DIR "_bg/run/" TB_RUN_CONDITIONS);
     json_t *sched = json_object_get(c, "scheduler");

@@ -225,9 +225,9 @@ static void check_splits(const char *label, const char *dir, int nranks) {
 
 // pretrain_gpt MOE_RUN at world 4, ep 2 and `flags` (rank threads) into run dir `dir`.
 static int run_threads(const char *dir, const char *flags) {
-    return tb_run(&sh, NULL,
-                  "rm -rf %s && '%s'" MOE_RUN " --world-size 4 --expert-model-parallel-size 2 %s --run-dir %s > /dev/null",
-                  dir, PRETRAIN, flags, dir);
+    char all[2048];  // (flags replace MOE_RUN's: a flag is given once)
+    tb_flags_merge(all, sizeof all, MOE_RUN " --world-size 4 --expert-model-parallel-size 2", flags);
+    return tb_run(&sh, NULL, "rm -rf %s && '%s' %s --run-dir %s > /dev/null", dir, PRETRAIN, all, dir);
 }
 
 TB_TEST(a_real_expert_parallel_run_accounts_for_every_token_and_byte) {

@@ -111,6 +111,39 @@ TB_TEST(prove_proves_untouched_records_and_prints_the_evidence) {
     rc = fx_capture(tracebook_prove_main, &out, "prove", "--artifacts", root, NULL);
     TB_CHECK(rc == 2, "no claim and no --all is a usage error");
     free(out);
+    // the claim as the verdicts name it, and --version
+    const char *names[] = {"px/v1/loss", "px/loss"};
+    for (int i = 0; i < 2; i++) {
+        rc = fx_capture(tracebook_prove_main, &out, "prove", names[i], "--quiet", "--artifacts", root, NULL);
+        TB_CHECK(rc == 0 && strstr(out, "PROVEN  px/v1/loss") && strstr(out, "1 claim, 1 proven"), "%s: %s", names[i],
+                 out);
+        free(out);
+    }
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--version", "1", "--quiet", "--artifacts", root,
+                    NULL);
+    TB_CHECK(rc == 0 && strstr(out, "4 claims, 4 proven"), "--version 1: %s", out);
+    free(out);
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "px/v2/loss", "--artifacts", root, NULL);
+    TB_CHECK(rc == 1 && strstr(out, "no version v2 of px in "), "a version that is not there: %s", out);
+    free(out);
+    const struct {
+        const char *arg, *want;
+    } bad[] = {{"px/2/loss", "'2' is not a version (vN, N from 1)"},
+               {"px/v0/loss", "'v0' is not a version"},
+               {"px/v1/loss/x", "more than EXPERIMENT/vN/ID"},
+               {"/loss", "EXPERIMENT/ID with both named"},
+               {"px/", "EXPERIMENT/ID with both named"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        rc = fx_capture(tracebook_prove_main, &out, "prove", bad[i].arg, "--artifacts", root, NULL);
+        TB_CHECK(rc == 2 && strstr(out, bad[i].want), "%s: exit %d, want '%s': %s", bad[i].arg, rc, bad[i].want, out);
+        free(out);
+    }
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "px/v1/loss", "--experiment", "qx", "--artifacts", root, NULL);
+    TB_CHECK(rc == 2 && strstr(out, "CLAIM 'px/v1/loss' names experiment px, --experiment qx"), "a conflict: %s", out);
+    free(out);
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "px/v1/loss", "--version", "2", "--artifacts", root, NULL);
+    TB_CHECK(rc == 2 && strstr(out, "CLAIM 'px/v1/loss' names version 1, --version 2"), "a conflict: %s", out);
+    free(out);
 }
 
 // The evidence names each record's repetition 1..N; a record of manifest_version 1 (0-based
@@ -234,6 +267,10 @@ TB_TEST(prove_fails_naming_the_file_when_a_metric_line_is_edited) {
     TB_CHECK(strstr(out, want), "names claim, file, expected and actual hash: want '%s'", want);
     TB_CHECK(strstr(out, "NOT PROVEN  px/v1/speedup"), "every claim using r1 fails");
     TB_CHECK(strstr(out, "0 proven, 4 not proven"), "summary");
+    // what a claim rests on, though no parser read it: its text and its runs' records
+    TB_CHECK(strstr(out, "\"the small GPT trains at ") && strstr(out, "not derived") &&
+                 strstr(out, "runs (records):") && strstr(out, "/px/v1/r1\n"),
+             "the failed claims' text and records");
     free(out);
 }
 
@@ -281,6 +318,11 @@ TB_TEST(prove_fails_when_the_claimed_value_is_wrong) {
              truth);
     TB_CHECK(rc == 1 && strstr(out, want), "exit %d; want '%s'", rc, want);
     TB_CHECK(strstr(out, "PROVEN  px/v1/loss") && strstr(out, "3 proven, 1 not proven"), "the others still prove");
+    // the evidence of the claim that did not prove, as a proven one prints it
+    const char *failed = strstr(out, "NOT PROVEN  px/v1/tps");
+    TB_CHECK(failed && strstr(failed, "relative difference") && strstr(failed, "command: ") &&
+                 strstr(failed, "parser tokens_per_s") && strstr(failed, "/px/v1/r1/run/metrics.rank-00000.jsonl"),
+             "NOT PROVEN prints the figures, the command, the parser and the files");
     free(out);
     sqlite3 *db;
     tb_error err;

@@ -52,9 +52,28 @@ TB_TEST(an_unknown_command_is_refused_by_name_with_exit_status_2) {
     TB_CHECK(strstr(sh.err, "unknown command 'frobnicate'"), "stderr:\n%s", sh.err);
 }
 
+// `tracebook --version` and `pretrain_gpt --version` (core/version.h): one line naming the
+// version and the commit they were built from — the checkout's HEAD, which the build wrote
+// (scripts/revision.cmake runs at every build); "unknown" only outside a git checkout.
+TB_TEST(both_binaries_name_their_version_and_commit) {
+    char head[64] = "unknown";
+    if (tb_run(&sh, NULL, "git -C '%s' rev-parse --verify HEAD", TB_SOURCE_DIR) == 0 && strlen(sh.out) >= 12)
+        snprintf(head, sizeof head, "%.12s", sh.out);
+    const char *programs[] = {"tracebook", "pretrain_gpt"};
+    for (int i = 0; i < 2; i++) {
+        int rc = tb_run(&sh, NULL, "'%s/%s' --version", TB_BIN_DIR, programs[i]);
+        char want[128];
+        snprintf(want, sizeof want, "%s %s (commit %s, ", programs[i], TB_PROJECT_VERSION, head);
+        TB_CHECK(rc == 0 && strncmp(sh.out, want, strlen(want)) == 0 && strstr(sh.out, " build, ") &&
+                     strchr(sh.out, '\n') == sh.out + strlen(sh.out) - 1,
+                 "'%s --version': exit %d, want one line starting '%s': %s", programs[i], rc, want, sh.out);
+    }
+}
+
 int main(void) {
     TB_RUN(every_listed_command_is_listed_once_and_answers_help_with_its_own_usage);
     TB_RUN(an_unknown_command_is_refused_by_name_with_exit_status_2);
+    TB_RUN(both_binaries_name_their_version_and_commit);
     tb_output_free(&sh);
     return tb_test_summary();
 }
