@@ -62,9 +62,10 @@ const tb_option tb_config_options[] = {
         "context parallelism's K/V exchange: all_gather (every rank gathers the sequence's K and V) or p2p (a ring)"),
     OPT("--init-method-std", init_method_std, TB_OPT_FLOAT, "0.02", NULL, "model",
         "std of the normal weight init (output projections: std / sqrt(2 x layers))"),
-    OPT("--hidden-dropout", hidden_dropout, TB_OPT_FLOAT, "0", NULL, "model", "dropout after projections"),
+    OPT("--hidden-dropout", hidden_dropout, TB_OPT_FLOAT, "0", NULL, "model",
+        "dropout after projections (not supported yet: 0 only)"),
     OPT("--attention-dropout", attention_dropout, TB_OPT_FLOAT, "0", NULL, "model",
-        "dropout on attention probabilities"),
+        "dropout on attention probabilities (not supported yet: 0 only)"),
     OPT("--num-experts", num_experts, TB_OPT_INT, "0", NULL, "model", "MoE experts per layer (0: dense)"),
     OPT("--moe-router-topk", moe_router_topk, TB_OPT_INT, "2", NULL, "moe", "experts each token is routed to (k)"),
     OPT("--moe-router-load-balancing-type", moe_router_load_balancing_type, TB_OPT_CHOICE, "aux_loss",
@@ -499,6 +500,39 @@ json_t *config_to_json(const tb_config *cfg) {
     return root;
 }
 
+// The choices Megatron names that this engine refuses as "not supported yet" in every layout
+// (the rules that refuse them: config_moe.c): --help marks them, and test_config checks both
+// ways against the rules.
+static const struct {
+    const char *key, *choice;
+} not_supported_choices[] = {
+    {"moe_router_load_balancing_type", "global_aux_loss"},
+    {"moe_router_load_balancing_type", "sinkhorn"},
+    {"moe_token_dispatcher_type", "flex"},
+};
+
+int config_choice_not_supported(const char *key, const char *choice) {
+    for (size_t i = 0; i < sizeof not_supported_choices / sizeof *not_supported_choices; i++)
+        if (!strcmp(not_supported_choices[i].key, key) && !strcmp(not_supported_choices[i].choice, choice)) return 1;
+    return 0;
+}
+
+// An option's choices as --help lists them: "a|b (not supported yet)|c".
+static void choices_text(const tb_option *o, char *buf, size_t len) {
+    size_t at = 0;
+    buf[0] = '\0';
+    char one[64];
+    int count = 1;
+    for (const char *c = o->choices; *c; c++) count += *c == '|';
+    for (int i = 0; i < count; i++) {
+        tb_choice_at(o->choices, i, one, sizeof one);
+        const int n = snprintf(buf + at, len - at, "%s%s%s", i ? "|" : "", one,
+                               config_choice_not_supported(o->key, one) ? " (not supported yet)" : "");
+        if (n < 0 || (size_t)n >= len - at) break;
+        at += (size_t)n;
+    }
+}
+
 // One section of --help: the flags of `group`, in table order.
 static void print_section(FILE *out, const char *group) {
     int header = 0;
@@ -507,7 +541,11 @@ static void print_section(FILE *out, const char *group) {
         if (!header++) fprintf(out, "\n%s:\n", group);
         char lhs[256];  // a flag with its choices, whole
         if (o->type == TB_OPT_BOOL) snprintf(lhs, sizeof lhs, "%s", o->flag);
-        else if (o->type == TB_OPT_CHOICE) snprintf(lhs, sizeof lhs, "%s {%s}", o->flag, o->choices);
+        else if (o->type == TB_OPT_CHOICE) {
+            char choices[192];
+            choices_text(o, choices, sizeof choices);
+            snprintf(lhs, sizeof lhs, "%s {%s}", o->flag, choices);
+        }
         else snprintf(lhs, sizeof lhs, "%s VALUE", o->flag);
         fprintf(out, "  %-44s %s (default: %s)\n", lhs, o->help, o->default_value[0] ? o->default_value : "\"\"");
     }

@@ -208,6 +208,9 @@ int config_pipeline_split(const tb_config *cfg, int *layers, tb_error *err);
 
 // Name of a choice value, e.g. config_choice_name("normalization", TB_NORM_RMSNORM).
 const char *config_choice_name(const char *key, int value);
+// Whether a choice Megatron names is refused as "not supported yet" in every layout (--help
+// marks it), e.g. config_choice_not_supported("moe_token_dispatcher_type", "flex").
+int config_choice_not_supported(const char *key, const char *choice);
 
 // What the data-parallel group (dp x cp) shards: the optimizer state with the distributed
 // optimizer (ZeRO-1) unless Megatron-FSDP's strategy is no_shard; the gradients and the
