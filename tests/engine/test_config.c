@@ -535,33 +535,6 @@ TB_TEST(pipeline_layouts_with_and_without_interleaving_are_valid) {
                          "sequence_parallel=1 use_distributed_optimizer=1 micro_batch_size=1 global_batch_size=4"));
 }
 
-// The choices --help marks "not supported yet" (config_choice_not_supported) are exactly those
-// the rules refuse so for a MoE model at one rank: every choice of every choice flag tried alone.
-TB_TEST(help_marks_exactly_the_choices_the_rules_refuse_as_not_supported_yet) {
-    int marked = 0;
-    for (const tb_option *o = tb_config_options; o->flag; o++) {
-        if (o->type != TB_OPT_CHOICE) continue;
-        for (int k = 0;; k++) {
-            char buf[64], named[160];
-            const char *choice = tb_choice_at(o->choices, k, buf, sizeof buf);
-            if (!strcmp(choice, "?")) break;  // (past the last choice)
-            tb_config c;
-            config_defaults(&c);
-            tb_error e;
-            TB_REQUIRE(set_fields(&c, "num_experts=4") == 0 && tb_option_set(&c, o, choice, o->flag, &e) == 0,
-                       "%s %s", o->flag, choice);
-            snprintf(named, sizeof named, "%s %s: not supported yet", o->key, choice);
-            const int refused = resolve_and_validate(&c, &e) != 0 && strstr(e.msg, named) != NULL;
-            const int mark = config_choice_not_supported(o->key, choice);
-            marked += mark;
-            TB_CHECK(refused == mark, "%s %s: %s by the rules, %s by --help%s%s", o->key, choice,
-                     refused ? "refused as not supported yet" : "not refused so", mark ? "marked" : "not marked",
-                     refused ? ": " : "", refused ? e.msg : "");
-        }
-    }
-    TB_CHECK(marked == 3, "%d choices marked (global_aux_loss, sinkhorn, flex)", marked);
-}
-
 // Megatron-FSDP: the strategy only with --use-megatron-fsdp, which runs with the distributed
 // optimizer (Megatron's rule); what its engine module cannot run yet refused by name.
 #define FSDP_ON "world_size=2 use_distributed_optimizer=1 use_megatron_fsdp=1 "
@@ -783,7 +756,6 @@ int main(void) {
     TB_RUN(expert_parallelism_without_experts_is_refused);
     TB_RUN(expert_and_context_parallelism_together_are_refused);
     TB_RUN(megatron_fsdp_rules_and_the_layouts_not_supported_yet);
-    TB_RUN(help_marks_exactly_the_choices_the_rules_refuse_as_not_supported_yet);
     TB_RUN(expert_grid_not_dividing_the_world_is_refused);
     TB_RUN(global_batch_not_divisible_by_micro_times_dp_is_refused);
     TB_RUN(fewer_microbatches_than_pipeline_stages_is_refused);

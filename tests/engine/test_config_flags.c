@@ -557,6 +557,33 @@ TB_TEST(help_exits_0_and_lists_every_flag_with_its_default) {
     tb_output_free(&sh);
 }
 
+// The choices --help marks "not supported yet" (config_choice_not_supported) are exactly those
+// the rules refuse so for a MoE model at one rank: every choice of every choice flag tried alone.
+TB_TEST(help_marks_exactly_the_choices_the_rules_refuse_as_not_supported_yet) {
+    int marked = 0;
+    for (const tb_option *o = tb_config_options; o->flag; o++) {
+        if (o->type != TB_OPT_CHOICE) continue;
+        for (int k = 0;; k++) {
+            char buf[64], named[160];
+            const char *choice = tb_choice_at(o->choices, k, buf, sizeof buf);
+            if (!strcmp(choice, "?")) break;  // (past the last choice)
+            tb_config c;
+            config_defaults(&c);
+            tb_error e;
+            TB_REQUIRE(set_fields(&c, "num_experts=4") == 0 && tb_option_set(&c, o, choice, o->flag, &e) == 0,
+                       "%s %s", o->flag, choice);
+            snprintf(named, sizeof named, "%s %s: not supported yet", o->key, choice);
+            const int refused = resolve_and_validate(&c, &e) != 0 && strstr(e.msg, named) != NULL;
+            const int mark = config_choice_not_supported(o->key, choice);
+            marked += mark;
+            TB_CHECK(refused == mark, "%s %s: %s by the rules, %s by --help%s%s", o->key, choice,
+                     refused ? "refused as not supported yet" : "not refused so", mark ? "marked" : "not marked",
+                     refused ? ": " : "", refused ? e.msg : "");
+        }
+    }
+    TB_CHECK(marked == 3, "%d choices marked (global_aux_loss, sinkhorn, flex)", marked);
+}
+
 // More threads per rank than this build's OpenBLAS runs were clamped, said only in the
 // banner: refused, naming the flag, the value and the limit.
 TB_TEST(num_threads_beyond_the_blas_limit_exits_2_naming_the_limit) {
@@ -664,6 +691,7 @@ int main(void) {
     TB_RUN(config_json_written_by_config_to_json_loads_back_identically);
 
     TB_RUN(help_exits_0_and_lists_every_flag_with_its_default);
+    TB_RUN(help_marks_exactly_the_choices_the_rules_refuse_as_not_supported_yet);
     TB_RUN(invalid_config_exits_2_and_prints_the_rule_on_stderr);
     TB_RUN(num_threads_beyond_the_blas_limit_exits_2_naming_the_limit);
     TB_RUN(warmup_stall_and_expert_rules_exit_2_before_a_run_directory_is_made);
