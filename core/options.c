@@ -254,6 +254,11 @@ int tb_command_parse(const tb_command *cmd, void *target, int argc, char **argv,
         const tb_option *o = tb_options_find_flag(cmd->options, a, len);
         if (!o) {
             tb_positional_free(pos);
+            for (const tb_renamed_flag *r = tb_renamed_flags; r->old_flag; r++)
+                if (strlen(r->old_flag) == len && !strncmp(r->old_flag, a, len) &&
+                    tb_options_find_flag(cmd->options, r->flag, strlen(r->flag)))
+                    return tb_fail(err, "%s: flag '%s' is spelled '%s' now, in every tracebook command (docs/CLI.md)",
+                                   cmd->name, r->old_flag, r->flag);
             return tb_fail(err, "%s: unknown flag '%.*s' (see %s --help)", cmd->name, (int)len, a, cmd->name);
         }
         char where[160];
@@ -302,7 +307,27 @@ void tb_command_print_help(const tb_command *cmd, FILE *out) {
         fputc('\n', out);
     }
     fprintf(out, "  %-30s %s\n", "--help", "this text");
+    if (cmd->example) {
+        fprintf(out, "\nexample:\n");
+        for (const char *line = cmd->example; *line;) {
+            size_t n = strcspn(line, "\n");
+            fprintf(out, "  %.*s\n", (int)n, line);
+            line += n + (line[n] == '\n');
+        }
+    }
+    const char *statuses = cmd->exit_failure ? cmd->exit_failure : "an error, reported on stderr";
+    fprintf(out, "\nexit status:\n  0  success\n  1  ");
+    for (const char *c = statuses; *c; c++) fputs(*c == '\n' ? "\n  " : (char[2]){*c, 0}, out);
+    if (!strstr(statuses, "\n2  ")) fprintf(out, "\n  2  a usage error: a bad flag or argument, named on stderr");
+    fputc('\n', out);
 }
+
+const tb_renamed_flag tb_renamed_flags[] = {
+    {"--out", "--output"},
+    {"--max", "--top"},
+    {"--entry", "--from"},
+    {NULL, NULL},
+};
 
 int tb_command_usage_error(const tb_command *cmd, const tb_error *err) {
     fprintf(stderr, "%s\n", err->msg);

@@ -93,6 +93,10 @@ typedef struct tb_command {
     const tb_option *options;    // TB_OPTIONS_END-terminated
     int min_positional;
     int max_positional;          // -1: no limit
+    const char *example;         // one or more command lines, each "tracebook ...", '\n'-separated
+    const char *exit_failure;    // what exit status 1 means here; NULL: "an error, reported on stderr".
+                                 // Lines after the first, "N  meaning", add statuses or say what 2 is
+                                 // when it is more than a usage error (bisect: "2  ... or unreadable")
 } tb_command;
 
 // Positional words, in order (pointers into argv).
@@ -104,12 +108,21 @@ void tb_positional_free(tb_positional *p);
 
 // Parses argv[1..argc) (argv[0] is the command's name): defaults first, then every flag
 // (--flag VALUE, --flag=VALUE, a bare boolean flag), words as positionals; after "--"
-// every word is positional. --help / -h prints the help to stdout.
+// every word is positional. --help / -h prints the help to stdout: usage, summary, flags,
+// the example and the exit statuses. A flag the command does not take but that is an old
+// spelling of one concept (tb_renamed_flags: --out for --output ...) is refused naming the
+// spelling every command uses now (docs/CLI.md).
 // Returns 0, 1 when help was printed (the caller exits 0), or -1 with err set; then
 // tb_command_usage_error prints the message and the usage line and gives exit status 2.
 int tb_command_parse(const tb_command *cmd, void *target, int argc, char **argv, tb_positional *pos,
                      tb_error *err);
 void tb_command_print_help(const tb_command *cmd, FILE *out);
+// The old spellings of a concept and the one every tracebook command takes (docs/CLI.md):
+// {"--out", "--output"}, ..., ending in {NULL, NULL}.
+typedef struct tb_renamed_flag {
+    const char *old_flag, *flag;
+} tb_renamed_flag;
+extern const tb_renamed_flag tb_renamed_flags[];
 int tb_command_usage_error(const tb_command *cmd, const tb_error *err);
 
 #endif

@@ -31,7 +31,7 @@
 -- Timed, gated as every timing claim is: the uninterrupted run's throughput p5, p50 and p95
 -- over its steps (parser tokens_per_s with args.quantile; the gate judges that quantile's
 -- interval) and the longest pause of its saves (checkpoint_figure max_stall_ms with args.of
--- "max": every save's pause is in the claim's evidence). `tracebook report soak` plots each
+-- "max": every save's pause is in the claim's evidence). `tracebook report --experiment soak` plots each
 -- process's throughput and memory high-water per step.
 --
 -- v2: the pause claim is the longest of every save's (v1 read the last save's only).

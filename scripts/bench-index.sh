@@ -78,7 +78,7 @@ run_once() {  # label, compdb dir, extra args: one index run; the best (by wall)
   local line label="$1" compdb="$2" l w
   shift 2
   l=$(load)
-  timed "$tracebook" index --compdb "$compdb" --out "$out" --build-dir "$build" "${jobs[@]}" "$@"
+  timed "$tracebook" index --compdb "$compdb" --output "$out" --build-dir "$build" "${jobs[@]}" "$@"
   line=$(grep 'TUs parsed' "$tmp/o")
   echo "$label:$line; CPU $cpu s (load $l)"
   w=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$line")

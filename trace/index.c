@@ -1,6 +1,6 @@
 // index.c — `tracebook index`: the libclang source indexer.
 //
-//   tracebook index [--compdb build/compile_commands.json] [--out build/tracebook-index.sqlite]
+//   tracebook index [--compdb build/compile_commands.json] [--output build/tracebook-index.sqlite]
 //                   [--build-dir DIR] [--targets FILE] [--collective NAME_OR_GLOB]... [--no-default-collectives]
 //                   [--range-push NAME]... [--range-pop NAME]... [-j N] [--full] [--quiet] [--verbose]
 //
@@ -232,7 +232,7 @@
 // A full index is a new file written in one transaction without a journal while the units are
 // parsed: -j threads parse, this thread writes each unit's facts (merged, and its own tu_*
 // rows) in database order as soon as the unit is parsed; the text-keyed secondary indexes are
-// built after the last unit, then the file is renamed over --out. A re-index that parses at
+// built after the last unit, then the file is renamed over --output. A re-index that parses at
 // most a quarter of the units (at least 8), with the same units in the same order, updates the
 // previous index file in place instead (index_update.c): one SQLite transaction (rollback
 // journal) replaces the parsed units' tu_* rows and merges again only what their change
@@ -250,7 +250,7 @@
 // flags, in-memory stand-ins and -j), nothing visited, hashed or written; it prints the wall
 // time and exits 1 when a unit failed.
 //
-// Incremental re-indexing (index_reuse.c): when --out names an index of this schema written by
+// Incremental re-indexing (index_reuse.c): when --output names an index of this schema written by
 // the same tracebook executable and libclang, a unit is parsed again only when its inputs
 // changed: its command line (the clang arguments after translation, the reduced ones, the
 // directory, CUDA mode, the --range-push/--range-pop lists: one SHA-256), or the contents
@@ -281,6 +281,7 @@
 #include "core/options.h"
 #include "core/xalloc.h"
 #include "index_compdb.h"
+#include "index_summary.h"
 #include "index_db.h"
 #include "index_options.h"
 #include "index_reuse.h"
@@ -382,9 +383,9 @@ static int parse_only(const ix_compdb *db, const ix_options *opt, const struct t
 // Options
 
 typedef struct index_args {
-    const char *compdb, *out, *build_dir, *targets;
+    const char *compdb, *output, *build_dir, *targets;
     tb_strlist collectives, range_push, range_pop;
-    int no_default_collectives, jobs, full, parse_only, quiet, verbose;
+    int no_default_collectives, jobs, full, parse_only, quiet, verbose, json;
 } index_args;
 
 // The update in place did not apply: the reused units' facts are read back for the full merge,
@@ -413,7 +414,7 @@ static void reuse_after_all(ix_work *w, ix_prev *prev, const ix_prev_unit **matc
 static const tb_option index_options[] = {
     TB_OPTION("--compdb", index_args, compdb, TB_OPT_STRING, "build/compile_commands.json", "FILE|DIR",
               "compile_commands.json, or its directory"),
-    TB_OPTION("--out", index_args, out, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the index"),
+    TB_OPTION("--output", index_args, output, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the index written"),
     TB_OPTION("--build-dir", index_args, build_dir, TB_OPT_STRING, NULL, "DIR",
               "where CMake's file API reply is (default: the database's directory)"),
     TB_OPTION("--targets", index_args, targets, TB_OPT_STRING, NULL, "FILE",
@@ -438,7 +439,7 @@ static const tb_option index_options[] = {
     TB_OPTION("--jobs", index_args, jobs, TB_OPT_INT, NULL, "N", "the same as -j"),
     TB_OPTION("--full", index_args, full, TB_OPT_BOOL, NULL, NULL,
               "parse every unit; by default a unit whose command line and files (source and every file it\n"
-              "                                 includes) are unchanged since the index --out names keeps its facts"),
+              "                                 includes) are unchanged since the index --output names keeps its facts"),
     TB_OPTION("--parse-only", index_args, parse_only, TB_OPT_BOOL, NULL, NULL,
               "the benchmark's reference: parse every unit as the index does (same arguments, -j), visit\n"
               "                                 and write nothing; prints the wall time"),
@@ -446,13 +447,18 @@ static const tb_option index_options[] = {
     TB_OPTION("-q", index_args, quiet, TB_OPT_BOOL, NULL, NULL, "the same as --quiet"),
     TB_OPTION("--verbose", index_args, verbose, TB_OPT_BOOL, NULL, NULL, "each unit's clang arguments and parse time"),
     TB_OPTION("-v", index_args, verbose, TB_OPT_BOOL, NULL, NULL, "the same as --verbose"),
+    TB_OPTION("--json", index_args, json, TB_OPT_BOOL, NULL, NULL, "the summary as one JSON document (counts, figures)"),
     TB_OPTIONS_END};
 
 static const tb_command index_command = {
     "tracebook index", NULL,
     "Parses every translation unit of the compilation database with libclang and writes the\n"
-    "source index the other commands read.",
-    index_options, 0, 0};
+    "source index the other commands read (def, callers, callees, chain, map, walk). A unit whose\n"
+    "command line and files are unchanged since the last index keeps its facts; --full parses all.",
+    index_options, 0, 0,
+    "tracebook index -j 2\n"
+    "tracebook index --compdb build/compile_commands.json --output build/tracebook-index.sqlite --json",
+    "the index could not be written, or a unit failed (what parsed is written)"};
 
 // The defaults (when wanted), then the user's names.
 static void names_into(const char ***list, size_t *n, const char *const *dflt, size_t ndflt, const tb_strlist *user) {
@@ -523,7 +529,7 @@ int tracebook_index_main(int argc, char **argv) {
         goto out;
     }
     opt.compdb_arg = args.compdb;
-    opt.out = args.out;
+    opt.out = args.output;
     opt.build_dir = args.build_dir;
     opt.jobs = args.jobs;
     opt.full = args.full;
@@ -752,29 +758,10 @@ int tracebook_index_main(int argc, char **argv) {
                             "exit status 1\n", sum.tus_failed, sum.tus);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        if (!opt.quiet) {
-            printf("tracebook index: %ld TUs (%ld with errors, %ld failed) in %.1f s -> %s\n", sum.tus,
-                   sum.tus_with_errors, sum.tus_failed, secs, opt.out);
-            printf("  functions %ld (%ld defined), calls %ld, callbacks %ld, field targets %ld, range sites %ld, "
-                   "collective sites %ld, targets %ld (%ld unit rows), files %ld, parse failures %ld, error diagnostics "
-                   "%ld\n",
-                   sum.functions, sum.definitions, sum.calls, sum.callbacks, sum.field_targets, sum.range_sites, sum.collective_sites,
-                   sum.targets, sum.target_rows, sum.files, sum.tus_failed, sum.errors);
-            printf("  functions without a definition here %ld (%ld found in a library of their binary's link)\n",
-                   sum.library_functions, sum.library_found);
-            long reduced = 0;
-            for (size_t i = 0; i < db.ntus; i++) reduced += results[i].reduced;
-            if (reduced)
-                printf("  (%ld units were parsed with a reduced command line: libclang rejected their flags; "
-                       "files.diagnostics says which)\n",
-                       reduced);
-            if (db.nduplicates)
-                printf("  (%zu database entries for files already listed were skipped)\n", db.nduplicates);
-            printf("  TUs parsed %zu, reused %zu; files %ld, lines %ld (parsed: sources and the files they "
-                   "include, each once); wall %.3f s; %.0f files/s, %.0f lines/s\n",
-                   ntodo, nreused, nfiles, nlines, secs, secs > 0 ? (double)nfiles / secs : 0.0,
-                   secs > 0 ? (double)nlines / secs : 0.0);
-        }
+        long reduced = 0;
+        for (size_t i = 0; i < db.ntus; i++) reduced += results[i].reduced;
+        ix_run_figures fig = {opt.out, secs, ntodo, nreused, nfiles, nlines, reduced, db.nduplicates};
+        if (!opt.quiet || args.json) ix_print_summary(&sum, &fig, args.json);
     }
     for (size_t i = 0; i < db.ntus; i++) ix_result_free(&results[i]);
     free(results);

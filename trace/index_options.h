@@ -9,7 +9,7 @@
 
 typedef struct ix_options {
     const char *compdb_arg;      // --compdb as given
-    const char *out;             // --out
+    const char *out;             // --output
     const char *build_dir;       // --build-dir (NULL: the compdb's directory)
     const char **collectives;    // names, globs or @Record
     size_t ncollectives;
@@ -20,7 +20,7 @@ typedef struct ix_options {
     int jobs;
     int quiet;
     int verbose;                 // each unit's clang arguments and parse time on stderr
-    int full;                    // --full: parse every unit, reuse nothing from --out
+    int full;                    // --full: parse every unit, reuse nothing from --output
     int parse_only;              // --parse-only: the benchmark's reference (libclang's parses alone)
 } ix_options;
 

@@ -69,7 +69,7 @@ typedef struct ix_indexer {
 void ix_indexer_init(ix_indexer *ind, tb_pool *p);
 const char *ix_indexer_key(ix_indexer *ind);
 
-// The previous index's units, when --out names an index of this schema written by the same
+// The previous index's units, when --output names an index of this schema written by the same
 // indexer.
 typedef struct ix_prev_unit {
     long long id;        // files.id of the unit in the previous index

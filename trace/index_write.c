@@ -486,7 +486,7 @@ static int same_file_ids(const writer *w, const ix_inplace *in) {
 // database order; each unit's status is set when its facts are written (write_unit).
 static int write_begin(writer *w, const ix_compdb *db, const ix_result *results, const ix_inplace *in) {
     char *msg = NULL;
-    // A new file that only this process sees until it is renamed over --out: no journal, no
+    // A new file that only this process sees until it is renamed over --output: no journal, no
     // syncs but the one before the rename, one transaction, the secondary indexes built once
     // after the bulk inserts.
     if (sqlite3_exec(w->db,

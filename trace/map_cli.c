@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "core/options.h"
@@ -113,21 +114,35 @@ static void print_report(json_t *rep) {
 }
 
 typedef struct map_args {
-    const char *index, *entry, *json;
+    const char *index, *from, *output;
+    int json;
 } map_args;
 
 static const tb_option map_options[] = {
-    TB_OPTION("--entry", map_args, entry, TB_OPT_STRING, "pretrain_gpt", "ENTRY",
-              "a build target (its main), a function or FILE:FUNCTION"),
-    TB_OPTION("--json", map_args, json, TB_OPT_STRING, NULL, "FILE", "also write the report as JSON"),
+    TB_OPTION("--from", map_args, from, TB_OPT_STRING, "pretrain_gpt", "ENTRY",
+              "the entry point: a build target (its main), a function or FILE:FUNCTION"),
+    TB_OPTION("--json", map_args, json, TB_OPT_BOOL, NULL, NULL, "print the report as one JSON document"),
+    TB_OPTION("--output", map_args, output, TB_OPT_STRING, NULL, "FILE", "also write the JSON report to FILE"),
     TB_OPTION("--index", map_args, index, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the source index"),
     TB_OPTIONS_END};
 
 static const tb_command map_command = {
     "tracebook map", "TRACE...",
-    "every runtime range of the traces (the engine's trace.rank-NNNNN.json files, or `nsys export --type\n"
-    "sqlite` files) mapped to its source site, the chain from the entry point and the collectives below it",
-    map_options, 1, -1};
+    "Every runtime range of the traces (the engine's trace.rank-NNNNN.json files, or `nsys export --type\n"
+    "sqlite` files) mapped to its source site, the chain from the entry point and the collectives below\n"
+    "it; ranges no static path explains and the share of events mapped (coverage).",
+    map_options, 1, -1,
+    "tracebook map --from pretrain_gpt artifacts/quickstart/v1/*/run/trace.rank-*.json",
+    "a trace or the index cannot be read, or the map is partial (malformed events, a partial parse)"};
+
+// `--json FILE` was the JSON file before --json printed the report: refused, naming --output.
+static int old_json_file(int argc, char **argv, tb_error *err) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--json") && argv[i + 1][0] != '-' && access(argv[i + 1], F_OK) != 0)
+            return tb_fail(err, "tracebook map: --json takes no file now (it prints the report as JSON): "
+                                "'%s' is not a trace; write the JSON file with --output %s", argv[i + 1], argv[i + 1]);
+    return 0;
+}
 
 int tracebook_map_main(int argc, char **argv) {
     map_args args = {0};
@@ -135,8 +150,12 @@ int tracebook_map_main(int argc, char **argv) {
     tb_error err;
     int prc = tb_command_parse(&map_command, &args, argc, argv, &pos, &err);
     if (prc == 1) return 0;
+    if (prc == 0 && old_json_file(argc, argv, &err) != 0) {
+        tb_positional_free(&pos);
+        prc = -1;
+    }
     if (prc != 0) return tb_command_usage_error(&map_command, &err);
-    const char *index = args.index, *entry = args.entry, *json_out = args.json;
+    const char *index = args.index, *entry = args.from, *json_out = args.output;
     char **traces = (char **)pos.items;
     int ntraces = pos.n;
     tb_map m;
@@ -151,7 +170,12 @@ int tracebook_map_main(int argc, char **argv) {
         fprintf(stderr, "tracebook map: %s\n", err.msg);
         rc = 1;
     }
-    print_report(rep);
+    if (args.json) {
+        json_dumpf(rep, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fputc('\n', stdout);
+    } else {
+        print_report(rep);
+    }
     // malformed events: named on stderr, and the run is partial (exit 1)
     if (tb_rt_print_drops(&m.rt, stderr, "tracebook map")) rc = 1;
     if (json_array_size(json_object_get(rep, "partial_parses"))) rc = 1;  // the static side may miss calls

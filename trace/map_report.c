@@ -37,7 +37,7 @@ static json_t *hop_json(const tb_graph *g, int fn, int file, int line, const tb_
     return h;
 }
 
-static json_t *chain_json(const tb_graph *g, const tb_chain *c, int last_file, int last_line) {
+json_t *tb_map_chain_json(const tb_graph *g, const tb_chain *c, int last_file, int last_line) {
     json_t *a = json_array();
     for (int i = 0; i < c->n; i++) {
         if (i + 1 < c->n) {
@@ -56,15 +56,15 @@ json_t *tb_map_coll_json(tb_map *m, const tb_coll_chain *c) {
     json_t *hops;
     if (c->end_call >= 0) {
         const tb_gcall *e = &g->calls[c->end_call];
-        hops = chain_json(g, &c->path, e->file, e->pos.line);
+        hops = tb_map_chain_json(g, &c->path, e->file, e->pos.line);
         json_array_append_new(hops, library_hop_json(m, e->callee_name, e->ntargets == 1 ? e->targets[0] : -1));
     } else if (!g->fns[last].is_definition && c->path.n > 1) {  // ends in a library's function (MPI_Allreduce)
         tb_chain up = {c->path.n - 1, c->path.fns, c->path.calls};
         const tb_gcall *e = &g->calls[c->path.calls[c->path.n - 2]];
-        hops = chain_json(g, &up, e->file, e->pos.line);
+        hops = tb_map_chain_json(g, &up, e->file, e->pos.line);
         json_array_append_new(hops, library_hop_json(m, g->fns[last].name, last));
     } else {
-        hops = chain_json(g, &c->path, g->fns[last].file, g->fns[last].pos.line);
+        hops = tb_map_chain_json(g, &c->path, g->fns[last].file, g->fns[last].pos.line);
     }
     const char *coll = c->coll_call >= 0 ? g->calls[c->coll_call].callee_name
                        : c->end_call >= 0 ? g->calls[c->end_call].callee_name
@@ -208,6 +208,26 @@ static op_list *nested_ops(const tb_map *m) {
     return l;
 }
 
+json_t *tb_map_site_json(tb_map *m, int r, int *has_chain) {
+    const tb_graph *g = m->g;
+    const tb_grange *rs = &g->ranges[r];
+    const tb_site_model *sm = tb_map_site(m, r);
+    json_t *sj = json_pack("{s:s, s:s, s:s, s:i}", "pattern", rs->name, "function", g->fns[rs->fn].name, "file",
+                           tb_graph_file(g, rs->file), "line", rs->pos.line);
+    if (tb_pos_cmp(sm->end, TB_POS_END) != 0) json_object_set_new(sj, "end_line", json_integer(sm->end.line));
+    if (sm->escapes) json_object_set_new(sj, "continues_in_callers", json_true());
+    tb_chain ch;
+    *has_chain = tb_map_entry_chain(m, rs->fn, &ch);
+    if (*has_chain) {
+        json_object_set_new(sj, "chain", tb_map_chain_json(g, &ch, rs->file, rs->pos.line));
+        free(ch.fns);
+        free(ch.calls);
+    } else {
+        json_object_set_new(sj, "chain", json_null());
+    }
+    return sj;
+}
+
 json_t *tb_map_report(tb_map *m) {
     tb_graph *g = m->g;
     tb_rt *rt = &m->rt;
@@ -276,21 +296,10 @@ json_t *tb_map_report(tb_map *m) {
         json_t *sites = json_array();
         for (int i = 0; i < m->name_nsites[n]; i++) {
             int r = m->name_sites[n][i];
-            const tb_grange *rs = &g->ranges[r];
             const tb_site_model *sm = tb_map_site(m, r);
-            json_t *sj = json_pack("{s:s, s:s, s:s, s:i}", "pattern", rs->name, "function", g->fns[rs->fn].name,
-                                   "file", tb_graph_file(g, rs->file), "line", rs->pos.line);
-            if (tb_pos_cmp(sm->end, TB_POS_END) != 0) json_object_set_new(sj, "end_line", json_integer(sm->end.line));
-            if (sm->escapes) json_object_set_new(sj, "continues_in_callers", json_true());
-            tb_chain ch;
-            if (tb_map_entry_chain(m, rs->fn, &ch)) {
-                json_object_set_new(sj, "chain", chain_json(g, &ch, rs->file, rs->pos.line));
-                free(ch.fns);
-                free(ch.calls);
-                mapped[n] = 1;
-            } else {
-                json_object_set_new(sj, "chain", json_null());
-            }
+            int has_chain;
+            json_t *sj = tb_map_site_json(m, r, &has_chain);
+            mapped[n] |= has_chain;
             // the collectives below it; those the traces show inside the range first
             json_t *colls = json_array(), *unseen = json_array();
             int relevant = 0;

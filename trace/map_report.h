@@ -13,6 +13,12 @@
 
 json_t *tb_map_report(tb_map *m);
 
+// A chain's hops as JSON ({function, file, line, via, passed_to, callback} each), the last at
+// last_file:last_line.
+json_t *tb_map_chain_json(const tb_graph *g, const tb_chain *c, int last_file, int last_line);
+// A range site as JSON: {pattern, function, file, line, end_line, continues_in_callers, chain
+// (its hops from the entry point, null when none reaches it)}; *has_chain says which.
+json_t *tb_map_site_json(tb_map *m, int r, int *has_chain);
 // Hop list of a collective chain as JSON / text.
 json_t *tb_map_coll_json(tb_map *m, const tb_coll_chain *c);
 void tb_map_coll_text(tb_map *m, const tb_coll_chain *c, char *buf, size_t len);

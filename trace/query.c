@@ -15,7 +15,7 @@
 typedef struct qargs {
     const char *index;
     const char *from, *to, *via;
-    int max, max_depth;
+    int top, max_depth;
     int json;  // --json: one JSON document (README.md, "JSON output")
 } qargs;
 
@@ -31,24 +31,38 @@ static const tb_option chain_options[] = {
               "the function the chains end in (a library's too: ncclAllReduce, MPI_Allreduce)"),
     TB_OPTION("--via", qargs, via, TB_OPT_STRING, NULL, "SYMBOL",
               "only chains through this function (row_parallel_linear_forward)"),
-    TB_OPTION("--max", qargs, max, TB_OPT_INT, "10", "N", "at most N chains, the shortest (1 to 100000)"),
+    TB_OPTION("--top", qargs, top, TB_OPT_INT, "10", "N", "at most N chains, the shortest (1 to 100000)"),
     TB_OPTION("--max-depth", qargs, max_depth, TB_OPT_INT, "32", "D", "at most D calls deep (1 to 100000)"),
     INDEX_OPTION,
     JSON_OPTION,
     TB_OPTIONS_END};
 
-static const tb_command def_command = {"tracebook def", "SYMBOL",
-                                       "where a function is declared or defined (SYMBOL: NAME or FILE:NAME)",
-                                       symbol_options, 1, 1};
+static const tb_command def_command = {
+    "tracebook def", "SYMBOL",
+    "Where a function is declared and defined, from the source index (tracebook index writes it): file,\n"
+    "line, column and linkage of each. SYMBOL is NAME, or FILE:NAME for a static function of one file.",
+    symbol_options, 1, 1, "tracebook def row_parallel_linear_forward", "no function of that name in the index"};
 static const tb_command callers_command = {
-    "tracebook callers", "SYMBOL", "the call sites of a function (SYMBOL: NAME, FILE:NAME or Record.field)",
-    symbol_options, 1, 1};
-static const tb_command callees_command = {"tracebook callees", "SYMBOL",
-                                           "the calls a function makes (SYMBOL: NAME or FILE:NAME)", symbol_options,
-                                           1, 1};
-static const tb_command chain_command = {"tracebook chain", NULL,
-                                         "call chains from an entry point to a function, shortest first",
-                                         chain_options, 0, 0};
+    "tracebook callers", "SYMBOL",
+    "The call sites of a function: direct calls, calls through a function-pointer field (SYMBOL as\n"
+    "Record.field lists the calls through that field) and places that pass the function as a callback.\n"
+    "SYMBOL is NAME, FILE:NAME or Record.field.",
+    symbol_options, 1, 1, "tracebook callers row_parallel_linear_forward\ntracebook callers tb_activation_module.forward",
+    "no function of that name in the index"};
+static const tb_command callees_command = {
+    "tracebook callees", "SYMBOL",
+    "The calls a function makes, each with its line and how it was resolved (by the compiler, by name in\n"
+    "a template, or the candidates of an overload set). SYMBOL is NAME or FILE:NAME.",
+    symbol_options, 1, 1, "tracebook callees mlp_forward", "no function of that name in the index"};
+static const tb_command chain_command = {
+    "tracebook chain", NULL,
+    "Call chains from an entry point down to a function (a library's too), shortest first, through\n"
+    "function-pointer fields and callbacks; each hop with its file and line. --via keeps the chains\n"
+    "through one function.",
+    chain_options, 0, 0,
+    "tracebook chain --from pretrain_gpt --to ncclAllReduce\n"
+    "tracebook chain --from pretrain_gpt --to ncclAllReduce --via row_parallel_linear_forward",
+    "no chain, or a function that is not in the index"};
 
 // Parses argv by cmd's table into a; *symbol the positional (when cmd takes one). Returns
 // -1 to go on, else the exit status to return (0 after --help, 2 on a usage error).
@@ -61,7 +75,7 @@ static int parse(const tb_command *cmd, int argc, char **argv, qargs *a, const c
     if (rc != 0) return tb_command_usage_error(cmd, &err);
     if (symbol) *symbol = pos.n ? pos.items[0] : NULL;
     tb_positional_free(&pos);
-    const tb_option *counts[] = {tb_options_find_flag(cmd->options, "--max", 5),
+    const tb_option *counts[] = {tb_options_find_flag(cmd->options, "--top", 5),
                                  tb_options_find_flag(cmd->options, "--max-depth", 11)};
     for (int i = 0; i < 2; i++) {
         if (!counts[i]) continue;
@@ -435,9 +449,9 @@ int tracebook_chain_main(int argc, char **argv) {
         tb_graph_fn_loc(g, en->fn, loc, sizeof loc);
         tb_chain *chains;
         int truncated;
-        int n = a.via ? tb_graph_chains_via(g, en->target, en->fn, via, nvia, to, nto, a.max, a.max_depth, &chains,
+        int n = a.via ? tb_graph_chains_via(g, en->target, en->fn, via, nvia, to, nto, a.top, a.max_depth, &chains,
                                             &truncated)
-                      : tb_graph_chains(g, en->target, en->fn, to, nto, a.max, a.max_depth, &chains, &truncated);
+                      : tb_graph_chains(g, en->target, en->fn, to, nto, a.top, a.max_depth, &chains, &truncated);
         if (jentries) {
             json_t *jchains = json_array();
             for (int i = 0; i < n; i++) {
@@ -456,7 +470,7 @@ int tracebook_chain_main(int argc, char **argv) {
         } else {
             printf("[%s] chains from %s (%s) %s%s%sto %s: %d%s\n", en->label, g->fns[en->fn].name, loc,
                    a.via ? "via " : "", a.via ? a.via : "", a.via ? " " : "", a.to, n,
-                   n == a.max ? " (the shortest; --max for more)" : "");
+                   n == a.top ? " (the shortest; --top for more)" : "");
             for (int i = 0; i < n; i++) {
                 printf("#%d (%d call%s)\n", i + 1, chains[i].n - 1, chains[i].n == 2 ? "" : "s");
                 print_chain(g, en->target, &chains[i]);

@@ -9,7 +9,7 @@
 // The table of them the CLI's main dispatches to (trace_cli.c).
 extern const tb_subcommand_table tb_trace_commands;
 
-int tracebook_index_main(int argc, char **argv);    // tracebook index [--compdb F] [--out F] ...
+int tracebook_index_main(int argc, char **argv);    // tracebook index [--compdb F] [--output F] ...
 int tracebook_def_main(int argc, char **argv);      // tracebook def SYMBOL [--index F]
 int tracebook_callers_main(int argc, char **argv);  // tracebook callers SYMBOL [--index F]
 int tracebook_callees_main(int argc, char **argv);  // tracebook callees SYMBOL [--index F]

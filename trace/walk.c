@@ -297,24 +297,77 @@ static void walk_runtime(tb_map *m, const char *range, int pattern) {
     free(shapes);
 }
 
+// --json: the walkthrough's facts as one document. Each site as map's report has it (its
+// chain from the entry point; its collectives, those the traces show inside the range
+// first, with how often), and the runtime figures of the range names it matches.
+static json_t *site_json(tb_map *m, int r, int name) {
+    const tb_site_model *sm = tb_map_site(m, r);
+    int has_chain;
+    json_t *sj = tb_map_site_json(m, r, &has_chain);
+    int *order, *seen;
+    const char **seen_op;
+    int n = coll_order(m, r, name, &order, &seen, &seen_op);
+    json_t *colls = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *cj = tb_map_coll_json(m, &sm->colls[order[i]]);
+        json_object_set_new(cj, "observed", json_integer(name >= 0 ? seen[order[i]] : 0));
+        if (name >= 0 && seen[order[i]]) json_object_set_new(cj, "observed_op", json_string(seen_op[order[i]]));
+        json_array_append_new(colls, cj);
+    }
+    free(order);
+    free(seen);
+    free(seen_op);
+    json_object_set_new(sj, "collectives", colls);
+    return sj;
+}
+
+static json_t *walk_json(tb_map *m, const char *range, int pattern, const int *sites, int nsites, int name) {
+    json_t *rep = tb_map_report(m);
+    json_t *doc = json_pack("{s:s, s:b}", "range", range, "pattern", pattern);
+    const char *keep[] = {"index", "entry", "traces", "partial_parses", "status"};
+    for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) json_object_set(doc, keep[i], json_object_get(rep, keep[i]));
+    json_t *sj = json_array(), *runtime = json_array(), *x;
+    for (int i = 0; i < nsites; i++) json_array_append_new(sj, site_json(m, sites[i], name));
+    size_t k;
+    json_array_foreach(json_object_get(rep, "ranges"), k, x) {
+        const char *n = json_string_value(json_object_get(x, "name"));
+        if (pattern ? tb_range_pattern_match(range, n) : !strcmp(range, n)) {
+            json_object_del(x, "sites");  // the sites are above, walked
+            json_array_append(runtime, x);
+        }
+    }
+    json_object_set_new(doc, "sites", sj);
+    json_object_set_new(doc, "runtime", runtime);
+    json_decref(rep);
+    return doc;
+}
+
 typedef struct walk_args {
-    const char *index, *entry;
+    const char *index, *from;
+    int json;
     tb_strlist traces;
 } walk_args;
 
 static const tb_option walk_options[] = {
     TB_OPTION("--trace", walk_args, traces, TB_OPT_LIST, NULL, "FILE",
               "a trace (Chrome JSON or nsys SQLite); words after RANGE are traces too"),
-    TB_OPTION("--entry", walk_args, entry, TB_OPT_STRING, "pretrain_gpt", "ENTRY",
-              "a build target (its main), a function or FILE:FUNCTION"),
+    TB_OPTION("--from", walk_args, from, TB_OPT_STRING, "pretrain_gpt", "ENTRY",
+              "the entry point: a build target (its main), a function or FILE:FUNCTION"),
+    TB_OPTION("--json", walk_args, json, TB_OPT_BOOL, NULL, NULL,
+              "the walkthrough's facts as one JSON document: sites, chains, collectives, runtime figures"),
     TB_OPTION("--index", walk_args, index, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the source index"),
     TB_OPTIONS_END};
 
 static const tb_command walk_command = {
     "tracebook walk", "RANGE [TRACE...]",
-    "a Markdown walkthrough from the entry point down to a range and the collectives below it\n"
-    "(RANGE: a runtime range name, layer.0.mlp.fc2, or a site's pattern, layer.%d.mlp.fc2)",
-    walk_options, 1, -1};
+    "A Markdown walkthrough from the entry point down to a range and the collectives below it, each hop\n"
+    "with its file:line and source line; with traces, the range's runtime figures per rank and the shapes\n"
+    "of the collectives inside it. RANGE: a runtime range name (layer.0.mlp.fc2) or a site's pattern\n"
+    "(layer.%d.mlp.fc2).",
+    walk_options, 1, -1,
+    "tracebook walk layer.%d.mlp.fc2\n"
+    "tracebook walk layer.0.mlp.fc2 artifacts/tp_scaling/v2/*/run/trace.rank-00000.json",
+    "no site matches RANGE, an input cannot be read, or the walk is partial (malformed events, a partial parse)"};
 
 int tracebook_walk_main(int argc, char **argv) {
     walk_args args = {0};
@@ -326,7 +379,7 @@ int tracebook_walk_main(int argc, char **argv) {
         tb_strlist_free(&args.traces);
         return tb_command_usage_error(&walk_command, &err);
     }
-    const char *index = args.index, *entry = args.entry, *range = pos.items[0];
+    const char *index = args.index, *entry = args.from, *range = pos.items[0];
     // the --trace values, then the words after RANGE
     int ntraces = args.traces.n + pos.n - 1;
     char **traces = tb_xcalloc((size_t)ntraces + 1, sizeof *traces, "trace paths");
@@ -359,6 +412,18 @@ int tracebook_walk_main(int argc, char **argv) {
         tb_map_close(&m);
         free(traces);
         return 1;
+    }
+    if (args.json) {
+        json_t *doc = walk_json(&m, range, pattern, sites, nsites, name);
+        json_dumpf(doc, stdout, JSON_INDENT(1));
+        fputc('\n', stdout);
+        int partial_json = strcmp(json_string_value(json_object_get(doc, "status")), "complete") != 0;
+        json_decref(doc);
+        tb_rt_print_drops(&m.rt, stderr, "tracebook walk");
+        free(sites);
+        tb_map_close(&m);
+        free(traces);
+        return partial_json ? 1 : 0;
     }
     char loc[600];
     tb_graph_fn_loc(g, m.entry.fn, loc, sizeof loc);

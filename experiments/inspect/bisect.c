@@ -1,4 +1,4 @@
-// bisect.c — `tracebook bisect RUN_A RUN_B [--step N] [--tolerance T] [--json]`: the first
+// bisect.c — `tracebook bisect RUN RUN [--step N] [--tolerance T] [--json]`: the first
 // tensor where two runs of the same model, weights, inputs and seeds diverge beyond what
 // float reordering explains (the runs' tensors/ from --dump-tensors, engine/reports/tensor_dump.h).
 //
@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "core/options.h"
+#include "core/run_arg.h"
 #include "core/safetensors.h"
 #include "core/xalloc.h"
 
@@ -270,6 +271,7 @@ static int by_order(const void *x, const void *y) {
 typedef struct bisect_args {
     int step, json;
     double tolerance;
+    const char *artifacts;
 } bisect_args;
 
 static const tb_option bisect_options[] = {
@@ -277,11 +279,19 @@ static const tb_option bisect_options[] = {
     TB_OPTION("--tolerance", bisect_args, tolerance, TB_OPT_FLOAT, "1e-5", "T",
               "a tensor diverges when max |a - b| > T x max |b|"),
     TB_OPTION("--json", bisect_args, json, TB_OPT_BOOL, "false", NULL, "the verdict as JSON"),
+    TB_ARTIFACTS_OPTION(bisect_args, artifacts),
     TB_OPTIONS_END,
 };
-static const tb_command bisect_command = {"tracebook bisect", "RUN_A RUN_B",
-                                          "the first tensor where two runs diverge beyond float reordering",
-                                          bisect_options, 2, 2};
+static const tb_command bisect_command = {
+    "tracebook bisect", "RUN RUN",
+    "The first tensor where two runs diverge beyond float reordering: both runs dumped their tensors\n"
+    "(--dump-tensors); each tensor of the step is compared in the order the step computes it (forward,\n"
+    "backward, optimizer) against a bound derived from what produced it. Each RUN is a run id (or a\n"
+    "unique prefix), a record directory or a run directory (docs/CLI.md).",
+    bisect_options, 2, 2,
+    "tracebook bisect 20261129T104512-3f9a2c1e 20261129T104530-77b1d2e0 --step 1\n"
+    "tracebook bisect /tmp/tp1-run /tmp/tp2-run",
+    "the runs diverge (the first tensor named)\n2  a usage error, or a run or dump that cannot be read"};
 
 static const char *const phase_names[] = {"forward", "backward", "optimizer"};
 
@@ -424,7 +434,14 @@ int tracebook_bisect_main(int argc, char **argv) {
         return 2;
     }
     json_t *out = NULL;
-    rc = tb_bisect_runs(pos.items[0], pos.items[1], a.step, a.tolerance, &out, &err);
+    tb_run_arg runs[2];
+    for (int i = 0; i < 2; i++)
+        if (tb_run_arg_resolve(pos.items[i], a.artifacts, &runs[i], &err) != 0) {
+            fprintf(stderr, "tracebook bisect: %s\n", err.msg);
+            tb_positional_free(&pos);
+            return 2;
+        }
+    rc = tb_bisect_runs(runs[0].run_dir, runs[1].run_dir, a.step, a.tolerance, &out, &err);
     json_t *verdict = out ? json_object_get(out, "first_divergence") : NULL;
     if (json_is_null(verdict)) verdict = NULL;
     if (rc == 0) {

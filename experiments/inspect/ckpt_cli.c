@@ -1,4 +1,4 @@
-// ckpt_cli.c — `tracebook ckpt RUN_DIR [--json]` (ckpt_cli.h): for every save, its total time
+// ckpt_cli.c — `tracebook ckpt RUN [--json]` (ckpt_cli.h): for every save, its total time
 // and training's stall, the last rank to reach the barrier, by how long and the phase that
 // made it late; then each rank's phases (ms and bytes) and its barrier arrival. "All ranks
 // waited 5 minutes at the barrier" reads here as one late rank and the phase it was late in.
@@ -10,20 +10,27 @@
 
 #include "core/error.h"
 #include "core/options.h"
+#include "core/run_arg.h"
 #include "core/run_dir.h"
 
 typedef struct ckpt_args {
     int json;
+    const char *artifacts;
 } ckpt_args;
 
 static const tb_option ckpt_options[] = {
     TB_OPTION("--json", ckpt_args, json, TB_OPT_BOOL, "false", NULL, "print checkpoint.json itself"),
+    TB_ARTIFACTS_OPTION(ckpt_args, artifacts),
     TB_OPTIONS_END,
 };
 
 static const tb_command ckpt_command = {
-    "tracebook ckpt", "RUN_DIR", "a run's checkpoint saves: phases per rank, the last arriver and why",
-    ckpt_options, 1, 1};
+    "tracebook ckpt", "RUN",
+    "A run's checkpoint saves (checkpoint.json): each save's phases per rank (materialize, serialize,\n"
+    "write, fsync, barrier, metadata, commit), the last rank to arrive and the phase that made it late,\n"
+    "and the stall training saw. RUN is a run id (or a unique prefix), a record directory or a run\n"
+    "directory (docs/CLI.md).",
+    ckpt_options, 1, 1, "tracebook ckpt 20261129T104512 --json", NULL};
 
 static double num(const json_t *o, const char *key) { return json_number_value(json_object_get(o, key)); }
 
@@ -35,7 +42,9 @@ int tracebook_ckpt_main(int argc, char **argv) {
     if (rc == 1) return 0;
     if (rc != 0) return tb_command_usage_error(&ckpt_command, &err);
     char path[4096];
-    rc = tb_run_path(path, sizeof path, pos.items[0], TB_RUN_CHECKPOINT, &err);
+    tb_run_arg run;
+    rc = tb_run_arg_resolve(pos.items[0], a.artifacts, &run, &err);
+    if (rc == 0) rc = tb_run_path(path, sizeof path, run.run_dir, TB_RUN_CHECKPOINT, &err);
     tb_positional_free(&pos);
     if (rc != 0) {
         fprintf(stderr, "tracebook ckpt: %s\n", err.msg);

@@ -1,4 +1,4 @@
-// ckpt_cli.h — `tracebook ckpt RUN_DIR`: a run's checkpoint saves as their phases per rank
+// ckpt_cli.h — `tracebook ckpt RUN`: a run's checkpoint saves as their phases per rank
 // (the run directory's checkpoint.json, engine/checkpoint/dist_checkpoint.h).
 #ifndef TB_EXPERIMENTS_CKPT_CLI_H
 #define TB_EXPERIMENTS_CKPT_CLI_H

@@ -1,4 +1,4 @@
-// hang_cli.c — `tracebook hang RUN_DIR` (hang_cli.h).
+// hang_cli.c — `tracebook hang RUN` (hang_cli.h).
 #include "inspect/hang_cli.h"
 
 #include <jansson.h>
@@ -11,53 +11,46 @@
 #include "core/failure_report.h"
 #include "core/fileio.h"
 #include "core/options.h"
+#include "core/run_arg.h"
 #include "core/run_dir.h"
 
 typedef struct hang_args {
     int json, write;
+    const char *artifacts;
 } hang_args;
 
 static const tb_option hang_options[] = {
     TB_OPTION("--json", hang_args, json, TB_OPT_BOOL, NULL, NULL, "print the merged report as JSON"),
     TB_OPTION("--write", hang_args, write, TB_OPT_BOOL, NULL, NULL,
-              "rewrite RUN_DIR/hang.json with this merge (not in a record)"),
+              "rewrite the run directory's hang.json with this merge (not in a record)"),
+    TB_ARTIFACTS_OPTION(hang_args, artifacts),
     TB_OPTIONS_END};
 
 static const tb_command hang_command = {
-    "tracebook hang", "RUN_DIR",
-    "Merges the hang report parts (hang.rank-NNNNN.json) of a run directory or a record: every reporting rank's\n"
-    "pending call and flight-recorder tail, the ranks that wrote none (absent) with their last call as their\n"
-    "peers saw it, the stuck ranks by group.",
-    hang_options, 1, 1};
-
-static int is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
+    "tracebook hang", "RUN",
+    "Merges the hang report parts (hang.rank-NNNNN.json) of a run: every reporting rank's pending call\n"
+    "and flight-recorder tail, the ranks that wrote none (absent) with their last call as their peers\n"
+    "saw it, the stuck ranks by group. RUN is a run id (or a unique prefix), a record directory or a run\n"
+    "directory (docs/CLI.md).",
+    hang_options, 1, 1, "tracebook hang 20261129T104512\ntracebook hang /tmp/hung-run --write",
+    "no hang report part to merge, or a part or the run cannot be read"};
 
 int tracebook_hang_main(int argc, char **argv) {
-    hang_args args = {0, 0};
+    hang_args args = {0, 0, NULL};
     tb_positional pos;
     tb_error err;
     int parsed = tb_command_parse(&hang_command, &args, argc, argv, &pos, &err);
     if (parsed != 0) return parsed > 0 ? 0 : tb_command_usage_error(&hang_command, &err);
-    char dir[PATH_MAX], manifest[PATH_MAX], report_path[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", pos.items[0]);
+    char dir[PATH_MAX], report_path[PATH_MAX];
+    tb_run_arg run;
+    int resolved = tb_run_arg_resolve(pos.items[0], args.artifacts, &run, &err);
     tb_positional_free(&pos);
-    // a record: its run directory
-    int in_record = 0;
-    if (tb_path_format(manifest, sizeof manifest, &err, "%s/" TB_RECORD_MANIFEST, dir) == 0 &&
-        access(manifest, F_OK) == 0) {
-        char run[PATH_MAX];
-        if (tb_path_format(run, sizeof run, &err, "%s/" TB_RECORD_RUN_DIR, dir) == 0 && is_dir(run)) {
-            snprintf(dir, sizeof dir, "%s", run);
-            in_record = 1;
-        }
-    }
-    if (!is_dir(dir)) {
-        fprintf(stderr, "tracebook hang: %s: not a directory (give a run directory or a record)\n", dir);
+    if (resolved != 0) {
+        fprintf(stderr, "tracebook hang: %s\n", err.msg);
         return TB_EXIT_FAILURE;
     }
+    snprintf(dir, sizeof dir, "%s", run.run_dir);
+    int in_record = run.record_dir[0] != 0;
     int unreadable = 0;
     json_t *parts = tb_report_parts_read(dir, TB_RANK_HANG_PART, &unreadable, &err);
     if (!parts) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/options.h"
+#include "core/run_arg.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
 #include "inspect/step_report.h"
@@ -262,16 +263,20 @@ json_t *tb_moe_report(const char *dir, tb_error *err) {
 
 typedef struct moe_args {
     int json;
+    const char *artifacts;
 } moe_args;
 
 static const tb_option moe_options[] = {
     TB_OPTION("--json", moe_args, json, TB_OPT_BOOL, "false", NULL, "the report as JSON"),
+    TB_ARTIFACTS_OPTION(moe_args, artifacts),
     TB_OPTIONS_END,
 };
-static const tb_command moe_command = {"tracebook moe", "RUN_DIR",
-                                       "a MoE run's expert load per layer over the run: imbalance, tokens, drops, "
-                                       "aux loss, all-to-all bytes and wait vs transfer",
-                                       moe_options, 1, 1};
+static const tb_command moe_command = {
+    "tracebook moe", "RUN",
+    "A MoE run's expert load per layer over the run: the load imbalance (max over mean tokens per\n"
+    "expert), tokens routed and dropped, the auxiliary loss, and the all-to-all's bytes and wait vs\n"
+    "transfer. RUN is a run id (or a unique prefix), a record directory or a run directory (docs/CLI.md).",
+    moe_options, 1, 1, "tracebook moe 20261129T104512", NULL};
 
 static double num(const json_t *o, const char *key) { return json_number_value(json_object_get(o, key)); }
 
@@ -339,7 +344,9 @@ int tracebook_moe_main(int argc, char **argv) {
     int rc = tb_command_parse(&moe_command, &a, argc, argv, &pos, &err);
     if (rc == 1) return 0;
     if (rc != 0) return tb_command_usage_error(&moe_command, &err);
-    json_t *rep = tb_moe_report(pos.items[0], &err);
+    tb_run_arg run;
+    json_t *rep = tb_run_arg_resolve(pos.items[0], a.artifacts, &run, &err) == 0 ? tb_moe_report(run.run_dir, &err)
+                                                                                  : NULL;
     tb_positional_free(&pos);
     if (!rep) {
         fprintf(stderr, "tracebook moe: %s\n", err.msg);

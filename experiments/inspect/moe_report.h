@@ -1,4 +1,4 @@
-// moe_report.h — `tracebook moe RUN_DIR [--json]`: a MoE run's expert load and all-to-all
+// moe_report.h — `tracebook moe RUN [--json]`: a MoE run's expert load and all-to-all
 // traffic per MoE layer over the whole run, from every rank's files alone
 // (metrics.rank-NNNNN.jsonl's "moe" entries, trace.rank-NNNNN.json's all-to-all ranges), so
 // rank threads and mpirun processes read alike:

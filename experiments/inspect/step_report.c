@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/options.h"
+#include "core/run_arg.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
 
@@ -235,16 +236,21 @@ json_t *tb_collective_calls(const char *run_dir, tb_error *err) {
 
 typedef struct comm_args {
     int top, json;
+    const char *artifacts;
 } comm_args;
 
 static const tb_option comm_options[] = {
     TB_OPTION("--top", comm_args, top, TB_OPT_INT, "10", "N", "the N calls with the largest enter spread (0: all)"),
     TB_OPTION("--json", comm_args, json, TB_OPT_BOOL, "false", NULL, "every matched call as JSON"),
+    TB_ARTIFACTS_OPTION(comm_args, artifacts),
     TB_OPTIONS_END,
 };
-static const tb_command comm_command = {"tracebook comm", "RUN_DIR",
-                                        "collectives matched across ranks: enter spread and the last member",
-                                        comm_options, 1, 1};
+static const tb_command comm_command = {
+    "tracebook comm", "RUN",
+    "Collectives matched across ranks from the per-rank traces: for each call, when each member entered,\n"
+    "the enter spread and the last member to arrive (the one the others waited for). RUN is a run id (or a\n"
+    "unique prefix), a record directory or a run directory (docs/CLI.md).",
+    comm_options, 1, 1, "tracebook comm 20261129T104512 --top 5", NULL};
 
 int tracebook_comm_main(int argc, char **argv) {
     comm_args a = {0};
@@ -258,7 +264,9 @@ int tracebook_comm_main(int argc, char **argv) {
         tb_positional_free(&pos);
         return 2;
     }
-    json_t *calls = tb_collective_calls(pos.items[0], &err);
+    tb_run_arg run;
+    json_t *calls = tb_run_arg_resolve(pos.items[0], a.artifacts, &run, &err) == 0
+                        ? tb_collective_calls(run.run_dir, &err) : NULL;
     tb_positional_free(&pos);
     if (!calls) {
         fprintf(stderr, "tracebook comm: %s\n", err.msg);
@@ -451,17 +459,21 @@ int tb_phase_diff(FILE *out, const char *run_a, const char *run_b, tb_error *err
 
 typedef struct steps_args {
     int step, json;
+    const char *artifacts;
 } steps_args;
 
 static const tb_option steps_options[] = {
     TB_OPTION("--step", steps_args, step, TB_OPT_INT, "0", "N", "only step N (0: every step)"),
     TB_OPTION("--json", steps_args, json, TB_OPT_BOOL, "false", NULL, "the decomposition as JSON"),
+    TB_ARTIFACTS_OPTION(steps_args, artifacts),
     TB_OPTIONS_END,
 };
 static const tb_command steps_command = {
-    "tracebook steps", "RUN_DIR",
-    "each step per rank: data, compute, exposed communication, collectives (wait vs transfer, bytes), idle",
-    steps_options, 1, 1};
+    "tracebook steps", "RUN",
+    "Each step per rank from the run's traces and metrics: data, compute, exposed communication, each\n"
+    "group's collectives (wait vs transfer, bytes, calls on the communication thread) and idle time.\n"
+    "RUN is a run id (or a unique prefix), a record directory or a run directory (docs/CLI.md).",
+    steps_options, 1, 1, "tracebook steps 20261129T104512 --step 3", NULL};
 
 
 int tb_rank_metrics(const char *dir, int nranks, json_t **rows, tb_error *err) {
@@ -567,7 +579,13 @@ int tracebook_steps_main(int argc, char **argv) {
     int rc = tb_command_parse(&steps_command, &a, argc, argv, &pos, &err);
     if (rc == 1) return 0;
     if (rc != 0) return tb_command_usage_error(&steps_command, &err);
-    const char *dir = pos.items[0];
+    tb_run_arg run;
+    if (tb_run_arg_resolve(pos.items[0], a.artifacts, &run, &err) != 0) {
+        fprintf(stderr, "tracebook steps: %s\n", err.msg);
+        tb_positional_free(&pos);
+        return 1;
+    }
+    const char *dir = run.run_dir;
     if (a.step < 0) {
         fprintf(stderr, "tracebook steps: flag --step: %d is negative\n", a.step);
         tb_positional_free(&pos);

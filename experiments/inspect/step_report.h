@@ -1,11 +1,11 @@
 // step_report.h — a run's steps and collectives across its ranks, from the per-rank files
 // alone (metrics.rank-NNNNN.jsonl, trace.rank-NNNNN.json), so threads and processes read alike:
 //
-//   tracebook steps RUN_DIR [--step N] [--json]
+//   tracebook steps RUN [--step N] [--json] [--artifacts DIR]
 //       per step and rank: data, forward, backward, optimizer, P2P wait, idle (the metrics'
 //       stage timeline), and each group's collectives split into waiting for peers and
 //       transfer; the slowest rank of each step marked.
-//   tracebook comm RUN_DIR [--top N] [--json]
+//   tracebook comm RUN [--top N] [--json] [--artifacts DIR]
 //       every collective call matched across its group's members by (group id, its place
 //       among the member's collectives on the group — not the sequence number, which counts a
 //       member's P2P calls on the group too): its enter spread (how long after the first member the last one entered)

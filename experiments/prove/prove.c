@@ -527,10 +527,12 @@ static const tb_command prove_command = {
     "CLAIM is a claim id (every " TB_EXPERIMENT_CLAIMS " holding it), EXPERIMENT/ID, or\n"
     "EXPERIMENT/vN/ID as the verdicts name it (tp_scaling/v2/tp1_tokens_per_s); or give --all.\n"
     "Every claim prints its evidence (runs: command, config, files; the figures), proven or not;\n"
-    "--quiet prints the verdicts alone. Exit status: 0 every claim proven, 1 one did not (or\n"
-    "none matched), 2 a usage error.\n"
-    "Example: tracebook prove tp_scaling/v2/tp1_tokens_per_s",
-    prove_options, 0, 1};
+    "--quiet prints the verdicts alone.",
+    prove_options, 0, 1,
+    "tracebook prove tp_scaling/v2/tp1_tokens_per_s\n"
+    "tracebook prove --experiment tp_scaling --version 2\n"
+    "tracebook prove --all --quiet",
+    "a claim did not prove (each named with why), or none matched"};
 
 // Versions the catalogue anchored whose directory is gone (an experiment or version deleted
 // with its claims): each a failure, as the deletion of one claims.json is.

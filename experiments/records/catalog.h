@@ -20,11 +20,8 @@
 
 #include "core/error.h"
 #include "core/options.h"
+#include "core/run_arg.h"  // TB_ARTIFACTS_DEFAULT, TB_ARTIFACTS_OPTION
 
-#define TB_ARTIFACTS_DEFAULT "artifacts"
-// The --artifacts flag of every subcommand, for a const char * field of its option table.
-#define TB_ARTIFACTS_OPTION(type, field) \
-    TB_OPTION("--artifacts", type, field, TB_OPT_STRING, TB_ARTIFACTS_DEFAULT, "DIR", "the artifacts root")
 // 2: runs.repetition is 1-based for every record (record.h, tb_manifest_repetition). A schema-1
 // catalogue is brought to 2 on open: its runs are re-read at the next sync.
 // 3: claims.at_most, the bound of a claim that bounds its number instead of stating it. A

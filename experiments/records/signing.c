@@ -289,12 +289,15 @@ tb_anchor_signer tb_public_key_signer(const tb_public_key *k) {
 
 typedef struct sign_opts {
     const char *artifacts, *experiment, *key;
+    int json;
 } sign_opts;
 
 static const tb_option sign_options[] = {
     TB_OPTION("--key", sign_opts, key, TB_OPT_STRING, NULL, "KEY.pem", "the Ed25519 private key (PEM, unencrypted)"),
     TB_OPTION("--experiment", sign_opts, experiment, TB_OPT_STRING, NULL, "NAME", "only this experiment's versions"),
     TB_ARTIFACTS_OPTION(sign_opts, artifacts),
+    TB_OPTION("--json", sign_opts, json, TB_OPT_BOOL, NULL, NULL,
+              "what was signed as one JSON document: each version, its ledger seq, the key id"),
     TB_OPTIONS_END};
 
 static const tb_command sign_command = {
@@ -304,7 +307,8 @@ static const tb_command sign_command = {
     "PUBKEY.pem` then proves only what that key signed. Make a key with\n"
     "`openssl genpkey -algorithm ed25519 -out key.pem`, its public half with\n"
     "`openssl pkey -in key.pem -pubout -out key.pub.pem`. The key never enters a record.",
-    sign_options, 0, 0};
+    sign_options, 0, 0, "tracebook sign --key key.pem --experiment tp_scaling",
+    "nothing anchored to sign, or a version's ledger does not check (nothing is signed for it)"};
 
 static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -354,6 +358,7 @@ int tracebook_sign_main(int argc, char **argv) {
                 o.experiment ? " named " : "", o.experiment ? o.experiment : "");
         rc = TB_EXIT_FAILURE;
     }
+    json_t *signed_list = json_array();
     for (size_t i = 0; i < n; i++) {
         long long seq;
         char id[TB_KEY_ID_MAX];
@@ -361,10 +366,22 @@ int tracebook_sign_main(int argc, char **argv) {
             fprintf(stderr, "tracebook sign: %s\n", err.msg);
             rc = TB_EXIT_FAILURE;
         } else {
-            printf("signed %s at seq %lld with %s\n", dirs[i], seq, id);
+            if (o.json)
+                json_array_append_new(signed_list, json_pack("{s:s, s:I, s:s}", "version_dir", dirs[i], "seq",
+                                                             (json_int_t)seq, "key_id", id));
+            else
+                printf("signed %s at seq %lld with %s\n", dirs[i], seq, id);
         }
         free(dirs[i]);
     }
     free(dirs);
+    if (o.json) {
+        json_t *doc = json_pack("{s:o, s:b}", "signed", signed_list, "complete", rc == 0);
+        json_dumpf(doc, stdout, JSON_INDENT(1));
+        fputc('\n', stdout);
+        json_decref(doc);
+    } else {
+        json_decref(signed_list);
+    }
     return rc;
 }

@@ -454,23 +454,29 @@ int tb_report_write(const char *version_dir, const char *out, char *written, siz
 // --- tracebook report -------------------------------------------------------------------
 
 typedef struct report_args {
-    const char *artifacts, *out;
-    int version;
+    const char *artifacts, *output, *experiment;
+    int version, json;
 } report_args;
 
 static const tb_option report_options[] = {
+    TB_OPTION("--experiment", report_args, experiment, TB_OPT_STRING, NULL, "NAME", "the experiment (required)"),
     TB_OPTION("--version", report_args, version, TB_OPT_INT, "0", "N", "the experiment's version N (0: the highest)"),
-    TB_OPTION("--out", report_args, out, TB_OPT_STRING, NULL, "FILE",
+    TB_OPTION("--output", report_args, output, TB_OPT_STRING, NULL, "FILE",
               "write the page here (default <artifacts>/<experiment>/v<N>/report.html)"),
+    TB_OPTION("--json", report_args, json, TB_OPT_BOOL, NULL, NULL,
+              "print what was written as JSON: the page, the experiment and version"),
     TB_ARTIFACTS_OPTION(report_args, artifacts),
     TB_OPTIONS_END};
 
 static const tb_command report_command = {
-    "tracebook report", "EXPERIMENT",
+    "tracebook report", NULL,
     "Writes one self-contained HTML page of an experiment version: its question, every claim with\n"
     "its verdict and evidence (as tracebook prove derives them), the runs with their config\n"
     "differences, plots drawn by gnuplot, and relative links to every raw file and per-rank trace.",
-    report_options, 1, 1};
+    report_options, 0, 1,
+    "tracebook report --experiment tp_scaling\n"
+    "tracebook report --experiment tp_scaling --version 2 --output /tmp/tp.html",
+    "no such experiment or version, or the page could not be written"};
 
 int tracebook_report_main(int argc, char **argv) {
     report_args a = {0};  // a flag without a default leaves its field as it is
@@ -479,9 +485,18 @@ int tracebook_report_main(int argc, char **argv) {
     int rc = tb_command_parse(&report_command, &a, argc, argv, &pos, &err);
     if (rc != 0) return rc > 0 ? 0 : tb_command_usage_error(&report_command, &err);
     char exp_dir[REPORT_PATH_MAX], version_dir[REPORT_PATH_MAX + 32];
-    const char *experiment = pos.items[0];
+    if (pos.n || !a.experiment) {  // the old spelling, or none
+        if (pos.n)
+            tb_fail(&err, "tracebook report: the experiment is named with --experiment in every command now "
+                          "(docs/CLI.md): tracebook report --experiment %s", pos.items[0]);
+        else
+            tb_fail(&err, "tracebook report: give the experiment: --experiment NAME (tracebook ls lists them)");
+        tb_positional_free(&pos);
+        return tb_command_usage_error(&report_command, &err);
+    }
+    const char *experiment = a.experiment;
     if (!*experiment || strchr(experiment, '/') || !strcmp(experiment, "..") || !strcmp(experiment, ".")) {
-        fprintf(stderr, "tracebook report: EXPERIMENT '%s' is not an experiment name\n", experiment);
+        fprintf(stderr, "tracebook report: --experiment '%s' is not an experiment name\n", experiment);
         tb_positional_free(&pos);
         return TB_EXIT_USAGE;
     }
@@ -517,8 +532,16 @@ int tracebook_report_main(int argc, char **argv) {
         return TB_EXIT_FAILURE;
     }
     char written[REPORT_PATH_MAX];
-    rc = tb_report_write(version_dir, a.out, written, sizeof written, &err);
-    if (rc == 0) printf("report %s\n", written);
+    rc = tb_report_write(version_dir, a.output, written, sizeof written, &err);
+    if (rc == 0 && a.json) {
+        json_t *doc = json_pack("{s:s, s:s, s:I, s:s}", "report", written, "experiment", experiment, "version",
+                                (json_int_t)version, "version_dir", version_dir);
+        json_dumpf(doc, stdout, JSON_INDENT(1));
+        fputc('\n', stdout);
+        json_decref(doc);
+    } else if (rc == 0) {
+        printf("report %s\n", written);
+    }
     else fprintf(stderr, "tracebook report: %s\n", err.msg);
     tb_positional_free(&pos);
     return rc == 0 ? 0 : TB_EXIT_FAILURE;

@@ -1,6 +1,6 @@
 // report.h — `tracebook report`: one self-contained HTML page per experiment version.
 //
-//   tracebook report EXPERIMENT [--version N] [--out FILE] [--artifacts DIR]
+//   tracebook report --experiment NAME [--version N] [--output FILE] [--artifacts DIR] [--json]
 //
 // The page (default <artifacts>/<experiment>/v<N>/report.html, N the highest version) holds
 // the experiment's question and outcome (experiment.json); every claim with the verdict and

@@ -7,6 +7,7 @@
 // experiments failed (experiment.json) and give a non-zero exit status.
 #include "runbook/runbook.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <lauxlib.h>
@@ -250,6 +251,8 @@ typedef tb_runbook_host host;  // the option table's target
 static const tb_option run_options[] = {
     TB_OPTION("--set", host, sets, TB_OPT_LIST, NULL, "KEY=VALUE", "a parameter the runbook reads with tb.param"),
     TB_OPTION("--dry-run", host, dry_run, TB_OPT_BOOL, NULL, NULL, "print each engine run's argv and config; run nothing"),
+    TB_OPTION("--json", host, json, TB_OPT_BOOL, NULL, NULL,
+              "the progress on stderr, and on stdout one JSON document: each experiment version, its runs and claims"),
     TB_OPTION("--require-clean", host, require_clean, TB_OPT_BOOL, NULL, NULL, "refuse to run from a dirty working tree"),
     TB_OPTION("--force", host, force, TB_OPT_BOOL, NULL, NULL, "re-run repetitions that already finished"),
     TB_OPTION("--sign", host, sign_key, TB_OPT_STRING, NULL, "KEY.pem",
@@ -266,7 +269,61 @@ static const tb_command run_command = {
     "Runs a Lua runbook: each engine run recorded under <artifacts>/<experiment>/v<version>/<run-id>/\n"
     "with its provenance; claims derived from the records (runbooks/README.md documents the Lua API).\n"
     TB_ENV_POLICY_HELP,
-    run_options, 1, 1};
+    run_options, 1, 1,
+    "tracebook run runbooks/quickstart.lua\n"
+    "tracebook run runbooks/tp_scaling.lua --set max_tp=4 --json",
+    "the runbook failed (its error named), a run it needed failed, or a --set it never read"};
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// The run ids of a version directory (its entries holding a manifest), sorted (ids start with
+// their start time).
+static json_t *version_runs(const char *version_dir) {
+    char **ids = NULL;
+    size_t n = 0;
+    DIR *d = opendir(version_dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        char manifest[PATH_MAX + 300];
+        snprintf(manifest, sizeof manifest, "%s/%s/" TB_RECORD_MANIFEST, version_dir, de->d_name);
+        if (de->d_name[0] == '.' || access(manifest, F_OK) != 0) continue;
+        ids = tb_xreallocarray(ids, n + 1, sizeof *ids, "run ids");
+        ids[n++] = tb_xstrdup(de->d_name, "run id");
+    }
+    if (d) closedir(d);
+    if (n) qsort(ids, n, sizeof *ids, cmp_names);
+    json_t *runs = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(runs, json_string(ids[i]));
+        free(ids[i]);
+    }
+    free(ids);
+    return runs;
+}
+
+// --json: what the runbook recorded, per declared experiment version: its experiment.json
+// object, the run ids under it and its claims.json's claims (null when it wrote none).
+static void print_outcome_json(const tb_runbook_host *h, int status, FILE *out) {
+    json_t *versions = json_array();
+    const char *key;
+    json_t *e;
+    json_object_foreach(h->experiments, key, e) {
+        json_t *v = json_deep_copy(e);
+        json_object_set_new(v, "version_dir", json_string(key));
+        json_object_set_new(v, "runs", version_runs(key));
+        char claims_path[PATH_MAX + 32];
+        snprintf(claims_path, sizeof claims_path, "%s/" TB_EXPERIMENT_CLAIMS, key);
+        json_t *claims = json_load_file(claims_path, 0, NULL);
+        json_object_set(v, "claims", claims ? json_object_get(claims, "claims") : json_null());
+        json_decref(claims);
+        json_array_append_new(versions, v);
+    }
+    json_t *doc = json_pack("{s:s, s:b, s:i, s:o}", "runbook", h->runbook, "dry_run", h->dry_run, "exit_status",
+                            status, "experiments", versions);
+    json_dumpf(doc, out, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    fputc('\n', out);
+    json_decref(doc);
+}
 
 // The parsed command line into h: the --set values by key, the deny-list. 0, or -1 with err set.
 static int host_from_args(tb_runbook_host *h, tb_error *err) {
@@ -353,6 +410,19 @@ int tracebook_run_main(int argc, char **argv) {
         host_free(&h);
         return TB_EXIT_FAILURE;
     }
+    // --json: everything the runbook, its engines and their children print goes to stderr; the
+    // document alone to the real stdout
+    FILE *json_out = NULL;
+    if (h.json) {
+        fflush(stdout);
+        int fd = dup(1);
+        json_out = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (!json_out || dup2(2, 1) < 0) {
+            fprintf(stderr, "tracebook run: --json: cannot set stdout aside: %s\n", strerror(errno));
+            host_free(&h);
+            return TB_EXIT_FAILURE;
+        }
+    }
     h.tty = isatty(1);
     tb_recorder_install_sigint();
 
@@ -413,6 +483,12 @@ int tracebook_run_main(int argc, char **argv) {
     if (!h.dry_run && !tb_recorder_interrupted() && write_reports(&h) != 0) status = TB_EXIT_FAILURE;
     if (h.sign_key && !h.dry_run && sign_experiments(&h) != 0) status = TB_EXIT_FAILURE;
     lua_close(L);
+    int exit_status = tb_recorder_interrupted() ? 128 + tb_recorder_interrupted() : status;
+    if (json_out) {
+        fflush(stdout);
+        print_outcome_json(&h, exit_status, json_out);
+        fclose(json_out);
+    }
     host_free(&h);
-    return tb_recorder_interrupted() ? 128 + tb_recorder_interrupted() : status;
+    return exit_status;
 }

@@ -23,6 +23,7 @@ typedef struct tb_runbook_host {
     // the command line (runbook.c's option table)
     const char *artifacts;
     int dry_run, require_clean, force;
+    int json;                // --json: progress on stderr, the outcome as one JSON document on stdout
     tb_strlist sets;         // --set key=value
     const char *sign_key;    // --sign KEY.pem: sign each declared version's ledger head at the end
     tb_strlist env_allowed;  // --env-allow NAME_OR_GLOB

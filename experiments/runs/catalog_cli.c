@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "records/catalog.h"
 #include "runs/catalog_cli.h"
@@ -29,6 +30,7 @@ typedef struct cli {
     const char *artifacts;
     const char *positional[2];
     int npositional;
+    const char *experiment;  // ls --experiment
     int phases;  // diff --phases
     int json;    // --json: one JSON document on stdout (README.md, "JSON output")
     sqlite3 *db;
@@ -37,14 +39,20 @@ typedef struct cli {
 // ls, show and diff take the same flags; each its own positionals.
 #define TB_JSON_OPTION TB_OPTION("--json", cli, json, TB_OPT_BOOL, "false", NULL, "the answer as one JSON document")
 static const tb_option cli_options[] = {TB_ARTIFACTS_OPTION(cli, artifacts), TB_JSON_OPTION, TB_OPTIONS_END};
+static const tb_option ls_options[] = {
+    TB_OPTION("--experiment", cli, experiment, TB_OPT_STRING, NULL, "NAME", "that experiment's versions and runs"),
+    TB_ARTIFACTS_OPTION(cli, artifacts), TB_JSON_OPTION, TB_OPTIONS_END};
 
-static const tb_command ls_command = {"tracebook ls", "[EXPERIMENT]",
-                                      "Lists the experiments, or one experiment's versions and runs.", cli_options,
-                                      0, 1};
+static const tb_command ls_command = {
+    "tracebook ls", NULL,
+    "Lists the experiments under the artifacts root (versions, runs by status, claims proven), or with\n"
+    "--experiment one experiment's versions and runs (id, status, commit, step time, throughput).",
+    ls_options, 0, 1, "tracebook ls\ntracebook ls --experiment tp_scaling --json", NULL};
 static const tb_command show_command = {
     "tracebook show", "RUN",
-    "Shows one run: manifest, command, config, per-step metrics. RUN is a run id or a unique prefix of one.",
-    cli_options, 1, 1};
+    "Shows one run: manifest, command, config, per-step metrics. RUN is a run id (or a unique prefix of\n"
+    "one) or a record directory (docs/CLI.md).",
+    cli_options, 1, 1, "tracebook show 20261129T104512", "no such run, or the catalogue cannot be read"};
 static const tb_option diff_options[] = {
     TB_ARTIFACTS_OPTION(cli, artifacts),
     TB_OPTION("--phases", cli, phases, TB_OPT_BOOL, "false", NULL,
@@ -54,8 +62,10 @@ static const tb_option diff_options[] = {
     TB_OPTIONS_END};
 static const tb_command diff_command = {
     "tracebook diff", "RUN RUN",
-    "Shows two runs side by side: the config keys that differ and the metrics. RUN as for show.", diff_options, 2,
-    2};
+    "Shows two runs side by side: the config keys that differ and the metrics; with --phases each phase\n"
+    "of the steps and the first that changed beyond the runs' own spread. RUN as for show.",
+    diff_options, 2, 2, "tracebook diff 20261129T104512 20261129T104530 --phases",
+    "no such run, or the catalogue cannot be read"};
 
 // Parses the command line; opens and syncs the catalogue. Returns -1 (done, *rc set) or 0.
 static int cli_start(cli *c, const tb_command *cmd, int argc, char **argv, int *rc) {
@@ -207,8 +217,22 @@ static void commit_text(char *out, size_t size, const char *commit, int dirty) {
     snprintf(out, size, "%.12s%s", *commit ? commit : "-", dirty ? "+dirty" : "");
 }
 
-// The run id a RUN argument names: the run id itself or a unique prefix.
+// The run id a RUN argument names: the run id itself, a unique prefix, or a record directory.
 static int resolve_run(cli *c, const char *arg, char *out, size_t size) {
+    tb_run_arg dir;
+    tb_error err;
+    if (strchr(arg, '/') || access(arg, F_OK) == 0) {
+        if (tb_run_arg_resolve(arg, c->artifacts, &dir, &err) != 0) {
+            fprintf(stderr, "%s: %s\n", c->name, err.msg);
+            return TB_EXIT_FAILURE;
+        }
+        if (!dir.run_id[0]) {
+            fprintf(stderr, "%s: %s is a run directory, not a record (no manifest.json): %s reads recorded runs; "
+                            "tracebook steps, comm, moe, ckpt and hang read a run directory\n", c->name, arg, c->name);
+            return TB_EXIT_FAILURE;
+        }
+        arg = dir.run_id;
+    }
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(c->db, "SELECT run_id FROM runs WHERE substr(run_id, 1, length(?1)) = ?1 ORDER BY run_id",
                            -1, &st, NULL) != SQLITE_OK)
@@ -365,7 +389,14 @@ int tracebook_ls_main(int argc, char **argv) {
     cli c;
     int rc;
     if (cli_start(&c, &ls_command, argc, argv, &rc) != 0) return rc;
-    rc = c.npositional ? ls_runs(&c, c.positional[0]) : ls_experiments(&c);
+    if (c.npositional) {  // the old spelling
+        tb_error err;
+        tb_fail(&err, "tracebook ls: the experiment is named with --experiment in every command now (docs/CLI.md): "
+                      "tracebook ls --experiment %s", c.positional[0]);
+        sqlite3_close(c.db);
+        return tb_command_usage_error(&ls_command, &err);
+    }
+    rc = c.experiment ? ls_runs(&c, c.experiment) : ls_experiments(&c);
     sqlite3_close(c.db);
     return rc;
 }

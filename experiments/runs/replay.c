@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/run_arg.h"
 #include "records/catalog.h"
 #include "config/config.h"
 #include "core/fileio.h"
@@ -21,36 +22,6 @@
 #include "records/record_verify.h"
 #include "records/recorder.h"
 #include "runs/replay.h"
-
-// <artifacts>/*/v*/<run_id> into out: 1 found, 0 not, -1 with err set when a path does not fit.
-static int find_record(const char *artifacts, const char *run_id, char *out, size_t len, tb_error *err) {
-    DIR *top = opendir(artifacts);
-    if (!top) return 0;
-    struct dirent *e;
-    int found = 0;
-    while (!found && (e = readdir(top))) {
-        if (e->d_name[0] == '.') continue;
-        char exp_dir[PATH_MAX];
-        if (tb_path_format(exp_dir, sizeof exp_dir, err, "%s/%s", artifacts, e->d_name) != 0) {
-            found = -1;
-            break;
-        }
-        DIR *vd = opendir(exp_dir);
-        if (!vd) continue;
-        struct dirent *v;
-        while (!found && (v = readdir(vd))) {
-            if (v->d_name[0] != 'v') continue;
-            char candidate[PATH_MAX];
-            if (tb_path_format(candidate, sizeof candidate, err, "%s/%s/%s", exp_dir, v->d_name, run_id) != 0)
-                found = -1;
-            else if (access(candidate, F_OK) == 0)
-                found = tb_path_format(out, len, err, "%s", candidate) == 0 ? 1 : -1;
-        }
-        closedir(vd);
-    }
-    closedir(top);
-    return found;
-}
 
 // Every rank's (step, loss) and the slowest rank's median step time of a run directory.
 typedef struct run_series {
@@ -112,7 +83,7 @@ static int read_series(const char *run_dir, run_series *s, tb_error *err) {
 typedef struct replay_args {
     const char *artifacts;
     double timing_tolerance;
-    int ignore_timing, keep, jobs;
+    int ignore_timing, keep, jobs, json;
     tb_strlist env_allowed, env_denied;  // --env-allow, --env-deny (recorder.h)
     const char **env_allow, **env_deny;  // the defaults and those flags, NULL-terminated
 } replay_args;
@@ -136,7 +107,10 @@ static const tb_option replay_options[] = {
     TB_OPTION("--ignore-timing", replay_args, ignore_timing, TB_OPT_BOOL, NULL, NULL,
               "a step time OUTSIDE the tolerance is reported but does not fail the replay"),
     TB_OPTION("--keep", replay_args, keep, TB_OPT_BOOL, NULL, NULL, "keep the temporary source tree and its build"),
-    TB_OPTION("--jobs", replay_args, jobs, TB_OPT_INT, NULL, "N", "parallel build jobs (default: the online CPUs)"),
+    TB_OPTION("-j", replay_args, jobs, TB_OPT_INT, NULL, "N", "parallel build jobs (default: the online CPUs)"),
+    TB_OPTION("--jobs", replay_args, jobs, TB_OPT_INT, NULL, "N", "the same as -j"),
+    TB_OPTION("--json", replay_args, json, TB_OPT_BOOL, NULL, NULL,
+              "the verdicts as one JSON document on stdout (the progress goes to stderr)"),
     TB_OPTION("--env-allow", replay_args, env_allowed, TB_OPT_LIST, NULL, "NAME_OR_GLOB",
               "also record environment variables matching NAME_OR_GLOB in the replay's manifest"),
     TB_OPTION("--env-deny", replay_args, env_denied, TB_OPT_LIST, NULL, "GLOB",
@@ -146,8 +120,10 @@ static const tb_option replay_options[] = {
 static const tb_command replay_command = {
     "tracebook replay", "RUN",
     "Re-runs a record at its recorded commit (and saved patch) with a fresh build, and compares:\n"
-    "the losses must be bitwise equal; the step time is reported against --timing-tolerance.\n" TB_ENV_POLICY_HELP,
-    replay_options, 1, 1};
+    "the losses must be bitwise equal; the step time is reported against --timing-tolerance.\n"
+    "RUN is a run id (or a unique prefix) or a record directory (docs/CLI.md).\n" TB_ENV_POLICY_HELP,
+    replay_options, 1, 1, "tracebook replay 20261129T104512 -j 2",
+    "the losses differ, the step time is outside the tolerance, or the record cannot be replayed"};
 
 int tracebook_replay_main(int argc, char **argv) {
     replay_args args = {.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN)};
@@ -158,8 +134,18 @@ int tracebook_replay_main(int argc, char **argv) {
         replay_args_free(&args);
         return parsed > 0 ? 0 : tb_command_usage_error(&replay_command, &err);
     }
-    const char *artifacts = args.artifacts, *run_id = pos.items[0];
+    FILE *say = args.json ? stderr : stdout;  // the progress and the verdicts' text
+    tb_run_arg run;
+    int resolved = tb_run_arg_resolve(pos.items[0], args.artifacts, &run, &err);
     tb_positional_free(&pos);
+    if (resolved != 0 || !run.record_dir[0]) {
+        if (resolved != 0) fprintf(stderr, "tracebook replay: %s\n", err.msg);
+        else fprintf(stderr, "tracebook replay: %s is a run directory, not a record (no manifest.json): only "
+                             "recorded runs can be replayed\n", run.run_dir);
+        replay_args_free(&args);
+        return TB_EXIT_FAILURE;
+    }
+    const char *artifacts = args.artifacts, *run_id = run.run_id;
     if (tb_env_globs_check("tracebook replay", &args.env_allowed, "--env-allow", &err) != 0 ||
         tb_env_globs_check("tracebook replay", &args.env_denied, "--env-deny", &err) != 0) {
         replay_args_free(&args);
@@ -168,10 +154,9 @@ int tracebook_replay_main(int argc, char **argv) {
     args.env_allow = tb_globs_with(tb_default_env_allow, args.env_allowed.items, args.env_allowed.n);
     args.env_deny = tb_globs_with(tb_default_env_deny, args.env_denied.items, args.env_denied.n);
     char rec[PATH_MAX], path[PATH_MAX];
-    int found = find_record(artifacts, run_id, rec, sizeof rec, &err);
-    if (found <= 0 || tb_path_format(path, sizeof path, &err, "%s/" TB_RECORD_MANIFEST, rec) != 0) {
-        if (found == 0) fprintf(stderr, "tracebook replay: no record %s under %s\n", run_id, artifacts);
-        else fprintf(stderr, "tracebook replay: %s\n", err.msg);
+    snprintf(rec, sizeof rec, "%s", run.record_dir);
+    if (tb_path_format(path, sizeof path, &err, "%s/" TB_RECORD_MANIFEST, rec) != 0) {
+        fprintf(stderr, "tracebook replay: %s\n", err.msg);
         replay_args_free(&args);
         return TB_EXIT_FAILURE;
     }
@@ -256,7 +241,7 @@ int tracebook_replay_main(int argc, char **argv) {
         free(patch);
         goto out;
     }
-    printf("replay %s: commit %.12s%s into %s\n", run_id, commit, patch ? " + saved patch" : "", tree);
+    fprintf(say, "replay %s: commit %.12s%s into %s\n", run_id, commit, patch ? " + saved patch" : "", tree);
     if (tb_git_worktree_at(here.root, commit, tree, &err) != 0) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
         free(patch);
@@ -279,7 +264,7 @@ int tracebook_replay_main(int argc, char **argv) {
         }
     } else {
         snprintf(cmake_args, sizeof cmake_args, "-DCMAKE_BUILD_TYPE=Release");
-        printf("  the record does not say how its engine was built (no engine_build.cmake): building Release\n");
+        fprintf(say, "  the record does not say how its engine was built (no engine_build.cmake): building Release\n");
         recorded_build = NULL;
     }
     char cmd[PATH_MAX * 3 + sizeof cmake_args];
@@ -290,7 +275,7 @@ int tracebook_replay_main(int argc, char **argv) {
         fprintf(stderr, "tracebook replay: the build command: %s\n", err.msg);
         goto out;
     }
-    printf("  building pretrain_gpt at the recorded revision with %s (log: %s/build.log)\n", cmake_args, wt);
+    fprintf(say, "  building pretrain_gpt at the recorded revision with %s (log: %s/build.log)\n", cmake_args, wt);
     fflush(stdout);
     if (system(cmd) != 0) {
         fprintf(stderr, "tracebook replay: the build at %.12s failed (see %s/build.log)\n", commit, wt);
@@ -330,11 +315,11 @@ int tracebook_replay_main(int argc, char **argv) {
                         err.msg);
                 goto out;
             }
-            printf("  BLAS kernel pinned to the recorded %s (OPENBLAS_CORETYPE)\n", kernel);
+            fprintf(say, "  BLAS kernel pinned to the recorded %s (OPENBLAS_CORETYPE)\n", kernel);
         }
         tb_engine_build_differences(recorded_build, here_build, differences, sizeof differences);
         json_decref(here_build);
-        if (differences[0]) printf("  this build differs from the recorded one: %s\n", differences);
+        if (differences[0]) fprintf(say, "  this build differs from the recorded one: %s\n", differences);
     }
 
     // the engine's own flag for the run directory, from its option table
@@ -356,11 +341,11 @@ int tracebook_replay_main(int argc, char **argv) {
     }
     const json_t *launch = json_object_get(m, "launcher");
     if (json_is_object(launch) && strcmp(json_string_value(json_object_get(launch, "name")) ?: "", "threads"))
-        printf("  launched as recorded: %s with %lld processes\n", json_string_value(json_array_get(rargv, 0)),
+        fprintf(say, "  launched as recorded: %s with %lld processes\n", json_string_value(json_array_get(rargv, 0)),
                (long long)json_integer_value(json_object_get(launch, "processes")));
     char start[32];
     tb_iso_now(start, sizeof start);
-    printf("  re-running the recorded argv as %s\n", new_id);
+    fprintf(say, "  re-running the recorded argv as %s\n", new_id);
     fflush(stdout);
     tb_recorder_install_sigint();
     tb_run_outcome o;
@@ -427,26 +412,42 @@ int tracebook_replay_main(int argc, char **argv) {
             same = 0;
             first_diff = i;
         }
-    printf("\n  verdicts (original %s vs replay %s)\n", run_id, new_id);
+    fprintf(say, "\n  verdicts (original %s vs replay %s)\n", run_id, new_id);
     if (same)
-        printf("  loss       bitwise identical: %d steps x %d ranks                     MATCH\n", a.nsteps, a.nranks);
+        fprintf(say, "  loss       bitwise identical: %d steps x %d ranks                     MATCH\n", a.nsteps, a.nranks);
     else if (first_diff >= 0)
-        printf("  loss       rank %d step %d: %.17g vs %.17g                           DIFFER\n",
+        fprintf(say, "  loss       rank %d step %d: %.17g vs %.17g                           DIFFER\n",
                first_diff / a.nsteps, first_diff % a.nsteps + 1, a.loss[first_diff], b.loss[first_diff]);
     else
-        printf("  loss       shapes differ: %d x %d vs %d x %d steps x ranks          DIFFER\n", a.nsteps, a.nranks,
+        fprintf(say, "  loss       shapes differ: %d x %d vs %d x %d steps x ranks          DIFFER\n", a.nsteps, a.nranks,
                b.nsteps, b.nranks);
     if (!same && differences[0])
-        printf("             bitwise equality is not expected here: %s\n", differences);
+        fprintf(say, "             bitwise equality is not expected here: %s\n", differences);
     double rel = fabs(b.median_step_ms - a.median_step_ms) / a.median_step_ms;
     int timing_ok = rel <= args.timing_tolerance;
-    printf("  step time  median %.2f ms vs %.2f ms (%+.1f%%), tolerance ±%.0f%%           %s\n", a.median_step_ms,
+    fprintf(say, "  step time  median %.2f ms vs %.2f ms (%+.1f%%), tolerance ±%.0f%%           %s\n", a.median_step_ms,
            b.median_step_ms, 100.0 * (b.median_step_ms - a.median_step_ms) / a.median_step_ms,
            100.0 * args.timing_tolerance, timing_ok ? "WITHIN" : args.ignore_timing ? "OUTSIDE (ignored: --ignore-timing)" : "OUTSIDE");
-    printf("  replay recorded as %s (replay_of %s)\n", new_rec, run_id);
+    fprintf(say, "  replay recorded as %s (replay_of %s)\n", new_rec, run_id);
+    rc = same && (timing_ok || args.ignore_timing) ? 0 : TB_EXIT_FAILURE;
+    if (args.json) {
+        json_t *doc = json_pack("{s:s, s:s, s:s, s:{s:s, s:i, s:i}, s:{s:f, s:f, s:f, s:s}, s:s, s:b}", "run_id", run_id,
+                                "replay_id", new_id, "replay_record", new_rec, "loss", "verdict",
+                                same ? "MATCH" : "DIFFER", "steps", a.nsteps, "ranks", a.nranks, "step_time",
+                                "original_median_ms", a.median_step_ms, "replay_median_ms", b.median_step_ms,
+                                "tolerance", args.timing_tolerance, "verdict", timing_ok ? "WITHIN" : "OUTSIDE",
+                                "build_differences", differences, "ignore_timing", args.ignore_timing);
+        if (!same && first_diff >= 0)
+            json_object_set_new(json_object_get(doc, "loss"), "first_difference",
+                                json_pack("{s:i, s:i, s:f, s:f}", "rank", first_diff / a.nsteps, "step",
+                                          first_diff % a.nsteps + 1, "original", a.loss[first_diff], "replay",
+                                          b.loss[first_diff]));
+        json_dumpf(doc, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+        fputc('\n', stdout);
+        json_decref(doc);
+    }
     free(a.loss);
     free(b.loss);
-    rc = same && (timing_ok || args.ignore_timing) ? 0 : TB_EXIT_FAILURE;
 out:
     if (wt[0] && !args.keep) {
         char rm[PATH_MAX + 16];

@@ -282,7 +282,7 @@ TB_TEST(a_signature_catches_the_forger_who_rewrites_ledger_and_catalogue) {
              "signed: proven (exit %d):\n%s", rc, out);
     free(out);
     // the report shows who signed
-    rc = fx_capture(tracebook_report_main, &out, "report", "an", "--artifacts", root, NULL);
+    rc = fx_capture(tracebook_report_main, &out, "report", "--experiment", "an", "--artifacts", root, NULL);
     free(out);
     char *html = fx_read(fx_path(path, sizeof path, "%s/" TB_EXPERIMENT_REPORT, vdir));
     TB_CHECK(rc == 0 && html && strstr(html, "ed25519:") && strstr(html, "signed the ledger head at seq 3"),

@@ -342,7 +342,7 @@ TB_TEST(ls_lists_experiments_then_runs_with_median_throughput) {
     TB_CHECK(strstr(out, "cat ") && strstr(out, "      v1     3         2       0        0           1"),
              "cat v1: 3 runs, 2 finished, 1 incomplete");
     free(out);
-    rc = fx_capture(tracebook_ls_main, &out, "ls", "cat", "--artifacts", root, NULL);
+    rc = fx_capture(tracebook_ls_main, &out, "ls", "--experiment", "cat", "--artifacts", root, NULL);
     printf("%s", out);
     TB_CHECK(rc == 0, "exit %d", rc);
     TB_CHECK(strstr(out, "cat v1: does the fixture hold?"), "version header with the question");
@@ -359,7 +359,7 @@ TB_TEST(ls_lists_experiments_then_runs_with_median_throughput) {
     snprintf(want, sizeof want, " %.1f  {\"tensor_model_parallel_size\":2}", tps);
     TB_CHECK(strstr(out, want), "run-a's tok/s '%s'", want);
     free(out);
-    rc = fx_capture(tracebook_ls_main, &out, "ls", "nope", "--artifacts", root, NULL);
+    rc = fx_capture(tracebook_ls_main, &out, "ls", "--experiment", "nope", "--artifacts", root, NULL);
     TB_CHECK(rc == 1 && strstr(out, "no experiment 'nope'"), "unknown experiment: %d %s", rc, out);
     free(out);
 }
@@ -408,7 +408,7 @@ TB_TEST(version_1_records_and_schema_1_catalogues_read_repetitions_from_one) {
                "%s", sqlite3_errmsg(db));
     sqlite3_close(db);
     char *out;
-    int rc = fx_capture(tracebook_ls_main, &out, "ls", "cat", "--artifacts", root, NULL);
+    int rc = fx_capture(tracebook_ls_main, &out, "ls", "--experiment", "cat", "--artifacts", root, NULL);
     printf("%s", out);
     char id[64], status[32], commit[64], rep[16];
     const char *line = strstr(out, "\n  run-old ");

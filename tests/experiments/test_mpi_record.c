@@ -94,7 +94,7 @@ TB_TEST(a_runbook_run_under_mpirun_is_recorded_with_its_launch_and_proven) {
     TB_CHECK(rc == 0 && strstr(sh.out, "2 claims, 2 proven"), "prove: exit %d\n%s\n%s", rc, sh.out, sh.err);
     rc = tb_run(&sh, TB_SOURCE_DIR, "%s show %s --artifacts %s", TRACEBOOK, record_id, ART);
     TB_CHECK(rc == 0 && strstr(sh.out, "mpirun") && strstr(sh.out, "-np 2"), "show: the command\n%s", sh.out);
-    rc = tb_run(&sh, TB_SOURCE_DIR, "%s ls mpi_record --artifacts %s", TRACEBOOK, ART);
+    rc = tb_run(&sh, TB_SOURCE_DIR, "%s ls --experiment mpi_record --artifacts %s", TRACEBOOK, ART);
     TB_CHECK(rc == 0 && strstr(sh.out, record_id) && strstr(sh.out, "\"launcher\":\"mpirun\""), "ls:\n%s", sh.out);
 }
 

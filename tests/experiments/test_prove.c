@@ -630,7 +630,7 @@ TB_TEST(prove_all_over_a_thousand_records_scales_linearly) {
     TB_CHECK(rc == 0 && strstr(out, "bulk09") && strstr(out, "   100       100"), "ls: %s", out);
     free(out);
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    rc = fx_capture(tracebook_ls_main, &out, "ls", "bulk03", "--artifacts", root, NULL);
+    rc = fx_capture(tracebook_ls_main, &out, "ls", "--experiment", "bulk03", "--artifacts", root, NULL);
     double ls_again = seconds_since(&t0);
     free(out);
     printf("  prove --all over 1000 records, 100 claims: %.3f s quiet, %.3f s with evidence (%zu bytes), wall\n", quiet,

@@ -97,7 +97,7 @@ TB_TEST(claims_carry_prove_verdicts) {
 TB_TEST(links_are_relative_to_the_page_wherever_it_is_written) {
     const char *page = DIR_ "/else/where/r.html";
     tb_run(&sh, NULL, "mkdir -p %s/else/where", DIR_);
-    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s report rp --out %s --artifacts %s", TRACEBOOK, page, ART) == 0, "%s",
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s report --experiment rp --output %s --artifacts %s", TRACEBOOK, page, ART) == 0, "%s",
                sh.err);
     TB_CHECK(strstr(sh.out, page), "prints the path: %s", sh.out);
     char *other = tb_slurp(page);
@@ -119,12 +119,12 @@ TB_TEST(links_are_relative_to_the_page_wherever_it_is_written) {
 }
 
 TB_TEST(an_unknown_version_and_a_missing_gnuplot_are_refused) {
-    int rc = tb_run(&sh, TB_SOURCE_DIR, "%s report rp --version 9 --artifacts %s", TRACEBOOK, ART);
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "%s report --experiment rp --version 9 --artifacts %s", TRACEBOOK, ART);
     TB_CHECK(rc == 1 && strstr(sh.err, "no version 9 of experiment 'rp'"), "exit %d: %s", rc, sh.err);
-    rc = tb_run(&sh, TB_SOURCE_DIR, "%s report nosuch --artifacts %s", TRACEBOOK, ART);
+    rc = tb_run(&sh, TB_SOURCE_DIR, "%s report --experiment nosuch --artifacts %s", TRACEBOOK, ART);
     TB_CHECK(rc == 1 && strstr(sh.err, "no experiment 'nosuch'"), "exit %d: %s", rc, sh.err);
     const char *page = DIR_ "/not-written.html";
-    rc = tb_run(&sh, TB_SOURCE_DIR, "TB_GNUPLOT=/nonexistent/gnuplot %s report rp --out %s --artifacts %s", TRACEBOOK,
+    rc = tb_run(&sh, TB_SOURCE_DIR, "TB_GNUPLOT=/nonexistent/gnuplot %s report --experiment rp --output %s --artifacts %s", TRACEBOOK,
                 page, ART);
     TB_CHECK(rc == 1 && strstr(sh.err, "/nonexistent/gnuplot not found") && strstr(sh.err, "gnuplot-nox") &&
                  !tb_exists(page),

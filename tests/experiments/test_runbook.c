@@ -201,7 +201,7 @@ TB_TEST(repetitions_are_numbered_from_one_everywhere) {
         json_decref(m);
     }
     TB_REQUIRE(ids[1][0] && ids[2][0] && ids[3][0], "repetitions 1, 2 and 3 recorded");
-    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s ls reps --artifacts %s_reps", TRACEBOOK, ART) == 0, "%s", sh.err);
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "%s ls --experiment reps --artifacts %s_reps", TRACEBOOK, ART) == 0, "%s", sh.err);
     for (int rep = 1; rep <= 3; rep++) {
         char needle[300], id[256], status[32], commit[64], col[16];
         snprintf(needle, sizeof needle, "\n  %s ", ids[rep]);
@@ -356,7 +356,7 @@ TB_TEST(interrupted_run_leaves_an_incomplete_record_never_a_half_manifest) {
     TB_CHECK(access(path, F_OK) != 0, "no manifest after SIGKILL");
     snprintf(path, sizeof path, ART "_kill/long/v1/%s/" TB_RECORD_HEARTBEAT, names[0]);
     TB_CHECK(access(path, F_OK) == 0, "a heartbeat was being written while the run was live");
-    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s ls long --artifacts %s_kill", TRACEBOOK, ART) == 0 &&
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s ls --experiment long --artifacts %s_kill", TRACEBOOK, ART) == 0 &&
                  strstr(sh.out, "incomplete"),
              "the catalogue lists the killed run as incomplete:\n%s\n%s", sh.out, sh.err);
 }

@@ -70,7 +70,7 @@ TB_TEST(the_soak_resumes_bitwise_after_kills_and_its_memory_stays_flat) {
         TB_CHECK(ok, "%s: proven or refused by the gate:\n%s", timed[i], sh.out);
     }
     // the report plots throughput and high-water per step (the uninterrupted run has 50 steps)
-    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s report soak --artifacts %s", TRACEBOOK, ART) == 0,
+    TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s report --experiment soak --artifacts %s", TRACEBOOK, ART) == 0,
              "report: %s", sh.err);
     char *html = NULL;
     tb_shell(&html, "cat %s/soak/v2/report.html", ART);

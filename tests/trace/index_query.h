@@ -168,7 +168,7 @@ static inline int tb_write_app_reply(const char *reply_dir, const char *source_d
     return bad ? -1 : 0;
 }
 
-// Indexes a fixture once: `tracebook index --compdb DIR --out INDEX` when its inputs were
+// Indexes a fixture once: `tracebook index --compdb DIR --output INDEX` when its inputs were
 // written (inputs_ok), else status 99 and a note. *status -1: not yet. Returns whether the
 // index succeeded; *output keeps what it printed.
 static inline int tb_index_fixture(int *status, char **output, int inputs_ok, const char *tracebook,
@@ -180,7 +180,7 @@ static inline int tb_index_fixture(int *status, char **output, int inputs_ok, co
         return 0;
     }
     unlink(index);
-    *status = tb_shell(output, "'%s' index --compdb '%s' --out '%s'", tracebook, compdb_dir, index);
+    *status = tb_shell(output, "'%s' index --compdb '%s' --output '%s'", tracebook, compdb_dir, index);
     return *status == 0;
 }
 

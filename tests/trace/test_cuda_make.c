@@ -104,7 +104,7 @@ TB_TEST(walk_from_main_to_ncclAllReduce_on_the_makefile_codebase) {
                              "]}\n") == 0,
                "cannot write %s", trace);
     char *out, want[3][512];
-    int rc = tb_shell(&out, "'%s' walk timeTest --trace '%s' --entry common+all_reduce --index '%s'", TRACEBOOK, trace,
+    int rc = tb_shell(&out, "'%s' walk timeTest --trace '%s' --from common+all_reduce --index '%s'", TRACEBOOK, trace,
                       INDEX);
     snprintf(want[0], sizeof want[0],
              "1. `main` — " CFIX "/common.cu:%d, through the function-pointer field `testEngine.runTest`",
@@ -131,7 +131,7 @@ TB_TEST(walk_from_main_to_ncclAllReduce_on_the_makefile_codebase) {
     TB_CHECK(!tb_has(out, "partial parse"), "no unit is partial:\n%s", out);
     free(out);
     // all_gather's binary opens the same range, and never reaches ncclAllReduce
-    rc = tb_shell(&out, "'%s' walk timeTest --entry common+all_gather --index '%s'", TRACEBOOK, INDEX);
+    rc = tb_shell(&out, "'%s' walk timeTest --from common+all_gather --index '%s'", TRACEBOOK, INDEX);
     TB_CHECK(rc == 0 && tb_has(out, "# Walkthrough: `timeTest`") && tb_has(out, "the range opens here") &&
                  !tb_has(out, "ncclAllReduce") && !tb_has(out, "AllReduceRunColl"),
              "rc %d: all_gather's walk:\n%s", rc, out);

@@ -464,8 +464,8 @@ TB_TEST(chain_from_a_binary_lists_exact_hops_shortest_first) {
         free(got);
     }
     free(out);
-    rc = tb(&out, "chain --from alpha --to common_work --max 2");
-    TB_CHECK(rc == 0 && tb_has(out, "#2 (2 calls)") && !tb_has(out, "#3"), "--max 2 keeps the two shortest:\n%s", out);
+    rc = tb(&out, "chain --from alpha --to common_work --top 2");
+    TB_CHECK(rc == 0 && tb_has(out, "#2 (2 calls)") && !tb_has(out, "#3"), "--top 2 keeps the two shortest:\n%s", out);
     free(out);
 }
 
@@ -585,7 +585,7 @@ TB_TEST(recursion_terminates_with_bounded_chains_without_repeats) {
     TB_CHECK(rc == 1 && tb_has(out, "to gx_fact_leaf: 0\n") && tb_has(out, "(none"), "rc %d:\n%s", rc, out);
     free(out);
     // inside the cycle: is_even → is_odd, one chain, with --max large
-    rc = tb(&out, "chain --from gx_is_even --to gx_is_odd --max 50");
+    rc = tb(&out, "chain --from gx_is_even --to gx_is_odd --top 50");
     const char *hc[] = {keep("gx_is_even (common.c:%d)", line_of("common.c", "CALL_EVEN_ODD")), F_ODD};
     want = chain_text(1, 2, hc);
     got = tb_chain_n(out, 1);
@@ -603,7 +603,7 @@ TB_TEST(recursion_terminates_with_bounded_chains_without_repeats) {
     check_block(out, "callers of gx_fact (common.c:", cf, 3);
     free(out);
     // every chain of every search above ends: a wide search over the whole graph
-    rc = tb(&out, "chain --from main --to common_work --max 100");
+    rc = tb(&out, "chain --from main --to common_work --top 100");
     int ok = 1;
     for (int k = 1; k <= 100; k++) {
         char *c = tb_chain_n(out, k);

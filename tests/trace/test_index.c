@@ -76,7 +76,7 @@ static sqlite3 *fixture_index(void) {
         printf("  cannot write the fixture database\n");
     unlink(WORK "/basic/index.sqlite");
     fx_status =
-        tb_shell(&fx_output, "'%s' index --compdb '%s/basic' --out '%s/basic/index.sqlite'", TRACEBOOK, WORK, WORK);
+        tb_shell(&fx_output, "'%s' index --compdb '%s/basic' --output '%s/basic/index.sqlite'", TRACEBOOK, WORK, WORK);
     fx_db = tb_index_open_ro(WORK "/basic/index.sqlite");
     return fx_db;
 }
@@ -287,7 +287,7 @@ TB_TEST(collective_sites_cover_nccl_tb_all_reduce_and_backend_entry_points) {
     // --no-default-collectives --collective GLOB replaces the list.
     char *out = NULL;
     int st = tb_shell(&out,
-                      "'%s' index --quiet --compdb '%s/basic/compile_commands.json' --out '%s/basic/custom.sqlite'"
+                      "'%s' index --quiet --compdb '%s/basic/compile_commands.json' --output '%s/basic/custom.sqlite'"
                       " --no-default-collectives --collective 'wor?'",
                       TRACEBOOK, WORK, WORK);
     TB_CHECK(st == 1, "exit status %d (missing.c fails the run):\n%s", st, out);
@@ -411,13 +411,13 @@ TB_TEST(a_missing_source_fails_the_run_and_a_partial_unit_does_not) {
     char *out = NULL;
     tb_write_text(WORK "/exit/compile_commands.json",
                   "[{\"directory\": \"" FIX "/broken\", \"command\": \"cc -c broken.c\", \"file\": \"broken.c\"}]\n");
-    int st = tb_shell(&out, "'%s' index --compdb '%s/exit' --out '%s/exit/index.sqlite'", TRACEBOOK, WORK, WORK);
+    int st = tb_shell(&out, "'%s' index --compdb '%s/exit' --output '%s/exit/index.sqlite'", TRACEBOOK, WORK, WORK);
     TB_CHECK(st == 0 && tb_has(out, "1 TUs (1 with errors, 0 failed)"), "partial only: exit %d:\n%s", st, out);
     free(out);
     tb_write_text(WORK "/exit/compile_commands.json",
                   "[{\"directory\": \"" FIX "/basic\", \"command\": \"cc -c util.c\", \"file\": \"util.c\"},\n"
                   " {\"directory\": \"" FIX "/broken\", \"command\": \"cc -c missing.c\", \"file\": \"missing.c\"}]\n");
-    st = tb_shell(&out, "'%s' index --compdb '%s/exit' --out '%s/exit/index.sqlite'", TRACEBOOK, WORK, WORK);
+    st = tb_shell(&out, "'%s' index --compdb '%s/exit' --output '%s/exit/index.sqlite'", TRACEBOOK, WORK, WORK);
     char what[600];
     snprintf(what, sizeof what, "%s/broken/missing.c: cannot read the source file", FIX);
     TB_CHECK(st == 1 && tb_has(out, what) && tb_has(out, "1 of 2 units failed") &&
@@ -436,14 +436,14 @@ TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
     char *out = NULL;
     const char *missing = WORK "/bad/nowhere/compile_commands.json";
     unlink(WORK "/bad/index.sqlite");
-    int st = tb_shell(&out, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, missing, WORK);
+    int st = tb_shell(&out, "'%s' index --compdb '%s' --output '%s/bad/index.sqlite'", TRACEBOOK, missing, WORK);
     TB_CHECK(st != 0 && strstr(out, missing), "missing database: exit %d, output:\n%s", st, out);
     TB_CHECK(!tb_exists(WORK "/bad/index.sqlite"), "no index written");
     free(out);
 
     const char *malformed = WORK "/bad/compile_commands.json";
     tb_write_text(malformed, "[\n {\"directory\": \"/tmp\", \"file\": \"a.c\",\n");
-    st = tb_shell(&out, "'%s' index --compdb '%s/bad' --out '%s/bad/index.sqlite'", TRACEBOOK, WORK, WORK);
+    st = tb_shell(&out, "'%s' index --compdb '%s/bad' --output '%s/bad/index.sqlite'", TRACEBOOK, WORK, WORK);
     TB_CHECK(st != 0 && strstr(out, malformed) && strstr(out, "malformed"), "malformed JSON: exit %d, output:\n%s",
              st, out);
     char pos[600];
@@ -452,7 +452,7 @@ TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
     free(out);
 
     tb_write_text(malformed, "[{\"directory\": \"/tmp\", \"command\": \"cc -c a.c\"}]\n");
-    st = tb_shell(&out, "'%s' index --compdb '%s' --out '%s/bad/index.sqlite'", TRACEBOOK, malformed, WORK);
+    st = tb_shell(&out, "'%s' index --compdb '%s' --output '%s/bad/index.sqlite'", TRACEBOOK, malformed, WORK);
     TB_CHECK(st != 0 && strstr(out, malformed) && strstr(out, "entry 0"), "entry without file: exit %d:\n%s", st,
              out);
     TB_CHECK(!tb_exists(WORK "/bad/index.sqlite"), "no index written");
@@ -460,7 +460,7 @@ TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
 
     // a database that cannot be read (here a directory by that name: the tests may run as root)
     tb_mkdir_p(WORK "/bad/dir/compile_commands.json", &err);
-    st = tb_shell(&out, "'%s' index --compdb '%s/bad/dir' --out '%s/bad/index.sqlite'", TRACEBOOK, WORK, WORK);
+    st = tb_shell(&out, "'%s' index --compdb '%s/bad/dir' --output '%s/bad/index.sqlite'", TRACEBOOK, WORK, WORK);
     TB_CHECK(st == 1 && tb_has(out, WORK "/bad/dir/compile_commands.json: cannot read the compilation database: it is a"
                                     " directory"),
              "unreadable database: exit %d:\n%s", st, out);
@@ -482,7 +482,7 @@ TB_TEST(nvcc_cuda_file_parses_as_host_code) {
                " --diag-suppress 177 -O3 --std c++17 -I" FIX "/cuda -c kernels.cu -o kernels.o\","
                " \"file\": \"kernels.cu\"}]\n");
     char *out = NULL;
-    int st = tb_shell(&out, "'%s' index --compdb '%s/cuda' --out '%s/cuda/index.sqlite'", TRACEBOOK, WORK, WORK);
+    int st = tb_shell(&out, "'%s' index --compdb '%s/cuda' --output '%s/cuda/index.sqlite'", TRACEBOOK, WORK, WORK);
     TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
     sqlite3 *db = tb_index_open_ro(WORK "/cuda/index.sqlite");
     TB_REQUIRE(db, "no index:\n%s", out);
@@ -534,7 +534,7 @@ TB_TEST(project_index_end_to_end) {
     }
     char *out = NULL;
     // (no timing here: the index's speed is scripts/bench-index.sh's, next to libclang's parses)
-    int st = tb_shell(&out, "'%s' index --compdb '%s' --out '%s/project.sqlite'", TRACEBOOK, build, WORK);
+    int st = tb_shell(&out, "'%s' index --compdb '%s' --output '%s/project.sqlite'", TRACEBOOK, build, WORK);
     TB_CHECK(st == 0, "exit status %d:\n%s", st, out);
     sqlite3 *db = tb_index_open_ro(WORK "/project.sqlite");
     TB_REQUIRE(db, "no index:\n%s", out);

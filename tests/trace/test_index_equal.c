@@ -96,7 +96,7 @@ static int parsed, reused;
 static char counts[512];  // the last run's summary counts line ("  functions N (M defined), calls ...")
 
 static int index_run(const char *out, const char *flags) {
-    int st = tb_run_merged(&sh, NULL, "'%s' index --compdb '%s' --out '%s' --verbose %s", TRACEBOOK, SRC, out, flags);
+    int st = tb_run_merged(&sh, NULL, "'%s' index --compdb '%s' --output '%s' --verbose %s", TRACEBOOK, SRC, out, flags);
     parsed = reused = -1;
     const char *p = strstr(sh.out, "TUs parsed ");
     if (p) sscanf(p, "TUs parsed %d, reused %d", &parsed, &reused);

@@ -124,7 +124,7 @@ TB_TEST(inferred_link_units_never_hold_two_definitions_of_one_symbol_or_two_main
 TB_TEST(a_chain_never_combines_functions_of_two_programs) {
     TB_REQUIRE(indexed(), "index failed:\n%s", ix_output);
     char *out;
-    int rc = tb(&out, INDEX, "chain --from main --to AllReduceRunColl --max 100");
+    int rc = tb(&out, INDEX, "chain --from main --to AllReduceRunColl --top 100");
     char *ar = tb_chain_section(out, "common+all_reduce"), *ag = tb_chain_section(out, "common+all_gather"), *pr = tb_chain_section(out, "probe");
     char h[5][256];
     char want[2048];
@@ -171,7 +171,7 @@ TB_TEST(a_chain_never_combines_functions_of_two_programs) {
              "rc %d:\n%s", rc, out);
     free(out);
     // map and walk need one binary: main is ambiguous and says where
-    rc = tb(&out, INDEX, "map " WORK "/no-trace.json --entry main");
+    rc = tb(&out, INDEX, "map " WORK "/no-trace.json --from main");
     TB_CHECK(rc != 0 && tb_has(out, "entry 'main' is ambiguous") && tb_has(out, "[common+all_reduce]") &&
                  tb_has(out, "[probe]"),
              "rc %d:\n%s", rc, out);
@@ -181,7 +181,7 @@ TB_TEST(a_chain_never_combines_functions_of_two_programs) {
 TB_TEST(a_reindex_keeps_the_inferred_units) {
     TB_REQUIRE(indexed(), "index failed:\n%s", ix_output);
     char *before = units_of(INDEX, "common+all_reduce"), *out;
-    int rc = tb_shell(&out, "'%s' index --compdb '%s' --out '%s'", TRACEBOOK, WORK, INDEX);
+    int rc = tb_shell(&out, "'%s' index --compdb '%s' --output '%s'", TRACEBOOK, WORK, INDEX);
     char *after = units_of(INDEX, "common+all_reduce");
     TB_CHECK(rc == 0 && tb_has(out, "TUs parsed 0, reused 5") && !strcmp(before, after) && *after,
              "rc %d, before '%s', after '%s':\n%s", rc, before, after, out);
@@ -197,7 +197,7 @@ TB_TEST(a_targets_file_names_the_binaries) {
                              " \"all_gather_perf\": [\"src/common.c\", \"" SRC "/all_gather.c\", \"src/timer.c\"]}\n") == 0,
                "cannot write the targets file");
     char *out;
-    int rc = tb_shell(&out, "'%s' index --compdb '%s' --out '%s' --targets '%s'", TRACEBOOK, WORK, MAPPED,
+    int rc = tb_shell(&out, "'%s' index --compdb '%s' --output '%s' --targets '%s'", TRACEBOOK, WORK, MAPPED,
                       WORK "/targets.json");
     TB_REQUIRE(rc == 0, "rc %d:\n%s", rc, out);
     TB_CHECK(!tb_has(out, "inferred") && !tb_has(out, "warning"), "no inference, no warning:\n%s", out);
@@ -233,14 +233,14 @@ TB_TEST(a_bad_targets_file_is_refused_naming_what_is_wrong) {
         TB_REQUIRE(tb_write_text(WORK "/targets.json", bad[i].text) == 0, "cannot write the targets file");
         unlink(WORK "/bad.sqlite");
         char *out;
-        int rc = tb_shell(&out, "'%s' index --compdb '%s' --out '%s' --targets '%s'", TRACEBOOK, WORK,
+        int rc = tb_shell(&out, "'%s' index --compdb '%s' --output '%s' --targets '%s'", TRACEBOOK, WORK,
                           WORK "/bad.sqlite", WORK "/targets.json");
         TB_CHECK(rc == 1 && tb_has(out, bad[i].says) && !tb_exists(WORK "/bad.sqlite"),
                  "%s: rc %d, expected '%s':\n%s", bad[i].text, rc, bad[i].says, out);
         free(out);
     }
     char *out;
-    int rc = tb_shell(&out, "'%s' index --compdb '%s' --out '%s' --targets '%s'", TRACEBOOK, WORK, WORK "/bad.sqlite",
+    int rc = tb_shell(&out, "'%s' index --compdb '%s' --output '%s' --targets '%s'", TRACEBOOK, WORK, WORK "/bad.sqlite",
                       WORK "/missing.json");
     TB_CHECK(rc == 1 && tb_has(out, "--targets " WORK "/missing.json: cannot read it"), "rc %d:\n%s", rc, out);
     free(out);
@@ -249,7 +249,7 @@ TB_TEST(a_bad_targets_file_is_refused_naming_what_is_wrong) {
                              "{\"both\": [\"src/common.c\", \"src/all_reduce.c\", \"src/all_gather.c\", \"src/timer.c\"]}") ==
                    0,
                "cannot write the targets file");
-    rc = tb_shell(&out, "'%s' index --compdb '%s' --out '%s' --targets '%s'", TRACEBOOK, WORK, WORK "/bad.sqlite",
+    rc = tb_shell(&out, "'%s' index --compdb '%s' --output '%s' --targets '%s'", TRACEBOOK, WORK, WORK "/bad.sqlite",
                   WORK "/targets.json");
     TB_CHECK(rc == 0 && tb_has(out, "warning: binary 'both' holds " SRC "/all_reduce.c and " SRC
                                     "/all_gather.c, which both define ncclTestEngine"),

@@ -273,7 +273,7 @@ TB_TEST(map_flags_unexplained_nesting_and_unmapped_names) {
     json_decref(rep);
 
     char *out;
-    int rc = mini_run(tracebook_map_main, &out, "map", path, "--entry", "app", "--index", DB, NULL);
+    int rc = mini_run(tracebook_map_main, &out, "map", path, "--from", "app", "--index", DB, NULL);
     TB_CHECK(rc == 0 && tb_has(out, "UNEXPLAINED layer.0.mlp.fc2 → optimizer") &&
                  tb_has(out, "UNEXPLAINED comm.tp.all_reduce → layer.0") && tb_has(out, "7/8 range events (87.5%)") &&
                  tb_has(out, "unmapped: mystery.range") && tb_has(out, "site   NONE"),
@@ -326,7 +326,7 @@ TB_TEST(map_cli_text_and_json) {
     char json_path[] = TB_TEST_TMPDIR "/map-mini.report.json";
     unlink(json_path);
     char *out;
-    int rc = mini_run(tracebook_map_main, &out, "map", TRACE0, TRACE1, "--entry", "app", "--json", json_path,
+    int rc = mini_run(tracebook_map_main, &out, "map", TRACE0, TRACE1, "--from", "app", "--output", json_path,
                       "--index", DB, NULL);
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
     TB_CHECK(tb_has(out, "layer.0.mlp.fc2  2×") &&
@@ -344,11 +344,11 @@ TB_TEST(map_cli_text_and_json) {
     rc = mini_run(tracebook_map_main, &out, "map", TRACE0, "--index", DB, NULL);
     TB_CHECK(rc == 1 && tb_has(out, "entry 'pretrain_gpt'"), "the default entry is not in the mini index:\n%s", out);
     free(out);
-    rc = mini_run(tracebook_map_main, &out, "map", TRACE0, "--entry", "main", "--index", DB, NULL);
+    rc = mini_run(tracebook_map_main, &out, "map", TRACE0, "--from", "main", "--index", DB, NULL);
     TB_CHECK(rc == 1 && tb_has(out, "ambiguous") && tb_has(out, "[app]") && tb_has(out, "[tool]"), "two mains:\n%s",
              out);
     free(out);
-    rc = mini_run(tracebook_map_main, &out, "map", TB_TEST_TMPDIR "/no-such-trace.json", "--entry", "app", "--index",
+    rc = mini_run(tracebook_map_main, &out, "map", TB_TEST_TMPDIR "/no-such-trace.json", "--from", "app", "--index",
                   DB, NULL);
     TB_CHECK(rc == 1 && tb_has(out, "no-such-trace.json"), "a missing trace is named:\n%s", out);
     free(out);
@@ -362,12 +362,12 @@ TB_TEST(a_trace_without_range_events_is_refused) {
     tb_write_text(path, "{\"traceEvents\": [{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0},"
                         " {\"name\": \"mark\", \"ph\": \"i\", \"ts\": 5, \"pid\": 0}]}\n");
     char *out;
-    int rc = mini_run(tracebook_map_main, &out, "map", path, "--entry", "app", "--index", DB, NULL);
+    int rc = mini_run(tracebook_map_main, &out, "map", path, "--from", "app", "--index", DB, NULL);
     char want[512];
     snprintf(want, sizeof want, "no range events in the trace: %s", path);
     TB_CHECK(rc == 1 && tb_has(out, want) && !tb_has(out, "coverage"), "rc %d:\n%s", rc, out);
     free(out);
-    rc = mini_run(tracebook_walk_main, &out, "walk", "layer.0.mlp.fc2", "--trace", path, "--entry", "app", "--index",
+    rc = mini_run(tracebook_walk_main, &out, "walk", "layer.0.mlp.fc2", "--trace", path, "--from", "app", "--index",
                   DB, NULL);
     TB_CHECK(rc == 1 && tb_has(out, want), "walk: rc %d:\n%s", rc, out);
     free(out);
@@ -395,7 +395,7 @@ TB_TEST(malformed_and_negative_duration_events_are_counted_and_named) {
     json_dump_file(root, path, 0);
     json_decref(root);
     char *out, want[1024], json_path[] = TB_TEST_TMPDIR "/map-malformed.report.json";
-    int rc = mini_run(tracebook_map_main, &out, "map", path, "--entry", "app", "--json", json_path, "--index", DB,
+    int rc = mini_run(tracebook_map_main, &out, "map", path, "--from", "app", "--output", json_path, "--index", DB,
                       NULL);
     snprintf(want, sizeof want,
              "tracebook map: %s: dropped 6 malformed events: 3 with a non-string name (first: event %zu), 2 with a "
@@ -414,7 +414,7 @@ TB_TEST(malformed_and_negative_duration_events_are_counted_and_named) {
                  json_array_size(json_object_get(rep, "dropped")) == 3,
              "the JSON report says partial, with the drops");
     json_decref(rep);
-    rc = mini_run(tracebook_walk_main, &out, "walk", "layer.0.mlp.fc2", "--trace", path, "--entry", "app", "--index",
+    rc = mini_run(tracebook_walk_main, &out, "walk", "layer.0.mlp.fc2", "--trace", path, "--from", "app", "--index",
                   DB, NULL);
     TB_CHECK(rc == 1 && tb_has(out, "**Partial:** 6 malformed range events") && tb_has(out, "dropped 6 malformed"),
              "walk: rc %d:\n%s", rc, out);
@@ -486,7 +486,7 @@ TB_TEST(begin_end_pairs_map_as_complete_events) {
     json_dump_file(root, b0, 0);
     json_decref(root);
     char *out, want[1024];
-    int rc = mini_run(tracebook_map_main, &out, "map", b0, "--entry", "app", "--index", DB, NULL);
+    int rc = mini_run(tracebook_map_main, &out, "map", b0, "--from", "app", "--index", DB, NULL);
     snprintf(want, sizeof want,
              "tracebook map: %s: dropped 3 malformed events: 1 \"X\" without a dur (first: event %zu), 1 \"E\" with "
              "no open \"B\" on its thread (first: event %zu), 1 \"B\" never closed by an \"E\" (first: event %zu)\n",
@@ -514,7 +514,7 @@ TB_TEST(a_damaged_index_is_refused) {
     tb_write_bytes(bad, bytes, len);
     free(bytes);
     char *out;
-    int rc = mini_run(tracebook_map_main, &out, "map", TRACE0, "--entry", "app", "--index", bad, NULL);
+    int rc = mini_run(tracebook_map_main, &out, "map", TRACE0, "--from", "app", "--index", bad, NULL);
     TB_CHECK(rc == 1 && tb_has(out, bad) && tb_has(out, "the index is damaged (SQLite's quick_check:") &&
                  !tb_has(out, "coverage"),
              "map: rc %d:\n%s", rc, out);
@@ -526,7 +526,7 @@ TB_TEST(a_damaged_index_is_refused) {
 
 TB_TEST(walk_mini_markdown) {
     char *out;
-    int rc = mini_run(tracebook_walk_main, &out, "walk", "layer.0.mlp.fc2", "--trace", TRACE0, TRACE1, "--entry",
+    int rc = mini_run(tracebook_walk_main, &out, "walk", "layer.0.mlp.fc2", "--trace", TRACE0, TRACE1, "--from",
                       "app", "--index", DB, NULL);
     TB_CHECK(rc == 0, "rc %d:\n%s", rc, out);
     TB_CHECK(tb_has(out, "# Walkthrough: `layer.0.mlp.fc2`"), "title");
@@ -559,13 +559,28 @@ TB_TEST(walk_mini_markdown) {
              "static-only leg and the host:\n%s", out);
     TB_CHECK(!tb_has(out, "would call `local_all_reduce`"), "the executed leg is not static only:\n%s", out);
     free(out);
-    rc = mini_run(tracebook_walk_main, &out, "walk", "layer.%d.mlp.fc2", "--entry", "app", "--index", DB, NULL);
+    rc = mini_run(tracebook_walk_main, &out, "walk", "layer.%d.mlp.fc2", "--from", "app", "--index", DB, NULL);
     TB_CHECK(rc == 0 && tb_has(out, "static walk only") && tb_has(out, "`local_all_reduce`"),
              "a pattern, no traces:\n%s", out);
     free(out);
-    rc = mini_run(tracebook_walk_main, &out, "walk", "nothing.here", "--trace", TRACE0, "--entry", "app", "--index",
+    rc = mini_run(tracebook_walk_main, &out, "walk", "nothing.here", "--trace", TRACE0, "--from", "app", "--index",
                   DB, NULL);
     TB_CHECK(rc == 1 && tb_has(out, "no range site"), "unknown range:\n%s", out);
+    free(out);
+    // --json: the same walk's facts (the site, its chain from the entry point, the collective
+    // the traces show inside it, the runtime figures), one document
+    rc = mini_run(tracebook_walk_main, &out, "walk", "layer.0.mlp.fc2", "--trace", TRACE0, "--from", "app", "--index",
+                  DB, "--json", NULL);
+    json_t *doc = rc == 0 ? json_loads(out, 0, NULL) : NULL;
+    json_t *site = json_array_get(json_object_get(doc, "sites"), 0), *coll = NULL, *c;
+    size_t i;
+    json_array_foreach(json_object_get(site, "collectives"), i, c) if (json_integer_value(json_object_get(c, "observed")) > 0)
+        coll = c;
+    TB_CHECK(doc && !strcmp(json_string_value(json_object_get(doc, "status")) ?: "", "complete") &&
+                 json_array_size(json_object_get(site, "chain")) >= 2 && coll &&
+                 json_integer_value(json_object_get(json_array_get(json_object_get(doc, "runtime"), 0), "count")) > 0,
+             "walk --json: exit %d\n%s", rc, out);
+    json_decref(doc);
     free(out);
 }
 
@@ -585,14 +600,14 @@ TB_TEST(project_map_and_walk_of_a_tp2_run) {
         return;
     }
     if (tb_run(NULL, NULL,
-               TB_BIN_DIR "/tracebook index --compdb " TB_BIN_DIR "/../compile_commands.json --out " E2E_INDEX
+               TB_BIN_DIR "/tracebook index --compdb " TB_BIN_DIR "/../compile_commands.json --output " E2E_INDEX
                           " --quiet > " TB_TEST_TMPDIR "/map-index.log 2>&1") != 0) {
         printf("  SKIP: `tracebook index` failed on this build (see %s/map-index.log)\n", TB_TEST_TMPDIR);
         return;
     }
     char json_path[] = TB_TEST_TMPDIR "/map-e2e.report.json";
     char *out;
-    int rc = mini_run(tracebook_map_main, &out, "map", E2E_TRACES, "--index", E2E_INDEX, "--json", json_path, NULL);
+    int rc = mini_run(tracebook_map_main, &out, "map", E2E_TRACES, "--index", E2E_INDEX, "--output", json_path, NULL);
     TB_CHECK(rc == 0 && tb_has(out, "(100.0%)") && tb_has(out, "0 unexplained"), "rc %d:\n%.4000s", rc, out);
     free(out);
     json_error_t je;

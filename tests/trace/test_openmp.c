@@ -70,7 +70,7 @@ int main(void) {
                       "\"], \"file\": \"" OMP_C "\"}]\n"))
         printf("  cannot write the compilation database\n");
     unlink(INDEX);
-    ix_status = tb_shell(&ix_output, "'%s' index --compdb '%s' --out '%s'", TRACEBOOK, WORK, INDEX);
+    ix_status = tb_shell(&ix_output, "'%s' index --compdb '%s' --output '%s'", TRACEBOOK, WORK, INDEX);
     db = tb_index_open_ro(INDEX);
     TB_RUN(every_call_in_an_openmp_construct_is_indexed_once_with_its_caller);
     TB_RUN(a_call_in_a_region_is_a_chain_hop);

@@ -118,9 +118,9 @@ TB_TEST(chain_shortest_first_with_hops_and_bounded) {
     free(c2);
     free(out);
 
-    rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "app", "--to", "all_reduce", "--max", "1", "--index",
+    rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "app", "--to", "all_reduce", "--top", "1", "--index",
                   DB, NULL);
-    TB_CHECK(rc == 0 && tb_has(out, "#1") && !tb_has(out, "#2"), "--max 1 bounds it:\n%s", out);
+    TB_CHECK(rc == 0 && tb_has(out, "#1") && !tb_has(out, "#2"), "--top 1 bounds it:\n%s", out);
     free(out);
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "app", "--to", "all_reduce", "--max-depth", "3",
                   "--index", DB, NULL);
@@ -209,7 +209,7 @@ TB_TEST(graph_api_lookup_and_scope) {
 
 TB_TEST(project_chain_from_pretrain_gpt_to_the_local_backend) {
     TB_REQUIRE(tb_run(NULL, NULL,
-                      TB_BIN_DIR "/tracebook index --compdb " TB_BIN_DIR "/../compile_commands.json --out " E2E_INDEX
+                      TB_BIN_DIR "/tracebook index --compdb " TB_BIN_DIR "/../compile_commands.json --output " E2E_INDEX
                                  " --quiet > " TB_TEST_TMPDIR "/query-index.log 2>&1") == 0,
                "`tracebook index` failed on the project (see %s/query-index.log)", TB_TEST_TMPDIR);
     char *out;
@@ -224,7 +224,7 @@ TB_TEST(project_chain_from_pretrain_gpt_to_the_local_backend) {
     free(out);
     // the tensor-parallel all-reduce of the MLP: among the chains to the backend's call, one
     // passes through the MLP's row-parallel linear
-    rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "pretrain_gpt", "--to", "local_all_reduce", "--max",
+    rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "pretrain_gpt", "--to", "local_all_reduce", "--top",
                   "50", "--index", E2E_INDEX, NULL);
     const char *mlp = out ? strstr(out, "→ mlp_forward (engine/transformer/mlp.c:") : NULL;
     const char *row = mlp ? strstr(mlp, "\n") : NULL;

@@ -79,7 +79,7 @@ static int write_compdb(const char *units, const char *extra_flags) {
 // "TUs parsed N, reused M" from the summary; -1 when missing.
 static int parsed, reused;
 static int index_run(const char *out, const char *extra) {
-    int st = tb_run_merged(&sh, NULL, "'%s' index --compdb '%s' --out '%s' -j 2 %s", TRACEBOOK, SRC, out,
+    int st = tb_run_merged(&sh, NULL, "'%s' index --compdb '%s' --output '%s' -j 2 %s", TRACEBOOK, SRC, out,
                            extra ? extra : "");
     parsed = reused = -1;
     const char *p = strstr(sh.out, "TUs parsed ");

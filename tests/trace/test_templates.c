@@ -128,7 +128,7 @@ TB_TEST(a_kernel_launcher_template_is_traced_to_the_nccl_call) {
                   " -I" TFIX " -c launcher.cu -o launcher.o\", \"file\": \"launcher.cu\"}]\n");
     char *out = NULL;
     unlink(CUDA_INDEX);
-    int st = tb_shell(&out, "'%s' index --compdb '%s/cuda' --out '%s'", TRACEBOOK, WORK, CUDA_INDEX);
+    int st = tb_shell(&out, "'%s' index --compdb '%s/cuda' --output '%s'", TRACEBOOK, WORK, CUDA_INDEX);
     sqlite3 *cdb = st == 0 ? tb_index_open_ro(CUDA_INDEX) : NULL;
     TB_REQUIRE(cdb, "index failed (%d):\n%s", st, out);
     TB_CHECK(tb_index_q_long(cdb, "SELECT COUNT(*) FROM files WHERE path = %Q AND status = 'ok' AND errors = 0",
@@ -158,7 +158,7 @@ int main(void) {
                       "\", \"-c\", \"" GRADS "\"], \"file\": \"" GRADS "\"}]\n"))
         printf("  cannot write the compilation database\n");
     unlink(INDEX);
-    ix_status = tb_shell(&ix_output, "'%s' index --compdb '%s' --out '%s'", TRACEBOOK, WORK, INDEX);
+    ix_status = tb_shell(&ix_output, "'%s' index --compdb '%s' --output '%s'", TRACEBOOK, WORK, INDEX);
     db = tb_index_open_ro(INDEX);
     TB_RUN(a_dependent_call_with_one_candidate_is_linked_by_name);
     TB_RUN(a_dependent_member_call_is_linked_to_the_base_templates_unique_member);

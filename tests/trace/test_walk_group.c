@@ -56,7 +56,7 @@ TB_TEST(walk_names_the_groups_origin_and_coordinates) {
     TB_REQUIRE(write_trace(WORK "/trace.rank-00000.json", 0) == 0 && write_trace(WORK "/trace.rank-00001.json", 1) == 0,
                "cannot write the traces");
     char *out, want[4][512];
-    int rc = tb_shell(&out, "'%s' walk layer.0.mlp.fc2 --trace '%s' '%s' --entry main --index '%s'", TRACEBOOK,
+    int rc = tb_shell(&out, "'%s' walk layer.0.mlp.fc2 --trace '%s' '%s' --from main --index '%s'", TRACEBOOK,
                       WORK "/trace.rank-00000.json", WORK "/trace.rank-00001.json", INDEX);
     TB_CHECK(rc == 0 && tb_has(out, "# Walkthrough: `layer.0.mlp.fc2`") &&
                  tb_has(out, "`reduce_from_tp` — src/mlp.c:") && tb_has(out, "`tb_all_reduce` — src/parallel_state.c:"),
@@ -88,7 +88,7 @@ TB_TEST(walk_names_the_groups_origin_and_coordinates) {
              "the group's members and coordinates:\n%s", out);
     free(out);
     // without traces the kind is guessed from the argument's name, and said to be
-    rc = tb_shell(&out, "'%s' walk layer.0.mlp.fc2 --entry main --index '%s'", TRACEBOOK, INDEX);
+    rc = tb_shell(&out, "'%s' walk layer.0.mlp.fc2 --from main --index '%s'", TRACEBOOK, INDEX);
     TB_CHECK(rc == 0 && tb_has(out, want[0]) &&
                  tb_has(out, "The group kind (guessed from the argument's name; static only): `TB_GROUP_TP`") &&
                  tb_has(out, want[3]) && !tb_has(out, "members differ"),
