@@ -274,27 +274,23 @@ int config_load_json(tb_config *cfg, const char *path, tb_error *err) {
         if (jerr.line < 0) return tb_fail(err, "%s: %s", path, jerr.text);
         return tb_fail(err, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
     }
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return tb_fail(err, "%s: expected a JSON object of config keys", path);
-    }
+    const int rc = config_apply_json(cfg, root, path, err);
+    json_decref(root);
+    return rc;
+}
+
+int config_apply_json(tb_config *cfg, json_t *root, const char *source, tb_error *err) {
+    if (!json_is_object(root)) return tb_fail(err, "%s: expected a JSON object of config keys", source);
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
         if (!strcmp(key, "derived")) continue;  // written by config_to_json; recomputed on load
         const tb_option *o = find_by_key(key);
         char where[TB_PATH_MAX + 128];
-        snprintf(where, sizeof where, "%s: key '%s'", path, key);
-        if (!o) {
-            json_decref(root);
-            return tb_fail(err, "%s: unknown config key (see pretrain_gpt --help)", where);
-        }
-        if (tb_option_set_json(cfg, o, v, where, err) != 0) {
-            json_decref(root);
-            return -1;
-        }
+        snprintf(where, sizeof where, "%s: key '%s'", source, key);
+        if (!o) return tb_fail(err, "%s: unknown config key (see pretrain_gpt --help)", where);
+        if (tb_option_set_json(cfg, o, v, where, err) != 0) return -1;
     }
-    json_decref(root);
     return 0;
 }
 

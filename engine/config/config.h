@@ -182,6 +182,10 @@ void config_defaults(tb_config *cfg);
 // errors naming the flag and the value. Recognises --help (sets *help_requested).
 int config_parse_args(tb_config *cfg, int argc, char **argv, int *help_requested, tb_error *err);
 int config_load_json(tb_config *cfg, const char *path, tb_error *err);
+// A parsed --config file's object applied over cfg, key by key (what config_load_json does after
+// parsing); source names it in the errors. The planner's embedded presets (experiments/planner/
+// plan_models.h) load through it.
+int config_apply_json(tb_config *cfg, json_t *root, const char *source, tb_error *err);
 void config_resolve(tb_config *cfg);
 // Megatron's virtual pipeline size from --num-layers-per-virtual-pipeline-stage: (layers per
 // stage, counting the embedding and the loss when asked) / layers per virtual stage.

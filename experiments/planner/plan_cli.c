@@ -13,17 +13,23 @@
 #include "core/options.h"
 #include "core/xalloc.h"
 #include "planner/plan.h"
+#include "planner/plan_models.h"
 
 typedef struct plan_args {
     int gpus, gpus_per_node;
     int64_t gpu_memory;
     double peak_tflops, compute_efficiency, intra, inter;
     int bf16, fp16, json, top, all, verify, max_mbs, max_vpp;
-    const char *explain, *pretrain_gpt, *work_dir, *output;
+    const char *explain, *pretrain_gpt, *work_dir, *output, *model;
 } plan_args;
 
 static const tb_option plan_options[] = {
-    TB_OPTION("--gpus", plan_args, gpus, TB_OPT_INT, "0", "N", "GPUs (ranks) in all: the world every layout fills"),
+    TB_OPTION("--model", plan_args, model, TB_OPT_STRING, NULL, "NAME",
+              "a preset model (experiments/planner/models/NAME.json, built in): the engine's flags of a published "
+              "shape, which flags given here override; not with --config; 'list' lists the presets and their "
+              "parameter counts"),
+    TB_OPTION("--gpus", plan_args, gpus, TB_OPT_INT, "0", "N",
+              "GPUs (ranks) in all: the world every layout fills (required; with --explain the layout's product)"),
     TB_OPTION("--gpus-per-node", plan_args, gpus_per_node, TB_OPT_INT, "8", "N",
               "GPUs per node: whether each tp and cp group stays inside one"),
     TB_OPTION("--gpu-memory", plan_args, gpu_memory, TB_OPT_BYTES, "80G", "BYTES", "memory per GPU (K/M/G suffixes)"),
@@ -65,14 +71,18 @@ static const tb_command plan_command = {
     "the distributed optimizer are the engine's own flags with its defaults (pretrain_gpt --help: --num-layers\n"
     "--hidden-size --num-attention-heads --num-query-groups --ffn-hidden-size --vocab-size --seq-length\n"
     "--swiglu ... --global-batch-size --use-distributed-optimizer --sequence-parallel --recompute-granularity,\n"
-    "or --config FILE.json); a parallel flag among them (--tensor-model-parallel-size ...) fixes that size.\n"
-    "The rules are the engine's config rules (one implementation). Without --bf16/--fp16 the budget is the\n"
-    "engine's own fp32 accounting. Example, a LLaMA-2-70B shape on 64 GPUs:\n"
-    "  tracebook plan --gpus 64 --bf16 --num-layers 80 --hidden-size 8192 --num-attention-heads 64 \\\n"
-    "    --num-query-groups 8 --ffn-hidden-size 28672 --vocab-size 32000 --seq-length 4096 --swiglu \\\n"
-    "    --normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights \\\n"
-    "    --disable-bias-linear --global-batch-size 512 --use-distributed-optimizer --sequence-parallel \\\n"
+    "or --config FILE.json, or --model NAME: a preset of a published shape, built in; --model list names and\n"
+    "counts them); flags override the file's or the preset's values.\n"
+    "A parallel flag among them (--tensor-model-parallel-size ...) fixes that size. The rules are the\n"
+    "engine's config rules (one implementation). Without --bf16/--fp16 the budget is the engine's own fp32\n"
+    "accounting. The listing opens with the model's parameter count, exact and with the vocabulary padded\n"
+    "at the first layout's tp. Example, LLaMA-2-70B on 64 GPUs:\n"
+    "  tracebook plan --model llama2-70b --gpus 64 --bf16 --global-batch-size 512 \\\n"
+    "    --use-distributed-optimizer --sequence-parallel \\\n"
     "    --attention-backend flash   (the flash core: no s x s tensors saved; context parallelism needs it)\n"
+    "the same shape as flags: --num-layers 80 --hidden-size 8192 --num-attention-heads 64 --num-query-groups 8\n"
+    "--ffn-hidden-size 28672 --vocab-size 32000 --seq-length 4096 --swiglu --normalization RMSNorm\n"
+    "--position-embedding-type rope --untie-embeddings-and-output-weights --disable-bias-linear\n"
     "(vocab sizes above 65536 are this engine's token-file limit, skipped for planning: say --vocab-size\n"
     "128256 freely).",
     plan_options, 0, 0,
@@ -112,6 +122,34 @@ static int given(int n, char **v, const char *flag) {
     for (int i = 1; i < n; i++)
         if (is_flag(v[i], flag)) return 1;
     return 0;
+}
+
+// What the listing's first line names the model: the preset with the flags that override its
+// values ("llama2-7b with --num-layers 16"), the --config file, or the flags.
+static void model_name(const plan_args *a, int n, char **v, char *buf, size_t len) {
+    snprintf(buf, len, "%s", a->model ? a->model : "given by the flags");
+    for (int i = 1; i < n && !a->model; i++)
+        if (is_flag(v[i], "--config"))
+            snprintf(buf, len, "%s", v[i][8] == '=' ? v[i] + 9 : i + 1 < n ? v[i + 1] : "?");
+    size_t at = strlen(buf);
+    for (int i = 1; i < n && a->model && at < len; i++) {
+        char flag[128];
+        snprintf(flag, sizeof flag, "%.*s", (int)strcspn(v[i], "="), v[i]);
+        const tb_option *o = tb_options_find_flag(tb_config_options, flag, strlen(flag));
+        const int negated = !o && !strncmp(flag, "--no-", 5);  // --no-swiglu: a boolean's negation
+        if (negated) {
+            char positive[128];
+            snprintf(positive, sizeof positive, "--%s", flag + 5);
+            o = tb_options_find_flag(tb_config_options, positive, strlen(positive));
+        }
+        const int value = o && o->type != TB_OPT_BOOL && !negated && !strchr(v[i], '=') && i + 1 < n;
+        if (o && plan_model_sets(a->model, o->key)) {
+            int w = snprintf(buf + at, len - at, "%s %s%s%s", at == strlen(a->model) ? " with" : "", v[i],
+                             value ? " " : "", value ? v[i + 1] : "");
+            if (w > 0) at += (size_t)w;
+        }
+        i += value;
+    }
 }
 
 // "tp4,pp4,dp4,cp2,vpp2,mbs1"
@@ -189,7 +227,7 @@ static void print_table(FILE *out, const tb_plan *plans, int n, const tb_plan_cl
             moe ? "; dp: dp x cp + expert-dp; ep*: the all-to-all dispatcher's, a balanced-router estimate" : "");
 }
 
-static json_t *model_json(const tb_config *c) {
+static json_t *model_json(const tb_config *c, const char *preset) {
     json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "num_layers", c->num_layers,
                      "hidden_size", c->hidden_size, "num_attention_heads", c->num_attention_heads, "num_query_groups",
                      c->num_query_groups, "ffn_hidden_size", c->ffn_hidden_size, "vocab_size", c->vocab_size,
@@ -202,6 +240,7 @@ static json_t *model_json(const tb_config *c) {
                                                 c->moe_ffn_hidden_size, "moe_layer_freq", c->moe_layer_freq,
                                                 "moe_shared_expert_intermediate_size",
                                                 c->moe_shared_expert_intermediate_size));
+    if (o) json_object_set_new(o, "preset", preset ? json_string(preset) : json_null());
     return o;
 }
 
@@ -270,6 +309,22 @@ int tracebook_plan_main(int argc, char **argv) {
         rc = plan_verify_main(a.pretrain_gpt, a.work_dir, a.json, argv[0]);
         goto done;
     }
+    if (a.model && !strcmp(a.model, "list")) {
+        rc = plan_models_list(stdout, a.json, &err) == 0 ? 0 : TB_EXIT_FAILURE;
+        if (rc) fprintf(stderr, "tracebook plan: %s\n", err.msg);
+        goto done;
+    }
+    if (given(pn, pv, "--gpus") && a.gpus < 1) {
+        fprintf(stderr, "tracebook plan: --gpus %d: the number of GPUs every layout fills must be at least 1\n",
+                a.gpus);
+        rc = TB_EXIT_USAGE;
+        goto done;
+    }
+    if (!a.explain && a.gpus < 1) {
+        fprintf(stderr, "tracebook plan: --gpus N is required (the number of GPUs every layout fills)\n");
+        rc = TB_EXIT_USAGE;
+        goto done;
+    }
     tb_plan_cluster cl = {a.gpus, a.gpus_per_node, a.gpu_memory, a.peak_tflops, a.compute_efficiency, a.intra, a.inter,
                           a.bf16 ? TB_PLAN_BF16 : a.fp16 ? TB_PLAN_FP16 : TB_PLAN_FP32};
     if (a.bf16 && a.fp16) {
@@ -284,6 +339,19 @@ int tracebook_plan_main(int argc, char **argv) {
     }
     tb_config base;
     config_defaults(&base);
+    if (a.model && given(en, ev, "--config")) {
+        fprintf(stderr, "tracebook plan: --model %s and --config both give the model: give one (flags on the command "
+                        "line override either's values)\n", a.model);
+        rc = TB_EXIT_USAGE;
+        goto done;
+    }
+    if (a.model && plan_model_load(&base, a.model, &err) != 0) {  // then the flags over it, as over --config's
+        fprintf(stderr, "tracebook plan: %s\n", err.msg);
+        rc = TB_EXIT_USAGE;
+        goto done;
+    }
+    char label[256];
+    model_name(&a, en, ev, label, sizeof label);
     int help = 0;
     if (config_parse_args(&base, en, ev, &help, &err) != 0) {
         fprintf(stderr, "tracebook plan: %s\n", err.msg);
@@ -334,10 +402,12 @@ int tracebook_plan_main(int argc, char **argv) {
             fprintf(stderr, "tracebook plan: %s\n", err.msg);
             goto done;
         }
-        json_t *o = json_pack("{s:o, s:o, s:o}", "model", model_json(&p.cfg), "cluster", cluster_json(&cl), "plan",
-                              plan_to_json(&p, &cl));
+        const tb_plan_parameters np = plan_parameters(&base, l.tp);
+        json_t *o = json_pack("{s:o, s:o, s:o, s:o}", "model", model_json(&p.cfg, a.model), "parameters",
+                              plan_parameters_json(&np), "cluster", cluster_json(&cl), "plan", plan_to_json(&p, &cl));
         const int written = emit_json(&a, o);
         json_decref(o);
+        if (!a.json) plan_parameters_print(stdout, label, &np);
         if (!a.json) plan_explain(stdout, &p, &cl);
         rc = written != 0 ? TB_EXIT_FAILURE : p.legal ? 0 : TB_EXIT_FAILURE;
         if (!p.legal && a.json) fprintf(stderr, "tracebook plan: %s is not legal: %s\n", a.explain, p.rule);
@@ -345,11 +415,6 @@ int tracebook_plan_main(int argc, char **argv) {
         goto done;
     }
 
-    if (cl.gpus < 1) {
-        fprintf(stderr, "tracebook plan: --gpus N is required (the number of GPUs every layout fills)\n");
-        rc = TB_EXIT_USAGE;
-        goto done;
-    }
     const int fixed_tp = given(en, ev, "--tensor-model-parallel-size"), fixed_pp = given(en, ev, "--pipeline-model-parallel-size");
     const int fixed_cp = given(en, ev, "--context-parallel-size"), fixed_mbs = given(en, ev, "--micro-batch-size");
     const int fixed_vpp = given(en, ev, "--virtual-pipeline-model-parallel-size");
@@ -414,19 +479,23 @@ int tracebook_plan_main(int argc, char **argv) {
     for (int i = 0; i < nplans; i++) fitting += plans[i].fits;
     const int shown = a.top == 0 || a.top > nplans ? nplans : a.top;
     int written = 0;
+    // the padded count at the first layout's tp (the vocabulary's padding is tp's)
+    const int count_tp = nplans ? plans[0].tp : fixed_tp ? base.tensor_model_parallel_size : 1;
+    const tb_plan_parameters np = plan_parameters(&base, count_tp);
     {
         json_t *cands = json_array(), *by_rule = json_array();
         for (int i = 0; i < shown; i++) json_array_append_new(cands, plan_to_json(&plans[i], &cl));
         for (int i = 0; i < nrules; i++)
             json_array_append_new(by_rule, json_pack("{s:s, s:i}", "rule", rules[i].rule, "layouts", rules[i].count));
-        json_t *o = json_pack("{s:o, s:o, s:i, s:i, s:i, s:o, s:o}", "model", model_json(&base), "cluster",
-                              cluster_json(&cl), "legal", nplans, "fit", fitting, "illegal", nillegal, "illegal_by_rule",
-                              by_rule, "candidates", cands);
+        json_t *o = json_pack("{s:o, s:o, s:o, s:i, s:i, s:i, s:o, s:o}", "model", model_json(&base, a.model),
+                              "parameters", plan_parameters_json(&np), "cluster", cluster_json(&cl), "legal", nplans,
+                              "fit", fitting, "illegal", nillegal, "illegal_by_rule", by_rule, "candidates", cands);
         if (illegal) json_object_set_new(o, "illegal_layouts", json_incref(illegal));
         written = emit_json(&a, o);
         json_decref(o);
     }
     if (!a.json) {
+        plan_parameters_print(stdout, label, &np);
         printf("tracebook plan: %d GPUs (%d per node, %.0f GiB each), %s; %d legal layouts, %d fit, %d illegal\n",
                cl.gpus, cl.gpus_per_node, gib(cl.gpu_memory),
                cl.precision == TB_PLAN_BF16 ? "bf16" : cl.precision == TB_PLAN_FP16 ? "fp16" : "fp32 (the engine's)",
