@@ -86,8 +86,9 @@ static const tb_command plan_command = {
     "(vocab sizes above 65536 are this engine's token-file limit, skipped for planning: say --vocab-size\n"
     "128256 freely).",
     plan_options, 0, 0,
-    "tracebook plan --gpus 8 --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 \\\n"
-    "    --vocab-size 50257 --global-batch-size 64 --top 5",
+    "tracebook plan --model llama2-70b --gpus 64 --bf16 --global-batch-size 512 --use-distributed-optimizer \\\n"
+    "    --sequence-parallel --attention-backend flash --top 5\n"
+    "tracebook plan --model list",
     "no legal layout, none fits in --gpu-memory, or --verify found the plan and the engine apart"};
 
 static int is_flag(const char *a, const char *flag) {

@@ -74,11 +74,11 @@ TB_TEST(ls_json_lists_the_experiments_and_runs_it_prints) {
     TB_CHECK(strstr(sh.out, line), "the text has '%s':\n%s", line, sh.out);
     json_decref(doc);
 
-    doc = json_of("ls js --artifacts " ART);
-    TB_REQUIRE(doc, "ls js");
+    doc = json_of("ls --experiment js --artifacts " ART);
+    TB_REQUIRE(doc, "ls --experiment js");
     json_t *v = json_array_get(json_object_get(doc, "versions"), 0), *runs = json_object_get(v, "runs");
     TB_CHECK(json_array_size(runs) == 2, "two runs listed");
-    TB_REQUIRE(text_of("ls js --artifacts " ART) == 0, "%s", sh.err);
+    TB_REQUIRE(text_of("ls --experiment js --artifacts " ART) == 0, "%s", sh.err);
     size_t i;
     json_t *r;
     json_array_foreach(runs, i, r) {
