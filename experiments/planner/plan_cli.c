@@ -474,8 +474,8 @@ int tracebook_plan_main(int argc, char **argv) {
             }
         }
     }
-    qsort(plans, (size_t)nplans, sizeof *plans, cmp_plans);
-    qsort(rules, (size_t)nrules, sizeof *rules, cmp_rules);
+    if (nplans) qsort(plans, (size_t)nplans, sizeof *plans, cmp_plans);  // (NULL when empty: qsort's
+    if (nrules) qsort(rules, (size_t)nrules, sizeof *rules, cmp_rules);  // argument must not be)
     int fitting = 0;
     for (int i = 0; i < nplans; i++) fitting += plans[i].fits;
     const int shown = a.top == 0 || a.top > nplans ? nplans : a.top;
