@@ -11,8 +11,11 @@ local exp = tb.experiment{
     question = "How much activation memory do selective and full recompute save at a long sequence?",
 }
 local seq = tb.param("seq", 1024)
+-- the local core (DotProductAttention): selective recompute recomputes its T x T probabilities
+-- instead of saving them, Megatron's selective recompute; the blocked core that auto picks saves
+-- none to begin with
 local base = { num_layers = 4, hidden_size = 128, num_attention_heads = 4, seq_length = seq, vocab_size = 256,
-               micro_batch_size = 1, global_batch_size = 1, train_iters = 3, seed = 7 }
+               micro_batch_size = 1, global_batch_size = 1, train_iters = 3, seed = 7, attention_backend = "local" }
 local function with(extra) return config.with(base, extra) end
 local none = exp:run(with{})
 local selective = exp:run(with{ recompute_granularity = "selective" })

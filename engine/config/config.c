@@ -55,9 +55,11 @@ const tb_option tb_config_options[] = {
     OPT("--rotary-base", rotary_base, TB_OPT_INT, "10000", NULL, "model", "rope: base of the rotation frequencies"),
     OPT("--rotary-interleaved", rotary_interleaved, TB_OPT_BOOL, "false", NULL, "model",
         "rope: rotate channel pairs (2i, 2i+1) instead of (i, i + dim/2)"),
-    OPT("--attention-backend", attention_backend, TB_OPT_CHOICE, "local", "local|flash", "model",
-        "attention core: local (DotProductAttention, saves the T x T probabilities) or flash (blocked, "
-        "online softmax, memory linear in T)"),
+    OPT("--attention-backend", attention_backend, TB_OPT_CHOICE, "auto", "local|flash|auto", "model",
+        "attention core: local (DotProductAttention, saves the T x T probabilities), flash (blocked, "
+        "online softmax, memory linear in T) or auto: flash wherever it supports the configuration (head size "
+        "up to 1024 on --device cuda), else local; the run header and config.json's derived attention_core say "
+        "which"),
     OPT("--cp-comm-type", cp_comm_type, TB_OPT_CHOICE, "all_gather", "all_gather|p2p", "parallel",
         "context parallelism's K/V exchange: all_gather (every rank gathers the sequence's K and V) or p2p (a ring)"),
     OPT("--init-method-std", init_method_std, TB_OPT_FLOAT, "0.02", NULL, "model",
@@ -403,6 +405,12 @@ int config_virtual_stages_from_layers(const tb_config *c) {
 // inputs never overflow here; config_validate then refuses them by their size limits.
 static int sat(int64_t v) { return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; }
 
+int config_attention_core(const tb_config *c) {
+    if (c->attention_backend != TB_ATTENTION_AUTO) return c->attention_backend;
+    int head = c->num_attention_heads > 0 ? c->hidden_size / c->num_attention_heads : 0;
+    return c->device == TB_DEVICE_CUDA && head > 1024 ? TB_ATTENTION_LOCAL : TB_ATTENTION_FLASH;
+}
+
 void config_resolve(tb_config *c) {
     if (c->ffn_hidden_size == 0) c->ffn_hidden_size = sat(4 * (int64_t)c->hidden_size);
     if (c->num_query_groups == 0) c->num_query_groups = c->num_attention_heads;
@@ -488,11 +496,13 @@ json_t *config_to_json(const tb_config *cfg) {
     for (const tb_option *o = tb_config_options; o->flag; o++)
         json_object_set_new(root, o->key, tb_option_to_json(cfg, o));
     json_object_set_new(root, "derived",
-                        json_pack("{s:i, s:i, s:i, s:s}", "data_parallel_size", cfg->data_parallel_size,
+                        json_pack("{s:i, s:i, s:i, s:s, s:s}", "data_parallel_size", cfg->data_parallel_size,
                                   "num_microbatches", cfg->num_microbatches, "padded_vocab_size",
                                   cfg->padded_vocab_size, "global_batch_formula",
                                   "global_batch_size = micro_batch_size x num_microbatches x "
-                                  "data_parallel_size"));
+                                  "data_parallel_size",
+                                  "attention_core", config_choice_name("attention_backend",
+                                                                       config_attention_core(cfg))));
     return root;
 }
 

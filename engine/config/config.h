@@ -26,7 +26,9 @@
 
 enum tb_normalization { TB_NORM_LAYERNORM, TB_NORM_RMSNORM };
 enum tb_position_embedding { TB_POS_LEARNED_ABSOLUTE, TB_POS_ROPE, TB_POS_NONE };
-enum tb_attention_backend { TB_ATTENTION_LOCAL, TB_ATTENTION_FLASH };
+// auto (the default) runs flash wherever the blocked kernel supports the configuration, else
+// local, as Megatron's auto picks a fused core over the unfused one: config_attention_core.
+enum tb_attention_backend { TB_ATTENTION_LOCAL, TB_ATTENTION_FLASH, TB_ATTENTION_AUTO };
 enum tb_cp_comm_type { TB_CP_ALL_GATHER, TB_CP_P2P };
 // How a collective on a group that spans processes runs under mpirun (comm/mpi_backend.h):
 // MPI's own (blocking) collective on the caller's buffers, or the local backend's algorithm
@@ -209,6 +211,11 @@ void config_print_help(FILE *out, const char *program);
 // layers when asked, as Megatron does). Returns the number of stages, or -1 with err set.
 #define TB_MAX_PIPELINE_STAGES 256
 int config_pipeline_split(const tb_config *cfg, int *layers, tb_error *err);
+
+// The attention core a config runs: TB_ATTENTION_LOCAL or TB_ATTENTION_FLASH (auto's choice:
+// flash, but local on --device cuda with head sizes over 1024, which the CUDA kernel does not
+// take). The run header and config.json's derived "attention_core" name it.
+int config_attention_core(const tb_config *cfg);
 
 // Name of a choice value, e.g. config_choice_name("normalization", TB_NORM_RMSNORM).
 const char *config_choice_name(const char *key, int value);

@@ -41,7 +41,7 @@ static void device_not_supported_yet(rules *r, const tb_config *c) {
     }
 #define CUDA_REFUSED(cond, ...) \
     if (cond) violated(r, __VA_ARGS__)
-    CUDA_REFUSED(c->attention_backend == TB_ATTENTION_FLASH && c->num_attention_heads > 0 &&
+    CUDA_REFUSED(config_attention_core(c) == TB_ATTENTION_FLASH && c->num_attention_heads > 0 &&
                      c->hidden_size / c->num_attention_heads > 1024,
                  "device cuda with head size %d: not supported yet (the CUDA flash attention kernel takes head sizes "
                  "up to 1024; --attention-backend local takes any)", c->hidden_size / c->num_attention_heads);
@@ -333,10 +333,11 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     if (r.count || (skip & TB_RULES_SKIP_NOT_SUPPORTED)) return r.count ? -1 : 0;
 
     // What the engine cannot run yet: refused, never ignored.
-    if (cp > 1 && c->attention_backend != TB_ATTENTION_FLASH)
+    if (cp > 1 && config_attention_core(c) != TB_ATTENTION_FLASH)
         violated(&r, "context_parallel_size %d needs attention_backend flash (the blocked kernel takes the "
-                     "sequence's K and V with each local query's position; is %s)",
-                 cp, config_choice_name("attention_backend", c->attention_backend));
+                     "sequence's K and V with each local query's position; is %s%s)",
+                 cp, config_choice_name("attention_backend", config_attention_core(c)),
+                 c->attention_backend == TB_ATTENTION_AUTO ? ", auto's choice here" : "");
     if (c->sequence_parallel && tp == 1)
         violated(&r, "sequence_parallel needs tensor_model_parallel_size > 1 (is 1)");
     config_moe_not_supported_yet(&r, c);

@@ -51,10 +51,11 @@ int metrics_log_close(metrics_log *log, tb_error *err) {
 
 void print_run_header(const tb_config *c, const gpt_model *m, const char *run_dir) {
     printf("pretrain_gpt: GPT %d layers, hidden %d, heads %d (query groups %d), ffn %d%s, %s, seq %d, "
-           "vocab %d (padded %d)\n",
+           "vocab %d (padded %d), attention %s%s\n",
            c->num_layers, c->hidden_size, c->num_attention_heads, c->num_query_groups, c->ffn_hidden_size,
            c->swiglu ? " SwiGLU" : " GELU", m->spec.input_layernorm->name, c->seq_length, c->vocab_size,
-           c->padded_vocab_size);
+           c->padded_vocab_size, config_choice_name("attention_backend", config_attention_core(c)),
+           c->attention_backend == TB_ATTENTION_AUTO ? " (auto)" : "");
     const int full = c->recompute_granularity == TB_RECOMPUTE_FULL;
     printf("parameters: %.2fM | world %d = tp %d x cp %d x dp %d x pp %d | threads %d | recompute %s%s%s\n",
            (double)m->num_parameters / 1e6, c->world_size, c->tensor_model_parallel_size, c->context_parallel_size,

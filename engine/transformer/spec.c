@@ -70,6 +70,6 @@ void transformer_layer_spec_for(const tb_config *cfg, transformer_layer_spec *sp
     spec->pre_mlp_layernorm = norm;
     spec->final_layernorm = norm;
     spec->q_layernorm = spec->k_layernorm = cfg->qk_layernorm ? norm : NULL;
-    spec->core_attention = cfg->attention_backend == TB_ATTENTION_FLASH ? &flash_attention : &dot_product_attention;
+    spec->core_attention = config_attention_core(cfg) == TB_ATTENTION_FLASH ? &flash_attention : &dot_product_attention;
     spec->activation = cfg->swiglu ? &swiglu : &gelu;
 }

@@ -306,7 +306,7 @@ static void engine_acts(const tb_config *c, const shape *s, chunk_acts *a, int h
     const int64_t NHl = s->NH / tp, CA = NHl * s->hs, QKVl = s->QKV / tp, Fl = s->F / tp, F1l = s->F1 / tp;
     tb_layer_saved_shape layer = {.B = B, .T = T, .Ns = Ns, .C = C, .QKV = QKVl, .CA = CA, .NH = NHl,
                                   .G = s->G / tp, .F = Fl, .F1 = F1l,
-                                  .flash = c->attention_backend == TB_ATTENTION_FLASH,
+                                  .flash = config_attention_core(c) == TB_ATTENTION_FLASH,
                                   .selective = c->recompute_granularity == TB_RECOMPUTE_SELECTIVE,
                                   .qk_norm = c->qk_layernorm};
     int64_t floats[TB_LAYER_SAVED];
@@ -360,7 +360,7 @@ static void korthikanti_acts(const tb_config *c, const shape *s, chunk_acts *a, 
     const double a_heads = s->NH, h = s->C, seq = (double)c->seq_length / c->context_parallel_size;
     const double qk = c->qk_layernorm ? 2.0 + 2.0 * s->G / a_heads + 8.0 * (a_heads + s->G) / h : 0.0;
     const double sharded = 4.0 + 4.0 * s->G / a_heads + (c->swiglu ? 6.0 : 4.0) * s->F / h + qk;
-    const int core_saved = c->recompute_granularity != TB_RECOMPUTE_SELECTIVE && c->attention_backend != TB_ATTENTION_FLASH;
+    const int core_saved = c->recompute_granularity != TB_RECOMPUTE_SELECTIVE && config_attention_core(c) != TB_ATTENTION_FLASH;
     // the scores of the rank's s/cp queries against the whole sequence's keys
     const double core = core_saved ? 5.0 * a_heads * c->seq_length / h : 0.0;
     const int sp = c->sequence_parallel && s->tp > 1;

@@ -26,7 +26,10 @@ local exp = tb.experiment{
 local cap = tb.param("cap", 3500000)
 local base = { num_layers = 2, hidden_size = 64, num_attention_heads = 2, vocab_size = 256, seq_length = 64,
                micro_batch_size = 2, global_batch_size = 8, train_iters = 2, seed = 7,
-               tensor_model_parallel_size = 2, world_size = 2 }
+               tensor_model_parallel_size = 2, world_size = 2,
+               -- the local core: it saves attention's T x T probabilities, the growth this drill is about
+               -- (auto, the default, picks the blocked core, whose memory is linear in T)
+               attention_backend = "local" }
 local function with(extra) return config.with(base, extra) end
 local recompute = { seq_length = 128, recompute_granularity = "full", recompute_method = "uniform",
                     recompute_num_layers = 1 }

@@ -579,9 +579,11 @@ TB_TEST(context_parallelism_needs_flash_attention) {
                 // dp 2, two microbatches
                 IS_VALID("tensor_model_parallel_size=2 context_parallel_size=2 pipeline_model_parallel_size=2 "
                          "world_size=16 global_batch_size=16 attention_backend=flash"),
-                ONLY("context_parallel_size=2",
+                ONLY("context_parallel_size=2 attention_backend=local",
                      "context_parallel_size 2 needs attention_backend flash (the blocked kernel takes the sequence's K "
                      "and V with each local query's position; is local)"),
+                // auto, the default, runs the blocked core
+                IS_VALID("context_parallel_size=2"),
                 IS_VALID("context_parallel_size=2 attention_backend=flash cp_comm_type=p2p"),
                 IS_VALID("context_parallel_size=4 world_size=4 attention_backend=flash cp_comm_type=p2p"),
                 ONLY("context_parallel_size=2 attention_backend=flash seq_length=126",

@@ -665,6 +665,36 @@ TB_TEST(unknown_flag_and_bad_value_exit_2_naming_them) {
     tb_output_free(&sh);
 }
 
+// --attention-backend auto, the default (Megatron's auto picks a fused core): the blocked core
+// wherever it supports the configuration, the local one on --device cuda with a head over
+// 1024 (the CUDA flash kernel's limit); an explicit choice is kept; config.json says which ran.
+TB_TEST(attention_backend_auto_runs_the_blocked_core_where_it_supports_the_configuration) {
+    tb_config c;
+    config_defaults(&c);
+    TB_CHECK(c.attention_backend == TB_ATTENTION_AUTO, "the default is %s",
+             config_choice_name("attention_backend", c.attention_backend));
+    config_resolve(&c);
+    TB_CHECK(config_attention_core(&c) == TB_ATTENTION_FLASH, "auto on the CPU: %d", config_attention_core(&c));
+    json_t *j = config_to_json(&c);
+    TB_CHECK(!strcmp(json_string_value(json_object_get(j, "attention_backend")) ?: "", "auto") &&
+                 !strcmp(json_string_value(json_object_get(json_object_get(j, "derived"), "attention_core")) ?: "",
+                         "flash"),
+             "config.json keeps auto and names the core in derived");
+    json_decref(j);
+    c.device = TB_DEVICE_CUDA, c.hidden_size = 2048, c.num_attention_heads = 1;
+    TB_CHECK(config_attention_core(&c) == TB_ATTENTION_LOCAL, "auto on cuda with head 2048 runs local");
+    c.num_attention_heads = 2;
+    TB_CHECK(config_attention_core(&c) == TB_ATTENTION_FLASH, "auto on cuda with head 1024 runs flash");
+    c.attention_backend = TB_ATTENTION_LOCAL;
+    TB_CHECK(config_attention_core(&c) == TB_ATTENTION_LOCAL, "an explicit local is kept");
+    tb_config cp2 = config_with("context_parallel_size=2");
+    tb_error err;
+    TB_CHECK(resolve_and_validate(&cp2, &err) == 0, "cp 2 under auto: %s", err.msg);
+    cp2 = config_with("context_parallel_size=2 device=cuda hidden_size=2048 num_attention_heads=1");
+    TB_CHECK(resolve_and_validate(&cp2, &err) != 0 && strstr(err.msg, "is local, auto's choice here"),
+             "cp 2 on cuda with head 2048 under auto names auto's choice: %s", err.msg);
+}
+
 int main(void) {
     TB_RUN(flag_space_value_and_flag_equals_value_both_set_the_field);
     TB_RUN(bool_flags_take_no_value_and_accept_an_explicit_one_after_equals);
@@ -691,6 +721,7 @@ int main(void) {
     TB_RUN(config_json_written_by_config_to_json_loads_back_identically);
 
     TB_RUN(help_exits_0_and_lists_every_flag_with_its_default);
+    TB_RUN(attention_backend_auto_runs_the_blocked_core_where_it_supports_the_configuration);
     TB_RUN(help_marks_exactly_the_choices_the_rules_refuse_as_not_supported_yet);
     TB_RUN(invalid_config_exits_2_and_prints_the_rule_on_stderr);
     TB_RUN(num_threads_beyond_the_blas_limit_exits_2_naming_the_limit);
