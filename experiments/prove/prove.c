@@ -511,7 +511,7 @@ static const tb_option prove_options[] = {
     TB_OPTION("--quiet", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "one line per claim, no evidence"),
     TB_OPTION("-q", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "the same as --quiet"),
     TB_OPTION("--json", prove_opts, json, TB_OPT_BOOL, NULL, NULL,
-              "every claim's verdict, reasons and evidence as one JSON document (README.md, \"JSON output\")"),
+              "every claim's verdict, reasons and evidence as one JSON document (docs/RUNBOOKS.md, \"JSON output\")"),
     TB_OPTION("--require-signature", prove_opts, require_signature, TB_OPT_STRING, NULL, "PUBKEY.pem",
               "prove only what this Ed25519 key signed (tracebook sign): every record and claims file a claim reads "
               "anchored at or before a ledger head it signed"),
