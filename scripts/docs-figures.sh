@@ -18,7 +18,8 @@
 #   scripts/docs-figures.sh                 rerun every block's command and rewrite its content and
 #                                           end line; a failing command (or one that prints nothing)
 #                                           leaves its block as it was, and the script exits 1 naming it
-#   scripts/docs-figures.sh --only NAME     rerun that block alone
+#   scripts/docs-figures.sh --only NAME     rerun that block alone (repeatable: those blocks, one run,
+#                                           so they share one provenance)
 #   scripts/docs-figures.sh --list          NAME, file and COMMAND of each block (tab-separated)
 #   scripts/docs-figures.sh --check         run nothing: exit 1 naming each block without a command,
 #                                           with an end line missing host, commit or date, with
@@ -36,14 +37,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 mode=rerun
-only=
+only=()
 files=()
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --list) mode=list; shift ;;
     --check) mode=check; shift ;;
-    --only) [ $# -ge 2 ] || { echo "docs-figures: --only needs a NAME" >&2; exit 2; }; only=$2; shift 2 ;;
+    --only) [ $# -ge 2 ] || { echo "docs-figures: --only needs a NAME" >&2; exit 2; }; only+=("$2"); shift 2 ;;
     --file) [ $# -ge 2 ] || { echo "docs-figures: --file needs a PATH" >&2; exit 2; }; files+=("$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "docs-figures: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
@@ -124,10 +125,17 @@ if [ -n "$errors" ]; then
   echo "docs-figures: fix the blocks first (--check); nothing was run" >&2
   exit 1
 fi
-if [ -n "$only" ] && ! awk -F'\t' -v n="$only" '$4 == n { f = 1 } END { exit !f }' <<<"$blocks"; then
-  echo "docs-figures: no block named '$only' in ${files[*]}" >&2
-  exit 2
-fi
+for n in ${only[@]+"${only[@]}"}; do
+  if ! awk -F'\t' -v n="$n" '$4 == n { f = 1 } END { exit !f }' <<<"$blocks"; then
+    echo "docs-figures: no block named '$n' in ${files[*]}" >&2
+    exit 2
+  fi
+done
+chosen() {  # NAME: is it one of --only's (or is there no --only)?
+  [ ${#only[@]} -eq 0 ] && return 0
+  local n; for n in "${only[@]}"; do [ "$n" = "$1" ] && return 0; done
+  return 1
+}
 
 # The provenance of whatever this run writes, taken once, before any file changes.
 model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
@@ -147,7 +155,7 @@ k=0
 while IFS=$'\t' read -r file start end name cmd; do
   [ -n "$file" ] || continue
   k=$((k + 1))
-  [ -z "$only" ] || [ "$name" = "$only" ] || continue
+  chosen "$name" || continue
   echo "docs-figures: $name ($file:$start): $cmd" >&2
   out="$tmp/$k.out"
   (cd "$root" && bash -c "$cmd") >"$out" </dev/null
