@@ -92,7 +92,7 @@ exp:claim{ id = "memory_growth_after_warmup_bytes", parser = "memory_growth_byte
            text = string.format("how far any process's allocator high-water, on any rank and in any category, rose "
                                 .. "after its first %d logged steps (its first step and first save)", save_interval + 1) }
 
--- timing, gated (README "What PROVEN means"): the uninterrupted run's throughput over its
+-- timing, gated (docs/RUNBOOKS.md, "What PROVEN means"): the uninterrupted run's throughput over its
 -- steps — the slow tail (p5), the median and the fast tail (p95) — and the longest pause of
 -- its saves. One process, sampled over its whole run (min_repetitions 1: the soak is this run, not
 -- a benchmark repeated), each figure's 95% interval within +-15% of it, refused when other

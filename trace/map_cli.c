@@ -1,5 +1,5 @@
 // map_cli.c — `tracebook map TRACE...`: the report (map_report.h) as text on stdout, and as
-// JSON with --json FILE.
+// JSON with --json (on stdout) or --output FILE.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +75,7 @@ static void print_report(json_t *rep) {
             json_t *colls = json_object_get(sj, "collectives");
             json_array_foreach(colls, k, x) {
                 if (k == TEXT_COLLECTIVES) {
-                    printf("  coll   ... %zu more (--json FILE lists all)\n", json_array_size(colls) - k);
+                    printf("  coll   ... %zu more (--json lists all)\n", json_array_size(colls) - k);
                     break;
                 }
                 tb_map_hops_text(json_object_get(x, "hops"), buf, sizeof buf);

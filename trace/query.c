@@ -16,7 +16,7 @@ typedef struct qargs {
     const char *index;
     const char *from, *to, *via;
     int top, max_depth;
-    int json;  // --json: one JSON document (README.md, "JSON output")
+    int json;  // --json: one JSON document (docs/RUNBOOKS.md, "JSON output")
 } qargs;
 
 #define INDEX_OPTION TB_OPTION("--index", qargs, index, TB_OPT_STRING, TB_INDEX_DEFAULT_PATH, "FILE", "the source index")

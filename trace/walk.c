@@ -366,7 +366,7 @@ static const tb_command walk_command = {
     "(layer.%d.mlp.fc2).",
     walk_options, 1, -1,
     "tracebook walk layer.%d.mlp.fc2\n"
-    "tracebook walk layer.0.mlp.fc2 artifacts/tp_scaling/v2/*/run/trace.rank-00000.json",
+    "tracebook walk layer.0.mlp.fc2 artifacts/tp_scaling/v3/*/run/trace.rank-00000.json",
     "no site matches RANGE, an input cannot be read, or the walk is partial (malformed events, a partial parse)"};
 
 int tracebook_walk_main(int argc, char **argv) {

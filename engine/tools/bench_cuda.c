@@ -9,7 +9,7 @@
 // It prints each op's median time and TFLOP/s, and the time of one training step's GEMMs and
 // attention alone (3× each forward GEMM's FLOPs at the measured rates: forward, dinp, dweight),
 // with the tok/s that time would allow: an upper bound, not a training throughput —
-// `--device cuda` training is not wired yet (README, "CUDA backend"). Exit 77 without a GPU
+// `--device cuda` training is not wired yet (docs/CUDA.md). Exit 77 without a GPU
 // or without the CUDA build.
 #include <stdio.h>
 #include <stdlib.h>

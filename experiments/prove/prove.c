@@ -511,7 +511,7 @@ static const tb_option prove_options[] = {
     TB_OPTION("--quiet", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "one line per claim, no evidence"),
     TB_OPTION("-q", prove_opts, quiet, TB_OPT_BOOL, NULL, NULL, "the same as --quiet"),
     TB_OPTION("--json", prove_opts, json, TB_OPT_BOOL, NULL, NULL,
-              "every claim's verdict, reasons and evidence as one JSON document (README.md, \"JSON output\")"),
+              "every claim's verdict, reasons and evidence as one JSON document (docs/RUNBOOKS.md, \"JSON output\")"),
     TB_OPTION("--require-signature", prove_opts, require_signature, TB_OPT_STRING, NULL, "PUBKEY.pem",
               "prove only what this Ed25519 key signed (tracebook sign): every record and claims file a claim reads "
               "anchored at or before a ledger head it signed"),
@@ -525,12 +525,12 @@ static const tb_command prove_command = {
     "within its relative_tolerance, or with its at_most bound (derived <= bound). Exits 1\n"
     "naming each claim that does not prove and why.\n"
     "CLAIM is a claim id (every " TB_EXPERIMENT_CLAIMS " holding it), EXPERIMENT/ID, or\n"
-    "EXPERIMENT/vN/ID as the verdicts name it (tp_scaling/v2/tp1_tokens_per_s); or give --all.\n"
+    "EXPERIMENT/vN/ID as the verdicts name it (tp_scaling/v3/tp1_tokens_per_s); or give --all.\n"
     "Every claim prints its evidence (runs: command, config, files; the figures), proven or not;\n"
     "--quiet prints the verdicts alone.",
     prove_options, 0, 1,
-    "tracebook prove tp_scaling/v2/tp1_tokens_per_s\n"
-    "tracebook prove --experiment tp_scaling --version 2\n"
+    "tracebook prove tp_scaling/v3/tp1_tokens_per_s\n"
+    "tracebook prove --experiment tp_scaling --version 3\n"
     "tracebook prove --all --quiet",
     "a claim did not prove (each named with why), or none matched"};
 

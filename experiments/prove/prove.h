@@ -1,7 +1,7 @@
 // prove.h — the claims' outcomes as data: what `tracebook prove` decides, for callers that
 // show it another way (`tracebook prove --json`, `tracebook report`).
 //
-// The document (README.md, "JSON output", documents every key):
+// The document (docs/RUNBOOKS.md, "JSON output", documents every key):
 //   {"claims": [{"name": "quickstart/v1/tp2_final_loss", "experiment", "version", "id",
 //                "verdict": "PROVEN" | "NOT PROVEN", "proven": bool,
 //                "headline": the verdict's reason in parentheses | null,

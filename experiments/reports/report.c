@@ -475,7 +475,7 @@ static const tb_command report_command = {
     "differences, plots drawn by gnuplot, and relative links to every raw file and per-rank trace.",
     report_options, 0, 1,
     "tracebook report --experiment tp_scaling\n"
-    "tracebook report --experiment tp_scaling --version 2 --output /tmp/tp.html",
+    "tracebook report --experiment tp_scaling --version 3 --output /tmp/tp.html",
     "no such experiment or version, or the page could not be written"};
 
 int tracebook_report_main(int argc, char **argv) {

@@ -7,7 +7,7 @@
 // evidence `tracebook prove` derives (prove.h: the same code, run at report time); the runs,
 // with the config keys that differ between them (diff's comparison, catalog.h) and each
 // run's figures by the claim parsers' own definitions (parsers.h); and the plots the runs
-// hold data for (README.md, "Reports"), drawn by gnuplot (report_plots.h) and inlined as
+// hold data for (docs/RUNBOOKS.md, "Reports"), drawn by gnuplot (report_plots.h) and inlined as
 // SVG. Links to every record's raw files and per-rank traces are relative to the page, so
 // the artifacts folder can be moved. Opening the page needs no network: no script, style
 // sheet, font or image is fetched.

@@ -32,7 +32,7 @@ typedef struct cli {
     int npositional;
     const char *experiment;  // ls --experiment
     int phases;  // diff --phases
-    int json;    // --json: one JSON document on stdout (README.md, "JSON output")
+    int json;    // --json: one JSON document on stdout (docs/RUNBOOKS.md, "JSON output")
     sqlite3 *db;
 } cli;
 

@@ -33,7 +33,7 @@
 -- v3: 5 repetitions of each config by default (v2: 3). On a quiet 2-core AMD EPYC VM, v2's two
 -- recompute growth claims proved in 14 of 20 rounds: the median step time's 95% interval
 -- over 3 repetitions reached +16.7% against +-15%; with 5, all 12 claims proved in 20 of 20
--- (README "Proof rate"). A round takes ~1.5 min instead of ~1.
+-- (docs/RUNBOOKS.md, "Proof rate"). A round takes ~1.5 min instead of ~1.
 
 local config = require "config"
 local timing = require "timing"

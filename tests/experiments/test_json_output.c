@@ -1,4 +1,4 @@
-// test_json_output.c — `--json` of the listing commands (README.md, "JSON output"): each
+// test_json_output.c — `--json` of the listing commands (docs/RUNBOOKS.md, "JSON output"): each
 // prints one JSON document that jansson parses, with the documented keys, and the values
 // agree with the facts the same command's text prints. Two tiny recorded runs (one rank, and
 // tp 2 on two rank threads) and one exact claim give every command something to list.

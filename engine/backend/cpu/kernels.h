@@ -101,8 +101,8 @@ int cpu_threads_per_rank(int requested, int ranks_in_process, int ranks_on_host)
 // 3-5x slower beside one busy process. Sleeping, every region pays a wake-up: the
 // quickstart model's step 0-14% (Intel) to 2x (AMD EPYC) slower on a quiet host. libgomp
 // reads the policy once, so a task that starts after the engine is not seen: the run's
-// conditions.json measures the contention, and prove refuses its timings (README, "Thread
-// policy"). A policy in the environment is always respected.
+// conditions.json measures the contention, and prove refuses its timings (docs/PERFORMANCE.md,
+// "Thread policy"). A policy in the environment is always respected.
 #define TB_SPIN_ROUNDS "300000"
 #define TB_WAIT_PROBE_READINGS 8
 #define TB_WAIT_PROBE_APART_US 2000
