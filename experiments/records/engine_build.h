@@ -17,7 +17,9 @@
 #include "core/error.h"
 
 // Runs `<engine> --build-info` and returns its JSON with "sha256" of the binary added, or
-// NULL with err set (the engine could not be run, or did not answer with a JSON object).
+// NULL with err set (the engine could not be run, or did not answer with a JSON object). The
+// answer is kept for the next call: a binary with the same sha256 under the same environment
+// is not asked again (a runbook's runs share one engine). Not thread-safe.
 json_t *tb_engine_build_info(const char *engine, tb_error *err);
 
 // The CMake options of a recorded build as command-line words ("-DCMAKE_BUILD_TYPE=Debug
