@@ -291,6 +291,15 @@ static void print_usage(const tb_command *cmd, FILE *out) {
     fprintf(out, "usage: %s%s%s [FLAGS]\n", cmd->name, cmd->positional ? " " : "", cmd->positional ? cmd->positional : "");
 }
 
+// Each line of text indented by two spaces, the first after `first`.
+static void print_indented(FILE *out, const char *first, const char *text) {
+    for (const char *line = text; *line; first = "") {
+        size_t n = strcspn(line, "\n");
+        fprintf(out, "  %s%.*s\n", first, (int)n, line);
+        line += n + (line[n] == '\n');
+    }
+}
+
 void tb_command_print_help(const tb_command *cmd, FILE *out) {
     print_usage(cmd, out);
     if (cmd->summary) fprintf(out, "\n%s\n", cmd->summary);
@@ -309,17 +318,12 @@ void tb_command_print_help(const tb_command *cmd, FILE *out) {
     fprintf(out, "  %-30s %s\n", "--help", "this text");
     if (cmd->example) {
         fprintf(out, "\nexample:\n");
-        for (const char *line = cmd->example; *line;) {
-            size_t n = strcspn(line, "\n");
-            fprintf(out, "  %.*s\n", (int)n, line);
-            line += n + (line[n] == '\n');
-        }
+        print_indented(out, "", cmd->example);
     }
     const char *statuses = cmd->exit_failure ? cmd->exit_failure : "an error, reported on stderr";
-    fprintf(out, "\nexit status:\n  0  success\n  1  ");
-    for (const char *c = statuses; *c; c++) fputs(*c == '\n' ? "\n  " : (char[2]){*c, 0}, out);
-    if (!strstr(statuses, "\n2  ")) fprintf(out, "\n  2  a usage error: a bad flag or argument, named on stderr");
-    fputc('\n', out);
+    fprintf(out, "\nexit status:\n  0  success\n");
+    print_indented(out, "1  ", statuses);
+    if (!strstr(statuses, "\n2  ")) fprintf(out, "  2  a usage error: a bad flag or argument, named on stderr\n");
 }
 
 const tb_renamed_flag tb_renamed_flags[] = {

@@ -12,8 +12,8 @@
 # a stdout that is a Markdown table (its first line starts with '|') goes in as it is; any other
 # is put between ``` fences, so that it reads as it printed. The end line says where and when the
 # content was made: lscpu's model name and CPU count, `git rev-parse --short=12 HEAD` (with
-# "+dirty" when tracked files differ from it), the date. A figure measured before its block
-# existed keeps what its text said, "unknown" where it said nothing.
+# "+dirty" when tracked files differ from it), the date. None of the three may be "unknown": a
+# figure whose provenance is not known is rerun, or removed.
 #
 #   scripts/docs-figures.sh                 rerun every block's command and rewrite its content and
 #                                           end line; a failing command (or one that prints nothing)
@@ -22,7 +22,8 @@
 #                                           so they share one provenance)
 #   scripts/docs-figures.sh --list          NAME, file and COMMAND of each block (tab-separated)
 #   scripts/docs-figures.sh --check         run nothing: exit 1 naming each block without a command,
-#                                           with an end line missing host, commit or date, with
+#                                           with an end line missing host, commit or date (or
+#                                           saying "unknown" for one of them), with
 #                                           mismatched NAMEs, unclosed or nested, or a NAME used twice
 #   --file PATH (repeatable)                only these files (default: README.md and docs/*.md);
 #                                           the commands still run from the repository root
@@ -90,9 +91,10 @@ scan() {
       rest = substr(line, 17); i = index(rest, ": ")
       ename = i ? substr(rest, 1, i - 1) : rest
       if (ename != name) { err("the end line names \"" ename "\", the block (line " start ") \"" name "\""); next }
-      prov = substr(rest, i + 2)
-      if (line !~ /: host [^ ].*, commit [^ ,]+, date ([0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]|unknown) -->$/) {
-        err("block \"" name "\": the end line lacks \"host HOST, commit COMMIT, date YYYY-MM-DD\": " line); next
+      if (line !~ /: host [^ ].*, commit [^ ,]+, date [0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] -->$/ ||
+          line ~ /: host unknown|, commit unknown,/) {
+        err("block \"" name "\": the end line lacks \"host HOST, commit COMMIT, date YYYY-MM-DD\" (none of them " \
+            "unknown): " line); next
       }
       printf "%s\t%d\t%d\t%s\t%s\n", FILENAME, start, FNR, name, cmd
       next

@@ -524,6 +524,9 @@ int tracebook_index_main(int argc, char **argv) {
     if (prc == 0 && (args.jobs < 1 || args.jobs > 256))
         prc = tb_fail(&err, "%s: flag -j: '%d' is not a number of parallel parses from 1 to 256", index_command.name,
                       args.jobs);
+    if (prc == 0 && args.json && args.parse_only)  // the benchmark's reference prints one line of text
+        prc = tb_fail(&err, "%s: --json with --parse-only: not supported yet (the reference writes no index to "
+                            "summarize)", index_command.name);
     if (prc != 0) {
         status = tb_command_usage_error(&index_command, &err);
         goto out;

@@ -48,7 +48,11 @@ printf '<!-- figure a: echo 1 -->\nx\n<!-- end figure b: host h, commit c, date 
 check_refuses "mismatched NAMEs" 'the end line names "b", the block (line 1) "a"'
 printf '<!-- figure a: echo 1 -->\nx\n' >"$tmp/bad.md"
 check_refuses "a block never closed" 'block "a" (line 1) is not closed'
-printf '<!-- figure a: echo 1 -->\n<!-- end figure a: host h, commit c, date unknown -->\n<!-- figure a: echo 2 -->\n<!-- end figure a: host h, commit c, date unknown -->\n' >"$tmp/bad.md"
+printf '<!-- figure a: echo 1 -->\nx\n<!-- end figure a: host h, commit unknown, date 2026-01-01 -->\n' >"$tmp/bad.md"
+check_refuses "an unknown commit" 'the end line lacks'
+printf '<!-- figure a: echo 1 -->\nx\n<!-- end figure a: host h, commit c, date unknown -->\n' >"$tmp/bad.md"
+check_refuses "an unknown date" 'the end line lacks'
+printf '<!-- figure a: echo 1 -->\n<!-- end figure a: host h, commit c, date 2026-01-01 -->\n<!-- figure a: echo 2 -->\n<!-- end figure a: host h, commit c, date 2026-01-01 -->\n' >"$tmp/bad.md"
 check_refuses "a NAME used twice" 'the NAME "a" is used twice'
 
 # --- 2. one block rerun on a copy -----------------------------------------------------------
