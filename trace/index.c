@@ -103,10 +103,12 @@
 //   files       every unit (is_tu 1, status ok | partial | failed, error count, the errors
 //               as "file:line:col: message" lines) and every other file a function, call,
 //               callback, field target or range site is in (is_tu 0, status NULL).
-//   functions   every function declared or defined (C, C++ methods, constructors, function
-//               templates: a template is one row; calls of its specialisations go to it), by
-//               USR: once across the whole index (a header's inline function is one row); the
-//               row points at the definition when there is one (is_definition 1); end_line and
+//   functions   every function defined, and every function declared that a unit calls or
+//               names (C, C++ methods, constructors, function templates: a template is one row;
+//               calls of its specialisations go to it; a prototype nothing refers to has no
+//               row), by USR: once across the whole index (a header's inline function is one
+//               row); the row points at the definition when there is one (is_definition 1),
+//               else at the first declaration; end_line and
 //               end_col: the closing brace of its body (NULL without a definition). is_static:
 //               storage class static or internal linkage (anonymous namespace).
 //               USRs are libclang's, except that (a) functions with internal linkage and (b)

@@ -26,6 +26,12 @@ static double seconds_since(const struct timespec *t0) {
     return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
 }
 
+static double thread_cpu(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static int count_errors(CXTranslationUnit tu, int *driver_errors) {
     int n = 0;
     if (driver_errors) *driver_errors = 0;
@@ -148,8 +154,12 @@ static void parse_captured(ctx *c, void *cxindex, const ix_tu *tu, const char *c
         return;
     }
     c->captured_pass = 1;
+    double t = thread_cpu();
     clang_visitChildren(clang_getTranslationUnitCursor(c->tu), ixv_top_visit, c);
+    double t2 = thread_cpu();
     clang_disposeTranslationUnit(c->tu);
+    c->r->walk_cpu += t2 - t;
+    c->r->dispose_cpu += thread_cpu() - t2;
 }
 
 // Every parse's options: errors in one function do not stop the parse; warnings are not kept.
@@ -209,9 +219,15 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     } else {
         collect_diagnostics(&c, tu->file, note);
         r->status = r->errors ? "partial" : "ok";
+        double t = thread_cpu();
         clang_visitChildren(clang_getTranslationUnitCursor(c.tu), ixv_top_visit, &c);
+        double t2 = thread_cpu();
         record_inclusions(&c);
+        double t3 = thread_cpu();
         clang_disposeTranslationUnit(c.tu);
+        r->walk_cpu = t2 - t;
+        r->inclusions_cpu = t3 - t2;
+        r->dispose_cpu = thread_cpu() - t3;
         if (c.captured.len)
             parse_captured(&c, cxindex, tu, r->reduced ? tu->fallback : tu->args, r->reduced ? tu->nfallback : tu->nargs,
                            unsaved, nunsaved, flags);

@@ -77,6 +77,9 @@ typedef struct ix_result {
     tb_pool pool;
     double seconds;        // the whole unit: the parses, the visits, the inclusions
     double parse_seconds;  // libclang's parses alone (the second OpenMP one included)
+    // The unit's thread's CPU time (--verbose): the AST walks (both passes), the inclusions
+    // listed, the translation units disposed of.
+    double walk_cpu, inclusions_cpu, dispose_cpu;
 } ix_result;
 
 // Parses tu with its own flags and extracts its facts into r (which it initialises).

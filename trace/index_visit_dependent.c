@@ -25,7 +25,7 @@ static const char *candidate_list(ctx *c, const CXCursor *fns, unsigned n) {
     const char *usrs[64];
     unsigned k = 0;
     for (unsigned i = 0; i < n && k < 64; i++)
-        if ((usrs[k] = ixv_usr_of(c, fns[i], NULL))) len += strlen(usrs[k++]) + 1;
+        if ((usrs[k] = ixv_note_function(c, fns[i]))) len += strlen(usrs[k++]) + 1;
     if (!k) return NULL;
     char *out = tb_pool_alloc(&c->r->pool, len);
     char *p = out;
@@ -36,8 +36,7 @@ static const char *candidate_list(ctx *c, const CXCursor *fns, unsigned n) {
 static void take_candidates(ctx *c, const CXCursor *fns, unsigned n, const char **usr, const char **resolution,
                             const char **candidates) {
     if (n == 1) {
-        ixv_note_library_function(c, fns[0]);
-        *usr = ixv_usr_of(c, fns[0], NULL);
+        *usr = ixv_note_function(c, fns[0]);
         *resolution = TB_CALL_RESOLVED_BY_NAME;
     } else if (n > 1) {
         *candidates = candidate_list(c, fns, n);

@@ -73,11 +73,10 @@ CXCursor ixv_strip(CXCursor cur);
 // (canonical) declaration's file instead of its base name, so two files' statics with the
 // same name and base name stay apart, and so does each binary's main.
 const char *ixv_usr_of(ctx *c, CXCursor cur, int *main_like);
-// A function declared in a system header (a library's API: nccl.h, mpi.h, cublas_v2.h,
-// libc's) is skipped by ixv_top_visit with the rest of the header; one that the project calls
-// or names gets its declaration's row (is_definition 0), so it is a node of the call graph:
-// `def` finds its header:line, `callers` and `chain --to` end at it.
-void ixv_note_library_function(ctx *c, CXCursor fn);
+// A function the unit calls or names: its row (from its first declaration, is_definition 0,
+// unless the unit defines it), made on first sight; its USR. Declarations nothing refers to
+// get no row.
+const char *ixv_note_function(ctx *c, CXCursor fn);
 // A call whose callee is an unresolved lookup (overloaded: its candidates): the one candidate
 // by name (resolution TB_CALL_RESOLVED_BY_NAME), else the candidates kept, the callee unresolved.
 void ixv_resolve_by_name(ctx *c, CXCursor overloaded, const char **name, const char **usr,

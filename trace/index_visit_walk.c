@@ -267,29 +267,28 @@ const char *ixv_usr_of(ctx *c, CXCursor cur, int *main_like) {
 // Facts
 
 static int record_function(ctx *c, CXCursor cur, int is_def) {
-    unsigned line, col;
-    const char *file = ixv_file_loc(c, clang_getCursorLocation(cur), &line, &col);
-    if (!file) return -1;
     int main_like;
     const char *usr = ixv_usr_of(c, cur, &main_like);
     if (!usr) return -1;
     int *slot = tb_strmap_get(&c->funcs, usr);
+    if (slot && (!is_def || TB_VEC_AT(&c->r->funcs, ix_func, *slot).is_def)) return *slot;
+    unsigned line, col;
+    const char *file = ixv_file_loc(c, clang_getCursorLocation(cur), &line, &col);
+    if (!file) return -1;
     unsigned end_line = 0, end_col = 0;
     if (is_def) {
         // the extent ends just after the body's closing brace
         CXSourceLocation end = clang_getRangeEnd(clang_getCursorExtent(cur));
         if (ixv_file_loc(c, end, &end_line, &end_col) && end_col > 1) end_col--;
     }
-    if (slot) {
+    if (slot) {  // the definition of a function declared (and referred to) before it
         ix_func *f = &TB_VEC_AT(&c->r->funcs, ix_func, *slot);
-        if (is_def && !f->is_def) {
-            f->is_def = 1;
-            f->file = file;
-            f->line = line;
-            f->col = col;
-            f->end_line = end_line;
-            f->end_col = end_col;
-        }
+        f->is_def = 1;
+        f->file = file;
+        f->line = line;
+        f->col = col;
+        f->end_line = end_line;
+        f->end_col = end_col;
         return *slot;
     }
     ix_func *f = tb_vec_push(&c->r->funcs);
@@ -360,16 +359,18 @@ static void note_variable(ctx *c, CXCursor var, int defines) {
     add_sym(c, ixv_cxstr(c, clang_getCursorUSR(var)), ixv_cxstr(c, clang_getCursorSpelling(var)), 'v', defines);
 }
 
-// A function declared in a system header (a library's API: nccl.h, mpi.h, cublas_v2.h,
-// libc's) is skipped by ixv_top_visit with the rest of the header; one that the project calls
-// or names gets its declaration's row (is_definition 0), so it is a node of the call graph:
-// `def` finds its header:line, `callers` and `chain --to` end at it.
-void ixv_note_library_function(ctx *c, CXCursor fn) {
-    if (in_system_header(fn)) record_function(c, fn, 0);
+// A function the unit calls or names gets a row from its first declaration (is_definition
+// 0) unless the unit defines it, so it is a node of the call graph even when no unit of the
+// project defines it (a library's API: nccl.h, mpi.h, cublas_v2.h, libc's): `def` finds its
+// header:line, `callers` and `chain --to` end at it. A declaration nothing refers to is not
+// recorded: the prototypes of every header a unit includes would be most of its rows.
+const char *ixv_note_function(ctx *c, CXCursor fn) {
+    int idx = record_function(c, clang_getCanonicalCursor(fn), 0);
+    return idx >= 0 ? TB_VEC_AT(&c->r->funcs, ix_func, idx).usr : NULL;
 }
 
 static void add_ftarget(ctx *c, CXCursor field, CXCursor fn, CXCursor at) {
-    const char *usr = ixv_usr_of(c, fn, NULL);
+    const char *usr = ixv_note_function(c, fn);
     if (!usr) return;
     seen_add(c, ixv_strip(at));  // a field target, not a callback
     unsigned line, col;
@@ -441,9 +442,8 @@ static int implicit_member(CXCursor m) {
 
 // A function named in a body other than as a callee: a callbacks row.
 static void add_callback(ctx *c, int caller, CXCursor ref, CXCursor fn, const char *passed_to) {
-    const char *usr = ixv_usr_of(c, fn, NULL);
+    const char *usr = ixv_note_function(c, fn);
     if (!usr) return;
-    ixv_note_library_function(c, fn);
     ix_callback *b = tb_vec_push(&c->r->callbacks);
     b->caller = caller;
     b->target_usr = usr;
@@ -514,8 +514,7 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
         if (!callee_name || !strncmp(callee_name, "__builtin_", 10) ||
             !strcmp(callee_name, "__cudaPushCallConfiguration"))  // the <<<...>>> of a kernel launch
             return;
-        ixv_note_library_function(c, ref);
-        callee_usr = ixv_usr_of(c, ref, NULL);
+        callee_usr = ixv_note_function(c, ref);
     } else if (rk == CXCursor_FieldDecl) {
         callee_name = ixv_cxstr(c, clang_getCursorSpelling(ref));
         if (callee_name && is_function_pointer(clang_getCursorType(ref)))
@@ -676,15 +675,22 @@ static enum CXChildVisitResult body_visit(CXCursor cur, CXCursor parent, CXClien
 }
 
 static void visit_function(ctx *c, CXCursor cur) {
-    int is_def = clang_isCursorDefinition(cur);
-    int idx = record_function(c, cur, is_def);
-    if (!is_def || idx < 0) return;
+    if (!clang_isCursorDefinition(cur)) return;  // recorded when referred to (ixv_note_function)
+    int idx = record_function(c, cur, 1);
+    if (idx < 0) return;
     note_strong_function(c, cur, &TB_VEC_AT(&c->r->funcs, ix_func, idx));
     body_state s = {c, idx};
     CXCursor outer = c->function;  // a local class's method is walked inside its function
     c->function = cur;
     clang_visitChildren(cur, body_visit, &s);
     c->function = outer;
+}
+
+// A C type's declaration holds no code (no methods, no default member initialisers; what its
+// sizes and constants call is never run): its fields and constants are not walked.
+static int holds_no_code(CXCursor cur, enum CXCursorKind k) {
+    return (k == CXCursor_StructDecl || k == CXCursor_UnionDecl || k == CXCursor_EnumDecl || k == CXCursor_TypedefDecl) &&
+           clang_getCursorLanguage(cur) == CXLanguage_C;
 }
 
 enum CXChildVisitResult ixv_top_visit(CXCursor cur, CXCursor parent, CXClientData d) {
@@ -697,6 +703,7 @@ enum CXChildVisitResult ixv_top_visit(CXCursor cur, CXCursor parent, CXClientDat
         if (!c->captured_pass || holds_captured(c, cur)) visit_function(c, cur);
         return CXChildVisit_Continue;
     }
+    if (holds_no_code(cur, k)) return CXChildVisit_Continue;
     if (!in_pass(c, cur)) return CXChildVisit_Recurse;
     if (k == CXCursor_VarDecl) note_variable(c, cur, 1);
     else if (k == CXCursor_DeclRefExpr) note_variable(c, clang_getCursorReferenced(cur), 0);  // in a global's initializer

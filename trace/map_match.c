@@ -65,6 +65,24 @@ int tb_range_pattern_match(const char *p, const char *s) {
     return *s == '\0';
 }
 
+int tb_range_pattern_literals(const char *p) {
+    int n = 0;
+    while (*p) {
+        if (*p != '%' || p[1] == '%') {
+            n++;
+            p += *p == '%' ? 2 : 1;
+            continue;
+        }
+        p++;
+        p += run_of(p, "-+ #0'");
+        p += run_of(p, "0123456789*");
+        if (*p == '.') p += 1 + run_of(p + 1, "0123456789*");
+        p += run_of(p, "hlLqjzt");
+        if (*p) p++;
+    }
+    return n;
+}
+
 void tb_match_sites(const tb_graph *g, int scope, const tb_rt *rt, int ***sites, int **nsites) {
     *sites = tb_xcalloc((size_t)rt->nnames + 1, sizeof **sites, "name sites");
     *nsites = tb_xcalloc((size_t)rt->nnames + 1, sizeof **nsites, "name sites");
@@ -74,7 +92,14 @@ void tb_match_sites(const tb_graph *g, int scope, const tb_rt *rt, int ***sites,
         for (int r = 0; r < g->nranges; r++) {
             const tb_grange *rs = &g->ranges[r];
             if (rs->is_pop || !rs->name || !tb_graph_in_scope(g, scope, rs->fn)) continue;
-            if (tb_range_pattern_match(rs->name, rt->names[n])) *(int *)tb_vec_push(&found) = r;
+            if (!tb_range_pattern_match(rs->name, rt->names[n])) continue;
+            // most specific first: insertion by literal characters, index order among equals
+            int lit = tb_range_pattern_literals(rs->name);
+            size_t at = found.len;
+            tb_vec_push(&found);
+            int *f = found.items;
+            for (; at > 0 && tb_range_pattern_literals(g->ranges[f[at - 1]].name) < lit; at--) f[at] = f[at - 1];
+            f[at] = r;
         }
         (*nsites)[n] = (int)found.len;
         (*sites)[n] = tb_vec_take(&found);

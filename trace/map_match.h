@@ -10,8 +10,12 @@
 // digits, %s → any text, %c → one character, %% → %, flags/width/length modifiers allowed.
 int tb_range_pattern_match(const char *pattern, const char *name);
 
+// How many characters of a site pattern are literal text ("layer.%d.mlp" 10, "%s" 0).
+int tb_range_pattern_literals(const char *pattern);
+
 // Per runtime name of rt: the push sites (indices in g->ranges) in scope whose pattern
-// matches it, in index order. Both arrays are malloc'd (nnames entries, each freed too).
+// matches it, the most specific first (more literal characters: "layer.%d.mlp.fc2" before a
+// helper's "%s"), index order among equals. Both arrays are malloc'd (nnames entries, each freed too).
 void tb_match_sites(const tb_graph *g, int scope, const tb_rt *rt, int ***sites, int **nsites);
 
 #endif

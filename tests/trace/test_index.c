@@ -107,6 +107,14 @@ TB_TEST(functions_and_calls_are_recorded_with_file_and_line) {
     // a declaration without a definition in the index
     TB_CHECK(tb_index_q_long(db, "SELECT is_definition FROM functions WHERE usr = 'c:@F@tb_range_push'") == 0,
              "tb_range_push: declared only");
+    // ... its row from its first declaration, in the header; a declaration nothing refers to has none
+    TB_CHECK(tb_index_q_long(db,
+                             "SELECT COUNT(*) FROM functions fn JOIN files f ON f.id = fn.file_id WHERE fn.usr ="
+                             " 'c:@F@tb_range_push' AND f.path = %Q AND fn.line = %d",
+                             FX_H, tb_line_of(FX_H, "void tb_range_push(")) == 1,
+             "tb_range_push: declared at fx.h:%d", tb_line_of(FX_H, "void tb_range_push("));
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'fx_never_referred_to'") == 0,
+             "fx_never_referred_to: no row");
 
     int call_line = tb_line_of(MAIN_C, "CALL_UTIL_RUN");
     TB_CHECK(

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "map.h"
+#include "map_match.h"
 #include "map_report.h"
 #include "index_query.h"
 #include "tb_shell.h"
@@ -166,6 +167,27 @@ TB_TEST(patterns_match_whole_names) {
     TB_CHECK(tb_range_pattern_match("recompute.layer.%d", "recompute.layer.3") &&
                  !tb_range_pattern_match("layer.%d", "recompute.layer.3"),
              "anchored at the start");
+}
+
+TB_TEST(the_most_specific_site_comes_first) {
+    TB_CHECK(tb_range_pattern_literals("layer.%d.mlp") == 10 && tb_range_pattern_literals("%s") == 0 &&
+                 tb_range_pattern_literals("100%% %02ld") == 5,
+             "literal characters: %d %d %d", tb_range_pattern_literals("layer.%d.mlp"),
+             tb_range_pattern_literals("%s"), tb_range_pattern_literals("100%% %02ld"));
+    // a helper's catch-all "%s" ahead in index order, then two patterns of the name
+    tb_grange ranges[] = {{.fn = 0, .name = "%s"}, {.fn = 0, .name = "layer.%d.%s"}, {.fn = 0, .name = "layer.%d.mlp"},
+                          {.fn = 0, .is_pop = 1}, {.fn = 0, .name = "comm.%s"}};
+    tb_graph g = {.ranges = ranges, .nranges = 5};
+    char *names[] = {"layer.3.mlp"};
+    tb_rt rt = {.names = names, .nnames = 1};
+    int **sites, *nsites;
+    tb_match_sites(&g, -1, &rt, &sites, &nsites);
+    TB_CHECK(nsites[0] == 3 && sites[0][0] == 2 && sites[0][1] == 1 && sites[0][2] == 0,
+             "sites of layer.3.mlp: %d: %d %d %d", nsites[0], nsites[0] > 0 ? sites[0][0] : -1,
+             nsites[0] > 1 ? sites[0][1] : -1, nsites[0] > 2 ? sites[0][2] : -1);
+    free(sites[0]);
+    free(sites);
+    free(nsites);
 }
 
 TB_TEST(map_mini_traces) {
@@ -695,6 +717,7 @@ int main(void) {
     write_chrome(TRACE0, 0, mini_step, MINI_NEV, "local");
     write_chrome(TRACE1, 1, mini_step, MINI_NEV, "local");
     TB_RUN(patterns_match_whole_names);
+    TB_RUN(the_most_specific_site_comes_first);
     TB_RUN(map_mini_traces);
     TB_RUN(map_flags_unexplained_nesting_and_unmapped_names);
     TB_RUN(nsight_sqlite_maps_as_the_chrome_trace);
