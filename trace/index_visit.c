@@ -132,7 +132,9 @@ static void parse_captured(ctx *c, void *cxindex, const ix_tu *tu, const char *c
         if (!strncmp(args[i], "-fopenmp-version=", 17)) version = args[i] + 17;
     }
     if (openmp) *(const char **)tb_vec_push(&a) = tb_pool_printf(&c->r->pool, "-D_OPENMP=%s", openmp_date(version));
-    // the first unit's CXFile pointers mean nothing in the second
+    // the first unit's CXFile and declaration pointers mean nothing in the second
+    ixv_ptrmap_clear(&c->noted);
+    ixv_roles_clear(&c->roles);
     free(c->files);
     c->files = NULL;
     c->fcap = c->flen = 0;
@@ -160,6 +162,20 @@ static void parse_captured(ctx *c, void *cxindex, const ix_tu *tu, const char *c
     clang_disposeTranslationUnit(c->tu);
     c->r->walk_cpu += t2 - t;
     c->r->dispose_cpu += thread_cpu() - t2;
+}
+
+// Whether libclang parses the unit as C: the last -x names c, or there is none and the source
+// ends in .c (the compiler's name is not on the command line: a .c file g++ compiles is
+// parsed as C, as libclang sees it).
+static int parsed_as_c(const ix_tu *tu, const char *const *args, int nargs) {
+    const char *lang = NULL;
+    for (int i = 0; i < nargs; i++) {
+        if (!strcmp(args[i], "-x") && i + 1 < nargs) lang = args[++i];
+        else if (!strncmp(args[i], "-x", 2) && args[i][2]) lang = args[i] + 2;
+    }
+    if (lang) return !strcmp(lang, "c");
+    size_t n = strlen(tu->file);
+    return !tu->cuda && n > 2 && !strcmp(tu->file + n - 2, ".c");
 }
 
 // Every parse's options: errors in one function do not stop the parse; warnings are not kept.
@@ -217,6 +233,7 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
         tb_buf_printf(&b, "%s: %s (error %d)", tu->file, cx_error_name(e), (int)e);
         r->diagnostics = b.s;
     } else {
+        c.c_unit = r->reduced ? parsed_as_c(tu, tu->fallback, tu->nfallback) : parsed_as_c(tu, tu->args, tu->nargs);
         collect_diagnostics(&c, tu->file, note);
         r->status = r->errors ? "partial" : "ok";
         double t = thread_cpu();
@@ -237,6 +254,8 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     tb_vec_free(&c.captured);
     free(c.files);
     tb_vec_free(&c.seen_refs);
+    ixv_roles_free(&c.roles);
+    ixv_ptrmap_free(&c.noted);
     r->seconds = seconds_since(&t0);
 }
 

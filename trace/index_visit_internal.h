@@ -18,6 +18,32 @@ typedef struct file_ent {
     size_t size;
 } file_ent;
 
+// A map from pointers (libclang's Decl and Stmt identities) to ints (index_visit_roles.c).
+typedef struct ixv_ptrmap {
+    const void **keys;
+    int *vals;
+    size_t cap, len;
+} ixv_ptrmap;  // zero-initialised: empty
+int *ixv_ptrmap_get(const ixv_ptrmap *m, const void *key);  // NULL when absent
+void ixv_ptrmap_put(ixv_ptrmap *m, const void *key, int val);
+void ixv_ptrmap_clear(ixv_ptrmap *m);
+void ixv_ptrmap_free(ixv_ptrmap *m);
+
+// What an expression of a C body is to the call around it (index_visit_roles.c): the calls
+// met so far and the expressions that hand a role on (casts, parentheses, & and *).
+enum { IXV_NONE, IXV_CALL, IXV_CALLEE, IXV_ARG };
+typedef struct ixv_roles {
+    ixv_ptrmap of;  // expression → index in items
+    tb_vec items;
+} ixv_roles;  // zero-initialised: empty
+// A call the walk met (its children come next): passed_to names its callee.
+void ixv_roles_call(ixv_roles *r, CXCursor call, const char *passed_to);
+// cur's role from its parent's: IXV_CALLEE (inside a call's callee), IXV_ARG (inside an
+// argument; *passed_to the call's callee name) or IXV_NONE.
+int ixv_roles_of(ixv_roles *r, CXCursor cur, enum CXCursorKind k, CXCursor parent, const char **passed_to);
+void ixv_roles_clear(ixv_roles *r);
+void ixv_roles_free(ixv_roles *r);
+
 typedef struct ctx {
     CXTranslationUnit tu;
     const ix_options *opt;
@@ -38,6 +64,10 @@ typedef struct ctx {
     int captured_pass;  // 0: the parse as given; 1: the second parse, inside `captured` only
     tb_vec captured;    // of ix_extent: the statements OpenMP directives apply to
     CXCursor function;  // the function whose body is being walked (a dependent member call's class)
+    int c_unit;         // the unit is parsed as C (not C++, CUDA or Objective-C)
+    int c_body;         // a C function's body: references are told apart by ixv_roles, not call_refs
+    ixv_roles roles;    // the C body's calls and wrappers (cleared per top-level function)
+    ixv_ptrmap noted;   // canonical declaration → index in r->funcs (ixv_note_function)
 } ctx;
 
 // A statement an OpenMP directive applies to. The first pass knows where the directive

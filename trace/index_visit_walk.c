@@ -365,7 +365,11 @@ static void note_variable(ctx *c, CXCursor var, int defines) {
 // header:line, `callers` and `chain --to` end at it. A declaration nothing refers to is not
 // recorded: the prototypes of every header a unit includes would be most of its rows.
 const char *ixv_note_function(ctx *c, CXCursor fn) {
-    int idx = record_function(c, clang_getCanonicalCursor(fn), 0);
+    CXCursor first = clang_getCanonicalCursor(fn);
+    const void *decl = first.data[0];  // libclang's Decl: the same function, the same row
+    int *known = ixv_ptrmap_get(&c->noted, decl);
+    int idx = known ? *known : record_function(c, first, 0);
+    if (!known && idx >= 0) ixv_ptrmap_put(&c->noted, decl, idx);
     return idx >= 0 ? TB_VEC_AT(&c->r->funcs, ix_func, idx).usr : NULL;
 }
 
@@ -478,6 +482,15 @@ static void call_refs(ctx *c, CXCursor call, int caller, const char *callee_name
     }
 }
 
+// A call's callee and arguments told apart: in a C body by the walk that follows (ixv_roles),
+// else by call_refs now.
+static void told_apart(ctx *c, CXCursor call, int caller, const char *callee_name) {
+    if (c->c_body)
+        ixv_roles_call(&c->roles, call, callee_name);
+    else
+        call_refs(c, call, caller, callee_name);
+}
+
 static void handle_call(ctx *c, CXCursor call, int caller) {
     const char *callee_usr = NULL, *callee_name = NULL, *field = NULL;
     CXCursor ref = clang_getCursorReferenced(call);
@@ -507,7 +520,7 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
         if (!callee_name) callee_name = ixv_cxstr(c, clang_getCursorSpelling(call));
     } else if (ixv_is_function_kind(rk)) {
         callee_name = ixv_cxstr(c, clang_getCursorSpelling(ref));
-        call_refs(c, call, caller, callee_name ? callee_name : "(indirect)");
+        told_apart(c, call, caller, callee_name ? callee_name : "(indirect)");
         if ((rk == CXCursor_Constructor || rk == CXCursor_Destructor) &&
             (in_system_header(ref) || implicit_member(ref)))
             return;  // dim3(n), a class's implicit default constructor and the like
@@ -524,7 +537,7 @@ static void handle_call(ctx *c, CXCursor call, int caller) {
         callee_name = ixv_cxstr(c, clang_getCursorSpelling(ref));  // a function-pointer variable or parameter
     }
     if (!callee_name) callee_name = "(indirect)";
-    if (!ixv_is_function_kind(rk) && rk != CXCursor_OverloadedDeclRef) call_refs(c, call, caller, field ? field : callee_name);
+    if (!ixv_is_function_kind(rk) && rk != CXCursor_OverloadedDeclRef) told_apart(c, call, caller, field ? field : callee_name);
 
     CXSourceLocation loc = clang_getCursorLocation(call);
     unsigned line, col;
@@ -647,7 +660,6 @@ static enum CXChildVisitResult directive_child(CXCursor cur, CXCursor parent, CX
 }
 
 static enum CXChildVisitResult body_visit(CXCursor cur, CXCursor parent, CXClientData d) {
-    (void)parent;
     body_state *s = d;
     enum CXCursorKind k = clang_getCursorKind(cur);
     if (ixv_is_function_kind(k)) {  // a local class's method
@@ -658,14 +670,20 @@ static enum CXChildVisitResult body_visit(CXCursor cur, CXCursor parent, CXClien
         clang_visitChildren(cur, directive_child, s);
         return CXChildVisit_Continue;
     }
+    const char *passed_to = NULL;
+    int role = s->c->c_body ? ixv_roles_of(&s->c->roles, cur, k, parent, &passed_to) : IXV_NONE;
     if (!in_pass(s->c, cur)) return CXChildVisit_Recurse;
     if (k == CXCursor_CallExpr && s->caller >= 0)
         handle_call(s->c, cur, s->caller);
     else if (k == CXCursor_DeclRefExpr && s->caller >= 0) {
-        // a function named other than as a callee: stored, returned, compared ...
+        // a function named other than as a callee: passed, stored, returned, compared ...
         CXCursor fn = clang_getCursorReferenced(cur);
-        if (ixv_is_function_kind(clang_getCursorKind(fn)) && !seen_has(s->c, cur)) add_callback(s->c, s->caller, cur, fn, NULL);
-        else note_variable(s->c, fn, 0);
+        if (ixv_is_function_kind(clang_getCursorKind(fn))) {
+            if (role != IXV_CALLEE && !seen_has(s->c, cur))
+                add_callback(s->c, s->caller, cur, fn, role == IXV_ARG ? passed_to : NULL);
+        } else {
+            note_variable(s->c, fn, 0);
+        }
     }
     else if (k == CXCursor_InitListExpr)
         handle_init_list(s->c, cur);
@@ -681,16 +699,20 @@ static void visit_function(ctx *c, CXCursor cur) {
     note_strong_function(c, cur, &TB_VEC_AT(&c->r->funcs, ix_func, idx));
     body_state s = {c, idx};
     CXCursor outer = c->function;  // a local class's method is walked inside its function
+    int outer_c = c->c_body;
     c->function = cur;
+    c->c_body = c->c_unit;
     clang_visitChildren(cur, body_visit, &s);
     c->function = outer;
+    c->c_body = outer_c;
 }
 
 // A C type's declaration holds no code (no methods, no default member initialisers; what its
 // sizes and constants call is never run): its fields and constants are not walked.
-static int holds_no_code(CXCursor cur, enum CXCursorKind k) {
-    return (k == CXCursor_StructDecl || k == CXCursor_UnionDecl || k == CXCursor_EnumDecl || k == CXCursor_TypedefDecl) &&
-           clang_getCursorLanguage(cur) == CXLanguage_C;
+// (clang_getCursorLanguage cannot tell: it calls a C++ struct and function C.)
+static int holds_no_code(const ctx *c, enum CXCursorKind k) {
+    return c->c_unit &&
+           (k == CXCursor_StructDecl || k == CXCursor_UnionDecl || k == CXCursor_EnumDecl || k == CXCursor_TypedefDecl);
 }
 
 enum CXChildVisitResult ixv_top_visit(CXCursor cur, CXCursor parent, CXClientData d) {
@@ -700,10 +722,11 @@ enum CXChildVisitResult ixv_top_visit(CXCursor cur, CXCursor parent, CXClientDat
     enum CXCursorKind k = clang_getCursorKind(cur);
     if (ixv_is_function_kind(k)) {
         c->seen_refs.len = 0;
+        ixv_roles_clear(&c->roles);
         if (!c->captured_pass || holds_captured(c, cur)) visit_function(c, cur);
         return CXChildVisit_Continue;
     }
-    if (holds_no_code(cur, k)) return CXChildVisit_Continue;
+    if (holds_no_code(c, k)) return CXChildVisit_Continue;
     if (!in_pass(c, cur)) return CXChildVisit_Recurse;
     if (k == CXCursor_VarDecl) note_variable(c, cur, 1);
     else if (k == CXCursor_DeclRefExpr) note_variable(c, clang_getCursorReferenced(cur), 0);  // in a global's initializer

@@ -77,6 +77,13 @@ TB_TEST(a_dependent_call_with_one_candidate_is_linked_by_name) {
              "a member of dependent type as the argument: by name (line %d)", line);
 }
 
+TB_TEST(a_plain_structs_inline_member_is_walked) {
+    TB_REQUIRE(ix_status == 0 && db, "index failed (%d):\n%s", ix_status, ix_output);
+    call_row r = call_at(db, GRADS, "sync", "ncclAllReduce", "C:plain-member");
+    TB_CHECK(r.found && !strcmp(r.usr, "c:@F@ncclAllReduce") && !*r.resolution,
+             "Stream::sync → ncclAllReduce, resolved by the compiler (usr '%s', resolution '%s')", r.usr, r.resolution);
+}
+
 TB_TEST(a_dependent_member_call_is_linked_to_the_base_templates_unique_member) {
     TB_REQUIRE(ix_status == 0 && db, "index failed:\n%s", ix_output);
     call_row r = call_at(db, GRADS, "finish", "flush", "C:flush");
@@ -161,6 +168,7 @@ int main(void) {
     ix_status = tb_shell(&ix_output, "'%s' index --compdb '%s' --output '%s'", TRACEBOOK, WORK, INDEX);
     db = tb_index_open_ro(INDEX);
     TB_RUN(a_dependent_call_with_one_candidate_is_linked_by_name);
+    TB_RUN(a_plain_structs_inline_member_is_walked);
     TB_RUN(a_dependent_member_call_is_linked_to_the_base_templates_unique_member);
     TB_RUN(several_candidates_stay_candidates_and_are_listed);
     TB_RUN(chain_from_main_to_the_all_reduce_passes_through_the_templates);
