@@ -494,10 +494,13 @@ static int write_begin(writer *w, const ix_compdb *db, const ix_result *results,
     char *msg = NULL;
     // A new file that only this process sees until it is renamed over --output: no journal, no
     // syncs but the one before the rename, one transaction, the secondary indexes built once
-    // after the bulk inserts.
+    // after the bulk inserts. A small page cache (SQLite's default, 2 MB): the pages spill to
+    // the file as the units are written, while the others parse, where a cache holding the
+    // whole file (22 MB for this project) wrote it all at the commit, after the last parse
+    // (0.06-0.07 s of the run's serial end, against 0.01 s).
     if (sqlite3_exec(w->db,
                      "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE;"
-                     " PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536; BEGIN;",
+                     " PRAGMA temp_store=MEMORY; PRAGMA cache_size=-2048; BEGIN;",
                      NULL, NULL, &msg) != SQLITE_OK ||
         (!in && sqlite3_exec(w->db, TB_INDEX_TABLES TB_INDEX_UNIT_ROW_INDEXES, NULL, NULL, &msg) != SQLITE_OK)) {
         int rc = tb_fail(w->err, "%s: creating the schema: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
