@@ -370,7 +370,9 @@ const char *ixv_note_function(ctx *c, CXCursor fn) {
     int *known = ixv_ptrmap_get(&c->noted, decl);
     int idx = known ? *known : record_function(c, first, 0);
     if (!known && idx >= 0) ixv_ptrmap_put(&c->noted, decl, idx);
-    return idx >= 0 ? TB_VEC_AT(&c->r->funcs, ix_func, idx).usr : NULL;
+    // a declaration without a file location (a builtin the compiler declared) has no row, but
+    // the call still names it by its USR
+    return idx >= 0 ? TB_VEC_AT(&c->r->funcs, ix_func, idx).usr : ixv_usr_of(c, fn, NULL);
 }
 
 static void add_ftarget(ctx *c, CXCursor field, CXCursor fn, CXCursor at) {
