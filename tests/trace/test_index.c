@@ -346,8 +346,14 @@ TB_TEST(callbacks_are_recorded_and_chains_go_through_them) {
              "&rank_leaf stored in a variable at util.c:%d: passed_to NULL", store);
     TB_CHECK(tb_index_q_long(db, q, "launch_ranks", "c:@F@rank_leaf", "for_each_rank", UTIL_C, cast) == 1,
              "a cast function passed at util.c:%d", cast);
-    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM callbacks") == 3,
-             "%ld callbacks, expected the 3 above (callees, field targets and static initializers are not)",
+    int address = tb_line_of(UTIL_C, "PASS_ADDRESS"), paren = tb_line_of(UTIL_C, "PAREN_CALLEE");
+    TB_CHECK(tb_index_q_long(db, q, "launch_ranks", "c:@F@rank_leaf", "for_each_rank", UTIL_C, address) == 1,
+             "&rank_leaf passed at util.c:%d", address);
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM callbacks WHERE line = %d", paren) == 0 &&
+                 tb_index_q_long(db, "SELECT COUNT(*) FROM calls WHERE callee_name = 'rank_noop' AND line = %d", paren) == 1,
+             "(rank_noop)(n) at util.c:%d: a call, its callee in parentheses no callback", paren);
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM callbacks") == 4,
+             "%ld callbacks, expected the 4 above (callees, field targets and static initializers are not)",
              tb_index_q_long(db, "SELECT COUNT(*) FROM callbacks"));
 
     char *out = NULL;
