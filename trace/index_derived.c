@@ -9,6 +9,7 @@
 #include "core/xalloc.h"
 #include "index_libs.h"
 #include "index_write_internal.h"
+#include "u64map.h"
 
 // collective_sites: direct calls of a listed name or glob; with "@Record", calls of any
 // function assigned to one of Record's fields, and calls through those fields (named
@@ -113,38 +114,12 @@ static int lib_pair_cmp(const void *a, const void *b) {
     return (x->target > y->target) - (x->target < y->target);
 }
 
-// A set of (function row id, target) pairs: a target's units call the same library functions
-// (printf, MPI_Allreduce) many times over, and each pair is looked up once.
-typedef struct pair_set {
-    unsigned long long *keys;  // id << 20 | target + 1; 0: empty
-    size_t cap, len;
-} pair_set;
-
-// 1 when (id, target) was already in the set, else adds it (0 too for a pair the key cannot
-// hold).
-static int pair_seen(pair_set *s, long long id, int target) {
-    if (id < 0 || id >= 1LL << 43 || target < 0 || target + 1 >= 1 << 20) return 0;  // the sort's dedup keeps it once
-    unsigned long long key = (unsigned long long)id << 20 | (unsigned long long)(target + 1);
-    if (2 * (s->len + 1) > s->cap) {
-        pair_set old = *s;
-        s->cap = old.cap ? 2 * old.cap : 1024;
-        s->keys = tb_xcalloc(s->cap, sizeof *s->keys, "library pairs");
-        s->len = 0;
-        for (size_t i = 0; i < old.cap; i++)
-            if (old.keys[i]) {
-                size_t j = (size_t)(old.keys[i] * 11400714819323198485ull) & (s->cap - 1);
-                while (s->keys[j]) j = (j + 1) & (s->cap - 1);
-                s->keys[j] = old.keys[i];
-                s->len++;
-            }
-        free(old.keys);
-    }
-    size_t i = (size_t)(key * 11400714819323198485ull) & (s->cap - 1);
-    for (; s->keys[i]; i = (i + 1) & (s->cap - 1))
-        if (s->keys[i] == key) return 1;
-    s->keys[i] = key;
-    s->len++;
-    return 0;
+// A (function row id, target) pair as one map key: a target's units call the same library
+// functions (printf, MPI_Allreduce) many times over, and each pair is listed once. 0 (not a
+// key) for a pair the key cannot hold: the sort's dedup keeps that one once.
+static uint64_t pair_key(long long id, int target) {
+    if (id < 0 || id >= 1LL << 43 || target < 0 || target + 1 >= 1 << 20) return 0;
+    return (uint64_t)id << 20 | (uint64_t)(target + 1);
 }
 
 // The unit's functions without a definition that are not static, each once (finfo indexes).
@@ -199,7 +174,7 @@ int ixw_write_libraries(writer *w, const ix_compdb *db, const ix_result *results
     tb_vec_init(&pairs, sizeof(struct lib_pair), "library candidates");
     tb_strmap seen;  // "target\nunit": a target row listed twice
     tb_strmap_init(&seen);
-    pair_set listed = {0};  // (function row, target) pairs already in pairs
+    tb_u64map listed = {0};  // pair_key → 1: the pairs already in pairs
     for (size_t i = 0; i < targets->rows.len; i++) {
         const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
         int *u = tb_strmap_get(&unit_of, t->file), *first = tb_strmap_get(&first_link, t->target);
@@ -214,12 +189,14 @@ int ixw_write_libraries(writer *w, const ix_compdb *db, const ix_result *results
         }
         for (size_t j = 0; j < cands[*u].len; j++) {
             const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, TB_VEC_AT(&cands[*u], int, j));
-            if (pair_seen(&listed, fi->id, *first)) continue;  // the target's other units call it too
+            uint64_t pair = pair_key(fi->id, *first);
+            if (tb_u64map_get(&listed, pair)) continue;  // the target's other units call it too
+            tb_u64map_put(&listed, pair, 1);
             *(struct lib_pair *)tb_vec_push(&pairs) = (struct lib_pair){fi->id, fi->name, *first};
         }
     }
     tb_strmap_free(&seen);
-    free(listed.keys);
+    tb_u64map_free(&listed);
     if (pairs.len) qsort(pairs.items, pairs.len, sizeof(struct lib_pair), lib_pair_cmp);
     ix_libs libs;
     ix_libs_init(&libs);

@@ -133,7 +133,7 @@ static void parse_captured(ctx *c, void *cxindex, const ix_tu *tu, const char *c
     }
     if (openmp) *(const char **)tb_vec_push(&a) = tb_pool_printf(&c->r->pool, "-D_OPENMP=%s", openmp_date(version));
     // the first unit's CXFile and declaration pointers mean nothing in the second
-    ixv_ptrmap_clear(&c->noted);
+    tb_u64map_clear(&c->noted);
     ixv_roles_clear(&c->roles);
     free(c->files);
     c->files = NULL;
@@ -255,7 +255,7 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     free(c.files);
     tb_vec_free(&c.seen_refs);
     ixv_roles_free(&c.roles);
-    ixv_ptrmap_free(&c.noted);
+    tb_u64map_free(&c.noted);
     r->seconds = seconds_since(&t0);
 }
 

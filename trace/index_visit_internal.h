@@ -9,6 +9,7 @@
 
 #include "index_visit.h"
 #include "strmap.h"
+#include "u64map.h"
 #include "vec.h"
 
 typedef struct file_ent {
@@ -18,22 +19,11 @@ typedef struct file_ent {
     size_t size;
 } file_ent;
 
-// A map from pointers (libclang's Decl and Stmt identities) to ints (index_visit_roles.c).
-typedef struct ixv_ptrmap {
-    const void **keys;
-    int *vals;
-    size_t cap, len;
-} ixv_ptrmap;  // zero-initialised: empty
-int *ixv_ptrmap_get(const ixv_ptrmap *m, const void *key);  // NULL when absent
-void ixv_ptrmap_put(ixv_ptrmap *m, const void *key, int val);
-void ixv_ptrmap_clear(ixv_ptrmap *m);
-void ixv_ptrmap_free(ixv_ptrmap *m);
-
 // What an expression of a C body is to the call around it (index_visit_roles.c): the calls
 // met so far and the expressions that hand a role on (casts, parentheses, & and *).
 enum { IXV_NONE, IXV_CALL, IXV_CALLEE, IXV_ARG };
 typedef struct ixv_roles {
-    ixv_ptrmap of;  // expression → index in items
+    tb_u64map of;  // expression (its Stmt pointer) → index in items
     tb_vec items;
 } ixv_roles;  // zero-initialised: empty
 // A call the walk met (its children come next): passed_to names its callee.
@@ -67,7 +57,7 @@ typedef struct ctx {
     int c_unit;         // the unit is parsed as C (not C++, CUDA or Objective-C)
     int c_body;         // a C function's body: references are told apart by ixv_roles, not call_refs
     ixv_roles roles;    // the C body's calls and wrappers (cleared per top-level function)
-    ixv_ptrmap noted;   // canonical declaration → index in r->funcs (ixv_note_function)
+    tb_u64map noted;    // canonical declaration (its Decl pointer) → index in r->funcs (ixv_note_function)
 } ctx;
 
 // A statement an OpenMP directive applies to. The first pass knows where the directive
@@ -96,6 +86,9 @@ const char *ixv_file_loc(ctx *c, CXSourceLocation l, unsigned *line, unsigned *c
 int ixv_is_function_kind(enum CXCursorKind k);
 // The first 8 children of a cursor (n counts them all).
 kids ixv_children(CXCursor cur);
+// An expression that only wraps another (an implicit cast, parentheses, a cast, & or *):
+// what ixv_strip looks through, and what hands its role on (ixv_roles_of).
+int ixv_wraps(CXCursor cur, enum CXCursorKind k);
 // Through implicit casts, parentheses, casts and '&' to what an expression names.
 CXCursor ixv_strip(CXCursor cur);
 // The USR that identifies a function in the index. libclang's, except that functions with

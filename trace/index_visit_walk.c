@@ -187,16 +187,18 @@ kids ixv_children(CXCursor cur) {
 }
 
 // Through implicit casts, parentheses, casts and '&' to what an expression names.
+int ixv_wraps(CXCursor cur, enum CXCursorKind k) {
+    if (k == CXCursor_UnaryOperator) {
+        enum CXUnaryOperatorKind op = clang_getCursorUnaryOperatorKind(cur);
+        return op == CXUnaryOperator_AddrOf || op == CXUnaryOperator_Deref;
+    }
+    return k == CXCursor_UnexposedExpr || k == CXCursor_ParenExpr || k == CXCursor_CStyleCastExpr ||
+           k == CXCursor_CXXStaticCastExpr || k == CXCursor_CXXReinterpretCastExpr || k == CXCursor_CXXFunctionalCastExpr;
+}
+
 CXCursor ixv_strip(CXCursor cur) {
     for (int depth = 0; depth < 16; depth++) {
-        enum CXCursorKind k = clang_getCursorKind(cur);
-        if (k != CXCursor_UnexposedExpr && k != CXCursor_ParenExpr && k != CXCursor_CStyleCastExpr &&
-            k != CXCursor_UnaryOperator && k != CXCursor_CXXStaticCastExpr && k != CXCursor_CXXReinterpretCastExpr &&
-            k != CXCursor_CXXFunctionalCastExpr)
-            break;
-        if (k == CXCursor_UnaryOperator && clang_getCursorUnaryOperatorKind(cur) != CXUnaryOperator_AddrOf &&
-            clang_getCursorUnaryOperatorKind(cur) != CXUnaryOperator_Deref)
-            break;
+        if (!ixv_wraps(cur, clang_getCursorKind(cur))) break;
         kids ch = ixv_children(cur);
         if (!ch.n || ch.n > 8) break;
         cur = ch.items[ch.n - 1];  // a cast's type comes first, its operand last
@@ -366,10 +368,10 @@ static void note_variable(ctx *c, CXCursor var, int defines) {
 // recorded: the prototypes of every header a unit includes would be most of its rows.
 const char *ixv_note_function(ctx *c, CXCursor fn) {
     CXCursor first = clang_getCanonicalCursor(fn);
-    const void *decl = first.data[0];  // libclang's Decl: the same function, the same row
-    int *known = ixv_ptrmap_get(&c->noted, decl);
+    uint64_t decl = (uint64_t)(uintptr_t)first.data[0];  // libclang's Decl: the same function, the same row
+    int *known = tb_u64map_get(&c->noted, decl);
     int idx = known ? *known : record_function(c, first, 0);
-    if (!known && idx >= 0) ixv_ptrmap_put(&c->noted, decl, idx);
+    if (!known && idx >= 0) tb_u64map_put(&c->noted, decl, idx);
     // a declaration without a file location (a builtin the compiler declared) has no row, but
     // the call still names it by its USR
     return idx >= 0 ? TB_VEC_AT(&c->r->funcs, ix_func, idx).usr : ixv_usr_of(c, fn, NULL);

@@ -1,6 +1,7 @@
 // map_match.c — see map_match.h.
 #include "map_match.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/xalloc.h"
@@ -86,6 +87,8 @@ int tb_range_pattern_literals(const char *p) {
 void tb_match_sites(const tb_graph *g, int scope, const tb_rt *rt, int ***sites, int **nsites) {
     *sites = tb_xcalloc((size_t)rt->nnames + 1, sizeof **sites, "name sites");
     *nsites = tb_xcalloc((size_t)rt->nnames + 1, sizeof **nsites, "name sites");
+    int *literals = tb_xcalloc((size_t)g->nranges + 1, sizeof *literals, "site literals");
+    for (int r = 0; r < g->nranges; r++) literals[r] = g->ranges[r].name ? tb_range_pattern_literals(g->ranges[r].name) : 0;
     for (int n = 0; n < rt->nnames; n++) {
         tb_vec found;
         tb_vec_init(&found, sizeof(int), "name sites");
@@ -94,14 +97,14 @@ void tb_match_sites(const tb_graph *g, int scope, const tb_rt *rt, int ***sites,
             if (rs->is_pop || !rs->name || !tb_graph_in_scope(g, scope, rs->fn)) continue;
             if (!tb_range_pattern_match(rs->name, rt->names[n])) continue;
             // most specific first: insertion by literal characters, index order among equals
-            int lit = tb_range_pattern_literals(rs->name);
             size_t at = found.len;
             tb_vec_push(&found);
             int *f = found.items;
-            for (; at > 0 && tb_range_pattern_literals(g->ranges[f[at - 1]].name) < lit; at--) f[at] = f[at - 1];
+            for (; at > 0 && literals[f[at - 1]] < literals[r]; at--) f[at] = f[at - 1];
             f[at] = r;
         }
         (*nsites)[n] = (int)found.len;
         (*sites)[n] = tb_vec_take(&found);
     }
+    free(literals);
 }
