@@ -8,10 +8,12 @@
 // flags, and writes the source index (trace/index_db.h) that the queries read. The pieces:
 // index_compdb.c (the database and flag translation), index_visit.c (one unit's parse; its
 // AST walked in index_visit_walk.c and index_visit_dependent.c, its in-memory headers
-// index_unsaved.c), index_targets.c (CMake's file API), index_workers.c (the parse workers),
-// index_write.c (SQLite; index_write_units.c the per-unit tables), index_reuse.c (incremental
-// re-indexing; index_reuse_facts.c the reused units' facts read back), index_update.c (the
-// update in place; index_update_units.c a parsed unit's own rows); each with its own header. Containers: pool.h, vec.h, strmap.h.
+// index_unsaved.c), index_targets.c (CMake's file API), index_workers.c (the parse workers;
+// index_meanwhile.c what this thread does while they parse), index_write.c (SQLite;
+// index_write_units.c the per-unit tables), index_reuse.c (incremental re-indexing;
+// index_reuse_facts.c the reused units' facts read back), index_update.c (the update in
+// place; index_update_units.c a parsed unit's own rows); each with its own header.
+// Containers: pool.h, vec.h, strmap.h.
 //
 // The compilation database
 //   --compdb is the compile_commands.json file or a directory holding one (default build/).
@@ -285,6 +287,7 @@
 #include "index_compdb.h"
 #include "index_summary.h"
 #include "index_db.h"
+#include "index_meanwhile.h"
 #include "index_options.h"
 #include "index_reuse.h"
 #include "index_targets.h"
@@ -308,58 +311,6 @@ static const char *const default_collectives[] = {
     "tb_recv", "tb_barrier", "@tb_comm_backend"};
 static const char *const default_push[] = {"tb_range_push", "nvtxRangePushA", "nvtxRangePushW", "nvtxRangePushEx"};
 static const char *const default_pop[] = {"tb_range_pop", "nvtxRangePop"};
-
-// ---------------------------------------------------------------------------------------
-// What the thread that started the workers does meanwhile (index_workers.h)
-
-// A new index written while the units are parsed: this thread takes each unit in database
-// order as soon as it is parsed, hashes its input files and writes its facts, so that only
-// what needs every unit (link units, targets, secondary indexes, libraries) is left after the
-// last parse. Every unit is parsed (todo is the whole database).
-typedef struct streamed {
-    ix_writer *writer;  // NULL: it could not be made (the error is reported; units are not written)
-    ix_hashes *hashes;
-    tb_strmap *counted;
-    long *nfiles, *nlines;
-    const char **inputs;
-    double busy;  // seconds spent hashing and writing (not waiting for a unit): --verbose
-} streamed;
-
-static void parse_and_write(ix_work *w, void *arg) {
-    streamed *sw = arg;
-    for (size_t i = 0; i < w->db->ntus; i++) {
-        ix_wait_unit(w, i);
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        ix_hash_unit_inputs(w->db, w->results, &i, 1, sw->hashes, sw->counted, sw->nfiles, sw->nlines);
-        w->results[i].inputs = sw->inputs[i];
-        if (sw->writer) ix_write_unit(sw->writer, i, &w->results[i]);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        sw->busy += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    }
-}
-
-// An update in place: what it needs before the parsed facts, done while they are parsed.
-typedef struct update_start {
-    const char *path;
-    const ix_compdb *db;
-    const size_t *todo;
-    size_t ntodo;
-    ix_prev *prev;
-    ix_targets *targets;
-    int *targets_loaded;
-    const char *build_dir;
-    const ix_options *opt;
-    tb_error *err;
-    ix_update *update;
-} update_start;
-
-static void begin_update(ix_work *w, void *arg) {
-    (void)w;
-    update_start *us = arg;
-    us->update = ix_update_begin(us->path, us->db, us->todo, us->ntodo, us->prev, us->targets, us->targets_loaded,
-                                 us->build_dir, us->opt, us->err);
-}
 
 // --parse-only: every unit of the database parsed as the index parses it, nothing else; the
 // reference bench-index.sh prints next to the index's own figures.
@@ -601,7 +552,13 @@ int tracebook_index_main(int argc, char **argv) {
     const char *prev_source = prev.db ? ix_prev_meta(&prev, "targets_source") : NULL;
     int targets_loaded = !(targets_sig && prev_sig && !strcmp(targets_sig, prev_sig) && prev_source &&
                            !strcmp(prev_source, "cmake-file-api"));
-    if (targets_loaded && ix_link_units_load(&targets, args.targets, &db, build_dir, &trc, &targets_source, &err)) {
+    // A new index of every unit (no previous one) needs the link units only after the parse:
+    // CMake's reply is read while the first units parse (ix_parse_and_write).
+    ix_targets_later later = {.targets = &targets, .db = &db, .build_dir = build_dir, .trc = &trc,
+                              .source = &targets_source};
+    int read_later = !prev.db && !args.targets;
+    if (targets_loaded && !read_later &&
+        ix_link_units_load(&targets, args.targets, &db, build_dir, &trc, &targets_source, &err)) {
         ix_targets_free(&targets);
         ix_prev_free(&prev);
         ix_hashes_free(&hashes);
@@ -652,7 +609,7 @@ int tracebook_index_main(int argc, char **argv) {
     }
     ix_phase_mark(&opt, &tp, "inputs compared");
 
-    // Parse. A new index of every unit is written as the units are parsed (parse_and_write).
+    // Parse. A new index of every unit is written as the units are parsed (ix_parse_and_write).
     const char *out_dir = NULL;
     const char *slash = strrchr(opt.out, '/');
     if (slash && slash != opt.out) out_dir = tb_pool_dupn(&pool, opt.out, (size_t)(slash - opt.out));
@@ -663,15 +620,17 @@ int tracebook_index_main(int argc, char **argv) {
     tb_strmap_init(&counted);
     ix_work w;
     ix_work_init(&w, &db, &opt, results, todo, ntodo);
-    streamed sw = {.hashes = &hashes, .counted = &counted, .nfiles = &nfiles, .nlines = &nlines, .inputs = inputs};
+    ix_streamed sw = {.hashes = &hashes, .counted = &counted, .nfiles = &nfiles, .nlines = &nlines, .inputs = inputs,
+                      .targets = read_later ? &later : NULL};
     int stream = !out_dir_failed && !try_update && ntodo == db.ntus;
     if (stream && !(sw.writer = ix_write_begin(opt.out, &db, &err))) fprintf(stderr, "tracebook index: %s\n", err.msg);
-    update_start us = {.path = opt.out, .db = &db, .todo = todo, .ntodo = ntodo, .prev = &prev, .targets = &targets,
+    ix_update_start us = {.path = opt.out, .db = &db, .todo = todo, .ntodo = ntodo, .prev = &prev, .targets = &targets,
                        .targets_loaded = &targets_loaded, .build_dir = build_dir, .opt = &opt, .err = &err};
     if (stream)
-        ix_run_workers(&w, opt.jobs, parse_and_write, &sw);
+        ix_run_workers(&w, opt.jobs, ix_parse_and_write, &sw);
     else
-        ix_run_workers(&w, opt.jobs, try_update && !out_dir_failed ? begin_update : NULL, &us);
+        ix_run_workers(&w, opt.jobs, try_update && !out_dir_failed ? ix_begin_update : NULL, &us);
+    if (read_later) ix_targets_later_load(&later);  // (not streamed: the output's directory failed)
     ix_phase_mark(&opt, &tp, stream ? "parse and visit, each unit written as it came" : "parse and visit");
     ix_phase_units(&opt, results, todo, ntodo, stream ? sw.busy : -1);
     if (!stream) ix_hash_unit_inputs(&db, results, todo, ntodo, &hashes, &counted, &nfiles, &nlines);
