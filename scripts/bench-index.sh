@@ -6,19 +6,22 @@
 # offline; skipped without a CUDA toolkit with NCCL's device headers).
 #
 #   scripts/bench-index.sh [BUILD_DIR] [-j N] [-n R]   (default build/; its bin/tracebook and
-#                                                       compile_commands.json; R repetitions, 3)
+#                                                       compile_commands.json; R repetitions, 5)
 #
 # The reference, measured in the same run: `tracebook index --parse-only`, libclang's
 # clang_parseTranslationUnit2 of the same units with the same arguments, flags and -j, and
 # nothing else (no AST visit, no second parse for OpenMP directives, no hashing, no SQLite).
 # The table's last columns are the index's wall and CPU time (user + sys, all threads) over
 # that reference's: the indexer's own overhead. CPU time is the figure a loaded machine
-# stretches least. Every row and its reference are the best of R runs (by wall time), the
-# reference's runs taking turns with the row's (a host whose speed drifts over seconds, as a
-# VM sharing its memory system does, stretches both alike); the one-file re-index appends
-# another comment each time, so every run parses that unit again. The
-# machine's load (the 1-minute average of /proc/loadavg) is printed with each figure, taken
-# as its run starts: on a contended machine both columns stretch.
+# stretches least. The runs are paired: each of the R runs of a row comes right beside a run of
+# its reference, and each pair gives a ratio; the table prints the median of the R ratios
+# (and their range), the median pair's times beside it. A host whose speed drifts over
+# seconds (a VM sharing its memory system) stretches both runs of a pair alike, where the best
+# of R runs of each side, taken apart, can pair one side's fast phase with the other's slow
+# one; the order within a pair alternates (reference first in the odd pairs, the index first
+# in the even ones). The one-file re-index appends another comment each time, so every run
+# parses that unit again. The machine's load (the 1-minute average of /proc/loadavg) is printed with each
+# figure, taken as its run starts: on a contended machine both columns stretch.
 #
 # The sources are copied to a temporary directory (without .git and build directories) and the
 # compilation database is rewritten to point at the copy, so the change (a comment appended to
@@ -28,7 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build
 jobs=()
-reps=3
+reps=5
 while [ $# -gt 0 ]; do
   case "$1" in
     -j) jobs=(-j "$2"); shift 2 ;;
@@ -64,48 +67,71 @@ timed() {  # command...: runs it, stdout to $tmp/o; $cpu = its user+sys CPU seco
   { time "$@" > "$tmp/o" 2>/dev/null; } 2> "$tmp/t" || true
   cpu=$(awk '{ printf "%.2f", $1 + $2 }' "$tmp/t")
 }
-less() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 load() { cut -d' ' -f1 /proc/loadavg; }
-reference_once() {  # compdb dir: libclang's parses alone of the same units, once; best kept
-  local line t
+# nearest M: of the lines on stdin (fields split by |), the first whose first field is nearest
+# to M (the median run: R odd, the middle one; R even, the nearer of the two middle ones)
+nearest() { awk -F'|' -v m="$1" '{ d = $1 - m; if (d < 0) d = -d; if (NR == 1 || d < best) { best = d; row = $0 } } END { print row }'; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+reference_once() {  # compdb dir: libclang's parses alone of the same units, once: $ref_wall, $ref_cpu
+  local line
   timed "$tracebook" index --parse-only --compdb "$1" "${jobs[@]}"
   line=$(grep -- '--parse-only:' "$tmp/o" || true)
-  t=$(sed -nE 's/.* in ([0-9.]+) s .*/\1/p' <<<"$line")
-  if [ -n "$t" ] && { [ -z "$ref_best" ] || less "$t" "$ref_best"; }; then ref_best=$t; ref_cpu=$cpu; fi
+  ref_wall=$(sed -nE 's/.* in ([0-9.]+) s .*/\1/p' <<<"$line")
+  ref_cpu=$cpu
   ref_line=${line%% in *}
 }
-run_once() {  # label, compdb dir, extra args: one index run; the best (by wall) kept in $best_row
-  local line label="$1" compdb="$2" l w
+run_once() {  # label, compdb dir, extra args: one index run, its summary line printed: $wall, $line, $l
+  local label="$1" compdb="$2"
   shift 2
   l=$(load)
   timed "$tracebook" index --compdb "$compdb" --output "$out" --build-dir "$build" "${jobs[@]}" "$@"
   line=$(grep 'TUs parsed' "$tmp/o")
   echo "$label:$line; CPU $cpu s (load $l)"
-  w=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$line")
-  if [ -z "$best_wall" ] || less "$w" "$best_wall"; then best_wall=$w; best_row="$label|$cpu|$l|$line"; fi
+  wall=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$line")
 }
 # measure LABEL COMPDB REFDIR|- SETUP|- ARGS...: R runs of the index (each after SETUP, when
-# given), taking turns with R runs of the reference on REFDIR; the best of each is the row.
+# given), each right beside a run of the reference on REFDIR; the row is the median pair (by
+# the wall ratio; without a reference, the median run by wall time), with the median of the
+# wall and CPU ratios and their ranges.
 measure() {
-  local label="$1" compdb="$2" refdir="$3" setup="$4"
+  local label="$1" compdb="$2" refdir="$3" setup="$4" runs="" k rw rc mw mc
   shift 4
-  ref_best="" ref_cpu="" best_wall="" best_row=""
   for ((k = 0; k < reps; k++)); do
-    [ "$refdir" = - ] || reference_once "$refdir"
+    # the pair's order alternates (reference first, then the index first), so a host that runs
+    # the second of two runs faster or slower does not lean every pair one way
+    [ "$refdir" = - ] || [ $((k % 2)) = 1 ] || reference_once "$refdir"
     [ "$setup" = - ] || "$setup" "$k"
     run_once "$label" "$compdb" "$@"
+    [ "$refdir" = - ] || [ $((k % 2)) = 0 ] || reference_once "$refdir"
+    if [ "$refdir" = - ]; then
+      runs+="$wall|$cpu|$l|-|-|-|-|$line"$'\n'
+    else
+      [ -n "$ref_wall" ] || { echo "bench-index: the reference printed no time ($refdir)" >&2; exit 1; }
+      rw=$(awk -v a="$wall" -v b="$ref_wall" 'BEGIN { printf "%.4f", a / b }')
+      rc=$(awk -v a="$cpu" -v b="$ref_cpu" 'BEGIN { printf "%.4f", a / b }')
+      echo "  pair $((k + 1)) of $reps: reference $ref_wall s wall, $ref_cpu s CPU; ratios $rw wall, $rc CPU"
+      runs+="$rw|$cpu|$l|$ref_wall|$ref_cpu|$rc|$wall|$line"$'\n'
+    fi
   done
-  [ "$refdir" = - ] || echo "reference (best of $reps): $ref_line in ${ref_best:-?} s wall, ${ref_cpu:-?} s CPU"
-  IFS='|' read -r lab c l line <<<"$best_row"
-  rows+=("$lab|${ref_best:--}|${ref_cpu:--}|$c|$l|$line")
+  runs=${runs%$'\n'}
+  if [ "$refdir" = - ]; then
+    IFS='|' read -r _ c ll _ _ _ _ line <<<"$(nearest "$(cut -d'|' -f1 <<<"$runs" | median)" <<<"$runs")"
+    rows+=("$label|$line|-|-|$c|$ll|-|-")
+    return
+  fi
+  [ -z "$ref_line" ] || echo "reference: $ref_line"
+  mw=$(cut -d'|' -f1 <<<"$runs" | median)
+  mc=$(cut -d'|' -f6 <<<"$runs" | median)
+  local wr cr
+  wr="$(printf '%.2f' "$mw") ($(cut -d'|' -f1 <<<"$runs" | sort -g | sed -n '1p;$p' | xargs printf '%.2f-%.2f'))"
+  cr="$(printf '%.2f' "$mc") ($(cut -d'|' -f6 <<<"$runs" | sort -g | sed -n '1p;$p' | xargs printf '%.2f-%.2f'))"
+  IFS='|' read -r _ c ll rwall rcpu _ _ line <<<"$(nearest "$mw" <<<"$runs")"
+  rows+=("$label|$line|$rwall|$rcpu|$c|$ll|$wr|$cr")
 }
 rows=()
 echo "load average (1 min) before: $(load); $(nproc) CPUs"
 measure "full index" "$tmp/db" "$tmp/db" - --full
-best_wall=""  # after the last full index: nothing changed (best of R)
-for ((k = 0; k < reps; k++)); do run_once "re-index, nothing changed" "$tmp/db"; done
-IFS='|' read -r lab c l line <<<"$best_row"
-rows+=("$lab|-|-|$c|$l|$line")
+measure "re-index, nothing changed" "$tmp/db" - -  # after the last full index: the median of R
 # the one unit the change makes the index parse, alone, as the reference
 mkdir -p "$tmp/one"
 python3 - "$tmp/db/compile_commands.json" "$tmp/one/compile_commands.json" "$tmp/src/engine/transformer/mlp.c" <<'PY'
@@ -142,14 +168,13 @@ echo "load average (1 min) after: $(load)"
 echo
 echo "| run | TUs parsed / reused | files, lines parsed | wall | CPU | load (1 min) | files/s | lines/s | reference (parse only): wall, CPU | wall / reference | CPU / reference |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "-" || b <= 0) print "-"; else printf "%.2f\n", a / b }'; }
 for r in "${rows[@]}"; do
-  IFS='|' read -r label refwall refcpu cpu l line <<<"$r"
+  IFS='|' read -r label line refwall refcpu cpu l wr cr <<<"$r"
   parsed=$(sed -E 's/.*TUs parsed ([0-9]+), reused ([0-9]+);.*/\1 \/ \2/' <<<"$line")
   fl=$(sed -E 's/.*files ([0-9]+), lines ([0-9]+) .*/\1, \2/' <<<"$line")
   secs=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$line")
   fps=$(sed -E 's/.* ([0-9]+) files\/s.*/\1/' <<<"$line")
   lps=$(sed -E 's/.* ([0-9]+) lines\/s.*/\1/' <<<"$line")
   if [ "$refwall" = - ]; then refcol=-; else refcol="$refwall s, $refcpu s"; fi
-  echo "| $label | $parsed | $fl | $secs s | $cpu s | $l | $fps | $lps | $refcol | $(ratio "$secs" "$refwall") | $(ratio "$cpu" "$refcpu") |"
+  echo "| $label | $parsed | $fl | $secs s | $cpu s | $l | $fps | $lps | $refcol | $wr | $cr |"
 done
