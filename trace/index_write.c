@@ -441,8 +441,7 @@ static int clear_for_update(writer *w, const ix_compdb *db, const ix_result *res
     char *msg = NULL;
     if (sqlite3_exec(w->db,
                      "CREATE TEMP TABLE kept(id INTEGER PRIMARY KEY);"
-                     " DROP INDEX IF EXISTS calls_caller; DROP INDEX IF EXISTS calls_callee;"
-                     " DROP INDEX IF EXISTS functions_name; DROP INDEX IF EXISTS callbacks_function;"
+                     " DROP INDEX IF EXISTS calls_caller; DROP INDEX IF EXISTS callbacks_function;"
                      " DROP INDEX IF EXISTS range_sites_function; DROP INDEX IF EXISTS collective_sites_function;"
                      " DELETE FROM meta; DELETE FROM files; DELETE FROM functions; DELETE FROM file_errors;"
                      " DELETE FROM calls; DELETE FROM field_targets; DELETE FROM range_sites; DELETE FROM callbacks;"
