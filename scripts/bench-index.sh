@@ -80,7 +80,7 @@ reference_once() {  # compdb dir: libclang's parses alone of the same units, onc
   ref_cpu=$cpu
   ref_line=${line%% in *}
 }
-run_once() {  # label, compdb dir, extra args: one index run, its summary line printed: $wall, $line, $l
+run_once() {  # label, compdb dir, extra args: one index run, its summary line printed: $wall, $run_cpu, $line, $l
   local label="$1" compdb="$2"
   shift 2
   l=$(load)
@@ -88,6 +88,7 @@ run_once() {  # label, compdb dir, extra args: one index run, its summary line p
   line=$(grep 'TUs parsed' "$tmp/o")
   echo "$label:$line; CPU $cpu s (load $l)"
   wall=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$line")
+  run_cpu=$cpu
 }
 # measure LABEL COMPDB REFDIR|- SETUP|- ARGS...: R runs of the index (each after SETUP, when
 # given), each right beside a run of the reference on REFDIR; the row is the median pair (by
@@ -104,13 +105,13 @@ measure() {
     run_once "$label" "$compdb" "$@"
     [ "$refdir" = - ] || [ $((k % 2)) = 0 ] || reference_once "$refdir"
     if [ "$refdir" = - ]; then
-      runs+="$wall|$cpu|$l|-|-|-|-|$line"$'\n'
+      runs+="$wall|$run_cpu|$l|-|-|-|-|$line"$'\n'
     else
       [ -n "$ref_wall" ] || { echo "bench-index: the reference printed no time ($refdir)" >&2; exit 1; }
       rw=$(awk -v a="$wall" -v b="$ref_wall" 'BEGIN { printf "%.4f", a / b }')
-      rc=$(awk -v a="$cpu" -v b="$ref_cpu" 'BEGIN { printf "%.4f", a / b }')
+      rc=$(awk -v a="$run_cpu" -v b="$ref_cpu" 'BEGIN { printf "%.4f", a / b }')
       echo "  pair $((k + 1)) of $reps: reference $ref_wall s wall, $ref_cpu s CPU; ratios $rw wall, $rc CPU"
-      runs+="$rw|$cpu|$l|$ref_wall|$ref_cpu|$rc|$wall|$line"$'\n'
+      runs+="$rw|$run_cpu|$l|$ref_wall|$ref_cpu|$rc|$wall|$line"$'\n'
     fi
   done
   runs=${runs%$'\n'}
