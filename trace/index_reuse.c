@@ -36,8 +36,9 @@ typedef struct hash_ent {
 } hash_ent;
 
 static const char *hex(tb_pool *p, const unsigned char *md, unsigned n) {
+    static const char digits[] = "0123456789abcdef";
     char s[2 * EVP_MAX_MD_SIZE + 1];
-    for (unsigned i = 0; i < n; i++) snprintf(s + 2 * i, 3, "%02x", md[i]);
+    for (unsigned i = 0; i < n; i++) s[2 * i] = digits[md[i] >> 4], s[2 * i + 1] = digits[md[i] & 15];
     s[2 * n] = 0;
     return tb_pool_dup(p, s);
 }
