@@ -274,6 +274,7 @@
 // parses read and their lines, wall time (from after the database is loaded to the index
 // written), files/s and lines/s.
 #include <clang-c/Index.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -525,6 +526,8 @@ int tracebook_index_main(int argc, char **argv) {
     ix_hashes_init(&hashes);
     ix_prev prev;
     const char *why = NULL;
+    pthread_t fetch;
+    int fetching = ix_digest_prefetch(&fetch);  // joined before the units' command lines are hashed
     if (opt.full) {
         memset(&prev, 0, sizeof prev);
         tb_strmap_init(&prev.units);
@@ -559,6 +562,7 @@ int tracebook_index_main(int argc, char **argv) {
     int read_later = !prev.db && !args.targets;
     if (targets_loaded && !read_later &&
         ix_link_units_load(&targets, args.targets, &db, build_dir, &trc, &targets_source, &err)) {
+        if (fetching) pthread_join(fetch, NULL);
         ix_targets_free(&targets);
         ix_prev_free(&prev);
         ix_hashes_free(&hashes);
@@ -567,6 +571,7 @@ int tracebook_index_main(int argc, char **argv) {
         goto out;
     }
     ix_phase_mark(&opt, &tp, "targets");
+    if (fetching) pthread_join(fetch, NULL);
     ix_result *results = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *results, "unit results");
     size_t *todo = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *todo, "units to parse");
     size_t ntodo = 0, nreused = 0;
