@@ -16,6 +16,7 @@ void ix_targets_later_load(ix_targets_later *t) {
 void ix_parse_and_write(ix_work *w, void *arg) {
     ix_streamed *sw = arg;
     ix_targets_later_load(sw->targets);  // while the first units parse
+    if (sw->indexer) (void)ix_indexer_key(sw->indexer);
     for (size_t i = 0; i < w->db->ntus; i++) {
         ix_wait_unit(w, i);
         struct timespec t0, t1;

@@ -37,6 +37,7 @@ typedef struct ix_streamed {
     long *nfiles, *nlines;
     const char **inputs;
     ix_targets_later *targets;  // NULL: read before the parse
+    ix_indexer *indexer;        // its key (the executable's hash) computed meanwhile, for the meta rows
     double busy;  // seconds spent hashing and writing (not waiting for a unit): --verbose
 } ix_streamed;
 void ix_parse_and_write(ix_work *w, void *streamed);
