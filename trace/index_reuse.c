@@ -53,13 +53,7 @@ static const EVP_MD *sha256(void) {
     return sha256_md ? sha256_md : EVP_sha256();
 }
 
-static void *fetch_sha256_now(void *arg) {
-    (void)arg;
-    (void)sha256();
-    return NULL;
-}
-
-int ix_digest_prefetch(pthread_t *th) { return pthread_create(th, NULL, fetch_sha256_now, NULL) == 0; }
+void ix_digest_fetch(void) { (void)sha256(); }
 
 EVP_MD_CTX *ix_digest_new(void) {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();

@@ -4,7 +4,6 @@
 #define TB_TRACE_INDEX_REUSE_H
 
 #include <openssl/evp.h>
-#include <pthread.h>
 #include <sqlite3.h>
 #include "index_compdb.h"
 #include "index_options.h"
@@ -39,9 +38,9 @@ typedef struct ix_hashes {
 
 void ix_hashes_init(ix_hashes *h);
 // OpenSSL's first SHA-256 fetch (its configuration read, its default provider loaded: 2-3 ms
-// here) on a thread of its own, so that it runs while the previous index is read: 1 when the
-// thread started (join it before the run ends; a digest taken meanwhile waits for the fetch).
-int ix_digest_prefetch(pthread_t *th);
+// here), done once; every digest does it when first taken (a digest taken while another
+// thread fetches waits for it).
+void ix_digest_fetch(void);
 // The previous index's file_stats: a file whose stat is as recorded there takes the hash
 // recorded there instead of being read again (a stat per file instead of its contents).
 void ix_hashes_known(ix_hashes *h, sqlite3 *db);

@@ -29,6 +29,8 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+void ix_libclang_init(void) { clang_disposeIndex(clang_createIndex(0, 0)); }
+
 void ix_wait_unit(ix_work *w, size_t i) {
     pthread_mutex_lock(&w->mu);
     while (!w->done[i]) pthread_cond_wait(&w->cv, &w->mu);
