@@ -640,7 +640,7 @@ int tracebook_index_main(int argc, char **argv) {
     int stream = !out_dir_failed && !try_update && ntodo == db.ntus;
     if (stream && !(sw.writer = ix_write_begin(opt.out, &db, &err))) fprintf(stderr, "tracebook index: %s\n", err.msg);
     ix_update_start us = {.path = opt.out, .db = &db, .todo = todo, .ntodo = ntodo, .prev = &prev, .targets = &targets,
-                       .targets_loaded = &targets_loaded, .build_dir = build_dir, .opt = &opt, .err = &err};
+                          .targets_loaded = &targets_loaded, .build_dir = build_dir, .opt = &opt, .err = &err};
     if (stream)
         ix_run_workers(&w, opt.jobs, ix_parse_and_write, &sw);
     else
