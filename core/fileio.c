@@ -104,6 +104,26 @@ int tb_open_regular(const char *path, const char *note, struct stat *out, tb_err
     return fd;
 }
 
+static size_t read_chunk(void *buf, size_t len, void *data) {
+    size_t n = fread(buf, 1, len, data);
+    return n == 0 && ferror((FILE *)data) ? (size_t)-1 : n;
+}
+
+json_t *tb_json_load_file(const char *path, size_t flags, json_error_t *error) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (error) {
+            *error = (json_error_t){.line = -1, .column = -1};
+            snprintf(error->source, sizeof error->source, "%s", path);
+            snprintf(error->text, sizeof error->text, "unable to open %s: %s", path, strerror(errno));
+        }
+        return NULL;
+    }
+    json_t *j = json_load_callback(read_chunk, f, flags, error);
+    fclose(f);
+    return j;
+}
+
 int tb_path_format(char *buf, size_t len, tb_error *err, const char *fmt, ...) {
     va_list ap, again;
     va_start(ap, fmt);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "core/xalloc.h"
 #include "index_compdb.h"
 #include "strmap.h"
@@ -509,7 +510,7 @@ int ix_compdb_load(ix_compdb *db, const char *arg, tb_error *err) {
     db->dir = slash == path ? "/" : tb_pool_dupn(&db->pool, path, (size_t)(slash - path));
 
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
+    json_t *root = tb_json_load_file(path, 0, &jerr);
     if (!root)
         return tb_fail(err, "%s:%d:%d: malformed compilation database: %s", path, jerr.line, jerr.column,
                        jerr.text);

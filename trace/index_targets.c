@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fileio.h"
 #include "core/xalloc.h"
 #include "index_compdb.h"
 #include "index_reuse.h"
@@ -25,7 +26,7 @@ typedef struct tgt {
 
 static json_t *load(const char *path, tb_error *err) {
     json_error_t jerr;
-    json_t *j = json_load_file(path, 0, &jerr);
+    json_t *j = tb_json_load_file(path, 0, &jerr);
     if (!j) tb_fail(err, "%s:%d:%d: malformed CMake file API reply: %s", path, jerr.line, jerr.column, jerr.text);
     return j;
 }
@@ -296,7 +297,7 @@ int ix_targets_load_map(ix_targets *t, const char *path, const ix_compdb *db, tb
     tb_vec_init(&t->links, sizeof(ix_target_link), "target links");
     t->reply_dir = tb_pool_dup(&t->pool, path);
     json_error_t jerr;
-    json_t *j = json_load_file(path, 0, &jerr);
+    json_t *j = tb_json_load_file(path, 0, &jerr);
     if (!j) {
         if (jerr.line < 0)
             return tb_fail(err, "--targets %s: cannot read it: %s", path, jerr.text);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fileio.h"
 #include "core/xalloc.h"
 
 #include "strmap.h"
@@ -91,7 +92,7 @@ static int pair_begin_end(tb_rt *rt, tb_vec *be, tb_rt_drops *drops) {
 
 int tb_rt_load_chrome(tb_rt *rt, const char *path, tb_error *err) {
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = tb_json_load_file(path, 0, &je);
     if (!root) return tb_fail(err, "%s:%d:%d: not a Chrome trace: %s", path, je.line, je.column, je.text);
     json_t *events = json_is_array(root) ? root : json_object_get(root, "traceEvents");
     if (!json_is_array(events)) {
