@@ -50,9 +50,13 @@ static void collect(ix_targets *t, tgt *all, int i, const tgt *owner, unsigned c
     }
 }
 
-static int is_file(const char *p) {
+static int is_file(ix_targets *t, const char *p) {
+    const int *known = tb_strmap_get(&t->is_file, p);
+    if (known) return *known;
     struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    int yes = stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    tb_strmap_put(&t->is_file, p, yes);
+    return yes;
 }
 
 // -lNAME as the linker finds it: lib NAME .so, else .a, on the -L directories, then the
@@ -65,11 +69,11 @@ static const char *find_lib(ix_targets *t, const char *name, const tb_vec *dirs)
     for (int e = 0; e < 2; e++) {
         for (size_t i = 0; i < dirs->len; i++) {
             const char *p = tb_pool_printf(&t->pool, "%s/lib%s.%s", TB_VEC_AT(dirs, const char *, i), name, exts[e]);
-            if (is_file(p)) return p;
+            if (is_file(t, p)) return p;
         }
         for (const char *const *d = system_dirs; *d; d++) {
             const char *p = tb_pool_printf(&t->pool, "%s/lib%s.%s", *d, name, exts[e]);
-            if (is_file(p)) return p;
+            if (is_file(t, p)) return p;
         }
     }
     return NULL;
@@ -285,6 +289,7 @@ const char *ix_targets_signature(tb_pool *p, const char *build_dir) {
 }
 
 void ix_targets_free(ix_targets *t) {
+    tb_strmap_free(&t->is_file);
     tb_vec_free(&t->rows);
     tb_vec_free(&t->links);
     tb_pool_free(&t->pool);

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "index_compdb.h"
 #include "pool.h"
+#include "strmap.h"
 #include "vec.h"
 
 typedef struct ix_target_row {
@@ -26,6 +27,8 @@ typedef struct ix_targets {
     tb_vec rows;             // of ix_target_row
     tb_vec links;            // of ix_target_link
     size_t ntargets;
+    tb_strmap is_file;       // a library's candidate path -> 1 a regular file, 0 not (stat'd once:
+                             // every target's link line searches the same directories)
     tb_pool pool;
 } ix_targets;
 

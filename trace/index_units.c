@@ -376,6 +376,7 @@ int ix_link_units_load(ix_targets *targets, const char *targets_file, const ix_c
         tb_pool keep = targets->pool;  // reply_dir lives there
         tb_vec_free(&targets->rows);
         tb_vec_free(&targets->links);
+        tb_strmap_free(&targets->is_file);
         memset(targets, 0, sizeof *targets);
         targets->pool = keep;
         targets->reply_dir = reply_dir;
