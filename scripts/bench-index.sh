@@ -6,7 +6,7 @@
 # offline; skipped without a CUDA toolkit with NCCL's device headers).
 #
 #   scripts/bench-index.sh [BUILD_DIR] [-j N] [-n R]   (default build/; its bin/tracebook and
-#                                                       compile_commands.json; R pairs, 5; the
+#                                                       compile_commands.json; R pairs, 6; the
 #                                                       one-file re-index 3R)
 #
 # The reference, measured in the same run: `tracebook index --parse-only`, libclang's
@@ -16,13 +16,17 @@
 # that reference's: the indexer's own overhead. CPU time is the figure a loaded machine
 # stretches least. The runs are paired: each of the R runs of a row comes right beside a run of
 # its reference, and each pair gives a ratio; the table prints the median of the R ratios
-# (and their range), the median pair's times beside it. A host whose speed drifts over
-# seconds (a VM sharing its memory system) stretches both runs of a pair alike, where the best
-# of R runs of each side, taken apart, can pair one side's fast phase with the other's slow
-# one; the order within a pair alternates (reference first in the odd pairs, the index first
-# in the even ones). The one-file re-index appends another comment each time, so every run
-# parses that unit again. The machine's load (the 1-minute average of /proc/loadavg) is printed with each
-# figure, taken as its run starts: on a contended machine both columns stretch.
+# with its 95% confidence interval (order statistics: distribution-free, see interval below;
+# none for fewer than 6 pairs), the median pair's times beside it. After the table, each row
+# with a goal (the full index at most 1.10× its reference's wall time, the one-file re-index
+# at most 1.50×) gets a line: within the goal only when the whole interval is. A host whose
+# speed drifts over seconds (a VM sharing its memory system) stretches both runs of a pair
+# alike, where the best of R runs of each side, taken apart, can pair one side's fast phase with
+# the other's slow one; the order within a pair alternates (reference first in the odd pairs,
+# the index first in the even ones: an even R balances them). The one-file re-index appends
+# another comment each time, so every run parses that unit again. The machine's load (the
+# 1-minute average of /proc/loadavg) is printed with each figure, taken as its run starts: on a
+# contended machine both columns stretch.
 #
 # The sources are copied to a temporary directory (without .git and build directories) and the
 # compilation database is rewritten to point at the copy, so the change (a comment appended to
@@ -32,7 +36,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build
 jobs=()
-reps=5
+reps=6
 while [ $# -gt 0 ]; do
   case "$1" in
     -j) jobs=(-j "$2"); shift 2 ;;
@@ -73,6 +77,19 @@ load() { cut -d' ' -f1 /proc/loadavg; }
 # to M (the median run: R odd, the middle one; R even, the nearer of the two middle ones)
 nearest() { awk -F'|' -v m="$1" '{ d = $1 - m; if (d < 0) d = -d; if (NR == 1 || d < best) { best = d; row = $0 } } END { print row }'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+# interval: of the values on stdin, the 95% confidence interval of their median as order
+# statistics ("LO HI"), distribution-free (the sign test's): the k-th smallest and the k-th
+# largest, k the largest with P(B <= k - 1) <= 2.5% for B ~ Binomial(n, 1/2) (so it covers the
+# median with probability 1 - 2 P(B <= k - 1), 96% for 9 or 12 values, 98% for 27); "- -" for
+# fewer than 6 values (even the smallest and largest of 5 cover it only 94% of the time).
+interval() {
+  sort -g | awk '{ v[NR] = $1 } END {
+    n = NR
+    if (n < 6) { print "- -"; exit }
+    p = 0.5 ^ n; c = p; k = 1  # p = P(B = k - 1), c = P(B <= k - 1)
+    for (;;) { q = p * (n - k + 1) / k; if (c + q > 0.025) break; p = q; c += q; k++ }
+    printf "%.2f %.2f\n", v[k], v[n + 1 - k] }'
+}
 reference_once() {  # compdb dir: libclang's parses alone of the same units, once: $ref_wall, $ref_cpu
   local line
   timed "$tracebook" index --parse-only --compdb "$1" "${jobs[@]}"
@@ -91,13 +108,14 @@ run_once() {  # label, compdb dir, extra args: one index run, its summary line p
   wall=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$line")
   run_cpu=$cpu
 }
-# measure LABEL COMPDB REFDIR|- SETUP|- ARGS...: R runs of the index (each after SETUP, when
-# given), each right beside a run of the reference on REFDIR; the row is the median pair (by
-# the wall ratio; without a reference, the median run by wall time), with the median of the
-# wall and CPU ratios and their ranges.
+# measure LABEL GOAL COMPDB REFDIR|- SETUP|- ARGS...: R runs of the index (each after SETUP,
+# when given), each right beside a run of the reference on REFDIR; the row is the median pair
+# (by the wall ratio; without a reference, the median run by wall time), with the median of the
+# wall and CPU ratios and their 95% intervals (interval above). GOAL (or -): the wall ratio the
+# indexer is meant to stay within; a line after the table says whether the interval shows it.
 measure() {
-  local label="$1" compdb="$2" refdir="$3" setup="$4" runs="" k rw rc mw mc
-  shift 4
+  local label="$1" goal="$2" compdb="$3" refdir="$4" setup="$5" runs="" k rw rc mw mc
+  shift 5
   for ((k = 0; k < reps; k++)); do
     # the pair's order alternates (reference first, then the index first), so a host that runs
     # the second of two runs faster or slower does not lean every pair one way
@@ -124,16 +142,31 @@ measure() {
   [ -z "$ref_line" ] || echo "reference: $ref_line"
   mw=$(cut -d'|' -f1 <<<"$runs" | median)
   mc=$(cut -d'|' -f6 <<<"$runs" | median)
-  local wr cr
-  wr="$(printf '%.2f' "$mw") ($(cut -d'|' -f1 <<<"$runs" | sort -g | sed -n '1p;$p' | xargs printf '%.2f-%.2f'))"
-  cr="$(printf '%.2f' "$mc") ($(cut -d'|' -f6 <<<"$runs" | sort -g | sed -n '1p;$p' | xargs printf '%.2f-%.2f'))"
+  local wr cr wlo whi clo chi
+  read -r wlo whi <<<"$(cut -d'|' -f1 <<<"$runs" | interval)"
+  read -r clo chi <<<"$(cut -d'|' -f6 <<<"$runs" | interval)"
+  wr="$(printf '%.2f' "$mw") ($wlo-$whi)"
+  cr="$(printf '%.2f' "$mc") ($clo-$chi)"
   IFS='|' read -r _ c ll rwall rcpu _ _ line <<<"$(nearest "$mw" <<<"$runs")"
   rows+=("$label|$line|$rwall|$rcpu|$c|$ll|$wr|$cr")
+  [ "$goal" = - ] && return
+  local verdict
+  if [ "$wlo" = - ]; then
+    verdict="not judged: $reps pairs give no 95% interval (6 or more do)"
+  elif awk -v h="$whi" -v g="$goal" 'BEGIN { exit !(h <= g) }'; then
+    verdict="within it: the whole interval is at or below ${goal}×"
+  elif awk -v l="$wlo" -v g="$goal" 'BEGIN { exit !(l > g) }'; then
+    verdict="over it: the whole interval is above ${goal}×"
+  else
+    verdict="not shown: the interval spans ${goal}× (more pairs, or a steadier host, may tell)"
+  fi
+  goals+=("$label: wall / reference $(printf '%.2f' "$mw"), 95% interval $wlo-$whi over $reps pairs; goal at most ${goal}×: $verdict")
 }
 rows=()
+goals=()
 echo "load average (1 min) before: $(load); $(nproc) CPUs"
-measure "full index" "$tmp/db" "$tmp/db" - --full
-measure "re-index, nothing changed" "$tmp/db" - -  # after the last full index: the median of R
+measure "full index" 1.10 "$tmp/db" "$tmp/db" - --full
+measure "re-index, nothing changed" - "$tmp/db" - -  # after the last full index: the median of R
 # the one unit the change makes the index parse, alone, as the reference
 mkdir -p "$tmp/one"
 python3 - "$tmp/db/compile_commands.json" "$tmp/one/compile_commands.json" "$tmp/src/engine/transformer/mlp.c" <<'PY'
@@ -146,7 +179,7 @@ change_mlp() { printf '\n// bench-index.sh %s\n' "$1" >> "$tmp/src/engine/transf
 # three times as many pairs for this row
 reps_all=$reps
 reps=$((3 * reps_all))
-measure "re-index, engine/transformer/mlp.c changed" "$tmp/db" "$tmp/one" change_mlp
+measure "re-index, engine/transformer/mlp.c changed" 1.50 "$tmp/db" "$tmp/one" change_mlp
 reps=$reps_all
 
 # A CUDA codebase of nccl-tests' size: common.cu (main) and 15 test files, each a copy of the
@@ -166,14 +199,14 @@ if [ -f "$cuda/include/cuda_runtime.h" ] && [ -f "$cuda/include/nccl_device.h" ]
   done
   (IFS=,; echo "[${entries[*]}]") > "$tmp/cuda/compile_commands.json"
   out="$tmp/cuda.sqlite"
-  measure "CUDA, 16 .cu units (nccl-tests' size), full index" "$tmp/cuda" "$tmp/cuda" - --full
+  measure "CUDA, 16 .cu units (nccl-tests' size), full index" 1.10 "$tmp/cuda" "$tmp/cuda" - --full
 else
   echo "(no CUDA toolkit with NCCL's device headers in $cuda: the CUDA rows are skipped)"
 fi
 echo "load average (1 min) after: $(load)"
 
 echo
-echo "| run | TUs parsed / reused | files, lines parsed | wall | CPU | load (1 min) | files/s | lines/s | reference (parse only): wall, CPU | wall / reference | CPU / reference |"
+echo "| run | TUs parsed / reused | files, lines parsed | wall | CPU | load (1 min) | files/s | lines/s | reference (parse only): wall, CPU | wall / reference (95% interval) | CPU / reference (95% interval) |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for r in "${rows[@]}"; do
   IFS='|' read -r label line refwall refcpu cpu l wr cr <<<"$r"
@@ -185,3 +218,7 @@ for r in "${rows[@]}"; do
   if [ "$refwall" = - ]; then refcol=-; else refcol="$refwall s, $refcpu s"; fi
   echo "| $label | $parsed | $fl | $secs s | $cpu s | $l | $fps | $lps | $refcol | $wr | $cr |"
 done
+if [ ${#goals[@]} -gt 0 ]; then
+  echo
+  for g in "${goals[@]}"; do echo "- $g"; done
+fi
