@@ -551,6 +551,19 @@ int tracebook_index_main(int argc, char **argv) {
     if (prev.db == NULL && why && strcmp(why, "no previous index") && !opt.quiet)
         fprintf(stderr, "tracebook index: note: %s: parsing every unit\n", why);
     ix_phase_mark(&opt, &tp, "previous index read");
+    ix_result *results = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *results, "unit results");
+    size_t *todo = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *todo, "units to parse");
+    size_t ntodo = 0, nreused = 0;
+    // A new index (no previous one, no --targets): every unit is parsed, so the workers start
+    // now, and this thread does the rest of the set-up (the reply's signature, the command
+    // lines' hashes, the output's schema) while they parse.
+    ix_work w;
+    const int early = !prev.db && !args.targets;
+    if (early) {
+        for (; ntodo < db.ntus; ntodo++) todo[ntodo] = ntodo;
+        ix_work_init(&w, &db, &opt, results, todo, ntodo);
+        ix_workers_start(&w, opt.jobs);
+    }
     // The link units. The CMake file API reply as the previous run read it (same signature):
     // not read again unless the update needs its link lines (index_update.c) or the full merge
     // runs.
@@ -572,7 +585,9 @@ int tracebook_index_main(int argc, char **argv) {
     int read_later = !prev.db && !args.targets;
     if (targets_loaded && !read_later &&
         ix_link_units_load(&targets, args.targets, &db, build_dir, &trc, &targets_source, &err)) {
-        if (warming) pthread_join(warm, NULL);
+        if (warming) pthread_join(warm, NULL);  // (a new index's workers started only without --targets)
+        free(results);
+        free(todo);
         ix_targets_free(&targets);
         ix_prev_free(&prev);
         ix_hashes_free(&hashes);
@@ -582,9 +597,6 @@ int tracebook_index_main(int argc, char **argv) {
     }
     ix_phase_mark(&opt, &tp, "targets");
     if (warming) pthread_join(warm, NULL);
-    ix_result *results = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *results, "unit results");
-    size_t *todo = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *todo, "units to parse");
-    size_t ntodo = 0, nreused = 0;
     const char **inputs = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *inputs, "unit input hashes");
     const ix_prev_unit **match = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *match, "reused units");
     for (size_t i = 0; i < db.ntus; i++) {
@@ -616,7 +628,7 @@ int tracebook_index_main(int argc, char **argv) {
         targets_loaded = 1;
         ix_link_units_load(&targets, NULL, &db, build_dir, &trc, &targets_source, &err);
     }
-    for (size_t i = 0; i < db.ntus; i++) {
+    for (size_t i = 0; i < db.ntus && !early; i++) {
         if (match[i])
             nreused++;
         else
@@ -633,15 +645,16 @@ int tracebook_index_main(int argc, char **argv) {
     long nfiles = 0, nlines = 0;
     tb_strmap counted;
     tb_strmap_init(&counted);
-    ix_work w;
-    ix_work_init(&w, &db, &opt, results, todo, ntodo);
+    if (!early) ix_work_init(&w, &db, &opt, results, todo, ntodo);
     ix_streamed sw = {.hashes = &hashes, .counted = &counted, .nfiles = &nfiles, .nlines = &nlines, .inputs = inputs,
                       .targets = read_later ? &later : NULL, .indexer = &indexer};
     int stream = !out_dir_failed && !try_update && ntodo == db.ntus;
     if (stream && !(sw.writer = ix_write_begin(opt.out, &db, &err))) fprintf(stderr, "tracebook index: %s\n", err.msg);
     ix_update_start us = {.path = opt.out, .db = &db, .todo = todo, .ntodo = ntodo, .prev = &prev, .targets = &targets,
                           .targets_loaded = &targets_loaded, .build_dir = build_dir, .opt = &opt, .err = &err};
-    if (stream)
+    if (early)
+        ix_workers_finish(&w, stream ? ix_parse_and_write : NULL, &sw);
+    else if (stream)
         ix_run_workers(&w, opt.jobs, ix_parse_and_write, &sw);
     else
         ix_run_workers(&w, opt.jobs, try_update && !out_dir_failed ? ix_begin_update : NULL, &us);

@@ -51,18 +51,33 @@ void ix_work_free(ix_work *w) {
     free(w->done);
 }
 
-void ix_run_workers(ix_work *w, int jobs, void (*meanwhile)(ix_work *w, void *arg), void *arg) {
+// The threads of a run: `jobs` of them (at most one per unit), less one when this thread is
+// a worker itself (no meanwhile).
+static void start(ix_work *w, int jobs, int this_thread_parses) {
     atomic_init(&w->next, 0);
     atomic_init(&w->failed, 0);
-    int nthreads = jobs < (int)w->ntodo ? jobs : (int)w->ntodo;
-    pthread_t *th = tb_xcalloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *th, "worker threads");
-    int started = 0;
-    for (int i = meanwhile ? 0 : 1; i < nthreads; i++) {
-        if (pthread_create(&th[i], NULL, worker, w) != 0) break;
-        started++;
+    w->nthreads = jobs < (int)w->ntodo ? jobs : (int)w->ntodo;
+    w->threads = tb_xcalloc((size_t)(w->nthreads > 0 ? w->nthreads : 1), sizeof *w->threads, "worker threads");
+    w->started = 0;
+    for (int i = this_thread_parses; i < w->nthreads; i++) {
+        if (pthread_create(&w->threads[w->started], NULL, worker, w) != 0) break;
+        w->started++;
     }
-    if (w->ntodo && (!meanwhile || !started)) worker(w);  // no thread could start: parse here first
-    if (meanwhile) meanwhile(w, arg);
-    for (int i = 0; i < started; i++) pthread_join(th[meanwhile ? i : i + 1], NULL);
-    free(th);
 }
+
+static void finish(ix_work *w, int this_thread_parses, void (*meanwhile)(ix_work *w, void *arg), void *arg) {
+    if (w->ntodo && (this_thread_parses || !w->started)) worker(w);  // no thread could start: parse here first
+    if (meanwhile) meanwhile(w, arg);
+    for (int i = 0; i < w->started; i++) pthread_join(w->threads[i], NULL);
+    free(w->threads);
+    w->threads = NULL;
+}
+
+void ix_run_workers(ix_work *w, int jobs, void (*meanwhile)(ix_work *w, void *arg), void *arg) {
+    start(w, jobs, !meanwhile);
+    finish(w, !meanwhile, meanwhile, arg);
+}
+
+void ix_workers_start(ix_work *w, int jobs) { start(w, jobs, 0); }
+
+void ix_workers_finish(ix_work *w, void (*meanwhile)(ix_work *w, void *arg), void *arg) { finish(w, 0, meanwhile, arg); }

@@ -24,6 +24,8 @@ typedef struct ix_work {
     pthread_mutex_t mu;  // done, and its signal
     pthread_cond_t cv;
     char *done;          // per unit of the database: its facts are in results
+    pthread_t *threads;  // ix_workers_start's, joined by ix_workers_finish
+    int nthreads, started;
 } ix_work;
 
 void ix_work_init(ix_work *w, const ix_compdb *db, const ix_options *opt, ix_result *results, const size_t *todo,
@@ -35,6 +37,11 @@ void ix_work_free(ix_work *w);
 // parse while this one runs meanwhile(w, arg), which may wait for units (ix_wait_unit) and use
 // their facts as they come. A list may be run again after more units were appended to it.
 void ix_run_workers(ix_work *w, int jobs, void (*meanwhile)(ix_work *w, void *arg), void *arg);
+// The same in two steps, for a caller with more to do before its meanwhile: `jobs` threads
+// start parsing now; ix_workers_finish runs meanwhile(w, arg) (when not NULL) on this thread,
+// then joins them (a list none could start for is parsed here first).
+void ix_workers_start(ix_work *w, int jobs);
+void ix_workers_finish(ix_work *w, void (*meanwhile)(ix_work *w, void *arg), void *arg);
 
 // Waits until unit i (of the database) is parsed.
 void ix_wait_unit(ix_work *w, size_t i);
