@@ -10,6 +10,7 @@
 // published (done[i]) under the mutex, which the waiting thread reads them after.
 static void *worker(void *arg) {
     ix_work *w = arg;
+    ix_libclang_init();  // before any other thread's clang_createIndex can run beside it
     CXIndex idx = clang_createIndex(0, 0);
     for (;;) {
         size_t k = atomic_fetch_add(&w->next, 1);
@@ -29,7 +30,9 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-void ix_libclang_init(void) { clang_disposeIndex(clang_createIndex(0, 0)); }
+static pthread_once_t libclang_once = PTHREAD_ONCE_INIT;
+static void libclang_first_index(void) { clang_disposeIndex(clang_createIndex(0, 0)); }
+void ix_libclang_init(void) { pthread_once(&libclang_once, libclang_first_index); }
 
 void ix_wait_unit(ix_work *w, size_t i) {
     pthread_mutex_lock(&w->mu);

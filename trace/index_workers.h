@@ -47,7 +47,11 @@ void ix_workers_finish(ix_work *w, void (*meanwhile)(ix_work *w, void *arg), voi
 void ix_wait_unit(ix_work *w, size_t i);
 
 // libclang's one-time initialisation (LLVM's, on the first clang_createIndex of the process:
-// ~5 ms here), so that the workers' indexes are made at once.
+// ~5 ms here), once per process whoever calls it first; the others wait for it. Every worker
+// calls it before its own clang_createIndex: the first one registers LLVM's targets
+// (llvm::InitializeAllTargets), and LLVM's TargetRegistry leaves avoiding races in
+// registration to its callers.
+// The index's warm-up thread calls it early, so the workers' indexes are made at once.
 void ix_libclang_init(void);
 
 #endif
