@@ -582,10 +582,10 @@ int tracebook_index_main(int argc, char **argv) {
     // CMake's reply is read while the first units parse (ix_parse_and_write).
     ix_targets_later later = {.targets = &targets, .db = &db, .build_dir = build_dir, .trc = &trc,
                               .source = &targets_source};
-    int read_later = !prev.db && !args.targets;
+    const int read_later = early;  // the same new index whose workers started early
     if (targets_loaded && !read_later &&
         ix_link_units_load(&targets, args.targets, &db, build_dir, &trc, &targets_source, &err)) {
-        if (warming) pthread_join(warm, NULL);  // (a new index's workers started only without --targets)
+        if (warming) pthread_join(warm, NULL);  // (not early: no worker started)
         free(results);
         free(todo);
         ix_targets_free(&targets);

@@ -59,10 +59,10 @@ void ix_work_free(ix_work *w) {
 static void start(ix_work *w, int jobs, int this_thread_parses) {
     atomic_init(&w->next, 0);
     atomic_init(&w->failed, 0);
-    w->nthreads = jobs < (int)w->ntodo ? jobs : (int)w->ntodo;
-    w->threads = tb_xcalloc((size_t)(w->nthreads > 0 ? w->nthreads : 1), sizeof *w->threads, "worker threads");
+    int nthreads = jobs < (int)w->ntodo ? jobs : (int)w->ntodo;
+    w->threads = tb_xcalloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *w->threads, "worker threads");
     w->started = 0;
-    for (int i = this_thread_parses; i < w->nthreads; i++) {
+    for (int i = this_thread_parses; i < nthreads; i++) {
         if (pthread_create(&w->threads[w->started], NULL, worker, w) != 0) break;
         w->started++;
     }

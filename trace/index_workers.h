@@ -24,8 +24,8 @@ typedef struct ix_work {
     pthread_mutex_t mu;  // done, and its signal
     pthread_cond_t cv;
     char *done;          // per unit of the database: its facts are in results
-    pthread_t *threads;  // ix_workers_start's, joined by ix_workers_finish
-    int nthreads, started;
+    pthread_t *threads;  // the started workers (`started` of them), joined by ix_workers_finish
+    int started;
 } ix_work;
 
 void ix_work_init(ix_work *w, const ix_compdb *db, const ix_options *opt, ix_result *results, const size_t *todo,
