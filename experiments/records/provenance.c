@@ -309,6 +309,38 @@ static int git_collect_patch(git_repository *repo, git_reference *head, tb_git_s
     return rc;
 }
 
+int tb_git_is_build_source(const char *path) {
+    static const char *const exts[] = {".c",  ".h",  ".cc", ".cpp", ".cxx",  ".hpp",
+                                       ".hh", ".cu", ".cuh", ".inc", ".cmake"};
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (!strcmp(base, "CMakeLists.txt")) return 1;
+    const char *dot = strrchr(base, '.');
+    if (!dot || dot == base) return 0;  // no extension, or a dotfile's name
+    for (size_t i = 0; i < sizeof exts / sizeof *exts; i++)
+        if (!strcmp(dot, exts[i])) return 1;
+    return 0;
+}
+
+size_t tb_git_untracked_sources(const json_t *untracked, char *buf, size_t len) {
+    enum { NAMED = 5 };
+    size_t n = 0, used = 0;
+    if (len) buf[0] = '\0';
+    size_t i;
+    const json_t *v;
+    json_array_foreach(untracked, i, v) {
+        const char *path = json_string_value(v);
+        if (!path || !tb_git_is_build_source(path)) continue;
+        if (n < NAMED && used < len) {
+            int w = snprintf(buf + used, len - used, "%s%s", n ? ", " : "", path);
+            used += w > 0 ? (size_t)w : 0;
+        }
+        n++;
+    }
+    if (n > NAMED && used < len) snprintf(buf + used, len - used, " and %zu more", n - NAMED);
+    return n;
+}
+
 int tb_git_describe(const char *path, tb_git_state *out, tb_error *err) {
     memset(out, 0, sizeof *out);
     git_libgit2_init();

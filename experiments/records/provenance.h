@@ -23,7 +23,10 @@
 //              directories are listed file by file. Sorted.
 //   patch      `git diff HEAD` with binary content (`--binary`): the diff of HEAD's tree
 //              against the work tree through the index. Untracked files are NOT in it —
-//              they are listed by name only, so replay cannot bring back their content.
+//              they are listed by name only, so replay cannot bring back their content (a
+//              staged new file is in it). Replay refuses a record whose untracked files
+//              include a build source (tb_git_is_build_source): CMakeLists.txt globs the
+//              sources, so the run's engine may have compiled it.
 //   dirty      1 when `changed` is non-empty or the patch is non-empty; untracked files
 //              alone leave the tree clean (as `git describe --dirty` counts it).
 //   When clean, patch is NULL, patch_len 0 and patch_sha256 "".
@@ -70,6 +73,18 @@ void tb_git_state_free(tb_git_state *g);  // frees the members and zeroes *g; NU
 // the record, e.g. "git.patch"; JSON null when patch_file is NULL) and "patch_sha256".
 // The arrays are copies. Returns NULL only when out of memory.
 json_t *tb_git_state_json(const tb_git_state *g, const char *patch_file);
+
+// Whether a repo-relative path is a file a build may read as source: C, C++ and CUDA
+// sources and headers (.c .h .cc .cpp .cxx .hpp .hh .cu .cuh .inc) and CMake's own files
+// (CMakeLists.txt, *.cmake), by name alone (an untracked one cannot be asked whether the
+// build read it).
+int tb_git_is_build_source(const char *path);
+
+// Of an "untracked" array (tb_git_state.untracked, or a manifest's git object's), the build
+// sources: how many, and their paths written to buf (", "-separated; the first few, then
+// "and N more", always NUL-terminated). The message of whoever refuses them: `tracebook run
+// --require-clean` and `tracebook replay`.
+size_t tb_git_untracked_sources(const json_t *untracked, char *buf, size_t len);
 
 // Applies a patch saved from tb_git_state.patch to the work tree and index of the
 // repository whose work tree root is exactly repo_dir (no search upwards, so a directory

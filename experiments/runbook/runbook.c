@@ -410,6 +410,23 @@ int tracebook_run_main(int argc, char **argv) {
         host_free(&h);
         return TB_EXIT_FAILURE;
     }
+    // untracked sources: the engine's build globs them in, a record cannot hold them, and
+    // tracebook replay refuses such a record (provenance.h)
+    char sources[1024];
+    size_t nsources = h.have_git ? tb_git_untracked_sources(h.git.untracked, sources, sizeof sources) : 0;
+    if (nsources) {
+        const char *s = nsources == 1 ? "" : "s", *it = nsources == 1 ? "it" : "them";
+        if (h.require_clean) {
+            fprintf(stderr, "tracebook run: --require-clean: the working tree has %zu untracked source file%s (%s), "
+                            "which the engine's build may compile and no record can hold (commit, git add or remove "
+                            "%s)\n", nsources, s, sources, it);
+            host_free(&h);
+            return TB_EXIT_FAILURE;
+        }
+        fprintf(stderr, "tracebook run: warning: %zu untracked source file%s (%s): the engine's build may compile %s, "
+                        "but a record saves only git diff HEAD, so tracebook replay will refuse these runs (git add "
+                        "%s to save %s with each run)\n", nsources, s, sources, it, it, it);
+    }
     // --json: everything the runbook, its engines and their children print goes to stderr; the
     // document alone to the real stdout
     FILE *json_out = NULL;

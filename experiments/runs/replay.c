@@ -190,6 +190,18 @@ int tracebook_replay_main(int argc, char **argv) {
                 run_id, problems, problems == 1 ? "" : "s", problems == 1 ? "es" : "");
         goto out;
     }
+    // a source the run's tree had but git did not track: the engine's build globs its sources,
+    // so the run may have compiled it, and the saved patch (git diff HEAD) cannot bring it back
+    char sources[1024];
+    size_t nsources = tb_git_untracked_sources(json_object_get(git, "untracked"), sources, sizeof sources);
+    if (nsources) {
+        fprintf(stderr, "tracebook replay: %s: the run's tree had %zu untracked source file%s (%s), which its build "
+                        "may have compiled and its record does not hold (the saved patch is git diff HEAD); the engine "
+                        "it ran cannot be rebuilt: not replayed (git add such a file before the run: a staged file "
+                        "is in the saved patch)\n",
+                run_id, nsources, nsources == 1 ? "" : "s", sources);
+        goto out;
+    }
     const char *commit = json_string_value(json_object_get(git, "commit"));
     if (!commit) {
         fprintf(stderr, "tracebook replay: %s records no git commit: nothing to check out\n", path);

@@ -507,6 +507,63 @@ TB_TEST(test_git_dirty) {
     tb_git_state_free(&g);
 }
 
+// Build sources by name, and the list that names the untracked ones (the first five).
+TB_TEST(test_untracked_build_sources_are_named) {
+    const char *yes[] = {"engine/x.c", "a.h", "k.cu", "k.cuh", "t.cpp", "t.cc", "t.cxx", "t.hpp", "t.hh", "t.inc",
+                         "CMakeLists.txt", "sub/CMakeLists.txt", "cmake/deps.cmake", NULL};
+    const char *no[] = {"notes.txt", "README.md", "x.c/readme", ".c",   "dir/.h",
+                        "a.c.orig",  "run.lua",   "c",          "cmake", NULL};
+    for (int i = 0; yes[i]; i++) TB_CHECK(tb_git_is_build_source(yes[i]), "%s is a build source", yes[i]);
+    for (int i = 0; no[i]; i++) TB_CHECK(!tb_git_is_build_source(no[i]), "%s is not a build source", no[i]);
+
+    json_t *u = json_pack("[s,s,s,s,s,s,s,s]", "a.c", "notes.txt", "b.h", "c.cu", "d.cpp", "e.cmake", "f.c", "g.h");
+    char buf[256];
+    TB_CHECK(tb_git_untracked_sources(u, buf, sizeof buf) == 7 &&
+                 !strcmp(buf, "a.c, b.h, c.cu, d.cpp, e.cmake and 2 more"),
+             "7 sources: '%s'", buf);
+    char tiny[8];
+    TB_CHECK(tb_git_untracked_sources(u, tiny, sizeof tiny) == 7 && strlen(tiny) < sizeof tiny, "truncated: '%s'",
+             tiny);
+    json_decref(u);
+    u = json_pack("[s]", "notes.txt");
+    TB_CHECK(tb_git_untracked_sources(u, buf, sizeof buf) == 0 && !buf[0], "no source: '%s'", buf);
+    json_decref(u);
+    TB_CHECK(tb_git_untracked_sources(NULL, buf, sizeof buf) == 0, "no array");
+}
+
+// An untracked source is not in the saved patch, and the tree is clean by git's count; so
+// `tracebook run` warns that such runs cannot be replayed, and --require-clean refuses it.
+TB_TEST(test_run_names_untracked_sources_and_require_clean_refuses_them) {
+    const char *dir = BASE "/untracked-src";
+    char c1[41], c2[41];
+    TB_REQUIRE(make_repo(dir, c1, c2) == 0, "make repo");
+    TB_REQUIRE(write_text(path_of(dir, "engine/extra.c"), "int extra(void) { return 1; }\n") == 0 &&
+                   write_text(path_of(dir, "notes.txt"), "todo\n") == 0 &&
+                   write_text(path_of(dir, "rb.lua"), "tb.experiment{ name = 'u', version = 1, question = 'q' }\n") ==
+                       0,
+               "write files");
+    tb_git_state g;
+    tb_error err = {{0}};
+    TB_REQUIRE(tb_git_describe(dir, &g, &err) == 0, "%s", err.msg);
+    TB_CHECK(!g.dirty && g.patch == NULL, "untracked files alone leave the tree clean: dirty %d", g.dirty);
+    char buf[256];
+    TB_CHECK(tb_git_untracked_sources(g.untracked, buf, sizeof buf) == 1 && !strcmp(buf, "engine/extra.c"),
+             "untracked %s: sources '%s'", dump(g.untracked), buf);
+    tb_git_state_free(&g);
+
+    tb_output sh = {0};
+    int status = tb_run(&sh, dir, "%s run rb.lua --dry-run --require-clean --artifacts %s/art", TB_BIN_DIR "/tracebook",
+                        BASE);
+    TB_CHECK(status == 1 && strstr(sh.err, "--require-clean: the working tree has 1 untracked source file "
+                                           "(engine/extra.c)") && !strstr(sh.err, "notes.txt"),
+             "--require-clean: status %d, stderr:\n%s", status, sh.err);
+    status = tb_run(&sh, dir, "%s run rb.lua --dry-run --artifacts %s/art", TB_BIN_DIR "/tracebook", BASE);
+    TB_CHECK(status == 0 && strstr(sh.err, "warning: 1 untracked source file (engine/extra.c)") &&
+                 strstr(sh.err, "tracebook replay will refuse these runs"),
+             "without --require-clean: status %d, stderr:\n%s", status, sh.err);
+    tb_output_free(&sh);
+}
+
 TB_TEST(test_git_detached_head_branch) {
     const char *dir = BASE "/detached";
     char c1[41], c2[41];
@@ -721,6 +778,8 @@ int main(void) {
     TB_RUN(test_host_json);
     TB_RUN(test_git_clean);
     TB_RUN(test_git_dirty);
+    TB_RUN(test_untracked_build_sources_are_named);
+    TB_RUN(test_run_names_untracked_sources_and_require_clean_refuses_them);
     TB_RUN(test_git_detached_head_branch);
     TB_RUN(test_git_not_a_repo_and_unborn);
     TB_RUN(test_git_worktree_and_apply_patch);

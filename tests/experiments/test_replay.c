@@ -237,11 +237,25 @@ TB_TEST(replay_whose_saved_patch_no_longer_applies_is_refused) {
     TB_CHECK(status != 0 && strstr(sh.err, "sha256"), "tampered patch: status %d, stderr %s", status, sh.err);
 }
 
+// A record whose run saw an untracked source: the engine's build globbed it in, the saved
+// patch cannot hold it, so the replay is refused naming it (and not the untracked notes).
+TB_TEST(a_record_with_an_untracked_source_is_not_replayed) {
+    TB_REQUIRE(record_id[0], "needs the recorded run");
+    edit_manifest("untracked", json_pack("[s,s]", "engine/backend/cpu/extra_kernel.c", "notes.txt"), NULL);
+    int status = tb_run(&sh, TB_SOURCE_DIR, "%s replay %s --artifacts %s", TRACEBOOK, record_id, ART);
+    TB_CHECK(status != 0 && strstr(sh.err, "1 untracked source file (engine/backend/cpu/extra_kernel.c)") &&
+                 strstr(sh.err, "not replayed") && !strstr(sh.err, "notes.txt"),
+             "status %d, stderr:\n%s", status, sh.err);
+    TB_CHECK(!strstr(sh.out, "building"), "nothing built:\n%s", sh.out);
+    edit_manifest("untracked", json_array(), NULL);
+}
+
 int main(void) {
     TB_RUN(replay_at_the_recorded_revision_reproduces_losses_bitwise);
     TB_RUN(the_record_holds_how_its_engine_was_built_and_replay_rebuilds_that);
     TB_RUN(a_replay_on_a_cpu_unlike_the_recording_says_what_differs);
     TB_RUN(a_step_time_outside_the_tolerance_fails_the_replay);
+    TB_RUN(a_record_with_an_untracked_source_is_not_replayed);
     TB_RUN(replay_of_a_commit_missing_from_the_repository_is_refused);
     TB_RUN(replay_whose_saved_patch_no_longer_applies_is_refused);
     TB_RUN(a_record_with_an_altered_file_is_named_as_altered_and_not_replayed);
