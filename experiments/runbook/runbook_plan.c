@@ -3,7 +3,8 @@
 // The table is the planner's command line as keys: the model and training keys of exp:run
 // (the engine's options, underscores) and the planner's own (gpus, gpus_per_node,
 // gpu_memory, peak_tflops, compute_efficiency, intra_node_bandwidth, inter_node_bandwidth,
-// bf16, fp16, explain, top, max_micro_batch_size, max_virtual_stages). The process is this
+// bf16, fp16, explain, top, max_micro_batch_size, max_virtual_stages; model, a preset by name,
+// whose shape the keys given override; all, the illegal layouts listed too). The process is this
 // tracebook binary's `plan ... --output <record>/run/plan.json`, recorded like an engine run
 // (recorder.h: stdout/stderr, manifest with every file's sha256, the catalogue), so a claim
 // with parser plan_figure (parsers_plan.h) re-derives from the recorded plan.json.
@@ -21,18 +22,31 @@
 #include "config/config.h"
 #include "core/fileio.h"
 #include "core/run_dir.h"
+#include "planner/plan_models.h"
 #include "runbook/lua_json.h"
 #include "records/record.h"
 #include "records/recorder.h"
 #include "runbook/runbook_host.h"
 
-static const char *const planner_keys[] = {"gpus", "gpus_per_node", "gpu_memory", "peak_tflops", "compute_efficiency",
-                                           "intra_node_bandwidth", "inter_node_bandwidth", "bf16", "fp16", "explain",
-                                           "top", "max_micro_batch_size", "max_virtual_stages", NULL};
+static const char *const planner_keys[] = {"model", "gpus", "gpus_per_node", "gpu_memory", "peak_tflops",
+                                           "compute_efficiency", "intra_node_bandwidth", "inter_node_bandwidth",
+                                           "bf16", "fp16", "all", "explain", "top", "max_micro_batch_size",
+                                           "max_virtual_stages", NULL};
+#define PLANNER_KEYS                                                                                 \
+    "model, gpus, gpus_per_node, gpu_memory, peak_tflops, compute_efficiency, intra_node_bandwidth, " \
+    "inter_node_bandwidth, bf16, fp16, all, explain, top, max_micro_batch_size, max_virtual_stages"
 
 static int is_planner_key(const char *k) {
     for (const char *const *p = planner_keys; *p; p++)
         if (!strcmp(*p, k)) return 1;
+    return 0;
+}
+
+static int is_preset(const char *name) {
+    int n = 0;
+    const tb_plan_model *m = plan_models(&n);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(m[i].name, name)) return 1;
     return 0;
 }
 
@@ -58,12 +72,26 @@ int tb_runbook_exp_plan(lua_State *L) {
         const char *k = lua_tostring(L, -2);
         if (is_planner_key(k)) {
             int t = lua_type(L, -1);
-            int is_bool = !strcmp(k, "bf16") || !strcmp(k, "fp16");
-            if (is_bool ? t != LUA_TBOOLEAN : t != LUA_TNUMBER && t != LUA_TSTRING)
-                return tb_rb_error(L, "exp:plan: %s must be %s", k, is_bool ? "true or false" : "a number or a string");
+            int is_bool = !strcmp(k, "bf16") || !strcmp(k, "fp16") || !strcmp(k, "all");
+            int is_model = !strcmp(k, "model");
+            if (is_model ? t != LUA_TSTRING : is_bool ? t != LUA_TBOOLEAN : t != LUA_TNUMBER && t != LUA_TSTRING)
+                return tb_rb_error(L, "exp:plan: %s must be %s", k,
+                                   is_model  ? "a preset's name (tracebook plan --model list)"
+                                   : is_bool ? "true or false"
+                                             : "a number or a string");
+            if (is_model && !is_preset(lua_tostring(L, -1))) {
+                char names[512];
+                plan_model_names(names, sizeof names);
+                return tb_rb_error(L, "exp:plan: model '%s' is not a preset (the presets: %s)", lua_tostring(L, -1),
+                                   names);
+            }
         } else if (!strcmp(k, "run_dir") || !strcmp(k, "world_size") || !strcmp(k, "repeat_") ||
-                   !strcmp(k, "repetition_") || !strcmp(k, "rerun_contended_") || !strcmp(k, "launcher") || !strcmp(k, "processes")) {
+                   !strcmp(k, "repetition_") || !strcmp(k, "rerun_contended_") || !strcmp(k, "launcher") ||
+                   !strcmp(k, "processes") || !strcmp(k, "expect_failure") || !strcmp(k, "kill_after_step")) {
             return tb_rb_error(L, "exp:plan: %s does not apply to a plan (the cluster is gpus = N)", k);
+        } else if (!tb_runbook_is_engine_key(k)) {
+            return tb_rb_error(L, "exp:plan: unknown key '%s' (keys are the planner's: " PLANNER_KEYS
+                                  "; and the model and training keys: pretrain_gpt's flags with underscores)", k);
         } else {
             tb_runbook_check_config_value(L, "exp:plan", k, -1);
         }

@@ -383,14 +383,20 @@ TB_TEST(bad_input_is_named) {
     tb_output_free(&o);
 }
 
+// A fresh directory dir (TB_TEST_TMPDIR, name and this process's id) for a runbook test:
+// book, the runbook's path there (file); art, its artifacts.
+static void runbook_sandbox(const char *name, const char *file, char dir[512], char book[600], char art[600]) {
+    tb_tmp_path(dir, 512, "%s-%ld", name, (long)getpid());
+    snprintf(book, 600, "%s/%s", dir, file);
+    snprintf(art, 600, "%s/artifacts", dir);
+    tb_shell(NULL, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+}
+
 // exp:plan records a plan; prove re-derives its claims from the recorded plan.json and
 // refuses once the file is altered; replay refuses a plan record.
 TB_TEST(runbook_plan_claims_prove_from_the_recorded_json) {
     char dir[512], book[600], art[600];
-    tb_tmp_path(dir, sizeof dir, "plan-runbook-%ld", (long)getpid());
-    snprintf(book, sizeof book, "%s/tiny_plan.lua", dir);
-    snprintf(art, sizeof art, "%s/artifacts", dir);
-    tb_shell(NULL, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    runbook_sandbox("plan-runbook", "tiny_plan.lua", dir, book, art);
     TB_REQUIRE(tb_write_text(book,
                              "local exp = tb.experiment{ name = 'tiny_plan', version = 1, question = 'q' }\n"
                              "local p = exp:plan{ gpus = 8, num_layers = 4, hidden_size = 64, num_attention_heads = 4,\n"
@@ -417,6 +423,47 @@ TB_TEST(runbook_plan_claims_prove_from_the_recorded_json) {
     rc = tb_run(&o, NULL, "'%s' replay $(basename $(dirname $(dirname $(ls '%s'/tiny_plan/v1/*/run/plan.json)))) "
                 "--artifacts '%s'", TRACEBOOK, art, art);
     TB_CHECK(rc != 0 && tb_has(o.err, "replaying a plan is not supported yet"), "replay exited %d: %s", rc, o.err);
+    tb_output_free(&o);
+    tb_shell(NULL, "rm -rf '%s'", dir);
+}
+
+// exp:plan takes a preset by name (tracebook plan's --model), its claims proving from the
+// recorded plan.json like any plan's; a key the planner does not take is refused by name.
+TB_TEST(runbook_plan_takes_a_preset_by_name) {
+    char dir[512], book[600], art[600];
+    runbook_sandbox("plan-preset", "preset.lua", dir, book, art);
+    TB_REQUIRE(tb_write_text(book, "local exp = tb.experiment{ name = 'preset_plan', version = 1, question = 'q' }\n"
+                                   "local p = exp:plan{ model = 'gpt2-124m', gpus = 8, global_batch_size = 64,\n"
+                                   "                    top = 2, all = true }\n"
+                                   "exp:claim{ id = 'n', parser = 'plan_figure', runs = p,\n"
+                                   "           args = { figure = 'model_parameters' }, value = 124475904,\n"
+                                   "           text = 'GPT-2 small parameters, vocabulary padded' }\n") == 0,
+               "cannot write %s", book);
+    tb_output o = {0};
+    int rc = tb_run(&o, NULL, "'%s' run '%s' --artifacts '%s'", TRACEBOOK, book, art);
+    TB_REQUIRE(rc == 0, "run exited %d: %s%s", rc, o.out, o.err);
+    TB_CHECK(tb_has(o.out, "model: gpt2-124m") && tb_has(o.out, "illegal layouts by the first rule"),
+             "the preset and --all reached the planner:\n%s", o.out);
+    rc = tb_run(&o, NULL, "'%s' prove --all --artifacts '%s'", TRACEBOOK, art);
+    TB_CHECK(rc == 0 && tb_has(o.out, "1 claim, 1 proven, 0 not proven"),
+             "prove exited %d: %s", rc, o.out);
+    const struct {
+        const char *keys, *err;
+    } bad[] = {{"model = 'nope'", "exp:plan: model 'nope' is not a preset (the presets: deepseek-moe-16b, gpt2-124m"},
+               {"model = 5", "exp:plan: model must be a preset's name"},
+               {"model = 'gpt2-124m', all = 'yes'", "exp:plan: all must be true or false"},
+               {"modle = 'gpt2-124m'", "exp:plan: unknown key 'modle' (keys are the planner's: model, gpus"},
+               {"model = 'gpt2-124m', expect_failure = 'oom'", "exp:plan: expect_failure does not apply to a plan"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "local exp = tb.experiment{ name = 'preset_plan', version = 2, question = 'q' }\n"
+                 "exp:plan{ gpus = 8, %s }\n", bad[i].keys);
+        TB_REQUIRE(tb_write_text(book, text) == 0, "cannot write %s", book);
+        rc = tb_run(&o, NULL, "'%s' run '%s' --dry-run --artifacts '%s'", TRACEBOOK, book, art);
+        TB_CHECK(rc == 1 && tb_has(o.err, "preset.lua:2: ") && tb_has(o.err, bad[i].err), "%s: exited %d: %s",
+                 bad[i].keys, rc, o.err);
+    }
     tb_output_free(&o);
     tb_shell(NULL, "rm -rf '%s'", dir);
 }
@@ -723,6 +770,7 @@ int main(void) {
     TB_RUN(explain_the_70b_candidate);
     TB_RUN(bad_input_is_named);
     TB_RUN(runbook_plan_claims_prove_from_the_recorded_json);
+    TB_RUN(runbook_plan_takes_a_preset_by_name);
     TB_RUN(planner_runbooks_prove);
     TB_RUN(moe_parameters_per_expert_rank_sum_to_the_model);
     TB_RUN(moe_rules_identical_to_config_validation);
