@@ -163,8 +163,11 @@ int main(int argc, char **argv) {
     printf("  one step's GEMMs: fp32 %.2f ms, bf16 %.2f ms (%.1f TFLOP/s%s", step_ms_f32, step_ms_bf16,
            step_flops / (step_ms_bf16 * 1e-3) / 1e12, peak > 0 ? "" : ")\n");
     if (peak > 0) printf(", %.1f%% of %.1f bf16 peak)\n", 100.0 * step_flops / (step_ms_bf16 * 1e-3) / 1e12 / peak, peak);
+    // llm.c's reference: its GPT-2 124M run (scripts/run_gpt2_124M.sh, llm.c discussion #481)
+    // takes 524,288 tokens a step in ~300 ms on 8 A100 80GB SXM (bf16, cuDNN attention):
+    // 524,288 / 0.3 s / 8 = ~218k tok/s per GPU.
     printf("  GEMMs + attention alone: fp32 %.2f ms, bf16 %.2f ms -> at most %.0f tok/s (bf16), %.0f tok/s (fp32): "
-           "an upper bound, not training (llm.c: ~218k tok/s/GPU on A100)\n",
+           "an upper bound, not training (llm.c trains it at ~218k tok/s per A100, bf16)\n",
            with_att_f32, with_att_bf16, N / (with_att_bf16 * 1e-3), N / (with_att_f32 * 1e-3));
     tb_cuda_timer_free(&timer);
     tb_cuda_context_free(&ctx);
