@@ -7,8 +7,9 @@
 #include "config/config.h"
 
 #ifdef TB_HAVE_CUDA_BACKEND
-#include <cublasLt.h>
 #include <cuda_runtime.h>
+
+#include "backend/cuda/cublaslt_dl.h"
 
 // A release that fails (a sticky error from an earlier fault, a driver going away) cannot fail
 // the run any more; it is said on stderr rather than lost.
@@ -57,10 +58,15 @@ int tb_cuda_context_init(tb_cuda_context *ctx, int device, int own_workspace, tb
     cudaError_t e = cudaSetDevice(device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags((cudaStream_t *)&ctx->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) return tb_fail(err, "device %d: %s", device, cudaGetErrorString(e));
-    cublasStatus_t st = cublasLtCreate((cublasLtHandle_t *)&ctx->lt);
+    const tb_cublaslt *lt = tb_cublaslt_load(err);
+    if (!lt) {
+        tb_cuda_context_free(ctx);
+        return tb_fail(err, "device %d: %s", device, err->msg);
+    }
+    cublasStatus_t st = lt->Create((cublasLtHandle_t *)&ctx->lt);
     if (st != CUBLAS_STATUS_SUCCESS) {
         tb_cuda_context_free(ctx);
-        return tb_fail(err, "device %d: cublasLtCreate: %s", device, cublasLtGetStatusString(st));
+        return tb_fail(err, "device %d: cublasLtCreate: %s", device, lt->GetStatusString(st));
     }
     if (!own_workspace) return 0;
     e = cudaMalloc(&ctx->workspace, TB_CUDA_WORKSPACE_BYTES);
@@ -77,10 +83,11 @@ int tb_cuda_context_init(tb_cuda_context *ctx, int device, int own_workspace, tb
 void tb_cuda_context_free(tb_cuda_context *ctx) {
     if (ctx->gemm_plans_free) ctx->gemm_plans_free(ctx);
     if (ctx->workspace && ctx->owns_workspace) teardown_check((int)cudaFree(ctx->workspace), "cudaFree (cuBLASLt workspace)");
-    if (ctx->lt) {
-        cublasStatus_t st = cublasLtDestroy((cublasLtHandle_t)ctx->lt);
+    if (ctx->lt) {  // a handle exists: the library was loaded
+        const tb_cublaslt *lt = tb_cublaslt_get();
+        cublasStatus_t st = lt->Destroy((cublasLtHandle_t)ctx->lt);
         if (st != CUBLAS_STATUS_SUCCESS)
-            fprintf(stderr, "CUDA backend: teardown: cublasLtDestroy: %s (device %d)\n", cublasLtGetStatusString(st),
+            fprintf(stderr, "CUDA backend: teardown: cublasLtDestroy: %s (device %d)\n", lt->GetStatusString(st),
                     ctx->device);
     }
     if (ctx->stream) teardown_check((int)cudaStreamDestroy((cudaStream_t)ctx->stream), "cudaStreamDestroy");

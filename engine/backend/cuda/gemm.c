@@ -11,9 +11,9 @@
 
 #ifdef TB_HAVE_CUDA_BACKEND
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "backend/cuda/cublaslt_dl.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "core/xalloc.h"
 
@@ -26,7 +26,7 @@ static cudaDataType_t data_type(tb_cuda_dtype t) {
         cublasStatus_t st_ = (call);                                                               \
         if (st_ != CUBLAS_STATUS_SUCCESS) {                                                        \
             status = (int)st_;                                                                     \
-            tb_fail(err, "%s: %s", #call, cublasLtGetStatusString(st_));                           \
+            tb_fail(err, "%s: %s", #call, lt->GetStatusString(st_));                                 \
             goto done;                                                                             \
         }                                                                                          \
     } while (0)
@@ -62,10 +62,11 @@ typedef struct lt_plans {
 } lt_plans;
 
 static void plan_destroy(lt_plan *p) {
-    if (p->ld) cublasLtMatrixLayoutDestroy(p->ld);
-    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
-    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
-    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    const tb_cublaslt *lt = tb_cublaslt_get();  // loaded: a plan exists only on a context
+    if (p->ld) lt->MatrixLayoutDestroy(p->ld);
+    if (p->lb) lt->MatrixLayoutDestroy(p->lb);
+    if (p->la) lt->MatrixLayoutDestroy(p->la);
+    if (p->op) lt->MatmulDescDestroy(p->op);
 }
 
 void tb_cuda_gemm_plans_free(tb_cuda_context *ctx) {
@@ -87,42 +88,43 @@ static const lt_plan *plan_for(tb_cuda_context *ctx, const lt_key *k, int *statu
     }
     for (int i = 0; i < ps->n; i++)
         if (!memcmp(&ps->v[i].key, k, sizeof *k)) return &ps->v[i];
+    const tb_cublaslt *lt = tb_cublaslt_get();
     int status = 0;
     lt_plan p = {.key = *k};
     cublasLtMatmulPreference_t pref = NULL;
     const cublasOperation_t ta = k->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = k->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cudaDataType_t tab = data_type(k->ab), td = data_type(k->d);
-    LT(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LT(lt->MatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT(lt->MatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT(lt->MatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (k->bias) {
         // The bias vector is of D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: the
         // exceptions are integer and fp8 kernels), said explicitly.
         const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         const int32_t bias_type = (int32_t)td;
-        LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+        LT(lt->MatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        LT(lt->MatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
     }
-    LT(cublasLtMatrixLayoutCreate(&p.la, tab, k->transa ? k->k : k->m, k->transa ? k->m : k->k, k->lda));
-    LT(cublasLtMatrixLayoutCreate(&p.lb, tab, k->transb ? k->n : k->k, k->transb ? k->k : k->n, k->ldb));
-    LT(cublasLtMatrixLayoutCreate(&p.ld, td, k->m, k->n, k->ldd));
-    LT(cublasLtMatmulPreferenceCreate(&pref));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx->workspace_bytes,
+    LT(lt->MatrixLayoutCreate(&p.la, tab, k->transa ? k->k : k->m, k->transa ? k->m : k->k, k->lda));
+    LT(lt->MatrixLayoutCreate(&p.lb, tab, k->transb ? k->n : k->k, k->transb ? k->k : k->n, k->ldb));
+    LT(lt->MatrixLayoutCreate(&p.ld, td, k->m, k->n, k->ldd));
+    LT(lt->MatmulPreferenceCreate(&pref));
+    LT(lt->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx->workspace_bytes,
                                             sizeof ctx->workspace_bytes));
     // The heuristic assumes 256-byte aligned operands unless told otherwise; a tensor inside a
     // block (a parameter of the flat buffer, a microbatch's rows) may be aligned to as little
     // as its element, and an algorithm that needs more would fault on it.
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k->align_a,
+    LT(lt->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k->align_a,
                                             sizeof k->align_a));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k->align_b,
+    LT(lt->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k->align_b,
                                             sizeof k->align_b));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k->align_d,
+    LT(lt->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k->align_d,
                                             sizeof k->align_d));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k->align_d,
+    LT(lt->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k->align_d,
                                             sizeof k->align_d));
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    LT(cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)ctx->lt, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &heur,
+    LT(lt->MatmulAlgoGetHeuristic((cublasLtHandle_t)ctx->lt, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &heur,
                                       &found));
     if (found == 0) {
         status = (int)CUBLAS_STATUS_NOT_SUPPORTED;
@@ -132,7 +134,7 @@ static const lt_plan *plan_for(tb_cuda_context *ctx, const lt_key *k, int *statu
     }
     p.algo = heur.algo;
 done:
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (pref) lt->MatmulPreferenceDestroy(pref);
     if (status) {
         plan_destroy(&p);
         *status_out = status;
@@ -159,10 +161,11 @@ static int lt_matmul(tb_cuda_context *ctx, void *D, tb_cuda_dtype dtype_d, const
     int status = 0;
     const lt_plan *p = plan_for(ctx, &key, &status, err);
     if (!p) return status;
-    if (bias) LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const tb_cublaslt *lt = tb_cublaslt_get();
+    if (bias) LT(lt->MatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float alpha = 1.0f;
-    LT(cublasLtMatmul((cublasLtHandle_t)ctx->lt, p->op, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld, &p->algo,
-                      ctx->workspace, ctx->workspace_bytes, (cudaStream_t)ctx->stream));
+    LT(lt->Matmul((cublasLtHandle_t)ctx->lt, p->op, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld, &p->algo,
+                  ctx->workspace, ctx->workspace_bytes, (cudaStream_t)ctx->stream));
 done:
     return status;
 }
