@@ -76,8 +76,10 @@ json_t *tb_git_state_json(const tb_git_state *g, const char *patch_file);
 
 // Whether a repo-relative path is a file a build may read as source: C, C++ and CUDA
 // sources and headers (.c .h .cc .cpp .cxx .hpp .hh .cu .cuh .inc) and CMake's own files
-// (CMakeLists.txt, *.cmake), by name alone (an untracked one cannot be asked whether the
-// build read it).
+// (CMakeLists.txt, *.cmake), by name alone, anywhere in the tree: whether the build read an
+// untracked file cannot be asked, so one outside every glob counts too (the refusal errs on
+// the safe side). A source git ignores (.gitignore, info/exclude) is not untracked and not
+// seen here; the globs would still compile it.
 int tb_git_is_build_source(const char *path);
 
 // Of an "untracked" array (tb_git_state.untracked, or a manifest's git object's), the build

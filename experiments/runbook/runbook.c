@@ -418,8 +418,8 @@ int tracebook_run_main(int argc, char **argv) {
         const char *s = nsources == 1 ? "" : "s", *it = nsources == 1 ? "it" : "them";
         if (h.require_clean) {
             fprintf(stderr, "tracebook run: --require-clean: the working tree has %zu untracked source file%s (%s), "
-                            "which the engine's build may compile and no record can hold (commit, git add or remove "
-                            "%s)\n", nsources, s, sources, it);
+                            "which the engine's build may compile and no record can hold (commit or remove %s)\n",
+                    nsources, s, sources, it);
             host_free(&h);
             return TB_EXIT_FAILURE;
         }

@@ -78,8 +78,10 @@ int tb_runbook_expected_exit_status(const char *kind);
 // (or repeat_) with the engine's own rules for its type, range and choices. Pushes nothing;
 // raises naming what, the key and the value.
 void tb_runbook_check_config_value(lua_State *L, const char *what, const char *key, int idx);
-// Whether key is one of the engine's options (a pretrain_gpt flag with underscores).
+// Whether key is one of the engine's options (a pretrain_gpt flag with underscores); the
+// option nearest a misspelt one (at most 2 edits), or NULL.
 int tb_runbook_is_engine_key(const char *key);
+const char *tb_runbook_nearest_engine_key(const char *key);
 
 // --- the values the API is given (runbook_check.c) ---
 // Every one raises a Lua error at the runbook's line (the caller of the API's C function)

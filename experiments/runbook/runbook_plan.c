@@ -32,9 +32,16 @@ static const char *const planner_keys[] = {"model", "gpus", "gpus_per_node", "gp
                                            "compute_efficiency", "intra_node_bandwidth", "inter_node_bandwidth",
                                            "bf16", "fp16", "all", "explain", "top", "max_micro_batch_size",
                                            "max_virtual_stages", NULL};
-#define PLANNER_KEYS                                                                                 \
-    "model, gpus, gpus_per_node, gpu_memory, peak_tflops, compute_efficiency, intra_node_bandwidth, " \
-    "inter_node_bandwidth, bf16, fp16, all, explain, top, max_micro_batch_size, max_virtual_stages"
+
+// "model, gpus, ..." into buf
+static void planner_key_list(char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const char *const *p = planner_keys; *p && used < len; p++) {
+        int w = snprintf(buf + used, len - used, "%s%s", p == planner_keys ? "" : ", ", *p);
+        used += w > 0 ? (size_t)w : 0;
+    }
+}
 
 static int is_planner_key(const char *k) {
     for (const char *const *p = planner_keys; *p; p++)
@@ -85,13 +92,18 @@ int tb_runbook_exp_plan(lua_State *L) {
                 return tb_rb_error(L, "exp:plan: model '%s' is not a preset (the presets: %s)", lua_tostring(L, -1),
                                    names);
             }
-        } else if (!strcmp(k, "run_dir") || !strcmp(k, "world_size") || !strcmp(k, "repeat_") ||
-                   !strcmp(k, "repetition_") || !strcmp(k, "rerun_contended_") || !strcmp(k, "launcher") ||
-                   !strcmp(k, "processes") || !strcmp(k, "expect_failure") || !strcmp(k, "kill_after_step")) {
+        } else if (!strcmp(k, "world_size") || !strcmp(k, "launcher") || !strcmp(k, "processes")) {
             return tb_rb_error(L, "exp:plan: %s does not apply to a plan (the cluster is gpus = N)", k);
+        } else if (!strcmp(k, "run_dir") || !strcmp(k, "repeat_") || !strcmp(k, "repetition_") ||
+                   !strcmp(k, "rerun_contended_") || !strcmp(k, "expect_failure") || !strcmp(k, "kill_after_step")) {
+            return tb_rb_error(L, "exp:plan: %s does not apply to a plan (no engine runs)", k);
         } else if (!tb_runbook_is_engine_key(k)) {
-            return tb_rb_error(L, "exp:plan: unknown key '%s' (keys are the planner's: " PLANNER_KEYS
-                                  "; and the model and training keys: pretrain_gpt's flags with underscores)", k);
+            char keys[512], hint[96] = "";
+            planner_key_list(keys, sizeof keys);
+            const char *near = tb_runbook_nearest_engine_key(k);
+            if (near) snprintf(hint, sizeof hint, "did you mean '%s'? ", near);
+            return tb_rb_error(L, "exp:plan: unknown key '%s' (%skeys are the planner's: %s; and the model and "
+                                  "training keys: pretrain_gpt's flags with underscores)", k, hint, keys);
         } else {
             tb_runbook_check_config_value(L, "exp:plan", k, -1);
         }

@@ -109,6 +109,8 @@ static const char *nearest_key(const char *key) {
 
 int tb_runbook_is_engine_key(const char *key) { return option_by_key(key) != NULL; }
 
+const char *tb_runbook_nearest_engine_key(const char *key) { return nearest_key(key); }
+
 void tb_runbook_check_config_value(lua_State *L, const char *what, const char *key, int idx) {
     idx = lua_absindex(L, idx);
     char v[96], text[TB_PATH_MAX + 32];

@@ -453,7 +453,8 @@ TB_TEST(runbook_plan_takes_a_preset_by_name) {
                {"model = 5", "exp:plan: model must be a preset's name"},
                {"model = 'gpt2-124m', all = 'yes'", "exp:plan: all must be true or false"},
                {"modle = 'gpt2-124m'", "exp:plan: unknown key 'modle' (keys are the planner's: model, gpus"},
-               {"model = 'gpt2-124m', expect_failure = 'oom'", "exp:plan: expect_failure does not apply to a plan"}};
+               {"model = 'gpt2-124m', expect_failure = 'oom'", "exp:plan: expect_failure does not apply to a plan"},
+               {"hiden_size = 64", "exp:plan: unknown key 'hiden_size' (did you mean 'hidden_size'? keys are"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char text[512];
         snprintf(text, sizeof text,

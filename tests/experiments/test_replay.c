@@ -241,13 +241,19 @@ TB_TEST(replay_whose_saved_patch_no_longer_applies_is_refused) {
 // patch cannot hold it, so the replay is refused naming it (and not the untracked notes).
 TB_TEST(a_record_with_an_untracked_source_is_not_replayed) {
     TB_REQUIRE(record_id[0], "needs the recorded run");
+    char path[1024];
+    snprintf(path, sizeof path, ART "/replayed/v1/%s/" TB_RECORD_MANIFEST, record_id);
+    json_t *m = json_load_file(path, 0, NULL);
+    TB_REQUIRE(m, "%s", path);
+    json_t *was = json_incref(json_object_get(json_object_get(m, "git"), "untracked"));
+    json_decref(m);
     edit_manifest("untracked", json_pack("[s,s]", "engine/backend/cpu/extra_kernel.c", "notes.txt"), NULL);
     int status = tb_run(&sh, TB_SOURCE_DIR, "%s replay %s --artifacts %s", TRACEBOOK, record_id, ART);
     TB_CHECK(status != 0 && strstr(sh.err, "1 untracked source file (engine/backend/cpu/extra_kernel.c)") &&
                  strstr(sh.err, "not replayed") && !strstr(sh.err, "notes.txt"),
              "status %d, stderr:\n%s", status, sh.err);
     TB_CHECK(!strstr(sh.out, "building"), "nothing built:\n%s", sh.out);
-    edit_manifest("untracked", json_array(), NULL);
+    edit_manifest("untracked", was ? was : json_array(), NULL);  // as recorded
 }
 
 int main(void) {

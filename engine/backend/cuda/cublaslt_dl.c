@@ -13,6 +13,7 @@
 #define SONAME "libcublasLt.so." STR(CUBLAS_VER_MAJOR)
 
 static tb_cublaslt table;
+static const char *opened;  // the name dlopen took
 static int loaded;
 static char failure[1024];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -21,7 +22,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int symbol(void *lib, const char *name, void *field) {
     void *p = dlsym(lib, name);
     if (!p) {
-        snprintf(failure, sizeof failure, "cuBLASLt (%s) has no %s", SONAME, name);
+        snprintf(failure, sizeof failure, "cuBLASLt (%s) has no %s", opened, name);
         return -1;
     }
     memcpy(field, &p, sizeof p);
@@ -29,11 +30,13 @@ static int symbol(void *lib, const char *name, void *field) {
 }
 
 static void load(void) {
+    opened = SONAME;
     void *lib = dlopen(SONAME, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         char first[512];
         snprintf(first, sizeof first, "%s", dlerror());
 #ifdef TB_CUBLASLT_PATH
+        opened = TB_CUBLASLT_PATH;
         lib = dlopen(TB_CUBLASLT_PATH, RTLD_NOW | RTLD_LOCAL);
         if (!lib)
             snprintf(failure, sizeof failure, "cannot load cuBLASLt: %s; %s", first, dlerror());

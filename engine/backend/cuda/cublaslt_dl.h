@@ -1,4 +1,4 @@
-// cublaslt_dl.h — cuBLASLt, loaded when the CUDA backend first makes a device context
+// cublaslt_dl.h — cuBLASLt, loaded when the process makes its first device context
 // (cuda_device.c), not when the engine starts. libcublasLt.so registers its kernels (over
 // 500 MB of them in CUDA 13) as it loads: linked, it cost every engine process 0.3-0.4 s
 // before main, CPU runs included. The functions the backend calls, as pointers of

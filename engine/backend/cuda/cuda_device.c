@@ -61,7 +61,7 @@ int tb_cuda_context_init(tb_cuda_context *ctx, int device, int own_workspace, tb
     const tb_cublaslt *lt = tb_cublaslt_load(err);
     if (!lt) {
         tb_cuda_context_free(ctx);
-        return tb_fail(err, "device %d: %s", device, err->msg);
+        return tb_fail_prefix(err, "device %d", device);
     }
     cublasStatus_t st = lt->Create((cublasLtHandle_t *)&ctx->lt);
     if (st != CUBLAS_STATUS_SUCCESS) {
