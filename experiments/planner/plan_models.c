@@ -13,7 +13,7 @@ const tb_plan_model *plan_models(int *count) {
     return plan_model_table;
 }
 
-static const tb_plan_model *find_model(const char *name) {
+const tb_plan_model *plan_model_find(const char *name) {
     for (int i = 0; i < PLAN_MODEL_COUNT; i++)
         if (!strcmp(plan_model_table[i].name, name)) return &plan_model_table[i];
     return NULL;
@@ -30,7 +30,7 @@ void plan_model_names(char *buf, size_t len) {
 }
 
 int plan_model_sets(const char *name, const char *key) {
-    const tb_plan_model *m = find_model(name);
+    const tb_plan_model *m = plan_model_find(name);
     json_t *root = m ? json_loads(m->json, 0, NULL) : NULL;
     const int sets = json_object_get(root, key) != NULL;
     json_decref(root);
@@ -38,7 +38,7 @@ int plan_model_sets(const char *name, const char *key) {
 }
 
 int plan_model_load(tb_config *cfg, const char *name, tb_error *err) {
-    const tb_plan_model *m = find_model(name);
+    const tb_plan_model *m = plan_model_find(name);
     if (!m) {
         char names[1024];
         plan_model_names(names, sizeof names);

@@ -23,6 +23,8 @@ typedef struct tb_plan_model {
 
 // The presets, sorted by name; *count of them.
 const tb_plan_model *plan_models(int *count);
+// The preset of that name, or NULL.
+const tb_plan_model *plan_model_find(const char *name);
 // The preset's values applied over cfg through the engine's config loader: 0, or -1 with err
 // set (an unknown name's message lists the known ones).
 int plan_model_load(tb_config *cfg, const char *name, tb_error *err);

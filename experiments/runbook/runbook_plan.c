@@ -49,14 +49,6 @@ static int is_planner_key(const char *k) {
     return 0;
 }
 
-static int is_preset(const char *name) {
-    int n = 0;
-    const tb_plan_model *m = plan_models(&n);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(m[i].name, name)) return 1;
-    return 0;
-}
-
 // "--" + key with '-' for '_'
 static void flag_of(const char *key, char *buf, size_t len) {
     snprintf(buf, len, "--%s", key);
@@ -81,12 +73,15 @@ int tb_runbook_exp_plan(lua_State *L) {
             int t = lua_type(L, -1);
             int is_bool = !strcmp(k, "bf16") || !strcmp(k, "fp16") || !strcmp(k, "all");
             int is_model = !strcmp(k, "model");
-            if (is_model ? t != LUA_TSTRING : is_bool ? t != LUA_TBOOLEAN : t != LUA_TNUMBER && t != LUA_TSTRING)
-                return tb_rb_error(L, "exp:plan: %s must be %s", k,
+            if (is_model ? t != LUA_TSTRING : is_bool ? t != LUA_TBOOLEAN : t != LUA_TNUMBER && t != LUA_TSTRING) {
+                char got[96];
+                return tb_rb_error(L, "exp:plan: %s must be %s (got %s)", k,
                                    is_model  ? "a preset's name (tracebook plan --model list)"
                                    : is_bool ? "true or false"
-                                             : "a number or a string");
-            if (is_model && !is_preset(lua_tostring(L, -1))) {
+                                             : "a number or a string",
+                                   tb_rb_describe(L, -1, got, sizeof got));
+            }
+            if (is_model && !plan_model_find(lua_tostring(L, -1))) {
                 char names[512];
                 plan_model_names(names, sizeof names);
                 return tb_rb_error(L, "exp:plan: model '%s' is not a preset (the presets: %s)", lua_tostring(L, -1),

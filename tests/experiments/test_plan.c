@@ -450,8 +450,8 @@ TB_TEST(runbook_plan_takes_a_preset_by_name) {
     const struct {
         const char *keys, *err;
     } bad[] = {{"model = 'nope'", "exp:plan: model 'nope' is not a preset (the presets: deepseek-moe-16b, gpt2-124m"},
-               {"model = 5", "exp:plan: model must be a preset's name"},
-               {"model = 'gpt2-124m', all = 'yes'", "exp:plan: all must be true or false"},
+               {"model = 5", "exp:plan: model must be a preset's name (tracebook plan --model list) (got 5)"},
+               {"model = 'gpt2-124m', all = 'yes'", "exp:plan: all must be true or false (got 'yes')"},
                {"modle = 'gpt2-124m'", "exp:plan: unknown key 'modle' (keys are the planner's: model, gpus"},
                {"model = 'gpt2-124m', expect_failure = 'oom'", "exp:plan: expect_failure does not apply to a plan"},
                {"hiden_size = 64", "exp:plan: unknown key 'hiden_size' (did you mean 'hidden_size'? keys are"}};

@@ -13,7 +13,7 @@
 #define SONAME "libcublasLt.so." STR(CUBLAS_VER_MAJOR)
 
 static tb_cublaslt table;
-static const char *opened;  // the name dlopen took
+static const char *opened;  // the name dlopen took (load's)
 static int loaded;
 static char failure[1024];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -29,21 +29,31 @@ static int symbol(void *lib, const char *name, void *field) {
     return 0;
 }
 
-static void load(void) {
-    opened = SONAME;
-    void *lib = dlopen(SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        char first[512];
-        snprintf(first, sizeof first, "%s", dlerror());
+// The library by the toolkit's soname, then by the file CMake found; `mode` RTLD_NOW or, to ask
+// whether it is loaded, RTLD_NOW | RTLD_NOLOAD; *name the one it took. NULL with why the loader
+// said (why may be NULL).
+static void *open_library(int mode, const char **name, char *why, size_t len) {
+    *name = SONAME;
+    void *lib = dlopen(SONAME, mode | RTLD_LOCAL);
+    if (lib) return lib;
+    if (why) snprintf(why, len, "%s", dlerror());
 #ifdef TB_CUBLASLT_PATH
-        opened = TB_CUBLASLT_PATH;
-        lib = dlopen(TB_CUBLASLT_PATH, RTLD_NOW | RTLD_LOCAL);
-        if (!lib)
-            snprintf(failure, sizeof failure, "cannot load cuBLASLt: %s; %s", first, dlerror());
-#else
-        snprintf(failure, sizeof failure, "cannot load cuBLASLt: %s", first);
+    *name = TB_CUBLASLT_PATH;
+    lib = dlopen(TB_CUBLASLT_PATH, mode | RTLD_LOCAL);
+    if (!lib && why) {
+        size_t n = strlen(why);
+        snprintf(why + n, len - n, "; %s", dlerror());
+    }
 #endif
-        if (!lib) return;
+    return lib;
+}
+
+static void load(void) {
+    char why[900];
+    void *lib = open_library(RTLD_NOW, &opened, why, sizeof why);
+    if (!lib) {
+        snprintf(failure, sizeof failure, "cannot load cuBLASLt: %s", why);
+        return;
     }
 #define SYM(field) symbol(lib, "cublasLt" #field, &table.field)
     if (SYM(Create) || SYM(Destroy) || SYM(GetStatusString) || SYM(Matmul) || SYM(MatmulAlgoGetHeuristic) ||
@@ -72,10 +82,8 @@ const tb_cublaslt *tb_cublaslt_get(void) {
 
 int tb_cublaslt_loaded(void) {
 #ifdef TB_HAVE_CUDA_BACKEND
-    void *lib = dlopen(SONAME, RTLD_NOW | RTLD_NOLOAD);
-#ifdef TB_CUBLASLT_PATH
-    if (!lib) lib = dlopen(TB_CUBLASLT_PATH, RTLD_NOW | RTLD_NOLOAD);
-#endif
+    const char *name;
+    void *lib = open_library(RTLD_NOW | RTLD_NOLOAD, &name, NULL, 0);
     if (!lib) return 0;
     dlclose(lib);  // NOLOAD took a reference
     return 1;
