@@ -12,6 +12,9 @@
 #define TB_BUILD_NATIVE "unknown"
 #define TB_BUILD_C_FLAGS ""
 #define TB_BUILD_CODEGEN_FLAGS "unknown"
+#define TB_BUILD_CUDA "AUTO"
+#define TB_BUILD_CUDA_ARCHITECTURES ""
+#define TB_BUILD_WITH_MPI "ON"
 #endif
 
 static json_t *compiler(void) {
@@ -71,9 +74,19 @@ static json_t *cpu_json(void) {
     return json_pack("{s:o, s:s, s:o}", "model", cpu_model(), "isa_level", level, "features", features);
 }
 
+// The CMake options a replay passes back (build_info.h). CMake hands the CUDA architectures
+// over space-separated: the record holds them as the CMake list they were.
+static json_t *cmake_json(void) {
+    char architectures[] = TB_BUILD_CUDA_ARCHITECTURES;
+    for (char *c = architectures; *c; c++)
+        if (*c == ' ') *c = ';';
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "CMAKE_BUILD_TYPE", TB_BUILD_TYPE, "TB_SANITIZE",
+                     TB_BUILD_SANITIZE, "TB_NATIVE", TB_BUILD_NATIVE, "CMAKE_C_FLAGS", TB_BUILD_C_FLAGS, "TB_CUDA",
+                     TB_BUILD_CUDA, "CMAKE_CUDA_ARCHITECTURES", architectures, "TB_WITH_MPI", TB_BUILD_WITH_MPI);
+}
+
 json_t *build_info_json(void) {
-    return json_pack("{s:o, s:{s:s, s:s, s:s, s:s}, s:s, s:{s:s, s:s}, s:o}", "compiler", compiler(), "cmake",
-                     "CMAKE_BUILD_TYPE", TB_BUILD_TYPE, "TB_SANITIZE", TB_BUILD_SANITIZE, "TB_NATIVE",
-                     TB_BUILD_NATIVE, "CMAKE_C_FLAGS", TB_BUILD_C_FLAGS, "codegen_flags", TB_BUILD_CODEGEN_FLAGS,
-                     "blas", "library", cpu_blas_config(), "kernel", cpu_blas_corename(), "cpu", cpu_json());
+    return json_pack("{s:o, s:o, s:s, s:{s:s, s:s}, s:o}", "compiler", compiler(), "cmake", cmake_json(),
+                     "codegen_flags", TB_BUILD_CODEGEN_FLAGS, "blas", "library", cpu_blas_config(), "kernel",
+                     cpu_blas_corename(), "cpu", cpu_json());
 }

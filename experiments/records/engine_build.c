@@ -100,18 +100,34 @@ json_t *tb_engine_build_info(const char *engine, tb_error *err) {
     return info;
 }
 
-static const char *const cmake_options[] = {"CMAKE_BUILD_TYPE", "TB_SANITIZE", "TB_NATIVE", "CMAKE_C_FLAGS"};
+// The options a replay passes back, in this order. Those after the first four were recorded
+// later: a record without them replays with CMake's defaults for them, and is told so. An empty
+// CMAKE_CUDA_ARCHITECTURES (no CUDA backend) is not passed: CMake refuses an empty list.
+static const struct {
+    const char *name;
+    int later;  // absent from records made before it was recorded
+} cmake_options[] = {{"CMAKE_BUILD_TYPE", 0}, {"TB_SANITIZE", 0}, {"TB_NATIVE", 0}, {"CMAKE_C_FLAGS", 0},
+                     {"TB_CUDA", 1},          {"CMAKE_CUDA_ARCHITECTURES", 1}, {"TB_WITH_MPI", 1}};
 
-int tb_engine_build_cmake_args(const json_t *build, char *buf, size_t len, tb_error *err) {
+int tb_engine_build_cmake_args(const json_t *build, char *buf, size_t len, char *unrecorded, size_t unrecorded_len,
+                               tb_error *err) {
     const json_t *cmake = json_object_get(build, "cmake");
-    size_t used = 0;
-    buf[0] = '\0';
+    size_t used = 0, missing = 0;
+    buf[0] = unrecorded[0] = '\0';
     for (size_t i = 0; i < sizeof cmake_options / sizeof *cmake_options; i++) {
-        const char *v = json_string_value(json_object_get(cmake, cmake_options[i]));
-        if (!v) return tb_fail(err, "engine_build.cmake.%s: missing or not a string", cmake_options[i]);
+        const char *name = cmake_options[i].name;
+        const json_t *value = json_object_get(cmake, name);
+        if (!value && cmake_options[i].later) {
+            int n = snprintf(unrecorded + missing, unrecorded_len - missing, "%s%s", missing ? ", " : "", name);
+            if (n > 0 && (size_t)n < unrecorded_len - missing) missing += (size_t)n;
+            continue;
+        }
+        const char *v = json_string_value(value);
+        if (!v) return tb_fail(err, "engine_build.cmake.%s: missing or not a string", name);
         if (strchr(v, '\''))
-            return tb_fail(err, "engine_build.cmake.%s: '%s' holds a quote; not passed to a shell", cmake_options[i], v);
-        int n = snprintf(buf + used, len - used, "%s-D%s='%s'", used ? " " : "", cmake_options[i], v);
+            return tb_fail(err, "engine_build.cmake.%s: '%s' holds a quote; not passed to a shell", name, v);
+        if (!v[0] && !strcmp(name, "CMAKE_CUDA_ARCHITECTURES")) continue;
+        int n = snprintf(buf + used, len - used, "%s-D%s='%s'", used ? " " : "", name, v);
         if (n < 0 || (size_t)n >= len - used) return tb_fail(err, "engine_build.cmake: options too long");
         used += (size_t)n;
     }

@@ -23,9 +23,13 @@
 json_t *tb_engine_build_info(const char *engine, tb_error *err);
 
 // The CMake options of a recorded build as command-line words ("-DCMAKE_BUILD_TYPE=Debug
-// -DTB_SANITIZE='address,undefined' ..."), each value single-quoted for the shell. 0, or -1
-// with err set (a missing or non-string option, a value with a quote in it, too long).
-int tb_engine_build_cmake_args(const json_t *build, char *buf, size_t len, tb_error *err);
+// -DTB_SANITIZE='address,undefined' ... -DTB_CUDA='OFF' -DTB_WITH_MPI='ON'"), each value
+// single-quoted for the shell; the parts (TB_CUDA, TB_WITH_MPI) as the recorded build resolved
+// them, so the replay compiles what ran and nothing more. `unrecorded` gets the options a record
+// made before they were recorded lacks ("TB_CUDA, ...", "" when none): CMake's defaults apply.
+// 0, or -1 with err set (a missing or non-string option, a value with a quote in it, too long).
+int tb_engine_build_cmake_args(const json_t *build, char *buf, size_t len, char *unrecorded, size_t unrecorded_len,
+                               tb_error *err);
 
 // Why two builds cannot be expected to compute the same bits: "" when nothing that matters
 // differs, else e.g. "CPU ISA level x86-64-v4 vs x86-64-v3; BLAS kernel SkylakeX vs Haswell".

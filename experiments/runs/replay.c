@@ -270,10 +270,14 @@ int tracebook_replay_main(int argc, char **argv) {
     const json_t *recorded_build = json_object_get(m, "engine_build");
     char cmake_args[2048];
     if (json_object_get(recorded_build, "cmake")) {
-        if (tb_engine_build_cmake_args(recorded_build, cmake_args, sizeof cmake_args, &err) != 0) {
+        char unrecorded[256];
+        if (tb_engine_build_cmake_args(recorded_build, cmake_args, sizeof cmake_args, unrecorded, sizeof unrecorded,
+                                       &err) != 0) {
             fprintf(stderr, "tracebook replay: %s: %s\n", run_id, err.msg);
             goto out;
         }
+        if (unrecorded[0])
+            fprintf(say, "  the record predates engine_build.cmake's %s: CMake's defaults for them\n", unrecorded);
     } else {
         snprintf(cmake_args, sizeof cmake_args, "-DCMAKE_BUILD_TYPE=Release");
         fprintf(say, "  the record does not say how its engine was built (no engine_build.cmake): building Release\n");

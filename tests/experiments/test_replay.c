@@ -112,6 +112,14 @@ TB_TEST(the_record_holds_how_its_engine_was_built_and_replay_rebuilds_that) {
     char want[256];
     snprintf(want, sizeof want, "with -DCMAKE_BUILD_TYPE='%s' -DTB_SANITIZE='%s'", build_type, san ? san : "");
     TB_CHECK(strstr(first_replay, want), "the replay builds %s:\n%s", want, first_replay);
+    // the parts this build has (CMakeLists.txt: ON with the CUDA backend, OFF without the
+    // toolkit), recorded and passed back: the sanitized build has no CUDA backend, and its
+    // replay compiles none
+    const char *cuda = build_field(m, "cmake", "TB_CUDA");
+    TB_CHECK(cuda && !strcmp(cuda, TB_TEST_CUDA), "TB_CUDA recorded %s, this build's %s", cuda ? cuda : "(none)",
+             TB_TEST_CUDA);
+    snprintf(want, sizeof want, " -DTB_CUDA='%s'", TB_TEST_CUDA);
+    TB_CHECK(strstr(first_replay, want), "the replay builds %s:\n%s", want, first_replay);
     TB_CHECK(strstr(first_replay, "BLAS kernel pinned to the recorded"), "the kernel pinned:\n%s", first_replay);
     json_decref(m);
 }
