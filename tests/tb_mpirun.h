@@ -2,7 +2,9 @@
 // CMake when MPI and mpiexec were found).
 //
 // A container runs as root on few cores: mpirun needs leave for both; shared memory and self
-// transports only; no binding, so that oversubscribed processes are not pinned to one core.
+// transports only, through the ob1 messaging layer (the one that uses them: without it each
+// process first asks UCX for a network, 0.2 s of every launch); no binding, so that
+// oversubscribed processes are not pinned to one core.
 // `timeout` turns a hang into a failed check, never a stuck suite. Under LeakSanitizer, Open
 // MPI's leaks are suppressed by library (tests/lsan.supp), which needs whole stacks: its
 // libraries have no frame pointers, hence the slow unwinder, and its components stay loaded
@@ -13,7 +15,7 @@
 #ifdef TB_MPIEXEC
 #define MPIRUN                                                                                              \
     "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\" timeout 300 " TB_MPIEXEC          \
-    " --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader"                                  \
+    " --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl self,vader"                     \
     " --mca mca_base_component_disable_dlclose 1"
 
 // What test_mpi.c and test_mpi_failures.c launch: the engine, the tiny model they train, the
