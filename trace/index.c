@@ -609,7 +609,11 @@ int tracebook_index_main(int argc, char **argv) {
     size_t nmatched = 0;
     for (size_t i = 0; i < db.ntus; i++) nmatched += match[i] != NULL;
     const char *update_why = NULL;
-    int try_update = prev.db && !args.targets && trc == 0 &&
+    // Link units inferred (no reply) stand while the parsed units change nothing they are
+    // inferred from (index_update.c checks); the full merge infers them from every unit.
+    const int keep_inferred =
+        trc == 1 && prev_source && (!strcmp(prev_source, "inferred") || !strcmp(prev_source, "none"));
+    int try_update = prev.db && !args.targets && (trc == 0 || keep_inferred) &&
                      ix_update_applies(&prev, &db, db.ntus - nmatched, &update_why);
     if (try_update) {
         for (size_t i = 0; i < db.ntus; i++) {
@@ -664,7 +668,11 @@ int tracebook_index_main(int argc, char **argv) {
     if (!stream) ix_hash_unit_inputs(&db, results, todo, ntodo, &hashes, &counted, &nfiles, &nlines);
     for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
     ix_phase_mark(&opt, &tp, "input files hashed");
-    ix_link_units_resolve(&targets, &db, results, trc, args.targets != NULL, &opt, &targets_source);
+    const int inferred_kept = try_update && trc == 1;  // (the reused units' facts are not read)
+    if (inferred_kept)
+        targets_source = prev_source;
+    else
+        ix_link_units_resolve(&targets, &db, results, trc, args.targets != NULL, &opt, &targets_source);
 
     for (size_t i = 0; i < db.ntus; i++) {
         if (opt.verbose) {
@@ -691,8 +699,9 @@ int tracebook_index_main(int argc, char **argv) {
                     .targets_source = targets_source,
                     .indexer_key = ix_indexer_key(&indexer),
                     .indexer_exe_stat = indexer.stat,
-                    .targets_digest = targets_loaded ? ix_targets_digest(&pool, targets_source, &targets)
-                                                     : ix_prev_meta(&prev, "targets_digest"),
+                    .targets_digest = targets_loaded && !inferred_kept
+                                          ? ix_targets_digest(&pool, targets_source, &targets)
+                                          : ix_prev_meta(&prev, "targets_digest"),
                     .targets_signature = targets_sig,
                     .hashes = &hashes};
     ix_summary sum;
@@ -706,6 +715,10 @@ int tracebook_index_main(int argc, char **argv) {
             int urc = ix_update_end(us.update, results, &meta, &sum, &update_why);
             if (urc == 0) {
                 written = 0;
+                if (inferred_kept && !opt.quiet)
+                    fprintf(stderr, "tracebook index: note: no CMake file API reply in %s: the link units inferred "
+                                    "before stand (the parsed units define and use the same external symbols)\n",
+                            targets.reply_dir);
                 if (opt.verbose)
                     fprintf(stderr, "tracebook index: updated in place: %zu parsed unit%s merged by the difference of "
                                     "their facts\n", ntodo, ntodo == 1 ? "" : "s");
@@ -715,7 +728,7 @@ int tracebook_index_main(int argc, char **argv) {
                             urc > 0 ? update_why : err.msg);
                 reuse_after_all(&w, &prev, match, &hashes, &counted, &nfiles, &nlines, &ntodo, &nreused);
                 for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
-                if (!read_before) {  // the full merge writes the targets and libraries rows anew
+                if (!read_before || inferred_kept) {  // the full merge writes the targets and libraries rows anew
                     targets_loaded = 1;
                     ix_link_units_load(&targets, NULL, &db, build_dir, &trc, &targets_source, &err);
                     ix_link_units_resolve(&targets, &db, results, trc, 0, &opt, &targets_source);

@@ -19,6 +19,7 @@
 // conflicting units, by file name without the extension ("common+all_reduce"); where two
 // names would be equal, by their paths under the database's directory.
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,11 +56,73 @@ static int is_header(const char *path) {
     return 0;
 }
 
-static void add_ref(symtab *s, size_t i, const char *usr, unsigned char *mark) {
-    int *id = usr ? tb_strmap_get(&s->ids, usr) : NULL;
-    if (!id || mark[*id]) return;
-    mark[*id] = 1;
-    *(int *)tb_vec_push(&s->u[i].refs) = *id;
+// What the inference reads of one unit: whether it defines main (outside a header), the
+// external symbols it defines ('d': USR and name) and those it refers to ('r': calls, functions
+// named or assigned to fields, variables; its own among them).
+typedef ix_link_symbol_fn link_fact_fn;
+
+static int defines_main(const ix_result *r) {
+    for (size_t k = 0; k < r->funcs.len; k++) {
+        const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, k);
+        if (f->main_like && f->is_def && !is_header(f->file)) return 1;
+    }
+    return 0;
+}
+
+static void each_def(const ix_result *r, link_fact_fn *fn, void *ctx) {
+    for (size_t k = 0; k < r->syms.len; k++) {
+        const ix_sym *y = &TB_VEC_AT(&r->syms, ix_sym, k);
+        if (y->defines) fn(ctx, 'd', y->usr, y->name);
+    }
+}
+
+static void each_ref(const ix_result *r, link_fact_fn *fn, void *ctx) {
+    const char *usr;
+    for (size_t k = 0; k < r->calls.len; k++)
+        if ((usr = TB_VEC_AT(&r->calls, ix_call, k).callee_usr)) fn(ctx, 'r', usr, NULL);
+    for (size_t k = 0; k < r->callbacks.len; k++)
+        if ((usr = TB_VEC_AT(&r->callbacks, ix_callback, k).target_usr)) fn(ctx, 'r', usr, NULL);
+    for (size_t k = 0; k < r->ftargets.len; k++)
+        if ((usr = TB_VEC_AT(&r->ftargets, ix_ftarget, k).fn_usr)) fn(ctx, 'r', usr, NULL);
+    for (size_t k = 0; k < r->syms.len; k++) {
+        const ix_sym *y = &TB_VEC_AT(&r->syms, ix_sym, k);
+        if (!y->defines && y->usr) fn(ctx, 'r', y->usr, NULL);
+    }
+}
+
+void ix_unit_link_symbols(const ix_result *r, ix_link_symbol_fn *fn, void *ctx) {
+    each_def(r, fn, ctx);
+    each_ref(r, fn, ctx);
+}
+
+typedef struct unit_ctx {
+    symtab *s;
+    size_t i;
+    unsigned char *mark;  // per symbol id: already one of unit i's definitions or references
+} unit_ctx;
+
+static void add_def(void *ctx, char kind, const char *usr, const char *name) {
+    unit_ctx *c = ctx;
+    symtab *s = c->s;
+    int *id = tb_strmap_get(&s->ids, usr);
+    if (!id) {
+        id = tb_strmap_put(&s->ids, usr, (int)s->definers.len);
+        tb_vec *d = tb_vec_push(&s->definers);
+        tb_vec_init(d, sizeof(int), "symbol definers");
+        *(const char **)tb_vec_push(&s->names) = name;
+    }
+    tb_vec *d = &TB_VEC_AT(&s->definers, tb_vec, *id);
+    if (d->len && TB_VEC_AT(d, int, d->len - 1) == (int)c->i) return;
+    *(int *)tb_vec_push(d) = (int)c->i;
+    *(int *)tb_vec_push(&s->u[c->i].defs) = *id;
+}
+
+static void add_ref(void *ctx, char kind, const char *usr, const char *name) {
+    unit_ctx *c = ctx;
+    int *id = tb_strmap_get(&c->s->ids, usr);
+    if (!id || c->mark[*id]) return;
+    c->mark[*id] = 1;
+    *(int *)tb_vec_push(&c->s->u[c->i].refs) = *id;
 }
 
 static void conflict(symtab *s, size_t a, size_t b) {
@@ -77,41 +140,16 @@ static void symtab_build(symtab *s, const ix_compdb *db, const ix_result *result
     tb_vec_init(&s->definers, sizeof(tb_vec), "symbol definers");
     tb_vec_init(&s->names, sizeof(const char *), "symbol names");
     for (size_t i = 0; i < s->n; i++) {
-        unit_syms *u = &s->u[i];
-        tb_vec_init(&u->defs, sizeof(int), "unit definitions");
-        tb_vec_init(&u->refs, sizeof(int), "unit references");
-        const ix_result *r = &results[i];
-        for (size_t k = 0; k < r->funcs.len; k++) {
-            const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, k);
-            if (f->main_like && f->is_def && !is_header(f->file)) u->has_main = 1;
-        }
-        for (size_t k = 0; k < r->syms.len; k++) {
-            const ix_sym *y = &TB_VEC_AT(&r->syms, ix_sym, k);
-            if (!y->defines) continue;
-            int *id = tb_strmap_get(&s->ids, y->usr);
-            if (!id) {
-                id = tb_strmap_put(&s->ids, y->usr, (int)s->definers.len);
-                tb_vec *d = tb_vec_push(&s->definers);
-                tb_vec_init(d, sizeof(int), "symbol definers");
-                *(const char **)tb_vec_push(&s->names) = y->name;
-            }
-            tb_vec *d = &TB_VEC_AT(&s->definers, tb_vec, *id);
-            if (d->len && TB_VEC_AT(d, int, d->len - 1) == (int)i) continue;
-            *(int *)tb_vec_push(d) = (int)i;
-            *(int *)tb_vec_push(&u->defs) = *id;
-        }
+        tb_vec_init(&s->u[i].defs, sizeof(int), "unit definitions");
+        tb_vec_init(&s->u[i].refs, sizeof(int), "unit references");
+        s->u[i].has_main = defines_main(&results[i]);
+        each_def(&results[i], add_def, &(unit_ctx){s, i, NULL});
     }
     unsigned char *mark = tb_xcalloc(s->definers.len + 1, 1, "reference marks");
     for (size_t i = 0; i < s->n; i++) {
-        const ix_result *r = &results[i];
         unit_syms *u = &s->u[i];
         for (size_t k = 0; k < u->defs.len; k++) mark[TB_VEC_AT(&u->defs, int, k)] = 1;  // its own: no reference
-        for (size_t k = 0; k < r->calls.len; k++) add_ref(s, i, TB_VEC_AT(&r->calls, ix_call, k).callee_usr, mark);
-        for (size_t k = 0; k < r->callbacks.len; k++)
-            add_ref(s, i, TB_VEC_AT(&r->callbacks, ix_callback, k).target_usr, mark);
-        for (size_t k = 0; k < r->ftargets.len; k++) add_ref(s, i, TB_VEC_AT(&r->ftargets, ix_ftarget, k).fn_usr, mark);
-        for (size_t k = 0; k < r->syms.len; k++)
-            if (!TB_VEC_AT(&r->syms, ix_sym, k).defines) add_ref(s, i, TB_VEC_AT(&r->syms, ix_sym, k).usr, mark);
+        each_ref(&results[i], add_ref, &(unit_ctx){s, i, mark});
         for (size_t k = 0; k < u->defs.len; k++) mark[TB_VEC_AT(&u->defs, int, k)] = 0;
         for (size_t k = 0; k < u->refs.len; k++) mark[TB_VEC_AT(&u->refs, int, k)] = 0;
     }
@@ -126,6 +164,83 @@ static void symtab_build(symtab *s, const ix_compdb *db, const ix_result *result
     for (size_t a = 0; a < s->n; a++)
         for (size_t b = a + 1; b < s->n && s->u[a].has_main; b++)
             if (s->u[b].has_main) conflict(s, a, b);
+}
+
+// --- whether one unit's new facts could change the inference ----------------------------
+//
+// The inference reads a unit's main, the symbols it defines that another unit defines too
+// (conflicts) or refers to (pulls), and, in order, its references to symbols another unit
+// defines (expand() branches on the first with several candidates). A symbol only this unit
+// knows changes nothing: ids are numbered anew, but expand() reads no id's value.
+
+typedef struct link_facts {
+    const ix_link_lookup *look;
+    tb_strmap own;  // USRs defined
+    tb_strmap seen;
+    tb_vec refs;    // const char *: USRs another unit defines, first use first (not the own)
+} link_facts;
+
+static void put_def(void *ctx, char kind, const char *usr, const char *name) {
+    tb_strmap_put(&((link_facts *)ctx)->own, usr, 1);
+}
+
+static void put_ref(void *ctx, char kind, const char *usr, const char *name) {
+    link_facts *f = ctx;
+    if (tb_strmap_get(&f->seen, usr)) return;
+    tb_strmap_put(&f->seen, usr, 1);
+    if (!tb_strmap_get(&f->own, usr) && f->look->defined_elsewhere(f->look->ctx, usr))
+        *(const char **)tb_vec_push(&f->refs) = usr;
+}
+
+static void link_facts_of(const ix_result *r, const ix_link_lookup *look, link_facts *f) {
+    f->look = look;
+    tb_strmap_init(&f->own);
+    tb_strmap_init(&f->seen);
+    tb_vec_init(&f->refs, sizeof(const char *), "unit references");
+    each_def(r, put_def, f);
+    each_ref(r, put_ref, f);
+}
+
+static void link_facts_free(link_facts *f) {
+    tb_strmap_free(&f->own);
+    tb_strmap_free(&f->seen);
+    tb_vec_free(&f->refs);
+}
+
+// A symbol a defines and b does not that another unit defines or refers to.
+static int def_that_counts(const link_facts *a, const link_facts *b) {
+    const ix_link_lookup *l = a->look;
+    for (size_t k = 0; k < a->own.cap; k++) {
+        const char *usr = a->own.keys[k];
+        if (usr && !tb_strmap_get(&b->own, usr) &&
+            (l->defined_elsewhere(l->ctx, usr) || l->referenced_elsewhere(l->ctx, usr)))
+            return 1;
+    }
+    return 0;
+}
+
+static int same_refs(const link_facts *a, const link_facts *b) {
+    if (a->refs.len != b->refs.len) return 0;
+    for (size_t k = 0; k < a->refs.len; k++)
+        if (strcmp(TB_VEC_AT(&a->refs, const char *, k), TB_VEC_AT(&b->refs, const char *, k))) return 0;
+    return 1;
+}
+
+const char *ix_units_link_facts_changed(const ix_result *old, const ix_result *now, const ix_link_lookup *look) {
+    if (defines_main(old) != defines_main(now))
+        return "the link units are inferred, and a parsed unit now defines main or no longer does";
+    link_facts a, b;
+    link_facts_of(old, look, &a);
+    link_facts_of(now, look, &b);
+    const char *why = NULL;
+    if (def_that_counts(&a, &b) || def_that_counts(&b, &a))
+        why = "the link units are inferred, and a parsed unit defines, or no longer defines, a symbol another unit "
+              "defines or uses";
+    else if (!same_refs(&a, &b))
+        why = "the link units are inferred, and a parsed unit uses other symbols of other units, or in another order";
+    link_facts_free(&a);
+    link_facts_free(&b);
+    return why;
 }
 
 static void symtab_free(symtab *s) {

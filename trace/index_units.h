@@ -24,6 +24,25 @@ typedef struct ix_units_report {
 // there is nothing to tell apart (no main and no symbol defined twice).
 size_t ix_units_infer(ix_targets *t, const ix_compdb *db, const ix_result *results, ix_units_report *rep);
 
+// The external symbols the inference reads of a unit: each it defines (kind 'd', with its
+// name), then each it refers to ('r'; name NULL; a symbol may come more than once).
+typedef void ix_link_symbol_fn(void *ctx, char kind, const char *usr, const char *name);
+void ix_unit_link_symbols(const ix_result *r, ix_link_symbol_fn *fn, void *ctx);
+
+// Whether the inference could give other link units once `now` replaces `old` as one unit's
+// facts, every other unit's unchanged (an update in place keeps the link units inferred before
+// only when it could not): NULL when the unit defines main or not as before, defines or stops
+// defining no symbol another unit defines or refers to, and refers to the same symbols of other
+// units in the same order; else what changed, a static sentence ("the link units are inferred,
+// and a parsed unit ..."). The lookups answer for every unit but this one, in the old facts
+// and the new (several units parsed: either may be what another unit's inference reads).
+typedef struct ix_link_lookup {
+    int (*defined_elsewhere)(void *ctx, const char *usr);
+    int (*referenced_elsewhere)(void *ctx, const char *usr);
+    void *ctx;
+} ix_link_lookup;
+const char *ix_units_link_facts_changed(const ix_result *old, const ix_result *now, const ix_link_lookup *look);
+
 // Warns on f (one line each) about binaries of t that hold two units defining main or the
 // same external symbol, which no linker accepts. Returns how many such binaries.
 size_t ix_units_check(const ix_targets *t, const ix_compdb *db, const ix_result *results, FILE *f);

@@ -589,6 +589,11 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
     const char *td = u->targets_digest, *cd = u->collectives_digest;
     if (!td || !meta->targets_digest || strcmp(td, meta->targets_digest))
         return not_applicable(u, "the targets or their link lines changed");
+    const char *ts = meta->targets_source;
+    if (!strcmp(ts, "inferred") || !strcmp(ts, "none")) {
+        int stand = ixu_inferred_link_units_stand(u, results, old, todo, ntodo);
+        if (stand) return stand;
+    }
     if (!cd || strcmp(cd, ixw_collectives_digest(&w->pool, u->opt)))
         return not_applicable(u, "the --collective list changed");
     for (size_t k = 0; k < ntodo; k++) {

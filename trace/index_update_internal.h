@@ -1,5 +1,6 @@
-// index_update_internal.h — what index_update.c and index_update_units.c share: the updater's
-// state and the helpers both use; not an interface beyond them (index_update.h is).
+// index_update_internal.h — what index_update.c, index_update_units.c and
+// index_update_inferred.c share: the updater's state and the helpers they use; not an
+// interface beyond them (index_update.h is).
 #ifndef TB_TRACE_INDEX_UPDATE_INTERNAL_H
 #define TB_TRACE_INDEX_UPDATE_INTERNAL_H
 
@@ -52,5 +53,11 @@ void ixu_files_named(updater *u, const ix_result *r, tb_strmap *m);
 int ixu_replace_deps(updater *u, long long tu_id, const ix_result *now);
 // A parsed unit's tu_* rows replaced, table by table, where its new facts differ from its old.
 int ixu_replace_unit_rows(updater *u, long long tu_id, const ix_result *old, const ix_result *now);
+// Link units inferred from the units' symbols (no CMake reply; meta says "inferred" or "none"):
+// 0 when the previous ones stand, no parsed unit having changed what the inference reads
+// (index_units.h); 1 when one did (u->why says how: the full merge infers them again); -1
+// failed (err).
+int ixu_inferred_link_units_stand(updater *u, const ix_result *results, const ix_result *old, const size_t *todo,
+                                  size_t ntodo);
 
 #endif

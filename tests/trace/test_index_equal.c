@@ -10,6 +10,9 @@
 // b.c includes, a call of a collective declared in a system header, range sites, a
 // function-pointer field. One re-index goes through the full merge: a.c dropping the header
 // whose inline function's body it wrote (the body passes to b.c, which was not parsed).
+// Without a reply (a Makefile project's database), the link units inferred from the units'
+// symbols stand through an update in place while no parsed unit changes what they are
+// inferred from; a unit that does goes through the full merge, which infers them again.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,7 @@
 #define PLAIN WORK "/plain.sqlite"
 
 static tb_output sh;  // what the last index printed (stdout and stderr together)
+static const char *src = SRC;  // the database's directory
 
 static int write_compdb(int with_b) {
     const char *unit = "{\"directory\": \"" SRC "\", \"arguments\": [\"cc\", \"-std=c17\", \"-isystem\", \"" XFIX
@@ -96,7 +100,7 @@ static int parsed, reused;
 static char counts[512];  // the last run's summary counts line ("  functions N (M defined), calls ...")
 
 static int index_run(const char *out, const char *flags) {
-    int st = tb_run_merged(&sh, NULL, "'%s' index --compdb '%s' --output '%s' --verbose %s", TRACEBOOK, SRC, out, flags);
+    int st = tb_run_merged(&sh, NULL, "'%s' index --compdb '%s' --output '%s' --verbose %s", TRACEBOOK, src, out, flags);
     parsed = reused = -1;
     const char *p = strstr(sh.out, "TUs parsed ");
     if (p) sscanf(p, "TUs parsed %d, reused %d", &parsed, &reused);
@@ -228,8 +232,68 @@ TB_TEST(fast_and_plain_indexes_are_equal_table_for_table) {
              "b.c's own facts are gone");
 }
 
+#define MK WORK "/make"  // a database with no reply beside it
+
+static int write_make_sources(void) {
+    tb_error err;
+    int bad = tb_mkdir_p(MK, &err);
+    bad |= tb_write_text(MK "/lib.c", "int shared_count = 1;\nint lib_fn(int x) { return x; }\n");
+    bad |= tb_write_text(MK "/main1.c", "int lib_fn(int x);\nint main(void) { return lib_fn(1); }\n");
+    bad |= tb_write_text(MK "/main2.c", "int lib_fn(int x);\nextern int shared_count;\n"
+                                        "int main(void) { return lib_fn(2) + shared_count; }\n");
+    char all[1024] = "[", unit[300];
+    const char *units[] = {"lib", "main1", "main2"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(unit, sizeof unit, "%s{\"directory\": \"" MK "\", \"arguments\": [\"cc\", \"-c\", \"%s.c\"],"
+                 " \"file\": \"%s.c\"}", i ? ", " : "", units[i], units[i]);
+        strcat(all, unit);
+    }
+    strcat(all, "]\n");
+    bad |= tb_write_text(MK "/compile_commands.json", all);
+    return bad ? -1 : 0;
+}
+
+TB_TEST(link_units_inferred_without_a_reply_stand_while_the_units_symbols_do) {
+    src = MK;
+    TB_REQUIRE(write_make_sources() == 0, "cannot write the sources");
+    usleep(100 * 1000);
+    unlink(FAST);
+    TB_CHECK(reindexed("first index", 3, 0, "2 link units inferred"), "a parallel index differs from a plain one");
+    TB_CHECK(q_long(FAST, "SELECT COUNT(DISTINCT target) FROM targets") == 2, "main1+lib and main2+lib");
+    const char *stand = "the link units inferred before stand";
+    TB_REQUIRE(tb_write_text(MK "/lib.c", "int shared_count = 1;\nint lib_fn(int x) { return x + 1; }\n") == 0, "lib.c");
+    usleep(100 * 1000);
+    TB_CHECK(reindexed("a body changed", 1, 2, stand),
+             "an update that keeps the inferred link units differs from a plain index");
+    // a call of a function no unit defines pulls in nothing; a function no other unit knows of
+    // neither
+    TB_REQUIRE(append(MK "/main2.c", "int lib_extra(void);\nstatic int more(void) { return lib_extra(); }\n") == 0,
+               "main2.c");
+    TB_CHECK(reindexed("a call of a function no unit defines", 1, 2, stand), "an update with a new outside call differs");
+    TB_REQUIRE(append(MK "/lib.c", "int lib_more(void) { return 2; }\n") == 0, "lib.c");
+    TB_CHECK(reindexed("a new function nothing calls", 1, 2, stand), "an update with a new function differs");
+    // what the inference reads changes: the full merge infers the link units again
+    TB_REQUIRE(append(MK "/main1.c", "extern int shared_count;\nstatic int count(void) { return shared_count; }\n") == 0,
+               "main1.c");
+    TB_CHECK(reindexed("a use of another unit's variable", 1, 2, "not updated in place (the link units are inferred, "
+                       "and a parsed unit uses other symbols of other units, or in another order)"),
+             "a re-merged index differs from a plain one");
+    TB_REQUIRE(append(MK "/lib.c", "int lib_extra(void) { return 3; }\n") == 0, "lib.c");
+    TB_CHECK(reindexed("a definition of what another unit calls", 1, 2,
+                       "a parsed unit defines, or no longer defines, a symbol another unit defines or uses"),
+             "a re-merged index differs from a plain one");
+    TB_REQUIRE(tb_write_text(MK "/main2.c", "int lib_fn(int x);\nint entry(void) { return lib_fn(2); }\n") == 0,
+               "main2.c");
+    usleep(100 * 1000);
+    TB_CHECK(reindexed("main2.c no longer defines main", 1, 2, "now defines main or no longer does"),
+             "a re-merged index differs from a plain one");
+    TB_CHECK(q_long(FAST, "SELECT COUNT(DISTINCT target) FROM targets") < 2, "one binary left: main1's");
+    src = SRC;
+}
+
 int main(void) {
     TB_RUN(fast_and_plain_indexes_are_equal_table_for_table);
+    TB_RUN(link_units_inferred_without_a_reply_stand_while_the_units_symbols_do);
     tb_output_free(&sh);
     return tb_test_summary();
 }
