@@ -2,8 +2,9 @@
 # The source index's speed on this project: a full index, a re-index with nothing changed and
 # a re-index after one engine file changed (only the units that include it are parsed); then
 # on a CUDA codebase of nccl-tests' size (16 .cu units, nvcc commands as bear writes them for
-# make; built from tests/trace/fixtures/cudamake, since nccl-tests itself is not available
-# offline; skipped without a CUDA toolkit with NCCL's device headers).
+# make, no CMake reply: link units inferred; built from tests/trace/fixtures/cudamake, since
+# nccl-tests itself is not available offline; skipped without a CUDA toolkit with NCCL's device
+# headers): a full index, and a re-index after one test file changed.
 #
 #   scripts/bench-index.sh [BUILD_DIR] [-j N] [-n R]   (default build/; its bin/tracebook and
 #                                                       compile_commands.json; R pairs, 6; the
@@ -67,6 +68,7 @@ sed -e "s#$build#@@BUILD@@#g" -e "s#$src/#$tmp/src/#g" -e "s#@@BUILD@@#$build#g"
   "$build/compile_commands.json" > "$tmp/db/compile_commands.json"
 
 out="$tmp/index.sqlite"
+reply="$build"  # where the index looks for CMake's file API reply (the CUDA rows: none)
 timed() {  # command...: runs it, stdout to $tmp/o; $cpu = its user+sys CPU seconds (children included)
   local TIMEFORMAT='%U %S'
   { time "$@" > "$tmp/o" 2>/dev/null; } 2> "$tmp/t" || true
@@ -102,7 +104,7 @@ run_once() {  # label, compdb dir, extra args: one index run, its summary line p
   local label="$1" compdb="$2"
   shift 2
   l=$(load)
-  timed "$tracebook" index --compdb "$compdb" --output "$out" --build-dir "$build" "${jobs[@]}" "$@"
+  timed "$tracebook" index --compdb "$compdb" --output "$out" --build-dir "$reply" "${jobs[@]}" "$@"
   line=$(grep 'TUs parsed' "$tmp/o")
   echo "$label:$line; CPU $cpu s (load $l)"
   wall=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$line")
@@ -199,7 +201,18 @@ if [ -f "$cuda/include/cuda_runtime.h" ] && [ -f "$cuda/include/nccl_device.h" ]
   done
   (IFS=,; echo "[${entries[*]}]") > "$tmp/cuda/compile_commands.json"
   out="$tmp/cuda.sqlite"
+  reply="$tmp/cuda"  # no reply there: the link units are inferred from the units' symbols
   measure "CUDA, 16 .cu units (nccl-tests' size), full index" 1.10 "$tmp/cuda" "$tmp/cuda" - --full
+  # a one-file re-index of it: the inferred link units stand (the comment changes no symbol)
+  mkdir -p "$tmp/cuda-one"
+  python3 - "$tmp/cuda/compile_commands.json" "$tmp/cuda-one/compile_commands.json" <<'PY'
+import json, sys
+json.dump([e for e in json.load(open(sys.argv[1])) if e["file"] == "all_reduce.cu"], open(sys.argv[2], "w"))
+PY
+  change_cu() { printf '\n// bench-index.sh %s\n' "$1" >> "$tmp/cuda/all_reduce.cu"; sleep 0.1; }
+  reps=$((3 * reps_all))
+  measure "CUDA, all_reduce.cu changed (link units inferred)" 1.50 "$tmp/cuda" "$tmp/cuda-one" change_cu
+  reps=$reps_all
 else
   echo "(no CUDA toolkit with NCCL's device headers in $cuda: the CUDA rows are skipped)"
 fi
