@@ -610,9 +610,12 @@ int tracebook_index_main(int argc, char **argv) {
     for (size_t i = 0; i < db.ntus; i++) nmatched += match[i] != NULL;
     const char *update_why = NULL;
     // Link units inferred (no reply) stand while the parsed units change nothing they are
-    // inferred from (index_update.c checks); the full merge infers them from every unit.
-    const int keep_inferred =
-        trc == 1 && prev_source && (!strcmp(prev_source, "inferred") || !strcmp(prev_source, "none"));
+    // inferred from (index_update.c checks) and the database is the same file (their names may
+    // be paths under its directory); the full merge infers them from every unit.
+    const char *prev_compdb = prev.db ? ix_prev_meta(&prev, "compdb") : NULL;
+    const int keep_inferred = trc == 1 && prev_source &&
+                              (!strcmp(prev_source, "inferred") || !strcmp(prev_source, "none")) && prev_compdb &&
+                              !strcmp(prev_compdb, db.path);
     int try_update = prev.db && !args.targets && (trc == 0 || keep_inferred) &&
                      ix_update_applies(&prev, &db, db.ntus - nmatched, &update_why);
     if (try_update) {
@@ -717,8 +720,8 @@ int tracebook_index_main(int argc, char **argv) {
                 written = 0;
                 if (inferred_kept && !opt.quiet)
                     fprintf(stderr, "tracebook index: note: no CMake file API reply in %s: the link units inferred "
-                                    "before stand (the parsed units define and use the same external symbols)\n",
-                            targets.reply_dir);
+                                    "before stand (no parsed unit changed main, a symbol another unit defines or "
+                                    "uses, or its uses of other units' symbols)\n", targets.reply_dir);
                 if (opt.verbose)
                     fprintf(stderr, "tracebook index: updated in place: %zu parsed unit%s merged by the difference of "
                                     "their facts\n", ntodo, ntodo == 1 ? "" : "s");
@@ -730,7 +733,8 @@ int tracebook_index_main(int argc, char **argv) {
                 for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
                 if (!read_before || inferred_kept) {  // the full merge writes the targets and libraries rows anew
                     targets_loaded = 1;
-                    ix_link_units_load(&targets, NULL, &db, build_dir, &trc, &targets_source, &err);
+                    if (!inferred_kept)  // (else loaded: no reply, to be inferred from every unit now)
+                        ix_link_units_load(&targets, NULL, &db, build_dir, &trc, &targets_source, &err);
                     ix_link_units_resolve(&targets, &db, results, trc, 0, &opt, &targets_source);
                     meta.targets_source = targets_source;
                     meta.targets_digest = ix_targets_digest(&pool, targets_source, &targets);

@@ -19,7 +19,8 @@
 // calls), a first definition that moves to another file while an unparsed unit defines the
 // function too, a body that passes to a unit not parsed this run (its calls would have to be
 // read back), a field target of a function defined in several files, a changed --collective
-// list or targets (digests in meta).
+// list or targets (digests in meta), a parsed unit that changes what inferred link units are
+// inferred from (index_update_inferred.c).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

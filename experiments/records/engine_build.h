@@ -25,7 +25,9 @@ json_t *tb_engine_build_info(const char *engine, tb_error *err);
 // The CMake options of a recorded build as command-line words ("-DCMAKE_BUILD_TYPE=Debug
 // -DTB_SANITIZE='address,undefined' ... -DTB_CUDA='OFF' -DTB_WITH_MPI='ON'"), each value
 // single-quoted for the shell; the parts (TB_CUDA, TB_WITH_MPI) as the recorded build resolved
-// them, so the replay compiles what ran and nothing more. `unrecorded` gets the options a record
+// them, so the replay compiles the parts that ran (but TB_CUDA=AUTO, the toolkit's headers
+// without the backend, resolves anew on the replaying host; NCCL's root, TB_NCCL_ROOT, is not
+// recorded: the toolkit's NCCL is looked for). `unrecorded` gets the options a record
 // made before they were recorded lacks ("TB_CUDA, ...", "" when none): CMake's defaults apply.
 // 0, or -1 with err set (a missing or non-string option, a value with a quote in it, too long).
 int tb_engine_build_cmake_args(const json_t *build, char *buf, size_t len, char *unrecorded, size_t unrecorded_len,

@@ -82,8 +82,8 @@ static int cmake_args(const char *build_text, char *args, size_t len, char *unre
 TB_TEST(a_replay_builds_the_parts_the_recorded_build_had) {
     char text[1024], args[2048], unrecorded[256];
     tb_error err;
-    snprintf(text, sizeof text, "%s, \"TB_CUDA\": \"OFF\", \"CMAKE_CUDA_ARCHITECTURES\": \"\", \"TB_WITH_MPI\": \"ON\"}}",
-             older);
+    snprintf(text, sizeof text,
+             "%s, \"TB_CUDA\": \"OFF\", \"CMAKE_CUDA_ARCHITECTURES\": \"\", \"TB_WITH_MPI\": \"ON\"}}", older);
     TB_REQUIRE(cmake_args(text, args, sizeof args, unrecorded, &err) == 0, "%s", err.msg);
     TB_CHECK(!strcmp(args, "-DCMAKE_BUILD_TYPE='Debug' -DTB_SANITIZE='address' -DTB_NATIVE='ON' -DCMAKE_C_FLAGS='' "
                            "-DTB_CUDA='OFF' -DTB_WITH_MPI='ON'"),
