@@ -3,7 +3,8 @@
 // run runbooks/quickstart.lua` wrote and printed, and a script added to a copy of it reports,
 // after the page loaded, each plot's rendered size and drawn elements and every script error;
 // Chromium's own log shows every console message. The quickstart runs 4 steps instead of 8
-// (its iters parameter), to keep the test short under AddressSanitizer too. Then a screenshot is saved under the test's
+// (its iters parameter) and 3 timing repetitions instead of 15, to keep the test short under
+// AddressSanitizer too. Then a screenshot is saved under the test's
 // output (build/test-tmp/report_browser/report.png), and the page's relative links are
 // followed after the artifacts folder is moved.
 //
@@ -136,7 +137,7 @@ static int count(const char *text, const char *needle) {
 }
 
 TB_TEST(tracebook_run_writes_the_report_and_prints_its_path) {
-    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf '%s' && mkdir -p '%s' && '%s' run runbooks/quickstart.lua --set iters=4 --set rerun_contended=0 --artifacts '%s'",
+    TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR, "rm -rf '%s' && mkdir -p '%s' && '%s' run runbooks/quickstart.lua --set iters=4 --set repetitions=3 --set rerun_contended=0 --artifacts '%s'",
                       OUT, OUT, TRACEBOOK, ART) == 0,
                "quickstart failed:\n%s\n%s", sh.out, sh.err);
     TB_CHECK(strstr(sh.out, "  report " REPORT "\n"), "the path printed:\n%s", sh.out);

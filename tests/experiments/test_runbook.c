@@ -532,7 +532,8 @@ TB_TEST(no_secret_value_reaches_any_file_of_the_record) {
 // file unproves the claim.
 TB_TEST(runbook_comparison_claims_read_the_baseline_from_its_record) {
     TB_REQUIRE(tb_run(&sh, TB_SOURCE_DIR,
-                      "rm -rf %s_cmp && %s run runbooks/quickstart.lua --set iters=3 --set rerun_contended=0 --artifacts %s_cmp && "
+                      "rm -rf %s_cmp && %s run runbooks/quickstart.lua --set iters=3 --set repetitions=3"
+                      " --set rerun_contended=0 --artifacts %s_cmp && "
                       "%s run runbooks/recompute_memory.lua --set seq=64 --artifacts %s_cmp",
                       ART, TRACEBOOK, ART, TRACEBOOK, ART) == 0,
                "%s\n%s", sh.out, sh.err);
