@@ -719,9 +719,11 @@ int tracebook_index_main(int argc, char **argv) {
             if (urc == 0) {
                 written = 0;
                 if (inferred_kept && !opt.quiet)
-                    fprintf(stderr, "tracebook index: note: no CMake file API reply in %s: the link units inferred "
-                                    "before stand (no parsed unit changed main, a symbol another unit defines or "
-                                    "uses, or its uses of other units' symbols)\n", targets.reply_dir);
+                    fprintf(stderr, "tracebook index: note: no CMake file API reply in %s: %s (no parsed unit changed "
+                                    "main, a symbol another unit defines or uses, or its uses of other units' "
+                                    "symbols)\n", targets.reply_dir,
+                            strcmp(targets_source, "none") ? "the link units inferred before stand"
+                                                           : "still nothing to tell binaries apart by: one scope");
                 if (opt.verbose)
                     fprintf(stderr, "tracebook index: updated in place: %zu parsed unit%s merged by the difference of "
                                     "their facts\n", ntodo, ntodo == 1 ? "" : "s");

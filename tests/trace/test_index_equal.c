@@ -306,9 +306,35 @@ TB_TEST(link_units_inferred_without_a_reply_stand_while_the_units_symbols_do) {
     src = SRC;
 }
 
+// No main and no symbol defined twice: nothing to infer ("none", one scope), which stands as
+// inferred link units do, until a unit defines main.
+TB_TEST(one_scope_without_a_reply_stands_until_a_unit_defines_main) {
+    src = MK "1";
+    tb_error err;
+    TB_REQUIRE(tb_mkdir_p(src, &err) == 0 && tb_write_text(MK "1/a.c", "int f(int x) { return x; }\n") == 0 &&
+                   tb_write_text(MK "1/b.c", "int f(int x);\nint g(void) { return f(1); }\n") == 0 &&
+                   tb_write_text(MK "1/compile_commands.json",
+                                 "[{\"directory\": \"" MK "1\", \"arguments\": [\"cc\", \"-c\", \"a.c\"],"
+                                 " \"file\": \"a.c\"}, {\"directory\": \"" MK "1\", \"arguments\": [\"cc\", \"-c\","
+                                 " \"b.c\"], \"file\": \"b.c\"}]\n") == 0,
+               "cannot write the sources");
+    usleep(100 * 1000);
+    unlink(FAST);
+    TB_CHECK(reindexed("first index", 2, 0, "and nothing to tell binaries apart by"), "a first index differs");
+    TB_REQUIRE(append(MK "1/b.c", "static int h(void) { return f(2); }\n") == 0, "b.c");
+    TB_CHECK(reindexed("a body changed", 1, 1, "still nothing to tell binaries apart by"),
+             "an update that keeps one scope differs from a plain index");
+    TB_REQUIRE(append(MK "1/a.c", "int main(void) { return f(3); }\n") == 0, "a.c");
+    TB_CHECK(reindexed("a.c defines main", 1, 1, "now defines main or no longer does"),
+             "a re-merged index differs from a plain one");
+    TB_CHECK(q_long(FAST, "SELECT COUNT(DISTINCT target) FROM targets") == 1, "a.c's binary");
+    src = SRC;
+}
+
 int main(void) {
     TB_RUN(fast_and_plain_indexes_are_equal_table_for_table);
     TB_RUN(link_units_inferred_without_a_reply_stand_while_the_units_symbols_do);
+    TB_RUN(one_scope_without_a_reply_stands_until_a_unit_defines_main);
     tb_output_free(&sh);
     return tb_test_summary();
 }
