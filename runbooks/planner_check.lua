@@ -8,6 +8,8 @@
 -- every category) without records; this keeps the evidence.
 --
 --   build/bin/tracebook run runbooks/planner_check.lua && build/bin/tracebook prove --all
+local config = require "config"
+
 local exp = tb.experiment{
     name = "planner_check", version = 1, seed = 1234,
     question = "Does the planner's per-rank budget, bubble and communication equal what the engine measures?",
@@ -42,8 +44,8 @@ for _, f in ipairs(families) do
     local plan = exp:plan(plan_keys)
     local function equal(id, predicted, measured, text)
         exp:claim{ id = name .. "_" .. id, parser = "relative_difference", runs = { plan, run }, at_most = 0,
-                   args = { a = { parser = "plan_figure", args = predicted, records = { plan.runs[1].run_id } },
-                            b = { parser = measured[1], args = measured[2], records = { run.runs[1].run_id } } },
+                   args = { a = { parser = "plan_figure", args = predicted, records = { config.first_id(plan) } },
+                            b = { parser = measured[1], args = measured[2], records = { config.first_id(run) } } },
                    text = name .. ": " .. text .. ", planned = measured" }
     end
     equal("parameters", { figure = "parameters_aligned", stage = 0 }, { "rank_figure", { figure = "parameters", rank = 0 } },

@@ -22,21 +22,23 @@ local selective = exp:run(with{ recompute_granularity = "selective" })
 local full = exp:run(with{ recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 1 })
 
 local function peak(r) return config.peak(r.runs[1], "activations") end
-print(string.format("\n  seq %d: activation peak none %.1f MiB, selective %.1f MiB, full %.1f MiB\n", seq,
-                    peak(none) / 1048576, peak(selective) / 1048576, peak(full) / 1048576))
+if none.stats then  -- not in a dry run
+    print(string.format("\n  seq %d: activation peak none %.1f MiB, selective %.1f MiB, full %.1f MiB\n", seq,
+                        peak(none) / 1048576, peak(selective) / 1048576, peak(full) / 1048576))
+end
 
 local function saving(id, treatment, text)
     exp:claim{ id = id, parser = "saved_fraction", runs = { none, treatment }, text = text,
                args = { treatment = { parser = "peak_memory_bytes", args = { category = "activations" },
-                                      records = { treatment.runs[1].run_id } },
+                                      records = { config.first_id(treatment) } },
                         baseline = { parser = "peak_memory_bytes", args = { category = "activations" },
-                                     records = { none.runs[1].run_id } } } }
+                                     records = { config.first_id(none) } } } }
 end
 saving("full_recompute_saving", full, "full recompute saves this fraction of activation memory")
 saving("selective_recompute_saving", selective, "selective recompute saves this fraction of activation memory")
 -- both losses are read from the records at prove time (the baseline is not a number of this
 -- runbook): a relative difference of 0 is the same double, bit for bit
 exp:claim{ id = "loss_unchanged_by_recompute", parser = "relative_difference", runs = { none, full }, at_most = 0,
-           args = { a = { parser = "loss_at_step", records = { full.runs[1].run_id } },
-                    b = { parser = "loss_at_step", records = { none.runs[1].run_id } } },
+           args = { a = { parser = "loss_at_step", records = { config.first_id(full) } },
+                    b = { parser = "loss_at_step", records = { config.first_id(none) } } },
            text = "full recompute leaves the last step's loss bit for bit" }

@@ -23,6 +23,12 @@ function M.ids(result)
     return ids
 end
 
+-- The first repetition's run id, nil in a dry run (nothing ran): `records = { first_id(r) }`
+-- is then empty, as M.ids's list is.
+function M.first_id(result)
+    return result.runs[1] and result.runs[1].run_id
+end
+
 -- One side of a comparison claim (ratio, saved_fraction, relative_difference): `parser` with
 -- `args` over every repetition of `result`, derived from its records at prove time.
 function M.part(parser, args, result)

@@ -251,6 +251,17 @@ TB_TEST(dry_run_prints_argv_and_config_and_runs_nothing) {
     TB_CHECK(access(ART "_dry/dry/v1", F_OK) != 0, "nothing recorded");
 }
 
+// Every runbook the project ships runs dry (its summaries and claims with no run behind them:
+// no stats, no records), exits 0 and records nothing.
+TB_TEST(every_shipped_runbook_runs_dry) {
+    int status = tb_run(&sh, TB_SOURCE_DIR,
+                        "rm -rf %s_dryall && for r in runbooks/*.lua runbooks/drills/*.lua; do %s run \"$r\" --dry-run"
+                        " --artifacts %s_dryall > /dev/null 2>%s/dryall.err || { echo \"FAILED $r\"; cat %s/dryall.err; }; done",
+                        ART, TRACEBOOK, ART, TB_TEST_TMPDIR, TB_TEST_TMPDIR);
+    TB_CHECK(status == 0 && !strstr(sh.out, "FAILED"), "a dry run failed:\n%s", sh.out);
+    TB_CHECK(tb_run(&sh, NULL, "find %s_dryall -name manifest.json | grep -q .", ART) != 0, "nothing recorded");
+}
+
 TB_TEST(runbook_errors_name_file_and_line_and_mark_the_experiment_failed) {
     tb_write_text(TB_TEST_TMPDIR "/syntax.lua", "local x = \n");
     TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "rm -rf %s_err && %s run %s/syntax.lua --artifacts %s_err", ART, TRACEBOOK,
@@ -772,6 +783,7 @@ TB_TEST(a_set_never_read_or_given_twice_is_an_error) {
 int main(void) {
     TB_RUN(runbook_runs_records_and_claims_and_prove_rederives);
     TB_RUN(dry_run_prints_argv_and_config_and_runs_nothing);
+    TB_RUN(every_shipped_runbook_runs_dry);
     TB_RUN(repetitions_are_numbered_from_one_everywhere);
     TB_RUN(repetition_runs_one_repetition_and_interleaved_alternates_configs);
     TB_RUN(a_contended_repetition_is_measured_again_naming_what_it_replaces);
