@@ -654,7 +654,8 @@ int tracebook_index_main(int argc, char **argv) {
     tb_strmap_init(&counted);
     if (!early) ix_work_init(&w, &db, &opt, results, todo, ntodo);
     ix_streamed sw = {.hashes = &hashes, .counted = &counted, .nfiles = &nfiles, .nlines = &nlines, .inputs = inputs,
-                      .targets = read_later ? &later : NULL, .indexer = &indexer};
+                      .targets = read_later ? &later : NULL, .rows = !read_later && trc == 0 ? &targets : NULL,
+                      .indexer = &indexer};
     int stream = !out_dir_failed && !try_update && ntodo == db.ntus;
     if (stream && !(sw.writer = ix_write_begin(opt.out, &db, &err))) fprintf(stderr, "tracebook index: %s\n", err.msg);
     ix_update_start us = {.path = opt.out, .db = &db, .todo = todo, .ntodo = ntodo, .prev = &prev, .targets = &targets,

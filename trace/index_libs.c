@@ -232,20 +232,26 @@ void ix_libs_init(ix_libs *l) {
     tb_vec_init(&l->libs, sizeof(ix_lib), "link libraries");
 }
 
-int ix_lib_defines(ix_libs *l, const char *path, const char *name) {
+int ix_lib_number(ix_libs *l, const char *path) {
     int *i = tb_strmap_get(&l->by_path, path);
-    if (!i) {
-        ix_lib *lib = tb_vec_push(&l->libs);
-        tb_strmap_init(&lib->names);
-        tb_vec_init(&lib->tables, sizeof(elf_table), "shared objects' symbol tables");
-        tb_vec_init(&lib->maps, sizeof(mapping), "shared objects' mappings");
-        read_library(l, path, lib, 0);
-        i = tb_strmap_put(&l->by_path, path, (int)l->libs.len - 1);
-    }
-    const ix_lib *lib = &TB_VEC_AT(&l->libs, ix_lib, *i);
+    if (i) return *i;
+    ix_lib *lib = tb_vec_push(&l->libs);
+    tb_strmap_init(&lib->names);
+    tb_vec_init(&lib->tables, sizeof(elf_table), "shared objects' symbol tables");
+    tb_vec_init(&lib->maps, sizeof(mapping), "shared objects' mappings");
+    read_library(l, path, lib, 0);
+    return *tb_strmap_put(&l->by_path, path, (int)l->libs.len - 1);
+}
+
+int ix_lib_defines_at(const ix_libs *l, int number, const char *name) {
+    const ix_lib *lib = &TB_VEC_AT(&l->libs, ix_lib, (size_t)number);
     for (size_t k = 0; k < lib->tables.len; k++)
         if (table_defines(&TB_VEC_AT(&lib->tables, elf_table, k), name)) return 1;
     return tb_strmap_get(&lib->names, name) != NULL;
+}
+
+int ix_lib_defines(ix_libs *l, const char *path, const char *name) {
+    return ix_lib_defines_at(l, ix_lib_number(l, path), name);
 }
 
 void ix_libs_free(ix_libs *l) {

@@ -18,6 +18,11 @@ void ix_libs_init(ix_libs *l);
 // Whether the library file at path defines the symbol `name` (each file read once; a file
 // that cannot be read or is neither ELF, an archive nor a linker script defines nothing).
 int ix_lib_defines(ix_libs *l, const char *path, const char *name);
+// The same in two steps: the file's number in l (read on first use; numbers count from 0),
+// then the lookup by that number. A caller asking many names of the same few files (every
+// target's link line names the same libraries) keeps the numbers.
+int ix_lib_number(ix_libs *l, const char *path);
+int ix_lib_defines_at(const ix_libs *l, int number, const char *name);
 void ix_libs_free(ix_libs *l);
 
 #endif

@@ -17,7 +17,18 @@ void ix_parse_and_write(ix_work *w, void *arg) {
     ix_streamed *sw = arg;
     ix_targets_later_load(sw->targets);  // while the first units parse
     if (sw->indexer) (void)ix_indexer_key(sw->indexer);
+    // The link units from CMake's reply or a --targets file are known now (inferred ones come
+    // from every unit's symbols, after the parse): their rows go in while the units parse.
+    const ix_targets *rows = sw->targets ? (*sw->targets->trc == 0 ? sw->targets->targets : NULL) : sw->rows;
+    if (sw->writer && rows) (void)ix_write_targets(sw->writer, rows);
+    int indexed = 0;
     for (size_t i = 0; i < w->db->ntus; i++) {
+        // Every unit is being parsed and this one is not done: the secondary indexes are built
+        // now, beside the last parses, rather than after them.
+        if (sw->writer && !indexed && atomic_load(&w->next) >= w->ntodo && !ix_unit_done(w, i)) {
+            (void)ix_write_indexes(sw->writer);
+            indexed = 1;
+        }
         ix_wait_unit(w, i);
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);

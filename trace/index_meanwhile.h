@@ -28,8 +28,9 @@ typedef struct ix_targets_later {
 
 // A new index written while the units are parsed: this thread takes each unit in database
 // order as soon as it is parsed, hashes its input files and writes its facts, so that only
-// what needs every unit (link units, targets, secondary indexes, libraries) is left after the
-// last parse. Every unit is parsed (todo is the whole database).
+// what needs every unit (inferred link units, collective sites, libraries) is left after the
+// last parse; the targets rows of known link units go in first, the secondary indexes once
+// every unit is being parsed. Every unit is parsed (todo is the whole database).
 typedef struct ix_streamed {
     ix_writer *writer;  // NULL: it could not be made (the error is reported; units are not written)
     ix_hashes *hashes;
@@ -37,6 +38,7 @@ typedef struct ix_streamed {
     long *nfiles, *nlines;
     const char **inputs;
     ix_targets_later *targets;  // NULL: read before the parse
+    const ix_targets *rows;     // then, when from CMake's reply or --targets (not inferred): them
     ix_indexer *indexer;        // its key (the executable's hash) computed meanwhile, for the meta rows
     double busy;  // seconds spent hashing and writing (not waiting for a unit): --verbose
 } ix_streamed;

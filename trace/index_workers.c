@@ -40,6 +40,13 @@ void ix_wait_unit(ix_work *w, size_t i) {
     pthread_mutex_unlock(&w->mu);
 }
 
+int ix_unit_done(ix_work *w, size_t i) {
+    pthread_mutex_lock(&w->mu);
+    int done = w->done[i];
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
 void ix_work_init(ix_work *w, const ix_compdb *db, const ix_options *opt, ix_result *results, const size_t *todo,
                   size_t ntodo) {
     *w = (ix_work){.db = db, .opt = opt, .results = results, .todo = todo, .ntodo = ntodo};

@@ -43,8 +43,9 @@ void ix_run_workers(ix_work *w, int jobs, void (*meanwhile)(ix_work *w, void *ar
 void ix_workers_start(ix_work *w, int jobs);
 void ix_workers_finish(ix_work *w, void (*meanwhile)(ix_work *w, void *arg), void *arg);
 
-// Waits until unit i (of the database) is parsed.
+// Waits until unit i (of the database) is parsed; whether it is, now.
 void ix_wait_unit(ix_work *w, size_t i);
+int ix_unit_done(ix_work *w, size_t i);
 
 // libclang's one-time initialisation (LLVM's, on the first clang_createIndex of the process:
 // ~5 ms here), once per process whoever calls it first; the others wait for it. Every worker

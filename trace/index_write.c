@@ -538,24 +538,30 @@ static int write_unit(writer *w, const ix_compdb *db, size_t i, const ix_result 
     return in && r->reused ? touch_unit_files(w, r) : ixw_write_unit_facts(w, tu_id, r);
 }
 
+// A targets row: 1 written, 0 not (its file has no row: not a source the database lists, nor
+// a file its units read), -1 failed.
+static int write_target(writer *w, const ix_target_row *t) {
+    int *fid = tb_strmap_get(&w->files, t->file);
+    if (!fid) return 0;
+    ixw_bind_text(w->ins_target, 1, t->target);
+    ixw_bind_text(w->ins_target, 2, t->type);
+    sqlite3_bind_int64(w->ins_target, 3, *fid);
+    return ixw_step(w, w->ins_target, "inserting a target") ? -1 : 1;
+}
+
 // After every unit: the derived tables, targets, secondary indexes, libraries, meta, file
 // stats, the summary's counts; committed. 1: in place, a file's id changed (rewrite instead).
 static int write_end(writer *w, const ix_compdb *db, const ix_result *results, const ix_targets *targets,
-                     const ix_options *opt, const ix_meta *meta, const ix_inplace *in, ix_summary *sum) {
+                     const char *written, size_t nwritten, const ix_options *opt, const ix_meta *meta,
+                     const ix_inplace *in, ix_summary *sum) {
     char *msg = NULL;
     struct timespec tp;
     clock_gettime(CLOCK_MONOTONIC, &tp);
     if (in && !same_file_ids(w, in)) return 1;  // the kept rows are valid only if no id changed
     if (ixw_write_collectives(w, opt)) return -1;
-    for (size_t i = 0; targets && i < targets->rows.len; i++) {
-        const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
-        int *fid = tb_strmap_get(&w->files, t->file);
-        if (!fid) continue;  // a source the database does not list
-        ixw_bind_text(w->ins_target, 1, t->target);
-        ixw_bind_text(w->ins_target, 2, t->type);
-        sqlite3_bind_int64(w->ins_target, 3, *fid);
-        if (ixw_step(w, w->ins_target, "inserting a target")) return -1;
-    }
+    for (size_t i = 0; targets && i < targets->rows.len; i++)
+        if (!(i < nwritten && written[i]) && write_target(w, &TB_VEC_AT(&targets->rows, ix_target_row, i)) < 0)
+            return -1;
     ix_phase_mark(opt, &tp, "write: collective sites, targets");
     if (sqlite3_exec(w->db, TB_INDEX_INDEXES, NULL, NULL, &msg) != SQLITE_OK) {
         int rc = tb_fail(w->err, "%s: creating the indexes: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
@@ -611,6 +617,9 @@ struct ix_writer {
     const ix_compdb *db;
     const ix_inplace *in;
     int failed;  // a unit could not be written: the rest is skipped, ix_write_end fails
+    const ix_targets *early;  // whose rows ix_write_targets wrote: ntargets of them, written[i] set
+    char *written;
+    size_t ntargets;
 };
 
 // Finalizes the statements and closes the file: SQLITE_OK or the close's error.
@@ -629,6 +638,7 @@ static void writer_free(ix_writer *x) {
     tb_strmap_free(&x->w.funcs);
     tb_vec_free(&x->w.finfo);
     tb_pool_free(&x->w.pool);
+    free(x->written);
     free(x);
 }
 
@@ -665,6 +675,29 @@ static ix_writer *begin_attempt(const char *path, const ix_compdb *db, const ix_
 
 ix_writer *ix_write_begin(const char *path, const ix_compdb *db, tb_error *err) {
     return begin_attempt(path, db, NULL, NULL, err);
+}
+
+int ix_write_targets(ix_writer *x, const ix_targets *targets) {
+    if (x->failed || x->early) return x->failed ? -1 : 0;
+    x->early = targets;
+    x->ntargets = targets->rows.len;
+    x->written = tb_xcalloc(x->ntargets ? x->ntargets : 1, 1, "targets rows written");
+    for (size_t i = 0; i < x->ntargets && !x->failed; i++) {
+        int rc = write_target(&x->w, &TB_VEC_AT(&targets->rows, ix_target_row, i));
+        if (rc < 0) x->failed = 1;
+        x->written[i] = rc > 0;
+    }
+    return x->failed ? -1 : 0;
+}
+
+int ix_write_indexes(ix_writer *x) {
+    char *msg = NULL;
+    if (!x->failed && sqlite3_exec(x->w.db, TB_INDEX_INDEXES, NULL, NULL, &msg) != SQLITE_OK) {
+        tb_fail(x->w.err, "%s: creating the indexes: %s", x->w.path, msg ? msg : sqlite3_errmsg(x->w.db));
+        sqlite3_free(msg);
+        x->failed = 1;
+    }
+    return x->failed ? -1 : 0;
 }
 
 int ix_write_unit(ix_writer *x, size_t i, const ix_result *r) {
@@ -705,7 +738,10 @@ static int end_attempt(ix_writer *x, const ix_result *results, const ix_targets 
     const char *path = x->path;
     early_flush flush = {.path = tmp, .fd = -1};
     if (publish && !x->failed) flush.started = pthread_create(&flush.th, NULL, flush_now, &flush) == 0;
-    int rc = x->failed ? -1 : write_end(&x->w, x->db, results, targets, opt, meta, x->in, sum);
+    const int early = targets && targets == x->early;
+    int rc = x->failed ? -1
+                       : write_end(&x->w, x->db, results, targets, early ? x->written : NULL, early ? x->ntargets : 0,
+                                   opt, meta, x->in, sum);
     if (writer_close(x) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
     writer_free(x);
     if (flush.started) pthread_join(flush.th, NULL);
