@@ -97,48 +97,6 @@ out:
     return rc;
 }
 
-// libraries: each function without a definition in the index, called or named by a unit
-// of a linking target, and the first library of that target's link line that defines it.
-// From the units' facts in memory (each unit's own calls and callbacks, as tu_calls and
-// tu_callbacks hold them): each unit's candidates once (a unit links into many targets), then
-// the pairs (function row, target) in (id, target) order, each once.
-struct lib_pair {
-    long long id;
-    const char *name;
-    int target;  // index of the target's first link (its link chain)
-};
-
-static int lib_pair_cmp(const void *a, const void *b) {
-    const struct lib_pair *x = a, *y = b;
-    if (x->id != y->id) return x->id < y->id ? -1 : 1;
-    return (x->target > y->target) - (x->target < y->target);
-}
-
-// A (function row id, target) pair as one map key: a target's units call the same library
-// functions (printf, MPI_Allreduce) many times over, and each pair is listed once. 0 (not a
-// key) for a pair the key cannot hold: the sort's dedup keeps that one once. (Also a
-// (function row id, library number) pair: its lookup asked once; 0: asked each time.)
-static uint64_t pair_key(long long id, int target) {
-    if (id < 0 || id >= 1LL << 43 || target < 0 || target + 1 >= 1 << 20) return 0;
-    return (uint64_t)id << 20 | (uint64_t)(target + 1);
-}
-
-// The unit's functions without a definition that are not static, each once (finfo indexes).
-static void lib_candidates(writer *w, const ix_result *r, tb_vec *out) {
-    tb_strmap seen;
-    tb_strmap_init(&seen);
-    for (size_t j = 0; j < r->calls.len + r->callbacks.len; j++) {
-        const char *usr = j < r->calls.len ? TB_VEC_AT(&r->calls, ix_call, j).callee_usr
-                                           : TB_VEC_AT(&r->callbacks, ix_callback, j - r->calls.len).target_usr;
-        int *slot = usr ? tb_strmap_get(&w->funcs, usr) : NULL;
-        if (!slot || tb_strmap_get(&seen, usr)) continue;
-        tb_strmap_put(&seen, usr, 1);
-        const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, *slot);
-        if (!fi->def_file && !fi->is_static) *(int *)tb_vec_push(out) = *slot;
-    }
-    tb_strmap_free(&seen);
-}
-
 int *ixw_chain(const tb_vec *items, const char *(*key)(const void *item), tb_strmap *first) {
     int *next = tb_xcalloc(items->len + 1, sizeof *next, "chains");
     int *last = tb_xcalloc(items->len + 1, sizeof *last, "chains");
@@ -161,86 +119,172 @@ int *ixw_chain(const tb_vec *items, const char *(*key)(const void *item), tb_str
 const char *ixw_link_target(const void *item) { return ((const ix_target_link *)item)->target; }
 const char *ixw_row_file(const void *item) { return ((const ix_target_row *)item)->file; }
 
-int ixw_write_libraries(writer *w, const ix_compdb *db, const ix_result *results, const ix_targets *targets) {
-    if (!targets || !targets->links.len) return 0;
-    tb_strmap unit_of, first_link;  // unit path -> index in db->tus; target -> its first link
-    tb_strmap_init(&unit_of);
+// libraries: each function without a definition in the index, called or named by a unit
+// of a linking target, and the first library of that target's link line that defines it.
+// Unit by unit, each after it is merged (ixw_libraries_unit): the functions its calls and
+// callbacks name (as tu_calls and tu_callbacks hold them) that have no definition so far and
+// are not static, each paired with every target the unit links into, each pair asked once.
+// A full index written while the units parse asks as each unit comes: a function a later
+// unit defines loses its rows at the end, and a name no function row had yet when its unit
+// came is asked then (ixw_libraries_end), so the rows are those of asking after every unit.
+
+// A (function row id, n) pair as one map key, n a target's first link or a library's number:
+// a target's units call the same library functions (printf, MPI_Allreduce) many times over,
+// and each pair is asked once. 0 (not a key) for a pair the key cannot hold: asked each time
+// (the table's UNIQUE(function_id, target) keeps one row).
+static uint64_t pair_key(long long id, int n) {
+    if (id < 0 || id >= 1LL << 43 || n < 0 || n + 1 >= 1 << 20) return 0;
+    return (uint64_t)id << 20 | (uint64_t)(n + 1);
+}
+
+struct lib_miss {
+    size_t unit;
+    const char *usr;
+};
+
+int ixw_libraries_begin(writer *w, ixw_libraries *l, const ix_compdb *db, const ix_targets *targets) {
+    memset(l, 0, sizeof *l);
+    l->targets = targets;
+    l->ntus = db->ntus;
+    ix_libs_init(&l->libs);
+    tb_vec_init(&l->early, sizeof(int), "functions given library rows");
+    tb_vec_init(&l->missed, sizeof(struct lib_miss), "names without a function row");
+    if (!targets || !targets->links.len) return 0;  // nothing links: no rows
+    l->active = 1;
+    l->lib_of = tb_xcalloc(targets->links.len, sizeof *l->lib_of, "link libraries");
+    for (size_t i = 0; i < targets->links.len; i++)
+        l->lib_of[i] = ix_lib_number(&l->libs, TB_VEC_AT(&targets->links, ix_target_link, i).library);
+    tb_strmap first_link, unit_of, seen;  // target -> its first link; unit path -> index; "target\nunit"
     tb_strmap_init(&first_link);
+    tb_strmap_init(&unit_of);
+    tb_strmap_init(&seen);
+    l->next_link = ixw_chain(&targets->links, ixw_link_target, &first_link);
     for (size_t i = 0; i < db->ntus; i++)
         if (!tb_strmap_get(&unit_of, db->tus[i].file)) tb_strmap_put(&unit_of, db->tus[i].file, (int)i);
-    int *next_link = ixw_chain(&targets->links, ixw_link_target, &first_link);  // the target's next link
-    tb_vec *cands = tb_xcalloc(db->ntus ? db->ntus : 1, sizeof *cands, "library candidates");  // per unit, lazily
-    char *have = tb_xcalloc(db->ntus ? db->ntus : 1, 1, "library candidates");
-    tb_vec pairs;
-    tb_vec_init(&pairs, sizeof(struct lib_pair), "library candidates");
-    tb_strmap seen;  // "target\nunit": a target row listed twice
-    tb_strmap_init(&seen);
-    tb_u64map listed = {0};  // pair_key → 1: the pairs already in pairs
-    for (size_t i = 0; i < targets->rows.len; i++) {
+    // each unit's targets (their first links), a target listing the unit twice once
+    size_t n = targets->rows.len;
+    int *unit = tb_xcalloc(n ? n : 1, sizeof *unit, "target rows' units");
+    int *first = tb_xcalloc(n ? n : 1, sizeof *first, "target rows' links");
+    l->chain_at = tb_xcalloc(db->ntus + 1, sizeof *l->chain_at, "units' targets");
+    for (size_t i = 0; i < n; i++) {
         const ix_target_row *t = &TB_VEC_AT(&targets->rows, ix_target_row, i);
-        int *u = tb_strmap_get(&unit_of, t->file), *first = tb_strmap_get(&first_link, t->target);
-        if (!u || !first) continue;
+        int *u = tb_strmap_get(&unit_of, t->file), *f = tb_strmap_get(&first_link, t->target);
+        unit[i] = -1;
+        if (!u || !f) continue;
         const char *key = tb_pool_printf(&w->pool, "%s\n%s", t->target, t->file);
         if (tb_strmap_get(&seen, key)) continue;
         tb_strmap_put(&seen, key, 1);
-        if (!have[*u]) {
-            tb_vec_init(&cands[*u], sizeof(int), "library candidates");
-            lib_candidates(w, &results[*u], &cands[*u]);
-            have[*u] = 1;
-        }
-        for (size_t j = 0; j < cands[*u].len; j++) {
-            const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, TB_VEC_AT(&cands[*u], int, j));
-            uint64_t pair = pair_key(fi->id, *first);
-            if (tb_u64map_get(&listed, pair)) continue;  // the target's other units call it too
-            tb_u64map_put(&listed, pair, 1);
-            *(struct lib_pair *)tb_vec_push(&pairs) = (struct lib_pair){fi->id, fi->name, *first};
-        }
+        unit[i] = *u, first[i] = *f;
+        l->chain_at[*u + 1]++;
     }
+    for (size_t u = 0; u < db->ntus; u++) l->chain_at[u + 1] += l->chain_at[u];
+    l->chains = tb_xcalloc(l->chain_at[db->ntus] + 1, sizeof *l->chains, "units' targets");
+    size_t *fill = tb_xcalloc(db->ntus + 1, sizeof *fill, "units' targets");
+    for (size_t i = 0; i < n; i++)
+        if (unit[i] >= 0) l->chains[l->chain_at[unit[i]] + fill[unit[i]]++] = first[i];
+    free(fill);
+    free(unit);
+    free(first);
     tb_strmap_free(&seen);
-    tb_u64map_free(&listed);
-    if (pairs.len) qsort(pairs.items, pairs.len, sizeof(struct lib_pair), lib_pair_cmp);
-    // Each link's library by its number in libs; whether a library defines a function, asked
-    // once per pair (function row, library): the targets' link lines name the same libraries
-    // (this project: 245,000 lookups along the chains, 12,000 distinct).
-    ix_libs libs;
-    ix_libs_init(&libs);
-    int *lib_of = tb_xcalloc(targets->links.len, sizeof *lib_of, "link libraries");
-    for (size_t i = 0; i < targets->links.len; i++)
-        lib_of[i] = ix_lib_number(&libs, TB_VEC_AT(&targets->links, ix_target_link, i).library);
-    tb_u64map defines = {0};  // pair_key(function row, library number) -> 1 defines, 2 does not
-    sqlite3_stmt *ins = NULL;
-    int rc = -1;
-    if (ixw_prep(w, &ins, "INSERT OR IGNORE INTO libraries(function_id, target, library) VALUES(?,?,?)")) goto out;
-    for (size_t k = 0; k < pairs.len; k++) {
-        const struct lib_pair *p = &TB_VEC_AT(&pairs, struct lib_pair, k);
-        if (k && !lib_pair_cmp(p, &TB_VEC_AT(&pairs, struct lib_pair, k - 1))) continue;
-        for (int i = p->target; i >= 0; i = next_link[i]) {
-            const ix_target_link *l = &TB_VEC_AT(&targets->links, ix_target_link, (size_t)i);
-            uint64_t key = pair_key(p->id, lib_of[i]);
-            int *known = key ? tb_u64map_get(&defines, key) : NULL;
-            int yes = known ? *known == 1 : ix_lib_defines_at(&libs, lib_of[i], p->name);
-            if (key && !known) tb_u64map_put(&defines, key, yes ? 1 : 2);
+    tb_strmap_free(&unit_of);
+    tb_strmap_free(&first_link);
+    return ixw_prep(w, &l->ins, "INSERT OR IGNORE INTO libraries(function_id, target, library) VALUES(?,?,?)");
+}
+
+// Function row slot (a candidate) with every target of unit u: the first library defining it.
+static int ask(writer *w, ixw_libraries *l, size_t u, int slot) {
+    const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, slot);
+    int given = 0;
+    for (size_t c = l->chain_at[u]; c < l->chain_at[u + 1]; c++) {
+        uint64_t pair = pair_key(fi->id, l->chains[c]);
+        if (pair && tb_u64map_get(&l->asked, pair)) continue;  // the target's other units name it too
+        if (pair) tb_u64map_put(&l->asked, pair, 1);
+        for (int i = l->chains[c]; i >= 0; i = l->next_link[i]) {
+            uint64_t key = pair_key(fi->id, l->lib_of[i]);
+            int *known = key ? tb_u64map_get(&l->defines, key) : NULL;
+            int yes = known ? *known == 1 : ix_lib_defines_at(&l->libs, l->lib_of[i], fi->name);
+            if (key && !known) tb_u64map_put(&l->defines, key, yes ? 1 : 2);
             if (!yes) continue;
-            sqlite3_bind_int64(ins, 1, p->id);
-            ixw_bind_text(ins, 2, l->target);
-            ixw_bind_text(ins, 3, l->library);
-            if (ixw_step(w, ins, "inserting a library")) goto out;
+            const ix_target_link *link = &TB_VEC_AT(&l->targets->links, ix_target_link, (size_t)i);
+            sqlite3_bind_int64(l->ins, 1, fi->id);
+            ixw_bind_text(l->ins, 2, link->target);
+            ixw_bind_text(l->ins, 3, link->library);
+            if (ixw_step(w, l->ins, "inserting a library")) return -1;
+            given = 1;
             break;
         }
     }
-    rc = 0;
-out:
-    sqlite3_finalize(ins);
-    tb_u64map_free(&defines);
-    free(lib_of);
-    ix_libs_free(&libs);
-    tb_vec_free(&pairs);
-    for (size_t i = 0; i < db->ntus; i++)
-        if (have[i]) tb_vec_free(&cands[i]);
-    free(cands);
-    free(have);
-    free(next_link);
-    tb_strmap_free(&unit_of);
-    tb_strmap_free(&first_link);
+    if (given && !tb_u64map_get(&l->given, (uint64_t)fi->id + 1)) {  // taken back if a later unit defines it
+        tb_u64map_put(&l->given, (uint64_t)fi->id + 1, 1);
+        *(int *)tb_vec_push(&l->early) = slot;
+    }
+    return 0;
+}
+
+int ixw_libraries_unit(writer *w, ixw_libraries *l, size_t u, const ix_result *r) {
+    if (!l->active || l->chain_at[u] == l->chain_at[u + 1]) return 0;
+    tb_strmap seen;
+    tb_strmap_init(&seen);
+    int rc = 0;
+    for (size_t j = 0; j < r->calls.len + r->callbacks.len && !rc; j++) {
+        const char *usr = j < r->calls.len ? TB_VEC_AT(&r->calls, ix_call, j).callee_usr
+                                           : TB_VEC_AT(&r->callbacks, ix_callback, j - r->calls.len).target_usr;
+        if (!usr || tb_strmap_get(&seen, usr)) continue;
+        tb_strmap_put(&seen, usr, 1);
+        int *slot = tb_strmap_get(&w->funcs, usr);
+        if (!slot) {
+            *(struct lib_miss *)tb_vec_push(&l->missed) = (struct lib_miss){u, usr};
+            continue;
+        }
+        const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, *slot);
+        if (!fi->def_file && !fi->is_static) rc = ask(w, l, u, *slot);
+    }
+    tb_strmap_free(&seen);
+    return rc;
+}
+
+int ixw_libraries_end(writer *w, ixw_libraries *l) {
+    if (!l->active) return 0;
+    for (size_t k = 0; k < l->missed.len; k++) {  // names that had no function row when their unit came
+        const struct lib_miss *m = &TB_VEC_AT(&l->missed, struct lib_miss, k);
+        int *slot = tb_strmap_get(&w->funcs, m->usr);
+        if (!slot) continue;
+        const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, *slot);
+        if (!fi->def_file && !fi->is_static && ask(w, l, m->unit, *slot)) return -1;
+    }
+    sqlite3_stmt *del = NULL;
+    int rc = 0;
+    for (size_t k = 0; k < l->early.len && !rc; k++) {  // defined by a unit after the one that named it
+        const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, TB_VEC_AT(&l->early, int, k));
+        if (!fi->def_file) continue;
+        if (!del && ixw_prep(w, &del, "DELETE FROM libraries WHERE function_id = ?")) return -1;
+        sqlite3_bind_int64(del, 1, fi->id);
+        rc = ixw_step(w, del, "taking back a library");
+    }
+    sqlite3_finalize(del);
+    return rc;
+}
+
+void ixw_libraries_free(ixw_libraries *l) {
+    sqlite3_finalize(l->ins);
+    ix_libs_free(&l->libs);
+    free(l->lib_of);
+    free(l->next_link);
+    free(l->chain_at);
+    free(l->chains);
+    tb_u64map_free(&l->asked);
+    tb_u64map_free(&l->defines);
+    tb_u64map_free(&l->given);
+    tb_vec_free(&l->early);
+    tb_vec_free(&l->missed);
+    memset(l, 0, sizeof *l);
+}
+
+int ixw_write_libraries(writer *w, const ix_compdb *db, const ix_result *results, const ix_targets *targets) {
+    ixw_libraries l;
+    int rc = ixw_libraries_begin(w, &l, db, targets);
+    for (size_t u = 0; u < db->ntus && !rc; u++) rc = ixw_libraries_unit(w, &l, u, &results[u]);
+    if (!rc) rc = ixw_libraries_end(w, &l);
+    ixw_libraries_free(&l);
     return rc;
 }

@@ -20,7 +20,7 @@ void ix_parse_and_write(ix_work *w, void *arg) {
     // The link units from CMake's reply or a --targets file are known now (inferred ones come
     // from every unit's symbols, after the parse): their rows go in while the units parse.
     const ix_targets *rows = sw->targets ? (*sw->targets->trc == 0 ? sw->targets->targets : NULL) : sw->rows;
-    if (sw->writer && rows) (void)ix_write_targets(sw->writer, rows);
+    if (sw->writer && rows) (void)ix_write_link_units(sw->writer, rows);
     int indexed = 0;
     for (size_t i = 0; i < w->db->ntus; i++) {
         // Every unit is being parsed and this one is not done: the secondary indexes are built

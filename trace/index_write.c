@@ -552,8 +552,8 @@ static int write_target(writer *w, const ix_target_row *t) {
 // After every unit: the derived tables, targets, secondary indexes, libraries, meta, file
 // stats, the summary's counts; committed. 1: in place, a file's id changed (rewrite instead).
 static int write_end(writer *w, const ix_compdb *db, const ix_result *results, const ix_targets *targets,
-                     const char *written, size_t nwritten, const ix_options *opt, const ix_meta *meta,
-                     const ix_inplace *in, ix_summary *sum) {
+                     const char *written, size_t nwritten, ixw_libraries *libs, const ix_options *opt,
+                     const ix_meta *meta, const ix_inplace *in, ix_summary *sum) {
     char *msg = NULL;
     struct timespec tp;
     clock_gettime(CLOCK_MONOTONIC, &tp);
@@ -569,8 +569,9 @@ static int write_end(writer *w, const ix_compdb *db, const ix_result *results, c
         return rc;
     }
     ix_phase_mark(opt, &tp, "write: secondary indexes");
-    if (ixw_write_libraries(w, db, results, targets)) return -1;
-    ix_phase_mark(opt, &tp, "write: libraries");
+    if (libs ? ixw_libraries_end(w, libs) : ixw_write_libraries(w, db, results, targets)) return -1;
+    ix_phase_mark(opt, &tp, libs ? "write: libraries (the units' rows written as they came; taken back, added)"
+                                 : "write: libraries");
 
     sum->tus = (long)db->ntus;
     for (size_t i = 0; i < db->ntus; i++) {
@@ -617,9 +618,10 @@ struct ix_writer {
     const ix_compdb *db;
     const ix_inplace *in;
     int failed;  // a unit could not be written: the rest is skipped, ix_write_end fails
-    const ix_targets *early;  // whose rows ix_write_targets wrote: ntargets of them, written[i] set
+    const ix_targets *early;  // whose rows ix_write_link_units wrote: ntargets of them, written[i] set
     char *written;
     size_t ntargets;
+    ixw_libraries libs;       // with early: each unit's libraries rows as it is written
 };
 
 // Finalizes the statements and closes the file: SQLITE_OK or the close's error.
@@ -627,6 +629,8 @@ static int writer_close(ix_writer *x) {
     if (!x->w.db) return SQLITE_OK;
     ixw_finalize(&x->w);
     sqlite3_finalize(x->w.upd_unit);
+    sqlite3_finalize(x->libs.ins);  // (NULL unless the link units came early)
+    x->libs.ins = NULL;
     int rc = sqlite3_close(x->w.db);
     x->w.db = NULL;
     return rc;
@@ -639,6 +643,7 @@ static void writer_free(ix_writer *x) {
     tb_vec_free(&x->w.finfo);
     tb_pool_free(&x->w.pool);
     free(x->written);
+    if (x->early) ixw_libraries_free(&x->libs);
     free(x);
 }
 
@@ -677,9 +682,10 @@ ix_writer *ix_write_begin(const char *path, const ix_compdb *db, tb_error *err) 
     return begin_attempt(path, db, NULL, NULL, err);
 }
 
-int ix_write_targets(ix_writer *x, const ix_targets *targets) {
+int ix_write_link_units(ix_writer *x, const ix_targets *targets) {
     if (x->failed || x->early) return x->failed ? -1 : 0;
     x->early = targets;
+    if (ixw_libraries_begin(&x->w, &x->libs, x->db, targets)) x->failed = 1;
     x->ntargets = targets->rows.len;
     x->written = tb_xcalloc(x->ntargets ? x->ntargets : 1, 1, "targets rows written");
     for (size_t i = 0; i < x->ntargets && !x->failed; i++) {
@@ -702,7 +708,8 @@ int ix_write_indexes(ix_writer *x) {
 
 int ix_write_unit(ix_writer *x, size_t i, const ix_result *r) {
     if (x->failed) return -1;
-    if (write_unit(&x->w, x->db, i, r, x->in)) x->failed = 1;
+    if (write_unit(&x->w, x->db, i, r, x->in) || (x->early && ixw_libraries_unit(&x->w, &x->libs, i, r)))
+        x->failed = 1;
     return x->failed ? -1 : 0;
 }
 
@@ -741,7 +748,7 @@ static int end_attempt(ix_writer *x, const ix_result *results, const ix_targets 
     const int early = targets && targets == x->early;
     int rc = x->failed ? -1
                        : write_end(&x->w, x->db, results, targets, early ? x->written : NULL, early ? x->ntargets : 0,
-                                   opt, meta, x->in, sum);
+                                   early ? &x->libs : NULL, opt, meta, x->in, sum);
     if (writer_close(x) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
     writer_free(x);
     if (flush.started) pthread_join(flush.th, NULL);

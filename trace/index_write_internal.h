@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "index_compdb.h"
+#include "index_libs.h"
 #include "index_options.h"
 #include "index_targets.h"
 #include "index_unit_keys.h"
@@ -18,6 +19,7 @@
 #include "index_write.h"
 #include "pool.h"
 #include "strmap.h"
+#include "u64map.h"
 #include "vec.h"
 
 // What the writer knows of each function row it wrote.
@@ -93,7 +95,28 @@ int ixw_collective_record(const ixw_collectives *c, const char *record);
 void ixw_collectives_free(ixw_collectives *c);
 // Every call of the calls table that is a collective site, into collective_sites.
 int ixw_write_collectives(writer *w, const ix_options *opt);
-// The libraries table of a whole index, from the units' facts in memory and w's function rows.
+// The libraries table of a whole index, from the units' facts in memory and w's function rows:
+// after every unit (ixw_write_libraries), or unit by unit as each is merged (begin, unit for
+// each unit in database order, end; then free), targets final from the beginning.
+typedef struct ixw_libraries {
+    const ix_targets *targets;
+    int active;               // targets with link lines: rows to write
+    size_t ntus;
+    ix_libs libs;
+    int *lib_of, *next_link;  // per link: its library's number in libs; its target's next link, -1 after the last
+    size_t *chain_at;         // per unit, ntus + 1: where the first links of its targets start in chains
+    int *chains;
+    tb_u64map asked;          // (function row, target's first link): the pair was asked
+    tb_u64map defines;        // (function row, library number): 1 defines it, 2 does not
+    tb_u64map given;          // function row id + 1: in early
+    tb_vec early;             // of int: finfo indexes given rows while without a definition
+    tb_vec missed;            // the names a unit's calls gave that had no function row yet
+    sqlite3_stmt *ins;
+} ixw_libraries;
+int ixw_libraries_begin(writer *w, ixw_libraries *l, const ix_compdb *db, const ix_targets *targets);
+int ixw_libraries_unit(writer *w, ixw_libraries *l, size_t unit, const ix_result *r);
+int ixw_libraries_end(writer *w, ixw_libraries *l);
+void ixw_libraries_free(ixw_libraries *l);
 int ixw_write_libraries(writer *w, const ix_compdb *db, const ix_result *results, const ix_targets *targets);
 
 // The meta rows every writer writes (schema, paths, counts, the digests an update checks).

@@ -3,7 +3,8 @@
 // fast way: parallel parses (-j 2) and re-indexes that update the previous index file in place
 // by the difference of the parsed unit's facts (index_update.c) or, where that does not apply,
 // merge every unit again (index_write.c); the libraries table computed from the units' facts
-// in memory, or per function touched. The plain way: --full
+// in memory (unit by unit as a new index writes them, a function a later unit defines taken
+// back at the end; or after every unit), or per function touched. The plain way: --full
 // -j 1 into a new file. The sources are written into the test's temporary directory: two units
 // of one executable (a hand-written CMake file-API reply whose link line has -lm, so sqrtf
 // and strlen get libraries rows), a header with an inline function both include and one only
@@ -177,6 +178,19 @@ TB_TEST(fast_and_plain_indexes_are_equal_table_for_table) {
     TB_CHECK(reindexed("a.c declares later", 1, 1, "updated in place"), "an updated index differs from a plain one");
     TB_REQUIRE(append(SRC "/b.c", "int later(int x) { return x; }\n") == 0, "cannot edit b.c");
     TB_CHECK(reindexed("b.c defines later", 1, 1, "updated in place"), "an updated index differs from a plain one");
+    // a.c calls a library function, then b.c, after it in the database, defines it: no
+    // libraries row for it (a new index writes a.c's rows as a.c comes, while cbrtf has no
+    // definition, and takes them back at the end).
+    TB_REQUIRE(append(SRC "/a.c", "int use_cbrt(void) { return (int)cbrtf(8.0f); }\n") == 0, "cannot edit a.c");
+    TB_CHECK(reindexed("a.c calls cbrtf", 1, 1, "updated in place"), "an updated index differs from a plain one");
+    TB_CHECK(q_long(PLAIN, "SELECT COUNT(*) FROM libraries l JOIN functions f ON f.id = l.function_id WHERE"
+                           " f.name = 'cbrtf' AND l.library LIKE '%libm%'") == 1,
+             "cbrtf, declared only, has its libraries row (-lm)");
+    TB_REQUIRE(append(SRC "/b.c", "float cbrtf(float x) { return x; }\n") == 0, "cannot edit b.c");
+    TB_CHECK(reindexed("b.c defines cbrtf", 1, 1, "updated in place"), "an updated index differs from a plain one");
+    TB_CHECK(q_long(PLAIN, "SELECT COUNT(*) FROM libraries l JOIN functions f ON f.id = l.function_id WHERE"
+                           " f.name = 'cbrtf'") == 0,
+             "cbrtf, defined by a later unit, has no libraries row");
 
     // a.c now includes a new header (a new file, an inline function whose body a.c writes).
     TB_REQUIRE(tb_write_text(SRC "/extra.h", "static inline int extra(int x) { return twice(x); }\n") == 0 &&
