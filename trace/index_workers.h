@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <time.h>
 
 #include "index_compdb.h"
 #include "index_options.h"
@@ -42,6 +43,11 @@ void ix_run_workers(ix_work *w, int jobs, void (*meanwhile)(ix_work *w, void *ar
 // then joins them (a list none could start for is parsed here first).
 void ix_workers_start(ix_work *w, int jobs);
 void ix_workers_finish(ix_work *w, void (*meanwhile)(ix_work *w, void *arg), void *arg);
+
+// --parse-only, the reference bench-index.sh prints next to the index's own figures: every
+// unit of the database parsed as the index parses it first (ix_parse_only), `jobs` at a time,
+// nothing else; prints the wall time since t0. 0, or 1 when a unit failed.
+int ix_parse_only_run(const ix_compdb *db, const ix_options *opt, const struct timespec *t0);
 
 // Waits until unit i (of the database) is parsed; whether it is, now.
 void ix_wait_unit(ix_work *w, size_t i);
