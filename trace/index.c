@@ -237,8 +237,10 @@
 // per thread; the facts are merged in database order, so the index does not depend on -j.
 // A full index is a new file written in one transaction without a journal while the units are
 // parsed: -j threads parse, this thread writes each unit's facts (merged, and its own tu_*
-// rows) in database order as soon as the unit is parsed; the text-keyed secondary indexes are
-// built after the last unit, then the file is renamed over --output. A re-index that parses at
+// rows) in database order as soon as the unit is parsed, with its libraries rows when the link
+// units are known (CMake's reply, --targets); the text-keyed secondary indexes are built once
+// every unit is being parsed; after the last unit, what needs every one (inferred link units,
+// collective sites, the counts), then the file is renamed over --output. A re-index that parses at
 // most a quarter of the units (at least 8), with the same units in the same order, updates the
 // previous index file in place instead (index_update.c): one SQLite transaction (rollback
 // journal) replaces the parsed units' tu_* rows and merges again only what their change

@@ -15,8 +15,8 @@
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
 #define TB_INDEX_SCHEMA_VERSION "9"
 
-// The schema: the tables, then their secondary indexes (the indexer creates these after its
-// bulk inserts, which is faster than maintaining them row by row; the file is the same).
+// The schema: the tables, then their secondary indexes (the indexer creates these after most
+// of its bulk inserts, which is faster than maintaining them row by row; the file is the same).
 #define TB_INDEX_SCHEMA TB_INDEX_TABLES TB_INDEX_INDEXES
 #define TB_INDEX_TABLES                                                                                      \
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);\n"                                                 \
@@ -123,7 +123,8 @@
 // definition changed.)
 #define TB_INDEX_UNIT_INDEXES TB_INDEX_UNIT_ROW_INDEXES TB_INDEX_UNIT_KEY_INDEXES
 // Keyed by the unit first: a full index writes unit after unit, so each insert lands at the
-// end of these; they are made with the tables. The others are built once every row is in.
+// end of these; they are made with the tables. The others are built once most rows are in (a
+// new index: when every unit is being parsed; the rows of the last units are added to them).
 #define TB_INDEX_UNIT_ROW_INDEXES                                                                            \
     "CREATE INDEX IF NOT EXISTS tu_deps_unit ON tu_deps(tu_id);\n"                                           \
     "CREATE INDEX IF NOT EXISTS tu_functions_unit ON tu_functions(tu_id);\n"                                 \

@@ -145,7 +145,6 @@ struct lib_miss {
 int ixw_libraries_begin(writer *w, ixw_libraries *l, const ix_compdb *db, const ix_targets *targets) {
     memset(l, 0, sizeof *l);
     l->targets = targets;
-    l->ntus = db->ntus;
     ix_libs_init(&l->libs);
     tb_vec_init(&l->early, sizeof(int), "functions given library rows");
     tb_vec_init(&l->missed, sizeof(struct lib_miss), "names without a function row");

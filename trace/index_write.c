@@ -494,10 +494,11 @@ static int write_begin(writer *w, const ix_compdb *db, const ix_result *results,
     char *msg = NULL;
     // A new file that only this process sees until it is renamed over --output: no journal, no
     // syncs but the one before the rename, one transaction, the secondary indexes built once
-    // after the bulk inserts. A small page cache (SQLite's default, 2 MB): the pages spill to
-    // the file as the units are written, while the others parse, where a cache holding the
-    // whole file (22 MB for this project) wrote it all at the commit, after the last parse
-    // (0.06-0.07 s of the run's serial end, against 0.01 s). 16 KiB pages (a new file; a copy
+    // after most of the bulk inserts (ix_write_indexes, or the end). A small page cache
+    // (SQLite's default, 2 MB): the pages spill to the file as the units are written, while the
+    // others parse, where a cache holding the whole file (22 MB for this project) wrote it all
+    // at the commit, after the last parse (0.06-0.07 s of the run's serial end, against
+    // 0.01 s). 16 KiB pages (a new file; a copy
     // keeps its own): a quarter of the writes and B-tree pages of 4 KiB, the end's indexes
     // built 10-15 ms sooner, the writer thread ~50 ms less busy over this project, and a
     // one-file update in place no slower (its journal copies whole pages: 32 KiB ones were
@@ -549,8 +550,10 @@ static int write_target(writer *w, const ix_target_row *t) {
     return ixw_step(w, w->ins_target, "inserting a target") ? -1 : 1;
 }
 
-// After every unit: the derived tables, targets, secondary indexes, libraries, meta, file
-// stats, the summary's counts; committed. 1: in place, a file's id changed (rewrite instead).
+// After every unit: the derived tables, the targets rows (those not written early: written[i]
+// for i < nwritten), the secondary indexes (unless built already), the libraries rows (libs:
+// written unit by unit, only the end's take-backs left), meta, file stats, the summary's
+// counts; committed. 1: in place, a file's id changed (rewrite instead).
 static int write_end(writer *w, const ix_compdb *db, const ix_result *results, const ix_targets *targets,
                      const char *written, size_t nwritten, ixw_libraries *libs, const ix_options *opt,
                      const ix_meta *meta, const ix_inplace *in, ix_summary *sum) {
@@ -617,7 +620,8 @@ struct ix_writer {
     const char *path;
     const ix_compdb *db;
     const ix_inplace *in;
-    int failed;  // a unit could not be written: the rest is skipped, ix_write_end fails
+    int failed;  // a unit, targets, index or libraries row could not be written: the rest is skipped, the end fails
+    size_t units;             // units written so far
     const ix_targets *early;  // whose rows ix_write_link_units wrote: ntargets of them, written[i] set
     char *written;
     size_t ntargets;
@@ -683,7 +687,7 @@ ix_writer *ix_write_begin(const char *path, const ix_compdb *db, tb_error *err) 
 }
 
 int ix_write_link_units(ix_writer *x, const ix_targets *targets) {
-    if (x->failed || x->early) return x->failed ? -1 : 0;
+    if (x->failed || x->early || x->units) return x->failed ? -1 : 0;  // once, before any unit (else all at the end)
     x->early = targets;
     if (ixw_libraries_begin(&x->w, &x->libs, x->db, targets)) x->failed = 1;
     x->ntargets = targets->rows.len;
@@ -710,6 +714,7 @@ int ix_write_unit(ix_writer *x, size_t i, const ix_result *r) {
     if (x->failed) return -1;
     if (write_unit(&x->w, x->db, i, r, x->in) || (x->early && ixw_libraries_unit(&x->w, &x->libs, i, r)))
         x->failed = 1;
+    x->units++;
     return x->failed ? -1 : 0;
 }
 

@@ -55,12 +55,13 @@ typedef struct ix_writer ix_writer;
 ix_writer *ix_write_begin(const char *path, const ix_compdb *db, tb_error *err);
 int ix_write_unit(ix_writer *x, size_t i, const ix_result *r);
 // What of the end needs no more units, done while they are still parsed. Once the link units
-// are known (CMake's reply or --targets; not inferred ones), once: their targets rows whose
-// files have rows already (every unit's own file has one from ix_write_begin; the end writes
-// the others, and any rows targets gains after), and from then on each unit's libraries rows
-// as it is written (the end takes back those of functions a later unit defines). Then the
-// secondary indexes (the rows of the units after them are added to the indexes as they are
-// written). Each returns 0, or -1 (the writer failed: ix_write_end reports it).
+// are known (CMake's reply or --targets; not inferred ones), before the first ix_write_unit
+// (after it, the call does nothing: the end writes all) and with targets unchanged until
+// ix_write_end: their targets rows whose files have rows already (every unit's own file has
+// one from ix_write_begin; the end writes the others), and from then on each unit's libraries
+// rows as it is written (the end takes back those of functions a later unit defines). Then
+// the secondary indexes (the rows of the units after them are added to the indexes as they
+// are written). Each returns 0, or -1 (the writer failed: ix_write_end reports it).
 int ix_write_link_units(ix_writer *x, const ix_targets *targets);
 int ix_write_indexes(ix_writer *x);
 int ix_write_end(ix_writer *x, const ix_result *results, const ix_targets *targets, const ix_options *opt,

@@ -101,7 +101,6 @@ int ixw_write_collectives(writer *w, const ix_options *opt);
 typedef struct ixw_libraries {
     const ix_targets *targets;
     int active;               // targets with link lines: rows to write
-    size_t ntus;
     ix_libs libs;
     int *lib_of, *next_link;  // per link: its library's number in libs; its target's next link, -1 after the last
     size_t *chain_at;         // per unit, ntus + 1: where the first links of its targets start in chains
