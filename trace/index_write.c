@@ -1,10 +1,7 @@
 // index_write.c — the SQLite side of `tracebook index`: merges the translation units'
 // facts (in compilation-database order, so the same sources give the same index), derives
 // the collective sites, adds the targets and meta rows, and publishes the file atomically
-// (written to <out>.tmp.<pid>, fsync'd, renamed over <out>).
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
+// (written to <out>.tmp.<pid>, fsync'd, renamed over <out>: index_file.c).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +10,7 @@
 
 #include "core/xalloc.h"
 #include "index_db.h"
+#include "index_file.h"
 #include "index_reuse.h"
 #include "index_write_internal.h"
 #include "pool.h"
@@ -590,30 +588,6 @@ static int write_end(writer *w, const ix_compdb *db, const ix_result *results, c
     return 0;
 }
 
-// A copy of the previous index, to be updated in place.
-static int copy_index(const char *from, const char *to, tb_error *err) {
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    if (in < 0) return tb_fail(err, "%s: cannot read the previous index: %s", from, strerror(errno));
-    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0) {
-        close(in);
-        return tb_fail(err, "%s: cannot create the index: %s", to, strerror(errno));
-    }
-    static char buf[1 << 20];
-    int rc = 0;
-    for (;;) {
-        ssize_t n = read(in, buf, sizeof buf);
-        if (n == 0) break;
-        if (n < 0 || write(out, buf, (size_t)n) != n) {
-            rc = tb_fail(err, "%s: copying the previous index: %s", to, strerror(errno));
-            break;
-        }
-    }
-    close(in);
-    if (close(out) != 0 && !rc) rc = tb_fail(err, "%s: copying the previous index: %s", to, strerror(errno));
-    return rc;
-}
-
 struct ix_writer {
     writer w;
     char tmp[4096];
@@ -672,7 +646,7 @@ static ix_writer *begin_attempt(const char *path, const ix_compdb *db, const ix_
     tb_strmap_init(&x->w.files);
     tb_strmap_init(&x->w.funcs);
     unlink(x->tmp);
-    int rc = in ? copy_index(in->prev_file, x->tmp, err) : 0;
+    int rc = in ? ix_file_copy(in->prev_file, x->tmp, err) : 0;
     if (!rc && sqlite3_open_v2(x->tmp, &x->w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                                NULL) != SQLITE_OK)
         rc = tb_fail(err, "%s: cannot create the index: %s", x->tmp, x->w.db ? sqlite3_errmsg(x->w.db) : "out of memory");
@@ -718,28 +692,6 @@ int ix_write_unit(ix_writer *x, size_t i, const ix_result *r) {
     return x->failed ? -1 : 0;
 }
 
-// The bulk of the file (the tables, written while the units were parsed) goes to the disk while
-// the end's work runs (collective sites, the indexes, libraries, the commit): a thread
-// fdatasync's the file meanwhile, so that the fsync before the rename has only what came after
-// to write (this project: that fsync 28-38 ms -> 9-11 ms, the work beside it no slower). Its
-// descriptor stays open until SQLite has closed the file: closing any descriptor of a file
-// drops every POSIX lock the process holds on it, SQLite's among them; the final fsync uses it.
-// Its error is the run's: a write-back error is reported once, so the fsync after would not see it.
-typedef struct early_flush {
-    const char *path;
-    int fd;     // -1: none
-    int error;  // the fdatasync's errno, 0: none
-    pthread_t th;
-    int started;
-} early_flush;
-
-static void *flush_now(void *arg) {
-    early_flush *f = arg;
-    f->fd = open(f->path, O_RDONLY);
-    if (f->fd >= 0 && fdatasync(f->fd) != 0) f->error = errno;
-    return NULL;
-}
-
 // 0: committed, closed, fsync'd and renamed over the path; 1: in place, renumbered (nothing
 // published); -1 failed (err says why). Frees x; the temporary file is gone unless published.
 static int end_attempt(ix_writer *x, const ix_result *results, const ix_targets *targets, const ix_options *opt,
@@ -748,24 +700,15 @@ static int end_attempt(ix_writer *x, const ix_result *results, const ix_targets 
     char tmp[sizeof x->tmp];
     memcpy(tmp, x->tmp, sizeof tmp);
     const char *path = x->path;
-    early_flush flush = {.path = tmp, .fd = -1};
-    if (publish && !x->failed) flush.started = pthread_create(&flush.th, NULL, flush_now, &flush) == 0;
+    ix_early_flush flush;
+    ix_flush_start(&flush, tmp, publish && !x->failed);
     const int early = targets && targets == x->early;
     int rc = x->failed ? -1
                        : write_end(&x->w, x->db, results, targets, early ? x->written : NULL, early ? x->ntargets : 0,
                                    early ? &x->libs : NULL, opt, meta, x->in, sum);
     if (writer_close(x) != SQLITE_OK && !rc) rc = tb_fail(err, "%s: closing the index failed", tmp);
     writer_free(x);
-    if (flush.started) pthread_join(flush.th, NULL);
-    if (!rc && publish && flush.error) rc = tb_fail(err, "%s: fdatasync: %s", tmp, strerror(flush.error));
-    if (!rc && publish) {
-        int fd = flush.fd >= 0 ? flush.fd : open(tmp, O_RDONLY);
-        if (fd < 0 || fsync(fd) != 0) rc = tb_fail(err, "%s: fsync: %s", tmp, strerror(errno));
-        if (fd >= 0 && fd != flush.fd) close(fd);
-        if (!rc && rename(tmp, path) != 0) rc = tb_fail(err, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-    }
-    if (flush.fd >= 0) close(flush.fd);
-    if (rc || !publish) unlink(tmp);
+    rc = ix_flush_finish(&flush, rc, publish, path, err);
     return rc;
 }
 

@@ -1,0 +1,58 @@
+// index_file.c — the index as a file (index_file.h).
+#include "index_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int ix_file_copy(const char *from, const char *to, tb_error *err) {
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return tb_fail(err, "%s: cannot read the previous index: %s", from, strerror(errno));
+    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+        close(in);
+        return tb_fail(err, "%s: cannot create the index: %s", to, strerror(errno));
+    }
+    static char buf[1 << 20];
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n == 0) break;
+        if (n < 0 || write(out, buf, (size_t)n) != n) {
+            rc = tb_fail(err, "%s: copying the previous index: %s", to, strerror(errno));
+            break;
+        }
+    }
+    close(in);
+    if (close(out) != 0 && !rc) rc = tb_fail(err, "%s: copying the previous index: %s", to, strerror(errno));
+    return rc;
+}
+
+static void *flush_now(void *arg) {
+    ix_early_flush *f = arg;
+    f->fd = open(f->path, O_RDONLY);
+    if (f->fd >= 0 && fdatasync(f->fd) != 0) f->error = errno;
+    return NULL;
+}
+
+void ix_flush_start(ix_early_flush *f, const char *path, int start) {
+    *f = (ix_early_flush){.path = path, .fd = -1};
+    if (start) f->started = pthread_create(&f->th, NULL, flush_now, f) == 0;
+}
+
+int ix_flush_finish(ix_early_flush *f, int rc, int publish, const char *to, tb_error *err) {
+    const char *tmp = f->path;
+    if (f->started) pthread_join(f->th, NULL);
+    if (!rc && publish && f->error) rc = tb_fail(err, "%s: fdatasync: %s", tmp, strerror(f->error));
+    if (!rc && publish) {
+        int fd = f->fd >= 0 ? f->fd : open(tmp, O_RDONLY);
+        if (fd < 0 || fsync(fd) != 0) rc = tb_fail(err, "%s: fsync: %s", tmp, strerror(errno));
+        if (fd >= 0 && fd != f->fd) close(fd);
+        if (!rc && rename(tmp, to) != 0) rc = tb_fail(err, "%s: cannot rename %s over it: %s", to, tmp, strerror(errno));
+    }
+    if (f->fd >= 0) close(f->fd);
+    if (rc || !publish) unlink(tmp);
+    return rc;
+}
