@@ -234,29 +234,28 @@
 //   units' errors; --verbose adds each unit's clang arguments and parse time.
 //
 // Speed: units are parsed in parallel (-j N, default min(online CPUs, 4)), one libclang index
-// per thread; the facts are merged in database order, so the index does not depend on -j.
-// A full index is a new file written in one transaction without a journal while the units are
+// per thread; the facts are merged in database order, so the index does not depend on -j. A
+// full index is a new file written in one transaction without a journal while the units are
 // parsed: -j threads parse, this thread writes each unit's facts (merged, and its own tu_*
 // rows) in database order as soon as the unit is parsed, with its libraries rows when the link
 // units are known (CMake's reply, --targets); the text-keyed secondary indexes are built once
-// every unit is being parsed; after the last unit, what needs every one (inferred link units,
-// collective sites, the counts), then the file is renamed over --output. A re-index that parses at
-// most a quarter of the units (at least 8), with the same units in the same order, updates the
-// previous index file in place instead (index_update.c): one SQLite transaction (rollback
-// journal) replaces the parsed units' tu_* rows and merges again only what their change
-// touched — the functions whose rows or bodies differ between a unit's old and new facts, the
-// field targets, the libraries rows of functions whose definition or naming changed, the
-// files no unit names any more — reading the other units' rows through indexes; the reused
-// units' facts are not read at all. What the update leaves to the full merge (a body passing
-// to a unit not parsed, renamed copies of an external function, changed targets or
+// every unit is being parsed (else at the end); after the last unit, what needs every one
+// (inferred link units, collective sites, the counts), then the file is renamed over --output.
+// A re-index that parses at most a quarter of the units (at least 8), with the same units in
+// the same order, updates the previous index file in place instead (index_update.c): one SQLite
+// transaction (rollback journal) replaces the parsed units' tu_* rows and merges again only
+// what their change touched — the functions whose rows or bodies differ between a unit's old
+// and new facts, the field targets, the libraries rows of functions whose definition or naming
+// changed, the files no unit names any more — reading the other units' rows through indexes;
+// the reused units' facts are not read at all. What the update leaves to the full merge (a body
+// passing to a unit not parsed, renamed copies of an external function, changed targets or
 // --collective list) is merged as before: the reused units' facts read back, a copy of the
-// previous index updated (index_write.h, ix_inplace) or, when a file would change its id, a
-// new file. Whichever path, the content is what --full -j 1 writes (tests/trace/
-// test_index_equal.c compares every table; row ids may differ). --verbose prints each phase's
-// time and which path the write took. --parse-only is the benchmark's reference
-// (scripts/bench-index.sh): every unit parsed as the index parses it first (same arguments,
-// flags, in-memory stand-ins and -j), nothing visited, hashed or written; it prints the wall
-// time and exits 1 when a unit failed.
+// previous index updated (index_write.h, ix_inplace) or, when a file would change its id, a new
+// file. Whichever path, the content is what --full -j 1 writes (tests/trace/test_index_equal.c
+// compares every table; row ids may differ). --verbose prints each phase's time and which path
+// the write took. --parse-only is the benchmark's reference (scripts/bench-index.sh): every
+// unit parsed as the index parses it first (same arguments, flags, in-memory stand-ins and -j),
+// nothing visited, hashed or written; it prints the wall time and exits 1 when a unit failed.
 //
 // Incremental re-indexing (index_reuse.c): when --output names an index of this schema written by
 // the same tracebook executable and libclang, a unit is parsed again only when its inputs

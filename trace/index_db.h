@@ -124,7 +124,8 @@
 #define TB_INDEX_UNIT_INDEXES TB_INDEX_UNIT_ROW_INDEXES TB_INDEX_UNIT_KEY_INDEXES
 // Keyed by the unit first: a full index writes unit after unit, so each insert lands at the
 // end of these; they are made with the tables. The others are built once most rows are in (a
-// new index: when every unit is being parsed; the rows of the last units are added to them).
+// new index: when every unit is being parsed, else at the end; the rows of the last units are
+// added to them).
 #define TB_INDEX_UNIT_ROW_INDEXES                                                                            \
     "CREATE INDEX IF NOT EXISTS tu_deps_unit ON tu_deps(tu_id);\n"                                           \
     "CREATE INDEX IF NOT EXISTS tu_functions_unit ON tu_functions(tu_id);\n"                                 \
