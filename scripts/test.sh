@@ -30,6 +30,7 @@ if [ -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]; then
 else
   echo "test.sh: no CUDA toolkit: gpu-check.sh --dry-build not run"
 fi
+# (a sanitized Debug build is compiled at -O1: CMakeLists.txt)
 TB_BUILD_DIR=build-asan ./scripts/build.sh -DTB_WERROR=ON -DTB_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug \
     -DTB_CUDA=OFF
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j "$jobs"

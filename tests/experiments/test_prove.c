@@ -28,7 +28,7 @@ static const char *prove_fixture(const char *name) {
     char rec[4][FX_PATH];
     for (int i = 0; i < 4; i++) {
         json_t *argv = NULL;
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "r%d", i);
         fx_path(rec[i], sizeof rec[i], "%s/px/v1/%s", root, id);
         if (fx_engine_run(rec[i], i == 3 ? "--hidden-size 64" : "", &argv) != 0) printf("  engine run failed\n");
