@@ -576,6 +576,8 @@ int tracebook_index_main(int argc, char **argv) {
                                           ? ix_targets_digest(&pool, targets_source, &targets)
                                           : ix_prev_meta(&prev, "targets_digest"),
                     .targets_signature = targets_sig,
+                    .link_units_capped = inferred_kept ? ix_prev_meta(&prev, "link_units_capped")
+                                                       : tb_pool_printf(&pool, "%zu", targets.capped),
                     .hashes = &hashes};
     ix_summary sum;
     int written = -1;
@@ -594,6 +596,8 @@ int tracebook_index_main(int argc, char **argv) {
                                     "symbols)\n", targets.reply_dir,
                             strcmp(targets_source, "none") ? "the link units inferred before stand"
                                                            : "still nothing to tell binaries apart by: one scope");
+                if (inferred_kept && meta.link_units_capped)  // (the warning, like the note, said again)
+                    ix_units_warn_capped(strtoul(meta.link_units_capped, NULL, 10));
                 if (opt.verbose)
                     fprintf(stderr, "tracebook index: updated in place: %zu parsed unit%s merged by the difference of "
                                     "their facts\n", ntodo, ntodo == 1 ? "" : "s");
@@ -609,6 +613,7 @@ int tracebook_index_main(int argc, char **argv) {
                         ix_link_units_load(&targets, NULL, &db, build_dir, &trc, &targets_source, &err);
                     ix_link_units_resolve(&targets, &db, results, trc, 0, &opt, &targets_source);
                     meta.targets_source = targets_source;
+                    meta.link_units_capped = tb_pool_printf(&pool, "%zu", targets.capped);
                     meta.targets_digest = ix_targets_digest(&pool, targets_source, &targets);
                     source_dir = targets.source_dir ? targets.source_dir : read_cmake_home(&pool, build_dir);
                     meta.source_dir = source_dir ? source_dir : db.dir;

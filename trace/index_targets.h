@@ -27,6 +27,7 @@ typedef struct ix_targets {
     tb_vec rows;             // of ix_target_row
     tb_vec links;            // of ix_target_link
     size_t ntargets;
+    size_t capped;           // inferred link units: the seeds whose choices were cut at the limit
     tb_strmap is_file;       // a library's candidate path -> 1 a regular file, 0 not (stat'd once:
                              // every target's link line searches the same directories)
     tb_pool pool;

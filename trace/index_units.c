@@ -502,6 +502,14 @@ int ix_link_units_load(ix_targets *targets, const char *targets_file, const ix_c
     return 0;
 }
 
+void ix_units_warn_capped(size_t capped) {
+    if (capped)
+        fprintf(stderr,
+                "tracebook index: warning: %zu unit%s could link with more choices of units than are kept (%d per "
+                "unit): some binaries may be missing; --targets FILE names them\n",
+                capped, capped == 1 ? "" : "s", CHOICES);
+}
+
 // Link units: what the build said, else inferred from the units' symbols (*source "inferred" or
 // "none"); a --targets FILE checked against the units.
 void ix_link_units_resolve(ix_targets *targets, const ix_compdb *db, const ix_result *results, int trc, int targets_file,
@@ -521,11 +529,8 @@ void ix_link_units_resolve(ix_targets *targets, const ix_compdb *db, const ix_re
                     "tracebook index: note: no CMake file API reply in %s and nothing to tell binaries apart by (no main "
                     "or symbol defined twice): one scope\n",
                     targets->reply_dir);
-        if (rep.capped)
-            fprintf(stderr,
-                    "tracebook index: warning: %zu unit%s could link with more choices of units than are kept (64 per "
-                    "unit): some binaries may be missing; --targets FILE names them\n",
-                    rep.capped, rep.capped == 1 ? "" : "s");
+        targets->capped = rep.capped;
+        ix_units_warn_capped(rep.capped);
     } else if (targets_file) {
         ix_units_check(targets, db, results, stderr);
     }

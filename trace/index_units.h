@@ -53,8 +53,12 @@ size_t ix_units_check(const ix_targets *t, const ix_compdb *db, const ix_result 
 int ix_link_units_load(ix_targets *targets, const char *targets_file, const ix_compdb *db, const char *build_dir,
                        int *trc, const char **source, tb_error *err);
 // Link units: what the build said, else inferred from the units' symbols (*source "inferred"
-// or "none", notes on stderr); a --targets FILE checked against the units.
+// or "none", notes on stderr; targets->capped: the seeds cut at the limit, warned about); a
+// --targets FILE checked against the units.
 void ix_link_units_resolve(ix_targets *targets, const ix_compdb *db, const ix_result *results, int trc,
                            int targets_file, const ix_options *opt, const char **source);
+// The warning that capped seeds (ix_units_report.capped) leave binaries out; nothing for 0.
+// A re-index that keeps the inferred link units says it again (meta link_units_capped).
+void ix_units_warn_capped(size_t capped);
 
 #endif

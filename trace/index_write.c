@@ -403,6 +403,7 @@ int ixw_write_meta(writer *w, const ix_meta *meta, const ix_options *opt, long t
                    ixw_put_meta(w, "indexer_exe_stat", meta->indexer_exe_stat) ||
                    ixw_put_meta(w, "targets_digest", meta->targets_digest) ||
                    ixw_put_meta(w, "targets_signature", meta->targets_signature) ||
+                   ixw_put_meta(w, "link_units_capped", meta->link_units_capped ? meta->link_units_capped : "0") ||
                    ixw_put_meta(w, "collectives_digest", ixw_collectives_digest(&w->pool, opt))
                ? -1
                : 0;

@@ -23,6 +23,7 @@ typedef struct ix_meta {
     const char *indexer_exe_stat;   // ix_indexer's stat of the executable the key hashed
     const char *targets_digest;     // ix_targets_digest of the targets the rows come from
     const char *targets_signature;  // ix_targets_signature of the reply they were read from, or NULL
+    const char *link_units_capped;  // inferred link units: the seeds cut at the limit ("0" when none)
     const struct ix_hashes *hashes;  // the input files' stats and hashes (file_stats), or NULL
 } ix_meta;
 

@@ -257,12 +257,55 @@ TB_TEST(a_bad_targets_file_is_refused_naming_what_is_wrong) {
     free(out);
 }
 
+// A program whose main calls a() and b(), each defined by 9 units that conflict with each
+// other: 81 ways to link it, more than the 64 choices a seed keeps. The warning says some
+// binaries may be missing; a re-index that keeps the inferred link units (main.c changed,
+// none of its symbols) says it again, since the index it leaves is still cut the same way.
+#define CAPPED WORK "/capped"
+TB_TEST(more_ways_to_link_than_kept_is_warned_about_by_every_index_that_keeps_them) {
+    tb_error err;
+    TB_REQUIRE(tb_mkdir_p(CAPPED, &err) == 0, "%s", err.msg);
+    char db[8192] = "[", path[1024], text[256];
+    char names[19][16];
+    for (int i = 0; i < 19; i++) {
+        if (i == 0) snprintf(names[i], sizeof names[i], "main.c");
+        else snprintf(names[i], sizeof names[i], "%c%d.c", i <= 9 ? 'a' : 'b', (i - 1) % 9 + 1);
+        if (i == 0) snprintf(text, sizeof text, "int a(void);\nint b(void);\nint main(void) { return a() + b(); }\n");
+        else snprintf(text, sizeof text, "int %c(void) { return %d; }\n", names[i][0], i);
+        snprintf(path, sizeof path, CAPPED "/%s", names[i]);
+        TB_REQUIRE(tb_write_text(path, text) == 0, "cannot write %s", path);
+        size_t n = strlen(db);
+        snprintf(db + n, sizeof db - n,
+                 "%s{\"directory\": \"" CAPPED "\", \"arguments\": [\"cc\", \"-c\", \"%s\"], \"file\": \"%s\"}",
+                 i ? ",\n " : "", names[i], names[i]);
+    }
+    strcat(db, "]\n");
+    TB_REQUIRE(tb_write_text(CAPPED "/compile_commands.json", db) == 0, "cannot write the database");
+    usleep(100 * 1000);  // past the index's "modified while indexed" window (write_inputs)
+    const char *warning = "warning: 1 unit could link with more choices of units than are kept (64 per unit)";
+    char *out;
+    unlink(CAPPED "/index.sqlite");
+    int rc = tb_shell(&out, "'%s' index --compdb '%s' --output '%s'", TRACEBOOK, CAPPED, CAPPED "/index.sqlite");
+    TB_CHECK(rc == 0 && tb_has(out, warning) && tb_has(out, "TUs parsed 19"), "rc %d:\n%s", rc, out);
+    free(out);
+    TB_REQUIRE(tb_write_text(CAPPED "/main.c", "int a(void);\nint b(void);\nint main(void) { return a() + b(); }\n"
+                                               "// changed: no symbol\n") == 0,
+               "cannot change main.c");
+    usleep(100 * 1000);
+    rc = tb_shell(&out, "'%s' index --compdb '%s' --output '%s'", TRACEBOOK, CAPPED, CAPPED "/index.sqlite");
+    TB_CHECK(rc == 0 && tb_has(out, "TUs parsed 1, reused 18") && tb_has(out, "the link units inferred before stand") &&
+                 tb_has(out, warning),
+             "the re-index keeping the inferred units: rc %d:\n%s", rc, out);
+    free(out);
+}
+
 int main(void) {
     TB_RUN(inferred_link_units_never_hold_two_definitions_of_one_symbol_or_two_mains);
     TB_RUN(a_chain_never_combines_functions_of_two_programs);
     TB_RUN(a_reindex_keeps_the_inferred_units);
     TB_RUN(a_targets_file_names_the_binaries);
     TB_RUN(a_bad_targets_file_is_refused_naming_what_is_wrong);
+    TB_RUN(more_ways_to_link_than_kept_is_warned_about_by_every_index_that_keeps_them);
     free(ix_output);
     return tb_test_summary();
 }
