@@ -217,7 +217,9 @@
 //               per-unit facts are not reused), indexer_exe_stat (the executable's size,
 //               mtime, ctime, inode, device when it was hashed: the next run takes the key
 //               without reading the executable when they are the same), targets_digest,
-//               targets_signature, collectives_digest.
+//               targets_signature, link_units_capped (inferred link units: how many units had
+//               more ways to link than the 64 kept; a re-index that keeps them warns again),
+//               collectives_digest.
 //   tu_*        each unit's own facts and inputs, for incremental re-indexing (below).
 //
 // Errors and exit status

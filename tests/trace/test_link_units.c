@@ -297,6 +297,11 @@ TB_TEST(more_ways_to_link_than_kept_is_warned_about_by_every_index_that_keeps_th
                  tb_has(out, warning),
              "the re-index keeping the inferred units: rc %d:\n%s", rc, out);
     free(out);
+    sqlite3 *ix = tb_index_open_ro(CAPPED "/index.sqlite");
+    TB_REQUIRE(ix, "cannot open the index");
+    TB_CHECK(tb_index_q_long(ix, "SELECT COUNT(*) FROM meta WHERE key = 'link_units_capped' AND value = '1'") == 1,
+             "the updated index still says 1 unit was capped (meta link_units_capped)");
+    sqlite3_close(ix);
 }
 
 int main(void) {
