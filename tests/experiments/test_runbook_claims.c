@@ -22,6 +22,15 @@ static int has_line(const char *out, const char *line) {
     return 0;
 }
 
+// Each exact claim of `exact` (NULL-terminated, under "<experiment>/v<N>") PROVEN.
+static void check_exact_proven(const char *out, const char *version, const char *const *exact) {
+    for (size_t i = 0; exact[i]; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "PROVEN  %s/%s\n", version, exact[i]);
+        TB_CHECK(has_line(out, want), "%s:\n%s", want, out);
+    }
+}
+
 // Each timing claim of `timed` (NULL-terminated, under "<experiment>/v<N>") re-derived and
 // then PROVEN, or NOT PROVEN by the stability gate alone (a verdict of its kinds), never for
 // a file or a number.
@@ -53,12 +62,8 @@ TB_TEST(tp_scaling_exact_claims_prove_on_any_machine) {
     static const char *const exact[] = {"tp8_all_reduce_bytes_per_rank", "tp_all_reduce_bytes_tp8_vs_tp2",
                                         "tp1_parameters",                "tp8_parameters_per_rank",
                                         "tp8_parameter_share",           "tp8_flops_per_rank",
-                                        "tp8_flops_share"};
-    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
-        char want[160];
-        snprintf(want, sizeof want, "PROVEN  tp_scaling/v3/%s\n", exact[i]);
-        TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
-    }
+                                        "tp8_flops_share", NULL};
+    check_exact_proven(sh.out, "tp_scaling/v3", exact);
     static const char *const timed[] = {"tp1_tokens_per_s", "tp2_over_tp1", "tp8_tokens_per_s", "tp8_over_tp1", NULL};
     check_timed_by_gate(sh.out, "tp_scaling/v3", timed);
     // the accepted oversubscription is stated where it applied (TP8 on fewer than 8 cores)
@@ -85,12 +90,8 @@ TB_TEST(ckpt_pause_drill_byte_claims_prove_on_any_machine) {
     TB_CHECK(found && atoi(found) == 8, "every run's checkpoints are in its run directory (%s)", found ? found : "?");
     free(found);
     tb_run(&sh, TB_SOURCE_DIR, "%s prove --all --quiet --artifacts %s_ck", TRACEBOOK, ART);
-    static const char *const exact[] = {"state_bytes_per_save", "file_bytes_per_save", "model_only_fraction"};
-    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
-        char want[160];
-        snprintf(want, sizeof want, "PROVEN  ckpt_pause/v3/%s\n", exact[i]);
-        TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
-    }
+    static const char *const exact[] = {"state_bytes_per_save", "file_bytes_per_save", "model_only_fraction", NULL};
+    check_exact_proven(sh.out, "ckpt_pause/v3", exact);
     static const char *const timed[] = {"slow_writer_is_last", "slow_writer_wait_ms", "sync_stall_fraction",
                                         "async_stall_fraction", NULL};
     check_timed_by_gate(sh.out, "ckpt_pause/v3", timed);
@@ -119,12 +120,8 @@ TB_TEST(long_context_exact_claims_prove_on_any_machine) {
                                         "cp2_kv_all_gather_bytes",        "cp2_loss_is_the_single_ranks",
                                         "ring2_send_bytes",               "ring4_over_ring2_send_bytes",
                                         "ring4_activation_share",         "ring2_loss_is_the_single_ranks",
-                                        "ring4_loss_is_the_single_ranks"};
-    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
-        char want[160];
-        snprintf(want, sizeof want, "PROVEN  long_context/v3/%s\n", exact[i]);
-        TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
-    }
+                                        "ring4_loss_is_the_single_ranks", NULL};
+    check_exact_proven(sh.out, "long_context/v3", exact);
     static const char *const timed[] = {"cp2_step_ms_long", NULL};
     check_timed_by_gate(sh.out, "long_context/v3", timed);
 }
@@ -152,12 +149,8 @@ TB_TEST(moe_mesh_exact_claims_prove_on_any_machine) {
     static const char *const exact[] = {"local_experts_etp1",   "gemm_m_etp1",      "fc1_n_etp1",
                                         "fc2_k_etp2",           "ep_a2a_bytes_etp1", "ep_a2a_bytes_etp2",
                                         "etp_bytes_etp2",       "load_max_over_mean_etp2", "gemm_m_etp2_over_etp1",
-                                        "fc1_n_etp2_over_etp1", "gemms_etp2_over_etp1"};
-    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
-        char want[160];
-        snprintf(want, sizeof want, "PROVEN  moe_mesh/v2/%s\n", exact[i]);
-        TB_CHECK(has_line(sh.out, want), "%s:\n%s", want, sh.out);
-    }
+                                        "fc1_n_etp2_over_etp1", "gemms_etp2_over_etp1", NULL};
+    check_exact_proven(sh.out, "moe_mesh/v2", exact);
     static const char *const timed[] = {"step_ms_etp1", "step_ms_etp2", "speedup_etp1_over_etp2", NULL};
     check_timed_by_gate(sh.out, "moe_mesh/v2", timed);
 }
