@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tb_mpirun.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -22,11 +23,14 @@
 #define RUNBOOK TB_TEST_TMPDIR "/mpi_record.lua"
 
 // Under LeakSanitizer, Open MPI's leaks are suppressed by library (tests/lsan.supp), which
-// needs whole stacks: the slow unwinder, and Open MPI's components kept loaded — set in the
-// environment tracebook run passes to mpirun and the engine (as test_mpi.c sets it on mpirun).
-#define MPI_ENV                                                                                  \
-    "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\" "                   \
-    "OMPI_MCA_mca_base_component_disable_dlclose=1 "
+// needs whole stacks: the slow unwinder, and Open MPI's components kept loaded (tb_mpirun.h) —
+// set in the environment tracebook run passes to mpirun and the engine.
+#ifdef TB_MPIRUN_PRELOAD
+#define KEEP_LOADED TB_MPIRUN_KEEP_LOADED_ENV "LD_PRELOAD=" TB_MPIRUN_PRELOAD " "
+#else
+#define KEEP_LOADED ""
+#endif
+#define MPI_ENV "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\" " KEEP_LOADED
 
 static tb_output sh;  // what the last command printed
 static char record_id[256], record_dir[1024];
