@@ -24,6 +24,9 @@
 #                                     # holds only what the GPU image is documented to have
 #                                     # (gcc, g++, CMake, ninja, Python, dpkg), the toolkit and
 #                                     # the carried packages; NCCL laid out as the wheel lays it
+#   scripts/gpu-check.sh --dry-image  # only that Debian root (made once; what --dry-build makes
+#                                     # first when it is missing): test.sh makes it beside its
+#                                     # Release build
 #   scripts/gpu-check.sh --build-only # the build and the load check alone (what --dry-build
 #                                     # runs inside that root)
 #
@@ -38,8 +41,10 @@ root=$(pwd)
 mode=check
 case "${1:-}" in
   --dry-build) mode=dry; shift ;;
+  --dry-image) mode=dry_image; shift ;;
   --build-only) mode=build_only; shift ;;
-  -*) echo "gpu-check: unknown option '$1' (--dry-build, --build-only, or a results directory)" >&2; exit 2 ;;
+  -*) echo "gpu-check: unknown option '$1' (--dry-build, --dry-image, --build-only, or a results directory)" >&2
+      exit 2 ;;
 esac
 build=${TB_GPU_BUILD_DIR:-build-gpu}
 jobs=$(nproc)
@@ -121,40 +126,46 @@ if [ "$mode" = build_only ]; then
   exit 0
 fi
 
-if [ "$mode" = dry ]; then
+if [ "$mode" = dry ] || [ "$mode" = dry_image ]; then
   # A Debian 12 root with what the GPU image is documented to have (the device tool's KINDS.md:
   # gcc/g++ as nvcc's host compiler, CMake, ninja, Python; dpkg to unpack), and no development
   # package: no pkg-config, OpenBLAS, jansson, OpenSSL headers, make. Built once with
   # debootstrap into .gpu-deps/image-root (git-ignored); the toolkit and this tree are bound
   # into it at their own paths, NCCL is put where the wheel puts it, and the build runs there.
   image_packages="gcc,g++,cmake,ninja-build,python3"
-  [ -x "$cuda/bin/nvcc" ] || { echo "gpu-check --dry-build: no CUDA toolkit at $cuda (nvcc)" >&2; exit 1; }
-  [ -f "$cuda/include/nccl.h" ] || { echo "gpu-check --dry-build: no nccl.h in $cuda/include to lay out as the wheel" >&2; exit 1; }
+  me="gpu-check --dry-build"
+  [ "$mode" = dry ] || me="gpu-check --dry-image"
+  [ -x "$cuda/bin/nvcc" ] || { echo "$me: no CUDA toolkit at $cuda (nvcc)" >&2; exit 1; }
+  [ -f "$cuda/include/nccl.h" ] || { echo "$me: no nccl.h in $cuda/include to lay out as the wheel" >&2; exit 1; }
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "gpu-check --dry-build: needs root (or sudo) for debootstrap, mounts and chroot" >&2; exit 1; }
+    command -v sudo >/dev/null || { echo "$me: needs root (or sudo) for debootstrap, mounts and chroot" >&2; exit 1; }
     sudo=sudo
   fi
-  command -v debootstrap >/dev/null || { echo "gpu-check --dry-build: needs debootstrap (scripts/install-deps.sh)" >&2; exit 1; }
+  command -v debootstrap >/dev/null || { echo "$me: needs debootstrap (scripts/install-deps.sh)" >&2; exit 1; }
   $sudo unshare --mount --propagation private true 2>/dev/null ||
-    { echo "gpu-check --dry-build: needs a private mount namespace (unshare --mount: root with CAP_SYS_ADMIN)" >&2; exit 1; }
+    { echo "$me: needs a private mount namespace (unshare --mount: root with CAP_SYS_ADMIN)" >&2; exit 1; }
   ls .gpu-deps/debs/*.deb >/dev/null 2>&1 || scripts/gpu-deps.sh fetch
   image=.gpu-deps/image-root
   if [ "$(cat "$image.packages" 2>/dev/null)" != "$image_packages" ] || [ ! -x "$image/usr/bin/cmake" ]; then
     mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
     mirror=${mirror:-http://deb.debian.org/debian}
-    echo "gpu-check --dry-build: a Debian 12 root ($image_packages) from $mirror into $image"
+    echo "$me: a Debian 12 root ($image_packages) from $mirror into $image"
     $sudo rm -rf "$image" "$image.packages" "$image.tmp"
     t0=$SECONDS
     $sudo debootstrap --variant=minbase --include="$image_packages" bookworm "$image.tmp" "$mirror" >.gpu-deps/debootstrap.log 2>&1 ||
-      { tail -n 20 .gpu-deps/debootstrap.log >&2; echo "gpu-check --dry-build: debootstrap failed" >&2; exit 1; }
+      { tail -n 20 .gpu-deps/debootstrap.log >&2; echo "$me: debootstrap failed" >&2; exit 1; }
     $sudo mv "$image.tmp" "$image"
     echo "$image_packages" >"$image.packages"
-    echo "gpu-check --dry-build: root made in $((SECONDS - t0)) s"
+    echo "$me: root made in $((SECONDS - t0)) s"
   fi
   for absent in pkg-config pkgconf make; do
-    [ ! -e "$image/usr/bin/$absent" ] || { echo "gpu-check --dry-build: $image has $absent, which the GPU image lacks" >&2; exit 1; }
+    [ ! -e "$image/usr/bin/$absent" ] || { echo "$me: $image has $absent, which the GPU image lacks" >&2; exit 1; }
   done
+  if [ "$mode" = dry_image ]; then
+    echo "gpu-check --dry-image: $image holds $image_packages and none of pkg-config, pkgconf, make"
+    exit 0
+  fi
   # NCCL as nvidia-nccl-cu13 lays it out (site-packages/nvidia/nccl/{include,lib}, libnccl.so.2
   # and no unversioned link), from the toolkit's own files; the build is pointed at it by
   # gpu-check's own lookup (TB_NCCL_ROOT from python3), not by hand.
