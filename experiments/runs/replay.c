@@ -22,6 +22,7 @@
 #include "records/record_verify.h"
 #include "records/recorder.h"
 #include "runs/replay.h"
+#include "runs/replay_build.h"
 
 // Every rank's (step, loss) and the slowest rank's median step time of a run directory.
 typedef struct run_series {
@@ -83,7 +84,7 @@ static int read_series(const char *run_dir, run_series *s, tb_error *err) {
 typedef struct replay_args {
     const char *artifacts;
     double timing_tolerance;
-    int ignore_timing, keep, jobs, json;
+    int ignore_timing, keep, rebuild, jobs, json;
     tb_strlist env_allowed, env_denied;  // --env-allow, --env-deny (recorder.h)
     const char **env_allow, **env_deny;  // the defaults and those flags, NULL-terminated
 } replay_args;
@@ -107,6 +108,8 @@ static const tb_option replay_options[] = {
     TB_OPTION("--ignore-timing", replay_args, ignore_timing, TB_OPT_BOOL, NULL, NULL,
               "a step time OUTSIDE the tolerance is reported but does not fail the replay"),
     TB_OPTION("--keep", replay_args, keep, TB_OPT_BOOL, NULL, NULL, "keep the temporary source tree and its build"),
+    TB_OPTION("--rebuild", replay_args, rebuild, TB_OPT_BOOL, NULL, NULL,
+              "build the engine even when an earlier replay kept the same build (and replace it)"),
     TB_OPTION("-j", replay_args, jobs, TB_OPT_INT, NULL, "N", "parallel build jobs (default: the online CPUs)"),
     TB_OPTION("--jobs", replay_args, jobs, TB_OPT_INT, NULL, "N", "the same as -j"),
     TB_OPTION("--json", replay_args, json, TB_OPT_BOOL, NULL, NULL,
@@ -119,7 +122,8 @@ static const tb_option replay_options[] = {
 
 static const tb_command replay_command = {
     "tracebook replay", "RUN",
-    "Re-runs a record at its recorded commit (and saved patch) with a fresh build, and compares:\n"
+    "Re-runs a record at its recorded commit (and saved patch) with a fresh build (or the one an earlier\n"
+    "replay kept for the same revision, options and toolchain, its sha256 checked), and compares:\n"
     "the losses must be bitwise equal; the step time is reported against --timing-tolerance.\n"
     "RUN is a run id (or a unique prefix) or a record directory (docs/CLI.md).\n" TB_ENV_POLICY_HELP,
     replay_options, 1, 1, "tracebook replay 20261129T104512 -j 2",
@@ -211,9 +215,28 @@ int tracebook_replay_main(int argc, char **argv) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
         goto out;
     }
+    // the recorded build's CMake options (engine_build.h); a record from before they were
+    // recorded gets the Release build replay always made, and says so
+    const json_t *recorded_build = json_object_get(m, "engine_build");
+    char cmake_args[2048];
+    if (json_object_get(recorded_build, "cmake")) {
+        char unrecorded[256];
+        if (tb_engine_build_cmake_args(recorded_build, cmake_args, sizeof cmake_args, unrecorded, sizeof unrecorded,
+                                       &err) != 0) {
+            fprintf(stderr, "tracebook replay: %s: %s\n", run_id, err.msg);
+            goto out;
+        }
+        if (unrecorded[0])
+            fprintf(say, "  the record predates engine_build.cmake's %s: CMake's defaults for them\n", unrecorded);
+    } else {
+        snprintf(cmake_args, sizeof cmake_args, "-DCMAKE_BUILD_TYPE=Release");
+        fprintf(say, "  the record does not say how its engine was built (no engine_build.cmake): building Release\n");
+        recorded_build = NULL;
+    }
     // the saved patch, checked against the manifest
     char *patch = NULL;
     size_t patch_len = 0;
+    const char *patch_sha = NULL;
     if (json_is_true(json_object_get(git, "dirty"))) {
         char patch_path[PATH_MAX], hex[65];
         if (tb_path_format(patch_path, sizeof patch_path, &err, "%s/" TB_RECORD_PATCH, rec) != 0) {
@@ -240,73 +263,24 @@ int tracebook_replay_main(int argc, char **argv) {
             free(patch);
             goto out;
         }
+        patch_sha = want;
     }
-    snprintf(wt, sizeof wt, "/tmp/tracebook-replay-XXXXXX");
-    if (!mkdtemp(wt)) {
-        fprintf(stderr, "tracebook replay: cannot create a temporary directory\n");
-        free(patch);
-        goto out;
-    }
-    char tree[PATH_MAX];
-    if (tb_path_format(tree, sizeof tree, &err, "%s/src", wt) != 0) {
-        fprintf(stderr, "tracebook replay: %s\n", err.msg);
-        free(patch);
-        goto out;
-    }
-    fprintf(say, "replay %s: commit %.12s%s into %s\n", run_id, commit, patch ? " + saved patch" : "", tree);
-    if (tb_git_worktree_at(here.root, commit, tree, &err) != 0) {
-        fprintf(stderr, "tracebook replay: %s\n", err.msg);
-        free(patch);
-        goto out;
-    }
-    if (patch && tb_git_apply_patch(tree, patch, patch_len, &err) != 0) {
-        fprintf(stderr, "tracebook replay: the saved patch no longer applies: %s\n", err.msg);
-        free(patch);
-        goto out;
-    }
+    char engine[PATH_MAX];
+    int keep = 0;
+    tb_replay_build build = {artifacts,  here.root,  run_id,   commit,         patch, patch_len,
+                             patch_sha,  cmake_args, args.jobs, args.rebuild, say};
+    int built = tb_replay_build_engine(&build, engine, sizeof engine, wt, sizeof wt, &keep);
     free(patch);
-    // the recorded build's CMake options (engine_build.h); a record from before they were
-    // recorded gets the Release build replay always made, and says so
-    const json_t *recorded_build = json_object_get(m, "engine_build");
-    char cmake_args[2048];
-    if (json_object_get(recorded_build, "cmake")) {
-        char unrecorded[256];
-        if (tb_engine_build_cmake_args(recorded_build, cmake_args, sizeof cmake_args, unrecorded, sizeof unrecorded,
-                                       &err) != 0) {
-            fprintf(stderr, "tracebook replay: %s: %s\n", run_id, err.msg);
-            goto out;
-        }
-        if (unrecorded[0])
-            fprintf(say, "  the record predates engine_build.cmake's %s: CMake's defaults for them\n", unrecorded);
-    } else {
-        snprintf(cmake_args, sizeof cmake_args, "-DCMAKE_BUILD_TYPE=Release");
-        fprintf(say, "  the record does not say how its engine was built (no engine_build.cmake): building Release\n");
-        recorded_build = NULL;
-    }
-    char cmd[PATH_MAX * 3 + sizeof cmake_args];
-    if (tb_path_format(cmd, sizeof cmd, &err,
-                       "cmake -S %s -B %s/build %s > %s/build.log 2>&1 && "
-                       "cmake --build %s/build --target pretrain_gpt -j%d >> %s/build.log 2>&1",
-                       tree, tree, cmake_args, wt, tree, args.jobs > 0 ? args.jobs : 1, wt) != 0) {
-        fprintf(stderr, "tracebook replay: the build command: %s\n", err.msg);
-        goto out;
-    }
-    fprintf(say, "  building pretrain_gpt at the recorded revision with %s (log: %s/build.log)\n", cmake_args, wt);
-    fflush(stdout);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "tracebook replay: the build at %.12s failed (see %s/build.log)\n", commit, wt);
-        args.keep = 1;
-        goto out;
-    }
+    if (keep) args.keep = 1;
+    if (built != 0) goto out;
 
     // the replay's own record beside the original
-    char version_dir[PATH_MAX], new_id[64], new_rec[PATH_MAX], run_dir[PATH_MAX], engine[PATH_MAX];
+    char version_dir[PATH_MAX], new_id[64], new_rec[PATH_MAX], run_dir[PATH_MAX];
     snprintf(version_dir, sizeof version_dir, "%s", rec);
     *strrchr(version_dir, '/') = '\0';
     tb_new_run_id(new_id, sizeof new_id);
     if (tb_path_format(new_rec, sizeof new_rec, &err, "%s/%s", version_dir, new_id) != 0 ||
         tb_path_format(run_dir, sizeof run_dir, &err, "%s/" TB_RECORD_RUN_DIR, new_rec) != 0 ||
-        tb_path_format(engine, sizeof engine, &err, "%s/build/bin/pretrain_gpt", tree) != 0 ||
         tb_mkdir_p(new_rec, &err) != 0) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
         goto out;

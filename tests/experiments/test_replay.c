@@ -126,6 +126,7 @@ TB_TEST(the_record_holds_how_its_engine_was_built_and_replay_rebuilds_that) {
     snprintf(want, sizeof want, " -DTB_CUDA='%s'", TB_TEST_CUDA);
     TB_CHECK(strstr(first_replay, want), "the replay builds %s:\n%s", want, first_replay);
     TB_CHECK(strstr(first_replay, "BLAS kernel pinned to the recorded"), "the kernel pinned:\n%s", first_replay);
+    TB_CHECK(strstr(first_replay, "kept for a later replay of this revision"), "the build kept:\n%s", first_replay);
     json_decref(m);
 }
 
@@ -152,6 +153,9 @@ TB_TEST(a_replay_on_a_cpu_unlike_the_recording_says_what_differs) {
              recorded_level);
     TB_CHECK(strstr(sh.out, want), "status %d, want '%s' in:\n%s\n%s", status, want, sh.out, sh.err);
     TB_CHECK(!strstr(sh.out, "pinned"), "no kernel pinned for another CPU:\n%s", sh.out);
+    // the same revision and options as the first replay: its kept build runs, nothing is built
+    TB_CHECK(strstr(sh.out, "the build an earlier replay kept") && !strstr(sh.out, "building pretrain_gpt"),
+             "the first replay's build reused:\n%s", sh.out);
 }
 
 // A timing OUTSIDE its tolerance fails the replay (a waiver is a flag, not the default): the
