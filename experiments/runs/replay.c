@@ -230,7 +230,7 @@ int tracebook_replay_main(int argc, char **argv) {
             fprintf(say, "  the record predates engine_build.cmake's %s: CMake's defaults for them\n", unrecorded);
     } else {
         snprintf(cmake_args, sizeof cmake_args, "-DCMAKE_BUILD_TYPE=Release");
-        fprintf(say, "  the record does not say how its engine was built (no engine_build.cmake): building Release\n");
+        fprintf(say, "  the record does not say how its engine was built (no engine_build.cmake): a Release build\n");
         recorded_build = NULL;
     }
     // the saved patch, checked against the manifest

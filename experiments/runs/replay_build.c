@@ -1,13 +1,16 @@
 // replay_build.c — the engine a replay runs, built or kept (replay_build.h).
+#define _GNU_SOURCE  // nftw's FTW_DEPTH / FTW_PHYS
 #include "runs/replay_build.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -17,38 +20,91 @@
 
 #define KEPT_DIR ".replay-builds"
 
-// The first line a command prints, or NULL (it printed nothing, or could not run).
-static json_t *first_line_of(const char *command) {
+// A string for the key: itself, or (not UTF-8, which JSON cannot hold) its sha256.
+static json_t *key_string(const char *s) {
+    if (!s) return json_null();
+    json_t *v = json_string(s);
+    if (v) return v;
+    char hex[65];
+    tb_sha256_hex(s, strlen(s), hex);
+    return json_sprintf("(not UTF-8, sha256 %s)", hex);
+}
+
+// The first (last: the last non-empty) line a command prints; null when it printed nothing.
+static json_t *line_of(const char *command, int last) {
     FILE *p = popen(command, "r");
     if (!p) return json_null();
-    char line[512] = "";
-    char *got = fgets(line, sizeof line, p);
+    char line[512], keep[512] = "";
+    while (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0]) snprintf(keep, sizeof keep, "%s", line);
+        if (keep[0] && !last) break;
+    }
     pclose(p);
-    if (!got) return json_null();
-    line[strcspn(line, "\n")] = '\0';
-    return json_string(line);
+    return keep[0] ? key_string(keep) : json_null();
+}
+
+// nvcc where CMake finds it: $CUDACXX, else the PATH's, else the toolkit's ($CUDA_PATH,
+// $CUDA_HOME, /usr/local/cuda); its real path, or NULL.
+static const char *nvcc_path(char real[PATH_MAX]) {
+    char found[PATH_MAX] = "";
+    const char *cuda = getenv("CUDA_PATH") ? getenv("CUDA_PATH")
+                       : getenv("CUDA_HOME") ? getenv("CUDA_HOME")
+                                             : "/usr/local/cuda";
+    if (getenv("CUDACXX")) {
+        snprintf(found, sizeof found, "%s", getenv("CUDACXX"));
+    } else {
+        FILE *p = popen("command -v nvcc 2>/dev/null", "r");
+        if (p) {
+            if (fgets(found, sizeof found, p)) found[strcspn(found, "\n")] = '\0';
+            pclose(p);
+        }
+        if (!found[0]) snprintf(found, sizeof found, "%s/bin/nvcc", cuda);
+    }
+    return realpath(found, real);
+}
+
+// The host the build is for: -march=native and CUDA's "native" architectures compile for it.
+static json_t *host_material(void) {
+    struct utsname u;
+    json_t *host = json_object();
+    json_object_set_new(host, "name", uname(&u) == 0 ? key_string(u.nodename) : json_null());
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[4096], model[4096] = "", flags_hex[65] = "";
+    while (f && fgets(line, sizeof line, f) && !(model[0] && flags_hex[0])) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!model[0] && !strncmp(line, "model name", 10)) memcpy(model, line, sizeof model);
+        if (!flags_hex[0] && !strncmp(line, "flags", 5)) tb_sha256_hex(line, strlen(line), flags_hex);
+    }
+    if (f) fclose(f);
+    json_object_set_new(host, "cpu", model[0] ? key_string(model) : json_null());
+    json_object_set_new(host, "cpu_flags_sha256", flags_hex[0] ? json_string(flags_hex) : json_null());
+    return host;
 }
 
 // What the key is made of (replay_build.h): a JSON object, also kept in build.json.
 static json_t *key_material(const tb_replay_build *b) {
-    static const char *const env[] = {"CC",        "CFLAGS",    "LDFLAGS",   "CUDACXX",
-                                      "CUDAFLAGS", "CUDA_PATH", "CUDA_HOME", "PATH"};
+    static const char *const env[] = {"CC",        "CXX",          "CFLAGS",         "CXXFLAGS",  "LDFLAGS",
+                                      "CUDACXX",   "CUDAHOSTCXX",  "CUDAFLAGS",      "CUDA_PATH", "CUDA_HOME",
+                                      "PATH",      "CPATH",        "C_INCLUDE_PATH", "LIBRARY_PATH",
+                                      "PKG_CONFIG_PATH", "CMAKE_PREFIX_PATH"};
     json_t *tools = json_object();
-    for (size_t i = 0; i < sizeof env / sizeof *env; i++) {
-        const char *v = getenv(env[i]);
-        json_object_set_new(tools, env[i], v ? json_string(v) : json_null());
+    for (size_t i = 0; i < sizeof env / sizeof *env; i++)
+        json_object_set_new(tools, env[i], key_string(getenv(env[i])));
+    json_object_set_new(tools, "cc --version", line_of("${CC:-cc} --version 2>/dev/null", 0));
+    json_object_set_new(tools, "nvcc's host compiler --version",
+                        line_of("${CUDAHOSTCXX:-g++} --version 2>/dev/null", 0));
+    json_object_set_new(tools, "cmake --version", line_of("cmake --version 2>/dev/null", 0));
+    char real[PATH_MAX];
+    const char *nvcc = nvcc_path(real);
+    json_object_set_new(tools, "nvcc", key_string(nvcc));
+    if (nvcc) {
+        char cmd[PATH_MAX + 32];
+        snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", strchr(nvcc, '\'') ? "nvcc" : nvcc);
+        json_object_set_new(tools, "nvcc --version", line_of(cmd, 1));
     }
-    json_object_set_new(tools, "cc --version", first_line_of("${CC:-cc} --version 2>/dev/null"));
-    const char *cuda = getenv("CUDA_PATH") ? getenv("CUDA_PATH")
-                       : getenv("CUDA_HOME") ? getenv("CUDA_HOME")
-                                             : "/usr/local/cuda";
-    char nvcc[PATH_MAX], real[PATH_MAX];
-    snprintf(nvcc, sizeof nvcc, "%s/bin/nvcc", cuda);
-    const char *named = getenv("CUDACXX") ? getenv("CUDACXX") : nvcc;
-    json_object_set_new(tools, "nvcc", realpath(named, real) ? json_string(real) : json_null());
-    return json_pack("{s:s, s:o, s:s, s:o}", "commit", b->commit, "patch_sha256",
-                     b->patch_sha256 ? json_string(b->patch_sha256) : json_null(), "cmake_args", b->cmake_args,
-                     "toolchain", tools);
+    return json_pack("{s:s, s:o, s:s, s:o, s:o}", "commit", b->commit, "patch_sha256", key_string(b->patch_sha256),
+                     "cmake_args", b->cmake_args, "toolchain", tools, "host", host_material());
 }
 
 // from → to (created 0755, or replaced); 0 or -1 with errno set.
@@ -80,67 +136,85 @@ static int copy_file(const char *from, const char *to) {
     return rc;
 }
 
-static void remove_tree(const char *dir) {
-    char rm[PATH_MAX + 16];
-    tb_error err;
-    if (tb_path_format(rm, sizeof rm, &err, "rm -rf '%s'", dir) == 0 && system(rm) != 0)
-        fprintf(stderr, "tracebook replay: could not remove %s\n", dir);
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
 }
 
-// The kept build at entry when its build.json names `key` and its binary's sha256 is the one
-// recorded there: 1 (engine set), 0 when there is none, -1 when there is one that does not
-// match (said on say).
-static int kept_build(const tb_replay_build *b, const char *entry, const json_t *key, char *engine, size_t len) {
-    char path[PATH_MAX], hex[65];
+// rm -rf (a missing path is fine); a failure is said on stderr.
+static void remove_tree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) == 0 && nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        fprintf(stderr, "tracebook replay: could not remove %s: %s\n", path, strerror(errno));
+}
+
+// The kept build at entry, when its build.json names `key` and its pretrain_gpt has the sha256
+// recorded there: linked (or copied) to <wt>/pretrain_gpt first and that file checked, so
+// another replay replacing the entry meanwhile cannot change what runs. 1 (engine set), 0
+// when nothing is kept there, -1 when what is kept is not this build (said on say).
+static int kept_build(const tb_replay_build *b, const char *entry, const json_t *key, const char *wt, char *engine,
+                      size_t len) {
+    char path[PATH_MAX], kept_bin[PATH_MAX], hex[65];
     tb_error err;
-    if (tb_path_format(path, sizeof path, &err, "%s/build.json", entry) != 0) return 0;
-    if (access(path, F_OK) != 0) return 0;
+    if (tb_path_format(path, sizeof path, &err, "%s/build.json", entry) != 0 || access(path, F_OK) != 0) return 0;
     json_error_t jerr;
     json_t *kept = tb_json_load_file(path, 0, &jerr);
     const char *sha = json_string_value(json_object_get(kept, "sha256"));
     int ok = kept && sha && json_equal(json_object_get(kept, "key"), key) &&
-             tb_path_format(engine, len, &err, "%s/pretrain_gpt", entry) == 0 &&
+             tb_path_format(kept_bin, sizeof kept_bin, &err, "%s/pretrain_gpt", entry) == 0 &&
+             tb_path_format(engine, len, &err, "%s/pretrain_gpt", wt) == 0 &&
+             (link(kept_bin, engine) == 0 || copy_file(kept_bin, engine) == 0) &&
              tb_sha256_file(engine, hex, &err) == 0 && !strcmp(hex, sha);
-    if (!ok)
+    if (!ok) {
         fprintf(b->say,
                 "  the kept build %s is not this one, or its pretrain_gpt no longer has the sha256 its "
                 "build.json records: building again\n",
                 entry);
+        unlink(engine);
+    }
     json_decref(kept);
     return ok ? 1 : -1;
 }
 
-// A fresh build's binary, log and build.json into entry (replacing what is there): 0, or -1
-// (said on say: the replay goes on with the build tree's binary).
-static int keep_build(const tb_replay_build *b, const char *wt, const char *built, const char *entry, json_t *key) {
-    char tmp[PATH_MAX], old[PATH_MAX], path[PATH_MAX], hex[65], now[32];
+int tb_replay_build_keep(const tb_replay_build *b, const char *log, const char *built, const char *entry,
+                         const json_t *key) {
+    char dir[PATH_MAX], tmp[PATH_MAX], old[PATH_MAX], path[PATH_MAX], hex[65], now[32];
     tb_error err;
-    int rc = -1;
-    if (tb_path_format(tmp, sizeof tmp, &err, "%s.tmp.%ld", entry, (long)getpid()) != 0 ||
-        tb_path_format(old, sizeof old, &err, "%s.old.%ld", entry, (long)getpid()) != 0 || tb_mkdir_p(tmp, &err) != 0)
+    int rc = -1, had = 0;
+    snprintf(dir, sizeof dir, "%s", entry);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    if (tb_mkdir_p(dir, &err) != 0 || tb_path_format(tmp, sizeof tmp, &err, "%s.tmp.%ld", entry, (long)getpid()) != 0 ||
+        tb_path_format(old, sizeof old, &err, "%s.old.%ld", entry, (long)getpid()) != 0)
         goto out;
-    tb_iso_now(now, sizeof now);
-    if (tb_path_format(path, sizeof path, &err, "%s/pretrain_gpt", tmp) != 0) goto out;
+    remove_tree(tmp);  // a crashed replay's of the same pid
+    if (tb_mkdir_p(tmp, &err) != 0 || tb_path_format(path, sizeof path, &err, "%s/pretrain_gpt", tmp) != 0) goto out;
     if (copy_file(built, path) != 0) {
         tb_fail(&err, "copying %s to %s: %s", built, path, strerror(errno));
         goto out;
     }
     if (tb_sha256_file(path, hex, &err) != 0 || tb_path_format(path, sizeof path, &err, "%s/build.json", tmp) != 0)
         goto out;
+    tb_iso_now(now, sizeof now);
     json_t *doc = json_pack("{s:O, s:s, s:s, s:s}", "key", key, "sha256", hex, "built_at", now, "built_for", b->run_id);
     int written = tb_write_json_atomic(path, doc, &err);
     json_decref(doc);
-    char log[PATH_MAX];
-    if (written != 0 || tb_path_format(log, sizeof log, &err, "%s/build.log", wt) != 0 ||
-        tb_path_format(path, sizeof path, &err, "%s/build.log", tmp) != 0)
-        goto out;
+    if (written != 0 || tb_path_format(path, sizeof path, &err, "%s/build.log", tmp) != 0) goto out;
     if (copy_file(log, path) != 0) {
         tb_fail(&err, "copying %s: %s", log, strerror(errno));
         goto out;
     }
-    int had = access(entry, F_OK) == 0;
-    if ((had && rename(entry, old) != 0) || rename(tmp, entry) != 0) {
+    // in place of what is there (a build that did not match, or --rebuild's): set aside,
+    // then put back if the new one cannot take its place
+    struct stat st;
+    had = lstat(entry, &st) == 0;
+    if (had && rename(entry, old) != 0) {
+        tb_fail(&err, "setting %s aside as %s: %s", entry, old, strerror(errno));
+        goto out;
+    }
+    if (rename(tmp, entry) != 0) {
         tb_fail(&err, "renaming %s to %s: %s", tmp, entry, strerror(errno));
+        if (had && rename(old, entry) != 0) remove_tree(old);
         goto out;
     }
     if (had) remove_tree(old);
@@ -156,6 +230,10 @@ out:
 int tb_replay_build_entry(const tb_replay_build *b, char *entry, size_t len, json_t **key, tb_error *err) {
     json_t *material = key_material(b);
     char *dump = json_dumps(material, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!dump) {
+        json_decref(material);
+        return tb_fail(err, "the build's key could not be written as JSON");
+    }
     char hex[65];
     tb_sha256_hex(dump, strlen(dump), hex);
     free(dump);
@@ -171,24 +249,25 @@ int tb_replay_build_engine(const tb_replay_build *b, char *engine, size_t engine
     wt[0] = '\0';
     *keep = 0;
     json_t *key = NULL;
-    char entry[PATH_MAX], dir[PATH_MAX];
+    char entry[PATH_MAX];
     int rc = -1;
-    if (tb_replay_build_entry(b, entry, sizeof entry, &key, &err) != 0 ||
-        tb_path_format(dir, sizeof dir, &err, "%s/" KEPT_DIR, b->artifacts) != 0) {
+    if (tb_replay_build_entry(b, entry, sizeof entry, &key, &err) != 0) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
-        goto out;
-    }
-    const char *patched = b->patch ? " + saved patch" : "";
-    if (!b->rebuild && kept_build(b, entry, key, engine, engine_len) == 1) {
-        fprintf(b->say, "replay %s: commit %.12s%s\n", b->run_id, b->commit, patched);
-        fprintf(b->say, "  pretrain_gpt at the recorded revision with %s: the build an earlier replay kept (%s, its "
-                        "sha256 checked; --rebuild builds it again)\n", b->cmake_args, entry);
-        rc = 0;
         goto out;
     }
     if ((size_t)snprintf(wt, wt_len, "/tmp/tracebook-replay-XXXXXX") >= wt_len || !mkdtemp(wt)) {
         fprintf(stderr, "tracebook replay: cannot create a temporary directory\n");
         wt[0] = '\0';
+        goto out;
+    }
+    const char *patched = b->patch ? " + saved patch" : "";
+    if (!b->rebuild && kept_build(b, entry, key, wt, engine, engine_len) == 1) {
+        fprintf(b->say, "replay %s: commit %.12s%s\n", b->run_id, b->commit, patched);
+        fprintf(b->say,
+                "  pretrain_gpt at the recorded revision with %s: the build an earlier replay kept (%s, its "
+                "sha256 checked; --rebuild builds it again)\n",
+                b->cmake_args, entry);
+        rc = 0;
         goto out;
     }
     char tree[PATH_MAX];
@@ -221,19 +300,15 @@ int tb_replay_build_engine(const tb_replay_build *b, char *engine, size_t engine
         *keep = 1;
         goto out;
     }
-    char built[PATH_MAX];
-    if (tb_path_format(built, sizeof built, &err, "%s/build/bin/pretrain_gpt", tree) != 0 ||
-        tb_mkdir_p(dir, &err) != 0) {
+    // this replay runs its own build; a copy is kept for the next
+    char log[PATH_MAX];
+    if (tb_path_format(engine, engine_len, &err, "%s/build/bin/pretrain_gpt", tree) != 0 ||
+        tb_path_format(log, sizeof log, &err, "%s/build.log", wt) != 0) {
         fprintf(stderr, "tracebook replay: %s\n", err.msg);
         goto out;
     }
-    if (keep_build(b, wt, built, entry, key) == 0 &&
-        tb_path_format(engine, engine_len, &err, "%s/pretrain_gpt", entry) == 0) {
+    if (tb_replay_build_keep(b, log, engine, entry, key) == 0)
         fprintf(b->say, "  kept for a later replay of this revision with these options: %s\n", entry);
-    } else if (tb_path_format(engine, engine_len, &err, "%s", built) != 0) {
-        fprintf(stderr, "tracebook replay: %s\n", err.msg);
-        goto out;
-    }
     rc = 0;
 out:
     json_decref(key);

@@ -7,13 +7,20 @@
 // <artifacts>/.replay-builds/<key>/ (pretrain_gpt, its build.log, and build.json: what the key
 // was made of and the binary's sha256), and a later replay whose key is the same runs it
 // instead of building again. The key is the SHA-256 of the commit, the saved patch's sha256,
-// the CMake options and the toolchain as the build would find it (the environment CMake reads
-// for compilers and flags: CC CFLAGS LDFLAGS CUDACXX CUDAFLAGS CUDA_PATH CUDA_HOME PATH; the
-// first line of `${CC:-cc} --version`; where nvcc resolves to): a new compiler or toolkit
-// makes a new key. A kept build is used only when its build.json names the same key material
-// and the binary's sha256 is the one recorded there; otherwise it is built again, and said so.
-// `--rebuild` never reuses one (and replaces it). Whatever was reused, the replay asks the binary
-// how it was built (engine_build.h) and names what differs from the recorded build.
+// the CMake options, the toolchain as the build would find it (the environment CMake and the
+// compilers read: CC CXX CFLAGS CXXFLAGS LDFLAGS CUDACXX CUDAHOSTCXX CUDAFLAGS CUDA_PATH CUDA_HOME
+// PATH CPATH C_INCLUDE_PATH LIBRARY_PATH PKG_CONFIG_PATH CMAKE_PREFIX_PATH; the first line of
+// `${CC:-cc} --version`, `${CUDAHOSTCXX:-g++} --version` and `cmake --version`; where nvcc
+// resolves to as CMake looks for it, and the last line of its --version) and the host
+// (-march=native and CUDA's "native" architectures build for it: its name, the CPU's model and
+// flags): a new compiler, toolkit or machine makes a new key. A kept build is used only when its
+// build.json names the same key material and its binary, linked (or copied) into the replay's
+// own temporary directory, has the sha256 recorded there; the replay runs that private file, so
+// another replay replacing the entry meanwhile changes nothing it runs. A kept build that is
+// not this one is built again, and said so; `--rebuild` never reuses one (and replaces it). A
+// fresh build runs from its own tree as before; only a copy is kept. Whatever ran, the replay
+// asks the binary how it was built (engine_build.h) and names what differs from the recorded
+// build. Deleting .replay-builds is always safe (the next replay builds again).
 #ifndef TB_EXPERIMENTS_REPLAY_BUILD_H
 #define TB_EXPERIMENTS_REPLAY_BUILD_H
 
@@ -42,9 +49,15 @@ typedef struct tb_replay_build {
 // with err set (a path too long).
 int tb_replay_build_entry(const tb_replay_build *b, char *entry, size_t len, json_t **key, tb_error *err);
 
-// Puts the engine's path in engine. wt gets the temporary directory a fresh build made ("" when
-// a kept build was used): the caller removes it unless *keep is set (a failed build: its log is
-// there). 0, or -1 with the reason printed on stderr.
+// Puts the engine's path in engine: in wt, the replay's own temporary directory (the fresh
+// build's tree, or the kept binary's private link), which the caller removes unless *keep is
+// set (a failed build: its log is there). 0, or -1 with the reason printed on stderr.
+// A fresh build's binary (`built`), its log and build.json (key, sha256) put in entry, in place of
+// what is there (a temporary directory renamed into place; the previous entry put back if that
+// fails). 0, or -1 said on b->say ("not kept for a later replay: ..."): keeping is optional.
+int tb_replay_build_keep(const tb_replay_build *b, const char *log, const char *built, const char *entry,
+                         const json_t *key);
+
 int tb_replay_build_engine(const tb_replay_build *b, char *engine, size_t engine_len, char *wt, size_t wt_len,
                            int *keep);
 

@@ -1,6 +1,8 @@
 // test_replay_build.c — the builds a replay keeps (experiments/runs/replay_build.h): a kept
-// build is run only when its build.json names the same key and its binary still has the sha256
-// recorded there; --rebuild never reuses one; every part of the key moves the entry. The
+// build is run (as a private link in the replay's own directory) only when its build.json names
+// the same key and its binary still has the sha256 recorded there; --rebuild never reuses one;
+// a fresh build is kept in place of what was there, and not keeping it is no failure; every
+// part of the key moves the entry. The
 // requests name a commit the repository does not have, so a request that goes on to build fails
 // at the checkout, before any compiler runs: each case takes milliseconds. test_replay.c checks
 // the whole path (the second replay of a record runs the build the first one kept).
@@ -8,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "records/provenance.h"
@@ -18,7 +21,8 @@
 #define ART TB_TEST_TMPDIR "/replay_build_artifacts"
 #define MISSING_COMMIT "0123456789abcdef0123456789abcdef01234567"
 
-static char said[8192];  // what the last request printed on its `say` stream
+static char said[8192];         // what the last request printed on its `say` stream
+static char engine_text[256];   // the start of the engine it chose, read before its directory went
 
 static tb_replay_build request(int rebuild) {
     return (tb_replay_build){ART,           TB_SOURCE_DIR, "20261206T000000-test", MISSING_COMMIT, NULL, 0, NULL,
@@ -36,6 +40,13 @@ static int run(tb_replay_build b, char *engine, size_t len) {
     fclose(say);
     snprintf(said, sizeof said, "%s", text ? text : "");
     free(text);
+    engine_text[0] = '\0';
+    FILE *e = rc == 0 ? fopen(engine, "r") : NULL;
+    if (e) {
+        size_t got = fread(engine_text, 1, sizeof engine_text - 1, e);
+        engine_text[got] = '\0';
+        fclose(e);
+    }
     if (wt[0]) {
         char rm[600];
         snprintf(rm, sizeof rm, "rm -rf '%s'", wt);
@@ -74,14 +85,67 @@ static int keep_one(char *entry, size_t len) {
 }
 
 TB_TEST(a_kept_build_with_its_key_and_sha256_is_run_instead_of_building) {
-    char entry[1024], engine[1024], want[1100];
+    char entry[1024], engine[1024];
     TB_REQUIRE(keep_one(entry, sizeof entry) == 0, "a kept build made");
     TB_CHECK(strstr(entry, ART "/.replay-builds/") != NULL, "kept under the artifacts root: %s", entry);
     int rc = run(request(0), engine, sizeof engine);
-    snprintf(want, sizeof want, "%s/pretrain_gpt", entry);
-    TB_CHECK(rc == 0 && !strcmp(engine, want), "status %d, engine %s, want %s:\n%s", rc, engine, want, said);
+    size_t n = strlen(engine);
+    TB_CHECK(rc == 0 && !strncmp(engine, "/tmp/tracebook-replay-", 22) && n > 13 &&
+                 !strcmp(engine + n - 13, "/pretrain_gpt"),
+             "status %d, engine %s (the replay's own link to it):\n%s", rc, engine, said);
+    TB_CHECK(!strcmp(engine_text, "#!/bin/sh\necho kept\n"), "the kept binary's bytes: '%s'", engine_text);
     TB_CHECK(strstr(said, "the build an earlier replay kept") && strstr(said, "sha256 checked"), "said:\n%s", said);
     TB_CHECK(!strstr(said, "building"), "nothing built:\n%s", said);
+}
+
+// A fresh build kept: its binary, log and build.json; a second one in place of the first, with
+// nothing left beside it; a kept build then run; and a root where nothing can be kept.
+TB_TEST(a_fresh_build_is_kept_in_place_of_the_last_and_not_keeping_is_no_failure) {
+    char entry[1024], engine[1024], path[1100];
+    tb_error err;
+    json_t *key = NULL;
+    tb_replay_build b = request(0);
+    TB_REQUIRE(system("rm -rf '" ART "' && mkdir -p '" ART "/fake'") == 0, "a clean root");
+    TB_REQUIRE(tb_replay_build_entry(&b, entry, sizeof entry, &key, &err) == 0, "%s", err.msg);
+    write_file(ART "/fake/pretrain_gpt", "#!/bin/sh\necho first\n");
+    write_file(ART "/fake/build.log", "the log\n");
+    char *text = NULL;
+    size_t n = 0;
+    b.say = open_memstream(&text, &n);
+    int first = tb_replay_build_keep(&b, ART "/fake/build.log", ART "/fake/pretrain_gpt", entry, key);
+    write_file(ART "/fake/pretrain_gpt", "#!/bin/sh\necho second\n");
+    int second = tb_replay_build_keep(&b, ART "/fake/build.log", ART "/fake/pretrain_gpt", entry, key);
+    fclose(b.say);
+    TB_CHECK(first == 0 && second == 0, "kept: %d %d:\n%s", first, second, text ? text : "");
+    free(text);
+    snprintf(path, sizeof path, "%s/build.json", entry);
+    json_error_t jerr;
+    json_t *doc = json_load_file(path, 0, &jerr);
+    char hex[65];
+    snprintf(path, sizeof path, "%s/pretrain_gpt", entry);
+    TB_CHECK(doc && json_equal(json_object_get(doc, "key"), key) && tb_sha256_file(path, hex, &err) == 0 &&
+                 !strcmp(hex, json_string_value(json_object_get(doc, "sha256")) ?: ""),
+             "build.json names the key and the binary's sha256");
+    json_decref(doc);
+    snprintf(path, sizeof path, "%s/build.log", entry);
+    TB_CHECK(access(path, R_OK) == 0, "the log kept: %s", path);
+    tb_output ls = {0};
+    TB_CHECK(tb_run(&ls, NULL, "ls -A '" ART "/.replay-builds'") == 0 && !strstr(ls.out, ".tmp.") &&
+                 !strstr(ls.out, ".old."),
+             "one entry, nothing beside it:\n%s", ls.out);
+    tb_output_free(&ls);
+    int rc = run(request(0), engine, sizeof engine);
+    TB_CHECK(rc == 0 && !strcmp(engine_text, "#!/bin/sh\necho second\n"), "the second one runs: %d '%s'\n%s", rc,
+             engine_text, said);
+    // .replay-builds is a file: nothing can be kept, and that is said, not failed
+    TB_REQUIRE(system("rm -rf '" ART "/.replay-builds' && touch '" ART "/.replay-builds'") == 0, "a file in the way");
+    text = NULL;
+    b.say = open_memstream(&text, &n);
+    int kept = tb_replay_build_keep(&b, ART "/fake/build.log", ART "/fake/pretrain_gpt", entry, key);
+    fclose(b.say);
+    TB_CHECK(kept != 0 && text && strstr(text, "not kept for a later replay"), "%d:\n%s", kept, text ? text : "");
+    free(text);
+    json_decref(key);
 }
 
 TB_TEST(rebuild_never_reuses_a_kept_build) {
@@ -147,12 +211,19 @@ TB_TEST(each_part_of_the_key_moves_the_entry) {
     TB_CHECK(tb_replay_build_entry(&b, other, sizeof other, NULL, &err) == 0 && strcmp(base, other), "CC: %s", other);
     if (cc) setenv("CC", saved, 1);
     else unsetenv("CC");
+    char path[4096];
+    snprintf(path, sizeof path, "%s", getenv("PATH") ?: "");
+    setenv("PATH", "/nonexistent/bin:/usr/bin:/bin", 1);
+    TB_CHECK(tb_replay_build_entry(&b, other, sizeof other, NULL, &err) == 0 && strcmp(base, other), "PATH: %s",
+             other);
+    setenv("PATH", path, 1);
     TB_CHECK(tb_replay_build_entry(&b, other, sizeof other, NULL, &err) == 0 && !strcmp(base, other),
              "the same request, the same entry: %s vs %s", base, other);
 }
 
 int main(void) {
     TB_RUN(a_kept_build_with_its_key_and_sha256_is_run_instead_of_building);
+    TB_RUN(a_fresh_build_is_kept_in_place_of_the_last_and_not_keeping_is_no_failure);
     TB_RUN(rebuild_never_reuses_a_kept_build);
     TB_RUN(a_kept_binary_that_changed_is_not_run);
     TB_RUN(a_kept_build_of_another_key_is_not_run);
