@@ -1,7 +1,9 @@
+#define _GNU_SOURCE  // nftw's FTW_DEPTH / FTW_PHYS
 #include "core/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -153,4 +155,17 @@ int tb_path_format(char *buf, size_t len, tb_error *err, const char *fmt, ...) {
                 len ? len - 1 : 0);
     free(full);
     return -1;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+int tb_remove_tree(const char *path, tb_error *err) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : tb_fail(err, "%s: %s", path, strerror(errno));
+    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return tb_fail(err, "%s: cannot remove (%s)", path, strerror(errno));
+    return 0;
 }

@@ -18,6 +18,9 @@ int tb_write_file_atomic(const char *path, const void *data, size_t len, tb_erro
 int tb_write_json_atomic(const char *path, const json_t *root, tb_error *err);
 // mkdir -p; existing directories are fine.
 int tb_mkdir_p(const char *path, tb_error *err);
+// rm -rf (links are removed, never followed); a missing path is fine. 0, or -1 with err naming
+// the path and the reason.
+int tb_remove_tree(const char *path, tb_error *err);
 
 // Opens path read-only when it is a regular file, and returns the descriptor (blocking
 // reads) with *st (when not NULL) its fstat. Anything else is refused by what it is before

@@ -1,11 +1,9 @@
 // dist_checkpoint.c — the sharded save (dist_checkpoint.h); the resharding load: dist_checkpoint_load.c.
-#define _GNU_SOURCE  // nftw's FTW_DEPTH / FTW_PHYS
 #include "checkpoint/dist_checkpoint.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -77,20 +75,6 @@ int ckpt_sha256_file(const char *path, char hex[65], uint64_t *bytes, tb_error *
     close(fd);
     if (!ok) return tb_fail(err, "%s: cannot hash (%s)", path, errno ? strerror(errno) : "OpenSSL failed");
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    return 0;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-// rm -rf; a missing path is fine.
-static int remove_tree(const char *path, tb_error *err) {
-    struct stat st;
-    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : tb_fail(err, "%s: %s", path, strerror(errno));
-    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-        return tb_fail(err, "%s: cannot remove (%s)", path, strerror(errno));
     return 0;
 }
 
@@ -216,12 +200,12 @@ static int commit(const dist_ckpt_state *s, const char *dir, const char *tmp, co
     char old[CKPT_PATH];
     if (rc == 0) rc = ckpt_path(old, err, "%s.old", final);
     if (rc == 0) rc = fsync_dir(tmp, err);
-    if (rc == 0) rc = remove_tree(old, err);
+    if (rc == 0) rc = tb_remove_tree(old, err);
     if (rc == 0 && access(final, F_OK) == 0 && rename(final, old) != 0)
         rc = tb_fail(err, "%s: cannot move aside (%s)", final, strerror(errno));
     if (rc == 0 && rename(tmp, final) != 0) rc = tb_fail(err, "%s: cannot commit as %s (%s)", tmp, final, strerror(errno));
     if (rc == 0) rc = fsync_dir(dir, err);
-    if (rc == 0) rc = remove_tree(old, err);
+    if (rc == 0) rc = tb_remove_tree(old, err);
     if (rc == 0) {
         char text[32];
         int n = snprintf(text, sizeof text, "%" PRId64 "\n", iteration);
@@ -535,7 +519,8 @@ int dist_checkpoint_save(const dist_ckpt_state *s, dist_ckpt_writer *w, const ch
     int ok = ckpt_path(sv->dir, err, "%s", dir) == 0 &&
              ckpt_path(sv->final, err, "%s/iter_%07" PRId64, dir, iteration) == 0 &&
              ckpt_path(sv->tmp, err, "%s.tmp", sv->final) == 0;
-    if (ok && rk->rank == 0) ok = tb_mkdir_p(dir, err) == 0 && remove_tree(sv->tmp, err) == 0 && tb_mkdir_p(sv->tmp, err) == 0;
+    if (ok && rk->rank == 0)
+        ok = tb_mkdir_p(dir, err) == 0 && tb_remove_tree(sv->tmp, err) == 0 && tb_mkdir_p(sv->tmp, err) == 0;
     if (ckpt_agree(rk, ok, "checkpoint directory", err) != 0) {
         save_free(sv);
         TB_RANGE_POP();

@@ -123,7 +123,7 @@ static const tb_option replay_options[] = {
 static const tb_command replay_command = {
     "tracebook replay", "RUN",
     "Re-runs a record at its recorded commit (and saved patch) with a fresh build (or the one an earlier\n"
-    "replay kept for the same revision, options and toolchain, its sha256 checked), and compares:\n"
+    "replay kept for the same revision, options, toolchain and host, its sha256 checked), and compares:\n"
     "the losses must be bitwise equal; the step time is reported against --timing-tolerance.\n"
     "RUN is a run id (or a unique prefix) or a record directory (docs/CLI.md).\n" TB_ENV_POLICY_HELP,
     replay_options, 1, 1, "tracebook replay 20261129T104512 -j 2",

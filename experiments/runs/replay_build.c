@@ -1,10 +1,8 @@
 // replay_build.c — the engine a replay runs, built or kept (replay_build.h).
-#define _GNU_SOURCE  // nftw's FTW_DEPTH / FTW_PHYS
 #include "runs/replay_build.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -136,16 +134,10 @@ static int copy_file(const char *from, const char *to) {
     return rc;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-// rm -rf (a missing path is fine); a failure is said on stderr.
+// rm -rf; a failure is said on stderr (a leftover temporary directory, nothing lost).
 static void remove_tree(const char *path) {
-    struct stat st;
-    if (lstat(path, &st) == 0 && nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-        fprintf(stderr, "tracebook replay: could not remove %s: %s\n", path, strerror(errno));
+    tb_error err;
+    if (tb_remove_tree(path, &err) != 0) fprintf(stderr, "tracebook replay: could not remove %s\n", err.msg);
 }
 
 // The kept build at entry, when its build.json names `key` and its pretrain_gpt has the sha256
