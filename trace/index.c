@@ -381,6 +381,7 @@ int tracebook_index_main(int argc, char **argv) {
     tb_error err;
     int status = ix_args_parse(argc, argv, &args, &opt);  // -1: run
     if (status >= 0) goto out;
+    ix_parse_on_workers();  // before the first thread
 
     status = 1;
     ix_compdb db;

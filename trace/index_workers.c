@@ -63,22 +63,29 @@ void ix_work_free(ix_work *w) {
     free(w->done);
 }
 
-// The threads of a run: `jobs` of them (at most one per unit), less one when this thread is
-// a worker itself (no meanwhile).
-static void start(ix_work *w, int jobs, int this_thread_parses) {
+// The threads of a run: `jobs` of them (at most one per unit), each with the stack libclang
+// gives a parse of its own (see ix_parse_on_workers).
+static void start(ix_work *w, int jobs) {
     atomic_init(&w->next, 0);
     atomic_init(&w->failed, 0);
     int nthreads = jobs < (int)w->ntodo ? jobs : (int)w->ntodo;
     w->threads = tb_xcalloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *w->threads, "worker threads");
     w->started = 0;
-    for (int i = this_thread_parses; i < nthreads; i++) {
-        if (pthread_create(&w->threads[w->started], NULL, worker, w) != 0) break;
+    pthread_attr_t attr;
+    int sized = pthread_attr_init(&attr) == 0;
+    if (sized && pthread_attr_setstacksize(&attr, IX_PARSE_STACK) != 0) {
+        pthread_attr_destroy(&attr);
+        sized = 0;
+    }
+    for (int i = 0; i < nthreads; i++) {
+        if (pthread_create(&w->threads[w->started], sized ? &attr : NULL, worker, w) != 0) break;
         w->started++;
     }
+    if (sized) pthread_attr_destroy(&attr);
 }
 
-static void finish(ix_work *w, int this_thread_parses, void (*meanwhile)(ix_work *w, void *arg), void *arg) {
-    if (w->ntodo && (this_thread_parses || !w->started)) worker(w);  // no thread could start: parse here first
+static void finish(ix_work *w, void (*meanwhile)(ix_work *w, void *arg), void *arg) {
+    if (w->ntodo && !w->started) worker(w);  // no thread could start: parse here first
     if (meanwhile) meanwhile(w, arg);
     for (int i = 0; i < w->started; i++) pthread_join(w->threads[i], NULL);
     free(w->threads);
@@ -86,13 +93,15 @@ static void finish(ix_work *w, int this_thread_parses, void (*meanwhile)(ix_work
 }
 
 void ix_run_workers(ix_work *w, int jobs, void (*meanwhile)(ix_work *w, void *arg), void *arg) {
-    start(w, jobs, !meanwhile);
-    finish(w, !meanwhile, meanwhile, arg);
+    start(w, jobs);
+    finish(w, meanwhile, arg);
 }
 
-void ix_workers_start(ix_work *w, int jobs) { start(w, jobs, 0); }
+void ix_workers_start(ix_work *w, int jobs) { start(w, jobs); }
 
-void ix_workers_finish(ix_work *w, void (*meanwhile)(ix_work *w, void *arg), void *arg) { finish(w, 0, meanwhile, arg); }
+void ix_workers_finish(ix_work *w, void (*meanwhile)(ix_work *w, void *arg), void *arg) { finish(w, meanwhile, arg); }
+
+void ix_parse_on_workers(void) { setenv("LIBCLANG_NOTHREADS", "1", 0); }
 
 int ix_parse_only_run(const ix_compdb *db, const ix_options *opt, const struct timespec *t0) {
     size_t *todo = tb_xcalloc(db->ntus ? db->ntus : 1, sizeof *todo, "units to parse");

@@ -157,6 +157,56 @@ TB_TEST(a_kernel_launcher_template_is_traced_to_the_nccl_call) {
     free(out);
 }
 
+// A unit at clang's own nesting limits: a class template instantiated 1000 deep (the limit,
+// -ftemplate-depth, is 1024) and a body 250 blocks and 250 parentheses deep (-fbracket-depth:
+// 256). clang recurses once per level: this unit crashed the indexer with 1 MiB of stack per
+// parse, and parses with the 8 MiB libclang gives a parse (IX_PARSE_STACK: the index parses on
+// its workers, not on a thread of libclang's; index_workers.h).
+TB_TEST(a_unit_at_clangs_nesting_limits_parses_on_the_workers) {
+    char *src = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&src, &len);
+    TB_REQUIRE(f, "open_memstream");
+    fputs("template <int N> struct depth { static const int v = depth<N - 1>::v + 1; };\n"
+          "template <> struct depth<0> { static const int v = 0; };\n"
+          "void sink(int);\n"
+          "int deep_template(void) { sink(depth<1000>::v); return 0; }  // C:sink template\n"
+          "int deep_blocks(void) {\n", f);
+    for (int i = 0; i < 250; i++) fputc('{', f);
+    fputs(" sink(", f);
+    for (int i = 0; i < 250; i++) fputc('(', f);
+    fputc('1', f);
+    for (int i = 0; i < 250; i++) fputc(')', f);
+    fputs(");", f);
+    for (int i = 0; i < 250; i++) fputc('}', f);
+    fputs("  // C:sink blocks\n return 0; }\n", f);
+    fclose(f);
+    tb_error err;
+    TB_REQUIRE(!tb_mkdir_p(WORK "/deep", &err), "%s", err.msg);
+    TB_REQUIRE(!tb_write_text(WORK "/deep/deep.cpp", src), "cannot write deep.cpp");
+    free(src);
+    TB_REQUIRE(!tb_write_text(WORK "/deep/compile_commands.json",
+                              "[{\"directory\": \"" WORK "/deep\", \"arguments\": [\"c++\", \"-std=c++17\", \"-c\","
+                              " \"deep.cpp\"], \"file\": \"" WORK "/deep/deep.cpp\"}]\n"),
+               "cannot write the compilation database");
+    unlink(WORK "/deep/index.sqlite");
+    char *out;
+    int rc = tb_shell(&out, "'%s' index --compdb '%s/deep' --output '%s/deep/index.sqlite' 2>&1", TRACEBOOK, WORK,
+                      WORK);
+    sqlite3 *d = tb_index_open_ro(WORK "/deep/index.sqlite");
+    TB_CHECK(rc == 0 && d, "index: rc %d\n%s", rc, out);
+    free(out);
+    if (!d) return;
+    TB_CHECK(tb_index_q_long(d, "SELECT COUNT(*) FROM files WHERE path = %Q AND status = 'ok'",
+                             WORK "/deep/deep.cpp") == 1,
+             "deep.cpp parsed without errors");
+    TB_CHECK(call_at(d, WORK "/deep/deep.cpp", "deep_template", "sink", "C:sink template").found,
+             "deep_template → sink recorded");
+    TB_CHECK(call_at(d, WORK "/deep/deep.cpp", "deep_blocks", "sink", "C:sink blocks").found,
+             "deep_blocks → sink recorded");
+    sqlite3_close(d);
+}
+
 int main(void) {
     tb_error err;
     if (tb_mkdir_p(WORK, &err)) printf("  %s\n", err.msg);
@@ -173,6 +223,7 @@ int main(void) {
     TB_RUN(several_candidates_stay_candidates_and_are_listed);
     TB_RUN(chain_from_main_to_the_all_reduce_passes_through_the_templates);
     TB_RUN(a_kernel_launcher_template_is_traced_to_the_nccl_call);
+    TB_RUN(a_unit_at_clangs_nesting_limits_parses_on_the_workers);
     sqlite3_close(db);
     free(ix_output);
     return tb_test_summary();
