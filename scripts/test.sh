@@ -24,7 +24,7 @@ jobs=2
 # The first test runs once it is made; a failure is shown and --dry-build tries again below.
 ./scripts/install-deps.sh
 have_cuda=0
-[ -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ] && have_cuda=1
+[ -x "${CUDA_PATH:-${CUDA_HOME:-/usr/local/cuda}}/bin/nvcc" ] && have_cuda=1  # where gpu-check.sh looks
 image_pid=""
 if [ "$have_cuda" = 1 ] && { [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; }; then
   mkdir -p .gpu-deps
