@@ -58,10 +58,10 @@ int ix_unit_done(ix_work *w, size_t i);
 // clang's recursion: llvm::CrashRecoveryContext::RunSafelyOnThread) and joins: a thread made
 // and joined per unit, and the unit's AST allocated in that thread's malloc arena, then walked
 // and freed in the worker's. Set (unless the environment sets it already), the parse runs on
-// the worker itself, whose stack is the same IX_PARSE_STACK (crash recovery stays as it was:
-// libclang's, on the calling thread). Measured here (AMD EPYC, 2 cores, -j 2, this project): the
-// full index 4.7-8% less wall time, --parse-only ~2.5% (docs/PERFORMANCE.md). Called before the
-// process starts any thread (setenv). --parse-only runs the same, being the index's parse.
+// the worker itself, whose stack is the same IX_PARSE_STACK (libclang's crash recovery then
+// runs on the worker). Measured here (AMD EPYC, 2 cores, -j 2, this project): the full index
+// 3.5-8.3% less wall time (median 5%), --parse-only ~2.5% (docs/PERFORMANCE.md). Called before
+// the process starts any thread (setenv). --parse-only runs the same, being the index's parse.
 #define IX_PARSE_STACK (8u << 20)
 void ix_parse_on_workers(void);
 
