@@ -439,11 +439,8 @@ int tracebook_replay_main(int argc, char **argv) {
     free(a.loss);
     free(b.loss);
 out:
-    if (wt[0] && !args.keep) {
-        char rm[PATH_MAX + 16];
-        if (tb_path_format(rm, sizeof rm, &err, "rm -rf %s", wt) != 0 || system(rm) != 0)
-            fprintf(stderr, "tracebook replay: could not remove %s\n", wt);
-    }
+    if (wt[0] && !args.keep && tb_remove_tree(wt, &err) != 0)
+        fprintf(stderr, "tracebook replay: could not remove %s\n", err.msg);
     tb_git_state_free(&here);
     json_decref(m);
     replay_args_free(&args);

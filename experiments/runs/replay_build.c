@@ -17,6 +17,7 @@
 #include "records/provenance.h"
 
 #define KEPT_DIR ".replay-builds"
+#define DPKG_STATUS "/var/lib/dpkg/status"
 
 // A string for the key: itself, or (not UTF-8, which JSON cannot hold) its sha256.
 static json_t *key_string(const char *s) {
@@ -77,14 +78,20 @@ static json_t *host_material(void) {
     if (f) fclose(f);
     json_object_set_new(host, "cpu", model[0] ? key_string(model) : json_null());
     json_object_set_new(host, "cpu_flags_sha256", flags_hex[0] ? json_string(flags_hex) : json_null());
+    // the libraries CMake finds (MPI, NCCL, BLAS, ...) as the package manager installed them: any
+    // install or upgrade makes a new key (on Debian; elsewhere null, and --rebuild after one)
+    char packages[65];
+    tb_error err;
+    json_object_set_new(host, "dpkg_status_sha256",
+                        tb_sha256_file(DPKG_STATUS, packages, &err) == 0 ? json_string(packages) : json_null());
     return host;
 }
 
 // What the key is made of (replay_build.h): a JSON object, also kept in build.json.
 static json_t *key_material(const tb_replay_build *b) {
-    static const char *const env[] = {"CC",        "CXX",          "CFLAGS",         "CXXFLAGS",  "LDFLAGS",
-                                      "CUDACXX",   "CUDAHOSTCXX",  "CUDAFLAGS",      "CUDA_PATH", "CUDA_HOME",
-                                      "PATH",      "CPATH",        "C_INCLUDE_PATH", "LIBRARY_PATH",
+    static const char *const env[] = {"CC",        "CXX",          "CFLAGS",    "CXXFLAGS",       "LDFLAGS",
+                                      "CUDACXX",   "CUDAHOSTCXX",  "CUDAFLAGS", "CUDAARCHS",      "CUDA_PATH",
+                                      "CUDA_HOME", "PATH",         "CPATH",     "C_INCLUDE_PATH", "LIBRARY_PATH",
                                       "PKG_CONFIG_PATH", "CMAKE_PREFIX_PATH"};
     json_t *tools = json_object();
     for (size_t i = 0; i < sizeof env / sizeof *env; i++)
@@ -96,9 +103,9 @@ static json_t *key_material(const tb_replay_build *b) {
     char real[PATH_MAX];
     const char *nvcc = nvcc_path(real);
     json_object_set_new(tools, "nvcc", key_string(nvcc));
-    if (nvcc) {
+    if (nvcc && !strchr(nvcc, '\'')) {  // (a path with a quote: no version asked, the path keys it)
         char cmd[PATH_MAX + 32];
-        snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", strchr(nvcc, '\'') ? "nvcc" : nvcc);
+        snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", nvcc);
         json_object_set_new(tools, "nvcc --version", line_of(cmd, 1));
     }
     return json_pack("{s:s, s:o, s:s, s:o, s:o}", "commit", b->commit, "patch_sha256", key_string(b->patch_sha256),
@@ -142,30 +149,36 @@ static void remove_tree(const char *path) {
 
 // The kept build at entry, when its build.json names `key` and its pretrain_gpt has the sha256
 // recorded there: linked (or copied) to <wt>/pretrain_gpt first and that file checked, so
-// another replay replacing the entry meanwhile cannot change what runs. 1 (engine set), 0
-// when nothing is kept there, -1 when what is kept is not this build (said on say).
+// another replay replacing the entry meanwhile (a rename) cannot change what runs. 1 (engine
+// set), 0 when nothing is kept there, -1 when what is kept is not this build (why said on say).
 static int kept_build(const tb_replay_build *b, const char *entry, const json_t *key, const char *wt, char *engine,
                       size_t len) {
-    char path[PATH_MAX], kept_bin[PATH_MAX], hex[65];
+    char path[PATH_MAX], kept_bin[PATH_MAX], hex[65], why[PATH_MAX + 256] = "";
     tb_error err;
+    engine[0] = '\0';
     if (tb_path_format(path, sizeof path, &err, "%s/build.json", entry) != 0 || access(path, F_OK) != 0) return 0;
     json_error_t jerr;
     json_t *kept = tb_json_load_file(path, 0, &jerr);
     const char *sha = json_string_value(json_object_get(kept, "sha256"));
-    int ok = kept && sha && json_equal(json_object_get(kept, "key"), key) &&
-             tb_path_format(kept_bin, sizeof kept_bin, &err, "%s/pretrain_gpt", entry) == 0 &&
-             tb_path_format(engine, len, &err, "%s/pretrain_gpt", wt) == 0 &&
-             (link(kept_bin, engine) == 0 || copy_file(kept_bin, engine) == 0) &&
-             tb_sha256_file(engine, hex, &err) == 0 && !strcmp(hex, sha);
-    if (!ok) {
-        fprintf(b->say,
-                "  the kept build %s is not this one, or its pretrain_gpt no longer has the sha256 its "
-                "build.json records: building again\n",
-                entry);
-        unlink(engine);
-    }
+    if (!kept)
+        snprintf(why, sizeof why, "its build.json cannot be read: %s", jerr.text);
+    else if (!sha || !json_equal(json_object_get(kept, "key"), key))
+        snprintf(why, sizeof why, "its build.json names other inputs (key) or no sha256");
+    else if (tb_path_format(kept_bin, sizeof kept_bin, &err, "%s/pretrain_gpt", entry) != 0 ||
+             tb_path_format(engine, len, &err, "%s/pretrain_gpt", wt) != 0)
+        snprintf(why, sizeof why, "%s", err.msg);
+    else if (link(kept_bin, engine) != 0 && copy_file(kept_bin, engine) != 0)
+        snprintf(why, sizeof why, "its pretrain_gpt cannot be linked or copied to %s: %s", engine, strerror(errno));
+    else if (tb_sha256_file(engine, hex, &err) != 0)
+        snprintf(why, sizeof why, "%s", err.msg);
+    else if (strcmp(hex, sha) != 0)
+        snprintf(why, sizeof why, "its pretrain_gpt has sha256 %s, its build.json records %s", hex, sha);
     json_decref(kept);
-    return ok ? 1 : -1;
+    if (!why[0]) return 1;
+    fprintf(b->say, "  the kept build %s is not used: %s; building again\n", entry, why);
+    if (engine[0]) unlink(engine);
+    engine[0] = '\0';
+    return -1;
 }
 
 int tb_replay_build_keep(const tb_replay_build *b, const char *log, const char *built, const char *entry,

@@ -9,15 +9,18 @@
 // instead of building again. The key is the SHA-256 of the commit, the saved patch's sha256,
 // the CMake options, the toolchain as the build would find it (the environment CMake and the
 // compilers read: CC CXX CFLAGS CXXFLAGS LDFLAGS CUDACXX CUDAHOSTCXX CUDAFLAGS CUDA_PATH CUDA_HOME
-// PATH CPATH C_INCLUDE_PATH LIBRARY_PATH PKG_CONFIG_PATH CMAKE_PREFIX_PATH; the first line of
+// CUDAARCHS PATH CPATH C_INCLUDE_PATH LIBRARY_PATH PKG_CONFIG_PATH CMAKE_PREFIX_PATH; the first line of
 // `${CC:-cc} --version`, `${CUDAHOSTCXX:-g++} --version` and `cmake --version`; where nvcc
 // resolves to as CMake looks for it, and the last line of its --version) and the host
 // (-march=native and CUDA's "native" architectures build for it: its name, the CPU's model and
-// flags): a new compiler, toolkit or machine makes a new key. A kept build is used only when its
-// build.json names the same key material and its binary, linked (or copied) into the replay's
-// own temporary directory, has the sha256 recorded there; the replay runs that private file, so
-// another replay replacing the entry meanwhile changes nothing it runs. A kept build that is
-// not this one is built again, and said so; `--rebuild` never reuses one (and replaces it). A
+// flags; and the libraries CMake finds as the package manager installed them: the sha256 of
+// /var/lib/dpkg/status): a new compiler, toolkit, package or machine makes a new key. Libraries
+// installed outside the package manager (under CMAKE_PREFIX_PATH, say) are keyed by that
+// variable only: after changing one, --rebuild. A kept build is used only when its build.json
+// names the same key material and its binary, linked (or copied) into the replay's own
+// temporary directory, has the sha256 recorded there; the replay runs that file, so another
+// replay replacing the entry meanwhile (a rename) changes nothing it runs. A kept build that is
+// not this one is built again, and why is said; `--rebuild` never reuses one (and replaces it). A
 // fresh build runs from its own tree as before; only a copy is kept. Whatever ran, the replay
 // asks the binary how it was built (engine_build.h) and names what differs from the recorded
 // build. Deleting .replay-builds is always safe (the next replay builds again).
@@ -49,15 +52,15 @@ typedef struct tb_replay_build {
 // with err set (a path too long).
 int tb_replay_build_entry(const tb_replay_build *b, char *entry, size_t len, json_t **key, tb_error *err);
 
-// Puts the engine's path in engine: in wt, the replay's own temporary directory (the fresh
-// build's tree, or the kept binary's private link), which the caller removes unless *keep is
-// set (a failed build: its log is there). 0, or -1 with the reason printed on stderr.
 // A fresh build's binary (`built`), its log and build.json (key, sha256) put in entry, in place of
 // what is there (a temporary directory renamed into place; the previous entry put back if that
 // fails). 0, or -1 said on b->say ("not kept for a later replay: ..."): keeping is optional.
 int tb_replay_build_keep(const tb_replay_build *b, const char *log, const char *built, const char *entry,
                          const json_t *key);
 
+// Puts the engine's path in engine: in wt, the replay's own temporary directory (the fresh
+// build's tree, or the kept binary's link), which the caller removes unless *keep is set (a
+// failed build: its log is there). 0, or -1 with the reason printed on stderr.
 int tb_replay_build_engine(const tb_replay_build *b, char *engine, size_t engine_len, char *wt, size_t wt_len,
                            int *keep);
 
