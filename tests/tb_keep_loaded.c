@@ -6,9 +6,9 @@
 // LeakSanitizer's check at exit; frames in an unloaded object have no module and no name, so
 // tests/lsan.supp, which suppresses leaks by Open MPI's libraries and nothing else, cannot match
 // them. Open MPI 5's mca_base_component_disable_dlclose is not a parameter of 4.1 (mpirun
-// accepts it and does nothing). Keeping the components loaded also halves the CPU time of a
-// launch under the slow unwinder the suppressions need (a 2-process run of the test model:
-// 4.4 s → 2.1 s).
+// accepts it and does nothing). Keeping the components loaded also halved the CPU time of a
+// launch under the slow unwinder the suppressions needed then (a 2-process run of the test
+// model: 4.4 s → 2.1 s; tests/lsan-mpirun.supp says why the fast one does now).
 //
 // Not built in, not linked into anything: the engine under test is the one the suite built.
 #include <dlfcn.h>

@@ -6,27 +6,29 @@
 // process first asks UCX for a network, 0.2 s of every launch); no binding, so that
 // oversubscribed processes are not pinned to one core.
 // `timeout` turns a hang into a failed check, never a stuck suite. Under LeakSanitizer, Open
-// MPI's leaks are suppressed by library (tests/lsan.supp), which needs whole stacks: its
-// libraries have no frame pointers, hence the slow unwinder, and its components must stay
-// loaded so that their frames have names: the launched processes preload tests/tb_keep_loaded.c
-// (TB_MPIRUN_PRELOAD, defined by CMake in such a build; AddressSanitizer's check that its
-// runtime comes first among the libraries is turned off for them, as the preload comes before it).
+// MPI's leaks are suppressed by library (tests/lsan.supp, plus tests/lsan-mpirun.supp for what
+// it allocates through glibc's asprintf: TB_MPIRUN_LSAN_SUPP, the two joined by CMake), which
+// needs its frames named: its components must stay loaded, so the launched processes preload
+// tests/tb_keep_loaded.c (TB_MPIRUN_PRELOAD, defined by CMake in such a build; AddressSanitizer's
+// check that its runtime comes first among the libraries is turned off for them, as the preload
+// comes before it). TB_MPIRUN_SANITIZER_ENV is that environment, for a command line.
 #ifndef TB_TESTS_MPIRUN_H
 #define TB_TESTS_MPIRUN_H
 
 #ifdef TB_MPIRUN_PRELOAD
-#define TB_MPIRUN_KEEP_LOADED_ENV "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" "
+#define TB_MPIRUN_SANITIZER_ENV                                                  \
+    "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" " \
+    "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=" TB_MPIRUN_LSAN_SUPP "\" "
 #define TB_MPIRUN_KEEP_LOADED " -x LD_PRELOAD='" TB_MPIRUN_PRELOAD "'"
 #else
-#define TB_MPIRUN_KEEP_LOADED_ENV ""
+#define TB_MPIRUN_SANITIZER_ENV ""
 #define TB_MPIRUN_KEEP_LOADED ""
 #endif
 
 #ifdef TB_MPIEXEC
-#define MPIRUN                                                                                              \
-    "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\" " TB_MPIRUN_KEEP_LOADED_ENV        \
-    "timeout 300 " TB_MPIEXEC " --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1"                \
-    " --mca btl self,vader" TB_MPIRUN_KEEP_LOADED
+#define MPIRUN                                                                                             \
+    TB_MPIRUN_SANITIZER_ENV "timeout 300 " TB_MPIEXEC " --allow-run-as-root --oversubscribe --bind-to none" \
+    " --mca pml ob1 --mca btl self,vader" TB_MPIRUN_KEEP_LOADED
 
 // What test_mpi.c and test_mpi_failures.c launch: the engine, the tiny model they train, the
 // two paths of --mpi-collectives, their run directories under TB_TEST_TMPDIR, and

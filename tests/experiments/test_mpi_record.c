@@ -22,15 +22,13 @@
 #define ART TB_TEST_TMPDIR "/mpi_record_artifacts"
 #define RUNBOOK TB_TEST_TMPDIR "/mpi_record.lua"
 
-// Under LeakSanitizer, Open MPI's leaks are suppressed by library (tests/lsan.supp), which
-// needs whole stacks: the slow unwinder, and Open MPI's components kept loaded (tb_mpirun.h) —
-// set in the environment tracebook run passes to mpirun and the engine.
+// Under LeakSanitizer, the environment of Open MPI's processes (tb_mpirun.h), set in the one
+// tracebook run passes to mpirun and the engine.
 #ifdef TB_MPIRUN_PRELOAD
-#define KEEP_LOADED TB_MPIRUN_KEEP_LOADED_ENV "LD_PRELOAD='" TB_MPIRUN_PRELOAD "' "
+#define MPI_ENV TB_MPIRUN_SANITIZER_ENV "LD_PRELOAD='" TB_MPIRUN_PRELOAD "' "
 #else
-#define KEEP_LOADED ""
+#define MPI_ENV ""
 #endif
-#define MPI_ENV "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0\" " KEEP_LOADED
 
 static tb_output sh;  // what the last command printed
 static char record_id[256], record_dir[1024];
