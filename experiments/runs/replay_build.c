@@ -1,10 +1,12 @@
 // replay_build.c — the engine a replay runs, built or kept (replay_build.h).
 #include "runs/replay_build.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -174,11 +176,88 @@ static int kept_build(const tb_replay_build *b, const char *entry, const json_t 
     else if (strcmp(hex, sha) != 0)
         snprintf(why, sizeof why, "its pretrain_gpt has sha256 %s, its build.json records %s", hex, sha);
     json_decref(kept);
-    if (!why[0]) return 1;
+    if (!why[0]) {
+        utimensat(AT_FDCWD, path, NULL, 0);  // used now: the last to go (tidy_kept)
+        return 1;
+    }
     fprintf(b->say, "  the kept build %s is not used: %s; building again\n", entry, why);
     if (engine[0]) unlink(engine);
     engine[0] = '\0';
     return -1;
+}
+
+// An entry's name: the key's first 16 hex digits.
+static int is_entry_name(const char *name) {
+    size_t n = 0;
+    while (name[n] && strchr("0123456789abcdef", name[n])) n++;
+    return n == 16 && !name[n];
+}
+
+// A replay's temporary entry, <entry>.tmp.<pid> or <entry>.old.<pid> (tb_replay_build_keep): its
+// pid, else 0.
+static long leftover_pid(const char *name) {
+    char entry[17];
+    snprintf(entry, sizeof entry, "%.16s", name);
+    if (strlen(name) < 22 || !is_entry_name(entry) || (strncmp(name + 16, ".tmp.", 5) && strncmp(name + 16, ".old.", 5)))
+        return 0;
+    char *end;
+    long pid = strtol(name + 21, &end, 10);
+    return *end || pid <= 0 ? 0 : pid;
+}
+
+typedef struct kept_entry {
+    char name[17];
+    struct timespec used;  // build.json's mtime: when it was kept or last run
+} kept_entry;
+
+static int more_recent_first(const void *a, const void *b) {
+    const struct timespec *x = &((const kept_entry *)a)->used, *y = &((const kept_entry *)b)->used;
+    if (x->tv_sec != y->tv_sec) return x->tv_sec < y->tv_sec ? 1 : -1;
+    return x->tv_nsec < y->tv_nsec ? 1 : x->tv_nsec > y->tv_nsec ? -1 : 0;
+}
+
+// After a build is kept in dir (.replay-builds): what replays that no longer run left there (killed
+// between making a temporary entry and renaming it: <entry>.tmp.<pid> or .old.<pid> of a pid with
+// no process), and the kept builds beyond TB_REPLAY_KEPT_MAX, the least recently used first
+// (never `keep`, the one just kept). Each removal said on say. A replay that was about to run a
+// build removed here finds it gone and builds again.
+static void tidy_kept(const tb_replay_build *b, const char *dir, const char *keep) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    kept_entry *entries = NULL;
+    size_t n = 0, cap = 0;
+    char path[PATH_MAX];
+    tb_error err;
+    for (struct dirent *e; (e = readdir(d));) {
+        long pid = leftover_pid(e->d_name);
+        if (pid && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+            if (tb_path_format(path, sizeof path, &err, "%s/%s", dir, e->d_name) == 0 && tb_remove_tree(path, &err) == 0)
+                fprintf(b->say, "  removed %s, left by replay process %ld, which no longer runs\n", path, pid);
+            continue;
+        }
+        if (!is_entry_name(e->d_name) || !strcmp(e->d_name, keep)) continue;
+        struct stat st;
+        if (tb_path_format(path, sizeof path, &err, "%s/%s/build.json", dir, e->d_name) != 0) continue;
+        if (stat(path, &st) != 0) {  // being made, or not a build: by the entry's own time
+            if (tb_path_format(path, sizeof path, &err, "%s/%s", dir, e->d_name) != 0 || stat(path, &st) != 0) continue;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            kept_entry *grown = realloc(entries, cap * sizeof *entries);
+            if (!grown) break;
+            entries = grown;
+        }
+        memcpy(entries[n].name, e->d_name, sizeof entries[n].name);  // 16 hex digits and their NUL
+        entries[n++].used = st.st_mtim;
+    }
+    closedir(d);
+    if (n) qsort(entries, n, sizeof *entries, more_recent_first);
+    for (size_t i = TB_REPLAY_KEPT_MAX - 1; i < n; i++)  // the one just kept is the first of the most recent
+        if (tb_path_format(path, sizeof path, &err, "%s/%s", dir, entries[i].name) == 0 &&
+            tb_remove_tree(path, &err) == 0)
+            fprintf(b->say, "  removed the kept build %s, the least recently used (%d are kept)\n", path,
+                    TB_REPLAY_KEPT_MAX);
+    free(entries);
 }
 
 int tb_replay_build_keep(const tb_replay_build *b, const char *log, const char *built, const char *entry,
@@ -223,6 +302,7 @@ int tb_replay_build_keep(const tb_replay_build *b, const char *log, const char *
         goto out;
     }
     if (had) remove_tree(old);
+    tidy_kept(b, dir, strrchr(entry, '/') ? strrchr(entry, '/') + 1 : entry);
     rc = 0;
 out:
     if (rc != 0) {

@@ -23,7 +23,10 @@
 // not this one is built again, and why is said; `--rebuild` never reuses one (and replaces it). A
 // fresh build runs from its own tree as before; only a copy is kept. Whatever ran, the replay
 // asks the binary how it was built (engine_build.h) and names what differs from the recorded
-// build. Deleting .replay-builds is always safe (the next replay builds again).
+// build. Deleting .replay-builds is always safe (the next replay builds again). It holds at
+// most TB_REPLAY_KEPT_MAX builds (about 6 MB each): keeping one removes the least recently used
+// beyond that (a build.json's time is when it was kept or last run), and what replays that no
+// longer run left half made; each removal is said.
 #ifndef TB_EXPERIMENTS_REPLAY_BUILD_H
 #define TB_EXPERIMENTS_REPLAY_BUILD_H
 
@@ -32,6 +35,8 @@
 #include <stdio.h>
 
 #include "core/error.h"
+
+#define TB_REPLAY_KEPT_MAX 8  // kept builds, the most recently used
 
 typedef struct tb_replay_build {
     const char *artifacts;     // the kept builds are under <artifacts>/.replay-builds

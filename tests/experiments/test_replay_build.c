@@ -2,14 +2,19 @@
 // build is run (as a private link in the replay's own directory) only when its build.json names
 // the same key and its binary still has the sha256 recorded there; --rebuild never reuses one;
 // a fresh build is kept in place of what was there, and not keeping it is no failure; every
-// part of the key moves the entry. The
+// part of the key moves the entry; keeping one removes the least recently used beyond
+// TB_REPLAY_KEPT_MAX and what dead replays left. The
 // requests name a commit the repository does not have, so a request that goes on to build fails
 // at the checkout, before any compiler runs: each case takes milliseconds. test_replay.c checks
 // the whole path (the second replay of a record runs the build the first one kept).
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/fileio.h"
@@ -98,6 +103,20 @@ TB_TEST(a_kept_build_with_its_key_and_sha256_is_run_instead_of_building) {
     TB_CHECK(!strstr(said, "building"), "nothing built:\n%s", said);
 }
 
+// A fresh build of `binary` (a script's text, at ART/fake) kept at entry by b; what keeping said
+// in *text (the caller frees it).
+static int keep_fake(tb_replay_build b, const char *entry, const json_t *key, const char *binary, char **text) {
+    size_t n = 0;
+    *text = NULL;
+    if (system("mkdir -p '" ART "/fake'") != 0) return -1;
+    write_file(ART "/fake/pretrain_gpt", binary);
+    write_file(ART "/fake/build.log", "the log\n");
+    b.say = open_memstream(text, &n);
+    int rc = tb_replay_build_keep(&b, ART "/fake/build.log", ART "/fake/pretrain_gpt", entry, key);
+    fclose(b.say);
+    return rc;
+}
+
 // A fresh build kept: its binary, log and build.json; a second one in place of the first, with
 // nothing left beside it; a kept build then run; and a root where nothing can be kept.
 TB_TEST(a_fresh_build_is_kept_in_place_of_the_last_and_not_keeping_is_no_failure) {
@@ -105,19 +124,14 @@ TB_TEST(a_fresh_build_is_kept_in_place_of_the_last_and_not_keeping_is_no_failure
     tb_error err;
     json_t *key = NULL;
     tb_replay_build b = request(0);
-    TB_REQUIRE(system("rm -rf '" ART "' && mkdir -p '" ART "/fake'") == 0, "a clean root");
+    TB_REQUIRE(system("rm -rf '" ART "'") == 0, "a clean root");
     TB_REQUIRE(tb_replay_build_entry(&b, entry, sizeof entry, &key, &err) == 0, "%s", err.msg);
-    write_file(ART "/fake/pretrain_gpt", "#!/bin/sh\necho first\n");
-    write_file(ART "/fake/build.log", "the log\n");
-    char *text = NULL;
-    size_t n = 0;
-    b.say = open_memstream(&text, &n);
-    int first = tb_replay_build_keep(&b, ART "/fake/build.log", ART "/fake/pretrain_gpt", entry, key);
-    write_file(ART "/fake/pretrain_gpt", "#!/bin/sh\necho second\n");
-    int second = tb_replay_build_keep(&b, ART "/fake/build.log", ART "/fake/pretrain_gpt", entry, key);
-    fclose(b.say);
-    TB_CHECK(first == 0 && second == 0, "kept: %d %d:\n%s", first, second, text ? text : "");
+    char *text = NULL, *text2 = NULL;
+    int first = keep_fake(b, entry, key, "#!/bin/sh\necho first\n", &text);
+    int second = keep_fake(b, entry, key, "#!/bin/sh\necho second\n", &text2);
+    TB_CHECK(first == 0 && second == 0, "kept: %d %d:\n%s%s", first, second, text ?: "", text2 ?: "");
     free(text);
+    free(text2);
     snprintf(path, sizeof path, "%s/build.json", entry);
     json_error_t jerr;
     json_t *doc = json_load_file(path, 0, &jerr);
@@ -140,10 +154,7 @@ TB_TEST(a_fresh_build_is_kept_in_place_of_the_last_and_not_keeping_is_no_failure
              engine_text, said);
     // .replay-builds is a file: nothing can be kept, and that is said, not failed
     TB_REQUIRE(system("rm -rf '" ART "/.replay-builds' && touch '" ART "/.replay-builds'") == 0, "a file in the way");
-    text = NULL;
-    b.say = open_memstream(&text, &n);
-    int kept = tb_replay_build_keep(&b, ART "/fake/build.log", ART "/fake/pretrain_gpt", entry, key);
-    fclose(b.say);
+    int kept = keep_fake(b, entry, key, "#!/bin/sh\necho third\n", &text);
     TB_CHECK(kept != 0 && text && strstr(text, "not kept for a later replay"), "%d:\n%s", kept, text ? text : "");
     free(text);
     json_decref(key);
@@ -224,6 +235,88 @@ TB_TEST(each_part_of_the_key_moves_the_entry) {
              "the same request, the same entry: %s vs %s", base, other);
 }
 
+// A directory under .replay-builds, its build.json (when `json`) and its own time set `age` s back.
+static int make_aged(const char *name, int json, long age) {
+    char path[1024];
+    tb_error err;
+    snprintf(path, sizeof path, ART "/.replay-builds/%s", name);
+    if (tb_mkdir_p(path, &err) != 0) return -1;
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= age;
+    t[1] = t[0];
+    if (json) {
+        char file[1100];
+        snprintf(file, sizeof file, "%s/build.json", path);
+        write_file(file, "{}\n");
+        if (utimensat(AT_FDCWD, file, t, 0) != 0) return -1;
+    }
+    return utimensat(AT_FDCWD, path, t, 0);
+}
+
+static int exists(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, ART "/.replay-builds/%s", name);
+    return access(path, F_OK) == 0;
+}
+
+// .replay-builds holds the kept build of request(0), run an hour after it was kept (so the most
+// recent but one), TB_REPLAY_KEPT_MAX others kept 1..N minutes ago (the oldest without a
+// build.json: timed by its directory), a dead replay's temporary entries and a live one's; a
+// new build is kept. Left: the new one, the one run and the N-2 most recent others; the live
+// replay's entry; each removal said.
+TB_TEST(keeping_a_build_removes_the_least_recently_used_beyond_the_most_and_dead_replays_leftovers) {
+    char entry[1024], engine[1024], other[1024], name[64];
+    TB_REQUIRE(keep_one(entry, sizeof entry) == 0, "a kept build made");
+    const char *used = strrchr(entry, '/') + 1;
+    char json[1100];
+    snprintf(json, sizeof json, "%s/build.json", entry);
+    struct timespec hour_ago[2];
+    clock_gettime(CLOCK_REALTIME, &hour_ago[0]);
+    hour_ago[0].tv_sec -= 3600;
+    hour_ago[1] = hour_ago[0];
+    TB_REQUIRE(utimensat(AT_FDCWD, json, hour_ago, 0) == 0, "aged %s", json);
+    TB_REQUIRE(run(request(0), engine, sizeof engine) == 0 && strstr(said, "earlier replay kept"), "run:\n%s", said);
+    for (int i = 0; i < TB_REPLAY_KEPT_MAX; i++) {
+        snprintf(name, sizeof name, "00000000000000%02x", i);
+        TB_REQUIRE(make_aged(name, i < TB_REPLAY_KEPT_MAX - 1, 60L * (i + 1)) == 0, "made %s", name);
+    }
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    TB_REQUIRE(child > 0 && waitpid(child, NULL, 0) == child, "a pid with no process");
+    char dead_tmp[64], dead_old[64], live_tmp[64];
+    snprintf(dead_tmp, sizeof dead_tmp, "00000000000000ff.tmp.%ld", (long)child);
+    snprintf(dead_old, sizeof dead_old, "00000000000000ff.old.%ld", (long)child);
+    snprintf(live_tmp, sizeof live_tmp, "00000000000000fe.tmp.%ld", (long)getppid());
+    TB_REQUIRE(make_aged(dead_tmp, 0, 0) == 0 && make_aged(dead_old, 1, 0) == 0 && make_aged(live_tmp, 0, 0) == 0,
+               "leftovers made");
+
+    tb_replay_build b = request(0);
+    b.commit = "2223456789abcdef0123456789abcdef01234567";
+    json_t *key = NULL;
+    tb_error err;
+    TB_REQUIRE(tb_replay_build_entry(&b, other, sizeof other, &key, &err) == 0, "%s", err.msg);
+    char *text = NULL;
+    int kept = keep_fake(b, other, key, "#!/bin/sh\necho new\n", &text);
+    json_decref(key);
+    TB_CHECK(kept == 0, "kept:\n%s", text ?: "");
+    TB_CHECK(exists(strrchr(other, '/') + 1) && exists(used), "the new build and the one just run stay");
+    int left = 0;
+    for (int i = 0; i < TB_REPLAY_KEPT_MAX; i++) {
+        snprintf(name, sizeof name, "00000000000000%02x", i);
+        const int should = i < TB_REPLAY_KEPT_MAX - 2;
+        left += exists(name);
+        TB_CHECK(exists(name) == should, "%s, kept %d minutes ago: %s", name, i + 1, should ? "stays" : "removed");
+        TB_CHECK(!should == (strstr(text ?: "", name) != NULL), "its removal said iff removed:\n%s", text ?: "");
+    }
+    TB_CHECK(left == TB_REPLAY_KEPT_MAX - 2, "%d of the others left", left);
+    TB_CHECK(!exists(dead_tmp) && !exists(dead_old) && exists(live_tmp), "the dead replay's leftovers removed (%d %d), "
+             "the live one's kept (%d)", exists(dead_tmp), exists(dead_old), exists(live_tmp));
+    TB_CHECK(strstr(text ?: "", "which no longer runs") && strstr(text ?: "", "the least recently used"), "said:\n%s",
+             text ?: "");
+    free(text);
+}
+
 int main(void) {
     TB_RUN(a_kept_build_with_its_key_and_sha256_is_run_instead_of_building);
     TB_RUN(a_fresh_build_is_kept_in_place_of_the_last_and_not_keeping_is_no_failure);
@@ -231,5 +324,6 @@ int main(void) {
     TB_RUN(a_kept_binary_that_changed_is_not_run);
     TB_RUN(a_kept_build_of_another_key_is_not_run);
     TB_RUN(each_part_of_the_key_moves_the_entry);
+    TB_RUN(keeping_a_build_removes_the_least_recently_used_beyond_the_most_and_dead_replays_leftovers);
     return tb_test_summary();
 }
