@@ -15,6 +15,7 @@ packages=(
   libsqlite3-dev       # catalogue and index storage
   libssl-dev           # SHA-256
   libopenmpi-dev openmpi-bin  # Open MPI: one process per rank (or group of rank threads) under mpirun; optional in CMake
+  libc6-dbg            # glibc's symbols: LeakSanitizer names its frames under mpirun (tests/lsan-mpirun.supp)
   gnuplot-nox          # the plots of `tracebook report` (its SVG terminal; no X11)
   chromium             # the report's browser test (headless: tests/experiments/test_report_browser.c)
   debootstrap          # gpu-check.sh --dry-build: a Debian root holding what the GPU image has

@@ -7,18 +7,19 @@
 // oversubscribed processes are not pinned to one core.
 // `timeout` turns a hang into a failed check, never a stuck suite. Under LeakSanitizer, Open
 // MPI's leaks are suppressed by library (tests/lsan.supp, plus tests/lsan-mpirun.supp for what
-// it allocates through glibc's asprintf: TB_MPIRUN_LSAN_SUPP, the two joined by CMake), which
-// needs its frames named: its components must stay loaded, so the launched processes preload
-// tests/tb_keep_loaded.c (TB_MPIRUN_PRELOAD, defined by CMake in such a build; AddressSanitizer's
-// check that its runtime comes first among the libraries is turned off for them, as the preload
-// comes before it). TB_MPIRUN_SANITIZER_ENV is that environment, for a command line.
+// it allocates through glibc's asprintf: the two joined by CMake, and the unwinder they need,
+// in TB_MPIRUN_LSAN_OPTIONS), which needs its frames named: its components must stay loaded, so
+// the launched processes preload tests/tb_keep_loaded.c (TB_MPIRUN_PRELOAD, defined by CMake in
+// such a build; AddressSanitizer's check that its runtime comes first among the libraries is
+// turned off for them, as the preload comes before it). TB_MPIRUN_SANITIZER_ENV is that
+// environment, for a command line.
 #ifndef TB_TESTS_MPIRUN_H
 #define TB_TESTS_MPIRUN_H
 
 #ifdef TB_MPIRUN_PRELOAD
 #define TB_MPIRUN_SANITIZER_ENV                                                  \
     "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" " \
-    "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=" TB_MPIRUN_LSAN_SUPP "\" "
+    "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}" TB_MPIRUN_LSAN_OPTIONS "\" "
 #define TB_MPIRUN_KEEP_LOADED " -x LD_PRELOAD='" TB_MPIRUN_PRELOAD "'"
 #else
 #define TB_MPIRUN_SANITIZER_ENV ""

@@ -11,11 +11,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/fileio.h"
+#include "core/xalloc.h"
 #include "records/provenance.h"
 
 #define KEPT_DIR ".replay-builds"
@@ -198,12 +200,18 @@ static int is_entry_name(const char *name) {
 static long leftover_pid(const char *name) {
     char entry[17];
     snprintf(entry, sizeof entry, "%.16s", name);
-    if (strlen(name) < 22 || !is_entry_name(entry) || (strncmp(name + 16, ".tmp.", 5) && strncmp(name + 16, ".old.", 5)))
-        return 0;
-    char *end;
-    long pid = strtol(name + 21, &end, 10);
-    return *end || pid <= 0 ? 0 : pid;
+    if (!is_entry_name(entry) || (strncmp(name + 16, ".tmp.", 5) && strncmp(name + 16, ".old.", 5))) return 0;
+    long pid = 0;
+    const char *c = name + 21;
+    for (; *c >= '0' && *c <= '9' && pid <= INT_MAX; c++) pid = pid * 10 + (*c - '0');
+    return *c || c == name + 21 || pid > INT_MAX ? 0 : pid;
 }
+
+// A leftover's age before it is removed: a replay holds its temporary entry for the seconds
+// of a copy and two renames, so one this old whose pid has no process here is a dead
+// replay's, even when .replay-builds is shared with another host or container (whose pids
+// this one cannot see).
+#define LEFTOVER_AGE_S 600
 
 typedef struct kept_entry {
     char name[17];
@@ -216,47 +224,54 @@ static int more_recent_first(const void *a, const void *b) {
     return x->tv_nsec < y->tv_nsec ? 1 : x->tv_nsec > y->tv_nsec ? -1 : 0;
 }
 
+// A removal said on say, or why it failed on stderr.
+static void remove_said(const tb_replay_build *b, const char *path, const char *why) {
+    tb_error err;
+    if (tb_remove_tree(path, &err) == 0) fprintf(b->say, "  removed %s, %s\n", path, why);
+    else fprintf(stderr, "tracebook replay: could not remove %s\n", err.msg);
+}
+
 // After a build is kept in dir (.replay-builds): what replays that no longer run left there (killed
-// between making a temporary entry and renaming it: <entry>.tmp.<pid> or .old.<pid> of a pid with
-// no process), and the kept builds beyond TB_REPLAY_KEPT_MAX, the least recently used first
-// (never `keep`, the one just kept). Each removal said on say. A replay that was about to run a
+// between making a temporary entry and renaming it: <entry>.tmp.<pid> or .old.<pid>, older than
+// LEFTOVER_AGE_S, of a pid with no process), and the kept builds beyond TB_REPLAY_KEPT_MAX, the
+// least recently used first (never `keep`, the one just kept). A replay that was about to run a
 // build removed here finds it gone and builds again.
 static void tidy_kept(const tb_replay_build *b, const char *dir, const char *keep) {
     DIR *d = opendir(dir);
     if (!d) return;
     kept_entry *entries = NULL;
     size_t n = 0, cap = 0;
-    char path[PATH_MAX];
+    char path[PATH_MAX], why[128];
     tb_error err;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     for (struct dirent *e; (e = readdir(d));) {
+        struct stat st;
+        if (tb_path_format(path, sizeof path, &err, "%s/%s", dir, e->d_name) != 0 || lstat(path, &st) != 0) continue;
         long pid = leftover_pid(e->d_name);
-        if (pid && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
-            if (tb_path_format(path, sizeof path, &err, "%s/%s", dir, e->d_name) == 0 && tb_remove_tree(path, &err) == 0)
-                fprintf(b->say, "  removed %s, left by replay process %ld, which no longer runs\n", path, pid);
+        if (pid) {
+            if (pid != (long)getpid() && now.tv_sec - st.st_mtim.tv_sec > LEFTOVER_AGE_S && kill((pid_t)pid, 0) != 0 &&
+                errno == ESRCH) {
+                snprintf(why, sizeof why, "left by replay process %ld, which no longer runs", pid);
+                remove_said(b, path, why);
+            }
             continue;
         }
         if (!is_entry_name(e->d_name) || !strcmp(e->d_name, keep)) continue;
-        struct stat st;
-        if (tb_path_format(path, sizeof path, &err, "%s/%s/build.json", dir, e->d_name) != 0) continue;
-        if (stat(path, &st) != 0) {  // being made, or not a build: by the entry's own time
-            if (tb_path_format(path, sizeof path, &err, "%s/%s", dir, e->d_name) != 0 || stat(path, &st) != 0) continue;
-        }
+        // by build.json's time; an entry without one (not a build) by its own
+        if (tb_path_format(path, sizeof path, &err, "%s/%s/build.json", dir, e->d_name) == 0) stat(path, &st);
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
-            kept_entry *grown = realloc(entries, cap * sizeof *entries);
-            if (!grown) break;
-            entries = grown;
+            entries = tb_xreallocarray(entries, cap, sizeof *entries, "kept replay builds");
         }
         memcpy(entries[n].name, e->d_name, sizeof entries[n].name);  // 16 hex digits and their NUL
         entries[n++].used = st.st_mtim;
     }
     closedir(d);
     if (n) qsort(entries, n, sizeof *entries, more_recent_first);
+    snprintf(why, sizeof why, "the least recently used build (%d are kept)", TB_REPLAY_KEPT_MAX);
     for (size_t i = TB_REPLAY_KEPT_MAX - 1; i < n; i++)  // the one just kept is the first of the most recent
-        if (tb_path_format(path, sizeof path, &err, "%s/%s", dir, entries[i].name) == 0 &&
-            tb_remove_tree(path, &err) == 0)
-            fprintf(b->say, "  removed the kept build %s, the least recently used (%d are kept)\n", path,
-                    TB_REPLAY_KEPT_MAX);
+        if (tb_path_format(path, sizeof path, &err, "%s/%s", dir, entries[i].name) == 0) remove_said(b, path, why);
     free(entries);
 }
 

@@ -24,9 +24,10 @@
 // fresh build runs from its own tree as before; only a copy is kept. Whatever ran, the replay
 // asks the binary how it was built (engine_build.h) and names what differs from the recorded
 // build. Deleting .replay-builds is always safe (the next replay builds again). It holds at
-// most TB_REPLAY_KEPT_MAX builds (about 6 MB each): keeping one removes the least recently used
-// beyond that (a build.json's time is when it was kept or last run), and what replays that no
-// longer run left half made; each removal is said.
+// most TB_REPLAY_KEPT_MAX builds (this project's Release build with CUDA: 6 MB each): keeping
+// one removes the least recently used beyond that (a build.json's time is when it was kept or
+// last run), and what replays that no longer run left half made (a temporary entry more than
+// ten minutes old whose pid has no process); each removal is said.
 #ifndef TB_EXPERIMENTS_REPLAY_BUILD_H
 #define TB_EXPERIMENTS_REPLAY_BUILD_H
 

@@ -262,9 +262,9 @@ static int exists(const char *name) {
 
 // .replay-builds holds the kept build of request(0), run an hour after it was kept (so the most
 // recent but one), TB_REPLAY_KEPT_MAX others kept 1..N minutes ago (the oldest without a
-// build.json: timed by its directory), a dead replay's temporary entries and a live one's; a
-// new build is kept. Left: the new one, the one run and the N-2 most recent others; the live
-// replay's entry; each removal said.
+// build.json: timed by its directory), a dead replay's temporary entries, a live one's, and a
+// young one of a dead pid; a new build is kept. Left: the new one, the one run and the N-2 most
+// recent others; the live replay's entry and the young one; each removal said.
 TB_TEST(keeping_a_build_removes_the_least_recently_used_beyond_the_most_and_dead_replays_leftovers) {
     char entry[1024], engine[1024], other[1024], name[64];
     TB_REQUIRE(keep_one(entry, sizeof entry) == 0, "a kept build made");
@@ -284,11 +284,15 @@ TB_TEST(keeping_a_build_removes_the_least_recently_used_beyond_the_most_and_dead
     pid_t child = fork();
     if (child == 0) _exit(0);
     TB_REQUIRE(child > 0 && waitpid(child, NULL, 0) == child, "a pid with no process");
-    char dead_tmp[64], dead_old[64], live_tmp[64];
+    // leftovers 11 minutes old of a dead pid and a live one, and a dead pid's made just now
+    // (another host's replay, say, whose pid this one cannot see)
+    char dead_tmp[64], dead_old[64], live_tmp[64], young_tmp[64];
     snprintf(dead_tmp, sizeof dead_tmp, "00000000000000ff.tmp.%ld", (long)child);
     snprintf(dead_old, sizeof dead_old, "00000000000000ff.old.%ld", (long)child);
     snprintf(live_tmp, sizeof live_tmp, "00000000000000fe.tmp.%ld", (long)getppid());
-    TB_REQUIRE(make_aged(dead_tmp, 0, 0) == 0 && make_aged(dead_old, 1, 0) == 0 && make_aged(live_tmp, 0, 0) == 0,
+    snprintf(young_tmp, sizeof young_tmp, "00000000000000fd.tmp.%ld", (long)child);
+    TB_REQUIRE(make_aged(dead_tmp, 0, 660) == 0 && make_aged(dead_old, 1, 660) == 0 &&
+                   make_aged(live_tmp, 0, 660) == 0 && make_aged(young_tmp, 0, 0) == 0,
                "leftovers made");
 
     tb_replay_build b = request(0);
@@ -310,8 +314,9 @@ TB_TEST(keeping_a_build_removes_the_least_recently_used_beyond_the_most_and_dead
         TB_CHECK(!should == (strstr(text ?: "", name) != NULL), "its removal said iff removed:\n%s", text ?: "");
     }
     TB_CHECK(left == TB_REPLAY_KEPT_MAX - 2, "%d of the others left", left);
-    TB_CHECK(!exists(dead_tmp) && !exists(dead_old) && exists(live_tmp), "the dead replay's leftovers removed (%d %d), "
-             "the live one's kept (%d)", exists(dead_tmp), exists(dead_old), exists(live_tmp));
+    TB_CHECK(!exists(dead_tmp) && !exists(dead_old) && exists(live_tmp) && exists(young_tmp),
+             "the dead replay's old leftovers removed (%d %d), the live one's and the young one kept (%d %d)",
+             exists(dead_tmp), exists(dead_old), exists(live_tmp), exists(young_tmp));
     TB_CHECK(strstr(text ?: "", "which no longer runs") && strstr(text ?: "", "the least recently used"), "said:\n%s",
              text ?: "");
     free(text);
