@@ -270,7 +270,7 @@ static void tidy_kept(const tb_replay_build *b, const char *dir, const char *kee
     closedir(d);
     if (n) qsort(entries, n, sizeof *entries, more_recent_first);
     snprintf(why, sizeof why, "the least recently used build (%d are kept)", TB_REPLAY_KEPT_MAX);
-    for (size_t i = TB_REPLAY_KEPT_MAX - 1; i < n; i++)  // the one just kept is the first of the most recent
+    for (size_t i = TB_REPLAY_KEPT_MAX - 1; i < n; i++)  // the one just kept counts as the most recent
         if (tb_path_format(path, sizeof path, &err, "%s/%s", dir, entries[i].name) == 0) remove_said(b, path, why);
     free(entries);
 }
