@@ -180,10 +180,12 @@ if [ "$mode" = dry ] || [ "$mode" = dry_image ]; then
   $sudo env TB_DRY_IMAGE="$image" TB_DRY_ROOT="$root" TB_DRY_CUDA="$cuda_real" TB_DRY_BUILD="${TB_GPU_BUILD_DIR:-build-gpu-dry}" \
     unshare --mount --propagation private bash -euo pipefail -c '
       R=$(readlink -f "$TB_DRY_IMAGE")
-      mkdir -p "$R$TB_DRY_CUDA" "$R$TB_DRY_ROOT" "$R/proc" "$R/dev" "$R/tmp"
+      mkdir -p "$R/proc" "$R/dev" "$R/tmp"
       mount --rbind /dev "$R/dev"
       mount -t proc proc "$R/proc"
       mount -t tmpfs tmpfs "$R/tmp"
+      # after the tmpfs: a checkout or toolkit under /tmp gets its mount point on it, not under it
+      mkdir -p "$R$TB_DRY_CUDA" "$R$TB_DRY_ROOT"
       mount --bind -o ro "$TB_DRY_CUDA" "$R$TB_DRY_CUDA"
       mount --bind "$TB_DRY_ROOT" "$R$TB_DRY_ROOT"
       # nvcc under /usr/local/cuda, as on the image, whatever the toolkit folder is called
