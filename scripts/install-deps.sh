@@ -48,7 +48,12 @@ if [ "$(id -u)" -ne 0 ]; then
   sudo="sudo"
 fi
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
+if ! $sudo apt-get update -qq; then
+  echo "install-deps: apt-get update failed" >&2
+  [ ${#missing[@]} -eq 0 ] || exit 1
+  echo "install-deps: ${missing_wanted[*]} not installed (wanted, not needed): the build goes on without" >&2
+  exit 0
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}"
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
@@ -56,5 +61,6 @@ fi
 if [ ${#missing_wanted[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing_wanted[*]} (wanted, not needed)"
   $sudo apt-get install -y -qq --no-install-recommends "${missing_wanted[@]}" ||
-    echo "install-deps: ${missing_wanted[*]} could not be installed: the build goes on without (what each is for: scripts/install-deps.sh)" >&2
+    echo "install-deps: ${missing_wanted[*]} could not be installed (wanted, not needed): the build goes on" \
+      "without (what each is for: scripts/install-deps.sh)" >&2
 fi
