@@ -145,10 +145,12 @@ static int copy_file(const char *from, const char *to) {
     return rc;
 }
 
-// rm -rf; a failure is said on stderr (a leftover temporary directory, nothing lost).
-static void remove_tree(const char *path) {
+// rm -rf; a failure is said on stderr (a leftover temporary directory, nothing lost). 0 when removed.
+static int remove_tree(const char *path) {
     tb_error err;
-    if (tb_remove_tree(path, &err) != 0) fprintf(stderr, "tracebook replay: could not remove %s\n", err.msg);
+    if (tb_remove_tree(path, &err) == 0) return 0;
+    fprintf(stderr, "tracebook replay: could not remove %s\n", err.msg);
+    return -1;
 }
 
 // The kept build at entry, when its build.json names `key` and its pretrain_gpt has the sha256
@@ -224,11 +226,9 @@ static int more_recent_first(const void *a, const void *b) {
     return x->tv_nsec < y->tv_nsec ? 1 : x->tv_nsec > y->tv_nsec ? -1 : 0;
 }
 
-// A removal said on say, or why it failed on stderr.
+// A removal said on say (why it failed: on stderr).
 static void remove_said(const tb_replay_build *b, const char *path, const char *why) {
-    tb_error err;
-    if (tb_remove_tree(path, &err) == 0) fprintf(b->say, "  removed %s, %s\n", path, why);
-    else fprintf(stderr, "tracebook replay: could not remove %s\n", err.msg);
+    if (remove_tree(path) == 0) fprintf(b->say, "  removed %s, %s\n", path, why);
 }
 
 // After a build is kept in dir (.replay-builds): what replays that no longer run left there (killed

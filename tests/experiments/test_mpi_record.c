@@ -6,12 +6,13 @@
 // bit for bit.
 //
 // Exit status 77 (ctest: skipped) when MPI was not built or no mpirun is on PATH.
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "tb_mpirun.h"
 #include "tb_run_dir.h"
 #include "tb_shell.h"
@@ -111,8 +112,9 @@ TB_TEST(a_runbook_run_under_mpirun_is_recorded_with_its_launch_and_proven) {
 
 TB_TEST(the_mpirun_record_replays_under_mpirun_with_the_engine_built_at_its_revision) {
     TB_REQUIRE(record_id[0], "needs the record");
-    TB_REQUIRE(system("mkdir -p '" SHARED_BUILDS "'") == 0 && symlink(SHARED_BUILDS, ART "/.replay-builds") == 0,
-               "linking %s", SHARED_BUILDS);
+    tb_error err = {0};
+    TB_REQUIRE(tb_mkdir_p(SHARED_BUILDS, &err) == 0 && symlink(SHARED_BUILDS, ART "/.replay-builds") == 0,
+               "linking %s: %s", SHARED_BUILDS, err.msg[0] ? err.msg : strerror(errno));
     // timing on a shared 2-core machine is not this test's point (test_replay.c tests it)
     int rc = tb_run(&sh, TB_SOURCE_DIR, MPI_ENV "%s replay %s --artifacts %s --ignore-timing", TRACEBOOK, record_id, ART);
     TB_CHECK(rc == 0, "replay: exit %d\n%s\n%s", rc, sh.out, sh.err);
