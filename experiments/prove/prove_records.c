@@ -197,6 +197,28 @@ void sb_add_lines_once(strbuf *b, const char *lines) {
     }
 }
 
+// A node's records (a parser's, or one side's of a composite parser) each a separate run:
+// one record listed twice would count as two repetitions of a timing claim (and weigh twice
+// in a mean), so a record named more than once fails the claim, naming it.
+static void check_distinct_records(json_t *records, strbuf *failures) {
+    size_t i, j;
+    json_t *a;
+    json_array_foreach(records, i, a) {
+        const char *dir = json_string_value(json_object_get(a, "record_dir"));
+        for (j = 0; dir && j < i; j++) {
+            const char *other = json_string_value(json_object_get(json_array_get(records, j), "record_dir"));
+            if (other && !strcmp(dir, other)) break;
+        }
+        if (!dir || j == i) continue;
+        char line[PROVE_PATH_MAX + 256];
+        snprintf(line, sizeof line,
+                 "run listed twice: %s (records %zu and %zu of one part; a repetition is a separate run, counted "
+                 "once)\n",
+                 dir, j + 1, i + 1);
+        add_once(failures, line);
+    }
+}
+
 void check_read_files(check_table *t, json_t *ev, strbuf *failures, int depth) {
     if (depth > 32) return;
     if (json_is_array(ev)) {
@@ -206,6 +228,7 @@ void check_read_files(check_table *t, json_t *ev, strbuf *failures, int depth) {
         return;
     }
     if (!json_is_object(ev)) return;
+    if (json_is_array(json_object_get(ev, "records"))) check_distinct_records(json_object_get(ev, "records"), failures);
     const char *dir = json_string_value(json_object_get(ev, "record_dir"));
     json_t *read = json_object_get(ev, "files");
     if (dir && json_is_array(read)) {

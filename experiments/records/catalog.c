@@ -521,6 +521,17 @@ int tb_catalog_add_claims(sqlite3 *db, const char *path, tb_error *err) {
         json_decref(root);
         return tb_fail(err, "%s: needs \"experiment\" (string), \"version\" (integer) and \"claims\" (array)", path);
     }
+    // its claims are catalogued under the experiment and version where it lies, which it must name
+    record_ids where;
+    if (ids_from_path(path, &where, err) != 0) {
+        json_decref(root);
+        return -1;
+    }
+    if (strcmp(where.experiment, json_string_value(exp)) || json_integer_value(ver) != where.version) {
+        json_decref(root);
+        return tb_fail(err, "%s: names experiment \"%s\" version %lld, not the directory it lies in (%s/v%ld)", path,
+                       json_string_value(exp), (long long)json_integer_value(ver), where.experiment, where.version);
+    }
     size_t i;
     json_t *c;
     json_array_foreach(claims, i, c) {

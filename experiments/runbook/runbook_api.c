@@ -141,6 +141,14 @@ static void push_records(lua_State *L, int idx, const char *what) {
             if (!lua_istable(L, -1) || lua_getfield(L, -1, "record") != LUA_TSTRING)
                 tb_rb_error(L, "%s: run %lld of runs[%lld] has no record directory (not a result of exp:run?)",
                             what, (long long)i, (long long)k);
+            for (lua_Integer j = 1; j <= n; j++) {  // a repetition is a separate run, counted once
+                lua_rawgeti(L, -5, j);
+                const int same = lua_rawequal(L, -1, -2);
+                lua_pop(L, 1);
+                if (same)
+                    tb_rb_error(L, "%s: the run %s is listed twice (a repetition is a separate run, counted once)",
+                                what, lua_tostring(L, -1));
+            }
             lua_rawseti(L, -5, ++n);
             lua_pop(L, 1);
         }

@@ -207,6 +207,19 @@ TB_TEST(add_claims_upserts_prunes_and_keeps_proof_of_unchanged_claims) {
     fx_write_text(path, "{\"experiment\":\"cat\",\"version\":1,\"claims\":[{\"id\":\"x\"}]}");
     TB_CHECK(tb_catalog_add_claims(db, path, &err) != 0 && strstr(err.msg, "claims[0]") && strstr(err.msg, "value"),
              "a malformed claim is named: %s", err.msg);
+    // claims.json naming another experiment, or another version, than where it lies: refused,
+    // nothing catalogued under the name it gives
+    static const char *const misnamed[] = {"\"experiment\":\"other\",\"version\":1",
+                                           "\"experiment\":\"cat\",\"version\":2"};
+    for (int k = 0; k < 2; k++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{%s,\"claims\":[{\"id\":\"m\",\"value\":1,\"parser\":\"step_ms\",\"runs\":[\"r1\"]}]}", misnamed[k]);
+        fx_write_text(path, text);
+        TB_CHECK(tb_catalog_add_claims(db, path, &err) != 0 && strstr(err.msg, "not the directory it lies in (cat/v1)"),
+                 "misnamed claims.json %d refused: %s", k, err.msg);
+        TB_CHECK(query_int(db, "SELECT count(*) FROM claims WHERE id = 'm'") == 0, "nothing catalogued (%d)", k);
+    }
     sqlite3_close(db);
 }
 

@@ -458,6 +458,44 @@ TB_TEST(prove_relative_difference_reads_the_baseline_from_its_record) {
     free(out);
 }
 
+// A run listed twice in a claim (or in one part of it) is one run, not two repetitions: the
+// claim fails naming it, where the same claim over two distinct runs proves.
+TB_TEST(prove_refuses_a_run_listed_twice) {
+    const char *root = prove_fixture("prove_twice");
+    add_claim(root, "{\"id\": \"twice\", \"parser\": \"loss_at_step\", \"at_most\": 1e9, \"args\": {},"
+                    " \"runs\": [\"r0\", \"r0\"]}");
+    add_claim(root, "{\"id\": \"distinct\", \"parser\": \"loss_at_step\", \"at_most\": 1e9, \"args\": {},"
+                    " \"runs\": [\"r0\", \"r1\"]}");
+    add_claim(root, "{\"id\": \"part_twice\", \"parser\": \"ratio\", \"at_most\": 1e9, \"runs\": [\"r0\", \"r3\"],"
+                    " \"args\": {\"numerator\": {\"parser\": \"tokens_per_s\", \"records\": [\"r0\", \"r0\"]},"
+                    " \"denominator\": {\"parser\": \"tokens_per_s\", \"records\": [\"r3\"]}}}");
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--experiment", "px", "--artifacts", root, NULL);
+    TB_CHECK(rc == 1 && strstr(out, "PROVEN  px/v1/distinct") && strstr(out, "NOT PROVEN  px/v1/twice") &&
+                 strstr(out, "NOT PROVEN  px/v1/part_twice") && strstr(out, "/px/v1/r0 (records 1 and 2 of one part"),
+             "exit %d:\n%s", rc, out);
+    free(out);
+}
+
+// claims.json names the experiment and version it lies in: one that names another (the
+// file anchored as it is) fails as a whole, and its claims are not printed under that name.
+TB_TEST(prove_refuses_a_claims_file_naming_another_experiment) {
+    const char *root = prove_fixture("prove_misnamed");
+    char path[FX_PATH];
+    fx_path(path, sizeof path, "%s/px/v1/" TB_EXPERIMENT_CLAIMS, root);
+    json_t *file = json_load_file(path, 0, NULL);
+    json_object_set_new(file, "experiment", json_string("tp_scaling"));
+    fx_write_claims(path, file);
+    json_decref(file);
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  px/v1 (claims.json)") &&
+                 strstr(out, "names experiment \"tp_scaling\" version 1, but lies in px/v1") &&
+                 !strstr(out, "tp_scaling/v1"),
+             "exit %d:\n%s", rc, out);
+    free(out);
+}
+
 // at_most: PROVEN iff the re-derived number is <= the bound; above it, both numbers are named.
 // A claim has exactly one of value and at_most, and a bound >= 0.
 TB_TEST(prove_at_most_bounds_the_derived_number) {
@@ -654,6 +692,8 @@ int main(void) {
     TB_RUN(prove_reads_only_what_the_manifest_vouches_for);
     TB_RUN(a_parser_that_reads_an_unlisted_file_does_not_prove);
     TB_RUN(prove_relative_difference_reads_the_baseline_from_its_record);
+    TB_RUN(prove_refuses_a_run_listed_twice);
+    TB_RUN(prove_refuses_a_claims_file_naming_another_experiment);
     TB_RUN(prove_at_most_bounds_the_derived_number);
     TB_RUN(prove_all_over_a_thousand_records_scales_linearly);
     return tb_test_summary();

@@ -122,6 +122,17 @@ TB_TEST(claim_value_mismatch_reports_both_numbers) {
     TB_CHECK(!strstr(sh.err, "invalid option"), "%s", sh.err);
 }
 
+// A claim over the same run listed twice would count it as two repetitions: refused at the
+// claim, naming the run (prove refuses such a claims.json too: test_prove).
+TB_TEST(claim_refuses_a_run_listed_twice) {
+    int rc = run_body("local r = exp:run{ " TINY ", train_iters = 2 }\n"
+                      "exp:claim{ id = 'twice', parser = 'loss_at_step', runs = { r, r }, text = 't' }",
+                      "");
+    TB_CHECK(rc == 1 && strstr(sh.err, "rbapi.lua:3: exp:claim 'twice': the run ") &&
+                 strstr(sh.err, " is listed twice (a repetition is a separate run, counted once)"),
+             "exit %d:\n%s", rc, sh.err);
+}
+
 // at_most bounds the derived number: claims.json keeps the bound (no value: prove re-derives
 // the number), and a run whose number is above it fails at the claim's line.
 TB_TEST(claim_at_most_stores_the_bound_and_refuses_a_number_above_it) {
@@ -308,6 +319,7 @@ int main(void) {
     TB_RUN(duplicate_claim_ids_in_one_version_are_refused_naming_both_lines);
     TB_RUN(sweep_axes_are_non_empty_lists_of_config_values_checked_at_the_sweep);
     TB_RUN(claim_value_mismatch_reports_both_numbers);
+    TB_RUN(claim_refuses_a_run_listed_twice);
     TB_RUN(claim_at_most_stores_the_bound_and_refuses_a_number_above_it);
     TB_RUN(read_jsonl_parse_error_names_the_file_and_its_line);
     TB_RUN(non_string_error_objects_report_the_runbook_line_and_the_object);
