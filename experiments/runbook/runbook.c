@@ -154,6 +154,61 @@ static void wrap_catchers(lua_State *L) {
     lua_pop(L, 1);
 }
 
+// load as the stock one (upvalue 1), for text chunks only: a binary chunk is bytecode, which
+// Lua does not verify (a crafted one corrupts the host's memory).
+static int l_load_text(lua_State *L) {
+    const char *mode = luaL_optstring(L, 3, "t");
+    if (strcmp(mode, "t")) return luaL_error(L, "load: runbooks load text chunks only (mode 't'; got '%s')", mode);
+    lua_settop(L, 4);
+    lua_pushliteral(L, "t");
+    lua_replace(L, 3);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, 4, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+// The Lua a runbook runs in (runbooks/README.md, "The Lua a runbook gets"): the base library,
+// package (require of Lua files), coroutine, table, string, math, utf8, and of os what reads
+// the clock and the environment. No io, no os.execute, remove, rename, tmpname or setlocale,
+// no debug, no C modules (package.loadlib, the C searchers), no dofile or loadfile, load for
+// text only: what a runbook leaves behind goes through exp:run and exp:claim, which record and
+// anchor it; a file it could write itself (a claims.json holding a number of its own, a
+// ledger line) would go around both.
+static void open_runbook_libs(lua_State *L) {
+    static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},         {LUA_LOADLIBNAME, luaopen_package},
+                                    {LUA_COLIBNAME, luaopen_coroutine}, {LUA_TABLIBNAME, luaopen_table},
+                                    {LUA_OSLIBNAME, luaopen_os},        {LUA_STRLIBNAME, luaopen_string},
+                                    {LUA_MATHLIBNAME, luaopen_math},    {LUA_UTF8LIBNAME, luaopen_utf8}};
+    for (size_t i = 0; i < sizeof libs / sizeof *libs; i++) {
+        luaL_requiref(L, libs[i].name, libs[i].func, 1);
+        lua_pop(L, 1);
+    }
+    static const char *const os_left_out[] = {"execute", "remove", "rename", "tmpname", "setlocale"};
+    lua_getglobal(L, LUA_OSLIBNAME);
+    for (size_t i = 0; i < sizeof os_left_out / sizeof *os_left_out; i++) {
+        lua_pushnil(L);
+        lua_setfield(L, -2, os_left_out[i]);
+    }
+    lua_pop(L, 1);
+    lua_getglobal(L, LUA_LOADLIBNAME);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "loadlib");
+    lua_getfield(L, -1, "searchers");  // 1 preload, 2 Lua files, 3 and 4 C libraries
+    for (lua_Integer k = (lua_Integer)lua_rawlen(L, -1); k > 2; k--) {
+        lua_pushnil(L);
+        lua_rawseti(L, -2, k);
+    }
+    lua_pop(L, 2);
+    lua_pushnil(L);
+    lua_setglobal(L, "dofile");
+    lua_pushnil(L);
+    lua_setglobal(L, "loadfile");
+    lua_getglobal(L, "load");
+    lua_pushcclosure(L, l_load_text, 1);
+    lua_setglobal(L, "load");
+}
+
 // Writes each declared experiment's experiment.json with the runbook's outcome (exit_code >= 0:
 // the status os.exit gave). One that cannot be written is reported and the others are still
 // written: 0, or -1 when any failed.
@@ -451,7 +506,7 @@ int tracebook_run_main(int argc, char **argv) {
     }
     // a signal stops a runbook busy in Lua, not only one waiting for an engine
     lua_sethook(L, interrupt_hook, LUA_MASKCOUNT, 10000);
-    luaL_openlibs(L);
+    open_runbook_libs(L);
     wrap_catchers(L);
     tb_runbook_open_api(L, &h);
     lua_getglobal(L, "os");

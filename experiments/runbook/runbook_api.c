@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "records/anchor.h"
 #include "records/catalog.h"
@@ -28,6 +29,7 @@
 #include "core/xalloc.h"
 #include "runbook/lua_json.h"
 #include "prove/parsers.h"
+#include "records/provenance.h"
 #include "records/recorder.h"
 #include "runbook/runbook_host.h"
 #include "prove/stability.h"
@@ -156,6 +158,38 @@ static void push_records(lua_State *L, int idx, const char *what) {
     }
 }
 
+typedef struct problems {
+    char text[2048];
+    size_t len;
+} problems;
+
+static void add_problem(void *ctx, const char *line) {
+    problems *p = ctx;
+    if (p->len < sizeof p->text) {
+        int n = snprintf(p->text + p->len, sizeof p->text - p->len, "%s%s", p->len ? "; " : "", line);
+        p->len += n > 0 ? (size_t)n : 0;
+    }
+}
+
+// claims.json as the last claim left it, anchored (anchor.h), or absent and never anchored:
+// 0; else -1 with err saying why. A claim extends the file and anchors the result, so a
+// file changed in between (by hand, or a program the runbook started) would be vouched for
+// by that anchor; it is refused instead.
+static int claims_as_anchored(const char *artifacts, const char *version_dir, const char *path, tb_error *err) {
+    char hex[65];
+    const int present = access(path, F_OK) == 0;
+    if (present && tb_sha256_file(path, hex, err) != 0) return -1;
+    sqlite3 *db;
+    if (tb_catalog_open(&db, artifacts, err) != 0) return -1;
+    tb_anchor_verifier *v = tb_anchor_verifier_new(db);
+    problems p = {.len = 0};
+    tb_anchor_verify(v, version_dir, TB_ANCHOR_FILE, TB_EXPERIMENT_CLAIMS, present ? hex : NULL, add_problem, &p);
+    tb_anchor_verifier_free(v);
+    sqlite3_close(db);
+    if (!p.len) return 0;
+    return tb_fail(err, "%s is not as the last claim left it, so no claim extends it: %s", path, p.text);
+}
+
 // Refuses a second claim with the id of one made before in the same experiment version (it
 // would silently replace the first in claims.json), naming both lines; else remembers this one.
 static void check_claim_unique(lua_State *L, const char *version_dir, const char *id, const char *what) {
@@ -279,6 +313,7 @@ static int l_claim(lua_State *L) {
         lua_pushnil(L);
         return 1;
     }
+    if (claims_as_anchored(h->artifacts, version_dir, path, &err) != 0) return tb_rb_error(L, "%s: %s", what, err.msg);
     // from here no Lua error until what is allocated is freed
     int n = (int)lua_rawlen(L, records_idx);
     char **recs = tb_xcalloc((size_t)(n ? n : 1), sizeof *recs, "claim records");

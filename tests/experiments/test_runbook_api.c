@@ -133,6 +133,55 @@ TB_TEST(claim_refuses_a_run_listed_twice) {
              "exit %d:\n%s", rc, sh.err);
 }
 
+// The Lua a runbook gets writes no file of its own: no io, no os.execute/remove/rename, no C
+// modules, no dofile/loadfile, load for text only (a claims.json or ledger line written by the
+// runbook itself would go around exp:claim and the anchors).
+TB_TEST(runbooks_get_no_io_no_processes_no_c_modules) {
+    expect_refused("io.open('x', 'w')", "attempt to index a nil value (global 'io')");
+    expect_refused("os.execute('true')", "attempt to call a nil value (field 'execute')");
+    expect_refused("os.remove('x')", "attempt to call a nil value (field 'remove')");
+    expect_refused("os.rename('x', 'y')", "attempt to call a nil value (field 'rename')");
+    expect_refused("package.loadlib('x', 'y')", "attempt to call a nil value (field 'loadlib')");
+    expect_refused("debug.sethook()", "attempt to index a nil value (global 'debug')");
+    expect_refused("dofile('x')", "attempt to call a nil value (global 'dofile')");
+    expect_refused("assert(load(string.dump(function() end)))", "attempt to load a binary chunk (mode is 't')");
+    expect_refused("load('return 1', 'c', 'bt')", "load: runbooks load text chunks only (mode 't'; got 'bt')");
+    expect_refused("tb.assert(#package.searchers == 2, 'C searchers'); require('no_such_module')",
+                   "module 'no_such_module' not found");
+    TB_CHECK(run_body("tb.assert(load('return 1 + 1')() == 2 and os.time() > 0 and os.clock() >= 0 and "
+                      "type(os.getenv('HOME')) == 'string' and math.sqrt(4) == 2 and string.rep('a', 2) == 'aa', "
+                      "'what a runbook uses')",
+                      "--dry-run") == 0,
+             "text load, the clock, the environment, math and string remain:\n%s", sh.err);
+}
+
+// claims.json changed since the last claim anchored it: the next claim refuses to extend it
+// (its anchor would vouch for the change), naming the file and the anchor's verdict.
+TB_TEST(claim_refuses_to_extend_a_claims_file_changed_since_its_anchor) {
+    TB_REQUIRE(run_body("local r = exp:run{ " TINY ", train_iters = 2 }\n"
+                        "exp:claim{ id = 'first', parser = 'loss_at_step', runs = r, text = 't' }",
+                        "") == 0,
+               "first claim:\n%s", sh.err);
+    const char *path = ART "/api/v1/" TB_EXPERIMENT_CLAIMS;
+    char *text = tb_slurp(path);
+    char *at = text ? strstr(text, "\"first\"") : NULL;
+    TB_REQUIRE(at, "claims.json written");
+    memcpy(at, "\"forge\"", 7);  // the same length: the id edited in place
+    tb_write_text(path, text);
+    free(text);
+    char body[1024];
+    snprintf(body, sizeof body, HEADER "local r = exp:run{ " TINY ", train_iters = 2 }\n"
+             "exp:claim{ id = 'second', parser = 'loss_at_step', runs = r, text = 't' }\n");
+    tb_write_text(RUNBOOK, body);
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "%s run %s --artifacts %s", TRACEBOOK, RUNBOOK, ART);
+    TB_CHECK(rc == 1 && strstr(sh.err, "rbapi.lua:3: exp:claim 'second': ") &&
+                 strstr(sh.err, "/api/v1/claims.json is not as the last claim left it, so no claim extends it: "),
+             "exit %d:\n%s", rc, sh.err);
+    text = tb_slurp(path);
+    TB_CHECK(text && strstr(text, "\"forge\"") && !strstr(text, "\"second\""), "the file left as it was");
+    free(text);
+}
+
 // at_most bounds the derived number: claims.json keeps the bound (no value: prove re-derives
 // the number), and a run whose number is above it fails at the claim's line.
 TB_TEST(claim_at_most_stores_the_bound_and_refuses_a_number_above_it) {
@@ -320,6 +369,8 @@ int main(void) {
     TB_RUN(sweep_axes_are_non_empty_lists_of_config_values_checked_at_the_sweep);
     TB_RUN(claim_value_mismatch_reports_both_numbers);
     TB_RUN(claim_refuses_a_run_listed_twice);
+    TB_RUN(runbooks_get_no_io_no_processes_no_c_modules);
+    TB_RUN(claim_refuses_to_extend_a_claims_file_changed_since_its_anchor);
     TB_RUN(claim_at_most_stores_the_bound_and_refuses_a_number_above_it);
     TB_RUN(read_jsonl_parse_error_names_the_file_and_its_line);
     TB_RUN(non_string_error_objects_report_the_runbook_line_and_the_object);
