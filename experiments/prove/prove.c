@@ -369,6 +369,8 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
         // the records the gate read beyond the parser's (a re-measured repetition's replaced one)
         check_read_files(&s->checks, evidence, &failures, 0);
     }
+    // what the parser and the gate read after the hashes were taken is what was hashed
+    check_unchanged(&s->checks, dirs, n, evidence, &failures);
 
     const claim_figures fig = {claim, evidence, claimed, derived, rel, tolerance, have_derived, bounded,
                                (const char *const *)dirs, n};
@@ -401,16 +403,19 @@ static void prove_claim(prove_state *s, const char *version_dir, const char *exp
 static void add_line(void *b, const char *line) { sb_printf(b, "%s\n", line); }
 
 // The version's file `name` against its anchors (anchor.h): each problem a line of out.
-static void check_version_file(prove_state *s, const char *version_dir, const char *name, strbuf *out) {
+// Returns 1 when the file was hashed (a regular file, *stamp as it was then), else 0.
+static int check_version_file(prove_state *s, const char *version_dir, const char *name, strbuf *out,
+                              tb_file_stamp *stamp) {
     char path[PROVE_PATH_MAX], hex[65];
     tb_error err;
-    if (snprintf(path, sizeof path, "%s/%s", version_dir, name) >= (int)sizeof path) return;
+    if (snprintf(path, sizeof path, "%s/%s", version_dir, name) >= (int)sizeof path) return 0;
     const int present = access(path, F_OK) == 0;
-    if (present && tb_sha256_file(path, hex, &err) != 0) {
+    if (present && tb_sha256_regular(path, hex, stamp, &err) != 0) {
         sb_printf(out, "%s\n", err.msg);
-        return;
+        return 0;
     }
     tb_anchor_verify(s->checks.anchors, version_dir, TB_ANCHOR_FILE, name, present ? hex : NULL, add_line, out);
+    return present;
 }
 
 // A failure of the version as a whole, named "<experiment>/v<N> (<file>)": a claims.json that
@@ -435,16 +440,21 @@ static int prove_claims_file(prove_state *s, const char *version_dir, const char
     strbuf *vf = &s->version_failures;
     vf->len = 0;
     if (vf->s) vf->s[0] = '\0';
-    check_version_file(s, version_dir, TB_EXPERIMENT_CLAIMS, vf);
-    check_version_file(s, version_dir, TB_EXPERIMENT_STATUS, vf);
+    tb_file_stamp claims_stamp, status_stamp;
+    const int hashed = check_version_file(s, version_dir, TB_EXPERIMENT_CLAIMS, vf, &claims_stamp);
+    check_version_file(s, version_dir, TB_EXPERIMENT_STATUS, vf, &status_stamp);
+    // read only when hashed (a regular file: a FIFO would block here, or serve other bytes),
+    // and the claims read must be the claims hashed
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
+    json_t *root = hashed ? json_load_file(path, 0, &jerr) : NULL;
+    tb_error changed;
+    if (root && tb_file_unchanged(path, &claims_stamp, &changed) != 0) sb_printf(vf, "%s\n", changed.msg);
     if (!root) {
         const int missing = access(path, F_OK) != 0;
         if (s->opt.claim) return 0;  // reported only when proving everything
         if (missing && !vf->len) return 0;  // a version without claims, never anchored with any
         char reason[2 * PROVE_PATH_MAX + 256];
-        if (missing) snprintf(reason, sizeof reason, "%s", vf->s);
+        if (missing || !hashed) snprintf(reason, sizeof reason, "%s", vf->s);
         else if (snprintf(reason, sizeof reason, "%s: line %d: %s", path, jerr.line, jerr.text) < 0) reason[0] = '\0';
         size_t n = strlen(reason);
         while (n > 0 && reason[n - 1] == '\n') reason[--n] = '\0';

@@ -80,12 +80,24 @@ void check_table_free(check_table *t) {
             json_decref(t->slots[i].manifest);
             free(t->slots[i].failures.s);
             free(t->slots[i].warnings.s);
+            for (size_t k = 0; k < t->slots[i].nstamps; k++) free(t->slots[i].stamps[k].path);
+            free(t->slots[i].stamps);
         }
     free(t->slots);
 }
 
-// A manifest's file name must stay inside the record: relative, without "..".
 static void add_failure(void *failures, const char *text) { sb_printf(failures, "%s\n", text); }
+
+static void record_problem(void *check, const char *text) { add_failure(&((record_check *)check)->failures, text); }
+
+static void add_stamp(void *check, const char *path, const tb_file_stamp *stamp) {
+    record_check *c = check;
+    if (c->nstamps == c->stamps_cap) {
+        c->stamps_cap = c->stamps_cap ? 2 * c->stamps_cap : 16;
+        c->stamps = tb_xrealloc(c->stamps, c->stamps_cap * sizeof *c->stamps, "file stamps");
+    }
+    c->stamps[c->nstamps++] = (record_stamp){tb_xstrdup(path, "record path"), *stamp};
+}
 
 // Every regular file under dir/sub that the manifest's files do not list: a file in a record
 // that its manifest does not vouch for is a failure, not a warning — an extra rank's metrics
@@ -148,9 +160,20 @@ record_check *verify_record(check_table *t, const char *dir) {
         check_anchor(t, c, path, 0);
         return c;
     }
+    // the manifest is read twice (its JSON, its digest against the anchors): a regular file
+    // whose stamp holds across both, so that both reads saw the same bytes
+    tb_file_stamp mstamp;
+    tb_error serr;
+    const int present = stat(path, &st) == 0;
+    if (present && tb_file_stamp_of(path, &mstamp, &serr) != 0) {
+        sb_printf(&c->failures, "manifest unreadable: %s\n", serr.msg);
+        return c;
+    }
     json_error_t jerr;
     c->manifest = json_load_file(path, 0, &jerr);
-    check_anchor(t, c, path, stat(path, &st) == 0);
+    check_anchor(t, c, path, present);
+    if (present && tb_file_unchanged(path, &mstamp, &serr) != 0) sb_printf(&c->failures, "%s\n", serr.msg);
+    else if (present) add_stamp(c, path, &mstamp);
     if (!c->manifest) {
         if (stat(path, &st) != 0) sb_printf(&c->failures, "record incomplete: %s missing\n", path);
         else sb_printf(&c->failures, "manifest unreadable: %s: line %d: %s\n", path, jerr.line, jerr.text);
@@ -169,7 +192,7 @@ record_check *verify_record(check_table *t, const char *dir) {
     const char *status = json_string_value(json_object_get(c->manifest, "status"));
     if (!status || (strcmp(status, "finished") && !tb_manifest_failed_as_expected(c->manifest)))
         sb_printf(&c->warnings, "run status %s (not finished): %s\n", status ? status : "(none)", path);
-    c->files_verified = tb_record_verify_files(dir, files, add_failure, &c->failures);
+    c->files_verified = tb_record_verify_files(dir, files, record_problem, add_stamp, c);
     find_unlisted(dir, "", files, &c->failures, 0);
     return c;
 }
@@ -260,3 +283,33 @@ void check_read_files(check_table *t, json_t *ev, strbuf *failures, int depth) {
     json_object_foreach(ev, key, v) if (json_is_object(v) || json_is_array(v)) check_read_files(t, v, failures, depth + 1);
 }
 
+
+static void recheck(check_table *t, const char *dir, strbuf *failures) {
+    record_check *c = t->cap ? check_find(t, dir) : NULL;
+    if (!c || !c->dir) return;  // never verified: check_read_files said so
+    for (size_t k = 0; k < c->nstamps; k++) {
+        tb_error err;
+        if (tb_file_unchanged(c->stamps[k].path, &c->stamps[k].stamp, &err) != 0) {
+            char line[sizeof err.msg + 2];
+            snprintf(line, sizeof line, "%s\n", err.msg);
+            add_once(failures, line);
+        }
+    }
+}
+
+static void recheck_evidence(check_table *t, json_t *ev, strbuf *failures, int depth) {
+    if (depth > 32 || !(json_is_object(ev) || json_is_array(ev))) return;
+    const char *dir = json_is_object(ev) ? json_string_value(json_object_get(ev, "record_dir")) : NULL;
+    if (dir) recheck(t, dir, failures);
+    size_t i;
+    json_t *v;
+    const char *key;
+    if (json_is_array(ev)) json_array_foreach(ev, i, v) recheck_evidence(t, v, failures, depth + 1);
+    else json_object_foreach(ev, key, v) recheck_evidence(t, v, failures, depth + 1);
+}
+
+void check_unchanged(check_table *t, char *const *dirs, size_t n, json_t *evidence, strbuf *failures) {
+    for (size_t i = 0; i < n; i++)
+        if (dirs[i]) recheck(t, dirs[i], failures);
+    recheck_evidence(t, evidence, failures, 0);
+}

@@ -9,6 +9,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "records/record_verify.h"
+
 #define PROVE_PATH_MAX 4096
 
 // A growable string (NULL s: empty).
@@ -19,12 +21,19 @@ typedef struct strbuf {
 
 __attribute__((format(printf, 2, 3))) void sb_printf(strbuf *b, const char *fmt, ...);
 
+typedef struct record_stamp {
+    char *path;
+    tb_file_stamp stamp;
+} record_stamp;
+
 typedef struct record_check {
     char *dir;
     json_t *manifest;   // NULL when missing or unreadable
     strbuf failures;    // one line each: missing / altered / unlisted files, an incomplete record
     strbuf warnings;    // a run that did not finish
     int files_verified;
+    record_stamp *stamps;  // the manifest and every file verified, as they were when hashed
+    size_t nstamps, stamps_cap;
 } record_check;
 
 // The verified records, by directory (open addressing; each record is verified once).
@@ -49,5 +58,11 @@ void sb_add_lines_once(strbuf *b, const char *lines);
 // record's manifest with its sha256; the records a part names beyond the claim's runs are
 // verified here. Each problem is one line appended to failures (once).
 void check_read_files(check_table *t, json_t *evidence, strbuf *failures, int depth);
+
+// Every file of the claim's records (dirs, and each record its evidence names) still as it was
+// when it was hashed (record_verify.h, tb_file_unchanged): the parsers and the gate read the
+// files after verify_record hashed them, so a file changed in between (or served by a program
+// racing prove) fails the claim, naming it. Called once the claim is derived and gated.
+void check_unchanged(check_table *t, char *const *dirs, size_t n, json_t *evidence, strbuf *failures);
 
 #endif

@@ -176,7 +176,9 @@ static void judge_remeasure(gate *g, const char *run, const char *record_dir, js
         } else {
             snprintf(old_dir, sizeof old_dir, "%.*s%s%s", base, record_dir, slash ? "/" : "", old);
             snprintf(old_manifest, sizeof old_manifest, "%s/" TB_RECORD_MANIFEST, old_dir);
-            om = json_load_file(old_manifest, 0, NULL);
+            tb_file_stamp st;  // a regular file (a FIFO would block the read), and verified below
+            tb_error serr;
+            om = tb_file_stamp_of(old_manifest, &st, &serr) == 0 ? json_load_file(old_manifest, 0, NULL) : NULL;
             if (!om)
                 snprintf(why, sizeof why, "the record it replaces, %s, has no readable manifest", old_dir);
             else if (!tb_manifest_repetition(m, &rep) || !tb_manifest_repetition(om, &old_rep) || rep != old_rep ||
@@ -190,7 +192,7 @@ static void judge_remeasure(gate *g, const char *run, const char *record_dir, js
             json_t *one = json_object();
             if (listed) json_object_set(one, key, listed);
             char problem[512] = "";
-            if (!listed || tb_record_verify_files(old_dir, one, note_problem, problem) != 1 || problem[0])
+            if (!listed || tb_record_verify_files(old_dir, one, note_problem, NULL, problem) != 1 || problem[0])
                 snprintf(why, sizeof why, "the conditions of the run it replaces, %s, are not as recorded%s%s", old,
                          problem[0] ? ": " : "", problem);
             json_decref(one);

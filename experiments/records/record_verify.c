@@ -1,10 +1,14 @@
 #include "records/record_verify.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <strings.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "records/provenance.h"
@@ -20,8 +24,93 @@ int tb_record_safe_path(const char *rel) {
     return 1;
 }
 
+static tb_file_stamp stamp_of(const struct stat *st) {
+    return (tb_file_stamp){(long long)st->st_dev, (long long)st->st_ino, (long long)st->st_size,
+                           (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec,
+                           (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec};
+}
+
+static const char *kind_of(mode_t m) {
+    return S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a directory"
+           : S_ISCHR(m) || S_ISBLK(m)    ? "a device"
+                                         : "not a regular file";
+}
+
+// An open descriptor of the regular file at path, never blocking on a FIFO; -1 with err.
+static int open_regular(const char *path, struct stat *st, tb_error *err) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return tb_fail(err, "cannot open %s: %s", path, strerror(errno));
+    if (fstat(fd, st) != 0) {
+        int e = errno;
+        close(fd);
+        return tb_fail(err, "cannot stat %s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(fd);
+        return tb_fail(err, "not a regular file: %s is %s (a record holds regular files; a FIFO could serve other "
+                            "bytes to every reader)", path, kind_of(st->st_mode));
+    }
+    return fd;
+}
+
+int tb_file_stamp_of(const char *path, tb_file_stamp *stamp, tb_error *err) {
+    struct stat st;
+    int fd = open_regular(path, &st, err);
+    if (fd < 0) return -1;
+    close(fd);
+    *stamp = stamp_of(&st);
+    return 0;
+}
+
+int tb_sha256_regular(const char *path, char hex[65], tb_file_stamp *stamp, tb_error *err) {
+    struct stat st;
+    int fd = open_regular(path, &st, err);
+    if (fd < 0) return -1;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        close(fd);
+        return tb_fail(err, "sha256: %s: libcrypto could not start a SHA-256 digest", path);
+    }
+    static _Thread_local unsigned char buf[64 * 1024];
+    ssize_t got;
+    int rc = 0;
+    while ((got = read(fd, buf, sizeof buf)) != 0) {
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            rc = tb_fail(err, "cannot read %s: %s", path, strerror(errno));
+            break;
+        }
+        if (!EVP_DigestUpdate(ctx, buf, (size_t)got)) {
+            rc = tb_fail(err, "sha256: %s: libcrypto digest update failed", path);
+            break;
+        }
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    if (!rc && (!EVP_DigestFinal_ex(ctx, md, &n) || n != 32))
+        rc = tb_fail(err, "sha256: %s: libcrypto digest final failed", path);
+    EVP_MD_CTX_free(ctx);
+    close(fd);
+    if (rc) return -1;
+    for (unsigned i = 0; i < n; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    *stamp = stamp_of(&st);
+    return 0;
+}
+
+int tb_file_unchanged(const char *path, const tb_file_stamp *then, tb_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) return tb_fail(err, "%s: gone while it was read (%s)", path, strerror(errno));
+    const tb_file_stamp now = stamp_of(&st);
+    if (!memcmp(&now, then, sizeof now)) return 0;
+    return tb_fail(err, "%s: changed while it was read (%s): the bytes read may not be the bytes hashed", path,
+                   now.dev != then->dev || now.ino != then->ino ? "another file is at its path"
+                   : now.size != then->size                      ? "its size changed"
+                                                                 : "its contents or metadata changed");
+}
+
 int tb_record_verify_files(const char *dir, const json_t *files, void (*problem)(void *arg, const char *text),
-                           void *arg) {
+                           void (*stamped)(void *arg, const char *path, const tb_file_stamp *stamp), void *arg) {
     int verified = 0;
     const char *rel;
     json_t *want;
@@ -41,10 +130,11 @@ int tb_record_verify_files(const char *dir, const json_t *files, void (*problem)
         char hex[65];
         tb_error err;
         struct stat st;
+        tb_file_stamp stamp;
         if (stat(full, &st) != 0) {
             snprintf(text, sizeof text, "file missing: %s (manifest sha256 %s)", full, json_string_value(want));
             problem(arg, text);
-        } else if (tb_sha256_file(full, hex, &err) != 0) {
+        } else if (tb_sha256_regular(full, hex, &stamp, &err) != 0) {
             snprintf(text, sizeof text, "file unreadable: %s", err.msg);
             problem(arg, text);
         } else if (strcasecmp(hex, json_string_value(want)) != 0) {
@@ -53,6 +143,7 @@ int tb_record_verify_files(const char *dir, const json_t *files, void (*problem)
             problem(arg, text);
         } else {
             verified++;
+            if (stamped) stamped(arg, full, &stamp);
         }
     }
     return verified;

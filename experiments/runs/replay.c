@@ -188,7 +188,7 @@ int tracebook_replay_main(int argc, char **argv) {
         fprintf(stderr, "tracebook replay: %s lists no files: the record cannot be checked\n", path);
         goto out;
     }
-    tb_record_verify_files(rec, json_object_get(m, "files"), print_problem, &problems);
+    tb_record_verify_files(rec, json_object_get(m, "files"), print_problem, NULL, &problems);
     if (problems) {
         fprintf(stderr, "tracebook replay: %s: %d file%s of the record no longer match%s its manifest; not replayed\n",
                 run_id, problems, problems == 1 ? "" : "s", problems == 1 ? "es" : "");

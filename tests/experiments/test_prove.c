@@ -6,7 +6,9 @@
 #include <math.h>
 #include <sqlite3.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "prove/prove.h"
 #include "records/catalog.h"
@@ -496,6 +498,53 @@ TB_TEST(prove_refuses_a_claims_file_naming_another_experiment) {
     free(out);
 }
 
+// A FIFO can serve the hash one copy and the parser another: prove reads only regular files,
+// refusing a FIFO by name (and without blocking on it), in a record and as claims.json.
+TB_TEST(prove_refuses_a_fifo_in_place_of_a_record_file_or_claims_json) {
+    const char *root = prove_fixture("prove_fifo");
+    char path[FX_PATH];
+    fx_path(path, sizeof path, "%s/px/v1/r0/" TB_RECORD_RUN_DIR "/" TB_RUN_CONDITIONS, root);
+    TB_REQUIRE(unlink(path) == 0 && mkfifo(path, 0644) == 0, "a FIFO at %s", path);
+    char *out;
+    int rc = fx_capture(tracebook_prove_main, &out, "prove", "loss", "--artifacts", root, NULL);
+    char want[FX_PATH + 64];
+    snprintf(want, sizeof want, "not a regular file: %s is a FIFO", path);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  px/v1/loss") && strstr(out, want), "exit %d; want '%s':\n%s", rc,
+             want, out);
+    free(out);
+    fx_path(path, sizeof path, "%s/px/v1/" TB_EXPERIMENT_CLAIMS, root);
+    TB_REQUIRE(unlink(path) == 0 && mkfifo(path, 0644) == 0, "a FIFO at %s", path);
+    rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
+    snprintf(want, sizeof want, "not a regular file: %s is a FIFO", path);
+    TB_CHECK(rc == 1 && strstr(out, want) && !strstr(out, "PROVEN  px/v1/"), "exit %d; want '%s':\n%s", rc, want,
+             out);
+    free(out);
+}
+
+// A file's stamp (record_verify.h) changes with any rewrite, the same bytes written again
+// included, and with a rename over it: what prove compares after reading what it hashed.
+TB_TEST(a_file_stamp_changes_with_any_rewrite_or_rename) {
+    const char *dir = fx_fresh_dir("stamps");
+    char a[FX_PATH], b[FX_PATH], hex[65];
+    fx_path(a, sizeof a, "%s/a.json", dir);
+    fx_path(b, sizeof b, "%s/b.json", dir);
+    fx_write_text(a, "{\"x\": 1}\n");
+    fx_write_text(b, "{\"x\": 1}\n");
+    tb_file_stamp st;
+    tb_error err;
+    TB_REQUIRE(tb_sha256_regular(a, hex, &st, &err) == 0, "%s", err.msg);
+    TB_CHECK(tb_file_unchanged(a, &st, &err) == 0, "untouched: %s", err.msg);
+    const struct timespec tick = {0, 50 * 1000 * 1000};  // beyond the kernel's coarse clock tick
+    nanosleep(&tick, NULL);
+    fx_write_text(a, "{\"x\": 1}\n");  // the same bytes again
+    TB_CHECK(tb_file_unchanged(a, &st, &err) != 0 && strstr(err.msg, "changed while it was read"),
+             "rewritten with the same bytes: %s", err.msg);
+    TB_REQUIRE(tb_sha256_regular(a, hex, &st, &err) == 0, "%s", err.msg);
+    TB_REQUIRE(rename(b, a) == 0, "rename");
+    TB_CHECK(tb_file_unchanged(a, &st, &err) != 0 && strstr(err.msg, "another file is at its path"),
+             "replaced by a rename: %s", err.msg);
+}
+
 // at_most: PROVEN iff the re-derived number is <= the bound; above it, both numbers are named.
 // A claim has exactly one of value and at_most, and a bound >= 0.
 TB_TEST(prove_at_most_bounds_the_derived_number) {
@@ -694,6 +743,8 @@ int main(void) {
     TB_RUN(prove_relative_difference_reads_the_baseline_from_its_record);
     TB_RUN(prove_refuses_a_run_listed_twice);
     TB_RUN(prove_refuses_a_claims_file_naming_another_experiment);
+    TB_RUN(prove_refuses_a_fifo_in_place_of_a_record_file_or_claims_json);
+    TB_RUN(a_file_stamp_changes_with_any_rewrite_or_rename);
     TB_RUN(prove_at_most_bounds_the_derived_number);
     TB_RUN(prove_all_over_a_thousand_records_scales_linearly);
     return tb_test_summary();
