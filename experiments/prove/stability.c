@@ -2,6 +2,7 @@
 // claim, its samples (repetitions, steps, windows) and the median's interval.
 #include "prove/stability.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -446,6 +447,89 @@ static void judge_sampling(gate *g, json_t *ev, const char *parser, int replayed
 }
 
 // ---------------------------------------------------------------------------------------
+// Every repetition measured: a timing claim rests on all of its sweep point's
+
+// A record's manifest, when it is a regular file (a FIFO would block the read); NULL else.
+static json_t *load_manifest(const char *record_dir) {
+    char path[STAB_PATH_MAX + 512];
+    tb_file_stamp st;
+    tb_error err;
+    snprintf(path, sizeof path, "%s/" TB_RECORD_MANIFEST, record_dir);
+    return tb_file_stamp_of(path, &st, &err) == 0 ? json_load_file(path, 0, NULL) : NULL;
+}
+
+static int listed_in(json_t *records, const char *run_id) {
+    size_t i;
+    json_t *r;
+    json_array_foreach(records, i, r) {
+        const char *id = json_string_value(json_object_get(r, "run_id"));
+        if (id && !strcmp(id, run_id)) return 1;
+    }
+    return 0;
+}
+
+// The node's timed records against every finished record of the same sweep points in their
+// version (not a replay, not superseded by a re-measurement): one left out is a selection —
+// the fastest repetitions picked, the slow ones dropped — and fails the claim, naming it.
+static void judge_selection(gate *g, json_t *records, const char *parser) {
+    json_t *points = json_array();  // the sweep points the node's records measure
+    char version_dir[STAB_PATH_MAX] = "";
+    size_t i;
+    json_t *rec;
+    json_array_foreach(records, i, rec) {
+        const char *dir = json_string_value(json_object_get(rec, "record_dir"));
+        const char *slash = dir ? strrchr(dir, '/') : NULL;
+        if (!slash) continue;
+        snprintf(version_dir, sizeof version_dir, "%.*s", (int)(slash - dir), dir);
+        json_t *m = load_manifest(dir), *point = json_object_get(m, "sweep_point");
+        size_t k;
+        json_t *seen;
+        int known = 0;
+        json_array_foreach(points, k, seen) known |= json_equal(seen, point);
+        if (point && !known) json_array_append(points, point);
+        json_decref(m);
+    }
+    DIR *d = json_array_size(points) ? opendir(version_dir) : NULL;
+    json_t *found = json_object(), *superseded = json_object();  // run id → repetition; run id → true
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char dir[STAB_PATH_MAX + 256];
+        snprintf(dir, sizeof dir, "%s/%s", version_dir, e->d_name);
+        json_t *m = load_manifest(dir);
+        const char *status = json_string_value(json_object_get(m, "status"));
+        size_t k;
+        json_t *point, *v;
+        int same = 0;
+        json_array_foreach(points, k, point) same |= json_equal(point, json_object_get(m, "sweep_point"));
+        if (same && status && !strcmp(status, "finished") && !json_is_string(json_object_get(m, "replay_of"))) {
+            json_t *rep = json_object_get(m, "repetition");
+            json_object_set(found, e->d_name, rep ? rep : json_null());
+            json_array_foreach(json_object_get(m, "supersedes"), k, v) {
+                const char *id = json_string_value(json_object_get(v, "run_id"));
+                if (id) json_object_set_new(superseded, id, json_true());
+            }
+        }
+        json_decref(m);
+    }
+    if (d) closedir(d);
+    const char *id;
+    json_t *rep;
+    json_object_foreach(found, id, rep) {
+        if (json_object_get(superseded, id) || listed_in(records, id)) continue;
+        char *r = json_dumps(rep, JSON_ENCODE_ANY);
+        add_line(g->reasons, &g->reasons_buf,
+                 "selected: the repetitions of %s leave out run %s (repetition %s of the same sweep point, finished "
+                 "and not superseded by a re-measurement): a timing claim rests on every repetition measured",
+                 parser, id, r ? r : "?");
+        free(r);
+    }
+    json_decref(found);
+    json_decref(superseded);
+    json_decref(points);
+}
+
+// ---------------------------------------------------------------------------------------
 // Paired ratios: two configurations' repetitions run alternately (timing.interleaved)
 
 // Whether a side's figure is its step time or its inverse (a ratio of them is a ratio of step
@@ -590,6 +674,7 @@ static void judge(gate *g, json_t *ev, int depth) {
         if (t) reps[n++] = (tb_timing_repetition){t, steps};
         json_object_set_new(rec, "conditions", json_string(text));
     }
+    judge_selection(g, records, parser ? parser : "?");
     judge_sampling(g, ev, parser ? parser : "?", replayed, reps, n, nrecords);
     for (int k = 0; k < n; k++) free((void *)reps[k].steps);
     free(reps);

@@ -35,7 +35,10 @@ static const char *prove_fixture(const char *name) {
         fx_path(rec[i], sizeof rec[i], "%s/px/v1/%s", root, id);
         if (fx_engine_run(rec[i], i == 3 ? "--hidden-size 64" : "", &argv) != 0) printf("  engine run failed\n");
         fx_steady_run(rec[i], i == 3 ? 20.0 : 10.0);  // these tests are about re-derivation, not the gate
-        fx_write_manifest(rec[i], "px", 1, id, json_pack("{s:o, s:i}", "argv", argv, "repetition", i < 3 ? i + 1 : 1));
+        // r0..r2 repetitions of one sweep point, r3 another
+        fx_write_manifest(rec[i], "px", 1, id,
+                          json_pack("{s:o, s:i, s:o}", "argv", argv, "repetition", i < 3 ? i + 1 : 1, "sweep_point",
+                                    i == 3 ? json_pack("{s:i}", "hidden_size", 64) : json_object()));
     }
     const char *reps[] = {rec[0], rec[1], rec[2], rec[3]};
     static const struct {
@@ -640,7 +643,8 @@ TB_TEST(prove_all_over_a_thousand_records_scales_linearly) {
             tb_mkdir_p(fx_path(path, sizeof path, "%s/" TB_RECORD_RUN_DIR, rec), NULL);
             for (int f = 0; f < NFILES; f++) fx_write_text(fx_path(path, sizeof path, "%s/%s", rec, files[f]), content[f]);
             fx_write_manifest(rec, fx_path(path, sizeof path, "bulk%02d", e), 1, id,
-                              json_pack("{s:i}", "repetition", r % PER_CLAIM + 1));
+                              json_pack("{s:i, s:{s:i}}", "repetition", r % PER_CLAIM + 1, "sweep_point", "claim",
+                                        r / PER_CLAIM));  // each claim's ten runs: one point
         }
         // a claim over each ten runs, the parsers in turn
         static const char *const parsers[] = {"tokens_per_s", "step_ms", "loss_at_step", "peak_memory_bytes"};

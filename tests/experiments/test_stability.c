@@ -31,7 +31,9 @@ static void write_record(const char *root, const char *id, const fx_numbers *n) 
     char rec[FX_PATH];
     fx_path(rec, sizeof rec, "%s/g/v1/%s", root, id);
     fx_write_run(rec, n);
-    fx_write_manifest(rec, "g", 1, id, NULL);
+    // each record a sweep point of its own: the claims below pick the records they are about
+    // (repetitions of one point are selection_* below)
+    fx_write_manifest(rec, "g", 1, id, json_pack("{s:{s:s}}", "sweep_point", "record", id));
 }
 
 // The claims of the condition tests below are about the conditions: one repetition of 5
@@ -259,7 +261,8 @@ static void write_remeasure(const char *root, const char *id, const char *replac
     fx_numbers n = steady();
     fx_write_run(fx_path(rec, sizeof rec, "%s/g/v1/%s", root, id), &n);
     fx_write_manifest(rec, "g", 1, id,
-                      json_pack("{s:[{s:s, s:s}]}", "supersedes", "run_id", replaces, "reason", "contended: fixture"));
+                      json_pack("{s:[{s:s, s:s}], s:{s:s}}", "supersedes", "run_id", replaces, "reason",
+                                "contended: fixture", "sweep_point", "record", replaces));  // the point it measures again
 }
 
 TB_TEST(a_repetition_measured_again_replaces_only_a_contended_measurement_of_itself) {
@@ -271,7 +274,7 @@ TB_TEST(a_repetition_measured_again_replaces_only_a_contended_measurement_of_its
     write_record(root, "quiet", &quiet);
     char rec[FX_PATH];
     fx_write_run(fx_path(rec, sizeof rec, "%s/g/v1/other", root), &other);
-    fx_write_manifest(rec, "g", 1, "other", json_pack("{s:i}", "repetition", 2));
+    fx_write_manifest(rec, "g", 1, "other", json_pack("{s:i, s:{s:s}}", "repetition", 2, "sweep_point", "record", "other"));
     write_remeasure(root, "again", "stolen");
     write_remeasure(root, "cherry", "quiet");
     write_remeasure(root, "elsewhere", "other");
@@ -335,6 +338,38 @@ TB_TEST(a_repetition_measured_again_replaces_only_a_contended_measurement_of_its
 // One step of five three times the others: a resample draws it three times or more in
 // about 6% of draws, so the median's interval reaches it: too few steps to say. The warm-up
 // is the claim's: with warmup_steps 4 the spike is left out.
+// Three repetitions of one sweep point measured: a timing claim over two of them (the fastest
+// picked, say) is a selection and fails naming the one left out; over all three it proves. An
+// exact claim (bytes) over two is not a selection: the same config gives the same bytes.
+TB_TEST(a_timing_claim_over_some_repetitions_of_its_sweep_point_is_a_selection) {
+    const char *root = fx_fresh_dir("gate_selection");
+    for (int r = 1; r <= 3; r++) {
+        char rec[FX_PATH], id[8];
+        snprintf(id, sizeof id, "r%d", r);
+        fx_numbers n = steady();
+        fx_write_run(fx_path(rec, sizeof rec, "%s/g/v1/%s", root, id), &n);
+        fx_write_manifest(rec, "g", 1, id, json_pack("{s:i, s:{s:s}}", "repetition", r, "sweep_point", "point", "a"));
+    }
+    json_t *claims = json_array();
+    static const char *const two[] = {"r1", "r2", NULL}, *const three[] = {"r1", "r2", "r3", NULL};
+    add_claim(claims, root, "picked", "tokens_per_s", NULL, two, NULL);
+    add_claim(claims, root, "all", "tokens_per_s", NULL, three, NULL);
+    add_claim(claims, root, "bytes", "comm_bytes", "{\"group\": \"tp\"}", two, NULL);
+    write_claims(root, claims);
+    char *out;
+    int rc = prove(root, "picked", &out);
+    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/picked (selected: the repetitions of tokens_per_s leave out run "
+                                    "r3 (repetition 3 of the same sweep point, finished and not superseded"),
+             "two of three repetitions: exit %d", rc);
+    free(out);
+    rc = prove(root, "all", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/all") && !strstr(out, "selected"), "every repetition: exit %d", rc);
+    free(out);
+    rc = prove(root, "bytes", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/bytes"), "an exact claim over two: exit %d", rc);
+    free(out);
+}
+
 TB_TEST(a_step_three_times_the_others_is_unstable) {
     const char *root = fx_fresh_dir("gate_spike");
     fx_numbers n = steady();
@@ -643,6 +678,7 @@ int main(void) {
     TB_RUN(an_oversubscribed_run_proves_only_when_the_claim_accepts_it);
     TB_RUN(a_repetition_measured_again_replaces_only_a_contended_measurement_of_itself);
     TB_RUN(a_measured_wait_for_a_core_decides_an_oversubscribed_run_and_gates_any_run);
+    TB_RUN(a_timing_claim_over_some_repetitions_of_its_sweep_point_is_a_selection);
     TB_RUN(a_step_three_times_the_others_is_unstable);
     TB_RUN(a_quantile_is_judged_on_its_own_interval);
     TB_RUN(repetitions_a_third_apart_are_unstable);
