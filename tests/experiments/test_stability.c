@@ -261,8 +261,9 @@ static void write_remeasure(const char *root, const char *id, const char *replac
     fx_numbers n = steady();
     fx_write_run(fx_path(rec, sizeof rec, "%s/g/v1/%s", root, id), &n);
     fx_write_manifest(rec, "g", 1, id,
+                      // the sweep point of the run it measures again
                       json_pack("{s:[{s:s, s:s}], s:{s:s}}", "supersedes", "run_id", replaces, "reason",
-                                "contended: fixture", "sweep_point", "record", replaces));  // the point it measures again
+                                "contended: fixture", "sweep_point", "record", replaces));
 }
 
 TB_TEST(a_repetition_measured_again_replaces_only_a_contended_measurement_of_itself) {
@@ -274,7 +275,8 @@ TB_TEST(a_repetition_measured_again_replaces_only_a_contended_measurement_of_its
     write_record(root, "quiet", &quiet);
     char rec[FX_PATH];
     fx_write_run(fx_path(rec, sizeof rec, "%s/g/v1/other", root), &other);
-    fx_write_manifest(rec, "g", 1, "other", json_pack("{s:i, s:{s:s}}", "repetition", 2, "sweep_point", "record", "other"));
+    fx_write_manifest(rec, "g", 1, "other",
+                      json_pack("{s:i, s:{s:s}}", "repetition", 2, "sweep_point", "record", "other"));
     write_remeasure(root, "again", "stolen");
     write_remeasure(root, "cherry", "quiet");
     write_remeasure(root, "elsewhere", "other");
