@@ -290,6 +290,7 @@
 #include "core/xalloc.h"
 #include "index_args.h"
 #include "index_compdb.h"
+#include "index_file.h"
 #include "index_summary.h"
 #include "index_db.h"
 #include "index_meanwhile.h"
@@ -384,6 +385,10 @@ int tracebook_index_main(int argc, char **argv) {
     ix_parse_on_workers();  // before the first thread
 
     status = 1;
+    if (!opt.parse_only && ix_output_check(opt.out, &err) != 0) {
+        fprintf(stderr, "tracebook index: %s\n", err.msg);
+        goto out;
+    }
     ix_compdb db;
     if (ix_compdb_load(&db, opt.compdb_arg, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);

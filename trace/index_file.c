@@ -3,9 +3,40 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+int ix_output_check(const char *path, tb_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) return errno == ENOENT ? 0 : tb_fail(err, "--output %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return tb_fail(err, "--output %s is %s, not a source index: not replaced", path,
+                       S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+    char head[16] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, head, sizeof head) : -1;
+    if (fd >= 0) close(fd);
+    if (n == 0) return 0;  // an empty file holds nothing to lose
+    const int sqlite_file = n == (ssize_t)sizeof head && !memcmp(head, "SQLite format 3", 16);
+    int tables = 0;
+    sqlite3 *db = NULL;
+    if (sqlite_file && sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *q = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('functions', "
+                                   "'calls', 'meta')", -1, &q, NULL) == SQLITE_OK &&
+            sqlite3_step(q) == SQLITE_ROW)
+            tables = sqlite3_column_int(q, 0);
+        sqlite3_finalize(q);
+    }
+    sqlite3_close(db);
+    if (tables == 3) return 0;
+    return tb_fail(err, "--output %s exists and is not a source index (%s): not replaced; remove it, or give "
+                        "--output another path", path, sqlite_file ? "an SQLite database without the index's tables"
+                                                                   : "not an SQLite database");
+}
 
 int ix_file_copy(const char *from, const char *to, tb_error *err) {
     int in = open(from, O_RDONLY | O_CLOEXEC);

@@ -8,6 +8,13 @@
 
 #include "core/error.h"
 
+// Whether path may be written as the index: absent, or a source index of any schema (an
+// SQLite file with the index's functions and calls tables) that the new one replaces.
+// Anything else — the compilation database, a source file, another program's database, a
+// directory — is refused, err naming it and what it is, so that a mistyped --output loses
+// nothing. 0, or -1.
+int ix_output_check(const char *path, tb_error *err);
+
 // from's bytes into a new file `to` (truncated first): 0, or -1 (err names the file and why).
 int ix_file_copy(const char *from, const char *to, tb_error *err);
 

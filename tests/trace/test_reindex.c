@@ -212,7 +212,8 @@ TB_TEST(an_index_of_another_schema_is_not_reused) {
     unlink(OUT);
     sqlite3 *db = NULL;
     TB_REQUIRE(sqlite3_open(OUT, &db) == SQLITE_OK, "cannot create %s", OUT);
-    sqlite3_exec(db, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES('schema_version','2');",
+    sqlite3_exec(db, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES('schema_version','2');"
+                     " CREATE TABLE functions(id INTEGER); CREATE TABLE calls(caller INTEGER);",
                  NULL, NULL, NULL);
     sqlite3_close(db);
     TB_REQUIRE(index_run(OUT, NULL) == 0, "index failed:\n%s", sh.out);
@@ -223,6 +224,44 @@ TB_TEST(an_index_of_another_schema_is_not_reused) {
              "schema " TB_INDEX_SCHEMA_VERSION);
 }
 
+// --output names a file that is not an index (the compilation database, a source, another
+// program's SQLite database, a directory): refused before anything is parsed, the file as it
+// was; an empty file is replaced.
+TB_TEST(an_output_that_is_not_an_index_is_refused_and_kept) {
+    static const char *const kinds[] = {"text", "compdb", "sqlite", "dir"};
+    char path[256];
+    for (int k = 0; k < 4; k++) {
+        snprintf(path, sizeof path, k == 1 ? SRC "/compile_commands.json" : WORK "/not-an-index.%s", kinds[k]);
+        if (k == 0) tb_write_text(path, "notes\n");
+        if (k == 2) {
+            sqlite3 *db = NULL;
+            unlink(path);
+            TB_REQUIRE(sqlite3_open(path, &db) == SQLITE_OK, "cannot create %s", path);
+            sqlite3_exec(db, "CREATE TABLE meta(key TEXT, value TEXT); INSERT INTO meta VALUES('schema_version','4');"
+                             " CREATE TABLE runs(run_id TEXT);",
+                         NULL, NULL, NULL);
+            sqlite3_close(db);
+        }
+        if (k == 3) tb_mkdir_p(path, NULL);
+        size_t before_len = 0, after_len = 0;
+        char *before = k == 3 ? NULL : tb_slurp_len(path, &before_len);
+        int st = index_run(path, NULL);
+        char *after = k == 3 ? NULL : tb_slurp_len(path, &after_len);
+        char want[512];
+        snprintf(want, sizeof want, "tracebook index: --output %s ", path);
+        TB_CHECK(st == 1 && strstr(sh.out, want) && strstr(sh.out, "not replaced") && parsed == -1,
+                 "%s: exit %d:\n%s", kinds[k], st, sh.out);
+        TB_CHECK(before_len == after_len && (!before || !memcmp(before, after, before_len)), "%s: kept as it was",
+                 kinds[k]);
+        free(before);
+        free(after);
+    }
+    snprintf(path, sizeof path, WORK "/empty.sqlite");
+    tb_write_text(path, "");
+    TB_CHECK(index_run(path, NULL) == 0 && parsed == 3, "an empty file is replaced:\n%s", sh.out);
+    TB_REQUIRE(write_compdb("main util extra", "") == 0, "compdb written back");
+}
+
 int main(void) {
     tb_error err;
     if (tb_mkdir_p(WORK, &err)) {
@@ -231,6 +270,7 @@ int main(void) {
     }
     TB_RUN(reindexing_parses_exactly_the_units_whose_inputs_changed);
     TB_RUN(an_index_of_another_schema_is_not_reused);
+    TB_RUN(an_output_that_is_not_an_index_is_refused_and_kept);
     tb_output_free(&sh);
     return tb_test_summary();
 }
