@@ -1,7 +1,6 @@
 #include "records/record_verify.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fileio.h"
 #include "records/provenance.h"
 
 int tb_record_safe_path(const char *rel) {
@@ -30,27 +30,10 @@ static tb_file_stamp stamp_of(const struct stat *st) {
                            (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec};
 }
 
-static const char *kind_of(mode_t m) {
-    return S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a directory"
-           : S_ISCHR(m) || S_ISBLK(m)    ? "a device"
-                                         : "not a regular file";
-}
-
-// An open descriptor of the regular file at path, never blocking on a FIFO; -1 with err.
+// An open descriptor of the regular file at path (never blocking on a FIFO); -1 with err.
 static int open_regular(const char *path, struct stat *st, tb_error *err) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return tb_fail(err, "cannot open %s: %s", path, strerror(errno));
-    if (fstat(fd, st) != 0) {
-        int e = errno;
-        close(fd);
-        return tb_fail(err, "cannot stat %s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st->st_mode)) {
-        close(fd);
-        return tb_fail(err, "not a regular file: %s is %s (a record holds regular files; a FIFO could serve other "
-                            "bytes to every reader)", path, kind_of(st->st_mode));
-    }
-    return fd;
+    return tb_open_regular(path, "a record holds regular files: a FIFO could serve other bytes to every reader", st,
+                           err);
 }
 
 int tb_file_stamp_of(const char *path, tb_file_stamp *stamp, tb_error *err) {

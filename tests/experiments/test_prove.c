@@ -511,14 +511,14 @@ TB_TEST(prove_refuses_a_fifo_in_place_of_a_record_file_or_claims_json) {
     char *out;
     int rc = fx_capture(tracebook_prove_main, &out, "prove", "loss", "--artifacts", root, NULL);
     char want[FX_PATH + 64];
-    snprintf(want, sizeof want, "not a regular file: %s is a FIFO", path);
+    snprintf(want, sizeof want, "%s: is a FIFO (named pipe), not a regular file", path);
     TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  px/v1/loss") && strstr(out, want), "exit %d; want '%s':\n%s", rc,
              want, out);
     free(out);
     fx_path(path, sizeof path, "%s/px/v1/" TB_EXPERIMENT_CLAIMS, root);
     TB_REQUIRE(unlink(path) == 0 && mkfifo(path, 0644) == 0, "a FIFO at %s", path);
     rc = fx_capture(tracebook_prove_main, &out, "prove", "--all", "--artifacts", root, NULL);
-    snprintf(want, sizeof want, "not a regular file: %s is a FIFO", path);
+    snprintf(want, sizeof want, "%s: is a FIFO (named pipe), not a regular file", path);
     TB_CHECK(rc == 1 && strstr(out, want) && !strstr(out, "PROVEN  px/v1/"), "exit %d; want '%s':\n%s", rc, want,
              out);
     free(out);
