@@ -328,10 +328,13 @@ static void iso_now(char *out, size_t size) {
     strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+// The page's title ends so: how a page this command wrote is told apart (replaceable).
+#define REPORT_TITLE_SUFFIX " — tracebook report"
+
 static void write_header(tb_html *h, const report *rp) {
     tb_html_raw(h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>");
-    tb_html_textf(h, "%s v%lld — tracebook report", rp->experiment, rp->version);
+    tb_html_textf(h, "%s v%lld" REPORT_TITLE_SUFFIX, rp->experiment, rp->version);
     tb_html_rawf(h, "</title><style>%s</style></head>\n<body>\n<h1>", page_style);
     tb_html_textf(h, "%s v%lld", rp->experiment, rp->version);
     tb_html_raw(h, "</h1>\n");
@@ -409,6 +412,24 @@ static void write_files(tb_html *h, const report *rp) {
     tb_html_raw(h, "</ul>\n");
 }
 
+// Whether out may be written: absent, or a page this command wrote before (its title within
+// the first KiB). Anything else — a ledger, claims.json, a record's file, another program's
+// page — is refused, naming it: the report reads the version it would overwrite. 0 or -1.
+static int replaceable(const char *out, tb_error *err) {
+    struct stat st;
+    if (stat(out, &st) != 0) return 0;
+    if (!S_ISREG(st.st_mode))
+        return tb_fail(err, "--output %s is %s, not a report: not replaced", out, tb_file_kind(st.st_mode));
+    char head[1025] = "";
+    FILE *f = fopen(out, "rb");
+    size_t n = f ? fread(head, 1, sizeof head - 1, f) : 0;
+    if (f) fclose(f);
+    head[n] = '\0';
+    if (n == 0 || (!strncmp(head, "<!DOCTYPE html>", 15) && strstr(head, REPORT_TITLE_SUFFIX "</title>"))) return 0;
+    return tb_fail(err, "--output %s exists and is not a page tracebook report wrote: not replaced; remove it, or "
+                        "give --output another path", out);
+}
+
 int tb_report_write(const char *version_dir, const char *out, char *written, size_t written_size, tb_error *err) {
     report rp;
     if (load_report(&rp, version_dir, err) != 0) {
@@ -432,7 +453,11 @@ int tb_report_write(const char *version_dir, const char *out, char *written, siz
     else snprintf(out_dir, sizeof out_dir, ".");
     if (relative_path(out_dir, version_dir, rp.link_prefix, sizeof rp.link_prefix, err) != 0) {
         free_report(&rp);
-        return tb_fail(err, "report %s: %s", out, err->msg);
+        return tb_fail_prefix(err, "report %s", out);
+    }
+    if (replaceable(out, err) != 0) {
+        free_report(&rp);
+        return -1;
     }
     if (!strcmp(rp.link_prefix, ".")) rp.link_prefix[0] = '\0';
     tb_html h = {0};

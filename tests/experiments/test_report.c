@@ -136,12 +136,37 @@ TB_TEST(an_unknown_version_and_a_missing_gnuplot_are_refused) {
              "exit %d (the earlier report stays): %s", rc, sh.err);
 }
 
+// --output over a file that is not a page this command wrote (the version's ledger, which the
+// report reads) is refused and the file kept; over an earlier report it is replaced; a
+// directory that does not exist is named once.
+TB_TEST(an_output_that_is_not_a_report_is_refused_and_kept) {
+    const char *ledger = ART "/rp/v1/ledger.jsonl";
+    char *before = tb_slurp(ledger);
+    TB_REQUIRE(before, "%s", ledger);
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "%s report --experiment rp --output %s --artifacts %s", TRACEBOOK, ledger, ART);
+    char *after = tb_slurp(ledger);
+    TB_CHECK(rc == 1 && strstr(sh.err, "--output " ART "/rp/v1/ledger.jsonl exists and is not a page tracebook report "
+                                       "wrote: not replaced") &&
+                 after && !strcmp(before, after),
+             "exit %d, the ledger kept: %s", rc, sh.err);
+    free(before);
+    free(after);
+    rc = tb_run(&sh, TB_SOURCE_DIR, "%s report --experiment rp --artifacts %s", TRACEBOOK, ART);
+    TB_CHECK(rc == 0 && tb_exists(REPORT), "an earlier report is replaced: exit %d: %s", rc, sh.err);
+    rc = tb_run(&sh, TB_SOURCE_DIR, "%s report --experiment rp --output %s/nodir/r.html --artifacts %s", TRACEBOOK,
+                DIR_, ART);
+    const char *first = strstr(sh.err, "r.html");
+    TB_CHECK(rc == 1 && first && !strstr(first + 1, "r.html") && strstr(sh.err, "No such file or directory"),
+             "the missing directory said once: exit %d: %s", rc, sh.err);
+}
+
 int main(void) {
     TB_RUN(runs_with_every_plots_data_are_recorded_and_reported);
     TB_RUN(every_text_is_escaped);
     TB_RUN(claims_carry_prove_verdicts);
     TB_RUN(links_are_relative_to_the_page_wherever_it_is_written);
     TB_RUN(an_unknown_version_and_a_missing_gnuplot_are_refused);
+    TB_RUN(an_output_that_is_not_a_report_is_refused_and_kept);
     free(html);
     tb_output_free(&sh);
     return tb_test_summary();
