@@ -234,6 +234,15 @@ int tb_command_parse(const tb_command *cmd, void *target, int argc, char **argv,
     memset(pos, 0, sizeof *pos);
     if (tb_options_defaults(target, cmd->options, err) != 0) return -1;
     int only_positional = 0;
+    // each flag's first use (its field: -j and --jobs are one), so that a second is refused
+    // rather than silently winning, as pretrain_gpt refuses one (a list flag takes every use)
+    enum { GIVEN_MAX = 64 };
+    struct given_flag {
+        size_t offset;
+        const char *as, *value;
+        int as_len;
+    } given[GIVEN_MAX];
+    int ngiven = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (only_positional || a[0] != '-' || !strcmp(a, "-")) {
@@ -271,6 +280,13 @@ int tb_command_parse(const tb_command *cmd, void *target, int argc, char **argv,
             tb_positional_free(pos);
             return tb_fail(err, "%s: missing value", where);
         }
+        for (int g = 0; g < ngiven && o->type != TB_OPT_LIST; g++)
+            if (given[g].offset == o->offset) {
+                tb_positional_free(pos);
+                return tb_fail(err, "%s: flag %s given twice ('%s' as %.*s, then '%s' as %.*s): give it once",
+                               cmd->name, o->flag, given[g].value, given[g].as_len, given[g].as, value, (int)len, a);
+            }
+        if (ngiven < GIVEN_MAX) given[ngiven++] = (struct given_flag){o->offset, a, value, (int)len};
         if (tb_option_set(target, o, value, where, err) != 0) {
             tb_positional_free(pos);
             return -1;

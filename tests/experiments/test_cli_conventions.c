@@ -157,6 +157,17 @@ TB_TEST(old_spellings_are_refused_naming_the_new_one) {
     refused("index --frobnicate", "unknown flag '--frobnicate'");
 }
 
+// A flag given twice is refused naming both values (it silently took the last), -j and --jobs
+// being one flag; a list flag (--collective) takes every use.
+TB_TEST(a_flag_given_twice_is_refused_naming_both_values) {
+    refused("steps x --step 1 --step 2", "flag --step given twice ('1' as --step, then '2' as --step): give it once");
+    refused("plan --gpus 8 --gpus=16", "flag --gpus given twice ('8' as --gpus, then '16' as --gpus): give it once");
+    refused("replay x -j 2 --jobs 3", "flag --jobs given twice ('2' as -j, then '3' as --jobs)");
+    int rc = tb_run(&sh, NULL, "'%s' index --collective a --collective b --compdb /nonexistent", TRACEBOOK);
+    TB_CHECK(rc == 1 && strstr(sh.err, "/nonexistent: no compilation database there"),
+             "a list flag twice is two values: exit %d:\n%s", rc, sh.err);
+}
+
 // The RUN argument (core/run_arg.h), the same for every command that reads one run: here
 // `tracebook ckpt --json`, whose output is the run's checkpoint.json, marked per run so each
 // answer says which run was read.
@@ -206,6 +217,7 @@ TB_TEST(a_run_is_named_by_id_prefix_record_or_run_directory) {
 int main(void) {
     TB_RUN(every_subcommand_has_a_row_and_its_help_matches_it);
     TB_RUN(old_spellings_are_refused_naming_the_new_one);
+    TB_RUN(a_flag_given_twice_is_refused_naming_both_values);
     TB_RUN(a_run_is_named_by_id_prefix_record_or_run_directory);
     tb_output_free(&sh);
     return tb_test_summary();
