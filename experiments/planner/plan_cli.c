@@ -364,9 +364,11 @@ int tracebook_plan_main(int argc, char **argv) {
         goto done;
     }
     if (a.gpus_per_node < 1 || a.gpu_memory < 1 || a.peak_tflops < 0 || !(a.compute_efficiency > 0 && a.compute_efficiency <= 1) ||
-        !(a.intra > 0) || !(a.inter > 0) || a.max_mbs < 1 || a.max_vpp < 1 || a.top < 0) {
+        !(a.intra > 0) || !(a.inter > 0) || a.max_mbs < 1 || a.max_vpp < 1 || a.top < 0 || a.max_mbs > 65536 ||
+        a.max_vpp > 1024) {
         fprintf(stderr, "tracebook plan: --gpus-per-node (%d), --gpu-memory (%lld), --max-micro-batch-size (%d), "
-                        "--max-virtual-stages (%d) must be positive, --compute-efficiency (%g) in (0, 1], the "
+                        "--max-virtual-stages (%d) must be positive (at most 65536 and 1024), --compute-efficiency "
+                        "(%g) in (0, 1], the "
                         "bandwidths (%g, %g) positive, --top (%d) non-negative\n",
                 a.gpus_per_node, (long long)a.gpu_memory, a.max_mbs, a.max_vpp, a.compute_efficiency, a.intra,
                 a.inter, a.top);
@@ -416,6 +418,11 @@ int tracebook_plan_main(int argc, char **argv) {
     const int fixed_tp = given(en, ev, "--tensor-model-parallel-size"), fixed_pp = given(en, ev, "--pipeline-model-parallel-size");
     const int fixed_cp = given(en, ev, "--context-parallel-size"), fixed_mbs = given(en, ev, "--micro-batch-size");
     const int fixed_vpp = given(en, ev, "--virtual-pipeline-model-parallel-size");
+    if (fixed_mbs && base.micro_batch_size < 1) {  // the search below doubles it: 0 never ends
+        fprintf(stderr, "tracebook plan: --micro-batch-size (%d) must be at least 1\n", base.micro_batch_size);
+        rc = TB_EXIT_USAGE;
+        goto done;
+    }
     const int fixed_ep = given(en, ev, "--expert-model-parallel-size");
     const int fixed_etp = given(en, ev, "--expert-tensor-parallel-size");
     int nplans = 0, cap = 0, nillegal = 0;

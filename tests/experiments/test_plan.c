@@ -380,6 +380,17 @@ TB_TEST(bad_input_is_named) {
              "rc %d: %s", rc, o.out);
     rc = tb_run(&o, NULL, "'%s' plan --gpus 8 --compute-efficiency 2 " LLAMA70B " --global-batch-size 64", TRACEBOOK);
     TB_CHECK(rc == 2 && tb_has(o.err, "--compute-efficiency (2) in (0, 1]"), "rc %d: %s", rc, o.err);
+    // a micro batch of 0 (the search doubles it) and search bounds near INT_MAX looped for ever
+    rc = tb_run(&o, NULL, "timeout 20 '%s' plan --gpus 8 --micro-batch-size 0 " LLAMA70B " --global-batch-size 64",
+                TRACEBOOK);
+    TB_CHECK(rc == 2 && tb_has(o.err, "--micro-batch-size (0) must be at least 1"), "rc %d: %s", rc, o.err);
+    rc = tb_run(&o, NULL, "timeout 20 '%s' plan --gpus 8 --max-micro-batch-size 2147483647 " LLAMA70B
+                " --global-batch-size 64", TRACEBOOK);
+    TB_CHECK(rc == 2 && tb_has(o.err, "--max-micro-batch-size (2147483647)") && tb_has(o.err, "at most 65536 and 1024"),
+             "rc %d: %s", rc, o.err);
+    rc = tb_run(&o, NULL, "timeout 20 '%s' plan --gpus 8 --max-virtual-stages 2147483647 " LLAMA70B
+                " --global-batch-size 64", TRACEBOOK);
+    TB_CHECK(rc == 2 && tb_has(o.err, "--max-virtual-stages (2147483647)"), "rc %d: %s", rc, o.err);
     tb_output_free(&o);
 }
 
