@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "records/catalog.h"
@@ -80,6 +81,13 @@ static int cli_start(cli *c, const tb_command *cmd, int argc, char **argv, int *
     }
     for (int i = 0; i < pos.n; i++) c->positional[c->npositional++] = pos.items[i];
     tb_positional_free(&pos);
+    struct stat st;  // these commands read records: a missing root is said, not made (with a catalogue in it)
+    if (stat(c->artifacts, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "%s: no artifacts directory %s (tracebook run writes one; --artifacts names another)\n",
+                c->name, c->artifacts);
+        *rc = TB_EXIT_FAILURE;
+        return -1;
+    }
     if (tb_catalog_open(&c->db, c->artifacts, &err) != 0 || tb_catalog_rebuild(c->db, c->artifacts, &err) != 0) {
         fprintf(stderr, "%s: %s\n", c->name, err.msg);
         sqlite3_close(c->db);

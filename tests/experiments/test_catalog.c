@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -454,8 +455,25 @@ TB_TEST(diff_shows_differing_config_and_metrics_side_by_side) {
     free(out);
 }
 
+// ls, show and diff read records: an artifacts root that does not exist is said (exit 1),
+// and not made, catalogue and all.
+TB_TEST(ls_and_show_refuse_a_missing_artifacts_root_and_make_nothing) {
+    char root[FX_PATH], *out;
+    fx_path(root, sizeof root, "%s/no-such-root", fx_fresh_dir("missing_root"));
+    int rc = fx_capture(tracebook_ls_main, &out, "ls", "--artifacts", root, NULL);
+    TB_CHECK(rc == 1 && strstr(out, "tracebook ls: no artifacts directory ") && strstr(out, "no-such-root"),
+             "ls: exit %d: %s", rc, out);
+    free(out);
+    rc = fx_capture(tracebook_show_main, &out, "show", "run-a", "--artifacts", root, NULL);
+    TB_CHECK(rc == 1 && strstr(out, "tracebook show: no artifacts directory "), "show: exit %d: %s", rc, out);
+    free(out);
+    struct stat st;
+    TB_CHECK(stat(root, &st) != 0, "%s not made", root);
+}
+
 int main(void) {
     TB_RUN(catalog_open_creates_the_schema_in_wal_mode);
+    TB_RUN(ls_and_show_refuse_a_missing_artifacts_root_and_make_nothing);
     TB_RUN(add_run_catalogues_the_manifest_and_every_ranks_metrics);
     TB_RUN(add_run_reports_a_malformed_metrics_line_and_keeps_the_old_rows);
     TB_RUN(a_diverged_run_is_catalogued_and_shown_with_its_nan_losses);
