@@ -1,6 +1,7 @@
 // hang_cli.c — `tracebook hang RUN` (hang_cli.h).
 #include "inspect/hang_cli.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -34,6 +35,27 @@ static const tb_command hang_command = {
     "directory (docs/CLI.md).",
     hang_options, 1, 1, "tracebook hang 20261129T104512\ntracebook hang /tmp/hung-run --write",
     "no hang report part to merge, or a part or the run cannot be read"};
+
+// Each part of dir that does not read as a rank's hang part, on stderr with why.
+static void print_unreadable(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int rank;
+        if (!tb_rank_file_match(e->d_name, TB_RANK_HANG_PART, &rank)) continue;
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        json_error_t jerr;
+        json_t *p = json_load_file(path, 0, &jerr);
+        json_t *r = json_object_get(p, "rank");
+        if (!p)
+            fprintf(stderr, "tracebook hang: %s: line %d, column %d: %s\n", path, jerr.line, jerr.column, jerr.text);
+        else if (!json_is_integer(r) || json_integer_value(r) != rank)
+            fprintf(stderr, "tracebook hang: %s: not rank %d's part (its \"rank\" is not %d)\n", path, rank, rank);
+        json_decref(p);
+    }
+    if (d) closedir(d);
+}
 
 int tracebook_hang_main(int argc, char **argv) {
     hang_args args = {0, 0, NULL};
@@ -71,7 +93,13 @@ int tracebook_hang_main(int argc, char **argv) {
     json_t *merged = tb_hang_report_merge(parts);
     json_decref(parts);
     int rc = 0;
-    if (args.write && in_record) {
+    if (unreadable) print_unreadable(dir);
+    if (args.write && unreadable) {
+        // the merge would call those ranks absent ("the process died first"): a worse report
+        fprintf(stderr, "tracebook hang: --write: %d part(s) cannot be read (above): the merge would report their "
+                        "ranks as absent; %s not rewritten\n", unreadable, report_path);
+        rc = TB_EXIT_FAILURE;
+    } else if (args.write && in_record) {
         fprintf(stderr, "tracebook hang: --write: %s is a record's run directory; its manifest hashes hang.json, "
                 "and rewriting it would alter the record\n", dir);
         rc = TB_EXIT_FAILURE;

@@ -375,6 +375,24 @@ TB_TEST(stalled_rank_ends_the_run_with_a_hang_report_after_the_timeout) {
     TB_CHECK(rc == 0 && strstr(sh.out, "absent from this call:") && strstr(sh.out, "rank 3 (tp1 cp0 dp1 pp0)") &&
                  strstr(sh.out, "reports from 4 of 4 ranks"),
              "tracebook hang: exit %d\n%s%s", rc, sh.out, sh.err);
+    // a part cut short: named with its parse error, and --write keeps the 4-of-4 report rather
+    // than one that calls rank 1 absent
+    char *report = tb_slurp(HANG_DIR "/" TB_RUN_HANG_REPORT);
+    size_t len = 0;
+    char *part = tb_slurp_len(HANG_DIR "/hang.rank-00001.json", &len);
+    TB_REQUIRE(report && part && len > 200, "the report and rank 1's part");
+    tb_write_bytes(HANG_DIR "/hang.rank-00001.json", part, 200);
+    rc = tb_run(&sh, NULL, "%s/tracebook hang %s --write", TB_BIN_DIR, HANG_DIR);
+    char *after = tb_slurp(HANG_DIR "/" TB_RUN_HANG_REPORT);
+    TB_CHECK(rc == 1 && strstr(sh.err, "/hang.rank-00001.json: line ") &&
+                 strstr(sh.err, "--write: 1 part(s) cannot be read (above): the merge would report their ranks as "
+                                "absent") &&
+                 after && !strcmp(after, report),
+             "a cut part: exit %d, the report kept\n%s%s", rc, sh.out, sh.err);
+    tb_write_bytes(HANG_DIR "/hang.rank-00001.json", part, len);
+    free(report);
+    free(part);
+    free(after);
 }
 
 TB_TEST(same_run_without_a_stall_exits_0_without_a_hang_report) {
