@@ -169,3 +169,29 @@ int tb_remove_tree(const char *path, tb_error *err) {
         return tb_fail(err, "%s: cannot remove (%s)", path, strerror(errno));
     return 0;
 }
+
+int tb_output_dir_check(const char *flag, const char *dir, tb_error *err) {
+    if (!dir || !dir[0]) return 0;
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return tb_fail(err, "%s %s is %s, not a directory", flag, dir, tb_file_kind(st.st_mode));
+    if (tb_mkdir_p(dir, err) != 0) return tb_fail_prefix(err, "%s %s", flag, dir);
+    if (access(dir, W_OK) != 0) return tb_fail(err, "%s %s: not writable: %s", flag, dir, strerror(errno));
+    return 0;
+}
+
+int tb_output_file_check(const char *flag, const char *path, tb_error *err) {
+    if (!path || !path[0]) return 0;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return tb_fail(err, "%s %s is a directory, not a file", flag, path);
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return tb_fail(err, "%s %s: its directory %s does not exist", flag, path, dir);
+    if (access(dir, W_OK) != 0) return tb_fail(err, "%s %s: its directory %s is not writable: %s", flag, path, dir,
+                                               strerror(errno));
+    return 0;
+}

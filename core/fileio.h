@@ -37,6 +37,14 @@ int tb_open_regular(const char *path, const char *note, struct stat *st, tb_erro
 // error->source is "<callback>".
 json_t *tb_json_load_file(const char *path, size_t flags, json_error_t *error);
 
+// Whether a run can write what it ends by writing, checked before it starts (an hour of steps
+// is not lost to a directory that does not exist): tb_output_dir_check — dir (the value of
+// flag) is a directory or is made now, and is writable; tb_output_file_check — path is not a
+// directory and its directory exists and is writable. An empty value checks nothing. 0, or
+// -1 with err naming the flag, the path and why.
+int tb_output_dir_check(const char *flag, const char *dir, tb_error *err);
+int tb_output_file_check(const char *flag, const char *path, tb_error *err);
+
 // What kind of file a mode is, in words for a message: "a directory", "a FIFO (named pipe)",
 // "a character device", ... ("a regular file" for one).
 const char *tb_file_kind(mode_t mode);

@@ -677,8 +677,7 @@ static int write_config(const char *run_dir, const tb_config *cfg, tb_error *err
     return rc;
 }
 
-// The rank whose failure the run reports: the one that aborted the world, else the first
-// that failed by itself.
+// The rank whose failure the run reports: the one that aborted the world, else the first failed.
 static int failed_rank(tb_world *w, const rank_run *runs) {
     int root = parallel_state_aborted_by(w);
     if (root >= 0) return root;
@@ -693,9 +692,9 @@ static int write_launch(const char *run_dir, json_t *record, tb_error *err) {
     return tb_write_json_atomic(path, record, err);
 }
 
-// Process 0 creates the run directory and writes config.json and launch.json; under mpirun
-// every other process waits for its verdict and the directory's path (a default one is named
-// by process 0's clock) before it writes anything there.
+// Process 0 checks that --save and --save-hf can be written (before any step), creates the run
+// directory, writes config.json and launch.json; under mpirun every other process waits for its
+// verdict and the directory's path (process 0's clock names a default one) before writing there.
 static int setup_run_dir(tb_world *w, const tb_config *cfg, const tb_launch *l, tb_error *err) {
     json_t *record = tb_launch_record(l, cfg);  // collective: every process's host
     struct {
@@ -703,7 +702,9 @@ static int setup_run_dir(tb_world *w, const tb_config *cfg, const tb_launch *l, 
         char dir[TB_PATH_MAX];
     } verdict = {0, ""};
     if (tb_launch_is_lead(l)) {
-        verdict.rc = tb_run_dir_create(cfg->run_dir, w->run_dir, sizeof w->run_dir, err) != 0 ||
+        verdict.rc = tb_output_dir_check("--save", cfg->save, err) ||
+                     tb_output_file_check("--save-hf", cfg->save_hf, err) ||
+                     tb_run_dir_create(cfg->run_dir, w->run_dir, sizeof w->run_dir, err) != 0 ||
                      write_config(w->run_dir, cfg, err) != 0 || write_launch(w->run_dir, record, err) != 0;
         snprintf(verdict.dir, sizeof verdict.dir, "%s", w->run_dir);
     }

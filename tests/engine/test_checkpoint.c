@@ -385,6 +385,27 @@ TB_TEST(pretrain_gpt_save_then_load_carries_the_weights_bitwise) {
     unlink(a);
 }
 
+// What a run ends by writing is checked before its first step: --save-hf in a directory that
+// does not exist, and --save naming a file, are refused at once (no step trained, no run
+// directory made), naming the flag and the path.
+TB_TEST(outputs_that_cannot_be_written_are_refused_before_training) {
+    const char *run = TMP("run-never");
+    char *rm = NULL;
+    tb_shell(&rm, "rm -rf '%s'", run);
+    free(rm);
+    int rc = tb_run(&sh, NULL, "'%s' " FLAGS " --train-iters 50 --save-hf '%s' --run-dir '%s'", PRETRAIN,
+                    TMP("no-such-dir/x.safetensors"), run);
+    TB_CHECK(rc != 0 && strstr(sh.err, "--save-hf ") && strstr(sh.err, "no-such-dir does not exist") &&
+                 !strstr(sh.out, "step    1"),
+             "--save-hf: exit %d: %s", rc, sh.err);
+    const char *file = TMP("a-file.txt");
+    tb_write_text(file, "notes\n");
+    rc = tb_run(&sh, NULL, "'%s' " FLAGS " --train-iters 50 --save '%s' --run-dir '%s'", PRETRAIN, file, run);
+    TB_CHECK(rc != 0 && strstr(sh.err, "--save ") && strstr(sh.err, "is a regular file, not a directory"),
+             "--save: exit %d: %s", rc, sh.err);
+    TB_CHECK(!tb_exists(run), "no run directory made");
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     // the BLAS kernels pretrain_gpt runs with, so in-process losses match its bitwise
@@ -397,5 +418,6 @@ int main(int argc, char **argv) {
     TB_RUN(hugging_face_file_with_prefix_mask_buffers_and_lm_head_loads_into_tied_model);
     TB_RUN(hugging_face_file_with_prefix_loads_into_untied_rmsnorm_model);
     TB_RUN(pretrain_gpt_save_then_load_carries_the_weights_bitwise);
+    TB_RUN(outputs_that_cannot_be_written_are_refused_before_training);
     return tb_test_summary();
 }
