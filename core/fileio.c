@@ -183,7 +183,8 @@ int tb_output_dir_check(const char *flag, const char *dir, tb_error *err) {
 int tb_output_file_check(const char *flag, const char *path, tb_error *err) {
     if (!path || !path[0]) return 0;
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return tb_fail(err, "%s %s is a directory, not a file", flag, path);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return tb_fail(err, "%s %s is a directory, not a file", flag, path);
     char dir[4096];
     const char *slash = strrchr(path, '/');
     if (!slash) snprintf(dir, sizeof dir, ".");
