@@ -302,6 +302,25 @@ static void launcher_argv(lua_State *L, tb_runbook_host *h, const json_t *config
     json_array_append_new(argv, json_string(n));
 }
 
+// The engine's own rules (engine/config/config_rules.c) over the run's command line, as
+// pretrain_gpt applies them before its first step: a dry run names a config the engine would
+// refuse (a negative seed, a dropout not supported yet) at the exp:run line, and a real run
+// fails there before any of its repetitions. Under a launcher (mpirun) the world size is the
+// launcher's, so the engine checks it there. 0, or -1 with err listing the rules broken.
+static int engine_rules(json_t *argv, int engine_index, tb_error *err) {
+    if (engine_index != 0) return 0;
+    const size_t n = json_array_size(argv);
+    char **v = tb_xcalloc(n + 1, sizeof *v, "engine arguments");
+    for (size_t i = 0; i < n; i++) v[i] = (char *)json_string_value(json_array_get(argv, i));
+    tb_config c;
+    config_defaults(&c);
+    int help = 0, rc = config_parse_args(&c, (int)n, v, &help, err);
+    free(v);
+    if (rc != 0) return -1;
+    config_resolve(&c);
+    return config_validate(&c, err);
+}
+
 // The command for a config table (at idx), into *argv_out — a run_state's, so that the errors
 // raised here free it: the launcher's part (launcher_argv), then the engine and its flags in
 // key order, so a config always gives the same command. *engine_index: where the engine is.
@@ -491,6 +510,8 @@ int tb_runbook_exp_run(lua_State *L) {
     int engine_index = 0;
     run_controls ctl;
     build_argv(L, 2, h, "RUN_DIR", s->point, &ctl, &s->argv, &engine_index);  // only checks: dropped
+    if (engine_rules(s->argv, engine_index, &err) != 0)
+        return tb_rb_error(L, "exp:run: pretrain_gpt would refuse this config: %s", err.msg);
     int repeats = ctl.repeats, reruns_left = ctl.reruns;
     const int only = ctl.only;
     drop_json(&s->argv);

@@ -280,12 +280,26 @@ TB_TEST(runbook_errors_name_file_and_line_and_mark_the_experiment_failed) {
     json_t *e = json_load_file(ART "_err/bad/v1/" TB_EXPERIMENT_STATUS, 0, NULL);
     TB_CHECK(e && !strcmp(json_string_value(json_object_get(e, "status")), "failed"), "experiment marked failed");
     json_decref(e);
+    // a config the engine's rules refuse: at the line, before anything runs (a dry run too)
+    tb_write_text(TB_TEST_TMPDIR "/engine_refuses.lua",
+               "local exp = tb.experiment{ name = 'enginerefuses', version = 1, question = 'q' }\n"
+               "exp:run{ " TINY ", train_iters = 2, num_attention_heads = 3 }\n");
+    for (int dry = 0; dry < 2; dry++) {
+        TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/engine_refuses.lua --artifacts %s_err %s", TRACEBOOK,
+                        TB_TEST_TMPDIR, ART, dry ? "--dry-run" : "") != 0 &&
+                     strstr(sh.err, "engine_refuses.lua:2: exp:run: pretrain_gpt would refuse this config: ") &&
+                     strstr(sh.err, "must be divisible by num_attention_heads (3)"),
+                 "the engine's rule at the runbook line (dry run %d):\n%s", dry, sh.err);
+        char none[8][256];
+        TB_CHECK(records(ART "_err/enginerefuses/v1", none, 8) == 0, "nothing run (dry run %d)", dry);
+    }
+    // an engine that fails as it runs (its token file missing): reported at the line, recorded
     tb_write_text(TB_TEST_TMPDIR "/engine_fails.lua",
                "local exp = tb.experiment{ name = 'enginefail', version = 1, question = 'q' }\n"
-               "exp:run{ " TINY ", train_iters = 2, num_attention_heads = 3 }\n");
+               "exp:run{ " TINY ", train_iters = 2, data_path = '/nonexistent/tokens.bin' }\n");
     TB_CHECK(tb_run(&sh, TB_SOURCE_DIR, "%s run %s/engine_fails.lua --artifacts %s_err", TRACEBOOK, TB_TEST_TMPDIR,
                     ART) != 0 &&
-                 strstr(sh.err, "engine_fails.lua:2:") && strstr(sh.err, "failed (exit status 2)"),
+                 strstr(sh.err, "engine_fails.lua:2:") && strstr(sh.err, "failed (exit status 1)"),
              "engine failure reported at the runbook line:\n%s", sh.err);
     char names[8][256];
     TB_REQUIRE(records(ART "_err/enginefail/v1", names, 8) == 1, "the failed run is recorded");

@@ -122,6 +122,16 @@ TB_TEST(claim_value_mismatch_reports_both_numbers) {
     TB_CHECK(!strstr(sh.err, "invalid option"), "%s", sh.err);
 }
 
+// A dry run applies the engine's own rules to each exp:run's command line: what pretrain_gpt
+// would refuse is refused at the line, before any run.
+TB_TEST(a_dry_run_refuses_what_the_engine_would_refuse) {
+    expect_refused("exp:run{ " TINY ", hidden_dropout = 0.1 }",
+                   "exp:run: pretrain_gpt would refuse this config: hidden_dropout 0.1: dropout is not supported yet");
+    expect_refused("exp:run{ " TINY ", seed = -1 }", "seed (-1) must be non-negative");
+    expect_refused("exp:run{ " TINY ", global_batch_size = 3, micro_batch_size = 2 }", "exp:run: pretrain_gpt would "
+                                                                                          "refuse this config: ");
+}
+
 // A claim over the same run listed twice would count it as two repetitions: refused at the
 // claim, naming the run (prove refuses such a claims.json too: test_prove).
 TB_TEST(claim_refuses_a_run_listed_twice) {
@@ -368,6 +378,7 @@ int main(void) {
     TB_RUN(duplicate_claim_ids_in_one_version_are_refused_naming_both_lines);
     TB_RUN(sweep_axes_are_non_empty_lists_of_config_values_checked_at_the_sweep);
     TB_RUN(claim_value_mismatch_reports_both_numbers);
+    TB_RUN(a_dry_run_refuses_what_the_engine_would_refuse);
     TB_RUN(claim_refuses_a_run_listed_twice);
     TB_RUN(runbooks_get_no_io_no_processes_no_c_modules);
     TB_RUN(claim_refuses_to_extend_a_claims_file_changed_since_its_anchor);
