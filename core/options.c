@@ -102,6 +102,9 @@ int tb_option_set(void *target, const tb_option *o, const char *value, const cha
         // nan/inf, is no number to train with.
         if ((errno == ERANGE && fabs(v) == HUGE_VAL) || !isfinite(v))
             return tb_fail(err, "%s: '%s' is not a finite number in double range", where, value);
+        // ... but not when it rounds to 0, which often means "off" (--clip-grad 1e-400)
+        if (errno == ERANGE && v == 0)
+            return tb_fail(err, "%s: '%s' underflows to 0 in double precision", where, value);
         *(double *)field = v;
         return 0;
     }

@@ -270,7 +270,7 @@ int config_load_json(tb_config *cfg, const char *path, tb_error *err) {
     int fd = tb_open_regular(path, "a JSON config file is expected", NULL, err);
     if (fd < 0) return -1;
     json_error_t jerr;
-    json_t *root = json_loadfd(fd, 0, &jerr);
+    json_t *root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);  // a key twice: which one was meant?
     close(fd);
     if (!root) {
         if (jerr.line < 0) return tb_fail(err, "%s: %s", path, jerr.text);
@@ -334,6 +334,7 @@ static int parse_flags(tb_config *cfg, int argc, char **argv, int *help_requeste
     *help_requested = 0;
     // --config first, wherever it is, so the flags override the file. (Values of other
     // flags are skipped: `--save --config` saves to a file named --config.)
+    const char *first = NULL;  // one --config: a second silently overrode the first, key by key
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *file = NULL;
@@ -346,6 +347,10 @@ static int parse_flags(tb_config *cfg, int argc, char **argv, int *help_requeste
             const tb_option *o = find_by_flag(a, strlen(a));
             if (o && o->type != TB_OPT_BOOL) i++;  // (an unknown --no-FLAG takes no value either)
         }
+        if (file && first)
+            return tb_fail(err, "flag --config given twice ('%s', then '%s'): give one file (flags override it)",
+                           first, file);
+        if (file) first = file;
         if (file && config_load_json(cfg, file, err) != 0) return tb_fail_prefix(err, "flag --config");
     }
     for (int i = 1; i < argc; i++) {

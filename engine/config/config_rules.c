@@ -269,7 +269,8 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     if (c->debug_slow_write[0]) {
         int rank, ms;
         if (tb_drill_rank_ms(c->debug_slow_write, &rank, &ms) != 0)
-            violated(&r, "debug_slow_write '%s' must be RANK:MS", c->debug_slow_write);
+            violated(&r, "debug_slow_write '%s' must be RANK:MS (decimal integers within int range)",
+                     c->debug_slow_write);
         else if (rank < 0 || rank >= c->world_size || ms < 0)
             violated(&r, "debug_slow_write '%s': rank must be in [0, %d) and MS at least 0", c->debug_slow_write,
                      c->world_size);
@@ -296,7 +297,7 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
         int rank;
         int64_t step;
         if (tb_drill_rank_step(c->inject_stall, &rank, &step) != 0)
-            violated(&r, "inject_stall '%s' must be RANK:STEP", c->inject_stall);
+            violated(&r, "inject_stall '%s' must be RANK:STEP (decimal integers)", c->inject_stall);
         else if (rank < 0 || rank >= c->world_size || step < 1)
             violated(&r, "inject_stall '%s': rank must be in [0, %d) and step at least 1", c->inject_stall,
                      c->world_size);
@@ -311,7 +312,8 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     if (c->debug_slow_data[0]) {
         int rank, ms;
         if (tb_drill_rank_ms(c->debug_slow_data, &rank, &ms) != 0)
-            violated(&r, "debug_slow_data '%s' must be RANK:MS", c->debug_slow_data);
+            violated(&r, "debug_slow_data '%s' must be RANK:MS (decimal integers within int range)",
+                     c->debug_slow_data);
         else if (rank < 0 || rank >= c->world_size || ms < 0 || ms > 60000)
             violated(&r, "debug_slow_data '%s': rank must be in [0, %d) and MS in [0, 60000]", c->debug_slow_data,
                      c->world_size);
@@ -321,7 +323,8 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
         char kind[32];
         int ms, known = 0;
         if (tb_drill_group_ms(c->debug_slow_link, kind, sizeof kind, &ms) != 0) {
-            violated(&r, "debug_slow_link '%s' must be GROUP:MS", c->debug_slow_link);
+            violated(&r, "debug_slow_link '%s' must be GROUP:MS (MS a decimal integer within int range)",
+                     c->debug_slow_link);
         } else {
             for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) known |= !strcmp(kind, kinds[i]);
             if (!known || ms < 0 || ms > 60000)

@@ -368,19 +368,27 @@ TB_TEST(collective_timeout_must_be_positive) {
         {{"--collective-timeout=nan"}, "flag --collective-timeout: 'nan' is not a finite number in double range"});
 }
 
+#define SLOW_FORM " (decimal integers within int range)"
+#define LINK_FORM " (MS a decimal integer within int range)"
 #define SLOW_RANGE "': rank must be in [0, 2) and MS in [0, 60000]"
 #define SLOW_GROUP "': the group must be one of tp, cp, dp, dp_cp, pp, mp, embedding, world, pp_grad and MS in [0, 60000]"
 
 TB_TEST(slow_data_and_slow_link_drills_are_refused_unless_well_formed) {
-    CHECK_CASES(ONLY("world_size=2 debug_slow_data=x", "debug_slow_data 'x' must be RANK:MS"),
-                ONLY("world_size=2 debug_slow_data=1:", "debug_slow_data '1:' must be RANK:MS"),
-                ONLY("world_size=2 debug_slow_data=1:5x", "debug_slow_data '1:5x' must be RANK:MS"),
+    CHECK_CASES(ONLY("world_size=2 debug_slow_data=x", "debug_slow_data 'x' must be RANK:MS" SLOW_FORM),
+                ONLY("world_size=2 debug_slow_data=1:", "debug_slow_data '1:' must be RANK:MS" SLOW_FORM),
+                ONLY("world_size=2 debug_slow_data=1:5x", "debug_slow_data '1:5x' must be RANK:MS" SLOW_FORM),
                 ONLY("world_size=2 debug_slow_data=2:100", "debug_slow_data '2:100" SLOW_RANGE),
                 ONLY("world_size=2 debug_slow_data=0:-1", "debug_slow_data '0:-1" SLOW_RANGE),
                 ONLY("world_size=2 debug_slow_data=0:60001", "debug_slow_data '0:60001" SLOW_RANGE),
                 IS_VALID("world_size=2 debug_slow_data=1:400"),
-                ONLY("world_size=2 debug_slow_link=dp", "debug_slow_link 'dp' must be GROUP:MS"),
-                ONLY("world_size=2 debug_slow_link=dp:1:2", "debug_slow_link 'dp:1:2' must be GROUP:MS"),
+                // sscanf's %d took 4294967796 as 500 ms, and a sign or blank before a number
+                ONLY("world_size=2 debug_slow_data=0:4294967796", "debug_slow_data '0:4294967796' must be RANK:MS"
+                                                                  SLOW_FORM),
+                ONLY("world_size=2 debug_slow_data=0:+5", "debug_slow_data '0:+5' must be RANK:MS" SLOW_FORM),
+                ONLY("world_size=2 debug_slow_link=dp:4294967796", "debug_slow_link 'dp:4294967796' must be GROUP:MS"
+                                                                   LINK_FORM),
+                ONLY("world_size=2 debug_slow_link=dp", "debug_slow_link 'dp' must be GROUP:MS" LINK_FORM),
+                ONLY("world_size=2 debug_slow_link=dp:1:2", "debug_slow_link 'dp:1:2' must be GROUP:MS" LINK_FORM),
                 ONLY("world_size=2 debug_slow_link=nvlink:100", "debug_slow_link 'nvlink:100" SLOW_GROUP),
                 ONLY("world_size=2 debug_slow_link=dp:-5", "debug_slow_link 'dp:-5" SLOW_GROUP),
                 IS_VALID("world_size=2 debug_slow_link=dp_cp:400"), IS_VALID("world_size=2 debug_slow_link=tp:0"));
@@ -394,7 +402,7 @@ TB_TEST(negative_seed_and_recompute_layers_are_refused) {
                 IS_VALID("recompute_num_layers=0"));
 }
 
-#define STALL_FORM "' must be RANK:STEP"
+#define STALL_FORM "' must be RANK:STEP (decimal integers)"
 #define STALL_RANGE(world) "': rank must be in [0, " #world ") and step at least 1"
 
 TB_TEST(inject_stall_must_be_rank_colon_step_within_the_world) {

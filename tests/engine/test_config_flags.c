@@ -124,7 +124,7 @@ TB_TEST(malformed_numbers_are_refused_naming_flag_and_value) {
     }
 }
 
-TB_TEST(float_that_underflows_is_the_number_it_rounds_to_and_only_overflow_or_nonfinite_is_refused) {
+TB_TEST(float_that_underflows_is_the_denormal_it_rounds_to_and_zero_overflow_or_nonfinite_are_refused) {
     tb_config c;
     tb_error e;
     int help;
@@ -132,7 +132,7 @@ TB_TEST(float_that_underflows_is_the_number_it_rounds_to_and_only_overflow_or_no
         const char *value;
         double want;
     } taken[] = {
-        {"1e-400", 0.0}, {"-1e-400", -0.0}, {"1e-310", 1e-310}, {"4.9e-324", 4.9e-324},  // 0, denormals
+        {"1e-310", 1e-310}, {"4.9e-324", 4.9e-324}, {"-1e-310", -1e-310},  // denormals
         {"2.2250738585072014e-308", DBL_MIN},
     };
     for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
@@ -143,12 +143,13 @@ TB_TEST(float_that_underflows_is_the_number_it_rounds_to_and_only_overflow_or_no
         TB_CHECK(rc == 0 && c.norm_epsilon == taken[i].want && signbit(c.norm_epsilon) == signbit(taken[i].want),
                  "--norm-epsilon %s: rc %d, %a (want %a): \"%s\"", value, rc, c.norm_epsilon, taken[i].want, e.msg);
     }
-    // --lr 1e-400 is an lr of 0, which the rules accept (a frozen run, as --lr 0)
-    char *argv[] = {"pretrain_gpt", "--lr", "1e-400"};
-    TB_REQUIRE(parse(&c, ARGC(argv), argv, &help, &e) == 0, "--lr 1e-400: \"%s\"", e.msg);
-    TB_CHECK(c.lr == 0, "--lr 1e-400 is %g", c.lr);
-    EXPECT_VALID(&c);
-    CHECK_PARSE_REFUSALS({{"--lr", "1e400"}, "flag --lr: '1e400' is not a finite number in double range"},
+    // ... but not to 0, which is often "off" (--clip-grad 0) or a frozen run (--lr 0): a value
+    // written as positive that a double cannot hold is refused, not taken as one
+    CHECK_PARSE_REFUSALS({{"--lr", "1e-400"}, "flag --lr: '1e-400' underflows to 0 in double precision"},
+                         {{"--norm-epsilon", "-1e-400"}, "flag --norm-epsilon: '-1e-400' underflows to 0 in double "
+                                                         "precision"},
+                         {{"--clip-grad", "1e-400"}, "flag --clip-grad: '1e-400' underflows to 0 in double precision"},
+                         {{"--lr", "1e400"}, "flag --lr: '1e400' is not a finite number in double range"},
                          {{"--lr", "-1e400"}, "flag --lr: '-1e400' is not a finite number in double range"},
                          {{"--lr", "inf"}, "flag --lr: 'inf' is not a finite number in double range"},
                          {{"--lr", "-infinity"}, "flag --lr: '-infinity' is not a finite number in double range"},
@@ -405,6 +406,26 @@ TB_TEST(malformed_config_json_is_refused_with_file_line_and_column) {
     // A missing file is named too.
     tb_tmp_path(path, sizeof path, "does-not-exist.json");
     TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, path), "\"%s\"", e.msg);
+}
+
+// A key given twice in a config file, and a second --config, each silently took the last value:
+// both are refused, naming the file and the key, or both files.
+TB_TEST(a_duplicate_config_key_and_a_second_config_file_are_refused) {
+    char path[512];
+    tb_tmp_path(path, sizeof path, "duplicate.json");
+    TB_REQUIRE(tb_write_text(path, "{\"num_layers\": 2, \"num_layers\": 4}\n") == 0, "write");
+    tb_config c;
+    tb_error e;
+    int help;
+    char *argv[] = {"pretrain_gpt", "--config", path};
+    TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, path) &&
+                 strstr(e.msg, "duplicate object key near '\"num_layers\"'"),
+             "a key twice: \"%s\"", e.msg);
+    TB_REQUIRE(tb_write_text(path, "{\"num_layers\": 2}\n") == 0, "write");
+    char *twice[] = {"pretrain_gpt", "--config", path, "--config", path};
+    TB_CHECK(parse(&c, ARGC(twice), twice, &help, &e) != 0 && strstr(e.msg, "flag --config given twice"),
+             "two files: \"%s\"", e.msg);
+    remove(path);
 }
 
 // --config on a FIFO would block in open until a writer came: refused by what it is, at once.
@@ -703,7 +724,7 @@ int main(void) {
     TB_RUN(word_that_is_not_a_flag_is_refused_with_its_position);
     TB_RUN(flag_without_its_value_is_refused);
     TB_RUN(malformed_numbers_are_refused_naming_flag_and_value);
-    TB_RUN(float_that_underflows_is_the_number_it_rounds_to_and_only_overflow_or_nonfinite_is_refused);
+    TB_RUN(float_that_underflows_is_the_denormal_it_rounds_to_and_zero_overflow_or_nonfinite_are_refused);
     TB_RUN(bad_choice_is_refused_listing_the_allowed_ones);
     TB_RUN(memory_cap_accepts_byte_suffixes_in_powers_of_1024);
     TB_RUN(memory_cap_refuses_unknown_suffixes_and_negative_or_overflowing_counts);
@@ -715,6 +736,7 @@ int main(void) {
     TB_RUN(unknown_config_key_is_refused_naming_file_and_key);
     TB_RUN(config_value_of_the_wrong_json_type_is_refused_naming_the_key);
     TB_RUN(malformed_config_json_is_refused_with_file_line_and_column);
+    TB_RUN(a_duplicate_config_key_and_a_second_config_file_are_refused);
     TB_RUN(config_file_that_is_a_fifo_is_refused_by_kind_without_blocking);
     TB_RUN(no_prefix_clears_a_boolean_flag_and_is_refused_for_other_kinds);
     TB_RUN(a_flag_given_twice_is_refused_naming_both_values);
