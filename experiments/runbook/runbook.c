@@ -159,13 +159,33 @@ static void wrap_catchers(lua_State *L) {
 static int l_load_text(lua_State *L) {
     const char *mode = luaL_optstring(L, 3, "t");
     if (strcmp(mode, "t")) return luaL_error(L, "load: runbooks load text chunks only (mode 't'; got '%s')", mode);
-    lua_settop(L, 4);
+    // the caller's arguments as given, mode "t" third: a fourth (env) only when the caller gave
+    // one — stock load takes a nil there as the chunk's _ENV, not as "the globals"
+    const int n = lua_gettop(L) < 3 ? 3 : lua_gettop(L);
+    lua_settop(L, n);
     lua_pushliteral(L, "t");
     lua_replace(L, 3);
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_insert(L, 1);
-    lua_call(L, 4, LUA_MULTRET);
+    lua_call(L, n, LUA_MULTRET);
     return lua_gettop(L);
+}
+
+// package.searchers[2] for text only: a module found on package.path is loaded as text (a
+// precompiled chunk in runbooks/lib would be bytecode, which Lua does not verify).
+static int l_search_lua_text(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    lua_getglobal(L, LUA_LOADLIBNAME);
+    lua_getfield(L, -1, "searchpath");
+    lua_pushvalue(L, 1);
+    lua_getfield(L, -3, "path");
+    lua_call(L, 2, 2);  // the file, or nil and the places tried
+    if (lua_isnil(L, -2)) return 1;  // the places tried: require lists them
+    const char *file = lua_tostring(L, -2);
+    if (luaL_loadfilex(L, file, "t") != LUA_OK)
+        return luaL_error(L, "error loading module '%s' from file '%s':\n\t%s", name, file, lua_tostring(L, -1));
+    lua_pushstring(L, file);  // the loader's second argument, as the stock searcher gives it
+    return 2;
 }
 
 // The Lua a runbook runs in (runbooks/README.md, "The Lua a runbook gets"): the base library,
@@ -194,11 +214,13 @@ static void open_runbook_libs(lua_State *L) {
     lua_getglobal(L, LUA_LOADLIBNAME);
     lua_pushnil(L);
     lua_setfield(L, -2, "loadlib");
-    lua_getfield(L, -1, "searchers");  // 1 preload, 2 Lua files, 3 and 4 C libraries
+    lua_getfield(L, -1, "searchers");  // 1 preload, 2 Lua files (text only here), 3 and 4 C libraries
     for (lua_Integer k = (lua_Integer)lua_rawlen(L, -1); k > 2; k--) {
         lua_pushnil(L);
         lua_rawseti(L, -2, k);
     }
+    lua_pushcfunction(L, l_search_lua_text);
+    lua_rawseti(L, -2, 2);
     lua_pop(L, 2);
     lua_pushnil(L);
     lua_setglobal(L, "dofile");
@@ -532,7 +554,7 @@ int tracebook_run_main(int argc, char **argv) {
     if (h.have_git)
         printf("  commit %.12s on %s%s\n", h.git.commit, h.git.branch, h.git.dirty ? " (dirty: the diff is saved with each run)" : "");
     lua_pushcfunction(L, traceback);
-    int rc = luaL_loadfile(L, runbook);
+    int rc = luaL_loadfilex(L, runbook, "t");  // text: a precompiled runbook is unverified bytecode
     if (rc == LUA_OK) rc = lua_pcall(L, 0, 0, -2);
     int status = 0;
     char unread[1024];

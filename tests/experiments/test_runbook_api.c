@@ -158,6 +158,21 @@ TB_TEST(runbooks_get_no_io_no_processes_no_c_modules) {
     expect_refused("load('return 1', 'c', 'bt')", "load: runbooks load text chunks only (mode 't'; got 'bt')");
     expect_refused("tb.assert(#package.searchers == 2, 'C searchers'); require('no_such_module')",
                    "module 'no_such_module' not found");
+    // a precompiled runbook or module is bytecode, which Lua does not verify: refused as text-only
+    static const char binary[] = "\x1bLuaT\x00\x19\x93\r\n\x1a\n";
+    tb_write_bytes(RUNBOOK, binary, sizeof binary - 1);
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "%s run %s --artifacts %s --dry-run", TRACEBOOK, RUNBOOK, ART);
+    TB_CHECK(rc == 1 && strstr(sh.err, "attempt to load a binary chunk (mode is 't')"), "a binary runbook: exit %d:\n%s",
+             rc, sh.err);
+    tb_write_bytes(TB_TEST_TMPDIR "/rbapi_binmod.lua", binary, sizeof binary - 1);
+    rc = run_body("package.path = '" TB_TEST_TMPDIR "/?.lua'; require('rbapi_binmod')", "--dry-run");
+    TB_CHECK(rc == 1 && strstr(sh.err, "error loading module 'rbapi_binmod' from file ") &&
+                 strstr(sh.err, "attempt to load a binary chunk (mode is 't')"),
+             "a binary module: exit %d:\n%s", rc, sh.err);
+    TB_CHECK(run_body("tb.assert(load('return math.pi')() == math.pi, 'a loaded chunk sees the globals')\n"
+                      "tb.assert(load('return x', 'c', 't', { x = 3 })() == 3, 'an env given is its _ENV')",
+                      "--dry-run") == 0,
+             "load as stock load, text only:\n%s", sh.err);
     TB_CHECK(run_body("tb.assert(load('return 1 + 1')() == 2 and os.time() > 0 and os.clock() >= 0 and "
                       "type(os.getenv('HOME')) == 'string' and math.sqrt(4) == 2 and string.rep('a', 2) == 'aa', "
                       "'what a runbook uses')",

@@ -346,7 +346,7 @@ TB_TEST(a_repetition_measured_again_replaces_only_a_contended_measurement_of_its
 TB_TEST(a_timing_claim_over_some_repetitions_of_its_sweep_point_is_a_selection) {
     const char *root = fx_fresh_dir("gate_selection");
     for (int r = 1; r <= 3; r++) {
-        char rec[FX_PATH], id[8];
+        char rec[FX_PATH], id[16];
         snprintf(id, sizeof id, "r%d", r);
         fx_numbers n = steady();
         fx_write_run(fx_path(rec, sizeof rec, "%s/g/v1/%s", root, id), &n);
