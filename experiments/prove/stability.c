@@ -468,65 +468,107 @@ static int listed_in(json_t *records, const char *run_id) {
     return 0;
 }
 
-// The node's timed records against every finished record of the same sweep points in their
-// version (not a replay, not superseded by a re-measurement): one left out is a selection —
-// the fastest repetitions picked, the slow ones dropped — and fails the claim, naming it.
+// What a run measures: its manifest's sweep point less the seed (runs of one config that
+// differ in seed alone are repetitions of it, whatever seed each was given). New reference.
+static json_t *measured_point(json_t *m) {
+    json_t *p = json_deep_copy(json_object_get(m, "sweep_point"));
+    if (json_is_object(p)) json_object_del(p, "seed");
+    return p;
+}
+
+// The first key whose value differs between two points (or that one lacks), for a message.
+static const char *first_difference(json_t *a, json_t *b) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(a, key, v) if (!json_equal(v, json_object_get(b, key))) return key;
+    json_object_foreach(b, key, v) if (!json_object_get(a, key)) return key;
+    return "(its value)";
+}
+
+// The node's timed records measure one sweep point (less the seed), and for every repetition
+// of that point the version holds — finished, not a replay, not superseded by a measurement of
+// it again — they include the latest record: a repetition left out, or an older record of a
+// repetition measured again later (a rerun with --force), is a selection (the fastest picked,
+// the slow dropped) and fails the claim, naming the runs. The version's records are read from
+// its directory (a record deleted whole is not seen here).
 static void judge_selection(gate *g, json_t *records, const char *parser) {
-    json_t *points = json_array();  // the sweep points the node's records measure
-    char version_dir[STAB_PATH_MAX] = "";
+    json_t *point = NULL;
+    char version_dir[STAB_PATH_MAX] = "", first_run[128] = "";
     size_t i;
     json_t *rec;
     json_array_foreach(records, i, rec) {
         const char *dir = json_string_value(json_object_get(rec, "record_dir"));
+        const char *run = json_string_value(json_object_get(rec, "run_id"));
         const char *slash = dir ? strrchr(dir, '/') : NULL;
-        if (!slash) continue;
-        snprintf(version_dir, sizeof version_dir, "%.*s", (int)(slash - dir), dir);
-        json_t *m = load_manifest(dir), *point = json_object_get(m, "sweep_point");
-        size_t k;
-        json_t *seen;
-        int known = 0;
-        json_array_foreach(points, k, seen) known |= json_equal(seen, point);
-        if (point && !known) json_array_append(points, point);
+        if (!slash || !run) continue;
+        json_t *m = load_manifest(dir), *p = measured_point(m);
         json_decref(m);
+        if (!point) {
+            point = p;
+            snprintf(version_dir, sizeof version_dir, "%.*s", (int)(slash - dir), dir);
+            snprintf(first_run, sizeof first_run, "%s", run);
+            continue;
+        }
+        if (!json_equal(point, p))
+            add_line(g->reasons, &g->reasons_buf,
+                     "mixed: the repetitions of %s measure different configs: runs %s and %s differ in %s", parser,
+                     first_run, run, first_difference(point, p));
+        json_decref(p);
     }
-    DIR *d = json_array_size(points) ? opendir(version_dir) : NULL;
-    json_t *found = json_object(), *superseded = json_object();  // run id → repetition; run id → true
+    if (!point) return;
+    // each repetition's latest record: repetition → {run_id, start}
+    json_t *latest = json_object(), *superseded = json_object();
+    DIR *d = opendir(version_dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         char dir[STAB_PATH_MAX + 256];
         snprintf(dir, sizeof dir, "%s/%s", version_dir, e->d_name);
-        json_t *m = load_manifest(dir);
+        json_t *m = load_manifest(dir), *p = measured_point(m), *v;
         const char *status = json_string_value(json_object_get(m, "status"));
+        const char *start = json_string_value(json_object_get(m, "start"));
+        json_int_t rep = 1;
         size_t k;
-        json_t *point, *v;
-        int same = 0;
-        json_array_foreach(points, k, point) same |= json_equal(point, json_object_get(m, "sweep_point"));
-        if (same && status && !strcmp(status, "finished") && !json_is_string(json_object_get(m, "replay_of"))) {
-            json_t *rep = json_object_get(m, "repetition");
-            json_object_set(found, e->d_name, rep ? rep : json_null());
+        if (json_equal(point, p) && status && !strcmp(status, "finished") &&
+            !json_is_string(json_object_get(m, "replay_of"))) {
+            if (!tb_manifest_repetition(m, &rep)) rep = 1;
+            // a repetition is its seed and number: a rerun of both (--force) replaces the earlier
+            // record, runs of other seeds are repetitions of their own
+            char *seed = json_dumps(json_object_get(json_object_get(m, "sweep_point"), "seed"), JSON_ENCODE_ANY);
+            char key[96];
+            snprintf(key, sizeof key, "%lld%s%s", (long long)rep, seed ? " of seed " : "", seed ? seed : "");
+            free(seed);
+            json_t *was = json_object_get(latest, key);
+            const char *was_start = json_string_value(json_object_get(was, "start")),
+                       *was_run = json_string_value(json_object_get(was, "run_id"));
+            const int later = !was || strcmp(start ? start : "", was_start ? was_start : "") > 0 ||
+                              (!strcmp(start ? start : "", was_start ? was_start : "") &&
+                               strcmp(e->d_name, was_run ? was_run : "") > 0);
+            if (later) json_object_set_new(latest, key, json_pack("{s:s, s:s}", "run_id", e->d_name, "start",
+                                                                   start ? start : ""));
             json_array_foreach(json_object_get(m, "supersedes"), k, v) {
                 const char *id = json_string_value(json_object_get(v, "run_id"));
                 if (id) json_object_set_new(superseded, id, json_true());
             }
         }
+        json_decref(p);
         json_decref(m);
     }
     if (d) closedir(d);
-    const char *id;
-    json_t *rep;
-    json_object_foreach(found, id, rep) {
+    const char *rep;
+    json_t *last;
+    json_object_foreach(latest, rep, last) {
+        const char *id = json_string_value(json_object_get(last, "run_id"));
         if (json_object_get(superseded, id) || listed_in(records, id)) continue;
-        char *r = json_dumps(rep, JSON_ENCODE_ANY);
         add_line(g->reasons, &g->reasons_buf,
-                 "selected: the repetitions of %s leave out run %s (repetition %s of the same sweep point, finished "
-                 "and not superseded by a re-measurement): a timing claim rests on every repetition measured",
-                 parser, id, r ? r : "?");
-        free(r);
+                 "selected: the repetitions of %s leave out run %s, the latest measurement of repetition %s of their "
+                 "sweep point (finished, not superseded): a timing claim rests on every repetition measured, each "
+                 "at its latest",
+                 parser, id, rep);
     }
-    json_decref(found);
+    json_decref(latest);
     json_decref(superseded);
-    json_decref(points);
+    json_decref(point);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -674,8 +716,8 @@ static void judge(gate *g, json_t *ev, int depth) {
         if (t) reps[n++] = (tb_timing_repetition){t, steps};
         json_object_set_new(rec, "conditions", json_string(text));
     }
-    judge_selection(g, records, parser ? parser : "?");
     judge_sampling(g, ev, parser ? parser : "?", replayed, reps, n, nrecords);
+    judge_selection(g, records, parser ? parser : "?");
     for (int k = 0; k < n; k++) free((void *)reps[k].steps);
     free(reps);
 }

@@ -31,9 +31,13 @@ static void write_record(const char *root, const char *id, const fx_numbers *n) 
     char rec[FX_PATH];
     fx_path(rec, sizeof rec, "%s/g/v1/%s", root, id);
     fx_write_run(rec, n);
-    // each record a sweep point of its own: the claims below pick the records they are about
-    // (repetitions of one point are selection_* below)
-    fx_write_manifest(rec, "g", 1, id, json_pack("{s:{s:s}}", "sweep_point", "record", id));
+    // the runs of one letter (r1, r2, r3) are repetitions 1, 2, 3 of one sweep point, as a
+    // runbook's repeat_ records them; each letter its own point
+    const size_t letters = strcspn(id, "0123456789");
+    char point[32];
+    snprintf(point, sizeof point, "%.*s", (int)letters, id);
+    const int rep = id[letters] ? atoi(id + letters) : 1;
+    fx_write_manifest(rec, "g", 1, id, json_pack("{s:{s:s}, s:i}", "sweep_point", "record", point, "repetition", rep));
 }
 
 // The claims of the condition tests below are about the conditions: one repetition of 5
@@ -340,35 +344,75 @@ TB_TEST(a_repetition_measured_again_replaces_only_a_contended_measurement_of_its
 // One step of five three times the others: a resample draws it three times or more in
 // about 6% of draws, so the median's interval reaches it: too few steps to say. The warm-up
 // is the claim's: with warmup_steps 4 the spike is left out.
-// Three repetitions of one sweep point measured: a timing claim over two of them (the fastest
-// picked, say) is a selection and fails naming the one left out; over all three it proves. An
-// exact claim (bytes) over two is not a selection: the same config gives the same bytes.
+// A repetition measured: its seed and number. A timing claim over some of a sweep point's
+// repetitions (the fastest picked, say) is a selection and fails naming the one left out; over
+// all it proves. A repetition measured again later (a rerun with --force) is taken at its
+// latest; runs differing in seed alone are repetitions of one config, each to be claimed; runs
+// of two configs in one claim are mixed. An exact claim (bytes) over some is no selection.
+static void write_repetition(const char *root, const char *id, const char *point, int seed, int rep,
+                             const char *start) {
+    char rec[FX_PATH];
+    fx_numbers n = steady();
+    fx_write_run(fx_path(rec, sizeof rec, "%s/g/v1/%s", root, id), &n);
+    fx_write_manifest(rec, "g", 1, id, json_pack("{s:i, s:{s:s, s:i}, s:s}", "repetition", rep, "sweep_point", "point",
+                                                 point, "seed", seed, "start", start));
+}
+
 TB_TEST(a_timing_claim_over_some_repetitions_of_its_sweep_point_is_a_selection) {
     const char *root = fx_fresh_dir("gate_selection");
-    for (int r = 1; r <= 3; r++) {
-        char rec[FX_PATH], id[16];
-        snprintf(id, sizeof id, "r%d", r);
-        fx_numbers n = steady();
-        fx_write_run(fx_path(rec, sizeof rec, "%s/g/v1/%s", root, id), &n);
-        fx_write_manifest(rec, "g", 1, id, json_pack("{s:i, s:{s:s}}", "repetition", r, "sweep_point", "point", "a"));
-    }
+    static const char *const then = "2026-11-29T10:45:12Z", *const later = "2026-11-29T10:46:00Z";
+    write_repetition(root, "r1", "a", 7, 1, then);
+    write_repetition(root, "r2", "a", 7, 2, then);
+    write_repetition(root, "r3", "a", 7, 3, then);
+    write_repetition(root, "s1", "b", 1, 1, then);  // seeds 1, 2, 3: repetition 1 each
+    write_repetition(root, "s2", "b", 2, 1, then);
+    write_repetition(root, "s3", "b", 3, 1, then);
+    write_repetition(root, "c1", "c", 7, 1, then);
     json_t *claims = json_array();
-    static const char *const two[] = {"r1", "r2", NULL}, *const three[] = {"r1", "r2", "r3", NULL};
+    static const char *const two[] = {"r1", "r2", NULL}, *const three[] = {"r1", "r2", "r3", NULL},
+                             *const seeds_two[] = {"s1", "s2", NULL}, *const seeds[] = {"s1", "s2", "s3", NULL},
+                             *const mixed[] = {"r1", "c1", NULL}, *const forced[] = {"r1", "r2", "x3", NULL};
     add_claim(claims, root, "picked", "tokens_per_s", NULL, two, NULL);
     add_claim(claims, root, "all", "tokens_per_s", NULL, three, NULL);
     add_claim(claims, root, "bytes", "comm_bytes", "{\"group\": \"tp\"}", two, NULL);
+    add_claim(claims, root, "seeds_two", "tokens_per_s", NULL, seeds_two, NULL);
+    add_claim(claims, root, "seeds", "tokens_per_s", NULL, seeds, NULL);
+    add_claim(claims, root, "mixed", "tokens_per_s", NULL, mixed, NULL);
     write_claims(root, claims);
+    static const struct {
+        const char *id, *expect, *what;
+    } cases[] = {
+        {"picked", "NOT PROVEN  g/v1/picked (selected: the repetitions of tokens_per_s leave out run r3, the latest "
+                   "measurement of repetition 3 of seed 7 of their sweep point (finished, not superseded)",
+         "two of three repetitions"},
+        {"all", "PROVEN  g/v1/all", "every repetition"},
+        {"bytes", "PROVEN  g/v1/bytes", "an exact claim over two"},
+        {"seeds_two", "NOT PROVEN  g/v1/seeds_two (selected: the repetitions of tokens_per_s leave out run s3, the "
+                      "latest measurement of repetition 1 of seed 3", "two of three seeds"},
+        {"seeds", "PROVEN  g/v1/seeds", "every seed"},
+        {"mixed", "NOT PROVEN  g/v1/mixed (mixed: the repetitions of tokens_per_s measure different configs: runs r1 "
+                  "and c1 differ in point)", "two configs"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *out;
+        int rc = prove(root, cases[i].id, &out);
+        TB_CHECK(rc == (cases[i].expect[0] == 'P' ? 0 : 1) && strstr(out, cases[i].expect), "%s: exit %d",
+                 cases[i].what, rc);
+        free(out);
+    }
+    // repetition 3 measured again later (tracebook run --force): the claim takes the new record
+    write_repetition(root, "x3", "a", 7, 3, later);
+    json_t *again = json_array();  // (write_claims took the first list)
+    add_claim(again, root, "all", "tokens_per_s", NULL, three, NULL);
+    add_claim(again, root, "forced", "tokens_per_s", NULL, forced, NULL);
+    write_claims(root, again);
     char *out;
-    int rc = prove(root, "picked", &out);
-    TB_CHECK(rc == 1 && strstr(out, "NOT PROVEN  g/v1/picked (selected: the repetitions of tokens_per_s leave out run "
-                                    "r3 (repetition 3 of the same sweep point, finished and not superseded"),
-             "two of three repetitions: exit %d", rc);
+    int rc = prove(root, "forced", &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/forced"), "the rerun's records: exit %d", rc);
     free(out);
     rc = prove(root, "all", &out);
-    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/all") && !strstr(out, "selected"), "every repetition: exit %d", rc);
-    free(out);
-    rc = prove(root, "bytes", &out);
-    TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/bytes"), "an exact claim over two: exit %d", rc);
+    TB_CHECK(rc == 1 && strstr(out, "leave out run x3, the latest measurement of repetition 3 of seed 7"),
+             "the older record of a repetition measured again: exit %d", rc);
     free(out);
 }
 
