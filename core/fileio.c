@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <ftw.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -185,7 +186,7 @@ int tb_output_file_check(const char *flag, const char *path, tb_error *err) {
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return tb_fail(err, "%s %s is a directory, not a file", flag, path);
-    char dir[4096];
+    char dir[PATH_MAX];
     const char *slash = strrchr(path, '/');
     if (!slash) snprintf(dir, sizeof dir, ".");
     else if (slash == path) snprintf(dir, sizeof dir, "/");

@@ -289,7 +289,8 @@ int tb_command_parse(const tb_command *cmd, void *target, int argc, char **argv,
                 return tb_fail(err, "%s: flag %s given twice ('%s' as %.*s, then '%s' as %.*s): give it once",
                                cmd->name, o->flag, given[g].value, given[g].as_len, given[g].as, value, (int)len, a);
             }
-        if (ngiven < GIVEN_MAX) given[ngiven++] = (struct given_flag){o->offset, a, value, (int)len};
+        if (o->type != TB_OPT_LIST && ngiven < GIVEN_MAX)
+            given[ngiven++] = (struct given_flag){o->offset, a, value, (int)len};
         if (tb_option_set(target, o, value, where, err) != 0) {
             tb_positional_free(pos);
             return -1;

@@ -9,12 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
+
 int ix_output_check(const char *path, tb_error *err) {
     struct stat st;
     if (stat(path, &st) != 0) return errno == ENOENT ? 0 : tb_fail(err, "--output %s: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode))
-        return tb_fail(err, "--output %s is %s, not a source index: not replaced", path,
-                       S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+        return tb_fail(err, "--output %s is %s, not a source index: not replaced", path, tb_file_kind(st.st_mode));
     char head[16] = {0};
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     ssize_t n = fd >= 0 ? read(fd, head, sizeof head) : -1;

@@ -50,6 +50,8 @@ static void print_unreadable(const char *dir) {
         json_t *r = json_object_get(p, "rank");
         if (!p)
             fprintf(stderr, "tracebook hang: %s: line %d, column %d: %s\n", path, jerr.line, jerr.column, jerr.text);
+        else if (!json_is_object(p))
+            fprintf(stderr, "tracebook hang: %s: not a JSON object\n", path);
         else if (!json_is_integer(r) || json_integer_value(r) != rank)
             fprintf(stderr, "tracebook hang: %s: not rank %d's part (its \"rank\" is not %d)\n", path, rank, rank);
         json_decref(p);
@@ -79,6 +81,7 @@ int tracebook_hang_main(int argc, char **argv) {
         fprintf(stderr, "tracebook hang: %s\n", err.msg);
         return TB_EXIT_FAILURE;
     }
+    if (unreadable) print_unreadable(dir);
     if (json_array_size(parts) == 0) {
         fprintf(stderr, "tracebook hang: %s: no %s to merge (no hang was reported there%s)\n", dir,
                 tb_rank_file_pattern(TB_RANK_HANG_PART), unreadable ? "; some parts are unreadable" : "");
@@ -93,7 +96,6 @@ int tracebook_hang_main(int argc, char **argv) {
     json_t *merged = tb_hang_report_merge(parts);
     json_decref(parts);
     int rc = 0;
-    if (unreadable) print_unreadable(dir);
     if (args.write && unreadable) {
         // the merge would call those ranks absent ("the process died first"): a worse report
         fprintf(stderr, "tracebook hang: --write: %d part(s) cannot be read (above): the merge would report their "

@@ -313,3 +313,16 @@ void check_unchanged(check_table *t, char *const *dirs, size_t n, json_t *eviden
         if (dirs[i]) recheck(t, dirs[i], failures);
     recheck_evidence(t, evidence, failures, 0);
 }
+
+int claims_file_misnamed(json_t *root, const char *path, const char *exp_dirname, long long version, char *reason,
+                         size_t size) {
+    const char *named = json_string_value(json_object_get(root, "experiment"));
+    json_t *ver = json_object_get(root, "version");
+    if (named && !strcmp(named, exp_dirname) && json_is_integer(ver) && json_integer_value(ver) == version) return 0;
+    char *got = json_dumps(ver, JSON_ENCODE_ANY);
+    snprintf(reason, size, "%s names experiment %s%s%s version %s, but lies in %s/v%lld (a claim is named by where it "
+             "lives)", path, named ? "\"" : "", named ? named : "(none)", named ? "\"" : "", got ? got : "(none)",
+             exp_dirname, version);
+    free(got);
+    return 1;
+}

@@ -59,6 +59,12 @@ void sb_add_lines_once(strbuf *b, const char *lines);
 // verified here. Each problem is one line appended to failures (once).
 void check_read_files(check_table *t, json_t *evidence, strbuf *failures, int depth);
 
+// A claim is named by where it lives: 1 when claims.json (root, read from path) names another
+// experiment or version than the directory it lies in (exp_dirname/v<version>), reason saying
+// which (its claims would be printed, and catalogued, as another experiment's); else 0.
+int claims_file_misnamed(json_t *root, const char *path, const char *exp_dirname, long long version, char *reason,
+                         size_t size);
+
 // Every file of the claim's records (dirs, and each record its evidence names) still as it was
 // when it was hashed (record_verify.h, tb_file_unchanged): the parsers and the gate read the
 // files after verify_record hashed them, so a file changed in between (or served by a program

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <git2.h>
 #include <glob.h>
@@ -100,24 +101,23 @@ void tb_sha256_hex(const void *data, size_t len, char hex[65]) {
     to_hex(md, n, hex);
 }
 
-int tb_sha256_file(const char *path, char hex[65], tb_error *err) {
+int tb_sha256_fd(int fd, const char *path, char hex[65], tb_error *err) {
     hex[0] = '\0';
-    FILE *f = fopen(path, "rb");
-    if (!f) return tb_fail(err, "sha256: cannot open '%s': %s", path, strerror(errno));
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
         EVP_MD_CTX_free(ctx);
-        fclose(f);
         return tb_fail(err, "sha256: '%s': libcrypto could not start a SHA-256 digest", path);
     }
     enum { CHUNK = 64 * 1024 };
     unsigned char *buf = tb_xmalloc(CHUNK, "sha256 buffer");
     int rc = 0;
-    while (!rc) {
-        size_t got = fread(buf, 1, CHUNK, f);
-        if (got && !EVP_DigestUpdate(ctx, buf, got)) rc = tb_fail(err, "sha256: '%s': libcrypto digest update failed", path);
-        if (got < CHUNK) {
-            if (ferror(f)) rc = tb_fail(err, "sha256: cannot read '%s': %s", path, strerror(errno));
+    for (;;) {
+        ssize_t got = read(fd, buf, CHUNK);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) rc = tb_fail(err, "sha256: cannot read '%s': %s", path, strerror(errno));
+        if (got <= 0) break;
+        if (!EVP_DigestUpdate(ctx, buf, (size_t)got)) {
+            rc = tb_fail(err, "sha256: '%s': libcrypto digest update failed", path);
             break;
         }
     }
@@ -128,7 +128,15 @@ int tb_sha256_file(const char *path, char hex[65], tb_error *err) {
     if (!rc) to_hex(md, n, hex);
     free(buf);
     EVP_MD_CTX_free(ctx);
-    fclose(f);
+    return rc;
+}
+
+int tb_sha256_file(const char *path, char hex[65], tb_error *err) {
+    hex[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tb_fail(err, "sha256: cannot open '%s': %s", path, strerror(errno));
+    int rc = tb_sha256_fd(fd, path, hex, err);
+    close(fd);
     return rc;
 }
 

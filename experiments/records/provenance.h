@@ -111,6 +111,8 @@ int tb_git_worktree_at(const char *repo_path, const char *commit, const char *de
 void tb_sha256_hex(const void *data, size_t len, char hex[65]);
 // Streams the file (64 KiB at a time). Errors name the path and the OS's reason.
 int tb_sha256_file(const char *path, char hex[65], tb_error *err);
+// The same over an open descriptor, read to its end (path names it in the errors).
+int tb_sha256_fd(int fd, const char *path, char hex[65], tb_error *err);
 
 // {"relative/path": "hex", ...} for every regular file under dir, recursively, in sorted
 // (strcmp) order of their '/'-separated relative paths. Symbolic links and other

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <strings.h>
 #include <string.h>
@@ -49,36 +48,10 @@ int tb_sha256_regular(const char *path, char hex[65], tb_file_stamp *stamp, tb_e
     struct stat st;
     int fd = open_regular(path, &st, err);
     if (fd < 0) return -1;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-        EVP_MD_CTX_free(ctx);
-        close(fd);
-        return tb_fail(err, "sha256: %s: libcrypto could not start a SHA-256 digest", path);
-    }
-    static _Thread_local unsigned char buf[64 * 1024];
-    ssize_t got;
-    int rc = 0;
-    while ((got = read(fd, buf, sizeof buf)) != 0) {
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            rc = tb_fail(err, "cannot read %s: %s", path, strerror(errno));
-            break;
-        }
-        if (!EVP_DigestUpdate(ctx, buf, (size_t)got)) {
-            rc = tb_fail(err, "sha256: %s: libcrypto digest update failed", path);
-            break;
-        }
-    }
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned n = 0;
-    if (!rc && (!EVP_DigestFinal_ex(ctx, md, &n) || n != 32))
-        rc = tb_fail(err, "sha256: %s: libcrypto digest final failed", path);
-    EVP_MD_CTX_free(ctx);
+    int rc = tb_sha256_fd(fd, path, hex, err);
     close(fd);
-    if (rc) return -1;
-    for (unsigned i = 0; i < n; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    *stamp = stamp_of(&st);
-    return 0;
+    if (rc == 0) *stamp = stamp_of(&st);
+    return rc;
 }
 
 int tb_file_unchanged(const char *path, const tb_file_stamp *then, tb_error *err) {

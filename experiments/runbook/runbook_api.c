@@ -29,7 +29,7 @@
 #include "core/xalloc.h"
 #include "runbook/lua_json.h"
 #include "prove/parsers.h"
-#include "records/provenance.h"
+#include "records/record_verify.h"
 #include "records/recorder.h"
 #include "runbook/runbook_host.h"
 #include "prove/stability.h"
@@ -177,8 +177,9 @@ static void add_problem(void *ctx, const char *line) {
 // by that anchor; it is refused instead.
 static int claims_as_anchored(const char *artifacts, const char *version_dir, const char *path, tb_error *err) {
     char hex[65];
+    tb_file_stamp stamp;
     const int present = access(path, F_OK) == 0;
-    if (present && tb_sha256_file(path, hex, err) != 0) return -1;
+    if (present && tb_sha256_regular(path, hex, &stamp, err) != 0) return -1;
     sqlite3 *db;
     if (tb_catalog_open(&db, artifacts, err) != 0) return -1;
     tb_anchor_verifier *v = tb_anchor_verifier_new(db);
@@ -187,7 +188,8 @@ static int claims_as_anchored(const char *artifacts, const char *version_dir, co
     tb_anchor_verifier_free(v);
     sqlite3_close(db);
     if (!p.len) return 0;
-    return tb_fail(err, "%s is not as the last claim left it, so no claim extends it: %s", path, p.text);
+    return tb_fail(err, "%s is not as the last claim left it, so no claim extends it: %s (restore it as anchored, or "
+                        "claim into a new version: tb.experiment{ version = N + 1 })", path, p.text);
 }
 
 // Refuses a second claim with the id of one made before in the same experiment version (it

@@ -548,6 +548,33 @@ TB_TEST(a_file_stamp_changes_with_any_rewrite_or_rename) {
              "replaced by a rename: %s", err.msg);
 }
 
+// check_unchanged: a file of a verified record rewritten after its hash was taken (the same
+// bytes again, after the kernel's clock ticked) is named, as a parser may have read other bytes.
+TB_TEST(a_record_file_rewritten_after_its_hash_fails_the_claim) {
+    const char *root = prove_fixture("prove_unchanged");
+    char dir[FX_PATH], path[FX_PATH];
+    fx_path(dir, sizeof dir, "%s/px/v1/r0", root);
+    check_table t = {0};
+    record_check *c = verify_record(&t, dir);
+    TB_REQUIRE(c && c->nstamps > 2, "files stamped: %zu", c ? c->nstamps : 0);
+    char *const dirs[] = {dir};
+    strbuf failures = {0};
+    check_unchanged(&t, dirs, 1, NULL, &failures);
+    TB_CHECK(failures.len == 0, "untouched: %s", failures.s ? failures.s : "");
+    const struct timespec tick = {0, 50 * 1000 * 1000};
+    nanosleep(&tick, NULL);
+    fx_path(path, sizeof path, "%s/" TB_RECORD_RUN_DIR "/" TB_RUN_CONDITIONS, dir);
+    char *text = fx_read(path);
+    fx_write_text(path, text);
+    free(text);
+    check_unchanged(&t, dirs, 1, NULL, &failures);
+    char want[FX_PATH + 64];
+    snprintf(want, sizeof want, "%s: changed while it was read", path);
+    TB_CHECK(failures.s && strstr(failures.s, want), "want '%s', got: %s", want, failures.s ? failures.s : "(nothing)");
+    free(failures.s);
+    check_table_free(&t);
+}
+
 // at_most: PROVEN iff the re-derived number is <= the bound; above it, both numbers are named.
 // A claim has exactly one of value and at_most, and a bound >= 0.
 TB_TEST(prove_at_most_bounds_the_derived_number) {
@@ -749,6 +776,7 @@ int main(void) {
     TB_RUN(prove_refuses_a_claims_file_naming_another_experiment);
     TB_RUN(prove_refuses_a_fifo_in_place_of_a_record_file_or_claims_json);
     TB_RUN(a_file_stamp_changes_with_any_rewrite_or_rename);
+    TB_RUN(a_record_file_rewritten_after_its_hash_fails_the_claim);
     TB_RUN(prove_at_most_bounds_the_derived_number);
     TB_RUN(prove_all_over_a_thousand_records_scales_linearly);
     return tb_test_summary();

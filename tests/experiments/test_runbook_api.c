@@ -162,8 +162,8 @@ TB_TEST(runbooks_get_no_io_no_processes_no_c_modules) {
     static const char binary[] = "\x1bLuaT\x00\x19\x93\r\n\x1a\n";
     tb_write_bytes(RUNBOOK, binary, sizeof binary - 1);
     int rc = tb_run(&sh, TB_SOURCE_DIR, "%s run %s --artifacts %s --dry-run", TRACEBOOK, RUNBOOK, ART);
-    TB_CHECK(rc == 1 && strstr(sh.err, "attempt to load a binary chunk (mode is 't')"), "a binary runbook: exit %d:\n%s",
-             rc, sh.err);
+    TB_CHECK(rc == 1 && strstr(sh.err, "attempt to load a binary chunk (mode is 't')"),
+             "a binary runbook: exit %d:\n%s", rc, sh.err);
     tb_write_bytes(TB_TEST_TMPDIR "/rbapi_binmod.lua", binary, sizeof binary - 1);
     rc = run_body("package.path = '" TB_TEST_TMPDIR "/?.lua'; require('rbapi_binmod')", "--dry-run");
     TB_CHECK(rc == 1 && strstr(sh.err, "error loading module 'rbapi_binmod' from file ") &&
