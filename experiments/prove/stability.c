@@ -49,10 +49,23 @@ __attribute__((format(printf, 3, 4))) static void add_line(FILE *f, char **buf, 
 
 static int pct(double fraction) { return (int)lround(100 * fraction); }
 
-// tb_record_verify_files' problem callback: the first problem, into a char[512].
+// What tb_record_verify_files says of one file: its first problem, and the file as it was
+// hashed (so that what is read of it after is checked to be what was hashed).
+typedef struct one_file {
+    char problem[512], path[STAB_PATH_MAX + 64];
+    tb_file_stamp stamp;
+    int stamped;
+} one_file;
+
 static void note_problem(void *arg, const char *text) {
-    char *out = arg;
-    if (!out[0]) snprintf(out, 512, "%s", text);
+    one_file *f = arg;
+    if (!f->problem[0]) snprintf(f->problem, sizeof f->problem, "%s", text);
+}
+
+static void note_stamp(void *arg, const char *path, const tb_file_stamp *stamp) {
+    one_file *f = arg;
+    f->stamp = *stamp, f->stamped = 1;
+    snprintf(f->path, sizeof f->path, "%s", path);
 }
 
 static double number_at(json_t *o, const char *key, const char *sub, int *ok) {
@@ -172,6 +185,7 @@ static void judge_remeasure(gate *g, const char *run, const char *record_dir, js
         const int base = slash ? (int)(slash - record_dir) : 0;
         json_t *om = NULL;
         json_int_t rep = 0, old_rep = -1;
+        one_file conditions_file = {.stamped = 0};
         if (!old || !tb_record_safe_path(old) || strchr(old, '/')) {
             snprintf(why, sizeof why, "its manifest's supersedes[%zu] names no run id", i);
         } else {
@@ -192,10 +206,10 @@ static void judge_remeasure(gate *g, const char *run, const char *record_dir, js
             json_t *listed = json_object_get(json_object_get(om, "files"), key);
             json_t *one = json_object();
             if (listed) json_object_set(one, key, listed);
-            char problem[512] = "";
-            if (!listed || tb_record_verify_files(old_dir, one, note_problem, NULL, problem) != 1 || problem[0])
+            one_file *f = &conditions_file;
+            if (!listed || tb_record_verify_files(old_dir, one, note_problem, note_stamp, f) != 1 || f->problem[0])
                 snprintf(why, sizeof why, "the conditions of the run it replaces, %s, are not as recorded%s%s", old,
-                         problem[0] ? ": " : "", problem);
+                         f->problem[0] ? ": " : "", f->problem);
             json_decref(one);
         }
         if (om) {
@@ -210,6 +224,10 @@ static void judge_remeasure(gate *g, const char *run, const char *record_dir, js
         if (!why[0] && tb_stability_contended(old_dir, old, contention, sizeof contention) != 1)
             snprintf(why, sizeof why, "the run it replaces, %s, was not measured contended (%s)", old,
                      contention[0] ? contention : "within every threshold");
+        tb_error changed;  // what tb_stability_contended read is what was hashed
+        if (!why[0] && conditions_file.stamped &&
+            tb_file_unchanged(conditions_file.path, &conditions_file.stamp, &changed) != 0)
+            snprintf(why, sizeof why, "the conditions of the run it replaces, %s: %s", old, changed.msg);
         if (why[0])
             add_line(g->reasons, &g->reasons_buf,
                      "selected: run %s replaces an earlier measurement of its repetition as contended, but %s: a "
