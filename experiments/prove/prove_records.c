@@ -326,3 +326,14 @@ int claims_file_misnamed(json_t *root, const char *path, const char *exp_dirname
     free(got);
     return 1;
 }
+
+void check_distinct_runs(json_t *ev, strbuf *failures, int depth) {
+    if (depth > 32 || !(json_is_object(ev) || json_is_array(ev))) return;
+    if (json_is_object(ev) && json_is_array(json_object_get(ev, "records")))
+        check_distinct_records(json_object_get(ev, "records"), failures);
+    size_t i;
+    json_t *v;
+    const char *key;
+    if (json_is_array(ev)) json_array_foreach(ev, i, v) check_distinct_runs(v, failures, depth + 1);
+    else json_object_foreach(ev, key, v) check_distinct_runs(v, failures, depth + 1);
+}

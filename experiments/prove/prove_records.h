@@ -65,6 +65,10 @@ void check_read_files(check_table *t, json_t *evidence, strbuf *failures, int de
 int claims_file_misnamed(json_t *root, const char *path, const char *exp_dirname, long long version, char *reason,
                          size_t size);
 
+// Each node of the evidence (a parser's, a part's) lists every run once: a run listed twice
+// would count as two repetitions. One line per run listed twice is appended to failures.
+void check_distinct_runs(json_t *evidence, strbuf *failures, int depth);
+
 // Every file of the claim's records (dirs, and each record its evidence names) still as it was
 // when it was hashed (record_verify.h, tb_file_unchanged): the parsers and the gate read the
 // files after verify_record hashed them, so a file changed in between (or served by a program

@@ -29,6 +29,7 @@
 #include "core/xalloc.h"
 #include "runbook/lua_json.h"
 #include "prove/parsers.h"
+#include "prove/prove_records.h"
 #include "records/record_verify.h"
 #include "records/recorder.h"
 #include "runbook/runbook_host.h"
@@ -330,6 +331,10 @@ static int l_claim(lua_State *L) {
     double value;
     json_t *evidence = NULL;
     int rc = tb_parse_claim(parser, args, (const char *const *)recs, n, &value, &evidence, &err);
+    strbuf twice = {0};  // a part's records (args) listing a run twice: prove refuses it (prove_records.h)
+    if (rc == 0) check_distinct_runs(evidence, &twice, 0);
+    if (twice.len) rc = tb_fail(&err, "%.*s", (int)strcspn(twice.s, "\n"), twice.s);
+    free(twice.s);
     json_decref(evidence);
     if (rc != 0) {
         for (int i = 0; i < n; i++) free(recs[i]);

@@ -141,6 +141,16 @@ TB_TEST(claim_refuses_a_run_listed_twice) {
     TB_CHECK(rc == 1 && strstr(sh.err, "rbapi.lua:3: exp:claim 'twice': the run ") &&
                  strstr(sh.err, " is listed twice (a repetition is a separate run, counted once)"),
              "exit %d:\n%s", rc, sh.err);
+    // the same within one part of a composite claim (its args' records)
+    rc = run_body("local r = exp:run{ " TINY ", train_iters = 2 }\n"
+                  "local id = r.runs[1].run_id\n"
+                  "exp:claim{ id = 'part', parser = 'ratio', runs = r, text = 't', args = {\n"
+                  "  numerator = { parser = 'loss_at_step', records = { id, id } },\n"
+                  "  denominator = { parser = 'loss_at_step', records = { id } } } }",
+                  "");
+    TB_CHECK(rc == 1 && strstr(sh.err, "exp:claim 'part': run listed twice: ") &&
+                 strstr(sh.err, "(records 1 and 2 of one part"),
+             "a part's records: exit %d:\n%s", rc, sh.err);
 }
 
 // The Lua a runbook gets writes no file of its own: no io, no os.execute/remove/rename, no C
