@@ -14,6 +14,7 @@
 #include "core/run_dir.h"
 #include "core/xalloc.h"
 #include "prove/parsers.h"
+#include "prove/selection.h"
 #include "records/record.h"
 #include "records/record_verify.h"
 #include "prove/timing_interval.h"
@@ -464,129 +465,9 @@ static void judge_sampling(gate *g, json_t *ev, const char *parser, int replayed
                  100 * below, 100 * above, what, iv.value, 100 * tol);
 }
 
-// ---------------------------------------------------------------------------------------
-// Every repetition measured: a timing claim rests on all of its sweep point's
-
-// A record's manifest, when it is a regular file (a FIFO would block the read); NULL else.
-static json_t *load_manifest(const char *record_dir) {
-    char path[STAB_PATH_MAX + 512];
-    tb_file_stamp st;
-    tb_error err;
-    snprintf(path, sizeof path, "%s/" TB_RECORD_MANIFEST, record_dir);
-    return tb_file_stamp_of(path, &st, &err) == 0 ? json_load_file(path, 0, NULL) : NULL;
-}
-
-static int listed_in(json_t *records, const char *run_id) {
-    size_t i;
-    json_t *r;
-    json_array_foreach(records, i, r) {
-        const char *id = json_string_value(json_object_get(r, "run_id"));
-        if (id && !strcmp(id, run_id)) return 1;
-    }
-    return 0;
-}
-
-// What a run measures: its manifest's sweep point less the seed (runs of one config that
-// differ in seed alone are repetitions of it, whatever seed each was given). New reference.
-static json_t *measured_point(json_t *m) {
-    json_t *p = json_deep_copy(json_object_get(m, "sweep_point"));
-    if (json_is_object(p)) json_object_del(p, "seed");
-    return p;
-}
-
-// The first key whose value differs between two points (or that one lacks), for a message.
-static const char *first_difference(json_t *a, json_t *b) {
-    const char *key;
-    json_t *v;
-    json_object_foreach(a, key, v) if (!json_equal(v, json_object_get(b, key))) return key;
-    json_object_foreach(b, key, v) if (!json_object_get(a, key)) return key;
-    return "(its value)";
-}
-
-// The node's timed records measure one sweep point (less the seed), and for every repetition
-// of that point the version holds — finished, not a replay, not superseded by a measurement of
-// it again — they include the latest record: a repetition left out, or an older record of a
-// repetition measured again later (a rerun with --force), is a selection (the fastest picked,
-// the slow dropped) and fails the claim, naming the runs. The version's records are read from
-// its directory (a record deleted whole is not seen here).
-static void judge_selection(gate *g, json_t *records, const char *parser) {
-    json_t *point = NULL;
-    char version_dir[STAB_PATH_MAX] = "", first_run[128] = "";
-    size_t i;
-    json_t *rec;
-    json_array_foreach(records, i, rec) {
-        const char *dir = json_string_value(json_object_get(rec, "record_dir"));
-        const char *run = json_string_value(json_object_get(rec, "run_id"));
-        const char *slash = dir ? strrchr(dir, '/') : NULL;
-        if (!slash || !run) continue;
-        json_t *m = load_manifest(dir), *p = measured_point(m);
-        json_decref(m);
-        if (!point) {
-            point = p;
-            snprintf(version_dir, sizeof version_dir, "%.*s", (int)(slash - dir), dir);
-            snprintf(first_run, sizeof first_run, "%s", run);
-            continue;
-        }
-        if (!json_equal(point, p))
-            add_line(g->reasons, &g->reasons_buf,
-                     "mixed: the repetitions of %s measure different configs: runs %s and %s differ in %s", parser,
-                     first_run, run, first_difference(point, p));
-        json_decref(p);
-    }
-    if (!point) return;
-    // each repetition's latest record: repetition → {run_id, start}
-    json_t *latest = json_object(), *superseded = json_object();
-    DIR *d = opendir(version_dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char dir[STAB_PATH_MAX + 256];
-        snprintf(dir, sizeof dir, "%s/%s", version_dir, e->d_name);
-        json_t *m = load_manifest(dir), *p = measured_point(m), *v;
-        const char *status = json_string_value(json_object_get(m, "status"));
-        const char *start = json_string_value(json_object_get(m, "start"));
-        json_int_t rep = 1;
-        size_t k;
-        if (json_equal(point, p) && status && !strcmp(status, "finished") &&
-            !json_is_string(json_object_get(m, "replay_of"))) {
-            if (!tb_manifest_repetition(m, &rep)) rep = 1;
-            // a repetition is its seed and number: a rerun of both (--force) replaces the earlier
-            // record, runs of other seeds are repetitions of their own
-            char *seed = json_dumps(json_object_get(json_object_get(m, "sweep_point"), "seed"), JSON_ENCODE_ANY);
-            char key[96];
-            snprintf(key, sizeof key, "%lld%s%s", (long long)rep, seed ? " of seed " : "", seed ? seed : "");
-            free(seed);
-            json_t *was = json_object_get(latest, key);
-            const char *was_start = json_string_value(json_object_get(was, "start")),
-                       *was_run = json_string_value(json_object_get(was, "run_id"));
-            const int later = !was || strcmp(start ? start : "", was_start ? was_start : "") > 0 ||
-                              (!strcmp(start ? start : "", was_start ? was_start : "") &&
-                               strcmp(e->d_name, was_run ? was_run : "") > 0);
-            if (later) json_object_set_new(latest, key, json_pack("{s:s, s:s}", "run_id", e->d_name, "start",
-                                                                   start ? start : ""));
-            json_array_foreach(json_object_get(m, "supersedes"), k, v) {
-                const char *id = json_string_value(json_object_get(v, "run_id"));
-                if (id) json_object_set_new(superseded, id, json_true());
-            }
-        }
-        json_decref(p);
-        json_decref(m);
-    }
-    if (d) closedir(d);
-    const char *rep;
-    json_t *last;
-    json_object_foreach(latest, rep, last) {
-        const char *id = json_string_value(json_object_get(last, "run_id"));
-        if (json_object_get(superseded, id) || listed_in(records, id)) continue;
-        add_line(g->reasons, &g->reasons_buf,
-                 "selected: the repetitions of %s leave out run %s, the latest measurement of repetition %s of their "
-                 "sweep point (finished, not superseded): a timing claim rests on every repetition measured, each "
-                 "at its latest",
-                 parser, id, rep);
-    }
-    json_decref(latest);
-    json_decref(superseded);
-    json_decref(point);
+static void add_reason(void *g, const char *line) {
+    gate *gt = g;
+    add_line(gt->reasons, &gt->reasons_buf, "%s", line);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -735,7 +616,7 @@ static void judge(gate *g, json_t *ev, int depth) {
         json_object_set_new(rec, "conditions", json_string(text));
     }
     judge_sampling(g, ev, parser ? parser : "?", replayed, reps, n, nrecords);
-    judge_selection(g, records, parser ? parser : "?");
+    tb_selection_check(records, parser ? parser : "?", add_reason, g);
     for (int k = 0; k < n; k++) free((void *)reps[k].steps);
     free(reps);
 }

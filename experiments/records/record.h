@@ -74,7 +74,11 @@
 #define TB_EXPERIMENTS_RECORD_H
 
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "core/run_dir.h"
 
 // 2: "repetition" counts from 1. Records of manifest_version 1 (and older ones without the
 // field) counted from 0; they stay as they were written — a record is evidence, and its
@@ -89,6 +93,27 @@ static inline int tb_manifest_repetition(const json_t *m, json_int_t *out) {
     int zero_based = !json_is_integer(mv) || json_integer_value(mv) < 2;
     *out = json_integer_value(rep) + (zero_based ? 1 : 0);
     return 1;
+}
+
+// Which of two records of one repetition is the later (a rerun with --force measures it
+// again): their manifests' start (ISO 8601 to the second), then the manifest file's mtime
+// (written once, as the record finished: it orders runs that started within one second), then
+// the run id. > 0 when a is the later. exp:run resumes the latest, prove's selection rule
+// requires it (experiments/prove/selection.h).
+static inline int tb_record_later(const char *a_start, long long a_mtime_ns, const char *a_id, const char *b_start,
+                                  long long b_mtime_ns, const char *b_id) {
+    int c = strcmp(a_start ? a_start : "", b_start ? b_start : "");
+    if (c) return c;
+    if (a_mtime_ns != b_mtime_ns) return a_mtime_ns > b_mtime_ns ? 1 : -1;
+    return strcmp(a_id ? a_id : "", b_id ? b_id : "");
+}
+
+// The mtime (ns) of <record_dir>/manifest.json, 0 when it has none.
+static inline long long tb_record_manifest_mtime_ns(const char *record_dir) {
+    char path[8192];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s/" TB_RECORD_MANIFEST, record_dir) >= (int)sizeof path) return 0;
+    return stat(path, &st) == 0 ? (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec : 0;
 }
 
 // Whether a manifest is of a run that failed as its runbook expected (exp:run's

@@ -175,12 +175,12 @@ static int l_load_text(lua_State *L) {
 // precompiled chunk in runbooks/lib would be bytecode, which Lua does not verify).
 static int l_search_lua_text(lua_State *L) {
     const char *name = luaL_checkstring(L, 1);
-    lua_getglobal(L, LUA_LOADLIBNAME);
+    lua_pushvalue(L, lua_upvalueindex(1));  // the package table, as the stock searcher holds it
     lua_getfield(L, -1, "searchpath");
     lua_pushvalue(L, 1);
     lua_getfield(L, -3, "path");
     lua_call(L, 2, 2);  // the file, or nil and the places tried
-    if (lua_isnil(L, -2)) return 1;  // the places tried: require lists them
+    if (lua_type(L, -2) != LUA_TSTRING) return 1;  // the places tried: require lists them
     const char *file = lua_tostring(L, -2);
     if (luaL_loadfilex(L, file, "t") != LUA_OK)
         return luaL_error(L, "error loading module '%s' from file '%s':\n\t%s", name, file, lua_tostring(L, -1));
@@ -219,7 +219,8 @@ static void open_runbook_libs(lua_State *L) {
         lua_pushnil(L);
         lua_rawseti(L, -2, k);
     }
-    lua_pushcfunction(L, l_search_lua_text);
+    lua_pushvalue(L, -2);  // the package table
+    lua_pushcclosure(L, l_search_lua_text, 1);
     lua_rawseti(L, -2, 2);
     lua_pop(L, 2);
     lua_pushnil(L);

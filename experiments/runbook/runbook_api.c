@@ -176,11 +176,13 @@ static void add_problem(void *ctx, const char *line) {
 // 0; else -1 with err saying why. A claim extends the file and anchors the result, so a
 // file changed in between (by hand, or a program the runbook started) would be vouched for
 // by that anchor; it is refused instead.
-static int claims_as_anchored(const char *artifacts, const char *version_dir, const char *path, tb_error *err) {
+// *stamp: the file as hashed (zeros when absent), for claims_unchanged after it is read.
+static int claims_as_anchored(const char *artifacts, const char *version_dir, const char *path, tb_file_stamp *stamp,
+                              tb_error *err) {
     char hex[65];
-    tb_file_stamp stamp;
+    *stamp = (tb_file_stamp){0};
     const int present = access(path, F_OK) == 0;
-    if (present && tb_sha256_regular(path, hex, &stamp, err) != 0) return -1;
+    if (present && tb_sha256_regular(path, hex, stamp, err) != 0) return -1;
     sqlite3 *db;
     if (tb_catalog_open(&db, artifacts, err) != 0) return -1;
     tb_anchor_verifier *v = tb_anchor_verifier_new(db);
@@ -316,7 +318,9 @@ static int l_claim(lua_State *L) {
         lua_pushnil(L);
         return 1;
     }
-    if (claims_as_anchored(h->artifacts, version_dir, path, &err) != 0) return tb_rb_error(L, "%s: %s", what, err.msg);
+    tb_file_stamp claims_stamp;
+    if (claims_as_anchored(h->artifacts, version_dir, path, &claims_stamp, &err) != 0)
+        return tb_rb_error(L, "%s: %s", what, err.msg);
     // from here no Lua error until what is allocated is freed
     int n = (int)lua_rawlen(L, records_idx);
     char **recs = tb_xcalloc((size_t)(n ? n : 1), sizeof *recs, "claim records");
@@ -356,8 +360,17 @@ static int l_claim(lua_State *L) {
         return tb_rb_error(L, "%s: the runs give %.17g, above the bound at_most = %.17g", what, value, bound);
     }
 
-    // claims.json: replace the claim with this id
+    // claims.json: replace the claim with this id — in the file as it was checked against its
+    // anchor before the parser ran (or still absent, as it was then)
     json_t *doc = json_load_file(path, 0, NULL);
+    if (claims_stamp.ino ? tb_file_unchanged(path, &claims_stamp, &err) != 0
+                         : access(path, F_OK) == 0 && tb_fail(&err, "%s: appeared while the claim was derived", path)) {
+        for (int i = 0; i < n; i++) free(recs[i]);
+        free(recs);
+        json_decref(args);
+        json_decref(doc);
+        return tb_rb_error(L, "%s: %s", what, err.msg);
+    }
     if (!json_is_object(doc)) {
         json_decref(doc);
         lua_getfield(L, 1, "name");

@@ -413,7 +413,12 @@ static int find_finished(const char *version_dir, const json_t *point, int repet
                                                                   : status && !strcmp(status, "finished");
         if (done && !replay && tb_manifest_repetition(m, &rep) && rep == repetition &&
             json_equal(json_object_get(m, "sweep_point"), (json_t *)point)) {
-            json_array_append_new(candidates, json_string(e->d_name));
+            const char *start = json_string_value(json_object_get(m, "start"));
+            char rec[PATH_MAX * 2];
+            snprintf(rec, sizeof rec, "%s/%s", version_dir, e->d_name);
+            json_array_append_new(candidates, json_pack("{s:s, s:s, s:I}", "run_id", e->d_name, "start",
+                                                        start ? start : "", "mtime",
+                                                        (json_int_t)tb_record_manifest_mtime_ns(rec)));
             json_array_foreach(json_object_get(m, "supersedes"), k, v) {
                 const char *id = json_string_value(json_object_get(v, "run_id"));
                 if (id) json_object_set(superseded, id, json_true());
@@ -422,11 +427,22 @@ static int find_finished(const char *version_dir, const json_t *point, int repet
         json_decref(m);
     }
     closedir(d);
+    // the repetition's latest record (its start, then its run id), as prove's selection rule
+    // takes it (experiments/prove/stability.c): after a rerun with --force, the rerun's
+    json_t *best = NULL;
     json_array_foreach(candidates, k, v) {
-        if (found < 0 || json_object_get(superseded, json_string_value(v))) continue;
-        found = tb_path_format(out, len, err, "%s/%s", version_dir, json_string_value(v)) == 0 ? 1 : -1;
-        break;
+        if (json_object_get(superseded, json_string_value(json_object_get(v, "run_id")))) continue;
+        if (!best || tb_record_later(json_string_value(json_object_get(v, "start")),
+                                     json_integer_value(json_object_get(v, "mtime")),
+                                     json_string_value(json_object_get(v, "run_id")),
+                                     json_string_value(json_object_get(best, "start")),
+                                     json_integer_value(json_object_get(best, "mtime")),
+                                     json_string_value(json_object_get(best, "run_id"))) > 0)
+            best = v;
     }
+    if (found >= 0 && best)
+        found = tb_path_format(out, len, err, "%s/%s", version_dir, json_string_value(json_object_get(best, "run_id")))
+                        == 0 ? 1 : -1;
     json_decref(superseded);
     json_decref(candidates);
     return found;

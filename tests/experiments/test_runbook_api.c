@@ -122,6 +122,25 @@ TB_TEST(claim_value_mismatch_reports_both_numbers) {
     TB_CHECK(!strstr(sh.err, "invalid option"), "%s", sh.err);
 }
 
+// After a rerun with --force, a plain run resumes each repetition at its latest record (the
+// --force one), as prove's selection rule takes it: not whichever the directory lists first.
+TB_TEST(a_resume_after_force_takes_the_latest_record) {
+    const char *body = "print('first ' .. exp:run{ " TINY ", train_iters = 2 }.runs[1].run_id)";
+    TB_REQUIRE(run_body(body, "") == 0, "first run:\n%s", sh.err);
+    char forced[64] = "";
+    for (int round = 0; round < 2; round++) {
+        int rc = tb_run(&sh, TB_SOURCE_DIR, "%s run %s --artifacts %s %s", TRACEBOOK, RUNBOOK, ART,
+                        round == 0 ? "--force" : "");
+        const char *at = strstr(sh.out, "first ");
+        TB_REQUIRE(rc == 0 && at, "round %d:\n%s%s", round, sh.out, sh.err);
+        char id[64];
+        sscanf(at + 6, "%63s", id);
+        if (round == 0) snprintf(forced, sizeof forced, "%s", id);
+        else TB_CHECK(!strcmp(id, forced) && strstr(sh.out, "already finished as"),
+                      "resumed %s, the --force run is %s:\n%s", id, forced, sh.out);
+    }
+}
+
 // A dry run applies the engine's own rules to each exp:run's command line: what pretrain_gpt
 // would refuse is refused at the line, before any run.
 TB_TEST(a_dry_run_refuses_what_the_engine_would_refuse) {
@@ -404,6 +423,7 @@ int main(void) {
     TB_RUN(sweep_axes_are_non_empty_lists_of_config_values_checked_at_the_sweep);
     TB_RUN(claim_value_mismatch_reports_both_numbers);
     TB_RUN(a_dry_run_refuses_what_the_engine_would_refuse);
+    TB_RUN(a_resume_after_force_takes_the_latest_record);
     TB_RUN(claim_refuses_a_run_listed_twice);
     TB_RUN(runbooks_get_no_io_no_processes_no_c_modules);
     TB_RUN(claim_refuses_to_extend_a_claims_file_changed_since_its_anchor);

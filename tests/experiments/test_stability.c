@@ -383,7 +383,7 @@ TB_TEST(a_timing_claim_over_some_repetitions_of_its_sweep_point_is_a_selection) 
         const char *id, *expect, *what;
     } cases[] = {
         {"picked", "NOT PROVEN  g/v1/picked (selected: the repetitions of tokens_per_s leave out run r3, the latest "
-                   "measurement of repetition 3 of seed 7 of their sweep point (finished, not superseded)",
+                   "measurement of repetition 3 of seed 7 of their sweep point (done, not superseded)",
          "two of three repetitions"},
         {"all", "PROVEN  g/v1/all", "every repetition"},
         {"bytes", "PROVEN  g/v1/bytes", "an exact claim over two"},
@@ -411,7 +411,9 @@ TB_TEST(a_timing_claim_over_some_repetitions_of_its_sweep_point_is_a_selection) 
     TB_CHECK(rc == 0 && strstr(out, "PROVEN  g/v1/forced"), "the rerun's records: exit %d", rc);
     free(out);
     rc = prove(root, "all", &out);
-    TB_CHECK(rc == 1 && strstr(out, "leave out run x3, the latest measurement of repetition 3 of seed 7"),
+    TB_CHECK(rc == 1 && strstr(out, "leave out run x3, the latest measurement of repetition 3 of seed 7") &&
+                 strstr(out, "selected: run r3 is an earlier measurement of repetition 3 of seed 7, measured again as "
+                             "run x3"),
              "the older record of a repetition measured again: exit %d", rc);
     free(out);
 }
