@@ -187,12 +187,10 @@ int tb_catalog_open(sqlite3 **db, const char *artifacts, tb_error *err) {
             if (sqlite3_step(st) == SQLITE_ROW) {
                 const char *v = (const char *)sqlite3_column_text(st, 0);
                 if (v && (!strcmp(v, "1") || !strcmp(v, "2") || !strcmp(v, "3"))) {
-                    // schema 1 held repetitions as the manifests said them, 0-based before
-                    // manifest_version 2; forgetting every manifest's stamp makes the next
-                    // sync re-read each record and store its 1-based repetition. Schema 2
-                    // lacked claims.at_most; the next sync re-reads every claims.json. Claims
-                    // and their prove history are kept. Schema 3 lacked the anchors tables,
-                    // which TB_CATALOG_SCHEMA has just created.
+                    // schema 1 held repetitions 0-based before manifest_version 2: forgetting every
+                    // manifest's stamp makes the next sync store them 1-based. Schema 2 lacked
+                    // claims.at_most (the next sync re-reads every claims.json; claims and their
+                    // prove history kept). Schema 3 lacked the anchors tables, just created.
                     rc = exec_sql(*db, !strcmp(v, "1") ? "UPDATE runs SET manifest_stamp = '';" : "", err);
                     if (rc == 0 && !has_column(*db, "claims", "at_most"))
                         rc = exec_sql(*db, "ALTER TABLE claims ADD COLUMN at_most REAL;", err);
@@ -512,25 +510,20 @@ int tb_catalog_add_run(sqlite3 *db, const char *record_dir, tb_error *err) {
 // Claims
 
 int tb_catalog_add_claims(sqlite3 *db, const char *path, tb_error *err) {
+    record_ids where;  // its claims are catalogued under the experiment and version where it lies
+    if (ids_from_path(path, &where, err) != 0) return -1;
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
     if (!root) return tb_fail(err, "%s: line %d: %s", path, jerr.line, jerr.text);
     json_t *exp = json_object_get(root, "experiment"), *ver = json_object_get(root, "version"),
            *claims = json_object_get(root, "claims");
     if (!json_is_string(exp) || !json_is_integer(ver) || !json_is_array(claims)) {
-        json_decref(root);
-        return tb_fail(err, "%s: needs \"experiment\" (string), \"version\" (integer) and \"claims\" (array)", path);
-    }
-    // its claims are catalogued under the experiment and version where it lies, which it must name
-    record_ids where;
-    if (ids_from_path(path, &where, err) != 0) {
-        json_decref(root);
-        return -1;
-    }
-    if (strcmp(where.experiment, json_string_value(exp)) || json_integer_value(ver) != where.version) {
-        json_decref(root);
-        return tb_fail(err, "%s: names experiment \"%s\" version %lld, not the directory it lies in (%s/v%ld)", path,
-                       json_string_value(exp), (long long)json_integer_value(ver), where.experiment, where.version);
+        tb_fail(err, "%s: needs \"experiment\" (string), \"version\" (integer) and \"claims\" (array)", path);
+        return json_decref(root), -1;
+    } else if (strcmp(where.experiment, json_string_value(exp)) || json_integer_value(ver) != where.version) {
+        tb_fail(err, "%s: names experiment \"%s\" version %lld, not the directory it lies in (%s/v%ld)", path,
+                json_string_value(exp), (long long)json_integer_value(ver), where.experiment, where.version);
+        return json_decref(root), -1;
     }
     size_t i;
     json_t *c;

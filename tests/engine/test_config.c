@@ -381,12 +381,6 @@ TB_TEST(slow_data_and_slow_link_drills_are_refused_unless_well_formed) {
                 ONLY("world_size=2 debug_slow_data=0:-1", "debug_slow_data '0:-1" SLOW_RANGE),
                 ONLY("world_size=2 debug_slow_data=0:60001", "debug_slow_data '0:60001" SLOW_RANGE),
                 IS_VALID("world_size=2 debug_slow_data=1:400"),
-                // sscanf's %d took 4294967796 as 500 ms, and a sign or blank before a number
-                ONLY("world_size=2 debug_slow_data=0:4294967796", "debug_slow_data '0:4294967796' must be RANK:MS"
-                                                                  SLOW_FORM),
-                ONLY("world_size=2 debug_slow_data=0:+5", "debug_slow_data '0:+5' must be RANK:MS" SLOW_FORM),
-                ONLY("world_size=2 debug_slow_link=dp:4294967796", "debug_slow_link 'dp:4294967796' must be GROUP:MS"
-                                                                   LINK_FORM),
                 ONLY("world_size=2 debug_slow_link=dp", "debug_slow_link 'dp' must be GROUP:MS" LINK_FORM),
                 ONLY("world_size=2 debug_slow_link=dp:1:2", "debug_slow_link 'dp:1:2' must be GROUP:MS" LINK_FORM),
                 ONLY("world_size=2 debug_slow_link=nvlink:100", "debug_slow_link 'nvlink:100" SLOW_GROUP),

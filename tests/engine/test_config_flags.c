@@ -408,6 +408,18 @@ TB_TEST(malformed_config_json_is_refused_with_file_line_and_column) {
     TB_CHECK(parse(&c, ARGC(argv), argv, &help, &e) != 0 && strstr(e.msg, path), "\"%s\"", e.msg);
 }
 
+// Drill values are parsed strictly: sscanf's %d took 4294967796 as 500 ms, and a sign or a
+// blank before a number.
+TB_TEST(drill_values_out_of_int_range_or_signed_are_refused) {
+    CHECK_CASES(ONLY("world_size=2 debug_slow_data=0:4294967796",
+                     "debug_slow_data '0:4294967796' must be RANK:MS (decimal integers within int range)"),
+                ONLY("world_size=2 debug_slow_data=0:+5",
+                     "debug_slow_data '0:+5' must be RANK:MS (decimal integers within int range)"),
+                ONLY("world_size=2 debug_slow_link=dp:4294967796",
+                     "debug_slow_link 'dp:4294967796' must be GROUP:MS (MS a decimal integer within int range)"),
+                IS_VALID("world_size=2 debug_slow_data=1:400"));
+}
+
 // A key given twice in a config file, and a second --config, each silently took the last value:
 // both are refused, naming the file and the key, or both files.
 TB_TEST(a_duplicate_config_key_and_a_second_config_file_are_refused) {
@@ -737,6 +749,7 @@ int main(void) {
     TB_RUN(config_value_of_the_wrong_json_type_is_refused_naming_the_key);
     TB_RUN(malformed_config_json_is_refused_with_file_line_and_column);
     TB_RUN(a_duplicate_config_key_and_a_second_config_file_are_refused);
+    TB_RUN(drill_values_out_of_int_range_or_signed_are_refused);
     TB_RUN(config_file_that_is_a_fifo_is_refused_by_kind_without_blocking);
     TB_RUN(no_prefix_clears_a_boolean_flag_and_is_refused_for_other_kinds);
     TB_RUN(a_flag_given_twice_is_refused_naming_both_values);
