@@ -68,8 +68,8 @@ static const tb_command diff_command = {
     diff_options, 2, 2, "tracebook diff 20261129T104512 20261129T104530 --phases",
     "no such run, or the catalogue cannot be read"};
 
-// Parses the command line; opens and syncs the catalogue. Returns -1 (done, *rc set) or 0.
-static int cli_start(cli *c, const tb_command *cmd, int argc, char **argv, int *rc) {
+// Parses the command line. Returns -1 (done, *rc set) or 0.
+static int cli_parse(cli *c, const tb_command *cmd, int argc, char **argv, int *rc) {
     memset(c, 0, sizeof *c);
     c->name = cmd->name;
     tb_positional pos;
@@ -81,6 +81,13 @@ static int cli_start(cli *c, const tb_command *cmd, int argc, char **argv, int *
     }
     for (int i = 0; i < pos.n; i++) c->positional[c->npositional++] = pos.items[i];
     tb_positional_free(&pos);
+    return 0;
+}
+
+// Opens and syncs the catalogue, after every usage error has been said. Returns -1 (done,
+// *rc set) or 0.
+static int cli_open(cli *c, int *rc) {
+    tb_error err;
     struct stat st;  // these commands read records: a missing root is said, not made (with a catalogue in it)
     if (stat(c->artifacts, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "%s: no artifacts directory %s (tracebook run writes one; --artifacts names another)\n",
@@ -95,6 +102,10 @@ static int cli_start(cli *c, const tb_command *cmd, int argc, char **argv, int *
         return -1;
     }
     return 0;
+}
+
+static int cli_start(cli *c, const tb_command *cmd, int argc, char **argv, int *rc) {
+    return cli_parse(c, cmd, argc, argv, rc) != 0 ? -1 : cli_open(c, rc);
 }
 
 static const char *col(sqlite3_stmt *st, int i) {
@@ -396,14 +407,14 @@ static int ls_runs(cli *c, const char *experiment) {
 int tracebook_ls_main(int argc, char **argv) {
     cli c;
     int rc;
-    if (cli_start(&c, &ls_command, argc, argv, &rc) != 0) return rc;
+    if (cli_parse(&c, &ls_command, argc, argv, &rc) != 0) return rc;
     if (c.npositional) {  // the old spelling
         tb_error err;
         tb_fail(&err, "tracebook ls: the experiment is named with --experiment in every command now (docs/CLI.md): "
                       "tracebook ls --experiment %s", c.positional[0]);
-        sqlite3_close(c.db);
         return tb_command_usage_error(&ls_command, &err);
     }
+    if (cli_open(&c, &rc) != 0) return rc;
     rc = c.experiment ? ls_runs(&c, c.experiment) : ls_experiments(&c);
     sqlite3_close(c.db);
     return rc;

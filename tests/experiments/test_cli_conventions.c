@@ -150,8 +150,9 @@ TB_TEST(old_spellings_are_refused_naming_the_new_one) {
     refused("chain --from main --to f --max 2", "'--top'");
     refused("map --entry main trace.json", "'--from'");
     refused("walk layer.0 --entry main", "'--from'");
-    refused("ls tp_scaling", "--experiment tp_scaling");
-    refused("report tp_scaling", "--experiment tp_scaling");
+    // a usage error is said before anything is read: with no artifacts directory too
+    refused("ls tp_scaling --artifacts /nonexistent/artifacts", "--experiment tp_scaling");
+    refused("report tp_scaling --artifacts /nonexistent/artifacts", "--experiment tp_scaling");
     refused("map --json /nonexistent/out.json t.json", "--output /nonexistent/out.json");
     // a flag no command has is still an unknown flag, not a rename
     refused("index --frobnicate", "unknown flag '--frobnicate'");
