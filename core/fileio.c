@@ -15,23 +15,43 @@
 
 #include "core/xalloc.h"
 
-int tb_write_file_atomic(const char *path, const void *data, size_t len, tb_error *err) {
+int tb_atomic_open(tb_atomic_file *a, const char *path, tb_error *err) {
     // unique per writer: rank threads of one process may write the same path at once
     static atomic_uint writers;
-    char tmp[4096];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&writers, 1));
-    if (n < 0 || (size_t)n >= sizeof tmp) return tb_fail(err, "%s: path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return tb_fail(err, "%s: cannot create: %s", tmp, strerror(errno));
-    int ok = fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    a->f = NULL;
+    if (tb_path_format(a->path, sizeof a->path, err, "%s", path) != 0 ||
+        tb_path_format(a->tmp, sizeof a->tmp, err, "%s.tmp.%ld.%u", path, (long)getpid(),
+                       atomic_fetch_add(&writers, 1)) != 0)
+        return -1;
+    a->f = fopen(a->tmp, "wb");
+    if (!a->f) return tb_fail(err, "%s: cannot create: %s", a->tmp, strerror(errno));
+    return 0;
+}
+
+int tb_atomic_close(tb_atomic_file *a, int ok, tb_error *err) {
+    if (!a->f) return -1;
+    const int wanted = ok;
+    errno = 0;
+    ok = ok && !ferror(a->f) && fflush(a->f) == 0 && fsync(fileno(a->f)) == 0;
     int saved = errno;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) saved = errno;
-        unlink(tmp);
+    if (fclose(a->f) != 0 && ok) ok = 0, saved = errno;
+    a->f = NULL;
+    if (ok && rename(a->tmp, a->path) == 0) return 0;
+    if (ok) saved = errno;
+    unlink(a->tmp);
+    if (!wanted) return -1;
+    return tb_fail(err, "%s: cannot write: %s", a->path, saved ? strerror(saved) : "a write to it failed");
+}
+
+int tb_write_file_atomic(const char *path, const void *data, size_t len, tb_error *err) {
+    tb_atomic_file a;
+    if (tb_atomic_open(&a, path, err) != 0) return -1;
+    if (fwrite(data, 1, len, a.f) != len) {
+        int saved = errno;
+        tb_atomic_close(&a, 0, err);
         return tb_fail(err, "%s: cannot write: %s", path, strerror(saved));
     }
-    return 0;
+    return tb_atomic_close(&a, 1, err);
 }
 
 int tb_write_json_atomic(const char *path, const json_t *root, tb_error *err) {

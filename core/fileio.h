@@ -9,11 +9,22 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "core/error.h"
 
 int tb_write_file_atomic(const char *path, const void *data, size_t len, tb_error *err);
+// The same for a file written a piece at a time: tb_atomic_open creates the temporary file
+// (a->f, "wb"); tb_atomic_close flushes, fsyncs and renames it over the path when `ok` (and
+// every write to a->f succeeded), else removes it. Each returns 0, or -1 with err naming the
+// path and why (tb_atomic_close with ok 0 returns -1 and leaves err as it was).
+typedef struct tb_atomic_file {
+    FILE *f;
+    char path[4096], tmp[4096];
+} tb_atomic_file;
+int tb_atomic_open(tb_atomic_file *a, const char *path, tb_error *err);
+int tb_atomic_close(tb_atomic_file *a, int ok, tb_error *err);
 // Indented JSON, one trailing newline.
 int tb_write_json_atomic(const char *path, const json_t *root, tb_error *err);
 // mkdir -p; existing directories are fine.

@@ -1,5 +1,7 @@
 #include "core/run_dir.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,6 +35,25 @@ int tb_run_dir_create(const char *requested, char *out, size_t len, tb_error *er
     }
     if (n < 0 || (size_t)n >= len) return tb_fail(err, "run directory path too long: %s", requested ? requested : "");
     return tb_mkdir_p(out, err);
+}
+
+int tb_run_dir_check_unused(const char *requested, tb_error *err) {
+    if (!requested || !requested[0]) return 0;
+    DIR *d = opendir(requested);
+    if (!d) {
+        if (errno == ENOENT) return 0;
+        return tb_fail(err, "--run-dir %s: cannot read it as a directory: %s", requested, strerror(errno));
+    }
+    const struct dirent *e;
+    while ((e = readdir(d)) && (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))) {
+    }
+    int rc = e ? tb_fail(err,
+                         "--run-dir %s: not empty (it holds %s): a run's files are never mixed with, or written "
+                         "over, another run's; name a new or empty directory",
+                         requested, e->d_name)
+               : 0;
+    closedir(d);
+    return rc;
 }
 
 const char *tb_rank_file_pattern(tb_rank_file kind) { return rank_files[kind].pattern; }

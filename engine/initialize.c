@@ -114,6 +114,10 @@ void tb_launch_apply(const tb_launch *l, tb_config *cfg) {
 
 int tb_launch_validate(const tb_launch *l, const tb_config *cfg, tb_error *err) {
     const int k = cfg->ranks_per_process;
+    if (cfg->mpi_collectives == TB_MPI_COLLECTIVES_EXACT && (!l->mpi || l->processes < 2))
+        return tb_fail(err, "mpi_collectives exact needs collectives across processes (mpirun -np 2 or more): "
+                            "this run's ranks are threads of %s, so no collective would take it",
+                       l->mpi ? "its 1 process" : "one process (no mpirun)");
     if (l->mpi) {
         if (k < 1) return tb_fail(err, "ranks_per_process (%d) must be at least 1 under mpirun", k);
         const int64_t world = (int64_t)l->processes * k;

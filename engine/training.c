@@ -40,8 +40,7 @@ static double ms_since(int64_t t0) { return (double)(tb_now_ns() - t0) / 1e6; }
 static void grads_ready(void *ctx, int chunk, int site) { ddp_site_ready(ctx, chunk, site); }
 static void params_needed(void *ctx, int chunk, int site) { ddp_params_needed(ctx, chunk, site); }
 
-// --load: a checkpoint directory (the whole state, resharded to this layout) or a Hugging
-// Face safetensors file (the weights).
+// --load: a checkpoint directory (the whole state, resharded to this layout) or safetensors.
 static int load(tb_trainer *tr, tb_error *err) {
     const tb_config *cfg = tr->cfg;
     for (int c = 0; c < tr->nchunks; c++) gpt_params_whole(&tr->models[c]);  // (Megatron-FSDP: fsdp_init shards)
@@ -259,8 +258,6 @@ static double average_loss(tb_rank *rk, double stage_loss) {
     return loss / (dp ? dp->size : 1);
 }
 
-// Whether anything reads the parameters (or calls the dp group) after the step, before the
-// next one's forward: a tensor dump, a checkpoint, the end of training.
 // Training stops after `step` (--exit-interval).
 static int exits_after(const tb_config *cfg, int64_t step) {
     return cfg->exit_interval > 0 && step % cfg->exit_interval == 0;
@@ -272,6 +269,8 @@ static int saves_after(const tb_config *cfg, int64_t step) {
                             exits_after(cfg, step));
 }
 
+// Whether anything reads the parameters (or calls the dp group) after the step, before the
+// next one's forward: a tensor dump, a checkpoint, the end of training.
 static int params_read_after(const tb_trainer *tr, int64_t step) {
     const tb_config *cfg = tr->cfg;
     return step >= cfg->train_iters || exits_after(cfg, step) || tensor_dump_wants(tr->dump, step) ||
@@ -334,9 +333,8 @@ tb_step_result train_step(tb_trainer *tr, int64_t step) {
 // ---------------------------------------------------------------------------------------
 // The loop, on every rank
 
-// Parameters this rank counts toward the whole model's N: tp-replicated tensors on tp rank
-// 0 only, the tied embedding's second copy never, one data-parallel replica.
-// n[0]: dense parameters, n[1]: the experts' (MoE).
+// Parameters this rank counts toward the whole model's N: tp-replicated tensors on tp rank 0
+// only, the tied embedding's second copy never, one data-parallel replica. n[0]: dense, n[1]: MoE.
 static void counted_parameters(const tb_trainer *tr, int64_t n[2]) {
     const tb_rank *rk = tr->rk;
     n[0] = n[1] = 0;
@@ -370,8 +368,7 @@ static double model_flops_per_token(tb_trainer *tr) {
                                c->seq_length);
 }
 
-// What this rank holds and computes per step (its pipeline stage's chunks, its
-// tensor-parallel share of them).
+// What this rank holds and computes per step (its pipeline stage's chunks, its TP share of them).
 static stage_figures stage_figures_of(const tb_trainer *tr) {
     const tb_config *c = tr->cfg;
     stage_figures f = {0, 0, 0, (int64_t)tr->rk->mem->stats.peak[TB_MEM_ACTIVATIONS]};
@@ -523,6 +520,7 @@ static int train(tb_trainer *tr, metrics_log *log, tb_error *err) {
         if (rc == 0 && training_dump_finish(tr->dump, tr->models, tr->opts, tr->nchunks, r.lr, r.loss, err) != 0)
             rc = tb_fail_prefix(err, "flag --dump-tensors");
         if (rc == 0 && saves_after(cfg, step)) rc = save_checkpoint(tr, step, err);
+        if (rc == 0) rc = tb_ranges_spill(rk->ranges, err) || ddp_trace_spill(&tr->ddp, err) ? -1 : 0;
         if (exits_after(cfg, step)) break;
     }
     if (rc == 0) {  // an async save still writing
@@ -597,8 +595,9 @@ static void rank_setup(tb_rank *rk) {
     cpu_set_num_threads(cpu_threads_per_rank(rk->cfg->num_threads, ranks_in_process(rk), ranks_on_host(rk)));
     tb_allocator_init(rk->mem, (size_t)rk->cfg->memory_cap, memory_report_oom, rk);
     tb_allocator_set_caching(rk->mem, 1);
-    tb_ranges_init(rk->ranges, rk->rank, rk->world_size, rk->label, rk->world ? rk->world->origin_ns : tb_now_ns(),
-                   1);
+    const int64_t origin = rk->world ? rk->world->origin_ns : tb_now_ns();
+    tb_ranges_init(rk->ranges, rk->rank, rk->world_size, rk->label, origin, 1);
+    tb_ranges_spill_to(rk->ranges, rk->run_dir);
     tb_ranges_bind(rk->ranges);
 }
 
@@ -692,9 +691,9 @@ static int write_launch(const char *run_dir, json_t *record, tb_error *err) {
     return tb_write_json_atomic(path, record, err);
 }
 
-// Process 0 checks that --save and --save-hf can be written (before any step), creates the run
-// directory, writes config.json and launch.json; under mpirun every other process waits for its
-// verdict and the directory's path (process 0's clock names a default one) before writing there.
+// Process 0 checks --save, --save-hf and --run-dir (before any step), creates the run directory,
+// writes config.json and launch.json; under mpirun every other process waits for its verdict and
+// the directory's path (process 0's clock names a default one) before writing there.
 static int setup_run_dir(tb_world *w, const tb_config *cfg, const tb_launch *l, tb_error *err) {
     json_t *record = tb_launch_record(l, cfg);  // collective: every process's host
     struct {
@@ -702,7 +701,8 @@ static int setup_run_dir(tb_world *w, const tb_config *cfg, const tb_launch *l, 
         char dir[TB_PATH_MAX];
     } verdict = {0, ""};
     if (tb_launch_is_lead(l)) {
-        verdict.rc = tb_output_dir_check("--save", cfg->save, err) ||
+        verdict.rc = tb_run_dir_check_unused(cfg->run_dir, err) ||  // (before --save makes its directory)
+                     tb_output_dir_check("--save", cfg->save, err) ||
                      tb_output_file_check("--save-hf", cfg->save_hf, err) ||
                      tb_run_dir_create(cfg->run_dir, w->run_dir, sizeof w->run_dir, err) != 0 ||
                      write_config(w->run_dir, cfg, err) != 0 || write_launch(w->run_dir, record, err) != 0;

@@ -229,7 +229,7 @@ const tb_option tb_config_options[] = {
     OPT("--load", load, TB_OPT_STRING, "", NULL, "io",
         "resume from a checkpoint directory (any layout), or initialise weights from a safetensors file"),
     OPT("--run-dir", run_dir, TB_OPT_STRING, "", NULL, "io",
-        "run directory (empty: artifacts/adhoc/<timestamp>)"),
+        "run directory, new or empty (none given: artifacts/adhoc/<timestamp>)"),
     OPT("--log-interval", log_interval, TB_OPT_INT, "1", NULL, "io", "print a table row every N steps"),
     OPT("--memory-cap", memory_cap, TB_OPT_BYTES, "0", NULL, "io",
         "per-rank memory cap in bytes (K/M/G suffixes); over it → OOM report (0: none)"),

@@ -222,6 +222,8 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     if (c->adam_beta1 < 0 || c->adam_beta1 >= 1) violated(&r, "adam_beta1 (%g) must be in [0, 1)", c->adam_beta1);
     if (c->adam_beta2 < 0 || c->adam_beta2 >= 1) violated(&r, "adam_beta2 (%g) must be in [0, 1)", c->adam_beta2);
     if (c->adam_eps <= 0) violated(&r, "adam_eps (%g) must be positive", c->adam_eps);
+    if (c->lr_decay_style == TB_LR_CONSTANT && c->min_lr != 0)  // a constant lr never decays to it
+        violated(&r, "min_lr %g has no effect with lr_decay_style constant (the lr stays %g)", c->min_lr, c->lr);
     if (c->weight_decay < 0) violated(&r, "weight_decay (%g) must be non-negative", c->weight_decay);
     if (c->clip_grad < 0) violated(&r, "clip_grad (%g) must be non-negative", c->clip_grad);
 
@@ -242,12 +244,16 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
         if (c->recompute_num_layers < lo || c->recompute_num_layers > c->num_layers)
             violated(&r, "recompute_num_layers (%d) must be between %d and num_layers (%d)",
                      c->recompute_num_layers, lo, c->num_layers);
-    } else if (c->recompute_num_layers < 0) {
-        violated(&r, "recompute_num_layers (%d) must be non-negative", c->recompute_num_layers);
-    } else if (c->recompute_method != TB_RECOMPUTE_METHOD_NONE) {
-        violated(&r, "recompute_method %s needs recompute_granularity full (is %s)",
-                 config_choice_name("recompute_method", c->recompute_method),
-                 config_choice_name("recompute_granularity", c->recompute_granularity));
+    } else {
+        if (c->recompute_num_layers < 0)
+            violated(&r, "recompute_num_layers (%d) must be non-negative", c->recompute_num_layers);
+        else if (c->recompute_num_layers > 0)  // Megatron reads it only with full recompute
+            violated(&r, "recompute_num_layers %d needs recompute_granularity full (is %s)", c->recompute_num_layers,
+                     config_choice_name("recompute_granularity", c->recompute_granularity));
+        if (c->recompute_method != TB_RECOMPUTE_METHOD_NONE)
+            violated(&r, "recompute_method %s needs recompute_granularity full (is %s)",
+                     config_choice_name("recompute_method", c->recompute_method),
+                     config_choice_name("recompute_granularity", c->recompute_granularity));
     }
 
     // Instrumentation
@@ -257,8 +263,13 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
     if (c->seed < 0) violated(&r, "seed (%lld) must be non-negative", (long long)c->seed);
     if (c->save_interval < 0) violated(&r, "save_interval (%d) must be non-negative", c->save_interval);
     if (c->exit_interval < 0) violated(&r, "exit_interval (%d) must be non-negative", c->exit_interval);
+    else if (c->exit_interval > c->train_iters)  // training ends before the exit would happen
+        violated(&r, "exit_interval %d is beyond train_iters (%d), so the exit would never happen",
+                 c->exit_interval, c->train_iters);
     if (c->save_interval > 0 && !c->save[0])
         violated(&r, "save_interval %d needs save (a checkpoint directory)", c->save_interval);
+    if (!c->save_optim && !c->save[0])
+        violated(&r, "save_optim false (--no-save-optim) needs save (a checkpoint directory)");
     const size_t save_len = strlen(c->save);
     if (save_len >= 12 && !strcmp(c->save + save_len - 12, ".safetensors"))
         violated(&r, "save '%s' names a checkpoint directory; a Hugging Face safetensors file is save_hf's",
@@ -326,10 +337,17 @@ int config_validate_rules(const tb_config *c, unsigned skip, tb_error *err) {
             violated(&r, "debug_slow_link '%s' must be GROUP:MS (MS a decimal integer within int range)",
                      c->debug_slow_link);
         } else {
-            for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) known |= !strcmp(kind, kinds[i]);
+            // each group's ranks (Megatron's: mp = tp x pp; embedding = the first and last stage)
+            const int sizes[] = {tp, cp, dp, dp * cp, pp, tp * pp, pp > 1 ? 2 : 1, c->world_size, pp};
+            int size = 0;
+            for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+                if (!strcmp(kind, kinds[i])) known = 1, size = sizes[i];
             if (!known || ms < 0 || ms > 60000)
                 violated(&r, "debug_slow_link '%s': the group must be one of tp, cp, dp, dp_cp, pp, mp, embedding, "
                              "world, pp_grad and MS in [0, 60000]", c->debug_slow_link);
+            else if (size < 2)  // a drill that never fires would pass for a link that is not slow
+                violated(&r, "debug_slow_link '%s': group %s has 1 rank at this layout, so it has no link to slow",
+                         c->debug_slow_link, kind);
         }
     }
 

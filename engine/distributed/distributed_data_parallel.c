@@ -205,6 +205,7 @@ static void *comm_main(void *arg) {
         const double run_delay = tb_thread_run_delay_s();
         pthread_mutex_lock(&d->mu);
         d->run_delay_s = run_delay;
+        d->track_events = d->ranges.nevents;
         d->done++;
         if (d->fsdp.active) {
             // (the rank thread counts its own tickets: fsdp.c)
@@ -277,11 +278,29 @@ static void copy_groups(tb_ddp *d, const tb_config *cfg, tb_rank *rk) {
     }
 }
 
+int ddp_trace_spill(tb_ddp *d, tb_error *err) {
+    if (!d->started) return 0;
+    pthread_mutex_lock(&d->mu);
+    int idle = 0;
+    if (d->track_events >= d->ranges.spill_events) {
+        while (d->done < d->queued && !d->failed) pthread_cond_wait(&d->cv, &d->mu);
+        idle = !d->failed;  // (a failed thread fails the rank at its next wait)
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (!idle) return 0;
+    int rc = tb_ranges_spill(&d->ranges, err);  // the thread waits for work this thread queues
+    pthread_mutex_lock(&d->mu);
+    d->track_events = d->ranges.nevents;
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
 // The thread itself, its track and failure path (after the buckets and their events).
 static void start_thread(tb_ddp *d, tb_rank *rk) {
     d->be = tb_be();
     d->be_context = d->be->thread_context ? d->be->thread_context() : NULL;
     tb_ranges_init(&d->ranges, rk->rank, rk->world_size, rk->label, rk->world->origin_ns, 1);
+    tb_ranges_spill_to(&d->ranges, rk->run_dir);
     d->ct.fail = comm_thread_fail;
     d->ct.microbatch = -1;
     d->ct.stream_ordered = d->grad_ready != NULL;  // (the events order its calls: the module comment)

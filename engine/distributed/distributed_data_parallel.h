@@ -125,6 +125,7 @@ typedef struct tb_ddp {
     int started;
     double run_delay_s;      // the thread's wait for a core so far (tb_thread_run_delay_s; -1 unknown)
     tb_ranges ranges;        // the thread's track (tid 1 of the rank's trace)
+    size_t track_events;     // its events held, as of the last call done (under mu: ddp_trace_spill)
     tb_comm_thread ct;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -161,6 +162,12 @@ int ddp_shared_embedding(const tb_config *cfg, const tb_rank *rk);
 // opts: the chunks' optimizers (their buckets are these with the distributed optimizer).
 void ddp_init(tb_ddp *d, const tb_config *cfg, tb_rank *rk, gpt_model *models, tb_adamw *opts, int nchunks);
 int ddp_active(const tb_ddp *d);
+// Between steps, after the rank's own track (runtime/ranges.h): the communication thread's
+// track out to its spill once it holds spill_events. The thread is idle then (every queued call
+// done, and only the rank thread queues): a step's queued gathers (--overlap-param-gather) are
+// waited for here, outside the timed step, so once per spill the next step finds them done.
+// 0, or -1 with err set (the spill's failure).
+int ddp_trace_spill(tb_ddp *d, tb_error *err);
 // Joins the thread (a failed rank's too) and frees.
 void ddp_free(tb_ddp *d);
 // The communication thread's wait for a core so far, in seconds: 0 without the thread, -1

@@ -1,11 +1,13 @@
 #include "runtime/ranges.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "core/xalloc.h"
@@ -36,6 +38,7 @@ void tb_ranges_init(tb_ranges *t, int rank, int world_size, const char *rank_lab
     snprintf(t->rank_label, sizeof t->rank_label, "%s", rank_label);
     t->origin_ns = origin_ns;
     t->recording = recording;
+    t->spill_events = TB_RANGES_SPILL_EVENTS;
     pthread_mutex_init(&t->stack_mu, NULL);
 }
 
@@ -44,11 +47,19 @@ void tb_ranges_free(tb_ranges *t) {
     free(t->strings);
     free(t->comm_args);
     free(t->splits);
+    free(t->name_slots);
+    if (t->spill) fclose(t->spill);
     t->events = NULL;
     t->strings = NULL;
     t->comm_args = NULL;
     t->splits = NULL;
+    t->name_slots = NULL;
+    t->spill = NULL;
     pthread_mutex_destroy(&t->stack_mu);
+}
+
+void tb_ranges_spill_to(tb_ranges *t, const char *dir) {
+    if (tb_path_format(t->spill_dir, sizeof t->spill_dir, &t->spill_err, "%s", dir) != 0) t->spill_failed = 1;
 }
 
 void tb_ranges_bind(tb_ranges *t) { current_trace = t; }
@@ -62,11 +73,42 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
     return tb_xreallocarray(p, c, elem, "range events");
 }
 
+static uint64_t name_hash(const char *s, size_t n) {  // FNV-1a
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+// The name's offset in the string arena, each distinct name stored once: a step's ranges
+// repeat every step, so the arena holds the model's names, not the run's events.
 static uint32_t intern(tb_ranges *t, const char *s, size_t n) {
+    if (2 * (t->nnames + 1) > t->cap_slots) {  // at most half full: rehash into twice the slots
+        size_t cap = t->cap_slots ? 2 * t->cap_slots : 256;
+        uint32_t *slots = tb_xreallocarray(NULL, cap, sizeof *slots, "range names");
+        memset(slots, 0xff, cap * sizeof *slots);
+        for (size_t i = 0; i < t->cap_slots; i++) {
+            if (t->name_slots[i] == UINT32_MAX) continue;
+            const char *name = t->strings + t->name_slots[i];
+            size_t k = name_hash(name, strlen(name)) & (cap - 1);
+            while (slots[k] != UINT32_MAX) k = (k + 1) & (cap - 1);
+            slots[k] = t->name_slots[i];
+        }
+        free(t->name_slots);
+        t->name_slots = slots;
+        t->cap_slots = cap;
+    }
+    size_t k = name_hash(s, n) & (t->cap_slots - 1);
+    for (; t->name_slots[k] != UINT32_MAX; k = (k + 1) & (t->cap_slots - 1)) {
+        const char *name = t->strings + t->name_slots[k];
+        if (!strncmp(name, s, n) && name[n] == '\0') return t->name_slots[k];
+    }
     t->strings = grow(t->strings, &t->cap_strings, t->nstrings + n + 1, 1);
     uint32_t off = (uint32_t)t->nstrings;
-    memcpy(t->strings + off, s, n + 1);
+    memcpy(t->strings + off, s, n);
+    t->strings[off + n] = '\0';
     t->nstrings += n + 1;
+    t->name_slots[k] = off;
+    t->nnames++;
     return off;
 }
 
@@ -186,9 +228,87 @@ static json_t *metadata_event(const char *what, int pid, int tid, const char *na
                      "args", "name", name);
 }
 
-static void append_events(json_t *events, const tb_ranges *t, int tid) {
-    for (size_t i = 0; i < t->nevents; i++) {
-        const tb_range_event *e = &t->events[i];
+// ---------------------------------------------------------------------------------------
+// The spill: each chunk is a header, then the events, their communicator figures and split
+// sizes as held (indices into the chunk's own arrays; the names' offsets into t->strings,
+// which is never spilled; the figures' group/op/dtype static strings of this process).
+
+typedef struct spill_chunk {
+    uint64_t nevents, ncomm, nsplits;
+} spill_chunk;
+
+static int spill_open(tb_ranges *t, tb_error *err) {
+    if (!t->spill_dir[0]) {
+        t->spill = tmpfile();
+        return t->spill ? 0
+                        : tb_fail(err, "trace of rank %d: cannot create its spill file in the temporary directory: %s",
+                                  t->rank, strerror(errno));
+    }
+    char path[sizeof t->spill_dir + 64];
+    if (tb_path_format(path, sizeof path, err, "%s/.trace.rank-%05d.spill.XXXXXX", t->spill_dir, t->rank) != 0)
+        return -1;
+    int fd = mkstemp(path);
+    if (fd < 0) return tb_fail(err, "%s: cannot create the trace's spill file: %s", path, strerror(errno));
+    unlink(path);  // it lives while it is open: nothing is left behind, whatever ends the run
+    t->spill = fdopen(fd, "w+b");
+    if (!t->spill) {
+        close(fd);
+        return tb_fail(err, "%s: cannot open the trace's spill file: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+int tb_ranges_spill(tb_ranges *t, tb_error *err) {
+    if (!t || !t->recording) return 0;
+    if (t->spill_failed) {
+        if (err) *err = t->spill_err;
+        return -1;
+    }
+    if (t->nevents < t->spill_events || t->depth != 0) return 0;
+    const spill_chunk h = {t->nevents, t->ncomm, t->nsplits};
+    tb_error e;
+    int rc = t->spill || spill_open(t, &e) == 0 ? 0 : -1;
+    if (rc == 0 && (fwrite(&h, sizeof h, 1, t->spill) != 1 ||
+                    fwrite(t->events, sizeof *t->events, t->nevents, t->spill) != t->nevents ||
+                    fwrite(t->comm_args, sizeof *t->comm_args, t->ncomm, t->spill) != t->ncomm ||
+                    fwrite(t->splits, sizeof *t->splits, t->nsplits, t->spill) != t->nsplits || fflush(t->spill) != 0))
+        rc = tb_fail(&e, "trace of rank %d: cannot write %zu events to its spill file%s%s: %s", t->rank, t->nevents,
+                     t->spill_dir[0] ? " in " : "", t->spill_dir, strerror(errno));
+    if (rc != 0) {
+        t->spill_failed = 1;
+        t->spill_err = e;
+        if (err) *err = e;
+        return -1;
+    }
+    t->nspilled += t->nevents;
+    t->nevents = t->ncomm = t->nsplits = 0;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// The writer: one event per line, streamed
+
+typedef struct trace_out {
+    FILE *f;
+    size_t n;        // events written
+    int unencoded;   // an event jansson could not encode (out of memory): the trace is not written
+} trace_out;
+
+static void put_event(trace_out *o, json_t *ev) {
+    char *text = ev ? json_dumps(ev, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(ev);
+    if (!text) {
+        o->unencoded = 1;
+        return;
+    }
+    fprintf(o->f, "%s\n%s", o->n++ ? "," : "", text);
+    free(text);
+}
+
+static void put_events(trace_out *o, const tb_ranges *t, const tb_range_event *events, size_t n,
+                       const tb_range_comm_args *comm_args, const size_t *splits, int tid) {
+    for (size_t i = 0; i < n; i++) {
+        const tb_range_event *e = &events[i];
         json_t *ev = json_pack("{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:i, s:i}", "name", t->strings + e->name,
                                "cat", "range", "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
                                (double)e->dur_ns / 1000.0, "tts", (double)e->cpu_start_ns / 1000.0, "tdur",
@@ -198,7 +318,7 @@ static void append_events(json_t *events, const tb_ranges *t, int tid) {
         if (e->arg_microbatch >= 0)
             json_object_set_new(args, "microbatch", json_integer(e->arg_microbatch));
         if (e->comm >= 0) {
-            const tb_range_comm_args *c = &t->comm_args[e->comm];
+            const tb_range_comm_args *c = &comm_args[e->comm];
             json_t *figures = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:i, s:s}", "group",
                                                c->group, "op", c->op, "dtype", c->dtype, "group_id", c->group_id,
                                                "group_size", c->group_size, "group_index", c->group_index, "seq",
@@ -207,14 +327,48 @@ static void append_events(json_t *events, const tb_ranges *t, int tid) {
             json_object_update(args, figures);
             json_decref(figures);
             if (c->splits >= 0) {
-                json_object_set_new(args, "send_splits", counts_json(t->splits + c->splits, c->group_size));
+                json_object_set_new(args, "send_splits", counts_json(splits + c->splits, c->group_size));
                 json_object_set_new(args, "recv_splits",
-                                    counts_json(t->splits + c->splits + c->group_size, c->group_size));
+                                    counts_json(splits + c->splits + c->group_size, c->group_size));
             }
         }
         json_object_set_new(ev, "args", args);
-        json_array_append_new(events, ev);
+        put_event(o, ev);
     }
+}
+
+// A track's events: its spill file's chunks, then those held. 0, or -1 with err set.
+static int put_track(trace_out *o, const tb_ranges *t, int tid, const char *path, tb_error *err) {
+    if (t->spill_failed) return tb_fail(err, "%s: %s", path, t->spill_err.msg);
+    if (t->spill) {
+        if (fflush(t->spill) != 0 || fseek(t->spill, 0, SEEK_SET) != 0)
+            return tb_fail(err, "%s: cannot read the spilled events back: %s", path, strerror(errno));
+        for (size_t read = 0; read < t->nspilled;) {
+            spill_chunk h;
+            tb_range_event *events = NULL;
+            tb_range_comm_args *comm = NULL;
+            size_t *splits = NULL;
+            int ok = fread(&h, sizeof h, 1, t->spill) == 1 && h.nevents > 0 && h.nevents <= t->nspilled - read;
+            if (ok) {
+                events = tb_xreallocarray(NULL, h.nevents, sizeof *events, "spilled range events");
+                comm = tb_xreallocarray(NULL, h.ncomm + 1, sizeof *comm, "spilled communicator figures");
+                splits = tb_xreallocarray(NULL, h.nsplits + 1, sizeof *splits, "spilled split sizes");
+                ok = fread(events, sizeof *events, h.nevents, t->spill) == h.nevents &&
+                     fread(comm, sizeof *comm, h.ncomm, t->spill) == h.ncomm &&
+                     fread(splits, sizeof *splits, h.nsplits, t->spill) == h.nsplits;
+            }
+            if (ok) put_events(o, t, events, h.nevents, comm, splits, tid);
+            free(events);
+            free(comm);
+            free(splits);
+            if (!ok)
+                return tb_fail(err, "%s: the spilled events of rank %d end early (%zu of %zu read back)", path,
+                               t->rank, read, t->nspilled);
+            read += h.nevents;
+        }
+    }
+    put_events(o, t, t->events, t->nevents, t->comm_args, t->splits, tid);
+    return 0;
 }
 
 int tb_ranges_write_chrome(const tb_ranges *t, const char *path, tb_error *err) {
@@ -229,18 +383,27 @@ int tb_ranges_write_chrome_tracks(const tb_ranges *t, const tb_ranges *second, c
     if (second && second->depth != 0)
         return tb_fail(err, "%s: %d range(s) of track '%s' still open (innermost '%s')", path, second->depth,
                        second_name, second->stack_names[second->depth - 1]);
-    json_t *events = json_array();
-    json_array_append_new(events, metadata_event("process_name", t->rank, 0, t->rank_label));
-    json_array_append_new(events, metadata_event("thread_name", t->rank, 0, "engine"));
-    append_events(events, t, 0);
-    if (second) {
-        json_array_append_new(events, metadata_event("thread_name", t->rank, 1, second_name));
-        append_events(events, second, 1);
+    tb_atomic_file a;
+    if (tb_atomic_open(&a, path, err) != 0) return -1;
+    trace_out o = {a.f, 0, 0};
+    fputs("{\"traceEvents\": [", a.f);
+    put_event(&o, metadata_event("process_name", t->rank, 0, t->rank_label));
+    put_event(&o, metadata_event("thread_name", t->rank, 0, "engine"));
+    int rc = put_track(&o, t, 0, path, err);
+    if (rc == 0 && second) {
+        put_event(&o, metadata_event("thread_name", t->rank, 1, second_name));
+        rc = put_track(&o, second, 1, path, err);
     }
-    json_t *root = json_pack("{s:o, s:s, s:{s:s, s:i, s:i}}", "traceEvents", events, "displayTimeUnit",
-                             "ms", "distributedInfo", "backend", "local", "rank", t->rank,
-                             "world_size", t->world_size);
-    int rc = tb_write_json_atomic(path, root, err);
-    json_decref(root);
-    return rc;
+    json_t *info = json_pack("{s:s, s:i, s:i}", "backend", "local", "rank", t->rank, "world_size", t->world_size);
+    char *text = info ? json_dumps(info, JSON_COMPACT) : NULL;
+    json_decref(info);
+    if (rc == 0 && (o.unencoded || !text))
+        rc = tb_fail(err, "%s: an event could not be encoded as JSON (out of memory)", path);
+    if (rc == 0) fprintf(a.f, "\n],\n\"displayTimeUnit\": \"ms\",\n\"distributedInfo\": %s}\n", text);
+    free(text);
+    if (rc != 0) {
+        tb_atomic_close(&a, 0, err);
+        return -1;
+    }
+    return tb_atomic_close(&a, 1, err);
 }

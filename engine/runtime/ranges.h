@@ -18,18 +18,25 @@
 //
 // The trace's own buffers are instrumentation, not model state: they are plain malloc'd
 // and deliberately kept out of the tagged allocator's figures, as a profiler's buffers are
-// kept out of the memory it reports.
+// kept out of the memory it reports. They are bounded: a range's name is kept once however
+// often it recurs, and once spill_events events are held, the next tb_ranges_spill (between
+// steps, every range closed) writes them, in order, to an unlinked file in the spill
+// directory, from which the trace writer streams them back: a run of any length holds at most
+// spill_events events a track (64 bytes each, plus their communicator figures) and writes its
+// trace without building it in memory.
 #ifndef TB_CORE_RANGES_H
 #define TB_CORE_RANGES_H
 
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/error.h"
 
 #define TB_RANGES_MAX_DEPTH 64
 #define TB_RANGE_NAME_MAX 128
+#define TB_RANGES_SPILL_EVENTS 65536  // events held before a spill writes them out
 
 typedef struct tb_range_event {
     uint32_t name;        // offset of the NUL-terminated name in the string arena
@@ -74,6 +81,17 @@ typedef struct tb_ranges {
     size_t ncomm, cap_comm;
     size_t *splits;
     size_t nsplits, cap_splits;
+    uint32_t *name_slots;  // the names' offsets by hash (open addressing; UINT32_MAX: empty)
+    size_t cap_slots, nnames;
+
+    // the spill (tb_ranges_spill): chunks of closed events, their communicator figures and
+    // split sizes, as held in memory; created on the first spill, unlinked at once
+    FILE *spill;
+    char spill_dir[4096];  // where the spill file goes ("": the system's temporary directory)
+    size_t spill_events;   // the events held before a spill (TB_RANGES_SPILL_EVENTS; tests lower it)
+    size_t nspilled;       // events written out so far
+    tb_error spill_err;    // the first spill's failure, reported by the writer too
+    int spill_failed;
 
     size_t stack[TB_RANGES_MAX_DEPTH];  // indices of the open events
     char stack_names[TB_RANGES_MAX_DEPTH][TB_RANGE_NAME_MAX];
@@ -89,6 +107,15 @@ int64_t tb_thread_cpu_ns(void);  // CLOCK_THREAD_CPUTIME_ID of the calling threa
 void tb_ranges_init(tb_ranges *t, int rank, int world_size, const char *rank_label, int64_t origin_ns,
                    int recording);
 void tb_ranges_free(tb_ranges *t);
+
+// Where t's spill file goes: the run directory, beside the trace it becomes.
+void tb_ranges_spill_to(tb_ranges *t, const char *dir);
+// By the thread t is bound to, or with that thread idle and what it wrote visible to the caller
+// (ddp_trace_spill), with no range open (between steps, outside any timed window): writes
+// the events held out to the spill file once spill_events or more are held; otherwise does
+// nothing. Returns 0, or -1 with err naming the spill file and why (the trace writer then
+// fails with the same message). NULL or a t not recording: 0.
+int tb_ranges_spill(tb_ranges *t, tb_error *err);
 
 // Binds t to the calling thread (NULL unbinds). Ranges pushed on this thread go to t.
 void tb_ranges_bind(tb_ranges *t);
@@ -108,8 +135,9 @@ void tb_range_annotate_splits(const size_t *send, const size_t *recv, int n);
 #define TB_RANGE_PUSH(...) tb_range_push(__VA_ARGS__)
 #define TB_RANGE_POP() tb_range_pop()
 
-// Writes the Chrome trace JSON (temp + rename). Open ranges are an error: every push
-// must have been popped.
+// Writes the Chrome trace JSON (temp + rename; the spilled events first, then those held, in
+// the order they were pushed; one event per line). Open ranges are an error: every push must
+// have been popped.
 int tb_ranges_write_chrome(const tb_ranges *t, const char *path, tb_error *err);
 // The same with a second thread's track of the same rank (tid 1, named second_name: the
 // DistributedDataParallel communication thread); second may be NULL.

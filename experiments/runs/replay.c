@@ -134,7 +134,11 @@ int tracebook_replay_main(int argc, char **argv) {
     tb_positional pos;
     tb_error err;
     int parsed = tb_command_parse(&replay_command, &args, argc, argv, &pos, &err);
+    if (parsed == 0 && (args.jobs < 1 || args.jobs > 1024))  // -j 0 was taken as 1
+        parsed = tb_fail(&err, "%s: flag -j: '%d' is not a number of parallel build jobs from 1 to 1024",
+                         replay_command.name, args.jobs);
     if (parsed != 0) {
+        tb_positional_free(&pos);
         replay_args_free(&args);
         return parsed > 0 ? 0 : tb_command_usage_error(&replay_command, &err);
     }

@@ -385,7 +385,7 @@ TB_TEST(slow_data_and_slow_link_drills_are_refused_unless_well_formed) {
                 ONLY("world_size=2 debug_slow_link=dp:1:2", "debug_slow_link 'dp:1:2' must be GROUP:MS" LINK_FORM),
                 ONLY("world_size=2 debug_slow_link=nvlink:100", "debug_slow_link 'nvlink:100" SLOW_GROUP),
                 ONLY("world_size=2 debug_slow_link=dp:-5", "debug_slow_link 'dp:-5" SLOW_GROUP),
-                IS_VALID("world_size=2 debug_slow_link=dp_cp:400"), IS_VALID("world_size=2 debug_slow_link=tp:0"));
+                IS_VALID("world_size=2 debug_slow_link=dp_cp:400"));
 }
 
 // Values the engine once accepted that the runbook API (or Megatron) refuses: a negative seed,

@@ -420,6 +420,31 @@ TB_TEST(drill_values_out_of_int_range_or_signed_are_refused) {
                 IS_VALID("world_size=2 debug_slow_data=1:400"));
 }
 
+// Values that were accepted and had no effect: a slow link in a group of one rank (the drill never
+// fired), recompute_num_layers without full recompute, min_lr with a constant lr, an
+// exit_interval past the last step, --no-save-optim with no checkpoint to leave it out of.
+TB_TEST(values_that_would_have_no_effect_are_refused_naming_why) {
+    CHECK_CASES(ONLY("world_size=2 debug_slow_link=tp:100",
+                     "debug_slow_link 'tp:100': group tp has 1 rank at this layout, so it has no link to slow"),
+                IS_VALID("world_size=2 tensor_model_parallel_size=2 debug_slow_link=tp:0"),
+                REFUSED("world_size=2 debug_slow_link=embedding:5", "group embedding has 1 rank"),
+                IS_VALID("world_size=2 pipeline_model_parallel_size=2 global_batch_size=2 micro_batch_size=1 "
+                         "debug_slow_link=embedding:5"),
+                IS_VALID("world_size=2 debug_slow_link=world:5"),
+                ONLY("recompute_num_layers=2", "recompute_num_layers 2 needs recompute_granularity full (is none)"),
+                ONLY("recompute_granularity=selective recompute_num_layers=1",
+                     "recompute_num_layers 1 needs recompute_granularity full (is selective)"),
+                IS_VALID("recompute_granularity=full recompute_method=uniform recompute_num_layers=1"),
+                REFUSED("lr_decay_style=constant min_lr=0.0001",
+                        "min_lr 0.0001 has no effect with lr_decay_style constant"),
+                IS_VALID("lr_decay_style=constant"), IS_VALID("lr_decay_style=linear min_lr=0.0001"),
+                ONLY("train_iters=10 exit_interval=11",
+                     "exit_interval 11 is beyond train_iters (10), so the exit would never happen"),
+                IS_VALID("train_iters=10 exit_interval=10"),
+                ONLY("save_optim=0", "save_optim false (--no-save-optim) needs save (a checkpoint directory)"),
+                IS_VALID("save_optim=0 save=/tmp/ckpt"));
+}
+
 // A key given twice in a config file, and a second --config, each silently took the last value:
 // both are refused, naming the file and the key, or both files.
 TB_TEST(a_duplicate_config_key_and_a_second_config_file_are_refused) {
@@ -750,6 +775,7 @@ int main(void) {
     TB_RUN(malformed_config_json_is_refused_with_file_line_and_column);
     TB_RUN(a_duplicate_config_key_and_a_second_config_file_are_refused);
     TB_RUN(drill_values_out_of_int_range_or_signed_are_refused);
+    TB_RUN(values_that_would_have_no_effect_are_refused_naming_why);
     TB_RUN(config_file_that_is_a_fifo_is_refused_by_kind_without_blocking);
     TB_RUN(no_prefix_clears_a_boolean_flag_and_is_refused_for_other_kinds);
     TB_RUN(a_flag_given_twice_is_refused_naming_both_values);

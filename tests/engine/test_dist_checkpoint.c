@@ -272,8 +272,9 @@ static int load_edited(const char *ck, const char *copy, void (*edit)(json_t *me
         json_decref(meta);
     }
     char dir[1024];
-    return tb_run(&sh, NULL, "timeout 60 '%s'" MODEL " --world-size 2 --tensor-model-parallel-size 2 --load '%s' "
-                  "--run-dir '%s'", PRETRAIN, copy, tmp(dir, "meta-load"));
+    tmp(dir, "meta-load");
+    return tb_run(&sh, NULL, "rm -rf '%s' && timeout 60 '%s'" MODEL " --world-size 2 --tensor-model-parallel-size 2 "
+                  "--load '%s' --run-dir '%s'", dir, PRETRAIN, copy, dir);
 }
 
 static json_t *first_file(json_t *meta) {
@@ -360,8 +361,9 @@ TB_TEST(checkpoint_metadata_is_validated_against_what_it_describes) {
         tb_run(&sh, NULL, "rm -rf '%s' && cp -r '%s' '%s' && rm '%s/%s' && mkfifo '%s/%s'", copy, ck, copy, copy,
                fifos[i], copy, fifos[i]);
         char dir[1024];
-        int rc = tb_run(&sh, NULL, "timeout 60 '%s'" MODEL " --world-size 2 --tensor-model-parallel-size 2 --load '%s' "
-                        "--run-dir '%s'", PRETRAIN, copy, tmp(dir, "meta-load"));
+        tmp(dir, "meta-load");
+        int rc = tb_run(&sh, NULL, "rm -rf '%s' && timeout 60 '%s'" MODEL " --world-size 2 "
+                        "--tensor-model-parallel-size 2 --load '%s' --run-dir '%s'", dir, PRETRAIN, copy, dir);
         TB_CHECK(rc != 0 && rc != 124 && strstr(sh.err, "is a FIFO (named pipe), not a regular file"),
                  "%s as a FIFO: exit %d\n%s", fifos[i], rc, sh.err);
     }
@@ -374,7 +376,8 @@ TB_TEST(checkpoint_metadata_is_validated_against_what_it_describes) {
              rc, sh.err);
     tb_run(&sh, NULL, "rm -rf '%s' && mkdir -p '%s'", copy, copy);
     char dir[1024];
-    rc = tb_run(&sh, NULL, "'%s'" MODEL " --load '%s' --run-dir '%s'", PRETRAIN, copy, tmp(dir, "meta-load"));
+    tmp(dir, "meta-load");
+    rc = tb_run(&sh, NULL, "rm -rf '%s' && '%s'" MODEL " --load '%s' --run-dir '%s'", dir, PRETRAIN, copy, dir);
     TB_CHECK(rc != 0 && strstr(sh.err, "a directory without " TB_CKPT_LATEST " or " TB_CKPT_METADATA ": not a checkpoint"),
              "an empty directory: exit %d\n%s", rc, sh.err);
 }
@@ -519,12 +522,12 @@ TB_TEST(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole) {
         int delay_ms = 150 + rand() % 900;
         char cmd[8192], flags[4096];
         snprintf(cmd, sizeof cmd,
-                 "'%s' %s --save-interval 1 --save '%s' --run-dir '%s' > /dev/null 2>&1 & "
+                 "rm -rf '%s'; '%s' %s --save-interval 1 --save '%s' --run-dir '%s' > /dev/null 2>&1 & "
                  "pid=$!; sleep %d.%03d; kill -9 $pid 2>/dev/null && echo killed; wait $pid 2>/dev/null; true",
-                 PRETRAIN,
+                 tmp(dir, "kill-run"), PRETRAIN,
                  model_with(flags, sizeof flags, "--train-iters 400",
                             k % 2 ? "--world-size 2 --tensor-model-parallel-size 2" : ""),
-                 ck, tmp(dir, "kill-run"), delay_ms / 1000, delay_ms % 1000);
+                 ck, dir, delay_ms / 1000, delay_ms % 1000);
         tb_run(&sh, NULL, "%s", cmd);
         if (strstr(sh.out, "killed")) kills++;
         char latest[1100];
@@ -542,8 +545,8 @@ TB_TEST(a_save_killed_at_any_moment_leaves_the_latest_checkpoint_whole) {
         TB_CHECK(iteration >= 1, "kill %d after %d ms: %s holds no iteration", k, delay_ms, latest);
         char iters[64];
         snprintf(iters, sizeof iters, "--train-iters %ld", iteration + 1);
-        rc = tb_run(&sh, NULL, "'%s' %s --load '%s' --run-dir '%s' > /dev/null", PRETRAIN,
-                    model_with(flags, sizeof flags, iters, ""), ck, tmp(dir, "kill-load"));
+        rc = tb_run(&sh, NULL, "rm -rf '%s'; '%s' %s --load '%s' --run-dir '%s' > /dev/null", tmp(dir, "kill-load"),
+                    PRETRAIN, model_with(flags, sizeof flags, iters, ""), ck, dir);
         TB_CHECK(rc == 0, "kill %d after %d ms: the latest checkpoint does not load: %s", k, delay_ms, sh.err);
     }
     printf("    %d of 6 runs killed mid-training\n", kills);

@@ -69,6 +69,36 @@ TB_TEST(run_writes_resolved_config_and_per_step_metrics) {
     TB_CHECK(steps == 3, "3 metrics lines, got %d", steps);
 }
 
+// A second run into a run directory that holds the first's files is refused before it writes
+// anything: the first run's files stay as they were (a reader would otherwise mix the two runs,
+// or count the first's rank files as ranks of the second). An empty directory is taken.
+TB_TEST(a_run_directory_holding_a_run_is_refused_and_left_as_it_was) {
+    const char *dir = TB_TEST_TMPDIR "/run_dir_reused";
+    char path[1024];
+    tb_rank_path(path, sizeof path, dir, TB_RANK_METRICS, 0);
+    TB_REQUIRE(tb_run(&sh, NULL, "rm -rf %s && mkdir %s && %s" TINY " --train-iters 2 --run-dir %s", dir, dir,
+                      PRETRAIN, dir) == 0,
+               "an empty --run-dir is taken: %s", sh.err);
+    char *before = tb_slurp(path);
+    TB_REQUIRE(before, "%s", path);
+    int rc = tb_run(&sh, NULL, "%s" TINY " --train-iters 1 --seed 9 --run-dir %s", PRETRAIN, dir);
+    TB_CHECK(rc != 0 && strstr(sh.err, "--run-dir") && strstr(sh.err, dir) && strstr(sh.err, "not empty"),
+             "a second run into %s: exit %d, stderr:\n%s", dir, rc, sh.err);
+    char *after = tb_slurp(path);
+    TB_CHECK(after && !strcmp(before, after), "the first run's metrics are as they were");
+    free(before);
+    free(after);
+}
+
+// A launch option that no collective of the run would take is refused: --mpi-collectives exact
+// chooses how a collective across processes runs, and rank threads have none.
+TB_TEST(mpi_collectives_exact_without_processes_is_refused) {
+    int rc = tb_run(&sh, NULL, "%s" TINY " --train-iters 1 --world-size 2 --mpi-collectives exact --run-dir %s_exact",
+                    PRETRAIN, RUN_DIR);
+    TB_CHECK(rc != 0 && strstr(sh.err, "mpi_collectives exact needs collectives across processes"),
+             "exit %d, stderr:\n%s", rc, sh.err);
+}
+
 TB_TEST(mfu_is_reported_against_the_peak_the_user_sets) {
     TB_REQUIRE(tb_run(&sh, NULL, "rm -rf %s_mfu && %s" TINY " --train-iters 1 --peak-tflops 0.5 --run-dir %s_mfu",
                       RUN_DIR, PRETRAIN, RUN_DIR) == 0,
@@ -290,8 +320,9 @@ TB_TEST(two_ranks_out_of_memory_keep_both_reports_in_the_merged_oom_json) {
 }
 
 TB_TEST(bad_data_files_are_refused_naming_the_file_and_offset) {
-    int status = tb_run(&sh, NULL, "%s" TINY " --data-path %s/no-such-file.bin --run-dir %s_bad", PRETRAIN,
-                        TB_TEST_TMPDIR, RUN_DIR);
+    // (each run into a directory of its own: a refused run has written its config.json there)
+    int status = tb_run(&sh, NULL, "rm -rf %s_bad*; %s" TINY " --data-path %s/no-such-file.bin --run-dir %s_bad",
+                        RUN_DIR, PRETRAIN, TB_TEST_TMPDIR, RUN_DIR);
     TB_CHECK(status != 0 && strstr(sh.err, "no-such-file.bin"), "missing file: status %d, stderr %s", status, sh.err);
     FILE *f = fopen(TB_TEST_TMPDIR "/wrong-magic.bin", "wb");
     int header[256] = {12345, 1, 100};
@@ -299,7 +330,7 @@ TB_TEST(bad_data_files_are_refused_naming_the_file_and_offset) {
     unsigned short tokens[100] = {0};
     fwrite(tokens, sizeof tokens, 1, f);
     fclose(f);
-    status = tb_run(&sh, NULL, "%s" TINY " --data-path %s/wrong-magic.bin --run-dir %s_bad", PRETRAIN, TB_TEST_TMPDIR,
+    status = tb_run(&sh, NULL, "%s" TINY " --data-path %s/wrong-magic.bin --run-dir %s_bad2", PRETRAIN, TB_TEST_TMPDIR,
                     RUN_DIR);
     TB_CHECK(status != 0 && strstr(sh.err, "wrong-magic.bin: offset 0") && strstr(sh.err, "12345"),
              "wrong magic: status %d, stderr %s", status, sh.err);
@@ -309,7 +340,7 @@ TB_TEST(bad_data_files_are_refused_naming_the_file_and_offset) {
     tb_error err;
     TB_REQUIRE(tb_token_file_write(TB_TEST_TMPDIR "/big-id.bin", toks, 200, &err) == 0, "%s", err.msg);
     status =
-        tb_run(&sh, NULL, "%s" TINY " --data-path %s/big-id.bin --run-dir %s_bad", PRETRAIN, TB_TEST_TMPDIR, RUN_DIR);
+        tb_run(&sh, NULL, "%s" TINY " --data-path %s/big-id.bin --run-dir %s_bad3", PRETRAIN, TB_TEST_TMPDIR, RUN_DIR);
     TB_CHECK(status != 0 && strstr(sh.err, "big-id.bin: offset 1324") && strstr(sh.err, "64"),
              "token id >= vocab: status %d, stderr %s", status, sh.err);
 }
@@ -610,6 +641,8 @@ TB_TEST(background_threads_count_in_the_threads_a_run_occupied) {
 
 int main(void) {
     TB_RUN(run_writes_resolved_config_and_per_step_metrics);
+    TB_RUN(a_run_directory_holding_a_run_is_refused_and_left_as_it_was);
+    TB_RUN(mpi_collectives_exact_without_processes_is_refused);
     TB_RUN(wait_policy_spins_only_on_a_quiet_host);
     TB_RUN(wait_policy_sleeps_beside_a_busy_process);
     TB_RUN(background_threads_count_in_the_threads_a_run_occupied);

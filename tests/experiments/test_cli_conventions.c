@@ -164,6 +164,9 @@ TB_TEST(a_flag_given_twice_is_refused_naming_both_values) {
     refused("steps x --step 1 --step 2", "flag --step given twice ('1' as --step, then '2' as --step): give it once");
     refused("plan --gpus 8 --gpus=16", "flag --gpus given twice ('8' as --gpus, then '16' as --gpus): give it once");
     refused("replay x -j 2 --jobs 3", "flag --jobs given twice ('2' as -j, then '3' as --jobs)");
+    // a job count out of range is a usage error too (replay took -j 0 as 1)
+    refused("replay x -j 0", "flag -j: '0' is not a number of parallel build jobs from 1 to 1024");
+    refused("index -j 0", "flag -j: '0' is not a number of parallel parses from 1 to 256");
     int rc = tb_run(&sh, NULL, "'%s' index --collective a --collective b --compdb /nonexistent", TRACEBOOK);
     TB_CHECK(rc == 1 && strstr(sh.err, "/nonexistent: no compilation database there"),
              "a list flag twice is two values: exit %d:\n%s", rc, sh.err);

@@ -18,7 +18,8 @@
 
 static tb_output sh;
 
-// A record directory <TMP>/<name> with an empty run/ holding config.json {"world_size": world}.
+// A record directory <TMP>/<name> with a run/ holding config.json {"world_size": world}, or,
+// with world 0, an empty run/ for pretrain_gpt to fill (it takes no --run-dir holding files).
 static const char *fresh_record(const char *name, int world, char *run, size_t size) {
     static char rec[1024];
     snprintf(rec, sizeof rec, "%s/drill_parsers/%s", TB_TEST_TMPDIR, name);
@@ -26,7 +27,7 @@ static const char *fresh_record(const char *name, int world, char *run, size_t s
     tb_run(&sh, NULL, "rm -rf %s && mkdir -p %s", rec, run);
     char path[1200];
     snprintf(path, sizeof path, "%s/config.json", run);
-    tb_write_json(path, json_pack("{s:i}", "world_size", world));
+    if (world > 0) tb_write_json(path, json_pack("{s:i}", "world_size", world));
     return rec;
 }
 
@@ -238,10 +239,10 @@ TB_TEST(hang_figure_blames_the_stalled_rank_from_the_per_rank_parts) {
                  strstr(err.msg, "no hang.rank-NNNNN.json part (the run did not hang)"),
              "a run without a hang: %s", err.msg);
     int rc = tb_run(&sh, NULL,
-                    "'%s'" TINY " --train-iters 3 --world-size 4 --tensor-model-parallel-size 2 "
+                    "rm %s/config.json && '%s'" TINY " --train-iters 3 --world-size 4 --tensor-model-parallel-size 2 "
                     "--pipeline-model-parallel-size 2 --global-batch-size 2 --micro-batch-size 1 --inject-stall 1:2 "
                     "--collective-timeout 1 --run-dir %s > /dev/null 2>&1",
-                    PRETRAIN, run);
+                    run, PRETRAIN, run);
     TB_REQUIRE(rc == 4, "the stalled run ends with the hang exit status 4 (got %d)", rc);
     TB_CHECK(derive("hang_figure", "{\"figure\": \"blamed_rank\"}", rec, &err) == 1,
              "tp2 x pp2, rank 1 stalled: the root cause is rank 1, not a victim whose watchdog fired first");
@@ -261,13 +262,13 @@ TB_TEST(hang_figure_blames_the_stalled_rank_from_the_per_rank_parts) {
 TB_TEST(first_divergence_is_the_position_of_the_tensor_bisect_finds) {
     char tp1_run[1100], tp2_run[1100], bad_run[1100], ckpt_run[1100];
     char tp1[1024], tp2[1024], bad[1024];
-    fresh_record("div_ckpt", 1, ckpt_run, sizeof ckpt_run);
+    fresh_record("div_ckpt", 0, ckpt_run, sizeof ckpt_run);
     TB_REQUIRE(tb_run(&sh, NULL, "'%s'" TINY " --train-iters 3 --exit-interval 2 --save %s/checkpoints --run-dir %s > "
                       "/dev/null", PRETRAIN, ckpt_run, ckpt_run) == 0,
                "the checkpoint: %s", sh.err);
-    snprintf(tp1, sizeof tp1, "%s", fresh_record("div_tp1", 1, tp1_run, sizeof tp1_run));
-    snprintf(tp2, sizeof tp2, "%s", fresh_record("div_tp2", 2, tp2_run, sizeof tp2_run));
-    snprintf(bad, sizeof bad, "%s", fresh_record("div_bad", 2, bad_run, sizeof bad_run));
+    snprintf(tp1, sizeof tp1, "%s", fresh_record("div_tp1", 0, tp1_run, sizeof tp1_run));
+    snprintf(tp2, sizeof tp2, "%s", fresh_record("div_tp2", 0, tp2_run, sizeof tp2_run));
+    snprintf(bad, sizeof bad, "%s", fresh_record("div_bad", 0, bad_run, sizeof bad_run));
     const char *layouts[3] = {"", "--world-size 2 --tensor-model-parallel-size 2",
                               "--world-size 2 --tensor-model-parallel-size 2 --debug-inject-fault "
                               "row_parallel_bias_per_rank"};
@@ -297,7 +298,7 @@ TB_TEST(first_divergence_is_the_position_of_the_tensor_bisect_finds) {
     json_decref(args);
     // a run that dumped other tensors (another model) is no comparison at all
     char other_run[1100], other[1024];
-    snprintf(other, sizeof other, "%s", fresh_record("div_other", 1, other_run, sizeof other_run));
+    snprintf(other, sizeof other, "%s", fresh_record("div_other", 0, other_run, sizeof other_run));
     TB_REQUIRE(tb_run(&sh, NULL, "'%s' --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16 "
                       "--vocab-size 64 --train-iters 3 --dump-tensors 3 --run-dir %s > /dev/null", PRETRAIN,
                       other_run) == 0,
@@ -318,8 +319,8 @@ TB_TEST(first_divergence_is_the_position_of_the_tensor_bisect_finds) {
 // kept as text, and the verdict is not lost.)
 TB_TEST(first_divergence_finds_a_gradient_gone_nan) {
     char a_run[1100], b_run[1100], a[1024], b[1024];
-    snprintf(a, sizeof a, "%s", fresh_record("nan_tp1", 1, a_run, sizeof a_run));
-    snprintf(b, sizeof b, "%s", fresh_record("nan_tp2", 2, b_run, sizeof b_run));
+    snprintf(a, sizeof a, "%s", fresh_record("nan_tp1", 0, a_run, sizeof a_run));
+    snprintf(b, sizeof b, "%s", fresh_record("nan_tp2", 0, b_run, sizeof b_run));
     TB_REQUIRE(tb_run(&sh, NULL, "'%s'" TINY " --train-iters 1 --dump-tensors 1 --run-dir %s > /dev/null", PRETRAIN,
                       a_run) == 0 &&
                    tb_run(&sh, NULL, "'%s'" TINY " --train-iters 1 --dump-tensors 1 --world-size 2 "
@@ -349,7 +350,7 @@ TB_TEST(first_divergence_finds_a_gradient_gone_nan) {
 // over every rank and expert are etp times the routed tokens.
 TB_TEST(moe_figure_reads_the_expert_gemms_each_rank_ran) {
     char run[1024];
-    const char *rec = fresh_record("moe_figure", 4, run, sizeof run);
+    const char *rec = fresh_record("moe_figure", 0, run, sizeof run);
     int status = tb_run(&sh, NULL,
                         "%s" TINY " --micro-batch-size 2 --global-batch-size 16 --train-iters 1 --world-size 4"
                         " --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 32 --expert-model-parallel-size 2"
