@@ -29,7 +29,7 @@ int tb_atomic_open(tb_atomic_file *a, const char *path, tb_error *err) {
 }
 
 int tb_atomic_close(tb_atomic_file *a, int ok, tb_error *err) {
-    if (!a->f) return -1;
+    if (!a->f) return ok ? tb_fail(err, "%s: not open for writing", a->path) : -1;
     const int wanted = ok;
     errno = 0;
     ok = ok && !ferror(a->f) && fflush(a->f) == 0 && fsync(fileno(a->f)) == 0;

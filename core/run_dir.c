@@ -37,21 +37,23 @@ int tb_run_dir_create(const char *requested, char *out, size_t len, tb_error *er
     return tb_mkdir_p(out, err);
 }
 
-int tb_run_dir_check_unused(const char *requested, tb_error *err) {
-    if (!requested || !requested[0]) return 0;
-    DIR *d = opendir(requested);
+int tb_run_dir_check_unused(const char *flag, const char *dir, tb_error *err) {
+    if (!dir || !dir[0]) return 0;
+    DIR *d = opendir(dir);
     if (!d) {
         if (errno == ENOENT) return 0;
-        return tb_fail(err, "--run-dir %s: cannot read it as a directory: %s", requested, strerror(errno));
+        return tb_fail(err, "%s %s: cannot read it as a directory: %s", flag, dir, strerror(errno));
     }
     const struct dirent *e;
+    errno = 0;
     while ((e = readdir(d)) && (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))) {
     }
-    int rc = e ? tb_fail(err,
-                         "--run-dir %s: not empty (it holds %s): a run's files are never mixed with, or written "
-                         "over, another run's; name a new or empty directory",
-                         requested, e->d_name)
-               : 0;
+    int rc = 0;
+    if (e)
+        rc = tb_fail(err, "%s %s: not empty (it holds %s): a run's files are never mixed with, or written over, "
+                          "another run's; name a new or empty directory", flag, dir, e->d_name);
+    else if (errno)
+        rc = tb_fail(err, "%s %s: cannot list it: %s", flag, dir, strerror(errno));
     closedir(d);
     return rc;
 }

@@ -42,11 +42,12 @@
 // TB_RUN_ADHOC_ROOT/<local time, %Y%m%dT%H%M%S>[.N]. Writes its path into out.
 int tb_run_dir_create(const char *requested, char *out, size_t len, tb_error *err);
 
-// A --run-dir given by name must be new or empty: a run's files are never mixed with an
-// earlier run's (a reader would count its stale rank files) nor written over them (nothing
-// already written is lost). Returns 0 (empty `requested`, a missing directory or an empty
-// one), or -1 with err naming the directory and an entry in it.
-int tb_run_dir_check_unused(const char *requested, tb_error *err);
+// A run directory given by name (`flag`: --run-dir, or a directory of runs such as plan
+// --verify's --work-dir) must be new or empty: a run's files are never mixed with an earlier
+// run's (a reader would count its stale rank files) nor written over them (nothing already
+// written is lost). Returns 0 (empty `dir`, a missing directory or an empty one), or -1 with
+// err naming the flag, the directory and an entry in it (or why it cannot be read).
+int tb_run_dir_check_unused(const char *flag, const char *dir, tb_error *err);
 
 // The per-rank files: "<kind>.rank-NNNNN.<ext>". Every rank of a run that ends writes the
 // first TB_RANK_NFILES; the parts of the failure reports only when that failure happens.

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
+#include "core/run_dir.h"
 #include "core/xalloc.h"
 
 #ifdef TB_HAVE_MPI
@@ -193,4 +195,58 @@ json_t *tb_launch_record(const tb_launch *l, const tb_config *cfg) {
                      "thread_level", l->mpi ? json_string("MPI_THREAD_MULTIPLE") : json_null(), "mpi_library",
                      library[0] ? json_string(library) : json_null(), "mpi_collectives", collectives, "per_process",
                      processes, "ranks_per_host", per_host);
+}
+
+static int write_config(const char *run_dir, const tb_config *cfg, tb_error *err) {
+    char path[TB_PATH_MAX + 64];
+    if (tb_run_path(path, sizeof path, run_dir, TB_RUN_CONFIG, err) != 0) return -1;
+    json_t *resolved = config_to_json(cfg);
+    int rc = tb_write_json_atomic(path, resolved, err);
+    json_decref(resolved);
+    return rc;
+}
+
+static int write_launch(const char *run_dir, json_t *record, tb_error *err) {
+    char path[TB_PATH_MAX + 64];
+    if (tb_run_path(path, sizeof path, run_dir, TB_RUN_LAUNCH, err) != 0) return -1;
+    return tb_write_json_atomic(path, record, err);
+}
+
+int tb_launch_setup_run_dir(const tb_launch *l, const tb_config *cfg, char *run_dir, size_t len, tb_error *err) {
+    json_t *record = tb_launch_record(l, cfg);  // collective: every process's host
+    // every process's own view of the directory, before process 0 creates anything in it
+    const int unused = tb_run_dir_check_unused("--run-dir", cfg->run_dir, err) == 0;
+    int refused = !unused;
+    if (l->mpi) {
+        int first = -1;
+        refused = tb_launch_agree(l, unused ? 0 : TB_EXIT_FAILURE, &first) != 0;
+        if (refused && unused)
+            tb_fail(err, "process %d: process %d's --run-dir %s is not new or empty (its message says what it holds)",
+                    l->process, first, cfg->run_dir);
+    }
+    if (refused) {
+        json_decref(record);
+        return -1;
+    }
+    struct {
+        int rc;
+        char dir[TB_PATH_MAX];
+    } verdict = {0, ""};
+    if (tb_launch_is_lead(l)) {
+        verdict.rc = tb_output_dir_check("--save", cfg->save, err) ||  // (after the run directory's check)
+                     tb_output_file_check("--save-hf", cfg->save_hf, err) ||
+                     tb_run_dir_create(cfg->run_dir, run_dir, len, err) != 0 ||
+                     write_config(run_dir, cfg, err) != 0 || write_launch(run_dir, record, err) != 0;
+        snprintf(verdict.dir, sizeof verdict.dir, "%s", run_dir);
+    }
+    json_decref(record);
+    if (!l->mpi) return verdict.rc ? -1 : 0;
+    tb_error bcast_err;
+    if (tb_launch_bcast(l, &verdict, sizeof verdict, &bcast_err) != 0) {
+        if (err) *err = bcast_err;
+        return -1;
+    }
+    if (tb_launch_is_lead(l)) return verdict.rc ? -1 : 0;
+    if (verdict.rc) return tb_fail(err, "process %d: process 0 could not set up the run directory", l->process);
+    return tb_run_dir_create(verdict.dir, run_dir, len, err);
 }

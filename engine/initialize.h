@@ -67,6 +67,14 @@ int tb_launch_validate(const tb_launch *l, const tb_config *cfg, tb_error *err);
 // Process 0's `bytes` bytes of buf to every process (nothing to do without mpirun).
 int tb_launch_bcast(const tb_launch *l, void *buf, size_t bytes, tb_error *err);
 
+// Before any step, collective under mpirun: every process checks that the --run-dir it will
+// write to is new or empty (core/run_dir.h; a host of its own may hold an earlier run's files
+// there), and they agree; process 0 then checks --save and --save-hf, creates the run directory
+// and writes config.json and launch.json; every other process waits for its verdict and the
+// directory's path (process 0's clock names a default one) and creates it too (its host may not
+// share process 0's file system). The path goes to run_dir. 0, or -1 with err set.
+int tb_launch_setup_run_dir(const tb_launch *l, const tb_config *cfg, char *run_dir, size_t len, tb_error *err);
+
 // What launch.json holds: launcher, argv, processes, ranks per process, each process's host,
 // pid and ranks, ranks per host, the MPI library. Collective under mpirun (host names are
 // gathered): every process calls it; process 0 gets the object, the others NULL.

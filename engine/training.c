@@ -19,7 +19,6 @@
 #include "comm/mpi_backend.h"
 #include "comm/nccl_backend.h"
 #include "comm/watchdog.h"
-#include "core/fileio.h"
 #include "core/run_dir.h"
 #include "core/xalloc.h"
 #include "distributed/finalize_model_grads.h"
@@ -667,15 +666,6 @@ static void rank_main(tb_rank *rk, void *arg) {
     tb_ranges_bind(NULL);
 }
 
-static int write_config(const char *run_dir, const tb_config *cfg, tb_error *err) {
-    char path[TB_PATH_MAX + 64];
-    if (tb_run_path(path, sizeof path, run_dir, TB_RUN_CONFIG, err) != 0) return -1;
-    json_t *resolved = config_to_json(cfg);
-    int rc = tb_write_json_atomic(path, resolved, err);
-    json_decref(resolved);
-    return rc;
-}
-
 // The rank whose failure the run reports: the one that aborted the world, else the first failed.
 static int failed_rank(tb_world *w, const rank_run *runs) {
     int root = parallel_state_aborted_by(w);
@@ -683,42 +673,6 @@ static int failed_rank(tb_world *w, const rank_run *runs) {
     for (int r = 0; r < w->size; r++)
         if (runs[r].status != 0) return r;
     return -1;
-}
-
-static int write_launch(const char *run_dir, json_t *record, tb_error *err) {
-    char path[TB_PATH_MAX + 64];
-    if (tb_run_path(path, sizeof path, run_dir, TB_RUN_LAUNCH, err) != 0) return -1;
-    return tb_write_json_atomic(path, record, err);
-}
-
-// Process 0 checks --save, --save-hf and --run-dir (before any step), creates the run directory,
-// writes config.json and launch.json; under mpirun every other process waits for its verdict and
-// the directory's path (process 0's clock names a default one) before writing there.
-static int setup_run_dir(tb_world *w, const tb_config *cfg, const tb_launch *l, tb_error *err) {
-    json_t *record = tb_launch_record(l, cfg);  // collective: every process's host
-    struct {
-        int rc;
-        char dir[TB_PATH_MAX];
-    } verdict = {0, ""};
-    if (tb_launch_is_lead(l)) {
-        verdict.rc = tb_run_dir_check_unused(cfg->run_dir, err) ||  // (before --save makes its directory)
-                     tb_output_dir_check("--save", cfg->save, err) ||
-                     tb_output_file_check("--save-hf", cfg->save_hf, err) ||
-                     tb_run_dir_create(cfg->run_dir, w->run_dir, sizeof w->run_dir, err) != 0 ||
-                     write_config(w->run_dir, cfg, err) != 0 || write_launch(w->run_dir, record, err) != 0;
-        snprintf(verdict.dir, sizeof verdict.dir, "%s", w->run_dir);
-    }
-    json_decref(record);
-    if (!l->mpi) return verdict.rc ? -1 : 0;
-    tb_error bcast_err;
-    if (tb_launch_bcast(l, &verdict, sizeof verdict, &bcast_err) != 0) {
-        if (err) *err = bcast_err;
-        return -1;
-    }
-    if (tb_launch_is_lead(l)) return verdict.rc ? -1 : 0;
-    if (verdict.rc) return tb_fail(err, "process %d: process 0 could not set up the run directory", l->process);
-    // the same path; created here too in case this host does not share process 0's file system
-    return tb_run_dir_create(verdict.dir, w->run_dir, sizeof w->run_dir, err);
 }
 
 // Under mpirun: the groups that span processes onto MPI communicators, every process
@@ -763,7 +717,8 @@ int pretrain(const tb_config *cfg, const tb_launch *launch, tb_error *err) {
     if (parallel_state_world_init_process(&world, cfg, launch->process, launch->processes, &tb_local_backend, err) != 0)
         return TB_EXIT_FAILURE;
     world.origin_ns = tb_now_ns();
-    if (setup_run_dir(&world, cfg, launch, err) != 0 || connect_processes(&world, launch, err) != 0) {
+    if (tb_launch_setup_run_dir(launch, cfg, world.run_dir, sizeof world.run_dir, err) != 0 ||
+        connect_processes(&world, launch, err) != 0) {
         parallel_state_world_free(&world);
         return TB_EXIT_FAILURE;
     }

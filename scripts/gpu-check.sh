@@ -112,6 +112,7 @@ load_check() {
   done
   "$build/tests/test_cuda_device" >/dev/null 2>&1 || { echo "test_cuda_device failed"; "$build/tests/test_cuda_device" 2>&1 | tail -n 5; return 1; }
   echo "test_cuda_device: passed"
+  rm -rf "$build/load-check"  # (pretrain_gpt takes a new or empty --run-dir)
   out=$("$build/bin/pretrain_gpt" --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 8 \
     --micro-batch-size 1 --vocab-size 64 --train-iters 1 --device cuda --run-dir "$build/load-check" 2>&1) && rc=0 || rc=$?
   echo "pretrain_gpt --device cuda: exit $rc: $(printf '%s\n' "$out" | grep -m1 -E 'error|GPU|cuda' || true)"

@@ -264,14 +264,16 @@ int tb_ranges_spill(tb_ranges *t, tb_error *err) {
         if (err) *err = t->spill_err;
         return -1;
     }
-    if (t->nevents < t->spill_events || t->depth != 0) return 0;
+    if (t->nevents == 0 || t->nevents < t->spill_events || t->depth != 0) return 0;
     const spill_chunk h = {t->nevents, t->ncomm, t->nsplits};
     tb_error e;
     int rc = t->spill || spill_open(t, &e) == 0 ? 0 : -1;
-    if (rc == 0 && (fwrite(&h, sizeof h, 1, t->spill) != 1 ||
+    // at the end of the file: a trace written before (put_track) left it where it read
+    if (rc == 0 && (fseek(t->spill, 0, SEEK_END) != 0 || fwrite(&h, sizeof h, 1, t->spill) != 1 ||
                     fwrite(t->events, sizeof *t->events, t->nevents, t->spill) != t->nevents ||
-                    fwrite(t->comm_args, sizeof *t->comm_args, t->ncomm, t->spill) != t->ncomm ||
-                    fwrite(t->splits, sizeof *t->splits, t->nsplits, t->spill) != t->nsplits || fflush(t->spill) != 0))
+                    (t->ncomm && fwrite(t->comm_args, sizeof *t->comm_args, t->ncomm, t->spill) != t->ncomm) ||
+                    (t->nsplits && fwrite(t->splits, sizeof *t->splits, t->nsplits, t->spill) != t->nsplits) ||
+                    fflush(t->spill) != 0))
         rc = tb_fail(&e, "trace of rank %d: cannot write %zu events to its spill file%s%s: %s", t->rank, t->nevents,
                      t->spill_dir[0] ? " in " : "", t->spill_dir, strerror(errno));
     if (rc != 0) {

@@ -381,6 +381,10 @@ int plan_verify_main(const char *pretrain_gpt, const char *work_dir, int json, c
     }
     if (work_dir) {
         snprintf(dir, sizeof dir, "%s", work_dir);
+        if (tb_run_dir_check_unused("--work-dir", dir, &err) != 0) {  // (each case's run/ must be new)
+            fprintf(stderr, "tracebook plan --verify: %s\n", err.msg);
+            return TB_EXIT_USAGE;
+        }
         if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
             fprintf(stderr, "tracebook plan --verify: --work-dir %s: %s\n", dir, strerror(errno));
             return TB_EXIT_USAGE;

@@ -644,6 +644,20 @@ TB_TEST(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_ever
     TB_CHECK(rc == 2 && tb_has(sh.out, "ranks_per_process (2) needs mpirun"), "exit %d:\n%s", rc, sh.out);
 }
 
+// A --run-dir that holds files is refused under mpirun as on threads (every process checks its
+// own view of it, then they agree), before process 0 writes anything there.
+TB_TEST(a_run_directory_holding_files_is_refused_under_mpirun_before_anything_is_written) {
+    char dir[512], stale[600], config[600];
+    run_dir(dir, sizeof dir, "held", 0);
+    snprintf(stale, sizeof stale, "%s/metrics.rank-00003.jsonl", dir);
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    tb_run(&sh, NULL, "rm -rf '%s' && mkdir -p '%s' && echo stale > '%s'", dir, dir, stale);
+    int rc = mpirun(2, TB_MPI_MODEL " --run-dir %s", dir);
+    TB_CHECK(rc != 0 && rc != 124 && tb_has(sh.out, "not empty (it holds metrics.rank-00003.jsonl)"),
+             "exit %d (124: it hung)\n%s", rc, sh.out);
+    TB_CHECK(tb_exists(stale) && !tb_exists(config), "the stale file is left alone and no config.json is written");
+}
+
 int main(int argc, char **argv) {
     if (!tb_mpi_built()) {
         printf("SKIP: MPI backend not built\n");
@@ -658,6 +672,7 @@ int main(int argc, char **argv) {
     TB_RUN(context_parallel_under_mpirun_matches_threads_bitwise_and_the_single_rank);
     TB_RUN(qk_layernorm_under_mpirun_matches_threads_bitwise_and_the_single_rank);
     TB_RUN(a_world_that_is_not_processes_times_ranks_per_process_is_refused_by_every_process);
+    TB_RUN(a_run_directory_holding_files_is_refused_under_mpirun_before_anything_is_written);
     printf("    mpirun wall time in all: %.1f s\n", mpi_seconds);
     tb_output_free(&sh);
     return tb_test_summary();

@@ -229,6 +229,12 @@ TB_TEST(verify_matches_the_engine) {
     int rc = tb_run(&o, NULL, "'%s' plan --verify --json --work-dir '%s'", TRACEBOOK, dir);
     TB_CHECK(rc == 0, "plan --verify exited %d: %s", rc, o.err);
     json_t *v = json_loads(o.out, 0, NULL);
+    // the runs it keeps are not written over: a second verify into the same directory is refused
+    tb_output again = {0};
+    rc = tb_run(&again, NULL, "'%s' plan --verify --work-dir '%s'", TRACEBOOK, dir);
+    TB_CHECK(rc == 2 && strstr(again.err, "--work-dir") && strstr(again.err, "not empty"),
+             "a second verify: exit %d: %s", rc, again.err);
+    tb_output_free(&again);
     TB_REQUIRE(v, "not JSON: %.300s", o.out);
     const json_int_t checks = json_integer_value(json_object_get(v, "exact_checks"));
     TB_CHECK(checks >= 200 && json_integer_value(json_object_get(v, "exact_failed")) == 0 &&
