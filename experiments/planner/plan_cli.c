@@ -60,7 +60,7 @@ static const tb_option plan_options[] = {
     TB_OPTION("--pretrain-gpt", plan_args, pretrain_gpt, TB_OPT_STRING, NULL, "PATH",
               "--verify: the engine binary (default: pretrain_gpt beside this tracebook)"),
     TB_OPTION("--work-dir", plan_args, work_dir, TB_OPT_STRING, NULL, "DIR",
-              "--verify: where the runs go (default: a new directory under $TMPDIR)"),
+              "--verify: where the runs go, a new or empty directory (default: a new one under $TMPDIR)"),
     TB_OPTIONS_END};
 
 static const tb_command plan_command = {

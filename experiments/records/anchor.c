@@ -519,3 +519,51 @@ int tb_anchor_verify(tb_anchor_verifier *v, const char *version_dir, const char 
     free(problems);
     return added;
 }
+
+int tb_anchor_records_gone(tb_anchor_verifier *v, const char *version_dir, void (*add)(void *ctx, const char *line),
+                           void *ctx) {
+    ledger *l = load_ledger(v, version_dir);
+    json_t *anchored = json_object();  // run id → the seq that anchored it (its latest)
+    size_t i;
+    json_t *e;
+    json_array_foreach(l->entries, i, e) {
+        const char *kind = json_string_value(json_object_get(e, "kind"));
+        const char *name = json_string_value(json_object_get(e, "name"));
+        if (kind && name && !strcmp(kind, TB_ANCHOR_RECORD))
+            json_object_set_new(anchored, name, json_integer(json_integer_value(json_object_get(e, "seq"))));
+    }
+    char key[PATH_MAX];
+    tb_error err;
+    sqlite3_stmt *st;
+    if (v->db && version_key(version_dir, key, sizeof key, &err) == 0 &&
+        sqlite3_prepare_v2(v->db, "SELECT name, seq FROM anchors WHERE version_dir = ?1 AND kind = ?2", -1, &st,
+                           NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, TB_ANCHOR_RECORD, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *name = (const char *)sqlite3_column_text(st, 0);
+            if (name && !json_object_get(anchored, name))
+                json_object_set_new(anchored, name, json_integer(sqlite3_column_int64(st, 1)));
+        }
+        sqlite3_finalize(st);
+    }
+    int n = 0;
+    const char *run;
+    json_t *seq;
+    json_object_foreach(anchored, run, seq) {
+        char path[PATH_MAX + 64], line[2 * PATH_MAX];
+        struct stat sb;
+        if (tb_path_format(path, sizeof path, &err, "%s/%s/" TB_RECORD_MANIFEST, version_dir, run) != 0 ||
+            lstat(path, &sb) == 0)
+            continue;
+        snprintf(line, sizeof line,
+                 "run %s was anchored as a record of this version (seq %lld) and its record is gone (no %s): which "
+                 "sweep point it measured cannot be told, so a claim of the version cannot show it rests on every run "
+                 "measured",
+                 run, (long long)json_integer_value(seq), path);
+        add(ctx, line);
+        n++;
+    }
+    json_decref(anchored);
+    return n;
+}

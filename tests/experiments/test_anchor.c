@@ -139,6 +139,31 @@ TB_TEST(deleted_claims_experiment_files_and_versions_are_named) {
     free(out);
 }
 
+// A record deleted whole: the claim does not list it, but the version anchored it, so the claim
+// cannot show it rests on every run measured (the slow repetitions deleted and the fast ones
+// claimed proved while the selection rule read the version's directory alone).
+TB_TEST(a_record_deleted_whole_fails_the_claims_of_its_version) {
+    char vdir[FX_PATH], rec[FX_PATH];
+    const char *root = anchored_fixture("anchor_gone", vdir, sizeof vdir);
+    fx_numbers n = {.world = 1, .nsteps = 3, .gbs = 4, .seq = 16, .step_ms = {{30, 10, 10}},
+                    .loss = {{5, 4.5, 4.25}}, .act = {{50, 60, 70}}, .comm = {{1, 1, 1}}, .params = {100},
+                    .flops = {1e6}, .bubble = 0, .imbalance = 1};
+    fx_path(rec, sizeof rec, "%s/r1", vdir);
+    fx_write_run(rec, &n);
+    fx_write_manifest(rec, "an", 1, "r1", NULL);
+    char *out;
+    int rc = prove(root, &out);
+    TB_CHECK(rc == 0 && strstr(out, "PROVEN  an/v1/loss\n"), "with both records there (exit %d):\n%s", rc, out);
+    free(out);
+    fx_rm_rf(rec);
+    rc = prove(root, &out);
+    TB_CHECK(rc != 0 && strstr(out, "NOT PROVEN  an/v1/loss") &&
+                 strstr(out, "run r1 was anchored as a record of this version (seq ") &&
+                 strstr(out, "its record is gone"),
+             "r1 deleted whole (exit %d):\n%s", rc, out);
+    free(out);
+}
+
 // A forger who edits the manifest and appends its new digest to the ledger, or rewrites the
 // ledger with a recomputed chain: the catalogue's head and rows still hold the originals. A
 // forger who rewrites the catalogue as well (re-anchors through the API) gets past the
@@ -354,6 +379,7 @@ int main(void) {
     TB_RUN(an_anchored_record_proves_and_its_ledger_chains);
     TB_RUN(an_edited_manifest_is_named);
     TB_RUN(deleted_claims_experiment_files_and_versions_are_named);
+    TB_RUN(a_record_deleted_whole_fails_the_claims_of_its_version);
     TB_RUN(a_rewritten_ledger_is_caught_by_the_catalogue_and_only_a_rewritten_catalogue_passes);
     TB_RUN(an_unanchored_record_does_not_prove);
     TB_RUN(a_signature_catches_the_forger_who_rewrites_ledger_and_catalogue);
