@@ -221,8 +221,8 @@ int tb_launch_setup_run_dir(const tb_launch *l, const tb_config *cfg, char *run_
         int first = -1;
         refused = tb_launch_agree(l, unused ? 0 : TB_EXIT_FAILURE, &first) != 0;
         if (refused && unused)
-            tb_fail(err, "process %d: process %d's --run-dir %s is not new or empty (its message says what it holds)",
-                    l->process, first, cfg->run_dir);
+            tb_fail(err, "process %d: process %d refused --run-dir %s (its message says why)", l->process, first,
+                    cfg->run_dir);
     }
     if (refused) {
         json_decref(record);
@@ -246,7 +246,15 @@ int tb_launch_setup_run_dir(const tb_launch *l, const tb_config *cfg, char *run_
         if (err) *err = bcast_err;
         return -1;
     }
-    if (tb_launch_is_lead(l)) return verdict.rc ? -1 : 0;
-    if (verdict.rc) return tb_fail(err, "process %d: process 0 could not set up the run directory", l->process);
-    return tb_run_dir_create(verdict.dir, run_dir, len, err);
+    if (verdict.rc) {
+        if (!tb_launch_is_lead(l)) tb_fail(err, "process %d: process 0 could not set up the run directory", l->process);
+        return -1;
+    }
+    // the same path, created on every host (one may not share process 0's file system); every
+    // process agrees on the outcome before any goes on to the collectives that follow
+    int rc = tb_launch_is_lead(l) ? 0 : tb_run_dir_create(verdict.dir, run_dir, len, err), first = -1;
+    if (tb_launch_agree(l, rc ? TB_EXIT_FAILURE : 0, &first) != 0 && rc == 0)
+        rc = tb_fail(err, "process %d: process %d could not create the run directory %s", l->process, first,
+                     verdict.dir);
+    return rc ? -1 : 0;
 }

@@ -462,7 +462,7 @@ static int prove_claims_file(prove_state *s, const char *version_dir, const char
         return 0;
     }
     json_t *claims = json_object_get(root, "claims");
-    tb_anchor_records_gone(s->checks.anchors, version_dir, add_line, vf);  // (a record deleted whole)
+    tb_anchor_records_check(s->checks.anchors, version_dir, add_line, vf);  // (unlisted records too)
     // a claim is named by where it lives: claims.json's own experiment and version must say
     // the same (else its claims would be printed, and catalogued, as another experiment's)
     const char *exp = exp_dirname;

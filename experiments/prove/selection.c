@@ -77,7 +77,7 @@ static void repetition_key(json_t *m, char *key, size_t size) {
 // (its start, then its run id; exp:run resumes the same one): a repetition left out, or an
 // earlier measurement of one listed (the faster of a --force rerun's two, say), is a selection
 // and fails the claim, naming the runs. The version's records are read from its directory; a
-// record deleted whole is prove's to name, from the anchors (tb_anchor_records_gone).
+// record deleted whole is prove's to name, from the anchors (tb_anchor_records_check).
 void tb_selection_check(json_t *records, const char *parser, void (*reason)(void *ctx, const char *line), void *ctx) {
     json_t *point = NULL, *superseded = json_object();  // run id → true, from the listed records
     char version_dir[SEL_PATH_MAX] = "", first_run[128] = "";

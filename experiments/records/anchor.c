@@ -520,8 +520,8 @@ int tb_anchor_verify(tb_anchor_verifier *v, const char *version_dir, const char 
     return added;
 }
 
-int tb_anchor_records_gone(tb_anchor_verifier *v, const char *version_dir, void (*add)(void *ctx, const char *line),
-                           void *ctx) {
+int tb_anchor_records_check(tb_anchor_verifier *v, const char *version_dir, void (*add)(void *ctx, const char *line),
+                            void *ctx) {
     ledger *l = load_ledger(v, version_dir);
     json_t *anchored = json_object();  // run id → the seq that anchored it (its latest)
     size_t i;
@@ -551,16 +551,27 @@ int tb_anchor_records_gone(tb_anchor_verifier *v, const char *version_dir, void 
     const char *run;
     json_t *seq;
     json_object_foreach(anchored, run, seq) {
-        char path[PATH_MAX + 64], line[2 * PATH_MAX];
+        char path[PATH_MAX + 64], line[2 * PATH_MAX], hex[65];
         struct stat sb;
-        if (tb_path_format(path, sizeof path, &err, "%s/%s/" TB_RECORD_MANIFEST, version_dir, run) != 0 ||
-            lstat(path, &sb) == 0)
+        const long long at = (long long)json_integer_value(seq);
+        if (!*run || !strcmp(run, ".") || !strcmp(run, "..") || strpbrk(run, "/\n") ||
+            tb_path_format(path, sizeof path, &err, "%s/%s/" TB_RECORD_MANIFEST, version_dir, run) != 0) {
+            snprintf(line, sizeof line, "the record anchored at seq %lld is named '%.200s', which is not a run id: the "
+                     "anchors were written by hand", at, run);
+        } else if (lstat(path, &sb) != 0) {
+            snprintf(line, sizeof line,
+                     "run %s was anchored as a record of this version (seq %lld) and its record is gone (no %s): "
+                     "which sweep point it measured cannot be told, so a claim of the version cannot show it rests "
+                     "on every run measured", run, at, path);
+        } else if (!S_ISREG(sb.st_mode)) {
+            snprintf(line, sizeof line, "run %s, anchored as a record of this version (seq %lld): %s is %s, not a "
+                     "regular file", run, at, path, tb_file_kind(sb.st_mode));
+        } else if (tb_json_digest(path, hex, &err) != 0) {
+            snprintf(line, sizeof line, "run %s, anchored as a record of this version (seq %lld): %s", run, at, err.msg);
+        } else {  // as anchored: an unlisted record's manifest is what the selection rule reads
+            n += tb_anchor_verify(v, version_dir, TB_ANCHOR_RECORD, run, hex, add, ctx);
             continue;
-        snprintf(line, sizeof line,
-                 "run %s was anchored as a record of this version (seq %lld) and its record is gone (no %s): which "
-                 "sweep point it measured cannot be told, so a claim of the version cannot show it rests on every run "
-                 "measured",
-                 run, (long long)json_integer_value(seq), path);
+        }
         add(ctx, line);
         n++;
     }

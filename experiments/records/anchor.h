@@ -83,11 +83,14 @@ int tb_anchor_ledger_head(tb_anchor_verifier *v, const char *version_dir, char *
 int tb_anchor_verify(tb_anchor_verifier *v, const char *version_dir, const char *kind, const char *name,
                      const char *sha256, void (*add)(void *ctx, const char *line), void *ctx);
 
-// Calls add(ctx, line) for each run the version's ledger or the catalogue anchored as a record
-// whose record is gone (no <version_dir>/<run id>/manifest.json): which sweep point it measured
-// cannot be told, so no claim of the version can show it rests on every run measured (the slow
-// repetitions deleted whole and the fast ones claimed, say). Returns how many lines were added.
-int tb_anchor_records_gone(tb_anchor_verifier *v, const char *version_dir, void (*add)(void *ctx, const char *line),
-                           void *ctx);
+// Every run the version's ledger or the catalogue anchored as a record, against its record now:
+// calls add(ctx, line) for each that is gone (no <version_dir>/<run id>/manifest.json: which
+// sweep point it measured cannot be told, so no claim of the version can show it rests on every
+// run measured — the slow repetitions deleted whole and the fast ones claimed, say), whose
+// manifest is not a regular file or does not read, or is not as anchored (tb_anchor_verify:
+// the selection rule reads the manifests of records no claim lists, which are otherwise not
+// checked), and for an anchored name that is not a run id. Returns how many lines were added.
+int tb_anchor_records_check(tb_anchor_verifier *v, const char *version_dir, void (*add)(void *ctx, const char *line),
+                            void *ctx);
 
 #endif

@@ -139,9 +139,10 @@ TB_TEST(deleted_claims_experiment_files_and_versions_are_named) {
     free(out);
 }
 
-// A record deleted whole: the claim does not list it, but the version anchored it, so the claim
-// cannot show it rests on every run measured (the slow repetitions deleted and the fast ones
-// claimed proved while the selection rule read the version's directory alone).
+// A record deleted whole, or its manifest edited: the claim does not list it, but the version
+// anchored it, so the claim cannot show it rests on every run measured (the slow repetitions
+// deleted, or marked failed, and the fast ones claimed proved: the selection rule reads the
+// version's directory, and the manifests of unlisted records were not checked).
 TB_TEST(a_record_deleted_whole_fails_the_claims_of_its_version) {
     char vdir[FX_PATH], rec[FX_PATH];
     const char *root = anchored_fixture("anchor_gone", vdir, sizeof vdir);
@@ -162,6 +163,29 @@ TB_TEST(a_record_deleted_whole_fails_the_claims_of_its_version) {
                  strstr(out, "its record is gone"),
              "r1 deleted whole (exit %d):\n%s", rc, out);
     free(out);
+    // kept, with its manifest emptied or marked failed (what the selection rule reads of a
+    // record no claim lists): not as anchored
+    static const char *const forged[] = {"{}\n", NULL};
+    for (int k = 0; k < 2; k++) {
+        root = anchored_fixture("anchor_gone", vdir, sizeof vdir);
+        fx_write_run(rec, &n);
+        fx_write_manifest(rec, "an", 1, "r1", NULL);
+        char path[FX_PATH];
+        fx_path(path, sizeof path, "%s/" TB_RECORD_MANIFEST, rec);
+        if (forged[k]) {
+            fx_write_text(path, forged[k]);
+        } else {
+            json_t *m = json_load_file(path, 0, NULL);
+            json_object_set_new(m, "status", json_string("failed"));
+            tb_write_json_atomic(path, m, NULL);
+            json_decref(m);
+        }
+        rc = prove(root, &out);
+        TB_CHECK(rc != 0 && strstr(out, "NOT PROVEN  an/v1/loss") &&
+                     strstr(out, "the manifest of record r1 altered since it was anchored"),
+                 "r1's manifest %s (exit %d):\n%s", forged[k] ? "emptied" : "marked failed", rc, out);
+        free(out);
+    }
 }
 
 // A forger who edits the manifest and appends its new digest to the ledger, or rewrites the
