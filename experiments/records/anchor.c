@@ -567,7 +567,8 @@ int tb_anchor_records_check(tb_anchor_verifier *v, const char *version_dir, void
             snprintf(line, sizeof line, "run %s, anchored as a record of this version (seq %lld): %s is %s, not a "
                      "regular file", run, at, path, tb_file_kind(sb.st_mode));
         } else if (tb_json_digest(path, hex, &err) != 0) {
-            snprintf(line, sizeof line, "run %s, anchored as a record of this version (seq %lld): %s", run, at, err.msg);
+            snprintf(line, sizeof line, "run %s, anchored as a record of this version (seq %lld): %s", run, at,
+                     err.msg);
         } else {  // as anchored: an unlisted record's manifest is what the selection rule reads
             n += tb_anchor_verify(v, version_dir, TB_ANCHOR_RECORD, run, hex, add, ctx);
             continue;
