@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fileio.h"
+#include "core/trace_events.h"
 #include "core/xalloc.h"
 
 #include "strmap.h"
@@ -90,62 +90,80 @@ static int pair_begin_end(tb_rt *rt, tb_vec *be, tb_rt_drops *drops) {
     return added;
 }
 
+// An event's args, kept with the map's documents when a reader of the map looks at them: the
+// communicator figures (args.op, args.bytes: map.c, map_report.c, walk.c). The others are
+// not kept: the file is read one event at a time, never held whole.
+static json_t *kept_args(tb_rt *rt, json_t *args) {
+    if (!json_is_object(args) || (!json_object_get(args, "op") && !json_object_get(args, "bytes"))) return NULL;
+    tb_rt_keep_root(rt, json_incref(args));
+    return args;
+}
+
+typedef struct chrome_read {
+    tb_rt *rt;
+    tb_rt_drops drops;
+    tb_vec be;  // of be_event
+    int n;      // ranges added
+} chrome_read;
+
+static int chrome_event(json_t *e, size_t i, void *ud, tb_error *err) {
+    (void)err;
+    chrome_read *c = ud;
+    const char *ph = json_string_value(json_object_get(e, "ph"));
+    json_t *jname = json_object_get(e, "name");
+    const char *name = json_string_value(jname);
+    json_t *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur");
+    // ranges: complete events (X), and begin/end pairs (B, E); metadata, instants,
+    // counters, async and flow events are not ranges of a thread
+    if (!ph || (strcmp(ph, "X") && strcmp(ph, "B") && strcmp(ph, "E"))) return 0;
+    int is_x = ph[0] == 'X', is_end = ph[0] == 'E';
+    // an event the map cannot use: counted and named, never silently lost (an E need
+    // not name its range)
+    const char *bad = !name && !(is_end && !jname) ? (jname ? "with a non-string name" : "without a name")
+                      : !ts                          ? "without a ts"
+                      : !json_is_number(ts)          ? (json_is_string(ts) ? "with a string ts"
+                                                                           : "with a non-number ts")
+                      : is_x && !dur                 ? "\"X\" without a dur"
+                      : is_x && !json_is_number(dur) ? (json_is_string(dur) ? "with a string dur"
+                                                                            : "with a non-number dur")
+                      : is_x && json_number_value(dur) < 0 ? "with a negative dur"
+                                                           : NULL;
+    if (bad) {
+        tb_rt_drop(&c->drops, bad, (long)i);
+        return 0;
+    }
+    json_t *pid = json_object_get(e, "pid"), *tid = json_object_get(e, "tid");
+    int rank = json_is_integer(pid) ? (int)json_integer_value(pid) : 0;
+    int64_t t = json_is_integer(tid) ? (int64_t)json_integer_value(tid)
+                : json_is_string(tid) ? (int64_t)(tb_strhash(json_string_value(tid)) >> 1)
+                                      : 0;
+    json_t *args = json_object_get(e, "args");
+    if (!is_x) {
+        // kept past this event: its name and args (a B's are the range's, updated with its E's)
+        if (name) tb_rt_keep_root(c->rt, json_incref(jname));
+        json_t *kept = json_is_object(args) ? json_incref(args) : NULL;
+        if (kept) tb_rt_keep_root(c->rt, kept);
+        *(be_event *)tb_vec_push(&c->be) = (be_event){(long)i, rank, t, us_to_ns(ts), is_end, name, kept};
+        return 0;
+    }
+    tb_rt_add_event(c->rt, name, rank, t, us_to_ns(ts), us_to_ns(dur), kept_args(c->rt, args));
+    c->n++;
+    return 0;
+}
+
 int tb_rt_load_chrome(tb_rt *rt, const char *path, tb_error *err) {
-    json_error_t je;
-    json_t *root = tb_json_load_file(path, 0, &je);
-    if (!root) return tb_fail(err, "%s:%d:%d: not a Chrome trace: %s", path, je.line, je.column, je.text);
-    json_t *events = json_is_array(root) ? root : json_object_get(root, "traceEvents");
-    if (!json_is_array(events)) {
-        json_decref(root);
-        return tb_fail(err, "%s: not a Chrome trace: no traceEvents array", path);
+    chrome_read c = {.rt = rt};
+    tb_vec_init(&c.be, sizeof(be_event), "begin and end events");
+    json_t *top = NULL;
+    if (tb_trace_read(path, chrome_event, &c, &top, err) != 0) {
+        tb_vec_free(&c.be);
+        return -1;
     }
-    tb_rt_keep_root(rt, root);
-    tb_rt_note_backend(rt, json_string_value(json_object_get(json_object_get(root, "distributedInfo"), "backend")));
-    int n = 0;
-    size_t i;
-    json_t *e;
-    tb_rt_drops drops = {0};
-    tb_vec be;
-    tb_vec_init(&be, sizeof(be_event), "begin and end events");
-    json_array_foreach(events, i, e) {
-        const char *ph = json_string_value(json_object_get(e, "ph"));
-        json_t *jname = json_object_get(e, "name");
-        const char *name = json_string_value(jname);
-        json_t *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur");
-        // ranges: complete events (X), and begin/end pairs (B, E); metadata, instants,
-        // counters, async and flow events are not ranges of a thread
-        if (!ph || (strcmp(ph, "X") && strcmp(ph, "B") && strcmp(ph, "E"))) continue;
-        int is_x = ph[0] == 'X', is_end = ph[0] == 'E';
-        // an event the map cannot use: counted and named, never silently lost (an E need
-        // not name its range)
-        const char *bad = !name && !(is_end && !jname) ? (jname ? "with a non-string name" : "without a name")
-                          : !ts                        ? "without a ts"
-                          : !json_is_number(ts)        ? (json_is_string(ts) ? "with a string ts" : "with a non-number ts")
-                          : is_x && !dur               ? "\"X\" without a dur"
-                          : is_x && !json_is_number(dur) ? (json_is_string(dur) ? "with a string dur" : "with a non-number dur")
-                          : is_x && json_number_value(dur) < 0 ? "with a negative dur"
-                                                               : NULL;
-        if (bad) {
-            tb_rt_drop(&drops, bad, (long)i);
-            continue;
-        }
-        json_t *pid = json_object_get(e, "pid"), *tid = json_object_get(e, "tid");
-        int rank = json_is_integer(pid) ? (int)json_integer_value(pid) : 0;
-        int64_t t = json_is_integer(tid) ? (int64_t)json_integer_value(tid)
-                    : json_is_string(tid) ? (int64_t)(tb_strhash(json_string_value(tid)) >> 1)
-                                          : 0;
-        json_t *args = json_object_get(e, "args");
-        if (!is_x) {
-            *(be_event *)tb_vec_push(&be) =
-                (be_event){(long)i, rank, t, us_to_ns(ts), is_end, name, json_is_object(args) ? args : NULL};
-            continue;
-        }
-        tb_rt_add_event(rt, name, rank, t, us_to_ns(ts), us_to_ns(dur), json_is_object(args) ? args : NULL);
-        n++;
-    }
-    n += pair_begin_end(rt, &be, &drops);
-    tb_vec_free(&be);
-    tb_rt_note_file(rt, path, "chrome", n);
-    tb_rt_note_drops(rt, path, &drops);
+    tb_rt_note_backend(rt, json_string_value(json_object_get(json_object_get(top, "distributedInfo"), "backend")));
+    json_decref(top);
+    c.n += pair_begin_end(rt, &c.be, &c.drops);
+    tb_vec_free(&c.be);
+    tb_rt_note_file(rt, path, "chrome", c.n);
+    tb_rt_note_drops(rt, path, &c.drops);
     return 0;
 }

@@ -44,16 +44,13 @@ void tb_ranges_init(tb_ranges *t, int rank, int world_size, const char *rank_lab
 
 void tb_ranges_free(tb_ranges *t) {
     free(t->events);
-    free(t->strings);
+    tb_intern_free(&t->names);
     free(t->comm_args);
     free(t->splits);
-    free(t->name_slots);
     if (t->spill) fclose(t->spill);
     t->events = NULL;
-    t->strings = NULL;
     t->comm_args = NULL;
     t->splits = NULL;
-    t->name_slots = NULL;
     t->spill = NULL;
     pthread_mutex_destroy(&t->stack_mu);
 }
@@ -71,45 +68,6 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
     while (c < need) c *= 2;
     *cap = c;
     return tb_xreallocarray(p, c, elem, "range events");
-}
-
-static uint64_t name_hash(const char *s, size_t n) {  // FNV-1a
-    uint64_t h = 14695981039346656037ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-// The name's offset in the string arena, each distinct name stored once: a step's ranges
-// repeat every step, so the arena holds the model's names, not the run's events.
-static uint32_t intern(tb_ranges *t, const char *s, size_t n) {
-    if (2 * (t->nnames + 1) > t->cap_slots) {  // at most half full: rehash into twice the slots
-        size_t cap = t->cap_slots ? 2 * t->cap_slots : 256;
-        uint32_t *slots = tb_xreallocarray(NULL, cap, sizeof *slots, "range names");
-        memset(slots, 0xff, cap * sizeof *slots);
-        for (size_t i = 0; i < t->cap_slots; i++) {
-            if (t->name_slots[i] == UINT32_MAX) continue;
-            const char *name = t->strings + t->name_slots[i];
-            size_t k = name_hash(name, strlen(name)) & (cap - 1);
-            while (slots[k] != UINT32_MAX) k = (k + 1) & (cap - 1);
-            slots[k] = t->name_slots[i];
-        }
-        free(t->name_slots);
-        t->name_slots = slots;
-        t->cap_slots = cap;
-    }
-    size_t k = name_hash(s, n) & (t->cap_slots - 1);
-    for (; t->name_slots[k] != UINT32_MAX; k = (k + 1) & (t->cap_slots - 1)) {
-        const char *name = t->strings + t->name_slots[k];
-        if (!strncmp(name, s, n) && name[n] == '\0') return t->name_slots[k];
-    }
-    t->strings = grow(t->strings, &t->cap_strings, t->nstrings + n + 1, 1);
-    uint32_t off = (uint32_t)t->nstrings;
-    memcpy(t->strings + off, s, n);
-    t->strings[off + n] = '\0';
-    t->nstrings += n + 1;
-    t->name_slots[k] = off;
-    t->nnames++;
-    return off;
 }
 
 #ifdef TB_HAVE_NVTX
@@ -142,7 +100,7 @@ void tb_range_push(const char *fmt, ...) {
     if (t->recording) {
         t->events = grow(t->events, &t->cap_events, t->nevents + 1, sizeof *t->events);
         tb_range_event *e = &t->events[t->nevents];
-        e->name = intern(t, name, (size_t)n);
+        e->name = tb_intern_add(&t->names, name, (size_t)n);
         e->depth = (uint32_t)t->depth;
         e->dur_ns = -1;
         e->arg_step = -1;
@@ -230,7 +188,7 @@ static json_t *metadata_event(const char *what, int pid, int tid, const char *na
 
 // ---------------------------------------------------------------------------------------
 // The spill: each chunk is a header, then the events, their communicator figures and split
-// sizes as held (indices into the chunk's own arrays; the names' offsets into t->strings,
+// sizes as held (indices into the chunk's own arrays; the names' offsets into t->names,
 // which is never spilled; the figures' group/op/dtype static strings of this process).
 
 typedef struct spill_chunk {
@@ -311,7 +269,8 @@ static void put_events(trace_out *o, const tb_ranges *t, const tb_range_event *e
                        const tb_range_comm_args *comm_args, const size_t *splits, int tid) {
     for (size_t i = 0; i < n; i++) {
         const tb_range_event *e = &events[i];
-        json_t *ev = json_pack("{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:i, s:i}", "name", t->strings + e->name,
+        json_t *ev = json_pack("{s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:i, s:i}", "name",
+                               tb_intern_str(&t->names, e->name),
                                "cat", "range", "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
                                (double)e->dur_ns / 1000.0, "tts", (double)e->cpu_start_ns / 1000.0, "tdur",
                                (double)e->cpu_dur_ns / 1000.0, "pid", t->rank, "tid", tid);

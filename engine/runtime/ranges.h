@@ -33,6 +33,7 @@
 #include <stdio.h>
 
 #include "core/error.h"
+#include "core/intern.h"
 
 #define TB_RANGES_MAX_DEPTH 64
 #define TB_RANGE_NAME_MAX 128
@@ -75,14 +76,11 @@ typedef struct tb_ranges {
 
     tb_range_event *events;
     size_t nevents, cap_events;
-    char *strings;
-    size_t nstrings, cap_strings;
+    tb_intern names;  // the events' names, each once (a step's ranges repeat every step)
     tb_range_comm_args *comm_args;
     size_t ncomm, cap_comm;
     size_t *splits;
     size_t nsplits, cap_splits;
-    uint32_t *name_slots;  // the names' offsets by hash (open addressing; UINT32_MAX: empty)
-    size_t cap_slots, nnames;
 
     // the spill (tb_ranges_spill): chunks of closed events, their communicator figures and
     // split sizes, as held in memory; created on the first spill, unlinked at once

@@ -6,10 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/intern.h"
 #include "core/options.h"
 #include "core/run_arg.h"
 #include "core/run_dir.h"
+#include "core/trace_events.h"
 #include "core/xalloc.h"
 
 #define SR_PATH_MAX 4096
@@ -19,15 +22,15 @@
 typedef struct range_ev {
     double ts, end;  // µs
     int depth;
-    int tid;  // the track: 0 the rank's thread, 1 its communication thread
-    const char *name;
-    json_t *args;
+    int tid;        // the track: 0 the rank's thread, 1 its communication thread
+    uint32_t name;  // in the rank's names (UINT32_MAX: none)
+    json_t *args;   // kept for a train_step (args.step) and a communicator call (args.op); else NULL
 } range_ev;
 
 typedef struct rank_trace {
-    json_t *root;  // owns the names and args
+    tb_intern names;
     range_ev *ev;
-    size_t n;
+    size_t n, cap;
 } rank_trace;
 
 typedef struct run_traces {
@@ -35,9 +38,14 @@ typedef struct run_traces {
     int nranks;
 } run_traces;
 
+static const char *ev_name(const rank_trace *rt, const range_ev *e) {
+    return e->name == UINT32_MAX ? NULL : tb_intern_str(&rt->names, e->name);
+}
+
 static void traces_free(run_traces *t) {
     for (int r = 0; r < t->nranks; r++) {
-        json_decref(t->ranks[r].root);
+        for (size_t i = 0; i < t->ranks[r].n; i++) json_decref(t->ranks[r].ev[i].args);
+        tb_intern_free(&t->ranks[r].names);
         free(t->ranks[r].ev);
     }
     free(t->ranks);
@@ -57,6 +65,27 @@ int tb_run_rank_files(const char *dir, tb_rank_file kind, tb_error *err) {
     return max_rank + 1;
 }
 
+// A complete range ("X") of a rank's trace, kept compact: the trace of a long run is read
+// one event at a time (core/trace_events.h), never held whole.
+static int keep_range(json_t *e, size_t i, void *ud, tb_error *err) {
+    (void)i, (void)err;
+    rank_trace *rt = ud;
+    const char *ph = json_string_value(json_object_get(e, "ph"));
+    json_t *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur"), *args = json_object_get(e, "args");
+    if (!ph || strcmp(ph, "X") != 0 || !json_is_number(ts) || !json_is_number(dur)) return 0;
+    if (rt->n == rt->cap)
+        rt->ev = tb_xreallocarray(rt->ev, rt->cap = rt->cap ? 2 * rt->cap : 1024, sizeof *rt->ev, "trace events");
+    range_ev *x = &rt->ev[rt->n++];
+    const char *name = json_string_value(json_object_get(e, "name"));
+    x->ts = json_number_value(ts);
+    x->end = x->ts + json_number_value(dur);
+    x->depth = (int)json_integer_value(json_object_get(args, "depth"));
+    x->tid = (int)json_integer_value(json_object_get(e, "tid"));
+    x->name = name ? tb_intern_add(&rt->names, name, strlen(name)) : UINT32_MAX;
+    x->args = json_object_get(args, "op") || json_object_get(args, "step") ? json_incref(args) : NULL;
+    return 0;
+}
+
 static int load_traces(const char *dir, run_traces *t, tb_error *err) {
     memset(t, 0, sizeof *t);
     const int n = tb_run_rank_files(dir, TB_RANK_TRACE, err);
@@ -67,33 +96,8 @@ static int load_traces(const char *dir, run_traces *t, tb_error *err) {
     for (int r = 0; r < t->nranks; r++) {
         char path[SR_PATH_MAX];
         if (tb_rank_file_path(path, sizeof path, dir, TB_RANK_TRACE, r, err) != 0) return -1;
-        json_error_t jerr;
-        FILE *probe = fopen(path, "r");
-        if (!probe) continue;  // a rank that wrote none (it failed before the end)
-        fclose(probe);
-        json_t *root = json_load_file(path, 0, &jerr);
-        json_t *events = json_object_get(root, "traceEvents");
-        if (!json_is_array(events)) {
-            json_decref(root);
-            return tb_fail(err, "%s: %s", path, root ? "no traceEvents array" : jerr.text);
-        }
-        rank_trace *rt = &t->ranks[r];
-        rt->root = root;
-        rt->ev = tb_xcalloc(json_array_size(events) + 1, sizeof *rt->ev, "trace events");
-        size_t i;
-        json_t *e;
-        json_array_foreach(events, i, e) {
-            const char *ph = json_string_value(json_object_get(e, "ph"));
-            json_t *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur"), *args = json_object_get(e, "args");
-            if (!ph || strcmp(ph, "X") != 0 || !json_is_number(ts) || !json_is_number(dur)) continue;
-            range_ev *x = &rt->ev[rt->n++];
-            x->ts = json_number_value(ts);
-            x->end = x->ts + json_number_value(dur);
-            x->depth = (int)json_integer_value(json_object_get(args, "depth"));
-            x->tid = (int)json_integer_value(json_object_get(e, "tid"));
-            x->name = json_string_value(json_object_get(e, "name"));
-            x->args = args;
-        }
+        if (access(path, F_OK) != 0) continue;  // a rank that wrote none (it failed before the end)
+        if (tb_trace_read(path, keep_range, &t->ranks[r], NULL, err) != 0) return -1;
     }
     return 0;
 }
@@ -119,6 +123,12 @@ typedef struct call {
     size_t ev;  // index into the rank's events
 } call;
 
+static int by_group_seq(const void *a, const void *b) {
+    const call *x = a, *y = b;
+    if (x->group_id != y->group_id) return x->group_id < y->group_id ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
 static int by_call(const void *a, const void *b) {
     const call *x = a, *y = b;
     if (x->group_id != y->group_id) return x->group_id < y->group_id ? -1 : 1;
@@ -132,9 +142,9 @@ static void context_of(const rank_trace *rt, size_t i, const char **in, const ch
     const range_ev *c = &rt->ev[i];
     for (size_t j = i; j-- > 0;) {
         const range_ev *e = &rt->ev[j];
-        if (!*after && e->depth == c->depth && e->end <= c->ts) *after = e->name;
+        if (!*after && e->depth == c->depth && e->end <= c->ts) *after = ev_name(rt, e);
         if (e->depth == c->depth - 1 && e->ts <= c->ts && e->end >= c->end) {
-            *in = e->name;
+            *in = ev_name(rt, e);
             break;
         }
     }
@@ -170,11 +180,15 @@ static json_t *calls_of(const run_traces *t) {
             if (!op || !json_is_integer(gid) || !json_is_integer(seq) || !strcmp(op, "send") || !strcmp(op, "recv"))
                 continue;
             if (n == cap) calls = tb_xreallocarray(calls, cap *= 2, sizeof *calls, "collective calls");
-            call c = {(int)json_integer_value(gid), r, json_integer_value(seq), 0, step_of(&t->ranks[r], i), i};
-            // its ordinal: the rank's calls on the group before it (by seq, their order on the group)
-            for (size_t k = first; k < n; k++) c.ordinal += calls[k].group_id == c.group_id && calls[k].seq < c.seq;
-            for (size_t k = first; k < n; k++) calls[k].ordinal += calls[k].group_id == c.group_id && calls[k].seq > c.seq;
-            calls[n++] = c;
+            calls[n++] = (call){(int)json_integer_value(gid), r, json_integer_value(seq), 0, step_of(&t->ranks[r], i),
+                                i};
+        }
+        // each call's ordinal: the rank's calls on its group before it (by seq, their order on
+        // the group; calls of one seq share one)
+        qsort(calls + first, n - first, sizeof *calls, by_group_seq);
+        for (size_t k = first, g = first; k < n; k++) {  // g: the first call of calls[k]'s group
+            if (calls[k].group_id != calls[g].group_id) g = k;
+            calls[k].ordinal = k > g && calls[k].seq == calls[k - 1].seq ? calls[k - 1].ordinal : (long long)(k - g);
         }
     }
     qsort(calls, n, sizeof *calls, by_call);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/trace_events.h"
 #include "core/xalloc.h"
 #include "prove/parsers_internal.h"
 #include "inspect/step_report.h"
@@ -20,61 +21,74 @@ static const char *const comm_groups[] = {"tp",    "cp",   "dp", "dp_cp", "pp", 
 static const char *const comm_ops[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
                                        "send",       "recv",           "barrier",    NULL};
 
+// One rank's trace, read one event at a time: its train_step ranges and the group's calls.
+typedef struct comm_scan {
+    const char *path, *group, *op;
+    long long want;      // the step asked for (< 0: the rank's last)
+    long long found;     // the train_step chosen so far (-1: none)
+    double start, end;   // its [ts, ts + dur]
+    double *ts;          // the matching calls' start times
+    long long *bytes;    // and their bytes
+    size_t n, cap;
+} comm_scan;
+
+static int comm_event(json_t *e, size_t i, void *ud, tb_error *err) {
+    comm_scan *c = ud;
+    json_t *args = json_object_get(e, "args");
+    const char *name = json_string_value(json_object_get(e, "name"));
+    json_t *s = json_object_get(args, "step");
+    if (name && !strcmp(name, "train_step") && json_is_integer(s)) {
+        long long at = (long long)json_integer_value(s);
+        if (c->want >= 0 ? at != c->want : at <= c->found) return 0;
+        json_t *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur");
+        if (!json_is_number(ts) || !json_is_number(dur) || json_number_value(dur) < 0)
+            return tb_fail(err, "%s: traceEvents[%zu] (train_step, step %lld) has no numeric ts and dur", c->path, i,
+                           at);
+        c->found = at;
+        c->start = json_number_value(ts);
+        c->end = c->start + json_number_value(dur);
+        return 0;
+    }
+    json_t *b = json_object_get(args, "bytes");
+    const char *g = json_string_value(json_object_get(args, "group"));
+    const char *o = json_string_value(json_object_get(args, "op"));
+    if (!g || strcmp(g, c->group) || (c->op && (!o || strcmp(o, c->op)))) return 0;
+    json_t *ts = json_object_get(e, "ts");
+    if (!json_is_number(ts) || !json_is_integer(b) || json_integer_value(b) < 0)
+        return tb_fail(err, "%s: traceEvents[%zu] (comm.%s.%s) has no numeric ts or non-negative integer args.bytes",
+                       c->path, i, g, o ? o : "?");
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 256;
+        c->ts = tb_xreallocarray(c->ts, c->cap, sizeof *c->ts, "communicator calls");
+        c->bytes = tb_xreallocarray(c->bytes, c->cap, sizeof *c->bytes, "communicator calls");
+    }
+    c->ts[c->n] = json_number_value(ts);
+    c->bytes[c->n++] = (long long)json_integer_value(b);
+    return 0;
+}
+
 // One rank's trace: the [ts, ts + dur] of train_step `step` (the rank's last step when
 // step < 0, which sets *step), then the bytes and calls of the matching communicator calls
 // starting inside it.
 static int rank_comm_bytes(const char *path, const char *group, const char *op, long long *step, double *bytes,
                            long long *calls, tb_error *err) {
-    json_t *root = tbp_load_json_file(path, err);
-    if (!root) return -1;
-    json_t *events = json_object_get(root, "traceEvents");
-    int rc = 0;
-    if (!json_is_array(events)) rc = tb_fail(err, "%s: no 'traceEvents' array", path);
-    double start = 0, end = -1;
-    long long found = -1;
-    size_t i;
-    json_t *e;
-    json_array_foreach(events, i, e) {
-        if (rc != 0) break;
-        const char *name = json_string_value(json_object_get(e, "name"));
-        json_t *s = json_object_get(json_object_get(e, "args"), "step");
-        if (!name || strcmp(name, "train_step") || !json_is_integer(s)) continue;
-        long long at = (long long)json_integer_value(s);
-        if (*step >= 0 ? at != *step : at <= found) continue;
-        json_t *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur");
-        if (!json_is_number(ts) || !json_is_number(dur) || json_number_value(dur) < 0) {
-            rc = tb_fail(err, "%s: traceEvents[%zu] (train_step, step %lld) has no numeric ts and dur", path, i, at);
-            break;
-        }
-        found = at;
-        start = json_number_value(ts);
-        end = start + json_number_value(dur);
-    }
-    if (rc == 0 && found < 0) {
+    comm_scan c = {.path = path, .group = group, .op = op, .want = *step, .found = -1, .end = -1};
+    int rc = access(path, R_OK) != 0 ? tb_fail(err, "%s: missing or unreadable (%s)", path, strerror(errno))
+                                     : tb_trace_read(path, comm_event, &c, NULL, err);
+    if (rc == 0 && c.found < 0) {
         if (*step >= 0) rc = tb_fail(err, "%s: no train_step range with args.step %lld", path, *step);
         else rc = tb_fail(err, "%s: no train_step range", path);
     }
     *bytes = 0;
     *calls = 0;
-    json_array_foreach(events, i, e) {
-        if (rc != 0) break;
-        json_t *args = json_object_get(e, "args"), *b = json_object_get(args, "bytes");
-        const char *g = json_string_value(json_object_get(args, "group"));
-        const char *o = json_string_value(json_object_get(args, "op"));
-        if (!g || strcmp(g, group) || (op && (!o || strcmp(o, op)))) continue;
-        json_t *ts = json_object_get(e, "ts");
-        if (!json_is_number(ts) || !json_is_integer(b) || json_integer_value(b) < 0) {
-            rc = tb_fail(err, "%s: traceEvents[%zu] (comm.%s.%s) has no numeric ts or non-negative integer "
-                              "args.bytes", path, i, g, o ? o : "?");
-            break;
-        }
-        double t = json_number_value(ts);
-        if (t < start || t > end) continue;
-        *bytes += (double)json_integer_value(b);
+    for (size_t k = 0; rc == 0 && k < c.n; k++) {
+        if (c.ts[k] < c.start || c.ts[k] > c.end) continue;
+        *bytes += (double)c.bytes[k];
         (*calls)++;
     }
-    json_decref(root);
-    if (rc == 0 && *step < 0) *step = found;
+    free(c.ts);
+    free(c.bytes);
+    if (rc == 0 && *step < 0) *step = c.found;
     return rc;
 }
 

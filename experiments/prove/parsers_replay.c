@@ -94,7 +94,7 @@ int tbp_replayed_record(const parser *p, json_t *args, const char *dir, double *
     char config_path[REC_PATH_MAX], run_dir[REC_PATH_MAX], path[REC_PATH_MAX];
     long long world;
     json_t *config = NULL, *conditions = NULL, *pipeline = NULL;
-    json_t **traces = NULL;
+    tb_replay_trace **traces = NULL;
     char **names = NULL;
     tb_replay_step *steps = NULL;
     int nsteps = 0, rc = 0, pp = 1, *stage_ranks = NULL, comm_thread = 0;
@@ -143,7 +143,7 @@ int tbp_replayed_record(const parser *p, json_t *args, const char *dir, double *
     }
     for (long long r = 0; rc == 0 && r < world; r++) {
         if (tb_rank_file_path(path, sizeof path, run_dir, TB_RANK_TRACE, (int)r, err) != 0 ||
-            (traces[r] = tbp_load_json_file(path, err)) == NULL) {
+            tb_replay_trace_read(path, &traces[r], err) != 0) {
             rc = -1;
             break;
         }
@@ -151,7 +151,7 @@ int tbp_replayed_record(const parser *p, json_t *args, const char *dir, double *
         json_array_append_new(files, json_string(path));
     }
     if (rc == 0)
-        rc = tb_replay_steps(traces, (const char *const *)names, (int)world, stage_ranks, pp, &steps, &nsteps, err);
+        rc = tb_replay_steps_of(traces, (const char *const *)names, (int)world, stage_ranks, pp, &steps, &nsteps, err);
     double tokens = 0;
     if (rc == 0 && !strcmp(figure, "tokens_per_s")) {
         json_t *gbs = json_object_get(config, "global_batch_size"), *seq = json_object_get(config, "seq_length");
@@ -205,7 +205,7 @@ int tbp_replayed_record(const parser *p, json_t *args, const char *dir, double *
     free(v);
     free(steps);
     for (long long r = 0; traces && r < world; r++) {
-        json_decref(traces[r]);
+        tb_replay_trace_free(traces[r]);
         free(names[r]);
     }
     free(traces);

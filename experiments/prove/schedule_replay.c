@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/intern.h"
+#include "core/trace_events.h"
 #include "core/xalloc.h"
 
 // ---------------------------------------------------------------------------------------
@@ -102,54 +104,111 @@ static int is_prefixed_number(const char *s, const char *prefix, int *n) {
     return 1;
 }
 
+// ---------------------------------------------------------------------------------------
+// A rank's trace as the replay reads it: one pass over its events (a file read one event at a
+// time, core/trace_events.h, or a parsed trace), each complete event kept compact.
+
+typedef struct sev {
+    uint32_t name;         // in the trace's names
+    json_t *args;          // kept when the replay reads it (args.op, step or group); else NULL
+    size_t at;             // index in traceEvents
+    long long tid;         // 0 when not an integer
+    int tid_is_int, has_depth;  // an integer tid; an integer args.depth
+    long long depth;
+    int timed;             // numeric tts, dur and tdur >= 0, an integer args.depth >= 0
+    int64_t start, end;    // thread CPU time
+    double wall_us;
+} sev;
+
+struct tb_replay_trace {
+    tb_intern names;
+    sev *ev;
+    size_t n, cap;
+    json_int_t rank_tid;   // the first train_step's thread, -1 none
+};
+
+static int collect_event(json_t *e, size_t i, void *ud, tb_error *err) {
+    (void)err;
+    tb_replay_trace *t = ud;
+    const char *nm = json_string_value(json_object_get(e, "name"));
+    const char *ph = json_string_value(json_object_get(e, "ph"));
+    json_t *tid = json_object_get(e, "tid");
+    if (nm && !strcmp(nm, "train_step") && json_is_integer(tid) && t->rank_tid < 0)
+        t->rank_tid = json_integer_value(tid);
+    if (!nm || !ph || strcmp(ph, "X")) return 0;
+    if (t->n == t->cap)
+        t->ev = tb_xreallocarray(t->ev, t->cap = t->cap ? 2 * t->cap : 1024, sizeof *t->ev, "replay events");
+    json_t *args = json_object_get(e, "args");
+    double tts = 0, tdur = 0, dur = 0;
+    long long depth = -1;
+    const int has_depth = int_arg(args, "depth", &depth) == 0;
+    const int timed = !number_field(e, "tts", &tts) && !number_field(e, "tdur", &tdur) &&
+                      !number_field(e, "dur", &dur) && has_depth && tdur >= 0 && depth >= 0;
+    const int kept = json_object_get(args, "op") || json_object_get(args, "step") || json_object_get(args, "group");
+    t->ev[t->n++] = (sev){tb_intern_add(&t->names, nm, strlen(nm)), kept ? json_incref(args) : NULL, i,
+                          json_integer_value(tid), json_is_integer(tid), has_depth, depth, timed,
+                          timed ? ns_of(tts) : 0, timed ? ns_of(tts + tdur) : 0, dur};
+    return 0;
+}
+
+static tb_replay_trace *trace_new(void) {
+    tb_replay_trace *t = tb_xcalloc(1, sizeof *t, "replay trace");
+    t->rank_tid = -1;
+    return t;
+}
+
+int tb_replay_trace_read(const char *path, tb_replay_trace **out, tb_error *err) {
+    tb_replay_trace *t = trace_new();
+    const int rc = tb_trace_read(path, collect_event, t, NULL, err);
+    if (rc != 0) tb_replay_trace_free(t);
+    *out = rc == 0 ? t : NULL;
+    return rc;
+}
+
+void tb_replay_trace_free(tb_replay_trace *t) {
+    if (!t) return;
+    for (size_t i = 0; i < t->n; i++) json_decref(t->ev[i].args);
+    free(t->ev);
+    tb_intern_free(&t->names);
+    free(t);
+}
+
+static const char *sev_name(const tb_replay_trace *t, const sev *e) { return tb_intern_str(&t->names, e->name); }
+
 // The threads of a rank's trace: the rank thread (that of the first train_step) and, if any
 // other thread recorded work, the communication thread of --overlap-grad-reduce — one thread
 // whose outermost ranges are all ddp.bucket.b. Any other thread's work is not replayed:
 // refused by name.
-static int rank_thread_events(json_t *trace, const char *name, json_t **events_out, json_int_t *tid_out,
+static int rank_thread_events(const tb_replay_trace *trace, const char *name, json_int_t *tid_out,
                               json_int_t *comm_tid_out, tb_error *err) {
-    json_t *events = json_object_get(trace, "traceEvents");
-    if (!json_is_array(events)) return tb_fail(err, "%s: no 'traceEvents' array", name);
-    json_int_t tid = -1;
-    size_t i;
-    json_t *e;
-    json_array_foreach(events, i, e) {
-        const char *n = json_string_value(json_object_get(e, "name"));
-        if (n && !strcmp(n, "train_step") && json_is_integer(json_object_get(e, "tid"))) {
-            tid = json_integer_value(json_object_get(e, "tid"));
-            break;
-        }
-    }
+    const json_int_t tid = trace->rank_tid;
     if (tid < 0) return tb_fail(err, "%s: no train_step range (a run that trained no step has nothing to replay)", name);
     json_int_t comm_tid = -1;
     int bucket;
-    json_array_foreach(events, i, e) {
-        const char *n = json_string_value(json_object_get(e, "name"));
-        const char *ph = json_string_value(json_object_get(e, "ph"));
-        json_t *t = json_object_get(e, "tid");
-        if (!n || !ph || strcmp(ph, "X") || !json_is_integer(t) || json_integer_value(t) == tid) continue;
-        const json_int_t other = json_integer_value(t);
-        json_t *depth = json_object_get(json_object_get(e, "args"), "depth");
-        const int outermost = json_is_integer(depth) && json_integer_value(depth) == 0;
+    for (size_t k = 0; k < trace->n; k++) {
+        const sev *e = &trace->ev[k];
+        const char *n = sev_name(trace, e);
+        if (!e->tid_is_int || e->tid == tid) continue;
+        const json_int_t other = e->tid;
+        const int outermost = e->has_depth && e->depth == 0;
         if (comm_tid >= 0 && other != comm_tid)
             return tb_fail(err,
                            "%s: traceEvents[%zu] (%s) ran on thread %lld, a third thread beside the rank thread %lld "
                            "and the communication thread %lld: replaying it is not supported yet",
-                           name, i, n, (long long)other, (long long)tid, (long long)comm_tid);
+                           name, e->at, n, (long long)other, (long long)tid, (long long)comm_tid);
         if (outermost && !strncmp(n, "ddp.param_gather.", 17))
             return tb_fail(err,
                            "%s: traceEvents[%zu] (%s) on thread %lld: replaying --overlap-param-gather's gathers "
                            "(queued by one step's optimizer, waited for in the next step's forward) is not supported "
                            "yet",
-                           name, i, n, (long long)other);
-        if (!json_is_integer(depth) || (outermost && !is_prefixed_number(n, "ddp.bucket.", &bucket)))
+                           name, e->at, n, (long long)other);
+        if (!e->has_depth || (outermost && !is_prefixed_number(n, "ddp.bucket.", &bucket)))
             return tb_fail(err,
                            "%s: traceEvents[%zu] (%s) ran on thread %lld, not the rank thread %lld and not inside a "
                            "ddp.bucket range of the communication thread: replaying it is not supported yet",
-                           name, i, n, (long long)other, (long long)tid);
+                           name, e->at, n, (long long)other, (long long)tid);
         comm_tid = other;
     }
-    *events_out = events;
     *tid_out = tid;
     *comm_tid_out = comm_tid;
     return 0;
@@ -200,31 +259,25 @@ typedef struct tev {
     double wall_us;
 } tev;
 
-static int read_events(json_t *events, json_int_t tid, const char *name, tev **out, size_t *n, tb_error *err) {
-    *out = tb_xcalloc(json_array_size(events) + 1, sizeof **out, "replay events");
+static int read_events(const tb_replay_trace *trace, json_int_t tid, const char *name, tev **out, size_t *n,
+                       tb_error *err) {
+    *out = tb_xcalloc(trace->n + 1, sizeof **out, "replay events");
     *n = 0;
-    size_t i;
-    json_t *e;
-    json_array_foreach(events, i, e) {
-        const char *nm = json_string_value(json_object_get(e, "name"));
-        const char *ph = json_string_value(json_object_get(e, "ph"));
-        if (!nm || !ph || strcmp(ph, "X") || json_integer_value(json_object_get(e, "tid")) != tid) continue;
-        json_t *args = json_object_get(e, "args");
-        double tts, tdur, dur;
-        long long depth;
-        if (number_field(e, "tts", &tts) || number_field(e, "tdur", &tdur) || number_field(e, "dur", &dur) ||
-            int_arg(args, "depth", &depth) != 0 || !(tdur >= 0) || depth < 0)
+    for (size_t k = 0; k < trace->n; k++) {
+        const sev *e = &trace->ev[k];
+        if (e->tid != tid) continue;
+        if (!e->timed)
             return tb_fail(err,
                            "%s: traceEvents[%zu] (%s) has no numeric tts, non-negative tdur, dur and integer "
                            "args.depth (a trace written before ranges recorded thread CPU time cannot be replayed)",
-                           name, i, nm);
-        (*out)[(*n)++] = (tev){nm, args, i, depth, ns_of(tts), ns_of(tts + tdur), dur};
+                           name, e->at, sev_name(trace, e));
+        (*out)[(*n)++] = (tev){sev_name(trace, e), e->args, e->at, e->depth, e->start, e->end, e->wall_us};
     }
     return 0;
 }
 
 // The steps of one rank's trace: each train_step's communicator calls and figure spans.
-static int read_comm_thread(json_t *events, const char *name, int rank, int world, group_map *map,
+static int read_comm_thread(const tb_replay_trace *trace, const char *name, int rank, int world, group_map *map,
                             rank_trace *out, tb_error *err);
 
 // A communicator call's op from its range (group and op in its args), or 1 when the range is
@@ -252,14 +305,13 @@ static int call_op(const tev *e, const char *name, int rank, int world, group_ma
     return 0;
 }
 
-static int read_rank(json_t *trace, const char *name, int rank, int world, group_map *map, rank_trace *out,
-                     tb_error *err) {
-    json_t *events = NULL;
+static int read_rank(const tb_replay_trace *trace, const char *name, int rank, int world, group_map *map,
+                     rank_trace *out, tb_error *err) {
     json_int_t tid = -1;
     tev *ev = NULL;
     size_t n = 0;
-    if (rank_thread_events(trace, name, &events, &tid, &out->comm_tid, err) != 0) return -1;
-    if (read_events(events, tid, name, &ev, &n, err) != 0) {
+    if (rank_thread_events(trace, name, &tid, &out->comm_tid, err) != 0) return -1;
+    if (read_events(trace, tid, name, &ev, &n, err) != 0) {
         free(ev);
         return -1;
     }
@@ -320,7 +372,7 @@ static int read_rank(json_t *trace, const char *name, int rank, int world, group
         free(ops_before);
     }
     free(ev);
-    if (rc == 0 && out->comm_tid >= 0) rc = read_comm_thread(events, name, rank, world, map, out, err);
+    if (rc == 0 && out->comm_tid >= 0) rc = read_comm_thread(trace, name, rank, world, map, out, err);
     return rc;
 }
 
@@ -341,11 +393,11 @@ static void end_bucket(rank_step *st, int64_t cpu_end, int bucket) {
 // The communication thread's buckets, each into the step its args.step names: BEGIN, the
 // bucket's calls, END. The k-th bucket it took in a step is the k-th the rank thread queued
 // (one queue, first in first out): checked by bucket number.
-static int read_comm_thread(json_t *events, const char *name, int rank, int world, group_map *map,
+static int read_comm_thread(const tb_replay_trace *trace, const char *name, int rank, int world, group_map *map,
                             rank_trace *out, tb_error *err) {
     tev *ev = NULL;
     size_t n = 0;
-    int rc = read_events(events, out->comm_tid, name, &ev, &n, err);
+    int rc = read_events(trace, out->comm_tid, name, &ev, &n, err);
     rank_step *st = NULL;
     int64_t item_end = 0;
     int bucket = -1;
@@ -673,8 +725,8 @@ static int replay_one(rank_trace *ranks, const int *index, int world, const grou
     return rc;
 }
 
-int tb_replay_steps(json_t *const *traces, const char *const *names, int world, const int *stage_ranks, int pp,
-                    tb_replay_step **steps, int *nsteps, tb_error *err) {
+int tb_replay_steps_of(tb_replay_trace *const *traces, const char *const *names, int world, const int *stage_ranks,
+                       int pp, tb_replay_step **steps, int *nsteps, tb_error *err) {
     *steps = NULL;
     *nsteps = 0;
     if (world < 1 || pp < 1 || pp > world) return tb_fail(err, "replay: world %d with %d stages", world, pp);
@@ -719,5 +771,29 @@ int tb_replay_steps(json_t *const *traces, const char *const *names, int world, 
     free(ranks);
     free(map.rank);
     free(map.size);
+    return rc;
+}
+
+int tb_replay_steps(json_t *const *traces, const char *const *names, int world, const int *stage_ranks, int pp,
+                    tb_replay_step **steps, int *nsteps, tb_error *err) {
+    *steps = NULL;
+    *nsteps = 0;
+    if (world < 1) return tb_fail(err, "replay: world %d with %d stages", world, pp);
+    tb_replay_trace **read = tb_xcalloc((size_t)world, sizeof *read, "replay traces");
+    int rc = 0;
+    for (int r = 0; r < world && rc == 0; r++) {
+        json_t *events = json_object_get(traces[r], "traceEvents");
+        if (!json_is_array(events)) {
+            rc = tb_fail(err, "%s: no 'traceEvents' array", names[r]);
+            break;
+        }
+        read[r] = trace_new();
+        size_t i;
+        json_t *e;
+        json_array_foreach(events, i, e) collect_event(e, i, read[r], err);
+    }
+    if (rc == 0) rc = tb_replay_steps_of(read, names, world, stage_ranks, pp, steps, nsteps, err);
+    for (int r = 0; r < world; r++) tb_replay_trace_free(read[r]);
+    free(read);
     return rc;
 }

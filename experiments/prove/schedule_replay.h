@@ -66,4 +66,15 @@ typedef struct tb_replay_step {
 int tb_replay_steps(json_t *const *traces, const char *const *names, int world, const int *stage_ranks, int pp,
                     tb_replay_step **steps, int *nsteps, tb_error *err);
 
+// A rank's trace as the replay keeps it: each complete event's name, times and the args the
+// replay reads, not the whole document. tb_replay_trace_read reads the file one event at a
+// time (a long run's trace is hundreds of MB: core/trace_events.h).
+typedef struct tb_replay_trace tb_replay_trace;
+int tb_replay_trace_read(const char *path, tb_replay_trace **out, tb_error *err);
+void tb_replay_trace_free(tb_replay_trace *t);
+
+// tb_replay_steps on traces read so (names[r]: traces[r]'s file, for messages).
+int tb_replay_steps_of(tb_replay_trace *const *traces, const char *const *names, int world, const int *stage_ranks,
+                       int pp, tb_replay_step **steps, int *nsteps, tb_error *err);
+
 #endif

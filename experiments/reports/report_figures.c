@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/run_dir.h"
+#include "core/trace_events.h"
 #include "core/xalloc.h"
 #include "prove/parsers.h"
 #include "reports/report_internal.h"
@@ -355,6 +357,37 @@ static void box_add(boxes *b, int row, int kind, double start, double end) {
     b->n++;
 }
 
+// One rank's trace, read one event at a time: its name, the step's train_step range, and the
+// rank thread's ranges that may be drawn (depth 1, or a communicator call), kept as candidates
+// until the step's window is known.
+typedef struct timeline_scan {
+    long long step;
+    char *label;  // [128]
+    double t0, t1;
+    boxes kept;   // row: 0 for a depth-1 range, 1 for a communicator call
+} timeline_scan;
+
+static int timeline_event(json_t *e, size_t i, void *ud, tb_error *err) {
+    (void)i, (void)err;
+    timeline_scan *t = ud;
+    const char *name = json_string_value(json_object_get(e, "name"));
+    json_t *args = json_object_get(e, "args");
+    if (!name) return 0;
+    if (!strcmp(name, "process_name") && json_string_value(json_object_get(args, "name")))
+        snprintf(t->label, 128, "%s", json_string_value(json_object_get(args, "name")));
+    const int rank_thread = json_integer_value(json_object_get(e, "tid")) == 0;
+    const double ts = json_number_value(json_object_get(e, "ts")), dur = json_number_value(json_object_get(e, "dur"));
+    if (!strcmp(name, "train_step") && json_integer_value(json_object_get(args, "step")) == t->step && rank_thread) {
+        t->t0 = ts;
+        t->t1 = ts + dur;
+    }
+    const char *ph = json_string_value(json_object_get(e, "ph"));
+    if (!ph || strcmp(ph, "X") || !rank_thread) return 0;
+    const int kind = kind_of(name), comm = kind == K_COLLECTIVE || kind == K_P2P;
+    if (comm || json_integer_value(json_object_get(args, "depth")) == 1) box_add(&t->kept, comm, kind, ts, ts + dur);
+    return 0;
+}
+
 static int plot_timeline(tb_html *h, const report *rp, const report_run *r, long long step, tb_error *err) {
     boxes b = {0};
     char (*labels)[128] = tb_xcalloc((size_t)r->world, sizeof *labels, "rows");
@@ -365,37 +398,20 @@ static int plot_timeline(tb_html *h, const report *rp, const report_run *r, long
         rows[rank] = labels[rank];
         char path[REPORT_PATH_MAX];
         if (tb_rank_file_path(path, sizeof path, r->run_dir, TB_RANK_TRACE, rank, err) != 0) continue;
-        json_t *trace = json_load_file(path, 0, NULL), *events = json_object_get(trace, "traceEvents");
-        double t0 = NAN, t1 = NAN;
-        size_t i;
-        json_t *e;
-        json_array_foreach(events, i, e) {  // the step's train_step range, and the rank's name
-            const char *name = json_string_value(json_object_get(e, "name"));
-            json_t *args = json_object_get(e, "args");
-            if (name && !strcmp(name, "process_name") && json_string_value(json_object_get(args, "name")))
-                snprintf(labels[rank], sizeof labels[rank], "%s", json_string_value(json_object_get(args, "name")));
-            if (name && !strcmp(name, "train_step") && json_integer_value(json_object_get(args, "step")) == step &&
-                json_integer_value(json_object_get(e, "tid")) == 0) {
-                t0 = json_number_value(json_object_get(e, "ts"));
-                t1 = t0 + json_number_value(json_object_get(e, "dur"));
-            }
+        if (access(path, F_OK) != 0) continue;  // a rank that wrote none
+        timeline_scan t = {.step = step, .label = labels[rank], .t0 = NAN, .t1 = NAN};
+        if (tb_trace_read(path, timeline_event, &t, NULL, err) != 0) {
+            free(t.kept.row), free(t.kept.kind), free(t.kept.start), free(t.kept.end);
+            free(b.row), free(b.kind), free(b.start), free(b.end), free(labels), free(rows);
+            return -1;
         }
-        if (isfinite(t0) && t0 < origin) origin = t0;
+        if (isfinite(t.t0) && t.t0 < origin) origin = t.t0;
         // depth-1 ranges of the step first, the communicator calls (any depth) drawn over them
-        for (int pass = 0; pass < 2 && isfinite(t0); pass++)
-            json_array_foreach(events, i, e) {
-                const char *name = json_string_value(json_object_get(e, "name"));
-                json_t *args = json_object_get(e, "args");
-                double ts = json_number_value(json_object_get(e, "ts")), dur = json_number_value(json_object_get(e, "dur"));
-                const char *ph = json_string_value(json_object_get(e, "ph"));
-                if (!name || !ph || strcmp(ph, "X") || json_integer_value(json_object_get(e, "tid")) != 0 || ts < t0 ||
-                    ts > t1)
-                    continue;
-                int kind = kind_of(name), comm = kind == K_COLLECTIVE || kind == K_P2P;
-                if (pass == 0 ? json_integer_value(json_object_get(args, "depth")) != 1 || comm : !comm) continue;
-                box_add(&b, rank, kind, ts, ts + dur);
-            }
-        json_decref(trace);
+        for (int pass = 0; pass < 2 && isfinite(t.t0); pass++)
+            for (int k = 0; k < t.kept.n; k++)
+                if (t.kept.row[k] == pass && t.kept.start[k] >= t.t0 && t.kept.start[k] <= t.t1)
+                    box_add(&b, rank, t.kept.kind[k], t.kept.start[k], t.kept.end[k]);
+        free(t.kept.row), free(t.kept.kind), free(t.kept.start), free(t.kept.end);
     }
     for (int i = 0; i < b.n; i++) b.start[i] = (b.start[i] - origin) / 1000.0, b.end[i] = (b.end[i] - origin) / 1000.0;
     int rc = 0;

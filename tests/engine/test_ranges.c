@@ -47,13 +47,14 @@ static size_t record(const char *path, size_t spill_events, const char *spill_di
         record_step(s);
         if (t.nevents > *held_most) *held_most = t.nevents;
         TB_CHECK(tb_ranges_spill(&t, &err) == 0, "spill after step %lld: %s", (long long)s, err.msg);
-        if (s == 1) *names_bytes = t.nstrings;
+        if (s == 1) *names_bytes = t.names.nstrings;
     }
     tb_ranges_bind(NULL);
     TB_CHECK(tb_ranges_write_chrome(&t, path, &err) == 0, "%s", err.msg);
     size_t held = t.nevents;
-    TB_CHECK(t.nstrings == *names_bytes, "the names after %d steps take %zu bytes, after one %zu: each is kept once",
-             STEPS, t.nstrings, *names_bytes);
+    TB_CHECK(t.names.nstrings == *names_bytes,
+             "the names after %d steps take %zu bytes, after one %zu: each is kept once",
+             STEPS, t.names.nstrings, *names_bytes);
     tb_ranges_free(&t);
     return held;
 }
