@@ -125,11 +125,16 @@ static int decode(reader *r, json_t **out, const char *what) {
         }
         json_decref(v);
         if (!v && (r->eof || pos + CUT_MARGIN < avail)) {
-            const long long at = r->base + (long long)r->off;
-            const long long line = r->line + je.line - 1;
-            const long long column = je.line <= 1 ? at - r->line_start + je.column : je.column;
-            // jansson's position counts the bytes it read, its column is the last one's
-            return fail_at(r, at + (long long)pos - (pos > 0), line, column, "%s: %s", what, je.text);
+            // where jansson stopped: the last byte it read (its position counts them), its line
+            // and column counted here in bytes, as FAIL_HERE counts them
+            const size_t last = pos > 0 ? pos - 1 : 0;
+            long long line = r->line, line_start = r->line_start;
+            for (const char *p = r->buf + r->off, *end = p + last; (p = memchr(p, '\n', (size_t)(end - p))) != NULL;) {
+                line++;
+                line_start = r->base + (long long)(++p - r->buf);
+            }
+            const long long at = r->base + (long long)(r->off + last);
+            return fail_at(r, at, line, at - line_start + 1, "%s: %s", what, je.text);
         }
         if (fill(r) != 0) return -1;
     }
@@ -162,6 +167,31 @@ static int read_events(reader *r, tb_trace_event_fn fn, void *ud) {
     }
 }
 
+// One member after its name: traceEvents read event by event, another decoded into others;
+// then the '}' after it (consumed: 1) or the ',' (consumed, *c the next byte: 0).
+static int read_member(reader *r, tb_trace_event_fn fn, void *ud, json_t *others, const char *name, int *events,
+                       int *c) {
+    if (peek(r, c) != 0) return -1;
+    if (*c != ':') return FAIL_HERE(r, "':' expected after the member name \"%s\"", name);
+    advance(r, 1);
+    if (peek(r, c) != 0) return -1;
+    if (!strcmp(name, "traceEvents")) {
+        if (*events) return FAIL_HERE(r, "a second traceEvents member");
+        if (*c != '[') return FAIL_HERE(r, "traceEvents is not an array");
+        if (read_events(r, fn, ud) != 0) return -1;
+        *events = 1;
+    } else {
+        json_t *v;
+        if (decode(r, &v, name) != 0) return -1;
+        json_object_set_new(others, name, v);
+    }
+    if (peek(r, c) != 0) return -1;
+    if (*c != ',' && *c != '}') return FAIL_HERE(r, "',' or '}' expected after the member \"%s\"", name);
+    const int close = *c == '}';
+    advance(r, 1);
+    return close ? 1 : peek(r, c);
+}
+
 // The object format: traceEvents read event by event, the other members decoded into others.
 static int read_object(reader *r, tb_trace_event_fn fn, void *ud, json_t *others) {
     advance(r, 1);  // '{'
@@ -170,34 +200,14 @@ static int read_object(reader *r, tb_trace_event_fn fn, void *ud, json_t *others
     if (c == '}') advance(r, 1);
     else
         for (;;) {
-            if (c != '"') return FAIL_HERE(r, "a member name expected, %s", c < 0 ? "the file ends" : "found none");
+            if (c != '"')
+                return FAIL_HERE(r, "a member name expected, %s", c < 0 ? "the file ends" : "found another character");
             json_t *key;
             if (decode(r, &key, "a member name") != 0) return -1;
-            char name[256];
-            snprintf(name, sizeof name, "%s", json_string_value(key));
+            const int rc = read_member(r, fn, ud, others, json_string_value(key), &events, &c);
             json_decref(key);
-            if (peek(r, &c) != 0) return -1;
-            if (c != ':') return FAIL_HERE(r, "':' expected after the member name \"%s\"", name);
-            advance(r, 1);
-            if (peek(r, &c) != 0) return -1;
-            if (!strcmp(name, "traceEvents")) {
-                if (events) return FAIL_HERE(r, "a second traceEvents member");
-                if (c != '[') return FAIL_HERE(r, "traceEvents is not an array");
-                if (read_events(r, fn, ud) != 0) return -1;
-                events = 1;
-            } else {
-                json_t *v;
-                if (decode(r, &v, name) != 0) return -1;
-                json_object_set_new(others, name, v);
-            }
-            if (peek(r, &c) != 0) return -1;
-            if (c == '}') {
-                advance(r, 1);
-                break;
-            }
-            if (c != ',') return FAIL_HERE(r, "',' or '}' expected after the member \"%s\"", name);
-            advance(r, 1);
-            if (peek(r, &c) != 0) return -1;
+            if (rc < 0) return -1;
+            if (rc == 1) break;
         }
     return events ? 0 : tb_fail(r->err, "%s: not a Chrome trace: no traceEvents array", r->path);
 }

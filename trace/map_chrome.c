@@ -90,11 +90,14 @@ static int pair_begin_end(tb_rt *rt, tb_vec *be, tb_rt_drops *drops) {
     return added;
 }
 
-// An event's args, kept with the map's documents when a reader of the map looks at them: the
-// communicator figures (args.op, args.bytes: map.c, map_report.c, walk.c). The others are
-// not kept: the file is read one event at a time, never held whole.
+// An event's args, kept with the map's documents when a reader of the map looks at them: a
+// communicator call's (args.op, bytes, group and its members: map.c, map_report.c, walk.c,
+// walk_origin.c; a trace of another tool may name the op only in the range's name). The
+// others are not kept: the file is read one event at a time, never held whole.
 static json_t *kept_args(tb_rt *rt, json_t *args) {
-    if (!json_is_object(args) || (!json_object_get(args, "op") && !json_object_get(args, "bytes"))) return NULL;
+    if (!json_is_object(args) ||
+        (!json_object_get(args, "op") && !json_object_get(args, "bytes") && !json_object_get(args, "group")))
+        return NULL;
     tb_rt_keep_root(rt, json_incref(args));
     return args;
 }

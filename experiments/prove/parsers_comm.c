@@ -30,6 +30,8 @@ typedef struct comm_scan {
     double *ts;          // the matching calls' start times
     long long *bytes;    // and their bytes
     size_t n, cap;
+    int bad_call;        // a matching call without ts or bytes: said once the step is known
+    tb_error bad;
 } comm_scan;
 
 static int comm_event(json_t *e, size_t i, void *ud, tb_error *err) {
@@ -54,9 +56,12 @@ static int comm_event(json_t *e, size_t i, void *ud, tb_error *err) {
     const char *o = json_string_value(json_object_get(args, "op"));
     if (!g || strcmp(g, c->group) || (c->op && (!o || strcmp(o, c->op)))) return 0;
     json_t *ts = json_object_get(e, "ts");
-    if (!json_is_number(ts) || !json_is_integer(b) || json_integer_value(b) < 0)
-        return tb_fail(err, "%s: traceEvents[%zu] (comm.%s.%s) has no numeric ts or non-negative integer args.bytes",
-                       c->path, i, g, o ? o : "?");
+    if (!json_is_number(ts) || !json_is_integer(b) || json_integer_value(b) < 0) {
+        if (!c->bad_call++)
+            tb_fail(&c->bad, "%s: traceEvents[%zu] (comm.%s.%s) has no numeric ts or non-negative integer args.bytes",
+                    c->path, i, g, o ? o : "?");
+        return 0;
+    }
     if (c->n == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 256;
         c->ts = tb_xreallocarray(c->ts, c->cap, sizeof *c->ts, "communicator calls");
@@ -79,6 +84,7 @@ static int rank_comm_bytes(const char *path, const char *group, const char *op, 
         if (*step >= 0) rc = tb_fail(err, "%s: no train_step range with args.step %lld", path, *step);
         else rc = tb_fail(err, "%s: no train_step range", path);
     }
+    if (rc == 0 && c.bad_call) rc = tb_fail(err, "%s", c.bad.msg);
     *bytes = 0;
     *calls = 0;
     for (size_t k = 0; rc == 0 && k < c.n; k++) {

@@ -124,7 +124,8 @@ struct tb_replay_trace {
     tb_intern names;
     sev *ev;
     size_t n, cap;
-    json_int_t rank_tid;   // the first train_step's thread, -1 none
+    json_int_t rank_tid;   // the first train_step's thread (with an integer tid)
+    int rank_tid_set;
 };
 
 static int collect_event(json_t *e, size_t i, void *ud, tb_error *err) {
@@ -133,8 +134,8 @@ static int collect_event(json_t *e, size_t i, void *ud, tb_error *err) {
     const char *nm = json_string_value(json_object_get(e, "name"));
     const char *ph = json_string_value(json_object_get(e, "ph"));
     json_t *tid = json_object_get(e, "tid");
-    if (nm && !strcmp(nm, "train_step") && json_is_integer(tid) && t->rank_tid < 0)
-        t->rank_tid = json_integer_value(tid);
+    if (nm && !strcmp(nm, "train_step") && json_is_integer(tid) && !t->rank_tid_set)
+        t->rank_tid = json_integer_value(tid), t->rank_tid_set = 1;
     if (!nm || !ph || strcmp(ph, "X")) return 0;
     if (t->n == t->cap)
         t->ev = tb_xreallocarray(t->ev, t->cap = t->cap ? 2 * t->cap : 1024, sizeof *t->ev, "replay events");
@@ -151,11 +152,7 @@ static int collect_event(json_t *e, size_t i, void *ud, tb_error *err) {
     return 0;
 }
 
-static tb_replay_trace *trace_new(void) {
-    tb_replay_trace *t = tb_xcalloc(1, sizeof *t, "replay trace");
-    t->rank_tid = -1;
-    return t;
-}
+static tb_replay_trace *trace_new(void) { return tb_xcalloc(1, sizeof(tb_replay_trace), "replay trace"); }
 
 int tb_replay_trace_read(const char *path, tb_replay_trace **out, tb_error *err) {
     tb_replay_trace *t = trace_new();
@@ -181,7 +178,7 @@ static const char *sev_name(const tb_replay_trace *t, const sev *e) { return tb_
 // refused by name.
 static int rank_thread_events(const tb_replay_trace *trace, const char *name, json_int_t *tid_out,
                               json_int_t *comm_tid_out, tb_error *err) {
-    const json_int_t tid = trace->rank_tid;
+    const json_int_t tid = trace->rank_tid_set ? trace->rank_tid : -1;
     if (tid < 0) return tb_fail(err, "%s: no train_step range (a run that trained no step has nothing to replay)", name);
     json_int_t comm_tid = -1;
     int bucket;

@@ -400,10 +400,15 @@ static int plot_timeline(tb_html *h, const report *rp, const report_run *r, long
         if (tb_rank_file_path(path, sizeof path, r->run_dir, TB_RANK_TRACE, rank, err) != 0) continue;
         if (access(path, F_OK) != 0) continue;  // a rank that wrote none
         timeline_scan t = {.step = step, .label = labels[rank], .t0 = NAN, .t1 = NAN};
-        if (tb_trace_read(path, timeline_event, &t, NULL, err) != 0) {
+        tb_error terr;
+        if (tb_trace_read(path, timeline_event, &t, NULL, &terr) != 0) {  // said in the figure's place
             free(t.kept.row), free(t.kept.kind), free(t.kept.start), free(t.kept.end);
             free(b.row), free(b.kind), free(b.start), free(b.end), free(labels), free(rows);
-            return -1;
+            tb_html text = {0};
+            tb_html_rawf(&text, "Pipeline timeline: %s", terr.msg);
+            absent(h, text.s);
+            tb_html_free(&text);
+            return 0;
         }
         if (isfinite(t.t0) && t.t0 < origin) origin = t.t0;
         // depth-1 ranges of the step first, the communicator calls (any depth) drawn over them

@@ -125,8 +125,14 @@ TB_TEST(reading_keeps_one_event_not_the_file) {
     TB_REQUIRE(tb_trace_read(DIR "/large.json", count_only, &n, NULL, &err) == 0, "%s", err.msg);
     getrusage(RUSAGE_SELF, &after);
     TB_CHECK(n == LARGE_EVENTS, "%zu events", n);
-    TB_CHECK(after.ru_maxrss - before.ru_maxrss < 16 * 1024, "max RSS grew by %ld KiB reading a %s", 
-             after.ru_maxrss - before.ru_maxrss, "27 MB trace");
+#if defined(__SANITIZE_ADDRESS__)
+    // AddressSanitizer keeps freed memory in its quarantine (256 MB): RSS measures it, not the
+    // reader. The Release run checks the bound.
+    printf("    max RSS not compared under AddressSanitizer (grew by %ld KiB)\n", after.ru_maxrss - before.ru_maxrss);
+#else
+    TB_CHECK(after.ru_maxrss - before.ru_maxrss < 16 * 1024, "max RSS grew by %ld KiB reading a 27 MB trace",
+             after.ru_maxrss - before.ru_maxrss);
+#endif
 }
 
 static int same_as_written(json_t *e, size_t i, void *ud, tb_error *err) {
@@ -197,6 +203,43 @@ TB_TEST(what_is_not_a_trace_is_refused_naming_where) {
     json_decref(c.events);
 }
 
+// A bad event whose last byte read sits at `at`: lines of small events before it, more after.
+static char *with_bad_event_at(size_t at, size_t *lines_before, size_t *line_start) {
+    const size_t total = at + (1 << 20);
+    char *text = calloc(total + 64, 1);
+    size_t n = (size_t)sprintf(text, "{\"traceEvents\": [\n");
+    const char *bad = "{\"name\": tru}";  // jansson stops after "tru": its last byte read is the u
+    const size_t bad_last = 11;
+    while (n + 32 < at - bad_last) n += (size_t)sprintf(text + n, "{\"name\":\"f\"},\n");
+    const size_t pad = at - bad_last - n - strlen("{\"name\":\"\"},\n");
+    n += (size_t)sprintf(text + n, "{\"name\":\"%.*s\"},\n", (int)pad, "ppppppppppppppppppppppppppppppppppppppppp");
+    *line_start = n;
+    n += (size_t)sprintf(text + n, "%s,\n", bad);
+    while (n < total) n += (size_t)sprintf(text + n, "{\"name\":\"f\"},\n");
+    sprintf(text + n, "{}]}\n");
+    *lines_before = 0;
+    for (size_t i = 0; i < *line_start; i++) *lines_before += text[i] == '\n';
+    return text;
+}
+
+// Past the first buffer (its bytes moved, the file offset counted from a base) and within a
+// few bytes of its end (an error there may be the cut: the buffer is refilled and the event
+// decoded again), the error names the byte, line and column of the last byte jansson read.
+TB_TEST(an_error_past_the_first_buffer_names_its_byte_line_and_column) {
+    const size_t places[] = {(1 << 20) - 10, (3 << 19) + 7};
+    for (size_t k = 0; k < 2; k++) {
+        size_t lines, line_start;
+        char *text = with_bad_event_at(places[k], &lines, &line_start);
+        char name[32], expect[160];
+        snprintf(name, sizeof name, "bad_at_%zu", places[k]);
+        snprintf(expect, sizeof expect, "byte %zu (line %zu, column %zu): traceEvents[%zu]: invalid token near 'tru'",
+                 places[k], lines + 1, places[k] - line_start + 1, lines - 1);
+        TB_CHECK(text[places[k]] == 'u' && text[places[k] + 1] == '}', "the test's bad event at byte %zu", places[k]);
+        refused(name, text, expect);
+        free(text);
+    }
+}
+
 TB_TEST(the_readers_own_error_stops_the_read_and_is_returned) {
     collected c = {json_array(), 0, 1};
     tb_error err = {{0}};
@@ -213,6 +256,7 @@ int main(void) {
     TB_RUN(both_formats_give_the_events_a_whole_load_gives);
     TB_RUN(a_trace_larger_than_the_buffer_reads_whole_across_every_cut);
     TB_RUN(what_is_not_a_trace_is_refused_naming_where);
+    TB_RUN(an_error_past_the_first_buffer_names_its_byte_line_and_column);
     TB_RUN(the_readers_own_error_stops_the_read_and_is_returned);
     return tb_test_summary();
 }

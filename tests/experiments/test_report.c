@@ -20,6 +20,7 @@
 
 static tb_output sh;
 static char *html;
+static char pp[256];  // the pipeline-parallel run's id: the timeline's
 
 static int run_runbook(const char *env) {
     return tb_run(&sh, TB_SOURCE_DIR, "%s %s run %s/rp.lua --artifacts %s", env, TRACEBOOK, DIR_, ART);
@@ -43,7 +44,6 @@ TB_TEST(runs_with_every_plots_data_are_recorded_and_reported) {
                   "print('PP ' .. pp.runs[1].run_id)\n");
     TB_REQUIRE(run_runbook("") == 0, "%s\n%s", sh.out, sh.err);
     TB_CHECK(strstr(sh.out, "  report " REPORT "\n"), "tracebook run prints the report's path:\n%s", sh.out);
-    char pp[256] = "";
     const char *p = strstr(sh.out, "PP ");
     TB_REQUIRE(p && sscanf(p, "PP %255s", pp) == 1, "%s", sh.out);
     html = tb_slurp(REPORT);
@@ -160,6 +160,24 @@ TB_TEST(an_output_that_is_not_a_report_is_refused_and_kept) {
              "the missing directory said once: exit %d: %s", rc, sh.err);
 }
 
+// A rank's trace cut short (a rank that died while writing it): the timeline's place says which
+// file and where it stopped reading; the rest of the page is written. Run last: it cuts a
+// recorded file.
+TB_TEST(a_cut_trace_is_named_in_the_timelines_place) {
+    TB_REQUIRE(pp[0], "the pp run");
+    char trace[1024];
+    snprintf(trace, sizeof trace, ART "/rp/v1/%s/run/trace.rank-00001.json", pp);
+    TB_REQUIRE(tb_run(&sh, NULL, "truncate -s 1000 %s", trace) == 0, "%s", sh.err);
+    const char *page = DIR_ "/cut.html";
+    int rc = tb_run(&sh, TB_SOURCE_DIR, "%s report --experiment rp --output %s --artifacts %s", TRACEBOOK, page, ART);
+    char *cut = tb_slurp(page);
+    char mark[1200];
+    snprintf(mark, sizeof mark, "class=\"absent\">Pipeline timeline: %s: byte ", trace);
+    TB_CHECK(rc == 0 && cut && strstr(cut, mark) && strstr(cut, "data-plot=\"throughput\"><svg"),
+             "exit %d; the page names the cut trace in the timeline's place and keeps the other plots: %s", rc, sh.err);
+    free(cut);
+}
+
 int main(void) {
     TB_RUN(runs_with_every_plots_data_are_recorded_and_reported);
     TB_RUN(every_text_is_escaped);
@@ -167,6 +185,7 @@ int main(void) {
     TB_RUN(links_are_relative_to_the_page_wherever_it_is_written);
     TB_RUN(an_unknown_version_and_a_missing_gnuplot_are_refused);
     TB_RUN(an_output_that_is_not_a_report_is_refused_and_kept);
+    TB_RUN(a_cut_trace_is_named_in_the_timelines_place);
     free(html);
     tb_output_free(&sh);
     return tb_test_summary();
