@@ -466,15 +466,16 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     c->tensor_model_parallel_size = tp;
     c->context_parallel_size = cp;
     c->pipeline_model_parallel_size = pp;
+    // 0: none, or config_resolve's from num_layers_per_virtual_pipeline_stage (both: the rules check)
     c->virtual_pipeline_model_parallel_size = vpp > 1 ? vpp : 0;
-    c->num_layers_per_virtual_pipeline_stage = 0;
     c->micro_batch_size = mbs;
     c->world_size = cl->gpus;
     c->sequence_parallel = base->sequence_parallel && tp > 1;
     c->padded_vocab_size = 0;
     if (base->num_experts == 0) c->expert_tensor_parallel_size = 0;  // derived again: the dense model's is tp
     config_resolve(c);
-    plan->tp = tp, plan->cp = cp, plan->pp = pp, plan->vpp = vpp > 1 ? vpp : 1, plan->mbs = mbs;
+    plan->tp = tp, plan->cp = cp, plan->pp = pp, plan->mbs = mbs;
+    plan->vpp = c->virtual_pipeline_model_parallel_size > 1 ? c->virtual_pipeline_model_parallel_size : 1;
     plan->dp = c->data_parallel_size;
     plan->microbatches = c->num_microbatches;
     plan->sp = c->sequence_parallel;

@@ -116,6 +116,53 @@ static void split_args(int argc, char **argv, int *pn, char **pv, int *en, char 
     }
 }
 
+static int listed(const char *const *keys, const char *key) {
+    for (; *keys; keys++)
+        if (!strcmp(*keys, key)) return 1;
+    return 0;
+}
+
+// Whether a plan depends on an engine flag: the model and its experts (config.c's groups model
+// and moe), the layout (parallel, but how a run is launched and watched), the batch, the
+// precision and recompute. The optimizer's and the schedule's values, checkpoints, logging,
+// the data and the device change no budget.
+static int planned(const tb_option *o) {
+    static const char *const runtime[] = {"ranks_per_process", "mpi_collectives", "collective_timeout",
+                                          "inject_stall",      "debug_slow_data", "debug_slow_link",
+                                          "print_rank_layout", NULL};
+    static const char *const training[] = {"micro_batch_size",      "global_batch_size", "bf16",
+                                           "fp16",                  "recompute_granularity",
+                                           "recompute_method",      "recompute_num_layers", NULL};
+    const char *g = o->group ? o->group : "";
+    if (!strcmp(g, "parallel")) return !listed(runtime, o->key);
+    if (!strcmp(g, "training")) return listed(training, o->key);
+    return !strcmp(g, "model") || !strcmp(g, "moe");
+}
+
+// The engine flags given on the command line that no plan depends on (with their values), said
+// rather than dropped without a word: a Megatron command line can be given whole.
+static json_t *flags_not_planned(int n, char **v) {
+    json_t *out = json_array();
+    for (int i = 1; i < n; i++) {
+        const size_t len = strcspn(v[i], "=");
+        const tb_option *o = tb_options_find_flag(tb_config_options, v[i], len);
+        const int negated = !o && !strncmp(v[i], "--no-", 5);
+        if (negated) {
+            char positive[128];
+            snprintf(positive, sizeof positive, "--%.*s", (int)(len - 5), v[i] + 5);
+            o = tb_options_find_flag(tb_config_options, positive, strlen(positive));
+        }
+        const int value = o && o->type != TB_OPT_BOOL && !negated && !v[i][len] && i + 1 < n;
+        if (o && !planned(o)) {
+            char text[512];
+            snprintf(text, sizeof text, "%s%s%s", v[i], value ? " " : "", value ? v[i + 1] : "");
+            json_array_append_new(out, json_string(text));
+        }
+        i += value;
+    }
+    return out;
+}
+
 static int given(int n, char **v, const char *flag) {
     for (int i = 1; i < n; i++)
         if (is_flag(v[i], flag)) return 1;
@@ -291,6 +338,7 @@ static int cmp_rules(const void *a, const void *b) {
 
 int tracebook_plan_main(int argc, char **argv) {
     char **pv = tb_xcalloc((size_t)argc + 1, sizeof *pv, "plan arguments"), **ev = tb_xcalloc((size_t)argc + 1, sizeof *ev, "plan arguments");
+    json_t *unplanned = NULL;  // the engine flags no plan depends on (flags_not_planned)
     int pn, en, rc = TB_EXIT_FAILURE;
     split_args(argc, argv, &pn, pv, &en, ev);
     plan_args a = {0};
@@ -356,6 +404,15 @@ int tracebook_plan_main(int argc, char **argv) {
         rc = TB_EXIT_USAGE;
         goto done;
     }
+    unplanned = flags_not_planned(en, ev);
+    if (json_array_size(unplanned)) {
+        fprintf(stderr, "tracebook plan: not used, no plan depends on them (the optimizer's, the schedule's, data, "
+                        "checkpoint, logging and device flags):");
+        size_t i;
+        json_t *f;
+        json_array_foreach(unplanned, i, f) fprintf(stderr, "%s %s", i ? "," : "", json_string_value(f));
+        fputc('\n', stderr);
+    }
     const int have_gbs = base.global_batch_size > 0;  // a flag or --config's global_batch_size (default 0)
     if (!have_gbs && !a.explain) {
         fprintf(stderr, "tracebook plan: --global-batch-size is required (the planner fills dp and the microbatches "
@@ -403,8 +460,9 @@ int tracebook_plan_main(int argc, char **argv) {
             goto done;
         }
         const tb_plan_parameters np = plan_parameters(&base, l.tp);
-        json_t *o = json_pack("{s:o, s:o, s:o, s:o}", "model", model_json(&p.cfg, a.model), "parameters",
-                              plan_parameters_json(&np), "cluster", cluster_json(&cl), "plan", plan_to_json(&p, &cl));
+        json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:O}", "model", model_json(&p.cfg, a.model), "parameters",
+                              plan_parameters_json(&np), "cluster", cluster_json(&cl), "plan", plan_to_json(&p, &cl),
+                              "flags_not_planned", unplanned);
         const int written = emit_json(&a, o);
         json_decref(o);
         if (!a.json) plan_parameters_print(stdout, label, &np);
@@ -418,6 +476,7 @@ int tracebook_plan_main(int argc, char **argv) {
     const int fixed_tp = given(en, ev, "--tensor-model-parallel-size"), fixed_pp = given(en, ev, "--pipeline-model-parallel-size");
     const int fixed_cp = given(en, ev, "--context-parallel-size"), fixed_mbs = given(en, ev, "--micro-batch-size");
     const int fixed_vpp = given(en, ev, "--virtual-pipeline-model-parallel-size");
+    const int vpp_from_layers = base.num_layers_per_virtual_pipeline_stage > 0;
     if (fixed_mbs && base.micro_batch_size < 1) {  // the search below doubles it: 0 never ends
         fprintf(stderr, "tracebook plan: --micro-batch-size (%d) must be at least 1\n", base.micro_batch_size);
         rc = TB_EXIT_USAGE;
@@ -436,7 +495,9 @@ int tracebook_plan_main(int argc, char **argv) {
             if ((cl.gpus / tp) % cp || (fixed_cp && cp != base.context_parallel_size)) continue;
             for (int pp = 1; pp <= cl.gpus / tp / cp; pp++) {
                 if ((cl.gpus / tp / cp) % pp || (fixed_pp && pp != base.pipeline_model_parallel_size)) continue;
-                for (int v = 1; v <= (pp > 1 ? a.max_vpp : 1); v++) {
+                // --num-layers-per-virtual-pipeline-stage (a flag or --config's): each pp's virtual
+                // size derived from it, as the engine derives it (plan_evaluate), not searched
+                for (int v = 1; v <= (pp > 1 && (fixed_vpp || !vpp_from_layers) ? a.max_vpp : 1); v++) {
                     if (fixed_vpp && v != (base.virtual_pipeline_model_parallel_size > 1 ? base.virtual_pipeline_model_parallel_size : 1))
                         continue;
                     // ep: the divisors of num_experts (1 for a dense model); the rules decide the rest
@@ -496,6 +557,7 @@ int tracebook_plan_main(int argc, char **argv) {
                               "parameters", plan_parameters_json(&np), "cluster", cluster_json(&cl), "legal", nplans,
                               "fit", fitting, "illegal", nillegal, "illegal_by_rule", by_rule, "candidates", cands);
         if (illegal) json_object_set_new(o, "illegal_layouts", json_incref(illegal));
+        json_object_set(o, "flags_not_planned", unplanned);
         written = emit_json(&a, o);
         json_decref(o);
     }
@@ -534,6 +596,7 @@ int tracebook_plan_main(int argc, char **argv) {
     free(plans);
     free(rules);
 done:
+    json_decref(unplanned);
     free(pv);
     free(ev);
     return rc;
