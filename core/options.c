@@ -83,14 +83,17 @@ int tb_option_set(void *target, const tb_option *o, const char *value, const cha
     switch (o->type) {
     case TB_OPT_INT: {
         long v = strtol(value, &end, 10);
-        if (errno || end == value || *end || v < INT_MIN || v > INT_MAX)
-            return tb_fail(err, "%s: '%s' is not an integer", where, value);
+        if (end == value || *end) return tb_fail(err, "%s: '%s' is not an integer", where, value);
+        if (errno == ERANGE || v < INT_MIN || v > INT_MAX)
+            return tb_fail(err, "%s: '%s' is out of range (%d to %d)", where, value, INT_MIN, INT_MAX);
         *(int *)field = (int)v;
         return 0;
     }
     case TB_OPT_INT64: {
         long long v = strtoll(value, &end, 10);
-        if (errno || end == value || *end) return tb_fail(err, "%s: '%s' is not an integer", where, value);
+        if (end == value || *end) return tb_fail(err, "%s: '%s' is not an integer", where, value);
+        if (errno == ERANGE)
+            return tb_fail(err, "%s: '%s' is out of range (%lld to %lld)", where, value, LLONG_MIN, LLONG_MAX);
         *(int64_t *)field = v;
         return 0;
     }

@@ -54,8 +54,8 @@ int tracebook_ckpt_main(int argc, char **argv) {
     json_t *doc = json_load_file(path, 0, &jerr);
     json_t *saves = json_object_get(doc, "saves");
     if (!doc || !json_is_array(saves)) {
-        fprintf(stderr, "tracebook ckpt: %s: %s\n", path,
-                doc ? "no \"saves\" array (not a checkpoint.json)" : jerr.text);
+        if (doc) fprintf(stderr, "tracebook ckpt: %s: no \"saves\" array (not a checkpoint.json)\n", path);
+        else fprintf(stderr, "tracebook ckpt: %s: line %d, column %d: %s\n", path, jerr.line, jerr.column, jerr.text);
         json_decref(doc);
         return 1;
     }

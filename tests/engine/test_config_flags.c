@@ -104,8 +104,9 @@ TB_TEST(malformed_numbers_are_refused_naming_flag_and_value) {
         {"--num-layers", "12abc", "flag --num-layers: '12abc' is not an integer"},
         {"--num-layers", "1.5", "flag --num-layers: '1.5' is not an integer"},
         {"--num-layers", "", "flag --num-layers: '' is not an integer"},
-        {"--hidden-size", "99999999999", "flag --hidden-size: '99999999999' is not an integer"},
-        {"--seed", "99999999999999999999", "flag --seed: '99999999999999999999' is not an integer"},
+        {"--hidden-size", "99999999999",
+         "flag --hidden-size: '99999999999' is out of range (-2147483648 to 2147483647)"},
+        {"--seed", "99999999999999999999", "flag --seed: '99999999999999999999' is out of range ("},
         {"--lr", "fast", "flag --lr: 'fast' is not a number"},
         {"--lr", "1e-3x", "flag --lr: '1e-3x' is not a number"},
     };
@@ -361,7 +362,8 @@ TB_TEST(config_value_of_the_wrong_json_type_is_refused_naming_the_key) {
         {"{\"data_path\": null}", "key 'data_path': expected a string"},
         {"{\"memory_cap\": 1.5}", "key 'memory_cap': expected a byte count"},
         {"{\"memory_cap\": \"12Q\"}", "key 'memory_cap': '12Q' is not a byte count"},
-        {"{\"hidden_size\": 4294967296}", "key 'hidden_size': '4294967296' is not an integer"},
+        {"{\"hidden_size\": 4294967296}",
+         "key 'hidden_size': '4294967296' is out of range (-2147483648 to 2147483647)"},
     };
     char path[512];
     tb_tmp_path(path, sizeof path, "types.json");
