@@ -53,7 +53,8 @@ static const tb_command show_command = {
     "tracebook show", "RUN",
     "Shows one run: manifest, command, config, per-step metrics. RUN is a run id (or a unique prefix of\n"
     "one) or a record directory (docs/CLI.md).",
-    cli_options, 1, 1, "tracebook show 20261129T104512", "no such run, or the catalogue cannot be read"};
+    cli_options, 1, 1, "tracebook show 20261129T104512",
+    "no such run, the catalogue cannot be read, or the record is unreadable (shown as far as it was read)"};
 static const tb_option diff_options[] = {
     TB_ARTIFACTS_OPTION(cli, artifacts),
     TB_OPTION("--phases", cli, phases, TB_OPT_BOOL, "false", NULL,
@@ -504,6 +505,9 @@ static int show_run_json(cli *c, const char *run_id, sqlite3_stmt *st) {
     return 0;
 }
 
+static int show_run_text(cli *c, const char *run_id, sqlite3_stmt *st);
+
+// A record catalogued as unreadable is shown as far as it could be read, and fails the command.
 static int show_run(cli *c, const char *run_id) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(c->db,
@@ -521,7 +525,19 @@ static int show_run(cli *c, const char *run_id) {
         sqlite3_finalize(st);
         return sql_error(c);
     }
-    if (c->json) return show_run_json(c, run_id, st);
+    char problem[1024] = "";
+    const int unreadable = !strcmp(col(st, 3), "unreadable");
+    if (unreadable) snprintf(problem, sizeof problem, "%s", col(st, 17));
+    int rc = c->json ? show_run_json(c, run_id, st) : show_run_text(c, run_id, st);
+    if (rc == 0 && unreadable) {
+        fprintf(stderr, "tracebook show: %s: the record is unreadable: %s\n", run_id, problem);
+        rc = TB_EXIT_FAILURE;
+    }
+    return rc;
+}
+
+// show's text; st is the run's row (finalized here).
+static int show_run_text(cli *c, const char *run_id, sqlite3_stmt *st) {
     printf("run %s\n", run_id);
     printf("  %-12s %s v%d%s%s\n", "experiment", col(st, 0), sqlite3_column_int(st, 1), *col(st, 2) ? ": " : "",
            col(st, 2));

@@ -291,6 +291,13 @@ TB_TEST(rebuild_follows_the_artifacts_and_reports_incomplete_records) {
     TB_CHECK(strstr(problem, "unreadable: ") && strstr(problem, "metrics.rank-00000.jsonl:2:"),
              "unreadable, with the reason: %s", problem);
     free(problem);
+    char *out;  // show prints what it could read of it, and fails naming the reason
+    int rc = fx_capture(tracebook_show_main, &out, "show", "run-e", "--artifacts", root, NULL);
+    TB_CHECK(rc == 1 && strstr(out, "status       unreadable") &&
+                 strstr(out, "tracebook show: run-e: the record is unreadable: ") &&
+                 strstr(out, "metrics.rank-00000.jsonl:2:"),
+             "show of the unreadable record: exit %d:\n%s", rc, out);
+    free(out);
     TB_CHECK(query_int(db, "SELECT count(*) FROM metrics WHERE run_id = 'run-b'") == 3, "metrics of run-b");
 
     // a manifest that changes is read again; a record that goes is dropped
