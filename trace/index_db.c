@@ -1,8 +1,11 @@
 #include "index_db.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "core/fileio.h"
 
 // The file's identity and last change, "size mtime.ns inode": what a passed check records
 // in PATH.checked, so that the next open of an unchanged file skips the check.
@@ -25,6 +28,12 @@ static int stamp_matches(const char *sidecar, const char *stamp) {
 
 int tb_index_open(sqlite3 **db, const char *path, tb_error *err) {
     *db = NULL;
+    struct stat st_path;  // SQLite says only "disk I/O error" of a directory
+    if (stat(path, &st_path) != 0)
+        return tb_fail(err, "%s: cannot open index: %s (run `tracebook index` first)", path, strerror(errno));
+    if (!S_ISREG(st_path.st_mode))
+        return tb_fail(err, "%s: is %s, not an index file (`tracebook index --output FILE` writes one)", path,
+                       tb_file_kind(st_path.st_mode));
     if (sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         int rc = tb_fail(err, "%s: cannot open index: %s (run `tracebook index` first)", path,
                          *db ? sqlite3_errmsg(*db) : "out of memory");

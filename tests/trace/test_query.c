@@ -51,7 +51,12 @@ TB_TEST(def_declaration_only_and_unknown_symbol) {
 TB_TEST(missing_index_is_an_error_naming_it) {
     char *out;
     int rc = mini_run(tracebook_def_main, &out, "def", "main", "--index", TB_TEST_TMPDIR "/nope.sqlite", NULL);
-    TB_CHECK(rc == 1 && tb_has(out, TB_TEST_TMPDIR "/nope.sqlite"), "rc %d:\n%s", rc, out);
+    TB_CHECK(rc == 1 && tb_has(out, TB_TEST_TMPDIR "/nope.sqlite: cannot open index: No such file or directory"),
+             "rc %d:\n%s", rc, out);
+    free(out);
+    // a directory: named as one (SQLite itself says "disk I/O error")
+    rc = mini_run(tracebook_def_main, &out, "def", "main", "--index", TB_TEST_TMPDIR, NULL);
+    TB_CHECK(rc == 1 && tb_has(out, TB_TEST_TMPDIR ": is a directory, not an index file"), "rc %d:\n%s", rc, out);
     free(out);
     rc = mini_run(tracebook_chain_main, &out, "chain", "--from", "main", NULL);
     TB_CHECK(rc == 2 && tb_has(out, "usage"), "chain without --to is a usage error, rc %d:\n%s", rc, out);
