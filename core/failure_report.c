@@ -49,7 +49,7 @@ json_t *tb_report_parts_read(const char *run_dir, tb_rank_file kind, int *unread
         char path[PATH_MAX + 300];
         snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
         json_t *p = json_load_file(path, 0, NULL);
-        if (!json_is_object(p) || jint(p, "rank") != rank) {
+        if (!json_is_object(p) || !json_is_integer(json_object_get(p, "rank")) || jint(p, "rank") != rank) {
             json_decref(p);
             if (unreadable) ++*unreadable;
             continue;

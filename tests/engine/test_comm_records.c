@@ -390,6 +390,21 @@ TB_TEST(stalled_rank_ends_the_run_with_a_hang_report_after_the_timeout) {
                  after && !strcmp(after, report),
              "a cut part: exit %d, the report kept\n%s%s", rc, sh.out, sh.err);
     tb_write_bytes(HANG_DIR "/hang.rank-00001.json", part, len);
+    free(after);
+    // rank 0's part without its "rank": not taken for rank 0's (a missing integer read as 0)
+    json_t *p0 = tb_load_json(HANG_DIR "/hang.rank-00000.json");
+    char *part0 = tb_slurp_len(HANG_DIR "/hang.rank-00000.json", &len);
+    TB_REQUIRE(p0 && part0 && json_object_del(p0, "rank") == 0 &&
+                   json_dump_file(p0, HANG_DIR "/hang.rank-00000.json", 0) == 0,
+               "rank 0's part rewritten without its rank");
+    rc = tb_run(&sh, NULL, "%s/tracebook hang %s --write", TB_BIN_DIR, HANG_DIR);
+    after = tb_slurp(HANG_DIR "/" TB_RUN_HANG_REPORT);
+    TB_CHECK(rc == 1 && strstr(sh.err, "/hang.rank-00000.json: not rank 0's part") &&
+                 strstr(sh.err, "--write: 1 part(s) cannot be read") && after && !strcmp(after, report),
+             "a part without its rank: exit %d, the report kept\n%s%s", rc, sh.out, sh.err);
+    tb_write_bytes(HANG_DIR "/hang.rank-00000.json", part0, len);
+    json_decref(p0);
+    free(part0);
     free(report);
     free(part);
     free(after);
