@@ -55,6 +55,8 @@ int tracebook_ckpt_main(int argc, char **argv) {
     json_t *saves = json_object_get(doc, "saves");
     if (!doc || !json_is_array(saves)) {
         if (doc) fprintf(stderr, "tracebook ckpt: %s: no \"saves\" array (not a checkpoint.json)\n", path);
+        else if (jerr.line < 1)  // not opened: jansson's text says why
+            fprintf(stderr, "tracebook ckpt: %s\n", jerr.text);
         else fprintf(stderr, "tracebook ckpt: %s: line %d, column %d: %s\n", path, jerr.line, jerr.column, jerr.text);
         json_decref(doc);
         return 1;

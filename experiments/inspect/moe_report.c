@@ -78,7 +78,8 @@ json_t *tb_moe_report(const char *dir, tb_error *err) {
     json_error_t jerr;
     json_t *cfg = json_load_file(path, 0, &jerr);
     if (!cfg) {
-        tb_fail(err, "%s: line %d, column %d: %s", path, jerr.line, jerr.column, jerr.text);
+        if (jerr.line < 1) tb_fail(err, "%s", jerr.text);  // not opened: jansson's text says why
+        else tb_fail(err, "%s: line %d, column %d: %s", path, jerr.line, jerr.column, jerr.text);
         return NULL;
     }
     const int E = cfg_int(cfg, "num_experts", 0), topk = cfg_int(cfg, "moe_router_topk", 0);

@@ -466,8 +466,10 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     c->tensor_model_parallel_size = tp;
     c->context_parallel_size = cp;
     c->pipeline_model_parallel_size = pp;
-    // 0: none, or config_resolve's from num_layers_per_virtual_pipeline_stage (both: the rules check)
-    c->virtual_pipeline_model_parallel_size = vpp > 1 ? vpp : 0;
+    // 0: none, or config_resolve's from num_layers_per_virtual_pipeline_stage (a size given as 1
+    // with it stays 1: the rules check that the two agree, as the engine's do)
+    c->virtual_pipeline_model_parallel_size =
+        vpp > 1 ? vpp : c->num_layers_per_virtual_pipeline_stage > 0 ? base->virtual_pipeline_model_parallel_size : 0;
     c->micro_batch_size = mbs;
     c->world_size = cl->gpus;
     c->sequence_parallel = base->sequence_parallel && tp > 1;
@@ -476,9 +478,7 @@ int plan_evaluate(tb_plan *plan, const tb_config *base, const tb_plan_cluster *c
     config_resolve(c);
     plan->tp = tp, plan->cp = cp, plan->pp = pp, plan->mbs = mbs;
     plan->vpp = c->virtual_pipeline_model_parallel_size > 1 ? c->virtual_pipeline_model_parallel_size : 1;
-    plan->dp = c->data_parallel_size;
-    plan->microbatches = c->num_microbatches;
-    plan->sp = c->sequence_parallel;
+    plan->dp = c->data_parallel_size, plan->microbatches = c->num_microbatches, plan->sp = c->sequence_parallel;
     plan->ep = c->expert_model_parallel_size > 0 ? c->expert_model_parallel_size : 1;
 
     tb_error rule;

@@ -130,13 +130,34 @@ static int planned(const tb_option *o) {
     static const char *const runtime[] = {"ranks_per_process", "mpi_collectives", "collective_timeout",
                                           "inject_stall",      "debug_slow_data", "debug_slow_link",
                                           "print_rank_layout", NULL};
-    static const char *const training[] = {"micro_batch_size",      "global_batch_size", "bf16",
-                                           "fp16",                  "recompute_granularity",
-                                           "recompute_method",      "recompute_num_layers", NULL};
+    // (--bf16 and --fp16 are the planner's own flags: an engine --no-bf16 is not used; --device
+    // picks --attention-backend auto's core, --save-hf is refused at some layouts)
+    static const char *const planned_others[] = {"micro_batch_size", "global_batch_size", "recompute_granularity",
+                                                 "recompute_method", "recompute_num_layers", "device", "save_hf",
+                                                 NULL};
     const char *g = o->group ? o->group : "";
     if (!strcmp(g, "parallel")) return !listed(runtime, o->key);
-    if (!strcmp(g, "training")) return listed(training, o->key);
-    return !strcmp(g, "model") || !strcmp(g, "moe");
+    return !strcmp(g, "model") || !strcmp(g, "moe") || listed(planned_others, o->key);
+}
+
+// Every engine field no plan depends on back to its default, so that a value given for one
+// (named as not used) cannot make a layout illegal through a rule either (--exit-interval past
+// --train-iters, --debug-slow-link on a group of one rank).
+static void reset_not_planned(tb_config *base) {
+    tb_config defaults;
+    config_defaults(&defaults);
+    for (const tb_option *o = tb_config_options; o->flag; o++) {
+        if (planned(o)) continue;
+        json_t *v = tb_option_to_json(&defaults, o);
+        tb_error ignored;
+        if (o->type == TB_OPT_STRING && o->size == 0)  // a pointer: the default's (static) string
+            *(const char **)((char *)base + o->offset) = *(const char *const *)((const char *)&defaults + o->offset);
+        else if (o->type == TB_OPT_LIST)
+            continue;  // (no engine flag is a list)
+        else
+            tb_option_set_json(base, o, v, o->flag, &ignored);
+        json_decref(v);
+    }
 }
 
 // The engine flags given on the command line that no plan depends on (with their values), said
@@ -405,6 +426,7 @@ int tracebook_plan_main(int argc, char **argv) {
         goto done;
     }
     unplanned = flags_not_planned(en, ev);
+    reset_not_planned(&base);
     if (json_array_size(unplanned)) {
         fprintf(stderr, "tracebook plan: not used, no plan depends on them (the optimizer's, the schedule's, data, "
                         "checkpoint, logging and device flags):");

@@ -28,6 +28,7 @@ int tb_plan_figure_record(json_t *args, const char *record_dir, double *value, j
     if (tb_path_format(path, sizeof path, err, "%s/" TB_RECORD_RUN_DIR "/plan.json", record_dir) != 0) return -1;
     json_error_t je;
     json_t *doc = json_load_file(path, 0, &je);
+    if (!doc && je.line < 1) return tb_fail(err, "%s", je.text);  // not opened: jansson's text says why
     if (!doc) return tb_fail(err, "%s: line %d, column %d: %s", path, je.line, je.column, je.text);
     json_object_set_new(ev, "files", json_pack("[s]", path));
     int rc = -1;

@@ -551,7 +551,7 @@ TB_TEST(prove_accepts_a_replayed_timing_of_an_oversubscribed_run_and_not_a_conte
     for (int k = 0; k < 2; k++) {
         char proven[128], contended[160];
         snprintf(proven, sizeof proven, "PROVEN  replay_check/v1/replayed_%s (", k ? "bubble_fraction" : "step_ms");
-        snprintf(contended, sizeof contended, "NOT %s contended:", proven);
+        snprintf(contended, sizeof contended, "NOT %scontended:", proven);
         const char *p = strstr(sh.out, proven);
         TB_CHECK((p && (p == sh.out || p[-1] == '\n')) || strstr(sh.out, contended),
                  "the replayed claim is proven or refused as contended, nothing else:\n%s", sh.out);
