@@ -53,7 +53,8 @@ TB_TEST(the_virtual_size_follows_num_layers_per_virtual_pipeline_stage) {
     TB_REQUIRE(doc, "tracebook plan: %s", sh.err);
     n = 0;
     json_array_foreach(json_object_get(doc, "candidates"), i, c) {
-        TB_CHECK(json_integer_value(json_object_get(c, "pp")) == 8 && json_integer_value(json_object_get(c, "vpp")) == 1,
+        TB_CHECK(json_integer_value(json_object_get(c, "pp")) == 8 &&
+                     json_integer_value(json_object_get(c, "vpp")) == 1,
                  "candidate %zu: pp %lld, vpp %lld (only pp 8 agrees with 1 layer per virtual stage)", i,
                  (long long)json_integer_value(json_object_get(c, "pp")),
                  (long long)json_integer_value(json_object_get(c, "vpp")));
