@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 
 #include "map.h"
+#include "map_chrome.h"
+#include "map_events.h"
 #include "map_match.h"
 #include "map_report.h"
 #include "index_query.h"
@@ -519,6 +521,32 @@ TB_TEST(begin_end_pairs_map_as_complete_events) {
     free(out);
 }
 
+// A trace is read one event at a time (core/trace_events.h): what the map keeps of an event's
+// args is a communicator call's (op, bytes, or a group with its members: another tool's trace
+// may name the op in the range's name only), not every range's depth.
+TB_TEST(the_map_keeps_the_args_of_communicator_ranges) {
+    const char *path = TB_TEST_TMPDIR "/map-args.json";
+    FILE *f = fopen(path, "w");
+    TB_REQUIRE(f, "%s", path);
+    fputs("[{\"name\":\"layer\",\"ph\":\"X\",\"ts\":0,\"dur\":9,\"args\":{\"depth\":1}},\n"
+          " {\"name\":\"comm.tp.all_reduce\",\"ph\":\"X\",\"ts\":1,\"dur\":2,"
+          "\"args\":{\"group\":\"tp\",\"group_id\":3,\"group_size\":2}},\n"
+          " {\"name\":\"ar\",\"ph\":\"X\",\"ts\":4,\"dur\":2,\"args\":{\"op\":\"all_reduce\",\"bytes\":64}}]\n",
+          f);
+    fclose(f);
+    tb_rt rt;
+    tb_rt_init(&rt);
+    tb_error err;
+    TB_REQUIRE(tb_rt_load_chrome(&rt, path, &err) == 0, "%s", err.msg);
+    TB_REQUIRE(rt.nev == 3, "3 ranges, %d read", rt.nev);
+    TB_CHECK(!rt.ev[0].args, "a range's depth is not kept");
+    TB_CHECK(rt.ev[1].args && json_integer_value(json_object_get(rt.ev[1].args, "group_id")) == 3,
+             "a range naming only its group keeps its args");
+    TB_CHECK(rt.ev[2].args && json_integer_value(json_object_get(rt.ev[2].args, "bytes")) == 64,
+             "a communicator call's args are kept");
+    tb_rt_free(&rt);
+}
+
 // An index whose file is damaged (bytes of a page overwritten) is refused by every command.
 TB_TEST(a_damaged_index_is_refused) {
     const char *bad = TB_TEST_TMPDIR "/map-damaged.sqlite";
@@ -725,6 +753,7 @@ int main(void) {
     TB_RUN(a_trace_without_range_events_is_refused);
     TB_RUN(malformed_and_negative_duration_events_are_counted_and_named);
     TB_RUN(begin_end_pairs_map_as_complete_events);
+    TB_RUN(the_map_keeps_the_args_of_communicator_ranges);
     TB_RUN(a_damaged_index_is_refused);
     TB_RUN(walk_mini_markdown);
     TB_RUN(project_map_and_walk_of_a_tp2_run);
