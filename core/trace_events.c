@@ -82,13 +82,18 @@ static int fill(reader *r) {
     }
 }
 
-// Consumes n bytes, counting their lines.
-static void advance(reader *r, size_t n) {
+// The line and its start's file offset after the n bytes at buf[off] (from *line, *start).
+static void count_lines(const reader *r, size_t n, long long *line, long long *start) {
     const char *p = r->buf + r->off, *end = p + n;
     while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
-        r->line++;
-        r->line_start = r->base + (long long)(++p - r->buf);
+        ++*line;
+        *start = r->base + (long long)(++p - r->buf);
     }
+}
+
+// Consumes n bytes, counting their lines.
+static void advance(reader *r, size_t n) {
+    count_lines(r, n, &r->line, &r->line_start);
     r->off += n;
 }
 
@@ -111,8 +116,9 @@ static int peek(reader *r, int *c) {
     }
 }
 
-// Decodes the value at the current position (what names it in an error) and consumes it.
-static int decode(reader *r, json_t **out, const char *what) {
+// Decodes the value at the current position and consumes it. An error names it: what, with
+// [index] when index >= 0 (formatted only then: this runs once per event).
+static int decode(reader *r, json_t **out, const char *what, long long index) {
     for (;;) {
         const size_t avail = r->len - r->off;
         json_error_t je;
@@ -129,12 +135,12 @@ static int decode(reader *r, json_t **out, const char *what) {
             // and column counted here in bytes, as FAIL_HERE counts them
             const size_t last = pos > 0 ? pos - 1 : 0;
             long long line = r->line, line_start = r->line_start;
-            for (const char *p = r->buf + r->off, *end = p + last; (p = memchr(p, '\n', (size_t)(end - p))) != NULL;) {
-                line++;
-                line_start = r->base + (long long)(++p - r->buf);
-            }
+            count_lines(r, last, &line, &line_start);
             const long long at = r->base + (long long)(r->off + last);
-            return fail_at(r, at, line, at - line_start + 1, "%s: %s", what, je.text);
+            char name[320];
+            if (index >= 0) snprintf(name, sizeof name, "%s[%lld]", what, index);
+            else snprintf(name, sizeof name, "%s", what);
+            return fail_at(r, at, line, at - line_start + 1, "%s: %s", name, je.text);
         }
         if (fill(r) != 0) return -1;
     }
@@ -149,10 +155,8 @@ static int read_events(reader *r, tb_trace_event_fn fn, void *ud) {
         return 0;
     }
     for (size_t i = 0;; i++) {
-        char what[64];
-        snprintf(what, sizeof what, "traceEvents[%zu]", i);
         json_t *event;
-        if (decode(r, &event, what) != 0) return -1;
+        if (decode(r, &event, "traceEvents", (long long)i) != 0) return -1;
         const int rc = fn(event, i, ud, r->err);
         json_decref(event);
         if (rc != 0) return -1;
@@ -182,7 +186,7 @@ static int read_member(reader *r, tb_trace_event_fn fn, void *ud, json_t *others
         *events = 1;
     } else {
         json_t *v;
-        if (decode(r, &v, name) != 0) return -1;
+        if (decode(r, &v, name, -1) != 0) return -1;
         json_object_set_new(others, name, v);
     }
     if (peek(r, c) != 0) return -1;
@@ -203,7 +207,7 @@ static int read_object(reader *r, tb_trace_event_fn fn, void *ud, json_t *others
             if (c != '"')
                 return FAIL_HERE(r, "a member name expected, %s", c < 0 ? "the file ends" : "found another character");
             json_t *key;
-            if (decode(r, &key, "a member name") != 0) return -1;
+            if (decode(r, &key, "a member name", -1) != 0) return -1;
             const int rc = read_member(r, fn, ud, others, json_string_value(key), &events, &c);
             json_decref(key);
             if (rc < 0) return -1;

@@ -116,6 +116,21 @@ static void split_args(int argc, char **argv, int *pn, char **pv, int *en, char 
     }
 }
 
+// The engine option argument v[i] names (--no-X: X's, *negated set) or NULL, and whether
+// v[i + 1] is its value (*value: a non-boolean without "=VALUE").
+static const tb_option *engine_flag(int n, char **v, int i, int *negated, int *value) {
+    const size_t len = strcspn(v[i], "=");
+    const tb_option *o = tb_options_find_flag(tb_config_options, v[i], len);
+    *negated = !o && !strncmp(v[i], "--no-", 5);
+    if (*negated) {
+        char positive[128];
+        snprintf(positive, sizeof positive, "--%.*s", (int)(len - 5), v[i] + 5);
+        o = tb_options_find_flag(tb_config_options, positive, strlen(positive));
+    }
+    *value = o && o->type != TB_OPT_BOOL && !*negated && !v[i][len] && i + 1 < n;
+    return o;
+}
+
 static int listed(const char *const *keys, const char *key) {
     for (; *keys; keys++)
         if (!strcmp(*keys, key)) return 1;
@@ -152,8 +167,6 @@ static void reset_not_planned(tb_config *base) {
         tb_error ignored;
         if (o->type == TB_OPT_STRING && o->size == 0)  // a pointer: the default's (static) string
             *(const char **)((char *)base + o->offset) = *(const char *const *)((const char *)&defaults + o->offset);
-        else if (o->type == TB_OPT_LIST)
-            continue;  // (no engine flag is a list)
         else
             tb_option_set_json(base, o, v, o->flag, &ignored);
         json_decref(v);
@@ -165,15 +178,8 @@ static void reset_not_planned(tb_config *base) {
 static json_t *flags_not_planned(int n, char **v) {
     json_t *out = json_array();
     for (int i = 1; i < n; i++) {
-        const size_t len = strcspn(v[i], "=");
-        const tb_option *o = tb_options_find_flag(tb_config_options, v[i], len);
-        const int negated = !o && !strncmp(v[i], "--no-", 5);
-        if (negated) {
-            char positive[128];
-            snprintf(positive, sizeof positive, "--%.*s", (int)(len - 5), v[i] + 5);
-            o = tb_options_find_flag(tb_config_options, positive, strlen(positive));
-        }
-        const int value = o && o->type != TB_OPT_BOOL && !negated && !v[i][len] && i + 1 < n;
+        int negated, value;
+        const tb_option *o = engine_flag(n, v, i, &negated, &value);
         if (o && !planned(o)) {
             char text[512];
             snprintf(text, sizeof text, "%s%s%s", v[i], value ? " " : "", value ? v[i + 1] : "");
@@ -199,16 +205,8 @@ static void model_name(const plan_args *a, int n, char **v, char *buf, size_t le
             snprintf(buf, len, "%s", v[i][8] == '=' ? v[i] + 9 : i + 1 < n ? v[i + 1] : "?");
     size_t at = strlen(buf);
     for (int i = 1; i < n && a->model && at < len; i++) {
-        char flag[128];
-        snprintf(flag, sizeof flag, "%.*s", (int)strcspn(v[i], "="), v[i]);
-        const tb_option *o = tb_options_find_flag(tb_config_options, flag, strlen(flag));
-        const int negated = !o && !strncmp(flag, "--no-", 5);  // --no-swiglu: a boolean's negation
-        if (negated) {
-            char positive[128];
-            snprintf(positive, sizeof positive, "--%s", flag + 5);
-            o = tb_options_find_flag(tb_config_options, positive, strlen(positive));
-        }
-        const int value = o && o->type != TB_OPT_BOOL && !negated && !strchr(v[i], '=') && i + 1 < n;
+        int negated, value;  // (--no-swiglu: a boolean's negation)
+        const tb_option *o = engine_flag(n, v, i, &negated, &value);
         if (o && plan_model_sets(a->model, o->key)) {
             int w = snprintf(buf + at, len - at, "%s %s%s%s", at == strlen(a->model) ? " with" : "", v[i],
                              value ? " " : "", value ? v[i + 1] : "");
