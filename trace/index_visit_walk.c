@@ -722,15 +722,22 @@ static int holds_no_code(const ctx *c, enum CXCursorKind k) {
 enum CXChildVisitResult ixv_top_visit(CXCursor cur, CXCursor parent, CXClientData d) {
     (void)parent;
     ctx *c = d;
-    if (in_system_header(cur)) return CXChildVisit_Continue;
+    // What is passed over wherever it is declared is passed over before its location is looked
+    // up: a C type's declaration, and a function's declaration that is not its definition
+    // (recorded when referred to). Most of a unit's top-level cursors are these (the system
+    // headers' prototypes: 260,000 of this project's 417,000), and the system-header test
+    // costs more than the kind's (the walks 0.31-0.33 s -> 0.29 s of CPU over this project).
     enum CXCursorKind k = clang_getCursorKind(cur);
-    if (ixv_is_function_kind(k)) {
+    if (holds_no_code(c, k)) return CXChildVisit_Continue;
+    int function = ixv_is_function_kind(k);
+    if (function && !clang_isCursorDefinition(cur)) return CXChildVisit_Continue;
+    if (in_system_header(cur)) return CXChildVisit_Continue;
+    if (function) {
         c->seen_refs.len = 0;
         ixv_roles_clear(&c->roles);
         if (!c->captured_pass || holds_captured(c, cur)) visit_function(c, cur);
         return CXChildVisit_Continue;
     }
-    if (holds_no_code(c, k)) return CXChildVisit_Continue;
     if (!in_pass(c, cur)) return CXChildVisit_Recurse;
     if (k == CXCursor_VarDecl) note_variable(c, cur, 1);
     else if (k == CXCursor_DeclRefExpr) note_variable(c, clang_getCursorReferenced(cur), 0);  // in a global's initializer
