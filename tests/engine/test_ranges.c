@@ -4,6 +4,7 @@
 // written from a spilled track holds the same events, in the same order, with the same
 // arguments (communicator figures and all-to-all split sizes too) as one written from memory.
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/ranges.h"
@@ -146,8 +147,92 @@ TB_TEST(a_spill_that_cannot_be_written_fails_the_trace_naming_why) {
     tb_ranges_free(&t);
 }
 
+// The text of the number after `"key":` at the n-th occurrence in s (NULL when there is none).
+static const char *number_after(const char *s, const char *key, int n, char *out, size_t size) {
+    char pat[32];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = s;
+    for (int k = 0; k <= n; k++) {
+        p = strstr(p, pat);
+        if (!p) return NULL;
+        p += strlen(pat);
+    }
+    size_t len = strspn(p, "-+.0123456789eE");
+    if (len == 0 || len >= size) return NULL;
+    memcpy(out, p, len);
+    out[len] = 0;
+    return out;
+}
+
+// An event's times are written in the fewest digits that read back as the same double: the
+// exact decimal of the integer ns below 10^15 ns, 17 significant digits beyond.
+TB_TEST(a_traces_times_are_written_short_and_read_back_as_the_same_doubles) {
+    tb_ranges t;
+    tb_ranges_init(&t, 0, 1, "rank 0", tb_now_ns(), 1);
+    tb_ranges_bind(&t);
+    for (int i = 0; i < 3; i++) {
+        TB_RANGE_PUSH("op.%d", i);
+        TB_RANGE_POP();
+    }
+    tb_ranges_bind(NULL);
+    TB_REQUIRE(t.nevents == 3, "3 events held (%zu)", t.nevents);
+    // {start, dur, cpu start, cpu dur} in ns; the texts each must be written as
+    static const struct {
+        int64_t ns[4];
+        const char *text[4];
+    } cases[] = {
+        {{3708521, 260525161, 1099201, 0}, {"3708.521", "260525.161", "1099.201", "0.0"}},
+        {{999999999999999, 1, 123456789012345, 100000}, {"999999999999.999", "0.001", "123456789012.345", "100.0"}},
+        // past 10^15 ns (11.5 days) the exact decimal has 16 digits (15 would write 1000000000000):
+        // the event is written with the 17 any double needs
+        {{1000000000000001, 7, 2, 3}, {"1000000000000.001", "0.0070000000000000001", "0.002", "0.0030000000000000001"}},
+    };
+    for (int i = 0; i < 3; i++) {
+        t.events[i].start_ns = cases[i].ns[0];
+        t.events[i].dur_ns = cases[i].ns[1];
+        t.events[i].cpu_start_ns = cases[i].ns[2];
+        t.events[i].cpu_dur_ns = cases[i].ns[3];
+    }
+    const char *path = TB_TEST_TMPDIR "/ranges_short.json";
+    tb_error err;
+    TB_REQUIRE(tb_ranges_write_chrome(&t, path, &err) == 0, "%s", err.msg);
+    tb_ranges_free(&t);
+    FILE *f = fopen(path, "r");
+    TB_REQUIRE(f, "%s", path);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    static const char *const keys[] = {"ts", "dur", "tts", "tdur"};
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 4; k++) {
+            char num[64];
+            const char *got = number_after(text, keys[k], i, num, sizeof num);
+            TB_CHECK(got && !strcmp(got, cases[i].text[k]), "event %d %s: written '%s', expected '%s'", i, keys[k],
+                     got ? got : "(none)", cases[i].text[k]);
+            const double want = (double)cases[i].ns[k] / 1000.0;
+            TB_CHECK(got && strtod(got, NULL) == want, "event %d %s: '%s' reads back as %.17g, written from %.17g", i,
+                     keys[k], got ? got : "(none)", got ? strtod(got, NULL) : 0.0, want);
+        }
+    // the argument for the short form, over 200,000 ns counts spread across every decade below 10^15
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    int bad = 0;
+    for (int i = 0; i < 200000 && !bad; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const int64_t ns = (int64_t)(x % 1000000000000000ull) >> (i % 50);
+        char s[64];
+        snprintf(s, sizeof s, "%.15g", (double)ns / 1000.0);
+        if (strtod(s, NULL) != (double)ns / 1000.0) {
+            bad = 1;
+            TB_CHECK(0, "%lld ns: %%.15g writes %s, which reads back as %.17g, not %.17g", (long long)ns, s,
+                     strtod(s, NULL), (double)ns / 1000.0);
+        }
+    }
+}
+
 int main(void) {
     TB_RUN(a_spilled_trace_holds_the_same_events_as_one_kept_in_memory);
     TB_RUN(a_spill_that_cannot_be_written_fails_the_trace_naming_why);
+    TB_RUN(a_traces_times_are_written_short_and_read_back_as_the_same_doubles);
     return tb_test_summary();
 }
