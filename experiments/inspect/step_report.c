@@ -22,15 +22,30 @@
 typedef struct range_ev {
     double ts, end;  // µs
     int depth;
-    int tid;        // the track: 0 the rank's thread, 1 its communication thread
-    uint32_t name;  // in the rank's names (UINT32_MAX: none)
-    json_t *args;   // kept for a train_step (args.step) and a communicator call (args.op); else NULL
+    int tid;         // the track: 0 the rank's thread, 1 its communication thread
+    uint32_t name;   // in the rank's names (UINT32_MAX: none)
+    int32_t call;    // its communicator call's figures (rank_trace.calls), -1: none
+    long long step;  // args.step of a train_step, -1: none
 } range_ev;
+
+// What a communicator call's range carries in its args and calls_of reads: op and group (in the
+// rank's names), group_id and seq, and bytes (an integer; as written when it is not one).
+// Kept only where args.op and args.group are strings and group_id and seq integers, the rest
+// of args not at all: a long run's calls are most of its events.
+typedef struct comm_call {
+    uint32_t op, group;
+    int group_id;
+    int has_bytes;         // args.bytes: 1 an integer (bytes), 2 another value (bytes_other)
+    long long seq, bytes;
+    json_t *bytes_other;
+} comm_call;
 
 typedef struct rank_trace {
     tb_intern names;
     range_ev *ev;
     size_t n, cap;
+    comm_call *calls;
+    size_t ncalls, cap_calls;
 } rank_trace;
 
 typedef struct run_traces {
@@ -42,11 +57,19 @@ static const char *ev_name(const rank_trace *rt, const range_ev *e) {
     return e->name == UINT32_MAX ? NULL : tb_intern_str(&rt->names, e->name);
 }
 
+static const char *names_str(const rank_trace *rt, uint32_t id) { return tb_intern_str(&rt->names, id); }
+
+// The call's args.bytes as written (a new reference), or NULL when it had none.
+static json_t *call_bytes(const comm_call *c) {
+    return c->has_bytes == 1 ? json_integer(c->bytes) : c->has_bytes == 2 ? json_incref(c->bytes_other) : NULL;
+}
+
 static void traces_free(run_traces *t) {
     for (int r = 0; r < t->nranks; r++) {
-        for (size_t i = 0; i < t->ranks[r].n; i++) json_decref(t->ranks[r].ev[i].args);
+        for (size_t i = 0; i < t->ranks[r].ncalls; i++) json_decref(t->ranks[r].calls[i].bytes_other);
         tb_intern_free(&t->ranks[r].names);
         free(t->ranks[r].ev);
+        free(t->ranks[r].calls);
     }
     free(t->ranks);
     memset(t, 0, sizeof *t);
@@ -82,7 +105,24 @@ static int keep_range(json_t *e, size_t i, void *ud, tb_error *err) {
     x->depth = (int)json_integer_value(json_object_get(args, "depth"));
     x->tid = (int)json_integer_value(json_object_get(e, "tid"));
     x->name = name ? tb_intern_add(&rt->names, name, strlen(name)) : UINT32_MAX;
-    x->args = json_object_get(args, "op") || json_object_get(args, "step") ? json_incref(args) : NULL;
+    json_t *step = json_object_get(args, "step");
+    x->step = json_is_integer(step) ? json_integer_value(step) : -1;
+    x->call = -1;
+    const char *op = json_string_value(json_object_get(args, "op"));
+    const char *group = json_string_value(json_object_get(args, "group"));
+    json_t *gid = json_object_get(args, "group_id"), *seq = json_object_get(args, "seq");
+    json_t *bytes = json_object_get(args, "bytes");
+    if (op && group && json_is_integer(gid) && json_is_integer(seq)) {
+        if (rt->ncalls == rt->cap_calls)
+            rt->calls = tb_xreallocarray(rt->calls, rt->cap_calls = rt->cap_calls ? 2 * rt->cap_calls : 256,
+                                         sizeof *rt->calls, "communicator calls");
+        comm_call *c = &rt->calls[rt->ncalls];
+        *c = (comm_call){tb_intern_add(&rt->names, op, strlen(op)), tb_intern_add(&rt->names, group, strlen(group)),
+                         (int)json_integer_value(gid), json_is_integer(bytes) ? 1 : bytes ? 2 : 0,
+                         json_integer_value(seq), json_integer_value(bytes), NULL};
+        if (c->has_bytes == 2) c->bytes_other = json_incref(bytes);
+        x->call = (int32_t)rt->ncalls++;
+    }
     return 0;
 }
 
@@ -154,10 +194,7 @@ static long long step_of(const rank_trace *rt, size_t i) {
     const range_ev *c = &rt->ev[i];
     for (size_t j = i; j-- > 0;) {
         const range_ev *e = &rt->ev[j];
-        if (e->depth == 0 && e->ts <= c->ts && e->end >= c->end) {
-            json_t *s = json_object_get(e->args, "step");
-            return json_is_integer(s) ? json_integer_value(s) : -1;
-        }
+        if (e->depth == 0 && e->ts <= c->ts && e->end >= c->end) return e->step;
     }
     return -1;
 }
@@ -173,15 +210,14 @@ static json_t *calls_of(const run_traces *t) {
     call *calls = tb_xcalloc(cap, sizeof *calls, "collective calls");
     for (int r = 0; r < t->nranks; r++) {
         size_t first = n;  // this rank's calls: calls[first .. n)
-        for (size_t i = 0; i < t->ranks[r].n; i++) {
-            json_t *a = t->ranks[r].ev[i].args;
-            const char *op = json_string_value(json_object_get(a, "op"));
-            json_t *gid = json_object_get(a, "group_id"), *seq = json_object_get(a, "seq");
-            if (!op || !json_is_integer(gid) || !json_is_integer(seq) || !strcmp(op, "send") || !strcmp(op, "recv"))
-                continue;
+        const rank_trace *rt = &t->ranks[r];
+        for (size_t i = 0; i < rt->n; i++) {
+            if (rt->ev[i].call < 0) continue;
+            const comm_call *c = &rt->calls[rt->ev[i].call];
+            const char *op = names_str(rt, c->op);
+            if (!strcmp(op, "send") || !strcmp(op, "recv")) continue;
             if (n == cap) calls = tb_xreallocarray(calls, cap *= 2, sizeof *calls, "collective calls");
-            calls[n++] = (call){(int)json_integer_value(gid), r, json_integer_value(seq), 0, step_of(&t->ranks[r], i),
-                                i};
+            calls[n++] = (call){c->group_id, r, c->seq, 0, step_of(rt, i), i};
         }
         // each call's ordinal: the rank's calls on its group before it (by seq, their order on
         // the group; calls of one seq share one)
@@ -207,21 +243,23 @@ static json_t *calls_of(const run_traces *t) {
         for (size_t k = a; k < b; k++) {
             const range_ev *e = &t->ranks[calls[k].rank].ev[calls[k].ev];
             double transfer = e->end - le->ts;
-            json_array_append_new(members, json_pack("{s:i, s:f, s:f, s:f, s:O?, s:b}", "rank", calls[k].rank,
+            const comm_call *c = &t->ranks[calls[k].rank].calls[e->call];
+            json_array_append_new(members, json_pack("{s:i, s:f, s:f, s:f, s:o?, s:b}", "rank", calls[k].rank,
                                                      "enter_ms", e->ts / 1e3, "wait_ms", (le->ts - e->ts) / 1e3,
                                                      "transfer_ms", (transfer > 0 ? transfer : 0) / 1e3, "bytes",
-                                                     json_object_get(e->args, "bytes"), "comm_thread", e->tid == 1));
+                                                     call_bytes(c), "comm_thread", e->tid == 1));
         }
         const char *in, *after;
-        context_of(&t->ranks[calls[last].rank], calls[last].ev, &in, &after);
-        json_t *args = le->args;
+        const rank_trace *lt = &t->ranks[calls[last].rank];
+        context_of(lt, calls[last].ev, &in, &after);
+        const comm_call *lc = &lt->calls[le->call];
         json_array_append_new(
-            out, json_pack("{s:O, s:i, s:I, s:I, s:O, s:O, s:I, s:f, s:i, s:s?, s:s?, s:o}", "group",
-                           json_object_get(args, "group"), "group_id", calls[a].group_id, "call",
-                           (json_int_t)calls[a].ordinal + 1, "seq", (json_int_t)calls[last].seq, "op", json_object_get(args, "op"), "bytes",
-                           json_object_get(args, "bytes"), "step", (json_int_t)calls[last].step, "enter_spread_ms",
-                           (le->ts - fe->ts) / 1e3, "last_rank", calls[last].rank, "last_in", in, "last_after", after,
-                           "members", members));
+            out, json_pack("{s:s, s:i, s:I, s:I, s:s, s:o?, s:I, s:f, s:i, s:s?, s:s?, s:o}", "group",
+                           names_str(lt, lc->group), "group_id", calls[a].group_id, "call",
+                           (json_int_t)calls[a].ordinal + 1, "seq", (json_int_t)calls[last].seq, "op",
+                           names_str(lt, lc->op), "bytes", call_bytes(lc), "step", (json_int_t)calls[last].step,
+                           "enter_spread_ms", (le->ts - fe->ts) / 1e3, "last_rank", calls[last].rank, "last_in", in,
+                           "last_after", after, "members", members));
     }
     free(calls);
     // largest spread first
