@@ -1,146 +1,18 @@
 // step_report.c — `tracebook steps` and `tracebook comm` (step_report.h).
 #include "inspect/step_report.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "core/intern.h"
 #include "core/options.h"
 #include "core/run_arg.h"
 #include "core/run_dir.h"
-#include "core/trace_events.h"
 #include "core/xalloc.h"
+#include "inspect/collective_calls.h"
 
 #define SR_PATH_MAX 4096
-#define SR_MAX_RANKS 4096
-
-// One range event of one rank's trace.
-typedef struct range_ev {
-    double ts, end;  // µs
-    int depth;
-    int tid;         // the track: 0 the rank's thread, 1 its communication thread
-    uint32_t name;   // in the rank's names (UINT32_MAX: none)
-    int32_t call;    // its communicator call's figures (rank_trace.calls), -1: none
-    long long step;  // args.step of a train_step, -1: none
-} range_ev;
-
-// What a communicator call's range carries in its args and calls_of reads: op and group (in the
-// rank's names), group_id and seq, and bytes (an integer; as written when it is not one).
-// Kept only where args.op and args.group are strings and group_id and seq integers, the rest
-// of args not at all: a long run's calls are most of its events.
-typedef struct comm_call {
-    uint32_t op, group;
-    int group_id;
-    int has_bytes;         // args.bytes: 1 an integer (bytes), 2 another value (bytes_other)
-    long long seq, bytes;
-    json_t *bytes_other;
-} comm_call;
-
-typedef struct rank_trace {
-    tb_intern names;
-    range_ev *ev;
-    size_t n, cap;
-    comm_call *calls;
-    size_t ncalls, cap_calls;
-} rank_trace;
-
-typedef struct run_traces {
-    rank_trace *ranks;  // by rank; n == 0 for a rank without a trace
-    int nranks;
-} run_traces;
-
-static const char *ev_name(const rank_trace *rt, const range_ev *e) {
-    return e->name == UINT32_MAX ? NULL : tb_intern_str(&rt->names, e->name);
-}
-
-static const char *names_str(const rank_trace *rt, uint32_t id) { return tb_intern_str(&rt->names, id); }
-
-// The call's args.bytes as written (a new reference), or NULL when it had none.
-static json_t *call_bytes(const comm_call *c) {
-    return c->has_bytes == 1 ? json_integer(c->bytes) : c->has_bytes == 2 ? json_incref(c->bytes_other) : NULL;
-}
-
-static void traces_free(run_traces *t) {
-    for (int r = 0; r < t->nranks; r++) {
-        for (size_t i = 0; i < t->ranks[r].ncalls; i++) json_decref(t->ranks[r].calls[i].bytes_other);
-        tb_intern_free(&t->ranks[r].names);
-        free(t->ranks[r].ev);
-        free(t->ranks[r].calls);
-    }
-    free(t->ranks);
-    memset(t, 0, sizeof *t);
-}
-
-int tb_run_rank_files(const char *dir, tb_rank_file kind, tb_error *err) {
-    DIR *d = opendir(dir);
-    if (!d) return tb_fail(err, "%s: cannot open the run directory", dir);
-    struct dirent *de;
-    int max_rank = -1;
-    while ((de = readdir(d)) != NULL) {
-        int r;
-        if (tb_rank_file_match(de->d_name, kind, &r) && r < SR_MAX_RANKS && r > max_rank) max_rank = r;
-    }
-    closedir(d);
-    return max_rank + 1;
-}
-
-// A complete range ("X") of a rank's trace, kept compact: the trace of a long run is read
-// one event at a time (core/trace_events.h), never held whole.
-static int keep_range(json_t *e, size_t i, void *ud, tb_error *err) {
-    (void)i, (void)err;
-    rank_trace *rt = ud;
-    const char *ph = json_string_value(json_object_get(e, "ph"));
-    json_t *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur"), *args = json_object_get(e, "args");
-    if (!ph || strcmp(ph, "X") != 0 || !json_is_number(ts) || !json_is_number(dur)) return 0;
-    if (rt->n == rt->cap)
-        rt->ev = tb_xreallocarray(rt->ev, rt->cap = rt->cap ? 2 * rt->cap : 1024, sizeof *rt->ev, "trace events");
-    range_ev *x = &rt->ev[rt->n++];
-    const char *name = json_string_value(json_object_get(e, "name"));
-    x->ts = json_number_value(ts);
-    x->end = x->ts + json_number_value(dur);
-    x->depth = (int)json_integer_value(json_object_get(args, "depth"));
-    x->tid = (int)json_integer_value(json_object_get(e, "tid"));
-    x->name = name ? tb_intern_add(&rt->names, name, strlen(name)) : UINT32_MAX;
-    json_t *step = json_object_get(args, "step");
-    x->step = json_is_integer(step) ? json_integer_value(step) : -1;
-    x->call = -1;
-    const char *op = json_string_value(json_object_get(args, "op"));
-    const char *group = json_string_value(json_object_get(args, "group"));
-    json_t *gid = json_object_get(args, "group_id"), *seq = json_object_get(args, "seq");
-    json_t *bytes = json_object_get(args, "bytes");
-    if (op && group && json_is_integer(gid) && json_is_integer(seq)) {
-        if (rt->ncalls == rt->cap_calls)
-            rt->calls = tb_xreallocarray(rt->calls, rt->cap_calls = rt->cap_calls ? 2 * rt->cap_calls : 256,
-                                         sizeof *rt->calls, "communicator calls");
-        comm_call *c = &rt->calls[rt->ncalls];
-        *c = (comm_call){tb_intern_add(&rt->names, op, strlen(op)), tb_intern_add(&rt->names, group, strlen(group)),
-                         (int)json_integer_value(gid), json_is_integer(bytes) ? 1 : bytes ? 2 : 0,
-                         json_integer_value(seq), json_integer_value(bytes), NULL};
-        if (c->has_bytes == 2) c->bytes_other = json_incref(bytes);
-        x->call = (int32_t)rt->ncalls++;
-    }
-    return 0;
-}
-
-static int load_traces(const char *dir, run_traces *t, tb_error *err) {
-    memset(t, 0, sizeof *t);
-    const int n = tb_run_rank_files(dir, TB_RANK_TRACE, err);
-    if (n < 0) return -1;
-    if (n == 0) return tb_fail(err, "%s: no trace.rank-NNNNN.json (the run wrote no traces)", dir);
-    t->nranks = n;
-    t->ranks = tb_xcalloc((size_t)t->nranks, sizeof *t->ranks, "rank traces");
-    for (int r = 0; r < t->nranks; r++) {
-        char path[SR_PATH_MAX];
-        if (tb_rank_file_path(path, sizeof path, dir, TB_RANK_TRACE, r, err) != 0) return -1;
-        if (access(path, F_OK) != 0) continue;  // a rank that wrote none (it failed before the end)
-        if (tb_trace_read(path, keep_range, &t->ranks[r], NULL, err) != 0) return -1;
-    }
-    return 0;
-}
 
 // The metrics' stage timeline, in the order a step runs them.
 static const char *const phases[] = {"data_ms", "forward_ms", "backward_ms", "optimizer_ms", "p2p_wait_ms", "idle_ms"};
@@ -151,139 +23,17 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-// --- matching the collectives -----------------------------------------------------------
-
-// A call is matched across its group's members by its ordinal: its place among the member's
-// collectives on that group. Not by sequence number: a member's seq counts every call it made
-// on the group, P2P included, and the pp group's middle stages send and receive where its first
-// stage only sends, so their all-reduces on it carry different numbers.
-typedef struct call {
-    int group_id, rank;
-    long long seq, ordinal, step;
-    size_t ev;  // index into the rank's events
-} call;
-
-static int by_group_seq(const void *a, const void *b) {
-    const call *x = a, *y = b;
-    if (x->group_id != y->group_id) return x->group_id < y->group_id ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-static int by_call(const void *a, const void *b) {
-    const call *x = a, *y = b;
-    if (x->group_id != y->group_id) return x->group_id < y->group_id ? -1 : 1;
-    if (x->ordinal != y->ordinal) return x->ordinal < y->ordinal ? -1 : 1;
-    return x->rank - y->rank;
-}
-
-// The range enclosing event i of a rank (its parent), and the sibling it follows.
-static void context_of(const rank_trace *rt, size_t i, const char **in, const char **after) {
-    *in = *after = NULL;
-    const range_ev *c = &rt->ev[i];
-    for (size_t j = i; j-- > 0;) {
-        const range_ev *e = &rt->ev[j];
-        if (!*after && e->depth == c->depth && e->end <= c->ts) *after = ev_name(rt, e);
-        if (e->depth == c->depth - 1 && e->ts <= c->ts && e->end >= c->end) {
-            *in = ev_name(rt, e);
-            break;
-        }
-    }
-}
-
-static long long step_of(const rank_trace *rt, size_t i) {
-    const range_ev *c = &rt->ev[i];
-    for (size_t j = i; j-- > 0;) {
-        const range_ev *e = &rt->ev[j];
-        if (e->depth == 0 && e->ts <= c->ts && e->end >= c->end) return e->step;
-    }
-    return -1;
-}
-
-static int by_spread(const void *a, const void *b) {
-    double x = json_number_value(json_object_get(*(json_t *const *)a, "enter_spread_ms"));
-    double y = json_number_value(json_object_get(*(json_t *const *)b, "enter_spread_ms"));
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-static json_t *calls_of(const run_traces *t) {
-    size_t n = 0, cap = 256;
-    call *calls = tb_xcalloc(cap, sizeof *calls, "collective calls");
-    for (int r = 0; r < t->nranks; r++) {
-        size_t first = n;  // this rank's calls: calls[first .. n)
-        const rank_trace *rt = &t->ranks[r];
-        for (size_t i = 0; i < rt->n; i++) {
-            if (rt->ev[i].call < 0) continue;
-            const comm_call *c = &rt->calls[rt->ev[i].call];
-            const char *op = names_str(rt, c->op);
-            if (!strcmp(op, "send") || !strcmp(op, "recv")) continue;
-            if (n == cap) calls = tb_xreallocarray(calls, cap *= 2, sizeof *calls, "collective calls");
-            calls[n++] = (call){c->group_id, r, c->seq, 0, step_of(rt, i), i};
-        }
-        // each call's ordinal: the rank's calls on its group before it (by seq, their order on
-        // the group; calls of one seq share one)
-        qsort(calls + first, n - first, sizeof *calls, by_group_seq);
-        for (size_t k = first, g = first; k < n; k++) {  // g: the first call of calls[k]'s group
-            if (calls[k].group_id != calls[g].group_id) g = k;
-            calls[k].ordinal = k > g && calls[k].seq == calls[k - 1].seq ? calls[k - 1].ordinal : (long long)(k - g);
-        }
-    }
-    qsort(calls, n, sizeof *calls, by_call);
-    json_t *out = json_array();
-    for (size_t a = 0, b; a < n; a = b) {
-        for (b = a + 1; b < n && calls[b].group_id == calls[a].group_id && calls[b].ordinal == calls[a].ordinal;) b++;
-        size_t last = a, first = a;
-        for (size_t k = a; k < b; k++) {
-            const range_ev *e = &t->ranks[calls[k].rank].ev[calls[k].ev];
-            if (e->ts > t->ranks[calls[last].rank].ev[calls[last].ev].ts) last = k;
-            if (e->ts < t->ranks[calls[first].rank].ev[calls[first].ev].ts) first = k;
-        }
-        const range_ev *le = &t->ranks[calls[last].rank].ev[calls[last].ev];
-        const range_ev *fe = &t->ranks[calls[first].rank].ev[calls[first].ev];
-        json_t *members = json_array();
-        for (size_t k = a; k < b; k++) {
-            const range_ev *e = &t->ranks[calls[k].rank].ev[calls[k].ev];
-            double transfer = e->end - le->ts;
-            const comm_call *c = &t->ranks[calls[k].rank].calls[e->call];
-            json_array_append_new(members, json_pack("{s:i, s:f, s:f, s:f, s:o?, s:b}", "rank", calls[k].rank,
-                                                     "enter_ms", e->ts / 1e3, "wait_ms", (le->ts - e->ts) / 1e3,
-                                                     "transfer_ms", (transfer > 0 ? transfer : 0) / 1e3, "bytes",
-                                                     call_bytes(c), "comm_thread", e->tid == 1));
-        }
-        const char *in, *after;
-        const rank_trace *lt = &t->ranks[calls[last].rank];
-        context_of(lt, calls[last].ev, &in, &after);
-        const comm_call *lc = &lt->calls[le->call];
-        json_array_append_new(
-            out, json_pack("{s:s, s:i, s:I, s:I, s:s, s:o?, s:I, s:f, s:i, s:s?, s:s?, s:o}", "group",
-                           names_str(lt, lc->group), "group_id", calls[a].group_id, "call",
-                           (json_int_t)calls[a].ordinal + 1, "seq", (json_int_t)calls[last].seq, "op",
-                           names_str(lt, lc->op), "bytes", call_bytes(lc), "step", (json_int_t)calls[last].step,
-                           "enter_spread_ms", (le->ts - fe->ts) / 1e3, "last_rank", calls[last].rank, "last_in", in,
-                           "last_after", after, "members", members));
-    }
-    free(calls);
-    // largest spread first
-    size_t m = json_array_size(out);
-    json_t **items = tb_xcalloc(m + 1, sizeof *items, "collective calls");
-    for (size_t i = 0; i < m; i++) items[i] = json_incref(json_array_get(out, i));
-    qsort(items, m, sizeof *items, by_spread);
-    json_array_clear(out);
-    for (size_t i = 0; i < m; i++) json_array_append_new(out, items[i]);
-    free(items);
-    return out;
-}
-
-// The matched calls (calls_of's array) of each step: their indices ordered by step, and within
-// a step as the array has them, so a step's figures sum the same calls in the same order as a
-// scan of the whole array would, reading only its own (that scan, once per step and rank, made
-// `steps` of a 2,000-step TP2 run take 20 s).
+// The matched calls of each step: their places in the calls array (largest spread first) ordered
+// by step, and within a step as the array has them, so a step's figures sum the same calls in
+// the same order as a scan of the whole array would, reading only its own (that scan, once per
+// step and rank, made `steps` of a 2,000-step TP2 run take 55-58 s, against 3 s).
 typedef struct step_call {
     long long step;
-    size_t index;  // in the calls array
+    size_t index;  // in tb_calls.calls
 } step_call;
 
 typedef struct step_calls {
-    step_call *by_step;
+    step_call *order;
     size_t n;
 } step_calls;
 
@@ -293,41 +43,38 @@ static int by_step_then_index(const void *a, const void *b) {
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-static void step_calls_init(step_calls *sc, const json_t *calls) {
-    sc->n = json_array_size(calls);
-    sc->by_step = tb_xcalloc(sc->n + 1, sizeof *sc->by_step, "calls by step");
-    for (size_t i = 0; i < sc->n; i++)
-        sc->by_step[i] = (step_call){json_integer_value(json_object_get(json_array_get(calls, i), "step")), i};
-    qsort(sc->by_step, sc->n, sizeof *sc->by_step, by_step_then_index);
+static void step_calls_init(step_calls *sc, const tb_calls *calls) {
+    sc->n = calls->n;
+    sc->order = tb_xcalloc(sc->n + 1, sizeof *sc->order, "calls by step");
+    for (size_t i = 0; i < sc->n; i++) sc->order[i] = (step_call){calls->calls[i].step, i};
+    qsort(sc->order, sc->n, sizeof *sc->order, by_step_then_index);
 }
 
 static void step_calls_free(step_calls *sc) {
-    free(sc->by_step);
+    free(sc->order);
     memset(sc, 0, sizeof *sc);
 }
 
-// The step's calls: sc->by_step[*first .. *first + count), count returned.
+// The step's calls: sc->order[*first .. *first + count), count returned.
 static size_t step_calls_of(const step_calls *sc, long long step, size_t *first) {
     size_t lo = 0, hi = sc->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (sc->by_step[mid].step < step) lo = mid + 1;
+        if (sc->order[mid].step < step) lo = mid + 1;
         else hi = mid;
     }
     size_t end = lo;
-    while (end < sc->n && sc->by_step[end].step == step) end++;
+    while (end < sc->n && sc->order[end].step == step) end++;
     *first = lo;
     return end - lo;
 }
 
 json_t *tb_collective_calls(const char *run_dir, tb_error *err) {
-    run_traces t;
-    if (load_traces(run_dir, &t, err) != 0) {
-        traces_free(&t);
-        return NULL;
-    }
-    json_t *out = calls_of(&t);
-    traces_free(&t);
+    tb_calls calls;
+    if (tb_calls_load(run_dir, &calls, err) != 0) return NULL;
+    json_t *out = json_array();
+    for (size_t i = 0; i < calls.n; i++) json_array_append_new(out, tb_calls_json(&calls, i));
+    tb_calls_free(&calls);
     return out;
 }
 
@@ -364,22 +111,25 @@ int tracebook_comm_main(int argc, char **argv) {
         return 2;
     }
     tb_run_arg run;
-    json_t *calls = tb_run_arg_resolve(pos.items[0], a.artifacts, &run, &err) == 0
-                        ? tb_collective_calls(run.run_dir, &err) : NULL;
+    tb_calls calls;
+    rc = tb_run_arg_resolve(pos.items[0], a.artifacts, &run, &err) == 0 ? tb_calls_load(run.run_dir, &calls, &err) : -1;
     tb_positional_free(&pos);
-    if (!calls) {
+    if (rc != 0) {
         fprintf(stderr, "tracebook comm: %s\n", err.msg);
         return 1;
     }
-    if (a.json) {
-        json_dumpf(calls, stdout, JSON_INDENT(1));
+    if (a.json) {  // every call: the JSON of them all, as tb_collective_calls gives it
+        json_t *all = json_array();
+        for (size_t i = 0; i < calls.n; i++) json_array_append_new(all, tb_calls_json(&calls, i));
+        json_dumpf(all, stdout, JSON_INDENT(1));
         printf("\n");
-        json_decref(calls);
+        json_decref(all);
+        tb_calls_free(&calls);
         return 0;
     }
-    const size_t n = json_array_size(calls);
+    const size_t n = calls.n;
     double *spread = tb_xcalloc(n + 1, sizeof *spread, "spreads");
-    for (size_t i = 0; i < n; i++) spread[i] = json_number_value(json_object_get(json_array_get(calls, i), "enter_spread_ms"));
+    for (size_t i = 0; i < n; i++) spread[i] = calls.calls[i].enter_spread_ms;
     qsort(spread, n, sizeof *spread, cmp_double);
     printf("%zu collective calls matched across their groups; enter spread median %.3f ms, max %.3f ms\n\n", n,
            n ? spread[n / 2] : 0.0, n ? spread[n - 1] : 0.0);
@@ -387,18 +137,24 @@ int tracebook_comm_main(int argc, char **argv) {
     printf("  %-8s %5s %-14s %10s %5s %11s  %s\n", "group", "seq", "op", "bytes", "step", "spread ms",
            "last to enter (in; after)");
     for (size_t i = 0; i < n && (a.top == 0 || i < (size_t)a.top); i++) {
-        json_t *c = json_array_get(calls, i);
-        printf("  %-8s %5lld %-14s %10lld %5lld %11.3f  rank %lld (in %s; after %s)\n",
-               json_string_value(json_object_get(c, "group")), (long long)json_integer_value(json_object_get(c, "seq")),
-               json_string_value(json_object_get(c, "op")), (long long)json_integer_value(json_object_get(c, "bytes")),
+        json_t *c = tb_calls_json(&calls, i);  // one at a time: the table's rows, not every call's JSON
+        json_t *bytes = json_object_get(c, "bytes");
+        char bytes_text[32] = "-";  // (a range without bytes)
+        if (json_is_integer(bytes))
+            snprintf(bytes_text, sizeof bytes_text, "%lld", (long long)json_integer_value(bytes));
+        const char *group = json_string_value(json_object_get(c, "group"));
+        printf("  %-8s %5lld %-14s %10s %5lld %11.3f  rank %lld (in %s; after %s)\n", group ? group : TB_CALL_NO_GROUP,
+               (long long)json_integer_value(json_object_get(c, "seq")), json_string_value(json_object_get(c, "op")),
+               bytes_text,
                (long long)json_integer_value(json_object_get(c, "step")),
                json_number_value(json_object_get(c, "enter_spread_ms")),
                (long long)json_integer_value(json_object_get(c, "last_rank")),
                json_string_value(json_object_get(c, "last_in")) ? json_string_value(json_object_get(c, "last_in")) : "-",
                json_string_value(json_object_get(c, "last_after")) ? json_string_value(json_object_get(c, "last_after"))
                                                                    : "-");
+        json_decref(c);
     }
-    json_decref(calls);
+    tb_calls_free(&calls);
     return 0;
 }
 
@@ -426,20 +182,16 @@ static phase_series *series_of(phase_series *all, int *n, const char *name) {
 // One run's phase values per step (after the first): the slowest rank's metrics phases, and
 // per group the largest wait and transfer of a rank in that step.
 static int phase_values(const char *dir, int run, phase_series *all, int *nseries, tb_error *err) {
-    run_traces t;
-    if (load_traces(dir, &t, err) != 0) {
-        traces_free(&t);
-        return -1;
-    }
-    json_t **rows = tb_xcalloc((size_t)t.nranks, sizeof *rows, "metrics");
-    int rc = tb_rank_metrics(dir, t.nranks, rows, err);
-    json_t *calls = rc == 0 ? calls_of(&t) : NULL;
+    tb_calls calls;
+    if (tb_calls_load(dir, &calls, err) != 0) return -1;
+    json_t **rows = tb_xcalloc((size_t)calls.nranks, sizeof *rows, "metrics");
+    int rc = tb_rank_metrics(dir, calls.nranks, rows, err);
     step_calls by_step;
-    step_calls_init(&by_step, calls);
+    step_calls_init(&by_step, &calls);
     for (size_t s = 1; rc == 0 && s < json_array_size(rows[0]); s++) {
         json_int_t step = json_integer_value(json_object_get(json_array_get(rows[0], s), "step"));
         int slow = 0;
-        for (int r = 1; r < t.nranks; r++)
+        for (int r = 1; r < calls.nranks; r++)
             if (json_number_value(json_object_get(json_array_get(rows[r], s), "step_ms")) >
                 json_number_value(json_object_get(json_array_get(rows[slow], s), "step_ms")))
                 slow = r;
@@ -455,19 +207,17 @@ static int phase_values(const char *dir, int run, phase_series *all, int *nserie
         memset(wait, 0, sizeof wait), memset(xfer, 0, sizeof xfer);
         size_t first, count = step_calls_of(&by_step, step, &first);
         for (size_t i = first; i < first + count; i++) {
-            json_t *c = json_array_get(calls, by_step.by_step[i].index);
-            const char *g = json_string_value(json_object_get(c, "group"));
+            const tb_matched_call *c = &calls.calls[by_step.order[i].index];
+            const char *g = c->group ? c->group : TB_CALL_NO_GROUP;
             int gi = 0;
             while (gi < ng && strcmp(groups[gi], g)) gi++;
             if (gi == ng && ng < 64) snprintf(groups[ng++], sizeof groups[0], "%s", g);
             if (gi >= 64) continue;
-            size_t k;
-            json_t *m;
-            json_array_foreach(json_object_get(c, "members"), k, m) {
-                int r = (int)json_integer_value(json_object_get(m, "rank"));
-                if (r < 0 || r >= 64) continue;
-                wait[gi][r] += json_number_value(json_object_get(m, "wait_ms"));
-                xfer[gi][r] += json_number_value(json_object_get(m, "transfer_ms"));
+            for (size_t k = 0; k < c->nmembers; k++) {
+                const tb_call_member *m = &calls.members[c->first_member + k];
+                if (m->rank < 0 || m->rank >= 64) continue;
+                wait[gi][m->rank] += m->wait_ms;
+                xfer[gi][m->rank] += m->transfer_ms;
             }
         }
         for (int g = 0; g < ng; g++) {
@@ -482,11 +232,10 @@ static int phase_values(const char *dir, int run, phase_series *all, int *nserie
             if (ps && ps->n[run] < 1024) ps->v[run][ps->n[run]++] = x;
         }
     }
-    for (int r = 0; r < t.nranks; r++) json_decref(rows[r]);
+    for (int r = 0; r < calls.nranks; r++) json_decref(rows[r]);
     free(rows);
     step_calls_free(&by_step);
-    json_decref(calls);
-    traces_free(&t);
+    tb_calls_free(&calls);
     return rc;
 }
 
@@ -605,16 +354,12 @@ static void add_int(json_t *o, const char *key, json_int_t v) {
 }
 
 json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
-    run_traces t;
-    json_t **rows = NULL, *calls = NULL, *out = json_array();
-    int rc = load_traces(dir, &t, err);
-    if (rc == 0) {
-        rows = tb_xcalloc((size_t)t.nranks, sizeof *rows, "metrics");
-        rc = tb_rank_metrics(dir, t.nranks, rows, err);
-    }
-    if (rc == 0) calls = calls_of(&t);
+    tb_calls calls;
+    if (tb_calls_load(dir, &calls, err) != 0) return NULL;
+    json_t **rows = tb_xcalloc((size_t)calls.nranks, sizeof *rows, "metrics"), *out = json_array();
+    int rc = tb_rank_metrics(dir, calls.nranks, rows, err);
     step_calls by_step;
-    step_calls_init(&by_step, calls);
+    step_calls_init(&by_step, &calls);
     // per (step, rank): the metrics' phases, and each group's collective wait and transfer
     for (size_t s = 0; rc == 0 && s < json_array_size(rows[0]); s++) {
         json_int_t step = json_integer_value(json_object_get(json_array_get(rows[0], s), "step"));
@@ -622,7 +367,8 @@ json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
         json_t *ranks = json_array();
         int slowest = 0;
         double slowest_ms = -1;
-        for (int r = 0; r < t.nranks; r++) {
+        size_t first, count = step_calls_of(&by_step, step, &first);
+        for (int r = 0; r < calls.nranks; r++) {
             json_t *m = json_array_get(rows[r], s), *pipe = json_object_get(m, "pipeline");
             double step_ms = json_number_value(json_object_get(m, "step_ms"));
             if (step_ms > slowest_ms) slowest_ms = step_ms, slowest = r;
@@ -632,28 +378,26 @@ json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
             // the communication the rank waited for (the rest ran under its compute, on its thread)
             json_object_set_new(row, "exposed_comm_ms",
                                 json_real(json_number_value(json_object_get(pipe, "exposed_comm_ms"))));
-            size_t first, count = step_calls_of(&by_step, step, &first);
             for (size_t i = first; i < first + count; i++) {
-                json_t *c = json_array_get(calls, by_step.by_step[i].index);
-                size_t k;
-                json_t *mem;
-                json_array_foreach(json_object_get(c, "members"), k, mem) {
-                    if (json_integer_value(json_object_get(mem, "rank")) != r) continue;
-                    const char *g = json_string_value(json_object_get(c, "group"));
+                const tb_matched_call *c = &calls.calls[by_step.order[i].index];
+                const char *g = c->group ? c->group : TB_CALL_NO_GROUP;
+                for (size_t k = 0; k < c->nmembers; k++) {
+                    const tb_call_member *mem = &calls.members[c->first_member + k];
+                    if (mem->rank != r) continue;
                     json_t *acc = json_object_get(groups, g);
                     if (!acc)
                         json_object_set_new(groups, g,
                                             acc = json_pack("{s:f, s:f, s:i, s:I, s:i}", "wait_ms", 0.0, "transfer_ms",
                                                             0.0, "calls", 0, "bytes", (json_int_t)0,
                                                             "comm_thread_calls", 0));
-                    add_int(acc, "bytes", json_integer_value(json_object_get(mem, "bytes")));
-                    add_int(acc, "comm_thread_calls", json_is_true(json_object_get(mem, "comm_thread")));
-                    json_object_set_new(acc, "wait_ms", json_real(json_number_value(json_object_get(acc, "wait_ms")) +
-                                                                  json_number_value(json_object_get(mem, "wait_ms"))));
+                    add_int(acc, "bytes", mem->has_bytes == 1 ? mem->bytes : 0);  // (bytes not an integer: none)
+                    add_int(acc, "comm_thread_calls", mem->comm_thread);
+                    json_object_set_new(acc, "wait_ms",
+                                        json_real(json_number_value(json_object_get(acc, "wait_ms")) + mem->wait_ms));
                     json_object_set_new(acc, "transfer_ms",
                                         json_real(json_number_value(json_object_get(acc, "transfer_ms")) +
-                                                  json_number_value(json_object_get(mem, "transfer_ms"))));
-                    json_object_set_new(acc, "calls", json_integer(json_integer_value(json_object_get(acc, "calls")) + 1));
+                                                  mem->transfer_ms));
+                    add_int(acc, "calls", 1);
                 }
             }
             json_object_set_new(row, "collectives", groups);
@@ -663,11 +407,10 @@ json_t *tb_step_decomposition(const char *dir, int only_step, tb_error *err) {
     }
     if (rc == 0 && only_step && json_array_size(out) == 0)
         rc = tb_fail(err, "%s: no step %d in rank 0's metrics (%zu steps)", dir, only_step, json_array_size(rows[0]));
-    for (int r = 0; rows && r < t.nranks; r++) json_decref(rows[r]);
+    for (int r = 0; r < calls.nranks; r++) json_decref(rows[r]);
     free(rows);
     step_calls_free(&by_step);
-    json_decref(calls);
-    traces_free(&t);
+    tb_calls_free(&calls);
     if (rc != 0) {
         json_decref(out);
         return NULL;

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "core/run_dir.h"
+#include "inspect/collective_calls.h"  // (tb_run_rank_files)
 
 // Every matched collective call of a run directory: a JSON array of {"group", "group_id",
 // "call" (1-based: its place among each member's collectives on the group), "seq" (the last
@@ -30,9 +31,6 @@
 // an all-to-all's differ per member)}]}, largest spread first.
 // P2P calls are left out (their sequence numbers are per caller, not per pair).
 json_t *tb_collective_calls(const char *run_dir, tb_error *err);
-// 1 + the highest rank with a file of that kind in the run directory (0: none), or -1 with err
-// set when the directory cannot be read.
-int tb_run_rank_files(const char *dir, tb_rank_file kind, tb_error *err);
 // Every rank's metrics lines (metrics.rank-NNNNN.jsonl of ranks 0 .. nranks-1), as JSON
 // objects: rows[rank] an array in line order (NULL past a failing rank). -1 with err naming
 // the file and line.

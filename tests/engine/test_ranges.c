@@ -164,18 +164,19 @@ static const char *number_after(const char *s, const char *key, int n, char *out
     return out;
 }
 
-// An event's times are written in the fewest digits that read back as the same double: the
-// exact decimal of the integer ns below 10^15 ns, 17 significant digits beyond.
-TB_TEST(a_traces_times_are_written_short_and_read_back_as_the_same_doubles) {
+// An event's times are written as the exact decimal of their integer ns below 10^15 ns (the
+// fewest digits that read back as the same double), with 17 significant digits beyond; either
+// reads back as the double the event was written from.
+TB_TEST(trace_times_are_written_short_and_read_back_as_the_same_doubles) {
     tb_ranges t;
     tb_ranges_init(&t, 0, 1, "rank 0", tb_now_ns(), 1);
     tb_ranges_bind(&t);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         TB_RANGE_PUSH("op.%d", i);
         TB_RANGE_POP();
     }
     tb_ranges_bind(NULL);
-    TB_REQUIRE(t.nevents == 3, "3 events held (%zu)", t.nevents);
+    TB_REQUIRE(t.nevents == 4, "4 events held (%zu)", t.nevents);
     // {start, dur, cpu start, cpu dur} in ns; the texts each must be written as
     static const struct {
         int64_t ns[4];
@@ -183,11 +184,12 @@ TB_TEST(a_traces_times_are_written_short_and_read_back_as_the_same_doubles) {
     } cases[] = {
         {{3708521, 260525161, 1099201, 0}, {"3708.521", "260525.161", "1099.201", "0.0"}},
         {{999999999999999, 1, 123456789012345, 100000}, {"999999999999.999", "0.001", "123456789012.345", "100.0"}},
-        // past 10^15 ns (11.5 days) the exact decimal has 16 digits (15 would write 1000000000000):
-        // the event is written with the 17 any double needs
+        {{-3708521, 999, 5, 6}, {"-3708.521", "0.999", "0.005", "0.006"}},  // (before the origin)
+        // past 10^15 ns (11.5 days) the exact decimal has 16 digits (15 would write
+        // 1000000000000.0): the event is written with the 17 any double needs
         {{1000000000000001, 7, 2, 3}, {"1000000000000.001", "0.0070000000000000001", "0.002", "0.0030000000000000001"}},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         t.events[i].start_ns = cases[i].ns[0];
         t.events[i].dur_ns = cases[i].ns[1];
         t.events[i].cpu_start_ns = cases[i].ns[2];
@@ -204,7 +206,7 @@ TB_TEST(a_traces_times_are_written_short_and_read_back_as_the_same_doubles) {
     fclose(f);
     text[n] = 0;
     static const char *const keys[] = {"ts", "dur", "tts", "tdur"};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         for (int k = 0; k < 4; k++) {
             char num[64];
             const char *got = number_after(text, keys[k], i, num, sizeof num);
@@ -233,6 +235,6 @@ TB_TEST(a_traces_times_are_written_short_and_read_back_as_the_same_doubles) {
 int main(void) {
     TB_RUN(a_spilled_trace_holds_the_same_events_as_one_kept_in_memory);
     TB_RUN(a_spill_that_cannot_be_written_fails_the_trace_naming_why);
-    TB_RUN(a_traces_times_are_written_short_and_read_back_as_the_same_doubles);
+    TB_RUN(trace_times_are_written_short_and_read_back_as_the_same_doubles);
     return tb_test_summary();
 }

@@ -203,9 +203,9 @@ TB_TEST(diff_phases_names_the_first_phase_that_changed_beyond_the_spread) {
     free(out);
 }
 
-// Three steps of two ranks, one tp all-reduce each; step s's call carries 1000 s bytes but
-// step 2's, which carries none. Each step's figures hold its own call only, and the call without
-// bytes is still matched (its bytes null), not left out.
+// Four steps of two ranks, one tp all-reduce each; step s's call carries 1000 s bytes but
+// step 2's, which carries none, and step 4's names no group. Each step's figures hold its own
+// call only, and the calls without bytes or group are still matched (null there), not left out.
 TB_TEST(each_step_holds_its_own_calls_and_a_call_without_bytes_is_matched) {
     const char *dir = TB_TEST_TMPDIR "/step_report_steps";
     tb_run(&sh, NULL, "rm -rf %s && mkdir -p %s", dir, dir);
@@ -214,12 +214,13 @@ TB_TEST(each_step_holds_its_own_calls_and_a_call_without_bytes_is_matched) {
         json_t *events = json_array();
         FILE *m = fopen(tb_rank_path(path, sizeof path, dir, TB_RANK_METRICS, r), "w");
         TB_REQUIRE(m, "%s", path);
-        for (int step = 1; step <= 3; step++) {
+        for (int step = 1; step <= 4; step++) {
             const double t0 = 100.0 * step;
             json_array_append_new(events, tb_trace_range("train_step", t0, 90, 0, json_pack("{s:i}", "step", step)));
             json_t *args = json_pack("{s:s, s:s, s:i, s:i}", "group", "tp", "op", "all_reduce", "group_id", 0, "seq",
                                      step);
             if (step != 2) json_object_set_new(args, "bytes", json_integer(1000 * step));
+            if (step == 4) json_object_del(args, "group");
             json_array_append_new(events, tb_trace_range("comm.tp.all_reduce", t0 + 10 + 5 * r, 20 - 5 * r, 1, args));
             fprintf(m, "{\"step\":%d,\"step_ms\":0.09,\"pipeline\":{\"forward_ms\":0.05}}\n", step);
         }
@@ -230,26 +231,32 @@ TB_TEST(each_step_holds_its_own_calls_and_a_call_without_bytes_is_matched) {
     tb_error err;
     json_t *calls = tb_collective_calls(dir, &err);
     TB_REQUIRE(calls, "%s", err.msg);
-    TB_CHECK(json_array_size(calls) == 3, "three matched calls (%zu)", json_array_size(calls));
+    TB_CHECK(json_array_size(calls) == 4, "four matched calls (%zu)", json_array_size(calls));
     size_t i;
     json_t *c;
     json_array_foreach(calls, i, c) {
         const json_int_t step = json_integer_value(json_object_get(c, "step"));
         json_t *bytes = json_object_get(c, "bytes");
+        char *got = json_dumps(bytes, JSON_ENCODE_ANY);
         TB_CHECK(step == 2 ? json_is_null(bytes) : json_integer_value(bytes) == 1000 * step,
-                 "step %lld's call: bytes %s", (long long)step, step == 2 ? "null" : "1000 per step");
+                 "step %lld's call: bytes %s (expected %s)", (long long)step, got ? got : "(none)",
+                 step == 2 ? "null" : "1000 per step");
+        free(got);
         TB_CHECK(json_array_size(json_object_get(c, "members")) == 2, "step %lld's call: both ranks", (long long)step);
+        TB_CHECK(step == 4 ? json_is_null(json_object_get(c, "group"))
+                           : !strcmp(json_string_value(json_object_get(c, "group")) ?: "", "tp"),
+                 "step %lld's call: group %s", (long long)step, step == 4 ? "null" : "tp");
     }
     json_decref(calls);
     json_t *steps = tb_step_decomposition(dir, 0, &err);
     TB_REQUIRE(steps, "%s", err.msg);
-    TB_CHECK(json_array_size(steps) == 3, "three steps (%zu)", json_array_size(steps));
+    TB_CHECK(json_array_size(steps) == 4, "four steps (%zu)", json_array_size(steps));
     json_t *st;
     json_array_foreach(steps, i, st) {
         const json_int_t step = json_integer_value(json_object_get(st, "step"));
         for (int r = 0; r < 2; r++) {
             json_t *rank = json_array_get(json_object_get(st, "ranks"), (size_t)r);
-            json_t *tp = json_object_get(json_object_get(rank, "collectives"), "tp");
+            json_t *tp = json_object_get(json_object_get(rank, "collectives"), step == 4 ? "(no group)" : "tp");
             const long long ncalls = json_integer_value(json_object_get(tp, "calls"));
             const long long bytes = json_integer_value(json_object_get(tp, "bytes"));
             const long long want = step == 2 ? 0 : 1000 * step;
