@@ -69,11 +69,17 @@ static size_t step_calls_of(const step_calls *sc, long long step, size_t *first)
     return end - lo;
 }
 
+// Every matched call as JSON, largest spread first.
+static json_t *calls_json(const tb_calls *calls) {
+    json_t *out = json_array();
+    for (size_t i = 0; i < calls->n; i++) json_array_append_new(out, tb_calls_json(calls, i));
+    return out;
+}
+
 json_t *tb_collective_calls(const char *run_dir, tb_error *err) {
     tb_calls calls;
     if (tb_calls_load(run_dir, &calls, err) != 0) return NULL;
-    json_t *out = json_array();
-    for (size_t i = 0; i < calls.n; i++) json_array_append_new(out, tb_calls_json(&calls, i));
+    json_t *out = calls_json(&calls);
     tb_calls_free(&calls);
     return out;
 }
@@ -119,8 +125,7 @@ int tracebook_comm_main(int argc, char **argv) {
         return 1;
     }
     if (a.json) {  // every call: the JSON of them all, as tb_collective_calls gives it
-        json_t *all = json_array();
-        for (size_t i = 0; i < calls.n; i++) json_array_append_new(all, tb_calls_json(&calls, i));
+        json_t *all = calls_json(&calls);
         json_dumpf(all, stdout, JSON_INDENT(1));
         printf("\n");
         json_decref(all);

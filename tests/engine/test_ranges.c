@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "runtime/ranges.h"
+#include "tb_shell.h"
 #include "tb_test.h"
 
 #define STEPS 40
@@ -199,12 +200,8 @@ TB_TEST(trace_times_are_written_short_and_read_back_as_the_same_doubles) {
     tb_error err;
     TB_REQUIRE(tb_ranges_write_chrome(&t, path, &err) == 0, "%s", err.msg);
     tb_ranges_free(&t);
-    FILE *f = fopen(path, "r");
-    TB_REQUIRE(f, "%s", path);
-    char text[8192];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = 0;
+    char *text = tb_slurp(path);
+    TB_REQUIRE(text, "%s", path);
     static const char *const keys[] = {"ts", "dur", "tts", "tdur"};
     for (int i = 0; i < 4; i++)
         for (int k = 0; k < 4; k++) {
@@ -230,6 +227,7 @@ TB_TEST(trace_times_are_written_short_and_read_back_as_the_same_doubles) {
                      strtod(s, NULL), (double)ns / 1000.0);
         }
     }
+    free(text);
 }
 
 int main(void) {
