@@ -30,8 +30,9 @@
 # contended machine both columns stretch.
 #
 # The sources are copied to a temporary directory (without .git and build directories) and the
-# compilation database is rewritten to point at the copy, so the change (a comment appended to
-# engine/transformer/mlp.c) never touches the working tree. Prints the summary line of each run
+# compilation database and CMake's reply are rewritten to point at the copy, so the change (a
+# comment appended to engine/transformer/mlp.c) never touches the working tree, and the index
+# finds the link units and libraries it finds in place. Prints the summary line of each run
 # (TUs parsed / reused, files and lines parsed, wall time, files/s, lines/s) and a table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,7 +69,24 @@ sed -e "s#$build#@@BUILD@@#g" -e "s#$src/#$tmp/src/#g" -e "s#@@BUILD@@#$build#g"
   "$build/compile_commands.json" > "$tmp/db/compile_commands.json"
 
 out="$tmp/index.sqlite"
-reply="$build"  # where the index looks for CMake's file API reply (the CUDA rows: none)
+# CMake's file API reply, as the index of the working tree reads it (link units, each called
+# library function's library): a copy whose code model names the copied sources (paths.source;
+# the targets' paths are relative to it), libraries still found in the build directory
+# (paths.build). Given the build's own reply, no unit of the copy would be in any target.
+reply="$tmp/reply"
+if [ -d "$build/.cmake/api/v1/reply" ]; then
+  mkdir -p "$reply/.cmake/api/v1"
+  cp -r "$build/.cmake/api/v1/reply" "$reply/.cmake/api/v1/"
+  python3 - "$reply/.cmake/api/v1/reply" "$src" "$tmp/src" <<'PY'
+import glob, json, os, sys
+reply, src, copy = sys.argv[1:4]
+for path in glob.glob(os.path.join(reply, "codemodel-v2-*.json")):
+    model = json.load(open(path))
+    if os.path.realpath(model["paths"]["source"]) == os.path.realpath(src):
+        model["paths"]["source"] = copy
+    json.dump(model, open(path, "w"))
+PY
+fi
 timed() {  # command...: runs it, stdout to $tmp/o; $cpu = its user+sys CPU seconds (children included)
   local TIMEFORMAT='%U %S'
   { time "$@" > "$tmp/o" 2>/dev/null; } 2> "$tmp/t" || true
@@ -106,6 +124,7 @@ run_once() {  # label, compdb dir, extra args: one index run, its summary line p
   l=$(load)
   timed "$tracebook" index --compdb "$compdb" --output "$out" --build-dir "$reply" "${jobs[@]}" "$@"
   line=$(grep 'TUs parsed' "$tmp/o")
+  cp "$tmp/o" "$tmp/o.index"
   echo "$label:$line; CPU $cpu s (load $l)"
   wall=$(sed -E 's/.*wall ([0-9.]+) s.*/\1/' <<<"$line")
   run_cpu=$cpu
@@ -168,6 +187,13 @@ rows=()
 goals=()
 echo "load average (1 min) before: $(load); $(nproc) CPUs"
 measure "full index" 1.10 "$tmp/db" "$tmp/db" - --full
+# the copy's units are in the reply's targets (else the rows above measured less than an index
+# of the working tree does)
+if [ -d "$reply/.cmake/api/v1/reply" ] && ! grep -Eq 'targets [1-9][0-9]* \([1-9]' "$tmp/o.index"; then
+  echo "bench-index: the full index of the copy found no unit in CMake's targets:" >&2
+  grep -E 'targets' "$tmp/o.index" >&2 || true
+  exit 1
+fi
 measure "re-index, nothing changed" - "$tmp/db" - -  # after the last full index: the median of R
 # the one unit the change makes the index parse, alone, as the reference
 mkdir -p "$tmp/one"

@@ -90,9 +90,8 @@ static void inclusion(CXFile f, CXSourceLocation *stack, unsigned depth, CXClien
     (void)depth;
     ctx *c = d;
     file_ent *e = ixv_file_of(c, f);
-    if (!e || !e->path || !strncmp(e->path, IX_STUB_DIR "/", sizeof IX_STUB_DIR)) return;
-    for (size_t i = 0; i < c->r->deps.len; i++)
-        if (TB_VEC_AT(&c->r->deps, ix_dep, i).path == e->path) return;
+    if (!e || e->is_dep || !e->path || !strncmp(e->path, IX_STUB_DIR "/", sizeof IX_STUB_DIR)) return;
+    e->is_dep = 1;
     ((ix_dep *)tb_vec_push(&c->r->deps))->path = e->path;
 }
 

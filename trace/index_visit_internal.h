@@ -17,6 +17,7 @@ typedef struct file_ent {
     const char *path;
     const char *contents;  // clang's buffer, for macro names
     size_t size;
+    int is_dep;            // already one of the unit's inputs (r->deps)
 } file_ent;
 
 // What an expression of a C body is to the call around it (index_visit_roles.c): the calls

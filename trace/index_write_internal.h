@@ -103,13 +103,14 @@ typedef struct ixw_libraries {
     int active;               // targets with link lines: rows to write
     ix_libs libs;
     int *lib_of, *next_link;  // per link: its library's number in libs; its target's next link, -1 after the last
+    unsigned char *archive;   // per link: its library is a static archive (.a)
     size_t *chain_at;         // per unit, ntus + 1: where the first links of its targets start in chains
     int *chains;
     tb_u64map asked;          // (function row, target's first link): the pair was asked
     tb_u64map defines;        // (function row, library number): 1 defines it, 2 does not
     tb_u64map given;          // function row id + 1: in early
     tb_vec early;             // of int: finfo indexes given rows while without a definition
-    tb_vec missed;            // the names a unit's calls gave that had no function row yet
+    tb_vec missed;            // the names a unit's calls gave that had no function row yet, or waited for the end
     sqlite3_stmt *ins;
 } ixw_libraries;
 int ixw_libraries_begin(writer *w, ixw_libraries *l, const ix_compdb *db, const ix_targets *targets);

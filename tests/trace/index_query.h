@@ -168,6 +168,26 @@ static inline int tb_write_app_reply(const char *reply_dir, const char *source_d
     return bad ? -1 : 0;
 }
 
+// An ar archive with only its symbol index (the "/" member GNU ar writes) naming n functions:
+// enough for the indexer, which reads no member. 0 when written.
+static inline int tb_write_symbol_archive(const char *path, const char *const *names, int n) {
+    unsigned char body[1024];
+    size_t len = 4 + 4 * (size_t)n;
+    body[0] = body[1] = body[2] = 0;
+    body[3] = (unsigned char)n;
+    memset(body + 4, 0, 4 * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(names[i]) + 1;
+        memcpy(body + len, names[i], k);
+        len += k;
+    }
+    if (len % 2) body[len++] = '\n';
+    char file[2048];
+    int h = snprintf(file, sizeof file, "!<arch>\n%-16s%-12s%-6s%-6s%-8s%-10zu`\n", "/", "0", "0", "0", "0", len);
+    memcpy(file + h, body, len);
+    return tb_write_bytes(path, file, (size_t)h + len);
+}
+
 // Indexes a fixture once: `tracebook index --compdb DIR --output INDEX` when its inputs were
 // written (inputs_ok), else status 99 and a note. *status -1: not yet. Returns whether the
 // index succeeded; *output keeps what it printed.

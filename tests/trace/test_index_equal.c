@@ -4,13 +4,14 @@
 // by the difference of the parsed unit's facts (index_update.c) or, where that does not apply,
 // merge every unit again (index_write.c); the libraries table computed from the units' facts
 // in memory (unit by unit as a new index writes them, a function a later unit defines taken
-// back at the end; or after every unit), or per function touched. The plain way: --full
-// -j 1 into a new file. The sources are written into the test's temporary directory: two units
-// of one executable (a hand-written CMake file-API reply whose link line has -lm, so sqrtf
-// and strlen get libraries rows), a header with an inline function both include and one only
-// b.c includes, a call of a collective declared in a system header, range sites, a
-// function-pointer field. One re-index goes through the full merge: a.c dropping the header
-// whose inline function's body it wrote (the body passes to b.c, which was not parsed).
+// back at the end, an archive's answer kept for the end; or after every unit), or per function
+// touched. The plain way: --full -j 1 into a new file. The sources are written into the test's
+// temporary directory: two units of one executable (a hand-written CMake file-API reply whose
+// link line has -lm, so sqrtf and strlen get libraries rows, and an archive of the project's
+// own, libown.a), a header with an inline function both include and one only b.c includes, a
+// call of a collective declared in a system header, range sites, a function-pointer field.
+// One re-index goes through the full merge: a.c dropping the header whose inline function's
+// body it wrote (the body passes to b.c, which was not parsed).
 // Without a reply (a Makefile project's database), the link units inferred from the units'
 // symbols stand through an update in place while no parsed unit changes what they are
 // inferred from; a unit that does goes through the full merge, which infers them again.
@@ -49,7 +50,7 @@ static const char a_source[] = "#include \"common.h\"\n"
                                "static int run_one(int x) { return helper(x) + twice(x); }\n"
                                "static struct ops the_ops = {.run = run_one};\n"
                                "int main(void) {\n  tb_range_push(\"step\");\n"
-                               "  int r = the_ops.run(3) + (int)strlen(\"ab\");\n"
+                               "  int r = the_ops.run(3) + (int)strlen(\"ab\") + own_only(1);\n"
                                "  r += ncclAllReduce(0, 0, 1, 7, 0, 0, 0);\n  tb_range_pop();\n  return r;\n}\n";
 
 // a.c: its first version and what follows it.
@@ -69,15 +70,20 @@ static int write_sources(void) {
                          "#include <math.h>\n#include <string.h>\n#include <nccl.h>\n"
                          "struct ops { int (*run)(int); };\n"
                          "static inline int twice(int x) { return (int)sqrtf((float)(x * x)) * 2; }\n"
-                         "int helper(int x);\nvoid tb_range_push(const char *name);\nvoid tb_range_pop(void);\n");
+                         "int helper(int x);\nint own_only(int x);\nvoid tb_range_push(const char *name);\n"
+                         "void tb_range_pop(void);\n");
     bad |= write_a("");
     bad |= tb_write_text(SRC "/b_only.h", "static inline int b_only(int x) { return x - 1; }\n");
     bad |= tb_write_text(SRC "/b.c", "#include \"common.h\"\n#include \"b_only.h\"\n"
                                      "int helper(int x) { return twice(x) + b_only(x); }\n");
     bad |= write_compdb(1);
+    // the project's own archive, as CMake links one: it defines helper, which b.c defines too
+    const char *own[] = {"helper", "own_only"};
+    bad |= tb_write_symbol_archive(SRC "/libown.a", own, 2);
     bad |= tb_write_app_reply(REPLY, SRC, SRC,
                               "{\"path\": \"a.c\", \"compileGroupIndex\": 0}, {\"path\": \"b.c\", \"compileGroupIndex\": 0}",
-                              "{\"fragment\": \"-lm\", \"role\": \"libraries\"}");
+                              "{\"fragment\": \"-lm\", \"role\": \"libraries\"},"
+                              " {\"fragment\": \"libown.a\", \"role\": \"libraries\"}");
     return bad ? -1 : 0;
 }
 
@@ -162,6 +168,14 @@ TB_TEST(fast_and_plain_indexes_are_equal_table_for_table) {
     TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM libraries l JOIN functions f ON f.id = l.function_id WHERE"
                           " f.name IN ('sqrtf', 'strlen')") == 2,
              "sqrtf and strlen have their libraries rows");
+    // a.c names helper before b.c defines it, and libown.a defines it too: no row (the archive's
+    // answer waits for the end); own_only, which only the archive defines, has its row
+    TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM libraries l JOIN functions f ON f.id = l.function_id WHERE"
+                          " f.name = 'helper'") == 0,
+             "helper, defined by a later unit and by libown.a, has no libraries row");
+    TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM libraries l JOIN functions f ON f.id = l.function_id WHERE"
+                          " f.name = 'own_only' AND l.library = '" SRC "/libown.a'") == 1,
+             "own_only, defined only by libown.a, has its libraries row");
     TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM collective_sites WHERE callee_name = 'ncclAllReduce'") == 1,
              "the collective site");
     TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM range_sites") == 2, "the range sites");

@@ -28,26 +28,6 @@
 
 static int tb(char **out, const char *args) { return tb_shell(out, "'%s' %s --index '%s'", TRACEBOOK, args, INDEX); }
 
-// An ar archive with only its symbol index (the "/" member GNU ar writes): enough for the
-// indexer, which reads no member.
-static int write_archive(const char *path, const char *const *names, int n) {
-    unsigned char body[1024];
-    size_t len = 4 + 4 * (size_t)n;
-    body[0] = body[1] = body[2] = 0;
-    body[3] = (unsigned char)n;
-    memset(body + 4, 0, 4 * (size_t)n);
-    for (int i = 0; i < n; i++) {
-        size_t k = strlen(names[i]) + 1;
-        memcpy(body + len, names[i], k);
-        len += k;
-    }
-    if (len % 2) body[len++] = '\n';
-    char file[2048];
-    int h = snprintf(file, sizeof file, "!<arch>\n%-16s%-12s%-6s%-6s%-8s%-10zu`\n", "/", "0", "0", "0", "0", len);
-    memcpy(file + h, body, len);
-    return tb_write_bytes(path, file, (size_t)h + len);
-}
-
 static int ix_status = -1;
 static char *ix_output;
 
@@ -55,8 +35,8 @@ static int write_inputs(void) {
     tb_error err;
     int bad = tb_mkdir_p(REPLY, &err);
     const char *nccl[] = {"ncclAllReduce", "ncclCommInitRank"}, *mpi[] = {"MPI_Allreduce"};
-    bad |= write_archive(WORK "/libfakenccl.a", nccl, 2);
-    bad |= write_archive(WORK "/libfakempi_real.a", mpi, 1);
+    bad |= tb_write_symbol_archive(WORK "/libfakenccl.a", nccl, 2);
+    bad |= tb_write_symbol_archive(WORK "/libfakempi_real.a", mpi, 1);
     bad |= tb_write_text(WORK "/libfakempi.so", "/* GNU ld script */\nGROUP ( " WORK "/libfakempi_real.a )\n");
     bad |= tb_write_text(WORK "/compile_commands.json",
                          "[{\"directory\": \"" WORK "\", \"arguments\": [\"cc\", \"-std=c17\", \"-isystem\", \"" XFIX
