@@ -212,9 +212,9 @@ static int defining_link(ixw_libraries *l, const struct finfo *fi, int i) {
 // Asked while the units are still coming (early), a pair whose library is a static archive
 // waits for the end instead (l->missed): an archive on a project's link line is mostly the
 // project's own (libtb_engine.a), built from units a later one of which defines the function,
-// and its row would be taken back then (11,700 of 36,400 rows on this project). The rows are
-// the same either way: at the end it is asked only while still without a definition. *waits
-// (early): 1 when a pair waits.
+// and its row would be taken back then (2026-12-07, this project: 11,665 of the 36,393 rows
+// inserted, 380 functions'). The rows are the same either way: at the end it is asked only
+// while still without a definition. *waits (early): 1 when a pair waits.
 static int ask(writer *w, ixw_libraries *l, size_t u, int slot, int *waits) {
     const struct finfo *fi = &TB_VEC_AT(&w->finfo, struct finfo, slot);
     int given = 0;

@@ -26,12 +26,13 @@ typedef struct ix_targets_later {
     int loaded;  // set once read
 } ix_targets_later;
 
-// A new index written while the units are parsed: this thread takes each unit in database
-// order as soon as it is parsed, hashes its input files and writes its facts, so that only
-// what needs every unit (inferred link units and their rows, collective sites, the libraries
-// rows a later unit's definition takes back) is left after the last parse; the targets rows
-// of known link units go in first, each unit's libraries rows with it, the secondary indexes
-// once every unit is being parsed. Every unit is parsed (todo is the whole database).
+// A new index written while the units are parsed: this thread takes each unit in database order
+// as soon as it is parsed, hashes its input files and writes its facts, so that only what needs
+// every unit (inferred link units and their rows, collective sites, the libraries rows a later
+// unit's definition takes back, those an archive answers) is left after the last parse; the
+// targets rows of known link units go in first, each unit's libraries rows with it, the
+// secondary indexes once every unit is being parsed. Every unit is parsed (todo is the whole
+// database).
 typedef struct ix_streamed {
     ix_writer *writer;  // NULL: it could not be made (the error is reported; units are not written)
     ix_hashes *hashes;

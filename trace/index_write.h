@@ -60,7 +60,8 @@ int ix_write_unit(ix_writer *x, size_t i, const ix_result *r);
 // (after it, the call does nothing: the end writes all) and with targets unchanged until
 // ix_write_end: their targets rows whose files have rows already (every unit's own file has
 // one from ix_write_begin; the end writes the others), and from then on each unit's libraries
-// rows as it is written (the end takes back those of functions a later unit defines). Then
+// rows as it is written (the end takes back those of functions a later unit defines, and asks
+// the pairs a static archive answers: ixw_libraries_unit). Then
 // the secondary indexes (the rows of the units after them are added to the indexes as they
 // are written). Each returns 0, or -1 (the writer failed: ix_write_end reports it).
 int ix_write_link_units(ix_writer *x, const ix_targets *targets);
