@@ -268,7 +268,7 @@ int ixw_libraries_unit(writer *w, ixw_libraries *l, size_t u, const ix_result *r
 
 int ixw_libraries_end(writer *w, ixw_libraries *l) {
     if (!l->active) return 0;
-    for (size_t k = 0; k < l->missed.len; k++) {  // names that had no function row when their unit came
+    for (size_t k = 0; k < l->missed.len; k++) {  // names without a row when their unit came; archive pairs
         const struct lib_miss *m = &TB_VEC_AT(&l->missed, struct lib_miss, k);
         int *slot = tb_strmap_get(&w->funcs, m->usr);
         if (!slot) continue;
