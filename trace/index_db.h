@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
-#define TB_INDEX_SCHEMA_VERSION "9"
+#define TB_INDEX_SCHEMA_VERSION "10"
 
 // The schema: the tables, then their secondary indexes (the indexer creates these after most
 // of its bulk inserts, which is faster than maintaining them row by row; the file is the same).
@@ -89,20 +89,20 @@
     "CREATE TABLE tu_functions(tu_id INTEGER NOT NULL, usr TEXT NOT NULL, name TEXT NOT NULL, file_id INTEGER," \
     " line INTEGER, col INTEGER, end_line INTEGER, end_col INTEGER, is_static INTEGER NOT NULL,"              \
     " is_definition INTEGER NOT NULL, main_like INTEGER NOT NULL);\n"                                         \
-    "CREATE TABLE tu_calls(tu_id INTEGER NOT NULL, caller INTEGER NOT NULL, callee_usr TEXT, callee_name TEXT," \
-    " field TEXT, file_id INTEGER, line INTEGER, col INTEGER, in_macro TEXT, resolution TEXT,"                \
-    " candidates TEXT);\n"                                                                                    \
+    /* A unit's calls, callbacks, range sites and external symbols: one row per unit and table, the */    \
+    /* unit's rows packed into `rows` (index_unit_rows.h), a unit without any has none. Their columns, */   \
+    /* in the record's order: tu_calls caller, callee_usr, callee_name, field, file_id, line, col, */       \
+    /* in_macro, resolution, candidates; tu_callbacks caller, target_usr, passed_to, file_id, line, col; */ \
+    /* tu_range_sites caller, kind, name, file_id, line, col; tu_symbols usr, name, kind, defines: the */    \
+    /* unit's external symbols, for inferring link units (index_units.c): kind 'f' a function, 'v' a */      \
+    /* variable; defines 1: a strong definition in the unit's own code, 0: a reference to a variable */      \
+    /* (references to functions are the calls, callbacks and tu_field_targets rows) */                       \
+    "CREATE TABLE tu_calls(tu_id INTEGER PRIMARY KEY, rows BLOB NOT NULL);\n"                                 \
     "CREATE TABLE tu_field_targets(tu_id INTEGER NOT NULL, record TEXT, field TEXT, function_usr TEXT,"       \
     " file_id INTEGER, line INTEGER);\n"                                                                     \
-    "CREATE TABLE tu_callbacks(tu_id INTEGER NOT NULL, caller INTEGER NOT NULL, target_usr TEXT,"             \
-    " passed_to TEXT, file_id INTEGER, line INTEGER, col INTEGER);\n"                                        \
-    "CREATE TABLE tu_range_sites(tu_id INTEGER NOT NULL, caller INTEGER NOT NULL, kind TEXT, name TEXT,"      \
-    " file_id INTEGER, line INTEGER, col INTEGER);\n"                                                         \
-    /* the unit's external symbols, for inferring link units (index_units.c): kind 'f' a function, */      \
-    /* 'v' a variable; defines 1: a strong definition in the unit's own code, 0: a reference to a */       \
-    /* variable (references to functions are the tu_calls, tu_callbacks and tu_field_targets rows) */         \
-    "CREATE TABLE tu_symbols(tu_id INTEGER NOT NULL, usr TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL," \
-    " defines INTEGER NOT NULL);\n"                                                                           \
+    "CREATE TABLE tu_callbacks(tu_id INTEGER PRIMARY KEY, rows BLOB NOT NULL);\n"                             \
+    "CREATE TABLE tu_range_sites(tu_id INTEGER PRIMARY KEY, rows BLOB NOT NULL);\n"                           \
+    "CREATE TABLE tu_symbols(tu_id INTEGER PRIMARY KEY, rows BLOB NOT NULL);\n"                               \
     /* the units' input files as the run that hashed them saw them (stat: size, times in ns, inode, */      \
     /* device) with their SHA-256 and lines: a file whose stat is unchanged is not read again */            \
     "CREATE TABLE file_stats(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,"         \
@@ -118,9 +118,9 @@
     "CREATE INDEX IF NOT EXISTS collective_sites_function ON collective_sites(function_id);\n"               \
     TB_INDEX_UNIT_INDEXES
 // For updating the index in place (index_update.c): each unit's rows, the units that read a
-// file, a USR's rows in every unit, a field target's rows. (Which units name a function, for
-// its libraries rows, is a scan: the update asks it only for functions whose naming or
-// definition changed.)
+// file, a USR's rows in every unit, a field target's rows. (The packed tables are keyed by the
+// unit already; which units name a function, for its libraries rows, is a scan of their
+// records: the update asks it only for functions whose naming or definition changed.)
 #define TB_INDEX_UNIT_INDEXES TB_INDEX_UNIT_ROW_INDEXES TB_INDEX_UNIT_KEY_INDEXES
 // Keyed by the unit first: a full index writes unit after unit, so each insert lands at the
 // end of these; they are made with the tables. The others are built once most rows are in (a
@@ -129,11 +129,7 @@
 #define TB_INDEX_UNIT_ROW_INDEXES                                                                            \
     "CREATE INDEX IF NOT EXISTS tu_deps_unit ON tu_deps(tu_id);\n"                                           \
     "CREATE INDEX IF NOT EXISTS tu_functions_unit ON tu_functions(tu_id);\n"                                 \
-    "CREATE INDEX IF NOT EXISTS tu_calls_unit ON tu_calls(tu_id, caller);\n"                                 \
-    "CREATE INDEX IF NOT EXISTS tu_callbacks_unit ON tu_callbacks(tu_id, caller);\n"                         \
-    "CREATE INDEX IF NOT EXISTS tu_range_sites_unit ON tu_range_sites(tu_id, caller);\n"                     \
-    "CREATE INDEX IF NOT EXISTS tu_field_targets_unit ON tu_field_targets(tu_id);\n"                         \
-    "CREATE INDEX IF NOT EXISTS tu_symbols_unit ON tu_symbols(tu_id);\n"
+    "CREATE INDEX IF NOT EXISTS tu_field_targets_unit ON tu_field_targets(tu_id);\n"
 #define TB_INDEX_UNIT_KEY_INDEXES                                                                            \
     "CREATE INDEX IF NOT EXISTS tu_deps_path ON tu_deps(path);\n"                                            \
     "CREATE INDEX IF NOT EXISTS tu_functions_usr ON tu_functions(usr);\n"                                    \

@@ -8,16 +8,20 @@
 #include "index_db.h"
 #include "index_reuse.h"
 #include "index_reuse_internal.h"
+#include "index_unit_rows.h"
 
 static unsigned col_u(sqlite3_stmt *st, int i) {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? 0 : (unsigned)sqlite3_column_int(st, i);
 }
 
 // files.id -> path in the previous index (the facts' file_id columns).
-static const char *file_path(const ix_prev *p, sqlite3_stmt *st, int i) {
-    if (sqlite3_column_type(st, i) == SQLITE_NULL) return NULL;
-    long long id = sqlite3_column_int64(st, i);
+static const char *path_of_id(void *ctx, long long id) {
+    const ix_prev *p = ctx;
     return id > 0 && (size_t)id < p->paths.len ? TB_VEC_AT(&p->paths, const char *, id) : NULL;
+}
+
+static const char *file_path(ix_prev *p, sqlite3_stmt *st, int i) {
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NULL : path_of_id(p, sqlite3_column_int64(st, i));
 }
 
 // One pass over each tu_* table of the previous index (rows in insertion order: each unit's
@@ -52,10 +56,35 @@ static int scan(reuse_scan *s, const char *sql, sqlite3_stmt **st) {
     return rc;
 }
 
-static int caller_ok(reuse_scan *s, size_t i, int caller) {
-    if (caller >= 0 && (size_t)caller < s->results[i].funcs.len) return 1;
-    s->bad[i] = 1;
-    return 0;
+// Whether the caller of each of the unit's body facts of table t (calls, callbacks, range
+// sites) is one of its functions.
+static int callers_ok(const ix_result *r, ix_unit_table t) {
+    const tb_vec *v = t == IX_TU_CALLS ? &r->calls : t == IX_TU_CALLBACKS ? &r->callbacks : &r->ranges;
+    for (size_t k = 0; k < v->len; k++) {
+        int caller = t == IX_TU_CALLS       ? TB_VEC_AT(v, ix_call, k).caller
+                     : t == IX_TU_CALLBACKS ? TB_VEC_AT(v, ix_callback, k).caller
+                                            : TB_VEC_AT(v, ix_range, k).caller;
+        if (caller < 0 || (size_t)caller >= r->funcs.len) return 0;
+    }
+    return 1;
+}
+
+// A packed table (index_unit_rows.h): each reused unit's record unpacked into its result (one
+// record per unit: its vector for the table is empty before).
+static int read_packed(reuse_scan *s, const char *sql, ix_unit_table t) {
+    sqlite3_stmt *st;
+    if (scan(s, sql, &st)) return -1;
+    int step;
+    size_t i;
+    ix_result *r;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!(r = row_unit(s, st, &i))) continue;
+        if (ix_rows_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), t, r, path_of_id, s->p) ||
+            (t != IX_TU_SYMBOLS && !callers_ok(r, t)))
+            s->bad[i] = 1;
+    }
+    sqlite3_finalize(st);
+    return step == SQLITE_DONE ? 0 : -1;
 }
 
 static int read_results(ix_prev *p, const ix_prev_unit **match, ix_result *results, size_t n, long long only) {
@@ -116,23 +145,7 @@ static int read_results(ix_prev *p, const ix_prev_unit **match, ix_result *resul
         f->main_like = sqlite3_column_int(st, 10);
     }
     sqlite3_finalize(st);
-    if (scan(&s, "SELECT tu_id, caller, callee_usr, callee_name, field, file_id, line, col, in_macro, resolution,"
-                 " candidates FROM tu_calls ORDER BY rowid", &st)) goto out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (!(r = row_unit(&s, st, &i)) || !caller_ok(&s, i, sqlite3_column_int(st, 1))) continue;
-        ix_call *c = tb_vec_push(&r->calls);
-        c->caller = sqlite3_column_int(st, 1);
-        c->callee_usr = ixr_col_text(&r->pool, st, 2);
-        c->callee_name = ixr_col_text(&r->pool, st, 3);
-        c->field = ixr_col_text(&r->pool, st, 4);
-        c->file = file_path(p, st, 5);
-        c->line = col_u(st, 6);
-        c->col = col_u(st, 7);
-        c->in_macro = ixr_col_text(&r->pool, st, 8);
-        c->resolution = ixr_col_text(&r->pool, st, 9);
-        c->candidates = ixr_col_text(&r->pool, st, 10);
-    }
-    sqlite3_finalize(st);
+    if (read_packed(&s, "SELECT tu_id, rows FROM tu_calls ORDER BY rowid", IX_TU_CALLS)) goto out;
     if (scan(&s, "SELECT tu_id, record, field, function_usr, file_id, line FROM tu_field_targets ORDER BY rowid", &st))
         goto out;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -145,45 +158,10 @@ static int read_results(ix_prev *p, const ix_prev_unit **match, ix_result *resul
         t->line = col_u(st, 5);
     }
     sqlite3_finalize(st);
-    if (scan(&s, "SELECT tu_id, caller, target_usr, passed_to, file_id, line, col FROM tu_callbacks ORDER BY rowid",
-             &st))
+    if (read_packed(&s, "SELECT tu_id, rows FROM tu_callbacks ORDER BY rowid", IX_TU_CALLBACKS) ||
+        read_packed(&s, "SELECT tu_id, rows FROM tu_range_sites ORDER BY rowid", IX_TU_RANGE_SITES) ||
+        read_packed(&s, "SELECT tu_id, rows FROM tu_symbols ORDER BY rowid", IX_TU_SYMBOLS))
         goto out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (!(r = row_unit(&s, st, &i)) || !caller_ok(&s, i, sqlite3_column_int(st, 1))) continue;
-        ix_callback *b = tb_vec_push(&r->callbacks);
-        b->caller = sqlite3_column_int(st, 1);
-        b->target_usr = ixr_col_text(&r->pool, st, 2);
-        b->passed_to = ixr_col_text(&r->pool, st, 3);
-        b->file = file_path(p, st, 4);
-        b->line = col_u(st, 5);
-        b->col = col_u(st, 6);
-    }
-    sqlite3_finalize(st);
-    if (scan(&s, "SELECT tu_id, caller, kind, name, file_id, line, col FROM tu_range_sites ORDER BY rowid", &st))
-        goto out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (!(r = row_unit(&s, st, &i)) || !caller_ok(&s, i, sqlite3_column_int(st, 1))) continue;
-        ix_range *g = tb_vec_push(&r->ranges);
-        g->caller = sqlite3_column_int(st, 1);
-        g->kind = ixr_col_text(&r->pool, st, 2);
-        g->name = ixr_col_text(&r->pool, st, 3);
-        g->file = file_path(p, st, 4);
-        g->line = col_u(st, 5);
-        g->col = col_u(st, 6);
-    }
-    sqlite3_finalize(st);
-    if (scan(&s, "SELECT tu_id, usr, name, kind, defines FROM tu_symbols ORDER BY rowid", &st)) goto out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (!(r = row_unit(&s, st, &i))) continue;
-        ix_sym *y = tb_vec_push(&r->syms);
-        y->usr = ixr_col_text(&r->pool, st, 1);
-        y->name = ixr_col_text(&r->pool, st, 2);
-        const char *kind = (const char *)sqlite3_column_text(st, 3);
-        y->kind = kind && kind[0] == 'v' ? 'v' : 'f';
-        y->defines = sqlite3_column_int(st, 4);
-        if (!y->usr || !y->name) s.bad[i] = 1;
-    }
-    sqlite3_finalize(st);
     st = NULL;
     rc = 0;
 out:

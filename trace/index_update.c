@@ -433,11 +433,11 @@ static int update_libraries(updater *u) {
     int *next_link = ixw_chain(&t->links, ixw_link_target, &first_link);
     ix_libs libs;
     ix_libs_init(&libs);
-    sqlite3_stmt *fn = NULL, *units = NULL, *ins = NULL;
+    ixu_namers namers;  // read when first needed
+    int namers_read = 0;
+    sqlite3_stmt *fn = NULL, *ins = NULL;
     int rc = -1;
     if (ixw_prep(w, &fn, "SELECT id, name, is_definition, is_static FROM functions WHERE usr = ?") ||
-        ixw_prep(w, &units, "SELECT tu_id FROM tu_calls WHERE callee_usr = ?1 UNION SELECT tu_id FROM tu_callbacks"
-                            " WHERE target_usr = ?1") ||
         ixw_prep(w, &ins, "INSERT OR IGNORE INTO libraries(function_id, target, library) VALUES(?,?,?)"))
         goto out;
     for (size_t k = 0; k < u->lib_check.cap; k++) {
@@ -454,12 +454,13 @@ static int update_libraries(updater *u) {
         sqlite3_reset(fn);
         if (ixu_exec_id(u, "DELETE FROM libraries WHERE function_id = ?", id)) goto out;
         if (keep_out) continue;
+        if (!namers_read++ && ixu_namers_read(u, &namers)) goto out;
         tb_strmap done;  // targets already given this function's row
         tb_strmap_init(&done);
-        sqlite3_bind_text(units, 1, usr, -1, SQLITE_STATIC);
         int bad = 0;
-        while (!bad && sqlite3_step(units) == SQLITE_ROW) {
-            long long tu = sqlite3_column_int64(units, 0);
+        int *first = tb_strmap_get(&namers.first, usr);
+        for (int n = first ? *first : -1; n >= 0 && !bad; n = TB_VEC_AT(&namers.links, ixu_namer, (size_t)n).next) {
+            long long tu = TB_VEC_AT(&namers.links, ixu_namer, (size_t)n).tu_id;
             if (tu < 1 || (size_t)tu > u->db->ntus) continue;
             int *r0 = tb_strmap_get(&first_row, u->db->tus[tu - 1].file);
             for (int r = r0 ? *r0 : -1; r >= 0 && !bad; r = next_row[r]) {
@@ -478,15 +479,14 @@ static int update_libraries(updater *u) {
                 }
             }
         }
-        sqlite3_reset(units);
         tb_strmap_free(&done);
         if (bad) goto out;
     }
     rc = 0;
 out:
     sqlite3_finalize(fn);
-    sqlite3_finalize(units);
     sqlite3_finalize(ins);
+    if (namers_read) ixu_namers_free(&namers);
     ix_libs_free(&libs);
     free(next_row);
     free(next_link);
@@ -497,19 +497,21 @@ out:
 
 // Files that U's old facts named and nothing names any more leave the files table.
 static int drop_orphans(updater *u) {
+    if (!u->orphan.len) return 0;
     sqlite3_stmt *q = NULL, *del = NULL;
+    tb_strmap packed;  // the files the packed records name
+    tb_strmap_init(&packed);
     int rc = -1;
-    if (ixw_prep(&u->w, &q,
+    if (ixu_packed_files(u, &packed) ||
+        ixw_prep(&u->w, &q,
                  "SELECT NOT (EXISTS(SELECT 1 FROM files WHERE id = ?1 AND is_tu = 1)"
-                 " OR EXISTS(SELECT 1 FROM tu_functions WHERE file_id = ?1) OR EXISTS(SELECT 1 FROM tu_calls WHERE file_id = ?1)"
+                 " OR EXISTS(SELECT 1 FROM tu_functions WHERE file_id = ?1)"
                  " OR EXISTS(SELECT 1 FROM tu_field_targets WHERE file_id = ?1)"
-                 " OR EXISTS(SELECT 1 FROM tu_callbacks WHERE file_id = ?1)"
-                 " OR EXISTS(SELECT 1 FROM tu_range_sites WHERE file_id = ?1)"
                  " OR EXISTS(SELECT 1 FROM file_errors WHERE file_id = ?1))") ||
         ixw_prep(&u->w, &del, "DELETE FROM files WHERE id = ?"))
         goto out;
     for (size_t k = 0; k < u->orphan.cap; k++) {
-        if (!u->orphan.keys[k]) continue;
+        if (!u->orphan.keys[k] || tb_strmap_get(&packed, u->orphan.keys[k])) continue;
         long long id = atoll(u->orphan.keys[k]);
         sqlite3_bind_int64(q, 1, id);
         int gone = sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0);
@@ -522,6 +524,7 @@ static int drop_orphans(updater *u) {
 out:
     sqlite3_finalize(q);
     sqlite3_finalize(del);
+    tb_strmap_free(&packed);
     return rc;
 }
 

@@ -54,6 +54,30 @@ static int read_pairs(elsewhere *e, tb_strmap *m, const char *sql) {
     return rc == SQLITE_DONE ? 0 : ixu_fail(e->u, "reading the units' external symbols");
 }
 
+// The functions a unit's packed records refer to (calls, callbacks, the variables it refers
+// to), or those it defines (its symbols).
+static int note_used(void *arg, long long tu_id, const ix_result *f) {
+    elsewhere *e = arg;
+    for (size_t i = 0; i < f->calls.len; i++) {
+        const char *usr = TB_VEC_AT(&f->calls, ix_call, i).callee_usr;
+        if (usr) note(&e->used, usr, (int)tu_id);
+    }
+    for (size_t i = 0; i < f->callbacks.len; i++) {
+        const char *usr = TB_VEC_AT(&f->callbacks, ix_callback, i).target_usr;
+        if (usr) note(&e->used, usr, (int)tu_id);
+    }
+    for (size_t i = 0; i < f->syms.len; i++)
+        if (!TB_VEC_AT(&f->syms, ix_sym, i).defines) note(&e->used, TB_VEC_AT(&f->syms, ix_sym, i).usr, (int)tu_id);
+    return 0;
+}
+
+static int note_defined(void *arg, long long tu_id, const ix_result *f) {
+    elsewhere *e = arg;
+    for (size_t i = 0; i < f->syms.len; i++)
+        if (TB_VEC_AT(&f->syms, ix_sym, i).defines) note(&e->defined, TB_VEC_AT(&f->syms, ix_sym, i).usr, (int)tu_id);
+    return 0;
+}
+
 static int defined_elsewhere(void *ctx, const char *usr) {
     const elsewhere *e = ctx;
     char *key = kind_key('d', usr);
@@ -67,10 +91,10 @@ static int referenced_elsewhere(void *ctx, const char *usr) {
     if (!e->used_read) {
         e->used_read = 1;
         e->failed |= read_pairs(e, &e->used,
-                                "SELECT callee_usr, tu_id FROM tu_calls WHERE callee_usr IS NOT NULL UNION ALL"
-                                " SELECT target_usr, tu_id FROM tu_callbacks WHERE target_usr IS NOT NULL UNION ALL"
-                                " SELECT function_usr, tu_id FROM tu_field_targets WHERE function_usr IS NOT NULL"
-                                " UNION ALL SELECT usr, tu_id FROM tu_symbols WHERE defines = 0") != 0;
+                                "SELECT function_usr, tu_id FROM tu_field_targets WHERE function_usr IS NOT NULL") ||
+                     ixu_scan_packed(e->u, IX_TU_CALLS, NULL, NULL, note_used, e) ||
+                     ixu_scan_packed(e->u, IX_TU_CALLBACKS, NULL, NULL, note_used, e) ||
+                     ixu_scan_packed(e->u, IX_TU_SYMBOLS, NULL, NULL, note_used, e);
     }
     char *key = kind_key('r', usr);
     int yes = e->failed || named_by_another(&e->used, usr, e->tu_id) || named_by_another(&e->news, key, e->k);
@@ -95,7 +119,7 @@ int ixu_inferred_link_units_stand(updater *u, const ix_result *results, const ix
         e.k = (int)k;
         ix_unit_link_symbols(&results[todo[k]], note_new, &e);
     }
-    e.failed = read_pairs(&e, &e.defined, "SELECT usr, tu_id FROM tu_symbols WHERE defines = 1") != 0;
+    e.failed = ixu_scan_packed(u, IX_TU_SYMBOLS, NULL, NULL, note_defined, &e) != 0;
     const char *why = NULL;
     ix_link_lookup look = {defined_elsewhere, referenced_elsewhere, &e};
     for (size_t k = 0; k < ntodo && !why && !e.failed; k++) {

@@ -53,6 +53,27 @@ void ixu_files_named(updater *u, const ix_result *r, tb_strmap *m);
 int ixu_replace_deps(updater *u, long long tu_id, const ix_result *now);
 // A parsed unit's tu_* rows replaced, table by table, where its new facts differ from its old.
 int ixu_replace_unit_rows(updater *u, long long tu_id, const ix_result *old, const ix_result *now);
+// Every unit's record of a packed table (index_unit_rows.h), unpacked: fn(arg, tu_id, facts)
+// with the record's rows in facts' vector for t (files by path_of(ctx, id); path_of NULL: none), in
+// tu_id order; fn returns nonzero to stop. 0, or -1 (err) when the table cannot be read or a
+// record is malformed.
+int ixu_scan_packed(updater *u, ix_unit_table t, const char *(*path_of)(void *ctx, long long id), void *ctx,
+                    int (*fn)(void *arg, long long tu_id, const ix_result *facts), void *arg);
+// The units whose calls or callbacks name each function, from the packed records: first maps
+// a USR to the first of its chain in links, each unit once.
+typedef struct ixu_namer {
+    long long tu_id;
+    int next;  // index in links, -1 after the last
+} ixu_namer;
+typedef struct ixu_namers {
+    tb_strmap first;
+    tb_vec links;  // of ixu_namer
+} ixu_namers;
+int ixu_namers_read(updater *u, ixu_namers *n);  // 0, or -1 (err); free it either way
+void ixu_namers_free(ixu_namers *n);
+// The files.id values (as text keys) the packed records of calls, callbacks and range sites
+// name, into ids: 0, or -1 (err).
+int ixu_packed_files(updater *u, tb_strmap *ids);
 // Link units inferred from the units' symbols (no CMake reply; meta says "inferred" or "none"):
 // 0 when the previous ones stand, no parsed unit having changed what the inference reads
 // (index_units.h); 1 when one did (u->why says how: the full merge infers them again); -1

@@ -6,6 +6,7 @@
 
 #include "core/xalloc.h"
 #include "index_db.h"
+#include "index_unit_rows.h"
 #include "index_update_internal.h"
 
 void ixu_files_named(updater *u, const ix_result *r, tb_strmap *m) {
@@ -100,5 +101,89 @@ int ixu_replace_unit_rows(updater *u, long long tu_id, const ix_result *old, con
         snprintf(sql, sizeof sql, "DELETE FROM %s WHERE tu_id = ?", ix_unit_table_names[t]);
         if (ixu_exec_id(u, sql, tu_id) || ixw_write_unit_table(&u->w, tu_id, now, (ix_unit_table)t)) return -1;
     }
+    return 0;
+}
+
+int ixu_scan_packed(updater *u, ix_unit_table t, const char *(*path_of)(void *ctx, long long id), void *ctx,
+                    int (*fn)(void *arg, long long tu_id, const ix_result *facts), void *arg) {
+    char sql[64];
+    snprintf(sql, sizeof sql, "SELECT tu_id, rows FROM %s ORDER BY tu_id", ix_unit_table_names[t]);
+    sqlite3_stmt *st = NULL;
+    if (ixw_prep(&u->w, &st, sql)) return -1;
+    int step = SQLITE_DONE, rc = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        ix_result facts;
+        ix_result_init(&facts);
+        long long tu_id = sqlite3_column_int64(st, 0);
+        if (ix_rows_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), t, &facts, path_of, ctx))
+            rc = tb_fail(u->w.err, "%s: the %s record of unit %lld is malformed", u->w.path, ix_unit_table_names[t],
+                         tu_id);
+        else if (fn(arg, tu_id, &facts))
+            rc = 1;
+        ix_result_free(&facts);
+    }
+    if (!rc && step != SQLITE_DONE) {
+        char what[48];
+        snprintf(what, sizeof what, "reading %s", ix_unit_table_names[t]);
+        rc = ixu_fail(u, what);
+    }
+    sqlite3_finalize(st);
+    return rc < 0 ? -1 : 0;
+}
+
+// The unit into usr's chain unless it is there: the calls come unit by unit, so a unit already
+// named by a call is the chain's head; a callback's unit may be anywhere in it.
+static void add_namer(ixu_namers *n, const char *usr, long long tu_id, int whole_chain) {
+    int *head = tb_strmap_get(&n->first, usr);
+    for (int k = head ? *head : -1; k >= 0; k = whole_chain ? TB_VEC_AT(&n->links, ixu_namer, (size_t)k).next : -1)
+        if (TB_VEC_AT(&n->links, ixu_namer, (size_t)k).tu_id == tu_id) return;
+    ixu_namer *l = tb_vec_push(&n->links);
+    l->tu_id = tu_id;
+    l->next = head ? *head : -1;
+    tb_strmap_put(&n->first, usr, (int)n->links.len - 1);
+}
+
+static int note_callees(void *arg, long long tu_id, const ix_result *f) {
+    for (size_t i = 0; i < f->calls.len; i++) {
+        const char *usr = TB_VEC_AT(&f->calls, ix_call, i).callee_usr;
+        if (usr) add_namer(arg, usr, tu_id, 0);
+    }
+    for (size_t i = 0; i < f->callbacks.len; i++) {
+        const char *usr = TB_VEC_AT(&f->callbacks, ix_callback, i).target_usr;
+        if (usr) add_namer(arg, usr, tu_id, 1);
+    }
+    return 0;
+}
+
+int ixu_namers_read(updater *u, ixu_namers *n) {
+    tb_strmap_init(&n->first);
+    tb_vec_init(&n->links, sizeof(ixu_namer), "units naming a function");
+    return ixu_scan_packed(u, IX_TU_CALLS, NULL, NULL, note_callees, n) ||
+                   ixu_scan_packed(u, IX_TU_CALLBACKS, NULL, NULL, note_callees, n)
+               ? -1
+               : 0;
+}
+
+void ixu_namers_free(ixu_namers *n) {
+    tb_strmap_free(&n->first);
+    tb_vec_free(&n->links);
+}
+
+static const char *note_file(void *ctx, long long id) {
+    char key[32];
+    snprintf(key, sizeof key, "%lld", id);
+    tb_strmap_put(ctx, key, 1);
+    return NULL;
+}
+
+static int nothing_more(void *arg, long long tu_id, const ix_result *f) {
+    (void)arg, (void)tu_id, (void)f;
+    return 0;
+}
+
+int ixu_packed_files(updater *u, tb_strmap *ids) {
+    static const ix_unit_table tables[] = {IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES};
+    for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
+        if (ixu_scan_packed(u, tables[t], note_file, ids, nothing_more, NULL)) return -1;
     return 0;
 }

@@ -94,16 +94,12 @@ int ixw_prepare(writer *w) {
         ixw_prep(w, &w->u_func,
              "INSERT INTO tu_functions(tu_id, usr, name, file_id, line, col, end_line, end_col, is_static,"
              " is_definition, main_like) VALUES(?,?,?,?,?,?,?,?,?,?,?)") ||
-        ixw_prep(w, &w->u_call,
-             "INSERT INTO tu_calls(tu_id, caller, callee_usr, callee_name, field, file_id, line, col, in_macro,"
-             " resolution, candidates) VALUES(?,?,?,?,?,?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->u_call, "INSERT INTO tu_calls(tu_id, rows) VALUES(?,?)") ||
         ixw_prep(w, &w->u_ft,
              "INSERT INTO tu_field_targets(tu_id, record, field, function_usr, file_id, line) VALUES(?,?,?,?,?,?)") ||
-        ixw_prep(w, &w->u_cb,
-             "INSERT INTO tu_callbacks(tu_id, caller, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?,?)") ||
-        ixw_prep(w, &w->u_range,
-             "INSERT INTO tu_range_sites(tu_id, caller, kind, name, file_id, line, col) VALUES(?,?,?,?,?,?,?)") ||
-        ixw_prep(w, &w->u_sym, "INSERT INTO tu_symbols(tu_id, usr, name, kind, defines) VALUES(?,?,?,?,?)")) ? -1 : 0;
+        ixw_prep(w, &w->u_cb, "INSERT INTO tu_callbacks(tu_id, rows) VALUES(?,?)") ||
+        ixw_prep(w, &w->u_range, "INSERT INTO tu_range_sites(tu_id, rows) VALUES(?,?)") ||
+        ixw_prep(w, &w->u_sym, "INSERT INTO tu_symbols(tu_id, rows) VALUES(?,?)")) ? -1 : 0;
 }
 
 void ixw_finalize(writer *w) {
@@ -111,6 +107,7 @@ void ixw_finalize(writer *w) {
                            w->ins_range, w->ins_coll, w->ins_target, w->ins_meta, w->ins_cb,
                            w->u_inputs, w->u_dep, w->u_func, w->u_call, w->u_ft, w->u_cb, w->u_range, w->u_sym};
     for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
+    tb_buf_free(&w->packed);
 }
 
 // Inserts the function or upgrades its row to the definition; returns its finfo index.

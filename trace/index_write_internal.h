@@ -42,6 +42,7 @@ typedef struct writer {
         long calls, functions, definitions;
     } counted;
     sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range, *u_sym;  // the tu_* tables
+    tb_buf packed;        // a unit's rows of a packed tu_* table (index_unit_rows.h), reused
     tb_strmap files;      // path -> files.id
     tb_strmap funcs;      // usr -> index in finfo
     tb_vec finfo;         // of struct finfo, per index in funcs

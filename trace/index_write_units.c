@@ -6,6 +6,7 @@
 
 #include "index_db.h"
 #include "index_unit_keys.h"
+#include "index_unit_rows.h"
 #include "index_write_internal.h"
 
 const char *const ix_unit_table_names[IX_TU_TABLES] = {"tu_inputs",    "tu_deps",          "tu_functions",
@@ -32,6 +33,21 @@ int ixw_write_unit_dep(writer *w, long long tu_id, const ix_dep *d) {
     return ixw_step(w, w->u_dep, "inserting a unit's input file");
 }
 
+static long long packed_file_id(void *ctx, const char *path) {
+    return ixw_file_id(ctx, path, 0, NULL, 0, NULL);
+}
+
+// A unit's rows of a packed table as one record (index_unit_rows.h); none when it has no rows.
+static int write_packed(writer *w, long long tu_id, const ix_result *r, ix_unit_table t) {
+    sqlite3_stmt *st = t == IX_TU_CALLS ? w->u_call : t == IX_TU_CALLBACKS ? w->u_cb
+                     : t == IX_TU_RANGE_SITES ? w->u_range : w->u_sym;
+    w->packed.len = 0;
+    if (!ix_rows_pack(&w->packed, r, t, packed_file_id, w)) return 0;
+    sqlite3_bind_int64(st, 1, tu_id);
+    sqlite3_bind_blob(st, 2, w->packed.s, (int)w->packed.len, SQLITE_STATIC);
+    return ixw_step(w, st, "inserting a unit's facts");
+}
+
 int ixw_write_unit_table(writer *w, long long tu_id, const ix_result *r, ix_unit_table t) {
     switch (t) {
     case IX_TU_INPUTS: return write_inputs(w, tu_id, r);
@@ -56,23 +72,6 @@ int ixw_write_unit_table(writer *w, long long tu_id, const ix_result *r, ix_unit
             if (ixw_step(w, w->u_func, "inserting a unit's function")) return -1;
         }
         return 0;
-    case IX_TU_CALLS:
-        for (size_t i = 0; i < r->calls.len; i++) {
-            const ix_call *c = &TB_VEC_AT(&r->calls, ix_call, i);
-            sqlite3_bind_int64(w->u_call, 1, tu_id);
-            sqlite3_bind_int(w->u_call, 2, c->caller);
-            ixw_bind_text(w->u_call, 3, c->callee_usr);
-            ixw_bind_text(w->u_call, 4, c->callee_name);
-            ixw_bind_text(w->u_call, 5, c->field);
-            ixw_bind_file(w->u_call, 6, ixw_file_id(w, c->file, 0, NULL, 0, NULL));
-            ixw_bind_pos(w->u_call, 7, c->line);
-            ixw_bind_pos(w->u_call, 8, c->col);
-            ixw_bind_text(w->u_call, 9, c->in_macro);
-            ixw_bind_text(w->u_call, 10, c->resolution);
-            ixw_bind_text(w->u_call, 11, c->candidates);
-            if (ixw_step(w, w->u_call, "inserting a unit's call")) return -1;
-        }
-        return 0;
     case IX_TU_FIELD_TARGETS:
         for (size_t i = 0; i < r->ftargets.len; i++) {
             const ix_ftarget *f = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);
@@ -85,44 +84,10 @@ int ixw_write_unit_table(writer *w, long long tu_id, const ix_result *r, ix_unit
             if (ixw_step(w, w->u_ft, "inserting a unit's field target")) return -1;
         }
         return 0;
+    case IX_TU_CALLS:
     case IX_TU_CALLBACKS:
-        for (size_t i = 0; i < r->callbacks.len; i++) {
-            const ix_callback *b = &TB_VEC_AT(&r->callbacks, ix_callback, i);
-            sqlite3_bind_int64(w->u_cb, 1, tu_id);
-            sqlite3_bind_int(w->u_cb, 2, b->caller);
-            ixw_bind_text(w->u_cb, 3, b->target_usr);
-            ixw_bind_text(w->u_cb, 4, b->passed_to);
-            ixw_bind_file(w->u_cb, 5, ixw_file_id(w, b->file, 0, NULL, 0, NULL));
-            ixw_bind_pos(w->u_cb, 6, b->line);
-            ixw_bind_pos(w->u_cb, 7, b->col);
-            if (ixw_step(w, w->u_cb, "inserting a unit's callback")) return -1;
-        }
-        return 0;
     case IX_TU_RANGE_SITES:
-        for (size_t i = 0; i < r->ranges.len; i++) {
-            const ix_range *g = &TB_VEC_AT(&r->ranges, ix_range, i);
-            sqlite3_bind_int64(w->u_range, 1, tu_id);
-            sqlite3_bind_int(w->u_range, 2, g->caller);
-            ixw_bind_text(w->u_range, 3, g->kind);
-            ixw_bind_text(w->u_range, 4, g->name);
-            ixw_bind_file(w->u_range, 5, ixw_file_id(w, g->file, 0, NULL, 0, NULL));
-            ixw_bind_pos(w->u_range, 6, g->line);
-            ixw_bind_pos(w->u_range, 7, g->col);
-            if (ixw_step(w, w->u_range, "inserting a unit's range site")) return -1;
-        }
-        return 0;
-    case IX_TU_SYMBOLS:
-        for (size_t i = 0; i < r->syms.len; i++) {
-            const ix_sym *y = &TB_VEC_AT(&r->syms, ix_sym, i);
-            char kind[2] = {(char)y->kind, 0};
-            sqlite3_bind_int64(w->u_sym, 1, tu_id);
-            ixw_bind_text(w->u_sym, 2, y->usr);
-            ixw_bind_text(w->u_sym, 3, y->name);
-            ixw_bind_text(w->u_sym, 4, kind);
-            sqlite3_bind_int(w->u_sym, 5, y->defines);
-            if (ixw_step(w, w->u_sym, "inserting a unit's symbol")) return -1;
-        }
-        return 0;
+    case IX_TU_SYMBOLS: return write_packed(w, tu_id, r, t);
     case IX_TU_TABLES: break;
     }
     return 0;

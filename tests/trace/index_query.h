@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "index_unit_rows.h"
 #include "tb_shell.h"
 
 static inline sqlite3 *tb_index_open_ro(const char *path) {
@@ -62,6 +63,108 @@ static inline int tb_project_nccl_built(void) {
     return built;
 }
 
+// files.id -> path, for the packed tables' file columns.
+typedef struct tb_dump_files {
+    char **path;  // by id; NULL: no such row
+    long n;
+} tb_dump_files;
+
+static inline void tb_index_dump_files(sqlite3 *db, tb_dump_files *f) {
+    long max = tb_index_q_long(db, "SELECT MAX(id) FROM files");
+    f->n = max > 0 ? max + 1 : 0;
+    f->path = calloc((size_t)f->n + 1, sizeof *f->path);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT id, path FROM files", -1, &st, NULL) == SQLITE_OK)
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            long id = (long)sqlite3_column_int64(st, 0);
+            if (id > 0 && id < f->n) f->path[id] = strdup((const char *)sqlite3_column_text(st, 1));
+        }
+    sqlite3_finalize(st);
+}
+
+static inline const char *tb_index_dump_path_of(void *ctx, long long id) {
+    const tb_dump_files *f = ctx;
+    return id > 0 && id < f->n ? f->path[id] : "(no files row)";
+}
+
+static inline void tb_dump_add(char **s, size_t *len, size_t *cap, const char *text) {
+    size_t n = strlen(text);
+    if (*len + n + 1 > *cap) {
+        while (*len + n + 1 > *cap) *cap *= 2;
+        *s = realloc(*s, *cap);
+    }
+    memcpy(*s + *len, text, n + 1);
+    *len += n;
+}
+
+static inline int tb_dump_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+#define TB_DUMP_V(x) ((x) ? (x) : "NULL")
+
+// A packed table's rows (index_unit_rows.h, unpacked by the indexer's own code), one line each
+// as the queries give theirs: the unit's path, then the columns in the record's order, lines
+// sorted. A record that does not unpack is a line that says so.
+static inline void tb_index_dump_packed(sqlite3 *db, const char *table, size_t q, tb_dump_files *files, char **s,
+                                        size_t *len, size_t *cap) {
+    ix_unit_table t = !strcmp(table, "tu_calls") ? IX_TU_CALLS : !strcmp(table, "tu_callbacks") ? IX_TU_CALLBACKS
+                    : !strcmp(table, "tu_range_sites") ? IX_TU_RANGE_SITES : IX_TU_SYMBOLS;
+    char sql[64];
+    snprintf(sql, sizeof sql, "SELECT tu_id, rows FROM %s", table);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        printf("  sql error: %s\n", sqlite3_errmsg(db));
+        return;
+    }
+    char **lines = NULL;
+    size_t n = 0, cap_lines = 0;
+    char line[16384];
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        long long tu = sqlite3_column_int64(st, 0);
+        const char *unit = tb_index_dump_path_of(files, tu);
+        ix_result r;
+        ix_result_init(&r);
+        int bad = ix_rows_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), t, &r,
+                                 tb_index_dump_path_of, files);
+        size_t rows = t == IX_TU_CALLS ? r.calls.len : t == IX_TU_CALLBACKS ? r.callbacks.len
+                    : t == IX_TU_RANGE_SITES ? r.ranges.len : r.syms.len;
+        for (size_t i = 0; i <= rows; i++) {
+            if (i == rows && !bad) break;
+            if (i == rows) {
+                snprintf(line, sizeof line, "%zu %s|a malformed record|\n", q, unit);
+            } else if (t == IX_TU_CALLS) {
+                const ix_call *c = &TB_VEC_AT(&r.calls, ix_call, i);
+                snprintf(line, sizeof line, "%zu %s|%d|%s|%s|%s|%s|%u|%u|%s|%s|%s|\n", q, unit, c->caller,
+                         TB_DUMP_V(c->callee_usr), TB_DUMP_V(c->callee_name), TB_DUMP_V(c->field), TB_DUMP_V(c->file),
+                         c->line, c->col, TB_DUMP_V(c->in_macro), TB_DUMP_V(c->resolution), TB_DUMP_V(c->candidates));
+            } else if (t == IX_TU_CALLBACKS) {
+                const ix_callback *b = &TB_VEC_AT(&r.callbacks, ix_callback, i);
+                snprintf(line, sizeof line, "%zu %s|%d|%s|%s|%s|%u|%u|\n", q, unit, b->caller,
+                         TB_DUMP_V(b->target_usr), TB_DUMP_V(b->passed_to), TB_DUMP_V(b->file), b->line, b->col);
+            } else if (t == IX_TU_RANGE_SITES) {
+                const ix_range *g = &TB_VEC_AT(&r.ranges, ix_range, i);
+                snprintf(line, sizeof line, "%zu %s|%d|%s|%s|%s|%u|%u|\n", q, unit, g->caller, TB_DUMP_V(g->kind),
+                         TB_DUMP_V(g->name), TB_DUMP_V(g->file), g->line, g->col);
+            } else {
+                const ix_sym *y = &TB_VEC_AT(&r.syms, ix_sym, i);
+                snprintf(line, sizeof line, "%zu %s|%s|%s|%c|%d|\n", q, unit, TB_DUMP_V(y->usr), TB_DUMP_V(y->name),
+                         (char)y->kind, y->defines);
+            }
+            if (n == cap_lines) lines = realloc(lines, (cap_lines = cap_lines ? 2 * cap_lines : 256) * sizeof *lines);
+            lines[n++] = strdup(line);
+        }
+        ix_result_free(&r);
+    }
+    sqlite3_finalize(st);
+    qsort(lines, n, sizeof *lines, tb_dump_cmp);
+    for (size_t i = 0; i < n; i++) {
+        tb_dump_add(s, len, cap, lines[i]);
+        free(lines[i]);
+    }
+    free(lines);
+}
+
 // Every table of an index as text, ids replaced by what they stand for (paths, USRs), rows in
 // a canonical order: two indexes with the same content give the same text, whatever their
 // rows' ids and order. meta's `created` (the time) and `indexer` (the executable's hash) are
@@ -89,27 +192,29 @@ static inline char *tb_index_dump(const char *path) {
         "SELECT u.path, p.path, e.errors, e.first FROM file_errors e LEFT JOIN files u ON u.id = e.unit_id"
         " LEFT JOIN files p ON p.id = e.file_id ORDER BY 1,2",
         "SELECT key, value FROM meta WHERE key NOT IN ('created', 'indexer') ORDER BY 1",
-        "SELECT p.path, t.inputs, t.reduced FROM tu_inputs t LEFT JOIN files p ON p.id = t.tu_id ORDER BY 1",
+        "SELECT p.path, t.inputs, t.reduced, t.deps_kept FROM tu_inputs t LEFT JOIN files p ON p.id = t.tu_id"
+        " ORDER BY 1",
         "SELECT p.path, d.path, d.hash FROM tu_deps d LEFT JOIN files p ON p.id = d.tu_id ORDER BY 1,2",
         "SELECT p.path, t.usr, t.name, q.path, t.line, t.col, t.end_line, t.end_col, t.is_static, t.is_definition,"
         " t.main_like FROM tu_functions t LEFT JOIN files p ON p.id = t.tu_id LEFT JOIN files q ON q.id = t.file_id"
         " ORDER BY 1,2",
-        "SELECT p.path, t.caller, t.callee_usr, t.callee_name, t.field, q.path, t.line, t.col, t.in_macro FROM"
-        " tu_calls t LEFT JOIN files p ON p.id = t.tu_id LEFT JOIN files q ON q.id = t.file_id"
-        " ORDER BY 1,2,3,4,5,6,7,8,9",
+        "packed tu_calls",
         "SELECT p.path, t.record, t.field, t.function_usr, q.path, t.line FROM tu_field_targets t LEFT JOIN files p"
         " ON p.id = t.tu_id LEFT JOIN files q ON q.id = t.file_id ORDER BY 1,2,3,4,5,6",
-        "SELECT p.path, t.caller, t.target_usr, t.passed_to, q.path, t.line, t.col FROM tu_callbacks t LEFT JOIN"
-        " files p ON p.id = t.tu_id LEFT JOIN files q ON q.id = t.file_id ORDER BY 1,2,3,4,5,6,7",
-        "SELECT p.path, t.caller, t.kind, t.name, q.path, t.line, t.col FROM tu_range_sites t LEFT JOIN files p"
-        " ON p.id = t.tu_id LEFT JOIN files q ON q.id = t.file_id ORDER BY 1,2,3,4,5,6,7",
-        "SELECT p.path, t.usr, t.name, t.kind, t.defines FROM tu_symbols t LEFT JOIN files p ON p.id = t.tu_id"
-        " ORDER BY 1,2,3,4,5",
+        "packed tu_callbacks",
+        "packed tu_range_sites",
+        "packed tu_symbols",
     };
     size_t cap = 1 << 16, len = 0;
     char *s = malloc(cap);
     s[0] = 0;
+    tb_dump_files files = {0};
+    tb_index_dump_files(db, &files);
     for (size_t q = 0; q < sizeof queries / sizeof *queries; q++) {
+        if (!strncmp(queries[q], "packed ", 7)) {
+            tb_index_dump_packed(db, queries[q] + 7, q, &files, &s, &len, &cap);
+            continue;
+        }
         sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(db, queries[q], -1, &st, NULL) != SQLITE_OK) {
             printf("  sql error: %s\n", sqlite3_errmsg(db));
@@ -131,8 +236,27 @@ static inline char *tb_index_dump(const char *path) {
         }
         sqlite3_finalize(st);
     }
+    for (long i = 0; i < files.n; i++) free(files.path[i]);
+    free(files.path);
     sqlite3_close(db);
     return s;
+}
+
+// The rows of the tu_* tables whose unit is not a unit's files row (what a unit leaving the
+// database must not leave behind), or -1 when the file cannot be read.
+static inline long tb_index_stray_unit_rows(const char *path) {
+    static const char *const tables[] = {"tu_inputs", "tu_deps", "tu_functions", "tu_calls",
+                                         "tu_field_targets", "tu_callbacks", "tu_range_sites", "tu_symbols"};
+    sqlite3 *db = tb_index_open_ro(path);
+    if (!db) return -1;
+    long stray = 0;
+    for (size_t t = 0; t < sizeof tables / sizeof *tables && stray >= 0; t++) {
+        long n = tb_index_q_long(db, "SELECT COUNT(*) FROM %s WHERE tu_id NOT IN"
+                                 " (SELECT id FROM files WHERE is_tu = 1)", tables[t]);
+        stray = n < 0 ? -1 : stray + n;
+    }
+    sqlite3_close(db);
+    return stray;
 }
 
 // Whether two indexes have the same content (tb_index_dump); prints both dumps when not.

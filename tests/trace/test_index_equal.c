@@ -236,6 +236,21 @@ TB_TEST(fast_and_plain_indexes_are_equal_table_for_table) {
     usleep(100 * 1000);
     TB_CHECK(reindexed("extra.h loses it", 2, 0, "updated in place"), "an updated index differs from a plain one");
 
+    // A file named only by calls: a body written in an included file (body.inc, inside a
+    // function of each unit). a.c drops its copy: b.c's calls still name body.inc, so its files
+    // row stays (the calls rows are packed records: index_unit_rows.h).
+    TB_REQUIRE(tb_write_text(SRC "/body.inc", "  return twice(x) + 1;\n") == 0 &&
+                   append(SRC "/a.c", "int a_body(int x) {\n#include \"body.inc\"\n}\n") == 0 &&
+                   append(SRC "/b.c", "int b_body(int x) {\n#include \"body.inc\"\n}\n") == 0,
+               "cannot write body.inc");
+    TB_CHECK(reindexed("both include body.inc", 2, 0, "updated in place"), "an updated index differs from a plain one");
+    TB_REQUIRE(write_a("#include \"extra.h\"\nint use_extra(void) { return extra(2); }\n") == 0, "cannot edit a.c");
+    usleep(100 * 1000);
+    TB_CHECK(reindexed("a.c drops body.inc", 1, 1, "updated in place"), "an updated index differs from a plain one");
+    TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM calls c JOIN files f ON f.id = c.file_id WHERE f.path LIKE"
+                          " '%/body.inc'") == 1,
+             "b.c's call in body.inc keeps its file");
+
     // Nothing changed: in place, the same content.
     TB_CHECK(reindexed("unchanged", 0, 2, "updated in place"), "an unchanged re-index differs from a plain one");
 
@@ -256,9 +271,9 @@ TB_TEST(fast_and_plain_indexes_are_equal_table_for_table) {
     TB_REQUIRE(write_compdb(0) == 0, "cannot write the database");
     usleep(100 * 1000);
     TB_CHECK(reindexed("b.c removed", 0, 1, NULL), "a re-index without b.c differs from a plain one");
-    TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM tu_functions t JOIN files f ON f.id = t.tu_id WHERE f.path LIKE"
-                          " '%/b.c'") == 0,
-             "b.c's own facts are gone");
+    TB_CHECK(q_long(FAST, "SELECT COUNT(*) FROM tu_inputs") == 1 && tb_index_stray_unit_rows(FAST) == 0,
+             "b.c's own facts are gone: %ld units' inputs, %ld rows of no unit", q_long(FAST, "SELECT COUNT(*) FROM"
+             " tu_inputs"), tb_index_stray_unit_rows(FAST));
 }
 
 #define MK WORK "/make"  // a database with no reply beside it

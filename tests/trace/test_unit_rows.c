@@ -1,0 +1,173 @@
+// test_unit_rows.c — a unit's rows of a packed tu_* table (trace/index_unit_rows.h): every
+// column comes back as it went in (NULL and empty texts apart, the largest numbers, files by
+// id), and a record that is cut short, has bytes left over or a value out of range is refused.
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "index_unit_rows.h"
+#include "tb_test.h"
+
+static const char *const paths[] = {NULL, "/src/a.c", "/src/a.h", "/usr/include/stdio.h"};
+
+static long long id_of(void *ctx, const char *path) {
+    int *asked = ctx;
+    (*asked)++;
+    for (long long i = 1; i < 4; i++)
+        if (!strcmp(paths[i], path)) return i;
+    return 0;
+}
+
+static const char *path_of(void *ctx, long long id) {
+    (void)ctx;
+    return id > 0 && id < 4 ? paths[id] : NULL;
+}
+
+static int same(const char *a, const char *b) { return (!a && !b) || (a && b && !strcmp(a, b)); }
+
+// A unit's facts with every column's edge values.
+static void fill(ix_result *r) {
+    ix_result_init(r);
+    ix_call *c = tb_vec_push(&r->calls);
+    *c = (ix_call){.caller = 0, .callee_usr = "c:@F@f", .callee_name = "f", .file = "/src/a.c", .line = 1, .col = 2};
+    c = tb_vec_push(&r->calls);
+    *c = (ix_call){.caller = INT_MAX, .callee_usr = NULL, .callee_name = "", .field = "tb_comm.all_reduce",
+                   .file = "/usr/include/stdio.h", .line = UINT_MAX, .col = 128, .in_macro = "TB_RANGE_PUSH",
+                   .resolution = "candidates", .candidates = "c:@F@g\nc:@F@h\xc3\xa9"};
+    c = tb_vec_push(&r->calls);
+    *c = (ix_call){.caller = 1, .callee_usr = "c:@F@g", .callee_name = "g", .file = NULL, .line = 0, .col = 0,
+                   .resolution = "name"};
+    ix_callback *b = tb_vec_push(&r->callbacks);
+    *b = (ix_callback){.caller = 2, .target_usr = "c:@F@cb", .passed_to = "qsort", .file = "/src/a.h", .line = 7,
+                       .col = 300};
+    b = tb_vec_push(&r->callbacks);
+    *b = (ix_callback){.caller = 0, .target_usr = "c:@F@cb2", .passed_to = NULL, .file = NULL};
+    ix_range *g = tb_vec_push(&r->ranges);
+    *g = (ix_range){.caller = 3, .kind = "push", .name = "forward %d", .file = "/src/a.c", .line = 12, .col = 5};
+    ix_sym *y = tb_vec_push(&r->syms);
+    *y = (ix_sym){.usr = "c:@shared_count", .name = "shared_count", .kind = 'v', .defines = 0};
+    y = tb_vec_push(&r->syms);
+    *y = (ix_sym){.usr = "c:@F@lib_fn", .name = "lib_fn", .kind = 'f', .defines = 1};
+}
+
+static tb_buf pack(const ix_result *r, ix_unit_table t, size_t *rows, int *asked) {
+    tb_buf b = {0};
+    *rows = ix_rows_pack(&b, r, t, id_of, asked);
+    return b;
+}
+
+TB_TEST(every_column_comes_back_as_it_went_in) {
+    ix_result in, out;
+    fill(&in);
+    ix_result_init(&out);
+    static const ix_unit_table tables[] = {IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES, IX_TU_SYMBOLS};
+    static const size_t counts[] = {3, 2, 1, 2};
+    static const int files_asked[] = {2, 1, 1, 0};  // one per row that names a file, in row order
+    for (size_t k = 0; k < 4; k++) {
+        size_t rows;
+        int asked = 0;
+        tb_buf b = pack(&in, tables[k], &rows, &asked);
+        TB_CHECK(ix_rows_packed(tables[k]), "table %zu is packed", k);
+        TB_CHECK(rows == counts[k] && b.len > 0, "table %zu: %zu rows packed in %zu bytes", k, rows, b.len);
+        TB_CHECK(asked == files_asked[k], "table %zu: %d files asked for", k, asked);
+        TB_CHECK(ix_rows_unpack(b.s, b.len, tables[k], &out, path_of, NULL) == 0, "table %zu unpacks", k);
+        tb_buf_free(&b);
+    }
+    TB_REQUIRE(out.calls.len == 3 && out.callbacks.len == 2 && out.ranges.len == 1 && out.syms.len == 2,
+               "rows back: %zu calls, %zu callbacks, %zu ranges, %zu symbols", out.calls.len, out.callbacks.len,
+               out.ranges.len, out.syms.len);
+    for (size_t i = 0; i < 3; i++) {
+        const ix_call *a = &TB_VEC_AT(&in.calls, ix_call, i), *c = &TB_VEC_AT(&out.calls, ix_call, i);
+        TB_CHECK(a->caller == c->caller && same(a->callee_usr, c->callee_usr) &&
+                     same(a->callee_name, c->callee_name) && same(a->field, c->field) && same(a->file, c->file) &&
+                     a->line == c->line && a->col == c->col && same(a->in_macro, c->in_macro) &&
+                     same(a->resolution, c->resolution) && same(a->candidates, c->candidates),
+                 "call %zu differs: caller %d, usr %s, name '%s', line %u", i, c->caller,
+                 c->callee_usr ? c->callee_usr : "NULL", c->callee_name ? c->callee_name : "NULL", c->line);
+    }
+    TB_CHECK(TB_VEC_AT(&out.calls, ix_call, 1).callee_name && !TB_VEC_AT(&out.calls, ix_call, 1).callee_usr,
+             "an empty text stays empty and a NULL stays NULL");
+    for (size_t i = 0; i < 2; i++) {
+        const ix_callback *a = &TB_VEC_AT(&in.callbacks, ix_callback, i);
+        const ix_callback *b = &TB_VEC_AT(&out.callbacks, ix_callback, i);
+        TB_CHECK(a->caller == b->caller && same(a->target_usr, b->target_usr) && same(a->passed_to, b->passed_to) &&
+                     same(a->file, b->file) && a->line == b->line && a->col == b->col,
+                 "callback %zu differs", i);
+        const ix_sym *x = &TB_VEC_AT(&in.syms, ix_sym, i), *y = &TB_VEC_AT(&out.syms, ix_sym, i);
+        TB_CHECK(same(x->usr, y->usr) && same(x->name, y->name) && x->kind == y->kind && x->defines == y->defines,
+                 "symbol %zu differs: %s kind %c defines %d", i, y->usr ? y->usr : "NULL", y->kind, y->defines);
+    }
+    const ix_range *a = &TB_VEC_AT(&in.ranges, ix_range, 0), *g = &TB_VEC_AT(&out.ranges, ix_range, 0);
+    TB_CHECK(a->caller == g->caller && same(a->kind, g->kind) && same(a->name, g->name) && same(a->file, g->file) &&
+                 a->line == g->line && a->col == g->col,
+             "range site differs");
+    in.calls.len = in.syms.len = 0;  // (the vectors only: their texts are literals)
+    size_t rows;
+    int asked = 0;
+    tb_buf none = pack(&in, IX_TU_CALLS, &rows, &asked);
+    TB_CHECK(rows == 0 && none.len == 0, "a unit without calls packs nothing: %zu rows, %zu bytes", rows, none.len);
+    TB_CHECK(!ix_rows_packed(IX_TU_FUNCTIONS) && !ix_rows_packed(IX_TU_DEPS) && !ix_rows_packed(IX_TU_FIELD_TARGETS),
+             "functions, inputs and field targets stay rows");
+    tb_buf_free(&none);
+    ix_result_free(&in);
+    ix_result_free(&out);
+}
+
+// Whether unpacking bytes as table t is refused (and leaves no more than what it had read).
+static int refused(const void *bytes, size_t n, ix_unit_table t) {
+    ix_result r;
+    ix_result_init(&r);
+    int rc = ix_rows_unpack(bytes, n, t, &r, path_of, NULL);
+    ix_result_free(&r);
+    return rc == -1;
+}
+
+TB_TEST(a_record_cut_short_or_out_of_range_is_refused) {
+    ix_result in;
+    fill(&in);
+    static const ix_unit_table tables[] = {IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES, IX_TU_SYMBOLS};
+    for (size_t k = 0; k < 4; k++) {
+        size_t rows;
+        int asked = 0;
+        tb_buf b = pack(&in, tables[k], &rows, &asked);
+        size_t cut = 0;
+        for (size_t n = 0; n < b.len; n++) cut += refused(b.s, n, tables[k]);
+        TB_CHECK(cut == b.len, "table %zu: %zu of the %zu shorter records refused", k, cut, b.len);
+        tb_buf_add(&b, "\x00", 1);
+        TB_CHECK(refused(b.s, b.len, tables[k]), "table %zu: a byte left over is refused", k);
+        tb_buf_free(&b);
+    }
+    // One call whose caller is past INT_MAX (2^31: 80 80 80 80 08).
+    const char big_caller[] = "\x01\x80\x80\x80\x80\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00";
+    TB_CHECK(refused(big_caller, sizeof big_caller - 1, IX_TU_CALLS), "a caller past INT_MAX is refused");
+    // The same call with caller 0 unpacks (the bytes are otherwise a valid record).
+    const char ok_call[] = "\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00";
+    ix_result r;
+    ix_result_init(&r);
+    TB_CHECK(ix_rows_unpack(ok_call, sizeof ok_call - 1, IX_TU_CALLS, &r, path_of, NULL) == 0 && r.calls.len == 1,
+             "a call of NULLs and zeros unpacks");
+    ix_result_free(&r);
+    const char count_past_end[] = "\x7f\x00";
+    TB_CHECK(refused(count_past_end, 2, IX_TU_CALLS), "a row count past the record's end is refused");
+    const char text_past_end[] = "\x01\x05\x10" "abc";  // one symbol whose usr says 15 bytes, 3 there
+    TB_CHECK(refused(text_past_end, sizeof text_past_end - 1, IX_TU_SYMBOLS), "a text past the end is refused");
+    const char bad_kind[] = "\x01\x02u\x02n\x78\x00";  // kind 'x'
+    TB_CHECK(refused(bad_kind, sizeof bad_kind - 1, IX_TU_SYMBOLS), "a symbol kind other than f or v is refused");
+    const char good_kind[] = "\x01\x02u\x02n\x76\x01";  // kind 'v', defines 1
+    ix_result_init(&r);
+    TB_CHECK(ix_rows_unpack(good_kind, sizeof good_kind - 1, IX_TU_SYMBOLS, &r, path_of, NULL) == 0 &&
+                 r.syms.len == 1 && TB_VEC_AT(&r.syms, ix_sym, 0).kind == 'v',
+             "the same symbol with kind v unpacks");
+    ix_result_free(&r);
+    const char overlong[] = "\x01\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01";
+    TB_CHECK(refused(overlong, sizeof overlong - 1, IX_TU_CALLS), "a varint longer than 64 bits is refused");
+    TB_CHECK(refused(ok_call, sizeof ok_call - 1, IX_TU_FUNCTIONS), "a table that is not packed is refused");
+    ix_result_free(&in);
+}
+
+int main(void) {
+    TB_RUN(every_column_comes_back_as_it_went_in);
+    TB_RUN(a_record_cut_short_or_out_of_range_is_refused);
+    return tb_test_summary();
+}
