@@ -76,27 +76,27 @@
     /* Internal to `tracebook index` (incremental re-indexing; the queries do not read them): each */        \
     /* unit's own facts as its parse produced them, before the merge across units (a header's inline */     \
     /* function is in every unit that includes it), and its inputs. tu_id: the unit's files.id; file_id, */  \
-    /* files.id; caller: the index (0-based, in rowid order) of the unit's tu_functions row. A re-index */   \
-    /* reuses the rows of the units whose inputs are unchanged and merges again, so the tables above */     \
-    /* are exactly what a full index gives (index_update.c: by the difference of the parsed units' old */  \
-    /* and new rows, through TB_INDEX_UNIT_INDEXES). */                                                       \
+    /* files.id; caller: the index (0-based) of the function in the unit's tu_functions record. A */         \
+    /* re-index reuses the rows of the units whose inputs are unchanged and merges again, so the tables */  \
+    /* above are exactly what a full index gives (index_update.c: by the difference of the parsed */        \
+    /* units' old and new rows). */                                                                         \
     /* deps_kept: every tu_deps hash of the unit is a SHA-256 (none '-' or '~'), so file_stats has them */  \
     "CREATE TABLE tu_inputs(tu_id INTEGER PRIMARY KEY, inputs TEXT NOT NULL, reduced INTEGER NOT NULL,"       \
     " deps_kept INTEGER NOT NULL);\n"                                                                        \
     /* every input file of a unit (its source, each file it included) with the hex SHA-256 of its */        \
     /* contents: '-' unreadable, '~' modified while the index was written */                                \
     "CREATE TABLE tu_deps(tu_id INTEGER NOT NULL, path TEXT NOT NULL, hash TEXT NOT NULL);\n"                \
-    "CREATE TABLE tu_functions(tu_id INTEGER NOT NULL, usr TEXT NOT NULL, name TEXT NOT NULL, file_id INTEGER," \
-    " line INTEGER, col INTEGER, end_line INTEGER, end_col INTEGER, is_static INTEGER NOT NULL,"              \
-    " is_definition INTEGER NOT NULL, main_like INTEGER NOT NULL);\n"                                         \
-    /* A unit's calls, callbacks, range sites and external symbols: one row per unit and table, the */    \
-    /* unit's rows packed into `rows` (index_unit_rows.h), a unit without any has none. Their columns, */   \
-    /* in the record's order: tu_calls caller, callee_usr, callee_name, field, file_id, line, col, */       \
-    /* in_macro, resolution, candidates; tu_callbacks caller, target_usr, passed_to, file_id, line, col; */ \
-    /* tu_range_sites caller, kind, name, file_id, line, col; tu_symbols usr, name, kind, defines: the */    \
-    /* unit's external symbols, for inferring link units (index_units.c): kind 'f' a function, 'v' a */      \
-    /* variable; defines 1: a strong definition in the unit's own code, 0: a reference to a variable */      \
-    /* (references to functions are the calls, callbacks and tu_field_targets rows) */                       \
+    /* A unit's functions, calls, callbacks, range sites and external symbols: one row per unit and */    \
+    /* table, the unit's rows packed into `rows` (index_unit_rows.h), a unit without any has none. */       \
+    /* Their columns, in the record's order: tu_functions usr, name, file_id, line, col, end_line, */      \
+    /* end_col, is_static, is_definition, main_like; tu_calls caller, callee_usr, callee_name, field, */    \
+    /* file_id, line, col, in_macro, resolution, candidates; tu_callbacks caller, target_usr, */             \
+    /* passed_to, file_id, line, col; tu_range_sites caller, kind, name, file_id, line, col; */             \
+    /* tu_symbols usr, name, kind, defines: the unit's external symbols, for inferring link units */        \
+    /* (index_units.c): kind 'f' a function, 'v' a variable; defines 1: a strong definition in the */       \
+    /* unit's own code, 0: a reference to a variable (references to functions are the calls, */             \
+    /* callbacks and tu_field_targets rows) */                                                              \
+    "CREATE TABLE tu_functions(tu_id INTEGER PRIMARY KEY, rows BLOB NOT NULL);\n"                             \
     "CREATE TABLE tu_calls(tu_id INTEGER PRIMARY KEY, rows BLOB NOT NULL);\n"                                 \
     "CREATE TABLE tu_field_targets(tu_id INTEGER NOT NULL, record TEXT, field TEXT, function_usr TEXT,"       \
     " file_id INTEGER, line INTEGER);\n"                                                                     \
@@ -118,9 +118,10 @@
     "CREATE INDEX IF NOT EXISTS collective_sites_function ON collective_sites(function_id);\n"               \
     TB_INDEX_UNIT_INDEXES
 // For updating the index in place (index_update.c): each unit's rows, the units that read a
-// file, a USR's rows in every unit, a field target's rows. (The packed tables are keyed by the
-// unit already; which units name a function, for its libraries rows, is a scan of their
-// records: the update asks it only for functions whose naming or definition changed.)
+// file, a field target's rows. (The packed tables are keyed by the unit already; a USR's rows in
+// every unit, and which units name a function, for its libraries rows, are read from their
+// records when an update first asks: only for functions whose rows, naming or definition
+// changed.)
 #define TB_INDEX_UNIT_INDEXES TB_INDEX_UNIT_ROW_INDEXES TB_INDEX_UNIT_KEY_INDEXES
 // Keyed by the unit first: a full index writes unit after unit, so each insert lands at the
 // end of these; they are made with the tables. The others are built once most rows are in (a
@@ -128,11 +129,9 @@
 // added to them).
 #define TB_INDEX_UNIT_ROW_INDEXES                                                                            \
     "CREATE INDEX IF NOT EXISTS tu_deps_unit ON tu_deps(tu_id);\n"                                           \
-    "CREATE INDEX IF NOT EXISTS tu_functions_unit ON tu_functions(tu_id);\n"                                 \
     "CREATE INDEX IF NOT EXISTS tu_field_targets_unit ON tu_field_targets(tu_id);\n"
 #define TB_INDEX_UNIT_KEY_INDEXES                                                                            \
     "CREATE INDEX IF NOT EXISTS tu_deps_path ON tu_deps(path);\n"                                            \
-    "CREATE INDEX IF NOT EXISTS tu_functions_usr ON tu_functions(usr);\n"                                    \
     "CREATE INDEX IF NOT EXISTS tu_field_targets_key ON tu_field_targets(record, field, function_usr);\n"
 
 // Opens an existing index read-only; a missing or foreign file, or one that fails SQLite's

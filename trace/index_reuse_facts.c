@@ -80,7 +80,7 @@ static int read_packed(reuse_scan *s, const char *sql, ix_unit_table t) {
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         if (!(r = row_unit(s, st, &i))) continue;
         if (ix_rows_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), t, r, path_of_id, s->p) ||
-            (t != IX_TU_SYMBOLS && !callers_ok(r, t)))
+            (t != IX_TU_FUNCTIONS && t != IX_TU_SYMBOLS && !callers_ok(r, t)))
             s->bad[i] = 1;
     }
     sqlite3_finalize(st);
@@ -128,23 +128,8 @@ static int read_results(ix_prev *p, const ix_prev_unit **match, ix_result *resul
     sqlite3_finalize(st);
     for (size_t k = 0; k < n; k++) s.bad[k] |= match[k] && !have_status[k];
 
-    if (scan(&s, "SELECT tu_id, usr, name, file_id, line, col, end_line, end_col, is_static, is_definition,"
-                 " main_like FROM tu_functions ORDER BY rowid", &st)) goto out;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (!(r = row_unit(&s, st, &i))) continue;
-        ix_func *f = tb_vec_push(&r->funcs);
-        f->usr = ixr_col_text(&r->pool, st, 1);
-        f->name = ixr_col_text(&r->pool, st, 2);
-        f->file = file_path(p, st, 3);
-        f->line = col_u(st, 4);
-        f->col = col_u(st, 5);
-        f->end_line = col_u(st, 6);
-        f->end_col = col_u(st, 7);
-        f->is_static = sqlite3_column_int(st, 8);
-        f->is_def = sqlite3_column_int(st, 9);
-        f->main_like = sqlite3_column_int(st, 10);
-    }
-    sqlite3_finalize(st);
+    // the functions first: the body facts' callers are checked against them
+    if (read_packed(&s, "SELECT tu_id, rows FROM tu_functions ORDER BY rowid", IX_TU_FUNCTIONS)) goto out;
     if (read_packed(&s, "SELECT tu_id, rows FROM tu_calls ORDER BY rowid", IX_TU_CALLS)) goto out;
     if (scan(&s, "SELECT tu_id, record, field, function_usr, file_id, line FROM tu_field_targets ORDER BY rowid", &st))
         goto out;

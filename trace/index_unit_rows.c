@@ -5,7 +5,8 @@
 #include <string.h>
 
 int ix_rows_packed(ix_unit_table t) {
-    return t == IX_TU_CALLS || t == IX_TU_CALLBACKS || t == IX_TU_RANGE_SITES || t == IX_TU_SYMBOLS;
+    return t == IX_TU_FUNCTIONS || t == IX_TU_CALLS || t == IX_TU_CALLBACKS || t == IX_TU_RANGE_SITES ||
+           t == IX_TU_SYMBOLS;
 }
 
 // ---- packing ----
@@ -44,10 +45,27 @@ static void put_file(packer *p, const char *path) {
 size_t ix_rows_pack(tb_buf *out, const ix_result *r, ix_unit_table t,
                     long long (*file_id)(void *ctx, const char *path), void *ctx) {
     packer p = {out, file_id, ctx};
-    const tb_vec *rows = t == IX_TU_CALLS ? &r->calls : t == IX_TU_CALLBACKS ? &r->callbacks
-                       : t == IX_TU_RANGE_SITES ? &r->ranges : t == IX_TU_SYMBOLS ? &r->syms : NULL;
+    const tb_vec *rows = t == IX_TU_FUNCTIONS ? &r->funcs : t == IX_TU_CALLS ? &r->calls
+                       : t == IX_TU_CALLBACKS ? &r->callbacks : t == IX_TU_RANGE_SITES ? &r->ranges
+                       : t == IX_TU_SYMBOLS ? &r->syms : NULL;
     if (!rows || !rows->len) return 0;  // not packed (ix_rows_packed), or nothing to pack
     switch (t) {
+    case IX_TU_FUNCTIONS:
+        put_u(&p, r->funcs.len);
+        for (size_t i = 0; i < r->funcs.len; i++) {
+            const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, i);
+            put_text(&p, f->usr);
+            put_text(&p, f->name);
+            put_file(&p, f->file);
+            put_u(&p, f->line);
+            put_u(&p, f->col);
+            put_u(&p, f->end_line);
+            put_u(&p, f->end_col);
+            put_u(&p, f->is_static ? 1 : 0);
+            put_u(&p, f->is_def ? 1 : 0);
+            put_u(&p, f->main_like ? 1 : 0);
+        }
+        break;
     case IX_TU_CALLS:
         put_u(&p, r->calls.len);
         for (size_t i = 0; i < r->calls.len; i++) {
@@ -158,10 +176,26 @@ static size_t get_count(unpacker *u) {
 
 int ix_rows_unpack(const void *record, size_t n, ix_unit_table t, ix_result *r,
                    const char *(*path_of)(void *ctx, long long id), void *ctx) {
+    if (!record || !n) return -1;  // not even the row count
     unpacker u = {.at = record, .end = (const unsigned char *)record + n, .r = r, .path_of = path_of, .ctx = ctx};
-    if (!record && n) return -1;
     size_t rows = get_count(&u);
     switch (t) {
+    case IX_TU_FUNCTIONS:
+        for (size_t i = 0; i < rows && !u.bad; i++) {
+            ix_func *f = tb_vec_push(&r->funcs);
+            f->usr = get_text(&u);
+            f->name = get_text(&u);
+            f->file = get_file(&u);
+            f->line = (unsigned)get_max(&u, UINT_MAX);
+            f->col = (unsigned)get_max(&u, UINT_MAX);
+            f->end_line = (unsigned)get_max(&u, UINT_MAX);
+            f->end_col = (unsigned)get_max(&u, UINT_MAX);
+            f->is_static = (int)get_max(&u, 1);
+            f->is_def = (int)get_max(&u, 1);
+            f->main_like = (int)get_max(&u, 1);
+            if (!f->usr || !f->name) u.bad = 1;
+        }
+        break;
     case IX_TU_CALLS:
         for (size_t i = 0; i < rows && !u.bad; i++) {
             ix_call *c = tb_vec_push(&r->calls);

@@ -28,9 +28,9 @@ size_t ix_rows_pack(tb_buf *out, const ix_result *r, ix_unit_table t,
 
 // Appends the rows of a record of table t to r's vector for t: texts copied into r->pool,
 // files as path_of(ctx, id) (NULL for none, an id it does not know, or no path_of). 0, or -1
-// when the record is malformed (it ends inside a value, a length runs past its end, bytes are
-// left over, a number is out of range, a symbol's kind is neither 'f' nor 'v'): what r holds
-// then is incomplete, and the unit must be parsed again.
+// when the record is malformed (empty, it ends inside a value, a length runs past its end,
+// bytes are left over, a number is out of range, a symbol's kind is neither 'f' nor 'v'): what
+// r holds then is incomplete, and the unit must be parsed again.
 int ix_rows_unpack(const void *record, size_t n, ix_unit_table t, ix_result *r,
                    const char *(*path_of)(void *ctx, long long id), void *ctx);
 

@@ -121,48 +121,36 @@ typedef struct replay {
 
 static int replay_usr(updater *u, const char *usr, tb_pool *p, replay *out) {
     memset(out, 0, sizeof *out);
-    sqlite3_stmt *q = u->q_rows;
-    sqlite3_bind_text(q, 1, usr, -1, SQLITE_STATIC);
+    if (ixu_functions_read(u)) return -1;
     long long last_def_unit = 0;
-    int rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        long long tu = sqlite3_column_int64(q, 0);
-        long long file = sqlite3_column_type(q, 1) == SQLITE_NULL ? 0 : sqlite3_column_int64(q, 1);
-        int is_def = sqlite3_column_int(q, 8);
-        if (is_def && tu != last_def_unit) {
+    for (const ixu_fn_row *row = ixu_functions_of(u, usr); row; row = ixu_functions_next(u, row)) {
+        const ix_func *f = row->f;
+        long long tu = row->tu_id, file = ixu_file_id(u, f->file);
+        if (f->is_def && tu != last_def_unit) {
             out->unparsed_def_units += tu < 1 || (size_t)tu > u->db->ntus || !u->by_unit[tu];
             last_def_unit = tu;
         }
-        if (is_def && out->exists && out->def_file && file != out->def_file) {  // renamed: another file's copy
+        if (f->is_def && out->exists && out->def_file && file != out->def_file) {  // renamed: another file's copy
             if (tu >= 1 && (size_t)tu <= u->db->ntus && u->by_unit[tu]) out->renamed_in_unit = 1;
             continue;
         }
         if (!out->exists) {
             out->exists = 1;
-            out->name = tb_pool_dup(p, (const char *)sqlite3_column_text(q, 2));
-            out->file = file;
-            out->line = (unsigned)sqlite3_column_int(q, 3);
-            out->col = (unsigned)sqlite3_column_int(q, 4);
-            out->end_line = (unsigned)sqlite3_column_int(q, 5);
-            out->end_col = (unsigned)sqlite3_column_int(q, 6);
-            out->is_static = sqlite3_column_int(q, 7);
-            out->is_def = is_def;
-            out->unit = tu;
-            if (is_def) out->def_file = file, out->body_unit = tu;
-        } else if (is_def && !out->def_file) {
-            out->file = file;
-            out->line = (unsigned)sqlite3_column_int(q, 3);
-            out->col = (unsigned)sqlite3_column_int(q, 4);
-            out->end_line = (unsigned)sqlite3_column_int(q, 5);
-            out->end_col = (unsigned)sqlite3_column_int(q, 6);
-            out->is_def = 1;
-            out->unit = tu;
-            out->def_file = file;
-            out->body_unit = tu;
+            out->name = tb_pool_dup(p, f->name);
+            out->is_static = f->is_static;
+        } else if (!f->is_def || out->def_file) {
+            continue;  // the first row made it; only the first definition upgrades it
         }
+        out->file = file;
+        out->line = f->line;
+        out->col = f->col;
+        out->end_line = f->end_line;
+        out->end_col = f->end_col;
+        out->is_def = f->is_def;
+        out->unit = tu;
+        if (f->is_def) out->def_file = file, out->body_unit = tu;
     }
-    sqlite3_reset(q);
-    return rc == SQLITE_DONE ? 0 : ixu_fail(u, "reading a function's rows");
+    return 0;
 }
 
 // A function row's body rows (and their collective sites) removed.
@@ -282,12 +270,13 @@ static int merge_ftarget(updater *u, const char *key) {
         goto out;
     }
     // a function defined in several files: which copy a unit's row names depends on the renames
-    if (ixw_prep(&u->w, &q, "SELECT COUNT(DISTINCT file_id) FROM tu_functions WHERE usr = ? AND is_definition = 1"))
-        goto out;
-    sqlite3_bind_text(q, 1, fn, -1, SQLITE_STATIC);
-    int copies = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) : 0;
-    sqlite3_finalize(q);
-    q = NULL;
+    if (ixu_functions_read(u)) goto out;
+    long long def_file = 0;
+    int copies = 0;
+    for (const ixu_fn_row *row = ixu_functions_of(u, fn); row && copies < 2; row = ixu_functions_next(u, row)) {
+        long long file = row->f->is_def ? ixu_file_id(u, row->f->file) : 0;
+        if (file && file != def_file) copies++, def_file = file;
+    }
     if (copies > 1) {
         rc = not_applicable(u, "a field target names a function defined in several files");
         goto out;
@@ -505,7 +494,6 @@ static int drop_orphans(updater *u) {
     if (ixu_packed_files(u, &packed) ||
         ixw_prep(&u->w, &q,
                  "SELECT NOT (EXISTS(SELECT 1 FROM files WHERE id = ?1 AND is_tu = 1)"
-                 " OR EXISTS(SELECT 1 FROM tu_functions WHERE file_id = ?1)"
                  " OR EXISTS(SELECT 1 FROM tu_field_targets WHERE file_id = ?1)"
                  " OR EXISTS(SELECT 1 FROM file_errors WHERE file_id = ?1))") ||
         ixw_prep(&u->w, &del, "DELETE FROM files WHERE id = ?"))
@@ -546,9 +534,6 @@ static int update_open(updater *u) {
     u->targets_digest = meta_of(u, "targets_digest");
     u->collectives_digest = meta_of(u, "collectives_digest");
     if (ixw_prepare(w) || ixw_collectives_init(w, u->opt, &u->coll) ||
-        ixw_prep(w, &u->q_rows,
-                 "SELECT tu_id, file_id, name, line, col, end_line, end_col, is_static, is_definition FROM tu_functions"
-                 " WHERE usr = ? ORDER BY tu_id, rowid") ||
         ixw_prep(w, &u->q_merged, "SELECT id, is_definition, file_id, unit_id, is_static FROM functions WHERE usr = ?") ||
         ixw_prep(w, &u->ins_fn,
                  "INSERT INTO functions(name, file_id, line, col, is_static, is_definition, end_line, end_col, unit_id,"
@@ -682,7 +667,7 @@ int ix_update_end(ix_update *u, const ix_result *results, const ix_meta *meta, i
     if (rc && u->w.db) sqlite3_exec(u->w.db, "ROLLBACK", NULL, NULL, NULL);
     if (rc > 0) *why = u->why ? u->why : "the update does not apply";
     ixw_finalize(&u->w);
-    sqlite3_stmt *sts[] = {u->q_rows, u->q_merged, u->ins_fn, u->upd_fn};
+    sqlite3_stmt *sts[] = {u->q_merged, u->ins_fn, u->upd_fn};
     for (size_t i = 0; i < sizeof sts / sizeof *sts; i++) sqlite3_finalize(sts[i]);
     ixw_collectives_free(&u->coll);
     if (u->w.db && sqlite3_close(u->w.db) != SQLITE_OK && !rc)
@@ -693,6 +678,7 @@ int ix_update_end(ix_update *u, const ix_result *results, const ix_meta *meta, i
     tb_pool_free(&u->w.pool);
     tb_strmap_free(&u->lib_check);
     tb_strmap_free(&u->orphan);
+    ixu_functions_free(&u->fns);
     tb_strmap_free(&u->touched);
     tb_strmap_free(&u->ft_touched);
     tb_vec_free(&u->before);

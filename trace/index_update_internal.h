@@ -14,6 +14,22 @@
 #include "strmap.h"
 #include "vec.h"
 
+// Every unit's functions as its tu_functions record holds them, by USR (index_update_units.c):
+// first maps a USR to the first of its rows, which chain in database order (unit, then row).
+typedef struct ixu_fn_row {
+    long long tu_id;
+    const ix_func *f;  // in units
+    int next;          // index in rows, -1 after the last
+} ixu_fn_row;
+typedef struct ixu_functions {
+    int read;
+    tb_vec units;        // of ix_result: each record unpacked (its funcs only)
+    tb_vec rows;         // of ixu_fn_row
+    tb_strmap first;
+    const char **paths;  // files.id -> path (the writer's keys), for the records' files
+    size_t npaths;
+} ixu_functions;
+
 struct ix_update {
     writer w;
     const ix_compdb *db;
@@ -33,7 +49,8 @@ struct ix_update {
     tb_strmap ft_touched;     // field target keys merged again
     tb_strmap orphan;         // files.id (as text) U's old facts named and its new ones do not: removed
                               // when nothing else names them
-    sqlite3_stmt *q_rows, *q_merged, *ins_fn, *upd_fn;
+    ixu_functions fns;        // read when pass 2 first asks for a USR's rows (ixu_functions_read)
+    sqlite3_stmt *q_merged, *ins_fn, *upd_fn;
     const size_t *todo;       // the parsed units (indexes in db->tus)
     size_t ntodo;
     ix_result *old;           // their previous facts
@@ -71,9 +88,17 @@ typedef struct ixu_namers {
 } ixu_namers;
 int ixu_namers_read(updater *u, ixu_namers *n);  // 0, or -1 (err); free it either way
 void ixu_namers_free(ixu_namers *n);
-// The files.id values (as text keys) the packed records of calls, callbacks and range sites
-// name, into ids: 0, or -1 (err).
+// The files.id values (as text keys) the packed records of functions, calls, callbacks and
+// range sites name, into ids: 0, or -1 (err).
 int ixu_packed_files(updater *u, tb_strmap *ids);
+// u->fns read from the tu_functions records as they are (once: after the parsed units' records
+// are replaced, pass 2); 0, or -1 (err). The rows of a USR: ixu_functions_of.
+int ixu_functions_read(updater *u);
+const ixu_fn_row *ixu_functions_of(const updater *u, const char *usr);  // NULL: none
+const ixu_fn_row *ixu_functions_next(const updater *u, const ixu_fn_row *row);
+// The files.id of a path of the records (0 for none).
+long long ixu_file_id(const updater *u, const char *path);
+void ixu_functions_free(ixu_functions *fx);
 // Link units inferred from the units' symbols (no CMake reply; meta says "inferred" or "none"):
 // 0 when the previous ones stand, no parsed unit having changed what the inference reads
 // (index_units.h); 1 when one did (u->why says how: the full merge infers them again); -1

@@ -116,8 +116,8 @@ int ixu_scan_packed(updater *u, ix_unit_table t, const char *(*path_of)(void *ct
         ix_result_init(&facts);
         long long tu_id = sqlite3_column_int64(st, 0);
         if (ix_rows_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), t, &facts, path_of, ctx))
-            rc = tb_fail(u->w.err, "%s: the %s record of unit %lld is malformed", u->w.path, ix_unit_table_names[t],
-                         tu_id);
+            rc = tb_fail(u->w.err, "%s: the %s record of unit %lld (files.id) is malformed; `tracebook index --full`"
+                         " writes the index anew", u->w.path, ix_unit_table_names[t], tu_id);
         else if (fn(arg, tu_id, &facts))
             rc = 1;
         ix_result_free(&facts);
@@ -182,8 +182,77 @@ static int nothing_more(void *arg, long long tu_id, const ix_result *f) {
 }
 
 int ixu_packed_files(updater *u, tb_strmap *ids) {
-    static const ix_unit_table tables[] = {IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES};
+    static const ix_unit_table tables[] = {IX_TU_FUNCTIONS, IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES};
     for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
         if (ixu_scan_packed(u, tables[t], note_file, ids, nothing_more, NULL)) return -1;
     return 0;
+}
+
+static const char *path_by_id(void *ctx, long long id) {
+    const ixu_functions *fx = ctx;
+    return id > 0 && (size_t)id < fx->npaths ? fx->paths[id] : NULL;
+}
+
+int ixu_functions_read(updater *u) {
+    ixu_functions *fx = &u->fns;
+    if (fx->read) return 0;
+    fx->read = 1;
+    tb_vec_init(&fx->units, sizeof(ix_result), "units' functions");
+    tb_vec_init(&fx->rows, sizeof(ixu_fn_row), "functions by USR");
+    tb_strmap_init(&fx->first);
+    for (size_t k = 0; k < u->w.files.cap; k++)
+        if (u->w.files.keys[k] && (size_t)u->w.files.vals[k] >= fx->npaths) fx->npaths = (size_t)u->w.files.vals[k] + 1;
+    fx->paths = tb_xcalloc(fx->npaths + 1, sizeof *fx->paths, "file paths by id");
+    for (size_t k = 0; k < u->w.files.cap; k++)
+        if (u->w.files.keys[k] && u->w.files.vals[k] > 0) fx->paths[u->w.files.vals[k]] = u->w.files.keys[k];
+    // the units last to first, each one's rows last to first, each put before its USR's first:
+    // every chain ends up in database order
+    sqlite3_stmt *st = NULL;
+    if (ixw_prep(&u->w, &st, "SELECT tu_id, rows FROM tu_functions ORDER BY tu_id DESC")) return -1;
+    int step, rc = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        long long tu_id = sqlite3_column_int64(st, 0);
+        ix_result *r = tb_vec_push(&fx->units);
+        ix_result_init(r);
+        if (ix_rows_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), IX_TU_FUNCTIONS, r,
+                           path_by_id, fx)) {
+            rc = tb_fail(u->w.err, "%s: the tu_functions record of unit %lld (files.id) is malformed; `tracebook"
+                         " index --full` writes the index anew", u->w.path, tu_id);
+            break;
+        }
+        for (size_t j = r->funcs.len; j-- > 0;) {
+            const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, j);
+            int *head = tb_strmap_get(&fx->first, f->usr);
+            ixu_fn_row *row = tb_vec_push(&fx->rows);
+            *row = (ixu_fn_row){.tu_id = tu_id, .f = f, .next = head ? *head : -1};
+            tb_strmap_put(&fx->first, f->usr, (int)fx->rows.len - 1);
+        }
+    }
+    if (!rc && step != SQLITE_DONE) rc = ixu_fail(u, "reading tu_functions");
+    sqlite3_finalize(st);
+    return rc ? -1 : 0;
+}
+
+const ixu_fn_row *ixu_functions_of(const updater *u, const char *usr) {
+    const int *k = u->fns.read ? tb_strmap_get(&u->fns.first, usr) : NULL;
+    return k ? &TB_VEC_AT(&u->fns.rows, ixu_fn_row, (size_t)*k) : NULL;
+}
+
+const ixu_fn_row *ixu_functions_next(const updater *u, const ixu_fn_row *row) {
+    return row->next >= 0 ? &TB_VEC_AT(&u->fns.rows, ixu_fn_row, (size_t)row->next) : NULL;
+}
+
+long long ixu_file_id(const updater *u, const char *path) {
+    const int *id = path ? tb_strmap_get(&u->w.files, path) : NULL;
+    return id ? *id : 0;
+}
+
+void ixu_functions_free(ixu_functions *fx) {
+    if (!fx->read) return;
+    for (size_t i = 0; i < fx->units.len; i++) ix_result_free(&TB_VEC_AT(&fx->units, ix_result, i));
+    tb_vec_free(&fx->units);
+    tb_vec_free(&fx->rows);
+    tb_strmap_free(&fx->first);
+    free(fx->paths);
+    memset(fx, 0, sizeof *fx);
 }

@@ -91,9 +91,7 @@ int ixw_prepare(writer *w) {
         ixw_prep(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES(?,?)") ||
         ixw_prep(w, &w->u_inputs, "INSERT INTO tu_inputs(tu_id, inputs, reduced, deps_kept) VALUES(?,?,?,?)") ||
         ixw_prep(w, &w->u_dep, "INSERT INTO tu_deps(tu_id, path, hash) VALUES(?,?,?)") ||
-        ixw_prep(w, &w->u_func,
-             "INSERT INTO tu_functions(tu_id, usr, name, file_id, line, col, end_line, end_col, is_static,"
-             " is_definition, main_like) VALUES(?,?,?,?,?,?,?,?,?,?,?)") ||
+        ixw_prep(w, &w->u_func, "INSERT INTO tu_functions(tu_id, rows) VALUES(?,?)") ||
         ixw_prep(w, &w->u_call, "INSERT INTO tu_calls(tu_id, rows) VALUES(?,?)") ||
         ixw_prep(w, &w->u_ft,
              "INSERT INTO tu_field_targets(tu_id, record, field, function_usr, file_id, line) VALUES(?,?,?,?,?,?)") ||

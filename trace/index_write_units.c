@@ -39,8 +39,8 @@ static long long packed_file_id(void *ctx, const char *path) {
 
 // A unit's rows of a packed table as one record (index_unit_rows.h); none when it has no rows.
 static int write_packed(writer *w, long long tu_id, const ix_result *r, ix_unit_table t) {
-    sqlite3_stmt *st = t == IX_TU_CALLS ? w->u_call : t == IX_TU_CALLBACKS ? w->u_cb
-                     : t == IX_TU_RANGE_SITES ? w->u_range : w->u_sym;
+    sqlite3_stmt *st = t == IX_TU_FUNCTIONS ? w->u_func : t == IX_TU_CALLS ? w->u_call
+                     : t == IX_TU_CALLBACKS ? w->u_cb : t == IX_TU_RANGE_SITES ? w->u_range : w->u_sym;
     w->packed.len = 0;
     if (!ix_rows_pack(&w->packed, r, t, packed_file_id, w)) return 0;
     sqlite3_bind_int64(st, 1, tu_id);
@@ -55,23 +55,6 @@ int ixw_write_unit_table(writer *w, long long tu_id, const ix_result *r, ix_unit
         for (size_t i = 0; i < r->deps.len; i++)
             if (ixw_write_unit_dep(w, tu_id, &TB_VEC_AT(&r->deps, ix_dep, i))) return -1;
         return 0;
-    case IX_TU_FUNCTIONS:
-        for (size_t i = 0; i < r->funcs.len; i++) {
-            const ix_func *f = &TB_VEC_AT(&r->funcs, ix_func, i);
-            sqlite3_bind_int64(w->u_func, 1, tu_id);
-            ixw_bind_text(w->u_func, 2, f->usr);
-            ixw_bind_text(w->u_func, 3, f->name);
-            ixw_bind_file(w->u_func, 4, ixw_file_id(w, f->file, 0, NULL, 0, NULL));
-            ixw_bind_pos(w->u_func, 5, f->line);
-            ixw_bind_pos(w->u_func, 6, f->col);
-            ixw_bind_pos(w->u_func, 7, f->end_line);
-            ixw_bind_pos(w->u_func, 8, f->end_col);
-            sqlite3_bind_int(w->u_func, 9, f->is_static);
-            sqlite3_bind_int(w->u_func, 10, f->is_def);
-            sqlite3_bind_int(w->u_func, 11, f->main_like);
-            if (ixw_step(w, w->u_func, "inserting a unit's function")) return -1;
-        }
-        return 0;
     case IX_TU_FIELD_TARGETS:
         for (size_t i = 0; i < r->ftargets.len; i++) {
             const ix_ftarget *f = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);
@@ -84,6 +67,7 @@ int ixw_write_unit_table(writer *w, long long tu_id, const ix_result *r, ix_unit
             if (ixw_step(w, w->u_ft, "inserting a unit's field target")) return -1;
         }
         return 0;
+    case IX_TU_FUNCTIONS:
     case IX_TU_CALLS:
     case IX_TU_CALLBACKS:
     case IX_TU_RANGE_SITES:

@@ -108,8 +108,9 @@ static inline int tb_dump_cmp(const void *a, const void *b) {
 // sorted. A record that does not unpack is a line that says so.
 static inline void tb_index_dump_packed(sqlite3 *db, const char *table, size_t q, tb_dump_files *files, char **s,
                                         size_t *len, size_t *cap) {
-    ix_unit_table t = !strcmp(table, "tu_calls") ? IX_TU_CALLS : !strcmp(table, "tu_callbacks") ? IX_TU_CALLBACKS
-                    : !strcmp(table, "tu_range_sites") ? IX_TU_RANGE_SITES : IX_TU_SYMBOLS;
+    ix_unit_table t = !strcmp(table, "tu_functions") ? IX_TU_FUNCTIONS : !strcmp(table, "tu_calls") ? IX_TU_CALLS
+                    : !strcmp(table, "tu_callbacks") ? IX_TU_CALLBACKS : !strcmp(table, "tu_range_sites")
+                    ? IX_TU_RANGE_SITES : IX_TU_SYMBOLS;
     char sql[64];
     snprintf(sql, sizeof sql, "SELECT tu_id, rows FROM %s", table);
     sqlite3_stmt *st = NULL;
@@ -127,12 +128,17 @@ static inline void tb_index_dump_packed(sqlite3 *db, const char *table, size_t q
         ix_result_init(&r);
         int bad = ix_rows_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), t, &r,
                                  tb_index_dump_path_of, files);
-        size_t rows = t == IX_TU_CALLS ? r.calls.len : t == IX_TU_CALLBACKS ? r.callbacks.len
-                    : t == IX_TU_RANGE_SITES ? r.ranges.len : r.syms.len;
+        size_t rows = t == IX_TU_FUNCTIONS ? r.funcs.len : t == IX_TU_CALLS ? r.calls.len
+                    : t == IX_TU_CALLBACKS ? r.callbacks.len : t == IX_TU_RANGE_SITES ? r.ranges.len : r.syms.len;
         for (size_t i = 0; i <= rows; i++) {
             if (i == rows && !bad) break;
             if (i == rows) {
                 snprintf(line, sizeof line, "%zu %s|a malformed record|\n", q, unit);
+            } else if (t == IX_TU_FUNCTIONS) {  // (its index in the record: the callers the rows name)
+                const ix_func *f = &TB_VEC_AT(&r.funcs, ix_func, i);
+                snprintf(line, sizeof line, "%zu %s|%zu|%s|%s|%s|%u|%u|%u|%u|%d|%d|%d|\n", q, unit, i,
+                         TB_DUMP_V(f->usr), TB_DUMP_V(f->name), TB_DUMP_V(f->file), f->line, f->col, f->end_line,
+                         f->end_col, f->is_static, f->is_def, f->main_like);
             } else if (t == IX_TU_CALLS) {
                 const ix_call *c = &TB_VEC_AT(&r.calls, ix_call, i);
                 snprintf(line, sizeof line, "%zu %s|%d|%s|%s|%s|%s|%u|%u|%s|%s|%s|\n", q, unit, c->caller,
@@ -157,7 +163,7 @@ static inline void tb_index_dump_packed(sqlite3 *db, const char *table, size_t q
         ix_result_free(&r);
     }
     sqlite3_finalize(st);
-    qsort(lines, n, sizeof *lines, tb_dump_cmp);
+    if (n) qsort(lines, n, sizeof *lines, tb_dump_cmp);
     for (size_t i = 0; i < n; i++) {
         tb_dump_add(s, len, cap, lines[i]);
         free(lines[i]);
@@ -195,9 +201,7 @@ static inline char *tb_index_dump(const char *path) {
         "SELECT p.path, t.inputs, t.reduced, t.deps_kept FROM tu_inputs t LEFT JOIN files p ON p.id = t.tu_id"
         " ORDER BY 1",
         "SELECT p.path, d.path, d.hash FROM tu_deps d LEFT JOIN files p ON p.id = d.tu_id ORDER BY 1,2",
-        "SELECT p.path, t.usr, t.name, q.path, t.line, t.col, t.end_line, t.end_col, t.is_static, t.is_definition,"
-        " t.main_like FROM tu_functions t LEFT JOIN files p ON p.id = t.tu_id LEFT JOIN files q ON q.id = t.file_id"
-        " ORDER BY 1,2",
+        "packed tu_functions",
         "packed tu_calls",
         "SELECT p.path, t.record, t.field, t.function_usr, q.path, t.line FROM tu_field_targets t LEFT JOIN files p"
         " ON p.id = t.tu_id LEFT JOIN files q ON q.id = t.file_id ORDER BY 1,2,3,4,5,6",

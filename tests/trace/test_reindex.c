@@ -224,6 +224,28 @@ TB_TEST(an_index_of_another_schema_is_not_reused) {
              "schema " TB_INDEX_SCHEMA_VERSION);
 }
 
+// A unit's packed record that does not unpack (index_unit_rows.h) is not trusted: a re-index
+// that merges every unit again parses that unit instead of reusing its facts, and the index
+// equals a full one.
+TB_TEST(a_malformed_unit_record_has_its_unit_parsed_again) {
+    TB_REQUIRE(write_compdb("main util extra", "") == 0, "cannot write the database");
+    usleep(100 * 1000);
+    TB_REQUIRE(index_run(OUT, "--collective tb_nothing") == 0, "index failed:\n%s", sh.out);
+    sqlite3 *db = NULL;
+    TB_REQUIRE(sqlite3_open(OUT, &db) == SQLITE_OK, "cannot open %s", OUT);
+    char *sql = sqlite3_mprintf("UPDATE tu_calls SET rows = x'05' WHERE tu_id = (SELECT id FROM files WHERE path = %Q)",
+                                SRC "/util.c");
+    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    int changed = sqlite3_changes(db);
+    sqlite3_free(sql);
+    sqlite3_close(db);
+    TB_REQUIRE(rc == SQLITE_OK && changed == 1, "cannot damage util.c's record");
+    // a changed --collective list: every unit merged again, the unchanged ones' facts read back
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 1 && reused == 2, "util.c parsed again: parsed %d reused %d\n%s", parsed, reused, sh.out);
+    TB_CHECK(same_as_full(), "after a damaged record: differs from a full index");
+}
+
 // --output names a file that is not an index (the compilation database, a source, another
 // program's SQLite database, a directory): refused before anything is parsed, the file as it
 // was; an empty file is replaced.
@@ -270,6 +292,7 @@ int main(void) {
     }
     TB_RUN(reindexing_parses_exactly_the_units_whose_inputs_changed);
     TB_RUN(an_index_of_another_schema_is_not_reused);
+    TB_RUN(a_malformed_unit_record_has_its_unit_parsed_again);
     TB_RUN(an_output_that_is_not_an_index_is_refused_and_kept);
     tb_output_free(&sh);
     return tb_test_summary();

@@ -29,6 +29,11 @@ static int same(const char *a, const char *b) { return (!a && !b) || (a && b && 
 // A unit's facts with every column's edge values.
 static void fill(ix_result *r) {
     ix_result_init(r);
+    ix_func *f = tb_vec_push(&r->funcs);
+    *f = (ix_func){.usr = "c:@F@f", .name = "f", .file = "/src/a.h", .line = 3, .col = 5, .end_line = UINT_MAX,
+                   .end_col = 1, .is_static = 1, .is_def = 1, .main_like = 0};
+    f = tb_vec_push(&r->funcs);
+    *f = (ix_func){.usr = "c:a.c@F@main", .name = "main", .file = NULL, .main_like = 1};
     ix_call *c = tb_vec_push(&r->calls);
     *c = (ix_call){.caller = 0, .callee_usr = "c:@F@f", .callee_name = "f", .file = "/src/a.c", .line = 1, .col = 2};
     c = tb_vec_push(&r->calls);
@@ -61,10 +66,11 @@ TB_TEST(every_column_comes_back_as_it_went_in) {
     ix_result in, out;
     fill(&in);
     ix_result_init(&out);
-    static const ix_unit_table tables[] = {IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES, IX_TU_SYMBOLS};
-    static const size_t counts[] = {3, 2, 1, 2};
-    static const int files_asked[] = {2, 1, 1, 0};  // one per row that names a file, in row order
-    for (size_t k = 0; k < 4; k++) {
+    static const ix_unit_table tables[] = {IX_TU_FUNCTIONS, IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES,
+                                           IX_TU_SYMBOLS};
+    static const size_t counts[] = {2, 3, 2, 1, 2};
+    static const int files_asked[] = {1, 2, 1, 1, 0};  // one per row that names a file, in row order
+    for (size_t k = 0; k < 5; k++) {
         size_t rows;
         int asked = 0;
         tb_buf b = pack(&in, tables[k], &rows, &asked);
@@ -74,9 +80,17 @@ TB_TEST(every_column_comes_back_as_it_went_in) {
         TB_CHECK(ix_rows_unpack(b.s, b.len, tables[k], &out, path_of, NULL) == 0, "table %zu unpacks", k);
         tb_buf_free(&b);
     }
-    TB_REQUIRE(out.calls.len == 3 && out.callbacks.len == 2 && out.ranges.len == 1 && out.syms.len == 2,
-               "rows back: %zu calls, %zu callbacks, %zu ranges, %zu symbols", out.calls.len, out.callbacks.len,
-               out.ranges.len, out.syms.len);
+    TB_REQUIRE(out.funcs.len == 2 && out.calls.len == 3 && out.callbacks.len == 2 && out.ranges.len == 1 &&
+                   out.syms.len == 2,
+               "rows back: %zu functions, %zu calls, %zu callbacks, %zu ranges, %zu symbols", out.funcs.len,
+               out.calls.len, out.callbacks.len, out.ranges.len, out.syms.len);
+    for (size_t i = 0; i < 2; i++) {
+        const ix_func *a = &TB_VEC_AT(&in.funcs, ix_func, i), *f = &TB_VEC_AT(&out.funcs, ix_func, i);
+        TB_CHECK(same(a->usr, f->usr) && same(a->name, f->name) && same(a->file, f->file) && a->line == f->line &&
+                     a->col == f->col && a->end_line == f->end_line && a->end_col == f->end_col &&
+                     a->is_static == f->is_static && a->is_def == f->is_def && a->main_like == f->main_like,
+                 "function %zu differs: %s line %u end %u", i, f->usr ? f->usr : "NULL", f->line, f->end_line);
+    }
     for (size_t i = 0; i < 3; i++) {
         const ix_call *a = &TB_VEC_AT(&in.calls, ix_call, i), *c = &TB_VEC_AT(&out.calls, ix_call, i);
         TB_CHECK(a->caller == c->caller && same(a->callee_usr, c->callee_usr) &&
@@ -107,8 +121,8 @@ TB_TEST(every_column_comes_back_as_it_went_in) {
     int asked = 0;
     tb_buf none = pack(&in, IX_TU_CALLS, &rows, &asked);
     TB_CHECK(rows == 0 && none.len == 0, "a unit without calls packs nothing: %zu rows, %zu bytes", rows, none.len);
-    TB_CHECK(!ix_rows_packed(IX_TU_FUNCTIONS) && !ix_rows_packed(IX_TU_DEPS) && !ix_rows_packed(IX_TU_FIELD_TARGETS),
-             "functions, inputs and field targets stay rows");
+    TB_CHECK(!ix_rows_packed(IX_TU_INPUTS) && !ix_rows_packed(IX_TU_DEPS) && !ix_rows_packed(IX_TU_FIELD_TARGETS),
+             "inputs and field targets stay rows");
     tb_buf_free(&none);
     ix_result_free(&in);
     ix_result_free(&out);
@@ -126,8 +140,9 @@ static int refused(const void *bytes, size_t n, ix_unit_table t) {
 TB_TEST(a_record_cut_short_or_out_of_range_is_refused) {
     ix_result in;
     fill(&in);
-    static const ix_unit_table tables[] = {IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES, IX_TU_SYMBOLS};
-    for (size_t k = 0; k < 4; k++) {
+    static const ix_unit_table tables[] = {IX_TU_FUNCTIONS, IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES,
+                                           IX_TU_SYMBOLS};
+    for (size_t k = 0; k < 5; k++) {
         size_t rows;
         int asked = 0;
         tb_buf b = pack(&in, tables[k], &rows, &asked);
@@ -150,6 +165,7 @@ TB_TEST(a_record_cut_short_or_out_of_range_is_refused) {
     ix_result_free(&r);
     const char count_past_end[] = "\x7f\x00";
     TB_CHECK(refused(count_past_end, 2, IX_TU_CALLS), "a row count past the record's end is refused");
+    TB_CHECK(refused(NULL, 0, IX_TU_CALLS), "no record (an empty BLOB) is refused");
     const char text_past_end[] = "\x01\x05\x10" "abc";  // one symbol whose usr says 15 bytes, 3 there
     TB_CHECK(refused(text_past_end, sizeof text_past_end - 1, IX_TU_SYMBOLS), "a text past the end is refused");
     const char bad_kind[] = "\x01\x02u\x02n\x78\x00";  // kind 'x'
@@ -162,7 +178,11 @@ TB_TEST(a_record_cut_short_or_out_of_range_is_refused) {
     ix_result_free(&r);
     const char overlong[] = "\x01\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01";
     TB_CHECK(refused(overlong, sizeof overlong - 1, IX_TU_CALLS), "a varint longer than 64 bits is refused");
-    TB_CHECK(refused(ok_call, sizeof ok_call - 1, IX_TU_FUNCTIONS), "a table that is not packed is refused");
+    TB_CHECK(refused(ok_call, sizeof ok_call - 1, IX_TU_DEPS), "a table that is not packed is refused");
+    const char flag_two[] = "\x01\x02u\x02n\x00\x00\x00\x00\x00\x02\x00\x00";  // is_static 2
+    TB_CHECK(refused(flag_two, sizeof flag_two - 1, IX_TU_FUNCTIONS), "a flag other than 0 or 1 is refused");
+    const char no_usr[] = "\x01\x00\x02n\x00\x00\x00\x00\x00\x00\x00\x00";
+    TB_CHECK(refused(no_usr, sizeof no_usr - 1, IX_TU_FUNCTIONS), "a function without a USR is refused");
     ix_result_free(&in);
 }
 
