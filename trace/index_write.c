@@ -347,20 +347,34 @@ int ixw_count_big(writer *w, long *calls, long *functions, long *definitions) {
     return rc;
 }
 
+int ixw_count_before(writer *w) {
+    if (ixw_count_big(w, &w->counted.calls, &w->counted.functions, &w->counted.definitions)) return -1;
+    w->counted.targets = ixw_count(w, "SELECT COUNT(DISTINCT target) FROM targets");
+    w->counted.target_rows = ixw_count(w, "SELECT COUNT(*) FROM targets");
+    w->counted.library_found = ixw_count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
+    return w->counted.targets < 0 || w->counted.target_rows < 0 || w->counted.library_found < 0 ? -1 : 0;
+}
+
 void ixw_count_summary(writer *w, ix_summary *sum) {
     sum->files = ixw_count(w, "SELECT COUNT(*) FROM files");
     sqlite3_stmt *st = NULL;
-    sum->calls = sum->functions = sum->definitions = -1;
+    sum->calls = sum->functions = sum->definitions = sum->library_found = -1;
     if (w->counted.before) {  // an update in place: the counts before it and their change (index_update.c)
-        if (sqlite3_prepare_v2(w->db, "SELECT calls, functions, definitions FROM temp.count_delta", -1, &st, NULL) ==
-                SQLITE_OK &&
+        if (sqlite3_prepare_v2(w->db, "SELECT calls, functions, definitions, library_found FROM temp.count_delta", -1,
+                               &st, NULL) == SQLITE_OK &&
             sqlite3_step(st) == SQLITE_ROW) {
             sum->calls = w->counted.calls + (long)sqlite3_column_int64(st, 0);
             sum->functions = w->counted.functions + (long)sqlite3_column_int64(st, 1);
             sum->definitions = w->counted.definitions + (long)sqlite3_column_int64(st, 2);
+            sum->library_found = w->counted.library_found + (long)sqlite3_column_int64(st, 3);
         }
+        sum->targets = w->counted.targets;
+        sum->target_rows = w->counted.target_rows;
     } else {
         ixw_count_big(w, &sum->calls, &sum->functions, &sum->definitions);
+        sum->targets = ixw_count(w, "SELECT COUNT(DISTINCT target) FROM targets");
+        sum->target_rows = ixw_count(w, "SELECT COUNT(*) FROM targets");
+        sum->library_found = ixw_count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
     }
     sqlite3_finalize(st);
     sum->library_functions = sum->functions < 0 ? -1 : sum->functions - sum->definitions;
@@ -368,9 +382,6 @@ void ixw_count_summary(writer *w, ix_summary *sum) {
     sum->field_targets = ixw_count(w, "SELECT COUNT(*) FROM field_targets");
     sum->range_sites = ixw_count(w, "SELECT COUNT(*) FROM range_sites");
     sum->collective_sites = ixw_count(w, "SELECT COUNT(*) FROM collective_sites");
-    sum->targets = ixw_count(w, "SELECT COUNT(DISTINCT target) FROM targets");
-    sum->target_rows = ixw_count(w, "SELECT COUNT(*) FROM targets");
-    sum->library_found = ixw_count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
 }
 
 const char *ixw_collectives_digest(tb_pool *p, const ix_options *opt) {

@@ -40,6 +40,8 @@ typedef struct writer {
     struct {              // an update in place: the big tables' counts before it (temp.count_delta: its change)
         int before;
         long calls, functions, definitions;
+        long targets, target_rows;  // (an update leaves the targets rows as they are)
+        long library_found;         // functions with a libraries row
     } counted;
     sqlite3_stmt *u_inputs, *u_dep, *u_func, *u_call, *u_ft, *u_cb, *u_range, *u_sym;  // the tu_* tables
     tb_buf packed;        // a unit's rows of a packed tu_* table (index_unit_rows.h), reused
@@ -130,6 +132,9 @@ const char *ixw_collectives_digest(tb_pool *p, const ix_options *opt);
 void ixw_count_summary(writer *w, ix_summary *sum);
 // The calls, the functions and those defined here: 0, or -1 when they cannot be counted.
 int ixw_count_big(writer *w, long *calls, long *functions, long *definitions);
+// An update in place, before it changes anything: w->counted (the counts that take a scan of a
+// big table; ixw_count_summary adds temp.count_delta's change). 0, or -1.
+int ixw_count_before(writer *w);
 // The one value a query gives (a count), -1 when it gives none.
 long ixw_count(writer *w, const char *sql);
 
