@@ -121,7 +121,8 @@ typedef struct replay {
 
 static int replay_usr(updater *u, const char *usr, tb_pool *p, replay *out) {
     memset(out, 0, sizeof *out);
-    if (ixu_functions_read(u)) return -1;
+    int rc = ixu_functions_read(u);
+    if (rc) return rc;
     long long last_def_unit = 0;
     for (const ixu_fn_row *row = ixu_functions_of(u, usr); row; row = ixu_functions_next(u, row)) {
         const ix_func *f = row->f;
@@ -270,7 +271,11 @@ static int merge_ftarget(updater *u, const char *key) {
         goto out;
     }
     // a function defined in several files: which copy a unit's row names depends on the renames
-    if (ixu_functions_read(u)) goto out;
+    int got = ixu_functions_read(u);
+    if (got) {
+        rc = got;
+        goto out;
+    }
     long long def_file = 0;
     int copies = 0;
     for (const ixu_fn_row *row = ixu_functions_of(u, fn); row && copies < 2; row = ixu_functions_next(u, row)) {
@@ -443,7 +448,11 @@ static int update_libraries(updater *u) {
         sqlite3_reset(fn);
         if (ixu_exec_id(u, "DELETE FROM libraries WHERE function_id = ?", id)) goto out;
         if (keep_out) continue;
-        if (!namers_read++ && ixu_namers_read(u, &namers)) goto out;
+        int got = namers_read++ ? 0 : ixu_namers_read(u, &namers);
+        if (got) {
+            rc = got;
+            goto out;
+        }
         tb_strmap done;  // targets already given this function's row
         tb_strmap_init(&done);
         int bad = 0;
@@ -490,9 +499,10 @@ static int drop_orphans(updater *u) {
     sqlite3_stmt *q = NULL, *del = NULL;
     tb_strmap packed;  // the files the packed records name
     tb_strmap_init(&packed);
-    int rc = -1;
-    if (ixu_packed_files(u, &packed) ||
-        ixw_prep(&u->w, &q,
+    int rc = ixu_packed_files(u, &packed);
+    if (rc) goto out;
+    rc = -1;
+    if (ixw_prep(&u->w, &q,
                  "SELECT NOT (EXISTS(SELECT 1 FROM files WHERE id = ?1 AND is_tu = 1)"
                  " OR EXISTS(SELECT 1 FROM tu_field_targets WHERE file_id = ?1)"
                  " OR EXISTS(SELECT 1 FROM file_errors WHERE file_id = ?1))") ||
@@ -603,14 +613,14 @@ static int update_all(updater *u, const ix_result *results, const ix_result *old
     int rc = merge_touched(u, results, todo, ntodo);
     if (rc) return rc;
     ix_phase_mark(u->opt, &tp, "update: merged facts");
-    if (update_libraries(u)) return -1;
+    if ((rc = update_libraries(u))) return rc;
     ix_phase_mark(u->opt, &tp, "update: libraries");
     if (u->recollect) {
         ixw_collectives_free(&u->coll);
         memset(&u->coll, 0, sizeof u->coll);
         if (exec(u, "DELETE FROM collective_sites") || ixw_write_collectives(w, u->opt)) return -1;
     }
-    if (drop_orphans(u)) return -1;
+    if ((rc = drop_orphans(u))) return rc;
     ix_phase_mark(u->opt, &tp, "update: collective sites, orphan files");
 
     sqlite3_stmt *q = NULL;

@@ -41,8 +41,13 @@ typedef struct elsewhere {
     tb_strmap defined;  // USR -> the files.id of the unit whose rows define it, -1: several
     tb_strmap used;     // USR -> the unit whose rows refer to it, -1: several (read when first asked)
     int used_read;
-    int failed;
+    int failed;  // a read failed: -1 (err), or 1 (a malformed record: u->why says so)
 } elsewhere;
+
+// A read's outcome kept: the first that failed.
+static void read_into(elsewhere *e, int rc) {
+    if (rc && !e->failed) e->failed = rc < 0 ? -1 : 1;
+}
 
 static int read_pairs(elsewhere *e, tb_strmap *m, const char *sql) {
     sqlite3_stmt *st = NULL;
@@ -90,11 +95,11 @@ static int referenced_elsewhere(void *ctx, const char *usr) {
     elsewhere *e = ctx;
     if (!e->used_read) {
         e->used_read = 1;
-        e->failed |= read_pairs(e, &e->used,
-                                "SELECT function_usr, tu_id FROM tu_field_targets WHERE function_usr IS NOT NULL") ||
-                     ixu_scan_packed(e->u, IX_TU_CALLS, NULL, NULL, note_used, e) ||
-                     ixu_scan_packed(e->u, IX_TU_CALLBACKS, NULL, NULL, note_used, e) ||
-                     ixu_scan_packed(e->u, IX_TU_SYMBOLS, NULL, NULL, note_used, e);
+        read_into(e, read_pairs(e, &e->used,
+                                "SELECT function_usr, tu_id FROM tu_field_targets WHERE function_usr IS NOT NULL"));
+        static const ix_unit_table tables[] = {IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_SYMBOLS};
+        for (size_t t = 0; t < sizeof tables / sizeof *tables && !e->failed; t++)
+            read_into(e, ixu_scan_packed(e->u, tables[t], NULL, NULL, note_used, e));
     }
     char *key = kind_key('r', usr);
     int yes = e->failed || named_by_another(&e->used, usr, e->tu_id) || named_by_another(&e->news, key, e->k);
@@ -119,7 +124,7 @@ int ixu_inferred_link_units_stand(updater *u, const ix_result *results, const ix
         e.k = (int)k;
         ix_unit_link_symbols(&results[todo[k]], note_new, &e);
     }
-    e.failed = ixu_scan_packed(u, IX_TU_SYMBOLS, NULL, NULL, note_defined, &e) != 0;
+    read_into(&e, ixu_scan_packed(u, IX_TU_SYMBOLS, NULL, NULL, note_defined, &e));
     const char *why = NULL;
     ix_link_lookup look = {defined_elsewhere, referenced_elsewhere, &e};
     for (size_t k = 0; k < ntodo && !why && !e.failed; k++) {
@@ -130,7 +135,7 @@ int ixu_inferred_link_units_stand(updater *u, const ix_result *results, const ix
     tb_strmap_free(&e.news);
     tb_strmap_free(&e.defined);
     tb_strmap_free(&e.used);
-    if (e.failed) return -1;
+    if (e.failed) return e.failed;  // (1: u->why says which record)
     if (why && !u->why) u->why = why;
     return why ? 1 : 0;
 }

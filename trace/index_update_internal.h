@@ -22,7 +22,8 @@ typedef struct ixu_fn_row {
     int next;          // index in rows, -1 after the last
 } ixu_fn_row;
 typedef struct ixu_functions {
-    int read;
+    int read;            // read (rc: what it gave, 0 or 1)
+    int rc;
     tb_vec units;        // of ix_result: each record unpacked (its funcs only)
     tb_vec rows;         // of ixu_fn_row
     tb_strmap first;
@@ -72,8 +73,9 @@ int ixu_replace_deps(updater *u, long long tu_id, const ix_result *now);
 int ixu_replace_unit_rows(updater *u, long long tu_id, const ix_result *old, const ix_result *now);
 // Every unit's record of a packed table (index_unit_rows.h), unpacked: fn(arg, tu_id, facts)
 // with the record's rows in facts' vector for t (files by path_of(ctx, id); path_of NULL: none), in
-// tu_id order; fn returns nonzero to stop. 0, or -1 (err) when the table cannot be read or a
-// record is malformed.
+// tu_id order; fn returns nonzero to stop. 0; 1 when a record is malformed (the update does not
+// apply, u->why says so: the full merge parses that record's unit again); -1 (err) when the
+// table cannot be read.
 int ixu_scan_packed(updater *u, ix_unit_table t, const char *(*path_of)(void *ctx, long long id), void *ctx,
                     int (*fn)(void *arg, long long tu_id, const ix_result *facts), void *arg);
 // The units whose calls or callbacks name each function, from the packed records: first maps
@@ -86,13 +88,14 @@ typedef struct ixu_namers {
     tb_strmap first;
     tb_vec links;  // of ixu_namer
 } ixu_namers;
-int ixu_namers_read(updater *u, ixu_namers *n);  // 0, or -1 (err); free it either way
+int ixu_namers_read(updater *u, ixu_namers *n);  // as ixu_scan_packed; free it either way
 void ixu_namers_free(ixu_namers *n);
 // The files.id values (as text keys) the packed records of functions, calls, callbacks and
-// range sites name, into ids: 0, or -1 (err).
+// range sites name, into ids: as ixu_scan_packed.
 int ixu_packed_files(updater *u, tb_strmap *ids);
 // u->fns read from the tu_functions records as they are (once: after the parsed units' records
-// are replaced, pass 2); 0, or -1 (err). The rows of a USR: ixu_functions_of.
+// are replaced, pass 2); as ixu_scan_packed (asked again, it gives the same). The rows of a USR:
+// ixu_functions_of.
 int ixu_functions_read(updater *u);
 const ixu_fn_row *ixu_functions_of(const updater *u, const char *usr);  // NULL: none
 const ixu_fn_row *ixu_functions_next(const updater *u, const ixu_fn_row *row);
@@ -101,8 +104,8 @@ long long ixu_file_id(const updater *u, const char *path);
 void ixu_functions_free(ixu_functions *fx);
 // Link units inferred from the units' symbols (no CMake reply; meta says "inferred" or "none"):
 // 0 when the previous ones stand, no parsed unit having changed what the inference reads
-// (index_units.h); 1 when one did (u->why says how: the full merge infers them again); -1
-// failed (err).
+// (index_units.h); 1 when one did (u->why says how: the full merge infers them again) or a
+// record it reads is malformed (ixu_scan_packed); -1 failed (err).
 int ixu_inferred_link_units_stand(updater *u, const ix_result *results, const ix_result *old, const size_t *todo,
                                   size_t ntodo);
 

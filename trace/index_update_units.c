@@ -104,31 +104,43 @@ int ixu_replace_unit_rows(updater *u, long long tu_id, const ix_result *old, con
     return 0;
 }
 
+// A unit's record that does not unpack: the update does not apply, and the full merge, which
+// reads the reused units' records again (index_reuse_facts.c), parses that unit instead. (The
+// reason outlives the updater: a literal.)
+static int malformed(updater *u, ix_unit_table t) {
+    const char *why = t == IX_TU_FUNCTIONS   ? "a unit's tu_functions record is malformed: its unit is parsed again"
+                      : t == IX_TU_CALLS     ? "a unit's tu_calls record is malformed: its unit is parsed again"
+                      : t == IX_TU_CALLBACKS ? "a unit's tu_callbacks record is malformed: its unit is parsed again"
+                      : t == IX_TU_SYMBOLS   ? "a unit's tu_symbols record is malformed: its unit is parsed again"
+                                             : "a unit's packed record is malformed: its unit is parsed again";
+    if (!u->why) u->why = why;
+    return 1;
+}
+
 int ixu_scan_packed(updater *u, ix_unit_table t, const char *(*path_of)(void *ctx, long long id), void *ctx,
                     int (*fn)(void *arg, long long tu_id, const ix_result *facts), void *arg) {
     char sql[64];
     snprintf(sql, sizeof sql, "SELECT tu_id, rows FROM %s ORDER BY tu_id", ix_unit_table_names[t]);
     sqlite3_stmt *st = NULL;
     if (ixw_prep(&u->w, &st, sql)) return -1;
-    int step = SQLITE_DONE, rc = 0;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    int step = SQLITE_DONE, rc = 0, stop = 0;
+    while (!rc && !stop && (step = sqlite3_step(st)) == SQLITE_ROW) {
         ix_result facts;
         ix_result_init(&facts);
         long long tu_id = sqlite3_column_int64(st, 0);
         if (ix_rows_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), t, &facts, path_of, ctx))
-            rc = tb_fail(u->w.err, "%s: the %s record of unit %lld (files.id) is malformed; `tracebook index --full`"
-                         " writes the index anew", u->w.path, ix_unit_table_names[t], tu_id);
-        else if (fn(arg, tu_id, &facts))
-            rc = 1;
+            rc = malformed(u, t);
+        else
+            stop = fn(arg, tu_id, &facts) != 0;
         ix_result_free(&facts);
     }
-    if (!rc && step != SQLITE_DONE) {
+    if (!rc && !stop && step != SQLITE_DONE) {
         char what[48];
         snprintf(what, sizeof what, "reading %s", ix_unit_table_names[t]);
         rc = ixu_fail(u, what);
     }
     sqlite3_finalize(st);
-    return rc < 0 ? -1 : 0;
+    return rc;
 }
 
 // The unit into usr's chain unless it is there: the calls come unit by unit, so a unit already
@@ -158,10 +170,8 @@ static int note_callees(void *arg, long long tu_id, const ix_result *f) {
 int ixu_namers_read(updater *u, ixu_namers *n) {
     tb_strmap_init(&n->first);
     tb_vec_init(&n->links, sizeof(ixu_namer), "units naming a function");
-    return ixu_scan_packed(u, IX_TU_CALLS, NULL, NULL, note_callees, n) ||
-                   ixu_scan_packed(u, IX_TU_CALLBACKS, NULL, NULL, note_callees, n)
-               ? -1
-               : 0;
+    int rc = ixu_scan_packed(u, IX_TU_CALLS, NULL, NULL, note_callees, n);
+    return rc ? rc : ixu_scan_packed(u, IX_TU_CALLBACKS, NULL, NULL, note_callees, n);
 }
 
 void ixu_namers_free(ixu_namers *n) {
@@ -183,9 +193,10 @@ static int nothing_more(void *arg, long long tu_id, const ix_result *f) {
 
 int ixu_packed_files(updater *u, tb_strmap *ids) {
     static const ix_unit_table tables[] = {IX_TU_FUNCTIONS, IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES};
-    for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
-        if (ixu_scan_packed(u, tables[t], note_file, ids, nothing_more, NULL)) return -1;
-    return 0;
+    int rc = 0;
+    for (size_t t = 0; t < sizeof tables / sizeof *tables && !rc; t++)
+        rc = ixu_scan_packed(u, tables[t], note_file, ids, nothing_more, NULL);
+    return rc;
 }
 
 static const char *path_by_id(void *ctx, long long id) {
@@ -195,7 +206,7 @@ static const char *path_by_id(void *ctx, long long id) {
 
 int ixu_functions_read(updater *u) {
     ixu_functions *fx = &u->fns;
-    if (fx->read) return 0;
+    if (fx->read) return fx->rc;
     fx->read = 1;
     tb_vec_init(&fx->units, sizeof(ix_result), "units' functions");
     tb_vec_init(&fx->rows, sizeof(ixu_fn_row), "functions by USR");
@@ -208,16 +219,15 @@ int ixu_functions_read(updater *u) {
     // the units last to first, each one's rows last to first, each put before its USR's first:
     // every chain ends up in database order
     sqlite3_stmt *st = NULL;
-    if (ixw_prep(&u->w, &st, "SELECT tu_id, rows FROM tu_functions ORDER BY tu_id DESC")) return -1;
-    int step, rc = 0;
+    if (ixw_prep(&u->w, &st, "SELECT tu_id, rows FROM tu_functions ORDER BY tu_id DESC")) return fx->rc = -1;
+    int step = SQLITE_DONE, rc = 0;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
         long long tu_id = sqlite3_column_int64(st, 0);
         ix_result *r = tb_vec_push(&fx->units);
         ix_result_init(r);
         if (ix_rows_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), IX_TU_FUNCTIONS, r,
                            path_by_id, fx)) {
-            rc = tb_fail(u->w.err, "%s: the tu_functions record of unit %lld (files.id) is malformed; `tracebook"
-                         " index --full` writes the index anew", u->w.path, tu_id);
+            rc = malformed(u, IX_TU_FUNCTIONS);
             break;
         }
         for (size_t j = r->funcs.len; j-- > 0;) {
@@ -230,7 +240,7 @@ int ixu_functions_read(updater *u) {
     }
     if (!rc && step != SQLITE_DONE) rc = ixu_fail(u, "reading tu_functions");
     sqlite3_finalize(st);
-    return rc ? -1 : 0;
+    return fx->rc = rc;
 }
 
 const ixu_fn_row *ixu_functions_of(const updater *u, const char *usr) {

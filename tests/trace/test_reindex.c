@@ -246,6 +246,41 @@ TB_TEST(a_malformed_unit_record_has_its_unit_parsed_again) {
     TB_CHECK(same_as_full(), "after a damaged record: differs from a full index");
 }
 
+// The same met by an update in place: a parsed unit touches a function, so the update reads every
+// unit's tu_functions record (its second pass), or every unit's tu_symbols record (whether the
+// link units inferred from them stand: this fixture has no CMake reply), finds util.c's damaged,
+// and does not apply (it says why, and asks for no --full); the full merge parses util.c again,
+// and the index equals a full one.
+TB_TEST(a_malformed_record_met_by_an_update_in_place_falls_back_to_the_full_merge) {
+    static const char *const tables[] = {"tu_functions", "tu_symbols"};
+    for (int t = 0; t < 2; t++) {
+        TB_REQUIRE(write_compdb("main util extra", "") == 0, "cannot write the database");
+        usleep(100 * 1000);
+        TB_REQUIRE(index_run(OUT, NULL) == 0, "index failed:\n%s", sh.out);
+        sqlite3 *db = NULL;
+        TB_REQUIRE(sqlite3_open(OUT, &db) == SQLITE_OK, "cannot open %s", OUT);
+        char *sql = sqlite3_mprintf("UPDATE %s SET rows = x'05' WHERE tu_id = (SELECT id FROM files WHERE path = %Q)",
+                                    tables[t], SRC "/util.c");
+        int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        int changed = sqlite3_changes(db);
+        sqlite3_free(sql);
+        sqlite3_close(db);
+        TB_REQUIRE(rc == SQLITE_OK && changed == 1, "cannot damage util.c's %s record", tables[t]);
+        char add[96], says[160];
+        snprintf(add, sizeof add, "int main_again%d(int x) { return run_a(x); }\n", t);
+        TB_REQUIRE(edit(SRC "/main.c", NULL, add) == 0, "cannot edit main.c");
+        TB_REQUIRE(index_run(OUT, "--verbose") == 0, "re-index failed:\n%s", sh.out);
+        TB_CHECK(parsed == 2 && reused == 1, "%s: main.c and util.c parsed: parsed %d reused %d\n%s", tables[t], parsed,
+                 reused, sh.out);
+        snprintf(says, sizeof says,
+                 "not updated in place (a unit's %s record is malformed: its unit is parsed again): every unit merged"
+                 " again", tables[t]);
+        TB_CHECK(tb_has(sh.out, says), "%s: the update says why it does not apply:\n%s", tables[t], sh.out);
+        TB_CHECK(!tb_has(sh.out, "--full"), "%s: nothing asks for --full:\n%s", tables[t], sh.out);
+        TB_CHECK(same_as_full(), "after a damaged %s record met by an update: differs from a full index", tables[t]);
+    }
+}
+
 // --output names a file that is not an index (the compilation database, a source, another
 // program's SQLite database, a directory): refused before anything is parsed, the file as it
 // was; an empty file is replaced.
@@ -293,6 +328,7 @@ int main(void) {
     TB_RUN(reindexing_parses_exactly_the_units_whose_inputs_changed);
     TB_RUN(an_index_of_another_schema_is_not_reused);
     TB_RUN(a_malformed_unit_record_has_its_unit_parsed_again);
+    TB_RUN(a_malformed_record_met_by_an_update_in_place_falls_back_to_the_full_merge);
     TB_RUN(an_output_that_is_not_an_index_is_refused_and_kept);
     tb_output_free(&sh);
     return tb_test_summary();
