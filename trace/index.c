@@ -267,7 +267,7 @@
 // clang_getInclusions). Each input file's hash is recorded with its stat (file_stats: size,
 // mtime, ctime, inode, device); a file whose stat is unchanged takes the recorded hash without
 // being read (ctime moves on every change and no program can set it back), and the units that
-// read a changed file are found through tu_deps. A unit whose errors include "file not found",
+// read a changed file are found through input_units. A unit whose errors include "file not found",
 // or one with an input that could not be hashed, is parsed every time. The CMake file API
 // reply is read again only when its files' stats differ from the previous run's (its
 // signature) or when its link lines are needed. --full (or an index of another schema or
@@ -524,6 +524,8 @@ int tracebook_index_main(int argc, char **argv) {
                               !strcmp(prev_compdb, db.path);
     int try_update = prev.db && !args.targets && (trc == 0 || keep_inferred) &&
                      ix_update_applies(&prev, &db, db.ntus - nmatched, &update_why);
+    if (!try_update && update_why && prev.db && opt.verbose)
+        fprintf(stderr, "tracebook index: not updated in place (%s): every unit merged again\n", update_why);
     if (try_update) {
         for (size_t i = 0; i < db.ntus; i++) {
             if (!match[i]) continue;

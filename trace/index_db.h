@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
-#define TB_INDEX_SCHEMA_VERSION "10"
+#define TB_INDEX_SCHEMA_VERSION "11"
 
 // The schema: the tables, then their secondary indexes (the indexer creates these after most
 // of its bulk inserts, which is faster than maintaining them row by row; the file is the same).
@@ -84,8 +84,12 @@
     "CREATE TABLE tu_inputs(tu_id INTEGER PRIMARY KEY, inputs TEXT NOT NULL, reduced INTEGER NOT NULL,"       \
     " deps_kept INTEGER NOT NULL);\n"                                                                        \
     /* every input file of a unit (its source, each file it included) with the hex SHA-256 of its */        \
-    /* contents: '-' unreadable, '~' modified while the index was written */                                \
-    "CREATE TABLE tu_deps(tu_id INTEGER NOT NULL, path TEXT NOT NULL, hash TEXT NOT NULL);\n"                \
+    /* contents: '-' unreadable, '~' modified while the index was written; one row per unit, the */          \
+    /* pairs (path, hash) packed into `rows` (index_unit_rows.h) in the order the parse met them */        \
+    "CREATE TABLE tu_deps(tu_id INTEGER PRIMARY KEY, rows BLOB NOT NULL);\n"                                 \
+    /* the units (files.id) whose tu_deps name each path, packed ascending into `units`: which units */     \
+    /* a changed file makes a re-index parse again */                                                       \
+    "CREATE TABLE input_units(path TEXT PRIMARY KEY, units BLOB NOT NULL) WITHOUT ROWID;\n"                   \
     /* A unit's functions, calls, callbacks, range sites and external symbols: one row per unit and */    \
     /* table, the unit's rows packed into `rows` (index_unit_rows.h), a unit without any has none. */       \
     /* Their columns, in the record's order: tu_functions usr, name, file_id, line, col, end_line, */      \
@@ -117,8 +121,8 @@
     "CREATE INDEX IF NOT EXISTS range_sites_function ON range_sites(function_id);\n"                         \
     "CREATE INDEX IF NOT EXISTS collective_sites_function ON collective_sites(function_id);\n"               \
     TB_INDEX_UNIT_INDEXES
-// For updating the index in place (index_update.c): each unit's rows, the units that read a
-// file, a field target's rows. (The packed tables are keyed by the unit already; a USR's rows in
+// For updating the index in place (index_update.c): each unit's rows, a field target's rows.
+// (The packed tables are keyed by the unit already, input_units by the file; a USR's rows in
 // every unit, and which units name a function, for its libraries rows, are read from their
 // records when an update first asks: only for functions whose rows, naming or definition
 // changed.)
@@ -128,10 +132,8 @@
 // new index: when every unit is being parsed, else at the end; the rows of the last units are
 // added to them).
 #define TB_INDEX_UNIT_ROW_INDEXES                                                                            \
-    "CREATE INDEX IF NOT EXISTS tu_deps_unit ON tu_deps(tu_id);\n"                                           \
     "CREATE INDEX IF NOT EXISTS tu_field_targets_unit ON tu_field_targets(tu_id);\n"
 #define TB_INDEX_UNIT_KEY_INDEXES                                                                            \
-    "CREATE INDEX IF NOT EXISTS tu_deps_path ON tu_deps(path);\n"                                            \
     "CREATE INDEX IF NOT EXISTS tu_field_targets_key ON tu_field_targets(record, field, function_usr);\n"
 
 // Opens an existing index read-only; a missing or foreign file, or one that fails SQLite's

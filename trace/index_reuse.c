@@ -24,6 +24,7 @@
 #include "index_db.h"
 #include "index_reuse.h"
 #include "index_reuse_internal.h"
+#include "index_unit_rows.h"
 
 typedef struct hash_ent {
     const char *hash;
@@ -345,16 +346,26 @@ static ix_prev_unit *unit_by_id(const ix_prev *p, long long id) {
     return id > 0 && (size_t)id < p->paths.len ? p->by_id[id] : NULL;
 }
 
-// One scan of tu_deps: fn(unit, path, hash, arg) for each row, in rowid order (each unit's in
-// the order they were recorded). The text pointers are SQLite's, valid during the call.
+// One scan of tu_deps: fn(unit, path, hash, arg) for each input of each unit's record, in the
+// order they were recorded; a record that does not unpack gives one call with path and hash
+// NULL. The text pointers are valid during the call.
 static int scan_deps(ix_prev *p, void (*fn)(ix_prev_unit *, const char *, const char *, void *), void *arg) {
     sqlite3_stmt *st = NULL;
     int rc = -1;
-    if (sqlite3_prepare_v2(p->db, "SELECT tu_id, path, hash FROM tu_deps ORDER BY rowid", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(p->db, "SELECT tu_id, rows FROM tu_deps ORDER BY tu_id", -1, &st, NULL) == SQLITE_OK) {
         int r;
         while ((r = sqlite3_step(st)) == SQLITE_ROW) {
             ix_prev_unit *u = unit_by_id(p, sqlite3_column_int64(st, 0));
-            if (u) fn(u, (const char *)sqlite3_column_text(st, 1), (const char *)sqlite3_column_text(st, 2), arg);
+            if (!u) continue;
+            ix_result deps;
+            ix_result_init(&deps);
+            if (ix_rows_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), IX_TU_DEPS, &deps, NULL,
+                               NULL))
+                fn(u, NULL, NULL, arg);
+            else
+                for (size_t i = 0; i < deps.deps.len; i++)
+                    fn(u, TB_VEC_AT(&deps.deps, ix_dep, i).path, TB_VEC_AT(&deps.deps, ix_dep, i).hash, arg);
+            ix_result_free(&deps);
         }
         rc = r == SQLITE_DONE ? 0 : -1;
     }
@@ -365,6 +376,27 @@ static int scan_deps(ix_prev *p, void (*fn)(ix_prev_unit *, const char *, const 
 static void check_dep(ix_prev_unit *u, const char *path, const char *hash, void *arg) {
     u->ndeps++;
     if (!path || !hash || strcmp(ix_file_hash(arg, path, NULL), hash)) u->deps_changed = 1;
+}
+
+// The units input_units names for a path, each marked changed: 0, or -1 when its record does
+// not unpack (then every unit is compared by a scan instead, and no update in place applies:
+// the full merge writes input_units anew).
+static int mark_readers(ix_prev *p, sqlite3_stmt *st, const char *path) {
+    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st), rc = r == SQLITE_DONE ? 0 : -1;
+    if (r == SQLITE_ROW) {
+        tb_vec ids;
+        tb_vec_init(&ids, sizeof(long long), "a file's units");
+        rc = ix_units_unpack(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &ids);
+        if (rc) p->input_units_bad = 1;
+        for (size_t i = 0; !rc && i < ids.len; i++) {
+            ix_prev_unit *u = unit_by_id(p, TB_VEC_AT(&ids, long long, i));
+            if (u) u->deps_changed = 1;
+        }
+        tb_vec_free(&ids);
+    }
+    sqlite3_reset(st);
+    return rc;
 }
 
 // Every run hashes every unit's input files (or takes their hashes by stat) and records them in
@@ -432,23 +464,15 @@ void ix_prev_check_deps(ix_prev *p, ix_hashes *h, int jobs) {
     }
     sqlite3_stmt *st = NULL;
     int scan = !h->known.len || changed.len > 16 ||
-               sqlite3_prepare_v2(p->db, "SELECT DISTINCT tu_id FROM tu_deps WHERE path = ?", -1, &st, NULL) != SQLITE_OK;
+               sqlite3_prepare_v2(p->db, "SELECT units FROM input_units WHERE path = ?", -1, &st, NULL) != SQLITE_OK;
     if (!scan) {
         for (size_t i = 0; i < p->list.len; i++) {
             ix_prev_unit *u = &TB_VEC_AT(&p->list, ix_prev_unit, i);
             u->ndeps = 1;
             u->deps_changed = !u->deps_kept;
         }
-        for (size_t k = 0; k < changed.len && !scan; k++) {
-            sqlite3_bind_text(st, 1, TB_VEC_AT(&changed, const char *, k), -1, SQLITE_STATIC);
-            int r;
-            while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-                ix_prev_unit *u = unit_by_id(p, sqlite3_column_int64(st, 0));
-                if (u) u->deps_changed = 1;
-            }
-            scan = r != SQLITE_DONE;
-            sqlite3_reset(st);
-        }
+        for (size_t k = 0; k < changed.len && !scan; k++)
+            scan = mark_readers(p, st, TB_VEC_AT(&changed, const char *, k));
     }
     sqlite3_finalize(st);
     tb_vec_free(&changed);
@@ -464,6 +488,10 @@ void ix_prev_check_deps(ix_prev *p, ix_hashes *h, int jobs) {
 
 static void keep_dep(ix_prev_unit *u, const char *path, const char *hash, void *arg) {
     ix_prev *p = arg;
+    if (!path || !hash) {  // its record does not unpack: the unit is parsed, not reused
+        u->deps_bad = 1;
+        return;
+    }
     ix_dep *d = tb_vec_push(&u->deps);
     d->path = tb_pool_dup(&p->pool, path);
     d->hash = tb_pool_dup(&p->pool, hash);

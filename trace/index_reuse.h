@@ -79,8 +79,9 @@ typedef struct ix_prev_unit {
     long long id;        // files.id of the unit in the previous index
     const char *inputs;  // its ix_inputs_hash
     tb_vec deps;         // of ix_dep
+    int deps_bad;        // its tu_deps record did not unpack when deps were read (parsed, not reused)
     int missing_header;  // a "file not found" error: parsed again every run
-    long ndeps;          // its tu_deps rows, and whether one of them has changed since
+    long ndeps;          // its inputs in tu_deps, and whether one of them has changed since
     int deps_changed;    // (ix_prev_check_deps); deps itself is read only for a full merge
     int deps_kept;       // tu_inputs.deps_kept: every recorded hash a SHA-256
     const char *status;  // ok | partial | failed, its error count and diagnostics (files row), and
@@ -95,6 +96,7 @@ typedef struct ix_prev {
     tb_vec paths;        // of const char *: files.id -> path (NULL: none)
     tb_pool pool;
     int deps_loaded;     // the units' deps vecs are filled (read_results needs them)
+    int input_units_bad; // an input_units record read did not unpack (the full merge writes them anew)
     ix_prev_unit **by_id;  // files.id -> its unit in list (paths.len entries), NULL: none
 } ix_prev;
 
@@ -103,9 +105,10 @@ typedef struct ix_prev {
 int ix_prev_load(ix_prev *p, const char *path, ix_indexer *ind, const char **why);
 // A meta value of the previous index (in p's pool), or NULL.
 const char *ix_prev_meta(ix_prev *p, const char *key);
-// One pass over the previous index's tu_deps: each unit learns whether every input file it
-// recorded still has the hash recorded (h: each file hashed once, or its stat unchanged; the
-// recorded files stat'ed first by `jobs` threads).
+// Each unit of the previous index learns whether every input file it recorded still has the
+// hash recorded (h: each file hashed once, or its stat unchanged; the recorded files stat'ed
+// first by `jobs` threads): the units input_units names for each changed file, or, with many
+// changed files, one pass over every unit's tu_deps record.
 void ix_prev_check_deps(ix_prev *p, ix_hashes *h, int jobs);
 // The previous unit for tu when its command line is unchanged and ix_prev_check_deps found
 // every input file unchanged, else NULL.

@@ -153,7 +153,7 @@ out:
     sqlite3_finalize(st);
     for (size_t k = 0; k < n; k++) {
         if (!match[k]) continue;
-        if (rc == 0 && !s.bad[k]) {
+        if (rc == 0 && !s.bad[k] && !match[k]->deps_bad) {
             r = &results[k];
             for (size_t d = 0; d < match[k]->deps.len; d++) {
                 const ix_dep *src = &TB_VEC_AT(&match[k]->deps, ix_dep, d);

@@ -11,7 +11,8 @@
 // Column i of the row as text copied into p, or NULL.
 const char *ixr_col_text(tb_pool *p, sqlite3_stmt *st, int i);
 // The units' input files themselves (each unit's deps, from tu_deps), for the facts read back:
-// a full merge writes them again. Read once; 0, or -1 when tu_deps cannot be read.
+// a full merge writes them again (and input_units from them). Read once; 0, or -1 when tu_deps
+// cannot be read; a unit whose record does not unpack is marked deps_bad (parsed instead).
 int ixr_load_deps(ix_prev *p);
 
 #endif

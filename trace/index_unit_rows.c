@@ -5,8 +5,8 @@
 #include <string.h>
 
 int ix_rows_packed(ix_unit_table t) {
-    return t == IX_TU_FUNCTIONS || t == IX_TU_CALLS || t == IX_TU_CALLBACKS || t == IX_TU_RANGE_SITES ||
-           t == IX_TU_SYMBOLS;
+    return t == IX_TU_DEPS || t == IX_TU_FUNCTIONS || t == IX_TU_CALLS || t == IX_TU_CALLBACKS ||
+           t == IX_TU_RANGE_SITES || t == IX_TU_SYMBOLS;
 }
 
 // ---- packing ----
@@ -45,11 +45,19 @@ static void put_file(packer *p, const char *path) {
 size_t ix_rows_pack(tb_buf *out, const ix_result *r, ix_unit_table t,
                     long long (*file_id)(void *ctx, const char *path), void *ctx) {
     packer p = {out, file_id, ctx};
-    const tb_vec *rows = t == IX_TU_FUNCTIONS ? &r->funcs : t == IX_TU_CALLS ? &r->calls
-                       : t == IX_TU_CALLBACKS ? &r->callbacks : t == IX_TU_RANGE_SITES ? &r->ranges
-                       : t == IX_TU_SYMBOLS ? &r->syms : NULL;
+    const tb_vec *rows = t == IX_TU_DEPS ? &r->deps : t == IX_TU_FUNCTIONS ? &r->funcs
+                       : t == IX_TU_CALLS ? &r->calls : t == IX_TU_CALLBACKS ? &r->callbacks
+                       : t == IX_TU_RANGE_SITES ? &r->ranges : t == IX_TU_SYMBOLS ? &r->syms : NULL;
     if (!rows || !rows->len) return 0;  // not packed (ix_rows_packed), or nothing to pack
     switch (t) {
+    case IX_TU_DEPS:
+        put_u(&p, r->deps.len);
+        for (size_t i = 0; i < r->deps.len; i++) {
+            const ix_dep *d = &TB_VEC_AT(&r->deps, ix_dep, i);
+            put_text(&p, d->path);
+            put_text(&p, d->hash ? d->hash : "-");
+        }
+        break;
     case IX_TU_FUNCTIONS:
         put_u(&p, r->funcs.len);
         for (size_t i = 0; i < r->funcs.len; i++) {
@@ -180,6 +188,14 @@ int ix_rows_unpack(const void *record, size_t n, ix_unit_table t, ix_result *r,
     unpacker u = {.at = record, .end = (const unsigned char *)record + n, .r = r, .path_of = path_of, .ctx = ctx};
     size_t rows = get_count(&u);
     switch (t) {
+    case IX_TU_DEPS:
+        for (size_t i = 0; i < rows && !u.bad; i++) {
+            ix_dep *d = tb_vec_push(&r->deps);
+            d->path = get_text(&u);
+            d->hash = get_text(&u);
+            if (!d->path || !d->hash) u.bad = 1;
+        }
+        break;
     case IX_TU_FUNCTIONS:
         for (size_t i = 0; i < rows && !u.bad; i++) {
             ix_func *f = tb_vec_push(&r->funcs);
@@ -247,4 +263,26 @@ int ix_rows_unpack(const void *record, size_t n, ix_unit_table t, ix_result *r,
     default: u.bad = 1; break;  // not a packed table
     }
     return u.bad || u.at != u.end ? -1 : 0;
+}
+
+// ---- a file's units (input_units.units) ----
+
+void ix_units_pack(tb_buf *out, const long long *ids, size_t n) {
+    packer p = {out, NULL, NULL};
+    put_u(&p, n);
+    for (size_t i = 0; i < n; i++) put_u(&p, ids[i] > 0 ? (unsigned long long)ids[i] : 0);
+}
+
+int ix_units_unpack(const void *record, size_t n, tb_vec *ids) {
+    if (!record || !n) return -1;
+    unpacker u = {.at = record, .end = (const unsigned char *)record + n};
+    size_t count = get_count(&u);
+    long long last = 0;
+    for (size_t i = 0; i < count && !u.bad; i++) {
+        long long id = (long long)get_max(&u, LLONG_MAX);
+        if (id <= last) u.bad = 1;  // ascending, each unit once, none 0
+        last = id;
+        if (!u.bad) *(long long *)tb_vec_push(ids) = id;
+    }
+    return u.bad || !count || u.at != u.end ? -1 : 0;
 }

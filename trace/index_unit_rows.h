@@ -1,5 +1,6 @@
 // index_unit_rows.h — a unit's rows of one tu_* table packed into one record: the `rows` BLOB
-// of tu_calls, tu_callbacks, tu_range_sites and tu_symbols (index_db.h). A full index writes
+// of tu_deps, tu_functions, tu_calls, tu_callbacks, tu_range_sites and tu_symbols (index_db.h);
+// and the units that read a file, input_units' `units` BLOB. A full index writes
 // hundreds of thousands of these facts that only the next re-index reads, and always a whole
 // unit's at a time; one SQLite row per unit and table costs a fraction of one per fact
 // (docs/PERFORMANCE.md, "The units' facts as one record").
@@ -7,7 +8,8 @@
 // The record: the row count, then each row's columns in the table's order (the order of the
 // ix_* struct's fields as index_write_units.c writes them). Every value is a LEB128 varint: a
 // text is its length + 1 (0: NULL) and its bytes; a number (caller, line, column, a flag) is
-// itself; a file is its files.id (0: none). Nothing else writes or reads it.
+// itself; a file is its files.id (0: none). Nothing else writes or reads it. (tu_deps' paths are
+// texts: not every input file has a files row.)
 #ifndef TB_TRACE_INDEX_UNIT_ROWS_H
 #define TB_TRACE_INDEX_UNIT_ROWS_H
 
@@ -33,5 +35,11 @@ size_t ix_rows_pack(tb_buf *out, const ix_result *r, ix_unit_table t,
 // r holds then is incomplete, and the unit must be parsed again.
 int ix_rows_unpack(const void *record, size_t n, ix_unit_table t, ix_result *r,
                    const char *(*path_of)(void *ctx, long long id), void *ctx);
+
+// A file's units: their count, then each files.id, ascending (varints as above). Unpacked onto
+// ids (of long long): 0, or -1 when the record is malformed (empty, no unit, an id 0 or not
+// above the one before it, bytes left over).
+void ix_units_pack(tb_buf *out, const long long *ids, size_t n);
+int ix_units_unpack(const void *record, size_t n, tb_vec *ids);
 
 #endif

@@ -40,6 +40,8 @@ int ix_update_applies(const ix_prev *prev, const ix_compdb *db, size_t ntodo, co
     if (!prev->db) return *why = "no previous index", 0;
     if (ntodo > most) return *why = "more than a quarter of the units changed", 0;
     if (prev->list.len != db->ntus) return *why = "the database lists other units", 0;
+    if (prev->input_units_bad)
+        return *why = "a file's input_units record is malformed: the full merge writes it anew", 0;
     for (size_t i = 0; i < db->ntus; i++) {
         int *k = tb_strmap_get(&prev->units, db->tus[i].file);
         if (!k || TB_VEC_AT(&prev->list, ix_prev_unit, *k).id != (long long)i + 1)
@@ -360,9 +362,12 @@ static int prepare_unit(updater *u, size_t k, long long tu_id, const ix_result *
     }
 
     // the unit's own rows: only the tables whose rows differ are written again
-    if (ixu_replace_unit_rows(u, tu_id, old, now) || ixu_exec_id(u, "DELETE FROM file_errors WHERE unit_id = ?", tu_id) ||
-        ixw_write_file_errors(w, now))
+    int replaced = ixu_replace_unit_rows(u, tu_id, old, now);
+    if (replaced) {
+        rc = replaced;  // (1: a record there does not unpack)
         goto out;
+    }
+    if (ixu_exec_id(u, "DELETE FROM file_errors WHERE unit_id = ?", tu_id) || ixw_write_file_errors(w, now)) goto out;
     ixu_files_named(u, now, &named_now);
     for (size_t i = 0; i < named_old.cap; i++)  // the candidates: named before, not now (errors aside)
         if (named_old.keys[i] && !tb_strmap_get(&named_now, named_old.keys[i]))

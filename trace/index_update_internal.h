@@ -66,10 +66,12 @@ int ixu_exec_id(updater *u, const char *sql, long long id);
 
 // The files.id values a unit's facts name, as text keys, into m.
 void ixu_files_named(updater *u, const ix_result *r, tb_strmap *m);
-// A parsed unit's tu_deps rows replaced by its new inputs (index_update_units.c): only the rows
-// that changed.
+// A parsed unit's tu_deps record replaced by its new inputs (index_update_units.c), and the
+// input_units records of the paths it starts or stops reading: 0, 1 (a record there does not
+// unpack: the update does not apply, u->why says so), -1 (err).
 int ixu_replace_deps(updater *u, long long tu_id, const ix_result *now);
-// A parsed unit's tu_* rows replaced, table by table, where its new facts differ from its old.
+// A parsed unit's tu_* rows replaced, table by table, where its new facts differ from its old:
+// as ixu_replace_deps.
 int ixu_replace_unit_rows(updater *u, long long tu_id, const ix_result *old, const ix_result *now);
 // Every unit's record of a packed table (index_unit_rows.h), unpacked: fn(arg, tu_id, facts)
 // with the record's rows in facts' vector for t (files by path_of(ctx, id); path_of NULL: none), in

@@ -24,66 +24,113 @@ void ixu_files_named(updater *u, const ix_result *r, tb_strmap *m) {
 #undef NAME
 }
 
-// tu_deps by path, against the rows there (the previous facts read for the update do not hold
-// the inputs): a changed hash is updated, an input gone deleted, a new one inserted.
+// A unit's record that does not unpack: the update does not apply, and the full merge, which
+// reads the reused units' records again (index_reuse_facts.c), parses that unit instead; a
+// file's input_units record (t IX_TU_TABLES): the full merge writes that table anew. (The
+// reason outlives the updater: a literal.)
+static int malformed(updater *u, ix_unit_table t) {
+    static const char *const why[IX_TU_TABLES + 1] = {
+        [IX_TU_DEPS] = "a unit's tu_deps record is malformed: its unit is parsed again",
+        [IX_TU_FUNCTIONS] = "a unit's tu_functions record is malformed: its unit is parsed again",
+        [IX_TU_CALLS] = "a unit's tu_calls record is malformed: its unit is parsed again",
+        [IX_TU_CALLBACKS] = "a unit's tu_callbacks record is malformed: its unit is parsed again",
+        [IX_TU_RANGE_SITES] = "a unit's tu_range_sites record is malformed: its unit is parsed again",
+        [IX_TU_SYMBOLS] = "a unit's tu_symbols record is malformed: its unit is parsed again",
+        [IX_TU_TABLES] = "a file's input_units record is malformed: the full merge writes it anew"};
+    if (!u->why) u->why = why[t] ? why[t] : "a unit's record is malformed: its unit is parsed again";
+    return 1;
+}
+
+// input_units' record of path with tu_id added (add) or taken out: 0, 1 (the record does not
+// unpack: see malformed), -1.
+static int move_reader(updater *u, sqlite3_stmt *sel, const char *path, long long tu_id, int add) {
+    writer *w = &u->w;
+    tb_vec ids;
+    tb_vec_init(&ids, sizeof(long long), "a file's units");
+    sqlite3_bind_text(sel, 1, path, -1, SQLITE_STATIC);
+    int step = sqlite3_step(sel), rc = 0;
+    if (step == SQLITE_ROW &&
+        ix_units_unpack(sqlite3_column_blob(sel, 0), (size_t)sqlite3_column_bytes(sel, 0), &ids))
+        rc = malformed(u, IX_TU_TABLES);
+    else if (step != SQLITE_ROW && step != SQLITE_DONE)
+        rc = ixu_fail(u, "reading a file's units");
+    sqlite3_reset(sel);
+    size_t at = 0;  // where tu_id is, or goes (ascending)
+    while (at < ids.len && TB_VEC_AT(&ids, long long, at) < tu_id) at++;
+    int there = at < ids.len && TB_VEC_AT(&ids, long long, at) == tu_id;
+    if (!rc && add != there) {
+        if (add) {
+            tb_vec_push(&ids);
+            long long *v = ids.items;
+            memmove(v + at + 1, v + at, (ids.len - 1 - at) * sizeof *v);
+            v[at] = tu_id;
+        } else {
+            long long *v = ids.items;
+            memmove(v + at, v + at + 1, (ids.len - at - 1) * sizeof *v);
+            ids.len--;
+        }
+        sqlite3_stmt *st = NULL;
+        if (!ids.len) {
+            rc = ixw_prep(w, &st, "DELETE FROM input_units WHERE path = ?");
+            if (!rc) ixw_bind_text(st, 1, path);
+        } else {
+            rc = ixw_prep(w, &st, "INSERT OR REPLACE INTO input_units(path, units) VALUES(?,?)");
+            w->packed.len = 0;
+            ix_units_pack(&w->packed, ids.items, ids.len);
+            if (!rc) {
+                ixw_bind_text(st, 1, path);
+                sqlite3_bind_blob(st, 2, w->packed.s, (int)w->packed.len, SQLITE_STATIC);
+            }
+        }
+        if (!rc) rc = ixw_step(w, st, "writing a file's units");
+        sqlite3_finalize(st);
+    }
+    tb_vec_free(&ids);
+    return rc;
+}
+
+// The unit's tu_deps record replaced by its new inputs, and input_units' records of the paths it
+// starts or stops reading (the previous facts read for the update do not hold the inputs: the
+// record there is read). 0, 1 (a record does not unpack: see malformed), -1.
 int ixu_replace_deps(updater *u, long long tu_id, const ix_result *now) {
     writer *w = &u->w;
-    tb_strmap was;  // path -> index in rows
+    ix_result old;
+    ix_result_init(&old);
+    tb_strmap was, is;  // the paths before and now
     tb_strmap_init(&was);
-    tb_vec rows;    // of ix_dep, the unit's rows there
-    tb_vec_init(&rows, sizeof(ix_dep), "a unit's input files");
-    tb_pool pool = {0};
-    char *kept = NULL;
-    sqlite3_stmt *sel = NULL, *upd = NULL, *del = NULL;
-    int rc = -1;
-    if (ixw_prep(w, &sel, "SELECT path, hash FROM tu_deps WHERE tu_id = ?") ||
-        ixw_prep(w, &upd, "UPDATE tu_deps SET hash = ? WHERE path = ? AND tu_id = ?") ||
-        ixw_prep(w, &del, "DELETE FROM tu_deps WHERE path = ? AND tu_id = ?"))
-        goto out;
+    tb_strmap_init(&is);
+    sqlite3_stmt *sel = NULL;
+    int rc = ixw_prep(w, &sel, "SELECT rows FROM tu_deps WHERE tu_id = ?");
+    if (rc) goto out;
     sqlite3_bind_int64(sel, 1, tu_id);
-    int step;
-    while ((step = sqlite3_step(sel)) == SQLITE_ROW) {
-        const char *path = (const char *)sqlite3_column_text(sel, 0), *hash = (const char *)sqlite3_column_text(sel, 1);
-        ix_dep *d = tb_vec_push(&rows);
-        d->path = tb_pool_dup(&pool, path ? path : "");
-        d->hash = tb_pool_dup(&pool, hash ? hash : "-");
-        tb_strmap_put(&was, d->path, (int)rows.len - 1);
-    }
-    if (step != SQLITE_DONE) {
-        ixu_fail(u, "reading a unit's input files");
+    int step = sqlite3_step(sel);
+    if (step == SQLITE_ROW && ix_rows_unpack(sqlite3_column_blob(sel, 0), (size_t)sqlite3_column_bytes(sel, 0),
+                                             IX_TU_DEPS, &old, NULL, NULL))
+        rc = malformed(u, IX_TU_DEPS);
+    else if (step != SQLITE_ROW && step != SQLITE_DONE)
+        rc = ixu_fail(u, "reading a unit's input files");
+    sqlite3_finalize(sel);
+    sel = NULL;
+    if (rc || ix_unit_rows_equal(&old, now, IX_TU_DEPS)) goto out;
+    if ((rc = ixu_exec_id(u, "DELETE FROM tu_deps WHERE tu_id = ?", tu_id)) ||
+        (rc = ixw_write_unit_table(w, tu_id, now, IX_TU_DEPS)))
         goto out;
+    for (size_t i = 0; i < old.deps.len; i++) tb_strmap_put(&was, TB_VEC_AT(&old.deps, ix_dep, i).path, 1);
+    for (size_t i = 0; i < now->deps.len; i++) tb_strmap_put(&is, TB_VEC_AT(&now->deps, ix_dep, i).path, 1);
+    if ((rc = ixw_prep(w, &sel, "SELECT units FROM input_units WHERE path = ?"))) goto out;
+    for (size_t i = 0; i < old.deps.len && !rc; i++) {
+        const char *path = TB_VEC_AT(&old.deps, ix_dep, i).path;
+        if (!tb_strmap_get(&is, path)) rc = move_reader(u, sel, path, tu_id, 0);
     }
-    kept = tb_xcalloc(rows.len + 1, 1, "inputs kept");
-    for (size_t i = 0; i < now->deps.len; i++) {
-        const ix_dep *d = &TB_VEC_AT(&now->deps, ix_dep, i);
-        int *j = tb_strmap_get(&was, d->path);
-        if (!j || kept[*j]) {
-            if (ixw_write_unit_dep(w, tu_id, d)) goto out;
-            continue;
-        }
-        kept[*j] = 1;
-        const char *n = d->hash ? d->hash : "-";
-        if (!strcmp(TB_VEC_AT(&rows, ix_dep, *j).hash, n)) continue;
-        ixw_bind_text(upd, 1, n);
-        ixw_bind_text(upd, 2, d->path);
-        sqlite3_bind_int64(upd, 3, tu_id);
-        if (ixw_step(w, upd, "updating a unit's input file")) goto out;
+    for (size_t i = 0; i < now->deps.len && !rc; i++) {
+        const char *path = TB_VEC_AT(&now->deps, ix_dep, i).path;
+        if (!tb_strmap_get(&was, path)) rc = move_reader(u, sel, path, tu_id, 1);
     }
-    for (size_t i = 0; i < rows.len; i++) {
-        if (kept[i]) continue;
-        ixw_bind_text(del, 1, TB_VEC_AT(&rows, ix_dep, i).path);
-        sqlite3_bind_int64(del, 2, tu_id);
-        if (ixw_step(w, del, "deleting a unit's input file")) goto out;
-    }
-    rc = 0;
 out:
     sqlite3_finalize(sel);
-    sqlite3_finalize(upd);
-    sqlite3_finalize(del);
-    free(kept);
-    tb_vec_free(&rows);
-    tb_pool_free(&pool);
     tb_strmap_free(&was);
+    tb_strmap_free(&is);
+    ix_result_free(&old);
     return rc;
 }
 
@@ -93,7 +140,8 @@ out:
 int ixu_replace_unit_rows(updater *u, long long tu_id, const ix_result *old, const ix_result *now) {
     for (int t = 0; t < IX_TU_TABLES; t++) {
         if (t == IX_TU_DEPS) {
-            if (ixu_replace_deps(u, tu_id, now)) return -1;
+            int rc = ixu_replace_deps(u, tu_id, now);
+            if (rc) return rc;
             continue;
         }
         if (ix_unit_rows_equal(old, now, (ix_unit_table)t)) continue;
@@ -102,19 +150,6 @@ int ixu_replace_unit_rows(updater *u, long long tu_id, const ix_result *old, con
         if (ixu_exec_id(u, sql, tu_id) || ixw_write_unit_table(&u->w, tu_id, now, (ix_unit_table)t)) return -1;
     }
     return 0;
-}
-
-// A unit's record that does not unpack: the update does not apply, and the full merge, which
-// reads the reused units' records again (index_reuse_facts.c), parses that unit instead. (The
-// reason outlives the updater: a literal.)
-static int malformed(updater *u, ix_unit_table t) {
-    const char *why = t == IX_TU_FUNCTIONS   ? "a unit's tu_functions record is malformed: its unit is parsed again"
-                      : t == IX_TU_CALLS     ? "a unit's tu_calls record is malformed: its unit is parsed again"
-                      : t == IX_TU_CALLBACKS ? "a unit's tu_callbacks record is malformed: its unit is parsed again"
-                      : t == IX_TU_SYMBOLS   ? "a unit's tu_symbols record is malformed: its unit is parsed again"
-                                             : "a unit's packed record is malformed: its unit is parsed again";
-    if (!u->why) u->why = why;
-    return 1;
 }
 
 int ixu_scan_packed(updater *u, ix_unit_table t, const char *(*path_of)(void *ctx, long long id), void *ctx,

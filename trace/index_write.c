@@ -90,7 +90,7 @@ int ixw_prepare(writer *w) {
         ixw_prep(w, &w->ins_target, "INSERT OR IGNORE INTO targets(target, type, file_id) VALUES(?,?,?)") ||
         ixw_prep(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES(?,?)") ||
         ixw_prep(w, &w->u_inputs, "INSERT INTO tu_inputs(tu_id, inputs, reduced, deps_kept) VALUES(?,?,?,?)") ||
-        ixw_prep(w, &w->u_dep, "INSERT INTO tu_deps(tu_id, path, hash) VALUES(?,?,?)") ||
+        ixw_prep(w, &w->u_dep, "INSERT INTO tu_deps(tu_id, rows) VALUES(?,?)") ||
         ixw_prep(w, &w->u_func, "INSERT INTO tu_functions(tu_id, rows) VALUES(?,?)") ||
         ixw_prep(w, &w->u_call, "INSERT INTO tu_calls(tu_id, rows) VALUES(?,?)") ||
         ixw_prep(w, &w->u_ft,
@@ -451,7 +451,8 @@ static int clear_for_update(writer *w, const ix_compdb *db, const ix_result *res
                      " DROP INDEX IF EXISTS range_sites_function; DROP INDEX IF EXISTS collective_sites_function;"
                      " DELETE FROM meta; DELETE FROM files; DELETE FROM functions; DELETE FROM file_errors;"
                      " DELETE FROM calls; DELETE FROM field_targets; DELETE FROM range_sites; DELETE FROM callbacks;"
-                     " DELETE FROM collective_sites; DELETE FROM targets; DELETE FROM libraries;",
+                     " DELETE FROM collective_sites; DELETE FROM targets; DELETE FROM libraries;"
+                     " DELETE FROM input_units;",
                      NULL, NULL, &msg) != SQLITE_OK) {
         int rc = tb_fail(w->err, "%s: clearing the previous index's copy: %s", w->path, msg ? msg : sqlite3_errmsg(w->db));
         sqlite3_free(msg);
@@ -580,6 +581,7 @@ static int write_end(writer *w, const ix_compdb *db, const ix_result *results, c
     if (libs ? ixw_libraries_end(w, libs) : ixw_write_libraries(w, db, results, targets)) return -1;
     ix_phase_mark(opt, &tp, libs ? "write: libraries (the units' rows written as they came; taken back, added)"
                                  : "write: libraries");
+    if (ixw_write_input_units(w, db, results)) return -1;
 
     sum->tus = (long)db->ntus;
     for (size_t i = 0; i < db->ntus; i++) {

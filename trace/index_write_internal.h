@@ -73,9 +73,11 @@ void ixw_finalize(writer *w);
 // The unit's rows of file_errors (w->unit is the unit) and of the tu_* tables.
 int ixw_write_file_errors(writer *w, const ix_result *r);
 int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r);
-// One of those tables' rows of the unit; one tu_deps row.
+// One of those tables' rows of the unit.
 int ixw_write_unit_table(writer *w, long long tu_id, const ix_result *r, ix_unit_table t);
-int ixw_write_unit_dep(writer *w, long long tu_id, const ix_dep *d);
+// input_units written from every unit's inputs (results[i].deps), the units by their files rows
+// (a full write's end; the table is empty before).
+int ixw_write_input_units(writer *w, const ix_compdb *db, const ix_result *results);
 
 // Chains the items (of a vec) that share a key: *first maps each key to its first item, and the
 // returned array (malloc'd) gives each item's next with the same key, -1 after the last.

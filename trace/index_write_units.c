@@ -2,8 +2,10 @@
 // parsed unit's own facts, unmerged, and its input files with their hashes, written so that
 // the next re-index can reuse a unit without parsing it (index_reuse.c) and update the merged
 // tables by the difference of a unit's rows (index_update.c).
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/xalloc.h"
 #include "index_db.h"
 #include "index_unit_keys.h"
 #include "index_unit_rows.h"
@@ -26,21 +28,15 @@ static int write_inputs(writer *w, long long tu_id, const ix_result *r) {
     return ixw_step(w, w->u_inputs, "inserting a unit's inputs");
 }
 
-int ixw_write_unit_dep(writer *w, long long tu_id, const ix_dep *d) {
-    sqlite3_bind_int64(w->u_dep, 1, tu_id);
-    ixw_bind_text(w->u_dep, 2, d->path);
-    ixw_bind_text(w->u_dep, 3, d->hash ? d->hash : "-");
-    return ixw_step(w, w->u_dep, "inserting a unit's input file");
-}
-
 static long long packed_file_id(void *ctx, const char *path) {
     return ixw_file_id(ctx, path, 0, NULL, 0, NULL);
 }
 
 // A unit's rows of a packed table as one record (index_unit_rows.h); none when it has no rows.
 static int write_packed(writer *w, long long tu_id, const ix_result *r, ix_unit_table t) {
-    sqlite3_stmt *st = t == IX_TU_FUNCTIONS ? w->u_func : t == IX_TU_CALLS ? w->u_call
-                     : t == IX_TU_CALLBACKS ? w->u_cb : t == IX_TU_RANGE_SITES ? w->u_range : w->u_sym;
+    sqlite3_stmt *st = t == IX_TU_DEPS ? w->u_dep : t == IX_TU_FUNCTIONS ? w->u_func
+                     : t == IX_TU_CALLS ? w->u_call : t == IX_TU_CALLBACKS ? w->u_cb
+                     : t == IX_TU_RANGE_SITES ? w->u_range : w->u_sym;
     w->packed.len = 0;
     if (!ix_rows_pack(&w->packed, r, t, packed_file_id, w)) return 0;
     sqlite3_bind_int64(st, 1, tu_id);
@@ -51,10 +47,6 @@ static int write_packed(writer *w, long long tu_id, const ix_result *r, ix_unit_
 int ixw_write_unit_table(writer *w, long long tu_id, const ix_result *r, ix_unit_table t) {
     switch (t) {
     case IX_TU_INPUTS: return write_inputs(w, tu_id, r);
-    case IX_TU_DEPS:
-        for (size_t i = 0; i < r->deps.len; i++)
-            if (ixw_write_unit_dep(w, tu_id, &TB_VEC_AT(&r->deps, ix_dep, i))) return -1;
-        return 0;
     case IX_TU_FIELD_TARGETS:
         for (size_t i = 0; i < r->ftargets.len; i++) {
             const ix_ftarget *f = &TB_VEC_AT(&r->ftargets, ix_ftarget, i);
@@ -67,6 +59,7 @@ int ixw_write_unit_table(writer *w, long long tu_id, const ix_result *r, ix_unit
             if (ixw_step(w, w->u_ft, "inserting a unit's field target")) return -1;
         }
         return 0;
+    case IX_TU_DEPS:
     case IX_TU_FUNCTIONS:
     case IX_TU_CALLS:
     case IX_TU_CALLBACKS:
@@ -84,4 +77,48 @@ int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
     for (int t = 0; t < IX_TU_TABLES; t++)
         if (ixw_write_unit_table(w, tu_id, r, (ix_unit_table)t)) return -1;
     return 0;
+}
+
+// input_units: each input file's units, from every unit's inputs (results[i].deps: a reused
+// unit's read back with its facts), written anew at the end of a full write. A unit's files.id
+// is its source's files row.
+typedef struct input_pair {
+    const char *path;
+    long long tu_id;
+} input_pair;
+
+static int by_path_then_unit(const void *a, const void *b) {
+    const input_pair *x = a, *y = b;
+    int c = strcmp(x->path, y->path);
+    return c ? c : (x->tu_id > y->tu_id) - (x->tu_id < y->tu_id);
+}
+
+int ixw_write_input_units(writer *w, const ix_compdb *db, const ix_result *results) {
+    size_t n = 0;
+    for (size_t i = 0; i < db->ntus; i++) n += results[i].deps.len;
+    input_pair *pairs = tb_xcalloc(n ? n : 1, sizeof *pairs, "input files' units");
+    long long *ids = tb_xcalloc(db->ntus ? db->ntus : 1, sizeof *ids, "a file's units");
+    n = 0;
+    for (size_t i = 0; i < db->ntus; i++) {
+        const int *id = tb_strmap_get(&w->files, db->tus[i].file);
+        for (size_t j = 0; id && j < results[i].deps.len; j++)
+            pairs[n++] = (input_pair){TB_VEC_AT(&results[i].deps, ix_dep, j).path, *id};
+    }
+    if (n) qsort(pairs, n, sizeof *pairs, by_path_then_unit);
+    sqlite3_stmt *ins = NULL;
+    int rc = ixw_prep(w, &ins, "INSERT INTO input_units(path, units) VALUES(?,?)");
+    for (size_t a = 0, b; a < n && !rc; a = b) {
+        size_t k = 0;
+        for (b = a; b < n && !strcmp(pairs[b].path, pairs[a].path); b++)
+            if (!k || ids[k - 1] != pairs[b].tu_id) ids[k++] = pairs[b].tu_id;  // (a unit's path once)
+        w->packed.len = 0;
+        ix_units_pack(&w->packed, ids, k);
+        ixw_bind_text(ins, 1, pairs[a].path);
+        sqlite3_bind_blob(ins, 2, w->packed.s, (int)w->packed.len, SQLITE_STATIC);
+        rc = ixw_step(w, ins, "inserting a file's units");
+    }
+    sqlite3_finalize(ins);
+    free(ids);
+    free(pairs);
+    return rc;
 }

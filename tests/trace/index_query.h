@@ -108,9 +108,9 @@ static inline int tb_dump_cmp(const void *a, const void *b) {
 // sorted. A record that does not unpack is a line that says so.
 static inline void tb_index_dump_packed(sqlite3 *db, const char *table, size_t q, tb_dump_files *files, char **s,
                                         size_t *len, size_t *cap) {
-    ix_unit_table t = !strcmp(table, "tu_functions") ? IX_TU_FUNCTIONS : !strcmp(table, "tu_calls") ? IX_TU_CALLS
-                    : !strcmp(table, "tu_callbacks") ? IX_TU_CALLBACKS : !strcmp(table, "tu_range_sites")
-                    ? IX_TU_RANGE_SITES : IX_TU_SYMBOLS;
+    ix_unit_table t = !strcmp(table, "tu_deps") ? IX_TU_DEPS : !strcmp(table, "tu_functions") ? IX_TU_FUNCTIONS
+                    : !strcmp(table, "tu_calls") ? IX_TU_CALLS : !strcmp(table, "tu_callbacks") ? IX_TU_CALLBACKS
+                    : !strcmp(table, "tu_range_sites") ? IX_TU_RANGE_SITES : IX_TU_SYMBOLS;
     char sql[64];
     snprintf(sql, sizeof sql, "SELECT tu_id, rows FROM %s", table);
     sqlite3_stmt *st = NULL;
@@ -128,12 +128,16 @@ static inline void tb_index_dump_packed(sqlite3 *db, const char *table, size_t q
         ix_result_init(&r);
         int bad = ix_rows_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), t, &r,
                                  tb_index_dump_path_of, files);
-        size_t rows = t == IX_TU_FUNCTIONS ? r.funcs.len : t == IX_TU_CALLS ? r.calls.len
-                    : t == IX_TU_CALLBACKS ? r.callbacks.len : t == IX_TU_RANGE_SITES ? r.ranges.len : r.syms.len;
+        size_t rows = t == IX_TU_DEPS ? r.deps.len : t == IX_TU_FUNCTIONS ? r.funcs.len
+                    : t == IX_TU_CALLS ? r.calls.len : t == IX_TU_CALLBACKS ? r.callbacks.len
+                    : t == IX_TU_RANGE_SITES ? r.ranges.len : r.syms.len;
         for (size_t i = 0; i <= rows; i++) {
             if (i == rows && !bad) break;
             if (i == rows) {
                 snprintf(line, sizeof line, "%zu %s|a malformed record|\n", q, unit);
+            } else if (t == IX_TU_DEPS) {
+                const ix_dep *d = &TB_VEC_AT(&r.deps, ix_dep, i);
+                snprintf(line, sizeof line, "%zu %s|%s|%s|\n", q, unit, TB_DUMP_V(d->path), TB_DUMP_V(d->hash));
             } else if (t == IX_TU_FUNCTIONS) {  // (its index in the record: the callers the rows name)
                 const ix_func *f = &TB_VEC_AT(&r.funcs, ix_func, i);
                 snprintf(line, sizeof line, "%zu %s|%zu|%s|%s|%s|%u|%u|%u|%u|%d|%d|%d|\n", q, unit, i,
@@ -171,6 +175,42 @@ static inline void tb_index_dump_packed(sqlite3 *db, const char *table, size_t q
     free(lines);
 }
 
+// input_units, one line per file: its path, then its units' paths (sorted; a record that does
+// not unpack says so).
+static inline void tb_index_dump_input_units(sqlite3 *db, size_t q, tb_dump_files *files, char **s, size_t *len,
+                                             size_t *cap) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT path, units FROM input_units ORDER BY path", -1, &st, NULL) != SQLITE_OK) {
+        printf("  sql error: %s\n", sqlite3_errmsg(db));
+        return;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        tb_vec ids;
+        tb_vec_init(&ids, sizeof(long long), "a file's units");
+        int bad = ix_units_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &ids);
+        char **units = calloc(ids.len + 1, sizeof *units);
+        for (size_t i = 0; i < ids.len; i++) {
+            const char *u = tb_index_dump_path_of(files, TB_VEC_AT(&ids, long long, i));
+            units[i] = strdup(u ? u : "NULL");
+        }
+        if (ids.len) qsort(units, ids.len, sizeof *units, tb_dump_cmp);
+        char pre[32];
+        snprintf(pre, sizeof pre, "%zu ", q);
+        tb_dump_add(s, len, cap, pre);
+        tb_dump_add(s, len, cap, (const char *)sqlite3_column_text(st, 0));
+        tb_dump_add(s, len, cap, "|");
+        for (size_t i = 0; i < ids.len; i++) {
+            tb_dump_add(s, len, cap, units[i]);
+            tb_dump_add(s, len, cap, "|");
+            free(units[i]);
+        }
+        tb_dump_add(s, len, cap, bad ? "a malformed record|\n" : "\n");
+        free(units);
+        tb_vec_free(&ids);
+    }
+    sqlite3_finalize(st);
+}
+
 // Every table of an index as text, ids replaced by what they stand for (paths, USRs), rows in
 // a canonical order: two indexes with the same content give the same text, whatever their
 // rows' ids and order. meta's `created` (the time) and `indexer` (the executable's hash) are
@@ -200,7 +240,8 @@ static inline char *tb_index_dump(const char *path) {
         "SELECT key, value FROM meta WHERE key NOT IN ('created', 'indexer') ORDER BY 1",
         "SELECT p.path, t.inputs, t.reduced, t.deps_kept FROM tu_inputs t LEFT JOIN files p ON p.id = t.tu_id"
         " ORDER BY 1",
-        "SELECT p.path, d.path, d.hash FROM tu_deps d LEFT JOIN files p ON p.id = d.tu_id ORDER BY 1,2",
+        "packed tu_deps",
+        "input_units",
         "packed tu_functions",
         "packed tu_calls",
         "SELECT p.path, t.record, t.field, t.function_usr, q.path, t.line FROM tu_field_targets t LEFT JOIN files p"
@@ -217,6 +258,10 @@ static inline char *tb_index_dump(const char *path) {
     for (size_t q = 0; q < sizeof queries / sizeof *queries; q++) {
         if (!strncmp(queries[q], "packed ", 7)) {
             tb_index_dump_packed(db, queries[q] + 7, q, &files, &s, &len, &cap);
+            continue;
+        }
+        if (!strcmp(queries[q], "input_units")) {
+            tb_index_dump_input_units(db, q, &files, &s, &len, &cap);
             continue;
         }
         sqlite3_stmt *st = NULL;

@@ -248,36 +248,49 @@ TB_TEST(a_malformed_unit_record_has_its_unit_parsed_again) {
 
 // The same met by an update in place: a parsed unit touches a function, so the update reads every
 // unit's tu_functions record (its second pass), or every unit's tu_symbols record (whether the
-// link units inferred from them stand: this fixture has no CMake reply), finds util.c's damaged,
-// and does not apply (it says why, and asks for no --full); the full merge parses util.c again,
-// and the index equals a full one.
+// link units inferred from them stand: this fixture has no CMake reply), and finds util.c's
+// damaged; or it reads the parsed unit's own tu_deps record (main.c's, damaged) to replace it; or
+// fx.h changed and its input_units record (the units that read it) is damaged: every unit's
+// inputs are compared instead, and the update does not apply, so that the full merge writes that
+// table anew. Each time the update says why it does not apply and asks for no --full, the damaged
+// unit is parsed again, and the index equals a full one.
 TB_TEST(a_malformed_record_met_by_an_update_in_place_falls_back_to_the_full_merge) {
-    static const char *const tables[] = {"tu_functions", "tu_symbols"};
-    for (int t = 0; t < 2; t++) {
+    static const struct {
+        const char *damage;  // SQL, %Q: the path it names
+        const char *of, *edit, *says;
+        int parsed;
+    } cases[] = {
+        {"UPDATE tu_functions SET rows = x'05' WHERE tu_id = (SELECT id FROM files WHERE path = %Q)", SRC "/util.c",
+         SRC "/main.c", "a unit's tu_functions record is malformed: its unit is parsed again", 2},
+        {"UPDATE tu_symbols SET rows = x'05' WHERE tu_id = (SELECT id FROM files WHERE path = %Q)", SRC "/util.c",
+         SRC "/main.c", "a unit's tu_symbols record is malformed: its unit is parsed again", 2},
+        {"UPDATE tu_deps SET rows = x'05' WHERE tu_id = (SELECT id FROM files WHERE path = %Q)", SRC "/main.c",
+         SRC "/main.c", "a unit's tu_deps record is malformed: its unit is parsed again", 1},
+        {"UPDATE input_units SET units = x'0100' WHERE path = %Q", SRC "/fx.h", SRC "/fx.h",
+         "a file's input_units record is malformed: the full merge writes it anew", 2},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         TB_REQUIRE(write_compdb("main util extra", "") == 0, "cannot write the database");
         usleep(100 * 1000);
         TB_REQUIRE(index_run(OUT, NULL) == 0, "index failed:\n%s", sh.out);
         sqlite3 *db = NULL;
         TB_REQUIRE(sqlite3_open(OUT, &db) == SQLITE_OK, "cannot open %s", OUT);
-        char *sql = sqlite3_mprintf("UPDATE %s SET rows = x'05' WHERE tu_id = (SELECT id FROM files WHERE path = %Q)",
-                                    tables[t], SRC "/util.c");
+        char *sql = sqlite3_mprintf(cases[k].damage, cases[k].of);
         int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
         int changed = sqlite3_changes(db);
         sqlite3_free(sql);
         sqlite3_close(db);
-        TB_REQUIRE(rc == SQLITE_OK && changed == 1, "cannot damage util.c's %s record", tables[t]);
-        char add[96], says[160];
-        snprintf(add, sizeof add, "int main_again%d(int x) { return run_a(x); }\n", t);
-        TB_REQUIRE(edit(SRC "/main.c", NULL, add) == 0, "cannot edit main.c");
+        TB_REQUIRE(rc == SQLITE_OK && changed == 1, "case %zu: cannot damage the record of %s", k, cases[k].of);
+        char add[96], says[200];
+        snprintf(add, sizeof add, "int main_again%zu(int x) { return x; }\n", k);
+        TB_REQUIRE(edit(cases[k].edit, NULL, add) == 0, "cannot edit %s", cases[k].edit);
         TB_REQUIRE(index_run(OUT, "--verbose") == 0, "re-index failed:\n%s", sh.out);
-        TB_CHECK(parsed == 2 && reused == 1, "%s: main.c and util.c parsed: parsed %d reused %d\n%s", tables[t], parsed,
-                 reused, sh.out);
-        snprintf(says, sizeof says,
-                 "not updated in place (a unit's %s record is malformed: its unit is parsed again): every unit merged"
-                 " again", tables[t]);
-        TB_CHECK(tb_has(sh.out, says), "%s: the update says why it does not apply:\n%s", tables[t], sh.out);
-        TB_CHECK(!tb_has(sh.out, "--full"), "%s: nothing asks for --full:\n%s", tables[t], sh.out);
-        TB_CHECK(same_as_full(), "after a damaged %s record met by an update: differs from a full index", tables[t]);
+        TB_CHECK(parsed == cases[k].parsed && reused == 3 - cases[k].parsed, "case %zu: parsed %d reused %d\n%s", k,
+                 parsed, reused, sh.out);
+        snprintf(says, sizeof says, "not updated in place (%s): every unit merged again", cases[k].says);
+        TB_CHECK(tb_has(sh.out, says), "case %zu: the update says why it does not apply:\n%s", k, sh.out);
+        TB_CHECK(!tb_has(sh.out, "--full"), "case %zu: nothing asks for --full:\n%s", k, sh.out);
+        TB_CHECK(same_as_full(), "case %zu: after a damaged record met by an update: differs from a full index", k);
     }
 }
 

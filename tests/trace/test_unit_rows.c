@@ -1,6 +1,7 @@
-// test_unit_rows.c — a unit's rows of a packed tu_* table (trace/index_unit_rows.h): every
-// column comes back as it went in (NULL and empty texts apart, the largest numbers, files by
-// id), and a record that is cut short, has bytes left over or a value out of range is refused.
+// test_unit_rows.c — a unit's rows of a packed tu_* table and a file's units of input_units
+// (trace/index_unit_rows.h): every column comes back as it went in (NULL and empty texts apart,
+// the largest numbers, files by id), and a record that is cut short, has bytes left over or a
+// value out of range is refused.
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,12 @@ static void fill(ix_result *r) {
     *y = (ix_sym){.usr = "c:@shared_count", .name = "shared_count", .kind = 'v', .defines = 0};
     y = tb_vec_push(&r->syms);
     *y = (ix_sym){.usr = "c:@F@lib_fn", .name = "lib_fn", .kind = 'f', .defines = 1};
+    ix_dep *d = tb_vec_push(&r->deps);
+    *d = (ix_dep){.path = "/src/a.c", .hash = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"};
+    d = tb_vec_push(&r->deps);
+    *d = (ix_dep){.path = "/src/gone.h", .hash = NULL};  // (written as '-': unreadable)
+    d = tb_vec_push(&r->deps);
+    *d = (ix_dep){.path = "", .hash = "~"};
 }
 
 static tb_buf pack(const ix_result *r, ix_unit_table t, size_t *rows, int *asked) {
@@ -67,10 +74,10 @@ TB_TEST(every_column_comes_back_as_it_went_in) {
     fill(&in);
     ix_result_init(&out);
     static const ix_unit_table tables[] = {IX_TU_FUNCTIONS, IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES,
-                                           IX_TU_SYMBOLS};
-    static const size_t counts[] = {2, 3, 2, 1, 2};
-    static const int files_asked[] = {1, 2, 1, 1, 0};  // one per row that names a file, in row order
-    for (size_t k = 0; k < 5; k++) {
+                                           IX_TU_SYMBOLS, IX_TU_DEPS};
+    static const size_t counts[] = {2, 3, 2, 1, 2, 3};
+    static const int files_asked[] = {1, 2, 1, 1, 0, 0};  // one per row that names a file, in row order
+    for (size_t k = 0; k < 6; k++) {
         size_t rows;
         int asked = 0;
         tb_buf b = pack(&in, tables[k], &rows, &asked);
@@ -81,9 +88,14 @@ TB_TEST(every_column_comes_back_as_it_went_in) {
         tb_buf_free(&b);
     }
     TB_REQUIRE(out.funcs.len == 2 && out.calls.len == 3 && out.callbacks.len == 2 && out.ranges.len == 1 &&
-                   out.syms.len == 2,
-               "rows back: %zu functions, %zu calls, %zu callbacks, %zu ranges, %zu symbols", out.funcs.len,
-               out.calls.len, out.callbacks.len, out.ranges.len, out.syms.len);
+                   out.syms.len == 2 && out.deps.len == 3,
+               "rows back: %zu functions, %zu calls, %zu callbacks, %zu ranges, %zu symbols, %zu inputs", out.funcs.len,
+               out.calls.len, out.callbacks.len, out.ranges.len, out.syms.len, out.deps.len);
+    for (size_t i = 0; i < 3; i++) {  // (paths are texts: not every input has a files row)
+        const ix_dep *a = &TB_VEC_AT(&in.deps, ix_dep, i), *d = &TB_VEC_AT(&out.deps, ix_dep, i);
+        TB_CHECK(same(a->path, d->path) && same(a->hash ? a->hash : "-", d->hash), "input %zu differs: %s %s", i,
+                 d->path ? d->path : "NULL", d->hash ? d->hash : "NULL");
+    }
     for (size_t i = 0; i < 2; i++) {
         const ix_func *a = &TB_VEC_AT(&in.funcs, ix_func, i), *f = &TB_VEC_AT(&out.funcs, ix_func, i);
         TB_CHECK(same(a->usr, f->usr) && same(a->name, f->name) && same(a->file, f->file) && a->line == f->line &&
@@ -121,8 +133,8 @@ TB_TEST(every_column_comes_back_as_it_went_in) {
     int asked = 0;
     tb_buf none = pack(&in, IX_TU_CALLS, &rows, &asked);
     TB_CHECK(rows == 0 && none.len == 0, "a unit without calls packs nothing: %zu rows, %zu bytes", rows, none.len);
-    TB_CHECK(!ix_rows_packed(IX_TU_INPUTS) && !ix_rows_packed(IX_TU_DEPS) && !ix_rows_packed(IX_TU_FIELD_TARGETS),
-             "inputs and field targets stay rows");
+    TB_CHECK(!ix_rows_packed(IX_TU_INPUTS) && !ix_rows_packed(IX_TU_FIELD_TARGETS),
+             "a unit's inputs row and field targets stay rows");
     tb_buf_free(&none);
     ix_result_free(&in);
     ix_result_free(&out);
@@ -141,8 +153,8 @@ TB_TEST(a_record_cut_short_or_out_of_range_is_refused) {
     ix_result in;
     fill(&in);
     static const ix_unit_table tables[] = {IX_TU_FUNCTIONS, IX_TU_CALLS, IX_TU_CALLBACKS, IX_TU_RANGE_SITES,
-                                           IX_TU_SYMBOLS};
-    for (size_t k = 0; k < 5; k++) {
+                                           IX_TU_SYMBOLS, IX_TU_DEPS};
+    for (size_t k = 0; k < 6; k++) {
         size_t rows;
         int asked = 0;
         tb_buf b = pack(&in, tables[k], &rows, &asked);
@@ -178,7 +190,9 @@ TB_TEST(a_record_cut_short_or_out_of_range_is_refused) {
     ix_result_free(&r);
     const char overlong[] = "\x01\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01";
     TB_CHECK(refused(overlong, sizeof overlong - 1, IX_TU_CALLS), "a varint longer than 64 bits is refused");
-    TB_CHECK(refused(ok_call, sizeof ok_call - 1, IX_TU_DEPS), "a table that is not packed is refused");
+    TB_CHECK(refused(ok_call, sizeof ok_call - 1, IX_TU_FIELD_TARGETS), "a table that is not packed is refused");
+    const char no_hash[] = "\x01\x02p\x00";  // one input whose hash is NULL
+    TB_CHECK(refused(no_hash, sizeof no_hash - 1, IX_TU_DEPS), "an input without a hash is refused");
     const char flag_two[] = "\x01\x02u\x02n\x00\x00\x00\x00\x00\x02\x00\x00";  // is_static 2
     TB_CHECK(refused(flag_two, sizeof flag_two - 1, IX_TU_FUNCTIONS), "a flag other than 0 or 1 is refused");
     const char no_usr[] = "\x01\x00\x02n\x00\x00\x00\x00\x00\x00\x00\x00";
@@ -186,8 +200,40 @@ TB_TEST(a_record_cut_short_or_out_of_range_is_refused) {
     ix_result_free(&in);
 }
 
+// A file's units: ascending ids back as they went in; a record cut short, with a byte left over,
+// no unit, an id 0, or an id not above the one before it is refused.
+TB_TEST(a_files_units_come_back_ascending_and_anything_else_is_refused) {
+    const long long ids[] = {1, 2, 300, LLONG_MAX};
+    tb_buf b = {0};
+    ix_units_pack(&b, ids, 4);
+    tb_vec out;
+    tb_vec_init(&out, sizeof(long long), "units");
+    TB_CHECK(ix_units_unpack(b.s, b.len, &out) == 0 && out.len == 4 && TB_VEC_AT(&out, long long, 2) == 300 &&
+                 TB_VEC_AT(&out, long long, 3) == LLONG_MAX,
+             "4 units back: %zu", out.len);
+    size_t cut = 0;
+    for (size_t n = 0; n < b.len; n++) {
+        out.len = 0;
+        cut += ix_units_unpack(b.s, n, &out) == -1;
+    }
+    TB_CHECK(cut == b.len, "%zu of the %zu shorter records refused", cut, b.len);
+    tb_buf_add(&b, "\x01", 1);
+    out.len = 0;
+    TB_CHECK(ix_units_unpack(b.s, b.len, &out) == -1, "a byte left over is refused");
+    static const struct { const char *bytes; size_t n; const char *what; } bad[] = {
+        {"\x00", 1, "no unit"}, {"\x01\x00", 2, "unit 0"}, {"\x02\x05\x05", 3, "a unit twice"},
+        {"\x02\x05\x04", 3, "units descending"}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        out.len = 0;
+        TB_CHECK(ix_units_unpack(bad[k].bytes, bad[k].n, &out) == -1, "%s is refused", bad[k].what);
+    }
+    tb_vec_free(&out);
+    tb_buf_free(&b);
+}
+
 int main(void) {
     TB_RUN(every_column_comes_back_as_it_went_in);
     TB_RUN(a_record_cut_short_or_out_of_range_is_refused);
+    TB_RUN(a_files_units_come_back_ascending_and_anything_else_is_refused);
     return tb_test_summary();
 }
