@@ -10,6 +10,7 @@
 #include "index_unit_keys.h"
 #include "index_unit_rows.h"
 #include "index_write_internal.h"
+#include "strmap.h"
 
 const char *const ix_unit_table_names[IX_TU_TABLES] = {"tu_inputs",    "tu_deps",          "tu_functions",
                                                       "tu_calls",     "tu_field_targets", "tu_callbacks",
@@ -81,44 +82,71 @@ int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
 
 // input_units: each input file's units, from every unit's inputs (results[i].deps: a reused
 // unit's read back with its facts), written anew at the end of a full write. A unit's files.id
-// is its source's files row.
-typedef struct input_pair {
-    const char *path;
-    long long tu_id;
-} input_pair;
-
-static int by_path_then_unit(const void *a, const void *b) {
-    const input_pair *x = a, *y = b;
-    int c = strcmp(x->path, y->path);
-    return c ? c : (x->tu_id > y->tu_id) - (x->tu_id < y->tu_id);
-}
+// is its source's files row. The files are grouped by a map, not by sorting every (file, unit)
+// pair: 31,739 pairs over this project, whose paths share long prefixes, took 39 million
+// instructions to sort at the run's serial end, the map a tenth of that.
+static int by_text(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int ixw_write_input_units(writer *w, const ix_compdb *db, const ix_result *results) {
+    tb_strmap at;  // path -> its index in paths
+    tb_strmap_init(&at);
+    size_t npairs = 0;
+    for (size_t i = 0; i < db->ntus; i++) npairs += results[i].deps.len;
+    const char **paths = tb_xcalloc(npairs + 1, sizeof *paths, "input files");
+    size_t *start = tb_xcalloc(npairs + 2, sizeof *start, "input files' units");
+    long long *ids = tb_xcalloc(npairs + 1, sizeof *ids, "input files' units");
+    long long *unit = tb_xcalloc(db->ntus + 1, sizeof *unit, "units' files rows");
     size_t n = 0;
-    for (size_t i = 0; i < db->ntus; i++) n += results[i].deps.len;
-    input_pair *pairs = tb_xcalloc(n ? n : 1, sizeof *pairs, "input files' units");
-    long long *ids = tb_xcalloc(db->ntus ? db->ntus : 1, sizeof *ids, "a file's units");
-    n = 0;
-    for (size_t i = 0; i < db->ntus; i++) {
-        const int *id = tb_strmap_get(&w->files, db->tus[i].file);
-        for (size_t j = 0; id && j < results[i].deps.len; j++)
-            pairs[n++] = (input_pair){TB_VEC_AT(&results[i].deps, ix_dep, j).path, *id};
+    for (int pass = 0; pass < 2; pass++) {  // count each file's units, then place them
+        for (size_t i = 0; i < db->ntus; i++) {
+            const int *id = pass ? NULL : tb_strmap_get(&w->files, db->tus[i].file);
+            if (!pass) unit[i] = id ? *id : 0;
+            for (size_t j = 0; unit[i] && j < results[i].deps.len; j++) {
+                const char *path = TB_VEC_AT(&results[i].deps, ix_dep, j).path;
+                int *k = tb_strmap_get(&at, path);
+                if (!k) {
+                    paths[n] = path;
+                    k = tb_strmap_put(&at, path, (int)n++);
+                }
+                if (pass)
+                    ids[start[*k + 1]++] = unit[i];
+                else
+                    start[*k + 2]++;
+            }
+        }
+        if (!pass)
+            for (size_t k = 0; k < n; k++) start[k + 2] += start[k + 1];
     }
-    if (n) qsort(pairs, n, sizeof *pairs, by_path_then_unit);
+    // start[k] .. start[k + 1]: file k's units; each ascending, once (a unit's file once)
+    const char **sorted = tb_xcalloc(n + 1, sizeof *sorted, "input files");
+    memcpy(sorted, paths, n * sizeof *paths);
+    if (n) qsort(sorted, n, sizeof *sorted, by_text);
     sqlite3_stmt *ins = NULL;
     int rc = ixw_prep(w, &ins, "INSERT INTO input_units(path, units) VALUES(?,?)");
-    for (size_t a = 0, b; a < n && !rc; a = b) {
-        size_t k = 0;
-        for (b = a; b < n && !strcmp(pairs[b].path, pairs[a].path); b++)
-            if (!k || ids[k - 1] != pairs[b].tu_id) ids[k++] = pairs[b].tu_id;  // (a unit's path once)
+    for (size_t s = 0; s < n && !rc; s++) {
+        size_t k = (size_t)*tb_strmap_get(&at, sorted[s]), m = 0;
+        long long *v = ids + start[k];
+        for (size_t a = 0; a < start[k + 1] - start[k]; a++) {  // insertion: the units come mostly ascending
+            long long x = v[a];
+            size_t b = m;
+            while (b > 0 && v[b - 1] > x) b--;
+            if (b > 0 && v[b - 1] == x) continue;
+            memmove(v + b + 1, v + b, (m - b) * sizeof *v);
+            v[b] = x;
+            m++;
+        }
         w->packed.len = 0;
-        ix_units_pack(&w->packed, ids, k);
-        ixw_bind_text(ins, 1, pairs[a].path);
+        ix_units_pack(&w->packed, v, m);
+        ixw_bind_text(ins, 1, sorted[s]);
         sqlite3_bind_blob(ins, 2, w->packed.s, (int)w->packed.len, SQLITE_STATIC);
         rc = ixw_step(w, ins, "inserting a file's units");
     }
     sqlite3_finalize(ins);
+    free(sorted);
+    free(unit);
     free(ids);
-    free(pairs);
+    free(start);
+    free(paths);
+    tb_strmap_free(&at);
     return rc;
 }
