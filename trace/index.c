@@ -407,7 +407,8 @@ int tracebook_index_main(int argc, char **argv) {
     ix_compdb db;
     compdb_job cj = {.db = &db, .arg = opt.compdb_arg};
     if (opt.parse_only) {
-        if (load_compdb(&cj), cj.rc) {
+        load_compdb(&cj);
+        if (cj.rc) {
             fprintf(stderr, "tracebook index: %s\n", cj.err.msg);
             goto out;
         }

@@ -353,10 +353,18 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 // Whether clang's resource directory has an omp.h (LLVM's libomp headers installed); when
-// not, -fopenmp units get index_unsaved.c's stand-in.
-static int have_clang_omp_h(void) {
+// not, -fopenmp units get index_unsaved.c's stand-in. Looked at once a run (it was once per
+// -fopenmp unit: 108 stat calls over this project).
+static int omp_h_found;
+static void look_for_omp_h(void) {
     struct stat st;
-    return stat(TB_CLANG_RESOURCE_DIR "/include/omp.h", &st) == 0;
+    omp_h_found = stat(TB_CLANG_RESOURCE_DIR "/include/omp.h", &st) == 0;
+}
+
+static int have_clang_omp_h(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, look_for_omp_h);
+    return omp_h_found;
 }
 
 // Response files: @file (GCC, clang, nvcc) and nvcc's --options-file / -optf FILE, whose
