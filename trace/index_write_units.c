@@ -82,9 +82,9 @@ int ixw_write_unit_facts(writer *w, long long tu_id, const ix_result *r) {
 
 // input_units: each input file's units, from every unit's inputs (results[i].deps: a reused
 // unit's read back with its facts), written anew at the end of a full write. A unit's files.id
-// is its source's files row. The files are grouped by a map, not by sorting every (file, unit)
-// pair: 31,739 pairs over this project, whose paths share long prefixes, took 39 million
-// instructions to sort at the run's serial end, the map a tenth of that.
+// is its source's files row. The files are grouped by a map, and only they are sorted: sorting
+// every (file, unit) pair (31,739 over this project, their paths sharing long prefixes) took 39
+// of this function's 49 million instructions at the run's serial end; grouped, it takes 34.
 static int by_text(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int ixw_write_input_units(writer *w, const ix_compdb *db, const ix_result *results) {
