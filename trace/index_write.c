@@ -347,11 +347,17 @@ int ixw_count_big(writer *w, long *calls, long *functions, long *definitions) {
     return rc;
 }
 
+// The targets (distinct), their rows, the functions with a libraries row: -1 each that cannot
+// be counted.
+static void count_targets_libraries(writer *w, long *targets, long *target_rows, long *library_found) {
+    *targets = ixw_count(w, "SELECT COUNT(DISTINCT target) FROM targets");
+    *target_rows = ixw_count(w, "SELECT COUNT(*) FROM targets");
+    *library_found = ixw_count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
+}
+
 int ixw_count_before(writer *w) {
     if (ixw_count_big(w, &w->counted.calls, &w->counted.functions, &w->counted.definitions)) return -1;
-    w->counted.targets = ixw_count(w, "SELECT COUNT(DISTINCT target) FROM targets");
-    w->counted.target_rows = ixw_count(w, "SELECT COUNT(*) FROM targets");
-    w->counted.library_found = ixw_count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
+    count_targets_libraries(w, &w->counted.targets, &w->counted.target_rows, &w->counted.library_found);
     return w->counted.targets < 0 || w->counted.target_rows < 0 || w->counted.library_found < 0 ? -1 : 0;
 }
 
@@ -372,9 +378,7 @@ void ixw_count_summary(writer *w, ix_summary *sum) {
         sum->target_rows = w->counted.target_rows;
     } else {
         ixw_count_big(w, &sum->calls, &sum->functions, &sum->definitions);
-        sum->targets = ixw_count(w, "SELECT COUNT(DISTINCT target) FROM targets");
-        sum->target_rows = ixw_count(w, "SELECT COUNT(*) FROM targets");
-        sum->library_found = ixw_count(w, "SELECT COUNT(DISTINCT function_id) FROM libraries");
+        count_targets_libraries(w, &sum->targets, &sum->target_rows, &sum->library_found);
     }
     sqlite3_finalize(st);
     sum->library_functions = sum->functions < 0 ? -1 : sum->functions - sum->definitions;
