@@ -268,7 +268,10 @@
 // mtime, ctime, inode, device); a file whose stat is unchanged takes the recorded hash without
 // being read (ctime moves on every change and no program can set it back), and the units that
 // read a changed file are found through input_units. A unit whose errors include "file not found",
-// or one with an input that could not be hashed, is parsed every time. The CMake file API
+// or one with an input that could not be hashed, is parsed every time. Those units are known
+// before the compilation database is read: when 1 to -j of them are, they start parsing from the
+// command lines the previous index recorded while it is read (index_speculate.h); such a parse
+// stands only for a unit the database gives the same command line. The CMake file API
 // reply is read again only when its files' stats differ from the previous run's (its
 // signature) or when its link lines are needed. --full (or an index of another schema or
 // indexer) parses every unit. Not detected: a new header that would now shadow an included one
@@ -276,8 +279,8 @@
 // directories while the reply is unchanged; use --full. A file whose mtime is not before the
 // run's start is recorded as changed ('~'), so an edit made while indexing is picked up next
 // time. The last summary line gives the figures: TUs parsed and reused, the distinct files the
-// parses read and their lines, wall time (from after the database is loaded to the index
-// written), files/s and lines/s.
+// parses read and their lines, wall time (from the previous index's read, the database's
+// after it, to the index written), files/s and lines/s.
 #include <clang-c/Index.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -296,6 +299,7 @@
 #include "index_meanwhile.h"
 #include "index_options.h"
 #include "index_reuse.h"
+#include "index_speculate.h"
 #include "index_targets.h"
 #include "index_units.h"
 #include "index_update.h"
@@ -306,8 +310,8 @@
 #include "trace_cli.h"
 
 // What the run will need and costs the same whatever it indexes, made ready on a thread of its
-// own while this one reads the previous index: OpenSSL's SHA-256 (2-3 ms here) and libclang's
-// one-time initialisation (~5 ms). A one-file re-index waits for neither before its parse.
+// own while this one reads the previous index: OpenSSL's SHA-256 (~1.5 ms here) and libclang's
+// one-time initialisation (~1.5 ms). A one-file re-index waits for neither before its parse.
 static void *warm_up(void *arg) {
     (void)arg;
     ix_digest_fetch();
@@ -315,25 +319,11 @@ static void *warm_up(void *arg) {
     return NULL;
 }
 
-// The compilation database, read on a thread of its own while this one reads the previous index
-// (neither needs the other; over this project each takes 5-8 ms, the database's JSON most of it).
-typedef struct compdb_job {
-    ix_compdb *db;
-    const char *arg;
-    tb_error err;
-    int rc;
-} compdb_job;
-
-static void *load_compdb(void *arg) {
-    compdb_job *j = arg;
-    j->rc = ix_compdb_load(j->db, j->arg, &j->err);
-    return NULL;
-}
-
 // The update in place did not apply: the reused units' facts are read back for the full merge,
-// and a unit whose facts cannot be read is parsed after all (appended to w's todo list).
+// and a unit whose facts cannot be read is parsed after all (appended to todo, the run's list of
+// the units it parses, *ntodo of them, room for every unit).
 static void reuse_after_all(ix_work *w, ix_prev *prev, const ix_prev_unit **match, ix_hashes *hashes, tb_strmap *counted,
-                            long *nfiles, long *nlines, size_t *ntodo, size_t *nreused) {
+                            long *nfiles, long *nlines, size_t *todo, size_t *ntodo, size_t *nreused) {
     size_t n = w->db->ntus;
     char *was = tb_xcalloc(n ? n : 1, 1, "reused units");
     for (size_t i = 0; i < n; i++) {
@@ -341,7 +331,7 @@ static void reuse_after_all(ix_work *w, ix_prev *prev, const ix_prev_unit **matc
         if (was[i]) ix_result_free(&w->results[i]);
     }
     ix_prev_results(prev, match, w->results, n);
-    size_t *todo = (size_t *)w->todo, from = *ntodo;
+    size_t from = *ntodo;
     for (size_t i = 0; i < n; i++)
         if (was[i] && !match[i]) todo[(*ntodo)++] = i, (*nreused)--;
     free(was);
@@ -349,8 +339,20 @@ static void reuse_after_all(ix_work *w, ix_prev *prev, const ix_prev_unit **matc
     w->ntodo = *ntodo - from;
     ix_run_workers(w, w->opt->jobs, NULL, NULL);
     ix_hash_unit_inputs(w->db, w->results, todo + from, *ntodo - from, hashes, counted, nfiles, nlines);
-    w->todo = todo;
-    w->ntodo = *ntodo;
+}
+
+// A new index written as the units come (ix_parse_and_write), once the speculative parses
+// that stand for some of its units are in: it takes the units in the database's order.
+typedef struct spec_then_write {
+    ix_spec *spec;
+    ix_result *results;
+    ix_streamed *streamed;
+} spec_then_write;
+
+static void finish_spec_then_write(ix_work *w, void *arg) {
+    spec_then_write *t = arg;
+    ix_spec_finish(t->spec, t->results, w);
+    ix_parse_and_write(w, t->streamed);
 }
 
 static const char *read_cmake_home(tb_pool *p, const char *build_dir) {
@@ -405,11 +407,9 @@ int tracebook_index_main(int argc, char **argv) {
         goto out;
     }
     ix_compdb db;
-    compdb_job cj = {.db = &db, .arg = opt.compdb_arg};
     if (opt.parse_only) {
-        load_compdb(&cj);
-        if (cj.rc) {
-            fprintf(stderr, "tracebook index: %s\n", cj.err.msg);
+        if (ix_compdb_load(&db, opt.compdb_arg, &err)) {
+            fprintf(stderr, "tracebook index: %s\n", err.msg);
             goto out;
         }
         struct timespec t0;
@@ -418,13 +418,11 @@ int tracebook_index_main(int argc, char **argv) {
         ix_compdb_free(&db);
         goto out;
     }
-    struct timespec t0, t1;  // the run's time: from the database's read on
+    struct timespec t0, t1;  // the run's time: from the previous index's read on
     clock_gettime(CLOCK_MONOTONIC, &t0);
     struct timespec tp = t0;
-    pthread_t loader, warm;  // warm: joined before the units' command lines are hashed and parsed
-    int loading = pthread_create(&loader, NULL, load_compdb, &cj) == 0;
+    pthread_t warm;  // joined before the units' command lines are hashed and parsed
     int warming = pthread_create(&warm, NULL, warm_up, NULL) == 0;
-    if (!loading) load_compdb(&cj);
 
     tb_pool pool = {0};
     // Reuse: the units whose inputs (command line, source, every included file) are those the
@@ -445,10 +443,15 @@ int tracebook_index_main(int argc, char **argv) {
         if (prev.db) ix_hashes_known(&hashes, prev.db);  // files unchanged since are not read again
         ix_prev_check_deps(&prev, &hashes, opt.jobs);
     }
-    if (loading) pthread_join(loader, NULL);
-    if (cj.rc) {
-        fprintf(stderr, "tracebook index: %s\n", cj.err.msg);
+    ix_spec spec;  // the units known to be parsed again start now (index_speculate.h)
+    ix_spec_start(&spec, &prev, &opt);
+    // The compilation database, read while they parse. (Read on a thread of its own beside the
+    // previous index's read, it shared the two cores with it, its stat threads and warm_up: the
+    // parse began 3-4 ms later, and a re-index with nothing changed took 5 ms more.)
+    if (ix_compdb_load(&db, opt.compdb_arg, &err)) {
+        fprintf(stderr, "tracebook index: %s\n", err.msg);
         if (warming) pthread_join(warm, NULL);
+        ix_spec_free(&spec);
         ix_prev_free(&prev);
         ix_hashes_free(&hashes);
         tb_pool_free(&pool);
@@ -496,6 +499,7 @@ int tracebook_index_main(int argc, char **argv) {
         free(results);
         free(todo);
         ix_targets_free(&targets);
+        ix_spec_free(&spec);
         ix_prev_free(&prev);
         ix_hashes_free(&hashes);
         tb_pool_free(&pool);
@@ -561,7 +565,9 @@ int tracebook_index_main(int argc, char **argv) {
     long nfiles = 0, nlines = 0;
     tb_strmap counted;
     tb_strmap_init(&counted);
-    if (!early) ix_work_init(&w, &db, &opt, results, todo, ntodo);
+    // The workers parse the units no speculative parse stands for.
+    size_t *rest = tb_xcalloc(ntodo ? ntodo : 1, sizeof *rest, "units to parse");
+    if (!early) ix_work_init(&w, &db, &opt, results, rest, ix_spec_take(&spec, &db, todo, ntodo, rest));
     ix_streamed sw = {.hashes = &hashes, .counted = &counted, .nfiles = &nfiles, .nlines = &nlines, .inputs = inputs,
                       .targets = read_later ? &later : NULL, .rows = !read_later && trc == 0 ? &targets : NULL,
                       .indexer = &indexer};
@@ -569,17 +575,24 @@ int tracebook_index_main(int argc, char **argv) {
     if (stream && !(sw.writer = ix_write_begin(opt.out, &db, &err))) fprintf(stderr, "tracebook index: %s\n", err.msg);
     ix_update_start us = {.path = opt.out, .db = &db, .todo = todo, .ntodo = ntodo, .prev = &prev, .targets = &targets,
                           .targets_loaded = &targets_loaded, .build_dir = build_dir, .opt = &opt, .err = &err};
+    spec_then_write stw = {.spec = &spec, .results = results, .streamed = &sw};
     if (early)
         ix_workers_finish(&w, stream ? ix_parse_and_write : NULL, &sw);
     else if (stream)
-        ix_run_workers(&w, opt.jobs, ix_parse_and_write, &sw);
+        ix_run_workers(&w, opt.jobs, finish_spec_then_write, &stw);
     else
         ix_run_workers(&w, opt.jobs, try_update && !out_dir_failed ? ix_begin_update : NULL, &us);
+    ix_spec_finish(&spec, results, NULL);  // (done already when streamed)
+    if (opt.verbose && spec.db.ntus)
+        fprintf(stderr, "tracebook index: %zu unit%s parsed from the command line%s the previous index recorded, "
+                        "before the compilation database was read: %zu taken (the database gives the same), %zu "
+                        "dropped\n", spec.db.ntus, spec.db.ntus == 1 ? "" : "s", spec.db.ntus == 1 ? "" : "s",
+                spec.taken, spec.db.ntus - spec.taken);
     if (read_later) ix_targets_later_load(&later);  // (not streamed: the output's directory failed)
     ix_phase_mark(&opt, &tp, stream ? "parse and visit, each unit written as it came" : "parse and visit");
     ix_phase_units(&opt, results, todo, ntodo, stream ? sw.busy : -1);
     if (!stream) ix_hash_unit_inputs(&db, results, todo, ntodo, &hashes, &counted, &nfiles, &nlines);
-    for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
+    for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i], results[i].tu = &db.tus[i];
     ix_phase_mark(&opt, &tp, "input files hashed");
     const int inferred_kept = try_update && trc == 1;  // (the reused units' facts are not read)
     if (inferred_kept)
@@ -645,8 +658,8 @@ int tracebook_index_main(int argc, char **argv) {
                 if (opt.verbose)
                     fprintf(stderr, "tracebook index: not updated in place (%s): every unit merged again\n",
                             urc > 0 ? update_why : err.msg);
-                reuse_after_all(&w, &prev, match, &hashes, &counted, &nfiles, &nlines, &ntodo, &nreused);
-                for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i];
+                reuse_after_all(&w, &prev, match, &hashes, &counted, &nfiles, &nlines, todo, &ntodo, &nreused);
+                for (size_t i = 0; i < db.ntus; i++) results[i].inputs = inputs[i], results[i].tu = &db.tus[i];
                 if (!read_before || inferred_kept) {  // the full merge writes the targets and libraries rows anew
                     targets_loaded = 1;
                     if (!inferred_kept)  // (else loaded: no reply, to be inferred from every unit now)
@@ -692,6 +705,8 @@ int tracebook_index_main(int argc, char **argv) {
     for (size_t i = 0; i < db.ntus; i++) ix_result_free(&results[i]);
     free(results);
     free(todo);
+    free(rest);
+    ix_spec_free(&spec);
     free(inputs);
     free(match);
     ix_work_free(&w);

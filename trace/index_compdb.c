@@ -123,41 +123,41 @@ const char *ix_abspath(tb_pool *p, const char *dir, const char *path) {
 // ---------------------------------------------------------------------------------------
 // Splitting a command line as a POSIX shell would (quotes and backslashes; no expansion).
 
+static int blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 int ix_split_command(tb_pool *p, const char *cmd, tb_vec *out) {
-    tb_buf w = {0};
+    char *w = tb_xmalloc(strlen(cmd) + 1, "a command word");  // no word is longer than the command
     int n = 0;
     const char *s = cmd;
     for (;;) {
-        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+        while (blank(*s)) s++;
         if (!*s) break;
-        w.len = 0;
-        tb_buf_add(&w, "", 0);
-        while (*s && !(*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) {
+        char *o = w;
+        while (*s && !blank(*s)) {
             if (*s == '\'') {
                 const char *e = strchr(s + 1, '\'');
                 if (!e) e = s + strlen(s);
-                tb_buf_add(&w, s + 1, (size_t)(e - s - 1));
+                memcpy(o, s + 1, (size_t)(e - s - 1));
+                o += e - s - 1;
                 s = *e ? e + 1 : e;
             } else if (*s == '"') {
                 s++;
                 while (*s && *s != '"') {
                     if (*s == '\\' && s[1] && strchr("\\\"$`\n", s[1])) s++;
-                    tb_buf_add(&w, s, 1);
-                    s++;
+                    *o++ = *s++;
                 }
                 if (*s) s++;
             } else if (*s == '\\' && s[1]) {
-                tb_buf_add(&w, s + 1, 1);
+                *o++ = s[1];
                 s += 2;
             } else {
-                tb_buf_add(&w, s, 1);
-                s++;
+                *o++ = *s++;
             }
         }
-        *(const char **)tb_vec_push(out) = tb_pool_dupn(p, w.s, w.len);
+        *(const char **)tb_vec_push(out) = tb_pool_dupn(p, w, (size_t)(o - w));
         n++;
     }
-    tb_buf_free(&w);
+    free(w);
     return n;
 }
 
@@ -233,6 +233,7 @@ static void out_add(argv_out *o, const char *a) { *(const char **)tb_vec_push(&o
 // The host compiler's flags that libclang must not see, or that change what is reported.
 // Returns how many words to skip (0: keep the word; 1: drop it; 2: drop it and its value).
 static int generic_drop(const char *a) {
+    if (a[0] != '-' || !a[1] || !strchr("coMWpsf", a[1])) return 0;  // none of those below
     if (!strcmp(a, "-c") || !strcmp(a, "-o")) return !strcmp(a, "-o") ? 2 : 1;
     if (!strcmp(a, "-MF") || !strcmp(a, "-MT") || !strcmp(a, "-MQ") || !strcmp(a, "-MJ")) return 2;
     if (!strcmp(a, "-M") || !strcmp(a, "-MM") || !strcmp(a, "-MD") || !strcmp(a, "-MMD") || !strcmp(a, "-MP") ||
@@ -251,6 +252,8 @@ static int generic_drop(const char *a) {
 static int fallback_keep(const char *a, int *takes_value) {
     static const char *const with_value[] = {"-I", "-D", "-U", "-isystem", "-iquote", "-idirafter",
                                              "-include", "-imacros", "-x", "--sysroot", "-isysroot", NULL};
+    *takes_value = 0;
+    if (a[0] != '-') return 0;
     *takes_value = in_list(a, with_value);
     if (*takes_value) return 1;
     return starts(a, "-I") || starts(a, "-D") || starts(a, "-U") || starts(a, "-std=") || starts(a, "--std=") ||

@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 #define TB_INDEX_DEFAULT_PATH "build/tracebook-index.sqlite"
-#define TB_INDEX_SCHEMA_VERSION "11"
+#define TB_INDEX_SCHEMA_VERSION "12"
 
 // The schema: the tables, then their secondary indexes (the indexer creates these after most
 // of its bulk inserts, which is faster than maintaining them row by row; the file is the same).
@@ -80,9 +80,11 @@
     /* re-index reuses the rows of the units whose inputs are unchanged and merges again, so the tables */  \
     /* above are exactly what a full index gives (index_update.c: by the difference of the parsed */        \
     /* units' old and new rows). */                                                                         \
-    /* deps_kept: every tu_deps hash of the unit is a SHA-256 (none '-' or '~'), so file_stats has them */  \
+    /* deps_kept: every tu_deps hash of the unit is a SHA-256 (none '-' or '~'), so file_stats has them; */ \
+    /* command: the command line the unit was parsed with (packed: index_unit_rows.h), which a re-index */  \
+    /* starts parsing a changed unit with before the compilation database is read (index_speculate.h) */     \
     "CREATE TABLE tu_inputs(tu_id INTEGER PRIMARY KEY, inputs TEXT NOT NULL, reduced INTEGER NOT NULL,"       \
-    " deps_kept INTEGER NOT NULL);\n"                                                                        \
+    " deps_kept INTEGER NOT NULL, command BLOB);\n"                                                          \
     /* every input file of a unit (its source, each file it included) with the hex SHA-256 of its */        \
     /* contents: '-' unreadable, '~' modified while the index was written; one row per unit, the */          \
     /* pairs (path, hash) packed into `rows` (index_unit_rows.h) in the order the parse met them */        \

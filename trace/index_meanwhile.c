@@ -34,6 +34,7 @@ void ix_parse_and_write(ix_work *w, void *arg) {
         clock_gettime(CLOCK_MONOTONIC, &t0);
         ix_hash_unit_inputs(w->db, w->results, &i, 1, sw->hashes, sw->counted, sw->nfiles, sw->nlines);
         w->results[i].inputs = sw->inputs[i];
+        w->results[i].tu = &w->db->tus[i];
         if (sw->writer) ix_write_unit(sw->writer, i, &w->results[i]);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         sw->busy += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

@@ -503,13 +503,14 @@ int ixr_load_deps(ix_prev *p) {
     return scan_deps(p, keep_dep, p);
 }
 
+int ix_prev_reparsed(const ix_prev_unit *u) { return !u->inputs || u->missing_header || !u->ndeps || u->deps_changed; }
+
 const ix_prev_unit *ix_prev_match(const ix_prev *p, const ix_tu *tu, const char *inputs) {
     if (!p->db) return NULL;
     int *i = tb_strmap_get(&p->units, tu->file);
     if (!i) return NULL;
     const ix_prev_unit *u = &TB_VEC_AT(&p->list, ix_prev_unit, *i);
-    if (!u->inputs || strcmp(u->inputs, inputs) || u->missing_header || !u->ndeps || u->deps_changed) return NULL;
-    return u;
+    return ix_prev_reparsed(u) || strcmp(u->inputs, inputs) ? NULL : u;
 }
 
 static int kept(const hash_ent *e) { return e->st.size >= 0 && e->hash && strlen(e->hash) == 64; }

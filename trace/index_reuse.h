@@ -113,6 +113,9 @@ void ix_prev_check_deps(ix_prev *p, ix_hashes *h, int jobs);
 // The previous unit for tu when its command line is unchanged and ix_prev_check_deps found
 // every input file unchanged, else NULL.
 const ix_prev_unit *ix_prev_match(const ix_prev *p, const ix_tu *tu, const char *inputs);
+// Whether unit u is parsed again whatever its command line now (ix_prev_match never returns
+// it): an input file changed or missing, nothing recorded to compare.
+int ix_prev_reparsed(const ix_prev_unit *u);
 // Fills results[i] (initialised here) with the facts of unit match[i] from the previous index,
 // for each i < n whose match[i] is not NULL, reading each table once; a unit whose rows do
 // not fit (or every unit, on a read error: -1) gets match[i] = NULL and results[i] zeroed, to

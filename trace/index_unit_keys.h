@@ -43,8 +43,9 @@ typedef enum ix_unit_table {
 extern const char *const ix_unit_table_names[IX_TU_TABLES];
 
 // 1 when a and b give the same rows of table t (every column, in the same order), so an
-// update in place may leave the unit's rows there as they are. IX_TU_INPUTS and IX_TU_DEPS
-// compare the command line's hash, the reduced flag and every input's path and hash.
+// update in place may leave the unit's rows there as they are; IX_TU_DEPS compares every
+// input's path and hash. IX_TU_INPUTS is never equal: a parsed unit's one row is written again
+// (its command record, which only a speculative parse reads, then whole whatever it was).
 int ix_unit_rows_equal(const ix_result *a, const ix_result *b, ix_unit_table t);
 
 #endif

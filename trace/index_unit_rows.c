@@ -134,7 +134,7 @@ size_t ix_rows_pack(tb_buf *out, const ix_result *r, ix_unit_table t,
 typedef struct unpacker {
     const unsigned char *at, *end;
     int bad;
-    ix_result *r;
+    tb_pool *pool;  // where texts are copied
     const char *(*path_of)(void *ctx, long long id);
     void *ctx;
 } unpacker;
@@ -165,7 +165,7 @@ static const char *get_text(unpacker *u) {
         u->bad = 1;
         return NULL;
     }
-    const char *s = tb_pool_dupn(&u->r->pool, (const char *)u->at, (size_t)(n - 1));
+    const char *s = tb_pool_dupn(u->pool, (const char *)u->at, (size_t)(n - 1));
     u->at += n - 1;
     return s;
 }
@@ -185,7 +185,8 @@ static size_t get_count(unpacker *u) {
 int ix_rows_unpack(const void *record, size_t n, ix_unit_table t, ix_result *r,
                    const char *(*path_of)(void *ctx, long long id), void *ctx) {
     if (!record || !n) return -1;  // not even the row count
-    unpacker u = {.at = record, .end = (const unsigned char *)record + n, .r = r, .path_of = path_of, .ctx = ctx};
+    unpacker u = {.at = record, .end = (const unsigned char *)record + n, .pool = &r->pool, .path_of = path_of,
+                  .ctx = ctx};
     size_t rows = get_count(&u);
     switch (t) {
     case IX_TU_DEPS:
@@ -285,4 +286,47 @@ int ix_units_unpack(const void *record, size_t n, tb_vec *ids) {
         if (!u.bad) *(long long *)tb_vec_push(ids) = id;
     }
     return u.bad || !count || u.at != u.end ? -1 : 0;
+}
+
+// ---- a unit's command line (tu_inputs.command) ----
+
+// A word list: its count, then each word (none NULL).
+static void put_words(packer *p, const char *const *words, int n) {
+    put_u(p, (unsigned long long)(n > 0 ? n : 0));
+    for (int i = 0; i < n; i++) put_text(p, words[i]);
+}
+
+void ix_command_pack(tb_buf *out, const ix_tu *tu) {
+    packer p = {out, NULL, NULL};
+    put_text(&p, tu->directory);
+    put_u(&p, tu->cuda ? 1 : 0);
+    put_words(&p, tu->args, tu->nargs);
+    put_words(&p, tu->fallback, tu->nfallback);
+}
+
+// NULL-terminated, as ix_compdb_load leaves a unit's words; NULL when malformed (u->bad).
+static const char **get_words(unpacker *u, int *n) {
+    size_t count = get_count(u);
+    if (u->bad || count > INT_MAX - 1) {
+        u->bad = 1;
+        return NULL;
+    }
+    const char **words = tb_pool_alloc(u->pool, sizeof *words * (count + 1));
+    for (size_t i = 0; i < count && !u->bad; i++)
+        if (!(words[i] = get_text(u))) u->bad = 1;
+    words[count] = NULL;
+    *n = (int)count;
+    return u->bad ? NULL : words;
+}
+
+int ix_command_unpack(const void *record, size_t n, tb_pool *pool, ix_tu *tu) {
+    if (!record || !n) return -1;
+    unpacker u = {.at = record, .end = (const unsigned char *)record + n, .pool = pool};
+    tu->directory = get_text(&u);
+    unsigned long long cuda = get_max(&u, 1);
+    tu->cuda = (int)cuda;
+    if (!tu->directory) u.bad = 1;
+    if (!u.bad) tu->args = get_words(&u, &tu->nargs);
+    if (!u.bad) tu->fallback = get_words(&u, &tu->nfallback);
+    return u.bad || u.at != u.end ? -1 : 0;
 }

@@ -42,4 +42,12 @@ int ix_rows_unpack(const void *record, size_t n, ix_unit_table t, ix_result *r,
 void ix_units_pack(tb_buf *out, const long long *ids, size_t n);
 int ix_units_unpack(const void *record, size_t n, tb_vec *ids);
 
+// A unit's command line as it was parsed (tu_inputs.command): its directory, whether it is
+// CUDA host code (0 or 1), its arguments' count and each, its fallback's count and each (texts
+// and numbers as above). Unpacked into tu's directory, cuda, args and fallback (texts in pool;
+// tu->file is not in the record): 0, or -1 when the record is malformed (empty, no directory,
+// a cuda flag other than 0 or 1, a word NULL, a count past the end, bytes left over).
+void ix_command_pack(tb_buf *out, const ix_tu *tu);
+int ix_command_unpack(const void *record, size_t n, tb_pool *pool, ix_tu *tu);
+
 #endif

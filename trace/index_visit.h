@@ -74,6 +74,7 @@ typedef struct ix_result {
     tb_vec syms;         // of ix_sym
     tb_vec deps;         // of ix_dep: the unit's input files (hashes filled in by index.c)
     const char *inputs;  // hex SHA-256 of the unit's command line and options (ix_inputs_hash)
+    const ix_tu *tu;     // that command line (tu_inputs.command), set with inputs
     tb_pool pool;
     double seconds;        // the whole unit: the parses, the visits, the inclusions
     double parse_seconds;  // libclang's parses alone (the second OpenMP one included)

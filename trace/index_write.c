@@ -89,7 +89,8 @@ int ixw_prepare(writer *w) {
              "INSERT INTO callbacks(function_id, target_usr, passed_to, file_id, line, col) VALUES(?,?,?,?,?,?)") ||
         ixw_prep(w, &w->ins_target, "INSERT OR IGNORE INTO targets(target, type, file_id) VALUES(?,?,?)") ||
         ixw_prep(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES(?,?)") ||
-        ixw_prep(w, &w->u_inputs, "INSERT INTO tu_inputs(tu_id, inputs, reduced, deps_kept) VALUES(?,?,?,?)") ||
+        ixw_prep(w, &w->u_inputs,
+                 "INSERT INTO tu_inputs(tu_id, inputs, reduced, deps_kept, command) VALUES(?,?,?,?,?)") ||
         ixw_prep(w, &w->u_dep, "INSERT INTO tu_deps(tu_id, rows) VALUES(?,?)") ||
         ixw_prep(w, &w->u_func, "INSERT INTO tu_functions(tu_id, rows) VALUES(?,?)") ||
         ixw_prep(w, &w->u_call, "INSERT INTO tu_calls(tu_id, rows) VALUES(?,?)") ||

@@ -26,7 +26,13 @@ static int write_inputs(writer *w, long long tu_id, const ix_result *r) {
         kept = h && strlen(h) == 64;
     }
     sqlite3_bind_int(w->u_inputs, 4, kept);
-    return ixw_step(w, w->u_inputs, "inserting a unit's inputs");
+    tb_buf command = {0};
+    if (r->tu) ix_command_pack(&command, r->tu);
+    if (r->tu) sqlite3_bind_blob(w->u_inputs, 5, command.s, (int)command.len, SQLITE_STATIC);
+    else sqlite3_bind_null(w->u_inputs, 5);
+    int rc = ixw_step(w, w->u_inputs, "inserting a unit's inputs");
+    tb_buf_free(&command);
+    return rc;
 }
 
 static long long packed_file_id(void *ctx, const char *path) {

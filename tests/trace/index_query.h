@@ -238,8 +238,8 @@ static inline char *tb_index_dump(const char *path) {
         "SELECT u.path, p.path, e.errors, e.first FROM file_errors e LEFT JOIN files u ON u.id = e.unit_id"
         " LEFT JOIN files p ON p.id = e.file_id ORDER BY 1,2",
         "SELECT key, value FROM meta WHERE key NOT IN ('created', 'indexer') ORDER BY 1",
-        "SELECT p.path, t.inputs, t.reduced, t.deps_kept FROM tu_inputs t LEFT JOIN files p ON p.id = t.tu_id"
-        " ORDER BY 1",
+        "SELECT p.path, t.inputs, t.reduced, t.deps_kept, hex(t.command) FROM tu_inputs t LEFT JOIN files p"
+        " ON p.id = t.tu_id ORDER BY 1",
         "packed tu_deps",
         "input_units",
         "packed tu_functions",

@@ -294,6 +294,86 @@ TB_TEST(a_malformed_record_met_by_an_update_in_place_falls_back_to_the_full_merg
     }
 }
 
+// The units a re-index will parse again (an input file changed) start parsing from the command
+// line the previous index recorded, before the compilation database is read
+// (trace/index_speculate.h): such a parse stands only when the database gives its unit the same
+// command line; else it is dropped and the unit parsed with the new one. A unit whose record does
+// not unpack is not parsed early, and its record is written whole again. Each time the index
+// equals a full one; the order of the database's units changed (the full merge, each unit
+// written as it comes) takes such parses too.
+static int speculated(const char *out, int n, int taken) {
+    char says[256];
+    snprintf(says, sizeof says, "%d unit%s parsed from the command line%s the previous index recorded, before the "
+                                "compilation database was read: %d taken (the database gives the same), %d dropped",
+             n, n == 1 ? "" : "s", n == 1 ? "" : "s", taken, n - taken);
+    return tb_has(out, says);
+}
+
+TB_TEST(a_speculative_parse_stands_only_for_the_same_command_line) {
+    TB_REQUIRE(write_compdb("main util extra", "") == 0, "cannot write the database");
+    usleep(100 * 1000);
+    TB_REQUIRE(index_run(OUT, "--full") == 0, "index failed:\n%s", sh.out);
+
+    // extra.c changed: parsed from its recorded command line, which the database still gives
+    TB_REQUIRE(edit(SRC "/extra.c", NULL, "int extra_more(void) { return extra_leaf(2); }\n") == 0, "cannot edit");
+    TB_REQUIRE(index_run(OUT, "--verbose") == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 1 && reused == 2 && speculated(sh.out, 1, 1), "extra.c changed: parsed %d reused %d\n%s",
+             parsed, reused, sh.out);
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE name = 'extra_more'") == 1, "extra_more");
+    TB_CHECK(same_as_full(), "extra.c changed: differs from a full index");
+
+    // fx.h changed: its two units, both early (-j 2)
+    TB_REQUIRE(edit(SRC "/fx.h", NULL, "static inline int fx_more(void) { return 8; }\n") == 0, "cannot edit fx.h");
+    TB_REQUIRE(index_run(OUT, "--verbose") == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 2 && reused == 1 && speculated(sh.out, 2, 2), "fx.h changed: parsed %d reused %d\n%s", parsed,
+             reused, sh.out);
+    TB_CHECK(same_as_full(), "fx.h changed: differs from a full index");
+
+    // extra.c changed and its command line too (-DX): the early parse (without X) is dropped
+    TB_REQUIRE(edit(SRC "/extra.c", NULL, "int extra_most(void) { return extra_leaf(3); }\n") == 0, "cannot edit");
+    TB_REQUIRE(write_compdb("main util extra", "-DX") == 0, "cannot write the database");
+    usleep(100 * 1000);
+    TB_REQUIRE(index_run(OUT, "--verbose") == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 1 && reused == 2 && speculated(sh.out, 1, 0), "-DX: parsed %d reused %d\n%s", parsed, reused,
+             sh.out);
+    TB_CHECK(q_long(OUT, "SELECT COUNT(*) FROM functions WHERE name IN ('extra_x', 'extra_most')") == 2,
+             "extra_x (under -DX) and extra_most");
+    TB_CHECK(same_as_full(), "-DX: differs from a full index");
+
+    // extra.c's command record damaged, then extra.c changed: not parsed early, its row whole again
+    sqlite3 *db = NULL;
+    TB_REQUIRE(sqlite3_open(OUT, &db) == SQLITE_OK, "cannot open %s", OUT);
+    char *sql = sqlite3_mprintf("UPDATE tu_inputs SET command = x'05' WHERE tu_id = (SELECT id FROM files WHERE path"
+                                " = %Q)", SRC "/extra.c");
+    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    int changed = sqlite3_changes(db);
+    sqlite3_free(sql);
+    sqlite3_close(db);
+    TB_REQUIRE(rc == SQLITE_OK && changed == 1, "cannot damage extra.c's command record");
+    TB_REQUIRE(edit(SRC "/extra.c", NULL, "int extra_last(void) { return 4; }\n") == 0, "cannot edit extra.c");
+    TB_REQUIRE(index_run(OUT, "--verbose") == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 1 && reused == 2 && !tb_has(sh.out, "parsed from the command line"),
+             "damaged record: parsed %d reused %d\n%s", parsed, reused, sh.out);
+    TB_CHECK(same_as_full(), "damaged command record: differs from a full index");
+
+    // two units, then the other order and fx.h changed: every unit parsed, no update in place
+    TB_REQUIRE(write_compdb("main util", "") == 0, "cannot write the database");
+    usleep(100 * 1000);
+    TB_REQUIRE(index_run(OUT, NULL) == 0, "index failed:\n%s", sh.out);
+    TB_REQUIRE(tb_write_text(SRC "/compile_commands.json",
+                             "[{\"directory\": \"" SRC "\", \"command\": \"cc -std=c17  -c util.c\","
+                             " \"file\": \"util.c\"},\n {\"directory\": \"" SRC "\","
+                             " \"command\": \"cc -std=c17  -c main.c\", \"file\": \"main.c\"}]\n") == 0,
+               "cannot write the database");
+    TB_REQUIRE(edit(SRC "/fx.h", NULL, "static inline int fx_again(void) { return 9; }\n") == 0, "cannot edit fx.h");
+    TB_REQUIRE(index_run(OUT, "--verbose") == 0, "re-index failed:\n%s", sh.out);
+    TB_CHECK(parsed == 2 && reused == 0 && speculated(sh.out, 2, 2) && tb_has(sh.out, "in another order"),
+             "reordered: parsed %d reused %d\n%s", parsed, reused, sh.out);
+    TB_CHECK(same_as_full(), "reordered: differs from a full index");
+    TB_REQUIRE(write_compdb("main util extra", "") == 0, "cannot write the database");  // (as the next test expects)
+    usleep(100 * 1000);
+}
+
 // --output names a file that is not an index (the compilation database, a source, another
 // program's SQLite database, a directory): refused before anything is parsed, the file as it
 // was; an empty file is replaced.
@@ -342,6 +422,7 @@ int main(void) {
     TB_RUN(an_index_of_another_schema_is_not_reused);
     TB_RUN(a_malformed_unit_record_has_its_unit_parsed_again);
     TB_RUN(a_malformed_record_met_by_an_update_in_place_falls_back_to_the_full_merge);
+    TB_RUN(a_speculative_parse_stands_only_for_the_same_command_line);
     TB_RUN(an_output_that_is_not_an_index_is_refused_and_kept);
     tb_output_free(&sh);
     return tb_test_summary();

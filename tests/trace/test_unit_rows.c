@@ -1,7 +1,7 @@
-// test_unit_rows.c — a unit's rows of a packed tu_* table and a file's units of input_units
-// (trace/index_unit_rows.h): every column comes back as it went in (NULL and empty texts apart,
-// the largest numbers, files by id), and a record that is cut short, has bytes left over or a
-// value out of range is refused.
+// test_unit_rows.c — a unit's rows of a packed tu_* table, a file's units of input_units and a
+// unit's command line of tu_inputs (trace/index_unit_rows.h): every column comes back as it went
+// in (NULL and empty texts apart, the largest numbers, files by id), and a record that is cut
+// short, has bytes left over or a value out of range is refused.
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,9 +231,47 @@ TB_TEST(a_files_units_come_back_ascending_and_anything_else_is_refused) {
     tb_buf_free(&b);
 }
 
+// A unit's command line: directory, CUDA mode, every argument (an empty one too) and the
+// fallback's back as they went in, NULL-terminated; a record cut short, with a byte left over, a
+// CUDA mode other than 0 or 1 or no directory is refused.
+TB_TEST(a_units_command_line_comes_back_word_for_word) {
+    const char *args[] = {"-DX=\"a b\"", "", "-I/src/include", "-working-directory=/src", NULL};
+    const char *fallback[] = {"-DX=\"a b\"", "-I/src/include", NULL};
+    ix_tu in = {.file = "/src/a.c", .directory = "/src", .args = args, .nargs = 4, .fallback = fallback,
+                .nfallback = 2, .cuda = 1};
+    tb_buf b = {0};
+    ix_command_pack(&b, &in);
+    tb_pool pool = {0};
+    ix_tu out = {.file = "/src/a.c"};
+    TB_REQUIRE(ix_command_unpack(b.s, b.len, &pool, &out) == 0, "the record does not unpack");
+    TB_CHECK(!strcmp(out.directory, "/src") && out.cuda == 1 && out.nargs == 4 && out.nfallback == 2 &&
+                 !out.args[4] && !out.fallback[2],
+             "directory %s, cuda %d, %d arguments, %d fallback", out.directory, out.cuda, out.nargs, out.nfallback);
+    for (int i = 0; i < 4 && out.nargs == 4; i++)
+        TB_CHECK(!strcmp(out.args[i], args[i]), "argument %d: %s", i, out.args[i]);
+    for (int i = 0; i < 2 && out.nfallback == 2; i++)
+        TB_CHECK(!strcmp(out.fallback[i], fallback[i]), "fallback %d: %s", i, out.fallback[i]);
+    size_t cut = 0;
+    for (size_t n = 0; n < b.len; n++) cut += ix_command_unpack(b.s, n, &pool, &out) == -1;
+    TB_CHECK(cut == b.len, "%zu of the %zu shorter records refused", cut, b.len);
+    tb_buf_add(&b, "\x00", 1);
+    TB_CHECK(ix_command_unpack(b.s, b.len, &pool, &out) == -1, "a byte left over is refused");
+    static const struct { const char *bytes; size_t n; const char *what; } bad[] = {
+        {"\x02/\x02\x00\x00", 5, "CUDA mode 2"}, {"\x00\x00\x00\x00", 4, "no directory"},
+        {"\x02/\x00\x01\x00\x00", 6, "a NULL argument"}, {"\x02/\x00\x7f\x00", 5, "more arguments than bytes"}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
+        TB_CHECK(ix_command_unpack(bad[k].bytes, bad[k].n, &pool, &out) == -1, "%s is refused", bad[k].what);
+    // the well-formed minimum: a directory, not CUDA, no argument, no fallback
+    TB_CHECK(ix_command_unpack("\x02/\x00\x00\x00", 5, &pool, &out) == 0 && out.nargs == 0 && !out.args[0],
+             "an empty command line is a command line");
+    tb_pool_free(&pool);
+    tb_buf_free(&b);
+}
+
 int main(void) {
     TB_RUN(every_column_comes_back_as_it_went_in);
     TB_RUN(a_record_cut_short_or_out_of_range_is_refused);
     TB_RUN(a_files_units_come_back_ascending_and_anything_else_is_refused);
+    TB_RUN(a_units_command_line_comes_back_word_for_word);
     return tb_test_summary();
 }
