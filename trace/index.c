@@ -447,7 +447,7 @@ int tracebook_index_main(int argc, char **argv) {
     ix_spec_start(&spec, &prev, &opt);
     // The compilation database, read while they parse. (Read on a thread of its own beside the
     // previous index's read, it shared the two cores with it, its stat threads and warm_up: the
-    // parse began 3-4 ms later, and a re-index with nothing changed took 5 ms more.)
+    // parse began 3-4 ms later; docs/PERFORMANCE.md.)
     if (ix_compdb_load(&db, opt.compdb_arg, &err)) {
         fprintf(stderr, "tracebook index: %s\n", err.msg);
         if (warming) pthread_join(warm, NULL);
