@@ -460,7 +460,7 @@ int tracebook_index_main(int argc, char **argv) {
     const char *build_dir = opt.build_dir ? ix_abspath(&pool, NULL, opt.build_dir) : db.dir;
     if (prev.db == NULL && why && strcmp(why, "no previous index") && !opt.quiet)
         fprintf(stderr, "tracebook index: note: %s: parsing every unit\n", why);
-    ix_phase_mark(&opt, &tp, "previous index read");
+    ix_phase_mark(&opt, &tp, "previous index read, then the database (the speculative parses begun)");
     ix_result *results = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *results, "unit results");
     size_t *todo = tb_xcalloc(db.ntus ? db.ntus : 1, sizeof *todo, "units to parse");
     size_t ntodo = 0, nreused = 0;

@@ -13,7 +13,10 @@
 // database is read instead of after (docs/PERFORMANCE.md).
 //
 // Only when 1 to `jobs` units are known to be parsed again (more, and their parses outweigh the
-// database's read anyway): at most `jobs` parses run beside the run's own workers.
+// database's read anyway): at most `jobs` parses run beside the run's own workers, which parse
+// the units no speculative parse stands for. A dropped parse still runs to its end (libclang's
+// parse cannot be stopped): an edit that also changes its unit's command line costs one parse
+// more, beside the one that counts.
 #ifndef TB_TRACE_INDEX_SPECULATE_H
 #define TB_TRACE_INDEX_SPECULATE_H
 

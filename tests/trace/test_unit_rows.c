@@ -258,7 +258,7 @@ TB_TEST(a_units_command_line_comes_back_word_for_word) {
     TB_CHECK(ix_command_unpack(b.s, b.len, &pool, &out) == -1, "a byte left over is refused");
     static const struct { const char *bytes; size_t n; const char *what; } bad[] = {
         {"\x02/\x02\x00\x00", 5, "CUDA mode 2"}, {"\x00\x00\x00\x00", 4, "no directory"},
-        {"\x02/\x00\x01\x00\x00", 6, "a NULL argument"}, {"\x02/\x00\x7f\x00", 5, "more arguments than bytes"}};
+        {"\x02/\x00\x01\x00\x00", 6, "a NULL argument"}, {"\x02/\x00\x7f\x01", 5, "more arguments than bytes"}};
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
         TB_CHECK(ix_command_unpack(bad[k].bytes, bad[k].n, &pool, &out) == -1, "%s is refused", bad[k].what);
     // the well-formed minimum: a directory, not CUDA, no argument, no fallback
