@@ -601,15 +601,17 @@ int tracebook_index_main(int argc, char **argv) {
         ix_link_units_resolve(&targets, &db, results, trc, args.targets != NULL, &opt, &targets_source);
 
     for (size_t i = 0; i < db.ntus; i++) {
-        if (opt.verbose) {
+        if (opt.verbose) {  // a line in one write (stderr is unbuffered: one per argument was ~8,500 here)
+            tb_buf line = {0};
             if (results[i].reused)
-                fprintf(stderr, "tracebook index: %s: %s, reused (inputs unchanged)%s:", db.tus[i].file,
-                        results[i].status, db.tus[i].cuda ? " (CUDA host)" : "");
+                tb_buf_printf(&line, "tracebook index: %s: %s, reused (inputs unchanged)%s:", db.tus[i].file,
+                              results[i].status, db.tus[i].cuda ? " (CUDA host)" : "");
             else
-                fprintf(stderr, "tracebook index: %s: %s in %.2f s%s:", db.tus[i].file, results[i].status,
-                        results[i].seconds, db.tus[i].cuda ? " (CUDA host)" : "");
-            for (int k = 0; k < db.tus[i].nargs; k++) fprintf(stderr, " %s", db.tus[i].args[k]);
-            fprintf(stderr, "\n");
+                tb_buf_printf(&line, "tracebook index: %s: %s in %.2f s%s:", db.tus[i].file, results[i].status,
+                              results[i].seconds, db.tus[i].cuda ? " (CUDA host)" : "");
+            for (int k = 0; k < db.tus[i].nargs; k++) tb_buf_printf(&line, " %s", db.tus[i].args[k]);
+            fprintf(stderr, "%s\n", line.s);
+            tb_buf_free(&line);
         }
         if (results[i].errors) report_unit(&db.tus[i], &results[i]);
     }
