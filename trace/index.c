@@ -32,16 +32,19 @@
 //   -fopenmp units get a stand-in omp.h when clang's resource directory has none (LLVM's
 //   libomp headers not installed; GCC's omp.h uses GCC-only attributes and its include
 //   directory would bring GCC's stdatomic.h): see index_unsaved.c.
-//   OpenMP: -fopenmp is kept, so _OPENMP code and the directives are what the compiler sees;
-//   but libclang's visitor does not enter the statement a directive applies to (its
-//   CapturedStmt yields only the captured variables). A unit with such directives is parsed
-//   a second time without -fopenmp* and with _OPENMP defined as clang defines it (202011 for
-//   its default 5.1; -fopenmp-version=N is followed): the pragmas are ignored there, the
-//   preprocessed code is the same. The first parse records everything outside the
-//   directives' statements (their clauses too: num_threads(f()) calls f), the second only
-//   what is inside them, so every call inside parallel, for, simd, task, sections, target
-//   ... is indexed once, its caller the function it is written in. Not followed: calls in
-//   the clauses of a directive nested inside another one's statement.
+//   OpenMP: libclang's visitor does not enter the statement a directive applies to (its
+//   CapturedStmt yields only the captured variables), so what is inside comes from a parse
+//   without -fopenmp* and with _OPENMP defined as clang defines it (202011 for its default
+//   5.1; -fopenmp-version=N is followed): the pragmas are ignored there, the preprocessed
+//   code is the same. A C unit compiled with -fopenmp is parsed that way only, once, when no
+//   directive in its input files may hold a call the parse with -fopenmp alone shows (a call
+//   in a clause, a macro, ...: index_openmp.h). Any other unit with directives is parsed
+//   with -fopenmp kept (_OPENMP code and the directives as the compiler sees them) and again
+//   without: the first parse records everything outside the directives' statements (their
+//   clauses too: num_threads(f()) calls f), the second only what is inside them. Either way
+//   every call inside parallel, for, simd, task, sections, target ... is indexed once, its
+//   caller the function it is written in. Not followed in the two parses: calls in the
+//   clauses of a directive nested inside another one's statement.
 //   When libclang rejects the command line itself (a flag only GCC knows), the unit is
 //   parsed again with a reduced one (-D -U -I -isystem -iquote -idirafter -include -imacros
 //   -std -x --sysroot -fopenmp -pthread -m32/-m64 and the additions above); the summary
@@ -607,8 +610,9 @@ int tracebook_index_main(int argc, char **argv) {
                 tb_buf_printf(&line, "tracebook index: %s: %s, reused (inputs unchanged)%s:", db.tus[i].file,
                               results[i].status, db.tus[i].cuda ? " (CUDA host)" : "");
             else
-                tb_buf_printf(&line, "tracebook index: %s: %s in %.2f s%s:", db.tus[i].file, results[i].status,
-                              results[i].seconds, db.tus[i].cuda ? " (CUDA host)" : "");
+                tb_buf_printf(&line, "tracebook index: %s: %s in %.2f s%s%s%s%s:", db.tus[i].file, results[i].status,
+                              results[i].seconds, db.tus[i].cuda ? " (CUDA host)" : "", results[i].openmp ? " (" : "",
+                              results[i].openmp ? results[i].openmp : "", results[i].openmp ? ")" : "");
             for (int k = 0; k < db.tus[i].nargs; k++) tb_buf_printf(&line, " %s", db.tus[i].args[k]);
             fprintf(stderr, "%s\n", line.s);
             tb_buf_free(&line);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/xalloc.h"
+#include "index_openmp.h"
 #include "index_unsaved.h"
 #include "index_visit.h"
 #include "index_visit_internal.h"
@@ -84,26 +85,38 @@ static const char *cx_error_name(enum CXErrorCode e) {
 }
 
 // The unit's input files (the source, every file included, system headers too; not the
-// in-memory stand-ins under IX_STUB_DIR) into r->deps, for incremental re-indexing.
+// in-memory stand-ins under IX_STUB_DIR) into r->deps, for incremental re-indexing. With
+// c->omp, their OpenMP directives are scanned too (system headers' and stand-ins' as well: a
+// macro of theirs may put one in the unit's code).
 static void inclusion(CXFile f, CXSourceLocation *stack, unsigned depth, CXClientData d) {
     (void)stack;
     (void)depth;
     ctx *c = d;
     file_ent *e = ixv_file_of(c, f);
-    if (!e || e->is_dep || !e->path || !strncmp(e->path, IX_STUB_DIR "/", sizeof IX_STUB_DIR)) return;
+    if (!e || e->is_dep || !e->path) return;
     e->is_dep = 1;
-    ((ix_dep *)tb_vec_push(&c->r->deps))->path = e->path;
+    if (strncmp(e->path, IX_STUB_DIR "/", sizeof IX_STUB_DIR)) ((ix_dep *)tb_vec_push(&c->r->deps))->path = e->path;
+    // libclang finds a file's text by a search through every file of the unit: only once a run
+    if (c->omp && !ix_omp_files_directives(c->omp_files, c->omp, e->path, NULL, 0)) {
+        if (!e->contents) e->contents = clang_getFileContents(c->tu, f, &e->size);
+        ix_omp_files_directives(c->omp_files, c->omp, e->path, e->contents ? e->contents : "", e->size);
+    }
 }
 
 static void record_inclusions(ctx *c) { clang_getInclusions(c->tu, inclusion, c); }
 
-// What _OPENMP is for -fopenmp-version=V (clang 19 defines it so; its default is 5.1).
-static const char *openmp_date(const char *version) {
-    static const struct { const char *v, *date; } dates[] = {{"31", "201107"}, {"40", "201307"}, {"45", "201511"},
-                                                            {"50", "201811"}, {"52", "202111"}, {"60", "202411"}};
-    for (size_t i = 0; version && i < sizeof dates / sizeof *dates; i++)
-        if (!strcmp(version, dates[i].v)) return dates[i].date;
-    return "202011";
+// After record_inclusions with c->omp: whether a file or the command line defines a macro
+// the directives name.
+static void scan_macros(ctx *c, const char *const *args, int nargs) {
+    ix_omp_scan *s = c->omp;
+    for (size_t i = 0; i < c->fcap && s->directives && !s->why; i++) {
+        file_ent *e = &c->files[i];
+        if (!e->file || !e->is_dep) continue;
+        if (ix_omp_files_macros(c->omp_files, s, e->path, NULL, 0)) continue;
+        if (!e->contents) e->contents = clang_getFileContents(c->tu, e->file, &e->size);
+        ix_omp_files_macros(c->omp_files, s, e->path, e->contents ? e->contents : "", e->size);
+    }
+    if (s->directives) ix_omp_scan_command_line(s, args, nargs);
 }
 
 static void add_note(ix_result *r, const char *note) {
@@ -113,54 +126,50 @@ static void add_note(ix_result *r, const char *note) {
     r->diagnostics = b.s;
 }
 
-// The second pass (see ctx): the unit parsed again with its arguments less -fopenmp*, and
-// _OPENMP defined as -fopenmp defines it, so the preprocessor sees the same code and the
-// pragmas are ignored; only what is inside the captured statements is recorded.
-static void parse_captured(ctx *c, void *cxindex, const ix_tu *tu, const char *const *args, int nargs,
-                           struct CXUnsavedFile *unsaved, unsigned nunsaved, unsigned flags) {
-    tb_vec a;
-    tb_vec_init(&a, sizeof(const char *), "clang arguments");
-    int openmp = 0;
-    const char *version = NULL;
-    for (int i = 0; i < nargs; i++) {
-        if (strncmp(args[i], "-fopenmp", 8)) {
-            *(const char **)tb_vec_push(&a) = args[i];
-            continue;
-        }
-        if (!strcmp(args[i], "-fopenmp") || !strncmp(args[i], "-fopenmp=", 9)) openmp = 1;
-        if (!strncmp(args[i], "-fopenmp-version=", 17)) version = args[i] + 17;
-    }
-    if (openmp) *(const char **)tb_vec_push(&a) = tb_pool_printf(&c->r->pool, "-D_OPENMP=%s", openmp_date(version));
-    // the first unit's CXFile and declaration pointers mean nothing in the second
+// The CXFile entries, OpenMP passes' state and declarations noted belong to one translation
+// unit: forgotten before another is walked.
+static void forget_unit(ctx *c) {
     tb_u64map_clear(&c->noted);
     ixv_roles_clear(&c->roles);
     free(c->files);
     c->files = NULL;
     c->fcap = c->flen = 0;
-    c->tu = NULL;
-    struct timespec tp;
-    clock_gettime(CLOCK_MONOTONIC, &tp);
-    enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, (const char *const *)a.items,
-                                                     (int)a.len, unsaved, nunsaved, flags, &c->tu);
-    c->r->parse_seconds += seconds_since(&tp);
-    tb_vec_free(&a);
-    if (e != CXError_Success) {
-        c->r->errors++;
-        c->r->status = "partial";
-        tb_buf b = {0};
-        tb_buf_printf(&b, "%s: the parse without -fopenmp for the code inside OpenMP directives failed (%s); "
-                          "the calls there are missing", tu->file, cx_error_name(e));
-        add_note(c->r, b.s);
-        tb_buf_free(&b);
-        return;
-    }
-    c->captured_pass = 1;
+}
+
+static void walk(ctx *c) {
     double t = thread_cpu();
     clang_visitChildren(clang_getTranslationUnitCursor(c->tu), ixv_top_visit, c);
-    double t2 = thread_cpu();
+    c->r->walk_cpu += thread_cpu() - t;
+}
+
+static void dispose(ctx *c) {
+    double t = thread_cpu();
     clang_disposeTranslationUnit(c->tu);
-    c->r->walk_cpu += t2 - t;
-    c->r->dispose_cpu += thread_cpu() - t2;
+    c->tu = NULL;
+    c->r->dispose_cpu += thread_cpu() - t;
+}
+
+// One of the unit's parses, its time counted.
+static enum CXErrorCode parse(ctx *c, void *cxindex, const ix_tu *tu, const char *const *args, int nargs,
+                              struct CXUnsavedFile *unsaved, unsigned nunsaved, unsigned flags,
+                              CXTranslationUnit *out) {
+    struct timespec tp;
+    clock_gettime(CLOCK_MONOTONIC, &tp);
+    enum CXErrorCode e =
+        clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, args, nargs, unsaved, nunsaved, flags, out);
+    c->r->parse_seconds += seconds_since(&tp);
+    return e;
+}
+
+// The second pass (see ctx) over `plain`, the unit parsed without -fopenmp (the pragmas
+// ignored, _OPENMP defined as -fopenmp defines it, so the preprocessor sees the same code):
+// only what is inside the captured statements is recorded. Disposes of it.
+static void walk_captured(ctx *c, CXTranslationUnit plain) {
+    forget_unit(c);  // the first unit's CXFile and declaration pointers mean nothing in the second
+    c->tu = plain;
+    c->captured_pass = 1;
+    walk(c);
+    dispose(c);
 }
 
 // Whether libclang parses the unit as C: the last -x names c, or there is none and the source
@@ -180,12 +189,42 @@ static int parsed_as_c(const ix_tu *tu, const char *const *args, int nargs) {
 // Every parse's options: errors in one function do not stop the parse; warnings are not kept.
 static const unsigned parse_flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
 
-void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_result *r) {
+// A C unit compiled with -fopenmp was parsed without it (c->tu): when its directives may hold
+// a call only the parse with -fopenmp shows (index_openmp.h), that parse becomes the first
+// pass and c->tu the second's (*plain); else c->tu is the only pass. Its inputs are recorded.
+static void openmp_once_or_twice(ctx *c, void *cxindex, const ix_tu *tu, struct CXUnsavedFile *unsaved,
+                                 unsigned nunsaved, CXTranslationUnit *plain) {
+    ix_omp_scan scan = {0};
+    c->omp = &scan;
+    double t = thread_cpu();
+    record_inclusions(c);
+    scan_macros(c, tu->args, tu->nargs);
+    c->r->inclusions_cpu += thread_cpu() - t;
+    c->omp = NULL;
+    if (!scan.why) {
+        c->r->openmp = scan.directives ? "OpenMP directives: one parse, without -fopenmp" : NULL;
+    } else {
+        CXTranslationUnit with = NULL;
+        if (parse(c, cxindex, tu, tu->args, tu->nargs, unsaved, nunsaved, parse_flags, &with) == CXError_Success) {
+            *plain = c->tu;
+            forget_unit(c);
+            c->tu = with;
+            c->r->openmp = tb_pool_printf(&c->r->pool, "OpenMP directives: parsed with and without -fopenmp: %s",
+                                          scan.why);
+        } else {
+            c->r->openmp = "OpenMP directives: one parse, without -fopenmp (the parse with it failed: "
+                           "calls in the directives' clauses may be missing)";
+        }
+    }
+    ix_omp_scan_free(&scan);
+}
+
+void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_omp_files *omp_files, ix_result *r) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ix_result_init(r);
 
-    ctx c = {.opt = opt, .r = r};
+    ctx c = {.opt = opt, .r = r, .omp_files = omp_files};
     tb_vec_init(&c.seen_refs, sizeof(CXSourceLocation), "seen references");
     tb_vec_init(&c.captured, sizeof(ix_extent), "OpenMP captured statements");
     if (access(tu->file, R_OK) != 0) {
@@ -199,20 +238,22 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
     tb_strmap_init(&c.funcs);
     tb_strmap_init(&c.syms);
     c.source = tu->file;
-    unsigned flags = parse_flags;
     struct CXUnsavedFile unsaved[IX_UNSAVED_MAX];
     unsigned nunsaved = ix_unit_unsaved(tu, unsaved, &r->pool);
-    enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, tu->args, tu->nargs, unsaved,
-                                                     nunsaved, flags, &c.tu);
-    r->parse_seconds = seconds_since(&t0);
+    // A C unit compiled with -fopenmp is parsed without it first (index_openmp.h).
+    tb_vec plain_args;
+    tb_vec_init(&plain_args, sizeof(const char *), "clang arguments");
+    int once = parsed_as_c(tu, tu->args, tu->nargs) && ix_openmp_plain_args(&r->pool, tu->args, tu->nargs, &plain_args);
+    const char *const *args = once ? (const char *const *)plain_args.items : tu->args;
+    int nargs = once ? (int)plain_args.len : tu->nargs;
+    enum CXErrorCode e = parse(&c, cxindex, tu, args, nargs, unsaved, nunsaved, parse_flags, &c.tu);
     const char *note = NULL;
     int driver_errors = 0;
     if (e == CXError_Success) count_errors(c.tu, &driver_errors);
     if (e != CXError_Success || driver_errors) {
         // Flags libclang does not take (a GCC-only option, say): try the reduced command line.
         CXTranslationUnit tu2 = NULL;
-        enum CXErrorCode e2 = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, tu->fallback, tu->nfallback,
-                                                          unsaved, nunsaved, flags, &tu2);
+        enum CXErrorCode e2 = parse(&c, cxindex, tu, tu->fallback, tu->nfallback, unsaved, nunsaved, parse_flags, &tu2);
         int e2_errors = e2 == CXError_Success ? count_errors(tu2, NULL) : 0;
         if (e2 == CXError_Success && (e != CXError_Success || e2_errors < count_errors(c.tu, NULL))) {
             if (c.tu) clang_disposeTranslationUnit(c.tu);
@@ -233,21 +274,41 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_resul
         r->diagnostics = b.s;
     } else {
         c.c_unit = r->reduced ? parsed_as_c(tu, tu->fallback, tu->nfallback) : parsed_as_c(tu, tu->args, tu->nargs);
+        CXTranslationUnit plain = NULL;  // the second pass's unit, once parsed without -fopenmp
+        once = once && !r->reduced;
+        if (once) openmp_once_or_twice(&c, cxindex, tu, unsaved, nunsaved, &plain);
         collect_diagnostics(&c, tu->file, note);
         r->status = r->errors ? "partial" : "ok";
-        double t = thread_cpu();
-        clang_visitChildren(clang_getTranslationUnitCursor(c.tu), ixv_top_visit, &c);
-        double t2 = thread_cpu();
-        record_inclusions(&c);
-        double t3 = thread_cpu();
-        clang_disposeTranslationUnit(c.tu);
-        r->walk_cpu = t2 - t;
-        r->inclusions_cpu = t3 - t2;
-        r->dispose_cpu = thread_cpu() - t3;
-        if (c.captured.len)
-            parse_captured(&c, cxindex, tu, r->reduced ? tu->fallback : tu->args, r->reduced ? tu->nfallback : tu->nargs,
-                           unsaved, nunsaved, flags);
+        walk(&c);
+        if (!once) {
+            double t = thread_cpu();
+            record_inclusions(&c);
+            r->inclusions_cpu += thread_cpu() - t;
+        }
+        dispose(&c);
+        if (c.captured.len && !once) {  // the unit's first parse was with -fopenmp: parse it without
+            r->openmp = "OpenMP directives: parsed with and without -fopenmp";
+            const char *const *a = r->reduced ? tu->fallback : tu->args;
+            int n = r->reduced ? tu->nfallback : tu->nargs;
+            plain_args.len = 0;
+            (void)ix_openmp_plain_args(&r->pool, a, n, &plain_args);
+            e = parse(&c, cxindex, tu, (const char *const *)plain_args.items, (int)plain_args.len, unsaved, nunsaved,
+                      parse_flags, &plain);
+            if (e != CXError_Success) {
+                r->errors++;
+                r->status = "partial";
+                tb_buf b = {0};
+                tb_buf_printf(&b, "%s: the parse without -fopenmp for the code inside OpenMP directives failed (%s); "
+                                  "the calls there are missing",
+                              tu->file, cx_error_name(e));
+                add_note(r, b.s);
+                tb_buf_free(&b);
+            }
+        }
+        if (plain && c.captured.len) walk_captured(&c, plain);
+        else if (plain) clang_disposeTranslationUnit(plain);
     }
+    tb_vec_free(&plain_args);
     tb_strmap_free(&c.funcs);
     tb_strmap_free(&c.syms);
     tb_vec_free(&c.captured);

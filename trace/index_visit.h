@@ -5,6 +5,7 @@
 #define TB_TRACE_INDEX_VISIT_H
 
 #include "index_compdb.h"
+#include "index_openmp.h"
 #include "index_options.h"
 #include "pool.h"
 #include "vec.h"
@@ -78,14 +79,16 @@ typedef struct ix_result {
     tb_pool pool;
     double seconds;        // the whole unit: the parses, the visits, the inclusions
     double parse_seconds;  // libclang's parses alone (the second OpenMP one included)
+    const char *openmp;    // how OpenMP directives were parsed (--verbose), or NULL: none seen
     // The unit's thread's CPU time (--verbose): the AST walks (both passes), the inclusions
     // listed, the translation units disposed of.
     double walk_cpu, inclusions_cpu, dispose_cpu;
 } ix_result;
 
 // Parses tu with its own flags and extracts its facts into r (which it initialises).
-// Never fails: a TU that does not parse gets status "failed" and its diagnostics.
-void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_result *r);
+// Never fails: a TU that does not parse gets status "failed" and its diagnostics. omp_files:
+// the run's scans of OpenMP directives in the input files, shared by the units (or NULL).
+void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_omp_files *omp_files, ix_result *r);
 void ix_result_free(ix_result *r);
 // The benchmark's reference (tracebook index --parse-only): the unit parsed as ix_index_tu
 // parses it first (same arguments, flags and in-memory stand-ins), nothing visited or kept.

@@ -17,7 +17,7 @@ typedef struct file_ent {
     const char *path;
     const char *contents;  // clang's buffer, for macro names
     size_t size;
-    int is_dep;            // already one of the unit's inputs (r->deps)
+    int is_dep;            // already listed: one of the unit's inputs (r->deps), or a stand-in
 } file_ent;
 
 // What an expression of a C body is to the call around it (index_visit_roles.c): the calls
@@ -49,11 +49,14 @@ typedef struct ctx {
     tb_vec seen_refs;   // of CXSourceLocation
     // OpenMP: libclang's visitor does not enter a CapturedStmt's body (it yields only the
     // captured variables), so the statement an OpenMP directive applies to is read from a
-    // second parse without -fopenmp (the pragmas ignored, _OPENMP still defined). The first
-    // pass records everything outside those statements (the directives' clauses too), the
-    // second only what is inside them.
+    // parse without -fopenmp (the pragmas ignored, _OPENMP still defined). A C unit whose
+    // directives that parse shows whole (index_openmp.h) has no other; else the first pass,
+    // over the parse with -fopenmp, records everything outside those statements (the
+    // directives' clauses too), the second, over the parse without, only what is inside them.
     int captured_pass;  // 0: the parse as given; 1: the second parse, inside `captured` only
     tb_vec captured;    // of ix_extent: the statements OpenMP directives apply to
+    struct ix_omp_scan *omp;  // while the inputs of a unit parsed without -fopenmp are listed
+    ix_omp_files *omp_files;  // the run's scans of the input files (NULL: each read again)
     CXCursor function;  // the function whose body is being walked (a dependent member call's class)
     int c_unit;         // the unit is parsed as C (not C++, CUDA or Objective-C)
     int c_body;         // a C function's body: references are told apart by ixv_roles, not call_refs

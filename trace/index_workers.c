@@ -22,7 +22,7 @@ static void *worker(void *arg) {
             if (ix_parse_only(idx, &w->db->tus[i])) atomic_fetch_add(&w->failed, 1);
             continue;
         }
-        ix_index_tu(idx, &w->db->tus[i], w->opt, &w->results[i]);
+        ix_index_tu(idx, &w->db->tus[i], w->opt, w->omp_files, &w->results[i]);
         pthread_mutex_lock(&w->mu);
         w->done[i] = 1;
         pthread_cond_broadcast(&w->cv);
@@ -52,12 +52,14 @@ int ix_unit_done(ix_work *w, size_t i) {
 void ix_work_init(ix_work *w, const ix_compdb *db, const ix_options *opt, ix_result *results, const size_t *todo,
                   size_t ntodo) {
     *w = (ix_work){.db = db, .opt = opt, .results = results, .todo = todo, .ntodo = ntodo};
+    if (!opt->parse_only) w->omp_files = ix_omp_files_new();
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     w->done = tb_xcalloc(db->ntus ? db->ntus : 1, 1, "units parsed");
 }
 
 void ix_work_free(ix_work *w) {
+    ix_omp_files_free(w->omp_files);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w->done);

@@ -25,6 +25,7 @@ typedef struct ix_work {
     pthread_mutex_t mu;  // done, and its signal
     pthread_cond_t cv;
     char *done;          // per unit of the database: its facts are in results
+    ix_omp_files *omp_files;  // the input files' OpenMP directives, read once (NULL with --parse-only)
     pthread_t *threads;  // the started workers (`started` of them), joined by ix_workers_finish
     int started;
 } ix_work;

@@ -2,13 +2,16 @@
 // sections, single, master, masked, critical, task, taskgroup, taskloop, ordered, simd,
 // atomic, target, teams, distribute, loop, combined forms, clauses, nested regions) are
 // indexed once each with the function they are written in as their caller, in a unit
-// compiled with -fopenmp (and code under #ifdef _OPENMP is seen). The expected calls come
-// from the fixture's "C:<callee>" markers, not from a list here.
+// compiled with -fopenmp (and code under #ifdef _OPENMP is seen): parsed once without
+// -fopenmp when no clause may call (omp_once.c and its header), with and without it when one
+// does (omp.c) or a macro may (omp_macro.c); and the scan that decides (index_openmp.h). The
+// expected calls come from the fixtures' "C:<callee>" markers, not from a list here.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/fileio.h"
+#include "index_openmp.h"
 #include "index_query.h"
 #include "tb_shell.h"
 #include "tb_test.h"
@@ -18,16 +21,22 @@
 #define WORK TB_TEST_TMPDIR "/test_openmp"
 #define INDEX WORK "/index.sqlite"
 
+#define ONCE_C TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_once.c"
+#define ONCE_H TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_once.h"
+#define MACRO_C TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_macro.c"
+
 static sqlite3 *db;
 static char *ix_output;
 static int ix_status;
 
-TB_TEST(every_call_in_an_openmp_construct_is_indexed_once_with_its_caller) {
-    TB_REQUIRE(ix_status == 0 && db, "index failed (%d):\n%s", ix_status, ix_output);
-    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM files WHERE path = %Q AND status = 'ok'", OMP_C) == 1,
-             "omp.c parsed without errors:\n%s", ix_output);
-    char *src = tb_slurp(OMP_C);
-    TB_REQUIRE(src, "cannot read %s", OMP_C);
+// Every "C:<callee>" marker of a file is a call of `caller` to callee on that line, exactly
+// once, and caller makes no other call in that file.
+static void check_markers(const char *path, const char *caller, int at_least) {
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM files WHERE path = %Q AND (is_tu = 0 OR status = 'ok')", path) ==
+                 1,
+             "%s indexed without errors:\n%s", path, ix_output);
+    char *src = tb_slurp(path);
+    TB_REQUIRE(src, "cannot read %s", path);
     int expected = 0, line = 1;
     for (const char *p = src; *p; p++) {
         if (*p == '\n') line++;
@@ -40,16 +49,134 @@ TB_TEST(every_call_in_an_openmp_construct_is_indexed_once_with_its_caller) {
         expected++;
         long got = tb_index_q_long(db,
                                    "SELECT COUNT(*) FROM calls c JOIN functions f ON f.id = c.caller_id"
-                                   " WHERE f.name = 'kernel' AND c.callee_name = %Q AND c.line = %d",
-                                   callee, line);
-        TB_CHECK(got == 1, "kernel → %s at omp.c:%d: %ld rows, expected 1", callee, line, got);
+                                   " JOIN files fi ON fi.id = c.file_id"
+                                   " WHERE f.name = %Q AND c.callee_name = %Q AND c.line = %d AND fi.path = %Q",
+                                   caller, callee, line, path);
+        TB_CHECK(got == 1, "%s → %s at %s:%d: %ld rows, expected 1", caller, callee, path, line, got);
     }
     free(src);
-    TB_CHECK(expected >= 25, "the fixture's markers: %d", expected);
-    long all = tb_index_q_long(db, "SELECT COUNT(*) FROM calls c JOIN functions f ON f.id = c.caller_id"
-                                   " WHERE f.name = 'kernel'");
-    TB_CHECK(all == expected, "kernel makes %ld calls in the index, the fixture marks %d (none twice, none left out)",
-             all, expected);
+    TB_CHECK(expected >= at_least, "%s's markers: %d", path, expected);
+    long all = tb_index_q_long(db,
+                               "SELECT COUNT(*) FROM calls c JOIN functions f ON f.id = c.caller_id"
+                               " JOIN files fi ON fi.id = c.file_id WHERE f.name = %Q AND fi.path = %Q",
+                               caller, path);
+    TB_CHECK(all == expected, "%s makes %ld calls in %s in the index, the file marks %d (none twice, none left out)",
+             caller, all, path, expected);
+}
+
+// The --verbose line of a unit says how its OpenMP directives were parsed.
+static int verbose_says(const char *unit, const char *how) {
+    char want[512];
+    snprintf(want, sizeof want, "tracebook index: %s: ok in ", unit);
+    const char *at = strstr(ix_output, want);
+    const char *eol = at ? strchr(at, '\n') : NULL;
+    const char *found = at ? strstr(at, how) : NULL;
+    return found && (!eol || found < eol);
+}
+
+TB_TEST(every_call_in_an_openmp_construct_is_indexed_once_with_its_caller) {
+    TB_REQUIRE(ix_status == 0 && db, "index failed (%d):\n%s", ix_status, ix_output);
+    check_markers(OMP_C, "kernel", 25);
+    // Its clauses call functions: parsed with -fopenmp for them, without it for the regions.
+    TB_CHECK(verbose_says(OMP_C, "(OpenMP directives: parsed with and without -fopenmp: " OMP_C ":"),
+             "omp.c's line:\n%s", ix_output);
+}
+
+TB_TEST(a_c_unit_whose_clauses_call_nothing_is_parsed_once_without_openmp) {
+    TB_REQUIRE(ix_status == 0 && db, "index failed (%d):\n%s", ix_status, ix_output);
+    TB_CHECK(verbose_says(ONCE_C, "(OpenMP directives: one parse, without -fopenmp)"), "omp_once.c's line:\n%s",
+             ix_output);
+    check_markers(ONCE_C, "once_kernel", 11);
+    check_markers(ONCE_H, "header_scale", 1);
+}
+
+TB_TEST(a_macro_in_a_clause_makes_the_unit_parsed_with_openmp_too) {
+    TB_REQUIRE(ix_status == 0 && db, "index failed (%d):\n%s", ix_status, ix_output);
+    TB_CHECK(verbose_says(MACRO_C, "parsed with and without -fopenmp: " MACRO_C ":7: a macro named in an OpenMP "
+                                   "directive (TEAM)"),
+             "omp_macro.c's line:\n%s", ix_output);
+    check_markers(MACRO_C, "macro_kernel", 2);
+}
+
+static int why_of(const char *text, const char *cmdline_define, const char **why) {
+    ix_omp_scan s = {0};
+    ix_omp_scan_directives(&s, "f.c", text, strlen(text));
+    ix_omp_scan_macros(&s, "f.c", text, strlen(text));
+    const char *args[] = {"-std=c17", "-D", cmdline_define ? cmdline_define : "X"};
+    ix_omp_scan_command_line(&s, args, 3);
+    static char kept[512];
+    snprintf(kept, sizeof kept, "%s", s.why ? s.why : "");
+    *why = s.why ? kept : NULL;
+    int n = s.directives;
+    ix_omp_scan_free(&s);
+    return n;
+}
+
+TB_TEST(the_directive_scan_answers_no_to_every_clause_that_may_call) {
+    static const struct {
+        const char *text, *define, *why;  // why: NULL when the parse without -fopenmp suffices
+        int directives;
+    } cases[] = {
+        {"#pragma omp parallel for schedule(static)\n", NULL, NULL, 1},
+        {"#pragma omp parallel for schedule(dynamic, 1) collapse(2) num_threads((int)n) if (n > 1e+3)\n", NULL, NULL,
+         1},
+        {"  #  pragma   omp parallel num_threads(t) reduction(+ : s) // don't (f(x))\n", NULL, NULL, 1},
+        {"#pragma once\n#pragma GCC diagnostic push\nint ompx;\n", NULL, NULL, 0},
+        {"#pragma omp declare simd notinbranch\n#pragma omp declare target\n", NULL, NULL, 2},
+        {"#pragma omp parallel num_threads(f())\n", NULL, "f.c:1: a call in an OpenMP clause (f)", 1},
+        {"int x;\n#pragma omp parallel \\\n  if (g(x))\n", NULL, "f.c:3: a call in an OpenMP clause (g)", 1},
+        {"#pragma omp parallel ?\?/\n num_threads(h(1))\n", NULL, "a call in an OpenMP clause (h)", 1},
+        {"#pragma omp parallel num_threads((*fp)(1))\n", NULL, "a call in an OpenMP clause", 1},
+        {"#pragma omp parallel num_threads(tab[0](1))\n", NULL, "a call in an OpenMP clause", 1},
+        {"_Pragma(\"omp parallel num_threads(f(2))\") int y;\n", NULL, "a call in an OpenMP clause (f)", 1},
+        {"__pragma(omp parallel if(ok(3)))\n", NULL, "a call in an OpenMP clause (ok)", 1},
+        {"_Pragma(\"GCC diagnostic push\") int z;\n", NULL, NULL, 0},
+        {"#define DO_PRAGMA(x) _Pragma(#x)\nDO_PRAGMA(omp parallel num_threads(f()))\n", NULL,
+         "f.c:2: omp as a macro's argument: the directive its _Pragma may make (DO_PRAGMA)", 0},
+        {"#define DO_PRAGMA(x) _Pragma(#x)\n#define OMP(x) DO_PRAGMA( omp x)\n", NULL,
+         "f.c:2: omp as a macro's argument: the directive its _Pragma may make (DO_PRAGMA)", 0},
+        {"# define warn1(message) _Pragma (#message)\n# define warn(m) warn1 (GCC warning m)\n"
+         "int compute(int omp_x), omp;\n",
+         NULL, NULL, 0},
+        {"#pragma omp error message(\"see //x\") num_threads(f())\n", NULL, "a call in an OpenMP clause (f)", 1},
+        {"#pragma omp parallel num_threads(my$fn(1))\n", NULL, "a call in an OpenMP clause (my$fn)", 1},
+        {"#pragma omp parallel num_threads(t<:0:>(1))\n", NULL, "a call in an OpenMP clause", 1},
+        {"// pragma omp num_threads(f())\n", NULL, "a call in an OpenMP clause (f)", 1},  // a comment counts
+        {"#pragma omp parallel /*\n */ num_threads(f())\n", NULL, "a comment inside an OpenMP directive", 1},
+        {"#pragma omp parallel if (c == ')')\n", NULL, "a character literal in an OpenMP directive", 1},
+        {"#pragma omp declare reduction(m : int : omp_out += omp_in)\n", NULL,
+         "an OpenMP declare directive other than simd or target (reduction)", 1},
+        {"#pragma omp declare variant(fast) match(device = {kind(cpu)})\n", NULL,
+         "an OpenMP declare directive other than simd or target (variant)", 1},
+        {"#pragma omp begin declare target\n", NULL,
+         "an OpenMP directive the parse without -fopenmp may not match (begin)", 1},
+        {"#pragma omp metadirective when(user = {condition(c)} : parallel)\n", NULL,
+         "an OpenMP directive the parse without -fopenmp may not match (metadirective)", 1},
+        {"#define NT get_threads()\n#pragma omp parallel num_threads(NT)\n", NULL,
+         "f.c:1: a macro named in an OpenMP directive (NT)", 1},
+        {"#  define  \\\n  SCHED static\n#pragma omp for schedule(SCHED)\n", NULL,
+         "a macro named in an OpenMP directive (SCHED)", 1},
+        {"#pragma omp parallel num_threads(nt)\n", "nt=f()",
+         "the command line defines nt, named in an OpenMP directive", 1},
+        {"#pragma omp parallel num_threads(nt)\n", "ntx=1", NULL, 1},
+        {"#pragma omp parallel num_threads(nt)\nint undefined_nt;\n", NULL, NULL, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *why = NULL;
+        int n = why_of(cases[i].text, cases[i].define, &why);
+        TB_CHECK(n == cases[i].directives, "case %zu: %d directives, expected %d", i, n, cases[i].directives);
+        if (!cases[i].why)
+            TB_CHECK(!why, "case %zu (%s): refused: %s", i, cases[i].text, why);
+        else
+            TB_CHECK(why && strstr(why, cases[i].why), "case %zu (%s): %s, expected %s", i, cases[i].text,
+                     why ? why : "accepted", cases[i].why);
+    }
+    const char *args[] = {"-c", "@more.rsp"};
+    ix_omp_scan s = {0};
+    ix_omp_scan_directives(&s, "f.c", "#pragma omp parallel num_threads(n)\n", 36);
+    ix_omp_scan_command_line(&s, args, 2);
+    TB_CHECK(s.why && strstr(s.why, "@more.rsp"), "a response file: %s", s.why ? s.why : "accepted");
+    ix_omp_scan_free(&s);
 }
 
 TB_TEST(a_call_in_a_region_is_a_chain_hop) {
@@ -62,17 +189,31 @@ TB_TEST(a_call_in_a_region_is_a_chain_hop) {
     free(out);
 }
 
+static void add_unit(tb_buf *b, const char *file) {
+    tb_buf_printf(b,
+                  "%s{\"directory\": \"" WORK "\", \"arguments\": [\"cc\", \"-std=c17\", \"-fopenmp\", \"-c\","
+                  " \"%s\"], \"file\": \"%s\"}",
+                  b->len > 1 ? ",\n" : "", file, file);
+}
+
 int main(void) {
     tb_error err;
     if (tb_mkdir_p(WORK, &err)) printf("  %s\n", err.msg);
-    if (tb_write_text(WORK "/compile_commands.json",
-                      "[{\"directory\": \"" WORK "\", \"arguments\": [\"cc\", \"-std=c17\", \"-fopenmp\", \"-c\", \"" OMP_C
-                      "\"], \"file\": \"" OMP_C "\"}]\n"))
-        printf("  cannot write the compilation database\n");
+    tb_buf units = {0};
+    tb_buf_printf(&units, "[");
+    add_unit(&units, OMP_C);
+    add_unit(&units, ONCE_C);
+    add_unit(&units, MACRO_C);
+    tb_buf_printf(&units, "]\n");
+    if (tb_write_text(WORK "/compile_commands.json", units.s)) printf("  cannot write the compilation database\n");
+    tb_buf_free(&units);
     unlink(INDEX);
-    ix_status = tb_shell(&ix_output, "'%s' index --compdb '%s' --output '%s'", TRACEBOOK, WORK, INDEX);
+    ix_status = tb_shell(&ix_output, "'%s' index --verbose --compdb '%s' --output '%s' 2>&1", TRACEBOOK, WORK, INDEX);
     db = tb_index_open_ro(INDEX);
     TB_RUN(every_call_in_an_openmp_construct_is_indexed_once_with_its_caller);
+    TB_RUN(a_c_unit_whose_clauses_call_nothing_is_parsed_once_without_openmp);
+    TB_RUN(a_macro_in_a_clause_makes_the_unit_parsed_with_openmp_too);
+    TB_RUN(the_directive_scan_answers_no_to_every_clause_that_may_call);
     TB_RUN(a_call_in_a_region_is_a_chain_hop);
     sqlite3_close(db);
     free(ix_output);
