@@ -13,6 +13,9 @@
 # The reference, measured in the same run: `tracebook index --parse-only`, libclang's
 # clang_parseTranslationUnit2 of the same units with the same arguments, flags and -j, and
 # nothing else (no AST visit, no second parse for OpenMP directives, no hashing, no SQLite).
+# (The index parses a C unit compiled with -fopenmp without it when its directives allow,
+# trace/index_openmp.h; the reference parses it as compiled: both cost the same, see
+# docs/PERFORMANCE.md.)
 # The table's last columns are the index's wall and CPU time (user + sys, all threads) over
 # that reference's: the indexer's own overhead. CPU time is the figure a loaded machine
 # stretches least. The runs are paired: each of the R runs of a row comes right beside a run of
