@@ -3,17 +3,20 @@
 // libclang's visitor does not enter the statement an OpenMP directive applies to, so the
 // calls there come from a parse without -fopenmp (the pragmas ignored, _OPENMP defined as
 // -fopenmp defines it). A C unit is parsed that way once, and only that way, when that parse
-// shows every call the unit makes: when no directive in its own files (not system headers)
-// could hold a call in a clause, which only the parse with -fopenmp shows. This scan reads
+// shows every call the unit makes: when no directive in its input files could hold a call in
+// a clause, which only the parse with -fopenmp shows. This scan reads
 // the text of every input file (system headers too) and decides conservatively (a doubt is a
 // "no"): a clause with a call in it (`num_threads(f())`, `(*f)(x)`, `t[0](x)`), an identifier
 // any input file or the command line defines as a macro (a directive's tokens are
 // macro-expanded), a comment or character literal inside a directive, `declare` other than
 // `declare simd` / `declare target` (a variant replaces calls, a reduction or mapper has
-// code), `begin`, `metadirective`, a _Pragma whose text is not a string (`_Pragma(#x)`: a
-// macro makes it). Otherwise (and for C++, where a clause's operators and conversions are
-// calls no text shows) the unit is parsed with -fopenmp for everything outside the
-// directives' statements and without it for what is inside them.
+// code), `begin`, `metadirective`, and `omp` as a macro's first argument (DO_PRAGMA(omp ...):
+// a _Pragma(#x) macro makes a directive of it). Otherwise (and for C++, where
+// a clause's operators and conversions are calls no text shows) the unit is parsed with
+// -fopenmp for everything outside the directives' statements and without it for what is
+// inside them. Not seen by the scan: an `omp` that is itself a macro's expansion, handed on
+// through another macro into a _Pragma(#x) (`#define O omp`, `DO2(O parallel ...)`); such a
+// directive's clause calls would be missed (the calls inside its statement never are).
 #ifndef TB_TRACE_INDEX_OPENMP_H
 #define TB_TRACE_INDEX_OPENMP_H
 

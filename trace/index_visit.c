@@ -192,8 +192,10 @@ static const unsigned parse_flags = CXTranslationUnit_KeepGoing | CXTranslationU
 // A C unit compiled with -fopenmp was parsed without it (c->tu): when its directives may hold
 // a call only the parse with -fopenmp shows (index_openmp.h), that parse becomes the first
 // pass and c->tu the second's (*plain); else c->tu is the only pass. Its inputs are recorded.
-static void openmp_once_or_twice(ctx *c, void *cxindex, const ix_tu *tu, struct CXUnsavedFile *unsaved,
-                                 unsigned nunsaved, CXTranslationUnit *plain) {
+// 0, or -1 when the parse with -fopenmp was needed and failed (c->tu stays the only pass).
+static int openmp_once_or_twice(ctx *c, void *cxindex, const ix_tu *tu, struct CXUnsavedFile *unsaved,
+                                unsigned nunsaved, CXTranslationUnit *plain) {
+    int rc = 0;
     ix_omp_scan scan = {0};
     c->omp = &scan;
     double t = thread_cpu();
@@ -212,11 +214,12 @@ static void openmp_once_or_twice(ctx *c, void *cxindex, const ix_tu *tu, struct 
             c->r->openmp = tb_pool_printf(&c->r->pool, "OpenMP directives: parsed with and without -fopenmp: %s",
                                           scan.why);
         } else {
-            c->r->openmp = "OpenMP directives: one parse, without -fopenmp (the parse with it failed: "
-                           "calls in the directives' clauses may be missing)";
+            c->r->openmp = "OpenMP directives: one parse, without -fopenmp (the parse with it failed)";
+            rc = -1;
         }
     }
     ix_omp_scan_free(&scan);
+    return rc;
 }
 
 void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_omp_files *omp_files, ix_result *r) {
@@ -276,8 +279,17 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_omp_f
         c.c_unit = r->reduced ? parsed_as_c(tu, tu->fallback, tu->nfallback) : parsed_as_c(tu, tu->args, tu->nargs);
         CXTranslationUnit plain = NULL;  // the second pass's unit, once parsed without -fopenmp
         once = once && !r->reduced;
-        if (once) openmp_once_or_twice(&c, cxindex, tu, unsaved, nunsaved, &plain);
+        int with_failed = once && openmp_once_or_twice(&c, cxindex, tu, unsaved, nunsaved, &plain);
         collect_diagnostics(&c, tu->file, note);
+        if (with_failed) {
+            r->errors++;
+            tb_buf b = {0};
+            tb_buf_printf(&b, "%s: the parse with -fopenmp for the calls in OpenMP directives' clauses failed; "
+                              "the unit was parsed without it only: those calls are missing",
+                          tu->file);
+            add_note(r, b.s);
+            tb_buf_free(&b);
+        }
         r->status = r->errors ? "partial" : "ok";
         walk(&c);
         if (!once) {

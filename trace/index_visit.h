@@ -90,8 +90,10 @@ typedef struct ix_result {
 // the run's scans of OpenMP directives in the input files, shared by the units (or NULL).
 void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_omp_files *omp_files, ix_result *r);
 void ix_result_free(ix_result *r);
-// The benchmark's reference (tracebook index --parse-only): the unit parsed as ix_index_tu
-// parses it first (same arguments, flags and in-memory stand-ins), nothing visited or kept.
+// The benchmark's reference (tracebook index --parse-only): the unit parsed with its own
+// arguments, flags and in-memory stand-ins, as ix_index_tu parses it first (but a C unit
+// compiled with -fopenmp, which ix_index_tu may parse without it: index_openmp.h), nothing
+// visited or kept.
 // 0 when libclang built the unit, -1 when it did not.
 int ix_parse_only(void *cxindex, const ix_tu *tu);
 

@@ -456,9 +456,14 @@ static int skipped;
 // that (pp 2 interleaved -6.6%, tp 2 -11.4% in one suite run, the hypervisor stealing 13% of
 // the cores the next minute). The replay leaves out each collective's hand-off — the time a waiting
 // rank takes to resume once the last member has come, in the wall clock and in no thread's
-// CPU time — so it runs fast by about that time per collective: pipeline layouts, a few
-// sends a step, within 5% (measured on the 2-core Intel VM: -0.2% to -2.0%); tp 2, some 20
-// all-reduces a step, within 10% (measured -0.1% to -6.9%, host to host and hour to hour).
+// CPU time — so it runs fast by about that time per collective, and the bound grows with
+// their number: pp 2, 16 sends and receives a step (8 microbatches, one stage boundary, both
+// ways), within 5% (measured on the 2-core Intel VM: -0.2% to -2.0%; on the 2-core Zen 3 VM
+// -0.1% to -2.4%); pp 2 interleaved, three times as many (4 model chunks: 3 boundaries), and
+// tp 2, some 20 all-reduces a step, within 10% (tp 2 measured -0.1% to -6.9%, host to host and
+// hour to hour; interleaved -0.3% alone on the Zen 3 VM and -5.4% in a suite run there, the
+// hypervisor stealing 6% of the cores that minute, under the gate's threshold: its 5% bound
+// failed that run).
 // Run alone (RUN_SERIAL): a run beside another process measures the sharing; three
 // contended attempts skip the test (exit 77), naming why.
 // dp 2 with --overlap-grad-reduce runs 4 threads: compared only on a host with a core for
@@ -474,7 +479,7 @@ TB_TEST(real_runs_with_a_core_per_rank_replay_to_their_wall_clock) {
         {"pp2", "--pipeline-model-parallel-size 2 --global-batch-size 32", 2, 2, {0, 1}, 0.05, 1},
         {"tp2", "--tensor-model-parallel-size 2 --global-batch-size 8", 2, 1, {0, 0}, 0.10, 1},
         {"pp2-interleaved", "--pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2 "
-                            "--global-batch-size 32", 2, 2, {0, 1}, 0.05, 1},
+                            "--global-batch-size 32", 2, 2, {0, 1}, 0.10, 1},
         {"dp2-overlap", "--world-size 2 --global-batch-size 16 --overlap-grad-reduce --ddp-bucket-size 100000", 2, 1,
          {0, 0}, 0.10, 2},
     };
