@@ -207,7 +207,14 @@ static int openmp_once_or_twice(ctx *c, void *cxindex, const ix_tu *tu, struct C
         c->r->openmp = scan.directives ? "OpenMP directives: one parse, without -fopenmp" : NULL;
     } else {
         CXTranslationUnit with = NULL;
-        if (parse(c, cxindex, tu, tu->args, tu->nargs, unsaved, nunsaved, parse_flags, &with) == CXError_Success) {
+        int driver_errors = 0;  // a flag libclang rejects with -fopenmp (-fopenmp=bogus): no unit
+        if (parse(c, cxindex, tu, tu->args, tu->nargs, unsaved, nunsaved, parse_flags, &with) == CXError_Success)
+            count_errors(with, &driver_errors);
+        if (with && driver_errors) {
+            clang_disposeTranslationUnit(with);
+            with = NULL;
+        }
+        if (with) {
             *plain = c->tu;
             forget_unit(c);
             c->tu = with;

@@ -24,6 +24,7 @@
 #define ONCE_C TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_once.c"
 #define ONCE_H TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_once.h"
 #define MACRO_C TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_macro.c"
+#define BOGUS_C WORK "/bogus.c"
 
 static sqlite3 *db;
 static char *ix_output;
@@ -67,7 +68,7 @@ static void check_markers(const char *path, const char *caller, int at_least) {
 // The --verbose line of a unit says how its OpenMP directives were parsed.
 static int verbose_says(const char *unit, const char *how) {
     char want[512];
-    snprintf(want, sizeof want, "tracebook index: %s: ok in ", unit);
+    snprintf(want, sizeof want, "tracebook index: %s: ", unit);
     const char *at = strstr(ix_output, want);
     const char *eol = at ? strchr(at, '\n') : NULL;
     const char *found = at ? strstr(at, how) : NULL;
@@ -110,6 +111,23 @@ static int why_of(const char *text, const char *cmdline_define, const char **why
     int n = s.directives;
     ix_omp_scan_free(&s);
     return n;
+}
+
+// A unit whose parse with -fopenmp is needed (a call in a clause) and rejected (-fopenmp=bogus):
+// the parse without it stands alone, the calls inside the directive kept; the unit is partial
+// and says which calls are missing.
+TB_TEST(a_needed_parse_with_openmp_that_fails_leaves_the_unit_partial_with_a_note) {
+    TB_REQUIRE(ix_status == 0 && db, "index failed (%d):\n%s", ix_status, ix_output);
+    TB_CHECK(tb_index_q_long(db,
+                             "SELECT COUNT(*) FROM files WHERE path = %Q AND status = 'partial' AND diagnostics LIKE"
+                             " '%%the parse with -fopenmp for the calls in OpenMP directives'' clauses failed%%'",
+                             BOGUS_C) == 1,
+             "bogus.c partial with the note:\n%s", ix_output);
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM calls c JOIN functions f ON f.id = c.caller_id"
+                                 " WHERE f.name = 'bogus_kernel' AND c.callee_name = 'in_region'") == 1,
+             "the call inside the directive kept");
+    TB_CHECK(verbose_says(BOGUS_C, "(OpenMP directives: one parse, without -fopenmp (the parse with it failed))"),
+             "bogus.c's line:\n%s", ix_output);
 }
 
 TB_TEST(the_directive_scan_answers_no_to_every_clause_that_may_call) {
@@ -189,11 +207,11 @@ TB_TEST(a_call_in_a_region_is_a_chain_hop) {
     free(out);
 }
 
-static void add_unit(tb_buf *b, const char *file) {
+static void add_unit(tb_buf *b, const char *file, const char *openmp) {
     tb_buf_printf(b,
-                  "%s{\"directory\": \"" WORK "\", \"arguments\": [\"cc\", \"-std=c17\", \"-fopenmp\", \"-c\","
+                  "%s{\"directory\": \"" WORK "\", \"arguments\": [\"cc\", \"-std=c17\", \"%s\", \"-c\","
                   " \"%s\"], \"file\": \"%s\"}",
-                  b->len > 1 ? ",\n" : "", file, file);
+                  b->len > 1 ? ",\n" : "", openmp, file, file);
 }
 
 int main(void) {
@@ -201,9 +219,18 @@ int main(void) {
     if (tb_mkdir_p(WORK, &err)) printf("  %s\n", err.msg);
     tb_buf units = {0};
     tb_buf_printf(&units, "[");
-    add_unit(&units, OMP_C);
-    add_unit(&units, ONCE_C);
-    add_unit(&units, MACRO_C);
+    add_unit(&units, OMP_C, "-fopenmp");
+    add_unit(&units, ONCE_C, "-fopenmp");
+    add_unit(&units, MACRO_C, "-fopenmp");
+    add_unit(&units, BOGUS_C, "-fopenmp=bogus");
+    if (tb_write_text(BOGUS_C, "int threads(void), in_region(int);\n"
+                               "int bogus_kernel(int n) {\n"
+                               "    int s = 0;\n"
+                               "#pragma omp parallel num_threads(threads())\n"
+                               "    s += in_region(n);\n"
+                               "    return s;\n"
+                               "}\n"))
+        printf("  cannot write %s\n", BOGUS_C);
     tb_buf_printf(&units, "]\n");
     if (tb_write_text(WORK "/compile_commands.json", units.s)) printf("  cannot write the compilation database\n");
     tb_buf_free(&units);
@@ -213,6 +240,7 @@ int main(void) {
     TB_RUN(every_call_in_an_openmp_construct_is_indexed_once_with_its_caller);
     TB_RUN(a_c_unit_whose_clauses_call_nothing_is_parsed_once_without_openmp);
     TB_RUN(a_macro_in_a_clause_makes_the_unit_parsed_with_openmp_too);
+    TB_RUN(a_needed_parse_with_openmp_that_fails_leaves_the_unit_partial_with_a_note);
     TB_RUN(the_directive_scan_answers_no_to_every_clause_that_may_call);
     TB_RUN(a_call_in_a_region_is_a_chain_hop);
     sqlite3_close(db);
