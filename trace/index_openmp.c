@@ -28,6 +28,8 @@ int ix_openmp_plain_args(tb_pool *p, const char *const *args, int nargs, tb_vec 
             *(const char **)tb_vec_push(out) = args[i];
             continue;
         }
+        const char *before = out->len ? TB_VEC_AT(out, const char *, out->len - 1) : "";
+        if (!strcmp(before, "-Xclang") || !strcmp(before, "-Xpreprocessor")) out->len--;  // it goes with it
         if (!strcmp(args[i], "-fopenmp") || !strncmp(args[i], "-fopenmp=", 9)) openmp = 1;
         if (!strncmp(args[i], "-fopenmp-version=", 17)) version = args[i] + 17;
     }
@@ -84,8 +86,20 @@ static void note_name(ix_omp_scan *s, const char *w, size_t n, const char *path,
     if (!tb_strmap_get(&s->names, name)) tb_strmap_put(&s->names, name, 1);
 }
 
+// How a directive's text is written: #pragma omp ... (to the end of the logical line),
+// __pragma(omp ...) (to its closing parenthesis), "omp ..." (a string: _Pragma("omp ..."),
+// or a macro's argument or body that one makes a pragma of; to its closing quote).
+enum { PRAGMA_LINE, PRAGMA_OPERATOR, PRAGMA_STRING };
+
 // One directive's text after "omp" (b .. e: its logical line, up to a // comment).
-static void scan_directive(ix_omp_scan *s, const char *path, const char *text, const char *b, const char *e) {
+static void scan_directive(ix_omp_scan *s, const char *path, const char *text, const char *b, const char *e,
+                           int form) {
+    if (form == PRAGMA_STRING) {
+        const char *q = memchr(b, '"', (size_t)(e - b));
+        if (q) e = q;
+        if (memchr(b, '\\', (size_t)(e - b)))  // an escape: the string's text is not its spelling
+            return set_why(s, path, text, b, "an escape in an OpenMP directive's string", NULL, 0);
+    }
     const char *cut = memmem(b, (size_t)(e - b), "//", 2);
     if (cut && !memchr(b, '"', (size_t)(cut - b))) e = cut;  // not when it may be inside a string
     if (memmem(b, (size_t)(e - b), "/*", 2)) return set_why(s, path, text, b, "a comment inside an OpenMP directive",
@@ -116,52 +130,60 @@ static void scan_directive(ix_omp_scan *s, const char *path, const char *text, c
             continue;
         }
         if (ch == '\'') return set_why(s, path, text, p, "a character literal in an OpenMP directive", NULL, 0);
+        if (ch == '"') return set_why(s, path, text, p, "a string in an OpenMP directive", NULL, 0);
         if (ch == '(') {
             if ((depth > 0 && prev == 'i') || prev == ')' || prev == ']' || prev == '>')  // f(, (*f)(, t[0](, <: :>(
                 return set_why(s, path, text, p, "a call in an OpenMP clause", prev == 'i' ? word : NULL, wlen);
             depth++;
         } else if (ch == ')' && --depth < 0) {
-            return;  // the end of _Pragma( ... ) or __pragma( ... )
+            if (form == PRAGMA_OPERATOR) return;  // the end of __pragma( ... )
+            return set_why(s, path, text, p, "unbalanced parentheses in an OpenMP directive", NULL, 0);
         }
         if (!blank(ch) && ch != '\n' && ch != '\\') prev = ch;
         p++;
     }
 }
 
-static const char *skip_space(const char *q, const char *end) {
-    while (q < end && (blank(*q) || *q == '\n' || *q == '\\')) q++;
-    return q;
+// The identifier that ends just before q (blanks skipped), its length in *n; NULL if none.
+static const char *word_before(const char *text, const char *q, size_t *n) {
+    while (q > text && blank(q[-1])) q--;
+    const char *w = q;
+    while (w > text && ident_char(w[-1])) w--;
+    *n = (size_t)(q - w);
+    return w == q ? NULL : w;
 }
 
 void ix_omp_scan_directives(ix_omp_scan *s, const char *path, const char *text, size_t n) {
     const char *end = text + n;
-    for (const char *p = text; !s->why && p < end && (p = memmem(p, (size_t)(end - p), "ragma", 5)); p += 5) {
-        if (p == text || (p[-1] != 'p' && p[-1] != 'P') || (p + 5 < end && ident_char(p[5]))) continue;
-        const char *q = skip_space(p + 5, end);
-        // _Pragma("omp ...") and __pragma(omp ...). One whose text a macro's argument makes
-        // (_Pragma(#x)) is not read here: its uses are, below (X(omp ...)).
-        if (p[-1] == 'P' || (p - text >= 3 && p[-2] == '_' && p[-3] == '_')) {
-            if (q >= end || *q != '(') continue;
-            q = skip_space(q + 1, end);
-            if (p[-1] == 'P' && q < end && *q == '"') q = skip_space(q + 1, end);
-        }
-        if (end - q < 3 || memcmp(q, "omp", 3) || (q + 3 < end && ident_char(q[3]))) continue;
-        s->directives++;
-        scan_directive(s, path, text, q + 3, line_end(q + 3, end));
-    }
-    // The word omp as the first argument of a macro (DO_PRAGMA(omp parallel ...), for a
-    // `#define DO_PRAGMA(x) _Pragma(#x)`): the directive it may make is not read.
+    // A word a line splice cuts (o\<newline>mp, #pra\<newline>gma, a macro's name): not read here.
+    for (const char *p = text; !s->why && p < end && (p = memmem(p, (size_t)(end - p), "\\\n", 2)); p += 2)
+        if (p > text && ident_char(p[-1]) && p + 2 < end && ident_char(p[2]))
+            set_why(s, path, text, p, "a line splice inside a word", NULL, 0);
+    // Every word omp, by what comes before it (blanks and line breaks skipped).
     for (const char *p = text; !s->why && p < end && (p = memmem(p, (size_t)(end - p), "omp", 3)); p += 3) {
         if ((p > text && ident_char(p[-1])) || (p + 3 < end && ident_char(p[3]))) continue;
         const char *q = p;
-        while (q > text && (blank(q[-1]) || q[-1] == '\n')) q--;
-        if (q == text || q[-1] != '(') continue;
-        q--;
-        while (q > text && blank(q[-1])) q--;
-        const char *w = q;
-        while (w > text && ident_char(w[-1])) w--;
-        if (w == q || (q - w == 7 && !memcmp(w, "_Pragma", 7)) || (q - w == 8 && !memcmp(w, "__pragma", 8))) continue;
-        set_why(s, path, text, p, "omp as a macro's argument: the directive its _Pragma may make", w, (size_t)(q - w));
+        while (q > text && (blank(q[-1]) || q[-1] == '\n' || q[-1] == '\\' || q[-1] == '\r')) q--;
+        if (q == text) continue;
+        size_t wn = 0;
+        const char *w = word_before(text, q, &wn);
+        int form = -1;
+        if (q[-1] == '"') {  // _Pragma("omp ..."), _Pragma(L"omp ..."), PRAGMA("omp ..."), #define S "omp ..."
+            form = PRAGMA_STRING;
+        } else if (w && wn >= 6 && !memcmp(q - 6, "pragma", 6)) {  // #pragma omp (any word ending so: conservative)
+            form = PRAGMA_LINE;
+        } else if (q[-1] == '(') {
+            w = word_before(text, q - 1, &wn);
+            if (w && wn == 8 && !memcmp(w, "__pragma", 8)) form = PRAGMA_OPERATOR;
+            else set_why(s, path, text, p, "omp as a macro's argument: the directive its _Pragma may make", w, wn);
+        } else if (q[-1] == ',') {
+            set_why(s, path, text, p, "omp as a macro's argument: the directive its _Pragma may make", NULL, 0);
+        } else if (q[-1] == '/') {  // #pragma /* ... */ omp
+            set_why(s, path, text, p, "a comment before omp", NULL, 0);
+        }
+        if (form < 0 || s->why) continue;
+        s->directives++;
+        scan_directive(s, path, text, p + 3, line_end(p + 3, end), form);
     }
 }
 

@@ -6,12 +6,15 @@
 // shows every call the unit makes: when no directive in its input files could hold a call in
 // a clause, which only the parse with -fopenmp shows. This scan reads
 // the text of every input file (system headers too) and decides conservatively (a doubt is a
-// "no"): a clause with a call in it (`num_threads(f())`, `(*f)(x)`, `t[0](x)`), an identifier
-// any input file or the command line defines as a macro (a directive's tokens are
-// macro-expanded), a comment or character literal inside a directive, `declare` other than
-// `declare simd` / `declare target` (a variant replaces calls, a reduction or mapper has
-// code), `begin`, `metadirective`, and `omp` as a macro's first argument (DO_PRAGMA(omp ...):
-// a _Pragma(#x) macro makes a directive of it). Otherwise (and for C++, where
+// "no"). A directive is any word omp after a word ending in "pragma" (#pragma omp; in a
+// comment too), after a quote (_Pragma("omp ..."), a string a macro makes a pragma of) or as
+// __pragma(omp ...). Doubts: a clause with a call in it (`num_threads(f())`, `(*f)(x)`,
+// `t[0](x)`), an identifier any input file or the command line defines as a macro (a
+// directive's tokens are macro-expanded), a comment, string, escape, character literal or
+// unbalanced parenthesis inside a directive, a comment before its omp, a line splice inside a
+// word, `declare` other than `declare simd` / `declare target` (a variant replaces calls, a
+// reduction or mapper has code), `begin`, `metadirective`, and omp as a macro's argument
+// (DO_PRAGMA(omp ...): a _Pragma(#x) macro makes a directive of it). Otherwise (and for C++, where
 // a clause's operators and conversions are calls no text shows) the unit is parsed with
 // -fopenmp for everything outside the directives' statements and without it for what is
 // inside them. Not seen by the scan: an `omp` that is itself a macro's expansion, handed on

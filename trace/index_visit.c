@@ -99,7 +99,8 @@ static void inclusion(CXFile f, CXSourceLocation *stack, unsigned depth, CXClien
     // libclang finds a file's text by a search through every file of the unit: only once a run
     if (c->omp && !ix_omp_files_directives(c->omp_files, c->omp, e->path, NULL, 0)) {
         if (!e->contents) e->contents = clang_getFileContents(c->tu, f, &e->size);
-        ix_omp_files_directives(c->omp_files, c->omp, e->path, e->contents ? e->contents : "", e->size);
+        if (e->contents) ix_omp_files_directives(c->omp_files, c->omp, e->path, e->contents, e->size);
+        else if (!c->omp->why) c->omp->why = tb_pool_printf(&c->omp->pool, "%s: its text cannot be read", e->path);
     }
 }
 
@@ -114,7 +115,8 @@ static void scan_macros(ctx *c, const char *const *args, int nargs) {
         if (!e->file || !e->is_dep) continue;
         if (ix_omp_files_macros(c->omp_files, s, e->path, NULL, 0)) continue;
         if (!e->contents) e->contents = clang_getFileContents(c->tu, e->file, &e->size);
-        ix_omp_files_macros(c->omp_files, s, e->path, e->contents ? e->contents : "", e->size);
+        if (e->contents) ix_omp_files_macros(c->omp_files, s, e->path, e->contents, e->size);
+        else s->why = tb_pool_printf(&s->pool, "%s: its text cannot be read", e->path);
     }
     if (s->directives) ix_omp_scan_command_line(s, args, nargs);
 }
@@ -189,6 +191,13 @@ static int parsed_as_c(const ix_tu *tu, const char *const *args, int nargs) {
 // Every parse's options: errors in one function do not stop the parse; warnings are not kept.
 static const unsigned parse_flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
 
+// Whether a command line has -fopenmp (or -fopenmp=LIB) on it.
+static int openmp_given(const char *const *args, int nargs) {
+    for (int i = 0; i < nargs; i++)
+        if (!strcmp(args[i], "-fopenmp") || !strncmp(args[i], "-fopenmp=", 9)) return 1;
+    return 0;
+}
+
 // A C unit compiled with -fopenmp was parsed without it (c->tu): when its directives may hold
 // a call only the parse with -fopenmp shows (index_openmp.h), that parse becomes the first
 // pass and c->tu the second's (*plain); else c->tu is the only pass. Its inputs are recorded.
@@ -208,11 +217,17 @@ static int openmp_once_or_twice(ctx *c, void *cxindex, const ix_tu *tu, struct C
     } else {
         CXTranslationUnit with = NULL;
         int driver_errors = 0;  // a flag libclang rejects with -fopenmp (-fopenmp=bogus): no unit
-        if (parse(c, cxindex, tu, tu->args, tu->nargs, unsaved, nunsaved, parse_flags, &with) == CXError_Success)
-            count_errors(with, &driver_errors);
-        if (with && driver_errors) {
-            clang_disposeTranslationUnit(with);
-            with = NULL;
+        // as a unit's first parse: its command line, else the reduced one (which keeps -fopenmp)
+        for (int reduced = 0; reduced < 2 && !with; reduced++) {
+            const char *const *a = reduced ? tu->fallback : tu->args;
+            int n = reduced ? tu->nfallback : tu->nargs;
+            if (reduced && !openmp_given(a, n)) break;  // without -fopenmp it shows no clause
+            if (parse(c, cxindex, tu, a, n, unsaved, nunsaved, parse_flags, &with) == CXError_Success)
+                count_errors(with, &driver_errors);
+            if (with && driver_errors) {
+                clang_disposeTranslationUnit(with);
+                with = NULL;
+            }
         }
         if (with) {
             *plain = c->tu;

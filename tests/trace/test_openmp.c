@@ -24,6 +24,7 @@
 #define ONCE_C TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_once.c"
 #define ONCE_H TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_once.h"
 #define MACRO_C TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_macro.c"
+#define TEAM_H TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_team.h"
 #define BOGUS_C WORK "/bogus.c"
 
 static sqlite3 *db;
@@ -93,7 +94,7 @@ TB_TEST(a_c_unit_whose_clauses_call_nothing_is_parsed_once_without_openmp) {
 
 TB_TEST(a_macro_in_a_clause_makes_the_unit_parsed_with_openmp_too) {
     TB_REQUIRE(ix_status == 0 && db, "index failed (%d):\n%s", ix_status, ix_output);
-    TB_CHECK(verbose_says(MACRO_C, "parsed with and without -fopenmp: " MACRO_C ":7: a macro named in an OpenMP "
+    TB_CHECK(verbose_says(MACRO_C, "parsed with and without -fopenmp: " TEAM_H ":3: a macro named in an OpenMP "
                                    "directive (TEAM)"),
              "omp_macro.c's line:\n%s", ix_output);
     check_markers(MACRO_C, "macro_kernel", 2);
@@ -154,9 +155,18 @@ TB_TEST(the_directive_scan_answers_no_to_every_clause_that_may_call) {
         {"#define DO_PRAGMA(x) _Pragma(#x)\n#define OMP(x) DO_PRAGMA( omp x)\n", NULL,
          "f.c:2: omp as a macro's argument: the directive its _Pragma may make (DO_PRAGMA)", 0},
         {"# define warn1(message) _Pragma (#message)\n# define warn(m) warn1 (GCC warning m)\n"
-         "int compute(int omp_x), omp;\n",
+         "int compute(int omp_x);\nint omp = 0;\n",
          NULL, NULL, 0},
-        {"#pragma omp error message(\"see //x\") num_threads(f())\n", NULL, "a call in an OpenMP clause (f)", 1},
+        {"#pragma omp error message(\"see //x\") num_threads(f())\n", NULL, "a string in an OpenMP directive", 1},
+        {"#define PRAGMA(x) _Pragma(x)\nPRAGMA(\"omp parallel num_threads(f())\")\n", NULL,
+         "f.c:2: a call in an OpenMP clause (f)", 1},
+        {"_Pragma(L\"omp parallel num_threads(g())\")\n", NULL, "a call in an OpenMP clause (g)", 1},
+        {"_Pragma(\"omp parallel num_threads(n) if(\\\"\")\n", NULL, "an escape in an OpenMP directive's string", 1},
+        {"#pragma /* c */ omp parallel num_threads(f())\n", NULL, "a comment before omp", 0},
+        {"#pragma omp parallel num_threads(N\\\nT)\n", NULL, "a line splice inside a word", 0},
+        {"#define P2(a, b) _Pragma(#b)\nP2(0, omp parallel num_threads(f()))\n", NULL,
+         "f.c:2: omp as a macro's argument", 0},
+        {"#pragma omp parallel if (x))\n", NULL, "unbalanced parentheses in an OpenMP directive", 1},
         {"#pragma omp parallel num_threads(my$fn(1))\n", NULL, "a call in an OpenMP clause (my$fn)", 1},
         {"#pragma omp parallel num_threads(t<:0:>(1))\n", NULL, "a call in an OpenMP clause", 1},
         {"// pragma omp num_threads(f())\n", NULL, "a call in an OpenMP clause (f)", 1},  // a comment counts
@@ -189,6 +199,20 @@ TB_TEST(the_directive_scan_answers_no_to_every_clause_that_may_call) {
             TB_CHECK(why && strstr(why, cases[i].why), "case %zu (%s): %s, expected %s", i, cases[i].text,
                      why ? why : "accepted", cases[i].why);
     }
+    // the arguments of the parse without -fopenmp: -Xclang goes with the -fopenmp it carried
+    const char *given[] = {"-Xclang", "-fopenmp", "-O2", "-fopenmp-version=50"};
+    tb_pool pool = {0};
+    tb_vec plain;
+    tb_vec_init(&plain, sizeof(const char *), "arguments");
+    TB_CHECK(ix_openmp_plain_args(&pool, given, 4, &plain) == 1 && plain.len == 2 &&
+                 !strcmp(TB_VEC_AT(&plain, const char *, 0), "-O2") &&
+                 !strcmp(TB_VEC_AT(&plain, const char *, 1), "-D_OPENMP=201811"),
+             "-Xclang -fopenmp -O2 -fopenmp-version=50 → %zu arguments", plain.len);
+    plain.len = 0;
+    const char *undone[] = {"-fopenmp", "-fno-openmp"};
+    TB_CHECK(ix_openmp_plain_args(&pool, undone, 2, &plain) == 0, "-fopenmp -fno-openmp: no OpenMP");
+    tb_vec_free(&plain);
+    tb_pool_free(&pool);
     const char *args[] = {"-c", "@more.rsp"};
     ix_omp_scan s = {0};
     ix_omp_scan_directives(&s, "f.c", "#pragma omp parallel num_threads(n)\n", 36);
