@@ -240,7 +240,7 @@ void ix_omp_scan_macros(ix_omp_scan *s, const char *path, const char *text, size
 void ix_omp_scan_command_line(ix_omp_scan *s, const char *const *args, int nargs) {
     for (int i = 0; i < nargs && !s->why; i++) {
         const char *a = args[i], *name = NULL;
-        if (!strncmp(a, "-imacros", 8) || a[0] == '@') {
+        if (!strncmp(a, "-imacros", 8) || !strncmp(a, "-Wp,", 4) || a[0] == '@') {
             s->why = tb_pool_printf(&s->pool, "the command line's %s (its macros are not read)", a);
         } else if (!strncmp(a, "-D", 2)) {
             name = a[2] ? a + 2 : i + 1 < nargs ? args[++i] : "";

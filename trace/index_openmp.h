@@ -48,8 +48,8 @@ void ix_omp_scan_directives(ix_omp_scan *s, const char *path, const char *text, 
 // Whether a file defines a macro named as an identifier of the directives: why set. Reads
 // every "define NAME" as a definition.
 void ix_omp_scan_macros(ix_omp_scan *s, const char *path, const char *text, size_t n);
-// The same for the command line's -D NAME, -DNAME=...; -imacros and @file set why (their
-// macros are not read here).
+// The same for the command line's -D NAME, -DNAME=...; -imacros, -Wp,... (the preprocessor's
+// own arguments, -Wp,-DNAME=... among them) and @file set why (their macros are not read here).
 void ix_omp_scan_command_line(ix_omp_scan *s, const char *const *args, int nargs);
 void ix_omp_scan_free(ix_omp_scan *s);
 

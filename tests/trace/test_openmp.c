@@ -219,6 +219,11 @@ TB_TEST(the_directive_scan_answers_no_to_every_clause_that_may_call) {
     ix_omp_scan_command_line(&s, args, 2);
     TB_CHECK(s.why && strstr(s.why, "@more.rsp"), "a response file: %s", s.why ? s.why : "accepted");
     ix_omp_scan_free(&s);
+    const char *wp[] = {"-c", "-Wp,-Dn=team_size()"};
+    ix_omp_scan_directives(&s, "f.c", "#pragma omp parallel num_threads(n)\n", 36);
+    ix_omp_scan_command_line(&s, wp, 2);
+    TB_CHECK(s.why && strstr(s.why, "-Wp,-Dn"), "the preprocessor's -D through -Wp,: %s", s.why ? s.why : "accepted");
+    ix_omp_scan_free(&s);
 }
 
 TB_TEST(a_call_in_a_region_is_a_chain_hop) {
