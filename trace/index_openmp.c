@@ -19,20 +19,33 @@ static const char *openmp_date(const char *version) {
     return "202011";
 }
 
+int ix_openmp_on(const char *const *args, int nargs) {
+    int on = 0, gomp = 0, front_end = 0;
+    for (int i = 0; i < nargs; i++) {
+        const char *a = args[i], *before = i ? args[i - 1] : "";
+        if (!strcmp(a, "-fno-openmp")) on = 0;
+        if (!strcmp(a, "-fopenmp") && (!strcmp(before, "-Xclang") || !strcmp(before, "-Xpreprocessor")))
+            front_end = 1;
+        else if (!strcmp(a, "-fopenmp"))
+            on = 1;
+        else if (!strncmp(a, "-fopenmp=", 9))
+            on = 1, gomp = !strcmp(a + 9, "libgomp");
+    }
+    return front_end || (on && !gomp);
+}
+
 int ix_openmp_plain_args(tb_pool *p, const char *const *args, int nargs, tb_vec *out) {
-    int openmp = 0;
     const char *version = NULL;
     for (int i = 0; i < nargs; i++) {
-        if (!strcmp(args[i], "-fno-openmp")) openmp = 0;  // the last one counts, as for the driver
         if (strncmp(args[i], "-fopenmp", 8)) {
             *(const char **)tb_vec_push(out) = args[i];
             continue;
         }
         const char *before = out->len ? TB_VEC_AT(out, const char *, out->len - 1) : "";
         if (!strcmp(before, "-Xclang") || !strcmp(before, "-Xpreprocessor")) out->len--;  // it goes with it
-        if (!strcmp(args[i], "-fopenmp") || !strncmp(args[i], "-fopenmp=", 9)) openmp = 1;
         if (!strncmp(args[i], "-fopenmp-version=", 17)) version = args[i] + 17;
     }
+    int openmp = ix_openmp_on(args, nargs);
     if (openmp) *(const char **)tb_vec_push(out) = tb_pool_printf(p, "-D_OPENMP=%s", openmp_date(version));
     return openmp;
 }

@@ -30,9 +30,17 @@
 #include "vec.h"
 
 // The arguments without -fopenmp* into out (of const char *, tb_vec_init'ed by the caller),
-// and -D_OPENMP=<date> when -fopenmp or -fopenmp=LIB was given (clang 19's date for
-// -fopenmp-version=V, 5.1's by default): 1 then, else 0.
+// and -D_OPENMP=<date> when clang compiles them as OpenMP (clang 19's date for
+// -fopenmp-version=V, 5.1's by default): 1 then, else 0. Not OpenMP: no -fopenmp, the last
+// one undone by -fno-openmp, or -fopenmp=libgomp (clang's driver then passes no -fopenmp to its
+// front end: the pragmas are ignored and _OPENMP is not defined; such a unit is parsed as
+// given).
 int ix_openmp_plain_args(tb_pool *p, const char *const *args, int nargs, tb_vec *out);
+// Whether clang compiles a command line's code as OpenMP: the last of -fopenmp,
+// -fopenmp=RUNTIME and -fno-openmp decides, and the runtime (the last -fopenmp=RUNTIME's,
+// libomp by default) is not libgomp; an unknown one counts (the driver rejects it; the parse
+// without it goes on). -Xclang or -Xpreprocessor before -fopenmp: the front end's own flag, on.
+int ix_openmp_on(const char *const *args, int nargs);
 
 typedef struct ix_omp_scan {
     int directives;    // the OpenMP directives found

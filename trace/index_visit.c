@@ -191,13 +191,6 @@ static int parsed_as_c(const ix_tu *tu, const char *const *args, int nargs) {
 // Every parse's options: errors in one function do not stop the parse; warnings are not kept.
 static const unsigned parse_flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
 
-// Whether a command line has -fopenmp (or -fopenmp=LIB) on it.
-static int openmp_given(const char *const *args, int nargs) {
-    for (int i = 0; i < nargs; i++)
-        if (!strcmp(args[i], "-fopenmp") || !strncmp(args[i], "-fopenmp=", 9)) return 1;
-    return 0;
-}
-
 // A C unit compiled with -fopenmp was parsed without it (c->tu): when its directives may hold
 // a call only the parse with -fopenmp shows (index_openmp.h), that parse becomes the first
 // pass and c->tu the second's (*plain); else c->tu is the only pass. Its inputs are recorded.
@@ -221,7 +214,7 @@ static int openmp_once_or_twice(ctx *c, void *cxindex, const ix_tu *tu, struct C
         for (int reduced = 0; reduced < 2 && !with; reduced++) {
             const char *const *a = reduced ? tu->fallback : tu->args;
             int n = reduced ? tu->nfallback : tu->nargs;
-            if (reduced && !openmp_given(a, n)) break;  // without -fopenmp it shows no clause
+            if (reduced && !ix_openmp_on(a, n)) break;  // without -fopenmp it shows no clause
             if (parse(c, cxindex, tu, a, n, unsaved, nunsaved, parse_flags, &with) == CXError_Success)
                 count_errors(with, &driver_errors);
             if (with && driver_errors) {

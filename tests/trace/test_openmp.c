@@ -4,8 +4,10 @@
 // indexed once each with the function they are written in as their caller, in a unit
 // compiled with -fopenmp (and code under #ifdef _OPENMP is seen): parsed once without
 // -fopenmp when no clause may call (omp_once.c and its header), with and without it when one
-// does (omp.c) or a macro may (omp_macro.c); and the scan that decides (index_openmp.h). The
-// expected calls come from the fixtures' "C:<callee>" markers, not from a list here.
+// does (omp.c) or a macro may (omp_macro.c), in every unit that includes such a header
+// (omp_shared.h); a unit for the libgomp runtime as clang compiles it, without OpenMP; and the
+// scan that decides (index_openmp.h). The expected calls come from the fixtures' "C:<callee>"
+// markers, not from a list here.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,10 @@
 #define MACRO_C TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_macro.c"
 #define TEAM_H TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_team.h"
 #define BOGUS_C WORK "/bogus.c"
+#define SHARED_H TB_SOURCE_DIR "/tests/trace/fixtures/openmp/omp_shared.h"
+#define SHARED_A_C WORK "/shared_a.c"
+#define SHARED_B_C WORK "/shared_b.c"
+#define GOMP_C WORK "/gomp.c"
 
 static sqlite3 *db;
 static char *ix_output;
@@ -211,6 +217,13 @@ TB_TEST(the_directive_scan_answers_no_to_every_clause_that_may_call) {
     plain.len = 0;
     const char *undone[] = {"-fopenmp", "-fno-openmp"};
     TB_CHECK(ix_openmp_plain_args(&pool, undone, 2, &plain) == 0, "-fopenmp -fno-openmp: no OpenMP");
+    // clang's driver passes no -fopenmp to its front end for the runtime libgomp (the last
+    // -fopenmp=RUNTIME names it, whatever -fopenmp follows); -Xpreprocessor -fopenmp is the front end's
+    const char *gomp[] = {"-fopenmp=libgomp", "-fopenmp"}, *omp[] = {"-fopenmp=libgomp", "-fopenmp=libomp"},
+               *pre[] = {"-Xpreprocessor", "-fopenmp"};
+    TB_CHECK(!ix_openmp_on(gomp, 2) && !ix_openmp_on(gomp, 1), "-fopenmp=libgomp: no OpenMP");
+    TB_CHECK(ix_openmp_on(omp, 2) && ix_openmp_on(omp + 1, 1) && ix_openmp_on(gomp + 1, 1), "libomp: OpenMP");
+    TB_CHECK(ix_openmp_on(pre, 2), "-Xpreprocessor -fopenmp: OpenMP");
     tb_vec_free(&plain);
     tb_pool_free(&pool);
     const char *args[] = {"-c", "@more.rsp"};
@@ -226,6 +239,37 @@ TB_TEST(the_directive_scan_answers_no_to_every_clause_that_may_call) {
     ix_omp_scan_free(&s);
 }
 
+// Two units include one header whose directive calls in a clause: the header is scanned once a
+// run, and its doubt reaches both (each parsed with and without -fopenmp, the calls indexed).
+TB_TEST(a_headers_doubt_reaches_every_unit_that_includes_it) {
+    TB_REQUIRE(ix_status == 0 && db, "index failed (%d):\n%s", ix_status, ix_output);
+    const char *units[] = {SHARED_A_C, SHARED_B_C};
+    for (int i = 0; i < 2; i++) {
+        char how[512];
+        snprintf(how, sizeof how, "parsed with and without -fopenmp: %s:%d: ", SHARED_H,
+                 tb_line_of(SHARED_H, "C:shared_threads"));
+        TB_CHECK(verbose_says(units[i], how), "%s's line (expected \"%s\"):\n%s", units[i], how, ix_output);
+    }
+    check_markers(SHARED_H, "shared_sum", 2);
+}
+
+// -fopenmp=libgomp: clang compiles the unit without OpenMP (the pragmas ignored, no _OPENMP), and
+// so it is parsed: once, as given, the calls in the directive's statement kept, its clause's not
+// (that code is not compiled).
+TB_TEST(a_unit_for_the_libgomp_runtime_is_parsed_as_clang_compiles_it) {
+    TB_REQUIRE(ix_status == 0 && db, "index failed (%d):\n%s", ix_status, ix_output);
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM files WHERE path = %Q AND status = 'ok'", GOMP_C) == 1,
+             "gomp.c parsed without errors:\n%s", ix_output);
+    TB_CHECK(!verbose_says(GOMP_C, "OpenMP directives"), "gomp.c's line says no OpenMP:\n%s", ix_output);
+    TB_CHECK(tb_index_q_long(db, "SELECT COUNT(*) FROM functions WHERE name = 'gomp_openmp_only'") == 0,
+             "_OPENMP is not defined for it");
+    // the clause is not compiled: its call is not made; the statement's is
+    const char *q = "SELECT COUNT(*) FROM calls c JOIN functions f ON f.id = c.caller_id"
+                    " WHERE f.name = 'gomp_kernel' AND c.callee_name = %Q";
+    TB_CHECK(tb_index_q_long(db, q, "in_gomp") == 1 && tb_index_q_long(db, q, "gomp_threads") == 0,
+             "gomp_kernel calls in_gomp, and not gomp_threads (its pragma is ignored)");
+}
+
 TB_TEST(a_call_in_a_region_is_a_chain_hop) {
     TB_REQUIRE(ix_status == 0 && db, "index failed:\n%s", ix_output);
     char *out;
@@ -238,9 +282,14 @@ TB_TEST(a_call_in_a_region_is_a_chain_hop) {
 
 static void add_unit(tb_buf *b, const char *file, const char *openmp) {
     tb_buf_printf(b,
-                  "%s{\"directory\": \"" WORK "\", \"arguments\": [\"cc\", \"-std=c17\", \"%s\", \"-c\","
-                  " \"%s\"], \"file\": \"%s\"}",
+                  "%s{\"directory\": \"" WORK "\", \"arguments\": [\"cc\", \"-std=c17\", \"%s\","
+                  " \"-I" TB_SOURCE_DIR "/tests/trace/fixtures/openmp\", \"-c\", \"%s\"], \"file\": \"%s\"}",
                   b->len > 1 ? ",\n" : "", openmp, file, file);
+}
+
+static void write_unit(tb_buf *units, const char *path, const char *openmp, const char *text) {
+    if (tb_write_text(path, text)) printf("  cannot write %s\n", path);
+    add_unit(units, path, openmp);
 }
 
 int main(void) {
@@ -251,15 +300,27 @@ int main(void) {
     add_unit(&units, OMP_C, "-fopenmp");
     add_unit(&units, ONCE_C, "-fopenmp");
     add_unit(&units, MACRO_C, "-fopenmp");
-    add_unit(&units, BOGUS_C, "-fopenmp=bogus");
-    if (tb_write_text(BOGUS_C, "int threads(void), in_region(int);\n"
-                               "int bogus_kernel(int n) {\n"
-                               "    int s = 0;\n"
-                               "#pragma omp parallel num_threads(threads())\n"
-                               "    s += in_region(n);\n"
-                               "    return s;\n"
-                               "}\n"))
-        printf("  cannot write %s\n", BOGUS_C);
+    write_unit(&units, BOGUS_C, "-fopenmp=bogus",
+               "int threads(void), in_region(int);\n"
+               "int bogus_kernel(int n) {\n"
+               "    int s = 0;\n"
+               "#pragma omp parallel num_threads(threads())\n"
+               "    s += in_region(n);\n"
+               "    return s;\n"
+               "}\n");
+    write_unit(&units, SHARED_A_C, "-fopenmp", "#include \"omp_shared.h\"\nint a(void) { return shared_sum(1); }\n");
+    write_unit(&units, SHARED_B_C, "-fopenmp", "#include \"omp_shared.h\"\nint b(void) { return shared_sum(2); }\n");
+    write_unit(&units, GOMP_C, "-fopenmp=libgomp",
+               "int gomp_threads(void), in_gomp(int);\n"
+               "#ifdef _OPENMP\n"
+               "int gomp_openmp_only(void) { return 1; }\n"
+               "#endif\n"
+               "int gomp_kernel(int n) {\n"
+               "    int s = 0;\n"
+               "#pragma omp parallel num_threads(gomp_threads())\n"
+               "    s += in_gomp(n);\n"
+               "    return s;\n"
+               "}\n");
     tb_buf_printf(&units, "]\n");
     if (tb_write_text(WORK "/compile_commands.json", units.s)) printf("  cannot write the compilation database\n");
     tb_buf_free(&units);
@@ -271,6 +332,8 @@ int main(void) {
     TB_RUN(a_macro_in_a_clause_makes_the_unit_parsed_with_openmp_too);
     TB_RUN(a_needed_parse_with_openmp_that_fails_leaves_the_unit_partial_with_a_note);
     TB_RUN(the_directive_scan_answers_no_to_every_clause_that_may_call);
+    TB_RUN(a_headers_doubt_reaches_every_unit_that_includes_it);
+    TB_RUN(a_unit_for_the_libgomp_runtime_is_parsed_as_clang_compiles_it);
     TB_RUN(a_call_in_a_region_is_a_chain_hop);
     sqlite3_close(db);
     free(ix_output);
