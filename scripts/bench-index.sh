@@ -106,13 +106,17 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] :
 # largest, k the largest with P(B <= k - 1) <= 2.5% for B ~ Binomial(n, 1/2) (so it covers the
 # median with probability 1 - 2 P(B <= k - 1), 96% for 9 or 12 values, 98% for 27); "- -" for
 # fewer than 6 values (even the smallest and largest of 5 cover it only 94% of the time).
+# Rounded outwards to hundredths (the lower end down, the upper end up), so that the printed
+# interval holds the computed one and a goal judged on it is never met by rounding: an upper end
+# of 1.1004 prints 1.11.
 interval() {
   sort -g | awk '{ v[NR] = $1 } END {
     n = NR
     if (n < 6) { print "- -"; exit }
     p = 0.5 ^ n; c = p; k = 1  # p = P(B = k - 1), c = P(B <= k - 1)
     for (;;) { q = p * (n - k + 1) / k; if (c + q > 0.025) break; p = q; c += q; k++ }
-    printf "%.2f %.2f\n", v[k], v[n + 1 - k] }'
+    lo = int(v[k] * 100 + 1e-6); hi = int(v[n + 1 - k] * 100 - 1e-6); if (hi < v[n + 1 - k] * 100 - 1e-6) hi++
+    printf "%.2f %.2f\n", lo / 100, hi / 100 }'
 }
 reference_once() {  # compdb dir: libclang's parses alone of the same units, once: $ref_wall, $ref_cpu
   local line
