@@ -45,10 +45,12 @@ void tb_recv(tb_group *g, float *buf, size_t count, int peer);
 // requests, as Megatron's p2p_communication._communicate does). List the sends first.
 //   local       sends are eager: the ops run one by one in list order, each exactly a tb_send
 //               or tb_recv (the same messages, bits, records and order as those calls).
-//   MPI         every op posted on the caller's buffers (MPI_Isend, MPI_Irecv), then all
-//               waited for together, so a send that MPI completes only once its receive is
-//               posted (its rendezvous protocol for large messages) cannot deadlock two stages
-//               that send to each other; the messages are tb_send's and tb_recv's.
+//   MPI         sends posted on the caller's buffers (MPI_Isend), each receive matched as
+//               its message arrives (MPI_Improbe, its size checked) and received into the
+//               caller's buffer (MPI_Imrecv), all polled together, so a send that MPI completes
+//               only once its receive is matched (its rendezvous protocol for large messages)
+//               cannot deadlock two stages that send to each other; the messages are
+//               tb_send's and tb_recv's.
 //   NCCL        sends are rendezvous: one ncclGroupStart / ncclSend | ncclRecv ... /
 //               ncclGroupEnd over the ops' communicators, each on its group's stream, so two
 //               stages that send to each other and then receive do not deadlock.

@@ -49,6 +49,92 @@ static void drop_requests(int n, MPI_Request *req) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Receives matched before they are received
+//
+// A receive whose size is checked is matched with MPI_Improbe first, so that the size it
+// checks is the message's own (its envelope's), and then received with MPI_Imrecv: straight
+// into the caller's buffer when the size is the one expected, into transport memory otherwise
+// (taken off its channel whole, then refused). A posted MPI_Irecv cannot tell a longer message:
+// Open MPI 4.1.4 now and then completes one whose send came from another thread of the same
+// process with MPI_SUCCESS and the receive's own size, no MPI_ERR_TRUNCATE (3 to 266 of 20,000
+// sends of 16 bytes to a 12-byte receive, measured), so the refusal was lost with the
+// message's tail. Matching by probe waits for nothing a posted receive would not: a
+// rendezvous-sized send is matched by its envelope, before its data moves.
+
+typedef struct probed {
+    mpi_group *s;   // the channel (communicator, source process, tag): its messages match in
+    int source;     // the order they were sent
+    int tag;
+    int recv;       // a receive (the other entries are sends, never probed)
+    int pending;    // not matched yet
+    void *buf;      // the caller's buffer, `bytes` long
+    size_t bytes;
+    size_t got;     // the message's size, once matched
+    void *spare;    // where a message of another size went
+} probed;
+
+static probed probed_recv(mpi_group *s, int source, int tag, void *buf, size_t bytes) {
+    return (probed){.s = s, .source = source, .tag = tag, .recv = 1, .pending = 1, .buf = buf, .bytes = bytes};
+}
+
+// Matches every pending receive whose message has arrived, in order (one waits for an
+// earlier pending receive on its channel), and starts receiving it into req[i]. Returns how
+// many are still pending, or -1 with *code set to MPI's error.
+static int match_probed(int n, probed *p, MPI_Request *req, int *code) {
+    int pending = 0;
+    for (int i = 0; i < n; i++) {
+        if (!p[i].pending) continue;
+        int earlier = 0;
+        for (int j = 0; j < i && !earlier; j++)
+            earlier = p[j].pending && p[j].s == p[i].s && p[j].source == p[i].source && p[j].tag == p[i].tag;
+        int found = 0;
+        MPI_Message msg = MPI_MESSAGE_NULL;
+        MPI_Status st;
+        if (!earlier && (*code = MPI_Improbe(p[i].source, p[i].tag, p[i].s->comm, &found, &msg, &st)) != MPI_SUCCESS)
+            return -1;
+        if (!found) {
+            pending++;
+            continue;
+        }
+        int bytes = 0;
+        MPI_Get_count(&st, MPI_BYTE, &bytes);
+        p[i].pending = 0;
+        p[i].got = (size_t)bytes;
+        void *into = p[i].buf;
+        if (p[i].got != p[i].bytes) into = p[i].spare = tb_xmalloc(p[i].got ? p[i].got : 1, "MPI transport buffer");
+        if ((*code = MPI_Imrecv(into, bytes, MPI_BYTE, &msg, &req[i])) != MPI_SUCCESS) return -1;
+    }
+    return pending;
+}
+
+// The first matched receive whose message had another size, -1: none.
+static int first_mismatch(int n, const probed *p) {
+    for (int i = 0; i < n; i++)
+        if (p[i].recv && !p[i].pending && p[i].got != p[i].bytes) return i;
+    return -1;
+}
+
+// The spares freed once their receives are done (rc 0), else kept to the end (MPI may
+// still write a receive it matched).
+static void release_spares(int n, probed *p, int rc) {
+    for (int i = 0; i < n; i++) {
+        if (!p[i].spare) continue;
+        if (rc == 0) {
+            free(p[i].spare);
+        } else {
+            transport *t = tb_xcalloc(1, sizeof *t, "MPI transport record");
+            t->req = MPI_REQUEST_NULL;
+            t->buf = p[i].spare;
+            pthread_mutex_lock(&p[i].s->mu);
+            t->next = p[i].s->abandoned;
+            p[i].s->abandoned = t;
+            pthread_mutex_unlock(&p[i].s->mu);
+        }
+        p[i].spare = NULL;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // One call's requests and transport buffers
 
 typedef struct xfer {
@@ -61,6 +147,8 @@ typedef struct xfer {
     int is_recv[2 * TB_MAX_GROUP];
     MPI_Status st[2 * TB_MAX_GROUP];
     int failed;                       // the request whose status holds the error, -1: none
+    int probes;                       // some receives are probed (pr): their sizes are checked
+    probed pr[2 * TB_MAX_GROUP];
     void *bufs[3];
     int nbufs;
 } xfer;
@@ -71,6 +159,7 @@ static void xfer_begin(xfer *x, tb_group *g, const char *what) {
     x->what = what;
     x->n = 0;
     x->failed = -1;
+    x->probes = 0;
     x->nbufs = 0;
 }
 
@@ -83,6 +172,7 @@ static void *xfer_buf(xfer *x, size_t bytes) {
 // The call is over: buffers freed. After a failure its requests are dropped and its buffers
 // kept to the end (MPI may still write a receive that was matched, or read a send).
 static int xfer_end(xfer *x, int rc) {
+    if (x->probes) release_spares(x->n, x->pr, rc);
     if (rc == 0) {
         for (int i = 0; i < x->nbufs; i++) free(x->bufs[i]);
         return 0;
@@ -112,6 +202,7 @@ static int post(xfer *x, int recv, void *buf, size_t bytes, int peer, tb_error *
     const int me = x->g->index, i = x->n++;
     x->member[i] = peer;
     x->is_recv[i] = recv;
+    x->pr[i] = (probed){0};
     int rc = recv ? MPI_Irecv(buf, (int)bytes, MPI_BYTE, x->s->proc[peer], tag_of(TAG_COLLECTIVE, peer, me),
                               x->s->comm, &x->req[i])
                   : MPI_Isend(buf, (int)bytes, MPI_BYTE, x->s->proc[peer], tag_of(TAG_COLLECTIVE, me, peer),
@@ -124,17 +215,34 @@ static int post(xfer *x, int recv, void *buf, size_t bytes, int peer, tb_error *
 }
 
 static int post_recv(xfer *x, void *buf, size_t bytes, int peer, tb_error *err) { return post(x, 1, buf, bytes, peer, err); }
+
 static int post_send(xfer *x, const void *buf, size_t bytes, int peer, tb_error *err) {
     return post(x, 0, (void *)buf, bytes, peer, err);
 }
 
+// A receive whose size is checked: matched once its message arrives (see probed); its size
+// is x->pr[i].got after the wait.
+static int post_probed_recv(xfer *x, void *buf, size_t bytes, int peer, tb_error *err) {
+    if (check_size(x, bytes, err)) return -1;
+    const int me = x->g->index, i = x->n++;
+    x->member[i] = peer;
+    x->is_recv[i] = 1;
+    x->req[i] = MPI_REQUEST_NULL;
+    x->pr[i] = probed_recv(x->s, x->s->proc[peer], tag_of(TAG_COLLECTIVE, peer, me), buf, bytes);
+    x->probes = 1;
+    return 0;
+}
+
 // Polls the requests until all are done, the world is aborted, or the collective timeout
-// passes. Returns 0 when all are done (x->n reset for the next phase).
-static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req, MPI_Status *st, int *failed,
-                         int *timed_out, tb_error *err) {
+// passes. Returns 0 when all are done (x->n reset for the next phase). Receives in `p` (NULL:
+// none) are matched as their messages arrive, their req[i] null till then.
+static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req, MPI_Status *st, probed *p,
+                         int *failed, int *timed_out, tb_error *err) {
     const double deadline = tb_comm_now_s() + tb_comm_timeout_s(g);
     unsigned polls = 0;
     for (;;) {
+        int probe_code = MPI_SUCCESS, pending = p ? match_probed(n, p, req, &probe_code) : 0;
+        if (pending < 0) return tb_mpi_fail(err, what, g, probe_code);
         int done = 0;
         int rc = MPI_Testall(n, req, &done, st);
         if (rc != MPI_SUCCESS) {
@@ -148,7 +256,7 @@ static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req,
                     }
             return tb_mpi_fail(err, what, g, code);
         }
-        if (done) return 0;
+        if (done && !pending) return 0;
         if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, what, err);
         if (tb_comm_now_s() > deadline) return tb_comm_fail_timed_out(g, what, timed_out, err);
         tb_comm_poll_pause(&polls);
@@ -156,7 +264,8 @@ static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req,
 }
 
 static int xfer_wait(xfer *x, int *timed_out, tb_error *err) {
-    int rc = poll_requests(x->g, x->what, x->n, x->req, x->st, &x->failed, timed_out, err);
+    int rc = poll_requests(x->g, x->what, x->n, x->req, x->st, x->probes ? x->pr : NULL, &x->failed, timed_out, err);
+    if (rc == 0 && x->probes) release_spares(x->n, x->pr, 0);
     if (rc == 0) x->n = 0;
     return rc;
 }
@@ -303,25 +412,15 @@ static int exact_all_to_all(tb_group *g, const float *send, const size_t *sendco
     memcpy(copy, send, soff[n] * sizeof(float));
     int rc = 0;
     for (int j = 0; j < n && rc == 0; j++)
-        if (j != me) rc = post_recv(&x, got + roff[j], recvcounts[j] * sizeof(float), j, err);
+        if (j != me) rc = post_probed_recv(&x, got + roff[j], recvcounts[j] * sizeof(float), j, err);
     for (int j = 0; j < n && rc == 0; j++)
         if (j != me) rc = post_send(&x, copy + soff[j], sendcounts[j] * sizeof(float), j, err);
     const int posted = x.n;
-    int member[2 * TB_MAX_GROUP], is_recv[2 * TB_MAX_GROUP];
-    memcpy(member, x.member, sizeof member);
-    memcpy(is_recv, x.is_recv, sizeof is_recv);
     if (rc == 0) rc = xfer_wait(&x, timed_out, err);
-    if (rc != 0 && x.failed >= 0 && is_recv[x.failed] && x.st[x.failed].MPI_ERROR == MPI_ERR_TRUNCATE) {
-        int j = member[x.failed];
-        rc = tb_fail(err, "all_to_all on group %s: member %d sends more than the %zu elements member %d expects",
-                     g->name, j, recvcounts[j], me);
-    }
-    for (int i = 0; i < posted && rc == 0; i++) {
-        if (!is_recv[i]) continue;
-        int bytes = 0, j = member[i];
-        MPI_Get_count(&x.st[i], MPI_BYTE, &bytes);
-        if ((size_t)bytes != recvcounts[j] * sizeof(float))
-            rc = tb_mpi_count_mismatch(g, j, (size_t)bytes / sizeof(float), recvcounts[j], err);
+    const int bad = rc == 0 ? first_mismatch(posted, x.pr) : -1;
+    if (bad >= 0) {
+        const int j = x.member[bad];
+        rc = tb_mpi_count_mismatch(g, j, x.pr[bad].got / sizeof(float), recvcounts[j], err);
     }
     if (rc == 0) {
         memcpy(got + roff[me], copy + soff[me], sendcounts[me] * sizeof(float));
@@ -409,59 +508,25 @@ static void settle_receives(tb_group *g, const char *what, int n, MPI_Request *r
     }
 }
 
-// Waits for the peer's next message (MPI_Improbe, so its size is known before it is
-// received), then receives it (MPI_Imrecv) into transport memory and checks its size.
+// The peer's next message, matched (see probed) and received into the caller's buffer: a
+// batch of one.
 int tb_mpi_recv(tb_group *g, float *buf, size_t count, int peer, int *timed_out, tb_error *err) {
-    if (check_peer(g, "recv", peer, err)) return -1;
-    mpi_group *s = mpi_state(g);
-    const int me = g->index;
-    reap_sends(s, me);
-    const double deadline = tb_comm_now_s() + tb_comm_timeout_s(g);
-    unsigned polls = 0;
-    MPI_Message msg = MPI_MESSAGE_NULL;
-    MPI_Status st;
-    for (int found = 0; !found;) {
-        int rc = MPI_Improbe(s->proc[peer], tag_of(TAG_P2P, peer, me), s->comm, &found, &msg, &st);
-        if (rc != MPI_SUCCESS) return tb_mpi_fail(err, "recv", g, rc);
-        if (found) break;
-        if (tb_comm_world_aborted(g)) return tb_comm_fail_aborted(g, "recv", err);
-        if (tb_comm_now_s() > deadline) return tb_comm_fail_timed_out(g, "recv", timed_out, err);
-        tb_comm_poll_pause(&polls);
-    }
-    int bytes = 0;
-    MPI_Get_count(&st, MPI_BYTE, &bytes);
-    xfer x;
-    xfer_begin(&x, g, "recv");
-    // the expected size goes straight into the caller's buffer; another one through transport
-    // memory, to be refused whole
-    const int direct = (size_t)bytes == count * sizeof(float);
-    void *data = direct ? (void *)buf : xfer_buf(&x, (size_t)bytes);
-    int rc = MPI_Imrecv(data, bytes, MPI_BYTE, &msg, &x.req[0]);
-    if (rc != MPI_SUCCESS) return xfer_end(&x, tb_mpi_fail(err, "recv", g, rc));
-    x.n = 1;
-    rc = xfer_wait(&x, timed_out, err);
-    if (rc != 0 && direct) {  // the caller's buffer: not left in MPI's hands
-        settle_receives(g, "recv", 1, x.req);
-        x.n = 0;
-    }
-    if (rc == 0 && (size_t)bytes != count * sizeof(float))
-        rc = tb_fail(err, "recv on group %s from member %d: message of %zu elements, expected %zu", g->name, peer,
-                     (size_t)bytes / sizeof(float), count);
-    return xfer_end(&x, rc);
+    return tb_mpi_batch_send_recv(&(tb_p2p_op){TB_COMM_RECV, g, buf, count, peer, -1}, 1, timed_out, err);
 }
 
-// Megatron's batch_isend_irecv on MPI: every op of the batch posted on the caller's buffers
-// (MPI_Isend, MPI_Irecv of exactly the expected size), then all waited for together, so two
-// stages that send to each other and then receive never wait on each other, whatever MPI's
-// protocol for the size (eager, or a rendezvous that completes a send only once its receive is
-// posted). Every op is checked before any is posted. A message of another size is refused
-// with the local backend's message: MPI reports a longer one as truncated, a shorter one by
-// its count. The messages are the tb_send / tb_recv ones (tag class 1): a batch's send
-// matches a peer's single recv, and the reverse. A batch that gives up settles its receives
-// (above) before it returns.
+// Megatron's batch_isend_irecv on MPI, on the caller's buffers: every send posted at once
+// (MPI_Isend), every receive matched as its message arrives (see probed) and received
+// straight into its buffer, all polled together, so two stages that send to each other and
+// then receive never wait on each other, whatever MPI's protocol for the size (eager, or a
+// rendezvous that completes a send only once its receive is matched). Every op is checked
+// before any is posted. A message of another size is refused with the local backend's
+// message. The messages are the tb_send / tb_recv ones (tag class 1): a batch's send matches
+// a peer's single recv, and the reverse. A batch that gives up settles its receives (above)
+// before it returns.
 int tb_mpi_batch_send_recv(const tb_p2p_op *ops, int n, int *timed_out, tb_error *err) {
     MPI_Request req[TB_P2P_BATCH_MAX];
     MPI_Status st[TB_P2P_BATCH_MAX];
+    probed pr[TB_P2P_BATCH_MAX];
     for (int i = 0; i < n; i++) {
         const tb_p2p_op *o = &ops[i];
         const char *op = o->op == TB_COMM_SEND ? "send" : "recv";
@@ -473,40 +538,39 @@ int tb_mpi_batch_send_recv(const tb_p2p_op *ops, int n, int *timed_out, tb_error
     int rc = 0, posted = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         const tb_p2p_op *o = &ops[i];
-        tb_group *g = o->g;
-        mpi_group *s = mpi_state(g);
-        const int me = g->index, bytes = (int)(o->count * sizeof(float));
+        mpi_group *s = mpi_state(o->g);
+        const int me = o->g->index;
         reap_sends(s, me);
-        int e = o->op == TB_COMM_SEND
-                    ? MPI_Isend(o->buf, bytes, MPI_BYTE, s->proc[o->peer], tag_of(TAG_P2P, me, o->peer), s->comm, &req[i])
-                    : MPI_Irecv(o->buf, bytes, MPI_BYTE, s->proc[o->peer], tag_of(TAG_P2P, o->peer, me), s->comm, &req[i]);
-        if (e != MPI_SUCCESS) rc = tb_mpi_fail(err, o->op == TB_COMM_SEND ? "send" : "recv", g, e);
-        else posted = i + 1;
+        req[i] = MPI_REQUEST_NULL;
+        pr[i] = (probed){0};
+        posted = i + 1;
+        if (o->op == TB_COMM_RECV) {
+            pr[i] = probed_recv(s, s->proc[o->peer], tag_of(TAG_P2P, o->peer, me), o->buf, o->count * sizeof(float));
+            continue;
+        }
+        int e = MPI_Isend(o->buf, (int)(o->count * sizeof(float)), MPI_BYTE, s->proc[o->peer],
+                          tag_of(TAG_P2P, me, o->peer), s->comm, &req[i]);
+        if (e != MPI_SUCCESS) rc = tb_mpi_fail(err, "send", o->g, e);
     }
+    // a batch of one op is named as that op (tb_mpi_recv's)
+    const char *what = n > 1 ? "batch_send_recv" : ops[0].op == TB_COMM_SEND ? "send" : "recv";
     int failed = -1;
-    if (rc == 0) rc = poll_requests(ops[n - 1].g, "batch_send_recv", n, req, st, &failed, timed_out, err);
+    if (rc == 0) rc = poll_requests(ops[n - 1].g, what, n, req, st, pr, &failed, timed_out, err);
+    const int done = rc == 0, bad = done ? first_mismatch(n, pr) : -1;
+    if (bad >= 0)
+        rc = tb_fail(err, "recv on group %s from member %d: message of %zu elements, expected %zu", ops[bad].g->name,
+                     ops[bad].peer, pr[bad].got / sizeof(float), ops[bad].count);
     if (rc != 0) {
-        if (failed >= 0 && ops[failed].op == TB_COMM_RECV && st[failed].MPI_ERROR == MPI_ERR_TRUNCATE)
-            rc = tb_fail(err, "recv on group %s from member %d: a message of more than the %zu elements expected",
-                         ops[failed].g->name, ops[failed].peer, ops[failed].count);
         MPI_Request recvs[TB_P2P_BATCH_MAX];
         int nrecv = 0;
         for (int i = 0; i < posted; i++) {
-            if (ops[i].op == TB_COMM_RECV) recvs[nrecv++] = req[i];
+            if (ops[i].op == TB_COMM_RECV && !pr[i].spare) recvs[nrecv++] = req[i];
             else if (req[i] != MPI_REQUEST_NULL) MPI_Request_free(&req[i]);
         }
-        settle_receives(ops[n - 1].g, "batch_send_recv", nrecv, recvs);
-        return rc;
+        settle_receives(ops[n - 1].g, what, nrecv, recvs);
     }
-    for (int i = 0; i < n; i++) {
-        if (ops[i].op != TB_COMM_RECV) continue;
-        int bytes = 0;
-        MPI_Get_count(&st[i], MPI_BYTE, &bytes);
-        if ((size_t)bytes != ops[i].count * sizeof(float))
-            return tb_fail(err, "recv on group %s from member %d: message of %zu elements, expected %zu",
-                           ops[i].g->name, ops[i].peer, (size_t)bytes / sizeof(float), ops[i].count);
-    }
-    return 0;
+    release_spares(posted, pr, done ? 0 : rc);
+    return rc;
 }
 
 // Every member sends an empty message to every other and waits for theirs.
@@ -670,7 +734,7 @@ int tb_mpi_group_bcast_from_first(tb_world *w, int group_id, void *buf, size_t b
     int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, s->comm, &req);  // rank 0: the first member's process
     if (rc != MPI_SUCCESS) return tb_mpi_fail(err, "broadcast", g, rc);
     int timed_out = 0;
-    rc = poll_requests(g, "broadcast", 1, &req, &st, NULL, &timed_out, err);
+    rc = poll_requests(g, "broadcast", 1, &req, &st, NULL, NULL, &timed_out, err);
     if (rc != 0) drop_requests(1, &req);
     return rc;
 }

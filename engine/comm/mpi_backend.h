@@ -52,12 +52,14 @@
 // never the caller's, so a call that gives up leaves nothing of the caller's in MPI's hands.
 //
 // Point-to-point: a single send is eager as on the local backend (the message is copied and
-// send returns; the copy is freed once MPI has sent it); a single recv finds the message
-// (MPI_Improbe), checks its size with the local backend's message and receives it into the
-// caller's buffer (MPI_Imrecv). A batch (tb_batch_send_recv: the pipeline's and the CP ring's
-// exchanges) posts every op on the caller's buffers, MPI_Isend and MPI_Irecv, and waits for
-// them together, so that no copy is made and no rendezvous send waits for a receive that
-// its own batch has yet to post.
+// send returns; the copy is freed once MPI has sent it); a single recv is a batch of one. A
+// batch (tb_batch_send_recv: the pipeline's and the CP ring's exchanges) posts its sends on
+// the caller's buffers (MPI_Isend) and matches each receive's message as it arrives
+// (MPI_Improbe: its size is the envelope's, checked with the local backend's message), then
+// receives it into the caller's buffer (MPI_Imrecv), all polled together, so that no copy is
+// made and no rendezvous send waits on its own batch. A posted MPI_Irecv is not used for a
+// receive whose size is checked: Open MPI 4.1 can complete one of a longer message, sent by
+// another thread of the same process, as if it fitted (mpi_backend.c, "probed").
 //
 // Without MPI at configure time (TB_HAVE_MPI undefined) these functions are stubs that fail
 // with "MPI backend not built (...)".

@@ -203,6 +203,7 @@ static void check_pipeline(const layout *l, const char *mpi_dir, const char *thr
 
 static const tb_group_kind tested[] = {TB_GROUP_WORLD, TB_GROUP_DP, TB_GROUP_TP};
 #define NTESTED 3
+#define LONGER_TRIES 20000
 
 typedef struct worker_rank {
     char fail[2048];  // the first failure, empty if none
@@ -303,7 +304,7 @@ static void worker_rank_fn(tb_rank *rk, void *arg) {
         if (memcmp(b, e, N * sizeof(float))) wfail(me, rk, "send/recv ring on %s (%s)", g->name, on);
         // the same ring as one batch on the caller's buffers (Megatron's batch_isend_irecv), with
         // a message beyond MPI's eager size (64 KiB: a rendezvous completes a send only once its
-        // receive is posted, so the batch posts both before it waits)
+        // receive is matched, so the batch matches receives while its own sends wait)
         const size_t big = 16 * N;
         fill(a, big, rk->rank, salt + 7);
         tb_p2p_op ring[2] = {{TB_COMM_SEND, g, a, big, (i + 1) % n, -1}, {TB_COMM_RECV, g, b, big, (i + n - 1) % n, -1}};
@@ -324,30 +325,38 @@ static void worker_rank_fn(tb_rank *rk, void *arg) {
         if (r == 0 || !strstr(err.msg, "recv on group world from member 0: message of 4 elements, expected 5"))
             wfail(me, rk, "a recv of the wrong size: rc %d, '%s'", r, r ? err.msg : "");
     }
-    // the same refusals in a batch on the caller's buffers: a shorter message by its count, a
-    // longer one as more than expected
+    // the same refusals in a batch on the caller's buffers: a shorter message, then a longer
+    // one LONGER_TRIES times (a longer message to a posted receive, sent by another thread of
+    // the same process, came back from Open MPI 4.1 as received whole in a few of 10,000)
     tb_p2p_op one = {g->index == 0 ? TB_COMM_SEND : TB_COMM_RECV, g, g->index == 0 ? a : b, 4, g->index == 0 ? 1 : 0, -1};
-    for (int k = 0; k < 2 && g->backend->batch_send_recv && g->index <= 1; k++) {
+    for (int k = 0; k <= LONGER_TRIES && g->backend->batch_send_recv && g->index <= 1; k++) {
         if (g->index == 1) one.count = k == 0 ? 5 : 3;
         timed_out = 0;
         int r = g->backend->batch_send_recv(&one, 1, &timed_out, &err);
         const char *want = k == 0 ? "recv on group world from member 0: message of 4 elements, expected 5"
-                                  : "recv on group world from member 0: a message of more than the 3 elements expected";
+                                  : "recv on group world from member 0: message of 4 elements, expected 3";
         if (g->index == 0 && r != 0) wfail(me, rk, "a batch send of 4: %s", err.msg);
         if (g->index == 1 && (r == 0 || !strstr(err.msg, want)))
-            wfail(me, rk, "a batch recv of the wrong size: rc %d, '%s' (want '%s')", r, r ? err.msg : "", want);
+            wfail(me, rk, "a batch recv of the wrong size, try %d: rc %d, '%s' (want '%s')", k, r, r ? err.msg : "",
+                  want);
     }
     // an all-to-all whose counts disagree (member 0 sends 3 elements to member 1, which expects
-    // 2): on MPI's own collectives every member refuses it together, the receiver naming it
-    if (g->backend == &tb_mpi_backend && rk->world->local_count == 1 && g->size == 2) {
-        size_t sc[2] = {1, g->index == 0 ? 3 : 1}, rc[2] = {1, g->index == 1 ? 2 : 1};
-        if (g->index == 1) sc[0] = 1, sc[1] = 1, rc[0] = 2, rc[1] = 1;
+    // 2): on MPI's own collectives every member refuses it together, the receiver naming it; on
+    // exact the receiver refuses it, its message taken whole (a longer message once came back
+    // from Open MPI as received; see above), and the others' calls complete
+    const int exact = g->backend == &tb_mpi_exact_backend;
+    if (exact || (g->backend == &tb_mpi_backend && rk->world->local_count == 1 && g->size == 2)) {
+        size_t sc[TB_MAX_GROUP], rc[TB_MAX_GROUP];
+        for (int j = 0; j < g->size; j++) sc[j] = rc[j] = 1;
+        if (g->index == 0) sc[1] = 3;
+        if (g->index == 1) rc[0] = 2;
         int r = CALL(all_to_all, a, sc, b, rc);
         const char *want = g->index == 1 ? "all_to_all on group world: member 0 sends 3 elements to member 1, which "
                                            "expects 2"
                                          : "refused by every member";
-        if (r == 0 || !strstr(err.msg, want))
-            wfail(me, rk, "an all-to-all whose counts disagree: rc %d, '%s' (want '%s')", r, r ? err.msg : "", want);
+        if (exact && g->index != 1 ? r != 0 : r == 0 || !strstr(err.msg, want))
+            wfail(me, rk, "an all-to-all whose counts disagree: rc %d, '%s' (want %s)", r, r ? err.msg : "",
+                  exact && g->index != 1 ? "success" : want);
     }
     // member 0 never joins: the others time out as on the local backend; on MPI's own blocking
     // collective (native, one member per process) only the watchdog can end that wait, and a
