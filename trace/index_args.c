@@ -54,7 +54,9 @@ static const tb_option index_options[] = {
               "                                 and write nothing; prints the wall time"),
     TB_OPTION("--quiet", index_args, quiet, TB_OPT_BOOL, NULL, NULL, "no summary or notes; units' errors are still reported"),
     TB_OPTION("-q", index_args, quiet, TB_OPT_BOOL, NULL, NULL, "the same as --quiet"),
-    TB_OPTION("--verbose", index_args, verbose, TB_OPT_BOOL, NULL, NULL, "each unit's clang arguments and parse time"),
+    TB_OPTION("--verbose", index_args, verbose, TB_OPT_BOOL, NULL, NULL,
+              "each unit's clang arguments and parse time, and where the run's time went (with --parse-only: its "
+              "parses' CPU time)"),
     TB_OPTION("-v", index_args, verbose, TB_OPT_BOOL, NULL, NULL, "the same as --verbose"),
     TB_OPTION("--json", index_args, json, TB_OPT_BOOL, NULL, NULL, "the summary as one JSON document (counts, figures)"),
     TB_OPTIONS_END};

@@ -157,8 +157,10 @@ static enum CXErrorCode parse(ctx *c, void *cxindex, const ix_tu *tu, const char
                               CXTranslationUnit *out) {
     struct timespec tp;
     clock_gettime(CLOCK_MONOTONIC, &tp);
+    const double cpu = thread_cpu();
     enum CXErrorCode e =
         clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, args, nargs, unsaved, nunsaved, flags, out);
+    c->r->parse_cpu += thread_cpu() - cpu;
     c->r->parse_seconds += seconds_since(&tp);
     return e;
 }
@@ -346,15 +348,19 @@ void ix_index_tu(void *cxindex, const ix_tu *tu, const ix_options *opt, ix_omp_f
     r->seconds = seconds_since(&t0);
 }
 
-int ix_parse_only(void *cxindex, const ix_tu *tu) {
+int ix_parse_only(void *cxindex, const ix_tu *tu, double *parse_cpu, double *dispose_cpu) {
     CXTranslationUnit cx = NULL;
     tb_pool pool = {0};
     struct CXUnsavedFile unsaved[IX_UNSAVED_MAX];
     unsigned nunsaved = ix_unit_unsaved(tu, unsaved, &pool);
+    double t = thread_cpu();
     enum CXErrorCode e = clang_parseTranslationUnit2((CXIndex)cxindex, tu->file, tu->args, tu->nargs, unsaved,
                                                      nunsaved, parse_flags, &cx);
+    *parse_cpu += thread_cpu() - t;
     tb_pool_free(&pool);
+    t = thread_cpu();
     if (cx) clang_disposeTranslationUnit(cx);
+    *dispose_cpu += thread_cpu() - t;
     return e == CXError_Success ? 0 : -1;
 }
 

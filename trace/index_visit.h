@@ -79,6 +79,7 @@ typedef struct ix_result {
     tb_pool pool;
     double seconds;        // the whole unit: the parses, the visits, the inclusions
     double parse_seconds;  // libclang's parses alone (the second OpenMP one included)
+    double parse_cpu;      // their thread's CPU time (--verbose)
     const char *openmp;    // how OpenMP directives were parsed (--verbose), or NULL: none seen
     // The unit's thread's CPU time (--verbose): the AST walks (both passes), the inclusions
     // listed, the translation units disposed of.
@@ -94,8 +95,9 @@ void ix_result_free(ix_result *r);
 // arguments, flags and in-memory stand-ins, as ix_index_tu parses it first (but a C unit
 // compiled with -fopenmp, which ix_index_tu may parse without it: index_openmp.h), nothing
 // visited or kept.
-// 0 when libclang built the unit, -1 when it did not.
-int ix_parse_only(void *cxindex, const ix_tu *tu);
+// 0 when libclang built the unit, -1 when it did not. *parse_cpu, *dispose_cpu: the thread's
+// CPU time in the parse and in the unit's disposal.
+int ix_parse_only(void *cxindex, const ix_tu *tu, double *parse_cpu, double *dispose_cpu);
 
 void ix_result_init(ix_result *r);
 

@@ -22,6 +22,7 @@ typedef struct ix_work {
     size_t ntodo;
     atomic_size_t next;
     atomic_int failed;   // --parse-only: units libclang could not build
+    double parse_cpu, dispose_cpu;  // --parse-only: the workers' CPU time in parses and disposals (under mu)
     pthread_mutex_t mu;  // done, and its signal
     pthread_cond_t cv;
     char *done;          // per unit of the database: its facts are in results

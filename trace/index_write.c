@@ -432,16 +432,16 @@ void ix_phase_mark(const ix_options *opt, struct timespec *last, const char *wha
 void ix_phase_units(const ix_options *opt, const ix_result *results, const size_t *todo, size_t ntodo,
                     double writer_busy) {
     if (!opt->verbose) return;
-    double all = 0, parse = 0, walk = 0, inclusions = 0, dispose = 0;
+    double all = 0, parse = 0, parse_cpu = 0, walk = 0, inclusions = 0, dispose = 0;
     for (size_t k = 0; k < ntodo; k++) {
         const ix_result *r = &results[todo[k]];
-        all += r->seconds, parse += r->parse_seconds;
+        all += r->seconds, parse += r->parse_seconds, parse_cpu += r->parse_cpu;
         walk += r->walk_cpu, inclusions += r->inclusions_cpu, dispose += r->dispose_cpu;
     }
     fprintf(stderr,
-            "tracebook index: the units' time: %.3f s, of which libclang's parses %.3f s, the rest %.3f s (CPU: AST "
-            "walks %.3f s, inclusions %.3f s, disposal %.3f s)",
-            all, parse, all - parse, walk, inclusions, dispose);
+            "tracebook index: the units' time: %.3f s, of which libclang's parses %.3f s, the rest %.3f s (CPU: "
+            "parses %.3f s, AST walks %.3f s, inclusions %.3f s, disposal %.3f s)",
+            all, parse, all - parse, parse_cpu, walk, inclusions, dispose);
     if (writer_busy >= 0) fprintf(stderr, "; the writer thread busy %.3f s", writer_busy);
     fprintf(stderr, "\n");
 }

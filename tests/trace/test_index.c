@@ -444,6 +444,33 @@ TB_TEST(a_missing_source_fails_the_run_and_a_partial_unit_does_not) {
     sqlite3_close(db);
 }
 
+// --parse-only, the benchmark's reference (scripts/bench-index.sh): every unit parsed, none
+// visited, no index written; a unit libclang cannot build is counted and fails the run;
+// --verbose adds the parses' CPU time, which the index's --verbose line sets beside its own.
+TB_TEST(parse_only_parses_every_unit_and_writes_no_index) {
+    tb_error err;
+    tb_mkdir_p(WORK "/parse_only", &err);
+    char *out = NULL;
+    tb_write_text(WORK "/parse_only/compile_commands.json",
+                  "[{\"directory\": \"" FIX "/basic\", \"command\": \"cc -c main.c\", \"file\": \"main.c\"},\n"
+                  " {\"directory\": \"" FIX "/basic\", \"command\": \"cc -c util.c\", \"file\": \"util.c\"}]\n");
+    unlink(WORK "/parse_only/index.sqlite");
+    int st = tb_shell(&out, "'%s' index --parse-only --verbose -j 2 --compdb '%s/parse_only' --output "
+                      "'%s/parse_only/index.sqlite'", TRACEBOOK, WORK, WORK);
+    const char *cpu = tb_has(out, "CPU in libclang's parses ") ? strstr(out, "CPU in libclang's parses ") : NULL;
+    double parse_cpu = cpu ? strtod(cpu + strlen("CPU in libclang's parses "), NULL) : 0;
+    TB_CHECK(st == 0 && tb_has(out, "2 TUs parsed (0 failed) with -j 2") && parse_cpu > 0,
+             "two units: exit %d, parses' CPU %g s:\n%s", st, parse_cpu, out);
+    TB_CHECK(access(WORK "/parse_only/index.sqlite", F_OK) != 0, "--parse-only wrote an index");
+    free(out);
+    tb_write_text(WORK "/parse_only/compile_commands.json",
+                  "[{\"directory\": \"" FIX "/basic\", \"command\": \"cc -c util.c\", \"file\": \"util.c\"},\n"
+                  " {\"directory\": \"" FIX "/broken\", \"command\": \"cc -c missing.c\", \"file\": \"missing.c\"}]\n");
+    st = tb_shell(&out, "'%s' index --parse-only --compdb '%s/parse_only'", TRACEBOOK, WORK);
+    TB_CHECK(st == 1 && tb_has(out, "2 TUs parsed (1 failed)"), "a missing source: exit %d:\n%s", st, out);
+    free(out);
+}
+
 TB_TEST(missing_or_malformed_compdb_fails_naming_the_path) {
     tb_error err;
     tb_mkdir_p(WORK "/bad", &err);
@@ -615,6 +642,7 @@ int main(void) {
     TB_RUN(callbacks_are_recorded_and_chains_go_through_them);
     TB_RUN(a_syntax_error_gives_partial_status_with_diagnostics_and_keeps_what_parsed);
     TB_RUN(a_missing_source_fails_the_run_and_a_partial_unit_does_not);
+    TB_RUN(parse_only_parses_every_unit_and_writes_no_index);
     TB_RUN(missing_or_malformed_compdb_fails_naming_the_path);
     TB_RUN(nvcc_cuda_file_parses_as_host_code);
     TB_RUN(project_index_end_to_end);
