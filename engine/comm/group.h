@@ -71,8 +71,8 @@ typedef struct tb_comm_backend {
     int (*recv)(tb_group *g, float *buf, size_t count, int peer, int *timed_out, tb_error *err);
     int (*barrier)(tb_group *g, int *timed_out, tb_error *err);
     // The ops of a batch issued together, returning once all are done (every op's group is on
-    // this backend). NULL for a backend whose sends are eager (local, MPI): comm.c then runs
-    // the ops one by one, in list order, as single sends and recvs.
+    // this backend). NULL for a backend whose sends are eager and in one process (local):
+    // comm.c then runs the ops one by one, in list order, as single sends and recvs.
     int (*batch_send_recv)(const tb_p2p_op *ops, int n, int *timed_out, tb_error *err);
     // A backend whose groups live in one process (local): the shared object a group's members
     // meet in (tb_group.backend_state), made by the world once per group (parallel_state.c),

@@ -97,7 +97,10 @@ static int match_probed(int n, probed *p, MPI_Request *req, int *code) {
             continue;
         }
         int bytes = 0;
-        MPI_Get_count(&st, MPI_BYTE, &bytes);
+        if ((*code = MPI_Get_count(&st, MPI_BYTE, &bytes)) != MPI_SUCCESS || bytes < 0) {
+            if (*code == MPI_SUCCESS) *code = MPI_ERR_COUNT;  // MPI_UNDEFINED: not a whole number of bytes
+            return -1;
+        }
         p[i].pending = 0;
         p[i].got = (size_t)bytes;
         void *into = p[i].buf;
@@ -146,7 +149,6 @@ typedef struct xfer {
     int member[2 * TB_MAX_GROUP];     // the peer of each request
     int is_recv[2 * TB_MAX_GROUP];
     MPI_Status st[2 * TB_MAX_GROUP];
-    int failed;                       // the request whose status holds the error, -1: none
     int probes;                       // some receives are probed (pr): their sizes are checked
     probed pr[2 * TB_MAX_GROUP];
     void *bufs[3];
@@ -158,7 +160,6 @@ static void xfer_begin(xfer *x, tb_group *g, const char *what) {
     x->s = mpi_state(g);
     x->what = what;
     x->n = 0;
-    x->failed = -1;
     x->probes = 0;
     x->nbufs = 0;
 }
@@ -234,10 +235,10 @@ static int post_probed_recv(xfer *x, void *buf, size_t bytes, int peer, tb_error
 }
 
 // Polls the requests until all are done, the world is aborted, or the collective timeout
-// passes. Returns 0 when all are done (x->n reset for the next phase). Receives in `p` (NULL:
-// none) are matched as their messages arrive, their req[i] null till then.
+// passes. Returns 0 when all are done. Receives in `p` (NULL: none) are matched as their
+// messages arrive, their req[i] null till then.
 static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req, MPI_Status *st, probed *p,
-                         int *failed, int *timed_out, tb_error *err) {
+                         int *timed_out, tb_error *err) {
     const double deadline = tb_comm_now_s() + tb_comm_timeout_s(g);
     unsigned polls = 0;
     for (;;) {
@@ -251,7 +252,6 @@ static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req,
                 for (int i = 0; i < n; i++)
                     if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING) {
                         code = st[i].MPI_ERROR;
-                        if (failed) *failed = i;
                         break;
                     }
             return tb_mpi_fail(err, what, g, code);
@@ -263,8 +263,9 @@ static int poll_requests(tb_group *g, const char *what, int n, MPI_Request *req,
     }
 }
 
+// A phase's requests waited for; x->n reset for the next phase when all are done.
 static int xfer_wait(xfer *x, int *timed_out, tb_error *err) {
-    int rc = poll_requests(x->g, x->what, x->n, x->req, x->st, x->probes ? x->pr : NULL, &x->failed, timed_out, err);
+    int rc = poll_requests(x->g, x->what, x->n, x->req, x->st, x->probes ? x->pr : NULL, timed_out, err);
     if (rc == 0 && x->probes) release_spares(x->n, x->pr, 0);
     if (rc == 0) x->n = 0;
     return rc;
@@ -484,9 +485,10 @@ int tb_mpi_send(tb_group *g, const float *buf, size_t count, int peer, int *time
 }
 
 // Receives into the caller's buffers that a call gives up on (a timeout, the world's abort):
-// each is cancelled (one not yet matched cancels at once) and waited for up to SETTLE_S, until
-// it is cancelled or done, so that MPI writes none of the caller's memory once the call
-// returns and the failing rank's teardown frees it. One that does not settle by then (a
+// each is cancelled (one already matched, as a probed receive always is, cannot be: its data
+// is on the way) and waited for up to SETTLE_S, until it is cancelled or done, so that MPI
+// writes none of the caller's memory once the call returns and the failing rank's teardown
+// frees it (a probed receive not yet matched has no request: MPI holds nothing of it). One that does not settle by then (a
 // transfer stalled half-way) is said on stderr. Sends are only read from, and are left to MPI
 // (Open MPI does not cancel a started send): a late read of freed memory sends garbage to a
 // peer of a failing run, and writes nothing here.
@@ -554,8 +556,7 @@ int tb_mpi_batch_send_recv(const tb_p2p_op *ops, int n, int *timed_out, tb_error
     }
     // a batch of one op is named as that op (tb_mpi_recv's)
     const char *what = n > 1 ? "batch_send_recv" : ops[0].op == TB_COMM_SEND ? "send" : "recv";
-    int failed = -1;
-    if (rc == 0) rc = poll_requests(ops[n - 1].g, what, n, req, st, pr, &failed, timed_out, err);
+    if (rc == 0) rc = poll_requests(ops[n - 1].g, what, n, req, st, pr, timed_out, err);
     const int done = rc == 0, bad = done ? first_mismatch(n, pr) : -1;
     if (bad >= 0)
         rc = tb_fail(err, "recv on group %s from member %d: message of %zu elements, expected %zu", ops[bad].g->name,
@@ -734,7 +735,7 @@ int tb_mpi_group_bcast_from_first(tb_world *w, int group_id, void *buf, size_t b
     int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, s->comm, &req);  // rank 0: the first member's process
     if (rc != MPI_SUCCESS) return tb_mpi_fail(err, "broadcast", g, rc);
     int timed_out = 0;
-    rc = poll_requests(g, "broadcast", 1, &req, &st, NULL, NULL, &timed_out, err);
+    rc = poll_requests(g, "broadcast", 1, &req, &st, NULL, &timed_out, err);
     if (rc != 0) drop_requests(1, &req);
     return rc;
 }

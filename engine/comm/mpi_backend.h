@@ -40,16 +40,18 @@
 // local backend, and a run under mpirun the same bits as the same layout on rank threads.
 // Data moves as bytes (MPI_BYTE): no conversion, homogeneous hosts assumed.
 //
-// Waiting (the exact algorithm and point-to-point). Every call posts its requests and polls
-// them with MPI_Testall (spinning, then sched_yield() between polls: never a sleep, since the
+// Waiting (the exact algorithm and point-to-point). Every call posts its requests (a receive
+// whose size is checked once its message has arrived: mpi_backend.c, "probed") and polls them
+// with MPI_Testall (spinning, then sched_yield() between polls: never a sleep, since the
 // transfer moves only while someone polls) until done, until the world's collective timeout
 // (then *timed_out is set and the message is the local backend's: "<op> on group <g> (<n>
 // ranks) not complete after <s> s", so comm.c writes the hang report as for threads), or
 // until the world is aborted by a rank of this process. Requests of a call that gives up
 // are cancelled (receives) or left to complete (sends) and their buffers kept to the end:
-// every buffer these calls give MPI is the backend's own transport memory (plain host memory
-// outside the ranks' accounting, as the local backend's messages and NCCL's buffers are),
-// never the caller's, so a call that gives up leaves nothing of the caller's in MPI's hands.
+// every buffer the collectives give MPI is the backend's own transport memory (plain host
+// memory outside the ranks' accounting, as the local backend's messages and NCCL's buffers
+// are), never the caller's; point-to-point, on the caller's buffers (below), settles its
+// receives before it gives up, so no call leaves anything of the caller's in MPI's hands.
 //
 // Point-to-point: a single send is eager as on the local backend (the message is copied and
 // send returns; the copy is freed once MPI has sent it); a single recv is a batch of one. A
