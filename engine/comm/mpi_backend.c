@@ -488,10 +488,10 @@ int tb_mpi_send(tb_group *g, const float *buf, size_t count, int peer, int *time
 // each is cancelled (one already matched, as a probed receive always is, cannot be: its data
 // is on the way) and waited for up to SETTLE_S, until it is cancelled or done, so that MPI
 // writes none of the caller's memory once the call returns and the failing rank's teardown
-// frees it (a probed receive not yet matched has no request: MPI holds nothing of it). One that does not settle by then (a
-// transfer stalled half-way) is said on stderr. Sends are only read from, and are left to MPI
-// (Open MPI does not cancel a started send): a late read of freed memory sends garbage to a
-// peer of a failing run, and writes nothing here.
+// frees it (a probed receive not yet matched has no request: MPI holds nothing of it). One
+// that does not settle by then (a transfer stalled half-way) is said on stderr. Sends are only
+// read from, and are left to MPI (Open MPI does not cancel a started send): a late read of
+// freed memory sends garbage to a peer of a failing run, and writes nothing here.
 #define SETTLE_S 2.0
 static void settle_receives(tb_group *g, const char *what, int n, MPI_Request *req) {
     for (int i = 0; i < n; i++)

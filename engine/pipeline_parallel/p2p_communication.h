@@ -9,7 +9,8 @@
 // send_next, send_prev, recv_prev, recv_next. On NCCL, whose sends are rendezvous, a stage's
 // send then completes together with the recv that its peer is waiting for on the other
 // stage's side; on the local backend, whose sends are eager, the batch is those sends then
-// those recvs, one call each; on MPI all of them are posted and waited for together. The time it took — transfer plus waiting for the peers — is added to *wait_ms.
+// those recvs, one call each; on MPI all of them are posted and waited for together. The
+// time it took — transfer plus waiting for the peers — is added to *wait_ms.
 #ifndef TB_PIPELINE_PARALLEL_P2P_COMMUNICATION_H
 #define TB_PIPELINE_PARALLEL_P2P_COMMUNICATION_H
 

@@ -20,8 +20,9 @@
 // worker mode (--worker K, started under mpirun by this test) runs every call of the MPI
 // backend on spanning, in-process and mixed groups against the group-order bits, on both
 // paths, a ring of sends and one of batches, a recv of the wrong size (single, and batched
-// 20,001 times), an all-to-all whose counts disagree, and a call one member skips (which must time out as on the local backend; on MPI's own blocking
-// collective only the watchdog of pretrain_gpt can end it, which the stall drills check).
+// 20,001 times), an all-to-all whose counts disagree, and a call one member skips (which
+// must time out as on the local backend; on MPI's own blocking collective only the watchdog
+// of pretrain_gpt can end it, which the stall drills check).
 // The failures across processes (a stall, the hang drills, a killed process, OOM) are
 // test_mpi_failures.c's.
 //
