@@ -361,7 +361,9 @@ int ix_parse_only(void *cxindex, const ix_tu *tu, double *parse_cpu, double *dis
     t = thread_cpu();
     if (cx) clang_disposeTranslationUnit(cx);
     *dispose_cpu += thread_cpu() - t;
-    return e == CXError_Success ? 0 : -1;
+    if (e == CXError_Success) return 0;
+    fprintf(stderr, "tracebook index --parse-only: %s: %s (error %d)\n", tu->file, cx_error_name(e), (int)e);
+    return -1;
 }
 
 void ix_result_init(ix_result *r) {

@@ -95,8 +95,8 @@ void ix_result_free(ix_result *r);
 // arguments, flags and in-memory stand-ins, as ix_index_tu parses it first (but a C unit
 // compiled with -fopenmp, which ix_index_tu may parse without it: index_openmp.h), nothing
 // visited or kept.
-// 0 when libclang built the unit, -1 when it did not. *parse_cpu, *dispose_cpu: the thread's
-// CPU time in the parse and in the unit's disposal.
+// 0 when libclang built the unit, -1 (said on stderr, naming the unit) when it did not.
+// *parse_cpu, *dispose_cpu: the thread's CPU time in the parse and in the unit's disposal.
 int ix_parse_only(void *cxindex, const ix_tu *tu, double *parse_cpu, double *dispose_cpu);
 
 void ix_result_init(ix_result *r);

@@ -48,6 +48,17 @@ static void drop_requests(int n, MPI_Request *req) {
     }
 }
 
+// A buffer MPI may still touch, kept to disconnect (the group's abandoned list).
+static void abandon(mpi_group *s, void *buf) {
+    transport *t = tb_xcalloc(1, sizeof *t, "MPI transport record");
+    t->req = MPI_REQUEST_NULL;
+    t->buf = buf;
+    pthread_mutex_lock(&s->mu);
+    t->next = s->abandoned;
+    s->abandoned = t;
+    pthread_mutex_unlock(&s->mu);
+}
+
 // ---------------------------------------------------------------------------------------
 // Receives matched before they are received
 //
@@ -122,17 +133,8 @@ static int first_mismatch(int n, const probed *p) {
 static void release_spares(int n, probed *p, int rc) {
     for (int i = 0; i < n; i++) {
         if (!p[i].spare) continue;
-        if (rc == 0) {
-            free(p[i].spare);
-        } else {
-            transport *t = tb_xcalloc(1, sizeof *t, "MPI transport record");
-            t->req = MPI_REQUEST_NULL;
-            t->buf = p[i].spare;
-            pthread_mutex_lock(&p[i].s->mu);
-            t->next = p[i].s->abandoned;
-            p[i].s->abandoned = t;
-            pthread_mutex_unlock(&p[i].s->mu);
-        }
+        if (rc == 0) free(p[i].spare);
+        else abandon(p[i].s, p[i].spare);
         p[i].spare = NULL;
     }
 }
@@ -179,15 +181,7 @@ static int xfer_end(xfer *x, int rc) {
         return 0;
     }
     drop_requests(x->n, x->req);
-    pthread_mutex_lock(&x->s->mu);
-    for (int i = 0; i < x->nbufs; i++) {
-        transport *t = tb_xcalloc(1, sizeof *t, "MPI transport record");
-        t->req = MPI_REQUEST_NULL;
-        t->buf = x->bufs[i];
-        t->next = x->s->abandoned;
-        x->s->abandoned = t;
-    }
-    pthread_mutex_unlock(&x->s->mu);
+    for (int i = 0; i < x->nbufs; i++) abandon(x->s, x->bufs[i]);
     return rc;
 }
 

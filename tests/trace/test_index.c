@@ -445,7 +445,7 @@ TB_TEST(a_missing_source_fails_the_run_and_a_partial_unit_does_not) {
 }
 
 // --parse-only, the benchmark's reference (scripts/bench-index.sh): every unit parsed, none
-// visited, no index written; a unit libclang cannot build is counted and fails the run;
+// visited, no index written; a unit libclang cannot build is named, counted and fails the run;
 // --verbose adds the parses' CPU time, which the index's --verbose line sets beside its own.
 TB_TEST(parse_only_parses_every_unit_and_writes_no_index) {
     tb_error err;
@@ -457,7 +457,7 @@ TB_TEST(parse_only_parses_every_unit_and_writes_no_index) {
     unlink(WORK "/parse_only/index.sqlite");
     int st = tb_shell(&out, "'%s' index --parse-only --verbose -j 2 --compdb '%s/parse_only' --output "
                       "'%s/parse_only/index.sqlite'", TRACEBOOK, WORK, WORK);
-    const char *cpu = tb_has(out, "CPU in libclang's parses ") ? strstr(out, "CPU in libclang's parses ") : NULL;
+    const char *cpu = strstr(out, "CPU in libclang's parses ");
     double parse_cpu = cpu ? strtod(cpu + strlen("CPU in libclang's parses "), NULL) : 0;
     TB_CHECK(st == 0 && tb_has(out, "2 TUs parsed (0 failed) with -j 2") && parse_cpu > 0,
              "two units: exit %d, parses' CPU %g s:\n%s", st, parse_cpu, out);
@@ -467,7 +467,9 @@ TB_TEST(parse_only_parses_every_unit_and_writes_no_index) {
                   "[{\"directory\": \"" FIX "/basic\", \"command\": \"cc -c util.c\", \"file\": \"util.c\"},\n"
                   " {\"directory\": \"" FIX "/broken\", \"command\": \"cc -c missing.c\", \"file\": \"missing.c\"}]\n");
     st = tb_shell(&out, "'%s' index --parse-only --compdb '%s/parse_only'", TRACEBOOK, WORK);
-    TB_CHECK(st == 1 && tb_has(out, "2 TUs parsed (1 failed)"), "a missing source: exit %d:\n%s", st, out);
+    TB_CHECK(st == 1 && tb_has(out, "2 TUs parsed (1 failed)") &&
+                 tb_has(out, FIX "/broken/missing.c: libclang could not create the translation unit"),
+             "a missing source, named: exit %d:\n%s", st, out);
     free(out);
 }
 
