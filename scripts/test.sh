@@ -40,15 +40,10 @@ if [ -n "$image_pid" ]; then
   cat .gpu-deps/dry-image.log
   [ "$image_rc" = 0 ] || echo "test.sh: gpu-check.sh --dry-image failed (status $image_rc); --dry-build tries again" >&2
 fi
+# The bitwise tests run twice in it: on the host's OpenBLAS kernel, and as <test>.haswell on the
+# AVX2 one the AMD hosts run (CMakeLists.txt, label "bitwise"), so that an equality that holds
+# for one kernel only fails on any host.
 ctest --test-dir build --output-on-failure -j "$jobs"
-# The bitwise tests once more on OpenBLAS's AVX2 kernels (CMakeLists.txt, label "bitwise"), the
-# ones the AMD hosts run, so that an equality that holds for one kernel only fails on any host.
-# The host's own OPENBLAS_* settings stay as they are for the run above.
-if [ "${OPENBLAS_CORETYPE:-}" = Haswell ]; then
-  echo "test.sh: OPENBLAS_CORETYPE=Haswell already: the run above covered the bitwise tests on it"
-else
-  OPENBLAS_CORETYPE=Haswell ctest --test-dir build --output-on-failure -j "$jobs" -L bitwise
-fi
 # The GPU machine's build in the root made above.
 if [ "$have_cuda" = 1 ]; then
   ./scripts/gpu-check.sh --dry-build

@@ -32,7 +32,8 @@
     " --mca pml ob1 --mca btl self,vader" TB_MPIRUN_KEEP_LOADED
 
 // What test_mpi.c and test_mpi_failures.c launch: the engine, the tiny model they train, the
-// two paths of --mpi-collectives, their run directories under TB_TEST_TMPDIR, and
+// two paths of --mpi-collectives, their run directories (this test process's, tb_tmp_path: a
+// second run of the same test, as scripts/test.sh's on the Haswell kernel, names others), and
 // `mpirun -np N pretrain_gpt ARGS` with its output in *sh and its wall time added to *total_s.
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,8 +48,7 @@
 #define TB_MPI_ALGORITHMS {"native", "exact"}
 
 static inline const char *tb_mpi_run_dir(char *buf, size_t len, const char *kind, int i) {
-    snprintf(buf, len, "%s/mpi-%s-%d", TB_TEST_TMPDIR, kind, i);
-    return buf;
+    return tb_tmp_path(buf, len, "mpi-%s-%d", kind, i);
 }
 
 static inline int tb_mpirun_engine_v(tb_output *sh, double *total_s, int processes, const char *fmt_args, va_list ap) {

@@ -18,8 +18,27 @@
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "models/gpt.h"
+#include "tb_shell.h"
 
-#define TMP(name) TB_TEST_TMPDIR "/checkpoint." name
+// This test process's scratch path for `name`, "<TB_TEST_TMPDIR>/<pid>-checkpoint.<name>"
+// (tb_tmp_path), the same pointer for each call with that name: a second run of the test
+// beside the first (<test>.haswell, CMakeLists.txt) names other files.
+static inline const char *checkpoint_tmp(const char *name) {
+    static struct {
+        char name[64], path[512];
+    } paths[32];
+    static size_t used;
+    for (size_t i = 0; i < used; i++)
+        if (!strcmp(paths[i].name, name)) return paths[i].path;
+    if (used == sizeof paths / sizeof *paths || strlen(name) >= sizeof paths[0].name) {
+        fprintf(stderr, "checkpoint_tmp: no room for the scratch path '%s' (%zu named)\n", name, used);
+        abort();
+    }
+    snprintf(paths[used].name, sizeof paths[used].name, "%s", name);
+    tb_tmp_path(paths[used].path, sizeof paths[used].path, "checkpoint.%s", name);
+    return paths[used++].path;
+}
+#define TMP(name) checkpoint_tmp(name)
 
 
 // The tiny models: V = 50 padded to Vp = 64 (divisible by 16), so the file's unpadded

@@ -468,7 +468,7 @@ static void check_layout(const layout *l, int i, const double *ref) {
         const int exact = a == 1, runs = l->wide && !exact ? 2 : 1;
         double m[2][STEPS], secs = 0;
         for (int k = 0; k < runs; k++) {
-            snprintf(mdir, sizeof mdir, "%s/mpi-procs-%s-%d-%d", TB_TEST_TMPDIR, algorithms[a], i, k);
+            tb_tmp_path(mdir, sizeof mdir, "mpi-procs-%s-%d-%d", algorithms[a], i, k);
             int rc = mpirun(l->processes, TB_MPI_MODEL " %s --mpi-collectives %s --ranks-per-process %d --run-dir %s",
                             l->flags, algorithms[a], l->ranks_per_process, mdir);
             secs += sh.seconds;
@@ -607,7 +607,7 @@ TB_TEST(expert_parallel_layouts_under_mpirun_match_threads_bitwise_and_the_singl
             continue;
         }
       for (int a = 0; a < 2; a++) {
-        snprintf(mdir, sizeof mdir, "%s/mpi-moe-procs-%s-%d", TB_TEST_TMPDIR, algorithms[a], i);
+        tb_tmp_path(mdir, sizeof mdir, "mpi-moe-procs-%s-%d", algorithms[a], i);
         int rc = mpirun(l->processes, TB_MPI_MODEL " %s --mpi-collectives %s --ranks-per-process %d --run-dir %s",
                         flags, algorithms[a], l->ranks_per_process, mdir);
         if (rc != 0) {

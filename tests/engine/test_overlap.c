@@ -239,10 +239,9 @@ TB_TEST(fsdp_optim_grads_params_prefetch_recompute_cp2_bitwise) {
 // into dp × cp equal slices. At cp 3 with 25,952 parameters (not a multiple of 48) the buffer
 // was padded for dp alone and the last slice's elements were never updated (the losses still
 // agreed): every parameter after two steps must match the single rank's (the first step's lr is 0).
-#define CP3_DIR TB_TEST_TMPDIR "/overlap_cp3"
-static float *dumped_param(const char *run, const char *name, int64_t *n) {
-    char path[512];
-    snprintf(path, sizeof path, CP3_DIR "/%s/tensors/step-0000002.rank-00000.safetensors", run);
+static float *dumped_param(const char *dir, const char *run, const char *name, int64_t *n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/tensors/step-0000002.rank-00000.safetensors", dir, run);
     tb_safetensors st;
     tb_error err;
     if (tb_safetensors_open(&st, path, &err) != 0) return NULL;
@@ -261,13 +260,14 @@ TB_TEST(distributed_optimizer_over_dp_x_cp_updates_every_parameter) {
     static const char *const model = TB_BIN_DIR "/pretrain_gpt --num-layers 1 --hidden-size 40 --num-attention-heads 2 "
                                      "--seq-length 24 --vocab-size 60 --micro-batch-size 1 --global-batch-size 2 "
                                      "--train-iters 2 --dump-tensors 2 --attention-backend flash";
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "rm -rf " CP3_DIR " && %s --run-dir " CP3_DIR "/one > /dev/null 2>&1 && %s --world-size 3 "
-             "--context-parallel-size 3 --use-distributed-optimizer --run-dir " CP3_DIR "/cp3 > /dev/null 2>&1",
-             model, model);
+    char cmd[4096], dir[512];
+    tb_tmp_path(dir, sizeof dir, "overlap_cp3");
+    snprintf(cmd, sizeof cmd, "rm -rf %s && %s --run-dir %s/one > /dev/null 2>&1 && %s --world-size 3 "
+             "--context-parallel-size 3 --use-distributed-optimizer --run-dir %s/cp3 > /dev/null 2>&1",
+             dir, model, dir, model, dir);
     TB_REQUIRE(system(cmd) == 0, "training at one rank and at cp 3 with the distributed optimizer: %s", cmd);
     int64_t na, nb;
-    float *a = dumped_param("one", "param/ln_f.bias", &na), *b = dumped_param("cp3", "param/ln_f.bias", &nb);
+    float *a = dumped_param(dir, "one", "param/ln_f.bias", &na), *b = dumped_param(dir, "cp3", "param/ln_f.bias", &nb);
     TB_REQUIRE(a && b && na == nb && na == 40, "param/ln_f.bias dumped by both runs (%lld, %lld elements)",
                (long long)na, (long long)nb);
     int bad = -1;
@@ -285,10 +285,9 @@ TB_TEST(distributed_optimizer_over_dp_x_cp_updates_every_parameter) {
 // shapes whatever the buckets); the norm may move by the rounding of that float sum, no more.
 // Which way it rounds depends on the gradients' last bits, so on the BLAS kernel: a bitwise
 // comparison across layouts passes with one OpenBLAS kernel and fails with another.
-#define LAYOUT_DIR TB_TEST_TMPDIR "/overlap_layout"
-static double first_grad_norm(const char *run) {
-    char path[512];
-    snprintf(path, sizeof path, LAYOUT_DIR "/%s/metrics.rank-00000.jsonl", run);
+static double first_grad_norm(const char *dir, const char *run) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/metrics.rank-00000.jsonl", dir, run);
     char *text = tb_slurp(path);
     const char *at = text ? strstr(text, "\"grad_norm\":") : NULL;
     double norm = at ? strtod(at + strlen("\"grad_norm\":"), NULL) : NAN;
@@ -300,16 +299,17 @@ TB_TEST(bucket_layout_moves_only_the_norms_rounding) {
                                      "--num-attention-heads 4 --seq-length 16 --vocab-size 96 --micro-batch-size 2 "
                                      "--global-batch-size 4 --train-iters 1 --dump-tensors 1 --world-size 2 "
                                      "--use-distributed-optimizer --attention-backend flash --log-interval 1000";
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "rm -rf " LAYOUT_DIR " && %s --run-dir " LAYOUT_DIR "/big > /dev/null 2>&1 && "
-             "%s --ddp-bucket-size 3000 --run-dir " LAYOUT_DIR "/small > /dev/null 2>&1", model, model);
+    char cmd[4096], dir[512], path[1024];
+    tb_tmp_path(dir, sizeof dir, "overlap_layout");
+    snprintf(cmd, sizeof cmd, "rm -rf %s && %s --run-dir %s/big > /dev/null 2>&1 && "
+             "%s --ddp-bucket-size 3000 --run-dir %s/small > /dev/null 2>&1", dir, model, dir, model, dir);
     TB_REQUIRE(system(cmd) == 0, "training dp 2 with the distributed optimizer at two bucket sizes: %s", cmd);
     tb_safetensors a, b;
     tb_error err;
-    TB_REQUIRE(tb_safetensors_open(&a, LAYOUT_DIR "/big/tensors/step-0000001.rank-00000.safetensors", &err) == 0,
-               "%s", err.msg);
-    TB_REQUIRE(tb_safetensors_open(&b, LAYOUT_DIR "/small/tensors/step-0000001.rank-00000.safetensors", &err) == 0,
-               "%s", err.msg);
+    snprintf(path, sizeof path, "%s/big/tensors/step-0000001.rank-00000.safetensors", dir);
+    TB_REQUIRE(tb_safetensors_open(&a, path, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/small/tensors/step-0000001.rank-00000.safetensors", dir);
+    TB_REQUIRE(tb_safetensors_open(&b, path, &err) == 0, "%s", err.msg);
     int grads = 0, differing = 0;
     for (int i = 0; i < a.ntensors; i++) {
         const tb_st_tensor *ta = &a.tensors[i], *tb = tb_safetensors_find(&b, ta->name);
@@ -332,7 +332,7 @@ TB_TEST(bucket_layout_moves_only_the_norms_rounding) {
     tb_safetensors_close(&b);
     TB_CHECK(grads > 10 && differing == 0, "%d of %d gradients differ between the layouts", differing, grads);
     // the norm is sqrt(total): an ulp of the float total moves it by half an ulp, relatively
-    const double na = first_grad_norm("big"), nb = first_grad_norm("small");
+    const double na = first_grad_norm(dir, "big"), nb = first_grad_norm(dir, "small");
     TB_CHECK(isfinite(na) && isfinite(nb) && fabs(na - nb) <= FLT_EPSILON * na,
              "step 1 gradient norm %.17g (one bucket) vs %.17g (3000-element buckets): more than the float "
              "rounding of the shards' sum", na, nb);
@@ -366,20 +366,27 @@ TB_TEST(ddp_config_rules) {
 // A communication-thread call that times out fails its rank with the hang report, as a rank
 // thread's does: dp 2 with rank 1 stalled at step 2 (its communication thread stops before its
 // first bucket); rank 0's communication thread is the one that waits, in that bucket's all-reduce.
-#define HANG_DIR TB_TEST_TMPDIR "/overlap_hang"
 TB_TEST(communication_thread_timeout_fails_the_rank_with_a_hang_report) {
-    TB_REQUIRE(system("rm -rf " HANG_DIR " && mkdir -p " HANG_DIR) == 0, "mkdir");
-    int status = system("timeout 120 " TB_BIN_DIR "/pretrain_gpt --num-layers 2 --hidden-size 32 "
-                        "--num-attention-heads 4 --seq-length 16 --vocab-size 100 --micro-batch-size 1 --world-size 2 "
-                        "--train-iters 3 --overlap-grad-reduce "
-                        "--ddp-bucket-size 3000 --inject-stall 1:2 --collective-timeout 2 --run-dir " HANG_DIR
-                        "/run > " HANG_DIR "/out.txt 2> " HANG_DIR "/stderr.txt");
+    char dir[512], cmd[2048], path[1024];
+    tb_tmp_path(dir, sizeof dir, "overlap_hang");
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    TB_REQUIRE(system(cmd) == 0, "mkdir: %s", cmd);
+    snprintf(cmd, sizeof cmd,
+             "timeout 120 " TB_BIN_DIR "/pretrain_gpt --num-layers 2 --hidden-size 32 "
+             "--num-attention-heads 4 --seq-length 16 --vocab-size 100 --micro-batch-size 1 --world-size 2 "
+             "--train-iters 3 --overlap-grad-reduce "
+             "--ddp-bucket-size 3000 --inject-stall 1:2 --collective-timeout 2 --run-dir %s/run"
+             " > %s/out.txt 2> %s/stderr.txt",
+             dir, dir, dir);
+    int status = system(cmd);
     TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 4, "the process ends with status 4 (status %d)", status);
     char err_text[8192] = "";
-    tb_slurp_into(HANG_DIR "/stderr.txt", err_text, sizeof err_text);
+    snprintf(path, sizeof path, "%s/stderr.txt", dir);
+    tb_slurp_into(path, err_text, sizeof err_text);
     TB_CHECK(strstr(err_text, "rank 0 (tp0 cp0 dp0 pp0): HANG: all_reduce on group dp_cp") != NULL,
              "rank 0's communication thread reports its dp all-reduce: %s", err_text);
-    char *hang = tb_slurp(HANG_DIR "/run/hang.json");
+    snprintf(path, sizeof path, "%s/run/hang.json", dir);
+    char *hang = tb_slurp(path);
     TB_CHECK(hang != NULL, "hang.json written");
     free(hang);
 }
